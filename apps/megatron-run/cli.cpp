@@ -1,0 +1,116 @@
+#include "cli.h"
+
+#include <iostream>
+
+#include "config/print.h"
+#include "util/log.h"
+
+namespace mr::app {
+
+void print_usage(std::ostream& os) {
+  os << "megatron-run — parse, validate and launch Megatron-LM training jobs\n\n"
+        "usage:\n"
+        "  megatron-run --dry-run [--config FILE]... [--format text|json] [--explain FLAG]... [MEGATRON FLAGS]\n"
+        "  megatron-run check [--format text|json] [--world-size N] [target options] FILE...\n"
+        "  megatron-run schema [--format json|text|bash-completion]\n"
+        "  megatron-run --help          every Megatron flag, grouped\n\n"
+        "config options:\n"
+        "  --config FILE                YAML/JSON arguments (repeatable; later files and then the command line win)\n"
+        "  --allow-unset-env            keep ${VAR} literal when VAR is unset instead of failing\n"
+        "  --env-placeholder DIR        replace an unset ${VAR} by DIR/VAR\n"
+        "  --format text|json           output format of the resolved arguments\n"
+        "  --explain FLAG               print where a resolved value came from (repeatable)\n"
+        "  --log-level LEVEL            trace, debug, info, warning (default), error, fatal\n\n"
+        "target environment (what validation assumes about the cluster):\n"
+        "  --target-gpu-arch sm_XY      default sm_90\n"
+        "  --target-te-version V        Transformer Engine version, default 2.20.2\n"
+        "  --target-torch-version V     default 2.15.0\n"
+        "  --target-flashinfer-version V  default 0.6.4\n"
+        "  --target-env FILE.yaml       the same keys plus `env:` variables\n"
+        "  --world-size N               world size (overrides WORLD_SIZE)\n";
+}
+
+void CommonOptions::add_to(po::options_description& desc) {
+  desc.add_options()
+      ("config", po::value(&configs)->composing(), "config file")
+      ("format", po::value(&format), "text|json")
+      ("allow-unset-env", po::bool_switch(&allow_unset_env), "keep unset ${VAR}")
+      ("env-placeholder", po::value(&env_placeholder), "unset ${VAR} -> DIR/VAR")
+      ("log-level", po::value(&log_level), "log level")
+      ("target-env", po::value(&target_env_file), "target environment file")
+      ("target-gpu-arch", po::value(&gpu_arch), "sm_XY")
+      ("target-te-version", po::value(&te_version), "version")
+      ("target-torch-version", po::value(&torch_version), "version")
+      ("target-flashinfer-version", po::value(&flashinfer_version), "version")
+      ("world-size", po::value<long long>()->notifier([this](long long v) { world_size = v; }), "world size");
+}
+
+Invocation CommonOptions::invocation() const {
+  if (format != "text" && format != "json")
+    throw UsageError("argument --format: invalid choice: '" + format + "' (choose from 'text', 'json')", {"--format"});
+  auto lvl = log::parse_level(log_level);
+  if (!lvl) throw UsageError("argument --log-level: invalid choice: '" + log_level + "'", {"--log-level"});
+  log::init(*lvl);
+  Invocation inv;
+  inv.config_files = configs;
+  inv.config.allow_unset_env = allow_unset_env;
+  if (!env_placeholder.empty()) {
+    std::string dir = env_placeholder;
+    inv.config.env = [dir](const std::string& name) -> std::optional<std::string> {
+      if (const char* v = std::getenv(name.c_str())) return std::string(v);
+      return dir + "/" + name;
+    };
+  }
+  if (!target_env_file.empty()) inv.env.load_file(target_env_file);
+  if (!gpu_arch.empty()) {
+    inv.env.gpu_arch = gpu_arch;
+    inv.env.arch_major();  // validates the spelling
+  }
+  if (!te_version.empty()) inv.env.te_version = te_version;
+  if (!torch_version.empty()) inv.env.torch_version = torch_version;
+  if (!flashinfer_version.empty()) inv.env.flashinfer_version = flashinfer_version;
+  if (world_size) {
+    if (*world_size < 1) throw UsageError("argument --world-size: must be at least 1", {"--world-size"});
+    inv.world_size = world_size;
+  }
+  return inv;
+}
+
+SplitArgs split_args(const std::vector<std::string>& args, int first_index, const po::options_description& desc,
+                     bool allow_unregistered) {
+  // Words from the first "--" on are never ours; they go to the Megatron parser untouched.
+  size_t dd = args.size();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i] == "--") {
+      dd = i;
+      break;
+    }
+  std::vector<std::string> head(args.begin(), args.begin() + static_cast<long>(dd));
+  namespace cls = po::command_line_style;
+  int style = cls::allow_long | cls::long_allow_adjacent | cls::long_allow_next;  // no guessing, no short options
+  po::command_line_parser parser(head);
+  parser.options(desc).style(style);
+  if (allow_unregistered) parser.allow_unregistered();
+  po::parsed_options parsed = parser.run();
+  SplitArgs out;
+  po::store(parsed, out.vm);
+  po::notify(out.vm);
+  // Recover each leftover word's argv position: leftovers are the words not consumed by our options.
+  std::vector<bool> ours(head.size(), false);
+  size_t pos = 0;
+  for (const auto& opt : parsed.options) {
+    if (opt.unregistered || opt.position_key >= 0) {
+      pos += opt.original_tokens.size();
+      continue;
+    }
+    for (size_t k = 0; k < opt.original_tokens.size() && pos < head.size(); ++k) ours[pos++] = true;
+  }
+  for (size_t i = 0; i < head.size(); ++i)
+    if (!ours[i])
+      out.rest.push_back(Token{head[i], Provenance{Provenance::Kind::Cli, "argv[" + std::to_string(first_index + static_cast<int>(i)) + "]"}});
+  for (size_t i = dd; i < args.size(); ++i)
+    out.rest.push_back(Token{args[i], Provenance{Provenance::Kind::Cli, "argv[" + std::to_string(first_index + static_cast<int>(i)) + "]"}});
+  return out;
+}
+
+}  // namespace mr::app

@@ -1,0 +1,44 @@
+// megatron-run's own options (parsed with Boost.Program_options) and the commands that use them.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/resolve.h"
+
+namespace mr::app {
+
+namespace po = boost::program_options;
+
+// Options shared by the run/dry-run path and `check`: config files, target environment, output format.
+struct CommonOptions {
+  std::vector<std::string> configs;
+  std::string format = "text";
+  bool allow_unset_env = false;
+  std::string env_placeholder;  // unset ${VAR} -> DIR/VAR
+  std::string log_level = "warning";
+  std::string target_env_file, gpu_arch, te_version, torch_version, flashinfer_version;
+  std::optional<long long> world_size;
+
+  void add_to(po::options_description& desc);
+  // Builds the invocation (target environment, config options) from these options.
+  Invocation invocation() const;
+};
+
+// Splits argv (after the command word) into our options and the Megatron words, keeping argv positions.
+struct SplitArgs {
+  po::variables_map vm;
+  std::vector<Token> rest;  // unrecognized words, in order, with their argv positions
+};
+SplitArgs split_args(const std::vector<std::string>& args, int first_index, const po::options_description& desc,
+                     bool allow_unregistered);
+
+int cmd_run(const std::vector<std::string>& args);     // default command: --dry-run, or the run (later issues)
+int cmd_check(const std::vector<std::string>& args);   // lint many configs
+int cmd_schema(const std::vector<std::string>& args);  // export the schema
+void print_usage(std::ostream& os);
+
+}  // namespace mr::app

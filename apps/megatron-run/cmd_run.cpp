@@ -1,0 +1,70 @@
+// The default command: resolve the arguments and, with --dry-run, print them.
+#include <iostream>
+
+#include "cli.h"
+#include "config/print.h"
+#include "config/validate.h"
+#include "util/log.h"
+
+namespace mr::app {
+
+int cmd_run(const std::vector<std::string>& args) {
+  po::options_description desc("megatron-run");
+  CommonOptions common;
+  common.add_to(desc);
+  bool dry_run = false, help = false, version = false;
+  std::vector<std::string> explain;
+  desc.add_options()("dry-run", po::bool_switch(&dry_run), "resolve and print, do not run")
+      ("explain", po::value(&explain)->composing(), "show provenance")
+      ("help", po::bool_switch(&help), "help")
+      ("version", po::bool_switch(&version), "version");
+  SplitArgs split = split_args(args, 1, desc, /*allow_unregistered=*/true);
+  if (help) {
+    print_usage(std::cout);
+    std::cout << "\n";
+    print_help(std::cout, Schema::megatron(), "megatron-run");
+    return 0;
+  }
+  if (version) {
+    std::cout << "megatron-run " << MR_VERSION << "\n";
+    return 0;
+  }
+  Invocation inv = common.invocation();
+  inv.cli = split.rest;
+  Outcome out = resolve(Schema::megatron(), inv);
+  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
+  for (const auto& d : out.diagnostics)
+    if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << "[" << d.rule << "] " << d.message;
+  if (!out.ok()) {
+    for (const auto& d : out.diagnostics)
+      if (d.level == Diagnostic::Level::Error)
+        std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
+    return 1;
+  }
+  const Namespace& ns = out.parsed.ns;
+  for (const std::string& e : explain) {
+    std::string dest = e;
+    if (dest.rfind("--", 0) == 0) {
+      const Arg* a = Schema::megatron().find_flag(dest);
+      if (!a) throw UsageError("argument --explain: unknown flag " + e, {"--explain"});
+      dest = a->dest();
+    }
+    for (char& c : dest)
+      if (c == '-') c = '_';
+    if (!ns.has(dest)) throw UsageError("argument --explain: no resolved argument '" + dest + "'", {"--explain"});
+    std::cout << dest << " = " << ns[dest].py_str() << "    (" << ns.provenance(dest).describe() << ")\n";
+  }
+  if (!explain.empty()) return 0;
+  if (!dry_run) {
+    std::cerr << "megatron-run: the training runtime is not built yet; use --dry-run to resolve and print the "
+                 "arguments\n";
+    return 2;
+  }
+  if (common.format == "json")
+    std::cout << namespace_json(ns) << "\n";
+  else
+    print_megatron_table(std::cout, ns);
+  return 0;
+}
+
+}  // namespace mr::app

@@ -1,0 +1,33 @@
+// megatron-run: parse, validate and launch Megatron-LM training jobs.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "config/parse.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (!args.empty()) {
+      const std::string& cmd = args.front();
+      std::vector<std::string> rest(args.begin() + 1, args.end());
+      if (cmd == "check") return mr::app::cmd_check(rest);
+      if (cmd == "schema") return mr::app::cmd_schema(rest);
+      if (cmd == "help") {
+        mr::app::print_usage(std::cout);
+        return 0;
+      }
+    }
+    return mr::app::cmd_run(args);
+  } catch (const mr::UsageError& e) {
+    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    return 2;
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "megatron-run: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

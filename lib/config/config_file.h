@@ -1,0 +1,44 @@
+// `--config FILE`: YAML (or JSON) files of arguments, in two layouts.
+//
+// Plain layout: a mapping of arguments to values, keyed by flag (`--num-layers: 12`) or dest
+// (`num_layers: 12`); `true`/`false` for switches, sequences for nargs, null for None.
+// Functional-test layout (Megatron CI's model_config.yaml): `MODEL_ARGS` becomes a command line with the CI
+// launcher's rules (true -> bare switch; "[a b]" -> several words; anything else -> one word) and `ENV_VARS`
+// becomes the environment validation sees.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/parse.h"
+
+namespace mr {
+
+// Looks up an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup process_env_lookup();
+
+struct ConfigOptions {
+  EnvLookup env = process_env_lookup();
+  bool allow_unset_env = false;  // leave ${VAR} literal instead of failing
+};
+
+struct ConfigResult {
+  bool functional_test_layout = false;
+  std::map<std::string, std::string> env_vars;  // ENV_VARS of a functional-test file
+  ParseReport report;
+  std::vector<Token> argv;  // the command line a functional-test file stands for
+};
+
+// Loads one config file and applies it on top of `ns`. Errors (unreadable file, YAML syntax, unknown key,
+// bad value, unset ${VAR}) are UsageErrors naming file:line.
+ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
+                               const ConfigOptions& opts = {});
+
+// Expands ${VAR} (and $VAR) in `text`; `where` names the place for the error message.
+std::string expand_env(const std::string& text, const ConfigOptions& opts, const std::string& where);
+
+}  // namespace mr

@@ -1,0 +1,55 @@
+// The resolved argument namespace: dest -> value, each value with its provenance (abseil-style).
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/value.h"
+
+namespace mr {
+
+// Where a value came from.
+struct Provenance {
+  enum class Kind { Default, Config, Cli, Env, Derived };
+  Kind kind = Kind::Default;
+  std::string where;  // "file.yaml:12", "argv[3]", "WORLD_SIZE", or the rule/section that derived it
+
+  std::string describe() const;
+};
+
+class Namespace {
+ public:
+  bool has(std::string_view dest) const { return slots_.find(dest) != slots_.end(); }
+  // The value of a dest; throws std::out_of_range naming it when absent.
+  const Value& get(std::string_view dest) const;
+  const Value& operator[](std::string_view dest) const { return get(dest); }
+  const Provenance& provenance(std::string_view dest) const;
+
+  void set(std::string_view dest, Value v, Provenance p);
+  // Derived values (set by validation) keep a note of what derived them.
+  void derive(std::string_view dest, Value v, std::string_view why = {}) {
+    set(dest, std::move(v), {Provenance::Kind::Derived, std::string(why)});
+  }
+  void erase(std::string_view dest);
+
+  // Entries sorted by dest (byte order).
+  struct Entry {
+    const std::string& dest;
+    const Value& value;
+    const Provenance& prov;
+  };
+  std::vector<Entry> entries() const;
+  size_t size() const { return slots_.size(); }
+
+ private:
+  struct Slot {
+    Value value;
+    Provenance prov;
+  };
+  std::map<std::string, Slot, std::less<>> slots_;
+};
+
+}  // namespace mr

@@ -1,0 +1,304 @@
+#include "config/parse.h"
+
+
+#include "config/types.h"
+
+namespace mr {
+
+namespace {
+
+std::string quoted(const std::string& w) { return Value(w).py_repr(); }
+
+std::string at(const Provenance& p) { return p.kind == Provenance::Kind::Config ? p.where : std::string(); }
+
+std::string with_where(const std::string& msg, const Provenance& p) {
+  return p.kind == Provenance::Kind::Config ? p.where + ": " + msg : msg;
+}
+
+bool looks_negative_number(const std::string& s) {
+  // argparse's _negative_number_matcher: '^-\d+$|^-\d*\.\d+$'
+  if (s.size() < 2 || s[0] != '-') return false;
+  size_t i = 1;
+  size_t digits_before = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits_before;
+  if (i == s.size()) return digits_before > 0;
+  if (s[i] != '.') return false;
+  ++i;
+  size_t digits_after = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits_after;
+  return i == s.size() && digits_after > 0;
+}
+
+struct Classified {
+  bool is_option = false;
+  const Arg* arg = nullptr;  // null for an unknown option
+  std::string option;        // the option string as matched
+  bool has_explicit = false;
+  std::string explicit_arg;
+};
+
+Classified classify(const Schema& schema, const std::string& s) {
+  Classified c;
+  if (s.empty() || s[0] != '-') return c;
+  if (const Arg* a = schema.find_flag(s)) {
+    c.is_option = true;
+    c.arg = a;
+    c.option = s;
+    return c;
+  }
+  if (s.size() == 1) return c;
+  if (auto eq = s.find('='); eq != std::string::npos) {
+    std::string opt = s.substr(0, eq);
+    if (const Arg* a = schema.find_flag(opt)) {
+      c.is_option = true;
+      c.arg = a;
+      c.option = opt;
+      c.has_explicit = true;
+      c.explicit_arg = s.substr(eq + 1);
+      return c;
+    }
+  }
+  if (looks_negative_number(s)) return c;  // the parser has no options that look like negative numbers
+  if (s.find(' ') != std::string::npos) return c;
+  c.is_option = true;  // unknown option
+  c.option = s;
+  return c;
+}
+
+std::string choices_text(const Arg& arg) {
+  std::string out;
+  for (size_t i = 0; i < arg.choices.size(); ++i) out += (i ? ", " : "") + arg.choices[i].py_repr();
+  return out;
+}
+
+Value convert_checked(const Arg& arg, const std::string& option, const std::string& word, const Provenance& origin) {
+  Value v;
+  try {
+    v = convert(arg.spec->type, word);
+  } catch (const ConvError& e) {
+    throw UsageError(with_where("argument " + option + ": " + e.what(), origin), {option}, at(origin));
+  }
+  if (!arg.choices.empty()) {
+    bool ok = false;
+    for (const Value& c : arg.choices) ok = ok || c == v;
+    if (!ok) {
+      throw UsageError(with_where("argument " + option + ": invalid choice: " + quoted(word) + " (choose from " +
+                                      choices_text(arg) + ")",
+                                  origin),
+                       {option}, at(origin));
+    }
+  }
+  return v;
+}
+
+std::string nargs_error(const Arg& arg) {
+  switch (arg.nargs_kind) {
+    case 0: return "expected one argument";
+    case '?': return "expected at most one argument";
+    case '+': return "expected at least one argument";
+    case 'N':
+      return "expected " + std::to_string(arg.nargs_count) + " argument" + (arg.nargs_count == 1 ? "" : "s");
+    default: return "expected arguments";
+  }
+}
+
+}  // namespace
+
+Namespace default_namespace(const Schema& schema) {
+  Namespace ns;
+  for (auto& [dest, v] : schema.defaults()) ns.set(dest, v, Provenance{});
+  return ns;
+}
+
+std::vector<Token> argv_tokens(const std::vector<std::string>& args, int first_index) {
+  std::vector<Token> out;
+  out.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    out.push_back(Token{args[i], Provenance{Provenance::Kind::Cli, "argv[" + std::to_string(first_index + static_cast<int>(i)) + "]"}});
+  return out;
+}
+
+ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens, Namespace& ns) {
+  ParseReport report;
+  std::vector<Classified> cls(tokens.size());
+  size_t dashdash = tokens.size();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].text == "--") {
+      dashdash = i;
+      break;
+    }
+    cls[i] = classify(schema, tokens[i].text);
+  }
+
+  std::vector<const Token*> extras;
+  std::vector<std::string> unknown_flags;
+  size_t i = 0;
+  while (i < dashdash) {
+    const Classified& c = cls[i];
+    if (!c.is_option) {
+      extras.push_back(&tokens[i]);
+      ++i;
+      continue;
+    }
+    if (!c.arg) {
+      extras.push_back(&tokens[i]);
+      unknown_flags.push_back(c.option);
+      ++i;
+      continue;
+    }
+    const Arg& arg = *c.arg;
+    const Token& opt_tok = tokens[i];
+    ++i;
+    if (*arg.spec->deprecated)
+      report.warnings.push_back(c.option + " is deprecated: " + arg.spec->deprecated);
+
+    if (arg.is_switch()) {
+      if (c.has_explicit) {
+        throw UsageError(with_where("argument " + c.option + ": ignored explicit argument " + quoted(c.explicit_arg),
+                                    opt_tok.origin),
+                         {c.option}, at(opt_tok.origin));
+      }
+      Value v;
+      switch (arg.spec->action) {
+        case Action::BoolOptional: v = Value(c.option.rfind("--no-", 0) != 0); break;
+        default: v = arg.konst;
+      }
+      ns.set(arg.dest(), v, opt_tok.origin);
+      continue;
+    }
+
+    // Gather the words this option consumes.
+    std::vector<std::string> words;
+    if (c.has_explicit) {
+      if (arg.nargs_kind == 'N' && arg.nargs_count != 1)
+        throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option},
+                         at(opt_tok.origin));
+      words.push_back(c.explicit_arg);
+    } else {
+      size_t avail = 0;
+      while (i + avail < dashdash && !cls[i + avail].is_option) ++avail;
+      size_t take = 0;
+      switch (arg.nargs_kind) {
+        case 0:
+          if (avail < 1) throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin));
+          take = 1;
+          break;
+        case '?': take = avail ? 1 : 0; break;
+        case '*': take = avail; break;
+        case '+':
+          if (avail < 1) throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin));
+          take = avail;
+          break;
+        case 'N':
+          if (avail < static_cast<size_t>(arg.nargs_count))
+            throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin));
+          take = static_cast<size_t>(arg.nargs_count);
+          break;
+      }
+      for (size_t k = 0; k < take; ++k) words.push_back(tokens[i + k].text);
+      i += take;
+    }
+
+    Value v;
+    if (arg.nargs_kind == 0 || (arg.nargs_kind == '?' && !words.empty())) {
+      v = convert_checked(arg, c.option, words[0], opt_tok.origin);
+    } else if (arg.nargs_kind == '?') {
+      v = arg.konst;
+    } else {
+      List items;
+      for (const auto& w : words) items.push_back(convert_checked(arg, c.option, w, opt_tok.origin));
+      v = Value(std::move(items));
+    }
+    if (arg.spec->action == Action::Append) {
+      Value cur = ns.has(arg.dest()) ? ns.get(arg.dest()) : Value();
+      List l = cur.is_list() ? cur.as_list() : List{};
+      l.push_back(v);
+      v = Value(std::move(l));
+    }
+    ns.set(arg.dest(), std::move(v), opt_tok.origin);
+  }
+  for (size_t k = dashdash; k < tokens.size(); ++k) extras.push_back(&tokens[k]);
+
+  if (!extras.empty()) {
+    std::string msg = "unrecognized arguments:";
+    for (const Token* t : extras) msg += " " + t->text;
+    for (const std::string& f : unknown_flags) {
+      auto s = schema.suggest(f);
+      if (!s.empty()) {
+        msg += "\n  " + f + ": did you mean ";
+        for (size_t k = 0; k < s.size(); ++k) msg += (k ? ", " : "") + s[k];
+        msg += "?";
+      }
+    }
+    throw UsageError(with_where(msg, extras.front()->origin), unknown_flags, at(extras.front()->origin));
+  }
+  return report;
+}
+
+void assign_value(const Arg& arg, const std::string& key, const Value& v, const Provenance& origin, Namespace& ns) {
+  auto bad = [&](const std::string& why) {
+    throw UsageError(with_where("argument " + key + ": " + why, origin), {key}, at(origin));
+  };
+  // A word as the command line would have seen it; YAML scalars arrive as strings, ints, floats or bools.
+  auto word_of = [&](const Value& x) -> std::string {
+    if (x.is_str()) return x.as_str();
+    if (x.is_bool()) return x.as_bool() ? "True" : "False";
+    if (x.is_int()) return std::to_string(x.as_int());
+    if (x.is_float()) return py_float_repr(x.as_float());
+    if (x.is_none()) bad("null is not allowed inside a list");
+    return x.json();
+  };
+  auto one = [&](const Value& x) -> Value {
+    const ArgType t = arg.spec->type;
+    // Typed scalars that need no conversion (round trips of our own JSON output).
+    if (x.is_int() && (t == ArgType::Int || t == ArgType::MoeFreq || t == ArgType::LaFreq ||
+                       t == ArgType::NoRopeFreq || t == ArgType::SignalEnum)) {
+      Value c = x;
+      if (!arg.choices.empty()) {
+        bool ok = false;
+        for (const Value& ch : arg.choices) ok = ok || ch == c;
+        if (!ok) bad("invalid choice: " + x.py_repr() + " (choose from " + choices_text(arg) + ")");
+      }
+      return c;
+    }
+    if (x.is_number() && t == ArgType::Float) return Value(x.as_float());
+    if (x.is_list() && (t == ArgType::MoeFreq || t == ArgType::LaFreq || t == ArgType::NoRopeFreq ||
+                        t == ArgType::CompressRatios || t == ArgType::IntTuple || t == ArgType::TritonBlockSize)) {
+      for (const Value& e : x.as_list())
+        if (!e.is_int() && !(t == ArgType::TritonBlockSize && e.is_str())) bad("expected a list of ints");
+      return Value(x.as_list(), t == ArgType::IntTuple || t == ArgType::TritonBlockSize);
+    }
+    if (t == ArgType::Json && !x.is_str()) return x;
+    return convert_checked(arg, key, word_of(x), origin);
+  };
+
+  if (arg.is_switch()) {
+    if (!v.is_bool()) bad("expects true or false, got " + v.py_repr());
+    ns.set(arg.dest(), v, origin);
+    return;
+  }
+  if (v.is_none()) {
+    ns.set(arg.dest(), Value(), origin);
+    return;
+  }
+  if (arg.nargs_kind == 0 || arg.nargs_kind == '?') {
+    if (v.is_list() && !(arg.spec->type == ArgType::MoeFreq || arg.spec->type == ArgType::LaFreq ||
+                         arg.spec->type == ArgType::NoRopeFreq || arg.spec->type == ArgType::CompressRatios ||
+                         arg.spec->type == ArgType::IntTuple))
+      bad("expects a single value, got a list");
+    ns.set(arg.dest(), one(v), origin);
+    return;
+  }
+  List items;
+  if (v.is_list()) {
+    for (const Value& e : v.as_list()) items.push_back(one(e));
+  } else {
+    items.push_back(one(v));
+  }
+  if (arg.nargs_kind == '+' && items.empty()) bad("expected at least one value");
+  if (arg.nargs_kind == 'N' && items.size() != static_cast<size_t>(arg.nargs_count))
+    bad("expected " + std::to_string(arg.nargs_count) + " values, got " + std::to_string(items.size()));
+  ns.set(arg.dest(), Value(std::move(items)), origin);
+}
+
+}  // namespace mr

@@ -1,0 +1,166 @@
+#include "config/print.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace mr {
+
+void print_megatron_table(std::ostream& os, const Namespace& ns, const std::string& title) {
+  std::vector<std::string> lines;
+  for (const auto& e : ns.entries()) {
+    size_t dots = e.dest.size() < 48 ? 48 - e.dest.size() : 0;
+    lines.push_back("  " + e.dest + " " + std::string(dots, '.') + " " + e.value.py_str());
+  }
+  auto lower = [](const std::string& s) {
+    std::string l = s;
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return l;
+  };
+  std::stable_sort(lines.begin(), lines.end(), [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
+  os << "------------------------ " << title << " ------------------------\n";
+  for (const auto& l : lines) os << l << "\n";
+  os << "-------------------- end of " << title << " ---------------------\n";
+}
+
+std::string namespace_json(const Namespace& ns, bool with_provenance) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& e : ns.entries()) {
+    out += first ? "\n  " : ",\n  ";
+    first = false;
+    out += json_quote(e.dest) + ": ";
+    if (with_provenance)
+      out += "{\"value\": " + e.value.json() + ", \"source\": " + json_quote(e.prov.describe()) + "}";
+    else
+      out += e.value.json();
+  }
+  return out + "\n}";
+}
+
+std::string schema_json(const Schema& schema) {
+  std::string out = "[";
+  bool first = true;
+  for (const Arg& a : schema.args()) {
+    const ArgSpec& s = *a.spec;
+    out += first ? "\n  {" : ",\n  {";
+    first = false;
+    out += "\"dest\": " + json_quote(s.dest);
+    out += ", \"option_strings\": [";
+    for (size_t i = 0; i < a.flags.size(); ++i) out += (i ? ", " : "") + json_quote(a.flags[i]);
+    out += "]";
+    out += std::string(", \"type\": ") + json_quote(to_string(s.type));
+    out += std::string(", \"action\": ") + json_quote(to_string(s.action));
+    out += ", \"default\": " + a.def.json();
+    if (s.action == Action::StoreTrue || s.action == Action::StoreFalse || s.action == Action::StoreConst)
+      out += ", \"const\": " + a.konst.json();
+    out += ", \"choices\": ";
+    if (a.choices.empty()) out += "null";
+    else out += Value(a.choices).json();
+    out += ", \"nargs\": ";
+    if (a.nargs_kind == 0) out += "null";
+    else if (a.nargs_kind == 'N') out += std::to_string(a.nargs_count);
+    else out += json_quote(std::string(1, a.nargs_kind));
+    out += ", \"metavar\": " + (*s.metavar ? json_quote(s.metavar) : std::string("null"));
+    out += ", \"group\": " + json_quote(s.group);
+    out += ", \"deprecated\": " + (*s.deprecated ? json_quote(s.deprecated) : std::string("null"));
+    out += ", \"help\": " + json_quote(s.help);
+    out += "}";
+  }
+  return out + "\n]\n";
+}
+
+namespace {
+std::string metavar_of(const Arg& a) {
+  if (*a.spec->metavar) return a.spec->metavar;
+  if (!a.choices.empty()) {
+    std::string m = "{";
+    for (size_t i = 0; i < a.choices.size(); ++i) m += (i ? "," : "") + a.choices[i].py_str();
+    return m + "}";
+  }
+  std::string m = a.spec->dest;
+  for (char& c : m) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return m;
+}
+
+void wrap(std::ostream& os, const std::string& text, size_t indent, size_t width) {
+  size_t col = indent;
+  std::string word;
+  bool first = true;
+  auto flush = [&] {
+    if (word.empty()) return;
+    if (!first && col + 1 + word.size() > width) {
+      os << "\n" << std::string(indent, ' ');
+      col = indent;
+    } else if (!first) {
+      os << ' ';
+      ++col;
+    }
+    os << word;
+    col += word.size();
+    first = false;
+    word.clear();
+  };
+  for (char c : text) {
+    if (c == ' ') flush();
+    else word += c;
+  }
+  flush();
+}
+}  // namespace
+
+void print_help(std::ostream& os, const Schema& schema, const std::string& prog) {
+  os << "usage: " << prog << " [--dry-run] [--config FILE]... [MEGATRON FLAGS...]\n"
+     << "       " << prog << " check|schema|topology|help ...   (see `" << prog << " help`)\n\n"
+     << "Megatron-LM arguments (" << schema.args().size() << "):\n";
+  std::string group;
+  for (const Arg& a : schema.args()) {
+    if (group != a.spec->group) {
+      group = a.spec->group;
+      os << "\n" << group << ":\n";
+    }
+    std::string head = "  ";
+    for (size_t i = 0; i < a.flags.size(); ++i) {
+      head += (i ? ", " : "") + a.flags[i];
+      if (a.takes_value()) {
+        std::string mv = metavar_of(a);
+        switch (a.nargs_kind) {
+          case 0: head += " " + mv; break;
+          case '?': head += " [" + mv + "]"; break;
+          case '*': head += " [" + mv + " ...]"; break;
+          case '+': head += " " + mv + " [" + mv + " ...]"; break;
+          case 'N':
+            for (int k = 0; k < a.nargs_count; ++k) head += " " + mv;
+            break;
+        }
+      }
+    }
+    os << head;
+    std::string help = a.spec->help;
+    if (*a.spec->deprecated) help = "[deprecated: " + std::string(a.spec->deprecated) + "] " + help;
+    if (a.takes_value() && !a.def.is_none()) help += " (default: " + a.def.py_str() + ")";
+    if (head.size() >= 30) {
+      os << "\n" << std::string(30, ' ');
+    } else {
+      os << std::string(30 - head.size(), ' ');
+    }
+    wrap(os, help, 30, 100);
+    os << "\n";
+  }
+}
+
+std::string bash_completion(const Schema& schema, const std::string& prog) {
+  std::string flags;
+  for (const Arg& a : schema.args())
+    for (const auto& f : a.flags) flags += f + " ";
+  flags += "--config --dry-run --format --explain --allow-unset-env --log-level --target-gpu-arch "
+           "--target-te-version --target-torch-version --target-flashinfer-version --target-env";
+  std::string fn = "_" + prog;
+  for (char& c : fn)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return "# bash completion for " + prog + "\n" + fn +
+         "() {\n  local cur=\"${COMP_WORDS[COMP_CWORD]}\"\n  if [[ \"$cur\" == -* ]]; then\n"
+         "    COMPREPLY=( $(compgen -W \"" + flags + "\" -- \"$cur\") )\n  else\n"
+         "    COMPREPLY=( $(compgen -f -- \"$cur\") )\n  fi\n}\ncomplete -F " + fn + " " + prog + "\n";
+}
+
+}  // namespace mr

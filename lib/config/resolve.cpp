@@ -1,0 +1,34 @@
+#include "config/resolve.h"
+
+namespace mr {
+
+Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
+  Parsed p;
+  p.ns = default_namespace(schema);
+  p.env = inv.env;
+  for (const std::string& file : inv.config_files) {
+    ConfigResult r = apply_config_file(schema, file, p.ns, inv.config);
+    for (const auto& [k, v] : r.env_vars) p.env.vars[k] = v;
+    p.warnings.insert(p.warnings.end(), r.report.warnings.begin(), r.report.warnings.end());
+    p.argv.insert(p.argv.end(), r.argv.begin(), r.argv.end());
+  }
+  ParseReport r = parse_tokens(schema, inv.cli, p.ns);
+  p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
+  p.argv.insert(p.argv.end(), inv.cli.begin(), inv.cli.end());
+  if (inv.world_size) p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
+
+  // What parse_args() adds after argparse.
+  Namespace& ns = p.ns;
+  ns.derive("_is_global_batch_size_explicitly_specified", Value(!ns["global_batch_size"].is_none()), "parse_args");
+  Provenance env_rank{Provenance::Kind::Env, "RANK"};
+  Provenance env_ws{Provenance::Kind::Env, "WORLD_SIZE"};
+  ns.set("rank", Value(p.env.int_var("RANK", 0)), env_rank);
+  ns.set("world_size", Value(p.env.int_var("WORLD_SIZE", 1)), env_ws);
+  if (ns["disable_msc_deprecated"].truthy()) {
+    p.warnings.push_back("--disable-msc is deprecated: MSC is off unless --enable-msc is given");
+    ns.derive("enable_msc", Value(false), "parse_args (--disable-msc)");
+  }
+  return p;
+}
+
+}  // namespace mr

@@ -1,0 +1,111 @@
+#include "config/target_env.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "config/parse.h"
+#include "config/types.h"
+
+extern char** environ;
+
+namespace mr {
+
+TargetEnv TargetEnv::from_process() {
+  TargetEnv t;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) t.vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return t;
+}
+
+std::optional<std::string> TargetEnv::var(const std::string& name) const {
+  auto it = vars.find(name);
+  if (it == vars.end()) return std::nullopt;
+  return it->second;
+}
+
+long long TargetEnv::int_var(const std::string& name, long long fallback) const {
+  auto v = var(name);
+  if (!v) return fallback;
+  try {
+    return parse_py_int(*v);
+  } catch (const ConvError&) {
+    throw UsageError("environment variable " + name + "=" + Value(*v).py_repr() + " is not an integer", {}, name);
+  }
+}
+
+namespace {
+std::pair<int, int> parse_arch(const std::string& arch) {
+  std::string digits;
+  for (char c : arch)
+    if (std::isdigit(static_cast<unsigned char>(c))) digits += c;
+  if (digits.size() < 2) throw UsageError("bad GPU architecture '" + arch + "' (expected e.g. sm_90 or sm_100)");
+  int major = std::stoi(digits.substr(0, digits.size() - 1));
+  int minor = digits.back() - '0';
+  return {major, minor};
+}
+std::vector<long> version_parts(const std::string& v) {
+  std::vector<long> out;
+  std::stringstream ss(v);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    size_t n = 0;
+    while (n < part.size() && std::isdigit(static_cast<unsigned char>(part[n]))) ++n;
+    if (n == 0) break;
+    out.push_back(std::stol(part.substr(0, n)));
+    if (n != part.size()) break;
+  }
+  return out;
+}
+}  // namespace
+
+int TargetEnv::arch_major() const { return parse_arch(gpu_arch).first; }
+int TargetEnv::arch_minor() const { return parse_arch(gpu_arch).second; }
+
+int compare_versions(const std::string& a, const std::string& b) {
+  auto pa = version_parts(a), pb = version_parts(b);
+  size_t n = std::max(pa.size(), pb.size());
+  for (size_t i = 0; i < n; ++i) {
+    long x = i < pa.size() ? pa[i] : 0, y = i < pb.size() ? pb[i] : 0;
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+void TargetEnv::load_file(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw UsageError(path + ": cannot read target environment file", {}, path);
+  } catch (const YAML::Exception& e) {
+    std::string where = path + ":" + std::to_string(e.mark.line + 1);
+    throw UsageError(where + ": invalid YAML: " + e.msg, {}, where);
+  }
+  if (!root.IsMap()) throw UsageError(path + ": a target environment file must be a mapping", {}, path);
+  for (const auto& kv : root) {
+    std::string k = kv.first.Scalar();
+    std::string where = path + ":" + std::to_string(kv.first.Mark().line + 1);
+    if (k == "env" || k == "ENV_VARS") {
+      if (!kv.second.IsMap()) throw UsageError(where + ": '" + k + "' must be a mapping", {}, where);
+      for (const auto& e : kv.second) vars[e.first.Scalar()] = e.second.Scalar();
+      continue;
+    }
+    if (!kv.second.IsScalar()) throw UsageError(where + ": '" + k + "' must be a scalar", {}, where);
+    std::string v = kv.second.Scalar();
+    if (k == "gpu_arch") {
+      parse_arch(v);
+      gpu_arch = v;
+    } else if (k == "te_version") te_version = v;
+    else if (k == "torch_version") torch_version = v;
+    else if (k == "flashinfer_version") flashinfer_version = v;
+    else vars[k] = v;
+  }
+}
+
+}  // namespace mr

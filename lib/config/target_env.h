@@ -1,0 +1,38 @@
+// The target environment validation looks at: environment variables, GPU architecture and library versions.
+//
+// Taken from the running process by default; for a dry run on a CPU-only machine it can describe the cluster
+// the job will run on (--target-gpu-arch sm_90, --target-te-version ..., --target-env FILE.yaml).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace mr {
+
+struct TargetEnv {
+  std::map<std::string, std::string> vars;  // environment variables as the job will see them
+  std::string gpu_arch = "sm_90";           // compute capability, "sm_XY"
+  std::string te_version = "2.20.2";        // Transformer Engine
+  std::string torch_version = "2.15.0";
+  std::string flashinfer_version = "0.6.4";
+
+  // The process environment with the documented defaults for hardware and versions.
+  static TargetEnv from_process();
+
+  std::optional<std::string> var(const std::string& name) const;
+  // Python's int(os.getenv(name, fallback)); throws UsageError when the variable is not an integer.
+  long long int_var(const std::string& name, long long fallback) const;
+  // Device capability (major, minor) from gpu_arch.
+  int arch_major() const;
+  int arch_minor() const;
+
+  // Loads --target-env FILE.yaml: keys gpu_arch, te_version, torch_version, flashinfer_version and a mapping
+  // `env` of variables (other top-level scalar keys are taken as variables too).
+  void load_file(const std::string& path);
+};
+
+// Compares dotted versions numerically ("2.20.2" >= "2.9"); pre-release suffixes are ignored.
+int compare_versions(const std::string& a, const std::string& b);
+
+}  // namespace mr

@@ -1,0 +1,307 @@
+#include "config/types.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <string>
+
+namespace mr {
+
+namespace {
+
+std::string_view strip(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Removes underscores that Python allows between digits; returns false where one is misplaced.
+bool drop_digit_underscores(std::string_view s, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '_') {
+      if (i == 0 || i + 1 == s.size() || !std::isxdigit(static_cast<unsigned char>(s[i - 1])) ||
+          !std::isxdigit(static_cast<unsigned char>(s[i + 1])))
+        return false;
+      continue;
+    }
+    out += s[i];
+  }
+  return true;
+}
+
+std::string quoted(std::string_view w) { return Value(std::string(w)).py_repr(); }
+
+}  // namespace
+
+int64_t parse_py_int(std::string_view word) {
+  std::string clean;
+  std::string_view s = strip(word);
+  if (s.empty() || !drop_digit_underscores(s, clean)) throw ConvError("invalid int value: " + quoted(word));
+  std::string_view c = clean;
+  bool neg = false;
+  if (!c.empty() && (c[0] == '+' || c[0] == '-')) {
+    neg = c[0] == '-';
+    c.remove_prefix(1);
+  }
+  if (c.empty()) throw ConvError("invalid int value: " + quoted(word));
+  for (char ch : c)
+    if (!std::isdigit(static_cast<unsigned char>(ch))) throw ConvError("invalid int value: " + quoted(word));
+  uint64_t v = 0;
+  auto r = std::from_chars(c.data(), c.data() + c.size(), v);
+  if (r.ec != std::errc() || v > static_cast<uint64_t>(INT64_MAX))
+    throw ConvError("int value out of range: " + quoted(word));
+  return neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+}
+
+double parse_py_float(std::string_view word) {
+  std::string clean;
+  std::string_view s = strip(word);
+  if (s.empty() || !drop_digit_underscores(s, clean)) throw ConvError("invalid float value: " + quoted(word));
+  std::string lower;
+  for (char ch : clean) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::string_view l = lower;
+  double sign = 1;
+  if (!l.empty() && (l[0] == '+' || l[0] == '-')) {
+    sign = l[0] == '-' ? -1 : 1;
+    l.remove_prefix(1);
+  }
+  if (l == "inf" || l == "infinity") return sign * HUGE_VAL;
+  if (l == "nan") return std::nan("");
+  // Python accepts "1.", ".5", "1e5", "1.5E-3"; reject hex and anything else.
+  bool digit = false;
+  for (char ch : l) {
+    if (std::isdigit(static_cast<unsigned char>(ch))) digit = true;
+    else if (ch != '.' && ch != 'e' && ch != '+' && ch != '-') throw ConvError("invalid float value: " + quoted(word));
+  }
+  if (!digit) throw ConvError("invalid float value: " + quoted(word));
+  double v = 0;
+  auto r = std::from_chars(l.data(), l.data() + l.size(), v);
+  if (r.ptr != l.data() + l.size()) throw ConvError("invalid float value: " + quoted(word));
+  if (r.ec == std::errc::result_out_of_range) {
+    // Python overflows to inf and underflows to 0 rather than failing.
+    v = (l.find("e-") != std::string_view::npos) ? 0.0 : HUGE_VAL;
+  } else if (r.ec != std::errc()) {
+    throw ConvError("invalid float value: " + quoted(word));
+  }
+  return sign * v;
+}
+
+// ---- the layer-pattern language -------------------------------------------------------------------------
+namespace {
+class PatternParser {
+ public:
+  explicit PatternParser(std::string_view t) : t_(t) {}
+  Value run() {
+    for (char c : t_) {
+      if (!(std::isdigit(static_cast<unsigned char>(c)) || c == ',' || c == '[' || c == ']' || c == '(' ||
+            c == ')' || c == '+' || c == '*'))
+        throw ConvError("invalid pattern " + quoted(t_) + ": only digits and , [ ] ( ) + * are allowed");
+    }
+    Value v = expr_or_tuple(0);
+    if (p_ != t_.size()) fail("unexpected '" + std::string(1, t_[p_]) + "'");
+    return v;
+  }
+
+ private:
+  std::string_view t_;
+  size_t p_ = 0;
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw ConvError("invalid pattern " + quoted(t_) + " at position " + std::to_string(p_) + ": " + why);
+  }
+  bool eat(char c) {
+    if (p_ < t_.size() && t_[p_] == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  // A bare comma at top level or inside parentheses makes a tuple, as in Python.
+  Value expr_or_tuple(int depth) {
+    Value first = expr(depth);
+    if (p_ < t_.size() && t_[p_] == ',') {
+      List items{first};
+      while (eat(',')) {
+        if (p_ >= t_.size() || t_[p_] == ')') break;
+        items.push_back(expr(depth));
+      }
+      return Value(std::move(items), /*tuple=*/true);
+    }
+    return first;
+  }
+  Value expr(int depth) {
+    Value v = term(depth);
+    while (eat('+')) v = add(v, term(depth));
+    return v;
+  }
+  Value term(int depth) {
+    Value v = factor(depth);
+    while (eat('*')) v = mul(v, factor(depth));
+    return v;
+  }
+  Value factor(int depth) {
+    if (depth > 64) fail("nesting too deep");
+    if (p_ >= t_.size()) fail("unexpected end");
+    char c = t_[p_];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t s = p_;
+      while (p_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[p_]))) ++p_;
+      std::string_view num = t_.substr(s, p_ - s);
+      if (num.size() > 1 && num[0] == '0' && num.find_first_not_of('0') != std::string_view::npos)
+        fail("leading zeros are not allowed");
+      if (num.size() > 15) fail("number too large");
+      return Value(static_cast<int64_t>(std::stoll(std::string(num))));
+    }
+    if (eat('[')) {
+      List items;
+      if (!eat(']')) {
+        for (;;) {
+          items.push_back(expr(depth + 1));
+          if (eat(']')) break;
+          if (!eat(',')) fail("expected ',' or ']'");
+          if (eat(']')) break;
+        }
+      }
+      return Value(std::move(items));
+    }
+    if (eat('(')) {
+      if (eat(')')) return Value(List{}, true);
+      Value v = expr_or_tuple(depth + 1);
+      if (!eat(')')) fail("expected ')'");
+      return v;
+    }
+    fail("expected a number, '[' or '('");
+  }
+  Value add(const Value& a, const Value& b) {
+    if (a.is_int() && b.is_int()) return Value(a.as_int() + b.as_int());
+    if (a.kind() == b.kind() && a.is_list()) {
+      List out = a.as_list();
+      out.insert(out.end(), b.as_list().begin(), b.as_list().end());
+      return Value(std::move(out), a.kind() == Value::Kind::Tuple);
+    }
+    fail("cannot add these operands");
+  }
+  Value mul(const Value& a, const Value& b) {
+    if (a.is_int() && b.is_int()) return Value(a.as_int() * b.as_int());
+    const Value* seq = a.is_list() ? &a : (b.is_list() ? &b : nullptr);
+    const Value* n = a.is_int() ? &a : (b.is_int() ? &b : nullptr);
+    if (!seq || !n) fail("can only multiply a list by an int");
+    int64_t times = n->as_int();
+    if (times * static_cast<int64_t>(seq->as_list().size()) > 1000000) fail("pattern too long");
+    List out;
+    for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq->as_list().begin(), seq->as_list().end());
+    return Value(std::move(out), seq->kind() == Value::Kind::Tuple);
+  }
+};
+
+const char* const kCudaGraphModules[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"};
+const char* const kAttnBackends[] = {"flash", "fused", "unfused", "local", "auto"};
+struct SignalName {
+  const char* name;
+  int num;
+};
+const SignalName kSignals[] = {
+    {"SIGHUP", 1},     {"SIGINT", 2},     {"SIGQUIT", 3},    {"SIGILL", 4},    {"SIGTRAP", 5},
+    {"SIGABRT", 6},    {"SIGIOT", 6},     {"SIGBUS", 7},     {"SIGFPE", 8},    {"SIGKILL", 9},
+    {"SIGUSR1", 10},   {"SIGSEGV", 11},   {"SIGUSR2", 12},   {"SIGPIPE", 13},  {"SIGALRM", 14},
+    {"SIGTERM", 15},   {"SIGSTKFLT", 16}, {"SIGCHLD", 17},   {"SIGCONT", 18},  {"SIGSTOP", 19},
+    {"SIGTSTP", 20},   {"SIGTTIN", 21},   {"SIGTTOU", 22},   {"SIGURG", 23},   {"SIGXCPU", 24},
+    {"SIGXFSZ", 25},   {"SIGVTALRM", 26}, {"SIGPROF", 27},   {"SIGWINCH", 28}, {"SIGIO", 29},
+    {"SIGPOLL", 29},   {"SIGPWR", 30},    {"SIGSYS", 31},    {"SIGRTMIN", 34}, {"SIGRTMAX", 64},
+};
+
+Value freq(std::string_view word, const char* what) {
+  if (word.find('[') != std::string_view::npos) return eval_pattern(word);
+  try {
+    return Value(parse_py_int(word));
+  } catch (const ConvError&) {
+    throw ConvError(std::string("invalid ") + what + " value: " + quoted(word) +
+                    " (expected an int or a layer pattern such as ([1]*3+[0]*1)*3)");
+  }
+}
+}  // namespace
+
+Value eval_pattern(std::string_view text) { return PatternParser(text).run(); }
+
+Value convert(ArgType type, std::string_view word) {
+  switch (type) {
+    case ArgType::None:
+    case ArgType::Str:
+    case ArgType::Path: return Value(std::string(word));
+    case ArgType::Int: return Value(parse_py_int(word));
+    case ArgType::Float: return Value(parse_py_float(word));
+    case ArgType::PyBool: return Value(!word.empty());
+    case ArgType::Json:
+      try {
+        return Value::parse_json(word);
+      } catch (const JsonError& e) {
+        throw ConvError("invalid JSON value " + quoted(word) + ": " + e.what());
+      }
+    case ArgType::MoeFreq: return freq(word, "moe_freq_type");
+    case ArgType::LaFreq: return freq(word, "la_freq_type");
+    case ArgType::NoRopeFreq: return freq(word, "no_rope_freq_type");
+    case ArgType::CompressRatios: return eval_pattern(word);
+    case ArgType::IntTuple: {
+      std::string_view s = word;
+      while (!s.empty() && (s.front() == '(' || s.front() == ')')) s.remove_prefix(1);
+      while (!s.empty() && (s.back() == '(' || s.back() == ')')) s.remove_suffix(1);
+      List items;
+      size_t start = 0;
+      for (;;) {
+        size_t comma = s.find(',', start);
+        std::string_view part = s.substr(start, comma == std::string_view::npos ? s.npos : comma - start);
+        try {
+          items.emplace_back(parse_py_int(part));
+        } catch (const ConvError&) {
+          throw ConvError("invalid tuple_type value: " + quoted(word) + " (expected ints separated by commas)");
+        }
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+      }
+      return Value(std::move(items), /*tuple=*/true);
+    }
+    case ArgType::CudaGraphModule: {
+      if (word == "full" || word == "full_iteration" || word == "full_iteration_inference")
+        return Value(std::string(word));
+      for (const char* m : kCudaGraphModules)
+        if (word == m) return Value(std::string("CudaGraphModule.") + m);
+      throw ConvError("invalid CUDA graph module: " + quoted(word) +
+                      " (choose from attn, mlp, moe, moe_router, moe_preprocess, mamba, full, full_iteration, "
+                      "full_iteration_inference)");
+    }
+    case ArgType::TritonBlockSize: {
+      auto eq = word.find('=');
+      if (eq != std::string_view::npos) {
+        std::string_view name = word.substr(0, eq), size = word.substr(eq + 1);
+        bool ident = name.substr(0, 5) == "BLOCK";
+        for (char c : name) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+        if (ident) {
+          try {
+            int64_t n = parse_py_int(size);
+            if (n > 0) return Value(List{Value(std::string(name)), Value(n)}, /*tuple=*/true);
+          } catch (const ConvError&) {
+          }
+        }
+      }
+      throw ConvError("invalid block size " + quoted(word) + "; expected BLOCK_NAME=positive_integer");
+    }
+    case ArgType::AttnBackendEnum: {
+      std::string_view w = word;
+      if (w.substr(0, 12) == "AttnBackend.") w.remove_prefix(12);
+      for (const char* b : kAttnBackends)
+        if (w == b) return Value(std::string("AttnBackend.") + b);
+      throw ConvError("invalid AttnBackend value: " + quoted(word) + " (choose from flash, fused, unfused, local, auto)");
+    }
+    case ArgType::SignalEnum: {
+      std::string_view w = word;
+      if (w.substr(0, 8) == "Signals.") w.remove_prefix(8);
+      for (const SignalName& s : kSignals)
+        if (w == s.name) return Value(s.num);
+      throw ConvError("invalid signal: " + quoted(word) + " (use a name such as SIGTERM or SIGUSR1)");
+    }
+  }
+  return Value(std::string(word));
+}
+
+}  // namespace mr

@@ -1,0 +1,67 @@
+// What a validation section works with: the namespace being resolved, the target environment and the
+// diagnostics collected so far. A failed check throws RuleFailure, which ends the chain (as Megatron's
+// assert does); warnings are recorded and the chain goes on.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "config/namespace.h"
+#include "config/target_env.h"
+#include "config/validate/rule.h"
+
+namespace mr {
+
+struct Diagnostic {
+  enum class Level { Error, Warning };
+  Level level = Level::Error;
+  std::string rule;                // rule id, or "usage" for parse errors
+  std::string message;
+  std::vector<std::string> flags;  // the flags involved, e.g. {"--num-layers", "--pipeline-model-parallel-size"}
+  std::string where;               // file:line of the first flag involved, when known
+};
+
+struct RuleFailure : std::exception {
+  explicit RuleFailure(Diagnostic d) : diag(std::move(d)) {}
+  const char* what() const noexcept override { return diag.message.c_str(); }
+  Diagnostic diag;
+};
+
+class Context {
+ public:
+  Context(Namespace& args, const TargetEnv& env, std::vector<Diagnostic>& diags)
+      : args_(args), env_(env), diags_(diags) {}
+
+  Namespace& args() { return args_; }
+  const TargetEnv& env() const { return env_; }
+
+  // Reading arguments (throw std::out_of_range naming the dest if it does not exist).
+  const Value& operator[](std::string_view dest) const { return args_.get(dest); }
+  bool has(std::string_view dest) const { return args_.has(dest); }
+  bool is_none(std::string_view dest) const { return args_.get(dest).is_none(); }
+  bool on(std::string_view dest) const { return args_.get(dest).truthy(); }  // Python truthiness
+  int64_t i(std::string_view dest) const { return args_.get(dest).as_int(); }
+  double f(std::string_view dest) const { return args_.get(dest).as_float(); }
+  const std::string& s(std::string_view dest) const { return args_.get(dest).as_str(); }
+
+  // Writing derived values; `why` names the seed section or rule.
+  void set(std::string_view dest, Value v, std::string_view why = {}) { args_.derive(dest, std::move(v), why); }
+  void erase(std::string_view dest) { args_.erase(dest); }
+
+  // Fails `rule` with `message` unless `ok`; `dests` are the arguments involved (shown as flags).
+  void require(bool ok, const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
+  [[noreturn]] void fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
+  void warn(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
+
+  // "--flag-name" for a dest (the first option string that writes it).
+  static std::string flag(std::string_view dest);
+
+ private:
+  Diagnostic make(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests) const;
+  Namespace& args_;
+  const TargetEnv& env_;
+  std::vector<Diagnostic>& diags_;
+};
+
+}  // namespace mr

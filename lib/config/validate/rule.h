@@ -1,0 +1,34 @@
+// Validation rules: each check has a stable id, a level and a one-line description.
+//
+// Rules are declared once at file scope with MR_RULE and register themselves, so `megatron-run rules` and
+// docs/validation.md are generated from the code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mr {
+
+struct Rule {
+  enum class Level { Error, Warning };
+  const char* id;           // "parallel.world-size-divisible"
+  Level level;
+  const char* description;  // one line, for docs/validation.md
+  const char* file;
+  int line;
+
+  Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_);
+};
+
+// Every registered rule, sorted by id.
+std::vector<const Rule*> all_rules();
+
+}  // namespace mr
+
+#define MR_RULE_CAT2(a, b) a##b
+#define MR_RULE_CAT(a, b) MR_RULE_CAT2(a, b)
+// Declares an error rule: MR_RULE(kName, "section.rule-id", "What it checks.")
+#define MR_RULE(var, id, desc) static const ::mr::Rule var{id, ::mr::Rule::Level::Error, desc, __FILE__, __LINE__}
+// Declares a warning rule (Megatron's warn_rank_0): printed, not fatal.
+#define MR_WARNING(var, id, desc) \
+  static const ::mr::Rule var{id, ::mr::Rule::Level::Warning, desc, __FILE__, __LINE__}

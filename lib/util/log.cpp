@@ -1,0 +1,66 @@
+#include "util/log.h"
+
+#include <boost/log/core.hpp>
+#include <boost/log/expressions.hpp>
+#include <boost/log/sinks/sync_frontend.hpp>
+#include <boost/log/sinks/text_ostream_backend.hpp>
+#include <boost/log/utility/setup/common_attributes.hpp>
+#include <boost/shared_ptr.hpp>
+#include <atomic>
+#include <iostream>
+#include <mutex>
+
+namespace mr::log {
+
+namespace {
+std::atomic<int> g_rank{-1};
+std::once_flag g_once;
+
+boost::log::trivial::severity_level to_boost(Level l) {
+  using boost::log::trivial::severity_level;
+  switch (l) {
+    case Level::trace: return severity_level::trace;
+    case Level::debug: return severity_level::debug;
+    case Level::info: return severity_level::info;
+    case Level::warning: return severity_level::warning;
+    case Level::error: return severity_level::error;
+    case Level::fatal: return severity_level::fatal;
+  }
+  return severity_level::info;
+}
+}  // namespace
+
+std::optional<Level> parse_level(const std::string& name) {
+  if (name == "trace") return Level::trace;
+  if (name == "debug") return Level::debug;
+  if (name == "info") return Level::info;
+  if (name == "warning" || name == "warn") return Level::warning;
+  if (name == "error") return Level::error;
+  if (name == "fatal") return Level::fatal;
+  return std::nullopt;
+}
+
+void set_rank(int rank) { g_rank = rank; }
+
+void init(Level level, int rank) {
+  namespace logging = boost::log;
+  g_rank = rank;
+  std::call_once(g_once, [] {
+    using backend_t = logging::sinks::text_ostream_backend;
+    auto backend = boost::make_shared<backend_t>();
+    backend->add_stream(boost::shared_ptr<std::ostream>(&std::clog, [](std::ostream*) {}));
+    backend->auto_flush(true);
+    auto sink = boost::make_shared<logging::sinks::synchronous_sink<backend_t>>(backend);
+    sink->set_formatter([](const logging::record_view& rec, logging::formatting_ostream& os) {
+      int r = g_rank.load();
+      if (r >= 0) os << "[rank " << r << "] ";
+      if (auto sev = rec[logging::trivial::severity]) os << *sev << ": ";
+      os << rec[logging::expressions::smessage];
+    });
+    logging::core::get()->remove_all_sinks();
+    logging::core::get()->add_sink(sink);
+  });
+  logging::core::get()->set_filter(logging::trivial::severity >= to_boost(level));
+}
+
+}  // namespace mr::log
