@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,13 @@ class Context {
   void require(bool ok, const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
   [[noreturn]] void fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
   void warn(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
+
+  // Target-environment gates (Megatron's is_te_min_version & co.; pre-release suffixes are ignored).
+  bool te_min(const std::string& v) const { return compare_versions(env_.te_version, v) >= 0; }
+  bool torch_min(const std::string& v) const { return compare_versions(env_.torch_version, v) >= 0; }
+  bool flashinfer_min(const std::string& v) const { return compare_versions(env_.flashinfer_version, v) >= 0; }
+  int arch_major() const { return env_.arch_major(); }  // get_device_arch_version()
+  std::optional<std::string> env_var(const std::string& name) const { return env_.var(name); }
 
   // "--flag-name" for a dest (the first option string that writes it).
   static std::string flag(std::string_view dest);

@@ -3,8 +3,14 @@
 namespace mr {
 
 const std::vector<Section>& validation_sections() {
-  static const std::vector<Section> sections = {
-  };
+  static const std::vector<Section> sections = [] {
+    std::vector<Section> all;
+    // validate_args() in the seed's order, in five parts, then the OptimizerConfig checks.
+    for (auto* part : {&sections_part_a, &sections_part_b, &sections_part_c, &sections_part_d, &sections_part_e,
+                       &sections_optimizer})
+      for (const Section& s : part()) all.push_back(s);
+    return all;
+  }();
   return sections;
 }
 

@@ -1,0 +1,68 @@
+// Helpers for validation tests: run the parse + validate chain on a list of Megatron words.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/validate.h"
+
+namespace mrtest {
+
+// A small config that passes the whole chain with WORLD_SIZE=1 (GPT, 2 layers, mock data).
+inline std::vector<std::string> base_args() {
+  return {"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128",
+          "--max-position-embeddings", "128", "--micro-batch-size", "2", "--global-batch-size", "8",
+          "--train-iters", "10", "--lr", "0.0001", "--mock-data", "--tokenizer-type", "NullTokenizer",
+          "--vocab-size", "1024"};
+}
+
+struct Run {
+  mr::Outcome out;
+  int exit = 0;            // 0 ok, 1 rule failed, 2 usage error
+  std::string rule;        // id of the failing rule ("" when ok; "usage" for exit 2)
+  std::string message;     // its message
+  const mr::Value& operator[](const std::string& dest) const { return out.parsed.ns.get(dest); }
+  bool has(const std::string& dest) const { return out.parsed.ns.has(dest); }
+  bool warned(const std::string& rule_id) const {
+    for (const auto& d : out.diagnostics)
+      if (d.rule == rule_id && d.level == mr::Diagnostic::Level::Warning) return true;
+    return false;
+  }
+};
+
+// Parses `args` (Megatron words) and validates. `env` is the job's environment (WORLD_SIZE, RANK, ...);
+// the target hardware/versions are the documented defaults unless `target` says otherwise.
+inline Run run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+               const mr::TargetEnv* target = nullptr) {
+  mr::Invocation inv;
+  inv.env = target ? *target : mr::TargetEnv{};
+  for (const auto& [k, v] : env) inv.env.vars[k] = v;
+  inv.cli = mr::argv_tokens(args);
+  Run r;
+  try {
+    r.out = mr::resolve(mr::Schema::megatron(), inv);
+    r.exit = r.out.exit_code();
+    for (const auto& d : r.out.diagnostics)
+      if (d.level == mr::Diagnostic::Level::Error) {
+        r.rule = d.rule;
+        r.message = d.message;
+      }
+  } catch (const mr::UsageError& e) {
+    r.exit = 2;
+    r.rule = "usage";
+    r.message = e.what();
+  }
+  return r;
+}
+
+// base_args() with extra words appended (later words win, as on a command line).
+inline std::vector<std::string> with(std::vector<std::string> extra) {
+  auto a = base_args();
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+}  // namespace mrtest
