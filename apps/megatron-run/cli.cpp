@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "config/print.h"
@@ -45,8 +46,9 @@ void CommonOptions::add_to(po::options_description& desc) {
       ("world-size", po::value<long long>()->notifier([this](long long v) { world_size = v; }), "world size");
 }
 
-Invocation CommonOptions::invocation() const {
-  if (format != "text" && format != "json")
+Invocation CommonOptions::invocation(const std::vector<std::string>& extra_formats) const {
+  bool extra = std::find(extra_formats.begin(), extra_formats.end(), format) != extra_formats.end();
+  if (format != "text" && format != "json" && !extra)
     throw UsageError("argument --format: invalid choice: '" + format + "' (choose from 'text', 'json')", {"--format"});
   auto lvl = log::parse_level(log_level);
   if (!lvl) throw UsageError("argument --log-level: invalid choice: '" + log_level + "'", {"--log-level"});

@@ -25,7 +25,7 @@ struct CommonOptions {
 
   void add_to(po::options_description& desc);
   // Builds the invocation (target environment, config options) from these options.
-  Invocation invocation() const;
+  Invocation invocation(const std::vector<std::string>& extra_formats = {}) const;
 };
 
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions.

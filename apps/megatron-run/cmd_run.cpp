@@ -29,8 +29,13 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cout << "megatron-run " << MR_VERSION << "\n";
     return 0;
   }
-  Invocation inv = common.invocation();
+  Invocation inv = common.invocation(/*extra_formats=*/{"argv"});
   inv.cli = split.rest;
+  if (common.format == "argv") {
+    // The Megatron command line the configs and flags stand for, one word per line.
+    for (const Token& t : parse_invocation(Schema::megatron(), inv).argv) std::cout << t.text << "\n";
+    return 0;
+  }
   Outcome out = resolve(Schema::megatron(), inv);
   for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
   for (const auto& d : out.diagnostics)

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -41,31 +42,55 @@ std::optional<bool> yaml_bool(const std::string& s) {
 
 bool yaml_null(const std::string& s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
 
-// A plain (unquoted) scalar as a typed value: bool, null, int, float or string.
+// A plain (unquoted) scalar as a typed value, resolved with YAML 1.1 rules as Python's yaml loader does
+// (so "1e-2" stays a string while "0.00001" is a float and "yes" is a bool).
 Value typed_scalar(const YAML::Node& n, const std::string& text) {
   if (is_quoted(n)) return Value(text);
   if (auto b = yaml_bool(text)) return Value(*b);
   if (yaml_null(text)) return Value();
-  static const std::regex int_re(R"([-+]?(0|[1-9][0-9_]*))");
-  static const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
-  if (std::regex_match(text, int_re)) {
-    try {
-      return Value(parse_py_int(text));
-    } catch (const ConvError&) {
+  static const std::regex dec_re(R"([-+]?(0|[1-9][0-9_]*))");
+  static const std::regex hex_re(R"([-+]?0x[0-9a-fA-F_]+)");
+  static const std::regex oct_re(R"([-+]?0[0-7_]+)");
+  static const std::regex float_re(
+      R"([-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+][0-9]+)?|[-+]?\.[0-9][0-9_]*([eE][-+][0-9]+)?)");
+  static const std::regex inf_re(R"([-+]?\.(inf|Inf|INF))");
+  static const std::regex nan_re(R"(\.(nan|NaN|NAN))");
+  auto digits = [](std::string t) {
+    t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
+    return t;
+  };
+  try {
+    if (std::regex_match(text, dec_re)) return Value(parse_py_int(digits(text)));
+    if (std::regex_match(text, hex_re) || std::regex_match(text, oct_re)) {
+      std::string t = digits(text);
+      bool neg = t[0] == '-';
+      if (t[0] == '-' || t[0] == '+') t.erase(0, 1);
+      long long v = std::stoll(t, nullptr, t.rfind("0x", 0) == 0 ? 16 : 8);
+      return Value(neg ? -v : v);
     }
+    if (std::regex_match(text, float_re)) return Value(parse_py_float(digits(text)));
+  } catch (const std::exception&) {
+    return Value(text);
   }
-  if (std::regex_match(text, float_re)) {
-    std::string t = text;
-    if (t.find(".inf") != std::string::npos || t.find(".Inf") != std::string::npos || t.find(".INF") != std::string::npos)
-      return Value(t[0] == '-' ? -HUGE_VAL : HUGE_VAL);
-    if (t.find(".nan") != std::string::npos || t.find(".NaN") != std::string::npos || t.find(".NAN") != std::string::npos)
-      return Value(std::nan(""));
-    try {
-      return Value(parse_py_float(t));
-    } catch (const ConvError&) {
-    }
-  }
+  if (std::regex_match(text, inf_re)) return Value(text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
+  if (std::regex_match(text, nan_re)) return Value(std::nan(""));
   return Value(text);
+}
+
+// A mapping's entries in order; a repeated key keeps its first position and takes its last value, as a
+// Python dict built from the YAML does.
+std::vector<std::pair<YAML::Node, YAML::Node>> entries(const YAML::Node& map) {
+  std::vector<std::pair<YAML::Node, YAML::Node>> out;
+  for (const auto& kv : map) {
+    bool dup = false;
+    for (auto& e : out)
+      if (e.first.Scalar() == kv.first.Scalar()) {
+        e.second = kv.second;
+        dup = true;
+      }
+    if (!dup) out.emplace_back(kv.first, kv.second);
+  }
+  return out;
 }
 
 Value to_value(const YAML::Node& n, const std::string& path, const ConfigOptions& opts) {
@@ -104,9 +129,10 @@ UsageError file_error(const std::string& where, const std::string& msg, std::vec
 
 void apply_model_args(const Schema& schema, const YAML::Node& args, const std::string& path,
                       const ConfigOptions& opts, ConfigResult& out, Namespace& ns) {
+  if (args.IsNull()) return;  // an empty MODEL_ARGS stands for an empty command line
   if (!args.IsMap()) throw file_error(loc(path, args), "MODEL_ARGS must be a mapping of flags to values");
   std::vector<Token> tokens;
-  for (const auto& kv : args) {
+  for (const auto& kv : entries(args)) {
     std::string key = kv.first.Scalar();
     std::string where = loc(path, kv.first);
     Provenance origin{Provenance::Kind::Config, where};
@@ -138,10 +164,17 @@ void apply_model_args(const Schema& schema, const YAML::Node& args, const std::s
   out.report.warnings.insert(out.report.warnings.end(), r.warnings.begin(), r.warnings.end());
 }
 
+// Attributes parse_args() computes after argparse; our parsed-arguments JSON holds them, and they are recomputed
+// from the environment, so a file feeding that JSON back may carry them.
+bool parse_args_attribute(const std::string& key) {
+  return key == "rank" || key == "world_size" || key == "_is_global_batch_size_explicitly_specified";
+}
+
 void apply_plain(const Schema& schema, const YAML::Node& root, const std::string& path, const ConfigOptions& opts,
                  ConfigResult& out, Namespace& ns) {
-  for (const auto& kv : root) {
+  for (const auto& kv : entries(root)) {
     std::string key = kv.first.Scalar();
+    if (parse_args_attribute(key)) continue;
     std::string where = loc(path, kv.first);
     Provenance origin{Provenance::Kind::Config, where};
     const Arg* arg = nullptr;
@@ -168,8 +201,9 @@ void apply_plain(const Schema& schema, const YAML::Node& root, const std::string
       }
       throw file_error(where, msg, {key});
     }
-    if (*arg->spec->deprecated) out.report.warnings.push_back(key + " is deprecated: " + arg->spec->deprecated);
     Value v = to_value(kv.second, path, opts);
+    if (*arg->spec->deprecated && v != arg->def)
+      out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
     if (arg->is_switch() && key.rfind("--", 0) == 0) {
       // Flag spelling: true applies the switch, false applies its opposite.
       if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + v.py_repr(), {key});
@@ -200,14 +234,8 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
       name = text.substr(i + 2, close - i - 2);
       i = close + 1;
     } else {
-      size_t j = i + 1;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
-      if (j == i + 1) {
-        out += text[i++];
-        continue;
-      }
-      name = text.substr(i + 1, j - i - 1);
-      i = j;
+      out += text[i++];  // only the braced form is expanded; a bare $ stays as written
+      continue;
     }
     if (auto v = opts.env(name)) {
       out += *v;

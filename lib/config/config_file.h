@@ -38,7 +38,7 @@ struct ConfigResult {
 ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
                                const ConfigOptions& opts = {});
 
-// Expands ${VAR} (and $VAR) in `text`; `where` names the place for the error message.
+// Expands ${VAR} in `text` (a bare $VAR is left as written); `where` names the place for the error message.
 std::string expand_env(const std::string& text, const ConfigOptions& opts, const std::string& where);
 
 }  // namespace mr

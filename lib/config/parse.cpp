@@ -272,8 +272,15 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
     return convert_checked(arg, key, word_of(x), origin);
   };
 
+  // A value equal to the default keeps the default's exact form (an int default of a float argument, a scalar
+  // default of a list argument), so that our own JSON output fed back as a config reproduces itself.
+  if ((v.kind() == arg.def.kind() || (v.is_number() && arg.def.is_number())) && v == arg.def) {
+    ns.set(arg.dest(), arg.def, origin);
+    return;
+  }
   if (arg.is_switch()) {
-    if (!v.is_bool()) bad("expects true or false, got " + v.py_repr());
+    // null is allowed: several switches default to None.
+    if (!v.is_bool() && !v.is_none()) bad("expects true or false, got " + v.py_repr());
     ns.set(arg.dest(), v, origin);
     return;
   }
@@ -295,7 +302,7 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
   } else {
     items.push_back(one(v));
   }
-  if (arg.nargs_kind == '+' && items.empty()) bad("expected at least one value");
+  // An empty list is accepted for nargs '+': it is what several defaults are, so our own JSON round-trips.
   if (arg.nargs_kind == 'N' && items.size() != static_cast<size_t>(arg.nargs_count))
     bad("expected " + std::to_string(arg.nargs_count) + " values, got " + std::to_string(items.size()));
   ns.set(arg.dest(), Value(std::move(items)), origin);

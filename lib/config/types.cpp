@@ -264,8 +264,10 @@ Value convert(ArgType type, std::string_view word) {
     case ArgType::CudaGraphModule: {
       if (word == "full" || word == "full_iteration" || word == "full_iteration_inference")
         return Value(std::string(word));
+      std::string_view w = word;
+      if (w.substr(0, 16) == "CudaGraphModule.") w.remove_prefix(16);  // our own JSON spelling
       for (const char* m : kCudaGraphModules)
-        if (word == m) return Value(std::string("CudaGraphModule.") + m);
+        if (w == m) return Value(std::string("CudaGraphModule.") + m);
       throw ConvError("invalid CUDA graph module: " + quoted(word) +
                       " (choose from attn, mlp, moe, moe_router, moe_preprocess, mamba, full, full_iteration, "
                       "full_iteration_inference)");

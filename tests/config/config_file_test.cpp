@@ -1,0 +1,128 @@
+// --config files: plain and functional-test layouts, ${VAR}, precedence, errors with file:line.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "config/resolve.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string write_tmp(const std::string& name, const std::string& text) {
+  fs::path dir = fs::temp_directory_path() / ("mr-config-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+mr::Parsed parse(const std::vector<std::string>& files, const std::vector<std::string>& cli = {},
+                 mr::ConfigOptions opts = {}) {
+  mr::Invocation inv;
+  inv.config_files = files;
+  inv.cli = mr::argv_tokens(cli);
+  inv.config = opts;
+  return mr::parse_invocation(mr::Schema::megatron(), inv);
+}
+
+std::string error_of(const std::vector<std::string>& files, mr::ConfigOptions opts = {}) {
+  try {
+    parse(files, {}, opts);
+  } catch (const mr::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("plain layout: flag or dest spelling, switches, lists, null", "[config]") {
+  auto f = write_tmp("plain.yaml",
+                     "--num-layers: 12\n"
+                     "hidden_size: 768\n"
+                     "num-attention-heads: 12\n"
+                     "bf16: true\n"
+                     "--no-masked-softmax-fusion: true\n"
+                     "--data-path: [0.5, a, 0.5, b]\n"
+                     "lr: 1.0e-4\n"
+                     "load: null\n"
+                     "--split: 949,50,1\n");
+  auto p = parse({f});
+  CHECK(p.ns["num_layers"].as_int() == 12);
+  CHECK(p.ns["hidden_size"].as_int() == 768);
+  CHECK(p.ns["num_attention_heads"].as_int() == 12);
+  CHECK(p.ns["bf16"].as_bool());
+  CHECK_FALSE(p.ns["masked_softmax_fusion"].as_bool());
+  CHECK(p.ns["data_path"].json() == R"(["0.5", "a", "0.5", "b"])");
+  CHECK(p.ns["lr"].as_float() == Approx(1e-4));
+  CHECK(p.ns["split"].as_str() == "949,50,1");
+  CHECK(p.ns.provenance("hidden_size").where == f + ":2");
+  CHECK(p.ns.provenance("hidden_size").kind == mr::Provenance::Kind::Config);
+}
+
+TEST_CASE("precedence: later files override earlier, the command line overrides files", "[config]") {
+  auto a = write_tmp("a.yaml", "--num-layers: 2\n--hidden-size: 64\nbf16: true\n");
+  auto b = write_tmp("b.yaml", "--num-layers: 4\nbf16: false\n");
+  auto p = parse({a, b}, {"--hidden-size", "128"});
+  CHECK(p.ns["num_layers"].as_int() == 4);
+  CHECK(p.ns["hidden_size"].as_int() == 128);
+  CHECK_FALSE(p.ns["bf16"].as_bool());
+  CHECK(p.ns.provenance("num_layers").where == b + ":1");
+  CHECK(p.ns.provenance("hidden_size").kind == mr::Provenance::Kind::Cli);
+}
+
+TEST_CASE("functional-test layout: MODEL_ARGS with the CI launcher's rules, ENV_VARS", "[config]") {
+  auto f = write_tmp("ft.yaml",
+                     "ENV_VARS:\n  CUDA_DEVICE_MAX_CONNECTIONS: 1\n  NCCL_ALGO: Ring\n"
+                     "MODEL_ARGS:\n"
+                     "  --num-layers: 2\n"
+                     "  --bf16: true\n"
+                     "  --recompute-modules: \"[layernorm mlp moe_act]\"\n"
+                     "  --wandb-exp-name: my long name\n"
+                     "  --moe-layer-freq: ([0]*1+[1]*3)\n"
+                     "  --min-lr: 0.00001\n"
+                     "  --save: ${MR_TEST_SAVE_DIR}/ckpt\n"
+                     "TEST_TYPE: regular\n");
+  mr::ConfigOptions opts;
+  opts.env = [](const std::string& n) -> std::optional<std::string> {
+    if (n == "MR_TEST_SAVE_DIR") return std::string("/tmp/x");
+    return std::nullopt;
+  };
+  auto p = parse({f}, {}, opts);
+  CHECK(p.env.vars.at("CUDA_DEVICE_MAX_CONNECTIONS") == "1");
+  CHECK(p.env.vars.at("NCCL_ALGO") == "Ring");
+  CHECK(p.ns["bf16"].as_bool());
+  CHECK(p.ns["recompute_modules"].json() == R"(["layernorm", "mlp", "moe_act"])");
+  CHECK(p.ns["wandb_exp_name"].as_str() == "my long name");
+  CHECK(p.ns["moe_layer_freq"].json() == "[0, 1, 1, 1]");
+  CHECK(p.ns["save"].as_str() == "/tmp/x/ckpt");
+  std::vector<std::string> argv;
+  for (const auto& t : p.argv) argv.push_back(t.text);
+  CHECK(argv == std::vector<std::string>{"--num-layers", "2", "--bf16", "--recompute-modules", "layernorm", "mlp",
+                                         "moe_act", "--wandb-exp-name", "my long name", "--moe-layer-freq",
+                                         "([0]*1+[1]*3)", "--min-lr", "1e-05", "--save", "/tmp/x/ckpt"});
+}
+
+TEST_CASE("unset ${VAR}: error naming file:line, or literal with allow_unset_env", "[config]") {
+  auto f = write_tmp("env.yaml", "--num-layers: 2\n--save: ${MR_SURELY_UNSET_VAR}/x\n");
+  mr::ConfigOptions opts;
+  opts.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  std::string e = error_of({f}, opts);
+  CHECK(e.find(f + ":2") != std::string::npos);
+  CHECK(e.find("MR_SURELY_UNSET_VAR") != std::string::npos);
+  opts.allow_unset_env = true;
+  auto p = parse({f}, {}, opts);
+  CHECK(p.ns["save"].as_str() == "${MR_SURELY_UNSET_VAR}/x");
+}
+
+TEST_CASE("config errors are usage errors with file:line", "[config]") {
+  CHECK(error_of({write_tmp("u.yaml", "--num-layers: 2\n--num-layer: 3\n")}).find("u.yaml:2: unknown argument '--num-layer' (did you mean --num-layers") != std::string::npos);
+  CHECK(error_of({write_tmp("t.yaml", "num_layers: two\n")}).find("t.yaml:1: argument num_layers: invalid int value: 'two'") != std::string::npos);
+  CHECK(error_of({write_tmp("s.yaml", "--bf16: 3\n")}).find("s.yaml:1: switch --bf16 takes true or false") != std::string::npos);
+  CHECK(error_of({write_tmp("y.yaml", "a: [1, 2\n")}).find("y.yaml:") != std::string::npos);
+  CHECK(error_of({write_tmp("l.yaml", "- 1\n- 2\n")}).find("must be a mapping") != std::string::npos);
+  CHECK(error_of({"/nonexistent/dir/x.yaml"}).find("cannot read config file") != std::string::npos);
+  CHECK(error_of({write_tmp("c.yaml", "--ckpt-format: zip\n")}).find("invalid choice: 'zip'") != std::string::npos);
+  CHECK(error_of({write_tmp("m.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --foo: 1\n")}).find("m.yaml:3: unrecognized arguments: --foo 1") != std::string::npos);
+}

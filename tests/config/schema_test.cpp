@@ -1,0 +1,104 @@
+// The schema table against the seed parser's own dump (../shared/spec/reference-schema.json).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "config/print.h"
+#include "config/schema.h"
+
+namespace {
+mr::Value load_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return mr::Value::parse_json(ss.str());
+}
+
+std::string action_name(const std::string& py) {
+  if (py == "_StoreAction") return "store";
+  if (py == "_StoreTrueAction") return "store_true";
+  if (py == "_StoreFalseAction") return "store_false";
+  if (py == "_StoreConstAction") return "store_const";
+  if (py == "_AppendAction") return "append";
+  if (py == "BooleanOptionalAction") return "boolean_optional";
+  return "?" + py;
+}
+
+const mr::Value& field(const mr::Value& obj, const std::string& k) {
+  for (const auto& [key, v] : obj.as_object())
+    if (key == k) return v;
+  FAIL("missing field " << k);
+  static mr::Value none;
+  return none;
+}
+}  // namespace
+
+TEST_CASE("schema matches the seed parser: option strings, dests, defaults, choices, nargs, actions", "[schema]") {
+  const mr::Value ref = load_json(std::string(MR_SHARED_DIR) + "/spec/reference-schema.json");
+  const auto& args = mr::Schema::megatron().args();
+  REQUIRE(ref.as_list().size() == 868);
+  REQUIRE(args.size() == ref.as_list().size());
+  size_t option_strings = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const mr::Value& r = ref.as_list()[i];
+    const mr::Arg& a = args[i];
+    INFO("entry " << i << " dest " << a.dest());
+    CHECK(field(r, "dest").as_str() == a.dest());
+    std::vector<std::string> flags;
+    for (const auto& f : field(r, "option_strings").as_list()) flags.push_back(f.as_str());
+    CHECK(flags == a.flags);
+    option_strings += flags.size();
+    CHECK(field(r, "default").json() == a.def.json());
+    CHECK(action_name(field(r, "action").as_str()) == mr::to_string(a.spec->action));
+    const mr::Value& choices = field(r, "choices");
+    if (choices.is_none()) CHECK(a.choices.empty());
+    else CHECK(choices.json() == mr::Value(a.choices).json());
+    const mr::Value& nargs = field(r, "nargs");
+    if (nargs.is_none() || (nargs.is_int() && nargs.as_int() == 0)) CHECK(a.nargs_kind == 0);
+    else if (nargs.is_int()) {
+      CHECK(a.nargs_kind == 'N');
+      CHECK(a.nargs_count == nargs.as_int());
+    } else CHECK(std::string(1, a.nargs_kind) == nargs.as_str());
+    CHECK(field(r, "group").as_str() == a.spec->group);
+    if (a.spec->action == mr::Action::StoreTrue || a.spec->action == mr::Action::StoreFalse)
+      CHECK(field(r, "const").json() == a.konst.json());
+    const mr::Value& metavar = field(r, "metavar");
+    CHECK((metavar.is_none() ? std::string() : metavar.as_str()) == a.spec->metavar);
+  }
+  CHECK(option_strings == 908);
+}
+
+TEST_CASE("every argument has a help text of its own", "[schema]") {
+  for (const auto& a : mr::Schema::megatron().args()) {
+    INFO(a.dest());
+    CHECK(std::string(a.spec->help).size() >= 10);
+  }
+}
+
+TEST_CASE("schema JSON export lists every argument with its fields", "[schema]") {
+  const std::string json = mr::schema_json(mr::Schema::megatron());
+  mr::Value v = mr::Value::parse_json(json);
+  REQUIRE(v.as_list().size() == 868);
+  const mr::Value& first = v.as_list().front();
+  std::set<std::string> keys;
+  for (const auto& [k, x] : first.as_object()) keys.insert(k);
+  for (const char* k : {"dest", "option_strings", "type", "action", "default", "choices", "nargs", "metavar", "group",
+                        "deprecated", "help"})
+    CHECK(keys.count(k) == 1);
+}
+
+TEST_CASE("flag lookup and suggestions", "[schema]") {
+  const auto& s = mr::Schema::megatron();
+  REQUIRE(s.find_flag("--num-layers") != nullptr);
+  CHECK(s.find_flag("--num-layer") == nullptr);  // allow_abbrev=False: no prefix matching
+  auto sugg = s.suggest("--num-layer");
+  REQUIRE(!sugg.empty());
+  CHECK(sugg.front() == "--num-layers");
+  CHECK(s.suggest("--num_layers").front() == "--num-layers");
+  CHECK(s.suggest("--hidden-szie").front() == "--hidden-size");
+  // Two actions share a dest: the first registered sets the default.
+  CHECK(s.find_dest("yarn_correction_range_round_to_int").size() == 2);
+}
