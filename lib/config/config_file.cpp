@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "config/types.h"
@@ -42,38 +41,76 @@ std::optional<bool> yaml_bool(const std::string& s) {
 
 bool yaml_null(const std::string& s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
 
+// YAML 1.1 number syntax (the grammar Python's yaml loader resolves plain scalars with), matched by hand:
+// std::regex would cost more than the rest of a dry run.
+bool digits_underscores(std::string_view s, bool (*digit)(char)) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!digit(c) && c != '_') return false;
+  return true;
+}
+bool is_dec(char c) { return c >= '0' && c <= '9'; }
+bool is_oct(char c) { return c >= '0' && c <= '7'; }
+bool is_hex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
+std::string_view unsigned_part(std::string_view t) {
+  if (!t.empty() && (t[0] == '-' || t[0] == '+')) t.remove_prefix(1);
+  return t;
+}
+// [-+]?(0|[1-9][0-9_]*)
+bool yaml_dec_int(std::string_view t) {
+  t = unsigned_part(t);
+  if (t == "0") return true;
+  return !t.empty() && t[0] >= '1' && t[0] <= '9' && digits_underscores(t, is_dec);
+}
+// [-+]?0x[0-9a-fA-F_]+ and [-+]?0[0-7_]+
+int yaml_radix_int(std::string_view t) {
+  t = unsigned_part(t);
+  if (t.size() > 2 && t.substr(0, 2) == "0x" && digits_underscores(t.substr(2), is_hex)) return 16;
+  if (t.size() > 1 && t[0] == '0' && digits_underscores(t.substr(1), is_oct)) return 8;
+  return 0;
+}
+// [-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?  with at least one digit before the point, or a point then a digit
+bool yaml_float(std::string_view t) {
+  t = unsigned_part(t);
+  size_t e = t.find_first_of("eE");
+  std::string_view mant = t.substr(0, e);
+  if (e != std::string_view::npos) {
+    std::string_view ex = t.substr(e + 1);
+    if (ex.size() < 2 || (ex[0] != '-' && ex[0] != '+')) return false;
+    for (char c : ex.substr(1))
+      if (!is_dec(c)) return false;
+  }
+  size_t dot = mant.find('.');
+  if (dot == std::string_view::npos) return false;
+  std::string_view ip = mant.substr(0, dot), fp = mant.substr(dot + 1);
+  if (!ip.empty() && (!is_dec(ip[0]) || !digits_underscores(ip, is_dec))) return false;
+  if (!fp.empty() && !digits_underscores(fp, is_dec)) return false;
+  if (ip.empty()) return !fp.empty() && is_dec(fp[0]);
+  return true;
+}
+
 // A plain (unquoted) scalar as a typed value, resolved with YAML 1.1 rules as Python's yaml loader does
 // (so "1e-2" stays a string while "0.00001" is a float and "yes" is a bool).
 Value typed_scalar(const YAML::Node& n, const std::string& text) {
   if (is_quoted(n)) return Value(text);
   if (auto b = yaml_bool(text)) return Value(*b);
   if (yaml_null(text)) return Value();
-  static const std::regex dec_re(R"([-+]?(0|[1-9][0-9_]*))");
-  static const std::regex hex_re(R"([-+]?0x[0-9a-fA-F_]+)");
-  static const std::regex oct_re(R"([-+]?0[0-7_]+)");
-  static const std::regex float_re(
-      R"([-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+][0-9]+)?|[-+]?\.[0-9][0-9_]*([eE][-+][0-9]+)?)");
-  static const std::regex inf_re(R"([-+]?\.(inf|Inf|INF))");
-  static const std::regex nan_re(R"(\.(nan|NaN|NAN))");
-  auto digits = [](std::string t) {
-    t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
-    return t;
-  };
+  std::string clean = text;
+  clean.erase(std::remove(clean.begin(), clean.end(), '_'), clean.end());
   try {
-    if (std::regex_match(text, dec_re)) return Value(parse_py_int(digits(text)));
-    if (std::regex_match(text, hex_re) || std::regex_match(text, oct_re)) {
-      std::string t = digits(text);
-      bool neg = t[0] == '-';
-      if (t[0] == '-' || t[0] == '+') t.erase(0, 1);
-      long long v = std::stoll(t, nullptr, t.rfind("0x", 0) == 0 ? 16 : 8);
-      return Value(neg ? -v : v);
+    if (yaml_dec_int(text)) return Value(parse_py_int(clean));
+    if (int radix = yaml_radix_int(text)) {
+      std::string_view u = unsigned_part(clean);
+      long long v = std::stoll(std::string(u.substr(radix == 16 ? 2 : 0)), nullptr, radix);
+      return Value(clean[0] == '-' ? -v : v);
     }
-    if (std::regex_match(text, float_re)) return Value(parse_py_float(digits(text)));
+    if (yaml_float(text)) return Value(parse_py_float(clean));
   } catch (const std::exception&) {
     return Value(text);
   }
-  if (std::regex_match(text, inf_re)) return Value(text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
-  if (std::regex_match(text, nan_re)) return Value(std::nan(""));
+  std::string_view u = unsigned_part(text);
+  if (u == ".inf" || u == ".Inf" || u == ".INF") return Value(text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
+  if (text == ".nan" || text == ".NaN" || text == ".NAN") return Value(std::nan(""));
   return Value(text);
 }
 

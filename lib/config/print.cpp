@@ -6,20 +6,21 @@
 namespace mr {
 
 void print_megatron_table(std::ostream& os, const Namespace& ns, const std::string& title) {
-  std::vector<std::string> lines;
+  // Megatron sorts the formatted lines case-insensitively; sort (lowercased line, line) pairs.
+  std::vector<std::pair<std::string, std::string>> lines;
+  lines.reserve(ns.size());
   for (const auto& e : ns.entries()) {
     size_t dots = e.dest.size() < 48 ? 48 - e.dest.size() : 0;
-    lines.push_back("  " + e.dest + " " + std::string(dots, '.') + " " + e.value.py_str());
+    std::string line = "  " + e.dest + " " + std::string(dots, '.') + " " + e.value.py_str();
+    std::string lower = line;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    lines.emplace_back(std::move(lower), std::move(line));
   }
-  auto lower = [](const std::string& s) {
-    std::string l = s;
-    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return l;
-  };
-  std::stable_sort(lines.begin(), lines.end(), [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
-  os << "------------------------ " << title << " ------------------------\n";
-  for (const auto& l : lines) os << l << "\n";
-  os << "-------------------- end of " << title << " ---------------------\n";
+  std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out = "------------------------ " + title + " ------------------------\n";
+  for (const auto& l : lines) out += l.second + "\n";
+  out += "-------------------- end of " + title + " ---------------------\n";
+  os << out;
 }
 
 std::string namespace_json(const Namespace& ns, bool with_provenance) {

@@ -1,0 +1,131 @@
+// build/bin/megatron-run-bench [--quick] [--json] [NAME...]: runs benchmarks and prints each figure.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+
+#include "bench.h"
+#include "config/value.h"
+
+extern char** environ;
+
+namespace mr::bench {
+
+std::vector<std::pair<std::string, Fn>>& registry() {
+  static std::vector<std::pair<std::string, Fn>> r;
+  return r;
+}
+
+Register::Register(const char* name, Fn fn) { registry().emplace_back(name, std::move(fn)); }
+
+double best_of(int reps, const std::function<void()>& f) {
+  f();
+  double best = 1e300;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+  }
+  return best;
+}
+
+double process_seconds(const std::vector<std::string>& argv, int n) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  auto once = [&] {
+    pid_t pid;
+    if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0)
+      throw std::runtime_error("cannot start " + argv[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      throw std::runtime_error(argv[0] + " failed (status " + std::to_string(status) + ")");
+  };
+  once();  // warm the page cache
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) once();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  posix_spawn_file_actions_destroy(&fa);
+  return s / n;
+}
+
+}  // namespace mr::bench
+
+int main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  using namespace mr::bench;
+  bool quick = false, json = false, list = false;
+  std::vector<std::string> names;
+  po::options_description desc("megatron-run-bench [--quick] [--json] [--list] [NAME...]");
+  desc.add_options()("quick", po::bool_switch(&quick), "short runs (whole suite under a minute)")(
+      "json", po::bool_switch(&json), "one JSON list of results")("list", po::bool_switch(&list), "list benchmarks")(
+      "names", po::value(&names), "benchmarks to run (exact names or prefixes such as cpu.)");
+  po::positional_options_description pos;
+  pos.add("names", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "megatron-run-bench: " << e.what() << "\n" << desc;
+    return 2;
+  }
+  if (list) {
+    for (const auto& [n, f] : registry()) std::cout << n << "\n";
+    return 0;
+  }
+  Options opts;
+  opts.quick = quick;
+  opts.bin_dir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
+  opts.source_dir = MR_SOURCE_DIR;
+  std::vector<Result> results;
+  int failures = 0;
+  for (const auto& [n, f] : registry()) {
+    bool wanted = names.empty();
+    for (const auto& w : names) wanted = wanted || n == w || (w.back() == '.' && n.rfind(w, 0) == 0);
+    if (!wanted) continue;
+    try {
+      Result r = f(opts);
+      r.name = n;
+      results.push_back(r);
+      if (!json)
+        std::printf("%-28s %12.4g %-6s  baseline %-28s %12.4g  ratio %.3f\n", n.c_str(), r.value, r.unit.c_str(),
+                    r.baseline.c_str(), r.baseline_value, r.ratio);
+    } catch (const std::exception& e) {
+      ++failures;
+      std::cerr << n << ": failed: " << e.what() << "\n";
+    }
+  }
+  for (const auto& w : names) {
+    bool found = false;
+    for (const auto& [n, f] : registry()) found = found || n == w || (w.back() == '.' && n.rfind(w, 0) == 0);
+    if (!found) {
+      std::cerr << "megatron-run-bench: unknown benchmark " << w << " (see --list)\n";
+      return 2;
+    }
+  }
+  if (json) {
+    std::cout << "[";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      std::cout << (i ? ",\n " : "\n ") << "{\"name\": " << mr::json_quote(r.name) << ", \"value\": " << mr::Value(r.value).json()
+                << ", \"unit\": " << mr::json_quote(r.unit) << ", \"baseline\": " << mr::json_quote(r.baseline)
+                << ", \"baseline_value\": " << mr::Value(r.baseline_value).json() << ", \"ratio\": " << mr::Value(r.ratio).json()
+                << "}";
+    }
+    std::cout << "\n]\n";
+  }
+  return failures ? 1 : 0;
+}
