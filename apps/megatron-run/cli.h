@@ -39,6 +39,8 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
 int cmd_run(const std::vector<std::string>& args);     // default command: --dry-run, or the run (later issues)
 int cmd_check(const std::vector<std::string>& args);   // lint many configs
 int cmd_schema(const std::vector<std::string>& args);  // export the schema
+int cmd_rules(const std::vector<std::string>& args);   // list validation rules
+std::string rules_markdown();
 void print_usage(std::ostream& os);
 
 }  // namespace mr::app

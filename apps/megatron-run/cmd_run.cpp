@@ -12,9 +12,10 @@ int cmd_run(const std::vector<std::string>& args) {
   po::options_description desc("megatron-run");
   CommonOptions common;
   common.add_to(desc);
-  bool dry_run = false, help = false, version = false;
+  bool dry_run = false, help = false, version = false, parse_only = false;
   std::vector<std::string> explain;
   desc.add_options()("dry-run", po::bool_switch(&dry_run), "resolve and print, do not run")
+      ("parse-only", po::bool_switch(&parse_only), "stop after parsing (no validation)")
       ("explain", po::value(&explain)->composing(), "show provenance")
       ("help", po::bool_switch(&help), "help")
       ("version", po::bool_switch(&version), "version");
@@ -36,7 +37,9 @@ int cmd_run(const std::vector<std::string>& args) {
     for (const Token& t : parse_invocation(Schema::megatron(), inv).argv) std::cout << t.text << "\n";
     return 0;
   }
-  Outcome out = resolve(Schema::megatron(), inv);
+  Outcome out;
+  if (parse_only) out.parsed = parse_invocation(Schema::megatron(), inv);
+  else out = resolve(Schema::megatron(), inv);
   for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
   for (const auto& d : out.diagnostics)
     if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << "[" << d.rule << "] " << d.message;

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> rest(args.begin() + 1, args.end());
       if (cmd == "check") return mr::app::cmd_check(rest);
       if (cmd == "schema") return mr::app::cmd_schema(rest);
+      if (cmd == "rules") return mr::app::cmd_rules(rest);
       if (cmd == "help") {
         mr::app::print_usage(std::cout);
         return 0;

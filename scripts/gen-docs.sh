@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Regenerates the docs that are generated from code: docs/validation.md (rule table).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake --build build -j2 --target megatron-run >/dev/null
+build/bin/megatron-run rules --format markdown > docs/validation.md
+echo "docs/validation.md: $(grep -c '^| `' docs/validation.md) rules"
