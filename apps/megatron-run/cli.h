@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/resolve.h"
+#include "config/validate.h"
 
 namespace mr::app {
 
@@ -41,6 +42,11 @@ int cmd_check(const std::vector<std::string>& args);   // lint many configs
 int cmd_schema(const std::vector<std::string>& args);  // export the schema
 int cmd_rules(const std::vector<std::string>& args);   // list validation rules
 std::string rules_markdown();
+int cmd_topology(const std::vector<std::string>& args);  // print the process groups of a config (launch.cpp)
 void print_usage(std::ostream& os);
+
+// Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
+// --nproc-per-node, then runs. `args` is the original command line (after the program name).
+int launch(const Outcome& resolved, const std::vector<std::string>& args);
 
 }  // namespace mr::app

@@ -63,11 +63,7 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cout << dest << " = " << ns[dest].py_str() << "    (" << ns.provenance(dest).describe() << ")\n";
   }
   if (!explain.empty()) return 0;
-  if (!dry_run) {
-    std::cerr << "megatron-run: the training runtime is not built yet; use --dry-run to resolve and print the "
-                 "arguments\n";
-    return 2;
-  }
+  if (!dry_run) return launch(out, args);
   if (common.format == "json")
     std::cout << namespace_json(ns) << "\n";
   else

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       if (cmd == "check") return mr::app::cmd_check(rest);
       if (cmd == "schema") return mr::app::cmd_schema(rest);
       if (cmd == "rules") return mr::app::cmd_rules(rest);
+      if (cmd == "topology") return mr::app::cmd_topology(rest);
       if (cmd == "help") {
         mr::app::print_usage(std::cout);
         return 0;
