@@ -52,9 +52,9 @@ int cmd_check(const std::vector<std::string>& args) {
     inv.config_files.push_back(f);
     try {
       Outcome o = resolve(Schema::megatron(), inv);
-      r.diags = std::move(o.diagnostics);
       r.exit = o.exit_code();
       if (o.ok()) r.resolved = std::move(o.parsed.ns);
+      r.diags = std::move(o.diagnostics);
       for (const auto& w : o.parsed.warnings) r.diags.push_back(Diagnostic{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}});
     } catch (const UsageError& e) {
       r.exit = 2;
