@@ -64,6 +64,7 @@ std::string schema_json(const Schema& schema) {
     out += ", \"metavar\": " + (*s.metavar ? json_quote(s.metavar) : std::string("null"));
     out += ", \"group\": " + json_quote(s.group);
     out += ", \"deprecated\": " + (*s.deprecated ? json_quote(s.deprecated) : std::string("null"));
+    if (*s.env_default) out += ", \"env_default\": " + json_quote(s.env_default);
     out += ", \"help\": " + json_quote(s.help);
     out += "}";
   }

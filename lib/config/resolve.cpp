@@ -1,5 +1,7 @@
 #include "config/resolve.h"
 
+#include "config/types.h"
+
 namespace mr {
 
 Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
@@ -17,8 +19,23 @@ Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
   p.argv.insert(p.argv.end(), inv.cli.begin(), inv.cli.end());
   if (inv.world_size) p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
 
-  // What parse_args() adds after argparse.
   Namespace& ns = p.ns;
+  // Defaults Megatron reads from the environment when it builds the parser (e.g. --inprocess-active-world-size
+  // defaults to WORLD_SIZE).
+  for (const Arg& a : schema.args()) {
+    if (!*a.spec->env_default || ns.provenance(a.dest()).kind != Provenance::Kind::Default) continue;
+    if (auto v = p.env.var(a.spec->env_default)) {
+      try {
+        ns.set(a.dest(), convert(a.spec->type, *v), Provenance{Provenance::Kind::Env, a.spec->env_default});
+      } catch (const ConvError& e) {
+        throw UsageError("environment variable " + std::string(a.spec->env_default) + " (default of " + a.flags.front() +
+                             "): " + e.what(),
+                         {a.flags.front()});
+      }
+    }
+  }
+
+  // What parse_args() adds after argparse.
   ns.derive("_is_global_batch_size_explicitly_specified", Value(!ns["global_batch_size"].is_none()), "parse_args");
   Provenance env_rank{Provenance::Kind::Env, "RANK"};
   Provenance env_ws{Provenance::Kind::Env, "WORLD_SIZE"};

@@ -48,6 +48,7 @@ struct ArgSpec {
   const char* metavar = "";
   const char* group = "";
   const char* deprecated = "";  // non-empty: why/what instead; using the flag prints a warning
+  const char* env_default = "";  // non-empty: the default is this environment variable's value when it is set
   const char* help = "";
 };
 
