@@ -105,9 +105,16 @@ std::string nargs_error(const Arg& arg) {
 }  // namespace
 
 Namespace default_namespace(const Schema& schema) {
-  Namespace ns;
-  for (auto& [dest, v] : schema.defaults()) ns.set(dest, v, Provenance{});
-  return ns;
+  // Built once per schema and copied: `check` starts a namespace per file.
+  static const Schema* cached_for = nullptr;
+  static Namespace cached;
+  if (cached_for != &schema) {
+    Namespace ns;
+    for (auto& [dest, v] : schema.defaults()) ns.set(dest, v, Provenance{});
+    cached = std::move(ns);
+    cached_for = &schema;
+  }
+  return cached;
 }
 
 std::vector<Token> argv_tokens(const std::vector<std::string>& args, int first_index) {

@@ -65,14 +65,21 @@ std::vector<std::string> split_flags(const char* s) {
   return out;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+// Levenshtein distance, giving up (returning a large value) once every path exceeds `limit`.
+size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
+  size_t prev[128], cur[128];
+  if (b.size() >= 128) return limit + 1;
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
+    size_t row_min = cur[0];
+    for (size_t j = 1; j <= b.size(); ++j) {
       cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
+      row_min = std::min(row_min, cur[j]);
+    }
+    if (row_min > limit) return limit + 1;
+    std::copy(cur, cur + b.size() + 1, prev);
   }
   return prev[b.size()];
 }
@@ -126,25 +133,32 @@ std::vector<const Arg*> Schema::find_dest(std::string_view dest) const {
 }
 
 std::vector<std::string> Schema::suggest(std::string_view flag, size_t max) const {
-  std::vector<std::pair<size_t, std::string_view>> scored;
   std::string_view bare = flag;
   while (!bare.empty() && bare.front() == '-') bare.remove_prefix(1);
+  // Treat '_' and '-' alike, so --num_layers finds --num-layers.
+  std::string norm(bare);
+  std::replace(norm.begin(), norm.end(), '_', '-');
+  const size_t limit = std::max<size_t>(2, bare.size() / 3);
+  std::vector<std::pair<size_t, std::string_view>> scored;
   for (const auto& [f, arg] : by_flag_) {
     std::string_view fb = f.substr(2);
-    size_t d = edit_distance(bare, fb);
-    // Treat '_' and '-' alike and reward a shared word, so --num_layers finds --num-layers.
-    std::string norm(bare);
-    std::replace(norm.begin(), norm.end(), '_', '-');
-    if (norm == fb) d = 0;
-    else if (fb.find(norm) != std::string_view::npos || norm.find(fb) != std::string::npos)
-      d = std::min(d, std::max<size_t>(1, (fb.size() > norm.size() ? fb.size() - norm.size() : norm.size() - fb.size()) / 2));
-    scored.emplace_back(d, f);
+    size_t d;
+    if (norm == fb) {
+      d = 0;
+    } else {
+      d = edit_distance(norm, fb, limit);
+      // A flag that contains the word (or is contained in it) is a good guess too.
+      if (d > limit && (fb.find(norm) != std::string_view::npos || norm.find(fb) != std::string::npos)) {
+        size_t diff = fb.size() > norm.size() ? fb.size() - norm.size() : norm.size() - fb.size();
+        d = std::max<size_t>(1, diff / 2);
+      }
+    }
+    if (d <= limit) scored.emplace_back(d, f);
   }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;
-  size_t limit = std::max<size_t>(2, bare.size() / 3);
   for (const auto& [d, f] : scored) {
-    if (out.size() >= max || d > limit) break;
+    if (out.size() >= max) break;
     out.emplace_back(f);
   }
   return out;
