@@ -35,6 +35,10 @@ void Namespace::set(std::string_view dest, Value v, Provenance p) {
   }
 }
 
+void Namespace::append_sorted(std::string_view dest, Value v, Provenance p) {
+  slots_.emplace_hint(slots_.end(), std::string(dest), Slot{std::move(v), std::move(p)});
+}
+
 void Namespace::erase(std::string_view dest) {
   auto it = slots_.find(dest);
   if (it != slots_.end()) slots_.erase(it);

@@ -29,6 +29,8 @@ class Namespace {
   const Provenance& provenance(std::string_view dest) const;
 
   void set(std::string_view dest, Value v, Provenance p);
+  // Appends a dest greater than every dest present (cheap bulk construction from sorted input).
+  void append_sorted(std::string_view dest, Value v, Provenance p);
   // Derived values (set by validation) keep a note of what derived them.
   void derive(std::string_view dest, Value v, std::string_view why = {}) {
     set(dest, std::move(v), {Provenance::Kind::Derived, std::string(why)});

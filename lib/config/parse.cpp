@@ -1,5 +1,7 @@
 #include "config/parse.h"
 
+#include <algorithm>
+
 
 #include "config/types.h"
 
@@ -105,16 +107,24 @@ std::string nargs_error(const Arg& arg) {
 }  // namespace
 
 Namespace default_namespace(const Schema& schema) {
-  // Built once per schema and copied: `check` starts a namespace per file.
-  static const Schema* cached_for = nullptr;
-  static Namespace cached;
-  if (cached_for != &schema) {
+  auto build = [&] {
     Namespace ns;
-    for (auto& [dest, v] : schema.defaults()) ns.set(dest, v, Provenance{});
-    cached = std::move(ns);
-    cached_for = &schema;
+    auto defaults = schema.defaults();
+    std::sort(defaults.begin(), defaults.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [dest, v] : defaults) ns.append_sorted(dest, std::move(v), Provenance{});
+    return ns;
+  };
+  // The first namespace is built directly (a dry run needs one); later ones (`check` makes one per file) are
+  // copies of a cached prototype. The prototype is never destroyed: nothing to tear down at exit.
+  static const Schema* first_for = nullptr;
+  static const Namespace* prototype = nullptr;
+  if (first_for != &schema) {
+    first_for = &schema;
+    prototype = nullptr;
+    return build();
   }
-  return cached;
+  if (!prototype) prototype = new Namespace(build());
+  return *prototype;
 }
 
 std::vector<Token> argv_tokens(const std::vector<std::string>& args, int first_index) {

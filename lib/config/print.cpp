@@ -6,19 +6,27 @@
 namespace mr {
 
 void print_megatron_table(std::ostream& os, const Namespace& ns, const std::string& title) {
-  // Megatron sorts the formatted lines case-insensitively; sort (lowercased line, line) pairs.
-  std::vector<std::pair<std::string, std::string>> lines;
+  std::vector<std::string> lines;
   lines.reserve(ns.size());
   for (const auto& e : ns.entries()) {
     size_t dots = e.dest.size() < 48 ? 48 - e.dest.size() : 0;
-    std::string line = "  " + e.dest + " " + std::string(dots, '.') + " " + e.value.py_str();
-    std::string lower = line;
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    lines.emplace_back(std::move(lower), std::move(line));
+    std::string line;
+    line.reserve(64);
+    line.append("  ").append(e.dest).append(" ").append(dots, '.').append(" ").append(e.value.py_str());
+    lines.push_back(std::move(line));
   }
-  std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Megatron sorts the formatted lines case-insensitively.
+  auto less_ci = [](const std::string& a, const std::string& b) {
+    size_t n = std::min(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i) {
+      int x = std::tolower(static_cast<unsigned char>(a[i])), y = std::tolower(static_cast<unsigned char>(b[i]));
+      if (x != y) return x < y;
+    }
+    return a.size() < b.size();
+  };
+  std::stable_sort(lines.begin(), lines.end(), less_ci);
   std::string out = "------------------------ " + title + " ------------------------\n";
-  for (const auto& l : lines) out += l.second + "\n";
+  for (const auto& l : lines) out.append(l).push_back('\n');
   out += "-------------------- end of " + title + " ---------------------\n";
   os << out;
 }

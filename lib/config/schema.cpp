@@ -106,6 +106,8 @@ Schema::Schema(const ArgSpec* begin, const ArgSpec* end) {
     }
     args_.push_back(std::move(a));
   }
+  by_flag_.reserve(args_.size() * 2);
+  by_dest_.reserve(args_.size() * 2);
   for (const Arg& a : args_) {
     for (const std::string& f : a.flags) {
       if (!by_flag_.emplace(f, &a).second) throw std::logic_error("schema: duplicate option string " + f);
@@ -115,8 +117,9 @@ Schema::Schema(const ArgSpec* begin, const ArgSpec* end) {
 }
 
 const Schema& Schema::megatron() {
-  static const Schema schema(std::begin(kMegatronArgs), std::end(kMegatronArgs));
-  return schema;
+  // Built on first use and never destroyed: process exit has nothing to tear down.
+  static const Schema* schema = new Schema(std::begin(kMegatronArgs), std::end(kMegatronArgs));
+  return *schema;
 }
 
 const Arg* Schema::find_flag(std::string_view flag) const {
