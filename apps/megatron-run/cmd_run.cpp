@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "config/print.h"
 #include "config/validate.h"
+#include "config/yaml_cfg.h"
 #include "util/log.h"
 
 namespace mr::app {
@@ -38,8 +39,13 @@ int cmd_run(const std::vector<std::string>& args) {
     return 0;
   }
   Outcome out;
-  if (parse_only) out.parsed = parse_invocation(Schema::megatron(), inv);
-  else out = resolve(Schema::megatron(), inv);
+  if (parse_only) {
+    out.parsed = parse_invocation(Schema::megatron(), inv);
+    // --yaml-cfg's command-line combination checks belong to parsing.
+    if (out.parsed.yaml_cfg) out.diagnostics = out.parsed.yaml_cfg->errors;
+  } else {
+    out = resolve(Schema::megatron(), inv);
+  }
   for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
   for (const auto& d : out.diagnostics)
     if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << "[" << d.rule << "] " << d.message;
@@ -66,6 +72,8 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!dry_run) return launch(out, args);
   if (common.format == "json")
     std::cout << namespace_json(ns) << "\n";
+  else if (out.parsed.yaml_cfg)
+    print_yaml_table(std::cout, ns);  // sections print as namespace(...), as Megatron's table shows them
   else
     print_megatron_table(std::cout, ns);
   return 0;

@@ -70,12 +70,15 @@ MR_RULE(kOverlapStepRequiresVpp, "optimizer.overlap-param-gather-step-requires-v
 
 namespace {
 
+// Both count a hit on the rule (rule.h); the validation chain reports them without counting again.
 [[noreturn]] void raise(const Rule& rule, std::string message, std::vector<std::string> fields) {
+  rule.record_hit();
   throw OptimizerConfigError(OptimizerConfigIssue{&rule, std::move(message), std::move(fields)});
 }
 
 void warn(std::vector<OptimizerConfigIssue>* out, const Rule& rule, std::string message,
           std::vector<std::string> fields) {
+  rule.record_hit();
   if (out) out->push_back(OptimizerConfigIssue{&rule, std::move(message), std::move(fields)});
 }
 

@@ -1,6 +1,7 @@
 #include "config/resolve.h"
 
 #include "config/types.h"
+#include "config/yaml_cfg.h"
 
 namespace mr {
 
@@ -33,6 +34,12 @@ Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
                          {a.flags.front()});
       }
     }
+  }
+
+  // Megatron's experimental --yaml-cfg: the YAML file replaces the namespace (config/yaml_cfg.h).
+  if (yaml_cfg_requested(ns)) {
+    apply_yaml_cfg(p, inv.config);
+    return p;
   }
 
   // What parse_args() adds after argparse.

@@ -2,6 +2,7 @@
 // Megatron's parse_args(), before validate_args().
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "config/target_env.h"
 
 namespace mr {
+
+struct YamlCfg;  // config/yaml_cfg.h
 
 struct Invocation {
   std::vector<std::string> config_files;  // applied in order, before the command line
@@ -26,6 +29,7 @@ struct Parsed {
   TargetEnv env;                       // after ENV_VARS of functional-test files
   std::vector<std::string> warnings;
   std::vector<Token> argv;             // the Megatron command line this stands for (files, then CLI)
+  std::shared_ptr<const YamlCfg> yaml_cfg;  // set when --yaml-cfg replaced the namespace (config/yaml_cfg.h)
 };
 
 // Throws UsageError (exit 2) for anything argparse would reject.

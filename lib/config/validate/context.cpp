@@ -35,10 +35,22 @@ void Context::require(bool ok, const Rule& rule, const std::string& message,
 }
 
 void Context::fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests) {
-  throw RuleFailure(make(rule, message, dests));
+  rule.record_hit();
+  fail_counted(rule, message, dests);
 }
 
 void Context::warn(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests) {
+  rule.record_hit();
+  warn_counted(rule, message, dests);
+}
+
+void Context::fail_counted(const Rule& rule, const std::string& message,
+                           std::initializer_list<std::string_view> dests) {
+  throw RuleFailure(make(rule, message, dests));
+}
+
+void Context::warn_counted(const Rule& rule, const std::string& message,
+                           std::initializer_list<std::string_view> dests) {
   diags_.push_back(make(rule, message, dests));
 }
 

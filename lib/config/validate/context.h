@@ -54,6 +54,11 @@ class Context {
   void require(bool ok, const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
   [[noreturn]] void fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
   void warn(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
+  // fail/warn/a failed require count a hit on the rule (see rule.h). These two report a check whose failing
+  // branch ran, and was counted, elsewhere (the OptimizerConfig checks, see optimizer_part.cpp).
+  [[noreturn]] void fail_counted(const Rule& rule, const std::string& message,
+                                 std::initializer_list<std::string_view> dests = {});
+  void warn_counted(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
 
   // Target-environment gates (Megatron's is_te_min_version & co.; pre-release suffixes are ignored).
   bool te_min(const std::string& v) const { return compare_versions(env_.te_version, v) >= 0; }

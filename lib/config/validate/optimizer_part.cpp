@@ -20,25 +20,27 @@ std::vector<std::string_view> known_dests(const Context& ctx, const OptimizerCon
   return d;
 }
 
+// The OptimizerConfig checks count their rule hits where they fail (optimizer_config.cpp), so the issues are
+// reported with the *_counted forms, which do not count them again.
 void report_warning(Context& ctx, const OptimizerConfigIssue& w) {
   auto d = known_dests(ctx, w);
   switch (d.size()) {
-    case 0: ctx.warn(*w.rule, w.message); break;
-    case 1: ctx.warn(*w.rule, w.message, {d[0]}); break;
-    case 2: ctx.warn(*w.rule, w.message, {d[0], d[1]}); break;
-    case 3: ctx.warn(*w.rule, w.message, {d[0], d[1], d[2]}); break;
-    default: ctx.warn(*w.rule, w.message, {d[0], d[1], d[2], d[3]}); break;
+    case 0: ctx.warn_counted(*w.rule, w.message); break;
+    case 1: ctx.warn_counted(*w.rule, w.message, {d[0]}); break;
+    case 2: ctx.warn_counted(*w.rule, w.message, {d[0], d[1]}); break;
+    case 3: ctx.warn_counted(*w.rule, w.message, {d[0], d[1], d[2]}); break;
+    default: ctx.warn_counted(*w.rule, w.message, {d[0], d[1], d[2], d[3]}); break;
   }
 }
 
 [[noreturn]] void report_failure(Context& ctx, const OptimizerConfigIssue& e) {
   auto d = known_dests(ctx, e);
   switch (d.size()) {
-    case 0: ctx.fail(*e.rule, e.message);
-    case 1: ctx.fail(*e.rule, e.message, {d[0]});
-    case 2: ctx.fail(*e.rule, e.message, {d[0], d[1]});
-    case 3: ctx.fail(*e.rule, e.message, {d[0], d[1], d[2]});
-    default: ctx.fail(*e.rule, e.message, {d[0], d[1], d[2], d[3]});
+    case 0: ctx.fail_counted(*e.rule, e.message);
+    case 1: ctx.fail_counted(*e.rule, e.message, {d[0]});
+    case 2: ctx.fail_counted(*e.rule, e.message, {d[0], d[1]});
+    case 3: ctx.fail_counted(*e.rule, e.message, {d[0], d[1], d[2]});
+    default: ctx.fail_counted(*e.rule, e.message, {d[0], d[1], d[2], d[3]});
   }
 }
 

@@ -1,8 +1,13 @@
 #include "config/validate/rule.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <stdexcept>
+#include <string>
 
 namespace mr {
 
@@ -11,11 +16,49 @@ std::vector<const Rule*>& registry() {
   static std::vector<const Rule*> r;
   return r;
 }
+
+// At exit: appends "<id> <count>\n" for every rule that fired to $MR_RULE_HITS_FILE, in one write() on a
+// descriptor opened with O_APPEND, so processes exiting at the same time (a test and the megatron-run
+// processes it spawns) do not interleave their lines.
+void write_rule_hits() {
+  const char* path = std::getenv("MR_RULE_HITS_FILE");
+  if (!path || !*path) return;
+  std::string out;
+  for (const Rule* r : registry())
+    if (uint64_t n = r->hit_count()) out += std::string(r->id) + " " + std::to_string(n) + "\n";
+  if (out.empty()) return;
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const char* p = out.data();
+  size_t left = out.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
+// Registers write_rule_hits with atexit once, at the first hit (after static initialisation, so it runs
+// before the registry and the rules are torn down), and only when MR_RULE_HITS_FILE is set.
+bool register_hits_writer() {
+  const char* path = std::getenv("MR_RULE_HITS_FILE");
+  if (path && *path) std::atexit(&write_rule_hits);
+  return true;
+}
 }  // namespace
 
 Rule::Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_)
     : id(id_), level(level_), description(description_), file(file_), line(line_) {
   registry().push_back(this);
+}
+
+void Rule::record_hit() const noexcept {
+  static const bool registered = register_hits_writer();
+  (void)registered;
+  hits_.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::vector<const Rule*> all_rules() {

@@ -2,8 +2,16 @@
 //
 // Rules are declared once at file scope with MR_RULE and register themselves, so `megatron-run rules` and
 // docs/validation.md are generated from the code.
+//
+// Each rule also counts how often its failing branch fired in this process (a failed require, a fail, a warn,
+// or an OptimizerConfig check raising/warning). When the environment variable MR_RULE_HITS_FILE names a file,
+// the ids of the rules that fired are appended to it at process exit, one "<id> <count>" line each (the
+// `rules_all_tested` test uses this to prove every rule has a triggering test). Counting is one relaxed
+// atomic increment; without the variable nothing is written.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +26,16 @@ struct Rule {
   int line;
 
   Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_);
+  Rule(const Rule&) = delete;
+  Rule& operator=(const Rule&) = delete;
+
+  // Records that the rule's failing branch fired (called by Context::fail/warn and the OptimizerConfig checks).
+  void record_hit() const noexcept;
+  // How often it fired in this process.
+  std::uint64_t hit_count() const noexcept { return hits_.load(std::memory_order_relaxed); }
+
+ private:
+  mutable std::atomic<std::uint64_t> hits_{0};
 };
 
 // Every registered rule, sorted by id.
