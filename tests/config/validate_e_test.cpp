@@ -8,7 +8,9 @@
 // run the whole chain on a corpus file.
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <functional>
 #include <map>
 #include <optional>
@@ -97,7 +99,9 @@ void passes(const mrtest::Run& r) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = "/tmp/mr_validate_e_" + name;
+  // Per-process names: ctest may run two test_config processes at once.
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("mr_validate_e_" + std::to_string(::getpid()) + "_" + name)).string();
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
