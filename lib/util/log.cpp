@@ -1,6 +1,7 @@
 #include "util/log.h"
 
 #include <boost/log/core.hpp>
+#include <boost/log/trivial.hpp>
 #include <boost/log/expressions.hpp>
 #include <boost/log/sinks/sync_frontend.hpp>
 #include <boost/log/sinks/text_ostream_backend.hpp>
@@ -14,6 +15,7 @@ namespace mr::log {
 
 namespace {
 std::atomic<int> g_rank{-1};
+std::atomic<int> g_level{static_cast<int>(Level::warning)};
 std::once_flag g_once;
 
 boost::log::trivial::severity_level to_boost(Level l) {
@@ -42,9 +44,17 @@ std::optional<Level> parse_level(const std::string& name) {
 
 void set_rank(int rank) { g_rank = rank; }
 
+bool enabled(Level level) { return static_cast<int>(level) >= g_level.load(); }
+
+void emit(Level level, const std::string& message) {
+  init(static_cast<Level>(g_level.load()), g_rank.load());  // installs the sink on first use
+  BOOST_LOG_SEV(boost::log::trivial::logger::get(), to_boost(level)) << message;
+}
+
 void init(Level level, int rank) {
   namespace logging = boost::log;
   g_rank = rank;
+  g_level = static_cast<int>(level);
   std::call_once(g_once, [] {
     using backend_t = logging::sinks::text_ostream_backend;
     auto backend = boost::make_shared<backend_t>();
