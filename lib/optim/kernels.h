@@ -1,0 +1,144 @@
+// Multi-tensor optimizer kernels on raw buffers: Adam/AdamW, SGD (momentum, Nesterov) and Lion, each in three
+// implementations that agree bit for bit:
+//   mr::optim::ref  - the readable definition: one element at a time, one thread (reference.cpp);
+//   mr::optim::cpu  - the fast CPU kernels: chunked work list over OpenMP threads, SIMD with runtime dispatch
+//                     (cpu_kernels.cpp);
+//   mr::optim::gpu  - the CUDA kernels, one launch per step for a whole tensor list (gpu.h, *.cu).
+// No LibTorch here: a step takes a list of TensorSlots (the apex / Transformer Engine "multi tensor apply"
+// idea: one call updates many tensors of different sizes) and the per-group hyperparameters.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "optim/dtype.h"
+#include "optim/elementwise.h"
+
+namespace mr::optim {
+
+// The buffers of one parameter tensor. All have `numel` elements.
+//
+// Precision modes (Megatron / Transformer Engine FusedAdam):
+//   fp32:                       param F32, no master.
+//   16-bit params + fp32 master: param BF16/F16 and master F32: the step updates the master and writes the
+//                               rounded (nearest even) value to the param as well.
+//   16-bit params, no master:   param BF16/F16 updated in place (math in fp32).
+//   store_param_remainders:     param BF16 + `remainder` (the 16 low bits of the fp32 master, no master
+//                               buffer): the pair is the exact fp32 master (see split_remainder()).
+//   precision-aware states:     exp_avg / exp_avg_sq (and master) in BF16 (plain rounding) or F16 with a
+//                               per-tensor fp32 scale (value = f16 * scale; after the step the scale becomes
+//                               absmax / (65504 / 2), as TE's FusedAdam._apply_scale does).
+struct TensorSlot {
+  int64_t numel = 0;
+  void* param = nullptr;
+  DType param_dtype = DType::F32;
+  const void* grad = nullptr;
+  DType grad_dtype = DType::F32;
+  void* master = nullptr;  // F32, or F16 with master_scale
+  DType master_dtype = DType::F32;
+  float* master_scale = nullptr;
+  uint16_t* remainder = nullptr;
+  void* exp_avg = nullptr;  // Adam m, SGD momentum buffer, Lion exp_avg
+  DType exp_avg_dtype = DType::F32;
+  float* exp_avg_scale = nullptr;
+  void* exp_avg_sq = nullptr;  // Adam v
+  DType exp_avg_sq_dtype = DType::F32;
+  float* exp_avg_sq_scale = nullptr;
+  int32_t group = 0;  // index into the GroupHyper list
+};
+
+// Per parameter group: learning rate, weight decay and the 1-based number of this step (bias correction; SGD's
+// first step initialises its momentum buffer with the gradient).
+struct GroupHyper {
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  int64_t step = 1;
+};
+
+struct AdamOptions {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool decoupled_weight_decay = true;  // true: AdamW; false: Adam with L2 (grad += wd * param)
+  bool bias_correction = true;
+};
+struct SgdOptions {
+  double momentum = 0.9;  // 0: plain SGD (no buffer needed)
+  double dampening = 0.0;
+  bool nesterov = false;
+};
+struct LionOptions {
+  double beta1 = 0.95, beta2 = 0.98;
+  bool decoupled_weight_decay = true;  // Emerging-Optimizers' weight_decay_method "decoupled" (else "l2")
+};
+
+// Fused gradient handling for one step.
+//   grad_scale: every gradient is multiplied by it as it is loaded (the unscale 1/loss_scale, times a clip
+//               coefficient when clipping): no separate pass over the gradients.
+//   noop_flag:  when non-null and *noop_flag != 0 the step changes nothing (apex's skip flag; on the GPU a
+//               device pointer, so a step can be skipped without a host synchronisation).
+//   found_inf:  when non-null, set to 1 if a scaled gradient element is not finite. The step itself still
+//               runs: to skip steps on overflow (dynamic loss scaling), run unscale_and_check() first.
+struct StepControl {
+  float grad_scale = 1.0f;
+  const int32_t* noop_flag = nullptr;
+  int32_t* found_inf = nullptr;
+};
+
+// A gradient buffer for unscale_and_check().
+struct GradSlot {
+  int64_t numel = 0;
+  void* grad = nullptr;
+  DType dtype = DType::F32;
+};
+struct UnscaleResult {
+  bool found_inf = false;
+  double sum_sq = 0.0;  // sum of squares of the unscaled gradients (for the global grad norm); NaN/inf if found_inf
+};
+
+// The fp32 scalars of a step, formed from double hyperparameters the way LibTorch forms them.
+AdamConsts adam_consts(const AdamOptions& o, const GroupHyper& g);
+SgdConsts sgd_consts(const SgdOptions& o, const GroupHyper& g);
+LionConsts lion_consts(const LionOptions& o, const GroupHyper& g);
+
+// Throws std::invalid_argument when a slot's buffers do not form a supported precision mode for `kind`
+// ("adam", "sgd", "lion"), or a group index is out of range.
+void check_slots(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const char* kind,
+                 bool needs_exp_avg, bool needs_exp_avg_sq);
+
+// The scale TE gives an fp16 state whose largest magnitude is `absmax`, and its reciprocal (0 for 0).
+inline float f16_state_scale(float absmax) { return absmax / 32752.0f; }
+inline float f16_state_rscale(float scale) { return scale > 0.0f ? 1.0f / scale : 0.0f; }
+
+namespace ref {
+void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
+               const StepControl& ctl = {});
+void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
+              const StepControl& ctl = {});
+void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
+               const StepControl& ctl = {});
+// One pass over the gradients: detect non-finite values and sum the squares of grad * inv_scale; with
+// `in_place` also store grad * inv_scale (torch._amp_foreach_non_finite_check_and_unscale_).
+UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place);
+}  // namespace ref
+
+namespace cpu {
+// Same contracts as ref::, bit-equal results, any thread count (OpenMP; omp_set_num_threads to limit).
+void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
+               const StepControl& ctl = {});
+void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
+              const StepControl& ctl = {});
+void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
+               const StepControl& ctl = {});
+// Deterministic: the sum does not depend on the thread count.
+UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place);
+
+// Benchmark baseline: the same chunked, threaded pass over an fp32 slot list's arrays with trivial arithmetic:
+// reads param, grad and the states present (exp_avg, exp_avg_sq), writes param and the states (p += g, m += g, v += g).
+void data_movement(std::span<const TensorSlot> slots);
+
+// Which SIMD variant the dispatcher picks on this machine ("x86-64-v4", "x86-64-v3", "default").
+std::string simd_level();
+}  // namespace cpu
+
+}  // namespace mr::optim

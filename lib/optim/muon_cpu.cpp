@@ -1,0 +1,451 @@
+// Muon on the CPU: coefficient schedules, scale factors, Newton-Schulz (CBLAS GEMMs), QKV split, TP modes and
+// the optimizer step.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
+#include "optim/muon.h"
+
+#if MR_OPTIM_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace mr::optim {
+
+// ---- coefficients -----------------------------------------------------------------------------------------------
+// Emerging-Optimizers, emerging_optimizers/orthogonalized_optimizers/muon_utils.py, _COEFFICIENT_SETS
+// (commit fd7729267109a8848709e9406bf19e53e970c3f4); the origin of each set is in docs/optim.md.
+namespace {
+constexpr NsCoeff kSimple[] = {{3.4445, -4.7750, 2.0315}};
+constexpr NsCoeff kQuintic[] = {{4.0848, -6.8946, 2.9270},
+                                {3.9505, -6.3029, 2.6377},
+                                {3.7418, -5.5913, 2.3037},
+                                {2.8769, -3.1427, 1.2046},
+                                {2.8366, -3.0525, 1.2012}};
+constexpr NsCoeff kPolarExpress[] = {{8.2051, -22.9019, 16.4607}, {4.0664, -2.8612, 0.5184},
+                                     {3.9096, -2.8234, 0.5250},   {3.2856, -2.4153, 0.4853},
+                                     {2.2779, -1.6198, 0.3985},   {1.8726, -1.2307, 0.3585},
+                                     {1.8564, -1.2132, 0.3568},   {1.8750, -1.2500, 0.3750}};
+constexpr NsCoeff kCans[] = {{8.4703, -25.1081, 18.6293},
+                             {4.1828, -3.1087, 0.5806},
+                             {3.9619, -2.9541, 0.5630},
+                             {3.2866, -2.4647, 0.5074},
+                             {2.2737, -1.6447, 0.4162}};
+constexpr NsCoeff kAol[] = {{4.0098, -7.0585, 2.4635},
+                            {3.4585, -5.5479, 2.5959},
+                            {2.7573, -3.2939, 1.4254},
+                            {2.7215, -3.0494, 1.3169}};
+constexpr NsCoeff kDeepseekV4[] = {{3.4445, -4.7750, 2.0315}, {3.4445, -4.7750, 2.0315}, {3.4445, -4.7750, 2.0315},
+                                   {3.4445, -4.7750, 2.0315}, {3.4445, -4.7750, 2.0315}, {3.4445, -4.7750, 2.0315},
+                                   {3.4445, -4.7750, 2.0315}, {3.4445, -4.7750, 2.0315}, {2.0, -1.5, 0.5},
+                                   {2.0, -1.5, 0.5}};
+constexpr NsCoeff kCubic5[] = {{3.3656576, -3.3420992, 0.0},
+                               {2.5744352, -1.4957376, 0.0},
+                               {2.5368962, -1.4312570, 0.0},
+                               {2.4418906, -1.2764040, 0.0},
+                               {2.2230472, -0.9630650, 0.0}};
+
+constexpr std::pair<std::string_view, NsCoefficients> kCoeffNames[] = {
+    {"simple", NsCoefficients::Simple},   {"quintic", NsCoefficients::Quintic},
+    {"polar_express", NsCoefficients::PolarExpress}, {"cans", NsCoefficients::Cans},
+    {"aol", NsCoefficients::Aol},         {"deepseekv4", NsCoefficients::DeepseekV4},
+    {"cubic5", NsCoefficients::Cubic5}};
+
+template <class E, size_t N>
+E parse_choice(std::string_view name, const std::pair<std::string_view, E> (&table)[N], const char* what) {
+  std::string choices;
+  for (const auto& [n, v] : table) {
+    if (n == name) return v;
+    choices += choices.empty() ? "" : ", ";
+    choices += n;
+  }
+  throw std::invalid_argument(std::string("unsupported ") + what + " '" + std::string(name) + "' (choices: " +
+                              choices + ")");
+}
+}  // namespace
+
+NsCoefficients ns_coefficients_from_string(std::string_view name) {
+  return parse_choice(name, kCoeffNames, "muon coefficient type");
+}
+
+std::string_view to_string(NsCoefficients c) {
+  for (const auto& [n, v] : kCoeffNames)
+    if (v == c) return n;
+  return "?";
+}
+
+std::span<const NsCoeff> ns_coefficient_set(NsCoefficients c) {
+  switch (c) {
+    case NsCoefficients::Simple: return kSimple;
+    case NsCoefficients::Quintic: return kQuintic;
+    case NsCoefficients::PolarExpress: return kPolarExpress;
+    case NsCoefficients::Cans: return kCans;
+    case NsCoefficients::Aol: return kAol;
+    case NsCoefficients::DeepseekV4: return kDeepseekV4;
+    case NsCoefficients::Cubic5: return kCubic5;
+  }
+  return kQuintic;
+}
+
+std::vector<NsCoeff> ns_schedule(NsCoefficients c, int steps) {
+  if (steps < 1) throw std::invalid_argument("num_ns_steps must be at least 1, got " + std::to_string(steps));
+  auto set = ns_coefficient_set(c);
+  if (c == NsCoefficients::Cubic5 && steps != static_cast<int>(set.size()))
+    throw std::invalid_argument("cubic5 is a fixed 5-step schedule; got steps=" + std::to_string(steps));
+  bool repeat_last =
+      c == NsCoefficients::PolarExpress || c == NsCoefficients::Cans || c == NsCoefficients::DeepseekV4;
+  std::vector<NsCoeff> out;
+  for (int i = 0; i < steps; ++i) {
+    size_t k = static_cast<size_t>(i);
+    out.push_back(repeat_last ? set[std::min(k, set.size() - 1)] : set[k % set.size()]);
+  }
+  return out;
+}
+
+MatmulPrecision matmul_precision_from_string(std::string_view name) {
+  static constexpr std::pair<std::string_view, MatmulPrecision> t[] = {{"highest", MatmulPrecision::Highest},
+                                                                       {"high", MatmulPrecision::High},
+                                                                       {"medium", MatmulPrecision::Medium},
+                                                                       {"low", MatmulPrecision::Medium}};
+  return parse_choice(name, t, "fp32 matmul precision");
+}
+
+MuonScaleMode muon_scale_mode_from_string(std::string_view name) {
+  static constexpr std::pair<std::string_view, MuonScaleMode> t[] = {{"spectral", MuonScaleMode::Spectral},
+                                                                     {"unit_rms_norm", MuonScaleMode::UnitRmsNorm},
+                                                                     {"shape_scaling", MuonScaleMode::ShapeScaling}};
+  return parse_choice(name, t, "muon scale mode");
+}
+
+MuonTpMode muon_tp_mode_from_string(std::string_view name) {
+  static constexpr std::pair<std::string_view, MuonTpMode> t[] = {{"blockwise", MuonTpMode::Blockwise},
+                                                                  {"duplicated", MuonTpMode::Duplicated},
+                                                                  {"distributed", MuonTpMode::Distributed}};
+  return parse_choice(name, t, "muon tp mode");
+}
+
+double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode) {
+  double out = static_cast<double>(size_out), in = static_cast<double>(size_in);
+  switch (mode) {
+    case MuonScaleMode::ShapeScaling: return std::sqrt(std::max(1.0, out / in));
+    case MuonScaleMode::Spectral: return std::sqrt(std::max(out, in));
+    case MuonScaleMode::UnitRmsNorm: return std::sqrt(out / in);
+  }
+  return 1.0;
+}
+
+std::vector<int64_t> qkv_split_shapes(int64_t num_attention_heads, int64_t num_query_groups, int64_t kv_channels,
+                                      bool attention_output_gate) {
+  int64_t q = num_attention_heads / num_query_groups * kv_channels;
+  if (attention_output_gate) return {q, q, kv_channels, kv_channels};
+  return {q, kv_channels, kv_channels};
+}
+
+bool muon_excluded(int64_t ndim, bool is_embedding_or_output, bool use_muon) {
+  return !use_muon || is_embedding_or_output || ndim != 2;
+}
+
+ScalarOptimizer scalar_optimizer_from_string(std::string_view name) {
+  static constexpr std::pair<std::string_view, ScalarOptimizer> t[] = {{"adam", ScalarOptimizer::Adam},
+                                                                       {"lion", ScalarOptimizer::Lion}};
+  return parse_choice(name, t, "muon scalar optimizer");
+}
+
+namespace cpu {
+
+// ---- GEMM ---------------------------------------------------------------------------------------------------------
+
+bool have_cblas() { return MR_OPTIM_HAVE_CBLAS != 0; }
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+#if MR_OPTIM_HAVE_CBLAS
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              beta, c, static_cast<int>(ldc));
+#else
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<float> acc(static_cast<size_t>(n), 0.0f);
+    for (int64_t p = 0; p < k; ++p) {
+      float av = ta ? a[p * lda + i] : a[i * lda + p];
+      for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += av * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+    }
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = alpha * acc[static_cast<size_t>(j)] + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
+  }
+#endif
+}
+
+namespace {
+
+// C (n x n, row-major) = alpha * A A^T + beta * C for A n x k, written in full (both triangles).
+void syrk_full(int64_t n, int64_t k, float alpha, const float* a, float beta, float* c) {
+#if MR_OPTIM_HAVE_CBLAS
+  cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(k), beta, c, static_cast<int>(n));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < i; ++j) c[i * n + j] = c[j * n + i];
+#else
+  gemm(false, true, n, n, k, alpha, a, k, a, k, beta, c, n);
+#endif
+}
+
+void round_bf16(float* x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
+void copy(const float* src, float* dst, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+// dst (cols x rows) = src (rows x cols)^T, in cache blocks.
+void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
+  constexpr int64_t B = 32;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t i0 = 0; i0 < rows; i0 += B)
+    for (int64_t j0 = 0; j0 < cols; j0 += B)
+      for (int64_t i = i0; i < std::min(rows, i0 + B); ++i)
+        for (int64_t j = j0; j < std::min(cols, j0 + B); ++j) dst[j * rows + i] = src[i * cols + j];
+}
+
+double sum_sq(const float* x, int64_t n) {
+  double s = 0.0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
+}
+
+void divide(float* x, int64_t n, float d) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / d;
+}
+
+// The NS iterations on W (m x n, normalised, m <= n usually) in place. `tp`: all-reduce the Gram matrices
+// (distributed mode, W holds this rank's columns).
+void ns_iterate(float* w, int64_t m, int64_t n, const NsOptions& o, TpGroup* tp) {
+  const bool bf16 = o.precision == MatmulPrecision::Medium;
+  std::vector<float> y(static_cast<size_t>(m * n)), a(static_cast<size_t>(m * m)), b(static_cast<size_t>(m * m));
+  if (bf16) round_bf16(w, m * n);
+  for (const NsCoeff& k : ns_schedule(o.coefficients, o.steps)) {
+    const float fa = static_cast<float>(k.a), fb = static_cast<float>(k.b), fc = static_cast<float>(k.c);
+    // A = W W^T
+    if (o.use_syrk) syrk_full(m, n, 1.0f, w, 0.0f, a.data());
+    else gemm(false, true, m, m, n, 1.0f, w, n, w, n, 0.0f, a.data(), m);
+    if (tp) tp->all_reduce_sum(a.data(), m * m);
+    if (bf16) round_bf16(a.data(), m * m);
+    copy(w, y.data(), m * n);
+    if (k.c != 0.0) {
+      // B = b A + c A A ; W = a W + B W
+      copy(a.data(), b.data(), m * m);
+      if (o.use_syrk) syrk_full(m, m, fc, a.data(), fb, b.data());
+      else gemm(false, false, m, m, m, fc, a.data(), m, a.data(), m, fb, b.data(), m);
+      if (bf16) round_bf16(b.data(), m * m);
+      gemm(false, false, m, n, m, 1.0f, b.data(), m, w, n, fa, y.data(), n);
+    } else {
+      // W = a W + b A W
+      gemm(false, false, m, n, m, fb, a.data(), m, w, n, fa, y.data(), n);
+    }
+    if (bf16) round_bf16(y.data(), m * n);
+    copy(y.data(), w, m * n);
+  }
+}
+
+}  // namespace
+
+void newton_schulz(const float* x, float* out, int64_t rows, int64_t cols, const NsOptions& o) {
+  const int64_t n_el = rows * cols;
+  const bool transpose_in = rows > cols;
+  const int64_t m = transpose_in ? cols : rows, n = transpose_in ? rows : cols;
+  std::vector<float> w(static_cast<size_t>(n_el));
+  if (transpose_in) transpose(x, w.data(), rows, cols);
+  else copy(x, w.data(), n_el);
+  float norm = static_cast<float>(std::sqrt(sum_sq(w.data(), n_el)));
+  divide(w.data(), n_el, std::max(norm, o.eps));
+  ns_iterate(w.data(), m, n, o, nullptr);
+  if (transpose_in) transpose(w.data(), out, m, n);
+  else copy(w.data(), out, n_el);
+}
+
+void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols,
+                           const NsOptions& o) {
+  for (int64_t i = 0; i < batch; ++i) newton_schulz(x + i * rows * cols, out + i * rows * cols, rows, cols, o);
+}
+
+void newton_schulz_distributed(const float* x, float* out, int64_t rows, int64_t cols, int partition_dim,
+                               const NsOptions& o, TpGroup& tp) {
+  if (partition_dim != 0 && partition_dim != 1)
+    throw std::invalid_argument("distributed Newton-Schulz: invalid partition_dim " + std::to_string(partition_dim));
+  // Sharded along rows: work on the transpose, so the Gram matrix (cols x cols) sums over the shards.
+  const bool transpose_in = partition_dim == 0;
+  const int64_t n_el = rows * cols;
+  const int64_t m = transpose_in ? cols : rows, n = transpose_in ? rows : cols;
+  std::vector<float> w(static_cast<size_t>(n_el));
+  if (transpose_in) transpose(x, w.data(), rows, cols);
+  else copy(x, w.data(), n_el);
+  float sq = static_cast<float>(sum_sq(w.data(), n_el));
+  tp.all_reduce_sum(&sq, 1);
+  divide(w.data(), n_el, std::max(std::sqrt(sq), o.eps));
+  ns_iterate(w.data(), m, n, o, &tp);
+  if (transpose_in) transpose(w.data(), out, m, n);
+  else copy(w.data(), out, n_el);
+}
+
+namespace {
+
+// Orthogonalise one block (a matrix, a QKV part, or a shard) with the TP mode, then scale.
+void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols, int pdim, const MuonOptions& o,
+                         TpGroup* tp) {
+  int64_t size_out = rows, size_in = cols;
+  if (pdim < 0) {
+    newton_schulz(x, out, rows, cols, o.ns);
+  } else {
+    const int world = tp->size(), rank = tp->rank();
+    (pdim == 0 ? size_out : size_in) *= world;
+    if (o.tp_mode == MuonTpMode::Distributed) {
+      newton_schulz_distributed(x, out, rows, cols, pdim, o.ns, *tp);
+    } else {  // duplicated: all-gather, whole-matrix NS, keep this rank's part
+      const int64_t n_el = rows * cols;
+      std::vector<float> gathered(static_cast<size_t>(n_el * world)), full(gathered.size());
+      tp->all_gather(x, n_el, gathered.data());
+      if (pdim == 0) {
+        newton_schulz(gathered.data(), full.data(), rows * world, cols, o.ns);
+        copy(full.data() + rank * n_el, out, n_el);
+      } else {
+        const int64_t fc = cols * world;
+        for (int r = 0; r < world; ++r)
+          for (int64_t i = 0; i < rows; ++i)
+            std::memcpy(full.data() + i * fc + r * cols, gathered.data() + r * n_el + i * cols,
+                        static_cast<size_t>(cols) * 4);
+        std::vector<float> orth(full.size());
+        newton_schulz(full.data(), orth.data(), rows, fc, o.ns);
+        for (int64_t i = 0; i < rows; ++i)
+          std::memcpy(out + i * cols, orth.data() + i * fc + rank * cols, static_cast<size_t>(cols) * 4);
+      }
+    }
+  }
+  const float sf = static_cast<float>(muon_scale_factor(size_out, size_in, o.scale_mode));
+  const float esf = static_cast<float>(o.extra_scale_factor);
+  const int64_t n_el = rows * cols;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n_el; ++i) out[i] = muon_scale_element(out[i], sf, esf);
+}
+
+int effective_partition_dim(const MuonParam& p, const MuonOptions& o, TpGroup* tp) {
+  if (o.tp_mode == MuonTpMode::Blockwise || !tp || tp->size() <= 1) return -1;
+  if (p.partition_dim != -1 && p.partition_dim != 0 && p.partition_dim != 1)
+    throw std::invalid_argument("muon: partition_dim must be -1, 0 or 1");
+  return p.partition_dim;
+}
+
+MuonMomentumConsts momentum_consts(const MuonOptions& o, const GroupHyper& g) {
+  MuonMomentumConsts c{};
+  c.one_minus_momentum = static_cast<float>(1.0 - o.momentum);
+  c.momentum = static_cast<float>(o.momentum);
+  c.neg_wd_lr = static_cast<float>(-g.weight_decay * g.lr);
+  c.weight_decay = static_cast<float>(g.weight_decay);
+  c.decoupled = o.decoupled_weight_decay;
+  c.has_weight_decay = g.weight_decay != 0.0;
+  c.nesterov = o.nesterov;
+  return c;
+}
+
+}  // namespace
+
+void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const MuonOptions& o, TpGroup* tp) {
+  const int pdim = effective_partition_dim(p, o, tp);
+  if (!(o.split_qkv && p.is_qkv)) return orthogonalize_block(x, out, p.rows, p.cols, pdim, o, tp);
+  const std::vector<int64_t>& shapes = p.qkv_split_shapes.empty() ? o.qkv_split_shapes : p.qkv_split_shapes;
+  if (shapes.empty()) throw std::runtime_error("Muon QKV split requested but qkv_split_shapes is not set");
+  const int64_t total = std::accumulate(shapes.begin(), shapes.end(), int64_t{0});
+  if (total <= 0 || p.rows % total != 0)
+    throw std::runtime_error("Muon QKV split shape mismatch: grad rows " + std::to_string(p.rows) +
+                             " not a multiple of the split total " + std::to_string(total));
+  const int64_t groups = p.rows / total, cols = p.cols;
+  int64_t off = 0;
+  for (int64_t s : shapes) {
+    // The rows of this part in every query group, stacked: (groups * s) x cols.
+    std::vector<float> block(static_cast<size_t>(groups * s * cols)), orth(block.size());
+    for (int64_t g = 0; g < groups; ++g)
+      std::memcpy(block.data() + g * s * cols, x + (g * total + off) * cols, static_cast<size_t>(s * cols) * 4);
+    orthogonalize_block(block.data(), orth.data(), groups * s, cols, pdim, o, tp);
+    for (int64_t g = 0; g < groups; ++g)
+      std::memcpy(out + (g * total + off) * cols, orth.data() + g * s * cols, static_cast<size_t>(s * cols) * 4);
+    off += s;
+  }
+}
+
+void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o,
+               TpGroup* tp) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const MuonParam& p = params[i];
+    if (p.group < 0 || static_cast<size_t>(p.group) >= groups.size())
+      throw std::invalid_argument("muon step: param " + std::to_string(i) + ": group out of range");
+    if (p.rows <= 0 || p.cols <= 0 || !p.param || !p.grad || !p.momentum_buffer)
+      throw std::invalid_argument("muon step: param " + std::to_string(i) + ": needs a 2-D param, grad and momentum");
+  }
+  // Jobs: a run of up to ns_batch_size same-shape plain matrices (batched NS), or one matrix.
+  std::vector<std::vector<size_t>> jobs;
+  std::map<std::pair<int64_t, int64_t>, size_t> open;  // shape -> index of the job still taking members
+  for (size_t i = 0; i < params.size(); ++i) {
+    const MuonParam& p = params[i];
+    bool plain = !(o.split_qkv && p.is_qkv) && effective_partition_dim(p, o, tp) < 0;
+    if (o.ns_batch_size > 1 && plain) {
+      auto key = std::make_pair(p.rows, p.cols);
+      auto it = open.find(key);
+      if (it != open.end() && jobs[it->second].size() < static_cast<size_t>(o.ns_batch_size)) {
+        jobs[it->second].push_back(i);
+        continue;
+      }
+      open[key] = jobs.size();
+    }
+    jobs.push_back({i});
+  }
+  std::vector<float> u, orth;
+  for (const auto& job : jobs) {
+    const MuonParam& first = params[job.front()];
+    const int64_t n_el = first.rows * first.cols;
+    u.resize(static_cast<size_t>(n_el) * job.size());
+    orth.resize(u.size());
+    for (size_t j = 0; j < job.size(); ++j) {
+      const MuonParam& p = params[job[j]];
+      const MuonMomentumConsts c = momentum_consts(o, groups[static_cast<size_t>(p.group)]);
+      float* uj = u.data() + static_cast<int64_t>(j) * n_el;
+#pragma omp parallel for simd schedule(static)
+      for (int64_t e = 0; e < n_el; ++e) uj[e] = muon_momentum_element(p.param[e], p.grad[e], p.momentum_buffer[e], c);
+    }
+    if (job.size() == 1) {
+      muon_orthogonalize(first, u.data(), orth.data(), o, tp);
+    } else {
+      newton_schulz_batched(u.data(), orth.data(), static_cast<int64_t>(job.size()), first.rows, first.cols, o.ns);
+      const float sf = static_cast<float>(muon_scale_factor(first.rows, first.cols, o.scale_mode));
+      const float esf = static_cast<float>(o.extra_scale_factor);
+      const int64_t total = static_cast<int64_t>(orth.size());
+#pragma omp parallel for simd schedule(static)
+      for (int64_t e = 0; e < total; ++e) orth[static_cast<size_t>(e)] = muon_scale_element(orth[static_cast<size_t>(e)], sf, esf);
+    }
+    for (size_t j = 0; j < job.size(); ++j) {
+      const MuonParam& p = params[job[j]];
+      const float neg_lr = static_cast<float>(-groups[static_cast<size_t>(p.group)].lr);
+      const float* oj = orth.data() + static_cast<int64_t>(j) * n_el;
+      uint16_t* lowp = p.param_bf16;
+#pragma omp parallel for simd schedule(static)
+      for (int64_t e = 0; e < n_el; ++e) {
+        muon_apply_element(p.param[e], oj[e], neg_lr);
+        if (lowp) lowp[e] = f32_to_bf16(p.param[e]);
+      }
+    }
+  }
+}
+
+}  // namespace cpu
+}  // namespace mr::optim

@@ -1,0 +1,136 @@
+// The reference optimizer steps: one element at a time, one thread, every conversion spelled out. The fast CPU
+// kernels and the CUDA kernels must reproduce these results bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "optim/kernels.h"
+
+namespace mr::optim::ref {
+namespace {
+
+float load(const void* buf, DType d, int64_t i) {
+  switch (d) {
+    case DType::F32: return static_cast<const float*>(buf)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+  }
+  return 0.0f;
+}
+
+void store(void* buf, DType d, int64_t i, float x) {
+  switch (d) {
+    case DType::F32: static_cast<float*>(buf)[i] = x; break;
+    case DType::BF16: static_cast<uint16_t*>(buf)[i] = f32_to_bf16(x); break;
+    case DType::F16: static_cast<uint16_t*>(buf)[i] = f32_to_f16(x); break;
+  }
+}
+
+// An optimizer state (or fp16 master): fp32, bf16, or fp16 times a per-tensor scale.
+struct State {
+  void* buf;
+  DType dtype;
+  float* scale;
+
+  float get(int64_t i) const { return dtype == DType::F16 ? load(buf, dtype, i) * *scale : load(buf, dtype, i); }
+
+  // Stores a whole tensor's new values; an fp16 state first takes the scale absmax / (65504 / 2).
+  void put_all(const std::vector<float>& x) const {
+    if (dtype != DType::F16) {
+      for (size_t i = 0; i < x.size(); ++i) store(buf, dtype, static_cast<int64_t>(i), x[i]);
+      return;
+    }
+    float absmax = 0.0f;
+    for (float v : x) absmax = std::max(absmax, std::fabs(v));
+    float s = f16_state_scale(absmax), r = f16_state_rscale(s);
+    for (size_t i = 0; i < x.size(); ++i) store(buf, DType::F16, static_cast<int64_t>(i), x[i] * r);
+    *scale = s;
+  }
+};
+
+// The fp32 master value of element i, wherever it lives.
+float load_master(const TensorSlot& s, int64_t i) {
+  if (s.remainder) return join_remainder(static_cast<const uint16_t*>(s.param)[i], s.remainder[i]);
+  if (s.master) return State{s.master, s.master_dtype, s.master_scale}.get(i);
+  return load(s.param, s.param_dtype, i);
+}
+
+// Writes the new master values and the parameter derived from them.
+void store_master(const TensorSlot& s, const std::vector<float>& p) {
+  if (s.remainder) {
+    for (size_t i = 0; i < p.size(); ++i) split_remainder(p[i], static_cast<uint16_t*>(s.param)[i], s.remainder[i]);
+    return;
+  }
+  if (s.master) State{s.master, s.master_dtype, s.master_scale}.put_all(p);
+  for (size_t i = 0; i < p.size(); ++i) store(s.param, s.param_dtype, static_cast<int64_t>(i), p[i]);
+}
+
+// Runs `update(p, g, state0, state1, consts)` over every element of every slot.
+template <int kStates, class Consts, class Update>
+void run(std::span<const TensorSlot> slots, const std::vector<Consts>& consts, const StepControl& ctl,
+         Update update) {
+  if (ctl.noop_flag && *ctl.noop_flag) return;
+  bool found_inf = false;
+  for (const TensorSlot& s : slots) {
+    const Consts& c = consts[static_cast<size_t>(s.group)];
+    State st[2] = {{s.exp_avg, s.exp_avg_dtype, s.exp_avg_scale}, {s.exp_avg_sq, s.exp_avg_sq_dtype, s.exp_avg_sq_scale}};
+    std::vector<float> p(static_cast<size_t>(s.numel)), x0(p.size()), x1(p.size());
+    for (int64_t i = 0; i < s.numel; ++i) {
+      float g = load(s.grad, s.grad_dtype, i) * ctl.grad_scale;
+      found_inf = found_inf || !finite_(g);
+      float pi = load_master(s, i);
+      float s0 = kStates > 0 && st[0].buf ? st[0].get(i) : 0.0f;
+      float s1 = kStates > 1 ? st[1].get(i) : 0.0f;
+      update(pi, g, s0, s1, c);
+      p[static_cast<size_t>(i)] = pi;
+      x0[static_cast<size_t>(i)] = s0;
+      x1[static_cast<size_t>(i)] = s1;
+    }
+    store_master(s, p);
+    if (kStates > 0 && st[0].buf) st[0].put_all(x0);
+    if (kStates > 1) st[1].put_all(x1);
+  }
+  if (found_inf && ctl.found_inf) *ctl.found_inf = 1;
+}
+
+}  // namespace
+
+void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
+               const StepControl& ctl) {
+  check_slots(slots, groups, "adam", true, true);
+  std::vector<AdamConsts> c;
+  for (const auto& g : groups) c.push_back(adam_consts(o, g));
+  run<2>(slots, c, ctl, [](float& p, float g, float& m, float& v, const AdamConsts& k) { adam_element(p, g, m, v, k); });
+}
+
+void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
+              const StepControl& ctl) {
+  check_slots(slots, groups, "sgd", o.momentum != 0.0, false);
+  std::vector<SgdConsts> c;
+  for (const auto& g : groups) c.push_back(sgd_consts(o, g));
+  run<1>(slots, c, ctl, [](float& p, float g, float& buf, float&, const SgdConsts& k) { sgd_element(p, g, buf, k); });
+}
+
+void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
+               const StepControl& ctl) {
+  check_slots(slots, groups, "lion", true, false);
+  std::vector<LionConsts> c;
+  for (const auto& g : groups) c.push_back(lion_consts(o, g));
+  run<1>(slots, c, ctl, [](float& p, float g, float& m, float&, const LionConsts& k) { lion_element(p, g, m, k); });
+}
+
+UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place) {
+  UnscaleResult r;
+  for (const GradSlot& s : grads) {
+    for (int64_t i = 0; i < s.numel; ++i) {
+      float g = load(s.grad, s.dtype, i);
+      r.found_inf = r.found_inf || !finite_(g);
+      float x = g * inv_scale;
+      r.sum_sq += static_cast<double>(x) * static_cast<double>(x);
+      if (in_place) store(s.grad, s.dtype, i, x);
+    }
+  }
+  return r;
+}
+
+}  // namespace mr::optim::ref

@@ -1,0 +1,72 @@
+// Helpers shared by the optimizer tests.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "optim/gpu.h"
+
+// LibTorch brings glog, whose CHECK (abort on failure) replaces Catch's; restore Catch's.
+#undef CHECK
+#define CHECK(...) INTERNAL_CATCH_TEST("CHECK", Catch::ResultDisposition::ContinueOnFailure, __VA_ARGS__)
+
+namespace mr::optim::test {
+
+// Agreement of two fp32 tensors: how many elements are bit-equal, and the largest relative difference
+// |a - b| / max(|a|, |b|, floor).
+struct Agreement {
+  int64_t n = 0, bit_equal = 0;
+  double max_rel = 0.0;
+};
+inline Agreement agreement(const torch::Tensor& a_, const torch::Tensor& b_, double floor = 1e-3) {
+  auto a = a_.to(torch::kFloat).contiguous(), b = b_.to(torch::kFloat).contiguous();
+  Agreement r;
+  r.n = a.numel();
+  const float* pa = a.data_ptr<float>();
+  const float* pb = b.data_ptr<float>();
+  for (int64_t i = 0; i < r.n; ++i) {
+    if (std::memcmp(pa + i, pb + i, 4) == 0) {
+      ++r.bit_equal;
+      continue;
+    }
+    double d = std::fabs(double(pa[i]) - double(pb[i]));
+    double s = std::max({std::fabs(double(pa[i])), std::fabs(double(pb[i])), floor});
+    r.max_rel = std::max(r.max_rel, std::isnan(d) ? INFINITY : d / s);
+  }
+  return r;
+}
+inline bool bit_equal(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.numel() == b.numel() && a.element_size() == b.element_size() &&
+         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), size_t(a.numel()) * a.element_size()) == 0;
+}
+
+// GPU tests run only where a CUDA device is present; elsewhere they say so and pass.
+inline bool gpu_available() { return gpu::device_count() > 0; }
+#define MR_REQUIRE_GPU_OR_SKIP()                                                              \
+  do {                                                                                        \
+    if (!::mr::optim::test::gpu_available()) {                                                \
+      WARN("skipping GPU test: " << ::mr::optim::gpu::describe());                            \
+      return;                                                                                 \
+    }                                                                                         \
+  } while (0)
+
+// A host tensor's bytes on the device, and back.
+inline gpu::DeviceBuffer to_device(const torch::Tensor& t) {
+  auto c = t.contiguous();
+  gpu::DeviceBuffer b(size_t(c.numel()) * c.element_size());
+  b.upload(c.data_ptr(), b.bytes());
+  return b;
+}
+inline torch::Tensor from_device(const gpu::DeviceBuffer& b, const torch::Tensor& like) {
+  auto t = torch::empty_like(like).contiguous();
+  b.download(t.data_ptr(), size_t(t.numel()) * t.element_size());
+  return t;
+}
+
+}  // namespace mr::optim::test
