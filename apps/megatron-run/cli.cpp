@@ -15,6 +15,9 @@ void print_usage(std::ostream& os) {
         "  megatron-run check [--format text|json] [--world-size N] [target options] FILE...\n"
         "  megatron-run schema [--format json|text|bash-completion]\n"
         "  megatron-run rules [--format text|markdown]   the validation rules\n"
+        "  megatron-run topology --world-size N [--format text|json] [config options] [MEGATRON FLAGS]\n"
+        "  megatron-run [--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]\n"
+        "               [--config FILE]... [MEGATRON FLAGS]      validate, then start or join the job\n"
         "  megatron-run --help          every Megatron flag, grouped\n\n"
         "config options:\n"
         "  --config FILE                YAML/JSON arguments (repeatable; later files and then the command line win)\n"
@@ -31,7 +34,11 @@ void print_usage(std::ostream& os) {
         "  --target-torch-version V     default 2.15.0\n"
         "  --target-flashinfer-version V  default 0.6.4\n"
         "  --target-env FILE.yaml       the same keys plus `env:` variables\n"
-        "  --world-size N               world size (overrides WORLD_SIZE)\n";
+        "  --world-size N               world size (overrides WORLD_SIZE)\n\n"
+        "launching (without --dry-run):\n"
+        "  --nproc-per-node N           start N local workers (torchrun's environment, rank-prefixed output)\n"
+        "  --nnodes M --node-rank R     multi-node jobs; --master-addr A --master-port P name the rendezvous\n"
+        "  Under torchrun (torchrun --no-python ... megatron-run ...) or SLURM, megatron-run joins the job.\n";
 }
 
 void CommonOptions::add_to(po::options_description& desc) {

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "launch.h"
 #include "config/print.h"
 #include "config/validate.h"
 #include "config/yaml_cfg.h"
@@ -13,6 +14,8 @@ int cmd_run(const std::vector<std::string>& args) {
   po::options_description desc("megatron-run");
   CommonOptions common;
   common.add_to(desc);
+  LaunchOptions launch_opts;  // --nproc-per-node, --nnodes, ... (launch.cpp)
+  launch_opts.add_to(desc);
   bool dry_run = false, help = false, version = false, parse_only = false;
   std::vector<std::string> explain;
   desc.add_options()("dry-run", po::bool_switch(&dry_run), "resolve and print, do not run")
@@ -32,6 +35,7 @@ int cmd_run(const std::vector<std::string>& args) {
     return 0;
   }
   Invocation inv = common.invocation(/*extra_formats=*/{"argv"});
+  launch_opts.apply(inv);  // validate for the world size the job will have
   inv.cli = split.rest;
   if (common.format == "argv") {
     // The Megatron command line the configs and flags stand for, one word per line.

@@ -1,19 +1,198 @@
-// Launching a validated job. (Placeholder until the distributed runtime lands: see the dist issue.)
+// Launching a validated job, and `megatron-run topology`.
+//
+// megatron-run never links LibTorch. Without --dry-run, after validation it either
+//   (a) spawns --nproc-per-node workers itself (each one is megatron-run again, with torchrun's environment), or
+//   (b) inside a job (torchrun's RANK/WORLD_SIZE, or SLURM's SLURM_PROCID/SLURM_NTASKS) execs the torch-linked
+//       megatron-run-worker found beside itself, handing it the resolved arguments through an inherited memfd.
+// Outside any job and without --nproc-per-node it runs a one-rank job through (a).
+#include "launch.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
-#include "cli.h"
+#include "config/print.h"
+#include "dist/launch_env.h"
+#include "dist/layout.h"
+#include "dist/spawn.h"
+#include "dist/worker_input.h"
+#include "util/log.h"
 
 namespace mr::app {
 
-int launch(const Outcome&, const std::vector<std::string>&) {
-  std::cerr << "megatron-run: the training runtime is not built yet; use --dry-run to resolve and print the "
-               "arguments\n";
+namespace {
+
+const char* const kLaunchFlags[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port"};
+
+std::string self_path() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw std::runtime_error("cannot find megatron-run's own path (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string worker_path() {
+  if (const char* w = std::getenv("MR_WORKER"); w && *w) return w;
+  return (std::filesystem::path(self_path()).parent_path() / "megatron-run-worker").string();
+}
+
+}  // namespace
+
+void LaunchOptions::add_to(po::options_description& desc) {
+  desc.add_options()
+      ("nproc-per-node", po::value(&nproc_per_node), "workers to start on this node")
+      ("nnodes", po::value(&nnodes), "nodes in the job")
+      ("node-rank", po::value(&node_rank), "this node's index")
+      ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
+      ("master-port", po::value(&master_port), "rendezvous port");
+}
+
+void LaunchOptions::apply(Invocation& inv) const {
+  if (nproc_per_node < 0 || nnodes < 1)
+    throw UsageError("--nproc-per-node and --nnodes must be positive", {"--nproc-per-node", "--nnodes"});
+  if (nproc_per_node > 0) {
+    inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
+    return;
+  }
+  auto env = dist::process_env();
+  if (!env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS") && !inv.world_size) {
+    try {
+      inv.world_size = std::stoll(*env("SLURM_NTASKS"));
+    } catch (const std::exception&) {
+      throw UsageError("SLURM_NTASKS='" + *env("SLURM_NTASKS") + "' is not an integer");
+    }
+  }
+}
+
+std::vector<std::string> strip_launch_options(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      out.insert(out.end(), args.begin() + static_cast<long>(i), args.end());
+      break;
+    }
+    bool dropped = false;
+    for (const char* f : kLaunchFlags) {
+      std::string flag = f;
+      if (args[i] == flag) {
+        ++i;  // and its value
+        dropped = true;
+        break;
+      }
+      if (args[i].rfind(flag + "=", 0) == 0) {
+        dropped = true;
+        break;
+      }
+    }
+    if (!dropped) out.push_back(args[i]);
+  }
+  return out;
+}
+
+int launch(const Outcome& resolved, const std::vector<std::string>& args) {
+  po::options_description desc("launch");
+  CommonOptions common;
+  common.add_to(desc);
+  LaunchOptions lo;
+  lo.add_to(desc);
+  split_args(args, 1, desc, /*allow_unregistered=*/true);
+
+  std::optional<dist::LaunchInfo> job;
+  try {
+    job = dist::launch_info();
+  } catch (const dist::LaunchError& e) {
+    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    return 2;
+  }
+
+  if (lo.nproc_per_node > 0 || !job) {
+    // (a) our spawner; every worker is megatron-run again, inside the job we set up.
+    dist::SpawnOptions so;
+    so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
+    so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
+    so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
+    so.master_addr = lo.master_addr;
+    so.master_port = lo.master_port;
+    so.prefix_output = so.nproc_per_node * so.nnodes > 1;
+    so.argv.push_back(self_path());
+    for (const std::string& a : strip_launch_options(args)) so.argv.push_back(a);
+    if (job && lo.nproc_per_node > 0)
+      std::cerr << "megatron-run: warning: already inside a job (" << job->describe()
+                << "); --nproc-per-node starts a nested one\n";
+    try {
+      return dist::spawn_workers(so);
+    } catch (const std::exception& e) {
+      std::cerr << "megatron-run: error: " << e.what() << "\n";
+      return 2;
+    }
+  }
+
+  // (b) inside a job: hand over to the torch-linked worker.
+  const Namespace& ns = resolved.parsed.ns;
+  dist::WorkerInput in;
+  in.ns = ns;
+  in.backend_explicit = ns.has("distributed_backend") &&
+                        ns.provenance("distributed_backend").kind != Provenance::Kind::Default;
+  in.log_level = common.log_level;
+  in.argv = args;
+  std::string worker = worker_path();
+  if (access(worker.c_str(), X_OK) != 0) {
+    std::cerr << "megatron-run: error: the worker " << worker
+              << " is missing (megatron-run-worker is built only where LibTorch is found; MR_WORKER overrides its "
+                 "path)\n";
+    return 2;
+  }
+  int fd = dist::memfd_with(in.encode());
+  std::string fd_s = std::to_string(fd);
+  std::vector<char*> argv = {const_cast<char*>(worker.c_str()), const_cast<char*>("--input-fd"), fd_s.data(), nullptr};
+  std::cout.flush();
+  std::cerr.flush();
+  execv(worker.c_str(), argv.data());
+  std::cerr << "megatron-run: error: cannot run " << worker << ": " << std::strerror(errno) << "\n";
   return 2;
 }
 
-int cmd_topology(const std::vector<std::string>&) {
-  std::cerr << "megatron-run: topology is not implemented yet\n";
-  return 2;
+int cmd_topology(const std::vector<std::string>& args) {
+  po::options_description desc("topology");
+  CommonOptions common;
+  common.add_to(desc);
+  bool help = false;
+  desc.add_options()("help", po::bool_switch(&help), "help");
+  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
+  if (help) {
+    std::cout << "usage: megatron-run topology --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
+                 "Prints every process group of the job (Megatron's rank layout) without starting anything.\n";
+    return 0;
+  }
+  Invocation inv = common.invocation();
+  inv.cli = split.rest;
+  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
+    throw UsageError("topology: --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
+  Outcome out = resolve(Schema::megatron(), inv);
+  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
+  if (!out.ok()) {
+    for (const auto& d : out.diagnostics)
+      if (d.level == Diagnostic::Level::Error)
+        std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
+    return 1;
+  }
+  dist::Layout layout;
+  try {
+    layout = dist::Layout::build(dist::LayoutSpec::from_namespace(out.parsed.ns));
+  } catch (const dist::LayoutError& e) {
+    std::cerr << "megatron-run: error: process-group layout: " << e.what() << "\n";
+    return 1;
+  }
+  if (common.format == "json")
+    std::cout << layout.json() << "\n";
+  else
+    std::cout << layout.text();
+  return 0;
 }
 
 }  // namespace mr::app

@@ -1,0 +1,27 @@
+// megatron-run's launcher options and the hook cmd_run needs for them (see launch.cpp).
+#pragma once
+
+#include <string>
+
+#include "cli.h"
+
+namespace mr::app {
+
+// --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]: our own spawner.
+struct LaunchOptions {
+  int nproc_per_node = 0;  // 0: no spawning
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port (one node), 29500 (several)
+
+  void add_to(po::options_description& desc);
+  // The world size validation must assume: N x M when spawning; SLURM_NTASKS inside a SLURM job that has no
+  // torchrun variables (Megatron itself would read WORLD_SIZE). Leaves `inv` alone otherwise.
+  void apply(Invocation& inv) const;
+};
+
+// Words of `args` (before "--") that are launcher options, with their values, removed.
+std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);
+
+}  // namespace mr::app

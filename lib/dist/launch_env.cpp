@@ -1,0 +1,120 @@
+#include "dist/launch_env.h"
+
+#include <cctype>
+#include <cstdlib>
+
+namespace mr::dist {
+
+namespace {
+
+int parse_int(const EnvLookup& env, const std::string& name, int min) {
+  std::optional<std::string> v = env(name);
+  if (!v) throw LaunchError(name + " is not set");
+  try {
+    size_t used = 0;
+    long long x = std::stoll(*v, &used);
+    if (used != v->size()) throw std::invalid_argument("trailing characters");
+    if (x < min || x > 1 << 30) throw std::out_of_range("range");
+    return static_cast<int>(x);
+  } catch (const std::exception&) {
+    throw LaunchError(name + "='" + *v + "' is not an integer >= " + std::to_string(min));
+  }
+}
+
+// SLURM_TASKS_PER_NODE style "4(x2),3": the count of the first node.
+std::optional<int> first_count(const std::optional<std::string>& v) {
+  if (!v || v->empty()) return std::nullopt;
+  size_t i = 0;
+  while (i < v->size() && std::isdigit(static_cast<unsigned char>((*v)[i]))) ++i;
+  if (i == 0) return std::nullopt;
+  return std::stoi(v->substr(0, i));
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    if (const char* v = std::getenv(name.c_str())) return std::string(v);
+    return std::nullopt;
+  };
+}
+
+std::string LaunchInfo::describe() const {
+  return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " (local " +
+         std::to_string(local_rank) + " of " + std::to_string(local_world_size) + ") via " +
+         (source == Source::Torchrun ? (spawned_by_megatron_run ? "megatron-run" : "torchrun") : "SLURM") +
+         ", store " + master_addr + ":" + std::to_string(master_port) +
+         (agent_store ? " (torchrun agent's, attempt " + restart_count + ")" : "");
+}
+
+std::string slurm_first_host(const std::string& nodelist) {
+  // The first entry ends at a comma outside brackets.
+  std::string first;
+  int depth = 0;
+  for (char c : nodelist) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) break;
+    first += c;
+  }
+  size_t lb = first.find('[');
+  if (lb == std::string::npos) return first;
+  std::string prefix = first.substr(0, lb);
+  std::string range = first.substr(lb + 1, first.find(']', lb) - lb - 1);
+  std::string suffix = first.find(']') != std::string::npos ? first.substr(first.find(']') + 1) : "";
+  std::string head = range.substr(0, range.find_first_of(",-"));  // keeps zero padding: "001-004" -> "001"
+  return prefix + head + suffix;
+}
+
+int slurm_default_port(const std::string& job_id) {
+  unsigned long long id = 0;
+  for (char c : job_id)
+    if (std::isdigit(static_cast<unsigned char>(c))) id = id * 10 + static_cast<unsigned>(c - '0');
+  return static_cast<int>(20000 + id % 10000);
+}
+
+std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
+  LaunchInfo info;
+  info.spawned_by_megatron_run = env("MR_SPAWNED").value_or("") == "1";
+  if (env("RANK") && env("WORLD_SIZE")) {
+    info.source = LaunchInfo::Source::Torchrun;
+    info.rank = parse_int(env, "RANK", 0);
+    info.world_size = parse_int(env, "WORLD_SIZE", 1);
+    info.local_rank = env("LOCAL_RANK") ? parse_int(env, "LOCAL_RANK", 0) : info.rank;
+    info.local_world_size = env("LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1) : info.world_size;
+    if (!env("MASTER_ADDR") || !env("MASTER_PORT"))
+      throw LaunchError("RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not: cannot find the rendezvous store");
+    info.master_addr = *env("MASTER_ADDR");
+    info.master_port = parse_int(env, "MASTER_PORT", 1);
+    info.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+    info.restart_count = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+    info.source = LaunchInfo::Source::Slurm;
+    info.rank = parse_int(env, "SLURM_PROCID", 0);
+    info.world_size = parse_int(env, "SLURM_NTASKS", 1);
+    info.local_rank = env("SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID", 0) : 0;
+    std::optional<int> per_node = first_count(env("SLURM_NTASKS_PER_NODE"));
+    if (!per_node) per_node = first_count(env("SLURM_TASKS_PER_NODE"));
+    info.local_world_size = per_node.value_or(info.world_size);
+    if (auto a = env("MASTER_ADDR")) {
+      info.master_addr = *a;
+    } else {
+      std::optional<std::string> nodes = env("SLURM_JOB_NODELIST");
+      if (!nodes) nodes = env("SLURM_NODELIST");
+      if (!nodes || nodes->empty())
+        throw LaunchError("SLURM_PROCID is set but neither MASTER_ADDR nor SLURM_JOB_NODELIST is");
+      info.master_addr = slurm_first_host(*nodes);
+    }
+    info.master_port = env("MASTER_PORT") ? parse_int(env, "MASTER_PORT", 1)
+                                          : slurm_default_port(env("SLURM_JOB_ID").value_or("0"));
+  } else {
+    return std::nullopt;
+  }
+  if (info.rank >= info.world_size)
+    throw LaunchError("rank " + std::to_string(info.rank) + " is outside the world size " +
+                      std::to_string(info.world_size));
+  if (info.master_port > 65535) throw LaunchError("MASTER_PORT " + std::to_string(info.master_port) + " is not a TCP port");
+  return info;
+}
+
+}  // namespace mr::dist

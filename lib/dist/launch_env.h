@@ -1,0 +1,50 @@
+// The launch contract: where a worker learns its rank, the world size and the rendezvous address.
+// torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*)
+// win; SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_JOB_NODELIST) are used when they are absent.
+// Torch-free.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mr::dist {
+
+// A launch variable is missing or malformed.
+struct LaunchError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup process_env();
+
+struct LaunchInfo {
+  enum class Source { Torchrun, Slurm };
+  Source source = Source::Torchrun;
+  int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE=True): every worker is a client, and keys
+  // live under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/ like torch.distributed's env:// rendezvous.
+  bool agent_store = false;
+  std::string restart_count = "0";
+  bool spawned_by_megatron_run = false;  // MR_SPAWNED=1: our spawner prefixes output lines with the rank
+
+  std::string describe() const;  // "rank 1 of 4 (local 1 of 2) via torchrun, store 127.0.0.1:29500"
+};
+
+// Inside a job? torchrun's RANK and WORLD_SIZE, else SLURM_PROCID and SLURM_NTASKS; nullopt when neither.
+// Throws LaunchError for malformed values (naming the variable).
+std::optional<LaunchInfo> launch_info(const EnvLookup& env = process_env());
+
+// The first host of a SLURM node list ("node[001-004,9],gpu7" -> "node001").
+std::string slurm_first_host(const std::string& nodelist);
+
+// The MASTER_PORT used under SLURM when MASTER_PORT is unset: derived from SLURM_JOB_ID (20000 + id % 10000),
+// the same on every node of the job.
+int slurm_default_port(const std::string& job_id);
+
+}  // namespace mr::dist

@@ -1,0 +1,503 @@
+// Port of the group rules of megatron/core/parallel_state.py (initialize_model_parallel, RankGenerator,
+// generate_masked_orthogonal_rank_groups, create_hierarchical_groups, create_hybrid_dp_cp_groups) and of
+// pretrain_gpt.py's get_embedding_ranks. Only the rank lists are computed here; lib/dist/runtime.cpp turns
+// them into communicators.
+#include "dist/layout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "config/validate/pipeline_layout.h"
+
+namespace mr::dist {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::vector<int64_t> prefix_product(const std::vector<int64_t>& a) {
+  std::vector<int64_t> r{1};
+  int64_t p = 1;
+  for (int64_t v : a) r.push_back(p *= v);
+  return r;
+}
+
+int64_t inner_product(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  int64_t s = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// The index of each dimension of `shape` for a flat index (strides: prefix products of the shape).
+std::vector<int64_t> decompose(int64_t index, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> stride = prefix_product(shape);
+  std::vector<int64_t> idx;
+  for (size_t i = 0; i < shape.size(); ++i) idx.push_back((index / stride[i]) % shape[i]);
+  return idx;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string list_str(const RankList& l) {
+  std::string s = "[";
+  for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + std::to_string(l[i]);
+  return s + "]";
+}
+
+std::string groups_str(const RankGroups& g) {
+  std::string s = "[";
+  for (size_t i = 0; i < g.size(); ++i) s += (i ? ", " : "") + list_str(g[i]);
+  return s + "]";
+}
+
+// _inject_gtp_remat_axis: put "gtp_remat" right after `after` (or after tp) unless already present.
+std::string inject_gtp_remat_axis(const std::string& order, const std::string& after) {
+  std::vector<std::string> toks = split(order, '-');
+  if (std::find(toks.begin(), toks.end(), "gtp_remat") != toks.end()) return order;
+  std::string anchor = std::find(toks.begin(), toks.end(), after) != toks.end() ? after : "tp";
+  auto it = std::find(toks.begin(), toks.end(), anchor);
+  size_t pos = it != toks.end() ? static_cast<size_t>(it - toks.begin()) + 1 : 0;
+  toks.insert(toks.begin() + static_cast<long>(pos), "gtp_remat");
+  std::string out;
+  for (size_t i = 0; i < toks.size(); ++i) out += (i ? "-" : "") + toks[i];
+  return out;
+}
+
+// create_hierarchical_groups: einops "(l s u) -> (l u) s" for each level's size s, u = product of the sizes
+// below the level, l = product of those above.
+std::vector<RankGroups> hierarchical_groups(const RankList& ranks, const std::vector<int64_t>& sizes) {
+  std::vector<RankGroups> levels;
+  for (size_t level = 0; level < sizes.size(); ++level) {
+    int64_t u = 1, l = 1;
+    for (size_t i = 0; i < level; ++i) u *= sizes[i];
+    for (size_t i = level + 1; i < sizes.size(); ++i) l *= sizes[i];
+    int64_t s = sizes[level];
+    if (l * s * u != static_cast<int64_t>(ranks.size()))
+      throw LayoutError("hierarchical group sizes " + [&] {
+        std::string t;
+        for (size_t i = 0; i < sizes.size(); ++i) t += (i ? " x " : "") + str(sizes[i]);
+        return t;
+      }() + " do not multiply to the group size " + str(static_cast<int64_t>(ranks.size())));
+    RankGroups out;
+    for (int64_t li = 0; li < l; ++li)
+      for (int64_t ui = 0; ui < u; ++ui) {
+        RankList g;
+        for (int64_t si = 0; si < s; ++si) g.push_back(ranks[static_cast<size_t>(li * s * u + si * u + ui)]);
+        out.push_back(std::move(g));
+      }
+    levels.push_back(std::move(out));
+  }
+  return levels;
+}
+
+const Value* get(const Namespace& ns, const char* dest) { return ns.has(dest) ? &ns[dest] : nullptr; }
+
+int64_t int_or(const Namespace& ns, const char* dest, int64_t dflt) {
+  const Value* v = get(ns, dest);
+  return v && v->is_number() ? v->as_int() : dflt;
+}
+
+std::optional<int64_t> opt_int(const Namespace& ns, const char* dest) {
+  const Value* v = get(ns, dest);
+  if (v && v->is_number()) return v->as_int();
+  return std::nullopt;
+}
+
+bool flag(const Namespace& ns, const char* dest) {
+  const Value* v = get(ns, dest);
+  return v && v->truthy();
+}
+
+}  // namespace
+
+RankGroups masked_orthogonal_rank_groups(int64_t world_size, const std::vector<int64_t>& parallel_size,
+                                         const std::vector<bool>& mask) {
+  std::vector<int64_t> masked_shape, unmasked_shape, masked_stride, unmasked_stride;
+  std::vector<int64_t> global_stride = prefix_product(parallel_size);
+  for (size_t i = 0; i < parallel_size.size(); ++i) {
+    (mask[i] ? masked_shape : unmasked_shape).push_back(parallel_size[i]);
+    (mask[i] ? masked_stride : unmasked_stride).push_back(global_stride[i]);
+  }
+  int64_t group_size = prefix_product(masked_shape).back();
+  if (group_size <= 0) throw LayoutError("a parallel size is not positive");
+  int64_t num_groups = world_size / group_size;
+  RankGroups ranks;
+  ranks.reserve(static_cast<size_t>(num_groups));
+  for (int64_t gi = 0; gi < num_groups; ++gi) {
+    std::vector<int64_t> group_idx = decompose(gi, unmasked_shape);
+    RankList g;
+    g.reserve(static_cast<size_t>(group_size));
+    for (int64_t ri = 0; ri < group_size; ++ri)
+      g.push_back(static_cast<int>(inner_product(decompose(ri, masked_shape), masked_stride) +
+                                   inner_product(group_idx, unmasked_stride)));
+    ranks.push_back(std::move(g));
+  }
+  return ranks;
+}
+
+RankGenerator::RankGenerator(int64_t tp, int64_t ep, int64_t dp, int64_t pp, int64_t cp, const std::string& order,
+                             int64_t rank_offset, int64_t gtp_remat)
+    : rank_offset_(rank_offset) {
+  if (ep != 1 && cp != 1)
+    throw LayoutError("a rank generator cannot have both EP (" + str(ep) + ") and CP (" + str(cp) +
+                      ") above 1: CP belongs to the dense generator, EP to the expert one");
+  world_size_ = tp * dp * pp * cp * ep * gtp_remat;
+  const std::vector<std::pair<std::string, int64_t>> sizes = {{"tp", tp}, {"pp", pp}, {"dp", dp},
+                                                              {"ep", ep}, {"cp", cp}, {"gtp_remat", gtp_remat}};
+  std::string o = order;
+  std::transform(o.begin(), o.end(), o.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const auto& [name, size] : sizes) {
+    std::vector<std::string> toks = split(o, '-');
+    bool present = std::find(toks.begin(), toks.end(), name) != toks.end();
+    if (!present && size != 1)
+      throw LayoutError("the " + name + " size is " + str(size) + " but the rank order '" + order +
+                        "' does not place it");
+    if (!present) o += "-" + name;
+  }
+  order_ = o;
+  tokens_ = split(o, '-');
+  for (const std::string& t : tokens_) {
+    auto it = std::find_if(sizes.begin(), sizes.end(), [&](const auto& p) { return p.first == t; });
+    if (it == sizes.end()) throw LayoutError("unknown dimension '" + t + "' in the rank order '" + order + "'");
+    ordered_size_.push_back(it->second);
+  }
+}
+
+RankGroups RankGenerator::get_ranks(const std::string& token) const {
+  std::vector<bool> mask(tokens_.size(), false);
+  for (const std::string& t : split(token, '-')) {
+    auto it = std::find(tokens_.begin(), tokens_.end(), t);
+    if (it == tokens_.end()) throw LayoutError("unknown dimension '" + t + "' in group token '" + token + "'");
+    mask[static_cast<size_t>(it - tokens_.begin())] = true;
+  }
+  RankGroups ranks = masked_orthogonal_rank_groups(world_size_, ordered_size_, mask);
+  if (rank_offset_ > 0)
+    for (auto& g : ranks)
+      for (int& r : g) r += static_cast<int>(rank_offset_);
+  return ranks;
+}
+
+LayoutSpec LayoutSpec::from_namespace(const Namespace& ns, std::optional<int64_t> world_size) {
+  LayoutSpec s;
+  s.world_size = world_size ? *world_size : int_or(ns, "world_size", 1);
+  s.tp = int_or(ns, "tensor_model_parallel_size", 1);
+  s.pp = int_or(ns, "pipeline_model_parallel_size", 1);
+  s.cp = int_or(ns, "context_parallel_size", 1);
+  s.ep = int_or(ns, "expert_model_parallel_size", 1);
+  s.etp = opt_int(ns, "expert_tensor_parallel_size");
+  s.gtp_remat = int_or(ns, "gtp_weight_remat_size", 1);
+  s.expert_gtp_remat = int_or(ns, "expert_gtp_weight_remat_size", 1);
+  s.num_distributed_optimizer_instances = int_or(ns, "num_distributed_optimizer_instances", 1);
+  if (const Value* h = get(ns, "hierarchical_context_parallel_sizes"); h && h->is_list())
+    for (const Value& v : h->as_list()) s.hierarchical_cp.push_back(v.as_int());
+  // The seed renames --hybrid-context-parallel to --dynamic-context-parallel; either builds the DPxCP groups.
+  s.hybrid_cp = flag(ns, "hybrid_context_parallel") || flag(ns, "dynamic_context_parallel");
+  s.tp_pp_dp_mapping = flag(ns, "use_tp_pp_dp_mapping");
+  s.virtual_pp = opt_int(ns, "virtual_pipeline_model_parallel_size");
+  s.use_sharp = flag(ns, "use_sharp");
+  if (const Value* g = get(ns, "sharp_enabled_group"); g && g->is_str()) s.sharp_enabled_group = g->as_str();
+  s.untie_embeddings = flag(ns, "untie_embeddings_and_output_weights");
+  s.mtp_num_layers = opt_int(ns, "mtp_num_layers");
+  if (const Value* l = get(ns, "pipeline_model_parallel_layout"); l && l->is_str() && !l->as_str().empty()) {
+    bool too_large = false;
+    std::string expanded = pipeline_layout::expand(l->as_str(), &too_large);
+    if (!too_large) s.pp_layout_stages = split(expanded, '|');
+  }
+  return s;
+}
+
+const RankList* GroupSet::find(int rank) const {
+  for (const RankList& g : groups)
+    if (std::find(g.begin(), g.end(), rank) != g.end()) return &g;
+  return nullptr;
+}
+
+const GroupSet* Layout::find(const std::string& name) const {
+  for (const GroupSet& s : sets)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const GroupSet& Layout::at(const std::string& name) const {
+  if (const GroupSet* s = find(name)) return *s;
+  throw std::out_of_range("no process group kind '" + name + "' in this layout");
+}
+
+const std::vector<std::string>& primary_group_names() {
+  static const std::vector<std::string> names = {"tp", "pp",  "dp",        "cp",        "dp-cp",     "tp-pp",
+                                                 "ep", "expert-tp", "expert-dp", "embedding", "position-embedding"};
+  return names;
+}
+
+Layout Layout::build(const LayoutSpec& spec) {
+  Layout L;
+  L.spec = spec;
+  const int64_t world = spec.world_size, tp = spec.tp, pp = spec.pp, cp = spec.cp, ep = spec.ep;
+  const int64_t gtp = spec.gtp_remat, egtp = spec.expert_gtp_remat;
+  const int64_t instances = spec.num_distributed_optimizer_instances;
+  if (world < 1) throw LayoutError("the world size must be at least 1 (got " + str(world) + ")");
+  for (auto [name, v] : std::initializer_list<std::pair<const char*, int64_t>>{
+           {"--tensor-model-parallel-size", tp}, {"--pipeline-model-parallel-size", pp},
+           {"--context-parallel-size", cp}, {"--expert-model-parallel-size", ep},
+           {"--num-distributed-optimizer-instances", instances}, {"the GTP weight-remat size", gtp},
+           {"the expert GTP weight-remat size", egtp}})
+    if (v < 1) throw LayoutError(std::string(name) + " must be at least 1 (got " + str(v) + ")");
+
+  // SHARP group choice (initialize_model_parallel's first checks).
+  if (spec.use_sharp) {
+    if (spec.sharp_enabled_group && *spec.sharp_enabled_group != "dp" && *spec.sharp_enabled_group != "dp_replica")
+      throw LayoutError("--sharp-enabled-group must be dp or dp_replica (got " + *spec.sharp_enabled_group + ")");
+    if (spec.sharp_enabled_group == std::optional<std::string>("dp_replica") && instances <= 1)
+      throw LayoutError("--sharp-enabled-group dp_replica needs --num-distributed-optimizer-instances > 1");
+  } else if (spec.sharp_enabled_group) {
+    throw LayoutError("--sharp-enabled-group is only valid together with --use-sharp");
+  }
+  if ((gtp > 1 || egtp > 1) && instances > 1)
+    throw LayoutError("GTP weight rematerialization does not support --num-distributed-optimizer-instances > 1");
+
+  const int64_t model_size = tp * pp * cp * gtp;
+  if (world % model_size != 0)
+    throw LayoutError("world size (" + str(world) + ") is not divisible by TP x PP x CP" +
+                      (gtp > 1 ? " x GTP" : "") + " = " + str(model_size));
+  const int64_t dp = world / model_size;
+  L.dp = dp;
+  if (spec.virtual_pp && pp <= 1)
+    throw LayoutError("the interleaved schedule (virtual pipeline size " + str(*spec.virtual_pp) +
+                      ") needs --pipeline-model-parallel-size > 1");
+
+  const std::string order = spec.order();
+  RankGenerator dense(tp, 1, dp, pp, cp, inject_gtp_remat_axis(order, "tp"), 0, gtp);
+
+  const int64_t etp = spec.etp ? *spec.etp : tp;
+  if (etp < 1) throw LayoutError("--expert-tensor-parallel-size must be at least 1 (got " + str(etp) + ")");
+  L.etp = etp;
+  const int64_t expert_tmp = etp * ep * pp * egtp;
+  if (world % expert_tmp != 0)
+    throw LayoutError("world size (" + str(world) + ") is not divisible by expert TP x EP x PP" +
+                      (egtp > 1 ? " x expert GTP" : "") + " = " + str(expert_tmp) +
+                      " (--expert-tensor-parallel-size " + str(etp) + ", --expert-model-parallel-size " + str(ep) +
+                      ", --pipeline-model-parallel-size " + str(pp) + ")");
+  const int64_t edp = world / expert_tmp;
+  L.expert_dp = edp;
+  RankGenerator expert(etp, ep, edp, pp, 1, inject_gtp_remat_axis(order, "ep"), 0, egtp);
+
+  if (!(order.size() >= 2 && order.substr(order.size() - 2) == "pp") && pp != 1 && edp != dp)
+    throw LayoutError("with --use-tp-pp-dp-mapping the data-parallel sizes of the dense (" + str(dp) +
+                      ") and expert (" + str(edp) + ") layers must be equal");
+  if (dense.get_ranks("pp") != expert.get_ranks("pp"))
+    throw LayoutError("the pipeline groups of the dense layers " + groups_str(dense.get_ranks("pp")) +
+                      " and the expert layers " + groups_str(expert.get_ranks("pp")) + " differ");
+  if ((dp * cp) % instances != 0)
+    throw LayoutError("DP x CP (" + str(dp * cp) + ") is not divisible by --num-distributed-optimizer-instances (" +
+                      str(instances) + ")");
+  const int64_t intra_dp_cp = dp * cp / instances;
+
+  auto add = [&](std::string name, std::string megatron, RankGroups groups) {
+    for (RankList& g : groups) std::sort(g.begin(), g.end());
+    L.sets.push_back(GroupSet{std::move(name), std::move(megatron), std::move(groups)});
+  };
+
+  // Creation order of initialize_model_parallel().
+  if (gtp > 1) add("gtp", "GTP_WEIGHT_REMAT_GROUP", dense.get_ranks("gtp_remat"));
+  RankGroups dp_cp = dense.get_ranks("dp-cp");
+  add("dp-cp", "DATA_PARALLEL_GROUP_WITH_CP", dp_cp);
+  if (instances > 1) {
+    RankGroups intra;
+    for (const RankList& g : dp_cp)
+      for (int64_t i = 0; i < instances; ++i)
+        intra.emplace_back(g.begin() + i * intra_dp_cp, g.begin() + (i + 1) * intra_dp_cp);
+    add("intra-dp-cp", "INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP", std::move(intra));
+  }
+  if (spec.hybrid_cp) {
+    // create_hybrid_dp_cp_groups: contiguous slices of each DPxCP group, for every power of two from 2 up to
+    // (excluding) 2^floor(log2(n)).
+    std::vector<std::pair<int64_t, RankGroups>> by_size;
+    for (const RankList& g : dp_cp) {
+      if (g.size() % 2 != 0)
+        throw LayoutError("hybrid context parallelism needs an even DP x CP size (got " + str(static_cast<int64_t>(g.size())) + ")");
+      int64_t levels = static_cast<int64_t>(std::log2(static_cast<double>(g.size())));
+      for (int64_t i = 1; i < levels; ++i) {
+        int64_t size = int64_t{1} << i;
+        auto it = std::find_if(by_size.begin(), by_size.end(), [&](const auto& p) { return p.first == size; });
+        if (it == by_size.end()) {
+          by_size.emplace_back(size, RankGroups{});
+          it = by_size.end() - 1;
+        }
+        for (size_t b = 0; b < g.size(); b += static_cast<size_t>(size))
+          it->second.emplace_back(g.begin() + static_cast<long>(b),
+                                  g.begin() + static_cast<long>(std::min(g.size(), b + static_cast<size_t>(size))));
+      }
+    }
+    for (auto& [size, groups] : by_size)
+      add("hybrid-dp-cp-" + str(size), "HYBRID_DP_CP_GROUP_" + str(size), std::move(groups));
+  }
+  add("dp", "DATA_PARALLEL_GROUP", dense.get_ranks("dp"));
+  if (gtp > 1) {
+    add("gtp-dp", "DATA_PARALLEL_GROUP_WITH_GTP_REMAT", dense.get_ranks("gtp_remat-dp"));
+    add("gtp-dp-cp", "DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT", dense.get_ranks("gtp_remat-dp-cp"));
+  }
+  RankGroups cp_groups = dense.get_ranks("cp");
+  add("cp", "CONTEXT_PARALLEL_GROUP", cp_groups);
+  if (!spec.hierarchical_cp.empty()) {
+    int64_t prod = 1;
+    for (int64_t v : spec.hierarchical_cp) prod *= v;
+    if (prod != cp)
+      throw LayoutError("--hierarchical-context-parallel-sizes multiply to " + str(prod) +
+                        ", not the context-parallel size " + str(cp));
+    std::vector<RankGroups> levels(spec.hierarchical_cp.size());
+    for (const RankList& g : cp_groups) {
+      std::vector<RankGroups> h = hierarchical_groups(g, spec.hierarchical_cp);
+      for (size_t i = 0; i < h.size(); ++i) levels[i].insert(levels[i].end(), h[i].begin(), h[i].end());
+    }
+    for (size_t i = 0; i < levels.size(); ++i)
+      add("hierarchical-cp-" + str(static_cast<int64_t>(i)), "HIERARCHICAL_CONTEXT_PARALLEL_GROUP_L" + str(static_cast<int64_t>(i)),
+          std::move(levels[i]));
+  }
+  add("tp-pp", "MODEL_PARALLEL_GROUP", dense.get_ranks("tp-gtp_remat-pp"));
+  add("tp", "TENSOR_MODEL_PARALLEL_GROUP", dense.get_ranks("tp"));
+
+  RankGroups pp_groups = dense.get_ranks("pp");
+  RankGroups embedding, position_embedding;
+  for (const RankList& ranks : pp_groups) {
+    RankList e;
+    if (spec.core_embedding_ranks) {
+      // megatron.core default_embedding_ranks: the first and last stage.
+      e = ranks.size() == 1 ? RankList{ranks.front()} : RankList{ranks.front(), ranks.back()};
+    } else {
+      // pretrain_gpt.py get_embedding_ranks: the first stage; the last with tied embeddings; MTP stages.
+      e = {ranks.front()};
+      if (ranks.size() > 1) {
+        if (!spec.untie_embeddings) e.push_back(ranks.back());
+        if (spec.mtp_num_layers) {
+          if (spec.pp_layout_stages.empty()) {
+            e.push_back(ranks.back());
+          } else {
+            // Stage i of the flattened layout belongs to pipeline rank i % PP (vpp-major order).
+            for (size_t i = 0; i < spec.pp_layout_stages.size(); ++i)
+              if (spec.pp_layout_stages[i].find('m') != std::string::npos)
+                e.push_back(ranks[i % ranks.size()]);
+          }
+        }
+      }
+      std::set<int> uniq(e.begin(), e.end());
+      e.assign(uniq.begin(), uniq.end());
+    }
+    embedding.push_back(e);
+    position_embedding.push_back({ranks.front()});
+  }
+  add("pp", "PIPELINE_MODEL_PARALLEL_GROUP", pp_groups);
+  add("embedding", "EMBEDDING_GROUP", std::move(embedding));
+  add("position-embedding", "POSITION_EMBEDDING_GROUP", std::move(position_embedding));
+
+  add("tp-dp-cp", "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", dense.get_ranks("tp-gtp_remat-dp-cp"));
+  add("tp-dp", "TENSOR_AND_DATA_PARALLEL_GROUP", dense.get_ranks("tp-gtp_remat-dp"));
+  add("tp-cp", "TENSOR_AND_CONTEXT_PARALLEL_GROUP", dense.get_ranks("tp-cp"));
+
+  // Expert groups.
+  if (egtp > 1) add("expert-gtp", "EXPERT_GTP_WEIGHT_REMAT_GROUP", expert.get_ranks("gtp_remat"));
+  add("ep", "EXPERT_MODEL_PARALLEL_GROUP", expert.get_ranks("ep"));
+  add("expert-tp", "EXPERT_TENSOR_PARALLEL_GROUP", expert.get_ranks("tp"));
+  add("expert-tp-ep", "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", expert.get_ranks("tp-ep"));
+  RankGroups tp_ep_pp = expert.get_ranks("tp-ep-pp");
+  add("expert-tp-ep-pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP", tp_ep_pp);
+  if (egtp > 1)
+    add("expert-tp-ep-gtp-pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP",
+        expert.get_ranks("tp-ep-gtp_remat-pp"));
+  if (edp % instances != 0)
+    throw LayoutError("the expert data-parallel size (" + str(edp) +
+                      ") is not divisible by --num-distributed-optimizer-instances (" + str(instances) + ")");
+  const int64_t intra_edp = edp / instances;
+  RankGroups expert_dp = expert.get_ranks("dp");
+  add("expert-dp", "EXPERT_DATA_PARALLEL_GROUP", expert_dp);
+  if (instances > 1) {
+    RankGroups intra, inter;
+    for (const RankList& g : expert_dp) {
+      std::vector<RankGroups> h = hierarchical_groups(g, {intra_edp, instances});
+      intra.insert(intra.end(), h[0].begin(), h[0].end());
+      inter.insert(inter.end(), h[1].begin(), h[1].end());
+    }
+    add("intra-expert-dp", "INTRA_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", std::move(intra));
+    // Megatron's inter distributed-optimizer-instance group (shared by the dense and expert layers).
+    add("inter-expert-dp", "INTER_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", std::move(inter));
+  }
+  if (egtp > 1) add("expert-gtp-dp", "EXPERT_DATA_PARALLEL_GROUP_WITH_GTP_REMAT", expert.get_ranks("gtp_remat-dp"));
+
+  // The intra distributed-optimizer instance group.
+  RankGroups intra_opt;
+  if (gtp > 1 || egtp > 1) {
+    RankList all;
+    for (const RankList& g : tp_ep_pp) all.insert(all.end(), g.begin(), g.end());
+    intra_opt.push_back(std::move(all));
+  } else {
+    RankList acc;
+    int64_t n = 0;
+    for (const RankList& g : tp_ep_pp) {
+      ++n;
+      acc.insert(acc.end(), g.begin(), g.end());
+      if (n % intra_edp == 0) {
+        intra_opt.push_back(acc);
+        acc.clear();
+      }
+    }
+  }
+  add("intra-dist-opt", "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", std::move(intra_opt));
+  return L;
+}
+
+std::string Layout::json() const {
+  std::string out = "{\"world_size\": " + str(spec.world_size) + ", \"groups\": {";
+  std::vector<const GroupSet*> ordered;
+  for (const std::string& n : primary_group_names())
+    if (const GroupSet* s = find(n)) ordered.push_back(s);
+  for (const GroupSet& s : sets)
+    if (std::find(ordered.begin(), ordered.end(), &s) == ordered.end()) ordered.push_back(&s);
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    out += (i ? ", \"" : "\"") + ordered[i]->name + "\": [";
+    for (size_t g = 0; g < ordered[i]->groups.size(); ++g) out += (g ? ", " : "") + list_str(ordered[i]->groups[g]);
+    out += "]";
+  }
+  return out + "}}";
+}
+
+std::string Layout::text() const {
+  std::ostringstream os;
+  os << "world size " << spec.world_size << ", rank order " << spec.order() << ": TP=" << spec.tp
+     << " PP=" << spec.pp << " CP=" << spec.cp << " DP=" << dp << " | EP=" << spec.ep << " expert TP=" << etp
+     << " expert DP=" << expert_dp;
+  if (spec.gtp_remat > 1) os << " GTP=" << spec.gtp_remat;
+  if (spec.expert_gtp_remat > 1) os << " expert GTP=" << spec.expert_gtp_remat;
+  if (spec.num_distributed_optimizer_instances > 1)
+    os << " | distributed-optimizer instances=" << spec.num_distributed_optimizer_instances;
+  os << "\n";
+  std::vector<const GroupSet*> ordered;
+  for (const std::string& n : primary_group_names())
+    if (const GroupSet* s = find(n)) ordered.push_back(s);
+  for (const GroupSet& s : sets)
+    if (std::find(ordered.begin(), ordered.end(), &s) == ordered.end()) ordered.push_back(&s);
+  size_t width = 0;
+  for (const GroupSet* s : ordered) width = std::max(width, s->name.size());
+  for (const GroupSet* s : ordered) {
+    os << s->name << std::string(width - s->name.size() + 2, ' ');
+    for (size_t g = 0; g < s->groups.size(); ++g) os << (g ? " " : "") << list_str(s->groups[g]);
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace mr::dist

@@ -1,0 +1,243 @@
+// NCCL communicators for device buffers, used directly (Debian's LibTorch has no CUDA, so c10d's
+// ProcessGroupNCCL is not available): the unique id travels through the rendezvous store, every call runs on a
+// private stream and is polled so that a timeout aborts the communicator instead of hanging.
+#include "dist/store.h"
+
+#ifdef MR_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <thread>
+#endif
+
+namespace mr::dist {
+
+bool built_with_cuda() {
+#ifdef MR_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+#ifdef MR_HAVE_CUDA
+
+int gpu_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+namespace {
+
+std::string hex(const void* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<const unsigned char*>(p)[i];
+    s += digits[c >> 4];
+    s += digits[c & 15];
+  }
+  return s;
+}
+
+void unhex(const std::string& s, void* p, size_t n) {
+  auto val = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  if (s.size() != 2 * n) throw DistError("malformed NCCL unique id in the store");
+  for (size_t i = 0; i < n; ++i)
+    static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(val(s[2 * i]) * 16 + val(s[2 * i + 1]));
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::F16: return ncclFloat16;
+    case DType::BF16: return ncclBfloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+    case DType::U8: return ncclUint8;
+  }
+  return ncclFloat32;
+}
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw CollectiveError(std::string(what) + ": " + cudaGetErrorString(e), false);
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  explicit NcclCommunicator(const CommSpec& spec) : spec_(spec) {
+    int n = gpu_count();
+    if (n == 0) throw DistError("the nccl backend needs a GPU, and none is visible");
+    device_ = spec.local_rank % n;
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    ncclUniqueId id;
+    if (spec.index == 0) {
+      if (ncclGetUniqueId(&id) != ncclSuccess) throw DistError("ncclGetUniqueId failed for group " + spec.name);
+      spec.store->set("nccl_id", hex(&id, sizeof id));
+    } else {
+      unhex(spec.store->get("nccl_id"), &id, sizeof id);
+    }
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // every call returns at once; wait() polls, so a timeout can abort
+    ncclResult_t r = ncclCommInitRankConfig(&comm_, static_cast<int>(spec.ranks.size()), id, spec.index, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+      throw CollectiveError(std::string("ncclCommInitRank: ") + ncclGetErrorString(r), false);
+    wait_comm("ncclCommInitRank", spec.timeout, /*stream=*/false);
+    check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc");
+  }
+  ~NcclCommunicator() override {
+    if (comm_) {
+      if (aborted_) ncclCommAbort(comm_);
+      else ncclCommDestroy(comm_);
+    }
+    if (scratch_) cudaFree(scratch_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const char* backend() const override { return "nccl"; }
+  Device device() const override { return Device::Cuda; }
+
+  void all_reduce(Buffer buf, ReduceOp op, std::optional<Timeout> timeout) override {
+    need_device(buf, "all_reduce");
+    launch("ncclAllReduce", timeout, [&] {
+      return ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), op == ReduceOp::Sum ? ncclSum : ncclMax,
+                           comm_, stream_);
+    });
+  }
+  void reduce_scatter(Buffer in, Buffer out, ReduceOp op, std::optional<Timeout> timeout) override {
+    need_device(in, "reduce_scatter");
+    need_device(out, "reduce_scatter");
+    if (in.count != out.count * spec_.ranks.size() || in.dtype != out.dtype)
+      throw CollectiveError("reduce_scatter: the input must hold group-size x output elements of the same type", false);
+    launch("ncclReduceScatter", timeout, [&] {
+      return ncclReduceScatter(in.data, out.data, out.count, nccl_type(in.dtype),
+                               op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, stream_);
+    });
+  }
+  void all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout) override {
+    need_device(in, "all_gather");
+    need_device(out, "all_gather");
+    if (out.count != in.count * spec_.ranks.size() || in.dtype != out.dtype)
+      throw CollectiveError("all_gather: the output must hold group-size x input elements of the same type", false);
+    launch("ncclAllGather", timeout,
+           [&] { return ncclAllGather(in.data, out.data, in.count, nccl_type(in.dtype), comm_, stream_); });
+  }
+  void broadcast(Buffer buf, int root, std::optional<Timeout> timeout) override {
+    need_device(buf, "broadcast");
+    launch("ncclBroadcast", timeout,
+           [&] { return ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_); });
+  }
+  void barrier(std::optional<Timeout> timeout) override {
+    launch("barrier", timeout, [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_); });
+  }
+
+ private:
+  static void need_device(const Buffer& b, const char* op) {
+    if (b.device != Device::Cuda)
+      throw CollectiveError(std::string(op) + ": the nccl communicator needs device (CUDA) buffers", false);
+  }
+
+  template <class F>
+  void launch(const char* what, std::optional<Timeout> timeout, F&& f) {
+    if (aborted_) throw CollectiveError(std::string(what) + ": the communicator was aborted after an earlier failure", false);
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    ncclResult_t r = f();
+    if (r != ncclSuccess && r != ncclInProgress) {
+      throw CollectiveError(std::string(what) + ": " + ncclGetErrorString(r), false);
+    }
+    wait_comm(what, timeout ? *timeout : spec_.timeout, /*stream=*/true);
+  }
+
+  // Polls until the communicator and (optionally) the stream are done; aborts the communicator on an
+  // asynchronous error or when `timeout` passes.
+  void wait_comm(const char* what, Timeout timeout, bool stream) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        abort();
+        throw CollectiveError(std::string(what) + ": " + ncclGetErrorString(state), false);
+      }
+      if (state == ncclSuccess) {
+        if (!stream) return;
+        cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady) check_cuda(q, what);
+      }
+      if (spec_.poll && std::chrono::steady_clock::now() > next_poll_) {
+        next_poll_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+        try {
+          spec_.poll();
+        } catch (...) {
+          abort();
+          throw;
+        }
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        abort();
+        throw CollectiveError(std::string(what) + ": timed out after " + std::to_string(timeout.count() / 1000.0) + " s",
+                              true);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  void abort() {
+    if (!aborted_ && comm_) ncclCommAbort(comm_);
+    aborted_ = true;
+    comm_ = nullptr;
+  }
+
+  CommSpec spec_;
+  int device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  float* scratch_ = nullptr;
+  bool aborted_ = false;
+  std::chrono::steady_clock::time_point next_poll_{};
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_nccl_communicator(const CommSpec& spec) {
+  return std::make_shared<NcclCommunicator>(spec);
+}
+
+void* device_alloc(size_t bytes, int local_rank) {
+  int n = gpu_count();
+  if (n == 0) throw DistError("no GPU visible");
+  if (cudaSetDevice(local_rank % n) != cudaSuccess) throw DistError("cudaSetDevice failed");
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) throw DistError("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
+  return p;
+}
+void device_free(void* p) { cudaFree(p); }
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) throw DistError("cudaMemcpy to the device failed");
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) throw DistError("cudaMemcpy to the host failed");
+}
+
+#else  // !MR_HAVE_CUDA
+
+int gpu_count() { return 0; }
+
+std::shared_ptr<Communicator> make_nccl_communicator(const CommSpec&) {
+  throw DistError("the nccl backend is not available: megatron-run was built without CUDA");
+}
+void* device_alloc(size_t, int) { throw DistError("no device memory: megatron-run was built without CUDA"); }
+void device_free(void*) {}
+void copy_to_device(void*, const void*, size_t) { throw DistError("built without CUDA"); }
+void copy_to_host(void*, const void*, size_t) { throw DistError("built without CUDA"); }
+
+#endif
+
+}  // namespace mr::dist

@@ -1,0 +1,441 @@
+#include "dist/runtime.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "dist/worker_input.h"
+#include "util/log.h"
+
+namespace mr::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ranks_str(const std::vector<int>& r) {
+  std::string s = "[";
+  for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
+  return s + "]";
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+std::string list_words(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+  return s;
+}
+
+const char* kAbort = "mr/abort";
+
+}  // namespace
+
+// ---- Group ------------------------------------------------------------------------------------------------
+
+std::string Group::describe() const { return kind_ + " " + ranks_str(ranks_); }
+
+Communicator& Group::pick(const char* op, Device d) {
+  Communicator* c = communicator(d);
+  if (!c)
+    throw DistError(std::string(op) + " on " + describe() + ": no communicator for " +
+                    (d == Device::Cpu ? "host buffers (with the nccl backend only the data-parallel groups have Gloo "
+                                        "communicators; pass device buffers)"
+                                      : "device buffers (the gloo backend is in use; pass host buffers or choose "
+                                        "--distributed-backend nccl)"));
+  return *c;
+}
+
+template <class F>
+void Group::run(const char* op, Device d, F&& f) {
+  Communicator& c = pick(op, d);
+  try {
+    f(c);
+  } catch (const CollectiveError& e) {
+    throw rt_->diagnose(*this, op, e);
+  }
+}
+
+void Group::all_reduce(Buffer buf, ReduceOp op, std::optional<Timeout> timeout) {
+  run("all_reduce", buf.device, [&](Communicator& c) { c.all_reduce(buf, op, timeout); });
+}
+void Group::reduce_scatter(Buffer in, Buffer out, ReduceOp op, std::optional<Timeout> timeout) {
+  run("reduce_scatter", in.device, [&](Communicator& c) { c.reduce_scatter(in, out, op, timeout); });
+}
+void Group::all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout) {
+  run("all_gather", in.device, [&](Communicator& c) { c.all_gather(in, out, timeout); });
+}
+void Group::broadcast(Buffer buf, int root, std::optional<Timeout> timeout) {
+  if (root < 0 || root >= size())
+    throw DistError("broadcast on " + describe() + ": root " + std::to_string(root) + " is not an index in the group");
+  run("broadcast", buf.device, [&](Communicator& c) { c.broadcast(buf, root, timeout); });
+}
+void Group::barrier(std::optional<Timeout> timeout) {
+  Device d = cpu_ ? Device::Cpu : Device::Cuda;
+  run("barrier", d, [&](Communicator& c) { c.barrier(timeout); });
+}
+
+// ---- Runtime ----------------------------------------------------------------------------------------------
+
+Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
+  opts_.layout.world_size = opts_.launch.world_size;
+  try {
+    layout_ = Layout::build(opts_.layout);
+  } catch (const LayoutError& e) {
+    throw DistError(std::string("process-group layout: ") + e.what());
+  }
+  if (opts_.backend != "gloo" && opts_.backend != "nccl")
+    throw DistError("unknown distributed backend '" + opts_.backend + "' (gloo or nccl)");
+
+  const LaunchInfo& L = opts_.launch;
+  Store::Options so;
+  so.host = L.master_addr;
+  so.port = L.master_port;
+  so.is_server = !L.agent_store && L.rank == 0;
+  so.timeout = opts_.timeout;
+  if (L.agent_store) so.prefix = "/worker/attempt_" + L.restart_count;
+  store_ = Store::connect(so);
+  so.is_server = false;
+  hb_store_ = Store::connect(so);
+  store_ = store_->with_prefix("mr");
+  hb_store_ = hb_store_->with_prefix("mr");
+
+  try {
+    try {
+      rendezvous();
+    } catch (const DistError& e) {
+      std::string m = e.what();
+      if (L.agent_store && (m.find("reset by peer") != std::string::npos || m.find("Broken pipe") != std::string::npos))
+        throw DistError("torchrun's agent store at " + L.master_addr + ":" + std::to_string(L.master_port) +
+                        " dropped our connection (" + m + "). Its PyTorch probably speaks a newer TCPStore protocol "
+                        "than the LibTorch " + libtorch_version() + " megatron-run-worker was built with: build "
+                        "megatron-run against the PyTorch that provides torchrun (-DTorch_DIR=...), see "
+                        "docs/distributed.md");
+      throw;
+    }
+    start_watchdog();
+    create_groups();
+  } catch (...) {
+    stop_watchdog();
+    throw;
+  }
+}
+
+Runtime::~Runtime() {
+  stop_watchdog();
+  groups_.clear();
+  comms_.clear();
+}
+
+std::string Runtime::store_owner() const { return opts_.launch.agent_store ? "torchrun's agent" : "rank 0"; }
+
+template <class Pred, class OnTimeout>
+void Runtime::wait_until(Pred pred, Clock::time_point deadline, OnTimeout on_timeout) {
+  auto pause = std::chrono::milliseconds(20);
+  for (;;) {
+    if (auto a = store_->try_get(kAbort)) throw DistError("stopping: " + *a);
+    if (pred()) return;
+    if (Clock::now() > deadline) throw fail(on_timeout());  // published: the others stop with the same message
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+}
+
+void Runtime::rendezvous() {
+  const LaunchInfo& L = opts_.launch;
+  const int world = L.world_size;
+  const auto deadline = Clock::now() + opts_.timeout;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  if (L.rank == 0) store_->set("config", opts_.fingerprint);
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fingerprint_hash(opts_.fingerprint)));
+  store_->set("rdzv/" + std::to_string(L.rank), std::string(hash) + " world_size=" + std::to_string(world) +
+                                                    " host=" + host + " pid=" + std::to_string(getpid()));
+  int64_t arrived = store_->add("arrived", 1);
+  MR_LOG(debug) << "rendezvous: " << L.describe() << ", " << arrived << " rank(s) arrived";
+
+  // Everyone runs rank 0's config (which includes the world size)?
+  std::string reference;
+  wait_until([&] { return store_->check({"config"}); }, deadline, [&] {
+    return "rank 0 never published its config within " + seconds(opts_.timeout) + " (is rank 0 running?)";
+  });
+  reference = store_->get("config");
+  if (reference != opts_.fingerprint) {
+    std::vector<std::string> diff = fingerprint_diff(opts_.fingerprint, reference);
+    Value mine = Value::parse_json(opts_.fingerprint), theirs = Value::parse_json(reference);
+    auto lookup = [](const Value& obj, const std::string& k) -> std::string {
+      for (const auto& [key, v] : obj.as_object())
+        if (key == k) return v.json();
+      return "(absent)";
+    };
+    std::string msg;
+    if (std::find(diff.begin(), diff.end(), "world_size") != diff.end())
+      msg = "rank " + std::to_string(L.rank) + " was started with world size " + lookup(mine, "world_size") +
+            " but rank 0 with " + lookup(theirs, "world_size") + " (WORLD_SIZE differs between ranks)";
+    else
+      msg = "rank " + std::to_string(L.rank) + " resolved a different config than rank 0";
+    msg += "; differing arguments:";
+    size_t shown = 0;
+    for (const std::string& d : diff) {
+      if (shown++ == 12) {
+        msg += " ... (" + std::to_string(diff.size()) + " in all)";
+        break;
+      }
+      msg += " " + flag_for_dest(d) + " (" + lookup(mine, d) + " here, " + lookup(theirs, d) + " on rank 0)";
+      if (shown < diff.size() && shown < 12) msg += ",";
+    }
+    throw fail(msg);
+  }
+
+  // Everyone arrived?
+  int64_t count = 0;
+  wait_until(
+      [&] {
+        count = store_->add("arrived", 0);
+        if (count > world)
+          throw fail(std::to_string(count) + " ranks joined a job of world size " + std::to_string(world) +
+                     ": ranks disagree on WORLD_SIZE, or two jobs share MASTER_ADDR:MASTER_PORT");
+        return count == world;
+      },
+      deadline, [&] {
+        std::vector<int> missing;
+        for (int r = 0; r < world; ++r)
+          if (!store_->check({"rdzv/" + std::to_string(r)})) missing.push_back(r);
+        return std::string(missing.size() == 1 ? "rank " : "ranks ") + list_words(missing) + " never arrived (" +
+               std::to_string(count) + " of " + std::to_string(world) + " joined within " + seconds(opts_.timeout) +
+               ")";
+      });
+}
+
+void Runtime::start_watchdog() {
+  watchdog_ = std::thread([this] {
+    int64_t seq = 0;
+    const std::string key = "hb/" + std::to_string(rank());
+    while (!stop_) {
+      try {
+        hb_store_->set(key, std::to_string(++seq));
+        if (hb_store_->check({kAbort}) && !aborting_) {
+          std::string why = hb_store_->get(kAbort);
+          if (!aborting_ && !stop_) {
+            MR_LOG(error) << "stopping: " << why;
+            std::fflush(nullptr);
+            std::_Exit(1);
+          }
+        }
+      } catch (const std::exception& e) {
+        if (!aborting_ && !stop_) {
+          MR_LOG(error) << "lost the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
+                        << (opts_.launch.agent_store ? " (torchrun's agent hosts it)"
+                                                     : "; rank 0, which hosts it, has probably died")
+                        << " (" << e.what() << ")";
+          std::fflush(nullptr);
+          std::_Exit(1);
+        }
+      }
+      auto until = Clock::now() + opts_.heartbeat;
+      while (!stop_ && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+}
+
+void Runtime::stop_watchdog() {
+  stop_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+std::shared_ptr<Communicator> Runtime::communicator_for(const RankList& ranks, Device device) {
+  auto key = std::make_pair(ranks, static_cast<int>(device));
+  if (auto it = comms_.find(key); it != comms_.end()) return it->second;
+  std::shared_ptr<Communicator> c;
+  if (ranks.size() == 1 && device == Device::Cpu) {
+    c = make_local_communicator(device);
+  } else {
+    CommSpec spec;
+    std::string id;
+    for (size_t i = 0; i < ranks.size(); ++i) id += (i ? "," : "") + std::to_string(ranks[i]);
+    spec.store = store_->with_prefix(std::string(device == Device::Cpu ? "gloo/" : "nccl/") + id);
+    spec.ranks = ranks;
+    spec.index = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
+    spec.timeout = opts_.timeout;
+    spec.name = ranks_str(ranks);
+    spec.master_addr = opts_.launch.master_addr;
+    spec.local_rank = opts_.launch.local_rank;
+    if (device == Device::Cuda) spec.poll = [this, ranks] { check_peers(ranks); };
+    c = device == Device::Cpu ? make_gloo_communicator(spec) : make_nccl_communicator(spec);
+  }
+  comms_[key] = c;
+  return c;
+}
+
+void Runtime::create_groups() {
+  const bool nccl = opts_.backend == "nccl";
+  // Megatron creates Gloo groups for the data-parallel kinds only (use_gloo_process_groups).
+  static const std::set<std::string> gloo_kinds = {"dp", "dp-cp", "intra-dp-cp", "expert-dp", "intra-expert-dp", "world"};
+  std::vector<std::pair<std::string, RankList>> mine;
+  RankList all(static_cast<size_t>(world_size()));
+  for (int r = 0; r < world_size(); ++r) all[static_cast<size_t>(r)] = r;
+  mine.emplace_back("world", all);
+  for (const GroupSet& s : layout_.sets)
+    if (const RankList* g = s.find(rank())) mine.emplace_back(s.name, *g);
+  for (auto& [kind, ranks] : mine) {
+    auto g = std::make_unique<Group>();
+    g->rt_ = this;
+    g->kind_ = kind;
+    g->ranks_ = ranks;
+    g->index_ = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
+    try {
+      if (nccl) {
+        g->gpu_ = communicator_for(ranks, Device::Cuda);
+        if (opts_.gloo_groups && gloo_kinds.count(kind)) g->cpu_ = communicator_for(ranks, Device::Cpu);
+      } else {
+        g->cpu_ = communicator_for(ranks, Device::Cpu);
+      }
+    } catch (const CollectiveError& e) {
+      throw diagnose(*g, "creating the communicator of", e);
+    }
+    MR_LOG(debug) << "group " << g->describe() << ": " << (g->gpu_ ? "nccl" : "") << (g->gpu_ && g->cpu_ ? "+" : "")
+                  << (g->cpu_ ? g->cpu_->backend() : "");
+    groups_.push_back(std::move(g));
+  }
+}
+
+void Runtime::check_peers(const RankList& ranks) {
+  auto now = Clock::now();
+  if (now - last_peer_check_ < opts_.heartbeat) return;
+  last_peer_check_ = now;
+  try {
+    if (auto a = store_->try_get(kAbort)) throw CollectiveError("stopped by another rank (" + *a + ")", false);
+    for (int r : ranks) {
+      if (r == rank()) continue;
+      std::string beat = store_->try_get("hb/" + std::to_string(r)).value_or("");
+      auto it = seen_.find(r);
+      if (it == seen_.end() || it->second.beat != beat) {
+        seen_[r] = Seen{beat, now};
+      } else if (now - it->second.since > opts_.heartbeat * 4 + std::chrono::seconds(1)) {
+        throw CollectiveError("rank " + std::to_string(r) + " stopped sending heartbeats", false);
+      }
+    }
+  } catch (const DistError& e) {
+    throw CollectiveError(std::string("the rendezvous store is unreachable: ") + e.what(), false);
+  }
+}
+
+Group* Runtime::find_group(const std::string& kind) {
+  for (auto& g : groups_)
+    if (g->kind() == kind) return g.get();
+  return nullptr;
+}
+
+Group& Runtime::group(const std::string& kind) {
+  if (Group* g = find_group(kind)) return *g;
+  throw DistError("rank " + std::to_string(rank()) + " belongs to no '" + kind + "' group");
+}
+
+std::vector<std::string> Runtime::group_kinds() const {
+  std::vector<std::string> out;
+  for (const auto& g : groups_) out.push_back(g->kind());
+  return out;
+}
+
+DistError Runtime::fail(const std::string& message) {
+  aborting_ = true;
+  std::string verdict = "rank " + std::to_string(rank()) + ": " + message;
+  try {
+    store_->set("failed/" + std::to_string(rank()), message);
+    if (!store_->check({kAbort})) store_->set(kAbort, verdict);
+  } catch (const std::exception&) {
+    // The store is gone too; the others find out on their own.
+  }
+  // The store's host lingers a little so that the others can read the verdict before the store disappears.
+  if (!opts_.launch.agent_store && rank() == 0 && world_size() > 1)
+    std::this_thread::sleep_for(opts_.heartbeat * 2);
+  return DistError(message);
+}
+
+DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveError& e) {
+  aborting_ = true;
+  std::string head = std::string(op) + " " + g.describe() + " failed";
+  std::string cause = e.timed_out ? "timed out" : e.what();
+  std::vector<int> peers;
+  for (int r : g.ranks())
+    if (r != rank()) peers.push_back(r);
+  std::string verdict;
+  try {
+    if (auto a = store_->try_get(kAbort)) {
+      verdict = "stopping: " + *a;
+      return DistError(head + " (" + cause + "); " + verdict);
+    }
+    auto beats = [&] {
+      std::map<int, std::string> m;
+      for (int r : peers) m[r] = store_->try_get("hb/" + std::to_string(r)).value_or("");
+      return m;
+    };
+    auto t0 = Clock::now();
+    std::map<int, std::string> before = beats();
+    std::vector<int> failed, silent;
+    std::string first_failure;  // the first failed member's own message
+    auto window = opts_.heartbeat * 5 / 2;
+    while (Clock::now() - t0 < window) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (store_->check({kAbort})) break;
+    }
+    // Another rank reached a verdict first (the window was cut short, so silence here proves nothing).
+    if (auto a = store_->try_get(kAbort)) return DistError(head + " (" + cause + "); stopping: " + *a);
+    std::map<int, std::string> after = beats();
+    for (int r : peers) {
+      if (auto f = store_->try_get("failed/" + std::to_string(r))) {
+        failed.push_back(r);
+        if (first_failure.empty()) first_failure = "rank " + std::to_string(r) + " failed: " + *f;
+      } else if (after[r].empty() || after[r] == before[r]) {
+        silent.push_back(r);
+      }
+    }
+    if (!silent.empty())
+      verdict = (silent.size() == 1 ? "rank " : "ranks ") + list_words(silent) + (silent.size() == 1 ? " is" : " are") +
+                " gone (no heartbeat in the last " + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)) +
+                ")";
+    if (!failed.empty()) {
+      if (verdict.empty())
+        verdict = first_failure;
+      else
+        verdict += "; " + std::string(failed.size() == 1 ? "rank " : "ranks ") + list_words(failed) + " stopped too";
+    }
+    if (verdict.empty())
+      verdict = e.timed_out ? "every member is alive: a rank is stuck before this collective, or the ranks issue "
+                              "collectives in different orders"
+                            : "every member still has a heartbeat";
+  } catch (const std::exception&) {
+    verdict = "the rendezvous store is unreachable as well; " + store_owner() +
+              (opts_.launch.agent_store ? " hosts it" : ", which hosts it, has probably died");
+  }
+  return fail(head + ": " + verdict + " [" + cause + "]");
+}
+
+void Runtime::finish() {
+  if (finished_) return;
+  finished_ = true;
+  stop_watchdog();
+  groups_.clear();
+  comms_.clear();
+  try {
+    store_->add("done", 1);
+    if (!opts_.launch.agent_store && rank() == 0) {
+      // Keep hosting the store until the others are through with it.
+      auto deadline = Clock::now() + std::min<Timeout>(opts_.timeout, std::chrono::seconds(60));
+      while (store_->add("done", 0) < world_size() && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception& e) {
+    MR_LOG(warning) << "finishing: " << e.what();
+  }
+}
+
+}  // namespace mr::dist

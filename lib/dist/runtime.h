@@ -1,0 +1,91 @@
+// The distributed runtime of one rank: rendezvous through the c10d TCPStore, a config check across ranks,
+// a heartbeat and abort watchdog, and one communicator per process group this rank belongs to (Megatron's
+// layout, lib/dist/layout.h). Torch-free interface.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/collectives.h"
+#include "dist/launch_env.h"
+#include "dist/layout.h"
+#include "dist/store.h"
+
+namespace mr::dist {
+
+struct RuntimeOptions {
+  LaunchInfo launch;
+  LayoutSpec layout;                  // world_size is taken from `launch`
+  std::string backend = "gloo";       // "gloo" or "nccl"
+  Timeout timeout{std::chrono::minutes(10)};  // rendezvous, communicator creation, collectives
+  std::chrono::milliseconds heartbeat{1000};  // heartbeat and abort-check period
+  std::string fingerprint = "{}";     // config_fingerprint() of the resolved arguments
+  bool gloo_groups = true;            // with nccl: Gloo communicators for the DP groups, as Megatron creates
+};
+
+class Runtime {
+ public:
+  // Connects to the store, checks that every rank runs the same config, starts the watchdog and creates the
+  // communicators. Throws DistError (the message names what is wrong: the missing rank, the differing flags).
+  explicit Runtime(RuntimeOptions opts);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const { return opts_.launch.rank; }
+  int world_size() const { return opts_.launch.world_size; }
+  const std::string& backend() const { return opts_.backend; }
+  const Layout& layout() const { return layout_; }
+  const RuntimeOptions& options() const { return opts_; }
+
+  // The group of a kind ("tp", "dp-cp", ..., or "world") this rank belongs to; nullptr if none.
+  Group* find_group(const std::string& kind);
+  Group& group(const std::string& kind);  // throws DistError if this rank has none of that kind
+  std::vector<std::string> group_kinds() const;  // the kinds this rank belongs to, in creation order
+  size_t communicator_count() const { return comms_.size(); }
+
+  // Orderly end: every rank reports it is done; the store's host waits for them before the store goes away.
+  void finish();
+
+  // After a collective failed: which member is gone? Publishes the verdict so the other ranks stop too,
+  // and returns the error to throw.
+  DistError diagnose(const Group& g, const char* op, const CollectiveError& e);
+  // Publishes a failure of this rank (the others exit with it) and returns the error to throw.
+  DistError fail(const std::string& message);
+
+ private:
+  void rendezvous();
+  void create_groups();
+  void start_watchdog();
+  void stop_watchdog();
+  std::shared_ptr<Communicator> communicator_for(const RankList& ranks, Device device);
+  template <class Pred, class OnTimeout>
+  void wait_until(Pred pred, std::chrono::steady_clock::time_point deadline, OnTimeout on_timeout);
+  std::string store_owner() const;  // "rank 0" or "torchrun's agent"
+  void check_peers(const RankList& ranks);  // CommSpec::poll: throws CollectiveError for a silent member
+
+  RuntimeOptions opts_;
+  Layout layout_;
+  std::shared_ptr<Store> store_;     // main thread
+  std::shared_ptr<Store> hb_store_;  // watchdog thread (its own connection)
+  std::vector<std::unique_ptr<Group>> groups_;
+  std::map<std::pair<RankList, int>, std::shared_ptr<Communicator>> comms_;
+  std::thread watchdog_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> aborting_{false};  // this rank is publishing its own verdict
+  bool finished_ = false;
+  struct Seen {
+    std::string beat;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<int, Seen> seen_;
+  std::chrono::steady_clock::time_point last_peer_check_{};
+};
+
+}  // namespace mr::dist

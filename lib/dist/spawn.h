@@ -1,0 +1,31 @@
+// megatron-run's own local spawner (torchrun's job for one node): starts N workers with torchrun's environment,
+// forwards signals, prefixes every output line with the worker's rank, and returns the first failing worker's
+// exit code after terminating the rest. Torch-free.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mr::dist {
+
+struct SpawnOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port when nnodes == 1, else 29500 (torchrun's default)
+  std::vector<std::string> argv;             // the worker command (argv[0] a path), the same for every rank
+  std::map<std::string, std::string> env;    // extra environment for every worker
+  double grace_seconds = 10;                 // SIGTERM -> SIGKILL delay when stopping workers
+  bool prefix_output = true;                 // "[rank R] " before every line of the workers' stdout/stderr
+};
+
+// Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code
+// (128 + signal number for a worker killed by a signal). Throws std::runtime_error if a worker cannot start.
+int spawn_workers(const SpawnOptions& opts);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
+int free_port();
+
+}  // namespace mr::dist

@@ -1,0 +1,75 @@
+// The rendezvous store: LibTorch's c10d::TCPStore (the store torchrun uses), behind a torch-free interface.
+// Rank 0 hosts it, or torchrun's agent does (TORCHELASTIC_USE_AGENT_STORE=True: every worker is a client and
+// the keys live under /worker/attempt_<restart count>/).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dist/collectives.h"
+
+namespace mr::dist {
+
+class Store {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 29500;
+    bool is_server = false;
+    std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // connecting, and blocking operations
+    std::string prefix;  // a c10d::PrefixStore prefix ("" for none), e.g. "/worker/attempt_0"
+  };
+
+  // Connects (or hosts and connects). Throws DistError with a clear message: port in use, master unreachable.
+  static std::shared_ptr<Store> connect(const Options& opts);
+  virtual ~Store() = default;
+
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  virtual std::string get(const std::string& key) = 0;  // blocks up to the store's timeout
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  std::optional<std::string> try_get(const std::string& key) {
+    if (!check({key})) return std::nullopt;
+    return get(key);
+  }
+  // A view of the same store with `prefix` prepended to every key (c10d::PrefixStore).
+  virtual std::shared_ptr<Store> with_prefix(const std::string& prefix) = 0;
+  // The c10d store (a c10::intrusive_ptr<c10d::Store>*), for backends built on LibTorch.
+  virtual void* native() = 0;
+  const Options& options() const { return opts_; }
+
+ protected:
+  Options opts_;
+};
+
+// Backends (lib/dist/torch_backend.cpp, lib/dist/nccl.cpp).
+struct CommSpec {
+  std::shared_ptr<Store> store;  // already prefixed for this group
+  std::vector<int> ranks;        // global ranks, sorted
+  int index = 0;                 // this rank's position in `ranks`
+  Timeout timeout{std::chrono::minutes(10)};
+  std::string name;              // for messages: "tp [0, 1]"
+  std::string master_addr;       // picks Gloo's network device (loopback for 127.x)
+  int local_rank = 0;            // picks the GPU
+  // Called now and then while a device collective is in flight (NCCL): throws CollectiveError when a member is
+  // gone or another rank has aborted the job, so that a dead peer cannot hang us until the timeout.
+  std::function<void()> poll;
+};
+std::shared_ptr<Communicator> make_gloo_communicator(const CommSpec& spec);
+std::shared_ptr<Communicator> make_nccl_communicator(const CommSpec& spec);  // throws without CUDA
+std::shared_ptr<Communicator> make_local_communicator(Device device);        // a group of one rank
+std::string libtorch_version();  // the LibTorch this was built with, e.g. "1.13.0"
+int gpu_count();  // 0 when built without CUDA or without a usable GPU
+bool built_with_cuda();
+// Device memory for NCCL buffers (tests, the self-check); throw DistError without CUDA.
+void* device_alloc(size_t bytes, int local_rank);
+void device_free(void* p);
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
+
+}  // namespace mr::dist

@@ -1,0 +1,238 @@
+// The LibTorch part of the distributed layer: c10d::TCPStore / PrefixStore for the rendezvous and
+// c10d::ProcessGroupGloo for host-memory collectives. The only translation unit of lib/dist that includes
+// LibTorch headers. Builds against Debian's LibTorch 1.13 and PyTorch 2.x.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "dist/store.h"
+
+namespace mr::dist {
+
+namespace {
+
+std::string first_line(const std::string& s) {
+  std::string line = s.substr(0, s.find('\n'));
+  // c10 messages end with " (errno: 98 - Address already in use)." etc.: keep them, drop the source location.
+  size_t at = line.find("Exception raised from");
+  return at == std::string::npos ? line : line.substr(0, at);
+}
+
+std::string message(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return first_line(c->what_without_backtrace());
+  return first_line(e.what());
+}
+
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+class TorchStore final : public Store {
+ public:
+  TorchStore(c10::intrusive_ptr<c10d::Store> s, const Options& o) : s_(std::move(s)) { opts_ = o; }
+
+  void set(const std::string& key, const std::string& value) override { wrap([&] { s_->set(key, bytes(value)); }); }
+  std::string get(const std::string& key) override {
+    std::string out;
+    wrap([&] {
+      std::vector<uint8_t> v = s_->get(key);
+      out.assign(v.begin(), v.end());
+    });
+    return out;
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    int64_t r = 0;
+    wrap([&] { r = s_->add(key, delta); });
+    return r;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    bool r = false;
+    wrap([&] { r = s_->check(keys); });
+    return r;
+  }
+  std::shared_ptr<Store> with_prefix(const std::string& prefix) override {
+    Options o = opts_;
+    o.prefix = opts_.prefix.empty() ? prefix : opts_.prefix + "/" + prefix;
+    return std::make_shared<TorchStore>(c10::make_intrusive<c10d::PrefixStore>(prefix, s_), o);
+  }
+  void* native() override { return &s_; }
+
+ private:
+  template <class F>
+  void wrap(F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      throw DistError("rendezvous store " + opts_.host + ":" + std::to_string(opts_.port) + ": " + message(e));
+    }
+  }
+  c10::intrusive_ptr<c10d::Store> s_;
+};
+
+at::ScalarType scalar_type(DType t) {
+  switch (t) {
+    case DType::F32: return at::kFloat;
+    case DType::F64: return at::kDouble;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    case DType::I32: return at::kInt;
+    case DType::I64: return at::kLong;
+    case DType::U8: return at::kByte;
+  }
+  return at::kFloat;
+}
+
+at::Tensor host_tensor(const Buffer& b, const char* op) {
+  if (b.device != Device::Cpu)
+    throw CollectiveError(std::string(op) + ": the gloo communicator needs host (CPU) buffers", false);
+  return at::from_blob(b.data, {static_cast<int64_t>(b.count)}, at::TensorOptions().dtype(scalar_type(b.dtype)));
+}
+
+c10d::ReduceOp reduce_op(ReduceOp op) { return op == ReduceOp::Sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX; }
+
+class GlooCommunicator final : public Communicator {
+ public:
+  explicit GlooCommunicator(const CommSpec& spec) : spec_(spec) {
+    auto opts = c10d::ProcessGroupGloo::Options::create(spec.timeout);
+    try {
+      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      else if (spec.master_addr.rfind("127.", 0) == 0 || spec.master_addr == "localhost")
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      else
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      auto* store = static_cast<c10::intrusive_ptr<c10d::Store>*>(spec.store->native());
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(*store, spec.index, static_cast<int>(spec.ranks.size()), opts);
+    } catch (const std::exception& e) {
+      throw CollectiveError("creating the gloo communicator: " + message(e), contains(message(e), "imed out"));
+    }
+  }
+
+  const char* backend() const override { return "gloo"; }
+  Device device() const override { return Device::Cpu; }
+
+  void all_reduce(Buffer buf, ReduceOp op, std::optional<Timeout> timeout) override {
+    std::vector<at::Tensor> t{host_tensor(buf, "all_reduce")};
+    c10d::AllreduceOptions o;
+    o.reduceOp = reduce_op(op);
+    o.timeout = limit(timeout);
+    finish([&] { return pg_->allreduce(t, o); }, o.timeout);
+  }
+
+  void reduce_scatter(Buffer in, Buffer out, ReduceOp op, std::optional<Timeout> timeout) override {
+    const int64_t n = static_cast<int64_t>(spec_.ranks.size());
+    if (in.count != out.count * static_cast<size_t>(n) || in.dtype != out.dtype)
+      throw CollectiveError("reduce_scatter: the input must hold group-size x output elements of the same type", false);
+    // Gloo has no reduce-scatter: an all-to-all moves block j of every rank to rank j (the traffic of a
+    // reduce-scatter), then the blocks are reduced here in rank order.
+    at::Tensor src = host_tensor(in, "reduce_scatter");
+    at::Tensor dst = host_tensor(out, "reduce_scatter");
+    at::Tensor gathered = at::empty_like(src);
+    std::vector<int64_t> splits;  // empty: equal blocks
+    std::vector<int64_t> splits2;
+    c10d::AllToAllOptions o;
+    o.timeout = limit(timeout);
+    finish([&] { return pg_->alltoall_base(gathered, src, splits, splits2, o); }, o.timeout);
+    at::Tensor blocks = gathered.view({n, static_cast<int64_t>(out.count)});
+    if (op == ReduceOp::Sum)
+      dst.copy_(blocks.sum(0, /*keepdim=*/false, dst.scalar_type()));
+    else
+      dst.copy_(at::amax(blocks, {0}));
+  }
+
+  void all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout) override {
+    const size_t n = spec_.ranks.size();
+    if (out.count != in.count * n || in.dtype != out.dtype)
+      throw CollectiveError("all_gather: the output must hold group-size x input elements of the same type", false);
+    std::vector<at::Tensor> inputs{host_tensor(in, "all_gather")};
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    at::Tensor all = host_tensor(out, "all_gather");
+    for (size_t i = 0; i < n; ++i)
+      outputs[0].push_back(all.narrow(0, static_cast<int64_t>(i * in.count), static_cast<int64_t>(in.count)));
+    c10d::AllgatherOptions o;
+    o.timeout = limit(timeout);
+    finish([&] { return pg_->allgather(outputs, inputs, o); }, o.timeout);
+  }
+
+  void broadcast(Buffer buf, int root, std::optional<Timeout> timeout) override {
+    std::vector<at::Tensor> t{host_tensor(buf, "broadcast")};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.rootTensor = 0;
+    o.timeout = limit(timeout);
+    finish([&] { return pg_->broadcast(t, o); }, o.timeout);
+  }
+
+  void barrier(std::optional<Timeout> timeout) override {
+    c10d::BarrierOptions o;
+    o.timeout = limit(timeout);
+    finish([&] { return pg_->barrier(o); }, o.timeout);
+  }
+
+ private:
+  Timeout limit(std::optional<Timeout> t) const { return t ? *t : spec_.timeout; }
+
+  template <class F>
+  void finish(F&& start, Timeout timeout) {
+    try {
+      auto work = start();
+      // Gloo enforces the per-operation timeout itself; the wait bound is a second line of defence.
+      if (!work->wait(timeout + std::chrono::seconds(5)))
+        throw CollectiveError("timed out after " + std::to_string(timeout.count() / 1000.0) + " s", true);
+    } catch (const CollectiveError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::string m = message(e);
+      throw CollectiveError(m, contains(m, "imed out") || contains(m, "imeout"));
+    }
+  }
+
+  CommSpec spec_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+};
+
+}  // namespace
+
+std::shared_ptr<Store> Store::connect(const Options& opts) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(opts.port);
+  o.isServer = opts.is_server;
+  o.waitWorkers = false;
+  o.timeout = opts.timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(opts.host, o);
+  } catch (const std::exception& e) {
+    std::string m = message(e);
+    std::string where = opts.host + ":" + std::to_string(opts.port);
+    if (opts.is_server && (contains(m, "in use") || contains(m, "errno: 98") || contains(m, "EADDRINUSE")))
+      throw DistError("cannot host the rendezvous store on port " + std::to_string(opts.port) +
+                      ": the port is already in use (another job or a leftover worker holds it); pick a free one "
+                      "with --master-port or MASTER_PORT");
+    if (!opts.is_server)
+      throw DistError("cannot reach the rendezvous store at " + where + " within " +
+                      std::to_string(opts.timeout.count() / 1000.0).substr(0, 6) +
+                      " s: check that rank 0 (or torchrun's agent) is running and that MASTER_ADDR/MASTER_PORT point "
+                      "at it (" + m + ")");
+    throw DistError("cannot start the rendezvous store on " + where + ": " + m);
+  }
+  std::shared_ptr<Store> out = std::make_shared<TorchStore>(store, opts);
+  if (!opts.prefix.empty()) {
+    out = std::make_shared<TorchStore>(c10::make_intrusive<c10d::PrefixStore>(opts.prefix, store), opts);
+  }
+  return out;
+}
+
+std::string libtorch_version() { return TORCH_VERSION; }
+
+std::shared_ptr<Communicator> make_gloo_communicator(const CommSpec& spec) {
+  return std::make_shared<GlooCommunicator>(spec);
+}
+
+}  // namespace mr::dist

@@ -1,0 +1,279 @@
+#include "dist/worker.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "dist/runtime.h"
+#include "dist/worker_input.h"
+#include "util/log.h"
+
+namespace mr::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::optional<double> env_seconds(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  if (end == v || *end || !(s > 0)) throw std::runtime_error(std::string(name) + "='" + v + "' is not a positive number of seconds");
+  return s;
+}
+
+std::string ranks_str(const std::vector<int>& r) {
+  std::string s = "[";
+  for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
+  return s + "]";
+}
+
+// A float buffer on the host or the device, filled and read back from the host.
+class Floats {
+ public:
+  Floats(size_t n, Device d, int local_rank) : host_(n), device_(d) {
+    if (d == Device::Cuda) dev_ = device_alloc(n * sizeof(float), local_rank);
+  }
+  ~Floats() {
+    if (dev_) device_free(dev_);
+  }
+  Floats(const Floats&) = delete;
+  Floats& operator=(const Floats&) = delete;
+  std::vector<float>& host() { return host_; }
+  void upload() {
+    if (dev_) copy_to_device(dev_, host_.data(), host_.size() * sizeof(float));
+  }
+  void download() {
+    if (dev_) copy_to_host(host_.data(), dev_, host_.size() * sizeof(float));
+  }
+  Buffer buffer() { return Buffer{dev_ ? dev_ : host_.data(), host_.size(), DType::F32, device_}; }
+
+ private:
+  std::vector<float> host_;
+  Device device_;
+  void* dev_ = nullptr;
+};
+
+struct Check {
+  std::string group;
+  std::vector<int> ranks;
+  double sum = 0;
+};
+
+class SelfCheck {
+ public:
+  SelfCheck(Runtime& rt, size_t n) : rt_(rt), n_(n) {
+    device_ = rt.backend() == "nccl" ? Device::Cuda : Device::Cpu;
+  }
+
+  // An all-reduce (sum) of rank+1 in every group this rank belongs to.
+  std::vector<Check> all_reduce_each_group() {
+    std::vector<Check> out;
+    for (const std::string& kind : rt_.group_kinds()) {
+      Group& g = rt_.group(kind);
+      Floats f(n_, device_, rt_.options().launch.local_rank);
+      std::fill(f.host().begin(), f.host().end(), static_cast<float>(rt_.rank() + 1));
+      f.upload();
+      g.all_reduce(f.buffer(), ReduceOp::Sum);
+      f.download();
+      double expect = 0;
+      for (int r : g.ranks()) expect += r + 1;
+      expect_all(f.host(), [&](size_t) { return expect; }, "all_reduce(sum) on " + g.describe());
+      out.push_back({kind, g.ranks(), f.host().front()});
+    }
+    return out;
+  }
+
+  // The rest of the API on the world group (and every group's barrier).
+  void other_collectives() {
+    Group& w = rt_.group("world");
+    const int size = w.size(), me = w.rank();
+    const int local = rt_.options().launch.local_rank;
+    {
+      Floats f(n_, device_, local);
+      for (size_t i = 0; i < n_; ++i) f.host()[i] = static_cast<float>((me * 7 + static_cast<int>(i)) % 13);
+      f.upload();
+      w.all_reduce(f.buffer(), ReduceOp::Max);
+      f.download();
+      expect_all(f.host(), [&](size_t i) {
+        int best = 0;
+        for (int r = 0; r < size; ++r) best = std::max(best, (r * 7 + static_cast<int>(i)) % 13);
+        return static_cast<double>(best);
+      }, "all_reduce(max) on " + w.describe());
+    }
+    {
+      Floats in(n_ * static_cast<size_t>(size), device_, local), out(n_, device_, local);
+      for (size_t i = 0; i < in.host().size(); ++i)
+        in.host()[i] = static_cast<float>((me + 1) * static_cast<int>(i / n_ + 1));
+      in.upload();
+      w.reduce_scatter(in.buffer(), out.buffer(), ReduceOp::Sum);
+      out.download();
+      double tri = static_cast<double>(size) * (size + 1) / 2;
+      expect_all(out.host(), [&](size_t) { return tri * (me + 1); }, "reduce_scatter(sum) on " + w.describe());
+    }
+    {
+      Floats in(n_, device_, local), out(n_ * static_cast<size_t>(size), device_, local);
+      std::fill(in.host().begin(), in.host().end(), static_cast<float>(me));
+      in.upload();
+      w.all_gather(in.buffer(), out.buffer());
+      out.download();
+      expect_all(out.host(), [&](size_t i) { return static_cast<double>(i / n_); }, "all_gather on " + w.describe());
+    }
+    {
+      Floats f(n_, device_, local);
+      const int root = size - 1;
+      std::fill(f.host().begin(), f.host().end(), static_cast<float>(me == root ? 42 + root : -1));
+      f.upload();
+      w.broadcast(f.buffer(), root);
+      f.download();
+      expect_all(f.host(), [&](size_t) { return 42.0 + root; }, "broadcast on " + w.describe());
+    }
+    for (const std::string& kind : rt_.group_kinds()) rt_.group(kind).barrier();
+  }
+
+ private:
+  template <class F>
+  void expect_all(const std::vector<float>& v, F&& want, const std::string& what) {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (static_cast<double>(v[i]) != want(i)) {
+        std::ostringstream os;
+        os << "self-check: " << what << " gave " << v[i] << " at element " << i << ", expected " << want(i);
+        throw rt_.fail(os.str());
+      }
+  }
+
+  Runtime& rt_;
+  size_t n_;
+  Device device_ = Device::Cpu;
+};
+
+int usage(const std::string& msg) {
+  std::cerr << "megatron-run-worker: error: " << msg
+            << "\nusage: megatron-run-worker --input-fd N | --input FILE   (started by megatron-run inside a job)\n";
+  return 2;
+}
+
+}  // namespace
+
+int worker_main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a vanished peer must surface as an error, not kill us silently
+  std::string text;
+  try {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.size() != 2) return usage("expected --input-fd N or --input FILE");
+    if (args[0] == "--input-fd") text = read_fd(std::stoi(args[1]));
+    else if (args[0] == "--input") text = read_file(args[1]);
+    else return usage("unknown option " + args[0]);
+  } catch (const std::exception& e) {
+    return usage(e.what());
+  }
+
+  WorkerInput in;
+  std::optional<LaunchInfo> launch;
+  try {
+    in = WorkerInput::decode(text);
+    launch = launch_info();
+  } catch (const std::exception& e) {
+    return usage(e.what());
+  }
+  if (!launch) return usage("not inside a job: RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS are not set");
+  const bool prefix_myself = !launch->spawned_by_megatron_run;
+  log::init(log::parse_level(in.log_level).value_or(log::Level::warning), prefix_myself ? launch->rank : -1);
+  const std::string out_prefix = prefix_myself ? "[rank " + std::to_string(launch->rank) + "] " : "";
+
+  try {
+    const Namespace& ns = in.ns;
+    int64_t ns_world = ns.has("world_size") && ns["world_size"].is_int() ? ns["world_size"].as_int() : 1;
+    if (ns_world != launch->world_size)
+      throw DistError("the arguments were validated for world size " + std::to_string(ns_world) + " but this job has " +
+                      std::to_string(launch->world_size) + " ranks");
+
+    RuntimeOptions opts;
+    opts.launch = *launch;
+    opts.layout = LayoutSpec::from_namespace(ns, launch->world_size);
+    std::string backend = ns.has("distributed_backend") && ns["distributed_backend"].is_str()
+                              ? ns["distributed_backend"].as_str()
+                              : "nccl";
+    const int gpus = gpu_count();
+    if (!in.backend_explicit) {
+      if (gpus == 0) {
+        if (launch->rank == 0)
+          MR_LOG(warning) << "no GPU visible" << (built_with_cuda() ? "" : " (built without CUDA)")
+                          << ": using the gloo backend (--distributed-backend chooses)";
+        backend = "gloo";
+      } else {
+        backend = "nccl";
+      }
+    } else if (backend == "nccl" && gpus == 0) {
+      throw DistError(std::string("--distributed-backend nccl needs a GPU, and none is visible") +
+                      (built_with_cuda() ? "" : " (megatron-run was built without CUDA)") +
+                      "; use --distributed-backend gloo");
+    }
+    opts.backend = backend;
+    int64_t minutes = ns.has("distributed_timeout_minutes") && ns["distributed_timeout_minutes"].is_int()
+                          ? ns["distributed_timeout_minutes"].as_int()
+                          : 10;
+    opts.timeout = std::chrono::minutes(minutes);
+    if (auto s = env_seconds("MR_DIST_TIMEOUT_S")) opts.timeout = Timeout(static_cast<int64_t>(*s * 1000));
+    if (auto s = env_seconds("MR_DIST_HEARTBEAT_S")) opts.heartbeat = std::chrono::milliseconds(static_cast<int64_t>(*s * 1000));
+    opts.fingerprint = config_fingerprint(ns);
+    opts.gloo_groups = !ns.has("use_gloo_process_groups") || ns["use_gloo_process_groups"].truthy();
+    MR_LOG(info) << launch->describe() << ", backend " << backend;
+
+    Runtime rt(opts);
+    const char* report = std::getenv("MR_DIST_REPORT");
+    if (report && *report) std::ofstream(std::string(report) + std::to_string(rt.rank()) + ".ready") << "groups built\n";
+    std::optional<double> loop = env_seconds("MR_DIST_SELFCHECK_SECONDS");
+    SelfCheck check(rt, 1024);
+    std::vector<Check> results;
+    auto t0 = Clock::now();
+    int rounds = 0;
+    do {
+      results = check.all_reduce_each_group();
+      check.other_collectives();
+      ++rounds;
+    } while (loop && std::chrono::duration<double>(Clock::now() - t0).count() < *loop);
+
+    std::ostringstream line;
+    line << out_prefix << "self-check passed (" << backend << ", " << rounds << " round" << (rounds == 1 ? "" : "s")
+         << "): all-reduce of rank+1 in " << results.size() << " groups:";
+    for (const Check& c : results) line << " " << c.group << " " << ranks_str(c.ranks) << "=" << c.sum << ";";
+    std::cout << line.str() << std::endl;
+
+    if (report && *report) {
+      std::ofstream f(std::string(report) + std::to_string(rt.rank()) + ".json");
+      f << "{\"rank\": " << rt.rank() << ", \"world_size\": " << rt.world_size() << ", \"backend\": \"" << backend
+        << "\", \"rounds\": " << rounds << ", \"communicators\": " << rt.communicator_count() << ", \"groups\": {";
+      for (size_t i = 0; i < results.size(); ++i)
+        f << (i ? ", " : "") << "\"" << results[i].group << "\": " << ranks_str(results[i].ranks);
+      f << "}, \"sums\": {";
+      for (size_t i = 0; i < results.size(); ++i) f << (i ? ", " : "") << "\"" << results[i].group << "\": " << results[i].sum;
+      f << "}}\n";
+    }
+    rt.group("world").barrier();
+    if (rt.rank() == 0) {
+      const Layout& L = rt.layout();
+      std::cout << out_prefix << "megatron-run: distributed bring-up passed on " << rt.world_size() << " rank"
+                << (rt.world_size() == 1 ? "" : "s") << " (" << backend << "; TP=" << L.spec.tp << " PP=" << L.spec.pp
+                << " CP=" << L.spec.cp << " DP=" << L.dp << " EP=" << L.spec.ep
+                << "); the training loop is not implemented yet" << std::endl;
+    }
+    rt.finish();
+    return 0;
+  } catch (const DistError& e) {
+    MR_LOG(error) << e.what();
+    return 1;
+  } catch (const LayoutError& e) {
+    MR_LOG(error) << "process-group layout: " << e.what();
+    return 1;
+  } catch (const std::exception& e) {
+    MR_LOG(error) << e.what();
+    return 1;
+  }
+}
+
+}  // namespace mr::dist

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The distributed group tests on NCCL, for a machine with GPUs (CI has none; see docs/distributed.md).
+#
+#   scripts/gpu-check-dist.sh [BUILD_DIR]        (default build-gpu/)
+#
+# Builds megatron-run, megatron-run-worker and test_dist with CUDA + NCCL, then runs:
+#   1. the layout tests (backend independent);
+#   2. the 4-rank group tests (TP=2 DP=2, TP=2 PP=2, CP=2 DP=2, EP=2, tp-pp-dp mapping) with
+#      --distributed-backend nccl: each needs 4 GPUs (NCCL refuses two ranks on one GPU) and is skipped, saying
+#      so, when fewer are visible;
+#   3. one job over every visible GPU on NCCL (all-reduce in each group, the other collectives on the world group);
+#   4. a fault check on NCCL when at least 2 GPUs are visible: one rank killed mid-collective, the others must stop.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build-gpu}"
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check-dist: no GPU visible (nvidia-smi); nothing to do" >&2
+  exit 2
+fi
+nvidia-smi -L
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON >/dev/null
+cmake --build "$build" -j"$(nproc)" --target megatron-run megatron-run-worker test_dist
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+status=0
+echo "== layout tests"
+"$build/bin/test_dist" "[layout],[launch]" || status=1
+echo "== group tests on NCCL"
+MR_TEST_BACKEND=nccl "$build/bin/test_dist" "[process]~[fault]~[spawn]~[torchrun]" || status=1
+gpus=$(nvidia-smi -L | wc -l)
+if (( gpus >= 2 )); then
+  echo "== fault check on NCCL ($gpus GPUs): kill rank 1 mid-collective"
+  tmp=$(mktemp -d)
+  MR_DIST_TIMEOUT_S=60 MR_DIST_HEARTBEAT_S=0.5 MR_DIST_SELFCHECK_SECONDS=120 MR_DIST_REPORT="$tmp/r." \
+    timeout 120 "$build/bin/megatron-run" --nproc-per-node 2 --config configs/default.yaml \
+    --distributed-backend nccl >"$tmp/out" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [[ -f "$tmp/r.0.ready" && -f "$tmp/r.1.ready" ]] && break; sleep 0.1; done
+  sleep 1
+  victim=$(pgrep -f megatron-run-worker | tail -1 || true)
+  [[ -n "$victim" ]] && kill -9 "$victim"
+  start=$SECONDS
+  if wait "$job"; then echo "FAIL: the job exited 0 after a rank was killed"; status=1; fi
+  echo "job stopped $((SECONDS - start)) s after the kill"
+  grep -E "rank [01]" "$tmp/out" | tail -5
+  (( SECONDS - start < 60 )) || { echo "FAIL: took too long"; status=1; }
+  rm -rf "$tmp"
+fi
+exit $status
