@@ -3,11 +3,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "config/validate.h"
+#include "config/validate/sections.h"
 
 namespace mrtest {
 
@@ -33,23 +36,62 @@ struct Run {
   }
 };
 
-// Parses `args` (Megatron words) and validates. `env` is the job's environment (WORLD_SIZE, RANK, ...);
-// the target hardware/versions are the documented defaults unless `target` says otherwise.
-inline Run run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-               const mr::TargetEnv* target = nullptr) {
+// Fills the summary fields (exit, rule, message) of a run from its diagnostics.
+inline void summarize(Run& r) {
+  r.exit = r.out.exit_code();
+  for (const auto& d : r.out.diagnostics)
+    if (d.level == mr::Diagnostic::Level::Error) {
+      r.rule = d.rule;
+      r.message = d.message;
+    }
+}
+
+inline mr::Invocation invocation(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                                 const mr::TargetEnv* target) {
   mr::Invocation inv;
   inv.env = target ? *target : mr::TargetEnv{};
   for (const auto& [k, v] : env) inv.env.vars[k] = v;
   inv.cli = mr::argv_tokens(args);
+  return inv;
+}
+
+// Parses `args` (Megatron words) and validates. `env` is the job's environment (WORLD_SIZE, RANK, ...);
+// the target hardware/versions are the documented defaults unless `target` says otherwise.
+inline Run run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+               const mr::TargetEnv* target = nullptr) {
   Run r;
   try {
-    r.out = mr::resolve(mr::Schema::megatron(), inv);
-    r.exit = r.out.exit_code();
-    for (const auto& d : r.out.diagnostics)
-      if (d.level == mr::Diagnostic::Level::Error) {
-        r.rule = d.rule;
-        r.message = d.message;
-      }
+    r.out = mr::resolve(mr::Schema::megatron(), invocation(args, env, target));
+    summarize(r);
+  } catch (const mr::UsageError& e) {
+    r.exit = 2;
+    r.rule = "usage";
+    r.message = e.what();
+  }
+  return r;
+}
+
+// Parts of the chain, for tests that must not depend on the parts after theirs.
+using Part = std::vector<mr::Section> (*)();
+using Tweak = std::function<void(mr::Namespace&)>;
+
+// Parses `args`, lets `tweak` edit the namespace (values no command line can produce), then runs only `parts`
+// of the chain, in order; a failed rule ends it as in the full chain.
+inline Run run_parts(const std::vector<std::string>& args, std::initializer_list<Part> parts,
+                     const std::map<std::string, std::string>& env = {}, const mr::TargetEnv* target = nullptr,
+                     const Tweak& tweak = {}) {
+  Run r;
+  try {
+    r.out.parsed = mr::parse_invocation(mr::Schema::megatron(), invocation(args, env, target));
+    if (tweak) tweak(r.out.parsed.ns);
+    mr::Context ctx(r.out.parsed.ns, r.out.parsed.env, r.out.diagnostics);
+    try {
+      for (Part part : parts)
+        for (const mr::Section& s : part()) s.run(ctx);
+    } catch (const mr::RuleFailure& f) {
+      r.out.diagnostics.push_back(f.diag);
+    }
+    summarize(r);
   } catch (const mr::UsageError& e) {
     r.exit = 2;
     r.rule = "usage";

@@ -24,32 +24,7 @@ using Args = std::vector<std::string>;
 
 // Parses `args` and runs the validation chain through part C.
 mrtest::Run through_c(const Args& args, const Env& env = {}, const mr::TargetEnv* target = nullptr) {
-  mr::Invocation inv;
-  inv.env = target ? *target : mr::TargetEnv{};
-  for (const auto& [k, v] : env) inv.env.vars[k] = v;
-  inv.cli = mr::argv_tokens(args);
-  mrtest::Run r;
-  try {
-    r.out.parsed = mr::parse_invocation(mr::Schema::megatron(), inv);
-    mr::Context ctx(r.out.parsed.ns, r.out.parsed.env, r.out.diagnostics);
-    try {
-      for (auto* part : {&mr::sections_part_a, &mr::sections_part_b, &mr::sections_part_c})
-        for (const mr::Section& s : part()) s.run(ctx);
-    } catch (const mr::RuleFailure& f) {
-      r.out.diagnostics.push_back(f.diag);
-    }
-    r.exit = r.out.exit_code();
-    for (const auto& d : r.out.diagnostics)
-      if (d.level == mr::Diagnostic::Level::Error) {
-        r.rule = d.rule;
-        r.message = d.message;
-      }
-  } catch (const mr::UsageError& e) {
-    r.exit = 2;
-    r.rule = "usage";
-    r.message = e.what();
-  }
-  return r;
+  return mrtest::run_parts(args, {&mr::sections_part_a, &mr::sections_part_b, &mr::sections_part_c}, env, target);
 }
 
 mrtest::Run c_with(const Args& extra, const Env& env = {}, const mr::TargetEnv* target = nullptr) {

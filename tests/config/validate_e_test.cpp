@@ -30,32 +30,7 @@ using Tweak = std::function<void(mr::Namespace&)>;
 // Parses `args`, applies `tweak` to the namespace (values no command line can produce), runs part E's sections.
 mrtest::Run only_e(const Args& args, const Env& env = {}, const mr::TargetEnv* target = nullptr,
                    const Tweak& tweak = {}) {
-  mr::Invocation inv;
-  inv.env = target ? *target : mr::TargetEnv{};
-  for (const auto& [k, v] : env) inv.env.vars[k] = v;
-  inv.cli = mr::argv_tokens(args);
-  mrtest::Run r;
-  try {
-    r.out.parsed = mr::parse_invocation(mr::Schema::megatron(), inv);
-    if (tweak) tweak(r.out.parsed.ns);
-    mr::Context ctx(r.out.parsed.ns, r.out.parsed.env, r.out.diagnostics);
-    try {
-      for (const mr::Section& s : mr::sections_part_e()) s.run(ctx);
-    } catch (const mr::RuleFailure& f) {
-      r.out.diagnostics.push_back(f.diag);
-    }
-    r.exit = r.out.exit_code();
-    for (const auto& d : r.out.diagnostics)
-      if (d.level == mr::Diagnostic::Level::Error) {
-        r.rule = d.rule;
-        r.message = d.message;
-      }
-  } catch (const mr::UsageError& e) {
-    r.exit = 2;
-    r.rule = "usage";
-    r.message = e.what();
-  }
-  return r;
+  return mrtest::run_parts(args, {&mr::sections_part_e}, env, target, tweak);
 }
 
 mrtest::Run e_with(const Args& extra, const Env& env = {}, const mr::TargetEnv* target = nullptr,

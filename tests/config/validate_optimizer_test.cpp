@@ -27,32 +27,8 @@ using Args = std::vector<std::string>;
 
 // Parses base_args() + `extra` and runs only the OptimizerConfig sections.
 mrtest::Run opt(const Args& extra, const mr::TargetEnv* target = nullptr) {
-  mr::Invocation inv;
-  inv.env = target ? *target : mr::TargetEnv{};
-  inv.env.vars["WORLD_SIZE"] = "1";
-  inv.env.vars["RANK"] = "0";
-  inv.cli = mr::argv_tokens(mrtest::with(extra));
-  mrtest::Run r;
-  try {
-    r.out.parsed = mr::parse_invocation(mr::Schema::megatron(), inv);
-    mr::Context ctx(r.out.parsed.ns, r.out.parsed.env, r.out.diagnostics);
-    try {
-      for (const mr::Section& s : mr::sections_optimizer()) s.run(ctx);
-    } catch (const mr::RuleFailure& f) {
-      r.out.diagnostics.push_back(f.diag);
-    }
-    r.exit = r.out.exit_code();
-    for (const auto& d : r.out.diagnostics)
-      if (d.level == mr::Diagnostic::Level::Error) {
-        r.rule = d.rule;
-        r.message = d.message;
-      }
-  } catch (const mr::UsageError& e) {
-    r.exit = 2;
-    r.rule = "usage";
-    r.message = e.what();
-  }
-  return r;
+  return mrtest::run_parts(mrtest::with(extra), {&mr::sections_optimizer}, {{"WORLD_SIZE", "1"}, {"RANK", "0"}},
+                           target);
 }
 
 mr::TargetEnv te(const std::string& version) {
