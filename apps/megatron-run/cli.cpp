@@ -25,6 +25,7 @@ void print_usage(std::ostream& os) {
         "  --env-placeholder DIR        replace an unset ${VAR} by DIR/VAR\n"
         "  --format text|json           output format of the resolved arguments\n"
         "  --explain FLAG               print where a resolved value came from (repeatable)\n"
+        "  --provenance                 with --format json: every value as {\"value\": v, \"source\": \"...\"}\n"
         "  --parse-only                 stop after parsing: print the arguments before validation\n"
         "  --format argv                print the Megatron command line the configs and flags stand for\n"
         "  --log-level LEVEL            trace, debug, info, warning (default), error, fatal\n\n"

@@ -16,10 +16,11 @@ int cmd_run(const std::vector<std::string>& args) {
   common.add_to(desc);
   LaunchOptions launch_opts;  // --nproc-per-node, --nnodes, ... (launch.cpp)
   launch_opts.add_to(desc);
-  bool dry_run = false, help = false, version = false, parse_only = false;
+  bool dry_run = false, help = false, version = false, parse_only = false, provenance = false;
   std::vector<std::string> explain;
   desc.add_options()("dry-run", po::bool_switch(&dry_run), "resolve and print, do not run")
       ("parse-only", po::bool_switch(&parse_only), "stop after parsing (no validation)")
+      ("provenance", po::bool_switch(&provenance), "JSON output: each value with its source")
       ("explain", po::value(&explain)->composing(), "show provenance")
       ("help", po::bool_switch(&help), "help")
       ("version", po::bool_switch(&version), "version");
@@ -75,7 +76,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!explain.empty()) return 0;
   if (!dry_run) return launch(out, args);
   if (common.format == "json")
-    std::cout << namespace_json(ns) << "\n";
+    std::cout << namespace_json(ns, provenance) << "\n";
   else if (out.parsed.yaml_cfg)
     print_yaml_table(std::cout, ns);  // sections print as namespace(...), as Megatron's table shows them
   else

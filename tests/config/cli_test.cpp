@@ -1,0 +1,127 @@
+// The megatron-run executable: commands, output formats and exit codes (0 valid, 1 rule failed, 2 usage).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "config/value.h"
+
+namespace {
+struct Result {
+  int exit = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result sh(const std::string& args) {
+  std::string cmd = std::string("'") + MR_BINARY + "' " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string tmp_file(const std::string& name, const std::string& text) {
+  auto dir = std::filesystem::temp_directory_path() / ("mr-cli-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+const std::string kDefault = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+}  // namespace
+
+TEST_CASE("dry run of the default job prints Megatron's table and exits 0", "[cli]") {
+  auto r = sh("--dry-run --config " + kDefault);
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("------------------------ arguments ------------------------") != std::string::npos);
+  CHECK(r.out.find("  num_layers ...................................... 2\n") != std::string::npos);
+  CHECK(r.out.find("-------------------- end of arguments ---------------------") != std::string::npos);
+}
+
+TEST_CASE("exit codes: 2 for usage errors, 1 for a failed rule", "[cli]") {
+  auto unknown = sh("--dry-run --config " + kDefault + " --num-layer 3");
+  CHECK(unknown.exit == 2);
+  CHECK(unknown.out.find("unrecognized arguments: --num-layer 3") != std::string::npos);
+  CHECK(unknown.out.find("did you mean --num-layers") != std::string::npos);
+  auto bad_value = sh("--dry-run --config " + kDefault + " --hidden-size big");
+  CHECK(bad_value.exit == 2);
+  CHECK(bad_value.out.find("argument --hidden-size: invalid int value: 'big'") != std::string::npos);
+  auto rule = sh("--dry-run --config " + kDefault + " --warmup 3");
+  CHECK(rule.exit == 1);
+  CHECK(rule.out.find("error[deprecated.warmup]") != std::string::npos);
+  CHECK(sh("--dry-run --config /nonexistent/x.yaml").exit == 2);
+  CHECK(sh("--dry-run --format xml --config " + kDefault).exit == 2);
+}
+
+TEST_CASE("JSON output, provenance and --explain", "[cli]") {
+  auto r = sh("--dry-run --format json --config " + kDefault + " --num-layers 4");
+  REQUIRE(r.exit == 0);
+  mr::Value v = mr::Value::parse_json(r.out);
+  bool found = false;
+  for (const auto& [k, x] : v.as_object())
+    if (k == "num_layers") found = x.as_int() == 4;
+  CHECK(found);
+  auto p = sh("--dry-run --format json --provenance --config " + kDefault);
+  CHECK(p.out.find("\"hidden_size\": {\"value\": 256, \"source\": \"config " + kDefault + ":4\"}") != std::string::npos);
+  auto e = sh("--dry-run --config " + kDefault + " --num-layers 4 --explain --num-layers --explain data_parallel_size");
+  CHECK(e.exit == 0);
+  CHECK(e.out.find("num_layers = 4    (command line argv[4])") != std::string::npos);
+  CHECK(e.out.find("data_parallel_size = 1    (derived by") != std::string::npos);
+}
+
+TEST_CASE("check: one line per problem with file:line and rule id; JSON list; exit 1 when any is invalid", "[cli]") {
+  auto good = tmp_file("good.yaml", "--num-layers: 2\n");
+  auto bad = tmp_file("bad.yaml", "--num-layers: 2\n--hidden-size: 64\n--num-attention-heads: 4\n"
+                                  "--micro-batch-size: 1\n--seq-length: 8\n--max-position-embeddings: 8\n"
+                                  "--tensor-model-parallel-size: 3\n");
+  auto typo = tmp_file("typo.yaml", "--num-layer: 2\n");
+  auto t = sh("check --world-size 1 " + kDefault + " " + bad + " " + typo);
+  CHECK(t.exit == 1);
+  CHECK(t.out.find(bad + ":7: error[parallel.world-size-divisible]: ") != std::string::npos);
+  CHECK(t.out.find(typo + ":1: error[usage]: unknown argument '--num-layer'") != std::string::npos);
+  CHECK(t.out.find("3 file(s) checked, 2 invalid") != std::string::npos);
+  auto j = sh("check --format json --world-size 1 " + kDefault + " " + typo + " 2>/dev/null");
+  mr::Value list = mr::Value::parse_json(j.out);
+  REQUIRE(list.as_list().size() == 2);
+  const auto& first = list.as_list()[0].as_object();
+  auto get = [](const mr::Object& o, const std::string& k) -> const mr::Value& {
+    for (const auto& [key, v] : o)
+      if (key == k) return v;
+    FAIL("no key " << k);
+    static mr::Value none;
+    return none;
+  };
+  CHECK(get(first, "ok").as_bool());
+  CHECK(get(first, "resolved").is_object());
+  const auto& second = list.as_list()[1].as_object();
+  CHECK_FALSE(get(second, "ok").as_bool());
+  CHECK(get(get(second, "errors").as_list()[0].as_object(), "rule").as_str() == "usage");
+  CHECK(sh("check").exit == 2);
+  (void)good;
+}
+
+TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
+  auto s = sh("schema --format json");
+  CHECK(s.exit == 0);
+  CHECK(mr::Value::parse_json(s.out).as_list().size() == 868);
+  auto c = sh("schema --format bash-completion");
+  CHECK(c.out.find("--num-layers") != std::string::npos);
+  auto rules = sh("rules");
+  CHECK(rules.out.find("parallel.world-size-divisible  [error]") != std::string::npos);
+  auto h = sh("--help");
+  CHECK(h.exit == 0);
+  CHECK(h.out.find("network size:") != std::string::npos);
+  CHECK(h.out.find("--num-layers NUM_LAYERS") != std::string::npos);
+}
