@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
+#include <thread>
 #include <set>
 
 #include "dist/worker_input.h"
@@ -36,7 +38,88 @@ std::string list_words(const std::vector<int>& ranks) {
 
 const char* kAbort = "mr/abort";
 
+// The peer closed or reset the connection (as opposed to refusing it or not answering): what a TCPStore server
+// of another protocol generation does to our client (PyTorch 2.x servers drop 1.13 clients, which send no
+// validation handshake; 1.13 servers drop 2.x clients, whose handshake they do not understand).
+bool connection_dropped(const std::string& m) {
+  for (const char* s : {"reset by peer", "Broken pipe", "closed by peer", "Connection closed", "ECONNRESET", "EPIPE",
+                        "errno: 104", "errno: 32"})
+    if (m.find(s) != std::string::npos) return true;
+  return false;
+}
+
+// How long the probe of torchrun's agent store may take: a store of our protocol answers within milliseconds,
+// one of another protocol generation never answers right.
+constexpr std::chrono::seconds kProbeBound{5};
+
+// The probe of torchrun's agent store: on a connection of its own, a check of a key nobody wrote (must answer
+// "absent"), a set, and a check of that key (must answer "present"). A store of our protocol answers at once.
+// A PyTorch 2.x server answers a LibTorch 1.13 client's first check with 8 bytes of an unrelated reply (read as
+// "present"), stalls forever on its set (taken for a malformed handshake) or closes the connection, whatever the
+// rank, so every rank reaches the same verdict. Returns "" when the store answered right, else why not. Bounded
+// by kProbeBound: a stalled request is abandoned on a detached thread (the client cannot be interrupted).
+std::string probe_store(Store::Options so, int rank) {
+  so.timeout = std::min<Timeout>(so.timeout, kProbeBound);
+  auto result = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> answer = result->get_future();
+  std::thread([so, rank, result] {
+    std::string why;
+    try {
+      std::shared_ptr<Store> probe = Store::connect(so);
+      const std::string key = "mr/probe/" + std::to_string(rank) + "/" + std::to_string(::getpid());
+      if (probe->check({key + "/never-written"}))
+        why = "it reported a key nobody wrote as present";
+      else {
+        probe->set(key, "1");
+        if (!probe->check({key})) why = "it reported a key just written as absent";
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+      if (why.empty()) why = "the probe failed";
+    }
+    result->set_value(why);
+  }).detach();
+  if (answer.wait_for(so.timeout) != std::future_status::ready)
+    return "it did not answer a probe within " + seconds(so.timeout);
+  return answer.get();
+}
+
 }  // namespace
+
+int fallback_store_port(int master_port) {
+  if (master_port >= 65535)
+    throw DistError("cannot fall back to a store hosted by rank 0: it would use MASTER_PORT + 1, but MASTER_PORT is " +
+                    std::to_string(master_port));
+  return master_port + 1;
+}
+
+std::shared_ptr<Store> Runtime::connect_agent_store(const Store::Options& so) {
+  const LaunchInfo& L = opts_.launch;
+  const std::string where = L.master_addr + ":" + std::to_string(L.master_port);
+  std::string why;
+  std::shared_ptr<Store> store;
+  try {
+    // Connecting is bounded by the job's timeout as before (an unreachable agent is an error, not a fallback).
+    store = Store::connect(so);
+  } catch (const DistError& e) {
+    why = e.what();
+    if (!connection_dropped(why)) throw;
+  }
+  if (store) {
+    why = probe_store(so, L.rank);
+    if (why.empty()) return store;
+  }
+  const int port = fallback_store_port(L.master_port);
+  std::string line = "torchrun's agent store at " + where + " is unusable (" + why +
+                     "): its PyTorch probably speaks another TCPStore protocol than the LibTorch " + libtorch_version() +
+                     " megatron-run-worker was built with; falling back to a store hosted by rank 0 on " +
+                     L.master_addr + ":" + std::to_string(port) + " (MASTER_PORT + 1)";
+  if (L.rank == 0)
+    MR_LOG(warning) << line;
+  else
+    MR_LOG(info) << line;
+  return nullptr;
+}
 
 // ---- Group ------------------------------------------------------------------------------------------------
 
@@ -101,7 +184,22 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
   so.is_server = !L.agent_store && L.rank == 0;
   so.timeout = opts_.timeout;
   if (L.agent_store) so.prefix = "/worker/attempt_" + L.restart_count;
-  store_ = Store::connect(so);
+  if (L.agent_store) {
+    store_ = connect_agent_store(so);  // nullptr: the agent's store cannot be used, fall back to our own
+    if (!store_) {
+      // From here on the job runs as under our own spawner: rank 0 hosts the store, on MASTER_PORT + 1.
+      opts_.launch.agent_store = false;
+      opts_.launch.master_port = so.port = fallback_store_port(L.master_port);
+      so.is_server = L.rank == 0;
+      try {
+        store_ = Store::connect(so);
+      } catch (const DistError& e) {
+        throw DistError(std::string("the fallback store (MASTER_PORT + 1, hosted by rank 0): ") + e.what());
+      }
+    }
+  } else {
+    store_ = Store::connect(so);
+  }
   so.is_server = false;
   hb_store_ = Store::connect(so);
   store_ = store_->with_prefix("mr");

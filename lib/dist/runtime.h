@@ -29,6 +29,10 @@ struct RuntimeOptions {
   bool gloo_groups = true;            // with nccl: Gloo communicators for the DP groups, as Megatron creates
 };
 
+// The port of the store rank 0 hosts when torchrun's agent store cannot be used: MASTER_PORT + 1, derived the
+// same way on every rank. Throws DistError for MASTER_PORT 65535.
+int fallback_store_port(int master_port);
+
 class Runtime {
  public:
   // Connects to the store, checks that every rank runs the same config, starts the watchdog and creates the
@@ -68,6 +72,9 @@ class Runtime {
   template <class Pred, class OnTimeout>
   void wait_until(Pred pred, std::chrono::steady_clock::time_point deadline, OnTimeout on_timeout);
   std::string store_owner() const;  // "rank 0" or "torchrun's agent"
+  // Connects to torchrun's agent store and probes it (see probe_store in runtime.cpp, bounded by 5 s);
+  // nullptr when it cannot be used (another TCPStore protocol), after logging the fallback.
+  std::shared_ptr<Store> connect_agent_store(const Store::Options& so);
   void check_peers(const RankList& ranks);  // CommSpec::poll: throws CollectiveError for a silent member
 
   RuntimeOptions opts_;

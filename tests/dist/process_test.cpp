@@ -408,6 +408,61 @@ TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn
   for (int r = 0; r < 4; ++r) CHECK(std::filesystem::exists(dir / ("report." + std::to_string(r) + ".json")));
 }
 
+TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a store hosted by rank 0",
+          "[dist][process][agent]") {
+  std::vector<std::string> argv = {mrtest::megatron_run()};
+  for (const std::string& a : mrtest::job_args({})) argv.push_back(a);
+  const std::map<std::string, std::string> agent = {{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                    {"TORCHELASTIC_RESTART_COUNT", "3"}};
+
+  SECTION("a store of our LibTorch (as a PyTorch 2.x worker sees torch 2.x's agent): every rank is its client") {
+    TempDir dir;
+    int port = mr::dist::free_port();
+    mr::dist::Store::Options so;
+    so.port = port;
+    so.is_server = true;
+    so.timeout = std::chrono::seconds(30);
+    std::shared_ptr<mr::dist::Store> server = mr::dist::Store::connect(so);
+    std::vector<Proc> procs = {mrtest::start(argv, mrtest::rank_env(0, 2, port, agent), dir, "rank0", 0),
+                               mrtest::start(argv, mrtest::rank_env(1, 2, port, agent), dir, "rank1", 1)};
+    mrtest::wait_all(procs, std::chrono::seconds(120));
+    INFO(mrtest::all_output(procs));
+    for (const Proc& p : procs) {
+      REQUIRE(p.exit_code() == 0);
+      CHECK_THAT(p.err(), !Catch::Contains("falling back"));
+    }
+    // Our keys live in the agent's store, under the restart-count prefix.
+    CHECK(server->check({"/worker/attempt_3/mr/rdzv/0", "/worker/attempt_3/mr/rdzv/1"}));
+  }
+
+  SECTION("a store that never answers our client (torch 2.x's agent, LibTorch 1.x worker): rank 0 hosts one") {
+    if (mr::dist::libtorch_version().rfind("1.", 0) != 0) {
+      WARN("built against LibTorch " << mr::dist::libtorch_version() << ": its client fails to connect to a mute "
+                                        "listener instead (no fallback); skipping");
+      return;
+    }
+    TempDir dir;
+    // A listening socket nobody reads: connections complete (the kernel's backlog), requests never get an answer.
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(listen(fd, 64) == 0);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    int port = ntohs(addr.sin_port);
+    std::vector<Proc> procs = {mrtest::start(argv, mrtest::rank_env(0, 2, port, agent), dir, "rank0", 0),
+                               mrtest::start(argv, mrtest::rank_env(1, 2, port, agent), dir, "rank1", 1)};
+    mrtest::wait_all(procs, std::chrono::seconds(120));
+    close(fd);
+    INFO(mrtest::all_output(procs));
+    for (const Proc& p : procs) REQUIRE(p.exit_code() == 0);
+    CHECK_THAT(procs[0].err(), Catch::Contains("falling back to a store hosted by rank 0 on 127.0.0.1:" +
+                                               std::to_string(port + 1) + " (MASTER_PORT + 1)"));
+  }
+}
+
 TEST_CASE("a real torchrun (TORCHRUN=/path/to/torchrun)", "[dist][process][torchrun]") {
   const char* torchrun = std::getenv("TORCHRUN");
   if (!torchrun || !*torchrun) {
