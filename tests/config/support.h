@@ -75,19 +75,18 @@ inline Run run(const std::vector<std::string>& args, const std::map<std::string,
 using Part = std::vector<mr::Section> (*)();
 using Tweak = std::function<void(mr::Namespace&)>;
 
-// Parses `args`, lets `tweak` edit the namespace (values no command line can produce), then runs only `parts`
-// of the chain, in order; a failed rule ends it as in the full chain.
-inline Run run_parts(const std::vector<std::string>& args, std::initializer_list<Part> parts,
-                     const std::map<std::string, std::string>& env = {}, const mr::TargetEnv* target = nullptr,
-                     const Tweak& tweak = {}) {
+// Parses `args`, lets `tweak` edit the namespace (values no command line can produce), then runs `body` on it;
+// a failed rule ends it as in the full chain.
+inline Run run_body(const std::vector<std::string>& args, const std::function<void(mr::Context&)>& body,
+                    const std::map<std::string, std::string>& env = {}, const mr::TargetEnv* target = nullptr,
+                    const Tweak& tweak = {}) {
   Run r;
   try {
     r.out.parsed = mr::parse_invocation(mr::Schema::megatron(), invocation(args, env, target));
     if (tweak) tweak(r.out.parsed.ns);
     mr::Context ctx(r.out.parsed.ns, r.out.parsed.env, r.out.diagnostics);
     try {
-      for (Part part : parts)
-        for (const mr::Section& s : part()) s.run(ctx);
+      body(ctx);
     } catch (const mr::RuleFailure& f) {
       r.out.diagnostics.push_back(f.diag);
     }
@@ -98,6 +97,20 @@ inline Run run_parts(const std::vector<std::string>& args, std::initializer_list
     r.message = e.what();
   }
   return r;
+}
+
+// Only `parts` of the chain, in order.
+inline Run run_parts(const std::vector<std::string>& args, std::initializer_list<Part> parts,
+                     const std::map<std::string, std::string>& env = {}, const mr::TargetEnv* target = nullptr,
+                     const Tweak& tweak = {}) {
+  std::vector<Part> list(parts);
+  return run_body(
+      args,
+      [&](mr::Context& ctx) {
+        for (Part part : list)
+          for (const mr::Section& s : part()) s.run(ctx);
+      },
+      env, target, tweak);
 }
 
 // base_args() with extra words appended (later words win, as on a command line).

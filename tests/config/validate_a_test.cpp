@@ -34,31 +34,9 @@ bool passes_part_a(const mrtest::Run& r) { return r.exit == 0 || (r.exit == 1 &&
 
 // Runs one part-A section directly on a parsed (not yet validated) namespace, after `edit` changed it: for
 // inputs the command line cannot produce.
-struct Direct {
-  mr::Parsed parsed;
-  std::vector<mr::Diagnostic> diags;
-  std::string rule;  // failing rule id, "" if the section passed
-  bool warned(const std::string& id) const {
-    for (const auto& d : diags)
-      if (d.rule == id && d.level == mr::Diagnostic::Level::Warning) return true;
-    return false;
-  }
-};
-Direct direct(const std::function<void(mr::Context&)>& section, const std::vector<std::string>& args,
-              const std::function<void(mr::Namespace&)>& edit = {}) {
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  inv.cli = mr::argv_tokens(args);
-  Direct d;
-  d.parsed = mr::parse_invocation(mr::Schema::megatron(), inv);
-  if (edit) edit(d.parsed.ns);
-  mr::Context ctx(d.parsed.ns, d.parsed.env, d.diags);
-  try {
-    section(ctx);
-  } catch (const mr::RuleFailure& f) {
-    d.rule = f.diag.rule;
-  }
-  return d;
+mrtest::Run direct(const std::function<void(mr::Context&)>& section, const std::vector<std::string>& args,
+                   const std::function<void(mr::Namespace&)>& edit = {}) {
+  return mrtest::run_body(args, section, {}, nullptr, edit);
 }
 
 mr::Value str_list(std::vector<std::string> items) {
@@ -553,7 +531,7 @@ TEST_CASE("part A: cuda_graph_modules values the command line cannot produce", "
   d = direct(mr::part_a::cuda_graph_normalize, mrtest::base_args(),
              [](mr::Namespace& ns) { ns.set("cuda_graph_modules", mr::Value("attn,mlp"), {}); });
   CHECK(d.rule.empty());
-  CHECK(d.parsed.ns["cuda_graph_modules"] == str_list({"CudaGraphModule.attn", "CudaGraphModule.mlp"}));
+  CHECK(d["cuda_graph_modules"] == str_list({"CudaGraphModule.attn", "CudaGraphModule.mlp"}));
 }
 
 TEST_CASE("part A: --inference-cuda-graph-scope must suit --cuda-graph-impl", "[part-a]") {
@@ -579,9 +557,9 @@ TEST_CASE("part A: script defaults apply only to unset arguments", "[part-a]") {
   CHECK(d.rule.empty());
   // --seq-length 128 was given: kept, with a warning.
   CHECK(d.warned("input.default-overridden"));
-  CHECK(d.parsed.ns["seq_length"].as_int() == 128);
+  CHECK(d["seq_length"].as_int() == 128);
   // data_cache_path was unset (None): the default applies.
-  CHECK(d.parsed.ns["data_cache_path"] == mr::Value("/cache"));
+  CHECK(d["data_cache_path"] == mr::Value("/cache"));
   // Neighbour: a default for an unset argument alone does not warn.
   d = direct([](mr::Context& ctx) { mr::part_a::apply_input_defaults(ctx, {{"data_cache_path", mr::Value("/c")}}); },
              mrtest::base_args());

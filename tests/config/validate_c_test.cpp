@@ -53,21 +53,9 @@ Args plus(Args a, const Args& extra) {
 // ("" when the section passes) and leaves the namespace in `ns_out`.
 std::string one_section(void (*section)(mr::Context&), const Args& args,
                         const std::function<void(mr::Namespace&)>& tweak, mr::Namespace* ns_out = nullptr) {
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  inv.cli = mr::argv_tokens(args);
-  mr::Parsed p = mr::parse_invocation(mr::Schema::megatron(), inv);
-  tweak(p.ns);
-  std::vector<mr::Diagnostic> diags;
-  mr::Context ctx(p.ns, p.env, diags);
-  std::string rule;
-  try {
-    section(ctx);
-  } catch (const mr::RuleFailure& f) {
-    rule = f.diag.rule;
-  }
-  if (ns_out) *ns_out = p.ns;
-  return rule;
+  mrtest::Run r = mrtest::run_body(args, section, {}, nullptr, tweak);
+  if (ns_out) *ns_out = r.out.parsed.ns;
+  return r.rule;
 }
 
 const Args kMegatronFsdp = {"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor", "--use-distributed-optimizer"};

@@ -25,19 +25,11 @@ mrtest::Run run_d(const std::vector<std::string>& args, const Env& env = {}, con
 // One part-D section alone on base_args() with some dests overridden: for checks an earlier part makes
 // unreachable through the command line. Returns the failing rule id ("" when it passes).
 std::string run_section(void (*section)(mr::Context&), const std::map<std::string, mr::Value>& overrides) {
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  inv.cli = mr::argv_tokens(mrtest::base_args());
-  mr::Parsed p = mr::parse_invocation(mr::Schema::megatron(), inv);
-  for (const auto& [k, v] : overrides) p.ns.derive(k, v, "test");
-  std::vector<mr::Diagnostic> diags;
-  mr::Context ctx(p.ns, p.env, diags);
-  try {
-    section(ctx);
-  } catch (const mr::RuleFailure& f) {
-    return f.diag.rule;
-  }
-  return "";
+  return mrtest::run_body(mrtest::base_args(), section, {}, nullptr,
+                          [&](mr::Namespace& ns) {
+                            for (const auto& [k, v] : overrides) ns.derive(k, v, "test");
+                          })
+      .rule;
 }
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {

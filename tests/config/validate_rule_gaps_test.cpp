@@ -33,35 +33,9 @@ bool fails_with(const mrtest::Run& r, const std::string& rule) { return r.exit =
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // One section run directly on the parsed (not yet validated) namespace, after `edit` changed it.
-struct Direct {
-  mr::Parsed parsed;
-  std::vector<mr::Diagnostic> diags;
-  std::string rule;  // id of the failing rule, "" when the section passed
-  std::string message;
-  bool warned(const std::string& id) const {
-    for (const auto& d : diags)
-      if (d.rule == id && d.level == mr::Diagnostic::Level::Warning) return true;
-    return false;
-  }
-};
-
-Direct direct(void (*section)(mr::Context&), const std::function<void(mr::Namespace&)>& edit = {},
-              const std::vector<std::string>& args = mrtest::base_args(), const Env& env = kWorld1) {
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  for (const auto& [k, v] : env) inv.env.vars[k] = v;
-  inv.cli = mr::argv_tokens(args);
-  Direct d;
-  d.parsed = mr::parse_invocation(mr::Schema::megatron(), inv);
-  if (edit) edit(d.parsed.ns);
-  mr::Context ctx(d.parsed.ns, d.parsed.env, d.diags);
-  try {
-    section(ctx);
-  } catch (const mr::RuleFailure& f) {
-    d.rule = f.diag.rule;
-    d.message = f.diag.message;
-  }
-  return d;
+mrtest::Run direct(void (*section)(mr::Context&), const std::function<void(mr::Namespace&)>& edit = {},
+                   const std::vector<std::string>& args = mrtest::base_args(), const Env& env = kWorld1) {
+  return mrtest::run_body(args, section, env, nullptr, edit);
 }
 
 void set(mr::Namespace& ns, const std::string& dest, mr::Value v) { ns.set(dest, std::move(v), {}); }
@@ -126,7 +100,7 @@ TEST_CASE("gaps: cuda-graph-modules.inference-scope-for-impl for a scope that is
     set(ns, "inference_cuda_graph_scope", mr::Value("InferenceCudaGraphScope.none"));
   });
   CHECK(d.rule == "");
-  CHECK(d.parsed.ns.get("inference_cuda_graph_scope") == mr::Value("InferenceCudaGraphScope.none"));
+  CHECK(d["inference_cuda_graph_scope"] == mr::Value("InferenceCudaGraphScope.none"));
 }
 
 TEST_CASE("gaps: cuda-graph-modules.known-module for one value that is neither a list nor a string",
@@ -139,7 +113,7 @@ TEST_CASE("gaps: cuda-graph-modules.known-module for one value that is neither a
   d = direct(&mr::part_a::cuda_graph_normalize,
              [](mr::Namespace& ns) { set(ns, "cuda_graph_modules", mr::Value("CudaGraphModule.attn")); });
   CHECK(d.rule == "");
-  CHECK(d.parsed.ns.get("cuda_graph_modules") == mr::Value(mr::List{mr::Value("CudaGraphModule.attn")}));
+  CHECK(d["cuda_graph_modules"] == mr::Value(mr::List{mr::Value("CudaGraphModule.attn")}));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
