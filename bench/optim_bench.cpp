@@ -107,6 +107,10 @@ MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
     tp.push_back(s.p[i].clone().requires_grad_(true));
     tp.back().mutable_grad() = s.g[i].clone();
   }
+  // LibTorch's elementwise ops get the same thread count as our kernels (it lowers its own default to its count
+  // of physical cores, 1 on some virtual machines).
+  const int torch_threads = torch::get_num_threads();
+  torch::set_num_threads(cpu::threads());
   torch::optim::AdamW opt(tp, torch::optim::AdamWOptions(1e-4).weight_decay(0.1));
   std::vector<GroupHyper> gh = {{1e-4, 0.1, 1}};
   AdamOptions ao;
@@ -117,7 +121,8 @@ MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
         ++gh[0].step;
       },
       [&] { opt.step(); });
-  return versus(t, base, "torch::optim::AdamW", base / t);
+  torch::set_num_threads(torch_threads);
+  return versus(t, base, "torch::optim::AdamW, same threads", base / t);
 });
 
 MR_BENCHMARK("cpu.sgd.fp32", [](const Options& o) {

@@ -4,13 +4,16 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -113,6 +116,8 @@ int free_port() {
   return port;
 }
 
+int worker_omp_threads(int cpus, int nproc_per_node) { return std::max(1, cpus / std::max(1, nproc_per_node)); }
+
 int spawn_workers(const SpawnOptions& o) {
   if (o.nproc_per_node < 1) throw std::runtime_error("--nproc-per-node must be at least 1");
   if (o.nnodes < 1) throw std::runtime_error("--nnodes must be at least 1");
@@ -142,6 +147,14 @@ int spawn_workers(const SpawnOptions& o) {
   base.push_back("MASTER_PORT=" + std::to_string(port));
   base.push_back("GROUP_RANK=" + std::to_string(o.node_rank));
   if (o.prefix_output) base.push_back("MR_SPAWNED=1");
+  if (o.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && !o.env.count("OMP_NUM_THREADS")) {
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int t = worker_omp_threads(cpus, o.nproc_per_node);
+    base.push_back("OMP_NUM_THREADS=" + std::to_string(t));
+    std::cerr << "megatron-run: OMP_NUM_THREADS=" << t << " for each of the " << o.nproc_per_node
+              << " workers (" << cpus << " processors; set OMP_NUM_THREADS to choose)\n";
+  }
 
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));

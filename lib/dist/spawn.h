@@ -25,6 +25,11 @@ struct SpawnOptions {
 // (128 + signal number for a worker killed by a signal). Throws std::runtime_error if a worker cannot start.
 int spawn_workers(const SpawnOptions& opts);
 
+// OMP_NUM_THREADS for each of `nproc_per_node` workers sharing `cpus` processors when the user set none: an
+// even share, at least 1 (torchrun sets 1; an even share keeps a CPU job's optimizer kernels on every core).
+// Applied by spawn_workers when nproc_per_node > 1 and OMP_NUM_THREADS is neither in the environment nor in `env`.
+int worker_omp_threads(int cpus, int nproc_per_node);
+
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
 int free_port();
 

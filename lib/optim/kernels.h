@@ -123,7 +123,7 @@ UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale
 }  // namespace ref
 
 namespace cpu {
-// Same contracts as ref::, bit-equal results, any thread count (OpenMP; omp_set_num_threads to limit).
+// Same contracts as ref::, bit-equal results, any thread count (OpenMP teams of threads() threads).
 void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
                const StepControl& ctl = {});
 void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
@@ -133,9 +133,20 @@ void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gr
 // Deterministic: the sum does not depend on the thread count.
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place);
 
-// Benchmark baseline: the same chunked, threaded pass over an fp32 slot list's arrays with trivial arithmetic:
+// Benchmark baseline: the same chunked, threaded, prefetching pass over an fp32 slot list's arrays with trivial arithmetic:
 // reads param, grad and the states present (exp_avg, exp_avg_sq), writes param and the states (p += g, m += g, v += g).
 void data_movement(std::span<const TensorSlot> slots);
+
+// Threads the CPU kernels (Adam/SGD/Lion, unscale, Muon's elementwise passes) run on. The kernels ask for this
+// many explicitly rather than inheriting OpenMP's ambient default: LibTorch lowers that default to its own count
+// of physical cores when it initialises (to 1 on some virtual machines), which would silently serialise every
+// optimizer step in a torch-linked process. Default: default_threads(); set_threads(n <= 0) restores it.
+int threads();
+void set_threads(int n);
+// OMP_NUM_THREADS (its first entry) when it is a positive integer, else every processor this process may run on.
+int default_threads();
+// The rule behind default_threads(), for tests: `omp_num_threads` is the variable's value (nullptr when unset).
+int threads_from(const char* omp_num_threads, int processors);
 
 // Which SIMD variant the dispatcher picks on this machine ("x86-64-v4", "x86-64-v3", "default").
 std::string simd_level();

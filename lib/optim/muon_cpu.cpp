@@ -170,7 +170,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
               beta, c, static_cast<int>(ldc));
 #else
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(cpu::threads())
   for (int64_t i = 0; i < m; ++i) {
     std::vector<float> acc(static_cast<size_t>(n), 0.0f);
     for (int64_t p = 0; p < k; ++p) {
@@ -190,7 +190,7 @@ void syrk_full(int64_t n, int64_t k, float alpha, const float* a, float beta, fl
 #if MR_OPTIM_HAVE_CBLAS
   cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(k), beta, c, static_cast<int>(n));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(cpu::threads())
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < i; ++j) c[i * n + j] = c[j * n + i];
 #else
@@ -199,19 +199,19 @@ void syrk_full(int64_t n, int64_t k, float alpha, const float* a, float beta, fl
 }
 
 void round_bf16(float* x, int64_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
   for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }
 
 void copy(const float* src, float* dst, int64_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
 // dst (cols x rows) = src (rows x cols)^T, in cache blocks.
 void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
   constexpr int64_t B = 32;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) num_threads(cpu::threads())
   for (int64_t i0 = 0; i0 < rows; i0 += B)
     for (int64_t j0 = 0; j0 < cols; j0 += B)
       for (int64_t i = i0; i < std::min(rows, i0 + B); ++i)
@@ -220,13 +220,13 @@ void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
 
 double sum_sq(const float* x, int64_t n) {
   double s = 0.0;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
+#pragma omp parallel for simd reduction(+ : s) schedule(static) num_threads(cpu::threads())
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   return s;
 }
 
 void divide(float* x, int64_t n, float d) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] / d;
 }
 
@@ -336,7 +336,7 @@ void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols,
   const float sf = static_cast<float>(muon_scale_factor(size_out, size_in, o.scale_mode));
   const float esf = static_cast<float>(o.extra_scale_factor);
   const int64_t n_el = rows * cols;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
   for (int64_t i = 0; i < n_el; ++i) out[i] = muon_scale_element(out[i], sf, esf);
 }
 
@@ -420,7 +420,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
       const MuonParam& p = params[job[j]];
       const MuonMomentumConsts c = momentum_consts(o, groups[static_cast<size_t>(p.group)]);
       float* uj = u.data() + static_cast<int64_t>(j) * n_el;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
       for (int64_t e = 0; e < n_el; ++e) uj[e] = muon_momentum_element(p.param[e], p.grad[e], p.momentum_buffer[e], c);
     }
     if (job.size() == 1) {
@@ -430,7 +430,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
       const float sf = static_cast<float>(muon_scale_factor(first.rows, first.cols, o.scale_mode));
       const float esf = static_cast<float>(o.extra_scale_factor);
       const int64_t total = static_cast<int64_t>(orth.size());
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
       for (int64_t e = 0; e < total; ++e) orth[static_cast<size_t>(e)] = muon_scale_element(orth[static_cast<size_t>(e)], sf, esf);
     }
     for (size_t j = 0; j < job.size(); ++j) {
@@ -438,7 +438,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
       const float neg_lr = static_cast<float>(-groups[static_cast<size_t>(p.group)].lr);
       const float* oj = orth.data() + static_cast<int64_t>(j) * n_el;
       uint16_t* lowp = p.param_bf16;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
       for (int64_t e = 0; e < n_el; ++e) {
         muon_apply_element(p.param[e], oj[e], neg_lr);
         if (lowp) lowp[e] = f32_to_bf16(p.param[e]);

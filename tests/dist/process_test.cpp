@@ -3,6 +3,8 @@
 // arrives, or runs a different config. Every test has a hard timeout (mrtest::wait_all kills what is left).
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -318,7 +320,8 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
     mr::dist::SpawnOptions so;
     so.nproc_per_node = 3;
     so.argv = {"/bin/sh", "-c",
-               "echo \"hello from $RANK of $WORLD_SIZE local $LOCAL_RANK/$LOCAL_WORLD_SIZE $MASTER_ADDR\"; "
+               "echo \"hello from $RANK of $WORLD_SIZE local $LOCAL_RANK/$LOCAL_WORLD_SIZE $MASTER_ADDR "
+               "omp=$OMP_NUM_THREADS\"; "
                "echo oops >&2; [ \"$RANK\" = 1 ] && sleep 1 && exit 7; sleep 30; exit 0"};
     so.grace_seconds = 2;
     // Run the spawner in a child process so that its output can be captured.
@@ -346,6 +349,13 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
     CHECK(WEXITSTATUS(status) == 7);  // rank 1's code; the others were terminated
     CHECK_THAT(out, Catch::Contains("[rank 0] hello from 0 of 3 local 0/3 127.0.0.1"));
     CHECK_THAT(out, Catch::Contains("[rank 2] hello from 2 of 3 local 2/3"));
+    // OMP_NUM_THREADS: the user's when set, else an even share of this process's processors.
+    cpu_set_t cpus;
+    REQUIRE(sched_getaffinity(0, sizeof cpus, &cpus) == 0);
+    const char* user = std::getenv("OMP_NUM_THREADS");
+    const std::string omp = user ? user : std::to_string(mr::dist::worker_omp_threads(CPU_COUNT(&cpus), 3));
+    CHECK_THAT(out, Catch::Contains("[rank 1] hello from 1 of 3 local 1/3 127.0.0.1 omp=" + omp + "\n"));
+    if (!user) CHECK_THAT(err, Catch::Contains("OMP_NUM_THREADS=" + omp + " for each of the 3 workers"));
     CHECK_THAT(err, Catch::Contains("[rank 1] oops"));
     CHECK_THAT(err, Catch::Contains("worker rank 1") && Catch::Contains("exited with code 7"));
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
@@ -388,6 +398,13 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
   }
 }
 
+TEST_CASE("the spawner's OMP_NUM_THREADS share", "[dist][spawn]") {
+  CHECK(mr::dist::worker_omp_threads(16, 4) == 4);
+  CHECK(mr::dist::worker_omp_threads(16, 3) == 5);
+  CHECK(mr::dist::worker_omp_threads(2, 4) == 1);
+  CHECK(mr::dist::worker_omp_threads(0, 1) == 1);
+}
+
 TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn]") {
   TempDir dir;
   std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", "4"};
@@ -398,11 +415,6 @@ TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn
                                        dir, "spawn")};
   mrtest::wait_all(p, std::chrono::seconds(180));
   INFO(p[0].out() << p[0].err());
-  if (p[0].err().find("unrecognized arguments: --nproc-per-node") != std::string::npos) {
-    WARN("megatron-run's cmd_run does not register the launcher options yet (LaunchOptions in "
-         "apps/megatron-run/launch.h); skipping");
-    return;
-  }
   REQUIRE(p[0].exit_code() == 0);
   CHECK_THAT(p[0].out(), Catch::Contains("[rank 0] megatron-run: distributed bring-up passed on 4 ranks"));
   for (int r = 0; r < 4; ++r) CHECK(std::filesystem::exists(dir / ("report." + std::to_string(r) + ".json")));

@@ -2,6 +2,8 @@
 // against the reference (bit for bit), every precision mode, the fused gradient handling.
 #include <omp.h>
 
+#include <cstdlib>
+
 #include <catch2/catch.hpp>
 
 #include "optim/kernels.h"
@@ -405,16 +407,15 @@ TEST_CASE("fast CPU kernels equal the reference bit for bit in every precision m
         std::vector<torch::Tensor> init;
         for (int64_t n : kSizes) init.push_back(torch::randn({n}));
         ModeRun r(md, init), f1(md, init), f2(md, init);
-        const int threads = omp_get_max_threads();
         for (int s = 1; s <= 12; ++s) {
           auto g = random_grads(s % 3 == 0 ? 100.0 : 1.0);
           step(Impl::Ref, opt, r.slots(g, opt_states(opt)), s);
-          omp_set_num_threads(1);
+          cpu::set_threads(1);
           step(Impl::Cpu, opt, f1.slots(g, opt_states(opt)), s);
-          omp_set_num_threads(std::max(2, threads));
+          cpu::set_threads(3);  // an odd team: chunks split unevenly
           step(Impl::Cpu, opt, f2.slots(g, opt_states(opt)), s);
         }
-        omp_set_num_threads(threads);
+        cpu::set_threads(0);
         auto br = r.buffers(), b1 = f1.buffers(), b2 = f2.buffers();
         REQUIRE(br.size() == b1.size());
         for (size_t i = 0; i < br.size(); ++i) {
@@ -726,3 +727,26 @@ TEST_CASE("CUDA unscale_and_check, found_inf and noop_flag", "[optim][gpu]") {
 }
 
 }  // namespace
+
+TEST_CASE("the CPU kernels' thread count", "[optim][threads]") {
+  // OMP_NUM_THREADS's first entry when it is a positive integer, else every processor.
+  CHECK(cpu::threads_from(nullptr, 6) == 6);
+  CHECK(cpu::threads_from("4", 6) == 4);
+  CHECK(cpu::threads_from("4,2", 6) == 4);
+  CHECK(cpu::threads_from("12", 6) == 12);  // oversubscription is the user's call
+  for (const char* bad : {"", "0", "-2", "four", "4x", " "}) CHECK(cpu::threads_from(bad, 6) == 6);
+  CHECK(cpu::threads_from(nullptr, 0) == 1);
+  CHECK(cpu::default_threads() == cpu::threads_from(std::getenv("OMP_NUM_THREADS"), omp_get_num_procs()));
+
+  // LibTorch lowers OpenMP's ambient default when it initialises (to 1 on some virtual machines); the kernels'
+  // count does not follow it.
+  (void)torch::randn({4}).sum().item<float>();
+  const int ambient = omp_get_max_threads();
+  omp_set_num_threads(1);
+  CHECK(cpu::threads() == cpu::default_threads());
+  cpu::set_threads(3);
+  CHECK(cpu::threads() == 3);
+  cpu::set_threads(-1);
+  CHECK(cpu::threads() == cpu::default_threads());
+  omp_set_num_threads(ambient);
+}
