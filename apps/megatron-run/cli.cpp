@@ -16,7 +16,7 @@ void print_usage(std::ostream& os) {
         "  megatron-run schema [--format json|text|bash-completion]\n"
         "  megatron-run rules [--format text|markdown]   the validation rules\n"
         "  megatron-run topology --world-size N [--format text|json] [config options] [MEGATRON FLAGS]\n"
-        "  megatron-run [--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]\n"
+        "  megatron-run [--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]] [--bring-up-only]\n"
         "               [--config FILE]... [MEGATRON FLAGS]      validate, then start or join the job\n"
         "  megatron-run --help          every Megatron flag, grouped\n\n"
         "config options:\n"
@@ -39,6 +39,7 @@ void print_usage(std::ostream& os) {
         "launching (without --dry-run):\n"
         "  --nproc-per-node N           start N local workers (torchrun's environment, rank-prefixed output)\n"
         "  --nnodes M --node-rank R     multi-node jobs; --master-addr A --master-port P name the rendezvous\n"
+        "  --bring-up-only              stop after the process groups and their self-check (no training run)\n"
         "  Under torchrun (torchrun --no-python ... megatron-run ...) or SLURM, megatron-run joins the job.\n";
 }
 

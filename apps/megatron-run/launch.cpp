@@ -49,7 +49,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("nnodes", po::value(&nnodes), "nodes in the job")
       ("node-rank", po::value(&node_rank), "this node's index")
       ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
-      ("master-port", po::value(&master_port), "rendezvous port");
+      ("master-port", po::value(&master_port), "rendezvous port")
+      ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check");
 }
 
 void LaunchOptions::apply(Invocation& inv) const {
@@ -139,6 +140,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
   in.backend_explicit = ns.has("distributed_backend") &&
                         ns.provenance("distributed_backend").kind != Provenance::Kind::Default;
   in.log_level = common.log_level;
+  in.train = !lo.bring_up_only;
   in.argv = args;
   std::string worker = worker_path();
   if (access(worker.c_str(), X_OK) != 0) {

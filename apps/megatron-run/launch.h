@@ -14,6 +14,7 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port (one node), 29500 (several)
+  bool bring_up_only = false;  // --bring-up-only: the workers stop after the self-check (passed on to them)
 
   void add_to(po::options_description& desc);
   // The world size validation must assume: N x M when spawning; SLURM_NTASKS inside a SLURM job that has no

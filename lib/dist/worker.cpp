@@ -159,7 +159,7 @@ int usage(const std::string& msg) {
 
 }  // namespace
 
-int worker_main(int argc, char** argv) {
+int worker_main(int argc, char** argv, const WorkerJob& job) {
   std::signal(SIGPIPE, SIG_IGN);  // a vanished peer must surface as an error, not kill us silently
   std::string text;
   try {
@@ -259,11 +259,11 @@ int worker_main(int argc, char** argv) {
       const Layout& L = rt.layout();
       std::cout << out_prefix << "megatron-run: distributed bring-up passed on " << rt.world_size() << " rank"
                 << (rt.world_size() == 1 ? "" : "s") << " (" << backend << "; TP=" << L.spec.tp << " PP=" << L.spec.pp
-                << " CP=" << L.spec.cp << " DP=" << L.dp << " EP=" << L.spec.ep
-                << "); the training loop is not implemented yet" << std::endl;
+                << " CP=" << L.spec.cp << " DP=" << L.dp << " EP=" << L.spec.ep << ")" << std::endl;
     }
+    const int code = job ? job(rt, in, out_prefix) : 0;
     rt.finish();
-    return 0;
+    return code;
   } catch (const DistError& e) {
     MR_LOG(error) << e.what();
     return 1;

@@ -1,6 +1,7 @@
 // megatron-run-worker: the torch-linked process megatron-run execs inside a job (one per rank). It joins the
-// rendezvous, builds Megatron's process groups and, until the training loop lands, runs a self-check (an
-// all-reduce in every group, the other collectives on the world group) and exits 0.
+// rendezvous, builds Megatron's process groups, runs a self-check (an all-reduce in every group, the other
+// collectives on the world group) and then the job it is given (the training run, lib/run/train.h; none: it
+// exits 0 after the self-check).
 //
 //   megatron-run-worker --input-fd N | --input FILE     (the JSON megatron-run writes: lib/dist/worker_input.h)
 //
@@ -11,8 +12,18 @@
 //   MR_DIST_REPORT=PREFIX        write PREFIX<rank>.json: the groups, the all-reduce results, the checks
 #pragma once
 
+#include <functional>
+#include <string>
+
 namespace mr::dist {
 
-int worker_main(int argc, char** argv);
+class Runtime;
+struct WorkerInput;
+
+// What runs after the self-check: returns the process exit code; `out_prefix` is "[rank R] " when the worker
+// prefixes its own lines (not spawned by megatron-run), else "". Exceptions are reported and exit 1.
+using WorkerJob = std::function<int(Runtime& rt, const WorkerInput& in, const std::string& out_prefix)>;
+
+int worker_main(int argc, char** argv, const WorkerJob& job = {});
 
 }  // namespace mr::dist

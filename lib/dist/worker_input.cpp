@@ -18,7 +18,7 @@ namespace mr::dist {
 std::string WorkerInput::encode() const {
   std::string out = "{\"version\": 1, \"backend_explicit\": ";
   out += backend_explicit ? "true" : "false";
-  out += ", \"log_level\": " + json_quote(log_level) + ", \"argv\": [";
+  out += ", \"log_level\": " + json_quote(log_level) + ", \"train\": " + (train ? "true" : "false") + ", \"argv\": [";
   for (size_t i = 0; i < argv.size(); ++i) out += (i ? ", " : "") + json_quote(argv[i]);
   out += "], \"namespace\": " + namespace_json(ns) + "}";
   return out;
@@ -39,6 +39,8 @@ WorkerInput WorkerInput::decode(const std::string& json) {
       if (!val.is_int() || val.as_int() != 1) throw std::runtime_error("unsupported worker input version " + val.json());
     } else if (key == "backend_explicit") {
       in.backend_explicit = val.truthy();
+    } else if (key == "train") {
+      in.train = val.truthy();
     } else if (key == "log_level" && val.is_str()) {
       in.log_level = val.as_str();
     } else if (key == "argv" && val.is_list()) {

@@ -16,6 +16,7 @@ struct WorkerInput {
   Namespace ns;                     // the validated arguments
   bool backend_explicit = false;    // --distributed-backend given (else: nccl with a GPU, gloo without)
   std::string log_level = "warning";
+  bool train = true;                // false: stop after the bring-up self-check (--bring-up-only)
   std::vector<std::string> argv;    // megatron-run's command line (after the program name), for messages
 
   std::string encode() const;                           // {"version": 1, ..., "namespace": {...}}

@@ -55,6 +55,12 @@ inline std::vector<std::string> job_args(std::vector<std::string> extra) {
   return a;
 }
 
+// The same, stopping after the process groups' self-check (--bring-up-only): the distributed tests.
+inline std::vector<std::string> bring_up_args(std::vector<std::string> extra) {
+  extra.insert(extra.begin(), "--bring-up-only");
+  return job_args(extra);
+}
+
 struct Proc {
   pid_t pid = -1;
   int rank = 0;

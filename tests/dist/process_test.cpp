@@ -65,7 +65,7 @@ void run_layout_job(std::vector<std::string> flags, const Table& table) {
   }
   TempDir dir;
   std::vector<Proc> procs =
-      mrtest::start_job(4, mrtest::job_args(flags), dir, {{"MR_DIST_REPORT", dir / "report."}});
+      mrtest::start_job(4, mrtest::bring_up_args(flags), dir, {{"MR_DIST_REPORT", dir / "report."}});
   mrtest::wait_all(procs, std::chrono::seconds(180));
   INFO(mrtest::all_output(procs));
   for (const Proc& p : procs) {
@@ -154,7 +154,7 @@ TEST_CASE("a rank killed mid-collective: every other rank exits non-zero naming 
   for (int victim : {2, 0}) {  // an ordinary rank, and rank 0 (which hosts the store)
     DYNAMIC_SECTION("kill rank " << victim) {
       TempDir dir;
-      std::vector<Proc> procs = mrtest::start_job(4, mrtest::job_args({"--tensor-model-parallel-size", "2"}), dir,
+      std::vector<Proc> procs = mrtest::start_job(4, mrtest::bring_up_args({"--tensor-model-parallel-size", "2"}), dir,
                                                   {{"MR_DIST_REPORT", dir / "report."},
                                                    {"MR_DIST_SELFCHECK_SECONDS", "120"}});
       // Wait until every rank has built its groups and is looping over collectives.
@@ -190,7 +190,7 @@ TEST_CASE("a rank that never arrives: the others stop within the timeout, naming
   int port = mr::dist::free_port();
   std::vector<Proc> procs;
   std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::job_args({})) argv.push_back(a);
+  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   for (int r = 0; r < 3; ++r)  // rank 3 of 4 never starts
     procs.push_back(mrtest::start(argv, mrtest::rank_env(r, 4, port, {{"MR_DIST_TIMEOUT_S", "4"}}), dir,
                                   "rank" + std::to_string(r), r));
@@ -219,7 +219,7 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
   int nobody = mr::dist::free_port();
 
   std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::job_args({})) argv.push_back(a);
+  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   std::vector<Proc> procs = {
       mrtest::start(argv, mrtest::rank_env(0, 2, busy, {{"MR_DIST_TIMEOUT_S", "5"}}), dir, "busy"),
       mrtest::start(argv, mrtest::rank_env(1, 2, nobody, {{"MR_DIST_TIMEOUT_S", "2"}}), dir, "unreachable", 1)};
@@ -236,7 +236,7 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
 TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[dist][process][fault]") {
   TempDir dir;
   std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::job_args({})) argv.push_back(a);
+  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   SECTION("world size") {
     int port = mr::dist::free_port();
     std::vector<Proc> procs = {
@@ -274,7 +274,7 @@ TEST_CASE("NCCL on every visible GPU (MR_TEST_BACKEND=nccl)", "[dist][process][n
   TempDir dir;
   std::vector<std::string> flags = {"--distributed-backend", "nccl"};
   if (gpus % 2 == 0) flags.insert(flags.end(), {"--tensor-model-parallel-size", "2"});
-  std::vector<Proc> procs = mrtest::start_job(gpus, mrtest::job_args(flags), dir, {{"MR_DIST_REPORT", dir / "report."}});
+  std::vector<Proc> procs = mrtest::start_job(gpus, mrtest::bring_up_args(flags), dir, {{"MR_DIST_REPORT", dir / "report."}});
   mrtest::wait_all(procs, std::chrono::seconds(180));
   INFO(mrtest::all_output(procs));
   for (const Proc& p : procs) CHECK(p.exit_code() == 0);
@@ -302,8 +302,8 @@ TEST_CASE("backend choice: gloo without a GPU, nccl demanded without one is an e
       f << line << "\n";
   }
   int port = mr::dist::free_port();
-  std::vector<Proc> a = {mrtest::start({mrtest::megatron_run(), "--config", cfg}, mrtest::rank_env(0, 1, port), dir, "auto"),
-                         mrtest::start({mrtest::megatron_run(), "--config", cfg, "--distributed-backend", "nccl"},
+  std::vector<Proc> a = {mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg}, mrtest::rank_env(0, 1, port), dir, "auto"),
+                         mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg, "--distributed-backend", "nccl"},
                                        mrtest::rank_env(0, 1, mr::dist::free_port()), dir, "nccl")};
   mrtest::wait_all(a, std::chrono::seconds(90));
   INFO(mrtest::all_output(a));
@@ -408,7 +408,7 @@ TEST_CASE("the spawner's OMP_NUM_THREADS share", "[dist][spawn]") {
 TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn]") {
   TempDir dir;
   std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", "4"};
-  for (const std::string& a : mrtest::job_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
+  for (const std::string& a : mrtest::bring_up_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
   std::vector<Proc> p = {mrtest::start(argv,
                                        {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "60"},
                                         {"MR_DIST_REPORT", dir / "report."}},
@@ -423,7 +423,7 @@ TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn
 TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a store hosted by rank 0",
           "[dist][process][agent]") {
   std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::job_args({})) argv.push_back(a);
+  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   const std::map<std::string, std::string> agent = {{"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                                     {"TORCHELASTIC_RESTART_COUNT", "3"}};
 
@@ -484,7 +484,7 @@ TEST_CASE("a real torchrun (TORCHRUN=/path/to/torchrun)", "[dist][process][torch
   TempDir dir;
   std::vector<std::string> argv = {torchrun, "--no-python", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
                                    "--master-port", std::to_string(mr::dist::free_port()), mrtest::megatron_run()};
-  for (const std::string& a : mrtest::job_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
+  for (const std::string& a : mrtest::bring_up_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
   std::vector<Proc> p = {mrtest::start(argv,
                                        {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "120"},
                                         {"MR_DIST_REPORT", dir / "report."}},

@@ -1,0 +1,182 @@
+#include "run/model.h"
+
+#include <numeric>
+
+namespace mr::run {
+
+namespace {
+
+int64_t get_int(const Namespace& a, const char* dest, int64_t fallback) {
+  if (!a.has(dest) || a[dest].is_none()) return fallback;
+  return a[dest].as_int();
+}
+bool on(const Namespace& a, const char* dest) { return a.has(dest) && a[dest].truthy(); }
+bool set(const Namespace& a, const char* dest) { return a.has(dest) && !a[dest].is_none(); }
+
+int64_t need(const Namespace& a, const char* dest, const char* flag) {
+  if (!set(a, dest)) throw RunError(std::string("the training run needs ") + flag);
+  return a[dest].as_int();
+}
+
+int64_t product(const std::vector<int64_t>& s) {
+  return std::accumulate(s.begin(), s.end(), int64_t{1}, [](int64_t x, int64_t y) { return x * y; });
+}
+
+int64_t split(int64_t n, int64_t parts, const char* what) {
+  if (n % parts != 0)
+    throw RunError(std::string(what) + " (" + std::to_string(n) + ") is not divisible by the tensor-parallel size " +
+                   std::to_string(parts) + " (--tensor-model-parallel-size)");
+  return n / parts;
+}
+
+}  // namespace
+
+int64_t ParamSpec::numel() const { return product(shape); }
+
+int64_t ModelPlan::numel() const {
+  int64_t n = 0;
+  for (const ParamSpec& p : params) n += p.numel();
+  return n;
+}
+
+int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
+  const int64_t multiple = std::max<int64_t>(1, divisible_by) * std::max<int64_t>(1, tp_size);
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_t pp_size, int64_t vpp_size,
+                                     int64_t first_stage_layers, int64_t last_stage_layers) {
+  std::vector<int64_t> out;
+  const bool uneven = first_stage_layers >= 0 || last_stage_layers >= 0;
+  if (uneven) {
+    if (vpp_size > 1)
+      throw RunError("the training run does not model --decoder-first/last-pipeline-num-layers together with "
+                     "virtual pipeline stages");
+    int64_t first = pp_size > 1 && first_stage_layers >= 0 ? first_stage_layers : -1;
+    int64_t last = pp_size > 1 && last_stage_layers >= 0 ? last_stage_layers : -1;
+    int64_t rest = num_layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
+    int64_t middle_stages = pp_size - (first >= 0) - (last >= 0);
+    int64_t per = middle_stages > 0 ? rest / middle_stages : 0;
+    if (middle_stages > 0 && rest % middle_stages != 0)
+      throw RunError("the layers left after --decoder-first/last-pipeline-num-layers (" + std::to_string(rest) +
+                     ") do not divide over the other " + std::to_string(middle_stages) + " pipeline stages");
+    int64_t begin = 0;
+    for (int64_t s = 0; s <= pp_rank; ++s) {
+      int64_t n = (s == 0 && first >= 0) ? first : (s == pp_size - 1 && last >= 0) ? last : per;
+      if (s == pp_rank)
+        for (int64_t i = 0; i < n; ++i) out.push_back(begin + i);
+      begin += n;
+    }
+    return out;
+  }
+  const int64_t chunks = std::max<int64_t>(1, vpp_size);
+  if (num_layers % (pp_size * chunks) != 0)
+    throw RunError("--num-layers " + std::to_string(num_layers) + " does not divide into " + std::to_string(pp_size) +
+                   " pipeline stages x " + std::to_string(chunks) + " virtual chunks");
+  const int64_t per_chunk = num_layers / (pp_size * chunks);
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t i = 0; i < per_chunk; ++i) out.push_back((c * pp_size + pp_rank) * per_chunk + i);
+  return out;
+}
+
+ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
+  // What this synthetic run does not model: say so, naming the flag.
+  if (set(a, "num_experts")) throw RunError("the training run models dense GPT models only: --num-experts (MoE) is not supported yet");
+  if (on(a, "is_hybrid_model") || set(a, "hybrid_layer_pattern") || set(a, "hybrid_override_pattern"))
+    throw RunError("the training run models GPT models only: hybrid/Mamba layer patterns are not supported yet");
+  if (on(a, "multi_latent_attention"))
+    throw RunError("the training run does not model --multi-latent-attention yet");
+  if (on(a, "account_for_embedding_in_pipeline_split") || on(a, "account_for_loss_in_pipeline_split"))
+    throw RunError("the training run does not model --account-for-embedding/loss-in-pipeline-split yet");
+  if (set(a, "heterogeneous_layers_config_path") || set(a, "heterogeneous_layers_config_encoded_json"))
+    throw RunError("the training run does not model heterogeneous layer configs yet");
+
+  const int64_t L = need(a, "num_layers", "--num-layers");
+  const int64_t h = need(a, "hidden_size", "--hidden-size");
+  const int64_t heads = need(a, "num_attention_heads", "--num-attention-heads");
+  const int64_t kv = get_int(a, "kv_channels", h / heads);
+  const int64_t groups = on(a, "group_query_attention") ? get_int(a, "num_query_groups", heads) : heads;
+  const int64_t ffn = get_int(a, "ffn_hidden_size", 4 * h);
+  const bool gated = on(a, "swiglu") || on(a, "gated_linear_unit");
+  const bool layernorm = !a.has("normalization") || a["normalization"].as_str() == "LayerNorm";
+  const bool bias = !a.has("add_bias_linear") || a["add_bias_linear"].truthy();
+  const bool qkv_bias = bias || on(a, "add_qkv_bias");
+  const bool qk_norm = on(a, "qk_layernorm");
+  const bool wd_on_qk_norm = on(a, "apply_wd_to_qk_layernorm");
+  const bool te = !a.has("transformer_impl") || a["transformer_impl"].is_none() ||
+                  a["transformer_impl"].as_str() == "transformer_engine";
+  const bool tied = !on(a, "untie_embeddings_and_output_weights");
+  const bool learned_positions = !a.has("position_embedding_type") || a["position_embedding_type"].is_none() ||
+                                 a["position_embedding_type"].as_str() == "learned_absolute";
+  if (!set(a, "vocab_size"))
+    throw RunError("the training run needs --vocab-size: it builds no tokenizer, so the vocabulary size must be given");
+  const int64_t tp = at.tp_size;
+
+  ModelPlan plan;
+  plan.padded_vocab_size = padded_vocab_size(a["vocab_size"].as_int(), get_int(a, "make_vocab_size_divisible_by", 128), tp);
+  plan.layers = pipeline_layers(L, at.pp_rank, at.pp_size, get_int(a, "virtual_pipeline_model_parallel_size", 1),
+                                get_int(a, "decoder_first_pipeline_num_layers", -1),
+                                get_int(a, "decoder_last_pipeline_num_layers", -1));
+  const bool first = at.pp_rank == 0, last = at.pp_rank == at.pp_size - 1;
+
+  auto add = [&](std::string name, std::vector<int64_t> full, int split_dim) -> ParamSpec& {
+    ParamSpec p;
+    p.name = std::move(name);
+    p.full_shape = full;
+    p.shape = full;
+    p.split_dim = split_dim;
+    if (split_dim >= 0) p.shape[static_cast<size_t>(split_dim)] = split(full[static_cast<size_t>(split_dim)], tp, p.name.c_str());
+    p.tp_duplicate = split_dim < 0 && tp > 1;
+    const bool is_bias = p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+    p.no_weight_decay = is_bias || p.shape.size() == 1;
+    plan.params.push_back(std::move(p));
+    return plan.params.back();
+  };
+  auto norm = [&](const std::string& prefix, int64_t width) {
+    add(prefix + "weight", {width}, -1);
+    if (layernorm) add(prefix + "bias", {width}, -1);
+  };
+
+  if (first) {
+    add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0).embedding_or_output = true;
+    if (learned_positions) {
+      const int64_t positions = get_int(a, "max_position_embeddings", get_int(a, "seq_length", 0));
+      add("embedding.position_embeddings.weight", {positions, h}, -1).embedding_or_output = true;
+    }
+  }
+  const int64_t qkv_out = (heads + 2 * groups) * kv;
+  const int64_t fc1_out = gated ? 2 * ffn : ffn;
+  for (int64_t layer : plan.layers) {
+    const std::string p = "decoder.layers." + std::to_string(layer) + ".";
+    norm(p + (te ? "self_attention.linear_qkv.layer_norm_" : "input_layernorm."), h);
+    add(p + "self_attention.linear_qkv.weight", {qkv_out, h}, 0);
+    if (qkv_bias) add(p + "self_attention.linear_qkv.bias", {qkv_out}, 0);
+    if (qk_norm)
+      for (const char* which : {"q_layernorm.", "k_layernorm."}) {
+        size_t before = plan.params.size();
+        norm(p + "self_attention." + which, kv);
+        if (wd_on_qk_norm)
+          for (size_t i = before; i < plan.params.size(); ++i) plan.params[i].no_weight_decay = false;
+      }
+    add(p + "self_attention.linear_proj.weight", {h, heads * kv}, 1);
+    if (bias) add(p + "self_attention.linear_proj.bias", {h}, -1);
+    norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
+    add(p + "mlp.linear_fc1.weight", {fc1_out, h}, 0);
+    if (bias) add(p + "mlp.linear_fc1.bias", {fc1_out}, 0);
+    add(p + "mlp.linear_fc2.weight", {h, ffn}, 1);
+    if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1);
+  }
+  if (last) {
+    norm("decoder.final_layernorm.", h);
+    if (!tied || at.pp_size > 1) {
+      ParamSpec& out = add("output_layer.weight", {plan.padded_vocab_size, h}, 0);
+      out.embedding_or_output = true;
+      // Tied weights on several stages: the last stage keeps a copy of the word embeddings, kept equal to the
+      // first stage's by summing the two gradients (the "embedding" group); norms count the first stage's only.
+      out.shared_copy = tied;
+    }
+  }
+  return plan;
+}
+
+}  // namespace mr::run

@@ -1,0 +1,58 @@
+// The parameters one rank of a GPT-style Megatron model holds (mcore GPTModel: word and position embeddings,
+// the decoder's transformer layers, the final norm, the output layer), with the names, shard shapes and flags the
+// optimizer needs: which ones are copies of another rank's (tensor-parallel duplicates, the tied output layer on
+// the last pipeline stage) and which ones are exempt from weight decay. Built from the validated arguments and
+// this rank's tensor/pipeline coordinates; no memory is allocated here. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/namespace.h"
+
+namespace mr::run {
+
+// A configuration the training run cannot handle; the message names the flag.
+struct RunError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ParamSpec {
+  std::string name;                 // Megatron's parameter name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
+  std::vector<int64_t> shape;       // this rank's shard
+  std::vector<int64_t> full_shape;  // the whole tensor (equal to `shape` when not tensor-parallel)
+  int split_dim = -1;               // the dimension tensor parallelism splits (-1: none, the tensor is replicated)
+  bool tp_duplicate = false;        // replicated on every TP rank: counted once (on TP rank 0) in norms and losses
+  bool shared_copy = false;         // the last stage's copy of the tied word embeddings: counted on the first stage
+  bool no_weight_decay = false;     // Megatron's default rule: biases and 1-D parameters
+  bool embedding_or_output = false; // word/position embeddings and the output layer (--decoupled-lr applies)
+  int64_t numel() const;
+};
+
+struct ModelPlan {
+  std::vector<ParamSpec> params;
+  std::vector<int64_t> layers;  // the global indices of the transformer layers on this rank
+  int64_t padded_vocab_size = 0;
+  int64_t numel() const;        // elements this rank holds
+};
+
+struct RankCoord {
+  int64_t tp_rank = 0, tp_size = 1;
+  int64_t pp_rank = 0, pp_size = 1;
+};
+
+// Throws RunError for what the run does not model (MoE, hybrid/Mamba, multi-latent attention, pipeline splits
+// that account for the embedding or loss) and when the vocabulary size is unknown (--vocab-size).
+ModelPlan plan_gpt_model(const Namespace& args, const RankCoord& at);
+
+// Megatron's vocabulary padding: up to a multiple of --make-vocab-size-divisible-by times the TP size.
+int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);
+
+// The global layer indices a pipeline rank holds (even split, --decoder-first/last-pipeline-num-layers, virtual
+// pipeline chunks), in the order its chunks run.
+std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_t pp_size, int64_t vpp_size,
+                                     int64_t first_stage_layers, int64_t last_stage_layers);
+
+}  // namespace mr::run

@@ -1,0 +1,41 @@
+// The training-run loop: what megatron-run does on every rank once the process groups are up.
+//
+// There is no model forward/backward in megatron-run (that is Megatron's Python); the run drives everything
+// around it with synthetic gradients, at the model's real size and layout:
+//   - this rank's parameters of the GPT model the arguments describe (run/model.h), in Megatron's precision
+//     layout: fp32 params, or bf16/fp16 model params with fp32 main params; the distributed optimizer's
+//     sharding of main params and optimizer states over the data-parallel ranks (--use-distributed-optimizer);
+//   - per iteration, a gradient of the synthetic objective 0.5 * mean((p - target)^2) plus noise that differs per
+//     data-parallel rank (so the data-parallel reduction matters), scaled by the loss scale under fp16;
+//   - Megatron's step: the tied-embedding gradient sum over the embedding group, the data-parallel all-reduce
+//     (or reduce-scatter), unscale + inf/NaN check and the dynamic loss scaler (skipped iterations), the global
+//     gradient norm and clipping (--clip-grad), the optimizer step with our kernels (adam, sgd) and Megatron's
+//     parameter groups (no weight decay for biases and 1-D params, --decoupled-lr for embeddings and output),
+//     the learning-rate / weight-decay schedule, the parameter all-gather of the distributed optimizer;
+//   - a Megatron-style log line every --log-interval iterations (on the last rank), and at the end a check that
+//     every data-parallel replica holds the same parameters.
+// Limits (RunError naming the flag): the model limits of run/model.h; optimizers other than adam and sgd.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "config/namespace.h"
+#include "dist/runtime.h"
+
+namespace mr::run {
+
+struct TrainResult {
+  int64_t iterations = 0;
+  int64_t skipped = 0;             // iterations whose gradients held inf/NaN (fp16 loss scaling)
+  double first_loss = 0, last_loss = 0;
+  double last_grad_norm = 0;
+  uint64_t params_checksum = 0;    // FNV-1a of this rank's model parameters after the last step
+};
+
+// Knobs for tests (environment): MR_RUN_NONFINITE_AT=I[,J...] puts an inf into rank 0's gradients at those
+// iterations (1-based), to exercise the loss scaler's skip path.
+TrainResult train(dist::Runtime& rt, const Namespace& args, std::ostream& log, const std::string& prefix);
+
+}  // namespace mr::run

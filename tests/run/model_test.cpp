@@ -1,0 +1,170 @@
+// The parameters a rank of a GPT model holds (run/model.h): counts against the closed-form GPT parameter count,
+// tensor-parallel shards, pipeline stages (even, uneven, virtual), tied embeddings, weight-decay flags, limits.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <numeric>
+
+#include "config/value.h"
+#include "run/model.h"
+
+using mr::Namespace;
+using mr::Value;
+using mr::run::ModelPlan;
+using mr::run::ParamSpec;
+using mr::run::RankCoord;
+
+namespace {
+
+// The resolved arguments of a small GPT (what validation derives already filled in).
+Namespace gpt(std::map<std::string, Value> over = {}) {
+  std::map<std::string, Value> v = {{"num_layers", Value(int64_t{4})},
+                                    {"hidden_size", Value(int64_t{64})},
+                                    {"num_attention_heads", Value(int64_t{4})},
+                                    {"kv_channels", Value(int64_t{16})},
+                                    {"ffn_hidden_size", Value(int64_t{256})},
+                                    {"num_query_groups", Value(int64_t{1})},
+                                    {"group_query_attention", Value(false)},
+                                    {"vocab_size", Value(int64_t{1000})},
+                                    {"make_vocab_size_divisible_by", Value(int64_t{128})},
+                                    {"max_position_embeddings", Value(int64_t{32})},
+                                    {"normalization", Value(std::string("LayerNorm"))},
+                                    {"add_bias_linear", Value(true)},
+                                    {"transformer_impl", Value(std::string("transformer_engine"))},
+                                    {"position_embedding_type", Value(std::string("learned_absolute"))},
+                                    {"untie_embeddings_and_output_weights", Value(false)}};
+  for (auto& [k, x] : over) v[k] = x;
+  Namespace ns;
+  for (auto& [k, x] : v) ns.set(k, x, {});
+  return ns;
+}
+
+const ParamSpec* find(const ModelPlan& p, const std::string& name) {
+  for (const ParamSpec& s : p.params)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+// Elements counted once across the model: TP duplicates on TP rank 0 only, tied copies not at all.
+int64_t counted(const ModelPlan& p, int64_t tp_rank) {
+  int64_t n = 0;
+  for (const ParamSpec& s : p.params)
+    if (!(s.tp_duplicate && tp_rank != 0) && !s.shared_copy) n += s.numel();
+  return n;
+}
+
+// 12 L h^2 + 13 L h + (V + s) h + 2 h: GPT with biases, LayerNorm, 4h MLP, learned positions, tied output.
+int64_t closed_form(int64_t L, int64_t h, int64_t V, int64_t s) { return 12 * L * h * h + 13 * L * h + (V + s) * h + 2 * h; }
+
+}  // namespace
+
+TEST_CASE("a single-rank GPT holds the closed-form parameter count", "[run][model]") {
+  ModelPlan p = mr::run::plan_gpt_model(gpt(), {});
+  CHECK(p.padded_vocab_size == 1024);
+  CHECK(p.numel() == closed_form(4, 64, 1024, 32));
+  CHECK(p.layers == std::vector<int64_t>{0, 1, 2, 3});
+  REQUIRE(find(p, "decoder.layers.3.self_attention.linear_qkv.weight"));
+  CHECK(find(p, "decoder.layers.3.self_attention.linear_qkv.weight")->shape == std::vector<int64_t>{192, 64});
+  CHECK(find(p, "output_layer.weight") == nullptr);  // tied, one stage: the embedding is the output layer
+  // Weight decay: not for biases and 1-D params.
+  CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.bias")->no_weight_decay);
+  CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.layer_norm_weight")->no_weight_decay);
+  CHECK_FALSE(find(p, "decoder.layers.0.mlp.linear_fc1.weight")->no_weight_decay);
+  CHECK(find(p, "embedding.word_embeddings.weight")->embedding_or_output);
+  // The local (non-TE) spec names its norms on their own.
+  ModelPlan local = mr::run::plan_gpt_model(gpt({{"transformer_impl", Value(std::string("local"))}}), {});
+  CHECK(find(local, "decoder.layers.0.input_layernorm.weight"));
+  CHECK(find(local, "decoder.layers.0.pre_mlp_layernorm.bias"));
+  CHECK(local.numel() == p.numel());
+}
+
+TEST_CASE("tensor parallelism splits the matrices and replicates the rest", "[run][model]") {
+  const int64_t whole = mr::run::plan_gpt_model(gpt(), {}).numel();
+  for (int64_t tp : {2, 4}) {
+    int64_t total = 0;
+    for (int64_t r = 0; r < tp; ++r) {
+      ModelPlan p = mr::run::plan_gpt_model(gpt(), {r, tp, 0, 1});
+      CHECK(p.padded_vocab_size == 1024);  // 1000 up to a multiple of 128 * tp (512 for tp 4: 1024)
+      total += counted(p, r);
+      const ParamSpec* qkv = find(p, "decoder.layers.0.self_attention.linear_qkv.weight");
+      CHECK(qkv->shape == std::vector<int64_t>{192 / tp, 64});
+      CHECK(qkv->full_shape == std::vector<int64_t>{192, 64});
+      CHECK(find(p, "decoder.layers.0.self_attention.linear_proj.weight")->shape == std::vector<int64_t>{64, 64 / tp});
+      CHECK(find(p, "decoder.layers.0.mlp.linear_fc2.weight")->split_dim == 1);
+      CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.bias")->shape == std::vector<int64_t>{256 / tp});
+      CHECK(find(p, "decoder.layers.0.self_attention.linear_proj.bias")->tp_duplicate);
+      CHECK(find(p, "embedding.position_embeddings.weight")->tp_duplicate);
+      CHECK_FALSE(find(p, "embedding.word_embeddings.weight")->tp_duplicate);
+    }
+    CHECK(total == whole);
+  }
+  CHECK(mr::run::padded_vocab_size(1000, 128, 8) == 1024);
+  CHECK(mr::run::padded_vocab_size(50257, 128, 1) == 50304);
+  CHECK(mr::run::padded_vocab_size(50257, 128, 5) == 50560);
+}
+
+TEST_CASE("pipeline stages hold their layers; tied embeddings get a counted-once copy", "[run][model]") {
+  ModelPlan first = mr::run::plan_gpt_model(gpt(), {0, 1, 0, 2}), last = mr::run::plan_gpt_model(gpt(), {0, 1, 1, 2});
+  CHECK(first.layers == std::vector<int64_t>{0, 1});
+  CHECK(last.layers == std::vector<int64_t>{2, 3});
+  CHECK(find(first, "embedding.word_embeddings.weight"));
+  CHECK_FALSE(find(first, "decoder.final_layernorm.weight"));
+  CHECK(find(last, "decoder.final_layernorm.weight"));
+  const ParamSpec* out = find(last, "output_layer.weight");
+  REQUIRE(out);
+  CHECK(out->shared_copy);
+  CHECK(out->embedding_or_output);
+  CHECK(counted(first, 0) + counted(last, 0) == mr::run::plan_gpt_model(gpt(), {}).numel());
+  // Untied: the output layer is a parameter of its own, counted.
+  ModelPlan untied = mr::run::plan_gpt_model(gpt({{"untie_embeddings_and_output_weights", Value(true)}}), {});
+  REQUIRE(find(untied, "output_layer.weight"));
+  CHECK_FALSE(find(untied, "output_layer.weight")->shared_copy);
+  CHECK(untied.numel() == closed_form(4, 64, 1024, 32) + 1024 * 64);
+}
+
+TEST_CASE("pipeline layer assignment: even, first/last stage sizes, virtual chunks", "[run][model]") {
+  using mr::run::pipeline_layers;
+  CHECK(pipeline_layers(8, 1, 4, 1, -1, -1) == std::vector<int64_t>{2, 3});
+  // 2 virtual chunks on 2 stages: stage 0 runs layers 0-1 then 4-5, stage 1 runs 2-3 then 6-7.
+  CHECK(pipeline_layers(8, 0, 2, 2, -1, -1) == std::vector<int64_t>{0, 1, 4, 5});
+  CHECK(pipeline_layers(8, 1, 2, 2, -1, -1) == std::vector<int64_t>{2, 3, 6, 7});
+  // First stage 1 layer, last stage 3, the two middle stages share the other 4.
+  CHECK(pipeline_layers(8, 0, 4, 1, 1, 3) == std::vector<int64_t>{0});
+  CHECK(pipeline_layers(8, 1, 4, 1, 1, 3) == std::vector<int64_t>{1, 2});
+  CHECK(pipeline_layers(8, 2, 4, 1, 1, 3) == std::vector<int64_t>{3, 4});
+  CHECK(pipeline_layers(8, 3, 4, 1, 1, 3) == std::vector<int64_t>{5, 6, 7});
+  CHECK(pipeline_layers(7, 1, 3, 1, 1, -1) == std::vector<int64_t>{1, 2, 3});
+  CHECK_THROWS_WITH(pipeline_layers(6, 0, 4, 1, -1, -1), Catch::Contains("does not divide"));
+}
+
+TEST_CASE("GQA, SwiGLU, RMSNorm, no biases, QK norms", "[run][model]") {
+  ModelPlan p = mr::run::plan_gpt_model(gpt({{"group_query_attention", Value(true)},
+                                             {"num_query_groups", Value(int64_t{2})},
+                                             {"swiglu", Value(true)},
+                                             {"normalization", Value(std::string("RMSNorm"))},
+                                             {"add_bias_linear", Value(false)},
+                                             {"qk_layernorm", Value(true)},
+                                             {"position_embedding_type", Value(std::string("rope"))}}),
+                                        {});
+  CHECK(find(p, "decoder.layers.0.self_attention.linear_qkv.weight")->shape == std::vector<int64_t>{(4 + 2 * 2) * 16, 64});
+  CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.weight")->shape == std::vector<int64_t>{512, 64});
+  CHECK_FALSE(find(p, "decoder.layers.0.mlp.linear_fc1.bias"));
+  CHECK_FALSE(find(p, "decoder.layers.0.mlp.linear_fc1.layer_norm_bias"));
+  CHECK_FALSE(find(p, "embedding.position_embeddings.weight"));
+  REQUIRE(find(p, "decoder.layers.0.self_attention.q_layernorm.weight"));
+  CHECK(find(p, "decoder.layers.0.self_attention.q_layernorm.weight")->shape == std::vector<int64_t>{16});
+  CHECK(find(p, "decoder.layers.0.self_attention.q_layernorm.weight")->no_weight_decay);
+  ModelPlan wd = mr::run::plan_gpt_model(gpt({{"qk_layernorm", Value(true)}, {"apply_wd_to_qk_layernorm", Value(true)}}), {});
+  CHECK_FALSE(find(wd, "decoder.layers.0.self_attention.k_layernorm.weight")->no_weight_decay);
+  CHECK(find(wd, "decoder.layers.0.mlp.linear_fc1.layer_norm_weight")->no_weight_decay);
+}
+
+TEST_CASE("what the run does not model is refused, naming the flag", "[run][model]") {
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"num_experts", Value(int64_t{8})}}), {}), Catch::Contains("--num-experts"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"vocab_size", Value()}}), {}), Catch::Contains("--vocab-size"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"multi_latent_attention", Value(true)}}), {}),
+                    Catch::Contains("--multi-latent-attention"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"hybrid_layer_pattern", Value(std::string("M*M*"))}}), {}),
+                    Catch::Contains("hybrid"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(), {0, 3, 0, 1}), Catch::Contains("--tensor-model-parallel-size"));
+}

@@ -1,0 +1,181 @@
+// The training run end to end: megatron-run processes (the spawner, or torchrun-style ranks on loopback) run the
+// synthetic loop; the tests read the Megatron-style log lines. Every job has a hard timeout.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <regex>
+
+#include "../dist/proc.h"
+
+namespace {
+
+struct Line {
+  int64_t iteration = 0;
+  double lr = 0, loss = 0, loss_scale = 0, grad_norm = -1;
+  int64_t skipped = 0;
+};
+
+// The iteration lines of a job's output.
+std::vector<Line> iterations(const std::string& out) {
+  std::vector<Line> lines;
+  static const std::regex it(R"(iteration +(\d+)/ *\d+ \|)"), lr(R"(learning rate: ([-+.0-9E]+))"),
+      loss(R"(synthetic loss: ([-+.0-9E]+))"), scale(R"(loss scale: ([.0-9]+))"), norm(R"(grad norm: ([.0-9]+))"),
+      skip(R"(number of skipped iterations: +(\d+))");
+  std::istringstream in(out);
+  std::string s;
+  while (std::getline(in, s)) {
+    std::smatch m;
+    if (!std::regex_search(s, m, it)) continue;
+    Line l;
+    l.iteration = std::stoll(m[1]);
+    if (std::regex_search(s, m, lr)) l.lr = std::stod(m[1]);
+    if (std::regex_search(s, m, loss)) l.loss = std::stod(m[1]);
+    if (std::regex_search(s, m, scale)) l.loss_scale = std::stod(m[1]);
+    if (std::regex_search(s, m, norm)) l.grad_norm = std::stod(m[1]);
+    if (std::regex_search(s, m, skip)) l.skipped = std::stoll(m[1]);
+    lines.push_back(l);
+  }
+  return lines;
+}
+
+// `megatron-run --nproc-per-node N` with the default job and `extra` flags; returns the spawner's process.
+mrtest::Proc spawn(int n, const std::vector<std::string>& extra, const mrtest::TempDir& dir, const std::string& tag,
+                   std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", std::to_string(n)};
+  for (const std::string& a : mrtest::job_args(extra)) argv.push_back(a);
+  env.emplace("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+  env.emplace("MR_DIST_TIMEOUT_S", "60");
+  std::vector<mrtest::Proc> p = {mrtest::start(argv, env, dir, tag)};
+  mrtest::wait_all(p, std::chrono::seconds(180));
+  return p[0];
+}
+
+}  // namespace
+
+TEST_CASE("the default job trains: 20 logged iterations, the loss goes down", "[run][train]") {
+  mrtest::TempDir dir;
+  std::vector<mrtest::Proc> p = {
+      mrtest::start({mrtest::megatron_run(), "--config", std::string(MR_SOURCE_DIR) + "/configs/default.yaml"}, {}, dir, "one")};
+  mrtest::wait_all(p, std::chrono::seconds(120));
+  INFO(p[0].out() << p[0].err());
+  REQUIRE(p[0].exit_code() == 0);
+  auto lines = iterations(p[0].out());
+  REQUIRE(lines.size() == 20);
+  for (size_t i = 0; i < lines.size(); ++i) CHECK(lines[i].iteration == static_cast<int64_t>(i + 1));
+  // Warmup over 2 iterations from 0 (the first step moves nothing), then cosine decay to --min-lr.
+  CHECK(lines[0].lr == Approx(1.5e-4));
+  CHECK(lines[1].lr == Approx(3e-4));
+  CHECK(lines[19].lr == Approx(3e-5));
+  CHECK(lines[1].loss == lines[0].loss);
+  for (size_t i = 2; i < lines.size(); ++i) CHECK(lines[i].loss < lines[i - 1].loss);
+  CHECK(lines[0].grad_norm > 1.0);  // clipped to 1.0 (--clip-grad), the norm is logged before clipping
+  CHECK_THAT(p[0].out(), Catch::Contains("number of parameters on (tensor, pipeline) model parallel rank (0, 0): 1874944"));
+  CHECK_THAT(p[0].out(), Catch::Contains("training run finished: 20 iterations (0 skipped)"));
+}
+
+TEST_CASE("the same model under TP=2 starts from the same parameters and follows the same path", "[run][train]") {
+  mrtest::TempDir dir;
+  const std::vector<std::string> flags = {"--train-iters", "8", "--lr-warmup-iters", "0"};
+  mrtest::Proc one = spawn(1, flags, dir, "tp1");
+  std::vector<std::string> tp2 = flags;
+  tp2.insert(tp2.end(), {"--tensor-model-parallel-size", "2"});
+  mrtest::Proc two = spawn(2, tp2, dir, "tp2");
+  INFO(one.out() << one.err() << two.out() << two.err());
+  REQUIRE(one.exit_code() == 0);
+  REQUIRE(two.exit_code() == 0);
+  auto a = iterations(one.out()), b = iterations(two.out());
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == 8);
+  // Same initial values and targets (keyed by the element's place in the whole tensor), same elementwise
+  // updates; only the order of the norm's sums differs.
+  CHECK(b[0].loss == Approx(a[0].loss).epsilon(1e-6));
+  CHECK(b[7].loss == Approx(a[7].loss).epsilon(1e-5));
+  CHECK(b[7].grad_norm == Approx(a[7].grad_norm).epsilon(1e-3));
+  CHECK_THAT(two.out(), Catch::Contains("model parallel rank (1, 0): 955648"));
+}
+
+TEST_CASE("DP=2 x TP=2 with the distributed optimizer and bf16: replicas stay identical", "[run][train]") {
+  mrtest::TempDir dir;
+  mrtest::Proc p = spawn(4, {"--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--bf16", "--train-iters", "6"},
+                         dir, "distopt");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  CHECK(iterations(p.out()).size() == 6);
+  CHECK_THAT(p.out(), Catch::Contains("bf16, distributed optimizer"));
+  CHECK_THAT(p.out(), Catch::Contains("(distributed optimizer shard)"));
+  CHECK_THAT(p.out(), Catch::Contains("the 2 data-parallel replicas hold identical parameters"));
+}
+
+TEST_CASE("PP=2 with tied embeddings, fp16 and an overflow: the step is skipped and the scale backs off",
+          "[run][train]") {
+  mrtest::TempDir dir;
+  mrtest::Proc p = spawn(4, {"--pipeline-model-parallel-size", "2", "--fp16", "--hysteresis", "1", "--train-iters", "5",
+                             "--optimizer", "sgd"},
+                         dir, "fp16", {{"MR_RUN_NONFINITE_AT", "3"}});
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  auto l = iterations(p.out());
+  REQUIRE(l.size() == 5);
+  CHECK(l[0].loss_scale == 4294967296.0);
+  CHECK(l[2].skipped == 1);
+  CHECK(l[2].grad_norm < 0);                      // no norm on a skipped iteration
+  CHECK(l[2].loss_scale == 2147483648.0);         // hysteresis 1: halved at once
+  CHECK(l[2].lr == l[1].lr);                      // the schedule does not advance on a skipped step
+  CHECK(l[3].skipped == 0);
+  CHECK(l[4].loss_scale == 2147483648.0);
+  CHECK_THAT(p.out(), Catch::Contains("model parallel rank (0, 1): 1052416"));  // last stage: 1 layer + output copy
+  CHECK_THAT(p.out(), Catch::Contains("training run finished: 5 iterations (1 skipped)"));
+  CHECK_THAT(p.out(), Catch::Contains("replicas hold identical parameters"));
+}
+
+TEST_CASE("a configuration the run does not model fails on every rank, naming the flag", "[run][train]") {
+  mrtest::TempDir dir;
+  mrtest::Proc p = spawn(2, {"--num-experts", "2", "--train-iters", "2"}, dir, "moe");
+  INFO(p.out() << p.err());
+  CHECK(p.exit_code() == 1);
+  CHECK_FALSE(p.timed_out);
+  CHECK_THAT(p.err(), Catch::Contains("--num-experts"));
+  mrtest::Proc q = spawn(1, {"--optimizer", "soap", "--train-iters", "2"}, dir, "soap");
+  CHECK(q.exit_code() == 1);
+  CHECK_THAT(q.err(), Catch::Contains("--optimizer soap"));
+  mrtest::Proc r = spawn(2, {"--optimizer", "muon", "--use-distributed-optimizer", "--train-iters", "2"}, dir, "muondist");
+  CHECK(r.exit_code() == 1);
+  CHECK_THAT(r.err(), Catch::Contains("--use-distributed-optimizer"));
+}
+
+TEST_CASE("Muon: the TP=2 run (duplicated mode, collectives over the TP group) follows the single-rank run",
+          "[run][train][muon]") {
+  mrtest::TempDir dir;
+  const std::vector<std::string> flags = {"--optimizer", "muon", "--train-iters", "3", "--lr-warmup-iters", "0"};
+  mrtest::Proc one = spawn(1, flags, dir, "muon1");
+  std::vector<std::string> tp2 = flags;
+  tp2.insert(tp2.end(), {"--tensor-model-parallel-size", "2"});
+  mrtest::Proc two = spawn(2, tp2, dir, "muon2");
+  INFO(one.out() << one.err() << two.out() << two.err());
+  REQUIRE(one.exit_code() == 0);
+  REQUIRE(two.exit_code() == 0);
+  auto a = iterations(one.out()), b = iterations(two.out());
+  REQUIRE(a.size() == 3);
+  REQUIRE(b.size() == 3);
+  CHECK(a[2].loss < a[0].loss);
+  CHECK(b[2].loss == Approx(a[2].loss).epsilon(1e-4));
+  CHECK_THAT(one.out(), Catch::Contains("3 iterations, muon, fp32"));
+}
+
+TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][train]") {
+  mrtest::TempDir dir;
+  for (const char* opt : {"lion", "sgd"}) {
+    mrtest::Proc p = spawn(1, {"--optimizer", opt, "--train-iters", "4", "--lr-warmup-iters", "0"}, dir, opt);
+    INFO(p.out() << p.err());
+    REQUIRE(p.exit_code() == 0);
+    auto l = iterations(p.out());
+    REQUIRE(l.size() == 4);
+    CHECK(l[3].loss < l[0].loss);
+  }
+  mrtest::Proc b = spawn(2, {"--bring-up-only"}, dir, "bringup");
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("distributed bring-up passed on 2 ranks"));
+  CHECK(iterations(b.out()).empty());
+  CHECK_THAT(b.out(), !Catch::Contains("synthetic training run"));
+}
