@@ -6,6 +6,7 @@
 // sum of squares is cpu::unscale_and_check's (read-only) pass. The loops here use integer arithmetic on the bit
 // patterns (max |g|, zero test) or one fp32 multiply (scale), so the SIMD variants cannot differ in rounding.
 #include "optim/clip_grads.h"
+#include "optim/work_list.h"
 
 #include <omp.h>
 
@@ -25,20 +26,9 @@
 namespace mr::optim::cpu {
 namespace {
 
-constexpr int64_t kChunk = int64_t{1} << 16;
-
-struct Work {
-  int32_t slot;
-  int64_t begin, len;
-};
-
-std::vector<Work> work_list(std::span<const GradSlot> grads) {
-  std::vector<Work> w;
-  for (size_t s = 0; s < grads.size(); ++s)
-    for (int64_t b = 0; b < grads[s].numel; b += kChunk)
-      w.push_back({static_cast<int32_t>(s), b, std::min(kChunk, grads[s].numel - b)});
-  return w;
-}
+using detail::kChunk;
+using detail::Work;
+using detail::work_list;
 
 void check_grads(std::span<const GradSlot> grads) {
   for (const auto& g : grads)
@@ -176,7 +166,7 @@ double clip_grad_norm(std::span<const ClipSlot> slots, double max_norm, double n
 
 double count_zeros(std::span<const ClipSlot> slots, const ReduceFn& reduce) {
   std::vector<GradSlot> counted = counted_grads(slots);
-  auto work = work_list(counted);
+  auto work = work_list<GradSlot>(counted);
   const int64_t nw = static_cast<int64_t>(work.size());
   std::vector<int64_t> partial(work.size(), 0);
 #pragma omp parallel for schedule(static) num_threads(threads())

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "optim/kernels.h"
+#include "optim/work_list.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -31,21 +32,10 @@
 namespace mr::optim::cpu {
 namespace {
 
-constexpr int64_t kChunk = int64_t{1} << 16;
+using detail::kChunk;
+using detail::Work;
+using detail::work_list;
 constexpr int64_t kTile = 1024;
-
-struct Work {
-  int32_t slot;
-  int64_t begin, len;
-};
-
-std::vector<Work> work_list(std::span<const TensorSlot> slots) {
-  std::vector<Work> w;
-  for (size_t s = 0; s < slots.size(); ++s)
-    for (int64_t b = 0; b < slots[s].numel; b += kChunk)
-      w.push_back({static_cast<int32_t>(s), b, std::min(kChunk, slots[s].numel - b)});
-  return w;
-}
 
 std::atomic<int> g_threads{0};  // 0: default_threads()
 
@@ -484,13 +474,7 @@ void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gr
 }
 
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place) {
-  std::vector<TensorSlot> as_slots;
-  for (const auto& g : grads) {
-    TensorSlot s;
-    s.numel = g.numel;
-    as_slots.push_back(s);
-  }
-  auto work = work_list(as_slots);
+  auto work = work_list(grads);
   const int64_t nw = static_cast<int64_t>(work.size());
   std::vector<double> partial(work.size(), 0.0);
   bool bad = false;
