@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -232,6 +233,7 @@ class Run {
     lo_ = dist_opt_ ? padded_ / dp * dp_.rank() : 0;
     hi_ = dist_opt_ ? lo_ + padded_ / dp : padded_;
     const int64_t shard = hi_ - lo_;
+    check_memory(shard);
     model_.assign(static_cast<size_t>(padded_) * dtype_bytes(model_dtype_), 0);
     grad_.assign(static_cast<size_t>(padded_), 0.0f);
     if (dist_opt_) grad_shard_.assign(static_cast<size_t>(shard), 0.0f);
@@ -263,6 +265,35 @@ class Run {
       const ParamSpec& p = plan_.params[k];
       const bool decoupled = p.embedding_or_output && cfg_.decoupled_lr.has_value();
       group_of_.push_back((p.no_weight_decay ? 1 : 0) + (decoupled ? 2 : 0));
+    }
+  }
+
+  // What the buffers below take, against what this machine has for all its local ranks: a model that does not
+  // fit is an error naming the sizes, not an out-of-memory kill.
+  void check_memory(int64_t shard) const {
+    const double f = 4.0;
+    double need = static_cast<double>(padded_) * (static_cast<double>(dtype_bytes(model_dtype_)) + f) +  // params, grads
+                  static_cast<double>(numel_) * f +                                                     // targets
+                  static_cast<double>(shard) * f *
+                      ((dist_opt_ ? 1 : 0) + (model_dtype_ != optim::DType::F32 ? 1 : 0) + 1 +
+                       (cfg_.optimizer == "adam" || muon_ ? 1 : 0));  // grad shard, main params, states
+    int64_t local = 1;
+    if (const char* l = std::getenv("LOCAL_WORLD_SIZE")) local = std::max<int64_t>(1, std::atoll(l));
+    double avail = 0;
+    std::ifstream mi("/proc/meminfo");
+    std::string key;
+    double kb = 0;
+    std::string unit;
+    while (mi >> key >> kb >> unit)
+      if (key == "MemAvailable:") avail = kb * 1024.0;
+    if (avail > 0 && need * static_cast<double>(local) > 0.9 * avail) {
+      const double gib = 1024.0 * 1024.0 * 1024.0;
+      throw RunError("the training run needs " + format("%.1f", need / gib) + " GiB on each of the " +
+                     std::to_string(local) + " ranks of this machine for " + std::to_string(numel_) +
+                     " parameters (params, gradients, main params and optimizer state; host memory), but only " +
+                     format("%.1f", avail / gib) +
+                     " GiB are available: use a smaller model (--num-layers, --hidden-size), more ranks "
+                     "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run");
     }
   }
 

@@ -143,6 +143,18 @@ TEST_CASE("a configuration the run does not model fails on every rank, naming th
   CHECK_THAT(r.err(), Catch::Contains("--use-distributed-optimizer"));
 }
 
+TEST_CASE("a model too big for this machine's memory is refused before anything is allocated", "[run][train]") {
+  mrtest::TempDir dir;
+  // ~206 G parameters: terabytes of optimizer state.
+  mrtest::Proc p = spawn(1, {"--num-layers", "64", "--hidden-size", "16384", "--num-attention-heads", "128",
+                             "--train-iters", "4"},
+                         dir, "huge");
+  INFO(p.out() << p.err());
+  CHECK(p.exit_code() == 1);
+  CHECK_FALSE(p.timed_out);
+  CHECK_THAT(p.err(), Catch::Contains("GiB are available") && Catch::Contains("--dry-run"));
+}
+
 TEST_CASE("Muon: the TP=2 run (duplicated mode, collectives over the TP group) follows the single-rank run",
           "[run][train][muon]") {
   mrtest::TempDir dir;
