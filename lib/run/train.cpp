@@ -124,10 +124,15 @@ class Run {
       throw RunError("--optimizer muon does not run with --fp16 (Megatron gives Muon's parameters no loss scaler)");
     if (args.has("rampup_batch_size") && !args["rampup_batch_size"].is_none())
       throw RunError("the training run does not model --rampup-batch-size yet");
-    if (!args.has("train_iters") || args["train_iters"].is_none())
-      throw RunError("the training run counts iterations: give --train-iters (--train-samples is not supported yet)");
-    train_iters_ = args["train_iters"].as_int();
     global_batch_ = args["global_batch_size"].as_int();
+    if (args.has("train_iters") && !args["train_iters"].is_none() && args["train_iters"].as_int() > 0) {
+      train_iters_ = args["train_iters"].as_int();
+    } else if (args.has("train_samples") && !args["train_samples"].is_none()) {
+      // Sample-based (Megatron's update_train_iters without ramp-up): whole global batches.
+      train_iters_ = args["train_samples"].as_int() / global_batch_;
+    } else {
+      throw RunError("the training run needs --train-iters or --train-samples");
+    }
     log_interval_ = std::max<int64_t>(1, args.has("log_interval") ? args["log_interval"].as_int() : 100);
     seed_ = static_cast<uint64_t>(args.has("seed") ? args["seed"].as_int() : 1234);
     init_std_ = args.has("init_method_std") ? args["init_method_std"].as_float() : 0.02;

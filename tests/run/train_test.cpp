@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 
 #include "../dist/proc.h"
@@ -141,6 +142,29 @@ TEST_CASE("a configuration the run does not model fails on every rank, naming th
   mrtest::Proc r = spawn(2, {"--optimizer", "muon", "--use-distributed-optimizer", "--train-iters", "2"}, dir, "muondist");
   CHECK(r.exit_code() == 1);
   CHECK_THAT(r.err(), Catch::Contains("--use-distributed-optimizer"));
+}
+
+TEST_CASE("a sample-based job (--train-samples) runs whole global batches on a schedule in samples", "[run][train]") {
+  mrtest::TempDir dir;
+  // The default job with its iteration counts replaced by sample counts.
+  const std::string cfg = dir / "samples.yaml";
+  {
+    std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
+    std::ofstream out(cfg);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("--train-iters", 0) != 0 && line.rfind("--lr-warmup-iters", 0) != 0) out << line << "\n";
+    out << "--train-samples: 44\n--lr-warmup-samples: 16\n";  // 5 whole batches of 8; warmup = 2 batches
+  }
+  std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--config", cfg}, {}, dir, "samples")};
+  mrtest::wait_all(p, std::chrono::seconds(120));
+  INFO(p[0].out() << p[0].err());
+  REQUIRE(p[0].exit_code() == 0);
+  auto l = iterations(p[0].out());
+  REQUIRE(l.size() == 5);
+  CHECK(l[0].lr == Approx(1.5e-4));
+  CHECK(l[1].lr == Approx(3e-4));
+  CHECK_THAT(p[0].out(), Catch::Contains("consumed samples:           40"));
 }
 
 TEST_CASE("a model too big for this machine's memory is refused before anything is allocated", "[run][train]") {
