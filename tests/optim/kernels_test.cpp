@@ -121,7 +121,12 @@ void require_close_to_torch(const std::vector<torch::Tensor>& ours, const std::v
     n += a.n, eq += a.bit_equal, worst = std::max(worst, a.max_rel);
   }
   INFO(what << ": " << eq << " of " << n << " elements bit-equal to LibTorch, max relative difference " << worst);
-  CHECK(worst <= 1e-6);
+  if (test::torch_sqrt_exact()) {
+    CHECK(worst <= 1e-6);
+  } else {
+    WARN("LibTorch " << TORCH_VERSION << "'s vectorized sqrt is not correctly rounded on this CPU: comparing within 2e-5");
+    CHECK(worst <= 2e-5);
+  }
   if (eq != n) WARN(what << ": " << (n - eq) << " elements differ from LibTorch in the last bits (max rel " << worst << ")");
 }
 

@@ -135,8 +135,14 @@ TEST_CASE("Newton-Schulz matches the LibTorch transcription", "[muon][ns]") {
                            << (syrk ? " syrk" : ""));
           auto ours = ns_cpu(x, o), theirs = ref_newton_schulz(x, o);
           // fp32: GEMM summation order only. bf16: a different sum can round to the neighbouring bf16 value.
-          CHECK(rel_max_diff(ours, theirs) < (prec == MatmulPrecision::Medium ? 3e-2 : 2e-5));
-          if (prec == MatmulPrecision::Medium) CHECK((ours - theirs).abs().mean().item<double>() < 2e-3 * theirs.abs().mean().item<double>() + 1e-7);
+          // A LibTorch whose sqrt is inexact normalises by a slightly different value, which the iteration
+          // amplifies (most with the large cans / polar_express coefficients): wider bounds, said once.
+          const bool exact = test::torch_sqrt_exact();
+          if (!exact && coeff == NsCoefficients::Simple && prec == MatmulPrecision::Highest && !syrk && shape.first == 48)
+            WARN("LibTorch " << TORCH_VERSION << "'s vectorized sqrt is not correctly rounded on this CPU: wider bounds");
+          const double fp32_bound = exact ? 2e-5 : 2e-3, bf16_bound = exact ? 3e-2 : 1e-1, bf16_mean = exact ? 2e-3 : 3e-2;
+          CHECK(rel_max_diff(ours, theirs) < (prec == MatmulPrecision::Medium ? bf16_bound : fp32_bound));
+          if (prec == MatmulPrecision::Medium) CHECK((ours - theirs).abs().mean().item<double>() < bf16_mean * theirs.abs().mean().item<double>() + 1e-7);
         }
       }
     }
