@@ -16,6 +16,8 @@ void print_usage(std::ostream& os) {
         "  megatron-run schema [--format json|text|bash-completion]\n"
         "  megatron-run rules [--format text|markdown]   the validation rules\n"
         "  megatron-run topology --world-size N [--format text|json] [config options] [MEGATRON FLAGS]\n"
+        "  megatron-run params --world-size N [--format text|json] [config options] [MEGATRON FLAGS]\n"
+        "                               parameters and their memory per (tensor, pipeline) rank\n"
         "  megatron-run [--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]] [--bring-up-only]\n"
         "               [--config FILE]... [MEGATRON FLAGS]      validate, then start or join the job\n"
         "  megatron-run --help          every Megatron flag, grouped\n\n"

@@ -42,7 +42,8 @@ int cmd_check(const std::vector<std::string>& args);   // lint many configs
 int cmd_schema(const std::vector<std::string>& args);  // export the schema
 int cmd_rules(const std::vector<std::string>& args);   // list validation rules
 std::string rules_markdown();
-int cmd_topology(const std::vector<std::string>& args);  // print the process groups of a config (launch.cpp)
+int cmd_topology(const std::vector<std::string>& args);
+int cmd_params(const std::vector<std::string>& args);  // parameters and their memory per rank (cmd_params.cpp)  // print the process groups of a config (launch.cpp)
 void print_usage(std::ostream& os);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for

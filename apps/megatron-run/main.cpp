@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       if (cmd == "schema") return mr::app::cmd_schema(rest);
       if (cmd == "rules") return mr::app::cmd_rules(rest);
       if (cmd == "topology") return mr::app::cmd_topology(rest);
+      if (cmd == "params") return mr::app::cmd_params(rest);
       if (cmd == "help") {
         mr::app::print_usage(std::cout);
         return 0;

@@ -1,5 +1,6 @@
 #include "run/model.h"
 
+#include <cmath>
 #include <numeric>
 
 namespace mr::run {
@@ -37,6 +38,45 @@ int64_t ModelPlan::numel() const {
   int64_t n = 0;
   for (const ParamSpec& p : params) n += p.numel();
   return n;
+}
+
+namespace {
+// Bytes of one element of a dtype as the arguments spell it ("torch.bfloat16", "bf16", "fp8", ...).
+double dtype_size(const Value& v, double fallback) {
+  if (!v.is_str()) return fallback;
+  const std::string& s = v.as_str();
+  if (s.find("8") != std::string::npos) return 1;
+  if (s.find("16") != std::string::npos) return 2;
+  if (s.find("32") != std::string::npos || s == "torch.float") return 4;
+  return fallback;
+}
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& a, int64_t dp) {
+  const bool half = on(a, "bf16") || on(a, "fp16");
+  const std::string opt = a.has("optimizer") && a["optimizer"].is_str() ? a["optimizer"].as_str() : "adam";
+  const bool aware = on(a, "use_precision_aware_optimizer");
+  const double shard = on(a, "use_distributed_optimizer") ? static_cast<double>(std::max<int64_t>(1, dp)) : 1.0;
+  const double p_bytes = half ? 2 : 4;
+  const double g_bytes = (!half || on(a, "accumulate_allreduce_grads_in_fp32")) ? 4 : p_bytes;
+  const double main_bytes = half ? (aware && a.has("main_params_dtype") ? dtype_size(a["main_params_dtype"], 4) : 4) : 0;
+  const double m1 = aware && a.has("exp_avg_dtype") ? dtype_size(a["exp_avg_dtype"], 4) : 4;
+  const double m2 = aware && a.has("exp_avg_sq_dtype") ? dtype_size(a["exp_avg_sq_dtype"], 4) : 4;
+  MemoryEstimate m;
+  for (const ParamSpec& p : plan.params) {
+    const double n = static_cast<double>(p.numel());
+    m.params += n * p_bytes;
+    m.grads += n * g_bytes;
+    m.main_params += n * main_bytes / shard;
+    double state = 0;
+    const bool muon_matrix = (opt == "muon" || opt == "dist_muon") && p.shape.size() == 2 && !p.embedding_or_output;
+    if (opt == "adam" || ((opt == "muon" || opt == "dist_muon") && !muon_matrix)) state = m1 + m2;
+    else if (opt == "sgd") state = (a.has("sgd_momentum") && a["sgd_momentum"].is_number() && a["sgd_momentum"].as_float() == 0.0) ? 0 : 4;
+    else if (opt == "lion" || muon_matrix) state = 4;  // one moment / momentum buffer
+    else state = std::nan("");                          // soap, adaptive_muon: not modelled
+    m.optimizer_state += n * state / shard;
+  }
+  return m;
 }
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {

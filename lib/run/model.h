@@ -47,6 +47,19 @@ struct RankCoord {
 // that account for the embedding or loss) and when the vocabulary size is unknown (--vocab-size).
 ModelPlan plan_gpt_model(const Namespace& args, const RankCoord& at);
 
+// Bytes a rank spends on its parameters and the optimizer (no activations, no buffers of the framework), the way
+// Megatron lays them out: model params in the training dtype (2 bytes for bf16/fp16, else 4); gradients in fp32
+// when the params are fp32 or --accumulate-allreduce-grads-in-fp32, else in the param dtype; with 16-bit params
+// fp32 main params; optimizer state (adam: two moments; sgd with momentum, lion, muon: one; muon's scalar
+// parameters go to adam); the precision-aware optimizer's --main-params-dtype / --exp-avg-dtype /
+// --exp-avg-sq-dtype where set. The distributed optimizer divides main params and state by the data-parallel size.
+// Optimizers whose state is not modelled (soap, adaptive_muon) give a NaN optimizer_state.
+struct MemoryEstimate {
+  double params = 0, grads = 0, main_params = 0, optimizer_state = 0;
+  double total() const { return params + grads + main_params + optimizer_state; }  // NaN: state not modelled
+};
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& args, int64_t data_parallel_size);
+
 // Megatron's vocabulary padding: up to a multiple of --make-vocab-size-divisible-by times the TP size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);
 

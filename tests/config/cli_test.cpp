@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <unistd.h>
 
@@ -124,4 +125,74 @@ TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
   CHECK(h.exit == 0);
   CHECK(h.out.find("network size:") != std::string::npos);
   CHECK(h.out.find("--num-layers NUM_LAYERS") != std::string::npos);
+}
+
+namespace {
+// A member of a parsed JSON object by a dotted path ("bytes.total").
+const mr::Value& field(const mr::Value& v, const std::string& path) {
+  const mr::Value* cur = &v;
+  size_t b = 0;
+  while (b <= path.size()) {
+    size_t e = path.find('.', b);
+    if (e == std::string::npos) e = path.size();
+    const std::string key = path.substr(b, e - b);
+    const mr::Value* next = nullptr;
+    for (const auto& [k, x] : cur->as_object())
+      if (k == key) next = &x;
+    if (!next) throw std::runtime_error("no member " + key);
+    cur = next;
+    b = e + 1;
+  }
+  return *cur;
+}
+}  // namespace
+
+TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without starting anything", "[cli][params]") {
+  // The default job: 12Lh^2 + 13Lh + (V + s)h + 2h = 1,874,944 (L 2, h 256, V 1024, s 128); fp32 + adam:
+  // 4 (param) + 4 (grad) + 8 (two moments) bytes each.
+  Result r = sh("params --world-size 1 --config " + kDefault + " --format json");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  mr::Value v = mr::Value::parse_json(r.out);
+  CHECK(field(v, "parameters").as_int() == 1874944);
+  const mr::Value& rank = field(v, "ranks").as_list().at(0);
+  CHECK(field(rank, "parameters").as_int() == 1874944);
+  CHECK(field(rank, "bytes.total").as_float() == 1874944.0 * 16);
+  CHECK(field(rank, "bytes.main_params").as_float() == 0.0);
+
+  // A 7B LLaMA-like model on 64 ranks, TP 8, bf16 with the distributed optimizer over DP 8: 6,738,415,616 +
+  // untied output (32000 x 4096) = 6,744,707,072 parameters; per rank 2 (bf16) + 4 (fp32 grads: bf16 with the
+  // distributed optimizer accumulates in fp32) + (4 + 8) / 8 bytes.
+  const std::string llama = " --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --vocab-size 32000"
+                            " --ffn-hidden-size 11008 --swiglu --normalization RMSNorm --disable-bias-linear"
+                            " --position-embedding-type rope --untie-embeddings-and-output-weights --bf16"
+                            " --use-distributed-optimizer --seq-length 4096 --max-position-embeddings 4096"
+                            " --global-batch-size 64 --tensor-model-parallel-size 8";
+  r = sh("params --world-size 64 --config " + kDefault + llama + " --format json --target-gpu-arch sm_100");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  v = mr::Value::parse_json(r.out);
+  CHECK(field(v, "parameters").as_int() == 6744707072);
+  CHECK(field(v, "dp").as_int() == 8);
+  const mr::List& ranks = field(v, "ranks").as_list();
+  REQUIRE(ranks.size() == 8);
+  int64_t per = field(ranks[0], "parameters").as_int();
+  CHECK(per == 843321344);
+  const mr::Value& b = field(ranks[0], "bytes");
+  CHECK(field(b, "params").as_float() == per * 2.0);
+  CHECK(field(b, "grads").as_float() == per * 4.0);
+  CHECK(field(b, "main_params").as_float() == Approx(per * 4.0 / 8));
+  CHECK(field(b, "optimizer_state").as_float() == Approx(per * 8.0 / 8));
+
+  // Text, pipeline stages, and what the plan refuses.
+  r = sh("params --world-size 2 --config " + kDefault + " --pipeline-model-parallel-size 2");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  CHECK_THAT(r.out, Catch::Contains("(0, 1)") && Catch::Contains("TP=1 PP=2"));
+  r = sh("params --world-size 1 --config " + kDefault + " --num-experts 4");
+  CHECK(r.exit == 1);
+  CHECK_THAT(r.out, Catch::Contains("--num-experts"));
+  r = sh("params --config " + kDefault);
+  CHECK(r.exit == 2);
+  CHECK_THAT(r.out, Catch::Contains("--world-size"));
 }

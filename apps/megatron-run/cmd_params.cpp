@@ -1,0 +1,127 @@
+// `megatron-run params`: the parameters each (tensor, pipeline) rank of a job holds and what they cost in memory
+// (weights, gradients, main params, optimizer state), from the validated arguments alone: no LibTorch, no
+// processes started. The same model plan the training run allocates (lib/run/model.h).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli.h"
+#include "config/print.h"
+#include "config/resolve.h"
+#include "config/schema.h"
+#include "dist/layout.h"
+#include "run/model.h"
+#include "util/log.h"
+
+namespace mr::app {
+
+namespace {
+
+std::string gib(double bytes) {
+  if (std::isnan(bytes)) return "?";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+std::string json_num(double v) {
+  if (std::isnan(v)) return "null";
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+int cmd_params(const std::vector<std::string>& args) {
+  po::options_description desc("params");
+  CommonOptions common;
+  common.add_to(desc);
+  bool help = false;
+  desc.add_options()("help", po::bool_switch(&help), "help");
+  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
+  if (help) {
+    std::cout << "usage: megatron-run params --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
+                 "Prints the parameters each (tensor, pipeline) rank holds and the memory they take (weights,\n"
+                 "gradients, main params, optimizer state; no activations), without starting anything.\n";
+    return 0;
+  }
+  Invocation inv = common.invocation();
+  inv.cli = split.rest;
+  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
+    throw UsageError("params: --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
+  Outcome out = resolve(Schema::megatron(), inv);
+  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
+  if (!out.ok()) {
+    for (const auto& d : out.diagnostics)
+      if (d.level == Diagnostic::Level::Error) std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
+    return 1;
+  }
+  const Namespace& ns = out.parsed.ns;
+  dist::Layout layout;
+  try {
+    layout = dist::Layout::build(dist::LayoutSpec::from_namespace(ns));
+  } catch (const dist::LayoutError& e) {
+    std::cerr << "megatron-run: error: process-group layout: " << e.what() << "\n";
+    return 1;
+  }
+  const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;
+
+  struct Row {
+    int64_t tp_rank, pp_rank;
+    run::ModelPlan plan;
+    run::MemoryEstimate mem;
+    int64_t counted = 0;
+  };
+  std::vector<Row> rows;
+  int64_t unique = 0;
+  try {
+    for (int64_t p = 0; p < pp; ++p)
+      for (int64_t t = 0; t < tp; ++t) {
+        Row r{t, p, run::plan_gpt_model(ns, {t, tp, p, pp}), {}, 0};
+        r.mem = run::estimate_memory(r.plan, ns, dp * layout.spec.cp);
+        for (const auto& s : r.plan.params)
+          if (!(s.tp_duplicate && t != 0) && !s.shared_copy) r.counted += s.numel();
+        unique += r.counted;
+        rows.push_back(std::move(r));
+      }
+  } catch (const run::RunError& e) {
+    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    return 1;
+  }
+
+  if (common.format == "json") {
+    std::cout << "{\"world_size\": " << layout.spec.world_size << ", \"tp\": " << tp << ", \"pp\": " << pp
+              << ", \"dp\": " << dp << ", \"cp\": " << layout.spec.cp << ", \"parameters\": " << unique
+              << ", \"ranks\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::cout << (i ? ", " : "") << "{\"tp_rank\": " << r.tp_rank << ", \"pp_rank\": " << r.pp_rank
+                << ", \"layers\": " << r.plan.layers.size() << ", \"parameters\": " << r.plan.numel()
+                << ", \"bytes\": {\"params\": " << json_num(r.mem.params) << ", \"grads\": " << json_num(r.mem.grads)
+                << ", \"main_params\": " << json_num(r.mem.main_params)
+                << ", \"optimizer_state\": " << json_num(r.mem.optimizer_state)
+                << ", \"total\": " << json_num(r.mem.total()) << "}}";
+    }
+    std::cout << "]}\n";
+    return 0;
+  }
+  std::cout << "world size " << layout.spec.world_size << ": TP=" << tp << " PP=" << pp << " CP=" << layout.spec.cp
+            << " DP=" << dp << "; " << unique << " parameters in the model (each counted once)\n";
+  std::cout << "memory per rank in GiB (weights, gradients, main params, optimizer state; no activations)\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-10s %7s %15s %9s %9s %9s %9s %9s\n", "(tp, pp)", "layers", "parameters", "params",
+                "grads", "main", "optim", "total");
+  std::cout << line;
+  for (const Row& r : rows) {
+    std::string at = "(" + std::to_string(r.tp_rank) + ", " + std::to_string(r.pp_rank) + ")";
+    std::snprintf(line, sizeof line, "%-10s %7zu %15lld %9s %9s %9s %9s %9s\n", at.c_str(), r.plan.layers.size(),
+                  static_cast<long long>(r.plan.numel()), gib(r.mem.params).c_str(), gib(r.mem.grads).c_str(),
+                  gib(r.mem.main_params).c_str(), gib(r.mem.optimizer_state).c_str(), gib(r.mem.total()).c_str());
+    std::cout << line;
+  }
+  return 0;
+}
+
+}  // namespace mr::app
