@@ -79,11 +79,13 @@ int cmd_params(const std::vector<std::string>& args) {
   try {
     for (int64_t p = 0; p < pp; ++p)
       for (int64_t t = 0; t < tp; ++t) {
-        Row r{t, p, run::plan_gpt_model(ns, {t, tp, p, pp}), {}, 0};
-        r.mem = run::estimate_memory(r.plan, ns, dp * layout.spec.cp);
+        run::RankCoord at{t, tp, p, pp, layout.spec.ep, t % layout.etp, layout.etp};
+        Row r{t, p, run::plan_gpt_model(ns, at), {}, 0};
+        r.mem = run::estimate_memory(r.plan, ns, dp * layout.spec.cp, layout.expert_dp);
         for (const auto& s : r.plan.params)
-          if (!(s.tp_duplicate && t != 0) && !s.shared_copy) r.counted += s.numel();
+          if (!(s.tp_duplicate && t != 0) && !s.shared_copy && !s.expert) r.counted += s.numel();
         unique += r.counted;
+        if (t == 0) unique += r.plan.expert_numel_total;  // every routed expert once, whole
         rows.push_back(std::move(r));
       }
   } catch (const run::RunError& e) {
@@ -108,7 +110,9 @@ int cmd_params(const std::vector<std::string>& args) {
     return 0;
   }
   std::cout << "world size " << layout.spec.world_size << ": TP=" << tp << " PP=" << pp << " CP=" << layout.spec.cp
-            << " DP=" << dp << "; " << unique << " parameters in the model (each counted once)\n";
+            << " DP=" << dp;
+  if (layout.spec.ep > 1 || layout.etp != tp) std::cout << " EP=" << layout.spec.ep << " expert TP=" << layout.etp;
+  std::cout << "; " << unique << " parameters in the model (each counted once)\n";
   std::cout << "memory per rank in GiB (weights, gradients, main params, optimizer state; no activations)\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-10s %7s %15s %9s %9s %9s %9s %9s\n", "(tp, pp)", "layers", "parameters", "params",

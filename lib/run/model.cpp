@@ -34,6 +34,12 @@ int64_t split(int64_t n, int64_t parts, const char* what) {
 
 int64_t ParamSpec::numel() const { return product(shape); }
 
+bool ModelPlan::has_experts() const {
+  for (const ParamSpec& p : params)
+    if (p.expert) return true;
+  return false;
+}
+
 int64_t ModelPlan::numel() const {
   int64_t n = 0;
   for (const ParamSpec& p : params) n += p.numel();
@@ -52,11 +58,13 @@ double dtype_size(const Value& v, double fallback) {
 }
 }  // namespace
 
-MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& a, int64_t dp) {
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& a, int64_t dp, int64_t expert_dp) {
   const bool half = on(a, "bf16") || on(a, "fp16");
   const std::string opt = a.has("optimizer") && a["optimizer"].is_str() ? a["optimizer"].as_str() : "adam";
   const bool aware = on(a, "use_precision_aware_optimizer");
-  const double shard = on(a, "use_distributed_optimizer") ? static_cast<double>(std::max<int64_t>(1, dp)) : 1.0;
+  const bool dist_opt = on(a, "use_distributed_optimizer");
+  const double dense_shard = dist_opt ? static_cast<double>(std::max<int64_t>(1, dp)) : 1.0;
+  const double expert_shard = dist_opt ? static_cast<double>(std::max<int64_t>(1, expert_dp > 0 ? expert_dp : dp)) : 1.0;
   const double p_bytes = half ? 2 : 4;
   const double g_bytes = (!half || on(a, "accumulate_allreduce_grads_in_fp32")) ? 4 : p_bytes;
   const double main_bytes = half ? (aware && a.has("main_params_dtype") ? dtype_size(a["main_params_dtype"], 4) : 4) : 0;
@@ -65,6 +73,7 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& a, int64_
   MemoryEstimate m;
   for (const ParamSpec& p : plan.params) {
     const double n = static_cast<double>(p.numel());
+    const double shard = p.expert ? expert_shard : dense_shard;
     m.params += n * p_bytes;
     m.grads += n * g_bytes;
     m.main_params += n * main_bytes / shard;
@@ -121,7 +130,6 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
 
 ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   // What this synthetic run does not model: say so, naming the flag.
-  if (set(a, "num_experts")) throw RunError("the training run models dense GPT models only: --num-experts (MoE) is not supported yet");
   if (on(a, "is_hybrid_model") || set(a, "hybrid_layer_pattern") || set(a, "hybrid_override_pattern"))
     throw RunError("the training run models GPT models only: hybrid/Mamba layer patterns are not supported yet");
   if (on(a, "multi_latent_attention"))
@@ -148,12 +156,18 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   const bool tied = !on(a, "untie_embeddings_and_output_weights");
   const bool learned_positions = !a.has("position_embedding_type") || a["position_embedding_type"].is_none() ||
                                  a["position_embedding_type"].as_str() == "learned_absolute";
-  if (!set(a, "vocab_size"))
-    throw RunError("the training run needs --vocab-size: it builds no tokenizer, so the vocabulary size must be given");
+  // The vocabulary: --vocab-size, or GPT-2's BPE (a fixed 50257 entries); other tokenizers are files we do not load.
+  const std::string tokenizer = a.has("tokenizer_type") && a["tokenizer_type"].is_str() ? a["tokenizer_type"].as_str() : "";
+  int64_t vocab = 0;
+  if (set(a, "vocab_size")) vocab = a["vocab_size"].as_int();
+  else if (tokenizer == "GPT2BPETokenizer") vocab = 50257;
+  else
+    throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer" +
+                   (tokenizer.empty() ? std::string() : " (--tokenizer-type " + tokenizer + ")"));
   const int64_t tp = at.tp_size;
 
   ModelPlan plan;
-  plan.padded_vocab_size = padded_vocab_size(a["vocab_size"].as_int(), get_int(a, "make_vocab_size_divisible_by", 128), tp);
+  plan.padded_vocab_size = padded_vocab_size(vocab, get_int(a, "make_vocab_size_divisible_by", 128), tp);
   plan.layers = pipeline_layers(L, at.pp_rank, at.pp_size, get_int(a, "virtual_pipeline_model_parallel_size", 1),
                                 get_int(a, "decoder_first_pipeline_num_layers", -1),
                                 get_int(a, "decoder_last_pipeline_num_layers", -1));
@@ -186,6 +200,50 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   }
   const int64_t qkv_out = (heads + 2 * groups) * kv;
   const int64_t fc1_out = gated ? 2 * ffn : ffn;
+
+  // MoE: which layers, how many experts here, their sizes.
+  const int64_t experts = get_int(a, "num_experts", 0);
+  std::vector<bool> moe_layer(static_cast<size_t>(L), experts > 0);
+  if (experts > 0 && a.has("moe_layer_freq")) {
+    const Value& f = a["moe_layer_freq"];
+    if (f.is_list()) {
+      if (static_cast<int64_t>(f.as_list().size()) != L)
+        throw RunError("--moe-layer-freq lists " + std::to_string(f.as_list().size()) + " layers, --num-layers is " +
+                       std::to_string(L));
+      for (int64_t i = 0; i < L; ++i) moe_layer[static_cast<size_t>(i)] = f.as_list()[static_cast<size_t>(i)].truthy();
+    } else if (f.is_int() && f.as_int() > 0) {
+      for (int64_t i = 0; i < L; ++i) moe_layer[static_cast<size_t>(i)] = i % f.as_int() == 0;
+    }
+  }
+  const int64_t ep = std::max<int64_t>(1, at.ep_size);
+  const int64_t etp = at.etp_size > 0 ? at.etp_size : std::max<int64_t>(1, get_int(a, "expert_tensor_parallel_size", tp));
+  if (experts > 0 && experts % ep != 0)
+    throw RunError("--num-experts " + std::to_string(experts) + " is not divisible by --expert-model-parallel-size " +
+                   std::to_string(ep));
+  const int64_t local_experts = experts > 0 ? experts / ep : 0;
+  const int64_t moe_ffn = get_int(a, "moe_ffn_hidden_size", ffn);
+  const int64_t moe_fc1 = gated ? 2 * moe_ffn : moe_ffn;
+  const int64_t shared_ffn = get_int(a, "moe_shared_expert_intermediate_size", 0);
+  const bool grouped = on(a, "moe_grouped_gemm");
+  auto split_by = [](int64_t n, int64_t parts, const std::string& what) {
+    if (n % parts != 0)
+      throw RunError(what + " (" + std::to_string(n) + ") is not divisible by the expert tensor-parallel size " +
+                     std::to_string(parts) + " (--expert-tensor-parallel-size)");
+    return n / parts;
+  };
+  auto add_expert = [&](std::string name, std::vector<int64_t> full, int split_dim) {
+    ParamSpec p;
+    p.name = std::move(name);
+    p.full_shape = full;
+    p.shape = full;
+    p.split_dim = split_dim;
+    if (split_dim >= 0) p.shape[static_cast<size_t>(split_dim)] = split_by(full[static_cast<size_t>(split_dim)], etp, p.name);
+    p.tp_duplicate = split_dim < 0 && etp > 1;
+    p.expert = true;
+    p.no_weight_decay = p.shape.size() == 1;
+    plan.params.push_back(std::move(p));
+  };
+
   for (int64_t layer : plan.layers) {
     const std::string p = "decoder.layers." + std::to_string(layer) + ".";
     norm(p + (te ? "self_attention.linear_qkv.layer_norm_" : "input_layernorm."), h);
@@ -200,11 +258,37 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
       }
     add(p + "self_attention.linear_proj.weight", {h, heads * kv}, 1);
     if (bias) add(p + "self_attention.linear_proj.bias", {h}, -1);
-    norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
-    add(p + "mlp.linear_fc1.weight", {fc1_out, h}, 0);
-    if (bias) add(p + "mlp.linear_fc1.bias", {fc1_out}, 0);
-    add(p + "mlp.linear_fc2.weight", {h, ffn}, 1);
-    if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1);
+    if (!moe_layer[static_cast<size_t>(layer)]) {
+      norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
+      add(p + "mlp.linear_fc1.weight", {fc1_out, h}, 0);
+      if (bias) add(p + "mlp.linear_fc1.bias", {fc1_out}, 0);
+      add(p + "mlp.linear_fc2.weight", {h, ffn}, 1);
+      if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1);
+      continue;
+    }
+    // An MoE layer: its own norm, the router (replicated), the local routed experts, the shared experts.
+    norm(p + "pre_mlp_layernorm.", h);
+    add(p + "mlp.router.weight", {experts, h}, -1);
+    if (bias) add(p + "mlp.router.bias", {experts}, -1);
+    for (int64_t e = 0; e < local_experts; ++e) {
+      const std::string i = std::to_string(e);
+      const std::string fc1 = grouped ? p + "mlp.experts.linear_fc1." : p + "mlp.experts.local_experts." + i + ".linear_fc1.";
+      const std::string fc2 = grouped ? p + "mlp.experts.linear_fc2." : p + "mlp.experts.local_experts." + i + ".linear_fc2.";
+      const std::string w = grouped ? "weight" + i : "weight", b = grouped ? "bias" + i : "bias";
+      add_expert(fc1 + w, {moe_fc1, h}, 0);
+      if (bias) add_expert(fc1 + b, {moe_fc1}, 0);
+      add_expert(fc2 + w, {h, moe_ffn}, 1);
+      if (bias) add_expert(fc2 + b, {h}, -1);
+    }
+    plan.expert_numel_total += experts * (moe_fc1 * h + h * moe_ffn + (bias ? moe_fc1 + h : 0));
+    if (shared_ffn > 0) {
+      const int64_t s1 = gated ? 2 * shared_ffn : shared_ffn;
+      add(p + "mlp.shared_experts.linear_fc1.weight", {s1, h}, 0);
+      if (bias) add(p + "mlp.shared_experts.linear_fc1.bias", {s1}, 0);
+      add(p + "mlp.shared_experts.linear_fc2.weight", {h, shared_ffn}, 1);
+      if (bias) add(p + "mlp.shared_experts.linear_fc2.bias", {h}, -1);
+      if (on(a, "moe_shared_expert_gate")) add(p + "mlp.shared_experts.gate_weight", {1, h}, -1);
+    }
   }
   if (last) {
     norm("decoder.final_layernorm.", h);

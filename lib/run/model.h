@@ -28,6 +28,7 @@ struct ParamSpec {
   bool shared_copy = false;         // the last stage's copy of the tied word embeddings: counted on the first stage
   bool no_weight_decay = false;     // Megatron's default rule: biases and 1-D parameters
   bool embedding_or_output = false; // word/position embeddings and the output layer (--decoupled-lr applies)
+  bool expert = false;              // a routed expert's weight (MoE): split over expert parallelism, not replicated
   int64_t numel() const;
 };
 
@@ -35,16 +36,22 @@ struct ModelPlan {
   std::vector<ParamSpec> params;
   std::vector<int64_t> layers;  // the global indices of the transformer layers on this rank
   int64_t padded_vocab_size = 0;
+  int64_t expert_numel_total = 0;  // MoE: the routed experts of this rank's layers, all experts, unsplit
   int64_t numel() const;        // elements this rank holds
+  bool has_experts() const;
 };
 
 struct RankCoord {
   int64_t tp_rank = 0, tp_size = 1;
   int64_t pp_rank = 0, pp_size = 1;
+  int64_t ep_size = 1;              // --expert-model-parallel-size: each rank holds num_experts / ep_size experts
+  int64_t etp_rank = 0, etp_size = 0;  // expert tensor parallelism (0: --expert-tensor-parallel-size, else TP)
 };
 
-// Throws RunError for what the run does not model (MoE, hybrid/Mamba, multi-latent attention, pipeline splits
-// that account for the embedding or loss) and when the vocabulary size is unknown (--vocab-size).
+// MoE (--num-experts): the layers --moe-layer-freq marks get a router, this rank's share of the routed experts
+// (grouped-GEMM or per-expert names), shared experts and their gate; their norm before the MLP is its own.
+// Throws RunError for what it does not model (hybrid/Mamba, multi-latent attention, heterogeneous layers,
+// pipeline splits that account for the embedding or loss) and when the vocabulary size is unknown (--vocab-size).
 ModelPlan plan_gpt_model(const Namespace& args, const RankCoord& at);
 
 // Bytes a rank spends on its parameters and the optimizer (no activations, no buffers of the framework), the way
@@ -58,7 +65,9 @@ struct MemoryEstimate {
   double params = 0, grads = 0, main_params = 0, optimizer_state = 0;
   double total() const { return params + grads + main_params + optimizer_state; }  // NaN: state not modelled
 };
-MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& args, int64_t data_parallel_size);
+// Routed experts shard their main params and state over the expert data-parallel group (0: the same size).
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& args, int64_t data_parallel_size,
+                               int64_t expert_data_parallel_size = 0);
 
 // Megatron's vocabulary padding: up to a multiple of --make-vocab-size-divisible-by times the TP size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);

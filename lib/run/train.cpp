@@ -140,6 +140,9 @@ class Run {
 
     RankCoord at{tp_.rank(), tp_.size(), pp_.rank(), pp_.size()};
     plan_ = plan_gpt_model(args, at);
+    if (plan_.has_experts())
+      throw RunError("the training run does not model MoE yet (--num-experts: expert gradients reduce over the "
+                     "expert data-parallel group); `megatron-run params` shows the plan and its memory");
     tied_ = !(args.has("untie_embeddings_and_output_weights") && args["untie_embeddings_and_output_weights"].truthy());
     dist_opt_ = cfg_.use_distributed_optimizer && dp_.size() > 1;
     model_dtype_ = cfg_.bf16 ? optim::DType::BF16 : cfg_.fp16 ? optim::DType::F16 : optim::DType::F32;

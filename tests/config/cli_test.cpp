@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -189,10 +190,23 @@ TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without st
   INFO(r.out);
   REQUIRE(r.exit == 0);
   CHECK_THAT(r.out, Catch::Contains("(0, 1)") && Catch::Contains("TP=1 PP=2"));
-  r = sh("params --world-size 1 --config " + kDefault + " --num-experts 4");
+  r = sh("params --world-size 1 --config " + kDefault + " --multi-latent-attention");
   CHECK(r.exit == 1);
-  CHECK_THAT(r.out, Catch::Contains("--num-experts"));
+  CHECK_THAT(r.out, Catch::Contains("--multi-latent-attention"));
   r = sh("params --config " + kDefault);
   CHECK(r.exit == 2);
   CHECK_THAT(r.out, Catch::Contains("--world-size"));
+}
+
+TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B parameters", "[cli][params][moe]") {
+  // The corpus config (TP 2, PP 4, EP 4 on 32 ranks); its tokenizer is a file we do not load: --vocab-size 32000.
+  const std::string cfg = std::string(MR_SHARED_DIR) + "/corpus/functional-tests/mixtral__mixtral_8x7b_alltoall_tp2pp4ep4_release.yaml";
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);  // TP on sm_90 needs it (validation reads the environment)
+  Result r = sh("params --world-size 32 --env-placeholder /p --config " + cfg + " --vocab-size 32000 --format json");
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));  // after the config's warnings
+  CHECK(field(v, "parameters").as_int() == 46702792704);
+  CHECK(field(v, "ranks").as_list().size() == 8);  // 2 TP x 4 PP coordinates
 }
