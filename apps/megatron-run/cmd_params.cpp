@@ -7,12 +7,8 @@
 #include <sstream>
 
 #include "cli.h"
-#include "config/print.h"
-#include "config/resolve.h"
-#include "config/schema.h"
-#include "dist/layout.h"
+#include "launch.h"
 #include "run/model.h"
-#include "util/log.h"
 
 namespace mr::app {
 
@@ -47,25 +43,10 @@ int cmd_params(const std::vector<std::string>& args) {
                  "gradients, main params, optimizer state; no activations), without starting anything.\n";
     return 0;
   }
-  Invocation inv = common.invocation();
-  inv.cli = split.rest;
-  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
-    throw UsageError("params: --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
-  Outcome out = resolve(Schema::megatron(), inv);
-  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
-  if (!out.ok()) {
-    for (const auto& d : out.diagnostics)
-      if (d.level == Diagnostic::Level::Error) std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
-    return 1;
-  }
-  const Namespace& ns = out.parsed.ns;
+  Outcome out;
   dist::Layout layout;
-  try {
-    layout = dist::Layout::build(dist::LayoutSpec::from_namespace(ns));
-  } catch (const dist::LayoutError& e) {
-    std::cerr << "megatron-run: error: process-group layout: " << e.what() << "\n";
-    return 1;
-  }
+  if (int rc = resolve_job_layout("params", common, split.rest, out, layout)) return rc;
+  const Namespace& ns = out.parsed.ns;
   const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;
 
   struct Row {

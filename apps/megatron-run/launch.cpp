@@ -159,6 +159,29 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
   return 2;
 }
 
+int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
+                       dist::Layout& layout) {
+  Invocation inv = common.invocation();
+  inv.cli = rest;
+  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
+    throw UsageError(std::string(cmd) + ": --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
+  out = resolve(Schema::megatron(), inv);
+  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
+  if (!out.ok()) {
+    for (const auto& d : out.diagnostics)
+      if (d.level == Diagnostic::Level::Error)
+        std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
+    return 1;
+  }
+  try {
+    layout = dist::Layout::build(dist::LayoutSpec::from_namespace(out.parsed.ns));
+  } catch (const dist::LayoutError& e) {
+    std::cerr << "megatron-run: error: process-group layout: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_topology(const std::vector<std::string>& args) {
   po::options_description desc("topology");
   CommonOptions common;
@@ -171,25 +194,9 @@ int cmd_topology(const std::vector<std::string>& args) {
                  "Prints every process group of the job (Megatron's rank layout) without starting anything.\n";
     return 0;
   }
-  Invocation inv = common.invocation();
-  inv.cli = split.rest;
-  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
-    throw UsageError("topology: --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
-  Outcome out = resolve(Schema::megatron(), inv);
-  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
-  if (!out.ok()) {
-    for (const auto& d : out.diagnostics)
-      if (d.level == Diagnostic::Level::Error)
-        std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
-    return 1;
-  }
+  Outcome out;
   dist::Layout layout;
-  try {
-    layout = dist::Layout::build(dist::LayoutSpec::from_namespace(out.parsed.ns));
-  } catch (const dist::LayoutError& e) {
-    std::cerr << "megatron-run: error: process-group layout: " << e.what() << "\n";
-    return 1;
-  }
+  if (int rc = resolve_job_layout("topology", common, split.rest, out, layout)) return rc;
   if (common.format == "json")
     std::cout << layout.json() << "\n";
   else

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "cli.h"
+#include "config/resolve.h"
+#include "dist/layout.h"
 
 namespace mr::app {
 
@@ -21,6 +23,12 @@ struct LaunchOptions {
   // torchrun variables (Megatron itself would read WORLD_SIZE). Leaves `inv` alone otherwise.
   void apply(Invocation& inv) const;
 };
+
+// For the commands that describe a job without starting it (topology, params): resolves `rest` (Megatron's
+// flags) for the world size --world-size / WORLD_SIZE gives (UsageError naming `cmd` without one) and builds the
+// rank layout. Returns 0 with `out` and `layout` set, or 1 after printing the failed rules / layout error.
+int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
+                       dist::Layout& layout);
 
 // Words of `args` (before "--") that are launcher options, with their values, removed.
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);
