@@ -183,6 +183,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     p.tp_duplicate = split_dim < 0 && tp > 1;
     const bool is_bias = p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
     p.no_weight_decay = is_bias || p.shape.size() == 1;
+    p.key = p.name;
     plan.params.push_back(std::move(p));
     return plan.params.back();
   };
@@ -231,9 +232,10 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
                      std::to_string(parts) + " (--expert-tensor-parallel-size)");
     return n / parts;
   };
-  auto add_expert = [&](std::string name, std::vector<int64_t> full, int split_dim) {
+  auto add_expert = [&](std::string name, std::string key, std::vector<int64_t> full, int split_dim) {
     ParamSpec p;
     p.name = std::move(name);
+    p.key = std::move(key);
     p.full_shape = full;
     p.shape = full;
     p.split_dim = split_dim;
@@ -275,10 +277,11 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
       const std::string fc1 = grouped ? p + "mlp.experts.linear_fc1." : p + "mlp.experts.local_experts." + i + ".linear_fc1.";
       const std::string fc2 = grouped ? p + "mlp.experts.linear_fc2." : p + "mlp.experts.local_experts." + i + ".linear_fc2.";
       const std::string w = grouped ? "weight" + i : "weight", b = grouped ? "bias" + i : "bias";
-      add_expert(fc1 + w, {moe_fc1, h}, 0);
-      if (bias) add_expert(fc1 + b, {moe_fc1}, 0);
-      add_expert(fc2 + w, {h, moe_ffn}, 1);
-      if (bias) add_expert(fc2 + b, {h}, -1);
+      const std::string global = p + "mlp.expert" + std::to_string(at.ep_rank * local_experts + e) + ".";
+      add_expert(fc1 + w, global + "fc1.weight", {moe_fc1, h}, 0);
+      if (bias) add_expert(fc1 + b, global + "fc1.bias", {moe_fc1}, 0);
+      add_expert(fc2 + w, global + "fc2.weight", {h, moe_ffn}, 1);
+      if (bias) add_expert(fc2 + b, global + "fc2.bias", {h}, -1);
     }
     plan.expert_numel_total += experts * (moe_fc1 * h + h * moe_ffn + (bias ? moe_fc1 + h : 0));
     if (shared_ffn > 0) {
@@ -298,6 +301,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
       // Tied weights on several stages: the last stage keeps a copy of the word embeddings, kept equal to the
       // first stage's by summing the two gradients (the "embedding" group); norms count the first stage's only.
       out.shared_copy = tied;
+      if (tied) out.key = "embedding.word_embeddings.weight";
     }
   }
   return plan;

@@ -29,6 +29,7 @@ struct ParamSpec {
   bool no_weight_decay = false;     // Megatron's default rule: biases and 1-D parameters
   bool embedding_or_output = false; // word/position embeddings and the output layer (--decoupled-lr applies)
   bool expert = false;              // a routed expert's weight (MoE): split over expert parallelism, not replicated
+  std::string key;                  // the same tensor under every layout: `name`, with a routed expert's global index
   int64_t numel() const;
 };
 
@@ -45,6 +46,7 @@ struct RankCoord {
   int64_t tp_rank = 0, tp_size = 1;
   int64_t pp_rank = 0, pp_size = 1;
   int64_t ep_size = 1;              // --expert-model-parallel-size: each rank holds num_experts / ep_size experts
+  int64_t ep_rank = 0;              // ... the ep_rank-th block of them
   int64_t etp_rank = 0, etp_size = 0;  // expert tensor parallelism (0: --expert-tensor-parallel-size, else TP)
 };
 

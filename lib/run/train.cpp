@@ -111,7 +111,8 @@ class Run {
  public:
   Run(dist::Runtime& rt, const Namespace& args, std::ostream& log, std::string prefix)
       : rt_(rt), args_(args), log_(log), prefix_(std::move(prefix)),
-        tp_(rt.group("tp")), pp_(rt.group("pp")), dp_(rt.group("dp-cp")), mp_(rt.group("tp-pp")) {
+        tp_(rt.group("tp")), pp_(rt.group("pp")), dp_(rt.group("dp-cp")), mp_(rt.group("tp-pp")),
+        edp_(rt.group("expert-dp")), etp_(rt.group("expert-tp")), emp_(rt.group("expert-tp-ep-pp")) {
     cfg_ = OptimizerConfig::from_args(args);
     if (cfg_.optimizer != "adam" && cfg_.optimizer != "sgd" && cfg_.optimizer != "lion" && cfg_.optimizer != "muon")
       throw RunError("the training run steps adam, sgd, lion and muon; --optimizer " + cfg_.optimizer +
@@ -138,11 +139,14 @@ class Run {
     init_std_ = args.has("init_method_std") ? args["init_method_std"].as_float() : 0.02;
     if (!(init_std_ > 0)) init_std_ = 0.02;
 
-    RankCoord at{tp_.rank(), tp_.size(), pp_.rank(), pp_.size()};
+    RankCoord at{tp_.rank(), tp_.size(), pp_.rank(), pp_.size(), rt.group("ep").size(), rt.group("ep").rank(),
+                 etp_.rank(), etp_.size()};
     plan_ = plan_gpt_model(args, at);
-    if (plan_.has_experts())
-      throw RunError("the training run does not model MoE yet (--num-experts: expert gradients reduce over the "
-                     "expert data-parallel group); `megatron-run params` shows the plan and its memory");
+    if (plan_.has_experts() && (cfg_.use_distributed_optimizer || muon_))
+      throw RunError(std::string("the training run does not shard or orthogonalise routed experts yet: --num-experts with ") +
+                     (muon_ ? "--optimizer muon" : "--use-distributed-optimizer") + " is not supported");
+    // Routed experts last: their gradients reduce over the expert data-parallel group, the rest over DP x CP.
+    std::stable_partition(plan_.params.begin(), plan_.params.end(), [](const ParamSpec& p) { return !p.expert; });
     tied_ = !(args.has("untie_embeddings_and_output_weights") && args["untie_embeddings_and_output_weights"].truthy());
     dist_opt_ = cfg_.use_distributed_optimizer && dp_.size() > 1;
     model_dtype_ = cfg_.bf16 ? optim::DType::BF16 : cfg_.fp16 ? optim::DType::F16 : optim::DType::F32;
@@ -175,9 +179,25 @@ class Run {
       }
       double grad_norm = std::nan("");
       if (!found_inf) {
-        auto clip = clip_slots();
+        std::vector<optim::ClipSlot> experts;
+        auto dense = clip_slots(&experts);
         auto reduce = [this](std::span<double> v, optim::ReduceOp op) { stats_reduce(v, op); };
-        grad_norm = optim::cpu::clip_grad_norm(clip, cfg_.clip_grad, 2.0, reduce);
+        if (plan_.has_experts()) {
+          // Megatron's chained optimizer: the dense norm over the model-parallel group, the experts' over the
+          // expert model-parallel group, combined; one clip coefficient for both.
+          auto reduce_experts = [this](std::span<double> v, optim::ReduceOp op) {
+            emp_.all_reduce(dist::Buffer::cpu(v.data(), v.size()),
+                            op == optim::ReduceOp::Max ? dist::ReduceOp::Max : dist::ReduceOp::Sum);
+          };
+          const double d = optim::cpu::grad_norm(dense, 2.0, reduce), e = optim::cpu::grad_norm(experts, 2.0, reduce_experts);
+          grad_norm = std::sqrt(d * d + e * e);
+          if (cfg_.clip_grad > 0) {
+            optim::cpu::clip_grads_by_total_norm(dense, cfg_.clip_grad, grad_norm);
+            optim::cpu::clip_grads_by_total_norm(experts, cfg_.clip_grad, grad_norm);
+          }
+        } else {
+          grad_norm = optim::cpu::clip_grad_norm(dense, cfg_.clip_grad, 2.0, reduce);
+        }
         step(++steps_done);
         schedule_->step(global_batch_);
         publish_params();
@@ -236,6 +256,12 @@ class Run {
       n += p.numel();
     }
     numel_ = n;
+    dense_end_ = n;
+    for (size_t k = 0; k < plan_.params.size(); ++k)
+      if (plan_.params[k].expert) {
+        dense_end_ = offset_[k];
+        break;
+      }
     const int64_t dp = dp_.size();
     padded_ = dist_opt_ ? (n + dp - 1) / dp * dp : n;
     lo_ = dist_opt_ ? padded_ / dp * dp_.rank() : 0;
@@ -254,8 +280,7 @@ class Run {
     // weights, zeros for biases), keyed by the element's index in the whole tensor.
     for (size_t k = 0; k < plan_.params.size(); ++k) {
       const ParamSpec& p = plan_.params[k];
-      const std::string& key_name = p.shared_copy ? std::string("embedding.word_embeddings.weight") : p.name;
-      const uint64_t key = name_key(key_name, seed_);
+      const uint64_t key = name_key(p.key, seed_);
       const bool norm = is_norm_weight(p.name), bias = ends_with(p.name, ".bias");
       const int64_t cnt = p.numel(), base = offset_[k];
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
@@ -326,12 +351,13 @@ class Run {
   double forward_and_grads(int64_t it, bool inject_nonfinite) {
     const float scale = scaler_ ? scaler_->scale() : 1.0f;
     const float noise = static_cast<float>(init_std_);
-    double sum_sq = 0.0, count = 0.0;
+    double sum_sq = 0.0, count = 0.0, expert_sum_sq = 0.0, expert_count = 0.0;
     for (size_t k = 0; k < plan_.params.size(); ++k) {
       const ParamSpec& p = plan_.params[k];
-      const std::string& key_name = p.shared_copy ? std::string("embedding.word_embeddings.weight") : p.name;
-      const uint64_t key = name_key(key_name, seed_ ^ mix64(static_cast<uint64_t>(it) * 0x9e37ull + static_cast<uint64_t>(dp_.rank())));
-      const bool counted = !(p.tp_duplicate && tp_.rank() != 0) && !p.shared_copy;
+      // The noise differs per data-parallel replica (of the dense part, or of this expert).
+      const uint64_t replica = static_cast<uint64_t>(p.expert ? edp_.rank() : dp_.rank());
+      const uint64_t key = name_key(p.key, seed_ ^ mix64(static_cast<uint64_t>(it) * 0x9e37ull + replica));
+      const bool counted = is_counted(p);
       const int64_t cnt = p.numel(), base = offset_[k];
       double local = 0.0;
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(+ : local)
@@ -343,13 +369,20 @@ class Run {
         local += static_cast<double>(d) * static_cast<double>(d);
       }
       if (counted) {
-        sum_sq += local;
-        count += static_cast<double>(cnt);
+        (p.expert ? expert_sum_sq : sum_sq) += local;
+        (p.expert ? expert_count : count) += static_cast<double>(cnt);
       }
     }
     if (inject_nonfinite && numel_ > 0) grad_[0] = INFINITY;
+    // The dense part once per model-parallel group; every routed expert once per expert model-parallel group.
     double v[2] = {sum_sq, count};
     mp_.all_reduce(dist::Buffer::cpu(v, 2), dist::ReduceOp::Sum);
+    if (plan_.has_experts()) {
+      double e[2] = {expert_sum_sq, expert_count};
+      emp_.all_reduce(dist::Buffer::cpu(e, 2), dist::ReduceOp::Sum);
+      v[0] += e[0];
+      v[1] += e[1];
+    }
     return v[1] > 0 ? 0.5 * v[0] / v[1] : 0.0;
   }
 
@@ -363,6 +396,14 @@ class Run {
                                             dist::ReduceOp::Sum);
       }
     }
+    // Routed experts (the tail of the buffer) average over their own data-parallel group.
+    if (dense_end_ < numel_ && edp_.size() > 1) {
+      float* e = grad_.data() + dense_end_;
+      const size_t n = static_cast<size_t>(numel_ - dense_end_);
+      edp_.all_reduce(dist::Buffer::cpu(e, n), dist::ReduceOp::Sum);
+      const float inv_e = 1.0f / static_cast<float>(edp_.size());
+      for (size_t i = 0; i < n; ++i) e[i] *= inv_e;
+    }
     const int64_t dp = dp_.size();
     if (dp == 1) return;
     const float inv = 1.0f / static_cast<float>(dp);
@@ -371,8 +412,8 @@ class Run {
                          dist::Buffer::cpu(grad_shard_.data(), grad_shard_.size()), dist::ReduceOp::Sum);
       for (float& g : grad_shard_) g *= inv;
     } else {
-      dp_.all_reduce(dist::Buffer::cpu(grad_.data(), grad_.size()), dist::ReduceOp::Sum);
-      for (float& g : grad_) g *= inv;
+      dp_.all_reduce(dist::Buffer::cpu(grad_.data(), static_cast<size_t>(dense_end_)), dist::ReduceOp::Sum);
+      for (int64_t i = 0; i < dense_end_; ++i) grad_[static_cast<size_t>(i)] *= inv;
     }
   }
 
@@ -394,17 +435,24 @@ class Run {
     return out;
   }
 
-  std::vector<optim::ClipSlot> clip_slots() {
+  // The gradients for the norm and the clip: the dense part, and the routed experts into `experts`.
+  std::vector<optim::ClipSlot> clip_slots(std::vector<optim::ClipSlot>* experts) {
     std::vector<optim::ClipSlot> out;
     float* g = shard_grad();
     for_each_piece([&](size_t k, int64_t b, int64_t e) {
       const ParamSpec& p = plan_.params[k];
       optim::ClipSlot s;
       s.grad = {e - b, g + (b - lo_), optim::DType::F32};
-      s.counted = !(p.tp_duplicate && tp_.rank() != 0) && !p.shared_copy;
-      out.push_back(s);
+      s.counted = is_counted(p);
+      (p.expert ? *experts : out).push_back(s);
     });
     return out;
+  }
+
+  // Counted once in losses and norms: not a TP copy (expert TP for routed experts), not the tied output copy.
+  bool is_counted(const ParamSpec& p) const {
+    if (p.expert) return !(p.tp_duplicate && etp_.rank() != 0);
+    return !(p.tp_duplicate && tp_.rank() != 0) && !p.shared_copy;
   }
 
   // Gradient statistics (found-inf, norm): the model-parallel group, or everyone with the distributed optimizer
@@ -535,15 +583,19 @@ class Run {
           if (x != h) throw RunError("the tied word embeddings diverged between the first and the last pipeline stage");
       }
     }
-    const uint64_t sum = fnv1a(model_.data(), static_cast<size_t>(numel_) * dtype_bytes(model_dtype_));
-    std::vector<int64_t> all(static_cast<size_t>(dp_.size()));
-    int64_t mine = static_cast<int64_t>(sum);
-    dp_.all_gather(dist::Buffer::cpu(&mine, 1), dist::Buffer::cpu(all.data(), all.size()));
-    for (size_t i = 0; i < all.size(); ++i)
-      if (all[i] != mine)
-        throw RunError("data-parallel replicas diverged: rank " + std::to_string(dp_.ranks()[i]) +
-                       " holds different parameters than rank " + std::to_string(rt_.rank()));
-    return sum;
+    const size_t w = dtype_bytes(model_dtype_);
+    auto compare = [&](dist::Group& g, int64_t begin, int64_t end, const char* what) {
+      int64_t mine = static_cast<int64_t>(fnv1a(model_.data() + static_cast<size_t>(begin) * w, static_cast<size_t>(end - begin) * w));
+      std::vector<int64_t> all(static_cast<size_t>(g.size()));
+      g.all_gather(dist::Buffer::cpu(&mine, 1), dist::Buffer::cpu(all.data(), all.size()));
+      for (size_t i = 0; i < all.size(); ++i)
+        if (all[i] != mine)
+          throw RunError(std::string(what) + " replicas diverged: rank " + std::to_string(g.ranks()[i]) +
+                         " holds different parameters than rank " + std::to_string(rt_.rank()));
+    };
+    compare(dp_, 0, dense_end_, "data-parallel");
+    if (dense_end_ < numel_) compare(edp_, dense_end_, numel_, "expert data-parallel");
+    return fnv1a(model_.data(), static_cast<size_t>(numel_) * w);
   }
 
   dist::Runtime& rt_;
@@ -551,6 +603,7 @@ class Run {
   std::ostream& log_;
   std::string prefix_;
   dist::Group &tp_, &pp_, &dp_, &mp_;
+  dist::Group &edp_, &etp_, &emp_;  // expert data-parallel, expert tensor-parallel, expert model-parallel
   OptimizerConfig cfg_;
   ModelPlan plan_;
   int64_t train_iters_ = 0, global_batch_ = 1, log_interval_ = 100;
@@ -563,6 +616,7 @@ class Run {
   std::vector<int64_t> offset_;
   std::vector<int32_t> group_of_;
   int64_t numel_ = 0, padded_ = 0, lo_ = 0, hi_ = 0;
+  int64_t dense_end_ = 0;  // routed experts occupy [dense_end_, numel_)
   std::vector<uint8_t> model_;
   std::vector<float> grad_, grad_shard_, main_, exp_avg_, exp_avg_sq_, target_;
 };

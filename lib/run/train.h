@@ -9,12 +9,15 @@
 //     data-parallel rank (so the data-parallel reduction matters), scaled by the loss scale under fp16;
 //   - Megatron's step: the tied-embedding gradient sum over the embedding group, the data-parallel all-reduce
 //     (or reduce-scatter), unscale + inf/NaN check and the dynamic loss scaler (skipped iterations), the global
-//     gradient norm and clipping (--clip-grad), the optimizer step with our kernels (adam, sgd) and Megatron's
+//     gradient norm and clipping (--clip-grad), the optimizer step with our kernels (adam, sgd, lion, muon) and Megatron's
 //     parameter groups (no weight decay for biases and 1-D params, --decoupled-lr for embeddings and output),
 //     the learning-rate / weight-decay schedule, the parameter all-gather of the distributed optimizer;
 //   - a Megatron-style log line every --log-interval iterations (on the last rank), and at the end a check that
 //     every data-parallel replica holds the same parameters.
-// Limits (RunError naming the flag): the model limits of run/model.h; optimizers other than adam and sgd.
+//   - MoE: routed experts average their gradients over the expert data-parallel group, and the norm is the
+//     dense part's (model-parallel group) combined with the experts' (expert model-parallel group).
+// Limits (RunError naming the flag): the model limits of run/model.h; optimizers other than adam, sgd, lion and
+// muon; muon with the distributed optimizer or fp16; MoE with the distributed optimizer or muon.
 #pragma once
 
 #include <cstdint>
