@@ -33,6 +33,16 @@ MR_BENCHMARK("cli.dry_run", [](const Options& o) {
                         o.quick ? 30 : 200);
 });
 
+// `megatron-run params` for Megatron's Mixtral 8x7B CI config on 32 ranks: validation plus the model plan and
+// memory of every (tensor, pipeline) rank (8 of them, 46.7 B parameters), no LibTorch.
+MR_BENCHMARK("cli.params_mixtral", [](const Options& o) {
+  const std::string cfg =
+      o.source_dir + "/../shared/corpus/functional-tests/mixtral__mixtral_8x7b_alltoall_tp2pp4ep4_release.yaml";
+  std::string line = "CUDA_DEVICE_MAX_CONNECTIONS=1 '" + o.bin_dir + "/megatron-run' params --world-size 32 " +
+                     "--env-placeholder /p --vocab-size 32000 --config '" + cfg + "' >/dev/null 2>&1";
+  return versus_trivial(o, {"/bin/sh", "-c", line}, o.quick ? 30 : 200);
+});
+
 // `megatron-run check` over the whole functional-test corpus (167 files) in one process.
 MR_BENCHMARK("cli.check_corpus", [](const Options& o) {
   std::vector<std::string> cmd = {o.bin_dir + "/megatron-run", "check", "--world-size", "8", "--env-placeholder",
