@@ -183,13 +183,14 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     p.tp_duplicate = split_dim < 0 && tp > 1;
     const bool is_bias = p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
     p.no_weight_decay = is_bias || p.shape.size() == 1;
+    if (is_bias) p.init = ParamSpec::Init::Zero;
     p.key = p.name;
     plan.params.push_back(std::move(p));
     return plan.params.back();
   };
   auto norm = [&](const std::string& prefix, int64_t width) {
-    add(prefix + "weight", {width}, -1);
-    if (layernorm) add(prefix + "bias", {width}, -1);
+    add(prefix + "weight", {width}, -1).init = ParamSpec::Init::One;
+    if (layernorm) add(prefix + "bias", {width}, -1).init = ParamSpec::Init::Zero;
   };
 
   if (first) {
@@ -243,6 +244,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     p.tp_duplicate = split_dim < 0 && etp > 1;
     p.expert = true;
     p.no_weight_decay = p.shape.size() == 1;
+    if (p.shape.size() == 1) p.init = ParamSpec::Init::Zero;  // the experts' 1-D parameters are their biases
     plan.params.push_back(std::move(p));
   };
 

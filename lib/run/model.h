@@ -30,6 +30,8 @@ struct ParamSpec {
   bool embedding_or_output = false; // word/position embeddings and the output layer (--decoupled-lr applies)
   bool expert = false;              // a routed expert's weight (MoE): split over expert parallelism, not replicated
   std::string key;                  // the same tensor under every layout: `name`, with a routed expert's global index
+  enum class Init { Normal, One, Zero };
+  Init init = Init::Normal;         // Megatron's initial values: normal (--init-method-std), norm weights 1, biases 0
   int64_t numel() const;
 };
 

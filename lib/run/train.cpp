@@ -60,9 +60,6 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
   return r * p.full_shape[1] + tp_rank * cols + c;
 }
 
-bool is_norm_weight(const std::string& n) {
-  return n.find("norm") != std::string::npos && n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0;
-}
 bool ends_with(const std::string& s, const char* suffix) {
   size_t k = std::strlen(suffix);
   return s.size() >= k && s.compare(s.size() - k, k, suffix) == 0;
@@ -281,12 +278,12 @@ class Run {
     for (size_t k = 0; k < plan_.params.size(); ++k) {
       const ParamSpec& p = plan_.params[k];
       const uint64_t key = name_key(p.key, seed_);
-      const bool norm = is_norm_weight(p.name), bias = ends_with(p.name, ".bias");
+      const bool one = p.init == ParamSpec::Init::One, zero = p.init == ParamSpec::Init::Zero;
       const int64_t cnt = p.numel(), base = offset_[k];
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
       for (int64_t i = 0; i < cnt; ++i) {
         const uint64_t gi = static_cast<uint64_t>(global_index(p, tp_.rank(), i));
-        const float init = norm ? 1.0f : bias ? 0.0f : static_cast<float>(init_std_) * normal(mix64(key ^ gi));
+        const float init = one ? 1.0f : zero ? 0.0f : static_cast<float>(init_std_) * normal(mix64(key ^ gi));
         const float target = init + static_cast<float>(init_std_) * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull);
         store(model_.data(), model_dtype_, base + i, init);
         target_[static_cast<size_t>(base + i)] = target;
@@ -396,24 +393,24 @@ class Run {
                                             dist::ReduceOp::Sum);
       }
     }
+    // Sum over the group, then the average (the optimizer library's threaded gradient scaling).
+    auto scale = [](float* g, int64_t n, int64_t group_size) {
+      optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, g, optim::DType::F32}}, 1.0f / static_cast<float>(group_size));
+    };
     // Routed experts (the tail of the buffer) average over their own data-parallel group.
     if (dense_end_ < numel_ && edp_.size() > 1) {
       float* e = grad_.data() + dense_end_;
-      const size_t n = static_cast<size_t>(numel_ - dense_end_);
-      edp_.all_reduce(dist::Buffer::cpu(e, n), dist::ReduceOp::Sum);
-      const float inv_e = 1.0f / static_cast<float>(edp_.size());
-      for (size_t i = 0; i < n; ++i) e[i] *= inv_e;
+      edp_.all_reduce(dist::Buffer::cpu(e, static_cast<size_t>(numel_ - dense_end_)), dist::ReduceOp::Sum);
+      scale(e, numel_ - dense_end_, edp_.size());
     }
-    const int64_t dp = dp_.size();
-    if (dp == 1) return;
-    const float inv = 1.0f / static_cast<float>(dp);
+    if (dp_.size() == 1) return;
     if (dist_opt_) {
       dp_.reduce_scatter(dist::Buffer::cpu(grad_.data(), static_cast<size_t>(padded_)),
                          dist::Buffer::cpu(grad_shard_.data(), grad_shard_.size()), dist::ReduceOp::Sum);
-      for (float& g : grad_shard_) g *= inv;
+      scale(grad_shard_.data(), static_cast<int64_t>(grad_shard_.size()), dp_.size());
     } else {
       dp_.all_reduce(dist::Buffer::cpu(grad_.data(), static_cast<size_t>(dense_end_)), dist::ReduceOp::Sum);
-      for (int64_t i = 0; i < dense_end_; ++i) grad_[static_cast<size_t>(i)] *= inv;
+      scale(grad_.data(), dense_end_, dp_.size());
     }
   }
 

@@ -71,6 +71,13 @@ TEST_CASE("a single-rank GPT holds the closed-form parameter count", "[run][mode
   CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.layer_norm_weight")->no_weight_decay);
   CHECK_FALSE(find(p, "decoder.layers.0.mlp.linear_fc1.weight")->no_weight_decay);
   CHECK(find(p, "embedding.word_embeddings.weight")->embedding_or_output);
+  // Megatron's initial values: ones for norm weights (TE's fused names too), zeros for biases, else normal.
+  using Init = ParamSpec::Init;
+  CHECK(find(p, "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight")->init == Init::One);
+  CHECK(find(p, "decoder.layers.0.self_attention.linear_qkv.layer_norm_bias")->init == Init::Zero);
+  CHECK(find(p, "decoder.final_layernorm.weight")->init == Init::One);
+  CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.bias")->init == Init::Zero);
+  CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.weight")->init == Init::Normal);
   // The local (non-TE) spec names its norms on their own.
   ModelPlan local = mr::run::plan_gpt_model(gpt({{"transformer_impl", Value(std::string("local"))}}), {});
   CHECK(find(local, "decoder.layers.0.input_layernorm.weight"));
