@@ -76,6 +76,17 @@ std::pair<double, double> best_alternating(int reps, const std::function<void()>
   return {a, b};
 }
 
+// A rate: `work` (flops, bytes) per second scaled by `scale`, ours against the baseline's; ratio = base / t.
+Result throughput(double work, double t, double base, double scale, const char* unit, const char* baseline) {
+  Result r;
+  r.value = work / t * scale;
+  r.unit = unit;
+  r.baseline = baseline;
+  r.baseline_value = work / base * scale;
+  r.ratio = base / t;
+  return r;
+}
+
 Result versus(double t, double base, const char* baseline, double ratio) {
   Result r;
   r.value = t * 1e3;
@@ -156,13 +167,7 @@ MR_BENCHMARK("cpu.muon.ns5_1024x4096", [](const Options& o) {
         }
       });
   const double flops = 5.0 * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
-  Result r;
-  r.value = flops / t * 1e-9;
-  r.unit = "GFLOP/s";
-  r.baseline = "LibTorch GEMMs, same shapes";
-  r.baseline_value = flops / base * 1e-9;
-  r.ratio = base / t;
-  return r;
+  return throughput(flops, t, base, 1e-9, "GFLOP/s", "LibTorch GEMMs, same shapes");
 });
 
 void require_gpu() {
@@ -192,13 +197,7 @@ MR_BENCHMARK("gpu.adamw.bf16_master", [](const Options& o) {
   double t = gpu::time_best(10, [&] { gpu::adam_step(slots, gh, ao); });
   gpu::DeviceBuffer src(size_t(bytes / 2)), dst(size_t(bytes / 2));
   double base = gpu::time_best(10, [&] { gpu::memcpy_d2d(dst.get(), src.get(), src.bytes()); });  // reads + writes bytes/2
-  Result r;
-  r.value = bytes / t * 1e-9;
-  r.unit = "GB/s";
-  r.baseline = "cudaMemcpy D2D";
-  r.baseline_value = bytes / base * 1e-9;
-  r.ratio = base / t;
-  return r;
+  return throughput(bytes, t, base, 1e-9, "GB/s", "cudaMemcpy D2D");
 });
 
 MR_BENCHMARK("gpu.muon.ns5_bf16", [](const Options& o) {
@@ -224,13 +223,7 @@ MR_BENCHMARK("gpu.muon.ns5_bf16", [](const Options& o) {
     }
   });
   const double flops = 5.0 * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
-  Result r;
-  r.value = flops / t * 1e-12;
-  r.unit = "TFLOP/s";
-  r.baseline = "cuBLAS bf16 GEMMs, same shapes";
-  r.baseline_value = flops / base * 1e-12;
-  r.ratio = base / t;
-  return r;
+  return throughput(flops, t, base, 1e-12, "TFLOP/s", "cuBLAS bf16 GEMMs, same shapes");
 });
 
 }  // namespace
