@@ -9,7 +9,7 @@ namespace {
 
 std::vector<std::string> corpus_files(const Options& o) {
   std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(o.source_dir + "/../shared/corpus/functional-tests"))
+  for (const auto& e : std::filesystem::directory_iterator(o.source_dir + "/tests/data/corpus/functional-tests"))
     if (e.path().extension() == ".yaml") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
   return files;
@@ -37,7 +37,7 @@ MR_BENCHMARK("cli.dry_run", [](const Options& o) {
 // memory of every (tensor, pipeline) rank (8 of them, 46.7 B parameters), no LibTorch.
 MR_BENCHMARK("cli.params_mixtral", [](const Options& o) {
   const std::string cfg =
-      o.source_dir + "/../shared/corpus/functional-tests/mixtral__mixtral_8x7b_alltoall_tp2pp4ep4_release.yaml";
+      o.source_dir + "/tests/data/corpus/functional-tests/mixtral__mixtral_8x7b_alltoall_tp2pp4ep4_release.yaml";
   std::string line = "CUDA_DEVICE_MAX_CONNECTIONS=1 '" + o.bin_dir + "/megatron-run' params --world-size 32 " +
                      "--env-placeholder /p --vocab-size 32000 --config '" + cfg + "' >/dev/null 2>&1";
   return versus_trivial(o, {"/bin/sh", "-c", line}, o.quick ? 30 : 200);

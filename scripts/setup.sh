@@ -12,6 +12,8 @@ PACKAGES=(
   libyaml-cpp-dev catch2
   libtorch-dev libgloo-dev
   libopenblas0-pthread libopenblas-dev
+  nlohmann-json3-dev ccache
+  python3-torch python3-jsonschema graphviz
 )
 
 missing=()

@@ -8,7 +8,7 @@ tests/config/corpus_parity_test.cpp asserts the same thing; this script only mak
 import argparse, collections, glob, json, math, os, subprocess, sys
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-shared = os.path.join(root, '..', 'shared')
+shared = os.path.join(root, 'tests', 'data')  # copied from ../shared (tests/data/README.md)
 
 def same(a, b):
     if isinstance(a, bool) or isinstance(b, bool):

@@ -266,7 +266,7 @@ def run_case(env, args, extra_groups, extra_points=()):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mirror", default="/work/.mirror/NVIDIA+Megatron-LM/repo")
-    ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
+    ap.add_argument("--shared", default=str(ROOT / "tests" / "data"))
     ap.add_argument("--out", default=str(ROOT / "tests/optim/data/schedule_golden.json"))
     opts = ap.parse_args()
 

@@ -58,7 +58,7 @@ bool same(const mr::Value& a, const mr::Value& b) {
 
 TEST_CASE("corpus parity: decisions and resolved values equal Megatron's", "[corpus][parity]") {
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(std::string(MR_SHARED_DIR) + "/corpus/functional-tests"))
+  for (const auto& e : fs::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests"))
     if (e.path().extension() == ".yaml") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   REQUIRE(files.size() == 167);
@@ -66,7 +66,7 @@ TEST_CASE("corpus parity: decisions and resolved values equal Megatron's", "[cor
   for (const auto& f : files) {
     const std::string name = f.filename().string();
     INFO(name);
-    mr::Value ref = load_json(fs::path(MR_SHARED_DIR) / "corpus/reference" / (f.stem().string() + ".json"));
+    mr::Value ref = load_json(fs::path(MR_DATA_DIR) / "corpus/reference" / (f.stem().string() + ".json"));
     const mr::Value& va = *field(ref, "validate_args");
     int ref_exit = field(va, "ok")->truthy() ? (field(ref, "accepted")->truthy() ? 0 : 1) : int(field(va, "exit")->as_int());
 

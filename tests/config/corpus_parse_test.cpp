@@ -38,7 +38,7 @@ mr::Invocation corpus_invocation(const std::string& file) {
 
 std::vector<fs::path> corpus_files() {
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(std::string(MR_SHARED_DIR) + "/corpus/functional-tests"))
+  for (const auto& e : fs::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests"))
     if (e.path().extension() == ".yaml") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   return files;
@@ -51,7 +51,7 @@ TEST_CASE("corpus: exit 2 for exactly the files Megatron's parser rejected; same
   int usage_errors = 0;
   for (const auto& f : files) {
     INFO(f.filename().string());
-    mr::Value ref = load_json(fs::path(MR_SHARED_DIR) / "corpus/reference" / (f.stem().string() + ".json"));
+    mr::Value ref = load_json(fs::path(MR_DATA_DIR) / "corpus/reference" / (f.stem().string() + ".json"));
     const mr::Value& va = field(ref, "validate_args");
     bool ref_usage = !field(va, "ok").truthy() && field(va, "exit").as_int() == 2;
     bool ours_usage = false;

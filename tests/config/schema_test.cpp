@@ -1,4 +1,4 @@
-// The schema table against the seed parser's own dump (../shared/spec/reference-schema.json).
+// The schema table against the seed parser's own dump (tests/data/spec/reference-schema.json, copied from ../shared/spec).
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -37,9 +37,9 @@ const mr::Value& field(const mr::Value& obj, const std::string& k) {
 }  // namespace
 
 TEST_CASE("schema matches the seed parser: option strings, dests, defaults, choices, nargs, actions", "[schema]") {
-  const mr::Value ref = load_json(std::string(MR_SHARED_DIR) + "/spec/reference-schema.json");
+  const mr::Value ref = load_json(std::string(MR_DATA_DIR) + "/spec/reference-schema.json");
   const auto& args = mr::Schema::megatron().args();
-  REQUIRE(ref.as_list().size() == 868);
+  REQUIRE(ref.as_list().size() > 800);  // the seed parser has 868 arguments (tests/data/README.md)
   REQUIRE(args.size() == ref.as_list().size());
   size_t option_strings = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -68,7 +68,9 @@ TEST_CASE("schema matches the seed parser: option strings, dests, defaults, choi
     const mr::Value& metavar = field(r, "metavar");
     CHECK((metavar.is_none() ? std::string() : metavar.as_str()) == a.spec->metavar);
   }
-  CHECK(option_strings == 908);
+  size_t ref_option_strings = 0;
+  for (const auto& r : ref.as_list()) ref_option_strings += field(r, "option_strings").as_list().size();
+  CHECK(option_strings == ref_option_strings);
 }
 
 TEST_CASE("every argument has a help text of its own", "[schema]") {
@@ -81,7 +83,7 @@ TEST_CASE("every argument has a help text of its own", "[schema]") {
 TEST_CASE("schema JSON export lists every argument with its fields", "[schema]") {
   const std::string json = mr::schema_json(mr::Schema::megatron());
   mr::Value v = mr::Value::parse_json(json);
-  REQUIRE(v.as_list().size() == 868);
+  REQUIRE(v.as_list().size() == load_json(std::string(MR_DATA_DIR) + "/spec/reference-schema.json").as_list().size());
   const mr::Value& first = v.as_list().front();
   std::set<std::string> keys;
   for (const auto& [k, x] : first.as_object()) keys.insert(k);

@@ -184,7 +184,7 @@ TEST_CASE("determinism: the TP-overlap corpus config is rejected by the whole ch
   inv.env.vars["WORLD_SIZE"] = "8";
   inv.env.vars["RANK"] = "0";
   inv.config.env = [](const std::string& name) -> std::optional<std::string> { return "/placeholder/" + name; };
-  inv.config_files = {std::string(MR_SHARED_DIR) +
+  inv.config_files = {std::string(MR_DATA_DIR) +
                       "/corpus/functional-tests/"
                       "gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap.yaml"};
   std::ifstream probe(inv.config_files[0]);

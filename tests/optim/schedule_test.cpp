@@ -548,7 +548,7 @@ TEST_CASE("schedule: golden values from Megatron's scheduler, every accepted cor
     inv.env.vars["WORLD_SIZE"] = "8";
     inv.env.vars["RANK"] = "0";
     inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
-    inv.config_files = {std::string(MR_SHARED_DIR) + "/corpus/functional-tests/" + file + ".yaml"};
+    inv.config_files = {std::string(MR_DATA_DIR) + "/corpus/functional-tests/" + file + ".yaml"};
     mr::Outcome out = mr::resolve(mr::Schema::megatron(), inv);
     REQUIRE(out.exit_code() == 0);
     ScheduleConfig cfg = ScheduleConfig::from_args(out.parsed.ns);
