@@ -1,5 +1,6 @@
 #include "config/types.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -88,27 +89,60 @@ double parse_py_float(std::string_view word) {
 }
 
 // ---- the layer-pattern language -------------------------------------------------------------------------
+// Python would build any pattern its memory holds, and wrap no integer; we bound the expression, the values
+// it builds and their arithmetic (kMaxPatternChars, kMaxPatternValues, kMaxPatternWork in types.h), so that an
+// evaluation takes time linear in the text and memory bounded by the limits, and refuses what exceeds them.
 namespace {
+
+// What is quoted of a pattern in a message: all of a short one, the start of a long one.
+std::string pattern_text(std::string_view t) {
+  if (t.size() <= 80) return quoted(t);
+  return quoted(t.substr(0, 60)) + "... (" + std::to_string(t.size()) + " characters)";
+}
+
 class PatternParser {
  public:
   explicit PatternParser(std::string_view t) : t_(t) {}
   Value run() {
+    if (t_.size() > kMaxPatternChars)
+      throw ConvError("invalid pattern " + pattern_text(t_) + ": the expression is longer than " +
+                      std::to_string(kMaxPatternChars) + " characters (megatron-run's limit)");
     for (char c : t_) {
       if (!(std::isdigit(static_cast<unsigned char>(c)) || c == ',' || c == '[' || c == ']' || c == '(' ||
             c == ')' || c == '+' || c == '*'))
-        throw ConvError("invalid pattern " + quoted(t_) + ": only digits and , [ ] ( ) + * are allowed");
+        throw ConvError("invalid pattern " + pattern_text(t_) + ": only digits and , [ ] ( ) + * are allowed");
     }
-    Value v = expr_or_tuple(0);
+    Node v = expr_or_tuple(0);
     if (p_ != t_.size()) fail("unexpected '" + std::string(1, t_[p_]) + "'");
-    return v;
+    return std::move(v.v);
   }
 
  private:
+  // A value and the number of values it holds, itself and every nested element (an int: 1; [1, [2, 3]]: 5).
+  struct Node {
+    Value v;
+    uint64_t values = 1;
+  };
   std::string_view t_;
   size_t p_ = 0;
+  uint64_t work_ = 0;  // values built so far, intermediate results included
 
   [[noreturn]] void fail(const std::string& why) const {
-    throw ConvError("invalid pattern " + quoted(t_) + " at position " + std::to_string(p_) + ": " + why);
+    throw ConvError("invalid pattern " + pattern_text(t_) + " at position " + std::to_string(p_) + ": " + why);
+  }
+  [[noreturn]] void too_large() const {
+    throw ConvError("invalid pattern " + pattern_text(t_) + ": it expands to more than " +
+                    std::to_string(kMaxPatternValues) + " values (megatron-run's limit; a layer pattern has one "
+                    "value per layer)");
+  }
+  // Accounts for `n` new values of a result; refuses results beyond the value limit and evaluations beyond the
+  // work limit (so that a long chain of copies cannot take quadratic time).
+  void build(uint64_t n) {
+    if (n > kMaxPatternValues) too_large();
+    work_ += n;
+    if (work_ > kMaxPatternWork)
+      throw ConvError("invalid pattern " + pattern_text(t_) + ": evaluating it builds more than " +
+                      std::to_string(kMaxPatternWork) + " values (megatron-run's limit)");
   }
   bool eat(char c) {
     if (p_ < t_.size() && t_[p_] == c) {
@@ -117,31 +151,36 @@ class PatternParser {
     }
     return false;
   }
+  static Node list_node(List items, uint64_t values, bool tuple) { return Node{Value(std::move(items), tuple), values}; }
   // A bare comma at top level or inside parentheses makes a tuple, as in Python.
-  Value expr_or_tuple(int depth) {
-    Value first = expr(depth);
+  Node expr_or_tuple(int depth) {
+    Node first = expr(depth);
     if (p_ < t_.size() && t_[p_] == ',') {
-      List items{first};
+      uint64_t values = 1 + first.values;
+      List items{std::move(first.v)};
       while (eat(',')) {
         if (p_ >= t_.size() || t_[p_] == ')') break;
-        items.push_back(expr(depth));
+        Node n = expr(depth);
+        values += n.values;
+        items.push_back(std::move(n.v));
       }
-      return Value(std::move(items), /*tuple=*/true);
+      build(values);
+      return list_node(std::move(items), values, /*tuple=*/true);
     }
     return first;
   }
-  Value expr(int depth) {
-    Value v = term(depth);
-    while (eat('+')) v = add(v, term(depth));
+  Node expr(int depth) {
+    Node v = term(depth);
+    while (eat('+')) v = add(std::move(v), term(depth));
     return v;
   }
-  Value term(int depth) {
-    Value v = factor(depth);
-    while (eat('*')) v = mul(v, factor(depth));
+  Node term(int depth) {
+    Node v = factor(depth);
+    while (eat('*')) v = mul(std::move(v), factor(depth));
     return v;
   }
-  Value factor(int depth) {
-    if (depth > 64) fail("nesting too deep");
+  Node factor(int depth) {
+    if (depth > 64) fail("nesting too deep (more than 64 levels)");
     if (p_ >= t_.size()) fail("unexpected end");
     char c = t_[p_];
     if (std::isdigit(static_cast<unsigned char>(c))) {
@@ -150,48 +189,73 @@ class PatternParser {
       std::string_view num = t_.substr(s, p_ - s);
       if (num.size() > 1 && num[0] == '0' && num.find_first_not_of('0') != std::string_view::npos)
         fail("leading zeros are not allowed");
-      if (num.size() > 15) fail("number too large");
-      return Value(static_cast<int64_t>(std::stoll(std::string(num))));
+      if (num.size() > 18) fail("number too large (more than 18 digits)");
+      int64_t n = 0;
+      std::from_chars(num.data(), num.data() + num.size(), n);
+      build(1);
+      return Node{Value(n), 1};
     }
     if (eat('[')) {
       List items;
+      uint64_t values = 1;
       if (!eat(']')) {
         for (;;) {
-          items.push_back(expr(depth + 1));
+          Node n = expr(depth + 1);
+          values += n.values;
+          items.push_back(std::move(n.v));
           if (eat(']')) break;
           if (!eat(',')) fail("expected ',' or ']'");
           if (eat(']')) break;
         }
       }
-      return Value(std::move(items));
+      build(values);
+      return list_node(std::move(items), values, false);
     }
     if (eat('(')) {
-      if (eat(')')) return Value(List{}, true);
-      Value v = expr_or_tuple(depth + 1);
+      if (eat(')')) return list_node(List{}, 1, true);
+      Node v = expr_or_tuple(depth + 1);
       if (!eat(')')) fail("expected ')'");
       return v;
     }
     fail("expected a number, '[' or '('");
   }
-  Value add(const Value& a, const Value& b) {
-    if (a.is_int() && b.is_int()) return Value(a.as_int() + b.as_int());
-    if (a.kind() == b.kind() && a.is_list()) {
-      List out = a.as_list();
-      out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-      return Value(std::move(out), a.kind() == Value::Kind::Tuple);
+  Node add(Node a, Node b) {
+    if (a.v.is_int() && b.v.is_int()) {
+      int64_t r = 0;
+      if (__builtin_add_overflow(a.v.as_int(), b.v.as_int(), &r)) fail("integer overflow (beyond 64 bits) in '+'");
+      build(1);
+      return Node{Value(r), 1};
+    }
+    if (a.v.kind() == b.v.kind() && a.v.is_list()) {
+      const uint64_t values = a.values + b.values - 1;
+      build(values);
+      List out = a.v.as_list();
+      out.insert(out.end(), b.v.as_list().begin(), b.v.as_list().end());
+      return list_node(std::move(out), values, a.v.kind() == Value::Kind::Tuple);
     }
     fail("cannot add these operands");
   }
-  Value mul(const Value& a, const Value& b) {
-    if (a.is_int() && b.is_int()) return Value(a.as_int() * b.as_int());
-    const Value* seq = a.is_list() ? &a : (b.is_list() ? &b : nullptr);
-    const Value* n = a.is_int() ? &a : (b.is_int() ? &b : nullptr);
+  Node mul(Node a, Node b) {
+    if (a.v.is_int() && b.v.is_int()) {
+      int64_t r = 0;
+      if (__builtin_mul_overflow(a.v.as_int(), b.v.as_int(), &r)) fail("integer overflow (beyond 64 bits) in '*'");
+      build(1);
+      return Node{Value(r), 1};
+    }
+    const Node* seq = a.v.is_list() ? &a : (b.v.is_list() ? &b : nullptr);
+    const Node* n = a.v.is_int() ? &a : (b.v.is_int() ? &b : nullptr);
     if (!seq || !n) fail("can only multiply a list by an int");
-    int64_t times = n->as_int();
-    if (times * static_cast<int64_t>(seq->as_list().size()) > 1000000) fail("pattern too long");
+    const int64_t times = std::max<int64_t>(0, n->v.as_int());  // Python: a non-positive count gives []
+    const uint64_t elems = seq->values - 1;                       // the values inside the list
+    uint64_t inside = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(times), elems, &inside) || inside >= kMaxPatternValues)
+      too_large();
+    build(inside + 1);
+    const List& src = seq->v.as_list();
     List out;
-    for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq->as_list().begin(), seq->as_list().end());
-    return Value(std::move(out), seq->kind() == Value::Kind::Tuple);
+    if (!src.empty()) out.reserve(static_cast<size_t>(times) * src.size());
+    for (int64_t i = 0; i < times && !src.empty(); ++i) out.insert(out.end(), src.begin(), src.end());
+    return list_node(std::move(out), inside + 1, seq->v.kind() == Value::Kind::Tuple);
   }
 };
 

@@ -1,6 +1,7 @@
 // Value converters for schema types: what argparse's `type=` callables do in Megatron, without eval.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -21,7 +22,15 @@ int64_t parse_py_int(std::string_view word);
 double parse_py_float(std::string_view word);
 
 // Evaluates Megatron's layer-pattern language (digits , [ ] ( ) + *), e.g. "([1]*3+[0]*1)*3", with Python's
-// semantics for + and * on ints, lists and tuples. Never executes anything.
+// semantics for + and * on ints, lists and tuples. Never executes anything. Bounded where Python is not (every
+// pattern-typed flag: --moe-layer-freq, --window-attn-skip-freq, --linear-attention-freq, --no-rope-freq,
+// --csa-compress-ratios): the expression is at most kMaxPatternChars characters, its result holds at most
+// kMaxPatternValues values (counting every nested element and list: [1, [2, 3]] holds 5), evaluating it builds
+// at most kMaxPatternWork values in all, integers stay within 64 bits and nesting within 64 levels; ConvError
+// (a usage error naming the flag) otherwise. Time is linear in the text plus the values built.
+inline constexpr size_t kMaxPatternChars = 100000;
+inline constexpr uint64_t kMaxPatternValues = 1000000;
+inline constexpr uint64_t kMaxPatternWork = 16 * kMaxPatternValues;
 Value eval_pattern(std::string_view text);
 
 // Converts one command-line word according to `type` (the argument's schema type).
