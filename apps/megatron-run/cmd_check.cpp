@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "config/print.h"
 #include "config/validate.h"
+#include "util/text.h"
 
 namespace mr::app {
 
@@ -15,15 +16,6 @@ struct FileResult {
   std::optional<Namespace> resolved;
 };
 
-std::string diag_json(const Diagnostic& d) {
-  std::string out = "{\"rule\": " + json_quote(d.rule) + ", \"level\": " +
-                    json_quote(d.level == Diagnostic::Level::Error ? "error" : "warning") +
-                    ", \"message\": " + json_quote(d.message) + ", \"flags\": [";
-  for (size_t i = 0; i < d.flags.size(); ++i) out += (i ? ", " : "") + json_quote(d.flags[i]);
-  out += "]";
-  if (!d.where.empty()) out += ", \"where\": " + json_quote(d.where);
-  return out + "}";
-}
 }  // namespace
 
 int cmd_check(const std::vector<std::string>& args) {
@@ -55,10 +47,10 @@ int cmd_check(const std::vector<std::string>& args) {
       r.exit = o.exit_code();
       if (o.ok()) r.resolved = std::move(o.parsed.ns);
       r.diags = std::move(o.diagnostics);
-      for (const auto& w : o.parsed.warnings) r.diags.push_back(Diagnostic{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}});
+      for (const auto& w : o.parsed.warnings) r.diags.push_back(Diagnostic{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}, kStageParse});
     } catch (const UsageError& e) {
       r.exit = 2;
-      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, "usage", e.what(), e.flags, e.where});
+      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, "usage", e.what(), e.flags, e.where, kStageParse});
     }
     results.push_back(std::move(r));
   }
@@ -73,7 +65,7 @@ int cmd_check(const std::vector<std::string>& args) {
                 << ", \"exit\": " << r.exit << ", \"errors\": [";
       bool first = true;
       for (const auto& d : r.diags) {
-        std::cout << (first ? "" : ", ") << diag_json(d);
+        std::cout << (first ? "" : ", ") << diagnostic_json(d);
         first = false;
       }
       std::cout << "], \"resolved\": " << (r.resolved ? namespace_json(*r.resolved) : std::string("null")) << "}";
@@ -87,8 +79,8 @@ int cmd_check(const std::vector<std::string>& args) {
         // Usage messages from files already start with file:line.
         std::string msg = d.message;
         if (!d.where.empty() && msg.rfind(d.where + ": ", 0) == 0) msg = msg.substr(d.where.size() + 2);
-        std::cout << where << ": " << (d.level == Diagnostic::Level::Error ? "error" : "warning") << "[" << d.rule
-                  << "]: " << msg << "\n";
+        std::cout << printable(where, false) + ": " + (d.level == Diagnostic::Level::Error ? "error" : "warning") +
+                         "[" + printable(d.rule, false) + "]: " + printable(msg) + "\n";
       }
     }
     size_t bad = 0;

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "cli.h"
+#include "config/checked.h"
+#include "config/print.h"
 #include "launch.h"
 #include "run/model.h"
 
@@ -49,28 +51,44 @@ int cmd_params(const std::vector<std::string>& args) {
   const Namespace& ns = out.parsed.ns;
   const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;
 
+  // One row per (tensor, pipeline) rank; a row keeps the counts, not the plan, so memory stays bounded by one
+  // plan however many ranks there are. Every count is checked: a sum beyond 64 bits is an error, not a wrap.
   struct Row {
     int64_t tp_rank, pp_rank;
-    run::ModelPlan plan;
+    size_t layers = 0;
+    int64_t numel = 0;
     run::MemoryEstimate mem;
-    int64_t counted = 0;
   };
   std::vector<Row> rows;
   int64_t unique = 0;
+  auto add = [](int64_t a, int64_t b) {
+    if (auto r = checked_add(a, b)) return *r;
+    throw run::RunError("the parameter count of the model (" + std::to_string(a) + " + " + std::to_string(b) +
+                        ") does not fit in a 64-bit integer (--num-layers, --hidden-size, --num-experts ...)");
+  };
   try {
     for (int64_t p = 0; p < pp; ++p)
       for (int64_t t = 0; t < tp; ++t) {
         run::RankCoord at{t, tp, p, pp, layout.spec.ep, t % layout.etp, layout.etp};
-        Row r{t, p, run::plan_gpt_model(ns, at), {}, 0};
-        r.mem = run::estimate_memory(r.plan, ns, dp * layout.spec.cp, layout.expert_dp);
-        for (const auto& s : r.plan.params)
-          if (!(s.tp_duplicate && t != 0) && !s.shared_copy && !s.expert) r.counted += s.numel();
-        unique += r.counted;
-        if (t == 0) unique += r.plan.expert_numel_total;  // every routed expert once, whole
-        rows.push_back(std::move(r));
+        const run::ModelPlan plan = run::plan_gpt_model(ns, at);
+        Row r{t, p, plan.layers.size(), plan.numel(), {}};
+        r.mem = run::estimate_memory(plan, ns, dp * layout.spec.cp, layout.expert_dp);
+        int64_t counted = 0;
+        for (const auto& s : plan.params)
+          if (!(s.tp_duplicate && t != 0) && !s.shared_copy && !s.expert) counted = add(counted, s.numel());
+        unique = add(unique, counted);
+        if (t == 0) unique = add(unique, plan.expert_numel_total);  // every routed expert once, whole
+        rows.push_back(r);
       }
   } catch (const run::RunError& e) {
-    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    print_error(std::cerr, e.what());
+    if (common.format == "json") {
+      Diagnostic d;
+      d.rule = "model-plan";
+      d.message = e.what();
+      d.stage = kStagePlan;
+      std::cout << failure_json(1, {d}) << "\n";
+    }
     return 1;
   }
 
@@ -81,7 +99,7 @@ int cmd_params(const std::vector<std::string>& args) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::cout << (i ? ", " : "") << "{\"tp_rank\": " << r.tp_rank << ", \"pp_rank\": " << r.pp_rank
-                << ", \"layers\": " << r.plan.layers.size() << ", \"parameters\": " << r.plan.numel()
+                << ", \"layers\": " << r.layers << ", \"parameters\": " << r.numel
                 << ", \"bytes\": {\"params\": " << json_num(r.mem.params) << ", \"grads\": " << json_num(r.mem.grads)
                 << ", \"main_params\": " << json_num(r.mem.main_params)
                 << ", \"optimizer_state\": " << json_num(r.mem.optimizer_state)
@@ -101,8 +119,8 @@ int cmd_params(const std::vector<std::string>& args) {
   std::cout << line;
   for (const Row& r : rows) {
     std::string at = "(" + std::to_string(r.tp_rank) + ", " + std::to_string(r.pp_rank) + ")";
-    std::snprintf(line, sizeof line, "%-10s %7zu %15lld %9s %9s %9s %9s %9s\n", at.c_str(), r.plan.layers.size(),
-                  static_cast<long long>(r.plan.numel()), gib(r.mem.params).c_str(), gib(r.mem.grads).c_str(),
+    std::snprintf(line, sizeof line, "%-10s %7zu %15lld %9s %9s %9s %9s %9s\n", at.c_str(), r.layers,
+                  static_cast<long long>(r.numel), gib(r.mem.params).c_str(), gib(r.mem.grads).c_str(),
                   gib(r.mem.main_params).c_str(), gib(r.mem.optimizer_state).c_str(), gib(r.mem.total()).c_str());
     std::cout << line;
   }

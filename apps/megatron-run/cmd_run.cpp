@@ -7,6 +7,7 @@
 #include "config/validate.h"
 #include "config/yaml_cfg.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace mr::app {
 
@@ -53,11 +54,12 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
   for (const auto& d : out.diagnostics)
-    if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << "[" << d.rule << "] " << d.message;
+    if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << diagnostic_text(d);
   if (!out.ok()) {
     for (const auto& d : out.diagnostics)
-      if (d.level == Diagnostic::Level::Error)
-        std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
+      if (d.level == Diagnostic::Level::Error) print_diagnostic(std::cerr, d);
+    // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
+    if (common.format == "json") std::cout << failure_json(1, out.diagnostics) << "\n";
     return 1;
   }
   const Namespace& ns = out.parsed.ns;
@@ -71,7 +73,8 @@ int cmd_run(const std::vector<std::string>& args) {
     for (char& c : dest)
       if (c == '-') c = '_';
     if (!ns.has(dest)) throw UsageError("argument --explain: no resolved argument '" + dest + "'", {"--explain"});
-    std::cout << dest << " = " << ns[dest].py_str() << "    (" << ns.provenance(dest).describe() << ")\n";
+    std::cout << dest << " = " << printable(ns[dest].py_str(), false) << "    ("
+              << printable(ns.provenance(dest).describe(), false) << ")\n";
   }
   if (!explain.empty()) return 0;
   if (!dry_run) return launch(out, args);

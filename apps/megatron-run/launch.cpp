@@ -45,7 +45,8 @@ std::string worker_path() {
 
 void LaunchOptions::add_to(po::options_description& desc) {
   desc.add_options()
-      ("nproc-per-node", po::value(&nproc_per_node), "workers to start on this node")
+      ("nproc-per-node", po::value<int>()->notifier([this](int v) { nproc_per_node = v, nproc_given = true; }),
+       "workers to start on this node")
       ("nnodes", po::value(&nnodes), "nodes in the job")
       ("node-rank", po::value(&node_rank), "this node's index")
       ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
@@ -54,8 +55,19 @@ void LaunchOptions::add_to(po::options_description& desc) {
 }
 
 void LaunchOptions::apply(Invocation& inv) const {
-  if (nproc_per_node < 0 || nnodes < 1)
-    throw UsageError("--nproc-per-node and --nnodes must be positive", {"--nproc-per-node", "--nnodes"});
+  // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
+  if (nproc_given && nproc_per_node < 1)
+    throw UsageError("argument --nproc-per-node: must be at least 1 (got " + std::to_string(nproc_per_node) + ")",
+                     {"--nproc-per-node"});
+  if (nnodes < 1)
+    throw UsageError("argument --nnodes: must be at least 1 (got " + std::to_string(nnodes) + ")", {"--nnodes"});
+  if (node_rank < 0 || node_rank >= nnodes)
+    throw UsageError("argument --node-rank: must be between 0 and --nnodes - 1 = " + std::to_string(nnodes - 1) +
+                         " (got " + std::to_string(node_rank) + ")",
+                     {"--node-rank", "--nnodes"});
+  if (master_port < 0 || master_port > 65535)
+    throw UsageError("argument --master-port: must be a TCP port, 0 to 65535 (got " + std::to_string(master_port) + ")",
+                     {"--master-port"});
   if (nproc_per_node > 0) {
     inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
     return;
@@ -107,7 +119,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
   try {
     job = dist::launch_info();
   } catch (const dist::LaunchError& e) {
-    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    print_error(std::cerr, e.what());
     return 2;
   }
 
@@ -120,15 +132,20 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
     so.master_addr = lo.master_addr;
     so.master_port = lo.master_port;
     so.prefix_output = so.nproc_per_node * so.nnodes > 1;
+    if (so.nproc_per_node > kMaxLocalWorkers) {
+      print_error(std::cerr, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
+                                 " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
+                                 " megatron-run starts on one node (a dry run validates any size)");
+      return 2;
+    }
     so.argv.push_back(self_path());
     for (const std::string& a : strip_launch_options(args)) so.argv.push_back(a);
     if (job && lo.nproc_per_node > 0)
-      std::cerr << "megatron-run: warning: already inside a job (" << job->describe()
-                << "); --nproc-per-node starts a nested one\n";
+      print_warning(std::cerr, "already inside a job (" + job->describe() + "); --nproc-per-node starts a nested one");
     try {
       return dist::spawn_workers(so);
     } catch (const std::exception& e) {
-      std::cerr << "megatron-run: error: " << e.what() << "\n";
+      print_error(std::cerr, e.what());
       return 2;
     }
   }
@@ -144,9 +161,9 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
   in.argv = args;
   std::string worker = worker_path();
   if (access(worker.c_str(), X_OK) != 0) {
-    std::cerr << "megatron-run: error: the worker " << worker
-              << " is missing (megatron-run-worker is built only where LibTorch is found; MR_WORKER overrides its "
-                 "path)\n";
+    print_error(std::cerr, "the worker " + worker +
+                               " is missing (megatron-run-worker is built only where LibTorch is found; MR_WORKER "
+                               "overrides its path)");
     return 2;
   }
   int fd = dist::memfd_with(in.encode());
@@ -155,8 +172,16 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
   std::cout.flush();
   std::cerr.flush();
   execv(worker.c_str(), argv.data());
-  std::cerr << "megatron-run: error: cannot run " << worker << ": " << std::strerror(errno) << "\n";
+  print_error(std::cerr, "cannot run " + worker + ": " + std::strerror(errno));
   return 2;
+}
+
+Diagnostic layout_diagnostic(const std::string& message) {
+  Diagnostic d;
+  d.rule = "layout";
+  d.message = "process-group layout: " + message;
+  d.stage = kStageInit;
+  return d;
 }
 
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
@@ -167,16 +192,19 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
     throw UsageError(std::string(cmd) + ": --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
   out = resolve(Schema::megatron(), inv);
   for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
+  for (const auto& d : out.diagnostics)
+    if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << diagnostic_text(d);
   if (!out.ok()) {
     for (const auto& d : out.diagnostics)
-      if (d.level == Diagnostic::Level::Error)
-        std::cerr << "megatron-run: error[" << d.rule << "]: " << d.message << "\n";
+      if (d.level == Diagnostic::Level::Error) print_diagnostic(std::cerr, d);
+    if (common.format == "json") std::cout << failure_json(1, out.diagnostics) << "\n";
     return 1;
   }
   try {
     layout = dist::Layout::build(dist::LayoutSpec::from_namespace(out.parsed.ns));
   } catch (const dist::LayoutError& e) {
-    std::cerr << "megatron-run: error: process-group layout: " << e.what() << "\n";
+    print_error(std::cerr, std::string("process-group layout: ") + e.what());
+    if (common.format == "json") std::cout << failure_json(1, {layout_diagnostic(e.what())}) << "\n";
     return 1;
   }
   return 0;

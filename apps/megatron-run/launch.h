@@ -10,8 +10,12 @@
 namespace mr::app {
 
 // --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]: our own spawner.
+// The most local workers megatron-run spawns on one node (without --dry-run).
+inline constexpr int kMaxLocalWorkers = 1024;
+
 struct LaunchOptions {
   int nproc_per_node = 0;  // 0: no spawning
+  bool nproc_given = false;  // --nproc-per-node was given (0 then is an error, not "no spawning")
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -29,6 +33,10 @@ struct LaunchOptions {
 // rank layout. Returns 0 with `out` and `layout` set, or 1 after printing the failed rules / layout error.
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
                        dist::Layout& layout);
+
+// The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
+// which megatron-run runs when it lays out the process groups), for --format json.
+Diagnostic layout_diagnostic(const std::string& message);
 
 // Words of `args` (before "--") that are launcher options, with their values, removed.
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "util/text.h"
+
 namespace mr {
 
 void print_megatron_table(std::ostream& os, const Namespace& ns, const std::string& title) {
@@ -12,7 +14,8 @@ void print_megatron_table(std::ostream& os, const Namespace& ns, const std::stri
     size_t dots = e.dest.size() < 48 ? 48 - e.dest.size() : 0;
     std::string line;
     line.reserve(64);
-    line.append("  ").append(e.dest).append(" ").append(dots, '.').append(" ").append(e.value.py_str());
+    // Megatron prints str(value) raw; unprintable characters in a value are escaped here (util/text.h).
+    line.append("  ").append(e.dest).append(" ").append(dots, '.').append(" ").append(printable(e.value.py_str(), false));
     lines.push_back(std::move(line));
   }
   // Megatron sorts the formatted lines case-insensitively.
@@ -171,6 +174,44 @@ std::string bash_completion(const Schema& schema, const std::string& prog) {
          "() {\n  local cur=\"${COMP_WORDS[COMP_CWORD]}\"\n  if [[ \"$cur\" == -* ]]; then\n"
          "    COMPREPLY=( $(compgen -W \"" + flags + "\" -- \"$cur\") )\n  else\n"
          "    COMPREPLY=( $(compgen -f -- \"$cur\") )\n  fi\n}\ncomplete -F " + fn + " " + prog + "\n";
+}
+
+// ---- messages ----------------------------------------------------------------------------------------------
+
+void print_error(std::ostream& os, std::string_view message) {
+  os << "megatron-run: error: " + printable(message) + "\n";
+}
+
+void print_warning(std::ostream& os, std::string_view message) {
+  os << "megatron-run: warning: " + printable(message) + "\n";
+}
+
+void print_internal_error(std::ostream& os, std::string_view message) {
+  os << "megatron-run: internal error: " + printable(message) + "\n";
+}
+
+void print_diagnostic(std::ostream& os, const Diagnostic& d) {
+  os << std::string("megatron-run: ") + (d.level == Diagnostic::Level::Error ? "error" : "warning") + "[" +
+            printable(d.rule) + "]: " + printable(d.message) + "\n";
+}
+
+std::string diagnostic_text(const Diagnostic& d) { return "[" + d.rule + "] " + d.message; }
+
+std::string diagnostic_json(const Diagnostic& d) {
+  std::string out = "{\"rule\": " + json_quote(d.rule) + ", \"level\": " +
+                    json_quote(d.level == Diagnostic::Level::Error ? "error" : "warning") +
+                    ", \"stage\": " + json_quote(d.stage.empty() ? kStageValidateArgs : d.stage) +
+                    ", \"message\": " + json_quote(d.message) + ", \"flags\": [";
+  for (size_t i = 0; i < d.flags.size(); ++i) out += (i ? ", " : "") + json_quote(d.flags[i]);
+  out += "]";
+  if (!d.where.empty()) out += ", \"where\": " + json_quote(d.where);
+  return out + "}";
+}
+
+std::string failure_json(int exit, const std::vector<Diagnostic>& diagnostics) {
+  std::string out = "{\"ok\": false, \"exit\": " + std::to_string(exit) + ", \"diagnostics\": [";
+  for (size_t i = 0; i < diagnostics.size(); ++i) out += (i ? ", " : "") + diagnostic_json(diagnostics[i]);
+  return out + "]}";
 }
 
 }  // namespace mr

@@ -4,8 +4,11 @@
 #include <ostream>
 #include <string>
 
+#include <vector>
+
 #include "config/namespace.h"
 #include "config/schema.h"
+#include "config/validate/context.h"
 
 namespace mr {
 
@@ -20,5 +23,30 @@ std::string schema_json(const Schema& schema);
 void print_help(std::ostream& os, const Schema& schema, const std::string& prog);
 // Bash completion script for every flag.
 std::string bash_completion(const Schema& schema, const std::string& prog);
+
+// ---- messages ----------------------------------------------------------------------------------------------
+// The one place megatron-run formats its messages for people: every usage error, diagnostic and log record goes
+// through printable() (util/text.h), so a NUL, an escape sequence or bytes that are not UTF-8 in a value, a file
+// name or a config file print as \x00, \x1b, \xff (and C1/bidi controls as \u0085, \u202e), never raw.
+
+// "megatron-run: error: MESSAGE\n" (escaped).
+void print_error(std::ostream& os, std::string_view message);
+// "megatron-run: warning: MESSAGE\n" (escaped).
+void print_warning(std::ostream& os, std::string_view message);
+// "megatron-run: internal error: MESSAGE\n" (escaped): a bug of ours, exit 3.
+void print_internal_error(std::ostream& os, std::string_view message);
+// "megatron-run: error[RULE]: MESSAGE\n" for an error diagnostic, "...: warning[RULE]: ..." for a warning; the
+// sanity stage's carry their stage: "error[sanity.num-layers-positive]" reads as megatron-run's own verdict.
+void print_diagnostic(std::ostream& os, const Diagnostic& d);
+// The text of a diagnostic for a log record or a `check` line, "[RULE] MESSAGE" (escaped when printed).
+std::string diagnostic_text(const Diagnostic& d);
+
+// ---- JSON diagnostics ----------------------------------------------------------------------------------------
+// {"rule": ..., "level": "error"|"warning", "stage": "validate_args"|"sanity"|"parse", "message": ...,
+//  "flags": [...], "where": ...} (where only when known).
+std::string diagnostic_json(const Diagnostic& d);
+// What `--format json` prints on stdout when there is no result to print (a failed rule, a usage error), so that
+// stdout is one JSON document whatever happens: {"ok": false, "exit": N, "diagnostics": [...]}.
+std::string failure_json(int exit, const std::vector<Diagnostic>& diagnostics);
 
 }  // namespace mr

@@ -2,12 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <climits>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
 
 #include "config/parse.h"
 #include "config/types.h"
+#include "util/text.h"
 
 extern char** environ;
 
@@ -44,7 +46,11 @@ std::pair<int, int> parse_arch(const std::string& arch) {
   std::string digits;
   for (char c : arch)
     if (std::isdigit(static_cast<unsigned char>(c))) digits += c;
-  if (digits.size() < 2) throw UsageError("bad GPU architecture '" + arch + "' (expected e.g. sm_90 or sm_100)");
+  // Compute capabilities have a 1-3 digit major and a 1-digit minor (sm_90, sm_100, sm_120a): more digits are
+  // not an architecture (and would not fit in an int).
+  if (digits.size() < 2 || digits.size() > 4)
+    throw UsageError("bad GPU architecture " + Value(abbreviate(arch, 40)).py_repr() +
+                     " (expected e.g. sm_90 or sm_100: a major version of 1 to 3 digits and a one-digit minor)");
   int major = std::stoi(digits.substr(0, digits.size() - 1));
   int minor = digits.back() - '0';
   return {major, minor};
@@ -57,7 +63,9 @@ std::vector<long> version_parts(const std::string& v) {
     size_t n = 0;
     while (n < part.size() && std::isdigit(static_cast<unsigned char>(part[n]))) ++n;
     if (n == 0) break;
-    out.push_back(std::stol(part.substr(0, n)));
+    // A version part longer than any real one (e.g. 2.99999999999999999999) compares as the largest number
+    // rather than failing: digits beyond 18 cannot change the order of real versions.
+    out.push_back(n > 18 ? LONG_MAX : std::stol(part.substr(0, n)));
     if (n != part.size()) break;
   }
   return out;

@@ -1,6 +1,8 @@
 // Megatron's validate_args() chain (plus OptimizerConfig checks) over a parsed namespace.
 #pragma once
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/resolve.h"
@@ -11,7 +13,12 @@ namespace mr {
 struct Outcome {
   Parsed parsed;
   std::vector<Diagnostic> diagnostics;  // warnings, and at most one error from the chain
+  std::vector<std::string> stages_passed;  // the validation stages that ran to their end without an error
   bool usage_error = false;
+  // Whether `stage` ran to its end without an error. Megatron's own verdict: passed(kStageValidateArgs) is
+  // acceptance; an error diagnostic whose stage is kStageValidateArgs is rejection; neither (a sanity rule such as
+  // sanity.integer-overflow stopped Megatron's chain) means Megatron's verdict is not known.
+  bool passed(std::string_view stage) const;
   bool ok() const {
     for (const auto& d : diagnostics)
       if (d.level == Diagnostic::Level::Error) return false;
@@ -20,8 +27,9 @@ struct Outcome {
   int exit_code() const { return usage_error ? 2 : (ok() ? 0 : 1); }
 };
 
-// Runs the validation chain on `parsed`, in the seed's order; a failed rule ends it.
-void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics);
+// Runs the validation stages on `parsed` (validation_stages(): Megatron's chain in the seed's order, then the
+// sanity stage); a failed rule ends validation. `passed` receives the names of the stages that passed.
+void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<std::string>* passed = nullptr);
 
 // parse_invocation + validate. UsageError propagates (exit 2).
 Outcome resolve(const Schema& schema, const Invocation& inv);

@@ -1,5 +1,7 @@
 #include "config/value.h"
 
+#include "util/text.h"
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -109,8 +111,33 @@ std::string py_float_repr(double v) {
 }
 
 std::string json_quote(std::string_view s) {
+  // Valid, printable JSON whatever the bytes: control characters, DEL, the C1 and bidirectional-text controls as
+  // \uXXXX (util/text.h says which); a byte that is not UTF-8 as the lone surrogate \udcXX, which is how Python's
+  // json.dumps writes a string decoded with surrogateescape (as argv and os.environ are), so such values
+  // round-trip through Python. Valid UTF-8 is written as is.
   std::string out = "\"";
-  for (unsigned char c : s) {
+  out.reserve(s.size() + 2);
+  char b[8];
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    uint32_t cp = 0;
+    const size_t n = utf8_char(s, i, cp);
+    if (n == 0) {
+      std::snprintf(b, sizeof b, "\\udc%02x", c);
+      out += b;
+      ++i;
+      continue;
+    }
+    if (n > 1) {
+      if (escaped_code_point(cp)) {
+        std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(cp));
+        out += b;
+      } else {
+        out.append(s.substr(i, n));
+      }
+      i += n;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -120,14 +147,14 @@ std::string json_quote(std::string_view s) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20) {
-          char b[8];
+        if (c < 0x20 || c == 0x7f) {
           std::snprintf(b, sizeof b, "\\u%04x", c);
           out += b;
         } else {
           out += static_cast<char>(c);
         }
     }
+    ++i;
   }
   return out + "\"";
 }

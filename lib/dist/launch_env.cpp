@@ -26,7 +26,7 @@ std::optional<int> first_count(const std::optional<std::string>& v) {
   if (!v || v->empty()) return std::nullopt;
   size_t i = 0;
   while (i < v->size() && std::isdigit(static_cast<unsigned char>((*v)[i]))) ++i;
-  if (i == 0) return std::nullopt;
+  if (i == 0 || i > 9) return std::nullopt;  // more digits than any task count (and than an int holds)
   return std::stoi(v->substr(0, i));
 }
 

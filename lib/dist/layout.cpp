@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/checked.h"
 #include "config/validate/pipeline_layout.h"
 
 namespace mr::dist {
@@ -84,21 +85,23 @@ std::string inject_gtp_remat_axis(const std::string& order, const std::string& a
 std::vector<RankGroups> hierarchical_groups(const RankList& ranks, const std::vector<int64_t>& sizes) {
   std::vector<RankGroups> levels;
   for (size_t level = 0; level < sizes.size(); ++level) {
-    int64_t u = 1, l = 1;
-    for (size_t i = 0; i < level; ++i) u *= sizes[i];
-    for (size_t i = level + 1; i < sizes.size(); ++i) l *= sizes[i];
-    int64_t s = sizes[level];
-    if (l * s * u != static_cast<int64_t>(ranks.size()))
+    // Checked products: sizes whose product overflows cannot multiply to a group size either.
+    std::optional<int64_t> u = 1, l = 1;
+    for (size_t i = 0; i < level && u; ++i) u = checked_mul(*u, sizes[i]);
+    for (size_t i = level + 1; i < sizes.size() && l; ++i) l = checked_mul(*l, sizes[i]);
+    const int64_t s = sizes[level];
+    std::optional<int64_t> all = u && l ? checked_product({*l, s, *u}) : std::nullopt;
+    if (s < 1 || !all || *all != static_cast<int64_t>(ranks.size()))
       throw LayoutError("hierarchical group sizes " + [&] {
         std::string t;
         for (size_t i = 0; i < sizes.size(); ++i) t += (i ? " x " : "") + str(sizes[i]);
         return t;
       }() + " do not multiply to the group size " + str(static_cast<int64_t>(ranks.size())));
     RankGroups out;
-    for (int64_t li = 0; li < l; ++li)
-      for (int64_t ui = 0; ui < u; ++ui) {
+    for (int64_t li = 0; li < *l; ++li)
+      for (int64_t ui = 0; ui < *u; ++ui) {
         RankList g;
-        for (int64_t si = 0; si < s; ++si) g.push_back(ranks[static_cast<size_t>(li * s * u + si * u + ui)]);
+        for (int64_t si = 0; si < s; ++si) g.push_back(ranks[static_cast<size_t>(li * s * *u + si * *u + ui)]);
         out.push_back(std::move(g));
       }
     levels.push_back(std::move(out));
@@ -157,7 +160,9 @@ RankGenerator::RankGenerator(int64_t tp, int64_t ep, int64_t dp, int64_t pp, int
   if (ep != 1 && cp != 1)
     throw LayoutError("a rank generator cannot have both EP (" + str(ep) + ") and CP (" + str(cp) +
                       ") above 1: CP belongs to the dense generator, EP to the expert one");
-  world_size_ = tp * dp * pp * cp * ep * gtp_remat;
+  const std::optional<int64_t> world = checked_product({tp, dp, pp, cp, ep, gtp_remat});
+  if (!world) throw LayoutError("the rank generator's sizes multiply beyond 64 bits");
+  world_size_ = *world;
   const std::vector<std::pair<std::string, int64_t>> sizes = {{"tp", tp}, {"pp", pp}, {"dp", dp},
                                                               {"ep", ep}, {"cp", cp}, {"gtp_remat", gtp_remat}};
   std::string o = order;
@@ -252,6 +257,9 @@ Layout Layout::build(const LayoutSpec& spec) {
   const int64_t gtp = spec.gtp_remat, egtp = spec.expert_gtp_remat;
   const int64_t instances = spec.num_distributed_optimizer_instances;
   if (world < 1) throw LayoutError("the world size must be at least 1 (got " + str(world) + ")");
+  if (world > kMaxLayoutRanks)
+    throw LayoutError("the world size " + str(world) + " is beyond the " + str(kMaxLayoutRanks) +
+                      " ranks megatron-run lays out (every process group is listed rank by rank)");
   for (auto [name, v] : std::initializer_list<std::pair<const char*, int64_t>>{
            {"--tensor-model-parallel-size", tp}, {"--pipeline-model-parallel-size", pp},
            {"--context-parallel-size", cp}, {"--expert-model-parallel-size", ep},
@@ -271,10 +279,12 @@ Layout Layout::build(const LayoutSpec& spec) {
   if ((gtp > 1 || egtp > 1) && instances > 1)
     throw LayoutError("GTP weight rematerialization does not support --num-distributed-optimizer-instances > 1");
 
-  const int64_t model_size = tp * pp * cp * gtp;
-  if (world % model_size != 0)
-    throw LayoutError("world size (" + str(world) + ") is not divisible by TP x PP x CP" +
-                      (gtp > 1 ? " x GTP" : "") + " = " + str(model_size));
+  // Every size is at least 1 here; a product beyond 64 bits cannot divide the world size.
+  const std::optional<int64_t> model_size_ = checked_product({tp, pp, cp, gtp});
+  if (!model_size_ || world % *model_size_ != 0)
+    throw LayoutError("world size (" + str(world) + ") is not divisible by TP x PP x CP" + (gtp > 1 ? " x GTP" : "") +
+                      " = " + (model_size_ ? str(*model_size_) : "a product beyond 64 bits"));
+  const int64_t model_size = *model_size_;
   const int64_t dp = world / model_size;
   L.dp = dp;
   if (spec.virtual_pp && pp <= 1)
@@ -287,13 +297,14 @@ Layout Layout::build(const LayoutSpec& spec) {
   const int64_t etp = spec.etp ? *spec.etp : tp;
   if (etp < 1) throw LayoutError("--expert-tensor-parallel-size must be at least 1 (got " + str(etp) + ")");
   L.etp = etp;
-  const int64_t expert_tmp = etp * ep * pp * egtp;
-  if (world % expert_tmp != 0)
+  const std::optional<int64_t> expert_tmp_ = checked_product({etp, ep, pp, egtp});
+  if (!expert_tmp_ || world % *expert_tmp_ != 0)
     throw LayoutError("world size (" + str(world) + ") is not divisible by expert TP x EP x PP" +
-                      (egtp > 1 ? " x expert GTP" : "") + " = " + str(expert_tmp) +
+                      (egtp > 1 ? " x expert GTP" : "") + " = " +
+                      (expert_tmp_ ? str(*expert_tmp_) : "a product beyond 64 bits") +
                       " (--expert-tensor-parallel-size " + str(etp) + ", --expert-model-parallel-size " + str(ep) +
                       ", --pipeline-model-parallel-size " + str(pp) + ")");
-  const int64_t edp = world / expert_tmp;
+  const int64_t edp = world / *expert_tmp_;
   L.expert_dp = edp;
   RankGenerator expert(etp, ep, edp, pp, 1, inject_gtp_remat_axis(order, "ep"), 0, egtp);
 
@@ -355,10 +366,12 @@ Layout Layout::build(const LayoutSpec& spec) {
   RankGroups cp_groups = dense.get_ranks("cp");
   add("cp", "CONTEXT_PARALLEL_GROUP", cp_groups);
   if (!spec.hierarchical_cp.empty()) {
-    int64_t prod = 1;
-    for (int64_t v : spec.hierarchical_cp) prod *= v;
-    if (prod != cp)
-      throw LayoutError("--hierarchical-context-parallel-sizes multiply to " + str(prod) +
+    std::optional<int64_t> prod = 1;
+    for (int64_t v : spec.hierarchical_cp)
+      if (prod) prod = v >= 1 ? checked_mul(*prod, v) : std::nullopt;
+    if (!prod || *prod != cp)
+      throw LayoutError("--hierarchical-context-parallel-sizes multiply to " +
+                        (prod ? str(*prod) : std::string("a non-positive or beyond-64-bit product")) +
                         ", not the context-parallel size " + str(cp));
     std::vector<RankGroups> levels(spec.hierarchical_cp.size());
     for (const RankList& g : cp_groups) {

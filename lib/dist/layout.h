@@ -69,6 +69,10 @@ struct LayoutSpec {
   std::string order() const { return tp_pp_dp_mapping ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp"; }
 };
 
+// The largest world size Layout::build lays out: every group is listed rank by rank (about 25 kinds of groups,
+// each covering every rank), so 2^20 ranks take about 1 GiB and 10 s; a larger world is a LayoutError.
+inline constexpr int64_t kMaxLayoutRanks = int64_t{1} << 20;
+
 // One kind of process group ("tp", "dp-cp", ...): every group of that kind in the job.
 struct GroupSet {
   std::string name;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "config/checked.h"
+
 namespace mr::run {
 
 namespace {
@@ -19,12 +21,29 @@ int64_t need(const Namespace& a, const char* dest, const char* flag) {
   return a[dest].as_int();
 }
 
-int64_t product(const std::vector<int64_t>& s) {
-  return std::accumulate(s.begin(), s.end(), int64_t{1}, [](int64_t x, int64_t y) { return x * y; });
+// Sizes are products of the user's numbers: checked, a result beyond 64 bits is a RunError naming what it is.
+int64_t mul(int64_t a, int64_t b, const std::string& what) {
+  if (auto r = checked_mul(a, b)) return *r;
+  throw RunError(what + " (" + std::to_string(a) + " x " + std::to_string(b) +
+                 ") does not fit in a 64-bit integer; no model of that size can be allocated");
+}
+int64_t sum(int64_t a, int64_t b, const std::string& what) {
+  if (auto r = checked_add(a, b)) return *r;
+  throw RunError(what + " (" + std::to_string(a) + " + " + std::to_string(b) +
+                 ") does not fit in a 64-bit integer; no model of that size can be allocated");
+}
+
+// A size the plan needs: at least `min` (the sanity stage refuses smaller ones before; this keeps the plan safe
+// on its own).
+int64_t at_least(int64_t v, int64_t min, const char* flag) {
+  if (v < min)
+    throw RunError(std::string(flag) + " (" + std::to_string(v) + ") must be at least " + std::to_string(min) +
+                   " for the model plan");
+  return v;
 }
 
 int64_t split(int64_t n, int64_t parts, const char* what) {
-  if (n % parts != 0)
+  if (parts < 1 || n % parts != 0)
     throw RunError(std::string(what) + " (" + std::to_string(n) + ") is not divisible by the tensor-parallel size " +
                    std::to_string(parts) + " (--tensor-model-parallel-size)");
   return n / parts;
@@ -32,7 +51,14 @@ int64_t split(int64_t n, int64_t parts, const char* what) {
 
 }  // namespace
 
-int64_t ParamSpec::numel() const { return product(shape); }
+int64_t ParamSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t v : shape)
+    if (__builtin_mul_overflow(n, v, &n))
+      throw RunError("the size of " + name + " does not fit in a 64-bit integer; no model of that size can be "
+                     "allocated");
+  return n;
+}
 
 bool ModelPlan::has_experts() const {
   for (const ParamSpec& p : params)
@@ -42,7 +68,7 @@ bool ModelPlan::has_experts() const {
 
 int64_t ModelPlan::numel() const {
   int64_t n = 0;
-  for (const ParamSpec& p : params) n += p.numel();
+  for (const ParamSpec& p : params) n = sum(n, p.numel(), "the parameters of a rank");
   return n;
 }
 
@@ -89,13 +115,21 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& a, int64_
 }
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
-  const int64_t multiple = std::max<int64_t>(1, divisible_by) * std::max<int64_t>(1, tp_size);
-  return (vocab_size + multiple - 1) / multiple * multiple;
+  const int64_t multiple = mul(std::max<int64_t>(1, divisible_by), std::max<int64_t>(1, tp_size),
+                               "--make-vocab-size-divisible-by x --tensor-model-parallel-size");
+  const int64_t rounded_up = sum(vocab_size, multiple - 1, "the padded --vocab-size");
+  return mul(rounded_up / multiple, multiple, "the padded --vocab-size");
 }
 
 std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_t pp_size, int64_t vpp_size,
                                      int64_t first_stage_layers, int64_t last_stage_layers) {
   std::vector<int64_t> out;
+  if (num_layers < 0 || num_layers > kMaxPlanLayers)
+    throw RunError("--num-layers " + std::to_string(num_layers) + " is outside what the model plan handles (0 to " +
+                   std::to_string(kMaxPlanLayers) + " layers)");
+  if (pp_size < 1 || pp_rank < 0 || pp_rank >= pp_size)
+    throw RunError("pipeline rank " + std::to_string(pp_rank) + " of " + std::to_string(pp_size) +
+                   " stages (--pipeline-model-parallel-size) does not exist");
   const bool uneven = first_stage_layers >= 0 || last_stage_layers >= 0;
   if (uneven) {
     if (vpp_size > 1)
@@ -119,10 +153,11 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
     return out;
   }
   const int64_t chunks = std::max<int64_t>(1, vpp_size);
-  if (num_layers % (pp_size * chunks) != 0)
+  const auto stages = checked_mul(pp_size, chunks);
+  if (!stages || num_layers % *stages != 0)
     throw RunError("--num-layers " + std::to_string(num_layers) + " does not divide into " + std::to_string(pp_size) +
                    " pipeline stages x " + std::to_string(chunks) + " virtual chunks");
-  const int64_t per_chunk = num_layers / (pp_size * chunks);
+  const int64_t per_chunk = num_layers / *stages;
   for (int64_t c = 0; c < chunks; ++c)
     for (int64_t i = 0; i < per_chunk; ++i) out.push_back((c * pp_size + pp_rank) * per_chunk + i);
   return out;
@@ -139,12 +174,16 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   if (set(a, "heterogeneous_layers_config_path") || set(a, "heterogeneous_layers_config_encoded_json"))
     throw RunError("the training run does not model heterogeneous layer configs yet");
 
-  const int64_t L = need(a, "num_layers", "--num-layers");
-  const int64_t h = need(a, "hidden_size", "--hidden-size");
-  const int64_t heads = need(a, "num_attention_heads", "--num-attention-heads");
-  const int64_t kv = get_int(a, "kv_channels", h / heads);
-  const int64_t groups = on(a, "group_query_attention") ? get_int(a, "num_query_groups", heads) : heads;
-  const int64_t ffn = get_int(a, "ffn_hidden_size", 4 * h);
+  const int64_t L = at_least(need(a, "num_layers", "--num-layers"), 0, "--num-layers");
+  if (L > kMaxPlanLayers)
+    throw RunError("--num-layers " + std::to_string(L) + " is more than the " + std::to_string(kMaxPlanLayers) +
+                   " layers the model plan handles");
+  const int64_t h = at_least(need(a, "hidden_size", "--hidden-size"), 1, "--hidden-size");
+  const int64_t heads = at_least(need(a, "num_attention_heads", "--num-attention-heads"), 1, "--num-attention-heads");
+  const int64_t kv = at_least(get_int(a, "kv_channels", h / heads), 1, "--kv-channels");
+  const int64_t groups = at_least(on(a, "group_query_attention") ? get_int(a, "num_query_groups", heads) : heads, 1,
+                                  "--num-query-groups");
+  const int64_t ffn = at_least(get_int(a, "ffn_hidden_size", mul(4, h, "4 x --hidden-size")), 1, "--ffn-hidden-size");
   const bool gated = on(a, "swiglu") || on(a, "gated_linear_unit");
   const bool layernorm = !a.has("normalization") || a["normalization"].as_str() == "LayerNorm";
   const bool bias = !a.has("add_bias_linear") || a["add_bias_linear"].truthy();
@@ -159,7 +198,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   // The vocabulary: --vocab-size, or GPT-2's BPE (a fixed 50257 entries); other tokenizers are files we do not load.
   const std::string tokenizer = a.has("tokenizer_type") && a["tokenizer_type"].is_str() ? a["tokenizer_type"].as_str() : "";
   int64_t vocab = 0;
-  if (set(a, "vocab_size")) vocab = a["vocab_size"].as_int();
+  if (set(a, "vocab_size")) vocab = at_least(a["vocab_size"].as_int(), 1, "--vocab-size");
   else if (tokenizer == "GPT2BPETokenizer") vocab = 50257;
   else
     throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer" +
@@ -185,6 +224,10 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     p.no_weight_decay = is_bias || p.shape.size() == 1;
     if (is_bias) p.init = ParamSpec::Init::Zero;
     p.key = p.name;
+    (void)p.numel();  // a shape whose size does not fit in 64 bits is a RunError here, naming the tensor
+    if (plan.params.size() >= kMaxPlanTensors)
+      throw RunError("the model plan would hold more than " + std::to_string(kMaxPlanTensors) +
+                     " parameter tensors per rank (--num-layers, --num-experts)");
     plan.params.push_back(std::move(p));
     return plan.params.back();
   };
@@ -197,14 +240,16 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0).embedding_or_output = true;
     if (learned_positions) {
       const int64_t positions = get_int(a, "max_position_embeddings", get_int(a, "seq_length", 0));
-      add("embedding.position_embeddings.weight", {positions, h}, -1).embedding_or_output = true;
+      add("embedding.position_embeddings.weight", {at_least(positions, 0, "--max-position-embeddings"), h}, -1)
+          .embedding_or_output = true;
     }
   }
-  const int64_t qkv_out = (heads + 2 * groups) * kv;
-  const int64_t fc1_out = gated ? 2 * ffn : ffn;
+  const int64_t qkv_out = mul(sum(heads, mul(2, groups, "2 x --num-query-groups"), "the attention heads"), kv,
+                              "the QKV projection width ((heads + 2 x query groups) x --kv-channels)");
+  const int64_t fc1_out = gated ? mul(2, ffn, "2 x --ffn-hidden-size") : ffn;
 
   // MoE: which layers, how many experts here, their sizes.
-  const int64_t experts = get_int(a, "num_experts", 0);
+  const int64_t experts = at_least(get_int(a, "num_experts", 0), 0, "--num-experts");
   std::vector<bool> moe_layer(static_cast<size_t>(L), experts > 0);
   if (experts > 0 && a.has("moe_layer_freq")) {
     const Value& f = a["moe_layer_freq"];
@@ -223,9 +268,13 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     throw RunError("--num-experts " + std::to_string(experts) + " is not divisible by --expert-model-parallel-size " +
                    std::to_string(ep));
   const int64_t local_experts = experts > 0 ? experts / ep : 0;
-  const int64_t moe_ffn = get_int(a, "moe_ffn_hidden_size", ffn);
-  const int64_t moe_fc1 = gated ? 2 * moe_ffn : moe_ffn;
-  const int64_t shared_ffn = get_int(a, "moe_shared_expert_intermediate_size", 0);
+  if (local_experts > kMaxPlanTensors)
+    throw RunError("--num-experts " + std::to_string(experts) + " puts more than " + std::to_string(kMaxPlanTensors) +
+                   " experts on a rank, more than the model plan handles");
+  const int64_t moe_ffn = at_least(get_int(a, "moe_ffn_hidden_size", ffn), 1, "--moe-ffn-hidden-size");
+  const int64_t moe_fc1 = gated ? mul(2, moe_ffn, "2 x --moe-ffn-hidden-size") : moe_ffn;
+  const int64_t shared_ffn =
+      at_least(get_int(a, "moe_shared_expert_intermediate_size", 0), 0, "--moe-shared-expert-intermediate-size");
   const bool grouped = on(a, "moe_grouped_gemm");
   auto split_by = [](int64_t n, int64_t parts, const std::string& what) {
     if (n % parts != 0)
@@ -243,6 +292,10 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     if (split_dim >= 0) p.shape[static_cast<size_t>(split_dim)] = split_by(full[static_cast<size_t>(split_dim)], etp, p.name);
     p.tp_duplicate = split_dim < 0 && etp > 1;
     p.expert = true;
+    (void)p.numel();
+    if (plan.params.size() >= kMaxPlanTensors)
+      throw RunError("the model plan would hold more than " + std::to_string(kMaxPlanTensors) +
+                     " parameter tensors per rank (--num-layers, --num-experts)");
     p.no_weight_decay = p.shape.size() == 1;
     if (p.shape.size() == 1) p.init = ParamSpec::Init::Zero;  // the experts' 1-D parameters are their biases
     plan.params.push_back(std::move(p));
@@ -260,7 +313,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
         if (wd_on_qk_norm)
           for (size_t i = before; i < plan.params.size(); ++i) plan.params[i].no_weight_decay = false;
       }
-    add(p + "self_attention.linear_proj.weight", {h, heads * kv}, 1);
+    add(p + "self_attention.linear_proj.weight", {h, mul(heads, kv, "--num-attention-heads x --kv-channels")}, 1);
     if (bias) add(p + "self_attention.linear_proj.bias", {h}, -1);
     if (!moe_layer[static_cast<size_t>(layer)]) {
       norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
@@ -285,9 +338,12 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
       add_expert(fc2 + w, global + "fc2.weight", {h, moe_ffn}, 1);
       if (bias) add_expert(fc2 + b, global + "fc2.bias", {h}, -1);
     }
-    plan.expert_numel_total += experts * (moe_fc1 * h + h * moe_ffn + (bias ? moe_fc1 + h : 0));
+    const std::string what = "the routed experts' parameters (--num-experts, --moe-ffn-hidden-size, --hidden-size)";
+    const int64_t per_expert =
+        sum(sum(mul(moe_fc1, h, what), mul(h, moe_ffn, what), what), bias ? sum(moe_fc1, h, what) : 0, what);
+    plan.expert_numel_total = sum(plan.expert_numel_total, mul(experts, per_expert, what), what);
     if (shared_ffn > 0) {
-      const int64_t s1 = gated ? 2 * shared_ffn : shared_ffn;
+      const int64_t s1 = gated ? mul(2, shared_ffn, "2 x --moe-shared-expert-intermediate-size") : shared_ffn;
       add(p + "mlp.shared_experts.linear_fc1.weight", {s1, h}, 0);
       if (bias) add(p + "mlp.shared_experts.linear_fc1.bias", {s1}, 0);
       add(p + "mlp.shared_experts.linear_fc2.weight", {h, shared_ffn}, 1);

@@ -19,6 +19,10 @@ struct RunError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What the plan handles (a RunError beyond): layers per model, parameter tensors per rank.
+inline constexpr int64_t kMaxPlanLayers = 100000;
+inline constexpr int64_t kMaxPlanTensors = 1000000;
+
 struct ParamSpec {
   std::string name;                 // Megatron's parameter name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
   std::vector<int64_t> shape;       // this rank's shard
@@ -32,7 +36,7 @@ struct ParamSpec {
   std::string key;                  // the same tensor under every layout: `name`, with a routed expert's global index
   enum class Init { Normal, One, Zero };
   Init init = Init::Normal;         // Megatron's initial values: normal (--init-method-std), norm weights 1, biases 0
-  int64_t numel() const;
+  int64_t numel() const;            // RunError when the size does not fit in 64 bits (checked when planned)
 };
 
 struct ModelPlan {

@@ -1,5 +1,7 @@
 #include "util/log.h"
 
+#include "util/text.h"
+
 #include <boost/log/core.hpp>
 #include <boost/log/trivial.hpp>
 #include <boost/log/expressions.hpp>
@@ -48,7 +50,8 @@ bool enabled(Level level) { return static_cast<int>(level) >= g_level.load(); }
 
 void emit(Level level, const std::string& message) {
   init(static_cast<Level>(g_level.load()), g_rank.load());  // installs the sink on first use
-  BOOST_LOG_SEV(boost::log::trivial::logger::get(), to_boost(level)) << message;
+  // Records are text for people: control characters and bytes that are not UTF-8 are escaped (util/text.h).
+  BOOST_LOG_SEV(boost::log::trivial::logger::get(), to_boost(level)) << printable(message);
 }
 
 void init(Level level, int rank) {

@@ -42,7 +42,10 @@ void batch_size(Context& ctx) {
 
   // seed 636-639
   if (ctx.is_none("global_batch_size"))
-    ctx.set("global_batch_size", Value(mbs * ctx.i("batch_parallel_size")),
+    ctx.set("global_batch_size",
+            Value(ctx.mul(mbs, ctx.i("batch_parallel_size"),
+                          "the default --global-batch-size (--micro-batch-size x the batch-parallel size)",
+                          {"micro_batch_size", "world_size"})),
             "default: --micro-batch-size x batch_parallel_size");
   const int64_t gbs = ctx.i("global_batch_size");
   ctx.require(gbs > 0, kGlobalBatchSizePositive,
@@ -58,7 +61,8 @@ void batch_size(Context& ctx) {
   const int64_t egbs = ctx.i("eval_global_batch_size");
   const int64_t embs = ctx.i("eval_micro_batch_size");
   const int64_t bps = ctx.i("batch_parallel_size");
-  const int64_t unit = embs * bps;
+  const int64_t unit = ctx.mul(embs, bps, "--eval-micro-batch-size x the batch-parallel size",
+                               {"eval_micro_batch_size", "world_size"});
   ctx.require(unit != 0 && py_mod(egbs, unit) == 0, kEvalGlobalBatchSizeDivisible,
               "--eval-global-batch-size (" + std::to_string(egbs) +
                   ") must be divisible by "

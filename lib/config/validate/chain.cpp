@@ -5,21 +5,40 @@
 
 namespace mr {
 
-void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics) {
-  if (parsed.yaml_cfg) return validate_yaml_cfg(parsed, diagnostics);  // --yaml-cfg: validate_yaml's chain
+void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<std::string>* passed) {
+  if (parsed.yaml_cfg) {
+    // --yaml-cfg: validate_yaml's chain (Megatron's own stage; the sanity stage reads validate_args' flat
+    // namespace and does not run on the YAML sections).
+    const size_t before = diagnostics.size();
+    validate_yaml_cfg(parsed, diagnostics);
+    bool failed = false;
+    for (size_t i = before; i < diagnostics.size(); ++i) failed = failed || diagnostics[i].level == Diagnostic::Level::Error;
+    if (passed && !failed) passed->push_back(kStageValidateArgs);
+    return;
+  }
   Context ctx(parsed.ns, parsed.env, diagnostics);
-  try {
-    for (const Section& s : validation_sections()) s.run(ctx);
-  } catch (const RuleFailure& f) {
-    diagnostics.push_back(f.diag);
+  for (const Stage& stage : validation_stages()) {
+    try {
+      for (const Section& s : stage.sections) s.run(ctx);
+    } catch (const RuleFailure& f) {
+      diagnostics.push_back(f.diag);
+      return;  // a failed rule ends validation, as Megatron's assert does
+    }
+    if (passed) passed->push_back(stage.name);
   }
 }
 
 Outcome resolve(const Schema& schema, const Invocation& inv) {
   Outcome out;
   out.parsed = parse_invocation(schema, inv);
-  validate(out.parsed, out.diagnostics);
+  validate(out.parsed, out.diagnostics, &out.stages_passed);
   return out;
+}
+
+bool Outcome::passed(std::string_view stage) const {
+  for (const std::string& s : stages_passed)
+    if (s == stage) return true;
+  return false;
 }
 
 }  // namespace mr

@@ -1,6 +1,8 @@
 #include "config/validate/context.h"
 
+#include "config/checked.h"
 #include "config/schema.h"
+#include "config/validate/sanity.h"
 
 namespace mr {
 
@@ -19,6 +21,7 @@ Diagnostic Context::make(const Rule& rule, const std::string& message,
   d.level = rule.level == Rule::Level::Error ? Diagnostic::Level::Error : Diagnostic::Level::Warning;
   d.rule = rule.id;
   d.message = message;
+  d.stage = rule.stage;
   for (std::string_view dest : dests) {
     d.flags.push_back(flag(dest));
     if (d.where.empty() && args_.has(dest)) {
@@ -52,6 +55,23 @@ void Context::fail_counted(const Rule& rule, const std::string& message,
 void Context::warn_counted(const Rule& rule, const std::string& message,
                            std::initializer_list<std::string_view> dests) {
   diags_.push_back(make(rule, message, dests));
+}
+
+int64_t Context::mul(int64_t a, int64_t b, const std::string& what, std::initializer_list<std::string_view> dests) {
+  if (auto r = checked_mul(a, b)) return *r;
+  overflow(what + " = " + std::to_string(a) + " x " + std::to_string(b), dests);
+}
+
+int64_t Context::add(int64_t a, int64_t b, const std::string& what, std::initializer_list<std::string_view> dests) {
+  if (auto r = checked_add(a, b)) return *r;
+  overflow(what + " = " + std::to_string(a) + " + " + std::to_string(b), dests);
+}
+
+void Context::overflow(const std::string& what, std::initializer_list<std::string_view> dests) {
+  fail(sanity::integer_overflow_rule(),
+       what + " does not fit in a 64-bit integer: Megatron's Python would go on with the huge number, but no job "
+              "can have it",
+       dests);
 }
 
 }  // namespace mr

@@ -21,6 +21,8 @@ struct Diagnostic {
   std::string message;
   std::vector<std::string> flags;  // the flags involved, e.g. {"--num-layers", "--pipeline-model-parallel-size"}
   std::string where;               // file:line of the first flag involved, when known
+  std::string stage;               // the rule's stage: kStageValidateArgs, kStageSanity (rule.h); kStageParse for
+                                   // usage errors
 };
 
 struct RuleFailure : std::exception {
@@ -59,6 +61,13 @@ class Context {
   [[noreturn]] void fail_counted(const Rule& rule, const std::string& message,
                                  std::initializer_list<std::string_view> dests = {});
   void warn_counted(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
+
+  // Sizes the chain computes from the user's: Python's ints never overflow, ours are 64 bits. A result that does
+  // not fit fails the sanity rule sanity.integer-overflow (megatron-run's verdict, not Megatron's), naming
+  // `what` ("--micro-batch-size x the data-parallel size") and the arguments involved.
+  int64_t mul(int64_t a, int64_t b, const std::string& what, std::initializer_list<std::string_view> dests = {});
+  int64_t add(int64_t a, int64_t b, const std::string& what, std::initializer_list<std::string_view> dests = {});
+  [[noreturn]] void overflow(const std::string& what, std::initializer_list<std::string_view> dests = {});
 
   // Target-environment gates (Megatron's is_te_min_version & co.; pre-release suffixes are ignored).
   bool te_min(const std::string& v) const { return compare_versions(env_.te_version, v) >= 0; }

@@ -25,8 +25,10 @@ namespace {
 // that divide the DPxCP size, plus the whole DPxCP group.
 std::vector<int64_t> valid_dynamic_cp_group_sizes(int64_t dp_cp_size) {
   std::vector<int64_t> sizes;
-  for (int64_t p = 1; p < dp_cp_size; p *= 2)
+  for (int64_t p = 1; p < dp_cp_size; p *= 2) {  // at most 63 doublings: p stops before it could overflow
     if (dp_cp_size % p == 0) sizes.push_back(p);
+    if (p > dp_cp_size / 2) break;
+  }
   sizes.push_back(dp_cp_size);
   return sizes;
 }
@@ -67,7 +69,8 @@ void dynamic_context_parallel(Context& ctx) {
                  show(ctx, "sequence_packing_scheduler") + ")",
              {"dynamic_context_parallel", "sequence_packing_scheduler"});
 
-  const int64_t dp_cp_size = ctx.i("data_parallel_size") * ctx.i("context_parallel_size");
+  const int64_t dp_cp_size = ctx.mul(ctx.i("data_parallel_size"), ctx.i("context_parallel_size"),
+                                     "the data-parallel x context-parallel size", {"world_size", "context_parallel_size"});
   const auto valid = valid_dynamic_cp_group_sizes(dp_cp_size);
   const Value& min_size = ctx["min_dynamic_context_parallel_size"];
   bool found = false;

@@ -44,7 +44,8 @@ void expert_gtp_weight_shards(Context& ctx) {
   int64_t remat = int_or(ctx, "expert_gtp_weight_remat_size", 1);
   int64_t shards;
   if (ctx.is_none("expert_tensor_parallel_num_weight_shards")) {
-    shards = etp * remat;
+    shards = ctx.mul(etp, remat, "the expert tensor-parallel size x the expert GTP weight-remat size",
+                     {"expert_tensor_parallel_size"});
   } else {
     shards = ctx.i("expert_tensor_parallel_num_weight_shards");
     ctx.require(shards >= etp, kExpertShardsBelowEtp,

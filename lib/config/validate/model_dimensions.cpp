@@ -65,9 +65,12 @@ void model_dimensions(Context& ctx) {
     const int64_t h = ctx.i("hidden_size");
     int64_t ffn;
     if (ctx.on("swiglu"))
-      ffn = static_cast<int64_t>(std::trunc(static_cast<double>(4 * h * 2) / 3.0 / 64.0)) * 64;
+      ffn = ctx.mul(static_cast<int64_t>(std::trunc(static_cast<double>(ctx.mul(8, h, "8 x --hidden-size",
+                                                                                  {"hidden_size"})) /
+                                                    3.0 / 64.0)),
+                    64, "the SwiGLU --ffn-hidden-size derived from --hidden-size", {"hidden_size"});
     else
-      ffn = 4 * h;
+      ffn = ctx.mul(4, h, "the --ffn-hidden-size derived as 4 x --hidden-size", {"hidden_size"});
     ctx.set("ffn_hidden_size", ffn, kWhy);
   }
 
@@ -85,7 +88,7 @@ void model_dimensions(Context& ctx) {
   // seed 1176-1180: the resolved CP size includes GTP sequence shards.
   if (!ctx.is_none("seq_length") && ctx.i("context_parallel_size") > 1) {
     const int64_t seq = ctx.i("seq_length"), cp = ctx.i("context_parallel_size");
-    if (seq % (cp * 2) != 0)
+    if (seq % ctx.mul(cp, 2, "2 x the context-parallel size", {"context_parallel_size"}) != 0)
       ctx.fail(kCpDivisible,
                "--seq-length (" + std::to_string(seq) + ") must be a multiple of 2 x the resolved context-parallel "
                "size (" + std::to_string(cp) + ", GTP sequence shards included)",

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "config/checked.h"
 #include "config/validate/context.h"
 
 namespace mr::part_a {
@@ -38,11 +39,7 @@ inline int64_t py_mod(int64_t a, int64_t b) {
   if (m != 0 && ((m < 0) != (b < 0))) m += b;
   return m;
 }
-// a * b, or nullopt when it does not fit in 64 bits (Python would go on with a big int).
-inline std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
-  return r;
-}
+// a * b, or nullopt when it does not fit in 64 bits (Python would go on with a big int): config/checked.h.
+using ::mr::checked_mul;
 
 }  // namespace mr::part_a

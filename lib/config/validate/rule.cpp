@@ -50,8 +50,9 @@ bool register_hits_writer() {
 }
 }  // namespace
 
-Rule::Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_)
-    : id(id_), level(level_), description(description_), file(file_), line(line_) {
+Rule::Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_,
+           const char* stage_)
+    : id(id_), level(level_), description(description_), file(file_), line(line_), stage(stage_) {
   registry().push_back(this);
 }
 

@@ -3,6 +3,12 @@
 // Rules are declared once at file scope with MR_RULE and register themselves, so `megatron-run rules` and
 // docs/validation.md are generated from the code.
 //
+// Each rule belongs to a stage, whose name every diagnostic carries (`stage` in the JSON outputs), so that a CI
+// can tell Megatron's own verdict from megatron-run's: "validate_args" for the port of Megatron's validate_args()
+// (and its OptimizerConfig checks, and validate_yaml() for --yaml-cfg), "sanity" for megatron-run's own checks of
+// values Megatron accepts but no job can run with (MR_SANITY_RULE, ids `sanity.*`; see
+// lib/config/validate/sanity.cpp). Stages run in the order validation_stages() lists (sections.h).
+//
 // Each rule also counts how often its failing branch fired in this process (a failed require, a fail, a warn,
 // or an OptimizerConfig check raising/warning). When the environment variable MR_RULE_HITS_FILE names a file,
 // the ids of the rules that fired are appended to it at process exit, one "<id> <count>" line each (the
@@ -17,6 +23,15 @@
 
 namespace mr {
 
+// Stage names (Rule::stage, Diagnostic::stage, validation_stages()).
+inline constexpr const char* kStageValidateArgs = "validate_args";  // Megatron's own checks, ported
+inline constexpr const char* kStageSanity = "sanity";               // megatron-run's: values no job can run with
+inline constexpr const char* kStageParse = "parse";                 // usage errors (no rule; exit 2)
+// Not validation stages, for diagnostics from after validation (no rules of their own yet): the process-group
+// layout (Megatron's initialize_model_parallel checks; `topology`, `params`) and the model plan (`params`).
+inline constexpr const char* kStageInit = "init";
+inline constexpr const char* kStagePlan = "plan";
+
 struct Rule {
   enum class Level { Error, Warning };
   const char* id;           // "parallel.world-size-divisible"
@@ -24,8 +39,10 @@ struct Rule {
   const char* description;  // one line, for docs/validation.md
   const char* file;
   int line;
+  const char* stage;        // kStageValidateArgs or kStageSanity
 
-  Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_);
+  Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_,
+       const char* stage_ = kStageValidateArgs);
   Rule(const Rule&) = delete;
   Rule& operator=(const Rule&) = delete;
 
@@ -50,3 +67,6 @@ std::vector<const Rule*> all_rules();
 // Declares a warning rule (Megatron's warn_rank_0): printed, not fatal.
 #define MR_WARNING(var, id, desc) \
   static const ::mr::Rule var{id, ::mr::Rule::Level::Warning, desc, __FILE__, __LINE__}
+// Declares an error rule of megatron-run's own sanity stage: MR_SANITY_RULE(kName, "sanity.rule-id", "...").
+#define MR_SANITY_RULE(var, id, desc) \
+  static const ::mr::Rule var{id, ::mr::Rule::Level::Error, desc, __FILE__, __LINE__, ::mr::kStageSanity}

@@ -1,5 +1,7 @@
 #include "config/validate/sections.h"
 
+#include "config/validate/sanity.h"
+
 namespace mr {
 
 const std::vector<Section>& validation_sections() {
@@ -12,6 +14,17 @@ const std::vector<Section>& validation_sections() {
     return all;
   }();
   return sections;
+}
+
+const std::vector<Stage>& validation_stages() {
+  static const std::vector<Stage> stages = {
+      {kStageValidateArgs, "Megatron's validate_args() and OptimizerConfig checks, ported section by section",
+       validation_sections()},
+      {kStageSanity,
+       "megatron-run's own checks: values Megatron accepts but no job can run with (after Megatron's chain passed)",
+       sanity::sections()},
+  };
+  return stages;
 }
 
 }  // namespace mr

@@ -12,8 +12,22 @@ struct Section {
   void (*run)(Context&);
 };
 
-// In the order validate_args() runs them.
+// Megatron's chain: in the order validate_args() runs them (the OptimizerConfig checks last).
 const std::vector<Section>& validation_sections();
+
+// The stages of validation, in the order they run; a failed rule ends validation (later stages do not run).
+//   validate_args  Megatron's validate_args() and OptimizerConfig checks (validation_sections()).
+//   sanity         megatron-run's own checks of values Megatron accepts but no job can run with (sanity.h);
+//                  runs only once Megatron's chain has passed, so it never changes Megatron's verdict.
+// A later stage (e.g. "init": what Megatron's initialize_megatron() would refuse) is one more entry here with
+// its rules declared for that stage (Rule::stage); diagnostics, the JSON outputs and `megatron-run rules` pick
+// it up from this list.
+struct Stage {
+  const char* name;         // kStageValidateArgs, kStageSanity (rule.h)
+  const char* description;  // one line, for docs/validation.md
+  std::vector<Section> sections;
+};
+const std::vector<Stage>& validation_stages();
 
 // The chain in parts, each listing its sections in seed order (seed = ../shared/spec/arguments.py):
 std::vector<Section> sections_part_a();  // seed 419-625: conversion, heterogeneous config, parallel sizes,

@@ -72,8 +72,12 @@ void sequence_packing(Context& ctx) {
                 {"sequence_packing_scheduler", "calculate_per_token_loss"});
     if (!ctx.is_none("max_seqlen_per_dp_cp_rank")) {
       int64_t total_cp_ranks = ctx.i("context_parallel_size");
-      if (scheduler == Value("default_dynamic_cp")) total_cp_ranks *= ctx.i("data_parallel_size");
-      const int64_t buffer = total_cp_ranks * ctx.i("max_seqlen_per_dp_cp_rank");
+      if (scheduler == Value("default_dynamic_cp"))
+        total_cp_ranks = ctx.mul(total_cp_ranks, ctx.i("data_parallel_size"),
+                                 "the context-parallel x data-parallel size", {"context_parallel_size", "world_size"});
+      const int64_t buffer = ctx.mul(total_cp_ranks, ctx.i("max_seqlen_per_dp_cp_rank"),
+                                     "the packed-sequence buffer (CP ranks x --max-seqlen-per-dp-cp-rank)",
+                                     {"max_seqlen_per_dp_cp_rank"});
       ctx.require(buffer >= ctx.i("seq_length"), kPackingBufferSize,
                   "packed-sequence buffer of " + std::to_string(buffer) + " tokens (" +
                       std::to_string(total_cp_ranks) + " CP rank(s) x --max-seqlen-per-dp-cp-rank " +

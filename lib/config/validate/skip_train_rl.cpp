@@ -63,7 +63,11 @@ void rl_validate_run(Context& ctx, const Value& cuda_graph_impl, const Value& mi
   // iterations where new rollouts are generated.
   if (global_batch_size.is_int() && global_batch_size.as_int() > 0) {
     const long long gbs = global_batch_size.as_int();
-    const long long samples = ctx.i("grpo_prompts_per_step") * ctx.i("grpo_group_size") * ctx.i("grpo_iterations");
+    const char* what = "--grpo-prompts-per-step x --grpo-group-size x --grpo-iterations";
+    const long long samples =
+        ctx.mul(ctx.mul(ctx.i("grpo_prompts_per_step"), ctx.i("grpo_group_size"), what,
+                        {"grpo_prompts_per_step", "grpo_group_size"}),
+                ctx.i("grpo_iterations"), what, {"grpo_prompts_per_step", "grpo_group_size", "grpo_iterations"});
     ctx.require(py_mod(samples, gbs) == 0, kRlSamplesPerGbs,
                 "--grpo-prompts-per-step x --grpo-group-size x --grpo-iterations (" + std::to_string(samples) +
                     ") must be a multiple of --global-batch-size (" + std::to_string(gbs) + ")",

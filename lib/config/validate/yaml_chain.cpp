@@ -316,15 +316,16 @@ void parallel_sizes(YamlArgs& y) {
   int64_t tpp = y.truthy("account_for_embedding_in_pipeline_split") ? pp - 1 : pp;
   y.set("model_parallel.transformer_pipeline_model_parallel_size", Value(tpp),
         "py 67: pipeline size, less one with account_for_embedding_in_pipeline_split");
-  const int64_t mp = pp * tp;
+  const int64_t mp = y.ctx().mul(pp, tp, "model_parallel.pipeline_model_parallel_size x tensor_model_parallel_size");
   const int64_t cp = y.integer("model_parallel.context_parallel_size");
-  y.require(y.mod(ws, mp * cp, "tensor x pipeline x context parallel size") == 0, kWsByMp,
+  const int64_t mp_cp = y.ctx().mul(mp, cp, "tensor x pipeline x context parallel size");
+  y.require(y.mod(ws, mp_cp, "tensor x pipeline x context parallel size") == 0, kWsByMp,
             "world size (" + std::to_string(ws) + ") is not divisible by tensor parallel size (" + std::to_string(tp) +
                 ") times pipeline parallel size (" + std::to_string(pp) + ") times context parallel size (" +
                 std::to_string(cp) + ")",
             {"model_parallel.tensor_model_parallel_size", "model_parallel.pipeline_model_parallel_size",
              "model_parallel.context_parallel_size"});
-  y.set("data_parallel_size", Value(y.floordiv(ws, mp * cp, "tensor x pipeline x context parallel size")),
+  y.set("data_parallel_size", Value(y.floordiv(ws, mp_cp, "tensor x pipeline x context parallel size")),
         "py 82: world_size // (tp * pp * cp)");
 }
 
@@ -353,7 +354,8 @@ void batch_size(YamlArgs& y) {
     y.fail(kStepSchedule, "Cannot specify both --step-batch-size-schedule and --global-batch-size",
            {"step_batch_size_schedule", "global_batch_size"});
   if (!gbs_given)
-    y.set("global_batch_size", Value(mbs * y.integer("data_parallel_size")),
+    y.set("global_batch_size",
+          Value(y.ctx().mul(mbs, y.integer("data_parallel_size"), "micro_batch_size x data_parallel_size")),
           "py 121: micro_batch_size * data_parallel_size");
   const int64_t gbs = y.integer("global_batch_size");
   y.require(gbs > 0, kGbsPositive, "global_batch_size must be positive, got " + std::to_string(gbs),
@@ -368,7 +370,9 @@ void eval_batch_size(YamlArgs& y) {
     y.set("eval_micro_batch_size", y.get("micro_batch_size"), "py 131: eval_micro_batch_size = micro_batch_size");
   const int64_t egbs = y.integer("eval_global_batch_size"), embs = y.integer("eval_micro_batch_size");
   const int64_t dp = y.integer("data_parallel_size");
-  y.require(y.mod(egbs, embs * dp, "eval_micro_batch_size * data_parallel_size") == 0, kEvalGbs,
+  y.require(y.mod(egbs, y.ctx().mul(embs, dp, "eval_micro_batch_size x data_parallel_size"),
+                  "eval_micro_batch_size * data_parallel_size") == 0,
+            kEvalGbs,
             "eval_global_batch_size (" + std::to_string(egbs) + ") must be divisible by eval_micro_batch_size (" +
                 std::to_string(embs) + ") * data_parallel_size (" + std::to_string(dp) + ")",
             {"eval_global_batch_size", "eval_micro_batch_size"});
@@ -497,7 +501,10 @@ void ffn_and_kv_channels(YamlArgs& y) {
     const bool swiglu = y.get("language_model.activation_func") == Value("swiglu");
     const int64_t h = y.integer("language_model.hidden_size");
     // int((4 * h * 2 / 3) / 64) * 64: true division, truncated toward zero.
-    const int64_t ffn = swiglu ? static_cast<int64_t>(std::trunc((static_cast<double>(4 * h * 2) / 3) / 64)) * 64 : 4 * h;
+    const int64_t h8 = y.ctx().mul(8, h, "8 x language_model.hidden_size");
+    const int64_t ffn = swiglu ? y.ctx().mul(static_cast<int64_t>(std::trunc((static_cast<double>(h8) / 3) / 64)), 64,
+                                             "the SwiGLU ffn_hidden_size derived from language_model.hidden_size")
+                               : y.ctx().mul(4, h, "4 x language_model.hidden_size");
     y.set("language_model.ffn_hidden_size", Value(ffn),
           swiglu ? "py 248: int((4 * hidden_size * 2 / 3) / 64) * 64 for swiglu" : "py 250: 4 * hidden_size");
   }

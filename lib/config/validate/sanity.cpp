@@ -1,0 +1,184 @@
+// The sanity stage (see sanity.h): megatron-run's own checks of values Megatron accepts but no job can run with.
+// Each rule names the flag, the value and why it cannot run. They look only at values that are set (None means
+// "not given" and is Megatron's business), and at numbers only (a YAML string where a number belongs is a
+// usage error earlier on).
+#include "config/validate/sanity.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "config/value.h"
+
+namespace mr {
+namespace {
+
+MR_SANITY_RULE(kIntegerOverflow, "sanity.integer-overflow",
+               "A size computed from the arguments (a product or sum of sizes) must fit in a 64-bit integer.");
+MR_SANITY_RULE(kHybridPatternLayers, "sanity.hybrid-pattern-has-layers",
+               "--hybrid-layer-pattern must hold at least one layer in its main part.");
+MR_SANITY_RULE(kNumLayers, "sanity.num-layers-positive", "--num-layers must be at least 1.");
+MR_SANITY_RULE(kHiddenSize, "sanity.hidden-size-positive", "--hidden-size must be at least 1.");
+MR_SANITY_RULE(kFfnHiddenSize, "sanity.ffn-hidden-size-positive",
+               "--ffn-hidden-size (given or derived from --hidden-size) must be at least 1.");
+MR_SANITY_RULE(kAttentionHeads, "sanity.attention-heads-positive",
+               "--num-attention-heads and --num-query-groups must be at least 1.");
+MR_SANITY_RULE(kKvChannels, "sanity.kv-channels-positive",
+               "--kv-channels (given or derived as --hidden-size / --num-attention-heads) must be at least 1.");
+MR_SANITY_RULE(kSequenceLength, "sanity.sequence-length-positive",
+               "--seq-length, --max-position-embeddings, --decoder-seq-length and --encoder-seq-length must be at "
+               "least 1 when set.");
+MR_SANITY_RULE(kVocabSize, "sanity.vocab-size-positive",
+               "--vocab-size and --make-vocab-size-divisible-by must be at least 1 when set.");
+MR_SANITY_RULE(kMoeSizes, "sanity.moe-sizes-positive",
+               "--num-experts, --moe-router-topk, --moe-ffn-hidden-size and --moe-shared-expert-intermediate-size "
+               "must be at least 1 when set (MoE models).");
+MR_SANITY_RULE(kTrainLength, "sanity.train-length-nonnegative",
+               "--train-iters, --train-samples, --eval-iters and the LR warmup/decay lengths must not be negative.");
+MR_SANITY_RULE(kEvalBatchSizes, "sanity.eval-batch-sizes-positive",
+               "--eval-micro-batch-size and --eval-global-batch-size must be at least 1.");
+MR_SANITY_RULE(kIntervals, "sanity.intervals-positive",
+               "--log-interval must be at least 1; --eval-interval, --save-interval and --exit-interval must not be "
+               "negative.");
+MR_SANITY_RULE(kNumWorkers, "sanity.num-workers-nonnegative",
+               "--num-workers (data loader processes) must not be negative.");
+MR_SANITY_RULE(kLearningRates, "sanity.learning-rates-finite",
+               "--lr, --min-lr, --decoupled-lr, --decoupled-min-lr and --lr-warmup-init must be finite and not "
+               "negative.");
+MR_SANITY_RULE(kWeightDecay, "sanity.weight-decay-finite",
+               "--weight-decay, --start-weight-decay and --end-weight-decay must be finite and not negative.");
+MR_SANITY_RULE(kClipGrad, "sanity.clip-grad-finite",
+               "--clip-grad must be finite and not negative (0 turns clipping off).");
+MR_SANITY_RULE(kAdamBetas, "sanity.adam-betas-range", "--adam-beta1 and --adam-beta2 must lie in [0, 1).");
+MR_SANITY_RULE(kAdamEps, "sanity.adam-eps-positive", "--adam-eps must be finite and greater than 0.");
+MR_SANITY_RULE(kSgdMomentum, "sanity.sgd-momentum-finite", "--sgd-momentum must be finite and not negative.");
+MR_SANITY_RULE(kLossScale, "sanity.loss-scale-positive",
+               "--loss-scale, --initial-loss-scale and --min-loss-scale must be finite and greater than 0; "
+               "--loss-scale-window and --hysteresis at least 1.");
+MR_SANITY_RULE(kInitStd, "sanity.init-method-std-finite", "--init-method-std must be finite and not negative.");
+MR_SANITY_RULE(kDropout, "sanity.dropout-range", "--hidden-dropout and --attention-dropout must lie in [0, 1].");
+MR_SANITY_RULE(kWorldSize, "sanity.world-size-range",
+               "The world size (WORLD_SIZE, --world-size, --nproc-per-node x --nnodes) must be between 1 and "
+               "2147483647.");
+MR_SANITY_RULE(kRank, "sanity.rank-in-world", "The rank (RANK) must be 0 or more and less than the world size.");
+
+// The number a dest holds, when it is set to one (ints and floats; bools and None are not numbers here).
+std::optional<double> number(Context& ctx, const char* dest) {
+  if (!ctx.has(dest)) return std::nullopt;
+  const Value& v = ctx[dest];
+  if (!v.is_number()) return std::nullopt;
+  return v.as_float();
+}
+
+// The value as the message shows it: Python's repr (2, -1, nan, inf, 1e-05).
+std::string shown(Context& ctx, const char* dest) { return ctx[dest].py_repr(); }
+
+// Fails `rule` when `dest` is a number outside what `ok` accepts; `need` says what is needed ("at least 1").
+template <class Ok>
+void check(Context& ctx, const Rule& rule, const char* dest, Ok ok, const std::string& need,
+           const std::string& why = {}) {
+  auto v = number(ctx, dest);
+  if (!v || ok(*v)) return;
+  const std::string derived =
+      ctx.args().provenance(dest).kind == Provenance::Kind::Derived ? " (derived by the validation chain)" : "";
+  ctx.fail(rule,
+           Context::flag(dest) + " (" + shown(ctx, dest) + ")" + derived + " must be " + need +
+               (why.empty() ? std::string() : ": " + why),
+           {dest});
+}
+
+bool at_least_1(double v) { return v >= 1; }
+bool non_negative(double v) { return v >= 0; }  // false for NaN
+bool finite_non_negative(double v) { return std::isfinite(v) && v >= 0; }
+bool finite_positive(double v) { return std::isfinite(v) && v > 0; }
+
+void model_shape(Context& ctx) {
+  if (ctx.has("hybrid_layer_pattern") && ctx["hybrid_layer_pattern"].is_str() && ctx.has("num_layers") &&
+      ctx["num_layers"] == Value(0))
+    ctx.fail(kHybridPatternLayers,
+             "--hybrid-layer-pattern " + ctx["hybrid_layer_pattern"].py_repr() +
+                 " holds no layer in its main part, so the model would have 0 layers",
+             {"hybrid_layer_pattern"});
+  check(ctx, kNumLayers, "num_layers", at_least_1, "at least 1", "a model needs at least one layer");
+  check(ctx, kHiddenSize, "hidden_size", at_least_1, "at least 1");
+  check(ctx, kFfnHiddenSize, "ffn_hidden_size", at_least_1, "at least 1");
+  check(ctx, kAttentionHeads, "num_attention_heads", at_least_1, "at least 1");
+  if (ctx.has("group_query_attention") && ctx.on("group_query_attention"))
+    check(ctx, kAttentionHeads, "num_query_groups", at_least_1, "at least 1");
+  check(ctx, kKvChannels, "kv_channels", at_least_1, "at least 1");
+  for (const char* d : {"seq_length", "max_position_embeddings", "decoder_seq_length", "encoder_seq_length"})
+    check(ctx, kSequenceLength, d, at_least_1, "at least 1");
+  check(ctx, kVocabSize, "vocab_size", at_least_1, "at least 1");
+  check(ctx, kVocabSize, "make_vocab_size_divisible_by", at_least_1, "at least 1");
+  if (number(ctx, "num_experts")) {
+    check(ctx, kMoeSizes, "num_experts", at_least_1, "at least 1");
+    for (const char* d : {"moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size"})
+      check(ctx, kMoeSizes, d, at_least_1, "at least 1");
+  }
+}
+
+void training(Context& ctx) {
+  for (const char* d : {"train_iters", "train_samples", "eval_iters", "lr_warmup_iters", "lr_warmup_samples",
+                        "lr_decay_iters", "lr_decay_samples"})
+    check(ctx, kTrainLength, d, non_negative, "0 or more");
+  for (const char* d : {"eval_micro_batch_size", "eval_global_batch_size"})
+    check(ctx, kEvalBatchSizes, d, at_least_1, "at least 1");
+  check(ctx, kIntervals, "log_interval", at_least_1, "at least 1",
+        "the training loop logs every --log-interval iterations");
+  for (const char* d : {"eval_interval", "save_interval", "exit_interval"})
+    check(ctx, kIntervals, d, non_negative, "0 or more");
+  check(ctx, kNumWorkers, "num_workers", non_negative, "0 or more");
+}
+
+void optimizer(Context& ctx) {
+  for (const char* d : {"lr", "min_lr", "decoupled_lr", "decoupled_min_lr", "lr_warmup_init"})
+    check(ctx, kLearningRates, d, finite_non_negative, "a finite number, 0 or more");
+  for (const char* d : {"weight_decay", "start_weight_decay", "end_weight_decay"})
+    check(ctx, kWeightDecay, d, finite_non_negative, "a finite number, 0 or more");
+  check(ctx, kClipGrad, "clip_grad", finite_non_negative, "a finite number, 0 or more", "0 turns clipping off");
+  for (const char* d : {"adam_beta1", "adam_beta2"})
+    check(ctx, kAdamBetas, d, [](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
+          "Adam's moment estimates diverge otherwise");
+  check(ctx, kAdamEps, "adam_eps", finite_positive, "a finite number greater than 0",
+        "it keeps Adam's update from dividing by zero");
+  check(ctx, kSgdMomentum, "sgd_momentum", finite_non_negative, "a finite number, 0 or more");
+  for (const char* d : {"loss_scale", "initial_loss_scale", "min_loss_scale"})
+    check(ctx, kLossScale, d, finite_positive, "a finite number greater than 0");
+  for (const char* d : {"loss_scale_window", "hysteresis"}) check(ctx, kLossScale, d, at_least_1, "at least 1");
+  check(ctx, kInitStd, "init_method_std", finite_non_negative, "a finite number, 0 or more");
+  for (const char* d : {"hidden_dropout", "attention_dropout"})
+    check(ctx, kDropout, d, [](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", "it is a probability");
+}
+
+void job(Context& ctx) {
+  auto ws = number(ctx, "world_size");
+  if (ws && !(*ws >= 1 && *ws <= static_cast<double>(sanity::kMaxWorldSize)))
+    ctx.fail(kWorldSize,
+             "the world size (" + shown(ctx, "world_size") + ", from " + ctx.args().provenance("world_size").describe() +
+                 ") must be between 1 and " + std::to_string(sanity::kMaxWorldSize),
+             {"world_size"});
+  auto rank = number(ctx, "rank");
+  if (rank && ws && !(*rank >= 0 && *rank < *ws))
+    ctx.fail(kRank,
+             "the rank (" + shown(ctx, "rank") + ", from " + ctx.args().provenance("rank").describe() +
+                 ") must be 0 or more and less than the world size (" + shown(ctx, "world_size") + ")",
+             {"rank", "world_size"});
+}
+
+}  // namespace
+
+namespace sanity {
+
+const Rule& integer_overflow_rule() { return kIntegerOverflow; }
+
+std::vector<Section> sections() {
+  return {
+      {"sanity.job", &job},                  // world size and rank first: everything else is per rank
+      {"sanity.model-shape", &model_shape},  // layers, widths, heads, sequence and vocabulary sizes
+      {"sanity.training", &training},        // iteration counts, eval batch sizes, intervals, data loader
+      {"sanity.optimizer", &optimizer},      // learning rates, weight decay, clipping, Adam, loss scaling
+  };
+}
+
+}  // namespace sanity
+}  // namespace mr

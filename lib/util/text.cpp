@@ -1,0 +1,102 @@
+#include "util/text.h"
+
+#include <cstdint>
+#include <cstdio>
+
+namespace mr {
+
+size_t utf8_char(std::string_view s, size_t i, uint32_t& cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n;
+  uint32_t min;
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  } else if ((c & 0xE0) == 0xC0) {
+    n = 2, cp = c & 0x1F, min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3, cp = c & 0x0F, min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4, cp = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  // overlong, too big, surrogate
+  return n;
+}
+
+bool escaped_code_point(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x200E || cp == 0x200F || cp == 0x2028 || cp == 0x2029 ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+namespace {
+
+template <class Out>
+void scan(std::string_view s, bool keep_newlines, Out&& out) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    uint32_t cp = 0;
+    const size_t n = utf8_char(s, i, cp);
+    if (n == 0) {
+      out.escape_byte(c);
+      ++i;
+    } else if (n == 1) {
+      if ((c < 0x20 && !(keep_newlines && (c == '\n' || c == '\t'))) || c == 0x7f) out.escape_byte(c);
+      else out.keep(s.substr(i, 1));
+      ++i;
+    } else {
+      if (escaped_code_point(cp)) out.escape_code_point(cp);
+      else out.keep(s.substr(i, n));
+      i += n;
+    }
+  }
+}
+
+}  // namespace
+
+std::string printable(std::string_view s, bool keep_newlines) {
+  struct Out {
+    std::string text;
+    void keep(std::string_view t) { text.append(t); }
+    void escape_byte(unsigned char c) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      text += b;
+    }
+    void escape_code_point(uint32_t cp) {
+      char b[12];
+      std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(cp));
+      text += b;
+    }
+  } out;
+  out.text.reserve(s.size());
+  scan(s, keep_newlines, out);
+  return std::move(out.text);
+}
+
+bool is_printable(std::string_view s, bool keep_newlines) {
+  struct Out {
+    bool ok = true;
+    void keep(std::string_view) {}
+    void escape_byte(unsigned char) { ok = false; }
+    void escape_code_point(uint32_t) { ok = false; }
+  } out;
+  scan(s, keep_newlines, out);
+  return out.ok;
+}
+
+std::string abbreviate(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+}  // namespace mr

@@ -1,0 +1,35 @@
+// Printable text: what megatron-run writes for people (diagnostics, usage errors, log records) never carries raw
+// control characters or bytes that are not UTF-8, whatever a flag value, file name, config file or environment
+// variable held.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mr {
+
+// `s` with everything a terminal would not show as text escaped, and everything else (valid UTF-8, tabs and
+// newlines) unchanged:
+//   C0 control bytes other than \t and \n, and DEL   \x00 ... \x1f, \x7f  (a carriage return too: \x0d)
+//   C1 controls U+0080-U+009F, the Unicode line/paragraph separators and the bidirectional-text controls
+//   (U+200E/F, U+2028/9, U+202A-E, U+2066-9)          \u0085, \u202e ...
+//   a byte that does not begin or continue valid UTF-8 (bad lead, truncated or overlong sequence, a surrogate,
+//   a code point beyond U+10FFFF)                     \xff ...
+// With `keep_newlines` false, \n and \t are escaped too (\x0a, \x09): for values quoted inside one line.
+std::string printable(std::string_view s, bool keep_newlines = true);
+
+// The length of the valid UTF-8 sequence starting at s[i] (1-4), with its code point in `cp`; 0 when the bytes
+// there are not one (a bad lead byte, a truncated or overlong sequence, a surrogate, beyond U+10FFFF).
+size_t utf8_char(std::string_view s, size_t i, uint32_t& cp);
+// Whether printable() escapes this (valid, non-ASCII) code point: C1 controls, line/paragraph separators and the
+// bidirectional-text controls.
+bool escaped_code_point(uint32_t cp);
+
+// Whether printable(s, keep_newlines) would return `s` unchanged.
+bool is_printable(std::string_view s, bool keep_newlines = true);
+
+// The first `max` bytes of `s` (cut at a UTF-8 character boundary) and "... (N bytes)" when it is longer.
+std::string abbreviate(std::string_view s, size_t max = 200);
+
+}  // namespace mr
