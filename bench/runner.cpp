@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "config/value.h"
+#include "util/text.h"
 
 extern char** environ;
 
@@ -61,6 +62,32 @@ double process_seconds(const std::vector<std::string>& argv, int n) {
   return s / n;
 }
 
+// While alive (and `on`), file descriptor 1 is a copy of descriptor 2: output to stdout lands on stderr.
+class StdoutToStderr {
+ public:
+  explicit StdoutToStderr(bool on) {
+    if (!on) return;
+    std::cout.flush();
+    std::fflush(stdout);
+    saved_ = ::dup(1);
+    if (saved_ >= 0) ::dup2(2, 1);
+  }
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+  ~StdoutToStderr() { restore(); }
+  void restore() {
+    if (saved_ < 0) return;
+    std::cout.flush();
+    std::fflush(stdout);
+    ::dup2(saved_, 1);
+    ::close(saved_);
+    saved_ = -1;
+  }
+
+ private:
+  int saved_ = -1;
+};
+
 }  // namespace mr::bench
 
 int main(int argc, char** argv) {
@@ -75,21 +102,38 @@ int main(int argc, char** argv) {
   po::positional_options_description pos;
   pos.add("names", -1);
   po::variables_map vm;
+  // With --json, stdout is exactly one JSON document whatever happens: the results, or {"error": ...}.
+  bool json_requested = false;
+  for (int i = 1; i < argc; ++i) json_requested = json_requested || std::string(argv[i]) == "--json";
+  auto usage_error = [&](const std::string& message) {
+    std::cerr << "megatron-run-bench: " << mr::printable(message) << "\n";
+    if (json_requested) std::cout << "{\"error\": " << mr::json_quote(message) << "}\n";
+    return 2;
+  };
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "megatron-run-bench: " << e.what() << "\n" << desc;
-    return 2;
+    std::cerr << desc;
+    return usage_error(e.what());
   }
   if (list) {
     for (const auto& [n, f] : registry()) std::cout << n << "\n";
     return 0;
   }
+  // Every name must be known before anything runs.
+  for (const auto& w : names) {
+    bool found = false;
+    for (const auto& [n, f] : registry()) found = found || n == w || (w.back() == '.' && n.rfind(w, 0) == 0);
+    if (!found) return usage_error("unknown benchmark " + w + " (see --list)");
+  }
   Options opts;
   opts.quick = quick;
   opts.bin_dir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
   opts.source_dir = MR_SOURCE_DIR;
+  // With --json, whatever a benchmark (or a library it calls: Gloo, LibTorch, OpenMP) writes to stdout while it
+  // runs goes to stderr instead: file descriptor 1 points at stderr until the JSON document is written.
+  StdoutToStderr guard(json);
   std::vector<Result> results;
   int failures = 0;
   for (const auto& [n, f] : registry()) {
@@ -105,17 +149,10 @@ int main(int argc, char** argv) {
                     r.baseline.c_str(), r.baseline_value, r.ratio);
     } catch (const std::exception& e) {
       ++failures;
-      std::cerr << n << ": failed: " << e.what() << "\n";
+      std::cerr << n << ": failed: " << mr::printable(e.what()) << "\n";
     }
   }
-  for (const auto& w : names) {
-    bool found = false;
-    for (const auto& [n, f] : registry()) found = found || n == w || (w.back() == '.' && n.rfind(w, 0) == 0);
-    if (!found) {
-      std::cerr << "megatron-run-bench: unknown benchmark " << w << " (see --list)\n";
-      return 2;
-    }
-  }
+  guard.restore();
   if (json) {
     std::cout << "[";
     for (size_t i = 0; i < results.size(); ++i) {

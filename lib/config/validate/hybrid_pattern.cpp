@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/validate/part_b.h"
+#include "util/text.h"
 
 namespace mr {
 namespace {
@@ -47,10 +48,14 @@ MR_RULE(kMtpPositionEmbedding, "mtp.rope-or-none-position-embedding",
 MR_RULE(kMtpFreezeAll, "mtp.freeze-base-model-with-freeze-all",
         "--freeze-base-model-for-mtp cannot be combined with --freeze-all-layers.");
 
-// A pattern that would take more memory than this to spell out is refused (Python would run out of memory).
-constexpr size_t kMaxPatternChars = size_t(1) << 26;
-MR_RULE(kPatternTooLarge, "hybrid-pattern.too-large",
-        "The unified hybrid layer pattern built from --mtp-hybrid-override-pattern is too large.");
+// A pattern that would take more memory than this to spell out is refused: megatron-run's limit (Python would
+// build it), so a rule of the sanity stage. 4 MiB is thousands of times any real model's pattern.
+constexpr size_t kMaxPatternChars = size_t(1) << 22;
+MR_SANITY_RULE(kPatternTooLarge, "hybrid-pattern.too-large",
+               "The unified hybrid layer pattern built from --mtp-hybrid-override-pattern must stay within 4 MiB.");
+
+// A pattern as messages quote it: all of a short one, the start of a long one (util/text.h).
+std::string shown(std::string_view pattern) { return "'" + abbreviate(pattern, 120) + "'"; }
 
 bool contains(std::string_view s, char c) { return s.find(c) != std::string_view::npos; }
 
@@ -67,32 +72,19 @@ void validate_pattern(Context& ctx, const std::string& pattern, const char* whic
     const char c = pattern[i];
     if (contains(hybrid::kValidLayers, c) || (allow_pipe && c == hybrid::kPipe)) continue;
     ctx.fail(kInvalidSymbol,
-             std::string("--hybrid-layer-pattern: '") + char_at(pattern, i) + "' in the " + which + " pattern '" +
-                 pattern + "' is not a layer symbol (valid: M G * D + - E" +
+             std::string("--hybrid-layer-pattern: '") + char_at(pattern, i) + "' in the " + which + " pattern " +
+                 shown(pattern) + " is not a layer symbol (valid: M G * D + - E" +
                  (allow_pipe ? ", and | between pipeline segments" : "") + ")",
              {"hybrid_layer_pattern"});
   }
   if (contains(pattern, hybrid::kAttention) &&
       (contains(pattern, hybrid::kDsAttention) || contains(pattern, hybrid::kMla)))
     ctx.fail(kAttentionWithMla,
-             std::string("--hybrid-layer-pattern: the ") + which + " pattern '" + pattern +
-                 "' mixes standard attention '*' with MLA/DSA attention ('+' or 'D'); one model supports only one",
+             std::string("--hybrid-layer-pattern: the ") + which + " pattern " + shown(pattern) +
+                 " mixes standard attention '*' with MLA/DSA attention ('+' or 'D'); one model supports only one",
              {"hybrid_layer_pattern"});
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t at = s.find(sep, start);
-    if (at == std::string::npos) {
-      parts.push_back(s.substr(start));
-      return parts;
-    }
-    parts.push_back(s.substr(start, at - start));
-    start = at + 1;
-  }
-}
 
 }  // namespace
 
@@ -115,10 +107,12 @@ int64_t total_pipeline_segment_count(const std::string& pattern) {
 }
 
 ParsedPattern parse(Context& ctx, const std::string& pattern) {
+  // pattern.split('/') without holding the parts: a pattern from a file may have millions of '/', and each part
+  // is only compared with the first MTP part (time linear in the pattern, memory constant).
   ParsedPattern out;
-  std::vector<std::string> parts = split(pattern, kMtpSeparator);
-  const std::string& main = parts[0];
-  if (parts.size() == 1) {
+  const size_t first_sep = pattern.find(kMtpSeparator);
+  const std::string main = pattern.substr(0, first_sep);
+  if (first_sep == std::string::npos) {
     validate_pattern(ctx, main, "main", true);
     out.main_pattern = main;
     return out;
@@ -127,19 +121,27 @@ ParsedPattern parse(Context& ctx, const std::string& pattern) {
     validate_pattern(ctx, main, "main", true);
     out.main_pattern = main;
   }
-  bool all_empty = true;
-  for (size_t i = 1; i < parts.size(); ++i) all_empty = all_empty && parts[i].empty();
-  if (all_empty) return out;
-  const std::string& mtp = parts[1];
-  for (size_t i = 2; i < parts.size(); ++i)
-    if (parts[i] != mtp)
+  // The MTP parts: pattern[first_sep + 1 ...], separated by '/'.
+  const std::string_view rest = std::string_view(pattern).substr(first_sep + 1);
+  if (rest.find_first_not_of(kMtpSeparator) == std::string_view::npos) return out;  // every MTP part is empty
+  const size_t mtp_end = rest.find(kMtpSeparator);
+  const std::string mtp(rest.substr(0, mtp_end));
+  int64_t depths = 1;
+  for (size_t at = mtp_end; at != std::string_view::npos;) {
+    const size_t next = rest.find(kMtpSeparator, at + 1);
+    const std::string_view part = rest.substr(at + 1, next == std::string_view::npos ? rest.npos : next - at - 1);
+    ++depths;
+    if (part != mtp)
       ctx.fail(kMtpPatternsDiffer,
-               "--hybrid-layer-pattern '" + pattern + "': MTP depth 1 has pattern '" + mtp + "' but depth " +
-                   std::to_string(i) + " has '" + parts[i] + "'; every MTP depth must repeat the same pattern",
+               "--hybrid-layer-pattern " + shown(pattern) + ": MTP depth 1 has pattern " + shown(mtp) +
+                   " but depth " + std::to_string(depths) + " has " + shown(part) +
+                   "; every MTP depth must repeat the same pattern",
                {"hybrid_layer_pattern"});
+    at = next;
+  }
   validate_pattern(ctx, mtp, "MTP", /*allow_pipe=*/false);
   out.mtp_pattern = mtp;
-  out.mtp_num_depths = static_cast<int64_t>(parts.size()) - 1;
+  out.mtp_num_depths = depths;
   return out;
 }
 
@@ -180,8 +182,8 @@ void hybrid_pattern(Context& ctx) {
     if (static_cast<uint64_t>(depths) > kMaxPatternChars / (mtp.size() + 1))
       ctx.fail(kPatternTooLarge,
                "--mtp-num-layers (" + std::to_string(depths) +
-                   ") copies of --mtp-hybrid-override-pattern would "
-                   "make a hybrid layer pattern too large to hold",
+                   ") copies of --mtp-hybrid-override-pattern would make a hybrid layer pattern longer than "
+                   "megatron-run's limit of " + std::to_string(kMaxPatternChars) + " characters",
                {"mtp_num_layers", "mtp_hybrid_override_pattern"});
     std::string unified = main;
     for (int64_t d = 0; d < depths; ++d) unified += hybrid::kMtpSeparator + mtp;
@@ -264,8 +266,8 @@ void hybrid_pattern(Context& ctx) {
       } else if (ctx.i("mtp_num_layers") != inferred) {
         part_b::warn_rank_0(ctx, kMtpNumLayersConflict,
                             "--mtp-num-layers (" + std::to_string(ctx.i("mtp_num_layers")) + ") disagrees with the " +
-                                std::to_string(inferred) + " MTP depth(s) of --hybrid-layer-pattern '" + pattern +
-                                "'; using " + std::to_string(inferred),
+                                std::to_string(inferred) + " MTP depth(s) of --hybrid-layer-pattern " +
+                                shown(pattern) + "; using " + std::to_string(inferred),
                             {"mtp_num_layers", "hybrid_layer_pattern"});
         ctx.set("mtp_num_layers", Value(inferred), "MTP depths of --hybrid-layer-pattern");
       }

@@ -154,8 +154,9 @@ void job(Context& ctx) {
   auto ws = number(ctx, "world_size");
   if (ws && !(*ws >= 1 && *ws <= static_cast<double>(sanity::kMaxWorldSize)))
     ctx.fail(kWorldSize,
-             "the world size (" + shown(ctx, "world_size") + ", from " + ctx.args().provenance("world_size").describe() +
-                 ") must be between 1 and " + std::to_string(sanity::kMaxWorldSize),
+             "the world size (" + shown(ctx, "world_size") +
+                 "; WORLD_SIZE, --world-size or --nproc-per-node x --nnodes) must be between 1 and " +
+                 std::to_string(sanity::kMaxWorldSize),
              {"world_size"});
   auto rank = number(ctx, "rank");
   if (rank && ws && !(*rank >= 0 && *rank < *ws))

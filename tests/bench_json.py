@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""The `bench_json` CTest test: `megatron-run-bench --json` prints exactly one JSON document on stdout.
+
+Runs the benchmark runner with --json --quick on the given benchmark names and parses the whole of its stdout
+with json.loads (no line may come before or after the document: benchmark details and library output go to
+stderr). Checks the document is a list with one result per name, each with the runner's fields, and that an
+unknown name gives exit 2 with a JSON error document on stdout.
+Usage: bench_json.py MEGATRON_RUN_BENCH NAME...
+"""
+import json, subprocess, sys
+
+
+def run(argv):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    try:
+        doc = json.loads(p.stdout.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        sys.exit(f"FAIL {' '.join(argv)}: stdout is not one JSON document ({e}):\n{p.stdout[:2000]!r}")
+    return p.returncode, doc
+
+
+def main():
+    bench, names = sys.argv[1], sys.argv[2:]
+    rc, doc = run([bench, "--json", "--quick"] + names)
+    if rc != 0:
+        sys.exit(f"FAIL: exit {rc}")
+    if not isinstance(doc, list) or [r.get("name") for r in doc] != names:
+        sys.exit(f"FAIL: expected one result per benchmark {names}, got {doc!r}")
+    for r in doc:
+        missing = {"name", "value", "unit", "baseline", "baseline_value", "ratio"} - set(r)
+        if missing:
+            sys.exit(f"FAIL: result {r!r} lacks {sorted(missing)}")
+    rc, doc = run([bench, "--json", "no.such.benchmark"])
+    if rc != 2 or not isinstance(doc, dict) or "no.such.benchmark" not in doc.get("error", ""):
+        sys.exit(f"FAIL: an unknown benchmark should exit 2 with a JSON error document, got exit {rc}: {doc!r}")
+    print(f"bench_json: {len(names)} benchmark(s), stdout parsed as one JSON document")
+
+
+if __name__ == "__main__":
+    main()
