@@ -227,11 +227,15 @@ class PatternParser {
       return Node{Value(r), 1};
     }
     if (a.v.kind() == b.v.kind() && a.v.is_list()) {
+      // In place: `a` is this evaluation's own temporary, so only b's values are copied (a chain of additions
+      // costs the values it adds, not the length of the list so far each time).
       const uint64_t values = a.values + b.values - 1;
-      build(values);
-      List out = a.v.as_list();
+      if (values > kMaxPatternValues) too_large();
+      build(b.values);
+      List& out = a.v.mutable_list();
       out.insert(out.end(), b.v.as_list().begin(), b.v.as_list().end());
-      return list_node(std::move(out), values, a.v.kind() == Value::Kind::Tuple);
+      a.values = values;
+      return a;
     }
     fail("cannot add these operands");
   }

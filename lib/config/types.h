@@ -30,7 +30,7 @@ double parse_py_float(std::string_view word);
 // (a usage error naming the flag) otherwise. Time is linear in the text plus the values built.
 inline constexpr size_t kMaxPatternChars = 100000;
 inline constexpr uint64_t kMaxPatternValues = 1000000;
-inline constexpr uint64_t kMaxPatternWork = 16 * kMaxPatternValues;
+inline constexpr uint64_t kMaxPatternWork = 4 * kMaxPatternValues;
 Value eval_pattern(std::string_view text);
 
 // Converts one command-line word according to `type` (the argument's schema type).
