@@ -1,0 +1,202 @@
+// Numbers at the edges: huge sizes, long digit strings and environment integers are refused with exit 1 or 2 and
+// a message naming the flag — never exit 3 ("internal error"), a wrapped count, a hang or a crash. Covers the
+// target environment (--target-gpu-arch, versions), `topology` and `params` (rank layout, model plan), WORLD_SIZE
+// and the launcher options, and the JSON documents --format json prints when there is no result.
+#include <string>
+
+#include "binary.h"
+#include "config/checked.h"
+#include "config/parse.h"
+#include "config/target_env.h"
+#include "config/value.h"
+
+namespace {
+
+const std::string kModel =
+    " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128"
+    " --micro-batch-size 1 --train-iters 10 --lr 0.0001 --mock-data --tokenizer-type NullTokenizer --vocab-size 1024";
+
+bool has(const mrtest::Proc& p, const std::string& s) { return p.all().find(s) != std::string::npos; }
+
+const mr::Value* key(const mr::Value& obj, const std::string& k) {
+  for (const auto& [name, v] : obj.as_object())
+    if (name == k) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("checked arithmetic helpers", "[overflow]") {
+  CHECK(mr::checked_mul(3037000499, 3037000499).value() == 9223372030926249001);
+  CHECK_FALSE(mr::checked_mul(3037000500, 3037000500));
+  CHECK_FALSE(mr::checked_mul(INT64_MIN, -1));
+  CHECK(mr::checked_add(INT64_MAX - 1, 1).value() == INT64_MAX);
+  CHECK_FALSE(mr::checked_add(INT64_MAX, 1));
+  CHECK_FALSE(mr::checked_sub(INT64_MIN, 1));
+  CHECK(mr::checked_product({2, 3, 7}).value() == 42);
+  CHECK_FALSE(mr::checked_product({4294967296, 4294967296}));
+}
+
+TEST_CASE("target environment: long digit strings are usage errors or compare as huge, never a crash", "[overflow]") {
+  mr::TargetEnv env;
+  env.gpu_arch = "sm_99999999999999999999";
+  CHECK_THROWS_AS(env.arch_major(), mr::UsageError);
+  env.gpu_arch = "sm_1000";  // major 100: four digits still parse
+  CHECK(env.arch_major() == 100);
+  CHECK(mr::compare_versions("2.99999999999999999999", "2.20") == 1);
+  CHECK(mr::compare_versions("99999999999999999999999", "1") == 1);
+  CHECK(mr::compare_versions("2.20.2", "2.20.2") == 0);
+
+  const std::string cfg = " --config " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+  auto arch = mrtest::megatron_run("--dry-run --target-gpu-arch sm_99999999999999999999" + cfg);
+  CHECK(arch.exit == 2);
+  CHECK(has(arch, "bad GPU architecture 'sm_99999999999999999999'"));
+  auto ok_arch = mrtest::megatron_run("--dry-run --target-gpu-arch sm_100" + cfg);
+  CHECK(ok_arch.exit == 0);
+  auto file = mrtest::write_file("target.yaml", "gpu_arch: sm_" + std::string(40, '9') + "\n");
+  auto from_file = mrtest::megatron_run("--dry-run --target-env " + file + cfg);
+  CHECK(from_file.exit == 2);
+  CHECK(has(from_file, "bad GPU architecture"));
+  auto version = mrtest::megatron_run("--dry-run --target-te-version 2.99999999999999999999" + cfg);
+  CHECK(version.exit == 0);
+}
+
+TEST_CASE("WORLD_SIZE and the world size: refused or handled, never wrapped", "[overflow]") {
+  auto huge = mrtest::megatron_run("--dry-run" + kModel + " --micro-batch-size 2", "WORLD_SIZE=9223372036854775807");
+  CHECK(huge.exit == 1);
+  CHECK(has(huge, "error[sanity.integer-overflow]"));  // 2 x 9223372036854775807, the default global batch size
+  auto huge_gbs = mrtest::megatron_run("--dry-run --global-batch-size 9223372036854775807" + kModel,
+                                       "WORLD_SIZE=9223372036854775807");
+  CHECK(huge_gbs.exit == 1);
+  CHECK(has(huge_gbs, "error[sanity.world-size-range]"));
+  auto negative = mrtest::megatron_run("--dry-run" + kModel, "WORLD_SIZE=-8");
+  CHECK(negative.exit == 1);
+  CHECK(has(negative, "the global batch size (-8) must be greater than 0"));  // Megatron's own rule first
+  auto too_long = mrtest::megatron_run("--dry-run" + kModel, "WORLD_SIZE=99999999999999999999");
+  CHECK(too_long.exit == 2);
+  CHECK(has(too_long, "WORLD_SIZE"));
+  auto option = mrtest::megatron_run("--dry-run --world-size 9223372036854775807 --global-batch-size 9223372036854775807" + kModel);
+  CHECK(option.exit == 1);
+  CHECK(has(option, "--world-size"));
+  // SLURM's task count (read when no torchrun variables are set).
+  auto slurm = mrtest::megatron_run("--dry-run" + kModel, "env -u WORLD_SIZE -u RANK SLURM_PROCID=0 SLURM_NTASKS=99999999999999999999");
+  CHECK(slurm.exit == 2);
+  CHECK(has(slurm, "SLURM_NTASKS"));
+  for (const mrtest::Proc* p : {&huge, &huge_gbs, &negative, &too_long, &option, &slurm}) CHECK(mrtest::printable_output(p->all()));
+}
+
+TEST_CASE("launcher options: values no job can have are usage errors, in a dry run too", "[overflow][launcher]") {
+  const std::string cfg = " --config " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+  auto zero = mrtest::megatron_run("--dry-run --nproc-per-node 0" + cfg);
+  CHECK(zero.exit == 2);
+  CHECK(has(zero, "argument --nproc-per-node: must be at least 1 (got 0)"));
+  auto rank = mrtest::megatron_run("--dry-run --nproc-per-node 2 --nnodes 2 --node-rank 5" + cfg);
+  CHECK(rank.exit == 2);
+  CHECK(has(rank, "argument --node-rank: must be between 0 and --nnodes - 1 = 1 (got 5)"));
+  auto nodes = mrtest::megatron_run("--dry-run --nproc-per-node 2 --nnodes 0" + cfg);
+  CHECK(nodes.exit == 2);
+  CHECK(has(nodes, "argument --nnodes"));
+  auto port = mrtest::megatron_run("--dry-run --nproc-per-node 1 --master-port 70000" + cfg);
+  CHECK(port.exit == 2);
+  CHECK(has(port, "argument --master-port"));
+  auto big = mrtest::megatron_run("--dry-run --nproc-per-node 99999999999" + cfg);
+  CHECK(big.exit == 2);
+  // The neighbour: a valid multi-node dry run.
+  auto ok = mrtest::megatron_run("--dry-run --nproc-per-node 1 --nnodes 2 --node-rank 1 --master-port 29500" + cfg +
+                                 " --global-batch-size 16");
+  CHECK(ok.exit == 0);
+}
+
+TEST_CASE("topology: huge world sizes and parallel sizes are errors, not wrapped layouts", "[overflow][topology]") {
+  auto max = mrtest::megatron_run("topology --world-size 9223372036854775807" + kModel);
+  CHECK(max.exit == 1);
+  CHECK(has(max, "error[sanity.world-size-range]"));
+  auto wrap = mrtest::megatron_run("topology --world-size 9223372036854775807" + kModel + " --micro-batch-size 2");
+  CHECK(wrap.exit == 1);
+  CHECK(has(wrap, "error[sanity.integer-overflow]"));
+  auto beyond = mrtest::megatron_run("topology --world-size 2097152 --global-batch-size 2097152" + kModel);
+  CHECK(beyond.exit == 1);
+  CHECK(has(beyond, "beyond the 1048576 ranks megatron-run lays out"));
+  auto tp = mrtest::megatron_run("topology --world-size 8 --tensor-model-parallel-size 4294967296 --pipeline-model-parallel-size 4294967296" +
+                                 kModel);
+  CHECK(tp.exit == 1);
+  auto json = mrtest::megatron_run("topology --format json --world-size 2097152 --global-batch-size 2097152" + kModel);
+  CHECK(json.exit == 1);
+  mr::Value doc = mr::Value::parse_json(json.out);  // one JSON document on stdout, even for a failure
+  CHECK_FALSE(key(doc, "ok")->as_bool());
+  const mr::Value& d = key(doc, "diagnostics")->as_list().at(0);
+  CHECK(key(d, "rule")->as_str() == "layout");
+  CHECK(key(d, "stage")->as_str() == "init");
+  auto ok = mrtest::megatron_run("topology --format json --world-size 8 --global-batch-size 8" + kModel);
+  CHECK(ok.exit == 0);
+  CHECK(key(mr::Value::parse_json(ok.out), "world_size")->as_int() == 8);
+}
+
+TEST_CASE("params: huge model sizes are errors naming the flag, never wrapped counts", "[overflow][params]") {
+  const std::string p = "params --world-size 1 --global-batch-size 8" + kModel;
+  auto layers = mrtest::megatron_run(p + " --num-layers 9223372036854775807");
+  CHECK(layers.exit == 1);
+  CHECK(has(layers, "--num-layers 9223372036854775807 is more than the 100000 layers the model plan handles"));
+  auto hidden = mrtest::megatron_run(p + " --hidden-size 4294967296");
+  CHECK(hidden.exit == 1);
+  CHECK(has(hidden, "does not fit in a 64-bit integer"));
+  auto experts = mrtest::megatron_run(p + " --num-experts 4294967296 --moe-router-topk 1");
+  CHECK(experts.exit == 1);
+  CHECK(has(experts, "--num-experts 4294967296"));
+  auto vocab = mrtest::megatron_run(p + " --vocab-size 9223372036854775807");
+  CHECK(vocab.exit == 1);
+  CHECK(has(vocab, "--vocab-size"));
+  auto ffn = mrtest::megatron_run(p + " --ffn-hidden-size 9223372036854775807");
+  CHECK(ffn.exit == 1);
+  CHECK(has(ffn, "does not fit in a 64-bit integer"));
+  auto kv = mrtest::megatron_run(p + " --kv-channels 9223372036854775807");
+  CHECK(kv.exit == 1);
+  for (const mrtest::Proc* r : {&layers, &hidden, &experts, &vocab, &ffn, &kv}) {
+    CHECK(mrtest::printable_output(r->all()));
+    CHECK(r->out.find('-') == std::string::npos);  // no (wrapped, negative) count printed
+  }
+  auto json = mrtest::megatron_run("params --format json --world-size 1 --global-batch-size 8" + kModel +
+                                   " --hidden-size 4294967296");
+  CHECK(json.exit == 1);
+  mr::Value doc = mr::Value::parse_json(json.out);
+  CHECK(key(key(doc, "diagnostics")->as_list().at(0), "stage")->as_str() == "plan");
+  // The neighbour: a large but representable model.
+  auto ok = mrtest::megatron_run(p + " --hidden-size 65536 --num-attention-heads 64 --num-layers 4");
+  CHECK(ok.exit == 0);
+  CHECK(has(ok, "parameters in the model"));
+}
+
+TEST_CASE("--format json: stdout is one JSON document for results, failed rules and usage errors", "[overflow][json]") {
+  const std::string cfg = " --config " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+  auto failed = mrtest::megatron_run("--dry-run --format json" + cfg + " --adam-beta2 5");
+  CHECK(failed.exit == 1);
+  mr::Value doc = mr::Value::parse_json(failed.out);
+  CHECK(key(doc, "exit")->as_int() == 1);
+  const mr::Value& d = key(doc, "diagnostics")->as_list().at(0);
+  CHECK(key(d, "rule")->as_str() == "sanity.adam-betas-range");
+  CHECK(key(d, "stage")->as_str() == "sanity");
+  CHECK(failed.err.find("error[sanity.adam-betas-range]") != std::string::npos);  // text on stderr too
+  auto megatron = mrtest::megatron_run("--dry-run --format json" + cfg + " --micro-batch-size 0");
+  CHECK(key(key(mr::Value::parse_json(megatron.out), "diagnostics")->as_list().at(0), "stage")->as_str() ==
+        "validate_args");
+  auto usage = mrtest::megatron_run("--dry-run --format json" + cfg + " --num-layers four");
+  CHECK(usage.exit == 2);
+  mr::Value u = mr::Value::parse_json(usage.out);
+  const mr::Value& ud = key(u, "diagnostics")->as_list().at(0);
+  CHECK(key(ud, "rule")->as_str() == "usage");
+  CHECK(key(ud, "stage")->as_str() == "parse");
+  auto usage_eq = mrtest::megatron_run("--dry-run --format=json --nproc-per-node 0" + cfg);
+  CHECK(usage_eq.exit == 2);
+  CHECK_NOTHROW(mr::Value::parse_json(usage_eq.out));
+  // `check --format json`: each diagnostic with its stage.
+  const std::string bad = mrtest::write_file("beta.yaml", "adam_beta2: 5\n");
+  auto check = mrtest::megatron_run("check --format json --world-size 1" + cfg + " " + bad);
+  CHECK(check.exit == 1);
+  mr::Value list = mr::Value::parse_json(check.out);
+  REQUIRE(list.as_list().size() == 1);  // --config is the base of every file checked
+  const mr::Value& errs = *key(list.as_list()[0], "errors");
+  bool sanity = false;
+  for (const mr::Value& e : errs.as_list())
+    sanity = sanity || (key(e, "stage")->as_str() == "sanity" && key(e, "rule")->as_str() == "sanity.adam-betas-range");
+  CHECK(sanity);
+}
