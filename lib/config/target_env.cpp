@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <sstream>
@@ -43,12 +44,23 @@ long long TargetEnv::int_var(const std::string& name, long long fallback) const 
 
 namespace {
 std::pair<int, int> parse_arch(const std::string& arch) {
+  // sm_XY, sm_XYZ (a 1-3 digit major and a one-digit minor), optionally without the "sm_"/"sm" prefix, with a dot
+  // between major and minor (9.0) or a one-letter feature suffix (sm_90a, sm_100f). Anything else (other
+  // characters, more digits than an architecture has) is a usage error.
+  std::string_view s = arch;
+  if (s.rfind("sm_", 0) == 0) s.remove_prefix(3);
+  else if (s.rfind("sm", 0) == 0) s.remove_prefix(2);
+  if (!s.empty() && std::islower(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   std::string digits;
-  for (char c : arch)
-    if (std::isdigit(static_cast<unsigned char>(c))) digits += c;
-  // Compute capabilities have a 1-3 digit major and a 1-digit minor (sm_90, sm_100, sm_120a): more digits are
-  // not an architecture (and would not fit in an int).
-  if (digits.size() < 2 || digits.size() > 4)
+  bool ok = !s.empty();
+  size_t dots = 0;
+  for (size_t i = 0; i < s.size() && ok; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (std::isdigit(c)) digits += static_cast<char>(c);
+    else if (c == '.' && i + 2 == s.size() && ++dots == 1) continue;  // "9.0": the dot before the minor digit
+    else ok = false;
+  }
+  if (!ok || digits.size() < 2 || digits.size() > 4)
     throw UsageError("bad GPU architecture " + Value(abbreviate(arch, 40)).py_repr() +
                      " (expected e.g. sm_90 or sm_100: a major version of 1 to 3 digits and a one-digit minor)");
   int major = std::stoi(digits.substr(0, digits.size() - 1));
