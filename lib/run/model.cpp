@@ -137,6 +137,11 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
                      "virtual pipeline stages");
     int64_t first = pp_size > 1 && first_stage_layers >= 0 ? first_stage_layers : -1;
     int64_t last = pp_size > 1 && last_stage_layers >= 0 ? last_stage_layers : -1;
+    if (first > num_layers || last > num_layers || std::max<int64_t>(first, 0) + std::max<int64_t>(last, 0) > num_layers)
+      throw RunError(std::string(first >= 0 ? "--decoder-first-pipeline-num-layers " + std::to_string(first) : "") +
+                     (first >= 0 && last >= 0 ? " and " : "") +
+                     (last >= 0 ? "--decoder-last-pipeline-num-layers " + std::to_string(last) : "") +
+                     " ask for more than the " + std::to_string(num_layers) + " layers of --num-layers");
     int64_t rest = num_layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
     int64_t middle_stages = pp_size - (first >= 0) - (last >= 0);
     int64_t per = middle_stages > 0 ? rest / middle_stages : 0;

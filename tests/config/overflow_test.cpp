@@ -151,7 +151,11 @@ TEST_CASE("params: huge model sizes are errors naming the flag, never wrapped co
   CHECK(has(ffn, "does not fit in a 64-bit integer"));
   auto kv = mrtest::megatron_run(p + " --kv-channels 9223372036854775807");
   CHECK(kv.exit == 1);
-  for (const mrtest::Proc* r : {&layers, &hidden, &experts, &vocab, &ffn, &kv}) {
+  auto first = mrtest::megatron_run("params --world-size 2 --global-batch-size 8" + kModel +
+                                    " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 9223372036854775807");
+  CHECK(first.exit == 1);
+  CHECK(has(first, "--decoder-first-pipeline-num-layers 9223372036854775807 ask for more than the 2 layers"));
+  for (const mrtest::Proc* r : {&layers, &hidden, &experts, &vocab, &ffn, &kv, &first}) {
     CHECK(mrtest::printable_output(r->all()));
     CHECK(r->out.find('-') == std::string::npos);  // no (wrapped, negative) count printed
   }
