@@ -204,3 +204,68 @@ TEST_CASE("--format json: stdout is one JSON document for results, failed rules 
     sanity = sanity || (key(e, "stage")->as_str() == "sanity" && key(e, "rule")->as_str() == "sanity.adam-betas-range");
   CHECK(sanity);
 }
+
+TEST_CASE("--yaml-cfg: the validate_yaml chain's sizes are checked too", "[overflow][yaml-cfg]") {
+  const std::string yaml = R"(language_model:
+  num_layers: 4
+  hidden_size: 256
+  num_attention_heads: 8
+  ffn_hidden_size: null
+  kv_channels: null
+  activation_func: gelu
+  fp32_residual_connection: false
+  moe_grouped_gemm: false
+  distribute_saved_activations: false
+  recompute_granularity: null
+  num_moe_experts: null
+model_parallel:
+  tensor_model_parallel_size: 1
+  pipeline_model_parallel_size: 1
+  context_parallel_size: 1
+  expert_model_parallel_size: 1
+  tp_comm_overlap: false
+  fp16: false
+  bf16: false
+  params_dtype: null
+disable_msc_deprecated: false
+enable_msc: false
+use_checkpoint_args: false
+enable_experimental: false
+data_path: null
+account_for_embedding_in_pipeline_split: false
+micro_batch_size: 2
+global_batch_size: null
+step_batch_size_schedule: null
+num_layers_per_virtual_pipeline_stage: null
+overlap_param_gather: false
+dataloader_type: null
+train_iters: 10
+train_samples: null
+lr_decay_samples: null
+lr_warmup_samples: 0
+lr_warmup_fraction: null
+encoder_num_layers: null
+seq_length: 128
+encoder_seq_length: null
+max_position_embeddings: 128
+decoder_seq_length: null
+lr: 1.0e-4
+min_lr: 0.0
+save: null
+fp16_lm_cross_entropy: false
+weight_decay: 0.01
+weight_decay_incr_style: constant
+start_weight_decay: null
+end_weight_decay: null
+)";
+  const std::string ok = mrtest::write_file("ycfg.yaml", yaml);
+  CHECK(mrtest::megatron_run("--dry-run --yaml-cfg " + ok, "WORLD_SIZE=1").exit == 0);
+  auto world = mrtest::megatron_run("--dry-run --yaml-cfg " + ok, "WORLD_SIZE=9223372036854775807");
+  CHECK(world.exit == 1);
+  CHECK(has(world, "error[sanity.integer-overflow]: micro_batch_size x data_parallel_size"));
+  std::string big = yaml;
+  big.replace(big.find("hidden_size: 256"), 16, "hidden_size: 4611686018427387904");
+  auto hidden = mrtest::megatron_run("--dry-run --yaml-cfg " + mrtest::write_file("ycfg-big.yaml", big), "WORLD_SIZE=1");
+  CHECK(hidden.exit == 1);
+  CHECK(has(hidden, "language_model.hidden_size"));
+}
