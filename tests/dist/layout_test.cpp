@@ -401,3 +401,21 @@ TEST_CASE("worker input round trip and config fingerprints", "[dist][launch]") {
   CHECK(mr::dist::read_fd(fd) == "hello");
   close(fd);
 }
+
+TEST_CASE("layout: world sizes beyond what is laid out and sizes whose product overflows are LayoutErrors", "[dist][layout][overflow]") {
+  using mr::dist::LayoutError;
+  CHECK_THROWS_WITH(Layout::build(spec(mr::dist::kMaxLayoutRanks * 2)), Catch::Contains("beyond the 1048576 ranks"));
+  CHECK_THROWS_WITH(Layout::build(spec(INT64_MAX)), Catch::Contains("beyond the 1048576 ranks"));
+  // TP x PP beyond 64 bits cannot divide the world size (it wrapped to 0 before: a division by zero).
+  CHECK_THROWS_WITH(Layout::build(spec(8, 4294967296, 4294967296)), Catch::Contains("a product beyond 64 bits"));
+  LayoutSpec ep = spec(8);
+  ep.ep = 4294967296;
+  ep.etp = 4294967296;
+  CHECK_THROWS_WITH(Layout::build(ep), Catch::Contains("a product beyond 64 bits"));
+  LayoutSpec h = spec(8, 1, 1, 4);
+  h.hierarchical_cp = {4294967296, 4294967296};
+  CHECK_THROWS_WITH(Layout::build(h), Catch::Contains("non-positive or beyond-64-bit product"));
+  CHECK_THROWS_AS(mr::dist::RankGenerator(4294967296, 1, 4294967296, 1, 1, "tp-cp-ep-dp-pp"), LayoutError);
+  // The neighbour: a large but laid-out world.
+  CHECK(Layout::build(spec(4096, 8, 4)).dp == 128);
+}

@@ -227,3 +227,37 @@ TEST_CASE("MoE: Mixtral 8x7B's parameter count, experts split over EP and expert
   CHECK(find(seq, "decoder.layers.2.mlp.shared_experts.gate_weight")->shape == std::vector<int64_t>{1, 4096});
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(mixtral(), {0, 1, 0, 1, 3, 0, 1}), Catch::Contains("--expert-model-parallel-size"));
 }
+
+TEST_CASE("model plan: sizes beyond 64 bits and plans beyond the limits are RunErrors naming the flag", "[run][model][overflow]") {
+  using mr::run::plan_gpt_model;
+  using mr::run::RunError;
+  const RankCoord one{};
+  // An MLP weight of 4 x 2^32 by 2^32 elements: its size does not fit in 64 bits (it wrapped before).
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"hidden_size", Value(int64_t{4294967296})},
+                                        {"ffn_hidden_size", Value(int64_t{17179869184})}}),
+                                   one),
+                    Catch::Contains("does not fit in a 64-bit integer"));
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"ffn_hidden_size", Value(int64_t{INT64_MAX})}}), one),
+                    Catch::Contains("does not fit in a 64-bit integer"));
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"kv_channels", Value(int64_t{INT64_MAX})}}), one),
+                    Catch::Contains("does not fit in a 64-bit integer"));
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"vocab_size", Value(int64_t{INT64_MAX})}}), one),
+                    Catch::Contains("--vocab-size"));
+  // More layers or experts than the plan handles: refused before anything is allocated.
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"num_layers", Value(int64_t{INT64_MAX})}}), one),
+                    Catch::Contains("more than the 100000 layers"));
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"num_experts", Value(int64_t{4294967296})}}), one),
+                    Catch::Contains("--num-experts 4294967296"));
+  // Values the sanity stage refuses are refused here too (the plan does not rely on it).
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"num_layers", Value(int64_t{-3})}}), one), Catch::Contains("--num-layers"));
+  CHECK_THROWS_WITH(plan_gpt_model(gpt({{"num_attention_heads", Value(int64_t{0})}}), one),
+                    Catch::Contains("--num-attention-heads (0) must be at least 1"));
+  CHECK_THROWS_WITH(mr::run::pipeline_layers(4, 0, 2, 1, INT64_MAX, -1), Catch::Contains("ask for more than the 4 layers"));
+  CHECK_THROWS_AS(mr::run::pipeline_layers(4, 3, 2, 1, -1, -1), RunError);  // no pipeline rank 3 of 2
+  // The neighbours: a wide model at the edge of what fits plans fine.
+  CHECK(plan_gpt_model(gpt({{"hidden_size", Value(int64_t{65536})}, {"num_attention_heads", Value(int64_t{64})},
+                            {"kv_channels", Value(int64_t{1024})}, {"ffn_hidden_size", Value(int64_t{262144})}}),
+                       one)
+            .numel() > 0);
+  CHECK(plan_gpt_model(gpt({{"num_layers", Value(int64_t{1000})}}), one).layers.size() == 1000);
+}
