@@ -118,6 +118,12 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   }
   if (list) {
+    if (json) {  // --list --json: the names as one JSON list
+      std::string out = "[";
+      for (const auto& [n, f] : registry()) out += (out.size() > 1 ? ", " : "") + mr::json_quote(n);
+      std::cout << out << "]\n";
+      return 0;
+    }
     for (const auto& [n, f] : registry()) std::cout << n << "\n";
     return 0;
   }

@@ -4,7 +4,7 @@
 Runs the benchmark runner with --json --quick on the given benchmark names and parses the whole of its stdout
 with json.loads (no line may come before or after the document: benchmark details and library output go to
 stderr). Checks the document is a list with one result per name, each with the runner's fields, and that an
-unknown name gives exit 2 with a JSON error document on stdout.
+unknown name gives exit 2 with a JSON error document on stdout; --list --json is a JSON list of names.
 Usage: bench_json.py MEGATRON_RUN_BENCH NAME...
 """
 import json, subprocess, sys
@@ -30,6 +30,9 @@ def main():
         missing = {"name", "value", "unit", "baseline", "baseline_value", "ratio"} - set(r)
         if missing:
             sys.exit(f"FAIL: result {r!r} lacks {sorted(missing)}")
+    rc, doc = run([bench, "--json", "--list"])
+    if rc != 0 or not isinstance(doc, list) or not set(names) <= set(doc):
+        sys.exit(f"FAIL: --json --list should be a JSON list of the benchmark names, got exit {rc}: {doc!r}")
     rc, doc = run([bench, "--json", "no.such.benchmark"])
     if rc != 2 or not isinstance(doc, dict) or "no.such.benchmark" not in doc.get("error", ""):
         sys.exit(f"FAIL: an unknown benchmark should exit 2 with a JSON error document, got exit {rc}: {doc!r}")
