@@ -62,6 +62,11 @@ def printable(b):
     return None
 
 
+def subst(text, paths):
+    # {NAME} -> its path; str.format would read {c.yaml} as an attribute of c
+    return re.sub(r"\{([^{}]+)\}", lambda m: paths[m.group(1)], text)
+
+
 def limit():
     m = MEMORY_LIMIT_MIB << 20
     resource.setrlimit(resource.RLIMIT_AS, (m, m))
@@ -99,11 +104,11 @@ def run_case(binary, path):
             elif w[0] == "dir":
                 os.mkdir(p)
             elif w[0] == "link":
-                os.symlink(w[2].format(**paths), p)
+                os.symlink(subst(w[2], paths), p)
             else:
                 return name, [f"bad make: {m}"]
         try:
-            args = [a.format(**paths) for a in shlex.split(h.get("args", ""))]
+            args = [subst(a, paths) for a in shlex.split(h.get("args", ""))]
         except (KeyError, ValueError) as e:
             return name, [f"bad args: {e}"]
         env = dict(os.environ)
