@@ -55,11 +55,13 @@ int cmd_check(const std::vector<std::string>& args) {
       "files", po::value<std::vector<std::string>>()->composing(), "files");
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
   std::vector<std::string> files;
-  for (const Token& t : split.rest) {
+  files.reserve(split.rest.size());
+  for (Token& t : split.rest) {
     if (!t.text.empty() && t.text[0] == '-' && t.text.size() > 1)
       throw UsageError("check: unknown option " + t.text + " (see `megatron-run help`)", {t.text});
-    files.push_back(t.text);
+    files.push_back(std::move(t.text));
   }
+  std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
   if (files.empty()) throw UsageError("check: no config files given");
   Invocation base = common.invocation();
 

@@ -214,7 +214,7 @@ struct Converter {
 
   void swallowed(const yaml::Node& n) const {
     std::string line = n.where().substr(0, n.where().rfind(':') + 1) + std::to_string(n.swallowed_line());
-    std::string msg = "the quoted value starting at " + n.where() + " runs on to " + line + ", taking in what looks like the key '" +
+    std::string msg = "the quoted value starting here runs on to " + line + ", taking in what looks like the key '" +
                       n.swallowed_key() + "' (a missing closing quote?)";
     if (strict)
       throw UsageError(n.where() + ": " + msg + "; close the quote, or write the value on one line", kConfigFlags, n.where(),
@@ -359,11 +359,12 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
   return out;
 }
 
-ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
-                               const ConfigOptions& opts) {
+namespace {
+ConfigResult load_config_file(const Schema& schema, const std::string& path, Namespace& ns, const ConfigOptions& opts) {
   yaml::Document doc = yaml::load_file(path, "config file", kConfigFlags);
   yaml::Node root = doc.root();
   ConfigResult out;
+
   if (root.is_null()) return out;
   if (!root.is_map()) throw file_error(root.where(), "a config file must be a mapping of arguments to values");
   yaml::Node model_args = root.get("MODEL_ARGS");
@@ -384,6 +385,14 @@ ConfigResult apply_config_file(const Schema& schema, const std::string& path, Na
     return out;
   }
   apply_plain(schema, root, opts, out, ns);
+  return out;
+}
+}  // namespace
+
+ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
+                               const ConfigOptions& opts) {
+  ConfigResult out = load_config_file(schema, path, ns, opts);
+  yaml::cap_warnings(out.report.warnings, 0, path);  // a file repeating a key 100k times warns a few times
   return out;
 }
 

@@ -21,6 +21,14 @@ inline constexpr std::uint64_t kMaxYamlExpandedBytes = kMaxInputFileBytes;
 // Nesting of YAML sequences and mappings (after alias expansion). Megatron's configs nest 3 levels deep.
 inline constexpr int kMaxYamlDepth = 64;
 
+// Warnings of one kind (a repeated key, ...) shown per file; the rest are counted in one line.
+inline constexpr std::size_t kMaxWarningsPerKind = 10;
+
+// Unknown flags of one command line (or MODEL_ARGS) given "did you mean" suggestions, and words listed in its
+// "unrecognized arguments" message; the rest are counted.
+inline constexpr std::size_t kMaxSuggestedFlags = 10;
+inline constexpr std::size_t kMaxListedArguments = 100;
+
 // A line of the --result-rejected-tracker-filename file (Megatron writes ~200-byte lines); a longer line ends
 // reading with the tracker's warning (std::regex, which matches the lines, recurses once per character).
 inline constexpr std::size_t kMaxTrackerLineBytes = 4096;

@@ -44,11 +44,11 @@ std::string read_input_file(const std::string& path, const std::string& what, co
     return fail("cannot read " + what + ": " + std::strerror(err), "input.unreadable");
   };
   auto not_regular = [&](mode_t m) {
-    return fail(what + " is not a regular file (it is " + std::string(kind_of(m)) + "); megatron-run reads only regular files",
+    return fail("the " + what + " is not a regular file (it is " + std::string(kind_of(m)) + "); megatron-run reads only regular files",
                 "input.not-regular-file");
   };
   auto too_large = [&](const std::string& size) {
-    return fail(what + " is " + size + ", more than the limit of " + describe_bytes(max_bytes) +
+    return fail("the " + what + " is " + size + ", more than the limit of " + describe_bytes(max_bytes) +
                     " for an input file (limits::kMaxInputFileBytes)",
                 "input.file-too-large");
   };

@@ -346,7 +346,7 @@ struct Converter {
         std::string text = n.scalar();
         std::string at = n.where();
         if (n.swallowed_line())
-          warn("[input.yaml-multiline-quoted] " + at + ": the quoted value starting at " + at + " runs on to " + n.where().substr(0, at.rfind(':') + 1) +
+          warn("[input.yaml-multiline-quoted] " + at + ": the quoted value starting here runs on to " + n.where().substr(0, at.rfind(':') + 1) +
                std::to_string(n.swallowed_line()) + ", taking in what looks like the key '" + n.swallowed_key() +
                "' (a missing closing quote?); Python's yaml.safe_load reads it as one value too");
         // Megatron's env constructor is registered on PyYAML's default loaders, not on safe_load's: ${VAR} is
@@ -471,7 +471,10 @@ Object load_yaml_cfg_file(const std::string& path, const ConfigOptions& opts, st
   if (!root.is_map())
     file_error(root.where(), "a --yaml-cfg file must be a mapping of arguments and sections (Megatron's "
                              "load_yaml sets attributes on it)");
-  return Converter{opts, warnings}.convert(root, "", where).as_object();
+  std::size_t from = warnings ? warnings->size() : 0;
+  Object top = Converter{opts, warnings}.convert(root, "", where).as_object();
+  if (warnings) yaml::cap_warnings(*warnings, from, path);
+  return top;
 }
 
 void apply_yaml_cfg(Parsed& p, const ConfigOptions& opts) {

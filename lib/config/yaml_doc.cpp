@@ -164,7 +164,7 @@ class Builder : public YAML::EventHandler {
     n.bytes = value.size();
     bytes_ += value.size();
     if (bytes_ > limits::kMaxYamlExpandedBytes) expansion_error(mark, "");
-    if (tag == "!") {
+    {  // a quoted scalar: never closed (an error), or running over lines that look like keys
       std::string key;
       n.swallowed = swallowed(mark, key);
       if (n.swallowed) d_.swallowed_keys.emplace_back(i, key);
@@ -308,6 +308,8 @@ class Builder : public YAML::EventHandler {
     if (p >= text_.size() || (text_[p] != '"' && text_[p] != '\'')) return 0;
     char q = text_[p];
     std::uint32_t line = static_cast<std::uint32_t>(mark.line);
+    std::string first_key;  // the first continuation line that looks like `key:`
+    std::uint32_t first_line = 0;
     for (std::size_t i = p + 1; i < text_.size(); ++i) {
       char c = text_[i];
       if (q == '"' && c == '\\') {
@@ -320,17 +322,26 @@ class Builder : public YAML::EventHandler {
           ++i;
           continue;
         }
-        return 0;
+        key = first_key;
+        return first_key.empty() ? 0 : first_line;
       }
       if (c == '\n') {
         ++line;
         std::size_t e = text_.find('\n', i + 1);
         std::string_view next(text_.data() + i + 1, (e == std::string::npos ? text_.size() : e) - i - 1);
-        key = key_like(next);
-        if (!key.empty()) return line + 1;
+        if (first_key.empty()) {
+          first_key = key_like(next);
+          if (!first_key.empty()) first_line = line + 1;
+        }
       }
     }
-    return 0;
+    // yaml-cpp takes the rest of the file for a quote that is never closed; Python's yaml loader refuses it.
+    throw error_at(d_.path, static_cast<std::size_t>(mark.line),
+                   "the quoted value starting here is never closed (the file ends inside it)" +
+                       (first_key.empty() ? std::string()
+                                          : ", taking in what looks like the key '" + first_key + "' at line " +
+                                                std::to_string(first_line)),
+                   "input.yaml-syntax", flags_);
   }
 };
 
@@ -490,6 +501,29 @@ std::vector<std::pair<Node, Node>> merged_pairs(const Node& map, const std::vect
   out.reserve(map.size());
   flatten(map, out, own_from, flags);
   return out;
+}
+
+void cap_warnings(std::vector<std::string>& warnings, std::size_t from, const std::string& path) {
+  std::vector<std::pair<std::string, std::size_t>> kinds;  // "[input.x]" -> how many seen
+  std::vector<std::string> kept(warnings.begin(), warnings.begin() + static_cast<std::ptrdiff_t>(std::min(from, warnings.size())));
+  for (std::size_t i = from; i < warnings.size(); ++i) {
+    const std::string& w = warnings[i];
+    std::size_t close = w.rfind("[input.", 0) == 0 ? w.find("] ") : std::string::npos;
+    if (close == std::string::npos) {
+      kept.push_back(w);
+      continue;
+    }
+    std::string kind = w.substr(0, close + 1);
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), {kind, 0});
+    if (++it->second <= limits::kMaxWarningsPerKind) kept.push_back(w);
+  }
+  for (const auto& [kind, n] : kinds)
+    if (n > limits::kMaxWarningsPerKind)
+      kept.push_back(kind + " " + path + ": ... and " + std::to_string(n - limits::kMaxWarningsPerKind) +
+                     " more like these (only the first " + std::to_string(limits::kMaxWarningsPerKind) +
+                     " are shown, limits::kMaxWarningsPerKind)");
+  warnings = std::move(kept);
 }
 
 void non_scalar_key(const Node& key, const std::vector<std::string>& flags) {

@@ -98,6 +98,10 @@ bool standard_tag(const std::string& tag, std::string_view name);  // tag == "ta
 std::vector<std::pair<Node, Node>> merged_pairs(const Node& map, const std::vector<std::string>& flags = {},
                                                 std::size_t* own_from = nullptr);
 
+// Keeps the first limits::kMaxWarningsPerKind warnings of each "[input.*]" kind from `from` on and replaces
+// the rest by one "... and N more" line naming `path`: a file repeating a key 100k times warns a few times.
+void cap_warnings(std::vector<std::string>& warnings, std::size_t from, const std::string& path);
+
 // The refusals the converters share.
 [[noreturn]] void non_scalar_key(const Node& key, const std::vector<std::string>& flags = {});
 // A tag a converter cannot construct: "path:line: unsupported YAML tag !!python/name:x (...)".

@@ -39,7 +39,7 @@ std::string source(Context& ctx) {
            {"heterogeneous_layers_config_path", "heterogeneous_layers_config_encoded_json"});
 }
 
-// "line L, column C" of a byte offset in the JSON text, from the reader's "at offset N" message.
+// "L:C" (line, column) of a byte offset in the JSON text, from the reader's "at offset N" message.
 std::string json_position(const std::string& text, const std::string& message) {
   auto at = message.find("at offset ");
   if (at == std::string::npos) return {};
@@ -56,7 +56,7 @@ std::string json_position(const std::string& text, const std::string& message) {
       ++col;
     }
   }
-  return "line " + std::to_string(line) + ", column " + std::to_string(col) + ": ";
+  return std::to_string(line) + ":" + std::to_string(col);
 }
 
 // hf_config.<name> on the SimpleNamespace built from the top-level JSON object (the last duplicate key wins,
@@ -126,8 +126,12 @@ void heterogeneous_config(Context& ctx) {
   try {
     doc = Value::parse_json(ctx.s("heterogeneous_layers_config_encoded_json"));
   } catch (const JsonError& e) {
-    malformed(ctx, json_position(ctx.s("heterogeneous_layers_config_encoded_json"), e.what()) +
-                       "it is not valid JSON (" + e.what() + ")");
+    std::string at = json_position(ctx.s("heterogeneous_layers_config_encoded_json"), e.what());
+    bool from_file = ctx.args().provenance("heterogeneous_layers_config_encoded_json").kind == Provenance::Kind::Derived &&
+                     ctx["heterogeneous_layers_config_path"].is_str();
+    if (!at.empty())
+      at = (from_file ? ctx.s("heterogeneous_layers_config_path") + ":" : std::string("line:column ")) + at + ": ";
+    malformed(ctx, at + "it is not valid JSON (" + e.what() + ")");
   }
   if (!doc.is_object()) malformed(ctx, "the JSON document is not an object");
   const Object& top = doc.as_object();
