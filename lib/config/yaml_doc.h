@@ -27,6 +27,7 @@ namespace mr::yaml {
 
 struct DocData;
 
+// A node of a Document; valid while that Document (or a copy of it) lives.
 class Node {
  public:
   enum class Type : std::uint8_t { Undefined, Null, Scalar, Sequence, Map };
