@@ -245,6 +245,9 @@ Value typed_scalar(const yaml::Node& n, const std::string& text, const std::stri
   if (tag.rfind(kTagPrefix, 0) == 0) {
     std::string t = tag.substr(std::string(kTagPrefix).size());
     if (t == "str") return Value(text);
+    if (t != "int" && t != "float" && t != "bool" && t != "null")
+      file_error(where, "unsupported YAML tag " + yaml::display_tag(tag) +
+                            " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)");
     Value v = yaml11_plain_scalar(text, where);
     bool ok = (t == "int" && v.is_int()) || (t == "float" && (v.is_float() || v.is_int())) ||
               (t == "bool" && v.is_bool()) || (t == "null" && v.is_none());
