@@ -71,6 +71,7 @@ int cmd_check(const std::vector<std::string>& args) {
   const bool json = common.format == "json";
   size_t checked = 0, bad = 0;
   int worst = 0;
+  bool internal = false;
   if (json) std::cout << "[";
   for (const std::string& f : files) {
     FileResult r;
@@ -87,7 +88,13 @@ int cmd_check(const std::vector<std::string>& args) {
       // An unreadable, malformed or refused file fails that file only.
       r.exit = 2;
       r.diags.push_back(Diagnostic{Diagnostic::Level::Error, e.rule(), e.what(), e.flags, e.where});
+    } catch (const std::exception& e) {
+      // A bug of ours on one file: reported for that file (exit 3 for the run), the other files still checked
+      // and the JSON document still complete.
+      r.exit = 3;
+      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, "internal", std::string("internal error: ") + e.what(), {}, {}});
     }
+    internal = internal || r.exit == 3;
     worst = std::max(worst, r.exit ? 1 : 0);
     bad += r.exit ? 1 : 0;
     if (json) {
@@ -117,7 +124,7 @@ int cmd_check(const std::vector<std::string>& args) {
   } else {
     std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
   }
-  return worst;
+  return internal ? 3 : worst;
 }
 
 }  // namespace mr::app
