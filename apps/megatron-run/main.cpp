@@ -1,5 +1,6 @@
 // megatron-run: parse, validate and launch Megatron-LM training jobs.
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -10,9 +11,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (!args.empty()) {
-      const std::string& cmd = args.front();
+      const std::string cmd = args.front();
+      if (cmd == "check") {
+        // Moved, not copied: `check` may be given tens of thousands of files.
+        std::vector<std::string> rest(std::make_move_iterator(args.begin() + 1), std::make_move_iterator(args.end()));
+        std::vector<std::string>().swap(args);
+        return mr::app::cmd_check(rest);
+      }
       std::vector<std::string> rest(args.begin() + 1, args.end());
-      if (cmd == "check") return mr::app::cmd_check(rest);
       if (cmd == "schema") return mr::app::cmd_schema(rest);
       if (cmd == "rules") return mr::app::cmd_rules(rest);
       if (cmd == "topology") return mr::app::cmd_topology(rest);

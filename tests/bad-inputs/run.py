@@ -9,6 +9,7 @@ A case is one text file: header lines `key: value`, then the files it needs, eac
     env:    NAME=VALUE added to the environment; may repeat
     make:   `fifo NAME` (a named pipe), `dir NAME` (a folder), `link NAME TARGET` (a symbolic link)
     gen:    `NAME = PYTHON-EXPRESSION`: file NAME's bytes (str is UTF-8 encoded)
+    gen-args: PYTHON-EXPRESSION, a list of words appended to args (e.g. 100k words); may repeat
     timeout: seconds (default 20)
 Every case must also: exit within its timeout, not die by a signal, not exit 3, stay under the memory bound
 (address space, MEMORY_LIMIT_MIB), print no stack trace or `internal error`, print only printable UTF-8 text.
@@ -23,7 +24,7 @@ BANNED = ["internal error", "terminate called", "Segmentation fault", "Aborted",
 
 
 def parse_case(path):
-    header, files, cur = {"expect": [], "env": [], "make": [], "gen": []}, {}, None
+    header, files, cur = {"expect": [], "env": [], "make": [], "gen": [], "gen-args": []}, {}, None
     with open(path, "rb") as f:
         data = f.read()
     for raw in data.split(b"\n"):
@@ -39,7 +40,7 @@ def parse_case(path):
             continue
         k, _, v = line.partition(":")
         k, v = k.strip(), v.strip()
-        if k in ("expect", "env", "make", "gen"):
+        if k in ("expect", "env", "make", "gen", "gen-args"):
             header[k].append(v)
         else:
             header[k] = v
@@ -62,9 +63,9 @@ def printable(b):
     return None
 
 
-def subst(word, paths):
-    """{NAME} -> the path of file NAME (a KeyError names an unknown one)."""
-    return re.sub(r"\{([^{}]+)\}", lambda m: paths[m.group(1)], word)
+def subst(text, paths):
+    # {NAME} -> its path; str.format would read {c.yaml} as an attribute of c
+    return re.sub(r"\{([^{}]+)\}", lambda m: paths[m.group(1)], text)
 
 
 def limit():
@@ -111,6 +112,8 @@ def run_case(binary, path):
             args = [subst(a, paths) for a in shlex.split(h.get("args", ""))]
         except (KeyError, ValueError) as e:
             return name, [f"bad args: {e}"]
+        for g in h["gen-args"]:
+            args += [str(w) for w in eval(g, {})]  # noqa: S307 - test data written in this repository
         env = dict(os.environ)
         for e in h["env"]:
             k, _, v = e.partition("=")
