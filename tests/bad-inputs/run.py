@@ -68,9 +68,13 @@ def subst(text, paths):
     return re.sub(r"\{([^{}]+)\}", lambda m: paths[m.group(1)], text)
 
 
+SANITIZED = bool(os.environ.get("MR_SANITIZED"))  # an ASan build reserves terabytes of shadow address space
+
+
 def limit():
-    m = MEMORY_LIMIT_MIB << 20
-    resource.setrlimit(resource.RLIMIT_AS, (m, m))
+    if not SANITIZED:
+        m = MEMORY_LIMIT_MIB << 20
+        resource.setrlimit(resource.RLIMIT_AS, (m, m))
     os.setsid()
 
 
@@ -119,6 +123,8 @@ def run_case(binary, path):
             k, _, v = e.partition("=")
             env[k] = v
         env.setdefault("MR_LOG_LEVEL", "warning")
+        if SANITIZED:  # the same memory bound, kept by the sanitizer's allocator
+            env["ASAN_OPTIONS"] = f"malloc_limit_mb={MEMORY_LIMIT_MIB}:detect_leaks=1"
         timeout = float(h.get("timeout", 20))
         try:
             p = subprocess.run([binary] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
