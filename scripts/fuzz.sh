@@ -56,6 +56,6 @@ printf '"MODEL_ARGS:"\n"ENV_VARS:"\n"&a"\n"*a"\n"<<:"\n"${"\n"!!"\n"---"\n' >> "
 echo "fuzz.sh: fuzz_$target for ${seconds}s"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-"build-fuzz/tests/fuzz/fuzz_$target" "$work" "$seeds" -dict="$dict" -max_total_time="$seconds" -timeout=10 \
+"build-fuzz/bin/fuzz_$target" "$work" "$seeds" -dict="$dict" -max_total_time="$seconds" -timeout=10 \
   -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
   -artifact_prefix="build-fuzz/findings/$target-" 2>&1 | grep -v '^#[0-9]*.*\(NEW\|REDUCE\|pulse\)' | tail -n 30

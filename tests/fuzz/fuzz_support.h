@@ -13,6 +13,7 @@
 #include <string>
 
 #include "config/parse.h"
+#include "config/types.h"
 
 namespace mr::fuzz {
 
@@ -32,12 +33,14 @@ inline const std::string& write_scratch(const uint8_t* data, size_t size, const 
   return path;
 }
 
-// Runs `f`; UsageError is the expected refusal, anything else aborts with its message.
+// Runs `f`; UsageError is the expected refusal (and, from a bare converter, ConvError: the parser turns it
+// into a UsageError naming the flag); anything else aborts with its message.
 template <class F>
 void expect_no_internal_error(F&& f) {
   try {
     f();
   } catch (const UsageError&) {
+  } catch (const ConvError&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "internal error (exit 3 in megatron-run): %s\n", e.what());
     std::abort();
