@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <thread>
 #include <set>
@@ -169,6 +170,10 @@ void Group::barrier(std::optional<Timeout> timeout) {
 
 Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
   opts_.layout.world_size = opts_.launch.world_size;
+  collective_timeout_ = opts_.timeout;
+  if (opts_.heartbeat.count() < 1 || opts_.heartbeat_timeout < opts_.heartbeat * 2)
+    throw DistError("the heartbeat timeout (" + seconds(opts_.heartbeat_timeout) +
+                    ") must be at least twice the heartbeat period (" + seconds(opts_.heartbeat) + ")");
   try {
     layout_ = Layout::build(opts_.layout);
   } catch (const LayoutError& e) {
@@ -229,6 +234,13 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
 Runtime::~Runtime() {
   stop_watchdog();
   groups_.clear();
+  if (aborting_) {
+    // A collective was abandoned (timed out, or a peer is gone): its backend thread may still be blocked in it,
+    // and tearing the communicator down would wait for that thread (Gloo joins its workers), possibly until the
+    // backend's own timeout. The process is about to exit with the verdict; leave the communicators to it.
+    auto* leaked = new std::vector<std::shared_ptr<Communicator>>();
+    for (auto& [key, c] : comms_) leaked->push_back(std::move(c));
+  }
   comms_.clear();
 }
 
@@ -313,11 +325,51 @@ void Runtime::rendezvous() {
       });
 }
 
+std::vector<int> Runtime::watched_ranks() const {
+  std::vector<int> out;
+  const int n = std::min(2, world_size() - 1);
+  for (int i = 1; i <= n; ++i) out.push_back((rank() + i) % world_size());
+  return out;
+}
+
+namespace {
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+// "pid 123 on host-a", from the value a rank published at the rendezvous ("<hash> world_size=4 host=h pid=1").
+std::string whereabouts(const std::string& rdzv) {
+  auto field = [&](const char* name) -> std::string {
+    size_t at = rdzv.find(std::string(" ") + name + "=");
+    if (at == std::string::npos) return "";
+    at += std::strlen(name) + 2;
+    return rdzv.substr(at, rdzv.find(' ', at) - at);
+  };
+  std::string pid = field("pid"), host = field("host");
+  if (pid.empty()) return "";
+  return "pid " + pid + (host.empty() ? "" : " on " + host);
+}
+
+}  // namespace
+
+// The watchdog (its own store connection): every period it writes this rank's heartbeat, stops the process when
+// another rank published a verdict, and checks the heartbeats of the ranks it watches (watched_ranks(): each
+// rank is watched by the two before it, so a silent rank is caught while any of them runs). A heartbeat that has
+// not changed for heartbeat_timeout means the rank is stopped (SIGSTOP, a debugger), hung in the kernel or cut
+// off: the watchdog publishes a verdict naming it and exits 1, and the others stop with that verdict. The heartbeat
+// comes from this thread, so a main thread busy computing or blocked in a collective still sends it; a stopped
+// process sends nothing. A second thread (the monitor) exits the process when the watchdog's store round trips
+// have not completed for heartbeat_timeout: a store whose host is stopped keeps its connections open and never
+// answers, which would otherwise hang the watchdog itself.
 void Runtime::start_watchdog() {
+  store_ok_ns_ = now_ns();
   watchdog_ = std::thread([this] {
     int64_t seq = 0;
     const std::string key = "hb/" + std::to_string(rank());
+    const std::vector<int> watched = watched_ranks();
+    std::map<int, Seen> seen;  // per watched rank: its last heartbeat, and since when it has not changed
+    const auto started = Clock::now();
     while (!stop_) {
+      std::string verdict;
       try {
         hb_store_->set(key, std::to_string(++seq));
         if (hb_store_->check({kAbort}) && !aborting_) {
@@ -328,7 +380,43 @@ void Runtime::start_watchdog() {
             std::_Exit(1);
           }
         }
+        for (int r : watched) {
+          if (aborting_ || stop_) break;
+          std::string beat = hb_store_->try_get("hb/" + std::to_string(r)).value_or("");
+          const auto now = Clock::now();
+          auto it = seen.find(r);
+          if (beat == "done") {
+            seen.erase(r);
+          } else if (it == seen.end() || it->second.beat != beat) {
+            // A rank that has not written its first heartbeat yet counts from when this watchdog started.
+            seen[r] = Seen{beat, beat.empty() && it == seen.end() ? started : now};
+          } else if (now - it->second.since > opts_.heartbeat_timeout) {
+            auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since);
+            std::string who = whereabouts(hb_store_->try_get("rdzv/" + std::to_string(r)).value_or(""));
+            verdict = "rank " + std::to_string(r) + (who.empty() ? "" : " (" + who + ")") +
+                      (beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats") + ": none for " +
+                      seconds(silent) + " (the bound is " + seconds(opts_.heartbeat_timeout) +
+                      ", --heartbeat-timeout); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
+            break;
+          }
+        }
+        store_ok_ns_ = now_ns();
+        if (!verdict.empty() && !aborting_ && !stop_) {
+          aborting_ = true;
+          const std::string mine = "rank " + std::to_string(rank()) + ": " + verdict;
+          if (!hb_store_->check({kAbort})) hb_store_->set(kAbort, mine);
+          MR_LOG(error) << verdict;
+          std::fflush(nullptr);
+          // The store's host lingers so that the others can read the verdict before the store disappears.
+          if (!opts_.launch.agent_store && rank() == 0) std::this_thread::sleep_for(opts_.heartbeat * 2);
+          std::_Exit(1);
+        }
       } catch (const std::exception& e) {
+        if (!verdict.empty()) {
+          MR_LOG(error) << verdict;
+          std::fflush(nullptr);
+          std::_Exit(1);
+        }
         if (!aborting_ && !stop_) {
           MR_LOG(error) << "lost the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
                         << (opts_.launch.agent_store ? " (torchrun's agent hosts it)"
@@ -342,11 +430,32 @@ void Runtime::start_watchdog() {
       while (!stop_ && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
+  monitor_ = std::thread([this] {
+    const auto step = std::min<std::chrono::milliseconds>(opts_.heartbeat / 4, std::chrono::milliseconds(100));
+    while (!stop_) {
+      std::this_thread::sleep_for(std::max(step, std::chrono::milliseconds(5)));
+      const auto quiet = std::chrono::nanoseconds(now_ns() - store_ok_ns_.load());
+      if (stop_ || quiet <= opts_.heartbeat_timeout + opts_.heartbeat) continue;
+      MR_LOG(error) << "the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
+                    << " has not answered for " << seconds(std::chrono::duration_cast<std::chrono::milliseconds>(quiet))
+                    << " (the bound is " << seconds(opts_.heartbeat_timeout) << ", --heartbeat-timeout): "
+                    << store_owner() << ", which hosts it, is stopped (SIGSTOP, a debugger) or hung, or its host is "
+                                        "unreachable";
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  });
 }
 
 void Runtime::stop_watchdog() {
   stop_ = true;
   if (watchdog_.joinable()) watchdog_.join();
+  if (monitor_.joinable()) monitor_.join();
+}
+
+void Runtime::set_timeout(Timeout t) {
+  collective_timeout_ = t;
+  for (auto& [key, c] : comms_) c->set_timeout(t);
 }
 
 std::shared_ptr<Communicator> Runtime::communicator_for(const RankList& ranks, Device device) {
@@ -362,7 +471,7 @@ std::shared_ptr<Communicator> Runtime::communicator_for(const RankList& ranks, D
     spec.store = store_->with_prefix(std::string(device == Device::Cpu ? "gloo/" : "nccl/") + id);
     spec.ranks = ranks;
     spec.index = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
-    spec.timeout = opts_.timeout;
+    spec.timeout = collective_timeout_;
     spec.name = ranks_str(ranks);
     spec.master_addr = opts_.launch.master_addr;
     spec.local_rank = opts_.launch.local_rank;
@@ -414,11 +523,14 @@ void Runtime::check_peers(const RankList& ranks) {
     for (int r : ranks) {
       if (r == rank()) continue;
       std::string beat = store_->try_get("hb/" + std::to_string(r)).value_or("");
+      if (beat == "done") continue;  // finished: its communicators are gone, the backend reports it
       auto it = seen_.find(r);
       if (it == seen_.end() || it->second.beat != beat) {
         seen_[r] = Seen{beat, now};
-      } else if (now - it->second.since > opts_.heartbeat * 4 + std::chrono::seconds(1)) {
-        throw CollectiveError("rank " + std::to_string(r) + " stopped sending heartbeats", false);
+      } else if (now - it->second.since > opts_.heartbeat_timeout) {
+        throw CollectiveError("rank " + std::to_string(r) + " stopped sending heartbeats (none for " +
+                                  seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since)) +
+                                  ")", false);
       }
     }
   } catch (const DistError& e) {
@@ -461,7 +573,7 @@ DistError Runtime::fail(const std::string& message) {
 DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveError& e) {
   aborting_ = true;
   std::string head = std::string(op) + " " + g.describe() + " failed";
-  std::string cause = e.timed_out ? "timed out" : e.what();
+  std::string cause = e.timed_out ? "timed out; the collective timeout is " + seconds(collective_timeout_) : e.what();
   std::vector<int> peers;
   for (int r : g.ranks())
     if (r != rank()) peers.push_back(r);
@@ -478,7 +590,7 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
     };
     auto t0 = Clock::now();
     std::map<int, std::string> before = beats();
-    std::vector<int> failed, silent;
+    std::vector<int> failed, silent, finished;
     std::string first_failure;  // the first failed member's own message
     auto window = opts_.heartbeat * 5 / 2;
     while (Clock::now() - t0 < window) {
@@ -492,6 +604,8 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
       if (auto f = store_->try_get("failed/" + std::to_string(r))) {
         failed.push_back(r);
         if (first_failure.empty()) first_failure = "rank " + std::to_string(r) + " failed: " + *f;
+      } else if (after[r] == "done") {
+        finished.push_back(r);
       } else if (after[r].empty() || after[r] == before[r]) {
         silent.push_back(r);
       }
@@ -506,6 +620,10 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
       else
         verdict += "; " + std::string(failed.size() == 1 ? "rank " : "ranks ") + list_words(failed) + " stopped too";
     }
+    if (verdict.empty() && !finished.empty())
+      verdict = std::string(finished.size() == 1 ? "rank " : "ranks ") + list_words(finished) +
+                (finished.size() == 1 ? " has" : " have") +
+                " already finished the job: the ranks issue different collectives";
     if (verdict.empty())
       verdict = e.timed_out ? "every member is alive: a rank is stuck before this collective, or the ranks issue "
                               "collectives in different orders"
@@ -521,6 +639,12 @@ void Runtime::finish() {
   if (finished_) return;
   finished_ = true;
   stop_watchdog();
+  try {
+    // The watchdogs watching this rank stop watching it (its heartbeat stops now).
+    store_->set("hb/" + std::to_string(rank()), "done");
+  } catch (const std::exception& e) {
+    MR_LOG(warning) << "finishing: " << e.what();
+  }
   groups_.clear();
   comms_.clear();
   try {
