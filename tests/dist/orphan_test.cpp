@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include "dist/store.h"
 #include "proc.h"
 
 using mrtest::Proc;
@@ -152,4 +153,51 @@ TEST_CASE("a real worker that fails: megatron-run exits with its code, the other
   CHECK(p[0].exit_code() == 1);
   CHECK_THAT(p[0].err(), Catch::Contains("MR_DIST_STALL='bad'") && Catch::Contains("worker rank 1"));
   for (pid_t w : workers) CHECK(mrtest::gone(w));
+}
+
+TEST_CASE("torchrun's agent killed with -9: workers using its store stop within a heartbeat period or two",
+          "[dist][process][orphan][agent]") {
+  // megatron-run does not set a death signal for workers started by someone else (torchrun, srun): their lifetime
+  // is the launcher's business. What ends them when torchrun's agent dies is its store going away: here a child
+  // process hosts a store of our own LibTorch, as torchrun's agent would, and is killed once the ranks run.
+  TempDir dir;
+  const int port = mr::dist::free_port();
+  pid_t agent = fork();
+  if (agent == 0) {
+    setpgid(0, 0);
+    mr::dist::Store::Options so;
+    so.port = port;
+    so.is_server = true;
+    so.timeout = std::chrono::seconds(30);
+    std::shared_ptr<mr::dist::Store> server = mr::dist::Store::connect(so);
+    std::ofstream(dir / "agent.ready") << "\n";
+    for (int i = 0; i < 1200; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 2 min at most
+    _exit(0);
+  }
+  mrtest::KillOnExit cleanup;
+  cleanup.pids.push_back(agent);
+  REQUIRE(mrtest::wait_for([&] { return std::filesystem::exists(dir / "agent.ready"); }, std::chrono::seconds(30)));
+  std::vector<Proc> procs = mrtest::start_job(2, mrtest::bring_up_args({}), dir,
+                                              {{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                               {"TORCHELASTIC_RESTART_COUNT", "0"},
+                                               {"MR_DIST_SELFCHECK_SECONDS", "120"},
+                                               {"MR_DIST_HEARTBEAT_TIMEOUT_S", "3"},
+                                               {"MR_DIST_REPORT", dir / "report."}},
+                                              port);
+  for (const Proc& p : procs) cleanup.pids.push_back(p.pid);
+  REQUIRE(mrtest::wait_for([&] {
+    return std::filesystem::exists(dir / "report.0.ready") && std::filesystem::exists(dir / "report.1.ready");
+  }, std::chrono::seconds(120)));
+  REQUIRE(kill(agent, SIGKILL) == 0);
+  waitpid(agent, nullptr, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  mrtest::wait_all(procs, std::chrono::seconds(60));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(mrtest::all_output(procs) << "took " << took << " s");
+  for (const Proc& p : procs) {
+    CHECK_FALSE(p.timed_out);
+    CHECK(p.exit_code() == 1);
+    CHECK_THAT(p.err(), Catch::Contains("lost the rendezvous store") && Catch::Contains("torchrun's agent hosts it"));
+  }
+  CHECK(took < 3 + 15);
 }
