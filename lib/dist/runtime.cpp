@@ -250,7 +250,10 @@ template <class Pred, class OnTimeout>
 void Runtime::wait_until(Pred pred, Clock::time_point deadline, OnTimeout on_timeout) {
   auto pause = std::chrono::milliseconds(20);
   for (;;) {
-    if (auto a = store_->try_get(kAbort)) throw DistError("stopping: " + *a);
+    if (auto a = store_->try_get(kAbort)) {
+      linger_for_verdict(*store_);
+      throw DistError("stopping: " + *a);
+    }
     if (pred()) return;
     if (Clock::now() > deadline) throw fail(on_timeout());  // published: the others stop with the same message
     std::this_thread::sleep_for(pause);
@@ -370,6 +373,7 @@ void Runtime::start_watchdog() {
     const auto started = Clock::now();
     while (!stop_) {
       std::string verdict;
+      int silent_rank = -1;
       try {
         hb_store_->set(key, std::to_string(++seq));
         if (hb_store_->check({kAbort}) && !aborting_) {
@@ -377,6 +381,7 @@ void Runtime::start_watchdog() {
           if (!aborting_ && !stop_) {
             MR_LOG(error) << "stopping: " << why;
             std::fflush(nullptr);
+            linger_for_verdict(*hb_store_);
             std::_Exit(1);
           }
         }
@@ -397,6 +402,7 @@ void Runtime::start_watchdog() {
                       (beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats") + ": none for " +
                       seconds(silent) + " (the bound is " + seconds(opts_.heartbeat_timeout) +
                       ", --heartbeat-timeout); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
+            silent_rank = r;
             break;
           }
         }
@@ -405,10 +411,12 @@ void Runtime::start_watchdog() {
           aborting_ = true;
           const std::string mine = "rank " + std::to_string(rank()) + ": " + verdict;
           if (!hb_store_->check({kAbort})) hb_store_->set(kAbort, mine);
+          // The silent rank will never count itself as having seen the verdict: count it here (rank 0 excepted,
+          // the store's host, which counts nobody), so the store's host need not wait for it.
+          if (silent_rank > 0) hb_store_->add("abort-seen", 1);
           MR_LOG(error) << verdict;
           std::fflush(nullptr);
-          // The store's host lingers so that the others can read the verdict before the store disappears.
-          if (!opts_.launch.agent_store && rank() == 0) std::this_thread::sleep_for(opts_.heartbeat * 2);
+          linger_for_verdict(*hb_store_);
           std::_Exit(1);
         }
       } catch (const std::exception& e) {
@@ -451,6 +459,23 @@ void Runtime::stop_watchdog() {
   stop_ = true;
   if (watchdog_.joinable()) watchdog_.join();
   if (monitor_.joinable()) monitor_.join();
+}
+
+// Every rank that learns of a verdict counts itself into `abort-seen`; the store's host (rank 0 of a job without
+// torchrun's agent) stays until all the others have (or two periods and a second have passed: a stopped or dead
+// rank never does), so that they read the verdict rather than find the store gone. Without it a rank whose
+// collective fails because rank 0 has just exited reports a vanished store instead of the cause.
+void Runtime::linger_for_verdict(Store& s) {
+  try {
+    const bool host = !opts_.launch.agent_store && rank() == 0 && world_size() > 1;
+    if (!host) s.add("abort-seen", 1);
+    if (!host) return;
+    const auto deadline = Clock::now() + opts_.heartbeat * 2 + std::chrono::seconds(1);
+    while (Clock::now() < deadline && s.add("abort-seen", 0) < world_size() - 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const std::exception&) {
+    // The store is gone: nobody can read the verdict any more.
+  }
 }
 
 void Runtime::set_timeout(Timeout t) {
@@ -564,9 +589,7 @@ DistError Runtime::fail(const std::string& message) {
   } catch (const std::exception&) {
     // The store is gone too; the others find out on their own.
   }
-  // The store's host lingers a little so that the others can read the verdict before the store disappears.
-  if (!opts_.launch.agent_store && rank() == 0 && world_size() > 1)
-    std::this_thread::sleep_for(opts_.heartbeat * 2);
+  linger_for_verdict(*store_);
   return DistError(message);
 }
 
@@ -581,6 +604,7 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
   try {
     if (auto a = store_->try_get(kAbort)) {
       verdict = "stopping: " + *a;
+      linger_for_verdict(*store_);
       return DistError(head + " (" + cause + "); " + verdict);
     }
     auto beats = [&] {
@@ -598,7 +622,10 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
       if (store_->check({kAbort})) break;
     }
     // Another rank reached a verdict first (the window was cut short, so silence here proves nothing).
-    if (auto a = store_->try_get(kAbort)) return DistError(head + " (" + cause + "); stopping: " + *a);
+    if (auto a = store_->try_get(kAbort)) {
+      linger_for_verdict(*store_);
+      return DistError(head + " (" + cause + "); stopping: " + *a);
+    }
     std::map<int, std::string> after = beats();
     for (int r : peers) {
       if (auto f = store_->try_get("failed/" + std::to_string(r))) {
@@ -610,6 +637,9 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
         silent.push_back(r);
       }
     }
+    // The silent ranks will never count themselves as having seen the verdict (linger_for_verdict).
+    for (int r : silent)
+      if (r != 0) store_->add("abort-seen", 1);
     if (!silent.empty())
       verdict = (silent.size() == 1 ? "rank " : "ranks ") + list_words(silent) + (silent.size() == 1 ? " is" : " are") +
                 " gone (no heartbeat in the last " + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)) +

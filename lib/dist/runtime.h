@@ -85,6 +85,9 @@ class Runtime {
   // Connects to torchrun's agent store and probes it (see probe_store in runtime.cpp, bounded by 5 s);
   // nullptr when it cannot be used (another TCPStore protocol), after logging the fallback.
   std::shared_ptr<Store> connect_agent_store(const Store::Options& so);
+  // After a verdict: counts this rank as having seen it; the store's host instead waits (bounded) until every
+  // other rank has, before it exits and its store disappears.
+  void linger_for_verdict(Store& s);
   void check_peers(const RankList& ranks);  // CommSpec::poll: throws CollectiveError for a silent member
 
   RuntimeOptions opts_;
