@@ -42,6 +42,7 @@ void print_usage(std::ostream& os) {
         "  --nproc-per-node N           start N local workers (torchrun's environment, rank-prefixed output)\n"
         "  --nnodes M --node-rank R     multi-node jobs; --master-addr A --master-port P name the rendezvous\n"
         "  --bring-up-only              stop after the process groups and their self-check (no training run)\n"
+        "  --heartbeat-timeout S        a rank (or the store) silent for S seconds fails the job (default 30)\n"
         "  Under torchrun (torchrun --no-python ... megatron-run ...) or SLURM, megatron-run joins the job.\n";
 }
 
