@@ -42,6 +42,7 @@ void print_usage(std::ostream& os) {
         "  --nproc-per-node N           start N local workers (torchrun's environment, rank-prefixed output)\n"
         "  --nnodes M --node-rank R     multi-node jobs; --master-addr A --master-port P name the rendezvous\n"
         "  --bring-up-only              stop after the process groups and their self-check (no training run)\n"
+        "  --heartbeat-timeout S        a rank (or the store) silent for S seconds fails the job (default 30)\n"
         "  Under torchrun (torchrun --no-python ... megatron-run ...) or SLURM, megatron-run joins the job.\n";
 }
 
@@ -82,9 +83,18 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
     inv.env.gpu_arch = gpu_arch;
     inv.env.arch_major();  // validates the spelling
   }
-  if (!te_version.empty()) inv.env.te_version = te_version;
-  if (!torch_version.empty()) inv.env.torch_version = torch_version;
-  if (!flashinfer_version.empty()) inv.env.flashinfer_version = flashinfer_version;
+  // Versions are checked when given, not when a rule first compares them (a rule may never do).
+  auto version = [](const char* flag, const std::string& v) {
+    try {
+      (void)compare_versions(v, v);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("argument ") + flag + ": " + e.what(), {flag});
+    }
+    return v;
+  };
+  if (!te_version.empty()) inv.env.te_version = version("--target-te-version", te_version);
+  if (!torch_version.empty()) inv.env.torch_version = version("--target-torch-version", torch_version);
+  if (!flashinfer_version.empty()) inv.env.flashinfer_version = version("--target-flashinfer-version", flashinfer_version);
   if (world_size) {
     if (*world_size < 1) throw UsageError("argument --world-size: must be at least 1", {"--world-size"});
     inv.world_size = world_size;
@@ -94,6 +104,9 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
 
 SplitArgs split_args(const std::vector<std::string>& args, int first_index, const po::options_description& desc,
                      bool allow_unregistered) {
+  auto origin = [&](size_t i) {
+    return Provenance{Provenance::Kind::Cli, "argv[" + std::to_string(first_index + static_cast<int>(i)) + "]"};
+  };
   // Words from the first "--" on are never ours; they go to the Megatron parser untouched.
   size_t dd = args.size();
   for (size_t i = 0; i < args.size(); ++i)
@@ -101,31 +114,59 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
       dd = i;
       break;
     }
-  std::vector<std::string> head(args.begin(), args.begin() + static_cast<long>(dd));
+  // Only our own options (and the word after one that takes a value) go to Boost.Program_options: its parser
+  // erases consumed words from the front of its list, which is quadratic in the number of words, and a Megatron
+  // command line may have 100k of them. A word is ours when it is `--name` or `--name=value` for an option of
+  // `desc` (exact names: no guessing, no short options), as Boost would decide.
+  std::vector<std::string> head;
+  std::vector<size_t> head_index;  // argv position of each word given to Boost
+  std::vector<bool> to_boost(dd, false);
+  for (size_t i = 0; i < dd; ++i) {
+    const std::string& w = args[i];
+    if (w.size() < 3 || w[0] != '-' || w[1] != '-') continue;
+    size_t eq = w.find('=');
+    std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const po::option_description* od = desc.find_nothrow(name, /*approx=*/false, false, false);
+    if (!od) continue;
+    to_boost[i] = true;
+    if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) to_boost[++i] = true;
+  }
+  for (size_t i = 0; i < dd; ++i)
+    if (to_boost[i]) {
+      head.push_back(args[i]);
+      head_index.push_back(i);
+    }
   namespace cls = po::command_line_style;
   int style = cls::allow_long | cls::long_allow_adjacent | cls::long_allow_next;  // no guessing, no short options
   po::command_line_parser parser(head);
   parser.options(desc).style(style);
-  if (allow_unregistered) parser.allow_unregistered();
+  parser.allow_unregistered();
   po::parsed_options parsed = parser.run();
   SplitArgs out;
   po::store(parsed, out.vm);
   po::notify(out.vm);
-  // Recover each leftover word's argv position: leftovers are the words not consumed by our options.
-  std::vector<bool> ours(head.size(), false);
+  // Words given to Boost that it did not take for an option (a value it saw as the next option's name cannot
+  // happen: it throws) stay Megatron's.
+  std::vector<bool> ours(dd, false);
   size_t pos = 0;
   for (const auto& opt : parsed.options) {
     if (opt.unregistered || opt.position_key >= 0) {
       pos += opt.original_tokens.size();
       continue;
     }
-    for (size_t k = 0; k < opt.original_tokens.size() && pos < head.size(); ++k) ours[pos++] = true;
+    for (size_t k = 0; k < opt.original_tokens.size() && pos < head.size(); ++k) ours[head_index[pos++]] = true;
   }
-  for (size_t i = 0; i < head.size(); ++i)
-    if (!ours[i])
-      out.rest.push_back(Token{head[i], Provenance{Provenance::Kind::Cli, "argv[" + std::to_string(first_index + static_cast<int>(i)) + "]"}});
-  for (size_t i = dd; i < args.size(); ++i)
-    out.rest.push_back(Token{args[i], Provenance{Provenance::Kind::Cli, "argv[" + std::to_string(first_index + static_cast<int>(i)) + "]"}});
+  out.rest.reserve(args.size());
+  for (size_t i = 0; i < dd; ++i)
+    if (!ours[i]) {
+      if (!allow_unregistered) {
+        const std::string& w = args[i];
+        if (w.size() > 1 && w[0] == '-') throw po::unknown_option(w);
+        throw po::too_many_positional_options_error();
+      }
+      out.rest.push_back(Token{args[i], origin(i)});
+    }
+  for (size_t i = dd; i < args.size(); ++i) out.rest.push_back(Token{args[i], origin(i)});
   return out;
 }
 

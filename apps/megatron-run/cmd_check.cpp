@@ -1,4 +1,5 @@
 // `megatron-run check FILE...`: validate many configs in one process, for CI.
+#include <cctype>
 #include <iostream>
 
 #include "cli.h"
@@ -16,6 +17,25 @@ struct FileResult {
   std::optional<Namespace> resolved;
 };
 
+// A parse warning as a diagnostic: "[id] file:line: text" (the input.* warnings of config files) keeps its id and
+// place; anything else is a deprecated-flag warning.
+Diagnostic parse_warning(const std::string& w, const std::string& file) {
+  Diagnostic d{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}, kStageParse};
+  if (w.size() > 2 && w[0] == '[') {
+    size_t close = w.find("] ");
+    if (close != std::string::npos && w.find(' ') > close) {
+      d.rule = w.substr(1, close - 1);
+      d.message = w.substr(close + 2);
+    }
+  }
+  // "file:12: ...": the place, so the text output does not name the file twice.
+  if (d.message.rfind(file + ":", 0) == 0) {
+    size_t i = file.size() + 1, j = i;
+    while (j < d.message.size() && std::isdigit(static_cast<unsigned char>(d.message[j]))) ++j;
+    if (j > i && d.message.compare(j, 2, ": ") == 0) d.where = d.message.substr(0, j);
+  }
+  return d;
+}
 }  // namespace
 
 int cmd_check(const std::vector<std::string>& args) {
@@ -27,16 +47,24 @@ int cmd_check(const std::vector<std::string>& args) {
       "files", po::value<std::vector<std::string>>()->composing(), "files");
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
   std::vector<std::string> files;
-  for (const Token& t : split.rest) {
+  files.reserve(split.rest.size());
+  for (Token& t : split.rest) {
     if (!t.text.empty() && t.text[0] == '-' && t.text.size() > 1)
       throw UsageError("check: unknown option " + t.text + " (see `megatron-run help`)", {t.text});
-    files.push_back(t.text);
+    files.push_back(std::move(t.text));
   }
+  std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
   if (files.empty()) throw UsageError("check: no config files given");
   Invocation base = common.invocation();
 
-  std::vector<FileResult> results;
-  results.reserve(files.size());
+  // Each file's result is printed as soon as it is known and then dropped, so memory does not grow with the
+  // number of files; with --format json the entries are written one by one inside one array (stdout is still
+  // exactly one JSON document).
+  const bool json = common.format == "json";
+  size_t checked = 0, bad = 0;
+  int worst = 0;
+  bool internal = false;
+  if (json) std::cout << "[";
   for (const std::string& f : files) {
     FileResult r;
     r.file = f;
@@ -47,47 +75,50 @@ int cmd_check(const std::vector<std::string>& args) {
       r.exit = o.exit_code();
       if (o.ok()) r.resolved = std::move(o.parsed.ns);
       r.diags = std::move(o.diagnostics);
-      for (const auto& w : o.parsed.warnings) r.diags.push_back(Diagnostic{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}, kStageParse});
+      for (const auto& w : o.parsed.warnings) r.diags.push_back(parse_warning(w, f));
     } catch (const UsageError& e) {
+      // An unreadable, malformed or refused file fails that file only.
       r.exit = 2;
-      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, "usage", e.what(), e.flags, e.where, kStageParse});
+      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, e.rule(), e.what(), e.flags, e.where, kStageParse});
+    } catch (const std::exception& e) {
+      // A bug of ours on one file: reported for that file (exit 3 for the run), the other files still checked
+      // and the JSON document still complete.
+      r.exit = 3;
+      r.diags.push_back(
+          Diagnostic{Diagnostic::Level::Error, "internal", std::string("internal error: ") + e.what(), {}, {}, "internal"});
     }
-    results.push_back(std::move(r));
-  }
-
-  int worst = 0;
-  for (const auto& r : results) worst = std::max(worst, r.exit ? 1 : 0);
-  if (common.format == "json") {
-    std::cout << "[";
-    for (size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      std::cout << (i ? ",\n " : "\n ") << "{\"file\": " << json_quote(r.file) << ", \"ok\": " << (r.exit ? "false" : "true")
+    internal = internal || r.exit == 3;
+    worst = std::max(worst, r.exit ? 1 : 0);
+    bad += r.exit ? 1 : 0;
+    if (json) {
+      std::cout << (checked ? ",\n " : "\n ") << "{\"file\": " << json_quote(r.file) << ", \"ok\": " << (r.exit ? "false" : "true")
                 << ", \"exit\": " << r.exit << ", \"errors\": [";
       bool first = true;
       for (const auto& d : r.diags) {
-        std::cout << (first ? "" : ", ") << diagnostic_json(d);
+        std::cout << (first ? "" : ", ") << diagnostic_json(d);  // with the diagnostic's stage (config/print.h)
         first = false;
       }
       std::cout << "], \"resolved\": " << (r.resolved ? namespace_json(*r.resolved) : std::string("null")) << "}";
-    }
-    std::cout << "\n]\n";
-  } else {
-    for (const auto& r : results) {
+    } else {
       for (const auto& d : r.diags) {
         if (quiet && d.level == Diagnostic::Level::Warning) continue;
         std::string where = d.where.empty() ? r.file : d.where;
         // Usage messages from files already start with file:line.
         std::string msg = d.message;
         if (!d.where.empty() && msg.rfind(d.where + ": ", 0) == 0) msg = msg.substr(d.where.size() + 2);
+        // Escaped (util/text.h): a file name or message with control characters prints as text.
         std::cout << printable(where, false) + ": " + (d.level == Diagnostic::Level::Error ? "error" : "warning") +
                          "[" + printable(d.rule, false) + "]: " + printable(msg) + "\n";
       }
     }
-    size_t bad = 0;
-    for (const auto& r : results) bad += r.exit ? 1 : 0;
-    std::cerr << results.size() << " file(s) checked, " << bad << " invalid\n";
+    ++checked;
   }
-  return worst;
+  if (json) {
+    std::cout << "\n]\n";
+  } else {
+    std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
+  }
+  return internal ? 3 : worst;
 }
 
 }  // namespace mr::app

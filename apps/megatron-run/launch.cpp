@@ -51,7 +51,9 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("node-rank", po::value(&node_rank), "this node's index")
       ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
       ("master-port", po::value(&master_port), "rendezvous port")
-      ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check");
+      ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
+      ("heartbeat-timeout", po::value(&heartbeat_timeout),
+       "seconds without a rank's heartbeat before the job fails (default 30)");
 }
 
 void LaunchOptions::apply(Invocation& inv) const {
@@ -123,6 +125,31 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
     return 2;
   }
 
+  // What the worker gets; its time limits are checked here already, before any worker starts.
+  const Namespace& ns = resolved.parsed.ns;
+  dist::WorkerInput in;
+  in.ns = ns;
+  in.backend_explicit = ns.has("distributed_backend") &&
+                        ns.provenance("distributed_backend").kind != Provenance::Kind::Default;
+  in.log_level = common.log_level;
+  in.train = !lo.bring_up_only;
+  in.argv = args;
+  for (const auto& e : ns.entries())  // sorted by dest
+    if (e.prov.kind == Provenance::Kind::Config || e.prov.kind == Provenance::Kind::Cli) in.given.push_back(e.dest);
+  try {
+    if (!lo.heartbeat_timeout.empty()) {
+      char* end = nullptr;
+      double s = std::strtod(lo.heartbeat_timeout.c_str(), &end);
+      if (end == lo.heartbeat_timeout.c_str() || *end)
+        throw std::runtime_error("--heartbeat-timeout '" + lo.heartbeat_timeout + "' is not a number of seconds");
+      in.heartbeat_timeout_s = s;
+    }
+    (void)dist::job_timeouts(in);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    return 2;
+  }
+
   if (lo.nproc_per_node > 0 || !job) {
     // (a) our spawner; every worker is megatron-run again, inside the job we set up.
     dist::SpawnOptions so;
@@ -151,14 +178,6 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
   }
 
   // (b) inside a job: hand over to the torch-linked worker.
-  const Namespace& ns = resolved.parsed.ns;
-  dist::WorkerInput in;
-  in.ns = ns;
-  in.backend_explicit = ns.has("distributed_backend") &&
-                        ns.provenance("distributed_backend").kind != Provenance::Kind::Default;
-  in.log_level = common.log_level;
-  in.train = !lo.bring_up_only;
-  in.argv = args;
   std::string worker = worker_path();
   if (access(worker.c_str(), X_OK) != 0) {
     print_error(std::cerr, "the worker " + worker +

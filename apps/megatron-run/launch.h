@@ -21,6 +21,9 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port (one node), 29500 (several)
   bool bring_up_only = false;  // --bring-up-only: the workers stop after the self-check (passed on to them)
+  // --heartbeat-timeout SECONDS: a rank whose heartbeat stops for this long fails the job (passed on to the
+  // workers; empty: not given, then MR_DIST_HEARTBEAT_TIMEOUT_S or 30 s; docs/distributed.md, "Faults")
+  std::string heartbeat_timeout;
 
   void add_to(po::options_description& desc);
   // The world size validation must assume: N x M when spawning; SLURM_NTASKS inside a SLURM job that has no

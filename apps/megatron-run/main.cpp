@@ -1,5 +1,6 @@
 // megatron-run: parse, validate and launch Megatron-LM training jobs.
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,11 @@ bool wants_json(const std::vector<std::string>& args) {
 }
 
 int usage_error(const std::vector<std::string>& args, const std::string& message,
-                const std::vector<std::string>& flags = {}, const std::string& where = {}) {
+                const std::vector<std::string>& flags = {}, const std::string& where = {},
+                const std::string& rule = "usage") {
   mr::print_error(std::cerr, message);
   if (wants_json(args)) {
-    mr::Diagnostic d{mr::Diagnostic::Level::Error, "usage", message, flags, where, mr::kStageParse};
+    mr::Diagnostic d{mr::Diagnostic::Level::Error, rule, message, flags, where, mr::kStageParse};
     std::cout << mr::failure_json(2, {d}) << "\n";
   }
   return 2;
@@ -38,9 +40,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (!args.empty()) {
-      const std::string& cmd = args.front();
+      const std::string cmd = args.front();
+      if (cmd == "check") {
+        // Moved, not copied: `check` may be given tens of thousands of files.
+        std::vector<std::string> rest(std::make_move_iterator(args.begin() + 1), std::make_move_iterator(args.end()));
+        std::vector<std::string>().swap(args);
+        return mr::app::cmd_check(rest);
+      }
       std::vector<std::string> rest(args.begin() + 1, args.end());
-      if (cmd == "check") return mr::app::cmd_check(rest);
       if (cmd == "schema") return mr::app::cmd_schema(rest);
       if (cmd == "rules") return mr::app::cmd_rules(rest);
       if (cmd == "topology") return mr::app::cmd_topology(rest);
@@ -52,7 +59,7 @@ int main(int argc, char** argv) {
     }
     return mr::app::cmd_run(args);
   } catch (const mr::UsageError& e) {
-    return usage_error(args, e.what(), e.flags, e.where);
+    return usage_error(args, e.what(), e.flags, e.where, e.rule());
   } catch (const boost::program_options::error& e) {
     return usage_error(args, e.what());
   } catch (const std::exception& e) {

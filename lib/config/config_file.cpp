@@ -1,14 +1,15 @@
 #include "config/config_file.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include "config/types.h"
+#include "config/yaml_doc.h"
 
 namespace mr {
 
@@ -22,11 +23,7 @@ EnvLookup process_env_lookup() {
 
 namespace {
 
-std::string loc(const std::string& path, const YAML::Node& n) {
-  return path + ":" + std::to_string(n.Mark().line + 1);
-}
-
-bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
+const std::vector<std::string> kConfigFlags = {"--config"};
 
 // YAML 1.1 booleans, as Python's yaml loader reads them.
 std::optional<bool> yaml_bool(const std::string& s) {
@@ -91,8 +88,7 @@ bool yaml_float(std::string_view t) {
 
 // A plain (unquoted) scalar as a typed value, resolved with YAML 1.1 rules as Python's yaml loader does
 // (so "1e-2" stays a string while "0.00001" is a float and "yes" is a bool).
-Value typed_scalar(const YAML::Node& n, const std::string& text) {
-  if (is_quoted(n)) return Value(text);
+Value plain_scalar(const std::string& text) {
   if (auto b = yaml_bool(text)) return Value(*b);
   if (yaml_null(text)) return Value();
   std::string clean = text;
@@ -114,44 +110,119 @@ Value typed_scalar(const YAML::Node& n, const std::string& text) {
   return Value(text);
 }
 
-// A mapping's entries in order; a repeated key keeps its first position and takes its last value, as a
-// Python dict built from the YAML does.
-std::vector<std::pair<YAML::Node, YAML::Node>> entries(const YAML::Node& map) {
-  std::vector<std::pair<YAML::Node, YAML::Node>> out;
-  for (const auto& kv : map) {
-    bool dup = false;
-    for (auto& e : out)
-      if (e.first.Scalar() == kv.first.Scalar()) {
-        e.second = kv.second;
-        dup = true;
+// A scalar node as Python's yaml loader constructs it: quoted and block scalars are strings, plain ones go
+// through the YAML 1.1 resolvers, the standard scalar tags (!!str, !!int, !!float, !!bool, !!null) construct
+// their type; any other tag (!!python/name:..., !local) is refused naming file:line.
+Value typed_scalar(const yaml::Node& n, const std::string& text) {
+  const std::string& tag = n.tag();
+  if (tag == "!") return Value(text);
+  if (tag == "?") return plain_scalar(text);
+  if (yaml::standard_tag(tag, "str")) return Value(text);
+  for (const char* t : {"int", "float", "bool", "null"}) {
+    if (!yaml::standard_tag(tag, t)) continue;
+    Value v = plain_scalar(text);
+    std::string_view name = t;
+    bool ok = (name == "int" && v.is_int()) || (name == "float" && (v.is_float() || v.is_int())) ||
+              (name == "bool" && v.is_bool()) || (name == "null" && v.is_none());
+    if (!ok)
+      throw UsageError(n.where() + ": cannot construct " + yaml::display_tag(tag) + " from " + Value(text).py_repr(),
+                       kConfigFlags, n.where(), "input.yaml-tag");
+    return name == "float" ? Value(v.as_float()) : v;
+  }
+  yaml::unsupported_tag(n, kConfigFlags);
+}
+
+struct Entry {
+  yaml::Node key;    // the key whose value is kept (the last one), so provenance cites the line that wins
+  yaml::Node value;
+};
+
+// A mapping's entries as the Python dict built from it: `<<` merge keys flattened first (PyYAML), each key once
+// at its first position, with its last value. Keys must be scalars. A key written twice in the mapping itself
+// is an error (`strict`: megatron-run's own layout) or, where Megatron's loader accepts it (the functional-test
+// layout), a warning naming both lines. Linear in the number of keys.
+std::vector<Entry> entries(const yaml::Node& map, bool strict, std::vector<std::string>& warnings) {
+  std::size_t own_from = 0;
+  auto pairs = yaml::merged_pairs(map, kConfigFlags, &own_from);
+  std::vector<Entry> out;
+  out.reserve(pairs.size());
+  std::unordered_map<std::string_view, std::size_t> index;  // key -> position in out
+  std::unordered_map<std::string_view, yaml::Node> own;     // key -> where the mapping itself last wrote it
+  index.reserve(pairs.size());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const yaml::Node& k = pairs[i].first;
+    if (!k.is_scalar()) yaml::non_scalar_key(k, kConfigFlags);
+    std::string_view name = k.scalar();
+    if (i >= own_from) {
+      auto [it, fresh] = own.try_emplace(name, k);
+      if (!fresh) {
+        std::string msg = "duplicate key '" + k.scalar() + "' (also at " + it->second.where() + ")";
+        if (strict)
+          throw UsageError(k.where() + ": " + msg + "; a config file sets each argument once", {k.scalar()},
+                           k.where(), "input.yaml-duplicate-key");
+        warnings.push_back("[input.yaml-duplicate-key] " + k.where() + ": " + msg + ": the value at " + k.where() +
+                           " is used, as Python's yaml loader does");
+        it->second = k;
       }
-    if (!dup) out.emplace_back(kv.first, kv.second);
+    }
+    auto [it, fresh] = index.try_emplace(name, out.size());
+    if (fresh)
+      out.push_back(Entry{k, pairs[i].second});
+    else
+      out[it->second] = Entry{k, pairs[i].second};
   }
   return out;
 }
 
-Value to_value(const YAML::Node& n, const std::string& path, const ConfigOptions& opts) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: return Value();
-    case YAML::NodeType::Scalar: {
-      std::string text = n.Scalar();
-      if (text.find('$') != std::string::npos) text = expand_env(text, opts, loc(path, n));
-      return typed_scalar(n, text);
+// Converts a node to a typed value. `strict`: megatron-run's own layout, where a quoted value that swallows
+// the lines after it (a missing closing quote) is an error; elsewhere it is a warning.
+struct Converter {
+  const ConfigOptions& opts;
+  bool strict;
+  std::vector<std::string>& warnings;
+
+  Value operator()(const yaml::Node& n) const {
+    switch (n.type()) {
+      case yaml::Node::Type::Null:
+      case yaml::Node::Type::Undefined: return Value();
+      case yaml::Node::Type::Scalar: {
+        if (n.swallowed_line()) swallowed(n);
+        std::string text = n.scalar();
+        if (text.find('$') != std::string::npos) text = expand_env(text, opts, n.where());
+        return typed_scalar(n, text);
+      }
+      case yaml::Node::Type::Sequence: {
+        check_collection_tag(n, "seq");
+        List l;
+        l.reserve(n.size());
+        for (std::size_t i = 0; i < n.size(); ++i) l.push_back((*this)(n.item(i)));
+        return Value(std::move(l));
+      }
+      case yaml::Node::Type::Map: {
+        check_collection_tag(n, "map");
+        Object o;
+        for (const Entry& e : entries(n, strict, warnings)) o.emplace_back(e.key.scalar(), (*this)(e.value));
+        return Value::object(std::move(o));
+      }
     }
-    case YAML::NodeType::Sequence: {
-      List l;
-      for (const auto& e : n) l.push_back(to_value(e, path, opts));
-      return Value(std::move(l));
-    }
-    case YAML::NodeType::Map: {
-      Object o;
-      for (const auto& kv : n) o.emplace_back(kv.first.Scalar(), to_value(kv.second, path, opts));
-      return Value::object(std::move(o));
-    }
+    return Value();
   }
-  return Value();
-}
+
+  static void check_collection_tag(const yaml::Node& n, const char* std_name) {
+    if (!n.plain() && n.tag() != "!" && !yaml::standard_tag(n.tag(), std_name)) yaml::unsupported_tag(n, kConfigFlags);
+  }
+
+  void swallowed(const yaml::Node& n) const {
+    std::string line = n.where().substr(0, n.where().rfind(':') + 1) + std::to_string(n.swallowed_line());
+    std::string msg = "the quoted value starting here runs on to " + line + ", taking in what looks like the key '" +
+                      n.swallowed_key() + "' (a missing closing quote?)";
+    if (strict)
+      throw UsageError(n.where() + ": " + msg + "; close the quote, or write the value on one line", kConfigFlags, n.where(),
+                       "input.yaml-multiline-quoted");
+    warnings.push_back("[input.yaml-multiline-quoted] " + n.where() + ": " + msg +
+                       "; Python's yaml loader reads it as one value too");
+  }
+};
 
 // The word the CI launcher passes for a scalar: Python's str() of what the YAML loader produced.
 std::string launcher_word(const Value& v) {
@@ -164,16 +235,16 @@ UsageError file_error(const std::string& where, const std::string& msg, std::vec
   return UsageError(where + ": " + msg, std::move(flags), where);
 }
 
-void apply_model_args(const Schema& schema, const YAML::Node& args, const std::string& path,
-                      const ConfigOptions& opts, ConfigResult& out, Namespace& ns) {
-  if (args.IsNull()) return;  // an empty MODEL_ARGS stands for an empty command line
-  if (!args.IsMap()) throw file_error(loc(path, args), "MODEL_ARGS must be a mapping of flags to values");
+void apply_model_args(const Schema& schema, const yaml::Node& args, const ConfigOptions& opts, ConfigResult& out,
+                      Namespace& ns) {
+  if (args.is_null()) return;  // an empty MODEL_ARGS stands for an empty command line
+  if (!args.is_map()) throw file_error(args.where(), "MODEL_ARGS must be a mapping of flags to values");
+  Converter to_value{opts, /*strict=*/false, out.report.warnings};
   std::vector<Token> tokens;
-  for (const auto& kv : entries(args)) {
-    std::string key = kv.first.Scalar();
-    std::string where = loc(path, kv.first);
-    Provenance origin{Provenance::Kind::Config, where};
-    Value v = to_value(kv.second, path, opts);
+  for (const Entry& e : entries(args, /*strict=*/false, out.report.warnings)) {
+    std::string key = e.key.scalar();
+    Provenance origin{Provenance::Kind::Config, e.key.where()};
+    Value v = to_value(e.value);
     if (v.is_bool() && v.as_bool()) {
       tokens.push_back(Token{key, origin});
       continue;
@@ -182,7 +253,7 @@ void apply_model_args(const Schema& schema, const YAML::Node& args, const std::s
     if (v.is_list()) {
       // A YAML sequence: one word per element.
       tokens.push_back(Token{key, origin});
-      for (const Value& e : v.as_list()) tokens.push_back(Token{launcher_word(e), origin});
+      for (const Value& x : v.as_list()) tokens.push_back(Token{launcher_word(x), origin});
       continue;
     }
     std::string word = launcher_word(v);
@@ -207,12 +278,13 @@ bool parse_args_attribute(const std::string& key) {
   return key == "rank" || key == "world_size" || key == "_is_global_batch_size_explicitly_specified";
 }
 
-void apply_plain(const Schema& schema, const YAML::Node& root, const std::string& path, const ConfigOptions& opts,
-                 ConfigResult& out, Namespace& ns) {
-  for (const auto& kv : entries(root)) {
-    std::string key = kv.first.Scalar();
+void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptions& opts, ConfigResult& out,
+                 Namespace& ns) {
+  Converter to_value{opts, /*strict=*/true, out.report.warnings};
+  for (const Entry& e : entries(root, /*strict=*/true, out.report.warnings)) {
+    std::string key = e.key.scalar();
     if (parse_args_attribute(key)) continue;
-    std::string where = loc(path, kv.first);
+    std::string where = e.key.where();
     Provenance origin{Provenance::Kind::Config, where};
     const Arg* arg = nullptr;
     bool negate = false;
@@ -238,7 +310,7 @@ void apply_plain(const Schema& schema, const YAML::Node& root, const std::string
       }
       throw file_error(where, msg, {key});
     }
-    Value v = to_value(kv.second, path, opts);
+    Value v = to_value(e.value);
     if (*arg->spec->deprecated && v != arg->def)
       out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
     if (arg->is_switch() && key.rfind("--", 0) == 0) {
@@ -287,32 +359,40 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
   return out;
 }
 
-ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
-                               const ConfigOptions& opts) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(path + ": cannot read config file", {}, path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(in);
-  } catch (const YAML::Exception& e) {
-    std::string where = path + ":" + std::to_string(e.mark.line + 1);
-    throw UsageError(where + ": invalid YAML: " + e.msg, {}, where);
-  }
+namespace {
+ConfigResult load_config_file(const Schema& schema, const std::string& path, Namespace& ns, const ConfigOptions& opts) {
+  yaml::Document doc = yaml::load_file(path, "config file", kConfigFlags);
+  yaml::Node root = doc.root();
   ConfigResult out;
-  if (root.IsNull()) return out;
-  if (!root.IsMap()) throw file_error(loc(path, root), "a config file must be a mapping of arguments to values");
-  if (root["MODEL_ARGS"]) {
+
+  if (root.is_null()) return out;
+  if (!root.is_map()) throw file_error(root.where(), "a config file must be a mapping of arguments to values");
+  yaml::Node model_args = root.get("MODEL_ARGS");
+  if (model_args.defined()) {
     out.functional_test_layout = true;
-    if (auto env = root["ENV_VARS"]; env && env.IsMap()) {
-      for (const auto& kv : env) {
-        Value v = to_value(kv.second, path, opts);
-        out.env_vars[kv.first.Scalar()] = v.is_bool() ? launcher_word(v) : v.py_str();
+    entries(root, /*strict=*/false, out.report.warnings);  // the top level's keys: scalars, repeats named
+    yaml::Node env = root.get("ENV_VARS");
+    if (env.defined() && !env.is_null()) {
+      if (!env.is_map()) throw file_error(env.where(), "ENV_VARS must be a mapping of variable names to values");
+      Converter to_value{opts, /*strict=*/false, out.report.warnings};
+      for (const Entry& e : entries(env, /*strict=*/false, out.report.warnings)) {
+        Value v = to_value(e.value);
+        out.env_vars[e.key.scalar()] = v.is_bool() ? launcher_word(v) : v.py_str();
+        out.env_where[e.key.scalar()] = e.key.where();
       }
     }
-    apply_model_args(schema, root["MODEL_ARGS"], path, opts, out, ns);
+    apply_model_args(schema, model_args, opts, out, ns);
     return out;
   }
-  apply_plain(schema, root, path, opts, out, ns);
+  apply_plain(schema, root, opts, out, ns);
+  return out;
+}
+}  // namespace
+
+ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
+                               const ConfigOptions& opts) {
+  ConfigResult out = load_config_file(schema, path, ns, opts);
+  yaml::cap_warnings(out.report.warnings, 0, path);  // a file repeating a key 100k times warns a few times
   return out;
 }
 

@@ -28,13 +28,17 @@ struct ConfigOptions {
 
 struct ConfigResult {
   bool functional_test_layout = false;
-  std::map<std::string, std::string> env_vars;  // ENV_VARS of a functional-test file
+  std::map<std::string, std::string> env_vars;   // ENV_VARS of a functional-test file
+  std::map<std::string, std::string> env_where;  // "file.yaml:12" of each ENV_VARS entry
   ParseReport report;
   std::vector<Token> argv;  // the command line a functional-test file stands for
 };
 
-// Loads one config file and applies it on top of `ns`. Errors (unreadable file, YAML syntax, unknown key,
-// bad value, unset ${VAR}) are UsageErrors naming file:line.
+// Loads one config file and applies it on top of `ns`. Errors (unreadable or non-regular file, past a limit of
+// config/limits.h, YAML syntax, recursive alias, second document, unknown key, key repeated in the plain layout,
+// unsupported tag, bad value, unset ${VAR}) are UsageErrors naming file:line (config/yaml_doc.h lists the
+// input.* ids). Warnings (a key repeated in the functional-test layout, a quoted value running over lines that
+// look like keys) go to the result's report.
 ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
                                const ConfigOptions& opts = {});
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 
+#include "config/limits.h"
 #include "config/types.h"
 
 namespace mr {
@@ -237,9 +238,14 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
   for (size_t k = dashdash; k < tokens.size(); ++k) extras.push_back(&tokens[k]);
 
   if (!extras.empty()) {
+    // Bounded (config/limits.h): 100k unknown words make a message of a few lines, in linear time.
     std::string msg = "unrecognized arguments:";
-    for (const Token* t : extras) msg += " " + t->text;
+    for (size_t k = 0; k < extras.size() && k < limits::kMaxListedArguments; ++k) msg += " " + extras[k]->text;
+    if (extras.size() > limits::kMaxListedArguments)
+      msg += " ... (" + std::to_string(extras.size() - limits::kMaxListedArguments) + " more)";
+    size_t suggested = 0;
     for (const std::string& f : unknown_flags) {
+      if (suggested++ == limits::kMaxSuggestedFlags) break;
       auto s = schema.suggest(f);
       if (!s.empty()) {
         msg += "\n  " + f + ": did you mean ";

@@ -12,13 +12,17 @@ Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
   for (const std::string& file : inv.config_files) {
     ConfigResult r = apply_config_file(schema, file, p.ns, inv.config);
     for (const auto& [k, v] : r.env_vars) p.env.vars[k] = v;
+    for (const auto& [k, w] : r.env_where) p.env.var_where[k] = w;
     p.warnings.insert(p.warnings.end(), r.report.warnings.begin(), r.report.warnings.end());
     p.argv.insert(p.argv.end(), r.argv.begin(), r.argv.end());
   }
   ParseReport r = parse_tokens(schema, inv.cli, p.ns);
   p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
   p.argv.insert(p.argv.end(), inv.cli.begin(), inv.cli.end());
-  if (inv.world_size) p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
+  if (inv.world_size) {
+    p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
+    p.env.var_where.erase("WORLD_SIZE");
+  }
 
   Namespace& ns = p.ns;
   // Defaults Megatron reads from the environment when it builds the parser (e.g. --inprocess-active-world-size
@@ -29,9 +33,11 @@ Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
       try {
         ns.set(a.dest(), convert(a.spec->type, *v), Provenance{Provenance::Kind::Env, a.spec->env_default});
       } catch (const ConvError& e) {
-        throw UsageError("environment variable " + std::string(a.spec->env_default) + " (default of " + a.flags.front() +
-                             "): " + e.what(),
-                         {a.flags.front()});
+        auto w = p.env.var_where.find(a.spec->env_default);
+        std::string at = w == p.env.var_where.end() ? std::string() : w->second;
+        throw UsageError((at.empty() ? "" : at + ": ") + "environment variable " + std::string(a.spec->env_default) +
+                             " (default of " + a.flags.front() + "): " + e.what(),
+                         {a.flags.front()}, at);
       }
     }
   }

@@ -1,15 +1,16 @@
 #include "config/target_env.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cctype>
-#include <climits>
+#include <charconv>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "config/parse.h"
 #include "config/types.h"
+#include "config/yaml_doc.h"
 #include "util/text.h"
 
 extern char** environ;
@@ -38,11 +39,23 @@ long long TargetEnv::int_var(const std::string& name, long long fallback) const 
   try {
     return parse_py_int(*v);
   } catch (const ConvError&) {
+    auto w = var_where.find(name);
+    if (w != var_where.end())
+      throw UsageError(w->second + ": environment variable " + name + "=" + Value(*v).py_repr() +
+                           " (set here) is not an integer",
+                       {}, w->second);
     throw UsageError("environment variable " + name + "=" + Value(*v).py_repr() + " is not an integer", {}, name);
   }
 }
 
 namespace {
+// A run of decimal digits as a number, or nullopt when it does not fit.
+std::optional<long> small_number(std::string_view digits) {
+  long v = 0;
+  auto r = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) return std::nullopt;
+  return v;
+}
 std::pair<int, int> parse_arch(const std::string& arch) {
   // sm_XY, sm_XYZ (a 1-3 digit major and a one-digit minor), optionally without the "sm_"/"sm" prefix, with a dot
   // between major and minor (9.0) or a one-letter feature suffix (sm_90a, sm_100f). Anything else (other
@@ -75,9 +88,9 @@ std::vector<long> version_parts(const std::string& v) {
     size_t n = 0;
     while (n < part.size() && std::isdigit(static_cast<unsigned char>(part[n]))) ++n;
     if (n == 0) break;
-    // A version part longer than any real one (e.g. 2.99999999999999999999) compares as the largest number
-    // rather than failing: digits beyond 18 cannot change the order of real versions.
-    out.push_back(n > 18 ? LONG_MAX : std::stol(part.substr(0, n)));
+    auto x = small_number(std::string_view(part).substr(0, n));
+    if (!x) throw UsageError("version " + Value(v).py_repr() + ": the part " + part.substr(0, n) + " is too large");
+    out.push_back(*x);
     if (n != part.size()) break;
   }
   return out;
@@ -98,33 +111,63 @@ int compare_versions(const std::string& a, const std::string& b) {
 }
 
 void TargetEnv::load_file(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw UsageError(path + ": cannot read target environment file", {}, path);
-  } catch (const YAML::Exception& e) {
-    std::string where = path + ":" + std::to_string(e.mark.line + 1);
-    throw UsageError(where + ": invalid YAML: " + e.msg, {}, where);
-  }
-  if (!root.IsMap()) throw UsageError(path + ": a target environment file must be a mapping", {}, path);
-  for (const auto& kv : root) {
-    std::string k = kv.first.Scalar();
-    std::string where = path + ":" + std::to_string(kv.first.Mark().line + 1);
+  static const std::vector<std::string> flags = {"--target-env"};
+  yaml::Document doc = yaml::load_file(path, "target environment file", flags);
+  yaml::Node root = doc.root();
+  if (!root.is_map())
+    throw UsageError(root.where() + ": a target environment file must be a mapping", flags, root.where());
+  auto fail = [&](const yaml::Node& n, const std::string& msg) {
+    throw UsageError(n.where() + ": " + msg, flags, n.where());
+  };
+  // A scalar's text; a tag other than !!str cannot be meant (the values are strings).
+  auto text = [&](const yaml::Node& n, const std::string& what) -> std::string {
+    if (n.is_null()) return {};
+    if (!n.is_scalar()) fail(n, "'" + what + "' must be a scalar, not " + n.kind_name());
+    if (!n.plain() && n.tag() != "!" && !yaml::standard_tag(n.tag(), "str")) yaml::unsupported_tag(n, flags);
+    return n.scalar();
+  };
+  // Each key once: this is megatron-run's own format.
+  auto keys_once = [&](const yaml::Node& map) {
+    std::map<std::string, yaml::Node> seen;
+    for (std::size_t i = 0; i < map.size(); ++i) {
+      yaml::Node k = map.key(i);
+      if (!k.is_scalar()) yaml::non_scalar_key(k, flags);
+      auto [it, fresh] = seen.emplace(k.scalar(), k);
+      if (!fresh)
+        throw UsageError(k.where() + ": duplicate key '" + k.scalar() + "' (also at " + it->second.where() + ")", flags,
+                         k.where(), "input.yaml-duplicate-key");
+    }
+  };
+  keys_once(root);
+  for (std::size_t i = 0; i < root.size(); ++i) {
+    yaml::Node key = root.key(i), val = root.value(i);
+    std::string k = key.scalar();
     if (k == "env" || k == "ENV_VARS") {
-      if (!kv.second.IsMap()) throw UsageError(where + ": '" + k + "' must be a mapping", {}, where);
-      for (const auto& e : kv.second) vars[e.first.Scalar()] = e.second.Scalar();
+      if (val.is_null()) continue;
+      if (!val.is_map()) fail(key, "'" + k + "' must be a mapping");
+      keys_once(val);
+      for (std::size_t j = 0; j < val.size(); ++j) {
+        std::string name = val.key(j).scalar();
+        vars[name] = text(val.value(j), k + "." + name);
+        var_where[name] = val.key(j).where();
+      }
       continue;
     }
-    if (!kv.second.IsScalar()) throw UsageError(where + ": '" + k + "' must be a scalar", {}, where);
-    std::string v = kv.second.Scalar();
+    std::string v = text(val, k);
     if (k == "gpu_arch") {
-      parse_arch(v);
+      try {
+        parse_arch(v);
+      } catch (const UsageError& e) {
+        fail(val, e.what());
+      }
       gpu_arch = v;
     } else if (k == "te_version") te_version = v;
     else if (k == "torch_version") torch_version = v;
     else if (k == "flashinfer_version") flashinfer_version = v;
-    else vars[k] = v;
+    else {
+      vars[k] = v;
+      var_where[k] = key.where();
+    }
   }
 }
 

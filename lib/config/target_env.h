@@ -12,6 +12,8 @@ namespace mr {
 
 struct TargetEnv {
   std::map<std::string, std::string> vars;  // environment variables as the job will see them
+  // "file.yaml:12" of the variables a file set (ENV_VARS of a --config file, env: of --target-env), for messages.
+  std::map<std::string, std::string> var_where;
   std::string gpu_arch = "sm_90";           // compute capability, "sm_XY"
   std::string te_version = "2.20.2";        // Transformer Engine
   std::string torch_version = "2.15.0";
@@ -21,14 +23,17 @@ struct TargetEnv {
   static TargetEnv from_process();
 
   std::optional<std::string> var(const std::string& name) const;
-  // Python's int(os.getenv(name, fallback)); throws UsageError when the variable is not an integer.
+  // Python's int(os.getenv(name, fallback)); throws UsageError when the variable is not an integer (naming the
+  // file:line that set it, if a file did).
   long long int_var(const std::string& name, long long fallback) const;
   // Device capability (major, minor) from gpu_arch.
   int arch_major() const;
   int arch_minor() const;
 
   // Loads --target-env FILE.yaml: keys gpu_arch, te_version, torch_version, flashinfer_version and a mapping
-  // `env` of variables (other top-level scalar keys are taken as variables too).
+  // `env` of variables (other top-level scalar keys are taken as variables too). Read with the checks of
+  // config/yaml_doc.h; a key given twice, a non-scalar key or value, or a tag other than !!str is a UsageError
+  // naming file:line.
   void load_file(const std::string& path);
 };
 

@@ -3,19 +3,17 @@
 // load_yaml().
 #include "config/yaml_cfg.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "config/print.h"
 #include "config/schema.h"
 #include "config/types.h"
 #include "config/validate/yaml_chain.h"
+#include "config/yaml_doc.h"
 
 namespace mr {
 
@@ -202,9 +200,12 @@ Value construct_int(const std::string& text, const std::string& where) {
   } else if (v[0] == '0') {
     n = parse(v, 8);
   } else if (v.find(':') != std::string::npos) {
+    // Base 60 (1:30:00 is 5400), checked: Python's ints do not wrap, ours would.
     std::stringstream ss(v);
     std::string part;
-    while (std::getline(ss, part, ':')) n = n * 60 + parse(part, 10);
+    while (std::getline(ss, part, ':'))
+      if (__builtin_mul_overflow(n, int64_t{60}, &n) || __builtin_add_overflow(n, parse(part, 10), &n))
+        file_error(where, "integer " + text + " is out of range (more than 64 bits)");
   } else {
     n = parse(v, 10);
   }
@@ -233,27 +234,28 @@ Value construct_float(const std::string& text) {
   return Value(sign * parse_py_float(v));
 }
 
-std::string loc(const std::string& path, const YAML::Node& n) { return path + ":" + std::to_string(n.Mark().line + 1); }
-
 const char* const kTagPrefix = "tag:yaml.org,2002:";
 
 // A scalar node as safe_load constructs it: quoted and block scalars are strings, plain ones go through the
 // implicit resolvers, explicit standard tags (!!str, !!int, ...) construct their type.
-Value typed_scalar(const YAML::Node& n, const std::string& text, const std::string& where) {
-  const std::string& tag = n.Tag();
+Value typed_scalar(const yaml::Node& n, const std::string& text, const std::string& where) {
+  const std::string& tag = n.tag();
   if (tag == "!") return Value(text);  // quoted, block, or the non-specific "!" tag
   if (tag == "?" || tag.empty()) return yaml11_plain_scalar(text, where);
   if (tag.rfind(kTagPrefix, 0) == 0) {
     std::string t = tag.substr(std::string(kTagPrefix).size());
     if (t == "str") return Value(text);
+    if (t != "int" && t != "float" && t != "bool" && t != "null")
+      file_error(where, "unsupported YAML tag " + yaml::display_tag(tag) +
+                            " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)");
     Value v = yaml11_plain_scalar(text, where);
     bool ok = (t == "int" && v.is_int()) || (t == "float" && (v.is_float() || v.is_int())) ||
               (t == "bool" && v.is_bool()) || (t == "null" && v.is_none());
     if (ok) return t == "float" ? Value(v.as_float()) : v;
     file_error(where, "cannot construct !!" + t + " from " + Value(text).py_repr());
   }
-  file_error(where, "unsupported YAML tag " + tag + " (Python's yaml.safe_load, which Megatron's load_yaml uses, "
-                        "cannot construct it)");
+  file_error(where, "unsupported YAML tag " + yaml::display_tag(tag) +
+                        " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)");
 }
 
 // A mapping key as the string json.dumps makes of the typed key.
@@ -262,103 +264,111 @@ std::string json_key(const Value& k) {
   return k.json();  // null, true/false, ints, floats as repr (NaN/Infinity)
 }
 
-Value convert(const YAML::Node& n, const std::string& path, const ConfigOptions& opts, const std::string& prefix,
-              std::map<std::string, std::string>* where);
+const std::vector<std::string> kYamlCfgFlags = {"--yaml-cfg"};
 
-// The pairs of a mapping in PyYAML's order: keys merged in with `<<` first (flatten_mapping), then its own.
-void mapping_pairs(const YAML::Node& map, const std::string& path, std::vector<std::pair<YAML::Node, YAML::Node>>& out) {
-  std::vector<std::pair<YAML::Node, YAML::Node>> merged, own;
-  for (const auto& kv : map) {
-    const YAML::Node& k = kv.first;
-    if (k.IsScalar() && (k.Tag() == "?" || k.Tag().empty()) && k.Scalar() == "<<") {
-      const YAML::Node& v = kv.second;
-      if (v.IsMap()) {
-        mapping_pairs(v, path, merged);
-      } else if (v.IsSequence()) {
-        std::vector<std::vector<std::pair<YAML::Node, YAML::Node>>> sub;
-        for (const auto& m : v) {
-          if (!m.IsMap()) file_error(loc(path, m), "expected a mapping for merging (<<)");
-          sub.emplace_back();
-          mapping_pairs(m, path, sub.back());
+// The identity of a key in the dict safe_load builds: Python's ==, so 1, 1.0 and True are one key; each NaN is
+// its own.
+std::string dict_identity(const Value& k, std::size_t position) {
+  if (k.is_none()) return "n";
+  if (k.is_bool()) return k.as_bool() ? "i:1" : "i:0";
+  if (k.is_int()) return "i:" + std::to_string(k.as_int());
+  if (k.is_float()) {
+    double f = k.as_float();
+    if (std::isnan(f)) return "nan:" + std::to_string(position);
+    if (f == std::floor(f) && std::fabs(f) < 9.2e18) return "i:" + std::to_string(static_cast<long long>(f));
+    return "f:" + py_float_repr(f);
+  }
+  return "s:" + k.py_str();
+}
+
+struct Converter {
+  const ConfigOptions& opts;
+  std::vector<std::string>* warnings;
+
+  void warn(const std::string& w) const {
+    if (warnings) warnings->push_back(w);
+  }
+
+  Value convert_map(const yaml::Node& n, const std::string& prefix, std::map<std::string, std::string>* where) const {
+    if (!n.plain() && n.tag() != "!" && !yaml::standard_tag(n.tag(), "map")) yaml::unsupported_tag(n, kYamlCfgFlags);
+    std::size_t own_from = 0;
+    auto pairs = yaml::merged_pairs(n, kYamlCfgFlags, &own_from);
+    // safe_load builds a dict: keys compare as Python values (1 == 1.0 == True), the first spelling stays, the
+    // last value wins. json.dumps then writes the keys as strings, and json.loads dedups those again.
+    std::vector<std::pair<Value, size_t>> dict;  // key -> index of the pair holding its last value
+    std::unordered_map<std::string, size_t> dict_at;       // identity -> position in dict
+    std::unordered_map<std::string, yaml::Node> own_seen;  // identity -> the mapping's own last key
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const yaml::Node& k = pairs[i].first;
+      Value key;  // a null key (`~:`, `null:`) is None
+      if (k.is_scalar()) {
+        key = k.plain() && k.scalar() == "=" ? Value("=") : typed_scalar(k, k.scalar(), k.where());
+      } else if (!k.is_null()) {
+        file_error(k.where(), "the key at " + k.where() + " is not a scalar (it is " + k.kind_name() +
+                                  "; Python: unhashable key)");
+      }
+      std::string id = dict_identity(key, i);
+      if (i >= own_from) {
+        auto [it, fresh] = own_seen.try_emplace(id, k);
+        if (!fresh) {
+          warn("[input.yaml-duplicate-key] " + k.where() + ": duplicate key " + key.py_repr() + " (also at " + it->second.where() +
+               "): the value at " + k.where() + " is used, as Python's yaml.safe_load does");
+          it->second = k;
         }
-        for (auto it = sub.rbegin(); it != sub.rend(); ++it) merged.insert(merged.end(), it->begin(), it->end());
-      } else {
-        file_error(loc(path, v), "expected a mapping or list of mappings for merging (<<)");
       }
-      continue;
+      auto [it, fresh] = dict_at.try_emplace(id, dict.size());
+      if (fresh)
+        dict.emplace_back(std::move(key), i);
+      else
+        dict[it->second].second = i;
     }
-    own.emplace_back(kv.first, kv.second);
+    Object out;
+    out.reserve(dict.size());
+    std::unordered_map<std::string, size_t> out_at;
+    for (const auto& [key, index] : dict) {
+      const yaml::Node& key_node = pairs[index].first;
+      const yaml::Node& value_node = pairs[index].second;
+      std::string name = json_key(key);
+      std::string full = prefix.empty() ? name : prefix + "." + name;
+      Value val = convert(value_node, full, where);
+      auto [it, fresh] = out_at.try_emplace(name, out.size());
+      if (fresh)
+        out.emplace_back(name, std::move(val));
+      else
+        out[it->second].second = std::move(val);
+      if (where) (*where)[full] = key_node.where();
+    }
+    return Value::object(std::move(out));
   }
-  out.insert(out.end(), merged.begin(), merged.end());
-  out.insert(out.end(), own.begin(), own.end());
-}
 
-Value convert_map(const YAML::Node& n, const std::string& path, const ConfigOptions& opts, const std::string& prefix,
-                  std::map<std::string, std::string>* where) {
-  std::vector<std::pair<YAML::Node, YAML::Node>> pairs;
-  mapping_pairs(n, path, pairs);
-  // safe_load builds a dict: keys compare as Python values (1 == 1.0 == True), the first spelling stays, the last
-  // value wins. json.dumps then writes the keys as strings, and json.loads dedups those again.
-  // (Indices, not node copies: assigning a YAML::Node rebinds the node it refers to, inside the document.)
-  std::vector<std::pair<Value, size_t>> dict;  // key -> index of the pair holding its last value
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const YAML::Node& k = pairs[i].first;
-    Value key;  // a null key (`~:`, `null:`) is None
-    if (k.IsScalar()) {
-      bool plain = k.Tag() == "?" || k.Tag().empty();
-      key = plain && k.Scalar() == "=" ? Value("=") : typed_scalar(k, k.Scalar(), loc(path, k));
-    } else if (!k.IsNull()) {
-      file_error(loc(path, k), "a mapping key must be a scalar (Python: unhashable key)");
-    }
-    bool dup = false;
-    for (auto& e : dict)
-      if (e.first == key) {
-        e.second = i;
-        dup = true;
+  Value convert(const yaml::Node& n, const std::string& prefix, std::map<std::string, std::string>* where) const {
+    switch (n.type()) {
+      case yaml::Node::Type::Null:
+      case yaml::Node::Type::Undefined: return Value();
+      case yaml::Node::Type::Scalar: {
+        std::string text = n.scalar();
+        std::string at = n.where();
+        if (n.swallowed_line())
+          warn("[input.yaml-multiline-quoted] " + at + ": the quoted value starting here runs on to " + n.where().substr(0, at.rfind(':') + 1) +
+               std::to_string(n.swallowed_line()) + ", taking in what looks like the key '" + n.swallowed_key() +
+               "' (a missing closing quote?); Python's yaml.safe_load reads it as one value too");
+        // Megatron's env constructor is registered on PyYAML's default loaders, not on safe_load's: ${VAR} is
+        // expanded here by choice, with --config's rules (docs/yaml-cfg.md).
+        if (text.find('$') != std::string::npos) text = expand_env(text, opts, at);
+        return typed_scalar(n, text, at);
       }
-    if (!dup) dict.emplace_back(std::move(key), i);
-  }
-  Object out;
-  for (const auto& [key, index] : dict) {
-    const YAML::Node& key_node = pairs[index].first;
-    const YAML::Node& value_node = pairs[index].second;
-    std::string name = json_key(key);
-    std::string full = prefix.empty() ? name : prefix + "." + name;
-    Value val = convert(value_node, path, opts, full, where);
-    bool dup = false;
-    for (auto& e : out)
-      if (e.first == name) {
-        e.second = val;
-        dup = true;
+      case yaml::Node::Type::Sequence: {
+        if (!n.plain() && n.tag() != "!" && !yaml::standard_tag(n.tag(), "seq")) yaml::unsupported_tag(n, kYamlCfgFlags);
+        List l;
+        l.reserve(n.size());
+        for (size_t i = 0; i < n.size(); ++i) l.push_back(convert(n.item(i), prefix, nullptr));
+        return Value(std::move(l));
       }
-    if (!dup) out.emplace_back(name, std::move(val));
-    if (where) (*where)[full] = loc(path, key_node);
-  }
-  return Value::object(std::move(out));
-}
-
-Value convert(const YAML::Node& n, const std::string& path, const ConfigOptions& opts, const std::string& prefix,
-              std::map<std::string, std::string>* where) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: return Value();
-    case YAML::NodeType::Scalar: {
-      std::string text = n.Scalar();
-      std::string at = loc(path, n);
-      // Megatron's env constructor is registered on PyYAML's default loaders, not on safe_load's: ${VAR} is
-      // expanded here by choice, with --config's rules (docs/yaml-cfg.md).
-      if (text.find('$') != std::string::npos) text = expand_env(text, opts, at);
-      return typed_scalar(n, text, at);
+      case yaml::Node::Type::Map: return convert_map(n, prefix, where);
     }
-    case YAML::NodeType::Sequence: {
-      List l;
-      for (const auto& e : n) l.push_back(convert(e, path, opts, prefix, nullptr));
-      return Value(std::move(l));
-    }
-    case YAML::NodeType::Map: return convert_map(n, path, opts, prefix, where);
+    return Value();
   }
-  return Value();
-}
+};
 
 // Lists and tuples compare element-wise with each other (the dataclass normalises what argparse stores).
 bool same_config_value(const Value& a, const Value& b) {
@@ -455,24 +465,19 @@ Value yaml11_plain_scalar(const std::string& text, const std::string& where) {
 
 bool yaml_cfg_requested(const Namespace& ns) { return ns.has("yaml_cfg") && !ns["yaml_cfg"].is_none(); }
 
-Object load_yaml_cfg_file(const std::string& path, const ConfigOptions& opts, std::map<std::string, std::string>* where) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw UsageError(path + ": --yaml-cfg names a directory", {"--yaml-cfg"}, path);
-  std::ifstream in(path);
-  if (!in) throw UsageError(path + ": cannot read --yaml-cfg file", {"--yaml-cfg"}, path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(in);
-  } catch (const YAML::Exception& e) {
-    std::string at = path + ":" + std::to_string(e.mark.line + 1);
-    throw UsageError(at + ": invalid YAML: " + e.msg, {"--yaml-cfg"}, at);
-  }
-  if (root.IsNull())
+Object load_yaml_cfg_file(const std::string& path, const ConfigOptions& opts, std::map<std::string, std::string>* where,
+                          std::vector<std::string>* warnings) {
+  yaml::Document doc = yaml::load_file(path, "--yaml-cfg file", kYamlCfgFlags);
+  yaml::Node root = doc.root();
+  if (root.is_null())
     file_error(path + ":1", "the --yaml-cfg file is empty; Megatron's load_yaml needs a mapping of arguments");
-  if (!root.IsMap())
-    file_error(loc(path, root), "a --yaml-cfg file must be a mapping of arguments and sections (Megatron's "
-                                "load_yaml sets attributes on it)");
-  return convert(root, path, opts, "", where).as_object();
+  if (!root.is_map())
+    file_error(root.where(), "a --yaml-cfg file must be a mapping of arguments and sections (Megatron's "
+                             "load_yaml sets attributes on it)");
+  std::size_t from = warnings ? warnings->size() : 0;
+  Object top = Converter{opts, warnings}.convert(root, "", where).as_object();
+  if (warnings) yaml::cap_warnings(*warnings, from, path);
+  return top;
 }
 
 void apply_yaml_cfg(Parsed& p, const ConfigOptions& opts) {
@@ -504,7 +509,7 @@ void apply_yaml_cfg(Parsed& p, const ConfigOptions& opts) {
   // seed 163 / load_yaml: the namespace is the file's content, plus yaml_cfg and
   // _is_global_batch_size_explicitly_specified.
   Namespace ns;
-  Object top = load_yaml_cfg_file(cfg->path, opts, &cfg->where);
+  Object top = load_yaml_cfg_file(cfg->path, opts, &cfg->where, &p.warnings);
   for (auto& [k, v] : top) ns.set(k, std::move(v), Provenance{Provenance::Kind::Config, cfg->where[k]});
   ns.set("yaml_cfg", Value(cfg->path), given);
   ns.derive("_is_global_batch_size_explicitly_specified",

@@ -38,9 +38,13 @@ void apply_yaml_cfg(Parsed& p, const ConfigOptions& opts);
 
 // load_yaml's conversion, on its own: the file's top-level mapping, nested mappings as objects, scalars typed
 // as PyYAML's safe_load types them (YAML 1.1), ${VAR} expanded as in --config files. Fills `where` with the
-// file:line of every key ("section.key" for nested ones). UsageError for what safe_load or json.dumps rejects.
+// file:line of every key ("section.key" for nested ones; a repeated key cites the line whose value is kept).
+// UsageError for what safe_load or json.dumps rejects, and for what config/yaml_doc.h refuses (limits, recursive
+// aliases, a second document, ...). `warnings` receives what safe_load accepts but is likely a mistake: a key
+// repeated in a mapping (both lines named), a quoted value that runs over lines looking like keys.
 Object load_yaml_cfg_file(const std::string& path, const ConfigOptions& opts,
-                          std::map<std::string, std::string>* where = nullptr);
+                          std::map<std::string, std::string>* where = nullptr,
+                          std::vector<std::string>* warnings = nullptr);
 
 // A plain YAML scalar typed with YAML 1.1's implicit resolvers as PyYAML's SafeLoader does: null, bool, int
 // (decimal, 0x, 0b, leading-0 octal, sexagesimal 1:30), float (needs a '.', signed exponent), else the string.

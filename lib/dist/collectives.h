@@ -64,6 +64,8 @@ class Communicator {
   virtual void all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout) = 0;
   virtual void broadcast(Buffer buf, int root, std::optional<Timeout> timeout) = 0;  // root: index in the group
   virtual void barrier(std::optional<Timeout> timeout) = 0;
+  // Changes the default timeout of the calls that follow (--distributed-timeout-seconds-after-init).
+  virtual void set_timeout(Timeout) {}
 };
 
 // A group of the job as the optimizer sees it: its ranks and the collectives, dispatched to the communicator for

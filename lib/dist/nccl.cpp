@@ -137,6 +137,8 @@ class NcclCommunicator final : public Communicator {
     launch("barrier", timeout, [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_); });
   }
 
+  void set_timeout(Timeout t) override { spec_.timeout = t; }
+
  private:
   static void need_device(const Buffer& b, const char* op) {
     if (b.device != Device::Cuda)

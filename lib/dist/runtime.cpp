@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <thread>
 #include <set>
@@ -169,6 +170,10 @@ void Group::barrier(std::optional<Timeout> timeout) {
 
 Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
   opts_.layout.world_size = opts_.launch.world_size;
+  collective_timeout_ = opts_.timeout;
+  if (opts_.heartbeat.count() < 1 || opts_.heartbeat_timeout < opts_.heartbeat * 2)
+    throw DistError("the heartbeat timeout (" + seconds(opts_.heartbeat_timeout) +
+                    ") must be at least twice the heartbeat period (" + seconds(opts_.heartbeat) + ")");
   try {
     layout_ = Layout::build(opts_.layout);
   } catch (const LayoutError& e) {
@@ -229,6 +234,13 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
 Runtime::~Runtime() {
   stop_watchdog();
   groups_.clear();
+  if (aborting_) {
+    // A collective was abandoned (timed out, or a peer is gone): its backend thread may still be blocked in it,
+    // and tearing the communicator down would wait for that thread (Gloo joins its workers), possibly until the
+    // backend's own timeout. The process is about to exit with the verdict; leave the communicators to it.
+    auto* leaked = new std::vector<std::shared_ptr<Communicator>>();
+    for (auto& [key, c] : comms_) leaked->push_back(std::move(c));
+  }
   comms_.clear();
 }
 
@@ -238,7 +250,10 @@ template <class Pred, class OnTimeout>
 void Runtime::wait_until(Pred pred, Clock::time_point deadline, OnTimeout on_timeout) {
   auto pause = std::chrono::milliseconds(20);
   for (;;) {
-    if (auto a = store_->try_get(kAbort)) throw DistError("stopping: " + *a);
+    if (auto a = store_->try_get(kAbort)) {
+      linger_for_verdict(*store_);
+      throw DistError("stopping: " + *a);
+    }
     if (pred()) return;
     if (Clock::now() > deadline) throw fail(on_timeout());  // published: the others stop with the same message
     std::this_thread::sleep_for(pause);
@@ -313,11 +328,52 @@ void Runtime::rendezvous() {
       });
 }
 
+std::vector<int> Runtime::watched_ranks() const {
+  std::vector<int> out;
+  const int n = std::min(2, world_size() - 1);
+  for (int i = 1; i <= n; ++i) out.push_back((rank() + i) % world_size());
+  return out;
+}
+
+namespace {
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+// "pid 123 on host-a", from the value a rank published at the rendezvous ("<hash> world_size=4 host=h pid=1").
+std::string whereabouts(const std::string& rdzv) {
+  auto field = [&](const char* name) -> std::string {
+    size_t at = rdzv.find(std::string(" ") + name + "=");
+    if (at == std::string::npos) return "";
+    at += std::strlen(name) + 2;
+    return rdzv.substr(at, rdzv.find(' ', at) - at);
+  };
+  std::string pid = field("pid"), host = field("host");
+  if (pid.empty()) return "";
+  return "pid " + pid + (host.empty() ? "" : " on " + host);
+}
+
+}  // namespace
+
+// The watchdog (its own store connection): every period it writes this rank's heartbeat, stops the process when
+// another rank published a verdict, and checks the heartbeats of the ranks it watches (watched_ranks(): each
+// rank is watched by the two before it, so a silent rank is caught while any of them runs). A heartbeat that has
+// not changed for heartbeat_timeout means the rank is stopped (SIGSTOP, a debugger), hung in the kernel or cut
+// off: the watchdog publishes a verdict naming it and exits 1, and the others stop with that verdict. The heartbeat
+// comes from this thread, so a main thread busy computing or blocked in a collective still sends it; a stopped
+// process sends nothing. A second thread (the monitor) exits the process when the watchdog's store round trips
+// have not completed for heartbeat_timeout: a store whose host is stopped keeps its connections open and never
+// answers, which would otherwise hang the watchdog itself.
 void Runtime::start_watchdog() {
+  store_ok_ns_ = now_ns();
   watchdog_ = std::thread([this] {
     int64_t seq = 0;
     const std::string key = "hb/" + std::to_string(rank());
+    const std::vector<int> watched = watched_ranks();
+    std::map<int, Seen> seen;  // per watched rank: its last heartbeat, and since when it has not changed
+    const auto started = Clock::now();
     while (!stop_) {
+      std::string verdict;
+      int silent_rank = -1;
       try {
         hb_store_->set(key, std::to_string(++seq));
         if (hb_store_->check({kAbort}) && !aborting_) {
@@ -325,10 +381,50 @@ void Runtime::start_watchdog() {
           if (!aborting_ && !stop_) {
             MR_LOG(error) << "stopping: " << why;
             std::fflush(nullptr);
+            linger_for_verdict(*hb_store_);
             std::_Exit(1);
           }
         }
+        for (int r : watched) {
+          if (aborting_ || stop_) break;
+          std::string beat = hb_store_->try_get("hb/" + std::to_string(r)).value_or("");
+          const auto now = Clock::now();
+          auto it = seen.find(r);
+          if (beat == "done") {
+            seen.erase(r);
+          } else if (it == seen.end() || it->second.beat != beat) {
+            // A rank that has not written its first heartbeat yet counts from when this watchdog started.
+            seen[r] = Seen{beat, beat.empty() && it == seen.end() ? started : now};
+          } else if (now - it->second.since > opts_.heartbeat_timeout) {
+            auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since);
+            std::string who = whereabouts(hb_store_->try_get("rdzv/" + std::to_string(r)).value_or(""));
+            verdict = "rank " + std::to_string(r) + (who.empty() ? "" : " (" + who + ")") +
+                      (beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats") + ": none for " +
+                      seconds(silent) + " (the bound is " + seconds(opts_.heartbeat_timeout) +
+                      ", --heartbeat-timeout); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
+            silent_rank = r;
+            break;
+          }
+        }
+        store_ok_ns_ = now_ns();
+        if (!verdict.empty() && !aborting_ && !stop_) {
+          aborting_ = true;
+          const std::string mine = "rank " + std::to_string(rank()) + ": " + verdict;
+          if (!hb_store_->check({kAbort})) hb_store_->set(kAbort, mine);
+          // The silent rank will never count itself as having seen the verdict: count it here (rank 0 excepted,
+          // the store's host, which counts nobody), so the store's host need not wait for it.
+          if (silent_rank > 0) hb_store_->add("abort-seen", 1);
+          MR_LOG(error) << verdict;
+          std::fflush(nullptr);
+          linger_for_verdict(*hb_store_);
+          std::_Exit(1);
+        }
       } catch (const std::exception& e) {
+        if (!verdict.empty()) {
+          MR_LOG(error) << verdict;
+          std::fflush(nullptr);
+          std::_Exit(1);
+        }
         if (!aborting_ && !stop_) {
           MR_LOG(error) << "lost the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
                         << (opts_.launch.agent_store ? " (torchrun's agent hosts it)"
@@ -342,11 +438,49 @@ void Runtime::start_watchdog() {
       while (!stop_ && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
+  monitor_ = std::thread([this] {
+    const auto step = std::min<std::chrono::milliseconds>(opts_.heartbeat / 4, std::chrono::milliseconds(100));
+    while (!stop_) {
+      std::this_thread::sleep_for(std::max(step, std::chrono::milliseconds(5)));
+      const auto quiet = std::chrono::nanoseconds(now_ns() - store_ok_ns_.load());
+      if (stop_ || quiet <= opts_.heartbeat_timeout + opts_.heartbeat) continue;
+      MR_LOG(error) << "the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
+                    << " has not answered for " << seconds(std::chrono::duration_cast<std::chrono::milliseconds>(quiet))
+                    << " (the bound is " << seconds(opts_.heartbeat_timeout) << ", --heartbeat-timeout): "
+                    << store_owner() << ", which hosts it, is stopped (SIGSTOP, a debugger) or hung, or its host is "
+                                        "unreachable";
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  });
 }
 
 void Runtime::stop_watchdog() {
   stop_ = true;
   if (watchdog_.joinable()) watchdog_.join();
+  if (monitor_.joinable()) monitor_.join();
+}
+
+// Every rank that learns of a verdict counts itself into `abort-seen`; the store's host (rank 0 of a job without
+// torchrun's agent) stays until all the others have (or two periods and a second have passed: a stopped or dead
+// rank never does), so that they read the verdict rather than find the store gone. Without it a rank whose
+// collective fails because rank 0 has just exited reports a vanished store instead of the cause.
+void Runtime::linger_for_verdict(Store& s) {
+  try {
+    const bool host = !opts_.launch.agent_store && rank() == 0 && world_size() > 1;
+    if (!host) s.add("abort-seen", 1);
+    if (!host) return;
+    const auto deadline = Clock::now() + opts_.heartbeat * 2 + std::chrono::seconds(1);
+    while (Clock::now() < deadline && s.add("abort-seen", 0) < world_size() - 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const std::exception&) {
+    // The store is gone: nobody can read the verdict any more.
+  }
+}
+
+void Runtime::set_timeout(Timeout t) {
+  collective_timeout_ = t;
+  for (auto& [key, c] : comms_) c->set_timeout(t);
 }
 
 std::shared_ptr<Communicator> Runtime::communicator_for(const RankList& ranks, Device device) {
@@ -362,7 +496,7 @@ std::shared_ptr<Communicator> Runtime::communicator_for(const RankList& ranks, D
     spec.store = store_->with_prefix(std::string(device == Device::Cpu ? "gloo/" : "nccl/") + id);
     spec.ranks = ranks;
     spec.index = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
-    spec.timeout = opts_.timeout;
+    spec.timeout = collective_timeout_;
     spec.name = ranks_str(ranks);
     spec.master_addr = opts_.launch.master_addr;
     spec.local_rank = opts_.launch.local_rank;
@@ -414,11 +548,14 @@ void Runtime::check_peers(const RankList& ranks) {
     for (int r : ranks) {
       if (r == rank()) continue;
       std::string beat = store_->try_get("hb/" + std::to_string(r)).value_or("");
+      if (beat == "done") continue;  // finished: its communicators are gone, the backend reports it
       auto it = seen_.find(r);
       if (it == seen_.end() || it->second.beat != beat) {
         seen_[r] = Seen{beat, now};
-      } else if (now - it->second.since > opts_.heartbeat * 4 + std::chrono::seconds(1)) {
-        throw CollectiveError("rank " + std::to_string(r) + " stopped sending heartbeats", false);
+      } else if (now - it->second.since > opts_.heartbeat_timeout) {
+        throw CollectiveError("rank " + std::to_string(r) + " stopped sending heartbeats (none for " +
+                                  seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since)) +
+                                  ")", false);
       }
     }
   } catch (const DistError& e) {
@@ -452,16 +589,14 @@ DistError Runtime::fail(const std::string& message) {
   } catch (const std::exception&) {
     // The store is gone too; the others find out on their own.
   }
-  // The store's host lingers a little so that the others can read the verdict before the store disappears.
-  if (!opts_.launch.agent_store && rank() == 0 && world_size() > 1)
-    std::this_thread::sleep_for(opts_.heartbeat * 2);
+  linger_for_verdict(*store_);
   return DistError(message);
 }
 
 DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveError& e) {
   aborting_ = true;
   std::string head = std::string(op) + " " + g.describe() + " failed";
-  std::string cause = e.timed_out ? "timed out" : e.what();
+  std::string cause = e.timed_out ? "timed out; the collective timeout is " + seconds(collective_timeout_) : e.what();
   std::vector<int> peers;
   for (int r : g.ranks())
     if (r != rank()) peers.push_back(r);
@@ -469,6 +604,7 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
   try {
     if (auto a = store_->try_get(kAbort)) {
       verdict = "stopping: " + *a;
+      linger_for_verdict(*store_);
       return DistError(head + " (" + cause + "); " + verdict);
     }
     auto beats = [&] {
@@ -478,7 +614,7 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
     };
     auto t0 = Clock::now();
     std::map<int, std::string> before = beats();
-    std::vector<int> failed, silent;
+    std::vector<int> failed, silent, finished;
     std::string first_failure;  // the first failed member's own message
     auto window = opts_.heartbeat * 5 / 2;
     while (Clock::now() - t0 < window) {
@@ -486,16 +622,24 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
       if (store_->check({kAbort})) break;
     }
     // Another rank reached a verdict first (the window was cut short, so silence here proves nothing).
-    if (auto a = store_->try_get(kAbort)) return DistError(head + " (" + cause + "); stopping: " + *a);
+    if (auto a = store_->try_get(kAbort)) {
+      linger_for_verdict(*store_);
+      return DistError(head + " (" + cause + "); stopping: " + *a);
+    }
     std::map<int, std::string> after = beats();
     for (int r : peers) {
       if (auto f = store_->try_get("failed/" + std::to_string(r))) {
         failed.push_back(r);
         if (first_failure.empty()) first_failure = "rank " + std::to_string(r) + " failed: " + *f;
+      } else if (after[r] == "done") {
+        finished.push_back(r);
       } else if (after[r].empty() || after[r] == before[r]) {
         silent.push_back(r);
       }
     }
+    // The silent ranks will never count themselves as having seen the verdict (linger_for_verdict).
+    for (int r : silent)
+      if (r != 0) store_->add("abort-seen", 1);
     if (!silent.empty())
       verdict = (silent.size() == 1 ? "rank " : "ranks ") + list_words(silent) + (silent.size() == 1 ? " is" : " are") +
                 " gone (no heartbeat in the last " + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)) +
@@ -506,6 +650,10 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
       else
         verdict += "; " + std::string(failed.size() == 1 ? "rank " : "ranks ") + list_words(failed) + " stopped too";
     }
+    if (verdict.empty() && !finished.empty())
+      verdict = std::string(finished.size() == 1 ? "rank " : "ranks ") + list_words(finished) +
+                (finished.size() == 1 ? " has" : " have") +
+                " already finished the job: the ranks issue different collectives";
     if (verdict.empty())
       verdict = e.timed_out ? "every member is alive: a rank is stuck before this collective, or the ranks issue "
                               "collectives in different orders"
@@ -521,6 +669,12 @@ void Runtime::finish() {
   if (finished_) return;
   finished_ = true;
   stop_watchdog();
+  try {
+    // The watchdogs watching this rank stop watching it (its heartbeat stops now).
+    store_->set("hb/" + std::to_string(rank()), "done");
+  } catch (const std::exception& e) {
+    MR_LOG(warning) << "finishing: " << e.what();
+  }
   groups_.clear();
   comms_.clear();
   try {

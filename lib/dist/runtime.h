@@ -25,6 +25,9 @@ struct RuntimeOptions {
   std::string backend = "gloo";       // "gloo" or "nccl"
   Timeout timeout{std::chrono::minutes(10)};  // rendezvous, communicator creation, collectives
   std::chrono::milliseconds heartbeat{1000};  // heartbeat and abort-check period
+  // A peer whose heartbeat has not changed for this long, or a store that has not answered for this long, fails
+  // the job (the watchdog publishes a verdict naming the silent rank and exits). At least 2 x heartbeat.
+  std::chrono::milliseconds heartbeat_timeout{30000};
   std::string fingerprint = "{}";     // config_fingerprint() of the resolved arguments
   bool gloo_groups = true;            // with nccl: Gloo communicators for the DP groups, as Megatron creates
 };
@@ -57,6 +60,13 @@ class Runtime {
   // Orderly end: every rank reports it is done; the store's host waits for them before the store goes away.
   void finish();
 
+  // The default timeout of every collective from now on (--distributed-timeout-seconds-after-init, applied once
+  // the bring-up has passed). Main thread, between collectives.
+  void set_timeout(Timeout t);
+  Timeout collective_timeout() const { return collective_timeout_; }
+  // The ranks this rank's watchdog watches (the next two in rank order, wrapping; fewer in a smaller job).
+  std::vector<int> watched_ranks() const;
+
   // After a collective failed: which member is gone? Publishes the verdict so the other ranks stop too,
   // and returns the error to throw.
   DistError diagnose(const Group& g, const char* op, const CollectiveError& e);
@@ -75,6 +85,9 @@ class Runtime {
   // Connects to torchrun's agent store and probes it (see probe_store in runtime.cpp, bounded by 5 s);
   // nullptr when it cannot be used (another TCPStore protocol), after logging the fallback.
   std::shared_ptr<Store> connect_agent_store(const Store::Options& so);
+  // After a verdict: counts this rank as having seen it; the store's host instead waits (bounded) until every
+  // other rank has, before it exits and its store disappears.
+  void linger_for_verdict(Store& s);
   void check_peers(const RankList& ranks);  // CommSpec::poll: throws CollectiveError for a silent member
 
   RuntimeOptions opts_;
@@ -84,6 +97,10 @@ class Runtime {
   std::vector<std::unique_ptr<Group>> groups_;
   std::map<std::pair<RankList, int>, std::shared_ptr<Communicator>> comms_;
   std::thread watchdog_;
+  std::thread monitor_;  // watches the watchdog: exits when the store has not answered for heartbeat_timeout
+  // steady_clock nanoseconds of the watchdog's last completed round trip to the store
+  std::atomic<int64_t> store_ok_ns_{0};
+  Timeout collective_timeout_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborting_{false};  // this rank is publishing its own verdict
   bool finished_ = false;

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -178,6 +179,24 @@ int spawn_workers(const SpawnOptions& o) {
     for (Worker& w : workers)
       if (w.running) kill(-w.pid, sig);  // the worker's process group
   };
+  // A terminating signal, then SIGCONT: a stopped worker (SIGSTOP, a debugger detached badly) acts on it too.
+  auto terminate_all = [&](int sig) {
+    kill_all(sig);
+    kill_all(SIGCONT);
+  };
+  // Every worker started so far is killed and reaped: no path out of here leaves one running.
+  auto kill_and_reap = [&] {
+    kill_all(SIGKILL);
+    for (Worker& w : workers)
+      if (w.running) {
+        int status = 0;
+        while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        w.running = false;
+        w.code = exit_code(status);
+      }
+  };
+  const pid_t launcher = getpid();
 
   for (int i = 0; i < o.nproc_per_node; ++i) {
     Worker& w = workers[static_cast<size_t>(i)];
@@ -191,18 +210,24 @@ int spawn_workers(const SpawnOptions& o) {
     envp.push_back(nullptr);
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (o.prefix_output && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
-      kill_all(SIGKILL);
+      kill_and_reap();
       restore();
       throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
     }
     pid_t pid = fork();
     if (pid < 0) {
-      kill_all(SIGKILL);
+      kill_and_reap();
       restore();
       throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     }
     if (pid == 0) {
       setpgid(0, 0);
+      // The worker dies with the launcher, however the launcher ends (kill -9 included): the kernel sends it
+      // SIGKILL when the launcher's thread that forked it exits (spawn_workers runs on the launcher's only
+      // thread). The death signal survives the exec of megatron-run and its exec of megatron-run-worker. If the
+      // launcher died before prctl took effect, this child is already orphaned: stop now.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(128 + SIGKILL);
       // Default dispositions (not the inherited ones: a background job starts with SIGINT ignored), so that the
       // signals we forward reach the worker.
       for (int sig : kForwarded) signal(sig, SIG_DFL);
@@ -232,7 +257,7 @@ int spawn_workers(const SpawnOptions& o) {
   bool failure_before_signal = false;
   int signal_received = 0;
   auto stop_rest = [&](int sig) {
-    kill_all(sig);
+    terminate_all(sig);
     if (!kill_at) kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000));
   };
 
@@ -251,7 +276,13 @@ int spawn_workers(const SpawnOptions& o) {
     for (const Worker& w : workers) any_running = any_running || w.running;
     if (!any_running && fds.size() == 1) break;
     int n = poll(fds.data(), fds.size(), 100);
-    if (n < 0 && errno != EINTR) break;
+    if (n < 0 && errno != EINTR) {
+      const int e = errno;
+      std::cerr << "megatron-run: poll: " << std::strerror(e) << "; killing the workers\n";
+      kill_and_reap();
+      restore();
+      return first_failure.value_or(1);
+    }
     if (n > 0) {
       if (fds[0].revents & POLLIN) {
         unsigned char b;
@@ -261,6 +292,7 @@ int spawn_workers(const SpawnOptions& o) {
                     << "); forwarding it to the workers\n";
           kill_all(b);
           if (b == SIGINT || b == SIGTERM || b == SIGHUP || b == SIGQUIT) {
+            kill_all(SIGCONT);
             if (!kill_at)
               kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000));
           }
@@ -309,6 +341,7 @@ int spawn_workers(const SpawnOptions& o) {
       kill_at = Clock::now() + std::chrono::hours(24 * 365);
     }
   }
+  kill_and_reap();  // none is left by now; a last guarantee that no worker outlives the launcher
   restore();
   if (first_failure && failure_before_signal) return *first_failure;
   if (signal_received) return 128 + signal_received;

@@ -23,6 +23,10 @@ struct SpawnOptions {
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code
 // (128 + signal number for a worker killed by a signal). Throws std::runtime_error if a worker cannot start.
+// No worker outlives it: each is started with PR_SET_PDEATHSIG = SIGKILL (it dies with the calling thread, even
+// after kill -9 of the launcher; call this from the thread that lives longest, e.g. the main thread); after the
+// first failure the others' process groups get SIGTERM and SIGCONT (a stopped worker acts on it too), then SIGKILL
+// `grace_seconds` later; every path out of here kills and reaps what is still running.
 int spawn_workers(const SpawnOptions& opts);
 
 // OMP_NUM_THREADS for each of `nproc_per_node` workers sharing `cpus` processors when the user set none: an

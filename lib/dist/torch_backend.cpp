@@ -98,7 +98,7 @@ c10d::ReduceOp reduce_op(ReduceOp op) { return op == ReduceOp::Sum ? c10d::Reduc
 
 class GlooCommunicator final : public Communicator {
  public:
-  explicit GlooCommunicator(const CommSpec& spec) : spec_(spec) {
+  explicit GlooCommunicator(const CommSpec& spec) : spec_(spec), created_timeout_(spec.timeout) {
     auto opts = c10d::ProcessGroupGloo::Options::create(spec.timeout);
     try {
       if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
@@ -175,6 +175,8 @@ class GlooCommunicator final : public Communicator {
     finish([&] { return pg_->barrier(o); }, o.timeout);
   }
 
+  void set_timeout(Timeout t) override { spec_.timeout = t; }
+
  private:
   Timeout limit(std::optional<Timeout> t) const { return t ? *t : spec_.timeout; }
 
@@ -182,8 +184,12 @@ class GlooCommunicator final : public Communicator {
   void finish(F&& start, Timeout timeout) {
     try {
       auto work = start();
-      // Gloo enforces the per-operation timeout itself; the wait bound is a second line of defence.
-      if (!work->wait(timeout + std::chrono::seconds(5)))
+      // Gloo enforces the timeout the process group was created with itself; the wait bound is then a second line
+      // of defence, a little later so that Gloo's own message comes first. A shorter per-call timeout
+      // (--distributed-timeout-seconds-after-init, or a call's own) is not enforced by the Gloo of LibTorch 1.x
+      // (it ignores the options' timeout), so the wait enforces it.
+      const Timeout bound = timeout < created_timeout_ ? timeout : timeout + std::chrono::seconds(5);
+      if (!work->wait(bound))
         throw CollectiveError("timed out after " + std::to_string(timeout.count() / 1000.0) + " s", true);
     } catch (const CollectiveError&) {
       throw;
@@ -194,6 +200,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   CommSpec spec_;
+  Timeout created_timeout_;  // the process group's own (Gloo's context) timeout
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
 };
 

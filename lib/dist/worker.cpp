@@ -1,11 +1,13 @@
 #include "dist/worker.h"
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "dist/runtime.h"
 #include "dist/worker_input.h"
@@ -151,6 +153,23 @@ class SelfCheck {
   Device device_ = Device::Cpu;
 };
 
+std::string seconds_str(std::chrono::milliseconds ms) {
+  std::ostringstream os;
+  os << static_cast<double>(ms.count()) / 1000.0 << " s";
+  return os.str();
+}
+
+// MR_DIST_STALL="RANK:SECONDS" (tests): that rank's main thread sleeps after the bring-up, before the last
+// barrier, while its heartbeat goes on: a rank that is alive but stuck, which only a collective timeout catches.
+void stall_for_tests(int rank) {
+  const char* v = std::getenv("MR_DIST_STALL");
+  if (!v || !*v) return;
+  int r = -1;
+  double s = 0;
+  if (std::sscanf(v, "%d:%lf", &r, &s) != 2) throw DistError(std::string("MR_DIST_STALL='") + v + "' is not RANK:SECONDS");
+  if (r == rank && s > 0) std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(s * 1000)));
+}
+
 int usage(const std::string& msg) {
   std::cerr << "megatron-run-worker: error: " << msg
             << "\nusage: megatron-run-worker --input-fd N | --input FILE   (started by megatron-run inside a job)\n";
@@ -214,12 +233,25 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
                       "; use --distributed-backend gloo");
     }
     opts.backend = backend;
-    int64_t minutes = ns.has("distributed_timeout_minutes") && ns["distributed_timeout_minutes"].is_int()
-                          ? ns["distributed_timeout_minutes"].as_int()
-                          : 10;
-    opts.timeout = std::chrono::minutes(minutes);
-    if (auto s = env_seconds("MR_DIST_TIMEOUT_S")) opts.timeout = Timeout(static_cast<int64_t>(*s * 1000));
-    if (auto s = env_seconds("MR_DIST_HEARTBEAT_S")) opts.heartbeat = std::chrono::milliseconds(static_cast<int64_t>(*s * 1000));
+    JobTimeouts limits;
+    try {
+      limits = job_timeouts(in);
+    } catch (const std::runtime_error& e) {
+      throw DistError(e.what());
+    }
+    opts.timeout = limits.startup;
+    opts.heartbeat = limits.heartbeat;
+    opts.heartbeat_timeout = limits.heartbeat_timeout;
+    if (launch->rank == 0 && !limits.ignored.empty()) {
+      std::string line = "notice: megatron-run's runtime does not act on ";
+      line += limits.ignored.size() == 1 ? "this flag; it is ignored:" : "these flags; they are ignored:";
+      for (size_t i = 0; i < limits.ignored.size(); ++i) line += (i ? "; " : " ") + limits.ignored[i];
+      MR_LOG(warning) << line;
+    }
+    MR_LOG(info) << "timeouts: collectives " << seconds_str(limits.startup)
+                 << (limits.after_init ? ", " + seconds_str(*limits.after_init) + " after the bring-up" : std::string())
+                 << "; heartbeat every " << seconds_str(limits.heartbeat) << ", a rank silent for "
+                 << seconds_str(limits.heartbeat_timeout) << " fails the job";
     opts.fingerprint = config_fingerprint(ns);
     opts.gloo_groups = !ns.has("use_gloo_process_groups") || ns["use_gloo_process_groups"].truthy();
     MR_LOG(info) << launch->describe() << ", backend " << backend;
@@ -254,6 +286,15 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
       for (size_t i = 0; i < results.size(); ++i) f << (i ? ", " : "") << "\"" << results[i].group << "\": " << results[i].sum;
       f << "}}\n";
     }
+    // Initialisation is over: Megatron's --distributed-timeout-seconds-after-init replaces the start-up timeout
+    // of every process group from here on (Megatron applies it after the first iteration; the bring-up's
+    // self-check above plays that part here).
+    if (limits.after_init) {
+      rt.set_timeout(*limits.after_init);
+      MR_LOG(info) << "collective timeout now " << seconds_str(*limits.after_init)
+                   << " (--distributed-timeout-seconds-after-init)";
+    }
+    stall_for_tests(rt.rank());
     rt.group("world").barrier();
     if (rt.rank() == 0) {
       const Layout& L = rt.layout();

@@ -8,6 +8,9 @@
 // Knobs for tests and operators (environment):
 //   MR_DIST_TIMEOUT_S=S          overrides --distributed-timeout-minutes (rendezvous, collectives), in seconds
 //   MR_DIST_HEARTBEAT_S=S        heartbeat / abort-check period (default 1)
+//   MR_DIST_HEARTBEAT_TIMEOUT_S=S a rank (or the store) silent this long fails the job (default 30; the launcher
+//                                option --heartbeat-timeout wins); see JobTimeouts in worker_input.h
+//   MR_DIST_STALL=RANK:S         that rank sleeps S seconds after the bring-up, heartbeat still running (tests)
 //   MR_DIST_SELFCHECK_SECONDS=S  repeat the self-check for S seconds (default: once)
 //   MR_DIST_REPORT=PREFIX        write PREFIX<rank>.json: the groups, the all-reduce results, the checks
 #pragma once

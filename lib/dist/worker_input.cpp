@@ -3,7 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -20,7 +24,11 @@ std::string WorkerInput::encode() const {
   out += backend_explicit ? "true" : "false";
   out += ", \"log_level\": " + json_quote(log_level) + ", \"train\": " + (train ? "true" : "false") + ", \"argv\": [";
   for (size_t i = 0; i < argv.size(); ++i) out += (i ? ", " : "") + json_quote(argv[i]);
-  out += "], \"namespace\": " + namespace_json(ns) + "}";
+  out += "], \"given\": [";
+  for (size_t i = 0; i < given.size(); ++i) out += (i ? ", " : "") + json_quote(given[i]);
+  out += "]";
+  if (heartbeat_timeout_s) out += ", \"heartbeat_timeout_s\": " + Value(*heartbeat_timeout_s).json();
+  out += ", \"namespace\": " + namespace_json(ns) + "}";
   return out;
 }
 
@@ -45,6 +53,11 @@ WorkerInput WorkerInput::decode(const std::string& json) {
       in.log_level = val.as_str();
     } else if (key == "argv" && val.is_list()) {
       for (const Value& a : val.as_list()) in.argv.push_back(a.is_str() ? a.as_str() : a.json());
+    } else if (key == "given" && val.is_list()) {
+      for (const Value& a : val.as_list())
+        if (a.is_str()) in.given.push_back(a.as_str());
+    } else if (key == "heartbeat_timeout_s" && (val.is_float() || val.is_int())) {
+      in.heartbeat_timeout_s = val.is_int() ? static_cast<double>(val.as_int()) : val.as_float();
     } else if (key == "namespace" && val.is_object()) {
       have_ns = true;
       for (const auto& [dest, x] : val.as_object()) in.ns.set(dest, x, Provenance{Provenance::Kind::Default, "megatron-run"});
@@ -140,6 +153,120 @@ std::string flag_for_dest(const std::string& dest) {
     return flags.substr(0, flags.find('|'));
   }
   return dest;
+}
+
+}  // namespace mr::dist
+
+namespace mr::dist {
+
+namespace {
+
+std::optional<double> env_seconds(const EnvLookup& env, const char* name) {
+  std::optional<std::string> v = env(name);
+  if (!v || v->empty()) return std::nullopt;
+  char* end = nullptr;
+  double s = std::strtod(v->c_str(), &end);
+  if (end == v->c_str() || *end || !(s > 0) || !std::isfinite(s))
+    throw std::runtime_error(std::string(name) + "='" + *v + "' is not a positive number of seconds");
+  return s;
+}
+
+std::chrono::milliseconds ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
+}
+
+// The timeout-like flags the runtime does not act on, and why. A flag is named only when the user set it.
+struct Ignored {
+  const char* dest;
+  const char* why;
+};
+const char* const kInprocess = "in-process restart is not implemented by megatron-run's runtime: a failed or silent "
+                               "rank ends the job";
+const char* const kFt = "NVIDIA's fault-tolerance package is not used by megatron-run's runtime: its heartbeat "
+                        "watchdog (--heartbeat-timeout) detects hung ranks";
+const char* const kFlight = "megatron-run's runtime has no NCCL flight recorder";
+const Ignored kIgnored[] = {
+    {"inprocess_restart", kInprocess},
+    {"inprocess_soft_timeout", kInprocess},
+    {"inprocess_hard_timeout", kInprocess},
+    {"inprocess_heartbeat_timeout", kInprocess},
+    {"inprocess_heartbeat_interval", kInprocess},
+    {"inprocess_barrier_timeout", kInprocess},
+    {"inprocess_completion_timeout", kInprocess},
+    {"inprocess_last_call_wait", kInprocess},
+    {"inprocess_termination_grace_time", kInprocess},
+    {"inprocess_monitor_thread_interval", kInprocess},
+    {"inprocess_monitor_process_interval", kInprocess},
+    {"inprocess_progress_watchdog_interval", kInprocess},
+    {"enable_ft_package", kFt},
+    {"calc_ft_timeouts", kFt},
+    {"ft_num_warmup_iters", kFt},
+    {"flight_recorder_dump_on_timeout", kFlight},
+    {"flight_recorder_dump_path", kFlight},
+    {"flight_recorder_trace_buffer_size", kFlight},
+    {"flight_recorder_include_stack_trace", kFlight},
+    {"flight_recorder_include_only_active", kFlight},
+    {"flight_recorder_extra_dump_on_exec", kFlight},
+    {"exit_duration_in_mins", "the training run has no wall-clock limit"},
+};
+
+}  // namespace
+
+JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
+  JobTimeouts t;
+  const Namespace& ns = in.ns;
+  auto int_arg = [&](const char* dest) -> std::optional<int64_t> {
+    if (!ns.has(dest) || ns[dest].is_none()) return std::nullopt;
+    if (!ns[dest].is_int())
+      throw std::runtime_error(flag_for_dest(dest) + " " + ns[dest].json() + " is not an integer");
+    return ns[dest].as_int();
+  };
+  if (auto m = int_arg("distributed_timeout_minutes")) {
+    if (*m < 1)
+      throw std::runtime_error("--distributed-timeout-minutes " + std::to_string(*m) +
+                               ": the collective timeout must be at least 1 minute");
+    t.startup = std::chrono::minutes(*m);
+  }
+  if (auto s = env_seconds(env, "MR_DIST_TIMEOUT_S")) t.startup = ms(*s);
+  if (auto s = int_arg("distributed_timeout_seconds_after_init")) {
+    if (*s < 1)
+      throw std::runtime_error("--distributed-timeout-seconds-after-init " + std::to_string(*s) +
+                               ": the timeout after initialisation must be at least 1 second");
+    t.after_init = std::chrono::seconds(*s);
+  }
+  if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_S")) t.heartbeat = ms(*s);
+  if (t.heartbeat.count() < 1) throw std::runtime_error("MR_DIST_HEARTBEAT_S is below a millisecond");
+  std::string bound_source = "the default";
+  if (in.heartbeat_timeout_s) {
+    if (!(*in.heartbeat_timeout_s > 0) || !std::isfinite(*in.heartbeat_timeout_s))
+      throw std::runtime_error("--heartbeat-timeout " + Value(*in.heartbeat_timeout_s).json() +
+                               ": must be a positive number of seconds");
+    t.heartbeat_timeout = ms(*in.heartbeat_timeout_s);
+    bound_source = "--heartbeat-timeout";
+  } else if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_TIMEOUT_S")) {
+    t.heartbeat_timeout = ms(*s);
+    bound_source = "MR_DIST_HEARTBEAT_TIMEOUT_S";
+  }
+  if (t.heartbeat_timeout < t.heartbeat * 2) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "the heartbeat timeout (%.3g s, %s) must be at least twice the heartbeat period "
+                  "(%.3g s, MR_DIST_HEARTBEAT_S)", static_cast<double>(t.heartbeat_timeout.count()) / 1000.0,
+                  bound_source.c_str(), static_cast<double>(t.heartbeat.count()) / 1000.0);
+    throw std::runtime_error(buf);
+  }
+  for (const Ignored& i : kIgnored) {
+    if (!std::binary_search(in.given.begin(), in.given.end(), std::string(i.dest)) || !ns.has(i.dest)) continue;
+    const Value& v = ns[i.dest];
+    std::string shown = flag_for_dest(i.dest) + " " + v.json();
+    if (v.is_bool()) {
+      // A switch: named when it is on (its value differs from the default), as the flag that turns it on.
+      std::vector<const Arg*> args = Schema::megatron().find_dest(i.dest);
+      if (args.empty() || args.front()->def.json() == v.json()) continue;
+      shown = args.front()->flags.empty() ? i.dest : args.front()->flags.front();
+    }
+    t.ignored.push_back(shown + " (" + i.why + ")");
+  }
+  return t;
 }
 
 }  // namespace mr::dist

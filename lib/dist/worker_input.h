@@ -4,11 +4,14 @@
 // Torch-free.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/namespace.h"
+#include "dist/launch_env.h"
 
 namespace mr::dist {
 
@@ -18,10 +21,36 @@ struct WorkerInput {
   std::string log_level = "warning";
   bool train = true;                // false: stop after the bring-up self-check (--bring-up-only)
   std::vector<std::string> argv;    // megatron-run's command line (after the program name), for messages
+  std::vector<std::string> given;   // the dests the user set (a config file or the command line), sorted
+  std::optional<double> heartbeat_timeout_s;  // the launcher option --heartbeat-timeout SECONDS
 
   std::string encode() const;                           // {"version": 1, ..., "namespace": {...}}
   static WorkerInput decode(const std::string& json);   // throws std::runtime_error
 };
+
+// The time limits a rank runs under, read from the resolved arguments, the launcher options and the environment
+// (docs/distributed.md, "Timeouts"):
+//   startup            --distributed-timeout-minutes (default 10); MR_DIST_TIMEOUT_S=S overrides it. Bounds
+//                      connecting to the store, the rendezvous, communicator creation and every collective until
+//                      initialisation is over.
+//   after_init         --distributed-timeout-seconds-after-init: every collective's timeout once the bring-up
+//                      (rendezvous, groups, self-check) has passed; unset: startup stays.
+//   heartbeat          MR_DIST_HEARTBEAT_S (default 1 s): heartbeat and abort-check period.
+//   heartbeat_timeout  --heartbeat-timeout S (launcher option), else MR_DIST_HEARTBEAT_TIMEOUT_S, else 30 s: a rank
+//                      whose heartbeat has not changed for this long (or a store that has not answered for this long)
+//                      fails the job. At least twice the heartbeat period.
+// `ignored` names each timeout-like flag the user set that the runtime does not act on, with why
+// ("--inprocess-heartbeat-timeout (in-process restart is not implemented ...)"): rank 0 prints it at start.
+struct JobTimeouts {
+  std::chrono::milliseconds startup{std::chrono::minutes(10)};
+  std::optional<std::chrono::milliseconds> after_init;
+  std::chrono::milliseconds heartbeat{1000};
+  std::chrono::milliseconds heartbeat_timeout{30000};
+  std::vector<std::string> ignored;
+};
+// Throws std::runtime_error naming the flag or variable whose value cannot be used (zero, negative, not a number,
+// a heartbeat timeout shorter than two heartbeat periods).
+JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env = process_env());
 
 // Writes `text` to an anonymous in-memory file that survives exec (no close-on-exec); returns its fd.
 int memfd_with(const std::string& text);

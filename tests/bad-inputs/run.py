@@ -9,6 +9,7 @@ A case is one text file: header lines `key: value`, then the files it needs, eac
     env:    NAME=VALUE added to the environment; may repeat
     make:   `fifo NAME` (a named pipe), `dir NAME` (a folder), `link NAME TARGET` (a symbolic link)
     gen:    `NAME = PYTHON-EXPRESSION`: file NAME's bytes (str is UTF-8 encoded)
+    gen-args: PYTHON-EXPRESSION, a list of words appended to args (e.g. 100k words); may repeat
     timeout: seconds (default 20)
 Every case must also: exit within its timeout, not die by a signal, not exit 3, stay under the memory bound
 (address space, MEMORY_LIMIT_MIB), print no stack trace or `internal error`, print only printable UTF-8 text.
@@ -23,7 +24,7 @@ BANNED = ["internal error", "terminate called", "Segmentation fault", "Aborted",
 
 
 def parse_case(path):
-    header, files, cur = {"expect": [], "env": [], "make": [], "gen": []}, {}, None
+    header, files, cur = {"expect": [], "env": [], "make": [], "gen": [], "gen-args": []}, {}, None
     with open(path, "rb") as f:
         data = f.read()
     for raw in data.split(b"\n"):
@@ -39,7 +40,7 @@ def parse_case(path):
             continue
         k, _, v = line.partition(":")
         k, v = k.strip(), v.strip()
-        if k in ("expect", "env", "make", "gen"):
+        if k in ("expect", "env", "make", "gen", "gen-args"):
             header[k].append(v)
         else:
             header[k] = v
@@ -62,9 +63,18 @@ def printable(b):
     return None
 
 
+def subst(text, paths):
+    # {NAME} -> its path; str.format would read {c.yaml} as an attribute of c
+    return re.sub(r"\{([^{}]+)\}", lambda m: paths[m.group(1)], text)
+
+
+SANITIZED = bool(os.environ.get("MR_SANITIZED"))  # an ASan build reserves terabytes of shadow address space
+
+
 def limit():
-    m = MEMORY_LIMIT_MIB << 20
-    resource.setrlimit(resource.RLIMIT_AS, (m, m))
+    if not SANITIZED:
+        m = MEMORY_LIMIT_MIB << 20
+        resource.setrlimit(resource.RLIMIT_AS, (m, m))
     os.setsid()
 
 
@@ -99,18 +109,22 @@ def run_case(binary, path):
             elif w[0] == "dir":
                 os.mkdir(p)
             elif w[0] == "link":
-                os.symlink(w[2].format(**paths), p)
+                os.symlink(subst(w[2], paths), p)
             else:
                 return name, [f"bad make: {m}"]
         try:
-            args = [a.format(**paths) for a in shlex.split(h.get("args", ""))]
+            args = [subst(a, paths) for a in shlex.split(h.get("args", ""))]
         except (KeyError, ValueError) as e:
             return name, [f"bad args: {e}"]
+        for g in h["gen-args"]:
+            args += [str(w) for w in eval(g, {})]  # noqa: S307 - test data written in this repository
         env = dict(os.environ)
         for e in h["env"]:
             k, _, v = e.partition("=")
             env[k] = v
         env.setdefault("MR_LOG_LEVEL", "warning")
+        if SANITIZED:  # the same memory bound, kept by the sanitizer's allocator
+            env["ASAN_OPTIONS"] = f"malloc_limit_mb={MEMORY_LIMIT_MIB}:detect_leaks=1"
         timeout = float(h.get("timeout", 20))
         try:
             p = subprocess.run([binary] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -43,8 +43,10 @@ TEST_CASE("target environment: long digit strings are usage errors or compare as
   CHECK_THROWS_AS(env.arch_major(), mr::UsageError);
   env.gpu_arch = "sm_1000";  // major 100: four digits still parse
   CHECK(env.arch_major() == 100);
-  CHECK(mr::compare_versions("2.99999999999999999999", "2.20") == 1);
-  CHECK(mr::compare_versions("99999999999999999999999", "1") == 1);
+  // A version part too large for a number is a usage error naming the version.
+  CHECK_THROWS_WITH(mr::compare_versions("2.99999999999999999999", "2.20"), Catch::Contains("is too large"));
+  CHECK_THROWS_AS(mr::compare_versions("99999999999999999999999", "1"), mr::UsageError);
+  CHECK(mr::compare_versions("2.999999999", "2.20") == 1);
   CHECK(mr::compare_versions("2.20.2", "2.20.2") == 0);
 
   const std::string cfg = " --config " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
@@ -58,7 +60,8 @@ TEST_CASE("target environment: long digit strings are usage errors or compare as
   CHECK(from_file.exit == 2);
   CHECK(has(from_file, "bad GPU architecture"));
   auto version = mrtest::megatron_run("--dry-run --target-te-version 2.99999999999999999999" + cfg);
-  CHECK(version.exit == 0);
+  CHECK(version.exit == 2);
+  CHECK(has(version, "is too large"));
 }
 
 TEST_CASE("WORLD_SIZE and the world size: refused or handled, never wrapped", "[overflow]") {

@@ -185,4 +185,60 @@ inline std::string all_output(const std::vector<Proc>& procs) {
   return s;
 }
 
+// The children of a process (/proc/PID/task/*/children), in no particular order.
+inline std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::istringstream in(slurp(task.path().string() + "/children"));
+    for (pid_t c; in >> c;) out.push_back(c);
+  }
+  return out;
+}
+
+// The process is gone: no /proc entry, or a zombie nobody has reaped yet (it runs no code any more).
+inline bool gone(pid_t pid) {
+  std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return true;
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X');
+}
+
+// A variable of a process's environment ("" when unset or unreadable).
+inline std::string env_of(pid_t pid, const std::string& name) {
+  std::string env = slurp("/proc/" + std::to_string(pid) + "/environ");
+  std::string key = name + "=";
+  for (size_t at = 0; at < env.size();) {
+    size_t end = env.find('\0', at);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(at, key.size(), key) == 0) return env.substr(at + key.size(), end - at - key.size());
+    at = end + 1;
+  }
+  return "";
+}
+
+// Polls `pred` every 20 ms until it holds or `limit` passes; returns whether it held.
+template <class Pred>
+bool wait_for(Pred pred, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Kills (SIGKILL) the given processes' groups and the processes at the end of a scope: a failing test leaves no
+// worker behind.
+struct KillOnExit {
+  std::vector<pid_t> pids;
+  ~KillOnExit() {
+    for (pid_t p : pids)
+      if (p > 0 && !gone(p)) {
+        kill(-p, SIGKILL);
+        kill(p, SIGKILL);
+      }
+  }
+};
+
 }  // namespace mrtest

@@ -141,7 +141,20 @@ TEST_CASE("Newton-Schulz matches the LibTorch transcription", "[muon][ns]") {
           if (!exact && coeff == NsCoefficients::Simple && prec == MatmulPrecision::Highest && !syrk && shape.first == 48)
             WARN("LibTorch " << TORCH_VERSION << "'s vectorized sqrt is not correctly rounded on this CPU: wider bounds");
           const double fp32_bound = exact ? 2e-5 : 2e-3, bf16_bound = exact ? 3e-2 : 1e-1, bf16_mean = exact ? 2e-3 : 3e-2;
-          CHECK(rel_max_diff(ours, theirs) < (prec == MatmulPrecision::Medium ? bf16_bound : fp32_bound));
+          if (prec == MatmulPrecision::Medium) {
+            CHECK(rel_max_diff(ours, theirs) < bf16_bound);
+          } else {
+            // fp32: both sides are judged against the transcription run in double. Where the iteration is
+            // ill-conditioned, they differ by more than summation order alone: a rank-1 input (1x37, 37x1) has
+            // its one singular value at exactly 1 after normalisation, where CANS' five steps multiply an input
+            // error by ~4.9e4 (the product of p_i'(sigma_i); 1 ulp of ||W||^2 becomes ~6e-3), so SSYRK's and
+            // LibTorch's different sums of the same 37 squares end ~1e-4..1e-3 apart, deterministically, on
+            // every BLAS. Ours must then be no further from the double result than LibTorch's fp32 is (x4).
+            auto exact = ref_newton_schulz(x.to(torch::kDouble), o).to(torch::kFloat);
+            const double ours_err = rel_max_diff(ours, exact), theirs_err = rel_max_diff(theirs, exact);
+            INFO("vs double: ours " << ours_err << ", LibTorch fp32 " << theirs_err);
+            CHECK(ours_err < std::max(fp32_bound, 4 * theirs_err));
+          }
           if (prec == MatmulPrecision::Medium) CHECK((ours - theirs).abs().mean().item<double>() < bf16_mean * theirs.abs().mean().item<double>() + 1e-7);
         }
       }

@@ -2,11 +2,10 @@
 // a heterogeneous (Llama-Nemotron block_configs) layer description fixes parts of the model architecture, and
 // the command line has to agree with it.
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "config/read_file.h"
 #include "config/validate/part_a_sections.h"
 
 namespace mr::part_a {
@@ -25,9 +24,39 @@ MR_RULE(kHeteroArgsMatch, "heterogeneous.args-match-config",
 
 namespace {
 
+// Where the JSON came from, for messages: the flag and file, or the flag holding the text.
+std::string source(Context& ctx) {
+  if (!ctx.is_none("heterogeneous_layers_config_path") &&
+      ctx.args().provenance("heterogeneous_layers_config_encoded_json").kind == Provenance::Kind::Derived)
+    return "--heterogeneous-layers-config-path " + ctx["heterogeneous_layers_config_path"].py_repr();
+  if (ctx.is_none("heterogeneous_layers_config_encoded_json"))
+    return "--heterogeneous-layers-config-path " + ctx["heterogeneous_layers_config_path"].py_repr();
+  return "--heterogeneous-layers-config-encoded-json";
+}
+
 [[noreturn]] void malformed(Context& ctx, const std::string& why) {
-  ctx.fail(kHeteroMalformed, "cannot use the heterogeneous layers config: " + why,
+  ctx.fail(kHeteroMalformed, "cannot use the heterogeneous layers config (" + source(ctx) + "): " + why,
            {"heterogeneous_layers_config_path", "heterogeneous_layers_config_encoded_json"});
+}
+
+// "L:C" (line, column) of a byte offset in the JSON text, from the reader's "at offset N" message.
+std::string json_position(const std::string& text, const std::string& message) {
+  auto at = message.find("at offset ");
+  if (at == std::string::npos) return {};
+  size_t offset = 0;
+  for (size_t i = at + 10; i < message.size() && std::isdigit(static_cast<unsigned char>(message[i])); ++i)
+    offset = offset * 10 + static_cast<size_t>(message[i] - '0');
+  offset = std::min(offset, text.size());
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(col);
 }
 
 // hf_config.<name> on the SimpleNamespace built from the top-level JSON object (the last duplicate key wins,
@@ -79,13 +108,17 @@ void heterogeneous_config(Context& ctx) {
 
   // seed 223-226: a path is read into the encoded-JSON argument (so checkpoints keep the text).
   if (ctx.is_none("heterogeneous_layers_config_encoded_json")) {
-    const std::string& path = ctx.s("heterogeneous_layers_config_path");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) malformed(ctx, "cannot read --heterogeneous-layers-config-path " + Value(path).py_repr());
-    std::stringstream text;
-    text << in.rdbuf();
-    if (in.bad()) malformed(ctx, "cannot read --heterogeneous-layers-config-path " + Value(path).py_repr());
-    ctx.set("heterogeneous_layers_config_encoded_json", text.str(), "seed 224: read from the config path");
+    const Value& given = ctx["heterogeneous_layers_config_path"];
+    if (!given.is_str()) malformed(ctx, "the path is " + given.py_repr() + ", not a string");
+    std::string text;
+    try {
+      // Bounded, and never blocking: a named pipe or device is refused (config/read_file.h).
+      text = read_input_file(given.as_str(), "--heterogeneous-layers-config-path file",
+                             {"--heterogeneous-layers-config-path"});
+    } catch (const UsageError& e) {
+      malformed(ctx, e.what());
+    }
+    ctx.set("heterogeneous_layers_config_encoded_json", std::move(text), "seed 224: read from the config path");
   }
 
   // seed 228: the JSON document must be an object; its keys become attributes.
@@ -93,7 +126,12 @@ void heterogeneous_config(Context& ctx) {
   try {
     doc = Value::parse_json(ctx.s("heterogeneous_layers_config_encoded_json"));
   } catch (const JsonError& e) {
-    malformed(ctx, std::string("it is not valid JSON (") + e.what() + ")");
+    std::string at = json_position(ctx.s("heterogeneous_layers_config_encoded_json"), e.what());
+    bool from_file = ctx.args().provenance("heterogeneous_layers_config_encoded_json").kind == Provenance::Kind::Derived &&
+                     ctx["heterogeneous_layers_config_path"].is_str();
+    if (!at.empty())
+      at = (from_file ? ctx.s("heterogeneous_layers_config_path") + ":" : std::string("line:column ")) + at + ": ";
+    malformed(ctx, at + "it is not valid JSON (" + e.what() + ")");
   }
   if (!doc.is_object()) malformed(ctx, "the JSON document is not an object");
   const Object& top = doc.as_object();

@@ -2,7 +2,6 @@
 // recorded as reproducibly rejected are appended to --iterations-to-skip
 // (megatron/core/rerun_state_machine.py RerunStateMachine.get_skipped_iterations_from_tracker_file).
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
@@ -12,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/read_file.h"
 #include "config/validate/part_e_sections.h"
 
 namespace mr::part_e {
@@ -66,14 +66,16 @@ TrackerResult skipped_iterations(const std::string& path) {
   std::set<long long> potential, ignore;
   std::set<std::pair<long long, long long>> seen;                               // (rank, iteration)
   std::map<std::string, std::map<long long, std::set<long long>>> seen_by_job;  // job -> iteration -> ranks
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    out.error = "cannot open '" + path + "'";
-  } else {
-    std::stringstream buf;
-    buf << in.rdbuf();
+  std::string text;
+  try {
+    // Bounded, and never blocking: a named pipe or device is refused (config/read_file.h).
+    text = read_input_file(path, "--result-rejected-tracker-filename file", {"--result-rejected-tracker-filename"});
+  } catch (const UsageError& e) {
+    out.error = e.what();
+  }
+  if (out.error.empty()) {
     // Text mode with universal newlines: \r\n and \r end lines too.
-    std::string text = buf.str(), line;
+    std::string line;
     std::vector<std::string> lines;
     for (size_t i = 0; i < text.size(); ++i) {
       char c = text[i];
@@ -88,7 +90,15 @@ TrackerResult skipped_iterations(const std::string& path) {
     if (!line.empty()) lines.push_back(line);
     static const std::regex re(
         "ts=.+ node=.+ device=.+ jobID=(.+) rank=(.+) iteration=(.+) status=(.+) result=.+ message=.+");
-    for (const std::string& l : lines) {
+    for (size_t n = 0; n < lines.size(); ++n) {
+      const std::string& l = lines[n];
+      if (l.find("ts=") == std::string::npos) continue;  // cannot match (and spares the regex most lines)
+      // std::regex recurses once per character: a long line would overflow the stack.
+      if (l.size() > limits::kMaxTrackerLineBytes) {
+        out.error = "line " + std::to_string(n + 1) + " is longer than " + std::to_string(limits::kMaxTrackerLineBytes) +
+                    " bytes (the limit, limits::kMaxTrackerLineBytes)";
+        break;
+      }
       std::smatch m;
       if (!std::regex_search(l, m, re)) continue;
       std::string job = m[1].str();

@@ -1,0 +1,140 @@
+// input.*: megatron-run on very large inputs (issue 9): each figure against a baseline measured in the same run
+// on an input of the same size that never had a cost problem, so the ratio shows the cost is linear.
+//
+//   input.config_100k_keys   a config file of 100k distinct keys vs a file of 100k sequence items (same lines)
+//   input.cli_100k_args      100k command-line words vs the same 100k words in a config file
+//   input.check_memory       peak RSS of `check` over 100x the corpus vs one pass over it (10x with --quick)
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "bench.h"
+
+extern char** environ;
+
+namespace mr::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch folder removed at the end of the benchmark.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    std::string t = (fs::temp_directory_path() / "mr-input-bench.XXXXXX").string();
+    if (!mkdtemp(t.data())) throw std::runtime_error("cannot make a temporary folder");
+    dir = t;
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    fs::path p = dir / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+};
+
+// `line` through /bin/sh with its exit status ignored (the 100k-key file is refused, as it should be).
+std::vector<std::string> shell(const std::string& line) { return {"/bin/sh", "-c", line + " >/dev/null 2>&1; exit 0"}; }
+
+Result ratio_result(double t, double base, const std::string& baseline) {
+  Result r;
+  r.value = t * 1e3;
+  r.unit = "ms";
+  r.baseline = baseline;
+  r.baseline_value = base * 1e3;
+  r.ratio = base / t;  // 1.0 = as cheap as the baseline
+  return r;
+}
+
+MR_BENCHMARK("input.config_100k_keys", [](const Options& o) {
+  const int n = 100000;
+  Scratch s;
+  std::string keys, items = "--data-path:\n";
+  for (int i = 0; i < n; ++i) {
+    keys += "--key-" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+    items += "- p" + std::to_string(i) + "\n";
+  }
+  std::string kf = s.write("keys.yaml", keys), lf = s.write("items.yaml", items);
+  const std::string bin = "'" + o.bin_dir + "/megatron-run' --dry-run --parse-only --config ";
+  int reps = o.quick ? 2 : 5;
+  double base = process_seconds(shell(bin + "'" + lf + "'"), reps);
+  double t = process_seconds(shell(bin + "'" + kf + "'"), reps);
+  return ratio_result(t, base, "100k-item sequence file");
+});
+
+MR_BENCHMARK("input.cli_100k_args", [](const Options& o) {
+  const int n = 100000;
+  Scratch s;
+  std::vector<std::string> cli = {o.bin_dir + "/megatron-run", "--dry-run", "--parse-only", "--data-path"};
+  std::string items = "--data-path:\n";
+  for (int i = 0; i < n; ++i) {
+    cli.push_back("w" + std::to_string(i));
+    items += "- w" + std::to_string(i) + "\n";
+  }
+  std::string f = s.write("words.yaml", items);
+  int reps = o.quick ? 3 : 10;
+  double base = process_seconds({o.bin_dir + "/megatron-run", "--dry-run", "--parse-only", "--config", f}, reps);
+  double t = process_seconds(cli, reps);
+  return ratio_result(t, base, "the same words in a config file");
+});
+
+// Peak resident set (KiB) of `argv` run in `cwd`, from wait4's rusage of that child alone.
+long peak_rss_kib(const std::vector<std::string>& argv, const std::string& cwd) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  pid_t pid;
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0]);
+  int status = 0;
+  struct rusage ru {};
+  if (wait4(pid, &status, 0, &ru) < 0) throw std::runtime_error("wait4 failed");
+  // check exits 1 when a file is invalid (the corpus has such files); anything else is a failure.
+  if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
+    throw std::runtime_error(argv[0] + " failed (status " + std::to_string(status) + ")");
+  return ru.ru_maxrss;
+}
+
+MR_BENCHMARK("input.check_memory", [](const Options& o) {
+  const std::string dir = o.source_dir + "/tests/data/corpus/functional-tests";
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".yaml") files.push_back(e.path().filename().string());  // relative: short argv
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> cmd = {o.bin_dir + "/megatron-run", "check", "--world-size", "8", "--env-placeholder",
+                                  "/placeholder", "--format", "json"};
+  auto times = [&](int k) {
+    std::vector<std::string> c = cmd;
+    for (int i = 0; i < k; ++i) c.insert(c.end(), files.begin(), files.end());
+    return c;
+  };
+  const int k = o.quick ? 10 : 100;
+  long one = peak_rss_kib(times(1), dir);
+  long many = peak_rss_kib(times(k), dir);
+  Result r;
+  r.value = static_cast<double>(many) / 1024.0;
+  r.unit = "MiB";
+  r.baseline = "one corpus pass (167 files)";
+  r.baseline_value = static_cast<double>(one) / 1024.0;
+  r.ratio = static_cast<double>(many) / static_cast<double>(one);  // goal: within 2 for 100x the files
+  return r;
+});
+
+}  // namespace
+}  // namespace mr::bench

@@ -1,0 +1,36 @@
+// The documented bounds on what megatron-run reads (docs/config-files.md, "Limits"). Inputs past a bound are
+// refused with a usage error (exit 2) that names the bound and the file (and line, where there is one).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mr::limits {
+
+// Any file megatron-run reads: config files, --yaml-cfg, --target-env, --heterogeneous-layers-config-path,
+// --result-rejected-tracker-filename, `check` arguments. Megatron's configs are a few KiB.
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t{64} << 20;  // 64 MiB
+
+// A YAML document after alias expansion: the number of nodes (scalars, sequences, mappings) and the bytes of
+// its scalars, counted as if every alias were a copy of what it names. Without aliases a document stays far
+// below both (a 64 MiB file has fewer nodes and bytes); with them, a few hundred bytes could otherwise stand
+// for gigabytes ("billion laughs").
+inline constexpr std::uint64_t kMaxYamlNodes = 1'000'000;
+inline constexpr std::uint64_t kMaxYamlExpandedBytes = kMaxInputFileBytes;
+
+// Nesting of YAML sequences and mappings (after alias expansion). Megatron's configs nest 3 levels deep.
+inline constexpr int kMaxYamlDepth = 64;
+
+// Warnings of one kind (a repeated key, ...) shown per file; the rest are counted in one line.
+inline constexpr std::size_t kMaxWarningsPerKind = 10;
+
+// Unknown flags of one command line (or MODEL_ARGS) given "did you mean" suggestions, and words listed in its
+// "unrecognized arguments" message; the rest are counted.
+inline constexpr std::size_t kMaxSuggestedFlags = 10;
+inline constexpr std::size_t kMaxListedArguments = 100;
+
+// A line of the --result-rejected-tracker-filename file (Megatron writes ~200-byte lines); a longer line ends
+// reading with the tracker's warning (std::regex, which matches the lines, recurses once per character).
+inline constexpr std::size_t kMaxTrackerLineBytes = 4096;
+
+}  // namespace mr::limits

@@ -1,0 +1,170 @@
+// The megatron-run executable on bad files and very long command lines: `check` fails only the bad file and
+// streams its results (text and one JSON document), 100k words are split in linear time, exit codes 0/1/2.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/value.h"
+
+namespace fs = std::filesystem;
+extern char** environ;
+
+namespace {
+fs::path scratch() {
+  fs::path d = fs::temp_directory_path() / ("mr-check-stream-test-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+std::string write(const std::string& name, const std::string& text) {
+  fs::path p = scratch() / name;
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
+struct Result {
+  int exit = -1;
+  std::string out, err;
+};
+
+// Runs megatron-run with `args` (no shell: argv may be long), stdin from /dev/null, capturing stdout and stderr.
+Result run(const std::vector<std::string>& args) {
+  std::string o = (scratch() / "stdout").string(), e = (scratch() / "stderr").string();
+  std::vector<std::string> argv = {MR_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> a;
+  for (auto& s : argv) a.push_back(s.data());
+  a.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  REQUIRE(posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Result r;
+  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+const std::string kDefault = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+}  // namespace
+
+TEST_CASE("check: a directory, FIFO, device or malformed file fails only that file", "[check-stream]") {
+  fs::path fifo = scratch() / "pipe.yaml";
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string rec = write("rec.yaml", "--data-path: &a [*a]\n");
+  std::string dup = write("dup.yaml", "--num-layers: 2\n--num-layers: 3\n");
+  auto r = run({"check", scratch().string(), fifo.string(), "/dev/zero", "/proc/self/mem", rec, dup, kDefault});
+  CHECK(r.exit == 1);
+  CHECK(has(r.out, scratch().string() + ": error[input.not-regular-file]: the config file is not a regular file (it is a directory)"));
+  CHECK(has(r.out, fifo.string() + ": error[input.not-regular-file]"));
+  CHECK(has(r.out, "/dev/zero: error[input.not-regular-file]"));
+  CHECK(has(r.out, "/proc/self/mem: error[input.unreadable]"));
+  CHECK(has(r.out, rec + ":1: error[input.yaml-recursive-alias]"));
+  CHECK(has(r.out, dup + ":2: error[input.yaml-duplicate-key]"));
+  CHECK(has(r.err, "7 file(s) checked, 6 invalid"));
+  CHECK(!has(r.out + r.err, "internal error"));
+}
+
+TEST_CASE("check --format json streams one valid JSON document with the refusals' ids", "[check-stream]") {
+  std::string rec = write("rec2.yaml", "a: &a {b: *a}\n");
+  std::string warn = write("warn.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --num-layers: 2\n");
+  auto r = run({"check", "--format", "json", scratch().string(), rec, kDefault, warn});
+  CHECK(r.exit == 1);
+  mr::Value v = mr::Value::parse_json(r.out);
+  REQUIRE(v.as_list().size() == 4);
+  auto field = [](const mr::Value& o, const std::string& k) -> const mr::Value& {
+    for (const auto& [key, x] : o.as_object())
+      if (key == k) return x;
+    throw std::runtime_error("no field " + k);
+  };
+  const auto& first = v.as_list()[0];
+  CHECK(field(first, "exit").as_int() == 2);
+  CHECK(field(field(first, "errors").as_list()[0], "rule").as_str() == "input.not-regular-file");
+  CHECK(field(field(v.as_list()[1], "errors").as_list()[0], "rule").as_str() == "input.yaml-recursive-alias");
+  CHECK(field(field(v.as_list()[1], "errors").as_list()[0], "where").as_str() == rec + ":1");
+  CHECK(field(v.as_list()[2], "ok").as_bool());
+  // A warning of the CI layout keeps its id and place.
+  bool dup_warning = false;
+  for (const auto& d : field(v.as_list()[3], "errors").as_list())
+    dup_warning = dup_warning || (field(d, "rule").as_str() == "input.yaml-duplicate-key" &&
+                                  field(d, "where").as_str() == warn + ":3" && field(d, "level").as_str() == "warning");
+  CHECK(dup_warning);
+}
+
+TEST_CASE("check over many files: results stream in order, one line per file", "[check-stream]") {
+  std::vector<std::string> args = {"check", "--quiet"};
+  std::string bad = write("bad.yaml", "--num-layers: [\n");
+  for (int i = 0; i < 2000; ++i) args.push_back(i % 2 ? bad : scratch().string());
+  auto r = run(args);
+  CHECK(r.exit == 1);
+  CHECK(has(r.err, "2000 file(s) checked, 2000 invalid"));
+  size_t lines = 0;
+  for (char c : r.out) lines += c == '\n';
+  CHECK(lines == 2000);
+}
+
+TEST_CASE("100k command-line words: split in linear time, positions kept, our options found", "[check-stream]") {
+  std::vector<std::string> args = {"--dry-run", "--parse-only", "--format", "json", "--data-path"};
+  for (int i = 0; i < 100000; ++i) args.push_back("w" + std::to_string(i));
+  args.push_back("--config");
+  args.push_back(kDefault);
+  args.push_back("--explain");
+  args.push_back("--data-path");
+  auto r = run(args);
+  REQUIRE(r.exit == 0);
+  CHECK(has(r.out, "data_path = ['w0', 'w1', "));
+  CHECK(has(r.out, "(command line argv[5])"));
+  // 100k unknown flags: a bounded message, in linear time.
+  std::vector<std::string> unknown = {"--dry-run"};
+  for (int i = 0; i < 100000; ++i) unknown.push_back("--q" + std::to_string(i));  // short: argv has a 2 MiB limit
+  auto u = run(unknown);
+  CHECK(u.exit == 2);
+  CHECK(has(u.err, "unrecognized arguments: --q0 --q1 --q2"));
+  CHECK(has(u.err, "(99900 more)"));
+  CHECK(u.err.size() < 20000);
+  // Boost still sees our options in any position, and refuses a missing value.
+  auto m = run({"--dry-run", "--num-layers", "2", "--config"});
+  CHECK(m.exit == 2);
+  auto s = run({"schema", "--format", "json", "--bogus"});
+  CHECK(s.exit == 2);
+  CHECK(has(s.err, "--bogus"));
+}
+
+TEST_CASE("the executable on bad inputs: exit 2 naming file:line, never 3", "[check-stream]") {
+  auto a = run({"--dry-run", "--config", write("l.yaml", "a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                                                         "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+                                                         "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+                                                         "--data-path: [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n")});
+  CHECK(a.exit == 2);
+  CHECK(has(a.err, "l.yaml:6: the YAML document grows to more than 1000000 nodes"));
+  auto t = run({"--dry-run", "--config", kDefault, "--target-env", scratch().string()});
+  CHECK(t.exit == 2);
+  CHECK(has(t.err, "the target environment file is not a regular file (it is a directory)"));
+  auto y = run({"--dry-run", "--yaml-cfg", "/dev/zero"});
+  CHECK(y.exit == 2);
+  CHECK(has(y.err, "/dev/zero: the --yaml-cfg file is not a regular file"));
+  auto p = run({"--dry-run", "--config", "/proc/self/mem"});
+  CHECK(p.exit == 2);
+}

@@ -1,0 +1,155 @@
+// The flags that set a time limit take effect or are refused, and the timeout-like flags the runtime does not act
+// on are named at start: job_timeouts() (torch-free), megatron-run's refusals, and a job in which
+// --distributed-timeout-seconds-after-init ends a stuck collective long before the start-up timeout.
+#include <catch2/catch.hpp>
+
+#include "config/namespace.h"
+#include "dist/worker_input.h"
+#include "proc.h"
+
+using mrtest::Proc;
+using mrtest::TempDir;
+using std::chrono::milliseconds;
+
+namespace {
+
+mr::dist::WorkerInput input(std::map<std::string, mr::Value> given, std::map<std::string, mr::Value> defaults = {}) {
+  mr::dist::WorkerInput in;
+  for (auto& [k, v] : defaults) in.ns.set(k, v, mr::Provenance{mr::Provenance::Kind::Default, ""});
+  for (auto& [k, v] : given) {
+    in.ns.set(k, v, mr::Provenance{mr::Provenance::Kind::Cli, "argv[1]"});
+    in.given.push_back(k);
+  }
+  std::sort(in.given.begin(), in.given.end());
+  return in;
+}
+
+mr::dist::EnvLookup env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[dist][timeout]") {
+  using mr::dist::job_timeouts;
+  SECTION("defaults") {
+    auto t = job_timeouts(input({}, {{"distributed_timeout_minutes", mr::Value(10)},
+                                     {"distributed_timeout_seconds_after_init", mr::Value()}}),
+                          env({}));
+    CHECK(t.startup == std::chrono::minutes(10));
+    CHECK_FALSE(t.after_init);
+    CHECK(t.heartbeat == milliseconds(1000));
+    CHECK(t.heartbeat_timeout == milliseconds(30000));
+    CHECK(t.ignored.empty());
+  }
+  SECTION("set") {
+    auto in = input({{"distributed_timeout_minutes", mr::Value(3)}, {"distributed_timeout_seconds_after_init", mr::Value(20)}});
+    auto t = job_timeouts(in, env({{"MR_DIST_HEARTBEAT_TIMEOUT_S", "7.5"}, {"MR_DIST_HEARTBEAT_S", "0.25"}}));
+    CHECK(t.startup == std::chrono::minutes(3));
+    CHECK(t.after_init == milliseconds(20000));
+    CHECK(t.heartbeat == milliseconds(250));
+    CHECK(t.heartbeat_timeout == milliseconds(7500));
+    CHECK(job_timeouts(in, env({{"MR_DIST_TIMEOUT_S", "42"}})).startup == milliseconds(42000));
+    in.heartbeat_timeout_s = 4;  // the launcher option wins over the environment
+    CHECK(job_timeouts(in, env({{"MR_DIST_HEARTBEAT_TIMEOUT_S", "9"}})).heartbeat_timeout == milliseconds(4000));
+  }
+  SECTION("refused") {
+    auto refused = [](const mr::dist::WorkerInput& in, mr::dist::EnvLookup e, const std::string& what) {
+      INFO(what);
+      CHECK_THROWS_WITH(job_timeouts(in, e), Catch::Contains(what));
+    };
+    refused(input({{"distributed_timeout_minutes", mr::Value(0)}}), env({}), "--distributed-timeout-minutes 0");
+    refused(input({{"distributed_timeout_seconds_after_init", mr::Value(-5)}}), env({}),
+            "--distributed-timeout-seconds-after-init -5");
+    refused(input({}), env({{"MR_DIST_HEARTBEAT_TIMEOUT_S", "soon"}}), "MR_DIST_HEARTBEAT_TIMEOUT_S='soon'");
+    refused(input({}), env({{"MR_DIST_TIMEOUT_S", "0"}}), "MR_DIST_TIMEOUT_S='0'");
+    refused(input({}), env({{"MR_DIST_HEARTBEAT_TIMEOUT_S", "1.5"}}), "at least twice the heartbeat period");
+    auto in = input({});
+    in.heartbeat_timeout_s = -1;
+    refused(in, env({}), "--heartbeat-timeout -1");
+  }
+  SECTION("timeout-like flags the runtime does not act on are named, only when the user set them") {
+    auto t = job_timeouts(input({{"inprocess_heartbeat_timeout", mr::Value(5.0)},
+                                 {"flight_recorder_dump_on_timeout", mr::Value(false)},
+                                 {"calc_ft_timeouts", mr::Value(false)}},  // set to its default: no effect to miss
+                                {{"inprocess_hard_timeout", mr::Value(90.0)}}),
+                          env({}));
+    REQUIRE(t.ignored.size() == 2);
+    CHECK_THAT(t.ignored[0], Catch::StartsWith("--inprocess-heartbeat-timeout 5.0 (in-process restart"));
+    CHECK_THAT(t.ignored[1], Catch::StartsWith("--no-flight-recorder-dump-on-timeout (") &&
+                                 Catch::Contains("no NCCL flight recorder"));
+  }
+  SECTION("the worker input carries what the user set and the launcher option") {
+    auto in = input({{"inprocess_soft_timeout", mr::Value(1.0)}});
+    in.heartbeat_timeout_s = 2.5;
+    auto back = mr::dist::WorkerInput::decode(in.encode());
+    CHECK(back.given == std::vector<std::string>{"inprocess_soft_timeout"});
+    REQUIRE(back.heartbeat_timeout_s);
+    CHECK(*back.heartbeat_timeout_s == 2.5);
+    CHECK_FALSE(mr::dist::WorkerInput::decode(input({}).encode()).heartbeat_timeout_s);
+  }
+}
+
+TEST_CASE("megatron-run refuses time limits it cannot use before starting anything", "[dist][process][timeout]") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> flags;
+    std::map<std::string, std::string> env;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--distributed-timeout-minutes", "0"}, {}, "--distributed-timeout-minutes 0: the collective timeout must be"},
+      {{"--distributed-timeout-seconds-after-init", "0"}, {}, "--distributed-timeout-seconds-after-init 0"},
+      {{"--heartbeat-timeout", "abc"}, {}, "--heartbeat-timeout 'abc' is not a number of seconds"},
+      {{"--heartbeat-timeout", "1"}, {{"MR_DIST_HEARTBEAT_S", "1"}}, "at least twice the heartbeat period"},
+      {{"--nproc-per-node", "2", "--heartbeat-timeout", "0"}, {}, "--heartbeat-timeout 0"},
+  };
+  std::vector<Proc> procs;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::vector<std::string> argv = {mrtest::megatron_run()};
+    for (const std::string& a : mrtest::bring_up_args(cases[i].flags)) argv.push_back(a);
+    procs.push_back(mrtest::start(argv, cases[i].env, dir, "case" + std::to_string(i)));
+  }
+  mrtest::wait_all(procs, std::chrono::seconds(60));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO(procs[i].out() << procs[i].err());
+    CHECK(procs[i].exit_code() == 2);
+    CHECK_THAT(procs[i].err(), Catch::Contains(cases[i].message));
+    CHECK_THAT(procs[i].out() + procs[i].err(), !Catch::Contains("[rank"));  // no worker started
+  }
+}
+
+TEST_CASE("--distributed-timeout-seconds-after-init ends a stuck collective after the bring-up",
+          "[dist][process][timeout]") {
+  TempDir dir;
+  // Rank 1 is alive (its heartbeat goes on) but stuck for 60 s after the bring-up; rank 0 waits in a barrier.
+  // The start-up timeout is 120 s; the timeout after initialisation, 3 s, must end the job.
+  std::vector<Proc> procs =
+      mrtest::start_job(2, mrtest::bring_up_args({"--distributed-timeout-seconds-after-init", "3",
+                                                   "--inprocess-heartbeat-timeout", "5"}),
+                        dir, {{"MR_DIST_TIMEOUT_S", "120"}, {"MR_DIST_STALL", "1:60"}, {"MR_DIST_REPORT", dir / "report."}});
+  mrtest::KillOnExit cleanup;
+  for (const Proc& p : procs) cleanup.pids.push_back(p.pid);
+  REQUIRE(mrtest::wait_for([&] {
+    return std::filesystem::exists(dir / "report.0.json") && std::filesystem::exists(dir / "report.1.json");
+  }, std::chrono::seconds(120)));
+  const auto t0 = std::chrono::steady_clock::now();  // both are past the self-check
+  mrtest::wait_all(procs, std::chrono::seconds(90));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(mrtest::all_output(procs) << "took " << took << " s");
+  for (const Proc& p : procs) {
+    CHECK_FALSE(p.timed_out);
+    CHECK(p.exit_code() == 1);
+  }
+  CHECK_THAT(procs[0].err(), Catch::Contains("barrier world [0, 1] failed") &&
+                                 Catch::Contains("timed out; the collective timeout is 3.0 s"));
+  CHECK_THAT(procs[1].err(), Catch::Contains("stopping: rank 0: barrier world [0, 1] failed"));
+  CHECK(took < 3 + 15);
+  // The ignored flag is named once, by rank 0.
+  CHECK_THAT(procs[0].err(), Catch::Contains("does not act on this flag; it is ignored: --inprocess-heartbeat-timeout 5.0"));
+  CHECK_THAT(procs[1].err(), !Catch::Contains("inprocess"));
+}
