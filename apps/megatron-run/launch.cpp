@@ -146,7 +146,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
     }
     (void)dist::job_timeouts(in);
   } catch (const std::runtime_error& e) {
-    std::cerr << "megatron-run: error: " << e.what() << "\n";
+    print_error(std::cerr, e.what());
     return 2;
   }
 
