@@ -31,7 +31,7 @@ cmake --build "$BUILD" -j "$(nproc)"
 [[ "${1:-}" == "--build-only" ]] && exit 0
 
 # gpu-check-optim.sh reads the build folder from $BUILD (and keeps our configuration: it configures only a folder
-# without build.ninja); gpu-check-dist.sh from its first argument (it reconfigures in place: the cache keeps
+# without build.ninja); gpu-check-distributed.sh from its first argument (it reconfigures in place: the cache keeps
 # MEGATRON_RUN_DEPS_DIR and Torch_DIR). gpu-check.sh hands its arguments to both; --quick is not one gpu-check-optim
 # would see here, so the benchmarks run in full.
 export BUILD

@@ -5,5 +5,5 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 rc=0
 bash scripts/gpu-check-optim.sh "$@" || rc=1
-bash scripts/gpu-check-dist.sh "$@" || rc=1
+bash scripts/gpu-check-distributed.sh "$@" || rc=1
 exit $rc

@@ -46,7 +46,7 @@ int cmd_params(const std::vector<std::string>& args) {
     return 0;
   }
   Outcome out;
-  dist::Layout layout;
+  parallel::Layout layout;
   if (int rc = resolve_job_layout("params", common, split.rest, out, layout)) return rc;
   const Namespace& ns = out.parsed.ns;
   const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;

@@ -17,10 +17,10 @@
 #include <iostream>
 
 #include "config/print.h"
-#include "dist/launch_env.h"
-#include "dist/layout.h"
-#include "dist/spawn.h"
-#include "dist/worker_input.h"
+#include "launch/launch_env.h"
+#include "parallel/layout.h"
+#include "launch/spawn.h"
+#include "launch/worker_input.h"
 #include "util/log.h"
 
 namespace mr::app {
@@ -74,7 +74,7 @@ void LaunchOptions::apply(Invocation& inv) const {
     inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
     return;
   }
-  auto env = dist::process_env();
+  auto env = launch::process_env();
   if (!env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS") && !inv.world_size) {
     try {
       inv.world_size = std::stoll(*env("SLURM_NTASKS"));
@@ -117,17 +117,17 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
   lo.add_to(desc);
   split_args(args, 1, desc, /*allow_unregistered=*/true);
 
-  std::optional<dist::LaunchInfo> job;
+  std::optional<launch::LaunchInfo> job;
   try {
-    job = dist::launch_info();
-  } catch (const dist::LaunchError& e) {
+    job = launch::launch_info();
+  } catch (const launch::LaunchError& e) {
     print_error(std::cerr, e.what());
     return 2;
   }
 
   // What the worker gets; its time limits are checked here already, before any worker starts.
   const Namespace& ns = resolved.parsed.ns;
-  dist::WorkerInput in;
+  launch::WorkerInput in;
   in.ns = ns;
   in.backend_explicit = ns.has("distributed_backend") &&
                         ns.provenance("distributed_backend").kind != Provenance::Kind::Default;
@@ -144,7 +144,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
         throw std::runtime_error("--heartbeat-timeout '" + lo.heartbeat_timeout + "' is not a number of seconds");
       in.heartbeat_timeout_s = s;
     }
-    (void)dist::job_timeouts(in);
+    (void)launch::job_timeouts(in);
   } catch (const std::runtime_error& e) {
     print_error(std::cerr, e.what());
     return 2;
@@ -152,7 +152,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
 
   if (lo.nproc_per_node > 0 || !job) {
     // (a) our spawner; every worker is megatron-run again, inside the job we set up.
-    dist::SpawnOptions so;
+    launch::SpawnOptions so;
     so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
     so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
     so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
@@ -170,7 +170,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
     if (job && lo.nproc_per_node > 0)
       print_warning(std::cerr, "already inside a job (" + job->describe() + "); --nproc-per-node starts a nested one");
     try {
-      return dist::spawn_workers(so);
+      return launch::spawn_workers(so);
     } catch (const std::exception& e) {
       print_error(std::cerr, e.what());
       return 2;
@@ -185,7 +185,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
                                "overrides its path)");
     return 2;
   }
-  int fd = dist::memfd_with(in.encode());
+  int fd = launch::memfd_with(in.encode());
   std::string fd_s = std::to_string(fd);
   std::vector<char*> argv = {const_cast<char*>(worker.c_str()), const_cast<char*>("--input-fd"), fd_s.data(), nullptr};
   std::cout.flush();
@@ -204,7 +204,7 @@ Diagnostic layout_diagnostic(const std::string& message) {
 }
 
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
-                       dist::Layout& layout) {
+                       parallel::Layout& layout) {
   Invocation inv = common.invocation();
   inv.cli = rest;
   if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
@@ -220,8 +220,8 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
     return 1;
   }
   try {
-    layout = dist::Layout::build(dist::LayoutSpec::from_namespace(out.parsed.ns));
-  } catch (const dist::LayoutError& e) {
+    layout = parallel::Layout::build(parallel::LayoutSpec::from_namespace(out.parsed.ns));
+  } catch (const parallel::LayoutError& e) {
     print_error(std::cerr, std::string("process-group layout: ") + e.what());
     if (common.format == "json") std::cout << failure_json(1, {layout_diagnostic(e.what())}) << "\n";
     return 1;
@@ -242,7 +242,7 @@ int cmd_topology(const std::vector<std::string>& args) {
     return 0;
   }
   Outcome out;
-  dist::Layout layout;
+  parallel::Layout layout;
   if (int rc = resolve_job_layout("topology", common, split.rest, out, layout)) return rc;
   if (common.format == "json")
     std::cout << layout.json() << "\n";

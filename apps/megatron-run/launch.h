@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "config/resolve.h"
-#include "dist/layout.h"
+#include "parallel/layout.h"
 
 namespace mr::app {
 
@@ -35,7 +35,7 @@ struct LaunchOptions {
 // flags) for the world size --world-size / WORLD_SIZE gives (UsageError naming `cmd` without one) and builds the
 // rank layout. Returns 0 with `out` and `layout` set, or 1 after printing the failed rules / layout error.
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
-                       dist::Layout& layout);
+                       parallel::Layout& layout);
 
 // The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
 // which megatron-run runs when it lays out the process groups), for --format json.

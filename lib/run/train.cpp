@@ -106,7 +106,7 @@ std::string mib(double bytes) { return format("%.1f MiB", bytes / (1024.0 * 1024
 
 class Run {
  public:
-  Run(dist::Runtime& rt, const Namespace& args, std::ostream& log, std::string prefix)
+  Run(distributed::Runtime& rt, const Namespace& args, std::ostream& log, std::string prefix)
       : rt_(rt), args_(args), log_(log), prefix_(std::move(prefix)),
         tp_(rt.group("tp")), pp_(rt.group("pp")), dp_(rt.group("dp-cp")), mp_(rt.group("tp-pp")),
         edp_(rt.group("expert-dp")), etp_(rt.group("expert-tp")), emp_(rt.group("expert-tp-ep-pp")) {
@@ -183,8 +183,8 @@ class Run {
           // Megatron's chained optimizer: the dense norm over the model-parallel group, the experts' over the
           // expert model-parallel group, combined; one clip coefficient for both.
           auto reduce_experts = [this](std::span<double> v, optim::ReduceOp op) {
-            emp_.all_reduce(dist::Buffer::cpu(v.data(), v.size()),
-                            op == optim::ReduceOp::Max ? dist::ReduceOp::Max : dist::ReduceOp::Sum);
+            emp_.all_reduce(distributed::Buffer::cpu(v.data(), v.size()),
+                            op == optim::ReduceOp::Max ? distributed::ReduceOp::Max : distributed::ReduceOp::Sum);
           };
           const double d = optim::cpu::grad_norm(dense, 2.0, reduce), e = optim::cpu::grad_norm(experts, 2.0, reduce_experts);
           grad_norm = std::sqrt(d * d + e * e);
@@ -373,10 +373,10 @@ class Run {
     if (inject_nonfinite && numel_ > 0) grad_[0] = INFINITY;
     // The dense part once per model-parallel group; every routed expert once per expert model-parallel group.
     double v[2] = {sum_sq, count};
-    mp_.all_reduce(dist::Buffer::cpu(v, 2), dist::ReduceOp::Sum);
+    mp_.all_reduce(distributed::Buffer::cpu(v, 2), distributed::ReduceOp::Sum);
     if (plan_.has_experts()) {
       double e[2] = {expert_sum_sq, expert_count};
-      emp_.all_reduce(dist::Buffer::cpu(e, 2), dist::ReduceOp::Sum);
+      emp_.all_reduce(distributed::Buffer::cpu(e, 2), distributed::ReduceOp::Sum);
       v[0] += e[0];
       v[1] += e[1];
     }
@@ -389,8 +389,8 @@ class Run {
       for (size_t k = 0; k < plan_.params.size(); ++k) {
         const ParamSpec& p = plan_.params[k];
         if (p.name == "embedding.word_embeddings.weight" || p.shared_copy)
-          rt_.group("embedding").all_reduce(dist::Buffer::cpu(grad_.data() + offset_[k], static_cast<size_t>(p.numel())),
-                                            dist::ReduceOp::Sum);
+          rt_.group("embedding").all_reduce(distributed::Buffer::cpu(grad_.data() + offset_[k], static_cast<size_t>(p.numel())),
+                                            distributed::ReduceOp::Sum);
       }
     }
     // Sum over the group, then the average (the optimizer library's threaded gradient scaling).
@@ -400,16 +400,16 @@ class Run {
     // Routed experts (the tail of the buffer) average over their own data-parallel group.
     if (dense_end_ < numel_ && edp_.size() > 1) {
       float* e = grad_.data() + dense_end_;
-      edp_.all_reduce(dist::Buffer::cpu(e, static_cast<size_t>(numel_ - dense_end_)), dist::ReduceOp::Sum);
+      edp_.all_reduce(distributed::Buffer::cpu(e, static_cast<size_t>(numel_ - dense_end_)), distributed::ReduceOp::Sum);
       scale(e, numel_ - dense_end_, edp_.size());
     }
     if (dp_.size() == 1) return;
     if (dist_opt_) {
-      dp_.reduce_scatter(dist::Buffer::cpu(grad_.data(), static_cast<size_t>(padded_)),
-                         dist::Buffer::cpu(grad_shard_.data(), grad_shard_.size()), dist::ReduceOp::Sum);
+      dp_.reduce_scatter(distributed::Buffer::cpu(grad_.data(), static_cast<size_t>(padded_)),
+                         distributed::Buffer::cpu(grad_shard_.data(), grad_shard_.size()), distributed::ReduceOp::Sum);
       scale(grad_shard_.data(), static_cast<int64_t>(grad_shard_.size()), dp_.size());
     } else {
-      dp_.all_reduce(dist::Buffer::cpu(grad_.data(), static_cast<size_t>(dense_end_)), dist::ReduceOp::Sum);
+      dp_.all_reduce(distributed::Buffer::cpu(grad_.data(), static_cast<size_t>(dense_end_)), distributed::ReduceOp::Sum);
       scale(grad_.data(), dense_end_, dp_.size());
     }
   }
@@ -455,8 +455,8 @@ class Run {
   // Gradient statistics (found-inf, norm): the model-parallel group, or everyone with the distributed optimizer
   // (the shards are spread over the data-parallel ranks as well).
   void stats_reduce(std::span<double> v, optim::ReduceOp op) {
-    dist::Group& g = dist_opt_ ? rt_.group("world") : mp_;
-    g.all_reduce(dist::Buffer::cpu(v.data(), v.size()), op == optim::ReduceOp::Max ? dist::ReduceOp::Max : dist::ReduceOp::Sum);
+    distributed::Group& g = dist_opt_ ? rt_.group("world") : mp_;
+    g.all_reduce(distributed::Buffer::cpu(v.data(), v.size()), op == optim::ReduceOp::Max ? distributed::ReduceOp::Max : distributed::ReduceOp::Sum);
   }
 
   void step(int64_t step_number) {
@@ -539,19 +539,19 @@ class Run {
   // Muon's view of the TP group.
   class TpAdapter : public optim::TpGroup {
    public:
-    explicit TpAdapter(dist::Group& g) : g_(g) {}
+    explicit TpAdapter(distributed::Group& g) : g_(g) {}
     int size() const override { return g_.size(); }
     int rank() const override { return g_.rank(); }
     void all_gather(const float* send, int64_t count, float* recv) override {
-      g_.all_gather(dist::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
-                    dist::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())));
+      g_.all_gather(distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
+                    distributed::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())));
     }
     void all_reduce_sum(float* data, int64_t count) override {
-      g_.all_reduce(dist::Buffer::cpu(data, static_cast<size_t>(count)), dist::ReduceOp::Sum);
+      g_.all_reduce(distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
     }
 
    private:
-    dist::Group& g_;
+    distributed::Group& g_;
   };
 
   // The distributed optimizer's parameter all-gather: every rank's updated shard to every data-parallel rank.
@@ -560,8 +560,8 @@ class Run {
     const size_t bytes = static_cast<size_t>(hi_ - lo_) * dtype_bytes(model_dtype_);
     std::vector<uint8_t> mine(model_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(lo_) * dtype_bytes(model_dtype_)),
                               model_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(lo_) * dtype_bytes(model_dtype_) + bytes));
-    dp_.all_gather(dist::Buffer{mine.data(), bytes, dist::DType::U8, dist::Device::Cpu},
-                   dist::Buffer{model_.data(), model_.size(), dist::DType::U8, dist::Device::Cpu});
+    dp_.all_gather(distributed::Buffer{mine.data(), bytes, distributed::DType::U8, distributed::Device::Cpu},
+                   distributed::Buffer{model_.data(), model_.size(), distributed::DType::U8, distributed::Device::Cpu});
   }
 
   // Every data-parallel replica must hold the same parameters, and the two copies of tied word embeddings the
@@ -573,18 +573,18 @@ class Run {
         if (p.name != "embedding.word_embeddings.weight" && !p.shared_copy) continue;
         const size_t w = dtype_bytes(model_dtype_);
         int64_t h = static_cast<int64_t>(fnv1a(model_.data() + static_cast<size_t>(offset_[k]) * w, static_cast<size_t>(p.numel()) * w));
-        dist::Group& e = rt_.group("embedding");
+        distributed::Group& e = rt_.group("embedding");
         std::vector<int64_t> all(static_cast<size_t>(e.size()));
-        e.all_gather(dist::Buffer::cpu(&h, 1), dist::Buffer::cpu(all.data(), all.size()));
+        e.all_gather(distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
         for (int64_t x : all)
           if (x != h) throw RunError("the tied word embeddings diverged between the first and the last pipeline stage");
       }
     }
     const size_t w = dtype_bytes(model_dtype_);
-    auto compare = [&](dist::Group& g, int64_t begin, int64_t end, const char* what) {
+    auto compare = [&](distributed::Group& g, int64_t begin, int64_t end, const char* what) {
       int64_t mine = static_cast<int64_t>(fnv1a(model_.data() + static_cast<size_t>(begin) * w, static_cast<size_t>(end - begin) * w));
       std::vector<int64_t> all(static_cast<size_t>(g.size()));
-      g.all_gather(dist::Buffer::cpu(&mine, 1), dist::Buffer::cpu(all.data(), all.size()));
+      g.all_gather(distributed::Buffer::cpu(&mine, 1), distributed::Buffer::cpu(all.data(), all.size()));
       for (size_t i = 0; i < all.size(); ++i)
         if (all[i] != mine)
           throw RunError(std::string(what) + " replicas diverged: rank " + std::to_string(g.ranks()[i]) +
@@ -595,12 +595,12 @@ class Run {
     return fnv1a(model_.data(), static_cast<size_t>(numel_) * w);
   }
 
-  dist::Runtime& rt_;
+  distributed::Runtime& rt_;
   const Namespace& args_;
   std::ostream& log_;
   std::string prefix_;
-  dist::Group &tp_, &pp_, &dp_, &mp_;
-  dist::Group &edp_, &etp_, &emp_;  // expert data-parallel, expert tensor-parallel, expert model-parallel
+  distributed::Group &tp_, &pp_, &dp_, &mp_;
+  distributed::Group &edp_, &etp_, &emp_;  // expert data-parallel, expert tensor-parallel, expert model-parallel
   OptimizerConfig cfg_;
   ModelPlan plan_;
   int64_t train_iters_ = 0, global_batch_ = 1, log_interval_ = 100;
@@ -620,7 +620,7 @@ class Run {
 
 }  // namespace
 
-TrainResult train(dist::Runtime& rt, const Namespace& args, std::ostream& log, const std::string& prefix) {
+TrainResult train(distributed::Runtime& rt, const Namespace& args, std::ostream& log, const std::string& prefix) {
   Run r(rt, args, log, prefix);
   return r.run();
 }

@@ -25,7 +25,7 @@
 #include <string>
 
 #include "config/namespace.h"
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 namespace mr::run {
 
@@ -39,6 +39,6 @@ struct TrainResult {
 
 // Knobs for tests (environment): MR_RUN_NONFINITE_AT=I[,J...] puts an inf into rank 0's gradients at those
 // iterations (1-based), to exercise the loss scaler's skip path.
-TrainResult train(dist::Runtime& rt, const Namespace& args, std::ostream& log, const std::string& prefix);
+TrainResult train(distributed::Runtime& rt, const Namespace& args, std::ostream& log, const std::string& prefix);
 
 }  // namespace mr::run

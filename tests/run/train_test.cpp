@@ -6,7 +6,7 @@
 #include <fstream>
 #include <regex>
 
-#include "../dist/proc.h"
+#include "../distributed/proc.h"
 
 namespace {
 

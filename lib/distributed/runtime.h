@@ -1,6 +1,6 @@
 // The distributed runtime of one rank: rendezvous through the c10d TCPStore, a config check across ranks,
 // a heartbeat and abort watchdog, and one communicator per process group this rank belongs to (Megatron's
-// layout, lib/dist/layout.h). Torch-free interface.
+// layout, lib/parallel/layout.h). Torch-free interface.
 #pragma once
 
 #include <atomic>
@@ -12,12 +12,20 @@
 #include <thread>
 #include <vector>
 
-#include "dist/collectives.h"
-#include "dist/launch_env.h"
-#include "dist/layout.h"
-#include "dist/store.h"
+#include "distributed/collectives.h"
+#include "launch/launch_env.h"
+#include "parallel/layout.h"
+#include "distributed/store.h"
 
-namespace mr::dist {
+namespace mr::distributed {
+
+// The layout and the launch contract, as the runtime uses them.
+using launch::LaunchInfo;
+using parallel::GroupSet;
+using parallel::Layout;
+using parallel::LayoutError;
+using parallel::LayoutSpec;
+using parallel::RankList;
 
 struct RuntimeOptions {
   LaunchInfo launch;
@@ -112,4 +120,4 @@ class Runtime {
   std::chrono::steady_clock::time_point last_peer_check_{};
 };
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

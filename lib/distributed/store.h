@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/collectives.h"
+#include "distributed/collectives.h"
 
-namespace mr::dist {
+namespace mr::distributed {
 
 class Store {
  public:
@@ -47,7 +47,7 @@ class Store {
   Options opts_;
 };
 
-// Backends (lib/dist/torch_backend.cpp, lib/dist/nccl.cpp).
+// Backends (lib/distributed/torch_backend.cpp, lib/distributed/nccl.cpp).
 struct CommSpec {
   std::shared_ptr<Store> store;  // already prefixed for this group
   std::vector<int> ranks;        // global ranks, sorted
@@ -72,4 +72,4 @@ void device_free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

@@ -1,7 +1,7 @@
 // NCCL communicators for device buffers, used directly (Debian's LibTorch has no CUDA, so c10d's
 // ProcessGroupNCCL is not available): the unique id travels through the rendezvous store, every call runs on a
 // private stream and is polled so that a timeout aborts the communicator instead of hanging.
-#include "dist/store.h"
+#include "distributed/store.h"
 
 #ifdef MR_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -10,7 +10,7 @@
 #include <thread>
 #endif
 
-namespace mr::dist {
+namespace mr::distributed {
 
 bool built_with_cuda() {
 #ifdef MR_HAVE_CUDA
@@ -242,4 +242,4 @@ void copy_to_host(void*, const void*, size_t) { throw DistError("built without C
 
 #endif
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

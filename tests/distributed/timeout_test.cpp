@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "config/namespace.h"
-#include "dist/worker_input.h"
+#include "launch/worker_input.h"
 #include "proc.h"
 
 using mrtest::Proc;
@@ -13,8 +13,8 @@ using std::chrono::milliseconds;
 
 namespace {
 
-mr::dist::WorkerInput input(std::map<std::string, mr::Value> given, std::map<std::string, mr::Value> defaults = {}) {
-  mr::dist::WorkerInput in;
+mr::launch::WorkerInput input(std::map<std::string, mr::Value> given, std::map<std::string, mr::Value> defaults = {}) {
+  mr::launch::WorkerInput in;
   for (auto& [k, v] : defaults) in.ns.set(k, v, mr::Provenance{mr::Provenance::Kind::Default, ""});
   for (auto& [k, v] : given) {
     in.ns.set(k, v, mr::Provenance{mr::Provenance::Kind::Cli, "argv[1]"});
@@ -24,7 +24,7 @@ mr::dist::WorkerInput input(std::map<std::string, mr::Value> given, std::map<std
   return in;
 }
 
-mr::dist::EnvLookup env(std::map<std::string, std::string> vars) {
+mr::launch::EnvLookup env(std::map<std::string, std::string> vars) {
   return [vars](const std::string& k) -> std::optional<std::string> {
     auto it = vars.find(k);
     if (it == vars.end()) return std::nullopt;
@@ -35,7 +35,7 @@ mr::dist::EnvLookup env(std::map<std::string, std::string> vars) {
 }  // namespace
 
 TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[dist][timeout]") {
-  using mr::dist::job_timeouts;
+  using mr::launch::job_timeouts;
   SECTION("defaults") {
     auto t = job_timeouts(input({}, {{"distributed_timeout_minutes", mr::Value(10)},
                                      {"distributed_timeout_seconds_after_init", mr::Value()}}),
@@ -58,7 +58,7 @@ TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[
     CHECK(job_timeouts(in, env({{"MR_DIST_HEARTBEAT_TIMEOUT_S", "9"}})).heartbeat_timeout == milliseconds(4000));
   }
   SECTION("refused") {
-    auto refused = [](const mr::dist::WorkerInput& in, mr::dist::EnvLookup e, const std::string& what) {
+    auto refused = [](const mr::launch::WorkerInput& in, mr::launch::EnvLookup e, const std::string& what) {
       INFO(what);
       CHECK_THROWS_WITH(job_timeouts(in, e), Catch::Contains(what));
     };
@@ -86,11 +86,11 @@ TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[
   SECTION("the worker input carries what the user set and the launcher option") {
     auto in = input({{"inprocess_soft_timeout", mr::Value(1.0)}});
     in.heartbeat_timeout_s = 2.5;
-    auto back = mr::dist::WorkerInput::decode(in.encode());
+    auto back = mr::launch::WorkerInput::decode(in.encode());
     CHECK(back.given == std::vector<std::string>{"inprocess_soft_timeout"});
     REQUIRE(back.heartbeat_timeout_s);
     CHECK(*back.heartbeat_timeout_s == 2.5);
-    CHECK_FALSE(mr::dist::WorkerInput::decode(input({}).encode()).heartbeat_timeout_s);
+    CHECK_FALSE(mr::launch::WorkerInput::decode(input({}).encode()).heartbeat_timeout_s);
   }
 }
 

@@ -10,8 +10,8 @@
 #include <set>
 
 #include "config/value.h"
-#include "dist/layout.h"
-#include "dist/store.h"
+#include "parallel/layout.h"
+#include "distributed/store.h"
 #include "proc.h"
 
 using mrtest::Proc;
@@ -57,8 +57,8 @@ std::string test_backend() {
 void run_layout_job(std::vector<std::string> flags, const Table& table) {
   const std::string backend = test_backend();
   if (backend == "nccl") {
-    if (mr::dist::gpu_count() < 4) {
-      WARN("MR_TEST_BACKEND=nccl but only " << mr::dist::gpu_count() << " GPU(s) are visible: skipping this 4-rank job");
+    if (mr::distributed::gpu_count() < 4) {
+      WARN("MR_TEST_BACKEND=nccl but only " << mr::distributed::gpu_count() << " GPU(s) are visible: skipping this 4-rank job");
       return;
     }
     flags.insert(flags.end(), {"--distributed-backend", "nccl"});
@@ -187,7 +187,7 @@ TEST_CASE("a rank killed mid-collective: every other rank exits non-zero naming 
 
 TEST_CASE("a rank that never arrives: the others stop within the timeout, naming it", "[dist][process][fault]") {
   TempDir dir;
-  int port = mr::dist::free_port();
+  int port = mr::launch::free_port();
   std::vector<Proc> procs;
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
@@ -217,7 +217,7 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int busy = ntohs(addr.sin_port);
-  int nobody = mr::dist::free_port();
+  int nobody = mr::launch::free_port();
 
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
@@ -239,7 +239,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   SECTION("world size") {
-    int port = mr::dist::free_port();
+    int port = mr::launch::free_port();
     std::vector<Proc> procs = {
         mrtest::start(argv, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
         mrtest::start(argv, mrtest::rank_env(1, 4, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
@@ -251,7 +251,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
     CHECK_THAT(procs[0].err(), Catch::Contains("WORLD_SIZE differs"));
   }
   SECTION("config") {
-    int port = mr::dist::free_port();
+    int port = mr::launch::free_port();
     std::vector<std::string> other = argv;
     other.insert(other.end(), {"--lr", "0.1"});
     std::vector<Proc> procs = {
@@ -270,7 +270,7 @@ TEST_CASE("NCCL on every visible GPU (MR_TEST_BACKEND=nccl)", "[dist][process][n
     WARN("MR_TEST_BACKEND is not nccl: the NCCL job runs in scripts/gpu-check-dist.sh");
     return;
   }
-  const int gpus = mr::dist::gpu_count();
+  const int gpus = mr::distributed::gpu_count();
   REQUIRE(gpus > 0);
   TempDir dir;
   std::vector<std::string> flags = {"--distributed-backend", "nccl"};
@@ -288,7 +288,7 @@ TEST_CASE("NCCL on every visible GPU (MR_TEST_BACKEND=nccl)", "[dist][process][n
 
 TEST_CASE("backend choice: gloo without a GPU, nccl demanded without one is an error", "[dist][process]") {
   TempDir dir;
-  if (mr::dist::gpu_count() > 0) {
+  if (mr::distributed::gpu_count() > 0) {
     WARN("a GPU is visible: skipping the no-GPU backend checks (the NCCL test covers this machine)");
     return;
   }
@@ -302,10 +302,10 @@ TEST_CASE("backend choice: gloo without a GPU, nccl demanded without one is an e
                                     "--tokenizer-type: NullTokenizer", "--vocab-size: 1024"})
       f << line << "\n";
   }
-  int port = mr::dist::free_port();
+  int port = mr::launch::free_port();
   std::vector<Proc> a = {mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg}, mrtest::rank_env(0, 1, port), dir, "auto"),
                          mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg, "--distributed-backend", "nccl"},
-                                       mrtest::rank_env(0, 1, mr::dist::free_port()), dir, "nccl")};
+                                       mrtest::rank_env(0, 1, mr::launch::free_port()), dir, "nccl")};
   mrtest::wait_all(a, std::chrono::seconds(90));
   INFO(mrtest::all_output(a));
   CHECK(a[0].exit_code() == 0);
@@ -318,7 +318,7 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
   TempDir dir;
   // Through the library (what `megatron-run --nproc-per-node` calls), with a shell as the worker.
   {
-    mr::dist::SpawnOptions so;
+    mr::launch::SpawnOptions so;
     so.nproc_per_node = 3;
     so.argv = {"/bin/sh", "-c",
                "echo \"hello from $RANK of $WORLD_SIZE local $LOCAL_RANK/$LOCAL_WORLD_SIZE $MASTER_ADDR "
@@ -332,7 +332,7 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
       int err = open((dir / "spawn.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(out, 1);
       dup2(err, 2);
-      _exit(mr::dist::spawn_workers(so));
+      _exit(mr::launch::spawn_workers(so));
     }
     int status = 0;
     auto t0 = std::chrono::steady_clock::now();
@@ -354,7 +354,7 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
     cpu_set_t cpus;
     REQUIRE(sched_getaffinity(0, sizeof cpus, &cpus) == 0);
     const char* user = std::getenv("OMP_NUM_THREADS");
-    const std::string omp = user ? user : std::to_string(mr::dist::worker_omp_threads(CPU_COUNT(&cpus), 3));
+    const std::string omp = user ? user : std::to_string(mr::launch::worker_omp_threads(CPU_COUNT(&cpus), 3));
     CHECK_THAT(out, Catch::Contains("[rank 1] hello from 1 of 3 local 1/3 127.0.0.1 omp=" + omp + "\n"));
     if (!user) CHECK_THAT(err, Catch::Contains("OMP_NUM_THREADS=" + omp + " for each of the 3 workers"));
     CHECK_THAT(err, Catch::Contains("[rank 1] oops"));
@@ -363,7 +363,7 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
   }
   // A signal to the spawner reaches every worker; the spawner exits 128 + signal.
   {
-    mr::dist::SpawnOptions so;
+    mr::launch::SpawnOptions so;
     so.nproc_per_node = 2;
     so.argv = {"/bin/sh", "-c", "echo started; exec sleep 60"};
     so.grace_seconds = 5;
@@ -372,7 +372,7 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
       int out = open((dir / "sig.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(out, 1);
       dup2(out, 2);
-      _exit(mr::dist::spawn_workers(so));
+      _exit(mr::launch::spawn_workers(so));
     }
     auto t0 = std::chrono::steady_clock::now();
     while (mrtest::slurp(dir / "sig.out").find("[rank 1] started") == std::string::npos ||
@@ -400,10 +400,10 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
 }
 
 TEST_CASE("the spawner's OMP_NUM_THREADS share", "[dist][spawn]") {
-  CHECK(mr::dist::worker_omp_threads(16, 4) == 4);
-  CHECK(mr::dist::worker_omp_threads(16, 3) == 5);
-  CHECK(mr::dist::worker_omp_threads(2, 4) == 1);
-  CHECK(mr::dist::worker_omp_threads(0, 1) == 1);
+  CHECK(mr::launch::worker_omp_threads(16, 4) == 4);
+  CHECK(mr::launch::worker_omp_threads(16, 3) == 5);
+  CHECK(mr::launch::worker_omp_threads(2, 4) == 1);
+  CHECK(mr::launch::worker_omp_threads(0, 1) == 1);
 }
 
 TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn]") {
@@ -430,12 +430,12 @@ TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a stor
 
   SECTION("a store of our LibTorch (as a PyTorch 2.x worker sees torch 2.x's agent): every rank is its client") {
     TempDir dir;
-    int port = mr::dist::free_port();
-    mr::dist::Store::Options so;
+    int port = mr::launch::free_port();
+    mr::distributed::Store::Options so;
     so.port = port;
     so.is_server = true;
     so.timeout = std::chrono::seconds(30);
-    std::shared_ptr<mr::dist::Store> server = mr::dist::Store::connect(so);
+    std::shared_ptr<mr::distributed::Store> server = mr::distributed::Store::connect(so);
     std::vector<Proc> procs = {mrtest::start(argv, mrtest::rank_env(0, 2, port, agent), dir, "rank0", 0),
                                mrtest::start(argv, mrtest::rank_env(1, 2, port, agent), dir, "rank1", 1)};
     mrtest::wait_all(procs, std::chrono::seconds(120));
@@ -449,8 +449,8 @@ TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a stor
   }
 
   SECTION("a store that never answers our client (torch 2.x's agent, LibTorch 1.x worker): rank 0 hosts one") {
-    if (mr::dist::libtorch_version().rfind("1.", 0) != 0) {
-      WARN("built against LibTorch " << mr::dist::libtorch_version() << ": its client fails to connect to a mute "
+    if (mr::distributed::libtorch_version().rfind("1.", 0) != 0) {
+      WARN("built against LibTorch " << mr::distributed::libtorch_version() << ": its client fails to connect to a mute "
                                         "listener instead (no fallback); skipping");
       return;
     }
@@ -484,7 +484,7 @@ TEST_CASE("a real torchrun (TORCHRUN=/path/to/torchrun)", "[dist][process][torch
   }
   TempDir dir;
   std::vector<std::string> argv = {torchrun, "--no-python", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                                   "--master-port", std::to_string(mr::dist::free_port()), mrtest::megatron_run()};
+                                   "--master-port", std::to_string(mr::launch::free_port()), mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
   std::vector<Proc> p = {mrtest::start(argv,
                                        {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "120"},

@@ -1,9 +1,9 @@
-#include "dist/launch_env.h"
+#include "launch/launch_env.h"
 
 #include <cctype>
 #include <cstdlib>
 
-namespace mr::dist {
+namespace mr::launch {
 
 namespace {
 
@@ -117,4 +117,4 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
   return info;
 }
 
-}  // namespace mr::dist
+}  // namespace mr::launch

@@ -10,7 +10,7 @@
 
 #include "config/namespace.h"
 
-namespace mr::dist {
+namespace mr::parallel {
 
 using RankList = std::vector<int>;
 using RankGroups = std::vector<RankList>;
@@ -101,4 +101,4 @@ struct Layout {
 // The group kinds `megatron-run topology` always prints, in this order (the others follow when present).
 const std::vector<std::string>& primary_group_names();
 
-}  // namespace mr::dist
+}  // namespace mr::parallel

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace mr::dist {
+namespace mr::distributed {
 
 enum class DType { F32, F64, F16, BF16, I32, I64, U8 };
 enum class Device { Cpu, Cuda };
@@ -101,4 +101,4 @@ class Group {
   std::shared_ptr<Communicator> cpu_, gpu_;
 };
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

@@ -1,12 +1,12 @@
 // dist.*: our collective API against the raw c10d call it wraps, in the same run.
 //
 // gloo.allreduce_256mb: an all-reduce (sum) of 256 MB of float32 between 2 local ranks (two threads of this
-// process, each a rank with its own store connection, over loopback). Ours: mr::dist::Runtime's "dp" group
+// process, each a rank with its own store connection, over loopback). Ours: mr::distributed::Runtime's "dp" group
 // (Group::all_reduce -> GlooCommunicator); raw: c10d::ProcessGroupGloo::allreduce on a second, identically
 // configured process group. The two alternate (in alternating order), iteration by iteration; the figure is
 // the best time of each.
 // ratio = raw time / our time (1.0: our layer adds nothing). --quick: 64 MB, fewer iterations.
-// Compiled empty unless this target links mr_dist (which defines MR_HAVE_DIST_RUNTIME for its users).
+// Compiled empty unless this target links mr_distributed (which defines MR_HAVE_DIST_RUNTIME for its users).
 #ifdef MR_HAVE_DIST_RUNTIME
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "bench.h"
-#include "dist/runtime.h"
-#include "dist/spawn.h"
+#include "distributed/runtime.h"
+#include "launch/spawn.h"
 #include "util/log.h"
 
 namespace mr::bench {
@@ -29,7 +29,7 @@ struct Times {
 };
 
 void rank_main(int rank, int port, size_t floats, int iters, Times& out) {
-  dist::RuntimeOptions o;
+  distributed::RuntimeOptions o;
   o.launch.rank = rank;
   o.launch.world_size = 2;
   o.launch.local_rank = rank;
@@ -39,8 +39,8 @@ void rank_main(int rank, int port, size_t floats, int iters, Times& out) {
   o.layout.tp = 1;
   o.backend = "gloo";
   o.timeout = std::chrono::minutes(5);
-  dist::Runtime rt(o);
-  dist::Group& dp = rt.group("dp");
+  distributed::Runtime rt(o);
+  distributed::Group& dp = rt.group("dp");
 
   // The raw process group: same store server (rank 0's), its own key prefix, same Gloo options as ours.
   c10d::TCPStoreOptions so;
@@ -56,7 +56,7 @@ void rank_main(int rank, int port, size_t floats, int iters, Times& out) {
 
   std::vector<float> buf(floats, 0.0f);
   std::vector<at::Tensor> t{at::from_blob(buf.data(), {static_cast<int64_t>(floats)}, at::kFloat)};
-  auto ours = [&] { dp.all_reduce(dist::Buffer::cpu(buf.data(), buf.size()), dist::ReduceOp::Sum); };
+  auto ours = [&] { dp.all_reduce(distributed::Buffer::cpu(buf.data(), buf.size()), distributed::ReduceOp::Sum); };
   auto raw = [&] { pg->allreduce(t)->wait(); };
   auto timed = [](auto&& f) {
     auto t0 = std::chrono::steady_clock::now();
@@ -84,7 +84,7 @@ MR_BENCHMARK("gloo.allreduce_256mb", [](const Options& o) {
   log::init(log::Level::warning);
   const size_t bytes = o.quick ? (64u << 20) : (256u << 20);
   const int iters = o.quick ? 4 : 20;
-  const int port = dist::free_port();
+  const int port = launch::free_port();
   Times t0, t1;
   std::exception_ptr err;
   auto guarded = [&](int rank, Times& t) {

@@ -1,8 +1,8 @@
 // Port of the group rules of megatron/core/parallel_state.py (initialize_model_parallel, RankGenerator,
 // generate_masked_orthogonal_rank_groups, create_hierarchical_groups, create_hybrid_dp_cp_groups) and of
-// pretrain_gpt.py's get_embedding_ranks. Only the rank lists are computed here; lib/dist/runtime.cpp turns
+// pretrain_gpt.py's get_embedding_ranks. Only the rank lists are computed here; lib/distributed/runtime.cpp turns
 // them into communicators.
-#include "dist/layout.h"
+#include "parallel/layout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "config/checked.h"
 #include "config/validate/pipeline_layout.h"
 
-namespace mr::dist {
+namespace mr::parallel {
 
 namespace {
 
@@ -513,4 +513,4 @@ std::string Layout::text() const {
   return os.str();
 }
 
-}  // namespace mr::dist
+}  // namespace mr::parallel

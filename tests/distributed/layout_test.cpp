@@ -1,4 +1,4 @@
-// Megatron's rank layout (lib/dist/layout.h): every group of a job, against tables written from the rules of
+// Megatron's rank layout (lib/parallel/layout.h): every group of a job, against tables written from the rules of
 // megatron/core/parallel_state.py (initialize_model_parallel, RankGenerator, generate_masked_orthogonal_rank_groups).
 #include <catch2/catch.hpp>
 
@@ -6,14 +6,14 @@
 #include <map>
 
 #include "config/validate.h"
-#include "dist/launch_env.h"
-#include "dist/layout.h"
-#include "dist/worker_input.h"
+#include "launch/launch_env.h"
+#include "parallel/layout.h"
+#include "launch/worker_input.h"
 #include "proc.h"
 
-using mr::dist::Layout;
-using mr::dist::LayoutSpec;
-using mr::dist::RankGroups;
+using mr::parallel::Layout;
+using mr::parallel::LayoutSpec;
+using mr::parallel::RankGroups;
 
 namespace {
 
@@ -48,24 +48,24 @@ void check_groups(const Layout& L, const std::map<std::string, RankGroups>& want
 
 TEST_CASE("masked orthogonal groups: the docstring example of generate_masked_orthogonal_rank_groups", "[dist][layout]") {
   // parallel_size = [tp, dp, pp] = [2, 3, 4], mask selects dp: group k = tp_rank + pp_rank*6 + range(3)*2.
-  RankGroups dp = mr::dist::masked_orthogonal_rank_groups(24, {2, 3, 4}, {false, true, false});
+  RankGroups dp = mr::parallel::masked_orthogonal_rank_groups(24, {2, 3, 4}, {false, true, false});
   REQUIRE(dp.size() == 8);
-  CHECK(dp[0] == mr::dist::RankList{0, 2, 4});
-  CHECK(dp[1] == mr::dist::RankList{1, 3, 5});
-  CHECK(dp[2] == mr::dist::RankList{6, 8, 10});
-  CHECK(dp[7] == mr::dist::RankList{19, 21, 23});
+  CHECK(dp[0] == mr::parallel::RankList{0, 2, 4});
+  CHECK(dp[1] == mr::parallel::RankList{1, 3, 5});
+  CHECK(dp[2] == mr::parallel::RankList{6, 8, 10});
+  CHECK(dp[7] == mr::parallel::RankList{19, 21, 23});
   // The docstring of the algorithm: world 8, order tp-pp-dp, sizes 2-2-2 -> dp groups [[0,4],[1,5],[2,6],[3,7]].
-  CHECK(mr::dist::masked_orthogonal_rank_groups(8, {2, 2, 2}, {false, false, true}) ==
+  CHECK(mr::parallel::masked_orthogonal_rank_groups(8, {2, 2, 2}, {false, false, true}) ==
         RankGroups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
 }
 
 TEST_CASE("rank generator: unknown or unplaced dimensions are errors", "[dist][layout]") {
-  CHECK_THROWS_AS(mr::dist::RankGenerator(2, 2, 1, 1, 2, "tp-cp-ep-dp-pp"), mr::dist::LayoutError);  // EP and CP
-  CHECK_THROWS_AS(mr::dist::RankGenerator(2, 1, 2, 1, 1, "dp-pp"), mr::dist::LayoutError);           // tp unplaced
-  mr::dist::RankGenerator g(2, 1, 2, 1, 1, "tp-dp");  // pp, ep, cp of size 1 are appended
+  CHECK_THROWS_AS(mr::parallel::RankGenerator(2, 2, 1, 1, 2, "tp-cp-ep-dp-pp"), mr::parallel::LayoutError);  // EP and CP
+  CHECK_THROWS_AS(mr::parallel::RankGenerator(2, 1, 2, 1, 1, "dp-pp"), mr::parallel::LayoutError);           // tp unplaced
+  mr::parallel::RankGenerator g(2, 1, 2, 1, 1, "tp-dp");  // pp, ep, cp of size 1 are appended
   CHECK(g.order() == "tp-dp-pp-ep-cp-gtp_remat");
   CHECK(g.get_ranks("tp") == RankGroups{{0, 1}, {2, 3}});
-  CHECK(mr::dist::RankGenerator(2, 1, 2, 1, 1, "tp-dp", /*rank_offset=*/4).get_ranks("dp") == RankGroups{{4, 6}, {5, 7}});
+  CHECK(mr::parallel::RankGenerator(2, 1, 2, 1, 1, "tp-dp", /*rank_offset=*/4).get_ranks("dp") == RankGroups{{4, 6}, {5, 7}});
 }
 
 // ---- the acceptance configurations (4 ranks) ------------------------------------------------------------------
@@ -194,7 +194,7 @@ TEST_CASE("layout: hierarchical context parallelism", "[dist][layout]") {
                    {"hierarchical-cp-0", {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
                    {"hierarchical-cp-1", {{0, 2}, {1, 3}, {4, 6}, {5, 7}}}});
   s.hierarchical_cp = {2, 4};
-  CHECK_THROWS_AS(Layout::build(s), mr::dist::LayoutError);  // product 8 != CP 4
+  CHECK_THROWS_AS(Layout::build(s), mr::parallel::LayoutError);  // product 8 != CP 4
 }
 
 TEST_CASE("layout: distributed-optimizer instances (partial data parallelism)", "[dist][layout]") {
@@ -207,7 +207,7 @@ TEST_CASE("layout: distributed-optimizer instances (partial data parallelism)", 
                    {"inter-expert-dp", {{0, 4}, {1, 5}, {2, 6}, {3, 7}}},
                    {"intra-dist-opt", {{0, 1, 2, 3}, {4, 5, 6, 7}}}});
   s.num_distributed_optimizer_instances = 3;
-  CHECK_THROWS_AS(Layout::build(s), mr::dist::LayoutError);
+  CHECK_THROWS_AS(Layout::build(s), mr::parallel::LayoutError);
 }
 
 TEST_CASE("layout: hybrid (dynamic) context parallelism groups", "[dist][layout]") {
@@ -330,12 +330,12 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
       return it->second;
     };
   };
-  CHECK_FALSE(mr::dist::launch_info(env_of({})));
-  auto t = mr::dist::launch_info(env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+  CHECK_FALSE(mr::launch::launch_info(env_of({})));
+  auto t = mr::launch::launch_info(env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
                                          {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29400"},
                                          {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"}}));
   REQUIRE(t);
-  CHECK(t->source == mr::dist::LaunchInfo::Source::Torchrun);
+  CHECK(t->source == mr::launch::LaunchInfo::Source::Torchrun);
   CHECK(t->rank == 3);
   CHECK(t->world_size == 4);
   CHECK(t->local_rank == 1);
@@ -345,11 +345,11 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
   CHECK(t->agent_store);
   CHECK(t->restart_count == "2");
 
-  auto s = mr::dist::launch_info(env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+  auto s = mr::launch::launch_info(env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
                                          {"SLURM_NTASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[017-018],cpu1"},
                                          {"SLURM_JOB_ID", "123456"}}));
   REQUIRE(s);
-  CHECK(s->source == mr::dist::LaunchInfo::Source::Slurm);
+  CHECK(s->source == mr::launch::LaunchInfo::Source::Slurm);
   CHECK(s->rank == 5);
   CHECK(s->world_size == 8);
   CHECK(s->local_rank == 1);
@@ -357,30 +357,30 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
   CHECK(s->master_addr == "gpu017");
   CHECK(s->master_port == 20000 + 123456 % 10000);
   // torchrun's variables win over SLURM's.
-  auto both = mr::dist::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"},
+  auto both = mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"},
                                             {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}}));
   REQUIRE(both);
   CHECK(both->world_size == 2);
 
-  CHECK(mr::dist::slurm_first_host("n1,n2") == "n1");
-  CHECK(mr::dist::slurm_first_host("node[3,5-7]") == "node3");
-  CHECK(mr::dist::slurm_first_host("rack[01-02]-gpu") == "rack01-gpu");
-  CHECK_THROWS_WITH(mr::dist::launch_info(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})),
+  CHECK(mr::launch::slurm_first_host("n1,n2") == "n1");
+  CHECK(mr::launch::slurm_first_host("node[3,5-7]") == "node3");
+  CHECK(mr::launch::slurm_first_host("rack[01-02]-gpu") == "rack01-gpu");
+  CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})),
                     Catch::Contains("RANK"));
-  CHECK_THROWS_WITH(mr::dist::launch_info(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})),
+  CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})),
                     Catch::Contains("outside"));
-  CHECK_THROWS_WITH(mr::dist::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), Catch::Contains("MASTER_ADDR"));
+  CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), Catch::Contains("MASTER_ADDR"));
 }
 
 TEST_CASE("worker input round trip and config fingerprints", "[dist][launch]") {
-  mr::dist::WorkerInput in;
+  mr::launch::WorkerInput in;
   in.ns.set("tensor_model_parallel_size", mr::Value(2), {});
   in.ns.set("rank", mr::Value(3), {});
   in.ns.set("lr", mr::Value(0.0003), {});
   in.backend_explicit = true;
   in.log_level = "info";
   in.argv = {"--lr", "3e-4"};
-  mr::dist::WorkerInput out = mr::dist::WorkerInput::decode(in.encode());
+  mr::launch::WorkerInput out = mr::launch::WorkerInput::decode(in.encode());
   CHECK(out.backend_explicit);
   CHECK(out.log_level == "info");
   CHECK(out.argv == in.argv);
@@ -390,21 +390,21 @@ TEST_CASE("worker input round trip and config fingerprints", "[dist][launch]") {
   // The rank is not part of the fingerprint; other values are.
   mr::Namespace other = out.ns;
   other.set("rank", mr::Value(0), {});
-  CHECK(mr::dist::config_fingerprint(other) == mr::dist::config_fingerprint(out.ns));
+  CHECK(mr::launch::config_fingerprint(other) == mr::launch::config_fingerprint(out.ns));
   other.set("lr", mr::Value(0.1), {});
-  CHECK(mr::dist::fingerprint_diff(mr::dist::config_fingerprint(other), mr::dist::config_fingerprint(out.ns)) ==
+  CHECK(mr::launch::fingerprint_diff(mr::launch::config_fingerprint(other), mr::launch::config_fingerprint(out.ns)) ==
         std::vector<std::string>{"lr"});
-  CHECK(mr::dist::flag_for_dest("tensor_model_parallel_size") == "--tensor-model-parallel-size");
-  CHECK_THROWS(mr::dist::WorkerInput::decode("{\"version\": 1}"));
+  CHECK(mr::launch::flag_for_dest("tensor_model_parallel_size") == "--tensor-model-parallel-size");
+  CHECK_THROWS(mr::launch::WorkerInput::decode("{\"version\": 1}"));
 
-  int fd = mr::dist::memfd_with("hello");
-  CHECK(mr::dist::read_fd(fd) == "hello");
+  int fd = mr::launch::memfd_with("hello");
+  CHECK(mr::launch::read_fd(fd) == "hello");
   close(fd);
 }
 
 TEST_CASE("layout: world sizes beyond what is laid out and sizes whose product overflows are LayoutErrors", "[dist][layout][overflow]") {
-  using mr::dist::LayoutError;
-  CHECK_THROWS_WITH(Layout::build(spec(mr::dist::kMaxLayoutRanks * 2)), Catch::Contains("beyond the 1048576 ranks"));
+  using mr::parallel::LayoutError;
+  CHECK_THROWS_WITH(Layout::build(spec(mr::parallel::kMaxLayoutRanks * 2)), Catch::Contains("beyond the 1048576 ranks"));
   CHECK_THROWS_WITH(Layout::build(spec(INT64_MAX)), Catch::Contains("beyond the 1048576 ranks"));
   // TP x PP beyond 64 bits cannot divide the world size (it wrapped to 0 before: a division by zero).
   CHECK_THROWS_WITH(Layout::build(spec(8, 4294967296, 4294967296)), Catch::Contains("a product beyond 64 bits"));
@@ -415,7 +415,7 @@ TEST_CASE("layout: world sizes beyond what is laid out and sizes whose product o
   LayoutSpec h = spec(8, 1, 1, 4);
   h.hierarchical_cp = {4294967296, 4294967296};
   CHECK_THROWS_WITH(Layout::build(h), Catch::Contains("non-positive or beyond-64-bit product"));
-  CHECK_THROWS_AS(mr::dist::RankGenerator(4294967296, 1, 4294967296, 1, 1, "tp-cp-ep-dp-pp"), LayoutError);
+  CHECK_THROWS_AS(mr::parallel::RankGenerator(4294967296, 1, 4294967296, 1, 1, "tp-cp-ep-dp-pp"), LayoutError);
   // The neighbour: a large but laid-out world.
   CHECK(Layout::build(spec(4096, 8, 4)).dp == 128);
 }

@@ -1,4 +1,4 @@
-#include "dist/runtime.h"
+#include "distributed/runtime.h"
 
 #include <unistd.h>
 
@@ -9,10 +9,12 @@
 #include <thread>
 #include <set>
 
-#include "dist/worker_input.h"
+#include "launch/worker_input.h"
 #include "util/log.h"
 
-namespace mr::dist {
+namespace mr::distributed {
+
+using namespace mr::launch;  // the worker input and the launch contract
 
 namespace {
 
@@ -690,4 +692,4 @@ void Runtime::finish() {
   }
 }
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

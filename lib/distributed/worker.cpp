@@ -1,4 +1,4 @@
-#include "dist/worker.h"
+#include "distributed/worker.h"
 
 #include <csignal>
 #include <cstdio>
@@ -9,11 +9,13 @@
 #include <sstream>
 #include <thread>
 
-#include "dist/runtime.h"
-#include "dist/worker_input.h"
+#include "distributed/runtime.h"
+#include "launch/worker_input.h"
 #include "util/log.h"
 
-namespace mr::dist {
+namespace mr::distributed {
+
+using namespace mr::launch;  // the worker input and the launch contract
 
 namespace {
 
@@ -317,4 +319,4 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   }
 }
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

@@ -5,7 +5,7 @@
 
 #include <sys/stat.h>
 
-#include "dist/store.h"
+#include "distributed/store.h"
 #include "proc.h"
 
 using mrtest::Proc;
@@ -15,14 +15,14 @@ namespace {
 
 // Runs spawn_workers(so) in a child process (its output to DIR/NAME.out), as `megatron-run --nproc-per-node`
 // would; returns its pid.
-pid_t spawner(const mr::dist::SpawnOptions& so, const TempDir& dir, const std::string& name) {
+pid_t spawner(const mr::launch::SpawnOptions& so, const TempDir& dir, const std::string& name) {
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
     int out = open((dir / (name + ".out")).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, 1);
     dup2(out, 2);
-    _exit(mr::dist::spawn_workers(so));
+    _exit(mr::launch::spawn_workers(so));
   }
   return pid;
 }
@@ -82,7 +82,7 @@ TEST_CASE("a worker that fails early: the launcher exits with its code and stops
   TempDir dir;
   // Rank 1 fails at once with code 3. Rank 0 ignores SIGTERM (SIGKILL after the grace period ends it), rank 2
   // stops itself (only SIGCONT lets it act on SIGTERM), rank 3 is an ordinary sleeper.
-  mr::dist::SpawnOptions so;
+  mr::launch::SpawnOptions so;
   so.nproc_per_node = 4;
   so.prefix_output = true;
   so.grace_seconds = 2;
@@ -161,15 +161,15 @@ TEST_CASE("torchrun's agent killed with -9: workers using its store stop within 
   // is the launcher's business. What ends them when torchrun's agent dies is its store going away: here a child
   // process hosts a store of our own LibTorch, as torchrun's agent would, and is killed once the ranks run.
   TempDir dir;
-  const int port = mr::dist::free_port();
+  const int port = mr::launch::free_port();
   pid_t agent = fork();
   if (agent == 0) {
     setpgid(0, 0);
-    mr::dist::Store::Options so;
+    mr::distributed::Store::Options so;
     so.port = port;
     so.is_server = true;
     so.timeout = std::chrono::seconds(30);
-    std::shared_ptr<mr::dist::Store> server = mr::dist::Store::connect(so);
+    std::shared_ptr<mr::distributed::Store> server = mr::distributed::Store::connect(so);
     std::ofstream(dir / "agent.ready") << "\n";
     for (int i = 0; i < 1200; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 2 min at most
     _exit(0);

@@ -3,7 +3,7 @@
 // collectives on the world group) and then the job it is given (the training run, lib/run/train.h; none: it
 // exits 0 after the self-check).
 //
-//   megatron-run-worker --input-fd N | --input FILE     (the JSON megatron-run writes: lib/dist/worker_input.h)
+//   megatron-run-worker --input-fd N | --input FILE     (the JSON megatron-run writes: lib/launch/worker_input.h)
 //
 // Knobs for tests and operators (environment):
 //   MR_DIST_TIMEOUT_S=S          overrides --distributed-timeout-minutes (rendezvous, collectives), in seconds
@@ -18,10 +18,14 @@
 #include <functional>
 #include <string>
 
-namespace mr::dist {
+namespace mr::launch {
+struct WorkerInput;
+}
+
+namespace mr::distributed {
 
 class Runtime;
-struct WorkerInput;
+using launch::WorkerInput;
 
 // What runs after the self-check: returns the process exit code; `out_prefix` is "[rank R] " when the worker
 // prefixes its own lines (not spawned by megatron-run), else "". Exceptions are reported and exit 1.
@@ -29,4 +33,4 @@ using WorkerJob = std::function<int(Runtime& rt, const WorkerInput& in, const st
 
 int worker_main(int argc, char** argv, const WorkerJob& job = {});
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

@@ -1,9 +1,9 @@
 // Buffer helpers and the communicator of a one-rank group (no backend needed).
 #include <cstring>
 
-#include "dist/store.h"
+#include "distributed/store.h"
 
-namespace mr::dist {
+namespace mr::distributed {
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -64,4 +64,4 @@ std::shared_ptr<Communicator> make_local_communicator(Device device) {
   return std::make_shared<LocalCommunicator>();
 }
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

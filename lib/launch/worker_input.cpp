@@ -1,4 +1,4 @@
-#include "dist/worker_input.h"
+#include "launch/worker_input.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "config/print.h"
 #include "config/schema.h"
 
-namespace mr::dist {
+namespace mr::launch {
 
 std::string WorkerInput::encode() const {
   std::string out = "{\"version\": 1, \"backend_explicit\": ";
@@ -155,9 +155,9 @@ std::string flag_for_dest(const std::string& dest) {
   return dest;
 }
 
-}  // namespace mr::dist
+}  // namespace mr::launch
 
-namespace mr::dist {
+namespace mr::launch {
 
 namespace {
 
@@ -269,4 +269,4 @@ JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
   return t;
 }
 
-}  // namespace mr::dist
+}  // namespace mr::launch

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace mr::dist {
+namespace mr::launch {
 
 struct SpawnOptions {
   int nproc_per_node = 1;
@@ -37,4 +37,4 @@ int worker_omp_threads(int cpus, int nproc_per_node);
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
 int free_port();
 
-}  // namespace mr::dist
+}  // namespace mr::launch

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The distributed group tests on NCCL, for a machine with GPUs (CI has none; see docs/distributed.md).
 #
-#   scripts/gpu-check-dist.sh [BUILD_DIR]        (default build-gpu/)
+#   scripts/gpu-check-distributed.sh [BUILD_DIR]        (default build-gpu/)
 #
-# Builds megatron-run, megatron-run-worker and test_dist with CUDA + NCCL, then runs:
+# Builds megatron-run, megatron-run-worker and test_distributed with CUDA + NCCL, then runs:
 #   1. the layout tests (backend independent);
 #   2. the 4-rank group tests (TP=2 DP=2, TP=2 PP=2, CP=2 DP=2, EP=2, tp-pp-dp mapping) with
 #      --distributed-backend nccl: each needs 4 GPUs (NCCL refuses two ranks on one GPU) and is skipped, saying
@@ -14,18 +14,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build-gpu}"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu-check-dist: no GPU visible (nvidia-smi); nothing to do" >&2
+  echo "gpu-check-distributed: no GPU visible (nvidia-smi); nothing to do" >&2
   exit 2
 fi
 nvidia-smi -L
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON >/dev/null
-cmake --build "$build" -j"$(nproc)" --target megatron-run megatron-run-worker test_dist
+cmake --build "$build" -j"$(nproc)" --target megatron-run megatron-run-worker test_distributed
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 status=0
 echo "== layout tests"
-"$build/bin/test_dist" "[layout],[launch]" || status=1
+"$build/bin/test_distributed" "[layout],[launch]" || status=1
 echo "== group tests on NCCL"
-MR_TEST_BACKEND=nccl "$build/bin/test_dist" "[process]~[fault]~[spawn]~[torchrun]" || status=1
+MR_TEST_BACKEND=nccl "$build/bin/test_distributed" "[process]~[fault]~[spawn]~[torchrun]" || status=1
 gpus=$(nvidia-smi -L | wc -l)
 if (( gpus >= 2 )); then
   echo "== fault check on NCCL ($gpus GPUs): kill rank 1 mid-collective"

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "config/namespace.h"
-#include "dist/launch_env.h"
+#include "launch/launch_env.h"
 
-namespace mr::dist {
+namespace mr::launch {
 
 struct WorkerInput {
   Namespace ns;                     // the validated arguments
@@ -66,4 +66,4 @@ std::vector<std::string> fingerprint_diff(const std::string& a, const std::strin
 // "--tensor-model-parallel-size" for a dest (the first option string writing it), else the dest itself.
 std::string flag_for_dest(const std::string& dest);
 
-}  // namespace mr::dist
+}  // namespace mr::launch

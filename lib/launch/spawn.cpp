@@ -1,4 +1,4 @@
-#include "dist/spawn.h"
+#include "launch/spawn.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace mr::dist {
+namespace mr::launch {
 
 namespace {
 
@@ -348,4 +348,4 @@ int spawn_workers(const SpawnOptions& o) {
   return first_failure.value_or(0);
 }
 
-}  // namespace mr::dist
+}  // namespace mr::launch

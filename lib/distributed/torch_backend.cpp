@@ -1,5 +1,5 @@
 // The LibTorch part of the distributed layer: c10d::TCPStore / PrefixStore for the rendezvous and
-// c10d::ProcessGroupGloo for host-memory collectives. The only translation unit of lib/dist that includes
+// c10d::ProcessGroupGloo for host-memory collectives. The only translation unit of lib/distributed that includes
 // LibTorch headers. Builds against Debian's LibTorch 1.13 and PyTorch 2.x.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "dist/store.h"
+#include "distributed/store.h"
 
-namespace mr::dist {
+namespace mr::distributed {
 
 namespace {
 
@@ -242,4 +242,4 @@ std::shared_ptr<Communicator> make_gloo_communicator(const CommSpec& spec) {
   return std::make_shared<GlooCommunicator>(spec);
 }
 
-}  // namespace mr::dist
+}  // namespace mr::distributed

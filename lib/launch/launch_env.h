@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace mr::dist {
+namespace mr::launch {
 
 // A launch variable is missing or malformed.
 struct LaunchError : std::runtime_error {
@@ -47,4 +47,4 @@ std::string slurm_first_host(const std::string& nodelist);
 // the same on every node of the job.
 int slurm_default_port(const std::string& job_id);
 
-}  // namespace mr::dist
+}  // namespace mr::launch
