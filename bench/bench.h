@@ -34,6 +34,13 @@ std::vector<std::pair<std::string, Fn>>& registry();
 
 // Seconds taken by f(), best (minimum) of `reps` runs after one warm-up.
 double best_of(int reps, const std::function<void()>& f);
+// Runs `argv` (stdout/stderr to /dev/null) in `cwd` ("" here) and waits; throws unless it exits with a code
+// <= max_exit. Returns the exit code and the child's peak resident set (wait4's rusage of that child alone).
+struct ChildRun {
+  int exit_code = 0;
+  long max_rss_kib = 0;
+};
+ChildRun run_child(const std::vector<std::string>& argv, const std::string& cwd = "", int max_exit = 0);
 // Mean wall seconds of running `argv` (stdout/stderr to /dev/null) `n` times; throws if it fails.
 double process_seconds(const std::vector<std::string>& argv, int n);
 

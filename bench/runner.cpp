@@ -1,6 +1,7 @@
 // build/bin/megatron-run-bench [--quick] [--json] [NAME...]: runs benchmarks and prints each figure.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,7 +38,7 @@ double best_of(int reps, const std::function<void()>& f) {
   return best;
 }
 
-double process_seconds(const std::vector<std::string>& argv, int n) {
+ChildRun run_child(const std::vector<std::string>& argv, const std::string& cwd, int max_exit) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -45,20 +46,24 @@ double process_seconds(const std::vector<std::string>& argv, int n) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  auto once = [&] {
-    pid_t pid;
-    if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0)
-      throw std::runtime_error("cannot start " + argv[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw std::runtime_error(argv[0] + " failed (status " + std::to_string(status) + ")");
-  };
-  once();  // warm the page cache
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) once();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  pid_t pid;
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0]);
+  int status = 0;
+  struct rusage ru {};
+  if (wait4(pid, &status, 0, &ru) < 0) throw std::runtime_error("wait4 failed");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) > max_exit)
+    throw std::runtime_error(argv[0] + " failed (status " + std::to_string(status) + ")");
+  return ChildRun{WEXITSTATUS(status), ru.ru_maxrss};
+}
+
+double process_seconds(const std::vector<std::string>& argv, int n) {
+  run_child(argv);  // warm the page cache
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) run_child(argv);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s / n;
 }
 

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "scratch.h"
 #include "util/text.h"
 
 namespace mrtest {
@@ -24,24 +25,8 @@ struct Proc {
   std::string all() const { return out + err; }
 };
 
-inline std::filesystem::path scratch_dir() {
-  auto dir = std::filesystem::temp_directory_path() / ("mr-bin-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-// Writes `bytes` (any bytes, NUL included) to a file in the scratch directory; returns its path.
-inline std::string write_file(const std::string& name, const std::string& bytes) {
-  auto p = scratch_dir() / name;
-  std::ofstream(p, std::ios::binary) << bytes;
-  return p.string();
-}
-
-// Runs `ENV megatron-run ARGS` through /bin/sh (so ARGS may use "$(printf '\001')" for bytes argv can carry);
-// ENV is "VAR=value ..." or empty.
-inline Proc megatron_run(const std::string& args, const std::string& env = "") {
-  const std::string err_file = (scratch_dir() / "stderr").string();
-  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + MR_BINARY + "' " + args + " 2>'" + err_file + "'";
+// Runs `cmd` through /bin/sh; `out` is its stdout (redirect stderr in `cmd` to keep it).
+inline Proc run_shell(const std::string& cmd) {
   Proc r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -50,6 +35,15 @@ inline Proc megatron_run(const std::string& args, const std::string& env = "") {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
   int status = pclose(p);
   r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// Runs `ENV megatron-run ARGS` through /bin/sh (so ARGS may use "$(printf '\001')" for bytes argv can carry);
+// ENV is "VAR=value ..." or empty.
+inline Proc megatron_run(const std::string& args, const std::string& env = "") {
+  const std::string err_file = (scratch_dir() / "stderr").string();
+  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + MR_BINARY + "' " + args + " 2>'" + err_file + "'";
+  Proc r = run_shell(cmd);
   std::ifstream e(err_file, std::ios::binary);
   std::stringstream ss;
   ss << e.rdbuf();

@@ -16,20 +16,15 @@
 #include <vector>
 
 #include "config/value.h"
+#include "scratch.h"
 
 namespace fs = std::filesystem;
 extern char** environ;
 
 namespace {
-fs::path scratch() {
-  fs::path d = fs::temp_directory_path() / ("mr-check-stream-test-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch() { return mrtest::scratch_dir("check-stream"); }
 std::string write(const std::string& name, const std::string& text) {
-  fs::path p = scratch() / name;
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
+  return mrtest::write_file(name, text, "check-stream");
 }
 
 struct Result {

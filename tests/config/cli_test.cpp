@@ -14,33 +14,14 @@
 
 #include "config/schema.h"
 #include "config/value.h"
+#include "binary.h"
 
 namespace {
-struct Result {
-  int exit = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = mrtest::Proc;  // `out` holds stdout and stderr together
 
-Result sh(const std::string& args) {
-  std::string cmd = std::string("'") + MR_BINARY + "' " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result sh(const std::string& args) { return mrtest::run_shell(std::string("'") + MR_BINARY + "' " + args + " 2>&1"); }
 
-std::string tmp_file(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / ("mr-cli-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto p = dir / name;
-  std::ofstream(p) << text;
-  return p.string();
-}
+std::string tmp_file(const std::string& name, const std::string& text) { return mrtest::write_file(name, text, "cli"); }
 
 const std::string kDefault = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
 }  // namespace

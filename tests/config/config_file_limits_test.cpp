@@ -13,19 +13,14 @@
 #include "config/target_env.h"
 #include "config/yaml_cfg.h"
 #include "support.h"
+#include "scratch.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-fs::path scratch() {
-  fs::path d = fs::temp_directory_path() / ("mr-limits-test-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch() { return mrtest::scratch_dir("limits"); }
 std::string write(const std::string& name, const std::string& text) {
-  fs::path p = scratch() / name;
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
+  return mrtest::write_file(name, text, "limits");
 }
 std::string fifo(const std::string& name) {
   fs::path p = scratch() / name;

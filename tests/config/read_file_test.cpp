@@ -9,19 +9,14 @@
 #include <fstream>
 
 #include "config/read_file.h"
+#include "scratch.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-fs::path scratch() {
-  fs::path d = fs::temp_directory_path() / ("mr-read-file-test-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch() { return mrtest::scratch_dir("read-file"); }
 std::string write(const std::string& name, const std::string& text) {
-  fs::path p = scratch() / name;
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
+  return mrtest::write_file(name, text, "read-file");
 }
 // The refusal read_input_file throws for `path` ("" when it reads it).
 mr::UsageError refusal(const std::string& path, std::size_t max = mr::limits::kMaxInputFileBytes) {
