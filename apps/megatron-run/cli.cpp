@@ -30,6 +30,7 @@ void print_usage(std::ostream& os) {
         "  --provenance                 with --format json: every value as {\"value\": v, \"source\": \"...\"}\n"
         "  --parse-only                 stop after parsing: print the arguments before validation\n"
         "  --format argv                print the Megatron command line the configs and flags stand for\n"
+        "                               (one shell-quoted line; argv0: NUL-separated words, for xargs -0)\n"
         "  --log-level LEVEL            trace, debug, info, warning (default), error, fatal\n\n"
         "target environment (what validation assumes about the cluster):\n"
         "  --target-gpu-arch sm_XY      default sm_90\n"

@@ -3,10 +3,12 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "config/command_line.h"
 #include "config/print.h"
 #include "config/validate.h"
 #include "config/yaml_cfg.h"
 #include "util/log.h"
+#include "util/shell.h"
 #include "util/text.h"
 
 namespace mr::app {
@@ -36,12 +38,18 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cout << "megatron-run " << MR_VERSION << "\n";
     return 0;
   }
-  Invocation inv = common.invocation(/*extra_formats=*/{"argv"});
+  Invocation inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
   launch_opts.apply(inv);  // validate for the world size the job will have
   inv.cli = split.rest;
-  if (common.format == "argv") {
-    // The Megatron command line the configs and flags stand for, one word per line.
-    for (const Token& t : parse_invocation(Schema::megatron(), inv).argv) std::cout << t.text << "\n";
+  if (common.format == "argv" || common.format == "argv0") {
+    // The Megatron command line the configs and flags stand for (config/command_line.h): one shell-quoted line
+    // that `eval` gives back word for word, or (argv0) each word ended by a NUL byte, for `xargs -0`.
+    std::vector<std::string> words = resolved_argv(parse_invocation(Schema::megatron(), inv));
+    if (common.format == "argv") {
+      std::cout << shell_join(words) << "\n";
+    } else {
+      for (const std::string& w : words) std::cout << w << '\0';
+    }
     return 0;
   }
   Outcome out;
