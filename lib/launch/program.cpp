@@ -1,0 +1,80 @@
+#include "launch/program.h"
+
+#include <algorithm>
+
+namespace mr::launch {
+
+namespace {
+
+// argparse's rule for a word that is an option rather than a value ('-x', '--x'; not '-1' or '-.5').
+bool option_like(const std::string& w) {
+  if (w.size() < 2 || w[0] != '-') return false;
+  bool number = true, dot = false;
+  for (size_t i = 1; i < w.size(); ++i) {
+    if (w[i] == '.' && !dot) dot = true;
+    else if (w[i] < '0' || w[i] > '9') number = false;
+  }
+  return !number;
+}
+
+// How many words after option `w` it takes: 0, 1, or -1 for "every following non-option word".
+int values_after(const std::string& w, const Schema& schema, const std::vector<std::string>& own_value_options) {
+  if (w.find('=') != std::string::npos) return 0;  // --flag=value carries its value
+  if (std::find(own_value_options.begin(), own_value_options.end(), w) != own_value_options.end()) return 1;
+  const Arg* a = schema.find_flag(w);
+  if (!a || !a->takes_value()) return 0;
+  switch (a->nargs_kind) {
+    case 0: return 1;
+    case '?': return 1;  // at most one: the next word when it is not an option
+    case 'N': return a->nargs_count;
+    default: return -1;  // '*', '+'
+  }
+}
+
+}  // namespace
+
+ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
+                           const std::vector<std::string>& own_value_options) {
+  ProgramSplit out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--") return ProgramSplit{i + 1, i, Program::Form::Command};
+    if (w == "-m" || w == "--module") return ProgramSplit{i + 1, i, Program::Form::Module};
+    if (!option_like(w)) return ProgramSplit{i, i, Program::Form::Script};  // no option before it wanted it
+    int n = values_after(w, schema, own_value_options);
+    if (n < 0) {
+      while (i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--") ++i;
+    } else {
+      for (int k = 0; k < n && i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--"; ++k) ++i;
+    }
+  }
+  out.start = out.end_of_options = words.size();
+  return out;
+}
+
+std::string Program::describe() const {
+  switch (form) {
+    case Form::Worker: return "megatron-run-worker";
+    case Form::Command: return words.empty() ? "--" : "-- " + words.front();
+    case Form::Script: return (no_python ? "" : "python -u ") + (words.empty() ? std::string() : words.front());
+    case Form::Module: return "python -u -m " + (words.empty() ? std::string() : words.front());
+  }
+  return "";
+}
+
+std::vector<std::string> program_argv(const Program& p, const std::vector<std::string>& megatron_words,
+                                      const EnvLookup& env) {
+  std::vector<std::string> argv;
+  const bool python = (p.form == Program::Form::Script && !p.no_python) || p.form == Program::Form::Module;
+  if (python) {
+    auto exec = env("PYTHON_EXEC");
+    argv.push_back(exec && !exec->empty() ? *exec : "python3");
+    argv.push_back("-u");  // torchrun: unbuffered, so the launcher sees each line as it is printed
+    if (p.form == Program::Form::Module) argv.push_back("-m");
+  }
+  argv.insert(argv.end(), p.words.begin(), p.words.end());
+  if (p.append_args) argv.insert(argv.end(), megatron_words.begin(), megatron_words.end());
+  return argv;
+}
+
+}  // namespace mr::launch

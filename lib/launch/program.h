@@ -1,0 +1,51 @@
+// The training program megatron-run starts on every rank, in torchrun's forms:
+//
+//   megatron-run [OPTIONS] [MEGATRON FLAGS] -- CMD ARGS...          CMD as given (no interpreter)
+//   megatron-run [OPTIONS] [MEGATRON FLAGS] script.py ARGS...       python -u script.py ARGS (torchrun's form)
+//   megatron-run [OPTIONS] --no-python [MEGATRON FLAGS] CMD ARGS... CMD as given
+//   megatron-run [OPTIONS] -m MODULE ARGS...  (or --module)         python -u -m MODULE ARGS
+//
+// and, when no program is named, megatron-run's own worker. As with torchrun, every word after the program's
+// first word belongs to the program. The Megatron flags megatron-run validated (config files and flags merged,
+// config/command_line.h) are appended after the program's own arguments unless --no-append-args.
+// Torch-free.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+#include "launch/launch_env.h"
+
+namespace mr::launch {
+
+struct Program {
+  enum class Form { Worker, Command, Script, Module };
+  Form form = Form::Worker;
+  std::vector<std::string> words;  // CMD ARGS / SCRIPT ARGS / MODULE ARGS, as given
+  bool no_python = false;          // --no-python: a Script's first word runs as a command
+  bool append_args = true;         // --no-append-args clears it
+  bool named() const { return form != Form::Worker; }
+  std::string describe() const;    // "python3 -u train.py", "-- ./run.sh", "megatron-run-worker"
+};
+
+// Where the program begins in megatron-run's words (after the command word), and its form: after the first
+// "--" (Command); at the word after -m/--module (Module); else at the first word that is neither an option nor
+// the value of the option before it (Script); words.size() and Worker when none. `own_value_options` are
+// megatron-run's own options that take a value (e.g. "--config", "--nproc-per-node"); Megatron's flags take
+// values as their schema says, the way argparse hands them out (a flag with nargs '*' or '+' takes every
+// following word that is not an option, so a script after one needs "--" or another option between them).
+struct ProgramSplit {
+  size_t start = 0;  // first word of the program
+  size_t end_of_options = 0;  // the words before this are megatron-run's (its options, Megatron's flags)
+  Program::Form form = Program::Form::Worker;
+};
+ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
+                           const std::vector<std::string>& own_value_options);
+
+// The program's argv on every rank: the interpreter for scripts and modules (torchrun's: $PYTHON_EXEC, else
+// python3, with -u), the program's words, then `megatron_words` when append_args.
+std::vector<std::string> program_argv(const Program& p, const std::vector<std::string>& megatron_words,
+                                      const EnvLookup& env = process_env());
+
+}  // namespace mr::launch

@@ -1,0 +1,41 @@
+#include "launch/torchrun_env.h"
+
+namespace mr::launch {
+
+EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent) {
+  const int world = w.nproc_per_node * w.nnodes;
+  auto s = [](int v) { return std::to_string(v); };
+  EnvList env = {
+      {"LOCAL_RANK", s(w.local_rank)},
+      {"RANK", s(w.rank)},
+      {"GROUP_RANK", s(w.node_rank)},
+      {"ROLE_RANK", s(w.rank)},  // one role ("default") holding every worker: its rank is the global rank
+      {"ROLE_NAME", "default"},
+      {"LOCAL_WORLD_SIZE", s(w.nproc_per_node)},
+      {"WORLD_SIZE", s(world)},
+      {"GROUP_WORLD_SIZE", s(w.nnodes)},
+      {"ROLE_WORLD_SIZE", s(world)},
+      {"MASTER_ADDR", w.master_addr},
+      {"MASTER_PORT", s(w.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", s(w.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", s(w.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", w.run_id},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", parent("TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1")},
+  };
+  if (!w.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", w.error_file);
+  return env;
+}
+
+const std::vector<std::string>& torchrun_env_names() {
+  static const std::vector<std::string> names = [] {
+    WorkerPlace w;
+    w.error_file = "x";
+    std::vector<std::string> n;
+    for (const auto& [k, v] : torchrun_env(w, [](const std::string&) { return std::nullopt; })) n.push_back(k);
+    return n;
+  }();
+  return names;
+}
+
+}  // namespace mr::launch

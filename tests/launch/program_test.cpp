@@ -1,0 +1,74 @@
+// launch/program.h: torchrun's program forms and the program's command line.
+#include <catch2/catch.hpp>
+
+#include "launch/program.h"
+
+using mr::launch::Program;
+
+namespace {
+const std::vector<std::string> kOwn = {"--config", "--nproc-per-node", "--nnodes", "--format"};
+
+mr::launch::ProgramSplit split(const std::vector<std::string>& w) {
+  return mr::launch::split_program(w, mr::Schema::megatron(), kOwn);
+}
+mr::launch::EnvLookup env_of(std::map<std::string, std::string> m) {
+  return [m](const std::string& k) -> std::optional<std::string> {
+    auto it = m.find(k);
+    if (it == m.end()) return std::nullopt;
+    return it->second;
+  };
+}
+}  // namespace
+
+TEST_CASE("split_program: the positional script, after our options and Megatron's flags", "[launch][program]") {
+  auto s = split({"--nproc-per-node", "8", "--config", "job.yaml", "--num-layers", "2", "pretrain_gpt.py", "--x", "1"});
+  CHECK(s.form == Program::Form::Script);
+  CHECK(s.start == 6);
+  CHECK(s.end_of_options == 6);
+  // A switch takes no value: the next word is the script.
+  auto t = split({"--mock-data", "train.py"});
+  CHECK(t.form == Program::Form::Script);
+  CHECK(t.start == 1);
+  // --flag=value carries its value; negative numbers are values.
+  auto u = split({"--seed=3", "--init-method-std", "-0.5", "train.py"});
+  CHECK(u.start == 3);
+}
+
+TEST_CASE("split_program: nargs '+' flags take every following value word, as argparse does", "[launch][program]") {
+  auto s = split({"--data-path", "a", "b", "train.py"});
+  CHECK(s.form == Program::Form::Worker);  // train.py is the third data path
+  CHECK(s.start == 4);
+  auto t = split({"--data-path", "a", "b", "--", "python", "train.py"});
+  CHECK(t.form == Program::Form::Command);
+  CHECK(t.start == 4);
+  CHECK(t.end_of_options == 3);
+}
+
+TEST_CASE("split_program: -- CMD, -m MODULE, and no program", "[launch][program]") {
+  auto c = split({"--config", "x.yaml", "--", "python", "train.py"});
+  CHECK(c.form == Program::Form::Command);
+  CHECK(c.start == 3);
+  auto m = split({"-m", "megatron.training", "--foo"});
+  CHECK(m.form == Program::Form::Module);
+  CHECK(m.start == 1);
+  auto n = split({"--config", "x.yaml", "--num-layers", "4"});
+  CHECK(n.form == Program::Form::Worker);
+  CHECK(n.start == 4);
+}
+
+TEST_CASE("program_argv: interpreter, the program's words, then the Megatron words", "[launch][program]") {
+  Program script{Program::Form::Script, {"train.py", "--own"}};
+  CHECK(mr::launch::program_argv(script, {"--num-layers", "2"}, env_of({})) ==
+        std::vector<std::string>{"python3", "-u", "train.py", "--own", "--num-layers", "2"});
+  CHECK(mr::launch::program_argv(script, {}, env_of({{"PYTHON_EXEC", "/opt/py/bin/python"}})).front() ==
+        "/opt/py/bin/python");
+  Program no_python = script;
+  no_python.no_python = true;
+  CHECK(mr::launch::program_argv(no_python, {"--a"}, env_of({})) == std::vector<std::string>{"train.py", "--own", "--a"});
+  Program module{Program::Form::Module, {"pkg.train"}};
+  CHECK(mr::launch::program_argv(module, {"--a"}, env_of({})) ==
+        std::vector<std::string>{"python3", "-u", "-m", "pkg.train", "--a"});
+  Program cmd{Program::Form::Command, {"./run.sh", "x"}};
+  cmd.append_args = false;
+  CHECK(mr::launch::program_argv(cmd, {"--a"}, env_of({})) == std::vector<std::string>{"./run.sh", "x"});
+}

@@ -1,0 +1,41 @@
+// launch/torchrun_env.h: the variables torchrun gives each worker, for one worker of a 2-node job.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "launch/torchrun_env.h"
+
+TEST_CASE("torchrun_env: every torchrun variable, with torchrun's values", "[launch][torchrun-env]") {
+  mr::launch::WorkerPlace w;
+  w.nproc_per_node = 4;
+  w.nnodes = 2;
+  w.node_rank = 1;
+  w.local_rank = 2;
+  w.rank = 6;
+  w.master_addr = "node0";
+  w.master_port = 29400;
+  w.restart_count = 1;
+  w.max_restarts = 3;
+  w.run_id = "job7";
+  w.error_file = "/logs/job7/attempt_1/2/error.json";
+  auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  std::map<std::string, std::string> env;
+  for (const auto& [k, v] : mr::launch::torchrun_env(w, none)) env[k] = v;
+  const std::map<std::string, std::string> want = {
+      {"LOCAL_RANK", "2"}, {"RANK", "6"}, {"GROUP_RANK", "1"}, {"ROLE_RANK", "6"}, {"ROLE_NAME", "default"},
+      {"LOCAL_WORLD_SIZE", "4"}, {"WORLD_SIZE", "8"}, {"GROUP_WORLD_SIZE", "2"}, {"ROLE_WORLD_SIZE", "8"},
+      {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29400"}, {"TORCHELASTIC_RESTART_COUNT", "1"},
+      {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"TORCHELASTIC_ERROR_FILE", "/logs/job7/attempt_1/2/error.json"}};
+  CHECK(env == want);
+  CHECK(mr::launch::torchrun_env_names().size() == want.size());
+  // An inherited TORCH_NCCL_ASYNC_ERROR_HANDLING is kept.
+  auto set = [](const std::string& k) -> std::optional<std::string> {
+    if (k == "TORCH_NCCL_ASYNC_ERROR_HANDLING") return std::string("3");
+    return std::nullopt;
+  };
+  bool seen = false;
+  for (const auto& [k, v] : mr::launch::torchrun_env(w, set))
+    if (k == "TORCH_NCCL_ASYNC_ERROR_HANDLING") seen = v == "3";
+  CHECK(seen);
+}
