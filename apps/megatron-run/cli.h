@@ -9,6 +9,7 @@
 
 #include "config/resolve.h"
 #include "config/validate.h"
+#include "launch/program.h"
 
 namespace mr::app {
 
@@ -48,6 +49,7 @@ void print_usage(std::ostream& os);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).
-int launch(const Outcome& resolved, const std::vector<std::string>& args);
+// `program` is the training program to start on every rank (launch/program.h); our own worker when not named.
+int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program);
 
 }  // namespace mr::app

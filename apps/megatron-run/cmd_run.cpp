@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "launch/program.h"
 #include "config/command_line.h"
 #include "config/print.h"
 #include "config/validate.h"
@@ -20,14 +21,35 @@ int cmd_run(const std::vector<std::string>& args) {
   LaunchOptions launch_opts;  // --nproc-per-node, --nnodes, ... (launch.cpp)
   launch_opts.add_to(desc);
   bool dry_run = false, help = false, version = false, parse_only = false, provenance = false;
+  bool no_python = false, no_append_args = false;
   std::vector<std::string> explain;
   desc.add_options()("dry-run", po::bool_switch(&dry_run), "resolve and print, do not run")
       ("parse-only", po::bool_switch(&parse_only), "stop after parsing (no validation)")
       ("provenance", po::bool_switch(&provenance), "JSON output: each value with its source")
       ("explain", po::value(&explain)->composing(), "show provenance")
+      ("no-python", po::bool_switch(&no_python), "run the program's first word as a command, not a Python script")
+      ("no-append-args", po::bool_switch(&no_append_args), "do not append the Megatron flags to the program's")
       ("help", po::bool_switch(&help), "help")
       ("version", po::bool_switch(&version), "version");
-  SplitArgs split = split_args(args, 1, desc, /*allow_unregistered=*/true);
+  // The training program, torchrun's way (launch/program.h): its words are its own, never ours or Megatron's.
+  launch::Program program;
+  std::vector<std::string> own_args = args;
+  {
+    std::vector<std::string> value_options;
+    for (const auto& od : desc.options())
+      if (od->semantic()->max_tokens() > 0) value_options.push_back("--" + od->long_name());
+    launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options);
+    if (ps.form != launch::Program::Form::Worker) {
+      program.form = ps.form;
+      program.words.assign(args.begin() + static_cast<long>(ps.start), args.end());
+      own_args.assign(args.begin(), args.begin() + static_cast<long>(ps.end_of_options));
+      if (program.words.empty())
+        throw UsageError(ps.form == launch::Program::Form::Module ? "argument -m/--module: expected a module name"
+                                                                  : "'--' is not followed by a program to run",
+                         {ps.form == launch::Program::Form::Module ? "--module" : "--"});
+    }
+  }
+  SplitArgs split = split_args(own_args, 1, desc, /*allow_unregistered=*/true);
   if (help) {
     print_usage(std::cout);
     std::cout << "\n";
@@ -38,6 +60,15 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cout << "megatron-run " << MR_VERSION << "\n";
     return 0;
   }
+  program.no_python = no_python;
+  program.append_args = !no_append_args;
+  if (no_python && program.form == launch::Program::Form::Module)
+    throw UsageError("--no-python and -m/--module cannot be used together (a module needs Python)",
+                     {"--no-python", "--module"});
+  if ((no_python || no_append_args) && !program.named())
+    throw UsageError(std::string(no_python ? "--no-python" : "--no-append-args") +
+                         " needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)",
+                     {no_python ? "--no-python" : "--no-append-args"});
   Invocation inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
   launch_opts.apply(inv);  // validate for the world size the job will have
   inv.cli = split.rest;
@@ -45,6 +76,7 @@ int cmd_run(const std::vector<std::string>& args) {
     // The Megatron command line the configs and flags stand for (config/command_line.h): one shell-quoted line
     // that `eval` gives back word for word, or (argv0) each word ended by a NUL byte, for `xargs -0`.
     std::vector<std::string> words = resolved_argv(parse_invocation(Schema::megatron(), inv));
+    if (program.named()) words = launch::program_argv(program, words);  // what every rank would run
     if (common.format == "argv") {
       std::cout << shell_join(words) << "\n";
     } else {
@@ -85,7 +117,7 @@ int cmd_run(const std::vector<std::string>& args) {
               << printable(ns.provenance(dest).describe(), false) << ")\n";
   }
   if (!explain.empty()) return 0;
-  if (!dry_run) return launch(out, args);
+  if (!dry_run) return launch(out, own_args, program);
   if (common.format == "json")
     std::cout << namespace_json(ns, provenance) << "\n";
   else if (out.parsed.yaml_cfg)

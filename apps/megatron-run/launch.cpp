@@ -16,8 +16,10 @@
 #include <filesystem>
 #include <iostream>
 
+#include "config/command_line.h"
 #include "config/print.h"
 #include "launch/launch_env.h"
+#include "launch/program.h"
 #include "parallel/layout.h"
 #include "launch/spawn.h"
 #include "launch/worker_input.h"
@@ -39,6 +41,59 @@ std::string self_path() {
 std::string worker_path() {
   if (const char* w = std::getenv("MR_WORKER"); w && *w) return w;
   return (std::filesystem::path(self_path()).parent_path() / "megatron-run-worker").string();
+}
+
+// Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
+// or 2 when they cannot start.
+int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
+  launch::SpawnOptions so;
+  so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
+  so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
+  so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
+  so.master_addr = lo.master_addr;
+  so.master_port = lo.master_port;
+  so.prefix_output = so.nproc_per_node * so.nnodes > 1;
+  so.argv = std::move(argv);
+  if (so.nproc_per_node > kMaxLocalWorkers) {
+    print_error(std::cerr, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
+                               " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
+                               " megatron-run starts on one node (a dry run validates any size)");
+    return 2;
+  }
+  try {
+    return launch::spawn_workers(so);
+  } catch (const std::exception& e) {
+    print_error(std::cerr, e.what());
+    return 2;
+  }
+}
+
+// The user's training program on every rank (launch/program.h), validated for the world size already: spawned
+// with torchrun's environment when we start the workers, else (inside a torchrun/SLURM job) exec'd in place.
+int launch_program(const Outcome& resolved, const launch::Program& program, const LaunchOptions& lo,
+                   const std::optional<launch::LaunchInfo>& job) {
+  std::vector<std::string> argv;
+  try {
+    argv = launch::program_argv(program, resolved_argv(resolved.parsed));
+    argv.front() = launch::resolve_command(argv.front());
+  } catch (const UsageError& e) {
+    print_error(std::cerr, e.what());
+    return 2;
+  } catch (const launch::LaunchError& e) {
+    print_error(std::cerr, e.what());
+    return 2;
+  }
+  if (job && lo.nproc_per_node == 0) {
+    std::vector<char*> a;
+    for (std::string& w : argv) a.push_back(w.data());
+    a.push_back(nullptr);
+    std::cout.flush();
+    std::cerr.flush();
+    execv(argv.front().c_str(), a.data());
+    print_error(std::cerr, "cannot run " + argv.front() + ": " + std::strerror(errno));
+    return 2;
+  }
+  return spawn_local(lo, argv);
 }
 
 }  // namespace
@@ -109,7 +164,7 @@ std::vector<std::string> strip_launch_options(const std::vector<std::string>& ar
   return out;
 }
 
-int launch(const Outcome& resolved, const std::vector<std::string>& args) {
+int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program) {
   po::options_description desc("launch");
   CommonOptions common;
   common.add_to(desc);
@@ -150,31 +205,15 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args) {
     return 2;
   }
 
+  if (program.named()) return launch_program(resolved, program, lo, job);
+
   if (lo.nproc_per_node > 0 || !job) {
     // (a) our spawner; every worker is megatron-run again, inside the job we set up.
-    launch::SpawnOptions so;
-    so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
-    so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
-    so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
-    so.master_addr = lo.master_addr;
-    so.master_port = lo.master_port;
-    so.prefix_output = so.nproc_per_node * so.nnodes > 1;
-    if (so.nproc_per_node > kMaxLocalWorkers) {
-      print_error(std::cerr, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
-                                 " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
-                                 " megatron-run starts on one node (a dry run validates any size)");
-      return 2;
-    }
-    so.argv.push_back(self_path());
-    for (const std::string& a : strip_launch_options(args)) so.argv.push_back(a);
     if (job && lo.nproc_per_node > 0)
       print_warning(std::cerr, "already inside a job (" + job->describe() + "); --nproc-per-node starts a nested one");
-    try {
-      return launch::spawn_workers(so);
-    } catch (const std::exception& e) {
-      print_error(std::cerr, e.what());
-      return 2;
-    }
+    std::vector<std::string> argv = {self_path()};
+    for (const std::string& a : strip_launch_options(args)) argv.push_back(a);
+    return spawn_local(lo, std::move(argv));
   }
 
   // (b) inside a job: hand over to the torch-linked worker.

@@ -1,5 +1,7 @@
 #include "launch/program.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace mr::launch {
@@ -75,6 +77,26 @@ std::vector<std::string> program_argv(const Program& p, const std::vector<std::s
   argv.insert(argv.end(), p.words.begin(), p.words.end());
   if (p.append_args) argv.insert(argv.end(), megatron_words.begin(), megatron_words.end());
   return argv;
+}
+
+std::string resolve_command(const std::string& word, const EnvLookup& env) {
+  if (word.empty()) throw LaunchError("the program's name is empty");
+  if (word.find('/') != std::string::npos) {
+    if (access(word.c_str(), X_OK) != 0) throw LaunchError("the program " + word + " is not an executable file");
+    return word;
+  }
+  const std::string path = env("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  size_t start = 0;
+  for (;;) {
+    size_t colon = path.find(':', start);
+    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + word;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  throw LaunchError("cannot find the program '" + word + "' on PATH" +
+                    (word == "python3" ? " (set PYTHON_EXEC to the Python to use)" : ""));
 }
 
 }  // namespace mr::launch

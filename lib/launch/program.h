@@ -48,4 +48,9 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
 std::vector<std::string> program_argv(const Program& p, const std::vector<std::string>& megatron_words,
                                       const EnvLookup& env = process_env());
 
+// The path execve needs for a program's first word: unchanged when it holds a '/', else the first executable
+// of that name on $PATH (as execvp would find it). Throws LaunchError naming the word when there is none, so a
+// launch fails before any worker starts.
+std::string resolve_command(const std::string& word, const EnvLookup& env = process_env());
+
 }  // namespace mr::launch
