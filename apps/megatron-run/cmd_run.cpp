@@ -4,8 +4,8 @@
 #include "cli.h"
 #include "launch.h"
 #include "config/print.h"
-#include "config/validate.h"
-#include "config/yaml_cfg.h"
+#include "config/validate/resolve.h"
+#include "config/parse/yaml_cfg.h"
 #include "util/log.h"
 #include "util/text.h"
 

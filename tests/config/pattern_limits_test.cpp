@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/schema.h"
-#include "config/types.h"
+#include "config/converters.h"
 #include "support.h"
 
 namespace {

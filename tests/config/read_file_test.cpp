@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 
 namespace fs = std::filesystem;
 

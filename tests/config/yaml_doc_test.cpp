@@ -4,7 +4,7 @@
 #include <string>
 
 #include "config/limits.h"
-#include "config/yaml_doc.h"
+#include "config/parse/yaml_doc.h"
 
 namespace y = mr::yaml;
 

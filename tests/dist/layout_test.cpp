@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 #include "dist/launch_env.h"
 #include "dist/layout.h"
 #include "dist/worker_input.h"

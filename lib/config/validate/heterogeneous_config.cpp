@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 #include "config/validate/part_a_sections.h"
 
 namespace mr::part_a {

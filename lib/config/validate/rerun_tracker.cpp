@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 #include "config/validate/part_e_sections.h"
 
 namespace mr::part_e {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 
 namespace mr {
 
