@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "config/resolve.h"
-#include "config/validate.h"
+#include "config/parse/invocation.h"
+#include "config/validate/resolve.h"
 #include "launch/program.h"
 
 namespace mr::app {

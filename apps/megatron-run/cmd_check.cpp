@@ -4,7 +4,7 @@
 
 #include "cli.h"
 #include "config/print.h"
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 #include "util/text.h"
 
 namespace mr::app {

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "config/validate/rule.h"
+#include "config/rule.h"
 #include "config/validate/sections.h"
 
 namespace mr::app {

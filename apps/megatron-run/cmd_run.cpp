@@ -4,10 +4,10 @@
 #include "cli.h"
 #include "launch.h"
 #include "launch/program.h"
-#include "config/command_line.h"
+#include "config/parse/command_line.h"
 #include "config/print.h"
-#include "config/validate.h"
-#include "config/yaml_cfg.h"
+#include "config/validate/resolve.h"
+#include "config/parse/yaml_cfg.h"
 #include "util/log.h"
 #include "util/shell.h"
 #include "util/text.h"
@@ -35,10 +35,10 @@ int cmd_run(const std::vector<std::string>& args) {
   launch::Program program;
   std::vector<std::string> own_args = args;
   {
-    std::vector<std::string> value_options;
+    std::vector<std::string> value_options, switches;
     for (const auto& od : desc.options())
-      if (od->semantic()->max_tokens() > 0) value_options.push_back("--" + od->long_name());
-    launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options);
+      (od->semantic()->max_tokens() > 0 ? value_options : switches).push_back("--" + od->long_name());
+    launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches);
     if (ps.form != launch::Program::Form::Worker) {
       program.form = ps.form;
       program.words.assign(args.begin() + static_cast<long>(ps.start), args.end());

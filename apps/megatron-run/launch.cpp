@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "config/command_line.h"
+#include "config/parse/command_line.h"
 #include "config/print.h"
 #include "launch/launch_env.h"
 #include "launch/program.h"

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cli.h"
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 #include "parallel/layout.h"
 
 namespace mr::app {

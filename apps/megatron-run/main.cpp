@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 #include "config/print.h"
 
 namespace {

@@ -27,7 +27,7 @@
 
 #include "config/namespace.h"
 #include "config/target_env.h"
-#include "config/validate/rule.h"
+#include "config/rule.h"
 #include "config/value.h"
 
 namespace mr {

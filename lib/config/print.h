@@ -6,9 +6,10 @@
 
 #include <vector>
 
+#include "config/diagnostic.h"
 #include "config/namespace.h"
+#include "config/rule.h"
 #include "config/schema.h"
-#include "config/validate/context.h"
 
 namespace mr {
 

@@ -127,6 +127,15 @@ const Arg* Schema::find_flag(std::string_view flag) const {
   return it == by_flag_.end() ? nullptr : it->second;
 }
 
+std::string Schema::flag_of(std::string_view dest) const {
+  auto args = find_dest(dest);
+  if (!args.empty() && !args.front()->flags.empty()) return args.front()->flags.front();
+  std::string f = "--" + std::string(dest);
+  for (char& c : f)
+    if (c == '_') c = '-';
+  return f;
+}
+
 std::vector<const Arg*> Schema::find_dest(std::string_view dest) const {
   std::vector<const Arg*> out;
   auto [b, e] = by_dest_.equal_range(dest);

@@ -78,6 +78,9 @@ class Schema {
   const Arg* find_flag(std::string_view flag) const;
   // All actions writing a dest (usually one; a few dests have a positive and a negative switch).
   std::vector<const Arg*> find_dest(std::string_view dest) const;
+  // "--flag-name" for a dest: the first option string of the first action that writes it; for a dest no
+  // action writes, "--" + dest with '_' as '-'.
+  std::string flag_of(std::string_view dest) const;
   // The option strings nearest to a misspelt one, best first.
   std::vector<std::string> suggest(std::string_view flag, size_t max = 3) const;
   // Defaults of every dest, in declaration order (the namespace argparse starts from).

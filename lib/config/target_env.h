@@ -32,7 +32,7 @@ struct TargetEnv {
 
   // Loads --target-env FILE.yaml: keys gpu_arch, te_version, torch_version, flashinfer_version and a mapping
   // `env` of variables (other top-level scalar keys are taken as variables too). Read with the checks of
-  // config/yaml_doc.h; a key given twice, a non-scalar key or value, or a tag other than !!str is a UsageError
+  // config/parse/yaml_doc.h; a key given twice, a non-scalar key or value, or a tag other than !!str is a UsageError
   // naming file:line.
   void load_file(const std::string& path);
 };

@@ -19,12 +19,18 @@ bool option_like(const std::string& w) {
   return !number;
 }
 
-// How many words after option `w` it takes: 0, 1, or -1 for "every following non-option word".
-int values_after(const std::string& w, const Schema& schema, const std::vector<std::string>& own_value_options) {
-  if (w.find('=') != std::string::npos) return 0;  // --flag=value carries its value
-  if (std::find(own_value_options.begin(), own_value_options.end(), w) != own_value_options.end()) return 1;
-  const Arg* a = schema.find_flag(w);
-  if (!a || !a->takes_value()) return 0;
+// How many words after option `w` it takes: 0, 1, N, -1 for "every following non-option word", or -2 for an
+// option nobody knows (the parser will name it; no program is looked for past it).
+int values_after(const std::string& w, const Schema& schema, const std::vector<std::string>& own_value_options,
+                 const std::vector<std::string>& own_switches) {
+  const std::string name = w.substr(0, w.find('='));
+  const bool has_value = name.size() != w.size();  // --flag=value carries its value
+  if (std::find(own_value_options.begin(), own_value_options.end(), name) != own_value_options.end())
+    return has_value ? 0 : 1;
+  if (std::find(own_switches.begin(), own_switches.end(), name) != own_switches.end()) return 0;
+  const Arg* a = schema.find_flag(name);
+  if (!a) return -2;
+  if (!a->takes_value() || has_value) return 0;
   switch (a->nargs_kind) {
     case 0: return 1;
     case '?': return 1;  // at most one: the next word when it is not an option
@@ -36,15 +42,17 @@ int values_after(const std::string& w, const Schema& schema, const std::vector<s
 }  // namespace
 
 ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
-                           const std::vector<std::string>& own_value_options) {
+                           const std::vector<std::string>& own_value_options,
+                           const std::vector<std::string>& own_switches) {
   ProgramSplit out;
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
     if (w == "--") return ProgramSplit{i + 1, i, Program::Form::Command};
     if (w == "-m" || w == "--module") return ProgramSplit{i + 1, i, Program::Form::Module};
     if (!option_like(w)) return ProgramSplit{i, i, Program::Form::Script};  // no option before it wanted it
-    int n = values_after(w, schema, own_value_options);
-    if (n < 0) {
+    int n = values_after(w, schema, own_value_options, own_switches);
+    if (n == -2) break;  // an unknown option: its error comes first
+    if (n == -1) {
       while (i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--") ++i;
     } else {
       for (int k = 0; k < n && i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--"; ++k) ++i;

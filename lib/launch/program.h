@@ -7,7 +7,7 @@
 //
 // and, when no program is named, megatron-run's own worker. As with torchrun, every word after the program's
 // first word belongs to the program. The Megatron flags megatron-run validated (config files and flags merged,
-// config/command_line.h) are appended after the program's own arguments unless --no-append-args.
+// config/parse/command_line.h) are appended after the program's own arguments unless --no-append-args.
 // Torch-free.
 #pragma once
 
@@ -34,14 +34,17 @@ struct Program {
 // the value of the option before it (Script); words.size() and Worker when none. `own_value_options` are
 // megatron-run's own options that take a value (e.g. "--config", "--nproc-per-node"); Megatron's flags take
 // values as their schema says, the way argparse hands them out (a flag with nargs '*' or '+' takes every
-// following word that is not an option, so a script after one needs "--" or another option between them).
+// following word that is not an option, so a script after one needs "--" or another option between them);
+// `own_switches` are its options that take none. Past an option nobody knows no program is looked for (the
+// parser's "unrecognized arguments" comes first).
 struct ProgramSplit {
   size_t start = 0;  // first word of the program
   size_t end_of_options = 0;  // the words before this are megatron-run's (its options, Megatron's flags)
   Program::Form form = Program::Form::Worker;
 };
 ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
-                           const std::vector<std::string>& own_value_options);
+                           const std::vector<std::string>& own_value_options,
+                           const std::vector<std::string>& own_switches);
 
 // The program's argv on every rank: the interpreter for scripts and modules (torchrun's: $PYTHON_EXEC, else
 // python3, with -u), the program's words, then `megatron_words` when append_args.

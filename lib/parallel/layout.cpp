@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "config/checked.h"
-#include "config/validate/pipeline_layout.h"
+#include "config/pipeline_layout.h"
 
 namespace mr::parallel {
 

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "binary.h"
-#include "config/command_line.h"
-#include "config/resolve.h"
+#include "config/parse/command_line.h"
+#include "config/parse/invocation.h"
 #include "util/shell.h"
 
 namespace fs = std::filesystem;

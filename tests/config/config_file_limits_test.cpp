@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "config/limits.h"
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 #include "config/target_env.h"
-#include "config/yaml_cfg.h"
+#include "config/parse/yaml_cfg.h"
 #include "support.h"
 #include "scratch.h"
 

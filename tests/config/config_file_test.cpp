@@ -5,7 +5,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 
 namespace fs = std::filesystem;
 

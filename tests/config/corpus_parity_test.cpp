@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 
 namespace fs = std::filesystem;
 

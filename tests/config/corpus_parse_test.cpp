@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "config/print.h"
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 
 #include "binary.h"
 #include "config/checked.h"
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 #include "config/target_env.h"
 #include "config/value.h"
 

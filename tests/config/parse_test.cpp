@@ -1,7 +1,7 @@
 // argparse-compatible parsing of Megatron's command line.
 #include <catch2/catch.hpp>
 
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 
 namespace {
 mr::Namespace parse(const std::vector<std::string>& words) {

@@ -1,4 +1,4 @@
-// Limits of the layer-pattern language (lib/config/types.h) and of hybrid layer patterns: a pattern is bounded
+// Limits of the layer-pattern language (lib/config/converters.h) and of hybrid layer patterns: a pattern is bounded
 // as a whole (expression length, values in the result counting nested ones, values built while evaluating it),
 // its integer arithmetic is checked, evaluation takes linear time, and a refused pattern is a usage error that
 // names the flag and the limit. Every pattern-typed flag of the schema is covered.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/schema.h"
-#include "config/types.h"
+#include "config/converters.h"
 #include "support.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// config/read_file.h: the one bounded reader of the files megatron-run is given.
+// config/parse/read_file.h: the one bounded reader of the files megatron-run is given.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 #include "scratch.h"
 
 namespace fs = std::filesystem;

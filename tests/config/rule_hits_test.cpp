@@ -13,7 +13,7 @@
 
 #include "config/optimizer_config.h"
 #include "config/validate/context.h"
-#include "config/validate/rule.h"
+#include "config/rule.h"
 #include "support.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 #include "config/validate/sections.h"
 
 namespace mrtest {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "config/validate/pipeline_layout.h"
+#include "config/pipeline_layout.h"
 #include "support.h"
 
 namespace {

@@ -16,7 +16,7 @@
 
 #include "config/validate/part_a_sections.h"
 #include "config/validate/part_b.h"
-#include "config/validate/pipeline_layout.h"
+#include "config/pipeline_layout.h"
 #include "config/validate/sections.h"
 #include "support.h"
 

@@ -12,9 +12,10 @@
 #include <sstream>
 
 #include "config/print.h"
-#include "config/validate.h"
-#include "config/validate/yaml_chain.h"
-#include "config/yaml_cfg.h"
+#include "config/validate/resolve.h"
+#include "config/validate/yaml_arguments.h"
+#include "config/parse/yaml11.h"
+#include "config/parse/yaml_cfg.h"
 
 namespace fs = std::filesystem;
 

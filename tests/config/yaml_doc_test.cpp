@@ -1,10 +1,10 @@
-// config/yaml_doc.h: one YAML document, checked while it is built (aliases, expansion, depth, documents, text).
+// config/parse/yaml_doc.h: one YAML document, checked while it is built (aliases, expansion, depth, documents, text).
 #include <catch2/catch.hpp>
 
 #include <string>
 
 #include "config/limits.h"
-#include "config/yaml_doc.h"
+#include "config/parse/yaml_doc.h"
 
 namespace y = mr::yaml;
 

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <map>
 
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 #include "launch/launch_env.h"
-#include "parallel/layout.h"
 #include "launch/worker_input.h"
+#include "parallel/layout.h"
 #include "proc.h"
 
 using mr::parallel::Layout;

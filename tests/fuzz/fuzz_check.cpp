@@ -1,7 +1,7 @@
 // libFuzzer: what `megatron-run check --world-size 8 FILE` does for one file: parse, then the whole
 // validation chain (Megatron's validate_args, the OptimizerConfig checks, ours).
 #include "config/schema.h"
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,7 @@
 // libFuzzer: Megatron's command line. The input is split at NUL bytes into words (argv has no NUL).
 #include <vector>
 
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 #include "config/schema.h"
 #include "fuzz_support.h"
 

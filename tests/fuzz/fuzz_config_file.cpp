@@ -1,6 +1,6 @@
 // libFuzzer: one `--config` file (both layouts: plain flags/dests, and Megatron CI's MODEL_ARGS/ENV_VARS),
 // loaded on top of the default namespace.
-#include "config/config_file.h"
+#include "config/parse/config_file.h"
 #include "config/schema.h"
 #include "fuzz_support.h"
 

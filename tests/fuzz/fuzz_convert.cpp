@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "config/schema.h"
-#include "config/types.h"
+#include "config/converters.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
-#include "config/parse.h"
-#include "config/types.h"
+#include "config/parse/argparse.h"
+#include "config/converters.h"
 
 namespace mr::fuzz {
 

@@ -1,5 +1,5 @@
 // libFuzzer: a `--yaml-cfg` file (Megatron's nested YAML config), as load_yaml converts it.
-#include "config/yaml_cfg.h"
+#include "config/parse/yaml_cfg.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,7 +9,7 @@ namespace {
 const std::vector<std::string> kOwn = {"--config", "--nproc-per-node", "--nnodes", "--format"};
 
 mr::launch::ProgramSplit split(const std::vector<std::string>& w) {
-  return mr::launch::split_program(w, mr::Schema::megatron(), kOwn);
+  return mr::launch::split_program(w, mr::Schema::megatron(), kOwn, {"--dry-run", "--no-python"});
 }
 mr::launch::EnvLookup env_of(std::map<std::string, std::string> m) {
   return [m](const std::string& k) -> std::optional<std::string> {
@@ -51,6 +51,12 @@ TEST_CASE("split_program: -- CMD, -m MODULE, and no program", "[launch][program]
   auto m = split({"-m", "megatron.training", "--foo"});
   CHECK(m.form == Program::Form::Module);
   CHECK(m.start == 1);
+  // An unknown option stops the search: the parser names it (and its value is not taken for a program).
+  auto unknown = split({"--num-layer", "3"});
+  CHECK(unknown.form == Program::Form::Worker);
+  auto own = split({"--dry-run", "--no-python", "./run.sh"});
+  CHECK(own.form == Program::Form::Script);
+  CHECK(own.start == 2);
   auto n = split({"--config", "x.yaml", "--num-layers", "4"});
   CHECK(n.form == Program::Form::Worker);
   CHECK(n.start == 4);

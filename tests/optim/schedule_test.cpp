@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../config/support.h"
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 #include "optim/schedule.h"
 
 using namespace mr::optim;

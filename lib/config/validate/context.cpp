@@ -6,14 +6,7 @@
 
 namespace mr {
 
-std::string Context::flag(std::string_view dest) {
-  auto args = Schema::megatron().find_dest(dest);
-  if (!args.empty() && !args.front()->flags.empty()) return args.front()->flags.front();
-  std::string f = "--" + std::string(dest);
-  for (char& c : f)
-    if (c == '_') c = '-';
-  return f;
-}
+std::string Context::flag(std::string_view dest) { return Schema::megatron().flag_of(dest); }
 
 Diagnostic Context::make(const Rule& rule, const std::string& message,
                          std::initializer_list<std::string_view> dests) const {

@@ -8,28 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "config/diagnostic.h"
 #include "config/namespace.h"
 #include "config/target_env.h"
-#include "config/validate/rule.h"
+#include "config/rule.h"
 
 namespace mr {
-
-struct Diagnostic {
-  enum class Level { Error, Warning };
-  Level level = Level::Error;
-  std::string rule;                // rule id, or "usage" for parse errors
-  std::string message;
-  std::vector<std::string> flags;  // the flags involved, e.g. {"--num-layers", "--pipeline-model-parallel-size"}
-  std::string where;               // file:line of the first flag involved, when known
-  std::string stage;               // the rule's stage: kStageValidateArgs, kStageSanity (rule.h); kStageParse for
-                                   // usage errors
-};
-
-struct RuleFailure : std::exception {
-  explicit RuleFailure(Diagnostic d) : diag(std::move(d)) {}
-  const char* what() const noexcept override { return diag.message.c_str(); }
-  Diagnostic diag;
-};
 
 class Context {
  public:

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 #include "config/validate/part_a_sections.h"
 
 namespace mr::part_a {
@@ -112,7 +112,7 @@ void heterogeneous_config(Context& ctx) {
     if (!given.is_str()) malformed(ctx, "the path is " + given.py_repr() + ", not a string");
     std::string text;
     try {
-      // Bounded, and never blocking: a named pipe or device is refused (config/read_file.h).
+      // Bounded, and never blocking: a named pipe or device is refused (config/parse/read_file.h).
       text = read_input_file(given.as_str(), "--heterogeneous-layers-config-path file",
                              {"--heterogeneous-layers-config-path"});
     } catch (const UsageError& e) {

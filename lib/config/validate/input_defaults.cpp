@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "config/types.h"
+#include "config/converters.h"
 #include "config/validate/part_a_sections.h"
 
 namespace mr::part_a {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 #include "config/validate/part_e_sections.h"
 
 namespace mr::part_e {
@@ -68,7 +68,7 @@ TrackerResult skipped_iterations(const std::string& path) {
   std::map<std::string, std::map<long long, std::set<long long>>> seen_by_job;  // job -> iteration -> ranks
   std::string text;
   try {
-    // Bounded, and never blocking: a named pipe or device is refused (config/read_file.h).
+    // Bounded, and never blocking: a named pipe or device is refused (config/parse/read_file.h).
     text = read_input_file(path, "--result-rejected-tracker-filename file", {"--result-rejected-tracker-filename"});
   } catch (const UsageError& e) {
     out.error = e.what();

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "config/validate/rule.h"
+#include "config/rule.h"
 #include "config/validate/sections.h"
 
 namespace mr::sanity {

@@ -5,12 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "config/pipeline_layout.h"
 #include "config/validate/part_b.h"
-#include "config/validate/pipeline_layout.h"
 
 namespace mr {
 namespace {
 
+MR_RULE(kInvalidLayerChar, "pipeline-layout.invalid-layer-character",
+        "--pipeline-model-parallel-layout may only use E, L, t, m, '|', ',', '(...)*n' and 'x*n'.");
+MR_RULE(kLayoutTooLarge, "pipeline-layout.too-large",
+        "--pipeline-model-parallel-layout expands to more layers than can be held.");
 MR_RULE(kOneVirtualPipelineOption, "virtual-pipeline.one-option",
         "At most one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank and "
         "--pipeline-model-parallel-layout may be given.");
@@ -47,6 +51,24 @@ void require_layers_divisible(Context& ctx, int64_t layers, int64_t pp, const ch
                "account_for_loss_in_pipeline_split"});
 }
 
+// The stages of --pipeline-model-parallel-layout (config/pipeline_layout.h); fails the chain on a layout that
+// is too large or uses a character that is not a layer.
+std::vector<std::string> layout_stages(Context& ctx, const std::string& layout) {
+  const pipeline_layout::Layout parsed = pipeline_layout::parse(layout);
+  if (parsed.too_large)
+    ctx.fail(kLayoutTooLarge,
+             "--pipeline-model-parallel-layout '" + layout + "' unrolls to more than " +
+                 std::to_string(pipeline_layout::kMaxChars) + " layers",
+             {"pipeline_model_parallel_layout"});
+  if (!parsed.bad_char.empty())
+    ctx.fail(kInvalidLayerChar,
+             "--pipeline-model-parallel-layout '" + layout + "': '" + parsed.bad_char +
+                 "' is not a layer character (E embedding, L loss, t decoder layer, m MTP layer; stages are "
+                 "separated by '|', '(...)*n' and 'x*n' repeat)",
+             {"pipeline_model_parallel_layout"});
+  return parsed.stages;
+}
+
 }  // namespace
 
 namespace part_b {
@@ -68,7 +90,7 @@ void virtual_pipeline(Context& ctx) {
   if (layout) {
     // seed 828-839: the layout's stage count is PP x VPP (the full layout check is TransformerConfig's).
     const int64_t stages =
-        static_cast<int64_t>(pipeline_layout::parse_stages(ctx, ctx.s("pipeline_model_parallel_layout")).size());
+        static_cast<int64_t>(layout_stages(ctx, ctx.s("pipeline_model_parallel_layout")).size());
     const int64_t pp = ctx.i("pipeline_model_parallel_size");
     ctx.require(pp != 0 && py_mod(stages, pp) == 0, kLayoutStagesDivisible,
                 "--pipeline-model-parallel-layout has " + num(stages) +

@@ -1,11 +1,12 @@
-// Megatron's validate_args() chain (plus OptimizerConfig checks) over a parsed namespace.
+// From an invocation to validated arguments: resolve() is parsing (config/parse/invocation.h) and Megatron's
+// validate_args() chain (plus the OptimizerConfig checks and the sanity stage) over the parsed namespace.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 #include "config/validate/context.h"
 
 namespace mr {
@@ -31,7 +32,8 @@ struct Outcome {
 // sanity stage); a failed rule ends validation. `passed` receives the names of the stages that passed.
 void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<std::string>* passed = nullptr);
 
-// parse_invocation + validate. UsageError propagates (exit 2).
+// Megatron's parse_args() with its rules (parse_arguments; for --yaml-cfg, parse_yaml_cfg in
+// config/validate/yaml_arguments.h), then validate. UsageError propagates (exit 2).
 Outcome resolve(const Schema& schema, const Invocation& inv);
 
 }  // namespace mr

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 #include "config/validate/context.h"
-#include "config/yaml_cfg.h"
+#include "config/parse/yaml_cfg.h"
 
 namespace mr {
 
@@ -61,6 +61,12 @@ class YamlArgs {
   const YamlCfg& cfg_;
   std::map<std::string, std::string> derived_;
 };
+
+// Megatron's parse_args() from --yaml-cfg on, with its rules, in its order: the CLI combinations it refuses (on
+// argparse's namespace in p.ns), then apply_yaml_cfg (config/parse/invocation.h), then the attributes its MSC
+// handling reads. A failed rule is recorded in p.yaml_cfg->errors (the file is not read when a combination
+// fails). UsageError for the file (exit 2).
+void parse_yaml_cfg(Parsed& p, const ConfigOptions& opts);
 
 // Runs the validate_yaml chain on a --yaml-cfg namespace (after reporting parsed.yaml_cfg->errors, if any:
 // then nothing else runs). A failed rule ends the chain.

@@ -1,4 +1,4 @@
-#include "config/config_file.h"
+#include "config/parse/config_file.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,8 +8,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "config/types.h"
-#include "config/yaml_doc.h"
+#include "config/converters.h"
+#include "config/parse/yaml_doc.h"
 
 namespace mr {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "config/namespace.h"
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 #include "config/schema.h"
 
 namespace mr {

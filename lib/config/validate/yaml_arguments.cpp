@@ -1,6 +1,6 @@
 // validate_yaml() for --yaml-cfg runs, section by section in Megatron's order. Line numbers are those of
 // Megatron-LM megatron/training/yaml_arguments.py ("py NN"); "seed NN" is ../shared/spec/arguments.py.
-#include "config/validate/yaml_chain.h"
+#include "config/validate/yaml_arguments.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

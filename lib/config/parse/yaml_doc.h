@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 
 namespace mr::yaml {
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/diagnostic.h"
 #include "config/namespace.h"
 #include "config/schema.h"
 
@@ -16,21 +17,6 @@ namespace mr {
 struct Token {
   std::string text;
   Provenance origin;  // Cli "argv[3]" or Config "file.yaml:12"
-};
-
-// A usage error: exit status 2. `flags` names the options involved (for JSON diagnostics).
-struct UsageError : std::runtime_error {
-  UsageError(std::string msg, std::vector<std::string> flags_ = {}, std::string where_ = {}, std::string id_ = {})
-      : std::runtime_error(std::move(msg)), flags(std::move(flags_)), where(std::move(where_)), id(std::move(id_)) {}
-  std::vector<std::string> flags;
-  std::string where;  // "file.yaml:12" when the offending word came from a file
-  // A stable id for the kind of refusal ("input.not-regular-file", "input.yaml-recursive-alias", ...; see
-  // docs/config-files.md); empty for the generic usage error. `check` reports it as the diagnostic's rule.
-  std::string id;
-  const std::string& rule() const {
-    static const std::string generic = "usage";
-    return id.empty() ? generic : id;
-  }
 };
 
 // Builds a namespace holding every dest's default (argparse's starting point).

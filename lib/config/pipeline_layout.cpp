@@ -1,6 +1,7 @@
 // --pipeline-model-parallel-layout parsing: a port of PipelineParallelLayerLayout.parse_str_to_list (the
-// regular-expression unrolling is reproduced by hand, match for match).
-#include "config/validate/pipeline_layout.h"
+// regular-expression unrolling is reproduced by hand, match for match). The rules that refuse a layout are in
+// config/validate/virtual_pipeline.cpp.
+#include "config/pipeline_layout.h"
 
 #include <cstdint>
 #include <string_view>
@@ -8,12 +9,7 @@
 namespace mr {
 namespace {
 
-MR_RULE(kInvalidLayerChar, "pipeline-layout.invalid-layer-character",
-        "--pipeline-model-parallel-layout may only use E, L, t, m, '|', ',', '(...)*n' and 'x*n'.");
-// Python would try to build the string and run out of memory; we refuse beyond this many characters.
-constexpr size_t kMaxChars = size_t(1) << 26;
-MR_RULE(kLayoutTooLarge, "pipeline-layout.too-large",
-        "--pipeline-model-parallel-layout expands to more layers than can be held.");
+using pipeline_layout::kMaxChars;
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -94,30 +90,24 @@ std::string expand(const std::string& layout, bool* too_large) {
   return pass2;
 }
 
-std::vector<std::string> parse_stages(Context& ctx, const std::string& layout) {
-  bool too_large = false;
-  const std::string text = expand(layout, &too_large);
-  if (too_large)
-    ctx.fail(kLayoutTooLarge,
-             "--pipeline-model-parallel-layout '" + layout + "' unrolls to more than " + std::to_string(kMaxChars) +
-                 " layers",
-             {"pipeline_model_parallel_layout"});
-  std::vector<std::string> stages(1);
+Layout parse(const std::string& layout) {
+  Layout out;
+  const std::string text = expand(layout, &out.too_large);
+  if (out.too_large) return out;
+  out.stages.emplace_back();
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '|') {
-      stages.emplace_back();
+      out.stages.emplace_back();
       continue;
     }
-    if (c != 'E' && c != 'L' && c != 't' && c != 'm')
-      ctx.fail(kInvalidLayerChar,
-               "--pipeline-model-parallel-layout '" + layout + "': '" + utf8_char_at(text, i) +
-                   "' is not a layer character (E embedding, L loss, t decoder layer, m MTP layer; stages are "
-                   "separated by '|', '(...)*n' and 'x*n' repeat)",
-               {"pipeline_model_parallel_layout"});
-    stages.back() += c;
+    if (c != 'E' && c != 'L' && c != 't' && c != 'm') {
+      out.bad_char = utf8_char_at(text, i);
+      return out;
+    }
+    out.stages.back() += c;
   }
-  return stages;
+  return out;
 }
 
 }  // namespace pipeline_layout

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/limits.h"
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 
 namespace mr {
 

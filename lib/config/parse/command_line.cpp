@@ -1,11 +1,11 @@
-#include "config/command_line.h"
+#include "config/parse/command_line.h"
 
 #include <cstring>
 #include <optional>
 #include <set>
 #include <string_view>
 
-#include "config/types.h"
+#include "config/converters.h"
 
 namespace mr {
 

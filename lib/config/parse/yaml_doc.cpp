@@ -1,4 +1,4 @@
-#include "config/yaml_doc.h"
+#include "config/parse/yaml_doc.h"
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
@@ -12,7 +12,7 @@
 #include <streambuf>
 
 #include "config/limits.h"
-#include "config/read_file.h"
+#include "config/parse/read_file.h"
 
 namespace mr::yaml {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 
 namespace mr {
 
@@ -36,7 +36,7 @@ struct ConfigResult {
 
 // Loads one config file and applies it on top of `ns`. Errors (unreadable or non-regular file, past a limit of
 // config/limits.h, YAML syntax, recursive alias, second document, unknown key, key repeated in the plain layout,
-// unsupported tag, bad value, unset ${VAR}) are UsageErrors naming file:line (config/yaml_doc.h lists the
+// unsupported tag, bad value, unset ${VAR}) are UsageErrors naming file:line (config/parse/yaml_doc.h lists the
 // input.* ids). Warnings (a key repeated in the functional-test layout, a quoted value running over lines that
 // look like keys) go to the result's report.
 ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,

@@ -1,4 +1,4 @@
-#include "config/types.h"
+#include "config/converters.h"
 
 #include <algorithm>
 #include <cctype>

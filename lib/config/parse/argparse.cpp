@@ -1,10 +1,10 @@
-#include "config/parse.h"
+#include "config/parse/argparse.h"
 
 #include <algorithm>
 
 
 #include "config/limits.h"
-#include "config/types.h"
+#include "config/converters.h"
 
 namespace mr {
 

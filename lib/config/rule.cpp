@@ -1,4 +1,4 @@
-#include "config/validate/rule.h"
+#include "config/rule.h"
 
 #include <fcntl.h>
 #include <unistd.h>

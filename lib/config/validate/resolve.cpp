@@ -1,7 +1,7 @@
 // The validation chain: Megatron's validate_args() sections, in the seed's order.
-#include "config/validate.h"
+#include "config/validate/resolve.h"
 #include "config/validate/sections.h"
-#include "config/validate/yaml_chain.h"
+#include "config/validate/yaml_arguments.h"
 
 namespace mr {
 
@@ -30,7 +30,8 @@ void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<
 
 Outcome resolve(const Schema& schema, const Invocation& inv) {
   Outcome out;
-  out.parsed = parse_invocation(schema, inv);
+  out.parsed = parse_arguments(schema, inv);
+  if (yaml_cfg_requested(out.parsed.ns)) parse_yaml_cfg(out.parsed, inv.config);
   validate(out.parsed, out.diagnostics, &out.stages_passed);
   return out;
 }

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "config/types.h"
+#include "config/converters.h"
 
 using mr::ArgType;
 using mr::convert;

@@ -1,11 +1,11 @@
-#include "config/resolve.h"
+#include "config/parse/invocation.h"
 
-#include "config/types.h"
-#include "config/yaml_cfg.h"
+#include "config/converters.h"
+#include "config/parse/yaml_cfg.h"
 
 namespace mr {
 
-Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
+Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   Parsed p;
   p.ns = default_namespace(schema);
   p.env = inv.env;
@@ -42,11 +42,8 @@ Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
     }
   }
 
-  // Megatron's experimental --yaml-cfg: the YAML file replaces the namespace (config/yaml_cfg.h).
-  if (yaml_cfg_requested(ns)) {
-    apply_yaml_cfg(p, inv.config);
-    return p;
-  }
+  // Megatron's experimental --yaml-cfg: the YAML file will replace the namespace (apply_yaml_cfg).
+  if (yaml_cfg_requested(ns)) return p;
 
   // What parse_args() adds after argparse.
   ns.derive("_is_global_batch_size_explicitly_specified", Value(!ns["global_batch_size"].is_none()), "parse_args");
@@ -58,6 +55,19 @@ Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
     p.warnings.push_back("--disable-msc is deprecated: MSC is off unless --enable-msc is given");
     ns.derive("enable_msc", Value(false), "parse_args (--disable-msc)");
   }
+  return p;
+}
+
+std::shared_ptr<YamlCfg> apply_yaml_cfg(Parsed& p, const ConfigOptions& opts) {
+  auto cfg = std::make_shared<YamlCfg>();
+  p.ns = load_yaml_cfg(p.ns, p.env, opts, *cfg, p.warnings);
+  p.yaml_cfg = cfg;
+  return cfg;
+}
+
+Parsed parse_invocation(const Schema& schema, const Invocation& inv) {
+  Parsed p = parse_arguments(schema, inv);
+  if (yaml_cfg_requested(p.ns)) apply_yaml_cfg(p, inv.config);
   return p;
 }
 

@@ -1,0 +1,44 @@
+// What goes wrong, as the layers above report it: a usage error (argparse would refuse the command line or a
+// file: exit status 2), a diagnostic of a validation rule (config/rule.h; an error exits 1, a warning is
+// printed), and the exception that carries a failed rule out of a check.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mr {
+
+// A usage error: exit status 2. `flags` names the options involved (for JSON diagnostics).
+struct UsageError : std::runtime_error {
+  UsageError(std::string msg, std::vector<std::string> flags_ = {}, std::string where_ = {}, std::string id_ = {})
+      : std::runtime_error(std::move(msg)), flags(std::move(flags_)), where(std::move(where_)), id(std::move(id_)) {}
+  std::vector<std::string> flags;
+  std::string where;  // "file.yaml:12" when the offending word came from a file
+  // A stable id for the kind of refusal ("input.not-regular-file", "input.yaml-recursive-alias", ...; see
+  // docs/config-files.md); empty for the generic usage error. `check` reports it as the diagnostic's rule.
+  std::string id;
+  const std::string& rule() const {
+    static const std::string generic = "usage";
+    return id.empty() ? generic : id;
+  }
+};
+
+struct Diagnostic {
+  enum class Level { Error, Warning };
+  Level level = Level::Error;
+  std::string rule;                // rule id, or "usage" for parse errors
+  std::string message;
+  std::vector<std::string> flags;  // the flags involved, e.g. {"--num-layers", "--pipeline-model-parallel-size"}
+  std::string where;               // file:line of the first flag involved, when known
+  std::string stage;               // the rule's stage: kStageValidateArgs, kStageSanity (rule.h); kStageParse for
+                                   // usage errors
+};
+
+struct RuleFailure : std::exception {
+  explicit RuleFailure(Diagnostic d) : diag(std::move(d)) {}
+  const char* what() const noexcept override { return diag.message.c_str(); }
+  Diagnostic diag;
+};
+
+}  // namespace mr

@@ -1,0 +1,50 @@
+// From an invocation (config files + command line + target environment) to the parsed namespace:
+// Megatron's parse_args(), before validate_args(). The validation that follows is config/validate/resolve.h.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/parse/config_file.h"
+#include "config/namespace.h"
+#include "config/parse/argparse.h"
+#include "config/target_env.h"
+
+namespace mr {
+
+struct YamlCfg;  // config/parse/yaml_cfg.h
+
+struct Invocation {
+  std::vector<std::string> config_files;  // applied in order, before the command line
+  std::vector<Token> cli;                  // Megatron flags from the command line
+  ConfigOptions config;
+  TargetEnv env = TargetEnv::from_process();
+  std::optional<long long> world_size;     // overrides WORLD_SIZE (check --world-size)
+};
+
+struct Parsed {
+  Namespace ns;
+  TargetEnv env;                       // after ENV_VARS of functional-test files
+  std::vector<std::string> warnings;
+  std::vector<Token> argv;             // the Megatron command line this stands for (files, then CLI)
+  std::shared_ptr<const YamlCfg> yaml_cfg;  // set when --yaml-cfg replaced the namespace (config/parse/yaml_cfg.h)
+};
+
+// Throws UsageError (exit 2) for anything argparse would reject.
+//
+// argparse over the config files and the command line, the defaults Megatron reads from the environment and
+// what parse_args() adds after argparse. With --yaml-cfg it stops at argparse's namespace
+// (yaml_cfg_requested(ns)): Megatron checks that namespace before it loads the file (resolve(),
+// config/validate/resolve.h), then apply_yaml_cfg() loads it.
+Parsed parse_arguments(const Schema& schema, const Invocation& inv);
+
+// --yaml-cfg: the YAML file replaces p.ns (config/parse/yaml_cfg.h load_yaml_cfg); sets p.yaml_cfg and returns it.
+std::shared_ptr<YamlCfg> apply_yaml_cfg(Parsed& p, const ConfigOptions& opts);
+
+// Megatron's parse_args() without its rules: parse_arguments, then apply_yaml_cfg when --yaml-cfg is set (for
+// --parse-only and --format argv; resolve() also runs parse_args' --yaml-cfg rules).
+Parsed parse_invocation(const Schema& schema, const Invocation& inv);
+
+}  // namespace mr

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The `layers` CTest test: every #include "..." under lib/ and apps/ goes down the layer order.
+
+A file may include headers of its own layer and of the layers listed before it in LAYERS, except those the
+table says it must not use; an include of a later layer, or of a banned one, fails, naming file:line.
+Standard and third-party headers (<...>) are not checked.
+
+    usage: layers.py [SOURCE_DIR]
+"""
+import os
+import re
+import sys
+
+# The layers, lowest first, and the folders each one is. A file may include its own layer and any layer before
+# it in this list, except those its entry names under "not": lower layers it must not use.
+# lib/dist is the old name of parallel + launch + distributed (before that split): one layer in their place.
+CONFIG_UPPER = ["config/parse", "config/validate"]
+LAYERS = [
+    # (layer, folders (prefixes of paths in the tree), lower layers it must not include)
+    ("util", ["lib/util/"], []),
+    ("config/core", ["lib/config/"], []),  # lib/config/*.{h,cpp} and lib/config/schema/*.inc
+    ("config/parse", ["lib/config/parse/"], []),
+    ("config/validate", ["lib/config/validate/"], []),
+    # After validation the layers read the resolved arguments (config core), never the parser or the chain.
+    ("parallel", ["lib/parallel/"], CONFIG_UPPER),  # the torch-free rank layout
+    ("launch", ["lib/launch/"], CONFIG_UPPER),  # launch environment, spawner, worker input
+    ("distributed", ["lib/distributed/"], CONFIG_UPPER),  # store, communicators, runtime, worker
+    ("dist", ["lib/dist/"], CONFIG_UPPER + ["parallel", "launch", "distributed"]),  # old name of the three
+    # optim depends on config and util only: not on the rank layout, the launcher or the communicators.
+    ("optim", ["lib/optim/"], CONFIG_UPPER + ["parallel", "launch", "distributed", "dist"]),
+    ("run", ["lib/run/"], CONFIG_UPPER),
+    ("apps", ["apps/"], []),
+]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inc")
+
+
+def layer_of(path):
+    """The layer a path under the source tree (lib/..., apps/...) belongs to: the longest matching prefix."""
+    best = None
+    for name, prefixes, _ in LAYERS:
+        for p in prefixes:
+            if path.startswith(p) and (best is None or len(p) > best[1]):
+                best = (name, len(p))
+    return best[0] if best else None
+
+
+def resolve(root, src, inc):
+    """The tree path an include names: lib/-relative ("config/x.h") or relative to the including file."""
+    here = os.path.normpath(os.path.join(os.path.dirname(src), inc))
+    if os.path.isfile(os.path.join(root, here)):
+        return here
+    return "lib/" + inc if os.path.isfile(os.path.join(root, "lib", inc)) else None
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    rank = {name: i for i, (name, _, _) in enumerate(LAYERS)}
+    banned = {name: set(nots) for name, _, nots in LAYERS}
+    errors = []
+    checked = 0
+    for top in ("lib", "apps"):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if not fn.endswith(SUFFIXES):
+                    continue
+                src = os.path.relpath(os.path.join(dirpath, fn), root)
+                mine = layer_of(src)
+                if mine is None:
+                    errors.append(f"{src}: not in any layer (add its folder to the table in tests/layers.py)")
+                    continue
+                with open(os.path.join(root, src), encoding="utf-8", errors="replace") as f:
+                    for lineno, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        checked += 1
+                        target = resolve(root, src, m.group(1))
+                        if target is None:
+                            continue  # a generated or third-party header; not ours to order
+                        theirs = layer_of(target)
+                        if theirs is None:
+                            errors.append(f"{src}:{lineno}: includes {m.group(1)}, which is in no layer")
+                        elif rank[theirs] > rank[mine] or theirs in banned[mine]:
+                            errors.append(f"{src}:{lineno}: {mine} includes {m.group(1)} ({theirs}), against "
+                                          f"the layer order")
+    for e in errors:
+        print(e)
+    if errors:
+        print(f"layers: {len(errors)} include(s) against the layer order (table at the top of tests/layers.py)")
+        return 1
+    print(f"layers: {checked} includes checked, all follow the layer order")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
