@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "config/validate/yaml_arguments.h"
 #include "launch/program.h"
 #include "config/parse/command_line.h"
 #include "config/print.h"
@@ -86,8 +87,9 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   Outcome out;
   if (parse_only) {
-    out.parsed = parse_invocation(Schema::megatron(), inv);
-    // --yaml-cfg's command-line combination checks belong to parsing.
+    // Megatron's parse_args() with its rules: --yaml-cfg's command-line combinations are refused there.
+    out.parsed = parse_arguments(Schema::megatron(), inv);
+    if (yaml_cfg_requested(out.parsed.ns)) parse_yaml_cfg(out.parsed, inv.config);
     if (out.parsed.yaml_cfg) out.diagnostics = out.parsed.yaml_cfg->errors;
   } else {
     out = resolve(Schema::megatron(), inv);
