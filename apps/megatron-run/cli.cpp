@@ -8,6 +8,24 @@
 
 namespace mr::app {
 
+void print_command_usage(std::ostream& os, const std::string& cmd) {
+  if (cmd == "check") {
+    os << "usage: megatron-run check [--format text|json] [--world-size N] [--quiet] [config options] [target options]\n"
+          "                          FILE...\n\n"
+          "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
+          "prints one result per file as soon as it is known. Exit 0: every file valid; 1: a rule failed; 2: a file\n"
+          "could not be read or parsed. `megatron-run help` lists the config and target options.\n";
+  } else if (cmd == "schema") {
+    os << "usage: megatron-run schema [--format json|text|bash-completion]\n\n"
+          "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n";
+  } else if (cmd == "rules") {
+    os << "usage: megatron-run rules [--format text|markdown]\n\n"
+          "Lists every validation rule: its id, stage, level and message (docs/validation.md is this, as markdown).\n";
+  } else {
+    print_usage(os);
+  }
+}
+
 void print_usage(std::ostream& os) {
   os << "megatron-run — parse, validate and launch Megatron-LM training jobs\n\n"
         "usage:\n"
@@ -20,6 +38,14 @@ void print_usage(std::ostream& os) {
         "                               parameters and their memory per (tensor, pipeline) rank\n"
         "  megatron-run [--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]] [--bring-up-only]\n"
         "               [--config FILE]... [MEGATRON FLAGS]      validate, then start or join the job\n"
+        "  megatron-run [launch options] [--config FILE]... [MEGATRON FLAGS] PROGRAM\n"
+        "               validate for the job's world size, then start PROGRAM on every rank with torchrun's\n"
+        "               environment and the Megatron flags appended (docs/launch.md). PROGRAM is one of\n"
+        "                 SCRIPT.py ARGS...        run under python3 -u ($PYTHON_EXEC), torchrun's form\n"
+        "                 -- CMD ARGS...           any command, as given\n"
+        "                 --no-python CMD ARGS...  CMD as a command rather than a script\n"
+        "                 -m MODULE ARGS...        python3 -u -m MODULE\n"
+        "               --no-append-args: the program gets only its own ARGS\n"
         "  megatron-run --help          every Megatron flag, grouped\n\n"
         "config options:\n"
         "  --config FILE                YAML/JSON arguments (repeatable; later files and then the command line win)\n"

@@ -46,6 +46,8 @@ std::string rules_markdown();
 int cmd_topology(const std::vector<std::string>& args);
 int cmd_params(const std::vector<std::string>& args);  // parameters and their memory per rank (cmd_params.cpp)  // print the process groups of a config (launch.cpp)
 void print_usage(std::ostream& os);
+// `megatron-run CMD --help`: the usage of one command (check, schema, rules; the general usage otherwise).
+void print_command_usage(std::ostream& os, const std::string& cmd);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).

@@ -30,7 +30,7 @@ int cmd_run(const std::vector<std::string>& args) {
       ("explain", po::value(&explain)->composing(), "show provenance")
       ("no-python", po::bool_switch(&no_python), "run the program's first word as a command, not a Python script")
       ("no-append-args", po::bool_switch(&no_append_args), "do not append the Megatron flags to the program's")
-      ("help", po::bool_switch(&help), "help")
+      ("help", po::bool_switch(&help), "help (also -h)")
       ("version", po::bool_switch(&version), "version");
   // The training program, torchrun's way (launch/program.h): its words are its own, never ours or Megatron's.
   launch::Program program;
@@ -39,6 +39,7 @@ int cmd_run(const std::vector<std::string>& args) {
     std::vector<std::string> value_options, switches;
     for (const auto& od : desc.options())
       (od->semantic()->max_tokens() > 0 ? value_options : switches).push_back("--" + od->long_name());
+    switches.push_back("-h");
     launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches);
     if (ps.form != launch::Program::Form::Worker) {
       program.form = ps.form;
@@ -50,6 +51,8 @@ int cmd_run(const std::vector<std::string>& args) {
                          {ps.form == launch::Program::Form::Module ? "--module" : "--"});
     }
   }
+  for (std::string& w : own_args)
+    if (w == "-h") w = "--help";
   SplitArgs split = split_args(own_args, 1, desc, /*allow_unregistered=*/true);
   if (help) {
     print_usage(std::cout);

@@ -192,3 +192,21 @@ TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B para
   CHECK(field(v, "parameters").as_int() == 46702792704);
   CHECK(field(v, "ranks").as_list().size() == 8);  // 2 TP x 4 PP coordinates
 }
+
+TEST_CASE("no arguments prints the usage; -h/--help work after every command", "[cli][help]") {
+  auto none = sh("");
+  CHECK(none.exit == 0);
+  CHECK(none.out.find("usage:") != std::string::npos);
+  for (std::string cmd : {"", "check ", "schema ", "rules ", "topology ", "params "})
+    for (std::string h : {"-h", "--help"}) {
+      auto r = sh(cmd + h);
+      INFO(cmd + h);
+      CHECK(r.exit == 0);
+      CHECK(r.out.find("usage") != std::string::npos);
+    }
+  CHECK(sh("check --help").out.find("megatron-run check") != std::string::npos);
+  // A program's own -h is the program's: megatron-run only validates and passes it on.
+  auto prog = sh("--dry-run --format argv --num-layers 2 -- prog -h");
+  CHECK(prog.exit == 0);
+  CHECK(prog.out == "prog -h --num-layers 2\n");
+}
