@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "optim/gpu.h"
+#include "optim/muon_plan.h"
 
 namespace mr::optim::gpu {
 namespace {
@@ -609,33 +610,15 @@ void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t ro
 }
 
 void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    const MuonParam& p = params[i];
-    if (p.group < 0 || static_cast<size_t>(p.group) >= groups.size())
-      throw std::invalid_argument("muon step: param " + std::to_string(i) + ": group out of range");
-    if (p.rows <= 0 || p.cols <= 0 || !p.param || !p.grad || !p.momentum_buffer)
-      throw std::invalid_argument("muon step: param " + std::to_string(i) + ": needs a 2-D param, grad and momentum");
+  check_muon_params(params, groups);
+  for (const MuonParam& p : params)
     if (p.partition_dim >= 0 && o.tp_mode != MuonTpMode::Blockwise)
       throw std::invalid_argument(std::string("muon step on the GPU: tensor-parallel ") +
                                   (o.tp_mode == MuonTpMode::Duplicated ? "duplicated" : "distributed") +
                                   " mode needs the dist layer's collectives (not wired yet)");
-  }
-  // Jobs as on the CPU: up to ns_batch_size same-shape plain matrices share one strided-batched NS.
-  std::vector<std::vector<size_t>> jobs;
-  std::map<std::pair<int64_t, int64_t>, size_t> open;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const MuonParam& p = params[i];
-    if (o.ns_batch_size > 1 && !(o.split_qkv && p.is_qkv)) {
-      auto key = std::make_pair(p.rows, p.cols);
-      auto it = open.find(key);
-      if (it != open.end() && jobs[it->second].size() < static_cast<size_t>(o.ns_batch_size)) {
-        jobs[it->second].push_back(i);
-        continue;
-      }
-      open[key] = jobs.size();
-    }
-    jobs.push_back({i});
-  }
+  // The jobs as on the CPU (no TP group here: every matrix is orthogonalised on its own, so up to ns_batch_size
+  // same-shape ones share one strided-batched NS).
+  const std::vector<MuonJob> jobs = plan_muon_jobs(params, o, /*tp_size=*/1);
   const float esf = static_cast<float>(o.extra_scale_factor);
   auto orthogonalize = [&](const float* x, float* out, int64_t batch, int64_t r, int64_t cc) {
     ns_device(x, out, batch, r, cc, o.ns);
@@ -643,26 +626,18 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
     muon_scale_kernel<<<grid_for(batch * r * cc), 256>>>(out, batch * r * cc, sf, esf);
     check_launch("muon scale");
   };
-  for (const auto& job : jobs) {
-    const MuonParam& first = params[job.front()];
-    const int64_t n = first.rows * first.cols, nb = n * static_cast<int64_t>(job.size());
+  for (const MuonJob& job : jobs) {
+    const MuonParam& first = params[job.members.front()];
+    const int64_t n = job.rows * job.cols, nb = n * static_cast<int64_t>(job.members.size());
     auto* u = static_cast<float*>(scratch(8, static_cast<size_t>(nb) * 4));
     auto* orth = static_cast<float*>(scratch(9, static_cast<size_t>(nb) * 4));
-    for (size_t j = 0; j < job.size(); ++j) {
-      const MuonParam& p = params[job[j]];
-      const GroupHyper& g = groups[static_cast<size_t>(p.group)];
-      MuonMomentumConsts c{};
-      c.one_minus_momentum = static_cast<float>(1.0 - o.momentum);
-      c.momentum = static_cast<float>(o.momentum);
-      c.neg_wd_lr = static_cast<float>(-g.weight_decay * g.lr);
-      c.weight_decay = static_cast<float>(g.weight_decay);
-      c.decoupled = o.decoupled_weight_decay;
-      c.has_weight_decay = g.weight_decay != 0.0;
-      c.nesterov = o.nesterov;
+    for (size_t j = 0; j < job.members.size(); ++j) {
+      const MuonParam& p = params[job.members[j]];
+      const MuonMomentumConsts c = muon_momentum_consts(o, groups[static_cast<size_t>(p.group)]);
       muon_momentum_kernel<<<grid_for(n), 256>>>(p.param, p.grad, p.momentum_buffer, u + static_cast<int64_t>(j) * n, n, c);
       check_launch("muon momentum");
     }
-    if (o.split_qkv && first.is_qkv) {
+    if (job.split_qkv) {
       const std::vector<int64_t>& shapes = first.qkv_split_shapes.empty() ? o.qkv_split_shapes : first.qkv_split_shapes;
       if (shapes.empty()) throw std::runtime_error("Muon QKV split requested but qkv_split_shapes is not set");
       const int64_t total = std::accumulate(shapes.begin(), shapes.end(), int64_t{0});
@@ -680,10 +655,10 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
         off += s;
       }
     } else {
-      orthogonalize(u, orth, static_cast<int64_t>(job.size()), first.rows, first.cols);
+      orthogonalize(u, orth, static_cast<int64_t>(job.members.size()), job.rows, job.cols);
     }
-    for (size_t j = 0; j < job.size(); ++j) {
-      const MuonParam& p = params[job[j]];
+    for (size_t j = 0; j < job.members.size(); ++j) {
+      const MuonParam& p = params[job.members[j]];
       muon_apply_kernel<<<grid_for(n), 256>>>(p.param, orth + static_cast<int64_t>(j) * n, n,
                                               static_cast<float>(-groups[static_cast<size_t>(p.group)].lr), p.param_bf16);
       check_launch("muon apply");
