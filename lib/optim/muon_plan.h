@@ -1,6 +1,6 @@
 // How a Muon step groups its parameters into jobs: which matrices share one batched Newton-Schulz call
 // (--muon-ns-batch-size), which are orthogonalised alone (a fused QKV weight split into Q, K, V; a tensor-parallel
-// shard whose NS spans the TP group). One planner for the CPU (muon_cpu.cpp) and the CUDA path (gpu_kernels.cu), so
+// shard whose NS spans the TP group). One planner for the CPU (muon_cpu.cpp) and the CUDA path (gpu_muon.cu), so
 // the two cannot batch differently. Plain C++: no LibTorch, no CUDA.
 #pragma once
 
