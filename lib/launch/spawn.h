@@ -19,6 +19,10 @@ struct SpawnOptions {
   std::map<std::string, std::string> env;    // extra environment for every worker
   double grace_seconds = 10;                 // SIGTERM -> SIGKILL delay when stopping workers
   bool prefix_output = true;                 // "[rank R] " before every line of the workers' stdout/stderr
+  // torchrun's TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS for the workers.
+  std::string run_id = "none";
+  int restart_count = 0;
+  int max_restarts = 0;
 };
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code

@@ -30,13 +30,16 @@ MR_HD float sqrtf_(float x) {
 #endif
 }
 
-// torch.lerp(start, end, weight) as ATen's vectorized kernel computes it.
+// torch.lerp(start, end, weight) = start + weight * (end - start), as ATen's vectorized kernel computes it.
 MR_HD float lerp_(float start, float end, float weight) {
   float diff = end - start;
+  // Small weights step forward from `start`; the others step back from `end` by (1 - weight) * diff, which
+  // keeps lerp(a, b, 1) == b exactly. One fma either way.
   return (weight < 0.5f && weight > -0.5f) ? fmaf_(weight, diff, start) : fmaf_(weight - 1.0f, diff, end);
 }
 // torch.sign: -1, 0 or 1 (0 for NaN).
 MR_HD float sign_(float x) { return static_cast<float>((0.0f < x) - (x < 0.0f)); }
+// Neither inf nor NaN: the exponent field is not all ones (the found-inf check of loss scaling).
 MR_HD bool finite_(float x) { return (f32_bits(x) & 0x7f800000u) != 0x7f800000u; }
 
 // ---- Adam / AdamW ------------------------------------------------------------------------------------------
@@ -52,15 +55,28 @@ struct AdamConsts {
   bool has_weight_decay;
 };
 
-// One element. `g` is the (already scaled) gradient.
+// One element of torch::optim::Adam / AdamW (Megatron --optimizer adam; --adam-beta1/2, --adam-eps,
+// --weight-decay). `p` is the fp32 (master) weight, `g` the gradient (already multiplied by grad_scale), `m` and
+// `v` the first and second moments (exp_avg, exp_avg_sq), `c` the group's scalars for this step t.
 MR_HD void adam_element(float& p, float g, float& m, float& v, const AdamConsts& c) {
   if (c.has_weight_decay) {
+    // AdamW, decoupled weight decay: the weight shrinks on its own, p <- p * (1 - lr * wd), before the update;
+    // the decay never passes through the moments.
     if (c.decoupled) p = p * c.decay_factor;
+    // Adam with L2 regularisation: the decay joins the gradient, g <- g + wd * p, and is averaged into m and v.
     else g = fmaf_(p, c.weight_decay, g);
   }
+  // First moment, an exponential moving average of the gradient: m <- beta1 * m + (1 - beta1) * g
+  // (torch: exp_avg.mul_(beta1).add_(g, 1 - beta1)).
   m = fmaf_(g, c.one_minus_beta1, m * c.beta1);
+  // Second moment, the average of the squared gradient: v <- beta2 * v + (1 - beta2) * g^2
+  // (torch: exp_avg_sq.mul_(beta2).addcmul_(g, g, 1 - beta2)).
   v = fmaf_(c.one_minus_beta2 * g, g, v * c.beta2);
+  // The denominator with v's bias correction folded in: sqrt(v / bc2) + eps, bc2 = 1 - beta2^t, taken as
+  // sqrt(v) / sqrt(bc2) (eps is added after the correction, outside the square root, as in torch).
   float denom = sqrtf_(v) / c.sqrt_bias_correction2 + c.eps;
+  // The step, with m's bias correction in the step size: p <- p - (lr / bc1) * m / denom, bc1 = 1 - beta1^t
+  // (torch: p.addcdiv_(exp_avg, denom, -lr / bc1)). Together: p -= lr * m_hat / (sqrt(v_hat) + eps).
   p = p + (c.neg_step_size * m) / denom;
 }
 
@@ -71,13 +87,20 @@ struct SgdConsts {
   bool first_step;  // torch initialises the momentum buffer with the first gradient
 };
 
+// One element of torch::optim::SGD (Megatron --optimizer sgd, --sgd-momentum). `buf` is the momentum buffer.
 MR_HD void sgd_element(float& p, float g, float& buf, const SgdConsts& c) {
+  // The descent direction starts as the gradient.
   float d = g;
+  // Weight decay as L2 regularisation (SGD has no decoupled form): d <- g + wd * p.
   if (c.has_weight_decay) d = fmaf_(p, c.weight_decay, d);
   if (c.has_momentum) {
+    // Heavy-ball momentum: the first step starts the buffer at d itself; later steps
+    // buf <- momentum * buf + (1 - dampening) * d (torch: buf.mul_(momentum).add_(d, 1 - dampening)).
     buf = c.first_step ? d : fmaf_(d, c.one_minus_dampening, buf * c.momentum);
+    // Nesterov looks ahead along the buffer, d <- d + momentum * buf; plain momentum steps along buf itself.
     d = c.nesterov ? fmaf_(buf, c.momentum, d) : buf;
   }
+  // The step: p <- p - lr * d (torch: p.add_(d, -lr)).
   p = fmaf_(d, c.neg_lr, p);
 }
 
@@ -89,13 +112,20 @@ struct LionConsts {
   bool decoupled, has_weight_decay;
 };
 
+// One element of Lion (--lion-beta1/2; also Muon's scalar optimizer with --muon-scalar-optimizer lion). `m` is
+// the momentum (exp_avg). Two betas: beta1 mixes the update, beta2 the momentum that is kept.
 MR_HD void lion_element(float& p, float g, float& m, const LionConsts& c) {
   if (c.has_weight_decay) {
+    // Decoupled weight decay (WeightDecayMixin "decoupled"): p <- p - lr * wd * p (p.add_(p, -wd * lr)).
     if (c.decoupled) p = fmaf_(p, c.neg_wd_lr, p);
+    // L2: g <- g + wd * p.
     else g = fmaf_(p, c.weight_decay, g);
   }
+  // The update direction interpolates momentum and gradient: u = beta1 * m + (1 - beta1) * g (m.lerp(g, 1 - beta1)).
   float u = lerp_(m, g, c.one_minus_beta1);
+  // The momentum kept for the next step uses the other beta: m <- beta2 * m + (1 - beta2) * g.
   m = lerp_(m, g, c.one_minus_beta2);
+  // Only the sign of u is used, so every coordinate moves by exactly lr: p <- p - lr * sign(u).
   p = fmaf_(sign_(u), c.neg_lr, p);
 }
 
@@ -105,17 +135,25 @@ struct MuonMomentumConsts {
   bool decoupled, has_weight_decay, nesterov;
 };
 // Weight decay, momentum EMA and (Nesterov) lookahead: returns the matrix to orthogonalize.
+// (--muon-momentum, --muon-nesterov; `m` is the momentum buffer.)
 MR_HD float muon_momentum_element(float& p, float g, float& m, const MuonMomentumConsts& c) {
   if (c.has_weight_decay) {
+    // Decoupled weight decay (Muon's default): p <- p - lr * wd * p (p.add_(p, -wd * lr)).
     if (c.decoupled) p = fmaf_(p, c.neg_wd_lr, p);
+    // L2: g <- g + wd * p.
     else g = fmaf_(p, c.weight_decay, g);
   }
+  // Momentum, an exponential moving average of the gradient: m <- momentum * m + (1 - momentum) * g
+  // (exp_avg.lerp_(g, 1 - momentum)).
   m = lerp_(m, g, c.one_minus_momentum);
+  // What Newton-Schulz orthogonalises: with Nesterov the gradient pulled towards the new momentum,
+  // g + momentum * (m - g) (g.lerp(m, momentum)); otherwise the momentum itself.
   return c.nesterov ? lerp_(g, m, c.momentum) : m;
 }
 // The scaled orthogonal update: orth * scale_factor * extra_scale_factor, as two fp32 multiplies.
+// (scale_factor from --muon-scale-mode and the matrix's shape, muon_scale_factor(); extra: --muon-extra-scale-factor.)
 MR_HD float muon_scale_element(float orth, float scale, float extra_scale) { return (orth * scale) * extra_scale; }
-// p.add_(update, alpha=-lr)
+// The step along the orthogonalised update: p <- p - lr * update (p.add_(update, alpha=-lr)).
 MR_HD void muon_apply_element(float& p, float update, float neg_lr) { p = fmaf_(update, neg_lr, p); }
 
 }  // namespace mr::optim

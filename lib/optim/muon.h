@@ -70,6 +70,10 @@ struct MuonOptions {
   int ns_batch_size = 1;                               // muon_ns_batch_size: same-shape matrices per NS call
 };
 
+// The fp32 scalars of Muon's elementwise momentum pass (elementwise.h) for one parameter group, the same on
+// the CPU and the GPU.
+MuonMomentumConsts muon_momentum_consts(const MuonOptions& o, const GroupHyper& g);
+
 // The rows of Q, K, V (and the gate, with attention_output_gate) per query group, as Megatron's
 // _get_qkv_split_shapes computes them.
 std::vector<int64_t> qkv_split_shapes(int64_t num_attention_heads, int64_t num_query_groups, int64_t kv_channels,

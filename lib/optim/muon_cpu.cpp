@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <numeric>
 #include <stdexcept>
 #include <utility>
 
 #include "optim/muon.h"
+#include "optim/muon_plan.h"
 
 #if MR_OPTIM_HAVE_CBLAS
 #include <cblas.h>
@@ -138,6 +138,18 @@ double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode) 
     case MuonScaleMode::UnitRmsNorm: return std::sqrt(out / in);
   }
   return 1.0;
+}
+
+MuonMomentumConsts muon_momentum_consts(const MuonOptions& o, const GroupHyper& g) {
+  MuonMomentumConsts c{};
+  c.one_minus_momentum = static_cast<float>(1.0 - o.momentum);
+  c.momentum = static_cast<float>(o.momentum);
+  c.neg_wd_lr = static_cast<float>(-g.weight_decay * g.lr);
+  c.weight_decay = static_cast<float>(g.weight_decay);
+  c.decoupled = o.decoupled_weight_decay;
+  c.has_weight_decay = g.weight_decay != 0.0;
+  c.nesterov = o.nesterov;
+  return c;
 }
 
 std::vector<int64_t> qkv_split_shapes(int64_t num_attention_heads, int64_t num_query_groups, int64_t kv_channels,
@@ -340,29 +352,13 @@ void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols,
   for (int64_t i = 0; i < n_el; ++i) out[i] = muon_scale_element(out[i], sf, esf);
 }
 
-int effective_partition_dim(const MuonParam& p, const MuonOptions& o, TpGroup* tp) {
-  if (o.tp_mode == MuonTpMode::Blockwise || !tp || tp->size() <= 1) return -1;
-  if (p.partition_dim != -1 && p.partition_dim != 0 && p.partition_dim != 1)
-    throw std::invalid_argument("muon: partition_dim must be -1, 0 or 1");
-  return p.partition_dim;
-}
+int tp_size(const TpGroup* tp) { return tp ? tp->size() : 1; }
 
-MuonMomentumConsts momentum_consts(const MuonOptions& o, const GroupHyper& g) {
-  MuonMomentumConsts c{};
-  c.one_minus_momentum = static_cast<float>(1.0 - o.momentum);
-  c.momentum = static_cast<float>(o.momentum);
-  c.neg_wd_lr = static_cast<float>(-g.weight_decay * g.lr);
-  c.weight_decay = static_cast<float>(g.weight_decay);
-  c.decoupled = o.decoupled_weight_decay;
-  c.has_weight_decay = g.weight_decay != 0.0;
-  c.nesterov = o.nesterov;
-  return c;
-}
 
 }  // namespace
 
 void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const MuonOptions& o, TpGroup* tp) {
-  const int pdim = effective_partition_dim(p, o, tp);
+  const int pdim = muon_partition_dim(p, o, tp_size(tp));
   if (!(o.split_qkv && p.is_qkv)) return orthogonalize_block(x, out, p.rows, p.cols, pdim, o, tp);
   const std::vector<int64_t>& shapes = p.qkv_split_shapes.empty() ? o.qkv_split_shapes : p.qkv_split_shapes;
   if (shapes.empty()) throw std::runtime_error("Muon QKV split requested but qkv_split_shapes is not set");
@@ -386,55 +382,33 @@ void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const Mu
 
 void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o,
                TpGroup* tp) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    const MuonParam& p = params[i];
-    if (p.group < 0 || static_cast<size_t>(p.group) >= groups.size())
-      throw std::invalid_argument("muon step: param " + std::to_string(i) + ": group out of range");
-    if (p.rows <= 0 || p.cols <= 0 || !p.param || !p.grad || !p.momentum_buffer)
-      throw std::invalid_argument("muon step: param " + std::to_string(i) + ": needs a 2-D param, grad and momentum");
-  }
-  // Jobs: a run of up to ns_batch_size same-shape plain matrices (batched NS), or one matrix.
-  std::vector<std::vector<size_t>> jobs;
-  std::map<std::pair<int64_t, int64_t>, size_t> open;  // shape -> index of the job still taking members
-  for (size_t i = 0; i < params.size(); ++i) {
-    const MuonParam& p = params[i];
-    bool plain = !(o.split_qkv && p.is_qkv) && effective_partition_dim(p, o, tp) < 0;
-    if (o.ns_batch_size > 1 && plain) {
-      auto key = std::make_pair(p.rows, p.cols);
-      auto it = open.find(key);
-      if (it != open.end() && jobs[it->second].size() < static_cast<size_t>(o.ns_batch_size)) {
-        jobs[it->second].push_back(i);
-        continue;
-      }
-      open[key] = jobs.size();
-    }
-    jobs.push_back({i});
-  }
+  check_muon_params(params, groups);
+  const std::vector<MuonJob> jobs = plan_muon_jobs(params, o, tp_size(tp));
   std::vector<float> u, orth;
-  for (const auto& job : jobs) {
-    const MuonParam& first = params[job.front()];
-    const int64_t n_el = first.rows * first.cols;
-    u.resize(static_cast<size_t>(n_el) * job.size());
+  for (const MuonJob& job : jobs) {
+    const MuonParam& first = params[job.members.front()];
+    const int64_t n_el = job.rows * job.cols;
+    u.resize(static_cast<size_t>(n_el) * job.members.size());
     orth.resize(u.size());
-    for (size_t j = 0; j < job.size(); ++j) {
-      const MuonParam& p = params[job[j]];
-      const MuonMomentumConsts c = momentum_consts(o, groups[static_cast<size_t>(p.group)]);
+    for (size_t j = 0; j < job.members.size(); ++j) {
+      const MuonParam& p = params[job.members[j]];
+      const MuonMomentumConsts c = muon_momentum_consts(o, groups[static_cast<size_t>(p.group)]);
       float* uj = u.data() + static_cast<int64_t>(j) * n_el;
 #pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
       for (int64_t e = 0; e < n_el; ++e) uj[e] = muon_momentum_element(p.param[e], p.grad[e], p.momentum_buffer[e], c);
     }
-    if (job.size() == 1) {
+    if (!job.batched()) {
       muon_orthogonalize(first, u.data(), orth.data(), o, tp);
     } else {
-      newton_schulz_batched(u.data(), orth.data(), static_cast<int64_t>(job.size()), first.rows, first.cols, o.ns);
-      const float sf = static_cast<float>(muon_scale_factor(first.rows, first.cols, o.scale_mode));
+      newton_schulz_batched(u.data(), orth.data(), static_cast<int64_t>(job.members.size()), job.rows, job.cols, o.ns);
+      const float sf = static_cast<float>(muon_scale_factor(job.rows, job.cols, o.scale_mode));
       const float esf = static_cast<float>(o.extra_scale_factor);
       const int64_t total = static_cast<int64_t>(orth.size());
 #pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
       for (int64_t e = 0; e < total; ++e) orth[static_cast<size_t>(e)] = muon_scale_element(orth[static_cast<size_t>(e)], sf, esf);
     }
-    for (size_t j = 0; j < job.size(); ++j) {
-      const MuonParam& p = params[job[j]];
+    for (size_t j = 0; j < job.members.size(); ++j) {
+      const MuonParam& p = params[job.members[j]];
       const float neg_lr = static_cast<float>(-groups[static_cast<size_t>(p.group)].lr);
       const float* oj = orth.data() + static_cast<int64_t>(j) * n_el;
       uint16_t* lowp = p.param_bf16;

@@ -250,24 +250,32 @@ const std::vector<std::string>& primary_group_names() {
   return names;
 }
 
-Layout Layout::build(const LayoutSpec& spec) {
-  Layout L;
-  L.spec = spec;
-  const int64_t world = spec.world_size, tp = spec.tp, pp = spec.pp, cp = spec.cp, ep = spec.ep;
+namespace {
+
+// ---- Layout::build, by group family ------------------------------------------------------------------------------
+
+// Appends one kind of group (each group sorted ascending), in initialize_model_parallel()'s creation order.
+void add(Layout& L, std::string name, std::string megatron, RankGroups groups) {
+  for (RankList& g : groups) std::sort(g.begin(), g.end());
+  L.sets.push_back(GroupSet{std::move(name), std::move(megatron), std::move(groups)});
+}
+
+// The sizes every size-dependent rule needs: each at least 1, the world within kMaxLayoutRanks, a valid SHARP
+// group choice (initialize_model_parallel's first checks), no GTP with several distributed-optimizer instances.
+void check_sizes(const LayoutSpec& spec) {
+  const int64_t world = spec.world_size, instances = spec.num_distributed_optimizer_instances;
   const int64_t gtp = spec.gtp_remat, egtp = spec.expert_gtp_remat;
-  const int64_t instances = spec.num_distributed_optimizer_instances;
   if (world < 1) throw LayoutError("the world size must be at least 1 (got " + str(world) + ")");
   if (world > kMaxLayoutRanks)
     throw LayoutError("the world size " + str(world) + " is beyond the " + str(kMaxLayoutRanks) +
                       " ranks megatron-run lays out (every process group is listed rank by rank)");
   for (auto [name, v] : std::initializer_list<std::pair<const char*, int64_t>>{
-           {"--tensor-model-parallel-size", tp}, {"--pipeline-model-parallel-size", pp},
-           {"--context-parallel-size", cp}, {"--expert-model-parallel-size", ep},
+           {"--tensor-model-parallel-size", spec.tp}, {"--pipeline-model-parallel-size", spec.pp},
+           {"--context-parallel-size", spec.cp}, {"--expert-model-parallel-size", spec.ep},
            {"--num-distributed-optimizer-instances", instances}, {"the GTP weight-remat size", gtp},
            {"the expert GTP weight-remat size", egtp}})
     if (v < 1) throw LayoutError(std::string(name) + " must be at least 1 (got " + str(v) + ")");
 
-  // SHARP group choice (initialize_model_parallel's first checks).
   if (spec.use_sharp) {
     if (spec.sharp_enabled_group && *spec.sharp_enabled_group != "dp" && *spec.sharp_enabled_group != "dp_replica")
       throw LayoutError("--sharp-enabled-group must be dp or dp_replica (got " + *spec.sharp_enabled_group + ")");
@@ -278,15 +286,25 @@ Layout Layout::build(const LayoutSpec& spec) {
   }
   if ((gtp > 1 || egtp > 1) && instances > 1)
     throw LayoutError("GTP weight rematerialization does not support --num-distributed-optimizer-instances > 1");
+}
 
+// initialize_model_parallel's two rank generators: the dense layers' (TP, CP, DP, PP and the GTP weight-remat
+// axis) and the expert layers' (expert TP, EP, expert DP, PP and the expert GTP axis), with the data-parallel
+// sizes they imply, and the rules that tie them together.
+struct Generators {
+  RankGenerator dense, expert;
+  int64_t dp, etp, edp;
+};
+
+Generators make_generators(const LayoutSpec& spec) {
+  const int64_t world = spec.world_size, tp = spec.tp, pp = spec.pp, cp = spec.cp, ep = spec.ep;
+  const int64_t gtp = spec.gtp_remat, egtp = spec.expert_gtp_remat;
   // Every size is at least 1 here; a product beyond 64 bits cannot divide the world size.
   const std::optional<int64_t> model_size_ = checked_product({tp, pp, cp, gtp});
   if (!model_size_ || world % *model_size_ != 0)
     throw LayoutError("world size (" + str(world) + ") is not divisible by TP x PP x CP" + (gtp > 1 ? " x GTP" : "") +
                       " = " + (model_size_ ? str(*model_size_) : "a product beyond 64 bits"));
-  const int64_t model_size = *model_size_;
-  const int64_t dp = world / model_size;
-  L.dp = dp;
+  const int64_t dp = world / *model_size_;
   if (spec.virtual_pp && pp <= 1)
     throw LayoutError("the interleaved schedule (virtual pipeline size " + str(*spec.virtual_pp) +
                       ") needs --pipeline-model-parallel-size > 1");
@@ -296,7 +314,6 @@ Layout Layout::build(const LayoutSpec& spec) {
 
   const int64_t etp = spec.etp ? *spec.etp : tp;
   if (etp < 1) throw LayoutError("--expert-tensor-parallel-size must be at least 1 (got " + str(etp) + ")");
-  L.etp = etp;
   const std::optional<int64_t> expert_tmp_ = checked_product({etp, ep, pp, egtp});
   if (!expert_tmp_ || world % *expert_tmp_ != 0)
     throw LayoutError("world size (" + str(world) + ") is not divisible by expert TP x EP x PP" +
@@ -305,7 +322,6 @@ Layout Layout::build(const LayoutSpec& spec) {
                       " (--expert-tensor-parallel-size " + str(etp) + ", --expert-model-parallel-size " + str(ep) +
                       ", --pipeline-model-parallel-size " + str(pp) + ")");
   const int64_t edp = world / *expert_tmp_;
-  L.expert_dp = edp;
   RankGenerator expert(etp, ep, edp, pp, 1, inject_gtp_remat_axis(order, "ep"), 0, egtp);
 
   if (!(order.size() >= 2 && order.substr(order.size() - 2) == "pp") && pp != 1 && edp != dp)
@@ -314,130 +330,138 @@ Layout Layout::build(const LayoutSpec& spec) {
   if (dense.get_ranks("pp") != expert.get_ranks("pp"))
     throw LayoutError("the pipeline groups of the dense layers " + groups_str(dense.get_ranks("pp")) +
                       " and the expert layers " + groups_str(expert.get_ranks("pp")) + " differ");
-  if ((dp * cp) % instances != 0)
-    throw LayoutError("DP x CP (" + str(dp * cp) + ") is not divisible by --num-distributed-optimizer-instances (" +
-                      str(instances) + ")");
-  const int64_t intra_dp_cp = dp * cp / instances;
+  return Generators{std::move(dense), std::move(expert), dp, etp, edp};
+}
 
-  auto add = [&](std::string name, std::string megatron, RankGroups groups) {
-    for (RankList& g : groups) std::sort(g.begin(), g.end());
-    L.sets.push_back(GroupSet{std::move(name), std::move(megatron), std::move(groups)});
-  };
+// create_hybrid_dp_cp_groups: contiguous slices of each DPxCP group, for every power of two from 2 up to
+// (excluding) 2^floor(log2(n)); one list per slice size, ascending.
+std::vector<std::pair<int64_t, RankGroups>> hybrid_dp_cp_groups(const RankGroups& dp_cp) {
+  std::vector<std::pair<int64_t, RankGroups>> by_size;
+  for (const RankList& g : dp_cp) {
+    if (g.size() % 2 != 0)
+      throw LayoutError("hybrid context parallelism needs an even DP x CP size (got " + str(static_cast<int64_t>(g.size())) + ")");
+    int64_t levels = static_cast<int64_t>(std::log2(static_cast<double>(g.size())));
+    for (int64_t i = 1; i < levels; ++i) {
+      int64_t size = int64_t{1} << i;
+      auto it = std::find_if(by_size.begin(), by_size.end(), [&](const auto& p) { return p.first == size; });
+      if (it == by_size.end()) {
+        by_size.emplace_back(size, RankGroups{});
+        it = by_size.end() - 1;
+      }
+      for (size_t b = 0; b < g.size(); b += static_cast<size_t>(size))
+        it->second.emplace_back(g.begin() + static_cast<long>(b),
+                                g.begin() + static_cast<long>(std::min(g.size(), b + static_cast<size_t>(size))));
+    }
+  }
+  return by_size;
+}
 
-  // Creation order of initialize_model_parallel().
-  if (gtp > 1) add("gtp", "GTP_WEIGHT_REMAT_GROUP", dense.get_ranks("gtp_remat"));
+// The data-parallel groups of the dense layers: GTP, DP x CP, its slices per distributed-optimizer instance,
+// the hybrid DP x CP groups, DP, and DP with the GTP axis.
+void add_data_parallel_groups(Layout& L, const RankGenerator& dense, const LayoutSpec& spec) {
+  const int64_t instances = spec.num_distributed_optimizer_instances, gtp = spec.gtp_remat;
+  if ((L.dp * spec.cp) % instances != 0)
+    throw LayoutError("DP x CP (" + str(L.dp * spec.cp) +
+                      ") is not divisible by --num-distributed-optimizer-instances (" + str(instances) + ")");
+  const int64_t intra_dp_cp = L.dp * spec.cp / instances;
+  if (gtp > 1) add(L, "gtp", "GTP_WEIGHT_REMAT_GROUP", dense.get_ranks("gtp_remat"));
   RankGroups dp_cp = dense.get_ranks("dp-cp");
-  add("dp-cp", "DATA_PARALLEL_GROUP_WITH_CP", dp_cp);
+  add(L, "dp-cp", "DATA_PARALLEL_GROUP_WITH_CP", dp_cp);
   if (instances > 1) {
     RankGroups intra;
     for (const RankList& g : dp_cp)
       for (int64_t i = 0; i < instances; ++i)
         intra.emplace_back(g.begin() + i * intra_dp_cp, g.begin() + (i + 1) * intra_dp_cp);
-    add("intra-dp-cp", "INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP", std::move(intra));
+    add(L, "intra-dp-cp", "INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP", std::move(intra));
   }
-  if (spec.hybrid_cp) {
-    // create_hybrid_dp_cp_groups: contiguous slices of each DPxCP group, for every power of two from 2 up to
-    // (excluding) 2^floor(log2(n)).
-    std::vector<std::pair<int64_t, RankGroups>> by_size;
-    for (const RankList& g : dp_cp) {
-      if (g.size() % 2 != 0)
-        throw LayoutError("hybrid context parallelism needs an even DP x CP size (got " + str(static_cast<int64_t>(g.size())) + ")");
-      int64_t levels = static_cast<int64_t>(std::log2(static_cast<double>(g.size())));
-      for (int64_t i = 1; i < levels; ++i) {
-        int64_t size = int64_t{1} << i;
-        auto it = std::find_if(by_size.begin(), by_size.end(), [&](const auto& p) { return p.first == size; });
-        if (it == by_size.end()) {
-          by_size.emplace_back(size, RankGroups{});
-          it = by_size.end() - 1;
-        }
-        for (size_t b = 0; b < g.size(); b += static_cast<size_t>(size))
-          it->second.emplace_back(g.begin() + static_cast<long>(b),
-                                  g.begin() + static_cast<long>(std::min(g.size(), b + static_cast<size_t>(size))));
+  if (spec.hybrid_cp)
+    for (auto& [size, groups] : hybrid_dp_cp_groups(dp_cp))
+      add(L, "hybrid-dp-cp-" + str(size), "HYBRID_DP_CP_GROUP_" + str(size), std::move(groups));
+  add(L, "dp", "DATA_PARALLEL_GROUP", dense.get_ranks("dp"));
+  if (gtp > 1) {
+    add(L, "gtp-dp", "DATA_PARALLEL_GROUP_WITH_GTP_REMAT", dense.get_ranks("gtp_remat-dp"));
+    add(L, "gtp-dp-cp", "DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT", dense.get_ranks("gtp_remat-dp-cp"));
+  }
+}
+
+// The context-parallel groups, and their hierarchical levels (--hierarchical-context-parallel-sizes).
+void add_context_parallel_groups(Layout& L, const RankGenerator& dense, const LayoutSpec& spec) {
+  RankGroups cp_groups = dense.get_ranks("cp");
+  add(L, "cp", "CONTEXT_PARALLEL_GROUP", cp_groups);
+  if (spec.hierarchical_cp.empty()) return;
+  std::optional<int64_t> prod = 1;
+  for (int64_t v : spec.hierarchical_cp)
+    if (prod) prod = v >= 1 ? checked_mul(*prod, v) : std::nullopt;
+  if (!prod || *prod != spec.cp)
+    throw LayoutError("--hierarchical-context-parallel-sizes multiply to " +
+                      (prod ? str(*prod) : std::string("a non-positive or beyond-64-bit product")) +
+                      ", not the context-parallel size " + str(spec.cp));
+  std::vector<RankGroups> levels(spec.hierarchical_cp.size());
+  for (const RankList& g : cp_groups) {
+    std::vector<RankGroups> h = hierarchical_groups(g, spec.hierarchical_cp);
+    for (size_t i = 0; i < h.size(); ++i) levels[i].insert(levels[i].end(), h[i].begin(), h[i].end());
+  }
+  for (size_t i = 0; i < levels.size(); ++i)
+    add(L, "hierarchical-cp-" + str(static_cast<int64_t>(i)), "HIERARCHICAL_CONTEXT_PARALLEL_GROUP_L" + str(static_cast<int64_t>(i)),
+        std::move(levels[i]));
+}
+
+// The embedding group of one pipeline group `ranks` (its stages in order).
+RankList embedding_ranks(const RankList& ranks, const LayoutSpec& spec) {
+  // megatron.core default_embedding_ranks: the first and last stage.
+  if (spec.core_embedding_ranks) return ranks.size() == 1 ? RankList{ranks.front()} : RankList{ranks.front(), ranks.back()};
+  // pretrain_gpt.py get_embedding_ranks: the first stage; the last with tied embeddings; MTP stages.
+  RankList e = {ranks.front()};
+  if (ranks.size() > 1) {
+    if (!spec.untie_embeddings) e.push_back(ranks.back());
+    if (spec.mtp_num_layers) {
+      if (spec.pp_layout_stages.empty()) {
+        e.push_back(ranks.back());
+      } else {
+        // Stage i of the flattened layout belongs to pipeline rank i % PP (vpp-major order).
+        for (size_t i = 0; i < spec.pp_layout_stages.size(); ++i)
+          if (spec.pp_layout_stages[i].find('m') != std::string::npos) e.push_back(ranks[i % ranks.size()]);
       }
     }
-    for (auto& [size, groups] : by_size)
-      add("hybrid-dp-cp-" + str(size), "HYBRID_DP_CP_GROUP_" + str(size), std::move(groups));
   }
-  add("dp", "DATA_PARALLEL_GROUP", dense.get_ranks("dp"));
-  if (gtp > 1) {
-    add("gtp-dp", "DATA_PARALLEL_GROUP_WITH_GTP_REMAT", dense.get_ranks("gtp_remat-dp"));
-    add("gtp-dp-cp", "DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT", dense.get_ranks("gtp_remat-dp-cp"));
-  }
-  RankGroups cp_groups = dense.get_ranks("cp");
-  add("cp", "CONTEXT_PARALLEL_GROUP", cp_groups);
-  if (!spec.hierarchical_cp.empty()) {
-    std::optional<int64_t> prod = 1;
-    for (int64_t v : spec.hierarchical_cp)
-      if (prod) prod = v >= 1 ? checked_mul(*prod, v) : std::nullopt;
-    if (!prod || *prod != cp)
-      throw LayoutError("--hierarchical-context-parallel-sizes multiply to " +
-                        (prod ? str(*prod) : std::string("a non-positive or beyond-64-bit product")) +
-                        ", not the context-parallel size " + str(cp));
-    std::vector<RankGroups> levels(spec.hierarchical_cp.size());
-    for (const RankList& g : cp_groups) {
-      std::vector<RankGroups> h = hierarchical_groups(g, spec.hierarchical_cp);
-      for (size_t i = 0; i < h.size(); ++i) levels[i].insert(levels[i].end(), h[i].begin(), h[i].end());
-    }
-    for (size_t i = 0; i < levels.size(); ++i)
-      add("hierarchical-cp-" + str(static_cast<int64_t>(i)), "HIERARCHICAL_CONTEXT_PARALLEL_GROUP_L" + str(static_cast<int64_t>(i)),
-          std::move(levels[i]));
-  }
-  add("tp-pp", "MODEL_PARALLEL_GROUP", dense.get_ranks("tp-gtp_remat-pp"));
-  add("tp", "TENSOR_MODEL_PARALLEL_GROUP", dense.get_ranks("tp"));
+  std::set<int> uniq(e.begin(), e.end());
+  e.assign(uniq.begin(), uniq.end());
+  return e;
+}
 
+// The pipeline groups and, from each, the embedding group and the position-embedding group (its first stage).
+void add_pipeline_and_embedding_groups(Layout& L, const RankGenerator& dense, const LayoutSpec& spec) {
   RankGroups pp_groups = dense.get_ranks("pp");
   RankGroups embedding, position_embedding;
   for (const RankList& ranks : pp_groups) {
-    RankList e;
-    if (spec.core_embedding_ranks) {
-      // megatron.core default_embedding_ranks: the first and last stage.
-      e = ranks.size() == 1 ? RankList{ranks.front()} : RankList{ranks.front(), ranks.back()};
-    } else {
-      // pretrain_gpt.py get_embedding_ranks: the first stage; the last with tied embeddings; MTP stages.
-      e = {ranks.front()};
-      if (ranks.size() > 1) {
-        if (!spec.untie_embeddings) e.push_back(ranks.back());
-        if (spec.mtp_num_layers) {
-          if (spec.pp_layout_stages.empty()) {
-            e.push_back(ranks.back());
-          } else {
-            // Stage i of the flattened layout belongs to pipeline rank i % PP (vpp-major order).
-            for (size_t i = 0; i < spec.pp_layout_stages.size(); ++i)
-              if (spec.pp_layout_stages[i].find('m') != std::string::npos)
-                e.push_back(ranks[i % ranks.size()]);
-          }
-        }
-      }
-      std::set<int> uniq(e.begin(), e.end());
-      e.assign(uniq.begin(), uniq.end());
-    }
-    embedding.push_back(e);
+    embedding.push_back(embedding_ranks(ranks, spec));
     position_embedding.push_back({ranks.front()});
   }
-  add("pp", "PIPELINE_MODEL_PARALLEL_GROUP", pp_groups);
-  add("embedding", "EMBEDDING_GROUP", std::move(embedding));
-  add("position-embedding", "POSITION_EMBEDDING_GROUP", std::move(position_embedding));
+  add(L, "pp", "PIPELINE_MODEL_PARALLEL_GROUP", pp_groups);
+  add(L, "embedding", "EMBEDDING_GROUP", std::move(embedding));
+  add(L, "position-embedding", "POSITION_EMBEDDING_GROUP", std::move(position_embedding));
+}
 
-  add("tp-dp-cp", "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", dense.get_ranks("tp-gtp_remat-dp-cp"));
-  add("tp-dp", "TENSOR_AND_DATA_PARALLEL_GROUP", dense.get_ranks("tp-gtp_remat-dp"));
-  add("tp-cp", "TENSOR_AND_CONTEXT_PARALLEL_GROUP", dense.get_ranks("tp-cp"));
-
-  // Expert groups.
-  if (egtp > 1) add("expert-gtp", "EXPERT_GTP_WEIGHT_REMAT_GROUP", expert.get_ranks("gtp_remat"));
-  add("ep", "EXPERT_MODEL_PARALLEL_GROUP", expert.get_ranks("ep"));
-  add("expert-tp", "EXPERT_TENSOR_PARALLEL_GROUP", expert.get_ranks("tp"));
-  add("expert-tp-ep", "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", expert.get_ranks("tp-ep"));
+// The expert layers' groups (EP, expert TP, expert DP and their combinations; the expert DP slices per
+// distributed-optimizer instance). Returns the expert TP x EP x PP groups, from which the distributed-optimizer
+// instance group is made.
+RankGroups add_expert_groups(Layout& L, const RankGenerator& expert, const LayoutSpec& spec) {
+  const int64_t instances = spec.num_distributed_optimizer_instances, egtp = spec.expert_gtp_remat;
+  if (egtp > 1) add(L, "expert-gtp", "EXPERT_GTP_WEIGHT_REMAT_GROUP", expert.get_ranks("gtp_remat"));
+  add(L, "ep", "EXPERT_MODEL_PARALLEL_GROUP", expert.get_ranks("ep"));
+  add(L, "expert-tp", "EXPERT_TENSOR_PARALLEL_GROUP", expert.get_ranks("tp"));
+  add(L, "expert-tp-ep", "EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", expert.get_ranks("tp-ep"));
   RankGroups tp_ep_pp = expert.get_ranks("tp-ep-pp");
-  add("expert-tp-ep-pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP", tp_ep_pp);
+  add(L, "expert-tp-ep-pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP", tp_ep_pp);
   if (egtp > 1)
-    add("expert-tp-ep-gtp-pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP",
+    add(L, "expert-tp-ep-gtp-pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP",
         expert.get_ranks("tp-ep-gtp_remat-pp"));
-  if (edp % instances != 0)
-    throw LayoutError("the expert data-parallel size (" + str(edp) +
+  if (L.expert_dp % instances != 0)
+    throw LayoutError("the expert data-parallel size (" + str(L.expert_dp) +
                       ") is not divisible by --num-distributed-optimizer-instances (" + str(instances) + ")");
-  const int64_t intra_edp = edp / instances;
+  const int64_t intra_edp = L.expert_dp / instances;
   RankGroups expert_dp = expert.get_ranks("dp");
-  add("expert-dp", "EXPERT_DATA_PARALLEL_GROUP", expert_dp);
+  add(L, "expert-dp", "EXPERT_DATA_PARALLEL_GROUP", expert_dp);
   if (instances > 1) {
     RankGroups intra, inter;
     for (const RankList& g : expert_dp) {
@@ -445,15 +469,20 @@ Layout Layout::build(const LayoutSpec& spec) {
       intra.insert(intra.end(), h[0].begin(), h[0].end());
       inter.insert(inter.end(), h[1].begin(), h[1].end());
     }
-    add("intra-expert-dp", "INTRA_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", std::move(intra));
+    add(L, "intra-expert-dp", "INTRA_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", std::move(intra));
     // Megatron's inter distributed-optimizer-instance group (shared by the dense and expert layers).
-    add("inter-expert-dp", "INTER_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", std::move(inter));
+    add(L, "inter-expert-dp", "INTER_PARTIAL_EXPERT_DATA_PARALLEL_GROUP", std::move(inter));
   }
-  if (egtp > 1) add("expert-gtp-dp", "EXPERT_DATA_PARALLEL_GROUP_WITH_GTP_REMAT", expert.get_ranks("gtp_remat-dp"));
+  if (egtp > 1) add(L, "expert-gtp-dp", "EXPERT_DATA_PARALLEL_GROUP_WITH_GTP_REMAT", expert.get_ranks("gtp_remat-dp"));
+  return tp_ep_pp;
+}
 
-  // The intra distributed-optimizer instance group.
+// The intra distributed-optimizer instance group: runs of expert-DP / instances consecutive expert
+// TP x EP x PP groups (all of them in one group with GTP).
+void add_distributed_optimizer_group(Layout& L, const RankGroups& tp_ep_pp, const LayoutSpec& spec) {
+  const int64_t intra_edp = L.expert_dp / spec.num_distributed_optimizer_instances;
   RankGroups intra_opt;
-  if (gtp > 1 || egtp > 1) {
+  if (spec.gtp_remat > 1 || spec.expert_gtp_remat > 1) {
     RankList all;
     for (const RankList& g : tp_ep_pp) all.insert(all.end(), g.begin(), g.end());
     intra_opt.push_back(std::move(all));
@@ -469,7 +498,29 @@ Layout Layout::build(const LayoutSpec& spec) {
       }
     }
   }
-  add("intra-dist-opt", "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", std::move(intra_opt));
+  add(L, "intra-dist-opt", "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", std::move(intra_opt));
+}
+
+}  // namespace
+
+Layout Layout::build(const LayoutSpec& spec) {
+  check_sizes(spec);
+  const Generators gen = make_generators(spec);
+  Layout L;
+  L.spec = spec;
+  L.dp = gen.dp, L.etp = gen.etp, L.expert_dp = gen.edp;
+  // Creation order of initialize_model_parallel(): the dense layers' groups, the pipeline and embedding groups,
+  // the dense combinations, the expert groups, the distributed-optimizer instance group.
+  add_data_parallel_groups(L, gen.dense, spec);
+  add_context_parallel_groups(L, gen.dense, spec);
+  add(L, "tp-pp", "MODEL_PARALLEL_GROUP", gen.dense.get_ranks("tp-gtp_remat-pp"));
+  add(L, "tp", "TENSOR_MODEL_PARALLEL_GROUP", gen.dense.get_ranks("tp"));
+  add_pipeline_and_embedding_groups(L, gen.dense, spec);
+  add(L, "tp-dp-cp", "TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP", gen.dense.get_ranks("tp-gtp_remat-dp-cp"));
+  add(L, "tp-dp", "TENSOR_AND_DATA_PARALLEL_GROUP", gen.dense.get_ranks("tp-gtp_remat-dp"));
+  add(L, "tp-cp", "TENSOR_AND_CONTEXT_PARALLEL_GROUP", gen.dense.get_ranks("tp-cp"));
+  const RankGroups tp_ep_pp = add_expert_groups(L, gen.expert, spec);
+  add_distributed_optimizer_group(L, tp_ep_pp, spec);
   return L;
 }
 

@@ -423,6 +423,57 @@ TEST_CASE("a duplicated-mode TP Muon step equals the single-rank step", "[muon][
   REQUIRE(bit_equal(torch::cat(pr, 1), p));
 }
 
+// The planner (muon_plan.h) keeps TP shards out of batches: with muon_ns_batch_size > 1, same-shape shards in
+// duplicated mode must still be orthogonalised as whole matrices, next to a batch of plain same-shape matrices.
+TEST_CASE("a duplicated-mode TP Muon step with NS batching equals the single-rank step", "[muon][tp]") {
+  torch::manual_seed(37);
+  const int world = 2;
+  MuonOptions o;
+  o.ns_batch_size = 4;
+  // Two column-sharded 64 x 80 weights and two unsharded 64 x 40 ones (the shape of a shard).
+  std::vector<torch::Tensor> p0 = {torch::randn({64, 80}) * 0.02, torch::randn({64, 40}) * 0.02,
+                                   torch::randn({64, 80}) * 0.02, torch::randn({64, 40}) * 0.02};
+  const std::vector<bool> sharded = {true, false, true, false};
+  std::vector<std::vector<torch::Tensor>> grads(p0.size());
+  for (size_t i = 0; i < p0.size(); ++i)
+    for (int s = 0; s < 2; ++s) grads[i].push_back(torch::randn(p0[i].sizes()));
+  std::vector<GroupHyper> gh = {{0.02, 0.1, 1}};
+  std::vector<torch::Tensor> whole, mw;
+  for (auto& t : p0) whole.push_back(t.clone()), mw.push_back(torch::zeros_like(t));
+  for (int s = 0; s < 2; ++s) {
+    std::vector<MuonParam> mp;
+    for (size_t i = 0; i < p0.size(); ++i) mp.push_back(make_muon_param(whole[i], grads[i][size_t(s)], mw[i]));
+    cpu::muon_step(mp, gh, o);
+  }
+  std::vector<std::vector<torch::Tensor>> pr(world);
+  on_ranks(world, [&](int r, TpGroup& tp) {
+    std::vector<torch::Tensor> pl, ml;
+    for (size_t i = 0; i < p0.size(); ++i) {
+      pl.push_back(sharded[i] ? p0[i].chunk(world, 1)[size_t(r)].contiguous() : p0[i].clone());
+      ml.push_back(torch::zeros_like(pl.back()));
+    }
+    for (int s = 0; s < 2; ++s) {
+      std::vector<torch::Tensor> gl;
+      std::vector<MuonParam> mp;
+      for (size_t i = 0; i < p0.size(); ++i) {
+        gl.push_back(sharded[i] ? grads[i][size_t(s)].chunk(world, 1)[size_t(r)].contiguous() : grads[i][size_t(s)]);
+        mp.push_back(make_muon_param(pl[i], gl.back(), ml[i]));
+        if (sharded[i]) mp.back().partition_dim = 1;
+      }
+      cpu::muon_step(mp, gh, o, &tp);
+    }
+    pr[size_t(r)] = pl;
+  });
+  for (size_t i = 0; i < p0.size(); ++i) {
+    INFO("param " << i);
+    if (sharded[i]) {
+      REQUIRE(bit_equal(torch::cat({pr[0][i], pr[1][i]}, 1), whole[i]));
+    } else {
+      for (int r = 0; r < world; ++r) REQUIRE(bit_equal(pr[size_t(r)][i], whole[i]));
+    }
+  }
+}
+
 // ---- GPU ---------------------------------------------------------------------------------------------------------------
 
 TEST_CASE("CUDA Newton-Schulz and Muon step agree with the CPU", "[muon][gpu]") {

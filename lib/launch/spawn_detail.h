@@ -1,0 +1,104 @@
+// The parts of spawn_workers (spawn.h), internal to lib/launch:
+//   spawn_env.cpp      the workers' environment (torchrun's variables, the OMP_NUM_THREADS share);
+//   spawn_signals.cpp  forwarding the launcher's signals (a self-pipe the supervisor polls);
+//   workers.cpp        starting the worker processes, signalling, killing and reaping them;
+//   supervise.cpp      the supervision loop: relaying output, forwarding signals, reaping, stopping on failure.
+#pragma once
+
+#include <sys/types.h>
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "launch/spawn.h"
+
+namespace mr::launch::detail {
+
+// ---- environment (spawn_env.cpp) ---------------------------------------------------------------------------------
+
+// The environment every worker shares: ours without torchrun's variables (and without the keys of o.env, which
+// follow), MR_SPAWNED=1 (when prefixing output) and, for several workers on a node with no OMP_NUM_THREADS set,
+// an even share of the processors (said on stderr).
+std::vector<std::string> shared_worker_env(const SpawnOptions& o);
+// One worker's environment: `shared` plus torchrun's variables for it (launch/torchrun_env.h); o.master_port is
+// the job's port (chosen already).
+std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared, const SpawnOptions& o,
+                                         int local_rank);
+
+// ---- signals (spawn_signals.cpp) ----------------------------------------------------------------------------------
+
+// The signals the launcher forwards to its workers: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2.
+std::span<const int> forwarded_signals();
+// A terminating signal among them (SIGINT, SIGTERM, SIGHUP, SIGQUIT): forwarding it also starts the grace period.
+bool stops_workers(int sig);
+
+// While alive, the forwarded signals are caught and their numbers written to a pipe (read_fd(), non-blocking)
+// for the supervisor to poll; the destructor restores the previous dispositions and closes the pipe. One at a
+// time per process. Throws std::runtime_error if the pipe cannot be made.
+class SignalForwarder {
+ public:
+  SignalForwarder();
+  ~SignalForwarder();
+  SignalForwarder(const SignalForwarder&) = delete;
+  SignalForwarder& operator=(const SignalForwarder&) = delete;
+  int read_fd() const;
+};
+
+// ---- worker processes (workers.cpp) --------------------------------------------------------------------------------
+
+struct Stream {
+  int fd = -1;
+  std::string pending;  // a partial line
+  bool is_err = false;
+};
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int code = 0;
+  Stream out, err;
+};
+
+// The exit code spawn_workers reports for a wait status (128 + signal for a killed worker), and its wording.
+int exit_code(int status);
+std::string describe_status(int status);
+// Writes all of `s` to fd (retrying after EINTR; gives up on another error).
+void write_all(int fd, const std::string& s);
+
+// The node's workers. No worker outlives the set: the destructor kills (SIGKILL) and reaps what still runs.
+class Workers {
+ public:
+  explicit Workers(int count) : w_(static_cast<size_t>(count)) {}
+  ~Workers() { kill_and_reap(); }
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
+
+  // Starts local worker `local_rank` (global rank node_rank * nproc_per_node + local_rank) with `shared` plus
+  // its rank variables: its own process group, PR_SET_PDEATHSIG = SIGKILL, default dispositions of the forwarded
+  // signals, and its stdout/stderr into pipes when o.prefix_output. Throws std::runtime_error (pipe, fork)
+  // after killing and reaping the workers started so far.
+  void start(int local_rank, const SpawnOptions& o, const std::vector<std::string>& shared);
+
+  std::vector<Worker>& all() { return w_; }
+  bool any_running() const;
+  // `sig` to the process group of every running worker.
+  void kill_all(int sig);
+  // A terminating signal, then SIGCONT: a stopped worker (SIGSTOP, a debugger detached badly) acts on it too.
+  void terminate_all(int sig);
+  // SIGKILL to every running worker, then wait for each (its code recorded).
+  void kill_and_reap();
+
+ private:
+  std::vector<Worker> w_;
+};
+
+// ---- supervision (supervise.cpp) -----------------------------------------------------------------------------------
+
+// Runs until every worker has exited and its output is drained: relays output lines (prefixed "[rank R] "),
+// forwards the signals read from `signal_fd`, reaps, stops the others after the first failure (SIGTERM +
+// SIGCONT, SIGKILL o.grace_seconds later). Returns spawn_workers' exit code.
+int supervise(Workers& workers, const SpawnOptions& o, int signal_fd);
+
+}  // namespace mr::launch::detail

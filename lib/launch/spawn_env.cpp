@@ -1,0 +1,60 @@
+// The workers' environment (spawn_detail.h): ours, then exactly what torchrun gives each rank (launch/torchrun_env.h).
+#include <sched.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "launch/spawn_detail.h"
+#include "launch/torchrun_env.h"
+
+extern char** environ;
+
+namespace mr::launch::detail {
+
+std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
+  std::vector<std::string> base;
+  const std::vector<std::string>& torchrun = torchrun_env_names();
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    // An enclosing job's torchrun variables are replaced by this job's (every TORCHELASTIC_* goes: a nested
+    // job has no agent store).
+    bool skip = key.rfind("TORCHELASTIC_", 0) == 0 || key == "MR_SPAWNED";
+    for (const std::string& d : torchrun) skip = skip || key == d;
+    for (const auto& [k, v] : o.env) skip = skip || key == k;
+    if (!skip) base.push_back(kv);
+  }
+  for (const auto& [k, v] : o.env) base.push_back(k + "=" + v);
+  if (o.prefix_output) base.push_back("MR_SPAWNED=1");
+  if (o.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && !o.env.count("OMP_NUM_THREADS")) {
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int t = worker_omp_threads(cpus, o.nproc_per_node);
+    base.push_back("OMP_NUM_THREADS=" + std::to_string(t));
+    std::cerr << "megatron-run: OMP_NUM_THREADS=" << t << " for each of the " << o.nproc_per_node
+              << " workers (" << cpus << " processors; set OMP_NUM_THREADS to choose)\n";
+  }
+  return base;
+}
+
+std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared, const SpawnOptions& o,
+                                         int local_rank) {
+  WorkerPlace w;
+  w.local_rank = local_rank;
+  w.rank = o.node_rank * o.nproc_per_node + local_rank;
+  w.node_rank = o.node_rank;
+  w.nproc_per_node = o.nproc_per_node;
+  w.nnodes = o.nnodes;
+  w.master_addr = o.master_addr;
+  w.master_port = o.master_port;
+  w.restart_count = o.restart_count;
+  w.max_restarts = o.max_restarts;
+  w.run_id = o.run_id;
+  std::vector<std::string> env = shared;
+  for (const auto& [k, v] : torchrun_env(w)) env.push_back(k + "=" + v);
+  return env;
+}
+
+}  // namespace mr::launch::detail

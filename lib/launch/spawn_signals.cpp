@@ -1,0 +1,57 @@
+// Forwarding the launcher's signals (spawn_detail.h): the handler only writes the signal's number to a pipe;
+// the supervision loop polls the pipe and passes the signal on to the workers.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "launch/spawn_detail.h"
+
+namespace mr::launch::detail {
+
+namespace {
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+constexpr size_t kCount = sizeof kForwarded / sizeof kForwarded[0];
+
+int g_signal_pipe[2] = {-1, -1};
+struct sigaction g_old[kCount];
+
+void on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t n = write(g_signal_pipe[1], &b, 1);
+  (void)n;
+  errno = saved;
+}
+
+}  // namespace
+
+std::span<const int> forwarded_signals() { return kForwarded; }
+
+bool stops_workers(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+
+SignalForwarder::SignalForwarder() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (size_t i = 0; i < kCount; ++i) sigaction(kForwarded[i], &sa, &g_old[i]);
+}
+
+SignalForwarder::~SignalForwarder() {
+  for (size_t i = 0; i < kCount; ++i) sigaction(kForwarded[i], &g_old[i], nullptr);
+  close(g_signal_pipe[0]);
+  close(g_signal_pipe[1]);
+  g_signal_pipe[0] = g_signal_pipe[1] = -1;
+}
+
+int SignalForwarder::read_fd() const { return g_signal_pipe[0]; }
+
+}  // namespace mr::launch::detail

@@ -1,0 +1,61 @@
+// What the CUDA translation units of lib/optim share (internal; see gpu.h for the API): error checks, the cuBLAS
+// handle, the per-purpose device scratch areas and the launch geometry.
+//   gpu_device.cu       device queries, DeviceBuffer, timing, and the definitions below;
+//   gpu_elementwise.cu  the multi-tensor Adam/AdamW, SGD and Lion steps, unscale + found-inf;
+//   gpu_muon.cu         Newton-Schulz (cuBLAS) and the Muon step.
+// Every .cu file builds with -fmad=false: the only fused multiply-adds are the explicit ones of elementwise.h.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "optim/gpu.h"
+
+namespace mr::optim::gpu::detail {
+
+// Throw std::runtime_error naming `what` and the CUDA / cuBLAS error.
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+inline void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusString(s));
+}
+inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+// This thread's cuBLAS handle (created on first use, kept).
+cublasHandle_t blas();
+
+// The device scratch areas, one per purpose (a purpose's buffers are never live twice at once).
+enum class Scratch : int {
+  StepMeta,      // elementwise step: slots | consts | work list | absmax
+  NsW,           // Newton-Schulz: the iterate X (bf16 or fp32)
+  NsY,           //                the next iterate
+  NsA,           //                A = X X^T
+  NsB,           //                B = b A + c A A
+  NsPartial,     //                per-block partial sums of squares
+  NsDenom,       //                max(||X||_F, eps) per matrix
+  UnscaleMeta,   // unscale_and_check: slots | work list | partial sums | flag
+  MuonUpdate,    // Muon step: the momentum updates of one job
+  MuonOrth,      //            their orthogonalised, scaled values
+  MuonQkvIn,     //            one QKV part, gathered
+  MuonQkvOut,    //            that part orthogonalised
+};
+// A device area of at least `bytes` for `which`, grown on demand (doubling) and kept: no cudaMalloc in the
+// steady state. Per host thread.
+void* scratch(Scratch which, size_t bytes);
+
+constexpr int kThreads = 256;      // threads per block of the multi-tensor kernels
+constexpr int kIlp = 4;            // elements per thread in flight
+constexpr int64_t kChunk = 16384;  // elements per block (one work-list entry)
+
+// A grid-stride launch of 256-thread blocks over n elements (at most 65 535 blocks).
+inline unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535)); }
+
+}  // namespace mr::optim::gpu::detail

@@ -1,0 +1,311 @@
+// The CUDA multi-tensor elementwise steps (gpu.h): Adam/AdamW, SGD and Lion over a whole tensor list in one launch
+// (a work list of kChunk-element chunks, one block per chunk), and unscale + found-inf. The arithmetic is
+// elementwise.h's, compiled with -fmad=false and IEEE div/sqrt, so the results are bit-equal to mr::optim::ref.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "optim/gpu.h"
+#include "optim/gpu_device.cuh"
+
+namespace mr::optim::gpu {
+namespace {
+
+using detail::check;
+using detail::check_launch;
+using detail::kChunk;
+using detail::kIlp;
+using detail::kThreads;
+using detail::Scratch;
+using detail::scratch;
+
+// ---- elementwise multi-tensor steps -------------------------------------------------------------------------
+
+struct DevSlot {
+  void* param;
+  const void* grad;
+  void* master;
+  const float* master_scale;
+  uint16_t* remainder;
+  void* st[2];
+  const float* st_scale[2];
+  int64_t numel;
+  int32_t group;
+  uint8_t param_dtype, grad_dtype, master_dtype;
+  uint8_t st_dtype[2];
+  uint8_t st_used[2];
+  uint8_t scaled[3];  // fp16-with-scale: exp_avg, exp_avg_sq, master
+};
+
+struct DevWork {
+  int32_t slot;
+  int64_t begin, len;
+};
+
+__device__ __forceinline__ float dload(const void* p, uint8_t d, int64_t i) {
+  if (d == static_cast<uint8_t>(DType::F32)) return static_cast<const float*>(p)[i];
+  uint16_t h = static_cast<const uint16_t*>(p)[i];
+  return d == static_cast<uint8_t>(DType::BF16) ? bf16_to_f32(h) : f16_to_f32(h);
+}
+__device__ __forceinline__ void dstore(void* p, uint8_t d, int64_t i, float x) {
+  if (d == static_cast<uint8_t>(DType::F32)) static_cast<float*>(p)[i] = x;
+  else if (d == static_cast<uint8_t>(DType::BF16)) static_cast<uint16_t*>(p)[i] = f32_to_bf16(x);
+  else static_cast<uint16_t*>(p)[i] = f32_to_f16(x);
+}
+
+__device__ __forceinline__ float new_rscale(const unsigned* amax, int slot, int k) {
+  float s = __uint_as_float(amax[slot * 3 + k]) / 32752.0f;
+  return s > 0.0f ? 1.0f / s : 0.0f;
+}
+
+struct AdamG {
+  using Consts = AdamConsts;
+  __device__ static void apply(float& p, float g, float& s0, float& s1, const Consts& c) { adam_element(p, g, s0, s1, c); }
+};
+struct SgdG {
+  using Consts = SgdConsts;
+  __device__ static void apply(float& p, float g, float& s0, float&, const Consts& c) { sgd_element(p, g, s0, c); }
+};
+struct LionG {
+  using Consts = LionConsts;
+  __device__ static void apply(float& p, float g, float& s0, float&, const Consts& c) { lion_element(p, g, s0, c); }
+};
+
+// kPass 0: absmax of the new values of the scaled fp16 states (nothing stored). kPass 1: the update.
+template <class Op, int kPass>
+__global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* __restrict__ slots,
+                                                                const typename Op::Consts* __restrict__ consts,
+                                                                const DevWork* __restrict__ work, float gs,
+                                                                const int32_t* noop, int32_t* found_inf,
+                                                                unsigned* amax) {
+  if (noop && *noop) return;
+  const DevWork w = work[blockIdx.x];
+  const DevSlot& s = slots[w.slot];
+  const typename Op::Consts c = consts[s.group];
+  float rs[3] = {1.0f, 1.0f, 1.0f}, old[3] = {1.0f, 1.0f, 1.0f};
+  for (int k = 0; k < 2; ++k)
+    if (s.scaled[k]) old[k] = *s.st_scale[k];
+  if (s.scaled[2]) old[2] = *s.master_scale;
+  if (kPass == 1)
+    for (int k = 0; k < 3; ++k)
+      if (s.scaled[k]) rs[k] = new_rscale(amax, w.slot, k);
+  float mx[3] = {0.0f, 0.0f, 0.0f};
+  bool bad = false;
+  const int64_t end = w.begin + w.len;
+  for (int64_t base = w.begin + threadIdx.x; base < end; base += int64_t{kThreads} * kIlp) {
+    float p[kIlp], g[kIlp], a[kIlp], b[kIlp];
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int64_t i = base + int64_t{u} * kThreads;
+      if (i >= end) continue;
+      g[u] = dload(s.grad, s.grad_dtype, i);
+      if (s.remainder) p[u] = join_remainder(static_cast<const uint16_t*>(s.param)[i], s.remainder[i]);
+      else if (s.master) p[u] = dload(s.master, s.master_dtype, i) * (s.scaled[2] ? old[2] : 1.0f);
+      else p[u] = dload(s.param, s.param_dtype, i);
+      a[u] = s.st_used[0] ? dload(s.st[0], s.st_dtype[0], i) * (s.scaled[0] ? old[0] : 1.0f) : 0.0f;
+      b[u] = s.st_used[1] ? dload(s.st[1], s.st_dtype[1], i) * (s.scaled[1] ? old[1] : 1.0f) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int64_t i = base + int64_t{u} * kThreads;
+      if (i >= end) continue;
+      float gg = g[u] * gs;
+      bad = bad || !finite_(gg);
+      Op::apply(p[u], gg, a[u], b[u], c);
+      if (kPass == 0) {
+        mx[0] = fmaxf(mx[0], fabsf(a[u]));
+        mx[1] = fmaxf(mx[1], fabsf(b[u]));
+        mx[2] = fmaxf(mx[2], fabsf(p[u]));
+        continue;
+      }
+      if (s.st_used[0]) dstore(s.st[0], s.st_dtype[0], i, s.scaled[0] ? a[u] * rs[0] : a[u]);
+      if (s.st_used[1]) dstore(s.st[1], s.st_dtype[1], i, s.scaled[1] ? b[u] * rs[1] : b[u]);
+      if (s.remainder) {
+        uint16_t hi, lo;
+        split_remainder(p[u], hi, lo);
+        static_cast<uint16_t*>(s.param)[i] = hi;
+        s.remainder[i] = lo;
+      } else {
+        if (s.master) dstore(s.master, s.master_dtype, i, s.scaled[2] ? p[u] * rs[2] : p[u]);
+        dstore(s.param, s.param_dtype, i, p[u]);
+      }
+    }
+  }
+  if (kPass == 0) {
+    for (int k = 0; k < 3; ++k) {
+      float v = mx[k];
+      for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+      if ((threadIdx.x & 31) == 0 && s.scaled[k]) atomicMax(&amax[w.slot * 3 + k], __float_as_uint(v));
+    }
+  } else if (bad && found_inf) {
+    *found_inf = 1;
+  }
+}
+
+__global__ void write_scales_kernel(const DevSlot* slots, int n, const unsigned* amax) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const DevSlot& s = slots[i];
+  for (int k = 0; k < 2; ++k)
+    if (s.scaled[k]) *const_cast<float*>(s.st_scale[k]) = __uint_as_float(amax[i * 3 + k]) / 32752.0f;
+  if (s.scaled[2]) *const_cast<float*>(s.master_scale) = __uint_as_float(amax[i * 3 + 2]) / 32752.0f;
+}
+
+template <class Op, class Consts>
+void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const std::vector<Consts>& consts,
+              bool used0, bool used1, const StepControl& ctl) {
+  std::vector<DevSlot> ds;
+  std::vector<DevWork> work;
+  bool any_scaled = false;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorSlot& s = slots[i];
+    DevSlot d{};
+    d.param = s.param;
+    d.grad = s.grad;
+    d.master = s.master;
+    d.master_scale = s.master_scale;
+    d.remainder = s.remainder;
+    d.st[0] = s.exp_avg;
+    d.st[1] = s.exp_avg_sq;
+    d.st_scale[0] = s.exp_avg_scale;
+    d.st_scale[1] = s.exp_avg_sq_scale;
+    d.numel = s.numel;
+    d.group = s.group;
+    d.param_dtype = static_cast<uint8_t>(s.param_dtype);
+    d.grad_dtype = static_cast<uint8_t>(s.grad_dtype);
+    d.master_dtype = static_cast<uint8_t>(s.master_dtype);
+    d.st_dtype[0] = static_cast<uint8_t>(s.exp_avg_dtype);
+    d.st_dtype[1] = static_cast<uint8_t>(s.exp_avg_sq_dtype);
+    d.st_used[0] = used0;
+    d.st_used[1] = used1;
+    d.scaled[0] = used0 && s.exp_avg_dtype == DType::F16;
+    d.scaled[1] = used1 && s.exp_avg_sq_dtype == DType::F16;
+    d.scaled[2] = s.master && s.master_dtype == DType::F16;
+    any_scaled = any_scaled || (s.numel > 0 && (d.scaled[0] || d.scaled[1] || d.scaled[2]));
+    ds.push_back(d);
+    for (int64_t b = 0; b < s.numel; b += kChunk)
+      work.push_back({static_cast<int32_t>(i), b, std::min(kChunk, s.numel - b)});
+  }
+  if (work.empty()) return;
+  (void)groups;
+  // Metadata: slots | consts | work | amax, in one upload.
+  auto align = [](size_t x) { return (x + 255) / 256 * 256; };
+  const size_t o_consts = align(ds.size() * sizeof(DevSlot));
+  const size_t o_work = o_consts + align(consts.size() * sizeof(Consts));
+  const size_t o_amax = o_work + align(work.size() * sizeof(DevWork));
+  const size_t total = o_amax + align(ds.size() * 3 * sizeof(unsigned));
+  std::vector<char> host(total, 0);
+  std::memcpy(host.data(), ds.data(), ds.size() * sizeof(DevSlot));
+  std::memcpy(host.data() + o_consts, consts.data(), consts.size() * sizeof(Consts));
+  std::memcpy(host.data() + o_work, work.data(), work.size() * sizeof(DevWork));
+  char* dev = static_cast<char*>(scratch(Scratch::StepMeta, total));
+  check(cudaMemcpy(dev, host.data(), total, cudaMemcpyHostToDevice), "upload step metadata");
+  auto* d_slots = reinterpret_cast<const DevSlot*>(dev);
+  auto* d_consts = reinterpret_cast<const Consts*>(dev + o_consts);
+  auto* d_work = reinterpret_cast<const DevWork*>(dev + o_work);
+  auto* d_amax = reinterpret_cast<unsigned*>(dev + o_amax);
+  const unsigned blocks = static_cast<unsigned>(work.size());
+  if (any_scaled) {
+    multi_tensor_kernel<Op, 0><<<blocks, kThreads>>>(d_slots, d_consts, d_work, ctl.grad_scale, ctl.noop_flag, nullptr, d_amax);
+    check_launch("optimizer absmax pass");
+  }
+  multi_tensor_kernel<Op, 1><<<blocks, kThreads>>>(d_slots, d_consts, d_work, ctl.grad_scale, ctl.noop_flag, ctl.found_inf, d_amax);
+  check_launch("optimizer update pass");
+  if (any_scaled) {
+    const int n = static_cast<int>(ds.size());
+    write_scales_kernel<<<(n + 127) / 128, 128>>>(d_slots, n, d_amax);
+    check_launch("optimizer scale update");
+  }
+}
+
+// ---- unscale + check -----------------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads) unscale_kernel(const DevSlot* slots, const DevWork* work, float inv,
+                                                            int in_place, double* partial, int32_t* found) {
+  const DevWork w = work[blockIdx.x];
+  const DevSlot& s = slots[w.slot];
+  double sum = 0.0;
+  bool bad = false;
+  for (int64_t i = w.begin + threadIdx.x; i < w.begin + w.len; i += kThreads) {
+    float g = dload(s.grad, s.grad_dtype, i);
+    bad = bad || !finite_(g);
+    float y = g * inv;
+    sum += static_cast<double>(y) * static_cast<double>(y);
+    if (in_place) dstore(const_cast<void*>(s.grad), s.grad_dtype, i, y);
+  }
+  __shared__ double red[kThreads];
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  for (int off = kThreads / 2; off > 0; off /= 2) {
+    if (static_cast<int>(threadIdx.x) < off) red[threadIdx.x] += red[threadIdx.x + off];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = red[0];
+  if (bad) *found = 1;
+}
+
+}  // namespace
+
+void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
+               const StepControl& ctl) {
+  check_slots(slots, groups, "adam", true, true);
+  std::vector<AdamConsts> c;
+  for (const auto& g : groups) c.push_back(adam_consts(o, g));
+  run_step<AdamG>(slots, groups, c, true, true, ctl);
+}
+
+void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
+              const StepControl& ctl) {
+  check_slots(slots, groups, "sgd", o.momentum != 0.0, false);
+  std::vector<SgdConsts> c;
+  for (const auto& g : groups) c.push_back(sgd_consts(o, g));
+  run_step<SgdG>(slots, groups, c, o.momentum != 0.0, false, ctl);
+}
+
+void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
+               const StepControl& ctl) {
+  check_slots(slots, groups, "lion", true, false);
+  std::vector<LionConsts> c;
+  for (const auto& g : groups) c.push_back(lion_consts(o, g));
+  run_step<LionG>(slots, groups, c, true, false, ctl);
+}
+
+UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place) {
+  std::vector<DevSlot> ds;
+  std::vector<DevWork> work;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    DevSlot d{};
+    d.grad = grads[i].grad;
+    d.grad_dtype = static_cast<uint8_t>(grads[i].dtype);
+    d.numel = grads[i].numel;
+    ds.push_back(d);
+    for (int64_t b = 0; b < grads[i].numel; b += kChunk)
+      work.push_back({static_cast<int32_t>(i), b, std::min(kChunk, grads[i].numel - b)});
+  }
+  UnscaleResult r;
+  if (work.empty()) return r;
+  const size_t o_work = (ds.size() * sizeof(DevSlot) + 255) / 256 * 256;
+  const size_t o_part = o_work + (work.size() * sizeof(DevWork) + 255) / 256 * 256;
+  const size_t o_flag = o_part + work.size() * sizeof(double);
+  const size_t total = o_flag + sizeof(int32_t);
+  std::vector<char> host(total, 0);
+  std::memcpy(host.data(), ds.data(), ds.size() * sizeof(DevSlot));
+  std::memcpy(host.data() + o_work, work.data(), work.size() * sizeof(DevWork));
+  char* dev = static_cast<char*>(scratch(Scratch::UnscaleMeta, total));
+  check(cudaMemcpy(dev, host.data(), total, cudaMemcpyHostToDevice), "upload unscale metadata");
+  unscale_kernel<<<static_cast<unsigned>(work.size()), kThreads>>>(
+      reinterpret_cast<const DevSlot*>(dev), reinterpret_cast<const DevWork*>(dev + o_work), inv_scale, in_place ? 1 : 0,
+      reinterpret_cast<double*>(dev + o_part), reinterpret_cast<int32_t*>(dev + o_flag));
+  check_launch("unscale_and_check");
+  std::vector<double> partial(work.size());
+  int32_t flag = 0;
+  check(cudaMemcpy(partial.data(), dev + o_part, partial.size() * sizeof(double), cudaMemcpyDeviceToHost), "download");
+  check(cudaMemcpy(&flag, dev + o_flag, sizeof(flag), cudaMemcpyDeviceToHost), "download");
+  for (double p : partial) r.sum_sq += p;
+  r.found_inf = flag != 0;
+  return r;
+}
+
+}  // namespace mr::optim::gpu

@@ -1,0 +1,283 @@
+// The CUDA Muon path (gpu.h): Newton-Schulz with cuBLAS (strided-batched over same-shape matrices; bf16, TF32 or
+// fp32 GEMMs by MatmulPrecision) and the Muon step, whose jobs come from the planner the CPU step uses
+// (muon_plan.h). The elementwise parts (momentum, scale, apply) are elementwise.h's, compiled with -fmad=false.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "optim/gpu.h"
+#include "optim/gpu_device.cuh"
+#include "optim/muon_plan.h"
+
+namespace mr::optim::gpu {
+namespace {
+
+using detail::blas;
+using detail::check;
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+using detail::Scratch;
+using detail::scratch;
+
+// ---- Newton-Schulz -------------------------------------------------------------------------------------------
+
+__global__ void sumsq_kernel(const float* x, int64_t per, int64_t blocks_per, double* partial) {
+  const int64_t b = blockIdx.y;
+  const float* xb = x + b * per;
+  double s = 0.0;
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < per; i += blocks_per * kThreads)
+    s += static_cast<double>(xb[i]) * static_cast<double>(xb[i]);
+  __shared__ double red[kThreads];
+  red[threadIdx.x] = s;
+  __syncthreads();
+  for (int off = kThreads / 2; off > 0; off /= 2) {
+    if (static_cast<int>(threadIdx.x) < off) red[threadIdx.x] += red[threadIdx.x + off];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[b * blocks_per + blockIdx.x] = red[0];
+}
+
+__global__ void norm_kernel(const double* partial, int64_t blocks_per, int64_t batch, float eps, float* denom) {
+  int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (b >= batch) return;
+  double s = 0.0;
+  for (int64_t i = 0; i < blocks_per; ++i) s += partial[b * blocks_per + i];
+  denom[b] = fmaxf(static_cast<float>(sqrt(s)), eps);
+}
+
+// out[b] (m x n, T) = (transpose ? x[b]^T : x[b]) / denom[b]; x[b] is rows x cols.
+template <class T>
+__global__ void prepare_kernel(const float* x, T* out, int64_t rows, int64_t cols, bool transpose, const float* denom) {
+  __shared__ float tile[32][33];
+  const int64_t b = blockIdx.z;
+  const float* xb = x + b * rows * cols;
+  T* ob = out + b * rows * cols;
+  const float d = denom[b];
+  // The tile of the *source* at (blockIdx.y*32, blockIdx.x*32).
+  const int64_t r0 = int64_t{blockIdx.y} * 32, c0 = int64_t{blockIdx.x} * 32;
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    int64_t r = r0 + k, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[k][threadIdx.x] = xb[r * cols + c] / d;
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    float v;
+    int64_t idx;
+    if (transpose) {  // out is cols x rows: out[c][r]
+      int64_t c = c0 + k, r = r0 + threadIdx.x;
+      if (c >= cols || r >= rows) continue;
+      v = tile[threadIdx.x][k];
+      idx = c * rows + r;
+    } else {
+      int64_t r = r0 + k, c = c0 + threadIdx.x;
+      if (r >= rows || c >= cols) continue;
+      v = tile[k][threadIdx.x];
+      idx = r * cols + c;
+    }
+    if constexpr (sizeof(T) == 2) reinterpret_cast<uint16_t*>(ob)[idx] = f32_to_bf16(v);
+    else ob[idx] = v;
+  }
+}
+
+// out[b] (rows x cols fp32) = (transpose ? w[b]^T : w[b]) with w[b] m x n.
+template <class T>
+__global__ void finish_kernel(const T* w, float* out, int64_t rows, int64_t cols, bool transpose) {
+  __shared__ float tile[32][33];
+  const int64_t b = blockIdx.z;
+  const int64_t m = transpose ? cols : rows, n = transpose ? rows : cols;
+  const T* wb = w + b * rows * cols;
+  float* ob = out + b * rows * cols;
+  const int64_t r0 = int64_t{blockIdx.y} * 32, c0 = int64_t{blockIdx.x} * 32;  // tile of w (m x n)
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    int64_t r = r0 + k, c = c0 + threadIdx.x;
+    if (r < m && c < n) {
+      float v;
+      if constexpr (sizeof(T) == 2) v = bf16_to_f32(reinterpret_cast<const uint16_t*>(wb)[r * n + c]);
+      else v = wb[r * n + c];
+      tile[k][threadIdx.x] = v;
+    }
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    if (transpose) {
+      int64_t c = c0 + k, r = r0 + threadIdx.x;  // out[c][r] = w[r][c]
+      if (c < n && r < m) ob[c * m + r] = tile[threadIdx.x][k];
+    } else {
+      int64_t r = r0 + k, c = c0 + threadIdx.x;
+      if (r < m && c < n) ob[r * n + c] = tile[k][threadIdx.x];
+    }
+  }
+}
+
+struct GemmTypes {
+  cudaDataType_t data;
+  cublasComputeType_t compute;
+  size_t elem;
+};
+GemmTypes gemm_types(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::Medium: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2};
+    case MatmulPrecision::High: return {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4};
+    case MatmulPrecision::Highest: return {CUDA_R_32F, CUBLAS_COMPUTE_32F, 4};
+  }
+  return {CUDA_R_32F, CUBLAS_COMPUTE_32F, 4};
+}
+
+// Column-major strided-batched GEMM helper.
+void gemm_cm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+             int64_t lda, int64_t sa, const void* b, int64_t ldb, int64_t sb, float beta, void* c, int64_t ldc,
+             int64_t sc, int64_t batch, const GemmTypes& t) {
+  check(cublasGemmStridedBatchedEx(blas(), ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha,
+                                   a, t.data, static_cast<int>(lda), sa, b, t.data, static_cast<int>(ldb), sb, &beta, c,
+                                   t.data, static_cast<int>(ldc), sc, static_cast<int>(batch), t.compute,
+                                   CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
+}
+
+void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols, const NsOptions& o) {
+  const auto sched = ns_schedule(o.coefficients, o.steps);
+  const bool transpose = rows > cols;
+  const int64_t m = transpose ? cols : rows, n = transpose ? rows : cols, mn = m * n, mm = m * m;
+  const GemmTypes t = gemm_types(o.precision);
+  const int64_t blocks_per = std::min<int64_t>(1024, (mn + kThreads - 1) / kThreads);
+  char* w = static_cast<char*>(scratch(Scratch::NsW, static_cast<size_t>(batch * mn) * t.elem));
+  char* y = static_cast<char*>(scratch(Scratch::NsY, static_cast<size_t>(batch * mn) * t.elem));
+  char* a = static_cast<char*>(scratch(Scratch::NsA, static_cast<size_t>(batch * mm) * t.elem));
+  char* bm = static_cast<char*>(scratch(Scratch::NsB, static_cast<size_t>(batch * mm) * t.elem));
+  auto* partial = static_cast<double*>(scratch(Scratch::NsPartial, static_cast<size_t>(batch * blocks_per) * sizeof(double)));
+  auto* denom = static_cast<float*>(scratch(Scratch::NsDenom, static_cast<size_t>(batch) * sizeof(float)));
+  sumsq_kernel<<<dim3(static_cast<unsigned>(blocks_per), static_cast<unsigned>(batch)), kThreads>>>(x, mn, blocks_per, partial);
+  check_launch("NS sum of squares");
+  norm_kernel<<<static_cast<unsigned>((batch + 127) / 128), 128>>>(partial, blocks_per, batch, o.eps, denom);
+  check_launch("NS norm");
+  dim3 tb(32, 8), tg(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32), static_cast<unsigned>(batch));
+  if (t.elem == 2) prepare_kernel<uint16_t><<<tg, tb>>>(x, reinterpret_cast<uint16_t*>(w), rows, cols, transpose, denom);
+  else prepare_kernel<float><<<tg, tb>>>(x, reinterpret_cast<float*>(w), rows, cols, transpose, denom);
+  check_launch("NS prepare");
+  // Row-major W (m x n) is the column-major n x m matrix Wc = W^T.
+  //   A = W W^T      -> A = Wc^T Wc                    (symmetric: layouts agree)
+  //   B = b A + c A A
+  //   Y = a W + B W  -> Yc = a Wc + Wc B               (B symmetric)
+  for (const NsCoeff& k : sched) {
+    const float fa = static_cast<float>(k.a), fb = static_cast<float>(k.b), fc = static_cast<float>(k.c);
+    gemm_cm(CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, 1.0f, w, n, mn, w, n, mn, 0.0f, a, m, mm, batch, t);
+    check(cudaMemcpyAsync(y, w, static_cast<size_t>(batch * mn) * t.elem, cudaMemcpyDeviceToDevice), "NS copy");
+    if (k.c != 0.0) {
+      check(cudaMemcpyAsync(bm, a, static_cast<size_t>(batch * mm) * t.elem, cudaMemcpyDeviceToDevice), "NS copy");
+      gemm_cm(CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, fc, a, m, mm, a, m, mm, fb, bm, m, mm, batch, t);
+      gemm_cm(CUBLAS_OP_N, CUBLAS_OP_N, n, m, m, 1.0f, w, n, mn, bm, m, mm, fa, y, n, mn, batch, t);
+    } else {
+      gemm_cm(CUBLAS_OP_N, CUBLAS_OP_N, n, m, m, fb, w, n, mn, a, m, mm, fa, y, n, mn, batch, t);
+    }
+    std::swap(w, y);
+  }
+  dim3 fg(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>((m + 31) / 32), static_cast<unsigned>(batch));
+  if (t.elem == 2) finish_kernel<uint16_t><<<fg, tb>>>(reinterpret_cast<const uint16_t*>(w), out, rows, cols, transpose);
+  else finish_kernel<float><<<fg, tb>>>(reinterpret_cast<const float*>(w), out, rows, cols, transpose);
+  check_launch("NS finish");
+}
+
+// ---- Muon elementwise ----------------------------------------------------------------------------------------
+
+__global__ void muon_momentum_kernel(float* p, const float* g, float* m, float* u, int64_t n, MuonMomentumConsts c) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float pi = p[i], mi = m[i];
+    u[i] = muon_momentum_element(pi, g[i], mi, c);
+    p[i] = pi;
+    m[i] = mi;
+  }
+}
+__global__ void muon_scale_kernel(float* x, int64_t n, float sf, float esf) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    x[i] = muon_scale_element(x[i], sf, esf);
+}
+__global__ void muon_apply_kernel(float* p, const float* o, int64_t n, float neg_lr, uint16_t* lowp) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float pi = p[i];
+    muon_apply_element(pi, o[i], neg_lr);
+    p[i] = pi;
+    if (lowp) lowp[i] = f32_to_bf16(pi);
+  }
+}
+
+}  // namespace
+
+void newton_schulz(const float* x, float* out, int64_t rows, int64_t cols, const NsOptions& o) {
+  ns_device(x, out, 1, rows, cols, o);
+}
+
+void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols,
+                           const NsOptions& o) {
+  if (batch > 0) ns_device(x, out, batch, rows, cols, o);
+}
+
+void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o) {
+  check_muon_params(params, groups);
+  for (const MuonParam& p : params)
+    if (p.partition_dim >= 0 && o.tp_mode != MuonTpMode::Blockwise)
+      throw std::invalid_argument(std::string("muon step on the GPU: tensor-parallel ") +
+                                  (o.tp_mode == MuonTpMode::Duplicated ? "duplicated" : "distributed") +
+                                  " mode needs the dist layer's collectives (not wired yet)");
+  // The jobs as on the CPU (no TP group here: every matrix is orthogonalised on its own, so up to ns_batch_size
+  // same-shape ones share one strided-batched NS).
+  const std::vector<MuonJob> jobs = plan_muon_jobs(params, o, /*tp_size=*/1);
+  const float esf = static_cast<float>(o.extra_scale_factor);
+  auto orthogonalize = [&](const float* x, float* out, int64_t batch, int64_t r, int64_t cc) {
+    ns_device(x, out, batch, r, cc, o.ns);
+    const float sf = static_cast<float>(muon_scale_factor(r, cc, o.scale_mode));
+    muon_scale_kernel<<<grid_for(batch * r * cc), 256>>>(out, batch * r * cc, sf, esf);
+    check_launch("muon scale");
+  };
+  for (const MuonJob& job : jobs) {
+    const MuonParam& first = params[job.members.front()];
+    const int64_t n = job.rows * job.cols, nb = n * static_cast<int64_t>(job.members.size());
+    auto* u = static_cast<float*>(scratch(Scratch::MuonUpdate, static_cast<size_t>(nb) * 4));
+    auto* orth = static_cast<float*>(scratch(Scratch::MuonOrth, static_cast<size_t>(nb) * 4));
+    for (size_t j = 0; j < job.members.size(); ++j) {
+      const MuonParam& p = params[job.members[j]];
+      const MuonMomentumConsts c = muon_momentum_consts(o, groups[static_cast<size_t>(p.group)]);
+      muon_momentum_kernel<<<grid_for(n), 256>>>(p.param, p.grad, p.momentum_buffer, u + static_cast<int64_t>(j) * n, n, c);
+      check_launch("muon momentum");
+    }
+    if (job.split_qkv) {
+      const std::vector<int64_t>& shapes = first.qkv_split_shapes.empty() ? o.qkv_split_shapes : first.qkv_split_shapes;
+      if (shapes.empty()) throw std::runtime_error("Muon QKV split requested but qkv_split_shapes is not set");
+      const int64_t total = std::accumulate(shapes.begin(), shapes.end(), int64_t{0});
+      if (total <= 0 || first.rows % total != 0) throw std::runtime_error("Muon QKV split shape mismatch");
+      const int64_t ng = first.rows / total;
+      auto* bin = static_cast<float*>(scratch(Scratch::MuonQkvIn, static_cast<size_t>(n) * 4));
+      auto* bout = static_cast<float*>(scratch(Scratch::MuonQkvOut, static_cast<size_t>(n) * 4));
+      int64_t off = 0;
+      for (int64_t s : shapes) {
+        // The rows of this part in every query group, stacked: one 2-D strided copy each way.
+        const size_t w = static_cast<size_t>(s * first.cols) * 4, pitch = static_cast<size_t>(total * first.cols) * 4;
+        check(cudaMemcpy2DAsync(bin, w, u + off * first.cols, pitch, w, static_cast<size_t>(ng), cudaMemcpyDeviceToDevice), "qkv gather");
+        orthogonalize(bin, bout, 1, ng * s, first.cols);
+        check(cudaMemcpy2DAsync(orth + off * first.cols, pitch, bout, w, w, static_cast<size_t>(ng), cudaMemcpyDeviceToDevice), "qkv scatter");
+        off += s;
+      }
+    } else {
+      orthogonalize(u, orth, static_cast<int64_t>(job.members.size()), job.rows, job.cols);
+    }
+    for (size_t j = 0; j < job.members.size(); ++j) {
+      const MuonParam& p = params[job.members[j]];
+      muon_apply_kernel<<<grid_for(n), 256>>>(p.param, orth + static_cast<int64_t>(j) * n, n,
+                                              static_cast<float>(-groups[static_cast<size_t>(p.group)].lr), p.param_bf16);
+      check_launch("muon apply");
+    }
+  }
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const void* a, const void* b, void* c, MatmulPrecision precision) {
+  // Row-major C = A B is column-major C^T = B^T A^T.
+  gemm_cm(CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, 1.0f, b, n, 0, a, k, 0, 0.0f, c, n, 0, 1, gemm_types(precision));
+}
+
+}  // namespace mr::optim::gpu
