@@ -1,0 +1,148 @@
+// megatron-run starting a user's program (launch/program.h, launch/torchrun_env.h) as torchrun would: the
+// environment each rank gets, the command line it gets (equal to --format argv), validation before anything
+// starts, a failing rank's exit code, and a real torch.distributed program (Debian's python3-torch, gloo).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "config/value.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Proc {
+  int exit = -1;
+  std::string out;  // stdout and stderr
+};
+
+Proc sh(const std::string& cmd) {
+  Proc r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kBin = std::string("'") + MR_BINARY + "'";
+const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
+// Debian's python3 (with python3-torch), not whatever python3 is first on PATH.
+const std::string kPython = "PYTHON_EXEC=/usr/bin/python3 ";
+
+// The probe's JSON lines, by rank ("[rank R] " prefixes stripped).
+std::map<int, mr::Value> probe_lines(const std::string& out) {
+  std::map<int, mr::Value> by_rank;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t brace = line.find('{');
+    if (brace == std::string::npos) continue;
+    mr::Value v = mr::Value::parse_json(line.substr(brace));
+    for (const auto& [k, e] : v.as_object())
+      if (k == "env")
+        for (const auto& [name, val] : e.as_object())
+          if (name == "RANK") by_rank[std::stoi(val.as_str())] = v;
+  }
+  return by_rank;
+}
+
+const mr::Value& field(const mr::Value& obj, const std::string& key) {
+  for (const auto& [k, v] : obj.as_object())
+    if (k == key) return v;
+  static const mr::Value none;
+  return none;
+}
+
+std::string env_of(const mr::Value& line, const std::string& name) {
+  const mr::Value& v = field(field(line, "env"), name);
+  return v.is_str() ? v.as_str() : "<unset>";
+}
+
+}  // namespace
+
+TEST_CASE("a script on 2 ranks: torchrun's environment and the resolved Megatron flags", "[launch][program][process]") {
+  Proc r = sh(kPython + kBin + " --nproc-per-node 2 --config " + kConfig + " --num-layers 4 " + kProbe + " --own x");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  auto lines = probe_lines(r.out);
+  REQUIRE(lines.size() == 2);
+  Proc argv = sh(kBin + " --dry-run --format argv0 --config " + kConfig + " --num-layers 4 | tr '\\0' '\\n'");
+  std::vector<std::string> want = {"--own", "x"};
+  std::istringstream in(argv.out);
+  for (std::string w; std::getline(in, w);) want.push_back(w);
+  for (int rank : {0, 1}) {
+    const mr::Value& l = lines[rank];
+    CHECK(env_of(l, "LOCAL_RANK") == std::to_string(rank));
+    CHECK(env_of(l, "ROLE_RANK") == std::to_string(rank));
+    CHECK(env_of(l, "GROUP_RANK") == "0");
+    CHECK(env_of(l, "ROLE_NAME") == "default");
+    CHECK(env_of(l, "WORLD_SIZE") == "2");
+    CHECK(env_of(l, "LOCAL_WORLD_SIZE") == "2");
+    CHECK(env_of(l, "GROUP_WORLD_SIZE") == "1");
+    CHECK(env_of(l, "ROLE_WORLD_SIZE") == "2");
+    CHECK(env_of(l, "MASTER_ADDR") == "127.0.0.1");
+    CHECK(env_of(l, "MASTER_PORT") == env_of(lines[0], "MASTER_PORT"));
+    CHECK(env_of(l, "TORCHELASTIC_RESTART_COUNT") == "0");
+    CHECK(env_of(l, "TORCHELASTIC_MAX_RESTARTS") == "0");
+    CHECK(env_of(l, "TORCHELASTIC_RUN_ID") == "none");
+    CHECK(env_of(l, "TORCHELASTIC_USE_AGENT_STORE") == "False");
+    CHECK(env_of(l, "TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+    std::vector<std::string> got;
+    for (const mr::Value& w : field(l, "argv").as_list()) got.push_back(w.as_str());
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("a config error stops the launch before any rank starts", "[launch][program][process]") {
+  const std::string mark = (fs::temp_directory_path() / ("mr-probe-mark-" + std::to_string(getpid()))).string();
+  Proc r = sh(kPython + "PROBE_MARK=" + mark + " " + kBin + " --nproc-per-node 2 --config " + kConfig +
+              " --tensor-model-parallel-size 4 " + kProbe);
+  CHECK(r.exit == 1);
+  CHECK(r.out.find("error[parallel.world-size-divisible]") != std::string::npos);
+  CHECK_FALSE(fs::exists(mark + ".0"));
+  CHECK_FALSE(fs::exists(mark + ".1"));
+}
+
+TEST_CASE("a rank that fails: the launcher exits with its code", "[launch][program][process]") {
+  Proc r = sh(kPython + "PROBE_EXIT_RANK=1 PROBE_EXIT_CODE=9 " + kBin + " --nproc-per-node 2 --config " + kConfig +
+              " " + kProbe);
+  CHECK(r.exit == 9);
+}
+
+TEST_CASE("-- CMD, --no-python and --no-append-args", "[launch][program][process]") {
+  Proc a = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo only-mine");
+  CHECK(a.exit == 0);
+  CHECK(a.out == "only-mine\n");
+  Proc b = sh(kBin + " --config " + kConfig + " --no-python /bin/echo mine");
+  CHECK(b.exit == 0);
+  CHECK(b.out.rfind("mine --num-layers 2 ", 0) == 0);
+  Proc c = sh(kBin + " --config " + kConfig + " -- no-such-program-xyz");
+  CHECK(c.exit == 2);
+  CHECK(c.out.find("cannot find the program 'no-such-program-xyz' on PATH") != std::string::npos);
+}
+
+TEST_CASE("a real torch.distributed program (gloo all-reduce) across 2 ranks", "[launch][program][process][torch]") {
+  Proc has_torch = sh("/usr/bin/python3 -c 'import torch.distributed'");
+  INFO("python3-torch is required (scripts/setup.sh installs it): " << has_torch.out);
+  REQUIRE(has_torch.exit == 0);
+  Proc r = sh(kPython + kBin + " --nproc-per-node 2 --config " + kConfig + " --no-append-args " + MR_SOURCE_DIR +
+              "/tests/launch/programs/allreduce.py");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("allreduce rank 0 of 2: 3") != std::string::npos);
+  CHECK(r.out.find("allreduce rank 1 of 2: 3") != std::string::npos);
+}
