@@ -82,6 +82,9 @@ class Schema {
   std::vector<std::string> suggest(std::string_view flag, size_t max = 3) const;
   // Defaults of every dest, in declaration order (the namespace argparse starts from).
   std::vector<std::pair<std::string, Value>> defaults() const;
+  // The flag messages name a dest by: the first option string of its first action ("--tensor-model-parallel-size");
+  // for a dest no flag writes (one validate_args derives), "--" and the dest with '-' for '_' (schema_flag.cpp).
+  std::string flag_for_dest(std::string_view dest) const;
 
   explicit Schema(const ArgSpec* begin, const ArgSpec* end);
 
