@@ -16,6 +16,7 @@
 #include "optim/gpu.h"
 #include "optim/kernels.h"
 #include "optim/muon.h"
+#include "optim/optimizer_table.h"
 
 namespace mr::bench {
 namespace {
@@ -37,10 +38,13 @@ std::vector<int64_t> tensor_sizes(int64_t total) {
 
 int64_t cpu_params(const Options& o) { return o.quick ? int64_t{32} << 20 : int64_t{256} << 20; }
 
+// fp32 params, grads and the optimizer's state buffers as the optimizer table lays them out.
 struct Fp32State {
   std::vector<torch::Tensor> p, g, m, v;
   std::vector<TensorSlot> slots;
-  explicit Fp32State(int64_t total, bool second_moment = true) {
+  Fp32State(int64_t total, mr::arg::Optimizer opt) {
+    const StateLayout& state = optimizer_info(opt).state;
+    const bool second_moment = state.exp_avg_sq;
     for (int64_t n : tensor_sizes(total)) {
       p.push_back(torch::randn({n}));
       g.push_back(torch::randn({n}));
@@ -98,7 +102,7 @@ Result versus(double t, double base, const char* baseline, double ratio) {
 }
 
 MR_BENCHMARK("cpu.adamw.fp32", [](const Options& o) {
-  Fp32State s(cpu_params(o));
+  Fp32State s(cpu_params(o), mr::arg::Optimizer::adam);
   std::vector<GroupHyper> gh = {{1e-4, 0.1, 1}};
   AdamOptions ao;
   auto [t, base] = best_alternating(
@@ -112,7 +116,7 @@ MR_BENCHMARK("cpu.adamw.fp32", [](const Options& o) {
 });
 
 MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
-  Fp32State s(cpu_params(o));
+  Fp32State s(cpu_params(o), mr::arg::Optimizer::adam);
   std::vector<torch::Tensor> tp;
   for (size_t i = 0; i < s.p.size(); ++i) {
     tp.push_back(s.p[i].clone().requires_grad_(true));
@@ -137,7 +141,7 @@ MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
 });
 
 MR_BENCHMARK("cpu.sgd.fp32", [](const Options& o) {
-  Fp32State s(cpu_params(o), /*second_moment=*/false);
+  Fp32State s(cpu_params(o), mr::arg::Optimizer::sgd);
   // Baseline: the same chunked, threaded pass over SGD's arrays (param, grad, momentum in; param, momentum out).
   std::vector<GroupHyper> gh = {{1e-2, 1e-4, 2}};
   SgdOptions so;

@@ -46,9 +46,9 @@ int cmd_params(const std::vector<std::string>& args) {
     return 0;
   }
   Outcome out;
+  Args job_args;
   parallel::Layout layout;
-  if (int rc = resolve_job_layout("params", common, split.rest, out, layout)) return rc;
-  const Namespace& ns = out.parsed.ns;
+  if (int rc = resolve_job_layout("params", common, split.rest, out, job_args, layout)) return rc;
   const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;
 
   // One row per (tensor, pipeline) rank; a row keeps the counts, not the plan, so memory stays bounded by one
@@ -70,9 +70,9 @@ int cmd_params(const std::vector<std::string>& args) {
     for (int64_t p = 0; p < pp; ++p)
       for (int64_t t = 0; t < tp; ++t) {
         run::RankCoord at{t, tp, p, pp, layout.spec.ep, t % layout.etp, layout.etp};
-        const run::ModelPlan plan = run::plan_gpt_model(ns, at);
+        const run::ModelPlan plan = run::plan_gpt_model(job_args, at);
         Row r{t, p, plan.layers.size(), plan.numel(), {}};
-        r.mem = run::estimate_memory(plan, ns, dp * layout.spec.cp, layout.expert_dp);
+        r.mem = run::estimate_memory(plan, job_args, dp * layout.spec.cp, layout.expert_dp);
         int64_t counted = 0;
         for (const auto& s : plan.params)
           if (!(s.tp_duplicate && t != 0) && !s.shared_copy && !s.expert) counted = add(counted, s.numel());

@@ -192,6 +192,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   for (const auto& e : ns.entries())  // sorted by dest
     if (e.prov.kind == Provenance::Kind::Config || e.prov.kind == Provenance::Kind::Cli) in.given.push_back(e.dest);
   try {
+    in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     if (!lo.heartbeat_timeout.empty()) {
       char* end = nullptr;
       double s = std::strtod(lo.heartbeat_timeout.c_str(), &end);
@@ -243,7 +244,7 @@ Diagnostic layout_diagnostic(const std::string& message) {
 }
 
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
-                       parallel::Layout& layout) {
+                       Args& args, parallel::Layout& layout) {
   Invocation inv = common.invocation();
   inv.cli = rest;
   if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
@@ -259,7 +260,20 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
     return 1;
   }
   try {
-    layout = parallel::Layout::build(parallel::LayoutSpec::from_namespace(out.parsed.ns));
+    args = Args::from(out.parsed.ns);
+  } catch (const ArgsError& e) {
+    print_error(std::cerr, e.what());
+    if (common.format == "json") {
+      Diagnostic d;
+      d.rule = "arguments";
+      d.message = e.what();
+      d.stage = kStageInit;
+      std::cout << failure_json(1, {d}) << "\n";
+    }
+    return 1;
+  }
+  try {
+    layout = parallel::Layout::build(parallel::LayoutSpec::from_args(args));
   } catch (const parallel::LayoutError& e) {
     print_error(std::cerr, std::string("process-group layout: ") + e.what());
     if (common.format == "json") std::cout << failure_json(1, {layout_diagnostic(e.what())}) << "\n";
@@ -281,8 +295,9 @@ int cmd_topology(const std::vector<std::string>& args) {
     return 0;
   }
   Outcome out;
+  Args job_args;
   parallel::Layout layout;
-  if (int rc = resolve_job_layout("topology", common, split.rest, out, layout)) return rc;
+  if (int rc = resolve_job_layout("topology", common, split.rest, out, job_args, layout)) return rc;
   if (common.format == "json")
     std::cout << layout.json() << "\n";
   else

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli.h"
+#include "config/args.h"
 #include "config/parse/invocation.h"
 #include "parallel/layout.h"
 
@@ -33,9 +34,10 @@ struct LaunchOptions {
 
 // For the commands that describe a job without starting it (topology, params): resolves `rest` (Megatron's
 // flags) for the world size --world-size / WORLD_SIZE gives (UsageError naming `cmd` without one) and builds the
-// rank layout. Returns 0 with `out` and `layout` set, or 1 after printing the failed rules / layout error.
+// rank layout from the typed view of the resolved arguments. Returns 0 with `out`, `args` and `layout` set, or 1
+// after printing the failed rules / the argument or layout error.
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
-                       parallel::Layout& layout);
+                       Args& args, parallel::Layout& layout);
 
 // The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
 // which megatron-run runs when it lays out the process groups), for --format json.

@@ -127,9 +127,9 @@ const Arg* Schema::find_flag(std::string_view flag) const {
   return it == by_flag_.end() ? nullptr : it->second;
 }
 
-std::string Schema::flag_of(std::string_view dest) const {
-  auto args = find_dest(dest);
-  if (!args.empty() && !args.front()->flags.empty()) return args.front()->flags.front();
+std::string Schema::flag_for_dest(std::string_view dest) const {
+  for (const Arg* a : find_dest(dest))  // declaration order: the first action's first option string
+    if (!a->flags.empty()) return a->flags.front();
   std::string f = "--" + std::string(dest);
   for (char& c : f)
     if (c == '_') c = '-';

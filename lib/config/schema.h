@@ -78,13 +78,14 @@ class Schema {
   const Arg* find_flag(std::string_view flag) const;
   // All actions writing a dest (usually one; a few dests have a positive and a negative switch).
   std::vector<const Arg*> find_dest(std::string_view dest) const;
-  // "--flag-name" for a dest: the first option string of the first action that writes it; for a dest no
-  // action writes, "--" + dest with '_' as '-'.
-  std::string flag_of(std::string_view dest) const;
   // The option strings nearest to a misspelt one, best first.
   std::vector<std::string> suggest(std::string_view flag, size_t max = 3) const;
   // Defaults of every dest, in declaration order (the namespace argparse starts from).
   std::vector<std::pair<std::string, Value>> defaults() const;
+  // The flag messages name a dest by: the first option string of its first action ("--tensor-model-parallel-size");
+  // for a dest no flag writes (one validate_args derives), "--" and the dest with '-' for '_'. The one
+  // dest-to-flag mapping: validation, the worker input, the schedule and the --yaml-cfg notices use it.
+  std::string flag_for_dest(std::string_view dest) const;
 
   explicit Schema(const ArgSpec* begin, const ArgSpec* end);
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <set>
 
+#include "config/schema.h"
 #include "launch/worker_input.h"
 #include "util/log.h"
 
@@ -304,7 +305,7 @@ void Runtime::rendezvous() {
         msg += " ... (" + std::to_string(diff.size()) + " in all)";
         break;
       }
-      msg += " " + flag_for_dest(d) + " (" + lookup(mine, d) + " here, " + lookup(theirs, d) + " on rank 0)";
+      msg += " " + Schema::megatron().flag_for_dest(d) + " (" + lookup(mine, d) + " here, " + lookup(theirs, d) + " on rank 0)";
       if (shown < diff.size() && shown < 12) msg += ",";
     }
     throw fail(msg);

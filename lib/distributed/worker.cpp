@@ -207,18 +207,15 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   const std::string out_prefix = prefix_myself ? "[rank " + std::to_string(launch->rank) + "] " : "";
 
   try {
-    const Namespace& ns = in.ns;
-    int64_t ns_world = ns.has("world_size") && ns["world_size"].is_int() ? ns["world_size"].as_int() : 1;
-    if (ns_world != launch->world_size)
-      throw DistError("the arguments were validated for world size " + std::to_string(ns_world) + " but this job has " +
-                      std::to_string(launch->world_size) + " ranks");
+    const Args& args = in.args;
+    if (args.world_size != launch->world_size)
+      throw DistError("the arguments were validated for world size " + std::to_string(args.world_size) +
+                      " but this job has " + std::to_string(launch->world_size) + " ranks");
 
     RuntimeOptions opts;
     opts.launch = *launch;
-    opts.layout = LayoutSpec::from_namespace(ns, launch->world_size);
-    std::string backend = ns.has("distributed_backend") && ns["distributed_backend"].is_str()
-                              ? ns["distributed_backend"].as_str()
-                              : "nccl";
+    opts.layout = LayoutSpec::from_args(args, launch->world_size);
+    std::string backend(arg::to_string(args.distributed_backend));
     const int gpus = gpu_count();
     if (!in.backend_explicit) {
       if (gpus == 0) {
@@ -254,8 +251,8 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
                  << (limits.after_init ? ", " + seconds_str(*limits.after_init) + " after the bring-up" : std::string())
                  << "; heartbeat every " << seconds_str(limits.heartbeat) << ", a rank silent for "
                  << seconds_str(limits.heartbeat_timeout) << " fails the job";
-    opts.fingerprint = config_fingerprint(ns);
-    opts.gloo_groups = !ns.has("use_gloo_process_groups") || ns["use_gloo_process_groups"].truthy();
+    opts.fingerprint = config_fingerprint(in.ns);
+    opts.gloo_groups = args.use_gloo_process_groups;
     MR_LOG(info) << launch->describe() << ", backend " << backend;
 
     Runtime rt(opts);

@@ -64,6 +64,7 @@ WorkerInput WorkerInput::decode(const std::string& json) {
     }
   }
   if (!have_ns) throw std::runtime_error("the worker input has no resolved namespace");
+  in.args = Args::from(in.ns);
   return in;
 }
 
@@ -147,14 +148,6 @@ std::vector<std::string> fingerprint_diff(const std::string& a, const std::strin
   return out;
 }
 
-std::string flag_for_dest(const std::string& dest) {
-  for (const Arg* a : Schema::megatron().find_dest(dest)) {
-    std::string flags = a->spec->flags;
-    return flags.substr(0, flags.find('|'));
-  }
-  return dest;
-}
-
 }  // namespace mr::launch
 
 namespace mr::launch {
@@ -177,7 +170,7 @@ std::chrono::milliseconds ms(double seconds) {
 
 // The timeout-like flags the runtime does not act on, and why. A flag is named only when the user set it.
 struct Ignored {
-  const char* dest;
+  ArgId arg;
   const char* why;
 };
 const char* const kInprocess = "in-process restart is not implemented by megatron-run's runtime: a failed or silent "
@@ -186,49 +179,41 @@ const char* const kFt = "NVIDIA's fault-tolerance package is not used by megatro
                         "watchdog (--heartbeat-timeout) detects hung ranks";
 const char* const kFlight = "megatron-run's runtime has no NCCL flight recorder";
 const Ignored kIgnored[] = {
-    {"inprocess_restart", kInprocess},
-    {"inprocess_soft_timeout", kInprocess},
-    {"inprocess_hard_timeout", kInprocess},
-    {"inprocess_heartbeat_timeout", kInprocess},
-    {"inprocess_heartbeat_interval", kInprocess},
-    {"inprocess_barrier_timeout", kInprocess},
-    {"inprocess_completion_timeout", kInprocess},
-    {"inprocess_last_call_wait", kInprocess},
-    {"inprocess_termination_grace_time", kInprocess},
-    {"inprocess_monitor_thread_interval", kInprocess},
-    {"inprocess_monitor_process_interval", kInprocess},
-    {"inprocess_progress_watchdog_interval", kInprocess},
-    {"enable_ft_package", kFt},
-    {"calc_ft_timeouts", kFt},
-    {"ft_num_warmup_iters", kFt},
-    {"flight_recorder_dump_on_timeout", kFlight},
-    {"flight_recorder_dump_path", kFlight},
-    {"flight_recorder_trace_buffer_size", kFlight},
-    {"flight_recorder_include_stack_trace", kFlight},
-    {"flight_recorder_include_only_active", kFlight},
-    {"flight_recorder_extra_dump_on_exec", kFlight},
-    {"exit_duration_in_mins", "the training run has no wall-clock limit"},
+    {ArgId::inprocess_restart, kInprocess},
+    {ArgId::inprocess_soft_timeout, kInprocess},
+    {ArgId::inprocess_hard_timeout, kInprocess},
+    {ArgId::inprocess_heartbeat_timeout, kInprocess},
+    {ArgId::inprocess_heartbeat_interval, kInprocess},
+    {ArgId::inprocess_barrier_timeout, kInprocess},
+    {ArgId::inprocess_completion_timeout, kInprocess},
+    {ArgId::inprocess_last_call_wait, kInprocess},
+    {ArgId::inprocess_termination_grace_time, kInprocess},
+    {ArgId::inprocess_monitor_thread_interval, kInprocess},
+    {ArgId::inprocess_monitor_process_interval, kInprocess},
+    {ArgId::inprocess_progress_watchdog_interval, kInprocess},
+    {ArgId::enable_ft_package, kFt},
+    {ArgId::calc_ft_timeouts, kFt},
+    {ArgId::ft_num_warmup_iters, kFt},
+    {ArgId::flight_recorder_dump_on_timeout, kFlight},
+    {ArgId::flight_recorder_dump_path, kFlight},
+    {ArgId::flight_recorder_trace_buffer_size, kFlight},
+    {ArgId::flight_recorder_include_stack_trace, kFlight},
+    {ArgId::flight_recorder_include_only_active, kFlight},
+    {ArgId::flight_recorder_extra_dump_on_exec, kFlight},
+    {ArgId::exit_duration_in_mins, "the training run has no wall-clock limit"},
 };
 
 }  // namespace
 
 JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
   JobTimeouts t;
-  const Namespace& ns = in.ns;
-  auto int_arg = [&](const char* dest) -> std::optional<int64_t> {
-    if (!ns.has(dest) || ns[dest].is_none()) return std::nullopt;
-    if (!ns[dest].is_int())
-      throw std::runtime_error(flag_for_dest(dest) + " " + ns[dest].json() + " is not an integer");
-    return ns[dest].as_int();
-  };
-  if (auto m = int_arg("distributed_timeout_minutes")) {
-    if (*m < 1)
-      throw std::runtime_error("--distributed-timeout-minutes " + std::to_string(*m) +
-                               ": the collective timeout must be at least 1 minute");
-    t.startup = std::chrono::minutes(*m);
-  }
+  const Args& a = in.args;
+  if (a.distributed_timeout_minutes < 1)
+    throw std::runtime_error("--distributed-timeout-minutes " + std::to_string(a.distributed_timeout_minutes) +
+                             ": the collective timeout must be at least 1 minute");
+  t.startup = std::chrono::minutes(a.distributed_timeout_minutes);
   if (auto s = env_seconds(env, "MR_DIST_TIMEOUT_S")) t.startup = ms(*s);
-  if (auto s = int_arg("distributed_timeout_seconds_after_init")) {
+  if (auto s = a.distributed_timeout_seconds_after_init) {
     if (*s < 1)
       throw std::runtime_error("--distributed-timeout-seconds-after-init " + std::to_string(*s) +
                                ": the timeout after initialisation must be at least 1 second");
@@ -254,15 +239,16 @@ JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
                   bound_source.c_str(), static_cast<double>(t.heartbeat.count()) / 1000.0);
     throw std::runtime_error(buf);
   }
+  const Schema& schema = Schema::megatron();
   for (const Ignored& i : kIgnored) {
-    if (!std::binary_search(in.given.begin(), in.given.end(), std::string(i.dest)) || !ns.has(i.dest)) continue;
-    const Value& v = ns[i.dest];
-    std::string shown = flag_for_dest(i.dest) + " " + v.json();
+    const std::string dest(dest_of(i.arg));
+    if (!std::binary_search(in.given.begin(), in.given.end(), dest)) continue;
+    const Value v = a.value(i.arg);
+    std::string shown = schema.flag_for_dest(dest) + " " + v.json();
     if (v.is_bool()) {
       // A switch: named when it is on (its value differs from the default), as the flag that turns it on.
-      std::vector<const Arg*> args = Schema::megatron().find_dest(i.dest);
-      if (args.empty() || args.front()->def.json() == v.json()) continue;
-      shown = args.front()->flags.empty() ? i.dest : args.front()->flags.front();
+      if (default_of(i.arg) == v) continue;
+      shown = schema.flag_for_dest(dest);
     }
     t.ignored.push_back(shown + " (" + i.why + ")");
   }

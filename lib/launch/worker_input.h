@@ -10,13 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "config/args.h"
 #include "config/namespace.h"
 #include "launch/launch_env.h"
 
 namespace mr::launch {
 
 struct WorkerInput {
-  Namespace ns;                     // the validated arguments
+  Namespace ns;                     // the validated arguments, as they travel (values and provenance)
+  Args args;                        // their typed view: what the runtime reads (decode() builds it from ns)
   bool backend_explicit = false;    // --distributed-backend given (else: nccl with a GPU, gloo without)
   std::string log_level = "warning";
   bool train = true;                // false: stop after the bring-up self-check (--bring-up-only)
@@ -25,7 +27,7 @@ struct WorkerInput {
   std::optional<double> heartbeat_timeout_s;  // the launcher option --heartbeat-timeout SECONDS
 
   std::string encode() const;                           // {"version": 1, ..., "namespace": {...}}
-  static WorkerInput decode(const std::string& json);   // throws std::runtime_error
+  static WorkerInput decode(const std::string& json);   // throws std::runtime_error (ArgsError for a bad value)
 };
 
 // The time limits a rank runs under, read from the resolved arguments, the launcher options and the environment
@@ -50,7 +52,7 @@ struct JobTimeouts {
 };
 // Throws std::runtime_error naming the flag or variable whose value cannot be used (zero, negative, not a number,
 // a heartbeat timeout shorter than two heartbeat periods).
-JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env = process_env());
+JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env = process_env());  // reads in.args
 
 // Writes `text` to an anonymous in-memory file that survives exec (no close-on-exec); returns its fd.
 int memfd_with(const std::string& text);
@@ -63,7 +65,5 @@ std::string config_fingerprint(const Namespace& ns);
 uint64_t fingerprint_hash(const std::string& fingerprint);  // FNV-1a 64
 // The dests whose values differ between two fingerprints (present in one only counts as different).
 std::vector<std::string> fingerprint_diff(const std::string& a, const std::string& b);
-// "--tensor-model-parallel-size" for a dest (the first option string writing it), else the dest itself.
-std::string flag_for_dest(const std::string& dest);
 
 }  // namespace mr::launch

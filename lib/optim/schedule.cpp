@@ -82,120 +82,116 @@ std::string_view to_string(WdIncrStyle s) {
 
 namespace {
 
-// Typed reads of the resolved namespace; a missing dest or a wrong kind is reported with the flag's name.
-struct Args {
-  const Namespace& ns;
+// Megatron's spellings, through the generated choice enums (a choice added to the schema fails to compile here).
+LrDecayStyle lr_decay_style_of(arg::LrDecayStyle s) {
+  switch (s) {
+    case arg::LrDecayStyle::constant: return LrDecayStyle::Constant;
+    case arg::LrDecayStyle::linear: return LrDecayStyle::Linear;
+    case arg::LrDecayStyle::cosine: return LrDecayStyle::Cosine;
+    case arg::LrDecayStyle::inverse_square_root: return LrDecayStyle::InverseSquareRoot;
+    case arg::LrDecayStyle::WSD: return LrDecayStyle::WSD;
+  }
+  fail("--lr-decay-style: not a decay style");
+}
+WsdDecayStyle wsd_decay_style_of(arg::LrWsdDecayStyle s) {
+  switch (s) {
+    case arg::LrWsdDecayStyle::exponential: return WsdDecayStyle::Exponential;
+    case arg::LrWsdDecayStyle::linear: return WsdDecayStyle::Linear;
+    case arg::LrWsdDecayStyle::cosine: return WsdDecayStyle::Cosine;
+    case arg::LrWsdDecayStyle::minus_sqrt: return WsdDecayStyle::MinusSqrt;
+  }
+  fail("--lr-wsd-decay-style: not a WSD annealing style");
+}
+WdIncrStyle wd_incr_style_of(arg::WeightDecayIncrStyle s) {
+  switch (s) {
+    case arg::WeightDecayIncrStyle::constant: return WdIncrStyle::Constant;
+    case arg::WeightDecayIncrStyle::linear: return WdIncrStyle::Linear;
+    case arg::WeightDecayIncrStyle::cosine: return WdIncrStyle::Cosine;
+  }
+  fail("--weight-decay-incr-style: not an increment style");
+}
 
-  static std::string flag(std::string_view dest) {
-    std::string f = "--" + std::string(dest);
-    for (char& c : f)
-      if (c == '_') c = '-';
-    return f;
-  }
-  const Value& get(std::string_view dest) const {
-    if (!ns.has(dest)) fail("the resolved arguments lack " + std::string(dest) + " (" + flag(dest) + ")");
-    return ns.get(dest);
-  }
-  bool none(std::string_view dest) const { return get(dest).is_none(); }
-  bool truthy(std::string_view dest) const { return ns.has(dest) && ns.get(dest).truthy(); }
-  int64_t integer(std::string_view dest) const {
-    const Value& v = get(dest);
-    if (!v.is_int()) fail(flag(dest) + " must be an integer here, not " + v.py_repr());
-    return v.as_int();
-  }
-  std::optional<int64_t> opt_integer(std::string_view dest) const {
-    if (none(dest)) return std::nullopt;
-    return integer(dest);
-  }
-  double real(std::string_view dest) const {
-    const Value& v = get(dest);
-    if (!v.is_number() || v.is_bool()) fail(flag(dest) + " must be a number here, not " + v.py_repr());
-    return v.as_float();
-  }
-  std::optional<double> opt_real(std::string_view dest) const {
-    if (none(dest)) return std::nullopt;
-    return real(dest);
-  }
-  const std::string& str(std::string_view dest) const {
-    const Value& v = get(dest);
-    if (!v.is_str()) fail(flag(dest) + " must be a string here, not " + v.py_repr());
-    return v.as_str();
-  }
-};
+bool truthy(const std::optional<int64_t>& v) { return v && *v != 0; }
 
 }  // namespace
 
 ScheduleConfig ScheduleConfig::from_args(const Namespace& ns) {
-  const Args a{ns};
+  try {
+    return from_args(Args::from(ns));
+  } catch (const ArgsError& e) {
+    fail(e.what());
+  }
+}
+
+ScheduleConfig ScheduleConfig::from_args(const Args& a) {
   ScheduleConfig c;
 
-  if (a.none("lr")) fail("--lr is required: the learning-rate schedule peaks at it");
-  c.max_lr = a.real("lr");
-  c.min_lr = a.real("min_lr");
-  c.init_lr = a.real("lr_warmup_init");
-  c.lr_decay_style = lr_decay_style_from_string(a.str("lr_decay_style"));
-  c.lr_wsd_decay_style = wsd_decay_style_from_string(a.str("lr_wsd_decay_style"));
-  c.decoupled_lr = a.opt_real("decoupled_lr");
-  c.decoupled_min_lr = a.opt_real("decoupled_min_lr");
-  c.use_checkpoint_opt_param_scheduler = a.truthy("use_checkpoint_opt_param_scheduler");
-  c.override_opt_param_scheduler = a.truthy("override_opt_param_scheduler");
+  if (!a.lr) fail("--lr is required: the learning-rate schedule peaks at it");
+  c.max_lr = *a.lr;
+  c.min_lr = a.min_lr;
+  c.init_lr = a.lr_warmup_init;
+  c.lr_decay_style = lr_decay_style_of(a.lr_decay_style);
+  c.lr_wsd_decay_style = wsd_decay_style_of(a.lr_wsd_decay_style);
+  c.decoupled_lr = a.decoupled_lr;
+  c.decoupled_min_lr = a.decoupled_min_lr;
+  c.use_checkpoint_opt_param_scheduler = a.use_checkpoint_opt_param_scheduler;
+  c.override_opt_param_scheduler = a.override_opt_param_scheduler;
 
   // validate_args' consistency asserts between the iteration- and the sample-based settings; Megatron skips
   // them when the training loop is skipped.
-  const bool check_mix = !a.truthy("skip_train");
-  const std::optional<double> fraction = a.opt_real("lr_warmup_fraction");
+  const bool check_mix = !a.skip_train;
+  const std::optional<double> fraction = a.lr_warmup_fraction;
 
-  if (a.truthy("train_iters")) {
+  if (truthy(a.train_iters)) {
     // Every count below is in samples: iterations times the global batch size.
     if (check_mix) {
-      if (!a.none("train_samples"))
+      if (a.train_samples)
         fail("--train-iters and --train-samples are exclusive: train by iterations or by samples");
-      if (!a.none("lr_decay_samples"))
+      if (a.lr_decay_samples)
         fail("--lr-decay-samples is for sample-based training; with --train-iters use --lr-decay-iters");
-      if (a.integer("lr_warmup_samples") != 0)
+      if (a.lr_warmup_samples != 0)
         fail("--lr-warmup-samples is for sample-based training; with --train-iters use --lr-warmup-iters");
-      if (fraction && a.integer("lr_warmup_iters") != 0)
-        fail("give only one of --lr-warmup-fraction and --lr-warmup-iters");
+      if (fraction && a.lr_warmup_iters != 0) fail("give only one of --lr-warmup-fraction and --lr-warmup-iters");
     }
-    if (a.none("global_batch_size")) fail("--global-batch-size is needed to count --train-iters in samples");
-    const int64_t gbs = a.integer("global_batch_size");
-    const int64_t train_iters = a.integer("train_iters");
-    const int64_t decay_iters = a.opt_integer("lr_decay_iters").value_or(train_iters);
+    if (!a.global_batch_size) fail("--global-batch-size is needed to count --train-iters in samples");
+    const int64_t gbs = *a.global_batch_size;
+    const int64_t train_iters = *a.train_iters;
+    const int64_t decay_iters = a.lr_decay_iters.value_or(train_iters);
     c.lr_decay_steps = decay_iters * gbs;
     c.wd_incr_steps = train_iters * gbs;
-    if (auto wsd = a.opt_integer("lr_wsd_decay_iters")) c.wsd_decay_steps = *wsd * gbs;
+    if (a.lr_wsd_decay_iters) c.wsd_decay_steps = *a.lr_wsd_decay_iters * gbs;
     c.lr_warmup_steps = fraction ? *fraction * static_cast<double>(c.lr_decay_steps)
-                                 : static_cast<double>(a.integer("lr_warmup_iters") * gbs);
-  } else if (a.truthy("train_samples")) {
+                                 : static_cast<double>(a.lr_warmup_iters * gbs);
+  } else if (truthy(a.train_samples)) {
     if (check_mix) {
-      if (!a.none("train_iters"))
+      if (a.train_iters)
         fail("--train-iters and --train-samples are exclusive: train by iterations or by samples");
-      if (!a.none("lr_decay_iters"))
+      if (a.lr_decay_iters)
         fail("--lr-decay-iters is for iteration-based training; with --train-samples use --lr-decay-samples");
-      if (a.integer("lr_warmup_iters") != 0)
+      if (a.lr_warmup_iters != 0)
         fail("--lr-warmup-iters is for iteration-based training; with --train-samples use --lr-warmup-samples");
-      if (fraction && a.integer("lr_warmup_samples") != 0)
+      if (fraction && a.lr_warmup_samples != 0)
         fail("give only one of --lr-warmup-fraction and --lr-warmup-samples");
     }
-    const int64_t train_samples = a.integer("train_samples");
-    c.lr_decay_steps = a.opt_integer("lr_decay_samples").value_or(train_samples);
+    const int64_t train_samples = *a.train_samples;
+    c.lr_decay_steps = a.lr_decay_samples.value_or(train_samples);
     c.wd_incr_steps = train_samples;
-    c.wsd_decay_steps = a.opt_integer("lr_wsd_decay_samples");
+    c.wsd_decay_steps = a.lr_wsd_decay_samples;
     c.lr_warmup_steps = fraction ? *fraction * static_cast<double>(c.lr_decay_steps)
-                                 : static_cast<double>(a.integer("lr_warmup_samples"));
+                                 : static_cast<double>(a.lr_warmup_samples);
   } else {
     fail("either --train-iters or --train-samples must be given to build the learning-rate schedule");
   }
 
   // Weight decay: one value throughout, or a ramp from --start-weight-decay to --end-weight-decay.
-  c.wd_incr_style = wd_incr_style_from_string(a.str("weight_decay_incr_style"));
-  const std::optional<double> start = a.opt_real("start_weight_decay");
-  const std::optional<double> end = a.opt_real("end_weight_decay");
+  c.wd_incr_style = wd_incr_style_of(a.weight_decay_incr_style);
+  const std::optional<double> start = a.start_weight_decay;
+  const std::optional<double> end = a.end_weight_decay;
   if (c.wd_incr_style == WdIncrStyle::Constant) {
     if (start || end)
       fail("--start-weight-decay / --end-weight-decay need --weight-decay-incr-style linear or cosine; "
            "with constant, --weight-decay is used throughout");
-    c.start_wd = c.end_wd = a.real("weight_decay");
+    c.start_wd = c.end_wd = a.weight_decay;
   } else {
     if (!start || !end)
       fail("--weight-decay-incr-style " + std::string(to_string(c.wd_incr_style)) +

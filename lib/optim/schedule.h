@@ -5,7 +5,7 @@
 // iteration count to samples with --global-batch-size, and the run loop advances the scheduler by the number of
 // samples an iteration consumed (step(global_batch_size), or the current batch size under batch-size ramp-up).
 //
-//   auto cfg = mr::optim::ScheduleConfig::from_args(resolved_args);   // std::invalid_argument naming flags
+//   auto cfg = mr::optim::ScheduleConfig::from_args(args);   // mr::Args; std::invalid_argument naming flags
 //   mr::optim::ParamScheduler sched(cfg);                               // Megatron's constructor checks
 //   for (...) { double lr = sched.lr(); double wd = sched.weight_decay(); ...; sched.step(gbs); }
 //
@@ -20,6 +20,7 @@
 #include <optional>
 #include <string_view>
 
+#include "config/args.h"
 #include "config/namespace.h"
 
 namespace mr::optim {
@@ -80,6 +81,8 @@ struct ScheduleConfig {
   //    --start/--end-weight-decay must be unset); otherwise both must be given (validate_args' rule).
   // Also applies validate_args' iteration-vs-sample consistency asserts (skipped with --skip-train, as there).
   // Throws std::invalid_argument naming the flags on a missing or inconsistent setting.
+  static ScheduleConfig from_args(const Args& args);
+  // The same from a namespace (its typed view, config/args.h; a value of the wrong kind is an invalid_argument).
   static ScheduleConfig from_args(const Namespace& args);
 
   // Megatron's constructor assertions (lr and wd ranges, warmup shorter than decay, WSD phase present, ...);

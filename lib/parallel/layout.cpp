@@ -109,24 +109,6 @@ std::vector<RankGroups> hierarchical_groups(const RankList& ranks, const std::ve
   return levels;
 }
 
-const Value* get(const Namespace& ns, const char* dest) { return ns.has(dest) ? &ns[dest] : nullptr; }
-
-int64_t int_or(const Namespace& ns, const char* dest, int64_t dflt) {
-  const Value* v = get(ns, dest);
-  return v && v->is_number() ? v->as_int() : dflt;
-}
-
-std::optional<int64_t> opt_int(const Namespace& ns, const char* dest) {
-  const Value* v = get(ns, dest);
-  if (v && v->is_number()) return v->as_int();
-  return std::nullopt;
-}
-
-bool flag(const Namespace& ns, const char* dest) {
-  const Value* v = get(ns, dest);
-  return v && v->truthy();
-}
-
 }  // namespace
 
 RankGroups masked_orthogonal_rank_groups(int64_t world_size, const std::vector<int64_t>& parallel_size,
@@ -198,30 +180,29 @@ RankGroups RankGenerator::get_ranks(const std::string& token) const {
   return ranks;
 }
 
-LayoutSpec LayoutSpec::from_namespace(const Namespace& ns, std::optional<int64_t> world_size) {
+LayoutSpec LayoutSpec::from_args(const Args& a, std::optional<int64_t> world_size) {
   LayoutSpec s;
-  s.world_size = world_size ? *world_size : int_or(ns, "world_size", 1);
-  s.tp = int_or(ns, "tensor_model_parallel_size", 1);
-  s.pp = int_or(ns, "pipeline_model_parallel_size", 1);
-  s.cp = int_or(ns, "context_parallel_size", 1);
-  s.ep = int_or(ns, "expert_model_parallel_size", 1);
-  s.etp = opt_int(ns, "expert_tensor_parallel_size");
-  s.gtp_remat = int_or(ns, "gtp_weight_remat_size", 1);
-  s.expert_gtp_remat = int_or(ns, "expert_gtp_weight_remat_size", 1);
-  s.num_distributed_optimizer_instances = int_or(ns, "num_distributed_optimizer_instances", 1);
-  if (const Value* h = get(ns, "hierarchical_context_parallel_sizes"); h && h->is_list())
-    for (const Value& v : h->as_list()) s.hierarchical_cp.push_back(v.as_int());
+  s.world_size = world_size ? *world_size : a.world_size;
+  s.tp = a.tensor_model_parallel_size;
+  s.pp = a.pipeline_model_parallel_size;
+  s.cp = a.context_parallel_size;
+  s.ep = a.expert_model_parallel_size;
+  s.etp = a.expert_tensor_parallel_size;
+  s.gtp_remat = a.gtp_weight_remat_size;
+  s.expert_gtp_remat = a.expert_gtp_weight_remat_size;
+  s.num_distributed_optimizer_instances = a.num_distributed_optimizer_instances;
+  s.hierarchical_cp = a.hierarchical_context_parallel_sizes.value_or(std::vector<int64_t>{});
   // The seed renames --hybrid-context-parallel to --dynamic-context-parallel; either builds the DPxCP groups.
-  s.hybrid_cp = flag(ns, "hybrid_context_parallel") || flag(ns, "dynamic_context_parallel");
-  s.tp_pp_dp_mapping = flag(ns, "use_tp_pp_dp_mapping");
-  s.virtual_pp = opt_int(ns, "virtual_pipeline_model_parallel_size");
-  s.use_sharp = flag(ns, "use_sharp");
-  if (const Value* g = get(ns, "sharp_enabled_group"); g && g->is_str()) s.sharp_enabled_group = g->as_str();
-  s.untie_embeddings = flag(ns, "untie_embeddings_and_output_weights");
-  s.mtp_num_layers = opt_int(ns, "mtp_num_layers");
-  if (const Value* l = get(ns, "pipeline_model_parallel_layout"); l && l->is_str() && !l->as_str().empty()) {
+  s.hybrid_cp = a.hybrid_context_parallel || a.dynamic_context_parallel;
+  s.tp_pp_dp_mapping = a.use_tp_pp_dp_mapping;
+  s.virtual_pp = a.virtual_pipeline_model_parallel_size;
+  s.use_sharp = a.use_sharp;
+  if (a.sharp_enabled_group) s.sharp_enabled_group = std::string(arg::to_string(*a.sharp_enabled_group));
+  s.untie_embeddings = a.untie_embeddings_and_output_weights;
+  s.mtp_num_layers = a.mtp_num_layers;
+  if (a.pipeline_model_parallel_layout && !a.pipeline_model_parallel_layout->empty()) {
     bool too_large = false;
-    std::string expanded = pipeline_layout::expand(l->as_str(), &too_large);
+    std::string expanded = pipeline_layout::expand(*a.pipeline_model_parallel_layout, &too_large);
     if (!too_large) s.pp_layout_stages = split(expanded, '|');
   }
   return s;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "config/namespace.h"
+#include "config/args.h"
 
 namespace mr::parallel {
 
@@ -44,7 +44,7 @@ class RankGenerator {
   int64_t rank_offset_ = 0;
 };
 
-// What the layout depends on: the parallel sizes of a resolved namespace (initialize_megatron's arguments).
+// What the layout depends on: the parallel sizes of the resolved arguments (initialize_megatron's arguments).
 struct LayoutSpec {
   int64_t world_size = 1;
   int64_t tp = 1, pp = 1, cp = 1, ep = 1;
@@ -64,8 +64,8 @@ struct LayoutSpec {
   std::vector<std::string> pp_layout_stages;  // --pipeline-model-parallel-layout split into stages (pp x vpp)
   bool core_embedding_ranks = false;          // megatron.core's default_embedding_ranks instead of GPT's
 
-  // From a resolved namespace. `world_size` overrides ns["world_size"].
-  static LayoutSpec from_namespace(const Namespace& ns, std::optional<int64_t> world_size = std::nullopt);
+  // From the resolved arguments. `world_size` overrides args.world_size.
+  static LayoutSpec from_args(const Args& args, std::optional<int64_t> world_size = std::nullopt);
   std::string order() const { return tp_pp_dp_mapping ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp"; }
 };
 

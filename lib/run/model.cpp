@@ -4,21 +4,15 @@
 #include <numeric>
 
 #include "config/checked.h"
+#include "optim/optimizer_table.h"
 
 namespace mr::run {
 
 namespace {
 
-int64_t get_int(const Namespace& a, const char* dest, int64_t fallback) {
-  if (!a.has(dest) || a[dest].is_none()) return fallback;
-  return a[dest].as_int();
-}
-bool on(const Namespace& a, const char* dest) { return a.has(dest) && a[dest].truthy(); }
-bool set(const Namespace& a, const char* dest) { return a.has(dest) && !a[dest].is_none(); }
-
-int64_t need(const Namespace& a, const char* dest, const char* flag) {
-  if (!set(a, dest)) throw RunError(std::string("the training run needs ") + flag);
-  return a[dest].as_int();
+int64_t need(const std::optional<int64_t>& v, const char* flag) {
+  if (!v) throw RunError(std::string("the training run needs ") + flag);
+  return *v;
 }
 
 // Sizes are products of the user's numbers: checked, a result beyond 64 bits is a RunError naming what it is.
@@ -73,29 +67,27 @@ int64_t ModelPlan::numel() const {
 }
 
 namespace {
-// Bytes of one element of a dtype as the arguments spell it ("torch.bfloat16", "bf16", "fp8", ...).
-double dtype_size(const Value& v, double fallback) {
-  if (!v.is_str()) return fallback;
-  const std::string& s = v.as_str();
-  if (s.find("8") != std::string::npos) return 1;
-  if (s.find("16") != std::string::npos) return 2;
-  if (s.find("32") != std::string::npos || s == "torch.float") return 4;
+// Bytes of one element of a dtype as the arguments spell it ("bf16", "fp8", "fp32", ...).
+double dtype_size(std::string_view s, double fallback) {
+  if (s.find('8') != std::string_view::npos) return 1;
+  if (s.find("16") != std::string_view::npos) return 2;
+  if (s.find("32") != std::string_view::npos || s == "torch.float") return 4;
   return fallback;
 }
 }  // namespace
 
-MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& a, int64_t dp, int64_t expert_dp) {
-  const bool half = on(a, "bf16") || on(a, "fp16");
-  const std::string opt = a.has("optimizer") && a["optimizer"].is_str() ? a["optimizer"].as_str() : "adam";
-  const bool aware = on(a, "use_precision_aware_optimizer");
-  const bool dist_opt = on(a, "use_distributed_optimizer");
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp, int64_t expert_dp) {
+  const bool half = a.bf16 || a.fp16;
+  const optim::OptimizerInfo& opt = optim::optimizer_info(a.optimizer);
+  const bool aware = a.use_precision_aware_optimizer;
+  const bool dist_opt = a.use_distributed_optimizer;
   const double dense_shard = dist_opt ? static_cast<double>(std::max<int64_t>(1, dp)) : 1.0;
   const double expert_shard = dist_opt ? static_cast<double>(std::max<int64_t>(1, expert_dp > 0 ? expert_dp : dp)) : 1.0;
   const double p_bytes = half ? 2 : 4;
-  const double g_bytes = (!half || on(a, "accumulate_allreduce_grads_in_fp32")) ? 4 : p_bytes;
-  const double main_bytes = half ? (aware && a.has("main_params_dtype") ? dtype_size(a["main_params_dtype"], 4) : 4) : 0;
-  const double m1 = aware && a.has("exp_avg_dtype") ? dtype_size(a["exp_avg_dtype"], 4) : 4;
-  const double m2 = aware && a.has("exp_avg_sq_dtype") ? dtype_size(a["exp_avg_sq_dtype"], 4) : 4;
+  const double g_bytes = (!half || a.accumulate_allreduce_grads_in_fp32) ? 4 : p_bytes;
+  const double main_bytes = half ? (aware ? dtype_size(arg::to_string(a.main_params_dtype), 4) : 4) : 0;
+  const double m1 = aware ? dtype_size(arg::to_string(a.exp_avg_dtype), 4) : 4;
+  const double m2 = aware ? dtype_size(arg::to_string(a.exp_avg_sq_dtype), 4) : 4;
   MemoryEstimate m;
   for (const ParamSpec& p : plan.params) {
     const double n = static_cast<double>(p.numel());
@@ -103,12 +95,12 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& a, int64_
     m.params += n * p_bytes;
     m.grads += n * g_bytes;
     m.main_params += n * main_bytes / shard;
+    const bool muon_matrix = p.shape.size() == 2 && !p.embedding_or_output;
+    const optim::StateLayout& st = optim::state_of(opt, muon_matrix);
     double state = 0;
-    const bool muon_matrix = (opt == "muon" || opt == "dist_muon") && p.shape.size() == 2 && !p.embedding_or_output;
-    if (opt == "adam" || ((opt == "muon" || opt == "dist_muon") && !muon_matrix)) state = m1 + m2;
-    else if (opt == "sgd") state = (a.has("sgd_momentum") && a["sgd_momentum"].is_number() && a["sgd_momentum"].as_float() == 0.0) ? 0 : 4;
-    else if (opt == "lion" || muon_matrix) state = 4;  // one moment / momentum buffer
-    else state = std::nan("");                          // soap, adaptive_muon: not modelled
+    if (!st.known) state = std::nan("");  // soap, adaptive_muon: not modelled
+    else if (st.momentum_from_flag && a.sgd_momentum == 0.0) state = 0;
+    else state = (st.exp_avg ? (st.precision_aware ? m1 : 4) : 0) + (st.exp_avg_sq ? (st.precision_aware ? m2 : 4) : 0);
     m.optimizer_state += n * state / shard;
   }
   return m;
@@ -168,53 +160,51 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
   return out;
 }
 
-ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
+ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // What this synthetic run does not model: say so, naming the flag.
-  if (on(a, "is_hybrid_model") || set(a, "hybrid_layer_pattern") || set(a, "hybrid_override_pattern"))
+  if (a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern)
     throw RunError("the training run models GPT models only: hybrid/Mamba layer patterns are not supported yet");
-  if (on(a, "multi_latent_attention"))
+  if (a.multi_latent_attention)
     throw RunError("the training run does not model --multi-latent-attention yet");
-  if (on(a, "account_for_embedding_in_pipeline_split") || on(a, "account_for_loss_in_pipeline_split"))
+  if (a.account_for_embedding_in_pipeline_split || a.account_for_loss_in_pipeline_split)
     throw RunError("the training run does not model --account-for-embedding/loss-in-pipeline-split yet");
-  if (set(a, "heterogeneous_layers_config_path") || set(a, "heterogeneous_layers_config_encoded_json"))
+  if (a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json)
     throw RunError("the training run does not model heterogeneous layer configs yet");
 
-  const int64_t L = at_least(need(a, "num_layers", "--num-layers"), 0, "--num-layers");
+  const int64_t L = at_least(need(a.num_layers, "--num-layers"), 0, "--num-layers");
   if (L > kMaxPlanLayers)
     throw RunError("--num-layers " + std::to_string(L) + " is more than the " + std::to_string(kMaxPlanLayers) +
                    " layers the model plan handles");
-  const int64_t h = at_least(need(a, "hidden_size", "--hidden-size"), 1, "--hidden-size");
-  const int64_t heads = at_least(need(a, "num_attention_heads", "--num-attention-heads"), 1, "--num-attention-heads");
-  const int64_t kv = at_least(get_int(a, "kv_channels", h / heads), 1, "--kv-channels");
-  const int64_t groups = at_least(on(a, "group_query_attention") ? get_int(a, "num_query_groups", heads) : heads, 1,
-                                  "--num-query-groups");
-  const int64_t ffn = at_least(get_int(a, "ffn_hidden_size", mul(4, h, "4 x --hidden-size")), 1, "--ffn-hidden-size");
-  const bool gated = on(a, "swiglu") || on(a, "gated_linear_unit");
-  const bool layernorm = !a.has("normalization") || a["normalization"].as_str() == "LayerNorm";
-  const bool bias = !a.has("add_bias_linear") || a["add_bias_linear"].truthy();
-  const bool qkv_bias = bias || on(a, "add_qkv_bias");
-  const bool qk_norm = on(a, "qk_layernorm");
-  const bool wd_on_qk_norm = on(a, "apply_wd_to_qk_layernorm");
-  const bool te = !a.has("transformer_impl") || a["transformer_impl"].is_none() ||
-                  a["transformer_impl"].as_str() == "transformer_engine";
-  const bool tied = !on(a, "untie_embeddings_and_output_weights");
-  const bool learned_positions = !a.has("position_embedding_type") || a["position_embedding_type"].is_none() ||
-                                 a["position_embedding_type"].as_str() == "learned_absolute";
+  const int64_t h = at_least(need(a.hidden_size, "--hidden-size"), 1, "--hidden-size");
+  const int64_t heads = at_least(need(a.num_attention_heads, "--num-attention-heads"), 1, "--num-attention-heads");
+  const int64_t kv = at_least(a.kv_channels.value_or(h / heads), 1, "--kv-channels");
+  const int64_t groups = at_least(a.group_query_attention ? a.num_query_groups : heads, 1, "--num-query-groups");
+  const int64_t ffn = at_least(a.ffn_hidden_size ? *a.ffn_hidden_size : mul(4, h, "4 x --hidden-size"), 1,
+                               "--ffn-hidden-size");
+  const bool gated = a.swiglu;  // (Megatron has no --gated-linear-unit flag: swiglu sets gated_linear_unit)
+  const bool layernorm = a.normalization == arg::Normalization::LayerNorm;
+  const bool bias = a.add_bias_linear;
+  const bool qkv_bias = bias || a.add_qkv_bias;
+  const bool qk_norm = a.qk_layernorm;
+  const bool wd_on_qk_norm = a.apply_wd_to_qk_layernorm;
+  const bool te = a.transformer_impl == arg::TransformerImpl::transformer_engine;
+  const bool tied = !a.untie_embeddings_and_output_weights;
+  const bool learned_positions = a.position_embedding_type == arg::PositionEmbeddingType::learned_absolute;
   // The vocabulary: --vocab-size, or GPT-2's BPE (a fixed 50257 entries); other tokenizers are files we do not load.
-  const std::string tokenizer = a.has("tokenizer_type") && a["tokenizer_type"].is_str() ? a["tokenizer_type"].as_str() : "";
+  const std::string tokenizer = a.tokenizer_type ? std::string(arg::to_string(*a.tokenizer_type)) : "";
   int64_t vocab = 0;
-  if (set(a, "vocab_size")) vocab = at_least(a["vocab_size"].as_int(), 1, "--vocab-size");
-  else if (tokenizer == "GPT2BPETokenizer") vocab = 50257;
+  if (a.vocab_size) vocab = at_least(*a.vocab_size, 1, "--vocab-size");
+  else if (a.tokenizer_type == arg::TokenizerType::GPT2BPETokenizer) vocab = 50257;
   else
     throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer" +
                    (tokenizer.empty() ? std::string() : " (--tokenizer-type " + tokenizer + ")"));
   const int64_t tp = at.tp_size;
 
   ModelPlan plan;
-  plan.padded_vocab_size = padded_vocab_size(vocab, get_int(a, "make_vocab_size_divisible_by", 128), tp);
-  plan.layers = pipeline_layers(L, at.pp_rank, at.pp_size, get_int(a, "virtual_pipeline_model_parallel_size", 1),
-                                get_int(a, "decoder_first_pipeline_num_layers", -1),
-                                get_int(a, "decoder_last_pipeline_num_layers", -1));
+  plan.padded_vocab_size = padded_vocab_size(vocab, a.make_vocab_size_divisible_by, tp);
+  plan.layers = pipeline_layers(L, at.pp_rank, at.pp_size, a.virtual_pipeline_model_parallel_size.value_or(1),
+                                a.decoder_first_pipeline_num_layers.value_or(-1),
+                                a.decoder_last_pipeline_num_layers.value_or(-1));
   const bool first = at.pp_rank == 0, last = at.pp_rank == at.pp_size - 1;
 
   auto add = [&](std::string name, std::vector<int64_t> full, int split_dim) -> ParamSpec& {
@@ -244,7 +234,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   if (first) {
     add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0).embedding_or_output = true;
     if (learned_positions) {
-      const int64_t positions = get_int(a, "max_position_embeddings", get_int(a, "seq_length", 0));
+      const int64_t positions = a.max_position_embeddings.value_or(a.seq_length.value_or(0));
       add("embedding.position_embeddings.weight", {at_least(positions, 0, "--max-position-embeddings"), h}, -1)
           .embedding_or_output = true;
     }
@@ -254,10 +244,10 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   const int64_t fc1_out = gated ? mul(2, ffn, "2 x --ffn-hidden-size") : ffn;
 
   // MoE: which layers, how many experts here, their sizes.
-  const int64_t experts = at_least(get_int(a, "num_experts", 0), 0, "--num-experts");
+  const int64_t experts = at_least(a.num_experts.value_or(0), 0, "--num-experts");
   std::vector<bool> moe_layer(static_cast<size_t>(L), experts > 0);
-  if (experts > 0 && a.has("moe_layer_freq")) {
-    const Value& f = a["moe_layer_freq"];
+  if (experts > 0) {
+    const Value& f = a.moe_layer_freq;
     if (f.is_list()) {
       if (static_cast<int64_t>(f.as_list().size()) != L)
         throw RunError("--moe-layer-freq lists " + std::to_string(f.as_list().size()) + " layers, --num-layers is " +
@@ -268,7 +258,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
     }
   }
   const int64_t ep = std::max<int64_t>(1, at.ep_size);
-  const int64_t etp = at.etp_size > 0 ? at.etp_size : std::max<int64_t>(1, get_int(a, "expert_tensor_parallel_size", tp));
+  const int64_t etp = at.etp_size > 0 ? at.etp_size : std::max<int64_t>(1, a.expert_tensor_parallel_size.value_or(tp));
   if (experts > 0 && experts % ep != 0)
     throw RunError("--num-experts " + std::to_string(experts) + " is not divisible by --expert-model-parallel-size " +
                    std::to_string(ep));
@@ -276,11 +266,11 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
   if (local_experts > kMaxPlanTensors)
     throw RunError("--num-experts " + std::to_string(experts) + " puts more than " + std::to_string(kMaxPlanTensors) +
                    " experts on a rank, more than the model plan handles");
-  const int64_t moe_ffn = at_least(get_int(a, "moe_ffn_hidden_size", ffn), 1, "--moe-ffn-hidden-size");
+  const int64_t moe_ffn = at_least(a.moe_ffn_hidden_size.value_or(ffn), 1, "--moe-ffn-hidden-size");
   const int64_t moe_fc1 = gated ? mul(2, moe_ffn, "2 x --moe-ffn-hidden-size") : moe_ffn;
   const int64_t shared_ffn =
-      at_least(get_int(a, "moe_shared_expert_intermediate_size", 0), 0, "--moe-shared-expert-intermediate-size");
-  const bool grouped = on(a, "moe_grouped_gemm");
+      at_least(a.moe_shared_expert_intermediate_size.value_or(0), 0, "--moe-shared-expert-intermediate-size");
+  const bool grouped = a.moe_grouped_gemm;
   auto split_by = [](int64_t n, int64_t parts, const std::string& what) {
     if (n % parts != 0)
       throw RunError(what + " (" + std::to_string(n) + ") is not divisible by the expert tensor-parallel size " +
@@ -353,7 +343,7 @@ ModelPlan plan_gpt_model(const Namespace& a, const RankCoord& at) {
       if (bias) add(p + "mlp.shared_experts.linear_fc1.bias", {s1}, 0);
       add(p + "mlp.shared_experts.linear_fc2.weight", {h, shared_ffn}, 1);
       if (bias) add(p + "mlp.shared_experts.linear_fc2.bias", {h}, -1);
-      if (on(a, "moe_shared_expert_gate")) add(p + "mlp.shared_experts.gate_weight", {1, h}, -1);
+      if (a.moe_shared_expert_gate) add(p + "mlp.shared_experts.gate_weight", {1, h}, -1);
     }
   }
   if (last) {

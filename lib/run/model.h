@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config/namespace.h"
+#include "config/args.h"
 
 namespace mr::run {
 
@@ -60,21 +60,21 @@ struct RankCoord {
 // (grouped-GEMM or per-expert names), shared experts and their gate; their norm before the MLP is its own.
 // Throws RunError for what it does not model (hybrid/Mamba, multi-latent attention, heterogeneous layers,
 // pipeline splits that account for the embedding or loss) and when the vocabulary size is unknown (--vocab-size).
-ModelPlan plan_gpt_model(const Namespace& args, const RankCoord& at);
+ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 
 // Bytes a rank spends on its parameters and the optimizer (no activations, no buffers of the framework), the way
 // Megatron lays them out: model params in the training dtype (2 bytes for bf16/fp16, else 4); gradients in fp32
 // when the params are fp32 or --accumulate-allreduce-grads-in-fp32, else in the param dtype; with 16-bit params
-// fp32 main params; optimizer state (adam: two moments; sgd with momentum, lion, muon: one; muon's scalar
-// parameters go to adam); the precision-aware optimizer's --main-params-dtype / --exp-avg-dtype /
-// --exp-avg-sq-dtype where set. The distributed optimizer divides main params and state by the data-parallel size.
+// fp32 main params; optimizer state as the optimizer table (optim/optimizer_table.h) lays it out (adam: two
+// moments; sgd with momentum, lion, muon: one; muon's scalar parameters: adam's two); the precision-aware
+// optimizer's --main-params-dtype and, for Adam's moments, --exp-avg-dtype / --exp-avg-sq-dtype. The distributed optimizer divides main params and state by the data-parallel size.
 // Optimizers whose state is not modelled (soap, adaptive_muon) give a NaN optimizer_state.
 struct MemoryEstimate {
   double params = 0, grads = 0, main_params = 0, optimizer_state = 0;
   double total() const { return params + grads + main_params + optimizer_state; }  // NaN: state not modelled
 };
 // Routed experts shard their main params and state over the expert data-parallel group (0: the same size).
-MemoryEstimate estimate_memory(const ModelPlan& plan, const Namespace& args, int64_t data_parallel_size,
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& args, int64_t data_parallel_size,
                                int64_t expert_data_parallel_size = 0);
 
 // Megatron's vocabulary padding: up to a multiple of --make-vocab-size-divisible-by times the TP size.

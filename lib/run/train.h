@@ -1,4 +1,5 @@
-// The training-run loop: what megatron-run does on every rank once the process groups are up.
+// The training-run loop: what megatron-run does on every rank once the process groups are up, from the typed
+// view of the resolved arguments (config/args.h). Its parts: run/buffers.h, run/grad_sync.h, run/step.h, run/log.h.
 //
 // There is no model forward/backward in megatron-run (that is Megatron's Python); the run drives everything
 // around it with synthetic gradients, at the model's real size and layout:
@@ -24,7 +25,7 @@
 #include <ostream>
 #include <string>
 
-#include "config/namespace.h"
+#include "config/args.h"
 #include "distributed/runtime.h"
 
 namespace mr::run {
@@ -39,6 +40,6 @@ struct TrainResult {
 
 // Knobs for tests (environment): MR_RUN_NONFINITE_AT=I[,J...] puts an inf into rank 0's gradients at those
 // iterations (1-based), to exercise the loss scaler's skip path.
-TrainResult train(distributed::Runtime& rt, const Namespace& args, std::ostream& log, const std::string& prefix);
+TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log, const std::string& prefix);
 
 }  // namespace mr::run

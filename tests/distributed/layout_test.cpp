@@ -257,7 +257,7 @@ TEST_CASE("layout from a resolved namespace", "[dist][layout]") {
   mr::Outcome out = mr::resolve(mr::Schema::megatron(), inv);
   INFO((out.diagnostics.empty() ? "" : out.diagnostics.front().message));
   REQUIRE(out.ok());
-  LayoutSpec s = LayoutSpec::from_namespace(out.parsed.ns);
+  LayoutSpec s = LayoutSpec::from_args(mr::Args::from(out.parsed.ns));
   CHECK(s.world_size == 8);
   CHECK(s.tp == 2);
   CHECK(s.pp == 2);
@@ -394,7 +394,11 @@ TEST_CASE("worker input round trip and config fingerprints", "[dist][launch]") {
   other.set("lr", mr::Value(0.1), {});
   CHECK(mr::launch::fingerprint_diff(mr::launch::config_fingerprint(other), mr::launch::config_fingerprint(out.ns)) ==
         std::vector<std::string>{"lr"});
-  CHECK(mr::launch::flag_for_dest("tensor_model_parallel_size") == "--tensor-model-parallel-size");
+  // The typed view is rebuilt from the namespace.
+  CHECK(out.args.tensor_model_parallel_size == 2);
+  CHECK(out.args.lr == 0.0003);
+  CHECK(out.args.rank == 3);
+  CHECK(mr::Schema::megatron().flag_for_dest("tensor_model_parallel_size") == "--tensor-model-parallel-size");
   CHECK_THROWS(mr::launch::WorkerInput::decode("{\"version\": 1}"));
 
   int fd = mr::launch::memfd_with("hello");

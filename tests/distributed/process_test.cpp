@@ -48,7 +48,7 @@ Report read_report(const std::string& path) {
 // layout_test.cpp for the same tables as whole layouts).
 using Table = std::map<std::string, std::vector<std::vector<int>>>;
 
-// MR_TEST_BACKEND=nccl (scripts/gpu-check-dist.sh): the same jobs on NCCL, where 4 GPUs are visible.
+// MR_TEST_BACKEND=nccl (scripts/gpu-check-distributed.sh): the same jobs on NCCL, where 4 GPUs are visible.
 std::string test_backend() {
   const char* b = std::getenv("MR_TEST_BACKEND");
   return b && *b ? b : "gloo";
@@ -267,7 +267,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
 
 TEST_CASE("NCCL on every visible GPU (MR_TEST_BACKEND=nccl)", "[dist][process][nccl]") {
   if (test_backend() != "nccl") {
-    WARN("MR_TEST_BACKEND is not nccl: the NCCL job runs in scripts/gpu-check-dist.sh");
+    WARN("MR_TEST_BACKEND is not nccl: the NCCL job runs in scripts/gpu-check-distributed.sh");
     return;
   }
   const int gpus = mr::distributed::gpu_count();

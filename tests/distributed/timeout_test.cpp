@@ -21,6 +21,7 @@ mr::launch::WorkerInput input(std::map<std::string, mr::Value> given, std::map<s
     in.given.push_back(k);
   }
   std::sort(in.given.begin(), in.given.end());
+  in.args = mr::Args::from(in.ns);  // what WorkerInput::decode builds
   return in;
 }
 

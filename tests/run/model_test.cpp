@@ -16,8 +16,8 @@ using mr::run::RankCoord;
 
 namespace {
 
-// The resolved arguments of a small GPT (what validation derives already filled in).
-Namespace gpt(std::map<std::string, Value> over = {}) {
+// The resolved arguments of a small GPT (what validation derives already filled in), as their typed view.
+mr::Args gpt(std::map<std::string, Value> over = {}) {
   std::map<std::string, Value> v = {{"num_layers", Value(int64_t{4})},
                                     {"hidden_size", Value(int64_t{64})},
                                     {"num_attention_heads", Value(int64_t{4})},
@@ -36,7 +36,7 @@ Namespace gpt(std::map<std::string, Value> over = {}) {
   for (auto& [k, x] : over) v[k] = x;
   Namespace ns;
   for (auto& [k, x] : v) ns.set(k, x, {});
-  return ns;
+  return mr::Args::from(ns);
 }
 
 const ParamSpec* find(const ModelPlan& p, const std::string& name) {

@@ -225,7 +225,7 @@ Namespace load_yaml_cfg(const Namespace& argparse_ns, const TargetEnv& env, cons
   std::string ignored;
   for (const auto& e : argparse_ns.entries())
     if ((e.prov.kind == Provenance::Kind::Cli || e.prov.kind == Provenance::Kind::Config) && e.dest != "yaml_cfg")
-      ignored += (ignored.empty() ? "" : ", ") + Schema::megatron().flag_of(e.dest);
+      ignored += (ignored.empty() ? "" : ", ") + Schema::megatron().flag_for_dest(e.dest);
   warnings.push_back("--yaml-cfg is experimental: the YAML file replaces every other Megatron argument" +
                        (ignored.empty() ? std::string() : " (ignored: " + ignored + ")"));
 

@@ -6,7 +6,7 @@
 
 namespace mr {
 
-std::string Context::flag(std::string_view dest) { return Schema::megatron().flag_of(dest); }
+std::string Context::flag(std::string_view dest) { return Schema::megatron().flag_for_dest(dest); }
 
 Diagnostic Context::make(const Rule& rule, const std::string& message,
                          std::initializer_list<std::string_view> dests) const {

@@ -1,0 +1,23 @@
+// The step dispatch of the optimizer table (optimizer_table.h).
+#include "optim/optimizer_table.h"
+
+#include <stdexcept>
+
+#include "optim/config.h"
+#include "optim/kernels.h"
+
+namespace mr::optim::cpu {
+
+void elementwise_step(Kernel kernel, std::span<const TensorSlot> slots, std::span<const GroupHyper> groups,
+                      const OptimizerConfig& cfg) {
+  switch (kernel) {
+    case Kernel::Adam: return adam_step(slots, groups, adam_options(cfg));
+    case Kernel::Sgd: return sgd_step(slots, groups, sgd_options(cfg));
+    case Kernel::Lion: return lion_step(slots, groups, lion_options(cfg));
+    case Kernel::Muon: throw std::logic_error("elementwise_step: Muon's matrices take muon_step (optim/muon.h)");
+    case Kernel::None: break;
+  }
+  throw std::logic_error("elementwise_step: no kernel for this optimizer");
+}
+
+}  // namespace mr::optim::cpu

@@ -1,0 +1,93 @@
+// One table of the optimizers --optimizer names: which kernel steps it, which state buffers a parameter carries,
+// and what Muon does with the parameters it does not orthogonalise. The training run (allocation, memory check,
+// step dispatch), `megatron-run params`' memory estimate and the benchmarks read it; so will the GPU run.
+//
+// The table itself is constexpr and torch-free (mr_run_model reads it without linking mr_optim); the step
+// dispatch, elementwise_step() below, is in mr_optim (optimizer_table.cpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "config/args.h"
+
+namespace mr {
+struct OptimizerConfig;  // config/optimizer_config.h
+}
+
+namespace mr::optim {
+
+struct TensorSlot;  // optim/kernels.h
+struct GroupHyper;
+
+// The update rule a row runs (optim/kernels.h, optim/muon.h). None: no kernel of ours yet.
+enum class Kernel { Adam, Sgd, Lion, Muon, None };
+
+// What a parameter's optimizer state holds: fp32 buffers of the parameter's size.
+struct StateLayout {
+  bool exp_avg = false;     // Adam's and Lion's first moment, SGD's and Muon's momentum buffer
+  bool exp_avg_sq = false;  // Adam's second moment
+  bool known = true;        // false: not modelled (no kernel of ours); the memory estimate says NaN
+  // The precision-aware optimizer's --exp-avg-dtype / --exp-avg-sq-dtype apply (Adam's moments only).
+  bool precision_aware = false;
+  // SGD: the momentum buffer exists only when --sgd-momentum is not 0.
+  bool momentum_from_flag = false;
+
+  constexpr int buffers() const { return (exp_avg ? 1 : 0) + (exp_avg_sq ? 1 : 0); }
+  constexpr int fp32_bytes_per_param() const { return 4 * buffers(); }
+};
+
+// Parameters an optimizer does not take itself (Muon: not 2-D, embeddings, the output layer) go to another rule.
+enum class ScalarRule {
+  None,              // the optimizer takes every parameter
+  MuonScalarOptimizer,  // --muon-scalar-optimizer (adam or lion)
+};
+
+struct OptimizerInfo {
+  arg::Optimizer id;
+  std::string_view name;  // as --optimizer spells it
+  Kernel kernel;
+  StateLayout state;      // of the parameters the optimizer takes itself
+  ScalarRule scalar_rule = ScalarRule::None;
+  // The state the scalar rule's parameters carry in the memory estimate and in the run's buffers: Adam's two
+  // moments (the run allocates both; with --muon-scalar-optimizer lion the second one stays unused).
+  StateLayout scalar_state = {};
+};
+
+inline constexpr StateLayout kAdamState{.exp_avg = true, .exp_avg_sq = true, .precision_aware = true};
+inline constexpr StateLayout kMomentumState{.exp_avg = true};
+inline constexpr StateLayout kUnknownState{.known = false};
+
+inline constexpr OptimizerInfo kOptimizers[] = {
+    {arg::Optimizer::adam, "adam", Kernel::Adam, kAdamState},
+    {arg::Optimizer::sgd, "sgd", Kernel::Sgd, {.exp_avg = true, .momentum_from_flag = true}},
+    {arg::Optimizer::muon, "muon", Kernel::Muon, kMomentumState, ScalarRule::MuonScalarOptimizer, kAdamState},
+    // The deprecated spelling of muon with the distributed optimizer: the same state, no run of ours.
+    {arg::Optimizer::dist_muon, "dist_muon", Kernel::None, kMomentumState, ScalarRule::MuonScalarOptimizer,
+     kAdamState},
+    {arg::Optimizer::lion, "lion", Kernel::Lion, kMomentumState},
+    {arg::Optimizer::soap, "soap", Kernel::None, kUnknownState},
+    {arg::Optimizer::adaptive_muon, "adaptive_muon", Kernel::None, kUnknownState},
+};
+
+// The row of --optimizer (every choice has one: tests/optim/optimizer_table_test.cpp).
+constexpr const OptimizerInfo& optimizer_info(arg::Optimizer id) {
+  for (const OptimizerInfo& o : kOptimizers)
+    if (o.id == id) return o;
+  return kOptimizers[0];
+}
+
+// The state layout of one parameter: the scalar rule's for what Muon does not take (`muon_matrix` false).
+constexpr const StateLayout& state_of(const OptimizerInfo& o, bool muon_matrix) {
+  return o.scalar_rule != ScalarRule::None && !muon_matrix ? o.scalar_state : o.state;
+}
+
+namespace cpu {
+// The elementwise step of `kernel` (Adam, SGD, Lion) with the kernel options OptimizerConfig gives
+// (optim/config.h). Muon's matrices need the Muon step (muon.h); Kernel::Muon / None throw std::logic_error.
+void elementwise_step(Kernel kernel, std::span<const TensorSlot> slots, std::span<const GroupHyper> groups,
+                      const OptimizerConfig& cfg);
+}  // namespace cpu
+
+}  // namespace mr::optim

@@ -1,0 +1,66 @@
+// The training run's flat buffers: every local parameter back to back (`offset`), padded to a multiple of the
+// data-parallel size; this rank's shard of main params and optimizer state is [lo, hi) (everything without the
+// distributed optimizer). Routed experts come last, [dense_end, numel). Internal to lib/run.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "optim/clip_grads.h"
+#include "optim/dtype.h"
+#include "optim/kernels.h"
+#include "optim/optimizer_table.h"
+#include "run/model.h"
+
+namespace mr::run {
+
+// Deterministic synthetic values (splitmix64, FNV-1a, uniform and Box-Muller normal from a key).
+uint64_t mix64(uint64_t z);
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
+uint64_t name_key(const std::string& s, uint64_t seed);
+float uniform(uint64_t key);  // in [-1, 1)
+float normal(uint64_t key);
+// The element's index in the whole (unsplit) tensor, so that values do not depend on the TP layout.
+int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local);
+
+// Elements of a model-dtype buffer.
+float to_float(const void* buf, optim::DType d, int64_t i);
+void store(void* buf, optim::DType d, int64_t i, float v);
+size_t dtype_bytes(optim::DType d);
+
+struct FlatBuffers {
+  optim::DType model_dtype = optim::DType::F32;
+  std::vector<int64_t> offset;   // of each parameter of the plan
+  std::vector<int32_t> group_of;  // its parameter group: (weight decay or not) x (--decoupled-lr or not)
+  int64_t numel = 0, padded = 0, lo = 0, hi = 0;
+  int64_t dense_end = 0;  // routed experts occupy [dense_end, numel)
+  bool sharded = false;   // the distributed optimizer's shards (a data-parallel group of more than one)
+  std::vector<uint8_t> model;
+  std::vector<float> grad, grad_shard, main, exp_avg, exp_avg_sq, target;
+
+  // The layout, the memory check against this machine (RunError when it does not fit), the allocation (state
+  // buffers as the optimizer table says), and Megatron's initial values and the synthetic targets: normal with
+  // --init-method-std for matrices, ones for norm weights, zeros for biases, keyed by the element's index in the
+  // whole tensor.
+  void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, bool distributed_optimizer,
+             int64_t dp_size, int64_t dp_rank, int64_t tp_rank, uint64_t seed, double init_std, bool decoupled_lr);
+
+  float* shard_grad() { return sharded ? grad_shard.data() : grad.data(); }
+  // The parts of each parameter inside this rank's shard: f(k, begin, end).
+  template <class F>
+  void for_each_piece(const ModelPlan& plan, F&& f) const {
+    for (size_t k = 0; k < plan.params.size(); ++k) {
+      const int64_t b = std::max(offset[k], lo), e = std::min(offset[k] + plan.params[k].numel(), hi);
+      if (b < e) f(k, b, e);
+    }
+  }
+  std::vector<optim::GradSlot> grad_slots(const ModelPlan& plan);
+  // This rank's model parameters' bytes [begin, end) in elements.
+  uint64_t checksum(int64_t begin, int64_t end) const;
+
+ private:
+  void check_memory(const optim::OptimizerInfo& opt, int64_t shard) const;
+};
+
+}  // namespace mr::run

@@ -1,0 +1,66 @@
+// The training run's log lines (run/log.h).
+#include "run/log.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace mr::run {
+
+namespace {
+std::string format(const char* fmt, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+std::string mib(double bytes) { return format("%.1f MiB", bytes / (1024.0 * 1024.0)); }
+bool last_rank(const RunContext& c) { return c.rt.rank() == c.rt.world_size() - 1; }
+}  // namespace
+
+void log_start(const RunContext& c, std::ostream& log, const std::string& prefix) {
+  const FlatBuffers& b = c.buf;
+  const double model_bytes = static_cast<double>(b.numel) * static_cast<double>(dtype_bytes(b.model_dtype));
+  const double state_bytes = 4.0 * static_cast<double>(b.main.size() + b.exp_avg.size() + b.exp_avg_sq.size());
+  std::ostringstream s;
+  s << prefix << " > number of parameters on (tensor, pipeline) model parallel rank (" << c.tp.rank() << ", "
+    << c.pp.rank() << "): " << b.numel << " (" << c.plan.layers.size() << " layers; model params "
+    << mib(model_bytes) << ", main params + optimizer state " << mib(state_bytes)
+    << (c.dist_opt ? " (distributed optimizer shard)" : "") << ")";
+  // One line per (tp, pp) coordinate, from its first data-parallel rank, as Megatron prints it.
+  if (c.dp.rank() == 0) log << s.str() << std::endl;
+  if (last_rank(c))
+    log << prefix << "megatron-run: synthetic training run: " << c.train_iters << " iterations, "
+        << c.optimizer->name << ", "
+        << (b.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16")
+        << (c.dist_opt ? ", distributed optimizer" : "") << "; gradients are synthetic (no model forward/backward)"
+        << std::endl;
+}
+
+void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
+                   const Window& w, double loss, bool found_inf, double grad_norm) {
+  if (!last_rank(c)) return;
+  std::ostringstream line;
+  char head[128];
+  std::snprintf(head, sizeof head, " iteration %8lld/%8lld | consumed samples: %12lld |", static_cast<long long>(it),
+                static_cast<long long>(c.train_iters), static_cast<long long>(consumed));
+  line << prefix << head << " elapsed time per iteration (ms): " << format("%.1f", w.elapsed_ms / static_cast<double>(w.iterations))
+       << " | learning rate: " << format("%.6E", c.schedule->lr()) << " | global batch size: "
+       << format("%5.0f", static_cast<double>(c.global_batch)) << " | synthetic loss: " << format("%.6E", loss) << " |";
+  if (c.scaler) line << " loss scale: " << format("%.1f", c.scaler->scale()) << " |";
+  if (!found_inf) line << " grad norm: " << format("%.3f", grad_norm) << " |";
+  line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(w.skipped))
+       << " | number of nan iterations: " << format("%3.0f", 0.0) << " |";
+  log << line.str() << std::endl;
+}
+
+void log_finished(const RunContext& c, std::ostream& log, const std::string& prefix, const TrainResult& res) {
+  if (!last_rank(c)) return;
+  char b[64];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(res.params_checksum));
+  log << prefix << "megatron-run: training run finished: " << res.iterations << " iterations (" << res.skipped
+      << " skipped), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
+      << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"
+                          : std::string())
+      << " (parameter checksum " << b << ")" << std::endl;
+}
+
+}  // namespace mr::run

@@ -1,0 +1,52 @@
+// What the parts of the training run share (run/train.cpp drives them): the process groups, the model plan, the
+// flat buffers and the settings read once from the arguments. Internal to lib/run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "config/args.h"
+#include "config/optimizer_config.h"
+#include "distributed/runtime.h"
+#include "optim/dtype.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer_table.h"
+#include "optim/schedule.h"
+#include "run/buffers.h"
+#include "run/model.h"
+
+namespace mr::run {
+
+struct RunContext {
+  RunContext(distributed::Runtime& rt, const Args& args)
+      : rt(rt), args(args), tp(rt.group("tp")), pp(rt.group("pp")), dp(rt.group("dp-cp")), mp(rt.group("tp-pp")),
+        edp(rt.group("expert-dp")), etp(rt.group("expert-tp")), emp(rt.group("expert-tp-ep-pp")) {}
+
+  distributed::Runtime& rt;
+  const Args& args;
+  distributed::Group &tp, &pp, &dp, &mp;
+  distributed::Group &edp, &etp, &emp;  // expert data-parallel, expert tensor-parallel, expert model-parallel
+
+  OptimizerConfig cfg;
+  const optim::OptimizerInfo* optimizer = nullptr;  // the optimizer table's row of --optimizer
+  ModelPlan plan;
+  int64_t train_iters = 0, global_batch = 1, log_interval = 1;
+  uint64_t seed = 0;
+  double init_std = 0;
+  bool tied = true, dist_opt = false;
+  std::optional<optim::GradScaler> scaler;
+  std::optional<optim::ParamScheduler> schedule;
+  FlatBuffers buf;
+
+  bool muon() const { return optimizer->kernel == optim::Kernel::Muon; }
+  // Counted once in losses and norms: not a TP copy (expert TP for routed experts), not the tied output copy.
+  bool is_counted(const ParamSpec& p) const {
+    if (p.expert) return !(p.tp_duplicate && etp.rank() != 0);
+    return !(p.tp_duplicate && tp.rank() != 0) && !p.shared_copy;
+  }
+};
+
+}  // namespace mr::run

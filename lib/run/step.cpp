@@ -1,0 +1,154 @@
+// The training run's optimizer step (run/step.h).
+#include "run/step.h"
+
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "optim/clip_grads.h"
+#include "optim/config.h"
+#include "optim/kernels.h"
+#include "optim/muon.h"
+#include "run/grad_sync.h"
+
+namespace mr::run {
+
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t k = std::strlen(suffix);
+  return s.size() >= k && s.compare(s.size() - k, k, suffix) == 0;
+}
+
+// The gradients for the norm and the clip: the dense part, and the routed experts into `experts`.
+std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSlot>* experts) {
+  std::vector<optim::ClipSlot> out;
+  float* g = c.buf.shard_grad();
+  c.buf.for_each_piece(c.plan, [&](size_t k, int64_t b, int64_t e) {
+    const ParamSpec& p = c.plan.params[k];
+    optim::ClipSlot s;
+    s.grad = {e - b, g + (b - c.buf.lo), optim::DType::F32};
+    s.counted = c.is_counted(p);
+    (p.expert ? *experts : out).push_back(s);
+  });
+  return out;
+}
+
+// Muon's view of the TP group.
+class TpAdapter : public optim::TpGroup {
+ public:
+  explicit TpAdapter(distributed::Group& g) : g_(g) {}
+  int size() const override { return g_.size(); }
+  int rank() const override { return g_.rank(); }
+  void all_gather(const float* send, int64_t count, float* recv) override {
+    g_.all_gather(distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
+                  distributed::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())));
+  }
+  void all_reduce_sum(float* data, int64_t count) override {
+    g_.all_reduce(distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
+  }
+
+ private:
+  distributed::Group& g_;
+};
+
+// Muon (Megatron's get_megatron_muon_optimizer): the 2-D weights of the transformer layers go to Muon, with this
+// rank's TP shard and the --muon-tp-mode collectives over the TP group; the rest (embeddings, output layer, norms,
+// biases) to --muon-scalar-optimizer.
+void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
+  FlatBuffers& b = c.buf;
+  std::vector<optim::MuonParam> mats;
+  std::vector<optim::TensorSlot> scalars;
+  for (size_t k = 0; k < c.plan.params.size(); ++k) {
+    const ParamSpec& p = c.plan.params[k];
+    const int64_t off = b.offset[k];
+    float* master = b.main.empty() ? reinterpret_cast<float*>(b.model.data()) + off : b.main.data() + off;
+    if (!optim::muon_excluded(static_cast<int64_t>(p.shape.size()), p.embedding_or_output)) {
+      optim::MuonParam m;
+      m.param = master;
+      m.grad = b.grad.data() + off;
+      m.momentum_buffer = b.exp_avg.data() + off;
+      m.rows = p.shape[0];
+      m.cols = p.shape[1];
+      m.group = b.group_of[k];
+      m.is_qkv = ends_with(p.name, "linear_qkv.weight");
+      m.partition_dim = p.split_dim;
+      if (b.model_dtype == optim::DType::BF16) m.param_bf16 = reinterpret_cast<uint16_t*>(b.model.data()) + off;
+      mats.push_back(std::move(m));
+    } else {
+      optim::TensorSlot s;
+      s.numel = p.numel();
+      s.param = b.model.data() + static_cast<size_t>(off) * dtype_bytes(b.model_dtype);
+      s.param_dtype = b.model_dtype;
+      s.grad = b.grad.data() + off;
+      if (!b.main.empty()) s.master = b.main.data() + off;
+      s.exp_avg = b.exp_avg.data() + off;
+      s.exp_avg_sq = b.exp_avg_sq.data() + off;
+      s.group = b.group_of[k];
+      scalars.push_back(s);
+    }
+  }
+  const Args& a = c.args;
+  // The plan has checked these (run/model.cpp); kv_channels defaults as there.
+  const int64_t heads = a.num_attention_heads.value_or(1);
+  const int64_t kv = a.kv_channels.value_or(a.hidden_size.value_or(0) / heads);
+  const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
+  optim::MuonOptions mo = optim::muon_options(c.cfg, optim::qkv_split_shapes(heads, query_groups, kv));
+  // The QKV split is per TP shard: each rank holds query_groups / tp whole groups.
+  TpAdapter tp(c.tp);
+  optim::cpu::muon_step(mats, groups, mo, c.tp.size() > 1 ? &tp : nullptr);
+  const optim::Kernel scalar =
+      optim::muon_scalar_optimizer(c.cfg) == optim::ScalarOptimizer::Lion ? optim::Kernel::Lion : optim::Kernel::Adam;
+  optim::cpu::elementwise_step(scalar, scalars, groups, c.cfg);
+}
+
+}  // namespace
+
+double clip_grad_norm(RunContext& c) {
+  std::vector<optim::ClipSlot> experts;
+  auto dense = clip_slots(c, &experts);
+  auto reduce = [&c](std::span<double> v, optim::ReduceOp op) { stats_reduce(c, v, op); };
+  if (!c.plan.has_experts()) return optim::cpu::clip_grad_norm(dense, c.cfg.clip_grad, 2.0, reduce);
+  auto reduce_experts = [&c](std::span<double> v, optim::ReduceOp op) {
+    c.emp.all_reduce(distributed::Buffer::cpu(v.data(), v.size()),
+                     op == optim::ReduceOp::Max ? distributed::ReduceOp::Max : distributed::ReduceOp::Sum);
+  };
+  const double d = optim::cpu::grad_norm(dense, 2.0, reduce), e = optim::cpu::grad_norm(experts, 2.0, reduce_experts);
+  const double norm = std::sqrt(d * d + e * e);
+  if (c.cfg.clip_grad > 0) {
+    optim::cpu::clip_grads_by_total_norm(dense, c.cfg.clip_grad, norm);
+    optim::cpu::clip_grads_by_total_norm(experts, c.cfg.clip_grad, norm);
+  }
+  return norm;
+}
+
+void optimizer_step(RunContext& c, int64_t step_number) {
+  // Groups 0-3: (weight decay, no weight decay) x (default, --decoupled-lr for embeddings and output).
+  std::vector<optim::GroupHyper> groups(4);
+  const double wd = c.schedule->weight_decay();
+  const optim::GroupOverride emb = c.schedule->config().embedding_output_group();
+  for (int g = 0; g < 4; ++g)
+    groups[static_cast<size_t>(g)] = {g >= 2 ? c.schedule->lr(emb) : c.schedule->lr(), (g % 2 == 1) ? 0.0 : wd,
+                                      step_number};
+  if (c.muon()) return muon_step(c, groups);
+  FlatBuffers& b = c.buf;
+  std::vector<optim::TensorSlot> slots;
+  float* g = b.shard_grad();
+  b.for_each_piece(c.plan, [&](size_t k, int64_t lo, int64_t hi) {
+    optim::TensorSlot s;
+    s.numel = hi - lo;
+    s.param = b.model.data() + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
+    s.param_dtype = b.model_dtype;
+    s.grad = g + (lo - b.lo);
+    if (!b.main.empty()) s.master = b.main.data() + (lo - b.lo);
+    s.exp_avg = b.exp_avg.data() + (lo - b.lo);
+    if (!b.exp_avg_sq.empty()) s.exp_avg_sq = b.exp_avg_sq.data() + (lo - b.lo);
+    s.group = b.group_of[k];
+    slots.push_back(s);
+  });
+  optim::cpu::elementwise_step(c.optimizer->kernel, slots, groups, c.cfg);
+}
+
+}  // namespace mr::run

@@ -1,0 +1,163 @@
+// The typed view of the resolved arguments (config/args.h): one member per dest with the schema's default,
+// None as std::nullopt, enums for closed choice sets, and every accepted corpus config giving the same values
+// through the view as through the namespace.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <type_traits>
+
+#include "config/args.h"
+#include "config/optimizer_config_from_args.h"
+#include "config/schema.h"
+#include "config/validate/resolve.h"
+
+namespace fs = std::filesystem;
+using mr::Args;
+using mr::ArgId;
+using mr::Value;
+
+namespace {
+
+mr::Invocation corpus_invocation(const std::string& file) {
+  mr::Invocation inv;
+  inv.env = mr::TargetEnv{};
+  inv.env.vars["WORLD_SIZE"] = "8";
+  inv.env.vars["RANK"] = "0";
+  inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
+  inv.config_files = {file};
+  return inv;
+}
+
+}  // namespace
+
+TEST_CASE("args: one member per dest, at the schema's default", "[args]") {
+  const mr::Schema& schema = mr::Schema::megatron();
+  const Args defaults;
+  std::set<std::string> dests;
+  for (const auto& [dest, def] : schema.defaults()) {
+    INFO(dest);
+    dests.insert(dest);
+    std::optional<ArgId> id = mr::find_arg(dest);
+    REQUIRE(id);
+    CHECK(mr::dest_of(*id) == dest);
+    CHECK(mr::default_of(*id) == def);
+    CHECK(defaults.value(*id) == def);
+    CHECK(defaults.value(*id).is_none() == def.is_none());
+  }
+  // Every other member is a dest validate_args derives (config/args_derived.inc): no flag writes it.
+  for (size_t i = 0; i < mr::kArgCount; ++i) {
+    const std::string dest(mr::dest_of(static_cast<ArgId>(i)));
+    if (!dests.count(dest)) CHECK(schema.find_dest(dest).empty());
+  }
+  CHECK(mr::kArgCount >= 867);
+  CHECK_FALSE(mr::find_arg("no_such_dest"));
+}
+
+TEST_CASE("args: C++ types follow the declarations", "[args]") {
+  const Args a;
+  static_assert(std::is_same_v<decltype(a.micro_batch_size), std::optional<int64_t>>);
+  static_assert(std::is_same_v<decltype(a.lr), std::optional<double>>);
+  static_assert(std::is_same_v<decltype(a.min_lr), double>);
+  static_assert(std::is_same_v<decltype(a.seed), int64_t>);
+  static_assert(std::is_same_v<decltype(a.bf16), bool>);
+  static_assert(std::is_same_v<decltype(a.optimizer), mr::arg::Optimizer>);
+  static_assert(std::is_same_v<decltype(a.tokenizer_type), std::optional<mr::arg::TokenizerType>>);
+  static_assert(std::is_same_v<decltype(a.profile_ranks), std::vector<int64_t>>);
+  static_assert(std::is_same_v<decltype(a.data_path), std::optional<std::vector<std::string>>>);
+  static_assert(std::is_same_v<decltype(a.moe_layer_freq), Value>);
+  static_assert(std::is_same_v<decltype(a.world_size), int64_t>);  // derived by validate_args
+  CHECK(a.seed == 1234);
+  CHECK(a.log_interval == 100);
+  CHECK(a.init_method_std == 0.02);
+  CHECK_FALSE(a.lr);
+  CHECK(a.optimizer == mr::arg::Optimizer::adam);
+  CHECK(a.lr_decay_style == mr::arg::LrDecayStyle::linear);
+  CHECK(mr::arg::to_string(mr::arg::LrDecayStyle::inverse_square_root) == "inverse-square-root");
+  mr::arg::LrDecayStyle s{};
+  CHECK(mr::arg::from_string("WSD", s));
+  CHECK(s == mr::arg::LrDecayStyle::WSD);
+  CHECK_FALSE(mr::arg::from_string("Cosine", s));
+}
+
+TEST_CASE("args: from a namespace; values of the wrong shape name the flag", "[args]") {
+  mr::Namespace ns;
+  ns.set("lr", Value(3e-4), {});
+  ns.set("micro_batch_size", Value(4), {});
+  ns.set("min_lr", Value(0), {});  // an int where a float is declared: Python's 0 == 0.0
+  ns.set("optimizer", Value("sgd"), {});
+  ns.set("tokenizer_type", Value(), {});
+  ns.set("not_an_argument", Value("ignored"), {});
+  const Args a = Args::from(ns);
+  CHECK(a.lr == 3e-4);
+  CHECK(a.micro_batch_size == 4);
+  CHECK(a.min_lr == 0.0);
+  CHECK(a.optimizer == mr::arg::Optimizer::sgd);
+  CHECK_FALSE(a.tokenizer_type);
+  CHECK(a.seed == 1234);  // absent: the default
+
+  auto bad = [](const char* dest, Value v) {
+    mr::Namespace n;
+    n.set(dest, std::move(v), {});
+    try {
+      (void)Args::from(n);
+    } catch (const mr::ArgsError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK_THAT(bad("lr", Value("fast")), Catch::Contains("--lr") && Catch::Contains("'fast'"));
+  CHECK_THAT(bad("optimizer", Value("adamw")), Catch::Contains("--optimizer"));
+  CHECK_THAT(bad("seed", Value()), Catch::Contains("--seed"));
+  CHECK_THAT(bad("world_size", Value(1.5)), Catch::Contains("--world-size"));
+}
+
+TEST_CASE("args: the corpus gives the same values through the view as through the namespace", "[args][corpus]") {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests"))
+    if (e.path().extension() == ".yaml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() > 100);
+  size_t accepted = 0;
+  for (const fs::path& f : files) {
+    INFO(f.filename().string());
+    mr::Outcome out;
+    try {
+      out = mr::resolve(mr::Schema::megatron(), corpus_invocation(f.string()));
+    } catch (const std::exception&) {
+      continue;  // refused by the parser (exit 2)
+    }
+    if (!out.ok()) continue;
+    ++accepted;
+    const mr::Namespace& ns = out.parsed.ns;
+    Args a;
+    REQUIRE_NOTHROW(a = Args::from(ns));
+    for (size_t i = 0; i < mr::kArgCount; ++i) {
+      const ArgId id = static_cast<ArgId>(i);
+      const std::string dest(mr::dest_of(id));
+      INFO(dest);
+      if (ns.has(dest)) CHECK(a.value(id) == ns[dest]);
+      else CHECK(a.value(id) == mr::default_of(id));
+    }
+    // The OptimizerConfig the runtime builds from the view equals the one built from the namespace.
+    const mr::OptimizerConfig x = mr::optimizer_config_from(a), y = mr::OptimizerConfig::from_args(ns);
+    CHECK(x.optimizer == y.optimizer);
+    CHECK(x.lr == y.lr);
+    CHECK(x.params_dtype == y.params_dtype);
+    CHECK(x.main_grads_dtype == y.main_grads_dtype);
+    CHECK(x.fp8_recipe == y.fp8_recipe);
+    CHECK(x.muon_scalar_optimizer == y.muon_scalar_optimizer);
+    CHECK(x.clip_grad == y.clip_grad);
+    CHECK(x.adam_eps == y.adam_eps);
+    CHECK(x.use_distributed_optimizer == y.use_distributed_optimizer);
+  }
+  CHECK(accepted > 50);
+}
+
+TEST_CASE("schema: one dest-to-flag mapping", "[args][schema]") {
+  const mr::Schema& s = mr::Schema::megatron();
+  CHECK(s.flag_for_dest("tensor_model_parallel_size") == "--tensor-model-parallel-size");
+  CHECK(s.flag_for_dest("add_bias_linear") == "--disable-bias-linear");  // the first action's first option string
+  CHECK(s.flag_for_dest("data_parallel_size") == "--data-parallel-size");  // no flag writes it: the documented fallback
+}

@@ -1,0 +1,36 @@
+// The optimizer table (optim/optimizer_table.h): a row for every --optimizer choice, the state layouts the run
+// and the memory estimate rely on.
+#include <catch2/catch.hpp>
+
+#include "config/schema.h"
+#include "optim/optimizer_table.h"
+
+using namespace mr::optim;
+
+TEST_CASE("optimizer table: a row for every --optimizer choice", "[optim][table]") {
+  const auto args = mr::Schema::megatron().find_dest("optimizer");
+  REQUIRE(args.size() == 1);
+  for (const mr::Value& choice : args.front()->choices) {
+    INFO(choice.as_str());
+    mr::arg::Optimizer id{};
+    REQUIRE(mr::arg::from_string(choice.as_str(), id));
+    const OptimizerInfo& o = optimizer_info(id);
+    CHECK(o.id == id);
+    CHECK(o.name == choice.as_str());
+  }
+}
+
+TEST_CASE("optimizer table: kernels and state", "[optim][table]") {
+  const OptimizerInfo& adam = optimizer_info(mr::arg::Optimizer::adam);
+  CHECK(adam.kernel == Kernel::Adam);
+  CHECK(adam.state.fp32_bytes_per_param() == 8);
+  CHECK(optimizer_info(mr::arg::Optimizer::sgd).state.fp32_bytes_per_param() == 4);
+  CHECK(optimizer_info(mr::arg::Optimizer::lion).state.fp32_bytes_per_param() == 4);
+  const OptimizerInfo& muon = optimizer_info(mr::arg::Optimizer::muon);
+  CHECK(muon.kernel == Kernel::Muon);
+  CHECK(muon.scalar_rule == ScalarRule::MuonScalarOptimizer);
+  CHECK(state_of(muon, true).buffers() == 1);   // the momentum buffer
+  CHECK(state_of(muon, false).buffers() == 2);  // the scalar parameters: Adam's moments
+  CHECK(optimizer_info(mr::arg::Optimizer::dist_muon).kernel == Kernel::None);
+  CHECK_FALSE(optimizer_info(mr::arg::Optimizer::soap).state.known);
+}
