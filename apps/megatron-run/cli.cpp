@@ -8,6 +8,23 @@
 
 namespace mr::app {
 
+void log_warnings(const Outcome& out) {
+  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
+  for (const auto& d : out.diagnostics)
+    if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << diagnostic_text(d);
+}
+
+int report_failure(const CommonOptions& common, const std::vector<Diagnostic>& diagnostics) {
+  for (const auto& d : diagnostics)
+    if (d.level == Diagnostic::Level::Error) print_diagnostic(std::cerr, d);
+  if (common.format == "json") std::cout << failure_json(1, diagnostics) << "\n";
+  return 1;
+}
+
+int report_failure(const CommonOptions& common, const Diagnostic& diagnostic) {
+  return report_failure(common, std::vector<Diagnostic>{diagnostic});
+}
+
 void print_command_usage(std::ostream& os, const std::string& cmd) {
   if (cmd == "check") {
     os << "usage: megatron-run check [--format text|json] [--world-size N] [--quiet] [config options] [target options]\n"

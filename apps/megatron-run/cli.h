@@ -46,6 +46,13 @@ std::string rules_markdown();
 int cmd_topology(const std::vector<std::string>& args);
 int cmd_params(const std::vector<std::string>& args);  // parameters and their memory per rank (cmd_params.cpp)  // print the process groups of a config (launch.cpp)
 void print_usage(std::ostream& os);
+
+// The warnings of a resolution (parse warnings and warning rules), logged.
+void log_warnings(const Outcome& out);
+// Reports failed rules (or one failure of a later step): each error on stderr and, with --format json, one
+// failure document on stdout. Returns 1, the exit code of a failed rule.
+int report_failure(const CommonOptions& common, const std::vector<Diagnostic>& diagnostics);
+int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
 // `megatron-run CMD --help`: the usage of one command (check, schema, rules; the general usage otherwise).
 void print_command_usage(std::ostream& os, const std::string& cmd);
 

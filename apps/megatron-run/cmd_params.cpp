@@ -81,15 +81,7 @@ int cmd_params(const std::vector<std::string>& args) {
         rows.push_back(r);
       }
   } catch (const run::RunError& e) {
-    print_error(std::cerr, e.what());
-    if (common.format == "json") {
-      Diagnostic d;
-      d.rule = "model-plan";
-      d.message = e.what();
-      d.stage = kStagePlan;
-      std::cout << failure_json(1, {d}) << "\n";
-    }
-    return 1;
+    return report_failure(common, Diagnostic{Diagnostic::Level::Error, "model-plan", e.what(), {}, {}, kStagePlan});
   }
 
   if (common.format == "json") {

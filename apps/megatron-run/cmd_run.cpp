@@ -97,16 +97,9 @@ int cmd_run(const std::vector<std::string>& args) {
   } else {
     out = resolve(Schema::megatron(), inv);
   }
-  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
-  for (const auto& d : out.diagnostics)
-    if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << diagnostic_text(d);
-  if (!out.ok()) {
-    for (const auto& d : out.diagnostics)
-      if (d.level == Diagnostic::Level::Error) print_diagnostic(std::cerr, d);
-    // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
-    if (common.format == "json") std::cout << failure_json(1, out.diagnostics) << "\n";
-    return 1;
-  }
+  log_warnings(out);
+  // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
+  if (!out.ok()) return report_failure(common, out.diagnostics);
   const Namespace& ns = out.parsed.ns;
   for (const std::string& e : explain) {
     std::string dest = e;

@@ -64,18 +64,29 @@ std::string plain_twin(const mr::Namespace& ns) {
   return text;
 }
 
+// Calls f(file, parse) for every corpus file that Megatron's parser accepts (the reference says which do not;
+// they have nothing to print) and that is not a --yaml-cfg run; returns how many.
+template <class F>
+size_t for_each_parsed_corpus_file(F f) {
+  size_t n = 0;
+  for (const fs::path& file : corpus_files()) {
+    mr::Parsed p;
+    try {
+      p = parse_file(file.string());
+    } catch (const mr::UsageError&) {
+      continue;
+    }
+    if (p.yaml_cfg) continue;
+    f(file, p);
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("every corpus file: --format argv's words parse back to the same namespace", "[command-line]") {
-  size_t n = 0;
-  for (const fs::path& f : corpus_files()) {
-    mr::Parsed p;
-    try {
-      p = parse_file(f.string());
-    } catch (const mr::UsageError&) {
-      continue;  // files Megatron's parser rejects (the reference says so): nothing to print
-    }
-    if (p.yaml_cfg) continue;
+  size_t n = for_each_parsed_corpus_file([](const fs::path& f, const mr::Parsed& p) {
     INFO(f.filename().string());
     mr::MegatronArgv a = mr::megatron_argv(mr::Schema::megatron(), p.ns);
     CHECK(a.unrepresentable.empty());
@@ -84,28 +95,17 @@ TEST_CASE("every corpus file: --format argv's words parse back to the same names
     CHECK(first_difference(back.ns, p.ns) == "");
     // The words again give the same words (a fixed point).
     CHECK(mr::megatron_argv(mr::Schema::megatron(), back.ns).words == a.words);
-    ++n;
-  }
+  });
   CHECK(n > 100);
 }
 
 TEST_CASE("every corpus file: the plain-layout twin gives the same words as the MODEL_ARGS file", "[command-line]") {
-  const std::string dir = mrtest::scratch_dir("command-line").string();
-  size_t n = 0;
-  for (const fs::path& f : corpus_files()) {
-    mr::Parsed p;
-    try {
-      p = parse_file(f.string());
-    } catch (const mr::UsageError&) {
-      continue;
-    }
-    if (p.yaml_cfg) continue;
+  size_t n = for_each_parsed_corpus_file([](const fs::path& f, const mr::Parsed& p) {
     INFO(f.filename().string());
     std::string twin = mrtest::write_file("twin.yaml", plain_twin(p.ns), "command-line");
     mr::Parsed q = parse_file(twin);
     CHECK(mr::megatron_argv(mr::Schema::megatron(), q.ns).words == mr::megatron_argv(mr::Schema::megatron(), p.ns).words);
-    ++n;
-  }
+  });
   CHECK(n > 100);
 }
 

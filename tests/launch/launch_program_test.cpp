@@ -3,39 +3,24 @@
 // starts, a failing rank's exit code, and a real torch.distributed program (Debian's python3-torch, gloo).
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "../config/binary.h"
 #include "config/value.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Proc {
-  int exit = -1;
-  std::string out;  // stdout and stderr
-};
+using mrtest::Proc;  // `out` holds stdout and stderr together here
 
-Proc sh(const std::string& cmd) {
-  Proc r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Proc sh(const std::string& cmd) { return mrtest::run_shell(cmd + " 2>&1"); }
 
 const std::string kBin = std::string("'") + MR_BINARY + "'";
 const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";

@@ -1,0 +1,40 @@
+// What `topology`, `params` and a launch share: the arguments resolved for a world size, and the rank layout.
+#include <iostream>
+
+#include "cli.h"
+#include "launch.h"
+#include "util/log.h"
+
+namespace mr::app {
+
+Diagnostic layout_diagnostic(const std::string& message) {
+  Diagnostic d;
+  d.rule = "layout";
+  d.message = "process-group layout: " + message;
+  d.stage = kStageInit;
+  return d;
+}
+
+int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
+                       Args& args, parallel::Layout& layout) {
+  Invocation inv = common.invocation();
+  inv.cli = rest;
+  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
+    throw UsageError(std::string(cmd) + ": --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
+  out = resolve(Schema::megatron(), inv);
+  log_warnings(out);
+  if (!out.ok()) return report_failure(common, out.diagnostics);
+  try {
+    args = Args::from(out.parsed.ns);
+  } catch (const ArgsError& e) {
+    return report_failure(common, Diagnostic{Diagnostic::Level::Error, "arguments", e.what(), {}, {}, kStageInit});
+  }
+  try {
+    layout = parallel::Layout::build(parallel::LayoutSpec::from_args(args));
+  } catch (const parallel::LayoutError& e) {
+    return report_failure(common, layout_diagnostic(e.what()));
+  }
+  return 0;
+}
+
+}  // namespace mr::app
