@@ -40,6 +40,7 @@ int cmd_run(const std::vector<std::string>& args) {
     for (const auto& od : desc.options())
       (od->semantic()->max_tokens() > 0 ? value_options : switches).push_back("--" + od->long_name());
     switches.push_back("-h");
+    value_options.insert(value_options.end(), {"-r", "-t"});  // torchrun's --redirects, --tee
     launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches);
     if (ps.form != launch::Program::Form::Worker) {
       program.form = ps.form;
@@ -51,8 +52,11 @@ int cmd_run(const std::vector<std::string>& args) {
                          {ps.form == launch::Program::Form::Module ? "--module" : "--"});
     }
   }
-  for (std::string& w : own_args)
+  for (std::string& w : own_args) {  // torchrun's short options, ours only before the program
     if (w == "-h") w = "--help";
+    if (w == "-r") w = "--redirects";
+    if (w == "-t") w = "--tee";
+  }
   SplitArgs split = split_args(own_args, 1, desc, /*allow_unregistered=*/true);
   if (help) {
     print_usage(std::cout);
@@ -74,6 +78,7 @@ int cmd_run(const std::vector<std::string>& args) {
                          " needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)",
                      {no_python ? "--no-python" : "--no-append-args"});
   Invocation inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
+  launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   inv.cli = split.rest;
   if (common.format == "argv" || common.format == "argv0") {

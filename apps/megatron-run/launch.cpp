@@ -7,11 +7,13 @@
 // Outside any job and without --nproc-per-node it runs a one-rank job through (a).
 #include "launch.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -29,7 +31,64 @@ namespace mr::app {
 
 namespace {
 
-const char* const kLaunchFlags[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port"};
+// The options that shape the job megatron-run starts (torchrun's, in both spellings): a worker megatron-run
+// starts is inside that job and must not see them. `true`: the option takes a value.
+const std::pair<const char*, bool> kLaunchFlags[] = {
+    {"--nproc-per-node", true}, {"--nproc_per_node", true}, {"--nnodes", true},         {"--node-rank", true},
+    {"--node_rank", true},      {"--master-addr", true},    {"--master_addr", true},    {"--master-port", true},
+    {"--master_port", true},    {"--standalone", false},    {"--max-restarts", true},   {"--max_restarts", true},
+    {"--monitor-interval", true}, {"--monitor_interval", true}, {"--rdzv-backend", true}, {"--rdzv_backend", true},
+    {"--rdzv-endpoint", true},  {"--rdzv_endpoint", true},  {"--rdzv-id", true},        {"--rdzv_id", true}};
+
+// Processors this process may run on (torchrun's "cpu": os.cpu_count()).
+int cpu_count() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+// GPUs visible to the workers: CUDA_VISIBLE_DEVICES when set ("" or "-1": none), else the NVIDIA device nodes.
+int visible_gpu_count() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string s = v;
+    if (s.empty() || s.rfind("-1", 0) == 0) return 0;
+    int n = 1;
+    for (char c : s) n += c == ',';
+    return n;
+  }
+  int n = 0;
+  while (std::filesystem::exists("/dev/nvidia" + std::to_string(n))) ++n;
+  return n;
+}
+
+// torchrun's --nproc-per-node: an int, or cpu / gpu / auto (GPUs when there are any, else processors).
+int parse_nproc(const std::string& v) {
+  if (v == "cpu") return cpu_count();
+  if (v == "gpu" || v == "auto") {
+    int g = visible_gpu_count();
+    if (g > 0) return g;
+    if (v == "gpu") throw UsageError("argument --nproc-per-node: gpu, but no GPU is visible", {"--nproc-per-node"});
+    return cpu_count();
+  }
+  try {
+    size_t used = 0;
+    long long n = std::stoll(v, &used);
+    if (used != v.size() || n > 1 << 30) throw std::invalid_argument(v);
+    return static_cast<int>(n);
+  } catch (const std::exception&) {
+    throw UsageError("argument --nproc-per-node: invalid value '" + v + "' (an integer, cpu, gpu or auto)",
+                     {"--nproc-per-node"});
+  }
+}
+
+// torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored).
+const std::pair<const char*, const char*> kNotYet[] = {
+    {"log-dir", "per-rank log files"},       {"log_dir", "per-rank log files"},
+    {"redirects", "per-rank log files"},     {"tee", "per-rank log files"},
+    {"local-ranks-filter", "per-rank log files"}, {"local_ranks_filter", "per-rank log files"},
+    {"run-path", "running a script through runpy"}, {"run_path", "running a script through runpy"},
+    {"rdzv-conf", "rendezvous settings"},    {"rdzv_conf", "rendezvous settings"},
+    {"role", "worker roles"},                {"start-method", "Python start methods"},
+    {"start_method", "Python start methods"}};
 
 std::string self_path() {
   char buf[PATH_MAX];
@@ -53,6 +112,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.master_addr = lo.master_addr;
   so.master_port = lo.master_port;
   so.prefix_output = so.nproc_per_node * so.nnodes > 1;
+  so.run_id = lo.run_id;
   so.argv = std::move(argv);
   if (so.nproc_per_node > kMaxLocalWorkers) {
     print_error(std::cerr, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
@@ -99,20 +159,109 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
 }  // namespace
 
 void LaunchOptions::add_to(po::options_description& desc) {
+  auto nproc = [this](const std::string& v) { nproc_per_node = parse_nproc(v), nproc_given = true; };
+  auto endpoint = [this](const std::string& v) { rdzv_endpoint = v; };
   desc.add_options()
-      ("nproc-per-node", po::value<int>()->notifier([this](int v) { nproc_per_node = v, nproc_given = true; }),
-       "workers to start on this node")
+      ("nproc-per-node", po::value<std::string>()->notifier(nproc), "workers to start on this node (int|cpu|gpu|auto)")
+      ("nproc_per_node", po::value<std::string>()->notifier(nproc), "torchrun's spelling of --nproc-per-node")
       ("nnodes", po::value(&nnodes), "nodes in the job")
       ("node-rank", po::value(&node_rank), "this node's index")
+      ("node_rank", po::value(&node_rank), "torchrun's spelling of --node-rank")
       ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
+      ("master_addr", po::value(&master_addr), "torchrun's spelling of --master-addr")
       ("master-port", po::value(&master_port), "rendezvous port")
+      ("master_port", po::value(&master_port), "torchrun's spelling of --master-port")
+      ("standalone", po::bool_switch(&standalone), "one node, a free port, a fresh run id (torchrun's --standalone)")
+      ("max-restarts", po::value(&max_restarts), "torchrun's restarts of the local group (0 only, for now)")
+      ("max_restarts", po::value(&max_restarts), "torchrun's spelling of --max-restarts")
+      ("monitor-interval", po::value(&monitor_interval), "torchrun's polling period; megatron-run reacts at once")
+      ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
+      ("rdzv-backend", po::value(&rdzv_backend), "rendezvous backend: static (c10d not yet)")
+      ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
+      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint), "HOST[:PORT] of the static rendezvous")
+      ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
+      ("rdzv-id", po::value(&run_id), "the job's run id (TORCHELASTIC_RUN_ID)")
+      ("rdzv_id", po::value(&run_id), "torchrun's spelling of --rdzv-id")
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
+  for (const auto& [name, what] : kNotYet)
+    desc.add_options()(name, po::value<std::string>()->implicit_value("")->notifier([name = std::string(name),
+                                                                                   what = std::string(what)](
+                                                                                      const std::string&) {
+      throw UsageError("argument --" + name + ": torchrun's --" + name + " (" + what +
+                           ") is not supported by megatron-run yet; leave it out, or launch under torchrun (megatron-run "
+                           "then validates and joins its job)",
+                       {"--" + name});
+    }), "not supported yet");
 }
 
-void LaunchOptions::apply(Invocation& inv) const {
+// torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
+void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
+  auto env = launch::process_env();
+  auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
+  auto pet = [&](const char* name) { return env(std::string("PET_") + name); };
+  if (!given("nproc-per-node", "nproc_per_node"))
+    if (auto v = pet("NPROC_PER_NODE")) nproc_per_node = parse_nproc(*v), nproc_given = true;
+  auto int_of = [&](const char* name, int& out, const char* flag) {
+    if (auto v = pet(name)) {
+      try {
+        out = std::stoi(*v);
+      } catch (const std::exception&) {
+        throw UsageError(std::string("PET_") + name + "='" + *v + "' (the default of " + flag + ") is not an integer",
+                         {flag});
+      }
+    }
+  };
+  if (!vm.count("nnodes")) int_of("NNODES", nnodes, "--nnodes");
+  if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
+  if (!given("master-port", "master_port")) int_of("MASTER_PORT", master_port, "--master-port");
+  if (!given("max-restarts", "max_restarts")) int_of("MAX_RESTARTS", max_restarts, "--max-restarts");
+  if (!given("master-addr", "master_addr"))
+    if (auto v = pet("MASTER_ADDR")) master_addr = *v;
+  if (!given("rdzv-id", "rdzv_id"))
+    if (auto v = pet("RDZV_ID")) run_id = *v;
+  if (!given("rdzv-backend", "rdzv_backend"))
+    if (auto v = pet("RDZV_BACKEND")) rdzv_backend = *v;
+  if (!given("rdzv-endpoint", "rdzv_endpoint"))
+    if (auto v = pet("RDZV_ENDPOINT")) rdzv_endpoint = *v;
+  if (!vm.count("standalone") || !standalone)
+    if (auto v = pet("STANDALONE")) standalone = *v == "1" || *v == "True" || *v == "true";
+}
+
+void LaunchOptions::apply(Invocation& inv) {
   // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
+  if (max_restarts != 0)
+    throw UsageError("argument --max-restarts: restarts of the local group are not supported by megatron-run yet "
+                     "(got " + std::to_string(max_restarts) + "; 0 is accepted)", {"--max-restarts"});
+  if (rdzv_backend != "static")
+    throw UsageError("argument --rdzv-backend: only the static rendezvous (--nnodes, --node-rank, --master-addr, "
+                     "--master-port) is supported yet, not '" + rdzv_backend + "'", {"--rdzv-backend"});
+  if (!rdzv_endpoint.empty()) {  // static rendezvous: the endpoint is the master's address
+    size_t colon = rdzv_endpoint.rfind(':');
+    master_addr = rdzv_endpoint.substr(0, colon);
+    if (colon != std::string::npos) {
+      try {
+        master_port = std::stoi(rdzv_endpoint.substr(colon + 1));
+      } catch (const std::exception&) {
+        throw UsageError("argument --rdzv-endpoint: '" + rdzv_endpoint + "' is not HOST[:PORT]", {"--rdzv-endpoint"});
+      }
+    }
+  }
+  if (standalone) {
+    if (nnodes != 1)
+      throw UsageError("argument --standalone: a standalone job has one node (got --nnodes " + std::to_string(nnodes) + ")",
+                       {"--standalone", "--nnodes"});
+    master_addr = "127.0.0.1";
+    master_port = 0;  // a free port
+    if (run_id == "none") {
+      char id[32];
+      std::snprintf(id, sizeof id, "%08x%08x", static_cast<unsigned>(getpid()), static_cast<unsigned>(time(nullptr)));
+      run_id = id;
+    }
+  }
+  if (monitor_interval)
+    MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
   if (nproc_given && nproc_per_node < 1)
     throw UsageError("argument --nproc-per-node: must be at least 1 (got " + std::to_string(nproc_per_node) + ")",
                      {"--nproc-per-node"});
@@ -147,10 +296,10 @@ std::vector<std::string> strip_launch_options(const std::vector<std::string>& ar
       break;
     }
     bool dropped = false;
-    for (const char* f : kLaunchFlags) {
+    for (const auto& [f, takes_value] : kLaunchFlags) {
       std::string flag = f;
       if (args[i] == flag) {
-        ++i;  // and its value
+        if (takes_value) ++i;  // and its value
         dropped = true;
         break;
       }
@@ -170,7 +319,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   common.add_to(desc);
   LaunchOptions lo;
   lo.add_to(desc);
-  split_args(args, 1, desc, /*allow_unregistered=*/true);
+  SplitArgs split = split_args(args, 1, desc, /*allow_unregistered=*/true);
+  lo.apply_pet_defaults(split.vm);
+  Invocation job_shape;
+  lo.apply(job_shape);  // --standalone, --rdzv-endpoint: the address and port the workers get
 
   std::optional<launch::LaunchInfo> job;
   try {

@@ -25,11 +25,21 @@ struct LaunchOptions {
   // --heartbeat-timeout SECONDS: a rank whose heartbeat stops for this long fails the job (passed on to the
   // workers; empty: not given, then MR_DIST_HEARTBEAT_TIMEOUT_S or 30 s; docs/distributed.md, "Faults")
   std::string heartbeat_timeout;
+  // torchrun's options (docs/launch.md): --standalone, --max-restarts (0), --monitor-interval (not used),
+  // --rdzv-backend static, --rdzv-endpoint HOST[:PORT], --rdzv-id (TORCHELASTIC_RUN_ID).
+  bool standalone = false;
+  int max_restarts = 0;
+  double monitor_interval = 0;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string run_id = "none";
 
   void add_to(po::options_description& desc);
+  // torchrun's PET_<NAME> defaults for the options not given on the command line.
+  void apply_pet_defaults(const po::variables_map& vm);
   // The world size validation must assume: N x M when spawning; SLURM_NTASKS inside a SLURM job that has no
   // torchrun variables (Megatron itself would read WORLD_SIZE). Leaves `inv` alone otherwise.
-  void apply(Invocation& inv) const;
+  void apply(Invocation& inv);
 };
 
 // For the commands that describe a job without starting it (topology, params): resolves `rest` (Megatron's

@@ -131,3 +131,32 @@ TEST_CASE("a real torch.distributed program (gloo all-reduce) across 2 ranks", "
   CHECK(r.out.find("allreduce rank 0 of 2: 3") != std::string::npos);
   CHECK(r.out.find("allreduce rank 1 of 2: 3") != std::string::npos);
 }
+
+TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refusal for what is not done",
+          "[launch][program][process][torchrun-options]") {
+  const std::string run = kPython + kBin + " --config " + kConfig + " ";
+  // --nproc_per_node, --rdzv-id, --rdzv-endpoint (static): the ranks' environment says so.
+  Proc a = sh(run + "--nproc_per_node 2 --rdzv_id job42 --rdzv-endpoint 127.0.0.1:29871 " + kProbe);
+  REQUIRE(a.exit == 0);
+  auto lines = probe_lines(a.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(env_of(lines[1], "TORCHELASTIC_RUN_ID") == "job42");
+  CHECK(env_of(lines[1], "MASTER_PORT") == "29871");
+  // PET_NPROC_PER_NODE is the default of --nproc-per-node, as in torchrun; the option wins over it.
+  CHECK(probe_lines(sh("PET_NPROC_PER_NODE=2 " + run + kProbe).out).size() == 2);
+  CHECK(probe_lines(sh("PET_NPROC_PER_NODE=3 " + run + "--nproc-per-node 1 " + kProbe).out).size() == 1);
+  // --standalone: a fresh run id; --nproc-per-node cpu: one rank per processor.
+  Proc s = sh(run + "--standalone --nproc-per-node 1 " + kProbe);
+  REQUIRE(s.exit == 0);
+  CHECK(env_of(probe_lines(s.out)[0], "TORCHELASTIC_RUN_ID") != "none");
+  CHECK(sh(run + "--nproc-per-node cpu " + kProbe).exit == 0);
+  // Not done yet: refused (exit 2) with the option named, before anything starts.
+  for (std::string opt : {"--max-restarts 2", "--log-dir /tmp/x", "-r 3", "-t 3", "--local-ranks-filter 0",
+                          "--rdzv-backend c10d", "--run-path x", "--nproc-per-node lots"}) {
+    Proc r = sh(run + opt + " " + kProbe);
+    INFO(opt << ": " << r.out);
+    CHECK(r.exit == 2);
+    CHECK(r.out.find("argument --") != std::string::npos);
+    CHECK(r.out.find("{\"env\"") == std::string::npos);
+  }
+}
