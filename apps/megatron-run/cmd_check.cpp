@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "launch.h"
 #include "config/print.h"
 #include "config/validate/resolve.h"
 #include "util/text.h"
@@ -72,6 +73,8 @@ int cmd_check(const std::vector<std::string>& args) {
     inv.config_files.push_back(f);
     try {
       Outcome o = resolve(Schema::megatron(), inv);
+      if (o.ok())
+        if (auto d = init_check(o)) o.diagnostics.push_back(*d);  // the init stage (launch.h)
       r.exit = o.exit_code();
       if (o.ok()) r.resolved = std::move(o.parsed.ns);
       r.diags = std::move(o.diagnostics);

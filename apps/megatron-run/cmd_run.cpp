@@ -105,6 +105,8 @@ int cmd_run(const std::vector<std::string>& args) {
   log_warnings(out);
   // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
   if (!out.ok()) return report_failure(common, out.diagnostics);
+  if (!parse_only)
+    if (auto d = init_check(out)) return report_failure(common, *d);  // before anything starts
   const Namespace& ns = out.parsed.ns;
   for (const std::string& e : explain) {
     std::string dest = e;

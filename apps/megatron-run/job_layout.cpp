@@ -9,10 +9,22 @@ namespace mr::app {
 
 Diagnostic layout_diagnostic(const std::string& message) {
   Diagnostic d;
-  d.rule = "layout";
-  d.message = "process-group layout: " + message;
+  d.rule = kInitProcessGroups;
+  d.message = "Megatron would fail at initialisation (initialize_model_parallel): " + message;
   d.stage = kStageInit;
   return d;
+}
+
+std::optional<Diagnostic> init_check(const Outcome& out) {
+  if (out.parsed.yaml_cfg) return std::nullopt;  // a --yaml-cfg namespace holds sections, not flags
+  try {
+    (void)parallel::Layout::build(parallel::LayoutSpec::from_args(Args::from(out.parsed.ns)));
+  } catch (const parallel::LayoutError& e) {
+    return layout_diagnostic(e.what());
+  } catch (const ArgsError& e) {
+    return Diagnostic{Diagnostic::Level::Error, "init.arguments", e.what(), {}, {}, kStageInit};
+  }
+  return std::nullopt;
 }
 
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,

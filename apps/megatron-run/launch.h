@@ -1,6 +1,7 @@
 // megatron-run's launcher options and the hook cmd_run needs for them (see launch.cpp).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "cli.h"
@@ -52,6 +53,14 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
 // The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
 // which megatron-run runs when it lays out the process groups), for --format json.
 Diagnostic layout_diagnostic(const std::string& message);
+
+// The rule id of the rank layout's checks (Megatron's initialize_model_parallel: sizes that divide the world,
+// the expert groups), stage kStageInit: what Megatron would refuse only once its ranks have started.
+inline constexpr const char* kInitProcessGroups = "init.process-groups";
+
+// Runs the init stage on a validated outcome: the rank layout for its world size. The failure, or nullopt.
+// --dry-run, `check` and every launch run it, so a job that Megatron would fail at initialisation starts nothing.
+std::optional<Diagnostic> init_check(const Outcome& out);
 
 // Words of `args` (before "--") that are launcher options, with their values, removed.
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);

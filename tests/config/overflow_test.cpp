@@ -128,7 +128,7 @@ TEST_CASE("topology: huge world sizes and parallel sizes are errors, not wrapped
   mr::Value doc = mr::Value::parse_json(json.out);  // one JSON document on stdout, even for a failure
   CHECK_FALSE(key(doc, "ok")->as_bool());
   const mr::Value& d = key(doc, "diagnostics")->as_list().at(0);
-  CHECK(key(d, "rule")->as_str() == "layout");
+  CHECK(key(d, "rule")->as_str() == "init.process-groups");
   CHECK(key(d, "stage")->as_str() == "init");
   auto ok = mrtest::megatron_run("topology --format json --world-size 8 --global-batch-size 8" + kModel);
   CHECK(ok.exit == 0);
