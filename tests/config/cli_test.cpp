@@ -210,3 +210,19 @@ TEST_CASE("no arguments prints the usage; -h/--help work after every command", "
   CHECK(prog.exit == 0);
   CHECK(prog.out == "prog -h --num-layers 2\n");
 }
+
+TEST_CASE("init stage: a layout Megatron's initialize_model_parallel refuses fails the dry run and check",
+          "[cli][init]") {
+  const std::string f = std::string(MR_DATA_DIR) +
+                        "/corpus/functional-tests/mixtral__mixtral_8x7b_alltoall_tp2pp4ep4_release.yaml";
+  auto dry = sh("--dry-run --world-size 8 --env-placeholder /p --config " + f);
+  CHECK(dry.exit == 1);
+  CHECK(dry.out.find("error[init.process-groups]: Megatron would fail at initialisation") != std::string::npos);
+  CHECK(dry.out.find("expert TP x EP x PP = 32") != std::string::npos);
+  auto ok = sh("--dry-run --world-size 32 --env-placeholder /p --config " + f);
+  CHECK(ok.exit == 0);
+  auto json = sh("check --format json --world-size 8 --env-placeholder /p " + f + " 2>/dev/null");
+  CHECK(json.exit == 1);
+  CHECK(json.out.find("\"init.process-groups\"") != std::string::npos);
+  CHECK(json.out.find("\"stage\": \"init\"") != std::string::npos);
+}
