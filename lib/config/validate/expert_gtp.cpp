@@ -52,11 +52,11 @@ void expert_gtp_weight_shards(Context& ctx) {
                 "--expert-tensor-parallel-num-weight-shards (" + std::to_string(shards) +
                     ") must be at least the expert tensor-parallel size (" + std::to_string(etp) + ")",
                 {"expert_tensor_parallel_num_weight_shards", "expert_tensor_parallel_size"});
-    ctx.require(etp != 0 && pymod(shards, etp) == 0, kExpertShardsDivisible,
+    ctx.require(etp != 0 && py_mod(shards, etp) == 0, kExpertShardsDivisible,
                 "--expert-tensor-parallel-num-weight-shards (" + std::to_string(shards) +
                     ") must be a multiple of the expert tensor-parallel size (" + std::to_string(etp) + ")",
                 {"expert_tensor_parallel_num_weight_shards", "expert_tensor_parallel_size"});
-    remat = floordiv(shards, etp);
+    remat = py_floordiv(shards, etp);
   }
   ctx.set("expert_tensor_parallel_num_weight_shards", Value(static_cast<long long>(shards)),
           "expert tensor-parallel size x expert GTP remat size");

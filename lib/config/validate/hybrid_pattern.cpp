@@ -242,13 +242,13 @@ void hybrid_pattern(Context& ctx) {
       // No pipes: the model splits the layers over the pipeline stages itself.
       ctx.set("virtual_pipeline_model_parallel_size", Value(), "--hybrid-layer-pattern without '|' segments");
     } else {
-      ctx.require(pp != 0 && part_b::py_mod(segments, pp) == 0, kSegmentsDivisible,
+      ctx.require(pp != 0 && py_mod(segments, pp) == 0, kSegmentsDivisible,
                   "--hybrid-layer-pattern has " + std::to_string(segments) +
                       " pipeline segments, which is not a multiple of --pipeline-model-parallel-size (" +
                       std::to_string(pp) + ")",
                   {"hybrid_layer_pattern", "pipeline_model_parallel_size"});
       if (segments > pp)
-        ctx.set("virtual_pipeline_model_parallel_size", Value(part_b::py_floordiv(segments, pp)),
+        ctx.set("virtual_pipeline_model_parallel_size", Value(py_floordiv(segments, pp)),
                 "'|' segments of --hybrid-layer-pattern per pipeline stage");
       else
         ctx.set("virtual_pipeline_model_parallel_size", Value(), "one '|' segment per pipeline stage");

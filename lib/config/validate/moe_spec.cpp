@@ -26,7 +26,7 @@ void expert_parallel(Context& ctx) {
   ctx.require(!ctx.is_none("num_experts"), kEpNeedsExperts,
               "--expert-model-parallel-size " + std::to_string(ep) + " needs --num-experts",
               {"expert_model_parallel_size", "num_experts"});
-  ctx.require(pymod(ctx.i("num_experts"), ep) == 0, kEpDivides,
+  ctx.require(py_mod(ctx.i("num_experts"), ep) == 0, kEpDivides,
               "--num-experts (" + show(ctx, "num_experts") + ") must be divisible by --expert-model-parallel-size (" +
                   std::to_string(ep) + ")",
               {"num_experts", "expert_model_parallel_size"});

@@ -7,6 +7,7 @@
 
 #include "config/checked.h"
 #include "config/validate/context.h"
+#include "config/validate/python.h"
 
 namespace mr::part_a {
 
@@ -28,17 +29,6 @@ void input_defaults(Context& ctx);
 // does, so input_defaults() passes an empty mapping; tests drive this directly.
 void apply_input_defaults(Context& ctx, const Object& defaults);
 
-// Python's integer // and % (floor semantics). Callers check for a zero divisor first.
-inline int64_t py_floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-inline int64_t py_mod(int64_t a, int64_t b) {
-  int64_t m = a % b;
-  if (m != 0 && ((m < 0) != (b < 0))) m += b;
-  return m;
-}
 // a * b, or nullopt when it does not fit in 64 bits (Python would go on with a big int): config/checked.h.
 using ::mr::checked_mul;
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "config/validate/context.h"
+#include "config/validate/python.h"
 
 namespace mr::part_b {
 
@@ -23,16 +24,5 @@ inline void warn_rank_0(Context& ctx, const Rule& rule, const std::string& messa
   if (ctx["rank"] == Value(0)) ctx.warn(rule, message, dests);
 }
 
-// Python's integer // and % (floor semantics). `b` must be non-zero (Python raises ZeroDivisionError).
-inline int64_t py_floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-inline int64_t py_mod(int64_t a, int64_t b) {
-  int64_t m = a % b;
-  if (m != 0 && ((m < 0) != (b < 0))) m += b;
-  return m;
-}
 
 }  // namespace mr::part_b

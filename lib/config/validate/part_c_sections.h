@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "config/validate/context.h"
+#include "config/validate/python.h"
 
 namespace mr::part_c {
 
@@ -30,14 +31,5 @@ void save_schedule(Context& ctx);
 // mixed_precision_checks.cpp: seed 1209-1224, fp16/fp32 flags, grouped GEMM capability, persistent layer norm.
 void mixed_precision_checks(Context& ctx);
 
-// Sets `dest` to `v` unless it already holds exactly that value (same kind and equal), so provenance only
-// changes when validation really changes a value.
-inline void assign(Context& ctx, std::string_view dest, const Value& v, std::string_view why) {
-  if (ctx.has(dest)) {
-    const Value& cur = ctx[dest];
-    if (cur.kind() == v.kind() && cur == v) return;
-  }
-  ctx.set(dest, v, why);
-}
 
 }  // namespace mr::part_c

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "config/validate/context.h"
+#include "config/validate/python.h"
 
 namespace mr::part_d {
 
@@ -46,18 +47,6 @@ inline bool on_or(const Context& ctx, std::string_view dest, bool fallback = fal
 }
 inline int64_t int_or(const Context& ctx, std::string_view dest, int64_t fallback) {
   return ctx.has(dest) && !ctx.is_none(dest) ? ctx.i(dest) : fallback;
-}
-// Python's // for ints (rounds toward negative infinity).
-inline int64_t floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-// Python's % for ints (result has the divisor's sign).
-inline int64_t pymod(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
 }
 // `x in args.<dest>` for a list of strings.
 inline bool list_has(const Context& ctx, std::string_view dest, const std::string& item) {

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "config/validate/context.h"
+#include "config/validate/python.h"
 
 namespace mr::part_e {
 
@@ -47,15 +48,6 @@ void latent_projections(Context& ctx);
 
 // ---- small helpers shared by the part E files ----
 
-// Sets `dest` to `v` unless it already holds exactly that value (same kind, equal), so a value only shows as
-// derived when validation really changed it.
-inline void assign(Context& ctx, std::string_view dest, const Value& v, std::string_view why) {
-  if (ctx.has(dest)) {
-    const Value& cur = ctx[dest];
-    if (cur.kind() == v.kind() && cur == v) return;
-  }
-  ctx.set(dest, v, why);
-}
 
 // use_dist_ckpt is derived by part A (seed 441, update_use_dist_ckpt: ckpt_format != "torch"); when that
 // section has not run, derive it the same way so part E reads the value Megatron would.

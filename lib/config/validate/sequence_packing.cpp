@@ -29,9 +29,9 @@ void variable_seq_lengths(Context& ctx) {
     const int64_t seq = ctx.i("seq_length");
     // json.dumps() of the default lognormal distribution, with Python's default separators.
     const std::string json = std::string("{\"mode\": \"distribution\", \"type\": \"lognormal\", ") +
-                             "\"min_seq_len\": " + std::to_string(floordiv(seq, 2)) + ", " +
+                             "\"min_seq_len\": " + std::to_string(py_floordiv(seq, 2)) + ", " +
                              "\"max_seq_len\": " + std::to_string(seq) + ", " +
-                             "\"mean_seq_len\": " + std::to_string(floordiv(seq, 4) * 3) + ", " +
+                             "\"mean_seq_len\": " + std::to_string(py_floordiv(seq, 4) * 3) + ", " +
                              "\"lognormal_sigma\": 1.1}";
     ctx.set("sft_mock_dataset_config_json", json, "--mock-data --sft default lognormal distribution");
   }

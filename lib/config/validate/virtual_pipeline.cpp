@@ -41,7 +41,7 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 // `layers` (+1 for each pipeline split accounting) must divide evenly over `pp` stages.
 void require_layers_divisible(Context& ctx, int64_t layers, int64_t pp, const char* what) {
-  ctx.require(pp != 0 && part_b::py_mod(layers, pp) == 0, kLayersDivisibleByPp,
+  ctx.require(pp != 0 && py_mod(layers, pp) == 0, kLayersDivisibleByPp,
               std::string(what) + " (" + num(layers) +
                   ", counting embedding/loss layers when "
                   "--account-for-embedding/loss-in-pipeline-split is set) must be divisible by "

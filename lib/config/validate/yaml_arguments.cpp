@@ -1,6 +1,7 @@
 // validate_yaml() for --yaml-cfg runs, section by section in Megatron's order. Line numbers are those of
 // Megatron-LM megatron/training/yaml_arguments.py ("py NN"); "seed NN" is ../shared/spec/arguments.py.
 #include "config/validate/yaml_arguments.h"
+#include "config/validate/python.h"
 
 #include <algorithm>
 #include <cctype>
@@ -235,9 +236,7 @@ int64_t YamlArgs::mod(int64_t a, int64_t b, const std::string& what) {
 
 int64_t YamlArgs::floordiv(int64_t a, int64_t b, const std::string& what) {
   if (b == 0) fail(kDivZero, "integer division by zero: " + what + " is 0 (Megatron: ZeroDivisionError)", {});
-  int64_t d = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) --d;
-  return d;
+  return py_floordiv(a, b);
 }
 
 void YamlArgs::fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths) {
