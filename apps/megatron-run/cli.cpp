@@ -38,6 +38,13 @@ void print_command_usage(std::ostream& os, const std::string& cmd) {
   } else if (cmd == "rules") {
     os << "usage: megatron-run rules [--format text|markdown]\n\n"
           "Lists every validation rule: its id, stage, level and message (docs/validation.md is this, as markdown).\n";
+  } else if (cmd == "topology") {
+    os << "usage: megatron-run topology --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
+          "Prints every process group of the job (Megatron's rank layout) without starting anything.\n";
+  } else if (cmd == "params") {
+    os << "usage: megatron-run params --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
+          "Prints the parameters each (tensor, pipeline) rank holds and the memory they take (weights,\n"
+          "gradients, main params, optimizer state; no activations), without starting anything.\n";
   } else {
     print_usage(os);
   }

@@ -53,7 +53,7 @@ void log_warnings(const Outcome& out);
 // failure document on stdout. Returns 1, the exit code of a failed rule.
 int report_failure(const CommonOptions& common, const std::vector<Diagnostic>& diagnostics);
 int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
-// `megatron-run CMD --help`: the usage of one command (check, schema, rules; the general usage otherwise).
+// `megatron-run CMD --help`: the usage of one command (check, schema, rules, topology, params; else the general one).
 void print_command_usage(std::ostream& os, const std::string& cmd);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for

@@ -36,15 +36,7 @@ int cmd_params(const std::vector<std::string>& args) {
   po::options_description desc("params");
   CommonOptions common;
   common.add_to(desc);
-  bool help = false;
-  desc.add_options()("help", po::bool_switch(&help), "help");
-  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
-  if (help) {
-    std::cout << "usage: megatron-run params --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
-                 "Prints the parameters each (tensor, pipeline) rank holds and the memory they take (weights,\n"
-                 "gradients, main params, optimizer state; no activations), without starting anything.\n";
-    return 0;
-  }
+  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);  // --help: main.cpp
   Outcome out;
   Args job_args;
   parallel::Layout layout;

@@ -10,14 +10,7 @@ int cmd_topology(const std::vector<std::string>& args) {
   po::options_description desc("topology");
   CommonOptions common;
   common.add_to(desc);
-  bool help = false;
-  desc.add_options()("help", po::bool_switch(&help), "help");
-  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
-  if (help) {
-    std::cout << "usage: megatron-run topology --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
-                 "Prints every process group of the job (Megatron's rank layout) without starting anything.\n";
-    return 0;
-  }
+  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);  // --help: main.cpp
   Outcome out;
   Args job_args;
   parallel::Layout layout;

@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
       mr::app::print_usage(std::cout);
       return 0;
     }
-    if (!args.empty()) {
+    {  // a command word, or Megatron flags for the default command
       const std::string cmd = args.front();
-      if ((cmd == "check" || cmd == "schema" || cmd == "rules") &&
+      if ((cmd == "check" || cmd == "schema" || cmd == "rules" || cmd == "topology" || cmd == "params") &&
           asks_help(std::vector<std::string>(args.begin() + 1, args.end()))) {
         mr::app::print_command_usage(std::cout, cmd);
         return 0;
