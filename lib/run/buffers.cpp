@@ -40,25 +40,10 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
   return r * p.full_shape[1] + tp_rank * cols + c;
 }
 
-float to_float(const void* buf, optim::DType d, int64_t i) {
-  switch (d) {
-    case optim::DType::F32: return static_cast<const float*>(buf)[i];
-    case optim::DType::BF16: return optim::bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
-    case optim::DType::F16: return optim::f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
-  }
-  return 0.0f;
-}
-void store(void* buf, optim::DType d, int64_t i, float v) {
-  switch (d) {
-    case optim::DType::F32: static_cast<float*>(buf)[i] = v; break;
-    case optim::DType::BF16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_bf16(v); break;
-    case optim::DType::F16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_f16(v); break;
-  }
-}
 size_t dtype_bytes(optim::DType d) { return d == optim::DType::F32 ? 4 : 2; }
 
 void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
-                        bool distributed_optimizer, int64_t dp, int64_t dp_rank, int64_t tp_rank, uint64_t seed,
+                        bool distributed_optimizer, int64_t dp, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed,
                         double init_std, bool decoupled_lr) {
   model_dtype = dtype;
   sharded = distributed_optimizer;
@@ -95,7 +80,7 @@ void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, 
     const int64_t cnt = p.numel(), base = offset[k];
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
     for (int64_t i = 0; i < cnt; ++i) {
-      const uint64_t gi = static_cast<uint64_t>(global_index(p, tp_rank, i));
+      const uint64_t gi = static_cast<uint64_t>(global_index(p, p.expert ? etp_rank : tp_rank, i));
       const float init = one ? 1.0f : zero ? 0.0f : static_cast<float>(init_std) * normal(mix64(key ^ gi));
       const float t = init + static_cast<float>(init_std) * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull);
       store(model.data(), model_dtype, base + i, init);

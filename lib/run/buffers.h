@@ -21,12 +21,26 @@ uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 uint64_t name_key(const std::string& s, uint64_t seed);
 float uniform(uint64_t key);  // in [-1, 1)
 float normal(uint64_t key);
-// The element's index in the whole (unsplit) tensor, so that values do not depend on the TP layout.
+// The element's index in the whole (unsplit) tensor, so that values do not depend on the TP layout (routed
+// experts: `tp_rank` is the expert tensor-parallel rank).
 int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local);
 
 // Elements of a model-dtype buffer.
-float to_float(const void* buf, optim::DType d, int64_t i);
-void store(void* buf, optim::DType d, int64_t i, float v);
+inline float to_float(const void* buf, optim::DType d, int64_t i) {
+  switch (d) {
+    case optim::DType::F32: return static_cast<const float*>(buf)[i];
+    case optim::DType::BF16: return optim::bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+    case optim::DType::F16: return optim::f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+  }
+  return 0.0f;
+}
+inline void store(void* buf, optim::DType d, int64_t i, float v) {
+  switch (d) {
+    case optim::DType::F32: static_cast<float*>(buf)[i] = v; break;
+    case optim::DType::BF16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_bf16(v); break;
+    case optim::DType::F16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_f16(v); break;
+  }
+}
 size_t dtype_bytes(optim::DType d);
 
 struct FlatBuffers {
@@ -44,7 +58,7 @@ struct FlatBuffers {
   // --init-method-std for matrices, ones for norm weights, zeros for biases, keyed by the element's index in the
   // whole tensor.
   void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, bool distributed_optimizer,
-             int64_t dp_size, int64_t dp_rank, int64_t tp_rank, uint64_t seed, double init_std, bool decoupled_lr);
+             int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
 
   float* shard_grad() { return sharded ? grad_shard.data() : grad.data(); }
   // The parts of each parameter inside this rank's shard: f(k, begin, end).

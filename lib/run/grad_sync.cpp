@@ -1,6 +1,7 @@
 // The training run's collectives (run/grad_sync.h).
 #include "run/grad_sync.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,24 +26,28 @@ void reduce_grads(RunContext& c) {
                                            distributed::ReduceOp::Sum);
     }
   }
-  // Sum over the group, then the average (the optimizer library's threaded gradient scaling).
-  auto scale = [](float* g, int64_t n, int64_t group_size) {
-    optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, g, optim::DType::F32}}, 1.0f / static_cast<float>(group_size));
+  // Sum over the group (exact: run/synthetic_grad.h), then the average over the global batch (the rank's parts
+  // are 8x the sum over its samples) and the loss scale, in one rounding, the same under every layout.
+  const float factor =
+      static_cast<float>((c.scaler ? static_cast<double>(c.scaler->scale()) : 1.0) / (8.0 * static_cast<double>(c.global_batch)));
+  auto scale = [factor](float* g, int64_t n) {
+    optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, g, optim::DType::F32}}, factor);
   };
-  // Routed experts (the tail of the buffer) average over their own data-parallel group.
-  if (b.dense_end < b.numel && c.edp.size() > 1) {
+  // Routed experts (the tail of the buffer) sum over their own data-parallel group.
+  if (b.dense_end < b.numel) {
     float* e = b.grad.data() + b.dense_end;
-    c.edp.all_reduce(distributed::Buffer::cpu(e, static_cast<size_t>(b.numel - b.dense_end)), distributed::ReduceOp::Sum);
-    scale(e, b.numel - b.dense_end, c.edp.size());
+    if (c.edp.size() > 1)
+      c.edp.all_reduce(distributed::Buffer::cpu(e, static_cast<size_t>(b.numel - b.dense_end)), distributed::ReduceOp::Sum);
+    scale(e, b.numel - b.dense_end);
   }
-  if (c.dp.size() == 1) return;
   if (c.dist_opt) {
     c.dp.reduce_scatter(distributed::Buffer::cpu(b.grad.data(), static_cast<size_t>(b.padded)),
                         distributed::Buffer::cpu(b.grad_shard.data(), b.grad_shard.size()), distributed::ReduceOp::Sum);
-    scale(b.grad_shard.data(), static_cast<int64_t>(b.grad_shard.size()), c.dp.size());
+    scale(b.grad_shard.data(), static_cast<int64_t>(b.grad_shard.size()));
   } else {
-    c.dp.all_reduce(distributed::Buffer::cpu(b.grad.data(), static_cast<size_t>(b.dense_end)), distributed::ReduceOp::Sum);
-    scale(b.grad.data(), b.dense_end, c.dp.size());
+    if (c.dp.size() > 1)
+      c.dp.all_reduce(distributed::Buffer::cpu(b.grad.data(), static_cast<size_t>(b.dense_end)), distributed::ReduceOp::Sum);
+    scale(b.grad.data(), b.dense_end);
   }
 }
 
@@ -88,7 +93,33 @@ uint64_t check_replicas(RunContext& c) {
   };
   compare(c.dp, 0, b.dense_end, "data-parallel");
   if (b.dense_end < b.numel) compare(c.edp, b.dense_end, b.numel, "expert data-parallel");
-  return b.checksum(0, b.numel);
+  return model_checksum(c);
+}
+
+uint64_t model_checksum(RunContext& c) {
+  const FlatBuffers& b = c.buf;
+  uint64_t mine = 0;
+  for (size_t k = 0; k < c.plan.params.size(); ++k) {
+    const ParamSpec& p = c.plan.params[k];
+    if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;  // every element once
+    const uint64_t key = name_key(p.key, 0x636b73756dull);
+    const int64_t tp_rank = p.expert ? c.etp.rank() : c.tp.rank(), base = b.offset[k], n = p.numel();
+    uint64_t sum = 0;
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits = 0;
+      if (b.model_dtype == optim::DType::F32)
+        std::memcpy(&bits, b.model.data() + static_cast<size_t>(base + i) * 4, 4);
+      else
+        bits = reinterpret_cast<const uint16_t*>(b.model.data())[base + i];
+      sum += mix64(mix64(key ^ static_cast<uint64_t>(global_index(p, tp_rank, i))) ^ bits);  // wraps: mod 2^64
+    }
+    mine += sum;
+  }
+  // Across ranks as two 32-bit halves in doubles (exact below 2^21 ranks).
+  double half[2] = {static_cast<double>(mine & 0xffffffffull), static_cast<double>(mine >> 32)};
+  c.rt.group("world").all_reduce(distributed::Buffer::cpu(half, 2), distributed::ReduceOp::Sum);
+  return static_cast<uint64_t>(half[0]) + (static_cast<uint64_t>(half[1]) << 32);
 }
 
 }  // namespace mr::run

@@ -11,8 +11,9 @@
 
 namespace mr::run {
 
-// The tied word embeddings' two copies sum their gradients; then the data-parallel average (reduce-scatter with
-// the distributed optimizer); routed experts average over the expert data-parallel group.
+// The tied word embeddings' two copies sum their gradients; then the data-parallel sum (reduce-scatter with
+// the distributed optimizer; routed experts over the expert data-parallel group) and the average over the global
+// batch times the loss scale (run/synthetic_grad.h).
 void reduce_grads(RunContext& c);
 // Gradient statistics: the model-parallel group, or everyone with the distributed optimizer (the shards are
 // spread over the data-parallel ranks as well).
@@ -20,7 +21,10 @@ void stats_reduce(RunContext& c, std::span<double> v, optim::ReduceOp op);
 // The distributed optimizer's parameter all-gather: every rank's updated shard to every data-parallel rank.
 void publish_params(RunContext& c);
 // Every data-parallel replica must hold the same parameters, and the two copies of tied word embeddings the same
-// values (RunError otherwise); returns this rank's checksum.
+// values (RunError otherwise); returns model_checksum.
 uint64_t check_replicas(RunContext& c);
+// A checksum of the whole model that does not depend on the layout: the sum (mod 2^64) over every element, once,
+// of a hash of (parameter key, index in the unsplit tensor, the value's bits in the training dtype).
+uint64_t model_checksum(RunContext& c);
 
 }  // namespace mr::run

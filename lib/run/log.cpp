@@ -60,7 +60,8 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
       << " skipped), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
       << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"
                           : std::string())
-      << " (parameter checksum " << b << ")" << std::endl;
+      << " (parameter checksum " << b << "; last loss " << format("%a", res.last_loss) << ", last grad norm "
+      << format("%a", res.last_grad_norm) << ")" << std::endl;
 }
 
 }  // namespace mr::run

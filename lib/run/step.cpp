@@ -1,6 +1,7 @@
 // The training run's optimizer step (run/step.h).
 #include "run/step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -11,6 +12,7 @@
 #include "optim/config.h"
 #include "optim/kernels.h"
 #include "optim/muon.h"
+#include "run/exact_stats.h"
 #include "run/grad_sync.h"
 
 namespace mr::run {
@@ -109,14 +111,28 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
 double clip_grad_norm(RunContext& c) {
   std::vector<optim::ClipSlot> experts;
   auto dense = clip_slots(c, &experts);
-  auto reduce = [&c](std::span<double> v, optim::ReduceOp op) { stats_reduce(c, v, op); };
-  if (!c.plan.has_experts()) return optim::cpu::clip_grad_norm(dense, c.cfg.clip_grad, 2.0, reduce);
-  auto reduce_experts = [&c](std::span<double> v, optim::ReduceOp op) {
-    c.emp.all_reduce(distributed::Buffer::cpu(v.data(), v.size()),
-                     op == optim::ReduceOp::Max ? distributed::ReduceOp::Max : distributed::ReduceOp::Sum);
-  };
-  const double d = optim::cpu::grad_norm(dense, 2.0, reduce), e = optim::cpu::grad_norm(experts, 2.0, reduce_experts);
-  const double norm = std::sqrt(d * d + e * e);
+  // Each element of the model once: counted (not a TP or tied copy), on the first (expert) data-parallel
+  // replica, or in this rank's shard with the distributed optimizer. Summed in fixed point over the world
+  // (run/exact_stats.h): the same norm, to the last bit, under every layout.
+  std::vector<const optim::ClipSlot*> owned;
+  for (const auto& s : dense)
+    if (s.counted && (c.dist_opt || c.dp.rank() == 0)) owned.push_back(&s);
+  for (const auto& s : experts)
+    if (s.counted && c.edp.rank() == 0) owned.push_back(&s);
+  distributed::Group& world = c.rt.group("world");
+  double m = 0.0;
+  for (const optim::ClipSlot* s : owned) {
+    const double x = max_abs(static_cast<const float*>(s->grad.grad), s->grad.numel);
+    m = std::isnan(x) || std::isnan(m) ? std::nan("") : std::max(m, x);
+  }
+  m = all_reduce_max(world, m);
+  double norm = m;  // inf or NaN: Megatron's norm is inf/NaN too
+  if (std::isfinite(m)) {
+    const int e = fixed_exponent(m);
+    Fixed sum = 0;
+    for (const optim::ClipSlot* s : owned) sum += sum_squares(static_cast<const float*>(s->grad.grad), s->grad.numel, e);
+    norm = std::sqrt(to_double(all_reduce_sum(world, sum), e));
+  }
   if (c.cfg.clip_grad > 0) {
     optim::cpu::clip_grads_by_total_norm(dense, c.cfg.clip_grad, norm);
     optim::cpu::clip_grads_by_total_norm(experts, c.cfg.clip_grad, norm);

@@ -18,6 +18,8 @@
 #include "run/log.h"
 #include "run/run_context.h"
 #include "run/step.h"
+#include "run/exact_stats.h"
+#include "run/synthetic_grad.h"
 
 namespace mr::run {
 
@@ -52,6 +54,9 @@ void set_up(RunContext& c) {
   if (args.rampup_batch_size) throw RunError("the training run does not model --rampup-batch-size yet");
   if (!args.global_batch_size) throw RunError("the training run needs --global-batch-size");
   c.global_batch = *args.global_batch_size;
+  if (c.global_batch >= (int64_t{1} << 26))
+    throw RunError("the training run's synthetic gradient handles --global-batch-size below 2^26 (67108864); it is " +
+                   std::to_string(c.global_batch));
   if (args.train_iters && *args.train_iters > 0) {
     c.train_iters = *args.train_iters;
   } else if (args.train_samples) {
@@ -77,50 +82,52 @@ void set_up(RunContext& c) {
   const optim::DType dtype = c.cfg.bf16 ? optim::DType::BF16 : c.cfg.fp16 ? optim::DType::F16 : optim::DType::F32;
   c.scaler = optim::make_grad_scaler(c.cfg);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
-  c.buf.build(c.plan, *c.optimizer, dtype, c.dist_opt, c.dp.size(), c.dp.rank(), c.tp.rank(), c.seed, c.init_std,
+  c.buf.build(c.plan, *c.optimizer, dtype, c.dist_opt, c.dp.size(), c.dp.rank(), c.tp.rank(), c.etp.rank(), c.seed, c.init_std,
               c.cfg.decoupled_lr.has_value());
 }
 
-// Loss of the current parameters (before this iteration's step) and this rank's gradients of the synthetic
-// objective 0.5 * mean((p - target)^2), plus noise that differs per data-parallel replica, into the grad buffer.
-double forward_and_grads(RunContext& c, int64_t it, bool inject_nonfinite) {
+// Loss of the current parameters (before this iteration's step) and this rank's part of the synthetic
+// gradient (run/synthetic_grad.h: its sum over this rank's samples, times 8; reduce_grads averages) into the
+// grad buffer. The loss, 0.5 * mean((p - target)^2) over the whole model, is summed in fixed point
+// (run/exact_stats.h), so that it is the same bits under every layout.
+double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool inject_nonfinite) {
   FlatBuffers& b = c.buf;
-  const float scale = c.scaler ? c.scaler->scale() : 1.0f;
-  const float noise = static_cast<float>(c.init_std);
-  double sum_sq = 0.0, count = 0.0, expert_sum_sq = 0.0, expert_count = 0.0;
+  const int bits = quantize_bits(c.global_batch);
+  const SampleTable dense(dense_samples(c.seed, it, consumed, c.global_batch, c.args.micro_batch_size.value_or(1),
+                                          c.dp.size(), c.dp.rank()));
+  const SampleTable experts(expert_samples(c.seed, it, consumed, c.global_batch, c.edp.size(), c.edp.rank()));
+  const uint64_t it_key = c.seed ^ mix64(static_cast<uint64_t>(it));
+  float local_max = 0.0f;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
-    // The noise differs per data-parallel replica (of the dense part, or of this expert).
-    const uint64_t replica = static_cast<uint64_t>(p.expert ? c.edp.rank() : c.dp.rank());
-    const uint64_t key = name_key(p.key, c.seed ^ mix64(static_cast<uint64_t>(it) * 0x9e37ull + replica));
-    const bool counted = c.is_counted(p);
-    const int64_t cnt = p.numel(), base = b.offset[k];
-    const int64_t tp_rank = c.tp.rank();
-    double local = 0.0;
-#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(+ : local)
-    for (int64_t i = 0; i < cnt; ++i) {
-      const float w = to_float(b.model.data(), b.model_dtype, base + i);
-      const float d = w - b.target[static_cast<size_t>(base + i)];
-      const uint64_t gi = static_cast<uint64_t>(global_index(p, tp_rank, i));
-      b.grad[static_cast<size_t>(base + i)] = (d + noise * uniform(key ^ mix64(gi))) * scale;
-      local += static_cast<double>(d) * static_cast<double>(d);
-    }
-    if (counted) {
-      (p.expert ? expert_sum_sq : sum_sq) += local;
-      (p.expert ? expert_count : count) += static_cast<double>(cnt);
-    }
+    const SampleTable& s = p.expert ? experts : dense;
+    const uint32_t key = static_cast<uint32_t>(name_key(p.key, it_key));
+    const int64_t cnt = p.numel(), base = b.offset[k], tp_rank = p.expert ? c.etp.rank() : c.tp.rank();
+    const bool zero = p.shared_copy;  // the tied output copy: the first stage's gradient is the whole one
+    const size_t bytes = static_cast<size_t>(base) * dtype_bytes(b.model_dtype);
+    const float m = synthetic_grads(p, tp_rank, key, s, bits, zero,
+                                    {b.model.data() + bytes, b.model_dtype, b.target.data() + base, b.grad.data() + base, cnt});
+    local_max = std::max(local_max, m);
   }
   if (inject_nonfinite && b.numel > 0) b.grad[0] = INFINITY;
-  // The dense part once per model-parallel group; every routed expert once per expert model-parallel group.
-  double v[2] = {sum_sq, count};
-  c.mp.all_reduce(distributed::Buffer::cpu(v, 2), distributed::ReduceOp::Sum);
-  if (c.plan.has_experts()) {
-    double e[2] = {expert_sum_sq, expert_count};
-    c.emp.all_reduce(distributed::Buffer::cpu(e, 2), distributed::ReduceOp::Sum);
-    v[0] += e[0];
-    v[1] += e[1];
+  // The loss: every element once (counted, on the first data-parallel replica), summed exactly over the world.
+  const int e = fixed_exponent(all_reduce_max(c.rt.group("world"), static_cast<double>(local_max)));
+  Fixed sum = 0;
+  double count = 0;
+  for (size_t k = 0; k < c.plan.params.size(); ++k) {
+    const ParamSpec& p = c.plan.params[k];
+    if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;
+    const int64_t cnt = p.numel(), base = b.offset[k];
+    const Fixed part = sum_fixed_squares(cnt, e, optim::cpu::threads(), [&b, base](int64_t i) {
+      return to_float(b.model.data(), b.model_dtype, base + i) - b.target[static_cast<size_t>(base + i)];
+    });
+    sum += part;
+    count += static_cast<double>(cnt);
   }
-  return v[1] > 0 ? 0.5 * v[0] / v[1] : 0.0;
+  distributed::Group& world = c.rt.group("world");
+  world.all_reduce(distributed::Buffer::cpu(&count, 1), distributed::ReduceOp::Sum);
+  const Fixed total = all_reduce_sum(world, sum);
+  return count > 0 ? 0.5 * to_double(total, e) / count : 0.0;
 }
 
 }  // namespace
@@ -135,7 +142,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   Window window;
   for (int64_t it = 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
-    const double loss = forward_and_grads(c, it, inject.count(it) && rt.rank() == 0);
+    const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
     if (it == 1) res.first_loss = loss;
     res.last_loss = loss;
     reduce_grads(c);

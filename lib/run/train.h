@@ -6,17 +6,20 @@
 //   - this rank's parameters of the GPT model the arguments describe (run/model.h), in Megatron's precision
 //     layout: fp32 params, or bf16/fp16 model params with fp32 main params; the distributed optimizer's
 //     sharding of main params and optimizer states over the data-parallel ranks (--use-distributed-optimizer);
-//   - per iteration, a gradient of the synthetic objective 0.5 * mean((p - target)^2) plus noise that differs per
-//     data-parallel rank (so the data-parallel reduction matters), scaled by the loss scale under fp16;
+//   - per iteration, a gradient of the synthetic objective 0.5 * mean((p - target)^2) with a per-sample noise,
+//     built so that every layout gets the same bits (run/synthetic_grad.h: each sample of the global batch
+//     contributes, the sums are exact in fp32), scaled by the loss scale under fp16; the loss and the gradient
+//     norm are summed in fixed point (run/exact_stats.h), so they too are the same bits under every layout;
 //   - Megatron's step: the tied-embedding gradient sum over the embedding group, the data-parallel all-reduce
 //     (or reduce-scatter), unscale + inf/NaN check and the dynamic loss scaler (skipped iterations), the global
 //     gradient norm and clipping (--clip-grad), the optimizer step with our kernels (adam, sgd, lion, muon) and Megatron's
 //     parameter groups (no weight decay for biases and 1-D params, --decoupled-lr for embeddings and output),
 //     the learning-rate / weight-decay schedule, the parameter all-gather of the distributed optimizer;
 //   - a Megatron-style log line every --log-interval iterations (on the last rank), and at the end a check that
-//     every data-parallel replica holds the same parameters.
-//   - MoE: routed experts average their gradients over the expert data-parallel group, and the norm is the
-//     dense part's (model-parallel group) combined with the experts' (expert model-parallel group).
+//     every data-parallel replica holds the same parameters and a checksum of the whole model that does not
+//     depend on the layout (with the last loss and grad norm as hex floats, to compare runs bit for bit).
+//   - MoE: routed experts sum their gradients over the expert data-parallel group (each member the samples of
+//     its share of the global batch), and the norm covers the dense part and the experts, each element once.
 // Limits (RunError naming the flag): the model limits of run/model.h; optimizers other than adam, sgd, lion and
 // muon; muon with the distributed optimizer or fp16; MoE with the distributed optimizer or muon.
 #pragma once
@@ -35,7 +38,7 @@ struct TrainResult {
   int64_t skipped = 0;             // iterations whose gradients held inf/NaN (fp16 loss scaling)
   double first_loss = 0, last_loss = 0;
   double last_grad_norm = 0;
-  uint64_t params_checksum = 0;    // FNV-1a of this rank's model parameters after the last step
+  uint64_t params_checksum = 0;    // the whole model after the last step, the same under every layout (model_checksum)
 };
 
 // Knobs for tests (environment): MR_RUN_NONFINITE_AT=I[,J...] puts an inf into rank 0's gradients at those

@@ -1,0 +1,55 @@
+// Layout-invariant sums of squares (run/exact_stats.h).
+#include "run/exact_stats.h"
+
+#include <omp.h>
+
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "optim/kernels.h"
+
+namespace mr::run {
+
+int fixed_exponent(double max_abs) {
+  if (!(max_abs > 0) || !std::isfinite(max_abs)) return 0;
+  const int e = std::ilogb(max_abs) + 1;  // max_abs < 2^e
+  return 62 - 2 * e;
+}
+
+Fixed sum_squares(const float* x, int64_t n, int exponent) {
+  return sum_fixed_squares(n, exponent, optim::cpu::threads(), [x](int64_t i) { return x[i]; });
+}
+
+double max_abs(const float* x, int64_t n) {
+  float m = 0.0f;
+  bool nan = false;
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(max : m) reduction(|| : nan)
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    nan = nan || std::isnan(a);
+    m = a > m ? a : m;
+  }
+  return nan ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(m);
+}
+
+Fixed all_reduce_sum(distributed::Group& g, Fixed mine) {
+  if (mine < 0) throw std::logic_error("exact_stats: a negative fixed-point part");
+  double limb[4];
+  for (int i = 0; i < 4; ++i) limb[i] = static_cast<double>(static_cast<uint64_t>(mine >> (32 * i)) & 0xffffffffull);
+  g.all_reduce(distributed::Buffer::cpu(limb, 4), distributed::ReduceOp::Sum);  // each < 2^53: exact
+  Fixed total = 0;
+  for (int i = 3; i >= 0; --i) total = (total << 32) + static_cast<Fixed>(static_cast<int64_t>(limb[i]));
+  return total;
+}
+
+double all_reduce_max(distributed::Group& g, double mine) {
+  // NaN does not survive a max; carry it as a second flag.
+  double v[2] = {std::isnan(mine) ? 0.0 : mine, std::isnan(mine) ? 1.0 : 0.0};
+  g.all_reduce(distributed::Buffer::cpu(v, 2), distributed::ReduceOp::Max);
+  return v[1] > 0 ? std::numeric_limits<double>::quiet_NaN() : v[0];
+}
+
+double to_double(Fixed sum, int exponent) { return std::ldexp(static_cast<double>(sum), -exponent); }
+
+}  // namespace mr::run

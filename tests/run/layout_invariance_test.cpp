@@ -1,0 +1,86 @@
+// The same job under every layout ends with the same bits (run/synthetic_grad.h, run/exact_stats.h): losses,
+// grad norms and the whole model's checksum, for every optimizer the run steps.
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "../distributed/proc.h"
+
+namespace {
+
+struct End {
+  std::string checksum, loss, grad_norm;  // as logged: hex checksum, hex floats
+  std::vector<std::string> lines;         // the per-iteration loss and grad norm fields
+};
+
+End run_job(int n, std::vector<std::string> extra, const mrtest::TempDir& dir, const std::string& tag) {
+  std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", std::to_string(n)};
+  extra.insert(extra.end(), {"--train-iters", "4", "--lr-warmup-iters", "0"});
+  for (const std::string& a : mrtest::job_args(extra)) argv.push_back(a);
+  std::vector<mrtest::Proc> p = {mrtest::start(argv, {{"MR_DIST_TIMEOUT_S", "60"}, {"CUDA_DEVICE_MAX_CONNECTIONS", "1"}}, dir, tag)};
+  mrtest::wait_all(p, std::chrono::seconds(180));
+  INFO(tag << "\n" << p[0].out() << p[0].err());
+  REQUIRE(p[0].exit_code() == 0);
+  End e;
+  std::smatch m;
+  const std::string out = p[0].out();
+  static const std::regex fin(R"(parameter checksum ([0-9a-f]+); last loss (\S+), last grad norm ([^)]+)\))");
+  REQUIRE(std::regex_search(out, m, fin));
+  e.checksum = m[1];
+  e.loss = m[2];
+  e.grad_norm = m[3];
+  static const std::regex it(R"((synthetic loss: \S+ \|.*grad norm: \S+))");
+  for (auto i = std::sregex_iterator(out.begin(), out.end(), it); i != std::sregex_iterator(); ++i)
+    e.lines.push_back((*i)[1]);
+  REQUIRE(e.lines.size() == 4);
+  return e;
+}
+
+void same(const End& a, const End& b, const std::string& what) {
+  INFO(what);
+  CHECK(b.checksum == a.checksum);
+  CHECK(b.loss == a.loss);
+  CHECK(b.grad_norm == a.grad_norm);
+  CHECK(b.lines == a.lines);
+}
+
+}  // namespace
+
+TEST_CASE("every layout ends with the same bits: 1 rank, DP=4, distributed optimizer, TP=2xDP=2, PP=2xDP=2",
+          "[run][layout]") {
+  mrtest::TempDir dir;
+  for (const char* opt : {"adam", "sgd", "lion", "muon"}) {
+    const std::vector<std::string> o = {"--optimizer", opt};
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), o.begin(), o.end());
+      return more;
+    };
+    const End one = run_job(1, o, dir, std::string(opt) + "-1");
+    same(one, run_job(4, o, dir, std::string(opt) + "-dp4"), std::string(opt) + ": DP=4");
+    if (std::string(opt) != "muon")  // Muon with the distributed optimizer is refused (docs/run.md)
+      same(one, run_job(4, with({"--use-distributed-optimizer"}), dir, std::string(opt) + "-dist"),
+           std::string(opt) + ": DP=4, distributed optimizer");
+    same(one, run_job(4, with({"--tensor-model-parallel-size", "2"}), dir, std::string(opt) + "-tp2"),
+         std::string(opt) + ": TP=2 x DP=2");
+    same(one, run_job(4, with({"--pipeline-model-parallel-size", "2"}), dir, std::string(opt) + "-pp2"),
+         std::string(opt) + ": PP=2 x DP=2");
+  }
+}
+
+TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank", "[run][layout]") {
+  mrtest::TempDir dir;
+  const End one = run_job(1, {"--bf16"}, dir, "bf16-1");
+  same(one, run_job(4, {"--bf16", "--use-distributed-optimizer", "--tensor-model-parallel-size", "2"}, dir, "bf16-4"),
+       "bf16: TP=2 x DP=2, distributed optimizer");
+}
+
+TEST_CASE("MoE: EP=2 (and EP=2 x TP=2) end with the same bits as one rank", "[run][layout][moe]") {
+  mrtest::TempDir dir;
+  for (const char* opt : {"adam", "sgd", "lion"}) {  // MoE with Muon is refused (docs/run.md)
+    const std::vector<std::string> moe = {"--num-experts", "4", "--optimizer", opt};
+    const End one = run_job(1, moe, dir, std::string("moe1-") + opt);
+    std::vector<std::string> ep2 = moe;
+    ep2.insert(ep2.end(), {"--expert-model-parallel-size", "2"});
+    same(one, run_job(4, ep2, dir, std::string("moe-ep2-") + opt), std::string(opt) + ": EP=2 on 4 ranks");
+  }
+}
