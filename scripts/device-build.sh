@@ -30,9 +30,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$BUILD" -j "$(nproc)"
 [[ "${1:-}" == "--build-only" ]] && exit 0
 
-# gpu-check-optim.sh reads the build folder from $BUILD (and keeps our configuration: it configures only a folder
-# without build.ninja); gpu-check-distributed.sh from its first argument (it reconfigures in place: the cache keeps
-# MEGATRON_RUN_DEPS_DIR and Torch_DIR). gpu-check.sh hands its arguments to both; --quick is not one gpu-check-optim
-# would see here, so the benchmarks run in full.
+# gpu-check.sh keeps this configuration (it and its parts configure only a folder without build.ninja) and writes
+# its report to $REPORT, else $OUT/gpu-check-report.md (the device tool's $OUT), else $BUILD/gpu-check-report.md.
 export BUILD
 bash scripts/gpu-check.sh "$BUILD"

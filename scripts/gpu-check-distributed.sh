@@ -18,7 +18,16 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   exit 2
 fi
 nvidia-smi -L
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON >/dev/null
+# A folder that is already configured (gpu-check.sh, device-build.sh) keeps its configuration; a new one gets the
+# CUDA build with LibTorch from Debian's libtorch-dev or, failing that, the Python torch package.
+if [[ ! -f "$build/build.ninja" ]]; then
+  extra=()
+  if [[ ! -f /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake ]] && python3 -c 'import torch' 2>/dev/null; then
+    extra+=(-DTorch_DIR="$(python3 -c 'import torch, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')")
+  fi
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
+    -DMR_OPTIM_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" "${extra[@]}" >/dev/null
+fi
 cmake --build "$build" -j"$(nproc)" --target megatron-run megatron-run-worker test_distributed
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 status=0

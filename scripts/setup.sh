@@ -2,7 +2,8 @@
 # Installs what megatron-run needs (Debian packages) and builds it into build/. Idempotent.
 #   MEGATRON_RUN_CUDA=AUTO|ON|OFF   build the CUDA kernels (AUTO: when nvcc is found)
 #   MR_BUILD_TYPE=Release|Debug     CMake build type (default Release)
-#   MR_WERROR=ON                    warnings are errors (CI sets this)
+#   MR_WERROR=ON                    warnings are errors, nvcc's and the host compiler's in the .cu files too (CI)
+#   MR_CUDA_ARCHS="80;90;100"       the CUDA architectures (CI compiles sm_80, sm_90 and sm_100; no GPU needed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,6 @@ fi
 cmake -S . -B build -G Ninja \
   -DCMAKE_BUILD_TYPE="${MR_BUILD_TYPE:-Release}" \
   -DMEGATRON_RUN_CUDA="${MEGATRON_RUN_CUDA:-AUTO}" \
-  -DMEGATRON_RUN_WERROR="${MR_WERROR:-OFF}" >/dev/null
+  -DMEGATRON_RUN_WERROR="${MR_WERROR:-OFF}" -DMR_OPTIM_CUDA_ARCHITECTURES="${MR_CUDA_ARCHS:-80;90;100}" >/dev/null
 cmake --build build -j2
 echo "setup: built build/bin/megatron-run"

@@ -44,7 +44,7 @@ void print_command_usage(std::ostream& os, const std::string& cmd) {
   } else if (cmd == "params") {
     os << "usage: megatron-run params --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
           "Prints the parameters each (tensor, pipeline) rank holds and the memory they take (weights,\n"
-          "gradients, main params, optimizer state; no activations), without starting anything.\n";
+          "gradients, main params, optimizer state, activations), without starting anything.\n";
   } else {
     print_usage(os);
   }

@@ -1,5 +1,5 @@
 // `megatron-run params`: the parameters each (tensor, pipeline) rank of a job holds and what they cost in memory
-// (weights, gradients, main params, optimizer state), from the validated arguments alone: no LibTorch, no
+// (weights, gradients, main params, optimizer state, activations), from the validated arguments alone: no LibTorch, no
 // processes started. The same model plan the training run allocates (lib/run/model.h).
 #include <cmath>
 #include <cstdio>
@@ -87,7 +87,9 @@ int cmd_params(const std::vector<std::string>& args) {
                 << ", \"bytes\": {\"params\": " << json_num(r.mem.params) << ", \"grads\": " << json_num(r.mem.grads)
                 << ", \"main_params\": " << json_num(r.mem.main_params)
                 << ", \"optimizer_state\": " << json_num(r.mem.optimizer_state)
-                << ", \"total\": " << json_num(r.mem.total()) << "}}";
+                << ", \"weights_and_optimizer\": " << json_num(r.mem.weights_and_optimizer())
+                << ", \"activations\": " << json_num(r.mem.activations) << ", \"total\": " << json_num(r.mem.total())
+                << "}, \"sharding\": \"" << r.mem.sharding << "\"}";
     }
     std::cout << "]}\n";
     return 0;
@@ -96,16 +98,19 @@ int cmd_params(const std::vector<std::string>& args) {
             << " DP=" << dp;
   if (layout.spec.ep > 1 || layout.etp != tp) std::cout << " EP=" << layout.spec.ep << " expert TP=" << layout.etp;
   std::cout << "; " << unique << " parameters in the model (each counted once)\n";
-  std::cout << "memory per rank in GiB (weights, gradients, main params, optimizer state; no activations)\n";
+  std::cout << "memory per rank in GiB (weights, gradients, main params, optimizer state";
+  if (!rows.empty()) std::cout << "; sharding: " << rows.front().mem.sharding;
+  std::cout << "; activations: Megatron's theoretical estimate for the first pipeline stage)\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%-10s %7s %15s %9s %9s %9s %9s %9s\n", "(tp, pp)", "layers", "parameters", "params",
-                "grads", "main", "optim", "total");
+  std::snprintf(line, sizeof line, "%-10s %7s %15s %9s %9s %9s %9s %9s %9s\n", "(tp, pp)", "layers", "parameters",
+                "params", "grads", "main", "optim", "activ", "total");
   std::cout << line;
   for (const Row& r : rows) {
     std::string at = "(" + std::to_string(r.tp_rank) + ", " + std::to_string(r.pp_rank) + ")";
-    std::snprintf(line, sizeof line, "%-10s %7zu %15lld %9s %9s %9s %9s %9s\n", at.c_str(), r.layers,
+    std::snprintf(line, sizeof line, "%-10s %7zu %15lld %9s %9s %9s %9s %9s %9s\n", at.c_str(), r.layers,
                   static_cast<long long>(r.numel), gib(r.mem.params).c_str(), gib(r.mem.grads).c_str(),
-                  gib(r.mem.main_params).c_str(), gib(r.mem.optimizer_state).c_str(), gib(r.mem.total()).c_str());
+                  gib(r.mem.main_params).c_str(), gib(r.mem.optimizer_state).c_str(), gib(r.mem.activations).c_str(),
+                  gib(r.mem.total()).c_str());
     std::cout << line;
   }
   return 0;

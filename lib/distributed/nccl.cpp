@@ -3,6 +3,9 @@
 // private stream and is polled so that a timeout aborts the communicator instead of hanging.
 #include "distributed/store.h"
 
+#include <cstdlib>
+#include <string>
+
 #ifdef MR_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -21,6 +24,26 @@ bool built_with_cuda() {
 }
 
 #ifdef MR_HAVE_CUDA
+
+std::string nccl_unavailable(int local_ranks) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no usable GPU: cudaGetDeviceCount says \"") + cudaGetErrorString(e) +
+           "\" (no NVIDIA driver, or no GPU in this machine)";
+  }
+  if (n == 0) {
+    const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
+    return std::string("no GPU is visible") + (vis ? " (CUDA_VISIBLE_DEVICES=" + std::string(vis) + ")" : "");
+  }
+  if (local_ranks > n)
+    return std::to_string(local_ranks) + " ranks on this machine but " + std::to_string(n) + " GPU" +
+           (n == 1 ? " is" : "s are") + " visible (NCCL needs a GPU of its own for each rank)";
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return "the NCCL runtime does not answer (ncclGetVersion failed)";
+  return {};
+}
 
 int gpu_count() {
   int n = 0;
@@ -229,6 +252,14 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 }
 
 #else  // !MR_HAVE_CUDA
+
+std::string nccl_unavailable(int) {
+#ifdef MR_NCCL_NOT_FOUND
+  return "megatron-run was built with CUDA but without NCCL (nccl.h / libnccl were not found when it was configured)";
+#else
+  return "megatron-run was built without CUDA";
+#endif
+}
 
 int gpu_count() { return 0; }
 

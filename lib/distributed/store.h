@@ -66,6 +66,10 @@ std::shared_ptr<Communicator> make_local_communicator(Device device);        // 
 std::string libtorch_version();  // the LibTorch this was built with, e.g. "1.13.0"
 int gpu_count();  // 0 when built without CUDA or without a usable GPU
 bool built_with_cuda();
+// What keeps the nccl backend from running `local_ranks` ranks on this machine, in words naming the missing
+// piece (a build without CUDA or NCCL, no CUDA driver, no visible GPU, fewer GPUs than local ranks, an NCCL
+// runtime that does not answer); empty when nothing does. Quick: no communicator is created, nothing can hang.
+std::string nccl_unavailable(int local_ranks);
 // Device memory for NCCL buffers (tests, the self-check); throw DistError without CUDA.
 void* device_alloc(size_t bytes, int local_rank);
 void device_free(void* p);

@@ -1,5 +1,6 @@
 #include "distributed/worker.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -216,20 +217,21 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     opts.launch = *launch;
     opts.layout = LayoutSpec::from_args(args, launch->world_size);
     std::string backend(arg::to_string(args.distributed_backend));
-    const int gpus = gpu_count();
+    // The backend: as given, else nccl where it can run and gloo elsewhere (rule dist.nccl-unavailable:
+    // nccl asked for where it cannot run is refused before any communicator exists, so nothing can hang).
+    const std::string missing = nccl_unavailable(std::max(1, launch->local_world_size));
     if (!in.backend_explicit) {
-      if (gpus == 0) {
+      if (!missing.empty()) {
         if (launch->rank == 0)
-          MR_LOG(warning) << "no GPU visible" << (built_with_cuda() ? "" : " (built without CUDA)")
-                          << ": using the gloo backend (--distributed-backend chooses)";
+          MR_LOG(warning) << "the nccl backend cannot run here (" << missing
+                          << "): using the gloo backend (--distributed-backend chooses)";
         backend = "gloo";
       } else {
         backend = "nccl";
       }
-    } else if (backend == "nccl" && gpus == 0) {
-      throw DistError(std::string("--distributed-backend nccl needs a GPU, and none is visible") +
-                      (built_with_cuda() ? "" : " (megatron-run was built without CUDA)") +
-                      "; use --distributed-backend gloo");
+    } else if (backend == "nccl" && !missing.empty()) {
+      throw DistError("--distributed-backend nccl cannot run here: " + missing +
+                      "; use --distributed-backend gloo (the CPU path) [dist.nccl-unavailable]");
     }
     opts.backend = backend;
     JobTimeouts limits;

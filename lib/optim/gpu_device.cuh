@@ -1,5 +1,5 @@
 // What the CUDA translation units of lib/optim share (internal; see gpu.h for the API): error checks, the cuBLAS
-// handle, the per-purpose device scratch areas and the launch geometry.
+// handle, the per-purpose device scratch areas and the launch geometry (launch_geometry.h).
 //   gpu_device.cu       device queries, DeviceBuffer, timing, and the definitions below;
 //   gpu_elementwise.cu  the multi-tensor Adam/AdamW, SGD and Lion steps, unscale + found-inf;
 //   gpu_muon.cu         Newton-Schulz (cuBLAS) and the Muon step.
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "optim/gpu.h"
+#include "optim/launch_geometry.h"
 
 namespace mr::optim::gpu::detail {
 
@@ -51,11 +52,12 @@ enum class Scratch : int {
 // steady state. Per host thread.
 void* scratch(Scratch which, size_t bytes);
 
-constexpr int kThreads = 256;      // threads per block of the multi-tensor kernels
-constexpr int kIlp = 4;            // elements per thread in flight
-constexpr int64_t kChunk = 16384;  // elements per block (one work-list entry)
-
-// A grid-stride launch of 256-thread blocks over n elements (at most 65 535 blocks).
-inline unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535)); }
+// The launch geometry (threads per block, elements per thread, chunk size, grid sizes): launch_geometry.h, shared
+// with the CPU test of the index arithmetic.
+using geom::kIlp;
+using geom::kThreads;
+constexpr int64_t kChunk = geom::kGpuChunk;
+using geom::grid_for;
+inline dim3 to_dim3(const geom::Grid& g) { return dim3(g.x, g.y, g.z); }
 
 }  // namespace mr::optim::gpu::detail

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "optim/gpu.h"
@@ -16,6 +18,7 @@ namespace {
 using detail::check;
 using detail::check_launch;
 using detail::kChunk;
+namespace geom = ::mr::optim::geom;
 using detail::kIlp;
 using detail::kThreads;
 using detail::Scratch;
@@ -39,10 +42,7 @@ struct DevSlot {
   uint8_t scaled[3];  // fp16-with-scale: exp_avg, exp_avg_sq, master
 };
 
-struct DevWork {
-  int32_t slot;
-  int64_t begin, len;
-};
+using DevWork = geom::WorkItem;  // the work list: launch_geometry.h
 
 __device__ __forceinline__ float dload(const void* p, uint8_t d, int64_t i) {
   if (d == static_cast<uint8_t>(DType::F32)) return static_cast<const float*>(p)[i];
@@ -93,12 +93,13 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* _
       if (s.scaled[k]) rs[k] = new_rscale(amax, w.slot, k);
   float mx[3] = {0.0f, 0.0f, 0.0f};
   bool bad = false;
-  const int64_t end = w.begin + w.len;
-  for (int64_t base = w.begin + threadIdx.x; base < end; base += int64_t{kThreads} * kIlp) {
+  const int64_t end = w.begin + w.len, rounds = geom::ilp_rounds(w.len);
+  const int t = static_cast<int>(threadIdx.x);
+  for (int64_t r = 0; r < rounds; ++r) {
     float p[kIlp], g[kIlp], a[kIlp], b[kIlp];
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
-      const int64_t i = base + int64_t{u} * kThreads;
+      const int64_t i = geom::ilp_index(w.begin, r, t, u);
       if (i >= end) continue;
       g[u] = dload(s.grad, s.grad_dtype, i);
       if (s.remainder) p[u] = join_remainder(static_cast<const uint16_t*>(s.param)[i], s.remainder[i]);
@@ -109,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* _
     }
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
-      const int64_t i = base + int64_t{u} * kThreads;
+      const int64_t i = geom::ilp_index(w.begin, r, t, u);
       if (i >= end) continue;
       float gg = g[u] * gs;
       bad = bad || !finite_(gg);
@@ -145,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* _
 }
 
 __global__ void write_scales_kernel(const DevSlot* slots, int n, const unsigned* amax) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x);
   if (i >= n) return;
   const DevSlot& s = slots[i];
   for (int k = 0; k < 2; ++k)
@@ -157,7 +158,6 @@ template <class Op, class Consts>
 void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const std::vector<Consts>& consts,
               bool used0, bool used1, const StepControl& ctl) {
   std::vector<DevSlot> ds;
-  std::vector<DevWork> work;
   bool any_scaled = false;
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorSlot& s = slots[i];
@@ -185,28 +185,23 @@ void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
     d.scaled[2] = s.master && s.master_dtype == DType::F16;
     any_scaled = any_scaled || (s.numel > 0 && (d.scaled[0] || d.scaled[1] || d.scaled[2]));
     ds.push_back(d);
-    for (int64_t b = 0; b < s.numel; b += kChunk)
-      work.push_back({static_cast<int32_t>(i), b, std::min(kChunk, s.numel - b)});
   }
+  const std::vector<DevWork> work = geom::chunk_list(slots, [](const TensorSlot& s) { return s.numel; }, kChunk);
   if (work.empty()) return;
   (void)groups;
   // Metadata: slots | consts | work | amax, in one upload.
-  auto align = [](size_t x) { return (x + 255) / 256 * 256; };
-  const size_t o_consts = align(ds.size() * sizeof(DevSlot));
-  const size_t o_work = o_consts + align(consts.size() * sizeof(Consts));
-  const size_t o_amax = o_work + align(work.size() * sizeof(DevWork));
-  const size_t total = o_amax + align(ds.size() * 3 * sizeof(unsigned));
-  std::vector<char> host(total, 0);
+  const geom::StepMeta lay = geom::step_meta(ds.size(), sizeof(DevSlot), consts.size(), sizeof(Consts), work.size());
+  std::vector<char> host(lay.total, 0);
   std::memcpy(host.data(), ds.data(), ds.size() * sizeof(DevSlot));
-  std::memcpy(host.data() + o_consts, consts.data(), consts.size() * sizeof(Consts));
-  std::memcpy(host.data() + o_work, work.data(), work.size() * sizeof(DevWork));
-  char* dev = static_cast<char*>(scratch(Scratch::StepMeta, total));
-  check(cudaMemcpy(dev, host.data(), total, cudaMemcpyHostToDevice), "upload step metadata");
+  std::memcpy(host.data() + lay.consts, consts.data(), consts.size() * sizeof(Consts));
+  std::memcpy(host.data() + lay.work, work.data(), work.size() * sizeof(DevWork));
+  char* dev = static_cast<char*>(scratch(Scratch::StepMeta, lay.total));
+  check(cudaMemcpy(dev, host.data(), lay.total, cudaMemcpyHostToDevice), "upload step metadata");
   auto* d_slots = reinterpret_cast<const DevSlot*>(dev);
-  auto* d_consts = reinterpret_cast<const Consts*>(dev + o_consts);
-  auto* d_work = reinterpret_cast<const DevWork*>(dev + o_work);
-  auto* d_amax = reinterpret_cast<unsigned*>(dev + o_amax);
-  const unsigned blocks = static_cast<unsigned>(work.size());
+  auto* d_consts = reinterpret_cast<const Consts*>(dev + lay.consts);
+  auto* d_work = reinterpret_cast<const DevWork*>(dev + lay.work);
+  auto* d_amax = reinterpret_cast<unsigned*>(dev + lay.amax);
+  const unsigned blocks = geom::blocks_for_work(work.size());
   if (any_scaled) {
     multi_tensor_kernel<Op, 0><<<blocks, kThreads>>>(d_slots, d_consts, d_work, ctl.grad_scale, ctl.noop_flag, nullptr, d_amax);
     check_launch("optimizer absmax pass");
@@ -215,7 +210,7 @@ void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
   check_launch("optimizer update pass");
   if (any_scaled) {
     const int n = static_cast<int>(ds.size());
-    write_scales_kernel<<<(n + 127) / 128, 128>>>(d_slots, n, d_amax);
+    write_scales_kernel<<<geom::blocks_per_item(n), geom::kNormThreads>>>(d_slots, n, d_amax);
     check_launch("optimizer scale update");
   }
 }
@@ -228,7 +223,8 @@ __global__ void __launch_bounds__(kThreads) unscale_kernel(const DevSlot* slots,
   const DevSlot& s = slots[w.slot];
   double sum = 0.0;
   bool bad = false;
-  for (int64_t i = w.begin + threadIdx.x; i < w.begin + w.len; i += kThreads) {
+  for (int64_t i = geom::block_stride_first(w.begin, static_cast<int>(threadIdx.x)); i < w.begin + w.len;
+       i += geom::block_stride_step()) {
     float g = dload(s.grad, s.grad_dtype, i);
     bad = bad || !finite_(g);
     float y = g * inv;
@@ -246,11 +242,34 @@ __global__ void __launch_bounds__(kThreads) unscale_kernel(const DevSlot* slots,
   if (bad) *found = 1;
 }
 
+// Every buffer on a multiple of its element size (geom::aligned_for), else std::invalid_argument naming it: the
+// device would fault on a misaligned load in the middle of a step.
+void require_aligned(const void* p, DType t, size_t slot, const char* what) {
+  if (p && !geom::aligned_for(p, t))
+    throw std::invalid_argument("slot " + std::to_string(slot) + ": the " + what + " buffer is not aligned to its " +
+                                std::to_string(dtype_size(t)) + "-byte elements");
+}
+void check_aligned(std::span<const TensorSlot> slots) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorSlot& s = slots[i];
+    require_aligned(s.param, s.param_dtype, i, "param");
+    require_aligned(s.grad, s.grad_dtype, i, "grad");
+    require_aligned(s.master, s.master_dtype, i, "master");
+    require_aligned(s.remainder, DType::BF16, i, "remainder");
+    require_aligned(s.exp_avg, s.exp_avg_dtype, i, "exp_avg");
+    require_aligned(s.exp_avg_sq, s.exp_avg_sq_dtype, i, "exp_avg_sq");
+  }
+}
+void check_aligned(std::span<const GradSlot> grads) {
+  for (size_t i = 0; i < grads.size(); ++i) require_aligned(grads[i].grad, grads[i].dtype, i, "grad");
+}
+
 }  // namespace
 
 void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
                const StepControl& ctl) {
   check_slots(slots, groups, "adam", true, true);
+  check_aligned(slots);
   std::vector<AdamConsts> c;
   for (const auto& g : groups) c.push_back(adam_consts(o, g));
   run_step<AdamG>(slots, groups, c, true, true, ctl);
@@ -259,6 +278,7 @@ void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gr
 void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
               const StepControl& ctl) {
   check_slots(slots, groups, "sgd", o.momentum != 0.0, false);
+  check_aligned(slots);
   std::vector<SgdConsts> c;
   for (const auto& g : groups) c.push_back(sgd_consts(o, g));
   run_step<SgdG>(slots, groups, c, o.momentum != 0.0, false, ctl);
@@ -267,42 +287,40 @@ void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
 void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
                const StepControl& ctl) {
   check_slots(slots, groups, "lion", true, false);
+  check_aligned(slots);
   std::vector<LionConsts> c;
   for (const auto& g : groups) c.push_back(lion_consts(o, g));
   run_step<LionG>(slots, groups, c, true, false, ctl);
 }
 
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place) {
+  check_aligned(grads);
   std::vector<DevSlot> ds;
-  std::vector<DevWork> work;
   for (size_t i = 0; i < grads.size(); ++i) {
     DevSlot d{};
     d.grad = grads[i].grad;
     d.grad_dtype = static_cast<uint8_t>(grads[i].dtype);
     d.numel = grads[i].numel;
     ds.push_back(d);
-    for (int64_t b = 0; b < grads[i].numel; b += kChunk)
-      work.push_back({static_cast<int32_t>(i), b, std::min(kChunk, grads[i].numel - b)});
   }
+  const std::vector<DevWork> work = geom::chunk_list(grads, [](const GradSlot& g) { return g.numel; }, kChunk);
   UnscaleResult r;
   if (work.empty()) return r;
-  const size_t o_work = (ds.size() * sizeof(DevSlot) + 255) / 256 * 256;
-  const size_t o_part = o_work + (work.size() * sizeof(DevWork) + 255) / 256 * 256;
-  const size_t o_flag = o_part + work.size() * sizeof(double);
-  const size_t total = o_flag + sizeof(int32_t);
-  std::vector<char> host(total, 0);
+  const geom::UnscaleMeta lay = geom::unscale_meta(ds.size(), sizeof(DevSlot), work.size());
+  std::vector<char> host(lay.total, 0);
   std::memcpy(host.data(), ds.data(), ds.size() * sizeof(DevSlot));
-  std::memcpy(host.data() + o_work, work.data(), work.size() * sizeof(DevWork));
-  char* dev = static_cast<char*>(scratch(Scratch::UnscaleMeta, total));
-  check(cudaMemcpy(dev, host.data(), total, cudaMemcpyHostToDevice), "upload unscale metadata");
-  unscale_kernel<<<static_cast<unsigned>(work.size()), kThreads>>>(
-      reinterpret_cast<const DevSlot*>(dev), reinterpret_cast<const DevWork*>(dev + o_work), inv_scale, in_place ? 1 : 0,
-      reinterpret_cast<double*>(dev + o_part), reinterpret_cast<int32_t*>(dev + o_flag));
+  std::memcpy(host.data() + lay.work, work.data(), work.size() * sizeof(DevWork));
+  char* dev = static_cast<char*>(scratch(Scratch::UnscaleMeta, lay.total));
+  check(cudaMemcpy(dev, host.data(), lay.total, cudaMemcpyHostToDevice), "upload unscale metadata");
+  unscale_kernel<<<geom::blocks_for_work(work.size()), kThreads>>>(
+      reinterpret_cast<const DevSlot*>(dev), reinterpret_cast<const DevWork*>(dev + lay.work), inv_scale,
+      in_place ? 1 : 0, reinterpret_cast<double*>(dev + lay.partial), reinterpret_cast<int32_t*>(dev + lay.flag));
   check_launch("unscale_and_check");
   std::vector<double> partial(work.size());
   int32_t flag = 0;
-  check(cudaMemcpy(partial.data(), dev + o_part, partial.size() * sizeof(double), cudaMemcpyDeviceToHost), "download");
-  check(cudaMemcpy(&flag, dev + o_flag, sizeof(flag), cudaMemcpyDeviceToHost), "download");
+  check(cudaMemcpy(partial.data(), dev + lay.partial, partial.size() * sizeof(double), cudaMemcpyDeviceToHost),
+        "download");
+  check(cudaMemcpy(&flag, dev + lay.flag, sizeof(flag), cudaMemcpyDeviceToHost), "download");
   for (double p : partial) r.sum_sq += p;
   r.found_inf = flag != 0;
   return r;

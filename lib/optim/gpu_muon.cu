@@ -23,6 +23,8 @@ using detail::check;
 using detail::check_launch;
 using detail::grid_for;
 using detail::kThreads;
+using detail::to_dim3;
+namespace geom = ::mr::optim::geom;
 using detail::Scratch;
 using detail::scratch;
 
@@ -32,7 +34,7 @@ __global__ void sumsq_kernel(const float* x, int64_t per, int64_t blocks_per, do
   const int64_t b = blockIdx.y;
   const float* xb = x + b * per;
   double s = 0.0;
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < per; i += blocks_per * kThreads)
+  for (int64_t i = geom::sumsq_first(blockIdx.x, threadIdx.x); i < per; i += geom::sumsq_step(blocks_per))
     s += static_cast<double>(xb[i]) * static_cast<double>(xb[i]);
   __shared__ double red[kThreads];
   red[threadIdx.x] = s;
@@ -45,7 +47,7 @@ __global__ void sumsq_kernel(const float* x, int64_t per, int64_t blocks_per, do
 }
 
 __global__ void norm_kernel(const double* partial, int64_t blocks_per, int64_t batch, float eps, float* denom) {
-  int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t b = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x);
   if (b >= batch) return;
   double s = 0.0;
   for (int64_t i = 0; i < blocks_per; ++i) s += partial[b * blocks_per + i];
@@ -55,19 +57,19 @@ __global__ void norm_kernel(const double* partial, int64_t blocks_per, int64_t b
 // out[b] (m x n, T) = (transpose ? x[b]^T : x[b]) / denom[b]; x[b] is rows x cols.
 template <class T>
 __global__ void prepare_kernel(const float* x, T* out, int64_t rows, int64_t cols, bool transpose, const float* denom) {
-  __shared__ float tile[32][33];
+  __shared__ float tile[geom::kTile][geom::kTile + 1];
   const int64_t b = blockIdx.z;
   const float* xb = x + b * rows * cols;
   T* ob = out + b * rows * cols;
   const float d = denom[b];
   // The tile of the *source* at (blockIdx.y*32, blockIdx.x*32).
-  const int64_t r0 = int64_t{blockIdx.y} * 32, c0 = int64_t{blockIdx.x} * 32;
-  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+  const int64_t r0 = geom::tile_origin(blockIdx.y), c0 = geom::tile_origin(blockIdx.x);
+  for (int k = threadIdx.y; k < geom::kTile; k += blockDim.y) {
     int64_t r = r0 + k, c = c0 + threadIdx.x;
     if (r < rows && c < cols) tile[k][threadIdx.x] = xb[r * cols + c] / d;
   }
   __syncthreads();
-  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+  for (int k = threadIdx.y; k < geom::kTile; k += blockDim.y) {
     float v;
     int64_t idx;
     if (transpose) {  // out is cols x rows: out[c][r]
@@ -89,13 +91,13 @@ __global__ void prepare_kernel(const float* x, T* out, int64_t rows, int64_t col
 // out[b] (rows x cols fp32) = (transpose ? w[b]^T : w[b]) with w[b] m x n.
 template <class T>
 __global__ void finish_kernel(const T* w, float* out, int64_t rows, int64_t cols, bool transpose) {
-  __shared__ float tile[32][33];
+  __shared__ float tile[geom::kTile][geom::kTile + 1];
   const int64_t b = blockIdx.z;
   const int64_t m = transpose ? cols : rows, n = transpose ? rows : cols;
   const T* wb = w + b * rows * cols;
   float* ob = out + b * rows * cols;
-  const int64_t r0 = int64_t{blockIdx.y} * 32, c0 = int64_t{blockIdx.x} * 32;  // tile of w (m x n)
-  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+  const int64_t r0 = geom::tile_origin(blockIdx.y), c0 = geom::tile_origin(blockIdx.x);  // tile of w (m x n)
+  for (int k = threadIdx.y; k < geom::kTile; k += blockDim.y) {
     int64_t r = r0 + k, c = c0 + threadIdx.x;
     if (r < m && c < n) {
       float v;
@@ -105,7 +107,7 @@ __global__ void finish_kernel(const T* w, float* out, int64_t rows, int64_t cols
     }
   }
   __syncthreads();
-  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+  for (int k = threadIdx.y; k < geom::kTile; k += blockDim.y) {
     if (transpose) {
       int64_t c = c0 + k, r = r0 + threadIdx.x;  // out[c][r] = w[r][c]
       if (c < n && r < m) ob[c * m + r] = tile[threadIdx.x][k];
@@ -146,18 +148,18 @@ void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t 
   const bool transpose = rows > cols;
   const int64_t m = transpose ? cols : rows, n = transpose ? rows : cols, mn = m * n, mm = m * m;
   const GemmTypes t = gemm_types(o.precision);
-  const int64_t blocks_per = std::min<int64_t>(1024, (mn + kThreads - 1) / kThreads);
+  const int64_t blocks_per = geom::sumsq_blocks(mn);
   char* w = static_cast<char*>(scratch(Scratch::NsW, static_cast<size_t>(batch * mn) * t.elem));
   char* y = static_cast<char*>(scratch(Scratch::NsY, static_cast<size_t>(batch * mn) * t.elem));
   char* a = static_cast<char*>(scratch(Scratch::NsA, static_cast<size_t>(batch * mm) * t.elem));
   char* bm = static_cast<char*>(scratch(Scratch::NsB, static_cast<size_t>(batch * mm) * t.elem));
   auto* partial = static_cast<double*>(scratch(Scratch::NsPartial, static_cast<size_t>(batch * blocks_per) * sizeof(double)));
   auto* denom = static_cast<float*>(scratch(Scratch::NsDenom, static_cast<size_t>(batch) * sizeof(float)));
-  sumsq_kernel<<<dim3(static_cast<unsigned>(blocks_per), static_cast<unsigned>(batch)), kThreads>>>(x, mn, blocks_per, partial);
+  sumsq_kernel<<<to_dim3(geom::sumsq_grid(mn, batch)), kThreads>>>(x, mn, blocks_per, partial);
   check_launch("NS sum of squares");
-  norm_kernel<<<static_cast<unsigned>((batch + 127) / 128), 128>>>(partial, blocks_per, batch, o.eps, denom);
+  norm_kernel<<<geom::blocks_per_item(batch), geom::kNormThreads>>>(partial, blocks_per, batch, o.eps, denom);
   check_launch("NS norm");
-  dim3 tb(32, 8), tg(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32), static_cast<unsigned>(batch));
+  const dim3 tb(geom::kTile, geom::kTileRows), tg = to_dim3(geom::tile_grid(rows, cols, batch));
   if (t.elem == 2) prepare_kernel<uint16_t><<<tg, tb>>>(x, reinterpret_cast<uint16_t*>(w), rows, cols, transpose, denom);
   else prepare_kernel<float><<<tg, tb>>>(x, reinterpret_cast<float*>(w), rows, cols, transpose, denom);
   check_launch("NS prepare");
@@ -178,7 +180,7 @@ void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t 
     }
     std::swap(w, y);
   }
-  dim3 fg(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>((m + 31) / 32), static_cast<unsigned>(batch));
+  const dim3 fg = to_dim3(geom::tile_grid(m, n, batch));  // the tiles of the m x n iterate
   if (t.elem == 2) finish_kernel<uint16_t><<<fg, tb>>>(reinterpret_cast<const uint16_t*>(w), out, rows, cols, transpose);
   else finish_kernel<float><<<fg, tb>>>(reinterpret_cast<const float*>(w), out, rows, cols, transpose);
   check_launch("NS finish");
@@ -187,7 +189,8 @@ void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t 
 // ---- Muon elementwise ----------------------------------------------------------------------------------------
 
 __global__ void muon_momentum_kernel(float* p, const float* g, float* m, float* u, int64_t n, MuonMomentumConsts c) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n;
+       i += geom::grid_stride_step(gridDim.x, blockDim.x)) {
     float pi = p[i], mi = m[i];
     u[i] = muon_momentum_element(pi, g[i], mi, c);
     p[i] = pi;
@@ -195,11 +198,13 @@ __global__ void muon_momentum_kernel(float* p, const float* g, float* m, float* 
   }
 }
 __global__ void muon_scale_kernel(float* x, int64_t n, float sf, float esf) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n;
+       i += geom::grid_stride_step(gridDim.x, blockDim.x))
     x[i] = muon_scale_element(x[i], sf, esf);
 }
 __global__ void muon_apply_kernel(float* p, const float* o, int64_t n, float neg_lr, uint16_t* lowp) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n;
+       i += geom::grid_stride_step(gridDim.x, blockDim.x)) {
     float pi = p[i];
     muon_apply_element(pi, o[i], neg_lr);
     p[i] = pi;
@@ -232,7 +237,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
   auto orthogonalize = [&](const float* x, float* out, int64_t batch, int64_t r, int64_t cc) {
     ns_device(x, out, batch, r, cc, o.ns);
     const float sf = static_cast<float>(muon_scale_factor(r, cc, o.scale_mode));
-    muon_scale_kernel<<<grid_for(batch * r * cc), 256>>>(out, batch * r * cc, sf, esf);
+    muon_scale_kernel<<<grid_for(batch * r * cc), kThreads>>>(out, batch * r * cc, sf, esf);
     check_launch("muon scale");
   };
   for (const MuonJob& job : jobs) {
@@ -243,7 +248,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
     for (size_t j = 0; j < job.members.size(); ++j) {
       const MuonParam& p = params[job.members[j]];
       const MuonMomentumConsts c = muon_momentum_consts(o, groups[static_cast<size_t>(p.group)]);
-      muon_momentum_kernel<<<grid_for(n), 256>>>(p.param, p.grad, p.momentum_buffer, u + static_cast<int64_t>(j) * n, n, c);
+      muon_momentum_kernel<<<grid_for(n), kThreads>>>(p.param, p.grad, p.momentum_buffer, u + static_cast<int64_t>(j) * n, n, c);
       check_launch("muon momentum");
     }
     if (job.split_qkv) {
@@ -257,10 +262,12 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
       int64_t off = 0;
       for (int64_t s : shapes) {
         // The rows of this part in every query group, stacked: one 2-D strided copy each way.
-        const size_t w = static_cast<size_t>(s * first.cols) * 4, pitch = static_cast<size_t>(total * first.cols) * 4;
-        check(cudaMemcpy2DAsync(bin, w, u + off * first.cols, pitch, w, static_cast<size_t>(ng), cudaMemcpyDeviceToDevice), "qkv gather");
+        const geom::PartCopy c = geom::qkv_part_copy(first.cols, total, s, off, ng);
+        check(cudaMemcpy2DAsync(bin, c.width, u + c.src_offset, c.pitch, c.width, c.rows, cudaMemcpyDeviceToDevice),
+              "qkv gather");
         orthogonalize(bin, bout, 1, ng * s, first.cols);
-        check(cudaMemcpy2DAsync(orth + off * first.cols, pitch, bout, w, w, static_cast<size_t>(ng), cudaMemcpyDeviceToDevice), "qkv scatter");
+        check(cudaMemcpy2DAsync(orth + c.src_offset, c.pitch, bout, c.width, c.width, c.rows, cudaMemcpyDeviceToDevice),
+              "qkv scatter");
         off += s;
       }
     } else {
@@ -268,7 +275,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
     }
     for (size_t j = 0; j < job.members.size(); ++j) {
       const MuonParam& p = params[job.members[j]];
-      muon_apply_kernel<<<grid_for(n), 256>>>(p.param, orth + static_cast<int64_t>(j) * n, n,
+      muon_apply_kernel<<<grid_for(n), kThreads>>>(p.param, orth + static_cast<int64_t>(j) * n, n,
                                               static_cast<float>(-groups[static_cast<size_t>(p.group)].lr), p.param_bf16);
       check_launch("muon apply");
     }

@@ -66,46 +66,6 @@ int64_t ModelPlan::numel() const {
   return n;
 }
 
-namespace {
-// Bytes of one element of a dtype as the arguments spell it ("bf16", "fp8", "fp32", ...).
-double dtype_size(std::string_view s, double fallback) {
-  if (s.find('8') != std::string_view::npos) return 1;
-  if (s.find("16") != std::string_view::npos) return 2;
-  if (s.find("32") != std::string_view::npos || s == "torch.float") return 4;
-  return fallback;
-}
-}  // namespace
-
-MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp, int64_t expert_dp) {
-  const bool half = a.bf16 || a.fp16;
-  const optim::OptimizerInfo& opt = optim::optimizer_info(a.optimizer);
-  const bool aware = a.use_precision_aware_optimizer;
-  const bool dist_opt = a.use_distributed_optimizer;
-  const double dense_shard = dist_opt ? static_cast<double>(std::max<int64_t>(1, dp)) : 1.0;
-  const double expert_shard = dist_opt ? static_cast<double>(std::max<int64_t>(1, expert_dp > 0 ? expert_dp : dp)) : 1.0;
-  const double p_bytes = half ? 2 : 4;
-  const double g_bytes = (!half || a.accumulate_allreduce_grads_in_fp32) ? 4 : p_bytes;
-  const double main_bytes = half ? (aware ? dtype_size(arg::to_string(a.main_params_dtype), 4) : 4) : 0;
-  const double m1 = aware ? dtype_size(arg::to_string(a.exp_avg_dtype), 4) : 4;
-  const double m2 = aware ? dtype_size(arg::to_string(a.exp_avg_sq_dtype), 4) : 4;
-  MemoryEstimate m;
-  for (const ParamSpec& p : plan.params) {
-    const double n = static_cast<double>(p.numel());
-    const double shard = p.expert ? expert_shard : dense_shard;
-    m.params += n * p_bytes;
-    m.grads += n * g_bytes;
-    m.main_params += n * main_bytes / shard;
-    const bool muon_matrix = p.shape.size() == 2 && !p.embedding_or_output;
-    const optim::StateLayout& st = optim::state_of(opt, muon_matrix);
-    double state = 0;
-    if (!st.known) state = std::nan("");  // soap, adaptive_muon: not modelled
-    else if (st.momentum_from_flag && a.sgd_momentum == 0.0) state = 0;
-    else state = (st.exp_avg ? (st.precision_aware ? m1 : 4) : 0) + (st.exp_avg_sq ? (st.precision_aware ? m2 : 4) : 0);
-    m.optimizer_state += n * state / shard;
-  }
-  return m;
-}
-
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
   const int64_t multiple = mul(std::max<int64_t>(1, divisible_by), std::max<int64_t>(1, tp_size),
                                "--make-vocab-size-divisible-by x --tensor-model-parallel-size");

@@ -62,20 +62,36 @@ struct RankCoord {
 // pipeline splits that account for the embedding or loss) and when the vocabulary size is unknown (--vocab-size).
 ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 
-// Bytes a rank spends on its parameters and the optimizer (no activations, no buffers of the framework), the way
-// Megatron lays them out: model params in the training dtype (2 bytes for bf16/fp16, else 4); gradients in fp32
-// when the params are fp32 or --accumulate-allreduce-grads-in-fp32, else in the param dtype; with 16-bit params
-// fp32 main params; optimizer state as the optimizer table (optim/optimizer_table.h) lays it out (adam: two
-// moments; sgd with momentum, lion, muon: one; muon's scalar parameters: adam's two); the precision-aware
-// optimizer's --main-params-dtype and, for Adam's moments, --exp-avg-dtype / --exp-avg-sq-dtype. The distributed optimizer divides main params and state by the data-parallel size.
-// Optimizers whose state is not modelled (soap, adaptive_muon) give a NaN optimizer_state.
+// Bytes a rank spends on its parameters, the optimizer and the activations (lib/run/memory_estimate.cpp;
+// docs/run.md, "Memory"). Weights and optimizer the way Megatron lays them out: model params in the training
+// dtype (2 bytes for bf16/fp16, else 4; 1 for the transformer layers' linear weights with --fp8-param-gather);
+// gradients in fp32 when the params are fp32 or --accumulate-allreduce-grads-in-fp32, else in the param dtype
+// (Megatron-FSDP: --megatron-fsdp-main-grads-dtype); with 16-bit params fp32 main params (--main-params-dtype,
+// --megatron-fsdp-main-params-dtype); optimizer state as the optimizer table (optim/optimizer_table.h) lays it out
+// (adam: two moments; sgd with momentum, lion, muon: one; muon's scalar parameters: adam's two), the
+// precision-aware optimizer's --exp-avg-dtype / --exp-avg-sq-dtype. Sharding over the data-parallel group
+// (times CP; within one of --num-distributed-optimizer-instances): the distributed optimizer shards main params
+// and state (ZeRO-1); Megatron-FSDP (--use-megatron-fsdp) shards per --data-parallel-sharding-strategy: optim
+// (main params and state), optim_grads (and gradients), optim_grads_params (and the params); routed experts by
+// --expert-data-parallel-sharding-strategy over the expert data-parallel group. Activations: Megatron's
+// theoretical estimate (megatron/training/theoretical_memory_usage.py) for the first pipeline stage, the most
+// loaded one, given to every stage. Optimizers whose state is not modelled (soap, adaptive_muon) give a NaN
+// optimizer_state.
 struct MemoryEstimate {
   double params = 0, grads = 0, main_params = 0, optimizer_state = 0;
-  double total() const { return params + grads + main_params + optimizer_state; }  // NaN: state not modelled
+  double activations = 0;  // Megatron's theoretical activation memory of one rank
+  // The divisors the sharding applied to the dense parameters' buffers (1: replicated on every DP rank).
+  int64_t params_shard = 1, grads_shard = 1, state_shard = 1;
+  std::string sharding = "none";  // "none", "distributed optimizer", "megatron-fsdp <strategy>"
+  double weights_and_optimizer() const { return params + grads + main_params + optimizer_state; }
+  double total() const { return weights_and_optimizer() + activations; }  // NaN: state not modelled
 };
-// Routed experts shard their main params and state over the expert data-parallel group (0: the same size).
+// Routed experts shard over the expert data-parallel group (0: the same size as `data_parallel_size`).
 MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& args, int64_t data_parallel_size,
                                int64_t expert_data_parallel_size = 0);
+// Megatron's compute_activation_memory (with --sequence-parallel and --recompute-granularity selective) or
+// compute_activation_memory_without_sp (otherwise), in bytes, for the padded vocabulary `padded_vocab`.
+double activation_memory(const Args& args, int64_t padded_vocab);
 
 // Megatron's vocabulary padding: up to a multiple of --make-vocab-size-divisible-by times the TP size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);

@@ -140,8 +140,14 @@ TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without st
   CHECK(field(v, "parameters").as_int() == 1874944);
   const mr::Value& rank = field(v, "ranks").as_list().at(0);
   CHECK(field(rank, "parameters").as_int() == 1874944);
-  CHECK(field(rank, "bytes.total").as_float() == 1874944.0 * 16);
+  CHECK(field(rank, "bytes.weights_and_optimizer").as_float() == 1874944.0 * 16);
   CHECK(field(rank, "bytes.main_params").as_float() == 0.0);
+  // Activations, Megatron's compute_activation_memory_without_sp by hand (s 128, b 2, h 256, t 1, p 1, L 2,
+  // V 1024): per layer sbh (10 + 24/t) = 2,228,224, x L = 4,456,448; embedding input 8sbp = 2,048 and dropout
+  // sbhp = 65,536; logits (sbV/t + sbh) x 2 = 655,360; sum 5,179,392, x 1.05 = 5,438,361.6 bytes.
+  CHECK(field(rank, "bytes.activations").as_float() == Approx(5438361.6).epsilon(1e-12));
+  CHECK(field(rank, "bytes.total").as_float() == Approx(1874944.0 * 16 + 5438361.6).epsilon(1e-12));
+  CHECK(field(rank, "sharding").as_str() == "none");
 
   // A 7B LLaMA-like model on 64 ranks, TP 8, bf16 with the distributed optimizer over DP 8: 6,738,415,616 +
   // untied output (32000 x 4096) = 6,744,707,072 parameters; per rank 2 (bf16) + 4 (fp32 grads: bf16 with the
@@ -178,6 +184,80 @@ TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without st
   r = sh("params --config " + kDefault);
   CHECK(r.exit == 2);
   CHECK_THAT(r.out, Catch::Contains("--world-size"));
+}
+
+TEST_CASE("params: activations as Megatron's theoretical memory estimates them", "[cli][params][memory]") {
+  auto activations = [](const std::string& flags, int world) {
+    Result r = sh("params --world-size " + std::to_string(world) + " --config " + kDefault + flags + " --format json");
+    INFO(r.out);
+    REQUIRE(r.exit == 0);
+    mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+    return field(field(v, "ranks").as_list().at(0), "bytes.activations").as_float();
+  };
+  // --sequence-parallel with selective recompute: compute_activation_memory (Table 2 of arXiv:2205.05198). The
+  // default job at TP 2 (s 128, b 2, h 256, ffn 1024, t 2, p 1, L 2, V 1024): per layer sbh (18 + 4 ffn/h) =
+  // 2,228,224, x L = 4,456,448; + 8sbp 2,048 + sbhp 65,536; + the output layer sbh x 4 x (1 + V/h) = 1,310,720;
+  // sum 5,834,752, / t = 2,917,376 bytes.
+  CHECK(activations(" --tensor-model-parallel-size 2 --sequence-parallel --recompute-granularity selective"
+                    " --target-gpu-arch sm_100", 2) ==
+        Approx(2917376.0).epsilon(1e-12));
+  // Two pipeline stages, one microbatch (--global-batch-size 2 = micro-batch size x DP 1): without SP, 4,456,448
+  // + 8sbp 4,096 + sbhp 131,072 = 4,591,616, x min(1, 1 microbatch / 2 stages) = 2,295,808, x 1.05 = 2,410,598.4
+  // (no output-layer term with PP).
+  CHECK(activations(" --pipeline-model-parallel-size 2 --global-batch-size 2", 2) == Approx(2410598.4).epsilon(1e-12));
+}
+
+TEST_CASE("params: a corpus config with interleaved pipeline stages", "[cli][params][memory]") {
+  // gpt3_mcore_te_tp1_pp4_vp1_decoupled_lr (s 1024, b 4, h 512, t 1, p 4, vpp 3, L 12, no SP), from Megatron's
+  // formula by hand: per layer sbh (10 + 24) = 71,303,168, x 12 = 855,638,016; + 8sbp 131,072 + sbhp 8,388,608 =
+  // 864,157,696; x the interleaving penalty 1 + (p - 1)/(p vpp) = 1.25 = 1,080,197,120; x 1.05 = 1,134,206,976.
+  const std::string cfg = std::string(MR_DATA_DIR) + "/corpus/functional-tests/gpt__gpt3_mcore_te_tp1_pp4_vp1_decoupled_lr.yaml";
+  Result r = sh("params --world-size 8 --env-placeholder /p --config " + cfg + " --vocab-size 32000 --format json");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+  for (const mr::Value& rank : field(v, "ranks").as_list())
+    CHECK(field(rank, "bytes.activations").as_float() == Approx(1134206976.0).epsilon(1e-12));
+}
+
+TEST_CASE("params: Megatron-FSDP's Llama-3 8B example shards weights and gradients over DP", "[cli][params][memory]") {
+  // Megatron-LM's examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh on 8 GPUs (tests/data/examples): bf16,
+  // --use-megatron-fsdp with optim_grads_params (ZeRO-3) over DP 8, --fp8-param-gather. By hand: 32 layers of
+  // qkv (32 + 2 x 8) x 128 x 4096 = 25,165,824, proj 16,777,216, fc1 2 x 14336 x 4096 = 117,440,512, fc2
+  // 58,720,256 (linear: 218,103,808) and two RMSNorms 8,192; embedding and output 2 x 128256 x 4096; final norm
+  // 4,096: 8,030,261,248 parameters, 6,979,321,856 of them in linear layers.
+  //   params: (6,979,321,856 x 1 byte (fp8) + 1,050,939,392 x 2 (bf16)) / 8 = 1,135,150,080
+  //   grads: 4 bytes (fp32 main grads: --accumulate-allreduce-grads-in-fp32 as validated) / 8 = 4,015,130,624
+  //   main params: 4 bytes / 8 = 4,015,130,624; Adam's two moments: 8 bytes / 8 = 8,030,261,248
+  // 17,195,672,576 bytes = 16.0 GiB of weights and optimizer per rank, where 56 GiB (params and grads whole) was
+  // reported before. Activations (without SP: TP is 1), s 8192, b 1, h 4096, V 128256: sbh x 34 x 32 =
+  // 36,507,222,016; + 8sb 65,536 + sbh 33,554,432; + (sbV + sbh) x 2 = 2,168,455,168; x 1.05 = 40,644,762,009.6.
+  const std::string cfg = std::string(MR_DATA_DIR) + "/examples/llama3_8b_megatron_fsdp_fp8.yaml";
+  Result r = sh("params --world-size 8 --config " + cfg + " --format json");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+  CHECK(field(v, "parameters").as_int() == 8030261248);
+  const mr::Value& rank = field(v, "ranks").as_list().at(0);
+  CHECK(field(rank, "sharding").as_str() == "megatron-fsdp optim_grads_params");
+  CHECK(field(rank, "bytes.params").as_float() == 1135150080.0);
+  CHECK(field(rank, "bytes.grads").as_float() == 4015130624.0);
+  CHECK(field(rank, "bytes.main_params").as_float() == 4015130624.0);
+  CHECK(field(rank, "bytes.optimizer_state").as_float() == 8030261248.0);
+  CHECK(field(rank, "bytes.weights_and_optimizer").as_float() == 17195672576.0);
+  CHECK(field(rank, "bytes.activations").as_float() == Approx(40644762009.6).epsilon(1e-12));
+  // The same job with the distributed optimizer alone (ZeRO-1): params and grads whole again, bf16 everywhere.
+  r = sh("params --world-size 8 --config " + cfg + " --data-parallel-sharding-strategy optim --format json");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+  const mr::Value& z1 = field(v, "ranks").as_list().at(0);
+  CHECK(field(z1, "bytes.params").as_float() == 9081200640.0);  // fp8 linear weights, the rest bf16, whole
+  CHECK(field(z1, "bytes.grads").as_float() == 8030261248.0 * 4);
+  CHECK(field(z1, "bytes.main_params").as_float() == 4015130624.0);
+  // Text: the sharding is named, and activations have their column.
+  r = sh("params --world-size 8 --config " + cfg);
+  CHECK_THAT(r.out, Catch::Contains("sharding: megatron-fsdp optim_grads_params") && Catch::Contains("activ"));
 }
 
 TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B parameters", "[cli][params][moe]") {

@@ -311,7 +311,31 @@ TEST_CASE("backend choice: gloo without a GPU, nccl demanded without one is an e
   CHECK(a[0].exit_code() == 0);
   CHECK_THAT(a[0].err(), Catch::Contains("using the gloo backend"));
   CHECK(a[1].exit_code() == 1);
-  CHECK_THAT(a[1].err(), Catch::Contains("--distributed-backend nccl needs a GPU"));
+  // Rule dist.nccl-unavailable: the flag, what is missing (the build, the driver or the GPU), the way out.
+  CHECK_THAT(a[1].err(), Catch::Contains("--distributed-backend nccl cannot run here: ") &&
+                             Catch::Contains("[dist.nccl-unavailable]") &&
+                             Catch::Contains("use --distributed-backend gloo"));
+  CHECK_THAT(a[1].err(), Catch::Contains(mr::distributed::nccl_unavailable(1)));
+  if (mr::distributed::built_with_cuda()) CHECK_THAT(a[1].err(), Catch::Contains("no usable GPU") || Catch::Contains("no GPU is visible"));
+  else CHECK_THAT(a[1].err(), Catch::Contains("built without CUDA") || Catch::Contains("without NCCL"));
+}
+
+TEST_CASE("nccl demanded without a GPU: every spawned rank refuses at once, the job exits 1", "[dist][process][spawn]") {
+  if (mr::distributed::gpu_count() > 0) {
+    WARN("a GPU is visible: skipping the no-GPU refusal");
+    return;
+  }
+  TempDir dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Proc> a = {mrtest::start({mrtest::megatron_run(), "--nproc-per-node", "2", "--bring-up-only", "--config",
+                                        std::string(MR_SOURCE_DIR) + "/configs/default.yaml", "--distributed-backend", "nccl"},
+                                       {}, dir, "spawn")};
+  mrtest::wait_all(a, std::chrono::seconds(60));
+  INFO(mrtest::all_output(a));
+  CHECK(a[0].exit_code() == 1);
+  CHECK_THAT(a[0].err(), Catch::Contains("[dist.nccl-unavailable]"));
+  // No rendezvous, no collective: the refusal comes before either (well under the start-up timeout).
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
 }
 
 TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[dist][process][spawn]") {

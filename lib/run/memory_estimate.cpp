@@ -1,0 +1,151 @@
+// What a rank's parameters, optimizer and activations cost in memory (model.h, estimate_memory): the buffers as
+// Megatron lays them out, sharded as the distributed optimizer or Megatron-FSDP shards them, and Megatron's
+// theoretical activation memory (megatron/training/theoretical_memory_usage.py). Torch-free.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "optim/optimizer_table.h"
+#include "run/model.h"
+
+namespace mr::run {
+
+namespace {
+
+// Bytes of one element of a dtype as the arguments spell it ("bf16", "torch.bfloat16", "fp8", "fp32", ...).
+double dtype_size(std::string_view s, double fallback) {
+  if (s.find('8') != std::string_view::npos) return 1;
+  if (s.find("16") != std::string_view::npos) return 2;
+  if (s.find("32") != std::string_view::npos || s == "torch.float") return 4;
+  return fallback;
+}
+
+// A sharding strategy's depth: 0 no_shard, 1 optim (main params + optimizer state), 2 optim_grads (+ gradients),
+// 3 optim_grads_params (+ the params themselves).
+int shard_level(std::string_view strategy) {
+  if (strategy == "optim") return 1;
+  if (strategy == "optim_grads") return 2;
+  if (strategy == "optim_grads_params") return 3;
+  return 0;
+}
+
+// A transformer layer's linear weight (Transformer Engine keeps these in FP8 with --fp8-param-gather); norms,
+// biases, the router, the embeddings and the output layer stay in the training dtype.
+bool fp8_eligible(const ParamSpec& p) {
+  if (p.shape.size() != 2 || p.embedding_or_output) return false;
+  return p.name.find(".linear_") != std::string::npos;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp, int64_t expert_dp) {
+  const bool half = a.bf16 || a.fp16;
+  const optim::OptimizerInfo& opt = optim::optimizer_info(a.optimizer);
+  const bool aware = a.use_precision_aware_optimizer;
+  const bool fsdp = a.use_megatron_fsdp;
+  const bool fp8_params = a.fp8_param_gather && a.fp8.has_value();
+
+  // Who shards what. Each of --num-distributed-optimizer-instances holds a full copy, sharded over its part of
+  // the data-parallel group; Megatron-FSDP's outer strategy `optim` shards the optimizer over the instances too.
+  const int64_t instances = std::max<int64_t>(1, a.num_distributed_optimizer_instances);
+  auto inner = [&](int64_t group) { return std::max<int64_t>(1, std::max<int64_t>(1, group) / instances); };
+  const std::string dense_strategy =
+      fsdp ? std::string(arg::to_string(a.data_parallel_sharding_strategy))
+           : (a.use_distributed_optimizer ? "optim" : "no_shard");
+  const std::string expert_strategy =
+      fsdp && a.expert_data_parallel_sharding_strategy ? std::string(arg::to_string(*a.expert_data_parallel_sharding_strategy))
+                                                       : dense_strategy;
+  const bool outer_optim = fsdp && a.outer_dp_sharding_strategy == arg::OuterDpShardingStrategy::optim;
+  struct Shards {
+    double params = 1, grads = 1, state = 1;
+  };
+  auto shards = [&](const std::string& strategy, int64_t group) {
+    const int level = shard_level(strategy);
+    const double in = static_cast<double>(inner(group));
+    Shards s;
+    if (level >= 1) s.state = in * (outer_optim ? static_cast<double>(instances) : 1.0);
+    if (level >= 2) s.grads = in;
+    if (level >= 3) s.params = in;
+    return s;
+  };
+  const Shards dense = shards(dense_strategy, dp), expert = shards(expert_strategy, expert_dp > 0 ? expert_dp : dp);
+
+  // Element sizes.
+  const double p_bytes = half ? 2 : 4;
+  double g_bytes = (!half || a.accumulate_allreduce_grads_in_fp32) ? 4 : p_bytes;
+  double main_bytes = half ? (aware ? dtype_size(arg::to_string(a.main_params_dtype), 4) : 4) : 0;
+  if (fsdp) {
+    // Megatron-FSDP's main weights (fp32 by default; auto, which validate_args turns into None: the params' own
+    // dtype, no second copy) and main gradients (auto: the gradient dtype above; --accumulate-allreduce-grads-in-fp32
+    // forces fp32).
+    const std::optional<std::string>& mp = a.megatron_fsdp_main_params_dtype;
+    main_bytes = half && mp ? dtype_size(*mp, 4) : 0;
+    const std::optional<std::string>& mg = a.megatron_fsdp_main_grads_dtype;
+    if (!a.accumulate_allreduce_grads_in_fp32 && mg) g_bytes = dtype_size(*mg, g_bytes);
+  }
+  const double m1 = aware ? dtype_size(arg::to_string(a.exp_avg_dtype), 4) : 4;
+  const double m2 = aware ? dtype_size(arg::to_string(a.exp_avg_sq_dtype), 4) : 4;
+
+  MemoryEstimate m;
+  m.params_shard = static_cast<int64_t>(dense.params);
+  m.grads_shard = static_cast<int64_t>(dense.grads);
+  m.state_shard = static_cast<int64_t>(dense.state);
+  m.sharding = fsdp ? "megatron-fsdp " + dense_strategy
+                    : (a.use_distributed_optimizer ? "distributed optimizer" : "none");
+  for (const ParamSpec& p : plan.params) {
+    const double n = static_cast<double>(p.numel());
+    const Shards& sh = p.expert ? expert : dense;
+    const bool fp8 = fp8_params && fp8_eligible(p);
+    m.params += n * (fp8 ? 1.0 : p_bytes) / sh.params;
+    m.grads += n * g_bytes / sh.grads;
+    // FP8 params keep an fp32 main copy even when the other params are fp32 (the optimizer steps that copy).
+    m.main_params += n * (fp8 && main_bytes == 0 ? 4.0 : main_bytes) / sh.state;
+    const bool muon_matrix = p.shape.size() == 2 && !p.embedding_or_output;
+    const optim::StateLayout& st = optim::state_of(opt, muon_matrix);
+    double state = 0;
+    if (!st.known) state = std::nan("");  // soap, adaptive_muon: not modelled
+    else if (st.momentum_from_flag && a.sgd_momentum == 0.0) state = 0;
+    else state = (st.exp_avg ? (st.precision_aware ? m1 : 4) : 0) + (st.exp_avg_sq ? (st.precision_aware ? m2 : 4) : 0);
+    m.optimizer_state += n * state / sh.state;
+  }
+  m.activations = activation_memory(a, plan.padded_vocab_size);
+  return m;
+}
+
+// Megatron's theoretical activation memory of the first pipeline stage (Korthikanti et al., arXiv:2205.05198,
+// Table 2), term by term as theoretical_memory_usage.py writes it. s: sequence length, b: micro-batch size,
+// h: hidden size, t: TP, p: PP, L: layers, V: padded vocabulary.
+double activation_memory(const Args& a, int64_t padded_vocab) {
+  const double s = static_cast<double>(a.seq_length.value_or(0)), b = static_cast<double>(a.micro_batch_size.value_or(1));
+  const double h = static_cast<double>(a.hidden_size.value_or(0));
+  if (s <= 0 || h <= 0) return 0;
+  const double ffn = static_cast<double>(a.ffn_hidden_size.value_or(4 * a.hidden_size.value_or(0)));
+  const double t = static_cast<double>(std::max<int64_t>(1, a.tensor_model_parallel_size));
+  const double p = static_cast<double>(std::max<int64_t>(1, a.pipeline_model_parallel_size));
+  const double L = static_cast<double>(a.num_layers.value_or(0)), V = static_cast<double>(padded_vocab);
+  const bool with_sp = a.sequence_parallel && a.recompute_granularity == arg::RecomputeGranularity::selective;
+  // Per layer: with SP and selective recompute every tensor is split over TP (sbh (18 + 4 ffn/h), divided by t
+  // at the end); without SP, 10 sbh are kept whole on every TP rank and 24 sbh split (flash attention: no s^2).
+  double act = with_sp ? s * b * h * (18 + 4 * (ffn / h)) : s * b * h * (10 + 24 / t);
+  act *= L;                   // p stages of L/p layers, p microbatches in flight on the first one: L layers' worth
+  act += 8 * s * b * p;       // the input tokens of the embedding, p microbatches in flight
+  act += s * b * h * p;       // the embedding's dropout mask
+  const std::optional<int64_t> vpp = a.virtual_pipeline_model_parallel_size;
+  if (vpp) {
+    act *= 1 + (p - 1) / (p * static_cast<double>(*vpp));  // the interleaved schedule's extra in-flight chunks
+  } else if (p > 1) {
+    // Fewer microbatches than stages: only that many in flight.
+    const int64_t dp = std::max<int64_t>(1, a.data_parallel_size), mbs = std::max<int64_t>(1, a.micro_batch_size.value_or(1));
+    const double microbatches = static_cast<double>(a.global_batch_size.value_or(mbs * dp) / (mbs * dp));
+    act *= std::min(1.0, microbatches / p);
+  }
+  if (p == 1) {
+    if (with_sp) act += s * b * h * 4 * (1 + V / h);  // the output layer's input and the cross-entropy's logits
+    else act += (s * b * V / t + s * b * h) * 2;      // the logits (split over TP) and the final norm's output
+  }
+  return with_sp ? act / t : act * 1.05;  // without SP: 5 % for the optimizer's and other temporaries
+}
+
+}  // namespace mr::run
