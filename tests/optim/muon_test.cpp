@@ -155,7 +155,19 @@ TEST_CASE("Newton-Schulz matches the LibTorch transcription", "[muon][ns]") {
             INFO("vs double: ours " << ours_err << ", LibTorch fp32 " << theirs_err);
             CHECK(ours_err < std::max(fp32_bound, 4 * theirs_err));
           }
-          if (prec == MatmulPrecision::Medium) CHECK((ours - theirs).abs().mean().item<double>() < bf16_mean * theirs.abs().mean().item<double>() + 1e-7);
+          if (prec == MatmulPrecision::Medium) {
+            // The mean difference, against how far LibTorch's own bf16 result is from the fp32 iteration: with
+            // the large cans / polar_express coefficients one bf16 rounding flipped by a different sum order
+            // (SSYRK vs GEMM, or OpenBLAS's AVX-512 kernels vs Haswell's) grows through the five steps, so the
+            // fixed bound alone depends on the BLAS build (it failed on AMD EPYC with AVX-512 BF16).
+            NsOptions f = o;
+            f.precision = MatmulPrecision::Highest;
+            auto fp32 = ref_newton_schulz(x, f);
+            const double mean_diff = (ours - theirs).abs().mean().item<double>();
+            const double theirs_vs_fp32 = (theirs - fp32).abs().mean().item<double>();
+            INFO("mean |ours - LibTorch| " << mean_diff << ", mean |LibTorch bf16 - fp32| " << theirs_vs_fp32);
+            CHECK(mean_diff < std::max(bf16_mean * theirs.abs().mean().item<double>(), 0.05 * theirs_vs_fp32) + 1e-7);
+          }
         }
       }
     }
