@@ -22,6 +22,7 @@
 #include "config/print.h"
 #include "launch/launch_env.h"
 #include "launch/program.h"
+#include "run/run_scope.h"
 #include "parallel/layout.h"
 #include "launch/spawn.h"
 #include "launch/worker_input.h"
@@ -359,6 +360,11 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   }
 
   if (program.named()) return launch_program(resolved, program, lo, job);
+
+  // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher).
+  const bool under_our_spawner = job && std::getenv("MR_SPAWNER") != nullptr;
+  if (in.train && !under_our_spawner && (!job || job->rank == 0))
+    if (std::string n = run::unacted_notice(ns); !n.empty()) std::cerr << n << std::endl;
 
   if (lo.nproc_per_node > 0 || !job) {
     // (a) our spawner; every worker is megatron-run again, inside the job we set up.

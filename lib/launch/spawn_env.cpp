@@ -21,13 +21,14 @@ std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
     std::string key = kv.substr(0, kv.find('='));
     // An enclosing job's torchrun variables are replaced by this job's (every TORCHELASTIC_* goes: a nested
     // job has no agent store).
-    bool skip = key.rfind("TORCHELASTIC_", 0) == 0 || key == "MR_SPAWNED";
+    bool skip = key.rfind("TORCHELASTIC_", 0) == 0 || key == "MR_SPAWNED" || key == "MR_SPAWNER";
     for (const std::string& d : torchrun) skip = skip || key == d;
     for (const auto& [k, v] : o.env) skip = skip || key == k;
     if (!skip) base.push_back(kv);
   }
   for (const auto& [k, v] : o.env) base.push_back(k + "=" + v);
   if (o.prefix_output) base.push_back("MR_SPAWNED=1");
+  base.push_back("MR_SPAWNER=1");  // a worker of our spawner: what the spawner already said is not said again
   if (o.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && !o.env.count("OMP_NUM_THREADS")) {
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;

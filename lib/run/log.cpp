@@ -36,7 +36,7 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
 }
 
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
-                   const Window& w, double loss, bool found_inf, double grad_norm) {
+                   const Window& w, double loss, bool found_inf, const StepReport& step) {
   if (!last_rank(c)) return;
   std::ostringstream line;
   char head[128];
@@ -46,7 +46,9 @@ void log_iteration(const RunContext& c, std::ostream& log, const std::string& pr
        << " | learning rate: " << format("%.6E", c.schedule->lr()) << " | global batch size: "
        << format("%5.0f", static_cast<double>(c.global_batch)) << " | synthetic loss: " << format("%.6E", loss) << " |";
   if (c.scaler) line << " loss scale: " << format("%.1f", c.scaler->scale()) << " |";
-  if (!found_inf) line << " grad norm: " << format("%.3f", grad_norm) << " |";
+  if (!found_inf) line << " grad norm: " << format("%.3f", step.grad_norm) << " |";
+  if (!found_inf && step.zeros) line << " num zeros: " << format("%.1f", static_cast<double>(*step.zeros)) << " |";
+  if (step.params_norm) line << " params norm: " << format("%.3f", *step.params_norm) << " |";
   line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(w.skipped))
        << " | number of nan iterations: " << format("%3.0f", 0.0) << " |";
   log << line.str() << std::endl;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -17,8 +18,15 @@ struct Window {  // the iterations since the last iteration line
 };
 
 void log_start(const RunContext& c, std::ostream& log, const std::string& prefix);
+// What an iteration line reports besides the loss: the grad norm, and with --log-num-zeros-in-grad /
+// --log-params-norm Megatron's "num zeros" and "params norm" fields.
+struct StepReport {
+  double grad_norm = 0;
+  std::optional<int64_t> zeros;
+  std::optional<double> params_norm;
+};
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
-                   const Window& w, double loss, bool found_inf, double grad_norm);
+                   const Window& w, double loss, bool found_inf, const StepReport& step);
 void log_finished(const RunContext& c, std::ostream& log, const std::string& prefix, const TrainResult& res);
 
 }  // namespace mr::run

@@ -108,20 +108,27 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
 
 }  // namespace
 
+namespace {
+// The gradient pieces holding every element of the model once: counted (not a TP or tied copy), on the first
+// (expert) data-parallel replica, or in this rank's shard with the distributed optimizer.
+std::vector<const optim::ClipSlot*> owned(RunContext& c, const std::vector<optim::ClipSlot>& dense,
+                                          const std::vector<optim::ClipSlot>& experts) {
+  std::vector<const optim::ClipSlot*> out;
+  for (const auto& s : dense)
+    if (s.counted && (c.dist_opt || c.dp.rank() == 0)) out.push_back(&s);
+  for (const auto& s : experts)
+    if (s.counted && c.edp.rank() == 0) out.push_back(&s);
+  return out;
+}
+}  // namespace
+
 double clip_grad_norm(RunContext& c) {
   std::vector<optim::ClipSlot> experts;
   auto dense = clip_slots(c, &experts);
-  // Each element of the model once: counted (not a TP or tied copy), on the first (expert) data-parallel
-  // replica, or in this rank's shard with the distributed optimizer. Summed in fixed point over the world
-  // (run/exact_stats.h): the same norm, to the last bit, under every layout.
-  std::vector<const optim::ClipSlot*> owned;
-  for (const auto& s : dense)
-    if (s.counted && (c.dist_opt || c.dp.rank() == 0)) owned.push_back(&s);
-  for (const auto& s : experts)
-    if (s.counted && c.edp.rank() == 0) owned.push_back(&s);
+  const std::vector<const optim::ClipSlot*> mine = owned(c, dense, experts);
   distributed::Group& world = c.rt.group("world");
   double m = 0.0;
-  for (const optim::ClipSlot* s : owned) {
+  for (const optim::ClipSlot* s : mine) {
     const double x = max_abs(static_cast<const float*>(s->grad.grad), s->grad.numel);
     m = std::isnan(x) || std::isnan(m) ? std::nan("") : std::max(m, x);
   }
@@ -130,7 +137,7 @@ double clip_grad_norm(RunContext& c) {
   if (std::isfinite(m)) {
     const int e = fixed_exponent(m);
     Fixed sum = 0;
-    for (const optim::ClipSlot* s : owned) sum += sum_squares(static_cast<const float*>(s->grad.grad), s->grad.numel, e);
+    for (const optim::ClipSlot* s : mine) sum += sum_squares(static_cast<const float*>(s->grad.grad), s->grad.numel, e);
     norm = std::sqrt(to_double(all_reduce_sum(world, sum), e));
   }
   if (c.cfg.clip_grad > 0) {
@@ -138,6 +145,40 @@ double clip_grad_norm(RunContext& c) {
     optim::cpu::clip_grads_by_total_norm(experts, c.cfg.clip_grad, norm);
   }
   return norm;
+}
+
+int64_t count_zeros_in_grad(RunContext& c) {
+  std::vector<optim::ClipSlot> experts;
+  auto dense = clip_slots(c, &experts);
+  std::vector<optim::ClipSlot> mine;
+  for (const optim::ClipSlot* s : owned(c, dense, experts)) mine.push_back(*s);
+  for (auto& s : mine) s.counted = true;
+  // The optimizer library's count (exact in a double up to 2^53), summed over the world.
+  return static_cast<int64_t>(optim::cpu::count_zeros(mine, [&c](std::span<double> v, optim::ReduceOp) {
+    c.rt.group("world").all_reduce(distributed::Buffer::cpu(v.data(), v.size()), distributed::ReduceOp::Sum);
+  }));
+}
+
+double params_norm(RunContext& c) {
+  const FlatBuffers& b = c.buf;
+  std::vector<std::pair<int64_t, int64_t>> mine;  // [begin, end) in the model buffer
+  float m = 0.0f;
+  for (size_t k = 0; k < c.plan.params.size(); ++k) {
+    const ParamSpec& p = c.plan.params[k];
+    if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;
+    mine.emplace_back(b.offset[k], b.offset[k] + p.numel());
+    for (int64_t i = mine.back().first; i < mine.back().second; ++i)
+      m = std::max(m, std::fabs(to_float(b.model.data(), b.model_dtype, i)));
+  }
+  distributed::Group& world = c.rt.group("world");
+  const double top = all_reduce_max(world, static_cast<double>(m));
+  if (!std::isfinite(top)) return top;
+  const int e = fixed_exponent(top);
+  Fixed sum = 0;
+  for (auto [lo, hi] : mine)
+    sum += sum_fixed_squares(hi - lo, e, optim::cpu::threads(),
+                             [&b, lo = lo](int64_t i) { return to_float(b.model.data(), b.model_dtype, lo + i); });
+  return std::sqrt(to_double(all_reduce_sum(world, sum), e));
 }
 
 void optimizer_step(RunContext& c, int64_t step_number) {

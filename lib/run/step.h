@@ -8,10 +8,16 @@
 
 namespace mr::run {
 
-// The global gradient norm (L2) of this iteration's gradients, clipped to --clip-grad when it is set. MoE: the
-// dense norm over the model-parallel group, the experts' over the expert model-parallel group, combined; one clip
-// coefficient for both.
+// The global gradient norm (L2) of this iteration's gradients, clipped to --clip-grad when it is set: every
+// element of the model once (dense and routed experts), summed in fixed point over the world (run/exact_stats.h),
+// so the same bits under every layout; one clip coefficient for all.
 double clip_grad_norm(RunContext& c);
+// --log-num-zeros-in-grad: the gradient elements equal to zero, every element once (Megatron counts after the
+// clip, in the optimizer step).
+int64_t count_zeros_in_grad(RunContext& c);
+// --log-params-norm: the L2 norm of the model's parameters (in the training dtype, every element once), exact
+// as the gradient norm.
+double params_norm(RunContext& c);
 
 // One optimizer step (1-based `step_number`) at the schedule's current learning rate and weight decay.
 void optimizer_step(RunContext& c, int64_t step_number);

@@ -156,8 +156,10 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       c.scaler->update(found_inf);
     }
     double grad_norm = std::nan("");
+    StepReport report;
     if (!found_inf) {
       grad_norm = clip_grad_norm(c);
+      if (args.log_num_zeros_in_grad) report.zeros = count_zeros_in_grad(c);  // after the clip, as Megatron
       optimizer_step(c, ++steps_done);
       c.schedule->step(c.global_batch);
       publish_params(c);
@@ -170,7 +172,9 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     window.elapsed_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     ++window.iterations;
     if (it % c.log_interval == 0 || it == c.train_iters) {
-      log_iteration(c, log, prefix, it, consumed, window, loss, found_inf, grad_norm);
+      report.grad_norm = grad_norm;
+      if (args.log_params_norm) report.params_norm = params_norm(c);
+      log_iteration(c, log, prefix, it, consumed, window, loss, found_inf, report);
       window = Window{};
     }
   }

@@ -1,0 +1,199 @@
+// What the training run does with each Megatron flag (run/run_scope.h).
+#include "run/run_scope.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "config/schema.h"
+
+namespace mr::run {
+
+namespace {
+
+// The flags the run reads and acts on: what they mean here, or a refusal (RunError) naming them.
+constexpr ArgId kActs[] = {
+    // The batch and the length of the run (run/train.cpp).
+    ArgId::micro_batch_size, ArgId::global_batch_size, ArgId::rampup_batch_size, ArgId::train_iters,
+    ArgId::train_samples, ArgId::mock_data,
+    // The optimizer and its hyper-parameters (config/optimizer_config_from_args.h, optim/).
+    ArgId::optimizer, ArgId::clip_grad, ArgId::weight_decay, ArgId::adam_beta1, ArgId::adam_beta2, ArgId::adam_eps,
+    ArgId::sgd_momentum, ArgId::lion_beta1, ArgId::lion_beta2, ArgId::muon_momentum, ArgId::muon_split_qkv,
+    ArgId::muon_nesterov, ArgId::muon_scale_mode, ArgId::muon_fp32_matmul_prec, ArgId::muon_coefficient_type,
+    ArgId::muon_num_ns_steps, ArgId::muon_tp_mode, ArgId::muon_use_syrk, ArgId::muon_extra_scale_factor,
+    ArgId::muon_scalar_optimizer, ArgId::use_distributed_optimizer, ArgId::log_num_zeros_in_grad,
+    // The schedule (optim/schedule.h).
+    ArgId::lr, ArgId::min_lr, ArgId::lr_decay_style, ArgId::lr_wsd_decay_style, ArgId::lr_decay_iters,
+    ArgId::lr_decay_samples, ArgId::lr_wsd_decay_iters, ArgId::lr_wsd_decay_samples, ArgId::lr_warmup_fraction,
+    ArgId::lr_warmup_iters, ArgId::lr_warmup_samples, ArgId::lr_warmup_init, ArgId::override_opt_param_scheduler,
+    ArgId::use_checkpoint_opt_param_scheduler, ArgId::start_weight_decay, ArgId::end_weight_decay,
+    ArgId::weight_decay_incr_style, ArgId::decoupled_lr, ArgId::decoupled_min_lr,
+    // Precision and the loss scaler (optim/grad_scaler.h).
+    ArgId::bf16, ArgId::fp16, ArgId::loss_scale, ArgId::initial_loss_scale, ArgId::min_loss_scale,
+    ArgId::loss_scale_window, ArgId::hysteresis,
+    // Initial values (run/buffers.h).
+    ArgId::seed, ArgId::init_method_std,
+    // The log (run/log.h).
+    ArgId::log_interval, ArgId::log_params_norm,
+    // The process groups and the rank layout (parallel/layout.h, distributed/).
+    ArgId::distributed_backend, ArgId::distributed_timeout_minutes, ArgId::distributed_timeout_seconds_after_init,
+    ArgId::tensor_model_parallel_size, ArgId::pipeline_model_parallel_size, ArgId::context_parallel_size,
+    ArgId::expert_model_parallel_size, ArgId::expert_tensor_parallel_size, ArgId::use_tp_pp_dp_mapping,
+    ArgId::num_layers_per_virtual_pipeline_stage, ArgId::num_virtual_stages_per_pipeline_rank,
+    ArgId::decoder_first_pipeline_num_layers, ArgId::decoder_last_pipeline_num_layers,
+    ArgId::pipeline_model_parallel_layout, ArgId::use_gloo_process_groups, ArgId::local_rank,
+    // The model's parameters: names, shapes, tying, weight-decay groups (run/model.h), and what it refuses.
+    ArgId::num_layers, ArgId::hidden_size, ArgId::ffn_hidden_size, ArgId::num_attention_heads, ArgId::kv_channels,
+    ArgId::group_query_attention, ArgId::num_query_groups, ArgId::max_position_embeddings,
+    ArgId::position_embedding_type, ArgId::make_vocab_size_divisible_by, ArgId::normalization, ArgId::swiglu,
+    ArgId::untie_embeddings_and_output_weights, ArgId::add_bias_linear, ArgId::add_qkv_bias, ArgId::qk_layernorm,
+    ArgId::apply_wd_to_qk_layernorm, ArgId::vocab_size, ArgId::tokenizer_type, ArgId::num_experts,
+    ArgId::moe_layer_freq, ArgId::moe_ffn_hidden_size, ArgId::moe_grouped_gemm,
+    ArgId::moe_shared_expert_intermediate_size, ArgId::moe_shared_expert_gate, ArgId::mtp_num_layers,
+    ArgId::multi_latent_attention, ArgId::hybrid_override_pattern, ArgId::hybrid_layer_pattern,
+    ArgId::heterogeneous_layers_config_path, ArgId::heterogeneous_layers_config_encoded_json,
+    ArgId::account_for_embedding_in_pipeline_split, ArgId::account_for_loss_in_pipeline_split,
+};
+
+constexpr const char* kNoForward = "no model forward/backward: the gradients are synthetic";
+constexpr const char* kNoData = "no data is read: the gradients are synthetic";
+constexpr const char* kNoEval = "no evaluation in a synthetic run";
+constexpr const char* kNoCheckpoint = "the synthetic run does not save or load checkpoints yet";
+constexpr const char* kNoReport = "not reported by the synthetic run (its log is the iteration line)";
+constexpr const char* kNoProfiler = "no profiler in the synthetic run";
+constexpr const char* kNoResilience = "no fault tolerance, restart or straggler machinery in the synthetic run";
+constexpr const char* kNoPerformance =
+    "a performance option of Megatron's real run (overlap, fusion, buckets, offload, memory): not modelled";
+constexpr const char* kNoInference = "inference, RL and distillation are not training-run features here";
+constexpr const char* kNotModelled = "not modelled by the synthetic run";
+
+// The reason for the rest of each argparse group.
+const std::map<std::string_view, const char*>& group_reasons() {
+  static const std::map<std::string_view, const char*> m = {
+      {"transformer configuration", kNoForward},
+      {"network size", kNoForward},
+      {"mla", kNoForward},
+      {"moe", kNoForward},
+      {"experimental", kNoForward},
+      {"experimental_attention_variant", kNoForward},
+      {"heterogeneous architecture", kNoForward},
+      {"Transformer-Engine", kNoForward},
+      {"Triton autotune policy", kNoForward},
+      {"kitchen", kNoForward},
+      {"wide residual", kNoForward},
+      {"vision", kNoForward},
+      {"mixed precision", kNoForward},
+      {"RNG and initialization", kNotModelled},
+      {"regularization", kNotModelled},
+      {"learning rate and weight decay", kNotModelled},
+      {"training", kNotModelled},
+      {"distributed init", kNoPerformance},
+      {"data and dataloader", kNoData},
+      {"tokenizer", kNoData},
+      {"varlen dataset", kNoData},
+      {"sft", kNoData},
+      {"msc", kNoData},
+      {"validation", kNoEval},
+      {"checkpointing", kNoCheckpoint},
+      {"logging", kNoReport},
+      {"profiling", kNoProfiler},
+      {"workload inspector", kNoProfiler},
+      {"In-process restart", kNoResilience},
+      {"fault injector", kNoResilience},
+      {"straggler", kNoResilience},
+      {"rerun engine", kNoResilience},
+      {"ft_package", kNoResilience},
+      {"autoresume", kNoResilience},
+      {"inference", kNoInference},
+      {"rl", kNoInference},
+      {"Logits Distillation", kNoInference},
+  };
+  return m;
+}
+
+// Flags whose reason is not their group's.
+const std::map<ArgId, const char*>& flag_reasons() {
+  static const std::map<ArgId, const char*> m = {
+      {ArgId::exit_interval, "not honoured by the synthetic run yet"},
+      {ArgId::exit_duration_in_mins, "not honoured by the synthetic run yet"},
+      {ArgId::exit_signal_handler, "not honoured by the synthetic run yet"},
+      {ArgId::sequence_parallel, "a layout of activations: the synthetic run has none (its parameters are the same)"},
+      {ArgId::seq_length, "no model forward/backward: sequences have no effect on synthetic gradients"},
+      {ArgId::optimizer_cpu_offload, kNoPerformance},
+      {ArgId::optimizer_offload_fraction, kNoPerformance},
+      {ArgId::use_torch_optimizer_for_cpu_offload, kNoPerformance},
+      {ArgId::overlap_cpu_optimizer_d2h_h2d, kNoPerformance},
+      {ArgId::optimizer_cuda_graph, kNoPerformance},
+      {ArgId::pin_cpu_grads, kNoPerformance},
+      {ArgId::pin_cpu_params, kNoPerformance},
+      {ArgId::recompute_activations, kNoPerformance},
+      {ArgId::checkpoint_activations, kNoPerformance},
+      {ArgId::empty_unused_memory_level, kNoPerformance},
+      {ArgId::manual_gc, kNoPerformance},
+      {ArgId::manual_gc_interval, kNoPerformance},
+      {ArgId::accumulate_allreduce_grads_in_fp32,
+       "the synthetic run keeps fp32 gradients always (the flag only sizes the memory estimate)"},
+      {ArgId::grad_reduce_in_bf16, "the synthetic run reduces gradients in fp32"},
+      {ArgId::tensorboard_dir, "no TensorBoard writer in the synthetic run"},
+      {ArgId::wandb_project, "no Weights & Biases writer in the synthetic run"},
+      {ArgId::wandb_exp_name, "no Weights & Biases writer in the synthetic run"},
+      {ArgId::use_megatron_fsdp, "the synthetic run shards with the distributed optimizer only (not Megatron-FSDP)"},
+      {ArgId::use_torch_fsdp2, "the synthetic run shards with the distributed optimizer only (not FSDP2)"},
+  };
+  return m;
+}
+
+const std::vector<bool>& acts_table() {
+  static const std::vector<bool> t = [] {
+    std::vector<bool> v(kArgCount, false);
+    for (ArgId id : kActs) v[static_cast<size_t>(id)] = true;
+    return v;
+  }();
+  return t;
+}
+
+}  // namespace
+
+bool acts_on(ArgId id) { return acts_table()[static_cast<size_t>(id)]; }
+
+const char* why_not_acted_on(ArgId id, std::string_view group) {
+  if (acts_on(id)) return nullptr;
+  if (auto f = flag_reasons().find(id); f != flag_reasons().end()) return f->second;
+  if (auto g = group_reasons().find(group); g != group_reasons().end()) return g->second;
+  return nullptr;
+}
+
+std::vector<Unacted> unacted_flags(const Namespace& ns) {
+  std::vector<Unacted> out;
+  std::map<std::string_view, size_t> index;
+  std::vector<std::string_view> seen;
+  for (const Arg& a : Schema::megatron().args()) {
+    const std::string_view dest = a.dest();
+    if (!ns.has(dest) || std::find(seen.begin(), seen.end(), dest) != seen.end()) continue;
+    const Provenance::Kind k = ns.provenance(dest).kind;
+    if (k != Provenance::Kind::Config && k != Provenance::Kind::Cli) continue;  // not Env: a launcher's variables
+    seen.push_back(dest);
+    const std::optional<ArgId> id = find_arg(dest);
+    if (!id) continue;
+    const char* why = why_not_acted_on(*id, a.spec->group);
+    if (!why) continue;
+    auto [it, fresh] = index.emplace(why, out.size());
+    if (fresh) out.push_back({why, {}});
+    out[it->second].flags.push_back(Schema::megatron().flag_for_dest(dest));
+  }
+  return out;
+}
+
+std::string unacted_notice(const Namespace& ns) {
+  const std::vector<Unacted> u = unacted_flags(ns);
+  if (u.empty()) return {};
+  std::string s = "megatron-run: notice: the synthetic training run does not act on ";
+  for (size_t i = 0; i < u.size(); ++i) {
+    if (i) s += "; ";
+    for (size_t j = 0; j < u[i].flags.size(); ++j) s += (j ? ", " : "") + u[i].flags[j];
+    s += " (" + u[i].why + ")";
+  }
+  return s;
+}
+
+}  // namespace mr::run

@@ -1,0 +1,37 @@
+// What megatron-run's own training run does with each Megatron flag (lib/run/run_scope.cpp holds the table).
+// Torch-free (mr_run_model): the launcher prints the notice before it starts the workers.
+//
+// Every flag of the schema is either acted on by the run (it reads it and does what it means, or refuses the
+// value with a RunError naming it) or has a reason why a synthetic run cannot act on it ("no evaluation in a
+// synthetic run"). A flag the user set that the run does not act on is named in one notice at start; none is
+// silently ignored. tests/run/run_scope_test.cpp walks the schema: a flag or group that is in neither list
+// fails it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/args.h"
+#include "config/namespace.h"
+
+namespace mr::run {
+
+// Whether the run acts on a dest.
+bool acts_on(ArgId id);
+// Why the run does not act on the dest of `group` (the schema's argparse group); nullptr when it does, or when the
+// table has no reason for it (a hole the test reports).
+const char* why_not_acted_on(ArgId id, std::string_view group);
+
+// The flags set in `ns` (provenance: a config file or the command line) that the run does not
+// act on, grouped by reason, in schema order: {reason, {"--eval-interval", "--eval-iters"}}.
+struct Unacted {
+  std::string why;
+  std::vector<std::string> flags;
+};
+std::vector<Unacted> unacted_flags(const Namespace& ns);
+// One line for the notice: "megatron-run: notice: the synthetic training run does not act on --eval-interval,
+// --eval-iters (no evaluation in a synthetic run); --tensorboard-dir (...)". Empty when there are none.
+std::string unacted_notice(const Namespace& ns);
+
+}  // namespace mr::run
