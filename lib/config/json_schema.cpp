@@ -226,7 +226,7 @@ std::string config_json_schema(const Schema& schema) {
                               {"description", "The environment validation sees (on top of the process's)."},
                               {"additionalProperties", scalar}})}})},
   });
-  Value plain_layout = obj({{"type", "object"},
+  Value plain_layout = obj({{"type", Value(List{"object", "null"})},  // an empty file is an empty config
                             {"description", "Megatron arguments by flag (--num-layers) or dest (num_layers)."},
                             {"properties", obj(std::move(plain))},
                             {"additionalProperties", false}});
@@ -238,7 +238,7 @@ std::string config_json_schema(const Schema& schema) {
       {"type", Value(List{"object", "null"})},
       {"if", obj({{"type", "object"}, {"required", Value(List{"MODEL_ARGS"})}})},
       {"then", obj({{"$ref", "#/$defs/functional_test_layout"}})},
-      {"else", obj({{"anyOf", Value(List{type("null"), obj({{"$ref", "#/$defs/plain_layout"}})})}})},
+      {"else", obj({{"$ref", "#/$defs/plain_layout"}})},  // no anyOf: errors point at the key
       {"$defs", obj({{"plain_layout", plain_layout},
                      {"functional_test_layout", functional},
                      {"arg", obj(std::move(defs_values))}})},
