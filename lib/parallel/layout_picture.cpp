@@ -89,7 +89,7 @@ std::string layout_svg(const Layout& layout, int64_t gpus_per_node, const std::s
   const double cell_w = 92, stripe_h = 14, head_h = 18, gap = 6, left = 70, top = 58;
   const double cell_h = head_h + stripe_h * static_cast<double>(stripes.size()) + 4;
   const double grid_w = static_cast<double>(cols) * (cell_w + gap);
-  const double legend_h = 22 + 16 * static_cast<double>(stripes.size()) + 20;
+  const double legend_h = 22 + 16 * static_cast<double>(stripes.size() + 1) + 20;
   const double width = std::max(left + grid_w + 10, 560.0);
   const double height = top + static_cast<double>(nodes) * (cell_h + gap) + legend_h;
 
@@ -134,9 +134,10 @@ std::string layout_svg(const Layout& layout, int64_t gpus_per_node, const std::s
   d.text(10, ly, "Each GPU shows, top to bottom:", {.size = 12, .bold = true});
   for (const Stripe& s : stripes) {
     ly += 16;
-    d.text(24, ly, std::string(s.label) + ": " + s.meaning + "; equal colours in a row: the same group",
-           {.size = 11, .fill = "#333333"});
+    d.text(24, ly, std::string(s.label) + ": " + s.meaning, {.size = 11, .fill = "#333333"});
   }
+  d.text(24, ly + 16, "The same colour in the same stripe: the same group. Hover over a GPU for its details.",
+         {.size = 11, .fill = "#333333"});
   return d.str();
 }
 
