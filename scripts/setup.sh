@@ -14,7 +14,8 @@ PACKAGES=(
   libtorch-dev libgloo-dev
   libopenblas0-pthread libopenblas-dev
   nlohmann-json3-dev ccache
-  python3-torch python3-jsonschema graphviz
+  python3-torch python3-jsonschema python3-yaml graphviz
+  chromium zsh fish
 )
 
 missing=()

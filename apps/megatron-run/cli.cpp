@@ -33,18 +33,33 @@ void print_command_usage(std::ostream& os, const std::string& cmd) {
           "prints one result per file as soon as it is known. Exit 0: every file valid; 1: a rule failed; 2: a file\n"
           "could not be read or parsed. `megatron-run help` lists the config and target options.\n";
   } else if (cmd == "schema") {
-    os << "usage: megatron-run schema [--format json|text|bash-completion]\n\n"
-          "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n";
+    os << "usage: megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n\n"
+          "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n"
+          "json-schema: a JSON Schema (draft 2020-12) for --config files, for editors and validators;\n"
+          "*-completion: a completion script for the shell (commands, their options, every Megatron flag).\n";
   } else if (cmd == "rules") {
     os << "usage: megatron-run rules [--format text|markdown]\n\n"
           "Lists every validation rule: its id, stage, level and message (docs/validation.md is this, as markdown).\n";
   } else if (cmd == "topology") {
-    os << "usage: megatron-run topology --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
-          "Prints every process group of the job (Megatron's rank layout) without starting anything.\n";
+    os << "usage: megatron-run topology --world-size N [--format text|json|svg|dot] [--gpus-per-node N]\n"
+          "                             [--config FILE]... [MEGATRON FLAGS]\n"
+          "Prints every process group of the job (Megatron's rank layout) without starting anything. svg and dot\n"
+          "draw the GPUs as a grid, one row per node of --gpus-per-node GPUs (default 8), each marked with its\n"
+          "TP group, pipeline stage, data-parallel replica (and CP rank, EP group); dot is for Graphviz.\n";
   } else if (cmd == "params") {
-    os << "usage: megatron-run params --world-size N [--format text|json] [--config FILE]... [MEGATRON FLAGS]\n"
+    os << "usage: megatron-run params --world-size N [--format text|json|svg] [--device-memory SIZE]\n"
+          "                           [--config FILE]... [MEGATRON FLAGS]\n"
           "Prints the parameters each (tensor, pipeline) rank holds and the memory they take (weights,\n"
-          "gradients, main params, optimizer state, activations), without starting anything.\n";
+          "gradients, main params, optimizer state, activations), without starting anything. svg draws one\n"
+          "stacked bar per rank against --device-memory (default 80GiB; B, KiB, MiB, GiB, TiB, KB, MB, GB, TB).\n";
+  } else if (cmd == "schedule") {
+    os << "usage: megatron-run schedule [--format text|csv|json|svg] [--points N | --every K | --at N,N,...]\n"
+          "                             [--config FILE]... [MEGATRON FLAGS]\n"
+          "Prints the learning rate and weight decay over the run, from the scheduler the run uses (Megatron's\n"
+          "OptimizerParamScheduler): per iteration (--train-iters), or per consumed sample (--train-samples),\n"
+          "each point with its phase (warmup, constant, stable, decay, anneal, floor). The value at iteration i is\n"
+          "the one Megatron logs at i. Points: --points N evenly spaced plus the phase boundaries (default 20 for\n"
+          "text, 500 otherwise), --every K, or --at a list.\n";
   } else {
     print_usage(os);
   }
@@ -55,11 +70,13 @@ void print_usage(std::ostream& os) {
         "usage:\n"
         "  megatron-run --dry-run [--config FILE]... [--format text|json] [--explain FLAG]... [MEGATRON FLAGS]\n"
         "  megatron-run check [--format text|json] [--world-size N] [target options] FILE...\n"
-        "  megatron-run schema [--format json|text|bash-completion]\n"
+        "  megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n"
         "  megatron-run rules [--format text|markdown]   the validation rules\n"
-        "  megatron-run topology --world-size N [--format text|json] [config options] [MEGATRON FLAGS]\n"
-        "  megatron-run params --world-size N [--format text|json] [config options] [MEGATRON FLAGS]\n"
+        "  megatron-run topology --world-size N [--format text|json|svg|dot] [config options] [MEGATRON FLAGS]\n"
+        "  megatron-run params --world-size N [--format text|json|svg] [config options] [MEGATRON FLAGS]\n"
         "                               parameters and their memory per (tensor, pipeline) rank\n"
+        "  megatron-run schedule [--format text|csv|json|svg] [config options] [MEGATRON FLAGS]\n"
+        "                               learning rate and weight decay over the run\n"
         "  megatron-run [--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]] [--bring-up-only]\n"
         "               [--config FILE]... [MEGATRON FLAGS]      validate, then start or join the job\n"
         "  megatron-run [launch options] [--config FILE]... [MEGATRON FLAGS] PROGRAM\n"
@@ -97,10 +114,19 @@ void print_usage(std::ostream& os) {
         "  Under torchrun (torchrun --no-python ... megatron-run ...) or SLURM, megatron-run joins the job.\n";
 }
 
-void CommonOptions::add_to(po::options_description& desc) {
+std::string picture_title(const CommonOptions& common, const std::string& what) {
+  std::string names;
+  for (const std::string& c : common.configs) {
+    const size_t slash = c.find_last_of('/');
+    names += (names.empty() ? "" : " + ") + (slash == std::string::npos ? c : c.substr(slash + 1));
+  }
+  return (names.empty() ? std::string("megatron-run") : names) + ": " + what;
+}
+
+void CommonOptions::add_to(po::options_description& desc, const char* formats) {
   desc.add_options()
       ("config", po::value(&configs)->composing(), "config file")
-      ("format", po::value(&format), "text|json")
+      ("format", po::value(&format), formats)
       ("allow-unset-env", po::bool_switch(&allow_unset_env), "keep unset ${VAR}")
       ("env-placeholder", po::value(&env_placeholder), "unset ${VAR} -> DIR/VAR")
       ("log-level", po::value(&log_level), "log level")
@@ -114,8 +140,11 @@ void CommonOptions::add_to(po::options_description& desc) {
 
 Invocation CommonOptions::invocation(const std::vector<std::string>& extra_formats) const {
   bool extra = std::find(extra_formats.begin(), extra_formats.end(), format) != extra_formats.end();
-  if (format != "text" && format != "json" && !extra)
-    throw UsageError("argument --format: invalid choice: '" + format + "' (choose from 'text', 'json')", {"--format"});
+  if (format != "text" && format != "json" && !extra) {
+    std::string allowed = "'text', 'json'";
+    for (const std::string& f : extra_formats) allowed += ", '" + f + "'";
+    throw UsageError("argument --format: invalid choice: '" + format + "' (choose from " + allowed + ")", {"--format"});
+  }
   auto lvl = log::parse_level(log_level);
   if (!lvl) throw UsageError("argument --log-level: invalid choice: '" + log_level + "'", {"--log-level"});
   log::init(*lvl);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/completion.h"
 #include "config/parse/invocation.h"
 #include "config/validate/resolve.h"
 #include "launch/program.h"
@@ -25,10 +26,50 @@ struct CommonOptions {
   std::string target_env_file, gpu_arch, te_version, torch_version, flashinfer_version;
   std::optional<long long> world_size;
 
-  void add_to(po::options_description& desc);
+  // `formats`: the description of --format, its choices as "a|b|c" (shell completion offers them).
+  void add_to(po::options_description& desc, const char* formats = "text|json");
   // Builds the invocation (target environment, config options) from these options.
   Invocation invocation(const std::vector<std::string>& extra_formats = {}) const;
 };
+
+// The options of `topology` (cmd_topology.cpp), `params` (cmd_params.cpp) and `schedule` (cmd_schedule.cpp).
+struct TopologyOptions {
+  CommonOptions common;
+  long long gpus_per_node = 8;
+  void add_to(po::options_description& desc);
+};
+struct ParamsOptions {
+  CommonOptions common;
+  std::string device_memory = "80GiB";
+  void add_to(po::options_description& desc);
+};
+struct ScheduleOptions {
+  CommonOptions common;
+  std::optional<long long> points, every;
+  std::string at;  // "N,N,..."
+  void add_to(po::options_description& desc);
+};
+
+struct CheckOptions {
+  CommonOptions common;
+  bool quiet = false;
+  void add_to(po::options_description& desc);
+};
+struct SchemaOptions {
+  std::string format = "json";
+  void add_to(po::options_description& desc);
+};
+struct RulesOptions {
+  std::string format = "text";
+  void add_to(po::options_description& desc);
+};
+
+// What shell completion offers (completion.h): every command with its own options, read from the same option
+// descriptions the commands parse with (completion_spec.cpp).
+CompletionSpec completion_spec();
+
+// A picture's heading: the config files' names ("a.yaml + b.yaml: WHAT"), or "megatron-run: WHAT".
+std::string picture_title(const CommonOptions& common, const std::string& what);
 
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions.
 struct SplitArgs {
@@ -44,7 +85,8 @@ int cmd_schema(const std::vector<std::string>& args);  // export the schema
 int cmd_rules(const std::vector<std::string>& args);   // list validation rules
 std::string rules_markdown();
 int cmd_topology(const std::vector<std::string>& args);
-int cmd_params(const std::vector<std::string>& args);  // parameters and their memory per rank (cmd_params.cpp)  // print the process groups of a config (launch.cpp)
+int cmd_params(const std::vector<std::string>& args);    // parameters and their memory per rank
+int cmd_schedule(const std::vector<std::string>& args);  // learning rate and weight decay over the run
 void print_usage(std::ostream& os);
 
 // The warnings of a resolution (parse warnings and warning rules), logged.

@@ -39,13 +39,18 @@ Diagnostic parse_warning(const std::string& w, const std::string& file) {
 }
 }  // namespace
 
+void CheckOptions::add_to(po::options_description& desc) {
+  common.add_to(desc);
+  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors");
+}
+
 int cmd_check(const std::vector<std::string>& args) {
   po::options_description desc("check");
-  CommonOptions common;
-  common.add_to(desc);
-  bool quiet = false;
-  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors")(
-      "files", po::value<std::vector<std::string>>()->composing(), "files");
+  CheckOptions opts;
+  opts.add_to(desc);
+  CommonOptions& common = opts.common;
+  bool& quiet = opts.quiet;
+  desc.add_options()("files", po::value<std::vector<std::string>>()->composing(), "files");
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
   std::vector<std::string> files;
   files.reserve(split.rest.size());

@@ -10,7 +10,9 @@
 #include "config/checked.h"
 #include "config/print.h"
 #include "launch.h"
+#include "run/memory_picture.h"
 #include "run/model.h"
+#include "util/byte_size.h"
 
 namespace mr::app {
 
@@ -32,15 +34,27 @@ std::string json_num(double v) {
 
 }  // namespace
 
+void ParamsOptions::add_to(po::options_description& desc) {
+  common.add_to(desc, "text|json|svg");
+  desc.add_options()("device-memory", po::value(&device_memory),
+                     "the GPU's memory the picture's bars are drawn against (default 80GiB)");
+}
+
 int cmd_params(const std::vector<std::string>& args) {
   po::options_description desc("params");
-  CommonOptions common;
-  common.add_to(desc);
+  ParamsOptions opts;
+  opts.add_to(desc);
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);  // --help: main.cpp
+  CommonOptions& common = opts.common;
+  const std::optional<double> capacity = parse_byte_size(opts.device_memory);
+  if (!capacity || *capacity <= 0)
+    throw UsageError("argument --device-memory: '" + opts.device_memory +
+                         "' is not a memory size (a positive number with B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)",
+                     {"--device-memory"}, {}, "input.device-memory");
   Outcome out;
   Args job_args;
   parallel::Layout layout;
-  if (int rc = resolve_job_layout("params", common, split.rest, out, job_args, layout)) return rc;
+  if (int rc = resolve_job_layout("params", common, split.rest, out, job_args, layout, {"svg"})) return rc;
   const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;
 
   // One row per (tensor, pipeline) rank; a row keeps the counts, not the plan, so memory stays bounded by one
@@ -76,6 +90,17 @@ int cmd_params(const std::vector<std::string>& args) {
     return report_failure(common, Diagnostic{Diagnostic::Level::Error, "model-plan", e.what(), {}, {}, kStagePlan});
   }
 
+  if (common.format == "svg") {
+    std::vector<run::RankMemory> bars;
+    for (const Row& r : rows) bars.push_back({r.tp_rank, r.pp_rank, r.mem});
+    std::string sub = "world size " + std::to_string(layout.spec.world_size) + ": TP=" + std::to_string(tp) +
+                      " PP=" + std::to_string(pp) + " CP=" + std::to_string(layout.spec.cp) + " DP=" +
+                      std::to_string(dp);
+    if (layout.spec.ep > 1) sub += " EP=" + std::to_string(layout.spec.ep);
+    sub += "; " + std::to_string(unique) + " parameters; optimizer " + std::string(arg::to_string(job_args.optimizer));
+    std::cout << run::memory_svg(bars, *capacity, opts.device_memory, picture_title(common, "memory per rank"), sub);
+    return 0;
+  }
   if (common.format == "json") {
     std::cout << "{\"world_size\": " << layout.spec.world_size << ", \"tp\": " << tp << ", \"pp\": " << pp
               << ", \"dp\": " << dp << ", \"cp\": " << layout.spec.cp << ", \"parameters\": " << unique

@@ -37,10 +37,15 @@ std::string rules_markdown() {
   return out;
 }
 
+void RulesOptions::add_to(po::options_description& desc) {
+  desc.add_options()("format", po::value(&format), "text|markdown");
+}
+
 int cmd_rules(const std::vector<std::string>& args) {
   po::options_description desc("rules");
-  std::string format = "text";
-  desc.add_options()("format", po::value(&format), "text|markdown");
+  RulesOptions opts;
+  opts.add_to(desc);
+  const std::string& format = opts.format;
   split_args(args, 2, desc, /*allow_unregistered=*/false);
   if (format == "markdown") {
     std::cout << rules_markdown();

@@ -15,15 +15,9 @@
 
 namespace mr::app {
 
-int cmd_run(const std::vector<std::string>& args) {
-  po::options_description desc("megatron-run");
-  CommonOptions common;
-  common.add_to(desc);
-  LaunchOptions launch_opts;  // --nproc-per-node, --nnodes, ... (launch.cpp)
-  launch_opts.add_to(desc);
-  bool dry_run = false, help = false, version = false, parse_only = false, provenance = false;
-  bool no_python = false, no_append_args = false;
-  std::vector<std::string> explain;
+void RunOptions::add_to(po::options_description& desc) {
+  common.add_to(desc, "text|json|argv|argv0");
+  launch.add_to(desc);
   desc.add_options()("dry-run", po::bool_switch(&dry_run), "resolve and print, do not run")
       ("parse-only", po::bool_switch(&parse_only), "stop after parsing (no validation)")
       ("provenance", po::bool_switch(&provenance), "JSON output: each value with its source")
@@ -32,6 +26,17 @@ int cmd_run(const std::vector<std::string>& args) {
       ("no-append-args", po::bool_switch(&no_append_args), "do not append the Megatron flags to the program's")
       ("help", po::bool_switch(&help), "help (also -h)")
       ("version", po::bool_switch(&version), "version");
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+  po::options_description desc("megatron-run");
+  RunOptions opts;
+  opts.add_to(desc);
+  CommonOptions& common = opts.common;
+  LaunchOptions& launch_opts = opts.launch;  // --nproc-per-node, --nnodes, ... (launch.cpp)
+  bool &dry_run = opts.dry_run, &help = opts.help, &version = opts.version, &parse_only = opts.parse_only,
+       &provenance = opts.provenance, &no_python = opts.no_python, &no_append_args = opts.no_append_args;
+  std::vector<std::string>& explain = opts.explain;
   // The training program, torchrun's way (launch/program.h): its words are its own, never ours or Megatron's.
   launch::Program program;
   std::vector<std::string> own_args = args;

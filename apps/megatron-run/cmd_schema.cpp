@@ -1,21 +1,37 @@
-// `megatron-run schema`: the argument table as JSON, text help or a bash completion script.
+// `megatron-run schema`: the argument table as JSON, text help, a JSON Schema for --config files, or a bash, zsh
+// or fish completion script.
 #include <iostream>
 
 #include "cli.h"
+#include "config/completion.h"
+#include "config/json_schema.h"
 #include "config/print.h"
 
 namespace mr::app {
 
+void SchemaOptions::add_to(po::options_description& desc) {
+  desc.add_options()("format", po::value(&format),
+                     "json|text|json-schema|bash-completion|zsh-completion|fish-completion");
+}
+
 int cmd_schema(const std::vector<std::string>& args) {
   po::options_description desc("schema");
-  std::string format = "json";
-  desc.add_options()("format", po::value(&format), "json|text|bash-completion");
+  SchemaOptions opts;
+  opts.add_to(desc);
   split_args(args, 2, desc, /*allow_unregistered=*/false);
+  const std::string& format = opts.format;
   const Schema& s = Schema::megatron();
   if (format == "json") std::cout << schema_json(s);
   else if (format == "text") print_help(std::cout, s, "megatron-run");
-  else if (format == "bash-completion") std::cout << bash_completion(s, "megatron-run");
-  else throw UsageError("argument --format: invalid choice: '" + format + "' (choose from 'json', 'text', 'bash-completion')", {"--format"});
+  else if (format == "json-schema") std::cout << config_json_schema(s);
+  else if (format == "bash-completion") std::cout << bash_completion(s, completion_spec());
+  else if (format == "zsh-completion") std::cout << zsh_completion(s, completion_spec());
+  else if (format == "fish-completion") std::cout << fish_completion(s, completion_spec());
+  else
+    throw UsageError("argument --format: invalid choice: '" + format +
+                         "' (choose from 'json', 'text', 'json-schema', 'bash-completion', 'zsh-completion', "
+                         "'fish-completion')",
+                     {"--format"});
   return 0;
 }
 

@@ -28,8 +28,8 @@ std::optional<Diagnostic> init_check(const Outcome& out) {
 }
 
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
-                       Args& args, parallel::Layout& layout) {
-  Invocation inv = common.invocation();
+                       Args& args, parallel::Layout& layout, const std::vector<std::string>& extra_formats) {
+  Invocation inv = common.invocation(extra_formats);
   inv.cli = rest;
   if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
     throw UsageError(std::string(cmd) + ": --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});

@@ -43,12 +43,23 @@ struct LaunchOptions {
   void apply(Invocation& inv);
 };
 
+// The default command's options (cmd_run.cpp): the config and target options, the launcher's, and its own.
+struct RunOptions {
+  CommonOptions common;
+  LaunchOptions launch;
+  bool dry_run = false, help = false, version = false, parse_only = false, provenance = false;
+  bool no_python = false, no_append_args = false;
+  std::vector<std::string> explain;
+  void add_to(po::options_description& desc);
+};
+
 // For the commands that describe a job without starting it (topology, params): resolves `rest` (Megatron's
 // flags) for the world size --world-size / WORLD_SIZE gives (UsageError naming `cmd` without one) and builds the
 // rank layout from the typed view of the resolved arguments. Returns 0 with `out`, `args` and `layout` set, or 1
 // after printing the failed rules / the argument or layout error.
+// `extra_formats`: the --format values the command accepts besides text and json.
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
-                       Args& args, parallel::Layout& layout);
+                       Args& args, parallel::Layout& layout, const std::vector<std::string>& extra_formats = {});
 
 // The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
 // which megatron-run runs when it lays out the process groups), for --format json.

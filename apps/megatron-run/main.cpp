@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
     }
     {  // a command word, or Megatron flags for the default command
       const std::string cmd = args.front();
-      if ((cmd == "check" || cmd == "schema" || cmd == "rules" || cmd == "topology" || cmd == "params") &&
+      if ((cmd == "check" || cmd == "schema" || cmd == "rules" || cmd == "topology" || cmd == "params" ||
+           cmd == "schedule") &&
           asks_help(std::vector<std::string>(args.begin() + 1, args.end()))) {
         mr::app::print_command_usage(std::cout, cmd);
         return 0;
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
       if (cmd == "rules") return mr::app::cmd_rules(rest);
       if (cmd == "topology") return mr::app::cmd_topology(rest);
       if (cmd == "params") return mr::app::cmd_params(rest);
+      if (cmd == "schedule") return mr::app::cmd_schedule(rest);
       if (cmd == "help") {
         mr::app::print_usage(std::cout);
         return 0;

@@ -161,21 +161,6 @@ void print_help(std::ostream& os, const Schema& schema, const std::string& prog)
   }
 }
 
-std::string bash_completion(const Schema& schema, const std::string& prog) {
-  std::string flags;
-  for (const Arg& a : schema.args())
-    for (const auto& f : a.flags) flags += f + " ";
-  flags += "--config --dry-run --format --explain --allow-unset-env --log-level --target-gpu-arch "
-           "--target-te-version --target-torch-version --target-flashinfer-version --target-env";
-  std::string fn = "_" + prog;
-  for (char& c : fn)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return "# bash completion for " + prog + "\n" + fn +
-         "() {\n  local cur=\"${COMP_WORDS[COMP_CWORD]}\"\n  if [[ \"$cur\" == -* ]]; then\n"
-         "    COMPREPLY=( $(compgen -W \"" + flags + "\" -- \"$cur\") )\n  else\n"
-         "    COMPREPLY=( $(compgen -f -- \"$cur\") )\n  fi\n}\ncomplete -F " + fn + " " + prog + "\n";
-}
-
 // ---- messages ----------------------------------------------------------------------------------------------
 
 void print_error(std::ostream& os, std::string_view message) {

@@ -22,8 +22,7 @@ std::string namespace_json(const Namespace& ns, bool with_provenance = false);
 std::string schema_json(const Schema& schema);
 // argparse-style --help text, grouped as Megatron's parser groups them.
 void print_help(std::ostream& os, const Schema& schema, const std::string& prog);
-// Bash completion script for every flag.
-std::string bash_completion(const Schema& schema, const std::string& prog);
+// Shell completion scripts: config/completion.h.
 
 // ---- messages ----------------------------------------------------------------------------------------------
 // The one place megatron-run formats its messages for people: every usage error, diagnostic and log record goes

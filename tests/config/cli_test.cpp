@@ -277,7 +277,7 @@ TEST_CASE("no arguments prints the usage; -h/--help work after every command", "
   auto none = sh("");
   CHECK(none.exit == 0);
   CHECK(none.out.find("usage:") != std::string::npos);
-  for (std::string cmd : {"", "check ", "schema ", "rules ", "topology ", "params "})
+  for (std::string cmd : {"", "check ", "schema ", "rules ", "topology ", "params ", "schedule "})
     for (std::string h : {"-h", "--help"}) {
       auto r = sh(cmd + h);
       INFO(cmd + h);

@@ -1,0 +1,63 @@
+// What shell completion offers for megatron-run's own surface: each command and its options, read from the very
+// option descriptions the commands parse with (their *Options::add_to), so a new option completes without being
+// listed here. The values of --format come from its description, which names the choices as "a|b|c".
+#include <boost/algorithm/string.hpp>
+
+#include "cli.h"
+#include "launch.h"
+
+namespace mr::app {
+
+namespace {
+
+// "text|json|svg" (a description that is nothing but choices, or starts with them and a colon).
+std::vector<std::string> choices_of(const std::string& description) {
+  std::string head = description.substr(0, description.find(':'));
+  if (head.find('|') == std::string::npos) return {};
+  for (char c : head)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '|' || c == '-')) return {};
+  std::vector<std::string> out;
+  boost::split(out, head, boost::is_any_of("|"));
+  return out;
+}
+
+std::vector<CompletionOption> options_of(const po::options_description& desc) {
+  std::vector<CompletionOption> out;
+  for (const auto& od : desc.options()) {
+    const std::string& d = od->description();
+    if (d == "not supported yet") continue;  // torchrun's options megatron-run refuses (launch.cpp)
+    CompletionOption o{"--" + od->long_name(), od->semantic()->max_tokens() > 0, d, choices_of(d), false};
+    o.files = o.flag == "--config" || o.flag == "--target-env";
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+template <class Options>
+CompletionCommand command(const char* name, const char* help, bool megatron_flags, bool files = false) {
+  Options opts;
+  po::options_description desc(name);
+  opts.add_to(desc);
+  return CompletionCommand{name, help, options_of(desc), megatron_flags, files};
+}
+
+}  // namespace
+
+CompletionSpec completion_spec() {
+  CompletionSpec s;
+  s.run = command<RunOptions>("", "validate, then start or join the job", true);
+  s.run.options.push_back({"--help", false, "every Megatron flag, grouped", {}, false});
+  s.commands = {
+      command<CheckOptions>("check", "lint many configs in one process", false, true),
+      command<SchemaOptions>("schema", "the argument table (JSON, text, JSON Schema, completion)", false),
+      command<RulesOptions>("rules", "every validation rule id", false),
+      command<TopologyOptions>("topology", "the process groups of a job (text, JSON, SVG, DOT)", true),
+      command<ParamsOptions>("params", "parameters and their memory per rank (text, JSON, SVG)", true),
+      command<ScheduleOptions>("schedule", "learning rate and weight decay over the run (text, CSV, JSON, SVG)",
+                               true),
+      CompletionCommand{"help", "megatron-run's usage", {}, false, false},
+  };
+  return s;
+}
+
+}  // namespace mr::app

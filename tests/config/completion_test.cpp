@@ -1,0 +1,85 @@
+// Shell completion (lib/config/completion.h, apps/megatron-run/completion_spec.cpp): the bash, zsh and fish
+// scripts `schema --format *-completion` prints, loaded into the real shells and asked for completions.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "binary.h"
+
+namespace {
+using Result = mrtest::Proc;
+std::string bin() { return std::string("'") + MR_BINARY + "'"; }
+Result run(const std::string& cmd) { return mrtest::run_shell(cmd + " 2>&1"); }
+std::string script(const std::string& shell) {
+  const std::string path = mrtest::write_file(shell + "-completion", "", "completion");
+  Result r = run(bin() + " schema --format " + shell + "-completion > '" + path + "'");
+  REQUIRE(r.exit == 0);
+  return path;
+}
+}  // namespace
+
+TEST_CASE("completion: bash completes commands, their options, values and Megatron's flags", "[cli][completion]") {
+  const std::string f = script("bash");
+  auto complete = [&](const std::string& words, int cword) {
+    return run("bash -c 'source \"" + f + "\"; COMP_WORDS=(" + words + "); COMP_CWORD=" + std::to_string(cword) +
+               "; _megatron_run; printf \"%s\\n\" \"${COMPREPLY[@]}\"'");
+  };
+  Result r = complete("megatron-run sch \"\"", 1);
+  CHECK(r.out.find("schema\nschedule\n") != std::string::npos);
+  r = complete("megatron-run topology --format \"\"", 3);
+  CHECK(r.out == "text\njson\nsvg\ndot\n");
+  r = complete("megatron-run schedule --form", 2);
+  CHECK(r.out == "--format\n");
+  r = complete("megatron-run topology --gpus", 2);
+  CHECK(r.out == "--gpus-per-node\n");
+  r = complete("megatron-run --nproc-per", 1);
+  CHECK(r.out.find("--nproc-per-node\n") != std::string::npos);
+  r = complete("megatron-run params --num-layer", 2);
+  CHECK(r.out.find("--num-layers\n") != std::string::npos);
+  r = complete("megatron-run --lr-decay-style \"\"", 2);
+  CHECK(r.out == "constant\nlinear\ncosine\ninverse-square-root\nWSD\n");
+  r = complete("megatron-run rules --num-layer", 2);  // rules takes no Megatron flags
+  CHECK(r.out == "\n");
+}
+
+TEST_CASE("completion: fish completes commands, their options, values and Megatron's flags", "[cli][completion]") {
+  const std::string f = script("fish");
+  CHECK(run("fish --no-execute '" + f + "'").exit == 0);
+  auto complete = [&](const std::string& line) {
+    return run("fish -c 'source \"" + f + "\"; complete -C\"" + line + "\"'");
+  };
+  Result r = complete("megatron-run sche");
+  CHECK(r.out.find("schedule\tlearning rate and weight decay") != std::string::npos);
+  CHECK(r.out.find("schema\t") != std::string::npos);
+  r = complete("megatron-run topology --format ");
+  CHECK(r.out.find("svg\t") != std::string::npos);
+  CHECK(r.out.find("dot\t") != std::string::npos);
+  CHECK(r.out.find("csv\t") == std::string::npos);  // schedule's, not topology's
+  r = complete("megatron-run params --device-");
+  CHECK(r.out.find("--device-memory\t") != std::string::npos);
+  r = complete("megatron-run --nnod");
+  CHECK(r.out.find("--nnodes\t") != std::string::npos);
+  r = complete("megatron-run schedule --lr-decay-st");
+  CHECK(r.out.find("--lr-decay-style\t") != std::string::npos);
+  r = complete("megatron-run schema --lr-decay-st");  // schema takes no Megatron flags
+  CHECK(r.out.find("--lr-decay-style") == std::string::npos);
+}
+
+TEST_CASE("completion: zsh loads the script and defines the completion function", "[cli][completion]") {
+  const std::string f = script("zsh");
+  CHECK(run("zsh -n '" + f + "'").exit == 0);
+  Result r = run("zsh -f -c 'autoload -U compinit; compinit -u -D; source \"" + f +
+                 "\"; print -r -- $+functions[_megatron_run] ${_comps[megatron-run]} ${#_megatron_run_megatron_flags}'");
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("1 _megatron_run 9") != std::string::npos);  // and 9xx Megatron flags
+  // Every command and its options are in the script (read from the same descriptions the commands parse with).
+  Result s = run("grep -c . '" + f + "'");
+  for (const char* w : {"'schedule:", "'topology:", "--gpus-per-node", "--device-memory", "--every", "--nproc-per-node",
+                        "--bring-up-only", "(text json svg dot)", "(constant linear cosine inverse-square-root WSD)"})
+    CHECK(run("grep -qF -- \"" + std::string(w) + "\" '" + f + "'").exit == 0);
+}
+
+TEST_CASE("schema --format json-schema is one JSON Schema document", "[cli][completion]") {
+  Result r = mrtest::run_shell(bin() + " schema --format json-schema 2>/dev/null | head -3");
+  CHECK(r.out.find("\"$schema\": \"https://json-schema.org/draft/2020-12/schema\"") != std::string::npos);
+}
