@@ -100,7 +100,7 @@ void print_usage(std::ostream& os) {
         "                               (one shell-quoted line; argv0: NUL-separated words, for xargs -0)\n"
         "  --log-level LEVEL            trace, debug, info, warning (default), error, fatal\n\n"
         "target environment (what validation assumes about the cluster):\n"
-        "  --target-gpu-arch sm_XY      default sm_90\n"
+        "  --target-gpu-arch sm_XY      default sm_90 (a launch: this machine's GPU; none without one)\n"
         "  --target-te-version V        Transformer Engine version, default 2.20.2\n"
         "  --target-torch-version V     default 2.15.0\n"
         "  --target-flashinfer-version V  default 0.6.4\n"

@@ -86,6 +86,11 @@ int cmd_run(const std::vector<std::string>& args) {
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   inv.cli = split.rest;
+  // A launch validates for the machine it runs on (a dry run for the documented default target, sm_90): without
+  // --target-gpu-arch / --target-env, the GPUs that are here, or none (the CUDA-only rules do not apply).
+  if (!dry_run && !parse_only && explain.empty() && common.gpu_arch.empty() && common.target_env_file.empty() &&
+      common.format != "argv" && common.format != "argv0")
+    if (std::optional<std::string> arch = machine_gpu_arch()) inv.env.gpu_arch = *arch;
   if (common.format == "argv" || common.format == "argv0") {
     // The Megatron command line the configs and flags stand for (config/command_line.h): one shell-quoted line
     // that `eval` gives back word for word, or (argv0) each word ended by a NUL byte, for `xargs -0`.

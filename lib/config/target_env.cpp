@@ -2,7 +2,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -97,8 +99,29 @@ std::vector<long> version_parts(const std::string& v) {
 }
 }  // namespace
 
-int TargetEnv::arch_major() const { return parse_arch(gpu_arch).first; }
-int TargetEnv::arch_minor() const { return parse_arch(gpu_arch).second; }
+int TargetEnv::arch_major() const { return no_gpu() ? 0 : parse_arch(gpu_arch).first; }
+int TargetEnv::arch_minor() const { return no_gpu() ? 0 : parse_arch(gpu_arch).second; }
+
+std::optional<std::string> machine_gpu_arch() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    const std::string s = v;
+    if (s.empty() || s == "-1" || s == "NoDevFiles") return "none";
+  }
+  std::error_code ec;
+  const bool driver = std::filesystem::exists("/proc/driver/nvidia/gpus", ec) || std::filesystem::exists("/dev/nvidiactl", ec);
+  if (!driver) return "none";
+  // nvidia-smi's compute capability of the first visible GPU ("9.0"); anything else: unknown.
+  FILE* p = popen("nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null", "r");
+  if (!p) return std::nullopt;
+  char line[64] = {0};
+  const bool got = std::fgets(line, sizeof line, p) != nullptr;
+  const int rc = pclose(p);
+  if (!got || rc != 0) return std::nullopt;
+  int major = 0, minor = 0;
+  if (std::sscanf(line, "%d.%d", &major, &minor) != 2 || major <= 0 || major > 99 || minor < 0 || minor > 9)
+    return std::nullopt;
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
 
 int compare_versions(const std::string& a, const std::string& b) {
   auto pa = version_parts(a), pb = version_parts(b);

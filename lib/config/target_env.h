@@ -14,7 +14,7 @@ struct TargetEnv {
   std::map<std::string, std::string> vars;  // environment variables as the job will see them
   // "file.yaml:12" of the variables a file set (ENV_VARS of a --config file, env: of --target-env), for messages.
   std::map<std::string, std::string> var_where;
-  std::string gpu_arch = "sm_90";           // compute capability, "sm_XY"
+  std::string gpu_arch = "sm_90";           // compute capability, "sm_XY"; "none": no GPU (this CPU machine)
   std::string te_version = "2.20.2";        // Transformer Engine
   std::string torch_version = "2.15.0";
   std::string flashinfer_version = "0.6.4";
@@ -26,7 +26,9 @@ struct TargetEnv {
   // Python's int(os.getenv(name, fallback)); throws UsageError when the variable is not an integer (naming the
   // file:line that set it, if a file did).
   long long int_var(const std::string& name, long long fallback) const;
-  // Device capability (major, minor) from gpu_arch.
+  // A target without a GPU: the CUDA-only rules do not apply (megatron-run launching on a CPU machine).
+  bool no_gpu() const { return gpu_arch == "none"; }
+  // Device capability (major, minor) from gpu_arch (0, 0 for "none").
   int arch_major() const;
   int arch_minor() const;
 
@@ -37,6 +39,10 @@ struct TargetEnv {
   void load_file(const std::string& path);
 };
 
+// The GPU architecture of this machine, for a launch: "none" when no NVIDIA GPU is visible (no driver, or
+// CUDA_VISIBLE_DEVICES hides them all), "sm_XY" of the first visible GPU as nvidia-smi reports it, nullopt when
+// it cannot be told (the default target stays).
+std::optional<std::string> machine_gpu_arch();
 // Compares dotted versions numerically ("2.20.2" >= "2.9"); pre-release suffixes are ignored.
 int compare_versions(const std::string& a, const std::string& b);
 

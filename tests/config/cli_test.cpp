@@ -306,3 +306,23 @@ TEST_CASE("init stage: a layout Megatron's initialize_model_parallel refuses fai
   CHECK(json.out.find("\"init.process-groups\"") != std::string::npos);
   CHECK(json.out.find("\"stage\": \"init\"") != std::string::npos);
 }
+
+TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules do not apply", "[cli][target]") {
+  // A dry run checks the documented default target (sm_90), where TP needs CUDA_DEVICE_MAX_CONNECTIONS=1 ...
+  auto dry = sh("--dry-run --config " + kDefault + " --tensor-model-parallel-size 2 --world-size 2");
+  CHECK(dry.exit == 1);
+  CHECK(dry.out.find("error[cuda-connections.max-connections-one]") != std::string::npos);
+  // ... a launch on a machine without GPUs (hidden here) does not refuse it; --bring-up-only spawns nothing
+  // torch-linked when the worker is missing, so only the validation verdict is looked at: it gets past it.
+  auto run = mrtest::run_shell("env -u CUDA_DEVICE_MAX_CONNECTIONS CUDA_VISIBLE_DEVICES= MR_WORKER=/bin/false '" +
+                               std::string(MR_BINARY) + "' --nproc-per-node 2 --config " + kDefault +
+                               " --tensor-model-parallel-size 2 2>&1");
+  CHECK(run.out.find("cuda-connections.max-connections-one") == std::string::npos);
+  CHECK(run.out.find("worker rank 0 (pid ") != std::string::npos);  // it started the workers (here /bin/false)
+  // With the target named, the launch checks for it.
+  auto named = mrtest::run_shell("env -u CUDA_DEVICE_MAX_CONNECTIONS MR_WORKER=/bin/false '" + std::string(MR_BINARY) +
+                                 "' --target-gpu-arch sm_90 --nproc-per-node 2 --config " + kDefault +
+                                 " --tensor-model-parallel-size 2 2>&1");
+  CHECK(named.exit == 1);
+  CHECK(named.out.find("error[cuda-connections.max-connections-one]") != std::string::npos);
+}

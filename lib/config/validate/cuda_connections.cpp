@@ -13,7 +13,9 @@ MR_RULE(kMaxConnectionsOne, "cuda-connections.max-connections-one",
         "Tensor or context parallelism before Blackwell needs CUDA_DEVICE_MAX_CONNECTIONS=1.");
 
 void cuda_max_connections(Context& ctx) {
-  // From Blackwell (compute capability 10) on, the single-connection requirement is gone.
+  // From Blackwell (compute capability 10) on, the single-connection requirement is gone; a target without a
+  // GPU (launching on a CPU machine) has no CUDA connections at all.
+  if (ctx.env().no_gpu()) return;
   if (!((ctx.i("tensor_model_parallel_size") > 1 || ctx.i("context_parallel_size") > 1) && ctx.arch_major() < 10))
     return;
   if (ctx.on("use_torch_fsdp2") || ctx.on("use_megatron_fsdp")) {
@@ -43,7 +45,7 @@ void cuda_max_connections(Context& ctx) {
 
 void fsdp_high_priority_streams(Context& ctx) {
   // Operator precedence as in the seed: torch FSDP2 always, Megatron-FSDP only from Blackwell on.
-  if (!(ctx.on("use_torch_fsdp2") || (ctx.on("use_megatron_fsdp") && ctx.arch_major() >= 10))) return;
+  if (!(ctx.on("use_torch_fsdp2") || (ctx.on("use_megatron_fsdp") && !ctx.env().no_gpu() && ctx.arch_major() >= 10))) return;
   if (!list_has(ctx, "high_priority_stream_groups", "dp_cp"))
     list_append(ctx, "high_priority_stream_groups", "dp_cp", "FSDP communication on high-priority streams");
   if (ctx.i("expert_model_parallel_size") > 1 && !list_has(ctx, "high_priority_stream_groups", "ep_dp"))

@@ -77,7 +77,7 @@ void gtp_remat_checks(Context& ctx) {
              "natively",
              {"fp4", "fp4_param_gather"});
 
-  if (ctx.arch_major() >= 10) {
+  if (!ctx.env().no_gpu() && ctx.arch_major() >= 10) {
     if (!list_has(ctx, "high_priority_stream_groups", "gtp_remat")) {
       list_append(ctx, "high_priority_stream_groups", "gtp_remat", "GTP communication on high-priority streams");
       ctx.warn(kGtpHighPriority, "added 'gtp_remat' to --high-priority-stream-groups",

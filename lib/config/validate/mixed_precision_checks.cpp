@@ -24,7 +24,7 @@ void mixed_precision_checks(Context& ctx) {
                 {"fp32_residual_connection", "fp16", "bf16"});
 
   // seed 1216-1218
-  if (ctx.on("moe_grouped_gemm") && ctx.arch_major() < 8)
+  if (ctx.on("moe_grouped_gemm") && !ctx.env().no_gpu() && ctx.arch_major() < 8)
     ctx.fail(kGroupedGemmArch,
              "--moe-grouped-gemm kernels need compute capability >= 8.0, the target GPU is " + ctx.env().gpu_arch,
              {"moe_grouped_gemm"});

@@ -566,7 +566,7 @@ void mixed_precision(YamlArgs& y) {
   if (y.truthy("language_model.moe_grouped_gemm")) {
     y.require(y.truthy("model_parallel.bf16"), kGroupedGemmBf16, "Currently GroupedGEMM for MoE only supports bf16 dtype.",
               {"language_model.moe_grouped_gemm", "model_parallel.bf16"});
-    y.require(y.ctx().arch_major() >= 8, kGroupedGemmArch,
+    y.require(y.ctx().env().no_gpu() || y.ctx().arch_major() >= 8, kGroupedGemmArch,
               "Unsupported compute capability for GroupedGEMM kernels (target " + y.ctx().env().gpu_arch + ")",
               {"language_model.moe_grouped_gemm"});
   }
