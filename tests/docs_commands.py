@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The `docs_commands` CTest test: every concrete megatron-run command shown in README.md and docs/*.md runs as
+written on this (CPU) machine.
+
+It takes the lines of fenced code blocks that start with `megatron-run ` or `build/bin/megatron-run ` (joining
+`\\` continuations, dropping a trailing `# comment`), leaves out synopsis lines with placeholders (`FILE`, `F`,
+`[...]`, `...`, `job.yaml`, `a|b` choices, `~/`), and runs each with bash in a scratch folder that links the
+repository's configs/, tests/, docs/ and scripts/, with build/bin first on PATH. A command passes when it exits
+0, or the code its comment names (`# exit 1`). Prints every failure with its output.
+
+usage: docs_commands.py REPO_ROOT BIN_DIR
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+PLACEHOLDERS = re.compile(r"(\bFILE\b|\bF\b|\bF\.yaml\b|\.\.\.|\[|\bjob\.yaml\b|\w\|\w|~/|\bN\b|\bSIZE\b)")
+
+
+def commands(path):
+    out, block, pending = [], False, ""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.lstrip().startswith("```"):
+                block, pending = not block, ""
+                continue
+            if not block:
+                continue
+            text = line.rstrip("\n")
+            if pending:
+                text = pending + " " + text.strip()
+                pending = ""
+            elif not re.match(r"^\s*(build/bin/)?megatron-run( |$)", text):
+                continue
+            if text.rstrip().endswith("\\"):
+                pending = text.rstrip()[:-1].rstrip()
+                continue
+            out.append((number, text.strip()))
+    return out
+
+
+def main():
+    root, bin_dir = sys.argv[1], sys.argv[2]
+    files = [os.path.join(root, "README.md")] + sorted(
+        os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
+    env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""), PYTHON_EXEC="/usr/bin/python3")
+    env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    ran, failed, skipped = 0, [], 0
+    with tempfile.TemporaryDirectory(prefix="mr-docs-") as scratch:
+        for d in ("configs", "tests", "docs", "scripts"):
+            os.symlink(os.path.join(root, d), os.path.join(scratch, d))
+        os.makedirs(os.path.join(scratch, "build"))
+        os.symlink(bin_dir, os.path.join(scratch, "build", "bin"))
+        for path in files:
+            for number, cmd in commands(path):
+                expected = 0
+                m = re.search(r"\s#\s*exit (\d+)", cmd)
+                if m:
+                    expected = int(m.group(1))
+                cmd = re.sub(r"\s+#.*$", "", cmd)
+                if PLACEHOLDERS.search(cmd):
+                    skipped += 1
+                    continue
+                ran += 1
+                try:
+                    p = subprocess.run(["bash", "-c", cmd], cwd=scratch, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, timeout=180)
+                    code, output = p.returncode, p.stdout.decode("utf-8", "replace")
+                except subprocess.TimeoutExpired:
+                    code, output = "timeout", ""
+                if code != expected:
+                    failed.append((os.path.relpath(path, root), number, cmd, code, expected, output[-1500:]))
+    for f, n, cmd, code, expected, output in failed:
+        print(f"{f}:{n}: exit {code} (expected {expected}): {cmd}\n{output}\n")
+    print(f"docs_commands: {ran} commands run, {len(failed)} failed, {skipped} synopsis lines with placeholders left out")
+    return 1 if failed or ran == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
