@@ -32,12 +32,19 @@ float normal(uint64_t key) {
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
+ShardIndex shard_index(const ParamSpec& p, int64_t tp_rank) {
+  ShardIndex s;
+  s.split_dim = p.split_dim;
+  s.ndim = static_cast<int>(p.shape.size());
+  s.shape0 = p.shape.empty() ? 1 : p.shape[0];
+  s.shape1 = p.shape.size() > 1 ? p.shape[1] : 1;
+  s.full1 = p.full_shape.size() > 1 ? p.full_shape[1] : 1;
+  s.tp_rank = tp_rank;
+  return s;
+}
+
 int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
-  if (p.split_dim < 0) return local;
-  if (p.shape.size() == 1) return tp_rank * p.shape[0] + local;
-  const int64_t cols = p.shape[1], r = local / cols, c = local % cols;
-  if (p.split_dim == 0) return (tp_rank * p.shape[0] + r) * p.full_shape[1] + c;
-  return r * p.full_shape[1] + tp_rank * cols + c;
+  return whole_index(shard_index(p, tp_rank), local);
 }
 
 size_t dtype_bytes(optim::DType d) { return d == optim::DType::F32 ? 4 : 2; }
@@ -78,9 +85,10 @@ void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, 
     const uint64_t key = name_key(p.key, seed);
     const bool one = p.init == ParamSpec::Init::One, zero = p.init == ParamSpec::Init::Zero;
     const int64_t cnt = p.numel(), base = offset[k];
+    const ShardIndex where = shard_index(p, p.expert ? etp_rank : tp_rank);
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
     for (int64_t i = 0; i < cnt; ++i) {
-      const uint64_t gi = static_cast<uint64_t>(global_index(p, p.expert ? etp_rank : tp_rank, i));
+      const uint64_t gi = static_cast<uint64_t>(whole_index(where, i));
       const float init = one ? 1.0f : zero ? 0.0f : static_cast<float>(init_std) * normal(mix64(key ^ gi));
       const float t = init + static_cast<float>(init_std) * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull);
       store(model.data(), model_dtype, base + i, init);

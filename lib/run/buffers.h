@@ -12,6 +12,7 @@
 #include "optim/kernels.h"
 #include "optim/optimizer_table.h"
 #include "run/model.h"
+#include "run/tensor_index.h"
 
 namespace mr::run {
 
@@ -24,6 +25,7 @@ float normal(uint64_t key);
 // The element's index in the whole (unsplit) tensor, so that values do not depend on the TP layout (routed
 // experts: `tp_rank` is the expert tensor-parallel rank).
 int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local);
+ShardIndex shard_index(const ParamSpec& p, int64_t tp_rank);  // run/tensor_index.h
 
 // Elements of a model-dtype buffer.
 inline float to_float(const void* buf, optim::DType d, int64_t i) {

@@ -103,7 +103,8 @@ uint64_t model_checksum(RunContext& c) {
     const ParamSpec& p = c.plan.params[k];
     if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;  // every element once
     const uint64_t key = name_key(p.key, 0x636b73756dull);
-    const int64_t tp_rank = p.expert ? c.etp.rank() : c.tp.rank(), base = b.offset[k], n = p.numel();
+    const int64_t base = b.offset[k], n = p.numel();
+    const ShardIndex where = shard_index(p, p.expert ? c.etp.rank() : c.tp.rank());
     uint64_t sum = 0;
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(+ : sum)
     for (int64_t i = 0; i < n; ++i) {
@@ -112,7 +113,7 @@ uint64_t model_checksum(RunContext& c) {
         std::memcpy(&bits, b.model.data() + static_cast<size_t>(base + i) * 4, 4);
       else
         bits = reinterpret_cast<const uint16_t*>(b.model.data())[base + i];
-      sum += mix64(mix64(key ^ static_cast<uint64_t>(global_index(p, tp_rank, i))) ^ bits);  // wraps: mod 2^64
+      sum += mix64(mix64(key ^ static_cast<uint64_t>(whole_index(where, i))) ^ bits);  // wraps: mod 2^64
     }
     mine += sum;
   }

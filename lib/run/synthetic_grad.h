@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "optim/dtype.h"
 #include "run/model.h"
@@ -54,25 +53,25 @@ SampleStats expert_samples(uint64_t seed, int64_t iteration, int64_t consumed, i
 // global batch of 2^19 the sums are no longer exact, see docs/run.md).
 int quantize_bits(int64_t global_batch);
 
+// The element functions below are shared by the CPU loop (run/synthetic_grad.cpp) and the CUDA kernel
+// (run/gpu_synthetic.cu): MR_HD, bit for bit the same values.
+
 // x rounded to `bits` significant bits (round half away from zero on the magnitude); 0 for |x| < 2^-100 (so
 // that no partial sum is subnormal); inf and NaN as they are. Branch-free (the loop vectorises).
-inline float quantize(float x, int bits) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
+MR_HD float quantize(float x, int bits) {
+  const uint32_t u = optim::f32_bits(x);
   const uint32_t exponent = (u >> 23) & 0xffu;
   const uint32_t drop = 24u - static_cast<uint32_t>(bits);          // mantissa bits below the kept ones (4..23)
   const uint32_t half = (1u << drop) >> 1;                          // half of the last kept bit
   uint32_t y = (u + half) & ~((1u << drop) - 1u);                   // round; a carry may bump the exponent: fine
   y = exponent < 127u - 100u ? (u & 0x80000000u) : y;               // tiny and subnormal: (signed) zero
   y = exponent == 0xffu ? u : y;                                    // inf, NaN: left to the inf/NaN check
-  float r;
-  std::memcpy(&r, &y, sizeof r);
-  return r;
+  return optim::bits_f32(y);
 }
 
 // The 8 key bits of element `gi` of a parameter whose key at this iteration is `key`: a 32-bit mix (murmur3's
 // finaliser) of the key and both halves of the index.
-inline uint32_t element_bits_split(uint32_t key_high, uint32_t gi_low) {  // key_high: key ^ high(gi) * c
+MR_HD uint32_t element_bits_split(uint32_t key_high, uint32_t gi_low) {  // key_high: key ^ high(gi) * c
   uint32_t h = key_high ^ (gi_low * 0x9e3779b1u);
   h ^= h >> 16;
   h *= 0x85ebca6bu;
@@ -81,13 +80,13 @@ inline uint32_t element_bits_split(uint32_t key_high, uint32_t gi_low) {  // key
   h ^= h >> 16;
   return h & 0xffu;
 }
-inline uint32_t high_key(uint32_t key, uint64_t gi) { return key ^ (static_cast<uint32_t>(gi >> 32) * 0x85ebca77u); }
-inline uint32_t element_bits(uint32_t key, uint64_t gi) {
+MR_HD uint32_t high_key(uint32_t key, uint64_t gi) { return key ^ (static_cast<uint32_t>(gi >> 32) * 0x85ebca77u); }
+MR_HD uint32_t element_bits(uint32_t key, uint64_t gi) {
   return element_bits_split(high_key(key, gi), static_cast<uint32_t>(gi));
 }
 
 // alpha_j of an element from its 8 key bits: two bits each, bit 0 nonzero, bit 1 the sign: 0, +1 or -1.
-inline int alpha(uint32_t bits8, int j) {
+MR_HD int alpha(uint32_t bits8, int j) {
   const int two = static_cast<int>((bits8 >> (2 * j)) & 3u);
   return (two & 1) * (1 - (two & 2));
 }
@@ -101,7 +100,7 @@ struct SampleTable {
     for (int j = 0; j < 4; ++j) beta[j] = static_cast<int32_t>(s.beta_sum[j]);
   }
   // For the element's 8 key bits, branch-free: + or - B_j where alpha_j is nonzero.
-  int32_t sum(uint32_t bits8) const {
+  MR_HD int32_t sum(uint32_t bits8) const {
     int32_t acc = n8;
     for (int j = 0; j < 4; ++j) {
       const uint32_t two = bits8 >> (2 * j);
@@ -115,7 +114,7 @@ struct SampleTable {
 
 // The rank's sum over its samples of g_s(e), times 8: q * (8 n + sum_j alpha_j B_j) < 2^24 units of q's last
 // bit: exact in fp32.
-inline float local_grad_sum(float q, uint32_t bits8, const SampleTable& t) {
+MR_HD float local_grad_sum(float q, uint32_t bits8, const SampleTable& t) {
   return q * static_cast<float>(t.sum(bits8));
 }
 
