@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "config/parse/command_line.h"
 #include "config/print.h"
@@ -39,7 +40,9 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--node_rank", true},      {"--master-addr", true},    {"--master_addr", true},    {"--master-port", true},
     {"--master_port", true},    {"--standalone", false},    {"--max-restarts", true},   {"--max_restarts", true},
     {"--monitor-interval", true}, {"--monitor_interval", true}, {"--rdzv-backend", true}, {"--rdzv_backend", true},
-    {"--rdzv-endpoint", true},  {"--rdzv_endpoint", true},  {"--rdzv-id", true},        {"--rdzv_id", true}};
+    {"--rdzv-endpoint", true},  {"--rdzv_endpoint", true},  {"--rdzv-id", true},        {"--rdzv_id", true},
+    {"--log-dir", true},        {"--log_dir", true},        {"--redirects", true},      {"--tee", true},
+    {"--local-ranks-filter", true}, {"--local_ranks_filter", true}, {"--term-timeout", true}};
 
 // Processors this process may run on (torchrun's "cpu": os.cpu_count()).
 int cpu_count() {
@@ -83,9 +86,6 @@ int parse_nproc(const std::string& v) {
 
 // torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored).
 const std::pair<const char*, const char*> kNotYet[] = {
-    {"log-dir", "per-rank log files"},       {"log_dir", "per-rank log files"},
-    {"redirects", "per-rank log files"},     {"tee", "per-rank log files"},
-    {"local-ranks-filter", "per-rank log files"}, {"local_ranks_filter", "per-rank log files"},
     {"run-path", "running a script through runpy"}, {"run_path", "running a script through runpy"},
     {"rdzv-conf", "rendezvous settings"},    {"rdzv_conf", "rendezvous settings"},
     {"role", "worker roles"},                {"start-method", "Python start methods"},
@@ -114,6 +114,9 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.master_port = lo.master_port;
   so.prefix_output = so.nproc_per_node * so.nnodes > 1;
   so.run_id = lo.run_id;
+  so.max_restarts = lo.max_restarts;
+  so.grace_seconds = lo.term_timeout;
+  so.logs = lo.logs;
   so.argv = std::move(argv);
   if (so.nproc_per_node > kMaxLocalWorkers) {
     print_error(std::cerr, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
@@ -173,7 +176,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("master-port", po::value(&master_port), "rendezvous port")
       ("master_port", po::value(&master_port), "torchrun's spelling of --master-port")
       ("standalone", po::bool_switch(&standalone), "one node, a free port, a fresh run id (torchrun's --standalone)")
-      ("max-restarts", po::value(&max_restarts), "torchrun's restarts of the local group (0 only, for now)")
+      ("max-restarts", po::value(&max_restarts), "restarts of the local worker group after a failure (default 0)")
       ("max_restarts", po::value(&max_restarts), "torchrun's spelling of --max-restarts")
       ("monitor-interval", po::value(&monitor_interval), "torchrun's polling period; megatron-run reacts at once")
       ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
@@ -183,6 +186,14 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
       ("rdzv-id", po::value(&run_id), "the job's run id (TORCHELASTIC_RUN_ID)")
       ("rdzv_id", po::value(&run_id), "torchrun's spelling of --rdzv-id")
+      ("log-dir", po::value(&log_dir), "per-rank logs under DIR/<run id>_<unique>/attempt_<n>/<local rank>/")
+      ("log_dir", po::value(&log_dir), "torchrun's spelling of --log-dir")
+      ("redirects", po::value(&redirects), "-r: streams to log files only (0-3, or LOCAL_RANK:0-3,...)")
+      ("tee", po::value(&tee), "-t: streams to log files and the console (0-3, or LOCAL_RANK:0-3,...)")
+      ("local-ranks-filter", po::value(&local_ranks_filter), "local ranks whose output reaches the console (0,1,...)")
+      ("local_ranks_filter", po::value(&local_ranks_filter), "torchrun's spelling of --local-ranks-filter")
+      ("term-timeout", po::value(&term_timeout),
+       "seconds from SIGTERM to SIGKILL when stopping the workers (default 30, as torchrun)")
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
@@ -220,6 +231,17 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   if (!given("max-restarts", "max_restarts")) int_of("MAX_RESTARTS", max_restarts, "--max-restarts");
   if (!given("master-addr", "master_addr"))
     if (auto v = pet("MASTER_ADDR")) master_addr = *v;
+  if (!given("log-dir", "log_dir"))
+    if (auto v = pet("LOG_DIR")) log_dir = *v;
+  if (!vm.count("redirects"))
+    if (auto v = pet("REDIRECTS")) redirects = *v;
+  if (!vm.count("tee"))
+    if (auto v = pet("TEE")) tee = *v;
+  if (!given("local-ranks-filter", "local_ranks_filter"))
+    if (auto v = pet("LOCAL_RANKS_FILTER")) local_ranks_filter = *v;
+  for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
+                        "local-ranks-filter", "local_ranks_filter", "term-timeout"})
+    if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   if (!given("rdzv-id", "rdzv_id"))
     if (auto v = pet("RDZV_ID")) run_id = *v;
   if (!given("rdzv-backend", "rdzv_backend"))
@@ -232,9 +254,27 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
 
 void LaunchOptions::apply(Invocation& inv) {
   // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
-  if (max_restarts != 0)
-    throw UsageError("argument --max-restarts: restarts of the local group are not supported by megatron-run yet "
-                     "(got " + std::to_string(max_restarts) + "; 0 is accepted)", {"--max-restarts"});
+  if (max_restarts < 0)
+    throw UsageError("argument --max-restarts: must be at least 0 (got " + std::to_string(max_restarts) + ")",
+                     {"--max-restarts"});
+  if (!(term_timeout >= 0) || term_timeout > 86400)
+    throw UsageError("argument --term-timeout: must be a number of seconds from 0 to 86400", {"--term-timeout"});
+  logs.log_dir = log_dir;
+  try {
+    logs.redirects = launch::StdSpec::parse(redirects);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument -r/--redirects: ") + e.what(), {"--redirects"});
+  }
+  try {
+    logs.tee = launch::StdSpec::parse(tee);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument -t/--tee: ") + e.what(), {"--tee"});
+  }
+  try {
+    logs.local_ranks_filter = local_ranks_filter.empty() ? std::set<int>{} : launch::parse_local_ranks(local_ranks_filter);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument --local-ranks-filter: ") + e.what(), {"--local-ranks-filter"});
+  }
   if (rdzv_backend != "static")
     throw UsageError("argument --rdzv-backend: only the static rendezvous (--nnodes, --node-rank, --master-addr, "
                      "--master-port) is supported yet, not '" + rdzv_backend + "'", {"--rdzv-backend"});
@@ -330,6 +370,13 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     job = launch::launch_info();
   } catch (const launch::LaunchError& e) {
     print_error(std::cerr, e.what());
+    return 2;
+  }
+  if (job && lo.nproc_per_node == 0 && !lo.spawner_only_given.empty()) {
+    // Inside another launcher's job megatron-run starts no workers: these options would do nothing.
+    print_error(std::cerr, "argument " + lo.spawner_only_given.front() + ": acts on the workers megatron-run starts, "
+                               "but it is inside a job already (" + job->describe() +
+                               ") and starts none; give it to that job's launcher, or add --nproc-per-node");
     return 2;
   }
 

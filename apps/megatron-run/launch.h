@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "config/args.h"
 #include "config/parse/invocation.h"
+#include "launch/log_spec.h"
 #include "parallel/layout.h"
 
 namespace mr::app {
@@ -26,10 +27,17 @@ struct LaunchOptions {
   // --heartbeat-timeout SECONDS: a rank whose heartbeat stops for this long fails the job (passed on to the
   // workers; empty: not given, then MR_DIST_HEARTBEAT_TIMEOUT_S or 30 s; docs/distributed.md, "Faults")
   std::string heartbeat_timeout;
-  // torchrun's options (docs/launch.md): --standalone, --max-restarts (0), --monitor-interval (not used),
-  // --rdzv-backend static, --rdzv-endpoint HOST[:PORT], --rdzv-id (TORCHELASTIC_RUN_ID).
+  // torchrun's options (docs/launch.md): --standalone, --max-restarts, --monitor-interval (not used),
+  // --rdzv-backend static, --rdzv-endpoint HOST[:PORT], --rdzv-id (TORCHELASTIC_RUN_ID), --log-dir,
+  // -r/--redirects, -t/--tee, --local-ranks-filter (parsed into `logs` by apply()).
   bool standalone = false;
   int max_restarts = 0;
+  std::string log_dir, redirects = "0", tee = "0", local_ranks_filter;
+  launch::LogOptions logs;
+  // --term-timeout SECONDS: SIGTERM -> SIGKILL grace when stopping the workers (torchrun: 30 s, no option).
+  double term_timeout = 30;
+  // Options that act only on workers megatron-run starts itself (--nproc-per-node or no enclosing job).
+  std::vector<std::string> spawner_only_given;
   double monitor_interval = 0;
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <stdexcept>
 
 #include "launch/spawn_detail.h"
@@ -43,17 +44,40 @@ int spawn_workers(const SpawnOptions& o) {
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
     throw std::runtime_error("--node-rank " + std::to_string(o.node_rank) + " is outside 0.." +
                              std::to_string(o.nnodes - 1));
+  if (o.max_restarts < 0) throw std::runtime_error("--max-restarts must be at least 0");
   if (o.argv.empty()) throw std::runtime_error("no worker command");
   SpawnOptions job = o;
-  job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
   const std::vector<std::string> env = detail::shared_worker_env(job);
+  LogDir logs(o.logs, o.run_id, o.nproc_per_node);  // removes a temporary one last
 
-  // Destroyed in reverse order on every path out of here: first the workers (any still running is killed and
-  // reaped), then the signal handlers (restored).
+  // The signal handlers live through every attempt (restored last).
   detail::SignalForwarder signals;
-  detail::Workers workers(o.nproc_per_node);
-  for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env);
-  return detail::supervise(workers, job, signals.read_fd());
+  for (int attempt = 0;; ++attempt) {
+    job.restart_count = o.restart_count + attempt;
+    // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
+    job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
+    const std::string dir = logs.attempt(job.restart_count, o.nproc_per_node);
+    detail::AttemptResult r;
+    {
+      // Destroyed before the next attempt and on every path out of here: any worker still running is killed and
+      // reaped.
+      detail::Workers workers(o.nproc_per_node);
+      for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
+      r = detail::supervise(workers, job, signals.read_fd());
+    }
+    if (r.code == 0) return 0;
+    if (!r.failed_first) return r.code;  // stopped by a signal: no restart
+    if (attempt < o.max_restarts) {
+      const WorkerFailure& f = r.failures.front();
+      std::cerr << "megatron-run: the worker group failed (attempt " << attempt + 1 << ": rank " << f.rank << " "
+                << describe_status(f.status) << "); " << o.max_restarts - attempt << "/" << o.max_restarts
+                << " restarts left; restarting the worker group (TORCHELASTIC_RESTART_COUNT="
+                << job.restart_count + 1 << ")\n";
+      continue;
+    }
+    print_failure_summary(std::cerr, r.failures, attempt + 1);
+    return r.code;
+  }
 }
 
 }  // namespace mr::launch

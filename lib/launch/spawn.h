@@ -1,11 +1,14 @@
 // megatron-run's own local spawner (torchrun's job for one node): starts N workers with torchrun's environment,
-// forwards signals, prefixes every output line with the worker's rank, and returns the first failing worker's
-// exit code after terminating the rest. Torch-free.
+// forwards signals, prefixes every output line with the worker's rank, writes torchrun's per-rank logs, restarts
+// the whole group after a failure (--max-restarts), and returns the first failing worker's exit code after
+// terminating the rest, with a summary naming the root cause. Torch-free.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
+
+#include "launch/log_spec.h"
 
 namespace mr::launch {
 
@@ -17,16 +20,22 @@ struct SpawnOptions {
   int master_port = 0;  // 0: a free port when nnodes == 1, else 29500 (torchrun's default)
   std::vector<std::string> argv;             // the worker command (argv[0] a path), the same for every rank
   std::map<std::string, std::string> env;    // extra environment for every worker
-  double grace_seconds = 10;                 // SIGTERM -> SIGKILL delay when stopping workers
+  double grace_seconds = 30;                 // SIGTERM -> SIGKILL delay when stopping workers (torchrun's 30 s)
   bool prefix_output = true;                 // "[rank R] " before every line of the workers' stdout/stderr
   // torchrun's TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS for the workers.
   std::string run_id = "none";
+  // max_restarts: how often the whole local group is started again after a worker fails (each attempt gets
+  // TORCHELASTIC_RESTART_COUNT = its number, from restart_count up).
   int restart_count = 0;
   int max_restarts = 0;
+  LogOptions logs;  // --log-dir, --redirects, --tee, --local-ranks-filter (launch/log_spec.h)
 };
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code
-// (128 + signal number for a worker killed by a signal). Throws std::runtime_error if a worker cannot start.
+// (128 + signal number for a worker killed by a signal) once no restart is left, after printing the failure
+// summary (launch/failure_report.h) on stderr. A worker failure with restarts left stops the whole group (as
+// below), says so on stderr and starts it again; a signal to the launcher is never followed by a restart.
+// Throws std::runtime_error if a worker or its log directory cannot be made.
 // No worker outlives it: each is started with PR_SET_PDEATHSIG = SIGKILL (it dies with the calling thread, even
 // after kill -9 of the launcher; call this from the thread that lives longest, e.g. the main thread); after the
 // first failure the others' process groups get SIGTERM and SIGCONT (a stopped worker acts on it too), then SIGKILL

@@ -2,15 +2,19 @@
 //   spawn_env.cpp      the workers' environment (torchrun's variables, the OMP_NUM_THREADS share);
 //   spawn_signals.cpp  forwarding the launcher's signals (a self-pipe the supervisor polls);
 //   workers.cpp        starting the worker processes, signalling, killing and reaping them;
-//   supervise.cpp      the supervision loop: relaying output, forwarding signals, reaping, stopping on failure.
+//   supervise.cpp      the supervision loop: relaying output, forwarding signals, reaping, stopping on failure;
+//   spawn.cpp          the attempts (--max-restarts) around it.
 #pragma once
 
 #include <sys/types.h>
 
+#include <deque>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "launch/failure_report.h"
+#include "launch/log_spec.h"
 #include "launch/spawn.h"
 
 namespace mr::launch::detail {
@@ -22,9 +26,9 @@ namespace mr::launch::detail {
 // an even share of the processors (said on stderr).
 std::vector<std::string> shared_worker_env(const SpawnOptions& o);
 // One worker's environment: `shared` plus torchrun's variables for it (launch/torchrun_env.h); o.master_port is
-// the job's port (chosen already).
+// the job's port (chosen already); `error_file`: its TORCHELASTIC_ERROR_FILE ("" none).
 std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared, const SpawnOptions& o,
-                                         int local_rank);
+                                         int local_rank, const std::string& error_file = "");
 
 // ---- signals (spawn_signals.cpp) ----------------------------------------------------------------------------------
 
@@ -47,23 +51,31 @@ class SignalForwarder {
 
 // ---- worker processes (workers.cpp) --------------------------------------------------------------------------------
 
+// One output stream of a worker that goes through the launcher (a pipe): to its log file and/or the console.
 struct Stream {
-  int fd = -1;
+  int fd = -1;          // the pipe's read end; -1: none, or it has ended
   std::string pending;  // a partial line
   bool is_err = false;
+  bool console = true;  // relayed to the launcher's stdout/stderr (with "[rank R] " when prefixing)
+  int file = -1;        // its log file (--redirects, --tee), written as it comes; -1: none
+  std::deque<std::string> tail;  // the last lines (stderr: for the failure summary)
 };
+
+// The most stderr lines the failure summary shows.
+inline constexpr size_t kTailLines = 10;
 
 struct Worker {
-  int rank = 0;
+  int rank = 0, local_rank = 0;
   pid_t pid = -1;
   bool running = false;
-  int code = 0;
+  int code = 0, status = 0;
   Stream out, err;
+  bool err_piped = false;  // its stderr goes through the launcher
+  std::string error_file;  // its TORCHELASTIC_ERROR_FILE
 };
 
-// The exit code spawn_workers reports for a wait status (128 + signal for a killed worker), and its wording.
+// The exit code spawn_workers reports for a wait status (128 + signal for a killed worker).
 int exit_code(int status);
-std::string describe_status(int status);
 // Writes all of `s` to fd (retrying after EINTR; gives up on another error).
 void write_all(int fd, const std::string& s);
 
@@ -71,15 +83,16 @@ void write_all(int fd, const std::string& s);
 class Workers {
  public:
   explicit Workers(int count) : w_(static_cast<size_t>(count)) {}
-  ~Workers() { kill_and_reap(); }
+  ~Workers();
   Workers(const Workers&) = delete;
   Workers& operator=(const Workers&) = delete;
 
   // Starts local worker `local_rank` (global rank node_rank * nproc_per_node + local_rank) with `shared` plus
   // its rank variables: its own process group, PR_SET_PDEATHSIG = SIGKILL, default dispositions of the forwarded
-  // signals, and its stdout/stderr into pipes when o.prefix_output. Throws std::runtime_error (pipe, fork)
-  // after killing and reaping the workers started so far.
-  void start(int local_rank, const SpawnOptions& o, const std::vector<std::string>& shared);
+  // signals. Each of its streams goes through a pipe when it has a log file or when o.prefix_output and it is
+  // shown; straight to the console when shown otherwise; to /dev/null when neither (`logs`, log_spec.h).
+  // Throws std::runtime_error (pipe, fork, a log file) after killing and reaping the workers started so far.
+  void start(int local_rank, const SpawnOptions& o, const std::vector<std::string>& shared, const RankLogs& logs);
 
   std::vector<Worker>& all() { return w_; }
   bool any_running() const;
@@ -96,9 +109,17 @@ class Workers {
 
 // ---- supervision (supervise.cpp) -----------------------------------------------------------------------------------
 
-// Runs until every worker has exited and its output is drained: relays output lines (prefixed "[rank R] "),
-// forwards the signals read from `signal_fd`, reaps, stops the others after the first failure (SIGTERM +
-// SIGCONT, SIGKILL o.grace_seconds later). Returns spawn_workers' exit code.
-int supervise(Workers& workers, const SpawnOptions& o, int signal_fd);
+// How one attempt of the worker group ended.
+struct AttemptResult {
+  int code = 0;                           // spawn_workers' exit code for it
+  int signal_received = 0;                // the last terminating signal the launcher got (0: none)
+  bool failed_first = false;              // a worker failed before any signal: a restart may follow
+  std::vector<WorkerFailure> failures;    // the workers that failed, in the order seen (the root cause first)
+};
+
+// Runs until every worker has exited and its output is drained: relays output lines (prefixed "[rank R] ")
+// and writes the log files, forwards the signals read from `signal_fd`, reaps, stops the others after the first
+// failure (SIGTERM + SIGCONT, SIGKILL o.grace_seconds later).
+AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd);
 
 }  // namespace mr::launch::detail

@@ -41,7 +41,7 @@ std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
 }
 
 std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared, const SpawnOptions& o,
-                                         int local_rank) {
+                                         int local_rank, const std::string& error_file) {
   WorkerPlace w;
   w.local_rank = local_rank;
   w.rank = o.node_rank * o.nproc_per_node + local_rank;
@@ -53,6 +53,7 @@ std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared,
   w.restart_count = o.restart_count;
   w.max_restarts = o.max_restarts;
   w.run_id = o.run_id;
+  w.error_file = error_file;
   std::vector<std::string> env = shared;
   for (const auto& [k, v] : torchrun_env(w)) env.push_back(k + "=" + v);
   return env;

@@ -22,51 +22,64 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Appends `text` to the stream's partial line and writes out every complete line ("[rank R] " before each when
-// `prefix`); `flush_all` also writes the rest (the stream has ended), with a newline.
+// Appends `text` to the stream's partial line and handles every complete line: kept in the stream's tail (stderr)
+// and written to the console ("[rank R] " before each when `prefix`) when the stream is shown. `flush_all` also
+// handles the rest (the stream has ended), with a newline. The log file gets the bytes as they come.
 void emit(const Worker& w, Stream& s, const std::string& text, bool prefix, bool flush_all) {
+  if (s.file >= 0 && !text.empty()) write_all(s.file, text);
+  if (!s.console && !s.is_err) return;  // nothing to show, nothing to keep
   s.pending += text;
   std::string out;
+  auto line = [&](std::string l) {  // without its newline
+    if (s.is_err) {
+      s.tail.push_back(l);
+      if (s.tail.size() > kTailLines) s.tail.pop_front();
+    }
+    if (!s.console) return;
+    if (prefix) out += "[rank " + std::to_string(w.rank) + "] ";
+    out += l + "\n";
+  };
   size_t start = 0;
   for (;;) {
     size_t nl = s.pending.find('\n', start);
     if (nl == std::string::npos) break;
-    if (prefix) out += "[rank " + std::to_string(w.rank) + "] ";
-    out += s.pending.substr(start, nl - start + 1);
+    line(s.pending.substr(start, nl - start));
     start = nl + 1;
   }
   s.pending.erase(0, start);
   if (flush_all && !s.pending.empty()) {
-    if (prefix) out += "[rank " + std::to_string(w.rank) + "] ";
-    out += s.pending + "\n";
+    line(s.pending);
     s.pending.clear();
   }
   if (!out.empty()) write_all(s.is_err ? 2 : 1, out);
 }
 
 // Reads what is ready on one worker stream; at its end (or on an error) flushes the rest and closes it.
-void relay(Worker& w, Stream& s) {
+void relay(Worker& w, Stream& s, bool prefix) {
   char buf[65536];
   ssize_t r = read(s.fd, buf, sizeof buf);
   if (r > 0) {
-    emit(w, s, std::string(buf, static_cast<size_t>(r)), true, false);
+    emit(w, s, std::string(buf, static_cast<size_t>(r)), prefix, false);
   } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-    emit(w, s, "", true, true);
+    emit(w, s, "", prefix, true);
     close(s.fd);
     s.fd = -1;
+    if (s.file >= 0) close(s.file);
+    s.file = -1;
   }
 }
 
 }  // namespace
 
-int supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
+AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
+  AttemptResult result;
   std::optional<Clock::time_point> kill_at;  // SIGKILL the stragglers at this time
-  std::optional<int> first_failure;
-  bool failure_before_signal = false;
-  int signal_received = 0;
+  bool stopping = false;                     // the workers have been told to stop
+  std::vector<Worker*> failed;               // in the order seen
   const auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000));
   auto stop_rest = [&](int sig) {
     workers.terminate_all(sig);
+    stopping = true;
     if (!kill_at) kill_at = Clock::now() + grace;
   };
 
@@ -87,19 +100,21 @@ int supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
       const int e = errno;
       std::cerr << "megatron-run: poll: " << std::strerror(e) << "; killing the workers\n";
       workers.kill_and_reap();
-      return first_failure.value_or(1);
+      result.code = result.failures.empty() ? 1 : exit_code(result.failures.front().status);
+      return result;
     }
     if (n > 0) {
       // Signals received by the launcher: passed on to every worker.
       if (fds[0].revents & POLLIN) {
         unsigned char b;
         while (read(signal_fd, &b, 1) == 1) {
-          signal_received = b;
-          std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << strsignal(b)
+          std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b)
                     << "); forwarding it to the workers\n";
           workers.kill_all(b);
           if (stops_workers(b)) {
+            result.signal_received = b;
             workers.kill_all(SIGCONT);
+            stopping = true;
             if (!kill_at) kill_at = Clock::now() + grace;
           }
         }
@@ -107,7 +122,7 @@ int supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
       for (size_t i = 1; i < fds.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         auto [w, s] = owners[i];
-        relay(*w, *s);
+        relay(*w, *s, o.prefix_output);
       }
     }
     // Reap; the first failure stops the others.
@@ -117,29 +132,45 @@ int supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
       pid_t r = waitpid(w.pid, &status, WNOHANG);
       if (r != w.pid) continue;
       w.running = false;
+      w.status = status;
       w.code = exit_code(status);
-      if (w.code != 0 && !first_failure) {
-        first_failure = w.code;
-        failure_before_signal = signal_received == 0;
+      if (w.code == 0) continue;
+      WorkerFailure f;
+      f.rank = w.rank;
+      f.local_rank = w.local_rank;
+      f.pid = w.pid;
+      f.status = status;
+      f.when = std::chrono::system_clock::now();
+      f.after_stop = stopping;
+      f.stderr_seen = w.err_piped;
+      f.error_file = w.error_file;
+      result.failures.push_back(f);
+      failed.push_back(&w);
+      if (result.failures.size() == 1) {
+        result.failed_first = result.signal_received == 0;
         bool others = workers.any_running();
         std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") " << describe_status(status)
-                  << (others && !signal_received ? "; stopping the other workers" : "") << "\n";
-        if (others) stop_rest(SIGTERM);
+                  << (others && !stopping ? "; stopping the other workers" : "") << "\n";
+        if (others && !stopping) stop_rest(SIGTERM);
       }
     }
     // The grace period is over: SIGKILL what still runs (once).
     if (kill_at && Clock::now() >= *kill_at) {
       if (workers.any_running()) {
-        std::cerr << "megatron-run: workers still running " << o.grace_seconds << " s after the stop signal; killing them\n";
+        std::cerr << "megatron-run: workers still running " << o.grace_seconds
+                  << " s after the stop signal (--term-timeout); killing them\n";
         workers.kill_all(SIGKILL);
       }
-      kill_at.reset();
       kill_at = Clock::now() + std::chrono::hours(24 * 365);
     }
   }
-  if (first_failure && failure_before_signal) return *first_failure;
-  if (signal_received) return 128 + signal_received;
-  return first_failure.value_or(0);
+  // Every stream has ended: the stderr tails are complete.
+  for (size_t i = 0; i < failed.size(); ++i)
+    result.failures[i].stderr_tail.assign(failed[i]->err.tail.begin(), failed[i]->err.tail.end());
+  if (result.failed_first) result.code = exit_code(result.failures.front().status);
+  else if (result.signal_received) result.code = 128 + result.signal_received;
+  else result.code = result.failures.empty() ? 0 : exit_code(result.failures.front().status);
+  return result;
 }
 
 }  // namespace mr::launch::detail

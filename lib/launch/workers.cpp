@@ -9,6 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "launch/spawn_detail.h"
@@ -19,13 +20,6 @@ int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
-}
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
-  return "stopped";
 }
 
 void write_all(int fd, const std::string& s) {
@@ -40,27 +34,71 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std::string>& shared) {
+namespace {
+
+// A pipe whose ends are closed on exec (the child dups its write end onto 1 or 2).
+void make_pipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+}
+
+int open_log(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write the log file " + path + ": " + std::strerror(errno));
+  return fd;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+Workers::~Workers() {
+  kill_and_reap();
+  for (Worker& w : w_)
+    for (Stream* s : {&w.out, &w.err}) {
+      close_fd(s->fd);
+      close_fd(s->file);
+    }
+}
+
+void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std::string>& shared,
+                    const RankLogs& logs) {
   Worker& w = w_[static_cast<size_t>(local_rank)];
   w.rank = o.node_rank * o.nproc_per_node + local_rank;
+  w.local_rank = local_rank;
+  w.error_file = logs.error_file;
   // Everything the child needs is built before fork: after it, the child only makes system calls.
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  std::vector<std::string> env = rank_worker_env(shared, o, local_rank);
+  std::vector<std::string> env = rank_worker_env(shared, o, local_rank, logs.error_file);
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const pid_t launcher = getpid();
-  int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (o.prefix_output && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
-    const int e = errno;
+  // Each stream: a pipe (a log file, or prefixed console lines), the console itself, or /dev/null.
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, null_fd = -1;
+  w.out = Stream{};
+  w.err = Stream{};
+  w.err.is_err = true;
+  try {
+    for (auto [dest, fds, s] : {std::tuple{&logs.out, out, &w.out}, std::tuple{&logs.err, err, &w.err}}) {
+      s->console = dest->console;
+      if (!dest->file.empty()) s->file = open_log(dest->file);
+      if (!dest->file.empty() || (dest->console && o.prefix_output)) make_pipe(fds);
+      if (dest->file.empty() && !dest->console && null_fd < 0) null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    }
+  } catch (const std::exception&) {
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd}) close_fd(*fd);
     kill_and_reap();
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(e));
+    throw;
   }
   pid_t pid = fork();
   if (pid < 0) {
     const int e = errno;
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd}) close_fd(*fd);
     kill_and_reap();
     throw std::runtime_error(std::string("fork: ") + std::strerror(e));
   }
@@ -75,10 +113,10 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     // Default dispositions (not the inherited ones: a background job starts with SIGINT ignored), so that the
     // signals we forward reach the worker.
     for (int sig : forwarded_signals()) signal(sig, SIG_DFL);
-    if (o.prefix_output) {
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-    }
+    if (out[1] >= 0) dup2(out[1], 1);
+    else if (!logs.out.console) dup2(null_fd, 1);
+    if (err[1] >= 0) dup2(err[1], 2);
+    else if (!logs.err.console) dup2(null_fd, 2);
     execve(argv[0], argv.data(), envp.data());
     std::string msg = std::string("megatron-run: cannot start ") + argv[0] + ": " + std::strerror(errno) + "\n";
     write_all(2, msg);
@@ -87,12 +125,12 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   setpgid(pid, pid);  // also here: no race with kill(-pid) before the child ran setpgid
   w.pid = pid;
   w.running = true;
-  if (o.prefix_output) {
-    close(out[1]);
-    close(err[1]);
-    w.out = Stream{out[0], {}, false};
-    w.err = Stream{err[0], {}, true};
-  }
+  close_fd(out[1]);
+  close_fd(err[1]);
+  close_fd(null_fd);
+  w.out.fd = out[0];
+  w.err.fd = err[0];
+  w.err_piped = err[0] >= 0;
 }
 
 bool Workers::any_running() const {
@@ -119,6 +157,7 @@ void Workers::kill_and_reap() {
       while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
       }
       w.running = false;
+      w.status = status;
       w.code = exit_code(status);
     }
 }

@@ -1,0 +1,49 @@
+// The failure summary spawn_workers prints when the job fails: the root cause (the first worker that failed:
+// rank, local rank, host, pid, exit code or signal, time, the content of its TORCHELASTIC_ERROR_FILE in
+// PyTorch's @record JSON format, the last lines of its stderr), then the cascade (the workers that failed
+// after it, most of them stopped by the launcher). Torch-free.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mr::launch {
+
+// One worker that exited with a code other than 0 (or was killed by a signal).
+struct WorkerFailure {
+  int rank = 0, local_rank = 0;
+  pid_t pid = -1;
+  int status = 0;          // its wait status
+  std::chrono::system_clock::time_point when;  // when the launcher saw it end
+  bool after_stop = false;  // it ended after the launcher had begun stopping the workers
+  std::vector<std::string> stderr_tail;  // its last stderr lines, when its stderr went through the launcher
+  bool stderr_seen = false;              // its stderr went through the launcher (else straight to the console)
+  std::string error_file;  // its TORCHELASTIC_ERROR_FILE ("" none)
+};
+
+// "exited with code 7", "was killed by signal 15 (SIGTERM)".
+std::string describe_status(int status);
+// A signal's name: "SIGTERM" (or "signal N" when it has none).
+std::string signal_name(int sig);
+
+// What a worker wrote to its error file, read the way torchrun's ProcessFailure reads it: the @record format
+// {"message": {"message": "...", "extraInfo": {"py_callstack": "...", "timestamp": "..."}}}, or {"message": "..."};
+// anything else is returned as it is (at most a few kB). nullopt when there is no such file.
+struct ErrorFileContent {
+  std::string message;     // "RuntimeError: boom"
+  std::string traceback;   // py_callstack ("" none)
+  std::string timestamp;   // seconds since the epoch, as written ("" none)
+  std::string raw;         // the file itself when it is not in that format
+};
+std::optional<ErrorFileContent> read_error_file(const std::string& path);
+
+// The summary: `failures` in the order the launcher saw them (the first is the root cause); `attempts` the
+// number of times the worker group ran.
+void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts);
+
+}  // namespace mr::launch

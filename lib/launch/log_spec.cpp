@@ -1,0 +1,151 @@
+// torchrun's per-rank logs (log_spec.h).
+#include "launch/log_spec.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace mr::launch {
+
+namespace {
+
+// A non-negative decimal integer, the whole of `s`.
+bool parse_uint(const std::string& s, int& out) {
+  if (s.empty() || s.size() > 9) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  out = std::stoi(s);
+  return true;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    size_t at = s.find(sep, start);
+    parts.push_back(s.substr(start, at - start));
+    if (at == std::string::npos) return parts;
+    start = at + 1;
+  }
+}
+
+std::string mkdtemp_in(const std::string& dir, const std::string& prefix) {
+  std::string tmpl = (fs::path(dir) / (prefix + "XXXXXX")).string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data()))
+    throw std::runtime_error("cannot make a log directory in " + dir + ": " + std::strerror(errno));
+  return buf.data();
+}
+
+}  // namespace
+
+int StdSpec::of(int local_rank) const {
+  if (!per_rank) return all;
+  auto it = by_rank.find(local_rank);
+  return it == by_rank.end() ? kStdNone : it->second;
+}
+
+StdSpec StdSpec::parse(const std::string& v) {
+  const std::invalid_argument bad("'" + v +
+                                  "' is neither a stream mask 0-3 (0 none, 1 stdout, 2 stderr, 3 both) nor "
+                                  "LOCAL_RANK:MASK,... (e.g. 0:1,1:2)");
+  StdSpec s;
+  int n = 0;
+  if (v.find(':') == std::string::npos) {
+    if (v.size() != 1 || !parse_uint(v, n) || n > kStdAll) throw bad;
+    s.all = n;
+    return s;
+  }
+  s.per_rank = true;
+  for (const std::string& item : split(v, ',')) {
+    size_t colon = item.find(':');
+    int rank = 0, mask = 0;
+    if (colon == std::string::npos || !parse_uint(item.substr(0, colon), rank) ||
+        item.size() != colon + 2 || !parse_uint(item.substr(colon + 1), mask) || mask > kStdAll)
+      throw bad;
+    s.by_rank[rank] = mask;
+  }
+  return s;
+}
+
+std::set<int> parse_local_ranks(const std::string& v) {
+  std::set<int> ranks;
+  for (const std::string& item : split(v, ',')) {
+    int r = 0;
+    if (!parse_uint(item, r))
+      throw std::invalid_argument("'" + v + "' is not a comma-separated list of local ranks (e.g. 0,1,2)");
+    ranks.insert(r);
+  }
+  return ranks;
+}
+
+bool LogOptions::any_file(int nproc) const {
+  for (int r = 0; r < nproc; ++r)
+    if ((redirects.of(r) | tee.of(r)) != kStdNone) return true;
+  return false;
+}
+
+RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int local_rank) {
+  const int tee = o.tee.of(local_rank);
+  const int redirect = o.redirects.of(local_rank) | tee;  // a tee is a redirect that is also shown
+  const bool shown = o.local_ranks_filter.empty() || o.local_ranks_filter.count(local_rank);
+  const fs::path dir = fs::path(attempt_dir) / std::to_string(local_rank);
+  RankLogs r;
+  auto dest = [&](int bit, const char* name) {
+    StreamDest d;
+    if (redirect & bit) d.file = (dir / name).string();
+    d.console = shown && (!(redirect & bit) || (tee & bit));
+    return d;
+  };
+  r.out = dest(kStdOut, "stdout.log");
+  r.err = dest(kStdErr, "stderr.log");
+  r.error_file = (dir / "error.json").string();
+  return r;
+}
+
+LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
+  if (o.log_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    root_ = mkdtemp_in(tmp && *tmp ? tmp : "/tmp", "torchelastic_");
+    temporary_ = true;
+    keep_ = o.any_file(nproc);
+  } else {
+    root_ = o.log_dir;
+    std::error_code ec;
+    fs::create_directories(root_, ec);
+    if (ec) throw std::runtime_error("argument --log-dir: cannot make " + root_ + ": " + ec.message());
+  }
+  std::string prefix = run_id;
+  for (char& c : prefix)
+    if (c == '/') c = '_';
+  run_dir_ = mkdtemp_in(root_, prefix + "_");
+  if (!temporary_ || keep_) std::cerr << "megatron-run: log directory " << run_dir_ << "\n";
+}
+
+LogDir::~LogDir() {
+  if (!temporary_ || keep_) return;
+  std::error_code ec;
+  fs::remove_all(root_, ec);
+}
+
+std::string LogDir::attempt(int restart_count, int nproc) const {
+  const fs::path dir = fs::path(run_dir_) / ("attempt_" + std::to_string(restart_count));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  for (int r = 0; r < nproc; ++r) {
+    fs::create_directories(dir / std::to_string(r), ec);
+    if (ec) throw std::runtime_error("cannot make the log directory " + dir.string() + ": " + ec.message());
+  }
+  return dir.string();
+}
+
+}  // namespace mr::launch

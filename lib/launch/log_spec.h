@@ -1,0 +1,74 @@
+// torchrun's per-rank logs (--log-dir, -r/--redirects, -t/--tee, --local-ranks-filter), with torchrun's rules
+// (torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs): where each worker's stdout and stderr
+// go, its TORCHELASTIC_ERROR_FILE, and the directory layout <log-dir>/<run_id>_<unique>/attempt_<n>/<local_rank>/.
+// Torch-free.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace mr::launch {
+
+// torchrun's Std: which of a worker's streams a setting applies to.
+inline constexpr int kStdNone = 0, kStdOut = 1, kStdErr = 2, kStdAll = 3;
+
+// A --redirects / --tee value, torchrun's Std.from_str: one Std (0-3) for every local rank ("3"), or one per
+// local rank ("0:1,1:2"; a rank not named gets 0). torchrun's pattern allows one-digit ranks only; ranks of any
+// size are accepted here.
+struct StdSpec {
+  int all = kStdNone;
+  std::map<int, int> by_rank;  // used when per_rank
+  bool per_rank = false;
+  int of(int local_rank) const;
+  // Throws std::invalid_argument naming the accepted forms.
+  static StdSpec parse(const std::string& v);
+};
+
+// --local-ranks-filter "0,2": a non-empty comma-separated list of local ranks. Throws std::invalid_argument.
+std::set<int> parse_local_ranks(const std::string& v);
+
+struct LogOptions {
+  std::string log_dir;  // --log-dir; empty: a temporary directory, removed at the end unless a stream went to it
+  StdSpec redirects, tee;
+  std::set<int> local_ranks_filter;  // only these local ranks reach the console; empty: every rank
+  // Some stream of one of `nproc` local ranks is written to a file.
+  bool any_file(int nproc) const;
+};
+
+// Where one stream of a worker goes: its log file ("" none) and/or the launcher's console.
+struct StreamDest {
+  std::string file;
+  bool console = true;
+};
+
+struct RankLogs {
+  StreamDest out, err;
+  std::string error_file;  // TORCHELASTIC_ERROR_FILE
+};
+
+// torchrun's rules for local rank `local_rank` of an attempt whose directory is `attempt_dir`: a tee'd stream is
+// also redirected (file and console); a redirected one goes to <attempt_dir>/<local_rank>/std{out,err}.log only;
+// a rank outside a non-empty --local-ranks-filter reaches the console with neither (its files are still written).
+RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int local_rank);
+
+// A run's log directory: <root>/<run_id>_<unique> (torchrun's mkdtemp with the run id as prefix), root being
+// --log-dir (made when missing) or a fresh $TMPDIR/torchelastic_XXXXXX. A temporary root is removed by the
+// destructor unless some stream was written to it (then it is kept and its path said on stderr, as torchrun
+// keeps it). Throws std::runtime_error when a directory cannot be made.
+class LogDir {
+ public:
+  LogDir(const LogOptions& o, const std::string& run_id, int nproc);
+  ~LogDir();
+  LogDir(const LogDir&) = delete;
+  LogDir& operator=(const LogDir&) = delete;
+  const std::string& run_dir() const { return run_dir_; }
+  // <run_dir>/attempt_<restart_count> emptied and made afresh, with one directory per local rank; its path.
+  std::string attempt(int restart_count, int nproc) const;
+
+ private:
+  std::string root_, run_dir_;
+  bool temporary_ = false, keep_ = false;
+};
+
+}  // namespace mr::launch

@@ -1,0 +1,88 @@
+// launch/log_spec.h: torchrun's --redirects/--tee values, --local-ranks-filter, where each stream goes, the
+// run's log directory.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "launch/log_spec.h"
+
+namespace fs = std::filesystem;
+using namespace mr::launch;
+
+TEST_CASE("--redirects/--tee values: torchrun's Std forms", "[launch][log-spec]") {
+  CHECK(StdSpec::parse("0").of(5) == kStdNone);
+  CHECK(StdSpec::parse("3").of(0) == kStdAll);
+  StdSpec m = StdSpec::parse("0:1,1:2");
+  CHECK(m.of(0) == kStdOut);
+  CHECK(m.of(1) == kStdErr);
+  CHECK(m.of(2) == kStdNone);  // a rank not named: 0
+  CHECK(StdSpec::parse("12:3").of(12) == kStdAll);
+  for (const char* bad : {"", "4", "-1", "03", "a", "0:4", "0:", ":1", "0:1,", "0:1,,1:2", "0:1;1:2", "3 "})
+    CHECK_THROWS_AS(StdSpec::parse(bad), std::invalid_argument);
+}
+
+TEST_CASE("--local-ranks-filter values", "[launch][log-spec]") {
+  CHECK(parse_local_ranks("0") == std::set<int>{0});
+  CHECK(parse_local_ranks("2,0,2") == std::set<int>{0, 2});
+  for (const char* bad : {"", ",", "0,", "a", "-1", "0 1"}) CHECK_THROWS_AS(parse_local_ranks(bad), std::invalid_argument);
+}
+
+TEST_CASE("where a rank's streams go: torchrun's rules", "[launch][log-spec]") {
+  LogOptions o;
+  RankLogs none = rank_logs(o, "/l/attempt_0", 1);
+  CHECK(none.out.file.empty());
+  CHECK(none.out.console);
+  CHECK(none.err.console);
+  CHECK(none.error_file == "/l/attempt_0/1/error.json");
+  o.redirects = StdSpec::parse("1");  // stdout to its file only
+  o.tee = StdSpec::parse("0:2");      // rank 0's stderr to its file and the console
+  RankLogs r0 = rank_logs(o, "/l/attempt_0", 0);
+  CHECK(r0.out.file == "/l/attempt_0/0/stdout.log");
+  CHECK_FALSE(r0.out.console);
+  CHECK(r0.err.file == "/l/attempt_0/0/stderr.log");
+  CHECK(r0.err.console);
+  RankLogs r1 = rank_logs(o, "/l/attempt_0", 1);
+  CHECK(r1.err.file.empty());
+  CHECK(r1.err.console);
+  // A rank outside the filter reaches the console with nothing; its files are still written.
+  o.local_ranks_filter = {1};
+  RankLogs f0 = rank_logs(o, "/l/attempt_0", 0);
+  CHECK_FALSE(f0.err.console);
+  CHECK(f0.err.file == "/l/attempt_0/0/stderr.log");
+  CHECK(rank_logs(o, "/l/attempt_0", 1).err.console);
+  CHECK(o.any_file(2));
+  CHECK_FALSE(LogOptions{}.any_file(8));
+}
+
+TEST_CASE("the run's log directory: <log-dir>/<run id>_<unique>/attempt_<n>/<local rank>", "[launch][log-spec]") {
+  const fs::path root = fs::temp_directory_path() / ("mr-log-spec-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  LogOptions o;
+  o.log_dir = (root / "logs").string();
+  {
+    LogDir d(o, "job/7", 2);
+    const fs::path run = d.run_dir();
+    CHECK(run.parent_path() == root / "logs");
+    CHECK(run.filename().string().rfind("job_7_", 0) == 0);
+    std::string a1 = d.attempt(1, 2);
+    CHECK(fs::is_directory(fs::path(a1) / "0"));
+    CHECK(fs::is_directory(fs::path(a1) / "1"));
+    std::ofstream(fs::path(a1) / "0" / "stale").put('x');
+    d.attempt(1, 2);  // made afresh
+    CHECK_FALSE(fs::exists(fs::path(a1) / "0" / "stale"));
+  }
+  CHECK(fs::is_directory(root / "logs"));  // --log-dir stays
+  fs::remove_all(root);
+  // Without --log-dir: a temporary directory, gone at the end when nothing was written to a file.
+  std::string tmp_run;
+  {
+    LogDir d(LogOptions{}, "none", 1);
+    tmp_run = d.run_dir();
+    CHECK(fs::path(tmp_run).parent_path().filename().string().rfind("torchelastic_", 0) == 0);
+  }
+  CHECK_FALSE(fs::exists(tmp_run));
+}

@@ -1,0 +1,37 @@
+# A worker that fails in a chosen way, to test the launcher's supervision (tests/launch/supervision_test.cpp).
+# FAULT (the environment) picks the way; FAULT_RANK (default 1) is the rank that fails:
+#   first-attempt  fails (exit 3, after a line on stderr) on attempt 0 only (TORCHELASTIC_RESTART_COUNT), then works;
+#   ignore-term    every rank ignores SIGTERM; FAULT_RANK exits 4 after a moment, the others would sleep a minute;
+#   record         FAULT_RANK raises in a main wrapped in torch's @record, which writes TORCHELASTIC_ERROR_FILE.
+import os
+import signal
+import sys
+import time
+
+fault = os.environ.get("FAULT", "")
+rank = os.environ.get("RANK")
+failing = rank == os.environ.get("FAULT_RANK", "1")
+attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+
+if fault == "first-attempt":
+    print(f"rank {rank} attempt {attempt} of at most {os.environ.get('TORCHELASTIC_MAX_RESTARTS')} restarts", flush=True)
+    if failing and attempt == "0":
+        print(f"rank {rank} fails on attempt {attempt}", file=sys.stderr, flush=True)
+        sys.exit(3)
+elif fault == "ignore-term":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(f"rank {rank} ignores SIGTERM", flush=True)
+    if failing:
+        time.sleep(0.5)
+        sys.exit(4)
+    time.sleep(60)
+elif fault == "record":
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    @record
+    def main():
+        if failing:
+            raise RuntimeError(f"boom on rank {rank}")
+        time.sleep(60)
+
+    main()

@@ -1,0 +1,166 @@
+// The launcher's supervision of the programs it starts (launch/spawn.h, launch/failure_report.h, log_spec.h):
+// --max-restarts, --log-dir with -r/--redirects, -t/--tee and --local-ranks-filter, --term-timeout, and the
+// failure summary naming the root cause. Real programs (tests/launch/programs/faults.py, probe.py) under
+// Debian's /usr/bin/python3; every command runs under `timeout`.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "../config/binary.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using mrtest::Proc;
+
+// stdout and stderr together, the command (ENV=... PROGRAM ARGS) killed after 90 s.
+Proc sh(const std::string& cmd) { return mrtest::run_shell("timeout -k 5 90 env " + cmd + " 2>&1"); }
+
+const std::string kBin = std::string("'") + MR_BINARY + "'";
+const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+const std::string kFaults = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/faults.py";
+const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
+const std::string kRun = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig + " ";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("mr-supervision-" + std::to_string(getpid()));
+  TempDir() { fs::remove_all(path), fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// The one <run id>_<unique> directory under `root`.
+fs::path run_dir(const fs::path& root, const std::string& run_id) {
+  fs::path found;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind(run_id + "_", 0) == 0) found = e.path();
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("--max-restarts: the failed group is stopped and started again with the next restart count",
+          "[launch][supervision][process]") {
+  TempDir t;
+  Proc r = sh("FAULT=first-attempt " + kRun + "--nproc-per-node 2 --max-restarts 2 --rdzv-id job5 --log-dir " +
+              t.path.string() + " --no-append-args " + kFaults);
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "[rank 1] rank 1 fails on attempt 0"));
+  CHECK(has(r.out, "megatron-run: the worker group failed (attempt 1: rank 1 exited with code 3); 2/2 restarts left; "
+                   "restarting the worker group (TORCHELASTIC_RESTART_COUNT=1)"));
+  CHECK(has(r.out, "[rank 0] rank 0 attempt 1 of at most 2 restarts"));
+  CHECK(has(r.out, "[rank 1] rank 1 attempt 1 of at most 2 restarts"));
+  CHECK_FALSE(has(r.out, "attempt 2 of"));
+  // One directory per attempt (torchrun's attempt_<restart count>).
+  fs::path run = run_dir(t.path, "job5");
+  REQUIRE(!run.empty());
+  CHECK(fs::is_directory(run / "attempt_0" / "1"));
+  CHECK(fs::is_directory(run / "attempt_1" / "1"));
+
+  // No restart left: the last failure is the job's, with the summary.
+  Proc none = sh("FAULT=first-attempt " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults);
+  INFO(none.out);
+  CHECK(none.exit == 3);
+  CHECK(has(none.out, "megatron-run: the job failed\n"));
+  CHECK_FALSE(has(none.out, "restarting"));
+  // A configuration error is never retried: nothing starts.
+  Proc bad = sh("FAULT=first-attempt " + kRun + "--nproc-per-node 2 --max-restarts 3 --tensor-model-parallel-size 4 " +
+                kFaults);
+  CHECK(bad.exit == 1);
+  CHECK(has(bad.out, "error[parallel.world-size-divisible]"));
+  CHECK_FALSE(has(bad.out, "attempt"));
+}
+
+TEST_CASE("--log-dir with --redirects, --tee and --local-ranks-filter: torchrun's layout and console",
+          "[launch][supervision][process]") {
+  TempDir t;
+  // Rank 0: stdout to its file only (-r 0:1); rank 1: both streams to files and the console (-t 1:3).
+  Proc r = sh(kRun + "--nproc-per-node 2 --rdzv-id logs1 --log-dir " + t.path.string() +
+              " -r 0:1 -t 1:3 --no-append-args " + kProbe + " own-arg");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  fs::path a0 = run_dir(t.path, "logs1") / "attempt_0";
+  CHECK(has(slurp(a0 / "0" / "stdout.log"), "\"argv\": [\"own-arg\"]"));
+  CHECK_FALSE(fs::exists(a0 / "0" / "stderr.log"));  // not redirected
+  CHECK(has(slurp(a0 / "1" / "stdout.log"), "\"RANK\": \"1\""));
+  CHECK(fs::exists(a0 / "1" / "stderr.log"));
+  CHECK_FALSE(has(r.out, "[rank 0] {"));  // redirected: not on the console
+  CHECK(has(r.out, "[rank 1] {"));        // tee'd: on the console too
+  // TORCHELASTIC_ERROR_FILE: <attempt>/<local rank>/error.json.
+  CHECK(has(slurp(a0 / "1" / "stdout.log"),
+            "\"TORCHELASTIC_ERROR_FILE\": \"" + (a0 / "1" / "error.json").string() + "\""));
+
+  // --local-ranks-filter 1: only rank 1 on the console; rank 0's tee'd file is still written.
+  Proc f = sh(kRun + "--nproc-per-node 2 --rdzv-id logs2 --log-dir " + t.path.string() +
+              " --tee 3 --local-ranks-filter 1 --no-append-args " + kProbe);
+  INFO(f.out);
+  REQUIRE(f.exit == 0);
+  CHECK_FALSE(has(f.out, "[rank 0] {"));
+  CHECK(has(f.out, "[rank 1] {"));
+  CHECK(has(slurp(run_dir(t.path, "logs2") / "attempt_0" / "0" / "stdout.log"), "\"RANK\": \"0\""));
+
+  // Bad values: exit 2 naming the option, nothing started.
+  for (std::string opt : {"-r 4", "--tee 0:9", "--redirects x", "--local-ranks-filter a", "--max-restarts -1",
+                          "--term-timeout -3"}) {
+    Proc b = sh(kRun + "--nproc-per-node 2 " + opt + " " + kProbe);
+    INFO(opt << ": " << b.out);
+    CHECK(b.exit == 2);
+    CHECK(has(b.out, "argument -"));
+    CHECK_FALSE(has(b.out, "{\"env\""));
+  }
+  // Inside another launcher's job (no --nproc-per-node) they would do nothing: refused.
+  Proc in_job = sh("RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 " + kRun +
+                   "--max-restarts 1 " + kProbe);
+  CHECK(in_job.exit == 2);
+  CHECK(has(in_job.out, "argument --max-restarts: acts on the workers megatron-run starts"));
+}
+
+TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the grace period",
+          "[launch][supervision][process]") {
+  auto t0 = std::chrono::steady_clock::now();
+  Proc r = sh("FAULT=ignore-term " + kRun + "--nproc-per-node 2 --term-timeout 1 --no-append-args " + kFaults);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.exit == 4);  // the root cause's code, not the SIGKILLed rank's
+  CHECK(has(r.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
+  CHECK(has(r.out, "rank 0 (local rank 0), pid "));
+  CHECK(has(r.out, "was killed by signal 9 (SIGKILL) (after the launcher stopped the workers)"));
+  CHECK(s < 30);  // the worker would sleep 60 s; the default grace is 30 s
+}
+
+TEST_CASE("the failure summary: the root cause with its error file (@record) and stderr, then the cascade",
+          "[launch][supervision][process][torch]") {
+  Proc has_torch = sh("/usr/bin/python3 -c 'import torch.distributed.elastic.multiprocessing.errors'");
+  INFO("python3-torch is required (scripts/setup.sh installs it): " << has_torch.out);
+  REQUIRE(has_torch.exit == 0);
+  Proc r = sh("FAULT=record " + kRun + "--nproc-per-node 2 --term-timeout 5 --no-append-args " + kFaults);
+  INFO(r.out);
+  CHECK(r.exit == 1);  // Python's code for an uncaught exception
+  const size_t root = r.out.find("megatron-run: the job failed\n");
+  REQUIRE(root != std::string::npos);
+  const std::string summary = r.out.substr(root);
+  CHECK(has(summary, "  root cause (first failure): rank 1 (local rank 1), pid "));
+  CHECK(has(summary, "exited with code 1 at "));
+  CHECK(has(summary, "/attempt_0/1/error.json:\n      RuntimeError: boom on rank 1\n"));
+  CHECK(has(summary, "Traceback (most recent call last):"));  // the error file's py_callstack
+  CHECK(has(summary, " of its stderr:\n"));
+  CHECK(has(summary, "      RuntimeError: boom on rank 1\n"));  // the last line of its stderr
+  CHECK(has(summary, "  then (the cascade):\n    rank 0 (local rank 0), pid "));
+  CHECK(has(summary, "was killed by signal 15 (SIGTERM) (after the launcher stopped the workers)"));
+}
