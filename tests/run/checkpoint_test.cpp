@@ -165,7 +165,11 @@ TEST_CASE("a checkpoint loads under another layout with the same unsharded state
   check_reshard({4, {"--tensor-model-parallel-size", "2", "--bf16"}}, {4, {"--bf16"}}, "tp2dp2-tp1dp4");
   check_reshard({4, {"--use-distributed-optimizer", "--bf16"}}, {1, {"--bf16"}}, "distopt4-1");
   check_reshard({2, {"--pipeline-model-parallel-size", "2"}}, {1, {}}, "pp2-pp1");
-  check_reshard({1, {}}, {4, {"--tensor-model-parallel-size", "2", "--use-distributed-optimizer"}}, "1-tp2distopt");
+  // One rank to PP=2 x DP=2 with the distributed optimizer: the last stage's tied output copy comes from the
+  // embedding (the run's check that the two copies agree passes), the shards from the whole tensors.
+  check_reshard({1, {}}, {4, {"--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"}}, "1-pp2distopt");
+  // Routed experts (global names) over EP=2 to one rank.
+  check_reshard({4, {"--num-experts", "4", "--expert-model-parallel-size", "2"}}, {1, {"--num-experts", "4"}}, "ep2-1");
 }
 
 TEST_CASE("Python opens a saved file: names, shapes and values", "[run][checkpoint][python]") {
