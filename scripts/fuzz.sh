@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) into build-fuzz/ and runs one for SECONDS.
-#   scripts/fuzz.sh TARGET SECONDS      TARGET: config_file | cli | yaml_cfg | convert | check | all
+#   scripts/fuzz.sh TARGET SECONDS      TARGET: config_file | cli | yaml_cfg | convert | check | checkpoint | all
 # Seeds come from tests/data (the corpus) and tests/bad-inputs; a dictionary of flag names from the schema.
 # A crash, leak, timeout (10 s an input) or UB report stops the run and leaves the input in build-fuzz/findings/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: scripts/fuzz.sh TARGET SECONDS}
 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
-targets=(config_file cli yaml_cfg convert check)
+targets=(config_file cli yaml_cfg convert check checkpoint)
 if [[ $target == all ]]; then
   for t in "${targets[@]}"; do "$0" "$t" "$seconds"; done
   exit 0
@@ -47,6 +47,26 @@ PY
                'inf' 'attn=64' '[[1]*2]*2' 'full_iteration'; do
         for t in $(seq 0 18); do printf "\\$(printf %03o "$t")%s" "$w" > "$seeds/s$((i++))"; done
       done ;;
+    checkpoint)
+      # the first byte picks the reader: 0 safetensors, 1 metadata JSON, 2 tracker
+      /usr/bin/env python3 - "$seeds" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+hdr = json.dumps({"__metadata__": {"format": "pt"}, "w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                  "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}}).encode()
+hdr += b" " * (-(len(hdr) + 8) % 8)
+open(os.path.join(d, "st"), "wb").write(b"\0" + struct.pack("<Q", len(hdr)) + hdr + bytes(22))
+piece = {"tensor": "w", "key": "w", "kind": "param", "dtype": "F32", "global_shape": [4, 2], "global_offset": [2, 0],
+         "local_shape": [2, 2], "flattened_range": [0, 4]}
+meta = {"format": "megatron-run checkpoint", "version": 1, "iteration": 10, "consumed_samples": 80,
+        "skipped_iterations": 0, "optimizer_steps": 10, "world_size": 2, "rank": 1, "layout": {"tp": 2},
+        "optimizer": "adam", "params_dtype": "fp32", "distributed_optimizer": False, "rng": {"seed": "1234"},
+        "opt_param_scheduler": None, "grad_scaler": None, "tensors": "rank_00001.safetensors", "pieces": [piece],
+        "args": {}}
+open(os.path.join(d, "meta"), "wb").write(b"\1" + json.dumps(meta).encode())
+open(os.path.join(d, "tracker"), "wb").write(b"\2" + b"10")
+PY
+      ;;
   esac
 fi
 dict=build-fuzz/flags.dict

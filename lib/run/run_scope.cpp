@@ -33,6 +33,12 @@ constexpr ArgId kActs[] = {
     ArgId::loss_scale_window, ArgId::hysteresis,
     // Initial values (run/buffers.h).
     ArgId::seed, ArgId::init_method_std,
+    // Checkpoints and exits (run/checkpoint.h, docs/checkpoints.md); --async-save saves synchronously.
+    ArgId::save, ArgId::save_interval, ArgId::load, ArgId::non_persistent_save_interval,
+    ArgId::non_persistent_ckpt_type, ArgId::non_persistent_global_ckpt_dir, ArgId::finetune, ArgId::ckpt_step,
+    ArgId::exit_on_missing_checkpoint, ArgId::no_save_optim, ArgId::no_load_optim, ArgId::no_load_rng,
+    ArgId::async_save, ArgId::exit_interval, ArgId::exit_duration_in_mins, ArgId::exit_signal_handler,
+    ArgId::exit_signal,
     // The log (run/log.h).
     ArgId::log_interval, ArgId::log_params_norm,
     // The process groups and the rank layout (parallel/layout.h, distributed/).
@@ -58,7 +64,7 @@ constexpr ArgId kActs[] = {
 constexpr const char* kNoForward = "no model forward/backward: the gradients are synthetic";
 constexpr const char* kNoData = "no data is read: the gradients are synthetic";
 constexpr const char* kNoEval = "no evaluation in a synthetic run";
-constexpr const char* kNoCheckpoint = "the synthetic run does not save or load checkpoints yet";
+constexpr const char* kNoCheckpoint = "not modelled by the synthetic run's checkpoints (docs/checkpoints.md)";
 constexpr const char* kNoReport = "not reported by the synthetic run (its log is the iteration line)";
 constexpr const char* kNoProfiler = "no profiler in the synthetic run";
 constexpr const char* kNoResilience = "no fault tolerance, restart or straggler machinery in the synthetic run";
@@ -114,9 +120,8 @@ const std::map<std::string_view, const char*>& group_reasons() {
 // Flags whose reason is not their group's.
 const std::map<ArgId, const char*>& flag_reasons() {
   static const std::map<ArgId, const char*> m = {
-      {ArgId::exit_interval, "not honoured by the synthetic run yet"},
-      {ArgId::exit_duration_in_mins, "not honoured by the synthetic run yet"},
-      {ArgId::exit_signal_handler, "not honoured by the synthetic run yet"},
+      {ArgId::no_save_rng, "the synthetic run's RNG state is its seed, always saved (a few bytes)"},
+      {ArgId::ckpt_format, "the synthetic run writes one format: safetensors + JSON per rank (docs/checkpoints.md)"},
       {ArgId::sequence_parallel, "a layout of activations: the synthetic run has none (its parameters are the same)"},
       {ArgId::seq_length, "no model forward/backward: sequences have no effect on synthetic gradients"},
       {ArgId::optimizer_cpu_offload, kNoPerformance},

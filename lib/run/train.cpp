@@ -14,6 +14,7 @@
 
 #include "config/optimizer_config_from_args.h"
 #include "optim/kernels.h"
+#include "run/checkpoint.h"
 #include "run/grad_sync.h"
 #include "run/log.h"
 #include "run/run_context.h"
@@ -133,17 +134,22 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
 }  // namespace
 
 TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log, const std::string& prefix) {
-  RunContext c(rt, args);
+  const Args run_args = resume_args(args);  // --load: the checkpoint's seed when its RNG state is restored
+  RunContext c(rt, run_args);
   set_up(c);
   TrainResult res;
   log_start(c, log, prefix);
+  Checkpointer ckpt(c, log, prefix);  // --save is writable, --exit-signal-handler installed
+  const Progress resumed = ckpt.load();
   const std::set<int64_t> inject = iterations_from_env("MR_RUN_NONFINITE_AT");
-  int64_t consumed = 0, skipped_total = 0, steps_done = 0;
+  int64_t consumed = resumed.consumed_samples, skipped_total = resumed.skipped, steps_done = resumed.optimizer_steps;
+  int64_t last = resumed.iteration;
+  bool stopped = false;
   Window window;
-  for (int64_t it = 1; it <= c.train_iters; ++it) {
+  for (int64_t it = resumed.iteration + 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
     const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
-    if (it == 1) res.first_loss = loss;
+    if (it == resumed.iteration + 1) res.first_loss = loss;
     res.last_loss = loss;
     reduce_grads(c);
     // Unscale and look for inf/NaN (mixed precision with a loss scaler only, as Megatron).
@@ -177,8 +183,14 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       log_iteration(c, log, prefix, it, consumed, window, loss, found_inf, report);
       window = Window{};
     }
+    last = it;
+    if (ckpt.after_iteration({it, consumed, skipped_total, steps_done})) {  // interval saves, --exit-*
+      stopped = true;
+      break;
+    }
   }
-  res.iterations = c.train_iters;
+  if (!stopped) ckpt.at_end({last, consumed, skipped_total, steps_done});
+  res.iterations = last;
   res.skipped = skipped_total;
   res.params_checksum = check_replicas(c);
   log_finished(c, log, prefix, res);

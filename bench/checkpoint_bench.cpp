@@ -1,0 +1,165 @@
+// Checkpoint benchmarks (docs/checkpoints.md, docs/performance.md): one rank's save and load of a GPT in the
+// default job's shape (hidden 1024, 7 layers: ~88 M parameters, fp32 + Adam: ~1.06 GB of params and optimizer
+// state; --quick: 2 layers of hidden 512), each against plain system calls moving the same bytes in the same run.
+//   run.checkpoint_save  the save (pieces, safetensors + JSON written and fsynced into iter_N.tmp, the directory
+//                        fsynced and renamed, the tracker replaced) vs write() + fsync of the same bytes into one
+//                        file; ratio = baseline time / ours
+//   run.checkpoint_load  the load (metadata parsed, headers checked, every piece read into the buffers) vs
+//                        pread() of the same bytes into the same buffers; ratio = baseline time / ours
+// Both read from the page cache (the files were just written), so the figures compare the code's overhead
+// over the system calls, not the disk.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+
+#include "bench.h"
+#include "optim/optimizer_table.h"
+#include "run/atomic_dir.h"
+#include "run/buffers.h"
+#include "run/checkpoint_format.h"
+#include "run/checkpoint_io.h"
+
+namespace mr::bench {
+namespace {
+
+using namespace mr::run;
+
+ModelPlan gpt_plan(int64_t layers, int64_t h, int64_t vocab) {
+  ModelPlan plan;
+  auto add = [&](std::string name, std::vector<int64_t> shape, ParamSpec::Init init = ParamSpec::Init::Normal) {
+    ParamSpec p;
+    p.name = p.key = std::move(name);
+    p.shape = p.full_shape = std::move(shape);
+    p.no_weight_decay = p.shape.size() == 1;
+    p.init = init;
+    plan.params.push_back(std::move(p));
+  };
+  add("embedding.word_embeddings.weight", {vocab, h});
+  add("embedding.position_embeddings.weight", {128, h});
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = "decoder.layers." + std::to_string(l) + ".";
+    add(p + "self_attention.linear_qkv.layer_norm_weight", {h}, ParamSpec::Init::One);
+    add(p + "self_attention.linear_qkv.weight", {3 * h, h});
+    add(p + "self_attention.linear_qkv.bias", {3 * h}, ParamSpec::Init::Zero);
+    add(p + "self_attention.linear_proj.weight", {h, h});
+    add(p + "mlp.linear_fc1.layer_norm_weight", {h}, ParamSpec::Init::One);
+    add(p + "mlp.linear_fc1.weight", {4 * h, h});
+    add(p + "mlp.linear_fc2.weight", {h, 4 * h});
+    plan.layers.push_back(l);
+  }
+  add("decoder.final_layernorm.weight", {h}, ParamSpec::Init::One);
+  return plan;
+}
+
+struct Setup {
+  ModelPlan plan;
+  FlatBuffers buf;
+  std::string dir;
+  explicit Setup(const Options& o) {
+    plan = o.quick ? gpt_plan(2, 512, 1024) : gpt_plan(7, 1024, 1024);
+    buf.build(plan, optim::optimizer_info(arg::Optimizer::adam), optim::DType::F32, false, 1, 0, 0, 0, 1234, 0.02, false);
+    char tmpl[] = "/tmp/mr-bench-ckpt-XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    dir = tmpl;
+  }
+  ~Setup() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The best of `reps` timed runs of `f`, each after an untimed `prepare`.
+template <class P, class F>
+double best(int reps, P&& prepare, F&& f) {
+  double b = 1e300;
+  for (int i = 0; i < reps; ++i) {
+    prepare();
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    b = std::min(b, seconds_since(t0));
+  }
+  return b;
+}
+
+void save_once(Setup& s) {
+  const std::string final_dir = iteration_dir(s.dir + "/ck", 10), tmp = final_dir + ".tmp";
+  std::filesystem::create_directories(tmp);
+  RankMeta m;
+  m.iteration = 10;
+  m.optimizer = "adam";
+  m.params_dtype = "fp32";
+  m.layout = Value::object({});
+  const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
+  write_rank_files(tmp, m, rs);
+  fsync_path(tmp);
+  replace_dir(tmp, final_dir);
+  write_file_atomic(tracker_path(s.dir + "/ck"), "10");
+}
+
+// The same bytes with plain write() + fsync into one file.
+void plain_write(Setup& s) {
+  const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
+  const std::string path = s.dir + "/plain.bin";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("open " + path);
+  for (const TensorOut& t : rs.tensors) {
+    const char* p = static_cast<const char*>(t.data);
+    for (size_t left = t.bytes; left > 0;) {
+      ssize_t w = ::write(fd, p, left);
+      if (w <= 0) throw std::runtime_error("write " + path);
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+  }
+  if (::fsync(fd) != 0) throw std::runtime_error("fsync " + path);
+  ::close(fd);
+}
+
+uint64_t state_bytes(const Setup& s) { return collect_pieces(s.plan, s.buf, RankPlace{}, true).bytes; }
+
+Result checkpoint_save(const Options& o) {
+  Setup s(o);
+  const int reps = o.quick ? 2 : 3;
+  const double ours = best(reps, [&] { remove_tree(s.dir + "/ck"); }, [&] { save_once(s); });
+  const double plain = best(reps, [&] { std::filesystem::remove(s.dir + "/plain.bin"); }, [&] { plain_write(s); });
+  const double gb = static_cast<double>(state_bytes(s)) / 1e9;
+  std::fprintf(stderr, "run.checkpoint_save: %.3f GB; save %.3f s, write+fsync %.3f s\n", gb, ours, plain);
+  return {"run.checkpoint_save", gb / ours, "GB/s", "write() + fsync of the same bytes", gb / plain, plain / ours};
+}
+
+Result checkpoint_load(const Options& o) {
+  Setup s(o);
+  save_once(s);
+  plain_write(s);
+  const int reps = o.quick ? 2 : 3;
+  const double ours = best(reps, [] {}, [&] {
+    CheckpointReader r(iteration_dir(s.dir + "/ck", 10));
+    r.load_buffers(s.plan, s.buf, RankPlace{}, true);
+  });
+  const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
+  const double plain = best(reps, [] {}, [&] {
+    InFile f(s.dir + "/plain.bin");
+    uint64_t at = 0;
+    for (const TensorOut& t : rs.tensors) {
+      f.read(at, const_cast<void*>(t.data), t.bytes);
+      at += t.bytes;
+    }
+  });
+  const double gb = static_cast<double>(rs.bytes) / 1e9;
+  std::fprintf(stderr, "run.checkpoint_load: %.3f GB; load %.3f s, pread %.3f s\n", gb, ours, plain);
+  return {"run.checkpoint_load", gb / ours, "GB/s", "pread() of the same bytes", gb / plain, plain / ours};
+}
+
+MR_BENCHMARK("run.checkpoint_save", checkpoint_save);
+MR_BENCHMARK("run.checkpoint_load", checkpoint_load);
+
+}  // namespace
+}  // namespace mr::bench

@@ -1,0 +1,110 @@
+// Durable, atomic file-system steps (run/atomic_dir.h).
+#include "run/atomic_dir.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "run/checkpoint_format.h"
+
+namespace mr::run {
+
+namespace {
+[[noreturn]] void fail(const std::string& path, const std::string& what, int err) {
+  throw CheckpointError(kCkptSaveFailed, path + ": " + what + ": " + std::strerror(err));
+}
+}  // namespace
+
+std::string parent_dir(const std::string& path) {
+  const std::string p = std::filesystem::path(path).parent_path().string();
+  return p.empty() ? "." : p;
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, "cannot open for fsync", errno);
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail(path, "fsync failed", e);
+  }
+  ::close(fd);
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(tmp, "cannot create", errno);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const int e = errno;
+      ::close(fd);
+      fail(tmp, "write failed", e);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail(tmp, "fsync failed", e);
+  }
+  if (::close(fd) != 0) fail(tmp, "close failed", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "rename failed", errno);
+  fsync_path(parent_dir(path));
+}
+
+void replace_dir(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  if (std::filesystem::exists(to, ec)) {
+    // Swap the two in one step, so that `to` always names a complete checkpoint; then drop the old one.
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+      fsync_path(parent_dir(to));
+      remove_tree(from);
+      fsync_path(parent_dir(to));
+      return;
+    }
+    // A file system without RENAME_EXCHANGE: move the old one aside first.
+    const std::string old = to + ".old";
+    remove_tree(old);
+    if (::rename(to.c_str(), old.c_str()) != 0) fail(to, "rename failed", errno);
+    if (::rename(from.c_str(), to.c_str()) != 0) fail(to, "rename failed", errno);
+    fsync_path(parent_dir(to));
+    remove_tree(old);
+    fsync_path(parent_dir(to));
+    return;
+  }
+  if (::rename(from.c_str(), to.c_str()) != 0) fail(to, "rename failed", errno);
+  fsync_path(parent_dir(to));
+}
+
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) throw CheckpointError(kCkptSaveFailed, path + ": cannot remove: " + ec.message());
+}
+
+std::string probe_writable(const std::string& path, const std::string& probe_name) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return "cannot create the directory: " + ec.message();
+  if (!std::filesystem::is_directory(path, ec)) return "not a directory";
+  const std::string probe = path + "/" + probe_name;
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return std::string("cannot create a file in it: ") + std::strerror(errno);
+  std::string reason;
+  const char byte = 0;
+  if (::write(fd, &byte, 1) != 1) reason = std::string("cannot write a file in it: ") + std::strerror(errno);
+  else if (::fsync(fd) != 0) reason = std::string("fsync failed: ") + std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return reason;
+}
+
+}  // namespace mr::run

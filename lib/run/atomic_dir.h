@@ -1,0 +1,26 @@
+// Durable, atomic file-system steps of a checkpoint save (docs/checkpoints.md): fsync of files and directories,
+// a file replaced atomically (write a temporary, fsync, rename, fsync the directory), a directory put in place
+// of another in one step, and the writability probe made before training starts. Torch-free. Every failure is a
+// CheckpointError (checkpoint.save-failed) naming the path and the system's reason.
+#pragma once
+
+#include <string>
+
+namespace mr::run {
+
+// fsync of an existing file or directory.
+void fsync_path(const std::string& path);
+// Writes `text` to `path` atomically: `path`.tmp, fsync, rename over `path`, fsync of the directory.
+void write_file_atomic(const std::string& path, const std::string& text);
+// Puts the directory `from` at `to` in one rename (exchanging it with an existing `to`, which is then removed),
+// then fsyncs the parent directory.
+void replace_dir(const std::string& from, const std::string& to);
+// Removes `path` and everything under it; nothing when it does not exist.
+void remove_tree(const std::string& path);
+// Creates `path` (and its parents) if needed and writes, fsyncs and removes a probe file in it; returns "" when
+// that works, else the reason.
+std::string probe_writable(const std::string& path, const std::string& probe_name);
+// The parent directory of `path` ("." for a bare name).
+std::string parent_dir(const std::string& path);
+
+}  // namespace mr::run

@@ -1,0 +1,497 @@
+// Megatron's checkpointing and exit flags in the training run (run/checkpoint.h).
+#include "run/checkpoint.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "run/atomic_dir.h"
+#include "run/checkpoint_format.h"
+#include "run/checkpoint_io.h"
+
+namespace mr::run {
+
+namespace {
+
+volatile sig_atomic_t g_exit_signal = 0;
+struct sigaction g_old_action;
+int g_installed_signal = 0;
+void on_exit_signal(int) { g_exit_signal = 1; }
+
+std::string fmt7(int64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%7lld", static_cast<long long>(v));
+  return b;
+}
+
+// The message of an exception, without a CheckpointError's " [id]" suffix.
+std::string message_of(const std::exception& e) {
+  std::string s = e.what();
+  if (const auto* ce = dynamic_cast<const CheckpointError*>(&e)) {
+    const std::string tail = " [" + ce->id + "]";
+    if (s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0)
+      s.resize(s.size() - tail.size());
+  }
+  return s;
+}
+
+// Every rank's verdict: the lowest rank that failed, or -1.
+int64_t failed_rank(RunContext& c, bool failed) {
+  const int64_t world = c.rt.world_size();
+  double v = failed ? static_cast<double>(world - c.rt.rank()) : 0.0;
+  c.rt.group("world").all_reduce(distributed::Buffer::cpu(&v, 1), distributed::ReduceOp::Max);
+  return v > 0 ? world - static_cast<int64_t>(v) : -1;
+}
+
+// "ITER:SECONDS" / "ITER" knobs.
+std::optional<std::pair<int64_t, double>> knob(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  long long it = 0;
+  double s = 0;
+  const int n = std::sscanf(v, "%lld:%lf", &it, &s);
+  if (n < 1) throw RunError(std::string(name) + "='" + v + "' is not ITER[:SECONDS]");
+  return std::make_pair(static_cast<int64_t>(it), s);
+}
+
+struct Found {
+  std::string dir, base;
+  int64_t iteration = 0;
+  bool release = false;
+};
+
+std::optional<TrackerValue> read_tracker(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  const std::string text = read_small_file(path, 4096);
+  auto t = parse_tracker(text);
+  if (!t) throw CheckpointError(kCkptCorrupt, path + ": not an iteration number or 'release'");
+  return t;
+}
+
+std::string non_persistent_dir(const Args& a, const std::string& base) {
+  return a.non_persistent_global_ckpt_dir ? *a.non_persistent_global_ckpt_dir : base + "/non_persistent";
+}
+
+// Megatron's _load_base_checkpoint: the tracker (or --ckpt-step), a newer global non-persistent checkpoint.
+std::optional<Found> locate(const Args& a) {
+  if (!a.load) return std::nullopt;
+  const std::string load = *a.load;
+  std::optional<TrackerValue> t = read_tracker(tracker_path(load));
+  Found f;
+  f.base = load;
+  int64_t iteration = t ? t->iteration : -1;
+  f.release = t && t->release;
+  if (a.ckpt_step && *a.ckpt_step != 0) {
+    iteration = *a.ckpt_step;
+    f.release = false;
+  }
+  if (a.non_persistent_ckpt_type == arg::NonPersistentCkptType::global) {
+    const std::string np = non_persistent_dir(a, load);
+    std::optional<TrackerValue> n = read_tracker(tracker_path(np));
+    if (n && !n->release && n->iteration >= iteration) {
+      f.base = np;
+      iteration = n->iteration;
+    }
+  }
+  if (iteration < 0 && !f.release) return std::nullopt;
+  f.iteration = f.release ? 0 : iteration;
+  f.dir = iteration_dir(f.base, f.iteration, f.release);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(f.dir, ec)) {
+    if (a.ckpt_step && *a.ckpt_step != 0)
+      throw CheckpointError(kCkptStepMissing, "--ckpt-step " + std::to_string(*a.ckpt_step) + ": there is no " + f.dir);
+    throw CheckpointError(kCkptStepMissing, "--load " + load + ": " + tracker_path(f.base) + " names iteration " +
+                                                std::to_string(f.iteration) + " but " + f.dir + " does not exist");
+  }
+  return f;
+}
+
+bool loads_rng(const Args& a, const Found& f) { return !a.finetune && !f.release && !a.no_load_rng.value_or(false); }
+
+Value sched_json(const optim::ScheduleState& s) {
+  return Value::object({{"max_lr", s.max_lr},
+                        {"min_lr", s.min_lr},
+                        {"lr_warmup_steps", s.lr_warmup_steps},
+                        {"lr_decay_steps", static_cast<long long>(s.lr_decay_steps)},
+                        {"lr_decay_style", std::string(optim::to_string(s.lr_decay_style))},
+                        {"num_steps", static_cast<long long>(s.num_steps)},
+                        {"start_wd", s.start_wd ? Value(*s.start_wd) : Value()},
+                        {"end_wd", s.end_wd ? Value(*s.end_wd) : Value()},
+                        {"wd_incr_steps", s.wd_incr_steps ? Value(static_cast<long long>(*s.wd_incr_steps)) : Value()},
+                        {"wd_incr_style", s.wd_incr_style ? Value(std::string(optim::to_string(*s.wd_incr_style))) : Value()}});
+}
+
+const Value* get(const Value& o, const char* k) {
+  if (!o.is_object()) return nullptr;
+  for (const auto& [key, v] : o.as_object())
+    if (key == k) return &v;
+  return nullptr;
+}
+
+optim::ScheduleState sched_from(const Value& v, const std::string& path) {
+  auto num = [&](const char* k) -> const Value& {
+    const Value* x = get(v, k);
+    if (!x || !x->is_number()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler." + k + " is not a number");
+    return *x;
+  };
+  optim::ScheduleState s;
+  try {
+    s.max_lr = num("max_lr").as_float();
+    s.min_lr = num("min_lr").as_float();
+    s.lr_warmup_steps = num("lr_warmup_steps").as_float();
+    s.lr_decay_steps = num("lr_decay_steps").as_int();
+    s.num_steps = num("num_steps").as_int();
+    const Value* style = get(v, "lr_decay_style");
+    if (!style || !style->is_str()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler.lr_decay_style");
+    s.lr_decay_style = optim::lr_decay_style_from_string(style->as_str());
+    if (const Value* x = get(v, "start_wd"); x && x->is_number()) s.start_wd = x->as_float();
+    if (const Value* x = get(v, "end_wd"); x && x->is_number()) s.end_wd = x->as_float();
+    if (const Value* x = get(v, "wd_incr_steps"); x && x->is_int()) s.wd_incr_steps = x->as_int();
+    if (const Value* x = get(v, "wd_incr_style"); x && x->is_str()) s.wd_incr_style = optim::wd_incr_style_from_string(x->as_str());
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler: " + e.what());
+  }
+  return s;
+}
+
+RankPlace place_of(RunContext& c) {
+  RankPlace p;
+  p.tp_rank = c.tp.rank();
+  p.etp_rank = c.etp.rank();
+  p.model_writer = c.dp.rank() == 0;
+  p.expert_model_writer = c.edp.rank() == 0;
+  p.tp_first = c.tp.rank() == 0;
+  p.etp_first = c.etp.rank() == 0;
+  return p;
+}
+
+Value args_json(const Args& a) {
+  Object o;
+  for (size_t i = 0; i < kArgCount; ++i) {
+    const ArgId id = static_cast<ArgId>(i);
+    o.emplace_back(std::string(dest_of(id)), a.value(id));
+  }
+  return Value::object(std::move(o));
+}
+
+std::string dtype_name(const RunContext& c) {
+  return c.buf.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16";
+}
+
+}  // namespace
+
+Args resume_args(const Args& args) {
+  Args out = args;
+  std::optional<Found> f = locate(args);
+  if (!f || !loads_rng(args, *f)) return out;
+  const std::string first = f->dir + "/" + rank_stem(0) + ".json";
+  const RankMeta m = parse_rank_meta(read_small_file(first, kMaxMetadataBytes), first);
+  out.seed = static_cast<int64_t>(m.seed);
+  return out;
+}
+
+Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
+    : c_(c), log_(log), prefix_(std::move(prefix)), start_(std::chrono::steady_clock::now()) {
+  const Args& a = c.args;
+  const bool rank0 = c.rt.rank() == 0;
+  if (a.save && a.non_persistent_save_interval && *a.non_persistent_save_interval > 0 &&
+      a.non_persistent_ckpt_type != arg::NonPersistentCkptType::global)
+    throw CheckpointError(kCkptUnsupported,
+                          "--non-persistent-save-interval needs --non-persistent-ckpt-type global in megatron-run's run "
+                          "(got " + std::string(a.non_persistent_ckpt_type ? arg::to_string(*a.non_persistent_ckpt_type) : "None") +
+                              "; local and in_memory checkpoints are not modelled)");
+  if (a.save) {
+    std::string why = probe_writable(*a.save, ".megatron-run-probe-rank" + std::to_string(c.rt.rank()));
+    const int64_t bad = failed_rank(c, !why.empty());
+    if (bad >= 0)
+      throw CheckpointError(kCkptSaveUnwritable,
+                            "--save " + *a.save + " cannot be written" +
+                                (why.empty() ? " on rank " + std::to_string(bad) : ": " + why) +
+                                " (checked before training starts)");
+    if (a.async_save && rank0)
+      log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
+  }
+  if (a.exit_signal_handler) {
+    struct sigaction sa {};
+    sa.sa_handler = on_exit_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    g_exit_signal = 0;
+    if (sigaction(static_cast<int>(a.exit_signal), &sa, &g_old_action) == 0) g_installed_signal = static_cast<int>(a.exit_signal);
+  }
+}
+
+Checkpointer::~Checkpointer() {
+  if (g_installed_signal) sigaction(g_installed_signal, &g_old_action, nullptr);
+  g_installed_signal = 0;
+}
+
+Progress Checkpointer::load() {
+  const Args& a = c_.args;
+  const bool rank0 = c_.rt.rank() == 0;
+  if (!a.load) return {};
+  std::optional<Found> found;
+  Progress p;
+  std::string err;
+  CheckpointError failure("", "");
+  try {
+    found = locate(a);
+    if (!found) {
+      if (rank0)
+        log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load) << "\n"
+             << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
+      if (a.exit_on_missing_checkpoint)
+        throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +
+                                                *a.load + " (no " + tracker_path(*a.load) + ")");
+    } else {
+      if (rank0) log_ << prefix_ << " loading checkpoint from " << found->base << " at iteration " << found->iteration << std::endl;
+      CheckpointReader r(found->dir);
+      const RankMeta& m = r.meta();
+      const bool finetune = a.finetune || found->release;
+      const Value* nso = get(m.args, "no_save_optim");
+      const bool saved_optim = !(nso && nso->truthy());
+      const bool with_opt = !finetune && !a.no_load_optim.value_or(false) && saved_optim;
+      if (with_opt && m.optimizer != c_.optimizer->name)
+        throw CheckpointError(kCkptOptimizerMismatch,
+                              "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
+                                  std::string(c_.optimizer->name) + " (--no-load-optim or --finetune loads the weights only)");
+      // The first parameter of this rank's model that the checkpoint lacks or shapes differently, then the
+      // first parameter of the checkpoint the model does not have.
+      for (const ParamSpec& q : c_.plan.params) {
+        const std::vector<int64_t> g = r.global_shape(q.key);
+        if (g.empty())
+          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has no parameter " + q.key);
+        if (g != q.full_shape) {
+          std::string gs, hs;
+          for (int64_t x : g) gs += (gs.empty() ? "" : ", ") + std::to_string(x);
+          for (int64_t x : q.full_shape) hs += (hs.empty() ? "" : ", ") + std::to_string(x);
+          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: parameter " + q.key +
+                                                        " has shape [" + gs + "] there and [" + hs + "] here");
+        }
+      }
+      std::set<std::string> model_keys;
+      const int64_t ep = c_.rt.group("ep").size();
+      for (int64_t pr = 0; pr < c_.pp.size(); ++pr)
+        for (int64_t er = 0; er < ep; ++er) {
+          RankCoord at{0, c_.tp.size(), pr, c_.pp.size(), ep, er, 0, c_.etp.size()};
+          for (const ParamSpec& q : plan_gpt_model(a, at).params) model_keys.insert(q.key);
+        }
+      for (const std::string& k : r.param_keys())
+        if (!model_keys.count(k))
+          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has a parameter " + k +
+                                                        " that this model does not");
+      r.load_buffers(c_.plan, c_.buf, place_of(c_), with_opt);
+      FlatBuffers& b = c_.buf;
+      if (!with_opt) {
+        // Megatron's reload_model_params: the main params from the loaded model params; fresh optimizer state.
+        for (int64_t i = b.lo; i < std::min(b.hi, b.numel) && !b.main.empty(); ++i)
+          b.main[static_cast<size_t>(i - b.lo)] = to_float(b.model.data(), b.model_dtype, i);
+      } else {
+        const std::string path = found->dir + "/" + rank_stem(0) + ".json";
+        if (!m.scheduler.is_none()) {
+          try {
+            c_.schedule->load_state(sched_from(m.scheduler, path));
+          } catch (const CheckpointError&) {
+            throw;
+          } catch (const std::exception& e) {
+            throw CheckpointError(kCkptSchedulerMismatch, "--load " + found->dir + ": the learning-rate schedule: " + e.what());
+          }
+        }
+        if (c_.scaler && m.grad_scaler.is_object()) {
+          const Value* s = get(m.grad_scaler, "scale");
+          const Value* g = get(m.grad_scaler, "growth_tracker");
+          const Value* h = get(m.grad_scaler, "hysteresis_tracker");
+          if (!s || !s->is_number() || !g || !g->is_int() || !h || !h->is_int())
+            throw CheckpointError(kCkptCorrupt, path + ": grad_scaler is not {scale, growth_tracker, hysteresis_tracker}");
+          c_.scaler->load_state({static_cast<float>(s->as_float()), g->as_int(), h->as_int()});
+        }
+        p.optimizer_steps = m.optimizer_steps;
+      }
+      if (!finetune) {
+        p.iteration = m.iteration;
+        p.consumed_samples = m.consumed_samples;
+        p.skipped = m.skipped_iterations;
+      }
+      if (rank0)
+        log_ << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
+             << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
+             << (finetune ? " (--finetune: weights only, iteration 0)" : !with_opt ? " (weights only: fresh optimizer state)" : "")
+             << std::endl;
+    }
+  } catch (const CheckpointError& e) {
+    err = e.what();
+    failure = e;
+  } catch (const std::exception& e) {
+    err = e.what();
+    failure = CheckpointError(kCkptCorrupt, message_of(e));
+  }
+  const int64_t bad = failed_rank(c_, !err.empty());
+  if (bad >= 0) {
+    if (!err.empty()) throw failure;
+    throw CheckpointError(kCkptCorrupt, "--load " + *a.load + ": loading failed on rank " + std::to_string(bad));
+  }
+  return p;
+}
+
+void Checkpointer::save(const Progress& p, bool non_persistent) {
+  const Args& a = c_.args;
+  const bool rank0 = c_.rt.rank() == 0;
+  const std::string base = non_persistent ? non_persistent_dir(a, *a.save) : *a.save;
+  const std::string final_dir = iteration_dir(base, p.iteration), tmp = final_dir + ".tmp";
+  if (rank0)
+    log_ << prefix_ << "saving " << (non_persistent ? "non-persistent " : "") << "checkpoint at iteration "
+         << fmt7(p.iteration) << " to " << base << " in megatron-run's safetensors format" << std::endl;
+  std::string err;
+  auto step = [&](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      err = message_of(e);
+    }
+    const int64_t bad = failed_rank(c_, !err.empty());
+    if (bad < 0) return;
+    if (rank0) {
+      std::error_code ec;
+      std::filesystem::remove_all(tmp, ec);
+    }
+    throw CheckpointError(kCkptSaveFailed, "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                                               " was not written (" + (err.empty() ? "rank " + std::to_string(bad) + " failed" : err) +
+                                               "); the previous checkpoint and the tracker are unchanged");
+  };
+  step([&] {
+    if (!rank0) return;
+    std::filesystem::create_directories(base);
+    remove_tree(tmp);
+    std::filesystem::create_directories(tmp);
+    fsync_path(base);
+  });
+  step([&] {
+    RankMeta m;
+    m.iteration = p.iteration;
+    m.consumed_samples = p.consumed_samples;
+    m.skipped_iterations = p.skipped;
+    m.optimizer_steps = p.optimizer_steps;
+    m.world_size = c_.rt.world_size();
+    m.rank = c_.rt.rank();
+    const auto& L = c_.rt.layout();
+    m.layout = Value::object({{"tp", static_cast<long long>(L.spec.tp)},
+                              {"pp", static_cast<long long>(L.spec.pp)},
+                              {"cp", static_cast<long long>(L.spec.cp)},
+                              {"dp", static_cast<long long>(c_.dp.size())},
+                              {"ep", static_cast<long long>(L.spec.ep)},
+                              {"etp", static_cast<long long>(c_.etp.size())},
+                              {"expert_dp", static_cast<long long>(c_.edp.size())},
+                              {"tp_rank", static_cast<long long>(c_.tp.rank())},
+                              {"pp_rank", static_cast<long long>(c_.pp.rank())},
+                              {"dp_rank", static_cast<long long>(c_.dp.rank())},
+                              {"ep_rank", static_cast<long long>(c_.rt.group("ep").rank())},
+                              {"etp_rank", static_cast<long long>(c_.etp.rank())},
+                              {"expert_dp_rank", static_cast<long long>(c_.edp.rank())},
+                              {"shard", Value(List{static_cast<long long>(c_.buf.lo), static_cast<long long>(c_.buf.hi)})}});
+    m.optimizer = std::string(c_.optimizer->name);
+    m.params_dtype = dtype_name(c_);
+    m.distributed_optimizer = c_.dist_opt;
+    m.seed = c_.seed;
+    m.scheduler = sched_json(c_.schedule->state());
+    if (c_.scaler) {
+      if (auto s = c_.scaler->state())
+        m.grad_scaler = Value::object({{"scale", static_cast<double>(s->scale)},
+                                       {"growth_tracker", static_cast<long long>(s->growth_tracker)},
+                                       {"hysteresis_tracker", static_cast<long long>(s->hysteresis_tracker)}});
+    }
+    m.args = args_json(a);
+    const RankSave s = collect_pieces(c_.plan, c_.buf, place_of(c_), !a.no_save_optim.value_or(false));
+    if (auto f = knob("MR_CKPT_FAIL_IN_SAVE"); f && f->first == p.iteration && rank0) {
+      RankSave half = s;
+      half.tensors.resize(half.tensors.size() / 2);
+      write_safetensors(tmp + "/" + rank_stem(0) + ".safetensors", half.tensors);
+      throw CheckpointError(kCkptSaveFailed, tmp + "/" + rank_stem(0) + ".safetensors: write failed: simulated (MR_CKPT_FAIL_IN_SAVE)");
+    }
+    write_rank_files(tmp, m, s);
+    if (auto k = knob("MR_CKPT_PAUSE_IN_SAVE"); k && k->first == p.iteration) {
+      std::cout << prefix_ << "megatron-run: checkpoint save of iteration " << p.iteration << " paused for " << k->second
+                << " s (MR_CKPT_PAUSE_IN_SAVE), pid " << ::getpid() << std::endl;
+      std::this_thread::sleep_for(std::chrono::duration<double>(k->second));
+    }
+  });
+  step([&] {
+    if (!rank0) return;
+    fsync_path(tmp);
+    replace_dir(tmp, final_dir);
+    write_file_atomic(tracker_path(base), std::to_string(p.iteration));
+    if (non_persistent) {  // Megatron keeps the newest non-persistent checkpoint only
+      for (const auto& e : std::filesystem::directory_iterator(base)) {
+        const std::string name = e.path().filename().string();
+        if (e.is_directory() && name.rfind("iter_", 0) == 0 && e.path().string() != final_dir) remove_tree(e.path().string());
+      }
+      fsync_path(base);
+    }
+  });
+  last_saved_ = p.iteration;
+  if (rank0)
+    log_ << prefix_ << "  successfully saved checkpoint from iteration " << fmt7(p.iteration) << " to " << base << " [ t "
+         << c_.tp.rank() + 1 << "/" << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ]" << std::endl;
+}
+
+bool Checkpointer::after_iteration(const Progress& p) {
+  const Args& a = c_.args;
+  const bool rank0 = c_.rt.rank() == 0;
+  const int64_t it = p.iteration;
+  if (a.exit_signal_handler) {
+    double f = g_exit_signal ? 1.0 : 0.0;
+    c_.rt.group("world").all_reduce(distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
+    if (f > 0) {
+      if (a.save) save(p, false);
+      if (rank0)
+        log_ << prefix_ << "exiting program after receiving " << (a.exit_signal == SIGTERM ? "SIGTERM" : strsignal(static_cast<int>(a.exit_signal)))
+             << "." << std::endl;
+      return true;
+    }
+  }
+  bool saved = false;
+  if (a.save && a.save_interval && *a.save_interval > 0 && it % *a.save_interval == 0) {
+    save(p, false);
+    saved = true;
+  } else if (a.save && a.non_persistent_save_interval && *a.non_persistent_save_interval > 0 &&
+             it % *a.non_persistent_save_interval == 0) {
+    save(p, true);
+    saved = true;
+  }
+  if (a.exit_duration_in_mins && *a.exit_duration_in_mins > 0) {
+    const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() / 60.0;
+    double f = minutes > static_cast<double>(*a.exit_duration_in_mins) ? 1.0 : 0.0;
+    c_.rt.group("world").all_reduce(distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
+    if (f > 0) {
+      if (a.save && !saved) save(p, false);
+      if (rank0) log_ << prefix_ << "exiting program after " << minutes << " minutes" << std::endl;
+      return true;
+    }
+  }
+  if (a.exit_interval && *a.exit_interval > 0 && it % *a.exit_interval == 0) {
+    if (a.save && !saved) save(p, false);
+    if (rank0) log_ << prefix_ << "exiting program at iteration " << it << std::endl;
+    return true;
+  }
+  return false;
+}
+
+void Checkpointer::at_end(const Progress& p) {
+  const Args& a = c_.args;
+  if (a.save && p.iteration != 0 && last_saved_ != p.iteration &&
+      !(a.save_interval && *a.save_interval > 0 && p.iteration % *a.save_interval == 0))
+    save(p, false);
+}
+
+}  // namespace mr::run

@@ -1,0 +1,63 @@
+// Megatron's checkpointing and exit flags in the training run (docs/checkpoints.md):
+//   --save DIR --save-interval N, --non-persistent-save-interval N (--non-persistent-ckpt-type global),
+//   --load DIR, --ckpt-step N, --no-load-optim, --no-load-rng, --finetune, --exit-on-missing-checkpoint,
+//   --no-save-optim, --exit-interval N, --exit-duration-in-mins M, --exit-signal-handler (--exit-signal).
+// Megatron's layout: DIR/latest_checkpointed_iteration.txt, DIR/iter_0000010/ with one file set per rank
+// (rank_NNNNN.safetensors + rank_NNNNN.json; run/checkpoint_io.h), written into iter_0000010.tmp, fsynced,
+// renamed, then the tracker replaced atomically. Internal to lib/run.
+//
+// Knobs for tests (environment):
+//   MR_CKPT_PAUSE_IN_SAVE=ITER:SECONDS  every rank sleeps after writing its files of the save at ITER, before
+//                                       the rename (prints "checkpoint save paused ... pid P"): a test kills it
+//   MR_CKPT_FAIL_IN_SAVE=ITER           the save at ITER fails on rank 0 after writing part of its file, as a
+//                                       full disk would
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "config/args.h"
+#include "distributed/runtime.h"
+#include "run/run_context.h"
+
+namespace mr::run {
+
+struct Progress {
+  int64_t iteration = 0, consumed_samples = 0, skipped = 0, optimizer_steps = 0;
+};
+
+// The arguments the run uses: `args`, with --seed replaced by the checkpoint's when --load restores its RNG state
+// (the synthetic data's generator is keyed by the seed).
+Args resume_args(const Args& args);
+
+class Checkpointer {
+ public:
+  // Checks that --save can be written (every rank; CheckpointError checkpoint.save-unwritable on all ranks
+  // otherwise) and installs the --exit-signal handler.
+  Checkpointer(RunContext& c, std::ostream& log, std::string prefix);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // --load: restores the buffers, the scheduler and the scaler; the progress to resume from (all zero without
+  // a checkpoint).
+  Progress load();
+  // After an iteration: the interval saves, then the exit conditions; true when the run stops here.
+  bool after_iteration(const Progress& p);
+  // After the last iteration: Megatron's final save (unless the last interval save wrote it).
+  void at_end(const Progress& p);
+  // One save, every rank together; CheckpointError checkpoint.save-failed on every rank when any rank fails (the
+  // previous checkpoint and the tracker are untouched).
+  void save(const Progress& p, bool non_persistent);
+
+ private:
+  RunContext& c_;
+  std::ostream& log_;
+  std::string prefix_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t last_saved_ = -1;
+};
+
+}  // namespace mr::run

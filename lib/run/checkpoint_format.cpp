@@ -1,0 +1,388 @@
+// The checkpoint's on-disk format (run/checkpoint_format.h).
+#include "run/checkpoint_format.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace mr::run {
+
+namespace {
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& what) {
+  throw CheckpointError(kCkptCorrupt, path + ": " + what);
+}
+
+const Value* field(const Value& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  for (const auto& [k, v] : obj.as_object())
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const Value& need(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
+  const Value* v = field(obj, key);
+  if (!v) corrupt(path, where + " has no \"" + std::string(key) + "\"");
+  return *v;
+}
+int64_t need_int(const Value& obj, std::string_view key, const std::string& path, const std::string& where,
+                 int64_t lo = 0) {
+  const Value& v = need(obj, key, path, where);
+  if (!v.is_int() || v.is_bool() || v.as_int() < lo)
+    corrupt(path, where + ": \"" + std::string(key) + "\" is not an integer >= " + std::to_string(lo));
+  return v.as_int();
+}
+const std::string& need_str(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
+  const Value& v = need(obj, key, path, where);
+  if (!v.is_str()) corrupt(path, where + ": \"" + std::string(key) + "\" is not a string");
+  return v.as_str();
+}
+std::vector<int64_t> need_ints(const Value& obj, std::string_view key, const std::string& path,
+                               const std::string& where, size_t max_len = 8) {
+  const Value& v = need(obj, key, path, where);
+  if (!v.is_list() || v.as_list().size() > max_len)
+    corrupt(path, where + ": \"" + std::string(key) + "\" is not a list of at most " + std::to_string(max_len) +
+                      " integers");
+  std::vector<int64_t> out;
+  for (const Value& x : v.as_list()) {
+    if (!x.is_int() || x.is_bool() || x.as_int() < 0)
+      corrupt(path, where + ": \"" + std::string(key) + "\" holds a value that is not an integer >= 0");
+    out.push_back(x.as_int());
+  }
+  return out;
+}
+
+// Product of non-negative dims, nullopt on overflow past 2^62.
+std::optional<uint64_t> product(const std::vector<int64_t>& dims) {
+  uint64_t n = 1;
+  for (int64_t d : dims) {
+    const uint64_t u = static_cast<uint64_t>(d);
+    if (u != 0 && n > (1ull << 62) / u) return std::nullopt;
+    n *= u;
+  }
+  return n;
+}
+
+Value ints(const std::vector<int64_t>& v) {
+  List l;
+  for (int64_t x : v) l.emplace_back(static_cast<long long>(x));
+  return Value(std::move(l));
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const size_t chunk = std::min<size_t>(n, 1u << 30);
+    ssize_t w = ::write(fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw CheckpointError(kCkptSaveFailed, path + ": write failed: " + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+size_t safetensors_dtype_bytes(std::string_view d) {
+  if (d == "F32") return 4;
+  if (d == "BF16" || d == "F16") return 2;
+  return 0;
+}
+
+namespace {
+size_t any_dtype_bytes(std::string_view d) {
+  static const std::pair<const char*, size_t> kAll[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"U16", 2}, {"I16", 2}, {"F16", 2},
+      {"BF16", 2}, {"U32", 4}, {"I32", 4}, {"F32", 4},     {"U64", 8},     {"I64", 8}, {"F64", 8}};
+  for (const auto& [n, b] : kAll)
+    if (d == n) return b;
+  return 0;
+}
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors) {
+  std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+  uint64_t at = 0;
+  for (const TensorOut& t : tensors) {
+    h += "," + json_quote(t.name) + ":{\"dtype\":\"" + t.dtype + "\",\"shape\":" + ints(t.shape).json() +
+         ",\"data_offsets\":[" + std::to_string(at) + "," + std::to_string(at + t.bytes) + "]}";
+    at += t.bytes;
+  }
+  h += "}";
+  while ((h.size() + 8) % 8 != 0) h += ' ';
+  unsigned char len[8];
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointError(kCkptSaveFailed, path + ": cannot create: " + std::strerror(errno));
+  try {
+    write_all(fd, len, 8, path);
+    write_all(fd, h.data(), h.size(), path);
+    for (const TensorOut& t : tensors)
+      if (t.bytes) write_all(fd, t.data, t.bytes, path);
+    if (::fsync(fd) != 0) throw CheckpointError(kCkptSaveFailed, path + ": fsync failed: " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) throw CheckpointError(kCkptSaveFailed, path + ": close failed: " + std::strerror(errno));
+}
+
+const TensorEntry* SafetensorsHeader::find(const std::string& name) const {
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : &entries[it->second];
+}
+
+SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, const std::string& path) {
+  if (head.size() < 8 || file_size < 8) corrupt(path, "truncated: shorter than the 8-byte header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(head[static_cast<size_t>(i)])) << (8 * i);
+  if (n > kMaxSafetensorsHeaderBytes) corrupt(path, "header length " + std::to_string(n) + " is past the limit");
+  if (n > file_size - 8 || n > head.size() - 8)
+    corrupt(path, "truncated: the header says " + std::to_string(n) + " bytes of JSON, the file has " +
+                      std::to_string(file_size - 8));
+  const std::string_view json = head.substr(8, static_cast<size_t>(n));
+  if (json.empty() || json[0] != '{') corrupt(path, "the header is not a JSON object");
+  Value root;
+  try {
+    root = Value::parse_json(json);
+  } catch (const std::exception& e) {
+    corrupt(path, std::string("the header is not valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) corrupt(path, "the header is not a JSON object");
+  SafetensorsHeader out;
+  out.data_start = 8 + n;
+  const uint64_t data_bytes = file_size - out.data_start;
+  for (const auto& [name, v] : root.as_object()) {
+    if (name == "__metadata__") {
+      if (!v.is_object()) corrupt(path, "__metadata__ is not an object");
+      for (const auto& [k, s] : v.as_object())
+        if (!s.is_str()) corrupt(path, "__metadata__[\"" + k + "\"] is not a string");
+      continue;
+    }
+    const std::string where = "tensor \"" + name + "\"";
+    if (!v.is_object()) corrupt(path, where + " is not an object");
+    TensorEntry e;
+    e.name = name;
+    e.dtype = need_str(v, "dtype", path, where);
+    const size_t w = any_dtype_bytes(e.dtype);
+    if (w == 0) corrupt(path, where + " has an unknown dtype \"" + e.dtype + "\"");
+    e.shape = need_ints(v, "shape", path, where, 16);
+    const std::vector<int64_t> off = need_ints(v, "data_offsets", path, where, 2);
+    if (off.size() != 2 || off[0] > off[1]) corrupt(path, where + ": data_offsets is not [begin, end]");
+    e.begin = static_cast<uint64_t>(off[0]);
+    e.end = static_cast<uint64_t>(off[1]);
+    const auto numel = product(e.shape);
+    if (!numel || *numel > (1ull << 62) / w || *numel * w != e.end - e.begin)
+      corrupt(path, where + ": its shape does not match its data_offsets");
+    if (e.end > data_bytes)
+      corrupt(path, "truncated: " + where + " ends at byte " + std::to_string(e.end) + " of a data section of " +
+                        std::to_string(data_bytes));
+    if (out.index.count(name)) corrupt(path, where + " appears twice");
+    out.index.emplace(name, out.entries.size());
+    out.entries.push_back(std::move(e));
+  }
+  std::vector<const TensorEntry*> sorted;
+  for (const TensorEntry& e : out.entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i]->begin < sorted[i - 1]->end && sorted[i]->begin != sorted[i]->end && sorted[i - 1]->begin != sorted[i - 1]->end)
+      corrupt(path, "tensors \"" + sorted[i - 1]->name + "\" and \"" + sorted[i]->name + "\" overlap");
+  return out;
+}
+
+InFile::InFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) corrupt(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    corrupt(path, "not a regular file");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+InFile::~InFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+void InFile::read(uint64_t offset, void* dst, size_t n) const {
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    ssize_t r = ::pread(fd_, p, std::min<size_t>(n, 1u << 30), static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) corrupt(path_, std::string("read failed: ") + std::strerror(errno));
+    if (r == 0) corrupt(path_, "truncated: ends at byte " + std::to_string(offset));
+    p += r;
+    offset += static_cast<uint64_t>(r);
+    n -= static_cast<size_t>(r);
+  }
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  InFile f(path);
+  if (f.size() < 8) corrupt(path, "truncated: shorter than the 8-byte header length");
+  std::string head(8, '\0');
+  f.read(0, head.data(), 8);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(head[static_cast<size_t>(i)])) << (8 * i);
+  if (n <= kMaxSafetensorsHeaderBytes && n <= f.size() - 8) {
+    head.resize(8 + n);
+    f.read(8, head.data() + 8, static_cast<size_t>(n));
+  }
+  return parse_safetensors(head, f.size(), path);
+}
+
+std::string read_small_file(const std::string& path, uint64_t limit) {
+  InFile f(path);
+  if (f.size() > limit) corrupt(path, "larger than " + std::to_string(limit) + " bytes");
+  std::string s(static_cast<size_t>(f.size()), '\0');
+  f.read(0, s.data(), s.size());
+  return s;
+}
+
+Value Piece::to_json() const {
+  return Value::object({{"tensor", tensor},
+                        {"key", key},
+                        {"kind", kind},
+                        {"dtype", dtype},
+                        {"global_shape", ints(global_shape)},
+                        {"global_offset", ints(global_offset)},
+                        {"local_shape", ints(local_shape)},
+                        {"flattened_range", ints({flat_begin, flat_end})}});
+}
+
+std::string to_json(const RankMeta& m) {
+  List pieces;
+  for (const Piece& p : m.pieces) pieces.push_back(p.to_json());
+  Value v = Value::object({{"format", "megatron-run checkpoint"},
+                           {"version", static_cast<long long>(m.version)},
+                           {"iteration", static_cast<long long>(m.iteration)},
+                           {"consumed_samples", static_cast<long long>(m.consumed_samples)},
+                           {"skipped_iterations", static_cast<long long>(m.skipped_iterations)},
+                           {"optimizer_steps", static_cast<long long>(m.optimizer_steps)},
+                           {"world_size", static_cast<long long>(m.world_size)},
+                           {"rank", static_cast<long long>(m.rank)},
+                           {"layout", m.layout},
+                           {"optimizer", m.optimizer},
+                           {"params_dtype", m.params_dtype},
+                           {"distributed_optimizer", m.distributed_optimizer},
+                           {"rng", Value::object({{"seed", std::to_string(m.seed)}})},
+                           {"opt_param_scheduler", m.scheduler},
+                           {"grad_scaler", m.grad_scaler},
+                           {"tensors", m.tensors_file},
+                           {"pieces", Value(std::move(pieces))},
+                           {"args", m.args}});
+  return v.json() + "\n";
+}
+
+RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
+  Value root;
+  try {
+    root = Value::parse_json(text);
+  } catch (const std::exception& e) {
+    corrupt(path, std::string("not valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) corrupt(path, "not a JSON object");
+  const std::string top = "the metadata";
+  RankMeta m;
+  if (need_str(root, "format", path, top) != "megatron-run checkpoint") corrupt(path, "not a megatron-run checkpoint");
+  m.version = need_int(root, "version", path, top);
+  if (m.version != 1) corrupt(path, "format version " + std::to_string(m.version) + " (this megatron-run reads 1)");
+  m.iteration = need_int(root, "iteration", path, top);
+  m.consumed_samples = need_int(root, "consumed_samples", path, top);
+  m.skipped_iterations = need_int(root, "skipped_iterations", path, top);
+  m.optimizer_steps = need_int(root, "optimizer_steps", path, top);
+  m.world_size = need_int(root, "world_size", path, top, 1);
+  m.rank = need_int(root, "rank", path, top);
+  if (m.rank >= m.world_size) corrupt(path, "rank " + std::to_string(m.rank) + " is not below world_size");
+  m.layout = need(root, "layout", path, top);
+  if (!m.layout.is_object()) corrupt(path, "\"layout\" is not an object");
+  m.optimizer = need_str(root, "optimizer", path, top);
+  m.params_dtype = need_str(root, "params_dtype", path, top);
+  const Value& d = need(root, "distributed_optimizer", path, top);
+  if (!d.is_bool()) corrupt(path, "\"distributed_optimizer\" is not a bool");
+  m.distributed_optimizer = d.as_bool();
+  const std::string& seed = need_str(need(root, "rng", path, top), "seed", path, "\"rng\"");
+  char* end = nullptr;
+  errno = 0;
+  m.seed = std::strtoull(seed.c_str(), &end, 10);
+  if (seed.empty() || errno != 0 || *end != '\0' || seed[0] == '-') corrupt(path, "\"rng\": \"seed\" is not a number");
+  m.scheduler = need(root, "opt_param_scheduler", path, top);
+  m.grad_scaler = need(root, "grad_scaler", path, top);
+  m.args = need(root, "args", path, top);
+  m.tensors_file = need_str(root, "tensors", path, top);
+  if (m.tensors_file.empty() || m.tensors_file.find('/') != std::string::npos || m.tensors_file[0] == '.')
+    corrupt(path, "\"tensors\" is not a file name in the checkpoint directory");
+  const Value& pieces = need(root, "pieces", path, top);
+  if (!pieces.is_list()) corrupt(path, "\"pieces\" is not a list");
+  for (const Value& pv : pieces.as_list()) {
+    const std::string where = "a piece";
+    if (!pv.is_object()) corrupt(path, "a piece is not an object");
+    Piece p;
+    p.tensor = need_str(pv, "tensor", path, where);
+    p.key = need_str(pv, "key", path, where);
+    p.kind = need_str(pv, "kind", path, where);
+    p.dtype = need_str(pv, "dtype", path, where);
+    const std::string w = "piece \"" + p.tensor + "\"";
+    if (p.kind != "param" && p.kind != "fp32_param" && p.kind != "exp_avg" && p.kind != "exp_avg_sq")
+      corrupt(path, w + ": unknown kind \"" + p.kind + "\"");
+    if (safetensors_dtype_bytes(p.dtype) == 0) corrupt(path, w + ": dtype \"" + p.dtype + "\" is not F32, BF16 or F16");
+    p.global_shape = need_ints(pv, "global_shape", path, w, 2);
+    p.global_offset = need_ints(pv, "global_offset", path, w, 2);
+    p.local_shape = need_ints(pv, "local_shape", path, w, 2);
+    const std::vector<int64_t> r = need_ints(pv, "flattened_range", path, w, 2);
+    if (p.global_shape.empty() || p.global_offset.size() != p.global_shape.size() ||
+        p.local_shape.size() != p.global_shape.size() || r.size() != 2)
+      corrupt(path, w + ": global_shape, global_offset, local_shape must have the same length (1 or 2), "
+                        "flattened_range two values");
+    for (size_t i = 0; i < p.global_shape.size(); ++i)
+      if (p.global_offset[i] > p.global_shape[i] || p.local_shape[i] > p.global_shape[i] - p.global_offset[i])
+        corrupt(path, w + ": the local block does not fit in the global shape");
+    const auto numel = product(p.local_shape);
+    if (!numel || !product(p.global_shape)) corrupt(path, w + ": the shape is too large");
+    p.flat_begin = r[0];
+    p.flat_end = r[1];
+    if (p.flat_begin > p.flat_end || static_cast<uint64_t>(p.flat_end) > *numel)
+      corrupt(path, w + ": flattened_range is outside the local block");
+    m.pieces.push_back(std::move(p));
+  }
+  return m;
+}
+
+std::string tracker_path(const std::string& dir) { return dir + "/latest_checkpointed_iteration.txt"; }
+std::string iteration_dir(const std::string& dir, int64_t iteration, bool release) {
+  if (release) return dir + "/release";
+  char b[32];
+  std::snprintf(b, sizeof b, "iter_%07lld", static_cast<long long>(iteration));
+  return dir + "/" + b;
+}
+std::string rank_stem(int64_t rank) {
+  char b[32];
+  std::snprintf(b, sizeof b, "rank_%05lld", static_cast<long long>(rank));
+  return b;
+}
+
+std::optional<TrackerValue> parse_tracker(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  if (text == "release") return TrackerValue{0, true};
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    v = v * 10 + (ch - '0');
+  }
+  return TrackerValue{v, false};
+}
+
+}  // namespace mr::run

@@ -1,0 +1,144 @@
+// The on-disk format of a megatron-run checkpoint (docs/checkpoints.md), without LibTorch: safetensors files
+// (an 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape and byte range, then
+// the raw bytes) and the JSON metadata of each rank, which says where each stored piece sits in the *unsharded*
+// tensor. Readers validate everything they are given: a truncated or malformed file is a CheckpointError naming
+// the file (tests/fuzz/fuzz_checkpoint.cpp), never a crash.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/value.h"
+#include "run/model.h"
+
+namespace mr::run {
+
+// A refusal of the checkpoint code: a stable id (docs/checkpoints.md lists them) and a message naming the flag
+// or the file. what() ends with " [id]".
+struct CheckpointError : RunError {
+  CheckpointError(std::string id_, const std::string& msg) : RunError(msg + " [" + id_ + "]"), id(std::move(id_)) {}
+  std::string id;
+};
+
+// Stable ids.
+inline constexpr const char* kCkptSaveUnwritable = "checkpoint.save-unwritable";
+inline constexpr const char* kCkptSaveFailed = "checkpoint.save-failed";
+inline constexpr const char* kCkptMissing = "checkpoint.missing";
+inline constexpr const char* kCkptStepMissing = "checkpoint.step-missing";
+inline constexpr const char* kCkptCorrupt = "checkpoint.corrupt";
+inline constexpr const char* kCkptModelMismatch = "checkpoint.model-mismatch";
+inline constexpr const char* kCkptOptimizerMismatch = "checkpoint.optimizer-mismatch";
+inline constexpr const char* kCkptIncomplete = "checkpoint.incomplete";
+inline constexpr const char* kCkptSchedulerMismatch = "checkpoint.scheduler-mismatch";
+inline constexpr const char* kCkptUnsupported = "checkpoint.unsupported";
+
+// What a reader accepts: header bytes of a safetensors file, and a metadata file.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // the safetensors library's own limit
+inline constexpr uint64_t kMaxMetadataBytes = 256ull << 20;
+
+// "F32", "BF16", "F16" (the dtypes a run trains in); bytes per element, 0 for any other word.
+size_t safetensors_dtype_bytes(std::string_view dtype);
+
+// One tensor to write: `bytes` at `data`, `shape` elements of `dtype`.
+struct TensorOut {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// Writes a safetensors file at `path` (created or truncated), then fsyncs it. The header lists the tensors in the
+// order given and a "__metadata__" of {"format": "pt"}; it is padded with spaces to a multiple of 8 bytes. Equal
+// inputs give equal bytes. A failed write is a CheckpointError (checkpoint.save-failed) naming the file.
+void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors);
+
+struct TensorEntry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range relative to the data section
+};
+struct SafetensorsHeader {
+  std::vector<TensorEntry> entries;
+  std::map<std::string, size_t> index;  // name -> entries[i]
+  uint64_t data_start = 0;              // file offset of the data section (8 + header length)
+  const TensorEntry* find(const std::string& name) const;
+};
+
+// The header of a safetensors file whose first bytes are `head` (at least the 8-byte length and the JSON, or
+// less: then it is truncated) and whose size is `file_size`; `path` names it in errors. Checks: the length fits
+// the file and the limit, the JSON is an object, each entry has a known dtype (any safetensors dtype), a shape
+// of non-negative ints whose byte size matches its data_offsets, offsets inside the data section, no two
+// entries overlapping. CheckpointError (checkpoint.corrupt) otherwise.
+SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, const std::string& path);
+// Reads and parses the header of the file at `path`.
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
+// An open file to read byte ranges from (pread); a short read is a CheckpointError naming the file.
+class InFile {
+ public:
+  explicit InFile(const std::string& path);
+  ~InFile();
+  InFile(const InFile&) = delete;
+  InFile& operator=(const InFile&) = delete;
+  void read(uint64_t offset, void* dst, size_t n) const;
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// The whole of a (small) file; CheckpointError naming it when it cannot be read or exceeds `limit`.
+std::string read_small_file(const std::string& path, uint64_t limit);
+
+// Where a stored piece sits: elements [flat_begin, flat_end) (row-major) of a local block `local_shape` at
+// `global_offset` in the unsharded tensor `global_shape` (Megatron's ShardedTensor with a flattened range).
+struct Piece {
+  std::string tensor;  // the safetensors entry
+  std::string key;     // the parameter's name (a routed expert's global name)
+  std::string kind;    // "param" (training dtype), "fp32_param", "exp_avg", "exp_avg_sq"
+  std::string dtype;
+  std::vector<int64_t> global_shape, global_offset, local_shape;
+  int64_t flat_begin = 0, flat_end = 0;
+  Value to_json() const;
+};
+
+// One rank's metadata file (rank_NNNNN.json).
+struct RankMeta {
+  int64_t version = 1;
+  int64_t iteration = 0, consumed_samples = 0, skipped_iterations = 0, optimizer_steps = 0;
+  int64_t world_size = 1, rank = 0;
+  Value layout;      // {"tp": .., "pp": .., "dp": .., "cp": .., "ep": .., "tp_rank": .., ...}
+  std::string optimizer, params_dtype;
+  bool distributed_optimizer = false;
+  uint64_t seed = 0;
+  Value scheduler;   // ParamScheduler state (Megatron's keys) or None
+  Value grad_scaler; // {"scale", "growth_tracker", "hysteresis_tracker"} or None
+  Value args;        // the run's arguments, dest -> value
+  std::string tensors_file;
+  std::vector<Piece> pieces;
+};
+
+std::string to_json(const RankMeta& m);
+// Parses and checks a metadata file's text; CheckpointError (checkpoint.corrupt) naming `path` otherwise.
+RankMeta parse_rank_meta(std::string_view text, const std::string& path);
+
+// Megatron's names: DIR/latest_checkpointed_iteration.txt, DIR/iter_0000010 (or DIR/release).
+std::string tracker_path(const std::string& dir);
+std::string iteration_dir(const std::string& dir, int64_t iteration, bool release = false);
+std::string rank_stem(int64_t rank);  // "rank_00003"
+// The tracker's text: an iteration (>= 0) or "release"; nullopt when it is neither.
+struct TrackerValue {
+  int64_t iteration = 0;
+  bool release = false;
+};
+std::optional<TrackerValue> parse_tracker(std::string_view text);
+
+}  // namespace mr::run

@@ -1,0 +1,254 @@
+// A rank's pieces of a checkpoint, written and read back under any layout (run/checkpoint_io.h).
+#include "run/checkpoint_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "run/atomic_dir.h"
+
+namespace mr::run {
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// A block of a tensor seen as 2-D: rows x cols at (r0, c0) in a rows_total x cols_total tensor (1-D: one row).
+struct Box {
+  int64_t rows = 1, cols = 1, r0 = 0, c0 = 0;
+  bool operator==(const Box&) const = default;
+};
+Box box_of(const std::vector<int64_t>& local, const std::vector<int64_t>& offset) {
+  if (local.size() == 1) return {1, local[0], 0, offset[0]};
+  return {local[0], local[1], offset[0], offset[1]};
+}
+
+const float* state_buffer(const FlatBuffers& b, const std::string& kind) {
+  if (kind == "fp32_param") return b.main.data();
+  if (kind == "exp_avg") return b.exp_avg.data();
+  return b.exp_avg_sq.data();
+}
+
+}  // namespace
+
+std::string safetensors_dtype(optim::DType d) {
+  switch (d) {
+    case optim::DType::F32: return "F32";
+    case optim::DType::BF16: return "BF16";
+    case optim::DType::F16: return "F16";
+  }
+  return "F32";
+}
+
+std::vector<std::string> buffer_kinds(const FlatBuffers& b, bool with_optimizer) {
+  std::vector<std::string> k = {"param"};
+  if (!with_optimizer) return k;
+  if (!b.main.empty()) k.push_back("fp32_param");
+  if (!b.exp_avg.empty()) k.push_back("exp_avg");
+  if (!b.exp_avg_sq.empty()) k.push_back("exp_avg_sq");
+  return k;
+}
+
+std::vector<int64_t> global_offset(const ParamSpec& p, int64_t tp_rank) {
+  std::vector<int64_t> off(p.shape.size(), 0);
+  if (p.split_dim >= 0) off[static_cast<size_t>(p.split_dim)] = tp_rank * p.shape[static_cast<size_t>(p.split_dim)];
+  return off;
+}
+
+RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankPlace& at, bool with_optimizer) {
+  RankSave out;
+  const size_t w = dtype_bytes(b.model_dtype);
+  auto add = [&](const ParamSpec& p, int64_t tp_rank, const std::string& kind, int64_t fb, int64_t fe,
+                 const void* data, size_t elem, const std::string& dtype) {
+    Piece pc;
+    pc.key = p.key;
+    pc.kind = kind;
+    pc.tensor = kind == "param" ? p.key : "optimizer.state." + kind + "." + p.key;
+    pc.dtype = dtype;
+    pc.global_shape = p.full_shape;
+    pc.global_offset = global_offset(p, tp_rank);
+    pc.local_shape = p.shape;
+    pc.flat_begin = fb;
+    pc.flat_end = fe;
+    TensorOut t;
+    t.name = pc.tensor;
+    t.dtype = dtype;
+    t.shape = (fb == 0 && fe == p.numel()) ? p.shape : std::vector<int64_t>{fe - fb};
+    t.data = data;
+    t.bytes = static_cast<size_t>(fe - fb) * elem;
+    out.bytes += t.bytes;
+    out.pieces.push_back(std::move(pc));
+    out.tensors.push_back(std::move(t));
+  };
+  auto writes = [&](const ParamSpec& p) {
+    if (p.shared_copy) return false;  // the embedding's copy on the last stage
+    if (p.expert) return at.expert_model_writer && (!p.tp_duplicate || at.etp_first);
+    return at.model_writer && (!p.tp_duplicate || at.tp_first);
+  };
+  const std::vector<std::string> kinds = buffer_kinds(b, with_optimizer);
+  // Model params first (whole), then each state kind (this rank's shard).
+  for (size_t k = 0; k < plan.params.size(); ++k) {
+    const ParamSpec& p = plan.params[k];
+    if (!writes(p)) continue;
+    add(p, p.expert ? at.etp_rank : at.tp_rank, "param", 0, p.numel(),
+        b.model.data() + static_cast<size_t>(b.offset[k]) * w, w, safetensors_dtype(b.model_dtype));
+  }
+  for (size_t i = 1; i < kinds.size(); ++i) {
+    const float* buf = state_buffer(b, kinds[i]);
+    b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
+      const ParamSpec& p = plan.params[k];
+      // With the distributed optimizer every data-parallel rank writes its own shard.
+      const bool writer = p.shared_copy ? false
+                          : b.sharded   ? (!p.tp_duplicate || at.tp_first)
+                                        : writes(p);
+      if (!writer) return;
+      add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], buf + (lo - b.lo), 4,
+          "F32");
+    });
+  }
+  return out;
+}
+
+void write_rank_files(const std::string& dir, RankMeta meta, const RankSave& save) {
+  const std::string stem = rank_stem(meta.rank);
+  meta.tensors_file = stem + ".safetensors";
+  meta.pieces = save.pieces;
+  write_safetensors(dir + "/" + meta.tensors_file, save.tensors);
+  write_file_atomic(dir + "/" + stem + ".json", to_json(meta));
+}
+
+CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
+  const std::string first = dir_ + "/" + rank_stem(0) + ".json";
+  metas_.push_back(parse_rank_meta(read_small_file(first, kMaxMetadataBytes), first));
+  const int64_t world = metas_[0].world_size;
+  if (world > 1000000) throw CheckpointError(kCkptCorrupt, first + ": world_size " + std::to_string(world) + " is past the limit");
+  for (int64_t r = 1; r < world; ++r) {
+    const std::string path = dir_ + "/" + rank_stem(r) + ".json";
+    metas_.push_back(parse_rank_meta(read_small_file(path, kMaxMetadataBytes), path));
+    const RankMeta& m = metas_.back();
+    if (m.rank != r || m.world_size != world || m.iteration != metas_[0].iteration)
+      throw CheckpointError(kCkptCorrupt, path + ": its rank, world size or iteration disagrees with " + first);
+  }
+  files_.resize(metas_.size());
+  for (size_t f = 0; f < metas_.size(); ++f)
+    for (size_t i = 0; i < metas_[f].pieces.size(); ++i) {
+      const Piece& p = metas_[f].pieces[i];
+      index_[{p.key, p.kind}].push_back({f, i});
+    }
+}
+
+CheckpointReader::File& CheckpointReader::file(size_t i) {
+  File& f = files_[i];
+  if (!f.in) {
+    const std::string path = dir_ + "/" + metas_[i].tensors_file;
+    f.header = std::make_unique<SafetensorsHeader>(read_safetensors_header(path));
+    f.in = std::make_unique<InFile>(path);
+  }
+  return f;
+}
+
+std::vector<std::string> CheckpointReader::param_keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, refs] : index_)
+    if (k.second == "param") out.push_back(k.first);
+  return out;
+}
+
+std::vector<int64_t> CheckpointReader::global_shape(const std::string& key) const {
+  auto it = index_.find({key, "param"});
+  if (it == index_.end()) return {};
+  const Ref& r = it->second.front();
+  return metas_[r.file].pieces[r.piece].global_shape;
+}
+
+void CheckpointReader::fill(const ParamSpec& p, int64_t tp_rank, const std::string& kind, const std::string& dtype,
+                            int64_t lb, int64_t le, void* dst) {
+  if (lb >= le) return;
+  auto it = index_.find({p.key, kind});
+  const std::string what = kind == "param" ? "parameter " + p.key : "the " + kind + " state of " + p.key;
+  if (it == index_.end())
+    throw CheckpointError(kind == "param" ? kCkptModelMismatch : kCkptIncomplete,
+                          dir_ + ": the checkpoint has no " + what + " (is it a checkpoint of another model?)");
+  const size_t w = safetensors_dtype_bytes(dtype);
+  const Box d = box_of(p.shape, global_offset(p, tp_rank));
+  char* out = static_cast<char*>(dst);
+  std::vector<bool> covered;
+  int64_t count = 0;
+  for (const Ref& r : it->second) {
+    const Piece& pc = metas_[r.file].pieces[r.piece];
+    const std::string src = dir_ + "/" + metas_[r.file].tensors_file;
+    if (pc.global_shape != p.full_shape)
+      throw CheckpointError(kCkptModelMismatch, dir_ + ": the checkpoint is of another model: parameter " + p.key +
+                                                    " has shape " + shape_text(pc.global_shape) + " there and " +
+                                                    shape_text(p.full_shape) + " here");
+    if (pc.dtype != dtype)
+      throw CheckpointError(kCkptModelMismatch, dir_ + ": " + what + " is stored as " + pc.dtype + ", this run keeps it as " +
+                                                    dtype + " (--bf16, --fp16)");
+    File& f = file(r.file);
+    const TensorEntry* e = f.header->find(pc.tensor);
+    if (!e || e->dtype != pc.dtype ||
+        e->end - e->begin != static_cast<uint64_t>(pc.flat_end - pc.flat_begin) * w)
+      throw CheckpointError(kCkptCorrupt, src + ": tensor \"" + pc.tensor + "\" is missing or does not match " +
+                                              rank_stem(metas_[r.file].rank) + ".json");
+    const uint64_t base = f.header->data_start + e->begin;
+    const Box s = box_of(pc.local_shape, pc.global_offset);
+    if (s == d && pc.flat_begin <= lb && le <= pc.flat_end && count == 0) {  // the same block: read it in place
+      f.in->read(base + static_cast<uint64_t>(lb - pc.flat_begin) * w, out, static_cast<size_t>(le - lb) * w);
+      return;
+    }
+    // The global rows both blocks share (of the destination's range), and the shared columns.
+    const int64_t dr_lo = d.r0 + lb / d.cols, dr_hi = d.r0 + (le - 1) / d.cols;  // inclusive
+    const int64_t g_lo = std::max(dr_lo, s.r0), g_hi = std::min(dr_hi, s.r0 + s.rows - 1);
+    const int64_t gc_lo = std::max(d.c0, s.c0), gc_hi = std::min(d.c0 + d.cols, s.c0 + s.cols);
+    if (g_lo > g_hi || gc_lo >= gc_hi) continue;
+    const int64_t rb = std::max(pc.flat_begin, (g_lo - s.r0) * s.cols);
+    const int64_t re = std::min(pc.flat_end, (g_hi - s.r0 + 1) * s.cols);
+    if (rb >= re) continue;
+    std::vector<char> tmp(static_cast<size_t>(re - rb) * w);
+    f.in->read(base + static_cast<uint64_t>(rb - pc.flat_begin) * w, tmp.data(), tmp.size());
+    if (covered.empty()) covered.assign(static_cast<size_t>(le - lb), false);
+    for (int64_t g = g_lo; g <= g_hi; ++g) {
+      const int64_t sbase = (g - s.r0) * s.cols - s.c0, dbase = (g - d.r0) * d.cols - d.c0;
+      const int64_t a = std::max({gc_lo, rb - sbase, lb - dbase});
+      const int64_t z = std::min({gc_hi, re - sbase, le - dbase});
+      if (a >= z) continue;
+      const int64_t di = dbase + a - lb;
+      for (int64_t i = 0; i < z - a; ++i) {
+        if (covered[static_cast<size_t>(di + i)])
+          throw CheckpointError(kCkptCorrupt, dir_ + ": pieces of " + what + " overlap (" + src + ")");
+        covered[static_cast<size_t>(di + i)] = true;
+      }
+      std::memcpy(out + static_cast<size_t>(di) * w, tmp.data() + static_cast<size_t>(sbase + a - rb) * w,
+                  static_cast<size_t>(z - a) * w);
+      count += z - a;
+    }
+  }
+  if (count != le - lb)
+    throw CheckpointError(kCkptIncomplete, dir_ + ": the pieces of " + what + " cover " + std::to_string(count) + " of the " +
+                                               std::to_string(le - lb) + " elements this rank needs");
+}
+
+void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const RankPlace& at, bool with_optimizer) {
+  const size_t w = dtype_bytes(b.model_dtype);
+  const std::string mdt = safetensors_dtype(b.model_dtype);
+  for (size_t k = 0; k < plan.params.size(); ++k) {
+    const ParamSpec& p = plan.params[k];
+    fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", mdt, 0, p.numel(),
+         b.model.data() + static_cast<size_t>(b.offset[k]) * w);
+  }
+  const std::vector<std::string> kinds = buffer_kinds(b, with_optimizer);
+  for (size_t i = 1; i < kinds.size(); ++i) {
+    float* buf = const_cast<float*>(state_buffer(b, kinds[i]));
+    b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
+      const ParamSpec& p = plan.params[k];
+      fill(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], buf + (lo - b.lo));
+    });
+  }
+}
+
+}  // namespace mr::run

@@ -1,0 +1,446 @@
+// Checkpoints end to end (docs/checkpoints.md): megatron-run jobs save and load with Megatron's flags; resume is
+// bit-exact; a checkpoint loads under another layout with the same unsharded state; Python reads the files; bad
+// checkpoints, an unwritable --save, a kill -9 or a write error inside a save; --exit-interval and
+// --exit-signal-handler. Every job has a hard timeout.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "../distributed/proc.h"
+#include "run/checkpoint_format.h"
+#include "run/checkpoint_io.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+mrtest::Proc spawn(int n, const std::vector<std::string>& extra, const mrtest::TempDir& dir, const std::string& tag,
+                   std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", std::to_string(n)};
+  for (const std::string& a : mrtest::job_args(extra)) argv.push_back(a);
+  env.emplace("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+  env.emplace("MR_DIST_TIMEOUT_S", "60");
+  std::vector<mrtest::Proc> p = {mrtest::start(argv, env, dir, tag)};
+  mrtest::wait_all(p, std::chrono::seconds(180));
+  return p[0];
+}
+
+std::string bytes_of(const std::string& path) { return mrtest::slurp(path); }
+
+std::vector<std::string> files_in(const std::string& d) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string checksum_line(const std::string& out) {
+  std::smatch m;
+  static const std::regex re(R"(parameter checksum ([0-9a-f]+))");
+  return std::regex_search(out, m, re) ? m[1].str() : "";
+}
+
+std::string tracker(const std::string& dir) { return bytes_of(dir + "/latest_checkpointed_iteration.txt"); }
+
+// The unsharded tensors of a checkpoint: (key, kind) -> bytes, assembled from the pieces of every rank's files.
+std::map<std::pair<std::string, std::string>, std::string> unsharded(const std::string& ckpt) {
+  mr::run::CheckpointReader r(ckpt);
+  std::map<std::pair<std::string, std::string>, std::string> out;
+  for (const mr::run::RankMeta& m : r.metas())
+    for (const mr::run::Piece& pc : m.pieces) {
+      auto key = std::make_pair(pc.key, pc.kind);
+      if (out.count(key)) continue;
+      mr::run::ParamSpec whole;
+      whole.key = pc.key;
+      whole.shape = whole.full_shape = pc.global_shape;
+      const int64_t n = whole.numel();
+      std::string bytes(static_cast<size_t>(n) * mr::run::safetensors_dtype_bytes(pc.dtype), '\0');
+      r.fill(whole, 0, pc.kind, pc.dtype, 0, n, bytes.data());
+      out[key] = bytes;
+    }
+  return out;
+}
+
+// A run with --save D --load D (Megatron's usual resume line); returns the process.
+struct Job {
+  int ranks = 1;
+  std::vector<std::string> flags;
+  std::map<std::string, std::string> env = {};
+};
+mrtest::Proc run_job(const Job& j, const std::string& ckdir, const mrtest::TempDir& dir, const std::string& tag,
+                     std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> f = j.flags;
+  f.insert(f.end(), {"--save", ckdir, "--load", ckdir});
+  return spawn(j.ranks, f, dir, tag, std::move(env));
+}
+
+// 20 iterations with saves at 10 and 20, then the same command resumed from 10: the same bytes at 20 and the
+// same final checksum.
+void check_resume_bit_exact(const Job& j, const std::string& tag) {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  Job full = j;
+  full.flags.insert(full.flags.end(), {"--train-iters", "20", "--save-interval", "10"});
+  mrtest::Proc a = run_job(full, ck, dir, tag + "-a", j.env);
+  INFO(tag << "\n" << a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("WARNING: could not find the metadata file"));
+  REQUIRE(tracker(ck) == "20");
+  fs::rename(ck + "/iter_0000020", dir / "first20");
+  {
+    std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "10";
+  }
+  mrtest::Proc b = run_job(full, ck, dir, tag + "-b", j.env);
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("successfully loaded checkpoint from " + ck));
+  CHECK_THAT(b.out(), Catch::Contains("at iteration 10"));
+  CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
+  CHECK_THAT(b.out(), Catch::Contains("iteration       11/"));
+  REQUIRE(tracker(ck) == "20");
+  const std::vector<std::string> names = files_in(dir / "first20");
+  REQUIRE(names == files_in(ck + "/iter_0000020"));
+  REQUIRE(names.size() == static_cast<size_t>(2 * j.ranks));
+  for (const std::string& n : names) {
+    INFO(n);
+    CHECK(bytes_of(dir / ("first20/" + n)) == bytes_of(ck + "/iter_0000020/" + n));
+  }
+  CHECK(!checksum_line(a.out()).empty());
+  CHECK(checksum_line(a.out()) == checksum_line(b.out()));
+}
+
+}  // namespace
+
+TEST_CASE("resume is bit-exact on one rank for every optimizer and with fp16 loss scaling", "[run][checkpoint]") {
+  check_resume_bit_exact({1, {"--optimizer", "adam"}}, "adam");
+  check_resume_bit_exact({1, {"--optimizer", "sgd"}}, "sgd");
+  check_resume_bit_exact({1, {"--optimizer", "lion"}}, "lion");
+  check_resume_bit_exact({1, {"--optimizer", "muon"}}, "muon");
+  // Overflows at 5 and 12: the scaler's state (scale, growth and hysteresis trackers) must resume.
+  check_resume_bit_exact({1, {"--fp16", "--hysteresis", "2", "--loss-scale-window", "4"}, {{"MR_RUN_NONFINITE_AT", "5,12"}}},
+                         "fp16");
+}
+
+TEST_CASE("resume is bit-exact on 4 ranks: DP=4 with the distributed optimizer and bf16, TP=2 x DP=2",
+          "[run][checkpoint]") {
+  check_resume_bit_exact({4, {"--use-distributed-optimizer", "--bf16"}}, "dp4");
+  check_resume_bit_exact({4, {"--tensor-model-parallel-size", "2", "--optimizer", "sgd"}}, "tp2dp2");
+}
+
+namespace {
+// Saves at iteration 3 under `from`, loads it under `to` and writes it back at once (no iteration runs): the
+// unsharded state is the same, element by element.
+void check_reshard(const Job& from, const Job& to, const std::string& tag) {
+  mrtest::TempDir dir;
+  const std::string a = dir / "a", b = dir / "b";
+  std::vector<std::string> fa = from.flags;
+  fa.insert(fa.end(), {"--train-iters", "3", "--save-interval", "3", "--save", a});
+  mrtest::Proc p = spawn(from.ranks, fa, dir, tag + "-save");
+  INFO(tag << "\n" << p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  std::vector<std::string> fb = to.flags;
+  fb.insert(fb.end(), {"--train-iters", "3", "--save-interval", "2", "--load", a, "--save", b});
+  mrtest::Proc q = spawn(to.ranks, fb, dir, tag + "-load");
+  INFO(q.out() << q.err());
+  REQUIRE(q.exit_code() == 0);
+  CHECK_THAT(q.out(), Catch::Contains("successfully loaded checkpoint"));
+  REQUIRE(tracker(b) == "3");
+  const auto sa = unsharded(a + "/iter_0000003"), sb = unsharded(b + "/iter_0000003");
+  REQUIRE(sa.size() == sb.size());
+  REQUIRE(!sa.empty());
+  for (const auto& [k, v] : sa) {
+    INFO(k.first << " " << k.second);
+    REQUIRE(sb.count(k));
+    CHECK(sb.at(k) == v);
+  }
+}
+}  // namespace
+
+TEST_CASE("a checkpoint loads under another layout with the same unsharded state", "[run][checkpoint][reshard]") {
+  check_reshard({4, {"--tensor-model-parallel-size", "2", "--bf16"}}, {4, {"--bf16"}}, "tp2dp2-tp1dp4");
+  check_reshard({4, {"--use-distributed-optimizer", "--bf16"}}, {1, {"--bf16"}}, "distopt4-1");
+  check_reshard({2, {"--pipeline-model-parallel-size", "2"}}, {1, {}}, "pp2-pp1");
+  // One rank to PP=2 x DP=2 with the distributed optimizer: the last stage's tied output copy comes from the
+  // embedding (the run's check that the two copies agree passes), the shards from the whole tensors.
+  check_reshard({1, {}}, {4, {"--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"}}, "1-pp2distopt");
+  // Routed experts (global names) over EP=2 to one rank.
+  check_reshard({4, {"--num-experts", "4", "--expert-model-parallel-size", "2"}}, {1, {"--num-experts", "4"}}, "ep2-1");
+}
+
+namespace {
+// The run that never stopped (layout `from`, 6 iterations, saves at 3 and 6) against one resumed from its
+// iteration 3 under layout `to`: the same model checksum (layout-independent), last loss and grad norm, and the
+// same unsharded state at 6, element by element (the synthetic run is layout-invariant: docs/run.md).
+void check_reshard_resume(const Job& from, const Job& to, const std::string& tag) {
+  mrtest::TempDir dir;
+  const std::string a = dir / "a", b = dir / "b";
+  std::vector<std::string> fa = from.flags;
+  fa.insert(fa.end(), {"--train-iters", "6", "--save-interval", "3", "--save", a});
+  mrtest::Proc p = spawn(from.ranks, fa, dir, tag + "-full");
+  INFO(tag << "\n" << p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  std::vector<std::string> fb = to.flags;
+  fb.insert(fb.end(), {"--train-iters", "6", "--save-interval", "3", "--load", a, "--ckpt-step", "3", "--save", b});
+  mrtest::Proc q = spawn(to.ranks, fb, dir, tag + "-resumed");
+  INFO(q.out() << q.err());
+  REQUIRE(q.exit_code() == 0);
+  CHECK_THAT(q.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/"));
+  static const std::regex last(R"(parameter checksum [^)]*\))");
+  std::smatch mp, mq;
+  const std::string po = p.out(), qo = q.out();
+  REQUIRE(std::regex_search(po, mp, last));
+  REQUIRE(std::regex_search(qo, mq, last));
+  CHECK(mp[0].str() == mq[0].str());
+  const auto sa = unsharded(a + "/iter_0000006"), sb = unsharded(b + "/iter_0000006");
+  REQUIRE(sa.size() == sb.size());
+  for (const auto& [k, v] : sa) {
+    INFO(k.first << " " << k.second);
+    REQUIRE(sb.count(k));
+    CHECK(sb.at(k) == v);
+  }
+}
+}  // namespace
+
+TEST_CASE("a run resumed under another layout continues exactly as the run that never stopped",
+          "[run][checkpoint][reshard]") {
+  check_reshard_resume({4, {"--tensor-model-parallel-size", "2"}}, {4, {}}, "tp2dp2-tp1dp4");
+  check_reshard_resume({4, {"--use-distributed-optimizer", "--bf16"}}, {1, {"--bf16"}}, "distopt4-1");
+  check_reshard_resume({2, {"--pipeline-model-parallel-size", "2"}}, {1, {}}, "pp2-pp1");
+}
+
+TEST_CASE("Python opens a saved file: names, shapes and values", "[run][checkpoint][python]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc p = spawn(2, {"--tensor-model-parallel-size", "2", "--bf16", "--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2",
+                             "--save", ck},
+                         dir, "py");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  const std::string it = ck + "/iter_0000002";
+  std::vector<mrtest::Proc> py = {mrtest::start(
+      {"/usr/bin/python3", std::string(MR_SOURCE_DIR) + "/tests/run/read_checkpoint.py", it, "1"}, {}, dir, "python")};
+  mrtest::wait_all(py, std::chrono::seconds(120));
+  INFO(py[0].out() << py[0].err());
+  REQUIRE(py[0].exit_code() == 0);
+  // Every tensor of rank 1's file, with its shape and the sum of its values, as the C++ reader sees it.
+  const mr::run::SafetensorsHeader h = mr::run::read_safetensors_header(it + "/rank_00001.safetensors");
+  mr::run::InFile f(it + "/rank_00001.safetensors");
+  std::map<std::string, std::string> lines;
+  std::istringstream in(py[0].out());
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("readers:", 0) != 0) lines[line.substr(0, line.find(' '))] = line;
+  REQUIRE(lines.size() == h.entries.size());
+  CHECK(lines.count("decoder.layers.0.mlp.linear_fc1.weight"));
+  CHECK(lines.count("optimizer.state.fp32_param.decoder.layers.0.mlp.linear_fc1.weight"));
+  for (const mr::run::TensorEntry& e : h.entries) {
+    INFO(e.name);
+    REQUIRE(lines.count(e.name));
+    std::string raw(e.end - e.begin, '\0');
+    f.read(h.data_start + e.begin, raw.data(), raw.size());
+    double sum = 0;
+    const size_t w = mr::run::safetensors_dtype_bytes(e.dtype);
+    for (size_t i = 0; i < raw.size() / w; ++i) {
+      uint32_t bits = 0;
+      if (w == 4) std::memcpy(&bits, raw.data() + 4 * i, 4);
+      else {
+        uint16_t hb = 0;
+        std::memcpy(&hb, raw.data() + 2 * i, 2);
+        bits = static_cast<uint32_t>(hb) << 16;  // bf16
+      }
+      float v;
+      std::memcpy(&v, &bits, 4);
+      sum += static_cast<double>(v);
+    }
+    std::string shape;
+    for (int64_t d : e.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    std::istringstream ls(lines[e.name]);
+    std::string name, dtype, pshape, psum;
+    ls >> name >> dtype >> pshape >> psum;
+    CHECK(dtype == e.dtype);
+    CHECK(pshape == shape);
+    CHECK(std::stod(psum) == sum);
+  }
+  CHECK_THAT(py[0].out(), Catch::Contains("readers: json+struct"));
+}
+
+TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --exit-on-missing-checkpoint",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  mrtest::Proc a = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--load", dir / "none"}, dir, "warn");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("will not load any checkpoints and will start from random"));
+  mrtest::Proc b = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--load", dir / "none", "--exit-on-missing-checkpoint"}, dir, "exit");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("--exit-on-missing-checkpoint") && Catch::Contains("checkpoint.missing"));
+  CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
+}
+
+TEST_CASE("what loads: --ckpt-step, --finetune and --no-load-optim", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc a = spawn(1, {"--train-iters", "6", "--save-interval", "2", "--save", ck}, dir, "save");
+  REQUIRE(a.exit_code() == 0);
+  REQUIRE(files_in(ck) == std::vector<std::string>({"iter_0000002", "iter_0000004", "iter_0000006",
+                                                     "latest_checkpointed_iteration.txt"}));
+  mrtest::Proc b = spawn(1, {"--train-iters", "6", "--load", ck, "--ckpt-step", "4"}, dir, "step");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("at iteration 4") && Catch::Contains("iteration        5/"));
+  mrtest::Proc c = spawn(1, {"--train-iters", "6", "--load", ck, "--ckpt-step", "5"}, dir, "nostep");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains("--ckpt-step 5") && Catch::Contains("iter_0000005"));
+  mrtest::Proc d = spawn(1, {"--train-iters", "3", "--load", ck, "--finetune"}, dir, "finetune");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("--finetune") && Catch::Contains("iteration        1/"));
+  mrtest::Proc e = spawn(1, {"--train-iters", "8", "--load", ck, "--no-load-optim"}, dir, "nooptim");
+  INFO(e.out() << e.err());
+  CHECK(e.exit_code() == 0);
+  CHECK_THAT(e.out(), Catch::Contains("fresh optimizer state") && Catch::Contains("iteration        7/"));
+  // Another optimizer's state is refused unless only the weights are loaded.
+  mrtest::Proc f = spawn(1, {"--train-iters", "8", "--load", ck, "--optimizer", "sgd"}, dir, "othopt");
+  CHECK(f.exit_code() == 1);
+  CHECK_THAT(f.err(), Catch::Contains("checkpoint.optimizer-mismatch") && Catch::Contains("--no-load-optim"));
+}
+
+TEST_CASE("a checkpoint of another model names the first mismatching parameter; a corrupt file names the file",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save").exit_code() == 0);
+  mrtest::Proc a = spawn(1, {"--train-iters", "4", "--load", ck, "--ffn-hidden-size", "512"}, dir, "ffn");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 1);
+  CHECK_THAT(a.err(), Catch::Contains("checkpoint.model-mismatch") &&
+                          Catch::Contains("parameter decoder.layers.0.mlp.linear_fc1.weight has shape [1024, 256] there "
+                                          "and [512, 256] here"));
+  mrtest::Proc b = spawn(1, {"--train-iters", "4", "--load", ck, "--num-layers", "1"}, dir, "layers");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("has a parameter decoder.layers.1."));
+  // Truncated tensor file, then a broken metadata file.
+  const std::string st = ck + "/iter_0000002/rank_00000.safetensors";
+  const std::string keep = bytes_of(st);
+  fs::resize_file(st, keep.size() / 2);
+  mrtest::Proc c = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "trunc");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains(st) && Catch::Contains("truncated") && Catch::Contains("checkpoint.corrupt"));
+  { std::ofstream(st, std::ios::binary) << keep; }
+  const std::string js = ck + "/iter_0000002/rank_00000.json";
+  { std::ofstream(js) << "{\"format\": \"megatron-run checkpoint\", "; }
+  mrtest::Proc d = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "json");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 1);
+  CHECK_THAT(d.err(), Catch::Contains(js) && Catch::Contains("not valid JSON"));
+  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "ten"; }
+  mrtest::Proc e = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "tracker");
+  CHECK(e.exit_code() == 1);
+  CHECK_THAT(e.err(), Catch::Contains("latest_checkpointed_iteration.txt"));
+}
+
+TEST_CASE("an unwritable --save fails before training; a failed save leaves the previous checkpoint",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  { std::ofstream(dir / "file") << "x"; }
+  mrtest::Proc a = spawn(2, {"--train-iters", "4", "--save-interval", "2", "--save", dir / "file/ck"}, dir, "unwritable");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 1);
+  CHECK_FALSE(a.timed_out);
+  CHECK_THAT(a.err(), Catch::Contains("--save " + dir / "file/ck" + " cannot be written") &&
+                          Catch::Contains("checkpoint.save-unwritable"));
+  CHECK_THAT(a.out(), !Catch::Contains("iteration        1/"));
+
+  const std::string ck = dir / "ck";
+  mrtest::Proc b = spawn(2, {"--train-iters", "4", "--save-interval", "2", "--save", ck}, dir, "failsave",
+                         {{"MR_CKPT_FAIL_IN_SAVE", "4"}});
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("MR_CKPT_FAIL_IN_SAVE") && Catch::Contains("the previous checkpoint and the tracker are unchanged"));
+  CHECK(tracker(ck) == "2");
+  CHECK(files_in(ck) == std::vector<std::string>({"iter_0000002", "latest_checkpointed_iteration.txt"}));
+  mrtest::Proc c = spawn(2, {"--train-iters", "4", "--load", ck}, dir, "afterfail");
+  CHECK(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("at iteration 2"));
+}
+
+TEST_CASE("kill -9 inside a save leaves the previous checkpoint loadable and the tracker on it", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  std::vector<std::string> argv = {mrtest::megatron_run()};
+  for (const std::string& s : mrtest::job_args({"--train-iters", "4", "--save-interval", "2", "--save", ck}))
+    argv.push_back(s);
+  mrtest::Proc p = mrtest::start(argv, {{"MR_CKPT_PAUSE_IN_SAVE", "4:60"}, {"MR_DIST_TIMEOUT_S", "60"}}, dir, "pause");
+  mrtest::KillOnExit guard{{p.pid}};
+  std::smatch m;
+  static const std::regex paused(R"(checkpoint save of iteration 4 paused .* pid (\d+))");
+  std::string out;
+  REQUIRE(mrtest::wait_for([&] { out = p.out(); return std::regex_search(out, m, paused); }, std::chrono::seconds(120)));
+  const pid_t worker = static_cast<pid_t>(std::stol(m[1]));
+  REQUIRE(::kill(worker, SIGKILL) == 0);
+  std::vector<mrtest::Proc> ps = {p};
+  mrtest::wait_all(ps, std::chrono::seconds(60));
+  CHECK(ps[0].exit_code() != 0);
+  CHECK(tracker(ck) == "2");
+  CHECK(fs::exists(ck + "/iter_0000004.tmp"));  // the interrupted save, never renamed
+  CHECK_FALSE(fs::exists(ck + "/iter_0000004"));
+  mrtest::Proc q = spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", ck, "--load", ck}, dir, "after");
+  INFO(q.out() << q.err());
+  CHECK(q.exit_code() == 0);
+  CHECK_THAT(q.out(), Catch::Contains("at iteration 2"));
+  CHECK(tracker(ck) == "4");
+  CHECK_FALSE(fs::exists(ck + "/iter_0000004.tmp"));
+}
+
+TEST_CASE("exit interval: --exit-interval saves and stops; non-persistent checkpoints keep the newest", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc a = spawn(1, {"--exit-interval", "5", "--save-interval", "100", "--save", ck}, dir, "exit");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("exiting program at iteration 5") && !Catch::Contains("iteration        6/"));
+  CHECK(tracker(ck) == "5");
+  const std::string np = dir / "np";
+  mrtest::Proc b = spawn(1, {"--train-iters", "8", "--save-interval", "100", "--non-persistent-save-interval", "3",
+                             "--non-persistent-ckpt-type", "global", "--save", np},
+                         dir, "np");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK(tracker(np + "/non_persistent") == "6");
+  CHECK(files_in(np + "/non_persistent") == std::vector<std::string>({"iter_0000006", "latest_checkpointed_iteration.txt"}));
+  CHECK(tracker(np) == "8");  // the final save
+  fs::remove_all(np + "/iter_0000008");
+  fs::remove(np + "/latest_checkpointed_iteration.txt");
+  mrtest::Proc c = spawn(1, {"--train-iters", "8", "--non-persistent-ckpt-type", "global", "--load", np}, dir, "npload");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("at iteration 6") && Catch::Contains("iteration        7/"));
+}
+
+TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 0", "[run][checkpoint][signal]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  std::vector<mrtest::Proc> ranks = mrtest::start_job(
+      2, mrtest::job_args({"--train-iters", "100000", "--save-interval", "100000", "--exit-signal-handler", "--save", ck}), dir);
+  mrtest::KillOnExit guard{{ranks[0].pid, ranks[1].pid}};
+  REQUIRE(mrtest::wait_for([&] { return ranks[1].out().find("iteration        3/") != std::string::npos; },
+                           std::chrono::seconds(120)));
+  for (mrtest::Proc& r : ranks) ::kill(r.pid, SIGTERM);
+  mrtest::wait_all(ranks, std::chrono::seconds(120));
+  INFO(mrtest::all_output(ranks));
+  CHECK(ranks[0].exit_code() == 0);
+  CHECK(ranks[1].exit_code() == 0);
+  CHECK_THAT(ranks[0].out(), Catch::Contains("exiting program after receiving SIGTERM."));
+  const std::string t = tracker(ck);
+  REQUIRE(!t.empty());
+  CHECK(std::stoll(t) >= 3);
+  CHECK(fs::exists(ck + "/iter_" + std::string(7 - t.size(), '0') + t + "/rank_00001.json"));
+}
