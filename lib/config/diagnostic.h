@@ -9,10 +9,14 @@
 
 namespace mr {
 
+void record_rule_hit(const char* id) noexcept;  // config/rule.h
+
 // A usage error: exit status 2. `flags` names the options involved (for JSON diagnostics).
 struct UsageError : std::runtime_error {
   UsageError(std::string msg, std::vector<std::string> flags_ = {}, std::string where_ = {}, std::string id_ = {})
-      : std::runtime_error(std::move(msg)), flags(std::move(flags_)), where(std::move(where_)), id(std::move(id_)) {}
+      : std::runtime_error(std::move(msg)), flags(std::move(flags_)), where(std::move(where_)), id(std::move(id_)) {
+    record_rule_hit(id.c_str());  // the input stage's rules (config/input_rules.cpp) count their hits
+  }
   std::vector<std::string> flags;
   std::string where;  // "file.yaml:12" when the offending word came from a file
   // A stable id for the kind of refusal ("input.not-regular-file", "input.yaml-recursive-alias", ...; see

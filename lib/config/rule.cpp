@@ -62,7 +62,16 @@ void Rule::record_hit() const noexcept {
   hits_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void link_input_rules();  // config/input_rules.cpp
+
+void record_rule_hit(const char* id) noexcept {
+  if (!id || !*id) return;
+  for (const Rule* r : registry())
+    if (std::strcmp(r->id, id) == 0) return r->record_hit();
+}
+
 std::vector<const Rule*> all_rules() {
+  link_input_rules();
   std::vector<const Rule*> out = registry();
   std::sort(out.begin(), out.end(), [](const Rule* a, const Rule* b) { return std::strcmp(a->id, b->id) < 0; });
   return out;

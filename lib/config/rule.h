@@ -7,7 +7,8 @@
 // can tell Megatron's own verdict from megatron-run's: "validate_args" for the port of Megatron's validate_args()
 // (and its OptimizerConfig checks, and validate_yaml() for --yaml-cfg), "sanity" for megatron-run's own checks of
 // values Megatron accepts but no job can run with (MR_SANITY_RULE, ids `sanity.*`; see
-// lib/config/validate/sanity.cpp). Stages run in the order validation_stages() lists (sections.h).
+// lib/config/validate/sanity.cpp). Stages run in the order validation_stages() lists (sections.h). The refusals
+// of bad input (a UsageError with an id, exit 2) are rules of the "input" stage (config/input_rules.cpp).
 //
 // Each rule also counts how often its failing branch fired in this process (a failed require, a fail, a warn,
 // or an OptimizerConfig check raising/warning). When the environment variable MR_RULE_HITS_FILE names a file,
@@ -27,6 +28,7 @@ namespace mr {
 inline constexpr const char* kStageValidateArgs = "validate_args";  // Megatron's own checks, ported
 inline constexpr const char* kStageSanity = "sanity";               // megatron-run's: values no job can run with
 inline constexpr const char* kStageParse = "parse";                 // usage errors (no rule; exit 2)
+inline constexpr const char* kStageInput = "input";                 // bad input refused with an id (exit 2)
 // Not validation stages, for diagnostics from after validation (no rules of their own yet): the process-group
 // layout (Megatron's initialize_model_parallel checks; `topology`, `params`) and the model plan (`params`).
 inline constexpr const char* kStageInit = "init";
@@ -57,6 +59,8 @@ struct Rule {
 
 // Every registered rule, sorted by id.
 std::vector<const Rule*> all_rules();
+// Records a hit of the rule with this id, if one is registered (UsageError's id: the input stage).
+void record_rule_hit(const char* id) noexcept;
 
 }  // namespace mr
 

@@ -1,0 +1,44 @@
+// The refusals of bad input (exit 2, a UsageError carrying the id): registered as rules of the `input` stage so
+// that `megatron-run rules` and docs/validation.md list them beside the validation rules, and rules_all_tested
+// proves each has a test that fires it (UsageError's constructor records the hit). docs/config-files.md says
+// what each one refuses.
+#include "config/rule.h"
+
+namespace mr {
+namespace {
+
+#define MR_INPUT_RULE(var, id, desc) \
+  const ::mr::Rule var{id, ::mr::Rule::Level::Error, desc, __FILE__, __LINE__, ::mr::kStageInput}
+
+MR_INPUT_RULE(kUnreadable, "input.unreadable", "A file that cannot be opened or read (the system's reason), or an empty path.");
+MR_INPUT_RULE(kNotRegular, "input.not-regular-file",
+              "A directory, named pipe, socket or device given as a file: never opened for reading.");
+MR_INPUT_RULE(kTooLarge, "input.file-too-large", "A file larger than kMaxInputFileBytes.");
+MR_INPUT_RULE(kNotText, "input.not-text", "A file that is not UTF-8 text, or holds a control character.");
+MR_INPUT_RULE(kYamlSyntax, "input.yaml-syntax", "A YAML syntax error, an unknown alias, or a quote never closed.");
+MR_INPUT_RULE(kYamlDocuments, "input.yaml-multiple-documents", "A second YAML document (---) in a config file.");
+MR_INPUT_RULE(kYamlRecursive, "input.yaml-recursive-alias", "A YAML alias inside the node it names.");
+MR_INPUT_RULE(kYamlExpansion, "input.yaml-expansion-limit",
+              "YAML aliases that expand past kMaxYamlNodes / kMaxYamlExpandedBytes (billion laughs).");
+MR_INPUT_RULE(kYamlNesting, "input.yaml-nesting-limit", "YAML nesting deeper than kMaxYamlDepth.");
+MR_INPUT_RULE(kYamlKey, "input.yaml-non-scalar-key", "A YAML key that is a sequence, a mapping or null.");
+MR_INPUT_RULE(kYamlDuplicate, "input.yaml-duplicate-key",
+              "A key written twice in one mapping of a plain-layout or --target-env file.");
+MR_INPUT_RULE(kYamlTag, "input.yaml-tag", "A YAML tag other than the standard ones, or one that does not fit the value.");
+MR_INPUT_RULE(kYamlMultiline, "input.yaml-multiline-quoted",
+              "A quoted value running over lines that look like key: entries (a missing closing quote).");
+MR_INPUT_RULE(kYamlMerge, "input.yaml-bad-merge", "A << merge value that is not a mapping or a list of mappings.");
+MR_INPUT_RULE(kUnrepresentable, "input.unrepresentable-value",
+              "A value --format argv cannot write as a Megatron command-line word.");
+MR_INPUT_RULE(kScheduleSteps, "input.schedule-steps", "schedule: --points, --every or --at out of range or malformed.");
+MR_INPUT_RULE(kScheduleRows, "input.schedule-rows", "schedule: more rows than the output allows.");
+MR_INPUT_RULE(kPictureTooLarge, "input.picture-too-large", "topology --format svg|dot: more ranks than a picture shows.");
+MR_INPUT_RULE(kGpusPerNode, "input.gpus-per-node", "topology: --gpus-per-node is not a positive count.");
+MR_INPUT_RULE(kDeviceMemory, "input.device-memory", "params: --device-memory is not a size (80GiB, 141 GB).");
+
+}  // namespace
+
+// Referenced from rule.cpp so that the linker keeps this file's rules (nothing else refers to them).
+void link_input_rules() {}
+
+}  // namespace mr
