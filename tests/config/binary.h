@@ -51,6 +51,14 @@ inline Proc megatron_run(const std::string& args, const std::string& env = "") {
   return r;
 }
 
+// `megatron-run ARGS` with stderr merged into `out` (2>&1), and with stderr dropped (stdout only).
+inline Proc megatron_run_merged(const std::string& args) {
+  return run_shell(std::string("'") + MR_BINARY + "' " + args + " 2>&1");
+}
+inline Proc megatron_run_stdout(const std::string& args) {
+  return run_shell(std::string("'") + MR_BINARY + "' " + args + " 2>/dev/null");
+}
+
 // What tests/bad-inputs/run.py accepts as printable output: valid UTF-8 with no control character but \n and \t
 // (C0, DEL, C1).
 inline bool printable_output(const std::string& s) {

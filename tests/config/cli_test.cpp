@@ -19,7 +19,7 @@
 namespace {
 using Result = mrtest::Proc;  // `out` holds stdout and stderr together
 
-Result sh(const std::string& args) { return mrtest::run_shell(std::string("'") + MR_BINARY + "' " + args + " 2>&1"); }
+Result sh(const std::string& args) { return mrtest::megatron_run_merged(args); }
 
 std::string tmp_file(const std::string& name, const std::string& text) { return mrtest::write_file(name, text, "cli"); }
 

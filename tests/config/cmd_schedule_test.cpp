@@ -15,10 +15,8 @@
 namespace {
 
 using Result = mrtest::Proc;
-Result sh(const std::string& args) { return mrtest::run_shell(std::string("'") + MR_BINARY + "' " + args + " 2>&1"); }
-Result out_only(const std::string& args) {
-  return mrtest::run_shell(std::string("'") + MR_BINARY + "' " + args + " 2>/dev/null");
-}
+Result sh(const std::string& args) { return mrtest::megatron_run_merged(args); }
+Result out_only(const std::string& args) { return mrtest::megatron_run_stdout(args); }
 
 const std::string kCorpus = std::string(MR_DATA_DIR) + "/corpus/functional-tests/";
 const std::string kDefault = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";

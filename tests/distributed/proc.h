@@ -241,4 +241,17 @@ struct KillOnExit {
   }
 };
 
+// `megatron-run --nproc-per-node N` with the default job (job_args) and `extra` flags, waited for (180 s at
+// most): the spawner's process.
+inline Proc spawn_job(int n, const std::vector<std::string>& extra, const TempDir& dir, const std::string& tag,
+                      std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {megatron_run(), "--nproc-per-node", std::to_string(n)};
+  for (const std::string& a : job_args(extra)) argv.push_back(a);
+  env.emplace("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+  env.emplace("MR_DIST_TIMEOUT_S", "60");
+  std::vector<Proc> p = {start(argv, env, dir, tag)};
+  wait_all(p, std::chrono::seconds(180));
+  return p[0];
+}
+
 }  // namespace mrtest

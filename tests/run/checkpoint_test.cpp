@@ -21,13 +21,7 @@ namespace {
 
 mrtest::Proc spawn(int n, const std::vector<std::string>& extra, const mrtest::TempDir& dir, const std::string& tag,
                    std::map<std::string, std::string> env = {}) {
-  std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", std::to_string(n)};
-  for (const std::string& a : mrtest::job_args(extra)) argv.push_back(a);
-  env.emplace("CUDA_DEVICE_MAX_CONNECTIONS", "1");
-  env.emplace("MR_DIST_TIMEOUT_S", "60");
-  std::vector<mrtest::Proc> p = {mrtest::start(argv, env, dir, tag)};
-  mrtest::wait_all(p, std::chrono::seconds(180));
-  return p[0];
+  return mrtest::spawn_job(n, extra, dir, tag, std::move(env));
 }
 
 std::string bytes_of(const std::string& path) { return mrtest::slurp(path); }
