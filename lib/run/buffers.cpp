@@ -141,16 +141,4 @@ void FlatBuffers::check_memory(const optim::OptimizerInfo& opt, int64_t shard) c
   }
 }
 
-std::vector<optim::GradSlot> FlatBuffers::grad_slots(const ModelPlan& plan) {
-  std::vector<optim::GradSlot> out;
-  float* g = shard_grad();
-  for_each_piece(plan, [&](size_t, int64_t b, int64_t e) { out.push_back({e - b, g + (b - lo), optim::DType::F32}); });
-  return out;
-}
-
-uint64_t FlatBuffers::checksum(int64_t begin, int64_t end) const {
-  const size_t w = dtype_bytes(model_dtype);
-  return fnv1a(model.data() + static_cast<size_t>(begin) * w, static_cast<size_t>(end - begin) * w);
-}
-
 }  // namespace mr::run

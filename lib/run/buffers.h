@@ -62,7 +62,6 @@ struct FlatBuffers {
   void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, bool distributed_optimizer,
              int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
 
-  float* shard_grad() { return sharded ? grad_shard.data() : grad.data(); }
   // The parts of each parameter inside this rank's shard: f(k, begin, end).
   template <class F>
   void for_each_piece(const ModelPlan& plan, F&& f) const {
@@ -71,9 +70,6 @@ struct FlatBuffers {
       if (b < e) f(k, b, e);
     }
   }
-  std::vector<optim::GradSlot> grad_slots(const ModelPlan& plan);
-  // This rank's model parameters' bytes [begin, end) in elements.
-  uint64_t checksum(int64_t begin, int64_t end) const;
 
  private:
   void check_memory(const optim::OptimizerInfo& opt, int64_t shard) const;

@@ -1,11 +1,9 @@
-// The training run's collectives (run/grad_sync.h).
+// The training run's collectives (run/grad_sync.h): the buffers' through the backend (run/backend.h), the
+// scalars' on the host.
 #include "run/grad_sync.h"
 
-#include <cstring>
 #include <string>
 #include <vector>
-
-#include "optim/kernels.h"
 
 namespace mr::run {
 
@@ -18,36 +16,30 @@ bool is_tied_copy(const ParamSpec& p) { return p.name == "embedding.word_embeddi
 
 void reduce_grads(RunContext& c) {
   FlatBuffers& b = c.buf;
+  Backend& dev = *c.backend;
+  const BufferPtrs d = dev.ptrs();
   if (holds_tied_copy(c)) {
     for (size_t k = 0; k < c.plan.params.size(); ++k) {
       const ParamSpec& p = c.plan.params[k];
-      if (is_tied_copy(p))
-        c.rt.group("embedding").all_reduce(distributed::Buffer::cpu(b.grad.data() + b.offset[k], static_cast<size_t>(p.numel())),
-                                           distributed::ReduceOp::Sum);
+      if (is_tied_copy(p)) dev.all_reduce_sum(c.rt.group("embedding"), d.grad + b.offset[k], p.numel());
     }
   }
   // Sum over the group (exact: run/synthetic_grad.h), then the average over the global batch (the rank's parts
   // are 8x the sum over its samples) and the loss scale, in one rounding, the same under every layout.
   const float factor =
       static_cast<float>((c.scaler ? static_cast<double>(c.scaler->scale()) : 1.0) / (8.0 * static_cast<double>(c.global_batch)));
-  auto scale = [factor](float* g, int64_t n) {
-    optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, g, optim::DType::F32}}, factor);
-  };
   // Routed experts (the tail of the buffer) sum over their own data-parallel group.
   if (b.dense_end < b.numel) {
-    float* e = b.grad.data() + b.dense_end;
-    if (c.edp.size() > 1)
-      c.edp.all_reduce(distributed::Buffer::cpu(e, static_cast<size_t>(b.numel - b.dense_end)), distributed::ReduceOp::Sum);
-    scale(e, b.numel - b.dense_end);
+    float* e = d.grad + b.dense_end;
+    if (c.edp.size() > 1) dev.all_reduce_sum(c.edp, e, b.numel - b.dense_end);
+    dev.scale(e, b.numel - b.dense_end, factor);
   }
   if (c.dist_opt) {
-    c.dp.reduce_scatter(distributed::Buffer::cpu(b.grad.data(), static_cast<size_t>(b.padded)),
-                        distributed::Buffer::cpu(b.grad_shard.data(), b.grad_shard.size()), distributed::ReduceOp::Sum);
-    scale(b.grad_shard.data(), static_cast<int64_t>(b.grad_shard.size()));
+    dev.reduce_scatter_sum(c.dp, d.grad, b.padded, d.grad_shard, b.hi - b.lo);
+    dev.scale(d.grad_shard, b.hi - b.lo, factor);
   } else {
-    if (c.dp.size() > 1)
-      c.dp.all_reduce(distributed::Buffer::cpu(b.grad.data(), static_cast<size_t>(b.dense_end)), distributed::ReduceOp::Sum);
-    scale(b.grad.data(), b.dense_end);
+    if (c.dp.size() > 1) dev.all_reduce_sum(c.dp, d.grad, b.dense_end);
+    dev.scale(d.grad, b.dense_end, factor);
   }
 }
 
@@ -59,13 +51,7 @@ void stats_reduce(RunContext& c, std::span<double> v, optim::ReduceOp op) {
 
 void publish_params(RunContext& c) {
   if (!c.dist_opt) return;
-  FlatBuffers& b = c.buf;
-  const size_t w = dtype_bytes(b.model_dtype);
-  const size_t bytes = static_cast<size_t>(b.hi - b.lo) * w;
-  std::vector<uint8_t> mine(b.model.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b.lo) * w),
-                            b.model.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b.lo) * w + bytes));
-  c.dp.all_gather(distributed::Buffer{mine.data(), bytes, distributed::DType::U8, distributed::Device::Cpu},
-                  distributed::Buffer{b.model.data(), b.model.size(), distributed::DType::U8, distributed::Device::Cpu});
+  c.backend->all_gather_model(c.dp, c.buf.lo, c.buf.hi);
 }
 
 uint64_t check_replicas(RunContext& c) {
@@ -74,7 +60,7 @@ uint64_t check_replicas(RunContext& c) {
     for (size_t k = 0; k < c.plan.params.size(); ++k) {
       const ParamSpec& p = c.plan.params[k];
       if (!is_tied_copy(p)) continue;
-      int64_t h = static_cast<int64_t>(b.checksum(b.offset[k], b.offset[k] + p.numel()));
+      int64_t h = static_cast<int64_t>(c.backend->checksum(b.offset[k], b.offset[k] + p.numel()));
       distributed::Group& e = c.rt.group("embedding");
       std::vector<int64_t> all(static_cast<size_t>(e.size()));
       e.all_gather(distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
@@ -83,7 +69,7 @@ uint64_t check_replicas(RunContext& c) {
     }
   }
   auto compare = [&](distributed::Group& g, int64_t begin, int64_t end, const char* what) {
-    int64_t mine = static_cast<int64_t>(b.checksum(begin, end));
+    int64_t mine = static_cast<int64_t>(c.backend->checksum(begin, end));
     std::vector<int64_t> all(static_cast<size_t>(g.size()));
     g.all_gather(distributed::Buffer::cpu(&mine, 1), distributed::Buffer::cpu(all.data(), all.size()));
     for (size_t i = 0; i < all.size(); ++i)
@@ -105,17 +91,7 @@ uint64_t model_checksum(RunContext& c) {
     const uint64_t key = name_key(p.key, 0x636b73756dull);
     const int64_t base = b.offset[k], n = p.numel();
     const ShardIndex where = shard_index(p, p.expert ? c.etp.rank() : c.tp.rank());
-    uint64_t sum = 0;
-#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t bits = 0;
-      if (b.model_dtype == optim::DType::F32)
-        std::memcpy(&bits, b.model.data() + static_cast<size_t>(base + i) * 4, 4);
-      else
-        bits = reinterpret_cast<const uint16_t*>(b.model.data())[base + i];
-      sum += mix64(mix64(key ^ static_cast<uint64_t>(whole_index(where, i))) ^ bits);  // wraps: mod 2^64
-    }
-    mine += sum;
+    mine += c.backend->model_checksum_part(key, where, base, n);  // wraps: mod 2^64
   }
   // Across ranks as two 32-bit halves in doubles (exact below 2^21 ranks).
   double half[2] = {static_cast<double>(mine & 0xffffffffull), static_cast<double>(mine >> 32)};

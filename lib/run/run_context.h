@@ -1,8 +1,10 @@
 // What the parts of the training run share (run/train.cpp drives them): the process groups, the model plan, the
-// flat buffers and the settings read once from the arguments. Internal to lib/run.
+// flat buffers' layout, the backend that holds their storage and does the work on them (run/backend.h; the CPU
+// one today) and the settings read once from the arguments. Internal to lib/run.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -15,6 +17,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/optimizer_table.h"
 #include "optim/schedule.h"
+#include "run/backend.h"
 #include "run/buffers.h"
 #include "run/model.h"
 
@@ -23,7 +26,8 @@ namespace mr::run {
 struct RunContext {
   RunContext(distributed::Runtime& rt, const Args& args)
       : rt(rt), args(args), tp(rt.group("tp")), pp(rt.group("pp")), dp(rt.group("dp-cp")), mp(rt.group("tp-pp")),
-        edp(rt.group("expert-dp")), etp(rt.group("expert-tp")), emp(rt.group("expert-tp-ep-pp")) {}
+        edp(rt.group("expert-dp")), etp(rt.group("expert-tp")), emp(rt.group("expert-tp-ep-pp")),
+        backend(make_cpu_backend()) {}
 
   distributed::Runtime& rt;
   const Args& args;
@@ -39,7 +43,8 @@ struct RunContext {
   bool tied = true, dist_opt = false;
   std::optional<optim::GradScaler> scaler;
   std::optional<optim::ParamScheduler> schedule;
-  FlatBuffers buf;
+  FlatBuffers buf;                   // the layout (and, for the CPU backend, the storage)
+  std::unique_ptr<Backend> backend;  // the device: buffers' storage, kernels, collectives on them
 
   bool muon() const { return optimizer->kernel == optim::Kernel::Muon; }
   // Counted once in losses and norms: not a TP copy (expert TP for routed experts), not the tied output copy.

@@ -1,4 +1,5 @@
-// The training run's optimizer step (run/step.h).
+// The training run's optimizer step (run/step.h): slots over the backend's buffers (run/backend.h), the work
+// done by the backend.
 #include "run/step.h"
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 
 #include "optim/clip_grads.h"
 #include "optim/config.h"
-#include "optim/kernels.h"
 #include "optim/muon.h"
 #include "run/exact_stats.h"
 #include "run/grad_sync.h"
@@ -27,7 +27,7 @@ bool ends_with(const std::string& s, const char* suffix) {
 // The gradients for the norm and the clip: the dense part, and the routed experts into `experts`.
 std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSlot>* experts) {
   std::vector<optim::ClipSlot> out;
-  float* g = c.buf.shard_grad();
+  float* g = c.backend->ptrs().shard_grad();
   c.buf.for_each_piece(c.plan, [&](size_t k, int64_t b, int64_t e) {
     const ParamSpec& p = c.plan.params[k];
     optim::ClipSlot s;
@@ -38,56 +38,39 @@ std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSl
   return out;
 }
 
-// Muon's view of the TP group.
-class TpAdapter : public optim::TpGroup {
- public:
-  explicit TpAdapter(distributed::Group& g) : g_(g) {}
-  int size() const override { return g_.size(); }
-  int rank() const override { return g_.rank(); }
-  void all_gather(const float* send, int64_t count, float* recv) override {
-    g_.all_gather(distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
-                  distributed::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())));
-  }
-  void all_reduce_sum(float* data, int64_t count) override {
-    g_.all_reduce(distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
-  }
-
- private:
-  distributed::Group& g_;
-};
-
 // Muon (Megatron's get_megatron_muon_optimizer): the 2-D weights of the transformer layers go to Muon, with this
 // rank's TP shard and the --muon-tp-mode collectives over the TP group; the rest (embeddings, output layer, norms,
 // biases) to --muon-scalar-optimizer.
 void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   FlatBuffers& b = c.buf;
+  const BufferPtrs d = c.backend->ptrs();
   std::vector<optim::MuonParam> mats;
   std::vector<optim::TensorSlot> scalars;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
     const int64_t off = b.offset[k];
-    float* master = b.main.empty() ? reinterpret_cast<float*>(b.model.data()) + off : b.main.data() + off;
+    float* master = !d.main ? static_cast<float*>(d.model) + off : d.main + off;
     if (!optim::muon_excluded(static_cast<int64_t>(p.shape.size()), p.embedding_or_output)) {
       optim::MuonParam m;
       m.param = master;
-      m.grad = b.grad.data() + off;
-      m.momentum_buffer = b.exp_avg.data() + off;
+      m.grad = d.grad + off;
+      m.momentum_buffer = d.exp_avg + off;
       m.rows = p.shape[0];
       m.cols = p.shape[1];
       m.group = b.group_of[k];
       m.is_qkv = ends_with(p.name, "linear_qkv.weight");
       m.partition_dim = p.split_dim;
-      if (b.model_dtype == optim::DType::BF16) m.param_bf16 = reinterpret_cast<uint16_t*>(b.model.data()) + off;
+      if (b.model_dtype == optim::DType::BF16) m.param_bf16 = static_cast<uint16_t*>(d.model) + off;
       mats.push_back(std::move(m));
     } else {
       optim::TensorSlot s;
       s.numel = p.numel();
-      s.param = b.model.data() + static_cast<size_t>(off) * dtype_bytes(b.model_dtype);
+      s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(off) * dtype_bytes(b.model_dtype);
       s.param_dtype = b.model_dtype;
-      s.grad = b.grad.data() + off;
-      if (!b.main.empty()) s.master = b.main.data() + off;
-      s.exp_avg = b.exp_avg.data() + off;
-      s.exp_avg_sq = b.exp_avg_sq.data() + off;
+      s.grad = d.grad + off;
+      if (d.main) s.master = d.main + off;
+      s.exp_avg = d.exp_avg + off;
+      s.exp_avg_sq = d.exp_avg_sq ? d.exp_avg_sq + off : nullptr;
       s.group = b.group_of[k];
       scalars.push_back(s);
     }
@@ -99,11 +82,10 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
   optim::MuonOptions mo = optim::muon_options(c.cfg, optim::qkv_split_shapes(heads, query_groups, kv));
   // The QKV split is per TP shard: each rank holds query_groups / tp whole groups.
-  TpAdapter tp(c.tp);
-  optim::cpu::muon_step(mats, groups, mo, c.tp.size() > 1 ? &tp : nullptr);
+  c.backend->muon_step(mats, groups, mo, c.tp.size() > 1 ? &c.tp : nullptr);
   const optim::Kernel scalar =
       optim::muon_scalar_optimizer(c.cfg) == optim::ScalarOptimizer::Lion ? optim::Kernel::Lion : optim::Kernel::Adam;
-  optim::cpu::elementwise_step(scalar, scalars, groups, c.cfg);
+  c.backend->elementwise_step(scalar, scalars, groups, c.cfg);
 }
 
 }  // namespace
@@ -122,6 +104,13 @@ std::vector<const optim::ClipSlot*> owned(RunContext& c, const std::vector<optim
 }
 }  // namespace
 
+bool unscale_and_check(RunContext& c) {
+  std::vector<optim::GradSlot> grads;
+  float* g = c.backend->ptrs().shard_grad();
+  c.buf.for_each_piece(c.plan, [&](size_t, int64_t b, int64_t e) { grads.push_back({e - b, g + (b - c.buf.lo), optim::DType::F32}); });
+  return c.backend->unscale_and_check(grads, c.scaler->inv_scale());
+}
+
 double clip_grad_norm(RunContext& c) {
   std::vector<optim::ClipSlot> experts;
   auto dense = clip_slots(c, &experts);
@@ -129,7 +118,7 @@ double clip_grad_norm(RunContext& c) {
   distributed::Group& world = c.rt.group("world");
   double m = 0.0;
   for (const optim::ClipSlot* s : mine) {
-    const double x = max_abs(static_cast<const float*>(s->grad.grad), s->grad.numel);
+    const double x = c.backend->max_abs(static_cast<const float*>(s->grad.grad), s->grad.numel);
     m = std::isnan(x) || std::isnan(m) ? std::nan("") : std::max(m, x);
   }
   m = all_reduce_max(world, m);
@@ -137,12 +126,12 @@ double clip_grad_norm(RunContext& c) {
   if (std::isfinite(m)) {
     const int e = fixed_exponent(m);
     Fixed sum = 0;
-    for (const optim::ClipSlot* s : mine) sum += sum_squares(static_cast<const float*>(s->grad.grad), s->grad.numel, e);
+    for (const optim::ClipSlot* s : mine) sum += c.backend->sum_squares(static_cast<const float*>(s->grad.grad), s->grad.numel, e);
     norm = std::sqrt(to_double(all_reduce_sum(world, sum), e));
   }
   if (c.cfg.clip_grad > 0) {
-    optim::cpu::clip_grads_by_total_norm(dense, c.cfg.clip_grad, norm);
-    optim::cpu::clip_grads_by_total_norm(experts, c.cfg.clip_grad, norm);
+    c.backend->clip(dense, c.cfg.clip_grad, norm);
+    c.backend->clip(experts, c.cfg.clip_grad, norm);
   }
   return norm;
 }
@@ -154,7 +143,7 @@ int64_t count_zeros_in_grad(RunContext& c) {
   for (const optim::ClipSlot* s : owned(c, dense, experts)) mine.push_back(*s);
   for (auto& s : mine) s.counted = true;
   // The optimizer library's count (exact in a double up to 2^53), summed over the world.
-  return static_cast<int64_t>(optim::cpu::count_zeros(mine, [&c](std::span<double> v, optim::ReduceOp) {
+  return static_cast<int64_t>(c.backend->count_zeros(mine, [&c](std::span<double> v, optim::ReduceOp) {
     c.rt.group("world").all_reduce(distributed::Buffer::cpu(v.data(), v.size()), distributed::ReduceOp::Sum);
   }));
 }
@@ -167,17 +156,14 @@ double params_norm(RunContext& c) {
     const ParamSpec& p = c.plan.params[k];
     if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;
     mine.emplace_back(b.offset[k], b.offset[k] + p.numel());
-    for (int64_t i = mine.back().first; i < mine.back().second; ++i)
-      m = std::max(m, std::fabs(to_float(b.model.data(), b.model_dtype, i)));
+    m = std::max(m, c.backend->max_abs_model(mine.back().first, mine.back().second));
   }
   distributed::Group& world = c.rt.group("world");
   const double top = all_reduce_max(world, static_cast<double>(m));
   if (!std::isfinite(top)) return top;
   const int e = fixed_exponent(top);
   Fixed sum = 0;
-  for (auto [lo, hi] : mine)
-    sum += sum_fixed_squares(hi - lo, e, optim::cpu::threads(),
-                             [&b, lo = lo](int64_t i) { return to_float(b.model.data(), b.model_dtype, lo + i); });
+  for (auto [lo, hi] : mine) sum += c.backend->sum_squares_model(lo, hi, e);
   return std::sqrt(to_double(all_reduce_sum(world, sum), e));
 }
 
@@ -191,21 +177,22 @@ void optimizer_step(RunContext& c, int64_t step_number) {
                                       step_number};
   if (c.muon()) return muon_step(c, groups);
   FlatBuffers& b = c.buf;
+  const BufferPtrs d = c.backend->ptrs();
   std::vector<optim::TensorSlot> slots;
-  float* g = b.shard_grad();
+  float* g = d.shard_grad();
   b.for_each_piece(c.plan, [&](size_t k, int64_t lo, int64_t hi) {
     optim::TensorSlot s;
     s.numel = hi - lo;
-    s.param = b.model.data() + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
+    s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
     s.param_dtype = b.model_dtype;
     s.grad = g + (lo - b.lo);
-    if (!b.main.empty()) s.master = b.main.data() + (lo - b.lo);
-    s.exp_avg = b.exp_avg.data() + (lo - b.lo);
-    if (!b.exp_avg_sq.empty()) s.exp_avg_sq = b.exp_avg_sq.data() + (lo - b.lo);
+    if (d.main) s.master = d.main + (lo - b.lo);
+    s.exp_avg = d.exp_avg + (lo - b.lo);
+    if (d.exp_avg_sq) s.exp_avg_sq = d.exp_avg_sq + (lo - b.lo);
     s.group = b.group_of[k];
     slots.push_back(s);
   });
-  optim::cpu::elementwise_step(c.optimizer->kernel, slots, groups, c.cfg);
+  c.backend->elementwise_step(c.optimizer->kernel, slots, groups, c.cfg);
 }
 
 }  // namespace mr::run

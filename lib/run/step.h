@@ -8,6 +8,9 @@
 
 namespace mr::run {
 
+// Unscales this rank's gradients in place by the loss scaler's inverse scale (mixed precision with a scaler);
+// whether its part held inf/NaN (before the reduction over the ranks).
+bool unscale_and_check(RunContext& c);
 // The global gradient norm (L2) of this iteration's gradients, clipped to --clip-grad when it is set: every
 // element of the model once (dense and routed experts), summed in fixed point over the world (run/exact_stats.h),
 // so the same bits under every layout; one clip coefficient for all.

@@ -1,5 +1,6 @@
-// The training-run loop (run/train.h). Its parts, one file each: the flat buffers (buffers.cpp), the gradient
-// collectives (grad_sync.cpp), the norm, clip and optimizer step (step.cpp), the log lines (log.cpp).
+// The training-run loop (run/train.h). Its parts, one file each: the flat buffers' layout (buffers.cpp), the
+// gradient collectives (grad_sync.cpp), the norm, clip and optimizer step (step.cpp), the log lines (log.cpp); all
+// work on the buffers goes through the backend (run/backend.h, the CPU one in backend_cpu.cpp).
 #include "run/train.h"
 
 #include <omp.h>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "config/optimizer_config_from_args.h"
-#include "optim/kernels.h"
 #include "run/checkpoint.h"
 #include "run/grad_sync.h"
 #include "run/log.h"
@@ -83,8 +83,8 @@ void set_up(RunContext& c) {
   const optim::DType dtype = c.cfg.bf16 ? optim::DType::BF16 : c.cfg.fp16 ? optim::DType::F16 : optim::DType::F32;
   c.scaler = optim::make_grad_scaler(c.cfg);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
-  c.buf.build(c.plan, *c.optimizer, dtype, c.dist_opt, c.dp.size(), c.dp.rank(), c.tp.rank(), c.etp.rank(), c.seed, c.init_std,
-              c.cfg.decoupled_lr.has_value());
+  c.backend->build(c.buf, c.plan, *c.optimizer, dtype, c.dist_opt, c.dp.size(), c.dp.rank(), c.tp.rank(), c.etp.rank(),
+                   c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }
 
 // Loss of the current parameters (before this iteration's step) and this rank's part of the synthetic
@@ -93,6 +93,8 @@ void set_up(RunContext& c) {
 // (run/exact_stats.h), so that it is the same bits under every layout.
 double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool inject_nonfinite) {
   FlatBuffers& b = c.buf;
+  Backend& dev = *c.backend;
+  const BufferPtrs d = dev.ptrs();
   const int bits = quantize_bits(c.global_batch);
   const SampleTable dense(dense_samples(c.seed, it, consumed, c.global_batch, c.args.micro_batch_size.value_or(1),
                                           c.dp.size(), c.dp.rank()));
@@ -106,11 +108,11 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
     const int64_t cnt = p.numel(), base = b.offset[k], tp_rank = p.expert ? c.etp.rank() : c.tp.rank();
     const bool zero = p.shared_copy;  // the tied output copy: the first stage's gradient is the whole one
     const size_t bytes = static_cast<size_t>(base) * dtype_bytes(b.model_dtype);
-    const float m = synthetic_grads(p, tp_rank, key, s, bits, zero,
-                                    {b.model.data() + bytes, b.model_dtype, b.target.data() + base, b.grad.data() + base, cnt});
+    const float m = dev.synthetic_grads(p, tp_rank, key, s, bits, zero,
+                                        {static_cast<uint8_t*>(d.model) + bytes, b.model_dtype, d.target + base, d.grad + base, cnt});
     local_max = std::max(local_max, m);
   }
-  if (inject_nonfinite && b.numel > 0) b.grad[0] = INFINITY;
+  if (inject_nonfinite && b.numel > 0) dev.set_grad(0, INFINITY);
   // The loss: every element once (counted, on the first data-parallel replica), summed exactly over the world.
   const int e = fixed_exponent(all_reduce_max(c.rt.group("world"), static_cast<double>(local_max)));
   Fixed sum = 0;
@@ -119,10 +121,7 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
     const ParamSpec& p = c.plan.params[k];
     if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;
     const int64_t cnt = p.numel(), base = b.offset[k];
-    const Fixed part = sum_fixed_squares(cnt, e, optim::cpu::threads(), [&b, base](int64_t i) {
-      return to_float(b.model.data(), b.model_dtype, base + i) - b.target[static_cast<size_t>(base + i)];
-    });
-    sum += part;
+    sum += dev.sum_squares_model_minus_target(base, base + cnt, e);
     count += static_cast<double>(cnt);
   }
   distributed::Group& world = c.rt.group("world");
@@ -155,8 +154,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     // Unscale and look for inf/NaN (mixed precision with a loss scaler only, as Megatron).
     bool found_inf = false;
     if (c.scaler) {
-      auto u = optim::cpu::unscale_and_check(c.buf.grad_slots(c.plan), c.scaler->inv_scale(), /*in_place=*/true);
-      double f = u.found_inf ? 1.0 : 0.0;
+      double f = unscale_and_check(c) ? 1.0 : 0.0;
       stats_reduce(c, std::span<double>(&f, 1), optim::ReduceOp::Max);
       found_inf = f > 0;
       c.scaler->update(found_inf);

@@ -1,0 +1,103 @@
+// What the training loop does on a device, behind one small interface, so that the loop (run/train.cpp,
+// run/grad_sync.cpp, run/step.cpp) is written once: the flat buffers' storage and initial values, the
+// synthetic gradient, the fixed-point sums of squares and max |x| (run/exact_stats.h), the collectives on the
+// gradient and parameter buffers, unscale + found-inf, scaling (the average, the clip), the optimizer step over
+// slots and the model checksums. Scalars (the partial sums, the found-inf flag, the norms) come back to the host
+// and are reduced there; everything the size of the model stays where the backend keeps it. Internal to lib/run.
+//
+// Buffers are addressed through the backend: FlatBuffers (run/buffers.h) is the layout (offsets, shard,
+// dtype), ptrs() the storage. Every pointer the loop builds from ptrs() (slots, GradTensor, ranges) is the
+// backend's and is only handed back to it, never dereferenced by the loop.
+//
+// Implementations: the CPU one (run/backend_cpu.cpp: host vectors, the OpenMP kernels of lib/optim, Gloo
+// collectives on host buffers). The CUDA one (issue 13, not built yet) will provide: cudaSetDevice from
+// LOCAL_RANK, a cudaMemGetInfo check before allocating, the same buffers in device memory (initialised by
+// the same counter-based recipe), the synthetic gradient kernel (run/gpu_synthetic.cu, bit-identical), the
+// fixed-point sums and max |x| as device reductions (integers: order-free), NCCL collectives on Megatron's
+// groups on its stream, and the optimizer, unscale, scale and checksum kernels (per-element math shared through
+// optim/elementwise.h), with per-phase CUDA event times.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "distributed/runtime.h"
+#include "optim/clip_grads.h"
+#include "optim/config.h"
+#include "optim/kernels.h"
+#include "optim/muon.h"
+#include "optim/optimizer_table.h"
+#include "run/buffers.h"
+#include "run/exact_stats.h"
+#include "run/synthetic_grad.h"
+
+namespace mr::run {
+
+// The storage of the flat buffers (FlatBuffers' layout), on the backend's device; null where a buffer is not
+// allocated (main params in fp32, exp_avg_sq for SGD/Lion/Muon, grad_shard without the distributed optimizer).
+struct BufferPtrs {
+  void* model = nullptr;  // [0, padded) in the model dtype
+  float* grad = nullptr;  // [0, padded)
+  float* grad_shard = nullptr, *main = nullptr, *exp_avg = nullptr, *exp_avg_sq = nullptr;  // [lo, hi)
+  const float* target = nullptr;  // [0, numel)
+  float* shard_grad() const { return grad_shard ? grad_shard : grad; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // The layout, the memory check, the allocation and the initial values (FlatBuffers::build's contract).
+  virtual void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+                     bool distributed_optimizer, int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank,
+                     uint64_t seed, double init_std, bool decoupled_lr) = 0;
+  virtual BufferPtrs ptrs() = 0;
+
+  // One parameter's synthetic gradient (run/synthetic_grad.h's synthetic_grads, t's pointers from ptrs());
+  // returns max |p - target|.
+  virtual float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples,
+                                int bits, bool zero, const GradTensor& t) = 0;
+  // Sets grad[i] (the MR_RUN_NONFINITE_AT knob).
+  virtual void set_grad(int64_t i, float v) = 0;
+
+  // Fixed-point sums of squares at exponent e and max |x| (run/exact_stats.h) of: an fp32 buffer x[0, n); the
+  // model elements [begin, end); the model minus the target over [begin, end) (the loss).
+  virtual Fixed sum_squares(const float* x, int64_t n, int e) = 0;
+  virtual double max_abs(const float* x, int64_t n) = 0;
+  virtual Fixed sum_squares_model(int64_t begin, int64_t end, int e) = 0;
+  virtual float max_abs_model(int64_t begin, int64_t end) = 0;
+  virtual Fixed sum_squares_model_minus_target(int64_t begin, int64_t end, int e) = 0;
+
+  // Collectives on the backend's buffers over a group: fp32 sum all-reduce and reduce-scatter (in: n * size,
+  // out: n); the all-gather of the model elements [lo, hi) of every member into the model buffer.
+  virtual void all_reduce_sum(distributed::Group& g, float* x, int64_t n) = 0;
+  virtual void reduce_scatter_sum(distributed::Group& g, float* in, int64_t in_n, float* out, int64_t out_n) = 0;
+  virtual void all_gather_model(distributed::Group& g, int64_t lo, int64_t hi) = 0;
+
+  // Unscale in place by inv_scale and report inf/NaN (this rank's part).
+  virtual bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) = 0;
+  // x[0, n) *= factor (the average over the batch and the loss scale).
+  virtual void scale(float* x, int64_t n, float factor) = 0;
+  // The clip by the total norm (optim/clip_grads.h).
+  virtual void clip(std::span<const optim::ClipSlot> slots, double max_norm, double total_norm) = 0;
+  // Zeros in the counted slots, summed with `reduce` (optim/clip_grads.h's count_zeros).
+  virtual double count_zeros(std::span<const optim::ClipSlot> slots, const optim::ReduceFn& reduce) = 0;
+
+  // The optimizer step: Adam/SGD/Lion over slots, Muon over matrices (tp: the TP group, or null).
+  virtual void elementwise_step(optim::Kernel k, std::span<const optim::TensorSlot> slots,
+                                std::span<const optim::GroupHyper> groups, const OptimizerConfig& cfg) = 0;
+  virtual void muon_step(std::span<const optim::MuonParam> mats, std::span<const optim::GroupHyper> groups,
+                         const optim::MuonOptions& o, distributed::Group* tp) = 0;
+
+  // FNV-1a of the model bytes of elements [begin, end) (the replica check); the layout-free checksum part of one
+  // parameter: sum over i in [0, n) of mix64(mix64(key ^ whole_index(where, i)) ^ bits of element base + i).
+  virtual uint64_t checksum(int64_t begin, int64_t end) = 0;
+  virtual uint64_t model_checksum_part(uint64_t key, const ShardIndex& where, int64_t base, int64_t n) = 0;
+};
+
+// Today's implementation: host memory, lib/optim's CPU kernels, host-buffer collectives.
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace mr::run

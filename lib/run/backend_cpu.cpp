@@ -1,0 +1,147 @@
+// The CPU backend (run/backend.h): the flat buffers in host vectors (FlatBuffers), lib/optim's OpenMP kernels,
+// the collectives on host buffers (Gloo).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "run/backend.h"
+
+namespace mr::run {
+
+namespace {
+
+// Muon's view of the TP group.
+class TpAdapter : public optim::TpGroup {
+ public:
+  explicit TpAdapter(distributed::Group& g) : g_(g) {}
+  int size() const override { return g_.size(); }
+  int rank() const override { return g_.rank(); }
+  void all_gather(const float* send, int64_t count, float* recv) override {
+    g_.all_gather(distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
+                  distributed::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())));
+  }
+  void all_reduce_sum(float* data, int64_t count) override {
+    g_.all_reduce(distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
+  }
+
+ private:
+  distributed::Group& g_;
+};
+
+template <class T>
+T* or_null(std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+             bool distributed_optimizer, int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank,
+             uint64_t seed, double init_std, bool decoupled_lr) override {
+    b_ = &b;
+    b.build(plan, opt, dtype, distributed_optimizer, dp_size, dp_rank, tp_rank, etp_rank, seed, init_std, decoupled_lr);
+  }
+  BufferPtrs ptrs() override {
+    FlatBuffers& b = *b_;
+    return {b.model.data(), b.grad.data(), b.sharded ? b.grad_shard.data() : nullptr, or_null(b.main),
+            b.exp_avg.data(), or_null(b.exp_avg_sq), b.target.data()};
+  }
+
+  float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,
+                        bool zero, const GradTensor& t) override {
+    return run::synthetic_grads(p, tp_rank, key, samples, bits, zero, t);
+  }
+  void set_grad(int64_t i, float v) override { b_->grad[static_cast<size_t>(i)] = v; }
+
+  Fixed sum_squares(const float* x, int64_t n, int e) override { return run::sum_squares(x, n, e); }
+  double max_abs(const float* x, int64_t n) override { return run::max_abs(x, n); }
+  Fixed sum_squares_model(int64_t lo, int64_t hi, int e) override {
+    const FlatBuffers& b = *b_;
+    return sum_fixed_squares(hi - lo, e, optim::cpu::threads(),
+                             [&b, lo](int64_t i) { return to_float(b.model.data(), b.model_dtype, lo + i); });
+  }
+  float max_abs_model(int64_t begin, int64_t end) override {
+    const FlatBuffers& b = *b_;
+    float m = 0.0f;
+    for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(to_float(b.model.data(), b.model_dtype, i)));
+    return m;
+  }
+  Fixed sum_squares_model_minus_target(int64_t base, int64_t end, int e) override {
+    const FlatBuffers& b = *b_;
+    return sum_fixed_squares(end - base, e, optim::cpu::threads(), [&b, base](int64_t i) {
+      return to_float(b.model.data(), b.model_dtype, base + i) - b.target[static_cast<size_t>(base + i)];
+    });
+  }
+
+  void all_reduce_sum(distributed::Group& g, float* x, int64_t n) override {
+    g.all_reduce(distributed::Buffer::cpu(x, static_cast<size_t>(n)), distributed::ReduceOp::Sum);
+  }
+  void reduce_scatter_sum(distributed::Group& g, float* in, int64_t in_n, float* out, int64_t out_n) override {
+    g.reduce_scatter(distributed::Buffer::cpu(in, static_cast<size_t>(in_n)),
+                     distributed::Buffer::cpu(out, static_cast<size_t>(out_n)), distributed::ReduceOp::Sum);
+  }
+  void all_gather_model(distributed::Group& g, int64_t lo, int64_t hi) override {
+    FlatBuffers& b = *b_;
+    const size_t w = dtype_bytes(b.model_dtype);
+    const size_t bytes = static_cast<size_t>(hi - lo) * w;
+    std::vector<uint8_t> mine(b.model.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(lo) * w),
+                              b.model.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(lo) * w + bytes));
+    g.all_gather(distributed::Buffer{mine.data(), bytes, distributed::DType::U8, distributed::Device::Cpu},
+                 distributed::Buffer{b.model.data(), b.model.size(), distributed::DType::U8, distributed::Device::Cpu});
+  }
+
+  bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {
+    return optim::cpu::unscale_and_check(grads, inv_scale, /*in_place=*/true).found_inf;
+  }
+  void scale(float* x, int64_t n, float factor) override {
+    optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, x, optim::DType::F32}}, factor);
+  }
+  void clip(std::span<const optim::ClipSlot> slots, double max_norm, double total_norm) override {
+    optim::cpu::clip_grads_by_total_norm(slots, max_norm, total_norm);
+  }
+  double count_zeros(std::span<const optim::ClipSlot> slots, const optim::ReduceFn& reduce) override {
+    return optim::cpu::count_zeros(slots, reduce);
+  }
+
+  void elementwise_step(optim::Kernel k, std::span<const optim::TensorSlot> slots,
+                        std::span<const optim::GroupHyper> groups, const OptimizerConfig& cfg) override {
+    optim::cpu::elementwise_step(k, slots, groups, cfg);
+  }
+  void muon_step(std::span<const optim::MuonParam> mats, std::span<const optim::GroupHyper> groups,
+                 const optim::MuonOptions& o, distributed::Group* tp) override {
+    if (!tp) return optim::cpu::muon_step(mats, groups, o, nullptr);
+    TpAdapter a(*tp);
+    optim::cpu::muon_step(mats, groups, o, &a);
+  }
+
+  uint64_t checksum(int64_t begin, int64_t end) override {
+    const FlatBuffers& b = *b_;
+    const size_t w = dtype_bytes(b.model_dtype);
+    return fnv1a(b.model.data() + static_cast<size_t>(begin) * w, static_cast<size_t>(end - begin) * w);
+  }
+  uint64_t model_checksum_part(uint64_t key, const ShardIndex& where, int64_t base, int64_t n) override {
+    const FlatBuffers& b = *b_;
+    uint64_t sum = 0;
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits = 0;
+      if (b.model_dtype == optim::DType::F32)
+        std::memcpy(&bits, b.model.data() + static_cast<size_t>(base + i) * 4, 4);
+      else
+        bits = reinterpret_cast<const uint16_t*>(b.model.data())[base + i];
+      sum += mix64(mix64(key ^ static_cast<uint64_t>(whole_index(where, i))) ^ bits);  // wraps: mod 2^64
+    }
+    return sum;
+  }
+
+ private:
+  FlatBuffers* b_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace mr::run
