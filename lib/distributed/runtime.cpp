@@ -415,8 +415,11 @@ void Runtime::start_watchdog() {
           const std::string mine = "rank " + std::to_string(rank()) + ": " + verdict;
           if (!hb_store_->check({kAbort})) hb_store_->set(kAbort, mine);
           // The silent rank will never count itself as having seen the verdict: count it here (rank 0 excepted,
-          // the store's host, which counts nobody), so the store's host need not wait for it.
-          if (silent_rank > 0) hb_store_->add("abort-seen", 1);
+          // the store's host, which counts nobody), so the store's host need not wait for it. Once: several
+          // watchers may find the same rank silent, and counting it twice let the host leave before a rank that
+          // had not read the verdict yet (which then reported a vanished store).
+          if (silent_rank > 0 && hb_store_->add("abort-silent/" + std::to_string(silent_rank), 1) == 1)
+            hb_store_->add("abort-seen", 1);
           MR_LOG(error) << verdict;
           std::fflush(nullptr);
           linger_for_verdict(*hb_store_);
