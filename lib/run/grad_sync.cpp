@@ -87,10 +87,10 @@ uint64_t model_checksum(RunContext& c) {
   uint64_t mine = 0;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
-    if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;  // every element once
+    if (!c.owns(p)) continue;  // every element once
     const uint64_t key = name_key(p.key, 0x636b73756dull);
     const int64_t base = b.offset[k], n = p.numel();
-    const ShardIndex where = shard_index(p, p.expert ? c.etp.rank() : c.tp.rank());
+    const ShardIndex where = shard_index(p, c.tp_rank_of(p));
     mine += c.backend->model_checksum_part(key, where, base, n);  // wraps: mod 2^64
   }
   // Across ranks as two 32-bit halves in doubles (exact below 2^21 ranks).

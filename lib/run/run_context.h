@@ -52,6 +52,11 @@ struct RunContext {
     if (p.expert) return !(p.tp_duplicate && etp.rank() != 0);
     return !(p.tp_duplicate && tp.rank() != 0) && !p.shared_copy;
   }
+  // Whether this rank's copy is the one that stands for the parameter in whole-model sums (loss, params norm,
+  // checksum): counted, and on the first (expert) data-parallel replica — every element of the model once.
+  bool owns(const ParamSpec& p) const { return is_counted(p) && (p.expert ? edp.rank() : dp.rank()) == 0; }
+  // The tensor-parallel rank that splits the parameter: the expert TP rank for routed experts.
+  int64_t tp_rank_of(const ParamSpec& p) const { return p.expert ? etp.rank() : tp.rank(); }
 };
 
 }  // namespace mr::run

@@ -154,7 +154,7 @@ double params_norm(RunContext& c) {
   float m = 0.0f;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
-    if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;
+    if (!c.owns(p)) continue;
     mine.emplace_back(b.offset[k], b.offset[k] + p.numel());
     m = std::max(m, c.backend->max_abs_model(mine.back().first, mine.back().second));
   }

@@ -105,7 +105,7 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
     const ParamSpec& p = c.plan.params[k];
     const SampleTable& s = p.expert ? experts : dense;
     const uint32_t key = static_cast<uint32_t>(name_key(p.key, it_key));
-    const int64_t cnt = p.numel(), base = b.offset[k], tp_rank = p.expert ? c.etp.rank() : c.tp.rank();
+    const int64_t cnt = p.numel(), base = b.offset[k], tp_rank = c.tp_rank_of(p);
     const bool zero = p.shared_copy;  // the tied output copy: the first stage's gradient is the whole one
     const size_t bytes = static_cast<size_t>(base) * dtype_bytes(b.model_dtype);
     const float m = dev.synthetic_grads(p, tp_rank, key, s, bits, zero,
@@ -119,7 +119,7 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
   double count = 0;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
-    if (!c.is_counted(p) || (p.expert ? c.edp.rank() : c.dp.rank()) != 0) continue;
+    if (!c.owns(p)) continue;
     const int64_t cnt = p.numel(), base = b.offset[k];
     sum += dev.sum_squares_model_minus_target(base, base + cnt, e);
     count += static_cast<double>(cnt);
