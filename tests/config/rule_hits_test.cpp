@@ -81,7 +81,7 @@ TEST_CASE("rule hits: OptimizerConfig checks count once, directly or through the
   const mr::Rule& min_lr = rule("optimizer.min-lr-above-lr");
   const mr::Rule& dist_muon = rule("optimizer.dist-muon-deprecated");
 
-  // Through the chain: optimizer_config.cpp counts, optimizer_part.cpp reports without counting again.
+  // Through the chain: optimizer_config.cpp counts, optimizer_config_checks.cpp reports without counting again.
   auto n0 = min_lr.hit_count();
   CHECK(mrtest::run(mrtest::with({"--min-lr", "0.001"}), {{"WORLD_SIZE", "1"}}).rule == min_lr.id);
   CHECK(min_lr.hit_count() == n0 + 1);

@@ -71,8 +71,6 @@ inline Run run(const std::vector<std::string>& args, const std::map<std::string,
   return r;
 }
 
-// Parts of the chain, for tests that must not depend on the parts after theirs.
-using Part = std::vector<mr::Section> (*)();
 using Tweak = std::function<void(mr::Namespace&)>;
 
 // Parses `args`, lets `tweak` edit the namespace (values no command line can produce), then runs `body` on it;
@@ -99,18 +97,32 @@ inline Run run_body(const std::vector<std::string>& args, const std::function<vo
   return r;
 }
 
-// Only `parts` of the chain, in order.
-inline Run run_parts(const std::vector<std::string>& args, std::initializer_list<Part> parts,
-                     const std::map<std::string, std::string>& env = {}, const mr::TargetEnv* target = nullptr,
-                     const Tweak& tweak = {}) {
-  std::vector<Part> list(parts);
+// The sections of the chain from `first` through `last` (by name, in the chain's order), for tests that must
+// not depend on the sections after theirs (or, starting later, on those before).
+inline Run run_between(const std::string& first, const std::string& last, const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& env = {}, const mr::TargetEnv* target = nullptr,
+                       const Tweak& tweak = {}) {
+  const auto& all = mr::validation_sections();
+  auto at = [&](const std::string& name) {
+    for (size_t i = 0; i < all.size(); ++i)
+      if (name == all[i].name) return i;
+    FAIL("no section named " << name);
+    return all.size();
+  };
+  const size_t from = at(first), to = at(last);
   return run_body(
       args,
       [&](mr::Context& ctx) {
-        for (Part part : list)
-          for (const mr::Section& s : part()) s.run(ctx);
+        for (size_t i = from; i <= to; ++i) all[i].run(ctx);
       },
       env, target, tweak);
+}
+
+// The chain from its first section through `last`.
+inline Run run_through(const std::string& last, const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& env = {}, const mr::TargetEnv* target = nullptr,
+                       const Tweak& tweak = {}) {
+  return run_between(mr::validation_sections().front().name, last, args, env, target, tweak);
 }
 
 // base_args() with extra words appended (later words win, as on a command line).

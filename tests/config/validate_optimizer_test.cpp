@@ -3,7 +3,7 @@
 // fnmatch matching.
 //
 // Most command-line cases run only the optimizer sections on the parsed namespace (argparse defaults plus the
-// flags given), so that they depend on this part alone; a few run the whole chain end to end. Checks that no
+// flags given), so that they depend on these sections alone; a few run the whole chain end to end. Checks that no
 // flag can reach (fields without a command-line argument, combinations validate_args rejects earlier) are
 // exercised on the OptimizerConfig type directly.
 #include <catch2/catch.hpp>
@@ -27,8 +27,8 @@ using Args = std::vector<std::string>;
 
 // Parses base_args() + `extra` and runs only the OptimizerConfig sections.
 mrtest::Run opt(const Args& extra, const mr::TargetEnv* target = nullptr) {
-  return mrtest::run_parts(mrtest::with(extra), {&mr::sections_optimizer}, {{"WORLD_SIZE", "1"}, {"RANK", "0"}},
-                           target);
+  return mrtest::run_between("optimizer.validate", "optimizer.validate-model", mrtest::with(extra),
+                             {{"WORLD_SIZE", "1"}, {"RANK", "0"}}, target);
 }
 
 mr::TargetEnv te(const std::string& version) {
@@ -295,7 +295,7 @@ TEST_CASE("optimizer.overlap-param-gather-step-requires-overlap-param-gather", "
   auto r = opt({"--overlap-param-gather-with-optimizer-step", "--use-distributed-optimizer", "--ckpt-format",
                 "torch"});
   CHECK(r.rule == "optimizer.overlap-param-gather-step-requires-overlap-param-gather");
-  // Neighbour: everything validate, validate_run and validate_model want (the VPP size is what part A would
+  // Neighbour: everything validate, validate_run and validate_model want (the VPP size is what the chain would
   // derive from --num-virtual-stages-per-pipeline-rank; the optimizer sections only read it).
   mr::OptimizerConfig c;
   c.overlap_param_gather_with_optimizer_step = c.use_distributed_optimizer = c.overlap_param_gather = true;

@@ -3,7 +3,7 @@
 // rules' other ways to fail: a second call site, or a path into the same failure that needs inputs the other
 // tests did not use. Each case triggers the rule (asserting its id) next to a neighbour that passes. Where
 // argparse's choices or nargs keep the command line from producing the input, the section runs directly on
-// an edited namespace, as the part tests do.
+// an edited namespace, as the subject tests do.
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "config/validate/part_a_sections.h"
-#include "config/validate/part_b.h"
+#include "config/validate/section_functions.h"
 #include "config/pipeline_layout.h"
 #include "config/validate/sections.h"
 #include "support.h"
@@ -79,10 +78,10 @@ TEST_CASE("gaps: parallel.world-size-divisible with a model size beyond 64 bits"
 // substring test when cp_comm_type is a plain string (nargs='+' always gives a list on the command line).
 
 TEST_CASE("gaps: parallel.a2a-p2p-needs-hierarchical-cp with a plain-string --cp-comm-type", "[rule-gaps]") {
-  auto d = direct(&mr::part_a::model_parallel_sizes,
+  auto d = direct(&mr::section::model_parallel_sizes,
                   [](mr::Namespace& ns) { set(ns, "cp_comm_type", mr::Value("a2a+p2p")); });
   CHECK(d.rule == "parallel.a2a-p2p-needs-hierarchical-cp");
-  d = direct(&mr::part_a::model_parallel_sizes, [](mr::Namespace& ns) { set(ns, "cp_comm_type", mr::Value("p2p")); });
+  d = direct(&mr::section::model_parallel_sizes, [](mr::Namespace& ns) { set(ns, "cp_comm_type", mr::Value("p2p")); });
   CHECK(d.rule == "");
 }
 
@@ -91,12 +90,12 @@ TEST_CASE("gaps: parallel.a2a-p2p-needs-hierarchical-cp with a plain-string --cp
 
 TEST_CASE("gaps: cuda-graph-modules.inference-scope-for-impl for a scope that is no member", "[rule-gaps]") {
   // InferenceCudaGraphScope[name] raises for an unknown name (the flag's choices keep the CLI from it).
-  auto d = direct(&mr::part_a::cuda_graph_normalize,
+  auto d = direct(&mr::section::cuda_graph_normalize,
                   [](mr::Namespace& ns) { set(ns, "inference_cuda_graph_scope", mr::Value("sideways")); });
   CHECK(d.rule == "cuda-graph-modules.inference-scope-for-impl");
   CHECK(d.message.find("not one of none, layer, block") != std::string::npos);
   // Neighbour: a member, spelled with its enum prefix.
-  d = direct(&mr::part_a::cuda_graph_normalize, [](mr::Namespace& ns) {
+  d = direct(&mr::section::cuda_graph_normalize, [](mr::Namespace& ns) {
     set(ns, "inference_cuda_graph_scope", mr::Value("InferenceCudaGraphScope.none"));
   });
   CHECK(d.rule == "");
@@ -106,11 +105,11 @@ TEST_CASE("gaps: cuda-graph-modules.inference-scope-for-impl for a scope that is
 TEST_CASE("gaps: cuda-graph-modules.known-module for one value that is neither a list nor a string",
           "[rule-gaps]") {
   // A lone value is wrapped in a list, then found to be no name.
-  auto d = direct(&mr::part_a::cuda_graph_normalize,
+  auto d = direct(&mr::section::cuda_graph_normalize,
                   [](mr::Namespace& ns) { set(ns, "cuda_graph_modules", mr::Value(3)); });
   CHECK(d.rule == "cuda-graph-modules.known-module");
   // Neighbour: a lone member is wrapped and kept.
-  d = direct(&mr::part_a::cuda_graph_normalize,
+  d = direct(&mr::section::cuda_graph_normalize,
              [](mr::Namespace& ns) { set(ns, "cuda_graph_modules", mr::Value("CudaGraphModule.attn")); });
   CHECK(d.rule == "");
   CHECK(d["cuda_graph_modules"] == mr::Value(mr::List{mr::Value("CudaGraphModule.attn")}));
@@ -211,14 +210,14 @@ TEST_CASE("gaps: pipeline-layout.too-large from a parenthesised repeat", "[rule-
 // --global-batch-size, the current value decides (getattr(args, '_is_global..._specified', gbs is not None)).
 
 TEST_CASE("gaps: batch-size.step-schedule-with-global-batch-size without the explicit-gbs record", "[rule-gaps]") {
-  auto d = direct(&mr::part_b::batch_size, [](mr::Namespace& ns) {
+  auto d = direct(&mr::section::batch_size, [](mr::Namespace& ns) {
     ns.erase("_is_global_batch_size_explicitly_specified");
     set(ns, "step_batch_size_schedule", mr::Value("0:8 100:16"));
     set(ns, "batch_parallel_size", mr::Value(1));  // derived by the parallel-size sections before this one
   });
   CHECK(d.rule == "batch-size.step-schedule-with-global-batch-size");
   // Neighbour: no global batch size, so the schedule alone decides.
-  d = direct(&mr::part_b::batch_size, [](mr::Namespace& ns) {
+  d = direct(&mr::section::batch_size, [](mr::Namespace& ns) {
     ns.erase("_is_global_batch_size_explicitly_specified");
     set(ns, "step_batch_size_schedule", mr::Value("0:8 100:16"));
     set(ns, "batch_parallel_size", mr::Value(1));  // derived by the parallel-size sections before this one
@@ -228,7 +227,7 @@ TEST_CASE("gaps: batch-size.step-schedule-with-global-batch-size without the exp
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// optimizer.unknown-dtype through the chain (optimizer_part.cpp): finalize_optimizer_config fails inside the
+// optimizer.unknown-dtype through the chain (optimizer_config_checks.cpp): finalize_optimizer_config fails inside the
 // optimizer.finalize section (argparse's choices keep the command line from an unknown dtype).
 
 TEST_CASE("gaps: optimizer.unknown-dtype reported by the optimizer.finalize section", "[rule-gaps]") {

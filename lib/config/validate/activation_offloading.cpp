@@ -1,9 +1,9 @@
 // Activation offloading (seed arguments.py 1862-1867 and 1877-1879): fine-grained offloading is a Transformer
 // Engine feature that, from TE 2.10.0, needs NVTE_CPU_OFFLOAD_V1=1; --cpu-offloading-num-layers turns on
 // cpu_offloading.
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kFineGrainedTe, "activation-offloading.needs-transformer-engine",
         "--fine-grained-activation-offloading needs --transformer-impl transformer_engine.");
@@ -30,4 +30,4 @@ void cpu_offloading(Context& ctx) {
   if (ctx.i("cpu_offloading_num_layers") > 0) ctx.set("cpu_offloading", true, "--cpu-offloading-num-layers > 0");
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

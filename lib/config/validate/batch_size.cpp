@@ -3,7 +3,7 @@
 // default to the training ones and must split into whole eval micro batches.
 #include <string>
 
-#include "config/validate/part_b.h"
+#include "config/validate/section_functions.h"
 
 namespace mr {
 namespace {
@@ -19,7 +19,7 @@ MR_RULE(kEvalGlobalBatchSizeDivisible, "batch-size.eval-global-batch-size-divisi
 
 }  // namespace
 
-namespace part_b {
+namespace section {
 
 void batch_size(Context& ctx) {
   // seed 627-628
@@ -71,5 +71,5 @@ void batch_size(Context& ctx) {
               {"eval_global_batch_size", "eval_micro_batch_size"});
 }
 
-}  // namespace part_b
+}  // namespace section
 }  // namespace mr

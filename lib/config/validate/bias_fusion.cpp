@@ -1,7 +1,7 @@
 // Bias fusions follow --disable-bias-linear; add_qkv_bias follows add_bias_linear (seed arguments.py 1453-1459).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 void bias_fusion(Context& ctx) {
   // No bias at all: nothing for the bias-GeLU fusion to fuse.
@@ -10,4 +10,4 @@ void bias_fusion(Context& ctx) {
   if (ctx.on("add_bias_linear")) ctx.set("add_qkv_bias", true, "add_bias_linear implies add_qkv_bias");
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -1,9 +1,9 @@
 // Checkpointing (seed arguments.py 1672-1786): deprecated checkpoint flags, fully parallel save/load, the
 // PG-distribution cache, loading main params / streamed dequantisation, async save, logits dumps, frozen layers
 // and the checkpoint-iteration override.
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 // Megatron prints these four on rank 0 (print, not warn_rank_0); they are kept as warnings here.
 MR_WARNING(kFullyParallelSaveDeprecated, "checkpointing.fully-parallel-save-deprecated",
@@ -45,7 +45,7 @@ MR_RULE(kOverrideIterFinetune, "checkpointing.override-iteration-with-finetune",
 
 void checkpoint_save_load(Context& ctx) {
   const bool rank0 = ctx["rank"] == Value(0);
-  const bool dist_ckpt = use_dist_ckpt(ctx);
+  const bool dist_ckpt = dist_ckpt_in_use(ctx);
 
   // seed 1673-1691: deprecated / discouraged flags, printed on rank 0.
   if (ctx.on("ckpt_fully_parallel_save_deprecated") && rank0)
@@ -160,4 +160,4 @@ void checkpoint_save_load(Context& ctx) {
                 {"override_ckpt_iteration", "finetune"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

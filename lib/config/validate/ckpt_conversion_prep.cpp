@@ -1,8 +1,8 @@
-// Part A, seed arguments.py 421-441: checkpoint-conversion prerequisites, the non-persistent checkpoint kind
+// Seed arguments.py 421-441: checkpoint-conversion prerequisites, the non-persistent checkpoint kind
 // and update_use_dist_ckpt.
-#include "config/validate/part_a_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_a {
+namespace mr::section {
 
 MR_RULE(kConvertNeedsSave, "ckpt-convert.requires-save",
         "--ckpt-convert-format needs --ckpt-convert-save (where the converted checkpoint goes).");
@@ -35,9 +35,9 @@ void ckpt_conversion_prep(Context& ctx) {
   // image, which ships it, so the import always succeeds and there is nothing to check here.
 }
 
-void use_dist_ckpt(Context& ctx) {
+void update_use_dist_ckpt(Context& ctx) {
   // seed 441 -> megatron/training/utils/common_utils.py update_use_dist_ckpt: every format but torch is distributed.
   ctx.set("use_dist_ckpt", ctx["ckpt_format"] != Value("torch"), "seed 441: update_use_dist_ckpt");
 }
 
-}  // namespace mr::part_a
+}  // namespace mr::section

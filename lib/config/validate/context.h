@@ -41,7 +41,7 @@ class Context {
   [[noreturn]] void fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
   void warn(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
   // fail/warn/a failed require count a hit on the rule (see rule.h). These two report a check whose failing
-  // branch ran, and was counted, elsewhere (the OptimizerConfig checks, see optimizer_part.cpp).
+  // branch ran, and was counted, elsewhere (the OptimizerConfig checks, see optimizer_config_checks.cpp).
   [[noreturn]] void fail_counted(const Rule& rule, const std::string& message,
                                  std::initializer_list<std::string_view> dests = {});
   void warn_counted(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});

@@ -1,8 +1,8 @@
 // CUDA_DEVICE_MAX_CONNECTIONS with tensor/context parallelism before Blackwell, and FSDP's high-priority
 // communication streams (seed arguments.py 1313-1350, validate_args).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_WARNING(kFsdpWithTpCp, "cuda-connections.fsdp-with-tp-cp",
            "TP/CP with FSDP before Blackwell: the two prefer different CUDA_DEVICE_MAX_CONNECTIONS settings.");
@@ -52,4 +52,4 @@ void fsdp_high_priority_streams(Context& ctx) {
     list_append(ctx, "high_priority_stream_groups", "ep_dp", "FSDP expert communication on high-priority streams");
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

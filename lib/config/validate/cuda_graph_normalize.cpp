@@ -1,4 +1,4 @@
-// Part A, seed arguments.py 577-588 with _normalize_cuda_graph_modules_args / _normalize_inference_cuda_graph_scope_arg
+// Seed arguments.py 577-588 with _normalize_cuda_graph_modules_args / _normalize_inference_cuda_graph_scope_arg
 // (seed 286-325) and their helpers in megatron/core/transformer/cuda_graph_config.py: --cuda-graph-modules becomes
 // a list of CudaGraphModule members (deprecated whole-graph words are migrated to --cuda-graph-impl /
 // --inference-cuda-graph-scope), and --inference-cuda-graph-scope becomes an InferenceCudaGraphScope member.
@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "config/validate/part_a_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_a {
+namespace mr::section {
 
 MR_RULE(kKnownModule, "cuda-graph-modules.known-module",
         "--cuda-graph-modules values must be CudaGraphModule names (attn, mlp, moe, moe_router, moe_preprocess, "
@@ -199,4 +199,4 @@ void cuda_graph_normalize(Context& ctx) {
               {"inference_cuda_graph_scope", "cuda_graph_impl"});
 }
 
-}  // namespace mr::part_a
+}  // namespace mr::section

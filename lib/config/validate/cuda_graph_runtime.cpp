@@ -2,9 +2,9 @@
 // environment for TE graphs, full-iteration graphs without per-module graphs, and the shortcut MoE connection.
 #include <string>
 
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_WARNING(kGraphsRngTracker, "cuda-graph-runtime.te-rng-tracker-enabled",
            "CUDA graphs with Transformer Engine turn on --te-rng-tracker.");
@@ -49,4 +49,4 @@ void cuda_graph_runtime(Context& ctx) {
               {"moe_shortcut_connection", "cuda_graph_impl", "inference_cuda_graph_scope"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

@@ -1,8 +1,8 @@
 // Data blend checks (seed arguments.py 1597-1629): at most one data source, the FIM dataset's arguments and the
 // Transformer Engine cross-entropy fusion gate.
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kSingleDataSource, "data-blend.single-source",
         "At most one of --mock-data, --data-path and --train/valid/test-data-path may be given.");
@@ -48,4 +48,4 @@ void data_blend(Context& ctx) {
               {"cross_entropy_loss_fusion", "cross_entropy_fusion_impl"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

@@ -2,9 +2,9 @@
 // thread count, and the attention mask the dataset drops under inter-document masking.
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kBuilderThreads, "dataloader.builder-threads-positive", "--num-dataset-builder-threads must be at least 1.");
 
@@ -27,4 +27,4 @@ void dataloader_document_masking(Context& ctx) {
     ctx.set("create_attention_mask_in_dataloader", false, "dataloader-document-masking");
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

@@ -1,7 +1,7 @@
 // torch_dcp and fsdp_dtensor checkpoint-format checks (seed arguments.py 1515-1525).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_RULE(kDcpNeedsFsdp2, "torch-dcp.needs-torch-fsdp2", "--ckpt-format torch_dcp needs --use-torch-fsdp2.");
 MR_RULE(kDcpNoTp, "torch-dcp.no-tensor-parallel",
@@ -31,4 +31,4 @@ void dcp_dtensor_formats(Context& ctx) {
                 {"ckpt_format", "use_megatron_fsdp"});
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -1,9 +1,9 @@
 // --delay-wgrad-compute (seed arguments.py 1832-1860): Transformer Engine only; with --overlap-grad-reduce it needs
 // TE >= 2.8.0, and when a delayed weight-gradient GEMM is captured in a CUDA graph (attention, or the MoE router
 // with an un-overlapped shared expert) TE >= 2.12.0, gradient-accumulation fusion and, for attention, no biases.
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kDelayWgradTe, "delay-wgrad.needs-transformer-engine",
         "--delay-wgrad-compute needs --transformer-impl transformer_engine.");
@@ -59,4 +59,4 @@ void delay_wgrad(Context& ctx) {
                 {"delay_wgrad_compute", "gradient_accumulation_fusion"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

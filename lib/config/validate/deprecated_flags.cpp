@@ -1,10 +1,10 @@
-// Part A, seed arguments.py 524-575: flags that were removed or renamed. Removed ones must be unset and are
+// Seed arguments.py 524-575: flags that were removed or renamed. Removed ones must be unset and are
 // dropped from the namespace; renamed ones are translated to their successors.
 #include <string>
 
-#include "config/validate/part_a_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_a {
+namespace mr::section {
 
 MR_RULE(kBatchSizeRemoved, "deprecated.batch-size", "--batch-size was removed; use --micro-batch-size.");
 MR_RULE(kWarmupRemoved, "deprecated.warmup",
@@ -87,4 +87,4 @@ void deprecated_flags(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_a
+}  // namespace mr::section

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kDeterminismArgs, "determinism.incompatible-options",
         "--deterministic-mode needs --cross-entropy-loss-fusion and --tp-comm-overlap off.");
@@ -106,4 +106,4 @@ void determinism(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

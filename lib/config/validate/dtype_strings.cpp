@@ -2,9 +2,9 @@
 // A torch dtype is represented by Python's str() of it ("torch.bfloat16"); 'auto' and None become None.
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kUnknownDtypeName, "dtype.unknown-name",
         "A dtype option must be one of fp32, bf16, fp16, fp8 or auto.");
@@ -52,4 +52,4 @@ void dtype_strings(Context& ctx) {
     map_dtype(ctx, dest);
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

@@ -1,9 +1,9 @@
 // Hybrid (deprecated) / dynamic context parallelism (seed arguments.py 1262-1294).
 #include <vector>
 
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_WARNING(kHybridCpDeprecated, "dynamic-cp.hybrid-deprecated",
            "--hybrid-context-parallel is deprecated in favour of --dynamic-context-parallel.");
@@ -83,4 +83,4 @@ void dynamic_context_parallel(Context& ctx) {
              {"min_dynamic_context_parallel_size", "context_parallel_size"});
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -1,8 +1,8 @@
 // Optimizers other than sgd and adam ("emerging" optimizers: muon, lion, soap, ...) (seed arguments.py
 // 1645-1648): no Torch-FSDP2, no Megatron-FSDP, and only the torch / torch_dist checkpoint formats.
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kEmergingFsdp2, "emerging-optimizer.no-torch-fsdp2",
         "Optimizers other than sgd/adam do not support --use-torch-fsdp2.");
@@ -25,4 +25,4 @@ void emerging_optimizer(Context& ctx) {
               {"optimizer", "ckpt_format"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

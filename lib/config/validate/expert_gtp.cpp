@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cctype>
 
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_RULE(kExpertShardsBelowEtp, "expert-gtp.weight-shards-below-etp",
         "--expert-tensor-parallel-num-weight-shards must be >= the expert tensor-parallel size.");
@@ -142,4 +142,4 @@ void gtp_remat_checks(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -1,4 +1,4 @@
-// Part A, seed arguments.py 438-439 -> validate_model_config_args_from_heterogeneous_config (seed 195-267):
+// Seed arguments.py 438-439 -> validate_model_config_args_from_heterogeneous_config (seed 195-267):
 // a heterogeneous (Llama-Nemotron block_configs) layer description fixes parts of the model architecture, and
 // the command line has to agree with it.
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "config/parse/read_file.h"
-#include "config/validate/part_a_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_a {
+namespace mr::section {
 
 MR_RULE(kHeteroMalformed, "heterogeneous.config-unreadable",
         "The heterogeneous layers config must be readable JSON with the fields validation reads (hidden_act, "
@@ -189,4 +189,4 @@ void heterogeneous_config(Context& ctx) {
               {"heterogeneous_layers_config_path", "heterogeneous_layers_config_encoded_json"});
 }
 
-}  // namespace mr::part_a
+}  // namespace mr::section

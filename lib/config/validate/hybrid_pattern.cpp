@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config/validate/part_b.h"
+#include "config/validate/section_functions.h"
 #include "util/text.h"
 
 namespace mr {
@@ -147,7 +147,7 @@ ParsedPattern parse(Context& ctx, const std::string& pattern) {
 
 }  // namespace hybrid
 
-namespace part_b {
+namespace section {
 
 void hybrid_pattern(Context& ctx) {
   // seed 657-669: the deprecated spelling becomes --hybrid-layer-pattern.
@@ -156,7 +156,7 @@ void hybrid_pattern(Context& ctx) {
                 "--hybrid-override-pattern and --hybrid-layer-pattern are both given; --hybrid-override-pattern "
                 "is deprecated, keep only --hybrid-layer-pattern",
                 {"hybrid_override_pattern", "hybrid_layer_pattern"});
-    part_b::warn_rank_0(ctx, kOverridePatternDeprecated,
+    warn_rank_0(ctx, kOverridePatternDeprecated,
                         "--hybrid-override-pattern is deprecated; use --hybrid-layer-pattern instead",
                         {"hybrid_override_pattern"});
     ctx.set("hybrid_layer_pattern", ctx["hybrid_override_pattern"], "--hybrid-override-pattern (deprecated)");
@@ -164,7 +164,7 @@ void hybrid_pattern(Context& ctx) {
 
   // seed 671-679
   if (!ctx.is_none("mtp_hybrid_override_pattern"))
-    part_b::warn_rank_0(ctx, kMtpOverridePatternDeprecated,
+    warn_rank_0(ctx, kMtpOverridePatternDeprecated,
                         "--mtp-hybrid-override-pattern is deprecated and kept only to load old checkpoints; new hybrid "
                         "models with MTP spell the MTP layers in --hybrid-layer-pattern after '/' once per depth (e.g. "
                         "'M*M*/MM/MM': main 'M*M*', MTP pattern 'MM', 2 depths)",
@@ -196,7 +196,7 @@ void hybrid_pattern(Context& ctx) {
     const std::string pattern = ctx.s("hybrid_layer_pattern");
     const int64_t layers = hybrid::total_layer_count(ctx, pattern);
     if (!ctx.is_none("num_layers") && ctx.i("num_layers") != layers)
-      part_b::warn_rank_0(ctx, kNumLayersOverridden,
+      warn_rank_0(ctx, kNumLayersOverridden,
                           "--hybrid-layer-pattern is given, so --num-layers (" + std::to_string(ctx.i("num_layers")) +
                               ") is ignored in favour of the pattern's layer count (" + std::to_string(layers) + ")",
                           {"num_layers", "hybrid_layer_pattern"});
@@ -264,7 +264,7 @@ void hybrid_pattern(Context& ctx) {
       if (ctx.is_none("mtp_num_layers")) {
         ctx.set("mtp_num_layers", Value(inferred), "MTP depths of --hybrid-layer-pattern");
       } else if (ctx.i("mtp_num_layers") != inferred) {
-        part_b::warn_rank_0(ctx, kMtpNumLayersConflict,
+        warn_rank_0(ctx, kMtpNumLayersConflict,
                             "--mtp-num-layers (" + std::to_string(ctx.i("mtp_num_layers")) + ") disagrees with the " +
                                 std::to_string(inferred) + " MTP depth(s) of --hybrid-layer-pattern " +
                                 shown(pattern) + "; using " + std::to_string(inferred),
@@ -298,5 +298,5 @@ void hybrid_pattern(Context& ctx) {
   }
 }
 
-}  // namespace part_b
+}  // namespace section
 }  // namespace mr

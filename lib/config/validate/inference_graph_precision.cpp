@@ -2,9 +2,9 @@
 // CUDA graphs dynamic batching captures with the local graph implementation.
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kBlockGraphFp8Impl, "precision.block-graph-fp8-needs-inference-optimized",
         "FP8 with --inference-cuda-graph-scope block needs --transformer-impl inference_optimized.");
@@ -40,4 +40,4 @@ void inference_graph_precision(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

@@ -1,13 +1,13 @@
-// Part A, seed arguments.py 590-625: defaults supplied by the calling script, the legacy --split default,
+// Seed arguments.py 590-625: defaults supplied by the calling script, the legacy --split default,
 // data-path exclusivity and --phase-transition-iterations parsing.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "config/converters.h"
-#include "config/validate/part_a_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_a {
+namespace mr::section {
 
 MR_WARNING(kDefaultOverridden, "input.default-overridden",
            "A default supplied by the training script is overridden by a value given on the command line.");
@@ -86,4 +86,4 @@ void input_defaults(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_a
+}  // namespace mr::section

@@ -1,7 +1,7 @@
 // Multi-latent attention and MoE latent projections (seed arguments.py 1912-1925).
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kMlaNoGqa, "latent.mla-excludes-gqa", "--multi-latent-attention excludes --group-query-attention.");
 MR_RULE(kMlaDownProjFusion, "latent.mla-down-proj-fusion-needs-mla",
@@ -34,4 +34,4 @@ void latent_projections(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

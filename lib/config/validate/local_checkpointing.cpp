@@ -1,7 +1,7 @@
 // Non-persistent local checkpoints and their replication (seed arguments.py 1822-1830).
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kLocalCkptDir, "local-ckpt.dir-required",
         "--non-persistent-ckpt-type local needs --non-persistent-local-ckpt-dir.");
@@ -30,4 +30,4 @@ void local_checkpointing(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

@@ -2,9 +2,9 @@
 // versions the FP4 and MXFP8 inference paths need.
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kFp8ParamGatherSharded, "precision.fp8-param-gather-needs-sharding",
         "--fp8-param-gather needs --use-distributed-optimizer, --use-torch-fsdp2 or --use-megatron-fsdp.");
@@ -68,4 +68,4 @@ void low_precision_formats(Context& ctx) {
              {"fp8_recipe", "transformer_impl"});
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

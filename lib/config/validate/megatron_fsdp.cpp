@@ -4,9 +4,9 @@
 #include <set>
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kMokFsdp, "moe-megakernel.fsdp-unsupported",
         "--moe-megakernel-backend mok is not validated with --use-megatron-fsdp or --use-torch-fsdp2.");
@@ -146,4 +146,4 @@ void megatron_fsdp(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

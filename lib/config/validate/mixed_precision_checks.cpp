@@ -2,9 +2,9 @@
 // generation grouped GEMM needs, and the persistent layer-norm kernel's torch version.
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kFp16CrossEntropy, "precision.fp16-lm-cross-entropy-needs-fp16", "--fp16-lm-cross-entropy needs --fp16.");
 MR_RULE(kFp32Residual, "precision.fp32-residual-needs-half-precision",
@@ -33,4 +33,4 @@ void mixed_precision_checks(Context& ctx) {
   if (!ctx.torch_min("1.11.0a0")) assign(ctx, "no_persist_layer_norm", true, "mixed-precision-checks");
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kLayersConflict, "model-shape.num-layers-conflict",
         "--num-layers and --encoder-num-layers cannot both be given.");
@@ -124,4 +124,4 @@ void sequence_lengths(Context& ctx) {
              {"max_position_embeddings", "decoder_seq_length"});
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

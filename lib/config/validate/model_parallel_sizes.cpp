@@ -1,10 +1,10 @@
-// Part A, seed arguments.py 443-522: generalized-TP (GTP) weight and sequence shards, the total model size,
+// Seed arguments.py 443-522: generalized-TP (GTP) weight and sequence shards, the total model size,
 // the data-parallel and batch-parallel sizes, and the context-parallel layout checks.
 #include <string>
 
-#include "config/validate/part_a_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_a {
+namespace mr::section {
 
 MR_RULE(kWeightShardsAtLeastTp, "parallel.weight-shards-at-least-tp",
         "--tensor-parallel-num-weight-shards must be at least --tensor-model-parallel-size.");
@@ -154,7 +154,7 @@ void model_parallel_sizes(Context& ctx) {
 
   // seed 497-499: RLConfig and InferenceSetupConfig are built from the arguments here. The public repository's
   // InferenceSetupConfig has no validate() method and RLConfig does not exist there; the seed's use implies no
-  // check on values this far into the chain, so nothing is checked (part E uses the RL fields at seed 1807).
+  // check on values this far into the chain, so nothing is checked (skip_train_rl.cpp uses the RL fields at seed 1807).
 
   // seed 514-516: numpy.prod of the hierarchy must equal the (resolved) CP size.
   const Value& hier = ctx["hierarchical_context_parallel_sizes"];
@@ -188,4 +188,4 @@ void model_parallel_sizes(Context& ctx) {
     ctx.set("expert_tensor_parallel_size", tp, "seed 522: defaults to --tensor-model-parallel-size");
 }
 
-}  // namespace mr::part_a
+}  // namespace mr::section

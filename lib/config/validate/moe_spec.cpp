@@ -1,7 +1,7 @@
 // MoE spec defaults, expert-parallel checks and router argument normalisation (seed arguments.py 1496-1513).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_WARNING(kMoeFfnDefault, "moe-spec.ffn-hidden-size-default",
            "--moe-ffn-hidden-size not set: MoE experts use --ffn-hidden-size.");
@@ -43,4 +43,4 @@ void moe_router(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -1,8 +1,8 @@
 // MoE upcycling (seed arguments.py 1796-1802): a dense checkpoint is turned into an MoE one and saved, so the
 // dense run's optimizer and RNG states are not loaded.
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kUpcyclingNeedsSave, "upcycling.save-required", "--moe-use-upcycling needs --save.");
 MR_WARNING(kUpcyclingNoLoadOptim, "upcycling.no-load-optim", "--moe-use-upcycling turns on --no-load-optim.");
@@ -23,4 +23,4 @@ void moe_upcycling(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

@@ -1,7 +1,7 @@
 // Multi-token prediction needs a position embedding driven by position_ids (seed arguments.py 1869-1875).
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kMtpPositionEmbedding, "mtp-position-embedding.supported-type",
         "--mtp-num-layers needs --position-embedding-type learned_absolute, rope, mrope or none.");
@@ -17,4 +17,4 @@ void mtp_position_embedding(Context& ctx) {
               {"mtp_num_layers", "position_embedding_type"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

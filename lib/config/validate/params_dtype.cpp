@@ -3,9 +3,9 @@
 // main_grads_dtype itself stays a CLI string here; the optimizer part maps it (OptimizerConfig finalize).
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kFp16Bf16Exclusive, "precision.fp16-bf16-exclusive", "--fp16 and --bf16 cannot both be set.");
 MR_WARNING(kDynamicLossScaleNanCheck, "precision.fp16-dynamic-loss-scale-nan-check",
@@ -68,4 +68,4 @@ void params_dtype(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

@@ -1,7 +1,7 @@
 // Legacy RoPE flag, RoPE fusion, relative and multimodal rotary embeddings (seed arguments.py 1474-1494).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_RULE(kNoPositionEmbedding, "position-embedding.no-position-embedding-deprecated",
         "--no-position-embedding is deprecated (outside RoPE); use --position-embedding-type.");
@@ -33,4 +33,4 @@ void position_embedding(Context& ctx) {
                 "--position-embedding-type mrope needs --mrope-section", {"position_embedding_type", "mrope_section"});
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -1,8 +1,8 @@
 // Pipeline-parallel microbatched inference (seed arguments.py 1788-1794): --inference-batch-times-seqlen-threshold
 // splits inference batches into microbatches, which needs pipeline parallelism and no CUDA graphs.
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kPpInferenceNeedsPp, "pp-inference.needs-pipeline-parallel",
         "--inference-batch-times-seqlen-threshold needs --pipeline-model-parallel-size > 1.");
@@ -23,4 +23,4 @@ void pp_inference(Context& ctx) {
               {"inference_batch_times_seqlen_threshold", "cuda_graph_impl"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

@@ -1,7 +1,7 @@
 // Gloo process groups and the fake process group (seed arguments.py 1651-1670).
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_RULE(kNoGlooNeedsDistCkpt, "gloo.distributed-optimizer-needs-dist-ckpt",
         "Without Gloo process groups the distributed optimizer (sgd/adam) needs a distributed checkpoint format.");
@@ -18,7 +18,7 @@ void gloo_process_groups(Context& ctx) {
   const Value& opt = ctx["optimizer"];
   if (ctx.on("use_distributed_optimizer") && (opt == Value("sgd") || opt == Value("adam"))) {
     // Legacy checkpoints gather the distributed optimizer state on DP rank 0 over Gloo.
-    ctx.require(use_dist_ckpt(ctx), kNoGlooNeedsDistCkpt,
+    ctx.require(dist_ckpt_in_use(ctx), kNoGlooNeedsDistCkpt,
                 "--disable-gloo-process-groups with --use-distributed-optimizer needs a distributed checkpoint "
                 "format: --ckpt-format torch gathers the optimizer state over Gloo",
                 {"use_gloo_process_groups", "use_distributed_optimizer", "ckpt_format"});
@@ -44,4 +44,4 @@ void fake_process_group(Context& ctx) {
            {"fake_process_group", "use_gloo_process_groups"});
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

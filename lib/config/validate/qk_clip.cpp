@@ -1,7 +1,7 @@
 // QK-clip and max-attention-logit logging checks (seed arguments.py 1461-1472).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_RULE(kQkClipTe, "qk-clip.te-version", "--qk-clip needs Transformer Engine >= 2.9.0.");
 MR_RULE(kQkClipAlpha, "qk-clip.alpha-range", "--qk-clip-alpha must lie strictly between 0 and 1.");
@@ -30,4 +30,4 @@ void qk_clip(Context& ctx) {
                 {"log_max_attention_logit"});
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -1,7 +1,7 @@
 // Activation recomputation checks (seed arguments.py 1227-1246, validate_args).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_RULE(kDistRecomputeNeedsTp, "recompute.distribute-needs-tensor-parallel",
         "--distribute-saved-activations needs --tensor-model-parallel-size > 1.");
@@ -42,4 +42,4 @@ void activation_recompute(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "config/parse/read_file.h"
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_WARNING(kTrackerUnreadable, "rerun.tracker-file-unreadable",
            "The --result-rejected-tracker-filename file could not be read or parsed; no (more) iterations are "
@@ -146,4 +146,4 @@ void rerun_tracker(Context& ctx) {
   ctx.set("iterations_to_skip", Value(std::move(skip)), "iterations read from --result-rejected-tracker-filename");
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

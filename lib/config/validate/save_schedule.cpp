@@ -1,9 +1,9 @@
 // Seed arguments.py 1201-1208 (validate_args): with --save, the save / retain / params-save intervals.
 #include <string>
 
-#include "config/validate/part_c_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_c {
+namespace mr::section {
 
 MR_RULE(kIntervalRequired, "save-schedule.interval-required", "--save needs --save-interval.");
 MR_RULE(kIntervalPositive, "save-schedule.interval-positive", "--save-interval must be positive.");
@@ -38,4 +38,4 @@ void save_schedule(Context& ctx) {
                 "overlap_param_gather"});
 }
 
-}  // namespace mr::part_c
+}  // namespace mr::section

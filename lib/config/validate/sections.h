@@ -1,4 +1,5 @@
-// The sections of the validation chain, one file per concern (lib/config/validate/*.cpp), run in order.
+// The sections of the validation chain, one file per concern (lib/config/validate/*.cpp), run in order: the
+// ordered table is sections.cpp, the section functions are declared by subject in section_functions.h.
 #pragma once
 
 #include <vector>
@@ -12,7 +13,7 @@ struct Section {
   void (*run)(Context&);
 };
 
-// Megatron's chain: in the order validate_args() runs them (the OptimizerConfig checks last).
+// Megatron's chain: in the order validate_args() runs them (the OptimizerConfig checks last); sections.cpp.
 const std::vector<Section>& validation_sections();
 
 // The stages of validation, in the order they run; a failed rule ends validation (later stages do not run).
@@ -28,15 +29,5 @@ struct Stage {
   std::vector<Section> sections;
 };
 const std::vector<Stage>& validation_stages();
-
-// The chain in parts, each listing its sections in seed order (seed = ../shared/spec/arguments.py):
-std::vector<Section> sections_part_a();  // seed 419-625: conversion, heterogeneous config, parallel sizes,
-                                         // deprecated flags, CUDA-graph module normalisation, input defaults
-std::vector<Section> sections_part_b();  // seed 626-956: batch sizes, hybrid/MTP layer patterns, pipeline layout
-std::vector<Section> sections_part_c();  // seed 957-1226: dtypes, FP8/FP4, data, required args, mixed precision
-std::vector<Section> sections_part_d();  // seed 1227-1596: recompute, sequence parallel, RoPE, MoE, ckpt formats
-std::vector<Section> sections_part_e();  // seed 1597-1931: data blend, determinism, Gloo, checkpointing, inference,
-                                         // upcycling, CUDA graphs, latent MoE
-std::vector<Section> sections_optimizer();  // OptimizerConfig: validate, finalize, validate_run, validate_model
 
 }  // namespace mr

@@ -1,8 +1,8 @@
 // Variable sequence lengths, the SFT mock-dataset default, --use-varlen-dataset and the sequence-packing
 // scheduler checks (seed arguments.py 1296-1312 and 1527-1595, validate_args).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_RULE(kVarlenNotSft, "varlen.sft-exclusive", "--use-varlen-dataset and --sft are mutually exclusive.");
 MR_RULE(kVarlenSbhdScheduler, "varlen.sbhd-without-scheduler",
@@ -100,4 +100,4 @@ void sequence_packing(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

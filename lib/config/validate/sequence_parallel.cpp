@@ -1,7 +1,7 @@
 // Sequence parallelism: off without tensor parallelism; TP comm overlap needs it (seed arguments.py 1248-1260).
-#include "config/validate/part_d_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_d {
+namespace mr::section {
 
 MR_WARNING(kSpDisabledWithoutTp, "sequence-parallel.disabled-without-tp",
            "--sequence-parallel is turned off when --tensor-model-parallel-size is 1.");
@@ -26,4 +26,4 @@ void sequence_parallel(Context& ctx) {
   }
 }
 
-}  // namespace mr::part_d
+}  // namespace mr::section

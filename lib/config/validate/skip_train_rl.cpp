@@ -3,9 +3,9 @@
 // CUDA graphs and optimizer loading.
 #include <string>
 
-#include "config/validate/part_e_sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr::part_e {
+namespace mr::section {
 
 MR_WARNING(kSkipTrainNoLoadOptim, "skip-train.no-load-optim", "--skip-train turns on --no-load-optim.");
 MR_RULE(kRlTrainingGraphs, "rl.training-cuda-graphs-need-graphs",
@@ -114,4 +114,4 @@ void skip_train_rl(Context& ctx) {
                   uses_separate_inference_model(ctx, ctx.i("context_parallel_size"), ctx["inference_shards"]));
 }
 
-}  // namespace mr::part_e
+}  // namespace mr::section

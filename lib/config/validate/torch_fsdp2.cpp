@@ -4,7 +4,7 @@
 // off FP8/FP4 param gather where TE cannot do them.
 #include <string>
 
-#include "config/validate/part_b.h"
+#include "config/validate/section_functions.h"
 
 namespace mr {
 namespace {
@@ -29,7 +29,7 @@ MR_WARNING(kFp4ParamGatherOff, "torch-fsdp2.fp4-param-gather-off",
 
 }  // namespace
 
-namespace part_b {
+namespace section {
 
 void torch_fsdp2(Context& ctx) {
   // seed 916-924
@@ -73,7 +73,7 @@ void torch_fsdp2(Context& ctx) {
   // seed 944-955
   if (ctx.on("fp8_param_gather") && ctx.te_min("2.0.0")) {
     ctx.set("fp8_param_gather", Value(false), "FSDP2 cannot all-gather FP8 params with TE >= 2.0");
-    part_b::warn_rank_0(
+    warn_rank_0(
         ctx, kFp8ParamGatherOff,
         "FSDP2 cannot all-gather FP8 params with Transformer Engine >= 2.0 yet; turning --fp8-param-gather off "
         "(params are all-gathered in bf16)",
@@ -81,7 +81,7 @@ void torch_fsdp2(Context& ctx) {
   }
   if (ctx.on("fp4_param_gather") && !ctx.te_min("2.7.0")) {  // seed: is_te_min_version("2.7.0.dev0")
     ctx.set("fp4_param_gather", Value(false), "FSDP2 cannot all-gather FP4 params with TE < 2.7");
-    part_b::warn_rank_0(
+    warn_rank_0(
         ctx, kFp4ParamGatherOff,
         "FSDP2 cannot all-gather FP4 params with this Transformer Engine version; turning --fp4-param-gather "
         "off (params are all-gathered in bf16)",
@@ -89,5 +89,5 @@ void torch_fsdp2(Context& ctx) {
   }
 }
 
-}  // namespace part_b
+}  // namespace section
 }  // namespace mr

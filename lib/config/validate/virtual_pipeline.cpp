@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "config/pipeline_layout.h"
-#include "config/validate/part_b.h"
+#include "config/validate/section_functions.h"
 
 namespace mr {
 namespace {
@@ -71,7 +71,7 @@ std::vector<std::string> layout_stages(Context& ctx, const std::string& layout) 
 
 }  // namespace
 
-namespace part_b {
+namespace section {
 
 void virtual_pipeline(Context& ctx) {
   // seed 815-826
@@ -174,5 +174,5 @@ void virtual_pipeline(Context& ctx) {
   }
 }
 
-}  // namespace part_b
+}  // namespace section
 }  // namespace mr

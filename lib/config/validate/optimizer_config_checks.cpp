@@ -1,4 +1,4 @@
-// The OptimizerConfig checks, run after validate_args (see sections.h): Megatron builds an OptimizerConfig
+// The OptimizerConfig checks, run after validate_args (sections.cpp): Megatron builds an OptimizerConfig
 // from the resolved arguments (copying every field whose name is an argument) and then runs validate,
 // finalize_optimizer_config, validate_run and validate_model, in that order. The config lives on the
 // optimizer side only: none of this writes to the namespace. The logic is in config/optimizer_config.cpp.
@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "config/optimizer_config.h"
-#include "config/validate/sections.h"
+#include "config/validate/section_functions.h"
 
-namespace mr {
+namespace mr::section {
 
 namespace {
 
@@ -56,8 +56,10 @@ OptimizerConfig finalized(Context& ctx) {
   return c;
 }
 
+}  // namespace
+
 // seed optimizer_config.py:448 validate (warnings raised before a failure are kept, as Megatron logs them).
-void validate_section(Context& ctx) {
+void optimizer_validate(Context& ctx) {
   const OptimizerConfig c = OptimizerConfig::from_args(ctx.args());
   std::vector<OptimizerConfigIssue> warnings;
   try {
@@ -70,10 +72,10 @@ void validate_section(Context& ctx) {
 }
 
 // seed optimizer_config.py:667 finalize_optimizer_config
-void finalize_section(Context& ctx) { finalized(ctx); }
+void optimizer_finalize(Context& ctx) { finalized(ctx); }
 
 // seed optimizer_config.py:587 validate_run, with the DDP config Megatron builds from the arguments.
-void validate_run_section(Context& ctx) {
+void optimizer_validate_run(Context& ctx) {
   const OptimizerConfig c = finalized(ctx);
   const Namespace& args = ctx.args();
   bool use_torch_fsdp2 = args.has("use_torch_fsdp2") && args.get("use_torch_fsdp2").truthy();
@@ -87,7 +89,7 @@ void validate_run_section(Context& ctx) {
 }
 
 // seed optimizer_config.py:628 validate_model
-void validate_model_section(Context& ctx) {
+void optimizer_validate_model(Context& ctx) {
   const OptimizerConfig c = finalized(ctx);
   const Namespace& args = ctx.args();
   bool single_grouped = args.has("moe_single_grouped_weight") && args.get("moe_single_grouped_weight").truthy();
@@ -101,15 +103,4 @@ void validate_model_section(Context& ctx) {
   }
 }
 
-}  // namespace
-
-std::vector<Section> sections_optimizer() {
-  return {
-      {"optimizer.validate", &validate_section},
-      {"optimizer.finalize", &finalize_section},
-      {"optimizer.validate-run", &validate_run_section},
-      {"optimizer.validate-model", &validate_model_section},
-  };
-}
-
-}  // namespace mr
+}  // namespace mr::section
