@@ -8,8 +8,8 @@
 // the dtype fields may still hold the command-line spelling ("fp32", "bf16", "fp16", "fp8", "auto").
 // std::nullopt stands for Python's None.
 //
-// Also here: ParamKey (grouping parameters by name glob, attribute or predicate) with a faithful port of
-// Python's fnmatch.fnmatch, for the later optimizer layer.
+// The checks and finalization, with their rules, are in optimizer_config_rules.cpp; ParamKey (grouping
+// parameters for per-group configs) in param_key.h.
 #pragma once
 
 #include <cstdint>
@@ -31,86 +31,6 @@
 #include "config/value.h"
 
 namespace mr {
-
-// ---------------------------------------------------------------------------------------------------------
-// Parameter matching
-// ---------------------------------------------------------------------------------------------------------
-
-// Python's fnmatch.fnmatch(name, pattern) on POSIX (case-sensitive): `*` matches any run of characters
-// (slashes and newlines included), `?` one character, `[seq]` / `[!seq]` one character in / not in seq
-// (ranges a-z; an unterminated `[` is literal; reversed ranges match nothing). Works on code points of
-// UTF-8 text.
-bool fnmatch(std::string_view name, std::string_view pattern);
-
-// What matching needs to know about a parameter (stands in for torch.nn.Parameter).
-struct ParamView {
-  std::vector<int64_t> shape;
-  std::map<std::string, Value, std::less<>> attrs;  // Python attributes set on the parameter object
-
-  // getattr(param, name, False), as a truth value.
-  bool attr(std::string_view name) const;
-};
-
-// A named predicate on a parameter; two predicates are equal (and hash alike) when their names are.
-struct ParamPredicate {
-  std::string name;
-  std::function<bool(const ParamView&)> fn;
-
-  bool operator()(const ParamView& p) const { return fn(p); }
-  friend bool operator==(const ParamPredicate& a, const ParamPredicate& b) { return a.name == b.name; }
-};
-
-// A named predicate on a parameter and its name; equality by name, as ParamPredicate.
-struct ParamWithNamePredicate {
-  std::string name;
-  std::function<bool(const ParamView&, std::string_view)> fn;
-
-  bool operator()(const ParamView& p, std::string_view param_name) const { return fn(p, param_name); }
-  friend bool operator==(const ParamWithNamePredicate& a, const ParamWithNamePredicate& b) {
-    return a.name == b.name;
-  }
-};
-
-// Python's Union[T, Tuple[T, ...]]: one value or a tuple of them (a single value and a 1-tuple are distinct
-// keys, as in Python). Default: the empty tuple.
-template <class T>
-class OneOrMany {
- public:
-  OneOrMany() = default;
-  OneOrMany(T one) : items_{std::move(one)}, single_(true) {}
-  OneOrMany(const char* one)
-    requires std::is_same_v<T, std::string>
-      : items_{std::string(one)}, single_(true) {}
-  OneOrMany(std::vector<T> many) : items_(std::move(many)) {}
-  OneOrMany(std::initializer_list<T> many) : items_(many) {}
-
-  const std::vector<T>& items() const { return items_; }
-  bool single() const { return single_; }
-  friend bool operator==(const OneOrMany& a, const OneOrMany& b) {
-    return a.single_ == b.single_ && a.items_ == b.items_;
-  }
-
- private:
-  std::vector<T> items_;
-  bool single_ = false;
-};
-
-// Key to group parameters by; every group can share an optimizer config. A parameter matches when any name
-// glob, any attribute, any predicate or any name predicate matches.
-struct ParamKey {
-  OneOrMany<std::string> name;                              // fnmatch globs on the parameter's name
-  OneOrMany<std::string> attr;                              // attributes that must be truthy on the parameter
-  OneOrMany<ParamPredicate> predicate;                      // any may match
-  OneOrMany<ParamWithNamePredicate> with_name_predicate;    // any may match
-
-  bool matches(const ParamView& param, std::string_view param_name) const;
-
-  friend bool operator==(const ParamKey& a, const ParamKey& b) {
-    return a.name == b.name && a.attr == b.attr && a.predicate == b.predicate &&
-           a.with_name_predicate == b.with_name_predicate;
-  }
-  size_t hash() const;  // consistent with ==
-};
 
 // ---------------------------------------------------------------------------------------------------------
 // OptimizerConfig
@@ -140,6 +60,29 @@ struct DdpConfigView {
   // otherwise the fields are copied from the arguments of the same name.
   static DdpConfigView from_args(const Namespace& args);
 };
+
+// The fields of OptimizerConfig that are argument dests, each copied from the argument of the same name as
+// Megatron's get_megatron_optimizer_config() copies them. The other fields (store_param_remainders,
+// decoupled_weight_decay, soap_*, adaptive_muon_*, use_layer_wise_distributed_optimizer, grad_norm_skip_threshold,
+// dsa_indexer_clip_grad, timers) have no flag and keep their defaults. One list, two builders expand it:
+// OptimizerConfig::from_args (the namespace, for validation) and optimizer_config_from (the typed view, for the
+// run: optimizer_config_from_args.h).
+#define MR_OPTIMIZER_CONFIG_ARGS(X)                                                                              \
+  X(lr) X(min_lr) X(decoupled_lr) X(decoupled_min_lr) X(weight_decay) X(rmsnorm_weight_decay_mult)               \
+  X(embedding_min_norm) X(apply_wd_to_qk_layernorm) X(fp8_recipe) X(fp16) X(bf16)                                \
+  X(reuse_grad_buf_for_mxfp8_param_ag) X(params_dtype) X(use_precision_aware_optimizer) X(main_grads_dtype)      \
+  X(main_params_dtype) X(exp_avg_dtype) X(exp_avg_sq_dtype) X(optimizer) X(loss_scale) X(initial_loss_scale)     \
+  X(min_loss_scale) X(loss_scale_window) X(hysteresis) X(adam_beta1) X(adam_beta2) X(adam_eps) X(sgd_momentum)   \
+  X(muon_momentum) X(muon_split_qkv) X(muon_nesterov) X(muon_scale_mode) X(muon_fp32_matmul_prec)                \
+  X(muon_coefficient_type) X(muon_num_ns_steps) X(muon_tp_mode) X(muon_use_syrk) X(muon_extra_scale_factor)      \
+  X(muon_ns_batch_size) X(muon_concurrent_groups) X(muon_scalar_optimizer) X(lion_beta1) X(lion_beta2)           \
+  X(use_distributed_optimizer) X(overlap_param_gather) X(overlap_param_gather_with_optimizer_step)               \
+  X(optimizer_cpu_offload) X(optimizer_offload_fraction) X(use_torch_optimizer_for_cpu_offload)                  \
+  X(overlap_cpu_optimizer_d2h_h2d) X(pin_cpu_grads) X(pin_cpu_params) X(clip_grad) X(log_num_zeros_in_grad)      \
+  X(barrier_with_L1_time) X(config_logger_dir) X(optimizer_cuda_graph)
+
+// The fields of DdpConfigView, copied likewise from the arguments of the same name.
+#define MR_DDP_CONFIG_ARGS(X) X(fp8_param_gather) X(use_megatron_fsdp) X(overlap_grad_reduce)
 
 // A dtype: "torch.<name>" once resolved, a command-line spelling ("fp32", ...) before; nullopt is None.
 using DtypeSpec = std::optional<std::string>;
@@ -230,7 +173,8 @@ struct OptimizerConfig {
   std::string config_logger_dir;
   bool optimizer_cuda_graph = false;
 
-  // Every field whose name is a dest of `args` takes that argument's value; the rest keep their defaults.
+  // Every field of MR_OPTIMIZER_CONFIG_ARGS that is set in `args` takes that argument's value; the rest keep
+  // their defaults.
   static OptimizerConfig from_args(const Namespace& args);
 
   // Optimizer-local checks; does not modify the config. `env` answers Transformer Engine questions;
@@ -263,8 +207,3 @@ using AdamOptimizerConfig = OptimizerConfig;
 using SGDOptimizerConfig = OptimizerConfig;
 
 }  // namespace mr
-
-template <>
-struct std::hash<mr::ParamKey> {
-  size_t operator()(const mr::ParamKey& k) const { return k.hash(); }
-};

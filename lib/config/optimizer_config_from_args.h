@@ -1,6 +1,6 @@
-// OptimizerConfig from the typed view of the arguments (config/args.h), for the runtime: the same copy as
-// OptimizerConfig::from_args(Namespace) (every field whose name is an argument dest takes its value; the fields
-// without a dest keep their defaults), with the names checked by the compiler.
+// OptimizerConfig from the typed view of the arguments (config/args.h), for the runtime: the same field list
+// (MR_OPTIMIZER_CONFIG_ARGS, optimizer_config.h) as OptimizerConfig::from_args(Namespace) builds for validation,
+// with the names checked by the compiler.
 #pragma once
 
 #include "config/args.h"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config/optimizer_config.h"
+#include "config/param_key.h"
 #include "config/validate/sections.h"
 #include "support.h"
 

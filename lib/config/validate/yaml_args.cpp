@@ -1,0 +1,167 @@
+// YamlArgs (yaml_args.h): the typed reader of a --yaml-cfg namespace, with Python's attribute semantics.
+#include "config/validate/yaml_args.h"
+
+#include <stdexcept>
+
+#include "config/validate/python.h"
+
+namespace mr {
+
+namespace {
+
+MR_RULE(kMissing, "yaml.missing-attribute",
+        "--yaml-cfg: a key that parse_args / validate_yaml reads is not defined in the YAML file (Megatron: "
+        "AttributeError).");
+MR_RULE(kWrongType, "yaml.wrong-type",
+        "--yaml-cfg: a value validate_yaml computes with has the wrong type, e.g. a string or null where a number "
+        "is needed (Megatron: TypeError).");
+MR_RULE(kDivZero, "yaml.division-by-zero",
+        "--yaml-cfg: a parallel size, head count or batch size of 0 that validate_yaml divides by (Megatron: "
+        "ZeroDivisionError).");
+std::pair<std::string_view, std::string_view> split_path(std::string_view path) {
+  auto dot = path.find('.');
+  if (dot == std::string_view::npos) return {path, {}};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+// type(v).__name__ for the AttributeError / TypeError messages.
+std::string py_type(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::None: return "NoneType";
+    case Value::Kind::Bool: return "bool";
+    case Value::Kind::Int: return "int";
+    case Value::Kind::Float: return "float";
+    case Value::Kind::Str: return "str";
+    case Value::Kind::List: return "list";
+    case Value::Kind::Tuple: return "tuple";
+    case Value::Kind::Object: return "types.SimpleNamespace";
+  }
+  return "object";
+}
+
+bool same(const Value& a, const Value& b) { return a.kind() == b.kind() && a == b; }
+
+std::string q(std::string_view path) { return "`" + std::string(path) + "`"; }
+
+}  // namespace
+
+const Value* YamlArgs::find(std::string_view path) const {
+  const Namespace& ns = ctx_.args();
+  auto [head, key] = split_path(path);
+  if (!ns.has(head)) return nullptr;
+  const Value& top = ns.get(head);
+  if (key.empty()) return &top;
+  if (!top.is_object()) return nullptr;
+  for (const auto& [k, v] : top.as_object())
+    if (k == key) return &v;
+  return nullptr;
+}
+
+bool YamlArgs::has(std::string_view path) const { return find(path) != nullptr; }
+
+const Value& YamlArgs::get(std::string_view path) {
+  if (const Value* v = find(path)) return *v;
+  auto [head, key] = split_path(path);
+  const Namespace& ns = ctx_.args();
+  std::string missing(key.empty() || !ns.has(head) ? head : key);
+  std::string owner = "types.SimpleNamespace";
+  std::string what = "the YAML file defines no " + q(key.empty() || !ns.has(head) ? head : path);
+  if (!key.empty() && ns.has(head) && !ns.get(head).is_object()) {
+    owner = py_type(ns.get(head));
+    what = q(head) + " is " + ns.get(head).py_repr() + ", not a section, so it has no " + q(key);
+  }
+  fail(kMissing, what + " (Megatron: AttributeError: '" + owner + "' object has no attribute '" + missing + "')",
+       {path});
+}
+
+Value YamlArgs::get_or(std::string_view key, const Value& fallback) const {
+  const Value* v = find(key);
+  return v ? *v : fallback;
+}
+
+void YamlArgs::set(std::string_view path, Value v, std::string_view why) {
+  Namespace& ns = ctx_.args();
+  auto [head, key] = split_path(path);
+  if (key.empty()) {
+    if (ns.has(head) && same(ns.get(head), v)) return;
+    ctx_.set(head, std::move(v), why);
+    return;
+  }
+  const Value& section = get(head);
+  if (!section.is_object())
+    fail(kMissing,
+         q(head) + " is " + section.py_repr() + ", not a section, so " + q(key) +
+             " cannot be set on it (Megatron: AttributeError: '" + py_type(section) + "' object has no attribute '" +
+             std::string(key) + "')",
+         {path});
+  Object o = section.as_object();
+  bool found = false;
+  for (auto& [k, e] : o)
+    if (k == key) {
+      if (same(e, v)) return;
+      e = v;
+      found = true;
+    }
+  if (!found) o.emplace_back(std::string(key), v);
+  Provenance p = ns.provenance(head);
+  ns.set(head, Value::object(std::move(o)), p);
+  derived_[std::string(path)] = std::string(why);
+}
+
+int64_t YamlArgs::integer(std::string_view path) {
+  const Value& v = get(path);
+  if (!v.is_int() && !v.is_bool()) wrong_type(path, "an integer");
+  return v.as_int();
+}
+
+double YamlArgs::number(std::string_view path) {
+  const Value& v = get(path);
+  if (!v.is_number() && !v.is_bool()) wrong_type(path, "a number");
+  return v.as_float();
+}
+
+int64_t YamlArgs::mod(int64_t a, int64_t b, const std::string& what) {
+  if (b == 0) fail(kDivZero, "integer modulo by zero: " + what + " is 0 (Megatron: ZeroDivisionError)", {});
+  return py_mod(a, b);
+}
+
+int64_t YamlArgs::floordiv(int64_t a, int64_t b, const std::string& what) {
+  if (b == 0) fail(kDivZero, "integer division by zero: " + what + " is 0 (Megatron: ZeroDivisionError)", {});
+  return py_floordiv(a, b);
+}
+
+void YamlArgs::fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths) {
+  try {
+    ctx_.fail(rule, message);  // counts the hit, builds the diagnostic
+  } catch (RuleFailure& f) {
+    f.diag.flags.assign(paths.begin(), paths.end());
+    for (std::string_view p : paths) {
+      auto it = cfg_.where.find(std::string(p));
+      if (it == cfg_.where.end()) it = cfg_.where.find(std::string(split_path(p).first));
+      if (it != cfg_.where.end()) {
+        f.diag.where = it->second;
+        break;
+      }
+    }
+    if (f.diag.where.empty()) f.diag.where = cfg_.path;
+    throw;
+  }
+  throw std::logic_error("unreachable");
+}
+
+void YamlArgs::wrong_type(std::string_view path, const std::string& expected) {
+  const Value* v = find(path);
+  std::string got = v ? v->py_repr() + " (" + py_type(*v) + ")" : "nothing";
+  fail(kWrongType, q(path) + " must be " + expected + ", got " + got + " (Megatron: TypeError)", {path});
+}
+
+void YamlArgs::require_section(std::string_view section) {
+  const Value& s = get(section);
+  if (!s.is_object())
+    fail(kMissing,
+         q(section) + " is " + s.py_repr() + ", not a section (Megatron: AttributeError: '" + py_type(s) +
+             "' object has no attribute '__dict__')",
+         {section});
+}
+
+}  // namespace mr
