@@ -79,6 +79,16 @@ struct SplitArgs {
 SplitArgs split_args(const std::vector<std::string>& args, int first_index, const po::options_description& desc,
                      bool allow_unregistered);
 
+// The prologue of a command that has options of its own (`Options::add_to`) and passes Megatron's words on
+// (topology, params, schedule): parses argv after the command word into `opts`; returns the other words, with
+// their argv positions. (--help is answered by main.cpp.)
+template <class Options>
+std::vector<Token> parse_command_options(const char* cmd, const std::vector<std::string>& args, Options& opts) {
+  po::options_description desc(cmd);
+  opts.add_to(desc);
+  return split_args(args, 2, desc, /*allow_unregistered=*/true).rest;
+}
+
 int cmd_run(const std::vector<std::string>& args);     // default command: --dry-run, or the run (later issues)
 int cmd_check(const std::vector<std::string>& args);   // lint many configs
 int cmd_schema(const std::vector<std::string>& args);  // export the schema

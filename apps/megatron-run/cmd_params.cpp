@@ -41,10 +41,8 @@ void ParamsOptions::add_to(po::options_description& desc) {
 }
 
 int cmd_params(const std::vector<std::string>& args) {
-  po::options_description desc("params");
   ParamsOptions opts;
-  opts.add_to(desc);
-  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);  // --help: main.cpp
+  const std::vector<Token> rest = parse_command_options("params", args, opts);
   CommonOptions& common = opts.common;
   const std::optional<double> capacity = parse_byte_size(opts.device_memory);
   if (!capacity || *capacity <= 0)
@@ -54,7 +52,7 @@ int cmd_params(const std::vector<std::string>& args) {
   Outcome out;
   Args job_args;
   parallel::Layout layout;
-  if (int rc = resolve_job_layout("params", common, split.rest, out, job_args, layout, {"svg"})) return rc;
+  if (int rc = resolve_job_layout("params", common, rest, out, job_args, layout, {"svg"})) return rc;
   const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;
 
   // One row per (tensor, pipeline) rank; a row keeps the counts, not the plan, so memory stays bounded by one

@@ -48,10 +48,8 @@ std::string num(double v) { return py_float_repr(v); }
 }  // namespace
 
 int cmd_schedule(const std::vector<std::string>& args) {
-  po::options_description desc("schedule");
   ScheduleOptions opts;
-  opts.add_to(desc);
-  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);  // --help: main.cpp
+  const std::vector<Token> rest = parse_command_options("schedule", args, opts);
   CommonOptions& common = opts.common;
   const int chosen = (opts.points ? 1 : 0) + (opts.every ? 1 : 0) + (opts.at.empty() ? 0 : 1);
   if (chosen > 1)
@@ -65,7 +63,7 @@ int cmd_schedule(const std::vector<std::string>& args) {
   if (!opts.at.empty()) at = parse_steps(opts.at);
 
   Invocation inv = common.invocation({"csv", "svg"});
-  inv.cli = split.rest;
+  inv.cli = rest;
   Outcome out = resolve(Schema::megatron(), inv);
   log_warnings(out);
   if (!out.ok()) return report_failure(common, out.diagnostics);

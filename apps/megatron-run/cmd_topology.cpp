@@ -15,10 +15,8 @@ void TopologyOptions::add_to(po::options_description& desc) {
 }
 
 int cmd_topology(const std::vector<std::string>& args) {
-  po::options_description desc("topology");
   TopologyOptions opts;
-  opts.add_to(desc);
-  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);  // --help: main.cpp
+  const std::vector<Token> rest = parse_command_options("topology", args, opts);
   CommonOptions& common = opts.common;
   const bool picture = common.format == "svg" || common.format == "dot";
   if (opts.gpus_per_node < 1)
@@ -27,7 +25,7 @@ int cmd_topology(const std::vector<std::string>& args) {
   Outcome out;
   Args job_args;
   parallel::Layout layout;
-  if (int rc = resolve_job_layout("topology", common, split.rest, out, job_args, layout, {"svg", "dot"})) return rc;
+  if (int rc = resolve_job_layout("topology", common, rest, out, job_args, layout, {"svg", "dot"})) return rc;
   if (common.format == "json") {
     std::cout << layout.json() << "\n";
   } else if (picture) {

@@ -59,6 +59,20 @@ struct ViewBuf : std::streambuf {
   }
 };
 
+// `value` printed with the printf format `fmt` ("U+%04X", "0x%02x").
+std::string formatted(const char* fmt, std::uint32_t value) {
+  char b[16];
+  std::snprintf(b, sizeof b, fmt, static_cast<unsigned>(value));
+  return b;
+}
+
+// A file Python's yaml Reader refuses too: `found` is what the file holds and where, `must` what a YAML file is.
+[[noreturn]] void refuse_text(const std::string& path, std::size_t line, const std::string& found, const char* must,
+                              const std::vector<std::string>& flags) {
+  throw error_at(path, line, "the file " + found + "; a YAML file " + must + " (Python's yaml loader refuses it too)",
+                 "input.not-text", flags);
+}
+
 // Python's yaml Reader accepts UTF-8 text of printable characters only: tab, LF, CR, U+0020-U+007E, U+0085,
 // U+00A0-U+D7FF, U+E000-U+FFFD, U+10000-U+10FFFF. Anything else would be an error in Megatron's loader too
 // (and would reach our messages unescaped).
@@ -72,12 +86,8 @@ void check_text(const std::string& t, const std::string& path, const std::vector
         ++line;
         line_start = i + 1;
       } else if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
-        char u[8];
-        std::snprintf(u, sizeof u, "U+%04X", c);
-        throw error_at(path, line,
-                       std::string("the file holds the control character ") + u + " (column " + column() +
-                           "); a YAML file is printable text (Python's yaml loader refuses it too)",
-                       "input.not-text", flags);
+        refuse_text(path, line, "holds the control character " + formatted("U+%04X", c) + " (column " + column() + ")",
+                    "is printable text", flags);
       }
       ++i;
       continue;
@@ -92,23 +102,14 @@ void check_text(const std::string& t, const std::string& path, const std::vector
     }
     static const std::uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
     ok = ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
-    if (!ok) {
-      char b[8];
-      std::snprintf(b, sizeof b, "0x%02x", c);
-      throw error_at(path, line,
-                     std::string("the file is not UTF-8 text (byte ") + b + " at column " + column() +
-                         "); a YAML file must be UTF-8 (Python's yaml loader refuses it too)",
-                     "input.not-text", flags);
-    }
+    if (!ok)
+      refuse_text(path, line, "is not UTF-8 text (byte " + formatted("0x%02x", c) + " at column " + column() + ")",
+                  "must be UTF-8", flags);
     bool printable = cp == 0x85 || (cp >= 0xa0 && cp <= 0xd7ff) || (cp >= 0xe000 && cp <= 0xfffd) || cp >= 0x10000;
-    if (!printable) {
-      char u[12];
-      std::snprintf(u, sizeof u, "U+%04X", cp);
-      throw error_at(path, line,
-                     std::string("the file holds the non-printable character ") + u + " (column " + column() +
-                         "); a YAML file is printable text (Python's yaml loader refuses it too)",
-                     "input.not-text", flags);
-    }
+    if (!printable)
+      refuse_text(path, line,
+                  "holds the non-printable character " + formatted("U+%04X", cp) + " (column " + column() + ")",
+                  "is printable text", flags);
     i += len;
   }
 }
