@@ -65,7 +65,8 @@ TEST_CASE("batch-size: global batch size must be positive", "[validate-batch-siz
   CHECK(r.exit == 0);
 }
 
-TEST_CASE("batch-size: eval global batch size divisible by eval micro batch x batch-parallel size", "[validate-batch-size]") {
+TEST_CASE("batch-size: eval global batch size divisible by eval micro batch x batch-parallel size",
+          "[validate-batch-size]") {
   // seed arguments.py:647
   auto r = mrtest::run(mrtest::with({"--eval-global-batch-size", "3"}), kWorld1);
   CHECK(r.exit == 1);
@@ -78,12 +79,14 @@ TEST_CASE("batch-size: eval global batch size divisible by eval micro batch x ba
   r = mrtest::run(mrtest::with({"--eval-micro-batch-size", "3"}), kWorld1);
   CHECK(r.rule == "batch-size.eval-global-batch-size-divisible");
   // batch_parallel_size 4 (WORLD_SIZE 8, TP 2): 8 % (4 x 4) != 0.
-  r = mrtest::run(mrtest::with({"--tensor-model-parallel-size", "2", "--eval-micro-batch-size", "4"}), kWorld8OneConnection);
+  r = mrtest::run(mrtest::with({"--tensor-model-parallel-size", "2", "--eval-micro-batch-size", "4"}),
+                  kWorld8OneConnection);
   CHECK(r.rule == "batch-size.eval-global-batch-size-divisible");
 
   r = mrtest::run(mrtest::with({"--eval-global-batch-size", "4"}), kWorld1);
   CHECK(r.exit == 0);
-  r = mrtest::run(mrtest::with({"--tensor-model-parallel-size", "2", "--eval-micro-batch-size", "1"}), kWorld8OneConnection);
+  r = mrtest::run(mrtest::with({"--tensor-model-parallel-size", "2", "--eval-micro-batch-size", "1"}),
+                  kWorld8OneConnection);
   CHECK_BATCH_OR_LAYOUT_PASSES(r);
 }
 

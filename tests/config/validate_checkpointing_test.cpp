@@ -1,5 +1,5 @@
-// The validation chain's checks of checkpointing: conversion prerequisites, use_dist_ckpt, save intervals, DCP/DTensor formats, save/load flags,
-// local checkpoints.
+// The validation chain's checks of checkpointing: conversion prerequisites, use_dist_ckpt, save intervals,
+// DCP/DTensor formats, save/load flags, local checkpoints.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -88,14 +88,18 @@ TEST_CASE("save-schedule.retain-interval-positive", "[validate-checkpointing]") 
   auto bad = upto_mixed_precision_with({"--save", "/tmp/ckpt", "--save-interval", "5", "--save-retain-interval", "0"});
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "save-schedule.retain-interval-positive");
-  CHECK(upto_mixed_precision_with({"--save", "/tmp/ckpt", "--save-interval", "5", "--save-retain-interval", "5"}).exit == 0);
+  CHECK(
+      upto_mixed_precision_with({"--save", "/tmp/ckpt", "--save-interval", "5", "--save-retain-interval", "5"}).exit ==
+      0);
 }
 
 TEST_CASE("save-schedule.retain-interval-multiple", "[validate-checkpointing]") {
   auto bad = upto_mixed_precision_with({"--save", "/tmp/ckpt", "--save-interval", "5", "--save-retain-interval", "7"});
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "save-schedule.retain-interval-multiple");
-  CHECK(upto_mixed_precision_with({"--save", "/tmp/ckpt", "--save-interval", "5", "--save-retain-interval", "10"}).exit == 0);
+  CHECK(
+      upto_mixed_precision_with({"--save", "/tmp/ckpt", "--save-interval", "5", "--save-retain-interval", "10"}).exit ==
+      0);
 }
 
 TEST_CASE("save-schedule.params-interval-overlap-param-gather", "[validate-checkpointing]") {
@@ -106,8 +110,9 @@ TEST_CASE("save-schedule.params-interval-overlap-param-gather", "[validate-check
   CHECK(bad.rule == "save-schedule.params-interval-overlap-param-gather");
   CHECK(upto_mixed_precision_with(save).exit == 0);
   // Without --save the combination is not checked here.
-  CHECK(upto_mixed_precision_with({"--save-params-interval", "5", "--use-distributed-optimizer", "--overlap-param-gather"}).rule !=
-        "save-schedule.params-interval-overlap-param-gather");
+  CHECK(upto_mixed_precision_with(
+            {"--save-params-interval", "5", "--use-distributed-optimizer", "--overlap-param-gather"})
+            .rule != "save-schedule.params-interval-overlap-param-gather");
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -122,9 +127,9 @@ TEST_CASE("torch_dcp and fsdp_dtensor checkpoint formats", "[validate-checkpoint
   CHECK(r.rule == "torch-dcp.needs-torch-fsdp2");
   CHECK(upto_sequence_packing(mrtest::with(fsdp2 + std::vector<std::string>{"--ckpt-format", "torch_dcp"})).exit == 0);
   // seed arguments.py:1518
-  r = upto_sequence_packing(mrtest::with(fsdp2 + std::vector<std::string>{"--ckpt-format", "torch_dcp", "--tensor-model-parallel-size",
-                                                           "2"}),
-            {{"WORLD_SIZE", "2"}});
+  r = upto_sequence_packing(
+      mrtest::with(fsdp2 + std::vector<std::string>{"--ckpt-format", "torch_dcp", "--tensor-model-parallel-size", "2"}),
+      {{"WORLD_SIZE", "2"}});
   CHECK(r.rule == "torch-dcp.no-tensor-parallel");
   // seed arguments.py:1520: FSDP2 already refuses pipeline parallelism (seed 883), so run the section alone.
   CHECK(run_section(&mr::section::dcp_dtensor_formats,
@@ -152,10 +157,11 @@ TEST_CASE("checkpointing: deprecated flags and parallel save/load warnings", "[v
 
   CHECK(from_data_blend_with({"--no-ckpt-fully-parallel-save", "--use-distributed-optimizer"})
             .warned("checkpointing.non-parallel-save-distributed-optimizer"));
-  CHECK_FALSE(from_data_blend_with({"--no-ckpt-fully-parallel-save", "--use-distributed-optimizer", "--ckpt-format", "torch"})
-                  .warned("checkpointing.non-parallel-save-distributed-optimizer"));
   CHECK_FALSE(
-      from_data_blend_with({"--no-ckpt-fully-parallel-save"}).warned("checkpointing.non-parallel-save-distributed-optimizer"));
+      from_data_blend_with({"--no-ckpt-fully-parallel-save", "--use-distributed-optimizer", "--ckpt-format", "torch"})
+          .warned("checkpointing.non-parallel-save-distributed-optimizer"));
+  CHECK_FALSE(from_data_blend_with({"--no-ckpt-fully-parallel-save"})
+                  .warned("checkpointing.non-parallel-save-distributed-optimizer"));
 
   CHECK(from_data_blend_with({"--use-dist-ckpt"}).warned("checkpointing.use-dist-ckpt-deprecated"));
   CHECK_FALSE(from_data_blend_with({}).warned("checkpointing.use-dist-ckpt-deprecated"));
@@ -166,8 +172,8 @@ TEST_CASE("checkpointing: deprecated flags and parallel save/load warnings", "[v
   passes(r);
   CHECK(r.warned("checkpointing.parallel-load-exchange-algo"));
   CHECK_FALSE(from_data_blend_with({"--ckpt-fully-parallel-load"}).warned("checkpointing.parallel-load-exchange-algo"));
-  CHECK_FALSE(from_data_blend_with({"--ckpt-fully-parallel-load", "--ckpt-fully-parallel-load-exchange-algo", "gather_object",
-                      "--ckpt-format", "torch"})
+  CHECK_FALSE(from_data_blend_with({"--ckpt-fully-parallel-load", "--ckpt-fully-parallel-load-exchange-algo",
+                                    "gather_object", "--ckpt-format", "torch"})
                   .warned("checkpointing.parallel-load-exchange-algo"));
 }
 
@@ -191,11 +197,13 @@ TEST_CASE("checkpointing: main params and streamed dequantisation", "[validate-c
   fails(from_data_blend_with({"--stream-ckpt-dequant"}), "checkpointing.stream-dequant-inference-only");
   fails(from_data_blend_with(plus(sd, {"--finetune"})), "checkpointing.stream-dequant-inference-only");
   passes(from_data_blend_with(sd));
-  fails(from_data_blend_with(plus(sd, {"--load-main-params-from-ckpt"})), "checkpointing.stream-dequant-no-main-params");
+  fails(from_data_blend_with(plus(sd, {"--load-main-params-from-ckpt"})),
+        "checkpointing.stream-dequant-no-main-params");
   fails(from_data_blend_with(plus(sd, {"--fp8-format", "e4m3"})), "checkpointing.stream-dequant-no-delayed-fp8");
   passes(from_data_blend_with(plus(sd, {"--fp8-format", "e4m3", "--fp8-recipe", "tensorwise"})));
   passes(from_data_blend_with(plus(sd, {"--fp8-recipe", "delayed"})));  // no FP8 at all
-  fails(from_data_blend_with(plus(sd, {"--ckpt-fully-parallel-load", "--ckpt-fully-parallel-load-exchange-algo", "gather_rounds"})),
+  fails(from_data_blend_with(
+            plus(sd, {"--ckpt-fully-parallel-load", "--ckpt-fully-parallel-load-exchange-algo", "gather_rounds"})),
         "checkpointing.stream-dequant-parallel-load-broadcast");
   passes(from_data_blend_with(plus(sd, {"--ckpt-fully-parallel-load"})));
   passes(from_data_blend_with(plus(sd, {"--ckpt-fully-parallel-load-exchange-algo", "gather_rounds"})));
@@ -219,7 +227,8 @@ TEST_CASE("checkpointing: async save, logits dumps, frozen layers, iteration ove
   r = from_data_blend_with(plus(ok, {"--freeze-all-layers"}));
   passes(r);
   CHECK_FALSE(r.warned("checkpointing.logits-save-dir-training"));
-  fails(from_data_blend_with(plus(ok, {"--rampup-batch-size", "2", "2", "100"})), "checkpointing.logits-save-dir-no-rampup");
+  fails(from_data_blend_with(plus(ok, {"--rampup-batch-size", "2", "2", "100"})),
+        "checkpointing.logits-save-dir-no-rampup");
 
   r = from_data_blend_with({"--freeze-all-layers", "--use-distributed-optimizer", "--overlap-param-gather"});
   passes(r);
@@ -229,7 +238,8 @@ TEST_CASE("checkpointing: async save, logits dumps, frozen layers, iteration ove
   CHECK_FALSE(r.warned("checkpointing.frozen-disables-distributed-optimizer"));
   CHECK_FALSE(r.warned("checkpointing.frozen-disables-overlap-param-gather"));
 
-  fails(from_data_blend_with({"--override-ckpt-iteration", "100", "--finetune"}), "checkpointing.override-iteration-with-finetune");
+  fails(from_data_blend_with({"--override-ckpt-iteration", "100", "--finetune"}),
+        "checkpointing.override-iteration-with-finetune");
   passes(from_data_blend_with({"--override-ckpt-iteration", "100"}));
   passes(from_data_blend_with({"--finetune"}));
 }

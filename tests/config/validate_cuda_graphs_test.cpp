@@ -1,4 +1,4 @@
-// The validation chain's checks of cuda graphs: CUDA-graph module normalisation and runtime requirements.
+// The validation chain's checks of CUDA graphs: CUDA-graph module normalisation and runtime requirements.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -76,24 +76,45 @@ TEST_CASE("cuda_graph_modules normalisation", "[validate-cuda-graphs]") {
       // seed arguments.py:319 + 580: empty list, impl none -> scope none.
       {"defaults", {}, {}, "none", "InferenceCudaGraphScope.none"},
       // enum members kept in order.
-      {"modules", {"--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", "attn", "moe_router"},
-       {"CudaGraphModule.attn", "CudaGraphModule.moe_router"}, "transformer_engine", "InferenceCudaGraphScope.none"},
+      {"modules",
+       {"--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", "attn", "moe_router"},
+       {"CudaGraphModule.attn", "CudaGraphModule.moe_router"},
+       "transformer_engine",
+       "InferenceCudaGraphScope.none"},
       // cuda_graph_config.py normalize_cuda_graph_modules: full -> [] (whole layer).
-      {"full", {"--cuda-graph-impl", "local", "--cuda-graph-modules", "full"}, {}, "local",
+      {"full",
+       {"--cuda-graph-impl", "local", "--cuda-graph-modules", "full"},
+       {},
+       "local",
        "InferenceCudaGraphScope.layer"},
       // full_iteration migrates to --cuda-graph-impl full_iteration (seed arguments.py:317).
-      {"full_iteration", {"--cuda-graph-modules", "full_iteration"}, {}, "full_iteration",
+      {"full_iteration",
+       {"--cuda-graph-modules", "full_iteration"},
+       {},
+       "full_iteration",
        "InferenceCudaGraphScope.none"},
-      {"full_iteration + attn", {"--cuda-graph-impl", "local", "--cuda-graph-modules", "attn", "full_iteration"},
-       {"CudaGraphModule.attn"}, "full_iteration", "InferenceCudaGraphScope.none"},
+      {"full_iteration + attn",
+       {"--cuda-graph-impl", "local", "--cuda-graph-modules", "attn", "full_iteration"},
+       {"CudaGraphModule.attn"},
+       "full_iteration",
+       "InferenceCudaGraphScope.none"},
       // full_iteration_inference with local graphs migrates to scope block.
-      {"full_iteration_inference local", {"--cuda-graph-impl", "local", "--cuda-graph-modules", "full_iteration_inference"},
-       {}, "local", "InferenceCudaGraphScope.block"},
+      {"full_iteration_inference local",
+       {"--cuda-graph-impl", "local", "--cuda-graph-modules", "full_iteration_inference"},
+       {},
+       "local",
+       "InferenceCudaGraphScope.block"},
       // ... and does nothing with impl none (seed arguments.py:303-309).
-      {"full_iteration_inference none", {"--cuda-graph-modules", "full_iteration_inference"}, {}, "none",
+      {"full_iteration_inference none",
+       {"--cuda-graph-modules", "full_iteration_inference"},
+       {},
+       "none",
        "InferenceCudaGraphScope.none"},
       // explicit scope with local graphs.
-      {"local block", {"--cuda-graph-impl", "local", "--inference-cuda-graph-scope", "block"}, {}, "local",
+      {"local block",
+       {"--cuda-graph-impl", "local", "--inference-cuda-graph-scope", "block"},
+       {},
+       "local",
        "InferenceCudaGraphScope.block"},
   };
   for (const Case& c : cases) {
@@ -192,8 +213,8 @@ TEST_CASE("CUDA graphs: TE RNG tracker and the allocator environment", "[validat
   auto r = from_data_blend_with({"--cuda-graph-impl", "local"});
   passes(r);
   CHECK(r.warned("cuda-graph-runtime.te-rng-tracker-enabled"));
-  CHECK_FALSE(
-      from_data_blend_with({"--cuda-graph-impl", "local", "--te-rng-tracker"}).warned("cuda-graph-runtime.te-rng-tracker-enabled"));
+  CHECK_FALSE(from_data_blend_with({"--cuda-graph-impl", "local", "--te-rng-tracker"})
+                  .warned("cuda-graph-runtime.te-rng-tracker-enabled"));
   CHECK_FALSE(from_data_blend_with({}).warned("cuda-graph-runtime.te-rng-tracker-enabled"));
 
   const Env expandable = {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True"}};
@@ -203,8 +224,8 @@ TEST_CASE("CUDA graphs: TE RNG tracker and the allocator environment", "[validat
   registered["NCCL_GRAPH_REGISTER"] = "0";
   passes(from_data_blend_with({"--cuda-graph-impl", "transformer_engine"}, registered));
   passes(from_data_blend_with({"--cuda-graph-impl", "local"}, expandable));
-  passes(
-      from_data_blend_with({"--cuda-graph-impl", "transformer_engine"}, {{"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False"}}));
+  passes(from_data_blend_with({"--cuda-graph-impl", "transformer_engine"},
+                              {{"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False"}}));
 }
 
 TEST_CASE("derivation: te_rng_tracker", "[validate-cuda-graphs]") {
@@ -236,17 +257,19 @@ TEST_CASE("CUDA graphs: full iteration and the MoE shortcut connection", "[valid
 
   fails(from_data_blend_with({"--moe-shortcut-connection", "--cuda-graph-impl", "local"}),
         "cuda-graph-runtime.moe-shortcut-connection");
-  fails(from_data_blend_with({"--moe-shortcut-connection", "--cuda-graph-impl", "transformer_engine", "--inference-cuda-graph-scope",
-                "block"}),
+  fails(from_data_blend_with({"--moe-shortcut-connection", "--cuda-graph-impl", "transformer_engine",
+                              "--inference-cuda-graph-scope", "block"}),
         "cuda-graph-runtime.moe-shortcut-connection");
-  fails(from_data_blend_with({"--moe-shortcut-connection", "--cuda-graph-impl", "local", "--inference-cuda-graph-scope", "layer"}),
+  fails(from_data_blend_with(
+            {"--moe-shortcut-connection", "--cuda-graph-impl", "local", "--inference-cuda-graph-scope", "layer"}),
         "cuda-graph-runtime.moe-shortcut-connection");
-  passes(from_data_blend_with({"--moe-shortcut-connection", "--cuda-graph-impl", "local", "--inference-cuda-graph-scope", "block"}));
+  passes(from_data_blend_with(
+      {"--moe-shortcut-connection", "--cuda-graph-impl", "local", "--inference-cuda-graph-scope", "block"}));
   passes(from_data_blend_with({"--moe-shortcut-connection"}));
   // The normalised enum spelling (cuda-graph-normalize) is recognised too.
-  passes(from_data_blend_with({"--moe-shortcut-connection", "--cuda-graph-impl", "local"}, {}, nullptr, [](mr::Namespace& ns) {
-    ns.derive("inference_cuda_graph_scope", mr::Value("InferenceCudaGraphScope.block"));
-  }));
+  passes(from_data_blend_with(
+      {"--moe-shortcut-connection", "--cuda-graph-impl", "local"}, {}, nullptr,
+      [](mr::Namespace& ns) { ns.derive("inference_cuda_graph_scope", mr::Value("InferenceCudaGraphScope.block")); }));
   fails(from_data_blend_with({"--moe-shortcut-connection", "--cuda-graph-impl", "local"}, {}, nullptr,
                [](mr::Namespace& ns) {
                  ns.derive("inference_cuda_graph_scope", mr::Value("InferenceCudaGraphScope.none"));

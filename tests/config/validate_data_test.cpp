@@ -1,5 +1,5 @@
-// The validation chain's checks of data: caller-supplied defaults and data sources, dataloader defaults, variable sequence lengths, varlen
-// datasets and sequence packing, data blends.
+// The validation chain's checks of data: caller-supplied defaults and data sources, dataloader defaults, variable
+// sequence lengths, varlen datasets and sequence packing, data blends.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -128,7 +128,8 @@ TEST_CASE("variable_seq_lengths and the default SFT mock-dataset config", "[vali
         mr::Value("{\"mode\": \"distribution\", \"type\": \"lognormal\", \"min_seq_len\": 64, \"max_seq_len\": 128, "
                   "\"mean_seq_len\": 96, \"lognormal_sigma\": 1.1}"));
   // Given explicitly: kept.
-  r = upto_sequence_packing(mrtest::with({"--sft", "--sft-mock-dataset-config-json", "{\"mode\":\"file\",\"path\":\"/x\"}"}));
+  r = upto_sequence_packing(
+      mrtest::with({"--sft", "--sft-mock-dataset-config-json", "{\"mode\":\"file\",\"path\":\"/x\"}"}));
   CHECK(r["sft_mock_dataset_config_json"] == mr::Value("{\"mode\":\"file\",\"path\":\"/x\"}"));
   // Without --sft: untouched.
   r = upto_sequence_packing(mrtest::base_args());
@@ -149,19 +150,22 @@ TEST_CASE("--use-varlen-dataset selection", "[validate-data]") {
   CHECK(r["sequence_packing_scheduler"] == mr::Value("dp_balanced"));
   CHECK(r["variable_seq_lengths"] == mr::Value(true));
   // with dynamic CP the dynamic section (seed 1276) already picked default_dynamic_cp
-  r = upto_sequence_packing(mrtest::with({"--use-varlen-dataset", "--calculate-per-token-loss", "--dynamic-context-parallel"}));
+  r = upto_sequence_packing(
+      mrtest::with({"--use-varlen-dataset", "--calculate-per-token-loss", "--dynamic-context-parallel"}));
   CHECK(r.exit == 0);
   CHECK(r["sequence_packing_scheduler"] == mr::Value("default_dynamic_cp"));
   // seed arguments.py:1537
-  r = upto_sequence_packing(real_data_args() + std::vector<std::string>{"--use-varlen-dataset", "--varlen-sbhd-validation",
-                                                        "--sequence-packing-scheduler", "dp_balanced",
-                                                        "--calculate-per-token-loss"});
+  r = upto_sequence_packing(real_data_args() + std::vector<std::string>{"--use-varlen-dataset",
+                                                                        "--varlen-sbhd-validation",
+                                                                        "--sequence-packing-scheduler", "dp_balanced",
+                                                                        "--calculate-per-token-loss"});
   CHECK(r.rule == "varlen.sbhd-without-scheduler");
   // seed arguments.py:1543
   r = upto_sequence_packing(mrtest::with({"--use-varlen-dataset", "--varlen-sbhd-validation"}));
   CHECK(r.rule == "varlen.sbhd-without-mock-data");
   // Neighbour: SBHD validation on real data, no scheduler picked, lengths fixed.
-  r = upto_sequence_packing(real_data_args() + std::vector<std::string>{"--use-varlen-dataset", "--varlen-sbhd-validation"});
+  r = upto_sequence_packing(real_data_args() +
+                            std::vector<std::string>{"--use-varlen-dataset", "--varlen-sbhd-validation"});
   CHECK(r.exit == 0);
   CHECK(r["sequence_packing_scheduler"].is_none());
   CHECK(r["variable_seq_lengths"] == mr::Value(false));
@@ -169,13 +173,15 @@ TEST_CASE("--use-varlen-dataset selection", "[validate-data]") {
 
 TEST_CASE("sequence-packing scheduler checks", "[validate-data]") {
   // seed arguments.py:1562-1569
-  auto r = upto_sequence_packing(mrtest::with({"--sequence-packing-scheduler", "default_dynamic_cp", "--calculate-per-token-loss"}));
+  auto r = upto_sequence_packing(
+      mrtest::with({"--sequence-packing-scheduler", "default_dynamic_cp", "--calculate-per-token-loss"}));
   CHECK(r.exit == 1);
   CHECK(r.rule == "sequence-packing.dynamic-cp-scheduler");
   // seed arguments.py:1577
   r = upto_sequence_packing(mrtest::with({"--sequence-packing-scheduler", "dp_balanced"}));
   CHECK(r.rule == "sequence-packing.per-token-loss");
-  r = upto_sequence_packing(mrtest::with({"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss"}));
+  r = upto_sequence_packing(
+      mrtest::with({"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss"}));
   CHECK(r.exit == 0);
   CHECK(r["variable_seq_lengths"] == mr::Value(true));
 }
@@ -221,11 +227,14 @@ TEST_CASE("scheduler CUDA graphs need varlen samples, micro-batch 1 and a fixed 
   CHECK(r.rule == "sequence-packing.cuda-graph-varlen-mbs1");
   r = upto_sequence_packing(mrtest::with(graphs + std::vector<std::string>{"--use-varlen-dataset"}));  // micro-batch 2
   CHECK(r.rule == "sequence-packing.cuda-graph-varlen-mbs1");
-  r = upto_sequence_packing(mrtest::with(graphs + std::vector<std::string>{"--use-varlen-dataset", "--micro-batch-size", "1"}));
+  r = upto_sequence_packing(
+      mrtest::with(graphs + std::vector<std::string>{"--use-varlen-dataset", "--micro-batch-size", "1"}));
   CHECK(r.rule != "sequence-packing.cuda-graph-varlen-mbs1");
   CHECK(r.rule != "sequence-packing.cuda-graph-fixed-batch");
   // Not transformer_engine graphs: no requirement.
-  CHECK(upto_sequence_packing(mrtest::with({"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss"})).exit == 0);
+  CHECK(
+      upto_sequence_packing(mrtest::with({"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss"}))
+          .exit == 0);
   // seed arguments.py:1593 (a schedule excludes --global-batch-size, seed 632)
   std::vector<std::string> no_gbs;
   for (const auto& w : mrtest::base_args()) no_gbs.push_back(w);
@@ -235,7 +244,9 @@ TEST_CASE("scheduler CUDA graphs need varlen samples, micro-batch 1 and a fixed 
             std::vector<std::string>{"--use-varlen-dataset", "--micro-batch-size", "1", "--step-batch-size-schedule",
                                      "1:4,100:8"});
   CHECK(r.rule == "sequence-packing.cuda-graph-fixed-batch");
-  CHECK(upto_sequence_packing(no_gbs + graphs + std::vector<std::string>{"--use-varlen-dataset", "--micro-batch-size", "1"}).exit == 0);
+  CHECK(upto_sequence_packing(no_gbs + graphs +
+                              std::vector<std::string>{"--use-varlen-dataset", "--micro-batch-size", "1"})
+            .exit == 0);
   // The same on the section alone.
   CHECK(run_section(&mr::section::sequence_packing,
                     {{"sequence_packing_scheduler", "dp_balanced"},

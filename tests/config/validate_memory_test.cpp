@@ -44,13 +44,14 @@ TEST_CASE("distributed recompute needs TP > 1, full granularity, a method and to
   CHECK(r.exit == 1);
   CHECK(r.rule == "recompute.distribute-needs-tensor-parallel");
   // Neighbour: all four conditions hold.
-  auto ok = upto_sequence_packing(mrtest::with(dist + std::vector<std::string>{"--tensor-model-parallel-size", "2"}), tp2);
+  auto ok =
+      upto_sequence_packing(mrtest::with(dist + std::vector<std::string>{"--tensor-model-parallel-size", "2"}), tp2);
   CHECK(ok.exit == 0);
   CHECK(ok.message == "");
   // seed arguments.py:1232
-  r = upto_sequence_packing(mrtest::with({"--distribute-saved-activations", "--tensor-model-parallel-size", "2", "--recompute-method",
-                          "uniform"}),
-            tp2);
+  r = upto_sequence_packing(mrtest::with({"--distribute-saved-activations", "--tensor-model-parallel-size", "2",
+                                          "--recompute-method", "uniform"}),
+                            tp2);
   CHECK(r.rule == "recompute.distribute-needs-full-granularity");
   // seed arguments.py:1235
   r = upto_sequence_packing(mrtest::with({"--distribute-saved-activations", "--tensor-model-parallel-size", "2",
@@ -59,7 +60,8 @@ TEST_CASE("distributed recompute needs TP > 1, full granularity, a method and to
   CHECK(r.rule == "recompute.distribute-needs-method");
   // seed arguments.py:1238
   auto old_torch = target("sm_90", "2.20.2", "1.9.0");
-  r = upto_sequence_packing(mrtest::with(dist + std::vector<std::string>{"--tensor-model-parallel-size", "2"}), tp2, &old_torch);
+  r = upto_sequence_packing(mrtest::with(dist + std::vector<std::string>{"--tensor-model-parallel-size", "2"}), tp2,
+                            &old_torch);
   CHECK(r.rule == "recompute.distribute-torch-version");
 }
 

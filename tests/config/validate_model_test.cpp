@@ -1,5 +1,5 @@
-// The validation chain's checks of model: heterogeneous configs, hybrid layer patterns and MTP, model dimensions and sequence lengths, position
-// embeddings, bias fusion, QK-clip and QK layer scaling, latent projections.
+// The validation chain's checks of the model: heterogeneous configs, hybrid layer patterns and MTP, model dimensions
+// and sequence lengths, position embeddings, bias fusion, QK-clip and QK layer scaling, latent projections.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -27,15 +27,6 @@ using namespace mrtest;
 // seed 195-267: validate_model_config_args_from_heterogeneous_config.
 
 namespace {
-// A config that agrees with base_args + kHeteroFlags: 4 heads, KV groups of 2 -> 2 query groups.
-const char* const kHeteroJson =
-    R"({"hidden_act": "silu", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-        "tie_word_embeddings": false, "rope_theta": 10000, "rope_scaling": {"factor": 8.0},
-        "block_configs": [{"attention": {"n_heads_in_group": 2}}, {"attention": {"n_heads_in_group": null}}]})";
-const std::vector<std::string> kHeteroFlags = {
-    "--swiglu", "--normalization", "RMSNorm", "--group-query-attention", "--position-embedding-type", "rope",
-    "--use-rope-scaling", "--use-rotary-position-embeddings", "--untie-embeddings-and-output-weights",
-    "--rotary-base", "10000", "--rope-scaling-factor", "8.0", "--num-query-groups", "2"};
 
 std::vector<std::string> hetero(const std::string& json, std::vector<std::string> extra = {}) {
   auto a = with(kHeteroFlags);
@@ -250,7 +241,8 @@ TEST_CASE("hybrid-pattern: layer symbols", "[validate-model]") {
 }
 
 TEST_CASE("hybrid-pattern: MTP depths must repeat one pattern", "[validate-model]") {
-  auto r = mrtest::run(mrtest::with({"--hybrid-layer-pattern", "M*/MM/M*", "--position-embedding-type", "rope"}), kWorld1);
+  auto r =
+      mrtest::run(mrtest::with({"--hybrid-layer-pattern", "M*/MM/M*", "--position-embedding-type", "rope"}), kWorld1);
   CHECK(r.exit == 1);
   CHECK(r.rule == "hybrid-pattern.mtp-patterns-differ");
   // A trailing empty depth differs from a non-empty one.
@@ -331,7 +323,8 @@ TEST_CASE("hybrid-pattern: other pipeline-layout options are refused", "[validat
 
 TEST_CASE("hybrid-pattern: segments divide over the pipeline stages", "[validate-model]") {
   // seed arguments.py:763
-  auto r = mrtest::run(mrtest::with({"--hybrid-layer-pattern", "M|M|M", "--pipeline-model-parallel-size", "2"}), kWorld2);
+  auto r =
+      mrtest::run(mrtest::with({"--hybrid-layer-pattern", "M|M|M", "--pipeline-model-parallel-size", "2"}), kWorld2);
   CHECK(r.exit == 1);
   CHECK(r.rule == "hybrid-pattern.segments-divisible-by-pp");
 
@@ -507,7 +500,8 @@ TEST_CASE("model-shape.hidden-size-divisible-by-heads", "[validate-model]") {
 
 TEST_CASE("seq-length.context-parallel-divisible", "[validate-model]") {
   const Env ws2 = {{"WORLD_SIZE", "2"}};
-  auto bad = upto_mixed_precision_with({"--context-parallel-size", "2", "--seq-length", "130", "--max-position-embeddings", "130"}, ws2);
+  auto bad = upto_mixed_precision_with(
+      {"--context-parallel-size", "2", "--seq-length", "130", "--max-position-embeddings", "130"}, ws2);
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "seq-length.context-parallel-divisible");
   // 128 % (2 * 2) == 0
@@ -601,7 +595,8 @@ TEST_CASE("QK-clip checks", "[validate-model]") {
   CHECK(upto_sequence_packing(mrtest::with({"--qk-clip", "--qk-clip-alpha", "0.99"})).exit == 0);
   CHECK(upto_sequence_packing(mrtest::with({"--qk-clip-alpha", "2"})).exit == 0);  // not checked without --qk-clip
   // seed arguments.py:1466
-  CHECK(upto_sequence_packing(mrtest::with({"--qk-clip", "--qk-clip-threshold", "0"})).rule == "qk-clip.threshold-positive");
+  CHECK(upto_sequence_packing(mrtest::with({"--qk-clip", "--qk-clip-threshold", "0"})).rule ==
+        "qk-clip.threshold-positive");
   CHECK(upto_sequence_packing(mrtest::with({"--qk-clip", "--qk-clip-threshold", "0.5"})).exit == 0);
   // seed arguments.py:1470-1472
   CHECK(upto_sequence_packing(mrtest::with({"--log-max-attention-logit"}), {}, &old_te).rule ==
@@ -648,7 +643,8 @@ TEST_CASE("position-embedding checks", "[validate-model]") {
   // seed arguments.py:1492-1494
   r = upto_sequence_packing(mrtest::with({"--position-embedding-type", "mrope"}));
   CHECK(r.rule == "position-embedding.mrope-section");
-  CHECK(upto_sequence_packing(mrtest::with({"--position-embedding-type", "mrope", "--mrope-section", "2", "3", "3"})).exit == 0);
+  CHECK(upto_sequence_packing(mrtest::with({"--position-embedding-type", "mrope", "--mrope-section", "2", "3", "3"}))
+            .exit == 0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// The validation chain's checks of moe: MoE spec, expert parallelism, router arguments, upcycling.
+// The validation chain's checks of MoE: MoE spec, expert parallelism, router arguments, upcycling.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -64,7 +64,8 @@ TEST_CASE("single-valued router arguments are unwrapped", "[validate-moe]") {
   auto r = upto_sequence_packing(mrtest::base_args());
   CHECK(r["moe_router_load_balancing_type"] == mr::Value("aux_loss"));
   CHECK(r["moe_aux_loss_coeff"].is_float());
-  r = upto_sequence_packing(mrtest::with({"--moe-router-load-balancing-type", "seq_aux_loss", "--moe-aux-loss-coeff", "0.01"}));
+  r = upto_sequence_packing(
+      mrtest::with({"--moe-router-load-balancing-type", "seq_aux_loss", "--moe-aux-loss-coeff", "0.01"}));
   CHECK(r["moe_router_load_balancing_type"] == mr::Value("seq_aux_loss"));
   CHECK(r["moe_aux_loss_coeff"].is_float());
   CHECK(r["moe_aux_loss_coeff"].as_float() == Approx(0.01));

@@ -1,6 +1,6 @@
-// The validation chain's checks of parallelism: model-parallel sizes, GTP shards, pipeline layout and virtual pipelining, Megatron-FSDP and
-// torch FSDP2, sequence and (dynamic) context parallelism, CUDA connections and streams, process groups,
-// pipeline-parallel inference, delayed wgrad.
+// The validation chain's checks of parallelism: model-parallel sizes, GTP shards, pipeline layout and virtual
+// pipelining, Megatron-FSDP and torch FSDP2, sequence and (dynamic) context parallelism, CUDA connections and
+// streams, process groups, pipeline-parallel inference, delayed wgrad.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -213,7 +213,8 @@ TEST_CASE("virtual-pipeline: one way of asking for virtual pipelining", "[valida
   CHECK(r.exit == 1);
   CHECK(r.rule == "virtual-pipeline.one-option");
   r = mrtest::run(
-      mrtest::with({"--num-virtual-stages-per-pipeline-rank", "2", "--pipeline-model-parallel-layout", "Et|tL"}), kWorld1);
+      mrtest::with({"--num-virtual-stages-per-pipeline-rank", "2", "--pipeline-model-parallel-layout", "Et|tL"}),
+      kWorld1);
   CHECK(r.rule == "virtual-pipeline.one-option");
 
   r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2"}),
@@ -293,7 +294,8 @@ TEST_CASE("pipeline-split: layers divisible by the pipeline size", "[validate-pa
                   kWorld2);
   CHECK(r.rule == "pipeline-split.num-layers-divisible-by-pp");
   // 2 + loss = 3
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--account-for-loss-in-pipeline-split"}), kWorld2);
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--account-for-loss-in-pipeline-split"}),
+                  kWorld2);
   CHECK(r.rule == "pipeline-split.num-layers-divisible-by-pp");
 
   // 3 + embedding = 4
@@ -358,7 +360,8 @@ TEST_CASE("virtual-pipeline: the interleaved schedule's pipeline size", "[valida
   CHECK(r.exit == 0);
 }
 
-TEST_CASE("virtual-pipeline: non-interleaved schedule turns P2P overlap and param-gather alignment off", "[validate-parallelism]") {
+TEST_CASE("virtual-pipeline: non-interleaved schedule turns P2P overlap and param-gather alignment off",
+          "[validate-parallelism]") {
   // seed arguments.py:898-905 (the notice is printed on rank 0 when PP > 1)
   auto r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2"}), kWorld2);
   CHECK(r.exit == 0);
@@ -565,7 +568,8 @@ TEST_CASE("megatron-fsdp.v2-no-distributed-optimizer", "[validate-parallelism]")
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "megatron-fsdp.v2-no-distributed-optimizer");
   // seed arguments.py:1005-1007 validate_args: v2 leaves the distributed optimizer off
-  auto ok = upto_mixed_precision_with({"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor", "--megatron-fsdp-version", "2"});
+  auto ok = upto_mixed_precision_with(
+      {"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor", "--megatron-fsdp-version", "2"});
   CHECK(ok.exit == 0);
   CHECK(ok["use_distributed_optimizer"] == mr::Value(false));
   CHECK_FALSE(ok.warned("megatron-fsdp.v1-enables-distributed-optimizer"));
@@ -613,7 +617,8 @@ TEST_CASE("megatron-fsdp.grad-accumulation-fusion", "[validate-parallelism]") {
                   .warned("megatron-fsdp.grad-accumulation-fusion"));
   CHECK_FALSE(upto_mixed_precision_with(plus(kMegatronFsdp, {"--data-parallel-sharding-strategy", "optim"}))
                   .warned("megatron-fsdp.grad-accumulation-fusion"));
-  CHECK_FALSE(upto_mixed_precision_with({"--use-distributed-optimizer"}).warned("megatron-fsdp.grad-accumulation-fusion"));
+  CHECK_FALSE(
+      upto_mixed_precision_with({"--use-distributed-optimizer"}).warned("megatron-fsdp.grad-accumulation-fusion"));
 }
 
 TEST_CASE("megatron-fsdp.weight-hash-check-unsupported", "[validate-parallelism]") {
@@ -659,13 +664,14 @@ TEST_CASE("megatron-fsdp.nccl-ub-double-buffer", "[validate-parallelism]") {
 }
 
 TEST_CASE("megatron-fsdp.meta-init-no-shard", "[validate-parallelism]") {
-  auto bad = upto_mixed_precision_with(plus(kMegatronFsdp, {"--init-model-with-meta-device", "--data-parallel-sharding-strategy",
-                                         "no_shard"}));
+  auto bad = upto_mixed_precision_with(
+      plus(kMegatronFsdp, {"--init-model-with-meta-device", "--data-parallel-sharding-strategy", "no_shard"}));
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "megatron-fsdp.meta-init-no-shard");
   // Neighbour: an expert strategy makes the set {no_shard, optim}, which is not {no_shard}.
-  CHECK(upto_mixed_precision_with(plus(kMegatronFsdp, {"--init-model-with-meta-device", "--data-parallel-sharding-strategy",
-                                    "no_shard", "--expert-data-parallel-sharding-strategy", "optim"}))
+  CHECK(upto_mixed_precision_with(
+            plus(kMegatronFsdp, {"--init-model-with-meta-device", "--data-parallel-sharding-strategy", "no_shard",
+                                 "--expert-data-parallel-sharding-strategy", "optim"}))
             .exit == 0);
   CHECK(upto_mixed_precision_with(plus(kMegatronFsdp, {"--init-model-with-meta-device"})).exit == 0);
 }
@@ -714,7 +720,8 @@ TEST_CASE("--tp-comm-overlap needs sequence parallelism", "[validate-parallelism
   // TP=1 turns --sequence-parallel off first, so the overlap fails there too.
   r = upto_sequence_packing(mrtest::with({"--tp-comm-overlap", "--sequence-parallel"}));
   CHECK(r.rule == "sequence-parallel.tp-comm-overlap-needs-sp");
-  auto ok = upto_sequence_packing(mrtest::with({"--tp-comm-overlap", "--sequence-parallel", "--tensor-model-parallel-size", "2"}), tp2);
+  auto ok = upto_sequence_packing(
+      mrtest::with({"--tp-comm-overlap", "--sequence-parallel", "--tensor-model-parallel-size", "2"}), tp2);
   CHECK(ok.rule != "sequence-parallel.tp-comm-overlap-needs-sp");
   CHECK(ok.exit == 0);
 }
@@ -732,7 +739,8 @@ TEST_CASE("--hybrid-context-parallel is forwarded to --dynamic-context-parallel"
   CHECK(r["sequence_packing_scheduler"] == mr::Value("default_dynamic_cp"));
   CHECK(r["variable_seq_lengths"] == mr::Value(true));
   // seed arguments.py:1267
-  r = upto_sequence_packing(mrtest::with({"--hybrid-context-parallel", "--dynamic-context-parallel", "--calculate-per-token-loss"}));
+  r = upto_sequence_packing(
+      mrtest::with({"--hybrid-context-parallel", "--dynamic-context-parallel", "--calculate-per-token-loss"}));
   CHECK(r.exit == 1);
   CHECK(r.rule == "dynamic-cp.hybrid-and-dynamic");
   auto ok = upto_sequence_packing(mrtest::with({"--dynamic-context-parallel", "--calculate-per-token-loss"}));
@@ -743,7 +751,8 @@ TEST_CASE("--hybrid-context-parallel is forwarded to --dynamic-context-parallel"
 TEST_CASE("dynamic context parallelism checks", "[validate-parallelism]") {
   const std::vector<std::string> dcp = {"--dynamic-context-parallel", "--calculate-per-token-loss"};
   // seed arguments.py:1274
-  auto r = upto_sequence_packing(mrtest::with(dcp + std::vector<std::string>{"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor"}));
+  auto r = upto_sequence_packing(
+      mrtest::with(dcp + std::vector<std::string>{"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor"}));
   CHECK(r.exit == 1);
   CHECK(r.rule == "dynamic-cp.no-megatron-fsdp");
   // seed arguments.py:1275
@@ -752,9 +761,11 @@ TEST_CASE("dynamic context parallelism checks", "[validate-parallelism]") {
   auto ok = upto_sequence_packing(mrtest::with(dcp + std::vector<std::string>{"--dataloader-type", "single"}));
   CHECK(ok.exit == 0);
   // seed arguments.py:1278
-  r = upto_sequence_packing(mrtest::with(dcp + std::vector<std::string>{"--sequence-packing-scheduler", "dp_balanced"}));
+  r = upto_sequence_packing(
+      mrtest::with(dcp + std::vector<std::string>{"--sequence-packing-scheduler", "dp_balanced"}));
   CHECK(r.rule == "dynamic-cp.scheduler");
-  ok = upto_sequence_packing(mrtest::with(dcp + std::vector<std::string>{"--sequence-packing-scheduler", "default_dynamic_cp"}));
+  ok = upto_sequence_packing(
+      mrtest::with(dcp + std::vector<std::string>{"--sequence-packing-scheduler", "default_dynamic_cp"}));
   CHECK(ok.exit == 0);
 }
 
@@ -773,9 +784,10 @@ TEST_CASE("--min-dynamic-context-parallel-size must be a dynamic-CP group size",
   };
   for (const auto& c : cases) {
     INFO("WORLD_SIZE=" << c.world << " --min-dynamic-context-parallel-size " << c.min_size);
-    auto r = upto_sequence_packing(mrtest::with({"--dynamic-context-parallel", "--calculate-per-token-loss", "--global-batch-size",
-                                 c.gbs, "--min-dynamic-context-parallel-size", c.min_size}),
-                   {{"WORLD_SIZE", c.world}});
+    auto r = upto_sequence_packing(
+        mrtest::with({"--dynamic-context-parallel", "--calculate-per-token-loss", "--global-batch-size", c.gbs,
+                      "--min-dynamic-context-parallel-size", c.min_size}),
+        {{"WORLD_SIZE", c.world}});
     if (c.ok) {
       CHECK(r.exit == 0);
     } else {
@@ -876,21 +888,23 @@ TEST_CASE("expert GTP weight shards", "[validate-parallelism]") {
       {{"--expert-tensor-parallel-size", "2", "--expert-tensor-parallel-num-weight-shards", "2"}, 2, 1},
   };
   for (const auto& c : cases) {
-    auto r = upto_sequence_packing(mrtest::with(c.extra + std::vector<std::string>{"--num-experts", "4"}), {{"WORLD_SIZE", "2"}});
+    auto r = upto_sequence_packing(mrtest::with(c.extra + std::vector<std::string>{"--num-experts", "4"}),
+                                   {{"WORLD_SIZE", "2"}});
     INFO(r.message);
     CHECK(r.exit == 0);
     CHECK(r["expert_tensor_parallel_num_weight_shards"].as_int() == c.shards);
     CHECK(r["expert_gtp_weight_remat_size"].as_int() == c.remat);
   }
   // seed arguments.py:1356 -> model_parallel_config.py resolve_tensor_parallel_weight_shards
-  auto r = upto_sequence_packing(mrtest::with({"--expert-tensor-parallel-size", "2", "--expert-tensor-parallel-num-weight-shards", "1",
-                               "--num-experts", "4"}),
-                 {{"WORLD_SIZE", "2"}});
+  auto r =
+      upto_sequence_packing(mrtest::with({"--expert-tensor-parallel-size", "2",
+                                          "--expert-tensor-parallel-num-weight-shards", "1", "--num-experts", "4"}),
+                            {{"WORLD_SIZE", "2"}});
   CHECK(r.exit == 1);
   CHECK(r.rule == "expert-gtp.weight-shards-below-etp");
-  r = upto_sequence_packing(mrtest::with({"--expert-tensor-parallel-size", "2", "--expert-tensor-parallel-num-weight-shards", "3",
-                          "--num-experts", "4"}),
-            {{"WORLD_SIZE", "2"}});
+  r = upto_sequence_packing(mrtest::with({"--expert-tensor-parallel-size", "2",
+                                          "--expert-tensor-parallel-num-weight-shards", "3", "--num-experts", "4"}),
+                            {{"WORLD_SIZE", "2"}});
   CHECK(r.exit == 1);
   CHECK(r.rule == "expert-gtp.weight-shards-divisible");
 }
@@ -923,9 +937,11 @@ TEST_CASE("GTP checks", "[validate-parallelism]") {
   CHECK(r.rule == "gtp-remat.ckpt-format");
   CHECK(upto_sequence_packing(gtp({"--ckpt-format", "torch"})).exit == 0);
   // seed arguments.py:1411
-  r = upto_sequence_packing(gtp({"--dist-ckpt-optim-fully-reshardable", "--distrib-optim-fully-reshardable-mem-efficient"}));
+  r = upto_sequence_packing(
+      gtp({"--dist-ckpt-optim-fully-reshardable", "--distrib-optim-fully-reshardable-mem-efficient"}));
   CHECK(r.rule == "gtp-remat.fully-reshardable-mem-efficient");
-  CHECK(upto_sequence_packing(gtp({"--dist-ckpt-optim-fully-reshardable"})).rule != "gtp-remat.fully-reshardable-mem-efficient");
+  CHECK(upto_sequence_packing(gtp({"--dist-ckpt-optim-fully-reshardable"})).rule !=
+        "gtp-remat.fully-reshardable-mem-efficient");
   // seed arguments.py:1424-1436 (fp8_recipe alone decides, as in the seed)
   r = upto_sequence_packing(gtp({"--fp8-recipe", "mxfp8"}));
   CHECK(r.rule == "gtp-remat.mxfp8-needs-fp8-param-gather");
@@ -944,12 +960,14 @@ TEST_CASE("GTP checks", "[validate-parallelism]") {
   r = upto_sequence_packing(gtp({"--gtp-remat-nccl-ub", "--gtp-remat-reduce-scatter-with-fp32-accumulation"}));
   CHECK(r.exit == 0);
   CHECK(r.warned("gtp-remat.nccl-ub-overrides-fp32-accumulation"));
-  CHECK_FALSE(upto_sequence_packing(gtp({"--gtp-remat-nccl-ub"})).warned("gtp-remat.nccl-ub-overrides-fp32-accumulation"));
+  CHECK_FALSE(
+      upto_sequence_packing(gtp({"--gtp-remat-nccl-ub"})).warned("gtp-remat.nccl-ub-overrides-fp32-accumulation"));
   // seed arguments.py:1396
   r = upto_sequence_packing(gtp({}), {{"NCCL_PROTO", "SIMPLE"}});
   CHECK(r.warned("gtp-remat.nccl-proto-simple"));
   CHECK_FALSE(upto_sequence_packing(gtp({}), {{"NCCL_PROTO", "LL128"}}).warned("gtp-remat.nccl-proto-simple"));
-  CHECK_FALSE(upto_sequence_packing(mrtest::base_args(), {{"NCCL_PROTO", "simple"}}).warned("gtp-remat.nccl-proto-simple"));
+  CHECK_FALSE(
+      upto_sequence_packing(mrtest::base_args(), {{"NCCL_PROTO", "simple"}}).warned("gtp-remat.nccl-proto-simple"));
 }
 
 TEST_CASE("GTP on Blackwell: stream priorities and CUDA-graph node priority", "[validate-parallelism]") {
@@ -962,12 +980,14 @@ TEST_CASE("GTP on Blackwell: stream priorities and CUDA-graph node priority", "[
   CHECK(r.warned("gtp-remat.high-priority-gtp-remat"));
   CHECK(r.warned("gtp-remat.high-priority-expert-gtp-remat"));
   // Already listed: no warning, no duplicate.
-  r = upto_sequence_packing(mrtest::with(egtp + std::vector<std::string>{"--high-priority-stream-groups", "gtp_remat"}), {}, &blackwell);
+  r = upto_sequence_packing(mrtest::with(egtp + std::vector<std::string>{"--high-priority-stream-groups", "gtp_remat"}),
+                            {}, &blackwell);
   CHECK(r["high_priority_stream_groups"] == strs({"gtp_remat", "expt_gtp_remat"}));
   CHECK_FALSE(r.warned("gtp-remat.high-priority-gtp-remat"));
   CHECK(r.warned("gtp-remat.high-priority-expert-gtp-remat"));
   // seed arguments.py:1389-1393
-  r = upto_sequence_packing(mrtest::with(egtp + std::vector<std::string>{"--cuda-graph-impl", "local"}), {}, &blackwell);
+  r = upto_sequence_packing(mrtest::with(egtp + std::vector<std::string>{"--cuda-graph-impl", "local"}), {},
+                            &blackwell);
   CHECK(r.exit == 1);
   CHECK(r.rule == "gtp-remat.cuda-graphs-node-priority");
   r = upto_sequence_packing(mrtest::with(egtp + std::vector<std::string>{"--cuda-graph-impl", "local"}),
@@ -985,7 +1005,8 @@ TEST_CASE("Gloo process groups: distributed optimizer without Gloo", "[validate-
   passes(from_data_blend_with(plus(no_gloo, {"--ckpt-format", "torch", "--optimizer", "muon"})));  // only sgd/adam
   passes(from_data_blend_with({"--use-distributed-optimizer", "--ckpt-format", "torch"}));           // Gloo available
   // The value use-dist-ckpt derives wins over the fallback.
-  fails(from_data_blend_with(no_gloo, {}, nullptr, [](mr::Namespace& ns) { ns.derive("use_dist_ckpt", mr::Value(false)); }),
+  fails(from_data_blend_with(no_gloo, {}, nullptr,
+                             [](mr::Namespace& ns) { ns.derive("use_dist_ckpt", mr::Value(false)); }),
         "gloo.distributed-optimizer-needs-dist-ckpt");
 
   const Args reshard = plus(no_gloo, {"--dist-ckpt-optim-fully-reshardable"});
@@ -1039,7 +1060,8 @@ TEST_CASE("pipeline-parallel microbatched inference", "[validate-parallelism]") 
   fails(from_data_blend_with(plus(thr, {"--pipeline-model-parallel-size", "2", "--cuda-graph-impl", "local"})),
         "pp-inference.no-cuda-graphs");
   passes(from_data_blend_with({"--inference-batch-times-seqlen-threshold", "-1", "--cuda-graph-impl", "local"}));
-  fails(from_data_blend_with({"--inference-batch-times-seqlen-threshold", "0"}), "pp-inference.needs-pipeline-parallel");
+  fails(from_data_blend_with({"--inference-batch-times-seqlen-threshold", "0"}),
+        "pp-inference.needs-pipeline-parallel");
 }
 
 // ---------------------------------------------------------------------------------------------------------------

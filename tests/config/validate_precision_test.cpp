@@ -1,5 +1,5 @@
-// The validation chain's checks of precision: dtype names, FP8/FP4, params dtype and fp32 accumulation, inference-graph precision, mixed-precision
-// flags, deterministic mode.
+// The validation chain's checks of precision: dtype names, FP8/FP4, params dtype and fp32 accumulation,
+// inference-graph precision, mixed-precision flags, deterministic mode.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -90,14 +90,16 @@ TEST_CASE("precision.fp8-param-gather-needs-sharding", "[validate-precision]") {
     auto ok = upto_mixed_precision_with({"--fp8-format", "e4m3", "--fp8-param-gather", flag});
     CHECK(ok.rule != "precision.fp8-param-gather-needs-sharding");
   }
-  CHECK(upto_mixed_precision_with({"--fp8-format", "e4m3", "--fp8-param-gather", "--use-distributed-optimizer"}).exit == 0);
+  CHECK(upto_mixed_precision_with({"--fp8-format", "e4m3", "--fp8-param-gather", "--use-distributed-optimizer"}).exit ==
+        0);
 }
 
 TEST_CASE("precision.fp4-param-gather-needs-sharding", "[validate-precision]") {
   auto bad = upto_mixed_precision_with({"--fp4-format", "e2m1", "--fp4-param-gather"});
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "precision.fp4-param-gather-needs-sharding");
-  CHECK(upto_mixed_precision_with({"--fp4-format", "e2m1", "--fp4-param-gather", "--use-distributed-optimizer"}).exit == 0);
+  CHECK(upto_mixed_precision_with({"--fp4-format", "e2m1", "--fp4-param-gather", "--use-distributed-optimizer"}).exit ==
+        0);
 }
 
 TEST_CASE("precision.fp4-fp8-exclusive", "[validate-precision]") {
@@ -112,7 +114,8 @@ TEST_CASE("precision.fp4-param-gather-needs-fp4", "[validate-precision]") {
   auto bad = upto_mixed_precision_with({"--fp4-param-gather", "--use-distributed-optimizer"});
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "precision.fp4-param-gather-needs-fp4");
-  CHECK(upto_mixed_precision_with({"--fp4-param-gather", "--use-distributed-optimizer", "--fp4-format", "e2m1"}).exit == 0);
+  CHECK(upto_mixed_precision_with({"--fp4-param-gather", "--use-distributed-optimizer", "--fp4-format", "e2m1"}).exit ==
+        0);
 }
 
 TEST_CASE("precision.fp4-te-version", "[validate-precision]") {
@@ -187,15 +190,18 @@ TEST_CASE("precision.fp16-bf16-exclusive", "[validate-precision]") {
 
 TEST_CASE("precision.fp16-dynamic-loss-scale-nan-check", "[validate-precision]") {
   CHECK(upto_mixed_precision_with({"--fp16"}).warned("precision.fp16-dynamic-loss-scale-nan-check"));
-  CHECK_FALSE(upto_mixed_precision_with({"--fp16", "--loss-scale", "128"}).warned("precision.fp16-dynamic-loss-scale-nan-check"));
+  CHECK_FALSE(upto_mixed_precision_with({"--fp16", "--loss-scale", "128"})
+                  .warned("precision.fp16-dynamic-loss-scale-nan-check"));
   CHECK_FALSE(upto_mixed_precision_with({"--bf16"}).warned("precision.fp16-dynamic-loss-scale-nan-check"));
 }
 
 TEST_CASE("precision.fp32-accumulation-needs-fp32-main-grads", "[validate-precision]") {
-  auto bad = upto_mixed_precision_with({"--bf16", "--accumulate-allreduce-grads-in-fp32", "--main-grads-dtype", "bf16"});
+  auto bad =
+      upto_mixed_precision_with({"--bf16", "--accumulate-allreduce-grads-in-fp32", "--main-grads-dtype", "bf16"});
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "precision.fp32-accumulation-needs-fp32-main-grads");
-  CHECK(upto_mixed_precision_with({"--bf16", "--accumulate-allreduce-grads-in-fp32", "--main-grads-dtype", "fp32"}).exit == 0);
+  CHECK(upto_mixed_precision_with({"--bf16", "--accumulate-allreduce-grads-in-fp32", "--main-grads-dtype", "fp32"})
+            .exit == 0);
   // Only checked under bf16.
   CHECK(upto_mixed_precision_with({"--accumulate-allreduce-grads-in-fp32", "--main-grads-dtype", "bf16"}).exit == 0);
 }
@@ -245,21 +251,24 @@ TEST_CASE("precision.block-graph-fp8-needs-mxfp8", "[validate-precision]") {
                      "mxfp8"}) == "");
   // Layer scope: no constraint.
   CHECK(one_section(&mr::section::inference_graph_precision,
-                    mrtest::with({"--cuda-graph-impl", "local", "--fp8-format", "e4m3"}),
-                    [](mr::Namespace& n) { n.derive("inference_cuda_graph_scope", "InferenceCudaGraphScope.layer"); }) ==
-        "");
+                    mrtest::with({"--cuda-graph-impl", "local", "--fp8-format", "e4m3"}), [](mr::Namespace& n) {
+                      n.derive("inference_cuda_graph_scope", "InferenceCudaGraphScope.layer");
+                    }) == "");
 }
 
 TEST_CASE("dynamic-batching.num-cuda-graphs-valid", "[validate-precision]") {
   for (const char* n : {"0", "-2"}) {
     INFO(n);
-    auto bad = upto_mixed_precision_with({"--cuda-graph-impl", "local", "--inference-dynamic-batching-num-cuda-graphs", n});
+    auto bad =
+        upto_mixed_precision_with({"--cuda-graph-impl", "local", "--inference-dynamic-batching-num-cuda-graphs", n});
     CHECK(bad.exit == 1);
     CHECK(bad.rule == "dynamic-batching.num-cuda-graphs-valid");
   }
-  CHECK(upto_mixed_precision_with({"--cuda-graph-impl", "local", "--inference-dynamic-batching-num-cuda-graphs", "-1"}).exit == 0);
+  CHECK(upto_mixed_precision_with({"--cuda-graph-impl", "local", "--inference-dynamic-batching-num-cuda-graphs", "-1"})
+            .exit == 0);
   CHECK(upto_mixed_precision_with({"--cuda-graph-impl", "local"}).exit == 0);  // default 16
-  CHECK(upto_mixed_precision_with({"--inference-dynamic-batching-num-cuda-graphs", "0"}).exit == 0);  // not the local impl
+  CHECK(upto_mixed_precision_with({"--inference-dynamic-batching-num-cuda-graphs", "0"}).exit ==
+        0);  // not the local impl
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -270,7 +279,8 @@ TEST_CASE("precision.fp16-lm-cross-entropy-needs-fp16", "[validate-precision]") 
   CHECK(bad.exit == 1);
   CHECK(bad.rule == "precision.fp16-lm-cross-entropy-needs-fp16");
   CHECK(upto_mixed_precision_with({"--fp16-lm-cross-entropy", "--fp16"}).exit == 0);
-  CHECK(upto_mixed_precision_with({"--fp16-lm-cross-entropy", "--bf16"}).rule == "precision.fp16-lm-cross-entropy-needs-fp16");
+  CHECK(upto_mixed_precision_with({"--fp16-lm-cross-entropy", "--bf16"}).rule ==
+        "precision.fp16-lm-cross-entropy-needs-fp16");
 }
 
 TEST_CASE("precision.fp32-residual-needs-half-precision", "[validate-precision]") {

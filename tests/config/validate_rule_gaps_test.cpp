@@ -18,9 +18,11 @@
 #include "config/pipeline_layout.h"
 #include "config/validate/sections.h"
 #include "support.h"
+#include "validate_support.h"
 
 namespace {
 
+using mrtest::fails_with;
 using mrtest::run;
 using mrtest::with;
 using Env = std::map<std::string, std::string>;
@@ -28,7 +30,6 @@ using Env = std::map<std::string, std::string>;
 const Env kWorld1 = {{"WORLD_SIZE", "1"}};
 const Env kWorld8 = {{"WORLD_SIZE", "8"}};
 
-bool fails_with(const mrtest::Run& r, const std::string& rule) { return r.exit == 1 && r.rule == rule; }
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // One section run directly on the parsed (not yet validated) namespace, after `edit` changed it.
@@ -120,14 +121,8 @@ TEST_CASE("gaps: cuda-graph-modules.known-module for one value that is neither a
 // Python cannot iterate or divide.
 
 namespace {
-const char* const kHeteroJson =
-    R"({"hidden_act": "silu", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-        "tie_word_embeddings": false, "rope_theta": 10000, "rope_scaling": {"factor": 8.0},
-        "block_configs": [{"attention": {"n_heads_in_group": 2}}, {"attention": {"n_heads_in_group": null}}]})";
-const std::vector<std::string> kHeteroFlags = {
-    "--swiglu", "--normalization", "RMSNorm", "--group-query-attention", "--position-embedding-type", "rope",
-    "--use-rope-scaling", "--use-rotary-position-embeddings", "--untie-embeddings-and-output-weights",
-    "--rotary-base", "10000", "--rope-scaling-factor", "8.0", "--num-query-groups", "2"};
+using mrtest::kHeteroFlags;
+using mrtest::kHeteroJson;
 const std::string kBlocks =
     R"([{"attention": {"n_heads_in_group": 2}}, {"attention": {"n_heads_in_group": null}}])";
 

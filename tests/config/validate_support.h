@@ -34,6 +34,17 @@ inline const Env kOneConnection = {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
 inline const Args kMegatronFsdp = {"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor",
                                    "--use-distributed-optimizer"};
 
+// A heterogeneous-layers config (--heterogeneous-layers-config-encoded-json) that agrees with base_args() +
+// kHeteroFlags: 4 heads, KV groups of 2 -> 2 query groups.
+inline const char* const kHeteroJson =
+    R"({"hidden_act": "silu", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+        "tie_word_embeddings": false, "rope_theta": 10000, "rope_scaling": {"factor": 8.0},
+        "block_configs": [{"attention": {"n_heads_in_group": 2}}, {"attention": {"n_heads_in_group": null}}]})";
+inline const Args kHeteroFlags = {
+    "--swiglu", "--normalization", "RMSNorm", "--group-query-attention", "--position-embedding-type", "rope",
+    "--use-rope-scaling", "--use-rotary-position-embeddings", "--untie-embeddings-and-output-weights",
+    "--rotary-base", "10000", "--rope-scaling-factor", "8.0", "--num-query-groups", "2"};
+
 // ---- command lines
 
 // base_args() without `flag` (and its value, when it takes one), then `extra`.
@@ -57,7 +68,9 @@ inline Args plus(Args a, const Args& extra) {
 inline Args operator+(Args a, const Args& b) { return plus(std::move(a), b); }
 
 // base_args() without --mock-data (a real dataset path instead).
-inline Args real_data_args() { return without("--mock-data", {"--data-path", "/data/corpus_text_document", "--split", "99,1,0"}); }
+inline Args real_data_args() {
+  return without("--mock-data", {"--data-path", "/data/corpus_text_document", "--split", "99,1,0"});
+}
 
 inline Value str_list(std::vector<std::string> items) {
   mr::List l;

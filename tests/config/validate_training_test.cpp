@@ -1,4 +1,5 @@
-// The validation chain's checks of training: removed flags, the rerun tracker, emerging optimizers, --skip-train and RL.
+// The validation chain's checks of training: removed flags, the rerun tracker, emerging optimizers, --skip-train and
+// RL.
 //
 // For every rule a config that triggers it next to a neighbour that passes it, and derived values worked out
 // by hand from the seed (../shared/spec/arguments.py). Most cases run a stretch of the chain (validate_support.h)
@@ -78,7 +79,8 @@ TEST_CASE("derivation: iterations_to_skip from the rerun tracker file", "[valida
   CHECK(r["iterations_to_skip"] == mr::Value(mr::List{mr::Value(4)}));
 
   // A missing file only warns.
-  r = from_data_blend_with({"--result-rejected-tracker-filename", "/nonexistent/tracker.txt", "--iterations-to-skip", "8"});
+  r = from_data_blend_with(
+      {"--result-rejected-tracker-filename", "/nonexistent/tracker.txt", "--iterations-to-skip", "8"});
   passes(r);
   CHECK(r.warned("rerun.tracker-file-unreadable"));
   CHECK(r["iterations_to_skip"] == mr::Value(mr::List{mr::Value(8)}));
@@ -94,7 +96,8 @@ TEST_CASE("emerging optimizers: FSDP and checkpoint formats", "[validate-trainin
   fails(from_data_blend_with({"--optimizer", "muon", "--use-torch-fsdp2"}), "emerging-optimizer.no-torch-fsdp2");
   fails(from_data_blend_with({"--optimizer", "lion", "--use-megatron-fsdp"}), "emerging-optimizer.no-megatron-fsdp");
   fails(from_data_blend_with({"--optimizer", "soap", "--ckpt-format", "torch_dcp"}), "emerging-optimizer.ckpt-format");
-  fails(from_data_blend_with({"--optimizer", "muon", "--ckpt-format", "fsdp_dtensor"}), "emerging-optimizer.ckpt-format");
+  fails(from_data_blend_with({"--optimizer", "muon", "--ckpt-format", "fsdp_dtensor"}),
+        "emerging-optimizer.ckpt-format");
   passes(from_data_blend_with({"--optimizer", "muon"}));
   passes(from_data_blend_with({"--optimizer", "muon", "--ckpt-format", "torch"}));
   passes(from_data_blend_with({"--optimizer", "adam", "--use-torch-fsdp2", "--ckpt-format", "torch_dcp"}));
