@@ -481,7 +481,8 @@ TEST_CASE("virtual-pipeline: one way of asking for virtual pipelining", "[part-b
       mrtest::with({"--num-virtual-stages-per-pipeline-rank", "2", "--pipeline-model-parallel-layout", "Et|tL"}), kWs1);
   CHECK(r.rule == "virtual-pipeline.one-option");
 
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2"}),
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                                "--num-virtual-stages-per-pipeline-rank", "2"}),
                   kWs2);
   CHECK(r.exit == 0);
 }
@@ -607,7 +608,8 @@ TEST_CASE("virtual-pipeline: the interleaved schedule's pipeline size", "[part-b
   CHECK(r.rule == "virtual-pipeline.interleaved-needs-pp-gt-1");
   r = mrtest::run(mrtest::with({"--hybrid-layer-pattern", "M|M"}), kWs1);  // 2 segments, PP 1 -> VPP 2
   CHECK(r.rule == "virtual-pipeline.interleaved-needs-pp-gt-1");
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2"}),
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                                "--num-virtual-stages-per-pipeline-rank", "2"}),
                   kWs2);
   CHECK(r.exit == 0);
 
@@ -617,7 +619,7 @@ TEST_CASE("virtual-pipeline: the interleaved schedule's pipeline size", "[part-b
                   kWs2);
   CHECK(r.exit == 1);
   CHECK(r.rule == "virtual-pipeline.interleaved-without-p2p-overlap-needs-pp-gt-2");
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "4", "--num-layers", "4",
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "4", "--num-layers", "8",
                                 "--num-virtual-stages-per-pipeline-rank", "2", "--no-overlap-p2p-communication"}),
                   kWs4);
   CHECK(r.exit == 0);
@@ -641,7 +643,8 @@ TEST_CASE("virtual-pipeline: non-interleaved schedule turns P2P overlap and para
   CHECK_FALSE(r.warned("virtual-pipeline.p2p-overlap-and-param-gather-alignment-off"));
 
   // Interleaved: both stay as given.
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2"}),
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                                "--num-virtual-stages-per-pipeline-rank", "2"}),
                   kWs2);
   CHECK(r.exit == 0);
   CHECK_FALSE(r.warned("virtual-pipeline.p2p-overlap-and-param-gather-alignment-off"));

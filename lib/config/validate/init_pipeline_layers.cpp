@@ -63,7 +63,7 @@ void pipeline_layers(Context& ctx) {
         ctx.require(py_mod(n, vpp) == 0, kUneven,
                     would_fail(kTc) + Context::flag(dest) + " (" + s(n) + ") must be a multiple of " + vpp_s,
                     {dest, "num_virtual_stages_per_pipeline_rank"});
-      rest -= n;
+      rest = ctx.add(rest, -n, "--num-layers less the first/last pipeline stages' layers", {"num_layers", dest});
       stages -= 1;
     }
     ctx.require((rest != 0) == (stages != 0), kUneven,
@@ -93,7 +93,8 @@ void pipeline_layers(Context& ctx) {
   // BERT, not hybrid models) also without.
   const bool transformer_block = !set(ctx, "hybrid_layer_pattern");
   if (!(acc_emb || acc_loss) && !transformer_block) return;
-  const int64_t total = layers + (acc_emb ? 1 : 0) + (acc_loss ? 1 : 0);
+  const int64_t total = ctx.add(layers, (acc_emb ? 1 : 0) + (acc_loss ? 1 : 0),
+                                "--num-layers plus the embedding/loss stages", {"num_layers"});
   const std::string counted = "--num-layers " + s(layers) + (acc_emb ? " + 1 (embedding)" : "") +
                               (acc_loss ? " + 1 (loss)" : "");
   ctx.require(py_mod(total, pp) == 0, kLayersPerStage,
