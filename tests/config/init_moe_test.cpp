@@ -32,6 +32,12 @@ const std::vector<InitCase> kCases = {
           "--moe-router-load-balancing-type", "sinkhorn"}),
      moe({"--moe-token-dispatcher-type", "alltoall", "--moe-expert-capacity-factor", "1.0"}), {},
      "--moe-router-load-balancing-type sinkhorn"},
+    // A negative factor means no capacity, but TransformerConfig checks the load balancing before it drops it.
+    {"init.moe.capacity-factor-load-balancing",
+     moe({"--moe-token-dispatcher-type", "alltoall", "--moe-expert-capacity-factor", "-1.0",
+          "--moe-router-load-balancing-type", "sinkhorn"}),
+     moe({"--moe-token-dispatcher-type", "alltoall", "--moe-router-load-balancing-type", "sinkhorn"}), {},
+     "--moe-expert-capacity-factor -1.0 works only with"},
     {"init.moe.pad-needs-capacity-factor",
      moe({"--moe-token-dispatcher-type", "alltoall", "--moe-pad-expert-input-to-capacity"}),
      moe({"--moe-token-dispatcher-type", "alltoall", "--moe-pad-expert-input-to-capacity", "--moe-expert-capacity-factor",

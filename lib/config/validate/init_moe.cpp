@@ -116,9 +116,10 @@ void moe_config(Context& ctx) {
                     disp + ")",
                 {"moe_shared_expert_overlap", "moe_token_dispatcher_type"});
 
-  // A negative capacity factor means none.
+  // Any capacity factor given (a negative one too, which then means none) needs a load balancing that works with
+  // dropping; padding to capacity needs a factor of 0 or more.
   const bool capacity = set(ctx, "moe_expert_capacity_factor") && ctx.f("moe_expert_capacity_factor") >= 0;
-  if (capacity)
+  if (set(ctx, "moe_expert_capacity_factor"))
     ctx.require(capacity_ok(ctx["moe_router_load_balancing_type"]), kCapacityBalancing,
                 would_fail(kTc) + "--moe-expert-capacity-factor " + v(ctx, "moe_expert_capacity_factor") +
                     " works only with aux_loss, seq_aux_loss, global_aux_loss or none load balancing (got "
