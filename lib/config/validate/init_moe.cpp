@@ -46,6 +46,11 @@ MR_INIT_RULE(kGroupRouting, "init.moe.group-limited-routing",
 MR_INIT_RULE(kAllgatherVarlen, "init.moe.allgather-variable-seq-lengths",
              "The allgather token dispatcher does not support variable sequence lengths (sequence packing) "
              "(TransformerConfig).");
+MR_INIT_RULE(kEpOverlap, "init.moe.ep-comm-overlap",
+             "--overlap-moe-expert-parallel-comm needs expert parallelism, the alltoall or flex dispatcher, bf16 or "
+             "fp16, virtual pipeline stages with pipeline parallelism, no full or MoE recomputation (nor "
+             "--recompute-method / --recompute-num-layers), no --moe-shared-expert-overlap and at most one MTP layer "
+             "(TransformerConfig).");
 
 const char* kTc = "TransformerConfig";
 
@@ -179,6 +184,43 @@ void moe_config(Context& ctx) {
                 would_fail(kTc) + "--moe-router-group-topk (" + v(ctx, "moe_router_group_topk") +
                     ") must not exceed --moe-router-num-groups (" + std::to_string(groups) + ")",
                 {"moe_router_group_topk", "moe_router_num_groups"});
+  }
+
+  if (ctx.on("overlap_moe_expert_parallel_comm")) {
+    const std::string what = would_fail(kTc) + "--overlap-moe-expert-parallel-comm ";
+    if (ctx.i("pipeline_model_parallel_size") > 1)
+      ctx.require(set(ctx, "virtual_pipeline_model_parallel_size"), kEpOverlap,
+                  what + "with pipeline parallelism needs virtual pipeline stages (--num-virtual-stages-per-pipeline-"
+                         "rank or --num-layers-per-virtual-pipeline-stage)",
+                  {"overlap_moe_expert_parallel_comm", "pipeline_model_parallel_size"});
+    ctx.require(ctx.i("expert_model_parallel_size") > 1, kEpOverlap,
+                what + "needs --expert-model-parallel-size > 1 (got " + v(ctx, "expert_model_parallel_size") + ")",
+                {"overlap_moe_expert_parallel_comm", "expert_model_parallel_size"});
+    ctx.require(disp == "alltoall" || disp == "flex", kEpOverlap,
+                what + "needs --moe-token-dispatcher-type alltoall or flex (got " + disp + ")",
+                {"overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type"});
+    ctx.require(!is(ctx, "recompute_granularity", "full"), kEpOverlap,
+                what + "cannot be used with --recompute-granularity full",
+                {"overlap_moe_expert_parallel_comm", "recompute_granularity"});
+    ctx.require(!set(ctx, "recompute_method"), kEpOverlap, what + "cannot be used with --recompute-method",
+                {"overlap_moe_expert_parallel_comm", "recompute_method"});
+    ctx.require(!set(ctx, "recompute_num_layers"), kEpOverlap, what + "cannot be used with --recompute-num-layers",
+                {"overlap_moe_expert_parallel_comm", "recompute_num_layers"});
+    // --moe-layer-recompute adds "moe" to the recomputed modules.
+    bool moe_recompute = ctx.on("moe_layer_recompute");
+    if (set(ctx, "recompute_modules"))
+      for (const Value& m : ctx["recompute_modules"].as_list()) moe_recompute = moe_recompute || m == Value("moe");
+    ctx.require(!moe_recompute, kEpOverlap, what + "cannot be used with recomputation of the MoE layer (moe in "
+                                                   "--recompute-modules, or --moe-layer-recompute)",
+                {"overlap_moe_expert_parallel_comm", "recompute_modules", "moe_layer_recompute"});
+    ctx.require(ctx.on("bf16") || ctx.on("fp16"), kEpOverlap, what + "needs --bf16 or --fp16",
+                {"overlap_moe_expert_parallel_comm", "bf16", "fp16"});
+    ctx.require(!ctx.on("moe_shared_expert_overlap"), kEpOverlap,
+                what + "cannot be used with --moe-shared-expert-overlap",
+                {"overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap"});
+    ctx.require(!set(ctx, "mtp_num_layers") || ctx.i("mtp_num_layers") <= 1, kEpOverlap,
+                what + "supports at most one MTP layer (--mtp-num-layers " + v(ctx, "mtp_num_layers") + ")",
+                {"overlap_moe_expert_parallel_comm", "mtp_num_layers"});
   }
 
   // Only for MoE models: the dispatcher is not built for dense layers.

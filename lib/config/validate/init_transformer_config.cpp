@@ -39,6 +39,10 @@ MR_INIT_RULE(kTeActivation, "init.transformer.te-activation-func",
 MR_INIT_RULE(kSwigluClamp, "init.transformer.swiglu-clamp",
              "--activation-func-clamp-value with --swiglu must be finite and positive, and needs an MoE model, a zero "
              "--glu-linear-offset and no --use-te-activation-func (TransformerConfig).");
+MR_INIT_RULE(kFp8Bf16Layers, "init.transformer.fp8-bf16-layers",
+             "With --fp8-format, --first-last-layers-bf16 does not work with --fp8-recipe delayed, and "
+             "--num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16 lie between 0 and the layers per pipeline "
+             "stage (TransformerConfig).");
 MR_INIT_RULE(kMlaInterleaved, "init.transformer.mla-rotary-interleaved",
              "--rotary-interleaved does not work with --multi-latent-attention (TransformerConfig).");
 MR_INIT_RULE(kMlaRopeFusion, "init.transformer.mla-rope-fusion-needs-yarn",
@@ -157,6 +161,22 @@ void transformer_activation(Context& ctx) {
     ctx.require(act == Act::Gelu || act == Act::Silu, kTeActivation,
                 would_fail(kTc) + "--use-te-activation-func supports GeLU, SwiGLU and ReLU, not " + act_flag(act),
                 {"use_te_activation_func", act == Act::SquaredRelu ? "squared_relu" : "quick_geglu"});
+  if (set(ctx, "fp8") && ctx.on("first_last_layers_bf16") && set(ctx, "num_layers")) {
+    ctx.require(!(ctx["fp8_recipe"] == Value("delayed")), kFp8Bf16Layers,
+                would_fail(kTc) + "--first-last-layers-bf16 does not work with --fp8-recipe delayed",
+                {"first_last_layers_bf16", "fp8_recipe"});
+    const int64_t pp = ctx.i("pipeline_model_parallel_size");
+    if (pp >= 1) {
+      const int64_t per_stage = py_floordiv(ctx.i("num_layers"), pp);
+      for (const char* dest : {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"}) {
+        const int64_t n = ctx.i(dest);
+        ctx.require(n >= 0 && n <= per_stage, kFp8Bf16Layers,
+                    would_fail(kTc) + Context::flag(dest) + " (" + std::to_string(n) +
+                        ") must be between 0 and the layers per pipeline stage (" + std::to_string(per_stage) + ")",
+                    {dest, "num_layers", "pipeline_model_parallel_size"});
+      }
+    }
+  }
   if (set(ctx, "activation_func_clamp_value") && act == Act::Silu && glu) {
     const double c = ctx.f("activation_func_clamp_value");
     const std::string what = would_fail(kTc) + "--activation-func-clamp-value " + v(ctx, "activation_func_clamp_value") +
