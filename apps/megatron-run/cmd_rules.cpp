@@ -14,9 +14,12 @@ std::string rules_markdown() {
       "do not edit by hand. Errors end validation with exit status 1; warnings are printed and validation goes on.\n\n"
       "Validation runs in stages, in this order; every diagnostic carries its stage (`stage` in\n"
       "`check --format json` and `--dry-run --format json`), so Megatron's own verdict (`validate_args`) can be told\n"
-      "from megatron-run's (`sanity`). The sanity stage runs only once Megatron's chain has passed; the one sanity\n"
-      "rule that can fire inside Megatron's chain is `sanity.integer-overflow` (a size computed there that does not\n"
-      "fit in 64 bits, where Python would carry on).\n\n";
+      "from megatron-run's (`sanity`, `init`). The sanity stage runs only once Megatron's chain has passed; the one\n"
+      "sanity rule that can fire inside Megatron's chain is `sanity.integer-overflow` (a size computed there that\n"
+      "does not fit in 64 bits, where Python would carry on). The init stage holds what Megatron would refuse only\n"
+      "at initialisation, once its ranks have started (model construction: TransformerConfig, MoE, layers per\n"
+      "pipeline stage); it runs in `--dry-run`, `check` and before every launch, and the process-group layout\n"
+      "(`init.process-groups`, checked by the launcher) follows it.\n\n";
   int i = 0;
   for (const Stage& st : validation_stages()) {
     out += std::string("Stage `") + st.name + "`: " + st.description + ".\n\n";
@@ -27,6 +30,7 @@ std::string rules_markdown() {
   for (const Rule* r : all_rules()) {
     std::string file = r->file;
     auto pos = file.find("lib/config/");
+    if (pos == std::string::npos) pos = file.find("apps/megatron-run/");  // the launcher's init.process-groups
     if (pos != std::string::npos) file = file.substr(pos);
     std::string desc = r->description;
     for (size_t p = 0; (p = desc.find('|', p)) != std::string::npos; p += 2) desc.replace(p, 1, "\\|");

@@ -2,12 +2,24 @@
 #include <iostream>
 
 #include "cli.h"
+#include "config/rule.h"
 #include "launch.h"
 #include "util/log.h"
 
 namespace mr::app {
+namespace {
+
+// The rank layout's checks as a rule of the init stage, so that `megatron-run rules` and docs/validation.md list it
+// (its failing branch is layout_diagnostic below).
+const Rule kProcessGroupsRule{kInitProcessGroups, Rule::Level::Error,
+                              "The process-group layout for the world size: the sizes Megatron's "
+                              "initialize_model_parallel() divides the world by, the expert groups, the rank order.",
+                              __FILE__, __LINE__, kStageInit};
+
+}  // namespace
 
 Diagnostic layout_diagnostic(const std::string& message) {
+  kProcessGroupsRule.record_hit();
   Diagnostic d;
   d.rule = kInitProcessGroups;
   d.message = "Megatron would fail at initialisation (initialize_model_parallel): " + message;

@@ -29,9 +29,11 @@ inline constexpr const char* kStageValidateArgs = "validate_args";  // Megatron'
 inline constexpr const char* kStageSanity = "sanity";               // megatron-run's: values no job can run with
 inline constexpr const char* kStageParse = "parse";                 // usage errors (no rule; exit 2)
 inline constexpr const char* kStageInput = "input";                 // bad input refused with an id (exit 2)
-// Not validation stages, for diagnostics from after validation (no rules of their own yet): the process-group
-// layout (Megatron's initialize_model_parallel checks; `topology`, `params`) and the model plan (`params`).
+// What Megatron would refuse at initialisation: a validation stage (rules `init.*`, MR_INIT_RULE in
+// config/validate/init.h: the model's construction), then the process-group layout the launcher checks
+// (init.process-groups; `topology`, `params`).
 inline constexpr const char* kStageInit = "init";
+// Not a validation stage: diagnostics of the model plan (`params`).
 inline constexpr const char* kStagePlan = "plan";
 
 struct Rule {
@@ -41,7 +43,7 @@ struct Rule {
   const char* description;  // one line, for docs/validation.md
   const char* file;
   int line;
-  const char* stage;        // kStageValidateArgs or kStageSanity
+  const char* stage;        // kStageValidateArgs, kStageSanity or kStageInit
 
   Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_,
        const char* stage_ = kStageValidateArgs);

@@ -143,7 +143,7 @@ TEST_CASE("params: huge model sizes are errors naming the flag, never wrapped co
   auto hidden = mrtest::megatron_run(p + " --hidden-size 4294967296");
   CHECK(hidden.exit == 1);
   CHECK(has(hidden, "does not fit in a 64-bit integer"));
-  auto experts = mrtest::megatron_run(p + " --num-experts 4294967296 --moe-router-topk 1");
+  auto experts = mrtest::megatron_run(p + " --num-experts 4294967296 --moe-router-topk 1 --moe-router-pre-softmax");
   CHECK(experts.exit == 1);
   CHECK(has(experts, "--num-experts 4294967296"));
   auto vocab = mrtest::megatron_run(p + " --vocab-size 9223372036854775807");

@@ -47,7 +47,7 @@ const std::vector<Case> kCases = {
     {"sanity.vocab-size-positive", {"--make-vocab-size-divisible-by", "0"}, {"--make-vocab-size-divisible-by", "1"}, {},
      "--make-vocab-size-divisible-by (0)"},
     {"sanity.moe-sizes-positive", {"--num-experts", "4", "--moe-router-topk", "0"},
-     {"--num-experts", "4", "--moe-router-topk", "1"}, {}, "--moe-router-topk (0)"},
+     {"--num-experts", "4", "--moe-router-topk", "1", "--moe-router-pre-softmax"}, {}, "--moe-router-topk (0)"},
     {"sanity.moe-sizes-positive", {"--num-experts", "4", "--moe-ffn-hidden-size", "-1"},
      {"--num-experts", "4", "--moe-ffn-hidden-size", "32"}, {}, "--moe-ffn-hidden-size (-1)"},
     {"sanity.moe-sizes-positive", {"--num-experts", "4", "--moe-shared-expert-intermediate-size", "0"},
@@ -148,15 +148,17 @@ TEST_CASE("sanity stage: runs after Megatron's chain, whose verdict comes first"
   // --lr nan: Megatron's OptimizerConfig (min_lr <= lr is False for NaN) refuses it before the sanity stage.
   auto nan_lr = run(with({"--lr", "nan"}), {{"WORLD_SIZE", "1"}});
   CHECK(nan_lr.rule == "optimizer.min-lr-above-lr");
-  // A valid job passes both stages, in order.
+  // A valid job passes every stage, in order (the init stage: tests/config/init_*_test.cpp).
   auto ok = run(mrtest::base_args(), {{"WORLD_SIZE", "1"}});
   CHECK(ok.exit == 0);
-  CHECK(ok.out.stages_passed == std::vector<std::string>{mr::kStageValidateArgs, mr::kStageSanity});
+  CHECK(ok.out.stages_passed ==
+        std::vector<std::string>{mr::kStageValidateArgs, mr::kStageSanity, mr::kStageInit});
   // The stages, as `megatron-run rules` and docs/validation.md list them.
   const auto& stages = mr::validation_stages();
-  REQUIRE(stages.size() == 2);
+  REQUIRE(stages.size() == 3);
   CHECK(std::string(stages[0].name) == "validate_args");
   CHECK(std::string(stages[1].name) == "sanity");
+  CHECK(std::string(stages[2].name) == "init");
   CHECK(stages[0].sections.size() == mr::validation_sections().size());
 }
 

@@ -217,7 +217,8 @@ TEST_CASE("virtual-pipeline: one way of asking for virtual pipelining", "[valida
       kWorld1);
   CHECK(r.rule == "virtual-pipeline.one-option");
 
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2"}),
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                                "--num-virtual-stages-per-pipeline-rank", "2"}),
                   kWorld2);
   CHECK(r.exit == 0);
 }
@@ -344,7 +345,8 @@ TEST_CASE("virtual-pipeline: the interleaved schedule's pipeline size", "[valida
   CHECK(r.rule == "virtual-pipeline.interleaved-needs-pp-gt-1");
   r = mrtest::run(mrtest::with({"--hybrid-layer-pattern", "M|M"}), kWorld1);  // 2 segments, PP 1 -> VPP 2
   CHECK(r.rule == "virtual-pipeline.interleaved-needs-pp-gt-1");
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2"}),
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                                "--num-virtual-stages-per-pipeline-rank", "2"}),
                   kWorld2);
   CHECK(r.exit == 0);
 
@@ -354,7 +356,7 @@ TEST_CASE("virtual-pipeline: the interleaved schedule's pipeline size", "[valida
                   kWorld2);
   CHECK(r.exit == 1);
   CHECK(r.rule == "virtual-pipeline.interleaved-without-p2p-overlap-needs-pp-gt-2");
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "4", "--num-layers", "4",
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "4", "--num-layers", "8",
                                 "--num-virtual-stages-per-pipeline-rank", "2", "--no-overlap-p2p-communication"}),
                   kWorld4);
   CHECK(r.exit == 0);
@@ -379,7 +381,8 @@ TEST_CASE("virtual-pipeline: non-interleaved schedule turns P2P overlap and para
   CHECK_FALSE(r.warned("virtual-pipeline.p2p-overlap-and-param-gather-alignment-off"));
 
   // Interleaved: both stay as given.
-  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2"}),
+  r = mrtest::run(mrtest::with({"--pipeline-model-parallel-size", "2", "--num-layers", "4",
+                                "--num-virtual-stages-per-pipeline-rank", "2"}),
                   kWorld2);
   CHECK(r.exit == 0);
   CHECK_FALSE(r.warned("virtual-pipeline.p2p-overlap-and-param-gather-alignment-off"));

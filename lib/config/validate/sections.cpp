@@ -4,6 +4,7 @@
 // are declared by subject in section_functions.h.
 #include "config/validate/sections.h"
 
+#include "config/validate/init.h"
 #include "config/validate/sanity.h"
 #include "config/validate/section_functions.h"
 
@@ -87,6 +88,10 @@ const std::vector<Stage>& validation_stages() {
       {kStageSanity,
        "megatron-run's own checks: values Megatron accepts but no job can run with (after Megatron's chain passed)",
        sanity::sections()},
+      {kStageInit,
+       "what Megatron would refuse at initialisation, after validate_args passed: its model construction "
+       "(TransformerConfig, the layers per pipeline stage); the process-group layout follows (init.process-groups)",
+       init::sections()},
   };
   return stages;
 }

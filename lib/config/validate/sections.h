@@ -20,11 +20,12 @@ const std::vector<Section>& validation_sections();
 //   validate_args  Megatron's validate_args() and OptimizerConfig checks (validation_sections()).
 //   sanity         megatron-run's own checks of values Megatron accepts but no job can run with (sanity.h);
 //                  runs only once Megatron's chain has passed, so it never changes Megatron's verdict.
-// A later stage (e.g. "init": what Megatron's initialize_megatron() would refuse) is one more entry here with
-// its rules declared for that stage (Rule::stage); diagnostics, the JSON outputs and `megatron-run rules` pick
-// it up from this list.
+//   init           what Megatron would refuse at initialisation: its model construction (init.h); runs only once
+//                  the stages before it passed.
+// A further stage is one more entry here with its rules declared for that stage (Rule::stage); diagnostics, the
+// JSON outputs and `megatron-run rules` pick it up from this list.
 struct Stage {
-  const char* name;         // kStageValidateArgs, kStageSanity (rule.h)
+  const char* name;         // kStageValidateArgs, kStageSanity, kStageInit (rule.h)
   const char* description;  // one line, for docs/validation.md
   std::vector<Section> sections;
 };

@@ -1,0 +1,20 @@
+// The sections of the init stage (init.h), in the order Megatron meets them: ModelParallelConfig's checks
+// (run first by TransformerConfig.__post_init__), TransformerConfig's own in the order its __post_init__ makes
+// them, and the layers each pipeline stage builds (TransformerBlock).
+#include "config/validate/init.h"
+
+namespace mr::init {
+
+std::vector<Section> sections() {
+  return {
+      {"init-model-parallel-config", &model_parallel_config},
+      {"init-attention-heads", &transformer_attention},
+      {"init-moe-config", &moe_config},
+      {"init-recompute-offloading", &transformer_recompute_offload},
+      {"init-pipeline-layers", &pipeline_layers},
+      {"init-activation-fp8-layers", &transformer_activation},
+      {"init-rope-cp-comm", &transformer_rope},
+  };
+}
+
+}  // namespace mr::init

@@ -1,0 +1,48 @@
+// The init stage (rule ids `init.*`): what Megatron would refuse only once its ranks have started, after
+// validate_args() passed — the checks of the model's construction (TransformerConfig and ModelParallelConfig's
+// __post_init__ as core_transformer_config_from_args() fills them, the layer count each pipeline stage builds)
+// that the resolved arguments decide on their own. A job that fails one would start every rank, import torch,
+// initialise the process groups and then fail on every rank; megatron-run refuses it before anything starts.
+//
+// The stage runs after the sanity stage (validation_stages(), sections.h), so Megatron's validate_args verdict
+// is never pre-empted. Its diagnostics say "Megatron would fail at initialisation (<where>): ...", carry stage
+// "init", and name the flags and values. The checks of initialize_model_parallel() (the process groups) need
+// the rank layout and run after this stage, in the launcher (init.process-groups, apps/megatron-run/launch.h).
+//
+// Files by subject: init_transformer_config.cpp (attention, activation, RoPE, recompute, offloading, pipeline
+// communication), init_moe.cpp (MoE router, dispatcher, capacity), init_pipeline_layers.cpp (layers per
+// pipeline stage).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/rule.h"
+#include "config/validate/sections.h"
+
+// Declares an error rule of the init stage: MR_INIT_RULE(kName, "init.subject.rule-id", "What it checks.").
+#define MR_INIT_RULE(var, id, desc) \
+  static const ::mr::Rule var{id, ::mr::Rule::Level::Error, desc, __FILE__, __LINE__, ::mr::kStageInit}
+
+namespace mr::init {
+
+// The sections of the init stage, in the order Megatron meets them.
+std::vector<Section> sections();
+
+// The message prefix every init rule uses; `where` names Megatron's class or function ("TransformerConfig").
+inline std::string would_fail(const char* where) {
+  return std::string("Megatron would fail at initialisation (") + where + "): ";
+}
+
+// init_transformer_config.cpp
+void transformer_attention(Context& ctx);
+void transformer_activation(Context& ctx);  // and the FP8 first/last BF16 layers
+void transformer_rope(Context& ctx);
+void transformer_recompute_offload(Context& ctx);
+void model_parallel_config(Context& ctx);
+// init_moe.cpp
+void moe_config(Context& ctx);
+// init_pipeline_layers.cpp
+void pipeline_layers(Context& ctx);
+
+}  // namespace mr::init

@@ -1,0 +1,325 @@
+// The init stage (init.h): the checks of Megatron's TransformerConfig.__post_init__ and
+// ModelParallelConfig.__post_init__ (megatron/core/transformer/transformer_config.py,
+// megatron/core/model_parallel_config.py) and of core_transformer_config_from_args()
+// (megatron/training/argument_utils.py) that validate_args() does not make: attention heads and query groups
+// against tensor parallelism, the activation and its fusions, RoPE, recomputation and CPU offloading, and the
+// pipeline communication settings. The config is filled from the resolved arguments by name, with the renames
+// core_transformer_config_from_args makes (num_experts -> num_moe_experts, batch_p2p_comm = not
+// overlap_p2p_comm, the activation from --swiglu/--squared-relu/--quick-geglu, num_query_groups only with
+// --group-query-attention); the checks below read the arguments through those renames.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "config/validate/init.h"
+#include "config/validate/python.h"
+
+namespace mr::init {
+namespace {
+
+MR_INIT_RULE(kHeadsTp, "init.transformer.heads-divisible-by-tp",
+             "--num-attention-heads must be a multiple of --tensor-model-parallel-size (TransformerConfig).");
+MR_INIT_RULE(kQueryGroupsTp, "init.transformer.query-groups-vs-tp",
+             "With --group-query-attention, --num-query-groups must be a multiple or a divisor of "
+             "--tensor-model-parallel-size (TransformerConfig).");
+MR_INIT_RULE(kMtpHsm, "init.transformer.mtp-hsm-needs-two-layers",
+             "--mtp-hsm needs --mtp-num-layers 2 or more (TransformerConfig).");
+MR_INIT_RULE(kOneActivation, "init.transformer.one-activation",
+             "--squared-relu and --quick-geglu cannot be combined with --swiglu (core_transformer_config_from_args).");
+MR_INIT_RULE(kBiasActFusion, "init.transformer.bias-activation-fusion",
+             "The bias-activation fusion (on unless --no-bias-gelu-fusion / --no-bias-swiglu-fusion) needs a GeLU, "
+             "SwiGLU or quick-GeGLU activation, a zero --glu-linear-offset unless quick-GeGLU, and no "
+             "--use-te-activation-func (TransformerConfig).");
+MR_INIT_RULE(kFusedResidualRms, "init.transformer.fused-residual-rmsnorm",
+             "--fused-residual-rmsnorm needs --normalization RMSNorm (TransformerConfig).");
+MR_INIT_RULE(kTeActivation, "init.transformer.te-activation-func",
+             "--use-te-activation-func supports GeLU/GeGLU, SiLU/SwiGLU and ReLU only, not --squared-relu or "
+             "--quick-geglu (TransformerConfig).");
+MR_INIT_RULE(kSwigluClamp, "init.transformer.swiglu-clamp",
+             "--activation-func-clamp-value with --swiglu must be finite and positive, and needs an MoE model, a zero "
+             "--glu-linear-offset and no --use-te-activation-func (TransformerConfig).");
+MR_INIT_RULE(kFp8Bf16Layers, "init.transformer.fp8-bf16-layers",
+             "With --fp8-format, --first-last-layers-bf16 does not work with --fp8-recipe delayed, and "
+             "--num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16 lie between 0 and the layers per pipeline "
+             "stage (TransformerConfig).");
+MR_INIT_RULE(kMlaInterleaved, "init.transformer.mla-rotary-interleaved",
+             "--rotary-interleaved does not work with --multi-latent-attention (TransformerConfig).");
+MR_INIT_RULE(kMlaRopeFusion, "init.transformer.mla-rope-fusion-needs-yarn",
+             "With --multi-latent-attention, RoPE fusion (on unless --no-rope-fusion) needs --rope-type yarn "
+             "(MLATransformerConfig).");
+MR_INIT_RULE(kNoRopeFreq, "init.transformer.no-rope-freq-layers",
+             "--no-rope-freq N must divide --num-layers, a --no-rope-freq pattern must have one entry per layer, and "
+             "neither works with --flash-decode (TransformerConfig).");
+MR_INIT_RULE(kCpCommPerLayer, "init.transformer.cp-comm-type-per-layer",
+             "With context parallelism, several --cp-comm-type values must be one per layer (--num-layers of them) "
+             "(TransformerConfig).");
+MR_INIT_RULE(kCpuOffloading, "init.transformer.cpu-offloading",
+             "CPU offloading (--cpu-offloading-num-layers > 0) needs fewer offloaded layers than --num-layers, no "
+             "pipeline parallelism and no activation recomputation (TransformerConfig).");
+MR_INIT_RULE(kRecompute, "init.transformer.recompute-settings",
+             "--recompute-granularity full needs --recompute-method and --recompute-num-layers; selective takes no "
+             "--recompute-num-layers; --distribute-saved-activations excludes --sequence-parallel; "
+             "--moe-layer-recompute excludes full recomputation (TransformerConfig).");
+MR_INIT_RULE(kRecomputeModules, "init.transformer.recompute-modules",
+             "Selective --recompute-modules: moe_act needs --moe-grouped-gemm, mla_up_proj needs "
+             "--multi-latent-attention, shared_experts excludes --moe-shared-expert-overlap (TransformerConfig).");
+MR_INIT_RULE(kDeferWgrad, "init.model-parallel.defer-embedding-wgrad",
+             "--defer-embedding-wgrad-compute needs pipeline parallelism, gradient accumulation fusion and a "
+             "--wgrad-deferral-limit of 0 or more (ModelParallelConfig).");
+MR_INIT_RULE(kP2pWarmupFlush, "init.model-parallel.p2p-warmup-flush",
+             "--overlap-p2p-communication-warmup-flush needs P2P communication overlap, which only the interleaved "
+             "(virtual pipeline) schedule keeps on (ModelParallelConfig).");
+
+const char* kTc = "TransformerConfig";
+const char* kMpc = "ModelParallelConfig";
+
+std::string v(const Context& ctx, std::string_view dest) { return ctx[dest].py_str(); }
+std::string fv(const Context& ctx, std::string_view dest) { return Context::flag(dest) + " " + v(ctx, dest); }
+bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
+
+// The activation core_transformer_config_from_args gives TransformerConfig.
+enum class Act { Gelu, Silu, SquaredRelu, QuickGelu };
+Act activation(const Context& ctx) {
+  if (ctx.on("squared_relu")) return Act::SquaredRelu;
+  if (ctx.on("quick_geglu")) return Act::QuickGelu;
+  if (ctx.on("swiglu")) return Act::Silu;
+  return Act::Gelu;
+}
+bool gated(const Context& ctx) { return ctx.on("swiglu") || ctx.on("quick_geglu"); }
+const char* act_flag(Act a) {
+  switch (a) {
+    case Act::Silu: return "--swiglu";
+    case Act::SquaredRelu: return "--squared-relu";
+    case Act::QuickGelu: return "--quick-geglu";
+    case Act::Gelu: break;
+  }
+  return "GeLU (the default)";
+}
+
+}  // namespace
+
+void transformer_attention(Context& ctx) {
+  const int64_t tp = ctx.i("tensor_model_parallel_size");
+  if (tp < 1 || !set(ctx, "num_attention_heads")) return;  // not what Megatron's chain lets through
+  const int64_t heads = ctx.i("num_attention_heads");
+  ctx.require(py_mod(heads, tp) == 0, kHeadsTp,
+              would_fail(kTc) + "--num-attention-heads (" + std::to_string(heads) +
+                  ") must be a multiple of --tensor-model-parallel-size (" + std::to_string(tp) + ")",
+              {"num_attention_heads", "tensor_model_parallel_size"});
+  // Without --group-query-attention the config's num_query_groups is the number of heads (checked above).
+  if (ctx.on("group_query_attention") && set(ctx, "num_query_groups")) {
+    const int64_t groups = ctx.i("num_query_groups");
+    if (groups >= 1)
+      ctx.require(py_mod(groups, tp) == 0 || py_mod(tp, groups) == 0, kQueryGroupsTp,
+                  would_fail(kTc) + "--num-query-groups (" + std::to_string(groups) +
+                      ") must be a multiple or a divisor of --tensor-model-parallel-size (" + std::to_string(tp) + ")",
+                  {"num_query_groups", "group_query_attention", "tensor_model_parallel_size"});
+  }
+  if (ctx.on("mtp_hsm"))
+    ctx.require(set(ctx, "mtp_num_layers") && ctx.i("mtp_num_layers") >= 2, kMtpHsm,
+                would_fail(kTc) + "--mtp-hsm needs --mtp-num-layers 2 or more (got " + v(ctx, "mtp_num_layers") + ")",
+                {"mtp_hsm", "mtp_num_layers"});
+}
+
+void transformer_activation(Context& ctx) {
+  // core_transformer_config_from_args asserts one activation switch besides --swiglu.
+  for (const char* other : {"squared_relu", "quick_geglu"})
+    ctx.require(!(ctx.on(other) && ctx.on("swiglu")), kOneActivation,
+                would_fail("core_transformer_config_from_args") + Context::flag(other) +
+                    " cannot be combined with --swiglu",
+                {other, "swiglu"});
+  const Act act = activation(ctx);
+  const bool glu = gated(ctx);
+  const double offset = ctx.f("glu_linear_offset");
+  const bool te_act = ctx.on("use_te_activation_func");
+  // The fusion switch the config gets: --no-bias-swiglu-fusion for SwiGLU, --no-bias-gelu-fusion otherwise.
+  const char* fusion = ctx.on("swiglu") ? "bias_swiglu_fusion" : "bias_gelu_fusion";
+  if (ctx.on(fusion)) {
+    const std::string off = "(or turn the fusion off with " + Context::flag(fusion) + ")";
+    ctx.require(act != Act::SquaredRelu, kBiasActFusion,
+                would_fail(kTc) + "the bias-activation fusion supports GeLU, SwiGLU and quick-GeGLU, not " +
+                    act_flag(act) + " " + off,
+                {fusion, "squared_relu"});
+    ctx.require(!(act == Act::Gelu && !glu && !ctx.on("add_bias_linear")), kBiasActFusion,
+                would_fail(kTc) + "the bias-GeLU fusion needs a linear bias (drop --disable-bias-linear) " + off,
+                {fusion, "add_bias_linear"});
+    ctx.require(offset == 0.0 || act == Act::QuickGelu, kBiasActFusion,
+                would_fail(kTc) + "with the bias-activation fusion, --glu-linear-offset " + v(ctx, "glu_linear_offset") +
+                    " needs --quick-geglu (the activation is " + act_flag(act) + ") " + off,
+                {fusion, "glu_linear_offset"});
+    ctx.require(!te_act, kBiasActFusion,
+                would_fail(kTc) + "the bias-activation fusion and --use-te-activation-func cannot both be on " + off,
+                {fusion, "use_te_activation_func"});
+  }
+  if (ctx.on("fused_residual_rmsnorm"))
+    ctx.require(ctx["normalization"] == Value("RMSNorm"), kFusedResidualRms,
+                would_fail(kTc) + "--fused-residual-rmsnorm needs --normalization RMSNorm (got " +
+                    v(ctx, "normalization") + ")",
+                {"fused_residual_rmsnorm", "normalization"});
+  if (te_act)
+    ctx.require(act == Act::Gelu || act == Act::Silu, kTeActivation,
+                would_fail(kTc) + "--use-te-activation-func supports GeLU, SwiGLU and ReLU, not " + act_flag(act),
+                {"use_te_activation_func", act == Act::SquaredRelu ? "squared_relu" : "quick_geglu"});
+  if (set(ctx, "fp8") && ctx.on("first_last_layers_bf16") && set(ctx, "num_layers")) {
+    ctx.require(!(ctx["fp8_recipe"] == Value("delayed")), kFp8Bf16Layers,
+                would_fail(kTc) + "--first-last-layers-bf16 does not work with --fp8-recipe delayed",
+                {"first_last_layers_bf16", "fp8_recipe"});
+    const int64_t pp = ctx.i("pipeline_model_parallel_size");
+    if (pp >= 1) {
+      const int64_t per_stage = py_floordiv(ctx.i("num_layers"), pp);
+      for (const char* dest : {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"}) {
+        const int64_t n = ctx.i(dest);
+        ctx.require(n >= 0 && n <= per_stage, kFp8Bf16Layers,
+                    would_fail(kTc) + Context::flag(dest) + " (" + std::to_string(n) +
+                        ") must be between 0 and the layers per pipeline stage (" + std::to_string(per_stage) + ")",
+                    {dest, "num_layers", "pipeline_model_parallel_size"});
+      }
+    }
+  }
+  if (set(ctx, "activation_func_clamp_value") && act == Act::Silu && glu) {
+    const double c = ctx.f("activation_func_clamp_value");
+    const std::string what = would_fail(kTc) + "--activation-func-clamp-value " + v(ctx, "activation_func_clamp_value") +
+                             " with --swiglu ";
+    ctx.require(std::isfinite(c) && c > 0, kSwigluClamp, what + "must be finite and greater than 0",
+                {"activation_func_clamp_value", "swiglu"});
+    ctx.require(set(ctx, "num_experts"), kSwigluClamp, what + "is only supported in MoE models (--num-experts)",
+                {"activation_func_clamp_value", "num_experts"});
+    ctx.require(offset == 0.0, kSwigluClamp, what + "needs --glu-linear-offset 0 (got " + v(ctx, "glu_linear_offset") + ")",
+                {"activation_func_clamp_value", "glu_linear_offset"});
+    ctx.require(!te_act, kSwigluClamp, what + "cannot be used with --use-te-activation-func",
+                {"activation_func_clamp_value", "use_te_activation_func"});
+  }
+}
+
+void transformer_rope(Context& ctx) {
+  const bool mla = ctx.on("multi_latent_attention");
+  if (mla) {
+    ctx.require(!ctx.on("rotary_interleaved"), kMlaInterleaved,
+                would_fail(kTc) + "--rotary-interleaved does not work with --multi-latent-attention",
+                {"rotary_interleaved", "multi_latent_attention"});
+    // MLATransformerConfig's rope_type defaults to yarn when --rope-type is not given.
+    const bool yarn = !set(ctx, "rope_type") || ctx["rope_type"] == Value("yarn");
+    ctx.require(!ctx.on("apply_rope_fusion") || yarn, kMlaRopeFusion,
+                would_fail("MLATransformerConfig") + "RoPE fusion with --multi-latent-attention needs --rope-type yarn "
+                    "(got --rope-type " + v(ctx, "rope_type") + "; or pass --no-rope-fusion)",
+                {"apply_rope_fusion", "rope_type", "multi_latent_attention"});
+  }
+  if (ctx.has("no_rope_freq") && ctx.on("no_rope_freq") && set(ctx, "num_layers")) {
+    const Value& freq = ctx["no_rope_freq"];
+    const int64_t layers = ctx.i("num_layers");
+    ctx.require(!ctx.on("flash_decode"), kNoRopeFreq, would_fail(kTc) + "--flash-decode cannot be used with --no-rope-freq",
+                {"flash_decode", "no_rope_freq"});
+    if (freq.is_int()) {
+      const int64_t n = freq.as_int();
+      ctx.require(n != 0 && py_mod(layers, n) == 0, kNoRopeFreq,
+                  would_fail(kTc) + "--no-rope-freq " + std::to_string(n) + " must divide --num-layers (" +
+                      std::to_string(layers) + ")",
+                  {"no_rope_freq", "num_layers"});
+    } else if (freq.is_list()) {
+      const auto n = static_cast<int64_t>(freq.as_list().size());
+      ctx.require(n == layers, kNoRopeFreq,
+                  would_fail(kTc) + "the --no-rope-freq pattern has " + std::to_string(n) +
+                      " entries but the model has " + std::to_string(layers) + " layers (--num-layers)",
+                  {"no_rope_freq", "num_layers"});
+    }
+  }
+  // core_transformer_config_from_args passes a one-element --cp-comm-type as a string; several values are per layer.
+  if (ctx.i("context_parallel_size") > 1 && ctx["cp_comm_type"].is_list() && set(ctx, "num_layers")) {
+    const auto n = static_cast<int64_t>(ctx["cp_comm_type"].as_list().size());
+    const int64_t layers = ctx.i("num_layers");
+    ctx.require(n == 1 || n == layers, kCpCommPerLayer,
+                would_fail(kTc) + "--cp-comm-type has " + std::to_string(n) + " values; with several, there must be one "
+                    "per layer (--num-layers " + std::to_string(layers) + ")",
+                {"cp_comm_type", "num_layers", "context_parallel_size"});
+  }
+}
+
+void transformer_recompute_offload(Context& ctx) {
+  const int64_t pp = ctx.i("pipeline_model_parallel_size");
+  const bool recompute = set(ctx, "recompute_granularity");
+  // validate_args turns CPU offloading on when --cpu-offloading-num-layers > 0.
+  if (ctx.has("cpu_offloading") && ctx.on("cpu_offloading") && set(ctx, "num_layers")) {
+    const int64_t n = ctx.i("cpu_offloading_num_layers"), layers = ctx.i("num_layers");
+    ctx.require(n >= 0 && n < layers, kCpuOffloading,
+                would_fail(kTc) + "--cpu-offloading-num-layers (" + std::to_string(n) +
+                    ") must be less than --num-layers (" + std::to_string(layers) + ")",
+                {"cpu_offloading_num_layers", "num_layers"});
+    ctx.require(pp <= 1, kCpuOffloading,
+                would_fail(kTc) + "CPU offloading (--cpu-offloading-num-layers " + std::to_string(n) +
+                    ") does not support pipeline parallelism (--pipeline-model-parallel-size " + std::to_string(pp) + ")",
+                {"cpu_offloading_num_layers", "pipeline_model_parallel_size"});
+    ctx.require(!recompute, kCpuOffloading,
+                would_fail(kTc) + "CPU offloading (--cpu-offloading-num-layers " + std::to_string(n) +
+                    ") does not work with activation recomputation (" + fv(ctx, "recompute_granularity") + ")",
+                {"cpu_offloading_num_layers", "recompute_granularity"});
+  }
+  if (recompute) {
+    const std::string gran = ctx.s("recompute_granularity");
+    if (gran != "selective") {
+      ctx.require(set(ctx, "recompute_method"), kRecompute,
+                  would_fail(kTc) + "--recompute-granularity " + gran + " needs --recompute-method uniform or block",
+                  {"recompute_granularity", "recompute_method"});
+      ctx.require(set(ctx, "recompute_num_layers"), kRecompute,
+                  would_fail(kTc) + "--recompute-granularity " + gran + " needs --recompute-num-layers",
+                  {"recompute_granularity", "recompute_num_layers"});
+    } else {
+      ctx.require(!set(ctx, "recompute_num_layers"), kRecompute,
+                  would_fail(kTc) + "--recompute-granularity selective takes no --recompute-num-layers (got " +
+                      v(ctx, "recompute_num_layers") + ")",
+                  {"recompute_granularity", "recompute_num_layers"});
+    }
+    ctx.require(!(ctx.on("distribute_saved_activations") && ctx.on("sequence_parallel")), kRecompute,
+                would_fail(kTc) + "--distribute-saved-activations cannot be used with --sequence-parallel",
+                {"distribute_saved_activations", "sequence_parallel"});
+    if (gran == "selective") {
+      // The config's default module list is [core_attn].
+      std::vector<std::string> modules;
+      if (set(ctx, "recompute_modules"))
+        for (const Value& m : ctx["recompute_modules"].as_list())
+          if (m.is_str()) modules.push_back(m.as_str());
+      auto has = [&](const char* m) { return std::find(modules.begin(), modules.end(), m) != modules.end(); };
+      ctx.require(!has("moe_act") || ctx.on("moe_grouped_gemm"), kRecomputeModules,
+                  would_fail(kTc) + "--recompute-modules moe_act needs --moe-grouped-gemm",
+                  {"recompute_modules", "moe_grouped_gemm"});
+      ctx.require(!has("mla_up_proj") || ctx.on("multi_latent_attention"), kRecomputeModules,
+                  would_fail(kTc) + "--recompute-modules mla_up_proj needs --multi-latent-attention",
+                  {"recompute_modules", "multi_latent_attention"});
+      ctx.require(!(has("shared_experts") && set(ctx, "moe_shared_expert_intermediate_size") &&
+                    ctx.on("moe_shared_expert_overlap")),
+                  kRecomputeModules,
+                  would_fail(kTc) + "--recompute-modules shared_experts cannot be used with --moe-shared-expert-overlap",
+                  {"recompute_modules", "moe_shared_expert_overlap"});
+    }
+  }
+  if (ctx.on("moe_layer_recompute"))
+    ctx.require(!(recompute && ctx.s("recompute_granularity") == "full"), kRecompute,
+                would_fail(kTc) + "--moe-layer-recompute cannot be used with --recompute-granularity full",
+                {"moe_layer_recompute", "recompute_granularity"});
+}
+
+void model_parallel_config(Context& ctx) {
+  if (ctx.on("defer_embedding_wgrad_compute")) {
+    const int64_t pp = ctx.i("pipeline_model_parallel_size");
+    ctx.require(pp > 1, kDeferWgrad,
+                would_fail(kMpc) + "--defer-embedding-wgrad-compute needs pipeline parallelism "
+                    "(--pipeline-model-parallel-size is " + std::to_string(pp) + ")",
+                {"defer_embedding_wgrad_compute", "pipeline_model_parallel_size"});
+    ctx.require(ctx.on("gradient_accumulation_fusion"), kDeferWgrad,
+                would_fail(kMpc) + "--defer-embedding-wgrad-compute needs gradient accumulation fusion (drop "
+                    "--no-gradient-accumulation-fusion)",
+                {"defer_embedding_wgrad_compute", "gradient_accumulation_fusion"});
+    ctx.require(ctx.i("wgrad_deferral_limit") >= 0, kDeferWgrad,
+                would_fail(kMpc) + "--wgrad-deferral-limit (" + v(ctx, "wgrad_deferral_limit") + ") must be 0 or more",
+                {"defer_embedding_wgrad_compute", "wgrad_deferral_limit"});
+  }
+  // The config's batch_p2p_comm is `not overlap_p2p_comm`, and validate_args turns overlap_p2p_comm off without
+  // the interleaved schedule.
+  if (ctx.on("overlap_p2p_comm_warmup_flush"))
+    ctx.require(ctx.on("overlap_p2p_comm"), kP2pWarmupFlush,
+                would_fail(kMpc) + "--overlap-p2p-communication-warmup-flush needs P2P communication overlap, which is "
+                    "off (--no-overlap-p2p-communication, or no virtual pipeline stages)",
+                {"overlap_p2p_comm_warmup_flush", "overlap_p2p_comm"});
+}
+
+}  // namespace mr::init

@@ -1,0 +1,120 @@
+// The init stage's TransformerConfig / ModelParallelConfig checks (lib/config/validate/init_transformer_config.cpp):
+// each rule fires on a config Megatron's validate_args accepts but its model construction refuses, next to a
+// neighbour that passes.
+#include <fstream>
+#include <iterator>
+
+#include "binary.h"
+#include "init_support.h"
+
+namespace {
+
+using mrtest::InitCase;
+using Env = std::map<std::string, std::string>;
+
+// Tensor/context parallelism on a CPU target needs CUDA_DEVICE_MAX_CONNECTIONS=1 (validate_args).
+Env ws(const char* n) { return {{"WORLD_SIZE", n}, {"CUDA_DEVICE_MAX_CONNECTIONS", "1"}}; }
+
+const std::vector<InitCase> kCases = {
+    {"init.transformer.heads-divisible-by-tp", {"--tensor-model-parallel-size", "8"},
+     {"--tensor-model-parallel-size", "4"}, ws("8"), "--num-attention-heads (4) must be a multiple of --tensor-model-parallel-size (8)"},
+    {"init.transformer.query-groups-vs-tp",
+     {"--hidden-size", "96", "--num-attention-heads", "6", "--tensor-model-parallel-size", "2", "--group-query-attention",
+      "--num-query-groups", "3"},
+     {"--hidden-size", "96", "--num-attention-heads", "6", "--tensor-model-parallel-size", "2", "--group-query-attention",
+      "--num-query-groups", "6"},
+     ws("2"), "--num-query-groups (3) must be a multiple or a divisor of --tensor-model-parallel-size (2)"},
+    {"init.transformer.mtp-hsm-needs-two-layers", {"--mtp-hsm", "--mtp-num-layers", "1", "--position-embedding-type", "rope"},
+     {"--mtp-hsm", "--mtp-num-layers", "2", "--position-embedding-type", "rope"}, {}, "--mtp-num-layers 2 or more (got 1)"},
+    {"init.transformer.one-activation", {"--swiglu", "--squared-relu"}, {"--squared-relu", "--no-bias-gelu-fusion"}, {},
+     "--squared-relu cannot be combined with --swiglu"},
+    {"init.transformer.bias-activation-fusion", {"--squared-relu"}, {"--squared-relu", "--no-bias-gelu-fusion"}, {},
+     "not --squared-relu"},
+    {"init.transformer.bias-activation-fusion", {"--glu-linear-offset", "1.0"},
+     {"--glu-linear-offset", "1.0", "--quick-geglu"}, {}, "--glu-linear-offset 1.0 needs --quick-geglu"},
+    {"init.transformer.fused-residual-rmsnorm", {"--fused-residual-rmsnorm"},
+     {"--fused-residual-rmsnorm", "--normalization", "RMSNorm"}, {}, "needs --normalization RMSNorm (got LayerNorm)"},
+    {"init.transformer.te-activation-func", {"--use-te-activation-func", "--squared-relu", "--no-bias-gelu-fusion"},
+     {"--use-te-activation-func", "--no-bias-gelu-fusion"}, {}, "not --squared-relu"},
+    {"init.transformer.swiglu-clamp", {"--swiglu", "--activation-func-clamp-value", "7.0"},
+     {"--swiglu", "--activation-func-clamp-value", "7.0", "--num-experts", "4"}, {}, "only supported in MoE models"},
+    {"init.transformer.fp8-bf16-layers", {"--bf16", "--fp8-format", "e4m3", "--first-last-layers-bf16"},
+     {"--bf16", "--fp8-format", "e4m3", "--first-last-layers-bf16", "--fp8-recipe", "tensorwise"}, {},
+     "--first-last-layers-bf16 does not work with --fp8-recipe delayed"},
+    {"init.transformer.fp8-bf16-layers",
+     {"--bf16", "--fp8-format", "e4m3", "--first-last-layers-bf16", "--fp8-recipe", "tensorwise",
+      "--num-layers-at-start-in-bf16", "3"},
+     {"--bf16", "--fp8-format", "e4m3", "--first-last-layers-bf16", "--fp8-recipe", "tensorwise",
+      "--num-layers-at-start-in-bf16", "2"},
+     {}, "--num-layers-at-start-in-bf16 (3) must be between 0 and the layers per pipeline stage (2)"},
+    {"init.transformer.mla-rotary-interleaved",
+     {"--multi-latent-attention", "--position-embedding-type", "rope", "--rotary-interleaved"},
+     {"--multi-latent-attention", "--position-embedding-type", "rope"}, {}, "--rotary-interleaved does not work"},
+    {"init.transformer.mla-rope-fusion-needs-yarn",
+     {"--multi-latent-attention", "--position-embedding-type", "rope", "--rope-type", "rope"},
+     {"--multi-latent-attention", "--position-embedding-type", "rope", "--rope-type", "rope", "--no-rope-fusion"}, {},
+     "needs --rope-type yarn (got --rope-type rope"},
+    {"init.transformer.no-rope-freq-layers", {"--position-embedding-type", "rope", "--no-rope-freq", "3"},
+     {"--position-embedding-type", "rope", "--no-rope-freq", "2"}, {}, "--no-rope-freq 3 must divide --num-layers (2)"},
+    {"init.transformer.no-rope-freq-layers", {"--position-embedding-type", "rope", "--no-rope-freq", "[0,0,1]"},
+     {"--position-embedding-type", "rope", "--no-rope-freq", "[0,1]"}, {}, "has 3 entries but the model has 2 layers"},
+    {"init.transformer.cp-comm-type-per-layer", {"--context-parallel-size", "2", "--cp-comm-type", "p2p", "p2p", "p2p"},
+     {"--context-parallel-size", "2", "--cp-comm-type", "p2p", "a2a"}, ws("2"), "--cp-comm-type has 3 values"},
+    {"init.transformer.cpu-offloading", {"--cpu-offloading-num-layers", "2"}, {"--cpu-offloading-num-layers", "1"}, {},
+     "--cpu-offloading-num-layers (2) must be less than --num-layers (2)"},
+    {"init.transformer.recompute-settings", {"--recompute-granularity", "full"},
+     {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"}, {},
+     "--recompute-granularity full needs --recompute-method"},
+    {"init.transformer.recompute-settings", {"--recompute-granularity", "selective", "--recompute-num-layers", "1"},
+     {"--recompute-granularity", "selective"}, {}, "selective takes no --recompute-num-layers (got 1)"},
+    {"init.transformer.recompute-modules", {"--recompute-granularity", "selective", "--recompute-modules", "moe_act"},
+     {"--recompute-granularity", "selective", "--recompute-modules", "core_attn"}, {}, "moe_act needs --moe-grouped-gemm"},
+    {"init.model-parallel.defer-embedding-wgrad", {"--defer-embedding-wgrad-compute"},
+     {"--defer-embedding-wgrad-compute", "--pipeline-model-parallel-size", "2"}, ws("2"),
+     "needs pipeline parallelism (--pipeline-model-parallel-size is 1)"},
+    {"init.model-parallel.p2p-warmup-flush",
+     {"--pipeline-model-parallel-size", "2", "--num-layers", "4", "--overlap-p2p-communication-warmup-flush"},
+     {"--pipeline-model-parallel-size", "2", "--num-layers", "4", "--num-layers-per-virtual-pipeline-stage", "1",
+      "--overlap-p2p-communication-warmup-flush"},
+     ws("2"), "--overlap-p2p-communication-warmup-flush needs P2P communication overlap"},
+};
+
+}  // namespace
+
+TEST_CASE("init stage, TransformerConfig: each rule fires next to a neighbour that passes", "[init]") {
+  std::set<std::string> seen = mrtest::check_init_cases(kCases);
+  for (const std::string& id : mrtest::init_rules_of("validate/init_transformer_config.cpp")) {
+    INFO(id << " has no case");
+    CHECK(seen.count(id) == 1);
+  }
+}
+
+TEST_CASE("init stage: --dry-run and check refuse a model Megatron would fail to build, naming the stage",
+          "[init][cli]") {
+  const std::string cfg = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+  const std::string env = "CUDA_DEVICE_MAX_CONNECTIONS=1";
+  // 4 attention heads cannot be split over 8 tensor-parallel ranks; validate_args does not check it.
+  auto dry = mrtest::megatron_run("--dry-run --world-size 8 --config '" + cfg + "' --tensor-model-parallel-size 8", env);
+  CHECK(dry.exit == 1);
+  CHECK(dry.all().find("error[init.transformer.heads-divisible-by-tp]: Megatron would fail at initialisation "
+                       "(TransformerConfig): --num-attention-heads (4)") != std::string::npos);
+  auto dry_json = mrtest::megatron_run(
+      "--dry-run --format json --world-size 8 --config '" + cfg + "' --tensor-model-parallel-size 8", env);
+  CHECK(dry_json.exit == 1);
+  CHECK(dry_json.out.find("\"init.transformer.heads-divisible-by-tp\"") != std::string::npos);
+  CHECK(dry_json.out.find("\"stage\": \"init\"") != std::string::npos);
+  // check: the same config as a file; with 4-way tensor parallelism it passes.
+  std::string text;
+  {
+    std::ifstream in(cfg);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string bad = mrtest::write_file("init-tp8.yaml", text + "--tensor-model-parallel-size: 8\n", "init");
+  const std::string good = mrtest::write_file("init-tp4.yaml", text + "--tensor-model-parallel-size: 4\n", "init");
+  auto json = mrtest::megatron_run("check --format json --world-size 8 '" + bad + "' '" + good + "'", env);
+  CHECK(json.exit == 1);
+  CHECK(json.out.find("\"init.transformer.heads-divisible-by-tp\"") != std::string::npos);
+  CHECK(json.out.find("\"stage\": \"init\"") != std::string::npos);
+  auto ok = mrtest::megatron_run("check --world-size 8 '" + good + "'", env);
+  CHECK(ok.exit == 0);
+}
