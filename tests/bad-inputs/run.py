@@ -124,7 +124,9 @@ def run_case(binary, path):
             env[k] = v
         env.setdefault("MR_LOG_LEVEL", "warning")
         if SANITIZED:  # the same memory bound, kept by the sanitizer's allocator
-            env["ASAN_OPTIONS"] = f"malloc_limit_mb={MEMORY_LIMIT_MIB}:detect_leaks=1"
+            # (added to the options CTest sets, so its suppressions file stays in force)
+            env["ASAN_OPTIONS"] = ":".join(o for o in (env.get("ASAN_OPTIONS"), f"malloc_limit_mb={MEMORY_LIMIT_MIB}",
+                                                       "detect_leaks=1") if o)
         timeout = float(h.get("timeout", 20))
         try:
             p = subprocess.run([binary] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
