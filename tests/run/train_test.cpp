@@ -254,7 +254,8 @@ TEST_CASE("--timing-log-level 1: each phase's time after every iteration line (t
   }
   CHECK(phase_lines == 2);
   // Without the flag (Megatron's default 0): no phase lines.
-  mrtest::Proc q = spawn(1, {"--train-iters", "2"}, dir, "untimed");
+  mrtest::Proc q = spawn(1, {"--train-iters", "3"}, dir, "untimed");
+  INFO(q.out() << q.err());
   REQUIRE(q.exit_code() == 0);
   CHECK_THAT(q.out(), !Catch::Contains("phase times"));
 }
