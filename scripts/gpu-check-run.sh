@@ -9,7 +9,8 @@
 #          checksum is reported, not compared.
 #
 #   scripts/gpu-check-run.sh BUILD_DIR [BACKEND_A BACKEND_B]    default: gloo nccl (the CPU run, the GPU run)
-#   MR_GPU_CHECK_RUN_CASES="adam-fp32 muon"                     a subset of the cases (default: all)
+#   MR_GPU_CHECK_RUN_CASES="adam-fp32 ckpt"                     a subset of the cases (default: all; "ckpt":
+#                                                               the checkpoint round trips across the backends)
 #
 # On a machine without a GPU, `scripts/gpu-check-run.sh build gloo gloo` runs the same comparison CPU against CPU
 # (every case identical, muon included), which checks the script itself. Exit 1 if a case failed.
@@ -92,5 +93,42 @@ for c in "${cases[@]}"; do
     for be in "$a" "$b"; do tail -n 5 "$tmp/$name.$be.out" "$tmp/$name.$be.err" >&2; done
   fi
   printf '| %s (%s) | %s | %s | %s |\n' "$name" "$mode" "${sum_a:-?}" "${sum_b:-?}" "$verdict"
+done
+# Checkpoints across the backends (--save through one backend's host copies, --load through the other's): 4
+# iterations saved on one, resumed on the other up to 8, against 8 iterations in one go on the loader's backend
+# (--lr-decay-iters 8 in all three, the resumed run keeping its own schedule): the final checksum, last loss and
+# last grad norm identical.
+ckpt=(--config configs/default.yaml --lr-decay-iters 8)
+for pair in "$a $b" "$b $a"; do
+  read -r s l <<<"$pair"
+  name="ckpt-$s-to-$l"
+  [[ -n "$want" && " $want " != *" ckpt "* ]] && continue
+  d="$tmp/$name"
+  ok=1
+  "$bin" "${ckpt[@]}" --distributed-backend "$s" --train-iters 4 --save "$d" --save-interval 4 >"$d.save.out" 2>&1 || ok=0
+  "$bin" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 --load "$d" --override-opt-param-scheduler \
+    >"$d.load.out" 2>&1 || ok=0
+  "$bin" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 >"$d.whole.out" 2>&1 || ok=0
+  resumed=$(fields "$d.load.out" | grep '^final')
+  whole=$(fields "$d.whole.out" | grep '^final')
+  if (( ok == 0 )); then
+    verdict="FAIL: a run failed"
+  elif ! grep -q "successfully loaded checkpoint" "$d.load.out"; then
+    ok=0
+    verdict="FAIL: the checkpoint was not loaded"
+  elif [[ -n "$whole" && "$resumed" == "$whole" ]]; then
+    verdict="PASS: saved on $s at 4, resumed on $l to 8: checksum, last loss and norm as in one run"
+  else
+    ok=0
+    verdict="FAIL: resumed '$resumed' vs whole '$whole'"
+  fi
+  if (( ok == 0 )); then
+    failed=1
+    echo "--- $name: the tails of the three runs" >&2
+    tail -n 5 "$d.save.out" "$d.load.out" "$d.whole.out" >&2
+  fi
+  sum_r=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.load.out")
+  sum_w=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.whole.out")
+  printf '| %s (exact) | %s | %s | %s |\n' "$name" "${sum_r:-?}" "${sum_w:-?}" "$verdict"
 done
 exit $failed
