@@ -10,12 +10,14 @@
 # The points, and what each line of the report says:
 #   1. kernels: the CUDA kernels against the CPU reference (test_optim "[gpu]": bit-equal in every optimizer and
 #      precision mode, odd sizes; Muon within its bounds), plus the index arithmetic on the host ("[geometry]");
-#   2. one-rank GPU run against the CPU run: NOT YET — the training loop is CPU-only (docs/run.md); what is on the
-#      device already is checked: the synthetic gradient's CUDA kernel bit-equal to the CPU loop (test_run "[gpu]");
+#   2. one-rank GPU run against the CPU run: the synthetic gradient's CUDA kernel bit-equal to the CPU loop and the
+#      CUDA backend's host arithmetic (test_run "[gpu],[device]"), then scripts/gpu-check-run.sh: default.yaml and
+#      variants on --distributed-backend gloo (CPU backend) and nccl (CUDA backend), identical losses, grad norms
+#      and checksums (adam/sgd/lion; fp32, bf16, fp16), muon within its bound;
 #   3. NCCL: a one-rank job over every process group on NCCL (world size 1), the group tests at 2..N ranks when N
 #      GPUs are visible (with one GPU: reported skipped; NCCL does not put two ranks on one GPU), the fault check;
 #   4. benchmarks: gpu.adamw.bf16_master (goal >= 0.9 of cudaMemcpy D2D), gpu.muon.ns5_bf16 (goal >= 0.75 of
-#      cuBLAS bf16 GEMMs); a default-job iteration's phase times: NOT YET (needs the loop on CUDA);
+#      cuBLAS bf16 GEMMs); a default-job iteration's phase times on the CUDA backend (--timing-log-level 1);
 #   5. the build against this machine's LibTorch: the C++ ABI torch reports and the one the build used.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -100,12 +102,19 @@ fi
 
 # ---- 2. the run --------------------------------------------------------------------------------------------------------
 section "2. one-rank GPU run against the one-rank CPU run"
-# What of the loop is on the device already: the synthetic gradient, bit for bit the CPU's (test_run "[gpu]").
-if run_part "$(left)" "$build/bin/test_run" "[gpu]"; then
-  if grep -q "skipping GPU test" "$report"; then verdict 2 FAIL "the synthetic-gradient GPU case was skipped"
-  else verdict 2 "NOT YET" "the synthetic gradient on the GPU is bit-equal to the CPU's (every dtype, split, odd size); the rest of the loop still runs on the CPU only (docs/run.md)"; fi
+# The synthetic gradient's kernel and the CUDA backend's host arithmetic first (test_run "[gpu],[device]"), then
+# the runs: configs/default.yaml and its variants on gloo (CPU backend) and nccl (CUDA backend), line by line
+# (scripts/gpu-check-run.sh: identical for adam/sgd/lion in fp32, bf16, fp16; muon within its bound).
+if run_part "$(left)" "$build/bin/test_run" "[gpu],[device]"; then
+  if grep -q "skipping GPU test" "$report"; then verdict 2a FAIL "the synthetic-gradient GPU case was skipped"
+  else verdict 2a PASS "the synthetic gradient on the GPU is bit-equal to the CPU's; the backend's host arithmetic"; fi
 else
-  verdict 2 FAIL "test_run [gpu] failed (above): the CUDA synthetic gradient differs from the CPU's"
+  verdict 2a FAIL "test_run [gpu],[device] failed (above)"
+fi
+if run_part "$(left)" bash scripts/gpu-check-run.sh "$build" gloo nccl; then
+  verdict 2b PASS "one-rank runs on the CUDA backend: identical losses, grad norms and checksums (fp32, bf16, fp16; adam, sgd, lion), muon within its bound (table above)"
+else
+  verdict 2b FAIL "a one-rank GPU run differs from the CPU run or failed (table and run tails above)"
 fi
 
 # ---- 3. NCCL -----------------------------------------------------------------------------------------------------------
@@ -137,7 +146,13 @@ if run_part "$(left)" "$build/bin/megatron-run-bench" gpu.adamw.bf16_master gpu.
 else
   verdict 4a FAIL "megatron-run-bench gpu.* failed (above)"
 fi
-verdict 4b "NOT YET" "a default-job iteration's phase times with CUDA events need the loop on CUDA"
+# A default-job iteration on the CUDA backend with Megatron's level-1 timers: the phase times (CUDA events).
+if run_part "$(left)" "$build/bin/megatron-run" --config configs/default.yaml --distributed-backend nccl \
+     --timing-log-level 1 --log-interval 10 && grep -q "phase times of rank 0 (ms per iteration, cuda events)" "$report"; then
+  verdict 4b PASS "a default-job iteration's phase times on the GPU (the 'phase times' lines above)"
+else
+  verdict 4b FAIL "the default job on the CUDA backend failed or printed no phase times (above)"
+fi
 
 section "summary ($((SECONDS - start)) s after the build; budget $budget s)"
 log "| point | verdict | what |"

@@ -9,18 +9,23 @@
 // dtype), ptrs() the storage. Every pointer the loop builds from ptrs() (slots, GradTensor, ranges) is the
 // backend's and is only handed back to it, never dereferenced by the loop.
 //
-// Implementations: the CPU one (run/backend_cpu.cpp: host vectors, the OpenMP kernels of lib/optim, Gloo
-// collectives on host buffers). The CUDA one (issue 13, not built yet) will provide: cudaSetDevice from
-// LOCAL_RANK, a cudaMemGetInfo check before allocating, the same buffers in device memory (initialised by
-// the same counter-based recipe), the synthetic gradient kernel (run/gpu_synthetic.cu, bit-identical), the
-// fixed-point sums and max |x| as device reductions (integers: order-free), NCCL collectives on Megatron's
-// groups on its stream, and the optimizer, unscale, scale and checksum kernels (per-element math shared through
-// optim/elementwise.h), with per-phase CUDA event times.
+// Implementations, chosen once per run by make_backend (--distributed-backend: gloo -> CPU, nccl -> CUDA):
+//   - the CPU one (run/backend_cpu.cpp): host vectors, the OpenMP kernels of lib/optim, Gloo collectives on host
+//     buffers, host-clock phase times;
+//   - the CUDA one (run/backend_cuda.cpp, its CUDA calls and kernels in run/cuda_ops.cu): cudaSetDevice from
+//     LOCAL_RANK, a cudaMemGetInfo check before allocating (rule run.device-memory, run/device_plan.h), the same
+//     buffers in device memory with the initial values the CPU computes (uploaded parameter by parameter), the
+//     synthetic gradient kernel (run/gpu_synthetic.cu, bit-identical), the fixed-point sums and max |x| as device
+//     reductions (integers: order-free; the same bits as the CPU), NCCL collectives on Megatron's groups, the
+//     optimizer kernels of lib/optim/gpu_*.cu, checksums on the device, per-phase CUDA event times. It has never
+//     run on a GPU yet (scripts/gpu-check.sh point 2 is its check).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "distributed/runtime.h"
 #include "optim/clip_grads.h"
@@ -43,6 +48,13 @@ struct BufferPtrs {
   const float* target = nullptr;  // [0, numel)
   float* shard_grad() const { return grad_shard ? grad_shard : grad; }
 };
+
+// The phases of an iteration timed for the log (--timing-log-level 1 and up), in their order; phase_name gives
+// Megatron's timer names.
+enum class Phase : int { Grads, GradsReduce, UnscaleCheck, ClipNorm, Step, ParamsGather };
+constexpr int kPhases = 6;
+const char* phase_name(Phase p);
+using PhaseTimes = std::array<double, kPhases>;  // milliseconds
 
 class Backend {
  public:
@@ -95,9 +107,30 @@ class Backend {
   // parameter: sum over i in [0, n) of mix64(mix64(key ^ whole_index(where, i)) ^ bits of element base + i).
   virtual uint64_t checksum(int64_t begin, int64_t end) = 0;
   virtual uint64_t model_checksum_part(uint64_t key, const ShardIndex& where, int64_t base, int64_t n) = 0;
+
+  // Phase times: start_timing() at the start of an iteration, end_phase(p) when phase p is done (phases may be
+  // left out); take_phase_ms() the milliseconds per phase since the last take (waits for the device), then
+  // zero. CPU: the host clock; CUDA: events on the stream.
+  virtual void start_timing() = 0;
+  virtual void end_phase(Phase p) = 0;
+  virtual PhaseTimes take_phase_ms() = 0;
+  virtual const char* clock() const = 0;  // "host clock", "cuda events"
+
+  // Checkpoints (run/checkpoint.cpp): to_host() puts the buffers' current values into FlatBuffers' host vectors
+  // (allocating them at the layout's sizes), from_host() makes the host vectors' values the buffers' and
+  // release_host() frees the host copies. On the CPU backend the host vectors are the storage: nothing to do.
+  virtual void to_host(FlatBuffers& b) = 0;
+  virtual void from_host(FlatBuffers& b) = 0;
+  virtual void release_host(FlatBuffers& b) = 0;
 };
 
-// Today's implementation: host memory, lib/optim's CPU kernels, host-buffer collectives.
+// Host memory, lib/optim's CPU kernels, host-buffer collectives.
 std::unique_ptr<Backend> make_cpu_backend();
+// Device memory on the GPU of LOCAL_RANK `local_rank`, the CUDA kernels, NCCL. RunError in a build without CUDA.
+std::unique_ptr<Backend> make_cuda_backend(int local_rank);
+// Which backend a run uses: the CUDA one for --distributed-backend nccl, the CPU one for gloo; chosen once.
+enum class BackendKind { Cpu, Cuda };
+BackendKind backend_kind(const std::string& distributed_backend);
+std::unique_ptr<Backend> make_backend(const distributed::Runtime& rt);
 
 }  // namespace mr::run

@@ -1,32 +1,16 @@
 // The CPU backend (run/backend.h): the flat buffers in host vectors (FlatBuffers), lib/optim's OpenMP kernels,
 // the collectives on host buffers (Gloo).
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "run/backend.h"
+#include "run/tp_adapter.h"
 
 namespace mr::run {
 
 namespace {
-
-// Muon's view of the TP group.
-class TpAdapter : public optim::TpGroup {
- public:
-  explicit TpAdapter(distributed::Group& g) : g_(g) {}
-  int size() const override { return g_.size(); }
-  int rank() const override { return g_.rank(); }
-  void all_gather(const float* send, int64_t count, float* recv) override {
-    g_.all_gather(distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
-                  distributed::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())));
-  }
-  void all_reduce_sum(float* data, int64_t count) override {
-    g_.all_reduce(distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
-  }
-
- private:
-  distributed::Group& g_;
-};
 
 template <class T>
 T* or_null(std::vector<T>& v) {
@@ -131,13 +115,34 @@ class CpuBackend final : public Backend {
         std::memcpy(&bits, b.model.data() + static_cast<size_t>(base + i) * 4, 4);
       else
         bits = reinterpret_cast<const uint16_t*>(b.model.data())[base + i];
-      sum += mix64(mix64(key ^ static_cast<uint64_t>(whole_index(where, i))) ^ bits);  // wraps: mod 2^64
+      sum += checksum_term(key, whole_index(where, i), bits);  // wraps: mod 2^64
     }
     return sum;
   }
 
+  void start_timing() override { last_ = Clock::now(); }
+  void end_phase(Phase p) override {
+    const Clock::time_point now = Clock::now();
+    ms_[static_cast<size_t>(p)] += std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+  }
+  PhaseTimes take_phase_ms() override {
+    const PhaseTimes out = ms_;
+    ms_ = {};
+    return out;
+  }
+  const char* clock() const override { return "host clock"; }
+
+  // The host vectors are the storage.
+  void to_host(FlatBuffers&) override {}
+  void from_host(FlatBuffers&) override {}
+  void release_host(FlatBuffers&) override {}
+
  private:
+  using Clock = std::chrono::steady_clock;
   FlatBuffers* b_ = nullptr;
+  Clock::time_point last_{};
+  PhaseTimes ms_{};
 };
 
 }  // namespace

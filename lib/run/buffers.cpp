@@ -13,12 +13,6 @@
 
 namespace mr::run {
 
-uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -49,11 +43,12 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
 
 size_t dtype_bytes(optim::DType d) { return d == optim::DType::F32 ? 4 : 2; }
 
-void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
-                        bool distributed_optimizer, int64_t dp, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed,
-                        double init_std, bool decoupled_lr) {
+void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+                            bool distributed_optimizer, int64_t dp, int64_t dp_rank, bool decoupled_lr) {
   model_dtype = dtype;
   sharded = distributed_optimizer;
+  offset.clear();
+  group_of.clear();
   int64_t n = 0;
   for (const ParamSpec& p : plan.params) {
     offset.push_back(n);
@@ -69,38 +64,60 @@ void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, 
   padded = sharded ? (n + dp - 1) / dp * dp : n;
   lo = sharded ? padded / dp * dp_rank : 0;
   hi = sharded ? lo + padded / dp : padded;
-  const int64_t shard = hi - lo;
-  check_memory(opt, shard);
-  model.assign(static_cast<size_t>(padded) * dtype_bytes(model_dtype), 0);
-  grad.assign(static_cast<size_t>(padded), 0.0f);
-  if (sharded) grad_shard.assign(static_cast<size_t>(shard), 0.0f);
-  if (model_dtype != optim::DType::F32) main.assign(static_cast<size_t>(shard), 0.0f);
-  // Adam/Lion first moment, SGD/Muon momentum: allocated for every optimizer the run steps.
-  exp_avg.assign(static_cast<size_t>(shard), 0.0f);
-  if (opt.state.exp_avg_sq || opt.scalar_state.exp_avg_sq) exp_avg_sq.assign(static_cast<size_t>(shard), 0.0f);
-  target.assign(static_cast<size_t>(n), 0.0f);
-
-  for (size_t k = 0; k < plan.params.size(); ++k) {
-    const ParamSpec& p = plan.params[k];
-    const uint64_t key = name_key(p.key, seed);
-    const bool one = p.init == ParamSpec::Init::One, zero = p.init == ParamSpec::Init::Zero;
-    const int64_t cnt = p.numel(), base = offset[k];
-    const ShardIndex where = shard_index(p, p.expert ? etp_rank : tp_rank);
-#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
-    for (int64_t i = 0; i < cnt; ++i) {
-      const uint64_t gi = static_cast<uint64_t>(whole_index(where, i));
-      const float init = one ? 1.0f : zero ? 0.0f : static_cast<float>(init_std) * normal(mix64(key ^ gi));
-      const float t = init + static_cast<float>(init_std) * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull);
-      store(model.data(), model_dtype, base + i, init);
-      target[static_cast<size_t>(base + i)] = t;
-      if (base + i >= lo && base + i < hi && !main.empty()) main[static_cast<size_t>(base + i - lo)] = init;
-    }
-  }
+  has_main = model_dtype != optim::DType::F32;
+  // Adam/Lion first moment, SGD/Muon momentum: allocated for every optimizer the run steps; the second moment
+  // where the optimizer table says (Adam, or Muon's Adam for its scalar params).
+  has_exp_avg_sq = opt.state.exp_avg_sq || opt.scalar_state.exp_avg_sq;
   // Parameter groups: (weight decay or not) x (--decoupled-lr or not).
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
     const bool decoupled = p.embedding_or_output && decoupled_lr;
     group_of.push_back((p.no_weight_decay ? 1 : 0) + (decoupled ? 2 : 0));
+  }
+}
+
+BufferBytes FlatBuffers::bytes() const {
+  const double f = 4.0, s = static_cast<double>(shard());
+  BufferBytes b;
+  b.model = static_cast<double>(padded) * static_cast<double>(dtype_bytes(model_dtype));
+  b.grad = static_cast<double>(padded) * f;
+  b.grad_shard = sharded ? s * f : 0.0;
+  b.main = has_main ? s * f : 0.0;
+  b.state = s * f * (has_exp_avg_sq ? 2.0 : 1.0);
+  b.target = static_cast<double>(numel) * f;
+  return b;
+}
+
+void FlatBuffers::allocate_host() {
+  const size_t s = static_cast<size_t>(shard());
+  model.assign(static_cast<size_t>(padded) * dtype_bytes(model_dtype), 0);
+  grad.assign(static_cast<size_t>(padded), 0.0f);
+  if (sharded) grad_shard.assign(s, 0.0f);
+  if (has_main) main.assign(s, 0.0f);
+  exp_avg.assign(s, 0.0f);
+  if (has_exp_avg_sq) exp_avg_sq.assign(s, 0.0f);
+  target.assign(static_cast<size_t>(numel), 0.0f);
+}
+
+void FlatBuffers::release_host() {
+  for (auto* v : {&grad, &grad_shard, &main, &exp_avg, &exp_avg_sq, &target}) std::vector<float>().swap(*v);
+  std::vector<uint8_t>().swap(model);
+}
+
+void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+                        bool distributed_optimizer, int64_t dp, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed,
+                        double init_std, bool decoupled_lr) {
+  set_layout(plan, opt, dtype, distributed_optimizer, dp, dp_rank, decoupled_lr);
+  check_memory();
+  allocate_host();
+  for (size_t k = 0; k < plan.params.size(); ++k) {
+    const ParamSpec& p = plan.params[k];
+    const int64_t base = offset[k];
+    initial_values(p, seed, init_std, p.expert ? etp_rank : tp_rank, [&](int64_t i, float init, float t) {
+      store(model.data(), model_dtype, base + i, init);
+      target[static_cast<size_t>(base + i)] = t;
+      if (base + i >= lo && base + i < hi && has_main) main[static_cast<size_t>(base + i - lo)] = init;
+    });
   }
 }
 
@@ -114,14 +131,8 @@ std::string gib_text(double bytes) {
 
 // What the buffers take, against what this machine has for all its local ranks: a model that does not fit is an
 // error naming the sizes, not an out-of-memory kill.
-void FlatBuffers::check_memory(const optim::OptimizerInfo& opt, int64_t shard) const {
-  const double f = 4.0;
-  const int state_buffers = 1 + ((opt.state.exp_avg_sq || opt.scalar_state.exp_avg_sq) ? 1 : 0);  // as allocated
-  double need = static_cast<double>(padded) * (static_cast<double>(dtype_bytes(model_dtype)) + f) +  // params, grads
-                static_cast<double>(numel) * f +                                                    // targets
-                static_cast<double>(shard) * f *
-                    ((sharded ? 1 : 0) + (model_dtype != optim::DType::F32 ? 1 : 0) +
-                     state_buffers);  // grad shard, main params, states
+void FlatBuffers::check_memory() const {
+  const double need = bytes().total();  // params, grads, targets, grad shard, main params, states
   int64_t local = 1;
   if (const char* l = std::getenv("LOCAL_WORLD_SIZE")) local = std::max<int64_t>(1, std::atoll(l));
   double avail = 0;

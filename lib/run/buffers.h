@@ -11,13 +11,14 @@
 #include "optim/dtype.h"
 #include "optim/kernels.h"
 #include "optim/optimizer_table.h"
+#include "run/checksum_term.h"
 #include "run/model.h"
 #include "run/tensor_index.h"
 
 namespace mr::run {
 
-// Deterministic synthetic values (splitmix64, FNV-1a, uniform and Box-Muller normal from a key).
-uint64_t mix64(uint64_t z);
+// Deterministic synthetic values (splitmix64: mix64 in run/checksum_term.h; FNV-1a, uniform and Box-Muller normal
+// from a key).
 uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 uint64_t name_key(const std::string& s, uint64_t seed);
 float uniform(uint64_t key);  // in [-1, 1)
@@ -45,6 +46,12 @@ inline void store(void* buf, optim::DType d, int64_t i, float v) {
 }
 size_t dtype_bytes(optim::DType d);
 
+// What the flat buffers take, in bytes (the host check and the device check, run/device_plan.h, both use it).
+struct BufferBytes {
+  double model = 0, grad = 0, grad_shard = 0, main = 0, state = 0, target = 0;
+  double total() const { return model + grad + grad_shard + main + state + target; }
+};
+
 struct FlatBuffers {
   optim::DType model_dtype = optim::DType::F32;
   std::vector<int64_t> offset;   // of each parameter of the plan
@@ -52,15 +59,50 @@ struct FlatBuffers {
   int64_t numel = 0, padded = 0, lo = 0, hi = 0;
   int64_t dense_end = 0;  // routed experts occupy [dense_end, numel)
   bool sharded = false;   // the distributed optimizer's shards (a data-parallel group of more than one)
+  bool has_main = false;        // fp32 main params (16-bit training)
+  bool has_exp_avg_sq = false;  // Adam's second moment (the optimizer table's state)
+  // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
+  // while a checkpoint is written or read (Backend::to_host / from_host).
   std::vector<uint8_t> model;
   std::vector<float> grad, grad_shard, main, exp_avg, exp_avg_sq, target;
 
-  // The layout, the memory check against this machine (RunError when it does not fit), the allocation (state
-  // buffers as the optimizer table says), and Megatron's initial values and the synthetic targets: normal with
-  // --init-method-std for matrices, ones for norm weights, zeros for biases, keyed by the element's index in the
-  // whole tensor.
+  int64_t shard() const { return hi - lo; }
+
+  // The layout alone (nothing allocated): offsets, the padded size and this rank's shard, which buffers exist,
+  // the parameter groups.
+  void set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, bool distributed_optimizer,
+                  int64_t dp_size, int64_t dp_rank, bool decoupled_lr);
+  // What the buffers of this layout take.
+  BufferBytes bytes() const;
+
+  // The CPU backend's build: the layout, the memory check against this machine (RunError when it does not fit),
+  // the allocation in host memory (state buffers as the optimizer table says), and Megatron's initial values and
+  // the synthetic targets: normal with --init-method-std for matrices, ones for norm weights, zeros for biases,
+  // keyed by the element's index in the whole tensor.
   void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, bool distributed_optimizer,
              int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
+  // The host vectors at the layout's sizes, zero (allocate_host), or freed (release_host).
+  void allocate_host();
+  void release_host();
+
+  // The initial value and the target of every element i in [0, numel) of parameter k (its shard on TP rank
+  // `tp_rank`; the expert TP rank for routed experts): put(i, init, target), in OpenMP teams.
+  template <class Put>
+  void initial_values(const ParamSpec& p, uint64_t seed, double init_std, int64_t tp_rank, Put&& put) const {
+    const uint64_t key = name_key(p.key, seed);
+    const bool one = p.init == ParamSpec::Init::One, zero = p.init == ParamSpec::Init::Zero;
+    const int64_t cnt = p.numel();
+    const ShardIndex where = shard_index(p, tp_rank);
+    const float std_f = static_cast<float>(init_std);
+#ifdef _OPENMP  // (CUDA sources include this header without OpenMP)
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
+#endif
+    for (int64_t i = 0; i < cnt; ++i) {
+      const uint64_t gi = static_cast<uint64_t>(whole_index(where, i));
+      const float init = one ? 1.0f : zero ? 0.0f : std_f * normal(mix64(key ^ gi));
+      put(i, init, init + std_f * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull));
+    }
+  }
 
   // The parts of each parameter inside this rank's shard: f(k, begin, end).
   template <class F>
@@ -72,7 +114,7 @@ struct FlatBuffers {
   }
 
  private:
-  void check_memory(const optim::OptimizerInfo& opt, int64_t shard) const;
+  void check_memory() const;
 };
 
 }  // namespace mr::run

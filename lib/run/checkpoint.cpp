@@ -1,4 +1,5 @@
 // Megatron's checkpointing and exit flags in the training run (run/checkpoint.h).
+#include "run/host_collectives.h"
 #include "run/checkpoint.h"
 
 #include <signal.h>
@@ -48,7 +49,7 @@ std::string message_of(const std::exception& e) {
 int64_t failed_rank(RunContext& c, bool failed) {
   const int64_t world = c.rt.world_size();
   double v = failed ? static_cast<double>(world - c.rt.rank()) : 0.0;
-  c.rt.group("world").all_reduce(distributed::Buffer::cpu(&v, 1), distributed::ReduceOp::Max);
+  host_all_reduce(c.rt.group("world"), distributed::Buffer::cpu(&v, 1), distributed::ReduceOp::Max);
   return v > 0 ? world - static_cast<int64_t>(v) : -1;
 }
 
@@ -292,13 +293,17 @@ Progress Checkpointer::load() {
         if (!model_keys.count(k))
           throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has a parameter " + k +
                                                         " that this model does not");
+      // The buffers' values on the host (the CPU backend's storage; the CUDA backend copies them there and back).
+      c_.backend->to_host(c_.buf);
       r.load_buffers(c_.plan, c_.buf, place_of(c_), with_opt);
       FlatBuffers& b = c_.buf;
       if (!with_opt) {
         // Megatron's reload_model_params: the main params from the loaded model params; fresh optimizer state.
-        for (int64_t i = b.lo; i < std::min(b.hi, b.numel) && !b.main.empty(); ++i)
+        for (int64_t i = b.lo; i < std::min(b.hi, b.numel) && b.has_main; ++i)
           b.main[static_cast<size_t>(i - b.lo)] = to_float(b.model.data(), b.model_dtype, i);
-      } else {
+      }
+      c_.backend->from_host(c_.buf);
+      if (with_opt) {
         const std::string path = found->dir + "/" + rank_stem(0) + ".json";
         if (!m.scheduler.is_none()) {
           try {
@@ -412,6 +417,12 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                                        {"hysteresis_tracker", static_cast<long long>(s->hysteresis_tracker)}});
     }
     m.args = args_json(a);
+    // The buffers' values on the host while the files are written (nothing to copy for the CPU backend).
+    c_.backend->to_host(c_.buf);
+    struct Release {
+      RunContext& c;
+      ~Release() { c.backend->release_host(c.buf); }
+    } release{c_};
     const RankSave s = collect_pieces(c_.plan, c_.buf, place_of(c_), !a.no_save_optim.value_or(false));
     if (auto f = knob("MR_CKPT_FAIL_IN_SAVE"); f && f->first == p.iteration && rank0) {
       RankSave half = s;
@@ -451,7 +462,7 @@ bool Checkpointer::after_iteration(const Progress& p) {
   const int64_t it = p.iteration;
   if (a.exit_signal_handler) {
     double f = g_exit_signal ? 1.0 : 0.0;
-    c_.rt.group("world").all_reduce(distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
+    host_all_reduce(c_.rt.group("world"), distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
     if (f > 0) {
       if (a.save) save(p, false);
       if (rank0)
@@ -472,7 +483,7 @@ bool Checkpointer::after_iteration(const Progress& p) {
   if (a.exit_duration_in_mins && *a.exit_duration_in_mins > 0) {
     const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() / 60.0;
     double f = minutes > static_cast<double>(*a.exit_duration_in_mins) ? 1.0 : 0.0;
-    c_.rt.group("world").all_reduce(distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
+    host_all_reduce(c_.rt.group("world"), distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
     if (f > 0) {
       if (a.save && !saved) save(p, false);
       if (rank0) log_ << prefix_ << "exiting program after " << minutes << " minutes" << std::endl;

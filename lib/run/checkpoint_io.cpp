@@ -48,9 +48,9 @@ std::string safetensors_dtype(optim::DType d) {
 std::vector<std::string> buffer_kinds(const FlatBuffers& b, bool with_optimizer) {
   std::vector<std::string> k = {"param"};
   if (!with_optimizer) return k;
-  if (!b.main.empty()) k.push_back("fp32_param");
-  if (!b.exp_avg.empty()) k.push_back("exp_avg");
-  if (!b.exp_avg_sq.empty()) k.push_back("exp_avg_sq");
+  if (b.has_main) k.push_back("fp32_param");
+  k.push_back("exp_avg");  // allocated for every optimizer the run steps
+  if (b.has_exp_avg_sq) k.push_back("exp_avg_sq");
   return k;
 }
 

@@ -1,4 +1,5 @@
 // Layout-invariant sums of squares (run/exact_stats.h).
+#include "run/host_collectives.h"
 #include "run/exact_stats.h"
 
 #include <omp.h>
@@ -37,7 +38,7 @@ Fixed all_reduce_sum(distributed::Group& g, Fixed mine) {
   if (mine < 0) throw std::logic_error("exact_stats: a negative fixed-point part");
   double limb[4];
   for (int i = 0; i < 4; ++i) limb[i] = static_cast<double>(static_cast<uint64_t>(mine >> (32 * i)) & 0xffffffffull);
-  g.all_reduce(distributed::Buffer::cpu(limb, 4), distributed::ReduceOp::Sum);  // each < 2^53: exact
+  host_all_reduce(g, distributed::Buffer::cpu(limb, 4), distributed::ReduceOp::Sum);  // each < 2^53: exact
   Fixed total = 0;
   for (int i = 3; i >= 0; --i) total = (total << 32) + static_cast<Fixed>(static_cast<int64_t>(limb[i]));
   return total;
@@ -46,7 +47,7 @@ Fixed all_reduce_sum(distributed::Group& g, Fixed mine) {
 double all_reduce_max(distributed::Group& g, double mine) {
   // NaN does not survive a max; carry it as a second flag.
   double v[2] = {std::isnan(mine) ? 0.0 : mine, std::isnan(mine) ? 1.0 : 0.0};
-  g.all_reduce(distributed::Buffer::cpu(v, 2), distributed::ReduceOp::Max);
+  host_all_reduce(g, distributed::Buffer::cpu(v, 2), distributed::ReduceOp::Max);
   return v[1] > 0 ? std::numeric_limits<double>::quiet_NaN() : v[0];
 }
 

@@ -17,19 +17,16 @@
 #include <omp.h>
 
 #include "distributed/runtime.h"
+#include "run/fixed_point.h"
 
 namespace mr::run {
-
-using Fixed = __int128;
 
 // E for values with max |x| = max_abs (finite). 0 when max_abs is 0.
 int fixed_exponent(double max_abs);
 
 // trunc(x^2 * 2^E) for finite x; `scale` = 2^E as a double.
-inline Fixed fixed_square(float x, double scale) {
-  const double d = static_cast<double>(x);
-  return static_cast<Fixed>(static_cast<int64_t>(d * d * scale));  // d*d exact; * 2^E exact; < 2^62
-}
+// (run/fixed_point.h: the element function the CUDA reductions share.)
+inline Fixed fixed_square(float x, double scale) { return static_cast<Fixed>(fixed_square_bits(x, scale)); }
 
 // Sum of fixed_square(value(i)) over i in [0, n), in OpenMP teams of `threads`; integers, so the result does
 // not depend on the thread count.

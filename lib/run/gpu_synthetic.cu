@@ -57,35 +57,30 @@ __global__ void __launch_bounds__(optim::geom::kThreads)
 float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,
                       bool zero, const GradTensor& t) {
   if (t.n == 0) return 0.0f;
-  unsigned* max_bits = nullptr;
-  check(cudaMalloc(&max_bits, sizeof(unsigned)), "cudaMalloc (synthetic gradient)");
+  // The block maxima's target: one word, allocated once and kept (no cudaMalloc/cudaFree per parameter).
+  static unsigned* max_bits = nullptr;
+  if (!max_bits) check(cudaMalloc(&max_bits, sizeof(unsigned)), "cudaMalloc (synthetic gradient)");
   unsigned host = 0;
-  try {
-    check(cudaMemset(max_bits, 0, sizeof(unsigned)), "cudaMemset (synthetic gradient)");
-    const ShardIndex where = shard_index(p, tp_rank);
-    const unsigned grid = optim::geom::grid_for(t.n);
-    const float keep = zero ? 0.0f : 1.0f;
-    switch (t.dtype) {
-      case optim::DType::F32:
-        synthetic_kernel<optim::DType::F32><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
-                                                                        samples, bits, keep, max_bits);
-        break;
-      case optim::DType::BF16:
-        synthetic_kernel<optim::DType::BF16><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
-                                                                         samples, bits, keep, max_bits);
-        break;
-      case optim::DType::F16:
-        synthetic_kernel<optim::DType::F16><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
-                                                                        samples, bits, keep, max_bits);
-        break;
-    }
-    check(cudaGetLastError(), "the synthetic-gradient kernel launch");
-    check(cudaMemcpy(&host, max_bits, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy (synthetic gradient max)");
-  } catch (...) {
-    cudaFree(max_bits);
-    throw;
+  check(cudaMemset(max_bits, 0, sizeof(unsigned)), "cudaMemset (synthetic gradient)");
+  const ShardIndex where = shard_index(p, tp_rank);
+  const unsigned grid = optim::geom::grid_for(t.n);
+  const float keep = zero ? 0.0f : 1.0f;
+  switch (t.dtype) {
+    case optim::DType::F32:
+      synthetic_kernel<optim::DType::F32><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
+                                                                      samples, bits, keep, max_bits);
+      break;
+    case optim::DType::BF16:
+      synthetic_kernel<optim::DType::BF16><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
+                                                                       samples, bits, keep, max_bits);
+      break;
+    case optim::DType::F16:
+      synthetic_kernel<optim::DType::F16><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
+                                                                      samples, bits, keep, max_bits);
+      break;
   }
-  check(cudaFree(max_bits), "cudaFree (synthetic gradient)");
+  check(cudaGetLastError(), "the synthetic-gradient kernel launch");
+  check(cudaMemcpy(&host, max_bits, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy (synthetic gradient max)");
   float m;
   static_assert(sizeof m == sizeof host);
   __builtin_memcpy(&m, &host, sizeof m);

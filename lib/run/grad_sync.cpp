@@ -1,5 +1,6 @@
 // The training run's collectives (run/grad_sync.h): the buffers' through the backend (run/backend.h), the
 // scalars' on the host.
+#include "run/host_collectives.h"
 #include "run/grad_sync.h"
 
 #include <string>
@@ -45,7 +46,7 @@ void reduce_grads(RunContext& c) {
 
 void stats_reduce(RunContext& c, std::span<double> v, optim::ReduceOp op) {
   distributed::Group& g = c.dist_opt ? c.rt.group("world") : c.mp;
-  g.all_reduce(distributed::Buffer::cpu(v.data(), v.size()),
+  host_all_reduce(g, distributed::Buffer::cpu(v.data(), v.size()),
                op == optim::ReduceOp::Max ? distributed::ReduceOp::Max : distributed::ReduceOp::Sum);
 }
 
@@ -63,7 +64,7 @@ uint64_t check_replicas(RunContext& c) {
       int64_t h = static_cast<int64_t>(c.backend->checksum(b.offset[k], b.offset[k] + p.numel()));
       distributed::Group& e = c.rt.group("embedding");
       std::vector<int64_t> all(static_cast<size_t>(e.size()));
-      e.all_gather(distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
+      host_all_gather(e, distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
       for (int64_t x : all)
         if (x != h) throw RunError("the tied word embeddings diverged between the first and the last pipeline stage");
     }
@@ -71,7 +72,7 @@ uint64_t check_replicas(RunContext& c) {
   auto compare = [&](distributed::Group& g, int64_t begin, int64_t end, const char* what) {
     int64_t mine = static_cast<int64_t>(c.backend->checksum(begin, end));
     std::vector<int64_t> all(static_cast<size_t>(g.size()));
-    g.all_gather(distributed::Buffer::cpu(&mine, 1), distributed::Buffer::cpu(all.data(), all.size()));
+    host_all_gather(g, distributed::Buffer::cpu(&mine, 1), distributed::Buffer::cpu(all.data(), all.size()));
     for (size_t i = 0; i < all.size(); ++i)
       if (all[i] != mine)
         throw RunError(std::string(what) + " replicas diverged: rank " + std::to_string(g.ranks()[i]) +
@@ -95,7 +96,7 @@ uint64_t model_checksum(RunContext& c) {
   }
   // Across ranks as two 32-bit halves in doubles (exact below 2^21 ranks).
   double half[2] = {static_cast<double>(mine & 0xffffffffull), static_cast<double>(mine >> 32)};
-  c.rt.group("world").all_reduce(distributed::Buffer::cpu(half, 2), distributed::ReduceOp::Sum);
+  host_all_reduce(c.rt.group("world"), distributed::Buffer::cpu(half, 2), distributed::ReduceOp::Sum);
   return static_cast<uint64_t>(half[0]) + (static_cast<uint64_t>(half[1]) << 32);
 }
 

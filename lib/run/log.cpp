@@ -19,7 +19,8 @@ bool last_rank(const RunContext& c) { return c.rt.rank() == c.rt.world_size() - 
 void log_start(const RunContext& c, std::ostream& log, const std::string& prefix) {
   const FlatBuffers& b = c.buf;
   const double model_bytes = static_cast<double>(b.numel) * static_cast<double>(dtype_bytes(b.model_dtype));
-  const double state_bytes = 4.0 * static_cast<double>(b.main.size() + b.exp_avg.size() + b.exp_avg_sq.size());
+  const BufferBytes bytes = b.bytes();
+  const double state_bytes = bytes.main + bytes.state;
   std::ostringstream s;
   s << prefix << " > number of parameters on (tensor, pipeline) model parallel rank (" << c.tp.rank() << ", "
     << c.pp.rank() << "): " << b.numel << " (" << c.plan.layers.size() << " layers; model params "
@@ -31,8 +32,8 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
     log << prefix << "megatron-run: synthetic training run: " << c.train_iters << " iterations, "
         << c.optimizer->name << ", "
         << (b.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16")
-        << (c.dist_opt ? ", distributed optimizer" : "") << "; gradients are synthetic (no model forward/backward)"
-        << std::endl;
+        << (c.dist_opt ? ", distributed optimizer" : "") << ", on the " << c.backend->name()
+        << " backend; gradients are synthetic (no model forward/backward)" << std::endl;
 }
 
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
@@ -52,6 +53,17 @@ void log_iteration(const RunContext& c, std::ostream& log, const std::string& pr
   line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(w.skipped))
        << " | number of nan iterations: " << format("%3.0f", 0.0) << " |";
   log << line.str() << std::endl;
+}
+
+void log_timers(const RunContext& c, std::ostream& log, const std::string& prefix, const PhaseTimes& ms,
+                int64_t iterations) {
+  if (!last_rank(c) || iterations <= 0) return;
+  std::ostringstream s;
+  s << prefix << " phase times of rank " << c.rt.rank() << " (ms per iteration, " << c.backend->clock() << "):";
+  for (int p = 0; p < kPhases; ++p)
+    s << (p ? " |" : "") << " " << phase_name(static_cast<Phase>(p)) << " "
+      << format("%.3f", ms[static_cast<size_t>(p)] / static_cast<double>(iterations));
+  log << s.str() << std::endl;
 }
 
 void log_finished(const RunContext& c, std::ostream& log, const std::string& prefix, const TrainResult& res) {

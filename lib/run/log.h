@@ -27,6 +27,10 @@ struct StepReport {
 };
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
                    const Window& w, double loss, bool found_inf, const StepReport& step);
+// With --timing-log-level 1 and up, after each iteration line: the time of each phase of an iteration
+// (run/backend.h's Phase, Megatron's timer names) on the last rank, averaged over the window.
+void log_timers(const RunContext& c, std::ostream& log, const std::string& prefix, const PhaseTimes& ms,
+                int64_t iterations);
 void log_finished(const RunContext& c, std::ostream& log, const std::string& prefix, const TrainResult& res);
 
 }  // namespace mr::run

@@ -1,6 +1,7 @@
 // What the parts of the training run share (run/train.cpp drives them): the process groups, the model plan, the
-// flat buffers' layout, the backend that holds their storage and does the work on them (run/backend.h; the CPU
-// one today) and the settings read once from the arguments. Internal to lib/run.
+// flat buffers' layout, the backend that holds their storage and does the work on them (run/backend.h: the CPU
+// one with --distributed-backend gloo, the CUDA one with nccl, chosen here once) and the settings read once from
+// the arguments. Internal to lib/run.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@ struct RunContext {
   RunContext(distributed::Runtime& rt, const Args& args)
       : rt(rt), args(args), tp(rt.group("tp")), pp(rt.group("pp")), dp(rt.group("dp-cp")), mp(rt.group("tp-pp")),
         edp(rt.group("expert-dp")), etp(rt.group("expert-tp")), emp(rt.group("expert-tp-ep-pp")),
-        backend(make_cpu_backend()) {}
+        backend(make_backend(rt)) {}
 
   distributed::Runtime& rt;
   const Args& args;

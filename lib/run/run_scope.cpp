@@ -40,7 +40,7 @@ constexpr ArgId kActs[] = {
     ArgId::async_save, ArgId::exit_interval, ArgId::exit_duration_in_mins, ArgId::exit_signal_handler,
     ArgId::exit_signal,
     // The log (run/log.h).
-    ArgId::log_interval, ArgId::log_params_norm,
+    ArgId::log_interval, ArgId::log_params_norm, ArgId::timing_log_level,
     // The process groups and the rank layout (parallel/layout.h, distributed/).
     ArgId::distributed_backend, ArgId::distributed_timeout_minutes, ArgId::distributed_timeout_seconds_after_init,
     ArgId::tensor_model_parallel_size, ArgId::pipeline_model_parallel_size, ArgId::context_parallel_size,

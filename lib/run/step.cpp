@@ -1,5 +1,6 @@
 // The training run's optimizer step (run/step.h): slots over the backend's buffers (run/backend.h), the work
 // done by the backend.
+#include "run/host_collectives.h"
 #include "run/step.h"
 
 #include <algorithm>
@@ -144,7 +145,7 @@ int64_t count_zeros_in_grad(RunContext& c) {
   for (auto& s : mine) s.counted = true;
   // The optimizer library's count (exact in a double up to 2^53), summed over the world.
   return static_cast<int64_t>(c.backend->count_zeros(mine, [&c](std::span<double> v, optim::ReduceOp) {
-    c.rt.group("world").all_reduce(distributed::Buffer::cpu(v.data(), v.size()), distributed::ReduceOp::Sum);
+    host_all_reduce(c.rt.group("world"), distributed::Buffer::cpu(v.data(), v.size()), distributed::ReduceOp::Sum);
   }));
 }
 

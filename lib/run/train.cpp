@@ -1,6 +1,7 @@
 // The training-run loop (run/train.h). Its parts, one file each: the flat buffers' layout (buffers.cpp), the
 // gradient collectives (grad_sync.cpp), the norm, clip and optimizer step (step.cpp), the log lines (log.cpp); all
 // work on the buffers goes through the backend (run/backend.h, the CPU one in backend_cpu.cpp).
+#include "run/host_collectives.h"
 #include "run/train.h"
 
 #include <omp.h>
@@ -125,7 +126,7 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
     count += static_cast<double>(cnt);
   }
   distributed::Group& world = c.rt.group("world");
-  world.all_reduce(distributed::Buffer::cpu(&count, 1), distributed::ReduceOp::Sum);
+  host_all_reduce(world, distributed::Buffer::cpu(&count, 1), distributed::ReduceOp::Sum);
   const Fixed total = all_reduce_sum(world, sum);
   return count > 0 ? 0.5 * to_double(total, e) / count : 0.0;
 }
@@ -145,12 +146,16 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   int64_t last = resumed.iteration;
   bool stopped = false;
   Window window;
+  Backend& dev = *c.backend;
   for (int64_t it = resumed.iteration + 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
+    dev.start_timing();
     const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
+    dev.end_phase(Phase::Grads);
     if (it == resumed.iteration + 1) res.first_loss = loss;
     res.last_loss = loss;
     reduce_grads(c);
+    dev.end_phase(Phase::GradsReduce);
     // Unscale and look for inf/NaN (mixed precision with a loss scaler only, as Megatron).
     bool found_inf = false;
     if (c.scaler) {
@@ -158,15 +163,19 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       stats_reduce(c, std::span<double>(&f, 1), optim::ReduceOp::Max);
       found_inf = f > 0;
       c.scaler->update(found_inf);
+      dev.end_phase(Phase::UnscaleCheck);
     }
     double grad_norm = std::nan("");
     StepReport report;
     if (!found_inf) {
       grad_norm = clip_grad_norm(c);
       if (args.log_num_zeros_in_grad) report.zeros = count_zeros_in_grad(c);  // after the clip, as Megatron
+      dev.end_phase(Phase::ClipNorm);
       optimizer_step(c, ++steps_done);
       c.schedule->step(c.global_batch);
+      dev.end_phase(Phase::Step);
       publish_params(c);
+      dev.end_phase(Phase::ParamsGather);
     } else {
       ++skipped_total;
       ++window.skipped;
@@ -179,6 +188,8 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       report.grad_norm = grad_norm;
       if (args.log_params_norm) report.params_norm = params_norm(c);
       log_iteration(c, log, prefix, it, consumed, window, loss, found_inf, report);
+      const PhaseTimes ms = dev.take_phase_ms();
+      if (args.timing_log_level >= 1) log_timers(c, log, prefix, ms, window.iterations);
       window = Window{};
     }
     last = it;

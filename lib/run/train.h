@@ -1,6 +1,7 @@
 // The training-run loop: what megatron-run does on every rank once the process groups are up, from the typed
 // view of the resolved arguments (config/args.h). Its parts: run/buffers.h, run/grad_sync.h, run/step.h, run/log.h;
-// everything they do on the buffers goes through the device-neutral run/backend.h (the CPU backend today).
+// everything they do on the buffers goes through the device-neutral run/backend.h (the CPU backend with
+// --distributed-backend gloo, the CUDA backend with nccl).
 //
 // There is no model forward/backward in megatron-run (that is Megatron's Python); the run drives everything
 // around it with synthetic gradients, at the model's real size and layout:

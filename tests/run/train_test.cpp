@@ -232,3 +232,30 @@ TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][trai
   CHECK(iterations(b.out()).empty());
   CHECK_THAT(b.out(), !Catch::Contains("synthetic training run"));
 }
+
+TEST_CASE("--timing-log-level 1: each phase's time after every iteration line (the CPU backend's host clock)",
+          "[run][train][timing]") {
+  mrtest::TempDir dir;
+  mrtest::Proc p = spawn(1, {"--train-iters", "4", "--log-interval", "2", "--timing-log-level", "1"}, dir, "timing");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  CHECK(iterations(p.out()).size() == 2);
+  CHECK_THAT(p.out(), Catch::Contains("adam, fp32, on the cpu backend"));
+  CHECK_THAT(p.err(), !Catch::Contains("--timing-log-level"));  // acted on: not in the notice
+  std::istringstream in(p.out());
+  std::string s;
+  int phase_lines = 0;
+  while (std::getline(in, s)) {
+    if (s.find("phase times of rank 0 (ms per iteration, host clock):") == std::string::npos) continue;
+    ++phase_lines;
+    for (const char* name : {"forward-backward (synthetic gradients) ", "grads-reduce ", "optimizer-unscale-and-check-inf ",
+                             "optimizer-clip-main-grad ", "optimizer-inner-step ", "params-all-gather "})
+      CHECK_THAT(s, Catch::Contains(name));
+  }
+  CHECK(phase_lines == 2);
+  // Without the flag (Megatron's default 0): no phase lines.
+  mrtest::Proc q = spawn(1, {"--train-iters", "3"}, dir, "untimed");
+  INFO(q.out() << q.err());
+  REQUIRE(q.exit_code() == 0);
+  CHECK_THAT(q.out(), !Catch::Contains("phase times"));
+}

@@ -1,0 +1,346 @@
+// The CUDA calls and kernels of the training run's CUDA backend (run/cuda_ops.h). Built with -fmad=false like
+// the optimizer kernels: no fused multiply-add where the CPU loop has none. Every index comes from
+// optim/launch_geometry.h (grid-stride launches of kThreads threads, grid_for(n) blocks), whose arithmetic the
+// CPU tests check.
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "optim/launch_geometry.h"
+#include "run/checksum_term.h"
+#include "run/cuda_ops.h"
+#include "run/fixed_point.h"
+
+namespace mr::run::cuda {
+
+namespace {
+
+namespace geom = optim::geom;
+using optim::DType;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+// A device area kept for the process and grown on demand (the reductions' partial results): no cudaMalloc in the
+// steady state. Main thread only (the training loop).
+void* scratch(size_t bytes) {
+  static void* p = nullptr;
+  static size_t have = 0;
+  if (bytes > have) {
+    if (p) cudaFree(p);
+    p = nullptr;
+    have = 0;
+    check(cudaMalloc(&p, bytes), "cudaMalloc (reduction scratch)");
+    have = bytes;
+  }
+  return p;
+}
+
+template <DType D>
+__device__ float load(const void* model, int64_t i) {
+  if constexpr (D == DType::F32) return static_cast<const float*>(model)[i];
+  else if constexpr (D == DType::BF16) return optim::bf16_to_f32(static_cast<const uint16_t*>(model)[i]);
+  else return optim::f16_to_f32(static_cast<const uint16_t*>(model)[i]);
+}
+template <DType D>
+__device__ uint32_t load_bits(const void* model, int64_t i) {
+  if constexpr (D == DType::F32) return __float_as_uint(static_cast<const float*>(model)[i]);  // fp32 bits
+  else return static_cast<const uint16_t*>(model)[i];                                            // the 16 bits
+}
+
+// The values of the sums of squares.
+struct F32Values {
+  const float* x;
+  __device__ float operator()(int64_t i) const { return x[i]; }
+};
+template <DType D>
+struct ModelValues {
+  const void* model;
+  int64_t begin;
+  __device__ float operator()(int64_t i) const { return load<D>(model, begin + i); }
+};
+template <DType D>
+struct ModelMinusTarget {
+  const void* model;
+  const float* target;
+  int64_t begin;
+  __device__ float operator()(int64_t i) const { return load<D>(model, begin + i) - target[begin + i]; }  // p - t
+};
+
+// Block b's sum of fixed_square_bits(v(i)) over its grid-stride elements, in 128 bits, into partial[b].
+template <class V>
+__global__ void __launch_bounds__(geom::kThreads) fixed_sum_kernel(V v, int64_t n, double scale, U128* partial) {
+  __shared__ uint64_t lo[geom::kThreads], hi[geom::kThreads];
+  U128 acc;
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+    acc.add(static_cast<uint64_t>(fixed_square_bits(v(i), scale)));  // trunc(x^2 2^E) >= 0, < 2^62
+  lo[threadIdx.x] = acc.lo;
+  hi[threadIdx.x] = acc.hi;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      U128 a{lo[threadIdx.x], hi[threadIdx.x]};
+      a.add(U128{lo[threadIdx.x + s], hi[threadIdx.x + s]});  // integers: any order, the same sum
+      lo[threadIdx.x] = a.lo;
+      hi[threadIdx.x] = a.hi;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = U128{lo[0], hi[0]};
+}
+
+template <class V>
+Fixed fixed_sum(V v, int64_t n, double scale) {
+  if (n <= 0) return 0;
+  const unsigned blocks = geom::grid_for(n);
+  auto* partial = static_cast<U128*>(scratch(sizeof(U128) * blocks));
+  fixed_sum_kernel<<<blocks, geom::kThreads>>>(v, n, scale, partial);
+  check_launch("the fixed-point sum of squares");
+  std::vector<U128> host(blocks);
+  check(cudaMemcpy(host.data(), partial, sizeof(U128) * blocks, cudaMemcpyDeviceToHost), "cudaMemcpy (sum partials)");
+  U128 total;
+  for (const U128& p : host) total.add(p);
+  return to_fixed(total);
+}
+
+// Max |v(i)| as float bits (non-negative floats order as unsigned integers; inf above every finite value) into
+// out[0]; out[1] set when an element is NaN and `nan_flag`.
+template <class V>
+__global__ void __launch_bounds__(geom::kThreads) max_abs_kernel(V v, int64_t n, bool nan_flag, unsigned* out) {
+  __shared__ float block_max[geom::kThreads];
+  __shared__ int any_nan;
+  if (threadIdx.x == 0) any_nan = 0;
+  __syncthreads();
+  float m = 0.0f;
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step) {
+    const float a = fabsf(v(i));
+    if (a != a) any_nan = 1;  // NaN (benign race: every writer writes 1)
+    m = a > m ? a : m;        // NaN is never the max
+  }
+  block_max[threadIdx.x] = m;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) block_max[threadIdx.x] = fmaxf(block_max[threadIdx.x], block_max[threadIdx.x + s]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicMax(&out[0], __float_as_uint(block_max[0]));
+    if (nan_flag && any_nan) atomicOr(&out[1], 1u);
+  }
+}
+
+template <class V>
+void max_abs_of(V v, int64_t n, bool nan_flag, unsigned host[2]) {
+  host[0] = host[1] = 0;
+  if (n <= 0) return;
+  auto* out = static_cast<unsigned*>(scratch(2 * sizeof(unsigned)));
+  check(cudaMemset(out, 0, 2 * sizeof(unsigned)), "cudaMemset (max |x|)");
+  max_abs_kernel<<<geom::grid_for(n), geom::kThreads>>>(v, n, nan_flag, out);
+  check_launch("max |x|");
+  check(cudaMemcpy(host, out, 2 * sizeof(unsigned), cudaMemcpyDeviceToHost), "cudaMemcpy (max |x|)");
+}
+
+float from_bits(unsigned u) { return optim::bits_f32(u); }
+
+__global__ void __launch_bounds__(geom::kThreads) scale_kernel(float* __restrict__ x, int64_t n, float factor) {
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+    x[i] = x[i] * factor;  // one fp32 rounding, as optim::cpu::scale_grads
+}
+
+__global__ void __launch_bounds__(geom::kThreads) zeros_kernel(const float* __restrict__ x, int64_t n,
+                                                               unsigned long long* out) {
+  __shared__ unsigned long long block[geom::kThreads];
+  unsigned long long c = 0;
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+    c += x[i] == 0.0f ? 1u : 0u;  // +0 and -0; NaN is not zero
+  block[threadIdx.x] = c;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) block[threadIdx.x] += block[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(out, block[0]);
+}
+
+template <DType D>
+__global__ void __launch_bounds__(geom::kThreads) checksum_kernel(const void* __restrict__ model, int64_t base, int64_t n,
+                                                                  uint64_t key, ShardIndex where, unsigned long long* out) {
+  __shared__ unsigned long long block[geom::kThreads];
+  unsigned long long sum = 0;
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+    sum += checksum_term(key, whole_index(where, i), load_bits<D>(model, base + i));  // mod 2^64
+  block[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) block[threadIdx.x] += block[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(out, block[0]);  // wraps: mod 2^64, any order
+}
+
+}  // namespace
+
+int visible_devices() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+void set_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
+
+std::string device_name(int device) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "an unknown GPU";
+  }
+  return std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor);
+}
+
+void memory_info(double* free_bytes, double* total_bytes) {
+  size_t f = 0, t = 0;
+  check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+  *free_bytes = static_cast<double>(f);
+  *total_bytes = static_cast<double>(t);
+}
+
+void* allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc (the training run's buffers)");
+  const cudaError_t e = cudaMemset(p, 0, bytes);
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    check(e, "cudaMemset");
+  }
+  return p;
+}
+void release(void* p) noexcept {
+  if (p) cudaFree(p);
+}
+void to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+}
+void to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+}
+void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+void* staging(size_t bytes) {
+  static void* p = nullptr;
+  static size_t have = 0;
+  if (bytes > have) {
+    if (p) cudaFree(p);
+    p = nullptr;
+    have = 0;
+    check(cudaMalloc(&p, bytes), "cudaMalloc (host collective staging)");
+    have = bytes;
+  }
+  return p;
+}
+
+Fixed sum_squares(const float* x, int64_t n, double scale) { return fixed_sum(F32Values{x}, n, scale); }
+
+Fixed sum_squares_model(const void* model, DType d, int64_t begin, int64_t end, double scale) {
+  switch (d) {
+    case DType::F32: return fixed_sum(ModelValues<DType::F32>{model, begin}, end - begin, scale);
+    case DType::BF16: return fixed_sum(ModelValues<DType::BF16>{model, begin}, end - begin, scale);
+    case DType::F16: return fixed_sum(ModelValues<DType::F16>{model, begin}, end - begin, scale);
+  }
+  return 0;
+}
+
+Fixed sum_squares_model_minus_target(const void* model, DType d, const float* target, int64_t begin, int64_t end,
+                                     double scale) {
+  switch (d) {
+    case DType::F32: return fixed_sum(ModelMinusTarget<DType::F32>{model, target, begin}, end - begin, scale);
+    case DType::BF16: return fixed_sum(ModelMinusTarget<DType::BF16>{model, target, begin}, end - begin, scale);
+    case DType::F16: return fixed_sum(ModelMinusTarget<DType::F16>{model, target, begin}, end - begin, scale);
+  }
+  return 0;
+}
+
+double max_abs(const float* x, int64_t n) {
+  unsigned h[2];
+  max_abs_of(F32Values{x}, n, /*nan_flag=*/true, h);
+  return h[1] ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(from_bits(h[0]));
+}
+
+float max_abs_model(const void* model, DType d, int64_t begin, int64_t end) {
+  unsigned h[2];
+  switch (d) {
+    case DType::F32: max_abs_of(ModelValues<DType::F32>{model, begin}, end - begin, false, h); break;
+    case DType::BF16: max_abs_of(ModelValues<DType::BF16>{model, begin}, end - begin, false, h); break;
+    case DType::F16: max_abs_of(ModelValues<DType::F16>{model, begin}, end - begin, false, h); break;
+  }
+  return from_bits(h[0]);
+}
+
+void scale(float* x, int64_t n, float factor) {
+  if (n <= 0) return;
+  scale_kernel<<<geom::grid_for(n), geom::kThreads>>>(x, n, factor);
+  check_launch("the gradient scale");
+}
+
+namespace {
+unsigned long long counter_result(const char* what, const std::function<void(unsigned long long*)>& launch) {
+  auto* out = static_cast<unsigned long long*>(scratch(sizeof(unsigned long long)));
+  check(cudaMemset(out, 0, sizeof(unsigned long long)), "cudaMemset (a counter)");
+  launch(out);
+  check_launch(what);
+  unsigned long long h = 0;
+  check(cudaMemcpy(&h, out, sizeof h, cudaMemcpyDeviceToHost), "cudaMemcpy (a counter)");
+  return h;
+}
+}  // namespace
+
+int64_t count_zeros(const float* x, int64_t n) {
+  if (n <= 0) return 0;
+  return static_cast<int64_t>(counter_result("the zero count", [&](unsigned long long* out) {
+    zeros_kernel<<<geom::grid_for(n), geom::kThreads>>>(x, n, out);
+  }));
+}
+
+uint64_t checksum_part(const void* model, DType d, int64_t base, int64_t n, uint64_t key, const ShardIndex& where) {
+  if (n <= 0) return 0;
+  return counter_result("the model checksum", [&](unsigned long long* out) {
+    const unsigned g = geom::grid_for(n);
+    switch (d) {
+      case DType::F32: checksum_kernel<DType::F32><<<g, geom::kThreads>>>(model, base, n, key, where, out); break;
+      case DType::BF16: checksum_kernel<DType::BF16><<<g, geom::kThreads>>>(model, base, n, key, where, out); break;
+      case DType::F16: checksum_kernel<DType::F16><<<g, geom::kThreads>>>(model, base, n, key, where, out); break;
+    }
+  });
+}
+
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  return e;
+}
+void event_record(void* e) { check(cudaEventRecord(static_cast<cudaEvent_t>(e), 0), "cudaEventRecord"); }
+double event_elapsed_ms(void* from, void* to) {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(to)), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)), "cudaEventElapsedTime");
+  return static_cast<double>(ms);
+}
+void event_destroy(void* e) noexcept {
+  if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+
+}  // namespace mr::run::cuda

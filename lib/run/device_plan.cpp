@@ -1,0 +1,57 @@
+// The CUDA backend's host arithmetic (run/device_plan.h).
+#include "run/device_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "optim/launch_geometry.h"
+#include "run/model.h"
+
+namespace mr::run {
+
+namespace {
+std::string gib(double bytes) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+}  // namespace
+
+int device_for_local_rank(int local_rank, int visible) {
+  if (visible <= 0) throw RunError("the CUDA backend found no visible GPU (CUDA_VISIBLE_DEVICES, the driver)");
+  if (local_rank < 0) throw RunError("LOCAL_RANK " + std::to_string(local_rank) + " is negative");
+  return local_rank % visible;
+}
+
+double device_reserve_bytes(double total_bytes) { return std::max(1024.0 * 1024.0 * 1024.0, 0.05 * total_bytes); }
+
+std::string device_memory_refusal(const BufferBytes& need, double free_bytes, double total_bytes, int64_t numel,
+                                  int device, const std::string& device_name) {
+  const double reserve = device_reserve_bytes(total_bytes);
+  const double usable = std::max(0.0, free_bytes - reserve);
+  if (need.total() <= usable) return {};
+  return "the training run needs " + gib(need.total()) + " of device memory on GPU " + std::to_string(device) + " (" +
+         device_name + ") for " + std::to_string(numel) + " parameters (params " + gib(need.model) + ", gradients " +
+         gib(need.grad + need.grad_shard) + ", main params " + gib(need.main) + ", optimizer state " + gib(need.state) +
+         ", targets " + gib(need.target) + "), but " + gib(free_bytes) + " of its " + gib(total_bytes) +
+         " are free and " + gib(reserve) +
+         " stay reserved for CUDA, cuBLAS and NCCL: use a smaller model (--num-layers, --hidden-size), more ranks "
+         "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run [run.device-memory]";
+}
+
+size_t reduction_blocks(int64_t n) { return optim::geom::grid_for(n); }
+
+Fixed sum_partials(const std::vector<U128>& partials) {
+  U128 total;
+  for (const U128& p : partials) total.add(p);
+  return to_fixed(total);
+}
+
+std::vector<std::pair<size_t, size_t>> byte_chunks(size_t bytes, size_t chunk) {
+  std::vector<std::pair<size_t, size_t>> out;
+  if (chunk == 0) chunk = 1;
+  for (size_t b = 0; b < bytes; b += chunk) out.emplace_back(b, std::min(bytes, b + chunk));
+  return out;
+}
+
+}  // namespace mr::run

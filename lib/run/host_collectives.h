@@ -1,0 +1,15 @@
+// Collectives on host scalars (the loss and norm partial sums, flags, checksums) over any process group, under
+// either backend. With Gloo every group has a host communicator; with NCCL only the data-parallel groups and the
+// world have one (Megatron's Gloo groups, --use-gloo-process-groups), so for the others the values travel
+// through a small device area (run/cuda_ops.h's staging) and the group's NCCL communicator. Internal to lib/run.
+#pragma once
+
+#include "distributed/runtime.h"
+
+namespace mr::run {
+
+void host_all_reduce(distributed::Group& g, distributed::Buffer host, distributed::ReduceOp op);
+// out.count == in.count * g.size(); block i holds member i's input.
+void host_all_gather(distributed::Group& g, distributed::Buffer in, distributed::Buffer out);
+
+}  // namespace mr::run

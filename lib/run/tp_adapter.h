@@ -1,0 +1,28 @@
+// Muon's view of the tensor-parallel group (optim::TpGroup) over host buffers, for the CPU Muon step of either
+// backend (the CUDA backend runs the TP modes of Muon on the host: run/backend_cuda.cpp). Internal to lib/run.
+#pragma once
+
+#include "distributed/runtime.h"
+#include "optim/muon.h"
+#include "run/host_collectives.h"
+
+namespace mr::run {
+
+class TpAdapter : public optim::TpGroup {
+ public:
+  explicit TpAdapter(distributed::Group& g) : g_(g) {}
+  int size() const override { return g_.size(); }
+  int rank() const override { return g_.rank(); }
+  void all_gather(const float* send, int64_t count, float* recv) override {
+    host_all_gather(g_, distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
+                    distributed::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())));
+  }
+  void all_reduce_sum(float* data, int64_t count) override {
+    host_all_reduce(g_, distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
+  }
+
+ private:
+  distributed::Group& g_;
+};
+
+}  // namespace mr::run

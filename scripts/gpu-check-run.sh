@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Point 2 of the GPU check (scripts/gpu-check.sh): the one-rank training run on two backends, compared line by
+# line. For each case it runs `megatron-run --config configs/default.yaml` with the case's flags once per
+# backend and compares every iteration line's synthetic loss and grad norm, and the final line's parameter
+# checksum, last loss and last grad norm (hex floats):
+#   exact  cases (adam/sgd/lion in fp32, bf16 and fp16): every field identical, as text;
+#   bound  cases (muon: Newton-Schulz on cuBLAS sums in another order than the CPU): each loss within a relative
+#          1e-3 and each grad norm within 1e-2 relative + 2e-3 absolute (the log prints it with 3 decimals); the
+#          checksum is reported, not compared.
+#
+#   scripts/gpu-check-run.sh BUILD_DIR [BACKEND_A BACKEND_B]    default: gloo nccl (the CPU run, the GPU run)
+#   MR_GPU_CHECK_RUN_CASES="adam-fp32 ckpt"                     a subset of the cases (default: all; "ckpt":
+#                                                               the checkpoint round trips across the backends)
+#
+# On a machine without a GPU, `scripts/gpu-check-run.sh build gloo gloo` runs the same comparison CPU against CPU
+# (every case identical, muon included), which checks the script itself. Exit 1 if a case failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-gpu}
+a=${2:-gloo}
+b=${3:-nccl}
+bin="$build/bin/megatron-run"
+[[ -x "$bin" ]] || { echo "gpu-check-run: no $bin (build first)" >&2; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mr-gpu-check-run.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# name | mode | flags (on top of configs/default.yaml: 2 layers, hidden 256, adam, fp32, 20 iterations)
+cases=(
+  "adam-fp32|exact|"
+  "adam-bf16|exact|--bf16 --train-iters 8"
+  "adam-fp16|exact|--fp16 --train-iters 8"
+  "sgd-fp32|exact|--optimizer sgd --sgd-momentum 0.9 --train-iters 8"
+  "lion-bf16|exact|--optimizer lion --bf16 --train-iters 8"
+  "muon-fp32|bound|--optimizer muon --train-iters 4"
+  "muon-bf16|bound|--optimizer muon --bf16 --train-iters 4"
+)
+want=${MR_GPU_CHECK_RUN_CASES:-}
+
+# The compared fields of a run's output, one per line: "it N loss X", "it N norm Y", "final ...".
+fields() {
+  sed -n 's/.* iteration *\([0-9]*\)\/.*synthetic loss: \([^ |]*\).*/it \1 loss \2/p' "$1"
+  sed -n 's/.* iteration *\([0-9]*\)\/.*grad norm: \([^ |]*\).*/it \1 norm \2/p' "$1"
+  sed -n 's/.*(parameter checksum \([0-9a-f]*\); last loss \([^,]*\), last grad norm \([^)]*\)).*/final checksum \1 loss \2 norm \3/p' "$1"
+}
+
+failed=0
+printf '| case | %s | %s | verdict |\n| --- | --- | --- | --- |\n' "$a" "$b"
+for c in "${cases[@]}"; do
+  IFS='|' read -r name mode flags <<<"$c"
+  [[ -n "$want" && " $want " != *" $name "* ]] && continue
+  ok=1
+  for be in "$a" "$b"; do
+    # shellcheck disable=SC2086
+    if ! "$bin" --config configs/default.yaml --distributed-backend "$be" $flags >"$tmp/$name.$be.out" 2>"$tmp/$name.$be.err"; then
+      ok=0
+    fi
+  done
+  sum_a=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$tmp/$name.$a.out")
+  sum_b=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$tmp/$name.$b.out")
+  if (( ok == 0 )); then
+    verdict="FAIL: a run failed"
+  else
+    fields "$tmp/$name.$a.out" >"$tmp/$name.$a.f"
+    fields "$tmp/$name.$b.out" >"$tmp/$name.$b.f"
+    if [[ ! -s "$tmp/$name.$a.f" ]] || ! grep -q '^final' "$tmp/$name.$a.f"; then
+      ok=0
+      verdict="FAIL: no iteration or final lines"
+    elif [[ "$mode" == exact ]]; then
+      if cmp -s "$tmp/$name.$a.f" "$tmp/$name.$b.f"; then
+        verdict="PASS: $(grep -c '^it' "$tmp/$name.$a.f") loss/norm fields, checksum, last loss and norm identical"
+      else
+        ok=0
+        verdict="FAIL: differs at: $(diff "$tmp/$name.$a.f" "$tmp/$name.$b.f" | grep '^[<>]' | head -2 | tr '\n' ' ')"
+      fi
+    else
+      # Bound: the same lines, the values within the bound (the final line's hex floats through printf).
+      verdict=$(paste -d' ' "$tmp/$name.$a.f" "$tmp/$name.$b.f" | awk '
+        function abs(x) { return x < 0 ? -x : x }
+        $1 == "it" { if ($5 != "it" || $2 != $6 || $3 != $7) { bad = bad " mismatched-lines"; next }
+                     x = $4 + 0; y = $8 + 0; d = abs(x - y)
+                     if ($3 == "loss") { r = d / (abs(x) > 0 ? abs(x) : 1); if (r > rl) rl = r; if (r > 1e-3) bad = bad " loss@" $2 }
+                     else { if (d > 1e-2 * abs(x) + 2e-3) bad = bad " norm@" $2; if (d > dn) dn = d }
+                     n++ }
+        END { if (n == 0 && bad == "") bad = " no lines"
+              if (bad != "") printf "FAIL:%s", bad
+              else printf "PASS: %d fields within the bound (largest relative loss difference %.2e, grad norm difference %.3g)", n, rl, dn }')
+      [[ "$verdict" == PASS* ]] || ok=0
+    fi
+  fi
+  if (( ok == 0 )); then
+    failed=1
+    echo "--- $name: the tails of the two runs" >&2
+    for be in "$a" "$b"; do tail -n 5 "$tmp/$name.$be.out" "$tmp/$name.$be.err" >&2; done
+  fi
+  printf '| %s (%s) | %s | %s | %s |\n' "$name" "$mode" "${sum_a:-?}" "${sum_b:-?}" "$verdict"
+done
+# Checkpoints across the backends (--save through one backend's host copies, --load through the other's): 4
+# iterations saved on one, resumed on the other up to 8, against 8 iterations in one go on the loader's backend
+# (--lr-decay-iters 8 in all three, the resumed run keeping its own schedule): the final checksum, last loss and
+# last grad norm identical.
+ckpt=(--config configs/default.yaml --lr-decay-iters 8)
+for pair in "$a $b" "$b $a"; do
+  read -r s l <<<"$pair"
+  name="ckpt-$s-to-$l"
+  [[ -n "$want" && " $want " != *" ckpt "* ]] && continue
+  d="$tmp/$name"
+  ok=1
+  "$bin" "${ckpt[@]}" --distributed-backend "$s" --train-iters 4 --save "$d" --save-interval 4 >"$d.save.out" 2>&1 || ok=0
+  "$bin" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 --load "$d" --override-opt-param-scheduler \
+    >"$d.load.out" 2>&1 || ok=0
+  "$bin" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 >"$d.whole.out" 2>&1 || ok=0
+  resumed=$(fields "$d.load.out" | grep '^final')
+  whole=$(fields "$d.whole.out" | grep '^final')
+  if (( ok == 0 )); then
+    verdict="FAIL: a run failed"
+  elif ! grep -q "successfully loaded checkpoint" "$d.load.out"; then
+    ok=0
+    verdict="FAIL: the checkpoint was not loaded"
+  elif [[ -n "$whole" && "$resumed" == "$whole" ]]; then
+    verdict="PASS: saved on $s at 4, resumed on $l to 8: checksum, last loss and norm as in one run"
+  else
+    ok=0
+    verdict="FAIL: resumed '$resumed' vs whole '$whole'"
+  fi
+  if (( ok == 0 )); then
+    failed=1
+    echo "--- $name: the tails of the three runs" >&2
+    tail -n 5 "$d.save.out" "$d.load.out" "$d.whole.out" >&2
+  fi
+  sum_r=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.load.out")
+  sum_w=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.whole.out")
+  printf '| %s (exact) | %s | %s | %s |\n' "$name" "${sum_r:-?}" "${sum_w:-?}" "$verdict"
+done
+exit $failed

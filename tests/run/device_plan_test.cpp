@@ -1,0 +1,168 @@
+// The CUDA backend's host arithmetic (run/device_plan.h), the shared per-element parts of its reductions
+// (run/fixed_point.h, run/checksum_term.h) and the backend choice, checked on the CPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "optim/launch_geometry.h"
+#include "optim/optimizer_table.h"
+#include "run/backend.h"
+#include "run/cuda_ops.h"
+#include "run/device_plan.h"
+#include "run/exact_stats.h"
+
+using namespace mr::run;
+namespace geom = mr::optim::geom;
+
+namespace {
+
+ParamSpec param(const std::string& name, std::vector<int64_t> shape, ParamSpec::Init init = ParamSpec::Init::Normal) {
+  ParamSpec p;
+  p.name = p.key = name;
+  p.shape = p.full_shape = std::move(shape);
+  p.init = init;
+  p.no_weight_decay = p.shape.size() == 1;
+  return p;
+}
+
+ModelPlan small_plan() {
+  ModelPlan plan;
+  plan.params = {param("embedding.word_embeddings.weight", {37, 8}), param("decoder.layers.0.mlp.linear_fc1.weight", {24, 8}),
+                 param("decoder.layers.0.mlp.linear_fc1.bias", {3}, ParamSpec::Init::Zero),
+                 param("decoder.final_layernorm.weight", {8}, ParamSpec::Init::One)};
+  return plan;
+}
+
+// The device reduction of the sums of squares, step by step on the host: grid_for(n) blocks of kThreads threads,
+// thread t of block b summing the elements of its grid-stride walk in a U128, the block's threads combined in a
+// tree, one partial per block, the partials summed by sum_partials.
+Fixed emulated_device_sum(const std::vector<float>& x, double scale) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  const unsigned blocks = geom::grid_for(n);
+  std::vector<U128> partials(blocks);
+  for (unsigned b = 0; b < blocks; ++b) {
+    std::vector<U128> lane(geom::kThreads);
+    for (unsigned t = 0; t < static_cast<unsigned>(geom::kThreads); ++t)
+      for (int64_t i = geom::grid_stride_first(b, geom::kThreads, t); i < n; i += geom::grid_stride_step(blocks, geom::kThreads))
+        lane[t].add(static_cast<uint64_t>(fixed_square_bits(x[static_cast<size_t>(i)], scale)));
+    for (unsigned s = geom::kThreads / 2; s > 0; s >>= 1)
+      for (unsigned t = 0; t < s; ++t) lane[t].add(lane[t + s]);
+    partials[b] = lane[0];
+  }
+  return sum_partials(partials);
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA backend's device: LOCAL_RANK among the visible devices", "[run][device]") {
+  CHECK(device_for_local_rank(0, 8) == 0);
+  CHECK(device_for_local_rank(5, 8) == 5);
+  CHECK(device_for_local_rank(3, 1) == 0);  // one GPU per process (CUDA_VISIBLE_DEVICES set per rank)
+  CHECK(device_for_local_rank(9, 8) == 1);
+  CHECK_THROWS_AS(device_for_local_rank(0, 0), RunError);
+  CHECK_THROWS_AS(device_for_local_rank(-1, 4), RunError);
+}
+
+TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
+  const ModelPlan plan = small_plan();
+  for (auto opt : {mr::arg::Optimizer::adam, mr::arg::Optimizer::sgd, mr::arg::Optimizer::lion}) {
+    for (auto dtype : {mr::optim::DType::F32, mr::optim::DType::BF16}) {
+      for (int64_t dp : {1, 3}) {
+        FlatBuffers b;
+        b.set_layout(plan, mr::optim::optimizer_info(opt), dtype, dp > 1, dp, dp - 1, false);
+        b.allocate_host();
+        const double allocated = static_cast<double>(b.model.size()) +
+                                 4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.main.size() +
+                                                           b.exp_avg.size() + b.exp_avg_sq.size() + b.target.size());
+        INFO("optimizer " << static_cast<int>(opt) << ", dtype " << static_cast<int>(dtype) << ", dp " << dp);
+        CHECK(b.bytes().total() == allocated);
+        CHECK(b.numel == 37 * 8 + 24 * 8 + 3 + 8);
+        CHECK(b.padded % dp == 0);
+        CHECK(b.has_main == (dtype != mr::optim::DType::F32));
+        CHECK(b.has_exp_avg_sq == (opt == mr::arg::Optimizer::adam));
+        b.release_host();
+        CHECK(b.model.empty());
+        CHECK(b.grad.capacity() == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("rule run.device-memory: the buffers against the device's free memory, with the sizes", "[run][device]") {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  CHECK(device_reserve_bytes(16 * gib) == gib);                // at least 1 GiB
+  CHECK(device_reserve_bytes(140 * gib) == 0.05 * 140 * gib);  // else 5% of the device
+  BufferBytes need;
+  need.model = 2 * gib;
+  need.grad = 4 * gib;
+  need.main = need.state = 4 * gib;
+  need.target = 4 * gib;
+  CHECK(need.total() == 18 * gib);
+  CHECK(device_memory_refusal(need, 100 * gib, 140 * gib, 1000, 0, "NVIDIA H200").empty());
+  CHECK(device_memory_refusal(need, 19 * gib + 1, 20 * gib, 1000, 0, "x").empty());  // 18 + the 1 GiB reserve
+  const std::string r = device_memory_refusal(need, 18.5 * gib, 80 * gib, 536870912, 3, "NVIDIA A100-SXM4-80GB, sm_80");
+  CHECK_THAT(r, Catch::Contains("[run.device-memory]") && Catch::Contains("18.00 GiB") &&
+                    Catch::Contains("GPU 3 (NVIDIA A100-SXM4-80GB, sm_80)") && Catch::Contains("18.50 GiB of its 80.00 GiB") &&
+                    Catch::Contains("536870912 parameters") && Catch::Contains("--dry-run") &&
+                    Catch::Contains("--use-distributed-optimizer"));
+}
+
+TEST_CASE("the device sums of squares: block partials in 128 bits give the CPU's integer", "[run][device]") {
+  std::mt19937_64 rng(5);
+  std::lognormal_distribution<float> mag(0.0f, 2.0f);
+  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{255}, int64_t{257}, int64_t{65537}}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = (rng() & 1 ? -1.0f : 1.0f) * mag(rng);
+    const int e = fixed_exponent(max_abs(x.data(), n));
+    INFO("n = " << n);
+    CHECK(emulated_device_sum(x, std::ldexp(1.0, e)) == sum_squares(x.data(), n, e));
+    CHECK(reduction_blocks(n) == static_cast<size_t>((n + 255) / 256));
+  }
+  // Every term near 2^62: the 64-bit words carry (4 terms of 2^62 - 1 already pass 2^64).
+  std::vector<float> big(1000, 1.0f);
+  const int e = fixed_exponent(1.0);
+  const Fixed sum = emulated_device_sum(big, std::ldexp(1.0, e));
+  CHECK(sum == sum_squares(big.data(), 1000, e));
+  CHECK(sum > (static_cast<Fixed>(1) << 64));
+  U128 u;
+  u.add(~uint64_t{0});
+  u.add(uint64_t{2});
+  CHECK(u.hi == 1);
+  CHECK(u.lo == 1);
+  CHECK(to_fixed(u) == (static_cast<Fixed>(1) << 64) + 1);
+  CHECK(reduction_blocks(int64_t{1} << 40) == static_cast<size_t>(geom::kMaxGridStride));
+}
+
+TEST_CASE("the checksum term and the host staging of a device buffer's hash", "[run][device]") {
+  CHECK(mix64(0) == 0xe220a8397b1dcdafull);  // splitmix64's first output from state 0
+  CHECK(checksum_term(7, 3, 0x3f800000u) == mix64(mix64(7 ^ 3) ^ 0x3f800000u));
+  // Chunked FNV-1a (the CUDA backend's checksum): the same hash as one pass.
+  std::vector<uint8_t> bytes(1000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 1);
+  for (size_t chunk : {size_t{1}, size_t{3}, size_t{64}, size_t{1000}, size_t{4096}}) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t covered = 0;
+    for (auto [lo, hi] : byte_chunks(bytes.size(), chunk)) {
+      CHECK(lo == covered);
+      CHECK(hi - lo <= chunk);
+      h = fnv1a(bytes.data() + lo, hi - lo, h);
+      covered = hi;
+    }
+    CHECK(covered == bytes.size());
+    CHECK(h == fnv1a(bytes.data(), bytes.size()));
+  }
+  CHECK(byte_chunks(0, 64).empty());
+}
+
+TEST_CASE("the backend is chosen once: nccl -> CUDA, gloo -> CPU", "[run][device]") {
+  CHECK(backend_kind("nccl") == BackendKind::Cuda);
+  CHECK(backend_kind("gloo") == BackendKind::Cpu);
+  CHECK_THROWS_AS(backend_kind("mpi"), RunError);
+  CHECK(std::string(make_cpu_backend()->name()) == "cpu");
+  for (int p = 0; p < kPhases; ++p) CHECK(std::string(phase_name(static_cast<Phase>(p))) != "?");
+  // Without a GPU (this machine, or a build without CUDA) the CUDA backend is refused with a RunError.
+  if (cuda::visible_devices() == 0) CHECK_THROWS_AS(make_cuda_backend(0), RunError);
+}
