@@ -4,6 +4,7 @@
 //   input.config_100k_keys   a config file of 100k distinct keys vs a file of 100k sequence items (same lines)
 //   input.cli_100k_args      100k command-line words vs the same 100k words in a config file
 //   input.check_memory       peak RSS of `check` over 100x the corpus vs one pass over it (10x with --quick)
+//   input.pattern_worst      the worst layer patterns under the limits vs building the same values directly
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <stdexcept>
 
 #include "bench.h"
+#include "config/converters.h"
 
 namespace mr::bench {
 namespace {
@@ -79,6 +81,40 @@ MR_BENCHMARK("input.cli_100k_args", [](const Options& o) {
   double base = process_seconds({o.bin_dir + "/megatron-run", "--dry-run", "--parse-only", "--config", f}, reps);
   double t = process_seconds(cli, reps);
   return ratio_result(t, base, "the same words in a config file");
+});
+
+// The layer-pattern language at its limits: patterns of about a million values built by repetition, by 24k
+// appends, and refused at the evaluation budget (lib/config/converters.h). The baseline builds the same number
+// of values directly, so a ratio near 1 says evaluation costs what its result costs (linear, appends in place).
+MR_BENCHMARK("input.pattern_worst", [](const Options& o) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::vector<std::string> patterns = {"[1]*999999", "[[1]*1000]*999", "[1]*500000" + repeat("+[1]", 24000),
+                                             "[1]*999990" + repeat("+[]", 30000)};
+  const std::string refused = "[1]*999990" + repeat("*1", 30000);
+  const int reps = o.quick ? 2 : 5;
+  size_t values = 0;
+  double t = best_of(reps, [&] {
+    values = 0;
+    for (const std::string& p : patterns) values += mr::eval_pattern(p).as_list().size();
+    try {
+      mr::eval_pattern(refused);
+      throw std::runtime_error("input.pattern_worst: a pattern past the budget was accepted");
+    } catch (const mr::ConvError&) {
+    }
+  });
+  double base = best_of(reps, [&] {
+    // The same count of values made without the pattern language: 999999 + 999 lists of 1000 + 524000 + 999990.
+    for (size_t n : {size_t(999999), size_t(999 * 1000 + 999), size_t(524000), size_t(999990)}) {
+      std::vector<mr::Value> v(n, mr::Value(int64_t(1)));
+      if (v.size() != n) throw std::runtime_error("input.pattern_worst: baseline");
+    }
+  });
+  if (values != 999999 + 999 + 524000 + 999990) throw std::runtime_error("input.pattern_worst: wrong result size");
+  return ratio_result(t, base, "the same values built directly");
 });
 
 // Peak resident set (KiB) of `argv` run in `cwd`, measured by mr-peak-rss (bench/peak_rss.cpp says why not

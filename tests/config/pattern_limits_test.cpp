@@ -2,8 +2,6 @@
 // as a whole (expression length, values in the result counting nested ones, values built while evaluating it),
 // its integer arithmetic is checked, evaluation takes linear time, and a refused pattern is a usage error that
 // names the flag and the limit. Every pattern-typed flag of the schema is covered.
-#include <chrono>
-#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,11 +43,6 @@ std::string conv_error(const std::string& pattern) {
   return "";
 }
 
-double seconds(const std::function<void()>& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -109,15 +102,18 @@ TEST_CASE("pattern limits: at the limits a pattern evaluates, with Python's sema
   CHECK(mr::eval_pattern("[" + repeat("1,", 49998) + "1]").as_list().size() == 49999);  // 99999 characters
 }
 
-TEST_CASE("pattern limits: evaluation time is linear, even for the worst patterns under the limits", "[patterns]") {
-  // Each of these builds close to the limits: they must finish quickly (generous bounds for slow machines).
-  CHECK(seconds([] { mr::eval_pattern("[1]*999999"); }) < 2.0);
-  CHECK(seconds([] { mr::eval_pattern("[[1]*1000]*999"); }) < 2.0);
-  CHECK(seconds([] { mr::eval_pattern("[1]*500000" + repeat("+[1]", 24000)); }) < 2.0);  // appends in place
-  CHECK(seconds([] { mr::eval_pattern("[1]*999990" + repeat("+[]", 30000)); }) < 2.0);
-  CHECK(seconds([] { conv_error("[1]*999990" + repeat("*1", 30000)); }) < 2.0);  // refused at the budget
-  CHECK(seconds([] { conv_error("[[1]*1000000]*1000000"); }) < 1.0);
-  CHECK(seconds([] { conv_error("[" + repeat("1,", 60000) + "1]"); }) < 1.0);
+TEST_CASE("pattern limits: the worst patterns under the limits evaluate, the ones past them are refused",
+          "[patterns]") {
+  // Each of these builds close to the limits. Their cost (linear: appends in place, refusal at the budget before
+  // building) is measured by the benchmark input.pattern_worst against building the same values directly;
+  // here, what they give. A quadratic or unbounded evaluation shows as the CTest entry's timeout.
+  CHECK(mr::eval_pattern("[1]*999999").as_list().size() == 999999);
+  CHECK(mr::eval_pattern("[[1]*1000]*999").as_list().size() == 999);
+  CHECK(mr::eval_pattern("[1]*500000" + repeat("+[1]", 24000)).as_list().size() == 524000);  // appends in place
+  CHECK(mr::eval_pattern("[1]*999990" + repeat("+[]", 30000)).as_list().size() == 999990);
+  CHECK(conv_error("[1]*999990" + repeat("*1", 30000)).find("evaluating it builds more than") != std::string::npos);
+  CHECK(conv_error("[[1]*1000000]*1000000").find("more than 1000000 values") != std::string::npos);
+  CHECK(!conv_error("[" + repeat("1,", 60000) + "1]").empty());  // past the pattern length limit
 }
 
 TEST_CASE("hybrid layer patterns: linear in the pattern, abbreviated in messages, the MTP copies bounded",
@@ -130,11 +126,8 @@ TEST_CASE("hybrid layer patterns: linear in the pattern, abbreviated in messages
   CHECK(bad.message.find("(100001 bytes)") != std::string::npos);
   // Many MTP depths: compared one by one (no list of a million parts), quickly.
   std::string many = "M" + repeat("/M", 100000);
-  double t = seconds([&] {
-    auto r = run(with({"--hybrid-layer-pattern", many, "--position-embedding-type", "rope"}));
-    CHECK(r["mtp_num_layers"].as_int() == 100000);
-  });
-  CHECK(t < 5.0);
+  auto r = run(with({"--hybrid-layer-pattern", many, "--position-embedding-type", "rope"}));
+  CHECK(r["mtp_num_layers"].as_int() == 100000);
   auto differ = run(with({"--hybrid-layer-pattern", "M/M/M/E", "--position-embedding-type", "rope"}));
   CHECK(differ.rule == "hybrid-pattern.mtp-patterns-differ");
   CHECK(differ.message.find("depth 3 has 'E'") != std::string::npos);
