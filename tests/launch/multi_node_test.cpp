@@ -121,6 +121,23 @@ TEST_CASE("static rendezvous: a gloo all-reduce across two launchers as two node
   CHECK(has(r.nodes[1].out, "[rank 1] allreduce rank 1 of 2: 3"));
 }
 
+TEST_CASE("static rendezvous: megatron-run's own worker across two launchers (--bring-up-only)",
+          "[launch][multinode][process]") {
+  const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
+  if (!fs::exists(worker)) {
+    WARN("megatron-run-worker is not built (no LibTorch): skipping the two-node bring-up of our own worker");
+    return;
+  }
+  const int mp = free_port(), lp = free_port();
+  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + "--bring-up-only",
+                       kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + "--bring-up-only"});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == 0);
+  CHECK(r.nodes[1].exit == 0);
+  CHECK(has(r.nodes[0].out, "[rank 0] megatron-run: distributed bring-up passed on 2 ranks (gloo; TP=1 PP=1 CP=1 DP=2"));
+  CHECK(has(r.nodes[1].out, "[rank 1] self-check passed (gloo"));
+}
+
 TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chosen by node 0",
           "[launch][multinode][process]") {
   const int sp = free_port();
