@@ -139,8 +139,11 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     ro.store_host = lo.store_host;
     ro.store_port = lo.store_port;
     ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
+    // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
     double hb = 30;
     if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
+    else if (const char* e = std::getenv("MR_DIST_HEARTBEAT_TIMEOUT_S"); e && std::strtod(e, nullptr) > 0)
+      hb = std::strtod(e, nullptr);
     ro.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::max(hb, 1.0) * 1000));
     if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;
     try {

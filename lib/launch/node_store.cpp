@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -48,6 +49,12 @@ bool send_all(int fd, const std::string& s) {
     off += static_cast<size_t>(n);
   }
   return true;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", static_cast<double>(ms.count()) / 1000);
+  return b;
 }
 
 std::string one_line(std::string v) {
@@ -234,7 +241,7 @@ void NodeStoreServer::serve() {
     // The heartbeat: a registered launcher sends a request at least every few hundred milliseconds.
     for (Conn& c : conns)
       if (c.fd >= 0 && c.node >= 0 && !c.bye && now - c.last > heartbeat_timeout_)
-        drop(c, "sent no heartbeat for " + std::to_string(heartbeat_timeout_.count() / 1000.0).substr(0, 4) + " s");
+        drop(c, "sent no heartbeat for " + seconds_text(heartbeat_timeout_) + " s (--heartbeat-timeout)");
     std::erase_if(conns, [](const Conn& c) { return c.fd < 0; });
   }
 }
