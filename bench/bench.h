@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct Options {
 };
 
 using Fn = std::function<Result(const Options&)>;
+
+// Thrown by a benchmark that cannot run here (its baseline is missing): reported as skipped, with the message,
+// and not as a failure.
+struct Skipped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Registers a benchmark at static-initialisation time.
 struct Register {

@@ -158,6 +158,8 @@ int main(int argc, char** argv) {
       if (!json)
         std::printf("%-28s %12.4g %-6s  baseline %-28s %12.4g  ratio %.3f\n", n.c_str(), r.value, r.unit.c_str(),
                     r.baseline.c_str(), r.baseline_value, r.ratio);
+    } catch (const Skipped& e) {
+      std::cerr << n << ": skipped: " << mr::printable(e.what()) << "\n";
     } catch (const std::exception& e) {
       ++failures;
       std::cerr << n << ": failed: " << mr::printable(e.what()) << "\n";

@@ -22,6 +22,7 @@
 #include "config/parse/command_line.h"
 #include "config/print.h"
 #include "launch/launch_env.h"
+#include "launch/node_group.h"
 #include "launch/program.h"
 #include "run/run_scope.h"
 #include "parallel/layout.h"
@@ -42,7 +43,8 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--monitor-interval", true}, {"--monitor_interval", true}, {"--rdzv-backend", true}, {"--rdzv_backend", true},
     {"--rdzv-endpoint", true},  {"--rdzv_endpoint", true},  {"--rdzv-id", true},        {"--rdzv_id", true},
     {"--log-dir", true},        {"--log_dir", true},        {"--redirects", true},      {"--tee", true},
-    {"--local-ranks-filter", true}, {"--local_ranks_filter", true}, {"--term-timeout", true}};
+    {"--local-ranks-filter", true}, {"--local_ranks_filter", true}, {"--term-timeout", true},
+    {"--launcher-port", true},  {"--join-timeout", true}};
 
 // Processors this process may run on (torchrun's "cpu": os.cpu_count()).
 int cpu_count() {
@@ -124,12 +126,49 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
                                " megatron-run starts on one node (a dry run validates any size)");
     return 2;
   }
+  // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
+  std::unique_ptr<launch::NodeGroup> group;
+  if (lo.multi_node()) {
+    launch::RendezvousOptions ro;
+    ro.backend = lo.rdzv_backend;
+    ro.nnodes = lo.nnodes;
+    ro.node_rank = lo.node_rank;
+    ro.run_id = lo.run_id;
+    ro.master_addr = lo.master_addr;
+    ro.master_port = so.master_port = lo.rdzv_backend == "c10d" ? 0 : (lo.master_port ? lo.master_port : 29500);
+    ro.store_host = lo.store_host;
+    ro.store_port = lo.store_port;
+    ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
+    // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
+    double hb = 30;
+    if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
+    else if (const char* e = std::getenv("MR_DIST_HEARTBEAT_TIMEOUT_S"); e && std::strtod(e, nullptr) > 0)
+      hb = std::strtod(e, nullptr);
+    ro.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::max(hb, 1.0) * 1000));
+    if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;
+    try {
+      group = std::make_unique<launch::NodeGroup>(ro);
+    } catch (const launch::RendezvousError& e) {
+      print_error(std::cerr, std::string("rendezvous: ") + e.what());
+      return 1;
+    }
+    so.node_rank = group->node_rank();
+    so.master_addr = group->master_addr();
+    so.master_port = group->master_port();
+    so.watch = group.get();
+    MR_LOG(info) << "node " << so.node_rank << " of " << so.nnodes << " joined run '" << so.run_id
+                 << "'; workers' master " << so.master_addr << ":" << so.master_port;
+  }
+  int code;
   try {
-    return launch::spawn_workers(so);
+    code = launch::spawn_workers(so);
   } catch (const std::exception& e) {
     print_error(std::cerr, e.what());
-    return 2;
+    if (group) group->local_failure(2, "node " + std::to_string(so.node_rank) + " could not start its workers: " + e.what());
+    code = 2;
   }
+  if (group) code = group->finish(code);
+  return code;
 }
 
 // The user's training program on every rank (launch/program.h), validated for the world size already: spawned
@@ -180,9 +219,9 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("max_restarts", po::value(&max_restarts), "torchrun's spelling of --max-restarts")
       ("monitor-interval", po::value(&monitor_interval), "torchrun's polling period; megatron-run reacts at once")
       ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
-      ("rdzv-backend", po::value(&rdzv_backend), "rendezvous backend: static (c10d not yet)")
+      ("rdzv-backend", po::value(&rdzv_backend), "rendezvous backend: static, or c10d (node ranks in order of arrival)")
       ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
-      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint), "HOST[:PORT] of the static rendezvous")
+      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint), "HOST[:PORT] of the rendezvous (static: the master)")
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
       ("rdzv-id", po::value(&run_id), "the job's run id (TORCHELASTIC_RUN_ID)")
       ("rdzv_id", po::value(&run_id), "torchrun's spelling of --rdzv-id")
@@ -194,6 +233,9 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("local_ranks_filter", po::value(&local_ranks_filter), "torchrun's spelling of --local-ranks-filter")
       ("term-timeout", po::value(&term_timeout),
        "seconds from SIGTERM to SIGKILL when stopping the workers (default 30, as torchrun)")
+      ("launcher-port", po::value(&launcher_port),
+       "static multi-node: port of the launchers' store on node 0 (default --master-port + 1)")
+      ("join-timeout", po::value(&join_timeout), "seconds for every node to join a multi-node job (default 600)")
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
@@ -225,8 +267,16 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
       }
     }
   };
+  nnodes_given = vm.count("nnodes") > 0;
+  node_rank_given = given("node-rank", "node_rank");
+  master_addr_given = given("master-addr", "master_addr");
+  master_port_given = given("master-port", "master_port");
   if (!vm.count("nnodes")) int_of("NNODES", nnodes, "--nnodes");
   if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
+  nnodes_given = nnodes_given || pet("NNODES");
+  node_rank_given = node_rank_given || pet("NODE_RANK");
+  master_addr_given = master_addr_given || pet("MASTER_ADDR");
+  master_port_given = master_port_given || pet("MASTER_PORT");
   if (!given("master-port", "master_port")) int_of("MASTER_PORT", master_port, "--master-port");
   if (!given("max-restarts", "max_restarts")) int_of("MAX_RESTARTS", max_restarts, "--max-restarts");
   if (!given("master-addr", "master_addr"))
@@ -275,10 +325,44 @@ void LaunchOptions::apply(Invocation& inv) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("argument --local-ranks-filter: ") + e.what(), {"--local-ranks-filter"});
   }
-  if (rdzv_backend != "static")
-    throw UsageError("argument --rdzv-backend: only the static rendezvous (--nnodes, --node-rank, --master-addr, "
-                     "--master-port) is supported yet, not '" + rdzv_backend + "'", {"--rdzv-backend"});
-  if (!rdzv_endpoint.empty()) {  // static rendezvous: the endpoint is the master's address
+  if (rdzv_backend != "static" && rdzv_backend != "c10d")
+    throw UsageError("argument --rdzv-backend: megatron-run has the static and the c10d rendezvous, not '" +
+                         rdzv_backend + "'", {"--rdzv-backend"});
+  if (!(join_timeout > 0) || join_timeout > 86400)
+    throw UsageError("argument --join-timeout: must be a number of seconds above 0, at most 86400", {"--join-timeout"});
+  if (launcher_port < 0 || launcher_port > 65535)
+    throw UsageError("argument --launcher-port: must be a TCP port, 1 to 65535 (got " + std::to_string(launcher_port) + ")",
+                     {"--launcher-port"});
+  if (rdzv_backend == "c10d") {
+    // The endpoint is the launchers' store; node 0's address and a free port there become the workers' master.
+    if (rdzv_endpoint.empty())
+      throw UsageError("argument --rdzv-backend c10d: needs --rdzv-endpoint HOST[:PORT] (the launchers' store)",
+                       {"--rdzv-endpoint"});
+    if (master_addr_given || master_port_given)
+      throw UsageError(std::string("argument ") + (master_addr_given ? "--master-addr" : "--master-port") +
+                           ": the c10d rendezvous chooses the workers' master (node 0's address, a free port); leave "
+                           "it out, or use --rdzv-backend static",
+                       {master_addr_given ? "--master-addr" : "--master-port"});
+    if (node_rank_given)
+      throw UsageError("argument --node-rank: the c10d rendezvous numbers the nodes in the order they arrive; leave "
+                       "it out, or use --rdzv-backend static", {"--node-rank"});
+    if (standalone)
+      throw UsageError("argument --standalone: a standalone job has its own rendezvous; leave out --rdzv-backend",
+                       {"--standalone", "--rdzv-backend"});
+    size_t colon = rdzv_endpoint.rfind(':');
+    store_host = rdzv_endpoint.substr(0, colon);
+    if (colon != std::string::npos) {
+      try {
+        size_t used = 0;
+        store_port = std::stoi(rdzv_endpoint.substr(colon + 1), &used);
+        if (used != rdzv_endpoint.size() - colon - 1 || store_port < 1 || store_port > 65535)
+          throw std::invalid_argument("port");
+      } catch (const std::exception&) {
+        throw UsageError("argument --rdzv-endpoint: '" + rdzv_endpoint + "' is not HOST[:PORT]", {"--rdzv-endpoint"});
+      }
+    }
+    if (store_host.empty()) store_host = "127.0.0.1";
+  } else if (!rdzv_endpoint.empty()) {  // static rendezvous: the endpoint is the master's address
     size_t colon = rdzv_endpoint.rfind(':');
     master_addr = rdzv_endpoint.substr(0, colon);
     if (colon != std::string::npos) {
@@ -303,6 +387,48 @@ void LaunchOptions::apply(Invocation& inv) {
   }
   if (monitor_interval)
     MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
+  // SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
+  // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
+  auto env = launch::process_env();
+  if (nproc_per_node > 0 && !env("RANK") && env("SLURM_PROCID") && !nnodes_given && !node_rank_given &&
+      rdzv_backend == "static") {
+    auto int_env = [&](const char* name) -> std::optional<int> {
+      std::optional<std::string> v = env(name);
+      if (!v) return std::nullopt;
+      try {
+        size_t used = 0;
+        int x = std::stoi(*v, &used);
+        if (used != v->size() || x < 0) throw std::invalid_argument(*v);
+        return x;
+      } catch (const std::exception&) {
+        throw UsageError(std::string(name) + "='" + *v + "' is not a count");
+      }
+    };
+    std::optional<int> nodes = int_env("SLURM_JOB_NUM_NODES");
+    if (!nodes) nodes = int_env("SLURM_NNODES");
+    std::optional<int> tasks = int_env("SLURM_NTASKS");
+    if (nodes && tasks && *nodes == *tasks && *nodes >= 1) {
+      nnodes = *nodes;
+      std::optional<int> id = int_env("SLURM_NODEID");
+      node_rank = id ? *id : int_env("SLURM_PROCID").value_or(0);
+      from_slurm = "SLURM_JOB_NUM_NODES=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +
+                   ", SLURM_NODEID -> --node-rank " + std::to_string(node_rank);
+      if (!master_addr_given) {
+        std::optional<std::string> list = env("SLURM_JOB_NODELIST");
+        if (!list) list = env("SLURM_NODELIST");
+        if (env("MASTER_ADDR")) master_addr = *env("MASTER_ADDR");
+        else if (list && !list->empty()) master_addr = launch::slurm_first_host(*list);
+        else throw UsageError("SLURM_PROCID is set but neither MASTER_ADDR nor SLURM_JOB_NODELIST is: cannot find "
+                              "the master node (give --master-addr)", {"--master-addr"});
+        from_slurm += ", master " + master_addr;
+      }
+      if (!master_port_given) {
+        if (std::optional<int> p = int_env("MASTER_PORT")) master_port = *p;
+        else master_port = launch::slurm_default_port(env("SLURM_JOB_ID").value_or("0"));
+        from_slurm += ", port " + std::to_string(master_port);
+      }
+    }
+  }
   if (nproc_given && nproc_per_node < 1)
     throw UsageError("argument --nproc-per-node: must be at least 1 (got " + std::to_string(nproc_per_node) + ")",
                      {"--nproc-per-node"});
@@ -315,11 +441,26 @@ void LaunchOptions::apply(Invocation& inv) {
   if (master_port < 0 || master_port > 65535)
     throw UsageError("argument --master-port: must be a TCP port, 0 to 65535 (got " + std::to_string(master_port) + ")",
                      {"--master-port"});
+  // torchrun's default of one worker per node, for a job of several nodes.
+  if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d")) nproc_per_node = 1;
+  if (multi_node()) {
+    if (max_restarts > 0)
+      throw UsageError("argument --max-restarts: restarting the workers of a job of several nodes is not supported "
+                       "yet (only a one-node job restarts its worker group); leave it out",
+                       {"--max-restarts"});
+    if (rdzv_backend == "static") {
+      store_host = master_addr;
+      const int mp = master_port ? master_port : 29500;
+      store_port = launcher_port ? launcher_port : mp + 1;
+      if (store_port > 65535 || store_port == mp)
+        throw UsageError("argument --launcher-port: the launchers' store needs a port of its own besides --master-port " +
+                             std::to_string(mp), {"--launcher-port"});
+    }
+  }
   if (nproc_per_node > 0) {
     inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
     return;
   }
-  auto env = launch::process_env();
   if (!env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS") && !inv.world_size) {
     try {
       inv.world_size = std::stoll(*env("SLURM_NTASKS"));
@@ -415,7 +556,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
 
   if (lo.nproc_per_node > 0 || !job) {
     // (a) our spawner; every worker is megatron-run again, inside the job we set up.
-    if (job && lo.nproc_per_node > 0)
+    if (job && lo.nproc_per_node > 0 && lo.from_slurm.empty())
       print_warning(std::cerr, "already inside a job (" + job->describe() + "); --nproc-per-node starts a nested one");
     std::vector<std::string> argv = {self_path()};
     for (const std::string& a : strip_launch_options(args)) argv.push_back(a);

@@ -42,6 +42,17 @@ struct LaunchOptions {
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::string run_id = "none";
+  // Several nodes (docs/launch.md, "Several nodes"): the launchers meet in a store of their own. Static: node 0
+  // hosts it at --master-addr:--launcher-port (0: --master-port + 1). c10d: at --rdzv-endpoint (store_host:
+  // store_port, default port 29400), and the node ranks follow the order of arrival.
+  int launcher_port = 0;
+  std::string store_host;
+  int store_port = 29400;
+  double join_timeout = 600;  // seconds for every node to arrive (torchrun's c10d join_timeout)
+  bool nnodes_given = false, node_rank_given = false, master_addr_given = false, master_port_given = false;
+  std::string from_slurm;  // non-empty: nnodes, node rank and master derived from SLURM_* (what was derived)
+  // A multi-node job (the launchers rendezvous and watch each other).
+  bool multi_node() const { return nproc_per_node > 0 && (nnodes > 1 || rdzv_backend == "c10d"); }
 
   void add_to(po::options_description& desc);
   // torchrun's PET_<NAME> defaults for the options not given on the command line.

@@ -65,9 +65,10 @@ int spawn_workers(const SpawnOptions& o) {
       for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
       r = detail::supervise(workers, job, signals.read_fd());
     }
+    if (r.peer) return r.code;           // another node failed (said on stderr): no restart
     if (r.code == 0) return 0;
     if (!r.failed_first) return r.code;  // stopped by a signal: no restart
-    if (attempt < o.max_restarts) {
+    if (attempt < o.max_restarts && !o.watch) {
       const WorkerFailure& f = r.failures.front();
       std::cerr << "megatron-run: the worker group failed (attempt " << attempt + 1 << ": rank " << f.rank << " "
                 << describe_status(f.status) << "); " << o.max_restarts - attempt << "/" << o.max_restarts

@@ -5,12 +5,30 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "launch/log_spec.h"
 
 namespace mr::launch {
+
+// Another node of the job failed: its code (this node's launcher exits with it) and what happened there.
+struct PeerFailure {
+  int code = 1;
+  std::string message;
+};
+
+// The other nodes of a multi-node job, as the supervisor sees them (launch/node_group.h).
+class JobWatch {
+ public:
+  virtual ~JobWatch() = default;
+  // Called by the supervisor about every 200 ms (it is also this node's heartbeat): another node's failure, once
+  // there is one. Must not block for long.
+  virtual std::optional<PeerFailure> poll() = 0;
+  // This node's first failing worker (its exit code, and a line saying who and how), for the other nodes.
+  virtual void local_failure(int code, const std::string& what) = 0;
+};
 
 struct SpawnOptions {
   int nproc_per_node = 1;
@@ -29,6 +47,9 @@ struct SpawnOptions {
   int restart_count = 0;
   int max_restarts = 0;
   LogOptions logs;  // --log-dir, --redirects, --tee, --local-ranks-filter (launch/log_spec.h)
+  // The other nodes (nullptr: a one-node job). A failure there stops this node's workers (SIGTERM, grace,
+  // SIGKILL) and spawn_workers returns its code; this node's first failure is told to them. No restarts.
+  JobWatch* watch = nullptr;
 };
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code

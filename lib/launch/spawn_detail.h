@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <deque>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +68,7 @@ inline constexpr size_t kTailLines = 10;
 struct Worker {
   int rank = 0, local_rank = 0;
   pid_t pid = -1;
+  int pidfd = -1;  // readable once the worker has exited (pidfd_open), so the supervisor wakes at once; -1: none
   bool running = false;
   int code = 0, status = 0;
   Stream out, err;
@@ -115,6 +117,7 @@ struct AttemptResult {
   int signal_received = 0;                // the last terminating signal the launcher got (0: none)
   bool failed_first = false;              // a worker failed before any signal: a restart may follow
   std::vector<WorkerFailure> failures;    // the workers that failed, in the order seen (the root cause first)
+  std::optional<PeerFailure> peer;        // another node failed first (o.watch): this node's workers were stopped
 };
 
 // Runs until every worker has exited and its output is drained: relays output lines (prefixed "[rank R] ")

@@ -82,6 +82,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     stopping = true;
     if (!kill_at) kill_at = Clock::now() + grace;
   };
+  Clock::time_point next_watch = Clock::now();  // the other nodes (o.watch): asked every 200 ms
 
   for (;;) {
     std::vector<pollfd> fds;
@@ -95,6 +96,9 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           owners.emplace_back(&w, s);
         }
     if (!workers.any_running() && fds.size() == 1) break;
+    const size_t streams_end = fds.size();
+    for (Worker& w : workers.all())  // a worker's exit wakes the poll (its pidfd), output or not
+      if (w.running && w.pidfd >= 0) fds.push_back({w.pidfd, POLLIN, 0});
     int n = poll(fds.data(), fds.size(), 100);
     if (n < 0 && errno != EINTR) {
       const int e = errno;
@@ -119,7 +123,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           }
         }
       }
-      for (size_t i = 1; i < fds.size(); ++i) {
+      for (size_t i = 1; i < streams_end; ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         auto [w, s] = owners[i];
         relay(*w, *s, o.prefix_output);
@@ -152,6 +156,21 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
         std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") " << describe_status(status)
                   << (others && !stopping ? "; stopping the other workers" : "") << "\n";
         if (others && !stopping) stop_rest(SIGTERM);
+        if (o.watch && !result.peer)
+          o.watch->local_failure(w.code, "worker rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) +
+                                             ") on node " + std::to_string(o.node_rank) + " " +
+                                             describe_status(status));
+      }
+    }
+    // The other nodes: this node's heartbeat, and their first failure stops this node's workers.
+    if (o.watch && Clock::now() >= next_watch) {
+      next_watch = Clock::now() + std::chrono::milliseconds(200);
+      std::optional<PeerFailure> pf = o.watch->poll();
+      if (pf && !result.peer && result.failures.empty() && result.signal_received == 0) {
+        result.peer = pf;
+        std::cerr << "megatron-run: " << pf->message
+                  << (workers.any_running() ? "; stopping this node's workers" : "") << "\n";
+        if (workers.any_running() && !stopping) stop_rest(SIGTERM);
       }
     }
     // The grace period is over: SIGKILL what still runs (once).
@@ -167,7 +186,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   // Every stream has ended: the stderr tails are complete.
   for (size_t i = 0; i < failed.size(); ++i)
     result.failures[i].stderr_tail.assign(failed[i]->err.tail.begin(), failed[i]->err.tail.end());
-  if (result.failed_first) result.code = exit_code(result.failures.front().status);
+  if (result.peer) result.code = result.peer->code;
+  else if (result.failed_first) result.code = exit_code(result.failures.front().status);
   else if (result.signal_received) result.code = 128 + result.signal_received;
   else result.code = result.failures.empty() ? 0 : exit_code(result.failures.front().status);
   return result;

@@ -1,0 +1,212 @@
+// The launchers of a multi-node job (node_group.h): joining, watching, finishing.
+//
+// Keys in the launchers' store:
+//   rdzv/arrived   launchers that asked for a node rank (c10d: the n-th to ask gets rank n-1)
+//   rdzv/joined    launchers registered (hello) under their node rank; the job starts when it reaches nnodes
+//   rdzv/master    c10d: "ADDR PORT" for the workers' MASTER_ADDR/MASTER_PORT, set by node 0
+//   fail           "CODE MESSAGE": the first failure (a node's worker, a node gone or silent, a join timeout)
+#include "launch/node_group.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+namespace mr::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", static_cast<double>(ms.count()) / 1000);
+  return b;
+}
+
+// A port free on every interface a moment ago (node 0's workers' MASTER_PORT in a c10d job).
+int free_port_any() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw StoreError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof sa;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    close(fd);
+    throw StoreError(std::string("cannot find a free port: ") + std::strerror(errno));
+  }
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+// "CODE MESSAGE" -> the failure.
+PeerFailure parse_failure(const std::string& v) {
+  PeerFailure f;
+  const size_t sp = v.find(' ');
+  try {
+    f.code = std::stoi(v.substr(0, sp));
+  } catch (const std::exception&) {
+    f.code = 1;
+  }
+  if (f.code == 0) f.code = 1;
+  f.message = sp == std::string::npos ? v : v.substr(sp + 1);
+  return f;
+}
+
+}  // namespace
+
+NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
+  const bool is_static = o.backend == "static";
+  const auto deadline = Clock::now() + o.join_timeout;
+  const std::string store = o.store_host + ":" + std::to_string(o.store_port);
+  // Static: node 0 hosts the store. c10d: a launcher on the endpoint's host that can bind its port.
+  if (is_static ? o.node_rank == 0 : is_local_host(o.store_host)) {
+    try {
+      server_ = std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
+    } catch (const StoreError& e) {
+      if (is_static || !e.in_use)
+        throw RendezvousError(std::string(e.what()) +
+                              (is_static ? " (node 0 hosts the launchers' store there: --launcher-port)" : ""));
+    }
+  }
+  try {
+    try {
+      client_ = std::make_unique<NodeStoreClient>(o.store_host, o.store_port, deadline, o.heartbeat_timeout);
+    } catch (const StoreError& e) {
+      throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds(o.join_timeout) +
+                            " s, --join-timeout): " +
+                            (is_static ? "node 0's launcher, which hosts it, did not start"
+                                       : "no launcher on the --rdzv-endpoint's host hosts it"));
+    }
+    if (is_static) {
+      node_rank_ = o.node_rank;
+    } else {
+      node_rank_ = static_cast<int>(client_->add("rdzv/arrived", 1) - 1);
+      if (node_rank_ >= o.nnodes)
+        throw RendezvousError("more launchers than --nnodes " + std::to_string(o.nnodes) + " joined run '" + o.run_id +
+                              "' at " + store);
+    }
+    const std::string seen_as = client_->hello(node_rank_, o.run_id);
+    client_->add("rdzv/joined", 1);
+    if (is_static) {
+      master_addr_ = o.master_addr;
+      master_port_ = o.master_port;
+    } else if (node_rank_ == 0) {
+      master_addr_ = seen_as;
+      master_port_ = o.master_port ? o.master_port : free_port_any();
+      client_->set("rdzv/master", master_addr_ + " " + std::to_string(master_port_));
+    }
+    for (;;) {
+      if (auto f = read_failure()) throw RendezvousError(f->message);
+      const int64_t joined = client_->add("rdzv/joined", 0);
+      std::optional<std::string> master = is_static ? std::optional<std::string>("") : client_->get("rdzv/master");
+      if (joined >= o.nnodes && master) {
+        if (!is_static && node_rank_ != 0) {
+          const size_t sp = master->find(' ');
+          master_addr_ = master->substr(0, sp);
+          master_port_ = std::stoi(master->substr(sp + 1));
+        }
+        break;
+      }
+      if (Clock::now() >= deadline) {
+        const std::string msg = "only " + std::to_string(joined) + " of " + std::to_string(o.nnodes) +
+                                " nodes joined run '" + o.run_id + "' (launchers' store " + store +
+                                ") within the join timeout (" + seconds(o.join_timeout) + " s, --join-timeout)";
+        failed_ = true;
+        throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const StoreError& e) {
+    client_.reset();
+    if (server_) linger(std::chrono::seconds(5));
+    throw RendezvousError(e.what());
+  } catch (...) {
+    client_.reset();
+    if (server_) linger(std::chrono::seconds(5));
+    throw;
+  }
+}
+
+NodeGroup::~NodeGroup() {
+  client_.reset();
+  if (server_) linger(std::chrono::seconds(5));
+}
+
+std::optional<PeerFailure> NodeGroup::read_failure() {
+  std::optional<std::string> v = client_->get("fail");
+  if (!v) return std::nullopt;
+  return parse_failure(*v);
+}
+
+std::optional<PeerFailure> NodeGroup::poll() {
+  if (!client_) return std::nullopt;
+  try {
+    std::optional<PeerFailure> f = read_failure();
+    if (f) {
+      failed_ = true;
+      f->message = "the job failed on another node: " + f->message;
+    }
+    return f;
+  } catch (const StoreError& e) {
+    failed_ = true;
+    return PeerFailure{1, std::string(e.what()) + ": the launcher that hosts it is gone"};
+  }
+}
+
+void NodeGroup::local_failure(int code, const std::string& what) {
+  failed_ = true;
+  if (!client_) return;
+  try {
+    client_->set_first("fail", std::to_string(code) + " " + what);
+  } catch (const StoreError&) {
+    // The store is gone: the other nodes see that themselves.
+  }
+}
+
+int NodeGroup::finish(int code) {
+  if (!client_) return code;
+  try {
+    // The store's host stays until every other node is done or gone (the heartbeat bounds a silent one).
+    bool said = false;
+    while (server_ && server_->present() > 1) {
+      if (!said) {
+        std::cerr << "megatron-run: node " << node_rank_ << " is done; waiting for the other nodes (it hosts the "
+                  << "launchers' store)\n";
+        said = true;
+      }
+      std::optional<PeerFailure> f = read_failure();
+      if (f && code == 0 && !failed_) {
+        std::cerr << "megatron-run: the job failed on another node: " << f->message << "\n";
+        code = f->code;
+        failed_ = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (code == 0 && !failed_)
+      if (std::optional<PeerFailure> f = read_failure()) {
+        std::cerr << "megatron-run: the job failed on another node: " << f->message << "\n";
+        code = f->code;
+      }
+    client_->bye();
+  } catch (const StoreError&) {
+    // The store's host is gone after this node's workers ended: nothing more to say to it.
+  }
+  client_.reset();
+  return code;
+}
+
+void NodeGroup::linger(std::chrono::milliseconds at_most) {
+  const auto until = Clock::now() + at_most;
+  while (server_->present() > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+}  // namespace mr::launch

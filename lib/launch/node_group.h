@@ -1,0 +1,73 @@
+// The launchers of a multi-node job: the rendezvous (static, or c10d-style with node ranks handed out by the
+// store), the master address the workers get, and the watch that stops every node when one fails. Built on the
+// launchers' store (node_store.h). Torch-free.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "launch/node_store.h"
+#include "launch/spawn.h"
+
+namespace mr::launch {
+
+// The rendezvous failed (a node did not arrive in time, the store cannot be reached, a second node with the
+// same rank, ...): the message says what; every node's launcher exits 1.
+struct RendezvousError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RendezvousOptions {
+  std::string backend = "static";  // "static": --node-rank given; "c10d": node ranks in the order of arrival
+  int nnodes = 2;
+  int node_rank = 0;               // static only
+  std::string run_id = "none";     // every node must give the same (--rdzv-id)
+  // The launchers' store: static: node 0 hosts it (--master-addr, --launcher-port); c10d: the --rdzv-endpoint,
+  // hosted by the first launcher on that host to bind it.
+  std::string store_host = "127.0.0.1";
+  int store_port = 29401;
+  // The workers' MASTER_ADDR/MASTER_PORT. Static: as given. c10d: node 0's address as the store sees it and a
+  // port free there, unless master_port is given (then that port).
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};     // torchrun's c10d join_timeout
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};  // a silent launcher fails the job
+};
+
+class NodeGroup : public JobWatch {
+ public:
+  // Joins the job: hosts the store when it is ours to host, registers this node, waits for every node (at most
+  // join_timeout). Throws RendezvousError; a node that gives up tells the others, which then fail with the same
+  // message ("only 1 of 2 nodes joined ...").
+  explicit NodeGroup(const RendezvousOptions& o);
+  ~NodeGroup() override;
+
+  int node_rank() const { return node_rank_; }
+  const std::string& master_addr() const { return master_addr_; }
+  int master_port() const { return master_port_; }
+  bool hosts_store() const { return server_ != nullptr; }
+
+  std::optional<PeerFailure> poll() override;
+  void local_failure(int code, const std::string& what) override;
+
+  // After this node's workers ended with `code`: tells the store this node is done; the store's host then waits
+  // until every other node is done or gone (the heartbeat bounds it). Returns the exit code for the launcher:
+  // `code`, or when it is 0 and another node failed meanwhile, that node's code (said on stderr).
+  int finish(int code);
+
+ private:
+  std::optional<PeerFailure> read_failure();
+  void linger(std::chrono::milliseconds at_most);  // the host: until every node is done or gone
+  RendezvousOptions o_;
+  std::unique_ptr<NodeStoreServer> server_;
+  std::unique_ptr<NodeStoreClient> client_;
+  int node_rank_ = 0;
+  std::string master_addr_;
+  int master_port_ = 0;
+  bool failed_ = false;  // this node has published a failure, or seen one
+};
+
+}  // namespace mr::launch

@@ -1,0 +1,88 @@
+// The launchers' store: a small TCP key-value store through which the megatron-run launchers of a multi-node job
+// meet (node ranks, the workers' master address) and watch each other (heartbeats, the first failure). One
+// launcher hosts it (node 0 in a static job, the --rdzv-endpoint's host with c10d); every launcher, the host
+// included, is a client. It is megatron-run's own protocol, not c10d's TCPStore: one request line, one reply line
+// (docs/launch.md, "Several nodes"). The workers never see it. Torch-free.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace mr::launch {
+
+// The store cannot be hosted or reached, or a request failed (the message says which and where).
+struct StoreError : std::runtime_error {
+  explicit StoreError(const std::string& what, bool taken = false) : std::runtime_error(what), in_use(taken) {}
+  bool in_use;  // hosting failed because the port is taken (another launcher hosts the store)
+};
+
+// The node that hosts the store: a thread serving every launcher's connection. A launcher registers its
+// connection as node R (hello); the store marks node R gone when that connection closes without a goodbye, or
+// sends nothing for `heartbeat_timeout`, and then sets the key "fail" (unless set already) to
+// "1 node R's launcher ...". Requests and their replies (keys have no blanks; values no newline):
+//   S key value  -> "V"            set
+//   G key        -> "V value"|"N"  get (N: not set)
+//   A key delta  -> "V n"          add to an integer (0 when not set), the new value
+//   F key value  -> "V value"      set unless set already; the value it has now (the first failure wins)
+//   H node run   -> "V peer-ip"    this connection is node `node`'s; `run` must be the host's run id;
+//                                  the reply is the address the store sees the launcher at
+//   B            -> "V"            goodbye: the node is done
+//   (errors)     -> "E message"
+class NodeStoreServer {
+ public:
+  // Listens on every interface at `port` (0: a free one). Throws StoreError (in_use: the port is taken).
+  NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout);
+  ~NodeStoreServer();
+  NodeStoreServer(const NodeStoreServer&) = delete;
+  NodeStoreServer& operator=(const NodeStoreServer&) = delete;
+
+  int port() const { return port_; }
+  // Nodes registered so far, and of those the ones still there (no goodbye, connection open, heartbeat fresh).
+  int registered() const { return registered_.load(); }
+  int present() const { return present_.load(); }
+
+ private:
+  void serve();
+  int listen_fd_ = -1, wake_[2] = {-1, -1};
+  int port_ = 0;
+  std::string run_id_;
+  std::chrono::milliseconds heartbeat_timeout_;
+  std::atomic<int> registered_{0}, present_{0};
+  std::thread thread_;
+};
+
+// True when `host` resolves to an address of this machine (bindable).
+bool is_local_host(const std::string& host);
+
+// One launcher's connection to the store. Every request waits at most `io_timeout` for its reply.
+class NodeStoreClient {
+ public:
+  // Connects to host:port, retrying until `deadline`. Throws StoreError naming host:port when it cannot.
+  NodeStoreClient(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
+                  std::chrono::milliseconds io_timeout);
+  ~NodeStoreClient();
+  NodeStoreClient(const NodeStoreClient&) = delete;
+  NodeStoreClient& operator=(const NodeStoreClient&) = delete;
+
+  void set(const std::string& key, const std::string& value);
+  std::optional<std::string> get(const std::string& key);
+  int64_t add(const std::string& key, int64_t delta);
+  std::string set_first(const std::string& key, const std::string& value);  // F: the value that won
+  std::string hello(int node, const std::string& run_id);  // the address the store sees us at
+  void bye();
+  std::string where() const { return host_ + ":" + std::to_string(port_); }
+
+ private:
+  std::string request(const std::string& line);  // the reply's payload after "V"/"V "; throws on E or I/O
+  int fd_ = -1;
+  std::string host_, buffered_;
+  int port_ = 0;
+};
+
+}  // namespace mr::launch

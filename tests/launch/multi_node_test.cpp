@@ -1,0 +1,309 @@
+// Several nodes (launch/node_group.h, launch/node_store.h): two megatron-run launchers on this machine act as
+// two nodes over 127.0.0.1 — the static rendezvous and the c10d one (node ranks in the order of arrival), a real
+// torch.distributed gloo all-reduce across both (Debian's /usr/bin/python3 with python3-torch), a node that
+// never arrives, a failing worker on node 1 that stops node 0, a launcher killed with -9, and SLURM's
+// one-task-per-node form from a faked SLURM environment. Every command runs under `timeout`; ports are free ones.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../config/binary.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = std::string("'") + MR_BINARY + "'";
+const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+const std::string kAllreduce = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/allreduce.py";
+const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
+const std::string kRun = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig + " ";
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A TCP port free on every interface a moment ago.
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  socklen_t len = sizeof sa;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+bool port_free(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
+struct Node {
+  int exit = -1;
+  std::string out;  // stdout and stderr together
+};
+
+struct Nodes {
+  std::vector<Node> nodes;
+  double seconds = 0;
+};
+
+// Runs the commands at once (each `ENV... PROGRAM ARGS`, under `timeout 60`) and waits for all of them.
+// `delay_s`: seconds between starting one and the next.
+Nodes run_nodes(const std::vector<std::string>& cmds, double delay_s = 0) {
+  const fs::path dir = fs::temp_directory_path() / ("mr-nodes-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string script;
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    const std::string n = (dir / std::to_string(i)).string();
+    script += "(timeout -k 5 60 env " + cmds[i] + " >'" + n + ".out' 2>&1; echo $? >'" + n + ".code') & ";
+    if (delay_s > 0 && i + 1 < cmds.size()) script += "sleep " + std::to_string(delay_s) + "; ";
+  }
+  script += "wait";
+  const auto t0 = std::chrono::steady_clock::now();
+  mrtest::Proc p = mrtest::run_shell(script);
+  Nodes r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    Node node;
+    node.out = slurp(dir / (std::to_string(i) + ".out"));
+    node.exit = std::stoi("0" + slurp(dir / (std::to_string(i) + ".code")));
+    r.nodes.push_back(node);
+  }
+  fs::remove_all(dir);
+  return r;
+}
+
+std::string static_flags(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20") {
+  return "--nnodes 2 --node-rank " + std::to_string(node_rank) + " --master-addr 127.0.0.1 --master-port " +
+         std::to_string(master_port) + " --launcher-port " + std::to_string(launcher_port) + " --join-timeout " +
+         join_timeout + " ";
+}
+
+}  // namespace
+
+TEST_CASE("static rendezvous: a gloo all-reduce across two launchers as two nodes", "[launch][multinode][process]") {
+  const int mp = free_port(), lp = free_port();
+  Nodes r = run_nodes({kRun + "--nproc-per-node 1 " + static_flags(0, mp, lp) + kAllreduce,
+                       kRun + "--nproc-per-node 1 " + static_flags(1, mp, lp) + kAllreduce});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == 0);
+  CHECK(r.nodes[1].exit == 0);
+  // 1 + 2: each rank adds its rank + 1 across both nodes; node 1's worker is global rank 1.
+  CHECK(has(r.nodes[0].out, "[rank 0] allreduce rank 0 of 2: 3"));
+  CHECK(has(r.nodes[1].out, "[rank 1] allreduce rank 1 of 2: 3"));
+}
+
+TEST_CASE("static rendezvous: megatron-run's own worker across two launchers (--bring-up-only)",
+          "[launch][multinode][process]") {
+  const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
+  if (!fs::exists(worker)) {
+    WARN("megatron-run-worker is not built (no LibTorch): skipping the two-node bring-up of our own worker");
+    return;
+  }
+  const int mp = free_port(), lp = free_port();
+  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + "--bring-up-only",
+                       kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + "--bring-up-only"});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == 0);
+  CHECK(r.nodes[1].exit == 0);
+  CHECK(has(r.nodes[0].out, "[rank 0] megatron-run: distributed bring-up passed on 2 ranks (gloo; TP=1 PP=1 CP=1 DP=2"));
+  CHECK(has(r.nodes[1].out, "[rank 1] self-check passed (gloo"));
+}
+
+TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chosen by node 0",
+          "[launch][multinode][process]") {
+  const int sp = free_port();
+  const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
+                            " --rdzv-id job11 --join-timeout 20 --nproc-per-node 1 ";
+  SECTION("a gloo all-reduce") {
+    Nodes r = run_nodes({kRun + flags + kAllreduce, kRun + flags + kAllreduce});
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    const std::string both = r.nodes[0].out + r.nodes[1].out;
+    CHECK(has(both, "allreduce rank 0 of 2: 3"));
+    CHECK(has(both, "allreduce rank 1 of 2: 3"));
+  }
+  SECTION("each node's torchrun variables; the first to arrive (a second earlier) is node 0") {
+    Nodes r = run_nodes({kRun + flags + kProbe, kRun + flags + kProbe}, 1.0);
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    REQUIRE(r.nodes[0].exit == 0);
+    REQUIRE(r.nodes[1].exit == 0);
+    for (int n : {0, 1}) {
+      const std::string& o = r.nodes[static_cast<size_t>(n)].out;
+      CHECK(has(o, "\"GROUP_RANK\": \"" + std::to_string(n) + "\""));
+      CHECK(has(o, "\"RANK\": \"" + std::to_string(n) + "\""));
+      CHECK(has(o, "\"WORLD_SIZE\": \"2\""));
+      CHECK(has(o, "\"GROUP_WORLD_SIZE\": \"2\""));
+      CHECK(has(o, "\"MASTER_ADDR\": \"127.0.0.1\""));
+      CHECK(has(o, "\"TORCHELASTIC_RUN_ID\": \"job11\""));
+    }
+    const size_t p0 = r.nodes[0].out.find("\"MASTER_PORT\": \""), p1 = r.nodes[1].out.find("\"MASTER_PORT\": \"");
+    REQUIRE(p0 != std::string::npos);
+    REQUIRE(p1 != std::string::npos);
+    CHECK(r.nodes[0].out.substr(p0, 24) == r.nodes[1].out.substr(p1, 24));
+  }
+}
+
+TEST_CASE("a node that never arrives fails every node that did, naming how many arrived",
+          "[launch][multinode][process]") {
+  SECTION("static: node 1 never starts") {
+    const int mp = free_port(), lp = free_port();
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "1") +
+                         "--no-python /bin/true"});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "only 1 of 2 nodes joined run 'none'"));
+    CHECK(has(r.nodes[0].out, "within the join timeout (1 s, --join-timeout)"));
+    CHECK(r.seconds < 15);
+  }
+  SECTION("static: node 0, the store's host, never starts") {
+    const int mp = free_port(), lp = free_port();
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp, "1") +
+                         "--no-python /bin/true"});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "cannot reach the launchers' store at 127.0.0.1:" + std::to_string(lp)));
+    CHECK(has(r.nodes[0].out, "node 0's launcher, which hosts it, did not start"));
+  }
+  SECTION("c10d: 2 of 4 nodes arrive; both fail with the same message") {
+    const std::string flags = " --config " + kConfig + " --nnodes 4 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
+                              std::to_string(free_port()) + " --join-timeout 1.5 --nproc-per-node 1 --no-python /bin/true";
+    Nodes r = run_nodes({kBin + flags, kBin + flags});
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    for (const Node& n : r.nodes) {
+      CHECK(n.exit == 1);
+      CHECK(has(n.out, "only 2 of 4 nodes joined run 'none'"));
+    }
+    CHECK(r.seconds < 15);
+  }
+}
+
+TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its code", "[launch][multinode][process]") {
+  const int mp = free_port(), lp = free_port();
+  // Node 1's worker fails after a moment; node 0's would sleep for 30 s.
+  const std::string prog =
+      "--no-append-args --no-python sh -c 'if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; exit 7; fi; exec sleep 30'";
+  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 2 " + static_flags(0, mp, lp) + prog,
+                       kBin + " --config " + kConfig + " --nproc-per-node 2 " + static_flags(1, mp, lp) + prog});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[1].exit == 7);
+  CHECK(r.nodes[0].exit == 7);
+  CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank "));
+  CHECK(has(r.nodes[0].out, "on node 1 exited with code 7; stopping this node's workers"));
+  CHECK(r.seconds < 20);
+}
+
+TEST_CASE("a node's launcher killed with -9: the other node stops its workers", "[launch][multinode][process]") {
+  const int mp = free_port(), lp = free_port();
+  const std::string prog = "--no-append-args --no-python sleep 30";
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-node1-pid-" + std::to_string(getpid()));
+  // Node 1's launcher is killed (SIGKILL) two seconds after it started.
+  const std::string node1 = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
+                            " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog + "\"";
+  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog, node1,
+                       "sh -c 'sleep 2; kill -9 $(cat " + pidfile.string() + ")'"});
+  fs::remove(pidfile);
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[1].exit == 137);
+  CHECK(r.nodes[0].exit == 1);
+  CHECK(has(r.nodes[0].out, "node 1's launcher is gone"));
+  CHECK(r.seconds < 20);
+}
+
+TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SLURM_*", "[launch][multinode][slurm]") {
+  // SLURM's port is 20000 + job id % 10000; a job id whose port and the next (the launchers' store) are free.
+  int job = 0;
+  for (int id = 4000 + static_cast<int>(getpid() % 5000); id < 14000; id += 7)
+    if (port_free(20000 + id % 10000) && port_free(20000 + id % 10000 + 1)) {
+      job = id;
+      break;
+    }
+  REQUIRE(job != 0);
+  auto slurm = [&](int node) {
+    return "SLURM_JOB_ID=" + std::to_string(job) + " SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=2 SLURM_PROCID=" +
+           std::to_string(node) + " SLURM_NODEID=" + std::to_string(node) +
+           " SLURM_JOB_NODELIST=localhost,localhost SLURM_NTASKS_PER_NODE=1 ";
+  };
+  SECTION("two launchers as two nodes") {
+    Nodes r = run_nodes({slurm(0) + kRun + "--nproc-per-node 2 --join-timeout 20 " + kProbe,
+                         slurm(1) + kRun + "--nproc-per-node 2 --join-timeout 20 " + kProbe});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    REQUIRE(r.nodes[0].exit == 0);
+    REQUIRE(r.nodes[1].exit == 0);
+    for (int n : {0, 1}) {
+      const std::string& o = r.nodes[static_cast<size_t>(n)].out;
+      for (int local : {0, 1})
+        CHECK(has(o, "\"RANK\": \"" + std::to_string(2 * n + local) + "\", \"LOCAL_RANK\": \"" + std::to_string(local) +
+                         "\", \"GROUP_RANK\": \"" + std::to_string(n) + "\""));
+      CHECK(has(o, "\"WORLD_SIZE\": \"4\""));
+      CHECK(has(o, "\"MASTER_ADDR\": \"localhost\", \"MASTER_PORT\": \"" + std::to_string(20000 + job % 10000) + "\""));
+    }
+  }
+  SECTION("validation for nnodes x nproc-per-node") {
+    mrtest::Proc ok = mrtest::run_shell("env " + slurm(1) + kBin + " --config " + kConfig +
+                                        " --nproc-per-node 2 --dry-run --tensor-model-parallel-size 4 "
+                                        "--target-gpu-arch none --format json 2>&1");
+    CHECK(ok.exit == 0);
+    mrtest::Proc bad = mrtest::run_shell("env " + slurm(1) + kBin + " --config " + kConfig +
+                                         " --nproc-per-node 2 --dry-run --tensor-model-parallel-size 8 2>&1");
+    CHECK(bad.exit == 1);
+    CHECK(has(bad.out, "error[parallel.world-size-divisible]"));
+  }
+  SECTION("one task per rank still runs the program in the task's place") {
+    mrtest::Proc r = mrtest::run_shell("env SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=1 "
+                                       "SLURM_NODEID=0 SLURM_JOB_NODELIST=localhost " + kBin + " --config " + kConfig +
+                                       " --no-append-args -- /bin/echo in-place 2>&1");
+    CHECK(r.exit == 0);
+    CHECK(r.out == "in-place\n");
+  }
+}
+
+TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode]") {
+  auto run = [](const std::string& a) {
+    return mrtest::run_shell(kBin + " --config " + kConfig + " " + a + " --no-python /bin/true 2>&1");
+  };
+  mrtest::Proc a = run("--nnodes 2 --rdzv-backend c10d --nproc-per-node 1");
+  CHECK(a.exit == 2);
+  CHECK(has(a.out, "--rdzv-backend c10d: needs --rdzv-endpoint"));
+  mrtest::Proc b = run("--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1");
+  CHECK(b.exit == 2);
+  CHECK(has(b.out, "argument --master-port: the c10d rendezvous chooses the workers' master"));
+  mrtest::Proc c = run("--nnodes 2 --node-rank 0 --max-restarts 1 --nproc-per-node 1");
+  CHECK(c.exit == 2);
+  CHECK(has(c.out, "argument --max-restarts: restarting the workers of a job of several nodes is not supported"));
+  mrtest::Proc d = run("--nnodes 2 --rdzv-backend etcd --nproc-per-node 1");
+  CHECK(d.exit == 2);
+  CHECK(has(d.out, "the static and the c10d rendezvous, not 'etcd'"));
+  mrtest::Proc e = run("--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1");
+  CHECK(e.exit == 2);
+  CHECK(has(e.out, "argument --launcher-port"));
+}

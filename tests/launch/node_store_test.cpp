@@ -1,0 +1,94 @@
+// The launchers' store (launch/node_store.h): its operations, the registration of nodes, and how it marks a
+// node gone (a connection closed without goodbye, a silent launcher) with the first failure.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "launch/node_store.h"
+
+using namespace std::chrono_literals;
+using mr::launch::NodeStoreClient;
+using mr::launch::NodeStoreServer;
+using mr::launch::StoreError;
+
+namespace {
+
+std::unique_ptr<NodeStoreClient> connect(const NodeStoreServer& s) {
+  return std::make_unique<NodeStoreClient>("127.0.0.1", s.port(), std::chrono::steady_clock::now() + 5s, 5000ms);
+}
+
+// Waits (at most 5 s) until `pred` holds.
+template <class P>
+bool eventually(P pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+}  // namespace
+
+TEST_CASE("the launchers' store: set, get, add, set-if-unset", "[launch][store]") {
+  NodeStoreServer server(0, "run1", 10000ms);
+  auto a = connect(server), b = connect(server);
+  CHECK_FALSE(a->get("k").has_value());
+  a->set("k", "a value with spaces");
+  CHECK(b->get("k") == "a value with spaces");
+  CHECK(a->add("n", 1) == 1);
+  CHECK(b->add("n", 1) == 2);
+  CHECK(a->add("n", 0) == 2);
+  CHECK(a->set_first("fail", "7 first") == "7 first");
+  CHECK(b->set_first("fail", "1 second") == "7 first");
+  a->set("multi", "line\nbreak");
+  CHECK(b->get("multi") == "line break");  // one line per reply
+}
+
+TEST_CASE("the launchers' store: nodes register once, under the host's run id", "[launch][store]") {
+  NodeStoreServer server(0, "run1", 10000ms);
+  auto a = connect(server), b = connect(server), c = connect(server);
+  CHECK(a->hello(0, "run1") == "127.0.0.1");  // the address the store sees
+  CHECK_THROWS_WITH(b->hello(0, "run1"), Catch::Contains("node rank 0 has joined already"));
+  CHECK_THROWS_WITH(c->hello(1, "other"), Catch::Contains("belongs to run 'run1', not 'other'"));
+  CHECK(server.registered() == 1);
+}
+
+TEST_CASE("the launchers' store: a node gone without goodbye, or silent, fails the job", "[launch][store]") {
+  NodeStoreServer server(0, "r", 400ms);
+  auto watcher = connect(server);
+  SECTION("a goodbye first: not a failure") {
+    auto n1 = connect(server);
+    n1->hello(1, "r");
+    n1->bye();
+    n1.reset();
+    REQUIRE(eventually([&] { return server.present() == 0; }));
+    CHECK_FALSE(watcher->get("fail").has_value());
+  }
+  SECTION("the connection closes") {
+    auto n1 = connect(server);
+    n1->hello(1, "r");
+    n1.reset();
+    REQUIRE(eventually([&] { return watcher->get("fail").has_value(); }));
+    CHECK(*watcher->get("fail") == "1 node 1's launcher is gone (its connection to the store closed)");
+  }
+  SECTION("no request for longer than the heartbeat timeout") {
+    auto n1 = connect(server);
+    n1->hello(1, "r");
+    REQUIRE(eventually([&] { return watcher->get("fail").has_value(); }));
+    CHECK(watcher->get("fail")->rfind("1 node 1's launcher sent no heartbeat for 0.4 s", 0) == 0);
+    CHECK_THROWS_AS(n1->get("x"), StoreError);  // the store closed the silent node's connection
+  }
+}
+
+TEST_CASE("the launchers' store: a second host on the same port is told the port is taken", "[launch][store]") {
+  NodeStoreServer server(0, "r", 1000ms);
+  try {
+    NodeStoreServer again(server.port(), "r", 1000ms);
+    FAIL("a second store bound the same port");
+  } catch (const StoreError& e) {
+    CHECK(e.in_use);
+  }
+  CHECK_THROWS_WITH(NodeStoreClient("127.0.0.1", 1, std::chrono::steady_clock::now(), 1000ms),
+                    Catch::Contains("cannot reach the launchers' store at 127.0.0.1:1"));
+}

@@ -1,0 +1,73 @@
+// The environment of every rank under a real torchrun 2.x and under megatron-run (TORCHRUN=/path/to/torchrun;
+// Debian's torchrun 1.13 does not start under Python 3.11, so without TORCHRUN this reports itself skipped): the
+// probe (tests/launch/programs/probe.py) prints torchrun's variables on 2 ranks under each launcher; they are
+// equal, except the documented differences (docs/launch.md): TORCHELASTIC_USE_AGENT_STORE (megatron-run hosts
+// no store for the workers), OMP_NUM_THREADS (an even share, not 1) and the temporary directory's random name.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "../config/binary.h"
+#include "config/value.h"
+
+namespace {
+
+const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
+
+// rank -> {variable -> value}, from the probe's JSON lines.
+std::map<std::string, std::map<std::string, std::string>> envs(const std::string& out) {
+  std::map<std::string, std::map<std::string, std::string>> by_rank;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const size_t brace = line.find('{');
+    if (brace == std::string::npos) continue;
+    std::map<std::string, std::string> env;
+    const mr::Value parsed = mr::Value::parse_json(line.substr(brace));  // alive while its object is read
+    for (const auto& [k, v] : parsed.as_object())
+      if (k == "env")
+        for (const auto& [name, val] : v.as_object()) env[name] = val.as_str();
+    by_rank[env["RANK"]] = env;
+  }
+  return by_rank;
+}
+
+}  // namespace
+
+TEST_CASE("a real torchrun and megatron-run give the ranks the same variables", "[launch][torchrun][process]") {
+  const char* torchrun = std::getenv("TORCHRUN");
+  if (!torchrun || !*torchrun) {
+    WARN("TORCHRUN is not set: skipping the comparison with a real torchrun 2.x (docs/launch.md)");
+    return;
+  }
+  const std::string port = "29613";
+  mrtest::Proc theirs = mrtest::run_shell("timeout -k 5 120 '" + std::string(torchrun) +
+                                          "' --nproc-per-node 2 --master-port " + port +
+                                          " --no-python /usr/bin/python3 " + kProbe + " 2>/dev/null");
+  mrtest::Proc ours = mrtest::run_shell("timeout -k 5 60 env PYTHON_EXEC=/usr/bin/python3 '" + std::string(MR_BINARY) +
+                                        "' --config " + MR_SOURCE_DIR + "/configs/default.yaml --nproc-per-node 2 " +
+                                        "--master-port " + port + " --no-append-args " + kProbe + " 2>/dev/null");
+  REQUIRE(theirs.exit == 0);
+  REQUIRE(ours.exit == 0);
+  auto t = envs(theirs.out), m = envs(ours.out);
+  INFO(theirs.out << "\n---- megatron-run:\n" << ours.out);
+  REQUIRE(t.size() == 2);
+  REQUIRE(m.size() == 2);
+  const std::regex tmp("torchelastic_[^/]*/none_[^/]*/");
+  for (const auto& [rank, tenv] : t) {
+    INFO("rank " << rank);
+    std::map<std::string, std::string> a = tenv, b = m[rank];
+    for (auto* e : {&a, &b}) {
+      (*e)["TORCHELASTIC_ERROR_FILE"] = std::regex_replace((*e)["TORCHELASTIC_ERROR_FILE"], tmp, "torchelastic_X/none_Y/");
+      e->erase("OMP_NUM_THREADS");
+    }
+    CHECK(a["TORCHELASTIC_USE_AGENT_STORE"] == "True");
+    CHECK(b["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    a.erase("TORCHELASTIC_USE_AGENT_STORE");
+    b.erase("TORCHELASTIC_USE_AGENT_STORE");
+    CHECK(a == b);
+  }
+}
