@@ -27,19 +27,27 @@ void check(cudaError_t e, const char* what) {
 }
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
-// A device area kept for the process and grown on demand (the reductions' partial results): no cudaMalloc in the
-// steady state. Main thread only (the training loop).
-void* scratch(size_t bytes) {
-  static void* p = nullptr;
-  static size_t have = 0;
-  if (bytes > have) {
-    if (p) cudaFree(p);
-    p = nullptr;
-    have = 0;
-    check(cudaMalloc(&p, bytes), "cudaMalloc (reduction scratch)");
-    have = bytes;
+// A device area kept for the process and grown on demand: no cudaMalloc in the steady state. Main thread only
+// (the training loop).
+struct GrowingDeviceArea {
+  void* p = nullptr;
+  size_t have = 0;
+  void* at_least(size_t bytes, const char* what) {
+    if (bytes > have) {
+      if (p) cudaFree(p);
+      p = nullptr;
+      have = 0;
+      check(cudaMalloc(&p, bytes), what);
+      have = bytes;
+    }
+    return p;
   }
-  return p;
+};
+
+// The reductions' partial results.
+void* scratch(size_t bytes) {
+  static GrowingDeviceArea area;
+  return area.at_least(bytes, "cudaMalloc (reduction scratch)");
 }
 
 template <DType D>
@@ -241,16 +249,8 @@ void to_host(void* dst, const void* src, size_t bytes) {
 void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 void* staging(size_t bytes) {
-  static void* p = nullptr;
-  static size_t have = 0;
-  if (bytes > have) {
-    if (p) cudaFree(p);
-    p = nullptr;
-    have = 0;
-    check(cudaMalloc(&p, bytes), "cudaMalloc (host collective staging)");
-    have = bytes;
-  }
-  return p;
+  static GrowingDeviceArea area;
+  return area.at_least(bytes, "cudaMalloc (host collective staging)");
 }
 
 Fixed sum_squares(const float* x, int64_t n, double scale) { return fixed_sum(F32Values{x}, n, scale); }

@@ -12,6 +12,7 @@
 #include "config/optimizer_config_from_args.h"
 #include "config/schema.h"
 #include "config/validate/resolve.h"
+#include "corpus.h"
 
 namespace fs = std::filesystem;
 using mr::Args;
@@ -114,10 +115,7 @@ TEST_CASE("args: from a namespace; values of the wrong shape name the flag", "[a
 }
 
 TEST_CASE("args: the corpus gives the same values through the view as through the namespace", "[args][corpus]") {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests"))
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = mrtest::corpus_files();
   REQUIRE(files.size() > 100);
   size_t accepted = 0;
   for (const fs::path& f : files) {

@@ -11,18 +11,13 @@
 #include "config/parse/command_line.h"
 #include "config/parse/invocation.h"
 #include "util/shell.h"
+#include "corpus.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<fs::path> corpus_files() {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(fs::path(MR_DATA_DIR) / "corpus" / "functional-tests"))
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using mrtest::corpus_files;
 
 mr::Invocation base_invocation() {
   mr::Invocation inv;

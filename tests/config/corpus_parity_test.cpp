@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "config/validate/resolve.h"
+#include "corpus.h"
 
 namespace fs = std::filesystem;
 
@@ -62,10 +63,7 @@ bool same(const mr::Value& a, const mr::Value& b) {
 }  // namespace
 
 TEST_CASE("corpus parity: decisions and resolved values equal Megatron's", "[corpus][parity]") {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests"))
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = mrtest::corpus_files();
   REQUIRE(files.size() == 167);
   int accepted = 0, compared_fields = 0, sanity_rejected = 0;
   for (const auto& f : files) {

@@ -8,6 +8,7 @@
 
 #include "config/print.h"
 #include "config/parse/invocation.h"
+#include "corpus.h"
 
 namespace fs = std::filesystem;
 
@@ -36,13 +37,7 @@ mr::Invocation corpus_invocation(const std::string& file) {
   return inv;
 }
 
-std::vector<fs::path> corpus_files() {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests"))
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using mrtest::corpus_files;
 }  // namespace
 
 TEST_CASE("corpus: exit 2 for exactly the files Megatron's parser rejected; same argv", "[corpus][parse]") {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/validate/resolve.h"
+#include "corpus.h"
 
 namespace fs = std::filesystem;
 
@@ -22,10 +23,7 @@ const std::map<std::string, std::string> kInitRejects = {};
 }  // namespace
 
 TEST_CASE("init stage: no corpus file trips a model-construction rule at world size 8", "[corpus][init]") {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests"))
-    if (e.path().extension() == ".yaml") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = mrtest::corpus_files();
   REQUIRE(files.size() == 167);
   int reached = 0;
   for (const auto& f : files) {
