@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/parse/invocation.h"
+
 namespace mrtest {
 
 // The corpus's YAML configs (tests/data/corpus/functional-tests/*.yaml), sorted by name.
@@ -16,6 +18,18 @@ inline std::vector<std::filesystem::path> corpus_files() {
     if (e.path().extension() == ".yaml") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// The invocation the corpus's references were produced with: WORLD_SIZE=8, RANK=0, ${VAR} -> /placeholder/VAR,
+// the default target environment, the one config file.
+inline mr::Invocation reference_invocation(const std::filesystem::path& file) {
+  mr::Invocation inv;
+  inv.env = mr::TargetEnv{};
+  inv.env.vars["WORLD_SIZE"] = "8";
+  inv.env.vars["RANK"] = "0";
+  inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
+  inv.config_files = {file.string()};
+  return inv;
 }
 
 }  // namespace mrtest

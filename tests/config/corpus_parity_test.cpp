@@ -73,13 +73,7 @@ TEST_CASE("corpus parity: decisions and resolved values equal Megatron's", "[cor
     const mr::Value& va = *field(ref, "validate_args");
     int ref_exit = field(va, "ok")->truthy() ? (field(ref, "accepted")->truthy() ? 0 : 1) : int(field(va, "exit")->as_int());
 
-    // As the reference was run: WORLD_SIZE=8, RANK=0, ${VAR} -> /placeholder/VAR, default target environment.
-    mr::Invocation inv;
-    inv.env = mr::TargetEnv{};
-    inv.env.vars["WORLD_SIZE"] = "8";
-    inv.env.vars["RANK"] = "0";
-    inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
-    inv.config_files = {f.string()};
+    mr::Invocation inv = mrtest::reference_invocation(f);  // as the reference was run
     // Megatron's verdict only: the validate_args stage. megatron-run's sanity stage runs after it and may refuse
     // a file Megatron accepts (counted, and listed in kSanityRejects); a sanity rule stopping Megatron's chain
     // itself (sanity.integer-overflow) leaves Megatron's verdict unknown, which no corpus file may do.

@@ -29,13 +29,7 @@ TEST_CASE("init stage: no corpus file trips a model-construction rule at world s
   for (const auto& f : files) {
     const std::string name = f.filename().string();
     INFO(name);
-    // As the reference was run: WORLD_SIZE=8, RANK=0, ${VAR} -> /placeholder/VAR, default target environment.
-    mr::Invocation inv;
-    inv.env = mr::TargetEnv{};
-    inv.env.vars["WORLD_SIZE"] = "8";
-    inv.env.vars["RANK"] = "0";
-    inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
-    inv.config_files = {f.string()};
+    mr::Invocation inv = mrtest::reference_invocation(f);  // as the reference was run
     mr::Outcome out;
     try {
       out = mr::resolve(mr::Schema::megatron(), inv);
