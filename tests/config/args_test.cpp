@@ -21,15 +21,7 @@ using mr::Value;
 
 namespace {
 
-mr::Invocation corpus_invocation(const std::string& file) {
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  inv.env.vars["WORLD_SIZE"] = "8";
-  inv.env.vars["RANK"] = "0";
-  inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
-  inv.config_files = {file};
-  return inv;
-}
+mr::Invocation corpus_invocation(const std::string& file) { return mrtest::reference_invocation(file); }
 
 }  // namespace
 

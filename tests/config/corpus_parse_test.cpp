@@ -27,15 +27,7 @@ const mr::Value& field(const mr::Value& obj, const std::string& k) {
 }
 
 // As the reference was run: WORLD_SIZE=8, RANK=0, ${VAR} -> /placeholder/VAR.
-mr::Invocation corpus_invocation(const std::string& file) {
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  inv.env.vars["WORLD_SIZE"] = "8";
-  inv.env.vars["RANK"] = "0";
-  inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
-  inv.config_files = {file};
-  return inv;
-}
+mr::Invocation corpus_invocation(const std::string& file) { return mrtest::reference_invocation(file); }
 
 using mrtest::corpus_files;
 }  // namespace
