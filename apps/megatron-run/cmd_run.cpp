@@ -114,9 +114,19 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   log_warnings(out);
   // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
-  if (!out.ok()) return report_failure(common, out.diagnostics);
+  // A launch refused here in a job of several nodes tells the other nodes (they would wait for --join-timeout).
+  const bool launching = !dry_run && !parse_only && explain.empty();
+  auto refused = [&](const std::vector<Diagnostic>& ds) {
+    const int code = report_failure(common, ds);
+    if (!launching) return code;
+    std::string first;
+    for (const Diagnostic& d : ds)
+      if (d.level == Diagnostic::Level::Error && first.empty()) first = diagnostic_text(d);
+    return refuse_launch(launch_opts, code, "its config failed validation: " + first, /*printed=*/true);
+  };
+  if (!out.ok()) return refused(out.diagnostics);
   if (!parse_only)
-    if (auto d = init_check(out)) return report_failure(common, *d);  // before anything starts
+    if (auto d = init_check(out)) return refused({*d});  // before anything starts
   const Namespace& ns = out.parsed.ns;
   for (const std::string& e : explain) {
     std::string dest = e;

@@ -105,6 +105,45 @@ std::string worker_path() {
   return (std::filesystem::path(self_path()).parent_path() / "megatron-run-worker").string();
 }
 
+// The launchers' rendezvous for a multi-node job (launch/node_group.h), from the launcher options.
+launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
+  launch::RendezvousOptions ro;
+  ro.backend = lo.rdzv_backend;
+  ro.nnodes = lo.nnodes;
+  ro.node_rank = lo.node_rank;
+  ro.run_id = lo.run_id;
+  ro.master_addr = lo.master_addr;
+  ro.master_port = lo.rdzv_backend == "c10d" ? 0 : (lo.master_port ? lo.master_port : 29500);
+  ro.store_host = lo.store_host;
+  ro.store_port = lo.store_port;
+  ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
+  // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
+  double hb = 30;
+  if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
+  else if (const char* e = std::getenv("MR_DIST_HEARTBEAT_TIMEOUT_S"); e && std::strtod(e, nullptr) > 0)
+    hb = std::strtod(e, nullptr);
+  ro.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::max(hb, 1.0) * 1000));
+  return ro;
+}
+
+}  // namespace
+
+int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed) {
+  if (!printed) print_error(std::cerr, message);
+  if (!lo.multi_node()) return code;
+  // Every other node would wait for this one until --join-timeout: tell them why it will not come.
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  const std::string who = lo.rdzv_backend == "c10d" ? std::string("the launcher on ") + host
+                                                    : "node " + std::to_string(lo.node_rank) + "'s launcher (" + host + ")";
+  std::cerr << "megatron-run: telling the other nodes that this one will not join (waits at most --join-timeout "
+            << lo.join_timeout << " s)" << std::endl;
+  launch::NodeGroup::refuse_to_join(rendezvous_options(lo), code, who + " refused to start: " + message.substr(0, message.find('\n')));
+  return code;
+}
+
+namespace {
+
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
 // or 2 when they cannot start.
 int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
@@ -121,30 +160,15 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.logs = lo.logs;
   so.argv = std::move(argv);
   if (so.nproc_per_node > kMaxLocalWorkers) {
-    print_error(std::cerr, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
-                               " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
-                               " megatron-run starts on one node (a dry run validates any size)");
-    return 2;
+    return refuse_launch(lo, 2, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
+                                    " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
+                                    " megatron-run starts on one node (a dry run validates any size)");
   }
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
   std::unique_ptr<launch::NodeGroup> group;
   if (lo.multi_node()) {
-    launch::RendezvousOptions ro;
-    ro.backend = lo.rdzv_backend;
-    ro.nnodes = lo.nnodes;
-    ro.node_rank = lo.node_rank;
-    ro.run_id = lo.run_id;
-    ro.master_addr = lo.master_addr;
-    ro.master_port = so.master_port = lo.rdzv_backend == "c10d" ? 0 : (lo.master_port ? lo.master_port : 29500);
-    ro.store_host = lo.store_host;
-    ro.store_port = lo.store_port;
-    ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
-    // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
-    double hb = 30;
-    if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
-    else if (const char* e = std::getenv("MR_DIST_HEARTBEAT_TIMEOUT_S"); e && std::strtod(e, nullptr) > 0)
-      hb = std::strtod(e, nullptr);
-    ro.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::max(hb, 1.0) * 1000));
+    launch::RendezvousOptions ro = rendezvous_options(lo);
+    so.master_port = ro.master_port;
     if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;
     try {
       group = std::make_unique<launch::NodeGroup>(ro);
@@ -180,11 +204,9 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
     argv = launch::program_argv(program, resolved_argv(resolved.parsed));
     argv.front() = launch::resolve_command(argv.front());
   } catch (const UsageError& e) {
-    print_error(std::cerr, e.what());
-    return 2;
+    return refuse_launch(lo, 2, e.what());
   } catch (const launch::LaunchError& e) {
-    print_error(std::cerr, e.what());
-    return 2;
+    return refuse_launch(lo, 2, e.what());
   }
   if (job && lo.nproc_per_node == 0) {
     std::vector<char*> a;
@@ -510,8 +532,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   try {
     job = launch::launch_info();
   } catch (const launch::LaunchError& e) {
-    print_error(std::cerr, e.what());
-    return 2;
+    return refuse_launch(lo, 2, e.what());
   }
   if (job && lo.nproc_per_node == 0 && !lo.spawner_only_given.empty()) {
     // Inside another launcher's job megatron-run starts no workers: these options would do nothing.
@@ -543,8 +564,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     }
     (void)launch::job_timeouts(in);
   } catch (const std::runtime_error& e) {
-    print_error(std::cerr, e.what());
-    return 2;
+    return refuse_launch(lo, 2, e.what());
   }
 
   if (program.named()) return launch_program(resolved, program, lo, job);

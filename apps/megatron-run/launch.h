@@ -92,6 +92,11 @@ inline constexpr const char* kInitProcessGroups = "init.process-groups";
 // --dry-run, `check` and every launch run it, so a job that Megatron would fail at initialisation starts nothing.
 std::optional<Diagnostic> init_check(const Outcome& out);
 
+// A launch that stops before its workers start: prints `message` (unless `printed`) and, in a job of several
+// nodes, tells the other nodes' launchers so that they fail at once instead of waiting for --join-timeout
+// (launch::NodeGroup::refuse_to_join). Returns `code`.
+int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed = false);
+
 // Words of `args` (before "--") that are launcher options, with their values, removed.
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);
 

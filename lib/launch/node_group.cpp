@@ -136,6 +136,29 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
   }
 }
 
+void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::string& why) {
+  const bool is_static = o.backend == "static";
+  const auto deadline = Clock::now() + o.join_timeout;
+  std::unique_ptr<NodeStoreServer> server;
+  if (is_static ? o.node_rank == 0 : is_local_host(o.store_host)) {
+    try {
+      server = std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
+    } catch (const StoreError&) {
+      // Taken: another launcher hosts it (c10d), or it cannot be hosted; then the others time out on their own.
+    }
+  }
+  try {
+    NodeStoreClient client(o.store_host, o.store_port, deadline, o.heartbeat_timeout);
+    client.set_first("fail", std::to_string(code == 0 ? 1 : code) + " " + why);
+    // The host: every other node registers, reads "fail" and leaves (present() drops back to 0).
+    if (server)
+      while (Clock::now() < deadline && (server->registered() < o.nnodes - 1 || server->present() > 0))
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const StoreError&) {
+    // The store cannot be reached within the join timeout: nobody is waiting there.
+  }
+}
+
 NodeGroup::~NodeGroup() {
   client_.reset();
   if (server_) linger(std::chrono::seconds(5));

@@ -43,6 +43,13 @@ class NodeGroup : public JobWatch {
   // join_timeout). Throws RendezvousError; a node that gives up tells the others, which then fail with the same
   // message ("only 1 of 2 nodes joined ...").
   explicit NodeGroup(const RendezvousOptions& o);
+
+  // This node will not join (its config failed validation, its workers cannot be started, ...): tells the other
+  // nodes, so that they fail at once with `why` (and `code`) instead of waiting for the join timeout. The store's
+  // host keeps the store up until every other node has joined and been told, or the join timeout has passed;
+  // another node waits for the store at most the join timeout. Never throws: a node it cannot tell fails on its
+  // own at its join timeout.
+  static void refuse_to_join(const RendezvousOptions& o, int code, const std::string& why);
   ~NodeGroup() override;
 
   int node_rank() const { return node_rank_; }

@@ -1,7 +1,7 @@
 // Several nodes (launch/node_group.h, launch/node_store.h): two megatron-run launchers on this machine act as
 // two nodes over 127.0.0.1 — the static rendezvous and the c10d one (node ranks in the order of arrival), a real
 // torch.distributed gloo all-reduce across both (Debian's /usr/bin/python3 with python3-torch), a node that
-// never arrives, a failing worker on node 1 that stops node 0, a launcher killed with -9, and SLURM's
+// never arrives, a node whose config fails validation, a failing worker on node 1 that stops node 0, a launcher killed with -9, and SLURM's
 // one-task-per-node form from a faked SLURM environment. Every command runs under `timeout`; ports are free ones.
 #include <catch2/catch.hpp>
 
@@ -204,6 +204,48 @@ TEST_CASE("a node that never arrives fails every node that did, naming how many 
       CHECK(has(n.out, "only 2 of 4 nodes joined run 'none'"));
     }
     CHECK(r.seconds < 15);
+  }
+}
+
+TEST_CASE("a node whose config fails validation tells the others, which fail at once (not at --join-timeout)",
+          "[launch][multinode][process]") {
+  // --tensor-model-parallel-size 3 does not divide the job's world size 2: that node refuses to start.
+  const std::string bad = "--tensor-model-parallel-size 3 ", prog = "--no-python /bin/true";
+  const std::string refusal = "refused to start: its config failed validation: ";
+  SECTION("static: node 1 refuses; node 0, the store's host, is told") {
+    const int mp = free_port(), lp = free_port();
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "50") + prog,
+                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp, "50") + bad + prog});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[1].exit == 1);
+    CHECK(has(r.nodes[1].out, "--tensor-model-parallel-size"));
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "rendezvous: node 1's launcher ("));
+    CHECK(has(r.nodes[0].out, refusal));
+    CHECK(r.seconds < 20);
+  }
+  SECTION("static: node 0 refuses and keeps the store up until node 1, a second later, is told") {
+    const int mp = free_port(), lp = free_port();
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "50") + bad + prog,
+                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp, "50") + prog},
+                        1.0);
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(r.nodes[1].exit == 1);
+    CHECK(has(r.nodes[1].out, "rendezvous: node 0's launcher ("));
+    CHECK(has(r.nodes[1].out, refusal));
+    CHECK(r.seconds < 20);
+  }
+  SECTION("c10d: the second launcher refuses; the first is told") {
+    const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
+                              std::to_string(free_port()) + " --join-timeout 50 --nproc-per-node 1 ";
+    Nodes r = run_nodes({kBin + flags + prog, kBin + flags + bad + prog}, 1.0);
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(r.nodes[1].exit == 1);
+    CHECK(has(r.nodes[0].out, "rendezvous: the launcher on "));
+    CHECK(has(r.nodes[0].out, refusal));
+    CHECK(r.seconds < 20);
   }
 }
 
