@@ -6,7 +6,8 @@
 #   exact  cases (adam/sgd/lion in fp32, bf16 and fp16): every field identical, as text;
 #   bound  cases (muon: Newton-Schulz on cuBLAS sums in another order than the CPU): each loss within a relative
 #          1e-3 and each grad norm within 1e-2 relative + 2e-3 absolute (the log prints it with 3 decimals); the
-#          checksum is reported, not compared.
+#          checksum is reported, not compared. The two TP=2 muon cases run two ranks: on nccl they need 2 GPUs
+#          (skipped, saying so, with fewer; MR_GPU_CHECK_GPUS overrides the count).
 #
 #   scripts/gpu-check-run.sh BUILD_DIR [BACKEND_A BACKEND_B]    default: gloo nccl (the CPU run, the GPU run)
 #   MR_GPU_CHECK_RUN_CASES="adam-fp32 ckpt"                     a subset of the cases (default: all; "ckpt":
@@ -33,8 +34,13 @@ cases=(
   "lion-bf16|exact|--optimizer lion --bf16 --train-iters 8"
   "muon-fp32|bound|--optimizer muon --train-iters 4"
   "muon-bf16|bound|--optimizer muon --bf16 --train-iters 4"
+  # Two ranks, TP=2: Muon's TP modes across the group (on nccl: the device step over NCCL). A GPU each.
+  "muon-tp2-duplicated|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode duplicated --train-iters 4|2"
+  "muon-tp2-distributed|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode distributed --bf16 --train-iters 4|2"
 )
 want=${MR_GPU_CHECK_RUN_CASES:-}
+# GPUs a case may use on nccl (NCCL puts one rank on each): the visible ones, or MR_GPU_CHECK_GPUS.
+gpus=${MR_GPU_CHECK_GPUS:-$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU')}
 
 # The compared fields of a run's output, one per line: "it N loss X", "it N norm Y", "final ...".
 fields() {
@@ -46,8 +52,12 @@ fields() {
 failed=0
 printf '| case | %s | %s | verdict |\n| --- | --- | --- | --- |\n' "$a" "$b"
 for c in "${cases[@]}"; do
-  IFS='|' read -r name mode flags <<<"$c"
+  IFS='|' read -r name mode flags ranks <<<"$c"
   [[ -n "$want" && " $want " != *" $name "* ]] && continue
+  if [[ " $a $b " == *" nccl "* ]] && (( ${ranks:-1} > gpus )); then
+    printf '| %s (%s) | | | SKIPPED: needs %s GPUs, %s visible |\n' "$name" "$mode" "$ranks" "$gpus"
+    continue
+  fi
   ok=1
   for be in "$a" "$b"; do
     # shellcheck disable=SC2086

@@ -67,9 +67,12 @@ UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale
 void newton_schulz(const float* x, float* out, int64_t rows, int64_t cols, const NsOptions& o);
 void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols,
                            const NsOptions& o);
-// Muon step on device buffers (QKV split included). Tensor parallelism on the GPU goes through the dist layer's
-// collectives (not wired yet): params with partition_dim >= 0 are refused unless tp_mode is blockwise.
-void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o);
+// Muon step on device buffers (QKV split included), as cpu::muon_step. `tp`: the tensor-parallel group, whose
+// all_gather / all_reduce_sum take *device* pointers (NCCL in the run; every rank calls with its shards in the
+// same order); the duplicated and distributed modes orthogonalise across it. Without it every matrix is
+// orthogonalised on its own.
+void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o,
+               TpGroup* tp = nullptr);
 
 // A plain cuBLAS GEMM, row-major C(m x n) = A(m x k) B(k x n), at the precision NS uses (benchmark baseline).
 void gemm(int64_t m, int64_t n, int64_t k, const void* a, const void* b, void* c, MatmulPrecision precision);

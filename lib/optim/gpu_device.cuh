@@ -47,6 +47,11 @@ enum class Scratch : int {
   MuonOrth,      //            their orthogonalised, scaled values
   MuonQkvIn,     //            one QKV part, gathered
   MuonQkvOut,    //            that part orthogonalised
+  MuonTpGathered,  //          duplicated TP mode: the TP group's shards, all-gathered
+  MuonTpWhole,     //          the whole matrix they make
+  MuonTpWholeOrth, //          the whole matrix orthogonalised (shards split by columns)
+  NsTotal,       // distributed Newton-Schulz: the sum of squares, summed over the TP group
+  NsGram32,      //                            the Gram matrix in fp32 (bf16 precision), summed over the group
 };
 // A device area of at least `bytes` for `which`, grown on demand (doubling) and kept: no cudaMalloc in the
 // steady state. Per host thread.

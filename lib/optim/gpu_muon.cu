@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -52,6 +53,21 @@ __global__ void norm_kernel(const double* partial, int64_t blocks_per, int64_t b
   double s = 0.0;
   for (int64_t i = 0; i < blocks_per; ++i) s += partial[b * blocks_per + i];
   denom[b] = fmaxf(static_cast<float>(sqrt(s)), eps);
+}
+
+// Distributed NS, one matrix: this rank's sum of squares as fp32 (the CPU's float(sum_sq)), summed over the TP
+// group next, then max(sqrt(total), eps).
+__global__ void total_kernel(const double* partial, int64_t blocks_per, float* total) {
+  double s = 0.0;
+  for (int64_t i = 0; i < blocks_per; ++i) s += partial[i];  // the blocks in order, as norm_kernel
+  *total = static_cast<float>(s);
+}
+__global__ void denom_kernel(const float* total, float eps, float* denom) { *denom = fmaxf(sqrtf(*total), eps); }
+// The all-reduced fp32 Gram matrix rounded to bf16 (the CPU rounds it after the all-reduce).
+__global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n;
+       i += geom::grid_stride_step(gridDim.x, blockDim.x))
+    y[i] = f32_to_bf16(x[i]);
 }
 
 // out[b] (m x n, T) = (transpose ? x[b]^T : x[b]) / denom[b]; x[b] is rows x cols.
@@ -132,20 +148,27 @@ GemmTypes gemm_types(MatmulPrecision p) {
   return {CUDA_R_32F, CUBLAS_COMPUTE_32F, 4};
 }
 
-// Column-major strided-batched GEMM helper.
+// Column-major strided-batched GEMM helper. C has the inputs' type unless `c_type` says otherwise (the
+// distributed mode's Gram matrix: bf16 inputs, an fp32 C to all-reduce).
 void gemm_cm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
              int64_t lda, int64_t sa, const void* b, int64_t ldb, int64_t sb, float beta, void* c, int64_t ldc,
-             int64_t sc, int64_t batch, const GemmTypes& t) {
+             int64_t sc, int64_t batch, const GemmTypes& t, std::optional<cudaDataType_t> c_type = std::nullopt) {
   check(cublasGemmStridedBatchedEx(blas(), ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha,
                                    a, t.data, static_cast<int>(lda), sa, b, t.data, static_cast<int>(ldb), sb, &beta, c,
-                                   t.data, static_cast<int>(ldc), sc, static_cast<int>(batch), t.compute,
+                                   c_type.value_or(t.data), static_cast<int>(ldc), sc, static_cast<int>(batch), t.compute,
                                    CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx");
 }
 
-void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols, const NsOptions& o) {
+// Newton-Schulz on `batch` rows x cols matrices. With `tp` (distributed mode, batch 1): x is this rank's shard,
+// split along `pdim` of the whole matrix; the norm and every Gram matrix are summed over the TP group, as
+// cpu::newton_schulz_distributed does (a shard split along rows is worked on transposed).
+void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols, const NsOptions& o,
+               TpGroup* tp = nullptr, int pdim = -1) {
+  if (tp && (batch != 1 || (pdim != 0 && pdim != 1)))
+    throw std::invalid_argument("distributed Newton-Schulz on the GPU: one matrix, partition_dim 0 or 1");
   const auto sched = ns_schedule(o.coefficients, o.steps);
-  const bool transpose = rows > cols;
+  const bool transpose = tp ? pdim == 0 : rows > cols;
   const int64_t m = transpose ? cols : rows, n = transpose ? rows : cols, mn = m * n, mm = m * m;
   const GemmTypes t = gemm_types(o.precision);
   const int64_t blocks_per = geom::sumsq_blocks(mn);
@@ -157,8 +180,17 @@ void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t 
   auto* denom = static_cast<float*>(scratch(Scratch::NsDenom, static_cast<size_t>(batch) * sizeof(float)));
   sumsq_kernel<<<to_dim3(geom::sumsq_grid(mn, batch)), kThreads>>>(x, mn, blocks_per, partial);
   check_launch("NS sum of squares");
-  norm_kernel<<<geom::blocks_per_item(batch), geom::kNormThreads>>>(partial, blocks_per, batch, o.eps, denom);
-  check_launch("NS norm");
+  if (tp) {
+    auto* total = static_cast<float*>(scratch(Scratch::NsTotal, sizeof(float)));
+    total_kernel<<<1, 1>>>(partial, blocks_per, total);
+    check_launch("NS distributed sum of squares");
+    tp->all_reduce_sum(total, 1);
+    denom_kernel<<<1, 1>>>(total, o.eps, denom);
+    check_launch("NS distributed norm");
+  } else {
+    norm_kernel<<<geom::blocks_per_item(batch), geom::kNormThreads>>>(partial, blocks_per, batch, o.eps, denom);
+    check_launch("NS norm");
+  }
   const dim3 tb(geom::kTile, geom::kTileRows), tg = to_dim3(geom::tile_grid(rows, cols, batch));
   if (t.elem == 2) prepare_kernel<uint16_t><<<tg, tb>>>(x, reinterpret_cast<uint16_t*>(w), rows, cols, transpose, denom);
   else prepare_kernel<float><<<tg, tb>>>(x, reinterpret_cast<float*>(w), rows, cols, transpose, denom);
@@ -169,7 +201,18 @@ void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t 
   //   Y = a W + B W  -> Yc = a Wc + Wc B               (B symmetric)
   for (const NsCoeff& k : sched) {
     const float fa = static_cast<float>(k.a), fb = static_cast<float>(k.b), fc = static_cast<float>(k.c);
-    gemm_cm(CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, 1.0f, w, n, mn, w, n, mn, 0.0f, a, m, mm, batch, t);
+    if (!tp) {
+      gemm_cm(CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, 1.0f, w, n, mn, w, n, mn, 0.0f, a, m, mm, batch, t);
+    } else if (t.elem == 4) {  // this rank's part of A, summed over the group
+      gemm_cm(CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, 1.0f, w, n, mn, w, n, mn, 0.0f, a, m, mm, 1, t);
+      tp->all_reduce_sum(reinterpret_cast<float*>(a), mm);
+    } else {  // bf16: the part in fp32, summed, then rounded to bf16
+      auto* a32 = static_cast<float*>(scratch(Scratch::NsGram32, static_cast<size_t>(mm) * 4));
+      gemm_cm(CUBLAS_OP_T, CUBLAS_OP_N, m, m, n, 1.0f, w, n, mn, w, n, mn, 0.0f, a32, m, mm, 1, t, CUDA_R_32F);
+      tp->all_reduce_sum(a32, mm);
+      to_bf16_kernel<<<grid_for(mm), kThreads>>>(a32, reinterpret_cast<uint16_t*>(a), mm);
+      check_launch("NS Gram matrix to bf16");
+    }
     check(cudaMemcpyAsync(y, w, static_cast<size_t>(batch * mn) * t.elem, cudaMemcpyDeviceToDevice), "NS copy");
     if (k.c != 0.0) {
       check(cudaMemcpyAsync(bm, a, static_cast<size_t>(batch * mm) * t.elem, cudaMemcpyDeviceToDevice), "NS copy");
@@ -223,20 +266,49 @@ void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t ro
   if (batch > 0) ns_device(x, out, batch, rows, cols, o);
 }
 
-void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o) {
+void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o,
+               TpGroup* tp) {
   check_muon_params(params, groups);
-  for (const MuonParam& p : params)
-    if (p.partition_dim >= 0 && o.tp_mode != MuonTpMode::Blockwise)
-      throw std::invalid_argument(std::string("muon step on the GPU: tensor-parallel ") +
-                                  (o.tp_mode == MuonTpMode::Duplicated ? "duplicated" : "distributed") +
-                                  " mode needs the dist layer's collectives (not wired yet)");
-  // The jobs as on the CPU (no TP group here: every matrix is orthogonalised on its own, so up to ns_batch_size
-  // same-shape ones share one strided-batched NS).
-  const std::vector<MuonJob> jobs = plan_muon_jobs(params, o, /*tp_size=*/1);
+  // The jobs as on the CPU: up to ns_batch_size same-shape matrices share one strided-batched NS; a TP shard
+  // (duplicated and distributed modes) is a job of its own, orthogonalised across the group.
+  const std::vector<MuonJob> jobs = plan_muon_jobs(params, o, tp ? tp->size() : 1);
   const float esf = static_cast<float>(o.extra_scale_factor);
-  auto orthogonalize = [&](const float* x, float* out, int64_t batch, int64_t r, int64_t cc) {
-    ns_device(x, out, batch, r, cc, o.ns);
-    const float sf = static_cast<float>(muon_scale_factor(r, cc, o.scale_mode));
+  // out = NS(x) * scale * extra for `batch` r x cc blocks; with pdim >= 0, this rank's shard of a matrix split
+  // along pdim over the TP group (cpu::orthogonalize_block's two TP modes).
+  auto orthogonalize = [&](const float* x, float* out, int64_t batch, int64_t r, int64_t cc, int pdim) {
+    int64_t size_out = r, size_in = cc;
+    if (pdim < 0) {
+      ns_device(x, out, batch, r, cc, o.ns);
+    } else {
+      const int64_t world = tp->size(), rank = tp->rank(), n = r * cc;
+      (pdim == 0 ? size_out : size_in) *= world;
+      if (o.tp_mode == MuonTpMode::Distributed) {
+        ns_device(x, out, 1, r, cc, o.ns, tp, pdim);
+      } else {  // duplicated: all-gather the shards, NS on the whole matrix, keep this rank's part
+        auto* gathered = static_cast<float*>(scratch(Scratch::MuonTpGathered, static_cast<size_t>(n * world) * 4));
+        auto* whole = static_cast<float*>(scratch(Scratch::MuonTpWhole, static_cast<size_t>(n * world) * 4));
+        tp->all_gather(x, n, gathered);
+        if (pdim == 0) {  // the shards stacked by rows are the whole matrix already
+          ns_device(gathered, whole, 1, r * world, cc, o.ns);
+          check(cudaMemcpyAsync(out, whole + rank * n, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToDevice),
+                "muon TP keep");
+        } else {  // by columns: each shard is a column block of the whole matrix (launch_geometry.h)
+          auto* orth = static_cast<float*>(scratch(Scratch::MuonTpWholeOrth, static_cast<size_t>(n * world) * 4));
+          for (int64_t q = 0; q < world; ++q) {
+            const geom::ColumnBlockCopy c = geom::column_block_copy(r, cc, world, q);
+            check(cudaMemcpy2DAsync(whole + c.full_offset, c.full_pitch, gathered + c.shard_offset, c.shard_pitch,
+                                    c.width, c.rows, cudaMemcpyDeviceToDevice),
+                  "muon TP assemble");
+          }
+          ns_device(whole, orth, 1, r, cc * world, o.ns);
+          const geom::ColumnBlockCopy c = geom::column_block_copy(r, cc, world, rank);
+          check(cudaMemcpy2DAsync(out, c.shard_pitch, orth + c.full_offset, c.full_pitch, c.width, c.rows,
+                                  cudaMemcpyDeviceToDevice),
+                "muon TP keep");
+        }
+      }
+    }
+    const float sf = static_cast<float>(muon_scale_factor(size_out, size_in, o.scale_mode));
     muon_scale_kernel<<<grid_for(batch * r * cc), kThreads>>>(out, batch * r * cc, sf, esf);
     check_launch("muon scale");
   };
@@ -265,13 +337,13 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
         const geom::PartCopy c = geom::qkv_part_copy(first.cols, total, s, off, ng);
         check(cudaMemcpy2DAsync(bin, c.width, u + c.src_offset, c.pitch, c.width, c.rows, cudaMemcpyDeviceToDevice),
               "qkv gather");
-        orthogonalize(bin, bout, 1, ng * s, first.cols);
+        orthogonalize(bin, bout, 1, ng * s, first.cols, job.partition_dim);
         check(cudaMemcpy2DAsync(orth + c.src_offset, c.pitch, bout, c.width, c.width, c.rows, cudaMemcpyDeviceToDevice),
               "qkv scatter");
         off += s;
       }
     } else {
-      orthogonalize(u, orth, static_cast<int64_t>(job.members.size()), job.rows, job.cols);
+      orthogonalize(u, orth, static_cast<int64_t>(job.members.size()), job.rows, job.cols, job.partition_dim);
     }
     for (size_t j = 0; j < job.members.size(); ++j) {
       const MuonParam& p = params[job.members[j]];

@@ -35,7 +35,7 @@ void lion_step(std::span<const TensorSlot>, std::span<const GroupHyper>, const L
 UnscaleResult unscale_and_check(std::span<const GradSlot>, float, bool) { no_cuda(); }
 void newton_schulz(const float*, float*, int64_t, int64_t, const NsOptions&) { no_cuda(); }
 void newton_schulz_batched(const float*, float*, int64_t, int64_t, int64_t, const NsOptions&) { no_cuda(); }
-void muon_step(std::span<const MuonParam>, std::span<const GroupHyper>, const MuonOptions&) { no_cuda(); }
+void muon_step(std::span<const MuonParam>, std::span<const GroupHyper>, const MuonOptions&, TpGroup*) { no_cuda(); }
 void gemm(int64_t, int64_t, int64_t, const void*, const void*, void*, MatmulPrecision) { no_cuda(); }
 
 }  // namespace mr::optim::gpu

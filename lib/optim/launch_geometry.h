@@ -180,6 +180,21 @@ inline PartCopy qkv_part_copy(int64_t cols, int64_t total, int64_t s, int64_t of
           static_cast<size_t>(groups), off * cols};
 }
 
+// Muon's duplicated TP mode with shards split along columns (partition_dim 1): rank r's rows x cols shard is the
+// column block [r*cols, (r+1)*cols) of the full rows x (world*cols) matrix, and the all-gather leaves the shards
+// one after another. One 2-D copy moves shard r between the two: `rows` rows of `width` bytes, `full_pitch`
+// bytes apart from element `full_offset` of the full matrix, `shard_pitch` bytes apart from element
+// `shard_offset` of the gathered shards.
+struct ColumnBlockCopy {
+  size_t width, rows, full_pitch, shard_pitch;
+  int64_t full_offset, shard_offset;
+};
+inline ColumnBlockCopy column_block_copy(int64_t rows, int64_t cols, int64_t world, int64_t r) {
+  return {static_cast<size_t>(cols) * sizeof(float), static_cast<size_t>(rows),
+          static_cast<size_t>(world * cols) * sizeof(float), static_cast<size_t>(cols) * sizeof(float), r * cols,
+          r * rows * cols};
+}
+
 }  // namespace mr::optim::geom
 
 #undef MR_GEOM

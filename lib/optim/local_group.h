@@ -1,5 +1,5 @@
-// An in-process TpGroup: the ranks are threads of one process sharing a LocalTpHub. For tests of the TP modes
-// (and single-process runs) until the dist layer's collectives are wired in.
+// An in-process TpGroup: the ranks are threads of one process sharing a LocalTpHub. For the tests of the TP modes
+// (the run uses the dist layer's groups: run/tp_adapter.h on the CPU, DeviceTp in run/backend_cuda.cpp on the GPU).
 #pragma once
 
 #include <barrier>

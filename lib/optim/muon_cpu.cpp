@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "optim/muon.h"
+#include "optim/launch_geometry.h"
 #include "optim/muon_plan.h"
 
 #if MR_OPTIM_HAVE_CBLAS
@@ -314,6 +315,12 @@ void newton_schulz_distributed(const float* x, float* out, int64_t rows, int64_t
 
 namespace {
 
+// cudaMemcpy2D on the host: `rows` rows of `width` bytes, `dpitch` / `spitch` bytes apart.
+void copy_2d(float* dst, size_t dpitch, const float* src, size_t spitch, size_t width, size_t rows) {
+  for (size_t i = 0; i < rows; ++i)
+    std::memcpy(reinterpret_cast<char*>(dst) + i * dpitch, reinterpret_cast<const char*>(src) + i * spitch, width);
+}
+
 // Orthogonalise one block (a matrix, a QKV part, or a shard) with the TP mode, then scale.
 void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols, int pdim, const MuonOptions& o,
                          TpGroup* tp) {
@@ -333,15 +340,16 @@ void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols,
         newton_schulz(gathered.data(), full.data(), rows * world, cols, o.ns);
         copy(full.data() + rank * n_el, out, n_el);
       } else {
-        const int64_t fc = cols * world;
-        for (int r = 0; r < world; ++r)
-          for (int64_t i = 0; i < rows; ++i)
-            std::memcpy(full.data() + i * fc + r * cols, gathered.data() + r * n_el + i * cols,
-                        static_cast<size_t>(cols) * 4);
+        // Each shard is a column block of the whole matrix: the 2-D copies of the CUDA step (launch_geometry.h).
+        for (int r = 0; r < world; ++r) {
+          const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, r);
+          copy_2d(full.data() + c.full_offset, c.full_pitch, gathered.data() + c.shard_offset, c.shard_pitch, c.width,
+                  c.rows);
+        }
         std::vector<float> orth(full.size());
-        newton_schulz(full.data(), orth.data(), rows, fc, o.ns);
-        for (int64_t i = 0; i < rows; ++i)
-          std::memcpy(out + i * cols, orth.data() + i * fc + rank * cols, static_cast<size_t>(cols) * 4);
+        newton_schulz(full.data(), orth.data(), rows, cols * world, o.ns);
+        const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, rank);
+        copy_2d(out, c.shard_pitch, orth.data() + c.full_offset, c.full_pitch, c.width, c.rows);
       }
     }
   }

@@ -9,8 +9,8 @@
 // Bit-equal to the CPU backend by construction where the math is shared: the initial values (computed on the
 // host by the same function and uploaded), the synthetic gradient (MR_HD element function), the exact sums
 // (integers), the elementwise optimizer kernels (optim/elementwise.h, -fmad=false), unscale and scaling (one fp32
-// multiply). Muon's Newton-Schulz runs on cuBLAS (bounds, docs/device.md); Muon's tensor-parallel modes
-// (duplicated, distributed) run on the host over the TP group, as on the CPU.
+// multiply). Muon's Newton-Schulz runs on cuBLAS (bounds, docs/device.md); its tensor-parallel modes (duplicated,
+// distributed) exchange device buffers over the TP group's NCCL communicator (DeviceTp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,7 +25,6 @@
 #include "run/cuda_ops.h"
 #include "run/device_plan.h"
 #include "run/gpu_synthetic.h"
-#include "run/tp_adapter.h"
 
 namespace mr::run {
 
@@ -66,6 +65,26 @@ template <class T>
 void upload(DeviceMemory& d, const std::vector<T>& host) {
   if (d.bytes()) cuda::to_device(d.get(), host.data(), std::min(d.bytes(), host.size() * sizeof(T)));
 }
+
+// Muon's view of the TP group on device buffers (optim::gpu::muon_step's duplicated and distributed modes): NCCL
+// all-gather and all-reduce, after the device is done with the buffers.
+class DeviceTp final : public optim::TpGroup {
+ public:
+  explicit DeviceTp(distributed::Group& g) : g_(g) {}
+  int size() const override { return g_.size(); }
+  int rank() const override { return g_.rank(); }
+  void all_gather(const float* send, int64_t count, float* recv) override {
+    cuda::synchronize();
+    g_.all_gather(device_f32(const_cast<float*>(send), count), device_f32(recv, count * g_.size()));
+  }
+  void all_reduce_sum(float* data, int64_t count) override {
+    cuda::synchronize();
+    g_.all_reduce(device_f32(data, count), distributed::ReduceOp::Sum);
+  }
+
+ private:
+  distributed::Group& g_;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -196,14 +215,9 @@ class CudaBackend final : public Backend {
   }
   void muon_step(std::span<const optim::MuonParam> mats, std::span<const optim::GroupHyper> groups,
                  const optim::MuonOptions& o, distributed::Group* tp) override {
-    if (!tp) {
-      // One TP rank: each shard is the whole matrix; the device step orthogonalises it.
-      std::vector<optim::MuonParam> local(mats.begin(), mats.end());
-      for (auto& m : local) m.partition_dim = -1;
-      return optim::gpu::muon_step(local, groups, o);
-    }
-    if (o.tp_mode == optim::MuonTpMode::Blockwise) return optim::gpu::muon_step(mats, groups, o);
-    host_muon_step(mats, groups, o, *tp);
+    if (!tp) return optim::gpu::muon_step(mats, groups, o);  // one TP rank: each shard is the whole matrix
+    DeviceTp dtp(*tp);
+    optim::gpu::muon_step(mats, groups, o, &dtp);
   }
 
   uint64_t checksum(int64_t begin, int64_t end) override {
@@ -266,39 +280,6 @@ class CudaBackend final : public Backend {
   void release_host(FlatBuffers& b) override { b.release_host(); }
 
  private:
-  // Muon's tensor-parallel modes (duplicated, distributed) exchange matrices over the TP group: the step runs on
-  // the host (optim::cpu::muon_step, the CPU backend's arithmetic), the matrices copied there and back.
-  void host_muon_step(std::span<const optim::MuonParam> mats, std::span<const optim::GroupHyper> groups,
-                      const optim::MuonOptions& o, distributed::Group& tp) {
-    std::vector<optim::MuonParam> host(mats.begin(), mats.end());
-    std::vector<std::vector<float>> param(mats.size()), grad(mats.size()), mom(mats.size());
-    std::vector<std::vector<uint16_t>> p16(mats.size());
-    for (size_t i = 0; i < mats.size(); ++i) {
-      const size_t n = static_cast<size_t>(mats[i].rows * mats[i].cols);
-      param[i].resize(n);
-      grad[i].resize(n);
-      mom[i].resize(n);
-      cuda::to_host(param[i].data(), mats[i].param, n * 4);
-      cuda::to_host(grad[i].data(), mats[i].grad, n * 4);
-      cuda::to_host(mom[i].data(), mats[i].momentum_buffer, n * 4);
-      host[i].param = param[i].data();
-      host[i].grad = grad[i].data();
-      host[i].momentum_buffer = mom[i].data();
-      if (mats[i].param_bf16) {
-        p16[i].resize(n);
-        host[i].param_bf16 = p16[i].data();
-      }
-    }
-    TpAdapter a(tp);
-    optim::cpu::muon_step(host, groups, o, &a);
-    for (size_t i = 0; i < mats.size(); ++i) {
-      const size_t n = param[i].size();
-      cuda::to_device(mats[i].param, param[i].data(), n * 4);
-      cuda::to_device(mats[i].momentum_buffer, mom[i].data(), n * 4);
-      if (mats[i].param_bf16) cuda::to_device(mats[i].param_bf16, p16[i].data(), n * 2);
-    }
-  }
-
   // Events are reused: the marks of the iterations so far are resolved (the device has passed them: every
   // iteration ends with host synchronisations) and their times added up.
   void* next_event() {

@@ -1,5 +1,5 @@
-// Muon's view of the tensor-parallel group (optim::TpGroup) over host buffers, for the CPU Muon step of either
-// backend (the CUDA backend runs the TP modes of Muon on the host: run/backend_cuda.cpp). Internal to lib/run.
+// Muon's view of the tensor-parallel group (optim::TpGroup) over host buffers, for the CPU backend's Muon step
+// (the CUDA backend's is DeviceTp in run/backend_cuda.cpp, on device buffers). Internal to lib/run.
 #pragma once
 
 #include "distributed/runtime.h"

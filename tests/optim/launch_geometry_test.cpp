@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <tuple>
 #include <numeric>
 #include <vector>
 
@@ -240,4 +242,36 @@ TEST_CASE("Muon QKV split: the part copies tile the fused matrix", "[optim][geom
     }
   });
   CHECK(once(hits));
+}
+
+TEST_CASE("Muon duplicated TP by columns: the 2-D copies between the gathered shards and the full matrix",
+          "[optim][gpu][geometry]") {
+  // The CPU step's loops (muon_cpu.cpp) put shard r's row i at full[i * world * cols + r * cols]; the copies must
+  // do the same, every element of both buffers exactly once, for odd sizes too.
+  for (auto [rows, cols, world] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 2}, {3, 5, 2}, {7, 1, 4}, {1, 9, 3},
+                                   {65, 33, 8}}) {
+    INFO(rows << " x " << cols << " x " << world);
+    const int64_t n = rows * cols;
+    std::vector<float> gathered(static_cast<size_t>(n * world)), full(gathered.size(), -1.0f), back(gathered.size());
+    std::iota(gathered.begin(), gathered.end(), 0.0f);
+    for (int64_t r = 0; r < world; ++r) {
+      const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, r);
+      REQUIRE(c.full_pitch >= c.width);
+      REQUIRE(c.shard_pitch >= c.width);
+      for (size_t i = 0; i < c.rows; ++i)  // cudaMemcpy2D(full, full_pitch, gathered, shard_pitch, width, rows)
+        std::memcpy(full.data() + c.full_offset + static_cast<int64_t>(i * c.full_pitch / sizeof(float)),
+                    gathered.data() + c.shard_offset + static_cast<int64_t>(i * c.shard_pitch / sizeof(float)), c.width);
+    }
+    for (int64_t r = 0; r < world; ++r)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          CHECK(full[static_cast<size_t>(i * world * cols + r * cols + j)] == gathered[static_cast<size_t>(r * n + i * cols + j)]);
+    for (int64_t r = 0; r < world; ++r) {  // and back: rank r keeps its own block
+      const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, r);
+      for (size_t i = 0; i < c.rows; ++i)
+        std::memcpy(back.data() + c.shard_offset + static_cast<int64_t>(i * c.shard_pitch / sizeof(float)),
+                    full.data() + c.full_offset + static_cast<int64_t>(i * c.full_pitch / sizeof(float)), c.width);
+    }
+    CHECK(back == gathered);
+  }
 }
