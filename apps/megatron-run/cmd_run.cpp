@@ -85,6 +85,7 @@ int cmd_run(const std::vector<std::string>& args) {
   Invocation inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
+  for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
   inv.cli = split.rest;
   // A launch validates for the machine it runs on (a dry run for the documented default target, sm_90): without
   // --target-gpu-arch / --target-env, the GPUs that are here, or none (the CUDA-only rules do not apply).

@@ -44,7 +44,75 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--rdzv-endpoint", true},  {"--rdzv_endpoint", true},  {"--rdzv-id", true},        {"--rdzv_id", true},
     {"--log-dir", true},        {"--log_dir", true},        {"--redirects", true},      {"--tee", true},
     {"--local-ranks-filter", true}, {"--local_ranks_filter", true}, {"--term-timeout", true},
-    {"--launcher-port", true},  {"--join-timeout", true}};
+    {"--launcher-port", true},  {"--join-timeout", true},   {"--rdzv-conf", true},      {"--rdzv_conf", true}};
+
+std::string format_number(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
+// torchrun's --nnodes: N, or MIN:MAX of an elastic job, which megatron-run takes only with MIN = MAX.
+int parse_nnodes(const std::string& v, const char* flag) {
+  auto count = [&](const std::string& s) {
+    try {
+      size_t used = 0;
+      long long n = std::stoll(s, &used);
+      if (used != s.size() || n < -(1 << 30) || n > 1 << 30) throw std::invalid_argument(s);
+      return static_cast<int>(n);
+    } catch (const std::exception&) {
+      throw UsageError(std::string("argument ") + flag + ": invalid value '" + v + "' (a number of nodes, or MIN:MAX)",
+                       {"--nnodes"});
+    }
+  };
+  const size_t colon = v.find(':');
+  if (colon == std::string::npos) return count(v);
+  const int lo = count(v.substr(0, colon)), hi = count(v.substr(colon + 1));
+  if (lo != hi)
+    throw UsageError(std::string("argument ") + flag + ": an elastic job of " + v +
+                         " nodes is not supported by megatron-run yet; give a fixed number of nodes (--nnodes " +
+                         std::to_string(hi) + ", or " + std::to_string(hi) + ":" + std::to_string(hi) + ")",
+                     {"--nnodes"});
+  return lo;
+}
+
+// The settings torchrun's c10d rendezvous reads from --rdzv-conf that megatron-run has no use for, and why.
+const std::pair<const char*, const char*> kRdzvConfUnused[] = {
+    {"last_call_timeout", "the wait for more nodes once the minimum arrived (megatron-run's --nnodes is fixed)"},
+    {"close_timeout", "closing an elastic rendezvous"},
+    {"heartbeat_timeout", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
+    {"keep_alive_interval", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
+    {"keep_alive_max_attempt", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
+    {"read_timeout", "c10d's TCPStore (the launchers' store is megatron-run's own)"},
+    {"store_type", "c10d's TCPStore (the launchers' store is megatron-run's own)"},
+    {"use_libuv", "c10d's TCPStore (the launchers' store is megatron-run's own)"},
+    {"timeout", "the legacy rendezvous timeout (the c10d rendezvous uses join_timeout)"},
+    {"cas_backoff_max_seconds", "the rendezvous state's compare-and-set retries"}};
+
+// --rdzv-conf KEY=VALUE,...: torchrun's format (keys and values trimmed, neither empty).
+std::vector<std::pair<std::string, std::string>> parse_rdzv_conf(const std::string& conf) {
+  auto trim = [](std::string s) {
+    const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  if (trim(conf).empty()) return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = conf.find(',', start);
+    const std::string kv = conf.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = kv.find('=');
+    const std::string key = trim(kv.substr(0, eq)), value = eq == std::string::npos ? "" : trim(kv.substr(eq + 1));
+    if (key.empty() || value.empty())
+      throw UsageError("argument --rdzv-conf: '" + conf + "' is not KEY1=VALUE1,...,KEYN=VALUEN (" +
+                           (key.empty() ? "an empty key" : "no value for '" + key + "'") + ")",
+                       {"--rdzv-conf"});
+    out.emplace_back(key, value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 
 // Processors this process may run on (torchrun's "cpu": os.cpu_count()).
 int cpu_count() {
@@ -89,7 +157,6 @@ int parse_nproc(const std::string& v) {
 // torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored).
 const std::pair<const char*, const char*> kNotYet[] = {
     {"run-path", "running a script through runpy"}, {"run_path", "running a script through runpy"},
-    {"rdzv-conf", "rendezvous settings"},    {"rdzv_conf", "rendezvous settings"},
     {"role", "worker roles"},                {"start-method", "Python start methods"},
     {"start_method", "Python start methods"}};
 
@@ -117,6 +184,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.store_host = lo.store_host;
   ro.store_port = lo.store_port;
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
+  ro.is_host = lo.rdzv_is_host;
   // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
   double hb = 30;
   if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
@@ -229,7 +297,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
   desc.add_options()
       ("nproc-per-node", po::value<std::string>()->notifier(nproc), "workers to start on this node (int|cpu|gpu|auto)")
       ("nproc_per_node", po::value<std::string>()->notifier(nproc), "torchrun's spelling of --nproc-per-node")
-      ("nnodes", po::value(&nnodes), "nodes in the job")
+      ("nnodes", po::value<std::string>()->notifier([this](const std::string& v) { nnodes = parse_nnodes(v, "--nnodes"); }),
+       "nodes in the job (N, or MIN:MAX with MIN = MAX)")
       ("node-rank", po::value(&node_rank), "this node's index")
       ("node_rank", po::value(&node_rank), "torchrun's spelling of --node-rank")
       ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
@@ -245,6 +314,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
       ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint), "HOST[:PORT] of the rendezvous (static: the master)")
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
+      ("rdzv-conf", po::value(&rdzv_conf), "rendezvous settings KEY=VALUE,... (join_timeout, is_host)")
+      ("rdzv_conf", po::value(&rdzv_conf), "torchrun's spelling of --rdzv-conf")
       ("rdzv-id", po::value(&run_id), "the job's run id (TORCHELASTIC_RUN_ID)")
       ("rdzv_id", po::value(&run_id), "torchrun's spelling of --rdzv-id")
       ("log-dir", po::value(&log_dir), "per-rank logs under DIR/<run id>_<unique>/attempt_<n>/<local rank>/")
@@ -293,7 +364,11 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   node_rank_given = given("node-rank", "node_rank");
   master_addr_given = given("master-addr", "master_addr");
   master_port_given = given("master-port", "master_port");
-  if (!vm.count("nnodes")) int_of("NNODES", nnodes, "--nnodes");
+  if (!vm.count("nnodes"))
+    if (auto v = pet("NNODES")) nnodes = parse_nnodes(*v, "PET_NNODES (the default of --nnodes)");
+  join_timeout_given = vm.count("join-timeout") > 0;
+  if (!given("rdzv-conf", "rdzv_conf"))
+    if (auto v = pet("RDZV_CONF")) rdzv_conf = *v;
   if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
   nnodes_given = nnodes_given || pet("NNODES");
   node_rank_given = node_rank_given || pet("NODE_RANK");
@@ -350,6 +425,39 @@ void LaunchOptions::apply(Invocation& inv) {
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
     throw UsageError("argument --rdzv-backend: megatron-run has the static and the c10d rendezvous, not '" +
                          rdzv_backend + "'", {"--rdzv-backend"});
+  for (const auto& [key, value] : parse_rdzv_conf(rdzv_conf)) {
+    if (key == "join_timeout") {
+      double s = -1;
+      try {
+        size_t used = 0;
+        s = static_cast<double>(std::stoll(value, &used));
+        if (used != value.size()) throw std::invalid_argument(value);
+      } catch (const std::exception&) {
+        throw UsageError("argument --rdzv-conf: join_timeout='" + value + "' is not a whole number of seconds",
+                         {"--rdzv-conf"});
+      }
+      if (join_timeout_given && s != join_timeout)
+        throw UsageError("argument --rdzv-conf: join_timeout=" + value + " and --join-timeout " +
+                             format_number(join_timeout) + " disagree; give one of them",
+                         {"--rdzv-conf", "--join-timeout"});
+      join_timeout = s;
+    } else if (key == "is_host") {
+      std::string v = value;
+      for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") rdzv_is_host = true;
+      else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") rdzv_is_host = false;
+      else throw UsageError("argument --rdzv-conf: is_host='" + value + "' is not a boolean (true/false, 1/0, yes/no)",
+                            {"--rdzv-conf"});
+      if (rdzv_backend != "c10d")
+        notices.push_back("--rdzv-conf is_host: acts on the c10d rendezvous only; with --rdzv-backend " +
+                          rdzv_backend + " node 0 hosts the launchers' store (not used)");
+    } else {
+      std::string why = "not a setting of torchrun's c10d rendezvous";
+      for (const auto& [k, w] : kRdzvConfUnused)
+        if (key == k) why = w;
+      notices.push_back("--rdzv-conf " + key + "=" + value + ": not used (" + why + ")");
+    }
+  }
   if (!(join_timeout > 0) || join_timeout > 86400)
     throw UsageError("argument --join-timeout: must be a number of seconds above 0, at most 86400", {"--join-timeout"});
   if (launcher_port < 0 || launcher_port > 65535)

@@ -49,6 +49,13 @@ struct LaunchOptions {
   std::string store_host;
   int store_port = 29400;
   double join_timeout = 600;  // seconds for every node to arrive (torchrun's c10d join_timeout)
+  // --rdzv-conf KEY=VALUE,... (torchrun's): join_timeout and is_host act; the other settings torchrun's c10d
+  // rendezvous knows are named in a notice (megatron-run's rendezvous has no use for them).
+  std::string rdzv_conf;
+  std::optional<bool> rdzv_is_host;
+  bool join_timeout_given = false;
+  // Lines for the user about options that are accepted but not acted on (cmd_run prints them once).
+  std::vector<std::string> notices;
   bool nnodes_given = false, node_rank_given = false, master_addr_given = false, master_port_given = false;
   std::string from_slurm;  // non-empty: nnodes, node rank and master derived from SLURM_* (what was derived)
   // A multi-node job (the launchers rendezvous and watch each other).

@@ -68,7 +68,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
   const auto deadline = Clock::now() + o.join_timeout;
   const std::string store = o.store_host + ":" + std::to_string(o.store_port);
   // Static: node 0 hosts the store. c10d: a launcher on the endpoint's host that can bind its port.
-  if (is_static ? o.node_rank == 0 : is_local_host(o.store_host)) {
+  if (hosts(o)) {
     try {
       server_ = std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
     } catch (const StoreError& e) {
@@ -136,11 +136,15 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
   }
 }
 
+bool NodeGroup::hosts(const RendezvousOptions& o) {
+  if (o.backend == "static") return o.node_rank == 0;
+  return o.is_host ? *o.is_host : is_local_host(o.store_host);
+}
+
 void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::string& why) {
-  const bool is_static = o.backend == "static";
   const auto deadline = Clock::now() + o.join_timeout;
   std::unique_ptr<NodeStoreServer> server;
-  if (is_static ? o.node_rank == 0 : is_local_host(o.store_host)) {
+  if (hosts(o)) {
     try {
       server = std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
     } catch (const StoreError&) {

@@ -34,6 +34,9 @@ struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};     // torchrun's c10d join_timeout
+  // c10d: whether this launcher hosts the store (--rdzv-conf is_host=...); unset: when the endpoint is a local
+  // address. A launcher that should host it but finds the port taken joins as a client, as torchrun's does.
+  std::optional<bool> is_host;
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};  // a silent launcher fails the job
 };
 
@@ -50,6 +53,10 @@ class NodeGroup : public JobWatch {
   // another node waits for the store at most the join timeout. Never throws: a node it cannot tell fails on its
   // own at its join timeout.
   static void refuse_to_join(const RendezvousOptions& o, int code, const std::string& why);
+
+  // Whether this launcher tries to host the launchers' store: node 0 (static); with c10d, o.is_host, or else
+  // whether the endpoint's host is this machine.
+  static bool hosts(const RendezvousOptions& o);
   ~NodeGroup() override;
 
   int node_rank() const { return node_rank_; }

@@ -348,4 +348,49 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
   mrtest::Proc e = run("--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1");
   CHECK(e.exit == 2);
   CHECK(has(e.out, "argument --launcher-port"));
+  mrtest::Proc f = run("--nnodes 1:4 --nproc-per-node 1");
+  CHECK(f.exit == 2);
+  CHECK(has(f.out, "argument --nnodes: an elastic job of 1:4 nodes is not supported by megatron-run yet"));
+  mrtest::Proc g = run("--nnodes two --nproc-per-node 1");
+  CHECK(g.exit == 2);
+  CHECK(has(g.out, "argument --nnodes: invalid value 'two'"));
+  mrtest::Proc h = run("--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-conf join_timeout");
+  CHECK(h.exit == 2);
+  CHECK(has(h.out, "argument --rdzv-conf: 'join_timeout' is not KEY1=VALUE1,...,KEYN=VALUEN (no value for 'join_timeout')"));
+  mrtest::Proc i = run("--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-conf join_timeout=6 --join-timeout 5");
+  CHECK(i.exit == 2);
+  CHECK(has(i.out, "argument --rdzv-conf: join_timeout=6 and --join-timeout 5 disagree"));
+  mrtest::Proc j = run("--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-conf is_host=maybe");
+  CHECK(j.exit == 2);
+  CHECK(has(j.out, "is_host='maybe' is not a boolean"));
+}
+
+TEST_CASE("torchrun's --rdzv-conf and --nnodes N:N", "[launch][multinode][process]") {
+  SECTION("join_timeout takes effect") {
+    const int mp = free_port(), lp = free_port();
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 --nnodes 2 --node-rank 0 --master-port " +
+                         std::to_string(mp) + " --launcher-port " + std::to_string(lp) +
+                         " --rdzv-conf join_timeout=1 --no-python /bin/true"});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "within the join timeout (1 s, --join-timeout)"));
+  }
+  SECTION("is_host=false: a launcher on the endpoint's host does not host the store") {
+    const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
+                              std::to_string(free_port()) + " --nproc-per-node 1 --rdzv-conf is_host=false,join_timeout=1" +
+                              " --no-python /bin/true";
+    Nodes r = run_nodes({kBin + flags});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "no launcher on the --rdzv-endpoint's host hosts it"));
+  }
+  SECTION("the settings megatron-run has no use for are named; --nnodes 2:2 is 2 nodes") {
+    mrtest::Proc p = mrtest::run_shell(kBin + " --config " + kConfig + " --nnodes 2:2 --node-rank 1 --nproc-per-node 2" +
+                                       " --rdzv-conf 'last_call_timeout=5, read_timeout=60,colour=blue' --dry-run --format json 2>&1");
+    CHECK(p.exit == 0);
+    CHECK(has(p.out, "--rdzv-conf last_call_timeout=5: not used (the wait for more nodes"));
+    CHECK(has(p.out, "--rdzv-conf read_timeout=60: not used (c10d's TCPStore"));
+    CHECK(has(p.out, "--rdzv-conf colour=blue: not used (not a setting of torchrun's c10d rendezvous)"));
+    CHECK(has(p.out, "\"world_size\": 4"));
+  }
 }
