@@ -16,13 +16,15 @@
 namespace mr::app {
 
 void RunOptions::add_to(po::options_description& desc) {
+  auto set_no_python = [this](bool on) { no_python = no_python || on; };  // two spellings, one switch
   common.add_to(desc, "text|json|argv|argv0");
   launch.add_to(desc);
   desc.add_options()("dry-run", po::bool_switch(&dry_run), "resolve and print, do not run")
       ("parse-only", po::bool_switch(&parse_only), "stop after parsing (no validation)")
       ("provenance", po::bool_switch(&provenance), "JSON output: each value with its source")
       ("explain", po::value(&explain)->composing(), "show provenance")
-      ("no-python", po::bool_switch(&no_python), "run the program's first word as a command, not a Python script")
+      ("no-python", po::bool_switch()->notifier(set_no_python), "run the program's first word as a command, not a Python script")
+      ("no_python", po::bool_switch()->notifier(set_no_python), "torchrun's spelling of --no-python")
       ("no-append-args", po::bool_switch(&no_append_args), "do not append the Megatron flags to the program's")
       ("help", po::bool_switch(&help), "help (also -h)")
       ("version", po::bool_switch(&version), "version");

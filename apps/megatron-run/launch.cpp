@@ -44,7 +44,9 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--rdzv-endpoint", true},  {"--rdzv_endpoint", true},  {"--rdzv-id", true},        {"--rdzv_id", true},
     {"--log-dir", true},        {"--log_dir", true},        {"--redirects", true},      {"--tee", true},
     {"--local-ranks-filter", true}, {"--local_ranks_filter", true}, {"--term-timeout", true},
-    {"--launcher-port", true},  {"--join-timeout", true},   {"--rdzv-conf", true},      {"--rdzv_conf", true}};
+    {"--launcher-port", true},  {"--join-timeout", true},   {"--rdzv-conf", true},      {"--rdzv_conf", true},
+    {"--role", true},           {"--start-method", true},   {"--start_method", true},   {"--run-path", false},
+    {"--run_path", false},      {"--shutdown-timeout", true}, {"--shutdown_timeout", true}};
 
 std::string format_number(double x) {
   char b[32];
@@ -154,11 +156,33 @@ int parse_nproc(const std::string& v) {
   }
 }
 
-// torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored).
-const std::pair<const char*, const char*> kNotYet[] = {
-    {"run-path", "running a script through runpy"}, {"run_path", "running a script through runpy"},
-    {"role", "worker roles"},                {"start-method", "Python start methods"},
-    {"start_method", "Python start methods"}};
+// torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored). Each
+// is known with its arity, so that the words after it are not taken for the training program.
+struct NotYet {
+  const char* name;
+  bool takes_value;
+  const char* what;
+};
+const NotYet kNotYet[] = {
+    {"event-log-handler", true, "event logging handlers"},
+    {"log-line-prefix-template", true, "templated console prefixes (megatron-run prefixes lines with [rank R])"},
+    {"duplicate-stdout-filters", true, "duplicated log streams"},
+    {"duplicate-stderr-filters", true, "duplicated log streams"},
+    {"local-addr", true, "choosing the local node's address"},
+    {"logs-specs", true, "LogsSpecs entry points (megatron-run writes torchrun's default layout under --log-dir)"},
+    {"numa-binding", true, "NUMA binding of the workers"},
+    {"signals-to-handle", true,
+     "choosing the forwarded signals (megatron-run forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2)"},
+    {"virtual-local-rank", false, "virtual local ranks"},
+    {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"},
+    {"local-rank", true, "torch.distributed.launch's --local-rank (megatron-run sets LOCAL_RANK)"}};
+
+// "local-rank" -> "local_rank": torchrun accepts both spellings.
+std::string underscored(std::string s) {
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
 
 std::string self_path() {
   char buf[PATH_MAX];
@@ -224,6 +248,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.master_port = lo.master_port;
   so.prefix_output = so.nproc_per_node * so.nnodes > 1;
   so.run_id = lo.run_id;
+  so.role = lo.role;
   so.max_restarts = lo.max_restarts;
   so.grace_seconds = lo.term_timeout;
   so.logs = lo.logs;
@@ -295,6 +320,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
 void LaunchOptions::add_to(po::options_description& desc) {
   auto nproc = [this](const std::string& v) { nproc_per_node = parse_nproc(v), nproc_given = true; };
   auto endpoint = [this](const std::string& v) { rdzv_endpoint = v; };
+  auto set_run_path = [this](bool on) { run_path = run_path || on; };  // two spellings, one switch
   desc.add_options()
       ("nproc-per-node", po::value<std::string>()->notifier(nproc), "workers to start on this node (int|cpu|gpu|auto)")
       ("nproc_per_node", po::value<std::string>()->notifier(nproc), "torchrun's spelling of --nproc-per-node")
@@ -315,6 +341,13 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
       ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint), "HOST[:PORT] of the rendezvous (static: the master)")
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
+      ("role", po::value(&role), "the workers' role (ROLE_NAME)")
+      ("start-method", po::value(&start_method), "torchrun's Python start method (spawn|fork|forkserver); not used")
+      ("start_method", po::value(&start_method), "torchrun's spelling of --start-method")
+      ("run-path", po::bool_switch()->notifier(set_run_path), "torchrun's runpy mode; not used (the script runs as `python SCRIPT`)")
+      ("run_path", po::bool_switch()->notifier(set_run_path), "torchrun's spelling of --run-path")
+      ("shutdown-timeout", po::value(&shutdown_timeout), "torchrun's name for --term-timeout")
+      ("shutdown_timeout", po::value(&shutdown_timeout), "torchrun's spelling of --shutdown-timeout")
       ("rdzv-conf", po::value(&rdzv_conf), "rendezvous settings KEY=VALUE,... (join_timeout, is_host)")
       ("rdzv_conf", po::value(&rdzv_conf), "torchrun's spelling of --rdzv-conf")
       ("rdzv-id", po::value(&run_id), "the job's run id (TORCHELASTIC_RUN_ID)")
@@ -333,15 +366,18 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
-  for (const auto& [name, what] : kNotYet)
-    desc.add_options()(name, po::value<std::string>()->implicit_value("")->notifier([name = std::string(name),
-                                                                                   what = std::string(what)](
-                                                                                      const std::string&) {
-      throw UsageError("argument --" + name + ": torchrun's --" + name + " (" + what +
-                           ") is not supported by megatron-run yet; leave it out, or launch under torchrun (megatron-run "
-                           "then validates and joins its job)",
-                       {"--" + name});
-    }), "not supported yet");
+  for (const NotYet& n : kNotYet)
+    for (const std::string& spelling : {std::string(n.name), underscored(n.name)}) {
+      auto refuse = [name = std::string(n.name), what = std::string(n.what)](const auto&) {
+        throw UsageError("argument --" + name + ": torchrun's --" + name + " (" + what +
+                             ") is not supported by megatron-run yet; leave it out, or launch under torchrun "
+                             "(megatron-run then validates and joins its job)",
+                         {"--" + name});
+      };
+      if (n.takes_value) desc.add_options()(spelling.c_str(), po::value<std::string>()->notifier(refuse), "not supported yet");
+      else desc.add_options()(spelling.c_str(), po::bool_switch()->notifier([refuse](bool on) { if (on) refuse(on); }),
+                              "not supported yet");
+    }
 }
 
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
@@ -368,8 +404,13 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   if (!vm.count("nnodes"))
     if (auto v = pet("NNODES")) nnodes = parse_nnodes(*v, "PET_NNODES (the default of --nnodes)");
   join_timeout_given = vm.count("join-timeout") > 0;
+  term_timeout_given = vm.count("term-timeout") > 0;
   if (!given("rdzv-conf", "rdzv_conf"))
     if (auto v = pet("RDZV_CONF")) rdzv_conf = *v;
+  if (!vm.count("role"))
+    if (auto v = pet("ROLE")) role = *v;
+  if (!given("start-method", "start_method"))
+    if (auto v = pet("START_METHOD")) start_method = *v;
   if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
   nnodes_given = nnodes_given || pet("NNODES");
   node_rank_given = node_rank_given || pet("NODE_RANK");
@@ -388,7 +429,8 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   if (!given("local-ranks-filter", "local_ranks_filter"))
     if (auto v = pet("LOCAL_RANKS_FILTER")) local_ranks_filter = *v;
   for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
-                        "local-ranks-filter", "local_ranks_filter", "term-timeout"})
+                        "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
+                        "shutdown_timeout", "role"})
     if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   if (!given("rdzv-id", "rdzv_id"))
     if (auto v = pet("RDZV_ID")) run_id = *v;
@@ -405,6 +447,24 @@ void LaunchOptions::apply(Invocation& inv) {
   if (max_restarts < 0)
     throw UsageError("argument --max-restarts: must be at least 0 (got " + std::to_string(max_restarts) + ")",
                      {"--max-restarts"});
+  if (shutdown_timeout != -1) {  // torchrun's name for it
+    if (term_timeout_given && shutdown_timeout != term_timeout)
+      throw UsageError("argument --shutdown-timeout: " + format_number(shutdown_timeout) + " and --term-timeout " +
+                           format_number(term_timeout) + " disagree; give one of them",
+                       {"--shutdown-timeout", "--term-timeout"});
+    term_timeout = shutdown_timeout;
+  }
+  if (!start_method.empty()) {
+    if (start_method != "spawn" && start_method != "fork" && start_method != "forkserver")
+      throw UsageError("argument --start-method: invalid choice: '" + start_method +
+                           "' (choose from 'spawn', 'fork', 'forkserver')",
+                       {"--start-method"});
+    notices.push_back("--start-method " + start_method +
+                      ": not used (megatron-run starts every worker as a fresh process, fork and exec)");
+  }
+  if (run_path)
+    notices.push_back("--run-path: not used (megatron-run runs the script as `python SCRIPT ARGS` in each worker)");
+  if (role.empty()) throw UsageError("argument --role: the role name is empty", {"--role"});
   if (!(term_timeout >= 0) || term_timeout > 86400)
     throw UsageError("argument --term-timeout: must be a number of seconds from 0 to 86400", {"--term-timeout"});
   logs.log_dir = log_dir;

@@ -52,8 +52,12 @@ struct LaunchOptions {
   // --rdzv-conf KEY=VALUE,... (torchrun's): join_timeout and is_host act; the other settings torchrun's c10d
   // rendezvous knows are named in a notice (megatron-run's rendezvous has no use for them).
   std::string rdzv_conf;
+  std::string role = "default";      // --role: the workers' ROLE_NAME
+  std::string start_method;          // --start-method (spawn|fork|forkserver): accepted, named as not used
+  bool run_path = false;             // --run-path: accepted, named as not used
+  double shutdown_timeout = -1;      // torchrun's --shutdown-timeout: --term-timeout's other name (-1: not given)
   std::optional<bool> rdzv_is_host;
-  bool join_timeout_given = false;
+  bool join_timeout_given = false, term_timeout_given = false;
   // Lines for the user about options that are accepted but not acted on (cmd_run prints them once).
   std::vector<std::string> notices;
   bool nnodes_given = false, node_rank_given = false, master_addr_given = false, master_port_given = false;

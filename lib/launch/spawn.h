@@ -48,6 +48,7 @@ struct SpawnOptions {
   bool prefix_output = true;                 // "[rank R] " before every line of the workers' stdout/stderr
   // torchrun's TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS for the workers.
   std::string run_id = "none";
+  std::string role = "default";  // torchrun's --role: the workers' ROLE_NAME
   // max_restarts: how often the whole local group is started again after a worker fails (each attempt gets
   // TORCHELASTIC_RESTART_COUNT = its number, from restart_count up).
   int restart_count = 0;

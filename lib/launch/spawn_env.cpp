@@ -53,6 +53,7 @@ std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared,
   w.restart_count = o.restart_count;
   w.max_restarts = o.max_restarts;
   w.run_id = o.run_id;
+  w.role = o.role;
   w.error_file = error_file;
   std::vector<std::string> env = shared;
   for (const auto& [k, v] : torchrun_env(w)) env.push_back(k + "=" + v);

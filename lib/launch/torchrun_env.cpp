@@ -9,8 +9,8 @@ EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent) {
       {"LOCAL_RANK", s(w.local_rank)},
       {"RANK", s(w.rank)},
       {"GROUP_RANK", s(w.node_rank)},
-      {"ROLE_RANK", s(w.rank)},  // one role ("default") holding every worker: its rank is the global rank
-      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", s(w.rank)},  // one role (--role, "default") holding every worker: its rank is the global rank
+      {"ROLE_NAME", w.role},
       {"LOCAL_WORLD_SIZE", s(w.nproc_per_node)},
       {"WORLD_SIZE", s(world)},
       {"GROUP_WORLD_SIZE", s(w.nnodes)},

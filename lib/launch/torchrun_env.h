@@ -23,6 +23,7 @@ struct WorkerPlace {
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT: which attempt of the local group this is
   int max_restarts = 0;      // --max-restarts
   std::string run_id = "none";  // --rdzv-id (torchrun's default "none"; --standalone: a fresh id)
+  std::string role = "default";  // --role: ROLE_NAME (one role holds every worker)
   std::string error_file;    // TORCHELASTIC_ERROR_FILE; empty: not set (no --log-dir)
 };
 

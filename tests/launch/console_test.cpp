@@ -60,7 +60,8 @@ TEST_CASE("megatron-run --help lists the launcher's options", "[launch][cli]") {
                           "--launcher-port", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--join-timeout",
                           "--standalone", "--max-restarts", "--log-dir", "--redirects", "--tee", "--local-ranks-filter",
                           "--term-timeout", "--monitor-interval", "--no-python", "-m MODULE", "--no-append-args",
-                          "--bring-up-only", "--heartbeat-timeout", "PET_", "srun --ntasks-per-node=1"}) {
+                          "--bring-up-only", "--heartbeat-timeout", "PET_", "srun --ntasks-per-node=1", "--rdzv-conf",
+                          "--role", "--shutdown-timeout", "--start-method", "--run-path"}) {
     INFO(opt);
     CHECK(r.out.find(opt) != std::string::npos);
   }

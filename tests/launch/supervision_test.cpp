@@ -142,6 +142,11 @@ TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the gra
   CHECK(has(r.out, "rank 0 (local rank 0), pid "));
   CHECK(has(r.out, "was killed by signal 9 (SIGKILL) (after the launcher stopped the workers)"));
   CHECK(s < 30);  // the worker would sleep 60 s; the default grace is 30 s
+  // torchrun's name for it: --shutdown-timeout.
+  Proc t = sh("FAULT=ignore-term " + kRun + "--nproc-per-node 2 --shutdown-timeout 1 --no-append-args " + kFaults);
+  INFO(t.out);
+  CHECK(t.exit == 4);
+  CHECK(has(t.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
 }
 
 TEST_CASE("the failure summary: the root cause with its error file (@record) and stderr, then the cascade",
