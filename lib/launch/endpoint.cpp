@@ -61,8 +61,8 @@ Endpoint parse_endpoint(const std::string& text) {
   }
   if (std::count(s.begin(), s.end(), ':') >= 2) {
     if (!is_ipv6(s))
-      throw std::invalid_argument("'" + s + "' is not an IPv6 address (an IPv6 address with a port is written "
-                                  "[ADDRESS]:PORT)");
+      throw std::invalid_argument("it has two colons or more but is not an IPv6 address (an IPv6 address with a "
+                                  "port is written [ADDRESS]:PORT)");
     out.host = s;
     return out;
   }
