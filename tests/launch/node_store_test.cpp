@@ -3,6 +3,10 @@
 // and IPv4 against the same dual-stack server, and which hosts are this machine's.
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -30,6 +34,19 @@ bool eventually(P pred) {
   return pred();
 }
 
+
+// Whether this machine has the IPv6 loopback address (a container may have IPv6 switched off): the IPv6 cases
+// need it and say so when it is missing.
+bool has_ipv6_loopback() {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 sa{};
+  sa.sin6_family = AF_INET6;
+  sa.sin6_addr = in6addr_loopback;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
 }  // namespace
 
 TEST_CASE("the launchers' store: set, get, add, set-if-unset", "[launch][store]") {
@@ -96,6 +113,10 @@ TEST_CASE("the launchers' store: a second host on the same port is told the port
 }
 
 TEST_CASE("the launchers' store over IPv6 and IPv4 at once (dual stack)", "[launch][store][ipv6]") {
+  if (!has_ipv6_loopback()) {
+    WARN("this machine has no IPv6 loopback address (::1): the store over IPv6 is not tested here");
+    return;
+  }
   NodeStoreServer server(0, "run6", 10000ms);
   auto v6 = connect(server, "::1"), v4 = connect(server, "127.0.0.1");
   CHECK(v6->where() == "[::1]:" + std::to_string(server.port()));
@@ -127,8 +148,9 @@ TEST_CASE("the launchers' store: a name that resolves to IPv6 and IPv4 addresses
   } catch (const StoreError& e) {
     CHECK(e.in_use);
   }
-  CHECK_THROWS_WITH(NodeStoreClient("::1", 1, std::chrono::steady_clock::now(), 1000ms),
-                    Catch::Contains("cannot reach the launchers' store at [::1]:1: Connection refused"));
+  if (has_ipv6_loopback())
+    CHECK_THROWS_WITH(NodeStoreClient("::1", 1, std::chrono::steady_clock::now(), 1000ms),
+                      Catch::Contains("cannot reach the launchers' store at [::1]:1: Connection refused"));
   CHECK_THROWS_WITH(NodeStoreClient("no-such-host.invalid", 1, std::chrono::steady_clock::now(), 1000ms),
                     Catch::Contains("cannot reach the launchers' store at no-such-host.invalid:1: cannot resolve "
                                     "no-such-host.invalid"));
@@ -136,10 +158,14 @@ TEST_CASE("the launchers' store: a name that resolves to IPv6 and IPv4 addresses
 
 TEST_CASE("is_local_host: this machine's IPv4 and IPv6 addresses and names", "[launch][store][ipv6]") {
   CHECK(is_local_host("127.0.0.1"));
-  CHECK(is_local_host("::1"));
   CHECK(is_local_host("localhost"));
-  CHECK(is_local_host("0:0:0:0:0:0:0:1"));
   CHECK_FALSE(is_local_host("192.0.2.1"));     // TEST-NET-1, documentation only
   CHECK_FALSE(is_local_host("2001:db8::1"));   // the IPv6 documentation prefix
   CHECK_FALSE(is_local_host("no-such-host.invalid"));
+  if (!has_ipv6_loopback()) {
+    WARN("this machine has no IPv6 loopback address (::1): is_local_host(\"::1\") is not tested here");
+    return;
+  }
+  CHECK(is_local_host("::1"));
+  CHECK(is_local_host("0:0:0:0:0:0:0:1"));
 }
