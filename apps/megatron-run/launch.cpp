@@ -324,7 +324,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
       ("rdzv-backend", po::value(&rdzv_backend), "rendezvous backend: static, or c10d (node ranks in order of arrival)")
       ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
-      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint), "HOST[:PORT] or [IPV6]:PORT of the rendezvous (static: the master)")
+      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint),
+       "HOST[:PORT] or [IPV6]:PORT of the rendezvous (static: the master)")
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
       ("rdzv-conf", po::value(&rdzv_conf), "rendezvous settings KEY=VALUE,... (join_timeout, is_host)")
       ("rdzv_conf", po::value(&rdzv_conf), "torchrun's spelling of --rdzv-conf")
