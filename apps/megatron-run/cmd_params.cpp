@@ -18,12 +18,7 @@ namespace mr::app {
 
 namespace {
 
-std::string gib(double bytes) {
-  if (std::isnan(bytes)) return "?";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
-  return b;
-}
+std::string gib(double bytes) { return std::isnan(bytes) ? "?" : format_gib(bytes, /*unit=*/false); }
 std::string json_num(double v) {
   if (std::isnan(v)) return "null";
   std::ostringstream s;

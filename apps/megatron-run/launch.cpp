@@ -197,6 +197,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.store_port = lo.store_port;
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
   ro.is_host = lo.rdzv_is_host;
+  ro.max_restarts = lo.max_restarts;
   // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
   double hb = 30;
   if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
@@ -579,10 +580,6 @@ void LaunchOptions::apply(Invocation& inv) {
   // torchrun's default of one worker per node, for a job of several nodes.
   if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d")) nproc_per_node = 1;
   if (multi_node()) {
-    if (max_restarts > 0)
-      throw UsageError("argument --max-restarts: restarting the workers of a job of several nodes is not supported "
-                       "yet (only a one-node job restarts its worker group); leave it out",
-                       {"--max-restarts"});
     if (rdzv_backend == "static") {
       store_host = master_addr;
       const int mp = master_port ? master_port : 29500;

@@ -4,7 +4,13 @@
 //   rdzv/arrived   launchers that asked for a node rank (c10d: the n-th to ask gets rank n-1)
 //   rdzv/joined    launchers registered (hello) under their node rank; the job starts when it reaches nnodes
 //   rdzv/master    c10d: "ADDR PORT" for the workers' MASTER_ADDR/MASTER_PORT, set by node 0
-//   fail           "CODE MESSAGE": the first failure (a node's worker, a node gone or silent, a join timeout)
+//   fail           "CODE MESSAGE": the first failure that ends the job (a node's worker with no restart left, a
+//                  node gone or silent, a join timeout, a node that could not restart)
+//   fail/A         "CODE MESSAGE": the first worker failure of attempt A while restarts are left: every node
+//                  stops its workers and starts attempt A + 1
+//   attempt/A/stopped  nodes whose workers of attempt A have stopped (the barrier before attempt A + 1)
+//   rdzv/max_restarts  the first node's --max-restarts, which every node must have
+//   done/A         nodes whose workers of attempt A all exited 0 (no node can restart from attempt A then)
 #include "launch/node_group.h"
 
 #include "launch/endpoint.h"
@@ -95,6 +101,13 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
       master_port_ = o.master_port ? o.master_port : free_port_any();
       client_->set("rdzv/master", master_addr_ + " " + std::to_string(master_port_));
     }
+    const std::string restarts = client_->set_first("rdzv/max_restarts", std::to_string(o.max_restarts));
+    if (restarts != std::to_string(o.max_restarts)) {
+      failed_ = true;
+      throw RendezvousError(parse_failure(client_->set_first(
+          "fail", "1 the nodes disagree on --max-restarts (" + restarts + " on one, " + std::to_string(o.max_restarts) +
+                      " on node " + std::to_string(node_rank_) + "); every node needs the same")).message);
+    }
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
@@ -171,8 +184,13 @@ std::optional<PeerFailure> NodeGroup::poll() {
     std::optional<PeerFailure> f = read_failure();
     if (f) {
       failed_ = true;
-      f->message = "the job failed on another node: " + f->message;
+    } else if (attempt_ < o_.max_restarts) {  // a failure this attempt may restart from
+      if (std::optional<std::string> v = client_->get("fail/" + std::to_string(attempt_))) {
+        f = parse_failure(*v);
+        f->restart = true;
+      }
     }
+    if (f) f->message = "the job failed on another node: " + f->message;
     return f;
   } catch (const StoreError& e) {
     failed_ = true;
@@ -181,18 +199,58 @@ std::optional<PeerFailure> NodeGroup::poll() {
 }
 
 void NodeGroup::local_failure(int code, const std::string& what) {
-  failed_ = true;
+  const bool restartable = attempt_ < o_.max_restarts;
+  failed_ = failed_ || !restartable;
   if (!client_) return;
   try {
-    client_->set_first("fail", std::to_string(code) + " " + what);
+    client_->set_first(restartable ? "fail/" + std::to_string(attempt_) : "fail", std::to_string(code) + " " + what);
   } catch (const StoreError&) {
     // The store is gone: the other nodes see that themselves.
   }
 }
 
+bool NodeGroup::next_attempt() {
+  if (!client_) return false;
+  const std::string key = "attempt/" + std::to_string(attempt_) + "/stopped";
+  const auto deadline = Clock::now() + o_.join_timeout;
+  auto give_up = [&](const std::string& why) {
+    failed_ = true;
+    const PeerFailure f = parse_failure(client_->set_first("fail", "1 " + why));
+    std::cerr << "megatron-run: the job cannot restart: " << f.message << "\n";
+    return false;
+  };
+  try {
+    client_->add(key, 1);
+    for (;;) {
+      if (std::optional<PeerFailure> f = read_failure()) {
+        failed_ = true;
+        std::cerr << "megatron-run: the job cannot restart: " << f->message << "\n";
+        return false;
+      }
+      const int64_t stopped = client_->add(key, 0);
+      if (stopped >= o_.nnodes) break;
+      if (client_->add("done/" + std::to_string(attempt_), 0) > 0)
+        return give_up("a node's workers finished while another node's failed; the job cannot restart its workers "
+                       "on every node");
+      if (Clock::now() >= deadline)
+        return give_up("only " + std::to_string(stopped) + " of " + std::to_string(o_.nnodes) +
+                       " nodes stopped their workers for restart " + std::to_string(attempt_ + 1) +
+                       " within the join timeout (" + seconds(o_.join_timeout) + " s, --join-timeout)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const StoreError& e) {
+    failed_ = true;
+    std::cerr << "megatron-run: the job cannot restart: " << e.what() << "\n";
+    return false;
+  }
+  ++attempt_;
+  return true;
+}
+
 int NodeGroup::finish(int code) {
   if (!client_) return code;
   try {
+    if (code == 0) client_->add("done/" + std::to_string(attempt_), 1);
     // The store's host stays until every other node is done or gone (the heartbeat bounds a silent one).
     bool said = false;
     while (server_ && server_->present() > 1) {

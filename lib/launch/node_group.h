@@ -38,6 +38,9 @@ struct RendezvousOptions {
   // address. A launcher that should host it but finds the port taken joins as a client, as torchrun's does.
   std::optional<bool> is_host;
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};  // a silent launcher fails the job
+  // --max-restarts: every node must give the same (checked when joining); a failure on any node with restarts
+  // left restarts every node's workers together.
+  int max_restarts = 0;
 };
 
 class NodeGroup : public JobWatch {
@@ -66,6 +69,7 @@ class NodeGroup : public JobWatch {
 
   std::optional<PeerFailure> poll() override;
   void local_failure(int code, const std::string& what) override;
+  bool next_attempt() override;
 
   // After this node's workers ended with `code`: tells the store this node is done; the store's host then waits
   // until every other node is done or gone (the heartbeat bounds it). Returns the exit code for the launcher:
@@ -82,6 +86,7 @@ class NodeGroup : public JobWatch {
   std::string master_addr_;
   int master_port_ = 0;
   bool failed_ = false;  // this node has published a failure, or seen one
+  int attempt_ = 0;      // the workers' attempt (TORCHELASTIC_RESTART_COUNT), the same on every node
 };
 
 }  // namespace mr::launch

@@ -65,16 +65,24 @@ int spawn_workers(const SpawnOptions& o) {
       for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
       r = detail::supervise(workers, job, signals.read_fd());
     }
-    if (r.peer) return r.code;           // another node failed (said on stderr): no restart
+    if (r.peer) {  // another node failed (said on stderr): every node restarts together, or the job ends
+      if (r.peer->restart && attempt < o.max_restarts && r.signal_received == 0) {
+        std::cerr << "megatron-run: " << o.max_restarts - attempt << "/" << o.max_restarts
+                  << " restarts left; restarting the worker group with the other nodes (TORCHELASTIC_RESTART_COUNT="
+                  << job.restart_count + 1 << ")\n";
+        if (o.watch->next_attempt()) continue;
+      }
+      return r.code;
+    }
     if (r.code == 0) return 0;
     if (!r.failed_first) return r.code;  // stopped by a signal: no restart
-    if (attempt < o.max_restarts && !o.watch) {
+    if (attempt < o.max_restarts) {
       const WorkerFailure& f = r.failures.front();
       std::cerr << "megatron-run: the worker group failed (attempt " << attempt + 1 << ": rank " << f.rank << " "
                 << describe_status(f.status) << "); " << o.max_restarts - attempt << "/" << o.max_restarts
-                << " restarts left; restarting the worker group (TORCHELASTIC_RESTART_COUNT="
-                << job.restart_count + 1 << ")\n";
-      continue;
+                << " restarts left; restarting the worker group" << (o.watch ? " with the other nodes" : "")
+                << " (TORCHELASTIC_RESTART_COUNT=" << job.restart_count + 1 << ")\n";
+      if (!o.watch || o.watch->next_attempt()) continue;
     }
     print_failure_summary(std::cerr, r.failures, attempt + 1);
     return r.code;

@@ -14,9 +14,11 @@
 namespace mr::launch {
 
 // Another node of the job failed: its code (this node's launcher exits with it) and what happened there.
+// `restart`: a worker failed there with restarts left; every node stops its workers and starts them again.
 struct PeerFailure {
   int code = 1;
   std::string message;
+  bool restart = false;
 };
 
 // The other nodes of a multi-node job, as the supervisor sees them (launch/node_group.h).
@@ -28,6 +30,10 @@ class JobWatch {
   virtual std::optional<PeerFailure> poll() = 0;
   // This node's first failing worker (its exit code, and a line saying who and how), for the other nodes.
   virtual void local_failure(int code, const std::string& what) = 0;
+  // After an attempt ended in a failure with restarts left (here, or a peer's restart): waits until every node's
+  // workers have stopped, then returns true and the next attempt starts. False when the job cannot go on (a node
+  // failed for good, finished, or did not stop in time); the reason is on stderr and poll() reports it.
+  virtual bool next_attempt() = 0;
 };
 
 struct SpawnOptions {
@@ -48,7 +54,8 @@ struct SpawnOptions {
   int max_restarts = 0;
   LogOptions logs;  // --log-dir, --redirects, --tee, --local-ranks-filter (launch/log_spec.h)
   // The other nodes (nullptr: a one-node job). A failure there stops this node's workers (SIGTERM, grace,
-  // SIGKILL) and spawn_workers returns its code; this node's first failure is told to them. No restarts.
+  // SIGKILL) and spawn_workers returns its code; this node's first failure is told to them. With max_restarts,
+  // a failure on any node restarts every node's group together (torchrun's behaviour), through next_attempt().
   JobWatch* watch = nullptr;
 };
 

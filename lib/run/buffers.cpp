@@ -10,6 +10,7 @@
 #include <string>
 
 #include "optim/kernels.h"
+#include "util/byte_size.h"
 
 namespace mr::run {
 
@@ -121,14 +122,6 @@ void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, 
   }
 }
 
-namespace {
-std::string gib_text(double bytes) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.1f", bytes / (1024.0 * 1024.0 * 1024.0));
-  return b;
-}
-}  // namespace
-
 // What the buffers take, against what this machine has for all its local ranks: a model that does not fit is an
 // error naming the sizes, not an out-of-memory kill.
 void FlatBuffers::check_memory() const {
@@ -143,11 +136,11 @@ void FlatBuffers::check_memory() const {
   while (mi >> key >> kb >> unit)
     if (key == "MemAvailable:") avail = kb * 1024.0;
   if (avail > 0 && need * static_cast<double>(local) > 0.9 * avail) {
-    throw RunError("the training run needs " + gib_text(need) + " GiB on each of the " + std::to_string(local) +
+    throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
                    " ranks of this machine for " + std::to_string(numel) +
                    " parameters (params, gradients, main params and optimizer state; host memory), but only " +
-                   gib_text(avail) +
-                   " GiB are available: use a smaller model (--num-layers, --hidden-size), more ranks "
+                   format_gib(avail) +
+                   " are available: use a smaller model (--num-layers, --hidden-size), more ranks "
                    "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run");
   }
 }

@@ -6,16 +6,9 @@
 
 #include "optim/launch_geometry.h"
 #include "run/model.h"
+#include "util/byte_size.h"
 
 namespace mr::run {
-
-namespace {
-std::string gib(double bytes) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return b;
-}
-}  // namespace
 
 int device_for_local_rank(int local_rank, int visible) {
   if (visible <= 0) throw RunError("the CUDA backend found no visible GPU (CUDA_VISIBLE_DEVICES, the driver)");
@@ -23,18 +16,18 @@ int device_for_local_rank(int local_rank, int visible) {
   return local_rank % visible;
 }
 
-double device_reserve_bytes(double total_bytes) { return std::max(1024.0 * 1024.0 * 1024.0, 0.05 * total_bytes); }
+double device_reserve_bytes(double total_bytes) { return std::max(kGiB, 0.05 * total_bytes); }
 
 std::string device_memory_refusal(const BufferBytes& need, double free_bytes, double total_bytes, int64_t numel,
                                   int device, const std::string& device_name) {
   const double reserve = device_reserve_bytes(total_bytes);
   const double usable = std::max(0.0, free_bytes - reserve);
   if (need.total() <= usable) return {};
-  return "the training run needs " + gib(need.total()) + " of device memory on GPU " + std::to_string(device) + " (" +
-         device_name + ") for " + std::to_string(numel) + " parameters (params " + gib(need.model) + ", gradients " +
-         gib(need.grad + need.grad_shard) + ", main params " + gib(need.main) + ", optimizer state " + gib(need.state) +
-         ", targets " + gib(need.target) + "), but " + gib(free_bytes) + " of its " + gib(total_bytes) +
-         " are free and " + gib(reserve) +
+  return "the training run needs " + format_gib(need.total()) + " of device memory on GPU " + std::to_string(device) +
+         " (" + device_name + ") for " + std::to_string(numel) + " parameters (params " + format_gib(need.model) +
+         ", gradients " + format_gib(need.grad + need.grad_shard) + ", main params " + format_gib(need.main) +
+         ", optimizer state " + format_gib(need.state) + ", targets " + format_gib(need.target) + "), but " +
+         format_gib(free_bytes) + " of its " + format_gib(total_bytes) + " are free and " + format_gib(reserve) +
          " stay reserved for CUDA, cuBLAS and NCCL: use a smaller model (--num-layers, --hidden-size), more ranks "
          "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run [run.device-memory]";
 }

@@ -1,5 +1,6 @@
 // The training run's log lines (run/log.h).
 #include "run/log.h"
+#include "util/byte_size.h"
 
 #include <cstdio>
 #include <sstream>
@@ -12,7 +13,6 @@ std::string format(const char* fmt, double v) {
   std::snprintf(b, sizeof b, fmt, v);
   return b;
 }
-std::string mib(double bytes) { return format("%.1f MiB", bytes / (1024.0 * 1024.0)); }
 bool last_rank(const RunContext& c) { return c.rt.rank() == c.rt.world_size() - 1; }
 }  // namespace
 
@@ -24,7 +24,7 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   std::ostringstream s;
   s << prefix << " > number of parameters on (tensor, pipeline) model parallel rank (" << c.tp.rank() << ", "
     << c.pp.rank() << "): " << b.numel << " (" << c.plan.layers.size() << " layers; model params "
-    << mib(model_bytes) << ", main params + optimizer state " << mib(state_bytes)
+    << format_mib(model_bytes) << ", main params + optimizer state " << format_mib(state_bytes)
     << (c.dist_opt ? " (distributed optimizer shard)" : "") << ")";
   // One line per (tp, pp) coordinate, from its first data-parallel rank, as Megatron prints it.
   if (c.dp.rank() == 0) log << s.str() << std::endl;

@@ -6,20 +6,9 @@
 #include <cstdio>
 
 #include "util/svg.h"
+#include "util/byte_size.h"
 
 namespace mr::run {
-
-namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string gib(double bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f GiB", bytes / kGiB);
-  return b;
-}
-
-}  // namespace
 
 std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_bytes, const std::string& capacity_label,
                        const std::string& title, const std::string& subtitle) {
@@ -74,10 +63,10 @@ std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_byt
     std::string tip = "(tp " + std::to_string(r.tp_rank) + ", pp " + std::to_string(r.pp_rank) + ")";
     for (const Part& p : parts) {
       const double v = r.mem.*p.field;
-      tip += std::string("\n") + p.name + ": " + (std::isnan(v) ? std::string("not modelled") : gib(v));
+      tip += std::string("\n") + p.name + ": " + (std::isnan(v) ? std::string("not modelled") : format_gib(v));
       if (!std::isnan(v)) total += v;
     }
-    tip += "\ntotal: " + gib(total) + (total > capacity_bytes ? " (over " + capacity_label + ")" : "");
+    tip += "\ntotal: " + format_gib(total) + (total > capacity_bytes ? " (over " + capacity_label + ")" : "");
     d.begin_group(tip);
     for (const Part& p : parts) {
       const double v = r.mem.*p.field;

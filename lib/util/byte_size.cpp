@@ -1,6 +1,8 @@
 // Sizes of memory written by people (byte_size.h).
 #include "util/byte_size.h"
 
+#include <cstdio>
+
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -37,6 +39,18 @@ std::optional<double> parse_byte_size(std::string_view s) {
   const double bytes = v * scale;
   if (!std::isfinite(bytes) || bytes > std::ldexp(1.0, 60)) return std::nullopt;
   return bytes;
+}
+
+std::string format_gib(double bytes, bool unit) {
+  char b[48];
+  std::snprintf(b, sizeof b, unit ? "%.2f GiB" : "%.2f", bytes / kGiB);
+  return b;
+}
+
+std::string format_mib(double bytes) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.1f MiB", bytes / kMiB);
+  return b;
 }
 
 }  // namespace mr

@@ -19,22 +19,14 @@ namespace {
 
 using mrtest::corpus_files;
 
-mr::Invocation base_invocation() {
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  inv.env.vars["WORLD_SIZE"] = "8";
-  inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
-  return inv;
-}
-
 mr::Parsed parse_file(const std::string& file) {
-  mr::Invocation inv = base_invocation();
+  mr::Invocation inv = mrtest::placeholder_invocation();
   inv.config_files = {file};
   return mr::parse_invocation(mr::Schema::megatron(), inv);
 }
 
 mr::Parsed parse_words(const std::vector<std::string>& words) {
-  mr::Invocation inv = base_invocation();
+  mr::Invocation inv = mrtest::placeholder_invocation();
   inv.cli = mr::argv_tokens(words);
   return mr::parse_invocation(mr::Schema::megatron(), inv);
 }

@@ -20,14 +20,21 @@ inline std::vector<std::filesystem::path> corpus_files() {
   return files;
 }
 
-// The invocation the corpus's references were produced with: WORLD_SIZE=8, RANK=0, ${VAR} -> /placeholder/VAR,
-// the default target environment, the one config file.
-inline mr::Invocation reference_invocation(const std::filesystem::path& file) {
+// An invocation for world size 8 (WORLD_SIZE=8, no RANK), ${VAR} -> /placeholder/VAR, the default target
+// environment, no config file yet.
+inline mr::Invocation placeholder_invocation() {
   mr::Invocation inv;
   inv.env = mr::TargetEnv{};
   inv.env.vars["WORLD_SIZE"] = "8";
-  inv.env.vars["RANK"] = "0";
   inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
+  return inv;
+}
+
+// The invocation the corpus's references were produced with: the placeholder invocation with RANK=0 and the one
+// config file.
+inline mr::Invocation reference_invocation(const std::filesystem::path& file) {
+  mr::Invocation inv = placeholder_invocation();
+  inv.env.vars["RANK"] = "0";
   inv.config_files = {file.string()};
   return inv;
 }

@@ -19,6 +19,7 @@
 
 #include "config/pipeline_layout.h"
 #include "config/validate/section_functions.h"
+#include "corpus.h"
 #include "validate_support.h"
 
 using namespace mrtest;
@@ -370,20 +371,11 @@ TEST_CASE("determinism: SSM determinism variables", "[validate-precision]") {
 
 TEST_CASE("determinism: the TP-overlap corpus config is rejected by the whole chain", "[validate-precision]") {
   // seed 1631-1632: the file asks for --deterministic-mode together with --tp-comm-overlap.
-  // As the reference was run: WORLD_SIZE=8, RANK=0, ${VAR} -> /placeholder/VAR.
-  mr::Invocation inv;
-  inv.env = mr::TargetEnv{};
-  inv.env.vars["WORLD_SIZE"] = "8";
-  inv.env.vars["RANK"] = "0";
-  inv.config.env = [](const std::string& name) -> std::optional<std::string> { return "/placeholder/" + name; };
-  inv.config_files = {std::string(MR_DATA_DIR) +
-                      "/corpus/functional-tests/"
-                      "gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap.yaml"};
-  std::ifstream probe(inv.config_files[0]);
-  if (!probe) {
-    WARN("corpus not available; skipped");
-    return;
-  }
+  // As the reference was run (corpus.h).
+  const mr::Invocation inv = mrtest::reference_invocation(
+      std::string(MR_DATA_DIR) +
+      "/corpus/functional-tests/gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap.yaml");
+  REQUIRE(std::filesystem::is_regular_file(inv.config_files[0]));
   mr::Outcome o = mr::resolve(mr::Schema::megatron(), inv);
   CHECK(o.exit_code() == 1);
   std::string rule;

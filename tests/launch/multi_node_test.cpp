@@ -289,41 +289,30 @@ TEST_CASE("a node whose config fails validation tells the others, which fail at 
           "[launch][multinode][process]") {
   // --tensor-model-parallel-size 3 does not divide the job's world size 2: that node refuses to start.
   const std::string bad = "--tensor-model-parallel-size 3 ", prog = "--no-python /bin/true";
-  const std::string refusal = "refused to start: its config failed validation: ";
-  SECTION("static: node 1 refuses; node 0, the store's host, is told") {
-    const int mp = free_port(), lp = free_port();
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "50") + prog,
-                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp, "50") + bad + prog});
-    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
-    CHECK(r.nodes[1].exit == 1);
-    CHECK(has(r.nodes[1].out, "--tensor-model-parallel-size"));
+  const int mp = free_port(), lp = free_port();
+  auto node = [&](int rank, const std::string& extra) {
+    return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp, "50") + extra + prog;
+  };
+  // Both launchers exit 1 well before the join timeout; the one told names the refusing one and its reason.
+  auto check_told = [&](const Nodes& r, size_t told, const std::string& who) {
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 1);
-    CHECK(has(r.nodes[0].out, "rendezvous: node 1's launcher ("));
-    CHECK(has(r.nodes[0].out, refusal));
+    CHECK(r.nodes[1].exit == 1);
+    CHECK(has(r.nodes[1 - told].out, "--tensor-model-parallel-size"));
+    CHECK(has(r.nodes[told].out, "rendezvous: " + who));
+    CHECK(has(r.nodes[told].out, "refused to start: its config failed validation: "));
     CHECK(r.seconds < 20);
+  };
+  SECTION("static: node 1 refuses; node 0, the store's host, is told") {
+    check_told(run_nodes({node(0, ""), node(1, bad)}), 0, "node 1's launcher (");
   }
   SECTION("static: node 0 refuses and keeps the store up until node 1, a second later, is told") {
-    const int mp = free_port(), lp = free_port();
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "50") + bad + prog,
-                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp, "50") + prog},
-                        1.0);
-    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
-    CHECK(r.nodes[0].exit == 1);
-    CHECK(r.nodes[1].exit == 1);
-    CHECK(has(r.nodes[1].out, "rendezvous: node 0's launcher ("));
-    CHECK(has(r.nodes[1].out, refusal));
-    CHECK(r.seconds < 20);
+    check_told(run_nodes({node(0, bad), node(1, "")}, 1.0), 1, "node 0's launcher (");
   }
   SECTION("c10d: the second launcher refuses; the first is told") {
     const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
                               std::to_string(free_port()) + " --join-timeout 50 --nproc-per-node 1 ";
-    Nodes r = run_nodes({kBin + flags + prog, kBin + flags + bad + prog}, 1.0);
-    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
-    CHECK(r.nodes[0].exit == 1);
-    CHECK(r.nodes[1].exit == 1);
-    CHECK(has(r.nodes[0].out, "rendezvous: the launcher on "));
-    CHECK(has(r.nodes[0].out, refusal));
-    CHECK(r.seconds < 20);
+    check_told(run_nodes({kBin + flags + prog, kBin + flags + bad + prog}, 1.0), 0, "the launcher on ");
   }
 }
 
@@ -340,6 +329,69 @@ TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its
   CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank "));
   CHECK(has(r.nodes[0].out, "on node 1 exited with code 7; stopping this node's workers"));
   CHECK(r.seconds < 20);
+}
+
+TEST_CASE("--max-restarts with several nodes: a failure on one node restarts every node's workers together",
+          "[launch][multinode][process]") {
+  // Node 1's worker fails in the first attempt (TORCHELASTIC_RESTART_COUNT=0); node 0's would sleep for 30 s.
+  // From the second attempt on, every worker prints its attempt and exits 0, or (always_fail) node 1's fails again.
+  auto prog = [](bool always_fail) {
+    return std::string("--no-append-args --no-python sh -c 'echo attempt $TORCHELASTIC_RESTART_COUNT of "
+                       "$TORCHELASTIC_MAX_RESTARTS; if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; ") +
+           (always_fail ? "exit 7" : "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && exit 7; exit 0") +
+           "; fi; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && exec sleep 30; exit 0'";
+  };
+  const int mp = free_port(), lp = free_port();
+  auto node = [&](int rank, int restarts, bool always_fail) {
+    return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp) + "--max-restarts " +
+           std::to_string(restarts) + " --term-timeout 5 " + prog(always_fail);
+  };
+  SECTION("the second attempt succeeds on both nodes") {
+    Nodes r = run_nodes({node(0, 2, false), node(1, 2, false)});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    for (const Node& n : r.nodes) {
+      CHECK(has(n.out, "attempt 0 of 2"));
+      CHECK(has(n.out, "attempt 1 of 2"));
+      CHECK_FALSE(has(n.out, "attempt 2 of 2"));
+    }
+    CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank 1"));
+    CHECK(has(r.nodes[0].out, "2/2 restarts left; restarting the worker group with the other nodes"));
+    CHECK(has(r.nodes[1].out, "2/2 restarts left; restarting the worker group with the other nodes"));
+    CHECK(r.seconds < 30);
+  }
+  SECTION("no restart left: both nodes exit with the failing worker's code") {
+    Nodes r = run_nodes({node(0, 1, true), node(1, 1, true)});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[1].exit == 7);
+    CHECK(r.nodes[0].exit == 7);
+    CHECK(has(r.nodes[1].out, "attempt 1 of 1"));
+    CHECK(has(r.nodes[0].out, "attempt 1 of 1"));
+    CHECK(r.seconds < 30);
+  }
+  SECTION("a node whose workers finished cannot restart: the failing node says so and fails") {
+    const std::string done = "--no-append-args --no-python sh -c 'exit 0'";
+    const std::string fails = "--no-append-args --no-python sh -c 'sleep 1; exit 7'";
+    auto cmd = [&](int rank, const std::string& p) {
+      return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp) + "--max-restarts 1 " + p;
+    };
+    Nodes r = run_nodes({cmd(0, done), cmd(1, fails)});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[1].exit == 7);
+    CHECK(has(r.nodes[1].out, "the job cannot restart: a node's workers finished while another node's failed"));
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "the job failed on another node: a node's workers finished"));
+    CHECK(r.seconds < 30);
+  }
+  SECTION("nodes that disagree on --max-restarts are refused when they join") {
+    Nodes r = run_nodes({node(0, 1, false), node(1, 2, false)}, 0.5);
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    for (const Node& n : r.nodes) {
+      CHECK(n.exit == 1);
+      CHECK(has(n.out, "the nodes disagree on --max-restarts (1 on one, 2 on node 1)"));
+    }
+  }
 }
 
 TEST_CASE("a node's launcher killed with -9: the other node stops its workers", "[launch][multinode][process]") {
@@ -417,9 +469,6 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
   mrtest::Proc b = run("--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1");
   CHECK(b.exit == 2);
   CHECK(has(b.out, "argument --master-port: the c10d rendezvous chooses the workers' master"));
-  mrtest::Proc c = run("--nnodes 2 --node-rank 0 --max-restarts 1 --nproc-per-node 1");
-  CHECK(c.exit == 2);
-  CHECK(has(c.out, "argument --max-restarts: restarting the workers of a job of several nodes is not supported"));
   mrtest::Proc d = run("--nnodes 2 --rdzv-backend etcd --nproc-per-node 1");
   CHECK(d.exit == 2);
   CHECK(has(d.out, "the static and the c10d rendezvous, not 'etcd'"));
