@@ -21,6 +21,7 @@
 
 #include "config/parse/command_line.h"
 #include "config/print.h"
+#include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/node_group.h"
 #include "launch/program.h"
@@ -114,6 +115,17 @@ std::vector<std::pair<std::string, std::string>> parse_rdzv_conf(const std::stri
     start = comma + 1;
   }
   return out;
+}
+
+// --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
+// usage error naming the option.
+launch::Endpoint endpoint_of(const std::string& v) {
+  try {
+    return launch::parse_endpoint(v);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("argument --rdzv-endpoint: '" + v + "' is not HOST[:PORT] or [IPV6]:PORT: " + e.what(),
+                     {"--rdzv-endpoint"});
+  }
 }
 
 // Processors this process may run on (torchrun's "cpu": os.cpu_count()).
@@ -275,7 +287,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     so.master_port = group->master_port();
     so.watch = group.get();
     MR_LOG(info) << "node " << so.node_rank << " of " << so.nnodes << " joined run '" << so.run_id
-                 << "'; workers' master " << so.master_addr << ":" << so.master_port;
+                 << "'; workers' master " << launch::join_host_port(so.master_addr, so.master_port);
   }
   int code;
   try {
@@ -339,7 +351,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
       ("rdzv-backend", po::value(&rdzv_backend), "rendezvous backend: static, or c10d (node ranks in order of arrival)")
       ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
-      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint), "HOST[:PORT] of the rendezvous (static: the master)")
+      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint),
+       "HOST[:PORT] or [IPV6]:PORT of the rendezvous (static: the master)")
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
       ("role", po::value(&role), "the workers' role (ROLE_NAME)")
       ("start-method", po::value(&start_method), "torchrun's Python start method (spawn|fork|forkserver); not used")
@@ -540,29 +553,21 @@ void LaunchOptions::apply(Invocation& inv) {
     if (standalone)
       throw UsageError("argument --standalone: a standalone job has its own rendezvous; leave out --rdzv-backend",
                        {"--standalone", "--rdzv-backend"});
-    size_t colon = rdzv_endpoint.rfind(':');
-    store_host = rdzv_endpoint.substr(0, colon);
-    if (colon != std::string::npos) {
-      try {
-        size_t used = 0;
-        store_port = std::stoi(rdzv_endpoint.substr(colon + 1), &used);
-        if (used != rdzv_endpoint.size() - colon - 1 || store_port < 1 || store_port > 65535)
-          throw std::invalid_argument("port");
-      } catch (const std::exception&) {
-        throw UsageError("argument --rdzv-endpoint: '" + rdzv_endpoint + "' is not HOST[:PORT]", {"--rdzv-endpoint"});
-      }
-    }
-    if (store_host.empty()) store_host = "127.0.0.1";
+    const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
+    if (ep.port && *ep.port < 1)
+      throw UsageError("argument --rdzv-endpoint: '" + rdzv_endpoint + "': the launchers' store needs a port of 1 "
+                       "to 65535", {"--rdzv-endpoint"});
+    store_host = ep.host.empty() ? "127.0.0.1" : ep.host;
+    if (ep.port) store_port = *ep.port;
   } else if (!rdzv_endpoint.empty()) {  // static rendezvous: the endpoint is the master's address
-    size_t colon = rdzv_endpoint.rfind(':');
-    master_addr = rdzv_endpoint.substr(0, colon);
-    if (colon != std::string::npos) {
-      try {
-        master_port = std::stoi(rdzv_endpoint.substr(colon + 1));
-      } catch (const std::exception&) {
-        throw UsageError("argument --rdzv-endpoint: '" + rdzv_endpoint + "' is not HOST[:PORT]", {"--rdzv-endpoint"});
-      }
-    }
+    const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
+    if (!ep.host.empty()) master_addr = ep.host;
+    if (ep.port) master_port = *ep.port;
+  }
+  try {
+    master_addr = launch::parse_host(master_addr);  // "[::1]" -> "::1", as the workers' MASTER_ADDR takes it
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument --master-addr: ") + e.what(), {"--master-addr"});
   }
   if (standalone) {
     if (nnodes != 1)

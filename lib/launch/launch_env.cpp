@@ -1,5 +1,7 @@
 #include "launch/launch_env.h"
 
+#include "launch/endpoint.h"
+
 #include <cctype>
 #include <cstdlib>
 
@@ -43,7 +45,7 @@ std::string LaunchInfo::describe() const {
   return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " (local " +
          std::to_string(local_rank) + " of " + std::to_string(local_world_size) + ") via " +
          (source == Source::Torchrun ? (spawned_by_megatron_run ? "megatron-run" : "torchrun") : "SLURM") +
-         ", store " + master_addr + ":" + std::to_string(master_port) +
+         ", store " + join_host_port(master_addr, master_port) +
          (agent_store ? " (torchrun agent's, attempt " + restart_count + ")" : "");
 }
 

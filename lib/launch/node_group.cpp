@@ -13,9 +13,8 @@
 //   done/A         nodes whose workers of attempt A all exited 0 (no node can restart from attempt A then)
 #include "launch/node_group.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include "launch/endpoint.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,21 +35,13 @@ std::string seconds(std::chrono::milliseconds ms) {
   return b;
 }
 
-// A port free on every interface a moment ago (node 0's workers' MASTER_PORT in a c10d job).
+// A port free on every interface, IPv6 and IPv4, a moment ago (node 0's workers' MASTER_PORT in a c10d job).
 int free_port_any() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw StoreError(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof sa;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    close(fd);
-    throw StoreError(std::string("cannot find a free port: ") + std::strerror(errno));
-  }
+  const int fd = bind_every_interface(0);
+  if (fd < 0) throw StoreError(std::string("cannot find a free port: ") + std::strerror(errno));
+  const int port = bound_port(fd);
   close(fd);
-  return ntohs(sa.sin_port);
+  return port;
 }
 
 // "CODE MESSAGE" -> the failure.
@@ -72,7 +63,7 @@ PeerFailure parse_failure(const std::string& v) {
 NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
   const bool is_static = o.backend == "static";
   const auto deadline = Clock::now() + o.join_timeout;
-  const std::string store = o.store_host + ":" + std::to_string(o.store_port);
+  const std::string store = join_host_port(o.store_host, o.store_port);
   // Static: node 0 hosts the store. c10d: a launcher on the endpoint's host that can bind its port.
   if (hosts(o)) {
     try {

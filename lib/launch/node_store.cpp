@@ -1,6 +1,8 @@
 // The launchers' store (node_store.h): the server's thread, and the client.
 #include "launch/node_store.h"
 
+#include "launch/endpoint.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -10,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,17 +27,79 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text() { return std::strerror(errno); }
 
-// host -> its IPv4 addresses (a literal address or a name).
-std::vector<in_addr> resolve(const std::string& host) {
+// One address of a host, with the port in it.
+struct Address {
+  sockaddr_storage sa{};
+  socklen_t len = 0;
+  int family() const { return sa.ss_family; }
+};
+
+// host -> its addresses, IPv6 and IPv4 (a literal address or a name), in the resolver's order; `error` says why
+// there are none.
+std::vector<Address> resolve(const std::string& host, int port, std::string* error = nullptr) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
   addrinfo* res = nullptr;
-  std::vector<in_addr> out;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
-  for (addrinfo* a = res; a; a = a->ai_next) out.push_back(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
+  std::vector<Address> out;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0) {
+    if (error) *error = "cannot resolve " + host + " (" + gai_strerror(rc) + ")";
+    return out;
+  }
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) || a->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    Address ad;
+    std::memcpy(&ad.sa, a->ai_addr, a->ai_addrlen);
+    ad.len = a->ai_addrlen;
+    out.push_back(ad);
+  }
   freeaddrinfo(res);
   return out;
+}
+
+// An address as text, without the port: "127.0.0.1", "::1", "fe80::1%eth0". An IPv4 client of the dual-stack
+// server arrives as an IPv4-mapped IPv6 address (::ffff:1.2.3.4): that is given as plain IPv4, which is what
+// the workers get as MASTER_ADDR.
+std::string address_text(const sockaddr_storage& sa, socklen_t len) {
+  if (sa.ss_family == AF_INET6) {
+    const auto& s6 = reinterpret_cast<const sockaddr_in6&>(sa);
+    if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
+      char ip[INET_ADDRSTRLEN] = "";
+      inet_ntop(AF_INET, &s6.sin6_addr.s6_addr[12], ip, sizeof ip);  // the IPv4 address is the last 4 bytes
+      return ip;
+    }
+  }
+  char host[NI_MAXHOST] = "";
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return "?";
+  return host;
+}
+
+// Connects `fd` to `a` within `limit` (a blocking connect to an address that does not answer can take minutes):
+// 0, or the errno.
+int connect_within(int fd, const Address& a, std::chrono::milliseconds limit) {
+  const int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int err = 0;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&a.sa), a.len) != 0) {
+    err = errno;
+    if (err == EINPROGRESS || err == EINTR) {
+      pollfd p{fd, POLLOUT, 0};
+      int n;
+      do n = poll(&p, 1, static_cast<int>(limit.count()));
+      while (n < 0 && errno == EINTR);
+      if (n == 0) {
+        err = ETIMEDOUT;
+      } else {
+        socklen_t l = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) != 0) err = errno;
+      }
+    }
+  }
+  fcntl(fd, F_SETFL, flags);
+  return err;
 }
 
 // Writes all of `s` (a reply or a request line); false on an error.
@@ -75,39 +140,68 @@ struct Conn {
 }  // namespace
 
 bool is_local_host(const std::string& host) {
-  for (const in_addr& a : resolve(host)) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  for (const Address& a : resolve(host, 0)) {
+    int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr = a;
-    sa.sin_port = 0;
-    bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    bool ok = bind(fd, reinterpret_cast<const sockaddr*>(&a.sa), a.len) == 0;
     close(fd);
     if (ok) return true;
   }
   return false;
 }
 
-NodeStoreServer::NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout)
-    : run_id_(std::move(run_id)), heartbeat_timeout_(heartbeat_timeout) {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw StoreError("socket: " + errno_text());
-  int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+int bind_every_interface(int port) {
+  const int one = 1, off = 0;
+  // IPv6, dual-stack: IPv4 clients arrive as IPv4-mapped addresses.
+  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const bool dual = setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0;
+    sockaddr_in6 sa{};
+    sa.sin6_family = AF_INET6;
+    sa.sin6_addr = in6addr_any;
+    sa.sin6_port = htons(static_cast<uint16_t>(port));
+    if (dual && bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return fd;
+    const int e = errno;
+    close(fd);
+    if (dual && e == EADDRINUSE) {
+      errno = e;
+      return -1;
+    }
+  }
+  // No IPv6 here (no AF_INET6 sockets, or no IPv6 address to bind): IPv4 alone.
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_ANY);
   sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(listen_fd_, 128) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return fd;
+  const int e = errno;
+  close(fd);
+  errno = e;
+  return -1;
+}
+
+int bound_port(int fd) {
+  sockaddr_storage sa{};
+  socklen_t len = sizeof sa;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return 0;
+  return ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(sa).sin6_port
+                                        : reinterpret_cast<sockaddr_in&>(sa).sin_port);
+}
+
+NodeStoreServer::NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout)
+    : run_id_(std::move(run_id)), heartbeat_timeout_(heartbeat_timeout) {
+  listen_fd_ = bind_every_interface(port);
+  if (listen_fd_ < 0 || listen(listen_fd_, 128) != 0) {
     const int e = errno;
-    close(listen_fd_);
+    if (listen_fd_ >= 0) close(listen_fd_);
     throw StoreError("cannot host the launchers' store on port " + std::to_string(port) + ": " + std::strerror(e),
                      e == EADDRINUSE);
   }
-  socklen_t len = sizeof sa;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-  port_ = ntohs(sa.sin_port);
+  port_ = bound_port(listen_fd_);
   if (pipe2(wake_, O_CLOEXEC) != 0) {
     close(listen_fd_);
     throw StoreError("pipe: " + errno_text());
@@ -208,15 +302,13 @@ void NodeStoreServer::serve() {
     if (fds[0].revents) return;  // shutting down
     const auto now = Clock::now();
     if (fds[1].revents & POLLIN) {
-      sockaddr_in peer{};
+      sockaddr_storage peer{};
       socklen_t len = sizeof peer;
       int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
       if (fd >= 0) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        char ip[INET_ADDRSTRLEN] = "";
-        inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-        conns.push_back(Conn{fd, "", -1, false, now, ip});
+        conns.push_back(Conn{fd, "", -1, false, now, address_text(peer, len)});
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
@@ -249,16 +341,21 @@ void NodeStoreServer::serve() {
 NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_point deadline,
                                  std::chrono::milliseconds io_timeout)
     : host_(host), port_(port) {
-  std::string last = "cannot resolve " + host;
+  std::string last;
   for (;;) {
-    for (const in_addr& a : resolve(host)) {
-      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) throw StoreError("socket: " + errno_text());
-      sockaddr_in sa{};
-      sa.sin_family = AF_INET;
-      sa.sin_addr = a;
-      sa.sin_port = htons(static_cast<uint16_t>(port));
-      if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+    const std::vector<Address> addresses = resolve(host, port, &last);
+    std::string failures;
+    for (const Address& a : addresses) {
+      int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+      int err = fd < 0 ? errno : 0;
+      if (fd >= 0) {
+        // Each attempt waits at most until the deadline (at least 100 ms) and at most io_timeout, so that an
+        // address that never answers leaves time for the next one.
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        err = connect_within(fd, a, std::clamp(left, std::chrono::milliseconds(100),
+                                               std::max(io_timeout, std::chrono::milliseconds(100))));
+      }
+      if (err == 0) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         timeval tv{static_cast<time_t>(io_timeout.count() / 1000),
@@ -268,13 +365,19 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
         fd_ = fd;
         return;
       }
-      last = errno_text();
-      close(fd);
+      if (fd >= 0) close(fd);
+      // One address: its error, as before; several: each address with its error.
+      const std::string what = std::strerror(err);
+      failures += (failures.empty() ? "" : "; ") +
+                  (addresses.size() > 1 ? address_text(a.sa, a.len) + ": " + what : what);
     }
+    if (!failures.empty()) last = failures;
     if (Clock::now() >= deadline) throw StoreError("cannot reach the launchers' store at " + where() + ": " + last);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
+
+std::string NodeStoreClient::where() const { return join_host_port(host_, port_); }
 
 NodeStoreClient::~NodeStoreClient() {
   if (fd_ >= 0) close(fd_);

@@ -31,12 +31,14 @@ struct StoreError : std::runtime_error {
 //   A key delta  -> "V n"          add to an integer (0 when not set), the new value
 //   F key value  -> "V value"      set unless set already; the value it has now (the first failure wins)
 //   H node run   -> "V peer-ip"    this connection is node `node`'s; `run` must be the host's run id;
-//                                  the reply is the address the store sees the launcher at
+//                                  the reply is the address the store sees the launcher at: IPv4 text for
+//                                  an IPv4 client ("1.2.3.4", never the mapped "::ffff:1.2.3.4"), else IPv6
 //   B            -> "V"            goodbye: the node is done
 //   (errors)     -> "E message"
 class NodeStoreServer {
  public:
-  // Listens on every interface at `port` (0: a free one). Throws StoreError (in_use: the port is taken).
+  // Listens on every interface at `port` (0: a free one), IPv6 and IPv4 (bind_every_interface). Throws
+  // StoreError (in_use: the port is taken).
   NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout);
   ~NodeStoreServer();
   NodeStoreServer(const NodeStoreServer&) = delete;
@@ -57,13 +59,22 @@ class NodeStoreServer {
   std::thread thread_;
 };
 
-// True when `host` resolves to an address of this machine (bindable).
+// True when `host` (a name, an IPv4 or an IPv6 address) resolves to an address of this machine (bindable).
 bool is_local_host(const std::string& host);
+
+// A TCP socket bound to `port` (0: a free one) on every interface: IPv6 with IPV6_V6ONLY off, so that IPv4
+// clients connect too (as torchrun's store listens), or IPv4 alone where the machine has no IPv6. Returns the
+// descriptor, or -1 with errno set (EADDRINUSE: the port is taken).
+int bind_every_interface(int port);
+
+// The local port a bound socket has.
+int bound_port(int fd);
 
 // One launcher's connection to the store. Every request waits at most `io_timeout` for its reply.
 class NodeStoreClient {
  public:
-  // Connects to host:port, retrying until `deadline`. Throws StoreError naming host:port when it cannot.
+  // Connects to host:port, trying each of the host's addresses (IPv6 and IPv4) in the resolver's order, again
+  // until `deadline`. Throws StoreError naming host:port ("[::1]:29400") when it cannot.
   NodeStoreClient(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
                   std::chrono::milliseconds io_timeout);
   ~NodeStoreClient();
@@ -76,7 +87,7 @@ class NodeStoreClient {
   std::string set_first(const std::string& key, const std::string& value);  // F: the value that won
   std::string hello(int node, const std::string& run_id);  // the address the store sees us at
   void bye();
-  std::string where() const { return host_ + ":" + std::to_string(port_); }
+  std::string where() const;
 
  private:
   std::string request(const std::string& line);  // the reply's payload after "V"/"V "; throws on E or I/O

@@ -1,5 +1,5 @@
 // Several nodes (launch/node_group.h, launch/node_store.h): two megatron-run launchers on this machine act as
-// two nodes over 127.0.0.1 — the static rendezvous and the c10d one (node ranks in the order of arrival), a real
+// two nodes over 127.0.0.1 (and over ::1) — the static rendezvous and the c10d one (node ranks in the order of arrival), a real
 // torch.distributed gloo all-reduce across both (Debian's /usr/bin/python3 with python3-torch), a node that
 // never arrives, a node whose config fails validation, a failing worker on node 1 that stops node 0, a launcher killed with -9, and SLURM's
 // one-task-per-node form from a faked SLURM environment. Every command runs under `timeout`; ports are free ones.
@@ -60,6 +60,18 @@ bool port_free(int port) {
   sa.sin_addr.s_addr = htonl(INADDR_ANY);
   sa.sin_port = htons(static_cast<uint16_t>(port));
   bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
+// Whether this machine has the IPv6 loopback address (a container may have IPv6 switched off).
+bool has_ipv6_loopback() {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 sa{};
+  sa.sin6_family = AF_INET6;
+  sa.sin6_addr = in6addr_loopback;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
   close(fd);
   return ok;
 }
@@ -170,6 +182,72 @@ TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chose
     REQUIRE(p0 != std::string::npos);
     REQUIRE(p1 != std::string::npos);
     CHECK(r.nodes[0].out.substr(p0, 24) == r.nodes[1].out.substr(p1, 24));
+  }
+}
+
+TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --master-addr [::1])",
+          "[launch][multinode][process][ipv6]") {
+  if (!has_ipv6_loopback()) {
+    WARN("this machine has no IPv6 loopback address (::1): the launchers over IPv6 are not tested here");
+    return;
+  }
+  const int sp = free_port();
+  const std::string c10d = "--nnodes 2 --rdzv-backend c10d --rdzv-id job6 --join-timeout 20 --nproc-per-node 1 ";
+  SECTION("c10d: a gloo all-reduce, the workers' master node 0's IPv6 address") {
+    const std::string flags = "--log-level info " + c10d + "--rdzv-endpoint [::1]:" + std::to_string(sp) + " ";
+    Nodes r = run_nodes({kRun + flags + kAllreduce, kRun + flags + kAllreduce});
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    const std::string both = r.nodes[0].out + r.nodes[1].out;
+    CHECK(has(both, "allreduce rank 0 of 2: 3"));
+    CHECK(has(both, "allreduce rank 1 of 2: 3"));
+    CHECK(has(both, "info: node 0 of 2 joined run 'job6'; workers' master [::1]:"));
+    CHECK(has(both, "info: node 1 of 2 joined run 'job6'; workers' master [::1]:"));
+  }
+  SECTION("c10d: an IPv4 launcher hosts (dual stack) and is node 0; an IPv6 one joins; the master is plain IPv4") {
+    Nodes r = run_nodes({kRun + c10d + "--rdzv-endpoint 127.0.0.1:" + std::to_string(sp) + " " + kProbe,
+                         kRun + c10d + "--rdzv-endpoint [::1]:" + std::to_string(sp) + " " + kProbe},
+                        1.0);
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    REQUIRE(r.nodes[0].exit == 0);
+    REQUIRE(r.nodes[1].exit == 0);
+    for (int n : {0, 1}) {
+      const std::string& o = r.nodes[static_cast<size_t>(n)].out;
+      CHECK(has(o, "\"GROUP_RANK\": \"" + std::to_string(n) + "\""));
+      CHECK(has(o, "\"MASTER_ADDR\": \"127.0.0.1\""));  // not ::ffff:127.0.0.1
+    }
+  }
+  SECTION("static: --master-addr [::1]; the workers get MASTER_ADDR ::1") {
+    const int mp = free_port(), lp = free_port();
+    auto flags = [&](int node) {
+      return "--nproc-per-node 1 --nnodes 2 --node-rank " + std::to_string(node) + " --master-addr [::1] --master-port " +
+             std::to_string(mp) + " --launcher-port " + std::to_string(lp) + " --join-timeout 20 ";
+    };
+    Nodes r = run_nodes({kRun + flags(0) + kProbe, kRun + flags(1) + kProbe});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    REQUIRE(r.nodes[0].exit == 0);
+    REQUIRE(r.nodes[1].exit == 0);
+    for (const Node& n : r.nodes)
+      CHECK(has(n.out, "\"MASTER_ADDR\": \"::1\", \"MASTER_PORT\": \"" + std::to_string(mp) + "\""));
+  }
+  SECTION("static: megatron-run's own worker (LibTorch's store at MASTER_ADDR ::1), --bring-up-only") {
+    const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
+    if (!fs::exists(worker)) {
+      WARN("megatron-run-worker is not built (no LibTorch): skipping our own worker's bring-up over ::1");
+      return;
+    }
+    const int mp = free_port(), lp = free_port();
+    auto node = [&](int n) {
+      return kBin + " --config " + kConfig + " --nproc-per-node 1 --nnodes 2 --node-rank " + std::to_string(n) +
+             " --master-addr ::1 --master-port " + std::to_string(mp) + " --launcher-port " + std::to_string(lp) +
+             " --join-timeout 20 --bring-up-only";
+    };
+    Nodes r = run_nodes({node(0), node(1)});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    CHECK(has(r.nodes[0].out, "[rank 0] megatron-run: distributed bring-up passed on 2 ranks (gloo"));
   }
 }
 
@@ -412,6 +490,41 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
   mrtest::Proc j = run("--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-conf is_host=maybe");
   CHECK(j.exit == 2);
   CHECK(has(j.out, "is_host='maybe' is not a boolean"));
+}
+
+TEST_CASE("--rdzv-endpoint and --master-addr with IPv6 addresses: malformed ones are usage errors",
+          "[launch][multinode][ipv6]") {
+  auto run = [](const std::string& a) {
+    return mrtest::run_shell(kBin + " --config " + kConfig + " " + a + " --no-python /bin/true 2>&1");
+  };
+  const std::string c10d = "--nnodes 2 --rdzv-backend c10d --nproc-per-node 1 --rdzv-endpoint ";
+  const std::string fixed = "--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-endpoint ";
+  const std::pair<std::string, std::string> bad[] = {
+      {c10d + "'[::1'", "argument --rdzv-endpoint: '[::1' is not HOST[:PORT] or [IPV6]:PORT: the '[' of an IPv6 "
+                        "address is not closed with ']'"},
+      {c10d + "'[::1]x'", "argument --rdzv-endpoint: '[::1]x' is not HOST[:PORT] or [IPV6]:PORT: after the ']' of "
+                          "an IPv6 address comes ':PORT' or nothing"},
+      {c10d + "'[::1]:0'", "argument --rdzv-endpoint: '[::1]:0': the launchers' store needs a port of 1 to 65535"},
+      {c10d + "'[node0]:29400'", "'node0' in brackets is not an IPv6 address"},
+      {c10d + "fd00::2:29400", "(an IPv6 address with a port is written [ADDRESS]:PORT)"},
+      {fixed + "'[::1'", "argument --rdzv-endpoint: '[::1' is not HOST[:PORT]"},
+      {fixed + "'[::1]x'", "argument --rdzv-endpoint: '[::1]x' is not HOST[:PORT]"},
+      {fixed + "'[::1]:99999'", "the port 99999 is above 65535"},
+      {"--nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr '[::1'",
+       "argument --master-addr: the '[' of an IPv6 address is not closed with ']'"}};
+  for (const auto& [args, message] : bad) {
+    mrtest::Proc p = run(args);
+    INFO(args << "\n" << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, message));
+  }
+  // The good forms: a dry run takes them (the bracketed and the bare IPv6 address, with and without a port).
+  for (const std::string endpoint : {"'[::1]:29400'", "'[::1]'", "::1", "'[fd00::2]:1'"})
+    for (const std::string& form : {c10d, fixed}) {
+      mrtest::Proc p = run(form + endpoint + " --dry-run --format json");
+      INFO(form << endpoint << "\n" << p.out);
+      CHECK(p.exit == 0);
+    }
 }
 
 TEST_CASE("torchrun's --rdzv-conf and --nnodes N:N", "[launch][multinode][process]") {

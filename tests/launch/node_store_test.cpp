@@ -1,6 +1,11 @@
 // The launchers' store (launch/node_store.h): its operations, the registration of nodes, and how it marks a
-// node gone (a connection closed without goodbye, a silent launcher) with the first failure.
+// node gone (a connection closed without goodbye, a silent launcher) with the first failure; over IPv6 (::1)
+// and IPv4 against the same dual-stack server, and which hosts are this machine's.
 #include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -11,11 +16,12 @@ using namespace std::chrono_literals;
 using mr::launch::NodeStoreClient;
 using mr::launch::NodeStoreServer;
 using mr::launch::StoreError;
+using mr::launch::is_local_host;
 
 namespace {
 
-std::unique_ptr<NodeStoreClient> connect(const NodeStoreServer& s) {
-  return std::make_unique<NodeStoreClient>("127.0.0.1", s.port(), std::chrono::steady_clock::now() + 5s, 5000ms);
+std::unique_ptr<NodeStoreClient> connect(const NodeStoreServer& s, const std::string& host = "127.0.0.1") {
+  return std::make_unique<NodeStoreClient>(host, s.port(), std::chrono::steady_clock::now() + 5s, 5000ms);
 }
 
 // Waits (at most 5 s) until `pred` holds.
@@ -28,6 +34,19 @@ bool eventually(P pred) {
   return pred();
 }
 
+
+// Whether this machine has the IPv6 loopback address (a container may have IPv6 switched off): the IPv6 cases
+// need it and say so when it is missing.
+bool has_ipv6_loopback() {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 sa{};
+  sa.sin6_family = AF_INET6;
+  sa.sin6_addr = in6addr_loopback;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
 }  // namespace
 
 TEST_CASE("the launchers' store: set, get, add, set-if-unset", "[launch][store]") {
@@ -91,4 +110,62 @@ TEST_CASE("the launchers' store: a second host on the same port is told the port
   }
   CHECK_THROWS_WITH(NodeStoreClient("127.0.0.1", 1, std::chrono::steady_clock::now(), 1000ms),
                     Catch::Contains("cannot reach the launchers' store at 127.0.0.1:1"));
+}
+
+TEST_CASE("the launchers' store over IPv6 and IPv4 at once (dual stack)", "[launch][store][ipv6]") {
+  if (!has_ipv6_loopback()) {
+    WARN("this machine has no IPv6 loopback address (::1): the store over IPv6 is not tested here");
+    return;
+  }
+  NodeStoreServer server(0, "run6", 10000ms);
+  auto v6 = connect(server, "::1"), v4 = connect(server, "127.0.0.1");
+  CHECK(v6->where() == "[::1]:" + std::to_string(server.port()));
+  // The address each launcher is seen at: IPv6 text for an IPv6 client, plain IPv4 (not ::ffff:127.0.0.1) for
+  // an IPv4 client of the IPv6 socket.
+  CHECK(v6->hello(0, "run6") == "::1");
+  CHECK(v4->hello(1, "run6") == "127.0.0.1");
+  CHECK(server.registered() == 2);
+  v6->set("k", "from v6");
+  CHECK(v4->get("k") == "from v6");
+  CHECK(v4->add("n", 2) == 2);
+  CHECK(v6->add("n", 3) == 5);
+  // The watch works across both: the IPv6 node leaving without goodbye fails the job for the IPv4 one.
+  v6.reset();
+  REQUIRE(eventually([&] { return v4->get("fail").has_value(); }));
+  CHECK(*v4->get("fail") == "1 node 0's launcher is gone (its connection to the store closed)");
+}
+
+TEST_CASE("the launchers' store: a name that resolves to IPv6 and IPv4 addresses; an IPv6 port taken",
+          "[launch][store][ipv6]") {
+  NodeStoreServer server(0, "r", 10000ms);
+  // "localhost" may resolve to ::1 and 127.0.0.1: the client tries them in turn until one connects.
+  auto c = connect(server, "localhost");
+  const std::string seen = c->hello(0, "r");
+  CHECK((seen == "::1" || seen == "127.0.0.1"));
+  try {
+    NodeStoreServer again(server.port(), "r", 1000ms);
+    FAIL("a second store bound the same port");
+  } catch (const StoreError& e) {
+    CHECK(e.in_use);
+  }
+  if (has_ipv6_loopback())
+    CHECK_THROWS_WITH(NodeStoreClient("::1", 1, std::chrono::steady_clock::now(), 1000ms),
+                      Catch::Contains("cannot reach the launchers' store at [::1]:1: Connection refused"));
+  CHECK_THROWS_WITH(NodeStoreClient("no-such-host.invalid", 1, std::chrono::steady_clock::now(), 1000ms),
+                    Catch::Contains("cannot reach the launchers' store at no-such-host.invalid:1: cannot resolve "
+                                    "no-such-host.invalid"));
+}
+
+TEST_CASE("is_local_host: this machine's IPv4 and IPv6 addresses and names", "[launch][store][ipv6]") {
+  CHECK(is_local_host("127.0.0.1"));
+  CHECK(is_local_host("localhost"));
+  CHECK_FALSE(is_local_host("192.0.2.1"));     // TEST-NET-1, documentation only
+  CHECK_FALSE(is_local_host("2001:db8::1"));   // the IPv6 documentation prefix
+  CHECK_FALSE(is_local_host("no-such-host.invalid"));
+  if (!has_ipv6_loopback()) {
+    WARN("this machine has no IPv6 loopback address (::1): is_local_host(\"::1\") is not tested here");
+    return;
+  }
+  CHECK(is_local_host("::1"));
+  CHECK(is_local_host("0:0:0:0:0:0:0:1"));
 }

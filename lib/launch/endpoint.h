@@ -1,0 +1,32 @@
+// HOST[:PORT] text as torchrun's launcher options take it (--rdzv-endpoint, --master-addr), with IPv6 literals:
+// "[::1]:29400", "[::1]", or a bare "::1" (docs/launch.md, "Several nodes"). Parsing and writing it. Torch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace mr::launch {
+
+struct Endpoint {
+  std::string host;         // without brackets; "" when the text gives none (":29400")
+  std::optional<int> port;  // 0..65535, when the text gives one
+};
+
+// The forms (surrounding blanks ignored, as torchrun's parse_rendezvous_endpoint strips them):
+//   HOST, HOST:PORT     a name or IPv4 address (letters, digits, '_', '.', '-'), then a port of 1-5 digits
+//   [V6], [V6]:PORT     an IPv6 address in brackets, then a port
+//   V6                  an IPv6 address without brackets (two colons or more): the whole text is the address and
+//                       there is no port (torchrun would take the last group for a port; write [V6]:PORT for one)
+// Throws std::invalid_argument saying what is wrong (an unclosed '[', text after ']', not an IPv6 address, a
+// port that is not a number up to 65535, a character no host name has).
+Endpoint parse_endpoint(const std::string& text);
+
+// --master-addr: an IPv6 address may be given in brackets ("[::1]" -> "::1", as torchrun, which joins it with the
+// port and parses the endpoint); anything else is returned as given. Throws std::invalid_argument for unbalanced
+// brackets or a bracketed text that is not an IPv6 address.
+std::string parse_host(const std::string& text);
+
+// host:port for messages and logs, the host in brackets when it is an IPv6 address ("[::1]:29400").
+std::string join_host_port(const std::string& host, int port);
+
+}  // namespace mr::launch
