@@ -26,7 +26,10 @@ function(mr_sanitizer_test_env)
   set(san_env
       "ASAN_OPTIONS=set:detect_leaks=1:check_initialization_order=1:strict_init_order=1:halt_on_error=1:suppressions=${supp}/asan.supp"
       "LSAN_OPTIONS=set:suppressions=${supp}/lsan.supp:print_suppressions=0"
-      "UBSAN_OPTIONS=set:print_stacktrace=1:halt_on_error=1:suppressions=${supp}/ubsan.supp")
+      "UBSAN_OPTIONS=set:print_stacktrace=1:halt_on_error=1:suppressions=${supp}/ubsan.supp"
+      # For the tests themselves: an ASan process cannot run under an address-space limit (its shadow memory), so
+      # tests/bad-inputs/run.py bounds memory through ASan's allocator instead of RLIMIT_AS.
+      "MR_SANITIZED=set:1")
   get_property(tests DIRECTORY PROPERTY TESTS)
   foreach(t ${tests})
     get_test_property(${t} ENVIRONMENT_MODIFICATION env)
