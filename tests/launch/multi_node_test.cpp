@@ -5,9 +5,6 @@
 // one-task-per-node form from a faked SLURM environment. Every command runs under `timeout`; ports are free ones.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +16,7 @@
 #include <vector>
 
 #include "../config/binary.h"
+#include "sockets.h"
 
 namespace fs = std::filesystem;
 
@@ -39,42 +37,9 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-// A TCP port free on every interface a moment ago.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-  socklen_t len = sizeof sa;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
-bool port_free(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
-
-// Whether this machine has the IPv6 loopback address (a container may have IPv6 switched off).
-bool has_ipv6_loopback() {
-  int fd = socket(AF_INET6, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in6 sa{};
-  sa.sin6_family = AF_INET6;
-  sa.sin6_addr = in6addr_loopback;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
+using mrtest::free_port;
+using mrtest::has_ipv6_loopback;
+using mrtest::port_free;
 
 struct Node {
   int exit = -1;
@@ -111,6 +76,18 @@ Nodes run_nodes(const std::vector<std::string>& cmds, double delay_s = 0) {
   }
   fs::remove_all(dir);
   return r;
+}
+
+// Two launchers each ran allreduce.py with one worker: both exit 0, and each rank summed rank + 1 over both nodes.
+// Returns both outputs, for more checks.
+std::string check_allreduce(const Nodes& r) {
+  INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == 0);
+  CHECK(r.nodes[1].exit == 0);
+  const std::string both = r.nodes[0].out + r.nodes[1].out;
+  CHECK(has(both, "allreduce rank 0 of 2: 3"));
+  CHECK(has(both, "allreduce rank 1 of 2: 3"));
+  return both;
 }
 
 std::string static_flags(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20") {
@@ -156,13 +133,7 @@ TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chose
   const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
                             " --rdzv-id job11 --join-timeout 20 --nproc-per-node 1 ";
   SECTION("a gloo all-reduce") {
-    Nodes r = run_nodes({kRun + flags + kAllreduce, kRun + flags + kAllreduce});
-    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
-    CHECK(r.nodes[0].exit == 0);
-    CHECK(r.nodes[1].exit == 0);
-    const std::string both = r.nodes[0].out + r.nodes[1].out;
-    CHECK(has(both, "allreduce rank 0 of 2: 3"));
-    CHECK(has(both, "allreduce rank 1 of 2: 3"));
+    check_allreduce(run_nodes({kRun + flags + kAllreduce, kRun + flags + kAllreduce}));
   }
   SECTION("each node's torchrun variables; the first to arrive (a second earlier) is node 0") {
     Nodes r = run_nodes({kRun + flags + kProbe, kRun + flags + kProbe}, 1.0);
@@ -195,13 +166,7 @@ TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --ma
   const std::string c10d = "--nnodes 2 --rdzv-backend c10d --rdzv-id job6 --join-timeout 20 --nproc-per-node 1 ";
   SECTION("c10d: a gloo all-reduce, the workers' master node 0's IPv6 address") {
     const std::string flags = "--log-level info " + c10d + "--rdzv-endpoint [::1]:" + std::to_string(sp) + " ";
-    Nodes r = run_nodes({kRun + flags + kAllreduce, kRun + flags + kAllreduce});
-    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
-    CHECK(r.nodes[0].exit == 0);
-    CHECK(r.nodes[1].exit == 0);
-    const std::string both = r.nodes[0].out + r.nodes[1].out;
-    CHECK(has(both, "allreduce rank 0 of 2: 3"));
-    CHECK(has(both, "allreduce rank 1 of 2: 3"));
+    const std::string both = check_allreduce(run_nodes({kRun + flags + kAllreduce, kRun + flags + kAllreduce}));
     CHECK(has(both, "info: node 0 of 2 joined run 'job6'; workers' master [::1]:"));
     CHECK(has(both, "info: node 1 of 2 joined run 'job6'; workers' master [::1]:"));
   }
@@ -460,36 +425,28 @@ TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SL
 }
 
 TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode]") {
-  auto run = [](const std::string& a) {
-    return mrtest::run_shell(kBin + " --config " + kConfig + " " + a + " --no-python /bin/true 2>&1");
-  };
-  mrtest::Proc a = run("--nnodes 2 --rdzv-backend c10d --nproc-per-node 1");
-  CHECK(a.exit == 2);
-  CHECK(has(a.out, "--rdzv-backend c10d: needs --rdzv-endpoint"));
-  mrtest::Proc b = run("--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1");
-  CHECK(b.exit == 2);
-  CHECK(has(b.out, "argument --master-port: the c10d rendezvous chooses the workers' master"));
-  mrtest::Proc d = run("--nnodes 2 --rdzv-backend etcd --nproc-per-node 1");
-  CHECK(d.exit == 2);
-  CHECK(has(d.out, "the static and the c10d rendezvous, not 'etcd'"));
-  mrtest::Proc e = run("--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1");
-  CHECK(e.exit == 2);
-  CHECK(has(e.out, "argument --launcher-port"));
-  mrtest::Proc f = run("--nnodes 1:4 --nproc-per-node 1");
-  CHECK(f.exit == 2);
-  CHECK(has(f.out, "argument --nnodes: an elastic job of 1:4 nodes is not supported by megatron-run yet"));
-  mrtest::Proc g = run("--nnodes two --nproc-per-node 1");
-  CHECK(g.exit == 2);
-  CHECK(has(g.out, "argument --nnodes: invalid value 'two'"));
-  mrtest::Proc h = run("--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-conf join_timeout");
-  CHECK(h.exit == 2);
-  CHECK(has(h.out, "argument --rdzv-conf: 'join_timeout' is not KEY1=VALUE1,...,KEYN=VALUEN (no value for 'join_timeout')"));
-  mrtest::Proc i = run("--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-conf join_timeout=6 --join-timeout 5");
-  CHECK(i.exit == 2);
-  CHECK(has(i.out, "argument --rdzv-conf: join_timeout=6 and --join-timeout 5 disagree"));
-  mrtest::Proc j = run("--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-conf is_host=maybe");
-  CHECK(j.exit == 2);
-  CHECK(has(j.out, "is_host='maybe' is not a boolean"));
+  const std::string fixed = "--nnodes 2 --node-rank 0 --nproc-per-node 1 ";
+  // Each: exit 2, before anything starts, with this message.
+  const std::pair<std::string, std::string> refused[] = {
+      {"--nnodes 2 --rdzv-backend c10d --nproc-per-node 1", "--rdzv-backend c10d: needs --rdzv-endpoint"},
+      {"--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1",
+       "argument --master-port: the c10d rendezvous chooses the workers' master"},
+      {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1", "the static and the c10d rendezvous, not 'etcd'"},
+      {"--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1", "argument --launcher-port"},
+      {"--nnodes 1:4 --nproc-per-node 1",
+       "argument --nnodes: an elastic job of 1:4 nodes is not supported by megatron-run yet"},
+      {"--nnodes two --nproc-per-node 1", "argument --nnodes: invalid value 'two'"},
+      {fixed + "--rdzv-conf join_timeout",
+       "argument --rdzv-conf: 'join_timeout' is not KEY1=VALUE1,...,KEYN=VALUEN (no value for 'join_timeout')"},
+      {fixed + "--rdzv-conf join_timeout=6 --join-timeout 5",
+       "argument --rdzv-conf: join_timeout=6 and --join-timeout 5 disagree"},
+      {fixed + "--rdzv-conf is_host=maybe", "is_host='maybe' is not a boolean"}};
+  for (const auto& [args, message] : refused) {
+    mrtest::Proc p = mrtest::run_shell(kBin + " --config " + kConfig + " " + args + " --no-python /bin/true 2>&1");
+    INFO(args << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, message));
+  }
 }
 
 TEST_CASE("--rdzv-endpoint and --master-addr with IPv6 addresses: malformed ones are usage errors",

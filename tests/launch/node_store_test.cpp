@@ -11,12 +11,14 @@
 #include <thread>
 
 #include "launch/node_store.h"
+#include "sockets.h"
 
 using namespace std::chrono_literals;
 using mr::launch::NodeStoreClient;
 using mr::launch::NodeStoreServer;
 using mr::launch::StoreError;
 using mr::launch::is_local_host;
+using mrtest::has_ipv6_loopback;
 
 namespace {
 
@@ -35,18 +37,6 @@ bool eventually(P pred) {
 }
 
 
-// Whether this machine has the IPv6 loopback address (a container may have IPv6 switched off): the IPv6 cases
-// need it and say so when it is missing.
-bool has_ipv6_loopback() {
-  int fd = socket(AF_INET6, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in6 sa{};
-  sa.sin6_family = AF_INET6;
-  sa.sin6_addr = in6addr_loopback;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
 }  // namespace
 
 TEST_CASE("the launchers' store: set, get, add, set-if-unset", "[launch][store]") {
