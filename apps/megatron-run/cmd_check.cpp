@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "config/parse/config_file.h"
 #include "launch.h"
 #include "config/print.h"
 #include "config/validate/resolve.h"
@@ -77,6 +78,7 @@ int cmd_check(const std::vector<std::string>& args) {
     Invocation inv = base;
     inv.config_files.push_back(f);
     try {
+      check_config_file(f);  // a missing or non-regular file fails before its namespace is built
       Outcome o = resolve(Schema::megatron(), inv);
       if (o.ok())
         if (auto d = init_check(o)) o.diagnostics.push_back(*d);  // the init stage (launch.h)
@@ -96,7 +98,7 @@ int cmd_check(const std::vector<std::string>& args) {
           Diagnostic{Diagnostic::Level::Error, "internal", std::string("internal error: ") + e.what(), {}, {}, "internal"});
     }
     internal = internal || r.exit == 3;
-    worst = std::max(worst, r.exit ? 1 : 0);
+    worst = std::max(worst, r.exit);  // 2 (a file unreadable or malformed) over 1 (a rule failed)
     bad += r.exit ? 1 : 0;
     if (json) {
       std::cout << (checked ? ",\n " : "\n ") << "{\"file\": " << json_quote(r.file) << ", \"ok\": " << (r.exit ? "false" : "true")

@@ -71,7 +71,7 @@ TEST_CASE("check: a directory, FIFO, device or malformed file fails only that fi
   std::string rec = write("rec.yaml", "--data-path: &a [*a]\n");
   std::string dup = write("dup.yaml", "--num-layers: 2\n--num-layers: 3\n");
   auto r = run({"check", scratch().string(), fifo.string(), "/dev/zero", "/proc/self/mem", rec, dup, kDefault});
-  CHECK(r.exit == 1);
+  CHECK(r.exit == 2);  // the worst file's: unreadable or malformed
   CHECK(has(r.out, scratch().string() + ": error[input.not-regular-file]: the config file is not a regular file (it is a directory)"));
   CHECK(has(r.out, fifo.string() + ": error[input.not-regular-file]"));
   CHECK(has(r.out, "/dev/zero: error[input.not-regular-file]"));
@@ -86,7 +86,7 @@ TEST_CASE("check --format json streams one valid JSON document with the refusals
   std::string rec = write("rec2.yaml", "a: &a {b: *a}\n");
   std::string warn = write("warn.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --num-layers: 2\n");
   auto r = run({"check", "--format", "json", scratch().string(), rec, kDefault, warn});
-  CHECK(r.exit == 1);
+  CHECK(r.exit == 2);
   mr::Value v = mr::Value::parse_json(r.out);
   REQUIRE(v.as_list().size() == 4);
   auto field = [](const mr::Value& o, const std::string& k) -> const mr::Value& {
@@ -113,7 +113,7 @@ TEST_CASE("check over many files: results stream in order, one line per file", "
   std::string bad = write("bad.yaml", "--num-layers: [\n");
   for (int i = 0; i < 2000; ++i) args.push_back(i % 2 ? bad : scratch().string());
   auto r = run(args);
-  CHECK(r.exit == 1);
+  CHECK(r.exit == 2);
   CHECK(has(r.err, "2000 file(s) checked, 2000 invalid"));
   size_t lines = 0;
   for (char c : r.out) lines += c == '\n';

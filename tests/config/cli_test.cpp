@@ -65,14 +65,16 @@ TEST_CASE("JSON output, provenance and --explain", "[cli]") {
   CHECK(e.out.find("data_parallel_size = 1    (derived by") != std::string::npos);
 }
 
-TEST_CASE("check: one line per problem with file:line and rule id; JSON list; exit 1 when any is invalid", "[cli]") {
+TEST_CASE("check: one line per problem with file:line and rule id; JSON list; the worst file's exit code", "[cli]") {
   auto good = tmp_file("good.yaml", "--num-layers: 2\n");
   auto bad = tmp_file("bad.yaml", "--num-layers: 2\n--hidden-size: 64\n--num-attention-heads: 4\n"
                                   "--micro-batch-size: 1\n--seq-length: 8\n--max-position-embeddings: 8\n"
                                   "--tensor-model-parallel-size: 3\n");
   auto typo = tmp_file("typo.yaml", "--num-layer: 2\n");
+  // Exit 1 when a rule failed; 2 when a file could not be read or parsed (an unknown key), whatever the others.
+  CHECK(sh("check --world-size 1 " + kDefault + " " + bad).exit == 1);
   auto t = sh("check --world-size 1 " + kDefault + " " + bad + " " + typo);
-  CHECK(t.exit == 1);
+  CHECK(t.exit == 2);
   CHECK(t.out.find(bad + ":7: error[parallel.world-size-divisible]: ") != std::string::npos);
   CHECK(t.out.find(typo + ":1: error[usage]: unknown argument '--num-layer'") != std::string::npos);
   CHECK(t.out.find("3 file(s) checked, 2 invalid") != std::string::npos);

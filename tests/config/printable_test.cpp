@@ -135,7 +135,7 @@ TEST_CASE("megatron-run prints only printable text for unprintable inputs", "[pr
   // `check`: a file name with control characters, in text and JSON.
   const std::string odd = mrtest::write_file("odd\x01name\xff.yaml", "num_layers: \"\x1b\"\n");
   auto check = mrtest::megatron_run("check --world-size 1 '" + odd + "'");
-  CHECK(check.exit == 1);
+  CHECK(check.exit == 2);
   CHECK(check.out.find("odd\\x01name\\xff.yaml:1: error[input.not-text]") != std::string::npos);
   CHECK(mrtest::printable_output(check.all()));
   auto check_json = mrtest::megatron_run("check --format json --world-size 1 '" + odd + "'");

@@ -1,4 +1,5 @@
 #include "config/parse/config_file.h"
+#include "config/parse/read_file.h"
 
 #include <algorithm>
 #include <cctype>
@@ -388,6 +389,8 @@ ConfigResult load_config_file(const Schema& schema, const std::string& path, Nam
   return out;
 }
 }  // namespace
+
+void check_config_file(const std::string& path) { check_input_file(path, "config file", kConfigFlags); }
 
 ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
                                const ConfigOptions& opts) {

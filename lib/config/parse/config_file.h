@@ -39,6 +39,10 @@ struct ConfigResult {
 // unsupported tag, bad value, unset ${VAR}) are UsageErrors naming file:line (config/parse/yaml_doc.h lists the
 // input.* ids). Warnings (a key repeated in the functional-test layout, a quoted value running over lines that
 // look like keys) go to the result's report.
+// The refusals of a --config file that stat tells (read_file.h's check_input_file: missing, not a regular file,
+// too large), without reading it: `check` skips a file that fails here before building its namespace.
+void check_config_file(const std::string& path);
+
 ConfigResult apply_config_file(const Schema& schema, const std::string& path, Namespace& ns,
                                const ConfigOptions& opts = {});
 

@@ -35,32 +35,54 @@ std::string describe_bytes(std::size_t n) {
   return std::to_string(n) + " bytes";
 }
 
-std::string read_input_file(const std::string& path, const std::string& what, const std::vector<std::string>& flags,
-                            std::size_t max_bytes) {
-  auto fail = [&](const std::string& why, const char* id) -> UsageError {
-    return UsageError(path + ": " + why, flags, path, id);
-  };
-  auto unreadable = [&](int err) {
-    return fail("cannot read " + what + ": " + std::strerror(err), "input.unreadable");
-  };
-  auto not_regular = [&](mode_t m) {
-    return fail("the " + what + " is not a regular file (it is " + std::string(kind_of(m)) + "); megatron-run reads only regular files",
+namespace {
+
+// The refusals of read_input_file, for `path`.
+struct Refusals {
+  const std::string& path;
+  const std::string& what;
+  const std::vector<std::string>& flags;
+  std::size_t max_bytes;
+  UsageError fail(const std::string& why, const char* id) const { return UsageError(path + ": " + why, flags, path, id); }
+  UsageError unreadable(int err) const { return fail("cannot read " + what + ": " + std::strerror(err), "input.unreadable"); }
+  UsageError not_regular(mode_t m) const {
+    return fail("the " + what + " is not a regular file (it is " + std::string(kind_of(m)) +
+                    "); megatron-run reads only regular files",
                 "input.not-regular-file");
-  };
-  auto too_large = [&](const std::string& size) {
+  }
+  UsageError too_large(const std::string& size) const {
     return fail("the " + what + " is " + size + ", more than the limit of " + describe_bytes(max_bytes) +
                     " for an input file (limits::kMaxInputFileBytes)",
                 "input.file-too-large");
-  };
-  if (path.empty()) throw UsageError(what + ": the path is empty", flags, {}, "input.unreadable");
-  if (path.find('\0') != std::string::npos) throw unreadable(EINVAL);
+  }
+  // What stat tells, before anything is opened.
+  void check_path() const {
+    if (path.empty()) throw UsageError(what + ": the path is empty", flags, {}, "input.unreadable");
+    if (path.find('\0') != std::string::npos) throw unreadable(EINVAL);
+    // stat first: a named pipe, socket or device is refused without being opened (opening a FIFO blocks until a
+    // writer appears; a socket cannot be opened at all; a device may do something when opened).
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw unreadable(errno);
+    if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
+    if (static_cast<unsigned long long>(st.st_size) > max_bytes) throw too_large(std::to_string(st.st_size) + " bytes");
+  }
+};
 
-  // stat first: a named pipe, socket or device is refused without being opened (opening a FIFO blocks until a
-  // writer appears; a socket cannot be opened at all; a device may do something when opened).
+}  // namespace
+
+void check_input_file(const std::string& path, const std::string& what, const std::vector<std::string>& flags,
+                      std::size_t max_bytes) {
+  Refusals{path, what, flags, max_bytes}.check_path();
+}
+
+std::string read_input_file(const std::string& path, const std::string& what, const std::vector<std::string>& flags,
+                            std::size_t max_bytes) {
+  const Refusals r{path, what, flags, max_bytes};
+  r.check_path();
+  auto unreadable = [&](int err) { return r.unreadable(err); };
+  auto not_regular = [&](mode_t m) { return r.not_regular(m); };
+  auto too_large = [&](const std::string& size) { return r.too_large(size); };
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw unreadable(errno);
-  if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
-  if (static_cast<unsigned long long>(st.st_size) > max_bytes) throw too_large(std::to_string(st.st_size) + " bytes");
 
   Fd f;
   do {

@@ -23,6 +23,11 @@ namespace mr {
 std::string read_input_file(const std::string& path, const std::string& what, const std::vector<std::string>& flags = {},
                             std::size_t max_bytes = limits::kMaxInputFileBytes);
 
+// read_input_file's refusals that stat tells (no such file, not a regular file, too large), without opening or
+// reading `path`: for a caller that wants to skip costly work for a file that cannot be read.
+void check_input_file(const std::string& path, const std::string& what, const std::vector<std::string>& flags = {},
+                      std::size_t max_bytes = limits::kMaxInputFileBytes);
+
 // "64 MiB", "512 KiB", "100 bytes": a limit for messages.
 std::string describe_bytes(std::size_t n);
 
