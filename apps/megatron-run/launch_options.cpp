@@ -1,0 +1,460 @@
+// megatron-run's launcher options (launch.h's LaunchOptions): torchrun's options in both spellings, their PET_<NAME>
+// defaults, the values no job can have (usage errors, exit 2), the ones accepted but not acted on (named in a
+// notice), and the SLURM one-task-per-node form. Launching itself is launch.cpp.
+#include "launch.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+
+#include "launch/endpoint.h"
+#include "launch/launch_env.h"
+#include "launch/torchrun_options.h"
+#include "util/log.h"
+
+namespace mr::app {
+
+namespace {
+
+// The options that shape the job megatron-run starts (torchrun's, in both spellings): a worker megatron-run
+// starts is inside that job and must not see them. `true`: the option takes a value.
+const std::pair<const char*, bool> kLaunchFlags[] = {
+    {"--nproc-per-node", true}, {"--nproc_per_node", true}, {"--nnodes", true},         {"--node-rank", true},
+    {"--node_rank", true},      {"--master-addr", true},    {"--master_addr", true},    {"--master-port", true},
+    {"--master_port", true},    {"--standalone", false},    {"--max-restarts", true},   {"--max_restarts", true},
+    {"--monitor-interval", true}, {"--monitor_interval", true}, {"--rdzv-backend", true}, {"--rdzv_backend", true},
+    {"--rdzv-endpoint", true},  {"--rdzv_endpoint", true},  {"--rdzv-id", true},        {"--rdzv_id", true},
+    {"--log-dir", true},        {"--log_dir", true},        {"--redirects", true},      {"--tee", true},
+    {"--local-ranks-filter", true}, {"--local_ranks_filter", true}, {"--term-timeout", true},
+    {"--launcher-port", true},  {"--join-timeout", true},   {"--rdzv-conf", true},      {"--rdzv_conf", true},
+    {"--role", true},           {"--start-method", true},   {"--start_method", true},   {"--run-path", false},
+    {"--run_path", false},      {"--shutdown-timeout", true}, {"--shutdown_timeout", true}};
+
+std::string format_number(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
+// --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
+// usage error naming the option.
+launch::Endpoint endpoint_of(const std::string& v) {
+  try {
+    return launch::parse_endpoint(v);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("argument --rdzv-endpoint: '" + v + "' is not HOST[:PORT] or [IPV6]:PORT: " + e.what(),
+                     {"--rdzv-endpoint"});
+  }
+}
+
+// Processors this process may run on (torchrun's "cpu": os.cpu_count()).
+int cpu_count() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+// GPUs visible to the workers: CUDA_VISIBLE_DEVICES when set ("" or "-1": none), else the NVIDIA device nodes.
+int visible_gpu_count() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string s = v;
+    if (s.empty() || s.rfind("-1", 0) == 0) return 0;
+    int n = 1;
+    for (char c : s) n += c == ',';
+    return n;
+  }
+  int n = 0;
+  while (std::filesystem::exists("/dev/nvidia" + std::to_string(n))) ++n;
+  return n;
+}
+
+// torchrun's --nproc-per-node: an int, or cpu / gpu / auto (GPUs when there are any, else processors).
+int parse_nproc(const std::string& v) {
+  if (v == "cpu") return cpu_count();
+  if (v == "gpu" || v == "auto") {
+    int g = visible_gpu_count();
+    if (g > 0) return g;
+    if (v == "gpu") throw UsageError("argument --nproc-per-node: gpu, but no GPU is visible", {"--nproc-per-node"});
+    return cpu_count();
+  }
+  try {
+    size_t used = 0;
+    long long n = std::stoll(v, &used);
+    if (used != v.size() || n > 1 << 30) throw std::invalid_argument(v);
+    return static_cast<int>(n);
+  } catch (const std::exception&) {
+    throw UsageError("argument --nproc-per-node: invalid value '" + v + "' (an integer, cpu, gpu or auto)",
+                     {"--nproc-per-node"});
+  }
+}
+
+// torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored). Each
+// is known with its arity, so that the words after it are not taken for the training program.
+struct NotYet {
+  const char* name;
+  bool takes_value;
+  const char* what;
+};
+const NotYet kNotYet[] = {
+    {"event-log-handler", true, "event logging handlers"},
+    {"log-line-prefix-template", true, "templated console prefixes (megatron-run prefixes lines with [rank R])"},
+    {"duplicate-stdout-filters", true, "duplicated log streams"},
+    {"duplicate-stderr-filters", true, "duplicated log streams"},
+    {"local-addr", true, "choosing the local node's address"},
+    {"logs-specs", true, "LogsSpecs entry points (megatron-run writes torchrun's default layout under --log-dir)"},
+    {"numa-binding", true, "NUMA binding of the workers"},
+    {"signals-to-handle", true,
+     "choosing the forwarded signals (megatron-run forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2)"},
+    {"virtual-local-rank", false, "virtual local ranks"},
+    {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"},
+    {"local-rank", true, "torch.distributed.launch's --local-rank (megatron-run sets LOCAL_RANK)"}};
+
+// "local-rank" -> "local_rank": torchrun accepts both spellings.
+std::string underscored(std::string s) {
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
+}  // namespace
+
+void LaunchOptions::add_to(po::options_description& desc) {
+  auto nproc = [this](const std::string& v) { nproc_per_node = parse_nproc(v), nproc_given = true; };
+  auto endpoint = [this](const std::string& v) { rdzv_endpoint = v; };
+  auto set_run_path = [this](bool on) { run_path = run_path || on; };  // two spellings, one switch
+  desc.add_options()
+      ("nproc-per-node", po::value<std::string>()->notifier(nproc), "workers to start on this node (int|cpu|gpu|auto)")
+      ("nproc_per_node", po::value<std::string>()->notifier(nproc), "torchrun's spelling of --nproc-per-node")
+      ("nnodes", po::value<std::string>()->notifier([this](const std::string& v) { nnodes = launch::parse_nnodes(v, "--nnodes"); }),
+       "nodes in the job (N, or MIN:MAX with MIN = MAX)")
+      ("node-rank", po::value(&node_rank), "this node's index")
+      ("node_rank", po::value(&node_rank), "torchrun's spelling of --node-rank")
+      ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
+      ("master_addr", po::value(&master_addr), "torchrun's spelling of --master-addr")
+      ("master-port", po::value(&master_port), "rendezvous port")
+      ("master_port", po::value(&master_port), "torchrun's spelling of --master-port")
+      ("standalone", po::bool_switch(&standalone), "one node, a free port, a fresh run id (torchrun's --standalone)")
+      ("max-restarts", po::value(&max_restarts), "restarts of the local worker group after a failure (default 0)")
+      ("max_restarts", po::value(&max_restarts), "torchrun's spelling of --max-restarts")
+      ("monitor-interval", po::value(&monitor_interval), "torchrun's polling period; megatron-run reacts at once")
+      ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
+      ("rdzv-backend", po::value(&rdzv_backend), "rendezvous backend: static, or c10d (node ranks in order of arrival)")
+      ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
+      ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint),
+       "HOST[:PORT] or [IPV6]:PORT of the rendezvous (static: the master)")
+      ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
+      ("role", po::value(&role), "the workers' role (ROLE_NAME)")
+      ("start-method", po::value(&start_method), "torchrun's Python start method (spawn|fork|forkserver); not used")
+      ("start_method", po::value(&start_method), "torchrun's spelling of --start-method")
+      ("run-path", po::bool_switch()->notifier(set_run_path), "torchrun's runpy mode; not used (the script runs as `python SCRIPT`)")
+      ("run_path", po::bool_switch()->notifier(set_run_path), "torchrun's spelling of --run-path")
+      ("shutdown-timeout", po::value(&shutdown_timeout), "torchrun's name for --term-timeout")
+      ("shutdown_timeout", po::value(&shutdown_timeout), "torchrun's spelling of --shutdown-timeout")
+      ("rdzv-conf", po::value(&rdzv_conf), "rendezvous settings KEY=VALUE,... (join_timeout, is_host)")
+      ("rdzv_conf", po::value(&rdzv_conf), "torchrun's spelling of --rdzv-conf")
+      ("rdzv-id", po::value(&run_id), "the job's run id (TORCHELASTIC_RUN_ID)")
+      ("rdzv_id", po::value(&run_id), "torchrun's spelling of --rdzv-id")
+      ("log-dir", po::value(&log_dir), "per-rank logs under DIR/<run id>_<unique>/attempt_<n>/<local rank>/")
+      ("log_dir", po::value(&log_dir), "torchrun's spelling of --log-dir")
+      ("redirects", po::value(&redirects), "-r: streams to log files only (0-3, or LOCAL_RANK:0-3,...)")
+      ("tee", po::value(&tee), "-t: streams to log files and the console (0-3, or LOCAL_RANK:0-3,...)")
+      ("local-ranks-filter", po::value(&local_ranks_filter), "local ranks whose output reaches the console (0,1,...)")
+      ("local_ranks_filter", po::value(&local_ranks_filter), "torchrun's spelling of --local-ranks-filter")
+      ("term-timeout", po::value(&term_timeout),
+       "seconds from SIGTERM to SIGKILL when stopping the workers (default 30, as torchrun)")
+      ("launcher-port", po::value(&launcher_port),
+       "static multi-node: port of the launchers' store on node 0 (default --master-port + 1)")
+      ("join-timeout", po::value(&join_timeout), "seconds for every node to join a multi-node job (default 600)")
+      ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
+      ("heartbeat-timeout", po::value(&heartbeat_timeout),
+       "seconds without a rank's heartbeat before the job fails (default 30)");
+  for (const NotYet& n : kNotYet)
+    for (const std::string& spelling : {std::string(n.name), underscored(n.name)}) {
+      auto refuse = [name = std::string(n.name), what = std::string(n.what)](const auto&) {
+        throw UsageError("argument --" + name + ": torchrun's --" + name + " (" + what +
+                             ") is not supported by megatron-run yet; leave it out, or launch under torchrun "
+                             "(megatron-run then validates and joins its job)",
+                         {"--" + name});
+      };
+      if (n.takes_value) desc.add_options()(spelling.c_str(), po::value<std::string>()->notifier(refuse), "not supported yet");
+      else desc.add_options()(spelling.c_str(), po::bool_switch()->notifier([refuse](bool on) { if (on) refuse(on); }),
+                              "not supported yet");
+    }
+}
+
+// torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
+void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
+  auto env = launch::process_env();
+  auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
+  auto pet = [&](const char* name) { return env(std::string("PET_") + name); };
+  if (!given("nproc-per-node", "nproc_per_node"))
+    if (auto v = pet("NPROC_PER_NODE")) nproc_per_node = parse_nproc(*v), nproc_given = true;
+  auto int_of = [&](const char* name, int& out, const char* flag) {
+    if (auto v = pet(name)) {
+      try {
+        out = std::stoi(*v);
+      } catch (const std::exception&) {
+        throw UsageError(std::string("PET_") + name + "='" + *v + "' (the default of " + flag + ") is not an integer",
+                         {flag});
+      }
+    }
+  };
+  nnodes_given = vm.count("nnodes") > 0;
+  node_rank_given = given("node-rank", "node_rank");
+  master_addr_given = given("master-addr", "master_addr");
+  master_port_given = given("master-port", "master_port");
+  if (!vm.count("nnodes"))
+    if (auto v = pet("NNODES")) nnodes = launch::parse_nnodes(*v, "PET_NNODES (the default of --nnodes)");
+  join_timeout_given = vm.count("join-timeout") > 0;
+  term_timeout_given = vm.count("term-timeout") > 0;
+  if (!given("rdzv-conf", "rdzv_conf"))
+    if (auto v = pet("RDZV_CONF")) rdzv_conf = *v;
+  if (!vm.count("role"))
+    if (auto v = pet("ROLE")) role = *v;
+  if (!given("start-method", "start_method"))
+    if (auto v = pet("START_METHOD")) start_method = *v;
+  if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
+  nnodes_given = nnodes_given || pet("NNODES");
+  node_rank_given = node_rank_given || pet("NODE_RANK");
+  master_addr_given = master_addr_given || pet("MASTER_ADDR");
+  master_port_given = master_port_given || pet("MASTER_PORT");
+  if (!given("master-port", "master_port")) int_of("MASTER_PORT", master_port, "--master-port");
+  if (!given("max-restarts", "max_restarts")) int_of("MAX_RESTARTS", max_restarts, "--max-restarts");
+  if (!given("master-addr", "master_addr"))
+    if (auto v = pet("MASTER_ADDR")) master_addr = *v;
+  if (!given("log-dir", "log_dir"))
+    if (auto v = pet("LOG_DIR")) log_dir = *v;
+  if (!vm.count("redirects"))
+    if (auto v = pet("REDIRECTS")) redirects = *v;
+  if (!vm.count("tee"))
+    if (auto v = pet("TEE")) tee = *v;
+  if (!given("local-ranks-filter", "local_ranks_filter"))
+    if (auto v = pet("LOCAL_RANKS_FILTER")) local_ranks_filter = *v;
+  for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
+                        "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
+                        "shutdown_timeout", "role"})
+    if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
+  if (!given("rdzv-id", "rdzv_id"))
+    if (auto v = pet("RDZV_ID")) run_id = *v;
+  if (!given("rdzv-backend", "rdzv_backend"))
+    if (auto v = pet("RDZV_BACKEND")) rdzv_backend = *v;
+  if (!given("rdzv-endpoint", "rdzv_endpoint"))
+    if (auto v = pet("RDZV_ENDPOINT")) rdzv_endpoint = *v;
+  if (!vm.count("standalone") || !standalone)
+    if (auto v = pet("STANDALONE")) standalone = *v == "1" || *v == "True" || *v == "true";
+}
+
+void LaunchOptions::apply(Invocation& inv) {
+  // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
+  if (max_restarts < 0)
+    throw UsageError("argument --max-restarts: must be at least 0 (got " + std::to_string(max_restarts) + ")",
+                     {"--max-restarts"});
+  if (shutdown_timeout != -1) {  // torchrun's name for it
+    if (term_timeout_given && shutdown_timeout != term_timeout)
+      throw UsageError("argument --shutdown-timeout: " + format_number(shutdown_timeout) + " and --term-timeout " +
+                           format_number(term_timeout) + " disagree; give one of them",
+                       {"--shutdown-timeout", "--term-timeout"});
+    term_timeout = shutdown_timeout;
+  }
+  if (!start_method.empty()) {
+    if (start_method != "spawn" && start_method != "fork" && start_method != "forkserver")
+      throw UsageError("argument --start-method: invalid choice: '" + start_method +
+                           "' (choose from 'spawn', 'fork', 'forkserver')",
+                       {"--start-method"});
+    notices.push_back("--start-method " + start_method +
+                      ": not used (megatron-run starts every worker as a fresh process, fork and exec)");
+  }
+  if (run_path)
+    notices.push_back("--run-path: not used (megatron-run runs the script as `python SCRIPT ARGS` in each worker)");
+  if (role.empty()) throw UsageError("argument --role: the role name is empty", {"--role"});
+  if (!(term_timeout >= 0) || term_timeout > 86400)
+    throw UsageError("argument --term-timeout: must be a number of seconds from 0 to 86400", {"--term-timeout"});
+  logs.log_dir = log_dir;
+  try {
+    logs.redirects = launch::StdSpec::parse(redirects);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument -r/--redirects: ") + e.what(), {"--redirects"});
+  }
+  try {
+    logs.tee = launch::StdSpec::parse(tee);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument -t/--tee: ") + e.what(), {"--tee"});
+  }
+  try {
+    logs.local_ranks_filter = local_ranks_filter.empty() ? std::set<int>{} : launch::parse_local_ranks(local_ranks_filter);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument --local-ranks-filter: ") + e.what(), {"--local-ranks-filter"});
+  }
+  if (rdzv_backend != "static" && rdzv_backend != "c10d")
+    throw UsageError("argument --rdzv-backend: megatron-run has the static and the c10d rendezvous, not '" +
+                         rdzv_backend + "'", {"--rdzv-backend"});
+  const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend);
+  if (conf.join_timeout_s) {
+    if (join_timeout_given && *conf.join_timeout_s != join_timeout)
+      throw UsageError("argument --rdzv-conf: join_timeout=" + format_number(*conf.join_timeout_s) +
+                           " and --join-timeout " + format_number(join_timeout) + " disagree; give one of them",
+                       {"--rdzv-conf", "--join-timeout"});
+    join_timeout = *conf.join_timeout_s;
+  }
+  if (conf.is_host) rdzv_is_host = conf.is_host;
+  notices.insert(notices.end(), conf.notices.begin(), conf.notices.end());
+  if (!(join_timeout > 0) || join_timeout > 86400)
+    throw UsageError("argument --join-timeout: must be a number of seconds above 0, at most 86400", {"--join-timeout"});
+  if (launcher_port < 0 || launcher_port > 65535)
+    throw UsageError("argument --launcher-port: must be a TCP port, 1 to 65535 (got " + std::to_string(launcher_port) + ")",
+                     {"--launcher-port"});
+  if (rdzv_backend == "c10d") {
+    // The endpoint is the launchers' store; node 0's address and a free port there become the workers' master.
+    if (rdzv_endpoint.empty())
+      throw UsageError("argument --rdzv-backend c10d: needs --rdzv-endpoint HOST[:PORT] (the launchers' store)",
+                       {"--rdzv-endpoint"});
+    if (master_addr_given || master_port_given)
+      throw UsageError(std::string("argument ") + (master_addr_given ? "--master-addr" : "--master-port") +
+                           ": the c10d rendezvous chooses the workers' master (node 0's address, a free port); leave "
+                           "it out, or use --rdzv-backend static",
+                       {master_addr_given ? "--master-addr" : "--master-port"});
+    if (node_rank_given)
+      throw UsageError("argument --node-rank: the c10d rendezvous numbers the nodes in the order they arrive; leave "
+                       "it out, or use --rdzv-backend static", {"--node-rank"});
+    if (standalone)
+      throw UsageError("argument --standalone: a standalone job has its own rendezvous; leave out --rdzv-backend",
+                       {"--standalone", "--rdzv-backend"});
+    const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
+    if (ep.port && *ep.port < 1)
+      throw UsageError("argument --rdzv-endpoint: '" + rdzv_endpoint + "': the launchers' store needs a port of 1 "
+                       "to 65535", {"--rdzv-endpoint"});
+    store_host = ep.host.empty() ? "127.0.0.1" : ep.host;
+    if (ep.port) store_port = *ep.port;
+  } else if (!rdzv_endpoint.empty()) {  // static rendezvous: the endpoint is the master's address
+    const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
+    if (!ep.host.empty()) master_addr = ep.host;
+    if (ep.port) master_port = *ep.port;
+  }
+  try {
+    master_addr = launch::parse_host(master_addr);  // "[::1]" -> "::1", as the workers' MASTER_ADDR takes it
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("argument --master-addr: ") + e.what(), {"--master-addr"});
+  }
+  if (standalone) {
+    if (nnodes != 1)
+      throw UsageError("argument --standalone: a standalone job has one node (got --nnodes " + std::to_string(nnodes) + ")",
+                       {"--standalone", "--nnodes"});
+    master_addr = "127.0.0.1";
+    master_port = 0;  // a free port
+    if (run_id == "none") {
+      char id[32];
+      std::snprintf(id, sizeof id, "%08x%08x", static_cast<unsigned>(getpid()), static_cast<unsigned>(time(nullptr)));
+      run_id = id;
+    }
+  }
+  if (monitor_interval)
+    MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
+  // SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
+  // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
+  auto env = launch::process_env();
+  if (nproc_per_node > 0 && !env("RANK") && env("SLURM_PROCID") && !nnodes_given && !node_rank_given &&
+      rdzv_backend == "static") {
+    auto int_env = [&](const char* name) -> std::optional<int> {
+      std::optional<std::string> v = env(name);
+      if (!v) return std::nullopt;
+      try {
+        size_t used = 0;
+        int x = std::stoi(*v, &used);
+        if (used != v->size() || x < 0) throw std::invalid_argument(*v);
+        return x;
+      } catch (const std::exception&) {
+        throw UsageError(std::string(name) + "='" + *v + "' is not a count");
+      }
+    };
+    std::optional<int> nodes = int_env("SLURM_JOB_NUM_NODES");
+    if (!nodes) nodes = int_env("SLURM_NNODES");
+    std::optional<int> tasks = int_env("SLURM_NTASKS");
+    if (nodes && tasks && *nodes == *tasks && *nodes >= 1) {
+      nnodes = *nodes;
+      std::optional<int> id = int_env("SLURM_NODEID");
+      node_rank = id ? *id : int_env("SLURM_PROCID").value_or(0);
+      from_slurm = "SLURM_JOB_NUM_NODES=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +
+                   ", SLURM_NODEID -> --node-rank " + std::to_string(node_rank);
+      if (!master_addr_given) {
+        std::optional<std::string> list = env("SLURM_JOB_NODELIST");
+        if (!list) list = env("SLURM_NODELIST");
+        if (env("MASTER_ADDR")) master_addr = *env("MASTER_ADDR");
+        else if (list && !list->empty()) master_addr = launch::slurm_first_host(*list);
+        else throw UsageError("SLURM_PROCID is set but neither MASTER_ADDR nor SLURM_JOB_NODELIST is: cannot find "
+                              "the master node (give --master-addr)", {"--master-addr"});
+        from_slurm += ", master " + master_addr;
+      }
+      if (!master_port_given) {
+        if (std::optional<int> p = int_env("MASTER_PORT")) master_port = *p;
+        else master_port = launch::slurm_default_port(env("SLURM_JOB_ID").value_or("0"));
+        from_slurm += ", port " + std::to_string(master_port);
+      }
+    }
+  }
+  if (nproc_given && nproc_per_node < 1)
+    throw UsageError("argument --nproc-per-node: must be at least 1 (got " + std::to_string(nproc_per_node) + ")",
+                     {"--nproc-per-node"});
+  if (nnodes < 1)
+    throw UsageError("argument --nnodes: must be at least 1 (got " + std::to_string(nnodes) + ")", {"--nnodes"});
+  if (node_rank < 0 || node_rank >= nnodes)
+    throw UsageError("argument --node-rank: must be between 0 and --nnodes - 1 = " + std::to_string(nnodes - 1) +
+                         " (got " + std::to_string(node_rank) + ")",
+                     {"--node-rank", "--nnodes"});
+  if (master_port < 0 || master_port > 65535)
+    throw UsageError("argument --master-port: must be a TCP port, 0 to 65535 (got " + std::to_string(master_port) + ")",
+                     {"--master-port"});
+  // torchrun's default of one worker per node, for a job of several nodes.
+  if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d")) nproc_per_node = 1;
+  if (multi_node()) {
+    if (rdzv_backend == "static") {
+      store_host = master_addr;
+      const int mp = master_port ? master_port : 29500;
+      store_port = launcher_port ? launcher_port : mp + 1;
+      if (store_port > 65535 || store_port == mp)
+        throw UsageError("argument --launcher-port: the launchers' store needs a port of its own besides --master-port " +
+                             std::to_string(mp), {"--launcher-port"});
+    }
+  }
+  if (nproc_per_node > 0) {
+    inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
+    return;
+  }
+  if (!env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS") && !inv.world_size) {
+    try {
+      inv.world_size = std::stoll(*env("SLURM_NTASKS"));
+    } catch (const std::exception&) {
+      throw UsageError("SLURM_NTASKS='" + *env("SLURM_NTASKS") + "' is not an integer");
+    }
+  }
+}
+
+std::vector<std::string> strip_launch_options(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      out.insert(out.end(), args.begin() + static_cast<long>(i), args.end());
+      break;
+    }
+    bool dropped = false;
+    for (const auto& [f, takes_value] : kLaunchFlags) {
+      std::string flag = f;
+      if (args[i] == flag) {
+        if (takes_value) ++i;  // and its value
+        dropped = true;
+        break;
+      }
+      if (args[i].rfind(flag + "=", 0) == 0) {
+        dropped = true;
+        break;
+      }
+    }
+    if (!dropped) out.push_back(args[i]);
+  }
+  return out;
+}
+
+}  // namespace mr::app

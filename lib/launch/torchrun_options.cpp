@@ -1,0 +1,111 @@
+#include "launch/torchrun_options.h"
+
+#include <cctype>
+#include <stdexcept>
+#include <utility>
+
+#include "config/diagnostic.h"
+
+namespace mr::launch {
+
+namespace {
+
+// The settings torchrun's c10d rendezvous reads from --rdzv-conf that megatron-run has no use for, and why.
+const std::pair<const char*, const char*> kRdzvConfUnused[] = {
+    {"last_call_timeout", "the wait for more nodes once the minimum arrived (megatron-run's --nnodes is fixed)"},
+    {"close_timeout", "closing an elastic rendezvous"},
+    {"heartbeat_timeout", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
+    {"keep_alive_interval", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
+    {"keep_alive_max_attempt", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
+    {"read_timeout", "c10d's TCPStore (the launchers' store is megatron-run's own)"},
+    {"store_type", "c10d's TCPStore (the launchers' store is megatron-run's own)"},
+    {"use_libuv", "c10d's TCPStore (the launchers' store is megatron-run's own)"},
+    {"timeout", "the legacy rendezvous timeout (the c10d rendezvous uses join_timeout)"},
+    {"cas_backoff_max_seconds", "the rendezvous state's compare-and-set retries"}};
+
+// --rdzv-conf KEY=VALUE,...: torchrun's format (keys and values trimmed, neither empty).
+std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::string& conf) {
+  auto trim = [](std::string s) {
+    const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  if (trim(conf).empty()) return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = conf.find(',', start);
+    const std::string kv = conf.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = kv.find('=');
+    const std::string key = trim(kv.substr(0, eq)), value = eq == std::string::npos ? "" : trim(kv.substr(eq + 1));
+    if (key.empty() || value.empty())
+      throw UsageError("argument --rdzv-conf: '" + conf + "' is not KEY1=VALUE1,...,KEYN=VALUEN (" +
+                           (key.empty() ? "an empty key" : "no value for '" + key + "'") + ")",
+                       {"--rdzv-conf"});
+    out.emplace_back(key, value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int parse_nnodes(const std::string& v, const std::string& flag) {
+  auto count = [&](const std::string& s) {
+    try {
+      size_t used = 0;
+      long long n = std::stoll(s, &used);
+      if (used != s.size() || n < -(1 << 30) || n > 1 << 30) throw std::invalid_argument(s);
+      return static_cast<int>(n);
+    } catch (const std::exception&) {
+      throw UsageError(std::string("argument ") + flag + ": invalid value '" + v + "' (a number of nodes, or MIN:MAX)",
+                       {"--nnodes"});
+    }
+  };
+  const size_t colon = v.find(':');
+  if (colon == std::string::npos) return count(v);
+  const int lo = count(v.substr(0, colon)), hi = count(v.substr(colon + 1));
+  if (lo != hi)
+    throw UsageError(std::string("argument ") + flag + ": an elastic job of " + v +
+                         " nodes is not supported by megatron-run yet; give a fixed number of nodes (--nnodes " +
+                         std::to_string(hi) + ", or " + std::to_string(hi) + ":" + std::to_string(hi) + ")",
+                     {"--nnodes"});
+  return lo;
+}
+
+RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend) {
+  RdzvConf out;
+  for (const auto& [key, value] : split_rdzv_conf(conf)) {
+    if (key == "join_timeout") {
+      try {
+        size_t used = 0;
+        const long long s = std::stoll(value, &used);
+        if (used != value.size() || s <= 0) throw std::invalid_argument(value);
+        out.join_timeout_s = static_cast<double>(s);
+      } catch (const std::exception&) {
+        throw UsageError("argument --rdzv-conf: join_timeout='" + value + "' is not a whole number of seconds above 0",
+                         {"--rdzv-conf"});
+      }
+    } else if (key == "is_host") {
+      std::string v = value;
+      for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") out.is_host = true;
+      else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") out.is_host = false;
+      else throw UsageError("argument --rdzv-conf: is_host='" + value + "' is not a boolean (true/false, 1/0, yes/no)",
+                            {"--rdzv-conf"});
+      if (backend != "c10d") {
+        out.is_host.reset();
+        out.notices.push_back("--rdzv-conf is_host: acts on the c10d rendezvous only; with --rdzv-backend " + backend +
+                              " node 0 hosts the launchers' store (not used)");
+      }
+    } else {
+      std::string why = "not a setting of torchrun's c10d rendezvous";
+      for (const auto& [k, w] : kRdzvConfUnused)
+        if (key == k) why = w;
+      out.notices.push_back("--rdzv-conf " + key + "=" + value + ": not used (" + why + ")");
+    }
+  }
+  return out;
+}
+
+}  // namespace mr::launch

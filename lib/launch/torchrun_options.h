@@ -1,0 +1,28 @@
+// The values of torchrun's launcher options that need more than a number: --nnodes (N or MIN:MAX) and
+// --rdzv-conf (KEY=VALUE,...: what megatron-run acts on, and what it names as not used). Torch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mr::launch {
+
+// torchrun's --nnodes: N, or MIN:MAX of an elastic job, which megatron-run takes only with MIN = MAX. `flag`
+// names the source in messages ("--nnodes", "PET_NNODES (...)"). Throws UsageError naming --nnodes.
+int parse_nnodes(const std::string& value, const std::string& flag);
+
+// --rdzv-conf, interpreted. join_timeout (whole seconds, as torchrun's get_as_int) and is_host (torchrun's
+// boolean spellings: 1/0, true/false, t/f, yes/no, y/n, any case) act; every other key (the c10d rendezvous'
+// settings megatron-run has no use for, and unknown keys) becomes a notice saying why it is not used.
+struct RdzvConf {
+  std::optional<double> join_timeout_s;
+  std::optional<bool> is_host;
+  std::vector<std::string> notices;
+};
+// `backend`: --rdzv-backend (is_host acts on c10d only; with static it is named as not used). Throws UsageError
+// naming --rdzv-conf for a malformed string (torchrun's KEY1=VALUE1,...: keys and values trimmed, neither empty)
+// or a bad value.
+RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend);
+
+}  // namespace mr::launch

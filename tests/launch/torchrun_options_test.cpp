@@ -1,0 +1,69 @@
+// torchrun's --nnodes and --rdzv-conf values (launch/torchrun_options.h).
+#include <catch2/catch.hpp>
+
+#include "config/diagnostic.h"
+#include "launch/torchrun_options.h"
+
+using mr::UsageError;
+using mr::launch::parse_nnodes;
+using mr::launch::parse_rdzv_conf;
+
+namespace {
+
+// The message of the UsageError `f` throws ("" when it throws none).
+template <class F>
+std::string refusal(F f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("--nnodes: N, or MIN:MAX with MIN = MAX", "[launch][torchrun-options]") {
+  CHECK(parse_nnodes("4", "--nnodes") == 4);
+  CHECK(parse_nnodes("3:3", "--nnodes") == 3);
+  CHECK(refusal([] { parse_nnodes("1:4", "--nnodes"); }) ==
+        "argument --nnodes: an elastic job of 1:4 nodes is not supported by megatron-run yet; give a fixed number "
+        "of nodes (--nnodes 4, or 4:4)");
+  for (const char* bad : {"", "x", "2x", ":", "1:", ":2", "1:2:3", "99999999999"})
+    CHECK(refusal([&] { parse_nnodes(bad, "PET_NNODES") ; }).rfind("argument PET_NNODES: invalid value '", 0) == 0);
+}
+
+TEST_CASE("--rdzv-conf: join_timeout and is_host act, the rest is named", "[launch][torchrun-options]") {
+  const auto c = parse_rdzv_conf(" join_timeout = 90 , is_host=Yes,last_call_timeout=5,colour=blue", "c10d");
+  REQUIRE(c.join_timeout_s);
+  CHECK(*c.join_timeout_s == 90);
+  REQUIRE(c.is_host);
+  CHECK(*c.is_host);
+  REQUIRE(c.notices.size() == 2);
+  CHECK(c.notices[0] == "--rdzv-conf last_call_timeout=5: not used (the wait for more nodes once the minimum "
+                        "arrived (megatron-run's --nnodes is fixed))");
+  CHECK(c.notices[1] == "--rdzv-conf colour=blue: not used (not a setting of torchrun's c10d rendezvous)");
+  for (const char* f : {"0", "false", "F", "no", "n"}) CHECK_FALSE(*parse_rdzv_conf(std::string("is_host=") + f, "c10d").is_host);
+  // is_host with the static rendezvous: node 0 hosts the store; named, not used.
+  const auto s = parse_rdzv_conf("is_host=1", "static");
+  CHECK_FALSE(s.is_host);
+  REQUIRE(s.notices.size() == 1);
+  CHECK(s.notices[0].find("acts on the c10d rendezvous only") != std::string::npos);
+  // Empty: nothing.
+  const auto e = parse_rdzv_conf("  ", "c10d");
+  CHECK_FALSE(e.join_timeout_s);
+  CHECK(e.notices.empty());
+}
+
+TEST_CASE("--rdzv-conf: malformed strings and bad values are refused", "[launch][torchrun-options]") {
+  CHECK(refusal([] { parse_rdzv_conf("a=1,,b=2", "c10d"); }) ==
+        "argument --rdzv-conf: 'a=1,,b=2' is not KEY1=VALUE1,...,KEYN=VALUEN (an empty key)");
+  CHECK(refusal([] { parse_rdzv_conf("a=", "c10d"); }) ==
+        "argument --rdzv-conf: 'a=' is not KEY1=VALUE1,...,KEYN=VALUEN (no value for 'a')");
+  CHECK(refusal([] { parse_rdzv_conf("=1", "c10d"); }).find("(an empty key)") != std::string::npos);
+  for (const char* bad : {"join_timeout=1.5", "join_timeout=0", "join_timeout=-3", "join_timeout=soon"})
+    CHECK(refusal([&] { parse_rdzv_conf(bad, "c10d"); }).find("is not a whole number of seconds above 0") !=
+          std::string::npos);
+  CHECK(refusal([] { parse_rdzv_conf("is_host=maybe", "c10d"); }) ==
+        "argument --rdzv-conf: is_host='maybe' is not a boolean (true/false, 1/0, yes/no)");
+}
