@@ -90,6 +90,20 @@ std::string check_allreduce(const Nodes& r) {
   return both;
 }
 
+// Two launchers each ran probe.py with one worker: both exit 0; node n's worker has GROUP_RANK and RANK n and
+// prints every string of `both` (its torchrun variables as JSON).
+void check_probes(const Nodes& r, const std::vector<std::string>& both) {
+  INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+  REQUIRE(r.nodes[0].exit == 0);
+  REQUIRE(r.nodes[1].exit == 0);
+  for (int n : {0, 1}) {
+    const std::string& o = r.nodes[static_cast<size_t>(n)].out;
+    CHECK(has(o, "\"GROUP_RANK\": \"" + std::to_string(n) + "\""));
+    CHECK(has(o, "\"RANK\": \"" + std::to_string(n) + "\""));
+    for (const std::string& s : both) CHECK(has(o, s));
+  }
+}
+
 std::string static_flags(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20") {
   return "--nnodes 2 --node-rank " + std::to_string(node_rank) + " --master-addr 127.0.0.1 --master-port " +
          std::to_string(master_port) + " --launcher-port " + std::to_string(launcher_port) + " --join-timeout " +
@@ -137,18 +151,8 @@ TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chose
   }
   SECTION("each node's torchrun variables; the first to arrive (a second earlier) is node 0") {
     Nodes r = run_nodes({kRun + flags + kProbe, kRun + flags + kProbe}, 1.0);
-    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
-    REQUIRE(r.nodes[0].exit == 0);
-    REQUIRE(r.nodes[1].exit == 0);
-    for (int n : {0, 1}) {
-      const std::string& o = r.nodes[static_cast<size_t>(n)].out;
-      CHECK(has(o, "\"GROUP_RANK\": \"" + std::to_string(n) + "\""));
-      CHECK(has(o, "\"RANK\": \"" + std::to_string(n) + "\""));
-      CHECK(has(o, "\"WORLD_SIZE\": \"2\""));
-      CHECK(has(o, "\"GROUP_WORLD_SIZE\": \"2\""));
-      CHECK(has(o, "\"MASTER_ADDR\": \"127.0.0.1\""));
-      CHECK(has(o, "\"TORCHELASTIC_RUN_ID\": \"job11\""));
-    }
+    check_probes(r, {"\"WORLD_SIZE\": \"2\"", "\"GROUP_WORLD_SIZE\": \"2\"", "\"MASTER_ADDR\": \"127.0.0.1\"",
+                     "\"TORCHELASTIC_RUN_ID\": \"job11\""});
     const size_t p0 = r.nodes[0].out.find("\"MASTER_PORT\": \""), p1 = r.nodes[1].out.find("\"MASTER_PORT\": \"");
     REQUIRE(p0 != std::string::npos);
     REQUIRE(p1 != std::string::npos);
@@ -174,14 +178,7 @@ TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --ma
     Nodes r = run_nodes({kRun + c10d + "--rdzv-endpoint 127.0.0.1:" + std::to_string(sp) + " " + kProbe,
                          kRun + c10d + "--rdzv-endpoint [::1]:" + std::to_string(sp) + " " + kProbe},
                         1.0);
-    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
-    REQUIRE(r.nodes[0].exit == 0);
-    REQUIRE(r.nodes[1].exit == 0);
-    for (int n : {0, 1}) {
-      const std::string& o = r.nodes[static_cast<size_t>(n)].out;
-      CHECK(has(o, "\"GROUP_RANK\": \"" + std::to_string(n) + "\""));
-      CHECK(has(o, "\"MASTER_ADDR\": \"127.0.0.1\""));  // not ::ffff:127.0.0.1
-    }
+    check_probes(r, {"\"MASTER_ADDR\": \"127.0.0.1\""});  // not ::ffff:127.0.0.1
   }
   SECTION("static: --master-addr [::1]; the workers get MASTER_ADDR ::1") {
     const int mp = free_port(), lp = free_port();
