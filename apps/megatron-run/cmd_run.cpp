@@ -42,6 +42,7 @@ int cmd_run(const std::vector<std::string>& args) {
   // The training program, torchrun's way (launch/program.h): its words are its own, never ours or Megatron's.
   launch::Program program;
   std::vector<std::string> own_args = args;
+  bool unknown_option = false;  // the Megatron parse reports it, before any complaint about the program
   {
     std::vector<std::string> value_options, switches;
     for (const auto& od : desc.options())
@@ -49,6 +50,7 @@ int cmd_run(const std::vector<std::string>& args) {
     switches.push_back("-h");
     value_options.insert(value_options.end(), {"-r", "-t"});  // torchrun's --redirects, --tee
     launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches);
+    unknown_option = ps.stopped_at_unknown;
     if (ps.form != launch::Program::Form::Worker) {
       program.form = ps.form;
       program.words.assign(args.begin() + static_cast<long>(ps.start), args.end());
@@ -80,7 +82,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (no_python && program.form == launch::Program::Form::Module)
     throw UsageError("--no-python and -m/--module cannot be used together (a module needs Python)",
                      {"--no-python", "--module"});
-  if ((no_python || no_append_args) && !program.named())
+  if ((no_python || no_append_args) && !program.named() && !unknown_option)
     throw UsageError(std::string(no_python ? "--no-python" : "--no-append-args") +
                          " needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)",
                      {no_python ? "--no-python" : "--no-append-args"});

@@ -51,7 +51,10 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
     if (w == "-m" || w == "--module") return ProgramSplit{i + 1, i, Program::Form::Module};
     if (!option_like(w)) return ProgramSplit{i, i, Program::Form::Script};  // no option before it wanted it
     int n = values_after(w, schema, own_value_options, own_switches);
-    if (n == -2) break;  // an unknown option: its error comes first
+    if (n == -2) {  // an unknown option: its error comes first
+      out.stopped_at_unknown = true;
+      break;
+    }
     if (n == -1) {
       while (i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--") ++i;
     } else {

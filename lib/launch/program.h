@@ -41,6 +41,9 @@ struct ProgramSplit {
   size_t start = 0;  // first word of the program
   size_t end_of_options = 0;  // the words before this are megatron-run's (its options, Megatron's flags)
   Program::Form form = Program::Form::Worker;
+  // The scan stopped at an option neither megatron-run nor Megatron knows (its "unrecognized arguments" error
+  // must come first: where the program starts is unknown).
+  bool stopped_at_unknown = false;
 };
 ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
                            const std::vector<std::string>& own_value_options,

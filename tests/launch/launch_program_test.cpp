@@ -118,6 +118,13 @@ TEST_CASE("-- CMD, --no-python and --no-append-args", "[launch][program][process
   Proc c = sh(kBin + " --config " + kConfig + " -- no-such-program-xyz");
   CHECK(c.exit == 2);
   CHECK(c.out.find("cannot find the program 'no-such-program-xyz' on PATH") != std::string::npos);
+  // A mistyped Megatron flag before the program: its error (with a suggestion) comes first, not a complaint
+  // about --no-python's program, whose start the mistake hides.
+  Proc d = sh(kBin + " --config " + kConfig + " --num-layer 2 --no-python /bin/echo mine");
+  CHECK(d.exit == 2);
+  CHECK(d.out.find("unrecognized arguments: --num-layer 2") != std::string::npos);
+  CHECK(d.out.find("--num-layer: did you mean --num-layers") != std::string::npos);
+  CHECK(d.out.find("needs a program") == std::string::npos);
 }
 
 TEST_CASE("a real torch.distributed program (gloo all-reduce) across 2 ranks", "[launch][program][process][torch]") {
