@@ -16,6 +16,7 @@
 #include "launch/launch_env.h"
 #include "launch/torchrun_options.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace mr::app {
 
@@ -34,12 +35,6 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--launcher-port", true},  {"--join-timeout", true},   {"--rdzv-conf", true},      {"--rdzv_conf", true},
     {"--role", true},           {"--start-method", true},   {"--start_method", true},   {"--run-path", false},
     {"--run_path", false},      {"--shutdown-timeout", true}, {"--shutdown_timeout", true}};
-
-std::string format_number(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", x);
-  return b;
-}
 
 // --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
 // usage error naming the option.

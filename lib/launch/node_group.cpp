@@ -14,6 +14,7 @@
 #include "launch/node_group.h"
 
 #include "launch/endpoint.h"
+#include "util/text.h"
 
 #include <unistd.h>
 
@@ -29,11 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string seconds(std::chrono::milliseconds ms) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", static_cast<double>(ms.count()) / 1000);
-  return b;
-}
+// "1.5" for 1500 ms: a timeout in messages.
+std::string seconds(std::chrono::milliseconds ms) { return format_number(static_cast<double>(ms.count()) / 1000); }
 
 // A port free on every interface, IPv6 and IPv4, a moment ago (node 0's workers' MASTER_PORT in a c10d job).
 int free_port_any() {
@@ -213,20 +211,17 @@ bool NodeGroup::next_attempt() {
   if (!client_) return false;
   const std::string key = "attempt/" + std::to_string(attempt_) + "/stopped";
   const auto deadline = Clock::now() + o_.join_timeout;
-  auto give_up = [&](const std::string& why) {
+  auto cannot = [&](const std::string& why) {
     failed_ = true;
-    const PeerFailure f = parse_failure(client_->set_first("fail", "1 " + why));
-    std::cerr << "megatron-run: the job cannot restart: " << f.message << "\n";
+    std::cerr << "megatron-run: the job cannot restart: " << why << "\n";
     return false;
   };
+  // Ends the job for every node (the first failure recorded wins) and says why.
+  auto give_up = [&](const std::string& why) { return cannot(parse_failure(client_->set_first("fail", "1 " + why)).message); };
   try {
     client_->add(key, 1);
     for (;;) {
-      if (std::optional<PeerFailure> f = read_failure()) {
-        failed_ = true;
-        std::cerr << "megatron-run: the job cannot restart: " << f->message << "\n";
-        return false;
-      }
+      if (std::optional<PeerFailure> f = read_failure()) return cannot(f->message);
       const int64_t stopped = client_->add(key, 0);
       if (stopped >= o_.nnodes) break;
       if (client_->add("done/" + std::to_string(attempt_), 0) > 0)
@@ -239,9 +234,7 @@ bool NodeGroup::next_attempt() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const StoreError& e) {
-    failed_ = true;
-    std::cerr << "megatron-run: the job cannot restart: " << e.what() << "\n";
-    return false;
+    return cannot(e.what());
   }
   ++attempt_;
   return true;

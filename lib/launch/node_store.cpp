@@ -1,5 +1,6 @@
 // The launchers' store (node_store.h): the server's thread, and the client.
 #include "launch/node_store.h"
+#include "util/text.h"
 
 #include "launch/endpoint.h"
 
@@ -114,12 +115,6 @@ bool send_all(int fd, const std::string& s) {
     off += static_cast<size_t>(n);
   }
   return true;
-}
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", static_cast<double>(ms.count()) / 1000);
-  return b;
 }
 
 std::string one_line(std::string v) {
@@ -333,7 +328,8 @@ void NodeStoreServer::serve() {
     // The heartbeat: a registered launcher sends a request at least every few hundred milliseconds.
     for (Conn& c : conns)
       if (c.fd >= 0 && c.node >= 0 && !c.bye && now - c.last > heartbeat_timeout_)
-        drop(c, "sent no heartbeat for " + seconds_text(heartbeat_timeout_) + " s (--heartbeat-timeout)");
+        drop(c, "sent no heartbeat for " + format_number(static_cast<double>(heartbeat_timeout_.count()) / 1000) +
+                    " s (--heartbeat-timeout)");
     std::erase_if(conns, [](const Conn& c) { return c.fd < 0; });
   }
 }

@@ -99,4 +99,10 @@ std::string abbreviate(std::string_view s, size_t max) {
   return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
+std::string format_number(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
 }  // namespace mr

@@ -32,4 +32,7 @@ bool is_printable(std::string_view s, bool keep_newlines = true);
 // The first `max` bytes of `s` (cut at a UTF-8 character boundary) and "... (N bytes)" when it is longer.
 std::string abbreviate(std::string_view s, size_t max = 200);
 
+// A number as people write it in messages: printf's %g ("600", "1.5", "0.25").
+std::string format_number(double x);
+
 }  // namespace mr
