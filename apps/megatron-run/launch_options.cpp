@@ -212,6 +212,19 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
     if (auto v = pet("ROLE")) role = *v;
   if (!given("start-method", "start_method"))
     if (auto v = pet("START_METHOD")) start_method = *v;
+  if (!given("shutdown-timeout", "shutdown_timeout") && !vm.count("term-timeout")) {  // --term-timeout wins
+    int t = -1;
+    int_of("SHUTDOWN_TIMEOUT", t, "--shutdown-timeout");
+    if (t != -1) shutdown_timeout = t;
+  }
+  // The defaults of the torchrun options megatron-run does not implement: named, never silently dropped.
+  for (const NotYet& n : kNotYet) {
+    std::string name = underscored(n.name);
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (pet(name.c_str()))
+      notices.push_back("PET_" + name + " is set (the default of torchrun's --" + n.name + ", " + n.what +
+                        "): not used, megatron-run does not implement it");
+  }
   if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
   nnodes_given = nnodes_given || pet("NNODES");
   node_rank_given = node_rank_given || pet("NODE_RANK");

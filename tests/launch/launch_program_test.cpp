@@ -168,6 +168,10 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(probe_lines(named.out).size() == 1);
   CHECK(named.out.find("warning: --start-method forkserver: not used") != std::string::npos);
   CHECK(named.out.find("warning: --run-path: not used") != std::string::npos);
+  // The PET_ default of an option not done is named too, never silently dropped.
+  Proc pet = sh("PET_LOCAL_ADDR=10.0.0.1 " + run + "--nproc-per-node 1 " + kProbe);
+  REQUIRE(pet.exit == 0);
+  CHECK(pet.out.find("warning: PET_LOCAL_ADDR is set (the default of torchrun's --local-addr") != std::string::npos);
   // Not done yet, or a bad value: refused (exit 2) with the option named, before anything starts; every option of
   // torchrun 2.x is known with its arity, so the word after it is not taken for the program.
   // (--max-restarts, --log-dir, -r, -t, --local-ranks-filter, --term-timeout: supervision_test.cpp.)

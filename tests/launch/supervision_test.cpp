@@ -147,6 +147,11 @@ TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the gra
   INFO(t.out);
   CHECK(t.exit == 4);
   CHECK(has(t.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
+  // ... and its PET_ default, as torchrun reads it.
+  Proc p = sh("FAULT=ignore-term PET_SHUTDOWN_TIMEOUT=1 " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults);
+  INFO(p.out);
+  CHECK(p.exit == 4);
+  CHECK(has(p.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
 }
 
 TEST_CASE("the failure summary: the root cause with its error file (@record) and stderr, then the cascade",
