@@ -25,6 +25,32 @@ int report_failure(const CommonOptions& common, const Diagnostic& diagnostic) {
   return report_failure(common, std::vector<Diagnostic>{diagnostic});
 }
 
+namespace {
+
+// Whether the command line asks for JSON on stdout (--format json / --format=json before any "--") for a command
+// whose JSON is a result document: then a usage error is reported on stdout as one JSON document too.
+bool wants_json(const std::vector<std::string>& args) {
+  if (!args.empty() && (args.front() == "schema" || args.front() == "rules" || args.front() == "help")) return false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == "--format=json" || (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json"))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int report_usage_error(const std::vector<std::string>& args, const std::string& message,
+                       const std::vector<std::string>& flags, const std::string& where, const std::string& rule) {
+  print_error(std::cerr, message);
+  if (wants_json(args)) {
+    Diagnostic d{Diagnostic::Level::Error, rule, message, flags, where, kStageParse};
+    std::cout << failure_json(2, {d}) << "\n";
+  }
+  return 2;
+}
+
 void print_command_usage(std::ostream& os, const std::string& cmd) {
   if (cmd == "check") {
     os << "usage: megatron-run check [--format text|json] [--world-size N] [--quiet] [config options] [target options]\n"

@@ -107,6 +107,11 @@ int report_failure(const CommonOptions& common, const std::vector<Diagnostic>& d
 int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
 // `megatron-run CMD --help`: the usage of one command (check, schema, rules, topology, params; else the general one).
 void print_command_usage(std::ostream& os, const std::string& cmd);
+// A usage error (exit 2): the message on stderr and, when `args` (the whole command line) asks for JSON on stdout
+// (--format json, for a command whose JSON is a result document), a failure document there too. Returns 2.
+int report_usage_error(const std::vector<std::string>& args, const std::string& message,
+                       const std::vector<std::string>& flags = {}, const std::string& where = {},
+                       const std::string& rule = "usage");
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).

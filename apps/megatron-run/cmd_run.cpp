@@ -30,9 +30,12 @@ void RunOptions::add_to(po::options_description& desc) {
       ("version", po::bool_switch(&version), "version");
 }
 
-int cmd_run(const std::vector<std::string>& args) {
+namespace {
+
+// The default command. `tells_nodes` is set once the launch options are known and the command is a launch of
+// several nodes, and cleared when launch() takes over (it tells the other nodes of its own refusals).
+int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& tells_nodes) {
   po::options_description desc("megatron-run");
-  RunOptions opts;
   opts.add_to(desc);
   CommonOptions& common = opts.common;
   LaunchOptions& launch_opts = opts.launch;  // --nproc-per-node, --nnodes, ... (launch.cpp)
@@ -108,6 +111,8 @@ int cmd_run(const std::vector<std::string>& args) {
     }
     return 0;
   }
+  const bool launching = !dry_run && !parse_only && explain.empty();
+  tells_nodes = launching && launch_opts.multi_node();  // a usage error from here on is a refusal to join
   Outcome out;
   if (parse_only) {
     // Megatron's parse_args() with its rules: --yaml-cfg's command-line combinations are refused there.
@@ -120,7 +125,6 @@ int cmd_run(const std::vector<std::string>& args) {
   log_warnings(out);
   // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
   // A launch refused here in a job of several nodes tells the other nodes (they would wait for --join-timeout).
-  const bool launching = !dry_run && !parse_only && explain.empty();
   auto refused = [&](const std::vector<Diagnostic>& ds) {
     const int code = report_failure(common, ds);
     if (!launching) return code;
@@ -147,7 +151,10 @@ int cmd_run(const std::vector<std::string>& args) {
               << printable(ns.provenance(dest).describe(), false) << ")\n";
   }
   if (!explain.empty()) return 0;
-  if (!dry_run) return launch(out, own_args, program);
+  if (!dry_run) {
+    tells_nodes = false;
+    return launch(out, own_args, program);
+  }
   if (common.format == "json")
     std::cout << namespace_json(ns, provenance) << "\n";
   else if (out.parsed.yaml_cfg)
@@ -155,6 +162,27 @@ int cmd_run(const std::vector<std::string>& args) {
   else
     print_megatron_table(std::cout, ns);
   return 0;
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  RunOptions opts;
+  bool tells_nodes = false;
+  // A usage error (an unknown Megatron flag, a bad value) on one node of a multi-node launch: printed first, then
+  // the other nodes are told, or they would wait for this one until --join-timeout.
+  auto refuse = [&](const std::string& message, int code) {
+    return refuse_launch(opts.launch, code, message, /*printed=*/true);
+  };
+  try {
+    return run_command(args, opts, tells_nodes);
+  } catch (const UsageError& e) {
+    if (!tells_nodes) throw;
+    return refuse(e.what(), report_usage_error(args, e.what(), e.flags, e.where, e.rule()));
+  } catch (const po::error& e) {
+    if (!tells_nodes) throw;
+    return refuse(e.what(), report_usage_error(args, e.what()));
+  }
 }
 
 }  // namespace mr::app

@@ -10,30 +10,6 @@
 
 namespace {
 
-// Whether the command line asks for JSON on stdout (--format json / --format=json before any "--") for a command
-// whose JSON is a result document: then a usage error is reported on stdout as one JSON document too (and as
-// text on stderr), so that stdout parses whatever happens.
-bool wants_json(const std::vector<std::string>& args) {
-  if (!args.empty() && (args.front() == "schema" || args.front() == "rules" || args.front() == "help")) return false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--") break;
-    if (args[i] == "--format=json" || (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json"))
-      return true;
-  }
-  return false;
-}
-
-int usage_error(const std::vector<std::string>& args, const std::string& message,
-                const std::vector<std::string>& flags = {}, const std::string& where = {},
-                const std::string& rule = "usage") {
-  mr::print_error(std::cerr, message);
-  if (wants_json(args)) {
-    mr::Diagnostic d{mr::Diagnostic::Level::Error, rule, message, flags, where, mr::kStageParse};
-    std::cout << mr::failure_json(2, {d}) << "\n";
-  }
-  return 2;
-}
-
 // -h or --help among a command's own words (before any "--").
 bool asks_help(const std::vector<std::string>& words) {
   for (const std::string& w : words) {
@@ -83,9 +59,9 @@ int main(int argc, char** argv) {
     }
     return mr::app::cmd_run(args);
   } catch (const mr::UsageError& e) {
-    return usage_error(args, e.what(), e.flags, e.where, e.rule());
+    return mr::app::report_usage_error(args, e.what(), e.flags, e.where, e.rule());
   } catch (const boost::program_options::error& e) {
-    return usage_error(args, e.what());
+    return mr::app::report_usage_error(args, e.what());
   } catch (const std::exception& e) {
     mr::print_internal_error(std::cerr, e.what());
     return 3;

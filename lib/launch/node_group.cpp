@@ -56,6 +56,19 @@ PeerFailure parse_failure(const std::string& v) {
   return f;
 }
 
+// The launchers' store, hosted here when this node is its host (NodeGroup::hosts: static node 0; c10d, a launcher
+// on the endpoint's host). Null when this node is not, or (c10d) when another launcher bound the port first;
+// StoreError when it cannot be hosted.
+std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o) {
+  if (!NodeGroup::hosts(o)) return nullptr;
+  try {
+    return std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
+  } catch (const StoreError& e) {
+    if (o.backend != "static" && e.in_use) return nullptr;
+    throw;
+  }
+}
+
 }  // namespace
 
 NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
@@ -63,14 +76,11 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
   const auto deadline = Clock::now() + o.join_timeout;
   const std::string store = join_host_port(o.store_host, o.store_port);
   // Static: node 0 hosts the store. c10d: a launcher on the endpoint's host that can bind its port.
-  if (hosts(o)) {
-    try {
-      server_ = std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
-    } catch (const StoreError& e) {
-      if (is_static || !e.in_use)
-        throw RendezvousError(std::string(e.what()) +
-                              (is_static ? " (node 0 hosts the launchers' store there: --launcher-port)" : ""));
-    }
+  try {
+    server_ = host_store(o);
+  } catch (const StoreError& e) {
+    throw RendezvousError(std::string(e.what()) +
+                          (is_static ? " (node 0 hosts the launchers' store there: --launcher-port)" : ""));
   }
   try {
     try {
@@ -146,12 +156,10 @@ bool NodeGroup::hosts(const RendezvousOptions& o) {
 void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::string& why) {
   const auto deadline = Clock::now() + o.join_timeout;
   std::unique_ptr<NodeStoreServer> server;
-  if (hosts(o)) {
-    try {
-      server = std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
-    } catch (const StoreError&) {
-      // Taken: another launcher hosts it (c10d), or it cannot be hosted; then the others time out on their own.
-    }
+  try {
+    server = host_store(o);
+  } catch (const StoreError&) {
+    // It cannot be hosted: then the others time out on their own.
   }
   try {
     NodeStoreClient client(o.store_host, o.store_port, deadline, o.heartbeat_timeout);

@@ -278,6 +278,27 @@ TEST_CASE("a node whose config fails validation tells the others, which fail at 
   }
 }
 
+TEST_CASE("a node with a usage error (an unknown Megatron flag) prints it, then tells the others",
+          "[launch][multinode][process]") {
+  const int mp = free_port(), lp = free_port();
+  auto node = [&](int rank, const std::string& extra) {
+    return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp, "50") + extra +
+           "--no-python /bin/true";
+  };
+  Nodes r = run_nodes({node(0, ""), node(1, "--num-layer 2 ")});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[1].exit == 2);  // a usage error stays one
+  CHECK(r.nodes[0].exit == 1);  // the node told fails its rendezvous
+  // The error comes first on the refusing node, with its hint; the telling after it.
+  const std::string& out1 = r.nodes[1].out;
+  CHECK(has(out1, "unrecognized arguments: --num-layer 2"));
+  CHECK(has(out1, "did you mean --num-layers"));
+  CHECK(out1.find("unrecognized arguments") < out1.find("telling the other nodes"));
+  CHECK(has(r.nodes[0].out, "rendezvous: node 1's launcher ("));
+  CHECK(has(r.nodes[0].out, "refused to start: unrecognized arguments: --num-layer 2"));
+  CHECK(r.seconds < 20);  // not the 50 s join timeout
+}
+
 TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its code", "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
   // Node 1's worker fails after a moment; node 0's would sleep for 30 s.
