@@ -134,8 +134,14 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return refuse_launch(launch_opts, code, "its config failed validation: " + first, /*printed=*/true);
   };
   if (!out.ok()) return refused(out.diagnostics);
-  if (!parse_only)
+  if (!parse_only) {
     if (auto d = init_check(out)) return refused({*d});  // before anything starts
+    // Our worker builds the scheduler first thing; the user's program may not train at all (a warning then).
+    if (auto d = schedule_check(out, /*trains=*/!program.named() && !launch_opts.bring_up_only)) {
+      if (d->level == Diagnostic::Level::Error) return refused({*d});
+      MR_LOG(warning) << diagnostic_text(*d);
+    }
+  }
   const Namespace& ns = out.parsed.ns;
   for (const std::string& e : explain) {
     std::string dest = e;

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "config/rule.h"
 #include "launch.h"
+#include "optim/schedule.h"
 #include "util/log.h"
 
 namespace mr::app {
@@ -16,7 +17,35 @@ const Rule kProcessGroupsRule{kInitProcessGroups, Rule::Level::Error,
                               "initialize_model_parallel() divides the world by, the expert groups, the rank order.",
                               __FILE__, __LINE__, kStageInit};
 
+// The learning-rate / weight-decay scheduler's checks (Megatron's OptimizerParamScheduler asserts them when its
+// training builds the scheduler, after the model; optim/schedule.h).
+const Rule kLrScheduleRule{kInitLrSchedule, Rule::Level::Error,
+                           "The learning-rate and weight-decay schedule a training run builds: warmup shorter than "
+                           "the decay, lr and weight-decay ranges, WSD's annealing phase, train length given.",
+                           __FILE__, __LINE__, kStageInit};
+
 }  // namespace
+
+std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains) {
+  if (out.parsed.yaml_cfg) return std::nullopt;
+  try {
+    (void)optim::ScheduleConfig::from_args(Args::from(out.parsed.ns));
+  } catch (const ArgsError&) {
+    return std::nullopt;  // init_check reports it
+  } catch (const std::invalid_argument& e) {
+    kLrScheduleRule.record_hit();
+    Diagnostic d;
+    d.level = trains ? Diagnostic::Level::Error : Diagnostic::Level::Warning;
+    d.rule = kInitLrSchedule;
+    d.message = std::string(trains ? "the training run would fail when it builds its learning-rate scheduler: "
+                                   : "Megatron's training would fail when it builds its learning-rate scheduler "
+                                     "(a program that does not train is not affected): ") +
+                e.what();
+    d.stage = kStageInit;
+    return d;
+  }
+  return std::nullopt;
+}
 
 Diagnostic layout_diagnostic(const std::string& message) {
   kProcessGroupsRule.record_hit();

@@ -103,6 +103,14 @@ inline constexpr const char* kInitProcessGroups = "init.process-groups";
 // --dry-run, `check` and every launch run it, so a job that Megatron would fail at initialisation starts nothing.
 std::optional<Diagnostic> init_check(const Outcome& out);
 
+// The rule id of the schedule's checks (optim::ScheduleConfig: warmup shorter than the decay, ...), stage kStageInit.
+inline constexpr const char* kInitLrSchedule = "init.lr-schedule";
+
+// The learning-rate scheduler's checks on a validated outcome (Megatron asserts them when its training builds the
+// scheduler, after the model). `trains`: the job is megatron-run's worker, which always trains: the failure is an
+// error; else (the user's program, which may not train, e.g. an inference server) a warning. nullopt when fine.
+std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains);
+
 // A launch that stops before its workers start: prints `message` (unless `printed`) and, in a job of several
 // nodes, tells the other nodes' launchers so that they fail at once instead of waiting for --join-timeout
 // (launch::NodeGroup::refuse_to_join). Returns `code`.
