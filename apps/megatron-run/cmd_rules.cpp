@@ -19,9 +19,10 @@ std::string rules_markdown() {
       "does not fit in 64 bits, where Python would carry on). The init stage holds what Megatron would refuse only\n"
       "at initialisation, once its ranks have started (model construction: TransformerConfig, MoE, layers per\n"
       "pipeline stage); it runs in `--dry-run`, `check` and before every launch, and the process-group layout\n"
-      "(`init.process-groups`, checked by the launcher) follows it. Then, in `--dry-run` and before a launch (not in\n"
-      "`check`), `init.lr-schedule`: the learning-rate scheduler a training run builds after its model; an error for\n"
-      "megatron-run's own worker, a warning for the user's program (which may not train).\n\n";
+      "(`init.process-groups`, checked by the launcher) follows it. Before a launch of megatron-run's own worker,\n"
+      "`init.training-run` (what that run cannot run) and `init.lr-schedule` (the learning-rate scheduler a training\n"
+      "run builds after its model) follow; for the user's program and in `--dry-run` the schedule is a warning (the\n"
+      "program may not train), and neither runs in `check`.\n\n";
   int i = 0;
   for (const Stage& st : validation_stages()) {
     out += std::string("Stage `") + st.name + "`: " + st.description + ".\n\n";

@@ -136,8 +136,13 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (!out.ok()) return refused(out.diagnostics);
   if (!parse_only) {
     if (auto d = init_check(out)) return refused({*d});  // before anything starts
-    // Our worker builds the scheduler first thing; the user's program may not train at all (a warning then).
-    if (auto d = schedule_check(out, /*trains=*/!program.named() && !launch_opts.bring_up_only)) {
+    // A launch of our worker's training run: what it cannot run, then the scheduler it builds first thing. A dry
+    // run validates the config for any program, and the user's program may not train at all (an inference
+    // server): the schedule is a warning then.
+    const bool trains = launching && !program.named() && !launch_opts.bring_up_only;
+    if (trains)
+      if (auto d = training_run_check(out)) return refused({*d});
+    if (auto d = schedule_check(out, trains)) {
       if (d->level == Diagnostic::Level::Error) return refused({*d});
       MR_LOG(warning) << diagnostic_text(*d);
     }

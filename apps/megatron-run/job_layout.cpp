@@ -5,6 +5,8 @@
 #include "config/rule.h"
 #include "launch.h"
 #include "optim/schedule.h"
+#include "run/model.h"
+#include "run/run_support.h"
 #include "util/log.h"
 
 namespace mr::app {
@@ -24,7 +26,27 @@ const Rule kLrScheduleRule{kInitLrSchedule, Rule::Level::Error,
                            "the decay, lr and weight-decay ranges, WSD's annealing phase, train length given.",
                            __FILE__, __LINE__, kStageInit};
 
+// What megatron-run's own training run cannot run (run/run_support.h), before its workers start.
+const Rule kTrainingRunRule{kInitTrainingRun, Rule::Level::Error,
+                            "What megatron-run's own training run cannot run (an optimizer without a kernel of ours, "
+                            "Muon with the distributed optimizer, a model it does not plan, ...): refused before "
+                            "its workers start.",
+                            __FILE__, __LINE__, kStageInit};
+
 }  // namespace
+
+std::optional<Diagnostic> training_run_check(const Outcome& out) {
+  if (out.parsed.yaml_cfg) return std::nullopt;
+  try {
+    run::check_run_supported(Args::from(out.parsed.ns));
+  } catch (const ArgsError&) {
+    return std::nullopt;  // init_check reports it
+  } catch (const run::RunError& e) {
+    kTrainingRunRule.record_hit();
+    return Diagnostic{Diagnostic::Level::Error, kInitTrainingRun, e.what(), {}, {}, kStageInit};
+  }
+  return std::nullopt;
+}
 
 std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains) {
   if (out.parsed.yaml_cfg) return std::nullopt;

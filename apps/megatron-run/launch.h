@@ -111,6 +111,13 @@ inline constexpr const char* kInitLrSchedule = "init.lr-schedule";
 // error; else (the user's program, which may not train, e.g. an inference server) a warning. nullopt when fine.
 std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains);
 
+// The rule id of what megatron-run's own training run refuses (run/run_support.h), stage kStageInit.
+inline constexpr const char* kInitTrainingRun = "init.training-run";
+
+// What megatron-run's own training run cannot run (an optimizer without a kernel, Muon with the distributed
+// optimizer, a model it does not plan, ...), for a job of its own worker: the failure, or nullopt.
+std::optional<Diagnostic> training_run_check(const Outcome& out);
+
 // A launch that stops before its workers start: prints `message` (unless `printed`) and, in a job of several
 // nodes, tells the other nodes' launchers so that they fail at once instead of waiting for --join-timeout
 // (launch::NodeGroup::refuse_to_join). Returns `code`.

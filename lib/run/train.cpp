@@ -19,6 +19,7 @@
 #include "run/grad_sync.h"
 #include "run/log.h"
 #include "run/run_context.h"
+#include "run/run_support.h"
 #include "run/step.h"
 #include "run/exact_stats.h"
 #include "run/synthetic_grad.h"
@@ -43,30 +44,12 @@ std::set<int64_t> iterations_from_env(const char* name) {
 // The settings of the run from the arguments, the plan and the buffers; RunError for what it does not handle.
 void set_up(RunContext& c) {
   const Args& args = c.args;
+  check_run_supported(args);  // what the launcher checked before starting us (run/run_support.h)
   c.cfg = optimizer_config_from(args);
   c.optimizer = &optim::optimizer_info(args.optimizer);
-  if (c.optimizer->kernel == optim::Kernel::None)
-    throw RunError("the training run steps adam, sgd, lion and muon; --optimizer " + c.cfg.optimizer +
-                   " is not supported yet");
-  if (c.muon() && c.cfg.use_distributed_optimizer)
-    throw RunError("the training run does not shard Muon's state: --optimizer muon with --use-distributed-optimizer "
-                   "(Megatron's layer-wise distributed optimizer) is not supported yet");
-  if (c.muon() && c.cfg.fp16)
-    throw RunError("--optimizer muon does not run with --fp16 (Megatron gives Muon's parameters no loss scaler)");
-  if (args.rampup_batch_size) throw RunError("the training run does not model --rampup-batch-size yet");
-  if (!args.global_batch_size) throw RunError("the training run needs --global-batch-size");
   c.global_batch = *args.global_batch_size;
-  if (c.global_batch >= (int64_t{1} << 26))
-    throw RunError("the training run's synthetic gradient handles --global-batch-size below 2^26 (67108864); it is " +
-                   std::to_string(c.global_batch));
-  if (args.train_iters && *args.train_iters > 0) {
-    c.train_iters = *args.train_iters;
-  } else if (args.train_samples) {
-    // Sample-based (Megatron's update_train_iters without ramp-up): whole global batches.
-    c.train_iters = *args.train_samples / c.global_batch;
-  } else {
-    throw RunError("the training run needs --train-iters or --train-samples");
-  }
+  // Sample-based (Megatron's update_train_iters without ramp-up): whole global batches.
+  c.train_iters = args.train_iters && *args.train_iters > 0 ? *args.train_iters : *args.train_samples / c.global_batch;
   c.log_interval = std::max<int64_t>(1, args.log_interval);
   c.seed = static_cast<uint64_t>(args.seed);
   c.init_std = args.init_method_std > 0 ? args.init_method_std : default_of(ArgId::init_method_std).as_float();
@@ -74,9 +57,6 @@ void set_up(RunContext& c) {
   RankCoord at{c.tp.rank(), c.tp.size(), c.pp.rank(), c.pp.size(), c.rt.group("ep").size(), c.rt.group("ep").rank(),
                c.etp.rank(), c.etp.size()};
   c.plan = plan_gpt_model(args, at);
-  if (c.plan.has_experts() && (c.cfg.use_distributed_optimizer || c.muon()))
-    throw RunError(std::string("the training run does not shard or orthogonalise routed experts yet: --num-experts with ") +
-                   (c.muon() ? "--optimizer muon" : "--use-distributed-optimizer") + " is not supported");
   // Routed experts last: their gradients reduce over the expert data-parallel group, the rest over DP x CP.
   std::stable_partition(c.plan.params.begin(), c.plan.params.end(), [](const ParamSpec& p) { return !p.expert; });
   c.tied = !args.untie_embeddings_and_output_weights;

@@ -312,28 +312,44 @@ TEST_CASE("init stage: a layout Megatron's initialize_model_parallel refuses fai
 TEST_CASE("init stage: a schedule the training run's scheduler refuses stops our worker's job before it starts",
           "[cli][init]") {
   // configs/default.yaml warms up for 2 iterations; a 2-iteration run leaves no decay after it.
-  const std::string bad = " --config " + kDefault + " --train-iters 2";
-  auto dry = sh("--dry-run" + bad);
-  CHECK(dry.exit == 1);
-  CHECK(dry.out.find("error[init.lr-schedule]: the training run would fail when it builds its learning-rate "
+  const std::string bad = "--config " + kDefault + " --train-iters 2";
+  // The launch of our worker: refused before any worker starts (no bring-up line).
+  auto run = sh(bad);
+  CHECK(run.exit == 1);
+  CHECK(run.out.find("error[init.lr-schedule]: the training run would fail when it builds its learning-rate "
                      "scheduler: the warmup (16.0 samples; --lr-warmup-iters") != std::string::npos);
-  auto json = sh("--dry-run --format json" + bad + " 2>/dev/null");
+  CHECK(run.out.find("bring-up") == std::string::npos);
+  auto json = sh("--format json " + bad + " 2>/dev/null");
   CHECK(json.exit == 1);
   CHECK(json.out.find("\"rule\": \"init.lr-schedule\", \"level\": \"error\", \"stage\": \"init\"") !=
         std::string::npos);
-  // The launch itself: refused before any worker starts (no bring-up line).
-  auto run = sh(bad.substr(1));
-  CHECK(run.exit == 1);
-  CHECK(run.out.find("error[init.lr-schedule]") != std::string::npos);
-  CHECK(run.out.find("bring-up") == std::string::npos);
   // The user's own program may not train (an inference server): a warning, and it runs.
-  auto prog = sh(bad.substr(1) + " --no-python /bin/echo ran");
+  auto prog = sh(bad + " --no-python /bin/echo ran");
   CHECK(prog.exit == 0);
   CHECK(prog.out.find("warning: [init.lr-schedule] Megatron's training would fail") != std::string::npos);
   CHECK(prog.out.find("ran --") != std::string::npos);
-  // So does --bring-up-only, which stops before training.
-  CHECK(sh("--dry-run --bring-up-only" + bad).exit == 0);
-  CHECK(sh("--dry-run --config " + kDefault + " --train-iters 3").exit == 0);
+  // A dry run validates the config for any program: a warning; --bring-up-only stops before training.
+  auto dry = sh("--dry-run " + bad);
+  CHECK(dry.exit == 0);
+  CHECK(dry.out.find("warning: [init.lr-schedule]") != std::string::npos);
+  CHECK(sh("--bring-up-only --dry-run " + bad).exit == 0);
+  CHECK(sh("--dry-run --config " + kDefault + " --train-iters 3").out.find("lr-schedule") == std::string::npos);
+}
+
+TEST_CASE("init stage: what megatron-run's own training run cannot run is refused before its workers start",
+          "[cli][init]") {
+  const std::string soap = "--config " + kDefault + " --optimizer soap";
+  auto run = sh(soap);
+  CHECK(run.exit == 1);
+  CHECK(run.out.find("error[init.training-run]: the training run steps adam, sgd, lion and muon; --optimizer soap "
+                     "is not supported yet") != std::string::npos);
+  CHECK(run.out.find("bring-up") == std::string::npos);
+  auto json = sh("--format json " + soap + " 2>/dev/null");
+  CHECK(json.exit == 1);
+  CHECK(json.out.find("\"rule\": \"init.training-run\"") != std::string::npos);
+  // Megatron's own program runs SOAP, and a dry run validates the config for any program: no refusal.
+  CHECK(sh(soap + " --no-python /bin/true").exit == 0);
+  CHECK(sh("--dry-run " + soap).exit == 0);
 }
 
 TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules do not apply", "[cli][target]") {

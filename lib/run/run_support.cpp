@@ -1,0 +1,47 @@
+// What the training run refuses before it starts (run/run_support.h).
+#include "run/run_support.h"
+
+#include <algorithm>
+#include <string>
+
+#include "optim/optimizer_table.h"
+#include "run/model.h"
+
+namespace mr::run {
+
+void check_run_supported(const Args& args) {
+  const optim::OptimizerInfo& opt = optim::optimizer_info(args.optimizer);
+  const std::string name(arg::to_string(args.optimizer));
+  if (opt.kernel == optim::Kernel::None)
+    throw RunError("the training run steps adam, sgd, lion and muon; --optimizer " + name + " is not supported yet");
+  const bool muon = opt.kernel == optim::Kernel::Muon;
+  if (muon && args.use_distributed_optimizer)
+    throw RunError("the training run does not shard Muon's state: --optimizer muon with --use-distributed-optimizer "
+                   "(Megatron's layer-wise distributed optimizer) is not supported yet");
+  if (muon && args.fp16)
+    throw RunError("--optimizer muon does not run with --fp16 (Megatron gives Muon's parameters no loss scaler)");
+  if (muon && (args.muon_tp_mode == arg::MuonTpMode::auto_ || args.muon_tp_mode == arg::MuonTpMode::layer_sharded))
+    throw RunError("--muon-tp-mode " + std::string(arg::to_string(args.muon_tp_mode)) +
+                   " is not implemented by the training run (blockwise, duplicated and distributed are)");
+  if (args.rampup_batch_size) throw RunError("the training run does not model --rampup-batch-size yet");
+  if (!args.global_batch_size) throw RunError("the training run needs --global-batch-size");
+  if (*args.global_batch_size >= (int64_t{1} << 26))
+    throw RunError("the training run's synthetic gradient handles --global-batch-size below 2^26 (67108864); it is " +
+                   std::to_string(*args.global_batch_size));
+  if (!(args.train_iters && *args.train_iters > 0) && !args.train_samples)
+    throw RunError("the training run needs --train-iters or --train-samples");
+  // The model plan of every pipeline stage (TP rank 0: the stages differ in their layers, the TP ranks only in
+  // their shards' values).
+  const int64_t tp = std::max<int64_t>(1, args.tensor_model_parallel_size);
+  const int64_t pp = std::max<int64_t>(1, args.pipeline_model_parallel_size);
+  const int64_t ep = std::max<int64_t>(1, args.expert_model_parallel_size);
+  for (int64_t p = 0; p < pp; ++p) {
+    const ModelPlan plan = plan_gpt_model(args, RankCoord{0, tp, p, pp, ep, 0, 0, 0});
+    if (plan.has_experts() && (args.use_distributed_optimizer || muon))
+      throw RunError(std::string("the training run does not shard or orthogonalise routed experts yet: --num-experts "
+                                 "with ") +
+                     (muon ? "--optimizer muon" : "--use-distributed-optimizer") + " is not supported");
+  }
+}
+
+}  // namespace mr::run

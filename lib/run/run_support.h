@@ -1,0 +1,17 @@
+// What megatron-run's own training run refuses, from the arguments alone. Torch-free (mr_run_model): the launcher
+// checks it before any worker starts (rule init.training-run), and the worker's set-up (run/train.cpp) checks it
+// again, so the two cannot disagree.
+#pragma once
+
+#include "config/args.h"
+
+namespace mr::run {
+
+// Throws RunError (run/model.h) naming the flags: an optimizer without a kernel of ours, Muon with the
+// distributed optimizer, --fp16 or a --muon-tp-mode it does not implement, --rampup-batch-size, no
+// --global-batch-size (or one past the synthetic gradient's range), no --train-iters / --train-samples, and what
+// the model plan refuses (run/model.h: plan_gpt_model, for every pipeline stage), or routed experts with Muon or
+// the distributed optimizer.
+void check_run_supported(const Args& args);
+
+}  // namespace mr::run
