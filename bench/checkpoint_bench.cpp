@@ -61,7 +61,7 @@ struct Setup {
   std::string dir;
   explicit Setup(const Options& o) {
     plan = o.quick ? gpt_plan(2, 512, 1024) : gpt_plan(7, 1024, 1024);
-    buf.build(plan, optim::optimizer_info(arg::Optimizer::adam), optim::DType::F32, false, 1, 0, 0, 0, 1234, 0.02, false);
+    buf.build(plan, optim::optimizer_info(arg::Optimizer::adam), optim::DType::F32, run::ShardGroups{}, 0, 0, 1234, 0.02, false);
     char tmpl[] = "/tmp/mr-bench-ckpt-XXXXXX";
     if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
     dir = tmpl;

@@ -44,9 +44,9 @@ namespace mr::run {
 struct BufferPtrs {
   void* model = nullptr;  // [0, padded) in the model dtype
   float* grad = nullptr;  // [0, padded)
-  float* grad_shard = nullptr, *main = nullptr, *exp_avg = nullptr, *exp_avg_sq = nullptr;  // [lo, hi)
+  float* grad_shard = nullptr;  // FlatBuffers::scattered() elements
+  float *main = nullptr, *exp_avg = nullptr, *exp_avg_sq = nullptr;  // FlatBuffers::shard() elements (local())
   const float* target = nullptr;  // [0, numel)
-  float* shard_grad() const { return grad_shard ? grad_shard : grad; }
 };
 
 // The phases of an iteration timed for the log (--timing-log-level 1 and up), in their order; phase_name gives
@@ -63,8 +63,8 @@ class Backend {
 
   // The layout, the memory check, the allocation and the initial values (FlatBuffers::build's contract).
   virtual void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
-                     bool distributed_optimizer, int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank,
-                     uint64_t seed, double init_std, bool decoupled_lr) = 0;
+                     const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
+                     bool decoupled_lr) = 0;
   virtual BufferPtrs ptrs() = 0;
 
   // One parameter's synthetic gradient (run/synthetic_grad.h's synthetic_grads, t's pointers from ptrs());
@@ -83,10 +83,11 @@ class Backend {
   virtual Fixed sum_squares_model_minus_target(int64_t begin, int64_t end, int e) = 0;
 
   // Collectives on the backend's buffers over a group: fp32 sum all-reduce and reduce-scatter (in: n * size,
-  // out: n); the all-gather of the model elements [lo, hi) of every member into the model buffer.
+  // out: n); the all-gather of the model elements [lo, hi) of every member into the model buffer's region of
+  // g.size() such blocks from `begin` (this rank's block is at [lo, hi) in it).
   virtual void all_reduce_sum(distributed::Group& g, float* x, int64_t n) = 0;
   virtual void reduce_scatter_sum(distributed::Group& g, float* in, int64_t in_n, float* out, int64_t out_n) = 0;
-  virtual void all_gather_model(distributed::Group& g, int64_t lo, int64_t hi) = 0;
+  virtual void all_gather_model(distributed::Group& g, int64_t begin, int64_t lo, int64_t hi) = 0;
 
   // Unscale in place by inv_scale and report inf/NaN (this rank's part).
   virtual bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) = 0;

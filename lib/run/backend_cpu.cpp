@@ -22,14 +22,14 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
 
   void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
-             bool distributed_optimizer, int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank,
-             uint64_t seed, double init_std, bool decoupled_lr) override {
+             const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
+             bool decoupled_lr) override {
     b_ = &b;
-    b.build(plan, opt, dtype, distributed_optimizer, dp_size, dp_rank, tp_rank, etp_rank, seed, init_std, decoupled_lr);
+    b.build(plan, opt, dtype, shards, tp_rank, etp_rank, seed, init_std, decoupled_lr);
   }
   BufferPtrs ptrs() override {
     FlatBuffers& b = *b_;
-    return {b.model.data(), b.grad.data(), b.sharded ? b.grad_shard.data() : nullptr, or_null(b.main),
+    return {b.model.data(), b.grad.data(), or_null(b.grad_shard), or_null(b.main),
             b.exp_avg.data(), or_null(b.exp_avg_sq), b.target.data()};
   }
 
@@ -66,14 +66,15 @@ class CpuBackend final : public Backend {
     g.reduce_scatter(distributed::Buffer::cpu(in, static_cast<size_t>(in_n)),
                      distributed::Buffer::cpu(out, static_cast<size_t>(out_n)), distributed::ReduceOp::Sum);
   }
-  void all_gather_model(distributed::Group& g, int64_t lo, int64_t hi) override {
+  void all_gather_model(distributed::Group& g, int64_t begin, int64_t lo, int64_t hi) override {
     FlatBuffers& b = *b_;
     const size_t w = dtype_bytes(b.model_dtype);
     const size_t bytes = static_cast<size_t>(hi - lo) * w;
     std::vector<uint8_t> mine(b.model.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(lo) * w),
                               b.model.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(lo) * w + bytes));
     g.all_gather(distributed::Buffer{mine.data(), bytes, distributed::DType::U8, distributed::Device::Cpu},
-                 distributed::Buffer{b.model.data(), b.model.size(), distributed::DType::U8, distributed::Device::Cpu});
+                 distributed::Buffer{b.model.data() + static_cast<size_t>(begin) * w, bytes * static_cast<size_t>(g.size()),
+                                     distributed::DType::U8, distributed::Device::Cpu});
   }
 
   bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {

@@ -99,10 +99,10 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
 
   void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
-             bool distributed_optimizer, int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank,
-             uint64_t seed, double init_std, bool decoupled_lr) override {
+             const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
+             bool decoupled_lr) override {
     b_ = &b;
-    b.set_layout(plan, opt, dtype, distributed_optimizer, dp_size, dp_rank, decoupled_lr);
+    b.set_layout(plan, opt, dtype, shards, decoupled_lr);
     // Rule run.device-memory: the buffers against the device's free memory, before anything is allocated.
     const BufferBytes need = b.bytes();
     double free_bytes = 0, total_bytes = 0;
@@ -135,9 +135,11 @@ class CudaBackend final : public Backend {
       });
       cuda::to_device(model_.get<uint8_t>() + static_cast<size_t>(base) * w, model.data(), model.size());
       cuda::to_device(target_.get<float>() + base, target.data(), target.size() * 4);
-      const int64_t lo = std::max(base, b.lo), hi = std::min(base + cnt, b.hi);  // the main params' piece
-      if (b.has_main && lo < hi)
-        cuda::to_device(main_.get<float>() + (lo - b.lo), init.data() + (lo - base), static_cast<size_t>(hi - lo) * 4);
+      for (auto [rlo, rhi] : {std::pair{b.lo, b.hi}, std::pair{b.elo, b.ehi}}) {  // the main params' pieces
+        const int64_t lo = std::max(base, rlo), hi = std::min(base + cnt, rhi);
+        if (b.has_main && lo < hi)
+          cuda::to_device(main_.get<float>() + b.local(lo), init.data() + (lo - base), static_cast<size_t>(hi - lo) * 4);
+      }
     }
   }
   BufferPtrs ptrs() override {
@@ -173,14 +175,15 @@ class CudaBackend final : public Backend {
     cuda::synchronize();
     g.reduce_scatter(device_f32(in, in_n), device_f32(out, out_n), distributed::ReduceOp::Sum);
   }
-  void all_gather_model(distributed::Group& g, int64_t lo, int64_t hi) override {
+  void all_gather_model(distributed::Group& g, int64_t begin, int64_t lo, int64_t hi) override {
     cuda::synchronize();
     const size_t w = dtype_bytes(b_->model_dtype);
     uint8_t* m = model_.get<uint8_t>();
+    const size_t block = static_cast<size_t>(hi - lo) * w;
     // In place: this rank's block [lo, hi) already sits at its place in the output (NCCL's in-place all-gather).
-    g.all_gather({m + static_cast<size_t>(lo) * w, static_cast<size_t>(hi - lo) * w, distributed::DType::U8,
-                  distributed::Device::Cuda},
-                 {m, static_cast<size_t>(b_->padded) * w, distributed::DType::U8, distributed::Device::Cuda});
+    g.all_gather({m + static_cast<size_t>(lo) * w, block, distributed::DType::U8, distributed::Device::Cuda},
+                 {m + static_cast<size_t>(begin) * w, block * static_cast<size_t>(g.size()), distributed::DType::U8,
+                  distributed::Device::Cuda});
   }
 
   bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {

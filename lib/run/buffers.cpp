@@ -45,26 +45,40 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
 size_t dtype_bytes(optim::DType d) { return d == optim::DType::F32 ? 4 : 2; }
 
 void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
-                            bool distributed_optimizer, int64_t dp, int64_t dp_rank, bool decoupled_lr) {
+                            const ShardGroups& g, bool decoupled_lr) {
   model_dtype = dtype;
-  sharded = distributed_optimizer;
+  sharded = g.distributed;
   offset.clear();
   group_of.clear();
+  auto round_up = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
   int64_t n = 0;
+  dense_end = -1;
   for (const ParamSpec& p : plan.params) {
+    if (p.expert && dense_end < 0) {  // the dense part ends (padded to the data-parallel size when sharded)
+      dense_end = n;
+      if (sharded) n = round_up(n, g.dp);
+    }
     offset.push_back(n);
     n += p.numel();
   }
-  numel = n;
-  dense_end = n;
-  for (size_t k = 0; k < plan.params.size(); ++k)
-    if (plan.params[k].expert) {
-      dense_end = offset[k];
-      break;
-    }
-  padded = sharded ? (n + dp - 1) / dp * dp : n;
-  lo = sharded ? padded / dp * dp_rank : 0;
-  hi = sharded ? lo + padded / dp : padded;
+  if (dense_end < 0) dense_end = n;
+  expert_begin = std::max(dense_end, sharded ? round_up(dense_end, g.dp) : dense_end);
+  numel = n;  // without experts, the dense part's padding is not counted (it is in `padded`)
+  const int64_t experts = std::max<int64_t>(0, numel - expert_begin);
+  experts_scattered = sharded && g.edp > 1 && experts > 0;
+  if (!sharded) {
+    padded = numel;
+    lo = 0;
+    hi = numel;
+    elo = ehi = numel;
+  } else {
+    lo = expert_begin / g.dp * g.dp_rank;
+    hi = lo + expert_begin / g.dp;
+    const int64_t block = experts_scattered ? round_up(experts, g.edp) / g.edp : experts;
+    padded = expert_begin + (experts_scattered ? block * g.edp : experts);
+    elo = expert_begin + (experts_scattered ? block * g.edp_rank : 0);
+    ehi = elo + block;
+  }
   has_main = model_dtype != optim::DType::F32;
   // Adam/Lion first moment, SGD/Muon momentum: allocated for every optimizer the run steps; the second moment
   // where the optimizer table says (Adam, or Muon's Adam for its scalar params).
@@ -82,7 +96,7 @@ BufferBytes FlatBuffers::bytes() const {
   BufferBytes b;
   b.model = static_cast<double>(padded) * static_cast<double>(dtype_bytes(model_dtype));
   b.grad = static_cast<double>(padded) * f;
-  b.grad_shard = sharded ? s * f : 0.0;
+  b.grad_shard = static_cast<double>(scattered()) * f;
   b.main = has_main ? s * f : 0.0;
   b.state = s * f * (has_exp_avg_sq ? 2.0 : 1.0);
   b.target = static_cast<double>(numel) * f;
@@ -93,7 +107,7 @@ void FlatBuffers::allocate_host() {
   const size_t s = static_cast<size_t>(shard());
   model.assign(static_cast<size_t>(padded) * dtype_bytes(model_dtype), 0);
   grad.assign(static_cast<size_t>(padded), 0.0f);
-  if (sharded) grad_shard.assign(s, 0.0f);
+  if (scattered() > 0) grad_shard.assign(static_cast<size_t>(scattered()), 0.0f);
   if (has_main) main.assign(s, 0.0f);
   exp_avg.assign(s, 0.0f);
   if (has_exp_avg_sq) exp_avg_sq.assign(s, 0.0f);
@@ -106,9 +120,9 @@ void FlatBuffers::release_host() {
 }
 
 void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
-                        bool distributed_optimizer, int64_t dp, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed,
-                        double init_std, bool decoupled_lr) {
-  set_layout(plan, opt, dtype, distributed_optimizer, dp, dp_rank, decoupled_lr);
+                        const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
+                        bool decoupled_lr) {
+  set_layout(plan, opt, dtype, shards, decoupled_lr);
   check_memory();
   allocate_host();
   for (size_t k = 0; k < plan.params.size(); ++k) {
@@ -117,7 +131,8 @@ void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, 
     initial_values(p, seed, init_std, p.expert ? etp_rank : tp_rank, [&](int64_t i, float init, float t) {
       store(model.data(), model_dtype, base + i, init);
       target[static_cast<size_t>(base + i)] = t;
-      if (base + i >= lo && base + i < hi && has_main) main[static_cast<size_t>(base + i - lo)] = init;
+      const int64_t at = base + i;
+      if (has_main && ((at >= lo && at < hi) || (at >= elo && at < ehi))) main[static_cast<size_t>(local(at))] = init;
     });
   }
 }

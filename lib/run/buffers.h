@@ -1,10 +1,13 @@
-// The training run's flat buffers: every local parameter back to back (`offset`), padded to a multiple of the
-// data-parallel size; this rank's shard of main params and optimizer state is [lo, hi) (everything without the
-// distributed optimizer). Routed experts come last, [dense_end, numel). Internal to lib/run.
+// The training run's flat buffers: every local parameter back to back (`offset`). Routed experts come last,
+// [expert_begin, numel). With the distributed optimizer the dense part is padded to a multiple of the
+// data-parallel size and the experts' to a multiple of the expert data-parallel size, and this rank's shard of main
+// params and optimizer state is its block of each: [lo, hi) and [elo, ehi), stored back to back (`local`).
+// Without it the shard is everything, [lo, hi) = [0, numel). Internal to lib/run.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "optim/clip_grads.h"
@@ -52,13 +55,26 @@ struct BufferBytes {
   double total() const { return model + grad + grad_shard + main + state + target; }
 };
 
+// How the distributed optimizer shards the buffers: over the data-parallel group (dense parameters) and the expert
+// data-parallel group (routed experts). `distributed` false: no shards.
+struct ShardGroups {
+  bool distributed = false;
+  int64_t dp = 1, dp_rank = 0;
+  int64_t edp = 1, edp_rank = 0;
+};
+
 struct FlatBuffers {
   optim::DType model_dtype = optim::DType::F32;
   std::vector<int64_t> offset;   // of each parameter of the plan
   std::vector<int32_t> group_of;  // its parameter group: (weight decay or not) x (--decoupled-lr or not)
   int64_t numel = 0, padded = 0, lo = 0, hi = 0;
-  int64_t dense_end = 0;  // routed experts occupy [dense_end, numel)
+  int64_t dense_end = 0;     // the dense parameters occupy [0, dense_end)
+  int64_t expert_begin = 0;  // routed experts occupy [expert_begin, numel): dense_end, padded when sharded
+  int64_t elo = 0, ehi = 0;  // this rank's block of the experts (sharded; else empty, at numel)
   bool sharded = false;   // the distributed optimizer's shards (a data-parallel group of more than one)
+  // The experts' gradients are reduce-scattered over an expert data-parallel group of more than one; with a group
+  // of one this rank's block is all of them, reduced in place in `grad`.
+  bool experts_scattered = false;
   bool has_main = false;        // fp32 main params (16-bit training)
   bool has_exp_avg_sq = false;  // Adam's second moment (the optimizer table's state)
   // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
@@ -66,12 +82,23 @@ struct FlatBuffers {
   std::vector<uint8_t> model;
   std::vector<float> grad, grad_shard, main, exp_avg, exp_avg_sq, target;
 
-  int64_t shard() const { return hi - lo; }
+  int64_t shard() const { return (hi - lo) + (ehi - elo); }
+  // Element i of the model (inside this rank's shard) in the shard-sized buffers: main params, states.
+  int64_t local(int64_t i) const { return i < hi ? i - lo : (hi - lo) + (i - elo); }
+  // Its gradient after the reduction: in the reduce-scattered shard buffer, or in the gradient buffer where nothing
+  // was scattered (no distributed optimizer; experts on an expert data-parallel group of one).
+  float* grad_at(float* grad, float* grad_shard, int64_t i) const {
+    if (!sharded) return grad + i;
+    if (i < hi) return grad_shard + (i - lo);
+    return experts_scattered ? grad_shard + (hi - lo) + (i - elo) : grad + i;
+  }
+  // The size of the reduce-scattered gradient shard.
+  int64_t scattered() const { return sharded ? (hi - lo) + (experts_scattered ? ehi - elo : 0) : 0; }
 
   // The layout alone (nothing allocated): offsets, the padded size and this rank's shard, which buffers exist,
   // the parameter groups.
-  void set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, bool distributed_optimizer,
-                  int64_t dp_size, int64_t dp_rank, bool decoupled_lr);
+  void set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, const ShardGroups& shards,
+                  bool decoupled_lr);
   // What the buffers of this layout take.
   BufferBytes bytes() const;
 
@@ -79,8 +106,8 @@ struct FlatBuffers {
   // the allocation in host memory (state buffers as the optimizer table says), and Megatron's initial values and
   // the synthetic targets: normal with --init-method-std for matrices, ones for norm weights, zeros for biases,
   // keyed by the element's index in the whole tensor.
-  void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, bool distributed_optimizer,
-             int64_t dp_size, int64_t dp_rank, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
+  void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, const ShardGroups& shards,
+             int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
   // The host vectors at the layout's sizes, zero (allocate_host), or freed (release_host).
   void allocate_host();
   void release_host();
@@ -108,8 +135,11 @@ struct FlatBuffers {
   template <class F>
   void for_each_piece(const ModelPlan& plan, F&& f) const {
     for (size_t k = 0; k < plan.params.size(); ++k) {
-      const int64_t b = std::max(offset[k], lo), e = std::min(offset[k] + plan.params[k].numel(), hi);
-      if (b < e) f(k, b, e);
+      const int64_t first = offset[k], last = offset[k] + plan.params[k].numel();
+      for (auto [rlo, rhi] : {std::pair{lo, hi}, std::pair{elo, ehi}}) {
+        const int64_t b = std::max(first, rlo), e = std::min(last, rhi);
+        if (b < e) f(k, b, e);
+      }
     }
   }
 

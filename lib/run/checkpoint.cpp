@@ -299,8 +299,10 @@ Progress Checkpointer::load() {
       FlatBuffers& b = c_.buf;
       if (!with_opt) {
         // Megatron's reload_model_params: the main params from the loaded model params; fresh optimizer state.
-        for (int64_t i = b.lo; i < std::min(b.hi, b.numel) && b.has_main; ++i)
-          b.main[static_cast<size_t>(i - b.lo)] = to_float(b.model.data(), b.model_dtype, i);
+        if (b.has_main)
+          b.for_each_piece(c_.plan, [&](size_t, int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) b.main[static_cast<size_t>(b.local(i))] = to_float(b.model.data(), b.model_dtype, i);
+          });
       }
       c_.backend->from_host(c_.buf);
       if (with_opt) {
@@ -404,7 +406,9 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                               {"ep_rank", static_cast<long long>(c_.rt.group("ep").rank())},
                               {"etp_rank", static_cast<long long>(c_.etp.rank())},
                               {"expert_dp_rank", static_cast<long long>(c_.edp.rank())},
-                              {"shard", Value(List{static_cast<long long>(c_.buf.lo), static_cast<long long>(c_.buf.hi)})}});
+                              {"shard", Value(List{static_cast<long long>(c_.buf.lo), static_cast<long long>(c_.buf.hi)})},
+                              {"expert_shard",
+                               Value(List{static_cast<long long>(c_.buf.elo), static_cast<long long>(c_.buf.ehi)})}});
     m.optimizer = std::string(c_.optimizer->name);
     m.params_dtype = dtype_name(c_);
     m.distributed_optimizer = c_.dist_opt;

@@ -107,7 +107,7 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
                           : b.sharded   ? (!p.tp_duplicate || at.tp_first)
                                         : writes(p);
       if (!writer) return;
-      add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], buf + (lo - b.lo), 4,
+      add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], buf + b.local(lo), 4,
           "F32");
     });
   }
@@ -246,7 +246,7 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
     float* buf = const_cast<float*>(state_buffer(b, kinds[i]));
     b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
       const ParamSpec& p = plan.params[k];
-      fill(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], buf + (lo - b.lo));
+      fill(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], buf + b.local(lo));
     });
   }
 }

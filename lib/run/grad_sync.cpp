@@ -29,14 +29,21 @@ void reduce_grads(RunContext& c) {
   // are 8x the sum over its samples) and the loss scale, in one rounding, the same under every layout.
   const float factor =
       static_cast<float>((c.scaler ? static_cast<double>(c.scaler->scale()) : 1.0) / (8.0 * static_cast<double>(c.global_batch)));
-  // Routed experts (the tail of the buffer) sum over their own data-parallel group.
-  if (b.dense_end < b.numel) {
-    float* e = d.grad + b.dense_end;
-    if (c.edp.size() > 1) dev.all_reduce_sum(c.edp, e, b.numel - b.dense_end);
-    dev.scale(e, b.numel - b.dense_end, factor);
+  // Routed experts (the tail of the buffer) sum over their own data-parallel group: reduce-scattered with the
+  // distributed optimizer (this rank's block after the dense shard), else all-reduced in place.
+  if (b.expert_begin < b.numel) {
+    float* e = d.grad + b.expert_begin;
+    if (b.experts_scattered) {
+      float* out = d.grad_shard + (b.hi - b.lo);
+      dev.reduce_scatter_sum(c.edp, e, b.padded - b.expert_begin, out, b.ehi - b.elo);
+      dev.scale(out, b.ehi - b.elo, factor);
+    } else {
+      if (c.edp.size() > 1) dev.all_reduce_sum(c.edp, e, b.numel - b.expert_begin);
+      dev.scale(e, b.numel - b.expert_begin, factor);
+    }
   }
   if (c.dist_opt) {
-    dev.reduce_scatter_sum(c.dp, d.grad, b.padded, d.grad_shard, b.hi - b.lo);
+    dev.reduce_scatter_sum(c.dp, d.grad, b.expert_begin, d.grad_shard, b.hi - b.lo);
     dev.scale(d.grad_shard, b.hi - b.lo, factor);
   } else {
     if (c.dp.size() > 1) dev.all_reduce_sum(c.dp, d.grad, b.dense_end);
@@ -52,7 +59,8 @@ void stats_reduce(RunContext& c, std::span<double> v, optim::ReduceOp op) {
 
 void publish_params(RunContext& c) {
   if (!c.dist_opt) return;
-  c.backend->all_gather_model(c.dp, c.buf.lo, c.buf.hi);
+  c.backend->all_gather_model(c.dp, 0, c.buf.lo, c.buf.hi);
+  if (c.buf.experts_scattered) c.backend->all_gather_model(c.edp, c.buf.expert_begin, c.buf.elo, c.buf.ehi);
 }
 
 uint64_t check_replicas(RunContext& c) {
@@ -79,7 +87,7 @@ uint64_t check_replicas(RunContext& c) {
                        " holds different parameters than rank " + std::to_string(c.rt.rank()));
   };
   compare(c.dp, 0, b.dense_end, "data-parallel");
-  if (b.dense_end < b.numel) compare(c.edp, b.dense_end, b.numel, "expert data-parallel");
+  if (b.expert_begin < b.numel) compare(c.edp, b.expert_begin, b.numel, "expert data-parallel");
   return model_checksum(c);
 }
 

@@ -28,11 +28,11 @@ bool ends_with(const std::string& s, const char* suffix) {
 // The gradients for the norm and the clip: the dense part, and the routed experts into `experts`.
 std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSlot>* experts) {
   std::vector<optim::ClipSlot> out;
-  float* g = c.backend->ptrs().shard_grad();
+  const BufferPtrs d = c.backend->ptrs();
   c.buf.for_each_piece(c.plan, [&](size_t k, int64_t b, int64_t e) {
     const ParamSpec& p = c.plan.params[k];
     optim::ClipSlot s;
-    s.grad = {e - b, g + (b - c.buf.lo), optim::DType::F32};
+    s.grad = {e - b, c.buf.grad_at(d.grad, d.grad_shard, b), optim::DType::F32};
     s.counted = c.is_counted(p);
     (p.expert ? *experts : out).push_back(s);
   });
@@ -100,15 +100,17 @@ std::vector<const optim::ClipSlot*> owned(RunContext& c, const std::vector<optim
   for (const auto& s : dense)
     if (s.counted && (c.dist_opt || c.dp.rank() == 0)) out.push_back(&s);
   for (const auto& s : experts)
-    if (s.counted && c.edp.rank() == 0) out.push_back(&s);
+    if (s.counted && (c.dist_opt || c.edp.rank() == 0)) out.push_back(&s);
   return out;
 }
 }  // namespace
 
 bool unscale_and_check(RunContext& c) {
   std::vector<optim::GradSlot> grads;
-  float* g = c.backend->ptrs().shard_grad();
-  c.buf.for_each_piece(c.plan, [&](size_t, int64_t b, int64_t e) { grads.push_back({e - b, g + (b - c.buf.lo), optim::DType::F32}); });
+  const BufferPtrs d = c.backend->ptrs();
+  c.buf.for_each_piece(c.plan, [&](size_t, int64_t b, int64_t e) {
+    grads.push_back({e - b, c.buf.grad_at(d.grad, d.grad_shard, b), optim::DType::F32});
+  });
   return c.backend->unscale_and_check(grads, c.scaler->inv_scale());
 }
 
@@ -180,16 +182,16 @@ void optimizer_step(RunContext& c, int64_t step_number) {
   FlatBuffers& b = c.buf;
   const BufferPtrs d = c.backend->ptrs();
   std::vector<optim::TensorSlot> slots;
-  float* g = d.shard_grad();
   b.for_each_piece(c.plan, [&](size_t k, int64_t lo, int64_t hi) {
     optim::TensorSlot s;
     s.numel = hi - lo;
     s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
     s.param_dtype = b.model_dtype;
-    s.grad = g + (lo - b.lo);
-    if (d.main) s.master = d.main + (lo - b.lo);
-    s.exp_avg = d.exp_avg + (lo - b.lo);
-    if (d.exp_avg_sq) s.exp_avg_sq = d.exp_avg_sq + (lo - b.lo);
+    s.grad = b.grad_at(d.grad, d.grad_shard, lo);
+    const int64_t at = b.local(lo);
+    if (d.main) s.master = d.main + at;
+    s.exp_avg = d.exp_avg + at;
+    if (d.exp_avg_sq) s.exp_avg_sq = d.exp_avg_sq + at;
     s.group = b.group_of[k];
     slots.push_back(s);
   });

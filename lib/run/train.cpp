@@ -64,7 +64,8 @@ void set_up(RunContext& c) {
   const optim::DType dtype = c.cfg.bf16 ? optim::DType::BF16 : c.cfg.fp16 ? optim::DType::F16 : optim::DType::F32;
   c.scaler = optim::make_grad_scaler(c.cfg);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
-  c.backend->build(c.buf, c.plan, *c.optimizer, dtype, c.dist_opt, c.dp.size(), c.dp.rank(), c.tp.rank(), c.etp.rank(),
+  const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank()};
+  c.backend->build(c.buf, c.plan, *c.optimizer, dtype, shards, c.tp.rank(), c.etp.rank(),
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }
 

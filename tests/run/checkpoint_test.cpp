@@ -164,6 +164,11 @@ TEST_CASE("a checkpoint loads under another layout with the same unsharded state
   check_reshard({1, {}}, {4, {"--pipeline-model-parallel-size", "2", "--use-distributed-optimizer"}}, "1-pp2distopt");
   // Routed experts (global names) over EP=2 to one rank.
   check_reshard({4, {"--num-experts", "4", "--expert-model-parallel-size", "2"}}, {1, {"--num-experts", "4"}}, "ep2-1");
+  // ... with the distributed optimizer: the experts' state in shards over their data-parallel group, both ways.
+  const std::vector<std::string> moe_dist = {"--num-experts", "4", "--expert-model-parallel-size", "2",
+                                             "--use-distributed-optimizer", "--bf16"};
+  check_reshard({4, moe_dist}, {1, {"--num-experts", "4", "--bf16"}}, "ep2distopt-1");
+  check_reshard({1, {"--num-experts", "4", "--bf16"}}, {4, moe_dist}, "1-ep2distopt");
 }
 
 namespace {

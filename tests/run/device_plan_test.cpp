@@ -72,7 +72,7 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
     for (auto dtype : {mr::optim::DType::F32, mr::optim::DType::BF16}) {
       for (int64_t dp : {1, 3}) {
         FlatBuffers b;
-        b.set_layout(plan, mr::optim::optimizer_info(opt), dtype, dp > 1, dp, dp - 1, false);
+        b.set_layout(plan, mr::optim::optimizer_info(opt), dtype, {dp > 1, dp, dp - 1, 1, 0}, false);
         b.allocate_host();
         const double allocated = static_cast<double>(b.model.size()) +
                                  4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.main.size() +

@@ -84,3 +84,30 @@ TEST_CASE("MoE: EP=2 (and EP=2 x TP=2) end with the same bits as one rank", "[ru
     same(one, run_job(4, ep2, dir, std::string("moe-ep2-") + opt), std::string(opt) + ": EP=2 on 4 ranks");
   }
 }
+
+TEST_CASE("MoE with the distributed optimizer: experts sharded over their data-parallel group, the same bits",
+          "[run][layout][moe]") {
+  mrtest::TempDir dir;
+  for (const char* dtype : {"--fp32", "--bf16"}) {
+    std::vector<std::string> moe = {"--num-experts", "4", "--optimizer", "adam"};
+    if (std::string(dtype) == "--bf16") moe.push_back(dtype);
+    const End one = run_job(1, moe, dir, std::string("moed1") + dtype);
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), moe.begin(), moe.end());
+      more.push_back("--use-distributed-optimizer");
+      return more;
+    };
+    // DP=4, EP=2: the experts' data-parallel group has 2 ranks (their gradients reduce-scattered, params gathered).
+    same(one, run_job(4, with({"--expert-model-parallel-size", "2"}), dir, std::string("moed-ep2") + dtype),
+         std::string(dtype) + ": DP=4, EP=2, distributed optimizer");
+    // EP=4: a group of one (every rank holds its experts' whole state). TP=2 x DP=2 with EP=2, expert TP 1: the
+    // dense shards over 2 ranks, the experts' over 2 others.
+    same(one, run_job(4, with({"--expert-model-parallel-size", "4"}), dir, std::string("moed-ep4") + dtype),
+         std::string(dtype) + ": DP=4, EP=4, distributed optimizer");
+    same(one,
+         run_job(4, with({"--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2",
+                          "--expert-tensor-parallel-size", "1"}), dir,
+                 std::string("moed-tp2ep2") + dtype),
+         std::string(dtype) + ": TP=2 x DP=2, EP=2, distributed optimizer");
+  }
+}

@@ -137,8 +137,8 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
     CHECK_THAT(p.err(), Catch::Contains(says));
     CHECK_THAT(p.out() + p.err(), !Catch::Contains("bring-up passed"));
   };
-  refused(2, {"--num-experts", "2", "--use-distributed-optimizer", "--train-iters", "4"}, "moe",
-          "--num-experts with --use-distributed-optimizer is not supported");
+  refused(2, {"--num-experts", "2", "--optimizer", "muon", "--train-iters", "4"}, "moe",
+          "--num-experts with --optimizer muon is not supported");
   refused(1, {"--optimizer", "soap", "--train-iters", "2"}, "soap", "--optimizer soap is not supported yet");
   refused(2, {"--optimizer", "muon", "--use-distributed-optimizer", "--train-iters", "2"}, "muondist",
           "--optimizer muon with --use-distributed-optimizer");

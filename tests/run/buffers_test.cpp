@@ -1,0 +1,124 @@
+// The flat buffers' layout (run/buffers.h): the distributed optimizer's shards of the dense part over the
+// data-parallel group and of the routed experts over the expert data-parallel group.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "optim/optimizer_table.h"
+#include "run/buffers.h"
+
+using namespace mr::run;
+
+namespace {
+
+ParamSpec param(const std::string& name, std::vector<int64_t> shape, bool expert = false) {
+  ParamSpec p;
+  p.name = p.key = name;
+  p.shape = p.full_shape = std::move(shape);
+  p.expert = expert;
+  return p;
+}
+
+// Dense 37 x 8, 24 x 8, 5; routed experts 3 x 7 and 2 x 3 x 5 (odd sizes, so that every shard is padded).
+ModelPlan moe_plan() {
+  ModelPlan plan;
+  plan.params = {param("embedding.word_embeddings.weight", {37, 8}), param("decoder.layers.0.mlp.linear_fc1.weight", {24, 8}),
+                 param("decoder.final_layernorm.weight", {5}),
+                 param("decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight", {3, 7}, true),
+                 param("decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight", {3, 5}, true)};
+  return plan;
+}
+
+FlatBuffers layout(const ModelPlan& plan, ShardGroups g) {
+  FlatBuffers b;
+  b.set_layout(plan, mr::optim::optimizer_info(mr::arg::Optimizer::adam), mr::optim::DType::BF16, g, false);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("without the distributed optimizer the shard is the whole buffer, experts right after the dense part",
+          "[run][buffers]") {
+  const FlatBuffers b = layout(moe_plan(), {});
+  CHECK(b.dense_end == 37 * 8 + 24 * 8 + 5);
+  CHECK(b.expert_begin == b.dense_end);
+  CHECK(b.numel == b.dense_end + 21 + 15);
+  CHECK(b.padded == b.numel);
+  CHECK(b.lo == 0);
+  CHECK(b.hi == b.numel);
+  CHECK(b.shard() == b.numel);
+  CHECK(b.scattered() == 0);
+  CHECK(b.offset[3] == b.dense_end);
+  float grad[1] = {};
+  CHECK(b.grad_at(grad, nullptr, 0) == grad);
+}
+
+TEST_CASE("the distributed optimizer: every element of each part in exactly one rank's shard, back to back",
+          "[run][buffers]") {
+  const ModelPlan plan = moe_plan();
+  const int64_t dense = 37 * 8 + 24 * 8 + 5, experts = 21 + 15;
+  for (auto [dp, edp] : {std::pair<int64_t, int64_t>{3, 2}, {2, 1}, {4, 4}, {2, 3}}) {
+    INFO("dp " << dp << ", expert dp " << edp);
+    // Rank r of the data-parallel group is rank r % edp of its expert data-parallel group (any mapping works).
+    std::vector<int> dense_owner(static_cast<size_t>(dense), 0), expert_owner(static_cast<size_t>(experts), 0);
+    for (int64_t r = 0; r < dp; ++r) {
+      const FlatBuffers b = layout(plan, {true, dp, r, edp, r % edp});
+      CHECK(b.dense_end == dense);
+      CHECK(b.expert_begin % dp == 0);
+      CHECK(b.expert_begin >= dense);
+      CHECK(b.numel == b.expert_begin + experts);
+      CHECK(b.offset[3] == b.expert_begin);
+      CHECK(b.offset[4] == b.expert_begin + 21);
+      CHECK(b.hi - b.lo == b.expert_begin / dp);
+      CHECK(b.experts_scattered == (edp > 1));
+      if (edp > 1) {
+        CHECK((b.padded - b.expert_begin) % edp == 0);
+        CHECK(b.ehi - b.elo == (b.padded - b.expert_begin) / edp);
+        CHECK(b.scattered() == b.shard());
+      } else {
+        CHECK(b.elo == b.expert_begin);  // a group of one: this rank's block is all the experts
+        CHECK(b.ehi == b.numel);
+        CHECK(b.scattered() == b.hi - b.lo);
+      }
+      // The pieces: inside the parameters and the shard; a piece's gradient in the scattered shard, or in the
+      // gradient buffer for experts that are not scattered.
+      std::vector<float> grad(static_cast<size_t>(b.padded)), shard(static_cast<size_t>(b.scattered()));
+      std::vector<int> local_seen(static_cast<size_t>(b.shard()), 0);
+      b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
+        CHECK(lo >= b.offset[k]);
+        CHECK(hi <= b.offset[k] + plan.params[k].numel());
+        for (int64_t i = lo; i < hi; ++i) {
+          REQUIRE(b.local(i) >= 0);
+          REQUIRE(b.local(i) < b.shard());
+          ++local_seen[static_cast<size_t>(b.local(i))];
+          const float* g = b.grad_at(grad.data(), shard.data(), i);
+          if (i < b.expert_begin || b.experts_scattered) {
+            CHECK(g == shard.data() + b.local(i));
+          } else {
+            CHECK(g == grad.data() + i);
+          }
+          if (i < b.expert_begin) ++dense_owner[static_cast<size_t>(i)];
+          // One expert data-parallel group: ranks 0 .. edp-1 (rank r is its member r % edp).
+          else if (r < edp) ++expert_owner[static_cast<size_t>(i - b.expert_begin)];
+        }
+      });
+      for (int n : local_seen) CHECK(n <= 1);  // padding is in no piece
+    }
+    for (int n : dense_owner) CHECK(n == 1);
+    if (edp <= dp)
+      for (int n : expert_owner) CHECK(n == 1);
+  }
+}
+
+TEST_CASE("the distributed optimizer without experts: the dense part's padding is not counted in numel",
+          "[run][buffers]") {
+  ModelPlan plan = moe_plan();
+  plan.params.resize(3);
+  const FlatBuffers b = layout(plan, {true, 4, 3, 1, 0});
+  CHECK(b.numel == 37 * 8 + 24 * 8 + 5);
+  CHECK(b.padded == (b.numel + 3) / 4 * 4);
+  CHECK(b.expert_begin == b.padded);
+  CHECK(b.elo == b.ehi);
+  CHECK(b.shard() == b.padded / 4);
+  CHECK(b.hi == b.padded);
+}
