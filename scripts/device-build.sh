@@ -7,6 +7,7 @@
 #   scripts/device-build.sh [--build-only]        BUILD=build-device CUDA_ARCHS=native DEPS=.device by default
 #
 # Torch_DIR comes from the Python torch package (python3 -c 'import torch ...'); set TORCH_DIR to override.
+# CMAKE_ARGS: more cmake arguments, split at spaces (docs/device.md simulates the GPU machine's build with them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-device}
@@ -26,7 +27,7 @@ echo "device-build: Torch_DIR=$TORCH_DIR"
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMEGATRON_RUN_DEPS_DIR="$DEPS" -DTorch_DIR="$TORCH_DIR" \
-  -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS"
+  -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-}
 cmake --build "$BUILD" -j "$(nproc)"
 [[ "${1:-}" == "--build-only" ]] && exit 0
 

@@ -34,9 +34,13 @@ cases=(
   "lion-bf16|exact|--optimizer lion --bf16 --train-iters 8"
   "muon-fp32|bound|--optimizer muon --train-iters 4"
   "muon-bf16|bound|--optimizer muon --bf16 --train-iters 4"
+  # Routed experts (the tail of the flat buffer), one rank.
+  "moe-bf16|exact|--num-experts 4 --bf16 --train-iters 8"
   # Two ranks, TP=2: Muon's TP modes across the group (on nccl: the device step over NCCL). A GPU each.
   "muon-tp2-duplicated|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode duplicated --train-iters 4|2"
   "muon-tp2-distributed|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode distributed --bf16 --train-iters 4|2"
+  # Two ranks, DP=2, distributed optimizer with experts: dense and expert shards reduce-scattered and gathered.
+  "moe-dist-dp2|exact|--nproc-per-node 2 --num-experts 4 --use-distributed-optimizer --bf16 --train-iters 8|2"
 )
 want=${MR_GPU_CHECK_RUN_CASES:-}
 # GPUs a case may use on nccl (NCCL puts one rank on each): the visible ones, or MR_GPU_CHECK_GPUS.
