@@ -41,6 +41,8 @@ cases=(
   "muon-tp2-distributed|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode distributed --bf16 --train-iters 4|2"
   # Two ranks, DP=2, distributed optimizer with experts: dense and expert shards reduce-scattered and gathered.
   "moe-dist-dp2|exact|--nproc-per-node 2 --num-experts 4 --use-distributed-optimizer --bf16 --train-iters 8|2"
+  # Two ranks, DP=2: Muon's layer-wise distributed optimizer (each rank's whole matrices broadcast after the step).
+  "muon-dist-dp2|bound|--nproc-per-node 2 --optimizer muon --use-distributed-optimizer --bf16 --train-iters 4|2"
 )
 want=${MR_GPU_CHECK_RUN_CASES:-}
 # GPUs a case may use on nccl (NCCL puts one rank on each): the visible ones, or MR_GPU_CHECK_GPUS.

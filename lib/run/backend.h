@@ -88,6 +88,8 @@ class Backend {
   virtual void all_reduce_sum(distributed::Group& g, float* x, int64_t n) = 0;
   virtual void reduce_scatter_sum(distributed::Group& g, float* in, int64_t in_n, float* out, int64_t out_n) = 0;
   virtual void all_gather_model(distributed::Group& g, int64_t begin, int64_t lo, int64_t hi) = 0;
+  // The model elements [lo, hi) of member `root` to every member, in place.
+  virtual void broadcast_model(distributed::Group& g, int64_t lo, int64_t hi, int root) = 0;
 
   // Unscale in place by inv_scale and report inf/NaN (this rank's part).
   virtual bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) = 0;

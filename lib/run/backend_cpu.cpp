@@ -77,6 +77,14 @@ class CpuBackend final : public Backend {
                                      distributed::DType::U8, distributed::Device::Cpu});
   }
 
+  void broadcast_model(distributed::Group& g, int64_t lo, int64_t hi, int root) override {
+    FlatBuffers& b = *b_;
+    const size_t w = dtype_bytes(b.model_dtype);
+    g.broadcast(distributed::Buffer{b.model.data() + static_cast<size_t>(lo) * w, static_cast<size_t>(hi - lo) * w,
+                                    distributed::DType::U8, distributed::Device::Cpu},
+                root);
+  }
+
   bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {
     return optim::cpu::unscale_and_check(grads, inv_scale, /*in_place=*/true).found_inf;
   }

@@ -186,6 +186,14 @@ class CudaBackend final : public Backend {
                   distributed::Device::Cuda});
   }
 
+  void broadcast_model(distributed::Group& g, int64_t lo, int64_t hi, int root) override {
+    cuda::synchronize();
+    const size_t w = dtype_bytes(b_->model_dtype);
+    g.broadcast({model_.get<uint8_t>() + static_cast<size_t>(lo) * w, static_cast<size_t>(hi - lo) * w,
+                 distributed::DType::U8, distributed::Device::Cuda},
+                root);
+  }
+
   bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {
     return optim::gpu::unscale_and_check(grads, inv_scale, /*in_place=*/true).found_inf;
   }

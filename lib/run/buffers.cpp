@@ -48,6 +48,8 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
                             const ShardGroups& g, bool decoupled_lr) {
   model_dtype = dtype;
   sharded = g.distributed;
+  layer_wise = g.distributed && g.layer_wise;
+  bounds.clear();
   offset.clear();
   group_of.clear();
   auto round_up = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
@@ -56,17 +58,37 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
   for (const ParamSpec& p : plan.params) {
     if (p.expert && dense_end < 0) {  // the dense part ends (padded to the data-parallel size when sharded)
       dense_end = n;
-      if (sharded) n = round_up(n, g.dp);
+      if (sharded && !layer_wise) n = round_up(n, g.dp);
     }
     offset.push_back(n);
     n += p.numel();
   }
   if (dense_end < 0) dense_end = n;
-  expert_begin = std::max(dense_end, sharded ? round_up(dense_end, g.dp) : dense_end);
+  if (layer_wise && n > dense_end) throw RunError("the layer-wise distributed optimizer shards dense models only");
+  expert_begin = std::max(dense_end, sharded && !layer_wise ? round_up(dense_end, g.dp) : dense_end);
   numel = n;  // without experts, the dense part's padding is not counted (it is in `padded`)
   const int64_t experts = std::max<int64_t>(0, numel - expert_begin);
   experts_scattered = sharded && g.edp > 1 && experts > 0;
-  if (!sharded) {
+  if (layer_wise) {
+    // Rank r owns the parameters whose start lies in [r, r + 1) x numel / dp: contiguous, balanced by elements,
+    // the same cut on every rank of the group and on every TP peer (their shard sizes are equal).
+    bounds.assign(static_cast<size_t>(g.dp) + 1, numel);
+    bounds[0] = 0;
+    for (int64_t r = 1; r < g.dp; ++r) {
+      const int64_t target = numel / g.dp * r + std::min(numel % g.dp, r);
+      int64_t cut = numel;
+      for (int64_t at : offset)
+        if (at >= target) {
+          cut = at;
+          break;
+        }
+      bounds[static_cast<size_t>(r)] = std::max(cut, bounds[static_cast<size_t>(r) - 1]);
+    }
+    padded = numel;
+    lo = bounds[static_cast<size_t>(g.dp_rank)];
+    hi = bounds[static_cast<size_t>(g.dp_rank) + 1];
+    elo = ehi = numel;
+  } else if (!sharded) {
     padded = numel;
     lo = 0;
     hi = numel;

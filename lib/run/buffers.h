@@ -56,11 +56,14 @@ struct BufferBytes {
 };
 
 // How the distributed optimizer shards the buffers: over the data-parallel group (dense parameters) and the expert
-// data-parallel group (routed experts). `distributed` false: no shards.
+// data-parallel group (routed experts). `distributed` false: no shards. `layer_wise`: Megatron's layer-wise
+// distributed optimizer (Muon, which orthogonalises whole matrices): each data-parallel rank owns whole
+// parameters, a contiguous run of them (dense models only).
 struct ShardGroups {
   bool distributed = false;
   int64_t dp = 1, dp_rank = 0;
   int64_t edp = 1, edp_rank = 0;
+  bool layer_wise = false;
 };
 
 struct FlatBuffers {
@@ -72,6 +75,10 @@ struct FlatBuffers {
   int64_t expert_begin = 0;  // routed experts occupy [expert_begin, numel): dense_end, padded when sharded
   int64_t elo = 0, ehi = 0;  // this rank's block of the experts (sharded; else empty, at numel)
   bool sharded = false;   // the distributed optimizer's shards (a data-parallel group of more than one)
+  // Layer-wise (ShardGroups::layer_wise): rank r owns the whole parameters in [bounds[r], bounds[r + 1]); the
+  // gradients are all-reduced (not scattered) and each rank's parameters broadcast after the step.
+  bool layer_wise = false;
+  std::vector<int64_t> bounds;
   // The experts' gradients are reduce-scattered over an expert data-parallel group of more than one; with a group
   // of one this rank's block is all of them, reduced in place in `grad`.
   bool experts_scattered = false;
@@ -88,12 +95,14 @@ struct FlatBuffers {
   // Its gradient after the reduction: in the reduce-scattered shard buffer, or in the gradient buffer where nothing
   // was scattered (no distributed optimizer; experts on an expert data-parallel group of one).
   float* grad_at(float* grad, float* grad_shard, int64_t i) const {
-    if (!sharded) return grad + i;
+    if (!sharded || layer_wise) return grad + i;
     if (i < hi) return grad_shard + (i - lo);
     return experts_scattered ? grad_shard + (hi - lo) + (i - elo) : grad + i;
   }
   // The size of the reduce-scattered gradient shard.
-  int64_t scattered() const { return sharded ? (hi - lo) + (experts_scattered ? ehi - elo : 0) : 0; }
+  int64_t scattered() const {
+    return sharded && !layer_wise ? (hi - lo) + (experts_scattered ? ehi - elo : 0) : 0;
+  }
 
   // The layout alone (nothing allocated): offsets, the padded size and this rank's shard, which buffers exist,
   // the parameter groups.

@@ -42,7 +42,7 @@ void reduce_grads(RunContext& c) {
       dev.scale(e, b.numel - b.expert_begin, factor);
     }
   }
-  if (c.dist_opt) {
+  if (c.dist_opt && !b.layer_wise) {
     dev.reduce_scatter_sum(c.dp, d.grad, b.expert_begin, d.grad_shard, b.hi - b.lo);
     dev.scale(d.grad_shard, b.hi - b.lo, factor);
   } else {
@@ -59,6 +59,12 @@ void stats_reduce(RunContext& c, std::span<double> v, optim::ReduceOp op) {
 
 void publish_params(RunContext& c) {
   if (!c.dist_opt) return;
+  if (c.buf.layer_wise) {  // every rank's whole parameters from it, in place
+    const std::vector<int64_t>& at = c.buf.bounds;
+    for (size_t r = 0; r + 1 < at.size(); ++r)
+      if (at[r] < at[r + 1]) c.backend->broadcast_model(c.dp, at[r], at[r + 1], static_cast<int>(r));
+    return;
+  }
   c.backend->all_gather_model(c.dp, 0, c.buf.lo, c.buf.hi);
   if (c.buf.experts_scattered) c.backend->all_gather_model(c.edp, c.buf.expert_begin, c.buf.elo, c.buf.ehi);
 }

@@ -15,9 +15,6 @@ void check_run_supported(const Args& args) {
   if (opt.kernel == optim::Kernel::None)
     throw RunError("the training run steps adam, sgd, lion and muon; --optimizer " + name + " is not supported yet");
   const bool muon = opt.kernel == optim::Kernel::Muon;
-  if (muon && args.use_distributed_optimizer)
-    throw RunError("the training run does not shard Muon's state: --optimizer muon with --use-distributed-optimizer "
-                   "(Megatron's layer-wise distributed optimizer) is not supported yet");
   if (muon && args.fp16)
     throw RunError("--optimizer muon does not run with --fp16 (Megatron gives Muon's parameters no loss scaler)");
   if (muon && (args.muon_tp_mode == arg::MuonTpMode::auto_ || args.muon_tp_mode == arg::MuonTpMode::layer_sharded))

@@ -50,12 +50,15 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
     const int64_t off = b.offset[k];
-    float* master = !d.main ? static_cast<float*>(d.model) + off : d.main + off;
+    // The layer-wise distributed optimizer: this rank steps the whole parameters it owns, [lo, hi).
+    if (off < b.lo || off >= b.hi) continue;
+    const int64_t at = b.local(off);  // in the state buffers
+    float* master = !d.main ? static_cast<float*>(d.model) + off : d.main + at;
     if (!optim::muon_excluded(static_cast<int64_t>(p.shape.size()), p.embedding_or_output)) {
       optim::MuonParam m;
       m.param = master;
-      m.grad = d.grad + off;
-      m.momentum_buffer = d.exp_avg + off;
+      m.grad = b.grad_at(d.grad, d.grad_shard, off);
+      m.momentum_buffer = d.exp_avg + at;
       m.rows = p.shape[0];
       m.cols = p.shape[1];
       m.group = b.group_of[k];
@@ -68,10 +71,10 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       s.numel = p.numel();
       s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(off) * dtype_bytes(b.model_dtype);
       s.param_dtype = b.model_dtype;
-      s.grad = d.grad + off;
-      if (d.main) s.master = d.main + off;
-      s.exp_avg = d.exp_avg + off;
-      s.exp_avg_sq = d.exp_avg_sq ? d.exp_avg_sq + off : nullptr;
+      s.grad = b.grad_at(d.grad, d.grad_shard, off);
+      if (d.main) s.master = d.main + at;
+      s.exp_avg = d.exp_avg + at;
+      s.exp_avg_sq = d.exp_avg_sq ? d.exp_avg_sq + at : nullptr;
       s.group = b.group_of[k];
       scalars.push_back(s);
     }

@@ -122,3 +122,40 @@ TEST_CASE("the distributed optimizer without experts: the dense part's padding i
   CHECK(b.shard() == b.padded / 4);
   CHECK(b.hi == b.padded);
 }
+
+TEST_CASE("the layer-wise distributed optimizer (Muon): whole parameters, a contiguous run per rank",
+          "[run][buffers]") {
+  ModelPlan plan = moe_plan();
+  plan.params.resize(3);  // dense only
+  plan.params.push_back(param("decoder.layers.1.mlp.linear_fc2.weight", {8, 24}));
+  plan.params.push_back(param("decoder.layers.1.mlp.linear_fc2.bias", {8}));
+  for (int64_t dp : {1, 2, 3, 4, 7}) {
+    INFO("dp " << dp);
+    std::vector<int> owner(plan.params.size(), 0);
+    int64_t next = 0;
+    for (int64_t r = 0; r < dp; ++r) {
+      ShardGroups g{true, dp, r, 1, 0, true};
+      const FlatBuffers b = layout(plan, g);
+      CHECK(b.layer_wise);
+      CHECK(b.padded == b.numel);  // no padding
+      CHECK(b.scattered() == 0);   // gradients all-reduced, not scattered
+      CHECK(b.lo == next);         // the runs follow each other
+      REQUIRE(b.bounds.size() == static_cast<size_t>(dp) + 1);
+      CHECK(b.bounds[static_cast<size_t>(r)] == b.lo);
+      CHECK(b.bounds[static_cast<size_t>(r) + 1] == b.hi);
+      next = b.hi;
+      std::vector<float> grad(static_cast<size_t>(b.padded));
+      b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
+        CHECK(lo == b.offset[k]);  // whole parameters
+        CHECK(hi == b.offset[k] + plan.params[k].numel());
+        CHECK(b.local(lo) == lo - b.lo);
+        CHECK(b.grad_at(grad.data(), nullptr, lo) == grad.data() + lo);
+        ++owner[k];
+      });
+    }
+    CHECK(next == layout(plan, {}).numel);
+    for (int n : owner) CHECK(n == 1);
+  }
+  // Routed experts are not sharded layer-wise.
+  CHECK_THROWS_AS(layout(moe_plan(), {true, 2, 0, 1, 0, true}), RunError);
+}

@@ -169,6 +169,10 @@ TEST_CASE("a checkpoint loads under another layout with the same unsharded state
                                              "--use-distributed-optimizer", "--bf16"};
   check_reshard({4, moe_dist}, {1, {"--num-experts", "4", "--bf16"}}, "ep2distopt-1");
   check_reshard({1, {"--num-experts", "4", "--bf16"}}, {4, moe_dist}, "1-ep2distopt");
+  // Muon's layer-wise distributed optimizer (whole matrices per rank) to one rank and back.
+  const std::vector<std::string> muon_dist = {"--optimizer", "muon", "--use-distributed-optimizer", "--bf16"};
+  check_reshard({4, muon_dist}, {1, {"--optimizer", "muon", "--bf16"}}, "muonlw4-1");
+  check_reshard({1, {"--optimizer", "muon", "--bf16"}}, {4, muon_dist}, "1-muonlw4");
 }
 
 namespace {

@@ -57,9 +57,9 @@ TEST_CASE("every layout ends with the same bits: 1 rank, DP=4, distributed optim
     };
     const End one = run_job(1, o, dir, std::string(opt) + "-1");
     same(one, run_job(4, o, dir, std::string(opt) + "-dp4"), std::string(opt) + ": DP=4");
-    if (std::string(opt) != "muon")  // Muon with the distributed optimizer is refused (docs/run.md)
-      same(one, run_job(4, with({"--use-distributed-optimizer"}), dir, std::string(opt) + "-dist"),
-           std::string(opt) + ": DP=4, distributed optimizer");
+    // Muon takes the layer-wise path (whole matrices per rank, broadcast after the step), the others shard ranges.
+    same(one, run_job(4, with({"--use-distributed-optimizer"}), dir, std::string(opt) + "-dist"),
+         std::string(opt) + ": DP=4, distributed optimizer");
     same(one, run_job(4, with({"--tensor-model-parallel-size", "2"}), dir, std::string(opt) + "-tp2"),
          std::string(opt) + ": TP=2 x DP=2");
     same(one, run_job(4, with({"--pipeline-model-parallel-size", "2"}), dir, std::string(opt) + "-pp2"),
@@ -72,6 +72,14 @@ TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank
   const End one = run_job(1, {"--bf16"}, dir, "bf16-1");
   same(one, run_job(4, {"--bf16", "--use-distributed-optimizer", "--tensor-model-parallel-size", "2"}, dir, "bf16-4"),
        "bf16: TP=2 x DP=2, distributed optimizer");
+  // Muon's layer-wise distributed optimizer with TP: the TP peers own the same matrices (duplicated mode gathers
+  // them over TP), fp32 main params in the owner's shard.
+  const std::vector<std::string> muon = {"--bf16", "--optimizer", "muon"};
+  const End muon_one = run_job(1, muon, dir, "muon-bf16-1");
+  same(muon_one,
+       run_job(4, {"--bf16", "--optimizer", "muon", "--use-distributed-optimizer", "--tensor-model-parallel-size", "2"},
+               dir, "muon-bf16-4"),
+       "muon bf16: TP=2 x DP=2, layer-wise distributed optimizer");
 }
 
 TEST_CASE("MoE: EP=2 (and EP=2 x TP=2) end with the same bits as one rank", "[run][layout][moe]") {

@@ -140,8 +140,7 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
   refused(2, {"--num-experts", "2", "--optimizer", "muon", "--train-iters", "4"}, "moe",
           "--num-experts with --optimizer muon is not supported");
   refused(1, {"--optimizer", "soap", "--train-iters", "2"}, "soap", "--optimizer soap is not supported yet");
-  refused(2, {"--optimizer", "muon", "--use-distributed-optimizer", "--train-iters", "2"}, "muondist",
-          "--optimizer muon with --use-distributed-optimizer");
+  refused(1, {"--optimizer", "muon", "--fp16", "--train-iters", "2"}, "muonfp16", "--optimizer muon does not run with --fp16");
   refused(1, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--train-iters", "2"}, "muonauto",
           "--muon-tp-mode auto is not implemented by the training run");
   refused(1, {"--multi-latent-attention", "--train-iters", "2"}, "mla", "does not model --multi-latent-attention");
