@@ -63,8 +63,9 @@ inline constexpr OptimizerInfo kOptimizers[] = {
     {arg::Optimizer::adam, "adam", Kernel::Adam, kAdamState},
     {arg::Optimizer::sgd, "sgd", Kernel::Sgd, {.exp_avg = true, .momentum_from_flag = true}},
     {arg::Optimizer::muon, "muon", Kernel::Muon, kMomentumState, ScalarRule::MuonScalarOptimizer, kAdamState},
-    // The deprecated spelling of muon with the distributed optimizer: the same state, no run of ours.
-    {arg::Optimizer::dist_muon, "dist_muon", Kernel::None, kMomentumState, ScalarRule::MuonScalarOptimizer,
+    // The deprecated spelling of muon with the distributed optimizer (finalize_optimizer_config: muon on the
+    // layer-wise path): Muon's kernel and state; the run shards it as --use-distributed-optimizer would.
+    {arg::Optimizer::dist_muon, "dist_muon", Kernel::Muon, kMomentumState, ScalarRule::MuonScalarOptimizer,
      kAdamState},
     {arg::Optimizer::lion, "lion", Kernel::Lion, kMomentumState},
     {arg::Optimizer::soap, "soap", Kernel::None, kUnknownState},

@@ -50,10 +50,12 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   // Who shards what. Each of --num-distributed-optimizer-instances holds a full copy, sharded over its part of
   // the data-parallel group; Megatron-FSDP's outer strategy `optim` shards the optimizer over the instances too.
   const int64_t instances = std::max<int64_t>(1, a.num_distributed_optimizer_instances);
+  // --optimizer dist_muon is muon with the distributed optimizer (Megatron's deprecated spelling).
+  const bool distributed_optimizer = a.use_distributed_optimizer || a.optimizer == arg::Optimizer::dist_muon;
   auto inner = [&](int64_t group) { return std::max<int64_t>(1, std::max<int64_t>(1, group) / instances); };
   const std::string dense_strategy =
       fsdp ? std::string(arg::to_string(a.data_parallel_sharding_strategy))
-           : (a.use_distributed_optimizer ? "optim" : "no_shard");
+           : (distributed_optimizer ? "optim" : "no_shard");
   const std::string expert_strategy =
       fsdp && a.expert_data_parallel_sharding_strategy ? std::string(arg::to_string(*a.expert_data_parallel_sharding_strategy))
                                                        : dense_strategy;
@@ -93,7 +95,7 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   m.grads_shard = static_cast<int64_t>(dense.grads);
   m.state_shard = static_cast<int64_t>(dense.state);
   m.sharding = fsdp ? "megatron-fsdp " + dense_strategy
-                    : (a.use_distributed_optimizer ? "distributed optimizer" : "none");
+                    : (distributed_optimizer ? "distributed optimizer" : "none");
   for (const ParamSpec& p : plan.params) {
     const double n = static_cast<double>(p.numel());
     const Shards& sh = p.expert ? expert : dense;

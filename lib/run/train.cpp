@@ -60,7 +60,8 @@ void set_up(RunContext& c) {
   // Routed experts last: their gradients reduce over the expert data-parallel group, the rest over DP x CP.
   std::stable_partition(c.plan.params.begin(), c.plan.params.end(), [](const ParamSpec& p) { return !p.expert; });
   c.tied = !args.untie_embeddings_and_output_weights;
-  c.dist_opt = c.cfg.use_distributed_optimizer && c.dp.size() > 1;
+  // --optimizer dist_muon: Megatron's deprecated spelling of muon with the distributed optimizer.
+  c.dist_opt = (c.cfg.use_distributed_optimizer || args.optimizer == arg::Optimizer::dist_muon) && c.dp.size() > 1;
   const optim::DType dtype = c.cfg.bf16 ? optim::DType::BF16 : c.cfg.fp16 ? optim::DType::F16 : optim::DType::F32;
   c.scaler = optim::make_grad_scaler(c.cfg);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));

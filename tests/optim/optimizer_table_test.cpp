@@ -31,6 +31,6 @@ TEST_CASE("optimizer table: kernels and state", "[optim][table]") {
   CHECK(muon.scalar_rule == ScalarRule::MuonScalarOptimizer);
   CHECK(state_of(muon, true).buffers() == 1);   // the momentum buffer
   CHECK(state_of(muon, false).buffers() == 2);  // the scalar parameters: Adam's moments
-  CHECK(optimizer_info(mr::arg::Optimizer::dist_muon).kernel == Kernel::None);
+  CHECK(optimizer_info(mr::arg::Optimizer::dist_muon).kernel == Kernel::Muon);  // muon, distributed
   CHECK_FALSE(optimizer_info(mr::arg::Optimizer::soap).state.known);
 }

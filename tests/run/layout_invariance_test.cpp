@@ -60,6 +60,8 @@ TEST_CASE("every layout ends with the same bits: 1 rank, DP=4, distributed optim
     // Muon takes the layer-wise path (whole matrices per rank, broadcast after the step), the others shard ranges.
     same(one, run_job(4, with({"--use-distributed-optimizer"}), dir, std::string(opt) + "-dist"),
          std::string(opt) + ": DP=4, distributed optimizer");
+    if (std::string(opt) == "muon")  // Megatron's deprecated spelling of the same
+      same(one, run_job(4, {"--optimizer", "dist_muon"}, dir, "dist_muon"), "--optimizer dist_muon: DP=4");
     same(one, run_job(4, with({"--tensor-model-parallel-size", "2"}), dir, std::string(opt) + "-tp2"),
          std::string(opt) + ": TP=2 x DP=2");
     same(one, run_job(4, with({"--pipeline-model-parallel-size", "2"}), dir, std::string(opt) + "-pp2"),
