@@ -36,6 +36,7 @@ cases=(
   "muon-bf16|bound|--optimizer muon --bf16 --train-iters 4"
   # Routed experts (the tail of the flat buffer), one rank.
   "moe-bf16|exact|--num-experts 4 --bf16 --train-iters 8"
+  "moe-muon-bf16|bound|--num-experts 4 --optimizer muon --bf16 --train-iters 4"
   # Two ranks, TP=2: Muon's TP modes across the group (on nccl: the device step over NCCL). A GPU each.
   "muon-tp2-duplicated|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode duplicated --train-iters 4|2"
   "muon-tp2-distributed|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode distributed --bf16 --train-iters 4|2"

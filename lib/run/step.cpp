@@ -40,12 +40,13 @@ std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSl
 }
 
 // Muon (Megatron's get_megatron_muon_optimizer): the 2-D weights of the transformer layers go to Muon, with this
-// rank's TP shard and the --muon-tp-mode collectives over the TP group; the rest (embeddings, output layer, norms,
-// biases) to --muon-scalar-optimizer.
+// rank's TP shard and the --muon-tp-mode collectives over the TP group (routed experts: over the expert TP group,
+// as Megatron's TensorParallelMuon picks `expt_tp` for them); the rest (embeddings, output layer, norms, biases) to
+// --muon-scalar-optimizer.
 void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   FlatBuffers& b = c.buf;
   const BufferPtrs d = c.backend->ptrs();
-  std::vector<optim::MuonParam> mats;
+  std::vector<optim::MuonParam> mats, expert_mats;
   std::vector<optim::TensorSlot> scalars;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
@@ -65,7 +66,7 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       m.is_qkv = ends_with(p.name, "linear_qkv.weight");
       m.partition_dim = p.split_dim;
       if (b.model_dtype == optim::DType::BF16) m.param_bf16 = static_cast<uint16_t*>(d.model) + off;
-      mats.push_back(std::move(m));
+      (p.expert ? expert_mats : mats).push_back(std::move(m));
     } else {
       optim::TensorSlot s;
       s.numel = p.numel();
@@ -86,7 +87,8 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
   optim::MuonOptions mo = optim::muon_options(c.cfg, optim::qkv_split_shapes(heads, query_groups, kv));
   // The QKV split is per TP shard: each rank holds query_groups / tp whole groups.
-  c.backend->muon_step(mats, groups, mo, c.tp.size() > 1 ? &c.tp : nullptr);
+  if (!mats.empty()) c.backend->muon_step(mats, groups, mo, c.tp.size() > 1 ? &c.tp : nullptr);
+  if (!expert_mats.empty()) c.backend->muon_step(expert_mats, groups, mo, c.etp.size() > 1 ? &c.etp : nullptr);
   const optim::Kernel scalar =
       optim::muon_scalar_optimizer(c.cfg) == optim::ScalarOptimizer::Lion ? optim::Kernel::Lion : optim::Kernel::Adam;
   c.backend->elementwise_step(scalar, scalars, groups, c.cfg);

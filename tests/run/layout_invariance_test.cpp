@@ -86,13 +86,21 @@ TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank
 
 TEST_CASE("MoE: EP=2 (and EP=2 x TP=2) end with the same bits as one rank", "[run][layout][moe]") {
   mrtest::TempDir dir;
-  for (const char* opt : {"adam", "sgd", "lion"}) {  // MoE with Muon is refused (docs/run.md)
+  for (const char* opt : {"adam", "sgd", "lion", "muon"}) {
     const std::vector<std::string> moe = {"--num-experts", "4", "--optimizer", opt};
     const End one = run_job(1, moe, dir, std::string("moe1-") + opt);
     std::vector<std::string> ep2 = moe;
     ep2.insert(ep2.end(), {"--expert-model-parallel-size", "2"});
     same(one, run_job(4, ep2, dir, std::string("moe-ep2-") + opt), std::string(opt) + ": EP=2 on 4 ranks");
   }
+  // Muon orthogonalises each routed expert's whole matrix: with expert TP 2 (TP=2 x EP=2, no biases) the
+  // duplicated mode gathers the expert's shards over the expert TP group.
+  const std::vector<std::string> muon = {"--num-experts", "4", "--optimizer", "muon", "--disable-bias-linear"};
+  std::vector<std::string> tp2ep2 = muon;
+  tp2ep2.insert(tp2ep2.end(), {"--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2",
+                               "--expert-tensor-parallel-size", "2", "--sequence-parallel"});
+  same(run_job(1, muon, dir, "moe1-muon-nobias"), run_job(4, tp2ep2, dir, "moe-tp2ep2-muon"),
+       "muon: TP=2 x EP=2, expert TP 2");
 }
 
 TEST_CASE("MoE with the distributed optimizer: experts sharded over their data-parallel group, the same bits",
