@@ -50,6 +50,7 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
   sharded = g.distributed;
   layer_wise = g.distributed && g.layer_wise;
   bounds.clear();
+  expert_bounds.clear();
   offset.clear();
   group_of.clear();
   auto round_up = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
@@ -64,30 +65,38 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
     n += p.numel();
   }
   if (dense_end < 0) dense_end = n;
-  if (layer_wise && n > dense_end) throw RunError("the layer-wise distributed optimizer shards dense models only");
   expert_begin = std::max(dense_end, sharded && !layer_wise ? round_up(dense_end, g.dp) : dense_end);
   numel = n;  // without experts, the dense part's padding is not counted (it is in `padded`)
   const int64_t experts = std::max<int64_t>(0, numel - expert_begin);
-  experts_scattered = sharded && g.edp > 1 && experts > 0;
+  experts_scattered = sharded && !layer_wise && g.edp > 1 && experts > 0;
   if (layer_wise) {
-    // Rank r owns the parameters whose start lies in [r, r + 1) x numel / dp: contiguous, balanced by elements,
-    // the same cut on every rank of the group and on every TP peer (their shard sizes are equal).
-    bounds.assign(static_cast<size_t>(g.dp) + 1, numel);
-    bounds[0] = 0;
-    for (int64_t r = 1; r < g.dp; ++r) {
-      const int64_t target = numel / g.dp * r + std::min(numel % g.dp, r);
-      int64_t cut = numel;
-      for (int64_t at : offset)
-        if (at >= target) {
-          cut = at;
-          break;
-        }
-      bounds[static_cast<size_t>(r)] = std::max(cut, bounds[static_cast<size_t>(r) - 1]);
-    }
+    // Whole parameters in contiguous runs, balanced by elements: the dense part over the data-parallel group, the
+    // routed experts over the expert data-parallel group. Rank r of a group of n owns the parameters of the region
+    // [begin, end) that start in [r, r + 1) x (end - begin) / n: the same cut on every rank of the group and on every
+    // TP peer (their shard sizes are equal).
+    auto runs = [&](int64_t begin, int64_t end, int64_t n) {
+      std::vector<int64_t> at(static_cast<size_t>(n) + 1, end);
+      at[0] = begin;
+      const int64_t len = end - begin;
+      for (int64_t r = 1; r < n; ++r) {
+        const int64_t target = begin + len / n * r + std::min(len % n, r);
+        int64_t cut = end;
+        for (int64_t o : offset)
+          if (o >= target && o < end) {
+            cut = o;
+            break;
+          }
+        at[static_cast<size_t>(r)] = std::max(cut, at[static_cast<size_t>(r) - 1]);
+      }
+      return at;
+    };
+    bounds = runs(0, dense_end, g.dp);
+    expert_bounds = runs(expert_begin, numel, g.edp);
     padded = numel;
     lo = bounds[static_cast<size_t>(g.dp_rank)];
     hi = bounds[static_cast<size_t>(g.dp_rank) + 1];
-    elo = ehi = numel;
+    elo = expert_bounds[static_cast<size_t>(g.edp_rank)];
+    ehi = expert_bounds[static_cast<size_t>(g.edp_rank) + 1];
   } else if (!sharded) {
     padded = numel;
     lo = 0;

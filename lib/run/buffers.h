@@ -58,7 +58,7 @@ struct BufferBytes {
 // How the distributed optimizer shards the buffers: over the data-parallel group (dense parameters) and the expert
 // data-parallel group (routed experts). `distributed` false: no shards. `layer_wise`: Megatron's layer-wise
 // distributed optimizer (Muon, which orthogonalises whole matrices): each data-parallel rank owns whole
-// parameters, a contiguous run of them (dense models only).
+// parameters, a contiguous run of them (and of the routed experts over the expert data-parallel group).
 struct ShardGroups {
   bool distributed = false;
   int64_t dp = 1, dp_rank = 0;
@@ -75,10 +75,11 @@ struct FlatBuffers {
   int64_t expert_begin = 0;  // routed experts occupy [expert_begin, numel): dense_end, padded when sharded
   int64_t elo = 0, ehi = 0;  // this rank's block of the experts (sharded; else empty, at numel)
   bool sharded = false;   // the distributed optimizer's shards (a data-parallel group of more than one)
-  // Layer-wise (ShardGroups::layer_wise): rank r owns the whole parameters in [bounds[r], bounds[r + 1]); the
+  // Layer-wise (ShardGroups::layer_wise): data-parallel rank r owns the whole dense parameters in
+  // [bounds[r], bounds[r + 1]), expert data-parallel rank r the routed experts in [expert_bounds[r], ...); the
   // gradients are all-reduced (not scattered) and each rank's parameters broadcast after the step.
   bool layer_wise = false;
-  std::vector<int64_t> bounds;
+  std::vector<int64_t> bounds, expert_bounds;
   // The experts' gradients are reduce-scattered over an expert data-parallel group of more than one; with a group
   // of one this rank's block is all of them, reduced in place in `grad`.
   bool experts_scattered = false;

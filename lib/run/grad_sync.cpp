@@ -60,9 +60,12 @@ void stats_reduce(RunContext& c, std::span<double> v, optim::ReduceOp op) {
 void publish_params(RunContext& c) {
   if (!c.dist_opt) return;
   if (c.buf.layer_wise) {  // every rank's whole parameters from it, in place
-    const std::vector<int64_t>& at = c.buf.bounds;
-    for (size_t r = 0; r + 1 < at.size(); ++r)
-      if (at[r] < at[r + 1]) c.backend->broadcast_model(c.dp, at[r], at[r + 1], static_cast<int>(r));
+    auto from_owners = [&](distributed::Group& g, const std::vector<int64_t>& at) {
+      for (size_t r = 0; r + 1 < at.size(); ++r)
+        if (at[r] < at[r + 1]) c.backend->broadcast_model(g, at[r], at[r + 1], static_cast<int>(r));
+    };
+    from_owners(c.dp, c.buf.bounds);
+    if (c.edp.size() > 1) from_owners(c.edp, c.buf.expert_bounds);
     return;
   }
   c.backend->all_gather_model(c.dp, 0, c.buf.lo, c.buf.hi);

@@ -10,8 +10,7 @@ namespace mr::run {
 // Throws RunError (run/model.h) naming the flags: an optimizer without a kernel of ours, Muon with --fp16 or a
 // --muon-tp-mode it does not implement, --rampup-batch-size, no
 // --global-batch-size (or one past the synthetic gradient's range), no --train-iters / --train-samples, and what
-// the model plan refuses (run/model.h: plan_gpt_model, for every pipeline stage), or routed experts with Muon's
-// layer-wise distributed optimizer.
+// the model plan refuses (run/model.h: plan_gpt_model, for every pipeline stage).
 void check_run_supported(const Args& args);
 
 }  // namespace mr::run

@@ -51,8 +51,8 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
     const int64_t off = b.offset[k];
-    // The layer-wise distributed optimizer: this rank steps the whole parameters it owns, [lo, hi).
-    if (off < b.lo || off >= b.hi) continue;
+    // The layer-wise distributed optimizer: this rank steps the whole parameters it owns, [lo, hi) and [elo, ehi).
+    if (!((off >= b.lo && off < b.hi) || (off >= b.elo && off < b.ehi))) continue;
     const int64_t at = b.local(off);  // in the state buffers
     float* master = !d.main ? static_cast<float*>(d.model) + off : d.main + at;
     if (!optim::muon_excluded(static_cast<int64_t>(p.shape.size()), p.embedding_or_output)) {

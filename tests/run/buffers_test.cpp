@@ -156,6 +156,32 @@ TEST_CASE("the layer-wise distributed optimizer (Muon): whole parameters, a cont
     CHECK(next == layout(plan, {}).numel);
     for (int n : owner) CHECK(n == 1);
   }
-  // Routed experts are not sharded layer-wise.
-  CHECK_THROWS_AS(layout(moe_plan(), {true, 2, 0, 1, 0, true}), RunError);
+  // Routed experts: whole expert matrices in runs over the expert data-parallel group, after the dense part (no
+  // padding); their gradients stay in the gradient buffer (all-reduced).
+  const ModelPlan moe = moe_plan();
+  for (auto [dp, edp] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {2, 1}, {3, 3}}) {
+    INFO("dp " << dp << ", expert dp " << edp);
+    std::vector<int> owner(moe.params.size(), 0);
+    for (int64_t r = 0; r < dp; ++r) {
+      const FlatBuffers b = layout(moe, {true, dp, r, edp, r % edp, true});
+      CHECK(b.expert_begin == b.dense_end);
+      CHECK_FALSE(b.experts_scattered);
+      REQUIRE(b.expert_bounds.size() == static_cast<size_t>(edp) + 1);
+      CHECK(b.expert_bounds.front() == b.expert_begin);
+      CHECK(b.expert_bounds.back() == b.numel);
+      std::vector<float> grad(static_cast<size_t>(b.padded));
+      int64_t next_local = 0;
+      b.for_each_piece(moe, [&](size_t k, int64_t lo, int64_t hi) {
+        CHECK(lo == b.offset[k]);
+        CHECK(hi == b.offset[k] + moe.params[k].numel());
+        CHECK(b.local(lo) == next_local);  // the shard's state: this rank's dense run, then its experts
+        next_local += hi - lo;
+        CHECK(b.grad_at(grad.data(), nullptr, lo) == grad.data() + lo);
+        // Count the dense part over the data-parallel group, the experts over one expert group (ranks 0 .. edp-1).
+        if (!moe.params[k].expert || r < edp) ++owner[k];
+      });
+      CHECK(next_local == b.shard());
+    }
+    for (int n : owner) CHECK(n == 1);
+  }
 }

@@ -173,6 +173,10 @@ TEST_CASE("a checkpoint loads under another layout with the same unsharded state
   const std::vector<std::string> muon_dist = {"--optimizer", "muon", "--use-distributed-optimizer", "--bf16"};
   check_reshard({4, muon_dist}, {1, {"--optimizer", "muon", "--bf16"}}, "muonlw4-1");
   check_reshard({1, {"--optimizer", "muon", "--bf16"}}, {4, muon_dist}, "1-muonlw4");
+  // ... with routed experts (runs of whole experts over the expert data-parallel group).
+  check_reshard({4, {"--num-experts", "4", "--expert-model-parallel-size", "2", "--optimizer", "muon",
+                     "--use-distributed-optimizer"}},
+                {1, {"--num-experts", "4", "--optimizer", "muon"}}, "moemuonlw4-1");
 }
 
 namespace {

@@ -99,8 +99,16 @@ TEST_CASE("MoE: EP=2 (and EP=2 x TP=2) end with the same bits as one rank", "[ru
   std::vector<std::string> tp2ep2 = muon;
   tp2ep2.insert(tp2ep2.end(), {"--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2",
                                "--expert-tensor-parallel-size", "2", "--sequence-parallel"});
-  same(run_job(1, muon, dir, "moe1-muon-nobias"), run_job(4, tp2ep2, dir, "moe-tp2ep2-muon"),
-       "muon: TP=2 x EP=2, expert TP 2");
+  const End muon_one = run_job(1, muon, dir, "moe1-muon-nobias");
+  same(muon_one, run_job(4, tp2ep2, dir, "moe-tp2ep2-muon"), "muon: TP=2 x EP=2, expert TP 2");
+  // Muon's layer-wise distributed optimizer with experts: whole expert matrices in runs over the expert DP group
+  // (EP=2 on 4 ranks: a group of 2; EP=4: a group of one), broadcast after the step.
+  for (const char* ep : {"2", "4"}) {
+    std::vector<std::string> dist = muon;
+    dist.insert(dist.end(), {"--expert-model-parallel-size", ep, "--use-distributed-optimizer"});
+    same(muon_one, run_job(4, dist, dir, std::string("moe-muon-lw-ep") + ep),
+         std::string("muon: DP=4, EP=") + ep + ", layer-wise distributed optimizer");
+  }
 }
 
 TEST_CASE("MoE with the distributed optimizer: experts sharded over their data-parallel group, the same bits",

@@ -137,8 +137,6 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
     CHECK_THAT(p.err(), Catch::Contains(says));
     CHECK_THAT(p.out() + p.err(), !Catch::Contains("bring-up passed"));
   };
-  refused(2, {"--num-experts", "2", "--optimizer", "muon", "--use-distributed-optimizer", "--train-iters", "4"}, "moe",
-          "--num-experts is not supported with it");
   refused(1, {"--optimizer", "soap", "--train-iters", "2"}, "soap", "--optimizer soap is not supported yet");
   refused(1, {"--optimizer", "muon", "--fp16", "--train-iters", "2"}, "muonfp16", "--optimizer muon does not run with --fp16");
   refused(1, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--train-iters", "2"}, "muonauto",
