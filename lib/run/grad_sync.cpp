@@ -9,8 +9,11 @@
 namespace mr::run {
 
 namespace {
+// The first and the last stage each hold the word embeddings (the last: as the tied output layer, or for the
+// multi-token-prediction layers), kept equal through the embedding group.
 bool holds_tied_copy(const RunContext& c) {
-  return c.tied && c.pp.size() > 1 && (c.pp.rank() == 0 || c.pp.rank() == c.pp.size() - 1);
+  const bool mtp = c.args.mtp_num_layers.value_or(0) > 0;
+  return (c.tied || mtp) && c.pp.size() > 1 && (c.pp.rank() == 0 || c.pp.rank() == c.pp.size() - 1);
 }
 bool is_tied_copy(const ParamSpec& p) { return p.name == "embedding.word_embeddings.weight" || p.shared_copy; }
 }  // namespace

@@ -124,8 +124,8 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // What this synthetic run does not model: say so, naming the flag.
   if (a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern)
     throw RunError("the training run models GPT models only: hybrid/Mamba layer patterns are not supported yet");
-  if (a.multi_latent_attention)
-    throw RunError("the training run does not model --multi-latent-attention yet");
+  if (a.multi_latent_attention && a.mla_down_proj_fusion)
+    throw RunError("the training run does not model --mla-down-proj-fusion (the fused MLA down projection) yet");
   if (a.account_for_embedding_in_pipeline_split || a.account_for_loss_in_pipeline_split)
     throw RunError("the training run does not model --account-for-embedding/loss-in-pipeline-split yet");
   if (a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json)
@@ -256,27 +256,59 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     plan.params.push_back(std::move(p));
   };
 
-  for (int64_t layer : plan.layers) {
-    const std::string p = "decoder.layers." + std::to_string(layer) + ".";
-    norm(p + (te ? "self_attention.linear_qkv.layer_norm_" : "input_layernorm."), h);
-    add(p + "self_attention.linear_qkv.weight", {qkv_out, h}, 0);
-    if (qkv_bias) add(p + "self_attention.linear_qkv.bias", {qkv_out}, 0);
-    if (qk_norm)
-      for (const char* which : {"q_layernorm.", "k_layernorm."}) {
-        size_t before = plan.params.size();
-        norm(p + "self_attention." + which, kv);
-        if (wd_on_qk_norm)
-          for (size_t i = before; i < plan.params.size(); ++i) plan.params[i].no_weight_decay = false;
+  // Multi-latent attention (Megatron's MLASelfAttention with its GPT layer spec): queries projected at full rank
+  // (--q-lora-rank unset) or down to --q-lora-rank and up again; keys and values down to --kv-lora-rank plus the
+  // rotary part and up again per head; the down projections replicated over TP, the up projections split by
+  // heads; with --qk-layernorm a norm on each latent (TE: fused into the up projection). No biases but the output's.
+  const bool mla = a.multi_latent_attention;
+  const int64_t q_lora = mla && a.q_lora_rank ? at_least(*a.q_lora_rank, 1, "--q-lora-rank") : 0;
+  const int64_t kv_lora = mla ? at_least(a.kv_lora_rank, 1, "--kv-lora-rank") : 0;
+  const int64_t rope_dim = mla ? at_least(a.qk_pos_emb_head_dim, 0, "--qk-pos-emb-head-dim") : 0;
+  const int64_t q_head = mla ? sum(at_least(a.qk_head_dim, 1, "--qk-head-dim"), rope_dim, "the MLA query head") : 0;
+  const int64_t v_head = mla ? at_least(a.v_head_dim, 1, "--v-head-dim") : kv;
+  auto latent_norm = [&](const std::string& prefix, int64_t width) {
+    const size_t before = plan.params.size();
+    norm(prefix, width);
+    if (wd_on_qk_norm)
+      for (size_t i = before; i < plan.params.size(); ++i) plan.params[i].no_weight_decay = false;
+  };
+
+  // One transformer layer under `p` ("decoder.layers.3.", or an MTP layer's "mtp.layers.0.mtp_model_layer."):
+  // attention, then a dense MLP or (moe) the MoE block.
+  auto add_layer = [&](const std::string& p, bool moe) {
+    const std::string att = p + "self_attention.";
+    if (mla) {
+      norm(p + "input_layernorm.", h);
+      const int64_t q_out = mul(heads, q_head, "--num-attention-heads x (--qk-head-dim + --qk-pos-emb-head-dim)");
+      if (q_lora == 0) {
+        add(att + "linear_q_proj.weight", {q_out, h}, 0);
+      } else {
+        add(att + "linear_q_down_proj.weight", {q_lora, h}, -1);
+        if (qk_norm) latent_norm(att + (te ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), q_lora);
+        add(att + "linear_q_up_proj.weight", {q_out, q_lora}, 0);
       }
-    add(p + "self_attention.linear_proj.weight", {h, mul(heads, kv, "--num-attention-heads x --kv-channels")}, 1);
-    if (bias) add(p + "self_attention.linear_proj.bias", {h}, -1);
-    if (!moe_layer[static_cast<size_t>(layer)]) {
+      add(att + "linear_kv_down_proj.weight", {sum(kv_lora, rope_dim, "--kv-lora-rank + --qk-pos-emb-head-dim"), h}, -1);
+      if (qk_norm) latent_norm(att + (te ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), kv_lora);
+      add(att + "linear_kv_up_proj.weight",
+          {mul(heads, sum(a.qk_head_dim, v_head, "--qk-head-dim + --v-head-dim"), "the MLA key/value up projection"),
+           kv_lora},
+          0);
+    } else {
+      norm(te ? att + "linear_qkv.layer_norm_" : p + "input_layernorm.", h);
+      add(att + "linear_qkv.weight", {qkv_out, h}, 0);
+      if (qkv_bias) add(att + "linear_qkv.bias", {qkv_out}, 0);
+      if (qk_norm)
+        for (const char* which : {"q_layernorm.", "k_layernorm."}) latent_norm(att + which, kv);
+    }
+    add(att + "linear_proj.weight", {h, mul(heads, v_head, "--num-attention-heads x the value head size")}, 1);
+    if (bias) add(att + "linear_proj.bias", {h}, -1);
+    if (!moe) {
       norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
       add(p + "mlp.linear_fc1.weight", {fc1_out, h}, 0);
       if (bias) add(p + "mlp.linear_fc1.bias", {fc1_out}, 0);
       add(p + "mlp.linear_fc2.weight", {h, ffn}, 1);
       if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1);
-      continue;
+      return;
     }
     // An MoE layer: its own norm, the router (replicated), the local routed experts, the shared experts.
     norm(p + "pre_mlp_layernorm.", h);
@@ -305,10 +337,33 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       if (bias) add(p + "mlp.shared_experts.linear_fc2.bias", {h}, -1);
       if (a.moe_shared_expert_gate) add(p + "mlp.shared_experts.gate_weight", {1, h}, -1);
     }
-  }
+  };
+  for (int64_t layer : plan.layers)
+    add_layer("decoder.layers." + std::to_string(layer) + ".", moe_layer[static_cast<size_t>(layer)]);
+  // Multi-token prediction (--mtp-num-layers, Megatron's MultiTokenPredictionBlock on the last stage): each MTP
+  // layer normalises the embedding and the hidden states (enorm, hnorm), projects their concatenation 2h -> h
+  // (eh_proj, split by TP like a column-parallel linear), runs one transformer layer of the last decoder layer's kind
+  // and its own final norm. The stage also embeds the tokens for them: with several stages a copy of the word
+  // embeddings, kept equal to the first stage's through the embedding group (tied or not), which is then the
+  // output layer's weight too when tied.
+  const int64_t mtp = last ? at_least(a.mtp_num_layers.value_or(0), 0, "--mtp-num-layers") : 0;
+  const bool mtp_embedding = mtp > 0 && at.pp_size > 1;
   if (last) {
     norm("decoder.final_layernorm.", h);
-    if (!tied || at.pp_size > 1) {
+    if (mtp_embedding) {
+      ParamSpec& e = add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0);
+      e.embedding_or_output = true;
+      e.shared_copy = true;  // the first stage's is the one counted
+    }
+    for (int64_t i = 0; i < mtp; ++i) {
+      const std::string p = "mtp.layers." + std::to_string(i) + ".";
+      norm(p + "enorm.", h);
+      norm(p + "hnorm.", h);
+      add(p + "eh_proj.weight", {h, mul(2, h, "2 x --hidden-size")}, 0);
+      add_layer(p + "mtp_model_layer.", L > 0 && moe_layer[static_cast<size_t>(L - 1)]);
+      norm(p + "final_layernorm.", h);
+    }
+    if (!tied || (at.pp_size > 1 && !mtp_embedding)) {
       ParamSpec& out = add("output_layer.weight", {plan.padded_vocab_size, h}, 0);
       out.embedding_or_output = true;
       // Tied weights on several stages: the last stage keeps a copy of the word embeddings, kept equal to the

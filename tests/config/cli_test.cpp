@@ -180,9 +180,9 @@ TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without st
   INFO(r.out);
   REQUIRE(r.exit == 0);
   CHECK_THAT(r.out, Catch::Contains("(0, 1)") && Catch::Contains("TP=1 PP=2"));
-  r = sh("params --world-size 1 --config " + kDefault + " --multi-latent-attention");
+  r = sh("params --world-size 1 --config " + kDefault + " --multi-latent-attention --mla-down-proj-fusion");
   CHECK(r.exit == 1);
-  CHECK_THAT(r.out, Catch::Contains("--multi-latent-attention"));
+  CHECK_THAT(r.out, Catch::Contains("--mla-down-proj-fusion"));
   r = sh("params --config " + kDefault);
   CHECK(r.exit == 2);
   CHECK_THAT(r.out, Catch::Contains("--world-size"));
@@ -273,6 +273,25 @@ TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B para
   mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));  // after the config's warnings
   CHECK(field(v, "parameters").as_int() == 46702792704);
   CHECK(field(v, "ranks").as_list().size() == 8);  // 2 TP x 4 PP coordinates
+}
+
+TEST_CASE("params: Megatron's DeepSeek-V3 proxy CI config (MLA, MTP, 256 experts): Megatron's count plus eh_proj",
+          "[cli][params][moe][mla]") {
+  // 14 layers (the first 3 dense), MLA with q/kv latents, one MTP layer, untied; 64 ranks (TP 2, PP 2, EP 8).
+  // Megatron's theoretical_memory_usage gives 40.21 billion (block 35.30 + MTP 3.05 + embeddings 1.85) and leaves out
+  // the MTP layer's eh_proj (7168 x 14336 = 102,760,448) and its three norms (3 x 7168).
+  const std::string cfg = std::string(MR_DATA_DIR) +
+                          "/corpus/functional-tests/mixtral__deepseekv3_proxy_flex_tp2pp2emp16etp1cp1_gb_200_release_sm.yaml";
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  Result r = sh("params --world-size 64 --env-placeholder /p --config " + cfg + " --vocab-size 129280 --format json");
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+  const int64_t n = field(v, "parameters").as_int();
+  CHECK(n == 40308912128);
+  CHECK(n - 102760448 - 3 * 7168 > 40205000000);  // Megatron's 40.21 (rounded) billion
+  CHECK(n - 102760448 - 3 * 7168 < 40215000000);
 }
 
 TEST_CASE("no arguments prints the usage; -h/--help work after every command", "[cli][help]") {

@@ -84,6 +84,38 @@ TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank
        "muon bf16: TP=2 x DP=2, layer-wise distributed optimizer");
 }
 
+TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one rank", "[run][layout][mla]") {
+  mrtest::TempDir dir;
+  for (const char* opt : {"adam", "muon"}) {
+    const std::vector<std::string> mla = {"--multi-latent-attention", "--q-lora-rank", "64", "--qk-layernorm",
+                                          "--optimizer", opt};
+    std::vector<std::string> tp2 = mla;
+    tp2.insert(tp2.end(), {"--tensor-model-parallel-size", "2"});
+    same(run_job(1, mla, dir, std::string("mla1-") + opt), run_job(4, tp2, dir, std::string("mla-tp2-") + opt),
+         std::string(opt) + ": MLA, TP=2 x DP=2");
+  }
+}
+
+TEST_CASE("multi-token prediction: PP=2 (tied and untied, and with experts) ends with the same bits as one rank",
+          "[run][layout][mtp]") {
+  mrtest::TempDir dir;
+  const std::vector<std::string> mtp = {"--mtp-num-layers", "2", "--position-embedding-type", "rope"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), mtp.begin(), mtp.end());
+    return more;
+  };
+  same(run_job(1, mtp, dir, "mtp1"), run_job(4, with({"--pipeline-model-parallel-size", "2"}), dir, "mtp-pp2"),
+       "MTP: PP=2 x DP=2, tied");
+  const std::vector<std::string> untied = with({"--untie-embeddings-and-output-weights"});
+  std::vector<std::string> untied_pp2 = untied;
+  untied_pp2.insert(untied_pp2.end(), {"--pipeline-model-parallel-size", "2"});
+  same(run_job(1, untied, dir, "mtp1u"), run_job(2, untied_pp2, dir, "mtp-pp2u"), "MTP: PP=2, untied");
+  const std::vector<std::string> moe = with({"--num-experts", "4", "--mtp-num-layers", "1"});
+  std::vector<std::string> moe_pp2 = moe;
+  moe_pp2.insert(moe_pp2.end(), {"--pipeline-model-parallel-size", "2", "--expert-model-parallel-size", "2"});
+  same(run_job(1, moe, dir, "mtp1moe"), run_job(4, moe_pp2, dir, "mtp-pp2moe"), "MTP with experts: PP=2 x EP=2");
+}
+
 TEST_CASE("MoE: EP=2 (and EP=2 x TP=2) end with the same bits as one rank", "[run][layout][moe]") {
   mrtest::TempDir dir;
   for (const char* opt : {"adam", "sgd", "lion", "muon"}) {

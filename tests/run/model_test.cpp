@@ -4,6 +4,7 @@
 
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "config/value.h"
 #include "run/model.h"
@@ -168,11 +169,97 @@ TEST_CASE("GQA, SwiGLU, RMSNorm, no biases, QK norms", "[run][model]") {
 
 TEST_CASE("what the run does not model is refused, naming the flag", "[run][model]") {
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"vocab_size", Value()}}), {}), Catch::Contains("--vocab-size"));
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"multi_latent_attention", Value(true)}}), {}),
-                    Catch::Contains("--multi-latent-attention"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"multi_latent_attention", Value(true)},
+                                                {"mla_down_proj_fusion", Value(true)}}),
+                                            {}),
+                    Catch::Contains("--mla-down-proj-fusion"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"hybrid_layer_pattern", Value(std::string("M*M*"))}}), {}),
                     Catch::Contains("hybrid"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(), {0, 3, 0, 1}), Catch::Contains("--tensor-model-parallel-size"));
+}
+
+TEST_CASE("multi-latent attention: Megatron's attention parameter count, up projections split over TP",
+          "[run][model][mla]") {
+  // h 64, 4 heads, qk 8 + rotary 4, v 8, kv rank 16, RMSNorm, no biases, QK norms: per layer, Megatron's
+  // theoretical_memory_usage counts q_term + kv_lora (h + heads (qk + v) + 1) + h rope + heads v h, with
+  // q_term = q_lora (h + heads (qk + rope) + 1), or h heads (qk + rope) at full rank; plus the input norm.
+  const int64_t h = 64, heads = 4, qk = 8, rope = 4, v = 8, kv_lora = 16, L = 4;
+  auto mla = [&](std::optional<int64_t> q_lora) {
+    std::map<std::string, Value> o = {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(kv_lora)},
+                                      {"qk_head_dim", Value(qk)}, {"qk_pos_emb_head_dim", Value(rope)},
+                                      {"v_head_dim", Value(v)}, {"normalization", Value(std::string("RMSNorm"))},
+                                      {"add_bias_linear", Value(false)}, {"qk_layernorm", Value(true)},
+                                      {"position_embedding_type", Value(std::string("rope"))}};
+    if (q_lora) o["q_lora_rank"] = Value(*q_lora);
+    return gpt(o);
+  };
+  auto attention = [](const ModelPlan& p, int64_t tp_rank) {
+    int64_t n = 0;
+    for (const ParamSpec& s : p.params)
+      if (s.name.rfind("decoder.layers.0.", 0) == 0 && (s.name.find("self_attention.") != std::string::npos ||
+                                                        s.name.find("input_layernorm.") != std::string::npos))
+        if (!(s.tp_duplicate && tp_rank != 0)) n += s.numel();
+    return n;
+  };
+  const int64_t kv_term = kv_lora * (h + heads * (qk + v) + 1) + h * rope, o_proj = heads * v * h;
+  for (std::optional<int64_t> q_lora : {std::optional<int64_t>{}, std::optional<int64_t>{24}}) {
+    INFO("q_lora_rank " << (q_lora ? std::to_string(*q_lora) : "none"));
+    const int64_t q_term = q_lora ? *q_lora * (h + heads * (qk + rope) + 1) : h * heads * (qk + rope);
+    const ModelPlan one = mr::run::plan_gpt_model(mla(q_lora), {});
+    CHECK(attention(one, 0) == q_term + kv_term + o_proj + h);
+    CHECK_FALSE(find(one, "decoder.layers.0.self_attention.linear_qkv.weight"));
+    // TP=2: the up projections and the output are split by heads, the down projections and norms replicated.
+    int64_t split = 0;
+    for (int64_t r = 0; r < 2; ++r) split += attention(mr::run::plan_gpt_model(mla(q_lora), {r, 2, 0, 1}), r);
+    CHECK(split == attention(one, 0));
+    const ModelPlan tp2 = mr::run::plan_gpt_model(mla(q_lora), {1, 2, 0, 1});
+    const ParamSpec* up = find(tp2, "decoder.layers.0.self_attention.linear_kv_up_proj.weight");
+    REQUIRE(up);
+    CHECK(up->shape == std::vector<int64_t>{heads * (qk + v) / 2, kv_lora});
+    CHECK(find(tp2, "decoder.layers.0.self_attention.linear_kv_down_proj.weight")->tp_duplicate);
+    CHECK(find(tp2, "decoder.layers.0.self_attention.linear_kv_up_proj.layer_norm_weight")->tp_duplicate);
+    CHECK(find(tp2, "decoder.layers.0.self_attention.linear_proj.weight")->shape == std::vector<int64_t>{h, heads * v / 2});
+    if (q_lora) CHECK(find(one, "decoder.layers.0.self_attention.linear_q_up_proj.layer_norm_weight"));
+    else CHECK(find(one, "decoder.layers.0.self_attention.linear_q_proj.weight")->shape ==
+               std::vector<int64_t>{heads * (qk + rope), h});
+  }
+  (void)L;
+}
+
+TEST_CASE("multi-token prediction: MTP layers on the last stage, with their embedding copy under PP",
+          "[run][model][mtp]") {
+  // Each MTP layer: enorm, hnorm (LayerNorm: weight and bias), eh_proj 2h -> h, one transformer layer like the
+  // decoder's, its final norm. Megatron's theoretical_memory_usage counts only the transformer layer of it.
+  const int64_t h = 64, L = 4, V = 1024;  // vocabulary 1000 padded to 128 x TP
+  const auto base = gpt({{"position_embedding_type", Value(std::string("rope"))}});
+  const ModelPlan plain = mr::run::plan_gpt_model(base, {});
+  const int64_t layer = 12 * h * h + 13 * h;  // a GPT layer with biases and LayerNorms (closed_form's per layer)
+  for (int64_t mtp : {1, 2}) {
+    INFO("--mtp-num-layers " << mtp);
+    const auto args = gpt({{"position_embedding_type", Value(std::string("rope"))}, {"mtp_num_layers", Value(mtp)}});
+    const ModelPlan one = mr::run::plan_gpt_model(args, {});
+    CHECK(counted(one, 0) == counted(plain, 0) + mtp * (layer + 2 * h * h + 3 * 2 * h));
+    REQUIRE(find(one, "mtp.layers.0.eh_proj.weight"));
+    CHECK(find(one, "mtp.layers.0.eh_proj.weight")->shape == std::vector<int64_t>{h, 2 * h});
+    CHECK(find(one, "mtp.layers.0.mtp_model_layer.self_attention.linear_qkv.weight"));
+    CHECK(one.layers.size() == static_cast<size_t>(L));  // the decoder's layers only
+    // PP=2: the MTP layers and an embedding copy (counted on the first stage only) on the last stage; tied, it is
+    // the output layer's weight too (no output_layer.weight).
+    const ModelPlan first = mr::run::plan_gpt_model(args, {0, 1, 0, 2}), last = mr::run::plan_gpt_model(args, {0, 1, 1, 2});
+    CHECK_FALSE(find(first, "mtp.layers.0.enorm.weight"));
+    const ParamSpec* copy = find(last, "embedding.word_embeddings.weight");
+    REQUIRE(copy);
+    CHECK(copy->shared_copy);
+    CHECK(copy->shape == std::vector<int64_t>{V, h});
+    CHECK_FALSE(find(last, "output_layer.weight"));
+    CHECK(counted(first, 0) + counted(last, 0) == counted(one, 0));
+    // Untied: the copy and an output layer of its own.
+    const auto untied = gpt({{"position_embedding_type", Value(std::string("rope"))}, {"mtp_num_layers", Value(mtp)},
+                             {"untie_embeddings_and_output_weights", Value(true)}});
+    const ModelPlan last_untied = mr::run::plan_gpt_model(untied, {0, 1, 1, 2});
+    CHECK(find(last_untied, "embedding.word_embeddings.weight")->shared_copy);
+    CHECK_FALSE(find(last_untied, "output_layer.weight")->shared_copy);
+  }
 }
 
 TEST_CASE("MoE: Mixtral 8x7B's parameter count, experts split over EP and expert TP", "[run][model][moe]") {
