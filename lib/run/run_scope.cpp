@@ -56,7 +56,8 @@ constexpr ArgId kActs[] = {
     ArgId::apply_wd_to_qk_layernorm, ArgId::vocab_size, ArgId::tokenizer_type, ArgId::num_experts,
     ArgId::moe_layer_freq, ArgId::moe_ffn_hidden_size, ArgId::moe_grouped_gemm,
     ArgId::moe_shared_expert_intermediate_size, ArgId::moe_shared_expert_gate, ArgId::mtp_num_layers,
-    ArgId::multi_latent_attention, ArgId::hybrid_override_pattern, ArgId::hybrid_layer_pattern,
+    ArgId::multi_latent_attention, ArgId::q_lora_rank, ArgId::kv_lora_rank, ArgId::qk_head_dim,
+    ArgId::qk_pos_emb_head_dim, ArgId::v_head_dim, ArgId::mla_down_proj_fusion, ArgId::hybrid_override_pattern, ArgId::hybrid_layer_pattern,
     ArgId::heterogeneous_layers_config_path, ArgId::heterogeneous_layers_config_encoded_json,
     ArgId::account_for_embedding_in_pipeline_split, ArgId::account_for_loss_in_pipeline_split,
 };
