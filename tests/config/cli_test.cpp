@@ -328,20 +328,28 @@ TEST_CASE("init stage: a layout Megatron's initialize_model_parallel refuses fai
   CHECK(json.out.find("\"stage\": \"init\"") != std::string::npos);
 }
 
+namespace {
+// A launch of our worker refused by `rule` before any worker starts (no bring-up line): the text names the rule and
+// says `says`; --format json gives the rule as an error of the init stage.
+void refused_before_start(const std::string& flags, const std::string& rule, const std::string& says) {
+  auto run = sh(flags);
+  INFO(run.out);
+  CHECK(run.exit == 1);
+  CHECK(run.out.find("error[" + rule + "]: " + says) != std::string::npos);
+  CHECK(run.out.find("bring-up") == std::string::npos);
+  auto json = sh("--format json " + flags + " 2>/dev/null");
+  CHECK(json.exit == 1);
+  CHECK(json.out.find("\"rule\": \"" + rule + "\", \"level\": \"error\", \"stage\": \"init\"") != std::string::npos);
+}
+}  // namespace
+
 TEST_CASE("init stage: a schedule the training run's scheduler refuses stops our worker's job before it starts",
           "[cli][init]") {
   // configs/default.yaml warms up for 2 iterations; a 2-iteration run leaves no decay after it.
   const std::string bad = "--config " + kDefault + " --train-iters 2";
-  // The launch of our worker: refused before any worker starts (no bring-up line).
-  auto run = sh(bad);
-  CHECK(run.exit == 1);
-  CHECK(run.out.find("error[init.lr-schedule]: the training run would fail when it builds its learning-rate "
-                     "scheduler: the warmup (16.0 samples; --lr-warmup-iters") != std::string::npos);
-  CHECK(run.out.find("bring-up") == std::string::npos);
-  auto json = sh("--format json " + bad + " 2>/dev/null");
-  CHECK(json.exit == 1);
-  CHECK(json.out.find("\"rule\": \"init.lr-schedule\", \"level\": \"error\", \"stage\": \"init\"") !=
-        std::string::npos);
+  refused_before_start(bad, "init.lr-schedule",
+                       "the training run would fail when it builds its learning-rate scheduler: the warmup (16.0 "
+                       "samples; --lr-warmup-iters");
   // The user's own program may not train (an inference server): a warning, and it runs.
   auto prog = sh(bad + " --no-python /bin/echo ran");
   CHECK(prog.exit == 0);
@@ -358,14 +366,8 @@ TEST_CASE("init stage: a schedule the training run's scheduler refuses stops our
 TEST_CASE("init stage: what megatron-run's own training run cannot run is refused before its workers start",
           "[cli][init]") {
   const std::string soap = "--config " + kDefault + " --optimizer soap";
-  auto run = sh(soap);
-  CHECK(run.exit == 1);
-  CHECK(run.out.find("error[init.training-run]: the training run steps adam, sgd, lion and muon; --optimizer soap "
-                     "is not supported yet") != std::string::npos);
-  CHECK(run.out.find("bring-up") == std::string::npos);
-  auto json = sh("--format json " + soap + " 2>/dev/null");
-  CHECK(json.exit == 1);
-  CHECK(json.out.find("\"rule\": \"init.training-run\"") != std::string::npos);
+  refused_before_start(soap, "init.training-run",
+                       "the training run steps adam, sgd, lion and muon; --optimizer soap is not supported yet");
   // Megatron's own program runs SOAP, and a dry run validates the config for any program: no refusal.
   CHECK(sh(soap + " --no-python /bin/true").exit == 0);
   CHECK(sh("--dry-run " + soap).exit == 0);
