@@ -227,6 +227,10 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     throw RunError("--num-experts " + std::to_string(experts) + " puts more than " + std::to_string(kMaxPlanTensors) +
                    " experts on a rank, more than the model plan handles");
   const int64_t moe_ffn = at_least(a.moe_ffn_hidden_size.value_or(ffn), 1, "--moe-ffn-hidden-size");
+  // Latent MoE (--moe-latent-size): the routed experts work in a smaller space, projected into and out of by two
+  // replicated linears of the MoE layer (fc1/fc2_latent_proj); the router and the shared experts keep h.
+  const int64_t latent = a.moe_latent_size ? at_least(*a.moe_latent_size, 1, "--moe-latent-size") : 0;
+  const int64_t expert_h = latent > 0 ? latent : h;
   const int64_t moe_fc1 = gated ? mul(2, moe_ffn, "2 x --moe-ffn-hidden-size") : moe_ffn;
   const int64_t shared_ffn =
       at_least(a.moe_shared_expert_intermediate_size.value_or(0), 0, "--moe-shared-expert-intermediate-size");
@@ -320,14 +324,20 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       const std::string fc2 = grouped ? p + "mlp.experts.linear_fc2." : p + "mlp.experts.local_experts." + i + ".linear_fc2.";
       const std::string w = grouped ? "weight" + i : "weight", b = grouped ? "bias" + i : "bias";
       const std::string global = p + "mlp.expert" + std::to_string(at.ep_rank * local_experts + e) + ".";
-      add_expert(fc1 + w, global + "fc1.weight", {moe_fc1, h}, 0);
+      add_expert(fc1 + w, global + "fc1.weight", {moe_fc1, expert_h}, 0);
       if (bias) add_expert(fc1 + b, global + "fc1.bias", {moe_fc1}, 0);
-      add_expert(fc2 + w, global + "fc2.weight", {h, moe_ffn}, 1);
-      if (bias) add_expert(fc2 + b, global + "fc2.bias", {h}, -1);
+      add_expert(fc2 + w, global + "fc2.weight", {expert_h, moe_ffn}, 1);
+      if (bias) add_expert(fc2 + b, global + "fc2.bias", {expert_h}, -1);
+    }
+    if (latent > 0) {
+      add(p + "mlp.fc1_latent_proj.weight", {latent, h}, -1);
+      if (bias) add(p + "mlp.fc1_latent_proj.bias", {latent}, -1);
+      add(p + "mlp.fc2_latent_proj.weight", {h, latent}, -1);
+      if (bias) add(p + "mlp.fc2_latent_proj.bias", {h}, -1);
     }
     const std::string what = "the routed experts' parameters (--num-experts, --moe-ffn-hidden-size, --hidden-size)";
-    const int64_t per_expert =
-        sum(sum(mul(moe_fc1, h, what), mul(h, moe_ffn, what), what), bias ? sum(moe_fc1, h, what) : 0, what);
+    const int64_t per_expert = sum(sum(mul(moe_fc1, expert_h, what), mul(expert_h, moe_ffn, what), what),
+                                   bias ? sum(moe_fc1, expert_h, what) : 0, what);
     plan.expert_numel_total = sum(plan.expert_numel_total, mul(experts, per_expert, what), what);
     if (shared_ffn > 0) {
       const int64_t s1 = gated ? mul(2, shared_ffn, "2 x --moe-shared-expert-intermediate-size") : shared_ffn;

@@ -131,6 +131,13 @@ TEST_CASE("MoE: EP=2 (and EP=2 x TP=2) end with the same bits as one rank", "[ru
   std::vector<std::string> tp2ep2 = muon;
   tp2ep2.insert(tp2ep2.end(), {"--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2",
                                "--expert-tensor-parallel-size", "2", "--sequence-parallel"});
+  // Latent MoE: the experts in the latent space, the projections replicated over TP.
+  const std::vector<std::string> latent = {"--num-experts", "4", "--moe-latent-size", "64", "--disable-bias-linear"};
+  std::vector<std::string> latent4 = latent;
+  latent4.insert(latent4.end(), {"--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2",
+                                 "--expert-tensor-parallel-size", "1", "--use-distributed-optimizer"});
+  same(run_job(1, latent, dir, "moe1-latent"), run_job(4, latent4, dir, "moe-latent-4"),
+       "latent MoE: TP=2 x EP=2, distributed optimizer");
   const End muon_one = run_job(1, muon, dir, "moe1-muon-nobias");
   same(muon_one, run_job(4, tp2ep2, dir, "moe-tp2ep2-muon"), "muon: TP=2 x EP=2, expert TP 2");
   // Muon's layer-wise distributed optimizer with experts: whole expert matrices in runs over the expert DP group

@@ -226,6 +226,27 @@ TEST_CASE("multi-latent attention: Megatron's attention parameter count, up proj
   (void)L;
 }
 
+TEST_CASE("latent MoE: the routed experts in the latent space, two replicated projections per MoE layer",
+          "[run][model][moe]") {
+  // Megatron's theoretical_memory_usage: routed experts 2 x latent x moe_ffn x experts (no biases), plus
+  // 2 x h x latent for the projections.
+  const int64_t h = 64, latent = 16, moe_ffn = 32, experts = 4;
+  std::map<std::string, Value> o = {{"num_experts", Value(experts)}, {"moe_ffn_hidden_size", Value(moe_ffn)},
+                                    {"add_bias_linear", Value(false)}, {"normalization", Value(std::string("RMSNorm"))}};
+  const ModelPlan full = mr::run::plan_gpt_model(gpt(o), {});
+  o["moe_latent_size"] = Value(latent);
+  const ModelPlan lat = mr::run::plan_gpt_model(gpt(o), {});
+  const int64_t per_layer_change = 2 * moe_ffn * experts * (latent - h) + 2 * h * latent;
+  CHECK(counted(lat, 0) == counted(full, 0) + 4 * per_layer_change);  // 4 MoE layers
+  CHECK(find(lat, "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight")->shape ==
+        std::vector<int64_t>{moe_ffn, latent});
+  CHECK(find(lat, "decoder.layers.0.mlp.fc2_latent_proj.weight")->shape == std::vector<int64_t>{h, latent});
+  CHECK(find(lat, "decoder.layers.0.mlp.router.weight")->shape == std::vector<int64_t>{experts, h});
+  CHECK(lat.expert_numel_total == 4 * experts * 2 * moe_ffn * latent);
+  // TP=2: the projections are replicated.
+  CHECK(find(mr::run::plan_gpt_model(gpt(o), {1, 2, 0, 1}), "decoder.layers.0.mlp.fc1_latent_proj.weight")->tp_duplicate);
+}
+
 TEST_CASE("multi-token prediction: MTP layers on the last stage, with their embedding copy under PP",
           "[run][model][mtp]") {
   // Each MTP layer: enorm, hnorm (LayerNorm: weight and bias), eh_proj 2h -> h, one transformer layer like the
