@@ -74,7 +74,8 @@ int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_s
 }
 
 std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_t pp_size, int64_t vpp_size,
-                                     int64_t first_stage_layers, int64_t last_stage_layers) {
+                                     int64_t first_stage_layers, int64_t last_stage_layers, bool embedding_in_split,
+                                     bool loss_in_split) {
   std::vector<int64_t> out;
   if (num_layers < 0 || num_layers > kMaxPlanLayers)
     throw RunError("--num-layers " + std::to_string(num_layers) + " is outside what the model plan handles (0 to " +
@@ -82,41 +83,76 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
   if (pp_size < 1 || pp_rank < 0 || pp_rank >= pp_size)
     throw RunError("pipeline rank " + std::to_string(pp_rank) + " of " + std::to_string(pp_size) +
                    " stages (--pipeline-model-parallel-size) does not exist");
-  const bool uneven = first_stage_layers >= 0 || last_stage_layers >= 0;
+  // Megatron's get_num_layers_to_build (how many layers a virtual chunk of a stage builds) and
+  // get_transformer_layer_offset (the global index of its first), chunk by chunk.
+  const int64_t vp = std::max<int64_t>(1, vpp_size);
+  const bool interleaved = vpp_size > 1 && pp_size > 1;
+  const int64_t first = pp_size > 1 ? first_stage_layers : -1, last = pp_size > 1 ? last_stage_layers : -1;
+  const bool uneven = first >= 0 || last >= 0;
+  if (uneven && (embedding_in_split || loss_in_split))
+    throw RunError("--decoder-first/last-pipeline-num-layers cannot be combined with "
+                   "--account-for-embedding/loss-in-pipeline-split");
+  const int64_t first_n = std::max<int64_t>(first, 0), last_n = std::max<int64_t>(last, 0);
+  if (first > num_layers || last > num_layers || first_n + last_n > num_layers)
+    throw RunError(std::string(first >= 0 ? "--decoder-first-pipeline-num-layers " + std::to_string(first) : "") +
+                   (first >= 0 && last >= 0 ? " and " : "") +
+                   (last >= 0 ? "--decoder-last-pipeline-num-layers " + std::to_string(last) : "") +
+                   " ask for more than the " + std::to_string(num_layers) + " layers of --num-layers");
+  const int64_t middle_layers = num_layers - first_n - last_n;
+  const int64_t middle_stages = pp_size - (first >= 0) - (last >= 0);
+  // The embedding and the loss count as a layer each in the split, when asked.
+  const int64_t split_layers = num_layers + (embedding_in_split ? 1 : 0) + (loss_in_split ? 1 : 0);
+  int64_t per_stage = 0;  // this pipeline rank's share, before its virtual chunks
   if (uneven) {
-    if (vpp_size > 1)
-      throw RunError("the training run does not model --decoder-first/last-pipeline-num-layers together with "
-                     "virtual pipeline stages");
-    int64_t first = pp_size > 1 && first_stage_layers >= 0 ? first_stage_layers : -1;
-    int64_t last = pp_size > 1 && last_stage_layers >= 0 ? last_stage_layers : -1;
-    if (first > num_layers || last > num_layers || std::max<int64_t>(first, 0) + std::max<int64_t>(last, 0) > num_layers)
-      throw RunError(std::string(first >= 0 ? "--decoder-first-pipeline-num-layers " + std::to_string(first) : "") +
-                     (first >= 0 && last >= 0 ? " and " : "") +
-                     (last >= 0 ? "--decoder-last-pipeline-num-layers " + std::to_string(last) : "") +
-                     " ask for more than the " + std::to_string(num_layers) + " layers of --num-layers");
-    int64_t rest = num_layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
-    int64_t middle_stages = pp_size - (first >= 0) - (last >= 0);
-    int64_t per = middle_stages > 0 ? rest / middle_stages : 0;
-    if (middle_stages > 0 && rest % middle_stages != 0)
-      throw RunError("the layers left after --decoder-first/last-pipeline-num-layers (" + std::to_string(rest) +
+    if (middle_stages > 0 && middle_layers % middle_stages != 0)
+      throw RunError("the layers left after --decoder-first/last-pipeline-num-layers (" + std::to_string(middle_layers) +
                      ") do not divide over the other " + std::to_string(middle_stages) + " pipeline stages");
-    int64_t begin = 0;
-    for (int64_t s = 0; s <= pp_rank; ++s) {
-      int64_t n = (s == 0 && first >= 0) ? first : (s == pp_size - 1 && last >= 0) ? last : per;
-      if (s == pp_rank)
-        for (int64_t i = 0; i < n; ++i) out.push_back(begin + i);
-      begin += n;
-    }
-    return out;
+    per_stage = middle_stages > 0 ? middle_layers / middle_stages : 0;
+    if (pp_rank == 0 && first >= 0) per_stage = first;
+    if (pp_rank == pp_size - 1 && last >= 0) per_stage = last;
+  } else {
+    const auto stages = checked_mul(pp_size, vp);
+    if (!stages || split_layers % *stages != 0)
+      throw RunError("--num-layers " + std::to_string(num_layers) +
+                     (split_layers != num_layers ? " (+ the embedding and/or the loss: " + std::to_string(split_layers) + ")"
+                                                 : std::string()) +
+                     " does not divide into " + std::to_string(pp_size) + " pipeline stages x " + std::to_string(vp) +
+                     " virtual chunks");
+    per_stage = split_layers / pp_size;
   }
-  const int64_t chunks = std::max<int64_t>(1, vpp_size);
-  const auto stages = checked_mul(pp_size, chunks);
-  if (!stages || num_layers % *stages != 0)
-    throw RunError("--num-layers " + std::to_string(num_layers) + " does not divide into " + std::to_string(pp_size) +
-                   " pipeline stages x " + std::to_string(chunks) + " virtual chunks");
-  const int64_t per_chunk = num_layers / *stages;
-  for (int64_t c = 0; c < chunks; ++c)
-    for (int64_t i = 0; i < per_chunk; ++i) out.push_back((c * pp_size + pp_rank) * per_chunk + i);
+  if (interleaved && per_stage % vp != 0)
+    throw RunError("pipeline stage " + std::to_string(pp_rank) + "'s " + std::to_string(per_stage) +
+                   " layers do not split into " + std::to_string(vp) + " virtual chunks");
+  const int64_t per_chunk_here = interleaved ? per_stage / vp : per_stage;
+  for (int64_t vs = 0; vs < (interleaved ? vp : 1); ++vs) {
+    const bool first_chunk = vs == 0, last_chunk = vs == (interleaved ? vp : 1) - 1;
+    int64_t count = per_chunk_here;
+    if (embedding_in_split && first_chunk && pp_rank == 0) --count;
+    if (loss_in_split && last_chunk && pp_rank == pp_size - 1) --count;
+    if (count < 0)
+      throw RunError("pipeline stage " + std::to_string(pp_rank) + " has no layer left for the " +
+                     (embedding_in_split && pp_rank == 0 ? "embedding" : "loss") +
+                     " (--account-for-embedding/loss-in-pipeline-split)");
+    int64_t offset = 0;
+    if (pp_size > 1) {
+      if (uneven) {
+        const int64_t middle_rank = first >= 0 ? pp_rank - 1 : pp_rank;
+        if (interleaved) {
+          const int64_t first_chunk_n = first >= 0 ? first / vp : 0, last_chunk_n = last >= 0 ? last / vp : 0;
+          const int64_t middle_chunk_n = middle_layers / vp;
+          const int64_t total = first_chunk_n + middle_chunk_n + last_chunk_n;
+          offset = pp_rank == 0 ? vs * total
+                                : vs * total + first_chunk_n + middle_rank * (middle_stages > 0 ? middle_chunk_n / middle_stages : 0);
+        } else {
+          offset = pp_rank == 0 ? 0 : middle_rank * (middle_stages > 0 ? middle_layers / middle_stages : 0) + first_n;
+        }
+      } else {
+        offset = interleaved ? vs * (split_layers / vp) + pp_rank * (per_stage / vp) : pp_rank * per_stage;
+        if (embedding_in_split && !(first_chunk && pp_rank == 0)) --offset;
+      }
+    }
+    for (int64_t i = 0; i < count; ++i) out.push_back(offset + i);
+  }
   return out;
 }
 
@@ -126,8 +162,6 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     throw RunError("the training run models GPT models only: hybrid/Mamba layer patterns are not supported yet");
   if (a.multi_latent_attention && a.mla_down_proj_fusion)
     throw RunError("the training run does not model --mla-down-proj-fusion (the fused MLA down projection) yet");
-  if (a.account_for_embedding_in_pipeline_split || a.account_for_loss_in_pipeline_split)
-    throw RunError("the training run does not model --account-for-embedding/loss-in-pipeline-split yet");
   if (a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json)
     throw RunError("the training run does not model heterogeneous layer configs yet");
 
@@ -164,7 +198,8 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   plan.padded_vocab_size = padded_vocab_size(vocab, a.make_vocab_size_divisible_by, tp);
   plan.layers = pipeline_layers(L, at.pp_rank, at.pp_size, a.virtual_pipeline_model_parallel_size.value_or(1),
                                 a.decoder_first_pipeline_num_layers.value_or(-1),
-                                a.decoder_last_pipeline_num_layers.value_or(-1));
+                                a.decoder_last_pipeline_num_layers.value_or(-1),
+                                a.account_for_embedding_in_pipeline_split, a.account_for_loss_in_pipeline_split);
   const bool first = at.pp_rank == 0, last = at.pp_rank == at.pp_size - 1;
 
   auto add = [&](std::string name, std::vector<int64_t> full, int split_dim) -> ParamSpec& {

@@ -96,9 +96,13 @@ double activation_memory(const Args& args, int64_t padded_vocab);
 // Megatron's vocabulary padding: up to a multiple of --make-vocab-size-divisible-by times the TP size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);
 
-// The global layer indices a pipeline rank holds (even split, --decoder-first/last-pipeline-num-layers, virtual
-// pipeline chunks), in the order its chunks run.
+// The global layer indices a pipeline rank holds, in the order its virtual chunks run, as Megatron's
+// get_num_layers_to_build and get_transformer_layer_offset give them: an even split, or
+// --decoder-first/last-pipeline-num-layers (-1: unset), or the embedding and/or the loss counted as a layer
+// (--account-for-embedding/loss-in-pipeline-split: the first chunk of the first stage and the last chunk of the last
+// stage build one layer fewer); each with virtual pipeline chunks. RunError for a split that does not divide.
 std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_t pp_size, int64_t vpp_size,
-                                     int64_t first_stage_layers, int64_t last_stage_layers);
+                                     int64_t first_stage_layers, int64_t last_stage_layers,
+                                     bool embedding_in_split = false, bool loss_in_split = false);
 
 }  // namespace mr::run

@@ -84,6 +84,21 @@ TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank
        "muon bf16: TP=2 x DP=2, layer-wise distributed optimizer");
 }
 
+TEST_CASE("pipeline splits: embedding and loss counted as layers, first/last stage sizes with virtual chunks",
+          "[run][layout]") {
+  mrtest::TempDir dir;
+  same(run_job(1, {"--num-layers", "6"}, dir, "six"),
+       run_job(2, {"--num-layers", "6", "--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank",
+                   "2", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"},
+               dir, "six-pp2vp2"),
+       "6 layers, PP=2 x 2 virtual chunks, the embedding and the loss counted as layers");
+  same(run_job(1, {"--num-layers", "10"}, dir, "ten"),
+       run_job(3, {"--num-layers", "10", "--pipeline-model-parallel-size", "3", "--num-virtual-stages-per-pipeline-rank",
+                   "2", "--decoder-first-pipeline-num-layers", "2", "--decoder-last-pipeline-num-layers", "4"},
+               dir, "ten-pp3vp2"),
+       "10 layers, PP=3 x 2 virtual chunks, first stage 2, last stage 4");
+}
+
 TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one rank", "[run][layout][mla]") {
   mrtest::TempDir dir;
   for (const char* opt : {"adam", "muon"}) {

@@ -143,6 +143,39 @@ TEST_CASE("pipeline layer assignment: even, first/last stage sizes, virtual chun
   CHECK(pipeline_layers(8, 3, 4, 1, 1, 3) == std::vector<int64_t>{5, 6, 7});
   CHECK(pipeline_layers(7, 1, 3, 1, 1, -1) == std::vector<int64_t>{1, 2, 3});
   CHECK_THROWS_WITH(pipeline_layers(6, 0, 4, 1, -1, -1), Catch::Contains("does not divide"));
+  // The embedding and the loss counted as layers: 6 layers + 2 over 2 stages, one fewer on each end.
+  CHECK(pipeline_layers(6, 0, 2, 1, -1, -1, true, true) == std::vector<int64_t>{0, 1, 2});
+  CHECK(pipeline_layers(6, 1, 2, 1, -1, -1, true, true) == std::vector<int64_t>{3, 4, 5});
+  // ... with 2 virtual chunks: stage 0 runs [0] then [3, 4], stage 1 [1, 2] then [5].
+  CHECK(pipeline_layers(6, 0, 2, 2, -1, -1, true, true) == std::vector<int64_t>{0, 3, 4});
+  CHECK(pipeline_layers(6, 1, 2, 2, -1, -1, true, true) == std::vector<int64_t>{1, 2, 5});
+  // First/last stage sizes with virtual chunks: 10 layers, 3 stages, first 2, last 4, 2 chunks each.
+  CHECK(pipeline_layers(10, 0, 3, 2, 2, 4) == std::vector<int64_t>{0, 5});
+  CHECK(pipeline_layers(10, 1, 3, 2, 2, 4) == std::vector<int64_t>{1, 2, 6, 7});
+  CHECK(pipeline_layers(10, 2, 3, 2, 2, 4) == std::vector<int64_t>{3, 4, 8, 9});
+  CHECK_THROWS_WITH(pipeline_layers(8, 0, 2, 1, -1, -1, true, false), Catch::Contains("does not divide"));
+  CHECK_THROWS_WITH(pipeline_layers(8, 0, 2, 1, 2, -1, true, false), Catch::Contains("cannot be combined"));
+  // Every layer on exactly one stage, for each way of splitting.
+  struct Split {
+    int64_t L, pp, vp, first, last;
+    bool emb, loss;
+  };
+  for (const Split& s : {Split{8, 4, 1, -1, -1, false, false}, Split{16, 4, 2, -1, -1, false, false},
+                         Split{14, 4, 1, -1, -1, true, true}, Split{14, 4, 2, -1, -1, true, true},
+                         Split{7, 4, 1, -1, -1, true, false}, Split{7, 2, 2, -1, -1, false, true},
+                         Split{12, 4, 1, 2, 4, false, false}, Split{12, 4, 2, 2, 2, false, false},
+                         Split{9, 3, 1, -1, 1, false, false}, Split{10, 3, 2, 2, 4, false, false}}) {
+    INFO("L " << s.L << " pp " << s.pp << " vp " << s.vp << " first " << s.first << " last " << s.last << " emb "
+              << s.emb << " loss " << s.loss);
+    std::vector<int> seen(static_cast<size_t>(s.L), 0);
+    for (int64_t r = 0; r < s.pp; ++r)
+      for (int64_t l : pipeline_layers(s.L, r, s.pp, s.vp, s.first, s.last, s.emb, s.loss)) {
+        REQUIRE(l >= 0);
+        REQUIRE(l < s.L);
+        ++seen[static_cast<size_t>(l)];
+      }
+    for (int n : seen) CHECK(n == 1);
+  }
 }
 
 TEST_CASE("GQA, SwiGLU, RMSNorm, no biases, QK norms", "[run][model]") {
