@@ -87,6 +87,9 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
   // get_transformer_layer_offset (the global index of its first), chunk by chunk.
   const int64_t vp = std::max<int64_t>(1, vpp_size);
   const bool interleaved = vpp_size > 1 && pp_size > 1;
+  if (interleaved && vp > kMaxPlanLayers)  // (a stage of 0 layers would split into any number of chunks)
+    throw RunError(std::to_string(vp) + " virtual pipeline chunks per stage are more than the " +
+                   std::to_string(kMaxPlanLayers) + " layers the model plan handles");
   const int64_t first = pp_size > 1 ? first_stage_layers : -1, last = pp_size > 1 ? last_stage_layers : -1;
   const bool uneven = first >= 0 || last >= 0;
   if (uneven && (embedding_in_split || loss_in_split))

@@ -395,6 +395,8 @@ TEST_CASE("model plan: sizes beyond 64 bits and plans beyond the limits are RunE
                     Catch::Contains("--num-attention-heads (0) must be at least 1"));
   CHECK_THROWS_WITH(mr::run::pipeline_layers(4, 0, 2, 1, INT64_MAX, -1), Catch::Contains("ask for more than the 4 layers"));
   CHECK_THROWS_AS(mr::run::pipeline_layers(4, 3, 2, 1, -1, -1), RunError);  // no pipeline rank 3 of 2
+  // A first stage of 0 layers splits into any number of chunks: a huge number is refused, not looped over.
+  CHECK_THROWS_WITH(mr::run::pipeline_layers(4, 0, 2, INT64_MAX, 0, -1), Catch::Contains("virtual pipeline chunks"));
   // The neighbours: a wide model at the edge of what fits plans fine.
   CHECK(plan_gpt_model(gpt({{"hidden_size", Value(int64_t{65536})}, {"num_attention_heads", Value(int64_t{64})},
                             {"kv_channels", Value(int64_t{1024})}, {"ffn_hidden_size", Value(int64_t{262144})}}),
