@@ -1,8 +1,10 @@
 // --pipeline-model-parallel-layout parsing: a port of PipelineParallelLayerLayout.parse_str_to_list (the
-// regular-expression unrolling is reproduced by hand, match for match). The rules that refuse a layout are in
-// config/validate/virtual_pipeline.cpp.
+// regular-expression unrolling is reproduced by hand, match for match), and where it puts each rank's layers. The
+// rules that refuse a layout are in config/validate/virtual_pipeline.cpp (validate_args) and
+// config/validate/init_pipeline_layout.cpp (TransformerConfig).
 #include "config/pipeline_layout.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
@@ -108,6 +110,66 @@ Layout parse(const std::string& layout) {
     out.stages.back() += c;
   }
   return out;
+}
+
+RankStages rank_stages(const std::vector<std::string>& stages, int64_t pp, int64_t pp_rank) {
+  RankStages out;
+  if (pp < 1 || pp_rank < 0 || pp_rank >= pp) return out;
+  const int64_t n = static_cast<int64_t>(stages.size());
+  int64_t before = 0;  // decoder layers in the stages before s
+  for (int64_t s = 0; s < n; ++s) {
+    const std::string& st = stages[static_cast<size_t>(s)];
+    int64_t t = 0, m = 0;
+    for (char c : st) {
+      t += c == 't';
+      m += c == 'm';
+    }
+    if (s % pp == pp_rank) {
+      for (int64_t i = 0; i < t; ++i) out.decoder_layers.push_back(before + i);
+      out.mtp_layers += m;
+      if (m > 0) out.mtp_chunks.push_back(s / pp);
+    }
+    before += t;
+  }
+  return out;
+}
+
+Check check_layers(const std::vector<std::string>& stages, int64_t pp, int64_t num_layers, int64_t mtp_num_layers) {
+  using P = Check::Problem;
+  std::string flat;
+  for (const std::string& st : stages) flat += st;
+  auto count = [](const std::string& text, char c) {
+    int64_t k = 0;
+    for (char x : text) k += x == c;
+    return k;
+  };
+  const std::string n = std::to_string(count(flat, 't')), mtp = std::to_string(mtp_num_layers);
+  if (flat.empty() || flat.front() != 'E') return {P::Ends, "its first layer must be the embedding (E)"};
+  if (flat.back() != 'L') return {P::Ends, "its last layer must be the loss (L)"};
+  if (count(flat, 'E') != 1) return {P::Ends, "the embedding (E) must appear exactly once"};
+  if (count(flat, 'L') != 1) return {P::Ends, "the loss (L) must appear exactly once"};
+  if (count(flat, 't') != num_layers)
+    return {P::DecoderCount, "it has " + n + " decoder layers (t), --num-layers is " + std::to_string(num_layers)};
+  const int64_t m = count(flat, 'm');
+  if (m != std::max<int64_t>(mtp_num_layers, 0))
+    return {P::MtpCount, "it has " + std::to_string(m) + " MTP layers (m), --mtp-num-layers is " +
+                             (mtp_num_layers < 0 ? std::string("unset") : mtp)};
+  const size_t first_m = flat.find('m');
+  if (first_m != std::string::npos && flat.find('t', first_m) != std::string::npos)
+    return {P::MtpPlacement, "decoder layers (t) must come before the MTP layers (m)"};
+  if (pp < 1) return {};
+  const int64_t chunks = static_cast<int64_t>(stages.size()) / pp;
+  for (int64_t s = 0; s < static_cast<int64_t>(stages.size()); ++s) {
+    const int64_t k = count(stages[static_cast<size_t>(s)], 'm');
+    if (k == 0) continue;
+    const std::string where = "pipeline rank " + std::to_string(s % pp) + ", virtual chunk " + std::to_string(s / pp);
+    if (s / pp != chunks - 1)
+      return {P::MtpPlacement, "the MTP layers must be in the last virtual chunk of their pipeline rank (" + where + ")"};
+    if (k != mtp_num_layers)
+      return {P::MtpPlacement, "all " + mtp + " MTP layers must be in one stage (" + where + " has " +
+                                   std::to_string(k) + ")"};
+  }
+  return {};
 }
 
 }  // namespace pipeline_layout

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,25 @@ Layout parse(const std::string& layout);
 
 // The expanded text before splitting (empty, with *too_large set, when it would exceed kMaxChars).
 std::string expand(const std::string& layout, bool* too_large = nullptr);
+
+// What one pipeline rank builds under a layout of `stages` (PP x VPP of them, in the layout's order: stage s is
+// virtual chunk s / pp of pipeline rank s % pp). The decoder layers are numbered in that order, so a rank's
+// layers are, chunk by chunk, the 't's counted before its stage onwards (get_layer_id_list). `pp` >= 1, `pp_rank`
+// in [0, pp); the stage count a multiple of `pp` (the validation chain checks both).
+struct RankStages {
+  std::vector<int64_t> decoder_layers;  // global decoder layer indices, in the order the chunks run
+  int64_t mtp_layers = 0;               // 'm' on this rank (all in its last chunk in a valid layout)
+  std::vector<int64_t> mtp_chunks;      // the chunks holding an 'm'
+};
+RankStages rank_stages(const std::vector<std::string>& stages, int64_t pp, int64_t pp_rank);
+
+// How the layout breaks TransformerConfig's check (PipelineParallelLayerLayout.validate_layer_layout), or
+// Problem::None. `mtp_num_layers` < 0: --mtp-num-layers unset.
+struct Check {
+  enum class Problem { None, Ends, DecoderCount, MtpCount, MtpPlacement };
+  Problem problem = Problem::None;
+  std::string what;  // the reason, for the message
+};
+Check check_layers(const std::vector<std::string>& stages, int64_t pp, int64_t num_layers, int64_t mtp_num_layers);
 
 }  // namespace mr::pipeline_layout

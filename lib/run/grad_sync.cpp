@@ -9,11 +9,11 @@
 namespace mr::run {
 
 namespace {
-// The first and the last stage each hold the word embeddings (the last: as the tied output layer, or for the
-// multi-token-prediction layers), kept equal through the embedding group.
-bool holds_tied_copy(const RunContext& c) {
-  const bool mtp = c.args.mtp_num_layers.value_or(0) > 0;
-  return (c.tied || mtp) && c.pp.size() > 1 && (c.pp.rank() == 0 || c.pp.rank() == c.pp.size() - 1);
+// The stages that hold the word embeddings (the first; the last as the tied output layer; a stage with MTP layers,
+// for them) keep their copies equal through the embedding group; a group of one has nothing to keep equal.
+distributed::Group* tied_group(RunContext& c) {
+  distributed::Group* e = c.rt.find_group("embedding");
+  return e && e->size() > 1 ? e : nullptr;
 }
 bool is_tied_copy(const ParamSpec& p) { return p.name == "embedding.word_embeddings.weight" || p.shared_copy; }
 }  // namespace
@@ -22,10 +22,10 @@ void reduce_grads(RunContext& c) {
   FlatBuffers& b = c.buf;
   Backend& dev = *c.backend;
   const BufferPtrs d = dev.ptrs();
-  if (holds_tied_copy(c)) {
+  if (distributed::Group* e = tied_group(c)) {
     for (size_t k = 0; k < c.plan.params.size(); ++k) {
       const ParamSpec& p = c.plan.params[k];
-      if (is_tied_copy(p)) dev.all_reduce_sum(c.rt.group("embedding"), d.grad + b.offset[k], p.numel());
+      if (is_tied_copy(p)) dev.all_reduce_sum(*e, d.grad + b.offset[k], p.numel());
     }
   }
   // Sum over the group (exact: run/synthetic_grad.h), then the average over the global batch (the rank's parts
@@ -77,16 +77,16 @@ void publish_params(RunContext& c) {
 
 uint64_t check_replicas(RunContext& c) {
   const FlatBuffers& b = c.buf;
-  if (holds_tied_copy(c)) {
+  if (distributed::Group* e = tied_group(c)) {
     for (size_t k = 0; k < c.plan.params.size(); ++k) {
       const ParamSpec& p = c.plan.params[k];
       if (!is_tied_copy(p)) continue;
       int64_t h = static_cast<int64_t>(c.backend->checksum(b.offset[k], b.offset[k] + p.numel()));
-      distributed::Group& e = c.rt.group("embedding");
-      std::vector<int64_t> all(static_cast<size_t>(e.size()));
-      host_all_gather(e, distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
+      std::vector<int64_t> all(static_cast<size_t>(e->size()));
+      host_all_gather(*e, distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
       for (int64_t x : all)
-        if (x != h) throw RunError("the tied word embeddings diverged between the first and the last pipeline stage");
+        if (x != h)
+          throw RunError("the word embeddings' copies diverged between the pipeline stages of the embedding group");
     }
   }
   auto compare = [&](distributed::Group& g, int64_t begin, int64_t end, const char* what) {

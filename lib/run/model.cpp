@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "config/checked.h"
+#include "config/pipeline_layout.h"
 #include "optim/optimizer_table.h"
 
 namespace mr::run {
@@ -159,6 +160,25 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
   return out;
 }
 
+pipeline_layout::RankStages layout_layers(const std::string& layout, int64_t num_layers, int64_t mtp_num_layers,
+                                          const RankCoord& at) {
+  const std::string flag = "--pipeline-model-parallel-layout '" + layout + "'";
+  const pipeline_layout::Layout parsed = pipeline_layout::parse(layout);
+  if (parsed.too_large || !parsed.bad_char.empty())
+    throw RunError(flag + " is not a layout the model plan can read (E, t, m, L, '|', '(...)*n', 'x*n')");
+  const int64_t stages = static_cast<int64_t>(parsed.stages.size());
+  if (at.pp_size < 1 || at.pp_rank < 0 || at.pp_rank >= at.pp_size || stages % at.pp_size != 0)
+    throw RunError(flag + " has " + std::to_string(stages) + " stages, not a multiple of the " +
+                   std::to_string(at.pp_size) + " pipeline ranks (--pipeline-model-parallel-size)");
+  const pipeline_layout::Check c = pipeline_layout::check_layers(parsed.stages, at.pp_size, num_layers, mtp_num_layers);
+  if (c.problem != pipeline_layout::Check::Problem::None) throw RunError(flag + ": " + c.what);
+  pipeline_layout::RankStages laid = pipeline_layout::rank_stages(parsed.stages, at.pp_size, at.pp_rank);
+  // Megatron would build a second embedding in the first rank's MTP chunk; the plan holds one per rank.
+  if (laid.mtp_layers > 0 && at.pp_rank == 0 && at.pp_size > 1)
+    throw RunError(flag + " puts the MTP layers on the first pipeline rank: the model plan does not model that");
+  return laid;
+}
+
 ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // What this synthetic run does not model: say so, naming the flag.
   if (a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern)
@@ -199,10 +219,19 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
 
   ModelPlan plan;
   plan.padded_vocab_size = padded_vocab_size(vocab, a.make_vocab_size_divisible_by, tp);
-  plan.layers = pipeline_layers(L, at.pp_rank, at.pp_size, a.virtual_pipeline_model_parallel_size.value_or(1),
-                                a.decoder_first_pipeline_num_layers.value_or(-1),
-                                a.decoder_last_pipeline_num_layers.value_or(-1),
-                                a.account_for_embedding_in_pipeline_split, a.account_for_loss_in_pipeline_split);
+  // The layers this rank builds: as --pipeline-model-parallel-layout places them, or Megatron's split.
+  const int64_t mtp_num_layers = at_least(a.mtp_num_layers.value_or(0), 0, "--mtp-num-layers");
+  int64_t mtp = at.pp_rank == at.pp_size - 1 ? mtp_num_layers : 0;  // MTP layers on this rank
+  if (a.pipeline_model_parallel_layout && !a.pipeline_model_parallel_layout->empty()) {
+    const pipeline_layout::RankStages laid = layout_layers(*a.pipeline_model_parallel_layout, L, a.mtp_num_layers.value_or(-1), at);
+    plan.layers = laid.decoder_layers;
+    mtp = laid.mtp_layers;
+  } else {
+    plan.layers = pipeline_layers(L, at.pp_rank, at.pp_size, a.virtual_pipeline_model_parallel_size.value_or(1),
+                                  a.decoder_first_pipeline_num_layers.value_or(-1),
+                                  a.decoder_last_pipeline_num_layers.value_or(-1),
+                                  a.account_for_embedding_in_pipeline_split, a.account_for_loss_in_pipeline_split);
+  }
   const bool first = at.pp_rank == 0, last = at.pp_rank == at.pp_size - 1;
 
   auto add = [&](std::string name, std::vector<int64_t> full, int split_dim) -> ParamSpec& {
@@ -394,23 +423,24 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // and its own final norm. The stage also embeds the tokens for them: with several stages a copy of the word
   // embeddings, kept equal to the first stage's through the embedding group (tied or not), which is then the
   // output layer's weight too when tied.
-  const int64_t mtp = last ? at_least(a.mtp_num_layers.value_or(0), 0, "--mtp-num-layers") : 0;
+  // With a layout the MTP layers sit on the rank its 'm's name (Megatron's mtp_on_this_rank), which need not be
+  // the last ("standalone" MTP); that rank then joins the embedding group (parallel/layout.cpp).
   const bool mtp_embedding = mtp > 0 && at.pp_size > 1;
+  if (last) norm("decoder.final_layernorm.", h);
+  if (mtp_embedding) {
+    ParamSpec& e = add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0);
+    e.embedding_or_output = true;
+    e.shared_copy = true;  // the first stage's is the one counted
+  }
+  for (int64_t i = 0; i < mtp; ++i) {
+    const std::string p = "mtp.layers." + std::to_string(i) + ".";
+    norm(p + "enorm.", h);
+    norm(p + "hnorm.", h);
+    add(p + "eh_proj.weight", {h, mul(2, h, "2 x --hidden-size")}, 0);
+    add_layer(p + "mtp_model_layer.", L > 0 && moe_layer[static_cast<size_t>(L - 1)]);
+    norm(p + "final_layernorm.", h);
+  }
   if (last) {
-    norm("decoder.final_layernorm.", h);
-    if (mtp_embedding) {
-      ParamSpec& e = add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0);
-      e.embedding_or_output = true;
-      e.shared_copy = true;  // the first stage's is the one counted
-    }
-    for (int64_t i = 0; i < mtp; ++i) {
-      const std::string p = "mtp.layers." + std::to_string(i) + ".";
-      norm(p + "enorm.", h);
-      norm(p + "hnorm.", h);
-      add(p + "eh_proj.weight", {h, mul(2, h, "2 x --hidden-size")}, 0);
-      add_layer(p + "mtp_model_layer.", L > 0 && moe_layer[static_cast<size_t>(L - 1)]);
-      norm(p + "final_layernorm.", h);
-    }
     if (!tied || (at.pp_size > 1 && !mtp_embedding)) {
       ParamSpec& out = add("output_layer.weight", {plan.padded_vocab_size, h}, 0);
       out.embedding_or_output = true;

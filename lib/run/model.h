@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/args.h"
+#include "config/pipeline_layout.h"
 
 namespace mr::run {
 
@@ -58,8 +59,9 @@ struct RankCoord {
 
 // MoE (--num-experts): the layers --moe-layer-freq marks get a router, this rank's share of the routed experts
 // (grouped-GEMM or per-expert names), shared experts and their gate; their norm before the MLP is its own.
-// Throws RunError for what it does not model (hybrid/Mamba, multi-latent attention, heterogeneous layers,
-// pipeline splits that account for the embedding or loss) and when the vocabulary size is unknown (--vocab-size).
+// The layers come from the pipeline split (pipeline_layers) or --pipeline-model-parallel-layout (layout_layers).
+// Throws RunError for what it does not model (hybrid/Mamba, --mla-down-proj-fusion, heterogeneous layers, MTP
+// layers on the first of several pipeline ranks) and when the vocabulary size is unknown (--vocab-size).
 ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 
 // Bytes a rank spends on its parameters, the optimizer and the activations (lib/run/memory_estimate.cpp;
@@ -101,8 +103,16 @@ int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_s
 // --decoder-first/last-pipeline-num-layers (-1: unset), or the embedding and/or the loss counted as a layer
 // (--account-for-embedding/loss-in-pipeline-split: the first chunk of the first stage and the last chunk of the last
 // stage build one layer fewer); each with virtual pipeline chunks. RunError for a split that does not divide.
+// (With --pipeline-model-parallel-layout, layout_layers below.)
 std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_t pp_size, int64_t vpp_size,
                                      int64_t first_stage_layers, int64_t last_stage_layers,
                                      bool embedding_in_split = false, bool loss_in_split = false);
+
+// The same under --pipeline-model-parallel-layout (config/pipeline_layout.h): the decoder layers and MTP layers the
+// layout gives the rank `at`, for --num-layers and --mtp-num-layers (-1: unset). RunError for a layout
+// TransformerConfig refuses (the init stage refuses it before a launch) and for MTP layers on the first of
+// several pipeline ranks (Megatron builds a second embedding there; not modelled).
+pipeline_layout::RankStages layout_layers(const std::string& layout, int64_t num_layers, int64_t mtp_num_layers,
+                                          const RankCoord& at);
 
 }  // namespace mr::run

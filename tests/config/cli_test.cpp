@@ -294,6 +294,23 @@ TEST_CASE("params: Megatron's DeepSeek-V3 proxy CI config (MLA, MTP, 256 experts
   CHECK(n - 102760448 - 3 * 7168 < 40215000000);
 }
 
+TEST_CASE("params: a CI config's --pipeline-model-parallel-layout places the layers (PP=2 x 4 chunks, MTP last)",
+          "[cli][params][mtp]") {
+  // "Et*3|(tt|)*6mL", 15 layers: pipeline rank 0 builds 3 + 2 + 2 + 2 of them, rank 1 2 + 2 + 2 and the MTP layer.
+  const std::string cfg = std::string(MR_DATA_DIR) +
+                          "/corpus/functional-tests/moe__gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading.yaml";
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  Result r = sh("params --world-size 8 --env-placeholder /p --config " + cfg + " --vocab-size 32000 --format json");
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+  std::map<int64_t, int64_t> layers;  // pipeline rank -> layers
+  for (const mr::Value& rank : field(v, "ranks").as_list())
+    layers[field(rank, "pp_rank").as_int()] = field(rank, "layers").as_int();
+  CHECK(layers == std::map<int64_t, int64_t>{{0, 9}, {1, 6}});
+}
+
 TEST_CASE("no arguments prints the usage; -h/--help work after every command", "[cli][help]") {
   auto none = sh("");
   CHECK(none.exit == 0);

@@ -99,6 +99,32 @@ TEST_CASE("pipeline splits: embedding and loss counted as layers, first/last sta
        "10 layers, PP=3 x 2 virtual chunks, first stage 2, last stage 4");
 }
 
+TEST_CASE("--pipeline-model-parallel-layout: chunks, MTP on the last rank and on a middle one, the same bits",
+          "[run][layout][mtp]") {
+  mrtest::TempDir dir;
+  auto job = [](const char* layers, std::vector<std::string> more) {
+    std::vector<std::string> a = {"--num-layers", layers, "--mtp-num-layers", "1", "--position-embedding-type", "rope"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  // PP=2 x 2 chunks: rank 0 builds layers 0, 3, 4; rank 1 layers 1, 2, 5 and the MTP layer.
+  same(run_job(1, job("6", {}), dir, "lay6"),
+       run_job(2, job("6", {"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et|tt|tt|tmL"}),
+               dir, "lay6-pp2vp2"),
+       "6 layers and MTP, PP=2 x 2 chunks by layout");
+  // "Standalone" MTP: on pipeline rank 2 of 4, which then holds an embedding copy in the embedding group (with the
+  // first stage and, tied, the last).
+  same(run_job(1, job("4", {}), dir, "lay4"),
+       run_job(4, job("4", {"--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "Ett|tt|m|L"}),
+               dir, "lay4-pp4"),
+       "4 layers, MTP on pipeline rank 2 of 4, tied");
+  same(run_job(1, job("4", {"--untie-embeddings-and-output-weights"}), dir, "lay4u"),
+       run_job(3, job("4", {"--untie-embeddings-and-output-weights", "--pipeline-model-parallel-size", "3",
+                            "--pipeline-model-parallel-layout", "Et|tttm|L"}),
+               dir, "lay4u-pp3"),
+       "4 layers, MTP on pipeline rank 1 of 3, untied");
+}
+
 TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one rank", "[run][layout][mla]") {
   mrtest::TempDir dir;
   for (const char* opt : {"adam", "muon"}) {

@@ -316,6 +316,51 @@ TEST_CASE("multi-token prediction: MTP layers on the last stage, with their embe
   }
 }
 
+TEST_CASE("--pipeline-model-parallel-layout: each rank's layers and MTP layers as the layout places them",
+          "[run][model][mtp]") {
+  const int64_t h = 64;
+  auto with_layout = [](const char* layout, int64_t layers, std::optional<int64_t> mtp) {
+    std::map<std::string, Value> over = {{"position_embedding_type", Value(std::string("rope"))},
+                                         {"num_layers", Value(layers)},
+                                         {"pipeline_model_parallel_layout", Value(std::string(layout))}};
+    if (mtp) over["mtp_num_layers"] = Value(*mtp);
+    return gpt(over);
+  };
+  // "Ett|tt|m|L" on PP=4: layers 0-1, 2-3, the MTP layer with an embedding copy on rank 2, the loss on rank 3.
+  const auto args = with_layout("Ett|tt|m|L", 4, 1);
+  std::vector<ModelPlan> rank;
+  for (int64_t r = 0; r < 4; ++r) rank.push_back(mr::run::plan_gpt_model(args, {0, 1, r, 4}));
+  CHECK(rank[0].layers == std::vector<int64_t>{0, 1});
+  CHECK(rank[1].layers == std::vector<int64_t>{2, 3});
+  CHECK(rank[2].layers.empty());
+  CHECK(rank[3].layers.empty());
+  REQUIRE(find(rank[2], "mtp.layers.0.eh_proj.weight"));
+  CHECK(find(rank[2], "embedding.word_embeddings.weight")->shared_copy);
+  CHECK_FALSE(find(rank[2], "decoder.final_layernorm.weight"));
+  CHECK_FALSE(find(rank[3], "mtp.layers.0.eh_proj.weight"));
+  CHECK(find(rank[3], "decoder.final_layernorm.weight"));
+  CHECK(find(rank[3], "output_layer.weight")->shared_copy);  // tied: the last stage's copy
+  // Every rank together counts what one rank holds.
+  const ModelPlan one = mr::run::plan_gpt_model(
+      gpt({{"position_embedding_type", Value(std::string("rope"))}, {"mtp_num_layers", Value(int64_t{1})}}), {});
+  int64_t sum = 0;
+  for (const ModelPlan& p : rank) sum += counted(p, 0);
+  CHECK(sum == counted(one, 0));
+  CHECK(counted(rank[2], 0) == 12 * h * h + 13 * h + 2 * h * h + 3 * 2 * h);  // the MTP layer alone
+  // PP=2 x 2 chunks: rank 0 runs layers 0 then 3-4, rank 1 layers 1-2 then 5.
+  const auto chunks = with_layout("Et|tt|tt|tmL", 6, 1);
+  CHECK(mr::run::plan_gpt_model(chunks, {0, 1, 0, 2}).layers == std::vector<int64_t>{0, 3, 4});
+  CHECK(mr::run::plan_gpt_model(chunks, {0, 1, 1, 2}).layers == std::vector<int64_t>{1, 2, 5});
+  // What TransformerConfig refuses (the init stage refuses it first), and MTP on the first of several ranks.
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(with_layout("Ett|tttL", 4, std::nullopt), {0, 1, 0, 2}),
+                    Contains("it has 5 decoder layers (t), --num-layers is 4"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(with_layout("Ett|tt|tm|L", 5, 1), {0, 1, 0, 2}),
+                    Contains("puts the MTP layers on the first pipeline rank"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(with_layout("Ett|ttL", 4, std::nullopt), {0, 1, 0, 3}),
+                    Contains("not a multiple of the 3 pipeline ranks"));
+}
+
 TEST_CASE("MoE: Mixtral 8x7B's parameter count, experts split over EP and expert TP", "[run][model][moe]") {
   // 32 layers, h 4096, 32 heads in 8 query groups, SwiGLU experts of 14336, 8 experts in every layer, RMSNorm,
   // no biases, rotary positions, untied output, vocabulary 32000: 46,702,792,704 parameters.

@@ -12,6 +12,7 @@ std::vector<Section> sections() {
       {"init-moe-config", &moe_config},
       {"init-recompute-offloading", &transformer_recompute_offload},
       {"init-pipeline-layers", &pipeline_layers},
+      {"init-pipeline-layout", &pipeline_layout},
       {"init-activation-fp8-layers", &transformer_activation},
       {"init-rope-cp-comm", &transformer_rope},
   };

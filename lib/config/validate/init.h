@@ -11,7 +11,7 @@
 //
 // Files by subject: init_transformer_config.cpp (attention, activation, RoPE, recompute, offloading, pipeline
 // communication), init_moe.cpp (MoE router, dispatcher, capacity), init_pipeline_layers.cpp (layers per
-// pipeline stage).
+// pipeline stage), init_pipeline_layout.cpp (--pipeline-model-parallel-layout).
 #pragma once
 
 #include <string>
@@ -44,5 +44,7 @@ void model_parallel_config(Context& ctx);
 void moe_config(Context& ctx);
 // init_pipeline_layers.cpp
 void pipeline_layers(Context& ctx);
+// init_pipeline_layout.cpp
+void pipeline_layout(Context& ctx);
 
 }  // namespace mr::init

@@ -7,7 +7,7 @@
 //
 // The config's num_layers_in_first/last_pipeline_stage are --decoder-first/last-pipeline-num-layers
 // (core_transformer_config_from_args). With --pipeline-model-parallel-layout Megatron validates the layout
-// instead (not ported here); hybrid models (--hybrid-layer-pattern) split their layers by the pattern, not by
+// instead (init_pipeline_layout.cpp); hybrid models (--hybrid-layer-pattern) split their layers by the pattern, not by
 // get_num_layers_to_build.
 #include <string>
 
