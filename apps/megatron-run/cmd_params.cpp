@@ -118,7 +118,10 @@ int cmd_params(const std::vector<std::string>& args) {
   std::cout << "; " << unique << " parameters in the model (each counted once)\n";
   std::cout << "memory per rank in GiB (weights, gradients, main params, optimizer state";
   if (!rows.empty()) std::cout << "; sharding: " << rows.front().mem.sharding;
-  std::cout << "; activations: Megatron's theoretical estimate for the first pipeline stage)\n";
+  const bool no_activations = !rows.empty() && std::isnan(rows.front().mem.activations);
+  std::cout << (no_activations ? "; activations: not estimated for hybrid models, Megatron has no estimate; total: "
+                                 "weights and optimizer + ?)\n"
+                               : "; activations: Megatron's theoretical estimate for the first pipeline stage)\n");
   char line[256];
   std::snprintf(line, sizeof line, "%-10s %7s %15s %9s %9s %9s %9s %9s %9s\n", "(tp, pp)", "layers", "parameters",
                 "params", "grads", "main", "optim", "activ", "total");
@@ -128,7 +131,7 @@ int cmd_params(const std::vector<std::string>& args) {
     std::snprintf(line, sizeof line, "%-10s %7zu %15lld %9s %9s %9s %9s %9s %9s\n", at.c_str(), r.layers,
                   static_cast<long long>(r.numel), gib(r.mem.params).c_str(), gib(r.mem.grads).c_str(),
                   gib(r.mem.main_params).c_str(), gib(r.mem.optimizer_state).c_str(), gib(r.mem.activations).c_str(),
-                  gib(r.mem.total()).c_str());
+                  (std::isnan(r.mem.activations) ? gib(r.mem.weights_and_optimizer()) + "+?" : gib(r.mem.total())).c_str());
     std::cout << line;
   }
   return 0;

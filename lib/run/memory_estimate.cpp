@@ -104,7 +104,7 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     m.grads += n * g_bytes / sh.grads;
     // FP8 params keep an fp32 main copy even when the other params are fp32 (the optimizer steps that copy).
     m.main_params += n * (fp8 && main_bytes == 0 ? 4.0 : main_bytes) / sh.state;
-    const bool muon_matrix = p.shape.size() == 2 && !p.embedding_or_output;
+    const bool muon_matrix = p.shape.size() == 2 && !p.embedding_or_output && p.use_muon;
     const optim::StateLayout& st = optim::state_of(opt, muon_matrix);
     double state = 0;
     if (!st.known) state = std::nan("");  // soap, adaptive_muon: not modelled
@@ -112,7 +112,9 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     else state = (st.exp_avg ? (st.precision_aware ? m1 : 4) : 0) + (st.exp_avg_sq ? (st.precision_aware ? m2 : 4) : 0);
     m.optimizer_state += n * state / sh.state;
   }
-  m.activations = activation_memory(a, plan.padded_vocab_size);
+  // Megatron has no theoretical activation memory for hybrid models ("not yet supported"): not modelled.
+  const bool hybrid = a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern;
+  m.activations = hybrid ? std::nan("") : activation_memory(a, plan.padded_vocab_size);
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include "config/checked.h"
 #include "config/pipeline_layout.h"
 #include "optim/optimizer_table.h"
+#include "run/hybrid_layers.h"
 
 namespace mr::run {
 
@@ -181,8 +182,6 @@ pipeline_layout::RankStages layout_layers(const std::string& layout, int64_t num
 
 ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // What this synthetic run does not model: say so, naming the flag.
-  if (a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern)
-    throw RunError("the training run models GPT models only: hybrid/Mamba layer patterns are not supported yet");
   if (a.multi_latent_attention && a.mla_down_proj_fusion)
     throw RunError("the training run does not model --mla-down-proj-fusion (the fused MLA down projection) yet");
   if (a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json)
@@ -222,7 +221,19 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // The layers this rank builds: as --pipeline-model-parallel-layout places them, or Megatron's split.
   const int64_t mtp_num_layers = at_least(a.mtp_num_layers.value_or(0), 0, "--mtp-num-layers");
   int64_t mtp = at.pp_rank == at.pp_size - 1 ? mtp_num_layers : 0;  // MTP layers on this rank
-  if (a.pipeline_model_parallel_layout && !a.pipeline_model_parallel_layout->empty()) {
+  // A hybrid model (Megatron's HybridModel): its pattern says which layer each index is and where it runs.
+  const bool hybrid = a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern;
+  HybridLayers hy;
+  if (hybrid) {
+    const std::optional<std::string>& pattern = a.hybrid_layer_pattern ? a.hybrid_layer_pattern : a.hybrid_override_pattern;
+    if (!pattern) throw RunError("--is-hybrid-model without --hybrid-layer-pattern: the model plan needs the pattern");
+    hy = hybrid_layers(*pattern, at.pp_rank, at.pp_size, a.decoder_first_pipeline_num_layers.value_or(-1),
+                       a.decoder_last_pipeline_num_layers.value_or(-1));
+    plan.layers = hy.index;
+    if (mtp > 0 && hy.mtp_pattern.empty())
+      throw RunError("--mtp-num-layers with a hybrid model needs the MTP layers' pattern after '/' in "
+                     "--hybrid-layer-pattern");
+  } else if (a.pipeline_model_parallel_layout && !a.pipeline_model_parallel_layout->empty()) {
     const pipeline_layout::RankStages laid = layout_layers(*a.pipeline_model_parallel_layout, L, a.mtp_num_layers.value_or(-1), at);
     plan.layers = laid.decoder_layers;
     mtp = laid.mtp_layers;
@@ -269,11 +280,15 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   const int64_t qkv_out = mul(sum(heads, mul(2, groups, "2 x --num-query-groups"), "the attention heads"), kv,
                               "the QKV projection width ((heads + 2 x query groups) x --kv-channels)");
   const int64_t fc1_out = gated ? mul(2, ffn, "2 x --ffn-hidden-size") : ffn;
+  const bool has_mamba = hybrid && hy.symbols.find('M') != std::string::npos;
+  const MambaSizes mamba = has_mamba ? mamba_sizes(h, a.mamba_head_dim, a.mamba_num_groups, a.mamba_state_dim,
+                                                   a.mamba_num_heads.value_or(0), tp)
+                                     : MambaSizes{};
 
   // MoE: which layers, how many experts here, their sizes.
   const int64_t experts = at_least(a.num_experts.value_or(0), 0, "--num-experts");
   std::vector<bool> moe_layer(static_cast<size_t>(L), experts > 0);
-  if (experts > 0) {
+  if (experts > 0 && !hybrid) {  // (a hybrid model's MoE layers are its pattern's 'E's)
     const Value& f = a.moe_layer_freq;
     if (f.is_list()) {
       if (static_cast<int64_t>(f.as_list().size()) != L)
@@ -344,9 +359,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       for (size_t i = before; i < plan.params.size(); ++i) plan.params[i].no_weight_decay = false;
   };
 
-  // One transformer layer under `p` ("decoder.layers.3.", or an MTP layer's "mtp.layers.0.mtp_model_layer."):
-  // attention, then a dense MLP or (moe) the MoE block.
-  auto add_layer = [&](const std::string& p, bool moe) {
+  // The parts of a layer under `p` ("decoder.layers.3.", or an MTP layer's "mtp.layers.0.mtp_model_layer."):
+  // the attention with its input norm, a dense MLP or the MoE block with their norms.
+  auto add_attention = [&](const std::string& p) {
     const std::string att = p + "self_attention.";
     if (mla) {
       norm(p + "input_layernorm.", h);
@@ -373,15 +388,17 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     }
     add(att + "linear_proj.weight", {h, mul(heads, v_head, "--num-attention-heads x the value head size")}, 1);
     if (bias) add(att + "linear_proj.bias", {h}, -1);
-    if (!moe) {
-      norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
-      add(p + "mlp.linear_fc1.weight", {fc1_out, h}, 0);
-      if (bias) add(p + "mlp.linear_fc1.bias", {fc1_out}, 0);
-      add(p + "mlp.linear_fc2.weight", {h, ffn}, 1);
-      if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1);
-      return;
-    }
-    // An MoE layer: its own norm, the router (replicated), the local routed experts, the shared experts.
+  };
+  auto add_mlp = [&](const std::string& p) {
+    norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
+    add(p + "mlp.linear_fc1.weight", {fc1_out, h}, 0);
+    if (bias) add(p + "mlp.linear_fc1.bias", {fc1_out}, 0);
+    add(p + "mlp.linear_fc2.weight", {h, ffn}, 1);
+    if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1);
+  };
+  // An MoE block: its own norm, the router (replicated), the local routed experts, the shared experts.
+  auto add_moe = [&](const std::string& p) {
+    if (experts == 0) throw RunError("an MoE layer ('E' in --hybrid-layer-pattern) needs --num-experts");
     norm(p + "pre_mlp_layernorm.", h);
     add(p + "mlp.router.weight", {experts, h}, -1);
     if (bias) add(p + "mlp.router.bias", {experts}, -1);
@@ -415,8 +432,44 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       if (a.moe_shared_expert_gate) add(p + "mlp.shared_experts.gate_weight", {1, h}, -1);
     }
   };
-  for (int64_t layer : plan.layers)
-    add_layer("decoder.layers." + std::to_string(layer) + ".", moe_layer[static_cast<size_t>(layer)]);
+  // A GPT transformer layer: attention, then a dense MLP or (moe) the MoE block.
+  auto add_layer = [&](const std::string& p, bool moe) {
+    add_attention(p);
+    if (moe) add_moe(p);
+    else add_mlp(p);
+  };
+  // A Mamba layer of a hybrid model (Megatron's MambaLayer with MambaMixer, the TE spec: the norm fused into
+  // in_proj). in_proj packs z, x, B, C and dt, conv1d x, B and C, each part split over TP on its own (Megatron's
+  // partition_sizes); the plan gives the shard its size.
+  auto add_mamba = [&](const std::string& p) {
+    const std::string m = p + "mixer.";
+    norm(te ? m + "in_proj.layer_norm_" : p + "norm.", h);
+    add(m + "in_proj.weight", {mamba.in_proj, h}, 0).use_muon = false;  // as Megatron marks it
+    add(m + "conv1d_weight", {mamba.conv_dim, 1, kMambaConv}, 0);
+    add(m + "conv1d_bias", {mamba.conv_dim}, 0).init = ParamSpec::Init::Zero;
+    add(m + "dt_bias", {mamba.heads}, 0).init = ParamSpec::Init::Zero;
+    add(m + "A_log", {mamba.heads}, 0);
+    add(m + "D", {mamba.heads}, 0).init = ParamSpec::Init::One;
+    add(m + "norm.weight", {mamba.d_inner}, 0).init = ParamSpec::Init::One;
+    add(m + "out_proj.weight", {h, mamba.d_inner}, 1);
+  };
+  // A layer of a hybrid model by its symbol (Megatron's HybridStack): 'M' Mamba, '*' attention, '-' MLP, 'E' MoE.
+  auto add_hybrid_layer = [&](const std::string& p, char symbol) {
+    switch (symbol) {
+      case 'M': add_mamba(p); return;
+      case '*': add_attention(p); return;
+      case '-': add_mlp(p); return;
+      case 'E': add_moe(p); return;
+      default:
+        throw RunError(std::string("the model plan does not model the hybrid layer symbol '") + symbol +
+                       "' yet (--hybrid-layer-pattern; it models M, *, - and E)");
+    }
+  };
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const std::string p = "decoder.layers." + std::to_string(plan.layers[i]) + ".";
+    if (hybrid) add_hybrid_layer(p, hy.symbols[i]);
+    else add_layer(p, moe_layer[static_cast<size_t>(plan.layers[i])]);
+  }
   // Multi-token prediction (--mtp-num-layers, Megatron's MultiTokenPredictionBlock on the last stage): each MTP
   // layer normalises the embedding and the hidden states (enorm, hnorm), projects their concatenation 2h -> h
   // (eh_proj, split by TP like a column-parallel linear), runs one transformer layer of the last decoder layer's kind
@@ -426,18 +479,25 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // With a layout the MTP layers sit on the rank its 'm's name (Megatron's mtp_on_this_rank), which need not be
   // the last ("standalone" MTP); that rank then joins the embedding group (parallel/layout.cpp).
   const bool mtp_embedding = mtp > 0 && at.pp_size > 1;
-  if (last) norm("decoder.final_layernorm.", h);
+  if (last) norm(hybrid ? "decoder.final_norm." : "decoder.final_layernorm.", h);
   if (mtp_embedding) {
     ParamSpec& e = add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0);
     e.embedding_or_output = true;
     e.shared_copy = true;  // the first stage's is the one counted
   }
-  for (int64_t i = 0; i < mtp; ++i) {
+  // --mtp-use-repeated-layer: one MTP layer, applied at every depth.
+  const int64_t mtp_built = a.mtp_use_repeated_layer ? std::min<int64_t>(mtp, 1) : mtp;
+  for (int64_t i = 0; i < mtp_built; ++i) {
     const std::string p = "mtp.layers." + std::to_string(i) + ".";
     norm(p + "enorm.", h);
     norm(p + "hnorm.", h);
     add(p + "eh_proj.weight", {h, mul(2, h, "2 x --hidden-size")}, 0);
-    add_layer(p + "mtp_model_layer.", L > 0 && moe_layer[static_cast<size_t>(L - 1)]);
+    if (hybrid) {  // a stack of the MTP pattern's layers
+      for (size_t j = 0; j < hy.mtp_pattern.size(); ++j)
+        add_hybrid_layer(p + "mtp_model_layer.layers." + std::to_string(j) + ".", hy.mtp_pattern[j]);
+    } else {
+      add_layer(p + "mtp_model_layer.", L > 0 && moe_layer[static_cast<size_t>(L - 1)]);
+    }
     norm(p + "final_layernorm.", h);
   }
   if (last) {

@@ -1,5 +1,5 @@
-// The parameters one rank of a GPT-style Megatron model holds (mcore GPTModel: word and position embeddings,
-// the decoder's transformer layers, the final norm, the output layer), with the names, shard shapes and flags the
+// The parameters one rank of a GPT-style Megatron model holds (mcore GPTModel, or HybridModel: word and position
+// embeddings, the decoder's layers, the final norm, the output layer), with the names, shard shapes and flags the
 // optimizer needs: which ones are copies of another rank's (tensor-parallel duplicates, the tied output layer on
 // the last pipeline stage) and which ones are exempt from weight decay. Built from the validated arguments and
 // this rank's tensor/pipeline coordinates; no memory is allocated here. Torch-free.
@@ -34,6 +34,7 @@ struct ParamSpec {
   bool no_weight_decay = false;     // Megatron's default rule: biases and 1-D parameters
   bool embedding_or_output = false; // word/position embeddings and the output layer (--decoupled-lr applies)
   bool expert = false;              // a routed expert's weight (MoE): split over expert parallelism, not replicated
+  bool use_muon = true;             // false: Megatron's use_muon=False (Mamba's in_proj), stepped by Muon's scalar optimizer
   std::string key;                  // the same tensor under every layout: `name`, with a routed expert's global index
   enum class Init { Normal, One, Zero };
   Init init = Init::Normal;         // Megatron's initial values: normal (--init-method-std), norm weights 1, biases 0
@@ -59,9 +60,11 @@ struct RankCoord {
 
 // MoE (--num-experts): the layers --moe-layer-freq marks get a router, this rank's share of the routed experts
 // (grouped-GEMM or per-expert names), shared experts and their gate; their norm before the MLP is its own.
-// The layers come from the pipeline split (pipeline_layers) or --pipeline-model-parallel-layout (layout_layers).
-// Throws RunError for what it does not model (hybrid/Mamba, --mla-down-proj-fusion, heterogeneous layers, MTP
-// layers on the first of several pipeline ranks) and when the vocabulary size is unknown (--vocab-size).
+// The layers come from the pipeline split (pipeline_layers) or --pipeline-model-parallel-layout (layout_layers);
+// a hybrid model's (--hybrid-layer-pattern: Mamba, attention, MLP and MoE layers, MTP depths after '/') from its
+// pattern (run/hybrid_layers.h). Throws RunError for what it does not model (the hybrid symbols G, D and +,
+// --mla-down-proj-fusion, heterogeneous layers, MTP layers on the first of several pipeline ranks) and when the
+// vocabulary size is unknown (--vocab-size).
 ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 
 // Bytes a rank spends on its parameters, the optimizer and the activations (lib/run/memory_estimate.cpp;
@@ -77,8 +80,8 @@ ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 // (main params and state), optim_grads (and gradients), optim_grads_params (and the params); routed experts by
 // --expert-data-parallel-sharding-strategy over the expert data-parallel group. Activations: Megatron's
 // theoretical estimate (megatron/training/theoretical_memory_usage.py) for the first pipeline stage, the most
-// loaded one, given to every stage. Optimizers whose state is not modelled (soap, adaptive_muon) give a NaN
-// optimizer_state.
+// loaded one, given to every stage; NaN for hybrid models (Megatron has no estimate for them). Optimizers whose
+// state is not modelled (soap, adaptive_muon) give a NaN optimizer_state.
 struct MemoryEstimate {
   double params = 0, grads = 0, main_params = 0, optimizer_state = 0;
   double activations = 0;  // Megatron's theoretical activation memory of one rank

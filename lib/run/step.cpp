@@ -55,7 +55,7 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
     if (!((off >= b.lo && off < b.hi) || (off >= b.elo && off < b.ehi))) continue;
     const int64_t at = b.local(off);  // in the state buffers
     float* master = !d.main ? static_cast<float*>(d.model) + off : d.main + at;
-    if (!optim::muon_excluded(static_cast<int64_t>(p.shape.size()), p.embedding_or_output)) {
+    if (!optim::muon_excluded(static_cast<int64_t>(p.shape.size()), p.embedding_or_output, p.use_muon)) {
       optim::MuonParam m;
       m.param = master;
       m.grad = b.grad_at(d.grad, d.grad_shard, off);

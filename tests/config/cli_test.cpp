@@ -311,6 +311,34 @@ TEST_CASE("params: a CI config's --pipeline-model-parallel-layout places the lay
   CHECK(layers == std::map<int64_t, int64_t>{{0, 9}, {1, 6}});
 }
 
+TEST_CASE("params: a hybrid CI config (Mamba, attention, MoE, MTP) holds Nemotron 3 Nano's 31.6 B parameters",
+          "[cli][params][hybrid]") {
+  // The corpus config is Nemotron 3 Nano's architecture (52 layers: 23 Mamba, 23 MoE with 128 experts, 6 attention)
+  // with 2 MTP depths of "*E" in one repeated layer (--mtp-use-repeated-layer). With the model's vocabulary
+  // (131072) and without the MTP part it is the released model, published as 31.6 B parameters.
+  const std::string cfg = std::string(MR_DATA_DIR) +
+                          "/corpus/functional-tests/nemotron__nemotron3_5_lightning_nightly_tp1_pp1_cp1_ep8_dgx_gb200.yaml";
+  const std::string base = "params --world-size 8 --env-placeholder /p --config " + cfg + " --vocab-size 131072";
+  auto count = [&](const std::string& more) {
+    Result r = sh(base + " --format json" + more);
+    INFO(r.out);
+    REQUIRE(r.exit == 0);
+    mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+    const mr::Value& rank = field(v, "ranks").as_list().at(0);
+    CHECK(field(rank, "layers").as_int() == 52);
+    CHECK(field(field(rank, "bytes"), "activations").is_none());  // Megatron has no estimate for hybrid models
+    return field(v, "parameters").as_int();
+  };
+  const int64_t released =
+      count(" --hybrid-layer-pattern MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME --mtp-num-layers 0");
+  CHECK(released == 31577937344);
+  // The MTP layer: enorm, hnorm, eh_proj (2688 x 5376), an attention and an MoE layer, its final norm.
+  CHECK(count("") - released == 1335325824);
+  // The text says what the total holds.
+  Result text = sh(base);
+  CHECK_THAT(text.out, Catch::Contains("activations: not estimated for hybrid models") && Catch::Contains("+?"));
+}
+
 TEST_CASE("no arguments prints the usage; -h/--help work after every command", "[cli][help]") {
   auto none = sh("");
   CHECK(none.exit == 0);
@@ -388,6 +416,19 @@ TEST_CASE("init stage: what megatron-run's own training run cannot run is refuse
   // Megatron's own program runs SOAP, and a dry run validates the config for any program: no refusal.
   CHECK(sh(soap + " --no-python /bin/true").exit == 0);
   CHECK(sh("--dry-run " + soap).exit == 0);
+}
+
+TEST_CASE("init stage: Mamba layers with tensor parallelism are refused before our workers start", "[cli][init][hybrid]") {
+  const std::string mamba = "--config " + kDefault + " --hybrid-layer-pattern M*M- --nproc-per-node 2 "
+                            "--tensor-model-parallel-size 2";
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  refused_before_start(mamba, "init.training-run",
+                       "the training run models Mamba layers (--hybrid-layer-pattern 'M') at "
+                       "--tensor-model-parallel-size 1 only");
+  // `params` counts them at any TP size.
+  CHECK(sh("params --world-size 2 --config " + kDefault + " --hybrid-layer-pattern M*M- --tensor-model-parallel-size 2")
+            .exit == 0);
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
 }
 
 TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules do not apply", "[cli][target]") {

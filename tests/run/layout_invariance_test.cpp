@@ -125,6 +125,23 @@ TEST_CASE("--pipeline-model-parallel-layout: chunks, MTP on the last rank and on
        "4 layers, MTP on pipeline rank 1 of 3, untied");
 }
 
+TEST_CASE("hybrid model (Mamba, attention, MLP, MoE, MTP): PP=2 x EP=2 ends with the same bits as one rank",
+          "[run][layout][hybrid]") {
+  mrtest::TempDir dir;
+  for (const char* opt : {"adam", "muon"}) {  // muon: in_proj goes to the scalar optimizer, as Megatron marks it
+    const std::vector<std::string> o = {"--num-experts", "4", "--position-embedding-type", "rope", "--optimizer", opt};
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), o.begin(), o.end());
+      return more;
+    };
+    same(run_job(1, with({"--hybrid-layer-pattern", "M*-MEM*-/*E"}), dir, std::string("hy1-") + opt),
+         run_job(4, with({"--hybrid-layer-pattern", "M*-M|EM*-/*E", "--pipeline-model-parallel-size", "2",
+                          "--expert-model-parallel-size", "2", "--use-distributed-optimizer"}),
+                 dir, std::string("hy4-") + opt),
+         std::string(opt) + ": hybrid, PP=2 by '|' x DP=2 x EP=2, distributed optimizer");
+  }
+}
+
 TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one rank", "[run][layout][mla]") {
   mrtest::TempDir dir;
   for (const char* opt : {"adam", "muon"}) {

@@ -206,8 +206,8 @@ TEST_CASE("what the run does not model is refused, naming the flag", "[run][mode
                                                 {"mla_down_proj_fusion", Value(true)}}),
                                             {}),
                     Catch::Contains("--mla-down-proj-fusion"));
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"hybrid_layer_pattern", Value(std::string("M*M*"))}}), {}),
-                    Catch::Contains("hybrid"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"hybrid_layer_pattern", Value(std::string("-D"))}}), {}),
+                    Catch::Contains("the model plan does not model the hybrid layer symbol 'D'"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(), {0, 3, 0, 1}), Catch::Contains("--tensor-model-parallel-size"));
 }
 
@@ -359,6 +359,69 @@ TEST_CASE("--pipeline-model-parallel-layout: each rank's layers and MTP layers a
                     Contains("puts the MTP layers on the first pipeline rank"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(with_layout("Ett|ttL", 4, std::nullopt), {0, 1, 0, 3}),
                     Contains("not a multiple of the 3 pipeline ranks"));
+}
+
+TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, TP shards, pipeline segments",
+          "[run][model][hybrid]") {
+  const int64_t h = 64;
+  auto hybrid = [](const char* pattern, std::map<std::string, Value> more = {}) {
+    std::map<std::string, Value> over = {{"hybrid_layer_pattern", Value(std::string(pattern))},
+                                         {"num_layers", Value(int64_t{0})},
+                                         {"normalization", Value(std::string("RMSNorm"))},
+                                         {"add_bias_linear", Value(false)},
+                                         {"position_embedding_type", Value(std::string("none"))},
+                                         {"mamba_state_dim", Value(int64_t{16})},
+                                         {"mamba_head_dim", Value(int64_t{16})},
+                                         {"mamba_num_groups", Value(int64_t{2})}};
+    for (auto& [k, x] : more) over[k] = x;
+    return gpt(over);
+  };
+  // Mamba: d_inner 2h = 128, 8 heads of 16, 2 groups of state 16: in_proj 2 x 128 + 2 x 2 x 16 + 8 = 328 rows,
+  // conv1d 128 + 64 = 192 channels of width 4 (+ bias), dt_bias / A_log / D per head, the gated norm, out_proj.
+  const int64_t mamba = h + 328 * h + 192 * 4 + 192 + 3 * 8 + 128 + h * 128;
+  const int64_t attention = h + 3 * h * h + h * h;  // fused norm, QKV (4 heads of 16), projection
+  const int64_t mlp = h + 256 * h + h * 256;        // fused norm, fc1, fc2 (--ffn-hidden-size 256)
+  const int64_t outside = 1024 * h + h + 1024 * h;  // word embeddings, final norm, output layer (untied below)
+  const auto args = hybrid("M*-M", {{"untie_embeddings_and_output_weights", Value(true)}});
+  const ModelPlan one = mr::run::plan_gpt_model(args, {});
+  CHECK(one.layers == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(counted(one, 0) == 2 * mamba + attention + mlp + outside);
+  REQUIRE(find(one, "decoder.layers.0.mixer.in_proj.weight"));
+  CHECK(find(one, "decoder.layers.0.mixer.in_proj.weight")->shape == std::vector<int64_t>{328, h});
+  CHECK_FALSE(find(one, "decoder.layers.0.mixer.in_proj.weight")->use_muon);  // as Megatron marks it
+  CHECK(find(one, "decoder.layers.0.mixer.conv1d_weight")->shape == std::vector<int64_t>{192, 1, 4});
+  CHECK(find(one, "decoder.layers.1.self_attention.linear_qkv.weight"));
+  CHECK_FALSE(find(one, "decoder.layers.1.mlp.linear_fc1.weight"));  // an attention layer has no MLP
+  CHECK(find(one, "decoder.layers.2.mlp.linear_fc1.layer_norm_weight"));
+  CHECK(find(one, "decoder.final_norm.weight"));
+  // TP=2: every Mamba part halves (heads and groups split), out_proj by its input.
+  const ModelPlan tp2 = mr::run::plan_gpt_model(args, {1, 2, 0, 1});
+  CHECK(find(tp2, "decoder.layers.0.mixer.in_proj.weight")->shape == std::vector<int64_t>{164, h});
+  CHECK(find(tp2, "decoder.layers.0.mixer.A_log")->shape == std::vector<int64_t>{4});
+  CHECK(find(tp2, "decoder.layers.0.mixer.out_proj.weight")->shape == std::vector<int64_t>{h, 64});
+  // Pipeline: '|' segments (segment v x PP + rank is chunk v of a rank), or an even split without them.
+  const auto segs = hybrid("M|*-|M|E", {{"num_experts", Value(int64_t{4})}});
+  CHECK(mr::run::plan_gpt_model(segs, {0, 1, 0, 2}).layers == std::vector<int64_t>{0, 3});
+  CHECK(mr::run::plan_gpt_model(segs, {0, 1, 1, 2}).layers == std::vector<int64_t>{1, 2, 4});
+  CHECK(mr::run::plan_gpt_model(hybrid("M*-M"), {0, 1, 1, 2}).layers == std::vector<int64_t>{2, 3});
+  // MTP depths after '/': each a stack of the MTP pattern's layers; --mtp-use-repeated-layer builds one.
+  const auto mtp = hybrid("M*M-/*-/*-", {{"mtp_num_layers", Value(int64_t{2})}});
+  const ModelPlan with_mtp = mr::run::plan_gpt_model(mtp, {});
+  CHECK(find(with_mtp, "mtp.layers.1.mtp_model_layer.layers.1.mlp.linear_fc2.weight"));
+  CHECK(counted(with_mtp, 0) == counted(mr::run::plan_gpt_model(hybrid("M*M-"), {}), 0) +
+                                    2 * (attention + mlp + 2 * h * h + 3 * h));
+  auto repeated = mtp;
+  repeated.mtp_use_repeated_layer = true;
+  CHECK_FALSE(find(mr::run::plan_gpt_model(repeated, {}), "mtp.layers.1.enorm.weight"));
+  // What the plan does not model, and Megatron's own divisibility rules, name the symbol or the flag.
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MG"), {}), Contains("hybrid layer symbol 'G'"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*M"), {0, 1, 0, 2}), Contains("do not divide over 2 pipeline"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*", {{"mamba_num_groups", Value(int64_t{3})}}), {}),
+                    Contains("divisible by --mamba-num-groups (3)"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*", {{"mamba_num_heads", Value(int64_t{1} << 62)}}), {}),
+                    Contains("do not fit in 64 bits"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("*E"), {}), Contains("needs --num-experts"));
 }
 
 TEST_CASE("MoE: Mixtral 8x7B's parameter count, experts split over EP and expert TP", "[run][model][moe]") {
