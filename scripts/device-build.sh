@@ -12,7 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-device}
 DEPS=${DEPS:-$PWD/.device}
-CUDA_ARCHS=${CUDA_ARCHS:-native}
+# The GPU's own architecture (nvidia-smi's compute_cap, "9.0" -> 90); CMake's "native" needs CMake 3.24.
+if [[ -z "${CUDA_ARCHS:-}" ]]; then
+  CUDA_ARCHS=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .') || true
+  [[ "$CUDA_ARCHS" =~ ^[0-9]+$ ]] || CUDA_ARCHS=native
+fi
 [[ "$DEPS" == /* ]] || DEPS="$PWD/$DEPS"
 
 if [[ ! -f "$DEPS/MANIFEST" ]]; then
@@ -30,6 +34,17 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-}
 cmake --build "$BUILD" -j "$(nproc)"
 [[ "${1:-}" == "--build-only" ]] && exit 0
+
+# One device call runs the build and the checks: unless MR_GPU_CHECK_BUDGET_S says otherwise, the checks get what
+# the build left of MR_DEVICE_CALL_S (600 s, the device tool's limit per command) less a margin for the summary,
+# at most gpu-check.sh's 420 s, so the report ends with its summary instead of being cut off.
+if [[ -z "${MR_GPU_CHECK_BUDGET_S:-}" ]]; then
+  left=$(( ${MR_DEVICE_CALL_S:-600} - SECONDS - 60 ))
+  MR_GPU_CHECK_BUDGET_S=$(( left < 420 ? left : 420 ))
+  export MR_GPU_CHECK_BUDGET_S
+  echo "device-build: built in ${SECONDS} s; the checks get ${MR_GPU_CHECK_BUDGET_S} s"
+  (( left >= 300 )) || echo "device-build: little time left for the checks: run scripts/gpu-check.sh $BUILD as a call of its own" >&2
+fi
 
 # gpu-check.sh keeps this configuration (it and its parts configure only a folder without build.ninja) and writes
 # its report to $REPORT, else $OUT/gpu-check-report.md (the device tool's $OUT), else $BUILD/gpu-check-report.md.

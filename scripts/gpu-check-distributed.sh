@@ -35,7 +35,7 @@ echo "== layout tests"
 "$build/bin/test_distributed" "[layout],[launch]" || status=1
 echo "== group tests on NCCL"
 MR_TEST_BACKEND=nccl "$build/bin/test_distributed" "[process]~[fault]~[spawn]~[torchrun]" || status=1
-gpus=$(nvidia-smi -L | wc -l)
+gpus=$(nvidia-smi -L | grep -c '^GPU')  # not the MIG lines
 if (( gpus >= 2 )); then
   echo "== fault check on NCCL ($gpus GPUs): kill rank 1 mid-collective"
   tmp=$(mktemp -d)
@@ -46,11 +46,11 @@ if (( gpus >= 2 )); then
   for _ in $(seq 600); do [[ -f "$tmp/r.0.ready" && -f "$tmp/r.1.ready" ]] && break; sleep 0.1; done
   sleep 1
   victim=$(pgrep -f megatron-run-worker | tail -1 || true)
-  [[ -n "$victim" ]] && kill -9 "$victim"
+  [[ -n "$victim" ]] && { kill -9 "$victim" || true; }  # already gone: the wait below says how the job ended
   start=$SECONDS
   if wait "$job"; then echo "FAIL: the job exited 0 after a rank was killed"; status=1; fi
   echo "job stopped $((SECONDS - start)) s after the kill"
-  grep -E "rank [01]" "$tmp/out" | tail -5
+  grep -E "rank [01]" "$tmp/out" | tail -5 || true  # no such line: set -e must not end the script here
   (( SECONDS - start < 60 )) || { echo "FAIL: took too long"; status=1; }
   rm -rf "$tmp"
 fi

@@ -46,7 +46,7 @@ run_part() {  # seconds, command...: runs with a bound, its output into the repo
   { timeout --kill-after=10 "$limit" "$@" 2>&1; echo "exit=$?"; } | tee -a "$report.part" >/dev/null
   cat "$report.part" >>"$report"
   local code
-  code=$(tail -1 "$report.part" | sed 's/exit=//')
+  code=$(tail -1 "$report.part" | sed 's/.*exit=//')  # output without a final newline: "...exit=N"
   rm -f "$report.part"
   return "$code"
 }
@@ -57,7 +57,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   log "no NVIDIA GPU visible (nvidia-smi): nothing can be checked here"
   exit 1
 fi
-gpus=$(nvidia-smi -L | wc -l)
+gpus=$(nvidia-smi -L | grep -c '^GPU')  # not the MIG lines
 section "machine"
 nvidia-smi -L | tee -a "$report"
 log "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1); $(nvcc --version 2>/dev/null | tail -1 || echo 'no nvcc on PATH')"

@@ -106,6 +106,7 @@ class NcclCommunicator final : public Communicator {
       unhex(spec.store->get("nccl_id"), &id, sizeof id);
     }
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every call returns at once; wait() polls, so a timeout can abort
     ncclResult_t r = ncclCommInitRankConfig(&comm_, static_cast<int>(spec.ranks.size()), id, spec.index, &config);
@@ -120,6 +121,7 @@ class NcclCommunicator final : public Communicator {
       else ncclCommDestroy(comm_);
     }
     if (scratch_) cudaFree(scratch_);
+    if (ready_) cudaEventDestroy(ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -172,6 +174,11 @@ class NcclCommunicator final : public Communicator {
   void launch(const char* what, std::optional<Timeout> timeout, F&& f) {
     if (aborted_) throw CollectiveError(std::string(what) + ": the communicator was aborted after an earlier failure", false);
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    // The private stream is non-blocking: it does not wait for the legacy default stream, where the kernels and
+    // copies that fill the buffer run (a cudaMemcpy from pageable host memory may even return before its DMA has
+    // landed). It waits for everything issued there so far.
+    check_cuda(cudaEventRecord(ready_, cudaStreamLegacy), what);
+    check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), what);
     ncclResult_t r = f();
     if (r != ncclSuccess && r != ncclInProgress) {
       throw CollectiveError(std::string(what) + ": " + ncclGetErrorString(r), false);
@@ -224,6 +231,7 @@ class NcclCommunicator final : public Communicator {
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
   float* scratch_ = nullptr;
   bool aborted_ = false;
   std::chrono::steady_clock::time_point next_poll_{};

@@ -145,7 +145,9 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* _
   }
 }
 
-__global__ void write_scales_kernel(const DevSlot* slots, int n, const unsigned* amax) {
+// A skipped step (noop) leaves the scales as they are: its absmax pass found nothing (amax is zero).
+__global__ void write_scales_kernel(const DevSlot* slots, int n, const unsigned* amax, const int32_t* noop) {
+  if (noop && *noop) return;
   const int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x);
   if (i >= n) return;
   const DevSlot& s = slots[i];
@@ -210,7 +212,7 @@ void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
   check_launch("optimizer update pass");
   if (any_scaled) {
     const int n = static_cast<int>(ds.size());
-    write_scales_kernel<<<geom::blocks_per_item(n), geom::kNormThreads>>>(d_slots, n, d_amax);
+    write_scales_kernel<<<geom::blocks_per_item(n), geom::kNormThreads>>>(d_slots, n, d_amax, ctl.noop_flag);
     check_launch("optimizer scale update");
   }
 }
