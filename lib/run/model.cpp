@@ -280,7 +280,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   const int64_t qkv_out = mul(sum(heads, mul(2, groups, "2 x --num-query-groups"), "the attention heads"), kv,
                               "the QKV projection width ((heads + 2 x query groups) x --kv-channels)");
   const int64_t fc1_out = gated ? mul(2, ffn, "2 x --ffn-hidden-size") : ffn;
-  const bool has_mamba = hybrid && hy.symbols.find('M') != std::string::npos;
+  const bool has_mamba = hybrid && (hy.symbols + hy.mtp_pattern).find('M') != std::string::npos;  // (MTP layers too)
   const MambaSizes mamba = has_mamba ? mamba_sizes(h, a.mamba_head_dim, a.mamba_num_groups, a.mamba_state_dim,
                                                    a.mamba_num_heads.value_or(0), tp)
                                      : MambaSizes{};

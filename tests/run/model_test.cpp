@@ -410,6 +410,11 @@ TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, T
   CHECK(find(with_mtp, "mtp.layers.1.mtp_model_layer.layers.1.mlp.linear_fc2.weight"));
   CHECK(counted(with_mtp, 0) == counted(mr::run::plan_gpt_model(hybrid("M*M-"), {}), 0) +
                                     2 * (attention + mlp + 2 * h * h + 3 * h));
+  // A Mamba layer only in the MTP pattern gets its real sizes too.
+  const ModelPlan mamba_mtp = mr::run::plan_gpt_model(hybrid("*-/M-", {{"mtp_num_layers", Value(int64_t{1})}}), {});
+  REQUIRE(find(mamba_mtp, "mtp.layers.0.mtp_model_layer.layers.0.mixer.in_proj.weight"));
+  CHECK(find(mamba_mtp, "mtp.layers.0.mtp_model_layer.layers.0.mixer.in_proj.weight")->shape ==
+        std::vector<int64_t>{328, h});
   auto repeated = mtp;
   repeated.mtp_use_repeated_layer = true;
   CHECK_FALSE(find(mr::run::plan_gpt_model(repeated, {}), "mtp.layers.1.enorm.weight"));
