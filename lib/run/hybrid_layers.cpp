@@ -34,10 +34,7 @@ HybridLayers hybrid_layers(const std::string& pattern, int64_t pp_rank, int64_t 
                            int64_t last_stage_layers) {
   HybridLayers out;
   const std::vector<std::string> parts = split(pattern, '/');
-  if (parts.size() > 1) {
-    out.mtp_pattern = parts[1];
-    out.mtp_depths = static_cast<int64_t>(parts.size()) - 1;
-  }
+  if (parts.size() > 1) out.mtp_pattern = parts[1];
   if (pp_size < 1 || pp_rank < 0 || pp_rank >= pp_size)
     throw RunError("pipeline rank " + str(pp_rank) + " of " + str(pp_size) + " stages does not exist");
   const std::vector<std::string> segments = split(parts[0], '|');
@@ -62,34 +59,17 @@ HybridLayers hybrid_layers(const std::string& pattern, int64_t pp_rank, int64_t 
     }
     return out;
   }
+  // Without '|': Megatron's even or --decoder-first/last split of the layer count, as for a GPT decoder.
   const std::string& all = segments[0];
   const int64_t layers = static_cast<int64_t>(all.size());
-  int64_t offset = 0, count = layers;
-  if (pp_size > 1 && (first_stage_layers >= 0 || last_stage_layers >= 0)) {
-    const int64_t first = std::max<int64_t>(first_stage_layers, 0), last = std::max<int64_t>(last_stage_layers, 0);
-    const int64_t middle_layers = layers - first - last;
-    const int64_t middle_stages = pp_size - (first_stage_layers >= 0) - (last_stage_layers >= 0);
-    if (middle_layers < 0 || (middle_stages > 0 && middle_layers % middle_stages != 0) ||
-        (middle_stages == 0 && middle_layers != 0))
-      throw RunError("the " + str(middle_layers) + " hybrid layers left after --decoder-first/last-pipeline-num-layers "
-                     "do not divide over the " + str(middle_stages) + " middle pipeline stages");
-    const int64_t per_middle = middle_stages > 0 ? middle_layers / middle_stages : 0;
-    if (first_stage_layers >= 0 && pp_rank == 0) {
-      offset = 0, count = first;
-    } else if (last_stage_layers >= 0 && pp_rank == pp_size - 1) {
-      offset = layers - last, count = last;
-    } else {
-      const int64_t middle_rank = first_stage_layers >= 0 ? pp_rank - 1 : pp_rank;
-      offset = middle_rank * per_middle + first, count = per_middle;
-    }
-  } else if (pp_size > 1) {
-    if (layers % pp_size != 0)
-      throw RunError("the " + str(layers) + " layers of --hybrid-layer-pattern do not divide over " + str(pp_size) +
-                     " pipeline stages (add '|' separators to place them)");
-    count = layers / pp_size;
-    offset = pp_rank * count;
+  const bool uneven = first_stage_layers >= 0 || last_stage_layers >= 0;
+  if (pp_size > 1 && !uneven && layers % pp_size != 0)
+    throw RunError("the " + str(layers) + " layers of --hybrid-layer-pattern do not divide over " + str(pp_size) +
+                   " pipeline stages (add '|' separators to place them)");
+  for (int64_t i : pipeline_layers(layers, pp_rank, pp_size, 1, first_stage_layers, last_stage_layers)) {
+    out.index.push_back(i);
+    out.symbols += all[static_cast<size_t>(i)];
   }
-  take(all.substr(static_cast<size_t>(offset), static_cast<size_t>(count)), offset);
   return out;
 }
 

@@ -14,8 +14,8 @@ namespace mr::run {
 struct HybridLayers {
   std::vector<int64_t> index;  // this rank's layers' global indices, in the order its chunks run
   std::string symbols;         // their symbols, one per index
-  std::string mtp_pattern;     // one MTP depth's layers (the part after the first '/'), empty without MTP
-  int64_t mtp_depths = 0;      // the number of '/'-separated MTP parts
+  std::string mtp_pattern;     // one MTP depth's layers (the part after the first '/'), empty without MTP;
+                               // the number of depths is --mtp-num-layers, which validation derives from the '/'s
 };
 
 // `first_stage_layers` / `last_stage_layers`: --decoder-first/last-pipeline-num-layers (-1 unset), for a pattern

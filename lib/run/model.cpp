@@ -109,6 +109,9 @@ std::vector<int64_t> pipeline_layers(int64_t num_layers, int64_t pp_rank, int64_
   const int64_t split_layers = num_layers + (embedding_in_split ? 1 : 0) + (loss_in_split ? 1 : 0);
   int64_t per_stage = 0;  // this pipeline rank's share, before its virtual chunks
   if (uneven) {
+    if (middle_stages == 0 && middle_layers != 0)
+      throw RunError("the " + std::to_string(middle_layers) + " layers left after --decoder-first/last-pipeline-num-layers "
+                     "have no middle pipeline stage to go to");
     if (middle_stages > 0 && middle_layers % middle_stages != 0)
       throw RunError("the layers left after --decoder-first/last-pipeline-num-layers (" + std::to_string(middle_layers) +
                      ") do not divide over the other " + std::to_string(middle_stages) + " pipeline stages");

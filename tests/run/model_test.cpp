@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "config/value.h"
+#include "run/hybrid_layers.h"
 #include "run/model.h"
 
 using mr::Namespace;
@@ -404,6 +405,14 @@ TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, T
   CHECK(mr::run::plan_gpt_model(segs, {0, 1, 0, 2}).layers == std::vector<int64_t>{0, 3});
   CHECK(mr::run::plan_gpt_model(segs, {0, 1, 1, 2}).layers == std::vector<int64_t>{1, 2, 4});
   CHECK(mr::run::plan_gpt_model(hybrid("M*-M"), {0, 1, 1, 2}).layers == std::vector<int64_t>{2, 3});
+  // --decoder-first/last-pipeline-num-layers split a pattern without '|' as they split a GPT decoder.
+  const mr::run::HybridLayers middle = mr::run::hybrid_layers("M*-ME*-M", 1, 3, 1, 3);
+  CHECK(middle.index == std::vector<int64_t>{1, 2, 3, 4});
+  CHECK(middle.symbols == "*-ME");
+  CHECK(mr::run::hybrid_layers("M*-ME*-M", 2, 3, 1, 3).symbols == "*-M");
+  CHECK(mr::run::hybrid_layers("M*-M/*-", 0, 2, -1, 1).symbols == "M*-");
+  CHECK(mr::run::hybrid_layers("M*-M/*-", 0, 2, -1, 1).mtp_pattern == "*-");
+  CHECK_THROWS_WITH(mr::run::hybrid_layers("M*-M", 0, 2, 1, 1), Catch::Matchers::Contains("no middle pipeline stage"));
   // MTP depths after '/': each a stack of the MTP pattern's layers; --mtp-use-repeated-layer builds one.
   const auto mtp = hybrid("M*M-/*-/*-", {{"mtp_num_layers", Value(int64_t{2})}});
   const ModelPlan with_mtp = mr::run::plan_gpt_model(mtp, {});
