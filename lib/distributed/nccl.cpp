@@ -117,8 +117,25 @@ class NcclCommunicator final : public Communicator {
   }
   ~NcclCommunicator() override {
     if (comm_) {
-      if (aborted_) ncclCommAbort(comm_);
-      else ncclCommDestroy(comm_);
+      // A non-blocking communicator is finalized first (its pending work flushed, ncclInProgress until done), then
+      // destroyed; one that does not finish within the group's timeout, or fails, is aborted (a destructor must not
+      // hang on a peer that is gone).
+      bool finalized = false;
+      if (!aborted_ && ncclCommFinalize(comm_) == ncclSuccess) {
+        const auto deadline = std::chrono::steady_clock::now() + spec_.timeout;
+        for (;;) {
+          ncclResult_t state = ncclSuccess;
+          if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+          if (state == ncclSuccess) {
+            finalized = true;
+            break;
+          }
+          if (state != ncclInProgress || std::chrono::steady_clock::now() > deadline) break;
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      }
+      if (finalized) ncclCommDestroy(comm_);
+      else ncclCommAbort(comm_);
     }
     if (scratch_) cudaFree(scratch_);
     if (ready_) cudaEventDestroy(ready_);

@@ -75,7 +75,8 @@ class Backend {
   virtual void set_grad(int64_t i, float v) = 0;
 
   // Fixed-point sums of squares at exponent e and max |x| (run/exact_stats.h) of: an fp32 buffer x[0, n); the
-  // model elements [begin, end); the model minus the target over [begin, end) (the loss).
+  // model elements [begin, end); the model minus the target over [begin, end) (the loss). The maxima are NaN
+  // when any element is NaN (run/abs_max.h); the sums are for finite elements only (the callers check the max).
   virtual Fixed sum_squares(const float* x, int64_t n, int e) = 0;
   virtual double max_abs(const float* x, int64_t n) = 0;
   virtual Fixed sum_squares_model(int64_t begin, int64_t end, int e) = 0;

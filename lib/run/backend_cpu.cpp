@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "run/abs_max.h"
 #include "run/backend.h"
 #include "run/tp_adapter.h"
 
@@ -48,9 +49,9 @@ class CpuBackend final : public Backend {
   }
   float max_abs_model(int64_t begin, int64_t end) override {
     const FlatBuffers& b = *b_;
-    float m = 0.0f;
-    for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(to_float(b.model.data(), b.model_dtype, i)));
-    return m;
+    uint32_t m = 0;  // as bits: a NaN is the max (run/abs_max.h)
+    for (int64_t i = begin; i < end; ++i) m = max_bits(m, abs_bits(to_float(b.model.data(), b.model_dtype, i)));
+    return abs_of_bits(m);
   }
   Fixed sum_squares_model_minus_target(int64_t base, int64_t end, int e) override {
     const FlatBuffers& b = *b_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "optim/launch_geometry.h"
+#include "run/abs_max.h"
 #include "run/checksum_term.h"
 #include "run/cuda_ops.h"
 #include "run/fixed_point.h"
@@ -118,45 +119,34 @@ Fixed fixed_sum(V v, int64_t n, double scale) {
   return to_fixed(total);
 }
 
-// Max |v(i)| as float bits (non-negative floats order as unsigned integers; inf above every finite value) into
-// out[0]; out[1] set when an element is NaN and `nan_flag`.
+// Max |v(i)| as float bits into *out (run/abs_max.h: finite < inf < NaN as unsigned integers, so a NaN is the max).
 template <class V>
-__global__ void __launch_bounds__(geom::kThreads) max_abs_kernel(V v, int64_t n, bool nan_flag, unsigned* out) {
-  __shared__ float block_max[geom::kThreads];
-  __shared__ int any_nan;
-  if (threadIdx.x == 0) any_nan = 0;
-  __syncthreads();
-  float m = 0.0f;
+__global__ void __launch_bounds__(geom::kThreads) max_abs_kernel(V v, int64_t n, unsigned* out) {
+  __shared__ uint32_t block_max[geom::kThreads];
+  uint32_t m = 0;
   const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
-  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step) {
-    const float a = fabsf(v(i));
-    if (a != a) any_nan = 1;  // NaN (benign race: every writer writes 1)
-    m = a > m ? a : m;        // NaN is never the max
-  }
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+    m = max_bits(m, abs_bits(v(i)));  // |x| as bits: the larger wins, NaN above all
   block_max[threadIdx.x] = m;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) block_max[threadIdx.x] = fmaxf(block_max[threadIdx.x], block_max[threadIdx.x + s]);
+    if (threadIdx.x < s) block_max[threadIdx.x] = max_bits(block_max[threadIdx.x], block_max[threadIdx.x + s]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
-    atomicMax(&out[0], __float_as_uint(block_max[0]));
-    if (nan_flag && any_nan) atomicOr(&out[1], 1u);
-  }
+  if (threadIdx.x == 0) atomicMax(out, block_max[0]);
 }
 
 template <class V>
-void max_abs_of(V v, int64_t n, bool nan_flag, unsigned host[2]) {
-  host[0] = host[1] = 0;
-  if (n <= 0) return;
-  auto* out = static_cast<unsigned*>(scratch(2 * sizeof(unsigned)));
-  check(cudaMemset(out, 0, 2 * sizeof(unsigned)), "cudaMemset (max |x|)");
-  max_abs_kernel<<<geom::grid_for(n), geom::kThreads>>>(v, n, nan_flag, out);
+float max_abs_of(V v, int64_t n) {
+  if (n <= 0) return 0.0f;
+  auto* out = static_cast<unsigned*>(scratch(sizeof(unsigned)));
+  check(cudaMemset(out, 0, sizeof(unsigned)), "cudaMemset (max |x|)");
+  max_abs_kernel<<<geom::grid_for(n), geom::kThreads>>>(v, n, out);
   check_launch("max |x|");
-  check(cudaMemcpy(host, out, 2 * sizeof(unsigned), cudaMemcpyDeviceToHost), "cudaMemcpy (max |x|)");
+  unsigned host = 0;
+  check(cudaMemcpy(&host, out, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy (max |x|)");
+  return abs_of_bits(host);
 }
-
-float from_bits(unsigned u) { return optim::bits_f32(u); }
 
 __global__ void __launch_bounds__(geom::kThreads) scale_kernel(float* __restrict__ x, int64_t n, float factor) {
   const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
@@ -274,20 +264,15 @@ Fixed sum_squares_model_minus_target(const void* model, DType d, const float* ta
   return 0;
 }
 
-double max_abs(const float* x, int64_t n) {
-  unsigned h[2];
-  max_abs_of(F32Values{x}, n, /*nan_flag=*/true, h);
-  return h[1] ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(from_bits(h[0]));
-}
+double max_abs(const float* x, int64_t n) { return static_cast<double>(max_abs_of(F32Values{x}, n)); }
 
 float max_abs_model(const void* model, DType d, int64_t begin, int64_t end) {
-  unsigned h[2];
   switch (d) {
-    case DType::F32: max_abs_of(ModelValues<DType::F32>{model, begin}, end - begin, false, h); break;
-    case DType::BF16: max_abs_of(ModelValues<DType::BF16>{model, begin}, end - begin, false, h); break;
-    case DType::F16: max_abs_of(ModelValues<DType::F16>{model, begin}, end - begin, false, h); break;
+    case DType::F32: return max_abs_of(ModelValues<DType::F32>{model, begin}, end - begin);
+    case DType::BF16: return max_abs_of(ModelValues<DType::BF16>{model, begin}, end - begin);
+    case DType::F16: return max_abs_of(ModelValues<DType::F16>{model, begin}, end - begin);
   }
-  return from_bits(h[0]);
+  return 0.0f;
 }
 
 void scale(float* x, int64_t n, float factor) {

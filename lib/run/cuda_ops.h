@@ -34,8 +34,8 @@ void synchronize();
 void* staging(size_t bytes);
 
 // Exact statistics (run/exact_stats.h) at scale = 2^E: the sum of fixed_square_bits over an fp32 buffer
-// x[0, n), over model elements [begin, end) (dtype d), over model - target on [begin, end); max |x| (NaN when
-// any element is NaN); max |model| over [begin, end) (NaN elements ignored, as the CPU loop does).
+// x[0, n), over model elements [begin, end) (dtype d), over model - target on [begin, end); max |x| and
+// max |model| over [begin, end), NaN when any element is NaN (run/abs_max.h, as the CPU loops).
 Fixed sum_squares(const float* x, int64_t n, double scale);
 Fixed sum_squares_model(const void* model, optim::DType d, int64_t begin, int64_t end, double scale);
 Fixed sum_squares_model_minus_target(const void* model, optim::DType d, const float* target, int64_t begin,

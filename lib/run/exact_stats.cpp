@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "optim/kernels.h"
+#include "run/abs_max.h"
 
 namespace mr::run {
 
@@ -23,15 +24,10 @@ Fixed sum_squares(const float* x, int64_t n, int exponent) {
 }
 
 double max_abs(const float* x, int64_t n) {
-  float m = 0.0f;
-  bool nan = false;
-#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(max : m) reduction(|| : nan)
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    nan = nan || std::isnan(a);
-    m = a > m ? a : m;
-  }
-  return nan ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(m);
+  uint32_t m = 0;  // as bits: a NaN is the max (run/abs_max.h)
+#pragma omp parallel for simd schedule(static) num_threads(optim::cpu::threads()) reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = max_bits(m, abs_bits(x[i]));
+  return static_cast<double>(abs_of_bits(m));
 }
 
 Fixed all_reduce_sum(distributed::Group& g, Fixed mine) {

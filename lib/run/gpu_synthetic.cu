@@ -6,6 +6,7 @@
 #include <string>
 
 #include "optim/launch_geometry.h"
+#include "run/abs_max.h"
 #include "run/buffers.h"
 #include "run/gpu_synthetic.h"
 #include "run/tensor_index.h"
@@ -26,30 +27,29 @@ __device__ float load(const void* model, int64_t i) {
 }
 
 // One thread per element (grid stride): the element function of the CPU loop, then the block's max |p - target|
-// into *max_bits (|x| >= 0: its float bits order as unsigned integers).
+// into *max_out (run/abs_max.h: |x|'s float bits order as unsigned integers, NaN on top).
 template <optim::DType D>
 __global__ void __launch_bounds__(optim::geom::kThreads)
     synthetic_kernel(const void* __restrict__ model, const float* __restrict__ target, float* __restrict__ grad,
                      int64_t n, ShardIndex where, uint32_t key, SampleTable table, int bits, float keep,
-                     unsigned* max_bits) {
-  __shared__ float block_max[optim::geom::kThreads];
-  float m = 0.0f;
+                     unsigned* max_out) {
+  __shared__ uint32_t block_max[optim::geom::kThreads];
+  uint32_t m = 0;  // max |p - target| as bits (run/abs_max.h: a NaN is the max, as on the CPU)
   const int64_t step = optim::geom::grid_stride_step(gridDim.x, blockDim.x);
   for (int64_t i = optim::geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step) {
     const float d = load<D>(model, i) - target[i];                                       // p - target
     const uint64_t gi = static_cast<uint64_t>(whole_index(where, i));                    // index in the whole tensor
     const uint32_t e = element_bits(key, gi);                                            // alpha's key bits
     grad[i] = keep * (quantize(d, bits) * static_cast<float>(table.sum(e)));             // 8 x my samples' sum
-    const float a = fabsf(d);
-    m = a > m ? a : m;                                                                   // NaN: not a max (as the CPU)
+    m = max_bits(m, abs_bits(d));                                                        // for the loss's max
   }
   block_max[threadIdx.x] = m;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) block_max[threadIdx.x] = fmaxf(block_max[threadIdx.x], block_max[threadIdx.x + s]);
+    if (threadIdx.x < s) block_max[threadIdx.x] = max_bits(block_max[threadIdx.x], block_max[threadIdx.x + s]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) atomicMax(max_bits, __float_as_uint(block_max[0]));
+  if (threadIdx.x == 0) atomicMax(max_out, block_max[0]);
 }
 
 }  // namespace
@@ -58,29 +58,29 @@ float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const S
                       bool zero, const GradTensor& t) {
   if (t.n == 0) return 0.0f;
   // The block maxima's target: one word, allocated once and kept (no cudaMalloc/cudaFree per parameter).
-  static unsigned* max_bits = nullptr;
-  if (!max_bits) check(cudaMalloc(&max_bits, sizeof(unsigned)), "cudaMalloc (synthetic gradient)");
+  static unsigned* max_word = nullptr;
+  if (!max_word) check(cudaMalloc(&max_word, sizeof(unsigned)), "cudaMalloc (synthetic gradient)");
   unsigned host = 0;
-  check(cudaMemset(max_bits, 0, sizeof(unsigned)), "cudaMemset (synthetic gradient)");
+  check(cudaMemset(max_word, 0, sizeof(unsigned)), "cudaMemset (synthetic gradient)");
   const ShardIndex where = shard_index(p, tp_rank);
   const unsigned grid = optim::geom::grid_for(t.n);
   const float keep = zero ? 0.0f : 1.0f;
   switch (t.dtype) {
     case optim::DType::F32:
       synthetic_kernel<optim::DType::F32><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
-                                                                      samples, bits, keep, max_bits);
+                                                                      samples, bits, keep, max_word);
       break;
     case optim::DType::BF16:
       synthetic_kernel<optim::DType::BF16><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
-                                                                       samples, bits, keep, max_bits);
+                                                                       samples, bits, keep, max_word);
       break;
     case optim::DType::F16:
       synthetic_kernel<optim::DType::F16><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
-                                                                      samples, bits, keep, max_bits);
+                                                                      samples, bits, keep, max_word);
       break;
   }
   check(cudaGetLastError(), "the synthetic-gradient kernel launch");
-  check(cudaMemcpy(&host, max_bits, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy (synthetic gradient max)");
+  check(cudaMemcpy(&host, max_word, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy (synthetic gradient max)");
   float m;
   static_assert(sizeof m == sizeof host);
   __builtin_memcpy(&m, &host, sizeof m);

@@ -51,7 +51,7 @@ void log_iteration(const RunContext& c, std::ostream& log, const std::string& pr
   if (!found_inf && step.zeros) line << " num zeros: " << format("%.1f", static_cast<double>(*step.zeros)) << " |";
   if (step.params_norm) line << " params norm: " << format("%.3f", *step.params_norm) << " |";
   line << " number of skipped iterations: " << format("%3.0f", static_cast<double>(w.skipped))
-       << " | number of nan iterations: " << format("%3.0f", 0.0) << " |";
+       << " | number of nan iterations: " << format("%3.0f", static_cast<double>(w.nan)) << " |";
   log << line.str() << std::endl;
 }
 

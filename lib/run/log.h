@@ -15,6 +15,7 @@ namespace mr::run {
 struct Window {  // the iterations since the last iteration line
   double elapsed_ms = 0;
   int64_t iterations = 0, skipped = 0;
+  int64_t nan = 0;  // Megatron's "nan iterations": skipped ones whose loss was NaN or inf
 };
 
 void log_start(const RunContext& c, std::ostream& log, const std::string& prefix);

@@ -16,6 +16,8 @@ constexpr ArgId kActs[] = {
     // The batch and the length of the run (run/train.cpp).
     ArgId::micro_batch_size, ArgId::global_batch_size, ArgId::rampup_batch_size, ArgId::train_iters,
     ArgId::train_samples, ArgId::mock_data,
+    // A NaN or inf in the loss or a rank's gradient stops the run (run/train.cpp, rule run.nan-check).
+    ArgId::check_for_nan_in_loss_and_grad,
     // The optimizer and its hyper-parameters (config/optimizer_config_from_args.h, optim/).
     ArgId::optimizer, ArgId::clip_grad, ArgId::weight_decay, ArgId::adam_beta1, ArgId::adam_beta2, ArgId::adam_eps,
     ArgId::sgd_momentum, ArgId::lion_beta1, ArgId::lion_beta2, ArgId::muon_momentum, ArgId::muon_split_qkv,

@@ -13,6 +13,7 @@
 #include "optim/clip_grads.h"
 #include "optim/config.h"
 #include "optim/muon.h"
+#include "run/abs_max.h"
 #include "run/exact_stats.h"
 #include "run/grad_sync.h"
 
@@ -159,15 +160,15 @@ int64_t count_zeros_in_grad(RunContext& c) {
 double params_norm(RunContext& c) {
   const FlatBuffers& b = c.buf;
   std::vector<std::pair<int64_t, int64_t>> mine;  // [begin, end) in the model buffer
-  float m = 0.0f;
+  uint32_t m = 0;  // as bits: a NaN is the max (run/abs_max.h)
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
     if (!c.owns(p)) continue;
     mine.emplace_back(b.offset[k], b.offset[k] + p.numel());
-    m = std::max(m, c.backend->max_abs_model(mine.back().first, mine.back().second));
+    m = max_bits(m, abs_bits(c.backend->max_abs_model(mine.back().first, mine.back().second)));
   }
   distributed::Group& world = c.rt.group("world");
-  const double top = all_reduce_max(world, static_cast<double>(m));
+  const double top = all_reduce_max(world, static_cast<double>(abs_of_bits(m)));
   if (!std::isfinite(top)) return top;
   const int e = fixed_exponent(top);
   Fixed sum = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "optim/kernels.h"
+#include "run/abs_max.h"
 #include "run/buffers.h"
 
 namespace mr::run {
@@ -51,7 +52,7 @@ namespace {
 
 // Elements [begin, begin + len) of the shard, whose indices in the whole tensor are gi0, gi0 + 1, ...
 template <optim::DType D>
-__attribute__((always_inline)) inline float run_of(const GradTensor& t, int64_t begin, int64_t len, uint64_t gi0,
+__attribute__((always_inline)) inline uint32_t run_of(const GradTensor& t, int64_t begin, int64_t len, uint64_t gi0,
                                                    uint32_t key, const SampleTable& samples, int bits, bool zero) {
   const void* model = t.model;  // locals: the stores into grad cannot change them (the loop vectorises)
   const float* __restrict target = t.target + begin;
@@ -59,14 +60,13 @@ __attribute__((always_inline)) inline float run_of(const GradTensor& t, int64_t 
   const SampleTable table = samples;  // a local copy: its fields stay in registers
   const float keep = zero ? 0.0f : 1.0f;  // the tied output copy: zeros
   const uint32_t key_high = high_key(key, gi0), low0 = static_cast<uint32_t>(gi0);  // the caller keeps high(gi) fixed
-  float m = 0.0f;
+  uint32_t m = 0;  // max |p - target| as bits (run/abs_max.h: a NaN is the max)
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < len; ++j) {
     const float d = to_float(model, D, begin + j) - target[j];                          // p - target
     const uint32_t bits8 = element_bits_split(key_high, low0 + static_cast<uint32_t>(j));  // alpha's key bits
     grad[j] = keep * (quantize(d, bits) * static_cast<float>(table.sum(bits8)));        // 8 x my samples' sum
-    const float a = std::fabs(d);                                                       // for the loss's max
-    m = a > m ? a : m;
+    m = max_bits(m, abs_bits(d));                                                       // for the loss's max
   }
   return m;
 }
@@ -74,22 +74,21 @@ __attribute__((always_inline)) inline float run_of(const GradTensor& t, int64_t 
 // The loop above for the run's dtype, compiled for AVX-512, AVX2 and plain x86-64 (picked at load time, as the
 // optimizer kernels are).
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-float grads_of_run(const GradTensor& t, int64_t begin, int64_t len, uint64_t gi0, uint32_t key,
+uint32_t grads_of_run(const GradTensor& t, int64_t begin, int64_t len, uint64_t gi0, uint32_t key,
                    const SampleTable& samples, int bits, bool zero) {
   // Split where the index's high 32 bits change (at most once in a run), so that the loop works in 32 bits.
   const uint64_t to_wrap = (uint64_t{1} << 32) - (gi0 & 0xffffffffull);
   if (static_cast<uint64_t>(len) > to_wrap) {
     const int64_t first = static_cast<int64_t>(to_wrap);
-    const float a = grads_of_run(t, begin, first, gi0, key, samples, bits, zero);
-    const float b = grads_of_run(t, begin + first, len - first, gi0 + to_wrap, key, samples, bits, zero);
-    return a > b ? a : b;
+    return max_bits(grads_of_run(t, begin, first, gi0, key, samples, bits, zero),
+                    grads_of_run(t, begin + first, len - first, gi0 + to_wrap, key, samples, bits, zero));
   }
   switch (t.dtype) {
     case optim::DType::F32: return run_of<optim::DType::F32>(t, begin, len, gi0, key, samples, bits, zero);
     case optim::DType::BF16: return run_of<optim::DType::BF16>(t, begin, len, gi0, key, samples, bits, zero);
     case optim::DType::F16: return run_of<optim::DType::F16>(t, begin, len, gi0, key, samples, bits, zero);
   }
-  return 0.0f;
+  return 0;
 }
 
 }  // namespace
@@ -99,15 +98,14 @@ float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const S
   // Runs of elements contiguous in the whole tensor: a row of a 2-D TP shard, else blocks of 4096.
   const bool rows = p.split_dim >= 0 && p.shape.size() == 2;
   const int64_t len = rows ? std::max<int64_t>(1, p.shape[1]) : 4096, runs = (t.n + len - 1) / len;
-  float m = 0.0f;
+  uint32_t m = 0;  // as bits (run/abs_max.h)
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(max : m)
   for (int64_t r = 0; r < runs; ++r) {
     const int64_t begin = r * len, n = std::min(len, t.n - begin);
     const uint64_t gi0 = static_cast<uint64_t>(global_index(p, tp_rank, begin));  // index in the whole tensor
-    const float x = grads_of_run(t, begin, n, gi0, key, samples, bits, zero);
-    m = x > m ? x : m;
+    m = max_bits(m, grads_of_run(t, begin, n, gi0, key, samples, bits, zero));
   }
-  return m;
+  return abs_of_bits(m);
 }
 
 }  // namespace mr::run

@@ -120,7 +120,8 @@ MR_HD float local_grad_sum(float q, uint32_t bits8, const SampleTable& t) {
 
 // One parameter's part of the gradient on this rank: grad[i] = local_grad_sum(quantize(p - target),
 // element_bits(key, index in the whole tensor), samples) for its n local elements (zero: the tied output copy, all zeros), in OpenMP
-// teams. `key` is the parameter's key at this iteration; returns the max |p - target| (for the loss).
+// teams. `key` is the parameter's key at this iteration; returns the max |p - target| (for the loss;
+// NaN when any is NaN, run/abs_max.h).
 struct GradTensor {
   const void* model = nullptr;  // this rank's shard, in the training dtype
   optim::DType dtype = optim::DType::F32;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/optimizer_config_from_args.h"
+#include "run/abs_max.h"
 #include "run/checkpoint.h"
 #include "run/grad_sync.h"
 #include "run/log.h"
@@ -71,6 +72,27 @@ void set_up(RunContext& c) {
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }
 
+// Megatron's --check-for-nan-in-loss-and-grad failure (rerun_state_machine.validate_result, fatal): the run stops
+// on every rank alike, the ranks that saw the value say so.
+std::string nonfinite_found(RunContext& c, int64_t it, const char* where, double value, bool mine) {
+  std::ostringstream s;
+  s << "[run.nan-check] iteration " << it << ": found " << (std::isnan(value) ? "NaN" : "Inf") << " in " << where
+    << (mine ? " on rank " + std::to_string(c.rt.rank()) : std::string(" on another rank"))
+    << "; --check-for-nan-in-loss-and-grad (Megatron's default) stops the run "
+       "(--no-check-for-nan-in-loss-and-grad goes on and logs it)";
+  return s.str();
+}
+
+// Each rank's gradient before the data-parallel reduction, as Megatron's check_grads looks at each bucket's:
+// a NaN or inf anywhere stops the run on every rank (one all-reduce of the max).
+void check_local_grads(RunContext& c, int64_t it) {
+  const double mine = c.backend->max_abs(c.backend->ptrs().grad, c.buf.numel);
+  const double top = all_reduce_max(c.rt.group("world"), mine);
+  if (!std::isfinite(top))
+    throw RunError(nonfinite_found(c, it, "the local gradient before the data-parallel reduction", top,
+                                   !std::isfinite(mine)));
+}
+
 // Loss of the current parameters (before this iteration's step) and this rank's part of the synthetic
 // gradient (run/synthetic_grad.h: its sum over this rank's samples, times 8; reduce_grads averages) into the
 // grad buffer. The loss, 0.5 * mean((p - target)^2) over the whole model, is summed in fixed point
@@ -84,7 +106,7 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
                                           c.dp.size(), c.dp.rank()));
   const SampleTable experts(expert_samples(c.seed, it, consumed, c.global_batch, c.edp.size(), c.edp.rank()));
   const uint64_t it_key = c.seed ^ mix64(static_cast<uint64_t>(it));
-  float local_max = 0.0f;
+  uint32_t local_max = 0;  // max |p - target| as bits: a NaN is the max (run/abs_max.h)
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
     const ParamSpec& p = c.plan.params[k];
     const SampleTable& s = p.expert ? experts : dense;
@@ -94,11 +116,18 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
     const size_t bytes = static_cast<size_t>(base) * dtype_bytes(b.model_dtype);
     const float m = dev.synthetic_grads(p, tp_rank, key, s, bits, zero,
                                         {static_cast<uint8_t*>(d.model) + bytes, b.model_dtype, d.target + base, d.grad + base, cnt});
-    local_max = std::max(local_max, m);
+    local_max = max_bits(local_max, abs_bits(m));
   }
   if (inject_nonfinite && b.numel > 0) dev.set_grad(0, INFINITY);
   // The loss: every element once (counted, on the first data-parallel replica), summed exactly over the world.
-  const int e = fixed_exponent(all_reduce_max(c.rt.group("world"), static_cast<double>(local_max)));
+  // A NaN or inf anywhere makes it NaN or inf (as Megatron's); --check-for-nan-in-loss-and-grad stops the run.
+  const double top = all_reduce_max(c.rt.group("world"), static_cast<double>(abs_of_bits(local_max)));
+  if (!std::isfinite(top)) {
+    if (c.args.check_for_nan_in_loss_and_grad)
+      throw RunError(nonfinite_found(c, it, "the loss", top, !std::isfinite(abs_of_bits(local_max))));
+    return top;
+  }
+  const int e = fixed_exponent(top);
   Fixed sum = 0;
   double count = 0;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
@@ -134,6 +163,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     auto t0 = Clock::now();
     dev.start_timing();
     const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
+    if (args.check_for_nan_in_loss_and_grad) check_local_grads(c, it);
     dev.end_phase(Phase::Grads);
     if (it == resumed.iteration + 1) res.first_loss = loss;
     res.last_loss = loss;
@@ -162,6 +192,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     } else {
       ++skipped_total;
       ++window.skipped;
+      if (!std::isfinite(loss)) ++window.nan;
     }
     consumed += c.global_batch;
     res.last_grad_norm = grad_norm;

@@ -54,3 +54,19 @@ TEST_CASE("the fixed-point exponent keeps every term below 2^62", "[run][exact]"
   CHECK(fixed_exponent(0.0) == 0);
   CHECK(sum_squares(nullptr, 0, 3) == 0);
 }
+
+TEST_CASE("max |x| is NaN when any element is NaN and inf when any is inf, in any order", "[run][exact]") {
+  std::vector<float> x(50001, -2.0f);
+  x[7] = -INFINITY;
+  CHECK(max_abs(x.data(), static_cast<int64_t>(x.size())) == INFINITY);
+  for (size_t at : {size_t{0}, size_t{25000}, x.size() - 1}) {
+    std::vector<float> y = x;
+    y[at] = NAN;
+    for (int threads : {1, 2, 3}) {
+      mr::optim::cpu::set_threads(threads);
+      CHECK(std::isnan(max_abs(y.data(), static_cast<int64_t>(y.size()))));
+    }
+  }
+  mr::optim::cpu::set_threads(0);
+  CHECK(max_abs(x.data(), 0) == 0.0);
+}

@@ -2,6 +2,7 @@
 // odd size. Runs where a GPU is visible (scripts/gpu-check.sh runs "[gpu]"); says it skipped elsewhere.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -74,5 +75,26 @@ TEST_CASE("the CUDA synthetic gradient equals the CPU's bit for bit", "[run][gpu
         CHECK(std::memcmp(cpu.data(), gpu.data(), cpu.size() * 4) == 0);
       }
     }
+  }
+  // A NaN anywhere is the max on both devices, an inf the max without a NaN (run/abs_max.h).
+  ParamSpec v;
+  v.name = v.key = "nonfinite";
+  v.shape = v.full_shape = {65537};
+  const int64_t n = v.numel();
+  for (float bad : {NAN, INFINITY}) {
+    std::vector<float> model(static_cast<size_t>(n), 0.5f), target(static_cast<size_t>(n), 0.0f), cpu(model.size());
+    model[40000] = bad;
+    model[3] = -INFINITY;
+    const float cm = synthetic_grads(v, 0, 0xfeedu, table, bits, false,
+                                     {model.data(), mr::optim::DType::F32, target.data(), cpu.data(), n});
+    mr::optim::gpu::DeviceBuffer dm(model.size() * 4), dtg(target.size() * 4), dg(model.size() * 4);
+    dm.upload(model.data(), model.size() * 4);
+    dtg.upload(target.data(), target.size() * 4);
+    const float gm = gpu::synthetic_grads(v, 0, 0xfeedu, table, bits, false,
+                                          {dm.get(), mr::optim::DType::F32, dtg.as<float>(), dg.as<float>(), n});
+    INFO("bad " << bad);
+    CHECK(std::isnan(cm) == std::isnan(bad));
+    CHECK(std::isnan(gm) == std::isnan(bad));
+    if (!std::isnan(bad)) CHECK(gm == cm);
   }
 }

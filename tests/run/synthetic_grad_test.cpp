@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "optim/kernels.h"
 #include "run/buffers.h"
 #include "run/synthetic_grad.h"
 
@@ -157,4 +158,30 @@ TEST_CASE("synthetic_grads computes the element formula for every element, dtype
   }
   CHECK(static_cast<uint64_t>(global_index(vec, 429496, 9999)) > (uint64_t{1} << 32));
   CHECK(static_cast<uint64_t>(global_index(vec, 429496, 0)) < (uint64_t{1} << 32));
+}
+
+TEST_CASE("synthetic_grads' max |p - target| is NaN when one element is NaN, inf when one is inf, at any thread count",
+          "[run][synthetic]") {
+  ParamSpec p;
+  p.name = p.key = "v";
+  p.shape = p.full_shape = {20000};
+  const SampleTable table(dense_samples(5, 2, 16, 64, 2, 4, 1));
+  const int64_t n = p.numel();
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    for (int64_t at : {int64_t{0}, int64_t{4097}, n - 1}) {
+      std::vector<float> model(static_cast<size_t>(n), 0.25f), target(static_cast<size_t>(n), 0.0f),
+          grad(static_cast<size_t>(n));
+      model[static_cast<size_t>(at)] = bad;
+      model[static_cast<size_t>(n / 2)] = INFINITY;  // an inf elsewhere: NaN still wins
+      for (int threads : {1, 2, 3}) {
+        mr::optim::cpu::set_threads(threads);
+        const float m = synthetic_grads(p, 0, 0xfeedu, table, quantize_bits(64), false,
+                                        {model.data(), mr::optim::DType::F32, target.data(), grad.data(), n});
+        INFO("bad " << bad << " at " << at << " threads " << threads);
+        if (std::isnan(bad)) CHECK(std::isnan(m));
+        else CHECK(m == INFINITY);
+      }
+    }
+  }
+  mr::optim::cpu::set_threads(0);
 }

@@ -123,6 +123,36 @@ TEST_CASE("PP=2 with tied embeddings, fp16 and an overflow: the step is skipped 
   CHECK_THAT(p.out(), Catch::Contains("replicas hold identical parameters"));
 }
 
+TEST_CASE("--check-for-nan-in-loss-and-grad: an inf gradient or loss stops the run on every rank, rule run.nan-check",
+          "[run][train]") {
+  mrtest::TempDir dir;
+  // An inf in rank 0's gradient at iteration 2 (the default job is fp32: no loss scaler, the check is on).
+  mrtest::Proc grad = spawn(2, {"--train-iters", "4", "--log-interval", "1"}, dir, "grad", {{"MR_RUN_NONFINITE_AT", "2"}});
+  INFO(grad.out() << grad.err());
+  CHECK(grad.exit_code() == 1);
+  CHECK_FALSE(grad.timed_out);
+  CHECK(iterations(grad.out()).size() == 1);
+  CHECK_THAT(grad.err(), Catch::Contains("[rank 0] error: [run.nan-check] iteration 2: found Inf in the local gradient "
+                                         "before the data-parallel reduction on rank 0"));
+  CHECK_THAT(grad.err(), Catch::Contains("[rank 1] error: [run.nan-check] iteration 2: found Inf in the local gradient "
+                                         "before the data-parallel reduction on another rank"));
+  // A learning rate past fp32's range: the parameters overflow and the next loss is inf.
+  mrtest::Proc loss = spawn(1, {"--train-iters", "4", "--lr", "1e39"}, dir, "loss");
+  INFO(loss.out() << loss.err());
+  CHECK(loss.exit_code() == 1);
+  CHECK_THAT(loss.err(), Catch::Contains("[run.nan-check] iteration 3: found Inf in the loss on rank 0"));
+  // --no-check-for-nan-in-loss-and-grad: the run goes on and logs inf and NaN as Megatron prints them.
+  mrtest::Proc on = spawn(1, {"--train-iters", "4", "--log-interval", "1", "--log-params-norm",
+                              "--no-check-for-nan-in-loss-and-grad"},
+                          dir, "on", {{"MR_RUN_NONFINITE_AT", "2"}});
+  INFO(on.out() << on.err());
+  REQUIRE(on.exit_code() == 0);
+  CHECK(iterations(on.out()).size() == 4);
+  CHECK_THAT(on.out(), Catch::Contains("iteration        2/       4") && Catch::Contains("grad norm: inf |"));
+  CHECK_THAT(on.out(), Catch::Contains("synthetic loss: NAN | grad norm: nan | params norm: nan |"));
+  CHECK_THAT(on.out(), Catch::Contains("training run finished: 4 iterations (0 skipped)"));
+}
+
 TEST_CASE("a configuration the run does not model is refused before any worker starts, naming the flag",
           "[run][train]") {
   mrtest::TempDir dir;
