@@ -337,17 +337,21 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
     if (p.kind != "param" && p.kind != "fp32_param" && p.kind != "exp_avg" && p.kind != "exp_avg_sq")
       corrupt(path, w + ": unknown kind \"" + p.kind + "\"");
     if (safetensors_dtype_bytes(p.dtype) == 0) corrupt(path, w + ": dtype \"" + p.dtype + "\" is not F32, BF16 or F16");
-    p.global_shape = need_ints(pv, "global_shape", path, w, 2);
-    p.global_offset = need_ints(pv, "global_offset", path, w, 2);
-    p.local_shape = need_ints(pv, "local_shape", path, w, 2);
+    p.global_shape = need_ints(pv, "global_shape", path, w, kMaxPieceDims);
+    p.global_offset = need_ints(pv, "global_offset", path, w, kMaxPieceDims);
+    p.local_shape = need_ints(pv, "local_shape", path, w, kMaxPieceDims);
     const std::vector<int64_t> r = need_ints(pv, "flattened_range", path, w, 2);
     if (p.global_shape.empty() || p.global_offset.size() != p.global_shape.size() ||
         p.local_shape.size() != p.global_shape.size() || r.size() != 2)
-      corrupt(path, w + ": global_shape, global_offset, local_shape must have the same length (1 or 2), "
-                        "flattened_range two values");
-    for (size_t i = 0; i < p.global_shape.size(); ++i)
+      corrupt(path, w + ": global_shape, global_offset, local_shape must have the same length (1 to " +
+                        std::to_string(kMaxPieceDims) + "), flattened_range two values");
+    for (size_t i = 0; i < p.global_shape.size(); ++i) {
       if (p.global_offset[i] > p.global_shape[i] || p.local_shape[i] > p.global_shape[i] - p.global_offset[i])
         corrupt(path, w + ": the local block does not fit in the global shape");
+      // Tensor parallelism splits dimension 0 or 1; the dimensions after those are whole in every block.
+      if (i >= 2 && (p.global_offset[i] != 0 || p.local_shape[i] != p.global_shape[i]))
+        corrupt(path, w + ": a block split along dimension " + std::to_string(i) + " (only 0 and 1 are split)");
+    }
     const auto numel = product(p.local_shape);
     if (!numel || !product(p.global_shape)) corrupt(path, w + ": the shape is too large");
     p.flat_begin = r[0];

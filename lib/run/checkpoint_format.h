@@ -99,7 +99,9 @@ class InFile {
 std::string read_small_file(const std::string& path, uint64_t limit);
 
 // Where a stored piece sits: elements [flat_begin, flat_end) (row-major) of a local block `local_shape` at
-// `global_offset` in the unsharded tensor `global_shape` (Megatron's ShardedTensor with a flattened range).
+// `global_offset` in the unsharded tensor `global_shape` (Megatron's ShardedTensor with a flattened range). Up to
+// kMaxPieceDims dimensions (Mamba's conv1d weight has 3); only dimensions 0 and 1 are ever split.
+inline constexpr size_t kMaxPieceDims = 8;
 struct Piece {
   std::string tensor;  // the safetensors entry
   std::string key;     // the parameter's name (a routed expert's global name)

@@ -18,14 +18,18 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
-// A block of a tensor seen as 2-D: rows x cols at (r0, c0) in a rows_total x cols_total tensor (1-D: one row).
+// A block of a tensor seen as 2-D: rows x cols at (r0, c0) in a rows_total x cols_total tensor (1-D: one row;
+// more than 2-D: the dimensions after the first fold into the columns, which holds because only dimensions 0 and 1
+// are split, checkpoint_format.h).
 struct Box {
   int64_t rows = 1, cols = 1, r0 = 0, c0 = 0;
   bool operator==(const Box&) const = default;
 };
 Box box_of(const std::vector<int64_t>& local, const std::vector<int64_t>& offset) {
   if (local.size() == 1) return {1, local[0], 0, offset[0]};
-  return {local[0], local[1], offset[0], offset[1]};
+  int64_t inner = 1;  // the whole trailing dimensions (sizes already checked to fit in 2^62)
+  for (size_t i = 2; i < local.size(); ++i) inner *= local[i];
+  return {local[0], local[1] * inner, offset[0], offset[1] * inner};
 }
 
 const float* state_buffer(const FlatBuffers& b, const std::string& kind) {

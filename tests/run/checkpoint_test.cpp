@@ -120,6 +120,12 @@ TEST_CASE("resume is bit-exact on one rank for every optimizer and with fp16 los
                          "fp16");
 }
 
+TEST_CASE("resume is bit-exact for a hybrid model: Mamba's 3-D conv1d weight is a checkpoint piece like the rest",
+          "[run][checkpoint][hybrid]") {
+  check_resume_bit_exact({1, {"--hybrid-layer-pattern", "M*-M", "--num-experts", "4", "--position-embedding-type", "rope"}},
+                         "hybrid");
+}
+
 TEST_CASE("resume is bit-exact on 4 ranks: DP=4 with the distributed optimizer and bf16, TP=2 x DP=2",
           "[run][checkpoint]") {
   check_resume_bit_exact({4, {"--use-distributed-optimizer", "--bf16"}}, "dp4");
