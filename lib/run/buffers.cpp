@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "optim/kernels.h"
@@ -30,11 +31,21 @@ float normal(uint64_t key) {
 ShardIndex shard_index(const ParamSpec& p, int64_t tp_rank) {
   ShardIndex s;
   s.split_dim = p.split_dim;
-  s.ndim = static_cast<int>(p.shape.size());
+  s.ndim = p.shape.size() > 1 ? 2 : 1;
   s.shape0 = p.shape.empty() ? 1 : p.shape[0];
-  s.shape1 = p.shape.size() > 1 ? p.shape[1] : 1;
-  s.full1 = p.full_shape.size() > 1 ? p.full_shape[1] : 1;
+  for (size_t d = 1; d < p.shape.size(); ++d) {  // the rest, folded (whole beyond dimension 1)
+    s.shape1 *= p.shape[d];
+    s.full1 *= p.full_shape[d];
+  }
   s.tp_rank = tp_rank;
+  if (p.split_dim >= 0 && p.shape[static_cast<size_t>(p.split_dim)] > 0)
+    s.tp_size = p.full_shape[static_cast<size_t>(p.split_dim)] / p.shape[static_cast<size_t>(p.split_dim)];
+  if (p.split_dim == 0 && p.split_parts.size() > 1) {
+    if (p.split_parts.size() > static_cast<size_t>(kMaxSplitParts))
+      throw std::logic_error("shard_index: more split parts than kMaxSplitParts for " + p.name);
+    s.nparts = static_cast<int>(p.split_parts.size());
+    for (int k = 0; k < s.nparts; ++k) s.part_rows[k] = p.split_parts[static_cast<size_t>(k)] / s.tp_size;
+  }
   return s;
 }
 

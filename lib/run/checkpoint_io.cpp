@@ -64,30 +64,59 @@ std::vector<int64_t> global_offset(const ParamSpec& p, int64_t tp_rank) {
   return off;
 }
 
+std::vector<ShardBlock> blocks_of(const ParamSpec& p, int64_t tp_rank) {
+  const ShardIndex s = shard_index(p, tp_rank);
+  if (s.nparts == 0) return {{p.shape, global_offset(p, tp_rank), 0, p.numel()}};
+  std::vector<ShardBlock> out;
+  int64_t local_row = 0, whole_row = 0;
+  for (int k = 0; k < s.nparts; ++k) {
+    ShardBlock b;
+    b.shape = p.shape;
+    b.shape[0] = s.part_rows[k];
+    b.offset.assign(p.shape.size(), 0);
+    b.offset[0] = whole_row + tp_rank * s.part_rows[k];  // this rank's slice of part k
+    b.flat_lo = local_row * s.shape1;
+    b.flat_hi = (local_row + s.part_rows[k]) * s.shape1;
+    out.push_back(std::move(b));
+    local_row += s.part_rows[k];
+    whole_row += s.part_rows[k] * s.tp_size;
+  }
+  return out;
+}
+
 RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankPlace& at, bool with_optimizer) {
   RankSave out;
   const size_t w = dtype_bytes(b.model_dtype);
+  // Elements [fb, fe) of the rank's shard of p at `data`: a piece per block they touch (one, or one per TP-split
+  // part, whose entries get the part's index after the name).
   auto add = [&](const ParamSpec& p, int64_t tp_rank, const std::string& kind, int64_t fb, int64_t fe,
                  const void* data, size_t elem, const std::string& dtype) {
-    Piece pc;
-    pc.key = p.key;
-    pc.kind = kind;
-    pc.tensor = kind == "param" ? p.key : "optimizer.state." + kind + "." + p.key;
-    pc.dtype = dtype;
-    pc.global_shape = p.full_shape;
-    pc.global_offset = global_offset(p, tp_rank);
-    pc.local_shape = p.shape;
-    pc.flat_begin = fb;
-    pc.flat_end = fe;
-    TensorOut t;
-    t.name = pc.tensor;
-    t.dtype = dtype;
-    t.shape = (fb == 0 && fe == p.numel()) ? p.shape : std::vector<int64_t>{fe - fb};
-    t.data = data;
-    t.bytes = static_cast<size_t>(fe - fb) * elem;
-    out.bytes += t.bytes;
-    out.pieces.push_back(std::move(pc));
-    out.tensors.push_back(std::move(t));
+    const std::vector<ShardBlock> blocks = blocks_of(p, tp_rank);
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const ShardBlock& blk = blocks[k];
+      const int64_t lo = std::max(fb, blk.flat_lo), hi = std::min(fe, blk.flat_hi);
+      if (lo >= hi) continue;
+      Piece pc;
+      pc.key = p.key;
+      pc.kind = kind;
+      pc.tensor = (kind == "param" ? p.key : "optimizer.state." + kind + "." + p.key) +
+                  (blocks.size() > 1 ? ".part" + std::to_string(k) : std::string());
+      pc.dtype = dtype;
+      pc.global_shape = p.full_shape;
+      pc.global_offset = blk.offset;
+      pc.local_shape = blk.shape;
+      pc.flat_begin = lo - blk.flat_lo;
+      pc.flat_end = hi - blk.flat_lo;
+      TensorOut t;
+      t.name = pc.tensor;
+      t.dtype = dtype;
+      t.shape = (lo == blk.flat_lo && hi == blk.flat_hi) ? blk.shape : std::vector<int64_t>{hi - lo};
+      t.data = static_cast<const char*>(data) + static_cast<size_t>(lo - fb) * elem;
+      t.bytes = static_cast<size_t>(hi - lo) * elem;
+      out.bytes += t.bytes;
+      out.pieces.push_back(std::move(pc));
+      out.tensors.push_back(std::move(t));
+    }
   };
   auto writes = [&](const ParamSpec& p) {
     if (p.shared_copy) return false;  // the embedding's copy on the last stage
@@ -179,11 +208,22 @@ void CheckpointReader::fill(const ParamSpec& p, int64_t tp_rank, const std::stri
     throw CheckpointError(kind == "param" ? kCkptModelMismatch : kCkptIncomplete,
                           dir_ + ": the checkpoint has no " + what + " (is it a checkpoint of another model?)");
   const size_t w = safetensors_dtype_bytes(dtype);
-  const Box d = box_of(p.shape, global_offset(p, tp_rank));
-  char* out = static_cast<char*>(dst);
+  // Each block of this rank's shard (one, or one per TP-split part) from the pieces that overlap it.
+  for (const ShardBlock& blk : blocks_of(p, tp_rank))
+    if (std::max(lb, blk.flat_lo) < std::min(le, blk.flat_hi))
+      fill_block(it->second, p, what, dtype, blk, std::max(lb, blk.flat_lo) - blk.flat_lo,
+                 std::min(le, blk.flat_hi) - blk.flat_lo,
+                 static_cast<char*>(dst) + static_cast<size_t>(std::max(lb, blk.flat_lo) - lb) * w);
+}
+
+void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec& p, const std::string& what,
+                                  const std::string& dtype, const ShardBlock& block, int64_t lb, int64_t le,
+                                  char* out) {
+  const size_t w = safetensors_dtype_bytes(dtype);
+  const Box d = box_of(block.shape, block.offset);
   std::vector<bool> covered;
   int64_t count = 0;
-  for (const Ref& r : it->second) {
+  for (const Ref& r : refs) {
     const Piece& pc = metas_[r.file].pieces[r.piece];
     const std::string src = dir_ + "/" + metas_[r.file].tensors_file;
     if (pc.global_shape != p.full_shape)

@@ -21,6 +21,14 @@
 
 namespace mr::run {
 
+// The blocks of `p`'s shard on TP rank `tp_rank` in the unsharded tensor: one, or one per part where TP splits the
+// rows part by part (ParamSpec::split_parts); each the shard's row-major elements [flat_lo, flat_hi).
+struct ShardBlock {
+  std::vector<int64_t> shape, offset;
+  int64_t flat_lo = 0, flat_hi = 0;
+};
+std::vector<ShardBlock> blocks_of(const ParamSpec& p, int64_t tp_rank);
+
 struct RankPlace {
   int64_t tp_rank = 0, etp_rank = 0;  // the TP rank, and the expert-TP rank (routed experts)
   bool model_writer = true;           // the first data-parallel rank (expert-dp for routed experts: same here)
@@ -73,6 +81,9 @@ class CheckpointReader {
     std::unique_ptr<SafetensorsHeader> header;
   };
   File& file(size_t i);
+  // fill() for one block: elements [lb, le) of the block `block`, from the pieces `refs`.
+  void fill_block(const std::vector<Ref>& refs, const ParamSpec& p, const std::string& what, const std::string& dtype,
+                  const ShardBlock& block, int64_t lb, int64_t le, char* out);
   std::string dir_;
   std::vector<RankMeta> metas_;
   std::vector<File> files_;

@@ -447,9 +447,16 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   auto add_mamba = [&](const std::string& p) {
     const std::string m = p + "mixer.";
     norm(te ? m + "in_proj.layer_norm_" : p + "norm.", h);
-    add(m + "in_proj.weight", {mamba.in_proj, h}, 0).use_muon = false;  // as Megatron marks it
-    add(m + "conv1d_weight", {mamba.conv_dim, 1, kMambaConv}, 0);
-    add(m + "conv1d_bias", {mamba.conv_dim}, 0).init = ParamSpec::Init::Zero;
+    // in_proj's rows z, x, B, C, dt and conv1d's channels x, B, C: TP splits each part (a rank holds its slice
+    // of each, back to back, as MambaMixer splits its local in_proj output).
+    const int64_t bc = mamba.groups * mamba.state;
+    ParamSpec& in_proj = add(m + "in_proj.weight", {mamba.in_proj, h}, 0);
+    in_proj.use_muon = false;  // as Megatron marks it
+    in_proj.split_parts = {mamba.d_inner, mamba.d_inner, bc, bc, mamba.heads};
+    add(m + "conv1d_weight", {mamba.conv_dim, 1, kMambaConv}, 0).split_parts = {mamba.d_inner, bc, bc};
+    ParamSpec& conv_bias = add(m + "conv1d_bias", {mamba.conv_dim}, 0);
+    conv_bias.init = ParamSpec::Init::Zero;
+    conv_bias.split_parts = {mamba.d_inner, bc, bc};
     add(m + "dt_bias", {mamba.heads}, 0).init = ParamSpec::Init::Zero;
     add(m + "A_log", {mamba.heads}, 0);
     add(m + "D", {mamba.heads}, 0).init = ParamSpec::Init::One;

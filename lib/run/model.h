@@ -29,6 +29,9 @@ struct ParamSpec {
   std::vector<int64_t> shape;       // this rank's shard
   std::vector<int64_t> full_shape;  // the whole tensor (equal to `shape` when not tensor-parallel)
   int split_dim = -1;               // the dimension tensor parallelism splits (-1: none, the tensor is replicated)
+  // Parts along split_dim 0 that tensor parallelism splits one by one (their whole sizes; empty: one part). A
+  // rank's shard is its slice of each part, back to back: Mamba's in_proj (z, x, B, C, dt) and conv1d (x, B, C).
+  std::vector<int64_t> split_parts;
   bool tp_duplicate = false;        // replicated on every TP rank: counted once (on TP rank 0) in norms and losses
   bool shared_copy = false;         // the last stage's copy of the tied word embeddings: counted on the first stage
   bool no_weight_decay = false;     // Megatron's default rule: biases and 1-D parameters

@@ -33,13 +33,6 @@ void check_run_supported(const Args& args) {
   const int64_t tp = std::max<int64_t>(1, args.tensor_model_parallel_size);
   const int64_t pp = std::max<int64_t>(1, args.pipeline_model_parallel_size);
   const int64_t ep = std::max<int64_t>(1, args.expert_model_parallel_size);
-  // Mamba's in_proj and conv1d split over TP part by part (z, x, B, C, dt): the synthetic gradient's index map
-  // (the unsplit tensor's element index, run/tensor_index.h) assumes one contiguous block per TP rank.
-  const std::optional<std::string>& pattern =
-      args.hybrid_layer_pattern ? args.hybrid_layer_pattern : args.hybrid_override_pattern;
-  if (tp > 1 && pattern && pattern->find('M') != std::string::npos)
-    throw RunError("the training run models Mamba layers (--hybrid-layer-pattern 'M') at "
-                   "--tensor-model-parallel-size 1 only: their in_proj and conv1d split over TP part by part");
   for (int64_t p = 0; p < pp; ++p) {
     (void)plan_gpt_model(args, RankCoord{0, tp, p, pp, ep, 0, 0, 0});
   }

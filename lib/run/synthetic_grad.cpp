@@ -96,8 +96,10 @@ uint32_t grads_of_run(const GradTensor& t, int64_t begin, int64_t len, uint64_t 
 float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,
                       bool zero, const GradTensor& t) {
   // Runs of elements contiguous in the whole tensor: a row of a 2-D TP shard, else blocks of 4096.
-  const bool rows = p.split_dim >= 0 && p.shape.size() == 2;
-  const int64_t len = rows ? std::max<int64_t>(1, p.shape[1]) : 4096, runs = (t.n + len - 1) / len;
+  // (Rows also where TP splits the rows part by part, ParamSpec::split_parts.)
+  const int64_t row = shard_index(p, tp_rank).shape1;
+  const bool rows = p.split_dim >= 0 && (p.shape.size() == 2 || p.split_parts.size() > 1);
+  const int64_t len = rows ? std::max<int64_t>(1, row) : 4096, runs = (t.n + len - 1) / len;
   uint32_t m = 0;  // as bits (run/abs_max.h)
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads()) reduction(max : m)
   for (int64_t r = 0; r < runs; ++r) {

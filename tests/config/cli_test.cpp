@@ -418,19 +418,6 @@ TEST_CASE("init stage: what megatron-run's own training run cannot run is refuse
   CHECK(sh("--dry-run " + soap).exit == 0);
 }
 
-TEST_CASE("init stage: Mamba layers with tensor parallelism are refused before our workers start", "[cli][init][hybrid]") {
-  const std::string mamba = "--config " + kDefault + " --hybrid-layer-pattern M*M- --nproc-per-node 2 "
-                            "--tensor-model-parallel-size 2";
-  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
-  refused_before_start(mamba, "init.training-run",
-                       "the training run models Mamba layers (--hybrid-layer-pattern 'M') at "
-                       "--tensor-model-parallel-size 1 only");
-  // `params` counts them at any TP size.
-  CHECK(sh("params --world-size 2 --config " + kDefault + " --hybrid-layer-pattern M*M- --tensor-model-parallel-size 2")
-            .exit == 0);
-  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
-}
-
 TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules do not apply", "[cli][target]") {
   // A dry run checks the documented default target (sm_90), where TP needs CUDA_DEVICE_MAX_CONNECTIONS=1 ...
   auto dry = sh("--dry-run --config " + kDefault + " --tensor-model-parallel-size 2 --world-size 2");

@@ -2,10 +2,12 @@
 // data-parallel group and of the routed experts over the expert data-parallel group.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "optim/optimizer_table.h"
 #include "run/buffers.h"
+#include "run/checkpoint_io.h"
 
 using namespace mr::run;
 
@@ -183,5 +185,41 @@ TEST_CASE("the layer-wise distributed optimizer (Muon): whole parameters, a cont
       CHECK(next_local == b.shard());
     }
     for (int n : owner) CHECK(n == 1);
+  }
+}
+
+TEST_CASE("rows split over TP part by part (Mamba's in_proj, conv1d): every element of the whole tensor on exactly "
+          "one rank, in its part's slice, and the checkpoint blocks say the same",
+          "[run][buffers]") {
+  const std::vector<int64_t> parts = {8, 8, 4, 4, 2};  // z, x, B, C, dt (whole sizes)
+  for (const std::vector<int64_t>& rest : {std::vector<int64_t>{}, std::vector<int64_t>{3}, std::vector<int64_t>{1, 4}}) {
+    for (int64_t tp : {1, 2}) {
+      ParamSpec p;
+      p.name = p.key = "decoder.layers.0.mixer.in_proj.weight";
+      p.full_shape = {26};
+      p.full_shape.insert(p.full_shape.end(), rest.begin(), rest.end());
+      p.shape = p.full_shape;
+      p.shape[0] = 26 / tp;
+      p.split_dim = 0;
+      p.split_parts = parts;
+      int64_t inner = 1;
+      for (int64_t d : rest) inner *= d;
+      std::vector<int> seen(static_cast<size_t>(26 * inner), 0);
+      for (int64_t r = 0; r < tp; ++r) {
+        // Local row 0 is the rank's first row of z, local row 26 / tp - 1 its last of dt.
+        CHECK(global_index(p, r, 0) == r * (8 / tp) * inner);
+        CHECK(global_index(p, r, p.numel() - 1) == (24 + (r + 1) * (2 / tp)) * inner - 1);
+        for (int64_t i = 0; i < p.numel(); ++i) ++seen[static_cast<size_t>(global_index(p, r, i))];
+        // The checkpoint's blocks (run/checkpoint_io.h) place each local element where global_index does.
+        for (const ShardBlock& b : blocks_of(p, r))
+          for (int64_t i = b.flat_lo; i < b.flat_hi; ++i) {
+            const int64_t in_block = i - b.flat_lo;
+            const int64_t g = (b.offset[0] + in_block / inner) * inner + in_block % inner;
+            CHECK(g == global_index(p, r, i));
+          }
+      }
+      INFO("tp " << tp << " rest " << rest.size());
+      CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(seen.size()));
+    }
   }
 }

@@ -183,6 +183,13 @@ TEST_CASE("a checkpoint loads under another layout with the same unsharded state
   check_reshard({4, {"--num-experts", "4", "--expert-model-parallel-size", "2", "--optimizer", "muon",
                      "--use-distributed-optimizer"}},
                 {1, {"--num-experts", "4", "--optimizer", "muon"}}, "moemuonlw4-1");
+  // Mamba at TP=2: in_proj and conv1d are stored as one piece per part (each rank's slice of z, x, B, C, dt).
+  const std::vector<std::string> hy = {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope",
+                                       "--mamba-num-groups", "2", "--mamba-head-dim", "32"};
+  std::vector<std::string> hy_tp = hy;
+  hy_tp.insert(hy_tp.end(), {"--tensor-model-parallel-size", "2", "--use-distributed-optimizer"});
+  check_reshard({4, hy_tp}, {1, hy}, "mambatp2-1");
+  check_reshard({1, hy}, {4, hy_tp}, "1-mambatp2");
 }
 
 namespace {
@@ -224,6 +231,10 @@ TEST_CASE("a run resumed under another layout continues exactly as the run that 
   check_reshard_resume({4, {"--tensor-model-parallel-size", "2"}}, {4, {}}, "tp2dp2-tp1dp4");
   check_reshard_resume({4, {"--use-distributed-optimizer", "--bf16"}}, {1, {"--bf16"}}, "distopt4-1");
   check_reshard_resume({2, {"--pipeline-model-parallel-size", "2"}}, {1, {}}, "pp2-pp1");
+  // Mamba at TP=2 (in_proj and conv1d by parts) resumed on one rank.
+  check_reshard_resume({2, {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope",
+                            "--tensor-model-parallel-size", "2"}},
+                       {1, {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope"}}, "mambatp2-1");
 }
 
 TEST_CASE("Python opens a saved file: names, shapes and values", "[run][checkpoint][python]") {

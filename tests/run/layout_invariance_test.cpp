@@ -140,6 +140,18 @@ TEST_CASE("hybrid model (Mamba, attention, MLP, MoE, MTP): PP=2 x EP=2 ends with
                  dir, std::string("hy4-") + opt),
          std::string(opt) + ": hybrid, PP=2 by '|' x DP=2 x EP=2, distributed optimizer");
   }
+  // TP=2: in_proj (z, x, B, C, dt) and conv1d (x, B, C) split part by part, the rest as GPT's; with the distributed
+  // optimizer over DP=2, and a checkpoint of TP=2 read back by one rank (its pieces are the parts' slices).
+  const std::vector<std::string> hy = {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope",
+                                       "--mamba-num-groups", "2", "--mamba-head-dim", "32"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), hy.begin(), hy.end());
+    return more;
+  };
+  same(run_job(1, with({}), dir, "hytp-1"),
+       run_job(4, with({"--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--sequence-parallel"}), dir,
+               "hytp-4"),
+       "hybrid, TP=2 x DP=2, distributed optimizer");
 }
 
 TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one rank", "[run][layout][mla]") {
