@@ -167,6 +167,9 @@ void ns_device(const float* x, float* out, int64_t batch, int64_t rows, int64_t 
                TpGroup* tp = nullptr, int pdim = -1) {
   if (tp && (batch != 1 || (pdim != 0 && pdim != 1)))
     throw std::invalid_argument("distributed Newton-Schulz on the GPU: one matrix, partition_dim 0 or 1");
+  // An empty matrix has nothing to orthogonalise (and no launch may have a zero-sized grid). TP shards of one
+  // matrix have equal shapes, so every rank of the group returns here alike and no collective is left waiting.
+  if (batch <= 0 || rows <= 0 || cols <= 0) return;
   const auto sched = ns_schedule(o.coefficients, o.steps);
   const bool transpose = tp ? pdim == 0 : rows > cols;
   const int64_t m = transpose ? cols : rows, n = transpose ? rows : cols, mn = m * n, mm = m * m;

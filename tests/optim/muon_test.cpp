@@ -513,6 +513,10 @@ TEST_CASE("CUDA Newton-Schulz and Muon step agree with the CPU", "[muon][gpu]") 
   gpu::newton_schulz_batched(dxb.as<float>(), dob.as<float>(), 4, 64, 96, o);
   auto gotb = test::from_device(dob, xb);
   for (int b = 0; b < 4; ++b) CHECK(rel_max_diff(gotb[b], ns_cpu(xb[b], o)) < 1e-4);
+  // Empty matrices: nothing to do, no launch error (a zero-sized grid is one).
+  CHECK_NOTHROW(gpu::newton_schulz(dxb.as<float>(), dob.as<float>(), 0, 96, o));
+  CHECK_NOTHROW(gpu::newton_schulz_batched(dxb.as<float>(), dob.as<float>(), 2, 64, 0, o));
+  CHECK(rel_max_diff(test::from_device(dob, xb)[0], gotb[0]) == 0);  // untouched
   // A Muon step with QKV split.
   MuonOptions mo;
   mo.ns.precision = MatmulPrecision::Highest;
