@@ -363,21 +363,24 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   };
 
   // The parts of a layer under `p` ("decoder.layers.3.", or an MTP layer's "mtp.layers.0.mtp_model_layer."):
-  // the attention with its input norm, a dense MLP or the MoE block with their norms.
-  auto add_attention = [&](const std::string& p) {
+  // the attention with its input norm, a dense MLP or the MoE block with their norms. `use_mla`: multi-latent
+  // attention; `qk_norms`: the norms --qk-layernorm adds (on q and k, or on MLA's latents; a hybrid model's
+  // attention layers have none).
+  auto add_attention = [&](const std::string& p, bool use_mla, bool qk_norms) {
     const std::string att = p + "self_attention.";
-    if (mla) {
+    const bool qk_norm_here = qk_norm && qk_norms;
+    if (use_mla) {
       norm(p + "input_layernorm.", h);
       const int64_t q_out = mul(heads, q_head, "--num-attention-heads x (--qk-head-dim + --qk-pos-emb-head-dim)");
       if (q_lora == 0) {
         add(att + "linear_q_proj.weight", {q_out, h}, 0);
       } else {
         add(att + "linear_q_down_proj.weight", {q_lora, h}, -1);
-        if (qk_norm) latent_norm(att + (te ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), q_lora);
+        if (qk_norm_here) latent_norm(att + (te ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), q_lora);
         add(att + "linear_q_up_proj.weight", {q_out, q_lora}, 0);
       }
       add(att + "linear_kv_down_proj.weight", {sum(kv_lora, rope_dim, "--kv-lora-rank + --qk-pos-emb-head-dim"), h}, -1);
-      if (qk_norm) latent_norm(att + (te ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), kv_lora);
+      if (qk_norm_here) latent_norm(att + (te ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), kv_lora);
       add(att + "linear_kv_up_proj.weight",
           {mul(heads, sum(a.qk_head_dim, v_head, "--qk-head-dim + --v-head-dim"), "the MLA key/value up projection"),
            kv_lora},
@@ -386,10 +389,11 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       norm(te ? att + "linear_qkv.layer_norm_" : p + "input_layernorm.", h);
       add(att + "linear_qkv.weight", {qkv_out, h}, 0);
       if (qkv_bias) add(att + "linear_qkv.bias", {qkv_out}, 0);
-      if (qk_norm)
+      if (qk_norm_here)
         for (const char* which : {"q_layernorm.", "k_layernorm."}) latent_norm(att + which, kv);
     }
-    add(att + "linear_proj.weight", {h, mul(heads, v_head, "--num-attention-heads x the value head size")}, 1);
+    add(att + "linear_proj.weight",
+        {h, mul(heads, use_mla ? v_head : kv, "--num-attention-heads x the value head size")}, 1);
     if (bias) add(att + "linear_proj.bias", {h}, -1);
   };
   auto add_mlp = [&](const std::string& p) {
@@ -437,7 +441,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   };
   // A GPT transformer layer: attention, then a dense MLP or (moe) the MoE block.
   auto add_layer = [&](const std::string& p, bool moe) {
-    add_attention(p);
+    add_attention(p, mla, true);
     if (moe) add_moe(p);
     else add_mlp(p);
   };
@@ -463,16 +467,24 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     add(m + "norm.weight", {mamba.d_inner}, 0).init = ParamSpec::Init::One;
     add(m + "out_proj.weight", {h, mamba.d_inner}, 1);
   };
-  // A layer of a hybrid model by its symbol (Megatron's HybridStack): 'M' Mamba, '*' attention, '-' MLP, 'E' MoE.
+  // A layer of a hybrid model by its symbol (Megatron's HybridStack with hybrid_stack_spec): 'M' Mamba, '*'
+  // attention (SelfAttention), '+' multi-latent attention (MLASelfAttention with its own input norm; validation
+  // refuses a pattern with both), '-' MLP, 'E' MoE. The spec gives neither attention q/k norms (--qk-layernorm has
+  // no parameters there).
   auto add_hybrid_layer = [&](const std::string& p, char symbol) {
     switch (symbol) {
       case 'M': add_mamba(p); return;
-      case '*': add_attention(p); return;
+      case '*': add_attention(p, false, false); return;
+      case '+':
+        // (Validation turns --multi-latent-attention on for a pattern with '+', as Megatron's.)
+        if (!mla) throw RunError("the hybrid layer symbol '+' (MLA) needs --multi-latent-attention");
+        add_attention(p, true, false);
+        return;
       case '-': add_mlp(p); return;
       case 'E': add_moe(p); return;
       default:
         throw RunError(std::string("the model plan does not model the hybrid layer symbol '") + symbol +
-                       "' yet (--hybrid-layer-pattern; it models M, *, - and E)");
+                       "' yet (--hybrid-layer-pattern; it models M, *, +, - and E)");
     }
   };
   for (size_t i = 0; i < plan.layers.size(); ++i) {

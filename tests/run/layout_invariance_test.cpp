@@ -152,6 +152,13 @@ TEST_CASE("hybrid model (Mamba, attention, MLP, MoE, MTP): PP=2 x EP=2 ends with
        run_job(4, with({"--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--sequence-parallel"}), dir,
                "hytp-4"),
        "hybrid, TP=2 x DP=2, distributed optimizer");
+  // '+': multi-latent attention layers (validation turns --multi-latent-attention on), up projections split by heads.
+  const std::vector<std::string> mla = {"--hybrid-layer-pattern", "M+-M", "--position-embedding-type", "rope",
+                                        "--kv-lora-rank", "32", "--qk-head-dim", "16", "--qk-pos-emb-head-dim", "8",
+                                        "--v-head-dim", "16", "--q-lora-rank", "48"};
+  std::vector<std::string> mla_tp = mla;
+  mla_tp.insert(mla_tp.end(), {"--tensor-model-parallel-size", "2"});
+  same(run_job(1, mla, dir, "hymla-1"), run_job(2, mla_tp, dir, "hymla-tp2"), "hybrid with MLA layers, TP=2");
 }
 
 TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one rank", "[run][layout][mla]") {

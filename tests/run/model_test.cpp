@@ -427,8 +427,24 @@ TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, T
   auto repeated = mtp;
   repeated.mtp_use_repeated_layer = true;
   CHECK_FALSE(find(mr::run::plan_gpt_model(repeated, {}), "mtp.layers.1.enorm.weight"));
+  // '+': multi-latent attention with its own input norm and no latent norms (hybrid_stack_spec's IdentityOp), also
+  // with --qk-layernorm; '*' gets no q/k norms there either.
+  const int64_t heads = 4, qk = 8, rope = 4, v = 8, kv_lora = 16;
+  const auto mla_args = hybrid("M+-M", {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(kv_lora)},
+                                        {"qk_head_dim", Value(qk)}, {"qk_pos_emb_head_dim", Value(rope)},
+                                        {"v_head_dim", Value(v)}, {"qk_layernorm", Value(true)}});
+  const ModelPlan with_mla = mr::run::plan_gpt_model(mla_args, {});
+  int64_t mla_layer = 0;
+  for (const ParamSpec& s : with_mla.params)
+    if (s.name.rfind("decoder.layers.1.", 0) == 0) mla_layer += s.numel();
+  CHECK(mla_layer == h + h * heads * (qk + rope) + (kv_lora + rope) * h + heads * (qk + v) * kv_lora + h * heads * v);
+  CHECK(find(with_mla, "decoder.layers.1.input_layernorm.weight"));
+  CHECK_FALSE(find(with_mla, "decoder.layers.1.self_attention.linear_kv_up_proj.layer_norm_weight"));
+  CHECK_FALSE(find(mr::run::plan_gpt_model(hybrid("M*-M", {{"qk_layernorm", Value(true)}}), {}),
+                   "decoder.layers.1.self_attention.q_layernorm.weight"));
   // What the plan does not model, and Megatron's own divisibility rules, name the symbol or the flag.
   using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M+"), {}), Contains("'+' (MLA) needs --multi-latent-attention"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MG"), {}), Contains("hybrid layer symbol 'G'"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*M"), {0, 1, 0, 2}), Contains("do not divide over 2 pipeline"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*", {{"mamba_num_groups", Value(int64_t{3})}}), {}),
