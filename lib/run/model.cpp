@@ -467,13 +467,41 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     add(m + "norm.weight", {mamba.d_inner}, 0).init = ParamSpec::Init::One;
     add(m + "out_proj.weight", {h, mamba.d_inner}, 1);
   };
-  // A layer of a hybrid model by its symbol (Megatron's HybridStack with hybrid_stack_spec): 'M' Mamba, '*'
-  // attention (SelfAttention), '+' multi-latent attention (MLASelfAttention with its own input norm; validation
+  // A gated delta net layer of a hybrid model (Megatron's TransformerLayer with GatedDeltaNet as its self-attention,
+  // hybrid_stack_spec: the norm fused into in_proj, no biases, no conv1d bias). in_proj packs q, k, v, the gate z,
+  // beta and alpha, conv1d q, k and v, each part split over TP on its own; dt_bias and A_log per value head; the
+  // output norm over one value head (replicated); out_proj from all value heads.
+  auto add_gdn = [&](const std::string& p) {
+    const std::string m = p + "self_attention.";
+    const int64_t key_heads = at_least(a.linear_num_key_heads, 1, "--linear-num-key-heads");
+    const int64_t value_heads = at_least(a.linear_num_value_heads, 1, "--linear-num-value-heads");
+    if (key_heads % tp != 0 || value_heads % tp != 0)
+      throw RunError("--linear-num-key-heads (" + std::to_string(key_heads) + ") and --linear-num-value-heads (" +
+                     std::to_string(value_heads) + ") must be divisible by the tensor-parallel size " +
+                     std::to_string(tp) + " (gated delta net layers)");
+    const int64_t qk = mul(at_least(a.linear_key_head_dim, 1, "--linear-key-head-dim"), key_heads,
+                           "--linear-key-head-dim x --linear-num-key-heads");
+    const int64_t v = mul(at_least(a.linear_value_head_dim, 1, "--linear-value-head-dim"), value_heads,
+                          "--linear-value-head-dim x --linear-num-value-heads");
+    const int64_t kernel = at_least(a.linear_conv_kernel_dim, 1, "--linear-conv-kernel-dim");
+    norm(m + "in_proj.layer_norm_", h);
+    const int64_t in_rows = sum(sum(mul(2, qk, "the gated delta net q and k"), mul(2, v, "its v and z"), "its in_proj"),
+                                mul(2, value_heads, "its beta and alpha"), "its in_proj");
+    add(m + "in_proj.weight", {in_rows, h}, 0).split_parts = {qk, qk, v, v, value_heads, value_heads};
+    add(m + "conv1d.weight", {sum(mul(2, qk, "its q and k"), v, "its conv1d"), 1, kernel}, 0).split_parts = {qk, qk, v};
+    add(m + "dt_bias", {value_heads}, 0);
+    add(m + "A_log", {value_heads}, 0);
+    norm(m + "out_norm.", a.linear_value_head_dim);
+    add(m + "out_proj.weight", {h, v}, 1);
+  };
+  // A layer of a hybrid model by its symbol (Megatron's HybridStack with hybrid_stack_spec): 'M' Mamba, 'G' gated
+  // delta net, '*' attention (SelfAttention), '+' multi-latent attention (MLASelfAttention with its own input norm; validation
   // refuses a pattern with both), '-' MLP, 'E' MoE. The spec gives neither attention q/k norms (--qk-layernorm has
   // no parameters there).
   auto add_hybrid_layer = [&](const std::string& p, char symbol) {
     switch (symbol) {
       case 'M': add_mamba(p); return;
+      case 'G': add_gdn(p); return;
       case '*': add_attention(p, false, false); return;
       case '+':
         // (Validation turns --multi-latent-attention on for a pattern with '+', as Megatron's.)
@@ -484,7 +512,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       case 'E': add_moe(p); return;
       default:
         throw RunError(std::string("the model plan does not model the hybrid layer symbol '") + symbol +
-                       "' yet (--hybrid-layer-pattern; it models M, *, +, - and E)");
+                       "' yet (--hybrid-layer-pattern; it models M, G, *, +, - and E)");
     }
   };
   for (size_t i = 0; i < plan.layers.size(); ++i) {

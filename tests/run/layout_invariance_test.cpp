@@ -159,6 +159,13 @@ TEST_CASE("hybrid model (Mamba, attention, MLP, MoE, MTP): PP=2 x EP=2 ends with
   std::vector<std::string> mla_tp = mla;
   mla_tp.insert(mla_tp.end(), {"--tensor-model-parallel-size", "2"});
   same(run_job(1, mla, dir, "hymla-1"), run_job(2, mla_tp, dir, "hymla-tp2"), "hybrid with MLA layers, TP=2");
+  // 'G': gated delta net layers, in_proj (q, k, v, z, beta, alpha) and conv1d (q, k, v) split part by part.
+  const std::vector<std::string> gdn = {"--hybrid-layer-pattern", "MG*-G", "--position-embedding-type", "rope",
+                                        "--linear-num-key-heads", "2", "--linear-key-head-dim", "32",
+                                        "--linear-num-value-heads", "4", "--linear-value-head-dim", "32"};
+  std::vector<std::string> gdn_tp = gdn;
+  gdn_tp.insert(gdn_tp.end(), {"--tensor-model-parallel-size", "2"});
+  same(run_job(1, gdn, dir, "hygdn-1"), run_job(2, gdn_tp, dir, "hygdn-tp2"), "hybrid with gated delta net layers, TP=2");
 }
 
 TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one rank", "[run][layout][mla]") {

@@ -442,10 +442,30 @@ TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, T
   CHECK_FALSE(find(with_mla, "decoder.layers.1.self_attention.linear_kv_up_proj.layer_norm_weight"));
   CHECK_FALSE(find(mr::run::plan_gpt_model(hybrid("M*-M", {{"qk_layernorm", Value(true)}}), {}),
                    "decoder.layers.1.self_attention.q_layernorm.weight"));
+  // 'G': a gated delta net layer (key heads 2 of 8, value heads 4 of 16, kernel 4): the fused norm, in_proj's q, k
+  // (16 each), v, z (64 each), beta, alpha (4 each), conv1d over q, k, v, dt_bias and A_log per value head, the
+  // output norm over one value head, out_proj; TP=2 halves every in_proj part.
+  const std::map<std::string, Value> gdn = {{"linear_num_key_heads", Value(int64_t{2})},
+                                            {"linear_key_head_dim", Value(int64_t{8})},
+                                            {"linear_num_value_heads", Value(int64_t{4})},
+                                            {"linear_value_head_dim", Value(int64_t{16})}};
+  const ModelPlan with_gdn = mr::run::plan_gpt_model(hybrid("MG-M", gdn), {});
+  int64_t gdn_layer = 0;
+  for (const ParamSpec& s : with_gdn.params)
+    if (s.name.rfind("decoder.layers.1.", 0) == 0) gdn_layer += s.numel();
+  CHECK(gdn_layer == h + 168 * h + 96 * 4 + 4 + 4 + 16 + h * 64);
+  const ModelPlan gdn_tp2 = mr::run::plan_gpt_model(hybrid("MG-M", gdn), {1, 2, 0, 1});
+  const ParamSpec* gdn_in = find(gdn_tp2, "decoder.layers.1.self_attention.in_proj.weight");
+  REQUIRE(gdn_in);
+  CHECK(gdn_in->shape == std::vector<int64_t>{84, h});
+  CHECK(gdn_in->split_parts == std::vector<int64_t>{16, 16, 64, 64, 4, 4});
+  CHECK(find(with_gdn, "decoder.layers.1.self_attention.out_norm.weight")->shape == std::vector<int64_t>{16});
   // What the plan does not model, and Megatron's own divisibility rules, name the symbol or the flag.
   using Catch::Matchers::Contains;
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M+"), {}), Contains("'+' (MLA) needs --multi-latent-attention"));
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MG"), {}), Contains("hybrid layer symbol 'G'"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MD"), {}), Contains("hybrid layer symbol 'D'"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MG", {{"linear_num_key_heads", Value(int64_t{3})}}), {0, 2, 0, 1}),
+                    Contains("--linear-num-key-heads (3) and --linear-num-value-heads (32) must be divisible"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*M"), {0, 1, 0, 2}), Contains("do not divide over 2 pipeline"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*", {{"mamba_num_groups", Value(int64_t{3})}}), {}),
                     Contains("divisible by --mamba-num-groups (3)"));
