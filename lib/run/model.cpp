@@ -302,6 +302,28 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       for (int64_t i = 0; i < L; ++i) moe_layer[static_cast<size_t>(i)] = i % f.as_int() == 0;
     }
   }
+  // --experimental-attention-variant gdn (or its old name gated_delta_net): the layers --linear-attention-freq marks
+  // use a gated delta net as their self-attention (Megatron's get_linear_attention_pattern: N, every N-th layer keeps
+  // standard attention; or a list, 1 for linear attention). The other variants are not modelled.
+  std::vector<bool> gdn_layer(static_cast<size_t>(L), false);
+  if (!hybrid && a.experimental_attention_variant) {
+    using V = arg::ExperimentalAttentionVariant;
+    const V variant = *a.experimental_attention_variant;
+    if (variant != V::gdn && variant != V::gated_delta_net)
+      throw RunError(std::string("the model plan does not model --experimental-attention-variant ") +
+                     (variant == V::dsa ? "dsa" : "gdn2") + " yet (it models gdn)");
+    const Value& f = a.linear_attention_freq;
+    if (f.is_list()) {
+      if (static_cast<int64_t>(f.as_list().size()) != L)
+        throw RunError("--linear-attention-freq lists " + std::to_string(f.as_list().size()) +
+                       " layers, --num-layers is " + std::to_string(L));
+      for (int64_t i = 0; i < L; ++i) gdn_layer[static_cast<size_t>(i)] = f.as_list()[static_cast<size_t>(i)].truthy();
+    } else if (f.is_int() && f.as_int() > 0) {
+      for (int64_t i = 0; i < L; ++i) gdn_layer[static_cast<size_t>(i)] = (i + 1) % f.as_int() != 0;
+    } else {
+      throw RunError("--experimental-attention-variant gdn needs --linear-attention-freq (N, or a list of 0/1 per layer)");
+    }
+  }
   const int64_t ep = std::max<int64_t>(1, at.ep_size);
   const int64_t etp = at.etp_size > 0 ? at.etp_size : std::max<int64_t>(1, a.expert_tensor_parallel_size.value_or(tp));
   if (experts > 0 && experts % ep != 0)
@@ -439,12 +461,6 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       if (a.moe_shared_expert_gate) add(p + "mlp.shared_experts.gate_weight", {1, h}, -1);
     }
   };
-  // A GPT transformer layer: attention, then a dense MLP or (moe) the MoE block.
-  auto add_layer = [&](const std::string& p, bool moe) {
-    add_attention(p, mla, true);
-    if (moe) add_moe(p);
-    else add_mlp(p);
-  };
   // A Mamba layer of a hybrid model (Megatron's MambaLayer with MambaMixer, the TE spec: the norm fused into
   // in_proj). in_proj packs z, x, B, C and dt, conv1d x, B and C, each part split over TP on its own (Megatron's
   // partition_sizes); the plan gives the shard its size.
@@ -494,6 +510,14 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     norm(m + "out_norm.", a.linear_value_head_dim);
     add(m + "out_proj.weight", {h, v}, 1);
   };
+  // A GPT transformer layer: attention (gdn: a gated delta net in its place, its norm fused into in_proj), then a
+  // dense MLP or (moe) the MoE block.
+  auto add_layer = [&](const std::string& p, bool moe, bool gdn) {
+    if (gdn) add_gdn(p);
+    else add_attention(p, mla, true);
+    if (moe) add_moe(p);
+    else add_mlp(p);
+  };
   // A layer of a hybrid model by its symbol (Megatron's HybridStack with hybrid_stack_spec): 'M' Mamba, 'G' gated
   // delta net, '*' attention (SelfAttention), '+' multi-latent attention (MLASelfAttention with its own input norm; validation
   // refuses a pattern with both), '-' MLP, 'E' MoE. The spec gives neither attention q/k norms (--qk-layernorm has
@@ -518,7 +542,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   for (size_t i = 0; i < plan.layers.size(); ++i) {
     const std::string p = "decoder.layers." + std::to_string(plan.layers[i]) + ".";
     if (hybrid) add_hybrid_layer(p, hy.symbols[i]);
-    else add_layer(p, moe_layer[static_cast<size_t>(plan.layers[i])]);
+    else add_layer(p, moe_layer[static_cast<size_t>(plan.layers[i])], gdn_layer[static_cast<size_t>(plan.layers[i])]);
   }
   // Multi-token prediction (--mtp-num-layers, Megatron's MultiTokenPredictionBlock on the last stage): each MTP
   // layer normalises the embedding and the hidden states (enorm, hnorm), projects their concatenation 2h -> h
@@ -546,7 +570,8 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       for (size_t j = 0; j < hy.mtp_pattern.size(); ++j)
         add_hybrid_layer(p + "mtp_model_layer.layers." + std::to_string(j) + ".", hy.mtp_pattern[j]);
     } else {
-      add_layer(p + "mtp_model_layer.", L > 0 && moe_layer[static_cast<size_t>(L - 1)]);
+      add_layer(p + "mtp_model_layer.", L > 0 && moe_layer[static_cast<size_t>(L - 1)],  // the last layer's kind
+                L > 0 && gdn_layer[static_cast<size_t>(L - 1)]);
     }
     norm(p + "final_layernorm.", h);
   }

@@ -61,7 +61,9 @@ constexpr ArgId kActs[] = {
     ArgId::multi_latent_attention, ArgId::q_lora_rank, ArgId::kv_lora_rank, ArgId::qk_head_dim,
     ArgId::qk_pos_emb_head_dim, ArgId::v_head_dim, ArgId::mla_down_proj_fusion, ArgId::hybrid_override_pattern, ArgId::hybrid_layer_pattern,
     ArgId::is_hybrid_model, ArgId::mamba_state_dim, ArgId::mamba_head_dim, ArgId::mamba_num_groups,
-    ArgId::mamba_num_heads, ArgId::mtp_use_repeated_layer,
+    ArgId::mamba_num_heads, ArgId::mtp_use_repeated_layer, ArgId::experimental_attention_variant,
+    ArgId::linear_attention_freq, ArgId::linear_conv_kernel_dim, ArgId::linear_key_head_dim,
+    ArgId::linear_value_head_dim, ArgId::linear_num_key_heads, ArgId::linear_num_value_heads,
     ArgId::heterogeneous_layers_config_path, ArgId::heterogeneous_layers_config_encoded_json,
     ArgId::account_for_embedding_in_pipeline_split, ArgId::account_for_loss_in_pipeline_split,
 };

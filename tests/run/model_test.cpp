@@ -562,3 +562,36 @@ TEST_CASE("model plan: sizes beyond 64 bits and plans beyond the limits are RunE
             .numel() > 0);
   CHECK(plan_gpt_model(gpt({{"num_layers", Value(int64_t{1000})}}), one).layers.size() == 1000);
 }
+
+TEST_CASE("--experimental-attention-variant gdn: the layers --linear-attention-freq marks get a gated delta net",
+          "[run][model][gdn]") {
+  const std::map<std::string, Value> gdn = {{"experimental_attention_variant", Value(std::string("gated_delta_net"))},
+                                            {"linear_attention_freq", Value(int64_t{2})},
+                                            {"linear_num_key_heads", Value(int64_t{2})},
+                                            {"linear_key_head_dim", Value(int64_t{8})},
+                                            {"linear_num_value_heads", Value(int64_t{4})},
+                                            {"linear_value_head_dim", Value(int64_t{16})}};
+  // Freq 2: layers 0 and 2 linear attention, 1 and 3 standard (every second keeps it).
+  const ModelPlan p = mr::run::plan_gpt_model(gpt(gdn), {});
+  for (int layer : {0, 2}) {
+    const std::string pre = "decoder.layers." + std::to_string(layer) + ".self_attention.";
+    CHECK(find(p, pre + "in_proj.layer_norm_weight"));
+    CHECK(find(p, pre + "in_proj.layer_norm_bias"));  // LayerNorm: weight and bias
+    CHECK(find(p, pre + "out_norm.bias"));
+    CHECK_FALSE(find(p, pre + "linear_qkv.weight"));
+    CHECK_FALSE(find(p, pre + "in_proj.bias"));  // GatedDeltaNet has no biases
+  }
+  CHECK(find(p, "decoder.layers.1.self_attention.linear_qkv.weight"));
+  CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.weight"));  // the MLP as any layer's
+  // A list: 1 for linear attention; its length is the layer count.
+  auto listed = gdn;
+  listed["linear_attention_freq"] = Value(mr::List{Value(int64_t{0}), Value(int64_t{0}), Value(int64_t{0}), Value(int64_t{1})});
+  const ModelPlan q = mr::run::plan_gpt_model(gpt(listed), {});
+  CHECK(find(q, "decoder.layers.3.self_attention.in_proj.weight"));
+  CHECK(find(q, "decoder.layers.0.self_attention.linear_qkv.weight"));
+  using Catch::Matchers::Contains;
+  listed["linear_attention_freq"] = Value(mr::List{Value(int64_t{1})});
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(listed), {}), Contains("--linear-attention-freq lists 1 layers"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"experimental_attention_variant", Value(std::string("dsa"))}}), {}),
+                    Contains("does not model --experimental-attention-variant dsa"));
+}
