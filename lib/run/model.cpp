@@ -306,12 +306,15 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // use a gated delta net as their self-attention (Megatron's get_linear_attention_pattern: N, every N-th layer keeps
   // standard attention; or a list, 1 for linear attention). The other variants are not modelled.
   std::vector<bool> gdn_layer(static_cast<size_t>(L), false);
-  if (!hybrid && a.experimental_attention_variant) {
-    using V = arg::ExperimentalAttentionVariant;
-    const V variant = *a.experimental_attention_variant;
-    if (variant != V::gdn && variant != V::gated_delta_net)
-      throw RunError(std::string("the model plan does not model --experimental-attention-variant ") +
-                     (variant == V::dsa ? "dsa" : "gdn2") + " yet (it models gdn)");
+  using Variant = arg::ExperimentalAttentionVariant;
+  // dsa: every layer's attention is MLA with DeepSeek sparse attention (Megatron asserts --multi-latent-attention).
+  const bool dsa = !hybrid && a.experimental_attention_variant == Variant::dsa;
+  if (dsa && !a.multi_latent_attention)
+    throw RunError("--experimental-attention-variant dsa needs --multi-latent-attention");
+  if (!hybrid && a.experimental_attention_variant && !dsa) {
+    const Variant variant = *a.experimental_attention_variant;
+    if (variant == Variant::gdn2)
+      throw RunError("the model plan does not model --experimental-attention-variant gdn2 yet (it models gdn and dsa)");
     const Value& f = a.linear_attention_freq;
     if (f.is_list()) {
       if (static_cast<int64_t>(f.as_list().size()) != L)
@@ -388,9 +391,12 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // the attention with its input norm, a dense MLP or the MoE block with their norms. `use_mla`: multi-latent
   // attention; `qk_norms`: the norms --qk-layernorm adds (on q and k, or on MLA's latents; a hybrid model's
   // attention layers have none).
-  auto add_attention = [&](const std::string& p, bool use_mla, bool qk_norms) {
+  // `sparse`: MLA with DeepSeek sparse attention (AbsorbedMLASelfAttention: the same projections, its latent norms
+  // never fused, and the DSA indexer's projections and key norm, replicated over TP).
+  auto add_attention = [&](const std::string& p, bool use_mla, bool qk_norms, bool sparse = false) {
     const std::string att = p + "self_attention.";
     const bool qk_norm_here = qk_norm && qk_norms;
+    const bool fused = te && !sparse;  // TE fuses the latent norms into the up projections, but not for DSA
     if (use_mla) {
       norm(p + "input_layernorm.", h);
       const int64_t q_out = mul(heads, q_head, "--num-attention-heads x (--qk-head-dim + --qk-pos-emb-head-dim)");
@@ -398,15 +404,26 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
         add(att + "linear_q_proj.weight", {q_out, h}, 0);
       } else {
         add(att + "linear_q_down_proj.weight", {q_lora, h}, -1);
-        if (qk_norm_here) latent_norm(att + (te ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), q_lora);
+        if (qk_norm_here) latent_norm(att + (fused ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), q_lora);
         add(att + "linear_q_up_proj.weight", {q_out, q_lora}, 0);
       }
       add(att + "linear_kv_down_proj.weight", {sum(kv_lora, rope_dim, "--kv-lora-rank + --qk-pos-emb-head-dim"), h}, -1);
-      if (qk_norm_here) latent_norm(att + (te ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), kv_lora);
+      if (qk_norm_here) latent_norm(att + (fused ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), kv_lora);
       add(att + "linear_kv_up_proj.weight",
           {mul(heads, sum(a.qk_head_dim, v_head, "--qk-head-dim + --v-head-dim"), "the MLA key/value up projection"),
            kv_lora},
           0);
+      if (sparse) {  // DSAIndexer: queries from the q latent (or the hidden state at full rank), one key head
+        const std::string ix = att + "core_attention.indexer.";
+        const int64_t ix_heads = at_least(a.dsa_indexer_n_heads.value_or(0), 1, "--dsa-indexer-n-heads");
+        const int64_t ix_dim = at_least(a.dsa_indexer_head_dim.value_or(0), 1, "--dsa-indexer-head-dim");
+        add(ix + "linear_wq_b.weight", {mul(ix_heads, ix_dim, "--dsa-indexer-n-heads x --dsa-indexer-head-dim"),
+                                        q_lora > 0 ? q_lora : h}, -1);
+        add(ix + "linear_wk.weight", {ix_dim, h}, -1);
+        add(ix + "k_norm.weight", {ix_dim}, -1).init = ParamSpec::Init::One;  // always a LayerNorm
+        add(ix + "k_norm.bias", {ix_dim}, -1).init = ParamSpec::Init::Zero;
+        add(ix + "linear_weights_proj.weight", {ix_heads, h}, -1);
+      }
     } else {
       norm(te ? att + "linear_qkv.layer_norm_" : p + "input_layernorm.", h);
       add(att + "linear_qkv.weight", {qkv_out, h}, 0);
@@ -514,7 +531,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // dense MLP or (moe) the MoE block.
   auto add_layer = [&](const std::string& p, bool moe, bool gdn) {
     if (gdn) add_gdn(p);
-    else add_attention(p, mla, true);
+    else add_attention(p, mla, true, dsa);
     if (moe) add_moe(p);
     else add_mlp(p);
   };
@@ -528,15 +545,18 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       case 'G': add_gdn(p); return;
       case '*': add_attention(p, false, false); return;
       case '+':
-        // (Validation turns --multi-latent-attention on for a pattern with '+', as Megatron's.)
-        if (!mla) throw RunError("the hybrid layer symbol '+' (MLA) needs --multi-latent-attention");
-        add_attention(p, true, false);
+      case 'D':
+        // (Validation turns --multi-latent-attention on for a pattern with '+' or 'D', as Megatron's.)
+        if (!mla)
+          throw RunError(std::string("the hybrid layer symbol '") + symbol + "' (" + (symbol == 'D' ? "DSA" : "MLA") +
+                         ") needs --multi-latent-attention");
+        add_attention(p, true, false, symbol == 'D');
         return;
       case '-': add_mlp(p); return;
       case 'E': add_moe(p); return;
       default:
         throw RunError(std::string("the model plan does not model the hybrid layer symbol '") + symbol +
-                       "' yet (--hybrid-layer-pattern; it models M, G, *, +, - and E)");
+                       "' (--hybrid-layer-pattern; it models M, G, *, +, D, - and E)");
     }
   };
   for (size_t i = 0; i < plan.layers.size(); ++i) {

@@ -152,13 +152,15 @@ TEST_CASE("hybrid model (Mamba, attention, MLP, MoE, MTP): PP=2 x EP=2 ends with
        run_job(4, with({"--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--sequence-parallel"}), dir,
                "hytp-4"),
        "hybrid, TP=2 x DP=2, distributed optimizer");
-  // '+': multi-latent attention layers (validation turns --multi-latent-attention on), up projections split by heads.
-  const std::vector<std::string> mla = {"--hybrid-layer-pattern", "M+-M", "--position-embedding-type", "rope",
+  // '+' and 'D': multi-latent attention layers (validation turns --multi-latent-attention on), up projections split
+  // by heads; 'D' with the DSA indexer, replicated over TP.
+  const std::vector<std::string> mla = {"--hybrid-layer-pattern", "M+-D", "--position-embedding-type", "rope",
                                         "--kv-lora-rank", "32", "--qk-head-dim", "16", "--qk-pos-emb-head-dim", "8",
-                                        "--v-head-dim", "16", "--q-lora-rank", "48"};
+                                        "--v-head-dim", "16", "--q-lora-rank", "48", "--dsa-indexer-n-heads", "4",
+                                        "--dsa-indexer-head-dim", "32", "--dsa-indexer-topk", "16"};
   std::vector<std::string> mla_tp = mla;
   mla_tp.insert(mla_tp.end(), {"--tensor-model-parallel-size", "2"});
-  same(run_job(1, mla, dir, "hymla-1"), run_job(2, mla_tp, dir, "hymla-tp2"), "hybrid with MLA layers, TP=2");
+  same(run_job(1, mla, dir, "hymla-1"), run_job(2, mla_tp, dir, "hymla-tp2"), "hybrid with MLA and DSA layers, TP=2");
   // 'G': gated delta net layers, in_proj (q, k, v, z, beta, alpha) and conv1d (q, k, v) split part by part.
   const std::vector<std::string> gdn = {"--hybrid-layer-pattern", "MG*-G", "--position-embedding-type", "rope",
                                         "--linear-num-key-heads", "2", "--linear-key-head-dim", "32",

@@ -207,8 +207,8 @@ TEST_CASE("what the run does not model is refused, naming the flag", "[run][mode
                                                 {"mla_down_proj_fusion", Value(true)}}),
                                             {}),
                     Catch::Contains("--mla-down-proj-fusion"));
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"hybrid_layer_pattern", Value(std::string("-D"))}}), {}),
-                    Catch::Contains("the model plan does not model the hybrid layer symbol 'D'"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"hybrid_layer_pattern", Value(std::string("-Q"))}}), {}),
+                    Catch::Contains("the model plan does not model the hybrid layer symbol 'Q'"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(), {0, 3, 0, 1}), Catch::Contains("--tensor-model-parallel-size"));
 }
 
@@ -463,7 +463,8 @@ TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, T
   // What the plan does not model, and Megatron's own divisibility rules, name the symbol or the flag.
   using Catch::Matchers::Contains;
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M+"), {}), Contains("'+' (MLA) needs --multi-latent-attention"));
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MD"), {}), Contains("hybrid layer symbol 'D'"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MD"), {}), Contains("'D' (DSA) needs --multi-latent-attention"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MX"), {}), Contains("hybrid layer symbol 'X'"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("MG", {{"linear_num_key_heads", Value(int64_t{3})}}), {0, 2, 0, 1}),
                     Contains("--linear-num-key-heads (3) and --linear-num-value-heads (32) must be divisible"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("M*M"), {0, 1, 0, 2}), Contains("do not divide over 2 pipeline"));
@@ -592,6 +593,46 @@ TEST_CASE("--experimental-attention-variant gdn: the layers --linear-attention-f
   using Catch::Matchers::Contains;
   listed["linear_attention_freq"] = Value(mr::List{Value(int64_t{1})});
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(listed), {}), Contains("--linear-attention-freq lists 1 layers"));
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"experimental_attention_variant", Value(std::string("dsa"))}}), {}),
-                    Contains("does not model --experimental-attention-variant dsa"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"experimental_attention_variant", Value(std::string("gdn2"))}}), {}),
+                    Contains("does not model --experimental-attention-variant gdn2"));
+}
+
+TEST_CASE("--experimental-attention-variant dsa and the hybrid 'D': MLA plus the DSA indexer, replicated over TP",
+          "[run][model][dsa]") {
+  // h 64, 4 heads, qk 8 + rotary 4, v 8, q rank 24, kv rank 16; indexer 2 heads of 32.
+  const int64_t h = 64, ix = 2 * 32 * 24 + 32 * h + 2 * 32 + 2 * h;  // wq_b, wk, k_norm (LayerNorm), weights_proj
+  const std::map<std::string, Value> mla = {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(int64_t{16})},
+                                            {"q_lora_rank", Value(int64_t{24})}, {"qk_head_dim", Value(int64_t{8})},
+                                            {"qk_pos_emb_head_dim", Value(int64_t{4})}, {"v_head_dim", Value(int64_t{8})},
+                                            {"position_embedding_type", Value(std::string("rope"))},
+                                            {"qk_layernorm", Value(true)}, {"dsa_indexer_n_heads", Value(int64_t{2})},
+                                            {"dsa_indexer_head_dim", Value(int64_t{32})}};
+  auto layer0 = [](const ModelPlan& p) {
+    int64_t n = 0;
+    for (const ParamSpec& s : p.params)
+      if (s.name.rfind("decoder.layers.0.self_attention.", 0) == 0) n += s.numel();
+    return n;
+  };
+  auto with_dsa = mla;
+  with_dsa["experimental_attention_variant"] = Value(std::string("dsa"));
+  const ModelPlan plain = mr::run::plan_gpt_model(gpt(mla), {}), sparse = mr::run::plan_gpt_model(gpt(with_dsa), {});
+  CHECK(layer0(sparse) == layer0(plain) + ix);
+  // Its latent norms are never fused into the up projections (the indexer needs the normalised latent).
+  CHECK(find(plain, "decoder.layers.0.self_attention.linear_q_up_proj.layer_norm_weight"));
+  CHECK(find(sparse, "decoder.layers.0.self_attention.q_layernorm.weight"));
+  CHECK(find(sparse, "decoder.layers.0.self_attention.kv_layernorm.weight"));
+  const ModelPlan tp2 = mr::run::plan_gpt_model(gpt(with_dsa), {1, 2, 0, 1});
+  const ParamSpec* wq = find(tp2, "decoder.layers.0.self_attention.core_attention.indexer.linear_wq_b.weight");
+  REQUIRE(wq);
+  CHECK(wq->shape == std::vector<int64_t>{64, 24});
+  CHECK(wq->tp_duplicate);
+  CHECK(find(tp2, "decoder.layers.0.self_attention.core_attention.indexer.k_norm.bias"));
+  // In a hybrid model ('D'), as hybrid_stack_spec builds it: no latent norms even with --qk-layernorm.
+  auto hy = mla;
+  hy["hybrid_layer_pattern"] = Value(std::string("D-"));
+  hy["num_layers"] = Value(int64_t{0});
+  const ModelPlan d = mr::run::plan_gpt_model(gpt(hy), {});
+  CHECK(find(d, "decoder.layers.0.self_attention.core_attention.indexer.linear_wk.weight"));
+  CHECK_FALSE(find(d, "decoder.layers.0.self_attention.q_layernorm.weight"));
+  CHECK(layer0(d) == layer0(sparse) - 2 * (24 + 16));  // the two latent norms (LayerNorm: weights and biases)
 }
