@@ -302,19 +302,17 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       for (int64_t i = 0; i < L; ++i) moe_layer[static_cast<size_t>(i)] = i % f.as_int() == 0;
     }
   }
-  // --experimental-attention-variant gdn (or its old name gated_delta_net): the layers --linear-attention-freq marks
-  // use a gated delta net as their self-attention (Megatron's get_linear_attention_pattern: N, every N-th layer keeps
-  // standard attention; or a list, 1 for linear attention). The other variants are not modelled.
+  // --experimental-attention-variant gdn (or its old name gated_delta_net) and gdn2: the layers
+  // --linear-attention-freq marks use a gated delta net as their self-attention (Megatron's
+  // get_linear_attention_pattern: N, every N-th layer keeps standard attention; or a list, 1 for linear attention).
   std::vector<bool> gdn_layer(static_cast<size_t>(L), false);
   using Variant = arg::ExperimentalAttentionVariant;
   // dsa: every layer's attention is MLA with DeepSeek sparse attention (Megatron asserts --multi-latent-attention).
   const bool dsa = !hybrid && a.experimental_attention_variant == Variant::dsa;
   if (dsa && !a.multi_latent_attention)
     throw RunError("--experimental-attention-variant dsa needs --multi-latent-attention");
+  const bool gdn2 = !hybrid && a.experimental_attention_variant == Variant::gdn2;
   if (!hybrid && a.experimental_attention_variant && !dsa) {
-    const Variant variant = *a.experimental_attention_variant;
-    if (variant == Variant::gdn2)
-      throw RunError("the model plan does not model --experimental-attention-variant gdn2 yet (it models gdn and dsa)");
     const Value& f = a.linear_attention_freq;
     if (f.is_list()) {
       if (static_cast<int64_t>(f.as_list().size()) != L)
@@ -324,7 +322,8 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     } else if (f.is_int() && f.as_int() > 0) {
       for (int64_t i = 0; i < L; ++i) gdn_layer[static_cast<size_t>(i)] = (i + 1) % f.as_int() != 0;
     } else {
-      throw RunError("--experimental-attention-variant gdn needs --linear-attention-freq (N, or a list of 0/1 per layer)");
+      throw RunError(std::string("--experimental-attention-variant ") + (gdn2 ? "gdn2" : "gdn") +
+                     " needs --linear-attention-freq (N, or a list of 0/1 per layer)");
     }
   }
   const int64_t ep = std::max<int64_t>(1, at.ep_size);
@@ -503,8 +502,10 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // A gated delta net layer of a hybrid model (Megatron's TransformerLayer with GatedDeltaNet as its self-attention,
   // hybrid_stack_spec: the norm fused into in_proj, no biases, no conv1d bias). in_proj packs q, k, v, the gate z,
   // beta and alpha, conv1d q, k and v, each part split over TP on its own; dt_bias and A_log per value head; the
-  // output norm over one value head (replicated); out_proj from all value heads.
-  auto add_gdn = [&](const std::string& p) {
+  // output norm over one value head (replicated); out_proj from all value heads. `two`: GatedDeltaNet2
+  // (--experimental-attention-variant gdn2), whose in_proj adds the decay f, the erase gate b (q-sized each) and the
+  // write gate w (v-sized) in place of beta and alpha, dt_bias per key channel and A_log per key head.
+  auto add_gdn = [&](const std::string& p, bool two) {
     const std::string m = p + "self_attention.";
     const int64_t key_heads = at_least(a.linear_num_key_heads, 1, "--linear-num-key-heads");
     const int64_t value_heads = at_least(a.linear_num_value_heads, 1, "--linear-num-value-heads");
@@ -520,17 +521,23 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     norm(m + "in_proj.layer_norm_", h);
     const int64_t in_rows = sum(sum(mul(2, qk, "the gated delta net q and k"), mul(2, v, "its v and z"), "its in_proj"),
                                 mul(2, value_heads, "its beta and alpha"), "its in_proj");
-    add(m + "in_proj.weight", {in_rows, h}, 0).split_parts = {qk, qk, v, v, value_heads, value_heads};
+    if (two) {
+      const int64_t rows2 = sum(mul(4, qk, "the gated delta net 2's q, k, f and b"), mul(3, v, "its v, z and w"),
+                                "its in_proj");
+      add(m + "in_proj.weight", {rows2, h}, 0).split_parts = {qk, qk, v, v, qk, qk, v};
+    } else {
+      add(m + "in_proj.weight", {in_rows, h}, 0).split_parts = {qk, qk, v, v, value_heads, value_heads};
+    }
     add(m + "conv1d.weight", {sum(mul(2, qk, "its q and k"), v, "its conv1d"), 1, kernel}, 0).split_parts = {qk, qk, v};
-    add(m + "dt_bias", {value_heads}, 0);
-    add(m + "A_log", {value_heads}, 0);
+    add(m + "dt_bias", {two ? qk : value_heads}, 0);
+    add(m + "A_log", {two ? key_heads : value_heads}, 0);
     norm(m + "out_norm.", a.linear_value_head_dim);
     add(m + "out_proj.weight", {h, v}, 1);
   };
   // A GPT transformer layer: attention (gdn: a gated delta net in its place, its norm fused into in_proj), then a
   // dense MLP or (moe) the MoE block.
   auto add_layer = [&](const std::string& p, bool moe, bool gdn) {
-    if (gdn) add_gdn(p);
+    if (gdn) add_gdn(p, gdn2);
     else add_attention(p, mla, true, dsa);
     if (moe) add_moe(p);
     else add_mlp(p);
@@ -542,7 +549,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   auto add_hybrid_layer = [&](const std::string& p, char symbol) {
     switch (symbol) {
       case 'M': add_mamba(p); return;
-      case 'G': add_gdn(p); return;
+      case 'G': add_gdn(p, false); return;  // (hybrid_stack_spec: GatedDeltaNet)
       case '*': add_attention(p, false, false); return;
       case '+':
       case 'D':

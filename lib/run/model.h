@@ -65,10 +65,10 @@ struct RankCoord {
 // (grouped-GEMM or per-expert names), shared experts and their gate; their norm before the MLP is its own.
 // The layers come from the pipeline split (pipeline_layers) or --pipeline-model-parallel-layout (layout_layers);
 // a hybrid model's (--hybrid-layer-pattern: Mamba, gated delta net, attention, MLA, DSA, MLP and MoE layers, MTP
-// depths after '/') from its pattern (run/hybrid_layers.h); --experimental-attention-variant gdn puts gated delta nets in
-// the layers --linear-attention-freq marks, dsa the DSA indexer in every MLA. Throws RunError for what it does not
-// model (--experimental-attention-variant gdn2, --mla-down-proj-fusion, heterogeneous layers, MTP layers on the
-// first of several pipeline ranks) and when the vocabulary size is unknown (--vocab-size).
+// depths after '/') from its pattern (run/hybrid_layers.h); --experimental-attention-variant gdn/gdn2 puts gated
+// delta nets in the layers --linear-attention-freq marks, dsa the DSA indexer in every MLA. Throws RunError for what
+// it does not model (--mla-down-proj-fusion, heterogeneous layers, MTP layers on the first of several pipeline
+// ranks) and when the vocabulary size is unknown (--vocab-size).
 ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 
 // Bytes a rank spends on its parameters, the optimizer and the activations (lib/run/memory_estimate.cpp;

@@ -11,7 +11,7 @@ namespace mr::run {
 
 // A shard's shape as the index needs it: split_dim -1 (replicated), 0 or 1; 1-D, or rows x the rest (the
 // dimensions after the first fold into one; only 2-D tensors split along dimension 1).
-inline constexpr int kMaxSplitParts = 6;  // the gated delta net's in_proj: q, k, v, z, beta, alpha
+inline constexpr int kMaxSplitParts = 7;  // the gated delta net 2's in_proj: q, k, v, z, f, b, w
 struct ShardIndex {
   int split_dim = -1;
   int ndim = 1;                    // 1, or 2 for rows x the rest

@@ -594,7 +594,17 @@ TEST_CASE("--experimental-attention-variant gdn: the layers --linear-attention-f
   listed["linear_attention_freq"] = Value(mr::List{Value(int64_t{1})});
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(listed), {}), Contains("--linear-attention-freq lists 1 layers"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"experimental_attention_variant", Value(std::string("gdn2"))}}), {}),
-                    Contains("does not model --experimental-attention-variant gdn2"));
+                    Contains("--experimental-attention-variant gdn2 needs --linear-attention-freq"));
+  // gdn2 (GatedDeltaNet2): in_proj q, k, v, z, f, b, w; dt_bias per key channel, A_log per key head.
+  auto two = gdn;
+  two["experimental_attention_variant"] = Value(std::string("gdn2"));
+  const ModelPlan g2 = mr::run::plan_gpt_model(gpt(two), {1, 2, 0, 1});
+  const ParamSpec* in2 = find(g2, "decoder.layers.0.self_attention.in_proj.weight");
+  REQUIRE(in2);
+  CHECK(in2->split_parts == std::vector<int64_t>{16, 16, 64, 64, 16, 16, 64});
+  CHECK(in2->shape == std::vector<int64_t>{128, 64});
+  CHECK(find(g2, "decoder.layers.0.self_attention.dt_bias")->shape == std::vector<int64_t>{8});
+  CHECK(find(g2, "decoder.layers.0.self_attention.A_log")->shape == std::vector<int64_t>{1});
 }
 
 TEST_CASE("--experimental-attention-variant dsa and the hybrid 'D': MLA plus the DSA indexer, replicated over TP",
