@@ -499,8 +499,8 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     add(m + "norm.weight", {mamba.d_inner}, 0).init = ParamSpec::Init::One;
     add(m + "out_proj.weight", {h, mamba.d_inner}, 1);
   };
-  // A gated delta net layer of a hybrid model (Megatron's TransformerLayer with GatedDeltaNet as its self-attention,
-  // hybrid_stack_spec: the norm fused into in_proj, no biases, no conv1d bias). in_proj packs q, k, v, the gate z,
+  // A gated delta net layer: a hybrid model's 'G', or a layer --linear-attention-freq marks (Megatron's
+  // TransformerLayer with GatedDeltaNet as its self-attention: the norm fused into in_proj, no biases, no conv1d bias). in_proj packs q, k, v, the gate z,
   // beta and alpha, conv1d q, k and v, each part split over TP on its own; dt_bias and A_log per value head; the
   // output norm over one value head (replicated); out_proj from all value heads. `two`: GatedDeltaNet2
   // (--experimental-attention-variant gdn2), whose in_proj adds the decay f, the erase gate b (q-sized each) and the
