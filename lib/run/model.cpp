@@ -280,8 +280,12 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
           .embedding_or_output = true;
     }
   }
-  const int64_t qkv_out = mul(sum(heads, mul(2, groups, "2 x --num-query-groups"), "the attention heads"), kv,
-                              "the QKV projection width ((heads + 2 x query groups) x --kv-channels)");
+  // --attention-output-gate: a gate per query head, in each query group's rows after its queries (so TP still
+  // splits whole groups).
+  const int64_t q_rows = a.attention_output_gate ? mul(2, heads, "2 x --num-attention-heads") : heads;
+  const int64_t qkv_out = mul(sum(q_rows, mul(2, groups, "2 x --num-query-groups"), "the attention heads"), kv,
+                              "the QKV projection width ((heads (x 2 with the output gate) + 2 x query groups) x "
+                              "--kv-channels)");
   const int64_t fc1_out = gated ? mul(2, ffn, "2 x --ffn-hidden-size") : ffn;
   const bool has_mamba = hybrid && (hy.symbols + hy.mtp_pattern).find('M') != std::string::npos;  // (MTP layers too)
   const MambaSizes mamba = has_mamba ? mamba_sizes(h, a.mamba_head_dim, a.mamba_num_groups, a.mamba_state_dim,

@@ -86,7 +86,8 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   const int64_t heads = a.num_attention_heads.value_or(1);
   const int64_t kv = a.kv_channels.value_or(a.hidden_size.value_or(0) / heads);
   const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
-  optim::MuonOptions mo = optim::muon_options(c.cfg, optim::qkv_split_shapes(heads, query_groups, kv));
+  optim::MuonOptions mo =
+      optim::muon_options(c.cfg, optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate));
   // The QKV split is per TP shard: each rank holds query_groups / tp whole groups.
   if (!mats.empty()) c.backend->muon_step(mats, groups, mo, c.tp.size() > 1 ? &c.tp : nullptr);
   if (!expert_mats.empty()) c.backend->muon_step(expert_mats, groups, mo, c.etp.size() > 1 ? &c.etp : nullptr);

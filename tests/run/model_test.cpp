@@ -646,3 +646,20 @@ TEST_CASE("--experimental-attention-variant dsa and the hybrid 'D': MLA plus the
   CHECK_FALSE(find(d, "decoder.layers.0.self_attention.q_layernorm.weight"));
   CHECK(layer0(d) == layer0(sparse) - 2 * (24 + 16));  // the two latent norms (LayerNorm: weights and biases)
 }
+
+TEST_CASE("--attention-output-gate: a gate per query head in the QKV projection, split over TP with its group",
+          "[run][model]") {
+  const ModelPlan plain = mr::run::plan_gpt_model(gpt(), {}),
+                  gated = mr::run::plan_gpt_model(gpt({{"attention_output_gate", Value(true)}}), {});
+  const std::string qkv = "decoder.layers.0.self_attention.linear_qkv.";
+  // 4 heads of 16, a group each: (4 + 2 x 4) x 16 rows, and 4 x 16 more for the gate (weight and bias).
+  CHECK(find(plain, qkv + "weight")->shape == std::vector<int64_t>{192, 64});
+  CHECK(find(gated, qkv + "weight")->shape == std::vector<int64_t>{256, 64});
+  CHECK(find(gated, qkv + "bias")->shape == std::vector<int64_t>{256});
+  CHECK(gated.numel() == plain.numel() + 4 * (64 * 64 + 64));
+  const ModelPlan tp2 = mr::run::plan_gpt_model(gpt({{"attention_output_gate", Value(true)},
+                                                     {"group_query_attention", Value(true)},
+                                                     {"num_query_groups", Value(int64_t{2})}}),
+                                                {1, 2, 0, 1});
+  CHECK(find(tp2, qkv + "weight")->shape == std::vector<int64_t>{96, 64});  // (2 x 4 + 2 x 2) x 16 / 2
+}
