@@ -437,6 +437,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     add(att + "linear_proj.weight",
         {h, mul(heads, use_mla ? v_head : kv, "--num-attention-heads x the value head size")}, 1);
     if (bias) add(att + "linear_proj.bias", {h}, -1);
+    // --softmax-type learnable: the dot-product attention's per-head softmax offset, split with the heads (DSA's
+    // own core attention has none).
+    if (a.softmax_type == arg::SoftmaxType::learnable && !sparse) add(att + "core_attention.softmax_offset", {heads}, 0);
   };
   auto add_mlp = [&](const std::string& p) {
     norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);

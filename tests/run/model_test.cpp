@@ -663,3 +663,13 @@ TEST_CASE("--attention-output-gate: a gate per query head in the QKV projection,
                                                 {1, 2, 0, 1});
   CHECK(find(tp2, qkv + "weight")->shape == std::vector<int64_t>{96, 64});  // (2 x 4 + 2 x 2) x 16 / 2
 }
+
+TEST_CASE("--softmax-type learnable: a softmax offset per attention head, split over TP", "[run][model]") {
+  const ModelPlan p = mr::run::plan_gpt_model(gpt({{"softmax_type", Value(std::string("learnable"))}}), {1, 2, 0, 1});
+  const ParamSpec* off = find(p, "decoder.layers.0.self_attention.core_attention.softmax_offset");
+  REQUIRE(off);
+  CHECK(off->shape == std::vector<int64_t>{2});  // 4 heads over TP=2
+  CHECK(off->no_weight_decay);                    // 1-D, Megatron's default rule
+  CHECK_FALSE(find(mr::run::plan_gpt_model(gpt({{"softmax_type", Value(std::string("off-by-one"))}}), {}),
+                   "decoder.layers.0.self_attention.core_attention.softmax_offset"));  // a constant, not a parameter
+}
