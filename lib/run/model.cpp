@@ -189,6 +189,16 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     throw RunError("the training run does not model --mla-down-proj-fusion (the fused MLA down projection) yet");
   if (a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json)
     throw RunError("the training run does not model heterogeneous layer configs yet");
+  // Options that add or rename parameters in ways the plan does not know: refused rather than miscounted.
+  if (a.enable_mhc_connections)
+    throw RunError("the training run does not model --enable-mhc-connections (the hyper-connections' parameters) yet");
+  if (a.wide_residual_num_streams)
+    throw RunError("the training run does not model --wide-residual (the wide residual streams' parameters) yet");
+  if (a.moe_single_grouped_weight || a.moe_single_grouped_bias)
+    throw RunError("the training run does not model --moe-single-grouped-weight/--moe-single-grouped-bias (all "
+                   "experts in one grouped parameter) yet");
+  if (!a.csa_compress_ratios.is_none())
+    throw RunError("the training run does not model --csa-compress-ratios (compressed sparse attention) yet");
 
   const int64_t L = at_least(need(a.num_layers, "--num-layers"), 0, "--num-layers");
   if (L > kMaxPlanLayers)

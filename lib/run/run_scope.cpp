@@ -65,7 +65,8 @@ constexpr ArgId kActs[] = {
     ArgId::linear_attention_freq, ArgId::linear_conv_kernel_dim, ArgId::linear_key_head_dim,
     ArgId::linear_value_head_dim, ArgId::linear_num_key_heads, ArgId::linear_num_value_heads,
     ArgId::dsa_indexer_n_heads, ArgId::dsa_indexer_head_dim, ArgId::attention_output_gate,
-    ArgId::softmax_type,
+    ArgId::softmax_type, ArgId::enable_mhc_connections, ArgId::wide_residual_num_streams,
+    ArgId::moe_single_grouped_weight, ArgId::moe_single_grouped_bias, ArgId::csa_compress_ratios,
     ArgId::heterogeneous_layers_config_path, ArgId::heterogeneous_layers_config_encoded_json,
     ArgId::account_for_embedding_in_pipeline_split, ArgId::account_for_loss_in_pipeline_split,
 };

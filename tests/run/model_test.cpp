@@ -673,3 +673,16 @@ TEST_CASE("--softmax-type learnable: a softmax offset per attention head, split 
   CHECK_FALSE(find(mr::run::plan_gpt_model(gpt({{"softmax_type", Value(std::string("off-by-one"))}}), {}),
                    "decoder.layers.0.self_attention.core_attention.softmax_offset"));  // a constant, not a parameter
 }
+
+TEST_CASE("options that add or rename parameters the plan does not know are refused, naming the flag",
+          "[run][model]") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"enable_mhc_connections", Value(true)}}), {}),
+                    Contains("--enable-mhc-connections"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"wide_residual_num_streams", Value(int64_t{4})}}), {}),
+                    Contains("--wide-residual"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"moe_single_grouped_weight", Value(true)}}), {}),
+                    Contains("--moe-single-grouped-weight"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"csa_compress_ratios", Value(mr::List{Value(int64_t{0})})}}), {}),
+                    Contains("--csa-compress-ratios"));
+}
