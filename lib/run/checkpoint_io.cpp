@@ -58,11 +58,14 @@ std::vector<std::string> buffer_kinds(const FlatBuffers& b, bool with_optimizer)
   return k;
 }
 
+namespace {
+// Where the whole shard of `p` on TP rank `tp_rank` starts in the unsharded tensor, per dimension (one block).
 std::vector<int64_t> global_offset(const ParamSpec& p, int64_t tp_rank) {
   std::vector<int64_t> off(p.shape.size(), 0);
   if (p.split_dim >= 0) off[static_cast<size_t>(p.split_dim)] = tp_rank * p.shape[static_cast<size_t>(p.split_dim)];
   return off;
 }
+}  // namespace
 
 std::vector<ShardBlock> blocks_of(const ParamSpec& p, int64_t tp_rank) {
   const ShardIndex s = shard_index(p, tp_rank);

@@ -90,7 +90,5 @@ class CheckpointReader {
   std::map<std::pair<std::string, std::string>, std::vector<Ref>> index_;
 };
 
-// The element `local` of `p`'s block on TP rank `tp_rank`: its offset in the unsharded tensor, per dimension.
-std::vector<int64_t> global_offset(const ParamSpec& p, int64_t tp_rank);
 
 }  // namespace mr::run
