@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <thread>
 #include <set>
@@ -86,6 +87,47 @@ std::string probe_store(Store::Options so, int rank) {
   if (answer.wait_for(so.timeout) != std::future_status::ready)
     return "it did not answer a probe within " + seconds(so.timeout);
   return answer.get();
+}
+
+// One field of the value a rank published at the rendezvous ("<hash> world_size=4 host=h pid=1 boot=b").
+std::string rdzv_field(const std::string& rdzv, const char* name) {
+  size_t at = rdzv.find(std::string(" ") + name + "=");
+  if (at == std::string::npos) return "";
+  at += std::strlen(name) + 2;
+  return rdzv.substr(at, rdzv.find(' ', at) - at);
+}
+
+// "pid 123 on host-a", from a rank's rendezvous value.
+std::string whereabouts(const std::string& rdzv) {
+  std::string pid = rdzv_field(rdzv, "pid"), host = rdzv_field(rdzv, "host");
+  if (pid.empty()) return "";
+  return "pid " + pid + (host.empty() ? "" : " on " + host);
+}
+
+// This machine's boot id: with the host name it tells whether another rank's pid is one of this machine's.
+std::string this_boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  f >> id;
+  return id;
+}
+
+// True only when the rank certainly has no process any more: it ran on this machine (same host name and boot
+// id) and its pid is gone or a zombie. A rank elsewhere, or one merely silent, is not known to be gone.
+bool process_gone(const std::string& rdzv) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string boot = rdzv_field(rdzv, "boot"), pid = rdzv_field(rdzv, "pid");
+  if (pid.empty() || boot.empty() || boot != this_boot_id() || rdzv_field(rdzv, "host") != host) return false;
+  std::ifstream stat("/proc/" + pid + "/stat");
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parentheses)
+  size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'Z' || state == 'X';
 }
 
 }  // namespace
@@ -274,7 +316,8 @@ void Runtime::rendezvous() {
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fingerprint_hash(opts_.fingerprint)));
   store_->set("rdzv/" + std::to_string(L.rank), std::string(hash) + " world_size=" + std::to_string(world) +
-                                                    " host=" + host + " pid=" + std::to_string(getpid()));
+                                                    " host=" + host + " pid=" + std::to_string(getpid()) +
+                                                    " boot=" + this_boot_id());
   int64_t arrived = store_->add("arrived", 1);
   MR_LOG(debug) << "rendezvous: " << L.describe() << ", " << arrived << " rank(s) arrived";
 
@@ -342,19 +385,6 @@ namespace {
 
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
-// "pid 123 on host-a", from the value a rank published at the rendezvous ("<hash> world_size=4 host=h pid=1").
-std::string whereabouts(const std::string& rdzv) {
-  auto field = [&](const char* name) -> std::string {
-    size_t at = rdzv.find(std::string(" ") + name + "=");
-    if (at == std::string::npos) return "";
-    at += std::strlen(name) + 2;
-    return rdzv.substr(at, rdzv.find(' ', at) - at);
-  };
-  std::string pid = field("pid"), host = field("host");
-  if (pid.empty()) return "";
-  return "pid " + pid + (host.empty() ? "" : " on " + host);
-}
-
 }  // namespace
 
 // The watchdog (its own store connection): every period it writes this rank's heartbeat, stops the process when
@@ -414,12 +444,9 @@ void Runtime::start_watchdog() {
           aborting_ = true;
           const std::string mine = "rank " + std::to_string(rank()) + ": " + verdict;
           if (!hb_store_->check({kAbort})) hb_store_->set(kAbort, mine);
-          // The silent rank will never count itself as having seen the verdict: count it here (rank 0 excepted,
-          // the store's host, which counts nobody), so the store's host need not wait for it. Once: several
-          // watchers may find the same rank silent, and counting it twice let the host leave before a rank that
-          // had not read the verdict yet (which then reported a vanished store).
-          if (silent_rank > 0 && hb_store_->add("abort-silent/" + std::to_string(silent_rank), 1) == 1)
-            hb_store_->add("abort-seen", 1);
+          // The silent rank will never count itself as having seen the verdict: count it here, so the store's
+          // host need not wait for it.
+          count_silent(*hb_store_, silent_rank);
           MR_LOG(error) << verdict;
           std::fflush(nullptr);
           linger_for_verdict(*hb_store_);
@@ -467,16 +494,25 @@ void Runtime::stop_watchdog() {
   if (monitor_.joinable()) monitor_.join();
 }
 
+void Runtime::count_silent(Store& s, int r) {
+  // Rank 0 is never counted: as the store's host it waits for the others only (linger_for_verdict). Once per
+  // rank: several ranks may find the same one silent, and counting it twice let the host leave early.
+  if (r > 0 && s.add("abort-silent/" + std::to_string(r), 1) == 1) s.add("abort-seen", 1);
+}
+
 // Every rank that learns of a verdict counts itself into `abort-seen`; the store's host (rank 0 of a job without
-// torchrun's agent) stays until all the others have (or two periods and a second have passed: a stopped or dead
-// rank never does), so that they read the verdict rather than find the store gone. Without it a rank whose
+// torchrun's agent) stays until all the others have (bounded: a stopped rank never does), so that they read the verdict rather than find the store gone. Without it a rank whose
 // collective fails because rank 0 has just exited reports a vanished store instead of the cause.
 void Runtime::linger_for_verdict(Store& s) {
   try {
     const bool host = !opts_.launch.agent_store && rank() == 0 && world_size() > 1;
     if (!host) s.add("abort-seen", 1);
     if (!host) return;
-    const auto deadline = Clock::now() + opts_.heartbeat * 2 + std::chrono::seconds(1);
+    // Every live rank's watchdog reads the verdict within a period; a loaded machine can starve it for longer,
+    // and a rank that then finds the store gone cannot name the cause. Half the heartbeat timeout is the bound:
+    // the silent ranks are counted for them (count_silent), so it is only reached when a rank is stalled.
+    const auto deadline =
+        Clock::now() + std::max<Timeout>(opts_.heartbeat * 2 + std::chrono::seconds(1), opts_.heartbeat_timeout / 2);
     while (Clock::now() < deadline && s.add("abort-seen", 0) < world_size() - 1)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } catch (const std::exception&) {
@@ -633,6 +669,7 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
       return DistError(head + " (" + cause + "); stopping: " + *a);
     }
     std::map<int, std::string> after = beats();
+    std::vector<int> gone;  // silent, and their processes have exited (known for ranks on this machine only)
     for (int r : peers) {
       if (auto f = store_->try_get("failed/" + std::to_string(r))) {
         failed.push_back(r);
@@ -640,16 +677,21 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
       } else if (after[r] == "done") {
         finished.push_back(r);
       } else if (after[r].empty() || after[r] == before[r]) {
-        silent.push_back(r);
+        (process_gone(store_->try_get("rdzv/" + std::to_string(r)).value_or("")) ? gone : silent).push_back(r);
       }
     }
-    // The silent ranks will never count themselves as having seen the verdict (linger_for_verdict).
-    for (int r : silent)
-      if (r != 0) store_->add("abort-seen", 1);
+    // A rank whose process is gone never counts itself as having seen the verdict (linger_for_verdict): count it
+    // here. A rank that is only silent may be starved by a loaded machine and still read the verdict, so the
+    // store's host waits for it (bounded).
+    for (int r : gone) count_silent(*store_, r);
+    const std::string quiet = seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0));
+    if (!gone.empty())
+      verdict = (gone.size() == 1 ? "rank " : "ranks ") + list_words(gone) + (gone.size() == 1 ? " is" : " are") +
+                " gone (" + (gone.size() == 1 ? "its process has" : "their processes have") + " exited)";
     if (!silent.empty())
-      verdict = (silent.size() == 1 ? "rank " : "ranks ") + list_words(silent) + (silent.size() == 1 ? " is" : " are") +
-                " gone (no heartbeat in the last " + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)) +
-                ")";
+      verdict += (verdict.empty() ? "" : "; ") + std::string(silent.size() == 1 ? "rank " : "ranks ") +
+                 list_words(silent) + (silent.size() == 1 ? " is" : " are") + " gone or stalled (no heartbeat in the last " +
+                 quiet + ")";
     if (!failed.empty()) {
       if (verdict.empty())
         verdict = first_failure;

@@ -97,6 +97,8 @@ class Runtime {
   // other rank has, before it exits and its store disappears.
   void linger_for_verdict(Store& s);
   void check_peers(const RankList& ranks);  // CommSpec::poll: throws CollectiveError for a silent member
+  // Counts a silent rank into abort-seen once, whoever finds it (it never counts itself).
+  void count_silent(Store& s, int r);
 
   RuntimeOptions opts_;
   Layout layout_;

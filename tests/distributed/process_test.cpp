@@ -151,8 +151,14 @@ TEST_CASE("4 ranks, PP=2 DP=2 with --use-tp-pp-dp-mapping: groups and an all-red
 }
 
 TEST_CASE("a rank killed mid-collective: every other rank exits non-zero naming it", "[dist][process][fault]") {
-  for (int victim : {2, 0}) {  // an ordinary rank, and rank 0 (which hosts the store)
-    DYNAMIC_SECTION("kill rank " << victim) {
+  // An ordinary rank, rank 0 (which hosts the store), and an ordinary rank while another is stalled for 5 s (as
+  // a loaded machine can starve it): the stalled rank must still read the verdict, not find the store gone.
+  struct Case {
+    int victim, stalled;
+  };
+  for (Case c : {Case{2, -1}, Case{0, -1}, Case{2, 1}}) {
+    const int victim = c.victim;
+    DYNAMIC_SECTION("kill rank " << victim << (c.stalled < 0 ? "" : " while rank 1 is stopped for 5 s")) {
       TempDir dir;
       std::vector<Proc> procs = mrtest::start_job(4, mrtest::bring_up_args({"--tensor-model-parallel-size", "2"}), dir,
                                                   {{"MR_DIST_REPORT", dir / "report."},
@@ -168,8 +174,13 @@ TEST_CASE("a rank killed mid-collective: every other rank exits non-zero naming 
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       REQUIRE(ready());
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (c.stalled >= 0) kill(procs[static_cast<size_t>(c.stalled)].pid, SIGSTOP);
       kill(procs[static_cast<size_t>(victim)].pid, SIGKILL);
       auto t0 = std::chrono::steady_clock::now();
+      if (c.stalled >= 0) {
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        kill(procs[static_cast<size_t>(c.stalled)].pid, SIGCONT);
+      }
       const int bound = 30;  // seconds: heartbeat 0.5 s, so detection takes a few seconds
       mrtest::wait_all(procs, std::chrono::seconds(bound + 30));
       double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
