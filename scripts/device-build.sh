@@ -32,7 +32,11 @@ echo "device-build: Torch_DIR=$TORCH_DIR"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMEGATRON_RUN_DEPS_DIR="$DEPS" -DTorch_DIR="$TORCH_DIR" \
   -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-}
-cmake --build "$BUILD" -j "$(nproc)"
+# Only what gpu-check.sh runs (the device time is short; the rest is built and tested on CPU machines):
+# MR_GPU_TARGETS=all builds every target.
+read -r -a targets <<<"${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatron-run-bench test_optim test_run}"
+[[ "${targets[*]}" == all ]] && targets=()
+cmake --build "$BUILD" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
 [[ "${1:-}" == "--build-only" ]] && exit 0
 
 # One device call runs the build and the checks: unless MR_GPU_CHECK_BUDGET_S says otherwise, the checks get what

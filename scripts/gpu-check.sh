@@ -60,7 +60,12 @@ fi
 gpus=$(nvidia-smi -L | grep -c '^GPU')  # not the MIG lines
 section "machine"
 nvidia-smi -L | tee -a "$report"
-log "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1); $(nvcc --version 2>/dev/null | tail -1 || echo 'no nvcc on PATH')"
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+log "driver $driver; $(nvcc --version 2>/dev/null | tail -1 || echo 'no nvcc on PATH')"
+# A CUDA 13 runtime needs driver 580 or newer; an older one makes every GPU case skip (said here, at once).
+if [[ "${driver%%.*}" =~ ^[0-9]+$ ]] && (( ${driver%%.*} < 580 )) && nvcc --version 2>/dev/null | grep -q 'release 13'; then
+  log "WARNING: driver $driver is older than CUDA 13's minimum (580): the GPU cases below will report themselves skipped"
+fi
 
 # ---- 5. LibTorch and its ABI (first: everything below is built against it) ----------------------------------------
 section "5. the build against this machine's LibTorch"
@@ -75,13 +80,16 @@ if [[ ! -f "$build/build.ninja" ]]; then
     -DMR_OPTIM_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" "${extra[@]}" >>"$report" 2>&1
 fi
 log "Torch_DIR=$(grep -m1 '^Torch_DIR:' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2)"
-if cmake --build "$build" -j "$(nproc)" >"$build/gpu-check-build.log" 2>&1; then
+# Only the targets the checks below run (MR_GPU_TARGETS=all: every target), as device-build.sh builds them.
+read -r -a targets <<<"${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatron-run-bench test_optim test_run}"
+[[ "${targets[*]}" == all ]] && targets=()
+if cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} >"$build/gpu-check-build.log" 2>&1; then
   used=$(grep -o -m1 -- '-D_GLIBCXX_USE_CXX11_ABI=[01]' "$build/build.ninja" | cut -d= -f2)
   log "built in $build (log: $build/gpu-check-build.log); the build's _GLIBCXX_USE_CXX11_ABI=${used:-default (1)}"
   if [[ "$torch_abi" != "?" && "${used:-1}" != "$torch_abi" ]]; then
     verdict 5 FAIL "the build's C++ ABI (${used:-1}) differs from torch's ($torch_abi)"
   else
-    verdict 5 PASS "everything built and linked against this LibTorch (ABI ${used:-1})"
+    verdict 5 PASS "${targets[*]:-every target} built and linked against this LibTorch (ABI ${used:-1})"
   fi
 else
   tail -30 "$build/gpu-check-build.log" >>"$report"

@@ -121,7 +121,8 @@ class NcclCommunicator final : public Communicator {
       // destroyed; one that does not finish within the group's timeout, or fails, is aborted (a destructor must not
       // hang on a peer that is gone).
       bool finalized = false;
-      if (!aborted_ && ncclCommFinalize(comm_) == ncclSuccess) {
+      const ncclResult_t started = aborted_ ? ncclInternalError : ncclCommFinalize(comm_);
+      if (started == ncclSuccess || started == ncclInProgress) {  // non-blocking: usually ncclInProgress
         const auto deadline = std::chrono::steady_clock::now() + spec_.timeout;
         for (;;) {
           ncclResult_t state = ncclSuccess;
@@ -209,7 +210,8 @@ class NcclCommunicator final : public Communicator {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
+      const ncclResult_t asked = ncclCommGetAsyncError(comm_, &state);
+      if (asked != ncclSuccess) state = asked;  // the query itself failed: as an error, never as "done"
       if (state != ncclSuccess && state != ncclInProgress) {
         abort();
         throw CollectiveError(std::string(what) + ": " + ncclGetErrorString(state), false);
