@@ -61,6 +61,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
   ro.is_host = lo.rdzv_is_host;
   ro.max_restarts = lo.max_restarts;
+  ro.local_addr = lo.local_addr;
   // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
   double hb = 30;
   if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
@@ -103,7 +104,19 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.max_restarts = lo.max_restarts;
   so.grace_seconds = lo.term_timeout;
   so.logs = lo.logs;
+  so.line_prefix_template = lo.log_line_prefix_template;
+  if (!so.line_prefix_template.empty()) so.prefix_output = true;  // asked for: every console line, one rank or many
+  so.virtual_local_rank = lo.virtual_local_rank;
+  so.handled_signals = lo.handled_signals;
   so.argv = std::move(argv);
+  if (so.virtual_local_rank)
+    for (int i = 0; i < so.nproc_per_node; ++i) {
+      try {
+        launch::virtual_local_device(i);
+      } catch (const std::invalid_argument& e) {
+        return refuse_launch(lo, 2, std::string("argument --virtual-local-rank: ") + e.what());
+      }
+    }
   if (so.nproc_per_node > kMaxLocalWorkers) {
     return refuse_launch(lo, 2, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
                                     " local workers is more than the " + std::to_string(kMaxLocalWorkers) +

@@ -57,6 +57,14 @@ struct LaunchOptions {
   bool run_path = false;             // --run-path: accepted, named as not used
   double shutdown_timeout = -1;      // torchrun's --shutdown-timeout: --term-timeout's other name (-1: not given)
   std::optional<bool> rdzv_is_host;
+  // torchrun 2.x's options (docs/launch.md): --log-line-prefix-template (else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE),
+  // --duplicate-stdout-filters / --duplicate-stderr-filters (parsed into `logs` by apply()), --virtual-local-rank,
+  // --local-addr (the workers' MASTER_ADDR where the rendezvous picks it: c10d's node 0, one node without
+  // --master-addr), --signals-to-handle (parsed into handled_signals).
+  std::string log_line_prefix_template, local_addr;
+  std::optional<std::string> duplicate_stdout_filters, duplicate_stderr_filters, signals_to_handle;
+  bool virtual_local_rank = false, signals_from_pet = false;
+  std::vector<int> handled_signals;
   bool join_timeout_given = false, term_timeout_given = false;
   // Lines for the user about options that are accepted but not acted on (cmd_run prints them once).
   std::vector<std::string> notices;

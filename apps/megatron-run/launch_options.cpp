@@ -10,10 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
+#include "launch/line_prefix.h"
 #include "launch/torchrun_options.h"
 #include "util/log.h"
 #include "util/text.h"
@@ -34,7 +37,12 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--local-ranks-filter", true}, {"--local_ranks_filter", true}, {"--term-timeout", true},
     {"--launcher-port", true},  {"--join-timeout", true},   {"--rdzv-conf", true},      {"--rdzv_conf", true},
     {"--role", true},           {"--start-method", true},   {"--start_method", true},   {"--run-path", false},
-    {"--run_path", false},      {"--shutdown-timeout", true}, {"--shutdown_timeout", true}};
+    {"--run_path", false},      {"--shutdown-timeout", true}, {"--shutdown_timeout", true},
+    {"--log-line-prefix-template", true}, {"--log_line_prefix_template", true},
+    {"--duplicate-stdout-filters", true}, {"--duplicate_stdout_filters", true},
+    {"--duplicate-stderr-filters", true}, {"--duplicate_stderr_filters", true},
+    {"--virtual-local-rank", false}, {"--virtual_local_rank", false}, {"--local-addr", true}, {"--local_addr", true},
+    {"--signals-to-handle", true}, {"--signals_to_handle", true}};
 
 // --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
 // usage error naming the option.
@@ -96,15 +104,8 @@ struct NotYet {
 };
 const NotYet kNotYet[] = {
     {"event-log-handler", true, "event logging handlers"},
-    {"log-line-prefix-template", true, "templated console prefixes (megatron-run prefixes lines with [rank R])"},
-    {"duplicate-stdout-filters", true, "duplicated log streams"},
-    {"duplicate-stderr-filters", true, "duplicated log streams"},
-    {"local-addr", true, "choosing the local node's address"},
     {"logs-specs", true, "LogsSpecs entry points (megatron-run writes torchrun's default layout under --log-dir)"},
     {"numa-binding", true, "NUMA binding of the workers"},
-    {"signals-to-handle", true,
-     "choosing the forwarded signals (megatron-run forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2)"},
-    {"virtual-local-rank", false, "virtual local ranks"},
     {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"},
     {"local-rank", true, "torch.distributed.launch's --local-rank (megatron-run sets LOCAL_RANK)"}};
 
@@ -164,6 +165,27 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("launcher-port", po::value(&launcher_port),
        "static multi-node: port of the launchers' store on node 0 (default --master-port + 1)")
       ("join-timeout", po::value(&join_timeout), "seconds for every node to join a multi-node job (default 600)")
+      ("log-line-prefix-template", po::value(&log_line_prefix_template),
+       "console line prefix with ${role_name} ${rank} ${local_rank} ${hostname} (default [rank R])")
+      ("log_line_prefix_template", po::value(&log_line_prefix_template), "torchrun's spelling of --log-line-prefix-template")
+      ("duplicate-stdout-filters", po::value<std::string>()->notifier([this](const std::string& v) { duplicate_stdout_filters = v; }),
+       "lines of tee'd stdout containing any of A,B,... also go to <attempt dir>/filtered_stdout.log")
+      ("duplicate_stdout_filters", po::value<std::string>()->notifier([this](const std::string& v) { duplicate_stdout_filters = v; }),
+       "torchrun's spelling of --duplicate-stdout-filters")
+      ("duplicate-stderr-filters", po::value<std::string>()->notifier([this](const std::string& v) { duplicate_stderr_filters = v; }),
+       "lines of tee'd stderr containing any of A,B,... also go to <attempt dir>/filtered_stderr.log")
+      ("duplicate_stderr_filters", po::value<std::string>()->notifier([this](const std::string& v) { duplicate_stderr_filters = v; }),
+       "torchrun's spelling of --duplicate-stderr-filters")
+      ("virtual-local-rank", po::bool_switch()->notifier([this](bool on) { virtual_local_rank = virtual_local_rank || on; }),
+       "each worker: LOCAL_RANK=0 and only its own GPU visible")
+      ("virtual_local_rank", po::bool_switch()->notifier([this](bool on) { virtual_local_rank = virtual_local_rank || on; }),
+       "torchrun's spelling of --virtual-local-rank")
+      ("local-addr", po::value(&local_addr), "this node's address for the workers' MASTER_ADDR (c10d node 0, one node)")
+      ("local_addr", po::value(&local_addr), "torchrun's spelling of --local-addr")
+      ("signals-to-handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
+       "signals that stop the workers, passed on to them (e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1)")
+      ("signals_to_handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
+       "torchrun's spelling of --signals-to-handle")
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
@@ -225,6 +247,24 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
       notices.push_back("PET_" + name + " is set (the default of torchrun's --" + n.name + ", " + n.what +
                         "): not used, megatron-run does not implement it");
   }
+  if (!given("log-line-prefix-template", "log_line_prefix_template")) {
+    if (auto v = pet("LOG_LINE_PREFIX_TEMPLATE")) log_line_prefix_template = *v;
+  }
+  if (log_line_prefix_template.empty())  // torchrun: the option, else this variable
+    if (auto v = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) log_line_prefix_template = *v;
+  if (!given("duplicate-stdout-filters", "duplicate_stdout_filters"))
+    if (auto v = pet("DUPLICATE_STDOUT_FILTERS")) duplicate_stdout_filters = *v;
+  if (!given("duplicate-stderr-filters", "duplicate_stderr_filters"))
+    if (auto v = pet("DUPLICATE_STDERR_FILTERS")) duplicate_stderr_filters = *v;
+  if (!given("local-addr", "local_addr"))
+    if (auto v = pet("LOCAL_ADDR")) local_addr = *v;
+  if (!given("signals-to-handle", "signals_to_handle"))
+    if (auto v = pet("SIGNALS_TO_HANDLE")) signals_to_handle = *v, signals_from_pet = true;
+  if (!virtual_local_rank) {  // torchrun's check_env: PET_VIRTUAL_LOCAL_RANK=1 (an integer, non-zero: on)
+    int on = 0;
+    int_of("VIRTUAL_LOCAL_RANK", on, "--virtual-local-rank");
+    virtual_local_rank = on != 0;
+  }
   if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
   nnodes_given = nnodes_given || pet("NNODES");
   node_rank_given = node_rank_given || pet("NODE_RANK");
@@ -244,7 +284,10 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
     if (auto v = pet("LOCAL_RANKS_FILTER")) local_ranks_filter = *v;
   for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
                         "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
-                        "shutdown_timeout", "role"})
+                        "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
+                        "duplicate-stdout-filters", "duplicate_stdout_filters", "duplicate-stderr-filters",
+                        "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
+                        "signals_to_handle"})
     if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   if (!given("rdzv-id", "rdzv_id"))
     if (auto v = pet("RDZV_ID")) run_id = *v;
@@ -296,6 +339,26 @@ void LaunchOptions::apply(Invocation& inv) {
     logs.local_ranks_filter = local_ranks_filter.empty() ? std::set<int>{} : launch::parse_local_ranks(local_ranks_filter);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("argument --local-ranks-filter: ") + e.what(), {"--local-ranks-filter"});
+  }
+  for (const std::string& m : launch::unknown_prefix_macros(log_line_prefix_template))
+    notices.push_back("--log-line-prefix-template: " + m + " is not one of ${role_name}, ${rank}, ${local_rank}, "
+                      "${hostname}; it stays as written (as in torchrun)");
+  for (auto [flag, value, filters, bit] :
+       {std::tuple{"--duplicate-stdout-filters", &duplicate_stdout_filters, &logs.duplicate_stdout_filters, launch::kStdOut},
+        std::tuple{"--duplicate-stderr-filters", &duplicate_stderr_filters, &logs.duplicate_stderr_filters, launch::kStdErr}}) {
+    if (!*value) continue;
+    *filters = launch::parse_filter_list(**value);
+    bool teed = false;
+    for (int r = 0; r < std::max(1, nproc_per_node); ++r) teed = teed || (logs.tee.of(r) & bit);
+    if (!teed)
+      notices.push_back(std::string(flag) + ": duplicates lines of tee'd streams only, and no " +
+                        (bit == launch::kStdOut ? "stdout" : "stderr") + " is tee'd (-t/--tee " +
+                        (bit == launch::kStdOut ? "1" : "2") + " or 3): nothing is duplicated");
+  }
+  if (signals_to_handle) {
+    handled_signals = launch::parse_signals_to_handle(
+        *signals_to_handle,
+        signals_from_pet ? "PET_SIGNALS_TO_HANDLE (the default of --signals-to-handle)" : "--signals-to-handle");
   }
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
     throw UsageError("argument --rdzv-backend: megatron-run has the static and the c10d rendezvous, not '" +
@@ -426,6 +489,19 @@ void LaunchOptions::apply(Invocation& inv) {
         throw UsageError("argument --launcher-port: the launchers' store needs a port of its own besides --master-port " +
                              std::to_string(mp), {"--launcher-port"});
     }
+  }
+  if (!local_addr.empty()) {
+    // torchrun's --local-addr: the address node 0 gives its workers as MASTER_ADDR where the rendezvous picks it.
+    try {
+      local_addr = launch::parse_host(local_addr);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("argument --local-addr: ") + e.what(), {"--local-addr"});
+    }
+    if (rdzv_backend != "c10d" && (multi_node() || master_addr_given))
+      notices.push_back("--local-addr " + local_addr + ": not used (the static rendezvous' master is --master-addr " +
+                        master_addr + ")");
+    else if (rdzv_backend != "c10d")
+      master_addr = local_addr;
   }
   if (nproc_per_node > 0) {
     inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;

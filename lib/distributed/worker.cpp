@@ -219,7 +219,11 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     std::string backend(arg::to_string(args.distributed_backend));
     // The backend: as given, else nccl where it can run and gloo elsewhere (rule dist.nccl-unavailable:
     // nccl asked for where it cannot run is refused before any communicator exists, so nothing can hang).
-    const std::string missing = nccl_unavailable(std::max(1, launch->local_world_size));
+    // Ranks that share this machine's visible GPUs: the node's workers, or one under a virtual local rank
+    // (megatron-run --virtual-local-rank shows each worker its own GPU only and says so).
+    const char* virt = std::getenv("MR_VIRTUAL_LOCAL_RANK");
+    const int sharing = virt && std::string(virt) == "1" ? 1 : std::max(1, launch->local_world_size);
+    const std::string missing = nccl_unavailable(sharing);
     if (!in.backend_explicit) {
       if (!missing.empty()) {
         if (launch->rank == 0)

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace mr::launch {
 
@@ -32,6 +33,10 @@ struct LogOptions {
   std::string log_dir;  // --log-dir; empty: a temporary directory, removed at the end unless a stream went to it
   StdSpec redirects, tee;
   std::set<int> local_ranks_filter;  // only these local ranks reach the console; empty: every rank
+  // torchrun 2.x's --duplicate-stdout-filters / --duplicate-stderr-filters: the lines of tee'd streams that
+  // contain any of these go also to <attempt dir>/filtered_std{out,err}.log, prefixed, every rank in one file.
+  // Empty: not given (an empty string in the list matches every line, as in torchrun).
+  std::vector<std::string> duplicate_stdout_filters, duplicate_stderr_filters;
   // Some stream of one of `nproc` local ranks is written to a file.
   bool any_file(int nproc) const;
 };

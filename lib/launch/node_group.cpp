@@ -105,7 +105,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
       master_addr_ = o.master_addr;
       master_port_ = o.master_port;
     } else if (node_rank_ == 0) {
-      master_addr_ = seen_as;
+      master_addr_ = o.local_addr.empty() ? seen_as : o.local_addr;
       master_port_ = o.master_port ? o.master_port : free_port_any();
       client_->set("rdzv/master", master_addr_ + " " + std::to_string(master_port_));
     }

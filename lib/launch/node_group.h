@@ -41,6 +41,9 @@ struct RendezvousOptions {
   // --max-restarts: every node must give the same (checked when joining); a failure on any node with restarts
   // left restarts every node's workers together.
   int max_restarts = 0;
+  // torchrun's --local-addr: c10d's node 0 gives it to the workers as MASTER_ADDR instead of the address the store
+  // sees it at. Empty: that address.
+  std::string local_addr;
 };
 
 class NodeGroup : public JobWatch {

@@ -46,12 +46,20 @@ int spawn_workers(const SpawnOptions& o) {
                              std::to_string(o.nnodes - 1));
   if (o.max_restarts < 0) throw std::runtime_error("--max-restarts must be at least 0");
   if (o.argv.empty()) throw std::runtime_error("no worker command");
+  if (o.virtual_local_rank)
+    for (int i = 0; i < o.nproc_per_node; ++i) {
+      try {
+        virtual_local_device(i);
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(std::string("--virtual-local-rank: ") + e.what());
+      }
+    }
   SpawnOptions job = o;
   const std::vector<std::string> env = detail::shared_worker_env(job);
   LogDir logs(o.logs, o.run_id, o.nproc_per_node);  // removes a temporary one last
 
   // The signal handlers live through every attempt (restored last).
-  detail::SignalForwarder signals;
+  detail::SignalForwarder signals(o.handled_signals);
   for (int attempt = 0;; ++attempt) {
     job.restart_count = o.restart_count + attempt;
     // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
@@ -62,6 +70,7 @@ int spawn_workers(const SpawnOptions& o) {
       // Destroyed before the next attempt and on every path out of here: any worker still running is killed and
       // reaped.
       detail::Workers workers(o.nproc_per_node);
+      workers.open_filtered(o, dir);
       for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
       r = detail::supervise(workers, job, signals.read_fd());
     }

@@ -46,6 +46,17 @@ struct SpawnOptions {
   std::map<std::string, std::string> env;    // extra environment for every worker
   double grace_seconds = 30;                 // SIGTERM -> SIGKILL delay when stopping workers (torchrun's 30 s)
   bool prefix_output = true;                 // "[rank R] " before every line of the workers' stdout/stderr
+  // torchrun 2.x's --log-line-prefix-template (launch/line_prefix.h): with prefix_output, the prefix instead of
+  // "[rank R] ".
+  std::string line_prefix_template;
+  // torchrun 2.x's --virtual-local-rank: each worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES (and
+  // HIP_VISIBLE_DEVICES when the launcher has it) naming its own GPU only (virtual_local_device), and
+  // MR_VIRTUAL_LOCAL_RANK=1 (megatron-run's worker then counts one rank per visible GPU).
+  bool virtual_local_rank = false;
+  // torchrun 2.x's --signals-to-handle: the signals the launcher catches; each is passed on to the workers and
+  // stops them (SIGKILL after grace_seconds), as torchrun does. Empty: megatron-run's default, SIGINT, SIGTERM,
+  // SIGHUP and SIGQUIT stop the workers, SIGUSR1 and SIGUSR2 are passed on only.
+  std::vector<int> handled_signals;
   // torchrun's TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS for the workers.
   std::string run_id = "none";
   std::string role = "default";  // torchrun's --role: the workers' ROLE_NAME
@@ -75,6 +86,11 @@ int spawn_workers(const SpawnOptions& opts);
 // even share, at least 1 (torchrun sets 1; an even share keeps a CPU job's optimizer kernels on every core).
 // Applied by spawn_workers when nproc_per_node > 1 and OMP_NUM_THREADS is neither in the environment nor in `env`.
 int worker_omp_threads(int cpus, int nproc_per_node);
+
+// --virtual-local-rank: the one GPU local rank `local_rank` sees, as torchrun picks it: the local_rank-th entry of
+// HIP_VISIBLE_DEVICES when set and non-empty, else of CUDA_VISIBLE_DEVICES when set, else the local rank itself.
+// Throws std::invalid_argument naming the variable when the list is too short.
+std::string virtual_local_device(int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
 int free_port();

@@ -6,6 +6,7 @@
 //   spawn.cpp          the attempts (--max-restarts) around it.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <deque>
@@ -33,21 +34,26 @@ std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared,
 
 // ---- signals (spawn_signals.cpp) ----------------------------------------------------------------------------------
 
-// The signals the launcher forwards to its workers: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2.
+// The signals the launcher forwards to its workers by default: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2.
 std::span<const int> forwarded_signals();
-// A terminating signal among them (SIGINT, SIGTERM, SIGHUP, SIGQUIT): forwarding it also starts the grace period.
-bool stops_workers(int sig);
+// Whether forwarding `sig` also stops the workers (starts the grace period): with `handled` (--signals-to-handle)
+// every one of them does; by default the terminating ones (SIGINT, SIGTERM, SIGHUP, SIGQUIT).
+bool stops_workers(int sig, const std::vector<int>& handled = {});
 
-// While alive, the forwarded signals are caught and their numbers written to a pipe (read_fd(), non-blocking)
+// While alive, the forwarded signals (`handled`, else forwarded_signals()) are caught and their numbers written to a pipe (read_fd(), non-blocking)
 // for the supervisor to poll; the destructor restores the previous dispositions and closes the pipe. One at a
 // time per process. Throws std::runtime_error if the pipe cannot be made.
 class SignalForwarder {
  public:
-  SignalForwarder();
+  explicit SignalForwarder(const std::vector<int>& handled = {});
   ~SignalForwarder();
   SignalForwarder(const SignalForwarder&) = delete;
   SignalForwarder& operator=(const SignalForwarder&) = delete;
   int read_fd() const;
+
+ private:
+  std::vector<int> signals_;
+  std::vector<struct sigaction> old_;
 };
 
 // ---- worker processes (workers.cpp) --------------------------------------------------------------------------------
@@ -59,6 +65,9 @@ struct Stream {
   bool is_err = false;
   bool console = true;  // relayed to the launcher's stdout/stderr (with "[rank R] " when prefixing)
   int file = -1;        // its log file (--redirects, --tee), written as it comes; -1: none
+  // A tee'd stream with duplicate filters: the filtered file (shared by the workers) and the filters; -1: none.
+  int filtered = -1;
+  const std::vector<std::string>* filters = nullptr;
   std::deque<std::string> tail;  // the last lines (stderr: for the failure summary)
 };
 
@@ -74,6 +83,7 @@ struct Worker {
   Stream out, err;
   bool err_piped = false;  // its stderr goes through the launcher
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
+  std::string prefix;      // before each of its console lines ("" none): "[rank R] ", or the template's
 };
 
 // The exit code spawn_workers reports for a wait status (128 + signal for a killed worker).
@@ -85,6 +95,9 @@ void write_all(int fd, const std::string& s);
 class Workers {
  public:
   explicit Workers(int count) : w_(static_cast<size_t>(count)) {}
+  // With duplicate filters (o.logs): makes <attempt_dir>/filtered_stdout.log and/or filtered_stderr.log, which the
+  // tee'd streams of the workers started afterwards share. Throws std::runtime_error when a file cannot be made.
+  void open_filtered(const SpawnOptions& o, const std::string& attempt_dir);
   ~Workers();
   Workers(const Workers&) = delete;
   Workers& operator=(const Workers&) = delete;
@@ -107,6 +120,7 @@ class Workers {
 
  private:
   std::vector<Worker> w_;
+  int filtered_out_ = -1, filtered_err_ = -1;
 };
 
 // ---- supervision (supervise.cpp) -----------------------------------------------------------------------------------

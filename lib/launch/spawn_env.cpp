@@ -1,7 +1,9 @@
 // The workers' environment (spawn_detail.h): ours, then exactly what torchrun gives each rank (launch/torchrun_env.h).
+// Also virtual_local_device (spawn.h), torchrun's --virtual-local-rank.
 #include <sched.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -57,7 +59,48 @@ std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared,
   w.error_file = error_file;
   std::vector<std::string> env = shared;
   for (const auto& [k, v] : torchrun_env(w)) env.push_back(k + "=" + v);
+  if (o.virtual_local_rank) {
+    // torchrun's virtual local rank: every worker is local rank 0 of a node that shows it its own GPU only.
+    const char* hip = std::getenv("HIP_VISIBLE_DEVICES");
+    const bool use_hip = hip && *hip;
+    const std::string device = virtual_local_device(local_rank);
+    auto set = [&](const std::string& key, const std::string& value) {
+      std::erase_if(env, [&](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
+      env.push_back(key + "=" + value);
+    };
+    set("LOCAL_RANK", "0");
+    set("CUDA_VISIBLE_DEVICES", device);
+    if (use_hip) set("HIP_VISIBLE_DEVICES", device);
+    set("MR_VIRTUAL_LOCAL_RANK", "1");
+  }
   return env;
 }
 
 }  // namespace mr::launch::detail
+
+namespace mr::launch {
+
+std::string virtual_local_device(int local_rank) {
+  const char* hip = std::getenv("HIP_VISIBLE_DEVICES");
+  const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES");
+  const bool use_hip = hip && *hip;
+  if (!use_hip && !cuda) return std::to_string(local_rank);
+  const std::string name = use_hip ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
+  const std::string list = use_hip ? hip : cuda;
+  std::vector<std::string> devices;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    std::string d = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t b = d.find_first_not_of(" \t"), e = d.find_last_not_of(" \t");
+    devices.push_back(b == std::string::npos ? "" : d.substr(b, e - b + 1));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (local_rank >= static_cast<int>(devices.size()))
+    throw std::invalid_argument("local rank " + std::to_string(local_rank) + " has no GPU of its own in " + name + "=" +
+                                list + " (" + std::to_string(devices.size()) + " listed)");
+  return devices[static_cast<size_t>(local_rank)];
+}
+
+}  // namespace mr::launch

@@ -19,7 +19,6 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 constexpr size_t kCount = sizeof kForwarded / sizeof kForwarded[0];
 
 int g_signal_pipe[2] = {-1, -1};
-struct sigaction g_old[kCount];
 
 void on_signal(int sig) {
   int saved = errno;
@@ -33,20 +32,24 @@ void on_signal(int sig) {
 
 std::span<const int> forwarded_signals() { return kForwarded; }
 
-bool stops_workers(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+bool stops_workers(int sig, const std::vector<int>& handled) {
+  if (!handled.empty()) return true;  // --signals-to-handle: each one stops the workers, as in torchrun
+  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
 
-SignalForwarder::SignalForwarder() {
+SignalForwarder::SignalForwarder(const std::vector<int>& handled)
+    : signals_(handled.empty() ? std::vector<int>(kForwarded, kForwarded + kCount) : handled), old_(signals_.size()) {
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (size_t i = 0; i < kCount; ++i) sigaction(kForwarded[i], &sa, &g_old[i]);
+  for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &sa, &old_[i]);
 }
 
 SignalForwarder::~SignalForwarder() {
-  for (size_t i = 0; i < kCount; ++i) sigaction(kForwarded[i], &g_old[i], nullptr);
+  for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &old_[i], nullptr);
   close(g_signal_pipe[0]);
   close(g_signal_pipe[1]);
   g_signal_pipe[0] = g_signal_pipe[1] = -1;

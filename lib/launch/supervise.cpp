@@ -23,9 +23,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Appends `text` to the stream's partial line and handles every complete line: kept in the stream's tail (stderr)
-// and written to the console ("[rank R] " before each when `prefix`) when the stream is shown. `flush_all` also
-// handles the rest (the stream has ended), with a newline. The log file gets the bytes as they come.
-void emit(const Worker& w, Stream& s, const std::string& text, bool prefix, bool flush_all) {
+// and written to the console (the worker's prefix before each) when the stream is shown, and to the filtered file
+// (prefixed too) when it contains one of the duplicate filters. `flush_all` also handles the rest (the stream has
+// ended), with a newline. The log file gets the bytes as they come.
+void emit(const Worker& w, Stream& s, const std::string& text, bool flush_all) {
   if (s.file >= 0 && !text.empty()) write_all(s.file, text);
   if (!s.console && !s.is_err) return;  // nothing to show, nothing to keep
   s.pending += text;
@@ -36,8 +37,13 @@ void emit(const Worker& w, Stream& s, const std::string& text, bool prefix, bool
       if (s.tail.size() > kTailLines) s.tail.pop_front();
     }
     if (!s.console) return;
-    if (prefix) out += "[rank " + std::to_string(w.rank) + "] ";
-    out += l + "\n";
+    if (s.filtered >= 0)
+      for (const std::string& needle : *s.filters)
+        if (l.find(needle) != std::string::npos) {
+          write_all(s.filtered, w.prefix + l + "\n");  // one write per line: whole lines, ranks interleaved
+          break;
+        }
+    out += w.prefix + l + "\n";
   };
   size_t start = 0;
   for (;;) {
@@ -55,13 +61,13 @@ void emit(const Worker& w, Stream& s, const std::string& text, bool prefix, bool
 }
 
 // Reads what is ready on one worker stream; at its end (or on an error) flushes the rest and closes it.
-void relay(Worker& w, Stream& s, bool prefix) {
+void relay(Worker& w, Stream& s) {
   char buf[65536];
   ssize_t r = read(s.fd, buf, sizeof buf);
   if (r > 0) {
-    emit(w, s, std::string(buf, static_cast<size_t>(r)), prefix, false);
+    emit(w, s, std::string(buf, static_cast<size_t>(r)), false);
   } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-    emit(w, s, "", prefix, true);
+    emit(w, s, "", true);
     close(s.fd);
     s.fd = -1;
     if (s.file >= 0) close(s.file);
@@ -115,7 +121,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b)
                     << "); forwarding it to the workers\n";
           workers.kill_all(b);
-          if (stops_workers(b)) {
+          if (stops_workers(b, o.handled_signals)) {
             result.signal_received = b;
             workers.kill_all(SIGCONT);
             stopping = true;
@@ -126,7 +132,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       for (size_t i = 1; i < streams_end; ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         auto [w, s] = owners[i];
-        relay(*w, *s, o.prefix_output);
+        relay(*w, *s);
       }
     }
     // Reap; the first failure stops the others.

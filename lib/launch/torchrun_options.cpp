@@ -1,6 +1,9 @@
 #include "launch/torchrun_options.h"
 
+#include <signal.h>
+
 #include <cctype>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -105,6 +108,78 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend) {
       out.notices.push_back("--rdzv-conf " + key + "=" + value + ": not used (" + why + ")");
     }
   }
+  return out;
+}
+
+namespace {
+
+const std::pair<const char*, int> kSignalNames[] = {
+    {"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},     {"SIGQUIT", SIGQUIT},   {"SIGILL", SIGILL},   {"SIGTRAP", SIGTRAP},
+    {"SIGABRT", SIGABRT}, {"SIGBUS", SIGBUS},     {"SIGFPE", SIGFPE},     {"SIGKILL", SIGKILL}, {"SIGUSR1", SIGUSR1},
+    {"SIGSEGV", SIGSEGV}, {"SIGUSR2", SIGUSR2},   {"SIGPIPE", SIGPIPE},   {"SIGALRM", SIGALRM}, {"SIGTERM", SIGTERM},
+    {"SIGCHLD", SIGCHLD}, {"SIGCONT", SIGCONT},   {"SIGSTOP", SIGSTOP},   {"SIGTSTP", SIGTSTP}, {"SIGTTIN", SIGTTIN},
+    {"SIGTTOU", SIGTTOU}, {"SIGURG", SIGURG},     {"SIGXCPU", SIGXCPU},   {"SIGXFSZ", SIGXFSZ}, {"SIGVTALRM", SIGVTALRM},
+    {"SIGPROF", SIGPROF}, {"SIGWINCH", SIGWINCH}, {"SIGPWR", SIGPWR},     {"SIGSYS", SIGSYS}};
+
+}  // namespace
+
+std::string signal_name_of(int sig) {
+  for (const auto& [name, number] : kSignalNames)
+    if (number == sig) return name;
+  return "signal " + std::to_string(sig);
+}
+
+std::vector<int> parse_signals_to_handle(const std::string& value, const std::string& flag) {
+  std::vector<int> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = value.find(',', start);
+    std::string name = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t b = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t");
+    name = b == std::string::npos ? "" : name.substr(b, e - b + 1);
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (!name.empty()) {
+      if (name.rfind("SIG", 0) != 0) name = "SIG" + name;
+      int sig = 0;
+      for (const auto& [n, number] : kSignalNames)
+        if (name == n) sig = number;
+      if (sig == 0)
+        throw UsageError("argument " + flag + ": '" + value.substr(start, comma - start) +
+                             "' is not a signal name (e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1)",
+                         {"--signals-to-handle"});
+      if (sig == SIGKILL || sig == SIGSTOP)
+        throw UsageError("argument " + flag + ": " + name + " cannot be caught by any process", {"--signals-to-handle"});
+      if (sig == SIGCHLD)
+        throw UsageError("argument " + flag + ": SIGCHLD tells the launcher that a worker exited; it cannot stop the "
+                         "workers", {"--signals-to-handle"});
+      bool seen = false;
+      for (int s : out) seen = seen || s == sig;
+      if (!seen) out.push_back(sig);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.empty())
+    throw UsageError("argument " + flag + ": no signal named (torchrun's default is SIGTERM,SIGINT,SIGHUP,SIGQUIT)",
+                     {"--signals-to-handle"});
+  return out;
+}
+
+std::vector<std::string> parse_filter_list(const std::string& value) {
+  std::vector<std::string> out;
+  std::string item;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] == ',' && i + 1 < value.size() && value[i + 1] == ',') {
+      item += ',';
+      ++i;
+    } else if (value[i] == ',') {
+      out.push_back(item);
+      item.clear();
+    } else {
+      item += value[i];
+    }
+  }
+  out.push_back(item);
   return out;
 }
 

@@ -1,5 +1,6 @@
-// The values of torchrun's launcher options that need more than a number: --nnodes (N or MIN:MAX) and
-// --rdzv-conf (KEY=VALUE,...: what megatron-run acts on, and what it names as not used). Torch-free.
+// The values of torchrun's launcher options that need more than a number: --nnodes (N or MIN:MAX), --rdzv-conf
+// (KEY=VALUE,...: what megatron-run acts on, and what it names as not used), --signals-to-handle and the
+// duplicate-filter lists. Torch-free.
 #pragma once
 
 #include <optional>
@@ -24,5 +25,17 @@ struct RdzvConf {
 // naming --rdzv-conf for a malformed string (torchrun's KEY1=VALUE1,...: keys and values trimmed, neither empty)
 // or a bad value.
 RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend);
+
+// torchrun 2.x's --signals-to-handle: comma-separated signal names (SIGTERM, or TERM; any case), each one the
+// launcher catches and stops the workers with. Throws UsageError naming --signals-to-handle for an unknown name,
+// an empty list, SIGKILL/SIGSTOP (which no process can catch) or SIGCHLD (a worker's exit).
+std::vector<int> parse_signals_to_handle(const std::string& value, const std::string& flag);
+
+// The name of a signal ("SIGUSR1"), or "signal N".
+std::string signal_name_of(int sig);
+
+// torchrun's comma_separated_list (--duplicate-stdout-filters): split at commas, ",," is a literal comma. As in
+// torchrun an empty item (an empty value, a trailing comma) is a filter that every line matches.
+std::vector<std::string> parse_filter_list(const std::string& value);
 
 }  // namespace mr::launch

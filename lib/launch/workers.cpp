@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "launch/line_prefix.h"
 #include "launch/spawn_detail.h"
 
 namespace mr::launch::detail {
@@ -55,8 +56,17 @@ void close_fd(int& fd) {
 
 }  // namespace
 
+void Workers::open_filtered(const SpawnOptions& o, const std::string& attempt_dir) {
+  if (!o.logs.duplicate_stdout_filters.empty() && filtered_out_ < 0)
+    filtered_out_ = open_log(attempt_dir + "/filtered_stdout.log");
+  if (!o.logs.duplicate_stderr_filters.empty() && filtered_err_ < 0)
+    filtered_err_ = open_log(attempt_dir + "/filtered_stderr.log");
+}
+
 Workers::~Workers() {
   kill_and_reap();
+  close_fd(filtered_out_);
+  close_fd(filtered_err_);
   for (Worker& w : w_) {
     for (Stream* s : {&w.out, &w.err}) {
       close_fd(s->fd);
@@ -72,6 +82,11 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   w.rank = o.node_rank * o.nproc_per_node + local_rank;
   w.local_rank = local_rank;
   w.error_file = logs.error_file;
+  w.prefix.clear();
+  if (o.prefix_output)
+    w.prefix = o.line_prefix_template.empty()
+                   ? "[rank " + std::to_string(w.rank) + "] "
+                   : expand_line_prefix(o.line_prefix_template, {o.role, w.rank, local_rank, local_hostname()});
   // Everything the child needs is built before fork: after it, the child only makes system calls.
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -87,10 +102,16 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   w.err = Stream{};
   w.err.is_err = true;
   try {
-    for (auto [dest, fds, s] : {std::tuple{&logs.out, out, &w.out}, std::tuple{&logs.err, err, &w.err}}) {
+    for (auto [dest, fds, s, filtered, filters] :
+         {std::tuple{&logs.out, out, &w.out, filtered_out_, &o.logs.duplicate_stdout_filters},
+          std::tuple{&logs.err, err, &w.err, filtered_err_, &o.logs.duplicate_stderr_filters}}) {
       s->console = dest->console;
       if (!dest->file.empty()) s->file = open_log(dest->file);
-      if (!dest->file.empty() || (dest->console && o.prefix_output)) make_pipe(fds);
+      if (!dest->file.empty() && dest->console && filtered >= 0) {  // tee'd: its lines may be duplicated
+        s->filtered = filtered;
+        s->filters = filters;
+      }
+      if (!dest->file.empty() || (dest->console && !w.prefix.empty())) make_pipe(fds);
       if (dest->file.empty() && !dest->console && null_fd < 0) null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     }
   } catch (const std::exception&) {
@@ -116,6 +137,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     // Default dispositions (not the inherited ones: a background job starts with SIGINT ignored), so that the
     // signals we forward reach the worker.
     for (int sig : forwarded_signals()) signal(sig, SIG_DFL);
+    for (int sig : o.handled_signals) signal(sig, SIG_DFL);
     if (out[1] >= 0) dup2(out[1], 1);
     else if (!logs.out.console) dup2(null_fd, 1);
     if (err[1] >= 0) dup2(err[1], 2);

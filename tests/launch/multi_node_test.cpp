@@ -158,6 +158,11 @@ TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chose
     REQUIRE(p1 != std::string::npos);
     CHECK(r.nodes[0].out.substr(p0, 24) == r.nodes[1].out.substr(p1, 24));
   }
+  SECTION("--local-addr: node 0 gives its workers that address instead of the one the store sees") {
+    Nodes r = run_nodes({kRun + flags + "--local-addr localhost " + kProbe, kRun + flags + "--local-addr ignored " + kProbe},
+                        1.0);
+    check_probes(r, {"\"MASTER_ADDR\": \"localhost\""});
+  }
 }
 
 TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --master-addr [::1])",

@@ -1,4 +1,6 @@
-// torchrun's --nnodes and --rdzv-conf values (launch/torchrun_options.h).
+// torchrun's --nnodes, --rdzv-conf, --signals-to-handle and duplicate-filter values (launch/torchrun_options.h).
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 
 #include "config/diagnostic.h"
@@ -66,4 +68,31 @@ TEST_CASE("--rdzv-conf: malformed strings and bad values are refused", "[launch]
           std::string::npos);
   CHECK(refusal([] { parse_rdzv_conf("is_host=maybe", "c10d"); }) ==
         "argument --rdzv-conf: is_host='maybe' is not a boolean (true/false, 1/0, yes/no)");
+}
+
+TEST_CASE("--signals-to-handle: names with or without SIG, any case; unknown, uncatchable and empty refused",
+          "[launch][torchrun-options]") {
+  using mr::launch::parse_signals_to_handle;
+  CHECK(parse_signals_to_handle("SIGTERM,SIGINT,SIGHUP,SIGQUIT", "--signals-to-handle") ==
+        std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(parse_signals_to_handle(" usr1 , SIGTERM,sigusr1,", "--signals-to-handle") == std::vector<int>{SIGUSR1, SIGTERM});
+  CHECK(refusal([] { parse_signals_to_handle("SIGTERM,SIGFOO", "--signals-to-handle"); }) ==
+        "argument --signals-to-handle: 'SIGFOO' is not a signal name (e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1)");
+  CHECK(refusal([] { parse_signals_to_handle("kill", "--signals-to-handle"); }) ==
+        "argument --signals-to-handle: SIGKILL cannot be caught by any process");
+  CHECK_THAT(refusal([] { parse_signals_to_handle(" , ", "PET_SIGNALS_TO_HANDLE"); }),
+             Catch::StartsWith("argument PET_SIGNALS_TO_HANDLE: no signal named"));
+  CHECK(mr::launch::signal_name_of(SIGUSR2) == "SIGUSR2");
+}
+
+TEST_CASE("--duplicate-stdout-filters: torchrun's comma_separated_list (,, is a comma)", "[launch][torchrun-options]") {
+  using mr::launch::parse_filter_list;
+  using V = std::vector<std::string>;
+  // The expected lists are what torchrun's comma_separated_list returns for the same strings.
+  CHECK(parse_filter_list("apple,orange") == V{"apple", "orange"});
+  CHECK(parse_filter_list("a,,b,c") == V{"a,b", "c"});
+  CHECK(parse_filter_list("") == V{""});
+  CHECK(parse_filter_list("a,") == V{"a", ""});
+  CHECK(parse_filter_list(",,,") == V{",", ""});
+  CHECK(parse_filter_list("x,,,y") == V{"x,", "y"});
 }

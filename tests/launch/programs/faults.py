@@ -2,7 +2,9 @@
 # FAULT (the environment) picks the way; FAULT_RANK (default 1) is the rank that fails:
 #   first-attempt  fails (exit 3, after a line on stderr) on attempt 0 only (TORCHELASTIC_RESTART_COUNT), then works;
 #   ignore-term    every rank ignores SIGTERM; FAULT_RANK exits 4 after a moment, the others would sleep a minute;
-#   record         FAULT_RANK raises in a main wrapped in torch's @record, which writes TORCHELASTIC_ERROR_FILE.
+#   record         FAULT_RANK raises in a main wrapped in torch's @record, which writes TORCHELASTIC_ERROR_FILE;
+#   usr1           every rank says so and exits 0 on SIGUSR1, touches FAULT_READY.<rank> once it listens, then
+#                  sleeps a minute.
 import os
 import signal
 import sys
@@ -35,3 +37,11 @@ elif fault == "record":
         time.sleep(60)
 
     main()
+elif fault == "usr1":
+    def on_usr1(signum, frame):
+        print(f"rank {rank} got SIGUSR1", flush=True)
+        sys.exit(0)
+
+    signal.signal(signal.SIGUSR1, on_usr1)
+    open(os.environ["FAULT_READY"] + "." + rank, "w").close()
+    time.sleep(60)

@@ -1,0 +1,155 @@
+// torchrun 2.x's launcher options on real workers (tests/launch/programs/probe.py, faults.py under Debian's
+// /usr/bin/python3): --log-line-prefix-template, --duplicate-stdout-filters, --virtual-local-rank, --local-addr
+// (one node; c10d in multi_node_test.cpp) and --signals-to-handle. Every command runs under `timeout`.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "../config/binary.h"
+#include "launch/line_prefix.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using mrtest::Proc;
+
+// stdout and stderr together, the command (ENV=... PROGRAM ARGS) killed after 90 s.
+Proc sh(const std::string& cmd) { return mrtest::run_shell("timeout -k 5 90 env " + cmd + " 2>&1"); }
+
+const std::string kBin = std::string("'") + MR_BINARY + "'";
+const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
+const std::string kFaults = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/faults.py";
+const std::string kRun = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig + " ";
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("mr-torchrun2-" + std::to_string(getpid()));
+  TempDir() { fs::remove_all(path), fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("--log-line-prefix-template: the console prefix with torchrun's macros", "[launch][torchrun2][process]") {
+  const std::string host = mr::launch::local_hostname();
+  Proc r = sh(kRun + "--nproc-per-node 2 --role trainer --log-line-prefix-template '${hostname}:${rank}/$local_rank "
+                     "${role_name}| ' " + kProbe);
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  CHECK(has(r.out, host + ":0/0 trainer| {\"env\""));
+  CHECK(has(r.out, host + ":1/1 trainer| {\"env\""));
+  CHECK_FALSE(has(r.out, "[rank 0]"));
+  // torchrun's environment variable, when the option is not given; one worker is prefixed too (asked for).
+  Proc e = sh("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='<$rank> ' " + kRun + "--nproc-per-node 1 " + kProbe);
+  INFO(e.out);
+  REQUIRE(e.exit == 0);
+  CHECK(has(e.out, "<0> {\"env\""));
+  // An unknown macro stays as written, and is named.
+  Proc u = sh(kRun + "--nproc-per-node 1 --log_line_prefix_template '${rnak}: ' " + kProbe);
+  INFO(u.out);
+  REQUIRE(u.exit == 0);
+  CHECK(has(u.out, "${rnak}: {\"env\""));
+  CHECK(has(u.out, "warning: --log-line-prefix-template: ${rnak} is not one of ${role_name}, ${rank}, ${local_rank}, "
+                   "${hostname}"));
+}
+
+TEST_CASE("--duplicate-stdout-filters: matching lines of tee'd streams in <attempt>/filtered_stdout.log",
+          "[launch][torchrun2][process]") {
+  TempDir t;
+  Proc r = sh(kRun + "--nproc-per-node 2 --rdzv-id dup1 --log-dir " + t.path.string() +
+              " --tee 3 --duplicate-stdout-filters 'nothing,\"RANK\": \"1\"' " + kProbe);
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  fs::path attempt;
+  for (const auto& e : fs::directory_iterator(t.path))
+    if (e.path().filename().string().rfind("dup1_", 0) == 0) attempt = e.path() / "attempt_0";
+  const std::string filtered = slurp(attempt / "filtered_stdout.log");
+  CHECK(has(filtered, "[rank 1] {\"env\""));  // rank 1's line, prefixed as on the console
+  CHECK_FALSE(has(filtered, "[rank 0]"));
+  CHECK_FALSE(fs::exists(attempt / "filtered_stderr.log"));  // not asked for
+  // Nothing tee'd: said, since nothing can be duplicated.
+  Proc n = sh(kRun + "--nproc-per-node 1 --duplicate-stderr-filters x " + kProbe);
+  INFO(n.out);
+  REQUIRE(n.exit == 0);
+  CHECK(has(n.out, "warning: --duplicate-stderr-filters: duplicates lines of tee'd streams only, and no stderr is "
+                   "tee'd"));
+}
+
+TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and each worker's own GPU only", "[launch][torchrun2][process]") {
+  Proc r = sh("CUDA_VISIBLE_DEVICES=5,7 " + kRun + "--nproc-per-node 2 --virtual-local-rank " + kProbe);
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  CHECK(has(r.out, "[rank 0] {\"env\": {\"RANK\": \"0\", \"LOCAL_RANK\": \"0\""));
+  CHECK(has(r.out, "[rank 1] {\"env\": {\"RANK\": \"1\", \"LOCAL_RANK\": \"0\""));
+  CHECK(has(r.out, "\"CUDA_VISIBLE_DEVICES\": \"5\""));
+  CHECK(has(r.out, "\"CUDA_VISIBLE_DEVICES\": \"7\""));
+  CHECK(has(r.out, "\"MR_VIRTUAL_LOCAL_RANK\": \"1\""));
+  // No CUDA_VISIBLE_DEVICES: the local rank is the device; PET_VIRTUAL_LOCAL_RANK=1 is torchrun's default for it.
+  Proc p = sh("-u CUDA_VISIBLE_DEVICES PET_VIRTUAL_LOCAL_RANK=1 " + kRun + "--nproc-per-node 2 " + kProbe);
+  INFO(p.out);
+  REQUIRE(p.exit == 0);
+  CHECK(has(p.out, "\"CUDA_VISIBLE_DEVICES\": \"1\""));
+  // Fewer GPUs listed than workers: refused before anything starts, naming the option.
+  Proc f = sh("CUDA_VISIBLE_DEVICES=3 " + kRun + "--nproc-per-node 2 --virtual_local_rank " + kProbe);
+  INFO(f.out);
+  CHECK(f.exit == 2);
+  CHECK(has(f.out, "argument --virtual-local-rank: local rank 1 has no GPU of its own in CUDA_VISIBLE_DEVICES=3 "
+                   "(1 listed)"));
+  CHECK_FALSE(has(f.out, "{\"env\""));
+}
+
+TEST_CASE("--local-addr on one node: the workers' MASTER_ADDR; with --master-addr it is named as not used",
+          "[launch][torchrun2][process]") {
+  Proc r = sh(kRun + "--nproc-per-node 1 --local-addr localhost " + kProbe);
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  CHECK(has(r.out, "\"MASTER_ADDR\": \"localhost\""));
+  Proc m = sh(kRun + "--nproc-per-node 1 --master-addr 127.0.0.1 --local-addr localhost " + kProbe);
+  INFO(m.out);
+  REQUIRE(m.exit == 0);
+  CHECK(has(m.out, "\"MASTER_ADDR\": \"127.0.0.1\""));
+  CHECK(has(m.out, "warning: --local-addr localhost: not used (the static rendezvous' master is --master-addr "
+                   "127.0.0.1)"));
+}
+
+TEST_CASE("--signals-to-handle: a listed signal is passed on and stops the workers; an unlisted one is not caught",
+          "[launch][torchrun2][process]") {
+  TempDir t;
+  const std::string ready = (t.path / "ready").string();
+  // The launcher in the background; once both workers listen, SIGUSR1 to the launcher; its exit code after.
+  auto run = [&](const std::string& flags) {
+    return mrtest::run_shell(
+        "cd '" + t.path.string() + "' && rm -f ready.*; (exec env FAULT=usr1 FAULT_READY='" + ready + "' " + kRun +
+        "--nproc-per-node 2 " + flags + " --no-append-args " + kFaults + " > out.txt 2>&1) & pid=$!; " +
+        "(sleep 80; kill -9 $pid) & guard=$!; " +  // no hang: the launcher itself gets the signal, so no `timeout`
+        "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; kill -USR1 $pid; "
+        "wait $pid; echo \"exit=$?\"; kill $guard 2>/dev/null; cat out.txt");
+  };
+  Proc h = run("--signals-to-handle SIGTERM,SIGUSR1");
+  INFO(h.out);
+  CHECK(has(h.out, "received signal 10 (SIGUSR1); forwarding it to the workers"));
+  CHECK(has(h.out, "[rank 0] rank 0 got SIGUSR1"));
+  CHECK(has(h.out, "[rank 1] rank 1 got SIGUSR1"));
+  CHECK(has(h.out, "exit=138"));  // 128 + SIGUSR1: stopped by a signal, as after SIGTERM
+  // Not listed: the launcher is not catching it and dies of it; its workers die with it (no line from them).
+  Proc n = run("--signals-to-handle SIGTERM");
+  INFO(n.out);
+  CHECK_FALSE(has(n.out, "received signal 10"));
+  CHECK_FALSE(has(n.out, "got SIGUSR1"));
+  CHECK(has(n.out, "exit=138"));
+}
