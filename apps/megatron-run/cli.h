@@ -116,6 +116,8 @@ int report_usage_error(const std::vector<std::string>& args, const std::string& 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).
 // `program` is the training program to start on every rank (launch/program.h); our own worker when not named.
-int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program);
+// `valid_nnodes`: an elastic job's node counts the config is valid for (the rendezvous closes at one of them).
+int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program,
+           const std::vector<int>& valid_nnodes = {});
 
 }  // namespace mr::app

@@ -114,13 +114,68 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   const bool launching = !dry_run && !parse_only && explain.empty();
   tells_nodes = launching && launch_opts.multi_node();  // a usage error from here on is a refusal to join
   Outcome out;
+  // A launch of our worker's training run: what it cannot run, then the scheduler it builds first thing. A dry
+  // run validates the config for any program, and the user's program may not train at all (an inference
+  // server): the schedule is a warning then.
+  const bool trains = launching && !program.named() && !launch_opts.bring_up_only;
+  // Validation through the init stage for one world size: the failures (empty: valid), and a schedule warning.
+  auto validate = [&](const Invocation& v, Outcome& o, std::optional<Diagnostic>& warning) -> std::vector<Diagnostic> {
+    o = resolve(Schema::megatron(), v);
+    if (!o.ok()) return o.diagnostics;
+    if (auto d = init_check(o)) return {*d};  // before anything starts
+    if (trains)
+      if (auto d = training_run_check(o)) return {*d};
+    if (auto d = schedule_check(o, trains)) {
+      if (d->level == Diagnostic::Level::Error) return {*d};
+      warning = d;
+    }
+    return {};
+  };
+  std::vector<Diagnostic> failed;
+  std::optional<Diagnostic> schedule_warning;
   if (parse_only) {
     // Megatron's parse_args() with its rules: --yaml-cfg's command-line combinations are refused there.
     out.parsed = parse_arguments(Schema::megatron(), inv);
     if (yaml_cfg_requested(out.parsed.ns)) parse_yaml_cfg(out.parsed, inv.config);
     if (out.parsed.yaml_cfg) out.diagnostics = out.parsed.yaml_cfg->errors;
+  } else if (launch_opts.elastic()) {
+    // An elastic job's world size is known when its rendezvous closes: the config is checked for every node count
+    // from MAX down to MIN, the rendezvous closes only at a count it is valid for, and the largest valid count's
+    // resolution is the one shown and launched with (each worker validates its own world size again).
+    const long long per_node = std::max(1, launch_opts.nproc_per_node);
+    std::vector<int> valid;
+    for (int n = launch_opts.nnodes; n >= launch_opts.nnodes_min; --n) {
+      Invocation v = inv;
+      v.world_size = per_node * n;
+      Outcome o;
+      std::optional<Diagnostic> w;
+      std::vector<Diagnostic> d = validate(v, o, w);
+      if (!d.empty()) {
+        if (failed.empty()) failed = d, out = o;
+        continue;
+      }
+      if (valid.empty()) out = o, schedule_warning = w;
+      valid.insert(valid.begin(), n);
+    }
+    launch_opts.valid_nnodes = valid;
+    if (valid.empty()) {
+      print_error(std::cerr, "the config is valid for no node count from " + std::to_string(launch_opts.nnodes_min) +
+                                 " to " + std::to_string(launch_opts.nnodes) + " (--nnodes " +
+                                 std::to_string(launch_opts.nnodes_min) + ":" + std::to_string(launch_opts.nnodes) +
+                                 "); at " + std::to_string(launch_opts.nnodes) + " nodes:");
+    } else {
+      failed.clear();
+      if (static_cast<int>(valid.size()) < launch_opts.nnodes - launch_opts.nnodes_min + 1) {
+        std::string counts;
+        for (int n : valid) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+        print_warning(std::cerr, "--nnodes " + std::to_string(launch_opts.nnodes_min) + ":" +
+                                     std::to_string(launch_opts.nnodes) + ": the config is valid for " + counts +
+                                     " node(s) only (" + std::to_string(per_node) +
+                                     (per_node == 1 ? " worker" : " workers") + " each); the rendezvous closes at one of these counts");
+      }
+    }
   } else {
-    out = resolve(Schema::megatron(), inv);
+    failed = validate(inv, out, schedule_warning);
   }
   log_warnings(out);
   // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
@@ -133,20 +188,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       if (d.level == Diagnostic::Level::Error && first.empty()) first = diagnostic_text(d);
     return refuse_launch(launch_opts, code, "its config failed validation: " + first, /*printed=*/true);
   };
-  if (!out.ok()) return refused(out.diagnostics);
-  if (!parse_only) {
-    if (auto d = init_check(out)) return refused({*d});  // before anything starts
-    // A launch of our worker's training run: what it cannot run, then the scheduler it builds first thing. A dry
-    // run validates the config for any program, and the user's program may not train at all (an inference
-    // server): the schedule is a warning then.
-    const bool trains = launching && !program.named() && !launch_opts.bring_up_only;
-    if (trains)
-      if (auto d = training_run_check(out)) return refused({*d});
-    if (auto d = schedule_check(out, trains)) {
-      if (d->level == Diagnostic::Level::Error) return refused({*d});
-      MR_LOG(warning) << diagnostic_text(*d);
-    }
-  }
+  if (parse_only && !out.ok()) return refused(out.diagnostics);
+  if (!failed.empty()) return refused(failed);
+  if (schedule_warning) MR_LOG(warning) << diagnostic_text(*schedule_warning);
   const Namespace& ns = out.parsed.ns;
   for (const std::string& e : explain) {
     std::string dest = e;
@@ -164,7 +208,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (!explain.empty()) return 0;
   if (!dry_run) {
     tells_nodes = false;
-    return launch(out, own_args, program);
+    return launch(out, own_args, program, launch_opts.valid_nnodes);
   }
   if (common.format == "json")
     std::cout << namespace_json(ns, provenance) << "\n";

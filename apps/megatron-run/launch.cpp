@@ -52,6 +52,9 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   launch::RendezvousOptions ro;
   ro.backend = lo.rdzv_backend;
   ro.nnodes = lo.nnodes;
+  ro.min_nnodes = lo.nnodes_min;
+  ro.valid_nnodes = lo.valid_nnodes;
+  ro.last_call = std::chrono::milliseconds(static_cast<long long>(lo.last_call_timeout * 1000));
   ro.node_rank = lo.node_rank;
   ro.run_id = lo.run_id;
   ro.master_addr = lo.master_addr;
@@ -98,7 +101,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
   so.master_addr = lo.master_addr;
   so.master_port = lo.master_port;
-  so.prefix_output = so.nproc_per_node * so.nnodes > 1;
+  so.prefix_output = so.nproc_per_node * so.nnodes > 1 || lo.elastic();
   so.run_id = lo.run_id;
   so.role = lo.role;
   so.max_restarts = lo.max_restarts;
@@ -135,6 +138,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
       return 1;
     }
     so.node_rank = group->node_rank();
+    so.nnodes = group->nnodes();  // an elastic job's count, fixed when its rendezvous closed
     so.master_addr = group->master_addr();
     so.master_port = group->master_port();
     so.watch = group.get();
@@ -181,7 +185,8 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
 
 }  // namespace
 
-int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program) {
+int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program,
+           const std::vector<int>& valid_nnodes) {
   po::options_description desc("launch");
   CommonOptions common;
   common.add_to(desc);
@@ -191,6 +196,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   lo.apply_pet_defaults(split.vm);
   Invocation job_shape;
   lo.apply(job_shape);  // --standalone, --rdzv-endpoint: the address and port the workers get
+  lo.valid_nnodes = valid_nnodes;
 
   std::optional<launch::LaunchInfo> job;
   try {

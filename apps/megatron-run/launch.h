@@ -8,6 +8,7 @@
 #include "config/args.h"
 #include "config/parse/invocation.h"
 #include "launch/log_spec.h"
+#include "launch/torchrun_options.h"
 #include "parallel/layout.h"
 
 namespace mr::app {
@@ -19,7 +20,8 @@ inline constexpr int kMaxLocalWorkers = 1024;
 struct LaunchOptions {
   int nproc_per_node = 0;  // 0: no spawning
   bool nproc_given = false;  // --nproc-per-node was given (0 then is an error, not "no spawning")
-  int nnodes = 1;
+  int nnodes = 1;      // the most nodes (MAX of an elastic MIN:MAX)
+  int nnodes_min = 1;  // the fewest: below nnodes in an elastic job (--nnodes MIN:MAX, c10d)
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port (one node), 29500 (several)
@@ -70,6 +72,13 @@ struct LaunchOptions {
   std::vector<std::string> notices;
   bool nnodes_given = false, node_rank_given = false, master_addr_given = false, master_port_given = false;
   std::string from_slurm;  // non-empty: nnodes, node rank and master derived from SLURM_* (what was derived)
+  // An elastic job: the node count is fixed when the rendezvous closes, between nnodes_min and nnodes, after
+  // last_call_timeout seconds without a new arrival (torchrun's c10d last_call_timeout, 30 s), among the counts
+  // the config is valid for (cmd_run checks each; empty: all).
+  double last_call_timeout = 30;
+  std::vector<int> valid_nnodes;
+  bool elastic() const { return nnodes_min < nnodes; }
+  void set_nnodes(launch::NodeCount c) { nnodes_min = c.min, nnodes = c.max; }
   // A multi-node job (the launchers rendezvous and watch each other).
   bool multi_node() const { return nproc_per_node > 0 && (nnodes > 1 || rdzv_backend == "c10d"); }
 

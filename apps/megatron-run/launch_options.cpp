@@ -125,8 +125,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
   desc.add_options()
       ("nproc-per-node", po::value<std::string>()->notifier(nproc), "workers to start on this node (int|cpu|gpu|auto)")
       ("nproc_per_node", po::value<std::string>()->notifier(nproc), "torchrun's spelling of --nproc-per-node")
-      ("nnodes", po::value<std::string>()->notifier([this](const std::string& v) { nnodes = launch::parse_nnodes(v, "--nnodes"); }),
-       "nodes in the job (N, or MIN:MAX with MIN = MAX)")
+      ("nnodes", po::value<std::string>()->notifier([this](const std::string& v) { set_nnodes(launch::parse_nnodes(v, "--nnodes")); }),
+       "nodes in the job (N, or MIN:MAX: elastic, with c10d)")
       ("node-rank", po::value(&node_rank), "this node's index")
       ("node_rank", po::value(&node_rank), "torchrun's spelling of --node-rank")
       ("master-addr", po::value(&master_addr), "rendezvous host (rank 0's node)")
@@ -225,7 +225,7 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   master_addr_given = given("master-addr", "master_addr");
   master_port_given = given("master-port", "master_port");
   if (!vm.count("nnodes"))
-    if (auto v = pet("NNODES")) nnodes = launch::parse_nnodes(*v, "PET_NNODES (the default of --nnodes)");
+    if (auto v = pet("NNODES")) set_nnodes(launch::parse_nnodes(*v, "PET_NNODES (the default of --nnodes)"));
   join_timeout_given = vm.count("join-timeout") > 0;
   term_timeout_given = vm.count("term-timeout") > 0;
   if (!given("rdzv-conf", "rdzv_conf"))
@@ -363,7 +363,19 @@ void LaunchOptions::apply(Invocation& inv) {
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
     throw UsageError("argument --rdzv-backend: megatron-run has the static and the c10d rendezvous, not '" +
                          rdzv_backend + "'", {"--rdzv-backend"});
-  const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend);
+  if (elastic() && rdzv_backend != "c10d")
+    throw UsageError("argument --nnodes: an elastic job (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
+                         ") numbers its nodes as they arrive: it needs --rdzv-backend c10d --rdzv-endpoint HOST[:PORT]",
+                     {"--nnodes", "--rdzv-backend"});
+  const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend, elastic());
+  if (conf.last_call_timeout_s) last_call_timeout = *conf.last_call_timeout_s;
+  if (elastic())
+    notices.push_back("--nnodes " + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
+                      " (elastic): the job starts with the nodes that have arrived when the rendezvous closes (" +
+                      std::to_string(nnodes) + ", or at least " + std::to_string(nnodes_min) +
+                      " and none new for last_call_timeout " + format_number(last_call_timeout) +
+                      " s); a node arriving later is turned away, and a lost node fails the job: megatron-run does "
+                      "not yet change a running job's nodes (torchrun restarts the workers for both)");
   if (conf.join_timeout_s) {
     if (join_timeout_given && *conf.join_timeout_s != join_timeout)
       throw UsageError("argument --rdzv-conf: join_timeout=" + format_number(*conf.join_timeout_s) +
@@ -445,7 +457,7 @@ void LaunchOptions::apply(Invocation& inv) {
     if (!nodes) nodes = int_env("SLURM_NNODES");
     std::optional<int> tasks = int_env("SLURM_NTASKS");
     if (nodes && tasks && *nodes == *tasks && *nodes >= 1) {
-      nnodes = *nodes;
+      nnodes = nnodes_min = *nodes;
       std::optional<int> id = int_env("SLURM_NODEID");
       node_rank = id ? *id : int_env("SLURM_PROCID").value_or(0);
       from_slurm = "SLURM_JOB_NUM_NODES=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +

@@ -4,6 +4,8 @@
 //   rdzv/arrived   launchers that asked for a node rank (c10d: the n-th to ask gets rank n-1)
 //   rdzv/joined    launchers registered (hello) under their node rank; the job starts when it reaches nnodes
 //   rdzv/master    c10d: "ADDR PORT" for the workers' MASTER_ADDR/MASTER_PORT, set by node 0
+//   rdzv/closed    elastic: the node count the rendezvous closed at (the first launcher to decide wins); the
+//                  launchers that arrived as the first that many take part, the others are turned away
 //   fail           "CODE MESSAGE": the first failure that ends the job (a node's worker with no restart left, a
 //                  node gone or silent, a join timeout, a node that could not restart)
 //   fail/A         "CODE MESSAGE": the first worker failure of attempt A while restarts are left: every node
@@ -21,6 +23,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <iostream>
 #include <thread>
 
@@ -95,7 +98,11 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
       node_rank_ = o.node_rank;
     } else {
       node_rank_ = static_cast<int>(client_->add("rdzv/arrived", 1) - 1);
-      if (node_rank_ >= o.nnodes)
+      if (o.min_nnodes > 0 && o.min_nnodes < o.nnodes) {
+        const int closed = node_rank_ < o.nnodes ? close_elastic(deadline) : o.nnodes;
+        if (node_rank_ >= closed) turned_away(closed, deadline);
+        o_.nnodes = closed;
+      } else if (node_rank_ >= o.nnodes)
         throw RendezvousError("more launchers than --nnodes " + std::to_string(o.nnodes) + " joined run '" + o.run_id +
                               "' at " + store);
     }
@@ -120,7 +127,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
       std::optional<std::string> master = is_static ? std::optional<std::string>("") : client_->get("rdzv/master");
-      if (joined >= o.nnodes && master) {
+      if (joined >= o_.nnodes && master) {
         if (!is_static && node_rank_ != 0) {
           const size_t sp = master->find(' ');
           master_addr_ = master->substr(0, sp);
@@ -129,7 +136,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
         break;
       }
       if (Clock::now() >= deadline) {
-        const std::string msg = "only " + std::to_string(joined) + " of " + std::to_string(o.nnodes) +
+        const std::string msg = "only " + std::to_string(joined) + " of " + std::to_string(o_.nnodes) +
                                 " nodes joined run '" + o.run_id + "' (launchers' store " + store +
                                 ") within the join timeout (" + seconds(o.join_timeout) + " s, --join-timeout)";
         failed_ = true;
@@ -146,6 +153,58 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
     if (server_) linger(std::chrono::seconds(5));
     throw;
   }
+}
+
+int NodeGroup::close_elastic(Clock::time_point deadline) {
+  const std::string range = std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes);
+  // The largest count the config is valid for, from min_nnodes up to `n` (0: none).
+  auto usable = [&](int64_t n) {
+    for (int k = static_cast<int>(std::min<int64_t>(n, o_.nnodes)); k >= o_.min_nnodes; --k)
+      if (o_.valid_nnodes.empty() ||
+          std::find(o_.valid_nnodes.begin(), o_.valid_nnodes.end(), k) != o_.valid_nnodes.end())
+        return k;
+    return 0;
+  };
+  int64_t seen = -1;
+  Clock::time_point changed = Clock::now();
+  for (;;) {
+    if (auto f = read_failure()) throw RendezvousError(f->message);
+    if (std::optional<std::string> c = client_->get("rdzv/closed")) return std::stoi(*c);
+    const int64_t arrived = client_->add("rdzv/arrived", 0);
+    const auto now = Clock::now();
+    if (arrived != seen) seen = arrived, changed = now;  // the last call runs from the latest arrival seen here
+    const int k = usable(arrived);
+    if (k > 0 && (arrived >= o_.nnodes || now - changed >= o_.last_call || now >= deadline)) {
+      const int closed = std::stoi(client_->set_first("rdzv/closed", std::to_string(k)));
+      std::cerr << "megatron-run: the elastic rendezvous of run '" << o_.run_id << "' (--nnodes " << range
+                << ") closed with " << closed << " node(s)\n";
+      return closed;
+    }
+    if (now >= deadline) {
+      failed_ = true;
+      const std::string msg = "only " + std::to_string(arrived) + " node(s) of --nnodes " + range +
+                              " arrived at run '" + o_.run_id + "'" +
+                              (arrived >= o_.min_nnodes ? " (a count the config is not valid for)" : "") +
+                              " within the join timeout (" + seconds(o_.join_timeout) + " s, --join-timeout)";
+      throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void NodeGroup::turned_away(int closed, Clock::time_point deadline) {
+  const std::string why = "the elastic rendezvous of run '" + o_.run_id + "' closed with " + std::to_string(closed) +
+                          " node(s) before this launcher arrived (launcher " + std::to_string(node_rank_ + 1) +
+                          " to arrive); megatron-run does not add nodes to a running job (torchrun would restart the workers "
+                          "to take it in)";
+  if (server_) {
+    // This launcher hosts the launchers' store: the job needs it until every node has finished.
+    std::cerr << "megatron-run: " << why << "; it hosts the launchers' store, so it stays until the job ends\n";
+    while (Clock::now() < deadline && client_->add("rdzv/joined", 0) < closed)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (server_->present() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  throw RendezvousError(why);
 }
 
 bool NodeGroup::hosts(const RendezvousOptions& o) {

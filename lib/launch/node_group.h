@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "launch/node_store.h"
 #include "launch/spawn.h"
@@ -22,7 +23,14 @@ struct RendezvousError : std::runtime_error {
 
 struct RendezvousOptions {
   std::string backend = "static";  // "static": --node-rank given; "c10d": node ranks in the order of arrival
-  int nnodes = 2;
+  int nnodes = 2;                  // the most nodes (an elastic job's MAX)
+  // An elastic job (c10d, min_nnodes < nnodes): the rendezvous closes at `nnodes` arrivals, or once at least
+  // min_nnodes have arrived and none new for `last_call` (torchrun's last_call_timeout), at the largest count in
+  // valid_nnodes (the counts the config is valid for; empty: any) not above the arrivals. Launchers that arrive
+  // later are turned away (RendezvousError); nnodes() is the count it closed at.
+  int min_nnodes = 0;
+  std::vector<int> valid_nnodes;
+  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   int node_rank = 0;               // static only
   std::string run_id = "none";     // every node must give the same (--rdzv-id)
   // The launchers' store: static: node 0 hosts it (--master-addr, --launcher-port); c10d: the --rdzv-endpoint,
@@ -66,6 +74,7 @@ class NodeGroup : public JobWatch {
   ~NodeGroup() override;
 
   int node_rank() const { return node_rank_; }
+  int nnodes() const { return o_.nnodes; }
   const std::string& master_addr() const { return master_addr_; }
   int master_port() const { return master_port_; }
   bool hosts_store() const { return server_ != nullptr; }
@@ -81,6 +90,11 @@ class NodeGroup : public JobWatch {
 
  private:
   std::optional<PeerFailure> read_failure();
+  // Elastic: waits until the rendezvous closes (deciding it when the time comes) and returns its node count.
+  int close_elastic(std::chrono::steady_clock::time_point deadline);
+  // Elastic: this launcher arrived after the rendezvous closed at `closed` nodes. Throws RendezvousError; a launcher
+  // that hosts the store first stays until the job's nodes have joined and left.
+  [[noreturn]] void turned_away(int closed, std::chrono::steady_clock::time_point deadline);
   void linger(std::chrono::milliseconds at_most);  // the host: until every node is done or gone
   RendezvousOptions o_;
   std::unique_ptr<NodeStoreServer> server_;

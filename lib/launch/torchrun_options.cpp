@@ -15,7 +15,7 @@ namespace {
 
 // The settings torchrun's c10d rendezvous reads from --rdzv-conf that megatron-run has no use for, and why.
 const std::pair<const char*, const char*> kRdzvConfUnused[] = {
-    {"last_call_timeout", "the wait for more nodes once the minimum arrived (megatron-run's --nnodes is fixed)"},
+    {"last_call_timeout", "the wait for more nodes once the minimum arrived: an elastic --nnodes MIN:MAX only"},
     {"close_timeout", "closing an elastic rendezvous"},
     {"heartbeat_timeout", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
     {"keep_alive_interval", "the rendezvous' keep-alive (the launchers' heartbeat is --heartbeat-timeout)"},
@@ -53,7 +53,7 @@ std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::stri
 
 }  // namespace
 
-int parse_nnodes(const std::string& v, const std::string& flag) {
+NodeCount parse_nnodes(const std::string& v, const std::string& flag) {
   auto count = [&](const std::string& s) {
     try {
       size_t used = 0;
@@ -66,20 +66,31 @@ int parse_nnodes(const std::string& v, const std::string& flag) {
     }
   };
   const size_t colon = v.find(':');
-  if (colon == std::string::npos) return count(v);
+  if (colon == std::string::npos) {
+    const int n = count(v);
+    return {n, n};
+  }
   const int lo = count(v.substr(0, colon)), hi = count(v.substr(colon + 1));
-  if (lo != hi)
-    throw UsageError(std::string("argument ") + flag + ": an elastic job of " + v +
-                         " nodes is not supported by megatron-run yet; give a fixed number of nodes (--nnodes " +
-                         std::to_string(hi) + ", or " + std::to_string(hi) + ":" + std::to_string(hi) + ")",
+  if (lo < 1 || lo > hi)
+    throw UsageError(std::string("argument ") + flag + ": '" + v + "' is not MIN:MAX with 1 <= MIN <= MAX",
                      {"--nnodes"});
-  return lo;
+  return {lo, hi};
 }
 
-RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend) {
+RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bool elastic) {
   RdzvConf out;
   for (const auto& [key, value] : split_rdzv_conf(conf)) {
-    if (key == "join_timeout") {
+    if (key == "last_call_timeout" && elastic) {
+      try {
+        size_t used = 0;
+        const long long s = std::stoll(value, &used);
+        if (used != value.size() || s < 0) throw std::invalid_argument(value);
+        out.last_call_timeout_s = static_cast<double>(s);
+      } catch (const std::exception&) {
+        throw UsageError("argument --rdzv-conf: last_call_timeout='" + value + "' is not a whole number of seconds",
+                         {"--rdzv-conf"});
+      }
+    } else if (key == "join_timeout") {
       try {
         size_t used = 0;
         const long long s = std::stoll(value, &used);

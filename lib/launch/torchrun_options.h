@@ -9,22 +9,27 @@
 
 namespace mr::launch {
 
-// torchrun's --nnodes: N, or MIN:MAX of an elastic job, which megatron-run takes only with MIN = MAX. `flag`
-// names the source in messages ("--nnodes", "PET_NNODES (...)"). Throws UsageError naming --nnodes.
-int parse_nnodes(const std::string& value, const std::string& flag);
+// torchrun's --nnodes: N (min = max = N), or MIN:MAX of an elastic job (1 <= MIN <= MAX). `flag` names the
+// source in messages ("--nnodes", "PET_NNODES (...)"). Throws UsageError naming --nnodes.
+struct NodeCount {
+  int min = 1, max = 1;
+  bool elastic() const { return min < max; }
+};
+NodeCount parse_nnodes(const std::string& value, const std::string& flag);
 
 // --rdzv-conf, interpreted. join_timeout (whole seconds, as torchrun's get_as_int) and is_host (torchrun's
 // boolean spellings: 1/0, true/false, t/f, yes/no, y/n, any case) act; every other key (the c10d rendezvous'
 // settings megatron-run has no use for, and unknown keys) becomes a notice saying why it is not used.
 struct RdzvConf {
   std::optional<double> join_timeout_s;
+  std::optional<double> last_call_timeout_s;  // acts only for an elastic --nnodes MIN:MAX (`elastic`)
   std::optional<bool> is_host;
   std::vector<std::string> notices;
 };
 // `backend`: --rdzv-backend (is_host acts on c10d only; with static it is named as not used). Throws UsageError
 // naming --rdzv-conf for a malformed string (torchrun's KEY1=VALUE1,...: keys and values trimmed, neither empty)
 // or a bad value.
-RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend);
+RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bool elastic = false);
 
 // torchrun 2.x's --signals-to-handle: comma-separated signal names (SIGTERM, or TERM; any case), each one the
 // launcher catches and stops the workers with. Throws UsageError naming --signals-to-handle for an unknown name,

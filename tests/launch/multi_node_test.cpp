@@ -457,7 +457,7 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
       {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1", "the static and the c10d rendezvous, not 'etcd'"},
       {"--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1", "argument --launcher-port"},
       {"--nnodes 1:4 --nproc-per-node 1",
-       "argument --nnodes: an elastic job of 1:4 nodes is not supported by megatron-run yet"},
+       "argument --nnodes: an elastic job (1:4) numbers its nodes as they arrive: it needs --rdzv-backend c10d"},
       {"--nnodes two --nproc-per-node 1", "argument --nnodes: invalid value 'two'"},
       {fixed + "--rdzv-conf join_timeout",
        "argument --rdzv-conf: 'join_timeout' is not KEY1=VALUE1,...,KEYN=VALUEN (no value for 'join_timeout')"},
@@ -534,5 +534,50 @@ TEST_CASE("torchrun's --rdzv-conf and --nnodes N:N", "[launch][multinode][proces
     CHECK(has(p.out, "--rdzv-conf read_timeout=60: not used (c10d's TCPStore"));
     CHECK(has(p.out, "--rdzv-conf colour=blue: not used (not a setting of torchrun's c10d rendezvous)"));
     CHECK(has(p.out, "\"world_size\": 4"));
+  }
+}
+
+TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there when the rendezvous closes",
+          "[launch][multinode][elastic][process]") {
+  const int sp = free_port();
+  const std::string flags = "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
+                            " --join-timeout 30 --nproc-per-node 1 --rdzv-conf last_call_timeout=2 ";
+  SECTION("2:3 nodes: two arrive and the job starts with them; a third, later, is turned away") {
+    // Starts at 0, 3 and 6 s: the rendezvous closes 2 s after the second arrival; the workers run 10 s.
+    const std::string job = kRun + flags + "--rdzv-id el1 --nnodes 2:3 --no-python --no-append-args -- ";
+    Nodes r = run_nodes({job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
+                         job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
+                         job + "sh -c 'echo never runs'"},
+                        3.0);
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out << "\n---- third:\n" << r.nodes[2].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 GROUP_RANK=0"));
+    CHECK(has(r.nodes[1].out, "WORLD_SIZE=2 GROUP_RANK=1"));
+    CHECK(has(r.nodes[0].out + r.nodes[1].out, "the elastic rendezvous of run 'el1' (--nnodes 2:3) closed with 2 node(s)"));
+    CHECK(has(r.nodes[0].out, "warning: --nnodes 2:3 (elastic): the job starts with the nodes that have arrived"));
+    CHECK(r.nodes[2].exit == 1);
+    CHECK(has(r.nodes[2].out, "the elastic rendezvous of run 'el1' closed with 2 node(s) before this launcher arrived"));
+    CHECK_FALSE(has(r.nodes[2].out, "never runs"));
+  }
+  SECTION("1:3 nodes with TP=2 on one worker each: valid for 2 nodes only, so the rendezvous waits for the second") {
+    const std::string job = kRun + flags + "--rdzv-id el2 --nnodes 1:3 --tensor-model-parallel-size 2 ";
+    Nodes r = run_nodes({job + kProbe, job + kProbe}, 1.0);
+    check_probes(r, {"\"WORLD_SIZE\": \"2\"", "\"GROUP_WORLD_SIZE\": \"2\""});
+    CHECK(has(r.nodes[0].out, "warning: --nnodes 1:3: the config is valid for 2 node(s) only"));
+  }
+  SECTION("dry run: the largest valid count; a config valid for no count is refused") {
+    // (A dry run validates for an sm_90 cluster, where TP > 1 needs CUDA_DEVICE_MAX_CONNECTIONS=1.)
+    mrtest::Proc p = mrtest::run_shell("CUDA_DEVICE_MAX_CONNECTIONS=1 " + kBin + " --config " + kConfig + " " + flags +
+                                       "--nnodes 1:3 --tensor-model-parallel-size 2 --dry-run --format json 2>&1");
+    INFO(p.out);
+    CHECK(p.exit == 0);
+    CHECK(has(p.out, "\"world_size\": 2"));
+    mrtest::Proc n = mrtest::run_shell(kBin + " --config " + kConfig + " " + flags +
+                                       "--nnodes 1:3 --tensor-model-parallel-size 4 --dry-run 2>&1");
+    INFO(n.out);
+    CHECK(n.exit == 1);
+    CHECK(has(n.out, "the config is valid for no node count from 1 to 3 (--nnodes 1:3); at 3 nodes:"));
+    CHECK(has(n.out, "[parallel.world-size-divisible]"));
   }
 }

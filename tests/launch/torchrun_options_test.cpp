@@ -25,12 +25,16 @@ std::string refusal(F f) {
 
 }  // namespace
 
-TEST_CASE("--nnodes: N, or MIN:MAX with MIN = MAX", "[launch][torchrun-options]") {
-  CHECK(parse_nnodes("4", "--nnodes") == 4);
-  CHECK(parse_nnodes("3:3", "--nnodes") == 3);
-  CHECK(refusal([] { parse_nnodes("1:4", "--nnodes"); }) ==
-        "argument --nnodes: an elastic job of 1:4 nodes is not supported by megatron-run yet; give a fixed number "
-        "of nodes (--nnodes 4, or 4:4)");
+TEST_CASE("--nnodes: N, or MIN:MAX (elastic when MIN < MAX)", "[launch][torchrun-options]") {
+  auto is = [](mr::launch::NodeCount c, int lo, int hi) { return c.min == lo && c.max == hi; };
+  CHECK(is(parse_nnodes("4", "--nnodes"), 4, 4));
+  CHECK(is(parse_nnodes("3:3", "--nnodes"), 3, 3));
+  CHECK_FALSE(parse_nnodes("3:3", "--nnodes").elastic());
+  CHECK(is(parse_nnodes("1:4", "--nnodes"), 1, 4));
+  CHECK(parse_nnodes("1:4", "--nnodes").elastic());
+  for (const char* bad : {"4:1", "0:2"})
+    CHECK(refusal([&] { parse_nnodes(bad, "--nnodes"); }) ==
+          std::string("argument --nnodes: '") + bad + "' is not MIN:MAX with 1 <= MIN <= MAX");
   for (const char* bad : {"", "x", "2x", ":", "1:", ":2", "1:2:3", "99999999999"})
     CHECK(refusal([&] { parse_nnodes(bad, "PET_NNODES") ; }).rfind("argument PET_NNODES: invalid value '", 0) == 0);
 }
@@ -43,7 +47,14 @@ TEST_CASE("--rdzv-conf: join_timeout and is_host act, the rest is named", "[laun
   CHECK(*c.is_host);
   REQUIRE(c.notices.size() == 2);
   CHECK(c.notices[0] == "--rdzv-conf last_call_timeout=5: not used (the wait for more nodes once the minimum "
-                        "arrived (megatron-run's --nnodes is fixed))");
+                        "arrived: an elastic --nnodes MIN:MAX only)");
+  // In an elastic job last_call_timeout acts.
+  const auto el = parse_rdzv_conf("last_call_timeout=5", "c10d", /*elastic=*/true);
+  REQUIRE(el.last_call_timeout_s);
+  CHECK(*el.last_call_timeout_s == 5);
+  CHECK(el.notices.empty());
+  CHECK_THAT(refusal([] { parse_rdzv_conf("last_call_timeout=soon", "c10d", true); }),
+             Catch::StartsWith("argument --rdzv-conf: last_call_timeout='soon'"));
   CHECK(c.notices[1] == "--rdzv-conf colour=blue: not used (not a setting of torchrun's c10d rendezvous)");
   for (const char* f : {"0", "false", "F", "no", "n"}) CHECK_FALSE(*parse_rdzv_conf(std::string("is_host=") + f, "c10d").is_host);
   // is_host with the static rendezvous: node 0 hosts the store; named, not used.
