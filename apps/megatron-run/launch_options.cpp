@@ -42,7 +42,8 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--duplicate-stdout-filters", true}, {"--duplicate_stdout_filters", true},
     {"--duplicate-stderr-filters", true}, {"--duplicate_stderr_filters", true},
     {"--virtual-local-rank", false}, {"--virtual_local_rank", false}, {"--local-addr", true}, {"--local_addr", true},
-    {"--signals-to-handle", true}, {"--signals_to_handle", true}};
+    {"--signals-to-handle", true}, {"--signals_to_handle", true},
+    {"--event-log-handler", true}, {"--event_log_handler", true}};
 
 // --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
 // usage error naming the option.
@@ -103,7 +104,6 @@ struct NotYet {
   const char* what;
 };
 const NotYet kNotYet[] = {
-    {"event-log-handler", true, "event logging handlers"},
     {"logs-specs", true, "LogsSpecs entry points (megatron-run writes torchrun's default layout under --log-dir)"},
     {"numa-binding", true, "NUMA binding of the workers"},
     {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"},
@@ -180,6 +180,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
        "each worker: LOCAL_RANK=0 and only its own GPU visible")
       ("virtual_local_rank", po::bool_switch()->notifier([this](bool on) { virtual_local_rank = virtual_local_rank || on; }),
        "torchrun's spelling of --virtual-local-rank")
+      ("event-log-handler", po::value(&event_log_handler), "torchrun's event log handler: null (no event records)")
+      ("event_log_handler", po::value(&event_log_handler), "torchrun's spelling of --event-log-handler")
       ("local-addr", po::value(&local_addr), "this node's address for the workers' MASTER_ADDR (c10d node 0, one node)")
       ("local_addr", po::value(&local_addr), "torchrun's spelling of --local-addr")
       ("signals-to-handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
@@ -256,6 +258,8 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
     if (auto v = pet("DUPLICATE_STDOUT_FILTERS")) duplicate_stdout_filters = *v;
   if (!given("duplicate-stderr-filters", "duplicate_stderr_filters"))
     if (auto v = pet("DUPLICATE_STDERR_FILTERS")) duplicate_stderr_filters = *v;
+  if (!given("event-log-handler", "event_log_handler"))
+    if (auto v = pet("EVENT_LOG_HANDLER")) event_log_handler = *v;
   if (!given("local-addr", "local_addr"))
     if (auto v = pet("LOCAL_ADDR")) local_addr = *v;
   if (!given("signals-to-handle", "signals_to_handle"))
@@ -355,6 +359,16 @@ void LaunchOptions::apply(Invocation& inv) {
                         (bit == launch::kStdOut ? "stdout" : "stderr") + " is tee'd (-t/--tee " +
                         (bit == launch::kStdOut ? "1" : "2") + " or 3): nothing is duplicated");
   }
+  // torchrun's event handlers: "null" (its default) and "dynamic_rendezvous" record nothing; "console" would log
+  // the agent's event records, which megatron-run does not write.
+  if (event_log_handler == "console")
+    throw UsageError("argument --event-log-handler: megatron-run writes no torchelastic event records (the console "
+                     "handler would print them); leave it out, or give null",
+                     {"--event-log-handler"});
+  if (event_log_handler != "null" && event_log_handler != "dynamic_rendezvous")
+    throw UsageError("argument --event-log-handler: unknown handler '" + event_log_handler +
+                         "' (torchrun's are console, dynamic_rendezvous and null)",
+                     {"--event-log-handler"});
   if (signals_to_handle) {
     handled_signals = launch::parse_signals_to_handle(
         *signals_to_handle,
