@@ -383,13 +383,6 @@ void LaunchOptions::apply(Invocation& inv) {
                      {"--nnodes", "--rdzv-backend"});
   const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend, elastic());
   if (conf.last_call_timeout_s) last_call_timeout = *conf.last_call_timeout_s;
-  if (elastic())
-    notices.push_back("--nnodes " + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
-                      " (elastic): the job starts with the nodes that have arrived when the rendezvous closes (" +
-                      std::to_string(nnodes) + ", or at least " + std::to_string(nnodes_min) +
-                      " and none new for last_call_timeout " + format_number(last_call_timeout) +
-                      " s); a node arriving later is turned away, and a lost node fails the job: megatron-run does "
-                      "not yet change a running job's nodes (torchrun restarts the workers for both)");
   if (conf.join_timeout_s) {
     if (join_timeout_given && *conf.join_timeout_s != join_timeout)
       throw UsageError("argument --rdzv-conf: join_timeout=" + format_number(*conf.join_timeout_s) +

@@ -4,8 +4,6 @@
 //   rdzv/arrived   launchers that asked for a node rank (c10d: the n-th to ask gets rank n-1)
 //   rdzv/joined    launchers registered (hello) under their node rank; the job starts when it reaches nnodes
 //   rdzv/master    c10d: "ADDR PORT" for the workers' MASTER_ADDR/MASTER_PORT, set by node 0
-//   rdzv/closed    elastic: the node count the rendezvous closed at (the first launcher to decide wins); the
-//                  launchers that arrived as the first that many take part, the others are turned away
 //   fail           "CODE MESSAGE": the first failure that ends the job (a node's worker with no restart left, a
 //                  node gone or silent, a join timeout, a node that could not restart)
 //   fail/A         "CODE MESSAGE": the first worker failure of attempt A while restarts are left: every node
@@ -13,6 +11,14 @@
 //   attempt/A/stopped  nodes whose workers of attempt A have stopped (the barrier before attempt A + 1)
 //   rdzv/max_restarts  the first node's --max-restarts, which every node must have
 //   done/A         nodes whose workers of attempt A all exited 0 (no node can restart from attempt A then)
+// An elastic job (--nnodes MIN:MAX) has fail and rdzv/max_restarts too, and instead of the others, for round R:
+//   elastic        set: the store records a lost launcher (lost/N, the counter lost) instead of failing the job
+//   launchers      the launchers so far; each registers (hello) under its number, the same in every round
+//   rdzv/R/arrived   launchers that came to round R (the first `closed` take part, in this order; the rest are spares)
+//   rdzv/R/closed    the node count round R closed at (the first launcher to decide wins)
+//   rdzv/R/member/K  the launcher number of node K; rdzv/R/joined, rdzv/R/master as above
+//   rdzv/R/next      "C CODE MESSAGE": what ends round R and starts R + 1 (C 1: a failure, counted as a restart;
+//                    0: spares to take in); rdzv/R/done: nodes whose workers of round R all exited 0
 #include "launch/node_group.h"
 
 #include "launch/endpoint.h"
@@ -74,7 +80,7 @@ std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o) {
 
 }  // namespace
 
-NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
+NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) {
   const bool is_static = o.backend == "static";
   const auto deadline = Clock::now() + o.join_timeout;
   const std::string store = join_host_port(o.store_host, o.store_port);
@@ -94,15 +100,20 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
                             (is_static ? "node 0's launcher, which hosts it, did not start"
                                        : "no launcher on the --rdzv-endpoint's host hosts it"));
     }
+    if (elastic()) {
+      // Rounds (round_key): a launcher number for the store's liveness, then the rounds until one takes it in.
+      client_->set_first("elastic", "1");  // the store records a lost launcher instead of failing the job
+      launcher_id_ = static_cast<int>(client_->add("launchers", 1) - 1);
+      seen_as_ = client_->hello(launcher_id_, o.run_id);
+      check_max_restarts();
+      join_rounds();  // false: the job ended while this launcher waited as a spare (ended_without_us())
+      return;
+    }
     if (is_static) {
       node_rank_ = o.node_rank;
     } else {
       node_rank_ = static_cast<int>(client_->add("rdzv/arrived", 1) - 1);
-      if (o.min_nnodes > 0 && o.min_nnodes < o.nnodes) {
-        const int closed = node_rank_ < o.nnodes ? close_elastic(deadline) : o.nnodes;
-        if (node_rank_ >= closed) turned_away(closed, deadline);
-        o_.nnodes = closed;
-      } else if (node_rank_ >= o.nnodes)
+      if (node_rank_ >= o.nnodes)
         throw RendezvousError("more launchers than --nnodes " + std::to_string(o.nnodes) + " joined run '" + o.run_id +
                               "' at " + store);
     }
@@ -116,13 +127,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
       master_port_ = o.master_port ? o.master_port : free_port_any();
       client_->set("rdzv/master", master_addr_ + " " + std::to_string(master_port_));
     }
-    const std::string restarts = client_->set_first("rdzv/max_restarts", std::to_string(o.max_restarts));
-    if (restarts != std::to_string(o.max_restarts)) {
-      failed_ = true;
-      throw RendezvousError(parse_failure(client_->set_first(
-          "fail", "1 the nodes disagree on --max-restarts (" + restarts + " on one, " + std::to_string(o.max_restarts) +
-                      " on node " + std::to_string(node_rank_) + "); every node needs the same")).message);
-    }
+    check_max_restarts();
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
@@ -155,29 +160,44 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o) {
   }
 }
 
+void NodeGroup::check_max_restarts() {
+  const std::string restarts = client_->set_first("rdzv/max_restarts", std::to_string(o_.max_restarts));
+  if (restarts != std::to_string(o_.max_restarts)) {
+    failed_ = true;
+    const std::string who = elastic() ? "launcher " + std::to_string(launcher_id_) : "node " + std::to_string(node_rank_);
+    throw RendezvousError(parse_failure(client_->set_first(
+        "fail", "1 the nodes disagree on --max-restarts (" + restarts + " on one, " + std::to_string(o_.max_restarts) +
+                    " on " + who + "); every node needs the same")).message);
+  }
+}
+
+std::string NodeGroup::round_key(const std::string& name) const {
+  return "rdzv/" + std::to_string(round_) + "/" + name;
+}
+
+int NodeGroup::usable(int64_t arrived) const {
+  for (int k = static_cast<int>(std::min<int64_t>(arrived, max_nnodes_)); k >= o_.min_nnodes; --k)
+    if (o_.valid_nnodes.empty() || std::find(o_.valid_nnodes.begin(), o_.valid_nnodes.end(), k) != o_.valid_nnodes.end())
+      return k;
+  return 0;
+}
+
 int NodeGroup::close_elastic(Clock::time_point deadline) {
-  const std::string range = std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes);
-  // The largest count the config is valid for, from min_nnodes up to `n` (0: none).
-  auto usable = [&](int64_t n) {
-    for (int k = static_cast<int>(std::min<int64_t>(n, o_.nnodes)); k >= o_.min_nnodes; --k)
-      if (o_.valid_nnodes.empty() ||
-          std::find(o_.valid_nnodes.begin(), o_.valid_nnodes.end(), k) != o_.valid_nnodes.end())
-        return k;
-    return 0;
-  };
+  const std::string range = std::to_string(o_.min_nnodes) + ":" + std::to_string(max_nnodes_);
   int64_t seen = -1;
   Clock::time_point changed = Clock::now();
   for (;;) {
     if (auto f = read_failure()) throw RendezvousError(f->message);
-    if (std::optional<std::string> c = client_->get("rdzv/closed")) return std::stoi(*c);
-    const int64_t arrived = client_->add("rdzv/arrived", 0);
+    if (std::optional<std::string> c = client_->get(round_key("closed"))) return std::stoi(*c);
+    const int64_t arrived = client_->add(round_key("arrived"), 0);
     const auto now = Clock::now();
     if (arrived != seen) seen = arrived, changed = now;  // the last call runs from the latest arrival seen here
     const int k = usable(arrived);
-    if (k > 0 && (arrived >= o_.nnodes || now - changed >= o_.last_call || now >= deadline)) {
-      const int closed = std::stoi(client_->set_first("rdzv/closed", std::to_string(k)));
+    if (k > 0 && (arrived >= max_nnodes_ || now - changed >= o_.last_call || now >= deadline)) {
+      const int closed = std::stoi(client_->set_first(round_key("closed"), std::to_string(k)));
       std::cerr << "megatron-run: the elastic rendezvous of run '" << o_.run_id << "' (--nnodes " << range
-                << ") closed with " << closed << " node(s)\n";
+                << ") closed with " << closed << " node(s)"
+                << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
       return closed;
     }
     if (now >= deadline) {
@@ -192,19 +212,70 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
   }
 }
 
-void NodeGroup::turned_away(int closed, Clock::time_point deadline) {
-  const std::string why = "the elastic rendezvous of run '" + o_.run_id + "' closed with " + std::to_string(closed) +
-                          " node(s) before this launcher arrived (launcher " + std::to_string(node_rank_ + 1) +
-                          " to arrive); megatron-run does not add nodes to a running job (torchrun would restart the workers "
-                          "to take it in)";
-  if (server_) {
-    // This launcher hosts the launchers' store: the job needs it until every node has finished.
-    std::cerr << "megatron-run: " << why << "; it hosts the launchers' store, so it stays until the job ends\n";
-    while (Clock::now() < deadline && client_->add("rdzv/joined", 0) < closed)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    while (server_->present() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+bool NodeGroup::join_rounds() {
+  for (;;) {
+    const auto deadline = Clock::now() + o_.join_timeout;
+    const int arrival = static_cast<int>(client_->add(round_key("arrived"), 1) - 1);
+    const int closed = close_elastic(deadline);
+    if (arrival < closed) {  // taking part, as node `arrival`
+      node_rank_ = arrival;
+      o_.nnodes = closed;
+      client_->set(round_key("member/" + std::to_string(arrival)), std::to_string(launcher_id_));
+      client_->add(round_key("joined"), 1);
+      if (arrival == 0) {
+        master_addr_ = o_.local_addr.empty() ? seen_as_ : o_.local_addr;
+        master_port_ = o_.master_port ? o_.master_port : free_port_any();
+        client_->set(round_key("master"), master_addr_ + " " + std::to_string(master_port_));
+      }
+      for (;;) {
+        if (auto f = read_failure()) throw RendezvousError(f->message);
+        const int64_t joined = client_->add(round_key("joined"), 0);
+        std::optional<std::string> master = client_->get(round_key("master"));
+        if (joined >= closed && master) {
+          const size_t sp = master->find(' ');
+          master_addr_ = master->substr(0, sp);
+          master_port_ = std::stoi(master->substr(sp + 1));
+          return true;
+        }
+        if (Clock::now() >= deadline) {
+          failed_ = true;
+          const std::string msg = "only " + std::to_string(joined) + " of the " + std::to_string(closed) +
+                                  " nodes of round " + std::to_string(round_) + " of run '" + o_.run_id +
+                                  "' joined within the join timeout (" + seconds(o_.join_timeout) + " s, --join-timeout)";
+          throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    // A spare: the round runs without this launcher, which joins the next one (its arrival may start it).
+    std::cerr << "megatron-run: round " << round_ << " of run '" << o_.run_id << "' runs with " << closed
+              << " node(s) without this launcher; it waits as a spare for the next round\n";
+    for (;;) {
+      if (auto f = read_failure()) throw RendezvousError(f->message);
+      if (client_->get(round_key("next"))) break;
+      if (client_->add(round_key("done"), 0) >= closed) {
+        ended_without_us_ = true;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ++round_;
   }
-  throw RendezvousError(why);
+}
+
+PeerFailure NodeGroup::parse_round_end(const std::string& v) {
+  // "C CODE MESSAGE": C is 1 when the restart is counted (a failure), 0 for a change of the job's nodes.
+  PeerFailure f = parse_failure(v.size() > 2 ? v.substr(2) : "1 ?");
+  f.counted = v.rfind("0 ", 0) != 0;
+  f.restart = true;
+  if (!f.counted) f.code = 0;
+  f.message = (f.counted ? "the job failed on another node: " : "the job's nodes change: ") + f.message;
+  return f;
+}
+
+PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why) {
+  return parse_round_end(client_->set_first(round_key("next"), std::string(counted ? "1 " : "0 ") +
+                                                                 std::to_string(code) + " " + why));
 }
 
 bool NodeGroup::hosts(const RendezvousOptions& o) {
@@ -245,6 +316,42 @@ std::optional<PeerFailure> NodeGroup::read_failure() {
 
 std::optional<PeerFailure> NodeGroup::poll() {
   if (!client_) return std::nullopt;
+  if (elastic()) {
+    try {
+      if (std::optional<PeerFailure> f = read_failure()) {
+        failed_ = true;
+        f->message = "the job failed on another node: " + f->message;
+        return f;
+      }
+      if (std::optional<std::string> v = client_->get(round_key("next"))) return parse_round_end(*v);
+      // A node of this round whose launcher is gone: a new round without it (a failure: counted).
+      if (const int64_t lost = client_->add("lost", 0); lost != lost_seen_) {
+        lost_seen_ = lost;
+        for (int k = 0; k < o_.nnodes; ++k) {
+          if (k == node_rank_) continue;
+          std::optional<std::string> id = client_->get(round_key("member/" + std::to_string(k)));
+          std::optional<std::string> why = id ? client_->get("lost/" + *id) : std::nullopt;
+          if (!why) continue;
+          const std::string what = "node " + std::to_string(k) + "'s launcher " + *why;
+          if (restarts_ < o_.max_restarts) return end_round(true, 1, what);
+          failed_ = true;
+          PeerFailure f = parse_failure(client_->set_first("fail", "1 " + what + " (no restart left, --max-restarts)"));
+          f.message = "the job failed on another node: " + f.message;
+          return f;
+        }
+      }
+      // Spares that would make the job larger (at a count the config is valid for): a new round with them, not
+      // counted as a restart, as long as no node's workers have finished.
+      const int64_t arrived = client_->add(round_key("arrived"), 0);
+      if (arrived > o_.nnodes && usable(arrived) > o_.nnodes && client_->add(round_key("done"), 0) == 0)
+        return end_round(false, 0, std::to_string(arrived - o_.nnodes) + " more node(s) arrived; the workers restart "
+                                       "to take them in (round " + std::to_string(round_ + 1) + ")");
+      return std::nullopt;
+    } catch (const StoreError& e) {
+      failed_ = true;
+      return PeerFailure{1, std::string(e.what()) + ": the launcher that hosts it is gone"};
+    }
+  }
   try {
     std::optional<PeerFailure> f = read_failure();
     if (f) {
@@ -264,27 +371,54 @@ std::optional<PeerFailure> NodeGroup::poll() {
 }
 
 void NodeGroup::local_failure(int code, const std::string& what) {
-  const bool restartable = attempt_ < o_.max_restarts;
+  const bool restartable = (elastic() ? restarts_ : attempt_) < o_.max_restarts;
   failed_ = failed_ || !restartable;
   if (!client_) return;
   try {
+    if (elastic()) {
+      if (restartable) end_round(true, code, what);
+      else client_->set_first("fail", std::to_string(code) + " " + what);
+      return;
+    }
     client_->set_first(restartable ? "fail/" + std::to_string(attempt_) : "fail", std::to_string(code) + " " + what);
   } catch (const StoreError&) {
     // The store is gone: the other nodes see that themselves.
   }
 }
 
-bool NodeGroup::next_attempt() {
-  if (!client_) return false;
+std::optional<Placement> NodeGroup::next_attempt() {
+  if (!client_) return std::nullopt;
+  const Placement same{node_rank_, o_.nnodes, master_addr_, master_port_};
   const std::string key = "attempt/" + std::to_string(attempt_) + "/stopped";
   const auto deadline = Clock::now() + o_.join_timeout;
-  auto cannot = [&](const std::string& why) {
+  auto cannot = [&](const std::string& why) -> std::optional<Placement> {
     failed_ = true;
     std::cerr << "megatron-run: the job cannot restart: " << why << "\n";
-    return false;
+    return std::nullopt;
   };
   // Ends the job for every node (the first failure recorded wins) and says why.
   auto give_up = [&](const std::string& why) { return cannot(parse_failure(client_->set_first("fail", "1 " + why)).message); };
+  if (elastic()) {
+    try {
+      std::optional<std::string> v = client_->get(round_key("next"));
+      if (!v) return cannot("no restart was recorded for round " + std::to_string(round_));
+      if (std::optional<PeerFailure> f = read_failure()) return cannot(f->message);
+      if (client_->add(round_key("done"), 0) > 0)
+        return give_up("a node's workers finished while another node's failed; the job cannot restart its workers "
+                       "on every node");
+      if (parse_round_end(*v).counted) ++restarts_;
+      ++round_;
+      if (!join_rounds()) {
+        std::cerr << "megatron-run: the job ended while this node waited as a spare\n";
+        return std::nullopt;
+      }
+      return Placement{node_rank_, o_.nnodes, master_addr_, master_port_};
+    } catch (const StoreError& e) {
+      return cannot(e.what());
+    } catch (const RendezvousError& e) {
+      return cannot(e.what());
+    }
+  }
   try {
     client_->add(key, 1);
     for (;;) {
@@ -304,13 +438,14 @@ bool NodeGroup::next_attempt() {
     return cannot(e.what());
   }
   ++attempt_;
-  return true;
+  return same;
 }
 
 int NodeGroup::finish(int code) {
   if (!client_) return code;
   try {
-    if (code == 0) client_->add("done/" + std::to_string(attempt_), 1);
+    if (code == 0 && !ended_without_us_)
+      client_->add(elastic() ? round_key("done") : "done/" + std::to_string(attempt_), 1);
     // The store's host stays until every other node is done or gone (the heartbeat bounds a silent one).
     bool said = false;
     while (server_ && server_->present() > 1) {

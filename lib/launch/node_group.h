@@ -24,10 +24,13 @@ struct RendezvousError : std::runtime_error {
 struct RendezvousOptions {
   std::string backend = "static";  // "static": --node-rank given; "c10d": node ranks in the order of arrival
   int nnodes = 2;                  // the most nodes (an elastic job's MAX)
-  // An elastic job (c10d, min_nnodes < nnodes): the rendezvous closes at `nnodes` arrivals, or once at least
-  // min_nnodes have arrived and none new for `last_call` (torchrun's last_call_timeout), at the largest count in
-  // valid_nnodes (the counts the config is valid for; empty: any) not above the arrivals. Launchers that arrive
-  // later are turned away (RendezvousError); nnodes() is the count it closed at.
+  // An elastic job (c10d, min_nnodes < nnodes), in rounds as torchrun's c10d rendezvous: a round closes at
+  // `nnodes` arrivals, or once at least min_nnodes have arrived and none new for `last_call` (torchrun's
+  // last_call_timeout), at the largest count in valid_nnodes (the counts the config is valid for; empty: any) not
+  // above the arrivals; those arrived first take part, in the order of arrival. A launcher arriving later waits
+  // (a spare). The running nodes start a new round, restarting their workers, when spares could enlarge the job
+  // (not counted as a restart) or a node's launcher is lost (counted, like a worker failure); nnodes() is the
+  // count of the current round.
   int min_nnodes = 0;
   std::vector<int> valid_nnodes;
   std::chrono::milliseconds last_call{std::chrono::seconds(30)};
@@ -75,13 +78,15 @@ class NodeGroup : public JobWatch {
 
   int node_rank() const { return node_rank_; }
   int nnodes() const { return o_.nnodes; }
+  // Elastic: this launcher waited as a spare until the job ended without it (its code: 0, or the failure's).
+  bool ended_without_us() const { return ended_without_us_; }
   const std::string& master_addr() const { return master_addr_; }
   int master_port() const { return master_port_; }
   bool hosts_store() const { return server_ != nullptr; }
 
   std::optional<PeerFailure> poll() override;
   void local_failure(int code, const std::string& what) override;
-  bool next_attempt() override;
+  std::optional<Placement> next_attempt() override;
 
   // After this node's workers ended with `code`: tells the store this node is done; the store's host then waits
   // until every other node is done or gone (the heartbeat bounds it). Returns the exit code for the launcher:
@@ -90,11 +95,20 @@ class NodeGroup : public JobWatch {
 
  private:
   std::optional<PeerFailure> read_failure();
-  // Elastic: waits until the rendezvous closes (deciding it when the time comes) and returns its node count.
+  void check_max_restarts();  // every node must give the same --max-restarts (the first one's is recorded)
+  bool elastic() const { return o_.min_nnodes > 0 && o_.min_nnodes < max_nnodes_; }
+  // Elastic: the key `name` of the current round ("rdzv/<round>/<name>").
+  std::string round_key(const std::string& name) const;
+  // Elastic: the largest node count the config is valid for, from min_nnodes up to `arrived` (0: none).
+  int usable(int64_t arrived) const;
+  // Elastic: waits until the current round closes (deciding it when the time comes) and returns its node count.
   int close_elastic(std::chrono::steady_clock::time_point deadline);
-  // Elastic: this launcher arrived after the rendezvous closed at `closed` nodes. Throws RendezvousError; a launcher
-  // that hosts the store first stays until the job's nodes have joined and left.
-  [[noreturn]] void turned_away(int closed, std::chrono::steady_clock::time_point deadline);
+  // Elastic: joins rounds from the current one until this launcher takes part in one (true: node_rank_, o_.nnodes
+  // and the master set) or the job ends while it waits as a spare (false; ended_without_us()).
+  bool join_rounds();
+  // Elastic: records the event that ends the current round (the first recorded wins) and returns it.
+  PeerFailure end_round(bool counted, int code, const std::string& why);
+  static PeerFailure parse_round_end(const std::string& v);
   void linger(std::chrono::milliseconds at_most);  // the host: until every node is done or gone
   RendezvousOptions o_;
   std::unique_ptr<NodeStoreServer> server_;
@@ -104,6 +118,14 @@ class NodeGroup : public JobWatch {
   int master_port_ = 0;
   bool failed_ = false;  // this node has published a failure, or seen one
   int attempt_ = 0;      // the workers' attempt (TORCHELASTIC_RESTART_COUNT), the same on every node
+  // Elastic.
+  int max_nnodes_ = 0;    // the most nodes, --nnodes MAX (o_.nnodes: the current round's count when elastic)
+  int launcher_id_ = -1;  // this launcher's number in the store (its hello), the same in every round
+  int round_ = 0;
+  int restarts_ = 0;      // restarts used up
+  int64_t lost_seen_ = 0;  // the store's "lost" counter when last looked at
+  std::string seen_as_;   // the address the store sees this launcher at (a round's node 0 gives it as master)
+  bool ended_without_us_ = false;
 };
 
 }  // namespace mr::launch

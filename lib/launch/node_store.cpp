@@ -226,11 +226,23 @@ void NodeStoreServer::serve() {
     registered_ = static_cast<int>(nodes.size());
     present_ = present;
   };
-  // A registered node's connection ends: gone (a failure) unless it said goodbye.
+  // A registered node's connection ends: gone (a failure) unless it said goodbye. In an elastic job (the key
+  // "elastic" set) the launchers decide: "lost/N" says why and the counter "lost" counts them.
   auto drop = [&](Conn& c, const std::string& why) {
     if (c.node >= 0 && nodes[c.node]) {
       nodes[c.node] = false;
-      if (!c.bye) fail_once("node " + std::to_string(c.node) + "'s launcher " + why);
+      if (!c.bye && kv.count("elastic")) {
+        kv["lost/" + std::to_string(c.node)] = why;
+        long long lost = 0;
+        if (auto it = kv.find("lost"); it != kv.end()) try {
+            lost = std::stoll(it->second);
+          } catch (const std::exception&) {
+            lost = 0;  // not a count (a client set it): start again
+          }
+        kv["lost"] = std::to_string(lost + 1);
+      } else if (!c.bye) {
+        fail_once("node " + std::to_string(c.node) + "'s launcher " + why);
+      }
     }
     close(c.fd);
     c.fd = -1;

@@ -25,7 +25,8 @@ struct StoreError : std::runtime_error {
 // The node that hosts the store: a thread serving every launcher's connection. A launcher registers its
 // connection as node R (hello); the store marks node R gone when that connection closes without a goodbye, or
 // sends nothing for `heartbeat_timeout`, and then sets the key "fail" (unless set already) to
-// "1 node R's launcher ...". Requests and their replies (keys have no blanks; values no newline):
+// "1 node R's launcher ..." (in an elastic job, once a launcher set the key "elastic": "lost/R" to "is gone ..."
+// and the counter "lost" one up instead, for the launchers to restart without it). Requests and their replies (keys have no blanks; values no newline):
 //   S key value  -> "V"            set
 //   G key        -> "V value"|"N"  get (N: not set)
 //   A key delta  -> "V n"          add to an integer (0 when not set), the new value

@@ -60,10 +60,11 @@ int spawn_workers(const SpawnOptions& o) {
 
   // The signal handlers live through every attempt (restored last).
   detail::SignalForwarder signals(o.handled_signals);
+  int restarts = 0;  // the restarts used up (an elastic job's new node uses none)
   for (int attempt = 0;; ++attempt) {
-    job.restart_count = o.restart_count + attempt;
+    job.restart_count = o.restart_count + restarts;
     // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
-    job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
+    if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
     const std::string dir = logs.attempt(job.restart_count, o.nproc_per_node);
     detail::AttemptResult r;
     {
@@ -74,24 +75,42 @@ int spawn_workers(const SpawnOptions& o) {
       for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
       r = detail::supervise(workers, job, signals.read_fd());
     }
+    // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
+    auto next = [&](bool counted) {
+      std::optional<Placement> p = o.watch->next_attempt();
+      if (!p) return false;
+      job.node_rank = p->node_rank;
+      job.nnodes = p->nnodes;
+      job.master_addr = p->master_addr;
+      job.master_port = p->master_port;
+      restarts += counted;
+      return true;
+    };
     if (r.peer) {  // another node failed (said on stderr): every node restarts together, or the job ends
-      if (r.peer->restart && attempt < o.max_restarts && r.signal_received == 0) {
-        std::cerr << "megatron-run: " << o.max_restarts - attempt << "/" << o.max_restarts
-                  << " restarts left; restarting the worker group with the other nodes (TORCHELASTIC_RESTART_COUNT="
-                  << job.restart_count + 1 << ")\n";
-        if (o.watch->next_attempt()) continue;
+      if (r.peer->restart && r.signal_received == 0 && (!r.peer->counted || restarts < o.max_restarts)) {
+        if (r.peer->counted)
+          std::cerr << "megatron-run: " << o.max_restarts - restarts << "/" << o.max_restarts
+                    << " restarts left; restarting the worker group with the other nodes (TORCHELASTIC_RESTART_COUNT="
+                    << job.restart_count + 1 << ")\n";
+        else
+          std::cerr << "megatron-run: restarting the worker group with the other nodes (not counted as a restart)\n";
+        if (next(r.peer->counted)) continue;
       }
       return r.code;
     }
     if (r.code == 0) return 0;
     if (!r.failed_first) return r.code;  // stopped by a signal: no restart
-    if (attempt < o.max_restarts) {
+    if (restarts < o.max_restarts) {
       const WorkerFailure& f = r.failures.front();
       std::cerr << "megatron-run: the worker group failed (attempt " << attempt + 1 << ": rank " << f.rank << " "
-                << describe_status(f.status) << "); " << o.max_restarts - attempt << "/" << o.max_restarts
+                << describe_status(f.status) << "); " << o.max_restarts - restarts << "/" << o.max_restarts
                 << " restarts left; restarting the worker group" << (o.watch ? " with the other nodes" : "")
                 << " (TORCHELASTIC_RESTART_COUNT=" << job.restart_count + 1 << ")\n";
-      if (!o.watch || o.watch->next_attempt()) continue;
+      if (!o.watch) {
+        ++restarts;
+        continue;
+      }
+      if (next(true)) continue;
     }
     print_failure_summary(std::cerr, r.failures, attempt + 1);
     return r.code;

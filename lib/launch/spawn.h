@@ -15,10 +15,21 @@ namespace mr::launch {
 
 // Another node of the job failed: its code (this node's launcher exits with it) and what happened there.
 // `restart`: a worker failed there with restarts left; every node stops its workers and starts them again.
+// `counted`: the restart uses up one of --max-restarts (an elastic job's new node does not: torchrun's
+// membership change).
 struct PeerFailure {
   int code = 1;
   std::string message;
   bool restart = false;
+  bool counted = true;
+};
+
+// Where this node's workers run in an attempt: the job's node count, this node's rank, the workers' master.
+struct Placement {
+  int node_rank = 0;
+  int nnodes = 1;
+  std::string master_addr;
+  int master_port = 0;
 };
 
 // The other nodes of a multi-node job, as the supervisor sees them (launch/node_group.h).
@@ -31,9 +42,10 @@ class JobWatch {
   // This node's first failing worker (its exit code, and a line saying who and how), for the other nodes.
   virtual void local_failure(int code, const std::string& what) = 0;
   // After an attempt ended in a failure with restarts left (here, or a peer's restart): waits until every node's
-  // workers have stopped, then returns true and the next attempt starts. False when the job cannot go on (a node
-  // failed for good, finished, or did not stop in time); the reason is on stderr and poll() reports it.
-  virtual bool next_attempt() = 0;
+  // workers have stopped, then returns where the next attempt runs (an elastic job's nodes may have changed).
+  // nullopt when the job cannot go on (a node failed for good, finished, or did not stop in time); the reason is
+  // on stderr and poll() reports it.
+  virtual std::optional<Placement> next_attempt() = 0;
 };
 
 struct SpawnOptions {

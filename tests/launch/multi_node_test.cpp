@@ -542,8 +542,9 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
   const int sp = free_port();
   const std::string flags = "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
                             " --join-timeout 30 --nproc-per-node 1 --rdzv-conf last_call_timeout=2 ";
-  SECTION("2:3 nodes: two arrive and the job starts with them; a third, later, is turned away") {
-    // Starts at 0, 3 and 6 s: the rendezvous closes 2 s after the second arrival; the workers run 10 s.
+  SECTION("2:3 nodes: two arrive and the job starts with them; a third, later, waits as a spare") {
+    // Starts at 0, 3 and 6 s: the rendezvous closes 2 s after the second arrival; the workers run 10 s. The config
+    // is valid for 2 nodes, not 3, so the spare is never taken in, and ends with the job.
     const std::string job = kRun + flags + "--rdzv-id el1 --nnodes 2:3 --no-python --no-append-args -- ";
     Nodes r = run_nodes({job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
                          job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
@@ -555,10 +556,46 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 GROUP_RANK=0"));
     CHECK(has(r.nodes[1].out, "WORLD_SIZE=2 GROUP_RANK=1"));
     CHECK(has(r.nodes[0].out + r.nodes[1].out, "the elastic rendezvous of run 'el1' (--nnodes 2:3) closed with 2 node(s)"));
-    CHECK(has(r.nodes[0].out, "warning: --nnodes 2:3 (elastic): the job starts with the nodes that have arrived"));
-    CHECK(r.nodes[2].exit == 1);
-    CHECK(has(r.nodes[2].out, "the elastic rendezvous of run 'el1' closed with 2 node(s) before this launcher arrived"));
+    CHECK(has(r.nodes[0].out, "warning: --nnodes 2:3: the config is valid for 2 node(s) only"));
+    CHECK(r.nodes[2].exit == 0);
+    CHECK(has(r.nodes[2].out, "round 0 of run 'el1' runs with 2 node(s) without this launcher; it waits as a spare"));
+    CHECK(has(r.nodes[2].out, "the job of run 'el1' ended without this node"));
     CHECK_FALSE(has(r.nodes[2].out, "never runs"));
+  }
+  SECTION("1:2 nodes: a node arriving later joins the running job; the workers restart with it, not counted") {
+    const std::string job = kRun + flags + "--rdzv-id el3 --nnodes 1:2 --no-python --no-append-args -- sh -c "
+                            "'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK RESTART=$TORCHELASTIC_RESTART_COUNT; "
+                            "sleep 8'";
+    Nodes r = run_nodes({job, job}, 4.0);  // the first runs alone from about 2 s; the second comes at 4 s
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    CHECK(has(r.nodes[0].out, "WORLD_SIZE=1 GROUP_RANK=0 RESTART=0"));
+    CHECK(has(r.nodes[0].out, "the job's nodes change: 1 more node(s) arrived"));
+    CHECK(has(r.nodes[0].out, "restarting the worker group with the other nodes (not counted as a restart)"));
+    CHECK(has(r.nodes[0].out + r.nodes[1].out, "WORLD_SIZE=2 GROUP_RANK=0 RESTART=0"));
+    CHECK(has(r.nodes[0].out + r.nodes[1].out, "WORLD_SIZE=2 GROUP_RANK=1 RESTART=0"));
+  }
+  SECTION("1:2 nodes: a node lost while running; the job restarts without it (counted), or fails without restarts") {
+    // The second launcher is killed (-9) 5 s in; its workers die with it. Round 0's workers would sleep 30 s.
+    for (const char* restarts : {"1", "0"}) {
+      const std::string job = kRun + flags + "--rdzv-id el4" + restarts + " --nnodes 1:2 --max-restarts " + restarts +
+                              " --no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE "
+                              "RESTART=$TORCHELASTIC_RESTART_COUNT; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && sleep 30; "
+                              "exit 0'";
+      Nodes r = run_nodes({job, "timeout -s KILL 5 env " + job}, 0.5);
+      INFO("--max-restarts " << restarts << ":\n" << r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
+      CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 RESTART=0"));
+      CHECK(has(r.nodes[0].out, "node 1's launcher is gone"));
+      CHECK(r.nodes[1].exit == 137);
+      if (std::string(restarts) == "1") {
+        CHECK(r.nodes[0].exit == 0);
+        CHECK(has(r.nodes[0].out, "WORLD_SIZE=1 RESTART=1"));
+      } else {
+        CHECK(r.nodes[0].exit == 1);
+        CHECK(has(r.nodes[0].out, "(no restart left, --max-restarts)"));
+      }
+    }
   }
   SECTION("1:3 nodes with TP=2 on one worker each: valid for 2 nodes only, so the rendezvous waits for the second") {
     const std::string job = kRun + flags + "--rdzv-id el2 --nnodes 1:3 --tensor-model-parallel-size 2 ";
