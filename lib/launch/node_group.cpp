@@ -406,13 +406,14 @@ std::optional<Placement> NodeGroup::next_attempt() {
       if (client_->add(round_key("done"), 0) > 0)
         return give_up("a node's workers finished while another node's failed; the job cannot restart its workers "
                        "on every node");
-      if (parse_round_end(*v).counted) ++restarts_;
+      const bool counted = parse_round_end(*v).counted;
+      restarts_ += counted;
       ++round_;
       if (!join_rounds()) {
         std::cerr << "megatron-run: the job ended while this node waited as a spare\n";
         return std::nullopt;
       }
-      return Placement{node_rank_, o_.nnodes, master_addr_, master_port_};
+      return Placement{node_rank_, o_.nnodes, master_addr_, master_port_, counted};
     } catch (const StoreError& e) {
       return cannot(e.what());
     } catch (const RendezvousError& e) {

@@ -76,14 +76,14 @@ int spawn_workers(const SpawnOptions& o) {
       r = detail::supervise(workers, job, signals.read_fd());
     }
     // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
-    auto next = [&](bool counted) {
+    auto next = [&] {
       std::optional<Placement> p = o.watch->next_attempt();
       if (!p) return false;
       job.node_rank = p->node_rank;
       job.nnodes = p->nnodes;
       job.master_addr = p->master_addr;
       job.master_port = p->master_port;
-      restarts += counted;
+      restarts += p->counted;
       return true;
     };
     if (r.peer) {  // another node failed (said on stderr): every node restarts together, or the job ends
@@ -94,7 +94,7 @@ int spawn_workers(const SpawnOptions& o) {
                     << job.restart_count + 1 << ")\n";
         else
           std::cerr << "megatron-run: restarting the worker group with the other nodes (not counted as a restart)\n";
-        if (next(r.peer->counted)) continue;
+        if (next()) continue;
       }
       return r.code;
     }
@@ -110,7 +110,7 @@ int spawn_workers(const SpawnOptions& o) {
         ++restarts;
         continue;
       }
-      if (next(true)) continue;
+      if (next()) continue;
     }
     print_failure_summary(std::cerr, r.failures, attempt + 1);
     return r.code;

@@ -30,6 +30,7 @@ struct Placement {
   int nnodes = 1;
   std::string master_addr;
   int master_port = 0;
+  bool counted = true;  // the restart into it used up one of --max-restarts (whoever recorded it first decides)
 };
 
 // The other nodes of a multi-node job, as the supervisor sees them (launch/node_group.h).
