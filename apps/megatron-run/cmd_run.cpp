@@ -229,13 +229,21 @@ int cmd_run(const std::vector<std::string>& args) {
   auto refuse = [&](const std::string& message, int code) {
     return refuse_launch(opts.launch, code, message, /*printed=*/true);
   };
+  // A bad launcher option found after the rendezvous options were known (LaunchOptions::rendezvous_known), in a
+  // launch of several nodes: told too.
+  auto telling = [&] {
+    const LaunchOptions& lo = opts.launch;
+    return tells_nodes || (lo.rendezvous_known && lo.multi_node() && !opts.dry_run && !opts.parse_only &&
+                           opts.explain.empty() && !opts.help && !opts.version && opts.common.format != "argv" &&
+                           opts.common.format != "argv0");
+  };
   try {
     return run_command(args, opts, tells_nodes);
   } catch (const UsageError& e) {
-    if (!tells_nodes) throw;
+    if (!telling()) throw;
     return refuse(e.what(), report_usage_error(args, e.what(), e.flags, e.where, e.rule()));
   } catch (const po::error& e) {
-    if (!tells_nodes) throw;
+    if (!telling()) throw;
     return refuse(e.what(), report_usage_error(args, e.what()));
   }
 }

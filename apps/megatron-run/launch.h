@@ -89,6 +89,12 @@ struct LaunchOptions {
   // The world size validation must assume: N x M when spawning; SLURM_NTASKS inside a SLURM job that has no
   // torchrun variables (Megatron itself would read WORLD_SIZE). Leaves `inv` alone otherwise.
   void apply(Invocation& inv);
+  // apply() got past the options the rendezvous needs (nodes, backend, endpoint, master, timeouts): a usage error
+  // after it, on one node of a multi-node launch, can be told to the others.
+  bool rendezvous_known = false;
+
+ private:
+  void apply_worker_options();  // apply()'s checks of the worker-only options (restarts, logs, signals, ...)
 };
 
 // The default command's options (cmd_run.cpp): the config and target options, the launcher's, and its own.

@@ -303,8 +303,9 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
     if (auto v = pet("STANDALONE")) standalone = *v == "1" || *v == "True" || *v == "true";
 }
 
-void LaunchOptions::apply(Invocation& inv) {
-  // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
+// The options that shape only the workers this node starts (no other node needs them): usage errors for bad values,
+// the notices for what is not acted on.
+void LaunchOptions::apply_worker_options() {
   if (max_restarts < 0)
     throw UsageError("argument --max-restarts: must be at least 0 (got " + std::to_string(max_restarts) + ")",
                      {"--max-restarts"});
@@ -374,6 +375,12 @@ void LaunchOptions::apply(Invocation& inv) {
         *signals_to_handle,
         signals_from_pet ? "PET_SIGNALS_TO_HANDLE (the default of --signals-to-handle)" : "--signals-to-handle");
   }
+}
+
+void LaunchOptions::apply(Invocation& inv) {
+  // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
+  // First what the rendezvous needs (rendezvous_known after it): a bad value of a later, worker-only option on one
+  // node of a multi-node launch can then be told to the other nodes (cmd_run), which would otherwise wait for it.
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
     throw UsageError("argument --rdzv-backend: megatron-run has the static and the c10d rendezvous, not '" +
                          rdzv_backend + "'", {"--rdzv-backend"});
@@ -522,6 +529,8 @@ void LaunchOptions::apply(Invocation& inv) {
     else if (rdzv_backend != "c10d")
       master_addr = local_addr;
   }
+  rendezvous_known = true;
+  apply_worker_options();
   if (nproc_per_node > 0) {
     inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
     return;

@@ -302,6 +302,14 @@ TEST_CASE("a node with a usage error (an unknown Megatron flag) prints it, then 
   CHECK(has(r.nodes[0].out, "rendezvous: node 1's launcher ("));
   CHECK(has(r.nodes[0].out, "refused to start: unrecognized arguments: --num-layer 2"));
   CHECK(r.seconds < 20);  // not the 50 s join timeout
+  // A bad value of a worker-only launcher option (the rendezvous options are fine): told the same way.
+  Nodes l = run_nodes({node(0, ""), node(1, "--max-restarts -1 ")});
+  INFO(l.nodes[0].out << "\n---- node 1:\n" << l.nodes[1].out);
+  CHECK(l.nodes[1].exit == 2);
+  CHECK(l.nodes[0].exit == 1);
+  CHECK(has(l.nodes[1].out, "argument --max-restarts: must be at least 0"));
+  CHECK(has(l.nodes[0].out, "refused to start: argument --max-restarts: must be at least 0"));
+  CHECK(l.seconds < 20);
 }
 
 TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its code", "[launch][multinode][process]") {
