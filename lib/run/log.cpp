@@ -34,6 +34,21 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
         << (b.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16")
         << (c.dist_opt ? ", distributed optimizer" : "") << ", on the " << c.backend->name()
         << " backend; gradients are synthetic (no model forward/backward)" << std::endl;
+  if (!last_rank(c)) return;
+  // The batch of each step (run/batch_schedule.h), as Megatron's calculator reports it.
+  const BatchSchedule& batches = *c.batches;
+  if (batches.scheduled()) {
+    log << prefix << "megatron-run: step batch size schedule (" << batches.steps().size() << " steps):";
+    for (const auto& [threshold, bs] : batches.steps()) log << " >= " << threshold << " samples -> " << bs << ";";
+    log << std::endl;
+  } else if (const BatchSchedule::Step s = batches.at(0); s.running != s.global) {
+    log << prefix << "megatron-run: decreasing the global batch size from " << s.global << " to " << s.running
+        << " to keep it divisible by micro-batch size x data-parallel size (--decrease-batch-size-if-needed)"
+        << std::endl;
+  }
+  if (c.args.rampup_batch_size)
+    log << prefix << "megatron-run: --rampup-batch-size is ignored, as by Megatron (deprecated: use "
+        << "--step-batch-size-schedule); the global batch size stays " << batches.at(0).global << std::endl;
 }
 
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,

@@ -19,6 +19,7 @@
 #include "optim/optimizer_table.h"
 #include "optim/schedule.h"
 #include "run/backend.h"
+#include "run/batch_schedule.h"
 #include "run/buffers.h"
 #include "run/model.h"
 
@@ -38,7 +39,9 @@ struct RunContext {
   OptimizerConfig cfg;
   const optim::OptimizerInfo* optimizer = nullptr;  // the optimizer table's row of --optimizer
   ModelPlan plan;
+  // global_batch: the current step's samples (Megatron's running global batch size, from `batches`).
   int64_t train_iters = 0, global_batch = 1, log_interval = 1;
+  std::optional<BatchSchedule> batches;
   uint64_t seed = 0;
   double init_std = 0;
   bool tied = true, dist_opt = false;

@@ -14,7 +14,8 @@ namespace {
 // The flags the run reads and acts on: what they mean here, or a refusal (RunError) naming them.
 constexpr ArgId kActs[] = {
     // The batch and the length of the run (run/train.cpp).
-    ArgId::micro_batch_size, ArgId::global_batch_size, ArgId::rampup_batch_size, ArgId::train_iters,
+    ArgId::micro_batch_size, ArgId::global_batch_size, ArgId::rampup_batch_size, ArgId::step_batch_size_schedule,
+    ArgId::decrease_batch_size_if_needed, ArgId::train_iters,
     ArgId::train_samples, ArgId::mock_data,
     // A NaN or inf in the loss or a rank's gradient stops the run (run/train.cpp, rule run.nan-check).
     ArgId::check_for_nan_in_loss_and_grad,

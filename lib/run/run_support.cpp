@@ -6,6 +6,7 @@
 #include <string>
 
 #include "optim/optimizer_table.h"
+#include "run/batch_schedule.h"
 #include "run/model.h"
 
 namespace mr::run {
@@ -21,11 +22,12 @@ void check_run_supported(const Args& args) {
   if (muon && (args.muon_tp_mode == arg::MuonTpMode::auto_ || args.muon_tp_mode == arg::MuonTpMode::layer_sharded))
     throw RunError("--muon-tp-mode " + std::string(arg::to_string(args.muon_tp_mode)) +
                    " is not implemented by the training run (blockwise, duplicated and distributed are)");
-  if (args.rampup_batch_size) throw RunError("the training run does not model --rampup-batch-size yet");
-  if (!args.global_batch_size) throw RunError("the training run needs --global-batch-size");
-  if (*args.global_batch_size >= (int64_t{1} << 26))
-    throw RunError("the training run's synthetic gradient handles --global-batch-size below 2^26 (67108864); it is " +
-                   std::to_string(*args.global_batch_size));
+  // The batch of each step (--rampup-batch-size is ignored, as by Megatron: deprecated).
+  const BatchSchedule batches = BatchSchedule::from(args);
+  (void)batches.at(0);  // the first step's size fits the layout (later ones are checked when they come)
+  if (batches.largest() >= (int64_t{1} << 26))
+    throw RunError("the training run's synthetic gradient handles global batch sizes below 2^26 (67108864); it is " +
+                   std::to_string(batches.largest()));
   if (!(args.train_iters && *args.train_iters > 0) && !args.train_samples)
     throw RunError("the training run needs --train-iters or --train-samples");
   // The model plan of every pipeline stage (TP rank 0: the stages differ in their layers, the TP ranks only in

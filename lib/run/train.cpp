@@ -48,9 +48,11 @@ void set_up(RunContext& c) {
   check_run_supported(args);  // what the launcher checked before starting us (run/run_support.h)
   c.cfg = optimizer_config_from(args);
   c.optimizer = &optim::optimizer_info(args.optimizer);
-  c.global_batch = *args.global_batch_size;
-  // Sample-based (Megatron's update_train_iters without ramp-up): whole global batches.
-  c.train_iters = args.train_iters && *args.train_iters > 0 ? *args.train_iters : *args.train_samples / c.global_batch;
+  c.batches = BatchSchedule::from(args);
+  c.global_batch = c.batches->at(0).running;
+  // Sample-based: Megatron's update_train_iters (whole global batches, or the steps of the schedule).
+  c.train_iters =
+      args.train_iters && *args.train_iters > 0 ? *args.train_iters : c.batches->iterations_for(*args.train_samples);
   c.log_interval = std::max<int64_t>(1, args.log_interval);
   c.seed = static_cast<uint64_t>(args.seed);
   c.init_std = args.init_method_std > 0 ? args.init_method_std : default_of(ArgId::init_method_std).as_float();
@@ -161,6 +163,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   Backend& dev = *c.backend;
   for (int64_t it = resumed.iteration + 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
+    c.global_batch = c.batches->at(consumed).running;  // this step's samples (a schedule's step, if any)
     dev.start_timing();
     const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
     if (args.check_for_nan_in_loss_and_grad) check_local_grads(c, it);

@@ -202,6 +202,58 @@ TEST_CASE("a sample-based job (--train-samples) runs whole global batches on a s
   CHECK_THAT(p[0].out(), Catch::Contains("consumed samples:           40"));
 }
 
+TEST_CASE("--step-batch-size-schedule: each step's global batch from the schedule; DP=2 follows one rank",
+          "[run][train][batch]") {
+  mrtest::TempDir dir;
+  // The default job without its --global-batch-size: 4 samples a step until 2048 tokens (16 samples of 128), then 8.
+  const std::string cfg = dir / "steps.yaml";
+  {
+    std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
+    std::ofstream out(cfg);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("--global-batch-size", 0) != 0 && line.rfind("--train-iters", 0) != 0 &&
+          line.rfind("--lr-warmup-iters", 0) != 0)
+        out << line << "\n";
+    out << "--step-batch-size-schedule: '0:4 2048:8'\n--train-samples: 40\n--lr-warmup-samples: 8\n";  // 4 x 4, 3 x 8
+  }
+  std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--config", cfg}, {}, dir, "steps1"),
+                                 mrtest::start({mrtest::megatron_run(), "--config", cfg, "--nproc-per-node", "2"}, {},
+                                               dir, "steps2")};
+  mrtest::wait_all(p, std::chrono::seconds(180));
+  for (mrtest::Proc& q : p) {
+    INFO(q.out() << q.err());
+    REQUIRE(q.exit_code() == 0);
+    CHECK_THAT(q.out(), Catch::Contains("step batch size schedule (2 steps): >= 0 samples -> 4; >= 16 samples -> 8;"));
+    CHECK(iterations(q.out()).size() == 7);
+    CHECK_THAT(q.out(), Catch::Contains("consumed samples:           16 |") && Catch::Contains("global batch size:     4"));
+    CHECK_THAT(q.out(), Catch::Contains("consumed samples:           40 |") && Catch::Contains("global batch size:     8"));
+  }
+  // The same samples on one rank and on two (each rank half of every step's micro-batches): the same path.
+  auto checksum = [](const std::string& out) {
+    const size_t at = out.find("parameter checksum ");
+    return at == std::string::npos ? std::string("none") : out.substr(at, 35);
+  };
+  CHECK(checksum(p[0].out()) == checksum(p[1].out()));
+}
+
+TEST_CASE("--rampup-batch-size is ignored as by Megatron; --decrease-batch-size-if-needed rounds the batch down",
+          "[run][train][batch]") {
+  mrtest::TempDir dir;
+  mrtest::Proc r = spawn(1, {"--rampup-batch-size", "2", "2", "16", "--train-iters", "4"}, dir, "rampup");
+  INFO(r.out() << r.err());
+  REQUIRE(r.exit_code() == 0);
+  CHECK_THAT(r.out(), Catch::Contains("--rampup-batch-size is ignored, as by Megatron"));
+  CHECK_THAT(r.out(), Catch::Contains("consumed samples:           32 |"));  // 4 steps of 8
+  mrtest::Proc d = spawn(1, {"--global-batch-size", "7", "--eval-global-batch-size", "8",
+                             "--decrease-batch-size-if-needed", "--train-iters", "4"}, dir, "decrease");
+  INFO(d.out() << d.err());
+  REQUIRE(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("decreasing the global batch size from 7 to 6"));
+  CHECK_THAT(d.out(), Catch::Contains("consumed samples:           24 |"));  // 4 steps of 6
+  CHECK(iterations(d.out()).front().lr == Approx(3e-4 * 6 / 14));  // warmup 2 x 7 samples, 6 a step
+}
+
 TEST_CASE("a model too big for this machine's memory is refused before anything is allocated", "[run][train]") {
   mrtest::TempDir dir;
   // ~206 G parameters: terabytes of optimizer state.
