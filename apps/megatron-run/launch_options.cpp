@@ -222,6 +222,13 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
       }
     }
   };
+  // A text option not on the command line (either spelling) takes PET_<NAME> when that is set; true if it did.
+  auto take = [&](const char* dash, const char* name, auto& field) {
+    if (given(dash, underscored(dash).c_str())) return false;
+    std::optional<std::string> v = pet(name);
+    if (v) field = *v;
+    return v.has_value();
+  };
   nnodes_given = vm.count("nnodes") > 0;
   node_rank_given = given("node-rank", "node_rank");
   master_addr_given = given("master-addr", "master_addr");
@@ -230,12 +237,9 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
     if (auto v = pet("NNODES")) set_nnodes(launch::parse_nnodes(*v, "PET_NNODES (the default of --nnodes)"));
   join_timeout_given = vm.count("join-timeout") > 0;
   term_timeout_given = vm.count("term-timeout") > 0;
-  if (!given("rdzv-conf", "rdzv_conf"))
-    if (auto v = pet("RDZV_CONF")) rdzv_conf = *v;
-  if (!vm.count("role"))
-    if (auto v = pet("ROLE")) role = *v;
-  if (!given("start-method", "start_method"))
-    if (auto v = pet("START_METHOD")) start_method = *v;
+  take("rdzv-conf", "RDZV_CONF", rdzv_conf);
+  take("role", "ROLE", role);
+  take("start-method", "START_METHOD", start_method);
   if (!given("shutdown-timeout", "shutdown_timeout") && !vm.count("term-timeout")) {  // --term-timeout wins
     int t = -1;
     int_of("SHUTDOWN_TIMEOUT", t, "--shutdown-timeout");
@@ -249,21 +253,14 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
       notices.push_back("PET_" + name + " is set (the default of torchrun's --" + n.name + ", " + n.what +
                         "): not used, megatron-run does not implement it");
   }
-  if (!given("log-line-prefix-template", "log_line_prefix_template")) {
-    if (auto v = pet("LOG_LINE_PREFIX_TEMPLATE")) log_line_prefix_template = *v;
-  }
+  take("log-line-prefix-template", "LOG_LINE_PREFIX_TEMPLATE", log_line_prefix_template);
   if (log_line_prefix_template.empty())  // torchrun: the option, else this variable
     if (auto v = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) log_line_prefix_template = *v;
-  if (!given("duplicate-stdout-filters", "duplicate_stdout_filters"))
-    if (auto v = pet("DUPLICATE_STDOUT_FILTERS")) duplicate_stdout_filters = *v;
-  if (!given("duplicate-stderr-filters", "duplicate_stderr_filters"))
-    if (auto v = pet("DUPLICATE_STDERR_FILTERS")) duplicate_stderr_filters = *v;
-  if (!given("event-log-handler", "event_log_handler"))
-    if (auto v = pet("EVENT_LOG_HANDLER")) event_log_handler = *v;
-  if (!given("local-addr", "local_addr"))
-    if (auto v = pet("LOCAL_ADDR")) local_addr = *v;
-  if (!given("signals-to-handle", "signals_to_handle"))
-    if (auto v = pet("SIGNALS_TO_HANDLE")) signals_to_handle = *v, signals_from_pet = true;
+  take("duplicate-stdout-filters", "DUPLICATE_STDOUT_FILTERS", duplicate_stdout_filters);
+  take("duplicate-stderr-filters", "DUPLICATE_STDERR_FILTERS", duplicate_stderr_filters);
+  take("event-log-handler", "EVENT_LOG_HANDLER", event_log_handler);
+  take("local-addr", "LOCAL_ADDR", local_addr);
+  signals_from_pet = take("signals-to-handle", "SIGNALS_TO_HANDLE", signals_to_handle);
   if (!virtual_local_rank) {  // torchrun's check_env: PET_VIRTUAL_LOCAL_RANK=1 (an integer, non-zero: on)
     int on = 0;
     int_of("VIRTUAL_LOCAL_RANK", on, "--virtual-local-rank");
@@ -276,16 +273,11 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   master_port_given = master_port_given || pet("MASTER_PORT");
   if (!given("master-port", "master_port")) int_of("MASTER_PORT", master_port, "--master-port");
   if (!given("max-restarts", "max_restarts")) int_of("MAX_RESTARTS", max_restarts, "--max-restarts");
-  if (!given("master-addr", "master_addr"))
-    if (auto v = pet("MASTER_ADDR")) master_addr = *v;
-  if (!given("log-dir", "log_dir"))
-    if (auto v = pet("LOG_DIR")) log_dir = *v;
-  if (!vm.count("redirects"))
-    if (auto v = pet("REDIRECTS")) redirects = *v;
-  if (!vm.count("tee"))
-    if (auto v = pet("TEE")) tee = *v;
-  if (!given("local-ranks-filter", "local_ranks_filter"))
-    if (auto v = pet("LOCAL_RANKS_FILTER")) local_ranks_filter = *v;
+  take("master-addr", "MASTER_ADDR", master_addr);
+  take("log-dir", "LOG_DIR", log_dir);
+  take("redirects", "REDIRECTS", redirects);
+  take("tee", "TEE", tee);
+  take("local-ranks-filter", "LOCAL_RANKS_FILTER", local_ranks_filter);
   for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
                         "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
                         "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
@@ -293,12 +285,9 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
                         "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
                         "signals_to_handle"})
     if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
-  if (!given("rdzv-id", "rdzv_id"))
-    if (auto v = pet("RDZV_ID")) run_id = *v;
-  if (!given("rdzv-backend", "rdzv_backend"))
-    if (auto v = pet("RDZV_BACKEND")) rdzv_backend = *v;
-  if (!given("rdzv-endpoint", "rdzv_endpoint"))
-    if (auto v = pet("RDZV_ENDPOINT")) rdzv_endpoint = *v;
+  take("rdzv-id", "RDZV_ID", run_id);
+  take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);
+  take("rdzv-endpoint", "RDZV_ENDPOINT", rdzv_endpoint);
   if (!vm.count("standalone") || !standalone)
     if (auto v = pet("STANDALONE")) standalone = *v == "1" || *v == "True" || *v == "true";
 }

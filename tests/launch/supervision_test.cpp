@@ -4,44 +4,21 @@
 // Debian's /usr/bin/python3; every command runs under `timeout`.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
-#include "../config/binary.h"
+#include "launch_test_util.h"
 
 namespace fs = std::filesystem;
+using namespace mrtest::launcher;
 
 namespace {
 
 using mrtest::Proc;
 
-// stdout and stderr together, the command (ENV=... PROGRAM ARGS) killed after 90 s.
-Proc sh(const std::string& cmd) { return mrtest::run_shell("timeout -k 5 90 env " + cmd + " 2>&1"); }
-
-const std::string kBin = std::string("'") + MR_BINARY + "'";
-const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
-const std::string kFaults = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/faults.py";
-const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
-const std::string kRun = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig + " ";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("mr-supervision-" + std::to_string(getpid()));
-  TempDir() { fs::remove_all(path), fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : ScratchDir {
+  TempDir() : ScratchDir("mr-supervision") {}
 };
 
 // The one <run id>_<unique> directory under `root`.

@@ -45,6 +45,22 @@ mrtest::Proc spawn(int n, const std::vector<std::string>& extra, const mrtest::T
   return mrtest::spawn_job(n, extra, dir, tag, std::move(env));
 }
 
+// configs/default.yaml as dir/name without the lines that start with one of `drop`, and with `extra` appended.
+std::string default_config_with(const mrtest::TempDir& dir, const std::string& name,
+                                const std::vector<std::string>& drop, const std::string& extra) {
+  const std::string cfg = dir / name;
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
+  std::ofstream out(cfg);
+  std::string line;
+  while (std::getline(in, line)) {
+    bool keep = true;
+    for (const std::string& d : drop) keep = keep && line.rfind(d, 0) != 0;
+    if (keep) out << line << "\n";
+  }
+  out << extra;
+  return cfg;
+}
+
 }  // namespace
 
 TEST_CASE("the default job trains: 20 logged iterations, the loss goes down", "[run][train]") {
@@ -181,16 +197,9 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
 
 TEST_CASE("a sample-based job (--train-samples) runs whole global batches on a schedule in samples", "[run][train]") {
   mrtest::TempDir dir;
-  // The default job with its iteration counts replaced by sample counts.
-  const std::string cfg = dir / "samples.yaml";
-  {
-    std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
-    std::ofstream out(cfg);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("--train-iters", 0) != 0 && line.rfind("--lr-warmup-iters", 0) != 0) out << line << "\n";
-    out << "--train-samples: 44\n--lr-warmup-samples: 16\n";  // 5 whole batches of 8; warmup = 2 batches
-  }
+  // The default job with its iteration counts replaced by sample counts: 5 whole batches of 8; warmup 2 batches.
+  const std::string cfg = default_config_with(dir, "samples.yaml", {"--train-iters", "--lr-warmup-iters"},
+                                              "--train-samples: 44\n--lr-warmup-samples: 16\n");
   std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--config", cfg}, {}, dir, "samples")};
   mrtest::wait_all(p, std::chrono::seconds(120));
   INFO(p[0].out() << p[0].err());
@@ -205,18 +214,11 @@ TEST_CASE("a sample-based job (--train-samples) runs whole global batches on a s
 TEST_CASE("--step-batch-size-schedule: each step's global batch from the schedule; DP=2 follows one rank",
           "[run][train][batch]") {
   mrtest::TempDir dir;
-  // The default job without its --global-batch-size: 4 samples a step until 2048 tokens (16 samples of 128), then 8.
-  const std::string cfg = dir / "steps.yaml";
-  {
-    std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
-    std::ofstream out(cfg);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("--global-batch-size", 0) != 0 && line.rfind("--train-iters", 0) != 0 &&
-          line.rfind("--lr-warmup-iters", 0) != 0)
-        out << line << "\n";
-    out << "--step-batch-size-schedule: '0:4 2048:8'\n--train-samples: 40\n--lr-warmup-samples: 8\n";  // 4 x 4, 3 x 8
-  }
+  // The default job without its --global-batch-size: 4 samples a step until 2048 tokens (16 samples of 128), then
+  // 8; 40 samples are 4 steps of 4 and 3 of 8.
+  const std::string cfg =
+      default_config_with(dir, "steps.yaml", {"--global-batch-size", "--train-iters", "--lr-warmup-iters"},
+                          "--step-batch-size-schedule: '0:4 2048:8'\n--train-samples: 40\n--lr-warmup-samples: 8\n");
   std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--config", cfg}, {}, dir, "steps1"),
                                  mrtest::start({mrtest::megatron_run(), "--config", cfg, "--nproc-per-node", "2"}, {},
                                                dir, "steps2")};

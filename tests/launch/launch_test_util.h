@@ -1,0 +1,48 @@
+// What the launcher's process tests share: the binary, the default config and the test programs, a shell command
+// under `timeout`, and a scratch directory. Every command runs under `timeout`, so that no test can hang.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "../config/binary.h"
+
+namespace mrtest::launcher {
+
+namespace fs = std::filesystem;
+
+inline const std::string kBin = std::string("'") + MR_BINARY + "'";
+inline const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+inline const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
+inline const std::string kFaults = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/faults.py";
+// megatron-run with the default config, its Python programs under Debian's /usr/bin/python3.
+inline const std::string kRun = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig + " ";
+
+// stdout and stderr together, the command (ENV=... PROGRAM ARGS) killed after 90 s.
+inline Proc sh(const std::string& cmd) { return run_shell("timeout -k 5 90 env " + cmd + " 2>&1"); }
+
+inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A scratch directory, /tmp/<prefix>-<pid>, made empty and removed at the end.
+struct ScratchDir {
+  fs::path path;
+  explicit ScratchDir(const std::string& prefix)
+      : path(fs::temp_directory_path() / (prefix + "-" + std::to_string(getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() { fs::remove_all(path); }
+};
+
+}  // namespace mrtest::launcher
