@@ -55,6 +55,22 @@ inline std::vector<std::string> job_args(std::vector<std::string> extra) {
   return a;
 }
 
+// configs/default.yaml as dir/name without the lines that start with one of `drop`, and with `extra` appended
+// (a job that must not have one of its settings, e.g. --global-batch-size next to a batch schedule).
+inline std::string default_config_with(const TempDir& dir, const std::string& name, const std::vector<std::string>& drop,
+                                       const std::string& extra) {
+  const std::string cfg = dir / name;
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
+  std::ofstream out(cfg);
+  for (std::string line; std::getline(in, line);) {
+    bool keep = true;
+    for (const std::string& d : drop) keep = keep && line.rfind(d, 0) != 0;
+    if (keep) out << line << "\n";
+  }
+  out << extra;
+  return cfg;
+}
+
 // The same, stopping after the process groups' self-check (--bring-up-only): the distributed tests.
 inline std::vector<std::string> bring_up_args(std::vector<std::string> extra) {
   extra.insert(extra.begin(), "--bring-up-only");

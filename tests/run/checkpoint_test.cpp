@@ -161,6 +161,42 @@ void check_reshard(const Job& from, const Job& to, const std::string& tag) {
 }
 }  // namespace
 
+TEST_CASE("resume is bit-exact across a --step-batch-size-schedule step: the batch follows the consumed samples",
+          "[run][checkpoint][batch]") {
+  mrtest::TempDir dir;
+  // The default job with a schedule instead of --global-batch-size: 4 samples a step until 16 (2048 tokens), then
+  // 8; 40 samples are 7 steps. Saved at 3 and 6 and at the end (7); resumed from 3 (12 samples consumed: step 4
+  // is of 4 samples, step 5 of 8).
+  const std::string cfg =
+      mrtest::default_config_with(dir, "steps.yaml", {"--global-batch-size", "--train-iters", "--lr-warmup-iters"},
+                                  "--step-batch-size-schedule: '0:4 2048:8'\n--train-samples: 40\n"
+                                  "--lr-warmup-samples: 8\n");
+  const std::string ck = dir / "ck";
+  auto run = [&](const std::string& tag) {
+    std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--config", cfg, "--save", ck, "--load", ck,
+                                                  "--save-interval", "3"},
+                                                 {}, dir, tag)};
+    mrtest::wait_all(p, std::chrono::seconds(120));
+    return p[0];
+  };
+  mrtest::Proc a = run("steps-a");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  REQUIRE(tracker(ck) == "7");
+  fs::rename(ck + "/iter_0000007", dir / "first7");
+  std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "3";
+  mrtest::Proc b = run("steps-b");
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("iteration        4/       7 | consumed samples:           16 |"));
+  CHECK_THAT(b.out(), Catch::Contains("iteration        5/       7 | consumed samples:           24 |"));
+  for (const std::string& n : files_in(dir / "first7")) {
+    INFO(n);
+    CHECK(bytes_of(dir / ("first7/" + n)) == bytes_of(ck + "/iter_0000007/" + n));
+  }
+  CHECK(checksum_line(a.out()) == checksum_line(b.out()));
+}
+
 TEST_CASE("a checkpoint loads under another layout with the same unsharded state", "[run][checkpoint][reshard]") {
   check_reshard({4, {"--tensor-model-parallel-size", "2", "--bf16"}}, {4, {"--bf16"}}, "tp2dp2-tp1dp4");
   check_reshard({4, {"--use-distributed-optimizer", "--bf16"}}, {1, {"--bf16"}}, "distopt4-1");

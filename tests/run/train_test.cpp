@@ -45,22 +45,6 @@ mrtest::Proc spawn(int n, const std::vector<std::string>& extra, const mrtest::T
   return mrtest::spawn_job(n, extra, dir, tag, std::move(env));
 }
 
-// configs/default.yaml as dir/name without the lines that start with one of `drop`, and with `extra` appended.
-std::string default_config_with(const mrtest::TempDir& dir, const std::string& name,
-                                const std::vector<std::string>& drop, const std::string& extra) {
-  const std::string cfg = dir / name;
-  std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
-  std::ofstream out(cfg);
-  std::string line;
-  while (std::getline(in, line)) {
-    bool keep = true;
-    for (const std::string& d : drop) keep = keep && line.rfind(d, 0) != 0;
-    if (keep) out << line << "\n";
-  }
-  out << extra;
-  return cfg;
-}
-
 }  // namespace
 
 TEST_CASE("the default job trains: 20 logged iterations, the loss goes down", "[run][train]") {
@@ -198,7 +182,7 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
 TEST_CASE("a sample-based job (--train-samples) runs whole global batches on a schedule in samples", "[run][train]") {
   mrtest::TempDir dir;
   // The default job with its iteration counts replaced by sample counts: 5 whole batches of 8; warmup 2 batches.
-  const std::string cfg = default_config_with(dir, "samples.yaml", {"--train-iters", "--lr-warmup-iters"},
+  const std::string cfg = mrtest::default_config_with(dir, "samples.yaml", {"--train-iters", "--lr-warmup-iters"},
                                               "--train-samples: 44\n--lr-warmup-samples: 16\n");
   std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--config", cfg}, {}, dir, "samples")};
   mrtest::wait_all(p, std::chrono::seconds(120));
@@ -217,7 +201,7 @@ TEST_CASE("--step-batch-size-schedule: each step's global batch from the schedul
   // The default job without its --global-batch-size: 4 samples a step until 2048 tokens (16 samples of 128), then
   // 8; 40 samples are 4 steps of 4 and 3 of 8.
   const std::string cfg =
-      default_config_with(dir, "steps.yaml", {"--global-batch-size", "--train-iters", "--lr-warmup-iters"},
+      mrtest::default_config_with(dir, "steps.yaml", {"--global-batch-size", "--train-iters", "--lr-warmup-iters"},
                           "--step-batch-size-schedule: '0:4 2048:8'\n--train-samples: 40\n--lr-warmup-samples: 8\n");
   std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--config", cfg}, {}, dir, "steps1"),
                                  mrtest::start({mrtest::megatron_run(), "--config", cfg, "--nproc-per-node", "2"}, {},
