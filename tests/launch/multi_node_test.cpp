@@ -605,6 +605,23 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
       }
     }
   }
+  SECTION("1:2 nodes: a worker failure restarts both nodes' workers in a new round (counted)") {
+    // Node 1's worker fails in round 0 (exit 7); node 0's would sleep 30 s. In round 1 both print and exit 0.
+    const std::string job = kRun + flags + "--rdzv-id el5 --nnodes 1:2 --max-restarts 1 --no-python --no-append-args "
+                            "-- sh -c 'echo round attempt $TORCHELASTIC_RESTART_COUNT node $GROUP_RANK of "
+                            "$GROUP_WORLD_SIZE; [ $TORCHELASTIC_RESTART_COUNT = 0 ] || exit 0; "
+                            "[ $GROUP_RANK = 1 ] && sleep 0.5 && exit 7; exec sleep 30'";
+    Nodes r = run_nodes({job, job}, 0.5);
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    const std::string both = r.nodes[0].out + r.nodes[1].out;
+    CHECK(has(both, "the job failed on another node: worker rank 1"));
+    CHECK(has(both, "closed with 2 node(s) in round 1"));
+    CHECK(has(both, "round attempt 1 node 0 of 2"));
+    CHECK(has(both, "round attempt 1 node 1 of 2"));
+    CHECK(r.seconds < 30);
+  }
   SECTION("1:3 nodes with TP=2 on one worker each: valid for 2 nodes only, so the rendezvous waits for the second") {
     const std::string job = kRun + flags + "--rdzv-id el2 --nnodes 1:3 --tensor-model-parallel-size 2 ";
     Nodes r = run_nodes({job + kProbe, job + kProbe}, 1.0);
