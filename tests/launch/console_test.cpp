@@ -61,7 +61,9 @@ TEST_CASE("megatron-run --help lists the launcher's options", "[launch][cli]") {
                           "--standalone", "--max-restarts", "--log-dir", "--redirects", "--tee", "--local-ranks-filter",
                           "--term-timeout", "--monitor-interval", "--no-python", "-m MODULE", "--no-append-args",
                           "--bring-up-only", "--heartbeat-timeout", "PET_", "srun --ntasks-per-node=1", "--rdzv-conf",
-                          "--role", "--shutdown-timeout", "--start-method", "--run-path"}) {
+                          "--role", "--shutdown-timeout", "--start-method", "--run-path", "--nnodes MIN:MAX",
+                          "--local-addr", "--log-line-prefix-template", "--duplicate-stdout-filters",
+                          "--virtual-local-rank", "--signals-to-handle", "--event-log-handler"}) {
     INFO(opt);
     CHECK(r.out.find(opt) != std::string::npos);
   }
