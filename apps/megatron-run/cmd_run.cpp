@@ -1,4 +1,5 @@
 // The default command: resolve the arguments and, with --dry-run, print them.
+#include <algorithm>
 #include <iostream>
 
 #include "cli.h"
@@ -155,8 +156,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
         continue;
       }
       if (valid.empty()) out = o, schedule_warning = w;
-      valid.insert(valid.begin(), n);
+      valid.push_back(n);
     }
+    std::reverse(valid.begin(), valid.end());
     launch_opts.valid_nnodes = valid;
     if (valid.empty()) {
       print_error(std::cerr, "the config is valid for no node count from " + std::to_string(launch_opts.nnodes_min) +

@@ -79,6 +79,9 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
 int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed) {
   if (!printed) print_error(std::cerr, message);
   if (!lo.multi_node()) return code;
+  // An elastic job waits for no node in particular (and may be running already): a node that will not come
+  // just does not, as under torchrun.
+  if (lo.elastic()) return code;
   // Every other node would wait for this one until --join-timeout: tell them why it will not come.
   char host[256] = "";
   gethostname(host, sizeof host - 1);
@@ -143,6 +146,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
       return group->finish(0);
     }
     so.node_rank = group->node_rank();
+    so.restart_count = group->restarts_used();  // an elastic job's node taken in later: the job's count
     so.nnodes = group->nnodes();  // an elastic job's count, fixed when its rendezvous closed
     so.master_addr = group->master_addr();
     so.master_port = group->master_port();

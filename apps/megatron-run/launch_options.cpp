@@ -377,6 +377,11 @@ void LaunchOptions::apply(Invocation& inv) {
     throw UsageError("argument --nnodes: an elastic job (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
                          ") numbers its nodes as they arrive: it needs --rdzv-backend c10d --rdzv-endpoint HOST[:PORT]",
                      {"--nnodes", "--rdzv-backend"});
+  if (elastic() && nnodes - nnodes_min >= 4096)
+    throw UsageError("argument --nnodes: an elastic range of " + std::to_string(nnodes - nnodes_min + 1) +
+                         " node counts (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
+                         "); megatron-run checks the config for each, and takes at most 4096",
+                     {"--nnodes"});
   const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend, elastic());
   if (conf.last_call_timeout_s) last_call_timeout = *conf.last_call_timeout_s;
   if (conf.join_timeout_s) {

@@ -104,21 +104,31 @@ std::string whereabouts(const std::string& rdzv) {
   return "pid " + pid + (host.empty() ? "" : " on " + host);
 }
 
-// This machine's boot id: with the host name it tells whether another rank's pid is one of this machine's.
+// This machine's boot id and this process's pid namespace: with the host name they tell whether another rank's
+// pid is one this process can see (two containers can share a host name and a boot id, not a pid namespace).
 std::string this_boot_id() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string id;
   f >> id;
   return id;
 }
+std::string this_pid_namespace() {
+  char buf[64] = {0};
+  const ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string ns(buf, static_cast<size_t>(n));  // "pid:[4026531836]"
+  const size_t a = ns.find('['), b = ns.find(']');
+  return a == std::string::npos || b == std::string::npos ? "" : ns.substr(a + 1, b - a - 1);
+}
 
-// True only when the rank certainly has no process any more: it ran on this machine (same host name and boot
-// id) and its pid is gone or a zombie. A rank elsewhere, or one merely silent, is not known to be gone.
+// True only when the rank certainly has no process any more: it ran on this machine, in this pid namespace (same
+// host name, boot id and namespace) and its pid is gone or a zombie. A rank elsewhere, or one merely silent, is not known to be gone.
 bool process_gone(const std::string& rdzv) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  const std::string boot = rdzv_field(rdzv, "boot"), pid = rdzv_field(rdzv, "pid");
+  const std::string boot = rdzv_field(rdzv, "boot"), pid = rdzv_field(rdzv, "pid"), ns = rdzv_field(rdzv, "pidns");
   if (pid.empty() || boot.empty() || boot != this_boot_id() || rdzv_field(rdzv, "host") != host) return false;
+  if (ns.empty() || ns != this_pid_namespace()) return false;
   std::ifstream stat("/proc/" + pid + "/stat");
   if (!stat) return true;
   std::string line;
@@ -317,7 +327,7 @@ void Runtime::rendezvous() {
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fingerprint_hash(opts_.fingerprint)));
   store_->set("rdzv/" + std::to_string(L.rank), std::string(hash) + " world_size=" + std::to_string(world) +
                                                     " host=" + host + " pid=" + std::to_string(getpid()) +
-                                                    " boot=" + this_boot_id());
+                                                    " boot=" + this_boot_id() + " pidns=" + this_pid_namespace());
   int64_t arrived = store_->add("arrived", 1);
   MR_LOG(debug) << "rendezvous: " << L.describe() << ", " << arrived << " rank(s) arrived";
 

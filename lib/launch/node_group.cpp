@@ -216,11 +216,12 @@ bool NodeGroup::join_rounds() {
   for (;;) {
     const auto deadline = Clock::now() + o_.join_timeout;
     const int arrival = static_cast<int>(client_->add(round_key("arrived"), 1) - 1);
+    client_->set(round_key("arrival/" + std::to_string(arrival)), std::to_string(launcher_id_));
     const int closed = close_elastic(deadline);
     if (arrival < closed) {  // taking part, as node `arrival`
       node_rank_ = arrival;
       o_.nnodes = closed;
-      client_->set(round_key("member/" + std::to_string(arrival)), std::to_string(launcher_id_));
+      restarts_ = restarts_before(round_);  // the job's, also for a launcher taken in now
       client_->add(round_key("joined"), 1);
       if (arrival == 0) {
         master_addr_ = o_.local_addr.empty() ? seen_as_ : o_.local_addr;
@@ -229,6 +230,11 @@ bool NodeGroup::join_rounds() {
       }
       for (;;) {
         if (auto f = read_failure()) throw RendezvousError(f->message);
+        if (std::optional<std::string> what = lost_member()) {  // it will never join: fail now, not at the timeout
+          failed_ = true;
+          throw RendezvousError(parse_failure(client_->set_first(
+              "fail", "1 " + *what + " before round " + std::to_string(round_) + " started")).message);
+        }
         const int64_t joined = client_->add(round_key("joined"), 0);
         std::optional<std::string> master = client_->get(round_key("master"));
         if (joined >= closed && master) {
@@ -253,6 +259,13 @@ bool NodeGroup::join_rounds() {
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       if (client_->get(round_key("next"))) break;
+      // A node of the round lost after another finished: nobody can restart the round, so the job fails (the
+      // running nodes handle a loss themselves while none has finished).
+      if (client_->add(round_key("done"), 0) > 0)
+        if (std::optional<std::string> what = lost_member()) {
+          failed_ = true;
+          throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + *what)).message);
+        }
       if (client_->add(round_key("done"), 0) >= closed) {
         ended_without_us_ = true;
         return false;
@@ -261,6 +274,32 @@ bool NodeGroup::join_rounds() {
     }
     ++round_;
   }
+}
+
+std::optional<std::string> NodeGroup::lost_member() {
+  const int64_t lost = client_->add("lost", 0);
+  if (lost == 0) return std::nullopt;
+  if (lost != lost_checked_ || round_ != lost_round_) {  // look again only when something changed
+    lost_checked_ = lost;
+    lost_round_ = round_;
+    lost_what_.reset();
+    const int64_t closed = std::stoll(client_->get(round_key("closed")).value_or("0"));
+    for (int k = 0; k < closed && !lost_what_; ++k) {
+      std::optional<std::string> id = client_->get(round_key("arrival/" + std::to_string(k)));
+      std::optional<std::string> why = id && *id != std::to_string(launcher_id_) ? client_->get("lost/" + *id)
+                                                                                 : std::nullopt;
+      if (why) lost_what_ = "node " + std::to_string(k) + "'s launcher " + *why;
+    }
+  }
+  return lost_what_;
+}
+
+int NodeGroup::restarts_before(int round) {
+  int used = 0;
+  for (int r = 0; r < round; ++r)
+    if (std::optional<std::string> v = client_->get("rdzv/" + std::to_string(r) + "/next"))
+      used += parse_round_end(*v).counted;
+  return used;
 }
 
 PeerFailure NodeGroup::parse_round_end(const std::string& v) {
@@ -323,22 +362,21 @@ std::optional<PeerFailure> NodeGroup::poll() {
         f->message = "the job failed on another node: " + f->message;
         return f;
       }
-      if (std::optional<std::string> v = client_->get(round_key("next"))) return parse_round_end(*v);
-      // A node of this round whose launcher is gone: a new round without it (a failure: counted).
-      if (const int64_t lost = client_->add("lost", 0); lost != lost_seen_) {
-        lost_seen_ = lost;
-        for (int k = 0; k < o_.nnodes; ++k) {
-          if (k == node_rank_) continue;
-          std::optional<std::string> id = client_->get(round_key("member/" + std::to_string(k)));
-          std::optional<std::string> why = id ? client_->get("lost/" + *id) : std::nullopt;
-          if (!why) continue;
-          const std::string what = "node " + std::to_string(k) + "'s launcher " + *why;
-          if (restarts_ < o_.max_restarts) return end_round(true, 1, what);
-          failed_ = true;
-          PeerFailure f = parse_failure(client_->set_first("fail", "1 " + what + " (no restart left, --max-restarts)"));
-          f.message = "the job failed on another node: " + f.message;
-          return f;
-        }
+      if (std::optional<std::string> v = client_->get(round_key("next"))) {
+        PeerFailure e = parse_round_end(*v);
+        if (!e.counted || restarts_ < o_.max_restarts) return e;
+        // A failure with no restart left (a node taken in later may have recorded it): the job ends everywhere.
+        failed_ = true;
+        PeerFailure f = parse_failure(client_->set_first("fail", v->size() > 2 ? v->substr(2) : "1 ?"));
+        f.message = "the job failed on another node: " + f.message + " (no restart left, --max-restarts)";
+        return f;
+      }
+      if (std::optional<std::string> what = lost_member()) {  // a node of this round whose launcher is gone
+        if (restarts_ < o_.max_restarts && client_->add(round_key("done"), 0) == 0) return end_round(true, 1, *what);
+        failed_ = true;
+        PeerFailure f = parse_failure(client_->set_first("fail", "1 " + *what + " (no restart left, --max-restarts)"));
+        f.message = "the job failed on another node: " + f.message;
+        return f;
       }
       // Spares that would make the job larger (at a count the config is valid for): a new round with them, not
       // counted as a restart, as long as no node's workers have finished.
@@ -388,7 +426,6 @@ void NodeGroup::local_failure(int code, const std::string& what) {
 
 std::optional<Placement> NodeGroup::next_attempt() {
   if (!client_) return std::nullopt;
-  const Placement same{node_rank_, o_.nnodes, master_addr_, master_port_};
   const std::string key = "attempt/" + std::to_string(attempt_) + "/stopped";
   const auto deadline = Clock::now() + o_.join_timeout;
   auto cannot = [&](const std::string& why) -> std::optional<Placement> {
@@ -406,14 +443,12 @@ std::optional<Placement> NodeGroup::next_attempt() {
       if (client_->add(round_key("done"), 0) > 0)
         return give_up("a node's workers finished while another node's failed; the job cannot restart its workers "
                        "on every node");
-      const bool counted = parse_round_end(*v).counted;
-      restarts_ += counted;
-      ++round_;
+      ++round_;  // join_rounds counts the restarts used up from the store
       if (!join_rounds()) {
         std::cerr << "megatron-run: the job ended while this node waited as a spare\n";
         return std::nullopt;
       }
-      return Placement{node_rank_, o_.nnodes, master_addr_, master_port_, counted};
+      return Placement{node_rank_, o_.nnodes, master_addr_, master_port_, restarts_};
     } catch (const StoreError& e) {
       return cannot(e.what());
     } catch (const RendezvousError& e) {
@@ -439,14 +474,25 @@ std::optional<Placement> NodeGroup::next_attempt() {
     return cannot(e.what());
   }
   ++attempt_;
-  return same;
+  return Placement{node_rank_, o_.nnodes, master_addr_, master_port_, attempt_};
 }
 
 int NodeGroup::finish(int code) {
   if (!client_) return code;
   try {
-    if (code == 0 && !ended_without_us_)
+    if (code == 0 && !ended_without_us_ && !failed_)
       client_->add(elastic() ? round_key("done") : "done/" + std::to_string(attempt_), 1);
+    // An elastic job's node lost after this one finished: the job failed (nobody restarts the round now).
+    auto lost_since = [&] {
+      if (!elastic() || failed_ || ended_without_us_) return;
+      if (std::optional<std::string> what = lost_member()) {
+        failed_ = true;
+        const PeerFailure f = parse_failure(client_->set_first("fail", "1 " + *what));
+        std::cerr << "megatron-run: the job failed on another node: " << f.message << "\n";
+        if (code == 0) code = f.code;
+      }
+    };
+    lost_since();
     // The store's host stays until every other node is done or gone (the heartbeat bounds a silent one).
     bool said = false;
     while (server_ && server_->present() > 1) {
@@ -455,6 +501,7 @@ int NodeGroup::finish(int code) {
                   << "launchers' store)\n";
         said = true;
       }
+      lost_since();
       std::optional<PeerFailure> f = read_failure();
       if (f && code == 0 && !failed_) {
         std::cerr << "megatron-run: the job failed on another node: " << f->message << "\n";
@@ -463,6 +510,7 @@ int NodeGroup::finish(int code) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    lost_since();
     if (code == 0 && !failed_)
       if (std::optional<PeerFailure> f = read_failure()) {
         std::cerr << "megatron-run: the job failed on another node: " << f->message << "\n";

@@ -80,6 +80,9 @@ class NodeGroup : public JobWatch {
   int nnodes() const { return o_.nnodes; }
   // Elastic: this launcher waited as a spare until the job ended without it (its code: 0, or the failure's).
   bool ended_without_us() const { return ended_without_us_; }
+  bool ended_without_this_node() const override { return ended_without_us_; }
+  // The restarts the job used up before this node's first attempt (an elastic job's launcher taken in later).
+  int restarts_used() const { return elastic() ? restarts_ : attempt_; }
   const std::string& master_addr() const { return master_addr_; }
   int master_port() const { return master_port_; }
   bool hosts_store() const { return server_ != nullptr; }
@@ -108,6 +111,9 @@ class NodeGroup : public JobWatch {
   bool join_rounds();
   // Elastic: records the event that ends the current round (the first recorded wins) and returns it.
   PeerFailure end_round(bool counted, int code, const std::string& why);
+  // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
+  std::optional<std::string> lost_member();
+  int restarts_before(int round);  // elastic: the counted round ends before `round`
   static PeerFailure parse_round_end(const std::string& v);
   void linger(std::chrono::milliseconds at_most);  // the host: until every node is done or gone
   RendezvousOptions o_;
@@ -123,7 +129,9 @@ class NodeGroup : public JobWatch {
   int launcher_id_ = -1;  // this launcher's number in the store (its hello), the same in every round
   int round_ = 0;
   int restarts_ = 0;      // restarts used up
-  int64_t lost_seen_ = 0;  // the store's "lost" counter when last looked at
+  int64_t lost_checked_ = 0;  // lost_member(): the store's "lost" counter and the round when last looked at
+  int lost_round_ = -1;
+  std::optional<std::string> lost_what_;
   std::string seen_as_;   // the address the store sees this launcher at (a round's node 0 gives it as master)
   bool ended_without_us_ = false;
 };

@@ -60,9 +60,9 @@ int spawn_workers(const SpawnOptions& o) {
 
   // The signal handlers live through every attempt (restored last).
   detail::SignalForwarder signals(o.handled_signals);
-  int restarts = 0;  // the restarts used up (an elastic job's new node uses none)
+  int restarts = o.restart_count;  // used up, the job's (an elastic job's new node uses none)
   for (int attempt = 0;; ++attempt) {
-    job.restart_count = o.restart_count + restarts;
+    job.restart_count = restarts;
     // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
     if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
     const std::string dir = logs.attempt(job.restart_count, o.nproc_per_node);
@@ -77,15 +77,19 @@ int spawn_workers(const SpawnOptions& o) {
     }
     // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
     auto next = [&] {
+      signals.pause();  // no worker runs: a stop signal ends the launcher while it waits for the other nodes
       std::optional<Placement> p = o.watch->next_attempt();
+      signals.resume();
       if (!p) return false;
       job.node_rank = p->node_rank;
       job.nnodes = p->nnodes;
       job.master_addr = p->master_addr;
       job.master_port = p->master_port;
-      restarts += p->counted;
+      restarts = p->restart_count;
       return true;
     };
+    // No next attempt: this node's code, or 0 when the job ended well without it (an elastic job's spare).
+    auto ended = [&](int code) { return o.watch && o.watch->ended_without_this_node() ? 0 : code; };
     if (r.peer) {  // another node failed (said on stderr): every node restarts together, or the job ends
       if (r.peer->restart && r.signal_received == 0 && (!r.peer->counted || restarts < o.max_restarts)) {
         if (r.peer->counted)
@@ -96,7 +100,8 @@ int spawn_workers(const SpawnOptions& o) {
           std::cerr << "megatron-run: restarting the worker group with the other nodes (not counted as a restart)\n";
         if (next()) continue;
       }
-      return r.code;
+      // A change of the job's nodes that did not happen (code 0 there) ends this node as a failure.
+      return ended(r.peer->counted ? r.code : r.signal_received ? 128 + r.signal_received : 1);
     }
     if (r.code == 0) return 0;
     if (!r.failed_first) return r.code;  // stopped by a signal: no restart
@@ -113,7 +118,7 @@ int spawn_workers(const SpawnOptions& o) {
       if (next()) continue;
     }
     print_failure_summary(std::cerr, r.failures, attempt + 1);
-    return r.code;
+    return ended(r.code);
   }
 }
 

@@ -30,7 +30,7 @@ struct Placement {
   int nnodes = 1;
   std::string master_addr;
   int master_port = 0;
-  bool counted = true;  // the restart into it used up one of --max-restarts (whoever recorded it first decides)
+  int restart_count = 0;  // restarts used up before it, the job's (TORCHELASTIC_RESTART_COUNT)
 };
 
 // The other nodes of a multi-node job, as the supervisor sees them (launch/node_group.h).
@@ -47,6 +47,9 @@ class JobWatch {
   // nullopt when the job cannot go on (a node failed for good, finished, or did not stop in time); the reason is
   // on stderr and poll() reports it.
   virtual std::optional<Placement> next_attempt() = 0;
+  // After next_attempt() returned nullopt: true when the job ended well without this node (an elastic job's
+  // spare), so that this node exits 0.
+  virtual bool ended_without_this_node() const { return false; }
 };
 
 struct SpawnOptions {

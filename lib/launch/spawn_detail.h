@@ -50,6 +50,10 @@ class SignalForwarder {
   SignalForwarder(const SignalForwarder&) = delete;
   SignalForwarder& operator=(const SignalForwarder&) = delete;
   int read_fd() const;
+  // Between attempts, while no worker runs (an elastic job's rejoin may wait long): the previous dispositions
+  // again, so that SIGINT/SIGTERM end the launcher at once; resume() catches them again.
+  void pause();
+  void resume();
 
  private:
   std::vector<int> signals_;

@@ -57,4 +57,16 @@ SignalForwarder::~SignalForwarder() {
 
 int SignalForwarder::read_fd() const { return g_signal_pipe[0]; }
 
+void SignalForwarder::pause() {
+  for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &old_[i], nullptr);
+}
+
+void SignalForwarder::resume() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : signals_) sigaction(sig, &sa, nullptr);
+}
+
 }  // namespace mr::launch::detail

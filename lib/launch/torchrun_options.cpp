@@ -84,10 +84,11 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bo
       try {
         size_t used = 0;
         const long long s = std::stoll(value, &used);
-        if (used != value.size() || s < 0) throw std::invalid_argument(value);
+        if (used != value.size() || s < 0 || s > 86400) throw std::invalid_argument(value);
         out.last_call_timeout_s = static_cast<double>(s);
       } catch (const std::exception&) {
-        throw UsageError("argument --rdzv-conf: last_call_timeout='" + value + "' is not a whole number of seconds",
+        throw UsageError("argument --rdzv-conf: last_call_timeout='" + value +
+                             "' is not a whole number of seconds from 0 to 86400",
                          {"--rdzv-conf"});
       }
     } else if (key == "join_timeout") {

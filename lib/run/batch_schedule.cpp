@@ -88,7 +88,7 @@ BatchSchedule BatchSchedule::from(const Args& args) {
   return b;
 }
 
-BatchSchedule::Step BatchSchedule::at(int64_t consumed) const {
+BatchSchedule::Step BatchSchedule::peek(int64_t consumed) const {
   int64_t global = steps_.front().second;
   for (const auto& [threshold, bs] : steps_) {
     if (consumed < threshold) break;
@@ -98,11 +98,17 @@ BatchSchedule::Step BatchSchedule::at(int64_t consumed) const {
   Step s;
   s.global = global;
   s.running = decrease_ ? global - global % unit : global;
+  s.microbatches = s.running / unit;
+  return s;
+}
+
+BatchSchedule::Step BatchSchedule::at(int64_t consumed) const {
+  const Step s = peek(consumed);
+  const int64_t global = s.global, unit = micro_ * dp_;
   if (!decrease_ && global % unit != 0)
     throw RunError("the global batch size " + std::to_string(global) + (scheduled() ? " (--step-batch-size-schedule)" : "") +
                    " is not divisible by --micro-batch-size " + std::to_string(micro_) + " x data-parallel size " +
                    std::to_string(dp_) + " (Megatron's consistency check)");
-  s.microbatches = s.running / unit;
   if (s.microbatches < 1)
     throw RunError("the global batch size " + std::to_string(global) + " is smaller than --micro-batch-size " +
                    std::to_string(micro_) + " x data-parallel size " + std::to_string(dp_));

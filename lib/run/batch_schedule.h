@@ -31,6 +31,8 @@ class BatchSchedule {
   // Throws RunError when the global batch size is not a multiple of micro-batch x data-parallel size (Megatron's
   // consistency check) or is smaller than it.
   Step at(int64_t consumed) const;
+  // The same without the checks (what the log and the set-up show before the first step).
+  Step peek(int64_t consumed) const;
 
   // Megatron's update_train_iters for sample-based training: whole constant batches, or the steps a schedule
   // takes to reach `train_samples`.

@@ -41,14 +41,14 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
     log << prefix << "megatron-run: step batch size schedule (" << batches.steps().size() << " steps):";
     for (const auto& [threshold, bs] : batches.steps()) log << " >= " << threshold << " samples -> " << bs << ";";
     log << std::endl;
-  } else if (const BatchSchedule::Step s = batches.at(0); s.running != s.global) {
+  } else if (const BatchSchedule::Step s = batches.peek(0); s.running != s.global) {
     log << prefix << "megatron-run: decreasing the global batch size from " << s.global << " to " << s.running
         << " to keep it divisible by micro-batch size x data-parallel size (--decrease-batch-size-if-needed)"
         << std::endl;
   }
   if (c.args.rampup_batch_size)
     log << prefix << "megatron-run: --rampup-batch-size is ignored, as by Megatron (deprecated: use "
-        << "--step-batch-size-schedule); the global batch size stays " << batches.at(0).global << std::endl;
+        << "--step-batch-size-schedule); the global batch size stays " << batches.peek(0).global << std::endl;
 }
 
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,

@@ -24,7 +24,9 @@ void check_run_supported(const Args& args) {
                    " is not implemented by the training run (blockwise, duplicated and distributed are)");
   // The batch of each step (--rampup-batch-size is ignored, as by Megatron: deprecated).
   const BatchSchedule batches = BatchSchedule::from(args);
-  (void)batches.at(0);  // the first step's size fits the layout (later ones are checked when they come)
+  // A fresh run's first step must fit the layout; a resumed run is checked at the step it resumes from (Megatron
+  // checks the current step only: a schedule's early sizes may not fit a layout scaled up since).
+  if (!args.load) (void)batches.at(0);
   if (batches.largest() >= (int64_t{1} << 26))
     throw RunError("the training run's synthetic gradient handles global batch sizes below 2^26 (67108864); it is " +
                    std::to_string(batches.largest()));

@@ -49,7 +49,7 @@ void set_up(RunContext& c) {
   c.cfg = optimizer_config_from(args);
   c.optimizer = &optim::optimizer_info(args.optimizer);
   c.batches = BatchSchedule::from(args);
-  c.global_batch = c.batches->at(0).running;
+  c.global_batch = c.batches->peek(0).running;  // each step's is checked when it comes (the loop)
   // Sample-based: Megatron's update_train_iters (whole global batches, or the steps of the schedule).
   c.train_iters =
       args.train_iters && *args.train_iters > 0 ? *args.train_iters : c.batches->iterations_for(*args.train_samples);
@@ -163,7 +163,14 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   Backend& dev = *c.backend;
   for (int64_t it = resumed.iteration + 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
-    c.global_batch = c.batches->at(consumed).running;  // this step's samples (a schedule's step, if any)
+    // This step's samples (a schedule's step, if any); Megatron's checks: the size fits micro-batch x DP, and the
+    // micro-batches never decrease from one step to the next.
+    const BatchSchedule::Step step = c.batches->at(consumed);
+    if (it > resumed.iteration + 1 && step.running < c.global_batch)
+      throw RunError("iteration " + std::to_string(it) + ": the number of micro-batches would decrease (global batch " +
+                     std::to_string(c.global_batch) + " -> " + std::to_string(step.running) +
+                     ", --step-batch-size-schedule); Megatron refuses that");
+    c.global_batch = step.running;
     dev.start_timing();
     const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
     if (args.check_for_nan_in_loss_and_grad) check_local_grads(c, it);

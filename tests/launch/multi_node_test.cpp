@@ -574,7 +574,7 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     const std::string job = kRun + flags + "--rdzv-id el3 --nnodes 1:2 --no-python --no-append-args -- sh -c "
                             "'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK RESTART=$TORCHELASTIC_RESTART_COUNT; "
                             "sleep 8'";
-    Nodes r = run_nodes({job, job}, 4.0);  // the first runs alone from about 2 s; the second comes at 4 s
+    Nodes r = run_nodes({job, job}, 6.0);  // the first runs alone from about 2 s; the second comes at 6 s
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 0);
@@ -604,6 +604,22 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
         CHECK(has(r.nodes[0].out, "(no restart left, --max-restarts)"));
       }
     }
+  }
+  SECTION("1:2 nodes: a node lost after the other finished fails the job; a late node's bad option does not") {
+    // Node 0's worker exits 0 at once; node 1's launcher is killed (-9) 5 s in, its worker still sleeping.
+    const std::string job = kRun + flags + "--rdzv-id el6 --nnodes 1:2 --max-restarts 1 --no-python --no-append-args "
+                            "-- sh -c '[ $GROUP_RANK = 1 ] && exec sleep 30; exit 0'";
+    Nodes r = run_nodes({job, "timeout -s KILL 5 env " + job}, 0.5);
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher is gone"));
+    // A job running alone; a launcher with --max-restarts -1 arrives 3 s later: it exits 2, the job is not told.
+    const std::string alone = kRun + flags + "--rdzv-id el7 --nnodes 1:2 --no-python --no-append-args -- sleep 6";
+    Nodes l = run_nodes({alone, kRun + flags + "--rdzv-id el7 --nnodes 1:2 --max-restarts -1 --no-python -- true"}, 3.0);
+    INFO(l.nodes[0].out << "\n---- second:\n" << l.nodes[1].out);
+    CHECK(l.nodes[0].exit == 0);
+    CHECK(l.nodes[1].exit == 2);
+    CHECK_FALSE(has(l.nodes[1].out, "telling the other nodes"));
   }
   SECTION("1:2 nodes: a worker failure restarts both nodes' workers in a new round (counted)") {
     // Node 1's worker fails in round 0 (exit 7); node 0's would sleep 30 s. In round 1 both print and exit 0.
@@ -641,5 +657,8 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(n.exit == 1);
     CHECK(has(n.out, "the config is valid for no node count from 1 to 3 (--nnodes 1:3); at 3 nodes:"));
     CHECK(has(n.out, "[parallel.world-size-divisible]"));
+    mrtest::Proc big = mrtest::run_shell(kBin + " --config " + kConfig + " " + flags + "--nnodes 1:100000 --dry-run 2>&1");
+    CHECK(big.exit == 2);
+    CHECK(has(big.out, "an elastic range of 100000 node counts (1:100000)"));
   }
 }

@@ -53,8 +53,10 @@ TEST_CASE("--rdzv-conf: join_timeout and is_host act, the rest is named", "[laun
   REQUIRE(el.last_call_timeout_s);
   CHECK(*el.last_call_timeout_s == 5);
   CHECK(el.notices.empty());
-  CHECK_THAT(refusal([] { parse_rdzv_conf("last_call_timeout=soon", "c10d", true); }),
-             Catch::StartsWith("argument --rdzv-conf: last_call_timeout='soon'"));
+  for (const char* bad : {"last_call_timeout=soon", "last_call_timeout=-1", "last_call_timeout=86401"})
+    CHECK_THAT(refusal([&] { parse_rdzv_conf(bad, "c10d", true); }),
+               Catch::StartsWith("argument --rdzv-conf: last_call_timeout='") &&
+                   Catch::Contains("is not a whole number of seconds from 0 to 86400"));
   CHECK(c.notices[1] == "--rdzv-conf colour=blue: not used (not a setting of torchrun's c10d rendezvous)");
   for (const char* f : {"0", "false", "F", "no", "n"}) CHECK_FALSE(*parse_rdzv_conf(std::string("is_host=") + f, "c10d").is_host);
   // is_host with the static rendezvous: node 0 hosts the store; named, not used.

@@ -82,5 +82,7 @@ TEST_CASE("batch schedule: what Megatron refuses at initialisation", "[run][batc
   CHECK_THAT(refusal(batch_args(1, 1, 1, std::string("0:8"), {}, true)),
              Catch::Contains("does not go with --decrease-batch-size-if-needed"));
   CHECK_THAT(refusal(batch_args(2, 2, 4, std::string("0:6"))), Catch::Contains("is not divisible by"));
+  // peek() shows a step without Megatron's per-step checks (the log before the first step, a resumed run).
+  CHECK(BatchSchedule::from(batch_args(2, 2, 4, std::string("0:6"))).peek(0).global == 6);
   CHECK_THAT(refusal(batch_args(1, 1, {})), Catch::Contains("needs --global-batch-size"));
 }

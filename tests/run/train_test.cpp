@@ -215,6 +215,16 @@ TEST_CASE("--step-batch-size-schedule: each step's global batch from the schedul
     CHECK_THAT(q.out(), Catch::Contains("consumed samples:           16 |") && Catch::Contains("global batch size:     4"));
     CHECK_THAT(q.out(), Catch::Contains("consumed samples:           40 |") && Catch::Contains("global batch size:     8"));
   }
+  // A schedule whose size goes down: the run stops at that step, as Megatron's "should not decrease" assert.
+  const std::string down =
+      mrtest::default_config_with(dir, "down.yaml", {"--global-batch-size", "--train-iters", "--lr-warmup-iters"},
+                                  "--step-batch-size-schedule: '0:8 2048:4'\n--train-samples: 40\n"
+                                  "--lr-warmup-samples: 8\n");
+  std::vector<mrtest::Proc> d = {mrtest::start({mrtest::megatron_run(), "--config", down}, {}, dir, "down")};
+  mrtest::wait_all(d, std::chrono::seconds(120));
+  INFO(d[0].out() << d[0].err());
+  CHECK(d[0].exit_code() == 1);
+  CHECK_THAT(d[0].out() + d[0].err(), Catch::Contains("iteration 3: the number of micro-batches would decrease"));
   // The same samples on one rank and on two (each rank half of every step's micro-batches): the same path.
   auto checksum = [](const std::string& out) {
     const size_t at = out.find("parameter checksum ");
