@@ -140,7 +140,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
       print_error(std::cerr, std::string("rendezvous: ") + e.what());
       return 1;
     }
-    if (group->ended_without_us()) {  // an elastic job's spare: the job ran and ended without this node
+    if (group->ended_without_this_node()) {  // an elastic job's spare: the job ran and ended without this node
       std::cerr << "megatron-run: the job of run '" << so.run_id << "' ended without this node (it waited as a spare)"
                 << std::endl;
       return group->finish(0);

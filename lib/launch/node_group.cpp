@@ -106,7 +106,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       launcher_id_ = static_cast<int>(client_->add("launchers", 1) - 1);
       seen_as_ = client_->hello(launcher_id_, o.run_id);
       check_max_restarts();
-      join_rounds();  // false: the job ended while this launcher waited as a spare (ended_without_us())
+      join_rounds();  // false: the job ended while this launcher waited as a spare (ended_without_this_node())
       return;
     }
     if (is_static) {

@@ -78,8 +78,7 @@ class NodeGroup : public JobWatch {
 
   int node_rank() const { return node_rank_; }
   int nnodes() const { return o_.nnodes; }
-  // Elastic: this launcher waited as a spare until the job ended without it (its code: 0, or the failure's).
-  bool ended_without_us() const { return ended_without_us_; }
+  // Elastic: this launcher waited as a spare until the job ended well without it (it exits 0).
   bool ended_without_this_node() const override { return ended_without_us_; }
   // The restarts the job used up before this node's first attempt (an elastic job's launcher taken in later).
   int restarts_used() const { return elastic() ? restarts_ : attempt_; }
@@ -107,7 +106,7 @@ class NodeGroup : public JobWatch {
   // Elastic: waits until the current round closes (deciding it when the time comes) and returns its node count.
   int close_elastic(std::chrono::steady_clock::time_point deadline);
   // Elastic: joins rounds from the current one until this launcher takes part in one (true: node_rank_, o_.nnodes
-  // and the master set) or the job ends while it waits as a spare (false; ended_without_us()).
+  // and the master set) or the job ends while it waits as a spare (false; ended_without_this_node()).
   bool join_rounds();
   // Elastic: records the event that ends the current round (the first recorded wins) and returns it.
   PeerFailure end_round(bool counted, int code, const std::string& why);

@@ -10,6 +10,7 @@
 
 #include "launch/spawn_detail.h"
 #include "launch/torchrun_env.h"
+#include "util/text.h"
 
 extern char** environ;
 
@@ -91,9 +92,7 @@ std::string virtual_local_device(int local_rank) {
   size_t start = 0;
   for (;;) {
     const size_t comma = list.find(',', start);
-    std::string d = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const size_t b = d.find_first_not_of(" \t"), e = d.find_last_not_of(" \t");
-    devices.push_back(b == std::string::npos ? "" : d.substr(b, e - b + 1));
+    devices.push_back(trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "config/diagnostic.h"
+#include "util/text.h"
 
 namespace mr::launch {
 
@@ -28,10 +29,6 @@ const std::pair<const char*, const char*> kRdzvConfUnused[] = {
 
 // --rdzv-conf KEY=VALUE,...: torchrun's format (keys and values trimmed, neither empty).
 std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::string& conf) {
-  auto trim = [](std::string s) {
-    const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  };
   std::vector<std::pair<std::string, std::string>> out;
   if (trim(conf).empty()) return out;
   size_t start = 0;
@@ -146,9 +143,7 @@ std::vector<int> parse_signals_to_handle(const std::string& value, const std::st
   size_t start = 0;
   for (;;) {
     const size_t comma = value.find(',', start);
-    std::string name = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const size_t b = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t");
-    name = b == std::string::npos ? "" : name.substr(b, e - b + 1);
+    std::string name = trim(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (!name.empty()) {
       if (name.rfind("SIG", 0) != 0) name = "SIG" + name;

@@ -38,7 +38,7 @@ class BatchSchedule {
   // takes to reach `train_samples`.
   int64_t iterations_for(int64_t train_samples) const;
 
-  bool scheduled() const { return steps_.size() > 1 || from_schedule_; }
+  bool scheduled() const { return from_schedule_; }
   // The largest global batch size of the schedule (the constant one otherwise).
   int64_t largest() const;
   // (threshold in samples, global batch size), thresholds increasing from 0.

@@ -105,4 +105,9 @@ std::string format_number(double x) {
   return b;
 }
 
+std::string trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
 }  // namespace mr
