@@ -4,7 +4,7 @@
 # backend and compares every iteration line's synthetic loss and grad norm, and the final line's parameter
 # checksum, last loss and last grad norm (hex floats):
 #   exact  cases (adam/sgd/lion in fp32, bf16 and fp16): every field identical, as text;
-#   bound  cases (muon: Newton-Schulz on cuBLAS sums in another order than the CPU): each loss within a relative
+#   bound  cases (muon, adaptive_muon: Newton-Schulz on cuBLAS sums in another order than the CPU): each loss within a relative
 #          1e-3 and each grad norm within 1e-2 relative + 2e-3 absolute (the log prints it with 3 decimals); the
 #          checksum is reported, not compared. The two TP=2 muon cases run two ranks: on nccl they need 2 GPUs
 #          (skipped, saying so, with fewer; MR_GPU_CHECK_GPUS overrides the count).
@@ -34,6 +34,7 @@ cases=(
   "lion-bf16|exact|--optimizer lion --bf16 --train-iters 8"
   "muon-fp32|bound|--optimizer muon --train-iters 4"
   "muon-bf16|bound|--optimizer muon --bf16 --train-iters 4"
+  "adaptive-muon-bf16|bound|--optimizer adaptive_muon --bf16 --train-iters 4"
   # Routed experts (the tail of the flat buffer), one rank.
   "moe-bf16|exact|--num-experts 4 --bf16 --train-iters 8"
   "moe-muon-bf16|bound|--num-experts 4 --optimizer muon --bf16 --train-iters 4"

@@ -42,6 +42,11 @@ MuonOptions muon_options(const OptimizerConfig& c, std::vector<int64_t> qkv_spli
   o.qkv_split_shapes = std::move(qkv_split_shapes);
   o.tp_mode = muon_tp_mode_from_string(c.muon_tp_mode);
   o.ns_batch_size = static_cast<int>(std::max<int64_t>(1, c.muon_ns_batch_size));
+  if (c.optimizer == "adaptive_muon") {
+    o.adaptive.method = moment2_method_from_string(c.adaptive_muon_moment2_method);
+    o.adaptive.beta2 = c.adaptive_muon_beta2;
+    o.adaptive.eps = c.adaptive_muon_eps;
+  }
   return o;
 }
 

@@ -18,6 +18,7 @@ LionOptions lion_options(const OptimizerConfig& c);  // lion_beta1/2, decoupled 
 // muon_scale_mode, muon_extra_scale_factor, muon_split_qkv, muon_tp_mode, muon_ns_batch_size; the QKV split
 // comes from the model (qkv_split_shapes()). Weight decay is always decoupled: TensorParallelMuon's
 // `use_decoupled_weight_decay` has no OptimizerConfig field of that name, so Megatron leaves it at True.
+// With optimizer adaptive_muon (dist_adaptive_muon is not a choice) also adaptive_muon_moment2_method, _beta2, _eps.
 // Throws std::invalid_argument for values the kernels do not implement (e.g. muon_tp_mode auto/layer_sharded).
 MuonOptions muon_options(const OptimizerConfig& c, std::vector<int64_t> qkv_split_shapes = {});
 // muon_scalar_optimizer: what the params muon_excluded() routes away from Muon use.

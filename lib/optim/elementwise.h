@@ -1,5 +1,5 @@
-// The per-element arithmetic of Adam/AdamW, SGD and Lion, shared by the CPU reference, the fast CPU kernels and
-// the CUDA kernels, so the three agree bit for bit.
+// The per-element arithmetic of Adam/AdamW, SGD, Lion and Muon's elementwise parts (Adaptive Muon's included),
+// shared by the CPU reference, the fast CPU kernels and the CUDA kernels, so the three agree bit for bit.
 //
 // Each update is written in the order LibTorch's own optimizers evaluate it (torch/csrc/api/src/optim/*.cpp),
 // with fp32 scalars, and with a fused multiply-add exactly where ATen's vectorized CPU kernels fuse one
@@ -155,5 +155,21 @@ MR_HD float muon_momentum_element(float& p, float g, float& m, const MuonMomentu
 MR_HD float muon_scale_element(float orth, float scale, float extra_scale) { return (orth * scale) * extra_scale; }
 // The step along the orthogonalised update: p <- p - lr * update (p.add_(update, alpha=-lr)).
 MR_HD void muon_apply_element(float& p, float update, float neg_lr) { p = fmaf_(update, neg_lr, p); }
+
+// ---- Adaptive Muon's second moment (--optimizer adaptive_muon; Emerging-Optimizers' AdaptiveMuon, moment2_method
+// "adamuon", as Megatron's TensorParallelAdaptiveMuon runs it) ------------------------------------------------------
+struct AdaMuonConsts {
+  float one_minus_beta2;  // 1 - adaptive_muon_beta2
+  float eps;              // adaptive_muon_eps
+};
+// One element of the orthogonalised update `orth` (already Muon-scaled by the whole matrix's shape), normalised by
+// its own running second moment `v` (moment2_buffer). The caller scales the result once more by the shard's shape.
+MR_HD float adamuon_element(float orth, float& v, const AdaMuonConsts& c) {
+  // Second moment, an exponential moving average of the squared update: v <- beta2 * v + (1 - beta2) * orth^2
+  // (moment2.lerp_(orth_grad.square(), 1 - beta2)).
+  v = lerp_(v, orth * orth, c.one_minus_beta2);
+  // AdamW-style normalisation, eps outside the root: orth / (sqrt(v) + eps) (orth_grad / (moment2.sqrt() + eps)).
+  return orth / (sqrtf_(v) + c.eps);
+}
 
 }  // namespace mr::optim

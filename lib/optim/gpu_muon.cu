@@ -1,6 +1,7 @@
 // The CUDA Muon path (gpu.h): Newton-Schulz with cuBLAS (strided-batched over same-shape matrices; bf16, TF32 or
 // fp32 GEMMs by MatmulPrecision) and the Muon step, whose jobs come from the planner the CPU step uses
-// (muon_plan.h). The elementwise parts (momentum, scale, apply) are elementwise.h's, compiled with -fmad=false.
+// (muon_plan.h). The elementwise parts (momentum, scale, Adaptive Muon's second moment, apply) are elementwise.h's,
+// compiled with -fmad=false.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -248,6 +249,15 @@ __global__ void muon_scale_kernel(float* x, int64_t n, float sf, float esf) {
        i += geom::grid_stride_step(gridDim.x, blockDim.x))
     x[i] = muon_scale_element(x[i], sf, esf);
 }
+// Adaptive Muon: the second moment over the (whole-matrix scaled) orthogonal update, then the shard-shape scale.
+__global__ void adamuon_kernel(float* o, float* v, int64_t n, AdaMuonConsts c, float sf, float esf) {
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n;
+       i += geom::grid_stride_step(gridDim.x, blockDim.x)) {
+    float vi = v[i];
+    o[i] = muon_scale_element(adamuon_element(o[i], vi, c), sf, esf);
+    v[i] = vi;
+  }
+}
 __global__ void muon_apply_kernel(float* p, const float* o, int64_t n, float neg_lr, uint16_t* lowp) {
   for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n;
        i += geom::grid_stride_step(gridDim.x, blockDim.x)) {
@@ -271,7 +281,7 @@ void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t ro
 
 void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o,
                TpGroup* tp) {
-  check_muon_params(params, groups);
+  check_muon_params(params, groups, o);
   // The jobs as on the CPU: up to ns_batch_size same-shape matrices share one strided-batched NS; a TP shard
   // (duplicated and distributed modes) is a job of its own, orthogonalised across the group.
   const std::vector<MuonJob> jobs = plan_muon_jobs(params, o, tp ? tp->size() : 1);
@@ -350,6 +360,12 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
     }
     for (size_t j = 0; j < job.members.size(); ++j) {
       const MuonParam& p = params[job.members[j]];
+      if (o.adaptive.method == Moment2Method::AdaMuon) {
+        const float sf = static_cast<float>(muon_scale_factor(p.rows, p.cols, o.scale_mode));
+        adamuon_kernel<<<grid_for(n), kThreads>>>(orth + static_cast<int64_t>(j) * n, p.moment2_buffer, n,
+                                                  adamuon_consts(o.adaptive), sf, esf);
+        check_launch("adaptive muon moment2");
+      }
       muon_apply_kernel<<<grid_for(n), kThreads>>>(p.param, orth + static_cast<int64_t>(j) * n, n,
                                               static_cast<float>(-groups[static_cast<size_t>(p.group)].lr), p.param_bf16);
       check_launch("muon apply");

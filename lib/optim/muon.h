@@ -1,5 +1,6 @@
 // Muon: momentum, Newton-Schulz orthogonalisation of 2-D updates, scaling, and the tensor-parallel modes
-// (Megatron's TensorParallelMuon over NVIDIA Emerging-Optimizers' OrthogonalizedOptimizer / newton_schulz).
+// (Megatron's TensorParallelMuon over NVIDIA Emerging-Optimizers' OrthogonalizedOptimizer / newton_schulz), and
+// Adaptive Muon's second moment (TensorParallelAdaptiveMuon over AdaptiveMuon).
 // Raw fp32 buffers, row-major matrices; GEMMs through CBLAS (OpenBLAS) on the CPU, cuBLAS on the GPU (gpu.h).
 // See docs/optim.md for the semantics and the source of every coefficient.
 #pragma once
@@ -57,6 +58,19 @@ double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode);
 enum class MuonTpMode { Blockwise, Duplicated, Distributed };
 MuonTpMode muon_tp_mode_from_string(std::string_view name);  // "auto" / "layer_sharded" are not implemented
 
+// Adaptive Muon (--optimizer adaptive_muon): a second moment of the orthogonalised update after Newton-Schulz
+// (Emerging-Optimizers' AdaptiveMuon). Only "adamuon", the elementwise moment, is implemented; it is what Megatron
+// runs, since no flag sets OptimizerConfig.adaptive_muon_moment2_method.
+enum class Moment2Method { None, AdaMuon };
+// "adamuon"; "normuon" and "namo" throw std::invalid_argument saying they are not implemented.
+Moment2Method moment2_method_from_string(std::string_view name);
+
+struct AdaptiveOptions {
+  Moment2Method method = Moment2Method::None;  // None: plain Muon
+  double beta2 = 0.95;                         // adaptive_muon_beta2
+  double eps = 1e-8;                           // adaptive_muon_eps
+};
+
 struct MuonOptions {
   double momentum = 0.95;   // muon_momentum
   bool nesterov = false;    // muon_nesterov
@@ -68,7 +82,14 @@ struct MuonOptions {
   std::vector<int64_t> qkv_split_shapes;               // rows of Q, K, V per query group (model config)
   MuonTpMode tp_mode = MuonTpMode::Duplicated;         // muon_tp_mode
   int ns_batch_size = 1;                               // muon_ns_batch_size: same-shape matrices per NS call
+  // --optimizer adaptive_muon. Megatron's TensorParallelAdaptiveMuon orthogonalises through TensorParallelMuon
+  // (scaled by the whole matrix's shape), normalises by the second moment, then applies AdaptiveMuon's own Muon
+  // scale by the local shard's shape: update = adamuon(NS(m) * s(whole) * extra) * s(shard) * extra.
+  AdaptiveOptions adaptive;
 };
+
+// The fp32 scalars of Adaptive Muon's second-moment pass (elementwise.h).
+AdaMuonConsts adamuon_consts(const AdaptiveOptions& a);
 
 // The fp32 scalars of Muon's elementwise momentum pass (elementwise.h) for one parameter group, the same on
 // the CPU and the GPU.
@@ -104,6 +125,7 @@ struct MuonParam {
   float* param = nullptr;            // fp32 (master) parameter, rows x cols, row-major
   const float* grad = nullptr;
   float* momentum_buffer = nullptr;  // zero before the first step
+  float* moment2_buffer = nullptr;   // Adaptive Muon's second moment (rows x cols), zero before the first step
   int64_t rows = 0, cols = 0;
   int32_t group = 0;
   bool is_qkv = false;                 // fused QKV weight: orthogonalise Q, K, V separately (with split_qkv)

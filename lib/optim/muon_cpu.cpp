@@ -131,6 +131,22 @@ MuonTpMode muon_tp_mode_from_string(std::string_view name) {
   return parse_choice(name, t, "muon tp mode");
 }
 
+Moment2Method moment2_method_from_string(std::string_view name) {
+  if (name == "adamuon") return Moment2Method::AdaMuon;
+  if (name == "normuon" || name == "namo")
+    throw std::invalid_argument("adaptive muon moment2 method '" + std::string(name) +
+                                "' is not implemented (adamuon is)");
+  throw std::invalid_argument("unknown adaptive muon moment2 method '" + std::string(name) +
+                              "' (choose from adamuon, normuon, namo)");
+}
+
+AdaMuonConsts adamuon_consts(const AdaptiveOptions& a) {
+  AdaMuonConsts c{};
+  c.one_minus_beta2 = static_cast<float>(1.0 - a.beta2);  // torch: the weight 1 - beta2 in double, used as fp32
+  c.eps = static_cast<float>(a.eps);
+  return c;
+}
+
 double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode) {
   double out = static_cast<double>(size_out), in = static_cast<double>(size_in);
   switch (mode) {
@@ -390,7 +406,7 @@ void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const Mu
 
 void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o,
                TpGroup* tp) {
-  check_muon_params(params, groups);
+  check_muon_params(params, groups, o);
   const std::vector<MuonJob> jobs = plan_muon_jobs(params, o, tp_size(tp));
   std::vector<float> u, orth;
   for (const MuonJob& job : jobs) {
@@ -418,7 +434,16 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
     for (size_t j = 0; j < job.members.size(); ++j) {
       const MuonParam& p = params[job.members[j]];
       const float neg_lr = static_cast<float>(-groups[static_cast<size_t>(p.group)].lr);
-      const float* oj = orth.data() + static_cast<int64_t>(j) * n_el;
+      float* oj = orth.data() + static_cast<int64_t>(j) * n_el;
+      if (o.adaptive.method == Moment2Method::AdaMuon) {
+        // Adaptive Muon: the second moment, then AdaptiveMuon's Muon scale by this shard's own shape.
+        const AdaMuonConsts ac = adamuon_consts(o.adaptive);
+        const float sf = static_cast<float>(muon_scale_factor(p.rows, p.cols, o.scale_mode));
+        const float esf = static_cast<float>(o.extra_scale_factor);
+        float* v = p.moment2_buffer;
+#pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
+        for (int64_t e = 0; e < n_el; ++e) oj[e] = muon_scale_element(adamuon_element(oj[e], v[e], ac), sf, esf);
+      }
       uint16_t* lowp = p.param_bf16;
 #pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
       for (int64_t e = 0; e < n_el; ++e) {

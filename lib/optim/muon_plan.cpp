@@ -25,6 +25,14 @@ void check_muon_params(std::span<const MuonParam> params, std::span<const GroupH
   }
 }
 
+void check_muon_params(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o) {
+  check_muon_params(params, groups);
+  if (o.adaptive.method == Moment2Method::None) return;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!params[i].moment2_buffer)
+      throw std::invalid_argument("muon step: param " + std::to_string(i) + ": adaptive muon needs a moment2 buffer");
+}
+
 std::vector<MuonJob> plan_muon_jobs(std::span<const MuonParam> params, const MuonOptions& o, int tp_size) {
   std::vector<MuonJob> jobs;
   std::map<std::pair<int64_t, int64_t>, size_t> open;  // shape -> the job of that shape still taking members

@@ -33,6 +33,8 @@ int muon_partition_dim(const MuonParam& p, const MuonOptions& o, int tp_size);
 // Throws std::invalid_argument naming the first parameter that is not a 2-D matrix with param, grad and
 // momentum buffers, or whose group is out of range ("muon step: param I: ...").
 void check_muon_params(std::span<const MuonParam> params, std::span<const GroupHyper> groups);
+// The same, and with Adaptive Muon (o.adaptive) every parameter's moment2 buffer.
+void check_muon_params(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o);
 
 // The jobs of one step over `params` with `tp_size` TP ranks (1 without a TP group), in the order of their first
 // member. With o.ns_batch_size > 1, each batchable matrix joins the job its shape last opened while that job has

@@ -27,7 +27,7 @@ enum class Kernel { Adam, Sgd, Lion, Muon, None };
 // What a parameter's optimizer state holds: fp32 buffers of the parameter's size.
 struct StateLayout {
   bool exp_avg = false;     // Adam's and Lion's first moment, SGD's and Muon's momentum buffer
-  bool exp_avg_sq = false;  // Adam's second moment
+  bool exp_avg_sq = false;  // Adam's second moment, Adaptive Muon's moment2 buffer
   bool known = true;        // false: not modelled (no kernel of ours); the memory estimate says NaN
   // The precision-aware optimizer's --exp-avg-dtype / --exp-avg-sq-dtype apply (Adam's moments only).
   bool precision_aware = false;
@@ -57,6 +57,8 @@ struct OptimizerInfo {
 
 inline constexpr StateLayout kAdamState{.exp_avg = true, .exp_avg_sq = true, .precision_aware = true};
 inline constexpr StateLayout kMomentumState{.exp_avg = true};
+// Adaptive Muon: the momentum buffer (exp_avg) and the second moment (exp_avg_sq: moment2_buffer), fp32 always.
+inline constexpr StateLayout kMuonMoment2State{.exp_avg = true, .exp_avg_sq = true};
 inline constexpr StateLayout kUnknownState{.known = false};
 
 inline constexpr OptimizerInfo kOptimizers[] = {
@@ -69,7 +71,9 @@ inline constexpr OptimizerInfo kOptimizers[] = {
      kAdamState},
     {arg::Optimizer::lion, "lion", Kernel::Lion, kMomentumState},
     {arg::Optimizer::soap, "soap", Kernel::None, kUnknownState},
-    {arg::Optimizer::adaptive_muon, "adaptive_muon", Kernel::None, kUnknownState},
+    // Muon with a second moment of the orthogonalised update (AdaMuon): momentum and moment2 per matrix.
+    {arg::Optimizer::adaptive_muon, "adaptive_muon", Kernel::Muon, kMuonMoment2State, ScalarRule::MuonScalarOptimizer,
+     kAdamState},
 };
 
 // The row of --optimizer (every choice has one: tests/optim/optimizer_table_test.cpp).

@@ -107,7 +107,7 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     const bool muon_matrix = p.shape.size() == 2 && !p.embedding_or_output && p.use_muon;
     const optim::StateLayout& st = optim::state_of(opt, muon_matrix);
     double state = 0;
-    if (!st.known) state = std::nan("");  // soap, adaptive_muon: not modelled
+    if (!st.known) state = std::nan("");  // soap: not modelled
     else if (st.momentum_from_flag && a.sgd_momentum == 0.0) state = 0;
     else state = (st.exp_avg ? (st.precision_aware ? m1 : 4) : 0) + (st.exp_avg_sq ? (st.precision_aware ? m2 : 4) : 0);
     m.optimizer_state += n * state / sh.state;

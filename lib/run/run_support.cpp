@@ -15,10 +15,11 @@ void check_run_supported(const Args& args) {
   const optim::OptimizerInfo& opt = optim::optimizer_info(args.optimizer);
   const std::string name(arg::to_string(args.optimizer));
   if (opt.kernel == optim::Kernel::None)
-    throw RunError("the training run steps adam, sgd, lion and muon; --optimizer " + name + " is not supported yet");
+    throw RunError("the training run steps adam, sgd, lion, muon and adaptive_muon; --optimizer " + name +
+                   " is not supported yet");
   const bool muon = opt.kernel == optim::Kernel::Muon;
   if (muon && args.fp16)
-    throw RunError("--optimizer muon does not run with --fp16 (Megatron gives Muon's parameters no loss scaler)");
+    throw RunError("--optimizer " + name + " does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
   if (muon && (args.muon_tp_mode == arg::MuonTpMode::auto_ || args.muon_tp_mode == arg::MuonTpMode::layer_sharded))
     throw RunError("--muon-tp-mode " + std::string(arg::to_string(args.muon_tp_mode)) +
                    " is not implemented by the training run (blockwise, duplicated and distributed are)");

@@ -43,7 +43,7 @@ std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSl
 // Muon (Megatron's get_megatron_muon_optimizer): the 2-D weights of the transformer layers go to Muon, with this
 // rank's TP shard and the --muon-tp-mode collectives over the TP group (routed experts: over the expert TP group,
 // as Megatron's TensorParallelMuon picks `expt_tp` for them); the rest (embeddings, output layer, norms, biases) to
-// --muon-scalar-optimizer.
+// --muon-scalar-optimizer. --optimizer adaptive_muon is the same with a second moment per matrix (exp_avg_sq).
 void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   FlatBuffers& b = c.buf;
   const BufferPtrs d = c.backend->ptrs();
@@ -61,6 +61,7 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       m.param = master;
       m.grad = b.grad_at(d.grad, d.grad_shard, off);
       m.momentum_buffer = d.exp_avg + at;
+      if (c.optimizer->state.exp_avg_sq) m.moment2_buffer = d.exp_avg_sq + at;  // adaptive_muon's second moment
       m.rows = p.shape[0];
       m.cols = p.shape[1];
       m.group = b.group_of[k];

@@ -14,7 +14,8 @@
 //     norm are summed in fixed point (run/exact_stats.h), so they too are the same bits under every layout;
 //   - Megatron's step: the tied-embedding gradient sum over the embedding group, the data-parallel all-reduce
 //     (or reduce-scatter), unscale + inf/NaN check and the dynamic loss scaler (skipped iterations), the global
-//     gradient norm and clipping (--clip-grad), the optimizer step with our kernels (adam, sgd, lion, muon) and Megatron's
+//     gradient norm and clipping (--clip-grad), the optimizer step with our kernels (adam, sgd, lion, muon,
+//     adaptive_muon) and Megatron's
 //     parameter groups (no weight decay for biases and 1-D params, --decoupled-lr for embeddings and output),
 //     the learning-rate / weight-decay schedule, the parameter all-gather of the distributed optimizer;
 //   - a Megatron-style log line every --log-interval iterations (on the last rank), and at the end a check that
@@ -22,8 +23,9 @@
 //     depend on the layout (with the last loss and grad norm as hex floats, to compare runs bit for bit).
 //   - MoE: routed experts sum their gradients over the expert data-parallel group (each member the samples of
 //     its share of the global batch), and the norm covers the dense part and the experts, each element once.
-// Limits (RunError naming the flag): the model limits of run/model.h; optimizers other than adam, sgd, lion and
-// muon; muon with the distributed optimizer or fp16; MoE with the distributed optimizer or muon.
+// Limits (RunError naming the flag, run/run_support.h): the model limits of run/model.h; optimizers other than adam,
+// sgd, lion, muon and adaptive_muon; muon and adaptive_muon with fp16; the --muon-tp-mode values auto and
+// layer_sharded.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 
 using namespace mr::optim;
 using mr::optim::test::bit_equal;
+using mr::optim::test::on_ranks;
 
 namespace {
 
@@ -339,25 +340,6 @@ TEST_CASE("muon_ns_batch_size batches same-shape matrices without changing resul
 }
 
 // ---- tensor parallelism, ranks as threads --------------------------------------------------------------------------------
-
-// Runs f(rank, group) on `world` threads.
-void on_ranks(int world, const std::function<void(int, TpGroup&)>& f) {
-  LocalTpHub hub(world);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto g = hub.group(r);
-        f(r, *g);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 TEST_CASE("Muon TP modes: duplicated and distributed give the whole-matrix result, blockwise the shard's", "[muon][tp]") {
   torch::manual_seed(23);

@@ -8,9 +8,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "optim/gpu.h"
+#include "optim/local_group.h"
 
 // LibTorch brings glog, whose CHECK (abort on failure) replaces Catch's; restore Catch's.
 #undef CHECK
@@ -86,6 +91,26 @@ inline torch::Tensor from_device(const gpu::DeviceBuffer& b, const torch::Tensor
   auto t = torch::empty_like(like).contiguous();
   b.download(t.data_ptr(), size_t(t.numel()) * t.element_size());
   return t;
+}
+
+// Tensor parallelism with ranks as threads (LocalTpHub, optim/local_group.h).
+// Runs f(rank, group) on `world` threads.
+inline void on_ranks(int world, const std::function<void(int, TpGroup&)>& f) {
+  LocalTpHub hub(world);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto g = hub.group(r);
+        f(r, *g);
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace mr::optim::test

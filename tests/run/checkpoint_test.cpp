@@ -115,6 +115,7 @@ TEST_CASE("resume is bit-exact on one rank for every optimizer and with fp16 los
   check_resume_bit_exact({1, {"--optimizer", "sgd"}}, "sgd");
   check_resume_bit_exact({1, {"--optimizer", "lion"}}, "lion");
   check_resume_bit_exact({1, {"--optimizer", "muon"}}, "muon");
+  check_resume_bit_exact({1, {"--optimizer", "adaptive_muon"}}, "adaptive_muon");  // its moment2 in exp_avg_sq
   // Overflows at 5 and 12: the scaler's state (scale, growth and hysteresis trackers) must resume.
   check_resume_bit_exact({1, {"--fp16", "--hysteresis", "2", "--loss-scale-window", "4"}, {{"MR_RUN_NONFINITE_AT", "5,12"}}},
                          "fp16");

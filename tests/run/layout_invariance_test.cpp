@@ -69,6 +69,23 @@ TEST_CASE("every layout ends with the same bits: 1 rank, DP=4, distributed optim
   }
 }
 
+TEST_CASE("adaptive_muon: the same bits under DP, PP and its layer-wise distributed optimizer; TP changes the "
+          "update as in Megatron",
+          "[run][layout][adaptive]") {
+  mrtest::TempDir dir;
+  const std::vector<std::string> o = {"--optimizer", "adaptive_muon"};
+  const End one = run_job(1, o, dir, "am-1");
+  same(one, run_job(4, {"--optimizer", "adaptive_muon", "--use-distributed-optimizer", "--pipeline-model-parallel-size", "2"},
+                    dir, "am-pp2-dist"),
+       "adaptive_muon: PP=2 x DP=2, layer-wise distributed optimizer");
+  // TensorParallelAdaptiveMuon scales the normalised update once more by the TP shard's shape
+  // (AdaptiveMuon._apply_muon_scale(update, update.size(-2), update.size(-1))): TP=2 is a different run. Its ranks
+  // still agree (the replica check) and its first loss, before any step, is the same.
+  const End tp2 = run_job(2, {"--optimizer", "adaptive_muon", "--tensor-model-parallel-size", "2"}, dir, "am-tp2");
+  CHECK(tp2.lines.front() == one.lines.front());
+  CHECK(tp2.checksum != one.checksum);
+}
+
 TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank", "[run][layout]") {
   mrtest::TempDir dir;
   const End one = run_job(1, {"--bf16"}, dir, "bf16-1");

@@ -169,6 +169,8 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
   };
   refused(1, {"--optimizer", "soap", "--train-iters", "2"}, "soap", "--optimizer soap is not supported yet");
   refused(1, {"--optimizer", "muon", "--fp16", "--train-iters", "2"}, "muonfp16", "--optimizer muon does not run with --fp16");
+  refused(1, {"--optimizer", "adaptive_muon", "--fp16", "--train-iters", "2"}, "amfp16",
+          "--optimizer adaptive_muon does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
   refused(1, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--train-iters", "2"}, "muonauto",
           "--muon-tp-mode auto is not implemented by the training run");
   refused(1, {"--multi-latent-attention", "--mla-down-proj-fusion", "--train-iters", "2"}, "mla",
