@@ -294,6 +294,16 @@ std::optional<std::string> NodeGroup::lost_member() {
   return lost_what_;
 }
 
+int64_t NodeGroup::live_spares(int64_t arrived) {
+  int64_t live = 0;
+  for (int64_t k = o_.nnodes; k < std::min<int64_t>(arrived, o_.nnodes + max_nnodes_); ++k) {
+    std::optional<std::string> id = client_->get(round_key("arrival/" + std::to_string(k)));
+    // Its number not written yet: it arrived a moment ago, alive.
+    if (!id || !client_->get("lost/" + *id)) ++live;
+  }
+  return live;
+}
+
 int NodeGroup::restarts_before(int round) {
   int used = 0;
   for (int r = 0; r < round; ++r)
@@ -381,9 +391,12 @@ std::optional<PeerFailure> NodeGroup::poll() {
       // Spares that would make the job larger (at a count the config is valid for): a new round with them, not
       // counted as a restart, as long as no node's workers have finished.
       const int64_t arrived = client_->add(round_key("arrived"), 0);
-      if (arrived > o_.nnodes && usable(arrived) > o_.nnodes && client_->add(round_key("done"), 0) == 0)
-        return end_round(false, 0, std::to_string(arrived - o_.nnodes) + " more node(s) arrived; the workers restart "
-                                       "to take them in (round " + std::to_string(round_ + 1) + ")");
+      if (arrived > o_.nnodes && usable(arrived) > o_.nnodes) {
+        const int64_t live = live_spares(arrived);
+        if (usable(o_.nnodes + live) > o_.nnodes && client_->add(round_key("done"), 0) == 0)
+          return end_round(false, 0, std::to_string(live) + " more node(s) arrived; the workers restart "
+                                         "to take them in (round " + std::to_string(round_ + 1) + ")");
+      }
       return std::nullopt;
     } catch (const StoreError& e) {
       failed_ = true;

@@ -112,6 +112,9 @@ class NodeGroup : public JobWatch {
   PeerFailure end_round(bool counted, int code, const std::string& why);
   // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
   std::optional<std::string> lost_member();
+  // Elastic: of the launchers that arrived at the current round after its nodes (arrivals nnodes .. arrived - 1),
+  // how many are alive (the store has not lost them). A spare that died does not start a new round.
+  int64_t live_spares(int64_t arrived);
   int restarts_before(int round);  // elastic: the counted round ends before `round`
   static PeerFailure parse_round_end(const std::string& v);
   void linger(std::chrono::milliseconds at_most);  // the host: until every node is done or gone

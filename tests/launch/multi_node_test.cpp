@@ -638,6 +638,23 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(both, "round attempt 1 node 1 of 2"));
     CHECK(r.seconds < 30);
   }
+  SECTION("1:3 nodes valid at 1 and 3: a spare that dies does not restart the job when another arrives") {
+    // A global batch of 3 fits 1 or 3 data-parallel ranks, not 2. The first launcher runs alone from about 2 s; the
+    // second arrives at 3 s as a spare (2 nodes: not valid) and is killed (-9) at 5.5 s; the third arrives at 6 s.
+    // Three arrivals would be a valid count, but one of them is dead: the job goes on, its worker never restarted.
+    const std::string job = kRun + flags + "--rdzv-id el8 --nnodes 1:3 --global-batch-size 3 --micro-batch-size 1 "
+                            "--no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE; sleep 11'";
+    Nodes r = run_nodes({job, "timeout -s KILL 2.5 env " + job, job}, 3.0);
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out << "\n---- third:\n" << r.nodes[2].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 137);
+    CHECK(r.nodes[2].exit == 0);
+    CHECK(has(r.nodes[0].out, "WORLD_SIZE=1"));
+    CHECK_FALSE(has(r.nodes[0].out, "the job's nodes change"));
+    CHECK(r.nodes[0].out.find("WORLD_SIZE=") == r.nodes[0].out.rfind("WORLD_SIZE="));  // one worker start
+    CHECK(has(r.nodes[2].out, "it waits as a spare"));
+    CHECK(has(r.nodes[2].out, "the job of run 'el8' ended without this node"));
+  }
   SECTION("1:3 nodes with TP=2 on one worker each: valid for 2 nodes only, so the rendezvous waits for the second") {
     const std::string job = kRun + flags + "--rdzv-id el2 --nnodes 1:3 --tensor-model-parallel-size 2 ";
     Nodes r = run_nodes({job + kProbe, job + kProbe}, 1.0);
