@@ -198,7 +198,10 @@ void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
   std::memcpy(host.data() + lay.consts, consts.data(), consts.size() * sizeof(Consts));
   std::memcpy(host.data() + lay.work, work.data(), work.size() * sizeof(DevWork));
   char* dev = static_cast<char*>(scratch(Scratch::StepMeta, lay.total));
-  check(cudaMemcpy(dev, host.data(), lay.total, cudaMemcpyHostToDevice), "upload step metadata");
+  // Asynchronous on the default stream: ordered after the previous step's kernels (which may still read the old
+  // metadata) and before this step's, without making the host wait for the device. A pageable source is staged
+  // before the call returns, so `host` may go.
+  check(cudaMemcpyAsync(dev, host.data(), lay.total, cudaMemcpyHostToDevice, 0), "upload step metadata");
   auto* d_slots = reinterpret_cast<const DevSlot*>(dev);
   auto* d_consts = reinterpret_cast<const Consts*>(dev + lay.consts);
   auto* d_work = reinterpret_cast<const DevWork*>(dev + lay.work);
