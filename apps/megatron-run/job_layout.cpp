@@ -29,7 +29,7 @@ const Rule kLrScheduleRule{kInitLrSchedule, Rule::Level::Error,
 // What megatron-run's own training run cannot run (run/run_support.h), before its workers start.
 const Rule kTrainingRunRule{kInitTrainingRun, Rule::Level::Error,
                             "What megatron-run's own training run cannot run (an optimizer without a kernel of ours, "
-                            "Muon with the distributed optimizer, a model it does not plan, ...): refused before "
+                            "a --muon-tp-mode it does not implement, a model it does not plan, ...): refused before "
                             "its workers start.",
                             __FILE__, __LINE__, kStageInit};
 

@@ -185,8 +185,8 @@ pipeline_layout::RankStages layout_layers(const std::string& layout, int64_t num
 
 ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // What this synthetic run does not model: say so, naming the flag.
-  if (a.multi_latent_attention && a.mla_down_proj_fusion)
-    throw RunError("the training run does not model --mla-down-proj-fusion (the fused MLA down projection) yet");
+  if (a.multi_latent_attention && a.mla_down_proj_fusion && a.experimental_attention_variant)
+    throw RunError("the training run does not model --mla-down-proj-fusion with --experimental-attention-variant yet");
   if (a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json)
     throw RunError("the training run does not model heterogeneous layer configs yet");
   // Options that add or rename parameters in ways the plan does not know: refused rather than miscounted.
@@ -387,6 +387,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // (--q-lora-rank unset) or down to --q-lora-rank and up again; keys and values down to --kv-lora-rank plus the
   // rotary part and up again per head; the down projections replicated over TP, the up projections split by
   // heads; with --qk-layernorm a norm on each latent (TE: fused into the up projection). No biases but the output's.
+  // --mla-down-proj-fusion fuses the two down projections and the input norm (add_attention).
   const bool mla = a.multi_latent_attention;
   const int64_t q_lora = mla && a.q_lora_rank ? at_least(*a.q_lora_rank, 1, "--q-lora-rank") : 0;
   const int64_t kv_lora = mla ? at_least(a.kv_lora_rank, 1, "--kv-lora-rank") : 0;
@@ -410,7 +411,27 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     const std::string att = p + "self_attention.";
     const bool qk_norm_here = qk_norm && qk_norms;
     const bool fused = te && !sparse;  // TE fuses the latent norms into the up projections, but not for DSA
-    if (use_mla) {
+    // --mla-down-proj-fusion (FusedMLASelfAttention; TE's GPT layer spec, and every MLA layer of a hybrid model,
+    // which is always TE): one column-parallel down projection for the q latent, the kv latent and the rotary part,
+    // split by TP (each rank's rows: its share of the q latent, then of the rest), with the input norm fused in.
+    const bool fuse_down = use_mla && !sparse && a.mla_down_proj_fusion && (te || hybrid);
+    if (fuse_down) {
+      if (q_lora == 0)
+        throw RunError("--mla-down-proj-fusion needs --q-lora-rank (Megatron's FusedMLASelfAttention asserts it)");
+      const int64_t rest = sum(kv_lora, rope_dim, "--kv-lora-rank + --qk-pos-emb-head-dim");
+      (void)split(q_lora, tp, "--q-lora-rank, with --mla-down-proj-fusion,");
+      (void)split(rest, tp, "--kv-lora-rank + --qk-pos-emb-head-dim, with --mla-down-proj-fusion,");
+      norm(att + "linear_qkv_down_proj.layer_norm_", h);
+      add(att + "linear_qkv_down_proj.weight", {sum(q_lora, rest, "the fused MLA down projection"), h}, 0);
+      const int64_t q_out = mul(heads, q_head, "--num-attention-heads x (--qk-head-dim + --qk-pos-emb-head-dim)");
+      if (qk_norm_here) latent_norm(att + (fused ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), q_lora);
+      add(att + "linear_q_up_proj.weight", {q_out, q_lora}, 0);
+      if (qk_norm_here) latent_norm(att + (fused ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), kv_lora);
+      add(att + "linear_kv_up_proj.weight",
+          {mul(heads, sum(a.qk_head_dim, v_head, "--qk-head-dim + --v-head-dim"), "the MLA key/value up projection"),
+           kv_lora},
+          0);
+    } else if (use_mla) {
       norm(p + "input_layernorm.", h);
       const int64_t q_out = mul(heads, q_head, "--num-attention-heads x (--qk-head-dim + --qk-pos-emb-head-dim)");
       if (q_lora == 0) {

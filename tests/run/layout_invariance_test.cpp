@@ -196,6 +196,11 @@ TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one ra
     tp2.insert(tp2.end(), {"--tensor-model-parallel-size", "2"});
     same(run_job(1, mla, dir, std::string("mla1-") + opt), run_job(4, tp2, dir, std::string("mla-tp2-") + opt),
          std::string(opt) + ": MLA, TP=2 x DP=2");
+    // --mla-down-proj-fusion: the fused down projection split by rows over TP (Muon orthogonalises it whole).
+    std::vector<std::string> fused = mla, fused_tp2 = tp2;
+    fused.push_back("--mla-down-proj-fusion"), fused_tp2.push_back("--mla-down-proj-fusion");
+    same(run_job(1, fused, dir, std::string("mlaf1-") + opt), run_job(2, fused_tp2, dir, std::string("mlaf-tp2-") + opt),
+         std::string(opt) + ": fused MLA down projection, TP=2");
   }
 }
 

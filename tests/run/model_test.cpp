@@ -206,7 +206,7 @@ TEST_CASE("what the run does not model is refused, naming the flag", "[run][mode
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"multi_latent_attention", Value(true)},
                                                 {"mla_down_proj_fusion", Value(true)}}),
                                             {}),
-                    Catch::Contains("--mla-down-proj-fusion"));
+                    Catch::Contains("--mla-down-proj-fusion needs --q-lora-rank"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"hybrid_layer_pattern", Value(std::string("-Q"))}}), {}),
                     Catch::Contains("the model plan does not model the hybrid layer symbol 'Q'"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(), {0, 3, 0, 1}), Catch::Contains("--tensor-model-parallel-size"));
@@ -258,6 +258,48 @@ TEST_CASE("multi-latent attention: Megatron's attention parameter count, up proj
                std::vector<int64_t>{heads * (qk + rope), h});
   }
   (void)L;
+}
+
+TEST_CASE("--mla-down-proj-fusion: one column-parallel down projection with the input norm fused in",
+          "[run][model][mla]") {
+  // FusedMLASelfAttention: linear_qkv_down_proj (TELayerNormColumnParallelLinear) of q_lora + kv_lora + rope rows,
+  // split by TP; no input_layernorm; the same parameter count as the unfused layer.
+  const int64_t h = 64, q_lora = 24, kv_lora = 16, rope = 4;
+  std::map<std::string, Value> o = {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(kv_lora)},
+                                    {"q_lora_rank", Value(q_lora)}, {"qk_head_dim", Value(int64_t{8})},
+                                    {"qk_pos_emb_head_dim", Value(rope)}, {"v_head_dim", Value(int64_t{8})},
+                                    {"qk_layernorm", Value(true)}, {"position_embedding_type", Value(std::string("rope"))}};
+  const ModelPlan unfused = mr::run::plan_gpt_model(gpt(o), {});
+  o["mla_down_proj_fusion"] = Value(true);
+  const ModelPlan one = mr::run::plan_gpt_model(gpt(o), {});
+  CHECK(counted(one, 0) == counted(unfused, 0));
+  const std::string att = "decoder.layers.0.self_attention.";
+  REQUIRE(find(one, att + "linear_qkv_down_proj.weight"));
+  CHECK(find(one, att + "linear_qkv_down_proj.weight")->shape == std::vector<int64_t>{q_lora + kv_lora + rope, h});
+  CHECK(find(one, att + "linear_qkv_down_proj.layer_norm_weight")->shape == std::vector<int64_t>{h});
+  CHECK(find(one, att + "linear_qkv_down_proj.layer_norm_bias"));  // LayerNorm (the default) has a bias
+  CHECK(find(one, att + "linear_q_up_proj.layer_norm_weight"));    // --qk-layernorm, fused into the up projection
+  CHECK_FALSE(find(one, "decoder.layers.0.input_layernorm.weight"));
+  CHECK_FALSE(find(one, att + "linear_q_down_proj.weight"));
+  CHECK_FALSE(find(one, att + "linear_kv_down_proj.weight"));
+  // TP=2: the fused projection is split by rows (no longer replicated), its norm replicated.
+  const ModelPlan tp2 = mr::run::plan_gpt_model(gpt(o), {1, 2, 0, 1});
+  CHECK(find(tp2, att + "linear_qkv_down_proj.weight")->shape == std::vector<int64_t>{(q_lora + kv_lora + rope) / 2, h});
+  CHECK(find(tp2, att + "linear_qkv_down_proj.weight")->split_dim == 0);
+  CHECK(find(tp2, att + "linear_qkv_down_proj.layer_norm_weight")->tp_duplicate);
+  // Megatron splits each rank's rows into its share of the q latent and of the rest: both must divide by TP.
+  o["q_lora_rank"] = Value(int64_t{25});
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {0, 2, 0, 1}),
+                    Catch::Contains("--q-lora-rank, with --mla-down-proj-fusion, (25) is not divisible by the "
+                                    "tensor-parallel size 2"));
+  o["q_lora_rank"] = Value(q_lora);
+  o["qk_pos_emb_head_dim"] = Value(int64_t{5});
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {0, 2, 0, 1}),
+                    Catch::Contains("--kv-lora-rank + --qk-pos-emb-head-dim, with --mla-down-proj-fusion, (21)"));
+  // The local implementation has no fused module (Megatron's local layer spec ignores the flag): unfused.
+  o["qk_pos_emb_head_dim"] = Value(rope);
+  o["transformer_impl"] = Value(std::string("local"));
+  CHECK(find(mr::run::plan_gpt_model(gpt(o), {}), att + "linear_q_down_proj.weight"));
 }
 
 TEST_CASE("latent MoE: the routed experts in the latent space, two replicated projections per MoE layer",
@@ -440,6 +482,18 @@ TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, T
   CHECK(mla_layer == h + h * heads * (qk + rope) + (kv_lora + rope) * h + heads * (qk + v) * kv_lora + h * heads * v);
   CHECK(find(with_mla, "decoder.layers.1.input_layernorm.weight"));
   CHECK_FALSE(find(with_mla, "decoder.layers.1.self_attention.linear_kv_up_proj.layer_norm_weight"));
+  // --mla-down-proj-fusion: HybridStack._fuse_mla_down_proj gives every '+' layer the fused down projection with the
+  // input norm in it (hybrid models are always TE), even under --transformer-impl local.
+  auto fused_args = hybrid("M+-M", {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(kv_lora)},
+                                    {"qk_head_dim", Value(qk)}, {"qk_pos_emb_head_dim", Value(rope)},
+                                    {"v_head_dim", Value(v)}, {"q_lora_rank", Value(int64_t{32})},
+                                    {"mla_down_proj_fusion", Value(true)},
+                                    {"transformer_impl", Value(std::string("local"))}});
+  const ModelPlan fused = mr::run::plan_gpt_model(fused_args, {});
+  CHECK(find(fused, "decoder.layers.1.self_attention.linear_qkv_down_proj.weight")->shape ==
+        std::vector<int64_t>{32 + kv_lora + rope, h});
+  CHECK(find(fused, "decoder.layers.1.self_attention.linear_qkv_down_proj.layer_norm_weight"));
+  CHECK_FALSE(find(fused, "decoder.layers.1.input_layernorm.weight"));
   CHECK_FALSE(find(mr::run::plan_gpt_model(hybrid("M*-M", {{"qk_layernorm", Value(true)}}), {}),
                    "decoder.layers.1.self_attention.q_layernorm.weight"));
   // 'G': a gated delta net layer (key heads 2 of 8, value heads 4 of 16, kernel 4): the fused norm, in_proj's q, k

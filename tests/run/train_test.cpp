@@ -174,7 +174,7 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
   refused(1, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--train-iters", "2"}, "muonauto",
           "--muon-tp-mode auto is not implemented by the training run");
   refused(1, {"--multi-latent-attention", "--mla-down-proj-fusion", "--train-iters", "2"}, "mla",
-          "does not model --mla-down-proj-fusion");
+          "--mla-down-proj-fusion needs --q-lora-rank");
   // --bring-up-only trains nothing: the same config passes the bring-up.
   mrtest::Proc b = spawn(1, {"--optimizer", "soap", "--bring-up-only"}, dir, "bringup");
   INFO(b.out() << b.err());
