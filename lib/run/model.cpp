@@ -6,6 +6,7 @@
 #include "config/checked.h"
 #include "config/pipeline_layout.h"
 #include "optim/optimizer_table.h"
+#include "run/heterogeneous_layers.h"
 #include "run/hybrid_layers.h"
 
 namespace mr::run {
@@ -187,8 +188,6 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // What this synthetic run does not model: say so, naming the flag.
   if (a.multi_latent_attention && a.mla_down_proj_fusion && a.experimental_attention_variant)
     throw RunError("the training run does not model --mla-down-proj-fusion with --experimental-attention-variant yet");
-  if (a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json)
-    throw RunError("the training run does not model heterogeneous layer configs yet");
   // Options that add or rename parameters in ways the plan does not know: refused rather than miscounted.
   if (a.enable_mhc_connections)
     throw RunError("the training run does not model --enable-mhc-connections (the hyper-connections' parameters) yet");
@@ -316,6 +315,26 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       for (int64_t i = 0; i < L; ++i) moe_layer[static_cast<size_t>(i)] = i % f.as_int() == 0;
     }
   }
+  // A heterogeneous model (--heterogeneous-layers-config-path, read into --heterogeneous-layers-config-encoded-json
+  // by validation): each decoder layer is its block of the config (Megatron's get_gpt_heterogeneous_layer_spec):
+  // attention and MLP each as usual (with the block's query groups / MLP size), gone, or one hidden x hidden
+  // linear layer. The spec has no MoE, MLA, hybrid or experimental attention, and the plan no MTP layers for it.
+  const bool hetero = a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json;
+  std::vector<HeterogeneousBlock> blocks;
+  if (hetero) {
+    const char* other = hybrid ? "a hybrid model" : experts > 0 ? "--num-experts" : a.multi_latent_attention ? "--multi-latent-attention"
+                        : a.experimental_attention_variant ? "--experimental-attention-variant" : mtp_num_layers > 0 ? "--mtp-num-layers" : nullptr;
+    if (other)
+      throw RunError(std::string("the training run does not model heterogeneous layer configs with ") + other +
+                     " (Megatron's heterogeneous layer spec has none)");
+    if (!a.heterogeneous_layers_config_encoded_json)
+      throw RunError("the heterogeneous layers config's text is missing (validation reads "
+                     "--heterogeneous-layers-config-path into --heterogeneous-layers-config-encoded-json)");
+    blocks = heterogeneous_blocks(*a.heterogeneous_layers_config_encoded_json, heads, h);
+    if (static_cast<int64_t>(blocks.size()) < L)
+      throw RunError("the heterogeneous layers config has " + std::to_string(blocks.size()) +
+                     " block_configs for --num-layers " + std::to_string(L));
+  }
   // --experimental-attention-variant gdn (or its old name gated_delta_net) and gdn2: the layers
   // --linear-attention-freq marks use a gated delta net as their self-attention (Megatron's
   // get_linear_attention_pattern: N, every N-th layer keeps standard attention; or a list, 1 for linear attention).
@@ -407,7 +426,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // attention layers have none).
   // `sparse`: MLA with DeepSeek sparse attention (AbsorbedMLASelfAttention: the same projections, its latent norms
   // never fused, and the DSA indexer's projections and key norm, replicated over TP).
-  auto add_attention = [&](const std::string& p, bool use_mla, bool qk_norms, bool sparse = false) {
+  // `qkv_rows`: the QKV projection's rows when a heterogeneous block sets its own query groups (0: qkv_out).
+  auto add_attention = [&](const std::string& p, bool use_mla, bool qk_norms, bool sparse = false,
+                           int64_t qkv_rows = 0) {
     const std::string att = p + "self_attention.";
     const bool qk_norm_here = qk_norm && qk_norms;
     const bool fused = te && !sparse;  // TE fuses the latent norms into the up projections, but not for DSA
@@ -460,8 +481,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       }
     } else {
       norm(te ? att + "linear_qkv.layer_norm_" : p + "input_layernorm.", h);
-      add(att + "linear_qkv.weight", {qkv_out, h}, 0);
-      if (qkv_bias) add(att + "linear_qkv.bias", {qkv_out}, 0);
+      const int64_t rows = qkv_rows > 0 ? qkv_rows : qkv_out;
+      add(att + "linear_qkv.weight", {rows, h}, 0);
+      if (qkv_bias) add(att + "linear_qkv.bias", {rows}, 0);
       if (qk_norm_here)
         for (const char* which : {"q_layernorm.", "k_layernorm."}) latent_norm(att + which, kv);
     }
@@ -472,11 +494,14 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     // own core attention has none).
     if (a.softmax_type == arg::SoftmaxType::learnable && !sparse) add(att + "core_attention.softmax_offset", {heads}, 0);
   };
-  auto add_mlp = [&](const std::string& p) {
+  // `layer_ffn`: a heterogeneous block's own MLP size (0: --ffn-hidden-size).
+  auto add_mlp = [&](const std::string& p, int64_t layer_ffn = 0) {
+    const int64_t f = layer_ffn > 0 ? layer_ffn : ffn;
+    const int64_t f1 = layer_ffn > 0 ? (gated ? mul(2, f, "2 x the block's ffn_hidden_size") : f) : fc1_out;
     norm(p + (te ? "mlp.linear_fc1.layer_norm_" : "pre_mlp_layernorm."), h);
-    add(p + "mlp.linear_fc1.weight", {fc1_out, h}, 0);
-    if (bias) add(p + "mlp.linear_fc1.bias", {fc1_out}, 0);
-    add(p + "mlp.linear_fc2.weight", {h, ffn}, 1);
+    add(p + "mlp.linear_fc1.weight", {f1, h}, 0);
+    if (bias) add(p + "mlp.linear_fc1.bias", {f1}, 0);
+    add(p + "mlp.linear_fc2.weight", {h, f}, 1);
     if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1);
   };
   // An MoE block: its own norm, the router (replicated), the local routed experts, the shared experts.
@@ -580,6 +605,30 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     if (moe) add_moe(p);
     else add_mlp(p);
   };
+  // A heterogeneous model's layer (get_gpt_heterogeneous_layer_spec): a part that is gone has no parameters and no
+  // norm; a linear replacement is (TE) TELayerNormColumnParallelLinearGathered, hidden -> hidden with the norm in
+  // it, or (local) ColumnParallelLinearGathered after the layer's own norm; split by rows over TP.
+  auto add_block = [&](const std::string& p, const HeterogeneousBlock& b, int64_t index) {
+    auto linear = [&](const std::string& module, const char* local_norm) {
+      norm(te ? p + module + "layer_norm_" : p + local_norm, h);
+      add(p + module + "weight", {h, h}, 0);
+      if (bias) add(p + module + "bias", {h}, 0);
+    };
+    if (b.attention == BlockPart::Linear) linear("self_attention.", "input_layernorm.");
+    if (b.attention == BlockPart::Normal) {
+      const int64_t g = b.num_query_groups.value_or(groups);
+      if (g <= 0 || g % tp != 0)
+        throw RunError("block_configs[" + std::to_string(index) + "] has " + std::to_string(g) +
+                       " query groups, not divisible by the tensor-parallel size " + std::to_string(tp) +
+                       " (--tensor-model-parallel-size)");
+      add_attention(p, false, true, false,
+                    mul(sum(q_rows, mul(2, g, "2 x the block's query groups"), "the attention heads"), kv,
+                        "the block's QKV projection width"));
+    }
+    if (b.mlp == BlockPart::Linear) linear("mlp.", "pre_mlp_layernorm.");
+    if (b.mlp == BlockPart::Normal)
+      add_mlp(p, at_least(b.ffn_hidden_size.value_or(ffn), 1, "a block's ffn_hidden_size"));
+  };
   // A layer of a hybrid model by its symbol (Megatron's HybridStack with hybrid_stack_spec): 'M' Mamba, 'G' gated
   // delta net, '*' attention (SelfAttention), '+' multi-latent attention (MLASelfAttention with its own input norm; validation
   // refuses a pattern with both), '-' MLP, 'E' MoE. The spec gives neither attention q/k norms (--qk-layernorm has
@@ -607,6 +656,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   for (size_t i = 0; i < plan.layers.size(); ++i) {
     const std::string p = "decoder.layers." + std::to_string(plan.layers[i]) + ".";
     if (hybrid) add_hybrid_layer(p, hy.symbols[i]);
+    else if (hetero) add_block(p, blocks[static_cast<size_t>(plan.layers[i])], plan.layers[i]);
     else add_layer(p, moe_layer[static_cast<size_t>(plan.layers[i])], gdn_layer[static_cast<size_t>(plan.layers[i])]);
   }
   // Multi-token prediction (--mtp-num-layers, Megatron's MultiTokenPredictionBlock on the last stage): each MTP

@@ -204,6 +204,27 @@ TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one ra
   }
 }
 
+TEST_CASE("heterogeneous layers (configs/examples/heterogeneous.yaml): TP=2 x DP=2 and PP=2 x DP=2 end with one "
+          "rank's bits",
+          "[run][layout][heterogeneous]") {
+  mrtest::TempDir dir;
+  const std::string src = MR_SOURCE_DIR;
+  for (const char* opt : {"adam", "muon"}) {
+    const std::vector<std::string> het = {"--config", src + "/configs/examples/heterogeneous.yaml",
+                                          "--heterogeneous-layers-config-path",
+                                          src + "/configs/examples/heterogeneous-blocks.json", "--optimizer", opt};
+    auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), het.begin(), het.end());
+      return more;
+    };
+    const End one = run_job(1, het, dir, std::string("het1-") + opt);
+    same(one, run_job(4, with({"--tensor-model-parallel-size", "2"}), dir, std::string("het-tp2-") + opt),
+         std::string(opt) + ": heterogeneous, TP=2 x DP=2");
+    same(one, run_job(4, with({"--pipeline-model-parallel-size", "2"}), dir, std::string("het-pp2-") + opt),
+         std::string(opt) + ": heterogeneous, PP=2 x DP=2");
+  }
+}
+
 TEST_CASE("multi-token prediction: PP=2 (tied and untied, and with experts) ends with the same bits as one rank",
           "[run][layout][mtp]") {
   mrtest::TempDir dir;

@@ -2,7 +2,9 @@
 // tensor-parallel shards, pipeline stages (even, uneven, virtual), tied embeddings, weight-decay flags, limits.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <numeric>
 #include <optional>
 
@@ -300,6 +302,63 @@ TEST_CASE("--mla-down-proj-fusion: one column-parallel down projection with the 
   o["qk_pos_emb_head_dim"] = Value(rope);
   o["transformer_impl"] = Value(std::string("local"));
   CHECK(find(mr::run::plan_gpt_model(gpt(o), {}), att + "linear_q_down_proj.weight"));
+}
+
+TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/heterogeneous-blocks.json)",
+          "[run][model][heterogeneous]") {
+  // The example: hidden 256, 4 heads (kv 64), 2 query groups, SwiGLU, RMSNorm, no biases, untied output, TE.
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/examples/heterogeneous-blocks.json");
+  std::stringstream json;
+  json << in.rdbuf();
+  std::map<std::string, Value> o = {
+      {"heterogeneous_layers_config_encoded_json", Value(json.str())}, {"hidden_size", Value(int64_t{256})},
+      {"kv_channels", Value(int64_t{64})}, {"group_query_attention", Value(true)},
+      {"num_query_groups", Value(int64_t{2})}, {"swiglu", Value(true)}, {"normalization", Value(std::string("RMSNorm"))},
+      {"add_bias_linear", Value(false)}, {"untie_embeddings_and_output_weights", Value(true)},
+      {"position_embedding_type", Value(std::string("rope"))}, {"vocab_size", Value(int64_t{1024})},
+      {"ffn_hidden_size", Value(int64_t{704})}};
+  const ModelPlan one = mr::run::plan_gpt_model(gpt(o), {});
+  auto layer = [&](const ModelPlan& p, int i) {
+    int64_t n = 0;
+    for (const ParamSpec& s : p.params)
+      if (s.name.rfind("decoder.layers." + std::to_string(i) + ".", 0) == 0) n += s.numel();
+    return n;
+  };
+  const int64_t h = 256, attention = h + (4 + 2 * 2) * 64 * h + h * h, linear = h + h * h;
+  auto mlp = [&](int64_t f) { return h + 2 * f * h + h * f; };
+  CHECK(layer(one, 0) == attention + mlp(512));  // ffn_mult 2.625 -> 512
+  CHECK(layer(one, 1) == mlp(256));              // no attention, ffn_mult 1.3125 -> 256
+  CHECK(layer(one, 2) == linear);                // attention replaced by one linear layer, no MLP
+  CHECK(layer(one, 3) == attention + linear);    // MLP replaced by one linear layer
+  CHECK(counted(one, 0) == 1640192);             // what `megatron-run params` reports for the example
+  CHECK(find(one, "decoder.layers.2.self_attention.layer_norm_weight"));
+  CHECK(find(one, "decoder.layers.2.self_attention.weight")->shape == std::vector<int64_t>{h, h});
+  CHECK(find(one, "decoder.layers.3.mlp.weight"));
+  CHECK_FALSE(find(one, "decoder.layers.1.self_attention.linear_qkv.weight"));
+  CHECK_FALSE(find(one, "decoder.layers.2.mlp.linear_fc1.weight"));
+  // TP=2 halves the linear replacements by rows; the four layers over PP=2 hold the same total.
+  CHECK(find(mr::run::plan_gpt_model(gpt(o), {1, 2, 0, 1}), "decoder.layers.2.self_attention.weight")->shape ==
+        std::vector<int64_t>{h / 2, h});
+  CHECK(layer(mr::run::plan_gpt_model(gpt(o), {0, 1, 1, 2}), 3) == layer(one, 3));
+  // The local implementation: the norms before the linear replacements are the layer's own.
+  o["transformer_impl"] = Value(std::string("local"));
+  const ModelPlan local = mr::run::plan_gpt_model(gpt(o), {});
+  CHECK(find(local, "decoder.layers.2.input_layernorm.weight"));
+  CHECK(find(local, "decoder.layers.3.pre_mlp_layernorm.weight"));
+  CHECK_FALSE(find(local, "decoder.layers.1.input_layernorm.weight"));  // no attention, no norm
+  CHECK(counted(local, 0) == counted(one, 0));
+  // Refused, naming why: MoE (the heterogeneous spec has none), too few blocks, groups TP cannot split.
+  o["transformer_impl"] = Value(std::string("transformer_engine"));
+  o["num_experts"] = Value(int64_t{4});
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {}), Catch::Contains("heterogeneous layer configs with --num-experts"));
+  o.erase("num_experts");
+  o["num_layers"] = Value(int64_t{6});
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {}), Catch::Contains("has 4 block_configs for --num-layers 6"));
+  o["num_layers"] = Value(int64_t{4});
+  o["num_attention_heads"] = Value(int64_t{8});
+  o["kv_channels"] = Value(int64_t{32});
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {0, 8, 0, 1}),
+                    Catch::Contains("block_configs[0] has 4 query groups, not divisible by the tensor-parallel size 8"));
 }
 
 TEST_CASE("latent MoE: the routed experts in the latent space, two replicated projections per MoE layer",
