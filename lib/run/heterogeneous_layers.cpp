@@ -43,8 +43,8 @@ int64_t ffn_mult_to_intermediate_size(double ffn_mult, int64_t hidden) {
   if (!std::isfinite(exact) || std::fabs(exact) > 9.0e15)
     throw RunError("ffn_mult " + std::to_string(ffn_mult) + " gives no usable MLP size");
   const int64_t n = static_cast<int64_t>(exact);
-  const int64_t k = 256;
-  return n % k == 0 ? n : n + k - (n % k);  // find_multiple(n, 256)
+  const int64_t k = 256, r = ((n % k) + k) % k;  // Python's n % k, never negative
+  return r == 0 ? n : n + k - r;                  // find_multiple(n, 256)
 }
 
 std::vector<HeterogeneousBlock> heterogeneous_blocks(const std::string& json, int64_t num_attention_heads,

@@ -15,6 +15,7 @@ TEST_CASE("ffn_mult to the MLP size: int(2 ffn_mult hidden / 3) up to a multiple
   CHECK(mr::run::ffn_mult_to_intermediate_size(5.25, 8192) == 28672);  // Llama-3-70B's 28672, already a multiple
   CHECK(mr::run::ffn_mult_to_intermediate_size(0.5, 8192) == 2816);    // int(2730.66...) = 2730 -> 2816
   CHECK(mr::run::ffn_mult_to_intermediate_size(1.0, 768) == 512);      // exactly 512: kept
+  CHECK(mr::run::ffn_mult_to_intermediate_size(-1.0, 256) == 0);      // int(-170.66...) = -170, Python's % -> 0
 }
 
 TEST_CASE("heterogeneous blocks: parts, query groups and MLP sizes as Megatron's config classes read them",
