@@ -157,6 +157,7 @@ void print_usage(std::ostream& os) {
         "                               (--duplicate-stderr-filters: filtered_stderr.log)\n"
         "  --virtual-local-rank         each worker: LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES\n"
         "  --signals-to-handle SIG,...  the signals that stop the workers (passed on to them)\n"
+        "  --numa-binding MODE          each worker on CPUs near its GPU: node, socket, exclusive, core-complex\n"
         "  --event-log-handler null     torchrun's default handler (records nothing)\n"
         "  --term-timeout S             SIGTERM -> SIGKILL grace when stopping the workers (default 30;\n"
         "                               torchrun's --shutdown-timeout)\n"

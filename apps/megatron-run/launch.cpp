@@ -123,6 +123,23 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
         return refuse_launch(lo, 2, std::string("argument --virtual-local-rank: ") + e.what());
       }
     }
+  // --numa-binding: every local rank's CPUs before anything starts; a machine that cannot say fails the job here, as
+  // torchrun's workers fail to start (numactl) without its fallback.
+  if (lo.numa_binding && so.nproc_per_node <= kMaxLocalWorkers) {
+    const std::string mode(launch::to_string(*lo.numa_binding));
+    try {
+      const launch::NumaMachine machine = launch::this_machine();
+      std::string said;
+      for (int i = 0; i < so.nproc_per_node; ++i) {
+        so.cpu_binding.push_back(launch::numa_cpus_for_device(machine, i, *lo.numa_binding));
+        said += (i ? "; " : "") + std::string("local rank ") + std::to_string(i) + ": CPUs " +
+                launch::cpu_list(so.cpu_binding.back());
+      }
+      std::cerr << "megatron-run: --numa-binding " << mode << ": " << said << std::endl;
+    } catch (const launch::NumaError& e) {
+      return refuse_launch(lo, 1, "--numa-binding " + mode + ": " + e.what());
+    }
+  }
   if (so.nproc_per_node > kMaxLocalWorkers) {
     return refuse_launch(lo, 2, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
                                     " local workers is more than the " + std::to_string(kMaxLocalWorkers) +

@@ -8,6 +8,7 @@
 #include "config/args.h"
 #include "config/parse/invocation.h"
 #include "launch/log_spec.h"
+#include "launch/numa_binding.h"
 #include "launch/torchrun_options.h"
 #include "parallel/layout.h"
 
@@ -68,6 +69,10 @@ struct LaunchOptions {
   std::optional<std::string> duplicate_stdout_filters, duplicate_stderr_filters, signals_to_handle;
   bool virtual_local_rank = false, signals_from_pet = false;
   std::vector<int> handled_signals;
+  // --numa-binding (launch/numa_binding.h): each worker's CPUs near its GPU, set before it starts. torchrun reads
+  // no PET_NUMA_BINDING (the option has no env default), so neither does megatron-run.
+  std::optional<launch::NumaMode> numa_binding;
+  void set_numa_binding(const std::string& v);
   bool join_timeout_given = false, term_timeout_given = false;
   // Lines for the user about options that are accepted but not acted on (cmd_run prints them once).
   std::vector<std::string> notices;

@@ -42,7 +42,7 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--duplicate-stdout-filters", true}, {"--duplicate_stdout_filters", true},
     {"--duplicate-stderr-filters", true}, {"--duplicate_stderr_filters", true},
     {"--virtual-local-rank", false}, {"--virtual_local_rank", false}, {"--local-addr", true}, {"--local_addr", true},
-    {"--signals-to-handle", true}, {"--signals_to_handle", true},
+    {"--signals-to-handle", true}, {"--signals_to_handle", true}, {"--numa-binding", true}, {"--numa_binding", true},
     {"--event-log-handler", true}, {"--event_log_handler", true}};
 
 // --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
@@ -105,7 +105,6 @@ struct NotYet {
 };
 const NotYet kNotYet[] = {
     {"logs-specs", true, "LogsSpecs entry points (megatron-run writes torchrun's default layout under --log-dir)"},
-    {"numa-binding", true, "NUMA binding of the workers"},
     {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"},
     {"local-rank", true, "torch.distributed.launch's --local-rank (megatron-run sets LOCAL_RANK)"}};
 
@@ -188,6 +187,10 @@ void LaunchOptions::add_to(po::options_description& desc) {
        "signals that stop the workers, passed on to them (e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1)")
       ("signals_to_handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
        "torchrun's spelling of --signals-to-handle")
+      ("numa-binding", po::value<std::string>()->notifier([this](const std::string& v) { set_numa_binding(v); }),
+       "bind each worker to CPUs near its GPU: node, socket, exclusive or core-complex (torch/numa/binding.py)")
+      ("numa_binding", po::value<std::string>()->notifier([this](const std::string& v) { set_numa_binding(v); }),
+       "torchrun's spelling of --numa-binding")
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
@@ -203,6 +206,14 @@ void LaunchOptions::add_to(po::options_description& desc) {
       else desc.add_options()(spelling.c_str(), po::bool_switch()->notifier([refuse](bool on) { if (on) refuse(on); }),
                               "not supported yet");
     }
+}
+
+void LaunchOptions::set_numa_binding(const std::string& v) {
+  numa_binding = launch::numa_mode_from_string(v);
+  if (!numa_binding)
+    throw UsageError("argument --numa-binding: invalid choice: '" + v +
+                         "' (choose from 'node', 'socket', 'exclusive', 'core-complex')",
+                     {"--numa-binding"});
 }
 
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,9 @@ struct SpawnOptions {
   // HIP_VISIBLE_DEVICES when the launcher has it) naming its own GPU only (virtual_local_device), and
   // MR_VIRTUAL_LOCAL_RANK=1 (megatron-run's worker then counts one rank per visible GPU).
   bool virtual_local_rank = false;
+  // torchrun 2.x's --numa-binding: local rank i's CPUs (cpu_binding[i], launch/numa_binding.h), set with
+  // sched_setaffinity between fork and exec, as `numactl --physcpubind` would. Empty: no binding.
+  std::vector<std::set<int>> cpu_binding;
   // torchrun 2.x's --signals-to-handle: the signals the launcher catches; each is passed on to the workers and
   // stops them (SIGKILL after grace_seconds), as torchrun does. Empty: megatron-run's default, SIGINT, SIGTERM,
   // SIGHUP and SIGQUIT stop the workers, SIGUSR1 and SIGUSR2 are passed on only.

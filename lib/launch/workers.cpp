@@ -1,5 +1,6 @@
 // Starting, signalling, killing and reaping the worker processes (spawn_detail.h).
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -96,6 +97,15 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const pid_t launcher = getpid();
+  // --numa-binding: this rank's CPUs, as the kernel takes them.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const bool bind = static_cast<size_t>(local_rank) < o.cpu_binding.size() && !o.cpu_binding[static_cast<size_t>(local_rank)].empty();
+  if (bind)
+    for (int c : o.cpu_binding[static_cast<size_t>(local_rank)])
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
+  const std::string bind_error = "megatron-run: cannot bind local rank " + std::to_string(local_rank) +
+                                 " to its CPUs (--numa-binding): ";
   // Each stream: a pipe (a log file, or prefixed console lines), the console itself, or /dev/null.
   int out[2] = {-1, -1}, err[2] = {-1, -1}, null_fd = -1;
   w.out = Stream{};
@@ -142,6 +152,10 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     else if (!logs.out.console) dup2(null_fd, 1);
     if (err[1] >= 0) dup2(err[1], 2);
     else if (!logs.err.console) dup2(null_fd, 2);
+    if (bind && sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
+      write_all(2, bind_error + std::strerror(errno) + "\n");
+      _exit(127);
+    }
     execve(argv[0], argv.data(), envp.data());
     std::string msg = std::string("megatron-run: cannot start ") + argv[0] + ": " + std::strerror(errno) + "\n";
     write_all(2, msg);

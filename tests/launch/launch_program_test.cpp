@@ -169,10 +169,9 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(named.out.find("warning: --start-method forkserver: not used") != std::string::npos);
   CHECK(named.out.find("warning: --run-path: not used") != std::string::npos);
   // The PET_ default of an option not done is named too, never silently dropped.
-  Proc pet = sh("PET_NUMA_BINDING=node " + run + "--nproc-per-node 1 " + kProbe);
+  Proc pet = sh("PET_LOGS_SPECS=x " + run + "--nproc-per-node 1 " + kProbe);
   REQUIRE(pet.exit == 0);
-  CHECK(pet.out.find("warning: PET_NUMA_BINDING is set (the default of torchrun's --numa-binding") !=
-        std::string::npos);
+  CHECK(pet.out.find("warning: PET_LOGS_SPECS is set (the default of torchrun's --logs-specs") != std::string::npos);
   // torchrun's default event handler is accepted (it records nothing), in either spelling.
   Proc ev = sh(run + "--nproc-per-node 1 --event-log-handler null --event_log_handler null " + kProbe);
   CHECK(ev.exit == 0);
@@ -180,7 +179,7 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   // torchrun 2.x is known with its arity, so the word after it is not taken for the program.
   // (--max-restarts, --log-dir, -r, -t, --local-ranks-filter, --term-timeout: supervision_test.cpp.)
   for (std::string opt : {"--rdzv-backend etcd", "--nproc-per-node lots", "--start-method thread", "--role ''",
-                          "--local-addr '[::1'", "--numa-binding node", "--signals-to-handle SIGFOO",
+                          "--local-addr '[::1'", "--numa-binding nodes", "--signals-to-handle SIGFOO",
                           "--signals_to_handle ''", "--logs-specs x", "--event-log-handler x",
                           "--event-log-handler console",
                           "--print-completion bash", "--shutdown-timeout 3 --term-timeout 4"}) {
