@@ -296,7 +296,7 @@ std::optional<std::string> NodeGroup::lost_member() {
 
 int64_t NodeGroup::live_spares(int64_t arrived) {
   int64_t live = 0;
-  for (int64_t k = o_.nnodes; k < std::min<int64_t>(arrived, o_.nnodes + max_nnodes_); ++k) {
+  for (int64_t k = o_.nnodes; k < arrived; ++k) {
     std::optional<std::string> id = client_->get(round_key("arrival/" + std::to_string(k)));
     // Its number not written yet: it arrived a moment ago, alive.
     if (!id || !client_->get("lost/" + *id)) ++live;

@@ -319,7 +319,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   // by validation): each decoder layer is its block of the config (Megatron's get_gpt_heterogeneous_layer_spec):
   // attention and MLP each as usual (with the block's query groups / MLP size), gone, or one hidden x hidden
   // linear layer. The spec has no MoE, MLA, hybrid or experimental attention, and the plan no MTP layers for it.
-  const bool hetero = a.heterogeneous_layers_config_path || a.heterogeneous_layers_config_encoded_json;
+  // Megatron builds the heterogeneous layers only for --heterogeneous-layers-config-path (the encoded JSON alone is
+  // checked against the flags, and the layers stay uniform: gpt_builders.py).
+  const bool hetero = a.heterogeneous_layers_config_path.has_value();
   std::vector<HeterogeneousBlock> blocks;
   if (hetero) {
     const char* other = hybrid ? "a hybrid model" : experts > 0 ? "--num-experts" : a.multi_latent_attention ? "--multi-latent-attention"
@@ -443,7 +445,8 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       (void)split(q_lora, tp, "--q-lora-rank, with --mla-down-proj-fusion,");
       (void)split(rest, tp, "--kv-lora-rank + --qk-pos-emb-head-dim, with --mla-down-proj-fusion,");
       norm(att + "linear_qkv_down_proj.layer_norm_", h);
-      add(att + "linear_qkv_down_proj.weight", {sum(q_lora, rest, "the fused MLA down projection"), h}, 0);
+      add(att + "linear_qkv_down_proj.weight", {sum(q_lora, rest, "the fused MLA down projection"), h}, 0).split_parts =
+          {q_lora, rest};
       const int64_t q_out = mul(heads, q_head, "--num-attention-heads x (--qk-head-dim + --qk-pos-emb-head-dim)");
       if (qk_norm_here) latent_norm(att + (fused ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), q_lora);
       add(att + "linear_q_up_proj.weight", {q_out, q_lora}, 0);
@@ -617,17 +620,16 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     if (b.attention == BlockPart::Linear) linear("self_attention.", "input_layernorm.");
     if (b.attention == BlockPart::Normal) {
       const int64_t g = b.num_query_groups.value_or(groups);
-      if (g <= 0 || g % tp != 0)
-        throw RunError("block_configs[" + std::to_string(index) + "] has " + std::to_string(g) +
-                       " query groups, not divisible by the tensor-parallel size " + std::to_string(tp) +
-                       " (--tensor-model-parallel-size)");
+      if (g <= 0)
+        throw RunError("block_configs[" + std::to_string(index) + "] has " + std::to_string(g) + " query groups");
       add_attention(p, false, true, false,
                     mul(sum(q_rows, mul(2, g, "2 x the block's query groups"), "the attention heads"), kv,
                         "the block's QKV projection width"));
     }
     if (b.mlp == BlockPart::Linear) linear("mlp.", "pre_mlp_layernorm.");
     if (b.mlp == BlockPart::Normal)
-      add_mlp(p, at_least(b.ffn_hidden_size.value_or(ffn), 1, "a block's ffn_hidden_size"));
+      add_mlp(p, at_least(b.ffn_hidden_size.value_or(ffn), 1,
+                          ("block_configs[" + std::to_string(index) + "]'s ffn_hidden_size").c_str()));
   };
   // A layer of a hybrid model by its symbol (Megatron's HybridStack with hybrid_stack_spec): 'M' Mamba, 'G' gated
   // delta net, '*' attention (SelfAttention), '+' multi-latent attention (MLASelfAttention with its own input norm; validation

@@ -18,7 +18,9 @@ void check_run_supported(const Args& args) {
     throw RunError("the training run steps adam, sgd, lion, muon and adaptive_muon; --optimizer " + name +
                    " is not supported yet");
   const bool muon = opt.kernel == optim::Kernel::Muon;
-  if (muon && args.fp16)
+  // Every optimizer but adam and sgd takes Megatron's emerging-optimizer path (lion included), which refuses fp16.
+  const bool emerging = args.optimizer != arg::Optimizer::adam && args.optimizer != arg::Optimizer::sgd;
+  if (emerging && args.fp16)
     throw RunError("--optimizer " + name + " does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
   if (muon && (args.muon_tp_mode == arg::MuonTpMode::auto_ || args.muon_tp_mode == arg::MuonTpMode::layer_sharded))
     throw RunError("--muon-tp-mode " + std::string(arg::to_string(args.muon_tp_mode)) +

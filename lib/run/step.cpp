@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,14 @@ std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSl
 void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   FlatBuffers& b = c.buf;
   const BufferPtrs d = c.backend->ptrs();
+  const Args& a = c.args;
+  // The plan has checked these (run/model.cpp); kv_channels defaults as there. The rows of Q, K, V per query group
+  // from the model config (Megatron's _get_qkv_split_shapes), for every QKV weight.
+  const int64_t heads = a.num_attention_heads.value_or(1);
+  const int64_t kv = a.kv_channels.value_or(a.hidden_size.value_or(0) / heads);
+  const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
+  const std::vector<int64_t> split_shapes = optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate);
+  const int64_t split_total = std::accumulate(split_shapes.begin(), split_shapes.end(), int64_t{0});
   std::vector<optim::MuonParam> mats, expert_mats;
   std::vector<optim::TensorSlot> scalars;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
@@ -65,7 +74,9 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       m.rows = p.shape[0];
       m.cols = p.shape[1];
       m.group = b.group_of[k];
-      m.is_qkv = ends_with(p.name, "linear_qkv.weight");
+      // Megatron marks a QKV weight for the split only when its rows are whole groups of the split
+      // (param.shape[0] % sum(qkv_split_shapes) == 0); otherwise Muon orthogonalises it whole.
+      m.is_qkv = ends_with(p.name, "linear_qkv.weight") && split_total > 0 && m.rows % split_total == 0;
       m.partition_dim = p.split_dim;
       if (b.model_dtype == optim::DType::BF16) m.param_bf16 = static_cast<uint16_t*>(d.model) + off;
       (p.expert ? expert_mats : mats).push_back(std::move(m));
@@ -82,13 +93,7 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       scalars.push_back(s);
     }
   }
-  const Args& a = c.args;
-  // The plan has checked these (run/model.cpp); kv_channels defaults as there.
-  const int64_t heads = a.num_attention_heads.value_or(1);
-  const int64_t kv = a.kv_channels.value_or(a.hidden_size.value_or(0) / heads);
-  const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
-  optim::MuonOptions mo =
-      optim::muon_options(c.cfg, optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate));
+  optim::MuonOptions mo = optim::muon_options(c.cfg, split_shapes);
   // The QKV split is per TP shard: each rank holds query_groups / tp whole groups.
   if (!mats.empty()) c.backend->muon_step(mats, groups, mo, c.tp.size() > 1 ? &c.tp : nullptr);
   if (!expert_mats.empty()) c.backend->muon_step(expert_mats, groups, mo, c.etp.size() > 1 ? &c.etp : nullptr);

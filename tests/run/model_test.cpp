@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "config/value.h"
+#include "run/buffers.h"
 #include "run/hybrid_layers.h"
 #include "run/model.h"
 
@@ -288,6 +289,12 @@ TEST_CASE("--mla-down-proj-fusion: one column-parallel down projection with the 
   const ModelPlan tp2 = mr::run::plan_gpt_model(gpt(o), {1, 2, 0, 1});
   CHECK(find(tp2, att + "linear_qkv_down_proj.weight")->shape == std::vector<int64_t>{(q_lora + kv_lora + rope) / 2, h});
   CHECK(find(tp2, att + "linear_qkv_down_proj.weight")->split_dim == 0);
+  // Each rank's rows are its share of the q latent, then its share of the rest (Megatron's _qkv_down_projection
+  // splits them so): rank 1's first row is global row q_lora / 2, its row q_lora / 2 is global row q_lora + rest / 2.
+  const ParamSpec* fused1 = find(tp2, att + "linear_qkv_down_proj.weight");
+  CHECK(fused1->split_parts == std::vector<int64_t>{q_lora, kv_lora + rope});
+  CHECK(mr::run::global_index(*fused1, 1, 0) == (q_lora / 2) * h);
+  CHECK(mr::run::global_index(*fused1, 1, (q_lora / 2) * h) == (q_lora + (kv_lora + rope) / 2) * h);
   CHECK(find(tp2, att + "linear_qkv_down_proj.layer_norm_weight")->tp_duplicate);
   // Megatron splits each rank's rows into its share of the q latent and of the rest: both must divide by TP.
   o["q_lora_rank"] = Value(int64_t{25});
@@ -311,7 +318,9 @@ TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/
   std::stringstream json;
   json << in.rdbuf();
   std::map<std::string, Value> o = {
-      {"heterogeneous_layers_config_encoded_json", Value(json.str())}, {"hidden_size", Value(int64_t{256})},
+      {"heterogeneous_layers_config_encoded_json", Value(json.str())},
+      {"heterogeneous_layers_config_path", Value(std::string("configs/examples/heterogeneous-blocks.json"))},
+      {"hidden_size", Value(int64_t{256})},
       {"kv_channels", Value(int64_t{64})}, {"group_query_attention", Value(true)},
       {"num_query_groups", Value(int64_t{2})}, {"swiglu", Value(true)}, {"normalization", Value(std::string("RMSNorm"))},
       {"add_bias_linear", Value(false)}, {"untie_embeddings_and_output_weights", Value(true)},
@@ -340,6 +349,11 @@ TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/
   CHECK(find(mr::run::plan_gpt_model(gpt(o), {1, 2, 0, 1}), "decoder.layers.2.self_attention.weight")->shape ==
         std::vector<int64_t>{h / 2, h});
   CHECK(layer(mr::run::plan_gpt_model(gpt(o), {0, 1, 1, 2}), 3) == layer(one, 3));
+  // The encoded JSON alone is only checked against the flags: Megatron builds uniform layers then.
+  std::map<std::string, Value> json_only = o;
+  json_only.erase("heterogeneous_layers_config_path");
+  CHECK(layer(mr::run::plan_gpt_model(gpt(json_only), {}), 2) == layer(mr::run::plan_gpt_model(gpt(json_only), {}), 0));
+  CHECK(find(mr::run::plan_gpt_model(gpt(json_only), {}), "decoder.layers.2.self_attention.linear_qkv.weight"));
   // The local implementation: the norms before the linear replacements are the layer's own.
   o["transformer_impl"] = Value(std::string("local"));
   const ModelPlan local = mr::run::plan_gpt_model(gpt(o), {});
@@ -347,7 +361,7 @@ TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/
   CHECK(find(local, "decoder.layers.3.pre_mlp_layernorm.weight"));
   CHECK_FALSE(find(local, "decoder.layers.1.input_layernorm.weight"));  // no attention, no norm
   CHECK(counted(local, 0) == counted(one, 0));
-  // Refused, naming why: MoE (the heterogeneous spec has none), too few blocks, groups TP cannot split.
+  // Refused, naming why: MoE (the heterogeneous spec has none), too few blocks.
   o["transformer_impl"] = Value(std::string("transformer_engine"));
   o["num_experts"] = Value(int64_t{4});
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {}), Catch::Contains("heterogeneous layer configs with --num-experts"));
@@ -355,10 +369,6 @@ TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/
   o["num_layers"] = Value(int64_t{6});
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {}), Catch::Contains("has 4 block_configs for --num-layers 6"));
   o["num_layers"] = Value(int64_t{4});
-  o["num_attention_heads"] = Value(int64_t{8});
-  o["kv_channels"] = Value(int64_t{32});
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {0, 8, 0, 1}),
-                    Catch::Contains("block_configs[0] has 4 query groups, not divisible by the tensor-parallel size 8"));
 }
 
 TEST_CASE("latent MoE: the routed experts in the latent space, two replicated projections per MoE layer",

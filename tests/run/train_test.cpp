@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "../distributed/proc.h"
 
@@ -169,6 +170,8 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
   };
   refused(1, {"--optimizer", "soap", "--train-iters", "2"}, "soap", "--optimizer soap is not supported yet");
   refused(1, {"--optimizer", "muon", "--fp16", "--train-iters", "2"}, "muonfp16", "--optimizer muon does not run with --fp16");
+  refused(1, {"--optimizer", "lion", "--fp16", "--train-iters", "2"}, "lionfp16",
+          "--optimizer lion does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
   refused(1, {"--optimizer", "adaptive_muon", "--fp16", "--train-iters", "2"}, "amfp16",
           "--optimizer adaptive_muon does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
   refused(1, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--train-iters", "2"}, "muonauto",
@@ -304,6 +307,32 @@ TEST_CASE("Muon: the TP=2 run (duplicated mode, collectives over the TP group) f
   CHECK(a[2].loss < a[0].loss);
   CHECK(b[2].loss == a[2].loss);
   CHECK_THAT(one.out(), Catch::Contains("3 iterations, muon, fp32"));
+}
+
+TEST_CASE("Muon on a heterogeneous model: a QKV weight whose rows are not whole split groups is orthogonalised whole",
+          "[run][train][muon][heterogeneous]") {
+  // Block 3 sets num_query_groups 1 beside n_heads_in_group 2 (validation reads only the latter): its linear_qkv
+  // has (4 + 2) x 64 = 384 rows, not a multiple of the model's split (128 + 64 + 64 = 256), so Megatron does not
+  // mark it for the QKV split and neither does the run (it used to stop with "QKV split shape mismatch").
+  mrtest::TempDir dir;
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/examples/heterogeneous-blocks.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string json = text.str();
+  const std::string last = R"("n_heads_in_group": 2, "no_op": false, "replace_with_linear": false},
+     "ffn": {"ffn_mult": null, "no_op": false, "replace_with_linear": true})";
+  const size_t at = json.find(last);
+  REQUIRE(at != std::string::npos);
+  json.replace(at, std::string(R"("n_heads_in_group": 2,)").size(), R"("n_heads_in_group": 2, "num_query_groups": 1,)");
+  const std::string path = dir / "blocks.json";
+  std::ofstream(path) << json;
+  mrtest::Proc p = spawn(1, {"--config", std::string(MR_SOURCE_DIR) + "/configs/examples/heterogeneous.yaml",
+                               "--heterogeneous-layers-config-path", path, "--optimizer", "muon", "--train-iters", "2",
+                             "--lr-warmup-iters", "0"},
+                         dir, "hetmuon");
+  INFO(p.out() << p.err());
+  CHECK(p.exit_code() == 0);
+  CHECK_THAT(p.out(), Catch::Contains("2 iterations, muon, fp32"));
 }
 
 TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][train]") {
