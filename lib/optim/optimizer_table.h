@@ -41,7 +41,10 @@ struct StateLayout {
 // Parameters an optimizer does not take itself (Muon: not 2-D, embeddings, the output layer) go to another rule.
 enum class ScalarRule {
   None,              // the optimizer takes every parameter
-  MuonScalarOptimizer,  // --muon-scalar-optimizer (adam or lion)
+  MuonScalarOptimizer,  // --muon-scalar-optimizer (adam or lion) for what Muon does not take
+  // Megatron's emerging-optimizer defaults (_default_param_overrides_factory): non-2-D, embedding and output
+  // parameters to Adam (with the --adam-* options).
+  EmergingAdam,
 };
 
 struct OptimizerInfo {
@@ -69,7 +72,9 @@ inline constexpr OptimizerInfo kOptimizers[] = {
     // layer-wise path): Muon's kernel and state; the run shards it as --use-distributed-optimizer would.
     {arg::Optimizer::dist_muon, "dist_muon", Kernel::Muon, kMomentumState, ScalarRule::MuonScalarOptimizer,
      kAdamState},
-    {arg::Optimizer::lion, "lion", Kernel::Lion, kMomentumState},
+    // Megatron routes lion through its emerging-optimizer path: Lion on the 2-D weights (with the --adam-beta1/2 it
+    // passes as `betas`), Adam on the rest.
+    {arg::Optimizer::lion, "lion", Kernel::Lion, kMomentumState, ScalarRule::EmergingAdam, kAdamState},
     {arg::Optimizer::soap, "soap", Kernel::None, kUnknownState},
     // Muon with a second moment of the orthogonalised update (AdaMuon): momentum and moment2 per matrix.
     {arg::Optimizer::adaptive_muon, "adaptive_muon", Kernel::Muon, kMuonMoment2State, ScalarRule::MuonScalarOptimizer,
@@ -83,9 +88,21 @@ constexpr const OptimizerInfo& optimizer_info(arg::Optimizer id) {
   return kOptimizers[0];
 }
 
-// The state layout of one parameter: the scalar rule's for what Muon does not take (`muon_matrix` false).
-constexpr const StateLayout& state_of(const OptimizerInfo& o, bool muon_matrix) {
-  return o.scalar_rule != ScalarRule::None && !muon_matrix ? o.scalar_state : o.state;
+// Whether a parameter is stepped by the optimizer's own rule (else by its scalar rule): Muon takes the 2-D weights
+// that are not embeddings or the output layer and not marked use_muon=False (_is_muon_excluded); lion's emerging
+// defaults the 2-D weights that are not embeddings or the output layer (_is_nonlinear_or_embedding).
+constexpr bool takes_own_rule(const OptimizerInfo& o, size_t ndim, bool embedding_or_output, bool use_muon) {
+  switch (o.scalar_rule) {
+    case ScalarRule::None: return true;
+    case ScalarRule::MuonScalarOptimizer: return ndim == 2 && !embedding_or_output && use_muon;
+    case ScalarRule::EmergingAdam: return ndim == 2 && !embedding_or_output;
+  }
+  return true;
+}
+
+// The state layout of one parameter: the scalar rule's for what the optimizer does not take (`own` false).
+constexpr const StateLayout& state_of(const OptimizerInfo& o, bool own) {
+  return o.scalar_rule != ScalarRule::None && !own ? o.scalar_state : o.state;
 }
 
 namespace cpu {

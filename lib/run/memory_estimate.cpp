@@ -104,8 +104,8 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     m.grads += n * g_bytes / sh.grads;
     // FP8 params keep an fp32 main copy even when the other params are fp32 (the optimizer steps that copy).
     m.main_params += n * (fp8 && main_bytes == 0 ? 4.0 : main_bytes) / sh.state;
-    const bool muon_matrix = p.shape.size() == 2 && !p.embedding_or_output && p.use_muon;
-    const optim::StateLayout& st = optim::state_of(opt, muon_matrix);
+    const optim::StateLayout& st =
+        optim::state_of(opt, optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon));
     double state = 0;
     if (!st.known) state = std::nan("");  // soap: not modelled
     else if (st.momentum_from_flag && a.sgd_momentum == 0.0) state = 0;

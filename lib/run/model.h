@@ -77,7 +77,7 @@ ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 // gradients in fp32 when the params are fp32 or --accumulate-allreduce-grads-in-fp32, else in the param dtype
 // (Megatron-FSDP: --megatron-fsdp-main-grads-dtype); with 16-bit params fp32 main params (--main-params-dtype,
 // --megatron-fsdp-main-params-dtype); optimizer state as the optimizer table (optim/optimizer_table.h) lays it out
-// (adam, adaptive_muon: two moments; sgd with momentum, lion, muon: one; muon's scalar parameters: adam's two), the
+// (adam, adaptive_muon: two moments; sgd with momentum, lion, muon: one; what lion and muon leave to Adam: two), the
 // precision-aware optimizer's --exp-avg-dtype / --exp-avg-sq-dtype. Sharding over the data-parallel group
 // (times CP; within one of --num-distributed-optimizer-instances): the distributed optimizer shards main params
 // and state (ZeRO-1); Megatron-FSDP (--use-megatron-fsdp) shards per --data-parallel-sharding-strategy: optim

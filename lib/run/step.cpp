@@ -194,8 +194,9 @@ void optimizer_step(RunContext& c, int64_t step_number) {
   if (c.muon()) return muon_step(c, groups);
   FlatBuffers& b = c.buf;
   const BufferPtrs d = c.backend->ptrs();
-  std::vector<optim::TensorSlot> slots;
+  std::vector<optim::TensorSlot> slots, scalar_slots;  // the optimizer's own rule; its scalar rule (lion: Adam)
   b.for_each_piece(c.plan, [&](size_t k, int64_t lo, int64_t hi) {
+    const ParamSpec& p = c.plan.params[k];
     optim::TensorSlot s;
     s.numel = hi - lo;
     s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
@@ -206,8 +207,19 @@ void optimizer_step(RunContext& c, int64_t step_number) {
     s.exp_avg = d.exp_avg + at;
     if (d.exp_avg_sq) s.exp_avg_sq = d.exp_avg_sq + at;
     s.group = b.group_of[k];
-    slots.push_back(s);
+    (optim::takes_own_rule(*c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon) ? slots : scalar_slots)
+        .push_back(s);
   });
+  if (c.optimizer->scalar_rule == optim::ScalarRule::EmergingAdam) {
+    // Megatron's lion (the emerging-optimizer path): Lion's keyword mapping passes betas=(adam_beta1, adam_beta2);
+    // --lion-beta1/2 reach Lion only as Muon's scalar optimizer. The rest steps with Adam.
+    OptimizerConfig lion = c.cfg;
+    lion.lion_beta1 = c.cfg.adam_beta1;
+    lion.lion_beta2 = c.cfg.adam_beta2;
+    if (!slots.empty()) c.backend->elementwise_step(c.optimizer->kernel, slots, groups, lion);
+    if (!scalar_slots.empty()) c.backend->elementwise_step(optim::Kernel::Adam, scalar_slots, groups, c.cfg);
+    return;
+  }
   c.backend->elementwise_step(c.optimizer->kernel, slots, groups, c.cfg);
 }
 

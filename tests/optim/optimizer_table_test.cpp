@@ -25,7 +25,14 @@ TEST_CASE("optimizer table: kernels and state", "[optim][table]") {
   CHECK(adam.kernel == Kernel::Adam);
   CHECK(adam.state.fp32_bytes_per_param() == 8);
   CHECK(optimizer_info(mr::arg::Optimizer::sgd).state.fp32_bytes_per_param() == 4);
-  CHECK(optimizer_info(mr::arg::Optimizer::lion).state.fp32_bytes_per_param() == 4);
+  const OptimizerInfo& lion = optimizer_info(mr::arg::Optimizer::lion);
+  CHECK(lion.state.fp32_bytes_per_param() == 4);
+  // Megatron's emerging-optimizer defaults: 2-D weights to Lion, the rest (norms, biases, embeddings) to Adam.
+  CHECK(lion.scalar_rule == ScalarRule::EmergingAdam);
+  CHECK(takes_own_rule(lion, 2, false, false));  // use_muon does not matter to lion
+  CHECK_FALSE(takes_own_rule(lion, 1, false, true));
+  CHECK_FALSE(takes_own_rule(lion, 2, true, true));
+  CHECK(state_of(lion, false).buffers() == 2);
   const OptimizerInfo& muon = optimizer_info(mr::arg::Optimizer::muon);
   CHECK(muon.kernel == Kernel::Muon);
   CHECK(muon.scalar_rule == ScalarRule::MuonScalarOptimizer);

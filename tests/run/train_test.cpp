@@ -335,6 +335,27 @@ TEST_CASE("Muon on a heterogeneous model: a QKV weight whose rows are not whole 
   CHECK_THAT(p.out(), Catch::Contains("2 iterations, muon, fp32"));
 }
 
+TEST_CASE("lion as Megatron's emerging-optimizer path runs it: Lion with the Adam betas on 2-D weights, Adam on the rest",
+          "[run][train]") {
+  // (megatron/core/optimizer: _default_param_overrides_factory sends non-2-D, embedding and output parameters to
+  // Adam; _default_adam_based_eopt_config_to_kwargs gives Lion betas=(adam_beta1, adam_beta2).)
+  mrtest::TempDir dir;
+  auto checksum = [&](std::vector<std::string> more, const std::string& tag) {
+    more.insert(more.end(), {"--optimizer", "lion", "--train-iters", "3", "--lr-warmup-iters", "0"});
+    mrtest::Proc p = spawn(1, more, dir, tag);
+    INFO(p.out() << p.err());
+    REQUIRE(p.exit_code() == 0);
+    const std::string out = p.out();
+    const size_t at = out.find("parameter checksum ");
+    REQUIRE(at != std::string::npos);
+    return out.substr(at, 35);
+  };
+  const std::string base = checksum({}, "lion");
+  CHECK(checksum({"--lion-beta1", "0.5", "--lion-beta2", "0.5"}, "lionbetas") == base);  // not Lion's betas here
+  CHECK(checksum({"--adam-beta1", "0.5"}, "adambeta1") != base);  // Lion's interpolation (and Adam's first moment)
+  CHECK(checksum({"--adam-eps", "0.1"}, "adameps") != base);      // only Adam uses eps: the norms and embeddings
+}
+
 TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][train]") {
   mrtest::TempDir dir;
   for (const char* opt : {"lion", "sgd"}) {
