@@ -54,11 +54,7 @@ MuonOptions adaptive(MuonOptions o = {}) {
   return o;
 }
 
-struct Case {
-  const char* name;
-  MuonOptions o;
-  bool qkv = false;
-};
+using Case = mr::optim::test::MuonCase;
 
 std::vector<Case> cases() {
   std::vector<Case> v;

@@ -11,6 +11,7 @@
 
 using namespace mr::optim;
 using mr::optim::test::bit_equal;
+using mr::optim::test::MuonCase;
 using mr::optim::test::on_ranks;
 
 namespace {
@@ -226,12 +227,6 @@ TEST_CASE("batched Newton-Schulz equals one call per matrix", "[muon][ns]") {
 }
 
 // ---- the Muon step -----------------------------------------------------------------------------------------------------
-
-struct MuonCase {
-  const char* name;
-  MuonOptions o;
-  bool qkv = false;
-};
 
 std::vector<MuonCase> muon_cases() {
   std::vector<MuonCase> v;

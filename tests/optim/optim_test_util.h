@@ -16,6 +16,7 @@
 
 #include "optim/gpu.h"
 #include "optim/local_group.h"
+#include "optim/muon.h"
 
 // LibTorch brings glog, whose CHECK (abort on failure) replaces Catch's; restore Catch's.
 #undef CHECK
@@ -112,5 +113,12 @@ inline void on_ranks(int world, const std::function<void(int, TpGroup&)>& f) {
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
+
+// A named set of Muon options for a table of step cases (QKV: the parameter is a fused QKV weight).
+struct MuonCase {
+  const char* name;
+  MuonOptions o;
+  bool qkv = false;
+};
 
 }  // namespace mr::optim::test
