@@ -68,8 +68,10 @@ void set_up(RunContext& c) {
   const optim::DType dtype = c.cfg.bf16 ? optim::DType::BF16 : c.cfg.fp16 ? optim::DType::F16 : optim::DType::F32;
   c.scaler = optim::make_grad_scaler(c.cfg);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
-  // Muon takes Megatron's layer-wise path (whole matrices per rank); the others shard element ranges.
-  const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), c.muon()};
+  // Megatron's emerging optimizers (muon, adaptive_muon, lion: every optimizer but adam and sgd) take its layer-wise
+  // path (whole parameters per rank, finalize_optimizer_config); adam and sgd shard element ranges.
+  const bool layer_wise = c.optimizer->scalar_rule != optim::ScalarRule::None;
+  const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), layer_wise};
   c.backend->build(c.buf, c.plan, *c.optimizer, dtype, shards, c.tp.rank(), c.etp.rank(),
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }

@@ -58,7 +58,8 @@ TEST_CASE("every layout ends with the same bits: 1 rank, DP=4, distributed optim
     };
     const End one = run_job(1, o, dir, std::string(opt) + "-1");
     same(one, run_job(4, o, dir, std::string(opt) + "-dp4"), std::string(opt) + ": DP=4");
-    // Muon takes the layer-wise path (whole matrices per rank, broadcast after the step), the others shard ranges.
+    // Muon and lion take the layer-wise path (whole parameters per rank, broadcast after the step), adam and sgd
+    // shard element ranges.
     same(one, run_job(4, with({"--use-distributed-optimizer"}), dir, std::string(opt) + "-dist"),
          std::string(opt) + ": DP=4, distributed optimizer");
     if (std::string(opt) == "muon")  // Megatron's deprecated spelling of the same
