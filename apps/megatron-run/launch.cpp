@@ -136,7 +136,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
                 launch::cpu_list(so.cpu_binding.back());
       }
       std::cerr << "megatron-run: --numa-binding " << mode << ": " << said << std::endl;
-    } catch (const launch::NumaError& e) {
+    } catch (const std::exception& e) {  // NumaError, or a file system error reading sysfs
       return refuse_launch(lo, 1, "--numa-binding " + mode + ": " + e.what());
     }
   }

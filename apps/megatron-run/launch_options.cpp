@@ -294,7 +294,7 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
                         "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
                         "duplicate-stdout-filters", "duplicate_stdout_filters", "duplicate-stderr-filters",
                         "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
-                        "signals_to_handle"})
+                        "signals_to_handle", "numa-binding", "numa_binding"})
     if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   take("rdzv-id", "RDZV_ID", run_id);
   take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);

@@ -90,7 +90,8 @@ std::set<int> same_last_level_cache(const NumaMachine& m, int cpu) {
   // The entries in name order (os.listdir's order is the file system's; the largest level wins either way, the
   // first of equal levels here).
   std::vector<std::filesystem::path> entries;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    entries.push_back(it->path());
   if (ec) throw NumaError("cannot list " + dir.string() + " (CPU " + std::to_string(cpu) + "'s caches)");
   std::sort(entries.begin(), entries.end());
   for (const auto& p : entries) {
@@ -105,6 +106,8 @@ std::set<int> same_last_level_cache(const NumaMachine& m, int cpu) {
     best = level;
     out = parse_cpu_list(read_small((p / "shared_cpu_list").string(), "the CPUs sharing a cache"));
   }
+  // torch's min() of an empty set fails there too: no domain to group by.
+  if (out.empty()) throw NumaError("no data or unified cache is listed for CPU " + std::to_string(cpu) + " in " + dir.string());
   return out;
 }
 
@@ -115,8 +118,6 @@ std::map<int, std::set<int>> group_by(const std::set<int>& cpus, Key key) {
   for (int c : cpus) out[key(c)].insert(c);
   return out;
 }
-
-int min_of(const std::set<int>& s, int fallback) { return s.empty() ? fallback : *s.begin(); }
 
 }  // namespace
 
@@ -192,7 +193,9 @@ std::set<int> numa_cpus_for_device(const NumaMachine& m, int device_index, NumaM
       const int socket = socket_of(*mine.begin());
       // Every node the system may have (node/possible); one without an allowed CPU is left out (torch fails there).
       for (int other : parse_cpu_list(read_small(sys(m, "sys/devices/system/node/possible"), "the NUMA nodes"))) {
-        if (!std::filesystem::exists(sys(m, "sys/devices/system/node/node" + std::to_string(other) + "/cpulist")))
+        std::error_code missing;
+        if (!std::filesystem::exists(sys(m, "sys/devices/system/node/node" + std::to_string(other) + "/cpulist"),
+                                     missing))
           continue;  // possible, not present
         const std::set<int> cpus = allowed_cpus_of_node(m, other);
         if (!cpus.empty() && socket_of(*cpus.begin()) == socket) out.insert(cpus.begin(), cpus.end());
@@ -204,9 +207,10 @@ std::set<int> numa_cpus_for_device(const NumaMachine& m, int device_index, NumaM
       const int rel = static_cast<int>(std::find(devs.begin(), devs.end(), device_index) - devs.begin());
       // Physical cores, each keyed by its smallest hyperthread sibling, in key order.
       const auto cores = group_by(allowed_cpus_of_node(m, node), [&](int cpu) {
-        return min_of(parse_cpu_list(read_small(cpu_dir(m, cpu) + "/topology/thread_siblings_list",
-                                                "CPU " + std::to_string(cpu) + "'s hyperthreads")),
-                      cpu);
+        const std::set<int> siblings = parse_cpu_list(read_small(cpu_dir(m, cpu) + "/topology/thread_siblings_list",
+                                                                 "CPU " + std::to_string(cpu) + "'s hyperthreads"));
+        if (siblings.empty()) throw NumaError("no thread siblings are listed for CPU " + std::to_string(cpu));
+        return *siblings.begin();
       });
       const int n = static_cast<int>(devs.size()), per = static_cast<int>(cores.size()) / n,
                 extra = static_cast<int>(cores.size()) % n;
@@ -225,7 +229,7 @@ std::set<int> numa_cpus_for_device(const NumaMachine& m, int device_index, NumaM
       const std::vector<int> devs = devices_on_node(m, node);
       const int rel = static_cast<int>(std::find(devs.begin(), devs.end(), device_index) - devs.begin());
       const auto caches = group_by(allowed_cpus_of_node(m, node),
-                                   [&](int cpu) { return min_of(same_last_level_cache(m, cpu), cpu); });
+                                   [&](int cpu) { return *same_last_level_cache(m, cpu).begin(); });
       if (caches.empty()) throw NumaError("NUMA node " + std::to_string(node) + " has no CPU this launcher may use");
       // The domains with the most usable CPUs first, then by their smallest CPU.
       std::vector<std::pair<int, std::set<int>>> order(caches.begin(), caches.end());

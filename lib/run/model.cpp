@@ -285,8 +285,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     add("embedding.word_embeddings.weight", {plan.padded_vocab_size, h}, 0).embedding_or_output = true;
     if (learned_positions) {
       const int64_t positions = a.max_position_embeddings.value_or(a.seq_length.value_or(0));
-      add("embedding.position_embeddings.weight", {at_least(positions, 0, "--max-position-embeddings"), h}, -1)
-          .embedding_or_output = true;
+      // Not an "embedding or output" parameter to Megatron (language_module.py marks the word embeddings and the
+      // output layer only): --decoupled-lr does not apply, and Muon and lion take it as a 2-D weight.
+      add("embedding.position_embeddings.weight", {at_least(positions, 0, "--max-position-embeddings"), h}, -1);
     }
   }
   // --attention-output-gate: a gate per query head, in each query group's rows after its queries (so TP still
@@ -620,8 +621,12 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     if (b.attention == BlockPart::Linear) linear("self_attention.", "input_layernorm.");
     if (b.attention == BlockPart::Normal) {
       const int64_t g = b.num_query_groups.value_or(groups);
-      if (g <= 0)
-        throw RunError("block_configs[" + std::to_string(index) + "] has " + std::to_string(g) + " query groups");
+      // TransformerConfig's rules for the block's own config: heads in whole groups; groups a multiple or a
+      // divisor of TP.
+      if (g <= 0 || heads % g != 0 || (g % tp != 0 && tp % g != 0))
+        throw RunError("block_configs[" + std::to_string(index) + "] has " + std::to_string(g) +
+                       " query groups: it must divide --num-attention-heads (" + std::to_string(heads) +
+                       ") and be a multiple or a divisor of --tensor-model-parallel-size (" + std::to_string(tp) + ")");
       add_attention(p, false, true, false,
                     mul(sum(q_rows, mul(2, g, "2 x the block's query groups"), "the attention heads"), kv,
                         "the block's QKV projection width"));

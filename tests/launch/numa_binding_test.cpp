@@ -113,6 +113,12 @@ TEST_CASE("--numa-binding: torch's node, socket, exclusive and core-complex stra
   few.allowed = {0, 1};  // node 0: two usable cores for three GPUs
   CHECK_THROWS_WITH(numa_cpus_for_device(few, 4, NumaMode::Exclusive),
                     Catch::Contains("there are only 2 physical cores on NUMA node 0, but 3 GPUs on it"));
+  // No thread siblings or no data cache listed for a CPU: torch fails there (min of nothing), and so does this.
+  put(dir.path / "sys/devices/system/cpu/cpu0/topology/thread_siblings_list", "");
+  CHECK_THROWS_WITH(numa_cpus_for_device(m, 0, NumaMode::Exclusive), Catch::Contains("no thread siblings are listed for CPU 0"));
+  for (int i = 0; i < 4; ++i) fs::remove_all(dir.path / ("sys/devices/system/cpu/cpu4/cache/index" + std::to_string(i)));
+  CHECK_THROWS_WITH(numa_cpus_for_device(m, 2, NumaMode::CoreComplex),
+                    Catch::Contains("no data or unified cache is listed for CPU 4"));
   fs::remove(dir.path / "sys/bus/pci/devices/0000:12:00.0/numa_node");
   CHECK_THROWS_WITH(numa_cpus_for_device(m, 2, NumaMode::Node), Catch::Contains("cannot read") && Catch::Contains("numa_node"));
 }

@@ -369,6 +369,12 @@ TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/
   o["num_layers"] = Value(int64_t{6});
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {}), Catch::Contains("has 4 block_configs for --num-layers 6"));
   o["num_layers"] = Value(int64_t{4});
+  std::string three;  // four blocks of 3 query groups: 4 heads are not whole groups of them
+  for (int i = 0; i < 4; ++i)
+    three += std::string(i ? "," : "") + R"({"attention": {"num_query_groups": 3}, "ffn": {"ffn_mult": 1.0}})";
+  o["heterogeneous_layers_config_encoded_json"] = Value("{\"block_configs\": [" + three + "]}");
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {}),
+                    Catch::Contains("block_configs[0] has 3 query groups: it must divide --num-attention-heads (4)"));
 }
 
 TEST_CASE("latent MoE: the routed experts in the latent space, two replicated projections per MoE layer",
