@@ -268,6 +268,16 @@ Progress Checkpointer::load() {
         throw CheckpointError(kCkptOptimizerMismatch,
                               "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
                                   std::string(c_.optimizer->name) + " (--no-load-optim or --finetune loads the weights only)");
+      // The optimizer state this run keeps must be there (a lion checkpoint saved before the run stepped lion's
+      // non-matrix parameters with Adam has no exp_avg_sq).
+      if (with_opt && !c_.plan.params.empty())
+        for (const std::string& kind : buffer_kinds(c_.buf, true))
+          if ((kind == "exp_avg" || kind == "exp_avg_sq") && !r.has(c_.plan.params.front().key, kind))
+            throw CheckpointError(kCkptOptimizerMismatch,
+                                  "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
+                                      std::string(c_.optimizer->name) + " keeps here (a lion checkpoint from before "
+                                      "megatron-run stepped lion's norms, biases and embeddings with Adam has none; "
+                                      "--no-load-optim or --finetune loads the weights only)");
       // The first parameter of this rank's model that the checkpoint lacks or shapes differently, then the
       // first parameter of the checkpoint the model does not have.
       for (const ParamSpec& q : c_.plan.params) {

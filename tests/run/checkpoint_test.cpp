@@ -343,6 +343,28 @@ TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --
   CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
 }
 
+TEST_CASE("a checkpoint without the optimizer state this run keeps is refused, naming the kind", "[run][checkpoint]") {
+  // A lion checkpoint saved before the run stepped lion's non-matrix parameters with Adam had no exp_avg_sq: made
+  // here by dropping those pieces from the metadata.
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc a = spawn(1, {"--optimizer", "lion", "--lr-warmup-iters", "0", "--train-iters", "2", "--save-interval", "2",
+                             "--save", ck}, dir, "save");
+  REQUIRE(a.exit_code() == 0);
+  const std::string edit = "/usr/bin/python3 -c \"import json; f='" + ck + "/iter_0000002/rank_00000.json'; "
+                           "d=json.load(open(f)); d['pieces']=[p for p in d['pieces'] if p['kind']!='exp_avg_sq']; "
+                           "json.dump(d, open(f, 'w'))\"";
+  REQUIRE(std::system(edit.c_str()) == 0);
+  mrtest::Proc b = spawn(1, {"--optimizer", "lion", "--lr-warmup-iters", "0", "--train-iters", "4", "--load", ck}, dir, "load");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("the checkpoint holds no exp_avg_sq state, which --optimizer lion keeps here") &&
+                          Catch::Contains("checkpoint.optimizer-mismatch"));
+  mrtest::Proc c = spawn(1, {"--optimizer", "lion", "--lr-warmup-iters", "0", "--train-iters", "4", "--load", ck,
+                             "--no-load-optim"}, dir, "weights");
+  CHECK(c.exit_code() == 0);
+}
+
 TEST_CASE("what loads: --ckpt-step, --finetune and --no-load-optim", "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
