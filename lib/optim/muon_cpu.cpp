@@ -12,6 +12,7 @@
 #include "optim/muon.h"
 #include "optim/launch_geometry.h"
 #include "optim/muon_plan.h"
+#include "optim/optimizer_table.h"
 
 #if MR_OPTIM_HAVE_CBLAS
 #include <cblas.h>
@@ -177,7 +178,9 @@ std::vector<int64_t> qkv_split_shapes(int64_t num_attention_heads, int64_t num_q
 }
 
 bool muon_excluded(int64_t ndim, bool is_embedding_or_output, bool use_muon) {
-  return !use_muon || is_embedding_or_output || ndim != 2;
+  // The one predicate: the optimizer table's rule for Muon's row (the run's buffers and the estimate read it there).
+  return ndim < 0 || !takes_own_rule(optimizer_info(arg::Optimizer::muon), static_cast<size_t>(ndim),
+                                     is_embedding_or_output, use_muon);
 }
 
 ScalarOptimizer scalar_optimizer_from_string(std::string_view name) {

@@ -54,7 +54,7 @@ struct OptimizerInfo {
   StateLayout state;      // of the parameters the optimizer takes itself
   ScalarRule scalar_rule = ScalarRule::None;
   // The state the scalar rule's parameters carry in the memory estimate and in the run's buffers: Adam's two
-  // moments (the run allocates both; with --muon-scalar-optimizer lion the second one stays unused).
+  // moments (optimizer_info(id, scalar) below: Lion's one with --muon-scalar-optimizer lion).
   StateLayout scalar_state = {};
 };
 
@@ -86,6 +86,15 @@ constexpr const OptimizerInfo& optimizer_info(arg::Optimizer id) {
   for (const OptimizerInfo& o : kOptimizers)
     if (o.id == id) return o;
   return kOptimizers[0];
+}
+
+// The row as a run with --muon-scalar-optimizer `scalar` uses it: Muon's scalar parameters stepped by Lion carry
+// Lion's one moment, not Adam's two (the run allocates, checkpoints and estimates exactly that).
+constexpr OptimizerInfo optimizer_info(arg::Optimizer id, arg::MuonScalarOptimizer scalar) {
+  OptimizerInfo o = optimizer_info(id);
+  if (o.scalar_rule == ScalarRule::MuonScalarOptimizer && scalar == arg::MuonScalarOptimizer::lion)
+    o.scalar_state = kMomentumState;
+  return o;
 }
 
 // Whether a parameter is stepped by the optimizer's own rule (else by its scalar rule): Muon takes the 2-D weights

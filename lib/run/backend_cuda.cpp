@@ -113,9 +113,9 @@ class CudaBackend final : public Backend {
     grad_ = DeviceMemory(static_cast<size_t>(need.grad));
     grad_shard_ = DeviceMemory(static_cast<size_t>(need.grad_shard));
     main_ = DeviceMemory(static_cast<size_t>(need.main));
-    const size_t state = static_cast<size_t>(b.shard()) * 4;
-    exp_avg_ = DeviceMemory(state);
-    if (b.has_exp_avg_sq) exp_avg_sq_ = DeviceMemory(state);
+    exp_avg_ = DeviceMemory(static_cast<size_t>(b.shard()) * 4);
+    // The second moment of the parameters that keep one only (FlatBuffers::sq_numel, packed).
+    if (b.has_exp_avg_sq) exp_avg_sq_ = DeviceMemory(static_cast<size_t>(b.sq_numel) * 4);
     target_ = DeviceMemory(static_cast<size_t>(need.target));
     // The initial values and targets as the CPU backend computes them (FlatBuffers::initial_values, on the host:
     // the same bits), uploaded one parameter at a time; the padding stays zero.

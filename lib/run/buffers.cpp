@@ -123,8 +123,26 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
   }
   has_main = model_dtype != optim::DType::F32;
   // Adam/Lion first moment, SGD/Muon momentum: allocated for every optimizer the run steps; the second moment
-  // where the optimizer table says (Adam, or Muon's Adam for its scalar params).
-  has_exp_avg_sq = opt.state.exp_avg_sq || opt.scalar_state.exp_avg_sq;
+  // only for the parameters whose rule keeps one (Adam; Muon's and lion's Adam part; Adaptive Muon's matrices),
+  // packed: this rank's pieces of them in parameter order.
+  keeps_sq.assign(plan.params.size(), 0);
+  sq_shift.assign(plan.params.size(), 0);
+  sq_numel = 0;
+  has_exp_avg_sq = false;
+  for (size_t k = 0; k < plan.params.size(); ++k) {
+    const ParamSpec& p = plan.params[k];
+    const bool own = optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon);
+    if (!optim::state_of(opt, own).exp_avg_sq) continue;
+    keeps_sq[k] = 1;
+    has_exp_avg_sq = true;
+    const int64_t first = offset[k], last = offset[k] + p.numel();
+    for (auto [rlo, rhi] : {std::pair{lo, hi}, std::pair{elo, ehi}}) {  // one of them holds it (dense or expert)
+      const int64_t b = std::max(first, rlo), e = std::min(last, rhi);
+      if (b >= e) continue;
+      sq_shift[k] = sq_numel - local(b);
+      sq_numel += e - b;
+    }
+  }
   // Parameter groups: (weight decay or not) x (--decoupled-lr or not).
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
@@ -140,7 +158,7 @@ BufferBytes FlatBuffers::bytes() const {
   b.grad = static_cast<double>(padded) * f;
   b.grad_shard = static_cast<double>(scattered()) * f;
   b.main = has_main ? s * f : 0.0;
-  b.state = s * f * (has_exp_avg_sq ? 2.0 : 1.0);
+  b.state = (s + static_cast<double>(sq_numel)) * f;
   b.target = static_cast<double>(numel) * f;
   return b;
 }
@@ -152,7 +170,7 @@ void FlatBuffers::allocate_host() {
   if (scattered() > 0) grad_shard.assign(static_cast<size_t>(scattered()), 0.0f);
   if (has_main) main.assign(s, 0.0f);
   exp_avg.assign(s, 0.0f);
-  if (has_exp_avg_sq) exp_avg_sq.assign(s, 0.0f);
+  if (has_exp_avg_sq) exp_avg_sq.assign(static_cast<size_t>(sq_numel), 0.0f);
   target.assign(static_cast<size_t>(numel), 0.0f);
 }
 

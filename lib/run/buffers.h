@@ -84,7 +84,13 @@ struct FlatBuffers {
   // of one this rank's block is all of them, reduced in place in `grad`.
   bool experts_scattered = false;
   bool has_main = false;        // fp32 main params (16-bit training)
-  bool has_exp_avg_sq = false;  // Adam's second moment (the optimizer table's state)
+  // The second moment (Adam's; Adaptive Muon's moment2) only for the parameters whose rule keeps one (the optimizer
+  // table's state_of): `keeps_sq[k]` for parameter k, packed in parameter order into a buffer of `sq_numel`
+  // elements (this rank's pieces). has_exp_avg_sq: some parameter of the model keeps one.
+  bool has_exp_avg_sq = false;
+  std::vector<uint8_t> keeps_sq;
+  std::vector<int64_t> sq_shift;  // element i of parameter k (in this rank's shard) at local(i) + sq_shift[k]
+  int64_t sq_numel = 0;
   // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
   // while a checkpoint is written or read (Backend::to_host / from_host).
   std::vector<uint8_t> model;
@@ -93,6 +99,10 @@ struct FlatBuffers {
   int64_t shard() const { return (hi - lo) + (ehi - elo); }
   // Element i of the model (inside this rank's shard) in the shard-sized buffers: main params, states.
   int64_t local(int64_t i) const { return i < hi ? i - lo : (hi - lo) + (i - elo); }
+  // Element i of parameter k (inside this rank's shard) in the second-moment buffer `base`; null where k keeps none.
+  float* sq_at(float* base, size_t k, int64_t i) const {
+    return base && keeps_sq[k] ? base + (local(i) + sq_shift[k]) : nullptr;
+  }
   // Its gradient after the reduction: in the reduce-scattered shard buffer, or in the gradient buffer where nothing
   // was scattered (no distributed optimizer; experts on an expert data-parallel group of one).
   float* grad_at(float* grad, float* grad_shard, int64_t i) const {

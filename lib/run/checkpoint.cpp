@@ -264,20 +264,25 @@ Progress Checkpointer::load() {
       const Value* nso = get(m.args, "no_save_optim");
       const bool saved_optim = !(nso && nso->truthy());
       const bool with_opt = !finetune && !a.no_load_optim.value_or(false) && saved_optim;
-      if (with_opt && m.optimizer != c_.optimizer->name)
+      if (with_opt && m.optimizer != c_.optimizer.name)
         throw CheckpointError(kCkptOptimizerMismatch,
                               "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
-                                  std::string(c_.optimizer->name) + " (--no-load-optim or --finetune loads the weights only)");
+                                  std::string(c_.optimizer.name) + " (--no-load-optim or --finetune loads the weights only)");
       // The optimizer state this run keeps must be there (a lion checkpoint saved before the run stepped lion's
-      // non-matrix parameters with Adam has no exp_avg_sq).
+      // non-matrix parameters with Adam has no exp_avg_sq): asked of the first parameter that keeps it.
       if (with_opt && !c_.plan.params.empty())
-        for (const std::string& kind : buffer_kinds(c_.buf, true))
-          if ((kind == "exp_avg" || kind == "exp_avg_sq") && !r.has(c_.plan.params.front().key, kind))
+        for (const std::string& kind : buffer_kinds(c_.buf, true)) {
+          size_t k = 0;
+          if (kind == "exp_avg_sq")
+            while (k + 1 < c_.plan.params.size() && !c_.buf.keeps_sq[k]) ++k;
+          if ((kind == "exp_avg" || kind == "exp_avg_sq") && !r.has(c_.plan.params[k].key, kind))
             throw CheckpointError(kCkptOptimizerMismatch,
                                   "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
-                                      std::string(c_.optimizer->name) + " keeps here (a lion checkpoint from before "
-                                      "megatron-run stepped lion's norms, biases and embeddings with Adam has none; "
-                                      "--no-load-optim or --finetune loads the weights only)");
+                                      std::string(c_.optimizer.name) + " keeps here for " + c_.plan.params[k].key +
+                                      " (a checkpoint of another --muon-scalar-optimizer, or a lion checkpoint from "
+                                      "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
+                                      "none; --no-load-optim or --finetune loads the weights only)");
+        }
       // The first parameter of this rank's model that the checkpoint lacks or shapes differently, then the
       // first parameter of the checkpoint the model does not have.
       for (const ParamSpec& q : c_.plan.params) {
@@ -419,7 +424,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                               {"shard", Value(List{static_cast<long long>(c_.buf.lo), static_cast<long long>(c_.buf.hi)})},
                               {"expert_shard",
                                Value(List{static_cast<long long>(c_.buf.elo), static_cast<long long>(c_.buf.ehi)})}});
-    m.optimizer = std::string(c_.optimizer->name);
+    m.optimizer = std::string(c_.optimizer.name);
     m.params_dtype = dtype_name(c_);
     m.distributed_optimizer = c_.dist_opt;
     m.seed = c_.seed;

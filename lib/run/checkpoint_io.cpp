@@ -38,6 +38,13 @@ const float* state_buffer(const FlatBuffers& b, const std::string& kind) {
   return b.exp_avg_sq.data();
 }
 
+// Element `lo` of parameter k (in this rank's shard) in the state buffer of `kind`; null where the parameter keeps no
+// such state (the second moment of Muon's and Lion's matrices).
+float* state_at(const FlatBuffers& b, const std::string& kind, const float* buf, size_t k, int64_t lo) {
+  float* base = const_cast<float*>(buf);
+  return kind == "exp_avg_sq" ? b.sq_at(base, k, lo) : base + b.local(lo);
+}
+
 }  // namespace
 
 std::string safetensors_dtype(optim::DType d) {
@@ -142,9 +149,9 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
       const bool writer = p.shared_copy ? false
                           : b.sharded   ? (!p.tp_duplicate || at.tp_first)
                                         : writes(p);
-      if (!writer) return;
-      add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], buf + b.local(lo), 4,
-          "F32");
+      const float* data = state_at(b, kinds[i], buf, k, lo);
+      if (!writer || !data) return;
+      add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], data, 4, "F32");
     });
   }
   return out;
@@ -290,10 +297,11 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
   }
   const std::vector<std::string> kinds = buffer_kinds(b, with_optimizer);
   for (size_t i = 1; i < kinds.size(); ++i) {
-    float* buf = const_cast<float*>(state_buffer(b, kinds[i]));
+    const float* buf = state_buffer(b, kinds[i]);
     b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
       const ParamSpec& p = plan.params[k];
-      fill(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], buf + b.local(lo));
+      float* dst = state_at(b, kinds[i], buf, k, lo);
+      if (dst) fill(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], dst);
     });
   }
 }

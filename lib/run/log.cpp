@@ -30,7 +30,7 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   if (c.dp.rank() == 0) log << s.str() << std::endl;
   if (last_rank(c))
     log << prefix << "megatron-run: synthetic training run: " << c.train_iters << " iterations, "
-        << c.optimizer->name << ", "
+        << c.optimizer.name << ", "
         << (b.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16")
         << (c.dist_opt ? ", distributed optimizer" : "") << ", on the " << c.backend->name()
         << " backend; gradients are synthetic (no model forward/backward)" << std::endl;

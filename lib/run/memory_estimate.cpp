@@ -42,7 +42,7 @@ bool fp8_eligible(const ParamSpec& p) {
 
 MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp, int64_t expert_dp) {
   const bool half = a.bf16 || a.fp16;
-  const optim::OptimizerInfo& opt = optim::optimizer_info(a.optimizer);
+  const optim::OptimizerInfo opt = optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer);
   const bool aware = a.use_precision_aware_optimizer;
   const bool fsdp = a.use_megatron_fsdp;
   const bool fp8_params = a.fp8_param_gather && a.fp8.has_value();

@@ -37,7 +37,8 @@ struct RunContext {
   distributed::Group &edp, &etp, &emp;  // expert data-parallel, expert tensor-parallel, expert model-parallel
 
   OptimizerConfig cfg;
-  const optim::OptimizerInfo* optimizer = nullptr;  // the optimizer table's row of --optimizer
+  // The optimizer table's row of --optimizer (with the state --muon-scalar-optimizer gives Muon's scalar params).
+  optim::OptimizerInfo optimizer = optim::optimizer_info(arg::Optimizer::adam);
   ModelPlan plan;
   // global_batch: the current step's samples (Megatron's running global batch size, from `batches`).
   int64_t train_iters = 0, global_batch = 1, log_interval = 1;
@@ -50,7 +51,7 @@ struct RunContext {
   FlatBuffers buf;                   // the layout (and, for the CPU backend, the storage)
   std::unique_ptr<Backend> backend;  // the device: buffers' storage, kernels, collectives on them
 
-  bool muon() const { return optimizer->kernel == optim::Kernel::Muon; }
+  bool muon() const { return optimizer.kernel == optim::Kernel::Muon; }
   // Counted once in losses and norms: not a TP copy (expert TP for routed experts), not the tied output copy.
   bool is_counted(const ParamSpec& p) const {
     if (p.expert) return !(p.tp_duplicate && etp.rank() != 0);

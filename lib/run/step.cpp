@@ -65,12 +65,12 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
     if (!((off >= b.lo && off < b.hi) || (off >= b.elo && off < b.ehi))) continue;
     const int64_t at = b.local(off);  // in the state buffers
     float* master = !d.main ? static_cast<float*>(d.model) + off : d.main + at;
-    if (!optim::muon_excluded(static_cast<int64_t>(p.shape.size()), p.embedding_or_output, p.use_muon)) {
+    if (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon)) {
       optim::MuonParam m;
       m.param = master;
       m.grad = b.grad_at(d.grad, d.grad_shard, off);
       m.momentum_buffer = d.exp_avg + at;
-      if (c.optimizer->state.exp_avg_sq) m.moment2_buffer = d.exp_avg_sq + at;  // adaptive_muon's second moment
+      m.moment2_buffer = b.sq_at(d.exp_avg_sq, k, off);  // adaptive_muon's second moment (muon: none)
       m.rows = p.shape[0];
       m.cols = p.shape[1];
       m.group = b.group_of[k];
@@ -88,7 +88,7 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       s.grad = b.grad_at(d.grad, d.grad_shard, off);
       if (d.main) s.master = d.main + at;
       s.exp_avg = d.exp_avg + at;
-      s.exp_avg_sq = d.exp_avg_sq ? d.exp_avg_sq + at : nullptr;
+      s.exp_avg_sq = b.sq_at(d.exp_avg_sq, k, off);  // Adam's; Lion keeps none
       s.group = b.group_of[k];
       scalars.push_back(s);
     }
@@ -205,22 +205,22 @@ void optimizer_step(RunContext& c, int64_t step_number) {
     const int64_t at = b.local(lo);
     if (d.main) s.master = d.main + at;
     s.exp_avg = d.exp_avg + at;
-    if (d.exp_avg_sq) s.exp_avg_sq = d.exp_avg_sq + at;
+    s.exp_avg_sq = b.sq_at(d.exp_avg_sq, k, lo);
     s.group = b.group_of[k];
-    (optim::takes_own_rule(*c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon) ? slots : scalar_slots)
+    (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon) ? slots : scalar_slots)
         .push_back(s);
   });
-  if (c.optimizer->scalar_rule == optim::ScalarRule::EmergingAdam) {
+  if (c.optimizer.scalar_rule == optim::ScalarRule::EmergingAdam) {
     // Megatron's lion (the emerging-optimizer path): Lion's keyword mapping passes betas=(adam_beta1, adam_beta2);
     // --lion-beta1/2 reach Lion only as Muon's scalar optimizer. The rest steps with Adam.
     OptimizerConfig lion = c.cfg;
     lion.lion_beta1 = c.cfg.adam_beta1;
     lion.lion_beta2 = c.cfg.adam_beta2;
-    if (!slots.empty()) c.backend->elementwise_step(c.optimizer->kernel, slots, groups, lion);
+    if (!slots.empty()) c.backend->elementwise_step(c.optimizer.kernel, slots, groups, lion);
     if (!scalar_slots.empty()) c.backend->elementwise_step(optim::Kernel::Adam, scalar_slots, groups, c.cfg);
     return;
   }
-  c.backend->elementwise_step(c.optimizer->kernel, slots, groups, c.cfg);
+  c.backend->elementwise_step(c.optimizer.kernel, slots, groups, c.cfg);
 }
 
 }  // namespace mr::run

@@ -47,7 +47,7 @@ void set_up(RunContext& c) {
   const Args& args = c.args;
   check_run_supported(args);  // what the launcher checked before starting us (run/run_support.h)
   c.cfg = optimizer_config_from(args);
-  c.optimizer = &optim::optimizer_info(args.optimizer);
+  c.optimizer = optim::optimizer_info(args.optimizer, args.muon_scalar_optimizer);
   c.batches = BatchSchedule::from(args);
   c.global_batch = c.batches->peek(0).running;  // each step's is checked when it comes (the loop)
   // Sample-based: Megatron's update_train_iters (whole global batches, or the steps of the schedule).
@@ -70,9 +70,9 @@ void set_up(RunContext& c) {
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
   // Megatron's emerging optimizers (muon, adaptive_muon, lion: every optimizer but adam and sgd) take its layer-wise
   // path (whole parameters per rank, finalize_optimizer_config); adam and sgd shard element ranges.
-  const bool layer_wise = c.optimizer->scalar_rule != optim::ScalarRule::None;
+  const bool layer_wise = c.optimizer.scalar_rule != optim::ScalarRule::None;
   const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), layer_wise};
-  c.backend->build(c.buf, c.plan, *c.optimizer, dtype, shards, c.tp.rank(), c.etp.rank(),
+  c.backend->build(c.buf, c.plan, c.optimizer, dtype, shards, c.tp.rank(), c.etp.rank(),
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }
 

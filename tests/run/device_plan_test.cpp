@@ -2,6 +2,7 @@
 // (run/fixed_point.h, run/checksum_term.h) and the backend choice, checked on the CPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -25,6 +26,7 @@ ParamSpec param(const std::string& name, std::vector<int64_t> shape, ParamSpec::
   p.shape = p.full_shape = std::move(shape);
   p.init = init;
   p.no_weight_decay = p.shape.size() == 1;
+  p.embedding_or_output = name.rfind("embedding.", 0) == 0;
   return p;
 }
 
@@ -68,22 +70,47 @@ TEST_CASE("the CUDA backend's device: LOCAL_RANK among the visible devices", "[r
 
 TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
   const ModelPlan plan = small_plan();
-  for (auto opt : {mr::arg::Optimizer::adam, mr::arg::Optimizer::sgd, mr::arg::Optimizer::lion}) {
+  using mr::arg::Optimizer;
+  const int64_t numel = 37 * 8 + 24 * 8 + 3 + 8, matrix = 24 * 8;  // the fc1 weight: Muon's and Lion's matrix
+  struct Case {
+    Optimizer opt;
+    mr::arg::MuonScalarOptimizer scalar;
+    int64_t sq;  // second-moment elements (one rank, no shards): only the parameters whose rule keeps one
+  } cases[] = {{Optimizer::adam, mr::arg::MuonScalarOptimizer::adam, numel},
+               {Optimizer::sgd, mr::arg::MuonScalarOptimizer::adam, 0},
+               {Optimizer::lion, mr::arg::MuonScalarOptimizer::adam, numel - matrix},  // Adam on the rest
+               {Optimizer::muon, mr::arg::MuonScalarOptimizer::adam, numel - matrix},
+               {Optimizer::muon, mr::arg::MuonScalarOptimizer::lion, 0},  // Lion's one moment on the rest
+               {Optimizer::adaptive_muon, mr::arg::MuonScalarOptimizer::adam, numel},  // moment2 on the matrix
+               {Optimizer::adaptive_muon, mr::arg::MuonScalarOptimizer::lion, matrix}};
+  for (const Case& c : cases) {
+    const mr::optim::OptimizerInfo info = mr::optim::optimizer_info(c.opt, c.scalar);
     for (auto dtype : {mr::optim::DType::F32, mr::optim::DType::BF16}) {
       for (int64_t dp : {1, 3}) {
         FlatBuffers b;
-        b.set_layout(plan, mr::optim::optimizer_info(opt), dtype, {dp > 1, dp, dp - 1, 1, 0}, false);
+        const bool layer_wise = info.scalar_rule != mr::optim::ScalarRule::None;
+        b.set_layout(plan, info, dtype, {dp > 1, dp, dp - 1, 1, 0, layer_wise}, false);
         b.allocate_host();
         const double allocated = static_cast<double>(b.model.size()) +
                                  4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.main.size() +
                                                            b.exp_avg.size() + b.exp_avg_sq.size() + b.target.size());
-        INFO("optimizer " << static_cast<int>(opt) << ", dtype " << static_cast<int>(dtype) << ", dp " << dp);
+        INFO("optimizer " << info.name << ", scalar " << static_cast<int>(c.scalar) << ", dtype "
+                           << static_cast<int>(dtype) << ", dp " << dp);
         CHECK(b.bytes().total() == allocated);
-        CHECK(b.numel == 37 * 8 + 24 * 8 + 3 + 8);
-        CHECK(b.padded % dp == 0);
+        CHECK(b.numel == numel);
+        if (!layer_wise) CHECK(b.padded % dp == 0);  // element shards pad; layer-wise shards own whole params
         CHECK(b.has_main == (dtype != mr::optim::DType::F32));
-        // Adam's second moment; lion's Adam part (its norms, biases and embeddings) needs one too, sgd none.
-        CHECK(b.has_exp_avg_sq == (opt != mr::arg::Optimizer::sgd));
+        CHECK(b.has_exp_avg_sq == (c.sq > 0));
+        CHECK(b.exp_avg.size() == static_cast<size_t>(b.shard()));
+        if (dp == 1) CHECK(b.exp_avg_sq.size() == static_cast<size_t>(c.sq));
+        // Every element of this rank's shard that keeps a second moment has its own place in the packed buffer.
+        std::vector<int> hits(b.exp_avg_sq.size(), 0);
+        float* base = b.exp_avg_sq.empty() ? nullptr : b.exp_avg_sq.data();
+        b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i)
+            if (float* at = b.sq_at(base, k, i)) ++hits[static_cast<size_t>(at - base)];
+        });
+        CHECK(std::count(hits.begin(), hits.end(), 1) == static_cast<std::ptrdiff_t>(hits.size()));
         b.release_host();
         CHECK(b.model.empty());
         CHECK(b.grad.capacity() == 0);

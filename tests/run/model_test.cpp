@@ -10,6 +10,7 @@
 
 #include "config/value.h"
 #include "run/buffers.h"
+#include "optim/optimizer_table.h"
 #include "run/hybrid_layers.h"
 #include "run/model.h"
 
@@ -814,4 +815,23 @@ TEST_CASE("options that add or rename parameters the plan does not know are refu
                     Contains("--moe-single-grouped-weight"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"csa_compress_ratios", Value(mr::List{Value(int64_t{0})})}}), {}),
                     Contains("--csa-compress-ratios"));
+}
+
+TEST_CASE("the run's optimizer state is what `params` estimates: a second moment only where the rule keeps one",
+          "[run][model][memory]") {
+  // One rank, fp32: FlatBuffers' state buffers (the first moment over the shard, the second packed over the
+  // parameters that keep one) against estimate_memory's optimizer state, byte for byte.
+  for (const char* opt : {"adam", "sgd", "lion", "muon", "adaptive_muon"})
+    for (const char* scalar : {"adam", "lion"}) {
+      const mr::Args a = gpt({{"optimizer", Value(std::string(opt))}, {"muon_scalar_optimizer", Value(std::string(scalar))}});
+      const ModelPlan plan = mr::run::plan_gpt_model(a, {});
+      mr::run::FlatBuffers b;
+      const mr::optim::OptimizerInfo info = mr::optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer);
+      b.set_layout(plan, info, mr::optim::DType::F32, {}, false);
+      INFO("--optimizer " << opt << " --muon-scalar-optimizer " << scalar);
+      CHECK(b.bytes().state == mr::run::estimate_memory(plan, a, 1, 1).optimizer_state);
+      // Muon and lion: 4 B/param on their matrices (no second moment), 8 on Adam's parameters.
+      const bool muon_like = std::string(opt) == "muon" || std::string(opt) == "lion";
+      if (muon_like) CHECK(b.bytes().state < 8.0 * static_cast<double>(plan.numel()));
+    }
 }
