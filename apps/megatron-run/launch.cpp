@@ -268,7 +268,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher).
   const bool under_our_spawner = job && std::getenv("MR_SPAWNER") != nullptr;
   if (in.train && !under_our_spawner && (!job || job->rank == 0))
-    if (std::string n = run::unacted_notice(ns); !n.empty()) std::cerr << n << std::endl;
+    if (std::string n = run::unacted_notice(ns, in.args); !n.empty()) std::cerr << n << std::endl;
 
   if (lo.nproc_per_node > 0 || !job) {
     // (a) our spawner; every worker is megatron-run again, inside the job we set up.

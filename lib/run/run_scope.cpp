@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "config/schema.h"
+#include "optim/optimizer_table.h"
 
 namespace mr::run {
 
@@ -179,9 +180,48 @@ const char* why_not_acted_on(ArgId id, std::string_view group) {
   return nullptr;
 }
 
-std::vector<Unacted> unacted_flags(const Namespace& ns) {
+std::string unused_by_optimizer(ArgId id, const Args& a) {
+  const optim::OptimizerInfo o = optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer);
+  const bool muon = o.kernel == optim::Kernel::Muon;
+  const bool scalar_lion = muon && a.muon_scalar_optimizer == arg::MuonScalarOptimizer::lion;
+  const std::string opt = "--optimizer " + std::string(o.name);
+  switch (id) {
+    case ArgId::sgd_momentum:
+      return a.optimizer == arg::Optimizer::sgd ? "" : "only --optimizer sgd uses it, not " + opt;
+    case ArgId::adam_beta1:
+    case ArgId::adam_beta2:
+    case ArgId::adam_eps:
+      // Adam itself, lion (its betas, and Adam on its other parameters), Muon's scalar Adam.
+      if (a.optimizer == arg::Optimizer::sgd) return "--optimizer sgd uses no Adam options";
+      if (scalar_lion) return opt + " with --muon-scalar-optimizer lion uses no Adam options";
+      return "";
+    case ArgId::lion_beta1:
+    case ArgId::lion_beta2:
+      if (scalar_lion) return "";
+      if (a.optimizer == arg::Optimizer::lion)
+        return "--optimizer lion takes Lion's betas from --adam-beta1/2, as Megatron's emerging-optimizer path does; "
+               "--lion-beta1/2 act with --muon-scalar-optimizer lion only";
+      return "--lion-beta1/2 act with --muon-scalar-optimizer lion only, not with " + opt;
+    case ArgId::muon_momentum:
+    case ArgId::muon_split_qkv:
+    case ArgId::muon_nesterov:
+    case ArgId::muon_scale_mode:
+    case ArgId::muon_fp32_matmul_prec:
+    case ArgId::muon_coefficient_type:
+    case ArgId::muon_num_ns_steps:
+    case ArgId::muon_tp_mode:
+    case ArgId::muon_use_syrk:
+    case ArgId::muon_extra_scale_factor:
+    case ArgId::muon_scalar_optimizer:
+      return muon ? "" : "Muon's options; " + opt + " is no Muon";
+    default:
+      return "";
+  }
+}
+
+std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {
   std::vector<Unacted> out;
-  std::map<std::string_view, size_t> index;
+  std::map<std::string, size_t> index;
   std::vector<std::string_view> seen;
   for (const Arg& a : Schema::megatron().args()) {
     const std::string_view dest = a.dest();
@@ -191,8 +231,9 @@ std::vector<Unacted> unacted_flags(const Namespace& ns) {
     seen.push_back(dest);
     const std::optional<ArgId> id = find_arg(dest);
     if (!id) continue;
-    const char* why = why_not_acted_on(*id, a.spec->group);
-    if (!why) continue;
+    const char* not_acted = why_not_acted_on(*id, a.spec->group);
+    const std::string why = not_acted ? std::string(not_acted) : unused_by_optimizer(*id, args);
+    if (why.empty()) continue;
     auto [it, fresh] = index.emplace(why, out.size());
     if (fresh) out.push_back({why, {}});
     out[it->second].flags.push_back(Schema::megatron().flag_for_dest(dest));
@@ -200,8 +241,8 @@ std::vector<Unacted> unacted_flags(const Namespace& ns) {
   return out;
 }
 
-std::string unacted_notice(const Namespace& ns) {
-  const std::vector<Unacted> u = unacted_flags(ns);
+std::string unacted_notice(const Namespace& ns, const Args& a) {
+  const std::vector<Unacted> u = unacted_flags(ns, a);
   if (u.empty()) return {};
   std::string s = "megatron-run: notice: the synthetic training run does not act on ";
   for (size_t i = 0; i < u.size(); ++i) {

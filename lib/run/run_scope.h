@@ -23,15 +23,21 @@ bool acts_on(ArgId id);
 // table has no reason for it (a hole the test reports).
 const char* why_not_acted_on(ArgId id, std::string_view group);
 
-// The flags set in `ns` (provenance: a config file or the command line) that the run does not
-// act on, grouped by reason, in schema order: {reason, {"--eval-interval", "--eval-iters"}}.
+// Why `--optimizer` (and --muon-scalar-optimizer) of `a` leave an optimizer flag the run acts on unused, as in
+// Megatron: --sgd-momentum with adam, the --muon-* flags without Muon, --lion-beta1/2 with --optimizer lion (whose
+// Lion takes --adam-beta1/2), the --adam-* flags with sgd. Empty when the flag is used (or is no optimizer flag).
+std::string unused_by_optimizer(ArgId id, const Args& a);
+
+// The flags set in `ns` (provenance: a config file or the command line) that the run does not act on, or that
+// the run's optimizer `a` has no use for, grouped by reason, in schema order:
+// {reason, {"--eval-interval", "--eval-iters"}}.
 struct Unacted {
   std::string why;
   std::vector<std::string> flags;
 };
-std::vector<Unacted> unacted_flags(const Namespace& ns);
+std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& a);
 // One line for the notice: "megatron-run: notice: the synthetic training run does not act on --eval-interval,
 // --eval-iters (no evaluation in a synthetic run); --tensorboard-dir (...)". Empty when there are none.
-std::string unacted_notice(const Namespace& ns);
+std::string unacted_notice(const Namespace& ns, const Args& a);
 
 }  // namespace mr::run

@@ -64,3 +64,32 @@ TEST_CASE("the default job's notice names only --seq-length", "[run][scope]") {
   CHECK_THAT(p[0].err(), Catch::Contains("notice: the synthetic training run does not act on --seq-length (no model "
                                          "forward/backward: sequences have no effect on synthetic gradients)\n"));
 }
+
+TEST_CASE("the notice names the optimizer flags the chosen --optimizer has no use for", "[run][scope]") {
+  // The flags as a user sets them (command line); the rest at the schema's defaults.
+  auto notice = [](std::vector<std::pair<std::string, Value>> set) {
+    Namespace ns;
+    for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
+    return run::unacted_notice(ns, Args::from(ns));
+  };
+  using S = std::string;
+  // --optimizer lion: Megatron's Lion takes --adam-beta1/2; --lion-beta1/2 are unused and named.
+  const S lion = notice({{"optimizer", Value(S("lion"))}, {"lion_beta1", Value(0.8)}, {"adam_beta1", Value(0.85)}});
+  CHECK_THAT(lion, Catch::Contains("--lion-beta1 (--optimizer lion takes Lion's betas from --adam-beta1/2"));
+  CHECK_THAT(lion, !Catch::Contains("--adam-beta1 ("));
+  // Muon with a Lion scalar optimizer: --lion-beta1/2 act, the Adam options do not.
+  const S ml = notice({{"optimizer", Value(S("muon"))}, {"muon_scalar_optimizer", Value(S("lion"))},
+                       {"lion_beta2", Value(0.9)}, {"adam_eps", Value(1e-6)}, {"muon_momentum", Value(0.9)}});
+  CHECK_THAT(ml, !Catch::Contains("--lion-beta2") && !Catch::Contains("--muon-momentum"));
+  CHECK_THAT(ml, Catch::Contains("--adam-eps (--optimizer muon with --muon-scalar-optimizer lion uses no Adam options)"));
+  // Adam: --sgd-momentum and the Muon options named; its own options not.
+  const S adam = notice({{"optimizer", Value(S("adam"))}, {"sgd_momentum", Value(0.5)}, {"muon_momentum", Value(0.9)},
+                         {"adam_beta2", Value(0.99)}});
+  CHECK_THAT(adam, Catch::Contains("--sgd-momentum (only --optimizer sgd uses it, not --optimizer adam)"));
+  CHECK_THAT(adam, Catch::Contains("--muon-momentum (Muon's options; --optimizer adam is no Muon)"));
+  CHECK_THAT(adam, !Catch::Contains("--adam-beta2"));
+  // SGD: the Adam options named; --sgd-momentum not. Adaptive Muon is a Muon.
+  CHECK_THAT(notice({{"optimizer", Value(S("sgd"))}, {"adam_beta1", Value(0.9)}, {"sgd_momentum", Value(0.5)}}),
+             Catch::Contains("--adam-beta1 (--optimizer sgd uses no Adam options)") && !Catch::Contains("--sgd-momentum"));
+  CHECK(notice({{"optimizer", Value(S("adaptive_muon"))}, {"muon_momentum", Value(0.9)}, {"adam_beta1", Value(0.9)}}).empty());
+}
