@@ -2,7 +2,6 @@
 #include "launch/numa_binding.h"
 
 #include <dlfcn.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include "launch/cpu_affinity.h"
+#include "util/text.h"
 
 namespace mr::launch {
 
@@ -19,11 +20,6 @@ namespace {
 
 constexpr int kMaxCpu = 1 << 16;  // a CPU index beyond this is not a CPU list sysfs writes
 
-// Without the surrounding white space (sysfs values end in a newline).
-std::string strip(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
-}
 
 std::string read_small(const std::string& path, const std::string& what) {
   std::ifstream in(path);
@@ -35,7 +31,7 @@ std::string read_small(const std::string& path, const std::string& what) {
 }
 
 int read_int(const std::string& path, const std::string& what) {
-  const std::string s = strip(read_small(path, what));
+  const std::string s = trim(read_small(path, what));
   try {
     size_t used = 0;
     const long v = std::stol(s, &used);
@@ -99,7 +95,7 @@ std::set<int> same_last_level_cache(const NumaMachine& m, int cpu) {
     if (name.rfind("index", 0) != 0 || name.size() == 5 ||
         !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
-    const std::string type = strip(read_small((p / "type").string(), "a cache's type"));
+    const std::string type = trim(read_small((p / "type").string(), "a cache's type"));
     if (type != "Unified" && type != "Data") continue;
     const int level = read_int((p / "level").string(), "a cache's level");
     if (level <= best) continue;
@@ -141,7 +137,7 @@ std::string_view to_string(NumaMode m) {
 
 std::set<int> parse_cpu_list(std::string_view text) {
   std::set<int> out;
-  const std::string s = strip(std::string(text));
+  const std::string s = trim(std::string(text));
   if (s.empty()) return out;
   auto number = [&](const std::string& w) {
     if (w.empty() || w.size() > 6 || !std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; }))
@@ -153,7 +149,7 @@ std::set<int> parse_cpu_list(std::string_view text) {
   std::stringstream in(s);
   std::string part;
   while (std::getline(in, part, ',')) {
-    part = strip(part);
+    part = trim(part);
     const size_t dash = part.find('-');
     const int lo = number(part.substr(0, dash));
     const int hi = dash == std::string::npos ? lo : number(part.substr(dash + 1));
@@ -248,15 +244,11 @@ std::set<int> numa_cpus_for_device(const NumaMachine& m, int device_index, NumaM
 NumaMachine this_machine() {
   NumaMachine m;
   if (const char* root = std::getenv("MR_NUMA_SYSFS_ROOT"); root && *root) m.sysfs_root = root;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) m.allowed.insert(c);
+  m.allowed = current_affinity();  // every CPU, past glibc's 1024 too
   if (const char* list = std::getenv("MR_NUMA_GPU_PCI_ADDRESSES"); list && *list) {
     std::stringstream in(list);
     std::string a;
-    while (std::getline(in, a, ',')) m.gpu_pci.push_back(strip(a));
+    while (std::getline(in, a, ',')) m.gpu_pci.push_back(trim(a));
     return m;
   }
   // The CUDA driver API, opened here so that the launcher needs no CUDA to build or run without this option.

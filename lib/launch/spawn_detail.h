@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launch/failure_report.h"
@@ -93,7 +94,7 @@ struct Worker {
 // The exit code spawn_workers reports for a wait status (128 + signal for a killed worker).
 int exit_code(int status);
 // Writes all of `s` to fd (retrying after EINTR; gives up on another error).
-void write_all(int fd, const std::string& s);
+void write_all(int fd, std::string_view s);  // no allocation: safe in a forked child
 
 // The node's workers. No worker outlives the set: the destructor kills (SIGKILL) and reaps what still runs.
 class Workers {

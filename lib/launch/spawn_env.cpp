@@ -1,6 +1,5 @@
 // The workers' environment (spawn_detail.h): ours, then exactly what torchrun gives each rank (launch/torchrun_env.h).
 // Also virtual_local_device (spawn.h), torchrun's --virtual-local-rank.
-#include <sched.h>
 
 #include <cstdlib>
 #include <stdexcept>
@@ -8,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/cpu_affinity.h"
 #include "launch/spawn_detail.h"
 #include "launch/torchrun_env.h"
 #include "util/text.h"
@@ -33,8 +33,8 @@ std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
   if (o.prefix_output) base.push_back("MR_SPAWNED=1");
   base.push_back("MR_SPAWNER=1");  // a worker of our spawner: what the spawner already said is not said again
   if (o.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && !o.env.count("OMP_NUM_THREADS")) {
-    cpu_set_t set;
-    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    const size_t allowed = current_affinity().size();
+    const int cpus = allowed > 0 ? static_cast<int>(allowed) : 1;
     int t = worker_omp_threads(cpus, o.nproc_per_node);
     base.push_back("OMP_NUM_THREADS=" + std::to_string(t));
     std::cerr << "megatron-run: OMP_NUM_THREADS=" << t << " for each of the " << o.nproc_per_node

@@ -1,6 +1,5 @@
 // Starting, signalling, killing and reaping the worker processes (spawn_detail.h).
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -14,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "launch/cpu_affinity.h"
 #include "launch/line_prefix.h"
 #include "launch/spawn_detail.h"
 
@@ -25,7 +25,7 @@ int exit_code(int status) {
   return 1;
 }
 
-void write_all(int fd, const std::string& s) {
+void write_all(int fd, std::string_view s) {
   size_t off = 0;
   while (off < s.size()) {
     ssize_t n = write(fd, s.data() + off, s.size() - off);
@@ -98,14 +98,11 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   envp.push_back(nullptr);
   const pid_t launcher = getpid();
   // --numa-binding: this rank's CPUs, as the kernel takes them.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
   const bool bind = static_cast<size_t>(local_rank) < o.cpu_binding.size() && !o.cpu_binding[static_cast<size_t>(local_rank)].empty();
-  if (bind)
-    for (int c : o.cpu_binding[static_cast<size_t>(local_rank)])
-      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
+  const CpuMask cpus = bind ? CpuMask(o.cpu_binding[static_cast<size_t>(local_rank)]) : CpuMask();
   const std::string bind_error = "megatron-run: cannot bind local rank " + std::to_string(local_rank) +
                                  " to its CPUs (--numa-binding): ";
+  const std::string start_error = std::string("megatron-run: cannot start ") + argv[0] + ": ";
   // Each stream: a pipe (a log file, or prefixed console lines), the console itself, or /dev/null.
   int out[2] = {-1, -1}, err[2] = {-1, -1}, null_fd = -1;
   w.out = Stream{};
@@ -152,13 +149,18 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     else if (!logs.out.console) dup2(null_fd, 1);
     if (err[1] >= 0) dup2(err[1], 2);
     else if (!logs.err.console) dup2(null_fd, 2);
-    if (bind && sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
-      write_all(2, bind_error + std::strerror(errno) + "\n");
+    // The messages below were built before the fork: the child allocates nothing.
+    if (int e = bind ? cpus.apply() : 0; e != 0) {
+      write_all(2, bind_error);
+      write_all(2, std::strerror(e));
+      write_all(2, "\n");
       _exit(127);
     }
     execve(argv[0], argv.data(), envp.data());
-    std::string msg = std::string("megatron-run: cannot start ") + argv[0] + ": " + std::strerror(errno) + "\n";
-    write_all(2, msg);
+    const int e = errno;
+    write_all(2, start_error);
+    write_all(2, std::strerror(e));
+    write_all(2, "\n");
     _exit(127);
   }
   setpgid(pid, pid);  // also here: no race with kill(-pid) before the child ran setpgid

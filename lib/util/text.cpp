@@ -106,7 +106,8 @@ std::string format_number(double x) {
 }
 
 std::string trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  constexpr const char* kSpace = " \t\r\n\v\f";  // Python's str.strip() for ASCII (torchrun strips its options so)
+  const size_t b = s.find_first_not_of(kSpace), e = s.find_last_not_of(kSpace);
   return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
 }
 

@@ -35,7 +35,7 @@ std::string abbreviate(std::string_view s, size_t max = 200);
 // A number as people write it in messages: printf's %g ("600", "1.5", "0.25").
 std::string format_number(double x);
 
-// `s` without the spaces and tabs at either end.
+// `s` without the white space at either end (space, tab, CR, LF, VT, FF: what Python's strip() takes in ASCII).
 std::string trim(std::string_view s);
 
 }  // namespace mr

@@ -48,6 +48,12 @@ TEST_CASE("--rdzv-conf: join_timeout and is_host act, the rest is named", "[laun
   REQUIRE(c.notices.size() == 2);
   CHECK(c.notices[0] == "--rdzv-conf last_call_timeout=5: not used (the wait for more nodes once the minimum "
                         "arrived: an elastic --nnodes MIN:MAX only)");
+  // White space around keys and values as Python's strip() takes it (a value from a multi-line YAML string).
+  const auto ws = parse_rdzv_conf("join_timeout=\t30\n,\r\nis_host=no\n", "c10d");
+  REQUIRE(ws.join_timeout_s);
+  CHECK(*ws.join_timeout_s == 30);
+  REQUIRE(ws.is_host);
+  CHECK_FALSE(*ws.is_host);
   // In an elastic job last_call_timeout acts.
   const auto el = parse_rdzv_conf("last_call_timeout=5", "c10d", /*elastic=*/true);
   REQUIRE(el.last_call_timeout_s);
