@@ -55,8 +55,12 @@ double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode);
 // How tensor-parallel shards are orthogonalised (--muon-tp-mode). Blockwise: each shard on its own (the update
 // depends on the TP size). Duplicated: all-gather the shards, orthogonalise the whole matrix on every rank,
 // keep this rank's part. Distributed: each rank keeps its shard and the NS Gram matrices are all-reduced.
-enum class MuonTpMode { Blockwise, Duplicated, Distributed };
-MuonTpMode muon_tp_mode_from_string(std::string_view name);  // "auto" / "layer_sharded" are not implemented
+// Auto (duplicated or distributed per weight) and LayerSharded (each matrix gathered to one home rank of the TP
+// group by all_to_all, orthogonalised there, scattered back) orthogonalise whole matrices too; the step implements
+// them where no matrix is split over a TP group (a group of one), where every one of these modes is the
+// whole-matrix Newton-Schulz. With a TP group of more than one rank muon_partition_dim (muon_plan.h) refuses them.
+enum class MuonTpMode { Blockwise, Duplicated, Distributed, Auto, LayerSharded };
+MuonTpMode muon_tp_mode_from_string(std::string_view name);
 
 // Adaptive Muon (--optimizer adaptive_muon): a second moment of the orthogonalised update after Newton-Schulz
 // (Emerging-Optimizers' AdaptiveMuon). Only "adamuon", the elementwise moment, is implemented; it is what Megatron

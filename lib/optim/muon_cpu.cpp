@@ -128,7 +128,9 @@ MuonScaleMode muon_scale_mode_from_string(std::string_view name) {
 MuonTpMode muon_tp_mode_from_string(std::string_view name) {
   static constexpr std::pair<std::string_view, MuonTpMode> t[] = {{"blockwise", MuonTpMode::Blockwise},
                                                                   {"duplicated", MuonTpMode::Duplicated},
-                                                                  {"distributed", MuonTpMode::Distributed}};
+                                                                  {"distributed", MuonTpMode::Distributed},
+                                                                  {"auto", MuonTpMode::Auto},
+                                                                  {"layer_sharded", MuonTpMode::LayerSharded}};
   return parse_choice(name, t, "muon tp mode");
 }
 

@@ -10,6 +10,11 @@ namespace mr::optim {
 
 int muon_partition_dim(const MuonParam& p, const MuonOptions& o, int tp_size) {
   if (o.tp_mode == MuonTpMode::Blockwise || tp_size <= 1) return -1;
+  if (o.tp_mode == MuonTpMode::Auto || o.tp_mode == MuonTpMode::LayerSharded)
+    throw std::invalid_argument("muon: --muon-tp-mode " +
+                                std::string(o.tp_mode == MuonTpMode::Auto ? "auto" : "layer_sharded") +
+                                " with a TP group of " + std::to_string(tp_size) +
+                                " ranks is not implemented (a TP group of one is)");
   if (p.partition_dim != -1 && p.partition_dim != 0 && p.partition_dim != 1)
     throw std::invalid_argument("muon: partition_dim must be -1, 0 or 1");
   return p.partition_dim;

@@ -25,7 +25,7 @@ constexpr ArgId kActs[] = {
     ArgId::sgd_momentum, ArgId::lion_beta1, ArgId::lion_beta2, ArgId::muon_momentum, ArgId::muon_split_qkv,
     ArgId::muon_nesterov, ArgId::muon_scale_mode, ArgId::muon_fp32_matmul_prec, ArgId::muon_coefficient_type,
     ArgId::muon_num_ns_steps, ArgId::muon_tp_mode, ArgId::muon_use_syrk, ArgId::muon_extra_scale_factor,
-    ArgId::muon_scalar_optimizer, ArgId::use_distributed_optimizer, ArgId::log_num_zeros_in_grad,
+    ArgId::muon_scalar_optimizer, ArgId::muon_ns_batch_size, ArgId::use_distributed_optimizer, ArgId::log_num_zeros_in_grad,
     // The schedule (optim/schedule.h).
     ArgId::lr, ArgId::min_lr, ArgId::lr_decay_style, ArgId::lr_wsd_decay_style, ArgId::lr_decay_iters,
     ArgId::lr_decay_samples, ArgId::lr_wsd_decay_iters, ArgId::lr_wsd_decay_samples, ArgId::lr_warmup_fraction,
@@ -213,6 +213,7 @@ std::string unused_by_optimizer(ArgId id, const Args& a) {
     case ArgId::muon_use_syrk:
     case ArgId::muon_extra_scale_factor:
     case ArgId::muon_scalar_optimizer:
+    case ArgId::muon_ns_batch_size:
       return muon ? "" : "Muon's options; " + opt + " is no Muon";
     default:
       return "";

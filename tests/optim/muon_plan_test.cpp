@@ -125,6 +125,15 @@ TEST_CASE("Muon planner: tensor-parallel shards orthogonalised across the group 
       CHECK(muon_partition_dim(ps[1], o, 1) == -1);
     }
   }
+  SECTION("auto and layer_sharded: whole matrices without a TP group; refused across one") {
+    for (MuonTpMode mode : {MuonTpMode::Auto, MuonTpMode::LayerSharded}) {
+      o.tp_mode = mode;
+      auto jobs = plan_muon_jobs(ps, o, 1);
+      REQUIRE(members(jobs) == Members{{0, 1, 2, 3}});  // as duplicated with one TP rank
+      CHECK(muon_partition_dim(ps[1], o, 1) == -1);
+      REQUIRE_THROWS_WITH(plan_muon_jobs(ps, o, 2), Catch::Contains("with a TP group of 2 ranks is not implemented"));
+    }
+  }
   SECTION("blockwise: every shard is orthogonalised on its own, so shards batch with the rest") {
     o.tp_mode = MuonTpMode::Blockwise;
     auto jobs = plan_muon_jobs(ps, o, 2);

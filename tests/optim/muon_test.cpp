@@ -104,7 +104,9 @@ TEST_CASE("Newton-Schulz coefficient schedules", "[muon][coefficients]") {
   REQUIRE_THROWS(ns_schedule(NsCoefficients::Quintic, 0));
   REQUIRE(matmul_precision_from_string("low") == MatmulPrecision::Medium);
   REQUIRE(muon_tp_mode_from_string("blockwise") == MuonTpMode::Blockwise);
-  REQUIRE_THROWS_WITH(muon_tp_mode_from_string("layer_sharded"), Catch::Contains("unsupported muon tp mode"));
+  REQUIRE(muon_tp_mode_from_string("layer_sharded") == MuonTpMode::LayerSharded);
+  REQUIRE(muon_tp_mode_from_string("auto") == MuonTpMode::Auto);
+  REQUIRE_THROWS_WITH(muon_tp_mode_from_string("sharded"), Catch::Contains("unsupported muon tp mode"));
 }
 
 TEST_CASE("Muon scale factors (get_muon_scale_factor)", "[muon][scale]") {

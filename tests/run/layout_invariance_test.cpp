@@ -316,3 +316,20 @@ TEST_CASE("MoE with the distributed optimizer: experts sharded over their data-p
          std::string(dtype) + ": TP=2 x DP=2, EP=2, distributed optimizer");
   }
 }
+
+TEST_CASE("--muon-tp-mode auto and layer_sharded without TP: duplicated's bits on every layout", "[run][layout]") {
+  // With no matrix split over TP every mode orthogonalises each whole matrix on the rank that owns it.
+  mrtest::TempDir dir;
+  const End one = run_job(1, {"--optimizer", "muon"}, dir, "muon-1");
+  same(one, run_job(4, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--pipeline-model-parallel-size", "2"}, dir,
+                    "muon-auto"),
+       "--muon-tp-mode auto: PP=2 x DP=2");
+  // layer_sharded: Megatron's LayerShardedMuon needs the layer-wise distributed optimizer and no QKV split.
+  const std::vector<std::string> ls = {"--optimizer", "muon", "--muon-no-split-qkv"};
+  const End nosplit = run_job(1, ls, dir, "muon-nosplit-1");
+  same(nosplit,
+       run_job(4, {"--optimizer", "muon", "--muon-no-split-qkv", "--muon-tp-mode", "layer_sharded",
+                   "--use-distributed-optimizer", "--muon-ns-batch-size", "4"},
+               dir, "muon-layer-sharded"),
+       "--muon-tp-mode layer_sharded: DP=4, layer-wise distributed optimizer, 4 matrices per NS call");
+}

@@ -174,8 +174,9 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
           "--optimizer lion does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
   refused(1, {"--optimizer", "adaptive_muon", "--fp16", "--train-iters", "2"}, "amfp16",
           "--optimizer adaptive_muon does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
-  refused(1, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--train-iters", "2"}, "muonauto",
-          "--muon-tp-mode auto is not implemented by the training run");
+  refused(2, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--tensor-model-parallel-size", "2", "--train-iters", "2"},
+          "muonauto", "--muon-tp-mode auto is implemented by the training run without tensor parallelism only "
+                      "(--tensor-model-parallel-size 2, --expert-tensor-parallel-size 2)");
   refused(1, {"--multi-latent-attention", "--mla-down-proj-fusion", "--train-iters", "2"}, "mla",
           "--mla-down-proj-fusion needs --q-lora-rank");
   // --bring-up-only trains nothing: the same config passes the bring-up.
