@@ -288,7 +288,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
   const float esf = static_cast<float>(o.extra_scale_factor);
   // out = NS(x) * scale * extra for `batch` r x cc blocks; with pdim >= 0, this rank's shard of a matrix split
   // along pdim over the TP group (cpu::orthogonalize_block's two TP modes).
-  auto orthogonalize = [&](const float* x, float* out, int64_t batch, int64_t r, int64_t cc, int pdim) {
+  auto orthogonalize = [&](const float* x, float* out, int64_t batch, int64_t r, int64_t cc, int pdim, int home) {
     int64_t size_out = r, size_in = cc;
     if (pdim < 0) {
       ns_device(x, out, batch, r, cc, o.ns);
@@ -298,11 +298,15 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
       if (o.tp_mode == MuonTpMode::Distributed) {
         ns_device(x, out, 1, r, cc, o.ns, tp, pdim);
       } else {  // duplicated: all-gather the shards, NS on the whole matrix, keep this rank's part
+        // (layer-sharded: the NS on the home rank only, its result broadcast from there)
+        const bool ns_here = o.tp_mode != MuonTpMode::LayerSharded || rank == home;
+        const bool from_home = o.tp_mode == MuonTpMode::LayerSharded;
         auto* gathered = static_cast<float*>(scratch(Scratch::MuonTpGathered, static_cast<size_t>(n * world) * 4));
         auto* whole = static_cast<float*>(scratch(Scratch::MuonTpWhole, static_cast<size_t>(n * world) * 4));
         tp->all_gather(x, n, gathered);
         if (pdim == 0) {  // the shards stacked by rows are the whole matrix already
-          ns_device(gathered, whole, 1, r * world, cc, o.ns);
+          if (ns_here) ns_device(gathered, whole, 1, r * world, cc, o.ns);
+          if (from_home) tp->broadcast(whole, n * world, home);
           check(cudaMemcpyAsync(out, whole + rank * n, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToDevice),
                 "muon TP keep");
         } else {  // by columns: each shard is a column block of the whole matrix (launch_geometry.h)
@@ -313,7 +317,8 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
                                     c.width, c.rows, cudaMemcpyDeviceToDevice),
                   "muon TP assemble");
           }
-          ns_device(whole, orth, 1, r, cc * world, o.ns);
+          if (ns_here) ns_device(whole, orth, 1, r, cc * world, o.ns);
+          if (from_home) tp->broadcast(orth, n * world, home);
           const geom::ColumnBlockCopy c = geom::column_block_copy(r, cc, world, rank);
           check(cudaMemcpy2DAsync(out, c.shard_pitch, orth + c.full_offset, c.full_pitch, c.width, c.rows,
                                   cudaMemcpyDeviceToDevice),
@@ -350,13 +355,13 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
         const geom::PartCopy c = geom::qkv_part_copy(first.cols, total, s, off, ng);
         check(cudaMemcpy2DAsync(bin, c.width, u + c.src_offset, c.pitch, c.width, c.rows, cudaMemcpyDeviceToDevice),
               "qkv gather");
-        orthogonalize(bin, bout, 1, ng * s, first.cols, job.partition_dim);
+        orthogonalize(bin, bout, 1, ng * s, first.cols, job.partition_dim, job.home);
         check(cudaMemcpy2DAsync(orth + c.src_offset, c.pitch, bout, c.width, c.width, c.rows, cudaMemcpyDeviceToDevice),
               "qkv scatter");
         off += s;
       }
     } else {
-      orthogonalize(u, orth, static_cast<int64_t>(job.members.size()), job.rows, job.cols, job.partition_dim);
+      orthogonalize(u, orth, static_cast<int64_t>(job.members.size()), job.rows, job.cols, job.partition_dim, job.home);
     }
     for (size_t j = 0; j < job.members.size(); ++j) {
       const MuonParam& p = params[job.members[j]];

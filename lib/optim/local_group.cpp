@@ -32,6 +32,15 @@ class LocalTpRank : public TpGroup {
     hub_.barrier_.arrive_and_wait();
   }
 
+  void broadcast(float* data, int64_t count, int root) override {
+    if (root < 0 || root >= hub_.size_) throw std::invalid_argument("LocalTpHub: broadcast root out of range");
+    hub_.ptrs_[static_cast<size_t>(rank_)] = data;
+    hub_.barrier_.arrive_and_wait();
+    if (rank_ != root)
+      std::memcpy(data, hub_.ptrs_[static_cast<size_t>(root)], static_cast<size_t>(count) * sizeof(float));
+    hub_.barrier_.arrive_and_wait();  // the root keeps its buffer until everyone has copied
+  }
+
  private:
   LocalTpHub& hub_;
   int rank_;

@@ -55,10 +55,11 @@ double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode);
 // How tensor-parallel shards are orthogonalised (--muon-tp-mode). Blockwise: each shard on its own (the update
 // depends on the TP size). Duplicated: all-gather the shards, orthogonalise the whole matrix on every rank,
 // keep this rank's part. Distributed: each rank keeps its shard and the NS Gram matrices are all-reduced.
-// Auto (duplicated or distributed per weight) and LayerSharded (each matrix gathered to one home rank of the TP
-// group by all_to_all, orthogonalised there, scattered back) orthogonalise whole matrices too; the step implements
-// them where no matrix is split over a TP group (a group of one), where every one of these modes is the
-// whole-matrix Newton-Schulz. With a TP group of more than one rank muon_partition_dim (muon_plan.h) refuses them.
+// LayerSharded: the whole-matrix NS of duplicated (the same bits), run once per matrix on its home rank (round
+// robin over the TP group, MuonJob::home) and broadcast from there; Megatron moves the shards to the home and back
+// by all_to_all, which sends less. Auto (duplicated or distributed per weight, by a rule the spec does not give) is
+// implemented without a TP group only (a group of one: every mode is the whole-matrix NS); across one,
+// muon_partition_dim (muon_plan.h) refuses it.
 enum class MuonTpMode { Blockwise, Duplicated, Distributed, Auto, LayerSharded };
 MuonTpMode muon_tp_mode_from_string(std::string_view name);
 
@@ -122,6 +123,8 @@ class TpGroup {
   virtual void all_gather(const float* send, int64_t count, float* recv) = 0;
   // data <- sum over ranks, every rank gets the same bits.
   virtual void all_reduce_sum(float* data, int64_t count) = 0;
+  // data <- rank `root`'s data (the layer-sharded mode's whole-matrix result from its home rank).
+  virtual void broadcast(float* data, int64_t count, int root) = 0;
 };
 
 // One Muon parameter (a 2-D matrix, or this rank's shard of one).
@@ -151,7 +154,9 @@ void newton_schulz_distributed(const float* x, float* out, int64_t rows, int64_t
                                const NsOptions& o, TpGroup& tp);
 
 // scaled_orthogonalize for one matrix or shard, QKV split and TP mode included: out = NS(x) * scale * extra.
-void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const MuonOptions& o, TpGroup* tp = nullptr);
+// `home`: the TP rank that orthogonalises the whole matrix in the layer-sharded mode (MuonJob::home).
+void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const MuonOptions& o, TpGroup* tp = nullptr,
+                        int home = 0);
 
 // One Muon step over `params` (their lr / weight decay from `groups`). With a TP group, every rank calls it with
 // its shards, in the same order.

@@ -344,7 +344,7 @@ void copy_2d(float* dst, size_t dpitch, const float* src, size_t spitch, size_t 
 
 // Orthogonalise one block (a matrix, a QKV part, or a shard) with the TP mode, then scale.
 void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols, int pdim, const MuonOptions& o,
-                         TpGroup* tp) {
+                         TpGroup* tp, int home) {
   int64_t size_out = rows, size_in = cols;
   if (pdim < 0) {
     newton_schulz(x, out, rows, cols, o.ns);
@@ -354,11 +354,15 @@ void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols,
     if (o.tp_mode == MuonTpMode::Distributed) {
       newton_schulz_distributed(x, out, rows, cols, pdim, o.ns, *tp);
     } else {  // duplicated: all-gather, whole-matrix NS, keep this rank's part
+      // (layer-sharded: the NS on the home rank only, its result broadcast from there)
+      const bool ns_here = o.tp_mode != MuonTpMode::LayerSharded || rank == home;
+      const bool from_home = o.tp_mode == MuonTpMode::LayerSharded;
       const int64_t n_el = rows * cols;
       std::vector<float> gathered(static_cast<size_t>(n_el * world)), full(gathered.size());
       tp->all_gather(x, n_el, gathered.data());
       if (pdim == 0) {
-        newton_schulz(gathered.data(), full.data(), rows * world, cols, o.ns);
+        if (ns_here) newton_schulz(gathered.data(), full.data(), rows * world, cols, o.ns);
+        if (from_home) tp->broadcast(full.data(), n_el * world, home);
         copy(full.data() + rank * n_el, out, n_el);
       } else {
         // Each shard is a column block of the whole matrix: the 2-D copies of the CUDA step (launch_geometry.h).
@@ -368,7 +372,8 @@ void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols,
                   c.rows);
         }
         std::vector<float> orth(full.size());
-        newton_schulz(full.data(), orth.data(), rows, cols * world, o.ns);
+        if (ns_here) newton_schulz(full.data(), orth.data(), rows, cols * world, o.ns);
+        if (from_home) tp->broadcast(orth.data(), n_el * world, home);
         const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, rank);
         copy_2d(out, c.shard_pitch, orth.data() + c.full_offset, c.full_pitch, c.width, c.rows);
       }
@@ -386,9 +391,9 @@ int tp_size(const TpGroup* tp) { return tp ? tp->size() : 1; }
 
 }  // namespace
 
-void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const MuonOptions& o, TpGroup* tp) {
+void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const MuonOptions& o, TpGroup* tp, int home) {
   const int pdim = muon_partition_dim(p, o, tp_size(tp));
-  if (!(o.split_qkv && p.is_qkv)) return orthogonalize_block(x, out, p.rows, p.cols, pdim, o, tp);
+  if (!(o.split_qkv && p.is_qkv)) return orthogonalize_block(x, out, p.rows, p.cols, pdim, o, tp, home);
   const std::vector<int64_t>& shapes = p.qkv_split_shapes.empty() ? o.qkv_split_shapes : p.qkv_split_shapes;
   if (shapes.empty()) throw std::runtime_error("Muon QKV split requested but qkv_split_shapes is not set");
   const int64_t total = std::accumulate(shapes.begin(), shapes.end(), int64_t{0});
@@ -402,7 +407,7 @@ void muon_orthogonalize(const MuonParam& p, const float* x, float* out, const Mu
     std::vector<float> block(static_cast<size_t>(groups * s * cols)), orth(block.size());
     for (int64_t g = 0; g < groups; ++g)
       std::memcpy(block.data() + g * s * cols, x + (g * total + off) * cols, static_cast<size_t>(s * cols) * 4);
-    orthogonalize_block(block.data(), orth.data(), groups * s, cols, pdim, o, tp);
+    orthogonalize_block(block.data(), orth.data(), groups * s, cols, pdim, o, tp, home);
     for (int64_t g = 0; g < groups; ++g)
       std::memcpy(out + (g * total + off) * cols, orth.data() + g * s * cols, static_cast<size_t>(s * cols) * 4);
     off += s;
@@ -427,7 +432,7 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
       for (int64_t e = 0; e < n_el; ++e) uj[e] = muon_momentum_element(p.param[e], p.grad[e], p.momentum_buffer[e], c);
     }
     if (!job.batched()) {
-      muon_orthogonalize(first, u.data(), orth.data(), o, tp);
+      muon_orthogonalize(first, u.data(), orth.data(), o, tp, job.home);
     } else {
       newton_schulz_batched(u.data(), orth.data(), static_cast<int64_t>(job.members.size()), job.rows, job.cols, o.ns);
       const float sf = static_cast<float>(muon_scale_factor(job.rows, job.cols, o.scale_mode));

@@ -10,10 +10,8 @@ namespace mr::optim {
 
 int muon_partition_dim(const MuonParam& p, const MuonOptions& o, int tp_size) {
   if (o.tp_mode == MuonTpMode::Blockwise || tp_size <= 1) return -1;
-  if (o.tp_mode == MuonTpMode::Auto || o.tp_mode == MuonTpMode::LayerSharded)
-    throw std::invalid_argument("muon: --muon-tp-mode " +
-                                std::string(o.tp_mode == MuonTpMode::Auto ? "auto" : "layer_sharded") +
-                                " with a TP group of " + std::to_string(tp_size) +
+  if (o.tp_mode == MuonTpMode::Auto)
+    throw std::invalid_argument("muon: --muon-tp-mode auto with a TP group of " + std::to_string(tp_size) +
                                 " ranks is not implemented (a TP group of one is)");
   if (p.partition_dim != -1 && p.partition_dim != 0 && p.partition_dim != 1)
     throw std::invalid_argument("muon: partition_dim must be -1, 0 or 1");
@@ -41,12 +39,15 @@ void check_muon_params(std::span<const MuonParam> params, std::span<const GroupH
 std::vector<MuonJob> plan_muon_jobs(std::span<const MuonParam> params, const MuonOptions& o, int tp_size) {
   std::vector<MuonJob> jobs;
   std::map<std::pair<int64_t, int64_t>, size_t> open;  // shape -> the job of that shape still taking members
+  int sharded = 0;  // the TP-split jobs so far (layer-sharded homes)
   for (size_t i = 0; i < params.size(); ++i) {
     const MuonParam& p = params[i];
     MuonJob job;
     job.rows = p.rows, job.cols = p.cols;
     job.split_qkv = o.split_qkv && p.is_qkv;
     job.partition_dim = muon_partition_dim(p, o, tp_size);
+    // Layer-sharded: each matrix split over the TP group gets one home rank, round robin in step order.
+    if (o.tp_mode == MuonTpMode::LayerSharded && job.partition_dim >= 0) job.home = sharded++ % tp_size;
     if (o.ns_batch_size > 1 && !job.split_qkv && job.partition_dim < 0) {
       const auto key = std::make_pair(p.rows, p.cols);
       auto it = open.find(key);

@@ -22,11 +22,13 @@ struct MuonJob {
   int64_t rows = 0, cols = 0;
   bool split_qkv = false;   // a fused QKV weight, orthogonalised part by part (o.split_qkv && is_qkv)
   int partition_dim = -1;   // the dimension NS works across the TP group (muon_partition_dim); -1: this block alone
+  int home = 0;             // layer-sharded: the TP rank that orthogonalises the whole matrix (round robin)
   bool batched() const { return members.size() > 1; }
 };
 
-// The TP dimension Newton-Schulz has to work across for `p`: p.partition_dim in the duplicated and distributed
-// modes with more than one TP rank, else -1 (blockwise, or no TP group: the shard is orthogonalised on its own).
+// The TP dimension Newton-Schulz has to work across for `p`: p.partition_dim in the duplicated, distributed and
+// layer-sharded modes with more than one TP rank, else -1 (blockwise, or no TP group: the shard is orthogonalised on
+// its own). Throws std::invalid_argument for auto with more than one TP rank (not implemented).
 // Throws std::invalid_argument for a partition_dim other than -1, 0, 1 when it matters.
 int muon_partition_dim(const MuonParam& p, const MuonOptions& o, int tp_size);
 

@@ -81,6 +81,10 @@ class DeviceTp final : public optim::TpGroup {
     cuda::synchronize();
     g_.all_reduce(device_f32(data, count), distributed::ReduceOp::Sum);
   }
+  void broadcast(float* data, int64_t count, int root) override {
+    cuda::synchronize();
+    g_.broadcast(device_f32(data, count), root);
+  }
 
  private:
   distributed::Group& g_;

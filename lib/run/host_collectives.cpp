@@ -29,4 +29,12 @@ void host_all_gather(distributed::Group& g, distributed::Buffer in, distributed:
   cuda::to_host(out.data, d + in.bytes(), out.bytes());
 }
 
+void host_broadcast(distributed::Group& g, distributed::Buffer buf, int root) {
+  if (g.has(distributed::Device::Cpu)) return g.broadcast(buf, root);
+  void* d = cuda::staging(buf.bytes());
+  cuda::to_device(d, buf.data, buf.bytes());
+  g.broadcast(on_device(buf, d), root);
+  cuda::to_host(buf.data, d, buf.bytes());
+}
+
 }  // namespace mr::run

@@ -11,5 +11,7 @@ namespace mr::run {
 void host_all_reduce(distributed::Group& g, distributed::Buffer host, distributed::ReduceOp op);
 // out.count == in.count * g.size(); block i holds member i's input.
 void host_all_gather(distributed::Group& g, distributed::Buffer in, distributed::Buffer out);
+// buf <- member `root`'s buf.
+void host_broadcast(distributed::Group& g, distributed::Buffer buf, int root);
 
 }  // namespace mr::run

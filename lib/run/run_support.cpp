@@ -22,17 +22,17 @@ void check_run_supported(const Args& args) {
   const bool emerging = args.optimizer != arg::Optimizer::adam && args.optimizer != arg::Optimizer::sgd;
   if (emerging && args.fp16)
     throw RunError("--optimizer " + name + " does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
-  // auto and layer_sharded orthogonalise whole matrices as duplicated does; with no matrix split over TP (TP and
-  // expert TP of one) that is every rank's own whole-matrix Newton-Schulz, which the run does. Across a TP group
-  // (layer_sharded's all_to_all to a home rank, auto's per-weight choice) they are not implemented.
+  // auto picks duplicated or distributed per weight by a rule the spec does not give: with no matrix split over TP
+  // (TP and expert TP of one) every mode is each rank's whole-matrix Newton-Schulz, which the run does; across a TP
+  // group it is not implemented. (layer_sharded runs with any TP size: optim/muon.h.)
   const int64_t tp_size = std::max<int64_t>(1, args.tensor_model_parallel_size);
   const int64_t etp_size = std::max<int64_t>(1, args.expert_tensor_parallel_size.value_or(tp_size));
-  if (muon && (args.muon_tp_mode == arg::MuonTpMode::auto_ || args.muon_tp_mode == arg::MuonTpMode::layer_sharded) &&
+  if (muon && args.muon_tp_mode == arg::MuonTpMode::auto_ &&
       (tp_size > 1 || (args.num_experts.value_or(0) > 0 && etp_size > 1)))
-    throw RunError("--muon-tp-mode " + std::string(arg::to_string(args.muon_tp_mode)) +
-                   " is implemented by the training run without tensor parallelism only (--tensor-model-parallel-size " +
-                   std::to_string(tp_size) + ", --expert-tensor-parallel-size " + std::to_string(etp_size) +
-                   "); blockwise, duplicated and distributed run with any TP size");
+    throw RunError("--muon-tp-mode auto is implemented by the training run without tensor parallelism only "
+                   "(--tensor-model-parallel-size " + std::to_string(tp_size) + ", --expert-tensor-parallel-size " +
+                   std::to_string(etp_size) + "); blockwise, duplicated, distributed and layer_sharded run with any "
+                   "TP size");
   // The batch of each step (--rampup-batch-size is ignored, as by Megatron: deprecated).
   const BatchSchedule batches = BatchSchedule::from(args);
   // A fresh run's first step must fit the layout; a resumed run is checked at the step it resumes from (Megatron

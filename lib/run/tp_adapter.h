@@ -21,6 +21,10 @@ class TpAdapter : public optim::TpGroup {
     host_all_reduce(g_, distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
   }
 
+  void broadcast(float* data, int64_t count, int root) override {
+    host_broadcast(g_, distributed::Buffer::cpu(data, static_cast<size_t>(count)), root);
+  }
+
  private:
   distributed::Group& g_;
 };

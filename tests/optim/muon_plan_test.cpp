@@ -125,13 +125,28 @@ TEST_CASE("Muon planner: tensor-parallel shards orthogonalised across the group 
       CHECK(muon_partition_dim(ps[1], o, 1) == -1);
     }
   }
-  SECTION("auto and layer_sharded: whole matrices without a TP group; refused across one") {
+  SECTION("auto and layer_sharded: whole matrices without a TP group; auto refused across one") {
     for (MuonTpMode mode : {MuonTpMode::Auto, MuonTpMode::LayerSharded}) {
       o.tp_mode = mode;
       auto jobs = plan_muon_jobs(ps, o, 1);
       REQUIRE(members(jobs) == Members{{0, 1, 2, 3}});  // as duplicated with one TP rank
       CHECK(muon_partition_dim(ps[1], o, 1) == -1);
-      REQUIRE_THROWS_WITH(plan_muon_jobs(ps, o, 2), Catch::Contains("with a TP group of 2 ranks is not implemented"));
+    }
+    o.tp_mode = MuonTpMode::Auto;
+    REQUIRE_THROWS_WITH(plan_muon_jobs(ps, o, 2), Catch::Contains("auto with a TP group of 2 ranks is not implemented"));
+  }
+  SECTION("layer_sharded: the TP-split matrices get home ranks round robin, the rest none") {
+    o.tp_mode = MuonTpMode::LayerSharded;
+    std::vector<MuonParam> q = {matrix(32, 16, 0), matrix(32, 16), matrix(32, 16, 1), matrix(32, 16, 0),
+                                matrix(32, 16, 1)};
+    for (int world : {2, 3}) {
+      auto jobs = plan_muon_jobs(q, o, world);
+      REQUIRE(members(jobs) == Members{{0}, {1}, {2}, {3}, {4}});  // ns_batch_size 8: nothing TP-split batches
+      CHECK(jobs[0].home == 0);
+      CHECK(jobs[1].partition_dim == -1);
+      CHECK(jobs[2].home == 1);
+      CHECK(jobs[3].home == 2 % world);
+      CHECK(jobs[4].home == 3 % world);
     }
   }
   SECTION("blockwise: every shard is orthogonalised on its own, so shards batch with the rest") {

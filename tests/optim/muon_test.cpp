@@ -354,7 +354,8 @@ TEST_CASE("Muon TP modes: duplicated and distributed give the whole-matrix resul
       cpu::muon_orthogonalize(whole, full.data_ptr<float>(), expect.data_ptr<float>(), o);
       auto shards = full.chunk(world, pdim);
       auto expect_shards = expect.chunk(world, pdim);
-      for (MuonTpMode mode : {MuonTpMode::Duplicated, MuonTpMode::Distributed, MuonTpMode::Blockwise}) {
+      for (MuonTpMode mode :
+           {MuonTpMode::Duplicated, MuonTpMode::Distributed, MuonTpMode::Blockwise, MuonTpMode::LayerSharded}) {
         if (qkv && mode == MuonTpMode::Distributed) continue;
         o.tp_mode = mode;
         DYNAMIC_SECTION("partition_dim " << pdim << (qkv ? " qkv" : "") << " mode " << int(mode)) {
@@ -368,7 +369,7 @@ TEST_CASE("Muon TP modes: duplicated and distributed give the whole-matrix resul
           });
           for (int r = 0; r < world; ++r) {
             auto x = shards[size_t(r)].contiguous();
-            if (mode == MuonTpMode::Duplicated) {
+            if (mode == MuonTpMode::Duplicated || mode == MuonTpMode::LayerSharded) {
               REQUIRE(bit_equal(out[size_t(r)], expect_shards[size_t(r)].contiguous()));
             } else if (mode == MuonTpMode::Distributed) {
               CHECK(rel_max_diff(out[size_t(r)], expect_shards[size_t(r)].contiguous()) < 1e-4);
@@ -416,7 +417,7 @@ TEST_CASE("a duplicated-mode TP Muon step equals the single-rank step", "[muon][
 
 // The planner (muon_plan.h) keeps TP shards out of batches: with muon_ns_batch_size > 1, same-shape shards in
 // duplicated mode must still be orthogonalised as whole matrices, next to a batch of plain same-shape matrices.
-TEST_CASE("a duplicated-mode TP Muon step with NS batching equals the single-rank step", "[muon][tp]") {
+TEST_CASE("a duplicated- and a layer-sharded-mode TP Muon step with NS batching equal the single-rank step", "[muon][tp]") {
   torch::manual_seed(37);
   const int world = 2;
   MuonOptions o;
@@ -436,31 +437,36 @@ TEST_CASE("a duplicated-mode TP Muon step with NS batching equals the single-ran
     for (size_t i = 0; i < p0.size(); ++i) mp.push_back(make_muon_param(whole[i], grads[i][size_t(s)], mw[i]));
     cpu::muon_step(mp, gh, o);
   }
-  std::vector<std::vector<torch::Tensor>> pr(world);
-  on_ranks(world, [&](int r, TpGroup& tp) {
-    std::vector<torch::Tensor> pl, ml;
-    for (size_t i = 0; i < p0.size(); ++i) {
-      pl.push_back(sharded[i] ? p0[i].chunk(world, 1)[size_t(r)].contiguous() : p0[i].clone());
-      ml.push_back(torch::zeros_like(pl.back()));
-    }
-    for (int s = 0; s < 2; ++s) {
-      std::vector<torch::Tensor> gl;
-      std::vector<MuonParam> mp;
+  // Duplicated, and layer-sharded (the two sharded weights' homes: ranks 0 and 1): the same bits.
+  for (MuonTpMode mode : {MuonTpMode::Duplicated, MuonTpMode::LayerSharded}) {
+    INFO("mode " << int(mode));
+    o.tp_mode = mode;
+    std::vector<std::vector<torch::Tensor>> pr(world);
+    on_ranks(world, [&](int r, TpGroup& tp) {
+      std::vector<torch::Tensor> pl, ml;
       for (size_t i = 0; i < p0.size(); ++i) {
-        gl.push_back(sharded[i] ? grads[i][size_t(s)].chunk(world, 1)[size_t(r)].contiguous() : grads[i][size_t(s)]);
-        mp.push_back(make_muon_param(pl[i], gl.back(), ml[i]));
-        if (sharded[i]) mp.back().partition_dim = 1;
+        pl.push_back(sharded[i] ? p0[i].chunk(world, 1)[size_t(r)].contiguous() : p0[i].clone());
+        ml.push_back(torch::zeros_like(pl.back()));
       }
-      cpu::muon_step(mp, gh, o, &tp);
-    }
-    pr[size_t(r)] = pl;
-  });
-  for (size_t i = 0; i < p0.size(); ++i) {
-    INFO("param " << i);
-    if (sharded[i]) {
-      REQUIRE(bit_equal(torch::cat({pr[0][i], pr[1][i]}, 1), whole[i]));
-    } else {
-      for (int r = 0; r < world; ++r) REQUIRE(bit_equal(pr[size_t(r)][i], whole[i]));
+      for (int s = 0; s < 2; ++s) {
+        std::vector<torch::Tensor> gl;
+        std::vector<MuonParam> mp;
+        for (size_t i = 0; i < p0.size(); ++i) {
+          gl.push_back(sharded[i] ? grads[i][size_t(s)].chunk(world, 1)[size_t(r)].contiguous() : grads[i][size_t(s)]);
+          mp.push_back(make_muon_param(pl[i], gl.back(), ml[i]));
+          if (sharded[i]) mp.back().partition_dim = 1;
+        }
+        cpu::muon_step(mp, gh, o, &tp);
+      }
+      pr[size_t(r)] = pl;
+    });
+    for (size_t i = 0; i < p0.size(); ++i) {
+      INFO("param " << i);
+      if (sharded[i]) {
+        REQUIRE(bit_equal(torch::cat({pr[0][i], pr[1][i]}, 1), whole[i]));
+      } else {
+        for (int r = 0; r < world; ++r) REQUIRE(bit_equal(pr[size_t(r)][i], whole[i]));
+      }
     }
   }
 }
@@ -550,6 +556,11 @@ class HostStagedTp final : public TpGroup {
     host_.all_reduce_sum(x.data(), count);
     upload(data, x);
   }
+  void broadcast(float* data, int64_t count, int root) override {
+    std::vector<float> x = download(data, count);
+    host_.broadcast(x.data(), count, root);
+    upload(data, x);
+  }
 
  private:
   static std::vector<float> download(const float* d, int64_t n) {
@@ -574,7 +585,7 @@ TEST_CASE("CUDA Muon TP modes (two ranks as threads on one GPU) agree with the C
   for (int pdim : {0, 1}) {
     for (bool qkv : {false, true}) {
       if (qkv && pdim == 1) continue;  // fused QKV weights are column-parallel (split along rows)
-      for (MuonTpMode mode : {MuonTpMode::Duplicated, MuonTpMode::Distributed}) {
+      for (MuonTpMode mode : {MuonTpMode::Duplicated, MuonTpMode::Distributed, MuonTpMode::LayerSharded}) {
         for (MatmulPrecision prec : {MatmulPrecision::Highest, MatmulPrecision::Medium}) {
           MuonOptions o;
           o.tp_mode = mode;

@@ -317,8 +317,9 @@ TEST_CASE("MoE with the distributed optimizer: experts sharded over their data-p
   }
 }
 
-TEST_CASE("--muon-tp-mode auto and layer_sharded without TP: duplicated's bits on every layout", "[run][layout]") {
-  // With no matrix split over TP every mode orthogonalises each whole matrix on the rank that owns it.
+TEST_CASE("--muon-tp-mode auto (without TP) and layer_sharded: duplicated's bits on every layout", "[run][layout]") {
+  // With no matrix split over TP every mode orthogonalises each whole matrix on the rank that owns it;
+  // layer_sharded under TP orthogonalises each whole matrix once, on its home rank.
   mrtest::TempDir dir;
   const End one = run_job(1, {"--optimizer", "muon"}, dir, "muon-1");
   same(one, run_job(4, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--pipeline-model-parallel-size", "2"}, dir,
@@ -332,4 +333,9 @@ TEST_CASE("--muon-tp-mode auto and layer_sharded without TP: duplicated's bits o
                    "--use-distributed-optimizer", "--muon-ns-batch-size", "4"},
                dir, "muon-layer-sharded"),
        "--muon-tp-mode layer_sharded: DP=4, layer-wise distributed optimizer, 4 matrices per NS call");
+  same(nosplit,
+       run_job(4, {"--optimizer", "muon", "--muon-no-split-qkv", "--muon-tp-mode", "layer_sharded",
+                   "--use-distributed-optimizer", "--tensor-model-parallel-size", "2"},
+               dir, "muon-layer-sharded-tp2"),
+       "--muon-tp-mode layer_sharded: TP=2 x DP=2, layer-wise distributed optimizer");
 }
