@@ -39,6 +39,24 @@ void write_all(int fd, std::string_view s) {
 
 namespace {
 
+// The description of errno `e` without allocating or locking (for the forked child, whose parent has threads):
+// glibc's untranslated text, else "errno N".
+void write_errno(int fd, int e) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  if (const char* d = strerrordesc_np(e)) return write_all(fd, d);
+#endif
+  char digits[16];
+  int n = 0;
+  unsigned v = e < 0 ? 0u - static_cast<unsigned>(e) : static_cast<unsigned>(e);
+  do digits[n++] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0 && n < 15);
+  char text[24] = "errno ";
+  int at = 6;
+  if (e < 0) text[at++] = '-';
+  while (n > 0) text[at++] = digits[--n];
+  write_all(fd, std::string_view(text, static_cast<size_t>(at)));
+}
+
+
 // A pipe whose ends are closed on exec (the child dups its write end onto 1 or 2).
 void make_pipe(int fds[2]) {
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
@@ -149,17 +167,17 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     else if (!logs.out.console) dup2(null_fd, 1);
     if (err[1] >= 0) dup2(err[1], 2);
     else if (!logs.err.console) dup2(null_fd, 2);
-    // The messages below were built before the fork: the child allocates nothing.
+    // The messages below were built before the fork: the child allocates nothing (write_errno).
     if (int e = bind ? cpus.apply() : 0; e != 0) {
       write_all(2, bind_error);
-      write_all(2, std::strerror(e));
+      write_errno(2, e);
       write_all(2, "\n");
       _exit(127);
     }
     execve(argv[0], argv.data(), envp.data());
     const int e = errno;
     write_all(2, start_error);
-    write_all(2, std::strerror(e));
+    write_errno(2, e);
     write_all(2, "\n");
     _exit(127);
   }

@@ -19,7 +19,8 @@ LionOptions lion_options(const OptimizerConfig& c);  // lion_beta1/2, decoupled 
 // comes from the model (qkv_split_shapes()). Weight decay is always decoupled: TensorParallelMuon's
 // `use_decoupled_weight_decay` has no OptimizerConfig field of that name, so Megatron leaves it at True.
 // With optimizer adaptive_muon (dist_adaptive_muon is not a choice) also adaptive_muon_moment2_method, _beta2, _eps.
-// Throws std::invalid_argument for values the kernels do not implement (e.g. muon_tp_mode auto/layer_sharded).
+// Throws std::invalid_argument for values the kernels do not implement (e.g. a fixed 5-step coefficient type with
+// another step count); muon_tp_mode auto is refused later, by the planner, where a TP group has more than one rank.
 MuonOptions muon_options(const OptimizerConfig& c, std::vector<int64_t> qkv_split_shapes = {});
 // muon_scalar_optimizer: what the params muon_excluded() routes away from Muon use.
 ScalarOptimizer muon_scalar_optimizer(const OptimizerConfig& c);

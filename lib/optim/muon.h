@@ -149,6 +149,9 @@ void newton_schulz(const float* x, float* out, int64_t rows, int64_t cols, const
 // `batch` same-shape matrices stored one after another. Same result as `batch` single calls.
 void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols,
                            const NsOptions& o);
+// Newton-Schulz orthogonalisations this thread has run (one per matrix or shard, batched ones included): how a test
+// sees that the layer-sharded mode runs each matrix's NS on its home rank only.
+int64_t newton_schulz_count();
 // Distributed NS over `tp`: x is this rank's shard, split along dim `partition_dim` (0 or 1) of the full matrix.
 void newton_schulz_distributed(const float* x, float* out, int64_t rows, int64_t cols, int partition_dim,
                                const NsOptions& o, TpGroup& tp);

@@ -296,7 +296,14 @@ void ns_iterate(float* w, int64_t m, int64_t n, const NsOptions& o, TpGroup* tp)
 
 }  // namespace
 
+namespace {
+thread_local int64_t t_ns_count = 0;
+}  // namespace
+
+int64_t newton_schulz_count() { return t_ns_count; }
+
 void newton_schulz(const float* x, float* out, int64_t rows, int64_t cols, const NsOptions& o) {
+  ++t_ns_count;
   const int64_t n_el = rows * cols;
   const bool transpose_in = rows > cols;
   const int64_t m = transpose_in ? cols : rows, n = transpose_in ? rows : cols;
@@ -319,6 +326,7 @@ void newton_schulz_distributed(const float* x, float* out, int64_t rows, int64_t
                                const NsOptions& o, TpGroup& tp) {
   if (partition_dim != 0 && partition_dim != 1)
     throw std::invalid_argument("distributed Newton-Schulz: invalid partition_dim " + std::to_string(partition_dim));
+  ++t_ns_count;
   // Sharded along rows: work on the transpose, so the Gram matrix (cols x cols) sums over the shards.
   const bool transpose_in = partition_dim == 0;
   const int64_t n_el = rows * cols;

@@ -40,12 +40,14 @@
 namespace mr::run {
 
 // The storage of the flat buffers (FlatBuffers' layout), on the backend's device; null where a buffer is not
-// allocated (main params in fp32, exp_avg_sq for SGD/Lion/Muon, grad_shard without the distributed optimizer).
+// allocated (main params in fp32, exp_avg_sq where no parameter of this rank keeps a second moment, grad_shard
+// without the distributed optimizer).
 struct BufferPtrs {
   void* model = nullptr;  // [0, padded) in the model dtype
   float* grad = nullptr;  // [0, padded)
   float* grad_shard = nullptr;  // FlatBuffers::scattered() elements
-  float *main = nullptr, *exp_avg = nullptr, *exp_avg_sq = nullptr;  // FlatBuffers::shard() elements (local())
+  float *main = nullptr, *exp_avg = nullptr;  // FlatBuffers::shard() elements (local())
+  float* exp_avg_sq = nullptr;                 // FlatBuffers::sq_numel elements, packed (FlatBuffers::sq_at)
   const float* target = nullptr;  // [0, numel)
 };
 

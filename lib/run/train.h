@@ -24,8 +24,8 @@
 //   - MoE: routed experts sum their gradients over the expert data-parallel group (each member the samples of
 //     its share of the global batch), and the norm covers the dense part and the experts, each element once.
 // Limits (RunError naming the flag, run/run_support.h): the model limits of run/model.h; optimizers other than adam,
-// sgd, lion, muon and adaptive_muon; muon and adaptive_muon with fp16; the --muon-tp-mode values auto and
-// layer_sharded.
+// sgd, lion, muon and adaptive_muon; every optimizer but adam and sgd with fp16; --muon-tp-mode auto under tensor
+// parallelism.
 #pragma once
 
 #include <cstdint>

@@ -442,7 +442,9 @@ TEST_CASE("a duplicated- and a layer-sharded-mode TP Muon step with NS batching 
     INFO("mode " << int(mode));
     o.tp_mode = mode;
     std::vector<std::vector<torch::Tensor>> pr(world);
+    std::vector<int64_t> ns_runs(world);
     on_ranks(world, [&](int r, TpGroup& tp) {
+      const int64_t ns_before = cpu::newton_schulz_count();
       std::vector<torch::Tensor> pl, ml;
       for (size_t i = 0; i < p0.size(); ++i) {
         pl.push_back(sharded[i] ? p0[i].chunk(world, 1)[size_t(r)].contiguous() : p0[i].clone());
@@ -459,7 +461,12 @@ TEST_CASE("a duplicated- and a layer-sharded-mode TP Muon step with NS batching 
         cpu::muon_step(mp, gh, o, &tp);
       }
       pr[size_t(r)] = pl;
+      ns_runs[size_t(r)] = cpu::newton_schulz_count() - ns_before;
     });
+    // Per step, every rank orthogonalises the two unsharded weights; the two sharded ones run on every rank
+    // (duplicated) or once each, on its home (layer-sharded: rank 0 the first, rank 1 the second).
+    for (int r = 0; r < world; ++r)
+      CHECK(ns_runs[size_t(r)] == 2 * (mode == MuonTpMode::Duplicated ? 4 : 3));
     for (size_t i = 0; i < p0.size(); ++i) {
       INFO("param " << i);
       if (sharded[i]) {

@@ -365,6 +365,56 @@ TEST_CASE("a checkpoint without the optimizer state this run keeps is refused, n
   CHECK(c.exit_code() == 0);
 }
 
+TEST_CASE("the second moment is saved only where the rule keeps one; an older checkpoint's extra pieces load",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  const std::vector<std::string> muon = {"--optimizer", "muon", "--lr-warmup-iters", "0", "--override-opt-param-scheduler"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), muon.begin(), muon.end());
+    return more;
+  };
+  mrtest::Proc a = spawn(1, with({"--train-iters", "2", "--save-interval", "2", "--save", ck}), dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  const auto saved = unsharded(ck + "/iter_0000002");
+  // Muon's matrices: momentum only; the embedding and the norms (Adam): both moments.
+  CHECK(saved.count({"decoder.layers.0.mlp.linear_fc1.weight", "exp_avg"}) == 1);
+  CHECK(saved.count({"decoder.layers.0.mlp.linear_fc1.weight", "exp_avg_sq"}) == 0);
+  CHECK(saved.count({"embedding.word_embeddings.weight", "exp_avg_sq"}) == 1);
+  CHECK(saved.count({"decoder.final_layernorm.weight", "exp_avg_sq"}) == 1);
+  mrtest::Proc b = spawn(1, with({"--train-iters", "4", "--load", ck}), dir, "resume");
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  // A checkpoint from before (an exp_avg_sq piece for every matrix too, here the momentum's tensor under that
+  // kind): loading skips what this run does not keep and continues with the same bits.
+  const std::string edit = "/usr/bin/python3 -c \"import json; f='" + ck + "/iter_0000002/rank_00000.json'; "
+                           "d=json.load(open(f)); ps=d['pieces']; has={p['key'] for p in ps if p['kind']=='exp_avg_sq'}; "
+                           "d['pieces']=ps+[dict(p, kind='exp_avg_sq') for p in ps if p['kind']=='exp_avg' and p['key'] not in has]; "
+                           "json.dump(d, open(f, 'w'))\"";
+  REQUIRE(std::system(edit.c_str()) == 0);
+  REQUIRE(unsharded(ck + "/iter_0000002").count({"decoder.layers.0.mlp.linear_fc1.weight", "exp_avg_sq"}) == 1);
+  mrtest::Proc c = spawn(1, with({"--train-iters", "4", "--load", ck}), dir, "old");
+  INFO(c.out() << c.err());
+  REQUIRE(c.exit_code() == 0);
+  CHECK(!checksum_line(b.out()).empty());
+  CHECK(checksum_line(c.out()) == checksum_line(b.out()));
+  // Saved with Lion for Muon's scalar parameters (one moment), loaded with Adam's two: refused, naming the kind.
+  const std::string ck2 = dir / "ck2";
+  mrtest::Proc d = spawn(1, with({"--muon-scalar-optimizer", "lion", "--train-iters", "2", "--save-interval", "2",
+                                  "--save", ck2}), dir, "save-lion");
+  REQUIRE(d.exit_code() == 0);
+  CHECK(unsharded(ck2 + "/iter_0000002").count({"embedding.word_embeddings.weight", "exp_avg_sq"}) == 0);
+  mrtest::Proc e = spawn(1, with({"--train-iters", "4", "--load", ck2}), dir, "load-adam");
+  INFO(e.out() << e.err());
+  CHECK(e.exit_code() == 1);
+  CHECK_THAT(e.err(), Catch::Contains("the checkpoint holds no exp_avg_sq state, which --optimizer muon keeps here for "
+                                      "embedding.word_embeddings.weight") &&
+                          Catch::Contains("--muon-scalar-optimizer") && Catch::Contains("checkpoint.optimizer-mismatch"));
+  mrtest::Proc f = spawn(1, with({"--muon-scalar-optimizer", "lion", "--train-iters", "4", "--load", ck2}), dir, "load-lion");
+  CHECK(f.exit_code() == 0);
+}
+
 TEST_CASE("what loads: --ckpt-step, --finetune and --no-load-optim", "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
