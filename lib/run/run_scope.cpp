@@ -75,6 +75,9 @@ constexpr ArgId kActs[] = {
 
 constexpr const char* kNoForward = "no model forward/backward: the gradients are synthetic";
 constexpr const char* kNoData = "no data is read: the gradients are synthetic";
+constexpr const char* kFp32States =
+    "the synthetic run keeps fp32 main params, gradients and optimizer states; these dtypes size only the memory "
+    "estimate of megatron-run params";
 constexpr const char* kNoEval = "no evaluation in a synthetic run";
 constexpr const char* kNoCheckpoint = "not modelled by the synthetic run's checkpoints (docs/checkpoints.md)";
 constexpr const char* kNoReport = "not reported by the synthetic run (its log is the iteration line)";
@@ -150,6 +153,11 @@ const std::map<ArgId, const char*>& flag_reasons() {
       {ArgId::manual_gc_interval, kNoPerformance},
       {ArgId::accumulate_allreduce_grads_in_fp32,
        "the synthetic run keeps fp32 gradients always (the flag only sizes the memory estimate)"},
+      {ArgId::use_precision_aware_optimizer, kFp32States},
+      {ArgId::exp_avg_dtype, kFp32States},
+      {ArgId::exp_avg_sq_dtype, kFp32States},
+      {ArgId::main_params_dtype, kFp32States},
+      {ArgId::main_grads_dtype, kFp32States},
       {ArgId::grad_reduce_in_bf16, "the synthetic run reduces gradients in fp32"},
       {ArgId::tensorboard_dir, "no TensorBoard writer in the synthetic run"},
       {ArgId::wandb_project, "no Weights & Biases writer in the synthetic run"},
