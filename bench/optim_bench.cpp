@@ -3,6 +3,7 @@
 //   cpu.adamw.vs_torch      AdamW step vs torch::optim::AdamW; ratio = speed-up
 //   cpu.sgd.fp32            SGD (momentum) step vs a data-movement-only kernel over its arrays; ratio as above
 //   cpu.muon.ns5_1024x4096  NS5 (quintic, fp32) vs the same GEMMs through LibTorch/OpenBLAS; ratio = FLOP/s fraction
+//   cpu.muon.layer_sharded_tp2  a layer-sharded TP=2 Muon step vs a duplicated one; ratio = duplicated / ours
 //   gpu.adamw.bf16_master   bf16 params + fp32 master AdamW vs cudaMemcpy D2D; ratio = bandwidth fraction
 //   gpu.muon.ns5_bf16       NS5 in bf16 vs cuBLAS GEMMs of the same shapes; ratio = FLOP/s fraction
 #include <torch/torch.h>
@@ -10,11 +11,14 @@
 #include <chrono>
 #include <functional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "bench.h"
 #include "optim/gpu.h"
 #include "optim/kernels.h"
+#include "optim/local_group.h"
 #include "optim/muon.h"
 #include "optim/optimizer_table.h"
 
@@ -172,6 +176,50 @@ MR_BENCHMARK("cpu.muon.ns5_1024x4096", [](const Options& o) {
       });
   const double flops = 5.0 * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
   return throughput(flops, t, base, 1e-9, "GFLOP/s", "LibTorch GEMMs, same shapes");
+});
+
+// Layer-sharded Muon against duplicated over a TP group of 2 (threads, each with half the OpenMP threads): 8
+// column-split 512 x 1024 matrices, one step. Duplicated runs every matrix's NS on both ranks; layer-sharded once,
+// on its home, then broadcasts the result. Ratio = duplicated time / layer-sharded time.
+MR_BENCHMARK("cpu.muon.layer_sharded_tp2", [](const Options& o) {
+  constexpr int kWorld = 2, kMats = 8;
+  const int64_t rows = 512, cols = 1024 / kWorld;
+  torch::manual_seed(0);
+  std::vector<std::vector<torch::Tensor>> p(kWorld), g(kWorld), m(kWorld);
+  for (int r = 0; r < kWorld; ++r)
+    for (int i = 0; i < kMats; ++i) {
+      p[size_t(r)].push_back(torch::randn({rows, cols}) * 0.02);
+      g[size_t(r)].push_back(torch::randn({rows, cols}));
+      m[size_t(r)].push_back(torch::zeros({rows, cols}));
+    }
+  const int threads = cpu::threads();
+  auto step = [&](MuonTpMode mode) {
+    MuonOptions mo;
+    mo.tp_mode = mode;
+    mo.split_qkv = false;
+    const std::vector<GroupHyper> gh = {{0.02, 0.1, 1}};
+    LocalTpHub hub(kWorld);
+    cpu::set_threads(std::max(1, threads / kWorld));  // the ranks share this machine's cores
+    std::vector<std::thread> ts;
+    for (int r = 0; r < kWorld; ++r)
+      ts.emplace_back([&, r] {
+        auto tp = hub.group(r);
+        std::vector<MuonParam> mp(kMats);
+        for (int i = 0; i < kMats; ++i) {
+          MuonParam& q = mp[size_t(i)];
+          q.param = p[size_t(r)][size_t(i)].data_ptr<float>();
+          q.grad = g[size_t(r)][size_t(i)].data_ptr<float>();
+          q.momentum_buffer = m[size_t(r)][size_t(i)].data_ptr<float>();
+          q.rows = rows, q.cols = cols, q.partition_dim = 1;
+        }
+        cpu::muon_step(mp, gh, mo, tp.get());
+      });
+    for (auto& t : ts) t.join();
+    cpu::set_threads(threads);
+  };
+  auto [t, base] = best_alternating(o.quick ? 2 : 4, [&] { step(MuonTpMode::LayerSharded); },
+                                    [&] { step(MuonTpMode::Duplicated); });
+  return versus(t, base, "duplicated mode, same matrices and TP group", base / t);
 });
 
 void require_gpu() {
