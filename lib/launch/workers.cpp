@@ -56,7 +56,6 @@ void write_errno(int fd, int e) {
   write_all(fd, std::string_view(text, static_cast<size_t>(at)));
 }
 
-
 // A pipe whose ends are closed on exec (the child dups its write end onto 1 or 2).
 void make_pipe(int fds[2]) {
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
