@@ -821,7 +821,7 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
           "[run][model][memory]") {
   // One rank, fp32: FlatBuffers' state buffers (the first moment over the shard, the second packed over the
   // parameters that keep one) against estimate_memory's optimizer state, byte for byte.
-  for (const char* opt : {"adam", "sgd", "lion", "muon", "adaptive_muon"})
+  for (const char* opt : {"adam", "sgd", "lion", "muon", "dist_muon", "adaptive_muon"})  // every row the run steps
     for (const char* scalar : {"adam", "lion"}) {
       const mr::Args a = gpt({{"optimizer", Value(std::string(opt))}, {"muon_scalar_optimizer", Value(std::string(scalar))}});
       const ModelPlan plan = mr::run::plan_gpt_model(a, {});
@@ -831,7 +831,7 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
       INFO("--optimizer " << opt << " --muon-scalar-optimizer " << scalar);
       CHECK(b.bytes().state == mr::run::estimate_memory(plan, a, 1, 1).optimizer_state);
       // Muon and lion: 4 B/param on their matrices (no second moment), 8 on Adam's parameters.
-      const bool muon_like = std::string(opt) == "muon" || std::string(opt) == "lion";
+      const bool muon_like = std::string(opt) == "muon" || std::string(opt) == "dist_muon" || std::string(opt) == "lion";
       if (muon_like) CHECK(b.bytes().state < 8.0 * static_cast<double>(plan.numel()));
     }
 }
