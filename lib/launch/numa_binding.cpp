@@ -20,7 +20,6 @@ namespace {
 
 constexpr int kMaxCpu = 1 << 16;  // a CPU index beyond this is not a CPU list sysfs writes
 
-
 std::string read_small(const std::string& path, const std::string& what) {
   std::ifstream in(path);
   if (!in) throw NumaError("cannot read " + path + " (" + what + ")");

@@ -132,17 +132,14 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
     const bool own = optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon);
-    if (!optim::state_of(opt, own).exp_avg_sq) continue;
-    keeps_sq[k] = 1;
-    has_exp_avg_sq = true;
-    const int64_t first = offset[k], last = offset[k] + p.numel();
-    for (auto [rlo, rhi] : {std::pair{lo, hi}, std::pair{elo, ehi}}) {  // one of them holds it (dense or expert)
-      const int64_t b = std::max(first, rlo), e = std::min(last, rhi);
-      if (b >= e) continue;
-      sq_shift[k] = sq_numel - local(b);
-      sq_numel += e - b;
-    }
+    keeps_sq[k] = optim::state_of(opt, own).exp_avg_sq ? 1 : 0;
+    has_exp_avg_sq = has_exp_avg_sq || keeps_sq[k];
   }
+  for_each_piece(plan, [&](size_t k, int64_t b, int64_t e) {  // a parameter's one piece (dense or expert)
+    if (!keeps_sq[k]) return;
+    sq_shift[k] = sq_numel - local(b);
+    sq_numel += e - b;
+  });
   // Parameter groups: (weight decay or not) x (--decoupled-lr or not).
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];

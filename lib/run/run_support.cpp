@@ -25,13 +25,12 @@ void check_run_supported(const Args& args) {
   // auto picks duplicated or distributed per weight by a rule the spec does not give: with no matrix split over TP
   // (TP and expert TP of one) every mode is each rank's whole-matrix Newton-Schulz, which the run does; across a TP
   // group it is not implemented. (layer_sharded runs with any TP size: optim/muon.h.)
-  const int64_t tp_size = std::max<int64_t>(1, args.tensor_model_parallel_size);
-  const int64_t etp_size = std::max<int64_t>(1, args.expert_tensor_parallel_size.value_or(tp_size));
-  if (muon && args.muon_tp_mode == arg::MuonTpMode::auto_ &&
-      (tp_size > 1 || (args.num_experts.value_or(0) > 0 && etp_size > 1)))
+  const int64_t tp = std::max<int64_t>(1, args.tensor_model_parallel_size);
+  const int64_t etp = std::max<int64_t>(1, args.expert_tensor_parallel_size.value_or(tp));
+  if (muon && args.muon_tp_mode == arg::MuonTpMode::auto_ && (tp > 1 || (args.num_experts.value_or(0) > 0 && etp > 1)))
     throw RunError("--muon-tp-mode auto is implemented by the training run without tensor parallelism only "
-                   "(--tensor-model-parallel-size " + std::to_string(tp_size) + ", --expert-tensor-parallel-size " +
-                   std::to_string(etp_size) + "); blockwise, duplicated, distributed and layer_sharded run with any "
+                   "(--tensor-model-parallel-size " + std::to_string(tp) + ", --expert-tensor-parallel-size " +
+                   std::to_string(etp) + "); blockwise, duplicated, distributed and layer_sharded run with any "
                    "TP size");
   // The batch of each step (--rampup-batch-size is ignored, as by Megatron: deprecated).
   const BatchSchedule batches = BatchSchedule::from(args);
@@ -45,7 +44,6 @@ void check_run_supported(const Args& args) {
     throw RunError("the training run needs --train-iters or --train-samples");
   // The model plan of every pipeline stage (TP rank 0: the stages differ in their layers, the TP ranks only in
   // their shards' values).
-  const int64_t tp = std::max<int64_t>(1, args.tensor_model_parallel_size);
   const int64_t pp = std::max<int64_t>(1, args.pipeline_model_parallel_size);
   const int64_t ep = std::max<int64_t>(1, args.expert_model_parallel_size);
   for (int64_t p = 0; p < pp; ++p) {
