@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "optim/kernels.h"
+#include "optim/state_codec.h"
 
 namespace mr::optim::ref {
 namespace {
@@ -36,15 +37,7 @@ struct State {
 
   // Stores a whole tensor's new values; an fp16 state first takes the scale absmax / (65504 / 2).
   void put_all(const std::vector<float>& x) const {
-    if (dtype != DType::F16) {
-      for (size_t i = 0; i < x.size(); ++i) store(buf, dtype, static_cast<int64_t>(i), x[i]);
-      return;
-    }
-    float absmax = 0.0f;
-    for (float v : x) absmax = std::max(absmax, std::fabs(v));
-    float s = f16_state_scale(absmax), r = f16_state_rscale(s);
-    for (size_t i = 0; i < x.size(); ++i) store(buf, DType::F16, static_cast<int64_t>(i), x[i] * r);
-    *scale = s;
+    encode_state(x.data(), static_cast<int64_t>(x.size()), dtype, buf, scale);
   }
 };
 

@@ -46,8 +46,10 @@ struct BufferPtrs {
   void* model = nullptr;  // [0, padded) in the model dtype
   float* grad = nullptr;  // [0, padded)
   float* grad_shard = nullptr;  // FlatBuffers::scattered() elements
-  float *main = nullptr, *exp_avg = nullptr;  // FlatBuffers::shard() elements (local())
-  float* exp_avg_sq = nullptr;                 // FlatBuffers::sq_numel elements, packed (FlatBuffers::sq_at)
+  float* main = nullptr;   // FlatBuffers::shard() elements (local())
+  void* exp_avg = nullptr;     // FlatBuffers::shard() elements in exp_avg_dtype (FlatBuffers::exp_avg_at)
+  void* exp_avg_sq = nullptr;  // FlatBuffers::sq_numel elements in exp_avg_sq_dtype, packed (FlatBuffers::sq_at)
+  float* state_scale = nullptr;  // the fp16 moments' scales (FlatBuffers::scale_at); null when there are none
   const float* target = nullptr;  // [0, numel)
 };
 
@@ -64,7 +66,7 @@ class Backend {
   virtual const char* name() const = 0;
 
   // The layout, the memory check, the allocation and the initial values (FlatBuffers::build's contract).
-  virtual void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+  virtual void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
                      const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
                      bool decoupled_lr) = 0;
   virtual BufferPtrs ptrs() = 0;

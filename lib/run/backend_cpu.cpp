@@ -22,16 +22,16 @@ class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
 
-  void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+  void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
              const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
              bool decoupled_lr) override {
     b_ = &b;
-    b.build(plan, opt, dtype, shards, tp_rank, etp_rank, seed, init_std, decoupled_lr);
+    b.build(plan, opt, dtypes, shards, tp_rank, etp_rank, seed, init_std, decoupled_lr);
   }
   BufferPtrs ptrs() override {
     FlatBuffers& b = *b_;
-    return {b.model.data(), b.grad.data(), or_null(b.grad_shard), or_null(b.main),
-            b.exp_avg.data(), or_null(b.exp_avg_sq), b.target.data()};
+    return {b.model.data(), b.grad.data(), or_null(b.grad_shard), or_null(b.main), b.exp_avg.data(),
+            or_null(b.exp_avg_sq), or_null(b.state_scale), b.target.data()};
   }
 
   float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,

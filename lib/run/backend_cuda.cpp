@@ -102,11 +102,12 @@ class CudaBackend final : public Backend {
   }
   const char* name() const override { return "cuda"; }
 
-  void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+  void build(FlatBuffers& b, const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
              const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
              bool decoupled_lr) override {
     b_ = &b;
-    b.set_layout(plan, opt, dtype, shards, decoupled_lr);
+    b.set_layout(plan, opt, dtypes, shards, decoupled_lr);
+    const optim::DType dtype = dtypes.model;
     // Rule run.device-memory: the buffers against the device's free memory, before anything is allocated.
     const BufferBytes need = b.bytes();
     double free_bytes = 0, total_bytes = 0;
@@ -117,9 +118,11 @@ class CudaBackend final : public Backend {
     grad_ = DeviceMemory(static_cast<size_t>(need.grad));
     grad_shard_ = DeviceMemory(static_cast<size_t>(need.grad_shard));
     main_ = DeviceMemory(static_cast<size_t>(need.main));
-    exp_avg_ = DeviceMemory(static_cast<size_t>(b.shard()) * 4);
+    exp_avg_ = DeviceMemory(static_cast<size_t>(b.shard()) * optim::dtype_size(b.exp_avg_dtype));
     // The second moment of the parameters that keep one only (FlatBuffers::sq_numel, packed).
-    if (b.has_exp_avg_sq) exp_avg_sq_ = DeviceMemory(static_cast<size_t>(b.sq_numel) * 4);
+    if (b.has_exp_avg_sq)
+      exp_avg_sq_ = DeviceMemory(static_cast<size_t>(b.sq_numel) * optim::dtype_size(b.exp_avg_sq_dtype));
+    state_scale_ = DeviceMemory(b.scales() * 4);  // zero, as the zero moments' scales
     target_ = DeviceMemory(static_cast<size_t>(need.target));
     // The initial values and targets as the CPU backend computes them (FlatBuffers::initial_values, on the host:
     // the same bits), uploaded one parameter at a time; the padding stays zero.
@@ -147,8 +150,8 @@ class CudaBackend final : public Backend {
     }
   }
   BufferPtrs ptrs() override {
-    return {model_.get(), grad_.get<float>(), grad_shard_.get<float>(), main_.get<float>(), exp_avg_.get<float>(),
-            exp_avg_sq_.get<float>(), target_.get<float>()};
+    return {model_.get(),       grad_.get<float>(),        grad_shard_.get<float>(), main_.get<float>(),
+            exp_avg_.get(),      exp_avg_sq_.get(),         state_scale_.get<float>(), target_.get<float>()};
   }
 
   float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,
@@ -280,6 +283,7 @@ class CudaBackend final : public Backend {
     download(b.main, main_);
     download(b.exp_avg, exp_avg_);
     download(b.exp_avg_sq, exp_avg_sq_);
+    download(b.state_scale, state_scale_);
     download(b.target, target_);
   }
   void from_host(FlatBuffers& b) override {
@@ -289,6 +293,7 @@ class CudaBackend final : public Backend {
     upload(main_, b.main);
     upload(exp_avg_, b.exp_avg);
     upload(exp_avg_sq_, b.exp_avg_sq);
+    upload(state_scale_, b.state_scale);
     upload(target_, b.target);
     b.release_host();
   }
@@ -316,7 +321,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   std::string device_name_;
   FlatBuffers* b_ = nullptr;
-  DeviceMemory model_, grad_, grad_shard_, main_, exp_avg_, exp_avg_sq_, target_;
+  DeviceMemory model_, grad_, grad_shard_, main_, exp_avg_, exp_avg_sq_, state_scale_, target_;
   std::vector<void*> events_;
   size_t used_ = 0;
   void* last_ = nullptr;

@@ -55,9 +55,20 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
 
 size_t dtype_bytes(optim::DType d) { return d == optim::DType::F32 ? 4 : 2; }
 
-void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+BufferDtypes buffer_dtypes(const Args& a) {
+  const optim::DType model = a.bf16 ? optim::DType::BF16 : a.fp16 ? optim::DType::F16 : optim::DType::F32;
+  if (!a.use_precision_aware_optimizer || a.optimizer != arg::Optimizer::adam) return model;
+  auto moment = [](std::string_view d) {  // fp8: not modelled, fp32
+    return d == "bf16" ? optim::DType::BF16 : d == "fp16" ? optim::DType::F16 : optim::DType::F32;
+  };
+  return {model, moment(arg::to_string(a.exp_avg_dtype)), moment(arg::to_string(a.exp_avg_sq_dtype))};
+}
+
+void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
                             const ShardGroups& g, bool decoupled_lr) {
-  model_dtype = dtype;
+  model_dtype = dtypes.model;
+  exp_avg_dtype = dtypes.exp_avg;
+  exp_avg_sq_dtype = dtypes.exp_avg_sq;
   sharded = g.distributed;
   layer_wise = g.distributed && g.layer_wise;
   bounds.clear();
@@ -155,7 +166,8 @@ BufferBytes FlatBuffers::bytes() const {
   b.grad = static_cast<double>(padded) * f;
   b.grad_shard = static_cast<double>(scattered()) * f;
   b.main = has_main ? s * f : 0.0;
-  b.state = (s + static_cast<double>(sq_numel)) * f;
+  // The fp16 moments' scales (8 bytes per parameter tensor) are left out, as the estimate leaves them out.
+  b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype);
   b.target = static_cast<double>(numel) * f;
   return b;
 }
@@ -166,20 +178,21 @@ void FlatBuffers::allocate_host() {
   grad.assign(static_cast<size_t>(padded), 0.0f);
   if (scattered() > 0) grad_shard.assign(static_cast<size_t>(scattered()), 0.0f);
   if (has_main) main.assign(s, 0.0f);
-  exp_avg.assign(s, 0.0f);
-  if (has_exp_avg_sq) exp_avg_sq.assign(static_cast<size_t>(sq_numel), 0.0f);
+  exp_avg.assign(s * optim::dtype_size(exp_avg_dtype), 0);  // zero in every dtype
+  if (has_exp_avg_sq) exp_avg_sq.assign(static_cast<size_t>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype), 0);
+  state_scale.assign(scales(), 0.0f);
   target.assign(static_cast<size_t>(numel), 0.0f);
 }
 
 void FlatBuffers::release_host() {
-  for (auto* v : {&grad, &grad_shard, &main, &exp_avg, &exp_avg_sq, &target}) std::vector<float>().swap(*v);
-  std::vector<uint8_t>().swap(model);
+  for (auto* v : {&grad, &grad_shard, &main, &target, &state_scale}) std::vector<float>().swap(*v);
+  for (auto* v : {&model, &exp_avg, &exp_avg_sq}) std::vector<uint8_t>().swap(*v);
 }
 
-void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype,
+void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
                         const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std,
                         bool decoupled_lr) {
-  set_layout(plan, opt, dtype, shards, decoupled_lr);
+  set_layout(plan, opt, dtypes, shards, decoupled_lr);
   check_memory();
   allocate_host();
   for (size_t k = 0; k < plan.params.size(); ++k) {

@@ -66,8 +66,23 @@ struct ShardGroups {
   bool layer_wise = false;
 };
 
+// The dtypes of the buffers: the model's (--bf16, --fp16) and, with the precision-aware optimizer
+// (--use-precision-aware-optimizer, Adam only), Adam's moments (--exp-avg-dtype, --exp-avg-sq-dtype: fp32, bf16, or
+// fp16 with one fp32 scale per parameter, as Transformer Engine's FusedAdam keeps them). A model dtype alone
+// converts: fp32 moments.
+struct BufferDtypes {
+  optim::DType model = optim::DType::F32, exp_avg = optim::DType::F32, exp_avg_sq = optim::DType::F32;
+  BufferDtypes() = default;
+  BufferDtypes(optim::DType m) : model(m) {}  // NOLINT(google-explicit-constructor): a model dtype is the common case
+  BufferDtypes(optim::DType m, optim::DType m1, optim::DType m2) : model(m), exp_avg(m1), exp_avg_sq(m2) {}
+};
+// The run's dtypes from its arguments. --exp-avg(-sq)-dtype fp8 is not modelled: that moment stays fp32 (the
+// start-up notice names it, run/run_scope.h).
+BufferDtypes buffer_dtypes(const Args& a);
+
 struct FlatBuffers {
   optim::DType model_dtype = optim::DType::F32;
+  optim::DType exp_avg_dtype = optim::DType::F32, exp_avg_sq_dtype = optim::DType::F32;  // BufferDtypes
   std::vector<int64_t> offset;   // of each parameter of the plan
   std::vector<int32_t> group_of;  // its parameter group: (weight decay or not) x (--decoupled-lr or not)
   int64_t numel = 0, padded = 0, lo = 0, hi = 0;
@@ -93,15 +108,30 @@ struct FlatBuffers {
   int64_t sq_numel = 0;
   // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
   // while a checkpoint is written or read (Backend::to_host / from_host).
-  std::vector<uint8_t> model;
-  std::vector<float> grad, grad_shard, main, exp_avg, exp_avg_sq, target;
+  // The moments are stored in their dtypes (bytes); `state_scale` holds the fp16 moments' scales, one per parameter
+  // and moment ([k]: exp_avg's, [params + k]: exp_avg_sq's), and is empty when neither moment is fp16.
+  std::vector<uint8_t> model, exp_avg, exp_avg_sq;
+  std::vector<float> grad, grad_shard, main, target, state_scale;
 
   int64_t shard() const { return (hi - lo) + (ehi - elo); }
   // Element i of the model (inside this rank's shard) in the shard-sized buffers: main params, states.
   int64_t local(int64_t i) const { return i < hi ? i - lo : (hi - lo) + (i - elo); }
+  // Element i (inside this rank's shard) in the first-moment buffer `base`.
+  void* exp_avg_at(void* base, int64_t i) const {
+    return base ? static_cast<uint8_t*>(base) + local(i) * optim::dtype_size(exp_avg_dtype) : nullptr;
+  }
   // Element i of parameter k (inside this rank's shard) in the second-moment buffer `base`; null where k keeps none.
-  float* sq_at(float* base, size_t k, int64_t i) const {
-    return base && keeps_sq[k] ? base + (local(i) + sq_shift[k]) : nullptr;
+  void* sq_at(void* base, size_t k, int64_t i) const {
+    return base && keeps_sq[k] ? static_cast<uint8_t*>(base) + (local(i) + sq_shift[k]) * optim::dtype_size(exp_avg_sq_dtype)
+                               : nullptr;
+  }
+  // The scale of parameter k's first (second: second) moment in the scale buffer `scales`; null unless it is fp16.
+  float* scale_at(float* scales, bool second, size_t k) const {
+    const optim::DType d = second ? exp_avg_sq_dtype : exp_avg_dtype;
+    return scales && d == optim::DType::F16 ? scales + (second ? keeps_sq.size() : 0) + k : nullptr;
+  }
+  size_t scales() const {  // the scale buffer's size
+    return exp_avg_dtype == optim::DType::F16 || exp_avg_sq_dtype == optim::DType::F16 ? 2 * keeps_sq.size() : 0;
   }
   // Its gradient after the reduction: in the reduce-scattered shard buffer, or in the gradient buffer where nothing
   // was scattered (no distributed optimizer; experts on an expert data-parallel group of one).
@@ -117,8 +147,8 @@ struct FlatBuffers {
 
   // The layout alone (nothing allocated): offsets, the padded size and this rank's shard, which buffers exist,
   // the parameter groups.
-  void set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, const ShardGroups& shards,
-                  bool decoupled_lr);
+  void set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
+                  const ShardGroups& shards, bool decoupled_lr);
   // What the buffers of this layout take.
   BufferBytes bytes() const;
 
@@ -126,8 +156,8 @@ struct FlatBuffers {
   // the allocation in host memory (state buffers as the optimizer table says), and Megatron's initial values and
   // the synthetic targets: normal with --init-method-std for matrices, ones for norm weights, zeros for biases,
   // keyed by the element's index in the whole tensor.
-  void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, optim::DType dtype, const ShardGroups& shards,
-             int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
+  void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
+             const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
   // The host vectors at the layout's sizes, zero (allocate_host), or freed (release_host).
   void allocate_host();
   void release_host();

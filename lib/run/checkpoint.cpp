@@ -444,9 +444,8 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     } release{c_};
     const RankSave s = collect_pieces(c_.plan, c_.buf, place_of(c_), !a.no_save_optim.value_or(false));
     if (auto f = knob("MR_CKPT_FAIL_IN_SAVE"); f && f->first == p.iteration && rank0) {
-      RankSave half = s;
-      half.tensors.resize(half.tensors.size() / 2);
-      write_safetensors(tmp + "/" + rank_stem(0) + ".safetensors", half.tensors);
+      const std::vector<TensorOut> half(s.tensors.begin(), s.tensors.begin() + static_cast<std::ptrdiff_t>(s.tensors.size() / 2));
+      write_safetensors(tmp + "/" + rank_stem(0) + ".safetensors", half);
       throw CheckpointError(kCkptSaveFailed, tmp + "/" + rank_stem(0) + ".safetensors: write failed: simulated (MR_CKPT_FAIL_IN_SAVE)");
     }
     write_rank_files(tmp, m, s);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "optim/state_codec.h"
 #include "run/atomic_dir.h"
 
 namespace mr::run {
@@ -32,17 +33,28 @@ Box box_of(const std::vector<int64_t>& local, const std::vector<int64_t>& offset
   return {local[0], local[1] * inner, offset[0], offset[1] * inner};
 }
 
-const float* state_buffer(const FlatBuffers& b, const std::string& kind) {
-  if (kind == "fp32_param") return b.main.data();
-  if (kind == "exp_avg") return b.exp_avg.data();
-  return b.exp_avg_sq.data();
+// The buffer of a state kind and how it stores its elements.
+struct StateBuffer {
+  void* base;
+  optim::DType dtype;
+};
+StateBuffer state_buffer(const FlatBuffers& b, const std::string& kind) {
+  if (kind == "fp32_param") return {const_cast<float*>(b.main.data()), optim::DType::F32};
+  if (kind == "exp_avg") return {const_cast<uint8_t*>(b.exp_avg.data()), b.exp_avg_dtype};
+  return {const_cast<uint8_t*>(b.exp_avg_sq.data()), b.exp_avg_sq_dtype};
 }
 
 // Element `lo` of parameter k (in this rank's shard) in the state buffer of `kind`; null where the parameter keeps no
 // such state (the second moment of Muon's and Lion's matrices).
-float* state_at(const FlatBuffers& b, const std::string& kind, const float* buf, size_t k, int64_t lo) {
-  float* base = const_cast<float*>(buf);
-  return kind == "exp_avg_sq" ? b.sq_at(base, k, lo) : base + b.local(lo);
+void* state_at(const FlatBuffers& b, const std::string& kind, const StateBuffer& buf, size_t k, int64_t lo) {
+  if (kind == "exp_avg_sq") return b.sq_at(buf.base, k, lo);
+  if (kind == "exp_avg") return b.exp_avg_at(buf.base, lo);
+  return static_cast<float*>(buf.base) + b.local(lo);
+}
+// The scale of parameter k's fp16 moment of `kind`; null for the other dtypes and kinds.
+float* scale_of(const FlatBuffers& b, const std::string& kind, size_t k) {
+  if (kind != "exp_avg" && kind != "exp_avg_sq") return nullptr;
+  return b.scale_at(const_cast<float*>(b.state_scale.data()), kind == "exp_avg_sq", k);
 }
 
 }  // namespace
@@ -142,15 +154,20 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
         b.model.data() + static_cast<size_t>(b.offset[k]) * w, w, safetensors_dtype(b.model_dtype));
   }
   for (size_t i = 1; i < kinds.size(); ++i) {
-    const float* buf = state_buffer(b, kinds[i]);
+    const StateBuffer buf = state_buffer(b, kinds[i]);
     b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
       const ParamSpec& p = plan.params[k];
       // With the distributed optimizer every data-parallel rank writes its own shard.
       const bool writer = p.shared_copy ? false
                           : b.sharded   ? (!p.tp_duplicate || at.tp_first)
                                         : writes(p);
-      const float* data = state_at(b, kinds[i], buf, k, lo);
+      const void* data = state_at(b, kinds[i], buf, k, lo);
       if (!writer || !data) return;
+      if (buf.dtype != optim::DType::F32) {  // its fp32 values
+        out.decoded.push_back(std::make_unique<float[]>(static_cast<size_t>(hi - lo)));
+        optim::decode_state(data, hi - lo, buf.dtype, scale_of(b, kinds[i], k), out.decoded.back().get());
+        data = out.decoded.back().get();
+      }
       add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], data, 4, "F32");
     });
   }
@@ -296,12 +313,18 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
          b.model.data() + static_cast<size_t>(b.offset[k]) * w);
   }
   const std::vector<std::string> kinds = buffer_kinds(b, with_optimizer);
+  std::vector<float> values;  // a state kept below fp32: its fp32 values, then the state they came from
   for (size_t i = 1; i < kinds.size(); ++i) {
-    const float* buf = state_buffer(b, kinds[i]);
+    const StateBuffer buf = state_buffer(b, kinds[i]);
     b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
       const ParamSpec& p = plan.params[k];
-      float* dst = state_at(b, kinds[i], buf, k, lo);
-      if (dst) fill(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], dst);
+      void* dst = state_at(b, kinds[i], buf, k, lo);
+      if (!dst) return;
+      const int64_t tp = p.expert ? at.etp_rank : at.tp_rank;
+      if (buf.dtype == optim::DType::F32) return fill(p, tp, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], dst);
+      values.resize(static_cast<size_t>(hi - lo));
+      fill(p, tp, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], values.data());
+      optim::encode_state(values.data(), hi - lo, buf.dtype, dst, scale_of(b, kinds[i], k));
     });
   }
 }

@@ -30,8 +30,12 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   if (c.dp.rank() == 0) log << s.str() << std::endl;
   if (last_rank(c))
     log << prefix << "megatron-run: synthetic training run: " << c.train_iters << " iterations, "
-        << c.optimizer.name << ", "
-        << (b.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16")
+        << c.optimizer.name
+        << (b.exp_avg_dtype != optim::DType::F32 || b.exp_avg_sq_dtype != optim::DType::F32
+                ? std::string(" (precision-aware: ") + optim::dtype_name(b.exp_avg_dtype) + " exp_avg, " +
+                      optim::dtype_name(b.exp_avg_sq_dtype) + " exp_avg_sq)"
+                : std::string())
+        << ", " << optim::dtype_name(b.model_dtype)
         << (c.dist_opt ? ", distributed optimizer" : "") << ", on the " << c.backend->name()
         << " backend; gradients are synthetic (no model forward/backward)" << std::endl;
   if (!last_rank(c)) return;

@@ -28,8 +28,12 @@ const char* why_not_acted_on(ArgId id, std::string_view group);
 // Lion takes --adam-beta1/2), the --adam-* flags with sgd. Empty when the flag is used (or is no optimizer flag).
 std::string unused_by_optimizer(ArgId id, const Args& a);
 
+// Why the run does not act on the value of a flag it acts on: --exp-avg-dtype / --exp-avg-sq-dtype fp8 (the run keeps
+// that moment in fp32). Empty otherwise.
+std::string unmodelled_value(ArgId id, const Args& a);
+
 // The flags set in `ns` (provenance: a config file or the command line) that the run does not act on, or that
-// the run's optimizer `a` has no use for, grouped by reason, in schema order:
+// the run's optimizer `a` has no use for, or whose value it does not model (unmodelled_value), grouped by reason, in schema order:
 // {reason, {"--eval-interval", "--eval-iters"}}.
 struct Unacted {
   std::string why;

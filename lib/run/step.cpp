@@ -41,6 +41,17 @@ std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSl
   return out;
 }
 
+// Parameter k's optimizer state from element i on (in this rank's shard) in slot s: the first moment, the second
+// where k keeps one, in their dtypes, with the fp16 moments' scales.
+void set_states(optim::TensorSlot& s, const FlatBuffers& b, const BufferPtrs& d, size_t k, int64_t i) {
+  s.exp_avg = b.exp_avg_at(d.exp_avg, i);
+  s.exp_avg_dtype = b.exp_avg_dtype;
+  s.exp_avg_scale = b.scale_at(d.state_scale, false, k);
+  s.exp_avg_sq = b.sq_at(d.exp_avg_sq, k, i);  // Adam's; Lion keeps none
+  s.exp_avg_sq_dtype = b.exp_avg_sq_dtype;
+  s.exp_avg_sq_scale = b.scale_at(d.state_scale, true, k);
+}
+
 // Muon (Megatron's get_megatron_muon_optimizer): the 2-D weights of the transformer layers go to Muon, with this
 // rank's TP shard and the --muon-tp-mode collectives over the TP group (routed experts: over the expert TP group,
 // as Megatron's TensorParallelMuon picks `expt_tp` for them); the rest (embeddings, output layer, norms, biases) to
@@ -69,8 +80,9 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       optim::MuonParam m;
       m.param = master;
       m.grad = b.grad_at(d.grad, d.grad_shard, off);
-      m.momentum_buffer = d.exp_avg + at;
-      m.moment2_buffer = b.sq_at(d.exp_avg_sq, k, off);  // adaptive_muon's second moment (muon: none)
+      // fp32 moments: the precision-aware optimizer is Adam's only (rule optimizer.precision-aware-requires-adam).
+      m.momentum_buffer = static_cast<float*>(b.exp_avg_at(d.exp_avg, off));
+      m.moment2_buffer = static_cast<float*>(b.sq_at(d.exp_avg_sq, k, off));  // adaptive_muon's (muon: none)
       m.rows = p.shape[0];
       m.cols = p.shape[1];
       m.group = b.group_of[k];
@@ -87,8 +99,7 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       s.param_dtype = b.model_dtype;
       s.grad = b.grad_at(d.grad, d.grad_shard, off);
       if (d.main) s.master = d.main + at;
-      s.exp_avg = d.exp_avg + at;
-      s.exp_avg_sq = b.sq_at(d.exp_avg_sq, k, off);  // Adam's; Lion keeps none
+      set_states(s, b, d, k, off);
       s.group = b.group_of[k];
       scalars.push_back(s);
     }
@@ -204,8 +215,7 @@ void optimizer_step(RunContext& c, int64_t step_number) {
     s.grad = b.grad_at(d.grad, d.grad_shard, lo);
     const int64_t at = b.local(lo);
     if (d.main) s.master = d.main + at;
-    s.exp_avg = d.exp_avg + at;
-    s.exp_avg_sq = b.sq_at(d.exp_avg_sq, k, lo);
+    set_states(s, b, d, k, lo);
     s.group = b.group_of[k];
     (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon) ? slots : scalar_slots)
         .push_back(s);

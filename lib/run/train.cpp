@@ -65,14 +65,13 @@ void set_up(RunContext& c) {
   c.tied = !args.untie_embeddings_and_output_weights;
   // --optimizer dist_muon: Megatron's deprecated spelling of muon with the distributed optimizer.
   c.dist_opt = (c.cfg.use_distributed_optimizer || args.optimizer == arg::Optimizer::dist_muon) && c.dp.size() > 1;
-  const optim::DType dtype = c.cfg.bf16 ? optim::DType::BF16 : c.cfg.fp16 ? optim::DType::F16 : optim::DType::F32;
   c.scaler = optim::make_grad_scaler(c.cfg);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
   // Megatron's emerging optimizers (muon, adaptive_muon, lion: every optimizer but adam and sgd) take its layer-wise
   // path (whole parameters per rank, finalize_optimizer_config); adam and sgd shard element ranges.
   const bool layer_wise = c.optimizer.scalar_rule != optim::ScalarRule::None;
   const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), layer_wise};
-  c.backend->build(c.buf, c.plan, c.optimizer, dtype, shards, c.tp.rank(), c.etp.rank(),
+  c.backend->build(c.buf, c.plan, c.optimizer, buffer_dtypes(args), shards, c.tp.rank(), c.etp.rank(),
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }
 

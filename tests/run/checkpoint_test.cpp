@@ -162,6 +162,38 @@ void check_reshard(const Job& from, const Job& to, const std::string& tag) {
 }
 }  // namespace
 
+TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16 moments; checkpoints hold fp32 moments",
+          "[run][checkpoint][precision-aware]") {
+  const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
+                                          "--exp-avg-sq-dtype", "fp16"};
+  check_resume_bit_exact({1, aware}, "aware");
+  std::vector<std::string> dp2 = aware;
+  dp2.insert(dp2.end(), {"--use-distributed-optimizer", "--exp-avg-dtype", "fp16"});  // each shard's own fp16 scales
+  check_resume_bit_exact({2, dp2}, "aware-dp2");
+  // The moments are saved as fp32 values (Transformer Engine's unscaled state), so they load under any dtype: an
+  // fp32-moment run loads them exactly, and bf16 moments reshard exactly over DP.
+  check_reshard({1, aware}, {1, {"--bf16"}}, "aware-to-fp32");
+  const std::vector<std::string> bf16 = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
+                                         "--exp-avg-sq-dtype", "bf16"};
+  std::vector<std::string> bf16_dp2 = bf16;
+  bf16_dp2.push_back("--use-distributed-optimizer");
+  check_reshard({1, bf16}, {2, bf16_dp2}, "aware-dp1-to-dp2");
+  mrtest::TempDir dir;
+  std::vector<std::string> f = aware;
+  f.insert(f.end(), {"--train-iters", "3", "--save-interval", "3", "--save", dir / "ck"});
+  mrtest::Proc p = spawn(1, f, dir, "dtypes");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  mr::run::CheckpointReader r(dir / "ck/iter_0000003");
+  int moments = 0;
+  for (const mr::run::Piece& pc : r.metas()[0].pieces)
+    if (pc.kind == "exp_avg" || pc.kind == "exp_avg_sq") {
+      CHECK(pc.dtype == "F32");
+      ++moments;
+    }
+  CHECK(moments > 0);
+}
+
 TEST_CASE("resume is bit-exact across a --step-batch-size-schedule step: the batch follows the consumed samples",
           "[run][checkpoint][batch]") {
   mrtest::TempDir dir;

@@ -85,30 +85,38 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
                {Optimizer::adaptive_muon, mr::arg::MuonScalarOptimizer::lion, matrix}};
   for (const Case& c : cases) {
     const mr::optim::OptimizerInfo info = mr::optim::optimizer_info(c.opt, c.scalar);
-    for (auto dtype : {mr::optim::DType::F32, mr::optim::DType::BF16}) {
+    // fp32; bf16 with fp32 moments; bf16 with the precision-aware optimizer's bf16 first and fp16 second moment.
+    const mr::run::BufferDtypes all[] = {mr::optim::DType::F32, mr::optim::DType::BF16,
+                                         {mr::optim::DType::BF16, mr::optim::DType::BF16, mr::optim::DType::F16}};
+    for (const mr::run::BufferDtypes& dtypes : all) {
       for (int64_t dp : {1, 3}) {
         FlatBuffers b;
         const bool layer_wise = info.scalar_rule != mr::optim::ScalarRule::None;
-        b.set_layout(plan, info, dtype, {dp > 1, dp, dp - 1, 1, 0, layer_wise}, false);
+        b.set_layout(plan, info, dtypes, {dp > 1, dp, dp - 1, 1, 0, layer_wise}, false);
         b.allocate_host();
-        const double allocated = static_cast<double>(b.model.size()) +
+        const double allocated = static_cast<double>(b.model.size() + b.exp_avg.size() + b.exp_avg_sq.size()) +
                                  4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.main.size() +
-                                                           b.exp_avg.size() + b.exp_avg_sq.size() + b.target.size());
-        INFO("optimizer " << info.name << ", scalar " << static_cast<int>(c.scalar) << ", dtype "
-                           << static_cast<int>(dtype) << ", dp " << dp);
+                                                           b.target.size());
+        INFO("optimizer " << info.name << ", scalar " << static_cast<int>(c.scalar) << ", dtypes "
+                           << static_cast<int>(dtypes.model) << static_cast<int>(dtypes.exp_avg)
+                           << static_cast<int>(dtypes.exp_avg_sq) << ", dp " << dp);
         CHECK(b.bytes().total() == allocated);
         CHECK(b.numel == numel);
         if (!layer_wise) CHECK(b.padded % dp == 0);  // element shards pad; layer-wise shards own whole params
-        CHECK(b.has_main == (dtype != mr::optim::DType::F32));
+        CHECK(b.has_main == (dtypes.model != mr::optim::DType::F32));
         CHECK(b.has_exp_avg_sq == (c.sq > 0));
-        CHECK(b.exp_avg.size() == static_cast<size_t>(b.shard()));
-        if (dp == 1) CHECK(b.exp_avg_sq.size() == static_cast<size_t>(c.sq));
+        const size_t w1 = static_cast<size_t>(mr::optim::dtype_size(dtypes.exp_avg));
+        const size_t w2 = static_cast<size_t>(mr::optim::dtype_size(dtypes.exp_avg_sq));
+        CHECK(b.exp_avg.size() == static_cast<size_t>(b.shard()) * w1);
+        if (dp == 1) CHECK(b.exp_avg_sq.size() == static_cast<size_t>(c.sq) * w2);
+        // An fp16 moment has one scale per parameter; none without one.
+        CHECK(b.state_scale.size() == (dtypes.exp_avg_sq == mr::optim::DType::F16 ? 2 * plan.params.size() : 0));
         // Every element of this rank's shard that keeps a second moment has its own place in the packed buffer.
-        std::vector<int> hits(b.exp_avg_sq.size(), 0);
-        float* base = b.exp_avg_sq.empty() ? nullptr : b.exp_avg_sq.data();
+        std::vector<int> hits(b.exp_avg_sq.size() / w2, 0);
+        uint8_t* base = b.exp_avg_sq.empty() ? nullptr : b.exp_avg_sq.data();
         b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
           for (int64_t i = lo; i < hi; ++i)
-            if (float* at = b.sq_at(base, k, i)) ++hits[static_cast<size_t>(at - base)];
+            if (void* at = b.sq_at(base, k, i)) ++hits[static_cast<size_t>(static_cast<uint8_t*>(at) - base) / w2];
         });
         CHECK(std::count(hits.begin(), hits.end(), 1) == static_cast<std::ptrdiff_t>(hits.size()));
         b.release_host();

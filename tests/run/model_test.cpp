@@ -834,4 +834,19 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
       const bool muon_like = std::string(opt) == "muon" || std::string(opt) == "dist_muon" || std::string(opt) == "lion";
       if (muon_like) CHECK(b.bytes().state < 8.0 * static_cast<double>(plan.numel()));
     }
+  // Adam with the precision-aware optimizer: each moment in its dtype (buffer_dtypes, as the run builds them).
+  for (const char* m1 : {"fp32", "bf16", "fp16"})
+    for (const char* m2 : {"fp32", "bf16", "fp16"}) {
+      const mr::Args a = gpt({{"bf16", Value(true)},
+                              {"use_precision_aware_optimizer", Value(true)},
+                              {"exp_avg_dtype", Value(std::string(m1))},
+                              {"exp_avg_sq_dtype", Value(std::string(m2))}});
+      const ModelPlan plan = mr::run::plan_gpt_model(a, {});
+      mr::run::FlatBuffers b;
+      b.set_layout(plan, mr::optim::optimizer_info(a.optimizer), mr::run::buffer_dtypes(a), {}, false);
+      INFO("--exp-avg-dtype " << m1 << " --exp-avg-sq-dtype " << m2);
+      CHECK(b.bytes().state == mr::run::estimate_memory(plan, a, 1, 1).optimizer_state);
+      const double expect = static_cast<double>(plan.numel()) * ((std::string(m1) == "fp32" ? 4 : 2) + (std::string(m2) == "fp32" ? 4 : 2));
+      CHECK(b.bytes().state == expect);
+    }
 }

@@ -93,3 +93,23 @@ TEST_CASE("the notice names the optimizer flags the chosen --optimizer has no us
              Catch::Contains("--adam-beta1 (--optimizer sgd uses no Adam options)") && !Catch::Contains("--sgd-momentum"));
   CHECK(notice({{"optimizer", Value(S("adaptive_muon"))}, {"muon_momentum", Value(0.9)}, {"adam_beta1", Value(0.9)}}).empty());
 }
+
+TEST_CASE("the precision-aware optimizer's moment dtypes act; fp8 moments and the main dtypes are named",
+          "[run][scope]") {
+  auto notice = [](std::vector<std::pair<std::string, Value>> set) {
+    Namespace ns;
+    for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
+    return run::unacted_notice(ns, Args::from(ns));
+  };
+  using S = std::string;
+  const Value on(true);
+  CHECK(notice({{"use_precision_aware_optimizer", on}, {"exp_avg_dtype", Value(S("bf16"))},
+                {"exp_avg_sq_dtype", Value(S("fp16"))}})
+            .empty());
+  const S fp8 = notice({{"use_precision_aware_optimizer", on}, {"exp_avg_dtype", Value(S("fp8"))},
+                        {"exp_avg_sq_dtype", Value(S("fp8"))}});
+  CHECK_THAT(fp8, Catch::Contains("--exp-avg-dtype, --exp-avg-sq-dtype (fp8 optimizer states are not modelled"));
+  CHECK_THAT(fp8, !Catch::Contains("--use-precision-aware-optimizer"));
+  CHECK_THAT(notice({{"use_precision_aware_optimizer", on}, {"main_params_dtype", Value(S("fp16"))}}),
+             Catch::Contains("--main-params-dtype (the synthetic run keeps fp32 main params and gradients"));
+}

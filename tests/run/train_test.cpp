@@ -357,6 +357,44 @@ TEST_CASE("lion as Megatron's emerging-optimizer path runs it: Lion with the Ada
   CHECK(checksum({"--adam-eps", "0.1"}, "adameps") != base);      // only Adam uses eps: the norms and embeddings
 }
 
+TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a scale) step, fp32 ones are the plain run",
+          "[run][train][precision-aware]") {
+  mrtest::TempDir dir;
+  struct Result {
+    std::string out, checksum;
+    std::vector<Line> lines;
+  };
+  auto run = [&](std::vector<std::string> more, const std::string& tag) {
+    more.insert(more.end(), {"--bf16", "--train-iters", "6", "--lr-warmup-iters", "0"});
+    mrtest::Proc p = spawn(1, more, dir, tag);
+    INFO(p.out() << p.err());
+    REQUIRE(p.exit_code() == 0);
+    static const std::regex re(R"(parameter checksum ([0-9a-f]+))");
+    std::smatch m;
+    const std::string out = p.out() + p.err();  // the notice is on stderr
+    REQUIRE(std::regex_search(out, m, re));
+    return Result{out, m[1].str(), iterations(out)};
+  };
+  const Result plain = run({}, "plain");
+  const Result fp32 = run({"--use-precision-aware-optimizer"}, "aware-fp32");
+  CHECK(fp32.checksum == plain.checksum);
+  const Result low = run({"--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "fp16"}, "aware");
+  CHECK_THAT(low.out, Catch::Contains("adam (precision-aware: bf16 exp_avg, fp16 exp_avg_sq), bf16"));
+  CHECK_THAT(low.out, !Catch::Contains("--exp-avg-dtype"));  // acted on: not in the notice
+  // The state halves (a first and second moment of 2 bytes each where there were 4): the rank's line says so.
+  CHECK_THAT(plain.out, Catch::Contains("main params + optimizer state 21.5 MiB"));
+  CHECK_THAT(low.out, Catch::Contains("main params + optimizer state 14.3 MiB"));
+  // Rounded moments: another path, close to the fp32 one.
+  CHECK(low.checksum != plain.checksum);
+  REQUIRE(low.lines.size() == 6);
+  CHECK(low.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-3));
+  CHECK(low.lines[5].loss < low.lines[0].loss);
+  // fp8 moments are not modelled: named in the notice, kept in fp32 (the plain run's path).
+  const Result fp8 = run({"--use-precision-aware-optimizer", "--exp-avg-dtype", "fp8"}, "aware-fp8");
+  CHECK_THAT(fp8.out, Catch::Contains("--exp-avg-dtype (fp8 optimizer states are not modelled"));
+  CHECK(fp8.checksum == plain.checksum);
+}
+
 TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][train]") {
   mrtest::TempDir dir;
   for (const char* opt : {"lion", "sgd"}) {

@@ -1,0 +1,121 @@
+// Low-precision optimizer states to and from fp32 (lib/optim/state_codec.h): what the run's checkpoints write and
+// what a loaded state is stored as. An encoded state equals what a step leaves (the reference step stores through
+// encode_state; the fast and CUDA kernels are bit-equal to it, kernels_test.cpp), and fp32 survives unchanged.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "optim/kernels.h"
+#include "optim/state_codec.h"
+
+using mr::optim::decode_state;
+using mr::optim::DType;
+using mr::optim::encode_state;
+
+namespace {
+std::vector<float> values(int n) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::ldexp(std::sin(0.37 * i + 0.1), -(i % 23)) * (i % 2 ? -1 : 1);
+  return x;
+}
+}  // namespace
+
+TEST_CASE("state codec: fp32 is copied, bf16 rounds to nearest even, and decoding gives the stored values",
+          "[optim][state_codec]") {
+  const std::vector<float> x = values(257);
+  std::vector<float> f(x.size()), back(x.size());
+  encode_state(x.data(), 257, DType::F32, f.data(), nullptr);
+  CHECK(std::memcmp(f.data(), x.data(), x.size() * 4) == 0);
+  decode_state(f.data(), 257, DType::F32, nullptr, back.data());
+  CHECK(std::memcmp(back.data(), x.data(), x.size() * 4) == 0);
+
+  std::vector<uint16_t> h(x.size());
+  encode_state(x.data(), 257, DType::BF16, h.data(), nullptr);
+  decode_state(h.data(), 257, DType::BF16, nullptr, back.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO(i);
+    CHECK(h[i] == mr::optim::f32_to_bf16(x[i]));
+    CHECK(back[i] == mr::optim::bf16_to_f32(h[i]));
+    CHECK(std::fabs(back[i] - x[i]) <= std::ldexp(std::fabs(x[i]), -8));  // half an ulp of 8 bits
+  }
+  // Stored again, a decoded state gives the same bits (a checkpoint round trip changes nothing).
+  std::vector<uint16_t> h2(x.size());
+  encode_state(back.data(), 257, DType::BF16, h2.data(), nullptr);
+  CHECK(h2 == h);
+}
+
+TEST_CASE("state codec: fp16 takes the scale absmax / (65504 / 2), as the step leaves it", "[optim][state_codec]") {
+  const std::vector<float> x = values(1000);
+  float absmax = 0;
+  for (float v : x) absmax = std::max(absmax, std::fabs(v));
+  std::vector<uint16_t> h(x.size());
+  float scale = -1;
+  encode_state(x.data(), 1000, DType::F16, h.data(), &scale);
+  CHECK(scale == absmax / 32752.0f);
+  std::vector<float> back(x.size());
+  decode_state(h.data(), 1000, DType::F16, &scale, back.data());
+  float largest = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO(i);
+    CHECK(h[i] == mr::optim::f32_to_f16(x[i] * (1.0f / scale)));
+    // 11 significant bits down to fp16's subnormals, which the scale keeps far below these values' range.
+    CHECK(std::fabs(back[i] - x[i]) <= std::ldexp(std::fabs(x[i]), -10) + 1e-7f * absmax);
+    largest = std::max(largest, std::fabs(back[i]));
+  }
+  CHECK(largest == Approx(absmax).epsilon(1e-3));  // the largest magnitude sits at half of fp16's range
+  CHECK(mr::optim::f16_to_f32(h[0]) <= 32768.0f);
+
+  // The same encoding as a step's: a reference Adam step that leaves these values behind stores the same bits and
+  // the same scale. With lr 0 and beta1 0, the step sets exp_avg to the gradient and leaves the rest.
+  std::vector<float> p(x.size(), 1.0f), v(x.size(), 0.0f);
+  std::vector<uint16_t> m(x.size(), 0);
+  float mscale = 0;
+  mr::optim::TensorSlot s;
+  s.numel = 1000;
+  s.param = p.data();
+  s.grad = x.data();
+  s.exp_avg = m.data();
+  s.exp_avg_dtype = DType::F16;
+  s.exp_avg_scale = &mscale;
+  s.exp_avg_sq = v.data();
+  const mr::optim::GroupHyper g{0.0, 0.0, 1};
+  mr::optim::AdamOptions o;
+  o.beta1 = 0.0;
+  mr::optim::ref::adam_step({&s, 1}, {&g, 1}, o);
+  CHECK(mscale == scale);
+  CHECK(m == h);
+}
+
+TEST_CASE("state codec: an all-zero fp16 state has scale 0 and decodes to zeros", "[optim][state_codec]") {
+  const std::vector<float> zero(64, 0.0f);
+  std::vector<uint16_t> h(64, 0xffff);
+  float scale = 5;
+  encode_state(zero.data(), 64, DType::F16, h.data(), &scale);
+  CHECK(scale == 0.0f);
+  std::vector<float> back(64, 1.0f);
+  decode_state(h.data(), 64, DType::F16, &scale, back.data());
+  for (float b : back) CHECK(b == 0.0f);
+}
+
+TEST_CASE("state codec: a decoded fp16 state encodes back to the same bits and scale (a checkpoint round trip)",
+          "[optim][state_codec]") {
+  // States of 300 values at 2000 magnitudes over fp32's normal range: encode, decode (what a checkpoint holds),
+  // encode again. The scale s = absmax / 32752 comes back: fp32's (s * 32752) / 32752 is s for such a quotient.
+  for (int t = 0; t < 2000; ++t) {
+    std::vector<float> x = values(300);
+    const float mag = std::ldexp(1.0f + static_cast<float>(t) / 2000.0f, t % 120 - 100);
+    for (float& v : x) v *= mag;
+    std::vector<uint16_t> h(x.size()), again(x.size());
+    float s = 0, s_again = 0;
+    encode_state(x.data(), 300, DType::F16, h.data(), &s);
+    std::vector<float> y(x.size());
+    decode_state(h.data(), 300, DType::F16, &s, y.data());
+    encode_state(y.data(), 300, DType::F16, again.data(), &s_again);
+    INFO("magnitude " << mag);
+    REQUIRE(again == h);
+    REQUIRE(s_again == s);
+  }
+}
