@@ -46,10 +46,10 @@ struct BufferPtrs {
   void* model = nullptr;  // [0, padded) in the model dtype
   float* grad = nullptr;  // [0, padded)
   float* grad_shard = nullptr;  // FlatBuffers::scattered() elements
-  float* main = nullptr;   // FlatBuffers::shard() elements (local())
+  void* main = nullptr;     // FlatBuffers::shard() elements as main_storage keeps them (FlatBuffers::main_at)
   void* exp_avg = nullptr;     // FlatBuffers::shard() elements in exp_avg_dtype (FlatBuffers::exp_avg_at)
   void* exp_avg_sq = nullptr;  // FlatBuffers::sq_numel elements in exp_avg_sq_dtype, packed (FlatBuffers::sq_at)
-  float* state_scale = nullptr;  // the fp16 moments' scales (FlatBuffers::scale_at); null when there are none
+  float* state_scale = nullptr;  // the fp16 states' scales (FlatBuffers::scale_at); null when there are none
   const float* target = nullptr;  // [0, numel)
 };
 

@@ -122,13 +122,13 @@ class CudaBackend final : public Backend {
     // The second moment of the parameters that keep one only (FlatBuffers::sq_numel, packed).
     if (b.has_exp_avg_sq)
       exp_avg_sq_ = DeviceMemory(static_cast<size_t>(b.sq_numel) * optim::dtype_size(b.exp_avg_sq_dtype));
-    state_scale_ = DeviceMemory(b.scales() * 4);  // zero, as the zero moments' scales
+    state_scale_ = DeviceMemory(b.scales() * 4);  // the zero moments' scales are zero; the main params' below
     target_ = DeviceMemory(static_cast<size_t>(need.target));
     // The initial values and targets as the CPU backend computes them (FlatBuffers::initial_values, on the host:
     // the same bits), uploaded one parameter at a time; the padding stays zero.
     const size_t w = dtype_bytes(dtype);
-    std::vector<uint8_t> model;
-    std::vector<float> init, target;
+    std::vector<uint8_t> model, main;
+    std::vector<float> init, target, scales(b.scales(), 0.0f);
     for (size_t k = 0; k < plan.params.size(); ++k) {
       const ParamSpec& p = plan.params[k];
       const int64_t base = b.offset[k], cnt = p.numel();
@@ -136,22 +136,25 @@ class CudaBackend final : public Backend {
       init.resize(static_cast<size_t>(cnt));
       target.resize(static_cast<size_t>(cnt));
       b.initial_values(p, seed, init_std, p.expert ? etp_rank : tp_rank, [&](int64_t i, float v, float t) {
-        store(model.data(), dtype, i, v);
+        b.store_initial(model.data(), i, v);
         init[static_cast<size_t>(i)] = v;
         target[static_cast<size_t>(i)] = t;
       });
+      if (b.has_main)  // the main params' pieces, kept as main_storage says (remainders set the bf16 params first)
+        b.pieces_of(k, cnt, [&](size_t, int64_t lo, int64_t hi) {
+          main.resize(static_cast<size_t>(hi - lo) * 4);
+          b.encode_main(init.data() + (lo - base), hi - lo, main.data(), b.scale_at(scales.data(), FlatBuffers::Scaled::Main, k),
+                        model.data() + static_cast<size_t>(lo - base) * w);
+          cuda::to_device(b.main_at(main_.get(), lo), main.data(), static_cast<size_t>((hi - lo) * b.main_bytes()));
+        });
       cuda::to_device(model_.get<uint8_t>() + static_cast<size_t>(base) * w, model.data(), model.size());
       cuda::to_device(target_.get<float>() + base, target.data(), target.size() * 4);
-      for (auto [rlo, rhi] : {std::pair{b.lo, b.hi}, std::pair{b.elo, b.ehi}}) {  // the main params' pieces
-        const int64_t lo = std::max(base, rlo), hi = std::min(base + cnt, rhi);
-        if (b.has_main && lo < hi)
-          cuda::to_device(main_.get<float>() + b.local(lo), init.data() + (lo - base), static_cast<size_t>(hi - lo) * 4);
-      }
     }
+    if (!scales.empty()) cuda::to_device(state_scale_.get(), scales.data(), scales.size() * 4);
   }
   BufferPtrs ptrs() override {
-    return {model_.get(),       grad_.get<float>(),        grad_shard_.get<float>(), main_.get<float>(),
-            exp_avg_.get(),      exp_avg_sq_.get(),         state_scale_.get<float>(), target_.get<float>()};
+    return {model_.get(),  grad_.get<float>(),   grad_shard_.get<float>(),  main_.get(),
+            exp_avg_.get(), exp_avg_sq_.get(), state_scale_.get<float>(), target_.get<float>()};
   }
 
   float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,

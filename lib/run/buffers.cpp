@@ -11,6 +11,7 @@
 #include <string>
 
 #include "optim/kernels.h"
+#include "optim/state_codec.h"
 #include "util/byte_size.h"
 
 namespace mr::run {
@@ -61,7 +62,44 @@ BufferDtypes buffer_dtypes(const Args& a) {
   auto moment = [](std::string_view d) {  // fp8: not modelled, fp32
     return d == "bf16" ? optim::DType::BF16 : d == "fp16" ? optim::DType::F16 : optim::DType::F32;
   };
-  return {model, moment(arg::to_string(a.exp_avg_dtype)), moment(arg::to_string(a.exp_avg_sq_dtype))};
+  // The main params (16-bit training only): fp16 as asked, else fp32, kept as remainders beside bf16 params
+  // (Megatron passes store_param_remainders to Transformer Engine's FusedAdam, which uses it for fp32 masters of
+  // bf16 params).
+  const MainStorage main = a.main_params_dtype == arg::MainParamsDtype::fp16 ? MainStorage::F16
+                           : a.bf16                                       ? MainStorage::Remainder
+                                                                          : MainStorage::F32;
+  return {model, moment(arg::to_string(a.exp_avg_dtype)), moment(arg::to_string(a.exp_avg_sq_dtype)), main};
+}
+
+void FlatBuffers::store_initial(void* m, int64_t i, float v) const {
+  if (has_main && main_storage == MainStorage::Remainder) {
+    uint16_t rem = 0;
+    optim::split_remainder(v, static_cast<uint16_t*>(m)[i], rem);
+  } else {
+    store(m, model_dtype, i, v);
+  }
+}
+
+void FlatBuffers::encode_main(const float* x, int64_t n, void* out, float* scale, void* model_bf16) const {
+  switch (main_storage) {
+    case MainStorage::F32: return optim::encode_state(x, n, optim::DType::F32, out, nullptr);
+    case MainStorage::F16: return optim::encode_state(x, n, optim::DType::F16, out, scale);
+    case MainStorage::Remainder:
+      for (int64_t i = 0; i < n; ++i)
+        optim::split_remainder(x[i], static_cast<uint16_t*>(model_bf16)[i], static_cast<uint16_t*>(out)[i]);
+      return;
+  }
+}
+
+void FlatBuffers::decode_main(const void* in, int64_t n, const float* scale, const void* model_bf16, float* out) const {
+  switch (main_storage) {
+    case MainStorage::F32: return optim::decode_state(in, n, optim::DType::F32, nullptr, out);
+    case MainStorage::F16: return optim::decode_state(in, n, optim::DType::F16, scale, out);
+    case MainStorage::Remainder:
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = optim::join_remainder(static_cast<const uint16_t*>(model_bf16)[i], static_cast<const uint16_t*>(in)[i]);
+      return;
+  }
 }
 
 void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
@@ -69,6 +107,8 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
   model_dtype = dtypes.model;
   exp_avg_dtype = dtypes.exp_avg;
   exp_avg_sq_dtype = dtypes.exp_avg_sq;
+  // Remainders need bf16 params (Transformer Engine's FusedAdam keeps an fp32 master otherwise).
+  main_storage = dtypes.main == MainStorage::Remainder && model_dtype != optim::DType::BF16 ? MainStorage::F32 : dtypes.main;
   sharded = g.distributed;
   layer_wise = g.distributed && g.layer_wise;
   bounds.clear();
@@ -165,8 +205,8 @@ BufferBytes FlatBuffers::bytes() const {
   b.model = static_cast<double>(padded) * static_cast<double>(dtype_bytes(model_dtype));
   b.grad = static_cast<double>(padded) * f;
   b.grad_shard = static_cast<double>(scattered()) * f;
-  b.main = has_main ? s * f : 0.0;
-  // The fp16 moments' scales (8 bytes per parameter tensor) are left out, as the estimate leaves them out.
+  b.main = has_main ? s * static_cast<double>(main_bytes()) : 0.0;
+  // The fp16 states' scales (12 bytes per parameter tensor) are left out, as the estimate leaves them out.
   b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype);
   b.target = static_cast<double>(numel) * f;
   return b;
@@ -177,7 +217,7 @@ void FlatBuffers::allocate_host() {
   model.assign(static_cast<size_t>(padded) * dtype_bytes(model_dtype), 0);
   grad.assign(static_cast<size_t>(padded), 0.0f);
   if (scattered() > 0) grad_shard.assign(static_cast<size_t>(scattered()), 0.0f);
-  if (has_main) main.assign(s, 0.0f);
+  if (has_main) main.assign(s * static_cast<size_t>(main_bytes()), 0);
   exp_avg.assign(s * optim::dtype_size(exp_avg_dtype), 0);  // zero in every dtype
   if (has_exp_avg_sq) exp_avg_sq.assign(static_cast<size_t>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype), 0);
   state_scale.assign(scales(), 0.0f);
@@ -185,8 +225,8 @@ void FlatBuffers::allocate_host() {
 }
 
 void FlatBuffers::release_host() {
-  for (auto* v : {&grad, &grad_shard, &main, &target, &state_scale}) std::vector<float>().swap(*v);
-  for (auto* v : {&model, &exp_avg, &exp_avg_sq}) std::vector<uint8_t>().swap(*v);
+  for (auto* v : {&grad, &grad_shard, &target, &state_scale}) std::vector<float>().swap(*v);
+  for (auto* v : {&model, &main, &exp_avg, &exp_avg_sq}) std::vector<uint8_t>().swap(*v);
 }
 
 void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
@@ -195,15 +235,21 @@ void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, 
   set_layout(plan, opt, dtypes, shards, decoupled_lr);
   check_memory();
   allocate_host();
+  std::vector<float> init;
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
     const int64_t base = offset[k];
-    initial_values(p, seed, init_std, p.expert ? etp_rank : tp_rank, [&](int64_t i, float init, float t) {
-      store(model.data(), model_dtype, base + i, init);
+    init.resize(static_cast<size_t>(p.numel()));
+    initial_values(p, seed, init_std, p.expert ? etp_rank : tp_rank, [&](int64_t i, float v, float t) {
+      store_initial(model.data(), base + i, v);
       target[static_cast<size_t>(base + i)] = t;
-      const int64_t at = base + i;
-      if (has_main && ((at >= lo && at < hi) || (at >= elo && at < ehi))) main[static_cast<size_t>(local(at))] = init;
+      init[static_cast<size_t>(i)] = v;
     });
+    if (has_main)  // this rank's main params: the initial values, kept as main_storage says
+      pieces_of(k, p.numel(), [&](size_t, int64_t b, int64_t e) {
+        encode_main(init.data() + (b - base), e - b, main_at(main.data(), b),
+                    scale_at(state_scale.data(), Scaled::Main, k), model.data() + b * static_cast<int64_t>(dtype_bytes(model_dtype)));
+      });
   }
 }
 

@@ -66,15 +66,23 @@ struct ShardGroups {
   bool layer_wise = false;
 };
 
+// How the main params of 16-bit training are kept (FlatBuffers::has_main): fp32; fp16 with one fp32 scale per
+// parameter shard (--main-params-dtype fp16 with the precision-aware optimizer); or, for bf16 params with the
+// precision-aware optimizer, as the 16 low bits of the fp32 master beside the bf16 param (Transformer Engine's
+// store_param_remainders, on in Megatron from TE 2.1): the pair is the exact fp32 master (optim/dtype.h).
+enum class MainStorage : uint8_t { F32, F16, Remainder };
+
 // The dtypes of the buffers: the model's (--bf16, --fp16) and, with the precision-aware optimizer
 // (--use-precision-aware-optimizer, Adam only), Adam's moments (--exp-avg-dtype, --exp-avg-sq-dtype: fp32, bf16, or
-// fp16 with one fp32 scale per parameter, as Transformer Engine's FusedAdam keeps them). A model dtype alone
-// converts: fp32 moments.
+// fp16 with one fp32 scale per parameter shard, as Transformer Engine's FusedAdam keeps them) and the main params.
+// A model dtype alone converts: fp32 moments and main params.
 struct BufferDtypes {
   optim::DType model = optim::DType::F32, exp_avg = optim::DType::F32, exp_avg_sq = optim::DType::F32;
+  MainStorage main = MainStorage::F32;
   BufferDtypes() = default;
   BufferDtypes(optim::DType m) : model(m) {}  // NOLINT(google-explicit-constructor): a model dtype is the common case
-  BufferDtypes(optim::DType m, optim::DType m1, optim::DType m2) : model(m), exp_avg(m1), exp_avg_sq(m2) {}
+  BufferDtypes(optim::DType m, optim::DType m1, optim::DType m2, MainStorage mp = MainStorage::F32)
+      : model(m), exp_avg(m1), exp_avg_sq(m2), main(mp) {}
 };
 // The run's dtypes from its arguments. --exp-avg(-sq)-dtype fp8 is not modelled: that moment stays fp32 (the
 // start-up notice names it, run/run_scope.h).
@@ -83,6 +91,7 @@ BufferDtypes buffer_dtypes(const Args& a);
 struct FlatBuffers {
   optim::DType model_dtype = optim::DType::F32;
   optim::DType exp_avg_dtype = optim::DType::F32, exp_avg_sq_dtype = optim::DType::F32;  // BufferDtypes
+  MainStorage main_storage = MainStorage::F32;
   std::vector<int64_t> offset;   // of each parameter of the plan
   std::vector<int32_t> group_of;  // its parameter group: (weight decay or not) x (--decoupled-lr or not)
   int64_t numel = 0, padded = 0, lo = 0, hi = 0;
@@ -98,7 +107,7 @@ struct FlatBuffers {
   // The experts' gradients are reduce-scattered over an expert data-parallel group of more than one; with a group
   // of one this rank's block is all of them, reduced in place in `grad`.
   bool experts_scattered = false;
-  bool has_main = false;        // fp32 main params (16-bit training)
+  bool has_main = false;        // main params (16-bit training), kept as main_storage says
   // The second moment (Adam's; Adaptive Muon's moment2) only for the parameters whose rule keeps one (the optimizer
   // table's state_of): `keeps_sq[k]` for parameter k, packed in parameter order into a buffer of `sq_numel`
   // elements (this rank's pieces). has_exp_avg_sq: some parameter of the model keeps one.
@@ -108,10 +117,10 @@ struct FlatBuffers {
   int64_t sq_numel = 0;
   // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
   // while a checkpoint is written or read (Backend::to_host / from_host).
-  // The moments are stored in their dtypes (bytes); `state_scale` holds the fp16 moments' scales, one per parameter
-  // and moment ([k]: exp_avg's, [params + k]: exp_avg_sq's), and is empty when neither moment is fp16.
-  std::vector<uint8_t> model, exp_avg, exp_avg_sq;
-  std::vector<float> grad, grad_shard, main, target, state_scale;
+  // The main params and the moments are stored in their dtypes (bytes); `state_scale` holds the scales of the fp16
+  // ones, one per parameter and state (scale_at), and is empty when none is fp16.
+  std::vector<uint8_t> model, main, exp_avg, exp_avg_sq;
+  std::vector<float> grad, grad_shard, target, state_scale;
 
   int64_t shard() const { return (hi - lo) + (ehi - elo); }
   // Element i of the model (inside this rank's shard) in the shard-sized buffers: main params, states.
@@ -125,14 +134,33 @@ struct FlatBuffers {
     return base && keeps_sq[k] ? static_cast<uint8_t*>(base) + (local(i) + sq_shift[k]) * optim::dtype_size(exp_avg_sq_dtype)
                                : nullptr;
   }
-  // The scale of parameter k's first (second: second) moment in the scale buffer `scales`; null unless it is fp16.
-  float* scale_at(float* scales, bool second, size_t k) const {
-    const optim::DType d = second ? exp_avg_sq_dtype : exp_avg_dtype;
-    return scales && d == optim::DType::F16 ? scales + (second ? keeps_sq.size() : 0) + k : nullptr;
+  // The bytes of one main param (fp32: 4; fp16 and remainders: 2), and element i's (inside this rank's shard) in
+  // the main-param buffer `base`.
+  int64_t main_bytes() const { return main_storage == MainStorage::F32 ? 4 : 2; }
+  void* main_at(void* base, int64_t i) const {
+    return base ? static_cast<uint8_t*>(base) + local(i) * main_bytes() : nullptr;
+  }
+  // The scale of parameter k's state `which` in the scale buffer `scales`; null unless that state is fp16.
+  enum class Scaled : uint8_t { ExpAvg, ExpAvgSq, Main };
+  float* scale_at(float* scales, Scaled which, size_t k) const {
+    const bool f16 = which == Scaled::ExpAvg     ? exp_avg_dtype == optim::DType::F16
+                     : which == Scaled::ExpAvgSq ? exp_avg_sq_dtype == optim::DType::F16
+                                                 : has_main && main_storage == MainStorage::F16;
+    return scales && f16 ? scales + static_cast<size_t>(which) * keeps_sq.size() + k : nullptr;
   }
   size_t scales() const {  // the scale buffer's size
-    return exp_avg_dtype == optim::DType::F16 || exp_avg_sq_dtype == optim::DType::F16 ? 2 * keeps_sq.size() : 0;
+    const bool any = exp_avg_dtype == optim::DType::F16 || exp_avg_sq_dtype == optim::DType::F16 ||
+                     (has_main && main_storage == MainStorage::F16);
+    return any ? 3 * keeps_sq.size() : 0;
   }
+  // The initial bf16/fp16 model value of `v` at element i of `model`: rounded to nearest even, or with remainders
+  // the high half of Transformer Engine's split, whose pair with the remainder is v.
+  void store_initial(void* model, int64_t i, float v) const;
+  // n main params from their fp32 values x: stored at `out` (a main_at place), an fp16 piece with its scale at
+  // *scale (a scale_at place), remainders beside the bf16 model params from `model_bf16` on, which they set. And back.
+  void encode_main(const float* x, int64_t n, void* out, float* scale, void* model_bf16) const;
+  void decode_main(const void* in, int64_t n, const float* scale, const void* model_bf16, float* out) const;
+
   // Its gradient after the reduction: in the reduce-scattered shard buffer, or in the gradient buffer where nothing
   // was scattered (no distributed optimizer; experts on an expert data-parallel group of one).
   float* grad_at(float* grad, float* grad_shard, int64_t i) const {
@@ -184,12 +212,15 @@ struct FlatBuffers {
   // The parts of each parameter inside this rank's shard: f(k, begin, end).
   template <class F>
   void for_each_piece(const ModelPlan& plan, F&& f) const {
-    for (size_t k = 0; k < plan.params.size(); ++k) {
-      const int64_t first = offset[k], last = offset[k] + plan.params[k].numel();
-      for (auto [rlo, rhi] : {std::pair{lo, hi}, std::pair{elo, ehi}}) {
-        const int64_t b = std::max(first, rlo), e = std::min(last, rhi);
-        if (b < e) f(k, b, e);
-      }
+    for (size_t k = 0; k < plan.params.size(); ++k) pieces_of(k, plan.params[k].numel(), f);
+  }
+  // The parts of parameter k (of n elements) inside this rank's shard: f(k, begin, end).
+  template <class F>
+  void pieces_of(size_t k, int64_t n, F&& f) const {
+    const int64_t first = offset[k], last = offset[k] + n;
+    for (auto [rlo, rhi] : {std::pair{lo, hi}, std::pair{elo, ehi}}) {
+      const int64_t b = std::max(first, rlo), e = std::min(last, rhi);
+      if (b < e) f(k, b, e);
     }
   }
 

@@ -33,29 +33,48 @@ Box box_of(const std::vector<int64_t>& local, const std::vector<int64_t>& offset
   return {local[0], local[1] * inner, offset[0], offset[1] * inner};
 }
 
-// The buffer of a state kind and how it stores its elements.
-struct StateBuffer {
-  void* base;
-  optim::DType dtype;
-};
-StateBuffer state_buffer(const FlatBuffers& b, const std::string& kind) {
-  if (kind == "fp32_param") return {const_cast<float*>(b.main.data()), optim::DType::F32};
-  if (kind == "exp_avg") return {const_cast<uint8_t*>(b.exp_avg.data()), b.exp_avg_dtype};
-  return {const_cast<uint8_t*>(b.exp_avg_sq.data()), b.exp_avg_sq_dtype};
-}
+// Parameter k's elements from `lo` on (in this rank's shard) in the state buffer of `kind`, as they are stored:
+// `data` is null where the parameter keeps no such state (the second moment of Muon's and Lion's matrices); `fp32`
+// whether that is the fp32 values themselves (else get/put convert).
+struct StatePlace {
+  const FlatBuffers& b;
+  std::string kind;
+  size_t k;
+  int64_t lo;
+  void* data;
+  bool fp32;
 
-// Element `lo` of parameter k (in this rank's shard) in the state buffer of `kind`; null where the parameter keeps no
-// such state (the second moment of Muon's and Lion's matrices).
-void* state_at(const FlatBuffers& b, const std::string& kind, const StateBuffer& buf, size_t k, int64_t lo) {
-  if (kind == "exp_avg_sq") return b.sq_at(buf.base, k, lo);
-  if (kind == "exp_avg") return b.exp_avg_at(buf.base, lo);
-  return static_cast<float*>(buf.base) + b.local(lo);
-}
-// The scale of parameter k's fp16 moment of `kind`; null for the other dtypes and kinds.
-float* scale_of(const FlatBuffers& b, const std::string& kind, size_t k) {
-  if (kind != "exp_avg" && kind != "exp_avg_sq") return nullptr;
-  return b.scale_at(const_cast<float*>(b.state_scale.data()), kind == "exp_avg_sq", k);
-}
+  StatePlace(const FlatBuffers& buf, const std::string& kd, size_t param, int64_t first) : b(buf), kind(kd), k(param), lo(first) {
+    FlatBuffers& m = const_cast<FlatBuffers&>(b);  // places in the buffers; the writer only reads them
+    if (kind == "fp32_param") {
+      data = b.main_at(m.main.data(), lo);
+      fp32 = b.main_storage == MainStorage::F32;
+    } else if (kind == "exp_avg") {
+      data = b.exp_avg_at(m.exp_avg.data(), lo);
+      fp32 = b.exp_avg_dtype == optim::DType::F32;
+    } else {
+      data = b.sq_at(m.exp_avg_sq.data(), k, lo);
+      fp32 = b.exp_avg_sq_dtype == optim::DType::F32;
+    }
+  }
+  float* scale() const {
+    using Scaled = FlatBuffers::Scaled;
+    const Scaled w = kind == "fp32_param" ? Scaled::Main : kind == "exp_avg" ? Scaled::ExpAvg : Scaled::ExpAvgSq;
+    return b.scale_at(const_cast<float*>(b.state_scale.data()), w, k);
+  }
+  void* model() const {  // the bf16 params beside remainders
+    return const_cast<uint8_t*>(b.model.data()) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
+  }
+  // The n stored elements' fp32 values into out; n fp32 values stored (an fp16 state takes its scale anew).
+  void get(int64_t n, float* out) const {
+    if (kind == "fp32_param") return b.decode_main(data, n, scale(), model(), out);
+    optim::decode_state(data, n, kind == "exp_avg" ? b.exp_avg_dtype : b.exp_avg_sq_dtype, scale(), out);
+  }
+  void put(int64_t n, const float* x) const {
+    if (kind == "fp32_param") return b.encode_main(x, n, data, scale(), model());
+    optim::encode_state(x, n, kind == "exp_avg" ? b.exp_avg_dtype : b.exp_avg_sq_dtype, data, scale());
+  }
+};
 
 }  // namespace
 
@@ -154,18 +173,18 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
         b.model.data() + static_cast<size_t>(b.offset[k]) * w, w, safetensors_dtype(b.model_dtype));
   }
   for (size_t i = 1; i < kinds.size(); ++i) {
-    const StateBuffer buf = state_buffer(b, kinds[i]);
     b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
       const ParamSpec& p = plan.params[k];
       // With the distributed optimizer every data-parallel rank writes its own shard.
       const bool writer = p.shared_copy ? false
                           : b.sharded   ? (!p.tp_duplicate || at.tp_first)
                                         : writes(p);
-      const void* data = state_at(b, kinds[i], buf, k, lo);
-      if (!writer || !data) return;
-      if (buf.dtype != optim::DType::F32) {  // its fp32 values
+      const StatePlace place(b, kinds[i], k, lo);
+      if (!writer || !place.data) return;
+      const void* data = place.data;
+      if (!place.fp32) {  // its fp32 values
         out.decoded.push_back(std::make_unique<float[]>(static_cast<size_t>(hi - lo)));
-        optim::decode_state(data, hi - lo, buf.dtype, scale_of(b, kinds[i], k), out.decoded.back().get());
+        place.get(hi - lo, out.decoded.back().get());
         data = out.decoded.back().get();
       }
       add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], data, 4, "F32");
@@ -315,16 +334,15 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
   const std::vector<std::string> kinds = buffer_kinds(b, with_optimizer);
   std::vector<float> values;  // a state kept below fp32: its fp32 values, then the state they came from
   for (size_t i = 1; i < kinds.size(); ++i) {
-    const StateBuffer buf = state_buffer(b, kinds[i]);
     b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
       const ParamSpec& p = plan.params[k];
-      void* dst = state_at(b, kinds[i], buf, k, lo);
-      if (!dst) return;
+      const StatePlace place(b, kinds[i], k, lo);  // after the model params: remainders set the bf16 params
+      if (!place.data) return;
       const int64_t tp = p.expert ? at.etp_rank : at.tp_rank;
-      if (buf.dtype == optim::DType::F32) return fill(p, tp, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], dst);
+      if (place.fp32) return fill(p, tp, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], place.data);
       values.resize(static_cast<size_t>(hi - lo));
       fill(p, tp, kinds[i], "F32", lo - b.offset[k], hi - b.offset[k], values.data());
-      optim::encode_state(values.data(), hi - lo, buf.dtype, dst, scale_of(b, kinds[i], k));
+      place.put(hi - lo, values.data());
     });
   }
 }

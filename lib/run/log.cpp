@@ -31,9 +31,13 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   if (last_rank(c))
     log << prefix << "megatron-run: synthetic training run: " << c.train_iters << " iterations, "
         << c.optimizer.name
-        << (b.exp_avg_dtype != optim::DType::F32 || b.exp_avg_sq_dtype != optim::DType::F32
+        << (c.args.use_precision_aware_optimizer
                 ? std::string(" (precision-aware: ") + optim::dtype_name(b.exp_avg_dtype) + " exp_avg, " +
-                      optim::dtype_name(b.exp_avg_sq_dtype) + " exp_avg_sq)"
+                      optim::dtype_name(b.exp_avg_sq_dtype) + " exp_avg_sq" +
+                      (!b.has_main                                        ? ")"
+                       : b.main_storage == MainStorage::Remainder ? ", main params as bf16 + 16-bit remainders)"
+                       : b.main_storage == MainStorage::F16       ? ", fp16 main params)"
+                                                                  : ", fp32 main params)")
                 : std::string())
         << ", " << optim::dtype_name(b.model_dtype)
         << (c.dist_opt ? ", distributed optimizer" : "") << ", on the " << c.backend->name()

@@ -77,7 +77,11 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   // Element sizes.
   const double p_bytes = half ? 2 : 4;
   double g_bytes = (!half || a.accumulate_allreduce_grads_in_fp32) ? 4 : p_bytes;
-  double main_bytes = half ? (aware ? dtype_size(arg::to_string(a.main_params_dtype), 4) : 4) : 0;
+  // Main params: fp32, or with the precision-aware optimizer --main-params-dtype, where fp32 masters of bf16 params
+  // are kept as 16-bit remainders beside them (Transformer Engine's store_param_remainders; run/buffers.h).
+  const bool aware_adam = aware && a.optimizer == arg::Optimizer::adam;
+  const bool remainders = aware_adam && a.bf16 && a.main_params_dtype == arg::MainParamsDtype::fp32;
+  double main_bytes = half ? (aware_adam ? (remainders ? 2 : dtype_size(arg::to_string(a.main_params_dtype), 4)) : 4) : 0;
   if (fsdp) {
     // Megatron-FSDP's main weights (fp32 by default; auto, which validate_args turns into None: the params' own
     // dtype, no second copy) and main gradients (auto: the gradient dtype above; --accumulate-allreduce-grads-in-fp32

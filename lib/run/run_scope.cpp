@@ -27,7 +27,7 @@ constexpr ArgId kActs[] = {
     ArgId::muon_num_ns_steps, ArgId::muon_tp_mode, ArgId::muon_use_syrk, ArgId::muon_extra_scale_factor,
     ArgId::muon_scalar_optimizer, ArgId::muon_ns_batch_size, ArgId::use_distributed_optimizer, ArgId::log_num_zeros_in_grad,
     // The precision-aware optimizer's moments: bf16, or fp16 with a scale (run/buffers.h; fp8 is named in the notice).
-    ArgId::use_precision_aware_optimizer, ArgId::exp_avg_dtype, ArgId::exp_avg_sq_dtype,
+    ArgId::use_precision_aware_optimizer, ArgId::exp_avg_dtype, ArgId::exp_avg_sq_dtype, ArgId::main_params_dtype,
     // The schedule (optim/schedule.h).
     ArgId::lr, ArgId::min_lr, ArgId::lr_decay_style, ArgId::lr_wsd_decay_style, ArgId::lr_decay_iters,
     ArgId::lr_decay_samples, ArgId::lr_wsd_decay_iters, ArgId::lr_wsd_decay_samples, ArgId::lr_warmup_fraction,
@@ -77,9 +77,8 @@ constexpr ArgId kActs[] = {
 
 constexpr const char* kNoForward = "no model forward/backward: the gradients are synthetic";
 constexpr const char* kNoData = "no data is read: the gradients are synthetic";
-constexpr const char* kFp32States =
-    "the synthetic run keeps fp32 main params and gradients; these dtypes size only the memory estimate of "
-    "megatron-run params";
+constexpr const char* kFp32Grads =
+    "the synthetic run keeps fp32 main gradients; the dtype sizes only the memory estimate of megatron-run params";
 constexpr const char* kNoEval = "no evaluation in a synthetic run";
 constexpr const char* kNoCheckpoint = "not modelled by the synthetic run's checkpoints (docs/checkpoints.md)";
 constexpr const char* kNoReport = "not reported by the synthetic run (its log is the iteration line)";
@@ -155,8 +154,7 @@ const std::map<ArgId, const char*>& flag_reasons() {
       {ArgId::manual_gc_interval, kNoPerformance},
       {ArgId::accumulate_allreduce_grads_in_fp32,
        "the synthetic run keeps fp32 gradients always (the flag only sizes the memory estimate)"},
-      {ArgId::main_params_dtype, kFp32States},
-      {ArgId::main_grads_dtype, kFp32States},
+      {ArgId::main_grads_dtype, kFp32Grads},
       {ArgId::grad_reduce_in_bf16, "the synthetic run reduces gradients in fp32"},
       {ArgId::tensorboard_dir, "no TensorBoard writer in the synthetic run"},
       {ArgId::wandb_project, "no Weights & Biases writer in the synthetic run"},
@@ -230,10 +228,12 @@ std::string unused_by_optimizer(ArgId id, const Args& a) {
 std::string unmodelled_value(ArgId id, const Args& a) {
   const bool fp8 = (id == ArgId::exp_avg_dtype && a.exp_avg_dtype == arg::ExpAvgDtype::fp8) ||
                    (id == ArgId::exp_avg_sq_dtype && a.exp_avg_sq_dtype == arg::ExpAvgSqDtype::fp8);
-  return fp8 && a.use_precision_aware_optimizer
-             ? "fp8 optimizer states are not modelled: the synthetic run keeps that moment in fp32 (the memory "
-               "estimate of megatron-run params counts 1 byte)"
-             : "";
+  if (fp8 && a.use_precision_aware_optimizer)
+    return "fp8 optimizer states are not modelled: the synthetic run keeps that moment in fp32 (the memory estimate "
+           "of megatron-run params counts 1 byte)";
+  if (id == ArgId::main_params_dtype && a.main_params_dtype == arg::MainParamsDtype::fp16 && !a.bf16 && !a.fp16)
+    return "fp32 training keeps no main params";
+  return "";
 }
 
 std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {

@@ -29,7 +29,7 @@ const char* why_not_acted_on(ArgId id, std::string_view group);
 std::string unused_by_optimizer(ArgId id, const Args& a);
 
 // Why the run does not act on the value of a flag it acts on: --exp-avg-dtype / --exp-avg-sq-dtype fp8 (the run keeps
-// that moment in fp32). Empty otherwise.
+// that moment in fp32), --main-params-dtype fp16 in fp32 training (no main params). Empty otherwise.
 std::string unmodelled_value(ArgId id, const Args& a);
 
 // The flags set in `ns` (provenance: a config file or the command line) that the run does not act on, or that

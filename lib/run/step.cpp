@@ -41,15 +41,26 @@ std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSl
   return out;
 }
 
-// Parameter k's optimizer state from element i on (in this rank's shard) in slot s: the first moment, the second
-// where k keeps one, in their dtypes, with the fp16 moments' scales.
+// Parameter k's optimizer state from element i on (in this rank's shard) in slot s: the main params, the first moment,
+// the second where k keeps one, in their dtypes, with the fp16 states' scales.
 void set_states(optim::TensorSlot& s, const FlatBuffers& b, const BufferPtrs& d, size_t k, int64_t i) {
+  using Scaled = FlatBuffers::Scaled;
+  if (d.main) {  // the main params: an fp32 or fp16 master, or the remainders beside the bf16 params
+    void* m = b.main_at(d.main, i);
+    if (b.main_storage == MainStorage::Remainder) {
+      s.remainder = static_cast<uint16_t*>(m);
+    } else {
+      s.master = m;
+      s.master_dtype = b.main_storage == MainStorage::F16 ? optim::DType::F16 : optim::DType::F32;
+      s.master_scale = b.scale_at(d.state_scale, Scaled::Main, k);
+    }
+  }
   s.exp_avg = b.exp_avg_at(d.exp_avg, i);
   s.exp_avg_dtype = b.exp_avg_dtype;
-  s.exp_avg_scale = b.scale_at(d.state_scale, false, k);
+  s.exp_avg_scale = b.scale_at(d.state_scale, Scaled::ExpAvg, k);
   s.exp_avg_sq = b.sq_at(d.exp_avg_sq, k, i);  // Adam's; Lion keeps none
   s.exp_avg_sq_dtype = b.exp_avg_sq_dtype;
-  s.exp_avg_sq_scale = b.scale_at(d.state_scale, true, k);
+  s.exp_avg_sq_scale = b.scale_at(d.state_scale, Scaled::ExpAvgSq, k);
 }
 
 // Muon (Megatron's get_megatron_muon_optimizer): the 2-D weights of the transformer layers go to Muon, with this
@@ -74,8 +85,8 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
     const int64_t off = b.offset[k];
     // The layer-wise distributed optimizer: this rank steps the whole parameters it owns, [lo, hi) and [elo, ehi).
     if (!((off >= b.lo && off < b.hi) || (off >= b.elo && off < b.ehi))) continue;
-    const int64_t at = b.local(off);  // in the state buffers
-    float* master = !d.main ? static_cast<float*>(d.model) + off : d.main + at;
+    // fp32 main params: the precision-aware optimizer is Adam's only.
+    float* master = d.main ? static_cast<float*>(b.main_at(d.main, off)) : static_cast<float*>(d.model) + off;
     if (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon)) {
       optim::MuonParam m;
       m.param = master;
@@ -98,7 +109,6 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
       s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(off) * dtype_bytes(b.model_dtype);
       s.param_dtype = b.model_dtype;
       s.grad = b.grad_at(d.grad, d.grad_shard, off);
-      if (d.main) s.master = d.main + at;
       set_states(s, b, d, k, off);
       s.group = b.group_of[k];
       scalars.push_back(s);
@@ -213,8 +223,6 @@ void optimizer_step(RunContext& c, int64_t step_number) {
     s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
     s.param_dtype = b.model_dtype;
     s.grad = b.grad_at(d.grad, d.grad_shard, lo);
-    const int64_t at = b.local(lo);
-    if (d.main) s.master = d.main + at;
     set_states(s, b, d, k, lo);
     s.group = b.group_of[k];
     (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon) ? slots : scalar_slots)

@@ -162,11 +162,14 @@ void check_reshard(const Job& from, const Job& to, const std::string& tag) {
 }
 }  // namespace
 
-TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16 moments; checkpoints hold fp32 moments",
+TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16 moments, remainders and fp16 main "
+          "params; checkpoints hold fp32 values",
           "[run][checkpoint][precision-aware]") {
+  // bf16 params: fp32 masters as remainders beside them.
   const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
                                           "--exp-avg-sq-dtype", "fp16"};
   check_resume_bit_exact({1, aware}, "aware");
+  check_resume_bit_exact({1, {"--fp16", "--use-precision-aware-optimizer", "--main-params-dtype", "fp16"}}, "aware-fp16-main");
   std::vector<std::string> dp2 = aware;
   dp2.insert(dp2.end(), {"--use-distributed-optimizer", "--exp-avg-dtype", "fp16"});  // each shard's own fp16 scales
   check_resume_bit_exact({2, dp2}, "aware-dp2");
@@ -192,6 +195,13 @@ TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16
       ++moments;
     }
   CHECK(moments > 0);
+  // --no-load-optim: the main params from the loaded bf16 params (remainders zero), fresh moments.
+  std::vector<std::string> g = aware;
+  g.insert(g.end(), {"--train-iters", "5", "--load", dir / "ck", "--no-load-optim"});
+  mrtest::Proc q = spawn(1, g, dir, "no-load-optim");
+  INFO(q.out() << q.err());
+  CHECK(q.exit_code() == 0);
+  CHECK_THAT(q.out(), Catch::Contains("iteration        5/"));
 }
 
 TEST_CASE("resume is bit-exact across a --step-batch-size-schedule step: the batch follows the consumed samples",

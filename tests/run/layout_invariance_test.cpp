@@ -101,6 +101,14 @@ TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank
        run_job(4, {"--bf16", "--optimizer", "muon", "--use-distributed-optimizer", "--tensor-model-parallel-size", "2"},
                dir, "muon-bf16-4"),
        "muon bf16: TP=2 x DP=2, layer-wise distributed optimizer");
+  // The precision-aware optimizer with bf16 moments and remainders: elementwise state, the same bits on every layout
+  // (fp16 states are not: each shard has its own scale).
+  const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
+                                          "--exp-avg-sq-dtype", "bf16"};
+  std::vector<std::string> aware4 = aware;
+  aware4.insert(aware4.end(), {"--use-distributed-optimizer", "--tensor-model-parallel-size", "2"});
+  same(run_job(1, aware, dir, "aware-1"), run_job(4, aware4, dir, "aware-4"),
+       "precision-aware bf16 moments and remainders: TP=2 x DP=2, distributed optimizer");
 }
 
 TEST_CASE("pipeline splits: embedding and loss counted as layers, first/last stage sizes with virtual chunks",

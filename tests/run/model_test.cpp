@@ -834,19 +834,27 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
       const bool muon_like = std::string(opt) == "muon" || std::string(opt) == "dist_muon" || std::string(opt) == "lion";
       if (muon_like) CHECK(b.bytes().state < 8.0 * static_cast<double>(plan.numel()));
     }
-  // Adam with the precision-aware optimizer: each moment in its dtype (buffer_dtypes, as the run builds them).
+  // Adam with the precision-aware optimizer: each moment in its dtype (buffer_dtypes, as the run builds them), and
+  // the main params: bf16 + remainders (2 bytes), fp16 (2), fp16 params' fp32 master (4).
   for (const char* m1 : {"fp32", "bf16", "fp16"})
     for (const char* m2 : {"fp32", "bf16", "fp16"}) {
-      const mr::Args a = gpt({{"bf16", Value(true)},
+      const bool bf16 = std::string(m1) != "fp16";
+      const char* mp = std::string(m2) == "bf16" ? "fp16" : "fp32";
+      const mr::Args a = gpt({{bf16 ? "bf16" : "fp16", Value(true)},
                               {"use_precision_aware_optimizer", Value(true)},
                               {"exp_avg_dtype", Value(std::string(m1))},
-                              {"exp_avg_sq_dtype", Value(std::string(m2))}});
+                              {"exp_avg_sq_dtype", Value(std::string(m2))},
+                              {"main_params_dtype", Value(std::string(mp))}});
       const ModelPlan plan = mr::run::plan_gpt_model(a, {});
       mr::run::FlatBuffers b;
       b.set_layout(plan, mr::optim::optimizer_info(a.optimizer), mr::run::buffer_dtypes(a), {}, false);
       INFO("--exp-avg-dtype " << m1 << " --exp-avg-sq-dtype " << m2);
-      CHECK(b.bytes().state == mr::run::estimate_memory(plan, a, 1, 1).optimizer_state);
-      const double expect = static_cast<double>(plan.numel()) * ((std::string(m1) == "fp32" ? 4 : 2) + (std::string(m2) == "fp32" ? 4 : 2));
-      CHECK(b.bytes().state == expect);
+      INFO("--" << (bf16 ? "bf16" : "fp16") << " --main-params-dtype " << mp);
+      const mr::run::MemoryEstimate e = mr::run::estimate_memory(plan, a, 1, 1);
+      CHECK(b.bytes().state == e.optimizer_state);
+      CHECK(b.bytes().main == e.main_params);
+      const double n = static_cast<double>(plan.numel());
+      CHECK(b.bytes().state == n * ((std::string(m1) == "fp32" ? 4 : 2) + (std::string(m2) == "fp32" ? 4 : 2)));
+      CHECK(b.bytes().main == n * (bf16 || std::string(mp) == "fp16" ? 2 : 4));
     }
 }

@@ -94,7 +94,7 @@ TEST_CASE("the notice names the optimizer flags the chosen --optimizer has no us
   CHECK(notice({{"optimizer", Value(S("adaptive_muon"))}, {"muon_momentum", Value(0.9)}, {"adam_beta1", Value(0.9)}}).empty());
 }
 
-TEST_CASE("the precision-aware optimizer's moment dtypes act; fp8 moments and the main dtypes are named",
+TEST_CASE("the precision-aware optimizer's dtypes act; fp8 moments, fp16 main params in fp32 training, main grads are named",
           "[run][scope]") {
   auto notice = [](std::vector<std::pair<std::string, Value>> set) {
     Namespace ns;
@@ -110,6 +110,9 @@ TEST_CASE("the precision-aware optimizer's moment dtypes act; fp8 moments and th
                         {"exp_avg_sq_dtype", Value(S("fp8"))}});
   CHECK_THAT(fp8, Catch::Contains("--exp-avg-dtype, --exp-avg-sq-dtype (fp8 optimizer states are not modelled"));
   CHECK_THAT(fp8, !Catch::Contains("--use-precision-aware-optimizer"));
+  CHECK(notice({{"use_precision_aware_optimizer", on}, {"bf16", on}, {"main_params_dtype", Value(S("fp16"))}}).empty());
   CHECK_THAT(notice({{"use_precision_aware_optimizer", on}, {"main_params_dtype", Value(S("fp16"))}}),
-             Catch::Contains("--main-params-dtype (the synthetic run keeps fp32 main params and gradients"));
+             Catch::Contains("--main-params-dtype (fp32 training keeps no main params)"));
+  CHECK_THAT(notice({{"use_precision_aware_optimizer", on}, {"main_grads_dtype", Value(S("bf16"))}}),
+             Catch::Contains("--main-grads-dtype (the synthetic run keeps fp32 main gradients"));
 }

@@ -357,7 +357,7 @@ TEST_CASE("lion as Megatron's emerging-optimizer path runs it: Lion with the Ada
   CHECK(checksum({"--adam-eps", "0.1"}, "adameps") != base);      // only Adam uses eps: the norms and embeddings
 }
 
-TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a scale) step, fp32 ones are the plain run",
+TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a scale), main params as remainders or fp16",
           "[run][train][precision-aware]") {
   mrtest::TempDir dir;
   struct Result {
@@ -365,7 +365,7 @@ TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a
     std::vector<Line> lines;
   };
   auto run = [&](std::vector<std::string> more, const std::string& tag) {
-    more.insert(more.end(), {"--bf16", "--train-iters", "6", "--lr-warmup-iters", "0"});
+    more.insert(more.end(), {"--train-iters", "6", "--lr-warmup-iters", "0"});
     mrtest::Proc p = spawn(1, more, dir, tag);
     INFO(p.out() << p.err());
     REQUIRE(p.exit_code() == 0);
@@ -375,24 +375,33 @@ TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a
     REQUIRE(std::regex_search(out, m, re));
     return Result{out, m[1].str(), iterations(out)};
   };
-  const Result plain = run({}, "plain");
-  const Result fp32 = run({"--use-precision-aware-optimizer"}, "aware-fp32");
-  CHECK(fp32.checksum == plain.checksum);
-  const Result low = run({"--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "fp16"}, "aware");
-  CHECK_THAT(low.out, Catch::Contains("adam (precision-aware: bf16 exp_avg, fp16 exp_avg_sq), bf16"));
-  CHECK_THAT(low.out, !Catch::Contains("--exp-avg-dtype"));  // acted on: not in the notice
-  // The state halves (a first and second moment of 2 bytes each where there were 4): the rank's line says so.
+  const std::string aware = "--use-precision-aware-optimizer";
+  // fp16 params: an fp32 master as without the flag, fp32 moments: the plain run's bits.
+  CHECK(run({"--fp16", aware}, "fp16-aware").checksum == run({"--fp16"}, "fp16").checksum);
+  // bf16 params: the fp32 master kept as 16-bit remainders beside them (TE's store_param_remainders). The state
+  // shrinks by 2 bytes per parameter; the params round by TE's rule, so the path is another, close one.
+  const Result plain = run({"--bf16"}, "plain");
+  const Result rem = run({"--bf16", aware}, "remainders");
   CHECK_THAT(plain.out, Catch::Contains("main params + optimizer state 21.5 MiB"));
-  CHECK_THAT(low.out, Catch::Contains("main params + optimizer state 14.3 MiB"));
-  // Rounded moments: another path, close to the fp32 one.
-  CHECK(low.checksum != plain.checksum);
+  CHECK_THAT(rem.out, Catch::Contains("main params + optimizer state 17.9 MiB"));
+  CHECK_THAT(rem.out, Catch::Contains("main params as bf16 + 16-bit remainders"));
+  CHECK(rem.checksum != plain.checksum);
+  REQUIRE(rem.lines.size() == 6);
+  CHECK(rem.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-4));
+  // Low-precision moments and fp16 main params: 2 bytes each.
+  const Result low = run({"--bf16", aware, "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "fp16", "--main-params-dtype", "fp16"},
+                         "low");
+  CHECK_THAT(low.out, Catch::Contains("adam (precision-aware: bf16 exp_avg, fp16 exp_avg_sq, fp16 main params), bf16"));
+  CHECK_THAT(low.out, !Catch::Contains("--exp-avg-dtype") && !Catch::Contains("--main-params-dtype"));  // acted on
+  CHECK_THAT(low.out, Catch::Contains("main params + optimizer state 10.7 MiB"));
+  CHECK(low.checksum != rem.checksum);
   REQUIRE(low.lines.size() == 6);
   CHECK(low.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-3));
   CHECK(low.lines[5].loss < low.lines[0].loss);
-  // fp8 moments are not modelled: named in the notice, kept in fp32 (the plain run's path).
-  const Result fp8 = run({"--use-precision-aware-optimizer", "--exp-avg-dtype", "fp8"}, "aware-fp8");
+  // fp8 moments are not modelled: named in the notice, kept in fp32 (the remainder run's path).
+  const Result fp8 = run({"--bf16", aware, "--exp-avg-dtype", "fp8"}, "aware-fp8");
   CHECK_THAT(fp8.out, Catch::Contains("--exp-avg-dtype (fp8 optimizer states are not modelled"));
-  CHECK(fp8.checksum == plain.checksum);
+  CHECK(fp8.checksum == rem.checksum);
 }
 
 TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][train]") {
