@@ -1,5 +1,6 @@
 // Optimizer kernel benchmarks (docs/optim.md): each figure beside a baseline measured in the same run.
 //   cpu.adamw.fp32          AdamW step vs a data-movement-only kernel over the same arrays; ratio = its time / ours
+//   cpu.adamw.bf16_states   AdamW with bf16 moments (precision-aware) vs fp32 moments; ratio = fp32 time / ours
 //   cpu.adamw.vs_torch      AdamW step vs torch::optim::AdamW; ratio = speed-up
 //   cpu.sgd.fp32            SGD (momentum) step vs a data-movement-only kernel over its arrays; ratio as above
 //   cpu.muon.ns5_1024x4096  NS5 (quintic, fp32) vs the same GEMMs through LibTorch/OpenBLAS; ratio = FLOP/s fraction
@@ -117,6 +118,33 @@ MR_BENCHMARK("cpu.adamw.fp32", [](const Options& o) {
       },
       [&] { cpu::data_movement(s.slots); });
   return versus(t, base, "data movement (same arrays)", base / t);
+});
+
+// The precision-aware optimizer's AdamW: the same step with bf16 moments (2 bytes each, rounded after the fp32 update)
+// against fp32 moments over the same params and grads; ratio = fp32 moments' time / ours (fewer bytes to move).
+MR_BENCHMARK("cpu.adamw.bf16_states", [](const Options& o) {
+  Fp32State f(cpu_params(o), mr::arg::Optimizer::adam);
+  std::vector<torch::Tensor> m, v;
+  std::vector<TensorSlot> slots = f.slots;
+  for (TensorSlot& s : slots) {
+    m.push_back(torch::zeros({s.numel}, torch::kBFloat16));
+    v.push_back(torch::zeros({s.numel}, torch::kBFloat16));
+    s.exp_avg = m.back().data_ptr(), s.exp_avg_dtype = DType::BF16;
+    s.exp_avg_sq = v.back().data_ptr(), s.exp_avg_sq_dtype = DType::BF16;
+  }
+  std::vector<GroupHyper> ours = {{1e-4, 0.1, 1}}, base = ours;
+  AdamOptions ao;
+  auto [t, b] = best_alternating(
+      o.quick ? 5 : 7,
+      [&] {
+        cpu::adam_step(slots, ours, ao);
+        ++ours[0].step;
+      },
+      [&] {
+        cpu::adam_step(f.slots, base, ao);
+        ++base[0].step;
+      });
+  return versus(t, b, "AdamW with fp32 moments (same params and grads)", b / t);
 });
 
 MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
