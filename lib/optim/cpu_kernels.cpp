@@ -364,7 +364,8 @@ class Engine {
 
   // The tile loops stream several arrays of mixed widths through small tiles, where the hardware prefetchers alone
   // leave bandwidth unused (as in the fp32 loops, `prefetched`): ask for the next tile's lines of each array while
-  // this one is computed. Elements [off, off + n) of every buffer the slot streams; nothing when n <= 0.
+  // this one is computed (the update pass; the absmax pass of fp16 states goes without). Elements [off, off + n) of
+  // every buffer the slot streams; nothing when n <= 0.
   void prefetch_next_tile(const TensorSlot& s, int64_t off, int64_t n) const {
     if (n <= 0) return;
     auto ahead = [&](const void* buf, DType d) {
@@ -375,8 +376,8 @@ class Engine {
     };
     ahead(s.grad, s.grad_dtype);
     ahead(s.param, s.param_dtype);
-    if (s.master) ahead(s.master, s.master_dtype);
-    if (s.remainder) ahead(s.remainder, DType::BF16);  // 2 bytes an element
+    ahead(s.master, s.master_dtype);
+    ahead(s.remainder, DType::BF16);  // 2 bytes an element
     for (int k = 0; k < 2; ++k)
       if (state_used(k)) ahead(state(s, k).buf, state(s, k).dtype);
   }

@@ -40,7 +40,7 @@
 namespace mr::run {
 
 // The storage of the flat buffers (FlatBuffers' layout), on the backend's device; null where a buffer is not
-// allocated (main params in fp32, exp_avg_sq where no parameter of this rank keeps a second moment, grad_shard
+// allocated (main params in fp32 training, exp_avg_sq where no parameter of this rank keeps a second moment, grad_shard
 // without the distributed optimizer).
 struct BufferPtrs {
   void* model = nullptr;  // [0, padded) in the model dtype

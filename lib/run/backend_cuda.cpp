@@ -127,26 +127,22 @@ class CudaBackend final : public Backend {
     // The initial values and targets as the CPU backend computes them (FlatBuffers::initial_values, on the host:
     // the same bits), uploaded one parameter at a time; the padding stays zero.
     const size_t w = dtype_bytes(dtype);
-    std::vector<uint8_t> model, main;
+    std::vector<uint8_t> model;
     std::vector<float> init, target, scales(b.scales(), 0.0f);
+    std::vector<std::pair<int64_t, std::vector<uint8_t>>> main;  // a parameter's encoded main-param pieces
     for (size_t k = 0; k < plan.params.size(); ++k) {
       const ParamSpec& p = plan.params[k];
       const int64_t base = b.offset[k], cnt = p.numel();
       model.resize(static_cast<size_t>(cnt) * w);
-      init.resize(static_cast<size_t>(cnt));
       target.resize(static_cast<size_t>(cnt));
-      b.initial_values(p, seed, init_std, p.expert ? etp_rank : tp_rank, [&](int64_t i, float v, float t) {
-        b.store_initial(model.data(), i, v);
-        init[static_cast<size_t>(i)] = v;
-        target[static_cast<size_t>(i)] = t;
-      });
-      if (b.has_main)  // the main params' pieces, kept as main_storage says (remainders set the bf16 params first)
-        b.pieces_of(k, cnt, [&](size_t, int64_t lo, int64_t hi) {
-          main.resize(static_cast<size_t>(hi - lo) * 4);
-          b.encode_main(init.data() + (lo - base), hi - lo, main.data(), b.scale_at(scales.data(), FlatBuffers::Scaled::Main, k),
-                        model.data() + static_cast<size_t>(lo - base) * w);
-          cuda::to_device(b.main_at(main_.get(), lo), main.data(), static_cast<size_t>((hi - lo) * b.main_bytes()));
-        });
+      main.clear();
+      b.initial_param(k, p, seed, init_std, p.expert ? etp_rank : tp_rank, model.data(), target.data(), init,
+                      [&](int64_t lo, int64_t hi) {
+                        main.emplace_back(lo, std::vector<uint8_t>(static_cast<size_t>((hi - lo) * b.main_bytes())));
+                        return static_cast<void*>(main.back().second.data());
+                      },
+                      scales.data());
+      for (const auto& [lo, bytes] : main) cuda::to_device(b.main_at(main_.get(), lo), bytes.data(), bytes.size());
       cuda::to_device(model_.get<uint8_t>() + static_cast<size_t>(base) * w, model.data(), model.size());
       cuda::to_device(target_.get<float>() + base, target.data(), target.size() * 4);
     }

@@ -62,11 +62,10 @@ BufferDtypes buffer_dtypes(const Args& a) {
   auto moment = [](std::string_view d) {  // fp8: not modelled, fp32
     return d == "bf16" ? optim::DType::BF16 : d == "fp16" ? optim::DType::F16 : optim::DType::F32;
   };
-  // The main params (16-bit training only): fp16 as asked, else fp32, kept as remainders beside bf16 params
-  // (Megatron passes store_param_remainders to Transformer Engine's FusedAdam, which uses it for fp32 masters of
-  // bf16 params).
+  // The main params (16-bit training only): fp16 as asked, else fp32, kept as remainders beside bf16 params where
+  // Megatron's Adam does (keeps_param_remainders, run/model.h: the estimate asks the same).
   const MainStorage main = a.main_params_dtype == arg::MainParamsDtype::fp16 ? MainStorage::F16
-                           : a.bf16                                       ? MainStorage::Remainder
+                           : keeps_param_remainders(a)                    ? MainStorage::Remainder
                                                                           : MainStorage::F32;
   return {model, moment(arg::to_string(a.exp_avg_dtype)), moment(arg::to_string(a.exp_avg_sq_dtype)), main};
 }
@@ -206,7 +205,8 @@ BufferBytes FlatBuffers::bytes() const {
   b.grad = static_cast<double>(padded) * f;
   b.grad_shard = static_cast<double>(scattered()) * f;
   b.main = has_main ? s * static_cast<double>(main_bytes()) : 0.0;
-  // The fp16 states' scales (12 bytes per parameter tensor) are left out, as the estimate leaves them out.
+  // The fp16 states' scales (12 bytes per parameter tensor, state_scale) are left out, as the estimate leaves them
+  // out; so is a checkpoint save's fp32 copy of the states kept below fp32 (RankSave::decoded).
   b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype);
   b.target = static_cast<double>(numel) * f;
   return b;
@@ -238,19 +238,39 @@ void FlatBuffers::build(const ModelPlan& plan, const optim::OptimizerInfo& opt, 
   std::vector<float> init;
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
-    const int64_t base = offset[k];
-    init.resize(static_cast<size_t>(p.numel()));
-    initial_values(p, seed, init_std, p.expert ? etp_rank : tp_rank, [&](int64_t i, float v, float t) {
-      store_initial(model.data(), base + i, v);
-      target[static_cast<size_t>(base + i)] = t;
-      init[static_cast<size_t>(i)] = v;
-    });
-    if (has_main)  // this rank's main params: the initial values, kept as main_storage says
-      pieces_of(k, p.numel(), [&](size_t, int64_t b, int64_t e) {
-        encode_main(init.data() + (b - base), e - b, main_at(main.data(), b),
-                    scale_at(state_scale.data(), Scaled::Main, k), model.data() + b * static_cast<int64_t>(dtype_bytes(model_dtype)));
-      });
+    initial_param(k, p, seed, init_std, p.expert ? etp_rank : tp_rank,
+                  model.data() + static_cast<size_t>(offset[k]) * dtype_bytes(model_dtype), target.data() + offset[k], init,
+                  [&](int64_t b, int64_t) { return main_at(main.data(), b); }, state_scale.data());
   }
+}
+
+void FlatBuffers::initial_param(size_t k, const ParamSpec& p, uint64_t seed, double init_std, int64_t tp_rank,
+                                void* model_k, float* target_k, std::vector<float>& init,
+                                const std::function<void*(int64_t, int64_t)>& main_out, float* scales) const {
+  init.resize(static_cast<size_t>(p.numel()));
+  initial_values(p, seed, init_std, tp_rank, [&](int64_t i, float v, float t) {
+    store_initial(model_k, i, v);
+    target_k[i] = t;
+    init[static_cast<size_t>(i)] = v;
+  });
+  if (!has_main) return;
+  // This rank's main params: the initial values, kept as main_storage says (remainders set the bf16 params too).
+  const int64_t base = offset[k];
+  pieces_of(k, p.numel(), [&](size_t, int64_t b, int64_t e) {
+    encode_main(init.data() + (b - base), e - b, main_out(b, e), scale_at(scales, Scaled::Main, k),
+                static_cast<uint8_t*>(model_k) + static_cast<size_t>(b - base) * dtype_bytes(model_dtype));
+  });
+}
+
+void FlatBuffers::main_from_model(const ModelPlan& plan) {
+  if (!has_main) return;
+  std::vector<float> x;
+  for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
+    x.resize(static_cast<size_t>(hi - lo));
+    for (int64_t i = lo; i < hi; ++i) x[static_cast<size_t>(i - lo)] = to_float(model.data(), model_dtype, i);
+    encode_main(x.data(), hi - lo, main_at(main.data(), lo), scale_at(state_scale.data(), Scaled::Main, k),
+                model.data() + static_cast<size_t>(lo) * dtype_bytes(model_dtype));
+  });
 }
 
 // What the buffers take, against what this machine has for all its local ranks: a model that does not fit is an

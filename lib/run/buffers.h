@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -208,6 +209,17 @@ struct FlatBuffers {
       put(i, init, init + std_f * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull));
     }
   }
+
+  // Parameter k's initial values, the same on every backend: its model elements into `model_k` (p.numel() in the
+  // model dtype, from element 0), its targets into `target_k`, and for each of its pieces [b, e) of this rank's
+  // main params (16-bit training) the encoded main params into main_out(b, e) (room for e - b of them), the fp16
+  // scale into `scales` (a state_scale-sized buffer). `init` is scratch.
+  void initial_param(size_t k, const ParamSpec& p, uint64_t seed, double init_std, int64_t tp_rank, void* model_k,
+                     float* target_k, std::vector<float>& init, const std::function<void*(int64_t, int64_t)>& main_out,
+                     float* scales) const;
+  // Megatron's reload_model_params on the host vectors: the main params from the model params (fp16 ones with a
+  // fresh scale, remainders zero).
+  void main_from_model(const ModelPlan& plan);
 
   // The parts of each parameter inside this rank's shard: f(k, begin, end).
   template <class F>

@@ -314,16 +314,7 @@ Progress Checkpointer::load() {
       FlatBuffers& b = c_.buf;
       if (!with_opt) {
         // Megatron's reload_model_params: the main params from the loaded model params; fresh optimizer state.
-        if (b.has_main) {
-          std::vector<float> x;
-          b.for_each_piece(c_.plan, [&](size_t k, int64_t lo, int64_t hi) {
-            x.resize(static_cast<size_t>(hi - lo));
-            for (int64_t i = lo; i < hi; ++i) x[static_cast<size_t>(i - lo)] = to_float(b.model.data(), b.model_dtype, i);
-            b.encode_main(x.data(), hi - lo, b.main_at(b.main.data(), lo),
-                          b.scale_at(b.state_scale.data(), FlatBuffers::Scaled::Main, k),
-                          b.model.data() + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype));
-          });
-        }
+        b.main_from_model(c_.plan);
       }
       c_.backend->from_host(c_.buf);
       if (with_opt) {

@@ -45,7 +45,8 @@ struct RankSave {
   std::vector<Piece> pieces;
   std::vector<TensorOut> tensors;  // the same order; pointing into the buffers, or into `decoded`
   uint64_t bytes = 0;
-  // The fp32 values of the states kept below fp32 (the precision-aware optimizer's moments): checkpoints hold fp32.
+  // The fp32 values of the states kept below fp32 (the precision-aware optimizer's moments, fp16 or remainder main
+  // params): checkpoints hold fp32.
   std::vector<std::unique_ptr<float[]>> decoded;
 };
 RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankPlace& at, bool with_optimizer);

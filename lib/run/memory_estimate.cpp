@@ -40,6 +40,13 @@ bool fp8_eligible(const ParamSpec& p) {
 
 }  // namespace
 
+bool keeps_param_remainders(const Args& a) {
+  if (!a.use_precision_aware_optimizer || a.optimizer != arg::Optimizer::adam || !a.bf16 ||
+      a.main_params_dtype != arg::MainParamsDtype::fp32)
+    return false;
+  return !a.fp8.has_value() || a.fp8_recipe == arg::Fp8Recipe::delayed || a.optimizer_cpu_offload;
+}
+
 MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp, int64_t expert_dp) {
   const bool half = a.bf16 || a.fp16;
   const optim::OptimizerInfo opt = optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer);
@@ -78,9 +85,9 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   const double p_bytes = half ? 2 : 4;
   double g_bytes = (!half || a.accumulate_allreduce_grads_in_fp32) ? 4 : p_bytes;
   // Main params: fp32, or with the precision-aware optimizer --main-params-dtype, where fp32 masters of bf16 params
-  // are kept as 16-bit remainders beside them (Transformer Engine's store_param_remainders; run/buffers.h).
+  // may be kept as 16-bit remainders beside them (keeps_param_remainders; fp8 params keep fp32 ones).
   const bool aware_adam = aware && a.optimizer == arg::Optimizer::adam;
-  const bool remainders = aware_adam && a.bf16 && a.main_params_dtype == arg::MainParamsDtype::fp32;
+  const bool remainders = keeps_param_remainders(a);
   double main_bytes = half ? (aware_adam ? (remainders ? 2 : dtype_size(arg::to_string(a.main_params_dtype), 4)) : 4) : 0;
   if (fsdp) {
     // Megatron-FSDP's main weights (fp32 by default; auto, which validate_args turns into None: the params' own
@@ -91,8 +98,8 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     const std::optional<std::string>& mg = a.megatron_fsdp_main_grads_dtype;
     if (!a.accumulate_allreduce_grads_in_fp32 && mg) g_bytes = dtype_size(*mg, g_bytes);
   }
-  const double m1 = aware ? dtype_size(arg::to_string(a.exp_avg_dtype), 4) : 4;
-  const double m2 = aware ? dtype_size(arg::to_string(a.exp_avg_sq_dtype), 4) : 4;
+  const double m1 = aware_adam ? dtype_size(arg::to_string(a.exp_avg_dtype), 4) : 4;
+  const double m2 = aware_adam ? dtype_size(arg::to_string(a.exp_avg_sq_dtype), 4) : 4;
 
   MemoryEstimate m;
   m.params_shard = static_cast<int64_t>(dense.params);
@@ -106,8 +113,9 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     const bool fp8 = fp8_params && fp8_eligible(p);
     m.params += n * (fp8 ? 1.0 : p_bytes) / sh.params;
     m.grads += n * g_bytes / sh.grads;
-    // FP8 params keep an fp32 main copy even when the other params are fp32 (the optimizer steps that copy).
-    m.main_params += n * (fp8 && main_bytes == 0 ? 4.0 : main_bytes) / sh.state;
+    // FP8 params keep an fp32 main copy even when the other params are fp32 (the optimizer steps that copy), and
+    // where bf16 params keep remainders (Transformer Engine splits only bf16 params).
+    m.main_params += n * (fp8 && (main_bytes == 0 || remainders) ? 4.0 : main_bytes) / sh.state;
     const optim::StateLayout& st =
         optim::state_of(opt, optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon));
     double state = 0;

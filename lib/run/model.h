@@ -95,6 +95,13 @@ struct MemoryEstimate {
   double weights_and_optimizer() const { return params + grads + main_params + optimizer_state; }
   double total() const { return weights_and_optimizer() + activations; }  // NaN: state not modelled
 };
+// Whether Megatron's Adam keeps the fp32 masters of bf16 params as 16-bit remainders beside them (Transformer
+// Engine's FusedAdam with store_param_remainders): the precision-aware optimizer with adam, --bf16 and fp32 main
+// params, where Megatron hands TE the master weights (its use_precision_aware_optimizer_no_fp8_or_ds_fp8: no fp8
+// training, the delayed recipe, or CPU offload). Assumes Transformer Engine 2.1 or newer (the default target
+// environment; older ones drop the option). The memory estimate and the run (run/buffers.h) both ask this.
+bool keeps_param_remainders(const Args& args);
+
 // Routed experts shard over the expert data-parallel group (0: the same size as `data_parallel_size`).
 MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& args, int64_t data_parallel_size,
                                int64_t expert_data_parallel_size = 0);

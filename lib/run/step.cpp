@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,10 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
   const std::vector<int64_t> split_shapes = optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate);
   const int64_t split_total = std::accumulate(split_shapes.begin(), split_shapes.end(), int64_t{0});
+  // Muon reads fp32 main params and moments: the precision-aware optimizer is Adam's only (rule
+  // optimizer.precision-aware-requires-adam; buffer_dtypes keeps fp32 otherwise).
+  if (b.main_storage != MainStorage::F32 || b.exp_avg_dtype != optim::DType::F32 || b.exp_avg_sq_dtype != optim::DType::F32)
+    throw std::logic_error("muon_step: the buffers hold main params or moments below fp32");
   std::vector<optim::MuonParam> mats, expert_mats;
   std::vector<optim::TensorSlot> scalars;
   for (size_t k = 0; k < c.plan.params.size(); ++k) {
@@ -85,13 +90,11 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
     const int64_t off = b.offset[k];
     // The layer-wise distributed optimizer: this rank steps the whole parameters it owns, [lo, hi) and [elo, ehi).
     if (!((off >= b.lo && off < b.hi) || (off >= b.elo && off < b.ehi))) continue;
-    // fp32 main params: the precision-aware optimizer is Adam's only.
     float* master = d.main ? static_cast<float*>(b.main_at(d.main, off)) : static_cast<float*>(d.model) + off;
     if (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon)) {
       optim::MuonParam m;
       m.param = master;
       m.grad = b.grad_at(d.grad, d.grad_shard, off);
-      // fp32 moments: the precision-aware optimizer is Adam's only (rule optimizer.precision-aware-requires-adam).
       m.momentum_buffer = static_cast<float*>(b.exp_avg_at(d.exp_avg, off));
       m.moment2_buffer = static_cast<float*>(b.sq_at(d.exp_avg_sq, k, off));  // adaptive_muon's (muon: none)
       m.rows = p.shape[0];

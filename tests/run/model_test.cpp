@@ -857,4 +857,23 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
       CHECK(b.bytes().state == n * ((std::string(m1) == "fp32" ? 4 : 2) + (std::string(m2) == "fp32" ? 4 : 2)));
       CHECK(b.bytes().main == n * (bf16 || std::string(mp) == "fp16" ? 2 : 4));
     }
+  // FP8 params (--fp8-param-gather) keep fp32 masters: Transformer Engine splits only bf16 params into remainders, and
+  // with a recipe other than delayed Megatron keeps every master itself (no remainders at all).
+  for (const char* recipe : {"delayed", "tensorwise"}) {
+    const mr::Args a = gpt({{"bf16", Value(true)},
+                            {"use_precision_aware_optimizer", Value(true)},
+                            {"fp8", Value(std::string("hybrid"))},
+                            {"fp8_recipe", Value(std::string(recipe))},
+                            {"fp8_param_gather", Value(true)}});
+    const ModelPlan plan = mr::run::plan_gpt_model(a, {});
+    const bool delayed = std::string(recipe) == "delayed";
+    CHECK(mr::run::keeps_param_remainders(a) == delayed);
+    double expect = 0;
+    for (const mr::run::ParamSpec& p : plan.params) {
+      const bool fp8 = p.shape.size() == 2 && !p.embedding_or_output && p.name.find(".linear_") != std::string::npos;
+      expect += static_cast<double>(p.numel()) * (fp8 || !delayed ? 4 : 2);
+    }
+    INFO("--fp8-recipe " << recipe);
+    CHECK(mr::run::estimate_memory(plan, a, 1, 1).main_params == expect);
+  }
 }
