@@ -128,8 +128,20 @@ void write_safetensors(const std::string& path, const std::vector<TensorOut>& te
   try {
     write_all(fd, len, 8, path);
     write_all(fd, h.data(), h.size(), path);
-    for (const TensorOut& t : tensors)
-      if (t.bytes) write_all(fd, t.data, t.bytes, path);
+    std::vector<char> chunk;  // for the produced tensors
+    for (const TensorOut& t : tensors) {
+      if (!t.bytes) continue;
+      if (t.data) {
+        write_all(fd, t.data, t.bytes, path);
+        continue;
+      }
+      chunk.resize(std::min(t.bytes, kProduceChunkBytes));
+      for (size_t off = 0; off < t.bytes; off += chunk.size()) {
+        const size_t n = std::min(chunk.size(), t.bytes - off);
+        t.produce(off, n, chunk.data());
+        write_all(fd, chunk.data(), n, path);
+      }
+    }
     if (::fsync(fd) != 0) throw CheckpointError(kCkptSaveFailed, path + ": fsync failed: " + std::strerror(errno));
   } catch (...) {
     ::close(fd);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -43,14 +44,19 @@ inline constexpr uint64_t kMaxMetadataBytes = 256ull << 20;
 // "F32", "BF16", "F16" (the dtypes a run trains in); bytes per element, 0 for any other word.
 size_t safetensors_dtype_bytes(std::string_view dtype);
 
-// One tensor to write: `bytes` at `data`, `shape` elements of `dtype`.
+// One tensor to write: `bytes` at `data`, `shape` elements of `dtype`; or, where `data` is null, `bytes` that
+// produce(offset, n, dst) writes into dst, n bytes from byte `offset` on, a bounded piece at a time (a state kept
+// below fp32 is written as its fp32 values without a whole fp32 copy in memory).
 struct TensorOut {
   std::string name;
   std::string dtype;
   std::vector<int64_t> shape;
   const void* data = nullptr;
   size_t bytes = 0;
+  std::function<void(size_t offset, size_t n, char* dst)> produce;
 };
+// The most bytes write_safetensors asks `produce` for at once (a multiple of every element size).
+inline constexpr size_t kProduceChunkBytes = 16u << 20;
 
 // Writes a safetensors file at `path` (created or truncated), then fsyncs it. The header lists the tensors in the
 // order given and a "__metadata__" of {"format": "pt"}; it is padded with spaces to a multiple of 8 bytes. Equal

@@ -65,10 +65,14 @@ struct StatePlace {
   void* model() const {  // the bf16 params beside remainders
     return const_cast<uint8_t*>(b.model.data()) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
   }
-  // The n stored elements' fp32 values into out; n fp32 values stored (an fp16 state takes its scale anew).
-  void get(int64_t n, float* out) const {
-    if (kind == "fp32_param") return b.decode_main(data, n, scale(), model(), out);
-    optim::decode_state(data, n, kind == "exp_avg" ? b.exp_avg_dtype : b.exp_avg_sq_dtype, scale(), out);
+  // The fp32 values of the n stored elements from `first` on (after `lo`) into out; n fp32 values stored from `lo`
+  // (an fp16 state takes its scale anew).
+  void get(int64_t first, int64_t n, float* out) const {
+    if (kind == "fp32_param")
+      return b.decode_main(static_cast<uint8_t*>(data) + first * b.main_bytes(), n, scale(),
+                           static_cast<uint8_t*>(model()) + static_cast<size_t>(first) * dtype_bytes(b.model_dtype), out);
+    const optim::DType d = kind == "exp_avg" ? b.exp_avg_dtype : b.exp_avg_sq_dtype;
+    optim::decode_state(static_cast<uint8_t*>(data) + first * optim::dtype_size(d), n, d, scale(), out);
   }
   void put(int64_t n, const float* x) const {
     if (kind == "fp32_param") return b.encode_main(x, n, data, scale(), model());
@@ -128,10 +132,12 @@ std::vector<ShardBlock> blocks_of(const ParamSpec& p, int64_t tp_rank) {
 RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankPlace& at, bool with_optimizer) {
   RankSave out;
   const size_t w = dtype_bytes(b.model_dtype);
-  // Elements [fb, fe) of the rank's shard of p at `data`: a piece per block they touch (one, or one per TP-split
+  // Elements [fb, fe) of the rank's shard of p at `data` (or, where data is null, fp32 values that values(first, n,
+  // out) gives from element fb + first on, at write time): a piece per block they touch (one, or one per TP-split
   // part, whose entries get the part's index after the name).
+  using Values = std::function<void(int64_t first, int64_t n, float* out)>;
   auto add = [&](const ParamSpec& p, int64_t tp_rank, const std::string& kind, int64_t fb, int64_t fe,
-                 const void* data, size_t elem, const std::string& dtype) {
+                 const void* data, size_t elem, const std::string& dtype, const Values& values = nullptr) {
     const std::vector<ShardBlock> blocks = blocks_of(p, tp_rank);
     for (size_t k = 0; k < blocks.size(); ++k) {
       const ShardBlock& blk = blocks[k];
@@ -152,7 +158,13 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
       t.name = pc.tensor;
       t.dtype = dtype;
       t.shape = (lo == blk.flat_lo && hi == blk.flat_hi) ? blk.shape : std::vector<int64_t>{hi - lo};
-      t.data = static_cast<const char*>(data) + static_cast<size_t>(lo - fb) * elem;
+      if (data) {
+        t.data = static_cast<const char*>(data) + static_cast<size_t>(lo - fb) * elem;
+      } else {
+        t.produce = [values, start = lo - fb](size_t off, size_t n, char* dst) {
+          values(start + static_cast<int64_t>(off / 4), static_cast<int64_t>(n / 4), reinterpret_cast<float*>(dst));
+        };
+      }
       t.bytes = static_cast<size_t>(hi - lo) * elem;
       out.bytes += t.bytes;
       out.pieces.push_back(std::move(pc));
@@ -181,13 +193,11 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
                                         : writes(p);
       const StatePlace place(b, kinds[i], k, lo);
       if (!writer || !place.data) return;
-      const void* data = place.data;
-      if (!place.fp32) {  // its fp32 values
-        out.decoded.push_back(std::make_unique<float[]>(static_cast<size_t>(hi - lo)));
-        place.get(hi - lo, out.decoded.back().get());
-        data = out.decoded.back().get();
-      }
-      add(p, p.expert ? at.etp_rank : at.tp_rank, kinds[i], lo - b.offset[k], hi - b.offset[k], data, 4, "F32");
+      const int64_t tp = p.expert ? at.etp_rank : at.tp_rank;
+      if (place.fp32) return add(p, tp, kinds[i], lo - b.offset[k], hi - b.offset[k], place.data, 4, "F32");
+      // Kept below fp32: its fp32 values, converted as the file is written.
+      add(p, tp, kinds[i], lo - b.offset[k], hi - b.offset[k], nullptr, 4, "F32",
+          [place](int64_t first, int64_t n, float* dst) { place.get(first, n, dst); });
     });
   }
   return out;

@@ -43,11 +43,11 @@ std::string safetensors_dtype(optim::DType d);  // "F32", "BF16", "F16"
 
 struct RankSave {
   std::vector<Piece> pieces;
-  std::vector<TensorOut> tensors;  // the same order; pointing into the buffers, or into `decoded`
+  // The same order; pointing into the buffers. The states kept below fp32 (the precision-aware optimizer's moments,
+  // fp16 or remainder main params) are written as their fp32 values, converted from the buffers as the file is
+  // written (TensorOut::produce), so a save holds no fp32 copy of them.
+  std::vector<TensorOut> tensors;
   uint64_t bytes = 0;
-  // The fp32 values of the states kept below fp32 (the precision-aware optimizer's moments, fp16 or remainder main
-  // params): checkpoints hold fp32.
-  std::vector<std::unique_ptr<float[]>> decoded;
 };
 RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankPlace& at, bool with_optimizer);
 // Writes dir/rank_NNNNN.safetensors and dir/rank_NNNNN.json (each fsynced); `meta` gets the pieces.

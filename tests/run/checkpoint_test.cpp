@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -618,4 +619,33 @@ TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 
   REQUIRE(!t.empty());
   CHECK(std::stoll(t) >= 3);
   CHECK(fs::exists(ck + "/iter_" + std::string(7 - t.size(), '0') + t + "/rank_00001.json"));
+}
+
+TEST_CASE("write_safetensors: a produced tensor is written a bounded chunk at a time, the same bytes as stored data",
+          "[run][checkpoint][format]") {
+  mrtest::TempDir dir;
+  // 5 Mi fp32 values (20 MiB): two chunks of at most kProduceChunkBytes, asked for in order.
+  const size_t n = 5u << 20;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i) * 0.5f;
+  std::vector<std::pair<size_t, size_t>> asked;
+  mr::run::TensorOut stored{"a", "F32", {static_cast<int64_t>(n)}, x.data(), n * 4, nullptr};
+  mr::run::TensorOut produced{"b", "F32", {static_cast<int64_t>(n)}, nullptr, n * 4,
+                              [&](size_t off, size_t bytes, char* dst) {
+                                asked.emplace_back(off, bytes);
+                                std::memcpy(dst, reinterpret_cast<const char*>(x.data()) + off, bytes);
+                              }};
+  const std::string path = dir / "t.safetensors";
+  mr::run::write_safetensors(path, {stored, produced});
+  REQUIRE(asked.size() == 2);
+  CHECK(asked[0] == std::make_pair(size_t{0}, mr::run::kProduceChunkBytes));
+  CHECK(asked[1] == std::make_pair(mr::run::kProduceChunkBytes, n * 4 - mr::run::kProduceChunkBytes));
+  const mr::run::SafetensorsHeader h = mr::run::read_safetensors_header(path);
+  const std::string bytes = bytes_of(path);
+  const mr::run::TensorEntry* a = h.find("a");
+  const mr::run::TensorEntry* b = h.find("b");
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(bytes.compare(h.data_start + a->begin, n * 4, std::string(reinterpret_cast<const char*>(x.data()), n * 4)) == 0);
+  CHECK(bytes.compare(h.data_start + b->begin, n * 4, std::string(reinterpret_cast<const char*>(x.data()), n * 4)) == 0);
 }
