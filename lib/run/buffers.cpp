@@ -80,25 +80,15 @@ void FlatBuffers::store_initial(void* m, int64_t i, float v) const {
 }
 
 void FlatBuffers::encode_main(const float* x, int64_t n, void* out, float* scale, void* model_bf16) const {
-  switch (main_storage) {
-    case MainStorage::F32: return optim::encode_state(x, n, optim::DType::F32, out, nullptr);
-    case MainStorage::F16: return optim::encode_state(x, n, optim::DType::F16, out, scale);
-    case MainStorage::Remainder:
-      for (int64_t i = 0; i < n; ++i)
-        optim::split_remainder(x[i], static_cast<uint16_t*>(model_bf16)[i], static_cast<uint16_t*>(out)[i]);
-      return;
-  }
+  if (main_storage != MainStorage::Remainder) return optim::encode_state(x, n, master_dtype(), out, scale);
+  for (int64_t i = 0; i < n; ++i)
+    optim::split_remainder(x[i], static_cast<uint16_t*>(model_bf16)[i], static_cast<uint16_t*>(out)[i]);
 }
 
 void FlatBuffers::decode_main(const void* in, int64_t n, const float* scale, const void* model_bf16, float* out) const {
-  switch (main_storage) {
-    case MainStorage::F32: return optim::decode_state(in, n, optim::DType::F32, nullptr, out);
-    case MainStorage::F16: return optim::decode_state(in, n, optim::DType::F16, scale, out);
-    case MainStorage::Remainder:
-      for (int64_t i = 0; i < n; ++i)
-        out[i] = optim::join_remainder(static_cast<const uint16_t*>(model_bf16)[i], static_cast<const uint16_t*>(in)[i]);
-      return;
-  }
+  if (main_storage != MainStorage::Remainder) return optim::decode_state(in, n, master_dtype(), scale, out);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = optim::join_remainder(static_cast<const uint16_t*>(model_bf16)[i], static_cast<const uint16_t*>(in)[i]);
 }
 
 void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,

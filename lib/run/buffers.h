@@ -141,17 +141,21 @@ struct FlatBuffers {
   void* main_at(void* base, int64_t i) const {
     return base ? static_cast<uint8_t*>(base) + local(i) * main_bytes() : nullptr;
   }
-  // The scale of parameter k's state `which` in the scale buffer `scales`; null unless that state is fp16.
+  // The dtype of a master kept as a value (fp32 or fp16; remainders are not one).
+  optim::DType master_dtype() const { return main_storage == MainStorage::F16 ? optim::DType::F16 : optim::DType::F32; }
+  // The states that may carry an fp16 scale, and whether `which` does here.
   enum class Scaled : uint8_t { ExpAvg, ExpAvgSq, Main };
+  bool is_f16(Scaled which) const {
+    return which == Scaled::ExpAvg     ? exp_avg_dtype == optim::DType::F16
+           : which == Scaled::ExpAvgSq ? exp_avg_sq_dtype == optim::DType::F16
+                                       : has_main && main_storage == MainStorage::F16;
+  }
+  // The scale of parameter k's state `which` in the scale buffer `scales`; null unless that state is fp16.
   float* scale_at(float* scales, Scaled which, size_t k) const {
-    const bool f16 = which == Scaled::ExpAvg     ? exp_avg_dtype == optim::DType::F16
-                     : which == Scaled::ExpAvgSq ? exp_avg_sq_dtype == optim::DType::F16
-                                                 : has_main && main_storage == MainStorage::F16;
-    return scales && f16 ? scales + static_cast<size_t>(which) * keeps_sq.size() + k : nullptr;
+    return scales && is_f16(which) ? scales + static_cast<size_t>(which) * keeps_sq.size() + k : nullptr;
   }
   size_t scales() const {  // the scale buffer's size
-    const bool any = exp_avg_dtype == optim::DType::F16 || exp_avg_sq_dtype == optim::DType::F16 ||
-                     (has_main && main_storage == MainStorage::F16);
+    const bool any = is_f16(Scaled::ExpAvg) || is_f16(Scaled::ExpAvgSq) || is_f16(Scaled::Main);
     return any ? 3 * keeps_sq.size() : 0;
   }
   // The initial bf16/fp16 model value of `v` at element i of `model`: rounded to nearest even, or with remainders

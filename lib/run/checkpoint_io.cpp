@@ -33,50 +33,48 @@ Box box_of(const std::vector<int64_t>& local, const std::vector<int64_t>& offset
   return {local[0], local[1] * inner, offset[0], offset[1] * inner};
 }
 
-// Parameter k's elements from `lo` on (in this rank's shard) in the state buffer of `kind`, as they are stored:
-// `data` is null where the parameter keeps no such state (the second moment of Muon's and Lion's matrices); `fp32`
-// whether that is the fp32 values themselves (else get/put convert).
+// Parameter k's elements from `lo` on (in this rank's shard) in the state buffer of a checkpoint kind, as they are
+// stored: `data` is null where the parameter keeps no such state (the second moment of Muon's and Lion's matrices);
+// `fp32` whether that is the fp32 values themselves (else get/put convert).
 struct StatePlace {
+  using Scaled = FlatBuffers::Scaled;
   const FlatBuffers& b;
-  std::string kind;
+  Scaled which;        // the main params ("fp32_param") or a moment
+  optim::DType dtype;  // a moment's
   size_t k;
   int64_t lo;
   void* data;
   bool fp32;
 
-  StatePlace(const FlatBuffers& buf, const std::string& kd, size_t param, int64_t first) : b(buf), kind(kd), k(param), lo(first) {
+  StatePlace(const FlatBuffers& buf, const std::string& kind, size_t param, int64_t first) : b(buf), k(param), lo(first) {
     FlatBuffers& m = const_cast<FlatBuffers&>(b);  // places in the buffers; the writer only reads them
     if (kind == "fp32_param") {
+      which = Scaled::Main;
+      dtype = optim::DType::F32;
       data = b.main_at(m.main.data(), lo);
       fp32 = b.main_storage == MainStorage::F32;
-    } else if (kind == "exp_avg") {
-      data = b.exp_avg_at(m.exp_avg.data(), lo);
-      fp32 = b.exp_avg_dtype == optim::DType::F32;
-    } else {
-      data = b.sq_at(m.exp_avg_sq.data(), k, lo);
-      fp32 = b.exp_avg_sq_dtype == optim::DType::F32;
+      return;
     }
+    which = kind == "exp_avg" ? Scaled::ExpAvg : Scaled::ExpAvgSq;
+    dtype = which == Scaled::ExpAvg ? b.exp_avg_dtype : b.exp_avg_sq_dtype;
+    data = which == Scaled::ExpAvg ? b.exp_avg_at(m.exp_avg.data(), lo) : b.sq_at(m.exp_avg_sq.data(), k, lo);
+    fp32 = dtype == optim::DType::F32;
   }
-  float* scale() const {
-    using Scaled = FlatBuffers::Scaled;
-    const Scaled w = kind == "fp32_param" ? Scaled::Main : kind == "exp_avg" ? Scaled::ExpAvg : Scaled::ExpAvgSq;
-    return b.scale_at(const_cast<float*>(b.state_scale.data()), w, k);
-  }
+  float* scale() const { return b.scale_at(const_cast<float*>(b.state_scale.data()), which, k); }
   void* model() const {  // the bf16 params beside remainders
     return const_cast<uint8_t*>(b.model.data()) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
   }
   // The fp32 values of the n stored elements from `first` on (after `lo`) into out; n fp32 values stored from `lo`
   // (an fp16 state takes its scale anew).
   void get(int64_t first, int64_t n, float* out) const {
-    if (kind == "fp32_param")
+    if (which == Scaled::Main)
       return b.decode_main(static_cast<uint8_t*>(data) + first * b.main_bytes(), n, scale(),
                            static_cast<uint8_t*>(model()) + static_cast<size_t>(first) * dtype_bytes(b.model_dtype), out);
-    const optim::DType d = kind == "exp_avg" ? b.exp_avg_dtype : b.exp_avg_sq_dtype;
-    optim::decode_state(static_cast<uint8_t*>(data) + first * optim::dtype_size(d), n, d, scale(), out);
+    optim::decode_state(static_cast<uint8_t*>(data) + first * optim::dtype_size(dtype), n, dtype, scale(), out);
   }
   void put(int64_t n, const float* x) const {
-    if (kind == "fp32_param") return b.encode_main(x, n, data, scale(), model());
-    optim::encode_state(x, n, kind == "exp_avg" ? b.exp_avg_dtype : b.exp_avg_sq_dtype, data, scale());
+    if (which == Scaled::Main) return b.encode_main(x, n, data, scale(), model());
+    optim::encode_state(x, n, dtype, data, scale());
   }
 };
 

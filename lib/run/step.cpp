@@ -52,7 +52,7 @@ void set_states(optim::TensorSlot& s, const FlatBuffers& b, const BufferPtrs& d,
       s.remainder = static_cast<uint16_t*>(m);
     } else {
       s.master = m;
-      s.master_dtype = b.main_storage == MainStorage::F16 ? optim::DType::F16 : optim::DType::F32;
+      s.master_dtype = b.master_dtype();
       s.master_scale = b.scale_at(d.state_scale, Scaled::Main, k);
     }
   }
