@@ -35,6 +35,7 @@
 #include "optim/optimizer_table.h"
 #include "run/buffers.h"
 #include "run/exact_stats.h"
+#include "run/grad_format.h"
 #include "run/synthetic_grad.h"
 
 namespace mr::run {
@@ -98,8 +99,9 @@ class Backend {
 
   // Unscale in place by inv_scale and report inf/NaN (this rank's part).
   virtual bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) = 0;
-  // x[0, n) *= factor (the average over the batch and the loss scale).
-  virtual void scale(float* x, int64_t n, float factor) = 0;
+  // x[0, n) = grad_element(x, factor, f) (run/grad_format.h): the average over the batch and the loss scale, as
+  // Megatron's gradient buffer holds it.
+  virtual void finish_grads(float* x, int64_t n, float factor, GradFormat f) = 0;
   // The clip by the total norm (optim/clip_grads.h).
   virtual void clip(std::span<const optim::ClipSlot> slots, double max_norm, double total_norm) = 0;
   // Zeros in the counted slots, summed with `reduce` (optim/clip_grads.h's count_zeros).

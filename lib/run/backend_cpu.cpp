@@ -89,8 +89,13 @@ class CpuBackend final : public Backend {
   bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {
     return optim::cpu::unscale_and_check(grads, inv_scale, /*in_place=*/true).found_inf;
   }
-  void scale(float* x, int64_t n, float factor) override {
-    optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, x, optim::DType::F32}}, factor);
+  void finish_grads(float* x, int64_t n, float factor, GradFormat f) override {
+    if (!f.rounds()) {  // fp32: the optimizer library's vectorised scale, the same single rounding
+      optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, x, optim::DType::F32}}, factor);
+      return;
+    }
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
+    for (int64_t i = 0; i < n; ++i) x[i] = grad_element(x[i], factor, f);
   }
   void clip(std::span<const optim::ClipSlot> slots, double max_norm, double total_norm) override {
     optim::cpu::clip_grads_by_total_norm(slots, max_norm, total_norm);

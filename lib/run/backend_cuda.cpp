@@ -203,7 +203,7 @@ class CudaBackend final : public Backend {
   bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {
     return optim::gpu::unscale_and_check(grads, inv_scale, /*in_place=*/true).found_inf;
   }
-  void scale(float* x, int64_t n, float factor) override { cuda::scale(x, n, factor); }
+  void finish_grads(float* x, int64_t n, float factor, GradFormat f) override { cuda::finish_grads(x, n, factor, f); }
   void clip(std::span<const optim::ClipSlot> slots, double max_norm, double total_norm) override {
     const double coeff = optim::clip_coefficient(max_norm, total_norm);
     if (!(coeff < 1.0)) return;  // Megatron scales only below 1 (and not for a NaN coefficient)

@@ -154,6 +154,13 @@ __global__ void __launch_bounds__(geom::kThreads) scale_kernel(float* __restrict
     x[i] = x[i] * factor;  // one fp32 rounding, as optim::cpu::scale_grads
 }
 
+__global__ void __launch_bounds__(geom::kThreads) finish_grads_kernel(float* __restrict__ x, int64_t n, float factor,
+                                                                       GradFormat f) {
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+    x[i] = grad_element(x[i], factor, f);  // the CPU loop's element function
+}
+
 __global__ void __launch_bounds__(geom::kThreads) zeros_kernel(const float* __restrict__ x, int64_t n,
                                                                unsigned long long* out) {
   __shared__ unsigned long long block[geom::kThreads];
@@ -279,6 +286,13 @@ void scale(float* x, int64_t n, float factor) {
   if (n <= 0) return;
   scale_kernel<<<geom::grid_for(n), geom::kThreads>>>(x, n, factor);
   check_launch("the gradient scale");
+}
+
+void finish_grads(float* x, int64_t n, float factor, GradFormat f) {
+  if (n <= 0) return;
+  if (!f.rounds()) return scale(x, n, factor);
+  finish_grads_kernel<<<geom::grid_for(n), geom::kThreads>>>(x, n, factor, f);
+  check_launch("the gradient's rounding to its buffer dtype");
 }
 
 namespace {

@@ -12,6 +12,7 @@
 
 #include "optim/dtype.h"
 #include "run/fixed_point.h"
+#include "run/grad_format.h"
 #include "run/tensor_index.h"
 
 namespace mr::run::cuda {
@@ -45,6 +46,8 @@ float max_abs_model(const void* model, optim::DType d, int64_t begin, int64_t en
 
 // x[0, n) *= factor (fp32, one rounding: optim::cpu::scale_grads' arithmetic).
 void scale(float* x, int64_t n, float factor);
+// x[0, n) = grad_element(x, factor, f) (run/grad_format.h).
+void finish_grads(float* x, int64_t n, float factor, GradFormat f);
 // Elements equal to zero (+0 or -0) in x[0, n).
 int64_t count_zeros(const float* x, int64_t n);
 // The model checksum part of one parameter (Backend::model_checksum_part): sum over i in [0, n) of

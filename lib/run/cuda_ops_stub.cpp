@@ -25,6 +25,7 @@ Fixed sum_squares_model_minus_target(const void*, optim::DType, const float*, in
 double max_abs(const float*, int64_t) { no_cuda(); }
 float max_abs_model(const void*, optim::DType, int64_t, int64_t) { no_cuda(); }
 void scale(float*, int64_t, float) { no_cuda(); }
+void finish_grads(float*, int64_t, float, GradFormat) { no_cuda(); }
 int64_t count_zeros(const float*, int64_t) { no_cuda(); }
 uint64_t checksum_part(const void*, optim::DType, int64_t, int64_t, uint64_t, const ShardIndex&) { no_cuda(); }
 void* event_create() { no_cuda(); }

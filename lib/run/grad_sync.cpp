@@ -39,18 +39,18 @@ void reduce_grads(RunContext& c) {
     if (b.experts_scattered) {
       float* out = d.grad_shard + (b.hi - b.lo);
       dev.reduce_scatter_sum(c.edp, e, b.padded - b.expert_begin, out, b.ehi - b.elo);
-      dev.scale(out, b.ehi - b.elo, factor);
+      dev.finish_grads(out, b.ehi - b.elo, factor, c.grad_format);
     } else {
       if (c.edp.size() > 1) dev.all_reduce_sum(c.edp, e, b.numel - b.expert_begin);
-      dev.scale(e, b.numel - b.expert_begin, factor);
+      dev.finish_grads(e, b.numel - b.expert_begin, factor, c.grad_format);
     }
   }
   if (c.dist_opt && !b.layer_wise) {
     dev.reduce_scatter_sum(c.dp, d.grad, b.expert_begin, d.grad_shard, b.hi - b.lo);
-    dev.scale(d.grad_shard, b.hi - b.lo, factor);
+    dev.finish_grads(d.grad_shard, b.hi - b.lo, factor, c.grad_format);
   } else {
     if (c.dp.size() > 1) dev.all_reduce_sum(c.dp, d.grad, b.dense_end);
-    dev.scale(d.grad, b.dense_end, factor);
+    dev.finish_grads(d.grad, b.dense_end, factor, c.grad_format);
   }
 }
 

@@ -40,6 +40,9 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
                                                                   : ", fp32 main params)")
                 : std::string())
         << ", " << optim::dtype_name(b.model_dtype)
+        << (b.model_dtype != optim::DType::F32
+                ? std::string(" with ") + optim::dtype_name(c.grad_format.buffer) + " gradients"
+                : std::string())
         << (c.dist_opt ? ", distributed optimizer" : "") << ", on the " << c.backend->name()
         << " backend; gradients are synthetic (no model forward/backward)" << std::endl;
   if (!last_rank(c)) return;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "optim/optimizer_table.h"
+#include "run/grad_format.h"
 #include "run/model.h"
 
 namespace mr::run {
@@ -83,7 +84,7 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
 
   // Element sizes.
   const double p_bytes = half ? 2 : 4;
-  double g_bytes = (!half || a.accumulate_allreduce_grads_in_fp32) ? 4 : p_bytes;
+  double g_bytes = optim::dtype_size(grad_format(a).buffer);  // Megatron's main_grad (run/grad_format.h)
   // Main params: fp32, or with the precision-aware optimizer --main-params-dtype, where fp32 masters of bf16 params
   // may be kept as 16-bit remainders beside them (keeps_param_remainders; fp8 params keep fp32 ones).
   const bool aware_adam = aware && a.optimizer == arg::Optimizer::adam;

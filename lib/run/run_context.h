@@ -47,6 +47,7 @@ struct RunContext {
   double init_std = 0;
   bool tied = true, dist_opt = false;
   std::optional<optim::GradScaler> scaler;
+  GradFormat grad_format;  // Megatron's gradient buffer dtype (run/grad_format.h)
   std::optional<optim::ParamScheduler> schedule;
   FlatBuffers buf;                   // the layout (and, for the CPU backend, the storage)
   std::unique_ptr<Backend> backend;  // the device: buffers' storage, kernels, collectives on them

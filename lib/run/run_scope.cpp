@@ -7,6 +7,7 @@
 
 #include "config/schema.h"
 #include "optim/optimizer_table.h"
+#include "run/grad_format.h"
 
 namespace mr::run {
 
@@ -29,6 +30,8 @@ constexpr ArgId kActs[] = {
     // The precision-aware optimizer's moments and main params: bf16, fp16 with a scale, remainders (run/buffers.h;
     // fp8 moments and fp16 main params in fp32 training are named in the notice).
     ArgId::use_precision_aware_optimizer, ArgId::exp_avg_dtype, ArgId::exp_avg_sq_dtype, ArgId::main_params_dtype,
+    // The gradient buffer's dtype: one rounding of the reduced gradient to it, fp16's range (run/grad_format.h).
+    ArgId::main_grads_dtype, ArgId::grad_reduce_in_bf16, ArgId::accumulate_allreduce_grads_in_fp32,
     // The schedule (optim/schedule.h).
     ArgId::lr, ArgId::min_lr, ArgId::lr_decay_style, ArgId::lr_wsd_decay_style, ArgId::lr_decay_iters,
     ArgId::lr_decay_samples, ArgId::lr_wsd_decay_iters, ArgId::lr_wsd_decay_samples, ArgId::lr_warmup_fraction,
@@ -78,8 +81,6 @@ constexpr ArgId kActs[] = {
 
 constexpr const char* kNoForward = "no model forward/backward: the gradients are synthetic";
 constexpr const char* kNoData = "no data is read: the gradients are synthetic";
-constexpr const char* kFp32Grads =
-    "the synthetic run keeps fp32 main gradients; the dtype sizes only the memory estimate of megatron-run params";
 constexpr const char* kNoEval = "no evaluation in a synthetic run";
 constexpr const char* kNoCheckpoint = "not modelled by the synthetic run's checkpoints (docs/checkpoints.md)";
 constexpr const char* kNoReport = "not reported by the synthetic run (its log is the iteration line)";
@@ -153,10 +154,6 @@ const std::map<ArgId, const char*>& flag_reasons() {
       {ArgId::empty_unused_memory_level, kNoPerformance},
       {ArgId::manual_gc, kNoPerformance},
       {ArgId::manual_gc_interval, kNoPerformance},
-      {ArgId::accumulate_allreduce_grads_in_fp32,
-       "the synthetic run keeps fp32 gradients always (the flag only sizes the memory estimate)"},
-      {ArgId::main_grads_dtype, kFp32Grads},
-      {ArgId::grad_reduce_in_bf16, "the synthetic run reduces gradients in fp32"},
       {ArgId::tensorboard_dir, "no TensorBoard writer in the synthetic run"},
       {ArgId::wandb_project, "no Weights & Biases writer in the synthetic run"},
       {ArgId::wandb_exp_name, "no Weights & Biases writer in the synthetic run"},
@@ -234,6 +231,13 @@ std::string unmodelled_value(ArgId id, const Args& a) {
            "of megatron-run params counts 1 byte)";
   if (id == ArgId::main_params_dtype && a.main_params_dtype == arg::MainParamsDtype::fp16 && !a.bf16 && !a.fp16)
     return "fp32 training keeps no main params";
+  // Asking for bf16 gradients where Megatron's buffer is another dtype (run/grad_format.h).
+  const bool bf16_grads = (id == ArgId::main_grads_dtype && a.main_grads_dtype == arg::MainGradsDtype::bf16) ||
+                          (id == ArgId::grad_reduce_in_bf16 && a.grad_reduce_in_bf16);
+  if (const optim::DType g = grad_format(a).buffer; bf16_grads && g != optim::DType::BF16)
+    return std::string("the gradients are ") + optim::dtype_name(g) +
+           " here: Megatron's gradient buffer is fp32 in fp32 training or with --accumulate-allreduce-grads-in-fp32, "
+           "else the parameters' dtype";
   return "";
 }
 

@@ -66,6 +66,7 @@ void set_up(RunContext& c) {
   // --optimizer dist_muon: Megatron's deprecated spelling of muon with the distributed optimizer.
   c.dist_opt = (c.cfg.use_distributed_optimizer || args.optimizer == arg::Optimizer::dist_muon) && c.dp.size() > 1;
   c.scaler = optim::make_grad_scaler(c.cfg);
+  c.grad_format = grad_format(args);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
   // Megatron's emerging optimizers (muon, adaptive_muon, lion: every optimizer but adam and sgd) take its layer-wise
   // path (whole parameters per rank, finalize_optimizer_config); adam and sgd shard element ranges.

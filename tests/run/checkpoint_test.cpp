@@ -117,8 +117,11 @@ TEST_CASE("resume is bit-exact on one rank for every optimizer and with fp16 los
   check_resume_bit_exact({1, {"--optimizer", "lion"}}, "lion");
   check_resume_bit_exact({1, {"--optimizer", "muon"}}, "muon");
   check_resume_bit_exact({1, {"--optimizer", "adaptive_muon"}}, "adaptive_muon");  // its moment2 in exp_avg_sq
-  // Overflows at 5 and 12: the scaler's state (scale, growth and hysteresis trackers) must resume.
-  check_resume_bit_exact({1, {"--fp16", "--hysteresis", "2", "--loss-scale-window", "4"}, {{"MR_RUN_NONFINITE_AT", "5,12"}}},
+  // Overflows at 5 and 12, and the fp16 gradients' own once the scale has grown past 2^19 (run/grad_format.h): the
+  // scaler's state (scale, growth and hysteresis trackers) must resume.
+  check_resume_bit_exact({1,
+                          {"--fp16", "--initial-loss-scale", "262144", "--hysteresis", "2", "--loss-scale-window", "4"},
+                          {{"MR_RUN_NONFINITE_AT", "5,12"}}},
                          "fp16");
 }
 
@@ -170,7 +173,7 @@ TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16
   const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
                                           "--exp-avg-sq-dtype", "fp16"};
   check_resume_bit_exact({1, aware}, "aware");
-  check_resume_bit_exact({1, {"--fp16", "--use-precision-aware-optimizer", "--main-params-dtype", "fp16"}}, "aware-fp16-main");
+  check_resume_bit_exact({1, {"--fp16", "--initial-loss-scale", "262144", "--use-precision-aware-optimizer", "--main-params-dtype", "fp16"}}, "aware-fp16-main");
   std::vector<std::string> dp2 = aware;
   dp2.insert(dp2.end(), {"--use-distributed-optimizer", "--exp-avg-dtype", "fp16"});  // each shard's own fp16 scales
   check_resume_bit_exact({2, dp2}, "aware-dp2");

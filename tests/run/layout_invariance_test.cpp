@@ -109,6 +109,11 @@ TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank
   aware4.insert(aware4.end(), {"--use-distributed-optimizer", "--tensor-model-parallel-size", "2"});
   same(run_job(1, aware, dir, "aware-1"), run_job(4, aware4, dir, "aware-4"),
        "precision-aware bf16 moments and remainders: TP=2 x DP=2, distributed optimizer");
+  // bf16 gradients (--grad-reduce-in-bf16): one rounding after the exact reduction (run/grad_format.h).
+  same(run_job(1, {"--bf16", "--grad-reduce-in-bf16"}, dir, "bf16-grads-1"),
+       run_job(4, {"--bf16", "--grad-reduce-in-bf16", "--use-distributed-optimizer", "--tensor-model-parallel-size", "2"},
+               dir, "bf16-grads-4"),
+       "bf16 gradients: TP=2 x DP=2, distributed optimizer");
 }
 
 TEST_CASE("pipeline splits: embedding and loss counted as layers, first/last stage sizes with virtual chunks",

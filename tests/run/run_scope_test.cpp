@@ -94,7 +94,8 @@ TEST_CASE("the notice names the optimizer flags the chosen --optimizer has no us
   CHECK(notice({{"optimizer", Value(S("adaptive_muon"))}, {"muon_momentum", Value(0.9)}, {"adam_beta1", Value(0.9)}}).empty());
 }
 
-TEST_CASE("the precision-aware optimizer's dtypes act; fp8 moments, fp16 main params in fp32 training, main grads are named",
+TEST_CASE("the precision-aware optimizer's dtypes and the gradient dtype act; fp8 moments, fp16 main params in fp32 "
+          "training and bf16 gradients where the buffer is another dtype are named",
           "[run][scope]") {
   auto notice = [](std::vector<std::pair<std::string, Value>> set) {
     Namespace ns;
@@ -113,6 +114,13 @@ TEST_CASE("the precision-aware optimizer's dtypes act; fp8 moments, fp16 main pa
   CHECK(notice({{"use_precision_aware_optimizer", on}, {"bf16", on}, {"main_params_dtype", Value(S("fp16"))}}).empty());
   CHECK_THAT(notice({{"use_precision_aware_optimizer", on}, {"main_params_dtype", Value(S("fp16"))}}),
              Catch::Contains("--main-params-dtype (fp32 training keeps no main params)"));
+  // The gradient buffer: bf16 gradients act under --bf16 (run/grad_format.h); elsewhere the buffer's dtype is named.
+  CHECK(notice({{"use_precision_aware_optimizer", on}, {"bf16", on}, {"main_grads_dtype", Value(S("bf16"))}}).empty());
+  CHECK(notice({{"bf16", on}, {"grad_reduce_in_bf16", on}}).empty());
+  CHECK(notice({{"fp16", on}, {"accumulate_allreduce_grads_in_fp32", on}}).empty());
   CHECK_THAT(notice({{"use_precision_aware_optimizer", on}, {"main_grads_dtype", Value(S("bf16"))}}),
-             Catch::Contains("--main-grads-dtype (the synthetic run keeps fp32 main gradients"));
+             Catch::Contains("--main-grads-dtype (the gradients are fp32 here: Megatron's gradient buffer is fp32 in "
+                             "fp32 training or with --accumulate-allreduce-grads-in-fp32, else the parameters' dtype)"));
+  CHECK_THAT(notice({{"fp16", on}, {"grad_reduce_in_bf16", on}}),
+             Catch::Contains("--grad-reduce-in-bf16 (the gradients are fp16 here"));
 }

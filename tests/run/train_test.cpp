@@ -97,7 +97,7 @@ TEST_CASE("DP=2 x TP=2 with the distributed optimizer and bf16: replicas stay id
   INFO(p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
   CHECK(iterations(p.out()).size() == 6);
-  CHECK_THAT(p.out(), Catch::Contains("bf16, distributed optimizer"));
+  CHECK_THAT(p.out(), Catch::Contains("bf16 with fp32 gradients, distributed optimizer"));
   CHECK_THAT(p.out(), Catch::Contains("(distributed optimizer shard)"));
   CHECK_THAT(p.out(), Catch::Contains("the 2 data-parallel replicas hold identical parameters"));
 }
@@ -105,23 +105,87 @@ TEST_CASE("DP=2 x TP=2 with the distributed optimizer and bf16: replicas stay id
 TEST_CASE("PP=2 with tied embeddings, fp16 and an overflow: the step is skipped and the scale backs off",
           "[run][train]") {
   mrtest::TempDir dir;
-  mrtest::Proc p = spawn(4, {"--pipeline-model-parallel-size", "2", "--fp16", "--hysteresis", "1", "--train-iters", "5",
-                             "--optimizer", "sgd"},
+  // An initial scale at which the fp16 gradients fit (run/grad_format.h; the next test starts higher).
+  mrtest::Proc p = spawn(4, {"--pipeline-model-parallel-size", "2", "--fp16", "--initial-loss-scale", "262144",
+                             "--hysteresis", "1", "--train-iters", "5", "--optimizer", "sgd"},
                          dir, "fp16", {{"MR_RUN_NONFINITE_AT", "3"}});
   INFO(p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
   auto l = iterations(p.out());
   REQUIRE(l.size() == 5);
-  CHECK(l[0].loss_scale == 4294967296.0);
+  CHECK(l[0].loss_scale == 262144.0);
+  CHECK(l[0].skipped == 0);
   CHECK(l[2].skipped == 1);
   CHECK(l[2].grad_norm < 0);                      // no norm on a skipped iteration
-  CHECK(l[2].loss_scale == 2147483648.0);         // hysteresis 1: halved at once
+  CHECK(l[2].loss_scale == 131072.0);             // hysteresis 1: halved at once
   CHECK(l[2].lr == l[1].lr);                      // the schedule does not advance on a skipped step
   CHECK(l[3].skipped == 0);
-  CHECK(l[4].loss_scale == 2147483648.0);
+  CHECK(l[4].loss_scale == 131072.0);
   CHECK_THAT(p.out(), Catch::Contains("model parallel rank (0, 1): 1052416"));  // last stage: 1 layer + output copy
   CHECK_THAT(p.out(), Catch::Contains("training run finished: 5 iterations (1 skipped)"));
   CHECK_THAT(p.out(), Catch::Contains("replicas hold identical parameters"));
+}
+
+TEST_CASE("the gradient buffer's dtype: fp16 gradients overflow at the initial loss scale until it backs off; "
+          "fp32 and bf16 buffers",
+          "[run][train][grad-dtype]") {
+  mrtest::TempDir dir;
+  struct Result {
+    std::string out, checksum;
+    std::vector<Line> lines;
+  };
+  auto run = [&](std::vector<std::string> more, const std::string& tag) {
+    more.insert(more.end(), {"--train-iters", "18", "--lr-warmup-iters", "0"});
+    mrtest::Proc p = spawn(1, more, dir, tag);
+    INFO(p.out() << p.err());
+    REQUIRE(p.exit_code() == 0);
+    static const std::regex re(R"(parameter checksum ([0-9a-f]+))");
+    std::smatch m;
+    const std::string out = p.out() + p.err();
+    REQUIRE(std::regex_search(out, m, re));
+    return Result{out, m[1].str(), iterations(out)};
+  };
+  // --fp16 at the initial scale 2^32: the scaled gradients are beyond fp16's range (65504), inf; Megatron's scaler
+  // skips the step and, after the hysteresis of 2, halves the scale each time until they fit. The synthetic
+  // gradients' largest element is about 0.1: they fit from 2^19 on, after 13 halvings and 14 skips.
+  const Result fp16 = run({"--fp16"}, "fp16");
+  CHECK_THAT(fp16.out, Catch::Contains("adam, fp16 with fp16 gradients"));
+  REQUIRE(fp16.lines.size() == 18);
+  CHECK(fp16.lines[0].loss_scale == 4294967296.0);  // the first overflow only counts down the hysteresis
+  CHECK(fp16.lines[1].loss_scale == 2147483648.0);
+  for (int i = 0; i < 14; ++i) CHECK(fp16.lines[i].grad_norm < 0);  // skipped: no norm
+  CHECK(fp16.lines[13].loss_scale == 524288.0);
+  CHECK(fp16.lines[13].skipped == 1);
+  CHECK(fp16.lines[14].skipped == 0);
+  CHECK(fp16.lines[14].grad_norm > 0);
+  CHECK(fp16.lines[17].loss_scale == 524288.0);
+  CHECK(fp16.lines[17].loss < fp16.lines[0].loss);
+  CHECK_THAT(fp16.out, Catch::Contains("training run finished: 18 iterations (14 skipped)"));
+  // --accumulate-allreduce-grads-in-fp32: an fp32 buffer, but the fp16 backward overflows at the same scales; the
+  // steps then see unrounded gradients: another path.
+  const Result acc = run({"--fp16", "--accumulate-allreduce-grads-in-fp32"}, "fp16-acc");
+  CHECK_THAT(acc.out, Catch::Contains("adam, fp16 with fp32 gradients"));
+  CHECK_THAT(acc.out, !Catch::Contains("--accumulate-allreduce-grads-in-fp32"));  // acted on: not in the notice
+  CHECK_THAT(acc.out, Catch::Contains("training run finished: 18 iterations (14 skipped)"));
+  CHECK(acc.checksum != fp16.checksum);
+  CHECK(acc.lines[17].loss == Approx(fp16.lines[17].loss).epsilon(1e-3));
+  // A scale at which they fit from the start: no skips.
+  const Result low = run({"--fp16", "--initial-loss-scale", "65536"}, "fp16-low");
+  CHECK_THAT(low.out, Catch::Contains("training run finished: 18 iterations (0 skipped)"));
+  // bf16: fp32 gradients by default (Megatron's accumulate_allreduce_grads_in_fp32); --grad-reduce-in-bf16 rounds
+  // them to bf16 (acted on: not in the notice).
+  const Result bf16 = run({"--bf16"}, "bf16");
+  const Result bf16g = run({"--bf16", "--grad-reduce-in-bf16"}, "bf16-grads");
+  CHECK_THAT(bf16.out, Catch::Contains("adam, bf16 with fp32 gradients"));
+  CHECK_THAT(bf16g.out, Catch::Contains("adam, bf16 with bf16 gradients"));
+  CHECK_THAT(bf16g.out, !Catch::Contains("--grad-reduce-in-bf16"));
+  CHECK(bf16g.checksum != bf16.checksum);
+  CHECK(bf16g.lines[17].loss == Approx(bf16.lines[17].loss).epsilon(1e-3));
+  // Asked for where the buffer is fp32 (fp32 training): named in the notice, the plain fp32 run's bits.
+  const Result fp32 = run({}, "fp32");
+  const Result fp32g = run({"--grad-reduce-in-bf16"}, "fp32-grads");
+  CHECK_THAT(fp32g.out, Catch::Contains("--grad-reduce-in-bf16 (the gradients are fp32 here"));
+  CHECK(fp32g.checksum == fp32.checksum);
 }
 
 TEST_CASE("--check-for-nan-in-loss-and-grad: an inf gradient or loss stops the run on every rank, rule run.nan-check",
