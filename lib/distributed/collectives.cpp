@@ -42,12 +42,21 @@ class LocalCommunicator final : public Communicator {
   void all_reduce(Buffer, ReduceOp, std::optional<Timeout>) override {}
   void reduce_scatter(Buffer in, Buffer out, ReduceOp, std::optional<Timeout>) override { copy(in, out, "reduce_scatter"); }
   void all_gather(Buffer in, Buffer out, std::optional<Timeout>) override { copy(in, out, "all_gather"); }
-  void broadcast(Buffer, int root, std::optional<Timeout>) override {
-    if (root != 0) throw CollectiveError("broadcast: root " + std::to_string(root) + " is outside a group of one", false);
+  void broadcast(Buffer, int root, std::optional<Timeout>) override { only_root(root, "broadcast"); }
+  void gather(Buffer in, Buffer out, int root, std::optional<Timeout>) override {
+    only_root(root, "gather");
+    copy(in, out, "gather");
+  }
+  void scatter(Buffer in, Buffer out, int root, std::optional<Timeout>) override {
+    only_root(root, "scatter");
+    copy(in, out, "scatter");
   }
   void barrier(std::optional<Timeout>) override {}
 
  private:
+  static void only_root(int root, const char* op) {
+    if (root != 0) throw CollectiveError(std::string(op) + ": root " + std::to_string(root) + " is outside a group of one", false);
+  }
   static void copy(const Buffer& in, const Buffer& out, const char* op) {
     if (in.count != out.count || in.dtype != out.dtype)
       throw CollectiveError(std::string(op) + ": input and output differ in a group of one", false);

@@ -1,5 +1,5 @@
-// The collective API the runtime layers use: all-reduce (sum/max), reduce-scatter, all-gather, broadcast and
-// barrier on one process group, each with a timeout. Buffers are raw memory (host memory for Gloo, device
+// The collective API the runtime layers use: all-reduce (sum/max), reduce-scatter, all-gather, broadcast, gather,
+// scatter and barrier on one process group, each with a timeout. Buffers are raw memory (host memory for Gloo, device
 // memory for NCCL), so callers need no LibTorch headers.
 #pragma once
 
@@ -63,6 +63,10 @@ class Communicator {
   // out.count == in.count * size; block i holds rank i's input.
   virtual void all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout) = 0;
   virtual void broadcast(Buffer buf, int root, std::optional<Timeout> timeout) = 0;  // root: index in the group
+  // On `root`, out.count == in.count * size and block i holds rank i's input; `out` is not touched elsewhere.
+  virtual void gather(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) = 0;
+  // Block i of root's `in` (in.count == out.count * size, read on root only) to rank i's `out`.
+  virtual void scatter(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) = 0;
   virtual void barrier(std::optional<Timeout> timeout) = 0;
   // Changes the default timeout of the calls that follow (--distributed-timeout-seconds-after-init).
   virtual void set_timeout(Timeout) {}
@@ -83,6 +87,11 @@ class Group {
   void reduce_scatter(Buffer in, Buffer out, ReduceOp op = ReduceOp::Sum, std::optional<Timeout> timeout = std::nullopt);
   void all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout = std::nullopt);
   void broadcast(Buffer buf, int root = 0, std::optional<Timeout> timeout = std::nullopt);
+  // Every member's `in` to `root` (Communicator::gather), and root's blocks back to the members (scatter): the
+  // layer-sharded Muon's shards to their matrix's home rank and its result back, at a 1/size of an all-gather's
+  // traffic.
+  void gather(Buffer in, Buffer out, int root, std::optional<Timeout> timeout = std::nullopt);
+  void scatter(Buffer in, Buffer out, int root, std::optional<Timeout> timeout = std::nullopt);
   void barrier(std::optional<Timeout> timeout = std::nullopt);
 
   bool has(Device d) const { return d == Device::Cpu ? cpu_ != nullptr : gpu_ != nullptr; }
@@ -93,6 +102,7 @@ class Group {
   template <class F>
   void run(const char* op, Device d, F&& f);
   Communicator& pick(const char* op, Device d);
+  void check_root(const char* op, int root) const;  // DistError unless 0 <= root < size()
 
   Runtime* rt_ = nullptr;
   std::string kind_;

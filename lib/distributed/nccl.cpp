@@ -176,6 +176,50 @@ class NcclCommunicator final : public Communicator {
     launch("ncclBroadcast", timeout,
            [&] { return ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_); });
   }
+  // NCCL has no gather or scatter: the root's receives (sends) and the members' sends (receives) in one NCCL group,
+  // the root's own block copied on the stream.
+  void gather(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) override {
+    need_device(in, "gather");
+    const bool at_root = spec_.index == root;
+    if (at_root) root_blocks(out, in, "gather");
+    launch("gather (ncclSend/ncclRecv)", timeout, [&] {
+      return grouped([&]() -> ncclResult_t {
+        if (!at_root) return ncclSend(in.data, in.count, nccl_type(in.dtype), root, comm_, stream_);
+        for (int r = 0; r < static_cast<int>(spec_.ranks.size()); ++r) {
+          char* block = static_cast<char*>(out.data) + static_cast<size_t>(r) * in.bytes();
+          if (r == root) {
+            if (cudaMemcpyAsync(block, in.data, in.bytes(), cudaMemcpyDeviceToDevice, stream_) != cudaSuccess)
+              return ncclUnhandledCudaError;
+          } else if (ncclResult_t e = ncclRecv(block, in.count, nccl_type(in.dtype), r, comm_, stream_);
+                     e != ncclSuccess && e != ncclInProgress) {
+            return e;
+          }
+        }
+        return ncclSuccess;
+      });
+    });
+  }
+  void scatter(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) override {
+    need_device(out, "scatter");
+    const bool at_root = spec_.index == root;
+    if (at_root) root_blocks(in, out, "scatter");
+    launch("scatter (ncclSend/ncclRecv)", timeout, [&] {
+      return grouped([&]() -> ncclResult_t {
+        if (!at_root) return ncclRecv(out.data, out.count, nccl_type(out.dtype), root, comm_, stream_);
+        for (int r = 0; r < static_cast<int>(spec_.ranks.size()); ++r) {
+          const char* block = static_cast<const char*>(in.data) + static_cast<size_t>(r) * out.bytes();
+          if (r == root) {
+            if (cudaMemcpyAsync(out.data, block, out.bytes(), cudaMemcpyDeviceToDevice, stream_) != cudaSuccess)
+              return ncclUnhandledCudaError;
+          } else if (ncclResult_t e = ncclSend(block, out.count, nccl_type(out.dtype), r, comm_, stream_);
+                     e != ncclSuccess && e != ncclInProgress) {
+            return e;
+          }
+        }
+        return ncclSuccess;
+      });
+    });
+  }
   void barrier(std::optional<Timeout> timeout) override {
     launch("barrier", timeout, [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_); });
   }
@@ -186,6 +230,23 @@ class NcclCommunicator final : public Communicator {
   static void need_device(const Buffer& b, const char* op) {
     if (b.device != Device::Cuda)
       throw CollectiveError(std::string(op) + ": the nccl communicator needs device (CUDA) buffers", false);
+  }
+  // The root's buffer of group-size blocks, each of `one`'s size.
+  void root_blocks(const Buffer& whole, const Buffer& one, const char* op) const {
+    need_device(whole, op);
+    if (whole.count != one.count * spec_.ranks.size() || whole.dtype != one.dtype)
+      throw CollectiveError(std::string(op) + ": the root's buffer must hold group-size x " + std::to_string(one.count) +
+                                " elements of the same type",
+                            false);
+  }
+  // Point-to-point calls between ncclGroupStart and ncclGroupEnd (the end's result; the first failure's otherwise,
+  // the group still closed).
+  template <class F>
+  static ncclResult_t grouped(F&& calls) {
+    if (ncclResult_t s = ncclGroupStart(); s != ncclSuccess) return s;
+    const ncclResult_t r = calls();
+    const ncclResult_t e = ncclGroupEnd();
+    return r != ncclSuccess && r != ncclInProgress ? r : e;
   }
 
   template <class F>

@@ -211,10 +211,22 @@ void Group::reduce_scatter(Buffer in, Buffer out, ReduceOp op, std::optional<Tim
 void Group::all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout) {
   run("all_gather", in.device, [&](Communicator& c) { c.all_gather(in, out, timeout); });
 }
-void Group::broadcast(Buffer buf, int root, std::optional<Timeout> timeout) {
+void Group::check_root(const char* op, int root) const {
   if (root < 0 || root >= size())
-    throw DistError("broadcast on " + describe() + ": root " + std::to_string(root) + " is not an index in the group");
+    throw DistError(std::string(op) + " on " + describe() + ": root " + std::to_string(root) +
+                    " is not an index in the group");
+}
+void Group::broadcast(Buffer buf, int root, std::optional<Timeout> timeout) {
+  check_root("broadcast", root);
   run("broadcast", buf.device, [&](Communicator& c) { c.broadcast(buf, root, timeout); });
+}
+void Group::gather(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) {
+  check_root("gather", root);
+  run("gather", in.device, [&](Communicator& c) { c.gather(in, out, root, timeout); });
+}
+void Group::scatter(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) {
+  check_root("scatter", root);
+  run("scatter", out.device, [&](Communicator& c) { c.scatter(in, out, root, timeout); });
 }
 void Group::barrier(std::optional<Timeout> timeout) {
   Device d = cpu_ ? Device::Cpu : Device::Cuda;

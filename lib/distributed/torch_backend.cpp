@@ -147,14 +147,8 @@ class GlooCommunicator final : public Communicator {
   }
 
   void all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout) override {
-    const size_t n = spec_.ranks.size();
-    if (out.count != in.count * n || in.dtype != out.dtype)
-      throw CollectiveError("all_gather: the output must hold group-size x input elements of the same type", false);
     std::vector<at::Tensor> inputs{host_tensor(in, "all_gather")};
-    std::vector<std::vector<at::Tensor>> outputs(1);
-    at::Tensor all = host_tensor(out, "all_gather");
-    for (size_t i = 0; i < n; ++i)
-      outputs[0].push_back(all.narrow(0, static_cast<int64_t>(i * in.count), static_cast<int64_t>(in.count)));
+    std::vector<std::vector<at::Tensor>> outputs{blocks(out, in, "all_gather")};
     c10d::AllgatherOptions o;
     o.timeout = limit(timeout);
     finish([&] { return pg_->allgather(outputs, inputs, o); }, o.timeout);
@@ -169,6 +163,26 @@ class GlooCommunicator final : public Communicator {
     finish([&] { return pg_->broadcast(t, o); }, o.timeout);
   }
 
+  void gather(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) override {
+    std::vector<at::Tensor> inputs{host_tensor(in, "gather")};
+    std::vector<std::vector<at::Tensor>> outputs;  // empty off the root, as Gloo requires
+    if (spec_.index == root) outputs.push_back(blocks(out, in, "gather"));
+    c10d::GatherOptions o;
+    o.rootRank = root;
+    o.timeout = limit(timeout);
+    finish([&] { return pg_->gather(outputs, inputs, o); }, o.timeout);
+  }
+
+  void scatter(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) override {
+    std::vector<at::Tensor> outputs{host_tensor(out, "scatter")};
+    std::vector<std::vector<at::Tensor>> inputs;  // empty off the root
+    if (spec_.index == root) inputs.push_back(blocks(in, out, "scatter"));
+    c10d::ScatterOptions o;
+    o.rootRank = root;
+    o.timeout = limit(timeout);
+    finish([&] { return pg_->scatter(outputs, inputs, o); }, o.timeout);
+  }
+
   void barrier(std::optional<Timeout> timeout) override {
     c10d::BarrierOptions o;
     o.timeout = limit(timeout);
@@ -179,6 +193,20 @@ class GlooCommunicator final : public Communicator {
 
  private:
   Timeout limit(std::optional<Timeout> t) const { return t ? *t : spec_.timeout; }
+
+  // The group-size blocks of `whole`, each of `one`'s size (all-gather's and gather's output, scatter's input).
+  std::vector<at::Tensor> blocks(const Buffer& whole, const Buffer& one, const char* op) const {
+    const size_t n = spec_.ranks.size();
+    if (whole.count != one.count * n || whole.dtype != one.dtype)
+      throw CollectiveError(std::string(op) + ": the gathered buffer must hold group-size x " + std::to_string(one.count) +
+                                " elements of the same type",
+                            false);
+    at::Tensor all = host_tensor(whole, op);
+    std::vector<at::Tensor> out;
+    for (size_t i = 0; i < n; ++i)
+      out.push_back(all.narrow(0, static_cast<int64_t>(i * one.count), static_cast<int64_t>(one.count)));
+    return out;
+  }
 
   template <class F>
   void finish(F&& start, Timeout timeout) {

@@ -137,6 +137,24 @@ class SelfCheck {
       f.download();
       expect_all(f.host(), [&](size_t) { return 42.0 + root; }, "broadcast on " + w.describe());
     }
+    {  // gather to the last rank, then scatter from it: block r goes to rank r and comes back plus 100
+      const int root = size - 1;
+      Floats in(n_, device_, local), all(n_ * static_cast<size_t>(size), device_, local), back(n_, device_, local);
+      for (size_t i = 0; i < n_; ++i) in.host()[i] = static_cast<float>(me * 1000 + static_cast<int>(i % 97));
+      in.upload();
+      w.gather(in.buffer(), all.buffer(), root);
+      if (me == root) {
+        all.download();
+        expect_all(all.host(), [&](size_t i) { return static_cast<double>((i / n_) * 1000 + (i % n_) % 97); },
+                   "gather on " + w.describe());
+        for (float& x : all.host()) x += 100.0f;
+        all.upload();
+      }
+      w.scatter(all.buffer(), back.buffer(), root);
+      back.download();
+      expect_all(back.host(), [&](size_t i) { return static_cast<double>(me * 1000 + static_cast<int>(i % 97) + 100); },
+                 "scatter on " + w.describe());
+    }
     for (const std::string& kind : rt_.group_kinds()) rt_.group(kind).barrier();
   }
 

@@ -298,31 +298,45 @@ void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> gr
       if (o.tp_mode == MuonTpMode::Distributed) {
         ns_device(x, out, 1, r, cc, o.ns, tp, pdim);
       } else {  // duplicated: all-gather the shards, NS on the whole matrix, keep this rank's part
-        // (layer-sharded: the NS on the home rank only, its result broadcast from there)
-        const bool ns_here = o.tp_mode != MuonTpMode::LayerSharded || rank == home;
-        const bool from_home = o.tp_mode == MuonTpMode::LayerSharded;
-        auto* gathered = static_cast<float*>(scratch(Scratch::MuonTpGathered, static_cast<size_t>(n * world) * 4));
-        auto* whole = static_cast<float*>(scratch(Scratch::MuonTpWhole, static_cast<size_t>(n * world) * 4));
-        tp->all_gather(x, n, gathered);
+        // (layer-sharded: the shards gathered on the home rank, the NS there, its result scattered back)
+        const bool sharded = o.tp_mode == MuonTpMode::LayerSharded;
+        const bool ns_here = !sharded || rank == home;
+        const size_t whole_bytes = ns_here ? static_cast<size_t>(n * world) * 4 : 0;  // none off the home
+        auto* gathered = static_cast<float*>(scratch(Scratch::MuonTpGathered, whole_bytes));
+        auto* whole = static_cast<float*>(scratch(Scratch::MuonTpWhole, whole_bytes));
+        if (sharded) tp->gather(x, n, gathered, home);
+        else tp->all_gather(x, n, gathered);
         if (pdim == 0) {  // the shards stacked by rows are the whole matrix already
           if (ns_here) ns_device(gathered, whole, 1, r * world, cc, o.ns);
-          if (from_home) tp->broadcast(whole, n * world, home);
-          check(cudaMemcpyAsync(out, whole + rank * n, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToDevice),
-                "muon TP keep");
+          if (sharded)
+            tp->scatter(whole, n, out, home);
+          else
+            check(cudaMemcpyAsync(out, whole + rank * n, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToDevice),
+                  "muon TP keep");
         } else {  // by columns: each shard is a column block of the whole matrix (launch_geometry.h)
-          auto* orth = static_cast<float*>(scratch(Scratch::MuonTpWholeOrth, static_cast<size_t>(n * world) * 4));
-          for (int64_t q = 0; q < world; ++q) {
+          auto* orth = static_cast<float*>(scratch(Scratch::MuonTpWholeOrth, whole_bytes));
+          auto assemble = [&](int64_t q) {  // gathered shard q into its column block of `whole`
             const geom::ColumnBlockCopy c = geom::column_block_copy(r, cc, world, q);
             check(cudaMemcpy2DAsync(whole + c.full_offset, c.full_pitch, gathered + c.shard_offset, c.shard_pitch,
                                     c.width, c.rows, cudaMemcpyDeviceToDevice),
                   "muon TP assemble");
+          };
+          auto cut = [&](float* dst, int64_t q) {  // column block q of `orth` into a shard
+            const geom::ColumnBlockCopy c = geom::column_block_copy(r, cc, world, q);
+            check(cudaMemcpy2DAsync(dst, c.shard_pitch, orth + c.full_offset, c.full_pitch, c.width, c.rows,
+                                    cudaMemcpyDeviceToDevice),
+                  "muon TP keep");
+          };
+          if (ns_here) {
+            for (int64_t q = 0; q < world; ++q) assemble(q);
+            ns_device(whole, orth, 1, r, cc * world, o.ns);
           }
-          if (ns_here) ns_device(whole, orth, 1, r, cc * world, o.ns);
-          if (from_home) tp->broadcast(orth, n * world, home);
-          const geom::ColumnBlockCopy c = geom::column_block_copy(r, cc, world, rank);
-          check(cudaMemcpy2DAsync(out, c.shard_pitch, orth + c.full_offset, c.full_pitch, c.width, c.rows,
-                                  cudaMemcpyDeviceToDevice),
-                "muon TP keep");
+          if (sharded) {  // the home cuts the result back into shards, in the gathered layout, and scatters them
+            for (int64_t q = 0; ns_here && q < world; ++q) cut(gathered + q * n, q);
+            tp->scatter(gathered, n, out, home);
+          } else {
+            cut(out, rank);
+          }
         }
       }
     }

@@ -32,16 +32,28 @@ class LocalTpRank : public TpGroup {
     hub_.barrier_.arrive_and_wait();
   }
 
-  void broadcast(float* data, int64_t count, int root) override {
-    if (root < 0 || root >= hub_.size_) throw std::invalid_argument("LocalTpHub: broadcast root out of range");
-    hub_.ptrs_[static_cast<size_t>(rank_)] = data;
+  void gather(const float* send, int64_t count, float* recv, int root) override {
+    check_root(root);
+    hub_.ptrs_[static_cast<size_t>(rank_)] = send;
     hub_.barrier_.arrive_and_wait();
-    if (rank_ != root)
-      std::memcpy(data, hub_.ptrs_[static_cast<size_t>(root)], static_cast<size_t>(count) * sizeof(float));
+    if (rank_ == root)
+      for (int r = 0; r < hub_.size_; ++r)
+        std::memcpy(recv + r * count, hub_.ptrs_[static_cast<size_t>(r)], static_cast<size_t>(count) * sizeof(float));
+    hub_.barrier_.arrive_and_wait();  // senders keep their buffers until the root has copied
+  }
+
+  void scatter(const float* send, int64_t count, float* recv, int root) override {
+    check_root(root);
+    hub_.ptrs_[static_cast<size_t>(rank_)] = send;
+    hub_.barrier_.arrive_and_wait();
+    std::memcpy(recv, hub_.ptrs_[static_cast<size_t>(root)] + rank_ * count, static_cast<size_t>(count) * sizeof(float));
     hub_.barrier_.arrive_and_wait();  // the root keeps its buffer until everyone has copied
   }
 
  private:
+  void check_root(int root) const {
+    if (root < 0 || root >= hub_.size_) throw std::invalid_argument("LocalTpHub: root out of range");
+  }
   LocalTpHub& hub_;
   int rank_;
 };

@@ -56,8 +56,8 @@ double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode);
 // depends on the TP size). Duplicated: all-gather the shards, orthogonalise the whole matrix on every rank,
 // keep this rank's part. Distributed: each rank keeps its shard and the NS Gram matrices are all-reduced.
 // LayerSharded: the whole-matrix NS of duplicated (the same bits), run once per matrix on its home rank (round
-// robin over the TP group, MuonJob::home) and broadcast from there; Megatron moves the shards to the home and back
-// by all_to_all, which sends less. Auto (duplicated or distributed per weight, by a rule the spec does not give) is
+// robin over the TP group, MuonJob::home): the shards gathered there and the result scattered back, the bytes
+// Megatron's all_to_all stages move (a 1/size of duplicated's all-gather). Auto (duplicated or distributed per weight, by a rule the spec does not give) is
 // implemented without a TP group only (a group of one: every mode is the whole-matrix NS); across one,
 // muon_partition_dim (muon_plan.h) refuses it.
 enum class MuonTpMode { Blockwise, Duplicated, Distributed, Auto, LayerSharded };
@@ -123,8 +123,11 @@ class TpGroup {
   virtual void all_gather(const float* send, int64_t count, float* recv) = 0;
   // data <- sum over ranks, every rank gets the same bits.
   virtual void all_reduce_sum(float* data, int64_t count) = 0;
-  // data <- rank `root`'s data (the layer-sharded mode's whole-matrix result from its home rank).
-  virtual void broadcast(float* data, int64_t count, int root) = 0;
+  // The layer-sharded mode's exchange: every rank's shard to the matrix's home rank, recv[r * count + i] = rank r's
+  // send[i] there (recv is not used elsewhere); and back, recv[i] = the home's send[rank * count + i] (send is read
+  // on the home only).
+  virtual void gather(const float* send, int64_t count, float* recv, int root) = 0;
+  virtual void scatter(const float* send, int64_t count, float* recv, int root) = 0;
 };
 
 // One Muon parameter (a 2-D matrix, or this rank's shard of one).

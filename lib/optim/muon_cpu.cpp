@@ -362,28 +362,39 @@ void orthogonalize_block(const float* x, float* out, int64_t rows, int64_t cols,
     if (o.tp_mode == MuonTpMode::Distributed) {
       newton_schulz_distributed(x, out, rows, cols, pdim, o.ns, *tp);
     } else {  // duplicated: all-gather, whole-matrix NS, keep this rank's part
-      // (layer-sharded: the NS on the home rank only, its result broadcast from there)
-      const bool ns_here = o.tp_mode != MuonTpMode::LayerSharded || rank == home;
-      const bool from_home = o.tp_mode == MuonTpMode::LayerSharded;
+      // (layer-sharded: the shards gathered on the home rank, the NS there, its result scattered back)
+      const bool sharded = o.tp_mode == MuonTpMode::LayerSharded;
+      const bool ns_here = !sharded || rank == home;
       const int64_t n_el = rows * cols;
-      std::vector<float> gathered(static_cast<size_t>(n_el * world)), full(gathered.size());
-      tp->all_gather(x, n_el, gathered.data());
-      if (pdim == 0) {
+      std::vector<float> gathered(ns_here ? static_cast<size_t>(n_el * world) : 0), full(gathered.size());
+      if (sharded) tp->gather(x, n_el, gathered.data(), home);
+      else tp->all_gather(x, n_el, gathered.data());
+      if (pdim == 0) {  // the shards stacked by rows are the whole matrix
         if (ns_here) newton_schulz(gathered.data(), full.data(), rows * world, cols, o.ns);
-        if (from_home) tp->broadcast(full.data(), n_el * world, home);
-        copy(full.data() + rank * n_el, out, n_el);
+        if (sharded) tp->scatter(full.data(), n_el, out, home);
+        else copy(full.data() + rank * n_el, out, n_el);
       } else {
         // Each shard is a column block of the whole matrix: the 2-D copies of the CUDA step (launch_geometry.h).
-        for (int r = 0; r < world; ++r) {
-          const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, r);
-          copy_2d(full.data() + c.full_offset, c.full_pitch, gathered.data() + c.shard_offset, c.shard_pitch, c.width,
-                  c.rows);
-        }
         std::vector<float> orth(full.size());
-        if (ns_here) newton_schulz(full.data(), orth.data(), rows, cols * world, o.ns);
-        if (from_home) tp->broadcast(orth.data(), n_el * world, home);
-        const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, rank);
-        copy_2d(out, c.shard_pitch, orth.data() + c.full_offset, c.full_pitch, c.width, c.rows);
+        if (ns_here) {
+          for (int r = 0; r < world; ++r) {
+            const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, r);
+            copy_2d(full.data() + c.full_offset, c.full_pitch, gathered.data() + c.shard_offset, c.shard_pitch,
+                    c.width, c.rows);
+          }
+          newton_schulz(full.data(), orth.data(), rows, cols * world, o.ns);
+        }
+        if (sharded) {  // the home cuts the result back into shards, in the gathered layout, and scatters them
+          for (int r = 0; ns_here && r < world; ++r) {
+            const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, r);
+            copy_2d(gathered.data() + c.shard_offset, c.shard_pitch, orth.data() + c.full_offset, c.full_pitch,
+                    c.width, c.rows);
+          }
+          tp->scatter(gathered.data(), n_el, out, home);
+        } else {
+          const geom::ColumnBlockCopy c = geom::column_block_copy(rows, cols, world, rank);
+          copy_2d(out, c.shard_pitch, orth.data() + c.full_offset, c.full_pitch, c.width, c.rows);
+        }
       }
     }
   }

@@ -81,9 +81,13 @@ class DeviceTp final : public optim::TpGroup {
     cuda::synchronize();
     g_.all_reduce(device_f32(data, count), distributed::ReduceOp::Sum);
   }
-  void broadcast(float* data, int64_t count, int root) override {
+  void gather(const float* send, int64_t count, float* recv, int root) override {
     cuda::synchronize();
-    g_.broadcast(device_f32(data, count), root);
+    g_.gather(device_f32(const_cast<float*>(send), count), device_f32(recv, count * g_.size()), root);
+  }
+  void scatter(const float* send, int64_t count, float* recv, int root) override {
+    cuda::synchronize();
+    g_.scatter(device_f32(const_cast<float*>(send), count * g_.size()), device_f32(recv, count), root);
   }
 
  private:

@@ -21,8 +21,13 @@ class TpAdapter : public optim::TpGroup {
     host_all_reduce(g_, distributed::Buffer::cpu(data, static_cast<size_t>(count)), distributed::ReduceOp::Sum);
   }
 
-  void broadcast(float* data, int64_t count, int root) override {
-    host_broadcast(g_, distributed::Buffer::cpu(data, static_cast<size_t>(count)), root);
+  void gather(const float* send, int64_t count, float* recv, int root) override {
+    host_gather(g_, distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count)),
+                distributed::Buffer::cpu(recv, static_cast<size_t>(count) * static_cast<size_t>(g_.size())), root);
+  }
+  void scatter(const float* send, int64_t count, float* recv, int root) override {
+    host_scatter(g_, distributed::Buffer::cpu(const_cast<float*>(send), static_cast<size_t>(count) * static_cast<size_t>(g_.size())),
+                 distributed::Buffer::cpu(recv, static_cast<size_t>(count)), root);
   }
 
  private:

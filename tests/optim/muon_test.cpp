@@ -563,10 +563,16 @@ class HostStagedTp final : public TpGroup {
     host_.all_reduce_sum(x.data(), count);
     upload(data, x);
   }
-  void broadcast(float* data, int64_t count, int root) override {
-    std::vector<float> x = download(data, count);
-    host_.broadcast(x.data(), count, root);
-    upload(data, x);
+  void gather(const float* send, int64_t count, float* recv, int root) override {
+    std::vector<float> in = download(send, count), out(static_cast<size_t>(count * size()));
+    host_.gather(in.data(), count, out.data(), root);
+    if (rank() == root) upload(recv, out);
+  }
+  void scatter(const float* send, int64_t count, float* recv, int root) override {
+    std::vector<float> in(static_cast<size_t>(count * size())), out(static_cast<size_t>(count));
+    if (rank() == root) in = download(send, count * size());
+    host_.scatter(in.data(), count, out.data(), root);
+    upload(recv, out);
   }
 
  private:
