@@ -71,7 +71,7 @@ int cmd_params(const std::vector<std::string>& args) {
         run::RankCoord at{t, tp, p, pp, layout.spec.ep, t % layout.etp, layout.etp};
         const run::ModelPlan plan = run::plan_gpt_model(job_args, at);
         Row r{t, p, plan.layers.size(), plan.numel(), {}};
-        r.mem = run::estimate_memory(plan, job_args, dp * layout.spec.cp, layout.expert_dp);
+        r.mem = run::estimate_memory(plan, job_args, dp * layout.spec.cp, layout.expert_dp, out.parsed.env);
         int64_t counted = 0;
         for (const auto& s : plan.params)
           if (!(s.tp_duplicate && t != 0) && !s.shared_copy && !s.expert) counted = add(counted, s.numel());

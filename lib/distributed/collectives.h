@@ -88,7 +88,7 @@ class Group {
   void all_gather(Buffer in, Buffer out, std::optional<Timeout> timeout = std::nullopt);
   void broadcast(Buffer buf, int root = 0, std::optional<Timeout> timeout = std::nullopt);
   // Every member's `in` to `root` (Communicator::gather), and root's blocks back to the members (scatter): the
-  // layer-sharded Muon's shards to their matrix's home rank and its result back, at a 1/size of an all-gather's
+  // layer-sharded Muon's shards to their matrix's home rank and its result back, each at 1/size of an all-gather's
   // traffic.
   void gather(Buffer in, Buffer out, int root, std::optional<Timeout> timeout = std::nullopt);
   void scatter(Buffer in, Buffer out, int root, std::optional<Timeout> timeout = std::nullopt);

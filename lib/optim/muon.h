@@ -57,9 +57,9 @@ double muon_scale_factor(int64_t size_out, int64_t size_in, MuonScaleMode mode);
 // keep this rank's part. Distributed: each rank keeps its shard and the NS Gram matrices are all-reduced.
 // LayerSharded: the whole-matrix NS of duplicated (the same bits), run once per matrix on its home rank (round
 // robin over the TP group, MuonJob::home): the shards gathered there and the result scattered back, the bytes
-// Megatron's all_to_all stages move (a 1/size of duplicated's all-gather). Auto (duplicated or distributed per weight, by a rule the spec does not give) is
-// implemented without a TP group only (a group of one: every mode is the whole-matrix NS); across one,
-// muon_partition_dim (muon_plan.h) refuses it.
+// Megatron's all_to_all stages move (2 / size of duplicated's all-gather). Auto (duplicated or distributed per
+// weight, by a rule the spec does not give) is implemented without a TP group only (a group of one: every mode is
+// the whole-matrix NS); across one, muon_partition_dim (muon_plan.h) refuses it.
 enum class MuonTpMode { Blockwise, Duplicated, Distributed, Auto, LayerSharded };
 MuonTpMode muon_tp_mode_from_string(std::string_view name);
 

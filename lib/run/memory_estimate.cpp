@@ -41,14 +41,15 @@ bool fp8_eligible(const ParamSpec& p) {
 
 }  // namespace
 
-bool keeps_param_remainders(const Args& a) {
+bool keeps_param_remainders(const Args& a, const TargetEnv& env) {
   if (!a.use_precision_aware_optimizer || a.optimizer != arg::Optimizer::adam || !a.bf16 ||
-      a.main_params_dtype != arg::MainParamsDtype::fp32)
+      a.main_params_dtype != arg::MainParamsDtype::fp32 || compare_versions(env.te_version, "2.1.0") < 0)
     return false;
   return !a.fp8.has_value() || a.fp8_recipe == arg::Fp8Recipe::delayed || a.optimizer_cpu_offload;
 }
 
-MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp, int64_t expert_dp) {
+MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp, int64_t expert_dp,
+                               const TargetEnv& env) {
   const bool half = a.bf16 || a.fp16;
   const optim::OptimizerInfo opt = optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer);
   const bool aware = a.use_precision_aware_optimizer;
@@ -88,7 +89,7 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   // Main params: fp32, or with the precision-aware optimizer --main-params-dtype, where fp32 masters of bf16 params
   // may be kept as 16-bit remainders beside them (keeps_param_remainders; fp8 params keep fp32 ones).
   const bool aware_adam = aware && a.optimizer == arg::Optimizer::adam;
-  const bool remainders = keeps_param_remainders(a);
+  const bool remainders = keeps_param_remainders(a, env);
   double main_bytes = half ? (aware_adam ? (remainders ? 2 : dtype_size(arg::to_string(a.main_params_dtype), 4)) : 4) : 0;
   if (fsdp) {
     // Megatron-FSDP's main weights (fp32 by default; auto, which validate_args turns into None: the params' own

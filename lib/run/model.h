@@ -12,6 +12,7 @@
 
 #include "config/args.h"
 #include "config/pipeline_layout.h"
+#include "config/target_env.h"
 
 namespace mr::run {
 
@@ -98,13 +99,15 @@ struct MemoryEstimate {
 // Whether Megatron's Adam keeps the fp32 masters of bf16 params as 16-bit remainders beside them (Transformer
 // Engine's FusedAdam with store_param_remainders): the precision-aware optimizer with adam, --bf16 and fp32 main
 // params, where Megatron hands TE the master weights (its use_precision_aware_optimizer_no_fp8_or_ds_fp8: no fp8
-// training, the delayed recipe, or CPU offload). Assumes Transformer Engine 2.1 or newer (the default target
-// environment; older ones drop the option). The memory estimate and the run (run/buffers.h) both ask this.
-bool keeps_param_remainders(const Args& args);
+// training, the delayed recipe, or CPU offload), with Transformer Engine 2.1 or newer in `env` (older ones drop the
+// option: finalize_optimizer_config). The memory estimate (for its target, --target-te-version) and the run (the
+// default target; run/buffers.h) both ask this.
+bool keeps_param_remainders(const Args& args, const TargetEnv& env = {});
 
-// Routed experts shard over the expert data-parallel group (0: the same size as `data_parallel_size`).
+// Routed experts shard over the expert data-parallel group (0: the same size as `data_parallel_size`). `env`: the
+// target's Transformer Engine version decides keeps_param_remainders.
 MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& args, int64_t data_parallel_size,
-                               int64_t expert_data_parallel_size = 0);
+                               int64_t expert_data_parallel_size = 0, const TargetEnv& env = {});
 // Megatron's compute_activation_memory (with --sequence-parallel and --recompute-granularity selective) or
 // compute_activation_memory_without_sp (otherwise), in bytes, for the padded vocabulary `padded_vocab`.
 double activation_memory(const Args& args, int64_t padded_vocab);

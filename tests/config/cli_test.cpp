@@ -174,6 +174,17 @@ TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without st
   CHECK(field(b, "grads").as_float() == per * 4.0);
   CHECK(field(b, "main_params").as_float() == Approx(per * 4.0 / 8));
   CHECK(field(b, "optimizer_state").as_float() == Approx(per * 8.0 / 8));
+  // The precision-aware optimizer keeps the masters as 2-byte remainders from Transformer Engine 2.1 on; the
+  // target's version decides (--target-te-version).
+  for (const char* te : {"2.1.0", "2.0.0"}) {
+    r = sh("params --world-size 64 --config " + kDefault + llama +
+           " --use-precision-aware-optimizer --format json --target-gpu-arch sm_100 --target-te-version " + te);
+    INFO(r.out);
+    REQUIRE(r.exit == 0);
+    v = mr::Value::parse_json(r.out);
+    const double master = std::string(te) == "2.1.0" ? 2.0 : 4.0;
+    CHECK(field(field(v, "ranks").as_list()[0], "bytes.main_params").as_float() == Approx(per * master / 8));
+  }
 
   // Text, pipeline stages, and what the plan refuses.
   r = sh("params --world-size 2 --config " + kDefault + " --pipeline-model-parallel-size 2");

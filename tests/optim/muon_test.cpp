@@ -2,6 +2,8 @@
 // newton_schulz, singular-value bands, the optimizer step against a transcription of Megatron's
 // TensorParallelMuon, QKV split, scale modes, batched NS and the TP modes (ranks as threads).
 #include <catch2/catch.hpp>
+#include <map>
+#include <numeric>
 #include <thread>
 
 #include "optim/local_group.h"
@@ -643,3 +645,72 @@ TEST_CASE("CUDA Muon TP modes (two ranks as threads on one GPU) agree with the C
 }
 
 }  // namespace
+
+namespace {
+// A TP group that counts the floats this rank receives (a collective's share of the traffic into this rank).
+class CountingTp final : public TpGroup {
+ public:
+  explicit CountingTp(TpGroup& g) : g_(g) {}
+  int size() const override { return g_.size(); }
+  int rank() const override { return g_.rank(); }
+  void all_gather(const float* send, int64_t count, float* recv) override {
+    received += count * (size() - 1);
+    g_.all_gather(send, count, recv);
+  }
+  void all_reduce_sum(float* data, int64_t count) override {
+    received += count * (size() - 1);  // every other rank's contribution, however the backend routes it
+    g_.all_reduce_sum(data, count);
+  }
+  void gather(const float* send, int64_t count, float* recv, int root) override {
+    if (rank() == root) received += count * (size() - 1);
+    g_.gather(send, count, recv, root);
+  }
+  void scatter(const float* send, int64_t count, float* recv, int root) override {
+    if (rank() != root) received += count;
+    g_.scatter(send, count, recv, root);
+  }
+  int64_t received = 0;
+
+ private:
+  TpGroup& g_;
+};
+}  // namespace
+
+TEST_CASE("layer_sharded moves (size - 1) / size of each matrix to its home and back: 2 / size of duplicated's "
+          "all-gather, the same bits",
+          "[muon][tp]") {
+  torch::manual_seed(43);
+  const int world = 4;
+  MuonOptions o;
+  // A column-split 64 x 160 weight and a row-split 160 x 64 one, 64 x 40 and 40 x 64 per rank.
+  const torch::Tensor g_col = torch::randn({64, 160}), g_row = torch::randn({160, 64});
+  const int64_t whole = 64 * 160;  // elements of each matrix
+  std::map<MuonTpMode, int64_t> traffic;
+  std::map<MuonTpMode, std::vector<torch::Tensor>> result;
+  for (MuonTpMode mode : {MuonTpMode::Duplicated, MuonTpMode::LayerSharded}) {
+    o.tp_mode = mode;
+    std::vector<int64_t> received(world);
+    std::vector<torch::Tensor> out(2 * world);
+    on_ranks(world, [&](int r, TpGroup& tp) {
+      CountingTp counting(tp);
+      torch::Tensor pc = torch::zeros({64, 40}), pr = torch::zeros({40, 64});
+      torch::Tensor mc = torch::zeros_like(pc), mr_ = torch::zeros_like(pr);
+      torch::Tensor gc = g_col.chunk(world, 1)[size_t(r)].contiguous(), gr = g_row.chunk(world, 0)[size_t(r)].contiguous();
+      std::vector<MuonParam> mp = {make_muon_param(pc, gc, mc), make_muon_param(pr, gr, mr_)};
+      mp[0].partition_dim = 1;
+      mp[1].partition_dim = 0;
+      cpu::muon_step(mp, std::vector<GroupHyper>{{0.02, 0.0, 1}}, o, &counting);
+      received[size_t(r)] = counting.received;
+      out[size_t(2 * r)] = pc;
+      out[size_t(2 * r + 1)] = pr;
+    });
+    traffic[mode] = std::accumulate(received.begin(), received.end(), int64_t{0});
+    result[mode] = out;
+  }
+  // Two matrices: duplicated all-gathers each to every rank, (size - 1) whole copies; layer_sharded gathers
+  // (size - 1) / size of it on the home and scatters as much back.
+  CHECK(traffic[MuonTpMode::Duplicated] == 2 * (world - 1) * whole);
+  CHECK(traffic[MuonTpMode::LayerSharded] == 2 * 2 * (world - 1) * whole / world);
+  for (size_t i = 0; i < result[MuonTpMode::Duplicated].size(); ++i)
+    CHECK(bit_equal(result[MuonTpMode::LayerSharded][i], result[MuonTpMode::Duplicated][i]));
+}

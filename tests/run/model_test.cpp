@@ -876,4 +876,13 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
     INFO("--fp8-recipe " << recipe);
     CHECK(mr::run::estimate_memory(plan, a, 1, 1).main_params == expect);
   }
+  // Transformer Engine before 2.1 has no remainders (--target-te-version): fp32 masters, 4 bytes.
+  const mr::Args aware = gpt({{"bf16", Value(true)}, {"use_precision_aware_optimizer", Value(true)}});
+  const ModelPlan plan = mr::run::plan_gpt_model(aware, {});
+  mr::TargetEnv old_te;
+  old_te.te_version = "2.0.0";
+  CHECK(mr::run::keeps_param_remainders(aware));
+  CHECK_FALSE(mr::run::keeps_param_remainders(aware, old_te));
+  CHECK(mr::run::estimate_memory(plan, aware, 1, 1).main_params == 2.0 * static_cast<double>(plan.numel()));
+  CHECK(mr::run::estimate_memory(plan, aware, 1, 1, old_te).main_params == 4.0 * static_cast<double>(plan.numel()));
 }
