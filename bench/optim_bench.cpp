@@ -208,7 +208,7 @@ MR_BENCHMARK("cpu.muon.ns5_1024x4096", [](const Options& o) {
 
 // Layer-sharded Muon against duplicated over a TP group of 2 (threads, each with half the OpenMP threads): 8
 // column-split 512 x 1024 matrices, one step. Duplicated runs every matrix's NS on both ranks; layer-sharded once,
-// on its home, then broadcasts the result. Ratio = duplicated time / layer-sharded time.
+// on its home (the shards gathered there, the result's scattered back). Ratio = duplicated time / layer-sharded time.
 MR_BENCHMARK("cpu.muon.layer_sharded_tp2", [](const Options& o) {
   constexpr int kWorld = 2, kMats = 8;
   const int64_t rows = 512, cols = 1024 / kWorld;

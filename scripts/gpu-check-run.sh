@@ -33,6 +33,7 @@ cases=(
   # the scale backs off), then step; bf16 gradients with --grad-reduce-in-bf16.
   "adam-fp16|exact|--fp16 --train-iters 18"
   "adam-bf16-grads|exact|--bf16 --grad-reduce-in-bf16 --train-iters 8"
+  "adam-fp16-acc|exact|--fp16 --accumulate-allreduce-grads-in-fp32 --train-iters 18"
   # The precision-aware optimizer: a bf16 first moment and an fp16 second moment with per-parameter scales, the
   # fp32 masters as remainders beside the bf16 params; fp16 main params with their scales.
   "adam-aware-bf16|exact|--bf16 --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype fp16 --train-iters 8"

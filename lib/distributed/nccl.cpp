@@ -176,49 +176,13 @@ class NcclCommunicator final : public Communicator {
     launch("ncclBroadcast", timeout,
            [&] { return ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_); });
   }
-  // NCCL has no gather or scatter: the root's receives (sends) and the members' sends (receives) in one NCCL group,
-  // the root's own block copied on the stream.
+  // NCCL has no gather or scatter: the root's own block copied on the stream, then one NCCL group of point-to-point
+  // calls (rooted()).
   void gather(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) override {
-    need_device(in, "gather");
-    const bool at_root = spec_.index == root;
-    if (at_root) root_blocks(out, in, "gather");
-    launch("gather (ncclSend/ncclRecv)", timeout, [&] {
-      return grouped([&]() -> ncclResult_t {
-        if (!at_root) return ncclSend(in.data, in.count, nccl_type(in.dtype), root, comm_, stream_);
-        for (int r = 0; r < static_cast<int>(spec_.ranks.size()); ++r) {
-          char* block = static_cast<char*>(out.data) + static_cast<size_t>(r) * in.bytes();
-          if (r == root) {
-            if (cudaMemcpyAsync(block, in.data, in.bytes(), cudaMemcpyDeviceToDevice, stream_) != cudaSuccess)
-              return ncclUnhandledCudaError;
-          } else if (ncclResult_t e = ncclRecv(block, in.count, nccl_type(in.dtype), r, comm_, stream_);
-                     e != ncclSuccess && e != ncclInProgress) {
-            return e;
-          }
-        }
-        return ncclSuccess;
-      });
-    });
+    rooted("gather (ncclSend/ncclRecv)", in, out, root, /*to_root=*/true, timeout);
   }
   void scatter(Buffer in, Buffer out, int root, std::optional<Timeout> timeout) override {
-    need_device(out, "scatter");
-    const bool at_root = spec_.index == root;
-    if (at_root) root_blocks(in, out, "scatter");
-    launch("scatter (ncclSend/ncclRecv)", timeout, [&] {
-      return grouped([&]() -> ncclResult_t {
-        if (!at_root) return ncclRecv(out.data, out.count, nccl_type(out.dtype), root, comm_, stream_);
-        for (int r = 0; r < static_cast<int>(spec_.ranks.size()); ++r) {
-          const char* block = static_cast<const char*>(in.data) + static_cast<size_t>(r) * out.bytes();
-          if (r == root) {
-            if (cudaMemcpyAsync(out.data, block, out.bytes(), cudaMemcpyDeviceToDevice, stream_) != cudaSuccess)
-              return ncclUnhandledCudaError;
-          } else if (ncclResult_t e = ncclSend(block, out.count, nccl_type(out.dtype), r, comm_, stream_);
-                     e != ncclSuccess && e != ncclInProgress) {
-            return e;
-          }
-        }
-        return ncclSuccess;
-      });
-    });
+    rooted("scatter (ncclSend/ncclRecv)", out, in, root, /*to_root=*/false, timeout);
   }
   void barrier(std::optional<Timeout> timeout) override {
     launch("barrier", timeout, [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_); });
@@ -231,22 +195,39 @@ class NcclCommunicator final : public Communicator {
     if (b.device != Device::Cuda)
       throw CollectiveError(std::string(op) + ": the nccl communicator needs device (CUDA) buffers", false);
   }
-  // The root's buffer of group-size blocks, each of `one`'s size.
-  void root_blocks(const Buffer& whole, const Buffer& one, const char* op) const {
-    need_device(whole, op);
-    if (whole.count != one.count * spec_.ranks.size() || whole.dtype != one.dtype)
-      throw CollectiveError(std::string(op) + ": the root's buffer must hold group-size x " + std::to_string(one.count) +
-                                " elements of the same type",
-                            false);
-  }
-  // Point-to-point calls between ncclGroupStart and ncclGroupEnd (the end's result; the first failure's otherwise,
-  // the group still closed).
-  template <class F>
-  static ncclResult_t grouped(F&& calls) {
-    if (ncclResult_t s = ncclGroupStart(); s != ncclSuccess) return s;
-    const ncclResult_t r = calls();
-    const ncclResult_t e = ncclGroupEnd();
-    return r != ncclSuccess && r != ncclInProgress ? r : e;
+  static bool ok(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
+  // Gather (to_root: every member's `mine` into block i of root's `whole`) or scatter (block i of root's `whole`
+  // into member i's `mine`): the root's own block by a copy on the stream, the others by ncclSend/ncclRecv pairs
+  // in one NCCL group. `whole` is used on the root only.
+  void rooted(const char* what, Buffer mine, Buffer whole, int root, bool to_root, std::optional<Timeout> timeout) {
+    need_device(mine, what);
+    const bool at_root = spec_.index == root;
+    const size_t n = spec_.ranks.size(), bytes = mine.bytes();
+    if (at_root) {
+      need_device(whole, what);
+      if (whole.count != mine.count * n || whole.dtype != mine.dtype)
+        throw CollectiveError(std::string(what) + ": the root's buffer must hold group-size x " +
+                                  std::to_string(mine.count) + " elements of the same type",
+                              false);
+    }
+    const ncclDataType_t type = nccl_type(mine.dtype);
+    auto block = [&](size_t i) { return static_cast<char*>(whole.data) + i * bytes; };
+    auto p2p = [&](void* buf, int peer) {
+      return to_root == at_root ? ncclRecv(buf, mine.count, type, peer, comm_, stream_)
+                                : ncclSend(buf, mine.count, type, peer, comm_, stream_);
+    };
+    launch(what, timeout, [&]() -> ncclResult_t {
+      if (at_root)
+        check_cuda(to_root ? cudaMemcpyAsync(block(static_cast<size_t>(root)), mine.data, bytes, cudaMemcpyDeviceToDevice, stream_)
+                           : cudaMemcpyAsync(mine.data, block(static_cast<size_t>(root)), bytes, cudaMemcpyDeviceToDevice, stream_),
+                   what);
+      if (ncclResult_t s = ncclGroupStart(); s != ncclSuccess) return s;
+      ncclResult_t r = at_root ? ncclSuccess : p2p(mine.data, root);
+      for (size_t i = 0; at_root && i < n && ok(r); ++i)
+        if (static_cast<int>(i) != root) r = p2p(block(i), static_cast<int>(i));
+      const ncclResult_t end = ncclGroupEnd();  // closed even after a failed call
+      return ok(r) ? end : r;
+    });
   }
 
   template <class F>
@@ -259,7 +240,8 @@ class NcclCommunicator final : public Communicator {
     check_cuda(cudaEventRecord(ready_, cudaStreamLegacy), what);
     check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), what);
     ncclResult_t r = f();
-    if (r != ncclSuccess && r != ncclInProgress) {
+    if (!ok(r)) {
+      abort();  // a call that failed may leave the communicator half way through: no later collective on it
       throw CollectiveError(std::string(what) + ": " + ncclGetErrorString(r), false);
     }
     wait_comm(what, timeout ? *timeout : spec_.timeout, /*stream=*/true);

@@ -51,33 +51,31 @@ MR_HD uint16_t f32_to_bf16(float f) {
 MR_HD float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
 
 // IEEE binary16, round to nearest even; overflow to infinity; NaN keeps its sign and becomes quiet (0x7E00).
+// Without branches, so that a loop over it vectorises.
 MR_HD uint16_t f32_to_f16(float f) {
-  uint32_t x = f32_bits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u));
-  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to infinity
-  if (x < 0x38800000u) {                                               // below 2^-14: subnormal or zero
-    if (x < 0x33000000u) return static_cast<uint16_t>(sign);            // below 2^-25: rounds to zero
-    uint32_t e = x >> 23, m = (x & 0x7fffffu) | 0x800000u, shift = 126u - e;
-    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (r & 1u))) ++r;
-    return static_cast<uint16_t>(sign | r);
-  }
-  uint32_t r = (x - 0x38000000u) >> 13, rem = x & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+  const uint32_t u = f32_bits(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+  // From 2^-14: 10 mantissa bits, to nearest even on the bit pattern (a carry moves into the exponent), rebiased.
+  const uint32_t normal = ((a + 0xfffu + ((a >> 13) & 1u)) - 0x38000000u) >> 13;
+  // Below: multiples of 2^-24, rounded to nearest even by the addition (2^-24 is 0.5's ulp); the count is the
+  // subnormal's bits, and 1024 of them (a round-up to 2^-14) the smallest normal's.
+  const uint32_t tiny = f32_bits(bits_f32(a) + 0.5f) - 0x3f000000u;
+  uint32_t r = a < 0x38800000u ? tiny : normal;
+  r = a >= 0x477ff000u ? 0x7c00u : r;  // from 65520 up (and infinity): infinity
+  r = a > 0x7f800000u ? 0x7e00u : r;   // NaN
   return static_cast<uint16_t>(sign | r);
 }
+// Exact; without branches, so that a loop over it vectorises.
 MR_HD float f16_to_f32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return bits_f32(sign | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    if (m == 0) return bits_f32(sign);
-    float v = static_cast<float>(m) * 5.9604644775390625e-8f;  // m * 2^-24, exact
-    return sign ? -v : v;
-  }
-  return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, em = h & 0x7fffu;  // em: exponent and mantissa
+  const uint32_t normal = (em << 13) + 0x38000000u;                                 // exponent + 127 - 15
+  const uint32_t tiny = f32_bits(static_cast<float>(em) * 5.9604644775390625e-8f);   // subnormal: m * 2^-24, exact
+  uint32_t r = em < 0x400u ? tiny : normal;
+  r = em >= 0x7c00u ? (em << 13) | 0x7f800000u : r;  // inf, NaN (its payload kept)
+  return bits_f32(r | sign);
 }
+
+// x rounded to the nearest fp16 value, kept as an fp32 (NaN becomes the quiet NaN of its sign); vectorises.
+MR_HD float round_to_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
 
 // store_param_remainders (Transformer Engine's scheme): an fp32 master value is kept as a bf16 parameter plus
 // the 16 low bits of the fp32 word. The parameter is the high half rounded to nearest on the bit pattern (up

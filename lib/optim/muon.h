@@ -112,7 +112,7 @@ bool muon_excluded(int64_t ndim, bool is_embedding_or_output, bool use_muon = tr
 enum class ScalarOptimizer { Adam, Lion };
 ScalarOptimizer scalar_optimizer_from_string(std::string_view name);
 
-// A tensor-parallel group as Muon needs it. The dist layer adapts its collectives to this; LocalTpGroup
+// A tensor-parallel group as Muon needs it. The dist layer adapts its collectives to this; LocalTpHub
 // (local_group.h) runs ranks as threads of one process.
 class TpGroup {
  public:

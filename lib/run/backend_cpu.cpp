@@ -94,7 +94,7 @@ class CpuBackend final : public Backend {
       optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, x, optim::DType::F32}}, factor);
       return;
     }
-#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
+#pragma omp parallel for simd schedule(static) num_threads(optim::cpu::threads())
     for (int64_t i = 0; i < n; ++i) x[i] = grad_element(x[i], factor, f);
   }
   void clip(std::span<const optim::ClipSlot> slots, double max_norm, double total_norm) override {

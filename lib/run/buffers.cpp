@@ -63,7 +63,8 @@ BufferDtypes buffer_dtypes(const Args& a) {
     return d == "bf16" ? optim::DType::BF16 : d == "fp16" ? optim::DType::F16 : optim::DType::F32;
   };
   // The main params (16-bit training only): fp16 as asked, else fp32, kept as remainders beside bf16 params where
-  // Megatron's Adam does (keeps_param_remainders, run/model.h: the estimate asks the same).
+  // Megatron's Adam does (keeps_param_remainders, run/model.h) with the default target's Transformer Engine
+  // (2.1 or newer; the estimate of `megatron-run params` asks for its --target-te-version).
   const MainStorage main = a.main_params_dtype == arg::MainParamsDtype::fp16 ? MainStorage::F16
                            : keeps_param_remainders(a)                    ? MainStorage::Remainder
                                                                           : MainStorage::F32;

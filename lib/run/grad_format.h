@@ -8,9 +8,12 @@
 //
 // The run sums its synthetic gradients exactly (run/synthetic_grad.h), so that every layout holds the same bits.
 // It models the buffer by one rounding of the averaged, loss-scaled gradient to the buffer's dtype, after the
-// reduction (grad_element), and fp16's range by inf beyond it, whatever the buffer. Megatron rounds at every
-// accumulation and every step of the reduction, in an order that depends on the layout and NCCL's algorithm; the
-// run keeps one rounding and stays layout-invariant. The values stay in fp32 storage (every bf16 and fp16 value
+// reduction (grad_element), and fp16's range by inf beyond it, whatever the buffer: an approximation, since in
+// Megatron the overflow shows in the fp16 activation gradients of the backward (the weight gradients may go
+// straight into an fp32 main_grad with gradient accumulation fusion), which a synthetic run does not have; the
+// loss-scaled gradient standing for them behaves alike (inf, a skipped step, a lower scale). Megatron rounds at
+// every accumulation and every step of the reduction, in an order that depends on the layout and NCCL's algorithm;
+// the run keeps one rounding and stays layout-invariant. The values stay in fp32 storage (every bf16 and fp16 value
 // is an fp32 value). Shared by the CPU loop, the CUDA kernel (run/cuda_ops.cu) and the memory estimate.
 #pragma once
 
@@ -38,7 +41,7 @@ MR_HD float grad_element(float x, float factor, GradFormat f) {
   const float y = x * factor;  // the average times the loss scale: one rounding
   if (f.buffer == optim::DType::BF16) return optim::bf16_to_f32(optim::f32_to_bf16(y));  // nearest even
   if (f.buffer == optim::DType::F16 || f.f16_range) {
-    const float h = optim::f16_to_f32(optim::f32_to_f16(y));  // nearest even; |y| >= 65520 is inf, NaN stays NaN
+    const float h = optim::round_to_f16(y);  // nearest even; |y| >= 65520 is inf, NaN stays NaN
     return f.buffer == optim::DType::F16 ? h : (h - h == 0.0f ? y : h);  // range only: finite h keeps y's bits
   }
   return y;

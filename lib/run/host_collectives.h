@@ -1,7 +1,8 @@
-// Collectives on host scalars (the loss and norm partial sums, flags, checksums) over any process group, under
-// either backend. With Gloo every group has a host communicator; with NCCL only the data-parallel groups and the
-// world have one (Megatron's Gloo groups, --use-gloo-process-groups), so for the others the values travel
-// through a small device area (run/cuda_ops.h's staging) and the group's NCCL communicator. Internal to lib/run.
+// Collectives on host buffers (the loss and norm partial sums, flags, checksums; the CPU backend's Muon shards,
+// run/tp_adapter.h) over any process group, under either backend. With Gloo every group has a host communicator;
+// with NCCL only the data-parallel groups and the world have one (Megatron's Gloo groups,
+// --use-gloo-process-groups), so for the others the values travel through a device staging area (run/cuda_ops.h's
+// staging, grown to the largest call) and the group's NCCL communicator. Internal to lib/run.
 #pragma once
 
 #include "distributed/runtime.h"

@@ -56,6 +56,29 @@ TEST_CASE("bf16 and fp16 conversions match c10", "[optim][dtype]") {
   }
 }
 
+TEST_CASE("round_to_f16 is the fp16 round trip, bit for bit, in a vectorised loop too", "[optim][dtype]") {
+  // Every rounding boundary of every exponent from the fp16 subnormals to beyond its range, signs, specials, and
+  // a stride through all 2^32 patterns.
+  std::vector<uint32_t> bits = {0u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc00001u,
+                                0x477fefffu, 0x477ff000u, 0x477ff001u, 0x33000000u, 0x33000001u, 0x387fffffu,
+                                0x38800000u, 0x387ff000u, 0x387fefffu, 0x00000001u, 0x007fffffu};
+  for (uint32_t e = 0x30000000u; e < 0x48800000u; e += 0x00100000u)
+    for (uint32_t d : {0u, 0xfffu, 0x1000u, 0x1001u, 0x2fffu, 0x3000u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u})
+      bits.push_back(e + d), bits.push_back((e + d) | 0x80000000u);
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 977) bits.push_back(uint32_t(u));
+  std::vector<float> in(bits.size()), out(bits.size());
+  std::memcpy(in.data(), bits.data(), bits.size() * 4);
+#pragma omp simd
+  for (size_t i = 0; i < in.size(); ++i) out[i] = round_to_f16(in[i]);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float want = f16_to_f32(f32_to_f16(in[i]));
+    if (std::memcmp(&want, &out[i], 4) != 0) {
+      INFO("bits 0x" << std::hex << bits[i]);
+      REQUIRE(std::memcmp(&want, &out[i], 4) == 0);
+    }
+  }
+}
+
 TEST_CASE("param remainders reconstruct the exact fp32 bits", "[optim][dtype]") {
   uint64_t x = 1234567ull;
   for (int i = 0; i < 1000000; ++i) {

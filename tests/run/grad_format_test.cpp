@@ -10,6 +10,8 @@
 
 #include "config/args.h"
 #include "config/namespace.h"
+#include "optim/gpu.h"
+#include "run/cuda_ops.h"
 #include "run/grad_format.h"
 
 using namespace mr;
@@ -52,7 +54,8 @@ TEST_CASE("grad_element: fp32 is the scale's one rounding; bf16 and fp16 round t
   CHECK(grad_element(65519.0f, 1.0f, fp16) == 65504.0f);
   CHECK(grad_element(65520.0f, 1.0f, fp16) == kInf);
   CHECK(grad_element(-40000.0f, 2.0f, fp16) == -kInf);  // the product overflows
-  CHECK(grad_element(0x1p-25f, 1.0f, fp16) == 0.0f);    // below half of fp16's smallest subnormal
+  CHECK(grad_element(0x1p-25f, 1.0f, fp16) == 0.0f);  // half of fp16's smallest subnormal: a tie, to even (zero)
+  CHECK(grad_element(0x1.000002p-25f, 1.0f, fp16) == 0x1p-24f);  // just above the tie
   CHECK(grad_element(0x1p-24f, 1.0f, fp16) == 0x1p-24f);
   CHECK(std::isnan(grad_element(std::nanf(""), 1.0f, fp16)));
   CHECK(std::isnan(grad_element(std::nanf(""), 1.0f, bf16)));
@@ -82,4 +85,33 @@ TEST_CASE("grad_format: fp32 training, --bf16 (fp32 unless bf16 reduction), --fp
   CHECK(is(fmt({{"bf16", on}}), DType::BF16, false));
   CHECK(is(fmt({{"fp16", on}}), DType::F16, true));
   CHECK(is(fmt({{"fp16", on}, {"accumulate_allreduce_grads_in_fp32", on}}), DType::F32, true));
+}
+
+TEST_CASE("the CUDA gradient rounding (cuda::finish_grads) equals grad_element bit for bit", "[run][gpu][grad-format]") {
+  if (mr::optim::gpu::device_count() == 0) {
+    WARN("skipping GPU test: " << mr::optim::gpu::describe());
+    return;
+  }
+  // The edges (fp16's largest finite value and overflow, its subnormals and their ties, specials), a sweep of
+  // magnitudes, an odd count (65537: a grid-stride tail).
+  std::vector<float> x = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, -1e30f, kInf, -kInf, std::nanf(""),
+                          0x1p-25f, 0x1.000002p-25f, 0x1p-24f, 3 * 0x1p-25f, 1.0f + 0x1p-11f, 1.0f + 0x1p-8f};
+  for (int i = 0; x.size() < 65537; ++i) x.push_back(std::ldexp(static_cast<float>(i % 2001) - 1000.0f, i % 60 - 40));
+  const float factor = 0.375f;
+  for (GradFormat f : {GradFormat{}, GradFormat{DType::BF16, false}, GradFormat{DType::F16, true},
+                       GradFormat{DType::F32, true}}) {
+    INFO("buffer " << mr::optim::dtype_name(f.buffer) << (f.f16_range ? ", fp16 range" : ""));
+    mr::optim::gpu::DeviceBuffer d(x.size() * 4);
+    d.upload(x.data(), x.size() * 4);
+    mr::run::cuda::finish_grads(d.as<float>(), static_cast<int64_t>(x.size()), factor, f);
+    std::vector<float> got(x.size());
+    d.download(got.data(), got.size() * 4);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = grad_element(x[i], factor, f);
+      if (bits(got[i]) != bits(want)) {
+        INFO("x = " << x[i]);
+        REQUIRE(bits(got[i]) == bits(want));
+      }
+    }
+  }
 }
