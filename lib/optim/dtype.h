@@ -41,12 +41,18 @@ MR_HD float bits_f32(uint32_t u) {
 #endif
 }
 
+// c ? a : b as a bit mask. With conditionals the compiler moves a floating-point operation whose result may go unused
+// under a branch, and then (as the operation might trap) does not vectorise the loop; masks keep it unconditional.
+MR_HD uint32_t pick(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return (a & m) | (b & ~m);
+}
+
 // bf16 is the high half of an fp32. Round to nearest, ties to even; every NaN becomes 0x7FC0 (as c10 does).
 MR_HD uint16_t f32_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  const uint32_t u = f32_bits(f);
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);  // a select: loops vectorise
 }
 MR_HD float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
 
@@ -59,18 +65,18 @@ MR_HD uint16_t f32_to_f16(float f) {
   // Below: multiples of 2^-24, rounded to nearest even by the addition (2^-24 is 0.5's ulp); the count is the
   // subnormal's bits, and 1024 of them (a round-up to 2^-14) the smallest normal's.
   const uint32_t tiny = f32_bits(bits_f32(a) + 0.5f) - 0x3f000000u;
-  uint32_t r = a < 0x38800000u ? tiny : normal;
-  r = a >= 0x477ff000u ? 0x7c00u : r;  // from 65520 up (and infinity): infinity
-  r = a > 0x7f800000u ? 0x7e00u : r;   // NaN
+  uint32_t r = pick(a < 0x38800000u, tiny, normal);
+  r = pick(a >= 0x477ff000u, 0x7c00u, r);  // from 65520 up (and infinity): infinity
+  r = pick(a > 0x7f800000u, 0x7e00u, r);   // NaN
   return static_cast<uint16_t>(sign | r);
 }
 // Exact; without branches, so that a loop over it vectorises.
 MR_HD float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, em = h & 0x7fffu;  // em: exponent and mantissa
   const uint32_t normal = (em << 13) + 0x38000000u;                                 // exponent + 127 - 15
-  const uint32_t tiny = f32_bits(static_cast<float>(em) * 5.9604644775390625e-8f);   // subnormal: m * 2^-24, exact
-  uint32_t r = em < 0x400u ? tiny : normal;
-  r = em >= 0x7c00u ? (em << 13) | 0x7f800000u : r;  // inf, NaN (its payload kept)
+  const uint32_t tiny = f32_bits(bits_f32(0x38800000u | (em << 13)) - 0x1p-14f);  // subnormal: (2^-14 + m 2^-24) - 2^-14
+  uint32_t r = pick(em < 0x400u, tiny, normal);
+  r = pick(em >= 0x7c00u, (em << 13) | 0x7f800000u, r);  // inf, NaN (its payload kept)
   return bits_f32(r | sign);
 }
 

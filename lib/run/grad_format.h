@@ -37,14 +37,16 @@ GradFormat grad_format(const Args& args);
 
 // One element of the reduced gradient: times `factor` (the average over the global batch and the loss scale, one
 // fp32 rounding, as the fp32 path), then as the buffer holds it.
+// Every candidate is computed and one picked (optim::pick), so that a loop over it vectorises.
 MR_HD float grad_element(float x, float factor, GradFormat f) {
-  const float y = x * factor;  // the average times the loss scale: one rounding
-  if (f.buffer == optim::DType::BF16) return optim::bf16_to_f32(optim::f32_to_bf16(y));  // nearest even
-  if (f.buffer == optim::DType::F16 || f.f16_range) {
-    const float h = optim::round_to_f16(y);  // nearest even; |y| >= 65520 is inf, NaN stays NaN
-    return f.buffer == optim::DType::F16 ? h : (h - h == 0.0f ? y : h);  // range only: finite h keeps y's bits
-  }
-  return y;
+  const float y = x * factor;                                 // the average times the loss scale: one rounding
+  const float b = optim::bf16_to_f32(optim::f32_to_bf16(y));  // bf16, nearest even
+  const float h = optim::round_to_f16(y);                     // fp16, nearest even; from 65520 up inf; NaN stays
+  const bool finite = h - h == 0.0f;                          // fp16's range only: a finite h keeps y's bits
+  uint32_t r = optim::pick(f.f16_range && !finite, optim::f32_bits(h), optim::f32_bits(y));
+  r = optim::pick(f.buffer == optim::DType::F16, optim::f32_bits(h), r);
+  r = optim::pick(f.buffer == optim::DType::BF16, optim::f32_bits(b), r);
+  return optim::bits_f32(r);
 }
 
 }  // namespace mr::run

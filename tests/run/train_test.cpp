@@ -46,6 +46,23 @@ mrtest::Proc spawn(int n, const std::vector<std::string>& extra, const mrtest::T
   return mrtest::spawn_job(n, extra, dir, tag, std::move(env));
 }
 
+// A finished one-rank run of the default job with `more`: its output (stdout, then stderr: the notice), the
+// parameter checksum and the iteration lines.
+struct Finished {
+  std::string out, checksum;
+  std::vector<Line> lines;
+};
+Finished run_one(const mrtest::TempDir& dir, const std::vector<std::string>& more, const std::string& tag) {
+  mrtest::Proc p = spawn(1, more, dir, tag);
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  static const std::regex re(R"(parameter checksum ([0-9a-f]+))");
+  std::smatch m;
+  const std::string out = p.out() + p.err();
+  REQUIRE(std::regex_search(out, m, re));
+  return {out, m[1].str(), iterations(out)};
+}
+
 }  // namespace
 
 TEST_CASE("the default job trains: 20 logged iterations, the loss goes down", "[run][train]") {
@@ -130,25 +147,14 @@ TEST_CASE("the gradient buffer's dtype: fp16 gradients overflow at the initial l
           "fp32 and bf16 buffers",
           "[run][train][grad-dtype]") {
   mrtest::TempDir dir;
-  struct Result {
-    std::string out, checksum;
-    std::vector<Line> lines;
-  };
   auto run = [&](std::vector<std::string> more, const std::string& tag) {
     more.insert(more.end(), {"--train-iters", "18", "--lr-warmup-iters", "0"});
-    mrtest::Proc p = spawn(1, more, dir, tag);
-    INFO(p.out() << p.err());
-    REQUIRE(p.exit_code() == 0);
-    static const std::regex re(R"(parameter checksum ([0-9a-f]+))");
-    std::smatch m;
-    const std::string out = p.out() + p.err();
-    REQUIRE(std::regex_search(out, m, re));
-    return Result{out, m[1].str(), iterations(out)};
+    return run_one(dir, more, tag);
   };
   // --fp16 at the initial scale 2^32: the scaled gradients are beyond fp16's range (65504), inf; Megatron's scaler
   // skips the step and, after the hysteresis of 2, halves the scale each time until they fit. The synthetic
   // gradients' largest element is about 0.1: they fit from 2^19 on, after 13 halvings and 14 skips.
-  const Result fp16 = run({"--fp16"}, "fp16");
+  const Finished fp16 = run({"--fp16"}, "fp16");
   CHECK_THAT(fp16.out, Catch::Contains("adam, fp16 with fp16 gradients"));
   REQUIRE(fp16.lines.size() == 18);
   CHECK(fp16.lines[0].loss_scale == 4294967296.0);  // the first overflow only counts down the hysteresis
@@ -163,27 +169,27 @@ TEST_CASE("the gradient buffer's dtype: fp16 gradients overflow at the initial l
   CHECK_THAT(fp16.out, Catch::Contains("training run finished: 18 iterations (14 skipped)"));
   // --accumulate-allreduce-grads-in-fp32: an fp32 buffer, but the fp16 backward overflows at the same scales; the
   // steps then see unrounded gradients: another path.
-  const Result acc = run({"--fp16", "--accumulate-allreduce-grads-in-fp32"}, "fp16-acc");
+  const Finished acc = run({"--fp16", "--accumulate-allreduce-grads-in-fp32"}, "fp16-acc");
   CHECK_THAT(acc.out, Catch::Contains("adam, fp16 with fp32 gradients"));
   CHECK_THAT(acc.out, !Catch::Contains("--accumulate-allreduce-grads-in-fp32"));  // acted on: not in the notice
   CHECK_THAT(acc.out, Catch::Contains("training run finished: 18 iterations (14 skipped)"));
   CHECK(acc.checksum != fp16.checksum);
   CHECK(acc.lines[17].loss == Approx(fp16.lines[17].loss).epsilon(1e-3));
   // A scale at which they fit from the start: no skips.
-  const Result low = run({"--fp16", "--initial-loss-scale", "65536"}, "fp16-low");
+  const Finished low = run({"--fp16", "--initial-loss-scale", "65536"}, "fp16-low");
   CHECK_THAT(low.out, Catch::Contains("training run finished: 18 iterations (0 skipped)"));
   // bf16: fp32 gradients by default (Megatron's accumulate_allreduce_grads_in_fp32); --grad-reduce-in-bf16 rounds
   // them to bf16 (acted on: not in the notice).
-  const Result bf16 = run({"--bf16"}, "bf16");
-  const Result bf16g = run({"--bf16", "--grad-reduce-in-bf16"}, "bf16-grads");
+  const Finished bf16 = run({"--bf16"}, "bf16");
+  const Finished bf16g = run({"--bf16", "--grad-reduce-in-bf16"}, "bf16-grads");
   CHECK_THAT(bf16.out, Catch::Contains("adam, bf16 with fp32 gradients"));
   CHECK_THAT(bf16g.out, Catch::Contains("adam, bf16 with bf16 gradients"));
   CHECK_THAT(bf16g.out, !Catch::Contains("--grad-reduce-in-bf16"));
   CHECK(bf16g.checksum != bf16.checksum);
   CHECK(bf16g.lines[17].loss == Approx(bf16.lines[17].loss).epsilon(1e-3));
   // Asked for where the buffer is fp32 (fp32 training): named in the notice, the plain fp32 run's bits.
-  const Result fp32 = run({}, "fp32");
-  const Result fp32g = run({"--grad-reduce-in-bf16"}, "fp32-grads");
+  const Finished fp32 = run({}, "fp32");
+  const Finished fp32g = run({"--grad-reduce-in-bf16"}, "fp32-grads");
   CHECK_THAT(fp32g.out, Catch::Contains("--grad-reduce-in-bf16 (the gradients are fp32 here"));
   CHECK(fp32g.checksum == fp32.checksum);
 }
@@ -407,13 +413,7 @@ TEST_CASE("lion as Megatron's emerging-optimizer path runs it: Lion with the Ada
   mrtest::TempDir dir;
   auto checksum = [&](std::vector<std::string> more, const std::string& tag) {
     more.insert(more.end(), {"--optimizer", "lion", "--train-iters", "3", "--lr-warmup-iters", "0"});
-    mrtest::Proc p = spawn(1, more, dir, tag);
-    INFO(p.out() << p.err());
-    REQUIRE(p.exit_code() == 0);
-    const std::string out = p.out();
-    const size_t at = out.find("parameter checksum ");
-    REQUIRE(at != std::string::npos);
-    return out.substr(at, 35);
+    return run_one(dir, more, tag).checksum;
   };
   const std::string base = checksum({}, "lion");
   CHECK(checksum({"--lion-beta1", "0.5", "--lion-beta2", "0.5"}, "lionbetas") == base);  // not Lion's betas here
@@ -424,28 +424,17 @@ TEST_CASE("lion as Megatron's emerging-optimizer path runs it: Lion with the Ada
 TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a scale), main params as remainders or fp16",
           "[run][train][precision-aware]") {
   mrtest::TempDir dir;
-  struct Result {
-    std::string out, checksum;
-    std::vector<Line> lines;
-  };
   auto run = [&](std::vector<std::string> more, const std::string& tag) {
     more.insert(more.end(), {"--train-iters", "6", "--lr-warmup-iters", "0"});
-    mrtest::Proc p = spawn(1, more, dir, tag);
-    INFO(p.out() << p.err());
-    REQUIRE(p.exit_code() == 0);
-    static const std::regex re(R"(parameter checksum ([0-9a-f]+))");
-    std::smatch m;
-    const std::string out = p.out() + p.err();  // the notice is on stderr
-    REQUIRE(std::regex_search(out, m, re));
-    return Result{out, m[1].str(), iterations(out)};
+    return run_one(dir, more, tag);
   };
   const std::string aware = "--use-precision-aware-optimizer";
   // fp16 params: an fp32 master as without the flag, fp32 moments: the plain run's bits.
   CHECK(run({"--fp16", aware}, "fp16-aware").checksum == run({"--fp16"}, "fp16").checksum);
   // bf16 params: the fp32 master kept as 16-bit remainders beside them (TE's store_param_remainders). The state
   // shrinks by 2 bytes per parameter; the params round by TE's rule, so the path is another, close one.
-  const Result plain = run({"--bf16"}, "plain");
-  const Result rem = run({"--bf16", aware}, "remainders");
+  const Finished plain = run({"--bf16"}, "plain");
+  const Finished rem = run({"--bf16", aware}, "remainders");
   CHECK_THAT(plain.out, Catch::Contains("main params + optimizer state 21.5 MiB"));
   CHECK_THAT(rem.out, Catch::Contains("main params + optimizer state 17.9 MiB"));
   CHECK_THAT(rem.out, Catch::Contains("main params as bf16 + 16-bit remainders"));
@@ -453,7 +442,7 @@ TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a
   REQUIRE(rem.lines.size() == 6);
   CHECK(rem.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-4));
   // Low-precision moments and fp16 main params: 2 bytes each.
-  const Result low = run({"--bf16", aware, "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "fp16", "--main-params-dtype", "fp16"},
+  const Finished low = run({"--bf16", aware, "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "fp16", "--main-params-dtype", "fp16"},
                          "low");
   CHECK_THAT(low.out, Catch::Contains("adam (precision-aware: bf16 exp_avg, fp16 exp_avg_sq, fp16 main params), bf16"));
   CHECK_THAT(low.out, !Catch::Contains("--exp-avg-dtype") && !Catch::Contains("--main-params-dtype"));  // acted on
@@ -463,7 +452,7 @@ TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a
   CHECK(low.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-3));
   CHECK(low.lines[5].loss < low.lines[0].loss);
   // fp8 moments are not modelled: named in the notice, kept in fp32 (the remainder run's path).
-  const Result fp8 = run({"--bf16", aware, "--exp-avg-dtype", "fp8"}, "aware-fp8");
+  const Finished fp8 = run({"--bf16", aware, "--exp-avg-dtype", "fp8"}, "aware-fp8");
   CHECK_THAT(fp8.out, Catch::Contains("--exp-avg-dtype (fp8 optimizer states are not modelled"));
   CHECK(fp8.checksum == rem.checksum);
 }
