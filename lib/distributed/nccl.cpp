@@ -217,10 +217,12 @@ class NcclCommunicator final : public Communicator {
                                 : ncclSend(buf, mine.count, type, peer, comm_, stream_);
     };
     launch(what, timeout, [&]() -> ncclResult_t {
-      if (at_root)
-        check_cuda(to_root ? cudaMemcpyAsync(block(static_cast<size_t>(root)), mine.data, bytes, cudaMemcpyDeviceToDevice, stream_)
-                           : cudaMemcpyAsync(mine.data, block(static_cast<size_t>(root)), bytes, cudaMemcpyDeviceToDevice, stream_),
+      if (at_root) {
+        char* own = block(static_cast<size_t>(root));
+        check_cuda(cudaMemcpyAsync(to_root ? own : mine.data, to_root ? mine.data : own, bytes,
+                                   cudaMemcpyDeviceToDevice, stream_),
                    what);
+      }
       if (ncclResult_t s = ncclGroupStart(); s != ncclSuccess) return s;
       ncclResult_t r = at_root ? ncclSuccess : p2p(mine.data, root);
       for (size_t i = 0; at_root && i < n && ok(r); ++i)
