@@ -1,6 +1,8 @@
 // Training-run benchmarks (docs/run.md): each figure beside a baseline measured in the same run.
 //   run.synthetic_grad   making one rank's synthetic gradient (run/synthetic_grad.h) vs the AdamW step over the
 //                        same number of parameters; ratio = gradient time / step time (goal <= 1)
+//   run.grad_round_fp16  the reduced gradient's average and rounding to an fp16 buffer (run/grad_format.h) vs the
+//                        fp32 buffer's plain scale over the same elements; ratio = fp16 time / fp32 time
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "bench.h"
 #include "optim/kernels.h"
 #include "run/buffers.h"
+#include "run/grad_round_cpu.h"
 #include "run/synthetic_grad.h"
 
 namespace mr::bench {
@@ -62,6 +65,29 @@ MR_BENCHMARK("run.synthetic_grad", [](const Options& o) {
   r.value = a * 1e3;
   r.unit = "ms";
   r.baseline = "AdamW step over the same parameters";
+  r.baseline_value = b * 1e3;
+  r.ratio = a / b;
+  return r;
+});
+
+MR_BENCHMARK("run.grad_round_fp16", [](const Options& o) {
+  const int64_t n = o.quick ? int64_t{16} << 20 : int64_t{64} << 20;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = 0.02f * run::uniform(static_cast<uint64_t>(i));
+  auto time = [&](run::GradFormat f, float factor) {
+    auto t0 = std::chrono::steady_clock::now();
+    run::finish_grads_cpu(x.data(), n, factor, f);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double a = 1e300, b = 1e300;
+  for (int i = 0; i < (o.quick ? 4 : 7); ++i) {  // alternating; factors 2 and 1/2 keep the values in range
+    a = std::min(a, time(run::GradFormat{optim::DType::F16, true}, 2.0f));
+    b = std::min(b, time(run::GradFormat{}, 0.5f));
+  }
+  Result r;
+  r.value = a * 1e3;
+  r.unit = "ms";
+  r.baseline = "fp32 buffer: the plain scale, same elements";
   r.baseline_value = b * 1e3;
   r.ratio = a / b;
   return r;

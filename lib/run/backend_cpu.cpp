@@ -1,6 +1,5 @@
 // The CPU backend (run/backend.h): the flat buffers in host vectors (FlatBuffers), lib/optim's OpenMP kernels,
 // the collectives on host buffers (Gloo).
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -8,6 +7,7 @@
 
 #include "run/abs_max.h"
 #include "run/backend.h"
+#include "run/grad_round_cpu.h"
 #include "run/tp_adapter.h"
 
 namespace mr::run {
@@ -17,22 +17,6 @@ namespace {
 template <class T>
 T* or_null(std::vector<T>& v) {
   return v.empty() ? nullptr : v.data();
-}
-
-// x[0, n) = grad_element(x, factor, F): F a constant, so that only its candidate is computed.
-template <optim::DType Buffer, bool Range>
-__attribute__((always_inline)) inline void round_grads(float* __restrict x, int64_t n, float factor) {
-  constexpr GradFormat f{Buffer, Range};
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) x[i] = grad_element(x[i], factor, f);
-}
-// The loop for `f`'s format, compiled for AVX-512, AVX2 and plain x86-64 (picked at load time, as the optimizer
-// kernels are).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void round_grads(float* x, int64_t n, float factor, GradFormat f) {
-  if (f.buffer == optim::DType::BF16) return round_grads<optim::DType::BF16, false>(x, n, factor);
-  if (f.buffer == optim::DType::F16) return round_grads<optim::DType::F16, true>(x, n, factor);
-  round_grads<optim::DType::F32, true>(x, n, factor);  // an fp32 buffer in fp16 training: fp16's range
 }
 
 class CpuBackend final : public Backend {
@@ -106,15 +90,7 @@ class CpuBackend final : public Backend {
   bool unscale_and_check(std::span<const optim::GradSlot> grads, float inv_scale) override {
     return optim::cpu::unscale_and_check(grads, inv_scale, /*in_place=*/true).found_inf;
   }
-  void finish_grads(float* x, int64_t n, float factor, GradFormat f) override {
-    if (!f.rounds()) {  // fp32: the optimizer library's vectorised scale, the same single rounding
-      optim::cpu::scale_grads(std::vector<optim::GradSlot>{{n, x, optim::DType::F32}}, factor);
-      return;
-    }
-    constexpr int64_t kBlock = int64_t{1} << 16;
-#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
-    for (int64_t b = 0; b < n; b += kBlock) round_grads(x + b, std::min(kBlock, n - b), factor, f);
-  }
+  void finish_grads(float* x, int64_t n, float factor, GradFormat f) override { finish_grads_cpu(x, n, factor, f); }
   void clip(std::span<const optim::ClipSlot> slots, double max_norm, double total_norm) override {
     optim::cpu::clip_grads_by_total_norm(slots, max_norm, total_norm);
   }
