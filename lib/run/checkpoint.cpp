@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "run/atomic_dir.h"
 #include "run/checkpoint_format.h"
@@ -45,12 +47,25 @@ std::string message_of(const std::exception& e) {
   return s;
 }
 
-// Every rank's verdict: the lowest rank that failed, or -1.
-int64_t failed_rank(RunContext& c, bool failed) {
-  const int64_t world = c.rt.world_size();
-  double v = failed ? static_cast<double>(world - c.rt.rank()) : 0.0;
-  host_all_reduce(c.rt.group("world"), distributed::Buffer::cpu(&v, 1), distributed::ReduceOp::Max);
-  return v > 0 ? world - static_cast<int64_t>(v) : -1;
+// Every rank's verdict, from each rank's error (empty: none): the lowest rank that failed (-1: none) and its error,
+// so that whichever rank reports first names the cause (the launcher stops the others at the first exit).
+struct Verdict {
+  int64_t rank = -1;
+  std::string error;  // the failed rank's, cut at kErrorBytes - 1
+};
+Verdict verdict(RunContext& c, const std::string& error) {
+  distributed::Group& world = c.rt.group("world");
+  const int64_t size = c.rt.world_size();
+  double v = error.empty() ? 0.0 : static_cast<double>(size - c.rt.rank());
+  host_all_reduce(world, distributed::Buffer::cpu(&v, 1), distributed::ReduceOp::Max);
+  if (v <= 0) return {};
+  const int64_t bad = size - static_cast<int64_t>(v);
+  constexpr size_t kErrorBytes = 512;
+  std::vector<char> mine(kErrorBytes, '\0'), all(kErrorBytes * static_cast<size_t>(size));
+  std::memcpy(mine.data(), error.data(), std::min(error.size(), kErrorBytes - 1));
+  host_all_gather(world, {mine.data(), mine.size(), distributed::DType::U8, distributed::Device::Cpu},
+                  {all.data(), all.size(), distributed::DType::U8, distributed::Device::Cpu});
+  return {bad, std::string(all.data() + static_cast<size_t>(bad) * kErrorBytes)};
 }
 
 // "ITER:SECONDS" / "ITER" knobs.
@@ -215,11 +230,11 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                               "; local and in_memory checkpoints are not modelled)");
   if (a.save) {
     std::string why = probe_writable(*a.save, ".megatron-run-probe-rank" + std::to_string(c.rt.rank()));
-    const int64_t bad = failed_rank(c, !why.empty());
-    if (bad >= 0)
+    const Verdict v = verdict(c, why);
+    if (v.rank >= 0)
       throw CheckpointError(kCkptSaveUnwritable,
                             "--save " + *a.save + " cannot be written" +
-                                (why.empty() ? " on rank " + std::to_string(bad) : ": " + why) +
+                                (why.empty() ? " on rank " + std::to_string(v.rank) + ": " + v.error : ": " + why) +
                                 " (checked before training starts)");
     if (a.async_save && rank0)
       log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
@@ -350,16 +365,17 @@ Progress Checkpointer::load() {
              << std::endl;
     }
   } catch (const CheckpointError& e) {
-    err = e.what();
+    err = message_of(e);
     failure = e;
   } catch (const std::exception& e) {
-    err = e.what();
+    err = message_of(e);
     failure = CheckpointError(kCkptCorrupt, message_of(e));
   }
-  const int64_t bad = failed_rank(c_, !err.empty());
-  if (bad >= 0) {
+  const Verdict v = verdict(c_, err);
+  if (v.rank >= 0) {
     if (!err.empty()) throw failure;
-    throw CheckpointError(kCkptCorrupt, "--load " + *a.load + ": loading failed on rank " + std::to_string(bad));
+    throw CheckpointError(kCkptCorrupt,
+                          "--load " + *a.load + ": loading failed on rank " + std::to_string(v.rank) + ": " + v.error);
   }
   return p;
 }
@@ -379,15 +395,16 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     } catch (const std::exception& e) {
       err = message_of(e);
     }
-    const int64_t bad = failed_rank(c_, !err.empty());
-    if (bad < 0) return;
+    const Verdict v = verdict(c_, err);
+    if (v.rank < 0) return;
     if (rank0) {
       std::error_code ec;
       std::filesystem::remove_all(tmp, ec);
     }
-    throw CheckpointError(kCkptSaveFailed, "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
-                                               " was not written (" + (err.empty() ? "rank " + std::to_string(bad) + " failed" : err) +
-                                               "); the previous checkpoint and the tracker are unchanged");
+    throw CheckpointError(kCkptSaveFailed,
+                          "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                              " was not written (" + (err.empty() ? "rank " + std::to_string(v.rank) + ": " + v.error : err) +
+                              "); the previous checkpoint and the tracker are unchanged");
   };
   step([&] {
     if (!rank0) return;

@@ -543,6 +543,7 @@ TEST_CASE("an unwritable --save fails before training; a failed save leaves the 
                          {{"MR_CKPT_FAIL_IN_SAVE", "4"}});
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 1);
+  // Every rank names rank 0's reason: the first to exit (the launcher then stops the other) shows the cause.
   CHECK_THAT(b.err(), Catch::Contains("MR_CKPT_FAIL_IN_SAVE") && Catch::Contains("the previous checkpoint and the tracker are unchanged"));
   CHECK(tracker(ck) == "2");
   CHECK(files_in(ck) == std::vector<std::string>({"iter_0000002", "latest_checkpointed_iteration.txt"}));
