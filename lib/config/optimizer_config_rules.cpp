@@ -249,7 +249,7 @@ void OptimizerConfig::finalize_optimizer_config(const TargetEnv& env) {
   exp_avg_sq_dtype = map_dtype("exp_avg_sq_dtype", exp_avg_sq_dtype);
 
   // TE's FusedAdam stores parameter remainders from 2.1 on.
-  if (use_precision_aware_optimizer && compare_versions(env.te_version, "2.1.0") < 0) store_param_remainders = false;
+  if (use_precision_aware_optimizer && !env.te_stores_param_remainders()) store_param_remainders = false;
 
   // Emerging optimizers: the deprecated dist_muon alias, and the distributed optimizer -> layer-wise path.
   if (optimizer != "sgd" && optimizer != "adam") {

@@ -29,6 +29,8 @@ TargetEnv TargetEnv::from_process() {
   return t;
 }
 
+bool TargetEnv::te_stores_param_remainders() const { return compare_versions(te_version, "2.1.0") >= 0; }
+
 std::optional<std::string> TargetEnv::var(const std::string& name) const {
   auto it = vars.find(name);
   if (it == vars.end()) return std::nullopt;

@@ -28,6 +28,9 @@ struct TargetEnv {
   long long int_var(const std::string& name, long long fallback) const;
   // A target without a GPU: the CUDA-only rules do not apply (megatron-run launching on a CPU machine).
   bool no_gpu() const { return gpu_arch == "none"; }
+  // Whether its Transformer Engine's FusedAdam stores the fp32 masters of bf16 params as 16-bit remainders (2.1
+  // and newer; Megatron drops store_param_remainders below): the optimizer config and the memory estimate ask this.
+  bool te_stores_param_remainders() const;
   // Device capability (major, minor) from gpu_arch (0, 0 for "none").
   int arch_major() const;
   int arch_minor() const;

@@ -47,8 +47,9 @@ std::string message_of(const std::exception& e) {
   return s;
 }
 
-// Every rank's verdict, from each rank's error (empty: none): the lowest rank that failed (-1: none) and its error,
-// so that whichever rank reports first names the cause (the launcher stops the others at the first exit).
+// Every rank's verdict, from each rank's error (empty: none): the lowest rank that failed (-1: none) and its error
+// (broadcast from it), so that whichever rank reports first names the cause (the launcher stops the others at the
+// first exit).
 struct Verdict {
   int64_t rank = -1;
   std::string error;  // the failed rank's, cut at kErrorBytes - 1
@@ -61,11 +62,11 @@ Verdict verdict(RunContext& c, const std::string& error) {
   if (v <= 0) return {};
   const int64_t bad = size - static_cast<int64_t>(v);
   constexpr size_t kErrorBytes = 512;
-  std::vector<char> mine(kErrorBytes, '\0'), all(kErrorBytes * static_cast<size_t>(size));
-  std::memcpy(mine.data(), error.data(), std::min(error.size(), kErrorBytes - 1));
-  host_all_gather(world, {mine.data(), mine.size(), distributed::DType::U8, distributed::Device::Cpu},
-                  {all.data(), all.size(), distributed::DType::U8, distributed::Device::Cpu});
-  return {bad, std::string(all.data() + static_cast<size_t>(bad) * kErrorBytes)};
+  std::vector<char> text(kErrorBytes, '\0');
+  std::memcpy(text.data(), error.data(), std::min(error.size(), kErrorBytes - 1));  // read on `bad` only
+  host_broadcast(world, {text.data(), text.size(), distributed::DType::U8, distributed::Device::Cpu},
+                 static_cast<int>(bad));
+  return {bad, std::string(text.data())};
 }
 
 // "ITER:SECONDS" / "ITER" knobs.

@@ -29,6 +29,14 @@ void host_all_gather(distributed::Group& g, distributed::Buffer in, distributed:
   cuda::to_host(out.data, d + in.bytes(), out.bytes());
 }
 
+void host_broadcast(distributed::Group& g, distributed::Buffer buf, int root) {
+  if (g.has(distributed::Device::Cpu)) return g.broadcast(buf, root);
+  void* d = cuda::staging(buf.bytes());
+  cuda::to_device(d, buf.data, buf.bytes());
+  g.broadcast(on_device(buf, d), root);
+  cuda::to_host(buf.data, d, buf.bytes());
+}
+
 void host_gather(distributed::Group& g, distributed::Buffer in, distributed::Buffer out, int root) {
   if (g.has(distributed::Device::Cpu)) return g.gather(in, out, root);
   const bool at_root = g.rank() == root;

@@ -12,6 +12,8 @@ namespace mr::run {
 void host_all_reduce(distributed::Group& g, distributed::Buffer host, distributed::ReduceOp op);
 // out.count == in.count * g.size(); block i holds member i's input.
 void host_all_gather(distributed::Group& g, distributed::Buffer in, distributed::Buffer out);
+// buf <- member `root`'s buf.
+void host_broadcast(distributed::Group& g, distributed::Buffer buf, int root);
 // Every member's `in` to `out` on `root` (out.count == in.count * g.size() there; `out` is not used elsewhere), and
 // block i of root's `in` to member i's `out` (Group::gather, Group::scatter).
 void host_gather(distributed::Group& g, distributed::Buffer in, distributed::Buffer out, int root);

@@ -43,7 +43,7 @@ bool fp8_eligible(const ParamSpec& p) {
 
 bool keeps_param_remainders(const Args& a, const TargetEnv& env) {
   if (!a.use_precision_aware_optimizer || a.optimizer != arg::Optimizer::adam || !a.bf16 ||
-      a.main_params_dtype != arg::MainParamsDtype::fp32 || compare_versions(env.te_version, "2.1.0") < 0)
+      a.main_params_dtype != arg::MainParamsDtype::fp32 || !env.te_stores_param_remainders())
     return false;
   return !a.fp8.has_value() || a.fp8_recipe == arg::Fp8Recipe::delayed || a.optimizer_cpu_offload;
 }
