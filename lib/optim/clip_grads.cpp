@@ -32,8 +32,8 @@ using detail::work_list;
 
 void check_grads(std::span<const GradSlot> grads) {
   for (const auto& g : grads)
-    if (g.numel < 0 || (g.numel > 0 && !g.grad))
-      throw std::invalid_argument("clip_grads: a gradient slot has a negative size or no buffer");
+    if (g.numel < 0 || (g.numel > 0 && !g.grad) || g.dtype == DType::E4M3)
+      throw std::invalid_argument("clip_grads: a gradient slot has a negative size, no buffer or an fp8 dtype");
 }
 
 std::vector<GradSlot> counted_grads(std::span<const ClipSlot> slots) {
@@ -91,6 +91,7 @@ uint32_t as_f32_bits(uint32_t bits, DType d) {
     case DType::F32: return bits;
     case DType::BF16: return f32_bits(bf16_to_f32(static_cast<uint16_t>(bits)));
     case DType::F16: return f32_bits(f16_to_f32(static_cast<uint16_t>(bits)));
+    case DType::E4M3: break;  // no gradient is fp8 (check_grads)
   }
   return bits;
 }
@@ -143,6 +144,7 @@ void scale_grads(std::span<const GradSlot> grads, float coeff) {
       case DType::F32: scale_f32(static_cast<float*>(g.grad) + wk.begin, wk.len, coeff); break;
       case DType::BF16: scale_bf16(static_cast<uint16_t*>(g.grad) + wk.begin, wk.len, coeff); break;
       case DType::F16: scale_f16(static_cast<uint16_t*>(g.grad) + wk.begin, wk.len, coeff); break;
+      case DType::E4M3: break;  // no gradient is fp8 (check_grads)
     }
   }
 }

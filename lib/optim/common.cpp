@@ -62,21 +62,25 @@ void check_slots(std::span<const TensorSlot> slots, std::span<const GroupHyper> 
       fail(i, "group " + std::to_string(s.group) + " out of range (" + std::to_string(groups.size()) + " groups)");
     if (s.numel == 0) continue;
     if (!s.param || !s.grad) fail(i, "param and grad are required");
+    if (s.param_dtype == DType::E4M3 || s.grad_dtype == DType::E4M3)
+      fail(i, "fp8 is an optimizer state's dtype here, not a parameter's or a gradient's");
     if (s.param_dtype == DType::F32 && (s.master || s.remainder))
       fail(i, "fp32 params take no master copy or remainder");
     if (s.remainder && (s.param_dtype != DType::BF16 || s.master))
       fail(i, "store_param_remainders needs bf16 params and no master buffer");
     if (s.master) {
-      if (s.master_dtype == DType::BF16) fail(i, "master params must be fp32 or fp16");
+      if (s.master_dtype == DType::BF16 || s.master_dtype == DType::E4M3) fail(i, "master params must be fp32 or fp16");
       if (s.master_dtype == DType::F16 && !s.master_scale) fail(i, "fp16 master params need a scale");
     }
     if (needs_exp_avg) {
       if (!s.exp_avg) fail(i, "exp_avg buffer is required");
-      if (s.exp_avg_dtype == DType::F16 && !s.exp_avg_scale) fail(i, "fp16 exp_avg needs a scale");
+      if (scaled_state(s.exp_avg_dtype) && !s.exp_avg_scale)
+        fail(i, std::string(dtype_name(s.exp_avg_dtype)) + " exp_avg needs a scale");
     }
     if (needs_exp_avg_sq) {
       if (!s.exp_avg_sq) fail(i, "exp_avg_sq buffer is required");
-      if (s.exp_avg_sq_dtype == DType::F16 && !s.exp_avg_sq_scale) fail(i, "fp16 exp_avg_sq needs a scale");
+      if (scaled_state(s.exp_avg_sq_dtype) && !s.exp_avg_sq_scale)
+        fail(i, std::string(dtype_name(s.exp_avg_sq_dtype)) + " exp_avg_sq needs a scale");
     }
   }
 }

@@ -7,7 +7,7 @@
 //   - each hot loop is compiled three times (x86-64-v4 = AVX-512, x86-64-v3 = AVX2+FMA, baseline) and picked at
 //     load time by GCC's target_clones dispatcher. The fma in the arithmetic is explicit (__builtin_fmaf), and
 //     this file builds with -ffp-contract=off, so every variant gives the same bits;
-//   - fp16 states with a per-tensor scale need the new absmax before anything is stored: a first read-only
+//   - fp16 and fp8 states with a per-tensor scale need the new absmax before anything is stored: a first read-only
 //     pass computes it (same arithmetic), the second pass updates.
 #include <omp.h>
 
@@ -172,6 +172,12 @@ MR_CLONES void f16_decode_span(const uint16_t* __restrict src, float* __restrict
 MR_CLONES void f16_encode_span(const float* __restrict src, uint16_t* __restrict dst, int64_t n, float rscale) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i] * rscale);
 }
+MR_CLONES void e4m3_decode_span(const uint8_t* __restrict src, float* __restrict dst, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(src[i]) * scale;
+}
+MR_CLONES void e4m3_encode_span(const float* __restrict src, uint8_t* __restrict dst, int64_t n, float enc) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_e4m3(src[i] * enc);
+}
 MR_CLONES void remainder_join_span(const uint16_t* __restrict p, const uint16_t* __restrict r, float* __restrict dst,
                                    int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = join_remainder(p[i], r[i]);
@@ -226,18 +232,21 @@ void decode(const void* buf, DType d, int64_t off, int64_t n, float* dst, float 
     case DType::F32: std::memcpy(dst, static_cast<const float*>(buf) + off, static_cast<size_t>(n) * 4); break;
     case DType::BF16: bf16_decode_span(static_cast<const uint16_t*>(buf) + off, dst, n); break;
     case DType::F16: f16_decode_span(static_cast<const uint16_t*>(buf) + off, dst, n, scale); break;
+    case DType::E4M3: e4m3_decode_span(static_cast<const uint8_t*>(buf) + off, dst, n, scale); break;
   }
 }
-// F16 buffers here are scaled states (rscale) or parameters (rscale 1).
+// F16 buffers here are scaled states (rscale: state_scale's enc) or parameters (rscale 1); E4M3 ones are states.
 void encode(const float* src, void* buf, DType d, int64_t off, int64_t n, float rscale = 1.0f) {
   switch (d) {
     case DType::F32: std::memcpy(static_cast<float*>(buf) + off, src, static_cast<size_t>(n) * 4); break;
     case DType::BF16: bf16_encode_span(src, static_cast<uint16_t*>(buf) + off, n); break;
     case DType::F16: f16_encode_span(src, static_cast<uint16_t*>(buf) + off, n, rscale); break;
+    case DType::E4M3: e4m3_encode_span(src, static_cast<uint8_t*>(buf) + off, n, rscale); break;
   }
 }
 
-// Per-slot scales of the scaled fp16 buffers: [0] exp_avg, [1] exp_avg_sq, [2] master.
+// Per-slot scales of the scaled fp16 / fp8 buffers: [0] exp_avg, [1] exp_avg_sq, [2] master. The scales read
+// (old_scale) and written (new_scale) are state_scale's dec, new_rscale its enc.
 struct Scales {
   std::array<float, 3> old_scale{1.0f, 1.0f, 1.0f};
   std::array<float, 3> new_scale{1.0f, 1.0f, 1.0f};
@@ -307,7 +316,7 @@ class Engine {
       DType dt[3] = {s.exp_avg_dtype, s.exp_avg_sq_dtype, s.master_dtype};
       bool used[3] = {Op::uses_state(o_, 0), Op::kStates > 1 && Op::uses_state(o_, 1), s.master != nullptr};
       for (int k = 0; k < 3; ++k) {
-        sc.scaled[k] = s.numel > 0 && used[k] && dt[k] == DType::F16;
+        sc.scaled[k] = s.numel > 0 && used[k] && scaled_state(dt[k]);
         if (sc.scaled[k]) sc.old_scale[k] = *ptr[k];
         any_scaled = any_scaled || sc.scaled[k];
       }
@@ -320,7 +329,7 @@ class Engine {
         const Scales& sc = scales_[static_cast<size_t>(work[w].slot)];
         if (sc.scaled[0] || sc.scaled[1] || sc.scaled[2]) wmax[static_cast<size_t>(w)] = absmax_pass(work[w]);
       }
-      // Per slot: absmax over its work items, then TE's scale.
+      // Per slot: absmax over its work items, then TE's scale (dtype.h's state_scale).
       std::vector<std::array<float, 3>> smax(slots_.size(), {0.0f, 0.0f, 0.0f});
       for (int64_t w = 0; w < nw; ++w)
         for (int k = 0; k < 3; ++k)
@@ -329,8 +338,10 @@ class Engine {
       for (size_t i = 0; i < slots_.size(); ++i)
         for (int k = 0; k < 3; ++k)
           if (scales_[i].scaled[k]) {
-            scales_[i].new_scale[k] = f16_state_scale(smax[i][k]);
-            scales_[i].new_rscale[k] = f16_state_rscale(scales_[i].new_scale[k]);
+            const DType d = k == 0 ? slots_[i].exp_avg_dtype : k == 1 ? slots_[i].exp_avg_sq_dtype : slots_[i].master_dtype;
+            const StateScale ns = state_scale(d, smax[i][k]);
+            scales_[i].new_scale[k] = ns.dec;
+            scales_[i].new_rscale[k] = ns.enc;
           }
     }
     bool bad = false;
@@ -364,7 +375,7 @@ class Engine {
 
   // The tile loops stream several arrays of mixed widths through small tiles, where the hardware prefetchers alone
   // leave bandwidth unused (as in the fp32 loops, `prefetched`): ask for the next tile's lines of each array while
-  // this one is computed (the update pass; the absmax pass of fp16 states goes without). Elements [off, off + n) of
+  // this one is computed (the update pass; the absmax pass of scaled states goes without). Elements [off, off + n) of
   // every buffer the slot streams; nothing when n <= 0.
   void prefetch_next_tile(const TensorSlot& s, int64_t off, int64_t n) const {
     if (n <= 0) return;
@@ -382,7 +393,7 @@ class Engine {
       if (state_used(k)) ahead(state(s, k).buf, state(s, k).dtype);
   }
 
-  // Pass 1 (fp16 scaled states only): the largest magnitude of each new scaled value, nothing stored.
+  // Pass 1 (fp16 / fp8 scaled states only): the largest magnitude of each new scaled value, nothing stored.
   std::array<float, 3> absmax_pass(const Work& w) const {
     const TensorSlot& s = slots_[static_cast<size_t>(w.slot)];
     const Scales& sc = scales_[static_cast<size_t>(w.slot)];

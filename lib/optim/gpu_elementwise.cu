@@ -39,25 +39,30 @@ struct DevSlot {
   uint8_t param_dtype, grad_dtype, master_dtype;
   uint8_t st_dtype[2];
   uint8_t st_used[2];
-  uint8_t scaled[3];  // fp16-with-scale: exp_avg, exp_avg_sq, master
+  uint8_t scaled[3];  // fp16 / fp8 with a scale: exp_avg, exp_avg_sq, master
 };
 
 using DevWork = geom::WorkItem;  // the work list: launch_geometry.h
 
 __device__ __forceinline__ float dload(const void* p, uint8_t d, int64_t i) {
   if (d == static_cast<uint8_t>(DType::F32)) return static_cast<const float*>(p)[i];
+  if (d == static_cast<uint8_t>(DType::E4M3)) return e4m3_to_f32(static_cast<const uint8_t*>(p)[i]);
   uint16_t h = static_cast<const uint16_t*>(p)[i];
   return d == static_cast<uint8_t>(DType::BF16) ? bf16_to_f32(h) : f16_to_f32(h);
 }
 __device__ __forceinline__ void dstore(void* p, uint8_t d, int64_t i, float x) {
   if (d == static_cast<uint8_t>(DType::F32)) static_cast<float*>(p)[i] = x;
   else if (d == static_cast<uint8_t>(DType::BF16)) static_cast<uint16_t*>(p)[i] = f32_to_bf16(x);
+  else if (d == static_cast<uint8_t>(DType::E4M3)) static_cast<uint8_t*>(p)[i] = f32_to_e4m3(x);
   else static_cast<uint16_t*>(p)[i] = f32_to_f16(x);
 }
 
-__device__ __forceinline__ float new_rscale(const unsigned* amax, int slot, int k) {
-  float s = __uint_as_float(amax[slot * 3 + k]) / 32752.0f;
-  return s > 0.0f ? 1.0f / s : 0.0f;
+// The dtype of scaled buffer k (0 exp_avg, 1 exp_avg_sq, 2 master) and its new scale from the absmax pass.
+__device__ __forceinline__ DType scaled_dtype(const DevSlot& s, int k) {
+  return static_cast<DType>(k < 2 ? s.st_dtype[k] : s.master_dtype);
+}
+__device__ __forceinline__ StateScale new_scale(const DevSlot& s, const unsigned* amax, int slot, int k) {
+  return state_scale(scaled_dtype(s, k), __uint_as_float(amax[slot * 3 + k]));
 }
 
 struct AdamG {
@@ -73,7 +78,7 @@ struct LionG {
   __device__ static void apply(float& p, float g, float& s0, float&, const Consts& c) { lion_element(p, g, s0, c); }
 };
 
-// kPass 0: absmax of the new values of the scaled fp16 states (nothing stored). kPass 1: the update.
+// kPass 0: absmax of the new values of the scaled fp16 / fp8 states (nothing stored). kPass 1: the update.
 template <class Op, int kPass>
 __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* __restrict__ slots,
                                                                 const typename Op::Consts* __restrict__ consts,
@@ -90,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* _
   if (s.scaled[2]) old[2] = *s.master_scale;
   if (kPass == 1)
     for (int k = 0; k < 3; ++k)
-      if (s.scaled[k]) rs[k] = new_rscale(amax, w.slot, k);
+      if (s.scaled[k]) rs[k] = new_scale(s, amax, w.slot, k).enc;
   float mx[3] = {0.0f, 0.0f, 0.0f};
   bool bad = false;
   const int64_t end = w.begin + w.len, rounds = geom::ilp_rounds(w.len);
@@ -152,8 +157,8 @@ __global__ void write_scales_kernel(const DevSlot* slots, int n, const unsigned*
   if (i >= n) return;
   const DevSlot& s = slots[i];
   for (int k = 0; k < 2; ++k)
-    if (s.scaled[k]) *const_cast<float*>(s.st_scale[k]) = __uint_as_float(amax[i * 3 + k]) / 32752.0f;
-  if (s.scaled[2]) *const_cast<float*>(s.master_scale) = __uint_as_float(amax[i * 3 + 2]) / 32752.0f;
+    if (s.scaled[k]) *const_cast<float*>(s.st_scale[k]) = new_scale(s, amax, static_cast<int>(i), k).dec;
+  if (s.scaled[2]) *const_cast<float*>(s.master_scale) = new_scale(s, amax, static_cast<int>(i), 2).dec;
 }
 
 template <class Op, class Consts>
@@ -182,8 +187,8 @@ void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
     d.st_dtype[1] = static_cast<uint8_t>(s.exp_avg_sq_dtype);
     d.st_used[0] = used0;
     d.st_used[1] = used1;
-    d.scaled[0] = used0 && s.exp_avg_dtype == DType::F16;
-    d.scaled[1] = used1 && s.exp_avg_sq_dtype == DType::F16;
+    d.scaled[0] = used0 && scaled_state(s.exp_avg_dtype);
+    d.scaled[1] = used1 && scaled_state(s.exp_avg_sq_dtype);
     d.scaled[2] = s.master && s.master_dtype == DType::F16;
     any_scaled = any_scaled || (s.numel > 0 && (d.scaled[0] || d.scaled[1] || d.scaled[2]));
     ds.push_back(d);

@@ -27,9 +27,10 @@ namespace mr::optim {
 //   16-bit params, no master:   param BF16/F16 updated in place (math in fp32).
 //   store_param_remainders:     param BF16 + `remainder` (the 16 low bits of the fp32 master, no master
 //                               buffer): the pair is the exact fp32 master (see split_remainder()).
-//   precision-aware states:     exp_avg / exp_avg_sq (and master) in BF16 (plain rounding) or F16 with a
-//                               per-tensor fp32 scale (value = f16 * scale; after the step the scale becomes
-//                               absmax / (65504 / 2), as TE's FusedAdam._apply_scale does).
+//   precision-aware states:     exp_avg / exp_avg_sq in BF16 (plain rounding), or F16 or E4M3 (fp8) with a
+//                               per-tensor fp32 scale (value = stored * scale; after the step the state is stored
+//                               anew from its absmax, as TE's FusedAdam._apply_scale does: dtype.h's state_scale);
+//                               an F16 master likewise.
 struct TensorSlot {
   int64_t numel = 0;
   void* param = nullptr;
@@ -41,7 +42,7 @@ struct TensorSlot {
   float* master_scale = nullptr;
   uint16_t* remainder = nullptr;
   void* exp_avg = nullptr;  // Adam m, SGD momentum buffer, Lion exp_avg
-  DType exp_avg_dtype = DType::F32;
+  DType exp_avg_dtype = DType::F32;  // F32, BF16, or F16 / E4M3 with exp_avg_scale (also exp_avg_sq)
   float* exp_avg_scale = nullptr;
   void* exp_avg_sq = nullptr;  // Adam v
   DType exp_avg_sq_dtype = DType::F32;
@@ -105,10 +106,6 @@ LionConsts lion_consts(const LionOptions& o, const GroupHyper& g);
 // ("adam", "sgd", "lion"), or a group index is out of range.
 void check_slots(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const char* kind,
                  bool needs_exp_avg, bool needs_exp_avg_sq);
-
-// The scale TE gives an fp16 state whose largest magnitude is `absmax`, and its reciprocal (0 for 0).
-inline float f16_state_scale(float absmax) { return absmax / 32752.0f; }
-inline float f16_state_rscale(float scale) { return scale > 0.0f ? 1.0f / scale : 0.0f; }
 
 namespace ref {
 void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,

@@ -15,6 +15,7 @@ float load(const void* buf, DType d, int64_t i) {
     case DType::F32: return static_cast<const float*>(buf)[i];
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
     case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::E4M3: return e4m3_to_f32(static_cast<const uint8_t*>(buf)[i]);
   }
   return 0.0f;
 }
@@ -24,18 +25,19 @@ void store(void* buf, DType d, int64_t i, float x) {
     case DType::F32: static_cast<float*>(buf)[i] = x; break;
     case DType::BF16: static_cast<uint16_t*>(buf)[i] = f32_to_bf16(x); break;
     case DType::F16: static_cast<uint16_t*>(buf)[i] = f32_to_f16(x); break;
+    case DType::E4M3: static_cast<uint8_t*>(buf)[i] = f32_to_e4m3(x); break;
   }
 }
 
-// An optimizer state (or fp16 master): fp32, bf16, or fp16 times a per-tensor scale.
+// An optimizer state (or fp16 master): fp32, bf16, or fp16 / fp8 times a per-tensor scale.
 struct State {
   void* buf;
   DType dtype;
   float* scale;
 
-  float get(int64_t i) const { return dtype == DType::F16 ? load(buf, dtype, i) * *scale : load(buf, dtype, i); }
+  float get(int64_t i) const { return scaled_state(dtype) ? load(buf, dtype, i) * *scale : load(buf, dtype, i); }
 
-  // Stores a whole tensor's new values; an fp16 state first takes the scale absmax / (65504 / 2).
+  // Stores a whole tensor's new values; an fp16 or fp8 state is scaled from their absmax first (state_scale).
   void put_all(const std::vector<float>& x) const {
     encode_state(x.data(), static_cast<int64_t>(x.size()), dtype, buf, scale);
   }

@@ -16,12 +16,16 @@ void encode_state(const float* x, int64_t n, DType d, void* out, float* scale) {
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = f32_to_bf16(x[i]);
       return;
-    case DType::F16: {
+    case DType::F16:
+    case DType::E4M3: {
       float absmax = 0.0f;  // the largest magnitude (a NaN is skipped by max, as in the step)
       for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(x[i]));
-      const float s = f16_state_scale(absmax), r = f16_state_rscale(s);  // r = 1 / s, or 0 for an all-zero state
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = f32_to_f16(x[i] * r);
-      *scale = s;
+      const StateScale sc = state_scale(d, absmax);
+      if (d == DType::F16)
+        for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(out)[i] = f32_to_f16(x[i] * sc.enc);
+      else
+        for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(out)[i] = f32_to_e4m3(x[i] * sc.enc);
+      *scale = sc.dec;
       return;
     }
   }
@@ -37,6 +41,9 @@ void decode_state(const void* in, int64_t n, DType d, const float* scale, float*
       return;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(static_cast<const uint16_t*>(in)[i]) * *scale;
+      return;
+    case DType::E4M3:
+      for (int64_t i = 0; i < n; ++i) out[i] = e4m3_to_f32(static_cast<const uint8_t*>(in)[i]) * *scale;
       return;
   }
 }

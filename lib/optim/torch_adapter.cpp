@@ -10,6 +10,7 @@ DType dtype_of(const at::Tensor& t) {
     case at::kFloat: return DType::F32;
     case at::kBFloat16: return DType::BF16;
     case at::kHalf: return DType::F16;
+    case at::kByte: return DType::E4M3;  // Transformer Engine's convention: a torch.uint8 optimizer state is fp8
     default: throw std::invalid_argument(std::string("optimizer kernels: unsupported dtype ") + c10::toString(t.scalar_type()));
   }
 }

@@ -9,7 +9,8 @@
 
 namespace mr::optim {
 
-// F32, BF16 or F16; throws std::invalid_argument for other dtypes.
+// F32, BF16 or F16; uint8 is E4M3 (an fp8 optimizer state's bytes, as Transformer Engine's FusedAdam takes
+// torch.uint8 for fp8); throws std::invalid_argument for other dtypes.
 DType dtype_of(const at::Tensor& t);
 
 // The tensors of one parameter; undefined tensors are absent buffers. Scales are 1-element fp32 tensors.

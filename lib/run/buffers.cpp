@@ -54,13 +54,14 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
   return whole_index(shard_index(p, tp_rank), local);
 }
 
-size_t dtype_bytes(optim::DType d) { return d == optim::DType::F32 ? 4 : 2; }
-
 BufferDtypes buffer_dtypes(const Args& a) {
   const optim::DType model = a.bf16 ? optim::DType::BF16 : a.fp16 ? optim::DType::F16 : optim::DType::F32;
   if (!a.use_precision_aware_optimizer || a.optimizer != arg::Optimizer::adam) return model;
-  auto moment = [](std::string_view d) {  // fp8: not modelled, fp32
-    return d == "bf16" ? optim::DType::BF16 : d == "fp16" ? optim::DType::F16 : optim::DType::F32;
+  auto moment = [](std::string_view d) {  // fp8: Transformer Engine's e4m3 with a per-tensor scale
+    return d == "bf16"   ? optim::DType::BF16
+           : d == "fp16" ? optim::DType::F16
+           : d == "fp8"  ? optim::DType::E4M3
+                         : optim::DType::F32;
   };
   // The main params (16-bit training only): fp16 as asked, else fp32, kept as remainders beside bf16 params where
   // Megatron's Adam does (keeps_param_remainders, run/model.h) with the default target's Transformer Engine

@@ -38,6 +38,7 @@ inline float to_float(const void* buf, optim::DType d, int64_t i) {
     case optim::DType::F32: return static_cast<const float*>(buf)[i];
     case optim::DType::BF16: return optim::bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
     case optim::DType::F16: return optim::f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+    case optim::DType::E4M3: return optim::e4m3_to_f32(static_cast<const uint8_t*>(buf)[i]);  // (a state's dtype only)
   }
   return 0.0f;
 }
@@ -46,9 +47,10 @@ inline void store(void* buf, optim::DType d, int64_t i, float v) {
     case optim::DType::F32: static_cast<float*>(buf)[i] = v; break;
     case optim::DType::BF16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_bf16(v); break;
     case optim::DType::F16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_f16(v); break;
+    case optim::DType::E4M3: static_cast<uint8_t*>(buf)[i] = optim::f32_to_e4m3(v); break;
   }
 }
-size_t dtype_bytes(optim::DType d);
+inline size_t dtype_bytes(optim::DType d) { return static_cast<size_t>(optim::dtype_size(d)); }
 
 // What the flat buffers take, in bytes (the host check and the device check, run/device_plan.h, both use it).
 struct BufferBytes {
@@ -119,7 +121,7 @@ struct FlatBuffers {
   // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
   // while a checkpoint is written or read (Backend::to_host / from_host).
   // The main params and the moments are stored in their dtypes (bytes); `state_scale` holds the scales of the fp16
-  // ones, one per parameter and state (scale_at), and is empty when none is fp16.
+  // and fp8 ones, one per parameter and state (scale_at), and is empty when none is scaled.
   std::vector<uint8_t> model, main, exp_avg, exp_avg_sq;
   std::vector<float> grad, grad_shard, target, state_scale;
 
@@ -143,19 +145,19 @@ struct FlatBuffers {
   }
   // The dtype of a master kept as a value (fp32 or fp16; remainders are not one).
   optim::DType master_dtype() const { return main_storage == MainStorage::F16 ? optim::DType::F16 : optim::DType::F32; }
-  // The states that may carry an fp16 scale, and whether `which` does here.
+  // The states that may carry a scale (fp16, fp8: optim::scaled_state), and whether `which` does here.
   enum class Scaled : uint8_t { ExpAvg, ExpAvgSq, Main };
-  bool is_f16(Scaled which) const {
-    return which == Scaled::ExpAvg     ? exp_avg_dtype == optim::DType::F16
-           : which == Scaled::ExpAvgSq ? exp_avg_sq_dtype == optim::DType::F16
+  bool is_scaled(Scaled which) const {
+    return which == Scaled::ExpAvg     ? optim::scaled_state(exp_avg_dtype)
+           : which == Scaled::ExpAvgSq ? optim::scaled_state(exp_avg_sq_dtype)
                                        : has_main && main_storage == MainStorage::F16;
   }
-  // The scale of parameter k's state `which` in the scale buffer `scales`; null unless that state is fp16.
+  // The scale of parameter k's state `which` in the scale buffer `scales`; null unless that state is scaled.
   float* scale_at(float* scales, Scaled which, size_t k) const {
-    return scales && is_f16(which) ? scales + static_cast<size_t>(which) * keeps_sq.size() + k : nullptr;
+    return scales && is_scaled(which) ? scales + static_cast<size_t>(which) * keeps_sq.size() + k : nullptr;
   }
   size_t scales() const {  // the scale buffer's size
-    const bool any = is_f16(Scaled::ExpAvg) || is_f16(Scaled::ExpAvgSq) || is_f16(Scaled::Main);
+    const bool any = is_scaled(Scaled::ExpAvg) || is_scaled(Scaled::ExpAvgSq) || is_scaled(Scaled::Main);
     return any ? 3 * keeps_sq.size() : 0;
   }
   // The initial bf16/fp16 model value of `v` at element i of `model`: rounded to nearest even, or with remainders

@@ -85,6 +85,7 @@ std::string safetensors_dtype(optim::DType d) {
     case optim::DType::F32: return "F32";
     case optim::DType::BF16: return "BF16";
     case optim::DType::F16: return "F16";
+    case optim::DType::E4M3: break;  // states are saved as fp32 values (StatePlace); no model is fp8
   }
   return "F32";
 }

@@ -257,6 +257,7 @@ Fixed sum_squares_model(const void* model, DType d, int64_t begin, int64_t end, 
     case DType::F32: return fixed_sum(ModelValues<DType::F32>{model, begin}, end - begin, scale);
     case DType::BF16: return fixed_sum(ModelValues<DType::BF16>{model, begin}, end - begin, scale);
     case DType::F16: return fixed_sum(ModelValues<DType::F16>{model, begin}, end - begin, scale);
+    case DType::E4M3: break;  // a state's dtype, never the model's
   }
   return 0;
 }
@@ -267,6 +268,7 @@ Fixed sum_squares_model_minus_target(const void* model, DType d, const float* ta
     case DType::F32: return fixed_sum(ModelMinusTarget<DType::F32>{model, target, begin}, end - begin, scale);
     case DType::BF16: return fixed_sum(ModelMinusTarget<DType::BF16>{model, target, begin}, end - begin, scale);
     case DType::F16: return fixed_sum(ModelMinusTarget<DType::F16>{model, target, begin}, end - begin, scale);
+    case DType::E4M3: break;
   }
   return 0;
 }
@@ -278,6 +280,7 @@ float max_abs_model(const void* model, DType d, int64_t begin, int64_t end) {
     case DType::F32: return max_abs_of(ModelValues<DType::F32>{model, begin}, end - begin);
     case DType::BF16: return max_abs_of(ModelValues<DType::BF16>{model, begin}, end - begin);
     case DType::F16: return max_abs_of(ModelValues<DType::F16>{model, begin}, end - begin);
+    case DType::E4M3: break;
   }
   return 0.0f;
 }
@@ -322,6 +325,7 @@ uint64_t checksum_part(const void* model, DType d, int64_t base, int64_t n, uint
       case DType::F32: checksum_kernel<DType::F32><<<g, geom::kThreads>>>(model, base, n, key, where, out); break;
       case DType::BF16: checksum_kernel<DType::BF16><<<g, geom::kThreads>>>(model, base, n, key, where, out); break;
       case DType::F16: checksum_kernel<DType::F16><<<g, geom::kThreads>>>(model, base, n, key, where, out); break;
+      case DType::E4M3: break;
     }
   });
 }

@@ -78,6 +78,8 @@ float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const S
       synthetic_kernel<optim::DType::F16><<<grid, optim::geom::kThreads>>>(t.model, t.target, t.grad, t.n, where, key,
                                                                       samples, bits, keep, max_word);
       break;
+    case optim::DType::E4M3:  // a state's dtype, never the model's (buffer_dtypes)
+      break;
   }
   check(cudaGetLastError(), "the synthetic-gradient kernel launch");
   check(cudaMemcpy(&host, max_word, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy (synthetic gradient max)");

@@ -27,8 +27,8 @@ constexpr ArgId kActs[] = {
     ArgId::muon_nesterov, ArgId::muon_scale_mode, ArgId::muon_fp32_matmul_prec, ArgId::muon_coefficient_type,
     ArgId::muon_num_ns_steps, ArgId::muon_tp_mode, ArgId::muon_use_syrk, ArgId::muon_extra_scale_factor,
     ArgId::muon_scalar_optimizer, ArgId::muon_ns_batch_size, ArgId::use_distributed_optimizer, ArgId::log_num_zeros_in_grad,
-    // The precision-aware optimizer's moments and main params: bf16, fp16 with a scale, remainders (run/buffers.h;
-    // fp8 moments and fp16 main params in fp32 training are named in the notice).
+    // The precision-aware optimizer's moments and main params: bf16, fp16 and fp8 (e4m3) with a scale, remainders
+    // (run/buffers.h; fp16 main params in fp32 training are named in the notice).
     ArgId::use_precision_aware_optimizer, ArgId::exp_avg_dtype, ArgId::exp_avg_sq_dtype, ArgId::main_params_dtype,
     // The gradient buffer's dtype: one rounding of the reduced gradient to it, fp16's range (run/grad_format.h).
     ArgId::main_grads_dtype, ArgId::grad_reduce_in_bf16, ArgId::accumulate_allreduce_grads_in_fp32,
@@ -224,11 +224,6 @@ std::string unused_by_optimizer(ArgId id, const Args& a) {
 }
 
 std::string unmodelled_value(ArgId id, const Args& a) {
-  const bool fp8 = (id == ArgId::exp_avg_dtype && a.exp_avg_dtype == arg::ExpAvgDtype::fp8) ||
-                   (id == ArgId::exp_avg_sq_dtype && a.exp_avg_sq_dtype == arg::ExpAvgSqDtype::fp8);
-  if (fp8 && a.use_precision_aware_optimizer)
-    return "fp8 optimizer states are not modelled: the synthetic run keeps that moment in fp32 (the memory estimate "
-           "of megatron-run params counts 1 byte)";
   if (id == ArgId::main_params_dtype && a.main_params_dtype == arg::MainParamsDtype::fp16 && !a.bf16 && !a.fp16)
     return "fp32 training keeps no main params";
   // Asking for bf16 gradients where Megatron's buffer is another dtype (run/grad_format.h).

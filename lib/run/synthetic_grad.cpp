@@ -87,6 +87,7 @@ uint32_t grads_of_run(const GradTensor& t, int64_t begin, int64_t len, uint64_t 
     case optim::DType::F32: return run_of<optim::DType::F32>(t, begin, len, gi0, key, samples, bits, zero);
     case optim::DType::BF16: return run_of<optim::DType::BF16>(t, begin, len, gi0, key, samples, bits, zero);
     case optim::DType::F16: return run_of<optim::DType::F16>(t, begin, len, gi0, key, samples, bits, zero);
+    case optim::DType::E4M3: break;  // a state's dtype, never the model's (buffer_dtypes)
   }
   return 0;
 }

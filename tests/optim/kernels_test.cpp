@@ -56,6 +56,84 @@ TEST_CASE("bf16 and fp16 conversions match c10", "[optim][dtype]") {
   }
 }
 
+// fp8 e4m3 by its definition: the value of each of the 256 codes, and the nearest finite one for fp32 inputs.
+float e4m3_value(int code) {
+  const int e = (code >> 3) & 15, m = code & 7;
+  const float mag = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.0f + float(m) / 8.0f, e - 7);
+  return code & 0x80 ? -mag : mag;
+}
+
+TEST_CASE("fp8 e4m3 conversions: every code, and round to nearest even with saturation", "[optim][dtype]") {
+  for (int c = 0; c < 256; ++c) {
+    const float ours = e4m3_to_f32(uint8_t(c));
+    INFO("code 0x" << std::hex << c);
+    if ((c & 0x7f) == 0x7f) {
+      REQUIRE(std::isnan(ours));
+      continue;
+    }
+    const float want = e4m3_value(c);
+    REQUIRE(std::memcmp(&ours, &want, 4) == 0);  // -0 for 0x80 included
+    REQUIRE(f32_to_e4m3(ours) == c);             // every finite code round-trips
+  }
+  REQUIRE(e4m3_to_f32(0x7e) == 448.0f);
+  REQUIRE(e4m3_to_f32(0x01) == std::ldexp(1.0f, -9));
+  // fp32 -> e4m3 against the nearest of the 253 finite values (ties to the even code), saturating at 448.
+  std::vector<float> finite;
+  std::vector<int> codes;
+  for (int c = 0; c < 0x7f; ++c) finite.push_back(e4m3_value(c)), codes.push_back(c);
+  auto nearest = [&](float f) {
+    const float a = std::fabs(f);
+    int best = 0;
+    for (size_t k = 1; k < finite.size(); ++k) {
+      const double d = std::fabs(double(finite[k]) - a), db = std::fabs(double(finite[best]) - a);
+      if (d < db || (d == db && (codes[k] & 1) == 0)) best = int(k);
+    }
+    return uint8_t(codes[best] | (std::signbit(f) ? 0x80 : 0));
+  };
+  std::vector<uint32_t> bits = {0u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x00000001u, 0x007fffffu};
+  for (int c = 0; c < 0x7f; ++c)  // every code, the midpoints to its neighbours, and one ulp either side of them
+    for (float f : {finite[size_t(c)], c + 1 < 0x7f ? (finite[size_t(c)] + finite[size_t(c) + 1]) / 2 : 464.0f}) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      for (uint32_t v : {u - 1, u, u + 1}) bits.push_back(v), bits.push_back(v | 0x80000000u);
+    }
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) bits.push_back(uint32_t(u));
+  for (uint32_t u : bits) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    INFO("bits 0x" << std::hex << u);
+    if (std::isnan(f)) REQUIRE(f32_to_e4m3(f) == 0x7f);
+    else REQUIRE(f32_to_e4m3(f) == nearest(f));
+  }
+  REQUIRE(f32_to_e4m3(464.0f) == 0x7e);  // the tie past 448 goes to 448's even mantissa
+  REQUIRE(f32_to_e4m3(1e30f) == 0x7e);
+  REQUIRE(f32_to_e4m3(-INFINITY) == 0xfe);
+}
+
+TEST_CASE("scaled states: TE's range per dtype, fp8's scale_inv is 1 / (1 / s)", "[optim][dtype]") {
+  const StateScale h = state_scale(DType::F16, 3.0f);
+  REQUIRE(h.dec == 3.0f / 32752.0f);
+  REQUIRE(h.enc == 1.0f / (3.0f / 32752.0f));
+  uint64_t x = 99u;
+  int differs = 0;
+  for (int i = 0; i < 100000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const float a = std::ldexp(float(x % 1000003) / 1000003.0f + 0.5f, int(x >> 40) % 40 - 30);
+    const StateScale s = state_scale(DType::E4M3, a);
+    const float q = 1.0f / (a / 448.0f);  // the quantizer's scale
+    REQUIRE(s.enc == q);
+    REQUIRE(s.dec == 1.0f / q);  // TE's cast writes scale_inv = 1 / scale
+    differs += s.dec != a / 448.0f;
+    REQUIRE(f32_to_e4m3(a * s.enc) == 0x7e);  // the largest magnitude lands on 448
+  }
+  CHECK(differs > 0);  // 1 / (1 / s) is not always s
+  // All zero: nothing to scale; stays zero (TE's fp8 cast would make it NaN: docs/optim.md).
+  for (DType d : {DType::F16, DType::E4M3}) {
+    REQUIRE(state_scale(d, 0.0f).enc == 0.0f);
+    REQUIRE(state_scale(d, 0.0f).dec == 0.0f);
+  }
+}
+
 TEST_CASE("round_to_f16 is the fp16 round trip, bit for bit, in a vectorised loop too", "[optim][dtype]") {
   // Every rounding boundary of every exponent from the fp16 subnormals to beyond its range, signs, specials, and
   // a stride through all 2^32 patterns.
@@ -303,13 +381,19 @@ const std::vector<Mode>& modes() {
        torch::kHalf, torch::kHalf},
       {"fp16 params + fp16 scaled master, bf16/fp16 moments", torch::kHalf, torch::kFloat, true, torch::kHalf, false,
        torch::kBFloat16, torch::kHalf},
+      // kByte: fp8 e4m3 states (Transformer Engine's torch.uint8), scaled.
+      {"bf16 params + fp32 master, fp8 scaled moments", torch::kBFloat16, torch::kFloat, true, torch::kFloat, false,
+       torch::kByte, torch::kByte},
+      {"remainders + fp8/fp16 moments", torch::kBFloat16, torch::kBFloat16, false, torch::kFloat, true, torch::kByte,
+       torch::kHalf},
   };
   return m;
 }
 
 torch::Tensor scale_of(const torch::Tensor& x) {
-  return torch::full({1}, f16_state_scale(x.abs().max().item<float>()), torch::kFloat);
+  return torch::full({1}, state_scale(DType::F16, x.abs().max().item<float>()).dec, torch::kFloat);
 }
+bool scaled_dt(torch::ScalarType t) { return t == torch::kHalf || t == torch::kByte; }
 
 // One optimizer state for a list of tensors in one precision mode.
 struct ModeRun {
@@ -333,15 +417,15 @@ struct ModeRun {
       if (md.master) {
         if (md.master_dt == torch::kHalf) {
           t.master_scale = scale_of(p0);
-          t.master = (p0 * f16_state_rscale(t.master_scale.item<float>())).to(torch::kHalf);
+          t.master = (p0 * state_scale(DType::F16, p0.abs().max().item<float>()).enc).to(torch::kHalf);
         } else {
           t.master = p0.clone();
         }
       }
       t.exp_avg = torch::zeros_like(p0, md.m);
       t.exp_avg_sq = torch::zeros_like(p0, md.v);
-      if (md.m == torch::kHalf) t.exp_avg_scale = torch::ones({1});
-      if (md.v == torch::kHalf) t.exp_avg_sq_scale = torch::ones({1});
+      if (scaled_dt(md.m)) t.exp_avg_scale = torch::ones({1});
+      if (scaled_dt(md.v)) t.exp_avg_sq_scale = torch::ones({1});
       t.group = int32_t(i % 2);
       ts.push_back(t);
     }
@@ -518,8 +602,8 @@ TEST_CASE("precision-aware states: bf16 rounding and TE's fp16 per-tensor scalin
   }
   SECTION("fp16 moments carry a per-tensor scale: absmax / (65504 / 2)") {
     auto ms = scale_of(m0), vs = scale_of(v0);
-    auto mh = (m0 * f16_state_rscale(ms.item<float>())).to(torch::kHalf);
-    auto vh = (v0 * f16_state_rscale(vs.item<float>())).to(torch::kHalf);
+    auto mh = (m0 * state_scale(DType::F16, m0.abs().max().item<float>()).enc).to(torch::kHalf);
+    auto vh = (v0 * state_scale(DType::F16, v0.abs().max().item<float>()).enc).to(torch::kHalf);
     auto m_in = mh.to(torch::kFloat) * ms.item<float>(), v_in = vh.to(torch::kFloat) * vs.item<float>();
     auto p = p0.clone();
     TensorState t;
@@ -529,11 +613,48 @@ TEST_CASE("precision-aware states: bf16 rounding and TE's fp16 per-tensor scalin
     torch::Tensor pe, me, ve;
     expect(m_in, v_in, pe, me, ve);
     REQUIRE(bit_equal(p, pe));
-    float mse = f16_state_scale(me.abs().max().item<float>()), vse = f16_state_scale(ve.abs().max().item<float>());
+    const float mse = me.abs().max().item<float>() / 32752.0f, vse = ve.abs().max().item<float>() / 32752.0f;
     REQUIRE(ms.item<float>() == mse);
     REQUIRE(vs.item<float>() == vse);
-    REQUIRE(bit_equal(mh, (me * f16_state_rscale(mse)).to(torch::kHalf)));
-    REQUIRE(bit_equal(vh, (ve * f16_state_rscale(vse)).to(torch::kHalf)));
+    REQUIRE(bit_equal(mh, (me * (1.0f / mse)).to(torch::kHalf)));
+    REQUIRE(bit_equal(vh, (ve * (1.0f / vse)).to(torch::kHalf)));
+  }
+  SECTION("fp8 moments: e4m3 bytes, TE's quantizer scale 448 / absmax and scale_inv its reciprocal") {
+    // TE: Float8Quantizer(scale = 1 / (absmax / 448)) casts x * scale to e4m3 (saturating, nearest even) and
+    // stores scale_inv = 1 / scale; the state reads back as e4m3 * scale_inv.
+    auto quantize = [](const torch::Tensor& x, torch::Tensor& bytes, torch::Tensor& scale_inv) {
+      const float q = 1.0f / (x.abs().max().item<float>() / 448.0f);
+      bytes = torch::empty({x.numel()}, torch::kByte);
+      for (int64_t i = 0; i < x.numel(); ++i) bytes.data_ptr<uint8_t>()[i] = f32_to_e4m3(x.data_ptr<float>()[i] * q);
+      scale_inv = torch::full({1}, 1.0f / q, torch::kFloat);
+    };
+    auto dequantize = [](const torch::Tensor& bytes, const torch::Tensor& scale_inv) {
+      auto out = torch::empty({bytes.numel()}, torch::kFloat);
+      for (int64_t i = 0; i < bytes.numel(); ++i)
+        out.data_ptr<float>()[i] = e4m3_to_f32(bytes.data_ptr<uint8_t>()[i]) * scale_inv.item<float>();
+      return out;
+    };
+    torch::Tensor mq, ms, vq, vs;
+    quantize(m0, mq, ms);
+    quantize(v0, vq, vs);
+    auto m_in = dequantize(mq, ms), v_in = dequantize(vq, vs);
+    auto p = p0.clone();
+    TensorState t;
+    t.param = p, t.grad = g, t.exp_avg = mq, t.exp_avg_sq = vq, t.exp_avg_scale = ms, t.exp_avg_sq_scale = vs;
+    std::vector<TensorSlot> s = {make_slot(t)};
+    REQUIRE(s[0].exp_avg_dtype == DType::E4M3);
+    cpu::adam_step(s, std::span(&gh, 1), o);
+    torch::Tensor pe, me, ve, mqe, mse, vqe, vse;
+    expect(m_in, v_in, pe, me, ve);
+    quantize(me, mqe, mse);
+    quantize(ve, vqe, vse);
+    REQUIRE(bit_equal(p, pe));
+    REQUIRE(bit_equal(mq, mqe));
+    REQUIRE(bit_equal(vq, vqe));
+    REQUIRE(bit_equal(ms, mse));
+    REQUIRE(bit_equal(vs, vse));
+    // 3 mantissa bits: within half the top binade's ulp (16 of 448) of the absmax.
+    CHECK((dequantize(mq, ms) - me).abs().max().item<float>() <= me.abs().max().item<float>() / 28.0f);
   }
 }
 
@@ -633,6 +754,13 @@ TEST_CASE("bad slots are refused", "[optim][slots]") {
   uint16_t r[4];
   s.remainder = r;
   REQUIRE_THROWS_WITH(cpu::sgd_step(std::span(&s, 1), gh, {0.0}), Catch::Contains("no master copy or remainder"));
+  s.remainder = nullptr;
+  s.param_dtype = DType::E4M3;
+  REQUIRE_THROWS_WITH(cpu::sgd_step(std::span(&s, 1), gh, {0.0}), Catch::Contains("fp8 is an optimizer state's dtype"));
+  s.param_dtype = DType::F32;
+  uint8_t m[4] = {};
+  s.exp_avg = m, s.exp_avg_dtype = DType::E4M3;
+  REQUIRE_THROWS_WITH(cpu::sgd_step(std::span(&s, 1), gh, {0.9}), Catch::Contains("fp8 exp_avg needs a scale"));
 }
 
 // ---- GPU -----------------------------------------------------------------------------------------------------------
