@@ -87,8 +87,8 @@ struct BufferDtypes {
   BufferDtypes(optim::DType m, optim::DType m1, optim::DType m2, MainStorage mp = MainStorage::F32)
       : model(m), exp_avg(m1), exp_avg_sq(m2), main(mp) {}
 };
-// The run's dtypes from its arguments. --exp-avg(-sq)-dtype fp8 is not modelled: that moment stays fp32 (the
-// start-up notice names it, run/run_scope.h).
+// The run's dtypes from its arguments: the precision-aware optimizer's moments in fp32, bf16, fp16 or fp8 (e4m3),
+// the last two with a per-parameter scale (optim/dtype.h's state_scale).
 BufferDtypes buffer_dtypes(const Args& a);
 
 struct FlatBuffers {

@@ -86,11 +86,12 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
   for (const Case& c : cases) {
     const mr::optim::OptimizerInfo info = mr::optim::optimizer_info(c.opt, c.scalar);
     // fp32; bf16 with fp32 moments; bf16 with the precision-aware optimizer's bf16 first and fp16 second moment and
-    // remainders; fp16 with fp16 main params.
+    // remainders; bf16 with fp8 moments; fp16 with fp16 main params.
     using mr::run::MainStorage;
     const mr::run::BufferDtypes all[] = {
         mr::optim::DType::F32, mr::optim::DType::BF16,
         {mr::optim::DType::BF16, mr::optim::DType::BF16, mr::optim::DType::F16, MainStorage::Remainder},
+        {mr::optim::DType::BF16, mr::optim::DType::E4M3, mr::optim::DType::E4M3, MainStorage::F32},
         {mr::optim::DType::F16, mr::optim::DType::F32, mr::optim::DType::F32, MainStorage::F16}};
     for (const mr::run::BufferDtypes& dtypes : all) {
       for (int64_t dp : {1, 3}) {
@@ -112,9 +113,10 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
         const size_t w2 = static_cast<size_t>(mr::optim::dtype_size(dtypes.exp_avg_sq));
         CHECK(b.exp_avg.size() == static_cast<size_t>(b.shard()) * w1);
         if (dp == 1) CHECK(b.exp_avg_sq.size() == static_cast<size_t>(c.sq) * w2);
-        // An fp16 state has one scale per parameter; none without one. Main params: 4 or 2 bytes per element.
-        const bool f16 = dtypes.exp_avg_sq == mr::optim::DType::F16 || dtypes.main == MainStorage::F16;
-        CHECK(b.state_scale.size() == (f16 ? 3 * plan.params.size() : 0));
+        // An fp16 or fp8 state has one scale per parameter; none without one. Main params: 4 or 2 bytes per element.
+        const bool scaled = mr::optim::scaled_state(dtypes.exp_avg) || mr::optim::scaled_state(dtypes.exp_avg_sq) ||
+                            dtypes.main == MainStorage::F16;
+        CHECK(b.state_scale.size() == (scaled ? 3 * plan.params.size() : 0));
         if (b.has_main) CHECK(b.main.size() == static_cast<size_t>(b.shard()) * (dtypes.main == MainStorage::F32 ? 4 : 2));
         // Every element of this rank's shard that keeps a second moment has its own place in the packed buffer.
         std::vector<int> hits(b.exp_avg_sq.size() / w2, 0);

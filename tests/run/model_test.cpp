@@ -836,8 +836,9 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
     }
   // Adam with the precision-aware optimizer: each moment in its dtype (buffer_dtypes, as the run builds them), and
   // the main params: bf16 + remainders (2 bytes), fp16 (2), fp16 params' fp32 master (4).
-  for (const char* m1 : {"fp32", "bf16", "fp16"})
-    for (const char* m2 : {"fp32", "bf16", "fp16"}) {
+  auto bytes_of = [](const std::string& d) { return d == "fp32" ? 4 : d == "fp8" ? 1 : 2; };
+  for (const char* m1 : {"fp32", "bf16", "fp16", "fp8"})
+    for (const char* m2 : {"fp32", "bf16", "fp16", "fp8"}) {
       const bool bf16 = std::string(m1) != "fp16";
       const char* mp = std::string(m2) == "bf16" ? "fp16" : "fp32";
       const mr::Args a = gpt({{bf16 ? "bf16" : "fp16", Value(true)},
@@ -854,7 +855,7 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
       CHECK(b.bytes().state == e.optimizer_state);
       CHECK(b.bytes().main == e.main_params);
       const double n = static_cast<double>(plan.numel());
-      CHECK(b.bytes().state == n * ((std::string(m1) == "fp32" ? 4 : 2) + (std::string(m2) == "fp32" ? 4 : 2)));
+      CHECK(b.bytes().state == n * (bytes_of(m1) + bytes_of(m2)));
       CHECK(b.bytes().main == n * (bf16 || std::string(mp) == "fp16" ? 2 : 4));
     }
   // FP8 params (--fp8-param-gather) keep fp32 masters: Transformer Engine splits only bf16 params into remainders, and

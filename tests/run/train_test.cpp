@@ -451,10 +451,20 @@ TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a
   REQUIRE(low.lines.size() == 6);
   CHECK(low.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-3));
   CHECK(low.lines[5].loss < low.lines[0].loss);
-  // fp8 moments are not modelled: named in the notice, kept in fp32 (the remainder run's path).
-  const Finished fp8 = run({"--bf16", aware, "--exp-avg-dtype", "fp8"}, "aware-fp8");
-  CHECK_THAT(fp8.out, Catch::Contains("--exp-avg-dtype (fp8 optimizer states are not modelled"));
-  CHECK(fp8.checksum == rem.checksum);
+  // fp8 moments: Transformer Engine's e4m3 bytes with a per-tensor scale, 1 byte each (remainders 2, so 4 in all
+  // against the remainder run's 10).
+  const Finished fp8 = run({"--bf16", aware, "--exp-avg-dtype", "fp8", "--exp-avg-sq-dtype", "fp8"}, "aware-fp8");
+  CHECK_THAT(fp8.out, Catch::Contains("adam (precision-aware: fp8 exp_avg, fp8 exp_avg_sq, main params as bf16 + "
+                                      "16-bit remainders), bf16"));
+  CHECK_THAT(fp8.out, !Catch::Contains("--exp-avg-dtype") && !Catch::Contains("not modelled"));  // acted on
+  CHECK_THAT(fp8.out, Catch::Contains("main params + optimizer state 7.2 MiB"));
+  CHECK(fp8.checksum != rem.checksum);
+  REQUIRE(fp8.lines.size() == 6);
+  CHECK(fp8.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-4));
+  CHECK(fp8.lines[5].loss < fp8.lines[0].loss);
+  const Finished fp8_m = run({"--bf16", aware, "--exp-avg-dtype", "fp8"}, "aware-fp8-m");
+  CHECK_THAT(fp8_m.out, Catch::Contains("main params + optimizer state 12.5 MiB"));
+  CHECK(fp8_m.checksum != fp8.checksum);
 }
 
 TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][train]") {
