@@ -1,6 +1,7 @@
 // Optimizer kernel benchmarks (docs/optim.md): each figure beside a baseline measured in the same run.
 //   cpu.adamw.fp32          AdamW step vs a data-movement-only kernel over the same arrays; ratio = its time / ours
 //   cpu.adamw.bf16_states   AdamW with bf16 moments (precision-aware) vs fp32 moments; ratio = fp32 time / ours
+//   cpu.adamw.fp8_states    AdamW with fp8 (e4m3) moments and their scales vs fp32 moments; ratio as above
 //   cpu.adamw.vs_torch      AdamW step vs torch::optim::AdamW; ratio = speed-up
 //   cpu.sgd.fp32            SGD (momentum) step vs a data-movement-only kernel over its arrays; ratio as above
 //   cpu.muon.ns5_1024x4096  NS5 (quintic, fp32) vs the same GEMMs through LibTorch/OpenBLAS; ratio = FLOP/s fraction
@@ -131,6 +132,35 @@ MR_BENCHMARK("cpu.adamw.bf16_states", [](const Options& o) {
     v.push_back(torch::zeros({s.numel}, torch::kBFloat16));
     s.exp_avg = m.back().data_ptr(), s.exp_avg_dtype = DType::BF16;
     s.exp_avg_sq = v.back().data_ptr(), s.exp_avg_sq_dtype = DType::BF16;
+  }
+  std::vector<GroupHyper> ours = {{1e-4, 0.1, 1}}, base = ours;
+  AdamOptions ao;
+  auto [t, b] = best_alternating(
+      o.quick ? 5 : 7,
+      [&] {
+        cpu::adam_step(slots, ours, ao);
+        ++ours[0].step;
+      },
+      [&] {
+        cpu::adam_step(f.slots, base, ao);
+        ++base[0].step;
+      });
+  return versus(t, b, "AdamW with fp32 moments (same params and grads)", b / t);
+});
+
+// fp8 (e4m3) moments with per-parameter scales, as Transformer Engine keeps them: a step reads the new absmax first
+// (a read-only pass), then updates, so it moves more than half of the fp32 step's bytes; ratio = fp32 time / ours.
+MR_BENCHMARK("cpu.adamw.fp8_states", [](const Options& o) {
+  Fp32State f(cpu_params(o), mr::arg::Optimizer::adam);
+  std::vector<torch::Tensor> m, v;
+  std::vector<float> scales(2 * f.slots.size(), 0.0f);
+  std::vector<TensorSlot> slots = f.slots;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    TensorSlot& s = slots[i];
+    m.push_back(torch::zeros({s.numel}, torch::kByte));
+    v.push_back(torch::zeros({s.numel}, torch::kByte));
+    s.exp_avg = m.back().data_ptr(), s.exp_avg_dtype = DType::E4M3, s.exp_avg_scale = &scales[2 * i];
+    s.exp_avg_sq = v.back().data_ptr(), s.exp_avg_sq_dtype = DType::E4M3, s.exp_avg_sq_scale = &scales[2 * i + 1];
   }
   std::vector<GroupHyper> ours = {{1e-4, 0.1, 1}}, base = ours;
   AdamOptions ao;

@@ -75,6 +75,25 @@ MR_INLINE void adam_run(float* __restrict p, const float* __restrict g, float* _
     v[i] = vi;
   }
 }
+// The moments alone (adam_moments): the absmax pass of scaled states whose master is not scaled itself.
+template <bool kL2>
+MR_INLINE void adam_moments_run(const float* __restrict p, const float* __restrict g, float* __restrict m,
+                                float* __restrict v, int64_t n, AdamConsts c, float gs) {
+  c.has_weight_decay = kL2;
+  c.decoupled = false;
+  for (int64_t i = 0; i < n; ++i) {
+    float mi = m[i], vi = v[i];
+    adam_moments(p[i], g[i] * gs, mi, vi, c);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+MR_CLONES void adam_moments_span(const float* __restrict p, const float* __restrict g, float* __restrict m,
+                                 float* __restrict v, int64_t n, const AdamConsts& c, float gs) {
+  if (c.has_weight_decay && !c.decoupled) adam_moments_run<true>(p, g, m, v, n, c, gs);
+  else adam_moments_run<false>(p, g, m, v, n, c, gs);
+}
+
 template <bool kWd, bool kDecoupled>
 MR_INLINE void adam_loop(float* p, const float* g, float* m, float* v, int64_t n, const AdamConsts& c, float gs) {
   prefetched(
@@ -154,10 +173,15 @@ MR_CLONES bool nonfinite_span(const float* __restrict g, int64_t n, float gs) {
   return bad != 0;
 }
 
+// The largest |x[i]|, NaNs skipped (as std::max(m, |x|) and CUDA's fmaxf skip them), 0 for none. On the bit patterns:
+// non-negative floats order as their bits do, and an integer max vectorises where a float max reduction does not.
 MR_CLONES float absmax_span(const float* __restrict x, int64_t n) {
-  float m = 0.0f;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
-  return m;
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = f32_bits(x[i]) & 0x7fffffffu;
+    m = std::max(m, pick(a > 0x7f800000u, 0u, a));
+  }
+  return bits_f32(m);
 }
 
 MR_CLONES void bf16_decode_span(const uint16_t* __restrict src, float* __restrict dst, int64_t n) {
@@ -265,6 +289,10 @@ struct AdamOp {
   static void span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
     adam_span(p, g, s0, s1, n, c, gs);
   }
+  // The states' new values only (p is left as it is): the absmax pass where the master carries no scale.
+  static void states_span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
+    adam_moments_span(p, g, s0, s1, n, c, gs);
+  }
 };
 struct SgdOp {
   using Options = SgdOptions;
@@ -276,6 +304,9 @@ struct SgdOp {
   static void span(float* p, const float* g, float* s0, float*, int64_t n, const Consts& c, float gs) {
     sgd_span(p, g, s0, n, c, gs);
   }
+  static void states_span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
+    span(p, g, s0, s1, n, c, gs);  // (p is a tile copy in the absmax pass)
+  }
 };
 struct LionOp {
   using Options = LionOptions;
@@ -286,6 +317,9 @@ struct LionOp {
   static bool uses_state(const Options&, int i) { return i == 0; }
   static void span(float* p, const float* g, float* s0, float*, int64_t n, const Consts& c, float gs) {
     lion_span(p, g, s0, n, c, gs);
+  }
+  static void states_span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
+    span(p, g, s0, s1, n, c, gs);  // (p is a tile copy in the absmax pass)
   }
 };
 
@@ -375,7 +409,7 @@ class Engine {
 
   // The tile loops stream several arrays of mixed widths through small tiles, where the hardware prefetchers alone
   // leave bandwidth unused (as in the fp32 loops, `prefetched`): ask for the next tile's lines of each array while
-  // this one is computed (the update pass; the absmax pass of scaled states goes without). Elements [off, off + n) of
+  // this one is computed (the update pass and the absmax pass of scaled states). Elements [off, off + n) of
   // every buffer the slot streams; nothing when n <= 0.
   void prefetch_next_tile(const TensorSlot& s, int64_t off, int64_t n) const {
     if (n <= 0) return;
@@ -402,11 +436,13 @@ class Engine {
     std::array<float, 3> mx{0.0f, 0.0f, 0.0f};
     for (int64_t off = w.begin; off < w.begin + w.len; off += kTile) {
       int64_t n = std::min(kTile, w.begin + w.len - off);
+      prefetch_next_tile(s, off + kTile, std::min(kTile, w.begin + w.len - (off + kTile)));
       decode(s.grad, s.grad_dtype, off, n, gt);
       load_master(s, sc, off, n, pt);
       for (int k = 0; k < 2; ++k)
         if (state_used(k)) decode(state(s, k).buf, state(s, k).dtype, off, n, st[k], sc.old_scale[k]);
-      Op::span(pt, gt, st[0], st[1], n, c, ctl_.grad_scale);
+      if (sc.scaled[2]) Op::span(pt, gt, st[0], st[1], n, c, ctl_.grad_scale);  // the new master's absmax too
+      else Op::states_span(pt, gt, st[0], st[1], n, c, ctl_.grad_scale);
       for (int k = 0; k < 2; ++k)
         if (sc.scaled[k]) mx[k] = std::max(mx[k], absmax_span(st[k], n));
       if (sc.scaled[2]) mx[2] = std::max(mx[2], absmax_span(pt, n));

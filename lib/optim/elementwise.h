@@ -55,23 +55,28 @@ struct AdamConsts {
   bool has_weight_decay;
 };
 
-// One element of torch::optim::Adam / AdamW (Megatron --optimizer adam; --adam-beta1/2, --adam-eps,
-// --weight-decay). `p` is the fp32 (master) weight, `g` the gradient (already multiplied by grad_scale), `m` and
-// `v` the first and second moments (exp_avg, exp_avg_sq), `c` the group's scalars for this step t.
-MR_HD void adam_element(float& p, float g, float& m, float& v, const AdamConsts& c) {
-  if (c.has_weight_decay) {
-    // AdamW, decoupled weight decay: the weight shrinks on its own, p <- p * (1 - lr * wd), before the update;
-    // the decay never passes through the moments.
-    if (c.decoupled) p = p * c.decay_factor;
-    // Adam with L2 regularisation: the decay joins the gradient, g <- g + wd * p, and is averaged into m and v.
-    else g = fmaf_(p, c.weight_decay, g);
-  }
+// Adam's two moments for one element, the first half of adam_element below (alone: the new absmax of a scaled
+// state, which needs no step). `p` is the weight before the step.
+MR_HD void adam_moments(float p, float g, float& m, float& v, const AdamConsts& c) {
+  // Adam with L2 regularisation: the decay joins the gradient, g <- g + wd * p, and is averaged into m and v.
+  if (c.has_weight_decay && !c.decoupled) g = fmaf_(p, c.weight_decay, g);
   // First moment, an exponential moving average of the gradient: m <- beta1 * m + (1 - beta1) * g
   // (torch: exp_avg.mul_(beta1).add_(g, 1 - beta1)).
   m = fmaf_(g, c.one_minus_beta1, m * c.beta1);
   // Second moment, the average of the squared gradient: v <- beta2 * v + (1 - beta2) * g^2
   // (torch: exp_avg_sq.mul_(beta2).addcmul_(g, g, 1 - beta2)).
   v = fmaf_(c.one_minus_beta2 * g, g, v * c.beta2);
+}
+
+// One element of torch::optim::Adam / AdamW (Megatron --optimizer adam; --adam-beta1/2, --adam-eps,
+// --weight-decay). `p` is the fp32 (master) weight, `g` the gradient (already multiplied by grad_scale), `m` and
+// `v` the first and second moments (exp_avg, exp_avg_sq), `c` the group's scalars for this step t.
+MR_HD void adam_element(float& p, float g, float& m, float& v, const AdamConsts& c) {
+  const float p0 = p;
+  // AdamW, decoupled weight decay: the weight shrinks on its own, p <- p * (1 - lr * wd), before the update; the
+  // decay never passes through the moments (Adam's L2 decay does: adam_moments).
+  if (c.has_weight_decay && c.decoupled) p = p * c.decay_factor;
+  adam_moments(p0, g, m, v, c);
   // The denominator with v's bias correction folded in: sqrt(v / bc2) + eps, bc2 = 1 - beta2^t, taken as
   // sqrt(v) / sqrt(bc2) (eps is added after the correction, outside the square root, as in torch).
   float denom = sqrtf_(v) / c.sqrt_bias_correction2 + c.eps;
