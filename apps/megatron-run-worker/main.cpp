@@ -9,7 +9,7 @@
 int main(int argc, char** argv) {
   return mr::distributed::worker_main(argc, argv,
                                [](mr::distributed::Runtime& rt, const mr::launch::WorkerInput& in, const std::string& prefix) {
-                                 if (in.train) mr::run::train(rt, in.args, std::cout, prefix);
+                                 if (in.train) mr::run::train(rt, in.args, std::cout, prefix, in.target);
                                  return 0;
                                });
 }

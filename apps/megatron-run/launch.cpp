@@ -246,6 +246,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
                         ns.provenance("distributed_backend").kind != Provenance::Kind::Default;
   in.log_level = common.log_level;
   in.train = !lo.bring_up_only;
+  in.target.te_version = resolved.parsed.env.te_version;
   in.argv = args;
   for (const auto& e : ns.entries())  // sorted by dest
     if (e.prov.kind == Provenance::Kind::Config || e.prov.kind == Provenance::Kind::Cli) in.given.push_back(e.dest);

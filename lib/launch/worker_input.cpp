@@ -28,6 +28,7 @@ std::string WorkerInput::encode() const {
   for (size_t i = 0; i < given.size(); ++i) out += (i ? ", " : "") + json_quote(given[i]);
   out += "]";
   if (heartbeat_timeout_s) out += ", \"heartbeat_timeout_s\": " + Value(*heartbeat_timeout_s).json();
+  out += ", \"target_te_version\": " + json_quote(target.te_version);
   out += ", \"namespace\": " + namespace_json(ns) + "}";
   return out;
 }
@@ -58,6 +59,8 @@ WorkerInput WorkerInput::decode(const std::string& json) {
         if (a.is_str()) in.given.push_back(a.as_str());
     } else if (key == "heartbeat_timeout_s" && (val.is_float() || val.is_int())) {
       in.heartbeat_timeout_s = val.is_int() ? static_cast<double>(val.as_int()) : val.as_float();
+    } else if (key == "target_te_version" && val.is_str()) {
+      in.target.te_version = val.as_str();
     } else if (key == "namespace" && val.is_object()) {
       have_ns = true;
       for (const auto& [dest, x] : val.as_object()) in.ns.set(dest, x, Provenance{Provenance::Kind::Default, "megatron-run"});

@@ -12,6 +12,7 @@
 
 #include "config/args.h"
 #include "config/namespace.h"
+#include "config/target_env.h"
 #include "launch/launch_env.h"
 
 namespace mr::launch {
@@ -25,6 +26,9 @@ struct WorkerInput {
   std::vector<std::string> argv;    // megatron-run's command line (after the program name), for messages
   std::vector<std::string> given;   // the dests the user set (a config file or the command line), sorted
   std::optional<double> heartbeat_timeout_s;  // the launcher option --heartbeat-timeout SECONDS
+  // The target the arguments were validated for. Only its Transformer Engine version travels (the run keeps the
+  // fp32 masters as remainders where that TE does: run/model.h's keeps_param_remainders); the rest stays default.
+  TargetEnv target;
 
   std::string encode() const;                           // {"version": 1, ..., "namespace": {...}}
   static WorkerInput decode(const std::string& json);   // throws std::runtime_error (ArgsError for a bad value)

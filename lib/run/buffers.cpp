@@ -54,7 +54,7 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
   return whole_index(shard_index(p, tp_rank), local);
 }
 
-BufferDtypes buffer_dtypes(const Args& a) {
+BufferDtypes buffer_dtypes(const Args& a, const TargetEnv& target) {
   const optim::DType model = a.bf16 ? optim::DType::BF16 : a.fp16 ? optim::DType::F16 : optim::DType::F32;
   if (!a.use_precision_aware_optimizer || a.optimizer != arg::Optimizer::adam) return model;
   auto moment = [](std::string_view d) {  // fp8: Transformer Engine's e4m3 with a per-tensor scale
@@ -64,10 +64,10 @@ BufferDtypes buffer_dtypes(const Args& a) {
                          : optim::DType::F32;
   };
   // The main params (16-bit training only): fp16 as asked, else fp32, kept as remainders beside bf16 params where
-  // Megatron's Adam does (keeps_param_remainders, run/model.h) with the default target's Transformer Engine
-  // (2.1 or newer; the estimate of `megatron-run params` asks for its --target-te-version).
+  // Megatron's Adam does (keeps_param_remainders, run/model.h) with the target's Transformer Engine (2.1 or newer;
+  // --target-te-version, as the estimate of `megatron-run params` asks).
   const MainStorage main = a.main_params_dtype == arg::MainParamsDtype::fp16 ? MainStorage::F16
-                           : keeps_param_remainders(a)                    ? MainStorage::Remainder
+                           : keeps_param_remainders(a, target)            ? MainStorage::Remainder
                                                                           : MainStorage::F32;
   return {model, moment(arg::to_string(a.exp_avg_dtype)), moment(arg::to_string(a.exp_avg_sq_dtype)), main};
 }

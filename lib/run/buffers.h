@@ -88,8 +88,9 @@ struct BufferDtypes {
       : model(m), exp_avg(m1), exp_avg_sq(m2), main(mp) {}
 };
 // The run's dtypes from its arguments: the precision-aware optimizer's moments in fp32, bf16, fp16 or fp8 (e4m3),
-// the last two with a per-parameter scale (optim/dtype.h's state_scale).
-BufferDtypes buffer_dtypes(const Args& a);
+// the last two with a per-parameter scale (optim/dtype.h's state_scale); the main params as the target's Transformer
+// Engine keeps them (keeps_param_remainders, run/model.h).
+BufferDtypes buffer_dtypes(const Args& a, const TargetEnv& target = {});
 
 struct FlatBuffers {
   optim::DType model_dtype = optim::DType::F32;

@@ -100,8 +100,8 @@ struct MemoryEstimate {
 // Engine's FusedAdam with store_param_remainders): the precision-aware optimizer with adam, --bf16 and fp32 main
 // params, where Megatron hands TE the master weights (its use_precision_aware_optimizer_no_fp8_or_ds_fp8: no fp8
 // training, the delayed recipe, or CPU offload), with Transformer Engine 2.1 or newer in `env` (older ones drop the
-// option: finalize_optimizer_config). The memory estimate (for its target, --target-te-version) and the run (the
-// default target; run/buffers.h) both ask this.
+// option: finalize_optimizer_config). The memory estimate and the run (run/buffers.h) both ask this, for the
+// target the arguments were validated for (--target-te-version; the launcher hands it to the workers).
 bool keeps_param_remainders(const Args& args, const TargetEnv& env = {});
 
 // Routed experts shard over the expert data-parallel group (0: the same size as `data_parallel_size`). `env`: the

@@ -72,7 +72,7 @@ void set_up(RunContext& c) {
   // path (whole parameters per rank, finalize_optimizer_config); adam and sgd shard element ranges.
   const bool layer_wise = c.optimizer.scalar_rule != optim::ScalarRule::None;
   const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), layer_wise};
-  c.backend->build(c.buf, c.plan, c.optimizer, buffer_dtypes(args), shards, c.tp.rank(), c.etp.rank(),
+  c.backend->build(c.buf, c.plan, c.optimizer, buffer_dtypes(args, c.target), shards, c.tp.rank(), c.etp.rank(),
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }
 
@@ -149,9 +149,10 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
 
 }  // namespace
 
-TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log, const std::string& prefix) {
+TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log, const std::string& prefix,
+                  const TargetEnv& target) {
   const Args run_args = resume_args(args);  // --load: the checkpoint's seed when its RNG state is restored
-  RunContext c(rt, run_args);
+  RunContext c(rt, run_args, target);
   set_up(c);
   TrainResult res;
   log_start(c, log, prefix);

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "config/args.h"
+#include "config/target_env.h"
 #include "distributed/runtime.h"
 
 namespace mr::run {
@@ -46,7 +47,9 @@ struct TrainResult {
 };
 
 // Knobs for tests (environment): MR_RUN_NONFINITE_AT=I[,J...] puts an inf into rank 0's gradients at those
-// iterations (1-based), to exercise the loss scaler's skip path.
-TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log, const std::string& prefix);
+// iterations (1-based), to exercise the loss scaler's skip path. `target`: the environment the arguments were
+// validated for (--target-te-version decides whether bf16 params keep their fp32 masters as remainders).
+TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log, const std::string& prefix,
+                  const TargetEnv& target = {});
 
 }  // namespace mr::run

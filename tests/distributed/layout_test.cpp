@@ -380,7 +380,11 @@ TEST_CASE("worker input round trip and config fingerprints", "[dist][launch]") {
   in.backend_explicit = true;
   in.log_level = "info";
   in.argv = {"--lr", "3e-4"};
+  in.target.te_version = "2.0.0";
   mr::launch::WorkerInput out = mr::launch::WorkerInput::decode(in.encode());
+  CHECK(out.target.te_version == "2.0.0");  // --target-te-version travels (remainders follow it)
+  CHECK(mr::launch::WorkerInput::decode(mr::launch::WorkerInput{}.encode()).target.te_version ==
+        mr::TargetEnv{}.te_version);
   CHECK(out.backend_explicit);
   CHECK(out.log_level == "info");
   CHECK(out.argv == in.argv);

@@ -439,6 +439,11 @@ TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a
   CHECK_THAT(rem.out, Catch::Contains("main params + optimizer state 17.9 MiB"));
   CHECK_THAT(rem.out, Catch::Contains("main params as bf16 + 16-bit remainders"));
   CHECK(rem.checksum != plain.checksum);
+  // Transformer Engine before 2.1 has no store_param_remainders (Megatron drops it): --target-te-version 2.0.0 keeps
+  // fp32 masters, the plain run's bits.
+  const Finished te20 = run({"--bf16", aware, "--target-te-version", "2.0.0"}, "te20");
+  CHECK_THAT(te20.out, Catch::Contains("adam (precision-aware: fp32 exp_avg, fp32 exp_avg_sq, fp32 main params)"));
+  CHECK(te20.checksum == plain.checksum);
   REQUIRE(rem.lines.size() == 6);
   CHECK(rem.lines[5].loss == Approx(plain.lines[5].loss).epsilon(1e-4));
   // Low-precision moments and fp16 main params: 2 bytes each.
