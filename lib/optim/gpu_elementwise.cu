@@ -65,17 +65,22 @@ __device__ __forceinline__ StateScale new_scale(const DevSlot& s, const unsigned
   return state_scale(scaled_dtype(s, k), __uint_as_float(amax[slot * 3 + k]));
 }
 
+// apply: the step of one element. states: the states' new values where p's are not needed (the absmax pass of
+// scaled states beside an unscaled master; p is a register copy there, so SGD and Lion may run the whole step).
 struct AdamG {
   using Consts = AdamConsts;
   __device__ static void apply(float& p, float g, float& s0, float& s1, const Consts& c) { adam_element(p, g, s0, s1, c); }
+  __device__ static void states(float& p, float g, float& s0, float& s1, const Consts& c) { adam_moments(p, g, s0, s1, c); }
 };
 struct SgdG {
   using Consts = SgdConsts;
   __device__ static void apply(float& p, float g, float& s0, float&, const Consts& c) { sgd_element(p, g, s0, c); }
+  __device__ static void states(float& p, float g, float& s0, float& s1, const Consts& c) { apply(p, g, s0, s1, c); }
 };
 struct LionG {
   using Consts = LionConsts;
   __device__ static void apply(float& p, float g, float& s0, float&, const Consts& c) { lion_element(p, g, s0, c); }
+  __device__ static void states(float& p, float g, float& s0, float& s1, const Consts& c) { apply(p, g, s0, s1, c); }
 };
 
 // kPass 0: absmax of the new values of the scaled fp16 / fp8 states (nothing stored). kPass 1: the update.
@@ -119,7 +124,8 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* _
       if (i >= end) continue;
       float gg = g[u] * gs;
       bad = bad || !finite_(gg);
-      Op::apply(p[u], gg, a[u], b[u], c);
+      if (kPass == 0 && !s.scaled[2]) Op::states(p[u], gg, a[u], b[u], c);  // no step needed for the absmax
+      else Op::apply(p[u], gg, a[u], b[u], c);
       if (kPass == 0) {
         mx[0] = fmaxf(mx[0], fabsf(a[u]));
         mx[1] = fmaxf(mx[1], fabsf(b[u]));
