@@ -121,46 +121,20 @@ MR_BENCHMARK("cpu.adamw.fp32", [](const Options& o) {
   return versus(t, base, "data movement (same arrays)", base / t);
 });
 
-// The precision-aware optimizer's AdamW: the same step with bf16 moments (2 bytes each, rounded after the fp32 update)
-// against fp32 moments over the same params and grads; ratio = fp32 moments' time / ours (fewer bytes to move).
-MR_BENCHMARK("cpu.adamw.bf16_states", [](const Options& o) {
+// The precision-aware optimizer's AdamW: the same step with both moments stored as `d` against fp32 moments over the
+// same params and grads; ratio = fp32 moments' time / ours. `storage`: the torch dtype of d's bytes.
+Result low_precision_moments(const Options& o, DType d, torch::ScalarType storage) {
   Fp32State f(cpu_params(o), mr::arg::Optimizer::adam);
   std::vector<torch::Tensor> m, v;
-  std::vector<TensorSlot> slots = f.slots;
-  for (TensorSlot& s : slots) {
-    m.push_back(torch::zeros({s.numel}, torch::kBFloat16));
-    v.push_back(torch::zeros({s.numel}, torch::kBFloat16));
-    s.exp_avg = m.back().data_ptr(), s.exp_avg_dtype = DType::BF16;
-    s.exp_avg_sq = v.back().data_ptr(), s.exp_avg_sq_dtype = DType::BF16;
-  }
-  std::vector<GroupHyper> ours = {{1e-4, 0.1, 1}}, base = ours;
-  AdamOptions ao;
-  auto [t, b] = best_alternating(
-      o.quick ? 5 : 7,
-      [&] {
-        cpu::adam_step(slots, ours, ao);
-        ++ours[0].step;
-      },
-      [&] {
-        cpu::adam_step(f.slots, base, ao);
-        ++base[0].step;
-      });
-  return versus(t, b, "AdamW with fp32 moments (same params and grads)", b / t);
-});
-
-// fp8 (e4m3) moments with per-parameter scales, as Transformer Engine keeps them: a step reads the new absmax first
-// (a read-only pass), then updates, so it moves more than half of the fp32 step's bytes; ratio = fp32 time / ours.
-MR_BENCHMARK("cpu.adamw.fp8_states", [](const Options& o) {
-  Fp32State f(cpu_params(o), mr::arg::Optimizer::adam);
-  std::vector<torch::Tensor> m, v;
-  std::vector<float> scales(2 * f.slots.size(), 0.0f);
+  std::vector<float> scales(2 * f.slots.size(), 0.0f);  // fp16 and fp8 states carry one each (state_scale)
   std::vector<TensorSlot> slots = f.slots;
   for (size_t i = 0; i < slots.size(); ++i) {
     TensorSlot& s = slots[i];
-    m.push_back(torch::zeros({s.numel}, torch::kByte));
-    v.push_back(torch::zeros({s.numel}, torch::kByte));
-    s.exp_avg = m.back().data_ptr(), s.exp_avg_dtype = DType::E4M3, s.exp_avg_scale = &scales[2 * i];
-    s.exp_avg_sq = v.back().data_ptr(), s.exp_avg_sq_dtype = DType::E4M3, s.exp_avg_sq_scale = &scales[2 * i + 1];
+    m.push_back(torch::zeros({s.numel}, storage));
+    v.push_back(torch::zeros({s.numel}, storage));
+    s.exp_avg = m.back().data_ptr(), s.exp_avg_dtype = d;
+    s.exp_avg_sq = v.back().data_ptr(), s.exp_avg_sq_dtype = d;
+    if (scaled_state(d)) s.exp_avg_scale = &scales[2 * i], s.exp_avg_sq_scale = &scales[2 * i + 1];
   }
   std::vector<GroupHyper> ours = {{1e-4, 0.1, 1}}, base = ours;
   AdamOptions ao;
@@ -175,7 +149,13 @@ MR_BENCHMARK("cpu.adamw.fp8_states", [](const Options& o) {
         ++base[0].step;
       });
   return versus(t, b, "AdamW with fp32 moments (same params and grads)", b / t);
-});
+}
+
+// bf16 moments: 2 bytes each, rounded after the fp32 update (fewer bytes to move, one pass).
+MR_BENCHMARK("cpu.adamw.bf16_states", [](const Options& o) { return low_precision_moments(o, DType::BF16, torch::kBFloat16); });
+// fp8 (e4m3) moments with per-parameter scales, as Transformer Engine keeps them: a step reads the new absmax first
+// (a read-only pass), then updates.
+MR_BENCHMARK("cpu.adamw.fp8_states", [](const Options& o) { return low_precision_moments(o, DType::E4M3, torch::kByte); });
 
 MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
   Fp32State s(cpu_params(o), mr::arg::Optimizer::adam);

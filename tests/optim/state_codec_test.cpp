@@ -21,6 +21,48 @@ std::vector<float> values(int n) {
   for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::ldexp(std::sin(0.37 * i + 0.1), -(i % 23)) * (i % 2 ? -1 : 1);
   return x;
 }
+
+// What a reference Adam step stores as exp_avg (dtype d, elements of type T) and its scale when the new first moment
+// is x: with lr 0 and beta1 0 the step sets exp_avg to the gradient and leaves the rest.
+template <class T>
+std::pair<std::vector<T>, float> step_leaves(const std::vector<float>& x, DType d) {
+  std::vector<float> p(x.size(), 1.0f), v(x.size(), 0.0f);
+  std::vector<T> m(x.size(), 0);
+  float mscale = 0;
+  mr::optim::TensorSlot s;
+  s.numel = static_cast<int64_t>(x.size());
+  s.param = p.data();
+  s.grad = x.data();
+  s.exp_avg = m.data();
+  s.exp_avg_dtype = d;
+  s.exp_avg_scale = &mscale;
+  s.exp_avg_sq = v.data();
+  const mr::optim::GroupHyper g{0.0, 0.0, 1};
+  mr::optim::AdamOptions o;
+  o.beta1 = 0.0;
+  mr::optim::ref::adam_step({&s, 1}, {&g, 1}, o);
+  return {m, mscale};
+}
+
+// State number t of 2000 (300 values at a magnitude over fp32's normal range) as dtype d (elements of type T):
+// encoded, decoded (what a checkpoint holds) and encoded again.
+template <class T>
+struct RoundTrip {
+  float magnitude = 0, scale = 0, scale_again = 0;
+  std::vector<T> first, again;
+};
+template <class T>
+RoundTrip<T> round_trip(DType d, int t) {
+  RoundTrip<T> r;
+  std::vector<float> x = values(300), y(300);
+  r.magnitude = std::ldexp(1.0f + static_cast<float>(t) / 2000.0f, t % 120 - 100);
+  for (float& v : x) v *= r.magnitude;
+  r.first.resize(300), r.again.resize(300);
+  encode_state(x.data(), 300, d, r.first.data(), &r.scale);
+  decode_state(r.first.data(), 300, d, &r.scale, y.data());
+  encode_state(y.data(), 300, d, r.again.data(), &r.scale_again);
+  return r;
+}
 }  // namespace
 
 TEST_CASE("state codec: fp32 is copied, bf16 rounds to nearest even, and decoding gives the stored values",
@@ -69,35 +111,27 @@ TEST_CASE("state codec: fp16 takes the scale absmax / (65504 / 2), as the step l
   CHECK(mr::optim::f16_to_f32(h[0]) <= 32768.0f);
 
   // The same encoding as a step's: a reference Adam step that leaves these values behind stores the same bits and
-  // the same scale. With lr 0 and beta1 0, the step sets exp_avg to the gradient and leaves the rest.
-  std::vector<float> p(x.size(), 1.0f), v(x.size(), 0.0f);
-  std::vector<uint16_t> m(x.size(), 0);
-  float mscale = 0;
-  mr::optim::TensorSlot s;
-  s.numel = 1000;
-  s.param = p.data();
-  s.grad = x.data();
-  s.exp_avg = m.data();
-  s.exp_avg_dtype = DType::F16;
-  s.exp_avg_scale = &mscale;
-  s.exp_avg_sq = v.data();
-  const mr::optim::GroupHyper g{0.0, 0.0, 1};
-  mr::optim::AdamOptions o;
-  o.beta1 = 0.0;
-  mr::optim::ref::adam_step({&s, 1}, {&g, 1}, o);
+  // the same scale.
+  const auto [m, mscale] = step_leaves<uint16_t>(x, DType::F16);
   CHECK(mscale == scale);
   CHECK(m == h);
 }
 
-TEST_CASE("state codec: an all-zero fp16 state has scale 0 and decodes to zeros", "[optim][state_codec]") {
-  const std::vector<float> zero(64, 0.0f);
-  std::vector<uint16_t> h(64, 0xffff);
-  float scale = 5;
-  encode_state(zero.data(), 64, DType::F16, h.data(), &scale);
-  CHECK(scale == 0.0f);
-  std::vector<float> back(64, 1.0f);
-  decode_state(h.data(), 64, DType::F16, &scale, back.data());
-  for (float b : back) CHECK(b == 0.0f);
+TEST_CASE("state codec: an all-zero fp16 or fp8 state has scale 0, zero bits and decodes to zeros (fp8: not TE's NaN)",
+          "[optim][state_codec]") {
+  auto check = [](DType d, auto fill) {
+    const std::vector<float> zero(64, 0.0f);
+    std::vector<decltype(fill)> h(64, fill);
+    float scale = 5;
+    encode_state(zero.data(), 64, d, h.data(), &scale);
+    CHECK(scale == 0.0f);
+    for (auto b : h) CHECK(b == 0);
+    std::vector<float> back(64, 1.0f);
+    decode_state(h.data(), 64, d, &scale, back.data());
+    for (float b : back) CHECK(b == 0.0f);
+  };
+  check(DType::F16, uint16_t{0xffff});
+  check(DType::E4M3, uint8_t{0x55});
 }
 
 TEST_CASE("state codec: a decoded fp16 state encodes back to the same bits and scale (a checkpoint round trip)",
@@ -105,18 +139,10 @@ TEST_CASE("state codec: a decoded fp16 state encodes back to the same bits and s
   // States of 300 values at 2000 magnitudes over fp32's normal range: encode, decode (what a checkpoint holds),
   // encode again. The scale s = absmax / 32752 comes back: fp32's (s * 32752) / 32752 is s for such a quotient.
   for (int t = 0; t < 2000; ++t) {
-    std::vector<float> x = values(300);
-    const float mag = std::ldexp(1.0f + static_cast<float>(t) / 2000.0f, t % 120 - 100);
-    for (float& v : x) v *= mag;
-    std::vector<uint16_t> h(x.size()), again(x.size());
-    float s = 0, s_again = 0;
-    encode_state(x.data(), 300, DType::F16, h.data(), &s);
-    std::vector<float> y(x.size());
-    decode_state(h.data(), 300, DType::F16, &s, y.data());
-    encode_state(y.data(), 300, DType::F16, again.data(), &s_again);
-    INFO("magnitude " << mag);
-    REQUIRE(again == h);
-    REQUIRE(s_again == s);
+    const RoundTrip<uint16_t> r = round_trip<uint16_t>(DType::F16, t);
+    INFO("magnitude " << r.magnitude);
+    REQUIRE(r.again == r.first);
+    REQUIRE(r.scale_again == r.scale);
   }
 }
 
@@ -144,35 +170,9 @@ TEST_CASE("state codec: fp8 stores e4m3 bytes at 448 / absmax, its scale TE's 1 
   CHECK(top >= 1);  // the absmax lands on 448
 
   // A reference Adam step that leaves these values as exp_avg stores the same bytes and scale.
-  std::vector<float> p(x.size(), 1.0f), v(x.size(), 0.0f);
-  std::vector<uint8_t> m(x.size(), 0);
-  float mscale = 0;
-  mr::optim::TensorSlot s;
-  s.numel = 1000;
-  s.param = p.data();
-  s.grad = x.data();
-  s.exp_avg = m.data();
-  s.exp_avg_dtype = DType::E4M3;
-  s.exp_avg_scale = &mscale;
-  s.exp_avg_sq = v.data();
-  const mr::optim::GroupHyper g{0.0, 0.0, 1};
-  mr::optim::AdamOptions o;
-  o.beta1 = 0.0;
-  mr::optim::ref::adam_step({&s, 1}, {&g, 1}, o);
+  const auto [m, mscale] = step_leaves<uint8_t>(x, DType::E4M3);
   CHECK(mscale == scale);
   CHECK(m == q);
-}
-
-TEST_CASE("state codec: an all-zero fp8 state has scale 0 and decodes to zeros (not TE's NaN)", "[optim][state_codec]") {
-  const std::vector<float> zero(64, 0.0f);
-  std::vector<uint8_t> q(64, 0x55);
-  float scale = 5;
-  encode_state(zero.data(), 64, DType::E4M3, q.data(), &scale);
-  CHECK(scale == 0.0f);
-  for (uint8_t b : q) CHECK(b == 0);
-  std::vector<float> back(64, 1.0f);
-  decode_state(q.data(), 64, DType::E4M3, &scale, back.data());
-  for (float b : back) CHECK(b == 0.0f);
 }
 
 TEST_CASE("state codec: a decoded fp8 state keeps its bytes; its scale comes back within 2 ulps, as in TE",
@@ -181,19 +181,11 @@ TEST_CASE("state codec: a decoded fp8 state keeps its bytes; its scale comes bac
   // again: the bytes survive, and the scale 1 / (1 / s) is recomputed from the new absmax, 448 * scale rounded.
   int moved = 0;
   for (int t = 0; t < 2000; ++t) {
-    std::vector<float> x = values(300);
-    const float mag = std::ldexp(1.0f + static_cast<float>(t) / 2000.0f, t % 120 - 100);
-    for (float& v : x) v *= mag;
-    std::vector<uint8_t> q(x.size()), again(x.size());
-    float s = 0, s_again = 0;
-    encode_state(x.data(), 300, DType::E4M3, q.data(), &s);
-    std::vector<float> y(x.size());
-    decode_state(q.data(), 300, DType::E4M3, &s, y.data());
-    encode_state(y.data(), 300, DType::E4M3, again.data(), &s_again);
-    INFO("magnitude " << mag);
-    REQUIRE(again == q);
-    REQUIRE(std::fabs(s_again - s) <= std::ldexp(s, -22));  // at most two ulps
-    moved += s_again != s;
+    const RoundTrip<uint8_t> r = round_trip<uint8_t>(DType::E4M3, t);
+    INFO("magnitude " << r.magnitude);
+    REQUIRE(r.again == r.first);
+    REQUIRE(std::fabs(r.scale_again - r.scale) <= std::ldexp(r.scale, -22));  // at most two ulps
+    moved += r.scale_again != r.scale;
   }
   CHECK(moved < 100);  // about one state in ninety (measured over fp32's range: 0.82% by 1 ulp, 0.30% by 2)
 }
