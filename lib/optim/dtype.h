@@ -127,7 +127,7 @@ MR_HD StateScale state_scale(DType d, float absmax) {
   const bool fp8 = d == DType::E4M3;
   const float s = absmax / (fp8 ? 448.0f : 32752.0f);   // TE: torch.div(absmax, max_range)
   const float enc = s > 0.0f ? 1.0f / s : 0.0f;         // 1 / s, IEEE division (in CUDA too: nvcc -prec-div=true)
-  const float dec = fp8 ? (enc > 0.0f ? 1.0f / enc : 0.0f) : s;
+  const float dec = fp8 ? (s > 0.0f ? 1.0f / enc : 0.0f) : s;  // (s inf: enc 0, dec inf; s tiny: enc inf, dec 0)
   return {enc, dec};
 }
 

@@ -1,7 +1,8 @@
 // An optimizer state (or master copy) kept below fp32 by the precision-aware optimizer (Transformer Engine's
 // FusedAdam: --exp-avg-dtype, --exp-avg-sq-dtype, --main-params-dtype), to and from its fp32 values. The run's
 // checkpoints hold the fp32 values (as FusedAdam's get_unscaled_state gives them) and a loaded state is stored
-// the way a step leaves it, so a state survives a save and load unchanged, whatever the dtype.
+// the way a step leaves it (FusedAdam's set_scaled_state), so a state survives a save and load unchanged, but for
+// an fp8 state's scale (below).
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,9 @@ namespace mr::optim {
 // torch.uint8 for fp8); throws std::invalid_argument for other dtypes.
 DType dtype_of(const at::Tensor& t);
 
-// The tensors of one parameter; undefined tensors are absent buffers. Scales are 1-element fp32 tensors.
+// The tensors of one parameter; undefined tensors are absent buffers. Scales are 1-element fp32 tensors: what a stored
+// value is multiplied by when read (fp16: FusedAdam's _scales entry; fp8: the Float8Tensor's _scale_inv, which may
+// differ from _scales by an ulp or two: dtype.h's state_scale).
 struct TensorState {
   at::Tensor param, grad, master, master_scale, remainder;  // remainder: int16 / uint16 (TE stores int16)
   at::Tensor exp_avg, exp_avg_scale, exp_avg_sq, exp_avg_sq_scale;

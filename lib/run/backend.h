@@ -50,7 +50,7 @@ struct BufferPtrs {
   void* main = nullptr;     // FlatBuffers::shard() elements as main_storage keeps them (FlatBuffers::main_at)
   void* exp_avg = nullptr;     // FlatBuffers::shard() elements in exp_avg_dtype (FlatBuffers::exp_avg_at)
   void* exp_avg_sq = nullptr;  // FlatBuffers::sq_numel elements in exp_avg_sq_dtype, packed (FlatBuffers::sq_at)
-  float* state_scale = nullptr;  // the fp16 states' scales (FlatBuffers::scale_at); null when there are none
+  float* state_scale = nullptr;  // the fp16 / fp8 states' scales (FlatBuffers::scale_at); null when there are none
   const float* target = nullptr;  // [0, numel)
 };
 

@@ -197,7 +197,7 @@ BufferBytes FlatBuffers::bytes() const {
   b.grad = static_cast<double>(padded) * f;
   b.grad_shard = static_cast<double>(scattered()) * f;
   b.main = has_main ? s * static_cast<double>(main_bytes()) : 0.0;
-  // The fp16 states' scales (12 bytes per parameter tensor, state_scale) are left out, as the estimate leaves them
+  // The scaled states' scales (12 bytes per parameter tensor, state_scale) are left out, as the estimate leaves them
   // out.
   b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype);
   b.target = static_cast<double>(numel) * f;

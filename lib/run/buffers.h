@@ -77,7 +77,8 @@ enum class MainStorage : uint8_t { F32, F16, Remainder };
 
 // The dtypes of the buffers: the model's (--bf16, --fp16) and, with the precision-aware optimizer
 // (--use-precision-aware-optimizer, Adam only), Adam's moments (--exp-avg-dtype, --exp-avg-sq-dtype: fp32, bf16, or
-// fp16 with one fp32 scale per parameter shard, as Transformer Engine's FusedAdam keeps them) and the main params.
+// fp16 or fp8 (e4m3) with one fp32 scale per parameter shard, as Transformer Engine's FusedAdam keeps them) and the
+// main params.
 // A model dtype alone converts: fp32 moments and main params.
 struct BufferDtypes {
   optim::DType model = optim::DType::F32, exp_avg = optim::DType::F32, exp_avg_sq = optim::DType::F32;

@@ -65,7 +65,7 @@ struct StatePlace {
     return const_cast<uint8_t*>(b.model.data()) + static_cast<size_t>(lo) * dtype_bytes(b.model_dtype);
   }
   // The fp32 values of the n stored elements from `first` on (after `lo`) into out; n fp32 values stored from `lo`
-  // (an fp16 state takes its scale anew).
+  // (an fp16 or fp8 state takes its scale anew).
   void get(int64_t first, int64_t n, float* out) const {
     if (which == Scaled::Main)
       return b.decode_main(static_cast<uint8_t*>(data) + first * b.main_bytes(), n, scale(),

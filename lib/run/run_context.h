@@ -26,14 +26,14 @@
 namespace mr::run {
 
 struct RunContext {
-  RunContext(distributed::Runtime& rt, const Args& args, const TargetEnv& target = {})
+  RunContext(distributed::Runtime& rt, const Args& args, const TargetEnv& target)
       : rt(rt), args(args), target(target), tp(rt.group("tp")), pp(rt.group("pp")), dp(rt.group("dp-cp")), mp(rt.group("tp-pp")),
         edp(rt.group("expert-dp")), etp(rt.group("expert-tp")), emp(rt.group("expert-tp-ep-pp")),
         backend(make_backend(rt)) {}
 
   distributed::Runtime& rt;
   const Args& args;
-  const TargetEnv& target;  // the environment the arguments were validated for (its Transformer Engine version)
+  const TargetEnv target;  // the environment the arguments were validated for (its Transformer Engine version)
   distributed::Group &tp, &pp, &dp, &mp;
   distributed::Group &edp, &etp, &emp;  // expert data-parallel, expert tensor-parallel, expert model-parallel
 

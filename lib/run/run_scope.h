@@ -28,8 +28,8 @@ const char* why_not_acted_on(ArgId id, std::string_view group);
 // Lion takes --adam-beta1/2), the --adam-* flags with sgd. Empty when the flag is used (or is no optimizer flag).
 std::string unused_by_optimizer(ArgId id, const Args& a);
 
-// Why the run does not act on the value of a flag it acts on: --exp-avg-dtype / --exp-avg-sq-dtype fp8 (the run keeps
-// that moment in fp32), --main-params-dtype fp16 in fp32 training (no main params). Empty otherwise.
+// Why the run does not act on the value of a flag it acts on: --main-params-dtype fp16 in fp32 training (no main
+// params), bf16 gradients where Megatron's gradient buffer is another dtype. Empty otherwise.
 std::string unmodelled_value(ArgId id, const Args& a);
 
 // The flags set in `ns` (provenance: a config file or the command line) that the run does not act on, or that

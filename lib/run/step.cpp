@@ -43,7 +43,7 @@ std::vector<optim::ClipSlot> clip_slots(RunContext& c, std::vector<optim::ClipSl
 }
 
 // Parameter k's optimizer state from element i on (in this rank's shard) in slot s: the main params, the first moment,
-// the second where k keeps one, in their dtypes, with the fp16 states' scales.
+// the second where k keeps one, in their dtypes, with the fp16 / fp8 states' scales.
 void set_states(optim::TensorSlot& s, const FlatBuffers& b, const BufferPtrs& d, size_t k, int64_t i) {
   using Scaled = FlatBuffers::Scaled;
   if (d.main) {  // the main params: an fp32 or fp16 master, or the remainders beside the bf16 params

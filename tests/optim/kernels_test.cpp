@@ -131,7 +131,12 @@ TEST_CASE("scaled states: TE's range per dtype, fp8's scale_inv is 1 / (1 / s)",
   for (DType d : {DType::F16, DType::E4M3}) {
     REQUIRE(state_scale(d, 0.0f).enc == 0.0f);
     REQUIRE(state_scale(d, 0.0f).dec == 0.0f);
+    // TE's edges otherwise: an infinite absmax reads back as NaN (0 * inf), a tiny one overflows 1 / s.
+    REQUIRE(state_scale(d, INFINITY).enc == 0.0f);
+    REQUIRE(std::isinf(state_scale(d, INFINITY).dec));
+    REQUIRE(std::isinf(state_scale(d, 1e-40f).enc));
   }
+  REQUIRE(state_scale(DType::E4M3, 1e-40f).dec == 0.0f);  // scale_inv = 1 / inf
 }
 
 TEST_CASE("round_to_f16 is the fp16 round trip, bit for bit, in a vectorised loop too", "[optim][dtype]") {
