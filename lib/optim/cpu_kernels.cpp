@@ -83,7 +83,7 @@ MR_INLINE void adam_moments_run(const float* __restrict p, const float* __restri
   c.decoupled = false;
   for (int64_t i = 0; i < n; ++i) {
     float mi = m[i], vi = v[i];
-    adam_moments(p[i], g[i] * gs, mi, vi, c);
+    adam_moments(kL2 ? p[i] : 0.0f, g[i] * gs, mi, vi, c);  // (without L2 p is not read: states_need_param)
     m[i] = mi;
     v[i] = vi;
   }
@@ -293,6 +293,8 @@ struct AdamOp {
   static void states_span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
     adam_moments_span(p, g, s0, s1, n, c, gs);
   }
+  // Whether states_span reads p: only Adam's L2 decay passes the weight into the moments.
+  static bool states_need_param(const Consts& c) { return c.has_weight_decay && !c.decoupled; }
 };
 struct SgdOp {
   using Options = SgdOptions;
@@ -307,6 +309,7 @@ struct SgdOp {
   static void states_span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
     span(p, g, s0, s1, n, c, gs);  // (p is a tile copy in the absmax pass)
   }
+  static bool states_need_param(const Consts&) { return true; }
 };
 struct LionOp {
   using Options = LionOptions;
@@ -321,6 +324,7 @@ struct LionOp {
   static void states_span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
     span(p, g, s0, s1, n, c, gs);  // (p is a tile copy in the absmax pass)
   }
+  static bool states_need_param(const Consts&) { return true; }
 };
 
 struct StateRef {
@@ -438,7 +442,7 @@ class Engine {
       int64_t n = std::min(kTile, w.begin + w.len - off);
       prefetch_next_tile(s, off + kTile, std::min(kTile, w.begin + w.len - (off + kTile)));
       decode(s.grad, s.grad_dtype, off, n, gt);
-      load_master(s, sc, off, n, pt);
+      if (sc.scaled[2] || Op::states_need_param(c)) load_master(s, sc, off, n, pt);  // (else pt goes unread)
       for (int k = 0; k < 2; ++k)
         if (state_used(k)) decode(state(s, k).buf, state(s, k).dtype, off, n, st[k], sc.old_scale[k]);
       if (sc.scaled[2]) Op::span(pt, gt, st[0], st[1], n, c, ctl_.grad_scale);  // the new master's absmax too
