@@ -122,4 +122,7 @@ TEST_CASE("the precision-aware optimizer's dtypes (fp8 moments too) and the grad
                              "fp32 training or with --accumulate-allreduce-grads-in-fp32, else the parameters' dtype)"));
   CHECK_THAT(notice({{"fp16", on}, {"grad_reduce_in_bf16", on}}),
              Catch::Contains("--grad-reduce-in-bf16 (the gradients are fp16 here"));
+  // fp8 parameters: the estimate counts them, the run keeps the model dtype, and says so.
+  CHECK_THAT(notice({{"bf16", on}, {"fp8", Value(S("hybrid"))}, {"fp8_param_gather", on}}),
+             Catch::Contains("--fp8-param-gather (fp8 parameters are not modelled"));
 }
