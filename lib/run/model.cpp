@@ -1,4 +1,5 @@
 #include "run/model.h"
+#include "run/tokenizer_vocab.h"
 
 #include <cmath>
 #include <numeric>
@@ -218,17 +219,8 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   const bool te = a.transformer_impl == arg::TransformerImpl::transformer_engine;
   const bool tied = !a.untie_embeddings_and_output_weights;
   const bool learned_positions = a.position_embedding_type == arg::PositionEmbeddingType::learned_absolute;
-  // The vocabulary: --vocab-size, GPT-2's BPE (a fixed 50257 entries), or TikTokenizer's default size (Megatron's
-  // DEFAULT_TIKTOKEN_MAX_VOCAB, 2^17: the tokenizer keeps that many ids, its special tokens first, whatever its file
-  // holds beyond); other tokenizers are files we do not load.
-  const std::string tokenizer = a.tokenizer_type ? std::string(arg::to_string(*a.tokenizer_type)) : "";
-  int64_t vocab = 0;
-  if (a.vocab_size) vocab = at_least(*a.vocab_size, 1, "--vocab-size");
-  else if (a.tokenizer_type == arg::TokenizerType::GPT2BPETokenizer) vocab = 50257;
-  else if (a.tokenizer_type == arg::TokenizerType::TikTokenizer) vocab = int64_t{1} << 17;
-  else
-    throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer" +
-                   (tokenizer.empty() ? std::string() : " (--tokenizer-type " + tokenizer + ")"));
+  // The vocabulary: --vocab-size, or what the tokenizer would report (run/tokenizer_vocab.h).
+  const int64_t vocab = a.vocab_size ? at_least(*a.vocab_size, 1, "--vocab-size") : tokenizer_vocab_size(a);
   const int64_t tp = at.tp_size;
 
   ModelPlan plan;

@@ -205,21 +205,6 @@ TEST_CASE("GQA, SwiGLU, RMSNorm, no biases, QK norms", "[run][model]") {
   CHECK(find(wd, "decoder.layers.0.mlp.linear_fc1.layer_norm_weight")->no_weight_decay);
 }
 
-TEST_CASE("the vocabulary: --vocab-size, GPT-2's 50257, TikTokenizer's 2^17; other tokenizers need --vocab-size",
-          "[run][model]") {
-  using mr::arg::TokenizerType;
-  auto padded = [](std::optional<TokenizerType> t, Value vocab) {
-    mr::Args a = gpt({{"vocab_size", vocab}});
-    a.tokenizer_type = t;
-    return mr::run::plan_gpt_model(a, {}).padded_vocab_size;
-  };
-  CHECK(padded(TokenizerType::GPT2BPETokenizer, Value()) == 50304);
-  CHECK(padded(TokenizerType::TikTokenizer, Value()) == 131072);  // Megatron's DEFAULT_TIKTOKEN_MAX_VOCAB
-  CHECK(padded(TokenizerType::TikTokenizer, Value(int64_t{100000})) == 100096);  // --vocab-size wins
-  CHECK_THROWS_WITH(padded(TokenizerType::HuggingFaceTokenizer, Value()),
-                    Catch::Contains("needs --vocab-size") && Catch::Contains("HuggingFaceTokenizer"));
-}
-
 TEST_CASE("what the run does not model is refused, naming the flag", "[run][model]") {
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"vocab_size", Value()}}), {}), Catch::Contains("--vocab-size"));
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"multi_latent_attention", Value(true)},

@@ -1,0 +1,130 @@
+// The tokenizer's vocabulary size for the model plan (run/tokenizer_vocab.h): the fixed sizes, real SentencePiece and
+// HuggingFace tokenizer files (tests/data/tokenizers, written by its make_fixtures.py with the libraries themselves,
+// whose counts the expectations are), special tokens, and every way a file or flag can be unusable.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+
+#include "../distributed/proc.h"
+#include "config/value.h"
+#include "run/model.h"
+#include "run/tokenizer_vocab.h"
+
+using mr::Namespace;
+using mr::Value;
+using mr::run::tokenizer_vocab_size;
+
+namespace {
+
+const std::string kData = std::string(MR_SOURCE_DIR) + "/tests/data/tokenizers";
+
+mr::Args args(std::map<std::string, Value> v) {
+  Namespace ns;
+  for (auto& [k, x] : v) ns.set(k, x, {});
+  return mr::Args::from(ns);
+}
+Value str(const std::string& s) { return Value(s); }
+Value list(std::vector<std::string> xs) {
+  mr::List l;
+  for (auto& x : xs) l.push_back(Value(x));
+  return Value(l);
+}
+
+// Protobuf wire bytes: a varint, a length-delimited field.
+std::string varint(uint64_t v) {
+  std::string out;
+  do {
+    out.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+    v >>= 7;
+  } while (v);
+  return out;
+}
+std::string field(int number, const std::string& bytes) { return varint(uint64_t(number) << 3 | 2) + varint(bytes.size()) + bytes; }
+// ModelProto's field 1: a SentencePiece { piece = 1, score = 2 (a float), type = 3 }.
+std::string piece(const std::string& text, int type = 1) {
+  return field(1, field(1, text) + varint(2 << 3 | 5) + std::string("\0\0\0\0", 4) + varint(3 << 3 | 0) + varint(type));
+}
+
+}  // namespace
+
+TEST_CASE("vocabulary: --vocab-size, GPT-2's 50257, TikTokenizer's 2^17", "[run][model][tokenizer]") {
+  CHECK(tokenizer_vocab_size(args({{"vocab_size", Value(int64_t{1000})}, {"tokenizer_type", str("HuggingFaceTokenizer")}})) ==
+        1000);
+  CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")}})) == 50257);
+  CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("TikTokenizer")}})) == 131072);  // DEFAULT_TIKTOKEN_MAX_VOCAB
+  CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("TikTokenizer")}, {"vocab_size", Value(int64_t{100000})}})) ==
+        100000);
+  CHECK_THROWS_WITH(tokenizer_vocab_size(args({})), Catch::Contains("needs --vocab-size"));
+  CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("NullTokenizer")}})),
+                    Catch::Contains("needs --vocab-size") && Catch::Contains("NullTokenizer"));
+}
+
+TEST_CASE("vocabulary: a SentencePiece model's pieces, and special tokens as add_special_tokens adds them",
+          "[run][model][tokenizer]") {
+  const std::string model = kData + "/spm_bpe60.model";
+  for (const char* t : {"GPTSentencePieceTokenizer", "Llama2Tokenizer", "SentencePieceTokenizer"})
+    CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str(t)}, {"tokenizer_model", str(model)}})) == 60);
+  // <s> and <mask> are pieces; <extra> is new (once); <unk> maps to unk_id, so it is added anew (sentencepiece's count).
+  CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPTSentencePieceTokenizer")},
+                                   {"tokenizer_model", str(model)},
+                                   {"special_tokens", list({"<s>", "<extra>", "<unk>", "<extra>", "<mask>"})}})) == 62);
+  // The model plan pads it: 60 up to 128.
+  mr::Args a = args({{"num_layers", Value(int64_t{1})}, {"hidden_size", Value(int64_t{64})},
+                     {"num_attention_heads", Value(int64_t{4})}, {"ffn_hidden_size", Value(int64_t{256})},
+                     {"make_vocab_size_divisible_by", Value(int64_t{128})}, {"max_position_embeddings", Value(int64_t{32})},
+                     {"tokenizer_type", str("Llama2Tokenizer")}, {"tokenizer_model", str(model)}});
+  CHECK(mr::run::plan_gpt_model(a, {}).padded_vocab_size == 128);
+}
+
+TEST_CASE("vocabulary: a HuggingFace tokenizer.json counts as len(tokenizer)", "[run][model][tokenizer]") {
+  auto size = [](const std::string& path, std::vector<std::string> special = {}) {
+    std::map<std::string, Value> v = {{"tokenizer_type", str("HuggingFaceTokenizer")}, {"tokenizer_model", str(path)}};
+    if (!special.empty()) v["special_tokens"] = list(special);
+    return tokenizer_vocab_size(args(v));
+  };
+  CHECK(size(kData + "/hf_bpe") == 81);  // a directory holding tokenizer.json: BPE's vocabulary object
+  CHECK(size(kData + "/hf_bpe/tokenizer.json") == 81);
+  CHECK(size(kData + "/hf_unigram") == 55);  // Unigram's [piece, score] list
+  CHECK(size(kData + "/hf_bpe", {"<|im_start|>", "<new>", "<new>"}) == 82);
+  CHECK_THROWS_WITH(size("meta-llama/Llama-3.1-8B"),
+                    Catch::Contains("is not a local path") && Catch::Contains("--vocab-size"));
+  CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("HuggingFaceTokenizer")}})),
+                    Catch::Contains("without --tokenizer-model"));
+}
+
+TEST_CASE("vocabulary: unusable tokenizer files are refused, naming the file", "[run][model][tokenizer]") {
+  mrtest::TempDir dir;
+  auto sp = [&](const std::string& bytes) {
+    const std::string path = dir / "t.model";
+    std::ofstream(path, std::ios::binary) << bytes;
+    return tokenizer_vocab_size(args({{"tokenizer_type", str("GPTSentencePieceTokenizer")}, {"tokenizer_model", str(path)}}));
+  };
+  // A hand-made ModelProto: three pieces (one UNKNOWN), a trainer_spec, and top-level fields of every wire type.
+  const std::string good = piece("<unk>", 2) + piece("a") + field(2, "xyz") + varint(9 << 3 | 0) + varint(300) +
+                           varint(10 << 3 | 1) + std::string(8, '\0') + varint(11 << 3 | 5) + std::string(4, '\0') +
+                           piece("b");
+  CHECK(sp(good) == 3);
+  CHECK_THROWS_WITH(sp(good.substr(0, good.size() - 2)), Catch::Contains("t.model: not a SentencePiece model"));
+  CHECK_THROWS_WITH(sp(""), Catch::Contains("no pieces"));
+  CHECK_THROWS_WITH(sp(varint(1 << 3 | 3)), Catch::Contains("wire type 3"));
+  CHECK_THROWS_WITH(sp(varint(1 << 3 | 2) + varint(1000) + "ab"), Catch::Contains("a length past the end"));
+  CHECK_THROWS_WITH(sp(std::string(11, '\xff')), Catch::Contains("more than 10 bytes"));
+  CHECK_THROWS_WITH(sp("{\"json\": true}"), Catch::Contains("not a SentencePiece model") && Catch::Contains("--vocab-size"));
+  CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("Llama2Tokenizer")},
+                                                {"tokenizer_model", str(dir / "missing.model")}})),
+                    Catch::Contains("missing.model") && Catch::Contains("--vocab-size"));
+
+  auto hf = [&](const std::string& text) {
+    const std::string path = dir / "tokenizer.json";
+    std::ofstream(path) << text;
+    return tokenizer_vocab_size(args({{"tokenizer_type", str("HuggingFaceTokenizer")}, {"tokenizer_model", str(path)}}));
+  };
+  CHECK(hf(R"({"model": {"vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 1, "content": "b"}, {"id": 2, "content": "c"}]})") == 3);
+  CHECK_THROWS_WITH(hf("{"), Catch::Contains("tokenizer.json: not a HuggingFace tokenizer.json"));
+  CHECK_THROWS_WITH(hf("[]"), Catch::Contains("not a JSON object"));
+  CHECK_THROWS_WITH(hf(R"({"model": {}})"), Catch::Contains("no \"model.vocab\""));
+  CHECK_THROWS_WITH(hf(R"({"model": {"vocab": 3}})"), Catch::Contains("neither an object nor a list"));
+  CHECK_THROWS_WITH(hf(R"({"model": {"vocab": [3]}})"), Catch::Contains("not [piece, score]"));
+  CHECK_THROWS_WITH(hf(R"({"model": {"vocab": {}}})"), Catch::Contains("an empty vocabulary"));
+}
