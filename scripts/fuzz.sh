@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) into build-fuzz/ and runs one for SECONDS.
-#   scripts/fuzz.sh TARGET SECONDS      TARGET: config_file | cli | yaml_cfg | convert | check | checkpoint | all
+#   scripts/fuzz.sh TARGET SECONDS      TARGET: config_file | cli | yaml_cfg | convert | check | checkpoint | tokenizer | all
 # Seeds come from tests/data (the corpus) and tests/bad-inputs; a dictionary of flag names from the schema.
 # A crash, leak, timeout (10 s an input) or UB report stops the run and leaves the input in build-fuzz/findings/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: scripts/fuzz.sh TARGET SECONDS}
 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
-targets=(config_file cli yaml_cfg convert check checkpoint)
+targets=(config_file cli yaml_cfg convert check checkpoint tokenizer)
 if [[ $target == all ]]; then
   for t in "${targets[@]}"; do "$0" "$t" "$seconds"; done
   exit 0
@@ -67,6 +67,10 @@ open(os.path.join(d, "meta"), "wb").write(b"\1" + json.dumps(meta).encode())
 open(os.path.join(d, "tracker"), "wb").write(b"\2" + b"10")
 PY
       ;;
+    tokenizer)
+      # the first byte picks the reader: odd a SentencePiece model, even a tokenizer.json (tests/data/tokenizers)
+      { printf '\001'; cat tests/data/tokenizers/spm_bpe60.model; } > "$seeds/spm"
+      for t in hf_bpe hf_unigram; do { printf '\000'; cat "tests/data/tokenizers/$t/tokenizer.json"; } > "$seeds/$t"; done ;;
   esac
 fi
 dict=build-fuzz/flags.dict
