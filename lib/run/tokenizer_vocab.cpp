@@ -154,7 +154,23 @@ int64_t tokenizer_vocab_size(const Args& a) {
   if (!a.tokenizer_type) throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer");
   const std::string tokenizer(arg::to_string(*a.tokenizer_type));
   switch (*a.tokenizer_type) {
-    case arg::TokenizerType::GPT2BPETokenizer: return 50257;
+    case arg::TokenizerType::GPT2BPETokenizer: {
+      // HuggingFace's GPT2Tokenizer on --vocab-file (GPT-2's own, 50257 entries, without one), len(tokenizer).
+      // (Without the file, of GPT-2's tokens only its <|endoftext|> is known to be one: other special tokens count new.)
+      if (!a.vocab_file || a.vocab_file->empty()) return plus_special_tokens(50257, a, {"<|endoftext|>"});
+      const std::string& path = *a.vocab_file;
+      Value v;
+      try {
+        v = Value::parse_json(read(path, "--vocab-file"));
+      } catch (const JsonError& e) {
+        throw RunError(path + ": not a GPT-2 vocab.json (" + e.what() + "); give --vocab-size");
+      }
+      if (!v.is_object() || v.as_object().empty())
+        throw RunError(path + ": not a GPT-2 vocab.json (not an object of tokens); give --vocab-size");
+      std::set<std::string> tokens;
+      for (const auto& [tok, id] : v.as_object()) tokens.insert(tok);
+      return plus_special_tokens(static_cast<int64_t>(tokens.size()), a, tokens);
+    }
     case arg::TokenizerType::TikTokenizer: return int64_t{1} << 17;  // Megatron's DEFAULT_TIKTOKEN_MAX_VOCAB
     case arg::TokenizerType::SentencePieceTokenizer:
     case arg::TokenizerType::GPTSentencePieceTokenizer:

@@ -3,7 +3,8 @@
 // size depends on (Megatron's megatron/core/tokenizers, build_tokenizer and its libraries):
 //   --vocab-size                  wins wherever Megatron passes it on (TikTokenizer, NullTokenizer), and is the way to
 //                                 give the size for every other tokenizer too;
-//   GPT2BPETokenizer              GPT-2's 50257 entries;
+//   GPT2BPETokenizer              the tokens of --vocab-file (a vocab.json), or GPT-2's 50257 without one (Megatron
+//                                 fetches GPT-2's), plus --tokenizer-special-tokens not among them;
 //   TikTokenizer                  its default vocab_size, 2^17 (DEFAULT_TIKTOKEN_MAX_VOCAB), whatever its file holds;
 //   SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer
 //                                 the pieces of the --tokenizer-model file (a SentencePiece ModelProto: get_piece_size),

@@ -48,10 +48,12 @@ std::string piece(const std::string& text, int type = 1) {
 
 }  // namespace
 
-TEST_CASE("vocabulary: --vocab-size, GPT-2's 50257, TikTokenizer's 2^17", "[run][model][tokenizer]") {
+TEST_CASE("vocabulary: --vocab-size, GPT-2's 50257 without a --vocab-file, TikTokenizer's 2^17", "[run][model][tokenizer]") {
   CHECK(tokenizer_vocab_size(args({{"vocab_size", Value(int64_t{1000})}, {"tokenizer_type", str("HuggingFaceTokenizer")}})) ==
         1000);
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")}})) == 50257);
+  CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")},
+                                   {"special_tokens", list({"<|endoftext|>", "<pad>"})}})) == 50258);
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("TikTokenizer")}})) == 131072);  // DEFAULT_TIKTOKEN_MAX_VOCAB
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("TikTokenizer")}, {"vocab_size", Value(int64_t{100000})}})) ==
         100000);
@@ -114,6 +116,22 @@ TEST_CASE("vocabulary: unusable tokenizer files are refused, naming the file", "
   CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("Llama2Tokenizer")},
                                                 {"tokenizer_model", str(dir / "missing.model")}})),
                     Catch::Contains("missing.model") && Catch::Contains("--vocab-size"));
+
+  // GPT2BPETokenizer's --vocab-file: a vocab.json's tokens.
+  auto gpt2 = [&](const std::string& text, std::vector<std::string> special = {}) {
+    const std::string path = dir / "vocab.json";
+    std::ofstream(path) << text;
+    std::map<std::string, Value> v = {{"tokenizer_type", str("GPT2BPETokenizer")}, {"vocab_file", str(path)}};
+    if (!special.empty()) v["special_tokens"] = list(special);
+    return tokenizer_vocab_size(args(v));
+  };
+  CHECK(gpt2(R"({"a": 0, "b": 1, "<|endoftext|>": 2})") == 3);
+  CHECK(gpt2(R"({"a": 0, "b": 1, "<|endoftext|>": 2})", {"<|endoftext|>", "<pad>"}) == 4);
+  CHECK_THROWS_WITH(gpt2("[1, 2]"), Catch::Contains("vocab.json: not a GPT-2 vocab.json"));
+  CHECK_THROWS_WITH(gpt2("{"), Catch::Contains("vocab.json: not a GPT-2 vocab.json"));
+  CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")},
+                                                {"vocab_file", str(dir / "missing.json")}})),
+                    Catch::Contains("missing.json") && Catch::Contains("--vocab-size"));
 
   auto hf = [&](const std::string& text) {
     const std::string path = dir / "tokenizer.json";
