@@ -88,9 +88,11 @@ MR_INLINE void adam_moments_run(const float* __restrict p, const float* __restri
     v[i] = vi;
   }
 }
+// Whether Adam's moments read the weight: only through L2 weight decay (adam_moments).
+inline bool adam_moments_read_param(const AdamConsts& c) { return c.has_weight_decay && !c.decoupled; }
 MR_CLONES void adam_moments_span(const float* __restrict p, const float* __restrict g, float* __restrict m,
                                  float* __restrict v, int64_t n, const AdamConsts& c, float gs) {
-  if (c.has_weight_decay && !c.decoupled) adam_moments_run<true>(p, g, m, v, n, c, gs);
+  if (adam_moments_read_param(c)) adam_moments_run<true>(p, g, m, v, n, c, gs);
   else adam_moments_run<false>(p, g, m, v, n, c, gs);
 }
 
@@ -294,7 +296,7 @@ struct AdamOp {
     adam_moments_span(p, g, s0, s1, n, c, gs);
   }
   // Whether states_span reads p: only Adam's L2 decay passes the weight into the moments.
-  static bool states_need_param(const Consts& c) { return c.has_weight_decay && !c.decoupled; }
+  static bool states_need_param(const Consts& c) { return adam_moments_read_param(c); }
 };
 struct SgdOp {
   using Options = SgdOptions;

@@ -142,7 +142,8 @@ const std::map<ArgId, const char*>& flag_reasons() {
       {ArgId::ckpt_format, "the synthetic run writes one format: safetensors + JSON per rank (docs/checkpoints.md)"},
       {ArgId::sequence_parallel, "a layout of activations: the synthetic run has none (its parameters are the same)"},
       {ArgId::fp8_param_gather, "fp8 parameters are not modelled: the run keeps the linear weights in the model dtype "
-                                "(`megatron-run params` counts them at 1 byte, with their fp32 main params)"},
+                                "(with --fp8-format, `megatron-run params` counts them at 1 byte, with their fp32 main "
+                                "params)"},
       {ArgId::seq_length, "no model forward/backward: sequences have no effect on synthetic gradients"},
       {ArgId::optimizer_cpu_offload, kNoPerformance},
       {ArgId::optimizer_offload_fraction, kNoPerformance},

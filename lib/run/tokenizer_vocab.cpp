@@ -1,12 +1,19 @@
 // The tokenizer's vocabulary size for the model plan (run/tokenizer_vocab.h).
 #include "run/tokenizer_vocab.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
-#include "config/parse/read_file.h"
+#include "config/limits.h"
 #include "config/value.h"
 #include "run/model.h"
 
@@ -18,11 +25,18 @@ namespace {
 struct Wire {
   std::string_view s;
   const std::string& name;
+  size_t base = 0;  // where s starts in the file (for messages)
   size_t at = 0;
 
   [[noreturn]] void bad(const std::string& why) const {
-    throw RunError(name + ": not a SentencePiece model (" + why + " at byte " + std::to_string(at) +
+    throw RunError(name + ": not a SentencePiece model (" + why + " at byte " + std::to_string(base + at) +
                    "); give --vocab-size");
+  }
+  // A field's tag: its number (1 to 2^29 - 1) and wire type.
+  std::pair<uint64_t, uint32_t> tag() {
+    const uint64_t t = varint();
+    if ((t >> 3) == 0 || (t >> 3) >= (uint64_t{1} << 29)) bad("field number " + std::to_string(t >> 3));
+    return {t >> 3, static_cast<uint32_t>(t & 7)};
   }
   bool done() const { return at >= s.size(); }
   uint64_t varint() {
@@ -35,9 +49,10 @@ struct Wire {
     }
     bad("a number of more than 10 bytes");
   }
-  std::string_view bytes() {  // a length-delimited field's content
+  std::string_view bytes(size_t* start = nullptr) {  // a length-delimited field's content (and where it starts)
     const uint64_t n = varint();
     if (n > s.size() - at) bad("a length past the end");
+    if (start) *start = base + at;
     std::string_view out = s.substr(at, static_cast<size_t>(n));
     at += static_cast<size_t>(n);
     return out;
@@ -53,10 +68,14 @@ struct Wire {
   }
 };
 
+std::set<std::string> special_tokens(const Args& a) {
+  const std::vector<std::string> t = a.special_tokens.value_or(std::vector<std::string>{});
+  return {t.begin(), t.end()};
+}
+// `base` plus the special tokens that are not `known` (each once).
 int64_t plus_special_tokens(int64_t base, const Args& a, const std::set<std::string>& known) {
-  std::set<std::string> added;
-  for (const std::string& t : a.special_tokens.value_or(std::vector<std::string>{}))
-    if (!known.count(t) && added.insert(t).second) ++base;
+  for (const std::string& t : special_tokens(a))
+    if (!known.count(t)) ++base;
   return base;
 }
 
@@ -66,43 +85,97 @@ std::string need_model(const Args& a, const std::string& tokenizer) {
   return *a.tokenizer_model;
 }
 
+// The whole regular file `path`, at most limits::kMaxInputFileBytes: never a blocking open (a named pipe), never a
+// read without end (a device), as config/parse/read_file.h reads the files the parser is given.
 std::string read(const std::string& path, const std::string& what) {
-  try {
-    return read_input_file(path, what, {"tokenizer_model"});
-  } catch (const std::exception& e) {
-    throw RunError(std::string(e.what()) + "; give --vocab-size");
+  auto fail = [&](const std::string& why) -> RunError {
+    return RunError(path + ": cannot read the " + what + ": " + why + "; give --vocab-size");
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw fail("not a regular file");
+  const auto limit = static_cast<off_t>(limits::kMaxInputFileBytes);
+  if (st.st_size > limit) throw fail("larger than " + std::to_string(limits::kMaxInputFileBytes >> 20) + " MiB");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw fail(std::strerror(errno));
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw fail(std::strerror(err));
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+    if (out.size() > limits::kMaxInputFileBytes) {
+      ::close(fd);
+      throw fail("larger than " + std::to_string(limits::kMaxInputFileBytes >> 20) + " MiB");
+    }
   }
+  ::close(fd);
+  return out;
+}
+
+// The size, worked out once per process for each tokenizer and file (the plan is made per rank and stage, and a
+// large tokenizer.json takes a fraction of a second to parse).
+int64_t cached(const std::string& key, const std::function<int64_t()>& compute) {
+  static std::mutex mu;
+  static std::map<std::string, int64_t> sizes;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = sizes.find(key); it != sizes.end()) return it->second;
+  }
+  const int64_t n = compute();
+  std::lock_guard<std::mutex> lock(mu);
+  sizes.emplace(key, n);
+  return n;
+}
+std::string cache_key(const Args& a, const std::string& tokenizer, const std::string& path) {
+  std::string k = tokenizer + '\0' + path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    k += '\0' + std::to_string(st.st_size) + '\0' + std::to_string(st.st_mtim.tv_sec) + '.' +
+         std::to_string(st.st_mtim.tv_nsec);
+  for (const std::string& t : special_tokens(a)) k += '\0' + t;
+  return k;
 }
 
 }  // namespace
 
-std::vector<std::string> sentencepiece_pieces(std::string_view proto, const std::string& name, std::string* unknown) {
+SentencePieceModel sentencepiece_model(std::string_view proto, const std::string& name,
+                                       const std::set<std::string>& watch) {
   Wire w{proto, name};
-  std::vector<std::string> pieces;
+  SentencePieceModel m;
+  bool have_unknown = false;
   while (!w.done()) {
-    const uint64_t tag = w.varint();
-    const uint32_t field = static_cast<uint32_t>(tag >> 3), type = static_cast<uint32_t>(tag & 7);
-    if (field == 0) w.bad("field number 0");
+    const auto [field, type] = w.tag();
     if (field != 1 || type != 2) {
       w.skip(type);
       continue;
     }
     // SentencePiece { string piece = 1; float score = 2; Type type = 3 (NORMAL 1, UNKNOWN 2, ...) }
-    Wire p{w.bytes(), name};
-    std::string text;
+    size_t start = 0;
+    const std::string_view body = w.bytes(&start);
+    Wire p{body, name, start};
+    std::string_view text;
     uint64_t kind = 1;
     while (!p.done()) {
-      const uint64_t t = p.varint();
-      if ((t >> 3) == 1 && (t & 7) == 2) text = std::string(p.bytes());
-      else if ((t >> 3) == 3 && (t & 7) == 0) kind = p.varint();
-      else if ((t >> 3) == 0) p.bad("field number 0");
-      else p.skip(static_cast<uint32_t>(t & 7));
+      const auto [f, t] = p.tag();
+      if (f == 1 && t == 2) text = p.bytes();
+      else if (f == 3 && t == 0) kind = p.varint();
+      else p.skip(t);
     }
-    if (kind == 2 && unknown) *unknown = text;
-    pieces.push_back(std::move(text));
+    if (text.empty()) p.bad("an empty piece");
+    ++m.pieces;
+    if (kind == 2) m.unknown = std::string(text), have_unknown = true;
+    if (!watch.empty() && watch.count(std::string(text))) m.found.insert(std::string(text));
   }
-  if (pieces.empty()) w.bad("no pieces");
-  return pieces;
+  if (m.pieces == 0) w.bad("no pieces");
+  if (!have_unknown) w.bad("no unknown piece");
+  return m;
 }
 
 std::vector<std::string> huggingface_tokens(std::string_view json, const std::string& name) {
@@ -112,7 +185,7 @@ std::vector<std::string> huggingface_tokens(std::string_view json, const std::st
   Value v;
   try {
     v = Value::parse_json(json);
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // JsonError, or std::bad_alloc for a file of millions of tiny values
     throw bad(e.what());
   }
   if (!v.is_object()) throw bad("not a JSON object");
@@ -154,43 +227,41 @@ int64_t tokenizer_vocab_size(const Args& a) {
   if (!a.tokenizer_type) throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer");
   const std::string tokenizer(arg::to_string(*a.tokenizer_type));
   switch (*a.tokenizer_type) {
-    case arg::TokenizerType::GPT2BPETokenizer: {
-      // HuggingFace's GPT2Tokenizer on --vocab-file (GPT-2's own, 50257 entries, without one), len(tokenizer).
-      // (Without the file, of GPT-2's tokens only its <|endoftext|> is known to be one: other special tokens count new.)
-      if (!a.vocab_file || a.vocab_file->empty()) return plus_special_tokens(50257, a, {"<|endoftext|>"});
-      const std::string& path = *a.vocab_file;
-      Value v;
-      try {
-        v = Value::parse_json(read(path, "--vocab-file"));
-      } catch (const JsonError& e) {
-        throw RunError(path + ": not a GPT-2 vocab.json (" + e.what() + "); give --vocab-size");
-      }
-      if (!v.is_object() || v.as_object().empty())
-        throw RunError(path + ": not a GPT-2 vocab.json (not an object of tokens); give --vocab-size");
-      std::set<std::string> tokens;
-      for (const auto& [tok, id] : v.as_object()) tokens.insert(tok);
-      return plus_special_tokens(static_cast<int64_t>(tokens.size()), a, tokens);
-    }
+    case arg::TokenizerType::GPT2BPETokenizer:
+      // HuggingFace's "gpt2" (its tokenizer.json rules over --vocab-file in a fast tokenizer): 50257, of which only
+      // <|endoftext|> can be a special token asked for.
+      return plus_special_tokens(50257, a, {"<|endoftext|>"});
     case arg::TokenizerType::TikTokenizer: return int64_t{1} << 17;  // Megatron's DEFAULT_TIKTOKEN_MAX_VOCAB
     case arg::TokenizerType::SentencePieceTokenizer:
     case arg::TokenizerType::GPTSentencePieceTokenizer:
     case arg::TokenizerType::Llama2Tokenizer: {
       const std::string path = need_model(a, tokenizer);
-      std::string unknown;
-      const std::vector<std::string> pieces = sentencepiece_pieces(read(path, "--tokenizer-model file"), path, &unknown);
-      std::set<std::string> known(pieces.begin(), pieces.end());
-      known.erase(unknown);  // piece_to_id of the unknown piece is unk_id: add_special_tokens adds it anew
-      return plus_special_tokens(static_cast<int64_t>(pieces.size()), a, known);
+      const std::set<std::string> special = special_tokens(a);
+      if (!special.empty() && !a.tokenizer_sentencepiece_legacy)
+        throw RunError("--tokenizer-special-tokens with --tokenizer-type " + tokenizer +
+                       " needs --tokenizer-sentencepiece-legacy (Megatron's SentencePiece tokenizer refuses special "
+                       "tokens otherwise)");
+      return cached(cache_key(a, tokenizer, path), [&] {
+        const SentencePieceModel m = sentencepiece_model(read(path, "--tokenizer-model file"), path, special);
+        std::set<std::string> known = m.found;
+        known.erase(m.unknown);  // piece_to_id of the unknown piece is unk_id: add_special_tokens adds it anew
+        return plus_special_tokens(m.pieces, a, known);
+      });
     }
     case arg::TokenizerType::HuggingFaceTokenizer: {
       std::string path = need_model(a, tokenizer);
       struct stat st {};
-      if (::stat(path.c_str(), &st) != 0)
-        throw RunError("--tokenizer-model " + path + " is not a local path (a HuggingFace hub name is not fetched): the "
-                       "model plan needs --vocab-size");
+      if (::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT)
+          throw RunError("--tokenizer-model " + path + " is not a local path (a HuggingFace hub name is not fetched): "
+                         "the model plan needs --vocab-size");
+        throw RunError("--tokenizer-model " + path + ": " + std::strerror(errno) + "; give --vocab-size");
+      }
       if (S_ISDIR(st.st_mode)) path += "/tokenizer.json";
-      const std::vector<std::string> tokens = huggingface_tokens(read(path, "--tokenizer-model tokenizer.json"), path);
-      return plus_special_tokens(static_cast<int64_t>(tokens.size()), a, {tokens.begin(), tokens.end()});
+      return cached(cache_key(a, tokenizer, path), [&] {
+        const std::vector<std::string> tokens = huggingface_tokens(read(path, "--tokenizer-model tokenizer.json"), path);
+        return plus_special_tokens(static_cast<int64_t>(tokens.size()), a, {tokens.begin(), tokens.end()});
+      });
     }
     default:
       throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer (--tokenizer-type " +

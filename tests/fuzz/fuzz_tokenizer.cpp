@@ -13,8 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    std::string unknown;
-    if (data[0] % 2) (void)mr::run::sentencepiece_pieces(body, "input.model", &unknown);
+    if (data[0] % 2) (void)mr::run::sentencepiece_model(body, "input.model", {"<s>", "<unk>", "a"});
     else (void)mr::run::huggingface_tokens(body, "tokenizer.json");
   } catch (const mr::run::RunError&) {
   } catch (const std::exception& e) {

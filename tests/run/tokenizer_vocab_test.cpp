@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "../distributed/proc.h"
 #include "config/value.h"
@@ -48,12 +49,15 @@ std::string piece(const std::string& text, int type = 1) {
 
 }  // namespace
 
-TEST_CASE("vocabulary: --vocab-size, GPT-2's 50257 without a --vocab-file, TikTokenizer's 2^17", "[run][model][tokenizer]") {
+TEST_CASE("vocabulary: --vocab-size, GPT-2's 50257, TikTokenizer's 2^17", "[run][model][tokenizer]") {
   CHECK(tokenizer_vocab_size(args({{"vocab_size", Value(int64_t{1000})}, {"tokenizer_type", str("HuggingFaceTokenizer")}})) ==
         1000);
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")}})) == 50257);
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")},
                                    {"special_tokens", list({"<|endoftext|>", "<pad>"})}})) == 50258);
+  // (--vocab-file does not change it: HuggingFace's "gpt2" tokenizer.json rules in a fast tokenizer.)
+  CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")}, {"vocab_file", str("/nonexistent/vocab.json")}})) ==
+        50257);
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("TikTokenizer")}})) == 131072);  // DEFAULT_TIKTOKEN_MAX_VOCAB
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("TikTokenizer")}, {"vocab_size", Value(int64_t{100000})}})) ==
         100000);
@@ -68,9 +72,16 @@ TEST_CASE("vocabulary: a SentencePiece model's pieces, and special tokens as add
   for (const char* t : {"GPTSentencePieceTokenizer", "Llama2Tokenizer", "SentencePieceTokenizer"})
     CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str(t)}, {"tokenizer_model", str(model)}})) == 60);
   // <s> and <mask> are pieces; <extra> is new (once); <unk> maps to unk_id, so it is added anew (sentencepiece's count).
+  // Megatron's SentencePiece tokenizer takes special tokens only with legacy on.
+  const Value special = list({"<s>", "<extra>", "<unk>", "<extra>", "<mask>"});
   CHECK(tokenizer_vocab_size(args({{"tokenizer_type", str("GPTSentencePieceTokenizer")},
                                    {"tokenizer_model", str(model)},
-                                   {"special_tokens", list({"<s>", "<extra>", "<unk>", "<extra>", "<mask>"})}})) == 62);
+                                   {"tokenizer_sentencepiece_legacy", Value(true)},
+                                   {"special_tokens", special}})) == 62);
+  CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("GPTSentencePieceTokenizer")},
+                                               {"tokenizer_model", str(model)},
+                                               {"special_tokens", special}})),
+                    Catch::Contains("needs --tokenizer-sentencepiece-legacy"));
   // The model plan pads it: 60 up to 128.
   mr::Args a = args({{"num_layers", Value(int64_t{1})}, {"hidden_size", Value(int64_t{64})},
                      {"num_attention_heads", Value(int64_t{4})}, {"ffn_hidden_size", Value(int64_t{256})},
@@ -107,7 +118,14 @@ TEST_CASE("vocabulary: unusable tokenizer files are refused, naming the file", "
                            varint(10 << 3 | 1) + std::string(8, '\0') + varint(11 << 3 | 5) + std::string(4, '\0') +
                            piece("b");
   CHECK(sp(good) == 3);
+  const mr::run::SentencePieceModel m = mr::run::sentencepiece_model(good, "m", {"a", "b", "c"});
+  CHECK(m.pieces == 3);
+  CHECK(m.unknown == "<unk>");
+  CHECK(m.found == std::set<std::string>{"a", "b"});
   CHECK_THROWS_WITH(sp(good.substr(0, good.size() - 2)), Catch::Contains("t.model: not a SentencePiece model"));
+  CHECK_THROWS_WITH(sp(piece("a") + piece("b")), Catch::Contains("no unknown piece"));   // sentencepiece refuses it
+  CHECK_THROWS_WITH(sp(piece("<unk>", 2) + piece("")), Catch::Contains("an empty piece at byte"));
+  CHECK_THROWS_WITH(sp(varint(uint64_t{1} << 35 | 2) + varint(0)), Catch::Contains("field number 4294967296"));
   CHECK_THROWS_WITH(sp(""), Catch::Contains("no pieces"));
   CHECK_THROWS_WITH(sp(varint(1 << 3 | 3)), Catch::Contains("wire type 3"));
   CHECK_THROWS_WITH(sp(varint(1 << 3 | 2) + varint(1000) + "ab"), Catch::Contains("a length past the end"));
@@ -116,22 +134,6 @@ TEST_CASE("vocabulary: unusable tokenizer files are refused, naming the file", "
   CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("Llama2Tokenizer")},
                                                 {"tokenizer_model", str(dir / "missing.model")}})),
                     Catch::Contains("missing.model") && Catch::Contains("--vocab-size"));
-
-  // GPT2BPETokenizer's --vocab-file: a vocab.json's tokens.
-  auto gpt2 = [&](const std::string& text, std::vector<std::string> special = {}) {
-    const std::string path = dir / "vocab.json";
-    std::ofstream(path) << text;
-    std::map<std::string, Value> v = {{"tokenizer_type", str("GPT2BPETokenizer")}, {"vocab_file", str(path)}};
-    if (!special.empty()) v["special_tokens"] = list(special);
-    return tokenizer_vocab_size(args(v));
-  };
-  CHECK(gpt2(R"({"a": 0, "b": 1, "<|endoftext|>": 2})") == 3);
-  CHECK(gpt2(R"({"a": 0, "b": 1, "<|endoftext|>": 2})", {"<|endoftext|>", "<pad>"}) == 4);
-  CHECK_THROWS_WITH(gpt2("[1, 2]"), Catch::Contains("vocab.json: not a GPT-2 vocab.json"));
-  CHECK_THROWS_WITH(gpt2("{"), Catch::Contains("vocab.json: not a GPT-2 vocab.json"));
-  CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("GPT2BPETokenizer")},
-                                                {"vocab_file", str(dir / "missing.json")}})),
-                    Catch::Contains("missing.json") && Catch::Contains("--vocab-size"));
 
   auto hf = [&](const std::string& text) {
     const std::string path = dir / "tokenizer.json";
