@@ -1,9 +1,7 @@
 // The tokenizer's vocabulary size for the model plan (run/tokenizer_vocab.h).
 #include "run/tokenizer_vocab.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -16,6 +14,7 @@
 #include "config/limits.h"
 #include "config/value.h"
 #include "run/model.h"
+#include "util/bounded_file.h"
 
 namespace mr::run {
 namespace {
@@ -85,38 +84,18 @@ std::string need_model(const Args& a, const std::string& tokenizer) {
   return *a.tokenizer_model;
 }
 
-// The whole regular file `path`, at most limits::kMaxInputFileBytes: never a blocking open (a named pipe), never a
-// read without end (a device), as config/parse/read_file.h reads the files the parser is given.
+// The whole file `path` (util/bounded_file.h: a regular file of at most limits::kMaxInputFileBytes), or a RunError.
 std::string read(const std::string& path, const std::string& what) {
-  auto fail = [&](const std::string& why) -> RunError {
-    return RunError(path + ": cannot read the " + what + ": " + why + "; give --vocab-size");
-  };
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw fail("not a regular file");
-  const auto limit = static_cast<off_t>(limits::kMaxInputFileBytes);
-  if (st.st_size > limit) throw fail("larger than " + std::to_string(limits::kMaxInputFileBytes >> 20) + " MiB");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw fail(std::strerror(errno));
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw fail(std::strerror(err));
-    }
-    if (r == 0) break;
-    out.append(buf, static_cast<size_t>(r));
-    if (out.size() > limits::kMaxInputFileBytes) {
-      ::close(fd);
-      throw fail("larger than " + std::to_string(limits::kMaxInputFileBytes >> 20) + " MiB");
-    }
+  try {
+    return read_bounded_file(path, limits::kMaxInputFileBytes);
+  } catch (const FileRefusal& r) {
+    const std::string why = r.kind == FileRefusal::Kind::NotRegular ? std::string("it is ") + file_kind(r.mode)
+                            : r.kind == FileRefusal::Kind::TooLarge
+                                ? r.size + ", more than " + describe_bytes(limits::kMaxInputFileBytes)
+                            : r.kind == FileRefusal::Kind::EmptyPath ? std::string("an empty path")
+                                                                     : std::string(std::strerror(r.err));
+    throw RunError(path + ": cannot read the " + what + ": " + why + "; give --vocab-size");
   }
-  ::close(fd);
-  return out;
 }
 
 // The size, worked out once per process for each tokenizer and file (the plan is made per rank and stage, and a
@@ -178,7 +157,7 @@ SentencePieceModel sentencepiece_model(std::string_view proto, const std::string
   return m;
 }
 
-std::vector<std::string> huggingface_tokens(std::string_view json, const std::string& name) {
+std::set<std::string> huggingface_tokens(std::string_view json, const std::string& name) {
   auto bad = [&](const std::string& why) -> RunError {
     return RunError(name + ": not a HuggingFace tokenizer.json (" + why + "); give --vocab-size");
   };
@@ -189,11 +168,8 @@ std::vector<std::string> huggingface_tokens(std::string_view json, const std::st
     throw bad(e.what());
   }
   if (!v.is_object()) throw bad("not a JSON object");
-  std::set<std::string> seen;
-  std::vector<std::string> out;
-  auto add = [&](const std::string& t) {
-    if (seen.insert(t).second) out.push_back(t);
-  };
+  std::set<std::string> out;
+  auto add = [&](const std::string& t) { out.insert(t); };
   const Value* model = nullptr;
   for (const auto& [k, x] : v.as_object()) {
     if (k == "model") model = &x;
@@ -259,8 +235,8 @@ int64_t tokenizer_vocab_size(const Args& a) {
       }
       if (S_ISDIR(st.st_mode)) path += "/tokenizer.json";
       return cached(cache_key(a, tokenizer, path), [&] {
-        const std::vector<std::string> tokens = huggingface_tokens(read(path, "--tokenizer-model tokenizer.json"), path);
-        return plus_special_tokens(static_cast<int64_t>(tokens.size()), a, {tokens.begin(), tokens.end()});
+        const std::set<std::string> tokens = huggingface_tokens(read(path, "--tokenizer-model tokenizer.json"), path);
+        return plus_special_tokens(static_cast<int64_t>(tokens.size()), a, tokens);
       });
     }
     default:

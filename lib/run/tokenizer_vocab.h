@@ -17,14 +17,14 @@
 //                                 among them (a directory holding tokenizer.json, or that file itself). Tokens that
 //                                 only tokenizer_config.json adds are not seen.
 // Anything else (another tokenizer, a hub name, a missing or unreadable file) is a RunError that names the flag or the
-// file and asks for --vocab-size. A file is read once per process (the plan is made per rank and stage). Torch-free.
+// file and asks for --vocab-size. A file is read once per process (the plan is made per rank and stage), by
+// util/bounded_file.h's reader. Torch-free.
 #pragma once
 
 #include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "config/args.h"
 
@@ -45,6 +45,6 @@ SentencePieceModel sentencepiece_model(std::string_view proto, const std::string
                                        const std::set<std::string>& watch = {});
 // The distinct tokens of a HuggingFace tokenizer.json (model.vocab: an object for BPE, WordPiece and WordLevel, a
 // list of [piece, score] for Unigram; and added_tokens[].content). RunError naming `name` otherwise.
-std::vector<std::string> huggingface_tokens(std::string_view json, const std::string& name);
+std::set<std::string> huggingface_tokens(std::string_view json, const std::string& name);
 
 }  // namespace mr::run

@@ -1,7 +1,6 @@
-// The one reader of the files megatron-run is given: config files, `check` arguments, --yaml-cfg,
-// --target-env, --heterogeneous-layers-config-path, --result-rejected-tracker-filename. No input can make it
-// hang (a named pipe is never opened for a blocking read), read without end (/dev/zero) or exhaust memory (a
-// file past limits::kMaxInputFileBytes is refused before it is read).
+// How the parser reads the files it is given: config files, `check` arguments, --yaml-cfg, --target-env,
+// --heterogeneous-layers-config-path, --result-rejected-tracker-filename. The reading is util/bounded_file.h's
+// (no input can make it hang, read without end or exhaust memory); this layer words its refusals as rule ids.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +9,7 @@
 
 #include "config/limits.h"
 #include "config/parse/argparse.h"
+#include "util/bounded_file.h"  // the reader itself; describe_bytes
 
 namespace mr {
 
@@ -28,7 +28,5 @@ std::string read_input_file(const std::string& path, const std::string& what, co
 void check_input_file(const std::string& path, const std::string& what, const std::vector<std::string>& flags = {},
                       std::size_t max_bytes = limits::kMaxInputFileBytes);
 
-// "64 MiB", "512 KiB", "100 bytes": a limit for messages.
-std::string describe_bytes(std::size_t n);
 
 }  // namespace mr

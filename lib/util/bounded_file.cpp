@@ -1,0 +1,89 @@
+// The bounded reader of the files megatron-run is given (util/bounded_file.h).
+#include "util/bounded_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace mr {
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+FileRefusal unreadable(int err) { return {FileRefusal::Kind::Unreadable, err}; }
+FileRefusal not_regular(mode_t m) { return {FileRefusal::Kind::NotRegular, 0, m}; }
+FileRefusal too_large(std::string size) { return {FileRefusal::Kind::TooLarge, 0, 0, std::move(size)}; }
+
+}  // namespace
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a named pipe";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a plain file";
+}
+
+std::string describe_bytes(std::size_t n) {
+  if (n >= (std::size_t{1} << 20) && n % (std::size_t{1} << 20) == 0) return std::to_string(n >> 20) + " MiB";
+  if (n >= (std::size_t{1} << 10) && n % (std::size_t{1} << 10) == 0) return std::to_string(n >> 10) + " KiB";
+  return std::to_string(n) + " bytes";
+}
+
+void check_bounded_file(const std::string& path, std::size_t max_bytes) {
+  if (path.empty()) throw FileRefusal{FileRefusal::Kind::EmptyPath};
+  if (path.find('\0') != std::string::npos) throw unreadable(EINVAL);
+  // stat first: a named pipe, socket or device is refused without being opened (opening a FIFO blocks until a
+  // writer appears; a socket cannot be opened at all; a device may do something when opened).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw unreadable(errno);
+  if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
+  if (static_cast<unsigned long long>(st.st_size) > max_bytes) throw too_large(std::to_string(st.st_size) + " bytes");
+}
+
+std::string read_bounded_file(const std::string& path, std::size_t max_bytes) {
+  check_bounded_file(path, max_bytes);
+  struct stat st {};
+  Fd f;
+  do {
+    f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  } while (f.fd < 0 && errno == EINTR);
+  if (f.fd < 0) throw unreadable(errno);
+  // The file may have been replaced between stat and open: what was opened is what counts.
+  if (::fstat(f.fd, &st) != 0) throw unreadable(errno);
+  if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
+  if (static_cast<unsigned long long>(st.st_size) > max_bytes) throw too_large(std::to_string(st.st_size) + " bytes");
+
+  // Read up to max_bytes + 1: a file whose size stat does not tell (/proc files say 0) or that grows while it is
+  // read still stops at the bound.
+  std::string out;
+  out.resize(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), max_bytes) + 1);
+  std::size_t have = 0;
+  for (;;) {
+    if (have == out.size()) {
+      if (out.size() > max_bytes) throw too_large("more than " + describe_bytes(max_bytes));
+      out.resize(std::min(max_bytes + 1, std::max<std::size_t>(out.size() * 2, 4096)));
+    }
+    ssize_t n = ::read(f.fd, out.data() + have, out.size() - have);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw unreadable(errno);
+    }
+    if (n == 0) break;
+    have += static_cast<std::size_t>(n);
+  }
+  if (have > max_bytes) throw too_large("more than " + describe_bytes(max_bytes));
+  out.resize(have);
+  return out;
+}
+
+}  // namespace mr
