@@ -50,6 +50,15 @@ MuonOptions muon_options(const OptimizerConfig& c, std::vector<int64_t> qkv_spli
   return o;
 }
 
+SoapOptions soap_options(const OptimizerConfig& c) {
+  SoapOptions o;
+  o.beta1 = c.adam_beta1;
+  o.beta2 = c.adam_beta2;
+  o.shampoo_beta = c.soap_shampoo_beta;
+  o.use_kl_shampoo = c.soap_use_kl_shampoo;
+  return o;
+}
+
 ScalarOptimizer muon_scalar_optimizer(const OptimizerConfig& c) {
   return scalar_optimizer_from_string(c.muon_scalar_optimizer);
 }

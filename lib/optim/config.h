@@ -7,6 +7,7 @@
 #include "config/optimizer_config.h"
 #include "optim/kernels.h"
 #include "optim/muon.h"
+#include "optim/soap.h"
 
 namespace mr::optim {
 
@@ -22,6 +23,11 @@ LionOptions lion_options(const OptimizerConfig& c);  // lion_beta1/2, decoupled 
 // Throws std::invalid_argument for values the kernels do not implement (e.g. a fixed 5-step coefficient type with
 // another step count); muon_tp_mode auto is refused later, by the planner, where a TP group has more than one rank.
 MuonOptions muon_options(const OptimizerConfig& c, std::vector<int64_t> qkv_split_shapes = {});
+// --optimizer soap, as _default_adam_based_eopt_config_to_kwargs builds SOAP: betas (adam_beta1, adam_beta2),
+// shampoo_beta and use_kl_shampoo from soap_shampoo_beta / soap_use_kl_shampoo (config fields without a flag); SOAP's
+// eps (1e-8: OptimizerConfig has adam_eps, no `eps`), decoupled weight decay, bias correction, no Nesterov, one
+// power-iteration step and no update-RMS clip are SOAP's defaults, since no config field carries their names.
+SoapOptions soap_options(const OptimizerConfig& c);
 // muon_scalar_optimizer: what the params muon_excluded() routes away from Muon use.
 ScalarOptimizer muon_scalar_optimizer(const OptimizerConfig& c);
 

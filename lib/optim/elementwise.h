@@ -177,4 +177,24 @@ MR_HD float adamuon_element(float orth, float& v, const AdaMuonConsts& c) {
   return orth / (sqrtf_(v) + c.eps);
 }
 
+// ---- SOAP's inner Adam (--optimizer soap; Emerging-Optimizers' calculate_adam_update, run on the gradient projected
+// into the preconditioner's eigenbasis) and its weight decay / step -------------------------------------------------
+struct SoapAdamConsts {
+  float one_minus_beta1, one_minus_beta2;  // 1 - adam_beta1, 1 - adam_beta2
+  float bias_correction1, bias_correction2;  // 1 - beta^t (1 without correct_bias), computed in double
+  float eps;
+};
+// One element of the projected gradient `gp`: updates the moments `m`, `v` (exp_avg, exp_avg_sq, both in the
+// eigenbasis) and returns the Adam direction there, which the caller projects back out.
+MR_HD float soap_adam_element(float gp, float& m, float& v, const SoapAdamConsts& c) {
+  // First moment: m <- beta1 * m + (1 - beta1) * gp (exp_avg.lerp_(grad, 1 - beta1)).
+  m = lerp_(m, gp, c.one_minus_beta1);
+  // Second moment of the projected gradient: v <- beta2 * v + (1 - beta2) * gp^2 (exp_avg_sq.lerp_(grad.square(), ...)).
+  v = lerp_(v, gp * gp, c.one_minus_beta2);
+  // Bias-corrected momentum m / bc1 over the corrected root sqrt(v / bc2) plus eps (outside the root).
+  return (m / c.bias_correction1) / (sqrtf_(v / c.bias_correction2) + c.eps);
+}
+// Decoupled weight decay (SOAP's WeightDecayMixin default): p <- p - lr * wd * p (p.add_(p, alpha=-wd * lr)).
+MR_HD void decay_element(float& p, float neg_wd_lr) { p = fmaf_(p, neg_wd_lr, p); }
+
 }  // namespace mr::optim
