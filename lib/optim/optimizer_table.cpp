@@ -15,6 +15,7 @@ void elementwise_step(Kernel kernel, std::span<const TensorSlot> slots, std::spa
     case Kernel::Sgd: return sgd_step(slots, groups, sgd_options(cfg));
     case Kernel::Lion: return lion_step(slots, groups, lion_options(cfg));
     case Kernel::Muon: throw std::logic_error("elementwise_step: Muon's matrices take muon_step (optim/muon.h)");
+    case Kernel::Soap: throw std::logic_error("elementwise_step: SOAP's matrices take soap_step (optim/soap.h)");
     case Kernel::None: break;
   }
   throw std::logic_error("elementwise_step: no kernel for this optimizer");

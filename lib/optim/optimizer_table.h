@@ -21,24 +21,26 @@ namespace mr::optim {
 struct TensorSlot;  // optim/kernels.h
 struct GroupHyper;
 
-// The update rule a row runs (optim/kernels.h, optim/muon.h). None: no kernel of ours yet.
-enum class Kernel { Adam, Sgd, Lion, Muon, None };
+// The update rule a row runs (optim/kernels.h, optim/muon.h, optim/soap.h). None: no kernel of ours yet.
+enum class Kernel { Adam, Sgd, Lion, Muon, Soap, None };
 
 // What a parameter's optimizer state holds: fp32 buffers of the parameter's size.
 struct StateLayout {
   bool exp_avg = false;     // Adam's and Lion's first moment, SGD's and Muon's momentum buffer
   bool exp_avg_sq = false;  // Adam's second moment, Adaptive Muon's moment2 buffer
-  bool known = true;        // false: not modelled (no kernel of ours); the memory estimate says NaN
   // The precision-aware optimizer's --exp-avg-dtype / --exp-avg-sq-dtype apply (Adam's moments only).
   bool precision_aware = false;
   // SGD: the momentum buffer exists only when --sgd-momentum is not 0.
   bool momentum_from_flag = false;
+  // SOAP: per matrix also the Kronecker factors, their eigenbases and eigenvalues (kronecker_floats below, fp32).
+  bool kronecker = false;
 
   constexpr int buffers() const { return (exp_avg ? 1 : 0) + (exp_avg_sq ? 1 : 0); }
   constexpr int fp32_bytes_per_param() const { return 4 * buffers(); }
 };
 
-// Parameters an optimizer does not take itself (Muon: not 2-D, embeddings, the output layer) go to another rule.
+// Parameters an optimizer does not take itself (Muon, lion, SOAP: not 2-D, embeddings, the output layer) go to
+// another rule.
 enum class ScalarRule {
   None,              // the optimizer takes every parameter
   MuonScalarOptimizer,  // --muon-scalar-optimizer (adam or lion) for what Muon does not take
@@ -58,11 +60,14 @@ struct OptimizerInfo {
   StateLayout scalar_state = {};
 };
 
+// SOAP's preconditioner of one rows x cols matrix: L (rows^2), R (cols^2), their eigenbases Q_L, Q_R (as large) and
+// eigenvalues (rows + cols), in floats (optim/soap.h lays them out).
+constexpr int64_t kronecker_floats(int64_t rows, int64_t cols) { return 2 * (rows * rows + cols * cols) + rows + cols; }
+
 inline constexpr StateLayout kAdamState{.exp_avg = true, .exp_avg_sq = true, .precision_aware = true};
 inline constexpr StateLayout kMomentumState{.exp_avg = true};
 // Adaptive Muon: the momentum buffer (exp_avg) and the second moment (exp_avg_sq: moment2_buffer), fp32 always.
 inline constexpr StateLayout kMuonMoment2State{.exp_avg = true, .exp_avg_sq = true};
-inline constexpr StateLayout kUnknownState{.known = false};
 
 inline constexpr OptimizerInfo kOptimizers[] = {
     {arg::Optimizer::adam, "adam", Kernel::Adam, kAdamState},
@@ -75,7 +80,10 @@ inline constexpr OptimizerInfo kOptimizers[] = {
     // Megatron routes lion through its emerging-optimizer path: Lion on the 2-D weights (with the --adam-beta1/2 it
     // passes as `betas`), Adam on the rest.
     {arg::Optimizer::lion, "lion", Kernel::Lion, kMomentumState, ScalarRule::EmergingAdam, kAdamState},
-    {arg::Optimizer::soap, "soap", Kernel::None, kUnknownState},
+    // Megatron builds SOAP from Emerging-Optimizers' registry with the emerging defaults (Adam for non-2-D,
+    // embedding and output parameters): the inner Adam's two moments (in the eigenbasis) and the preconditioner.
+    {arg::Optimizer::soap, "soap", Kernel::Soap, {.exp_avg = true, .exp_avg_sq = true, .kronecker = true},
+     ScalarRule::EmergingAdam, kAdamState},
     // Muon with a second moment of the orthogonalised update (AdaMuon): momentum and moment2 per matrix.
     {arg::Optimizer::adaptive_muon, "adaptive_muon", Kernel::Muon, kMuonMoment2State, ScalarRule::MuonScalarOptimizer,
      kAdamState},
@@ -98,8 +106,8 @@ constexpr OptimizerInfo optimizer_info(arg::Optimizer id, arg::MuonScalarOptimiz
 }
 
 // Whether a parameter is stepped by the optimizer's own rule (else by its scalar rule): Muon takes the 2-D weights
-// that are not embeddings or the output layer and not marked use_muon=False (_is_muon_excluded); lion's emerging
-// defaults the 2-D weights that are not embeddings or the output layer (_is_nonlinear_or_embedding).
+// that are not embeddings or the output layer and not marked use_muon=False (_is_muon_excluded); lion's and soap's
+// emerging defaults the 2-D weights that are not embeddings or the output layer (_is_nonlinear_or_embedding).
 constexpr bool takes_own_rule(const OptimizerInfo& o, size_t ndim, bool embedding_or_output, bool use_muon) {
   switch (o.scalar_rule) {
     case ScalarRule::None: return true;
@@ -116,7 +124,8 @@ constexpr const StateLayout& state_of(const OptimizerInfo& o, bool own) {
 
 namespace cpu {
 // The elementwise step of `kernel` (Adam, SGD, Lion) with the kernel options OptimizerConfig gives
-// (optim/config.h). Muon's matrices need the Muon step (muon.h); Kernel::Muon / None throw std::logic_error.
+// (optim/config.h). Muon's and SOAP's matrices need their own steps (muon.h, soap.h); Kernel::Muon, Soap and None
+// throw std::logic_error.
 void elementwise_step(Kernel kernel, std::span<const TensorSlot> slots, std::span<const GroupHyper> groups,
                       const OptimizerConfig& cfg);
 }  // namespace cpu

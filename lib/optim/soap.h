@@ -9,6 +9,7 @@
 #include <span>
 
 #include "optim/kernels.h"
+#include "optim/optimizer_table.h"
 
 namespace mr::optim {
 
@@ -27,7 +28,7 @@ struct SoapOptions {
 // One SOAP matrix (a 2-D parameter, or this rank's tensor-parallel shard of one: Megatron hands SOAP the local
 // shard), rows m x cols n. The preconditioner state is `kronecker`, soap_state_floats(m, n) floats laid out as
 // L (m x m), R (n x n), Q_L (m x m), Q_R (n x n), eigvals_L (m), eigvals_R (n): all zero before the first step
-// (SOAP starts Q_L, Q_R at the identity, but the first step replaces them by eigh before reading them).
+// (SOAP starts Q_L, Q_R at the identity: the first step sets them so before its KL-Shampoo update reads them).
 struct SoapParam {
   float* param = nullptr;        // fp32 (master) parameter
   const float* grad = nullptr;   // fp32 gradient
@@ -39,9 +40,7 @@ struct SoapParam {
   uint16_t* param_bf16 = nullptr;  // optional: also write the updated param rounded to bf16
 };
 
-constexpr int64_t soap_state_floats(int64_t rows, int64_t cols) {
-  return 2 * (rows * rows + cols * cols) + rows + cols;
-}
+constexpr int64_t soap_state_floats(int64_t rows, int64_t cols) { return kronecker_floats(rows, cols); }
 
 // The fp32 scalars of the inner Adam (elementwise.h's soap_adam_element) for 1-based step `step`.
 SoapAdamConsts soap_adam_consts(const SoapOptions& o, int64_t step);

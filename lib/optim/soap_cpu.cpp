@@ -24,6 +24,8 @@ void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const 
 void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work, const int* lwork, int* info);
 void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau, float* work,
              const int* lwork, int* info);
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int n);
 }
 #endif
 
@@ -181,8 +183,27 @@ void soap_matrix(const SoapParam& p, const GroupHyper& g, const SoapOptions& o, 
 
 }  // namespace
 
+#if MR_OPTIM_HAVE_LAPACK
+namespace {
+// LAPACK's eigensolver and QR call OpenBLAS's level-2 kernels (symv, gemv), which split their sums over the threads:
+// their bits would depend on the thread count, and SOAP's first step turns last-bit differences into other updates
+// (docs/optim.md). One OpenBLAS thread while LAPACK runs keeps the run's bits the same at any thread count.
+class OneBlasThread {
+ public:
+  OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~OneBlasThread() { openblas_set_num_threads(saved_); }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_;
+};
+}  // namespace
+#endif
+
 void symmetric_eigh(const float* a, int64_t n, float* w, float* q) {
 #if MR_OPTIM_HAVE_LAPACK
+  const OneBlasThread one;
   const int nn = static_cast<int>(n);
   std::vector<float> col(a, a + n * n);  // symmetric: the lower triangle reads the same in either order
   std::vector<float> wa(static_cast<size_t>(n));
@@ -226,6 +247,7 @@ void symmetric_eigh(const float* a, int64_t n, float* w, float* q) {
 
 void qr_q(const float* a, int64_t n, float* q) {
 #if MR_OPTIM_HAVE_LAPACK
+  const OneBlasThread one;
   const int nn = static_cast<int>(n);
   std::vector<float> col(static_cast<size_t>(n * n)), tau(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)

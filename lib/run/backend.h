@@ -52,6 +52,7 @@ struct BufferPtrs {
   void* exp_avg_sq = nullptr;  // FlatBuffers::sq_numel elements in exp_avg_sq_dtype, packed (FlatBuffers::sq_at)
   float* state_scale = nullptr;  // the fp16 / fp8 states' scales (FlatBuffers::scale_at); null when there are none
   const float* target = nullptr;  // [0, numel)
+  float* kronecker = nullptr;     // FlatBuffers::kronecker_numel elements (SOAP's preconditioners); CPU backend only
 };
 
 // The phases of an iteration timed for the log (--timing-log-level 1 and up), in their order; phase_name gives
@@ -107,11 +108,15 @@ class Backend {
   // Zeros in the counted slots, summed with `reduce` (optim/clip_grads.h's count_zeros).
   virtual double count_zeros(std::span<const optim::ClipSlot> slots, const optim::ReduceFn& reduce) = 0;
 
-  // The optimizer step: Adam/SGD/Lion over slots, Muon over matrices (tp: the TP group, or null).
+  // The optimizer step: Adam/SGD/Lion over slots, Muon and SOAP over matrices (tp: the TP group, or null).
   virtual void elementwise_step(optim::Kernel k, std::span<const optim::TensorSlot> slots,
                                 std::span<const optim::GroupHyper> groups, const OptimizerConfig& cfg) = 0;
   virtual void muon_step(std::span<const optim::MuonParam> mats, std::span<const optim::GroupHyper> groups,
                          const optim::MuonOptions& o, distributed::Group* tp) = 0;
+  // SOAP over matrices (each rank its own shards: Megatron's SOAP is not tensor-parallel aware). The CPU backend
+  // only: the run refuses --optimizer soap on nccl (run/run_support.h).
+  virtual void soap_step(std::span<const optim::SoapParam> mats, std::span<const optim::GroupHyper> groups,
+                         const optim::SoapOptions& o) = 0;
 
   // FNV-1a of the model bytes of elements [begin, end) (the replica check); the layout-free checksum part of one
   // parameter: sum over i in [0, n) of mix64(mix64(key ^ whole_index(where, i)) ^ bits of element base + i).

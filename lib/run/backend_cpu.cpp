@@ -32,7 +32,7 @@ class CpuBackend final : public Backend {
   BufferPtrs ptrs() override {
     FlatBuffers& b = *b_;
     return {b.model.data(), b.grad.data(), or_null(b.grad_shard), or_null(b.main), b.exp_avg.data(),
-            or_null(b.exp_avg_sq), or_null(b.state_scale), b.target.data()};
+            or_null(b.exp_avg_sq), or_null(b.state_scale), b.target.data(), or_null(b.kronecker)};
   }
 
   float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,
@@ -107,7 +107,11 @@ class CpuBackend final : public Backend {
     if (!tp) return optim::cpu::muon_step(mats, groups, o, nullptr);
     TpAdapter a(*tp);
     optim::cpu::muon_step(mats, groups, o, &a);
+  }  void soap_step(std::span<const optim::SoapParam> mats, std::span<const optim::GroupHyper> groups,
+                 const optim::SoapOptions& o) override {
+    optim::cpu::soap_step(mats, groups, o);
   }
+
 
   uint64_t checksum(int64_t begin, int64_t end) override {
     const FlatBuffers& b = *b_;

@@ -182,6 +182,16 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
     sq_shift[k] = sq_numel - local(b);
     sq_numel += e - b;
   });
+  kronecker_at.assign(plan.params.size(), -1);
+  kronecker_numel = 0;
+  for (size_t k = 0; k < plan.params.size(); ++k) {
+    const ParamSpec& p = plan.params[k];
+    const bool own = optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon);
+    const bool mine = (offset[k] >= lo && offset[k] < hi) || (offset[k] >= elo && offset[k] < ehi);
+    if (!optim::state_of(opt, own).kronecker || p.shape.size() != 2 || !mine) continue;
+    kronecker_at[k] = kronecker_numel;
+    kronecker_numel += optim::kronecker_floats(p.shape[0], p.shape[1]);
+  }
   // Parameter groups: (weight decay or not) x (--decoupled-lr or not).
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
@@ -199,7 +209,8 @@ BufferBytes FlatBuffers::bytes() const {
   b.main = has_main ? s * static_cast<double>(main_bytes()) : 0.0;
   // The scaled states' scales (12 bytes per parameter tensor, state_scale) are left out, as the estimate leaves them
   // out.
-  b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype);
+  b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype) +
+            static_cast<double>(kronecker_numel) * f;
   b.target = static_cast<double>(numel) * f;
   return b;
 }
@@ -213,11 +224,12 @@ void FlatBuffers::allocate_host() {
   exp_avg.assign(s * optim::dtype_size(exp_avg_dtype), 0);  // zero in every dtype
   if (has_exp_avg_sq) exp_avg_sq.assign(static_cast<size_t>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype), 0);
   state_scale.assign(scales(), 0.0f);
+  kronecker.assign(static_cast<size_t>(kronecker_numel), 0.0f);
   target.assign(static_cast<size_t>(numel), 0.0f);
 }
 
 void FlatBuffers::release_host() {
-  for (auto* v : {&grad, &grad_shard, &target, &state_scale}) std::vector<float>().swap(*v);
+  for (auto* v : {&grad, &grad_shard, &target, &state_scale, &kronecker}) std::vector<float>().swap(*v);
   for (auto* v : {&model, &main, &exp_avg, &exp_avg_sq}) std::vector<uint8_t>().swap(*v);
 }
 

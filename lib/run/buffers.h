@@ -120,12 +120,17 @@ struct FlatBuffers {
   std::vector<uint8_t> keeps_sq;
   std::vector<int64_t> sq_shift;  // element i of parameter k (in this rank's shard) at local(i) + sq_shift[k]
   int64_t sq_numel = 0;
+  // SOAP's preconditioner (optim/soap.h) of each matrix this rank steps whole (its TP shard; with the layer-wise
+  // distributed optimizer only those this rank owns): parameter k's at `kronecker_at[k]` (-1: none), fp32,
+  // kronecker_numel in all.
+  std::vector<int64_t> kronecker_at;
+  int64_t kronecker_numel = 0;
   // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
   // while a checkpoint is written or read (Backend::to_host / from_host).
   // The main params and the moments are stored in their dtypes (bytes); `state_scale` holds the scales of the fp16
   // and fp8 ones, one per parameter and state (scale_at), and is empty when none is scaled.
   std::vector<uint8_t> model, main, exp_avg, exp_avg_sq;
-  std::vector<float> grad, grad_shard, target, state_scale;
+  std::vector<float> grad, grad_shard, target, state_scale, kronecker;
 
   int64_t shard() const { return (hi - lo) + (ehi - elo); }
   // Element i of the model (inside this rank's shard) in the shard-sized buffers: main params, states.

@@ -187,6 +187,8 @@ RankPlace place_of(RunContext& c) {
   RankPlace p;
   p.tp_rank = c.tp.rank();
   p.etp_rank = c.etp.rank();
+  p.tp_size = c.tp.size();
+  p.etp_size = c.etp.size();
   p.model_writer = c.dp.rank() == 0;
   p.expert_model_writer = c.edp.rank() == 0;
   p.tp_first = c.tp.rank() == 0;

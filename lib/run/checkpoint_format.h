@@ -26,6 +26,10 @@ struct CheckpointError : RunError {
 };
 
 // Stable ids.
+// SOAP's preconditioner of one matrix (FlatBuffers::kronecker): a [shards, kronecker_floats] tensor per parameter,
+// row s for tensor-parallel shard s (one row where the parameter is not split), written by the rank that keeps it.
+inline constexpr const char* kSoapKroneckerKind = "soap_kronecker";
+
 inline constexpr const char* kCkptSaveUnwritable = "checkpoint.save-unwritable";
 inline constexpr const char* kCkptSaveFailed = "checkpoint.save-failed";
 inline constexpr const char* kCkptMissing = "checkpoint.missing";

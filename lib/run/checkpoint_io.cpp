@@ -128,6 +128,19 @@ std::vector<ShardBlock> blocks_of(const ParamSpec& p, int64_t tp_rank) {
   return out;
 }
 
+namespace {
+// Which row of a parameter's SOAP preconditioner tensor this rank keeps: its TP shard's, or the only one where the
+// parameter is not split over TP (written by the first TP rank: the others hold the same values).
+struct KroneckerRow {
+  int64_t shards = 1, shard = 0;
+  bool writes = true;
+};
+KroneckerRow kronecker_row(const ParamSpec& p, const RankPlace& at) {
+  if (p.split_dim < 0) return {1, 0, p.expert ? at.etp_first : at.tp_first};
+  return p.expert ? KroneckerRow{at.etp_size, at.etp_rank, true} : KroneckerRow{at.tp_size, at.tp_rank, true};
+}
+}  // namespace
+
 RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankPlace& at, bool with_optimizer) {
   RankSave out;
   const size_t w = dtype_bytes(b.model_dtype);
@@ -198,6 +211,33 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
       add(p, tp, kinds[i], lo - b.offset[k], hi - b.offset[k], nullptr, 4, "F32",
           [place](int64_t first, int64_t n, float* dst) { place.get(first, n, dst); });
     });
+  }
+  if (!with_optimizer) return out;
+  for (size_t k = 0; k < plan.params.size(); ++k) {  // SOAP's preconditioners, by the ranks that step them
+    const ParamSpec& p = plan.params[k];
+    if (b.kronecker_at[k] < 0) continue;
+    const KroneckerRow row = kronecker_row(p, at);
+    if (!row.writes || !(b.sharded || writes(p))) continue;
+    const int64_t n = optim::kronecker_floats(p.shape[0], p.shape[1]);
+    Piece pc;
+    pc.key = p.key;
+    pc.kind = kSoapKroneckerKind;
+    pc.tensor = std::string("optimizer.state.") + kSoapKroneckerKind + "." + p.key;
+    pc.dtype = "F32";
+    pc.global_shape = {row.shards, n};
+    pc.global_offset = {row.shard, 0};
+    pc.local_shape = {1, n};
+    pc.flat_begin = 0;
+    pc.flat_end = n;
+    TensorOut t;
+    t.name = pc.tensor;
+    t.dtype = "F32";
+    t.shape = {1, n};
+    t.data = b.kronecker.data() + b.kronecker_at[k];
+    t.bytes = static_cast<size_t>(n) * 4;
+    out.bytes += t.bytes;
+    out.pieces.push_back(std::move(pc));
+    out.tensors.push_back(std::move(t));
   }
   return out;
 }
@@ -354,6 +394,41 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
       place.put(hi - lo, values.data());
     });
   }
+  if (!with_optimizer) return;
+  for (size_t k = 0; k < plan.params.size(); ++k) {
+    if (b.kronecker_at[k] < 0) continue;
+    const KroneckerRow row = kronecker_row(plan.params[k], at);
+    read_kronecker(plan.params[k], row.shards, row.shard, b.kronecker.data() + b.kronecker_at[k]);
+  }
+}
+
+void CheckpointReader::read_kronecker(const ParamSpec& p, int64_t shards, int64_t shard, float* dst) {
+  const int64_t n = optim::kronecker_floats(p.shape[0], p.shape[1]);
+  const std::string what = "SOAP's preconditioner of " + p.key;
+  auto it = index_.find({p.key, kSoapKroneckerKind});
+  if (it == index_.end())
+    throw CheckpointError(kCkptOptimizerMismatch, dir_ + ": the checkpoint holds no " + what +
+                                                      " (--no-load-optim or --finetune loads the weights only)");
+  for (const Ref& r : it->second) {
+    const Piece& pc = metas_[r.file].pieces[r.piece];
+    const std::string src = dir_ + "/" + metas_[r.file].tensors_file;
+    if (pc.global_shape != std::vector<int64_t>{shards, n})
+      throw CheckpointError(kCkptModelMismatch,
+                            dir_ + ": " + what + " was saved as " + shape_text(pc.global_shape) + " (tensor-parallel shards x " +
+                                "floats), this run keeps " + shape_text({shards, n}) + ": SOAP preconditions each tensor-parallel "
+                                "shard on its own, so its state does not reshard (resume with the layout it was saved with, "
+                                "or --no-load-optim)");
+    if (pc.global_offset.empty() || pc.global_offset[0] != shard) continue;
+    File& f = file(r.file);
+    const TensorEntry* e = f.header->find(pc.tensor);
+    if (pc.dtype != "F32" || !e || e->dtype != "F32" || pc.flat_begin != 0 || pc.flat_end != n ||
+        e->end - e->begin != static_cast<uint64_t>(n) * 4)
+      throw CheckpointError(kCkptCorrupt, src + ": tensor \"" + pc.tensor + "\" is missing or does not match " +
+                                              rank_stem(metas_[r.file].rank) + ".json");
+    f.in->read(f.header->data_start + e->begin, reinterpret_cast<char*>(dst), static_cast<size_t>(n) * 4);
+    return;
+  }
+  throw CheckpointError(kCkptIncomplete, dir_ + ": the checkpoint holds no row " + std::to_string(shard) + " of " + what);
 }
 
 }  // namespace mr::run

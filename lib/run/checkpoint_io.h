@@ -31,6 +31,7 @@ std::vector<ShardBlock> blocks_of(const ParamSpec& p, int64_t tp_rank);
 
 struct RankPlace {
   int64_t tp_rank = 0, etp_rank = 0;  // the TP rank, and the expert-TP rank (routed experts)
+  int64_t tp_size = 1, etp_size = 1;
   bool model_writer = true;           // the first data-parallel rank (expert-dp for routed experts: same here)
   bool expert_model_writer = true;
   bool tp_first = true, etp_first = true;
@@ -72,7 +73,11 @@ class CheckpointReader {
   // checkpoint.corrupt (a file).
   void fill(const ParamSpec& p, int64_t tp_rank, const std::string& kind, const std::string& dtype,
             int64_t local_begin, int64_t local_end, void* dst);
-  // Reads the buffers of this rank: params whole, the state kinds in [lo, hi).
+  // SOAP's preconditioner of `p` (FlatBuffers::kronecker) into `dst`: kronecker_floats of its local shape, the
+  // `shard`-th of `shards` tensor-parallel shards. CheckpointError: checkpoint.optimizer-mismatch (none saved),
+  // checkpoint.model-mismatch (saved for another TP size or shape: it does not reshard), checkpoint.corrupt.
+  void read_kronecker(const ParamSpec& p, int64_t shards, int64_t shard, float* dst);
+  // Reads the buffers of this rank: params whole, the state kinds in [lo, hi), SOAP's preconditioners.
   void load_buffers(const ModelPlan& plan, FlatBuffers& b, const RankPlace& at, bool with_optimizer);
 
  private:

@@ -121,10 +121,12 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     const optim::StateLayout& st =
         optim::state_of(opt, optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon));
     double state = 0;
-    if (!st.known) state = std::nan("");  // soap: not modelled
-    else if (st.momentum_from_flag && a.sgd_momentum == 0.0) state = 0;
+    if (st.momentum_from_flag && a.sgd_momentum == 0.0) state = 0;
     else state = (st.exp_avg ? (st.precision_aware ? m1 : 4) : 0) + (st.exp_avg_sq ? (st.precision_aware ? m2 : 4) : 0);
     m.optimizer_state += n * state / sh.state;
+    // SOAP's preconditioner, per matrix (this rank's TP shard, as Megatron hands SOAP the local parameter).
+    if (st.kronecker && p.shape.size() == 2)
+      m.optimizer_state += 4.0 * static_cast<double>(optim::kronecker_floats(p.shape[0], p.shape[1])) / sh.state;
   }
   // Megatron has no theoretical activation memory for hybrid models ("not yet supported"): not modelled.
   const bool hybrid = a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern;

@@ -85,8 +85,8 @@ ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 // (main params and state), optim_grads (and gradients), optim_grads_params (and the params); routed experts by
 // --expert-data-parallel-sharding-strategy over the expert data-parallel group. Activations: Megatron's
 // theoretical estimate (megatron/training/theoretical_memory_usage.py) for the first pipeline stage, the most
-// loaded one, given to every stage; NaN for hybrid models (Megatron has no estimate for them). Optimizers whose
-// state is not modelled (soap) give a NaN optimizer_state.
+// loaded one, given to every stage; NaN for hybrid models (Megatron has no estimate for them). SOAP's state adds
+// its preconditioner per matrix (optim::kronecker_floats of the local shape).
 struct MemoryEstimate {
   double params = 0, grads = 0, main_params = 0, optimizer_state = 0;
   double activations = 0;  // Megatron's theoretical activation memory of one rank

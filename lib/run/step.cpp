@@ -15,6 +15,7 @@
 #include "optim/clip_grads.h"
 #include "optim/config.h"
 #include "optim/muon.h"
+#include "optim/soap.h"
 #include "run/abs_max.h"
 #include "run/exact_stats.h"
 #include "run/grad_sync.h"
@@ -64,6 +65,35 @@ void set_states(optim::TensorSlot& s, const FlatBuffers& b, const BufferPtrs& d,
   s.exp_avg_sq_scale = b.scale_at(d.state_scale, Scaled::ExpAvgSq, k);
 }
 
+// The optimizers that step whole matrices (Muon, SOAP): each parameter this rank steps (all of them; with the
+// layer-wise distributed optimizer the whole parameters it owns, [lo, hi) and [elo, ehi)) either to `own(k, p,
+// offset, fp32 master)` where the optimizer's own rule takes it, or as an elementwise slot into `scalars` for its
+// scalar rule. The matrices' main params and moments must be fp32: the precision-aware optimizer is Adam's only
+// (rule optimizer.precision-aware-requires-adam; buffer_dtypes keeps fp32 otherwise).
+template <class Own>
+void whole_params(RunContext& c, const BufferPtrs& d, std::vector<optim::TensorSlot>& scalars, Own&& own) {
+  const FlatBuffers& b = c.buf;
+  if (b.main_storage != MainStorage::F32 || b.exp_avg_dtype != optim::DType::F32 || b.exp_avg_sq_dtype != optim::DType::F32)
+    throw std::logic_error("optimizer step: the buffers hold main params or moments below fp32");
+  for (size_t k = 0; k < c.plan.params.size(); ++k) {
+    const ParamSpec& p = c.plan.params[k];
+    const int64_t off = b.offset[k];
+    if (!((off >= b.lo && off < b.hi) || (off >= b.elo && off < b.ehi))) continue;
+    if (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon)) {
+      own(k, p, off, d.main ? static_cast<float*>(b.main_at(d.main, off)) : static_cast<float*>(d.model) + off);
+      continue;
+    }
+    optim::TensorSlot s;
+    s.numel = p.numel();
+    s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(off) * dtype_bytes(b.model_dtype);
+    s.param_dtype = b.model_dtype;
+    s.grad = b.grad_at(d.grad, d.grad_shard, off);
+    set_states(s, b, d, k, off);
+    s.group = b.group_of[k];
+    scalars.push_back(s);
+  }
+}
+
 // Muon (Megatron's get_megatron_muon_optimizer): the 2-D weights of the transformer layers go to Muon, with this
 // rank's TP shard and the --muon-tp-mode collectives over the TP group (routed experts: over the expert TP group,
 // as Megatron's TensorParallelMuon picks `expt_tp` for them); the rest (embeddings, output layer, norms, biases) to
@@ -79,44 +109,24 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
   const std::vector<int64_t> split_shapes = optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate);
   const int64_t split_total = std::accumulate(split_shapes.begin(), split_shapes.end(), int64_t{0});
-  // Muon reads fp32 main params and moments: the precision-aware optimizer is Adam's only (rule
-  // optimizer.precision-aware-requires-adam; buffer_dtypes keeps fp32 otherwise).
-  if (b.main_storage != MainStorage::F32 || b.exp_avg_dtype != optim::DType::F32 || b.exp_avg_sq_dtype != optim::DType::F32)
-    throw std::logic_error("muon_step: the buffers hold main params or moments below fp32");
   std::vector<optim::MuonParam> mats, expert_mats;
   std::vector<optim::TensorSlot> scalars;
-  for (size_t k = 0; k < c.plan.params.size(); ++k) {
-    const ParamSpec& p = c.plan.params[k];
-    const int64_t off = b.offset[k];
-    // The layer-wise distributed optimizer: this rank steps the whole parameters it owns, [lo, hi) and [elo, ehi).
-    if (!((off >= b.lo && off < b.hi) || (off >= b.elo && off < b.ehi))) continue;
-    float* master = d.main ? static_cast<float*>(b.main_at(d.main, off)) : static_cast<float*>(d.model) + off;
-    if (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon)) {
-      optim::MuonParam m;
-      m.param = master;
-      m.grad = b.grad_at(d.grad, d.grad_shard, off);
-      m.momentum_buffer = static_cast<float*>(b.exp_avg_at(d.exp_avg, off));
-      m.moment2_buffer = static_cast<float*>(b.sq_at(d.exp_avg_sq, k, off));  // adaptive_muon's (muon: none)
-      m.rows = p.shape[0];
-      m.cols = p.shape[1];
-      m.group = b.group_of[k];
-      // Megatron marks a QKV weight for the split only when its rows are whole groups of the split
-      // (param.shape[0] % sum(qkv_split_shapes) == 0); otherwise Muon orthogonalises it whole.
-      m.is_qkv = ends_with(p.name, "linear_qkv.weight") && split_total > 0 && m.rows % split_total == 0;
-      m.partition_dim = p.split_dim;
-      if (b.model_dtype == optim::DType::BF16) m.param_bf16 = static_cast<uint16_t*>(d.model) + off;
-      (p.expert ? expert_mats : mats).push_back(std::move(m));
-    } else {
-      optim::TensorSlot s;
-      s.numel = p.numel();
-      s.param = static_cast<uint8_t*>(d.model) + static_cast<size_t>(off) * dtype_bytes(b.model_dtype);
-      s.param_dtype = b.model_dtype;
-      s.grad = b.grad_at(d.grad, d.grad_shard, off);
-      set_states(s, b, d, k, off);
-      s.group = b.group_of[k];
-      scalars.push_back(s);
-    }
-  }
+  whole_params(c, d, scalars, [&](size_t k, const ParamSpec& p, int64_t off, float* master) {
+    optim::MuonParam m;
+    m.param = master;
+    m.grad = b.grad_at(d.grad, d.grad_shard, off);
+    m.momentum_buffer = static_cast<float*>(b.exp_avg_at(d.exp_avg, off));
+    m.moment2_buffer = static_cast<float*>(b.sq_at(d.exp_avg_sq, k, off));  // adaptive_muon's (muon: none)
+    m.rows = p.shape[0];
+    m.cols = p.shape[1];
+    m.group = b.group_of[k];
+    // Megatron marks a QKV weight for the split only when its rows are whole groups of the split
+    // (param.shape[0] % sum(qkv_split_shapes) == 0); otherwise Muon orthogonalises it whole.
+    m.is_qkv = ends_with(p.name, "linear_qkv.weight") && split_total > 0 && m.rows % split_total == 0;
+    m.partition_dim = p.split_dim;
+    if (b.model_dtype == optim::DType::BF16) m.param_bf16 = static_cast<uint16_t*>(d.model) + off;
+    (p.expert ? expert_mats : mats).push_back(std::move(m));
+  });
   optim::MuonOptions mo = optim::muon_options(c.cfg, split_shapes);
   // The QKV split is per TP shard: each rank holds query_groups / tp whole groups.
   if (!mats.empty()) c.backend->muon_step(mats, groups, mo, c.tp.size() > 1 ? &c.tp : nullptr);
@@ -124,6 +134,33 @@ void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
   const optim::Kernel scalar =
       optim::muon_scalar_optimizer(c.cfg) == optim::ScalarOptimizer::Lion ? optim::Kernel::Lion : optim::Kernel::Adam;
   c.backend->elementwise_step(scalar, scalars, groups, c.cfg);
+}
+
+// SOAP (Megatron's emerging-optimizer path, Emerging-Optimizers' SOAP): the 2-D weights that are not embeddings or
+// the output layer, each TP shard a matrix of its own (SOAP is not tensor-parallel aware: Megatron hands it the
+// local parameter), with its preconditioner in `kronecker`; the rest to Adam. With the distributed optimizer the
+// layer-wise path: this rank steps the whole parameters it owns.
+void soap_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
+  FlatBuffers& b = c.buf;
+  const BufferPtrs d = c.backend->ptrs();
+  std::vector<optim::SoapParam> mats;
+  std::vector<optim::TensorSlot> scalars;
+  whole_params(c, d, scalars, [&](size_t k, const ParamSpec& p, int64_t off, float* master) {
+    if (b.kronecker_at[k] < 0 || !d.kronecker) throw std::logic_error("soap_step: a matrix without its preconditioner");
+    optim::SoapParam m;
+    m.param = master;
+    m.grad = b.grad_at(d.grad, d.grad_shard, off);
+    m.exp_avg = static_cast<float*>(b.exp_avg_at(d.exp_avg, off));
+    m.exp_avg_sq = static_cast<float*>(b.sq_at(d.exp_avg_sq, k, off));
+    m.kronecker = d.kronecker + b.kronecker_at[k];
+    m.rows = p.shape[0];
+    m.cols = p.shape[1];
+    m.group = b.group_of[k];
+    if (b.model_dtype == optim::DType::BF16) m.param_bf16 = static_cast<uint16_t*>(d.model) + off;
+    mats.push_back(m);
+  });
+  if (!mats.empty()) c.backend->soap_step(mats, groups, optim::soap_options(c.cfg));
+  c.backend->elementwise_step(optim::Kernel::Adam, scalars, groups, c.cfg);
 }
 
 }  // namespace
@@ -216,6 +253,7 @@ void optimizer_step(RunContext& c, int64_t step_number) {
     groups[static_cast<size_t>(g)] = {g >= 2 ? c.schedule->lr(emb) : c.schedule->lr(), (g % 2 == 1) ? 0.0 : wd,
                                       step_number};
   if (c.muon()) return muon_step(c, groups);
+  if (c.optimizer.kernel == optim::Kernel::Soap) return soap_step(c, groups);
   FlatBuffers& b = c.buf;
   const BufferPtrs d = c.backend->ptrs();
   std::vector<optim::TensorSlot> slots, scalar_slots;  // the optimizer's own rule; its scalar rule (lion: Adam)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/optimizer_config_from_args.h"
+#include "optim/soap.h"
 #include "run/abs_max.h"
 #include "run/checkpoint.h"
 #include "run/grad_sync.h"
@@ -48,6 +49,9 @@ void set_up(RunContext& c) {
   check_run_supported(args);  // what the launcher checked before starting us (run/run_support.h)
   c.cfg = optimizer_config_from(args);
   c.optimizer = optim::optimizer_info(args.optimizer, args.muon_scalar_optimizer);
+  if (c.optimizer.kernel == optim::Kernel::Soap && !optim::cpu::have_lapack())
+    throw RunError("--optimizer soap needs LAPACK (its eigendecompositions), and this worker was built without it "
+                   "(OpenBLAS with LAPACK: scripts/setup.sh installs it)");
   c.batches = BatchSchedule::from(args);
   c.global_batch = c.batches->peek(0).running;  // each step's is checked when it comes (the loop)
   // Sample-based: Megatron's update_train_iters (whole global batches, or the steps of the schedule).
@@ -68,7 +72,7 @@ void set_up(RunContext& c) {
   c.scaler = optim::make_grad_scaler(c.cfg);
   c.grad_format = grad_format(args);
   c.schedule.emplace(optim::ScheduleConfig::from_args(args));
-  // Megatron's emerging optimizers (muon, adaptive_muon, lion: every optimizer but adam and sgd) take its layer-wise
+  // Megatron's emerging optimizers (muon, adaptive_muon, lion, soap: every optimizer but adam and sgd) take its layer-wise
   // path (whole parameters per rank, finalize_optimizer_config); adam and sgd shard element ranges.
   const bool layer_wise = c.optimizer.scalar_rule != optim::ScalarRule::None;
   const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), layer_wise};

@@ -39,5 +39,12 @@ TEST_CASE("optimizer table: kernels and state", "[optim][table]") {
   CHECK(state_of(muon, true).buffers() == 1);   // the momentum buffer
   CHECK(state_of(muon, false).buffers() == 2);  // the scalar parameters: Adam's moments
   CHECK(optimizer_info(mr::arg::Optimizer::dist_muon).kernel == Kernel::Muon);  // muon, distributed
-  CHECK_FALSE(optimizer_info(mr::arg::Optimizer::soap).state.known);
+  // SOAP: the emerging defaults too; its matrices keep two moments and the preconditioner.
+  const OptimizerInfo& soap = optimizer_info(mr::arg::Optimizer::soap);
+  CHECK(soap.kernel == Kernel::Soap);
+  CHECK(soap.scalar_rule == ScalarRule::EmergingAdam);
+  CHECK(state_of(soap, true).kronecker);
+  CHECK(state_of(soap, true).buffers() == 2);
+  CHECK_FALSE(state_of(soap, false).kronecker);
+  CHECK(kronecker_floats(4, 3) == 2 * (16 + 9) + 7);
 }

@@ -436,6 +436,31 @@ TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --
   CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
 }
 
+TEST_CASE("SOAP: its preconditioners resume bit-exact and follow a data-parallel reshard; another TP size is refused",
+          "[run][checkpoint][soap]") {
+  check_resume_bit_exact({1, {"--optimizer", "soap"}}, "soap");
+  check_resume_bit_exact({4, {"--optimizer", "soap", "--bf16", "--tensor-model-parallel-size", "2",
+                              "--use-distributed-optimizer"}},
+                         "soap-tp2dp2");  // the layer-wise path: each DP rank writes the matrices it owns
+  check_reshard({1, {"--optimizer", "soap"}}, {2, {"--optimizer", "soap", "--use-distributed-optimizer"}}, "soap-dp2");
+  // Each TP shard is a matrix of SOAP's own: its state has no meaning under another split.
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc a = spawn(2, {"--optimizer", "soap", "--tensor-model-parallel-size", "2", "--lr-warmup-iters", "0",
+                             "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  mrtest::Proc b =
+      spawn(1, {"--optimizer", "soap", "--lr-warmup-iters", "0", "--train-iters", "4", "--load", ck}, dir, "load");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("SOAP's preconditioner of") && Catch::Contains("does not reshard") &&
+                          Catch::Contains("checkpoint.model-mismatch"));
+  mrtest::Proc c = spawn(1, {"--optimizer", "soap", "--lr-warmup-iters", "0", "--train-iters", "4", "--load", ck,
+                             "--no-load-optim"}, dir, "weights");
+  CHECK(c.exit_code() == 0);
+}
+
 TEST_CASE("a checkpoint without the optimizer state this run keeps is refused, naming the kind", "[run][checkpoint]") {
   // A lion checkpoint saved before the run stepped lion's non-matrix parameters with Adam had no exp_avg_sq: made
   // here by dropping those pieces from the metadata.

@@ -88,6 +88,23 @@ TEST_CASE("adaptive_muon: the same bits under DP, PP and its layer-wise distribu
   CHECK(tp2.checksum != one.checksum);
 }
 
+TEST_CASE("soap: the same bits under DP, PP and its layer-wise distributed optimizer; TP changes the update as in "
+          "Megatron",
+          "[run][layout][soap]") {
+  mrtest::TempDir dir;
+  const std::vector<std::string> o = {"--optimizer", "soap"};
+  const End one = run_job(1, o, dir, "soap-1");
+  same(one, run_job(2, o, dir, "soap-dp2"), "soap: DP=2");
+  same(one, run_job(4, {"--optimizer", "soap", "--use-distributed-optimizer", "--pipeline-model-parallel-size", "2"}, dir,
+                    "soap-pp2-dist"),
+       "soap: PP=2 x DP=2, layer-wise distributed optimizer");
+  // SOAP preconditions each TP shard as a matrix of its own (Megatron hands it the local parameter): TP=2 is a
+  // different run, whose ranks agree (the replica check) and whose first loss, before any step, is the same.
+  const End tp2 = run_job(2, {"--optimizer", "soap", "--tensor-model-parallel-size", "2"}, dir, "soap-tp2");
+  CHECK(tp2.lines.front() == one.lines.front());
+  CHECK(tp2.checksum != one.checksum);
+}
+
 TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank", "[run][layout]") {
   mrtest::TempDir dir;
   const End one = run_job(1, {"--bf16"}, dir, "bf16-1");

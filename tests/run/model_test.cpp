@@ -821,7 +821,7 @@ TEST_CASE("the run's optimizer state is what `params` estimates: a second moment
           "[run][model][memory]") {
   // One rank, fp32: FlatBuffers' state buffers (the first moment over the shard, the second packed over the
   // parameters that keep one) against estimate_memory's optimizer state, byte for byte.
-  for (const char* opt : {"adam", "sgd", "lion", "muon", "dist_muon", "adaptive_muon"})  // every row the run steps
+  for (const char* opt : {"adam", "sgd", "lion", "muon", "dist_muon", "adaptive_muon", "soap"})  // every row the run steps
     for (const char* scalar : {"adam", "lion"}) {
       const mr::Args a = gpt({{"optimizer", Value(std::string(opt))}, {"muon_scalar_optimizer", Value(std::string(scalar))}});
       const ModelPlan plan = mr::run::plan_gpt_model(a, {});
