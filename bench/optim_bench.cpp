@@ -6,6 +6,8 @@
 //   cpu.sgd.fp32            SGD (momentum) step vs a data-movement-only kernel over its arrays; ratio as above
 //   cpu.muon.ns5_1024x4096  NS5 (quintic, fp32) vs the same GEMMs through LibTorch/OpenBLAS; ratio = FLOP/s fraction
 //   cpu.muon.layer_sharded_tp2  a layer-sharded TP=2 Muon step vs a duplicated one; ratio = duplicated / ours
+//   cpu.soap.step_1024x256  a SOAP step (KL-Shampoo, orthogonal iteration) vs the same step in LibTorch ops;
+//                           ratio = LibTorch's time / ours
 //   gpu.adamw.bf16_master   bf16 params + fp32 master AdamW vs cudaMemcpy D2D; ratio = bandwidth fraction
 //   gpu.muon.ns5_bf16       NS5 in bf16 vs cuBLAS GEMMs of the same shapes; ratio = FLOP/s fraction
 #include <torch/torch.h>
@@ -23,6 +25,7 @@
 #include "optim/local_group.h"
 #include "optim/muon.h"
 #include "optim/optimizer_table.h"
+#include "optim/soap.h"
 
 namespace mr::bench {
 namespace {
@@ -214,6 +217,61 @@ MR_BENCHMARK("cpu.muon.ns5_1024x4096", [](const Options& o) {
       });
   const double flops = 5.0 * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
   return throughput(flops, t, base, 1e-9, "GFLOP/s", "LibTorch GEMMs, same shapes");
+});
+
+// A SOAP step after the first (KL-Shampoo factors, one round of orthogonal iteration with QR, the inner Adam, the
+// projections) on a 1024 x 256 matrix (the default job's MLP weight), against the same step written with LibTorch
+// ops on LibTorch's own LAPACK and BLAS, as Emerging-Optimizers writes it (same thread count). Both start from the
+// state one eigh step leaves. Ratio = LibTorch's time / ours.
+MR_BENCHMARK("cpu.soap.step_1024x256", [](const Options& o) {
+  const int64_t m = 1024, n = 256;
+  torch::manual_seed(0);
+  const SoapOptions so;
+  auto p = torch::randn({m, n}), g = torch::randn({m, n});
+  auto ea = torch::zeros({m, n}), eas = torch::zeros({m, n});
+  auto kron = torch::zeros({kronecker_floats(m, n)});
+  SoapParam sp{p.data_ptr<float>(), g.data_ptr<float>(), ea.data_ptr<float>(), eas.data_ptr<float>(),
+               kron.data_ptr<float>(), m, n, 0, nullptr};
+  std::vector<GroupHyper> gh = {{1e-4, 0.1, 1}};
+  cpu::soap_step({&sp, 1}, gh, so);  // step 1: eigh
+  gh[0].step = 2;
+  // LibTorch's copy of the state after step 1.
+  float* k = kron.data_ptr<float>();
+  auto view = [&](int64_t off, std::vector<int64_t> shape) { return torch::from_blob(k + off, shape).clone(); };
+  auto L = view(0, {m, m}), R = view(m * m, {n, n}), QL = view(m * m + n * n, {m, m}),
+       QR = view(2 * m * m + n * n, {n, n}), eL = view(2 * (m * m + n * n), {m}), eR = view(2 * (m * m + n * n) + m, {n});
+  auto tp = p.clone(), tea = ea.clone(), teas = eas.clone();
+  const double eps = so.eps, lr = 1e-4, wd = 0.1;
+  auto ortho = [](const torch::Tensor& f, torch::Tensor& q, torch::Tensor& e) {
+    q = std::get<0>(torch::linalg_qr(torch::mm(f, q)));
+    auto d = (torch::mm(q.t(), f) * q.t()).sum(-1);
+    auto idx = torch::argsort(d, -1, true);
+    e = d.index_select(0, idx);
+    q = q.index_select(1, idx);
+  };
+  const int torch_threads = torch::get_num_threads();
+  torch::set_num_threads(cpu::threads());
+  auto [t, base] = best_alternating(
+      o.quick ? 2 : 4, [&] { cpu::soap_step({&sp, 1}, gh, so); },
+      [&] {
+        const double b = so.shampoo_beta, w = (1 - b) / (1 - b * b);  // step 2's corrected weight
+        auto corr_l = torch::mm(QL * (1.0 / double(m) * eL.clamp_min(eps).pow(-1.0)).unsqueeze(0), QL.t());
+        auto corr_r = torch::mm(QR * (1.0 / double(n) * eR.clamp_min(eps).pow(-1.0)).unsqueeze(0), QR.t());
+        R.lerp_(torch::mm(torch::mm(g.t(), corr_l), g), w);
+        L.lerp_(torch::mm(torch::mm(g, corr_r), g.t()), w);
+        auto out = torch::mm(torch::mm(QL, tea), QR.t());
+        ortho(L, QL, eL);
+        ortho(R, QR, eR);
+        tea = torch::mm(torch::mm(QL.t(), out), QR);
+        tp.add_(tp, -wd * lr);
+        auto gp = torch::mm(torch::mm(QL.t(), g), QR);
+        tea.lerp_(gp, 1 - so.beta1);
+        teas.lerp_(gp.square(), 1 - so.beta2);
+        auto u = (tea / (1 - so.beta1 * so.beta1)) / ((teas / (1 - so.beta2 * so.beta2)).sqrt() + eps);
+        tp.add_(torch::mm(torch::mm(QL, u), QR.t()), -lr);
+      });
+  torch::set_num_threads(torch_threads);
+  return versus(t, base, "the step in LibTorch ops, same threads", base / t);
 });
 
 // Layer-sharded Muon against duplicated over a TP group of 2 (threads, each with half the OpenMP threads): 8

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -187,7 +188,8 @@ void soap_matrix(const SoapParam& p, const GroupHyper& g, const SoapOptions& o, 
 namespace {
 // LAPACK's eigensolver and QR call OpenBLAS's level-2 kernels (symv, gemv), which split their sums over the threads:
 // their bits would depend on the thread count, and SOAP's first step turns last-bit differences into other updates
-// (docs/optim.md). One OpenBLAS thread while LAPACK runs keeps the run's bits the same at any thread count.
+// (docs/optim.md). One OpenBLAS thread while LAPACK runs keeps the run's bits the same at any thread count. The
+// setting is process-wide, which is right here: each rank is its own process and steps its matrices in turn.
 class OneBlasThread {
  public:
   OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
@@ -205,30 +207,49 @@ void symmetric_eigh(const float* a, int64_t n, float* w, float* q) {
 #if MR_OPTIM_HAVE_LAPACK
   const OneBlasThread one;
   const int nn = static_cast<int>(n);
-  std::vector<float> col(a, a + n * n);  // symmetric: the lower triangle reads the same in either order
+  // The row-major buffer read as column-major is its transpose; "U" there is the logical lower triangle, the one
+  // torch.linalg.eigh reads (UPLO='L').
+  std::vector<float> col(a, a + n * n);
   std::vector<float> wa(static_cast<size_t>(n));
+  // syevd's workspace: the size query answers in a float, which can round below the minimum for large n (a 3000 x
+  // 3000 factor needs 18,018,001, an odd number past 2^24 that no float holds): never less than LAPACK's documented
+  // minimum for JOBZ='V', 1 + 6n + 2n^2 and 3 + 5n.
+  const int64_t min_lwork = 1 + 6 * n + 2 * n * n;
+  const int64_t min_liwork = 3 + 5 * n;
+  if (min_lwork > std::numeric_limits<int>::max())
+    throw std::runtime_error("SOAP: a " + std::to_string(n) + " x " + std::to_string(n) +
+                             " Kronecker factor is past what LAPACK's 32-bit workspace sizes can eigendecompose");
+  auto sizes = [&](double wq, int iwq, int& lwork, int& liwork) {
+    lwork = static_cast<int>(std::max<double>(std::ceil(wq), static_cast<double>(min_lwork)));
+    liwork = std::max<int>(iwq, static_cast<int>(min_liwork));
+  };
+  auto bad_argument = [](int info) {
+    return std::logic_error("SOAP: LAPACK's eigensolver rejected argument " + std::to_string(-info));
+  };
   int info = 0, lwork = -1, liwork = -1, iwq = 0;
   float wq = 0.0f;
-  ssyevd_("V", "L", &nn, col.data(), &nn, wa.data(), &wq, &lwork, &iwq, &liwork, &info, 1, 1);
-  lwork = static_cast<int>(wq);
-  liwork = iwq;
-  std::vector<float> work(static_cast<size_t>(std::max(1, lwork)));
-  std::vector<int> iwork(static_cast<size_t>(std::max(1, liwork)));
-  ssyevd_("V", "L", &nn, col.data(), &nn, wa.data(), work.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
-  if (info != 0) {  // torch's eigh_with_fallback: once more in double
+  ssyevd_("V", "U", &nn, col.data(), &nn, wa.data(), &wq, &lwork, &iwq, &liwork, &info, 1, 1);
+  if (info < 0) throw bad_argument(info);
+  sizes(wq, iwq, lwork, liwork);
+  std::vector<float> work(static_cast<size_t>(lwork));
+  std::vector<int> iwork(static_cast<size_t>(liwork));
+  ssyevd_("V", "U", &nn, col.data(), &nn, wa.data(), work.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
+  if (info < 0) throw bad_argument(info);
+  if (info > 0) {  // fp32 did not converge: torch's eigh_with_fallback goes once more in double
     std::vector<double> dcol(a, a + n * n), dw(static_cast<size_t>(n));
     double dq = 0.0;
     lwork = -1, liwork = -1;
-    dsyevd_("V", "L", &nn, dcol.data(), &nn, dw.data(), &dq, &lwork, &iwq, &liwork, &info, 1, 1);
-    lwork = static_cast<int>(dq);
-    liwork = iwq;
-    std::vector<double> dwork(static_cast<size_t>(std::max(1, lwork)));
-    iwork.assign(static_cast<size_t>(std::max(1, liwork)), 0);
-    dsyevd_("V", "L", &nn, dcol.data(), &nn, dw.data(), dwork.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
-    if (info != 0)
+    dsyevd_("V", "U", &nn, dcol.data(), &nn, dw.data(), &dq, &lwork, &iwq, &liwork, &info, 1, 1);
+    if (info < 0) throw bad_argument(info);
+    sizes(dq, iwq, lwork, liwork);
+    std::vector<double> dwork(static_cast<size_t>(lwork));
+    iwork.assign(static_cast<size_t>(liwork), 0);
+    dsyevd_("V", "U", &nn, dcol.data(), &nn, dw.data(), dwork.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
+    if (info < 0) throw bad_argument(info);
+    if (info > 0)
       throw std::runtime_error("SOAP: the eigendecomposition of a " + std::to_string(n) + " x " + std::to_string(n) +
-                               " Kronecker factor failed in fp32 and fp64 (LAPACK info " + std::to_string(info) +
-                               "): it holds non-finite values");
+                               " Kronecker factor did not converge in fp32 or fp64 (LAPACK info " +
+                               std::to_string(info) + "); the factor may hold non-finite values");
     for (int64_t i = 0; i < n * n; ++i) col[static_cast<size_t>(i)] = static_cast<float>(dcol[static_cast<size_t>(i)]);
     for (int64_t i = 0; i < n; ++i) wa[static_cast<size_t>(i)] = static_cast<float>(dw[static_cast<size_t>(i)]);
   }

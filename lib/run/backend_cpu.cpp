@@ -107,11 +107,11 @@ class CpuBackend final : public Backend {
     if (!tp) return optim::cpu::muon_step(mats, groups, o, nullptr);
     TpAdapter a(*tp);
     optim::cpu::muon_step(mats, groups, o, &a);
-  }  void soap_step(std::span<const optim::SoapParam> mats, std::span<const optim::GroupHyper> groups,
+  }
+  void soap_step(std::span<const optim::SoapParam> mats, std::span<const optim::GroupHyper> groups,
                  const optim::SoapOptions& o) override {
     optim::cpu::soap_step(mats, groups, o);
   }
-
 
   uint64_t checksum(int64_t begin, int64_t end) override {
     const FlatBuffers& b = *b_;

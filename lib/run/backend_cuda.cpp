@@ -240,11 +240,11 @@ class CudaBackend final : public Backend {
     if (!tp) return optim::gpu::muon_step(mats, groups, o);  // one TP rank: each shard is the whole matrix
     DeviceTp dtp(*tp);
     optim::gpu::muon_step(mats, groups, o, &dtp);
-  }  void soap_step(std::span<const optim::SoapParam>, std::span<const optim::GroupHyper>,
+  }
+  void soap_step(std::span<const optim::SoapParam>, std::span<const optim::GroupHyper>,
                  const optim::SoapOptions&) override {
     throw std::logic_error("soap_step: SOAP has no CUDA implementation (check_run_supported refuses it on nccl)");
   }
-
 
   uint64_t checksum(int64_t begin, int64_t end) override {
     // FNV-1a is sequential: the bytes come to the host in chunks.

@@ -409,6 +409,7 @@ void CheckpointReader::read_kronecker(const ParamSpec& p, int64_t shards, int64_
   if (it == index_.end())
     throw CheckpointError(kCkptOptimizerMismatch, dir_ + ": the checkpoint holds no " + what +
                                                       " (--no-load-optim or --finetune loads the weights only)");
+  const Ref* found = nullptr;  // the one piece that holds row `shard`
   for (const Ref& r : it->second) {
     const Piece& pc = metas_[r.file].pieces[r.piece];
     const std::string src = dir_ + "/" + metas_[r.file].tensors_file;
@@ -418,17 +419,31 @@ void CheckpointReader::read_kronecker(const ParamSpec& p, int64_t shards, int64_
                                 "floats), this run keeps " + shape_text({shards, n}) + ": SOAP preconditions each tensor-parallel "
                                 "shard on its own, so its state does not reshard (resume with the layout it was saved with, "
                                 "or --no-load-optim)");
-    if (pc.global_offset.empty() || pc.global_offset[0] != shard) continue;
-    File& f = file(r.file);
-    const TensorEntry* e = f.header->find(pc.tensor);
-    if (pc.dtype != "F32" || !e || e->dtype != "F32" || pc.flat_begin != 0 || pc.flat_end != n ||
-        e->end - e->begin != static_cast<uint64_t>(n) * 4)
-      throw CheckpointError(kCkptCorrupt, src + ": tensor \"" + pc.tensor + "\" is missing or does not match " +
-                                              rank_stem(metas_[r.file].rank) + ".json");
-    f.in->read(f.header->data_start + e->begin, reinterpret_cast<char*>(dst), static_cast<size_t>(n) * 4);
-    return;
+    // Each piece is one whole row: [1, n] at {row, 0}.
+    if (pc.global_offset.size() != 2 || pc.global_offset[1] != 0 || pc.local_shape != std::vector<int64_t>{1, n} ||
+        pc.global_offset[0] < 0 || pc.global_offset[0] >= shards)
+      throw CheckpointError(kCkptCorrupt, src + ": " + what + " is kept as whole rows of " + std::to_string(n) +
+                                              " floats; \"" + pc.tensor + "\" in " + rank_stem(metas_[r.file].rank) +
+                                              ".json is placed at " + shape_text(pc.global_offset) + " with shape " +
+                                              shape_text(pc.local_shape));
+    if (pc.global_offset[0] != shard) continue;
+    if (found)
+      throw CheckpointError(kCkptCorrupt, dir_ + ": row " + std::to_string(shard) + " of " + what + " is saved twice (" +
+                                              rank_stem(metas_[found->file].rank) + ".json and " +
+                                              rank_stem(metas_[r.file].rank) + ".json)");
+    found = &r;
   }
-  throw CheckpointError(kCkptIncomplete, dir_ + ": the checkpoint holds no row " + std::to_string(shard) + " of " + what);
+  if (!found)
+    throw CheckpointError(kCkptIncomplete, dir_ + ": the checkpoint holds no row " + std::to_string(shard) + " of " + what);
+  const Piece& pc = metas_[found->file].pieces[found->piece];
+  File& f = file(found->file);
+  const TensorEntry* e = f.header->find(pc.tensor);
+  if (pc.dtype != "F32" || !e || e->dtype != "F32" || pc.flat_begin != 0 || pc.flat_end != n ||
+      e->end - e->begin != static_cast<uint64_t>(n) * 4)
+    throw CheckpointError(kCkptCorrupt, dir_ + "/" + metas_[found->file].tensors_file + ": tensor \"" + pc.tensor +
+                                            "\" is missing or does not match " + rank_stem(metas_[found->file].rank) +
+                                            ".json");
+  f.in->read(f.header->data_start + e->begin, reinterpret_cast<char*>(dst), static_cast<size_t>(n) * 4);
 }
 
 }  // namespace mr::run

@@ -421,10 +421,11 @@ TEST_CASE("init stage: a schedule the training run's scheduler refuses stops our
 
 TEST_CASE("init stage: what megatron-run's own training run cannot run is refused before its workers start",
           "[cli][init]") {
-  const std::string soap = "--config " + kDefault + " --optimizer soap";
+  // SOAP's eigendecompositions run on the CPU only: our worker refuses it on the GPU path.
+  const std::string soap = "--config " + kDefault + " --optimizer soap --distributed-backend nccl";
   refused_before_start(soap, "init.training-run",
-                       "the training run steps adam, sgd, lion, muon and adaptive_muon; --optimizer soap is not supported yet");
-  // Megatron's own program runs SOAP, and a dry run validates the config for any program: no refusal.
+                       "--optimizer soap runs on the CPU backend only (--distributed-backend gloo)");
+  // Megatron's own program runs SOAP on NCCL, and a dry run validates the config for any program: no refusal.
   CHECK(sh(soap + " --no-python /bin/true").exit == 0);
   CHECK(sh("--dry-run " + soap).exit == 0);
 }

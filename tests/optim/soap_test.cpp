@@ -166,9 +166,10 @@ TEST_CASE("SOAP steps agree with PyTorch's (eigh and QR from LAPACK on both side
           worst = std::max(worst, double(std::abs(m.param[i] - want[i])));
           scale = std::max(scale, double(std::abs(want[i])));
         }
-        // fp32 eigensolvers and GEMMs summing in other orders: the parameters agree to a few ulps of their scale
-        // (each step moves an element by about lr = 0.01, so the update itself agrees to ~1e-4).
-        CHECK(worst / scale < 4e-6);
+        // fp32 eigensolvers and GEMMs summing in other orders: the parameters agree to ~1e-6 of their scale, up to
+        // 6.1e-6 on some OpenBLAS core types (measured over Haswell, SkylakeX, Zen, Sandybridge, Prescott at 1 and
+        // 3 threads); each step moves an element by about lr = 0.01, so the update itself agrees to ~1e-3.
+        CHECK(worst / scale < 1e-5);
       }
       const std::vector<float> eig_l = floats(field(steps[t], "eig_L"));
       const std::vector<float> eig_r = floats(field(steps[t], "eig_R"));

@@ -461,6 +461,40 @@ TEST_CASE("SOAP: its preconditioners resume bit-exact and follow a data-parallel
   CHECK(c.exit_code() == 0);
 }
 
+TEST_CASE("SOAP: a preconditioner row saved twice or not as a whole row is refused as corrupt",
+          "[run][checkpoint][soap]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc a = spawn(1, {"--optimizer", "soap", "--lr-warmup-iters", "0", "--train-iters", "2", "--save-interval",
+                             "2", "--save", ck}, dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  const std::string js = ck + "/iter_0000002/rank_00000.json";
+  const std::string saved = dir / "rank_00000.json";
+  REQUIRE(std::system(("cp '" + js + "' '" + saved + "'").c_str()) == 0);
+  // `change` edits the first soap_kronecker piece (p) of the metadata (d) in Python; a piece the format reader
+  // accepts (checkpoint_format.cpp) that is not one whole row is the preconditioner reader's to refuse.
+  auto load_after = [&](const std::string& change, const std::string& tag) {
+    const std::string edit = "cp '" + saved + "' '" + js + "' && /usr/bin/python3 -c \"import json; f='" + js +
+                             "'; d=json.load(open(f)); p=[p for p in d['pieces'] if p['kind']=='soap_kronecker'][0]; " +
+                             change + "; json.dump(d, open(f, 'w'))\"";
+    REQUIRE(std::system(edit.c_str()) == 0);
+    return spawn(1, {"--optimizer", "soap", "--lr-warmup-iters", "0", "--train-iters", "4", "--load", ck,
+                     "--override-opt-param-scheduler"}, dir, tag);
+  };
+  mrtest::Proc twice = load_after("d['pieces'].append(dict(p))", "twice");
+  INFO(twice.out() << twice.err());
+  CHECK(twice.exit_code() == 1);
+  CHECK_THAT(twice.err(), Catch::Contains("checkpoint.corrupt"));
+  mrtest::Proc part = load_after(
+      "p['local_shape'][1] -= 1; p['global_offset'][1] = 1; p['flattened_range'][1] -= 1", "part");
+  INFO(part.out() << part.err());
+  CHECK(part.exit_code() == 1);
+  CHECK_THAT(part.err(), Catch::Contains("is kept as whole rows of") && Catch::Contains("checkpoint.corrupt"));
+  mrtest::Proc intact = load_after("pass", "intact");
+  CHECK(intact.exit_code() == 0);
+}
+
 TEST_CASE("a checkpoint without the optimizer state this run keeps is refused, naming the kind", "[run][checkpoint]") {
   // A lion checkpoint saved before the run stepped lion's non-matrix parameters with Adam had no exp_avg_sq: made
   // here by dropping those pieces from the metadata.
