@@ -6,7 +6,10 @@
 #   exact  cases (adam/sgd/lion in fp32, bf16 and fp16): every field identical, as text;
 #   bound  cases (muon, adaptive_muon: Newton-Schulz on cuBLAS sums in another order than the CPU): each loss within a relative
 #          1e-3 and each grad norm within 1e-2 relative + 2e-3 absolute (the log prints it with 3 decimals); the
-#          checksum is reported, not compared. The two TP=2 muon cases run two ranks: on nccl they need 2 GPUs
+#          checksum is reported, not compared;
+#   runs   cases (soap: its first update depends on the eigensolver's last bits, docs/optim.md, so cuSOLVER and
+#          LAPACK start two different runs): both runs finish, every loss and grad norm is finite, and the first
+#          iteration's loss (before any step) is identical. The two TP=2 muon cases run two ranks: on nccl they need 2 GPUs
 #          (skipped, saying so, with fewer; MR_GPU_CHECK_GPUS overrides the count).
 #
 #   scripts/gpu-check-run.sh BUILD_DIR [BACKEND_A BACKEND_B]    default: gloo nccl (the CPU run, the GPU run)
@@ -45,6 +48,9 @@ cases=(
   "muon-fp32|bound|--optimizer muon --train-iters 4"
   "muon-bf16|bound|--optimizer muon --bf16 --train-iters 4"
   "adaptive-muon-bf16|bound|--optimizer adaptive_muon --bf16 --train-iters 4"
+  # SOAP: cuBLAS + cuSOLVER on the GPU, LAPACK on the CPU (the kernels against PyTorch: test_optim "[soap][gpu]").
+  "soap-fp32|runs|--optimizer soap --train-iters 4"
+  "soap-bf16|runs|--optimizer soap --bf16 --train-iters 4"
   # Routed experts (the tail of the flat buffer), one rank.
   "moe-bf16|exact|--num-experts 4 --bf16 --train-iters 8"
   "moe-muon-bf16|bound|--num-experts 4 --optimizer muon --bf16 --train-iters 4"
@@ -93,6 +99,16 @@ for c in "${cases[@]}"; do
     if [[ ! -s "$tmp/$name.$a.f" ]] || ! grep -q '^final' "$tmp/$name.$a.f"; then
       ok=0
       verdict="FAIL: no iteration or final lines"
+    elif [[ "$mode" == runs ]]; then
+      verdict=$(paste -d' ' "$tmp/$name.$a.f" "$tmp/$name.$b.f" | awk '
+        $1 == "it" { if ($5 != "it" || $2 != $6 || $3 != $7) { bad = bad " mismatched-lines"; next }
+                     if ($4 !~ /^[0-9.eE+-]+$/ || $8 !~ /^[0-9.eE+-]+$/) bad = bad " non-finite@" $2
+                     if ($2 == 1 && $3 == "loss" && $4 != $8) bad = bad " first-loss"
+                     n++ }
+        END { if (n == 0 && bad == "") bad = " no lines"
+              if (bad != "") printf "FAIL:%s", bad
+              else printf "PASS: both runs finished, %d fields finite, the first loss identical", n }')
+      [[ "$verdict" == PASS* ]] || ok=0
     elif [[ "$mode" == exact ]]; then
       if cmp -s "$tmp/$name.$a.f" "$tmp/$name.$b.f"; then
         verdict="PASS: $(grep -c '^it' "$tmp/$name.$a.f") loss/norm fields, checksum, last loss and norm identical"

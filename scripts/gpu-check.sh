@@ -9,11 +9,12 @@
 #
 # The points, and what each line of the report says:
 #   1. kernels: the CUDA kernels against the CPU reference (test_optim "[gpu]": bit-equal in every optimizer and
-#      precision mode, odd sizes; Muon within its bounds), plus the index arithmetic on the host ("[geometry]");
+#      precision mode, odd sizes; Muon and SOAP within their bounds), plus the index arithmetic on the host
+#      ("[geometry]");
 #   2. one-rank GPU run against the CPU run: the synthetic gradient's CUDA kernel bit-equal to the CPU loop and the
 #      CUDA backend's host arithmetic (test_run "[gpu],[device]"), then scripts/gpu-check-run.sh: default.yaml and
 #      variants on --distributed-backend gloo (CPU backend) and nccl (CUDA backend), identical losses, grad norms
-#      and checksums (adam/sgd/lion; fp32, bf16, fp16), muon within its bound;
+#      and checksums (adam/sgd/lion; fp32, bf16, fp16), muon within its bound, soap finishing with finite values;
 #   3. NCCL: a one-rank job over every process group on NCCL (world size 1), the group tests at 2..N ranks when N
 #      GPUs are visible (with one GPU: reported skipped; NCCL does not put two ranks on one GPU), the fault check;
 #   4. benchmarks: gpu.adamw.bf16_master (goal >= 0.9 of cudaMemcpy D2D), gpu.muon.ns5_bf16 (goal >= 0.75 of
@@ -103,7 +104,7 @@ start=$SECONDS  # the budget counts from here
 section "1. CUDA kernels against the CPU reference"
 if run_part "$(left)" "$build/bin/test_optim" "[gpu],[geometry]"; then
   if grep -q "skipping GPU test" "$report"; then verdict 1 FAIL "GPU cases were skipped: the build or the driver does not see the GPU"
-  else verdict 1 PASS "every optimizer and precision mode bit-equal to the reference, Muon within its bounds, odd sizes"; fi
+  else verdict 1 PASS "every optimizer and precision mode bit-equal to the reference, Muon and SOAP within their bounds, odd sizes"; fi
 else
   verdict 1 FAIL "test_optim [gpu],[geometry] failed (above)"
 fi
@@ -120,7 +121,7 @@ else
   verdict 2a FAIL "test_run [gpu],[device] failed (above)"
 fi
 if run_part "$(left)" bash scripts/gpu-check-run.sh "$build" gloo nccl; then
-  verdict 2b PASS "one-rank runs on the CUDA backend: identical losses, grad norms and checksums (fp32, bf16, fp16; adam, sgd, lion), muon within its bound (table above)"
+  verdict 2b PASS "one-rank runs on the CUDA backend: identical losses, grad norms and checksums (fp32, bf16, fp16; adam, sgd, lion), muon within its bound, soap finished with finite values (table above)"
 else
   verdict 2b FAIL "a one-rank GPU run differs from the CPU run or failed (table and run tails above)"
 fi

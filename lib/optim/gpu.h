@@ -4,7 +4,7 @@
 //
 // Elementwise steps (Adam/AdamW, SGD, Lion): one launch updates the whole tensor list (a chunk work list, one
 // block per chunk); the arithmetic is elementwise.h compiled with -fmad=false and IEEE div/sqrt, so results are
-// bit-equal to mr::optim::ref. Newton-Schulz: cuBLAS GEMMs (bf16 in/out with fp32 accumulation for Medium, TF32
+// bit-equal to mr::optim::ref. SOAP: cuBLAS and cuSOLVER. Newton-Schulz: cuBLAS GEMMs (bf16 in/out with fp32 accumulation for Medium, TF32
 // for High, fp32 for Highest), strided-batched for same-shape batches.
 #pragma once
 
@@ -15,6 +15,7 @@
 
 #include "optim/kernels.h"
 #include "optim/muon.h"
+#include "optim/soap.h"
 
 namespace mr::optim::gpu {
 
@@ -73,6 +74,10 @@ void newton_schulz_batched(const float* x, float* out, int64_t batch, int64_t ro
 // orthogonalised on its own.
 void muon_step(std::span<const MuonParam> params, std::span<const GroupHyper> groups, const MuonOptions& o,
                TpGroup* tp = nullptr);
+
+// SOAP step on device buffers, as cpu::soap_step (soap.h): cuBLAS GEMMs in fp32, cuSOLVER's syevd on the first step
+// and geqrf + orgqr after it; agrees with the CPU to bounds (the solvers and GEMMs sum differently).
+void soap_step(std::span<const SoapParam> params, std::span<const GroupHyper> groups, const SoapOptions& o);
 
 // A plain cuBLAS GEMM, row-major C(m x n) = A(m x k) B(k x n), at the precision NS uses (benchmark baseline).
 void gemm(int64_t m, int64_t n, int64_t k, const void* a, const void* b, void* c, MatmulPrecision precision);

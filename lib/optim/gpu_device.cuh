@@ -2,7 +2,8 @@
 // handle, the per-purpose device scratch areas and the launch geometry (launch_geometry.h).
 //   gpu_device.cu       device queries, DeviceBuffer, timing, and the definitions below;
 //   gpu_elementwise.cu  the multi-tensor Adam/AdamW, SGD and Lion steps, unscale + found-inf;
-//   gpu_muon.cu         Newton-Schulz (cuBLAS) and the Muon step.
+//   gpu_muon.cu         Newton-Schulz (cuBLAS) and the Muon step;
+//   gpu_soap.cu         the SOAP step (cuBLAS, cuSOLVER).
 // Every .cu file builds with -fmad=false: the only fused multiply-adds are the explicit ones of elementwise.h.
 #pragma once
 
@@ -52,6 +53,16 @@ enum class Scratch : int {
   MuonTpWholeOrth, //          the whole matrix orthogonalised (shards split by columns)
   NsTotal,       // distributed Newton-Schulz: the sum of squares, summed over the TP group
   NsGram32,      //                            the Gram matrix in fp32 (bf16 precision), summed over the group
+  SoapA,         // SOAP step: four work matrices of max(m, n)^2 or m x n floats
+  SoapB,
+  SoapC,
+  SoapD,
+  SoapSolveA,    //            the column-major matrix cuSOLVER works on (eigh, QR)
+  SoapSolveW,    //            its eigenvalues, QR's tau, or the Rayleigh quotients (never two at once)
+  SoapSolveWork, //            cuSOLVER's workspace
+  SoapSolveDouble, //          the fp64 retry of eigh: the matrix and its eigenvalues
+  SoapInfo,      //            cuSOLVER's info
+  SoapOrder,     //            the eigenvalues' descending order
 };
 // A device area of at least `bytes` for `which`, grown on demand (doubling) and kept: no cudaMalloc in the
 // steady state. Per host thread.

@@ -36,6 +36,7 @@ UnscaleResult unscale_and_check(std::span<const GradSlot>, float, bool) { no_cud
 void newton_schulz(const float*, float*, int64_t, int64_t, const NsOptions&) { no_cuda(); }
 void newton_schulz_batched(const float*, float*, int64_t, int64_t, int64_t, const NsOptions&) { no_cuda(); }
 void muon_step(std::span<const MuonParam>, std::span<const GroupHyper>, const MuonOptions&, TpGroup*) { no_cuda(); }
+void soap_step(std::span<const SoapParam>, std::span<const GroupHyper>, const SoapOptions&) { no_cuda(); }
 void gemm(int64_t, int64_t, int64_t, const void*, const void*, void*, MatmulPrecision) { no_cuda(); }
 
 }  // namespace mr::optim::gpu

@@ -52,7 +52,7 @@ struct BufferPtrs {
   void* exp_avg_sq = nullptr;  // FlatBuffers::sq_numel elements in exp_avg_sq_dtype, packed (FlatBuffers::sq_at)
   float* state_scale = nullptr;  // the fp16 / fp8 states' scales (FlatBuffers::scale_at); null when there are none
   const float* target = nullptr;  // [0, numel)
-  float* kronecker = nullptr;     // FlatBuffers::kronecker_numel elements (SOAP's preconditioners); CPU backend only
+  float* kronecker = nullptr;     // FlatBuffers::kronecker_numel elements (SOAP's preconditioners)
 };
 
 // The phases of an iteration timed for the log (--timing-log-level 1 and up), in their order; phase_name gives
@@ -113,8 +113,8 @@ class Backend {
                                 std::span<const optim::GroupHyper> groups, const OptimizerConfig& cfg) = 0;
   virtual void muon_step(std::span<const optim::MuonParam> mats, std::span<const optim::GroupHyper> groups,
                          const optim::MuonOptions& o, distributed::Group* tp) = 0;
-  // SOAP over matrices (each rank its own shards: Megatron's SOAP is not tensor-parallel aware). The CPU backend
-  // only: the run refuses --optimizer soap on nccl (run/run_support.h).
+  // SOAP over matrices (each rank its own shards: Megatron's SOAP is not tensor-parallel aware): LAPACK on the CPU
+  // backend, cuSOLVER on the CUDA one.
   virtual void soap_step(std::span<const optim::SoapParam> mats, std::span<const optim::GroupHyper> groups,
                          const optim::SoapOptions& o) = 0;
 

@@ -10,7 +10,8 @@
 // host by the same function and uploaded), the synthetic gradient (MR_HD element function), the exact sums
 // (integers), the elementwise optimizer kernels (optim/elementwise.h, -fmad=false), unscale and scaling (one fp32
 // multiply). Muon's Newton-Schulz runs on cuBLAS (bounds, docs/device.md); its tensor-parallel modes (duplicated,
-// distributed) exchange device buffers over the TP group's NCCL communicator (DeviceTp).
+// distributed) exchange device buffers over the TP group's NCCL communicator (DeviceTp). SOAP runs on cuBLAS and
+// cuSOLVER (bounds as well).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -128,6 +129,8 @@ class CudaBackend final : public Backend {
       exp_avg_sq_ = DeviceMemory(static_cast<size_t>(b.sq_numel) * optim::dtype_size(b.exp_avg_sq_dtype));
     state_scale_ = DeviceMemory(b.scales() * 4);  // the zero moments' scales are zero; the main params' below
     target_ = DeviceMemory(static_cast<size_t>(need.target));
+    // SOAP's preconditioners (FlatBuffers::kronecker_at), zero as the step expects before its first.
+    kronecker_ = DeviceMemory(static_cast<size_t>(b.kronecker_numel) * 4);
     // The initial values and targets as the CPU backend computes them (FlatBuffers::initial_values, on the host:
     // the same bits), uploaded one parameter at a time; the padding stays zero.
     const size_t w = dtype_bytes(dtype);
@@ -153,8 +156,9 @@ class CudaBackend final : public Backend {
     if (!scales.empty()) cuda::to_device(state_scale_.get(), scales.data(), scales.size() * 4);
   }
   BufferPtrs ptrs() override {
-    return {model_.get(),  grad_.get<float>(),   grad_shard_.get<float>(),  main_.get(),
-            exp_avg_.get(), exp_avg_sq_.get(), state_scale_.get<float>(), target_.get<float>()};
+    return {model_.get(),   grad_.get<float>(), grad_shard_.get<float>(),  main_.get(),
+            exp_avg_.get(), exp_avg_sq_.get(),  state_scale_.get<float>(), target_.get<float>(),
+            kronecker_.get<float>()};
   }
 
   float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const SampleTable& samples, int bits,
@@ -241,9 +245,9 @@ class CudaBackend final : public Backend {
     DeviceTp dtp(*tp);
     optim::gpu::muon_step(mats, groups, o, &dtp);
   }
-  void soap_step(std::span<const optim::SoapParam>, std::span<const optim::GroupHyper>,
-                 const optim::SoapOptions&) override {
-    throw std::logic_error("soap_step: SOAP has no CUDA implementation (check_run_supported refuses it on nccl)");
+  void soap_step(std::span<const optim::SoapParam> mats, std::span<const optim::GroupHyper> groups,
+                 const optim::SoapOptions& o) override {
+    optim::gpu::soap_step(mats, groups, o);
   }
 
   uint64_t checksum(int64_t begin, int64_t end) override {
@@ -293,6 +297,7 @@ class CudaBackend final : public Backend {
     download(b.exp_avg_sq, exp_avg_sq_);
     download(b.state_scale, state_scale_);
     download(b.target, target_);
+    download(b.kronecker, kronecker_);
   }
   void from_host(FlatBuffers& b) override {
     upload(model_, b.model);
@@ -303,6 +308,7 @@ class CudaBackend final : public Backend {
     upload(exp_avg_sq_, b.exp_avg_sq);
     upload(state_scale_, b.state_scale);
     upload(target_, b.target);
+    upload(kronecker_, b.kronecker);
     b.release_host();
   }
   void release_host(FlatBuffers& b) override { b.release_host(); }
@@ -329,7 +335,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   std::string device_name_;
   FlatBuffers* b_ = nullptr;
-  DeviceMemory model_, grad_, grad_shard_, main_, exp_avg_, exp_avg_sq_, state_scale_, target_;
+  DeviceMemory model_, grad_, grad_shard_, main_, exp_avg_, exp_avg_sq_, state_scale_, target_, kronecker_;
   std::vector<void*> events_;
   size_t used_ = 0;
   void* last_ = nullptr;

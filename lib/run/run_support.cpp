@@ -17,10 +17,6 @@ void check_run_supported(const Args& args) {
   if (opt.kernel == optim::Kernel::None)
     throw RunError("the training run steps adam, sgd, lion, muon, adaptive_muon and soap; --optimizer " + name +
                    " is not supported yet");
-  // SOAP's eigendecompositions run on the CPU (LAPACK); there is no CUDA implementation yet.
-  if (opt.kernel == optim::Kernel::Soap && args.distributed_backend == arg::DistributedBackend::nccl)
-    throw RunError("--optimizer soap runs on the CPU backend only (--distributed-backend gloo); the GPU run "
-                   "(--distributed-backend nccl) has no SOAP kernels yet");
   const bool muon = opt.kernel == optim::Kernel::Muon;
   // Every optimizer but adam and sgd takes Megatron's emerging-optimizer path (lion included), which refuses fp16.
   const bool emerging = args.optimizer != arg::Optimizer::adam && args.optimizer != arg::Optimizer::sgd;

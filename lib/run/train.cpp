@@ -49,9 +49,11 @@ void set_up(RunContext& c) {
   check_run_supported(args);  // what the launcher checked before starting us (run/run_support.h)
   c.cfg = optimizer_config_from(args);
   c.optimizer = optim::optimizer_info(args.optimizer, args.muon_scalar_optimizer);
-  if (c.optimizer.kernel == optim::Kernel::Soap && !optim::cpu::have_lapack())
-    throw RunError("--optimizer soap needs LAPACK (its eigendecompositions), and this worker was built without it "
-                   "(OpenBLAS with LAPACK: scripts/setup.sh installs it)");
+  // The CPU backend's SOAP eigendecompositions need LAPACK (the CUDA backend's run on cuSOLVER).
+  if (c.optimizer.kernel == optim::Kernel::Soap && args.distributed_backend != arg::DistributedBackend::nccl &&
+      !optim::cpu::have_lapack())
+    throw RunError("--optimizer soap on the CPU backend needs LAPACK (its eigendecompositions), and this worker was "
+                   "built without it (OpenBLAS with LAPACK: scripts/setup.sh installs it)");
   c.batches = BatchSchedule::from(args);
   c.global_batch = c.batches->peek(0).running;  // each step's is checked when it comes (the loop)
   // Sample-based: Megatron's update_train_iters (whole global batches, or the steps of the schedule).

@@ -421,13 +421,13 @@ TEST_CASE("init stage: a schedule the training run's scheduler refuses stops our
 
 TEST_CASE("init stage: what megatron-run's own training run cannot run is refused before its workers start",
           "[cli][init]") {
-  // SOAP's eigendecompositions run on the CPU only: our worker refuses it on the GPU path.
-  const std::string soap = "--config " + kDefault + " --optimizer soap --distributed-backend nccl";
-  refused_before_start(soap, "init.training-run",
-                       "--optimizer soap runs on the CPU backend only (--distributed-backend gloo)");
-  // Megatron's own program runs SOAP on NCCL, and a dry run validates the config for any program: no refusal.
-  CHECK(sh(soap + " --no-python /bin/true").exit == 0);
-  CHECK(sh("--dry-run " + soap).exit == 0);
+  // The synthetic gradient's sample index has 26 bits: our worker refuses a larger global batch.
+  const std::string big = "--config " + kDefault + " --global-batch-size 67108864";
+  refused_before_start(big, "init.training-run",
+                       "the training run's synthetic gradient handles global batch sizes below 2^26 (67108864)");
+  // Megatron's own program runs it, and a dry run validates the config for any program: no refusal.
+  CHECK(sh(big + " --no-python /bin/true").exit == 0);
+  CHECK(sh("--dry-run " + big).exit == 0);
 }
 
 TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules do not apply", "[cli][target]") {

@@ -238,9 +238,6 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
     CHECK_THAT(p.err(), Catch::Contains(says));
     CHECK_THAT(p.out() + p.err(), !Catch::Contains("bring-up passed"));
   };
-  // SOAP's eigendecompositions run on the CPU only.
-  refused(1, {"--optimizer", "soap", "--distributed-backend", "nccl", "--train-iters", "2"}, "soapnccl",
-          "--optimizer soap runs on the CPU backend only (--distributed-backend gloo)");
   refused(1, {"--optimizer", "soap", "--fp16", "--train-iters", "2"}, "soapfp16",
           "--optimizer soap does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
   refused(1, {"--optimizer", "muon", "--fp16", "--train-iters", "2"}, "muonfp16", "--optimizer muon does not run with --fp16");
