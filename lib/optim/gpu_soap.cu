@@ -250,12 +250,7 @@ void soap_matrix(const SoapParam& p, const GroupHyper& g, const SoapOptions& o) 
   auto* wb = static_cast<float*>(scratch(Scratch::SoapB, work));
   auto* wc = static_cast<float*>(scratch(Scratch::SoapC, work));
   auto* wd = static_cast<float*>(scratch(Scratch::SoapD, work));
-  float* L = p.kronecker;
-  float* R = L + m * m;
-  float* QL = R + n * n;
-  float* QR = QL + m * m;
-  float* eL = QR + n * n;
-  float* eR = eL + m;
+  const auto [L, R, QL, QR, eL, eR] = kronecker_parts(p.kronecker, m, n);
   const float* grad = p.grad;
   const int64_t t = g.step;
   const float eps = static_cast<float>(o.eps);
@@ -265,9 +260,7 @@ void soap_matrix(const SoapParam& p, const GroupHyper& g, const SoapOptions& o) 
     check_launch("SOAP identity");
   }
   // 1. The Kronecker factors' moving average, with shampoo_beta's bias correction.
-  double sb = o.shampoo_beta;
-  if (o.correct_bias) sb = 1.0 - (1.0 - sb) / (1.0 - std::pow(sb, static_cast<double>(t)));
-  const float weight = static_cast<float>(1.0 - sb);
+  const float weight = soap_factor_weight(o, t);
   auto lerp = [&](float* x, const float* y, int64_t count) {
     lerp_kernel<<<grid_for(count), kThreads>>>(x, y, count, weight);
     check_launch("SOAP factor average");

@@ -42,6 +42,22 @@ struct SoapParam {
 
 constexpr int64_t soap_state_floats(int64_t rows, int64_t cols) { return kronecker_floats(rows, cols); }
 
+// The parts of one matrix's preconditioner inside SoapParam::kronecker (rows m, cols n), in their order.
+struct KroneckerParts {
+  float *L, *R, *QL, *QR, *eig_l, *eig_r;
+};
+constexpr KroneckerParts kronecker_parts(float* k, int64_t m, int64_t n) {
+  float* R = k + m * m;
+  float* QL = R + n * n;
+  float* QR = QL + m * m;
+  float* eig_l = QR + n * n;
+  return {k, R, QL, QR, eig_l, eig_l + m};
+}
+
+// The weight of step `step`'s update in the Kronecker factors' moving average (lerp's weight, 1 - beta): with
+// correct_bias, shampoo_beta's bias correction beta = 1 - (1 - b) / (1 - b^t), computed in double.
+float soap_factor_weight(const SoapOptions& o, int64_t step);
+
 // The fp32 scalars of the inner Adam (elementwise.h's soap_adam_element) for 1-based step `step`.
 SoapAdamConsts soap_adam_consts(const SoapOptions& o, int64_t step);
 

@@ -43,6 +43,12 @@ SoapAdamConsts soap_adam_consts(const SoapOptions& o, int64_t step) {
   return c;
 }
 
+float soap_factor_weight(const SoapOptions& o, int64_t step) {
+  double sb = o.shampoo_beta;
+  if (o.correct_bias) sb = 1.0 - (1.0 - sb) / (1.0 - std::pow(sb, static_cast<double>(step)));
+  return static_cast<float>(1.0 - sb);
+}
+
 namespace cpu {
 
 bool have_lapack() { return MR_OPTIM_HAVE_LAPACK != 0; }
@@ -113,12 +119,7 @@ void orthogonal_iteration(const float* f, float* q, float* eig, int64_t n, int s
 
 void soap_matrix(const SoapParam& p, const GroupHyper& g, const SoapOptions& o, Work& w) {
   const int64_t m = p.rows, n = p.cols, mn = m * n;
-  float* L = p.kronecker;
-  float* R = L + m * m;
-  float* QL = R + n * n;
-  float* QR = QL + m * m;
-  float* eL = QR + n * n;
-  float* eR = eL + m;
+  const auto [L, R, QL, QR, eL, eR] = kronecker_parts(p.kronecker, m, n);
   const float* grad = p.grad;
   const int64_t t = g.step;  // 1-based: SOAP's state["step"] + 1
   const float eps = static_cast<float>(o.eps);
@@ -126,9 +127,7 @@ void soap_matrix(const SoapParam& p, const GroupHyper& g, const SoapOptions& o, 
   if (t == 1) set_identity(QL, m), set_identity(QR, n);
 
   // 1. The Kronecker factors' moving average, with shampoo_beta's bias correction 1 - (1 - b) / (1 - b^t).
-  double sb = o.shampoo_beta;
-  if (o.correct_bias) sb = 1.0 - (1.0 - sb) / (1.0 - std::pow(sb, static_cast<double>(t)));
-  const float weight = static_cast<float>(1.0 - sb);
+  const float weight = soap_factor_weight(o, t);
   if (o.use_kl_shampoo) {
     // KL-Shampoo: L <- lerp(L, G (Q_R diag(1/(n max(eig_R, eps))) Q_R^T) G^T), R likewise with the left side; both
     // corrections from the eigenbases and eigenvalues of the previous step.

@@ -79,6 +79,30 @@ const mr::Value& golden() {
   return data;
 }
 
+// max |got - want| over max |want|.
+double worst_rel(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, double(std::abs(got[i] - want[i])));
+    scale = std::max(scale, double(std::abs(want[i])));
+  }
+  return worst / scale;
+}
+
+// A golden case's SOAP options, and its hyperparameters at (0-based) step t.
+SoapOptions case_options(const mr::Value& c) {
+  SoapOptions o;
+  o.beta1 = field(c, "beta1").as_float();
+  o.beta2 = field(c, "beta2").as_float();
+  o.shampoo_beta = field(c, "shampoo_beta").as_float();
+  o.eps = field(c, "eps").as_float();
+  o.use_kl_shampoo = field(c, "kl").as_bool();
+  return o;
+}
+GroupHyper case_hyper(const mr::Value& c, size_t t) {
+  return {field(c, "lr").as_float(), field(c, "weight_decay").as_float(), static_cast<int64_t>(t + 1)};
+}
+
 struct Matrix {
   int64_t rows, cols;
   std::vector<float> param, exp_avg, exp_avg_sq, kronecker;
@@ -146,12 +170,7 @@ TEST_CASE("SOAP steps agree with PyTorch's (eigh and QR from LAPACK on both side
     const std::string name = field(c, "name").as_str();
     INFO(name);
     const int64_t rows = field(c, "rows").as_int(), cols = field(c, "cols").as_int();
-    SoapOptions o;
-    o.beta1 = field(c, "beta1").as_float();
-    o.beta2 = field(c, "beta2").as_float();
-    o.shampoo_beta = field(c, "shampoo_beta").as_float();
-    o.eps = field(c, "eps").as_float();
-    o.use_kl_shampoo = field(c, "kl").as_bool();
+    const SoapOptions o = case_options(c);
     Matrix m(rows, cols, floats(field(c, "param0")));
     const auto& grads = field(c, "grads").as_list();
     const auto& steps = field(c, "steps").as_list();
@@ -159,20 +178,15 @@ TEST_CASE("SOAP steps agree with PyTorch's (eigh and QR from LAPACK on both side
     for (size_t t = 0; t < steps.size(); ++t) {
       INFO("step " << t + 1);
       const std::vector<float> g = floats(grads[t]);
-      GroupHyper h{field(c, "lr").as_float(), field(c, "weight_decay").as_float(), static_cast<int64_t>(t + 1)};
+      const GroupHyper h = case_hyper(c, t);
       SoapParam s = m.slot(g);
       cpu::soap_step({&s, 1}, {&h, 1}, o);
       if (field(c, "params").as_bool()) {
-        const std::vector<float> want = floats(field(steps[t], "param"));
-        double worst = 0, scale = 0;
-        for (size_t i = 0; i < want.size(); ++i) {
-          worst = std::max(worst, double(std::abs(m.param[i] - want[i])));
-          scale = std::max(scale, double(std::abs(want[i])));
-        }
+        const double rel = worst_rel(m.param, floats(field(steps[t], "param")));
         // fp32 eigensolvers and GEMMs summing in other orders: the parameters agree to ~1e-6 of their scale, up to
         // 6.1e-6 on some OpenBLAS core types (measured over Haswell, SkylakeX, Zen, Sandybridge, Prescott at 1 and
         // 3 threads); each step moves an element by about lr = 0.01, so the update itself agrees to ~1e-3.
-        CHECK(worst / scale < 1e-5);
+        CHECK(rel < 1e-5);
       }
       const std::vector<float> eig_l = floats(field(steps[t], "eig_L"));
       const std::vector<float> eig_r = floats(field(steps[t], "eig_R"));
@@ -268,24 +282,11 @@ TEST_CASE("CUDA SOAP steps agree with PyTorch's and with the CPU's", "[soap][gpu
     b.download(v.data(), count * sizeof(float));
     return v;
   };
-  auto worst_rel = [](const std::vector<float>& got, const std::vector<float>& want) {
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      worst = std::max(worst, double(std::abs(got[i] - want[i])));
-      scale = std::max(scale, double(std::abs(want[i])));
-    }
-    return worst / scale;
-  };
   for (const mr::Value& c : field(golden(), "cases").as_list()) {
     const std::string name = field(c, "name").as_str();
     INFO(name);
     const int64_t rows = field(c, "rows").as_int(), cols = field(c, "cols").as_int();
-    SoapOptions o;
-    o.beta1 = field(c, "beta1").as_float();
-    o.beta2 = field(c, "beta2").as_float();
-    o.shampoo_beta = field(c, "shampoo_beta").as_float();
-    o.eps = field(c, "eps").as_float();
-    o.use_kl_shampoo = field(c, "kl").as_bool();
+    const SoapOptions o = case_options(c);
     Matrix host(rows, cols, floats(field(c, "param0")));  // the CPU's step, side by side
     gpu::DeviceBuffer dp = upload(host.param), dm = upload(host.exp_avg), dv = upload(host.exp_avg_sq),
                       dk = upload(host.kronecker);
@@ -295,7 +296,7 @@ TEST_CASE("CUDA SOAP steps agree with PyTorch's and with the CPU's", "[soap][gpu
     for (size_t t = 0; t < steps.size(); ++t) {
       INFO("step " << t + 1);
       const std::vector<float> g = floats(grads[t]);
-      GroupHyper h{field(c, "lr").as_float(), field(c, "weight_decay").as_float(), static_cast<int64_t>(t + 1)};
+      const GroupHyper h = case_hyper(c, t);
       SoapParam cs = host.slot(g);
       cpu::soap_step({&cs, 1}, {&h, 1}, o);
       gpu::DeviceBuffer dg = upload(g);
