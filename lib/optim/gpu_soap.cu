@@ -153,6 +153,8 @@ int device_info(const int* dev_info) {
 // (cpu::symmetric_eigh: the same triangle, and once more in double where fp32 does not converge).
 void symmetric_eigh(const float* a, int64_t n, float* w, float* q) {
   const int nn = as_int(n, "a Kronecker factor");
+  // syevd's workspace is at least 1 + 6n + 2n^2 elements, counted in an int (as the CPU's LAPACK).
+  (void)as_int(1 + 6 * n + 2 * n * n, "the eigensolver's workspace of a Kronecker factor");
   const size_t nsq = static_cast<size_t>(n * n);
   auto* col = static_cast<float*>(scratch(Scratch::SoapSolveA, nsq * sizeof(float)));
   auto* wa = static_cast<float*>(scratch(Scratch::SoapSolveW, static_cast<size_t>(n) * sizeof(float)));
@@ -164,6 +166,7 @@ void symmetric_eigh(const float* a, int64_t n, float* w, float* q) {
   const auto uplo = CUBLAS_FILL_MODE_UPPER;
   int lwork = 0;
   check(cusolverDnSsyevd_bufferSize(solver(), jobz, uplo, nn, col, nn, wa, &lwork), "cusolverDnSsyevd_bufferSize");
+  if (lwork < 0) throw std::runtime_error("SOAP on the GPU: cuSOLVER's eigensolver workspace size overflowed");
   auto* work = static_cast<float*>(scratch(Scratch::SoapSolveWork, static_cast<size_t>(std::max(lwork, 1)) * sizeof(float)));
   check(cusolverDnSsyevd(solver(), jobz, uplo, nn, col, nn, wa, work, lwork, info), "cusolverDnSsyevd");
   int status = device_info(info);
@@ -174,6 +177,7 @@ void symmetric_eigh(const float* a, int64_t n, float* w, float* q) {
     to_double_kernel<<<grid_for(n * n), kThreads>>>(a, dcol, n * n);
     check_launch("SOAP eigh to double");
     check(cusolverDnDsyevd_bufferSize(solver(), jobz, uplo, nn, dcol, nn, dw, &lwork), "cusolverDnDsyevd_bufferSize");
+    if (lwork < 0) throw std::runtime_error("SOAP on the GPU: cuSOLVER's eigensolver workspace size overflowed");
     auto* dwork = static_cast<double*>(
         scratch(Scratch::SoapSolveWork, static_cast<size_t>(std::max(lwork, 1)) * sizeof(double)));
     check(cusolverDnDsyevd(solver(), jobz, uplo, nn, dcol, nn, dw, dwork, lwork, info), "cusolverDnDsyevd");
@@ -204,6 +208,7 @@ void qr_q(const float* a, int64_t n, float* q) {
   int lwork = 0, lwork2 = 0;
   check(cusolverDnSgeqrf_bufferSize(solver(), nn, nn, col, nn, &lwork), "cusolverDnSgeqrf_bufferSize");
   check(cusolverDnSorgqr_bufferSize(solver(), nn, nn, nn, col, nn, tau, &lwork2), "cusolverDnSorgqr_bufferSize");
+  if (lwork < 0 || lwork2 < 0) throw std::runtime_error("SOAP on the GPU: cuSOLVER's QR workspace size overflowed");
   lwork = std::max({lwork, lwork2, 1});
   auto* work = static_cast<float*>(scratch(Scratch::SoapSolveWork, static_cast<size_t>(lwork) * sizeof(float)));
   check(cusolverDnSgeqrf(solver(), nn, nn, col, nn, tau, work, lwork, info), "cusolverDnSgeqrf");

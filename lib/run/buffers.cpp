@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -184,6 +186,7 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
   });
   kronecker_at.assign(plan.params.size(), -1);
   kronecker_numel = 0;
+  soap_work_bytes = 0;
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
     const bool own = optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon);
@@ -191,6 +194,7 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
     if (!optim::state_of(opt, own).kronecker || p.shape.size() != 2 || !mine) continue;
     kronecker_at[k] = kronecker_numel;
     kronecker_numel += optim::kronecker_floats(p.shape[0], p.shape[1]);
+    soap_work_bytes = std::max(soap_work_bytes, static_cast<double>(optim::soap_work_bytes(p.shape[0], p.shape[1])));
   }
   // Parameter groups: (weight decay or not) x (--decoupled-lr or not).
   for (size_t k = 0; k < plan.params.size(); ++k) {
@@ -212,6 +216,7 @@ BufferBytes FlatBuffers::bytes() const {
   b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype) +
             static_cast<double>(kronecker_numel) * f;
   b.target = static_cast<double>(numel) * f;
+  b.work = soap_work_bytes;
   return b;
 }
 
@@ -293,7 +298,7 @@ void FlatBuffers::check_memory() const {
   if (avail > 0 && need * static_cast<double>(local) > 0.9 * avail) {
     throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
                    " ranks of this machine for " + std::to_string(numel) +
-                   " parameters (params, gradients, main params and optimizer state; host memory), but only " +
+                   " parameters (params, gradients, main params, optimizer state and the step's scratch; host memory), but only " +
                    format_gib(avail) +
                    " are available: use a smaller model (--num-layers, --hidden-size), more ranks "
                    "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run");

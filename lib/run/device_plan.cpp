@@ -26,7 +26,8 @@ std::string device_memory_refusal(const BufferBytes& need, double free_bytes, do
   return "the training run needs " + format_gib(need.total()) + " of device memory on GPU " + std::to_string(device) +
          " (" + device_name + ") for " + std::to_string(numel) + " parameters (params " + format_gib(need.model) +
          ", gradients " + format_gib(need.grad + need.grad_shard) + ", main params " + format_gib(need.main) +
-         ", optimizer state " + format_gib(need.state) + ", targets " + format_gib(need.target) + "), but " +
+         ", optimizer state " + format_gib(need.state) + ", targets " + format_gib(need.target) +
+         (need.work > 0 ? ", the optimizer step's scratch " + format_gib(need.work) : std::string()) + "), but " +
          format_gib(free_bytes) + " of its " + format_gib(total_bytes) + " are free and " + format_gib(reserve) +
          " stay reserved for CUDA, cuBLAS and NCCL: use a smaller model (--num-layers, --hidden-size), more ranks "
          "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run [run.device-memory]";

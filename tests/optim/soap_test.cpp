@@ -271,6 +271,7 @@ TEST_CASE("SOAP refuses matrices without buffers and groups out of range", "[soa
 
 TEST_CASE("CUDA SOAP steps agree with PyTorch's and with the CPU's", "[soap][gpu]") {
   MR_REQUIRE_GPU_OR_SKIP();
+  REQUIRE(cpu::have_lapack());  // the CPU's step beside it
   namespace gpu = mr::optim::gpu;
   auto upload = [](const std::vector<float>& v) {
     gpu::DeviceBuffer b(v.size() * sizeof(float));
@@ -306,8 +307,11 @@ TEST_CASE("CUDA SOAP steps agree with PyTorch's and with the CPU's", "[soap][gpu
       const std::vector<float> param = download(dp, host.param.size());
       // cuSOLVER and cuBLAS against LAPACK and OpenBLAS: a bound ten times the CPU's against PyTorch (not yet
       // measured on a GPU: docs/device.md).
-      if (field(c, "params").as_bool()) CHECK(worst_rel(param, floats(field(steps[t], "param"))) < 1e-4);
-      CHECK(worst_rel(param, host.param) < 1e-4);
+      // (Not where SOAP's own epsilon turns the eigensolver's last bits into other updates: "params" false.)
+      if (field(c, "params").as_bool()) {
+        CHECK(worst_rel(param, floats(field(steps[t], "param"))) < 1e-4);
+        CHECK(worst_rel(param, host.param) < 1e-4);
+      }
       const std::vector<float> k = download(dk, host.kronecker.size());
       const size_t eig = size_t(2 * (rows * rows + cols * cols));
       const std::vector<float> eig_l = floats(field(steps[t], "eig_L"));

@@ -82,7 +82,8 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
                {Optimizer::muon, mr::arg::MuonScalarOptimizer::adam, numel - matrix},
                {Optimizer::muon, mr::arg::MuonScalarOptimizer::lion, 0},  // Lion's one moment on the rest
                {Optimizer::adaptive_muon, mr::arg::MuonScalarOptimizer::adam, numel},  // moment2 on the matrix
-               {Optimizer::adaptive_muon, mr::arg::MuonScalarOptimizer::lion, matrix}};
+               {Optimizer::adaptive_muon, mr::arg::MuonScalarOptimizer::lion, matrix},
+               {Optimizer::soap, mr::arg::MuonScalarOptimizer::adam, numel}};  // Adam on the rest, SOAP's two moments
   for (const Case& c : cases) {
     const mr::optim::OptimizerInfo info = mr::optim::optimizer_info(c.opt, c.scalar);
     // fp32; bf16 with fp32 moments; bf16 with the precision-aware optimizer's bf16 first and fp16 second moment and
@@ -100,11 +101,19 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
         b.set_layout(plan, info, dtypes, {dp > 1, dp, dp - 1, 1, 0, layer_wise}, false);
         b.allocate_host();
         const double allocated = static_cast<double>(b.model.size() + b.main.size() + b.exp_avg.size() + b.exp_avg_sq.size()) +
-                                 4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.target.size());
+                                 4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.target.size() +
+                                                           b.kronecker.size());
+        // SOAP's step takes scratch for the largest matrix it steps here while it runs; no buffer.
+        double work = 0;
+        for (size_t k = 0; k < plan.params.size(); ++k)
+          if (b.kronecker_at[k] >= 0)
+            work = std::max(work, double(mr::optim::soap_work_bytes(plan.params[k].shape[0], plan.params[k].shape[1])));
+        CHECK(b.bytes().work == work);
+        if (c.opt == Optimizer::soap && dp == 1) CHECK(work >= double(mr::optim::soap_work_bytes(24, 8)));
         INFO("optimizer " << info.name << ", scalar " << static_cast<int>(c.scalar) << ", dtypes "
                            << static_cast<int>(dtypes.model) << static_cast<int>(dtypes.exp_avg)
                            << static_cast<int>(dtypes.exp_avg_sq) << ", dp " << dp);
-        CHECK(b.bytes().total() == allocated);
+        CHECK(b.bytes().total() - b.bytes().work == allocated);
         CHECK(b.numel == numel);
         if (!layer_wise) CHECK(b.padded % dp == 0);  // element shards pad; layer-wise shards own whole params
         CHECK(b.has_main == (dtypes.model != mr::optim::DType::F32));
