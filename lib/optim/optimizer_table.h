@@ -63,10 +63,11 @@ struct OptimizerInfo {
 // SOAP's preconditioner of one rows x cols matrix: L (rows^2), R (cols^2), their eigenbases Q_L, Q_R (as large) and
 // eigenvalues (rows + cols), in floats (optim/soap.h lays them out).
 constexpr int64_t kronecker_floats(int64_t rows, int64_t cols) { return 2 * (rows * rows + cols * cols) + rows + cols; }
-// The scratch one SOAP step of a rows x cols matrix takes while it runs, at most, on the CPU (soap_cpu.cpp) and the
-// GPU (gpu_soap.cu) alike, with b = max(rows, cols): four fp32 work matrices of max(b^2, rows x cols), the solver's
+// The scratch one SOAP step of a rows x cols matrix takes while it runs, on the CPU (soap_cpu.cpp) and the GPU
+// (gpu_soap.cu) alike, with b = max(rows, cols): four fp32 work matrices of max(b^2, rows x cols), the solver's
 // fp32 copy of a factor and its eigenvalues (b^2 + b), the eigensolver's workspace (LAPACK's minimum for syevd,
-// 1 + 6b + 2b^2 elements, taken as doubles for the fp64 retry) and that retry's copy (b^2 + b doubles).
+// 1 + 6b + 2b^2 elements, taken as doubles for the fp64 retry; cuSOLVER's may be somewhat larger) and that
+// retry's copy (b^2 + b doubles).
 constexpr int64_t soap_work_bytes(int64_t rows, int64_t cols) {
   const int64_t b = rows > cols ? rows : cols, sq = b * b, mn = rows * cols;
   return 4 * 4 * (sq > mn ? sq : mn) + 4 * (sq + b) + 8 * (1 + 6 * b + 2 * sq) + 8 * (sq + b);

@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
