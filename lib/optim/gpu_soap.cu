@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -196,8 +195,7 @@ void symmetric_eigh(const float* a, int64_t n, float* w, float* q) {
   check_launch("SOAP eigh flip");
 }
 
-// Q of the QR decomposition of row-major n x n a into q (cpu::qr_q: Householder, LAPACK's signs). `a` may be
-// overwritten.
+// Q of the QR decomposition of row-major n x n a into q (cpu::qr_q: Householder, LAPACK's signs).
 void qr_q(const float* a, int64_t n, float* q) {
   const int nn = as_int(n, "a Kronecker factor");
   auto* col = static_cast<float*>(scratch(Scratch::SoapSolveA, static_cast<size_t>(n * n) * sizeof(float)));
@@ -223,7 +221,7 @@ void qr_q(const float* a, int64_t n, float* q) {
 }
 
 // Orthogonal iteration from the current basis (cpu's orthogonal_iteration): Q <- QR(F Q) `steps` times, eigenvalues
-// diag(Q^T F Q), both sorted in descending order (a stable sort on the host, as the CPU's).
+// diag(Q^T F Q), both sorted in descending order (descending_order, on the host, as the CPU's).
 void orthogonal_iteration(const float* f, float* q, float* eig, int64_t n, int steps, float* tmp, float* tmp2) {
   for (int s = 0; s < steps; ++s) {
     mul(false, false, n, n, n, f, q, tmp);  // F Q
@@ -235,10 +233,7 @@ void orthogonal_iteration(const float* f, float* q, float* eig, int64_t n, int s
   check_launch("SOAP Rayleigh quotients");
   std::vector<float> he(static_cast<size_t>(n));
   check(cudaMemcpy(he.data(), e, he.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (SOAP eigenvalues)");
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t x, int64_t y) { return he[static_cast<size_t>(x)] > he[static_cast<size_t>(y)]; });
+  const std::vector<int64_t> order = descending_order(he);
   auto* dorder = static_cast<int64_t*>(scratch(Scratch::SoapOrder, order.size() * sizeof(int64_t)));
   check(cudaMemcpy(dorder, order.data(), order.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
         "cudaMemcpy (SOAP order)");

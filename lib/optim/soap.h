@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "optim/kernels.h"
 #include "optim/optimizer_table.h"
@@ -57,6 +58,10 @@ constexpr KroneckerParts kronecker_parts(float* k, int64_t m, int64_t n) {
 // The weight of step `step`'s update in the Kronecker factors' moving average (lerp's weight, 1 - beta): with
 // correct_bias, shampoo_beta's bias correction beta = 1 - (1 - b) / (1 - b^t), computed in double.
 float soap_factor_weight(const SoapOptions& o, int64_t step);
+
+// The indices of `e` ordered by descending value, ties in index order (a stable sort): how orthogonal iteration
+// orders its eigenvalues and basis columns, on the CPU and the GPU alike.
+std::vector<int64_t> descending_order(std::span<const float> e);
 
 // The fp32 scalars of the inner Adam (elementwise.h's soap_adam_element) for 1-based step `step`.
 SoapAdamConsts soap_adam_consts(const SoapOptions& o, int64_t step);

@@ -43,6 +43,14 @@ SoapAdamConsts soap_adam_consts(const SoapOptions& o, int64_t step) {
   return c;
 }
 
+std::vector<int64_t> descending_order(std::span<const float> e) {
+  std::vector<int64_t> order(e.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return e[static_cast<size_t>(x)] > e[static_cast<size_t>(y)]; });
+  return order;
+}
+
 float soap_factor_weight(const SoapOptions& o, int64_t step) {
   double sb = o.shampoo_beta;
   if (o.correct_bias) sb = 1.0 - (1.0 - sb) / (1.0 - std::pow(sb, static_cast<double>(step)));
@@ -106,9 +114,7 @@ void orthogonal_iteration(const float* f, float* q, float* eig, int64_t n, int s
     for (int64_t j = 0; j < n; ++j) acc += static_cast<double>(w.a[static_cast<size_t>(i * n + j)]) * q[j * n + i];
     e[static_cast<size_t>(i)] = static_cast<float>(acc);
   }
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return e[static_cast<size_t>(x)] > e[static_cast<size_t>(y)]; });
+  const std::vector<int64_t> order = descending_order(e);
   std::copy(q, q + n * n, w.b.begin());
   for (int64_t k = 0; k < n; ++k) {
     const int64_t from = order[static_cast<size_t>(k)];

@@ -103,6 +103,9 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
         const double allocated = static_cast<double>(b.model.size() + b.main.size() + b.exp_avg.size() + b.exp_avg_sq.size()) +
                                  4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.target.size() +
                                                            b.kronecker.size());
+        INFO("optimizer " << info.name << ", scalar " << static_cast<int>(c.scalar) << ", dtypes "
+                           << static_cast<int>(dtypes.model) << static_cast<int>(dtypes.exp_avg)
+                           << static_cast<int>(dtypes.exp_avg_sq) << ", dp " << dp);
         // SOAP's step takes scratch for the largest matrix it steps here while it runs; no buffer.
         double work = 0;
         for (size_t k = 0; k < plan.params.size(); ++k)
@@ -110,9 +113,6 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
             work = std::max(work, double(mr::optim::soap_work_bytes(plan.params[k].shape[0], plan.params[k].shape[1])));
         CHECK(b.bytes().work == work);
         if (c.opt == Optimizer::soap && dp == 1) CHECK(work >= double(mr::optim::soap_work_bytes(24, 8)));
-        INFO("optimizer " << info.name << ", scalar " << static_cast<int>(c.scalar) << ", dtypes "
-                           << static_cast<int>(dtypes.model) << static_cast<int>(dtypes.exp_avg)
-                           << static_cast<int>(dtypes.exp_avg_sq) << ", dp " << dp);
         CHECK(b.bytes().total() - b.bytes().work == allocated);
         CHECK(b.numel == numel);
         if (!layer_wise) CHECK(b.padded % dp == 0);  // element shards pad; layer-wise shards own whole params
