@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -198,6 +199,60 @@ std::set<std::string> huggingface_tokens(std::string_view json, const std::strin
   return out;
 }
 
+std::set<std::string> huggingface_directory_tokens(const std::optional<std::string>& config,
+                                                   const std::optional<std::string>& special_map,
+                                                   const std::optional<std::string>& added, const std::string& dir) {
+  auto object = [&](const std::optional<std::string>& json, const char* file) -> Object {
+    if (!json) return {};  // the file is absent
+    const std::string name = dir + "/" + file;
+    Value v;
+    try {
+      v = Value::parse_json(*json);
+    } catch (const std::exception& e) {
+      throw RunError(name + ": not JSON (" + std::string(e.what()) + "); give --vocab-size");
+    }
+    if (!v.is_object()) throw RunError(name + ": not a JSON object; give --vocab-size");
+    return v.as_object();
+  };
+  // A token as these files write it: a string, or an AddedToken object with its "content".
+  auto content = [](const Value& v) -> const std::string* {
+    if (v.is_str()) return &v.as_str();
+    if (v.is_object())
+      for (const auto& [k, x] : v.as_object())
+        if (k == "content" && x.is_str()) return &x.as_str();
+    return nullptr;
+  };
+  // The init arguments: tokenizer_config.json's, each key special_tokens_map.json has replaced by the map's value.
+  std::map<std::string, const Value*> init;
+  const Object cfg = object(config, "tokenizer_config.json"), map = object(special_map, "special_tokens_map.json");
+  for (const auto& [k, v] : cfg) init[k] = &v;
+  for (const auto& [k, v] : map) init[k] = &v;
+  std::set<std::string> out;
+  auto add = [&](const Value& v) {
+    if (const std::string* t = content(v)) out.insert(*t);
+  };
+  bool have_decoder = false;
+  for (const auto& [k, v] : init) {
+    if (k == "added_tokens_decoder" && v->is_object()) {  // id -> AddedToken
+      have_decoder = true;
+      for (const auto& [id, t] : v->as_object()) add(t);
+    } else if ((k == "additional_special_tokens" || k == "extra_special_tokens") && v->is_list()) {
+      for (const Value& t : v->as_list()) add(t);
+    } else if (k == "extra_special_tokens" && v->is_object()) {  // name -> token
+      for (const auto& [name, t] : v->as_object()) add(t);
+    } else if (k.size() > 6 && k.compare(k.size() - 6, 6, "_token") == 0) {
+      // bos_token ... mask_token as a string or an AddedToken; another *_token only as a string (transformers 5's
+      // model-specific special tokens).
+      static const std::set<std::string> named = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                                  "pad_token", "cls_token", "mask_token"};
+      if (v->is_str() || named.count(k)) add(*v);
+    }
+  }
+  if (!have_decoder)  // the legacy added_tokens.json (token -> id) is read only without added_tokens_decoder
+    for (const auto& [token, id] : object(added, "added_tokens.json")) out.insert(token);
+  return out;
+}
+
 int64_t tokenizer_vocab_size(const Args& a) {
   if (a.vocab_size) return *a.vocab_size;
   if (!a.tokenizer_type) throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer");
@@ -233,9 +288,25 @@ int64_t tokenizer_vocab_size(const Args& a) {
                          "the model plan needs --vocab-size");
         throw RunError("--tokenizer-model " + path + ": " + std::strerror(errno) + "; give --vocab-size");
       }
-      if (S_ISDIR(st.st_mode)) path += "/tokenizer.json";
-      return cached(cache_key(a, tokenizer, path), [&] {
-        const std::set<std::string> tokens = huggingface_tokens(read(path, "--tokenizer-model tokenizer.json"), path);
+      const bool dir = S_ISDIR(st.st_mode);
+      const std::string json = dir ? path + "/tokenizer.json" : path;
+      static const char* const kBeside[] = {"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"};
+      std::string key = cache_key(a, tokenizer, json);
+      if (dir)
+        for (const char* file : kBeside) key += '\0' + cache_key(a, "", path + "/" + file);
+      return cached(key, [&] {
+        std::set<std::string> tokens = huggingface_tokens(read(json, "--tokenizer-model tokenizer.json"), json);
+        if (dir) {  // what transformers adds from the directory's other files
+          auto optional = [&](const char* file) -> std::optional<std::string> {
+            const std::string p = path + "/" + file;
+            struct stat fs {};
+            if (::stat(p.c_str(), &fs) != 0 && errno == ENOENT) return std::nullopt;
+            return read(p, std::string("--tokenizer-model ") + file);
+          };
+          const std::set<std::string> more =
+              huggingface_directory_tokens(optional(kBeside[0]), optional(kBeside[1]), optional(kBeside[2]), path);
+          tokens.insert(more.begin(), more.end());
+        }
         return plus_special_tokens(static_cast<int64_t>(tokens.size()), a, tokens);
       });
     }

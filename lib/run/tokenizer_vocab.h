@@ -13,15 +13,18 @@
 //                                 as its add_special_tokens counts them; special tokens need
 //                                 --tokenizer-sentencepiece-legacy, as Megatron's tokenizer does;
 //   HuggingFaceTokenizer          len(tokenizer) of a local --tokenizer-model: the distinct tokens of its tokenizer.json
-//                                 (the model's vocabulary and the added tokens), plus --tokenizer-special-tokens not
-//                                 among them (a directory holding tokenizer.json, or that file itself). Tokens that
-//                                 only tokenizer_config.json adds are not seen.
+//                                 (the model's vocabulary and the added tokens), plus, for a directory, the tokens
+//                                 its tokenizer_config.json, special_tokens_map.json and added_tokens.json add as
+//                                 transformers loads them (huggingface_directory_tokens), plus
+//                                 --tokenizer-special-tokens not among them (a directory holding tokenizer.json, or
+//                                 that file itself).
 // Anything else (another tokenizer, a hub name, a missing or unreadable file) is a RunError that names the flag or the
 // file and asks for --vocab-size. A file is read once per process (the plan is made per rank and stage), by
 // util/bounded_file.h's reader. Torch-free.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -46,5 +49,17 @@ SentencePieceModel sentencepiece_model(std::string_view proto, const std::string
 // The distinct tokens of a HuggingFace tokenizer.json (model.vocab: an object for BPE, WordPiece and WordLevel, a
 // list of [piece, score] for Unigram; and added_tokens[].content). RunError naming `name` otherwise.
 std::set<std::string> huggingface_tokens(std::string_view json, const std::string& name);
+
+// The tokens transformers (5.x; AutoTokenizer.from_pretrained) adds to tokenizer.json's from a directory's other
+// files, each absent (nullopt) or its text: tokenizer_config.json's added_tokens_decoder (id -> AddedToken), its
+// special tokens bos/eos/unk/sep/pad/cls/mask_token (a string or an AddedToken object), any other *_token string
+// (model-specific, e.g. image_token), additional_special_tokens / extra_special_tokens (a list, or a name -> token
+// object); special_tokens_map.json's value replaces the config's for each key it has; added_tokens.json (the legacy
+// token -> id object) counts only where there is no added_tokens_decoder. transformers 4.x differs in two corners:
+// it counts no model-specific *_token, and it joins the two files' additional_special_tokens. RunError naming the
+// file (in `dir`) when one is not a JSON object.
+std::set<std::string> huggingface_directory_tokens(const std::optional<std::string>& config,
+                                                   const std::optional<std::string>& special_map,
+                                                   const std::optional<std::string>& added, const std::string& dir);
 
 }  // namespace mr::run

@@ -3,6 +3,8 @@
 // whose counts the expectations are), special tokens, and every way a file or flag can be unusable.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <map>
 #include <set>
@@ -104,6 +106,46 @@ TEST_CASE("vocabulary: a HuggingFace tokenizer.json counts as len(tokenizer)", "
                     Catch::Contains("is not a local path") && Catch::Contains("--vocab-size"));
   CHECK_THROWS_WITH(tokenizer_vocab_size(args({{"tokenizer_type", str("HuggingFaceTokenizer")}})),
                     Catch::Contains("without --tokenizer-model"));
+}
+
+TEST_CASE("vocabulary: a HuggingFace directory's config files add tokens as transformers loads them",
+          "[run][model][tokenizer]") {
+  auto size = [](const std::string& path) {
+    return tokenizer_vocab_size(args({{"tokenizer_type", str("HuggingFaceTokenizer")}, {"tokenizer_model", str(path)}}));
+  };
+  // make_fixtures.py's counts from transformers 5.25.0: hf_bpe's 81 tokens, plus <tool> (added_tokens_decoder),
+  // <|pad|> (special_tokens_map.json's pad_token over the config's <pad>), <mask> (an AddedToken object), <image> (a
+  // model-specific *_token) and <a1> (additional_special_tokens); <s> and "the" are in the vocabulary already and
+  // added_tokens.json is not read beside added_tokens_decoder.
+  CHECK(size(kData + "/hf_config") == 86);
+  CHECK(size(kData + "/hf_config/tokenizer.json") == 81);  // the file alone: no directory to read beside it
+  CHECK(size(kData + "/hf_legacy") == 82);                  // added_tokens.json's <legacy> without added_tokens_decoder
+
+  using mr::run::huggingface_directory_tokens;
+  using Set = std::set<std::string>;
+  const std::optional<std::string> none;
+  auto cfg = [&](const std::string& json) { return huggingface_directory_tokens(json, none, none, "d"); };
+  CHECK(cfg(R"({"extra_special_tokens": {"image_token": "<i>", "video_token": {"content": "<v>"}}})") == Set{"<i>", "<v>"});
+  CHECK(cfg(R"({"extra_special_tokens": ["<e>", {"content": "<f>"}]})") == Set{"<e>", "<f>"});
+  // Not tokens: a null special token, booleans and numbers named *_token, other keys' strings.
+  CHECK(cfg(R"({"pad_token": null, "add_bos_token": true, "max_token": 3, "chat_template": "<t>", "x": "<x>"})").empty());
+  // A model-specific *_token counts only as a string; the named ones also as an AddedToken object.
+  CHECK(cfg(R"({"image_token": {"content": "<i>"}, "bos_token": {"content": "<b>"}})") == Set{"<b>"});
+  CHECK(cfg(R"({"pad_token": "<p1>", "pad_token": "<p2>"})") == Set{"<p2>"});  // json.load keeps a key's last value
+  CHECK(huggingface_directory_tokens(R"({"additional_special_tokens": ["<c>"], "pad_token": "<p>"})",
+                                     std::string(R"({"additional_special_tokens": ["<m>"]})"), none, "d") ==
+        Set{"<m>", "<p>"});
+  CHECK(huggingface_directory_tokens(none, none, std::string(R"({"<old>": 7})"), "d") == Set{"<old>"});
+  CHECK_THROWS_WITH(cfg("{"), Catch::Contains("d/tokenizer_config.json: not JSON") && Catch::Contains("--vocab-size"));
+  CHECK_THROWS_WITH(huggingface_directory_tokens(none, std::string("[1]"), none, "d"),
+                    Catch::Contains("d/special_tokens_map.json: not a JSON object"));
+
+  // Through the run's reader: an unreadable config file in a directory is named.
+  mrtest::TempDir dir;
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"vocab": {"a": 0}}})";
+  ::mkdir((dir / "tokenizer_config.json").c_str(), 0700);
+  CHECK_THROWS_WITH(size(dir.path.string()), Catch::Contains("tokenizer_config.json: cannot read the --tokenizer-model "
+                                                      "tokenizer_config.json: it is a directory"));
 }
 
 TEST_CASE("vocabulary: unusable tokenizer files are refused, naming the file", "[run][model][tokenizer]") {

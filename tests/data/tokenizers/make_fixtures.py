@@ -36,3 +36,38 @@ for name, model, trainer in [
     tok.save(os.path.join(name, "tokenizer.json"))
     print(name + "/tokenizer.json: len(tokenizer)", tok.get_vocab_size(with_added_tokens=True))
 os.remove("corpus.txt")
+
+# HuggingFace directories whose tokenizer_config.json, special_tokens_map.json and added_tokens.json add tokens to
+# hf_bpe's tokenizer.json when transformers loads them (AutoTokenizer.from_pretrained; `pip install transformers`;
+# recorded: transformers 5.25.0 and 4.57.6, whose len(tokenizer) is printed where they differ).
+import json
+import shutil
+
+configs = {
+    # added_tokens_decoder (one new, one in tokenizer.json), named special tokens as a string, as an AddedToken dict
+    # and as a vocabulary token, a model-specific *_token (transformers 5 counts it, 4 does not), additional special
+    # tokens; special_tokens_map.json replaces pad_token; added_tokens.json is not read beside added_tokens_decoder.
+    "hf_config": (
+        {"tokenizer_class": "PreTrainedTokenizerFast",
+         "added_tokens_decoder": {"81": {"content": "<tool>", "special": True}, "1": {"content": "<s>", "special": True}},
+         "pad_token": "<pad>", "mask_token": {"content": "<mask>", "__type": "AddedToken"}, "unk_token": "the",
+         "image_token": "<image>", "additional_special_tokens": ["<a1>", "<s>"], "add_bos_token": True},
+        {"pad_token": "<|pad|>"},
+        {"<legacy>": 90}),
+    # added_tokens.json without added_tokens_decoder: its tokens count.
+    "hf_legacy": ({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>"}, None, {"<legacy>": 81}),
+}
+for name, (config, special_map, added) in configs.items():
+    os.makedirs(name, exist_ok=True)
+    shutil.copy(os.path.join("hf_bpe", "tokenizer.json"), name)
+    for file, data in [("tokenizer_config.json", config), ("special_tokens_map.json", special_map),
+                       ("added_tokens.json", added)]:
+        if data is not None:
+            with open(os.path.join(name, file), "w") as f:
+                json.dump(data, f, indent=1)
+    try:
+        import transformers
+        tok = transformers.AutoTokenizer.from_pretrained(name)
+        print(name + ": transformers", transformers.__version__, "len(tokenizer)", len(tok))
+    except ImportError:
+        print(name + ": written (no transformers here to count it)")
