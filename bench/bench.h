@@ -27,8 +27,8 @@ struct Options {
 
 using Fn = std::function<Result(const Options&)>;
 
-// Thrown by a benchmark that cannot run here (its baseline is missing): reported as skipped, with the message,
-// and not as a failure.
+// Thrown by a benchmark that cannot run here (no GPU, or its baseline is missing): reported as skipped, with the
+// message, and not as a failure, unless the benchmark was asked for by its whole name.
 struct Skipped : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

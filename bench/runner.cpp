@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -159,7 +160,13 @@ int main(int argc, char** argv) {
         std::printf("%-28s %12.4g %-6s  baseline %-28s %12.4g  ratio %.3f\n", n.c_str(), r.value, r.unit.c_str(),
                     r.baseline.c_str(), r.baseline_value, r.ratio);
     } catch (const Skipped& e) {
-      std::cerr << n << ": skipped: " << mr::printable(e.what()) << "\n";
+      // A benchmark asked for by its whole name must run: not being able to is a failure then.
+      if (std::find(names.begin(), names.end(), n) != names.end()) {
+        ++failures;
+        std::cerr << n << ": failed (asked for by name): " << mr::printable(e.what()) << "\n";
+      } else {
+        std::cerr << n << ": skipped: " << mr::printable(e.what()) << "\n";
+      }
     } catch (const std::exception& e) {
       ++failures;
       std::cerr << n << ": failed: " << mr::printable(e.what()) << "\n";
