@@ -5,6 +5,7 @@
 
 #include "config/limits.h"
 #include "config/converters.h"
+#include "util/text.h"
 
 namespace mr {
 
@@ -269,7 +270,12 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
     if (x.is_int()) return std::to_string(x.as_int());
     if (x.is_float()) return py_float_repr(x.as_float());
     if (x.is_none()) bad("null is not allowed inside a list");
-    return x.json();
+    // A mapping (or a list inside a list) is no command-line word: usually an indentation slip that would swallow
+    // the keys below it.
+    bad(std::string("expects ") + (arg.nargs_kind == 0 || arg.nargs_kind == '?' ? "a single value" : "values") +
+        ", got " + (x.is_object() ? "a mapping " : "a nested list ") + abbreviate(x.json(), 120) +
+        (x.is_object() ? " (are the keys under it indented by mistake?)" : ""));
+    return {};
   };
   auto one = [&](const Value& x) -> Value {
     const ArgType t = arg.spec->type;
