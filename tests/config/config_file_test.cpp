@@ -61,6 +61,29 @@ TEST_CASE("plain layout: flag or dest spelling, switches, lists, null", "[config
   CHECK(p.ns.provenance("hidden_size").kind == mr::Provenance::Kind::Config);
 }
 
+TEST_CASE("plain layout: scalars resolve as PyYAML's safe_load (YAML 1.1) resolves them", "[config]") {
+  // Each value as yaml.safe_load gives it (checked with PyYAML 6), then converted by the flag's type: --load takes a
+  // string, --lr a float, --seed an int.
+  struct Case {
+    const char* text;
+    const char* load;
+    double lr;
+  };
+  for (const Case& c : {Case{"0b11", "3", 3}, Case{"1:30", "90", 90}, Case{"190:20:30.15", "685230.15", 685230.15},
+                        Case{"0x1F", "31", 31}, Case{"010", "8", 8}, Case{"1_000", "1000", 1000},
+                        Case{"-.5", "-.5", -0.5}, Case{"1e-2", "1e-2", 0.01}, Case{"1.0e-2", "0.01", 0.01}}) {
+    INFO(c.text);
+    auto p = parse({write_tmp("scalars.yaml", std::string("--load: ") + c.text + "\n--lr: " + c.text + "\n")});
+    CHECK(p.ns["load"].as_str() == c.load);
+    CHECK(p.ns["lr"].as_float() == Approx(c.lr));
+  }
+  CHECK(parse({write_tmp("scalars.yaml", "--seed: 1:00:00\n")}).ns["seed"].as_int() == 3600);
+  // What safe_load makes but no flag takes (a date, an int past 64 bits) is converted from its text.
+  CHECK(parse({write_tmp("scalars.yaml", "--load: 2024-01-02\n")}).ns["load"].as_str() == "2024-01-02");
+  CHECK_THAT(error_of({write_tmp("scalars.yaml", "--seed: 0x10000000000000000\n")}),
+             Catch::Contains("scalars.yaml:1: argument --seed: invalid int value"));
+}
+
 TEST_CASE("precedence: later files override earlier, the command line overrides files", "[config]") {
   auto a = write_tmp("a.yaml", "--num-layers: 2\n--hidden-size: 64\nbf16: true\n");
   auto b = write_tmp("b.yaml", "--num-layers: 4\nbf16: false\n");

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "config/converters.h"
+#include "config/parse/yaml11.h"
 #include "config/parse/yaml_doc.h"
 
 namespace mr {
@@ -26,89 +27,17 @@ namespace {
 
 const std::vector<std::string> kConfigFlags = {"--config"};
 
-// YAML 1.1 booleans, as Python's yaml loader reads them.
-std::optional<bool> yaml_bool(const std::string& s) {
-  static const char* const t[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
-  static const char* const f[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
-  for (const char* x : t)
-    if (s == x) return true;
-  for (const char* x : f)
-    if (s == x) return false;
-  return std::nullopt;
-}
-
-bool yaml_null(const std::string& s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
-
-// YAML 1.1 number syntax (the grammar Python's yaml loader resolves plain scalars with), matched by hand:
-// std::regex would cost more than the rest of a dry run.
-bool digits_underscores(std::string_view s, bool (*digit)(char)) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!digit(c) && c != '_') return false;
-  return true;
-}
-bool is_dec(char c) { return c >= '0' && c <= '9'; }
-bool is_oct(char c) { return c >= '0' && c <= '7'; }
-bool is_hex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
-std::string_view unsigned_part(std::string_view t) {
-  if (!t.empty() && (t[0] == '-' || t[0] == '+')) t.remove_prefix(1);
-  return t;
-}
-// [-+]?(0|[1-9][0-9_]*)
-bool yaml_dec_int(std::string_view t) {
-  t = unsigned_part(t);
-  if (t == "0") return true;
-  return !t.empty() && t[0] >= '1' && t[0] <= '9' && digits_underscores(t, is_dec);
-}
-// [-+]?0x[0-9a-fA-F_]+ and [-+]?0[0-7_]+
-int yaml_radix_int(std::string_view t) {
-  t = unsigned_part(t);
-  if (t.size() > 2 && t.substr(0, 2) == "0x" && digits_underscores(t.substr(2), is_hex)) return 16;
-  if (t.size() > 1 && t[0] == '0' && digits_underscores(t.substr(1), is_oct)) return 8;
-  return 0;
-}
-// [-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?  with at least one digit before the point, or a point then a digit
-bool yaml_float(std::string_view t) {
-  t = unsigned_part(t);
-  size_t e = t.find_first_of("eE");
-  std::string_view mant = t.substr(0, e);
-  if (e != std::string_view::npos) {
-    std::string_view ex = t.substr(e + 1);
-    if (ex.size() < 2 || (ex[0] != '-' && ex[0] != '+')) return false;
-    for (char c : ex.substr(1))
-      if (!is_dec(c)) return false;
-  }
-  size_t dot = mant.find('.');
-  if (dot == std::string_view::npos) return false;
-  std::string_view ip = mant.substr(0, dot), fp = mant.substr(dot + 1);
-  if (!ip.empty() && (!is_dec(ip[0]) || !digits_underscores(ip, is_dec))) return false;
-  if (!fp.empty() && !digits_underscores(fp, is_dec)) return false;
-  if (ip.empty()) return !fp.empty() && is_dec(fp[0]);
-  return true;
-}
-
 // A plain (unquoted) scalar as a typed value, resolved with YAML 1.1 rules as Python's yaml loader does
-// (so "1e-2" stays a string while "0.00001" is a float and "yes" is a bool).
+// (config/parse/yaml11.h: "1e-2" stays a string while "0.00001" is a float, "yes" is a bool, "0b11" and "1:30" are
+// ints). What safe_load would make but no flag can take as such stays its text, to be converted like a command-line
+// word: a timestamp (Python's str() of the date is the same text for a date), an int past 64 bits (the flag's type
+// then says it is out of range), a plain "=" or "<<".
 Value plain_scalar(const std::string& text) {
-  if (auto b = yaml_bool(text)) return Value(*b);
-  if (yaml_null(text)) return Value();
-  std::string clean = text;
-  clean.erase(std::remove(clean.begin(), clean.end(), '_'), clean.end());
   try {
-    if (yaml_dec_int(text)) return Value(parse_py_int(clean));
-    if (int radix = yaml_radix_int(text)) {
-      std::string_view u = unsigned_part(clean);
-      long long v = std::stoll(std::string(u.substr(radix == 16 ? 2 : 0)), nullptr, radix);
-      return Value(clean[0] == '-' ? -v : v);
-    }
-    if (yaml_float(text)) return Value(parse_py_float(clean));
-  } catch (const std::exception&) {
+    return yaml11_plain_scalar(text);
+  } catch (const UsageError&) {
     return Value(text);
   }
-  std::string_view u = unsigned_part(text);
-  if (u == ".inf" || u == ".Inf" || u == ".INF") return Value(text[0] == '-' ? -HUGE_VAL : HUGE_VAL);
-  if (text == ".nan" || text == ".NaN" || text == ".NAN") return Value(std::nan(""));
-  return Value(text);
 }
 
 // A scalar node as Python's yaml loader constructs it: quoted and block scalars are strings, plain ones go

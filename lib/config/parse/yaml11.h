@@ -1,4 +1,5 @@
-// YAML 1.1 scalar typing (PyYAML's SafeLoader), for Megatron's --yaml-cfg (config/parse/yaml_cfg.h).
+// YAML 1.1 scalar typing (PyYAML's SafeLoader), for Megatron's --yaml-cfg (config/parse/yaml_cfg.h) and --config files
+// (config/parse/config_file.h).
 #pragma once
 
 #include <string>
