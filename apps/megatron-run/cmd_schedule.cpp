@@ -9,6 +9,7 @@
 #include "config/print.h"
 #include "optim/schedule_picture.h"
 #include "optim/schedule_series.h"
+#include "run/batch_schedule.h"
 
 namespace mr::app {
 
@@ -71,9 +72,22 @@ int cmd_schedule(const std::vector<std::string>& args) {
     throw UsageError("schedule: --yaml-cfg configs are not supported (their namespace holds sections, not flags)",
                      {"--yaml-cfg"});
   optim::ScheduleRun run;
+  bool rounded = false;  // --decrease-batch-size-if-needed rounded --global-batch-size down
   try {
-    run = optim::ScheduleRun::from_args(Args::from(out.parsed.ns));
-  } catch (const std::exception& e) {  // ArgsError, or the scheduler's settings (invalid_argument naming flags)
+    const Args args = Args::from(out.parsed.ns);
+    // The samples each iteration consumes, as the run steps its scheduler (run/batch_schedule.h): a
+    // --step-batch-size-schedule, or --global-batch-size rounded down by --decrease-batch-size-if-needed.
+    optim::BatchPieces batches;
+    if (args.train_iters && *args.train_iters != 0) {
+      const run::BatchSchedule b = run::BatchSchedule::from(args);
+      if (b.scheduled())
+        batches = b.steps();
+      else
+        batches = {{0, b.peek(0).running}};
+      rounded = !b.scheduled() && b.peek(0).running != b.peek(0).global;
+    }
+    run = optim::ScheduleRun::from_args(args, batches);
+  } catch (const std::exception& e) {  // ArgsError, RunError (the batch schedule), or the scheduler's settings
     return report_failure(common, Diagnostic{Diagnostic::Level::Error, "schedule.settings", e.what(), {}, {},
                                              kStagePlan});
   }
@@ -118,7 +132,11 @@ int cmd_schedule(const std::vector<std::string>& args) {
   } else if (common.format == "json") {
     const optim::ScheduleConfig& c = run.config;
     std::cout << "{\"unit\": \"" << unit << "\", \"end\": " << run.end
-              << ", \"global_batch_size\": " << run.global_batch_size << ", \"settings\": {\"init_lr\": "
+              << ", \"global_batch_size\": " << run.global_batch_size << ", \"batches\": [";
+    for (size_t k = 0; k < run.batches.size(); ++k)
+      std::cout << (k ? ", " : "") << "{\"from_samples\": " << run.batches[k].first
+                << ", \"samples\": " << run.batches[k].second << "}";
+    std::cout << "], \"settings\": {\"init_lr\": "
               << num(c.init_lr) << ", \"max_lr\": " << num(c.max_lr) << ", \"min_lr\": " << num(c.min_lr)
               << ", \"lr_warmup_samples\": " << num(c.lr_warmup_steps) << ", \"lr_decay_samples\": " << c.lr_decay_steps
               << ", \"lr_decay_style\": \"" << optim::to_string(c.lr_decay_style) << "\", \"start_wd\": "
@@ -140,16 +158,23 @@ int cmd_schedule(const std::vector<std::string>& args) {
     std::cout << "]}\n";
   } else {
     const optim::ScheduleConfig& c = run.config;
-    std::cout << (iters ? std::to_string(run.end) + " iterations of " + std::to_string(run.global_batch_size) +
-                              " samples (--train-iters, --global-batch-size)"
-                        : std::to_string(run.end) + " samples (--train-samples)")
-              << "\n";
+    if (!iters) {
+      std::cout << run.end << " samples (--train-samples)\n";
+    } else if (run.constant_batch()) {
+      std::cout << run.end << " iterations of " << run.global_batch_size << " samples (--train-iters, "
+                << (rounded ? "--global-batch-size rounded down by --decrease-batch-size-if-needed)"
+                            : "--global-batch-size)")
+                << "\n";
+    } else {
+      std::cout << run.end << " iterations (--train-iters) of";
+      for (size_t k = 0; k < run.batches.size(); ++k)
+        std::cout << (k ? ", then " : " ") << run.batches[k].second << " samples from " << run.batches[k].first;
+      std::cout << " consumed (--step-batch-size-schedule)\n";
+    }
     // Counts in samples, and in iterations for an iteration-based run.
     auto span = [&](double samples) {
       std::string t = num(samples) + " samples";
-      if (iters && run.global_batch_size > 0)
-        t = std::to_string(static_cast<long long>(samples / static_cast<double>(run.global_batch_size))) +
-            " iterations (" + t + ")";
+      if (iters) t = std::to_string(static_cast<long long>(run.step_at(samples))) + " iterations (" + t + ")";
       return t;
     };
     std::cout << "learning rate: warmup from " << num(c.init_lr) << " to " << num(c.max_lr) << " over "

@@ -55,7 +55,10 @@ std::string schedule_svg(const ScheduleRun& run, const std::vector<SchedulePoint
   sub += ", peak " + py_float_repr(c.max_lr) + ", floor " + py_float_repr(c.min_lr) + "; weight decay " +
          py_float_repr(c.start_wd) + (c.start_wd != c.end_wd ? " to " + py_float_repr(c.end_wd) : "") + " (" +
          std::string(to_string(c.wd_incr_style)) + "); " +
-         (run.sample_based ? "sample-based" : "global batch " + std::to_string(run.global_batch_size));
+         (run.sample_based       ? "sample-based"
+          : run.constant_batch() ? "global batch " + std::to_string(run.global_batch_size)
+                                 : "global batch " + std::to_string(run.global_batch_size) + " to " +
+                                       std::to_string(run.batches.back().second) + " (--step-batch-size-schedule)");
   d.text(10, 40, sub, {.size = 12, .fill = "#444444"});
 
   // Phases as shaded bands behind both panels, named once above the first.

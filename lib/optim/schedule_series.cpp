@@ -2,6 +2,7 @@
 #include "optim/schedule_series.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "config/checked.h"
@@ -33,23 +34,60 @@ SchedulePhase phase_at(const ScheduleConfig& c, int64_t samples) {
 
 int64_t ScheduleRun::samples_at(int64_t step) const {
   if (sample_based) return step;
-  if (auto s = checked_mul(step, global_batch_size)) return *s;
-  throw std::overflow_error("iteration " + std::to_string(step) + " x --global-batch-size " +
-                            std::to_string(global_batch_size) + " does not fit in 64 bits");
+  // Piece by piece: the iterations of a piece's size until the consumed samples reach the next threshold.
+  int64_t consumed = 0, left = step;
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const int64_t bs = batches[k].second;
+    if (k + 1 < batches.size() && consumed < batches[k + 1].first) {
+      const int64_t n = (batches[k + 1].first - consumed + bs - 1) / bs;
+      if (left > n) {
+        consumed += n * bs, left -= n;  // below the next threshold plus bs: no overflow
+        continue;
+      }
+    } else if (k + 1 < batches.size()) {
+      continue;  // already past the next threshold
+    }
+    const auto more = checked_mul(left, bs);
+    const auto s = more ? checked_add(consumed, *more) : std::nullopt;
+    if (s) return *s;
+    break;
+  }
+  throw std::overflow_error("the samples of iteration " + std::to_string(step) + " (batches of " +
+                            std::to_string(batches.empty() ? 0 : batches.back().second) +
+                            ") do not fit in 64 bits");
 }
 
-ScheduleRun ScheduleRun::from_args(const Args& a) {
+int64_t ScheduleRun::step_at(double samples) const {
+  if (sample_based) return static_cast<int64_t>(samples);
+  int64_t consumed = 0, step = 0;
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const int64_t bs = batches[k].second;
+    const bool last = k + 1 == batches.size();
+    if (!last && consumed >= batches[k + 1].first) continue;
+    const int64_t n = last ? 0 : (batches[k + 1].first - consumed + bs - 1) / bs;
+    const double in_piece = (samples - static_cast<double>(consumed)) / static_cast<double>(bs);
+    if (last || in_piece < static_cast<double>(n)) return step + static_cast<int64_t>(std::floor(in_piece));
+    consumed += n * bs, step += n;
+  }
+  return step;
+}
+
+ScheduleRun ScheduleRun::from_args(const Args& a, BatchPieces batches) {
   ScheduleRun r;
   r.config = ScheduleConfig::from_args(a);
   r.config.check();
   r.sample_based = !(a.train_iters && *a.train_iters != 0);
-  r.global_batch_size = a.global_batch_size.value_or(1);
+  r.batches = batches.empty() ? BatchPieces{{0, a.global_batch_size.value_or(1)}} : std::move(batches);
+  if (r.batches.front().first != 0) throw std::invalid_argument("the batch sizes must start at 0 samples");
+  for (size_t k = 0; k < r.batches.size(); ++k)
+    if (r.batches[k].second <= 0 || (k && r.batches[k].first <= r.batches[k - 1].first))
+      throw std::invalid_argument("the batch sizes must be above 0, their thresholds increasing");
+  r.global_batch_size = r.batches.front().second;
   r.end = r.sample_based ? a.train_samples.value_or(0) : a.train_iters.value_or(0);
   if (r.end < 0) throw std::invalid_argument(std::string(r.sample_based ? "--train-samples" : "--train-iters") +
                                              " must not be negative");
-  // A phase boundary in samples, on the x axis: the first step whose samples are past it.
-  const int64_t per = r.sample_based ? 1 : r.global_batch_size;
-  auto step_of = [&](double samples) { return static_cast<int64_t>(samples / static_cast<double>(per)); };
+  // A phase boundary in samples, on the x axis: the last step whose samples are not past it.
+  auto step_of = [&](double samples) { return r.step_at(samples); };
   const ScheduleConfig& c = r.config;
   const char* decay_flag = r.sample_based ? "--lr-decay-samples" : "--lr-decay-iters";
   if (c.lr_warmup_steps > 0) r.marks.push_back({step_of(c.lr_warmup_steps), "warmup ends"});

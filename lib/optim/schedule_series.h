@@ -2,14 +2,15 @@
 // own values (schedule.h) at chosen iterations (iteration-based runs, --train-iters) or consumed-sample counts
 // (sample-based runs, --train-samples), with the phase each point is in. Torch-free.
 //
-// A point at iteration i is the scheduler after i iterations of --global-batch-size samples: the value
-// Megatron logs at iteration i (training_log reads the learning rate after the scheduler's step) and uses for
-// iteration i + 1.
+// A point at iteration i is the scheduler after i iterations (each consuming the running global batch size: see
+// ScheduleRun::batches): the value Megatron logs at iteration i (training_log reads the learning rate after the
+// scheduler's step) and uses for iteration i + 1.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/args.h"
@@ -37,17 +38,28 @@ struct ScheduleMark {
   std::string what;  // "warmup ends", "decay ends (--lr-decay-iters)", ...
 };
 
+// The samples each iteration consumes, as Megatron steps its scheduler (increment = micro-batches x micro-batch
+// size x data-parallel size: the running global batch size): (consumed samples from which it holds, samples per
+// iteration), thresholds increasing from 0, sizes above 0.
+using BatchPieces = std::vector<std::pair<int64_t, int64_t>>;
+
 struct ScheduleRun {
   ScheduleConfig config;
   bool sample_based = false;   // --train-samples: the x axis counts samples
-  int64_t global_batch_size = 1;
+  int64_t global_batch_size = 1;  // the first iteration's samples (batches.front().second)
+  BatchPieces batches;            // {{0, global_batch_size}} for a constant batch
   int64_t end = 0;             // the last step of the run (--train-iters or --train-samples)
   std::vector<ScheduleMark> marks;  // phase boundaries inside [0, end], in order
 
-  // From resolved arguments (ScheduleConfig::from_args; std::invalid_argument naming the flags).
-  static ScheduleRun from_args(const Args& args);
+  // From resolved arguments (ScheduleConfig::from_args; std::invalid_argument naming the flags). `batches`: the
+  // running batch sizes (run/batch_schedule.h gives them: a --step-batch-size-schedule, or --global-batch-size
+  // rounded down by --decrease-batch-size-if-needed); empty: --global-batch-size throughout.
+  static ScheduleRun from_args(const Args& args, BatchPieces batches = {});
   const char* unit() const { return sample_based ? "samples" : "iteration"; }
   int64_t samples_at(int64_t step) const;  // throws std::overflow_error beyond 64 bits
+  // The last step whose consumed samples are at most `samples` (a phase boundary on the x axis).
+  int64_t step_at(double samples) const;
+  bool constant_batch() const { return batches.size() <= 1; }
 
   // The values at each step (any order; each must be >= 0).
   std::vector<SchedulePoint> at(const std::vector<int64_t>& steps) const;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "binary.h"
+#include "scratch.h"
 #include "config/value.h"
 
 namespace {
@@ -184,4 +185,42 @@ TEST_CASE("schedule: refusals name the flag", "[cli][schedule]") {
   r = sh("schedule --help");
   CHECK(r.exit == 0);
   CHECK(r.out.find("usage: megatron-run schedule") != std::string::npos);
+}
+
+TEST_CASE("schedule: the batch the run consumes (a step schedule, a rounded-down batch) steps the scheduler",
+          "[cli][schedule]") {
+  // The training run logs, for this job: iteration 9 at 24 consumed samples, learning rate 3.546845E-05, and from
+  // iteration 10 the floor 3.0E-05 (batches of 2 until 16 samples, then 8; Megatron steps its scheduler by the
+  // samples consumed).
+  // configs/default.yaml without its --global-batch-size (a step schedule sets each step's).
+  std::ifstream in(kDefault);
+  std::string config, line;
+  while (std::getline(in, line))
+    if (line.rfind("--global-batch-size:", 0) != 0) config += line + "\n";
+  const std::string stepped = mrtest::write_file("stepped.yaml", config, "schedule");
+  const std::string job = "schedule --format csv --config " + stepped +
+                          " --step-batch-size-schedule '0:2 2048:8' --train-iters 13";
+  Result r = out_only(job + " --at 8,9,10");
+  REQUIRE(r.exit == 0);
+  const auto rows = csv(r.out);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[1][1] == "16");
+  CHECK(rows[2][1] == "24");
+  CHECK(std::stod(rows[2][2]) == Approx(3.546845e-05).epsilon(1e-6));
+  CHECK(rows[3][1] == "32");
+  CHECK(rows[3][2] == "3e-05");
+  CHECK(rows[3].back() == "floor");
+  r = out_only("schedule --config " + stepped + " --step-batch-size-schedule '0:2 2048:8' --train-iters 13 --at 1");
+  CHECK(r.out.find("13 iterations (--train-iters) of 2 samples from 0, then 8 samples from 16 consumed") !=
+        std::string::npos);
+  // --decrease-batch-size-if-needed: 7 rounds down to 6 (micro-batch 2 x data-parallel 1), as the run logs.
+  r = out_only("schedule --format csv --config " + kDefault +
+               " --global-batch-size 7 --eval-global-batch-size 8 --decrease-batch-size-if-needed --at 1");
+  REQUIRE(r.exit == 0);
+  CHECK(csv(r.out)[1][1] == "6");
+  // Both at once are refused, as the run refuses them.
+  r = sh("schedule --config " + stepped + " --step-batch-size-schedule '0:2' --decrease-batch-size-if-needed");
+  CHECK(r.exit == 1);
+  CHECK(r.out.find("error[schedule.settings]: --step-batch-size-schedule does not go with "
+                   "--decrease-batch-size-if-needed") != std::string::npos);
 }

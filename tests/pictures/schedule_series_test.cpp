@@ -5,6 +5,7 @@
 
 #include "optim/schedule_picture.h"
 #include "optim/schedule_series.h"
+#include "run/batch_schedule.h"
 
 using namespace mr::optim;
 using Catch::Matchers::Contains;
@@ -108,4 +109,41 @@ TEST_CASE("schedule picture: both panels, the phases and the marks", "[pictures]
   size_t lines = 0;
   for (size_t p = s.find("<polyline"); p != std::string::npos; p = s.find("<polyline", p + 1)) ++lines;
   CHECK(lines == 2);  // lr and weight decay; no decoupled group here
+}
+
+TEST_CASE("schedule series: iterations consume the running batch size, as the run's batch schedule gives it",
+          "[pictures][schedule]") {
+  // Each schedule against a walk of the run's own BatchSchedule (run/batch_schedule.h): iteration k starts after
+  // samples_at(k) samples and consumes the batch of the last threshold at or below them.
+  for (const char* text : {"0:2 16:8", "0:3 10:5", "0:10 5:2 12:4", "0:4"}) {
+    INFO(text);
+    mr::Args a = args(200, 2);  // the scheduler's iterations-to-samples conversion still reads --global-batch-size
+    a.step_batch_size_schedule = text;
+    const mr::run::BatchSchedule b = mr::run::BatchSchedule::from(a);
+    const ScheduleRun run = ScheduleRun::from_args(a, b.steps());
+    int64_t consumed = 0;
+    for (int64_t k = 0; k <= 200; ++k) {
+      INFO("iteration " << k);
+      REQUIRE(run.samples_at(k) == consumed);
+      CHECK(run.step_at(static_cast<double>(consumed)) == k);
+      const int64_t bs = b.peek(consumed).running;
+      CHECK(run.step_at(static_cast<double>(consumed + bs) - 0.5) == k);  // inside the iteration
+      consumed += bs;
+    }
+  }
+  // With 2 then 8 samples (16 samples in 8 iterations, then 8 a step), a phase ends at the last iteration not past
+  // its samples: the warmup (lr_warmup_steps = 10 x --global-batch-size 2 = 20 samples) at iteration 8 (16 samples),
+  // the decay (60 x 2 = 120 samples) at iteration 21 (120 samples).
+  mr::Args a = args(100, 2);
+  const ScheduleRun run = ScheduleRun::from_args(a, {{0, 2}, {16, 8}});
+  CHECK(run.samples_at(9) == 24);
+  REQUIRE(run.marks.size() == 2);
+  CHECK(run.marks[0].step == 8);
+  CHECK(run.marks[1].step == 21);
+  CHECK(run.at({100})[0].samples == 16 + 92 * 8);
+  CHECK_THROWS_AS(ScheduleRun::from_args(a, {{1, 2}}), std::invalid_argument);
+  CHECK_THROWS_AS(ScheduleRun::from_args(a, {{0, 2}, {0, 4}}), std::invalid_argument);
+  CHECK_THROWS_AS(ScheduleRun::from_args(a, {{0, 0}}), std::invalid_argument);
+  CHECK_THROWS_AS(ScheduleRun::from_args(args(100, 2), {{0, 2}, {16, int64_t{1} << 62}}).samples_at(100),
+                  std::overflow_error);
 }
