@@ -54,6 +54,10 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   const optim::OptimizerInfo opt = optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer);
   const bool aware = a.use_precision_aware_optimizer;
   const bool fsdp = a.use_megatron_fsdp;
+  // Torch FSDP2 (--use-torch-fsdp2): fully_shard over the data-parallel group with context parallelism, every
+  // parameter (experts too) sharded with its gradient, main param and state; the gradient in the param's dtype (its
+  // DDP config has no grad_reduce_in_fp32).
+  const bool fsdp2 = a.use_torch_fsdp2;
   const bool fp8_params = a.fp8_param_gather && a.fp8.has_value();
 
   // Who shards what. Each of --num-distributed-optimizer-instances holds a full copy, sharded over its part of
@@ -63,8 +67,9 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   const bool distributed_optimizer = a.use_distributed_optimizer || a.optimizer == arg::Optimizer::dist_muon;
   auto inner = [&](int64_t group) { return std::max<int64_t>(1, std::max<int64_t>(1, group) / instances); };
   const std::string dense_strategy =
-      fsdp ? std::string(arg::to_string(a.data_parallel_sharding_strategy))
-           : (distributed_optimizer ? "optim" : "no_shard");
+      fsdp    ? std::string(arg::to_string(a.data_parallel_sharding_strategy))
+      : fsdp2 ? "optim_grads_params"
+              : (distributed_optimizer ? "optim" : "no_shard");
   const std::string expert_strategy =
       fsdp && a.expert_data_parallel_sharding_strategy ? std::string(arg::to_string(*a.expert_data_parallel_sharding_strategy))
                                                        : dense_strategy;
@@ -81,11 +86,13 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     if (level >= 3) s.params = in;
     return s;
   };
-  const Shards dense = shards(dense_strategy, dp), expert = shards(expert_strategy, expert_dp > 0 ? expert_dp : dp);
+  const Shards dense = shards(dense_strategy, dp),
+               expert = shards(expert_strategy, expert_dp > 0 && !fsdp2 ? expert_dp : dp);
 
   // Element sizes.
   const double p_bytes = half ? 2 : 4;
-  double g_bytes = optim::dtype_size(grad_format(a).buffer);  // Megatron's main_grad (run/grad_format.h)
+  // Megatron's main_grad (run/grad_format.h); FSDP2's param.grad.
+  double g_bytes = fsdp2 ? p_bytes : optim::dtype_size(grad_format(a).buffer);
   // Main params: fp32, or with the precision-aware optimizer --main-params-dtype, where fp32 masters of bf16 params
   // may be kept as 16-bit remainders beside them (keeps_param_remainders; fp8 params keep fp32 ones).
   const bool aware_adam = aware && a.optimizer == arg::Optimizer::adam;
@@ -107,8 +114,9 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   m.params_shard = static_cast<int64_t>(dense.params);
   m.grads_shard = static_cast<int64_t>(dense.grads);
   m.state_shard = static_cast<int64_t>(dense.state);
-  m.sharding = fsdp ? "megatron-fsdp " + dense_strategy
-                    : (distributed_optimizer ? "distributed optimizer" : "none");
+  m.sharding = fsdp    ? "megatron-fsdp " + dense_strategy
+               : fsdp2 ? "torch fsdp2"
+                       : (distributed_optimizer ? "distributed optimizer" : "none");
   for (const ParamSpec& p : plan.params) {
     const double n = static_cast<double>(p.numel());
     const Shards& sh = p.expert ? expert : dense;

@@ -83,8 +83,9 @@ ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 // (times CP; within one of --num-distributed-optimizer-instances): the distributed optimizer shards main params
 // and state (ZeRO-1); Megatron-FSDP (--use-megatron-fsdp) shards per --data-parallel-sharding-strategy: optim
 // (main params and state), optim_grads (and gradients), optim_grads_params (and the params); routed experts by
-// --expert-data-parallel-sharding-strategy over the expert data-parallel group. Activations: Megatron's
-// theoretical estimate (megatron/training/theoretical_memory_usage.py) for the first pipeline stage, the most
+// --expert-data-parallel-sharding-strategy over the expert data-parallel group; torch FSDP2 (--use-torch-fsdp2)
+// shards everything (experts too) over the data-parallel group, its gradients in the params' dtype. Activations:
+// Megatron's theoretical estimate (megatron/training/theoretical_memory_usage.py) for the first pipeline stage, the most
 // loaded one, given to every stage; NaN for hybrid models (Megatron has no estimate for them). SOAP's state adds
 // its preconditioner per matrix (optim::kronecker_floats of the local shape).
 struct MemoryEstimate {
@@ -92,7 +93,7 @@ struct MemoryEstimate {
   double activations = 0;  // Megatron's theoretical activation memory of one rank
   // The divisors the sharding applied to the dense parameters' buffers (1: replicated on every DP rank).
   int64_t params_shard = 1, grads_shard = 1, state_shard = 1;
-  std::string sharding = "none";  // "none", "distributed optimizer", "megatron-fsdp <strategy>"
+  std::string sharding = "none";  // "none", "distributed optimizer", "megatron-fsdp <strategy>", "torch fsdp2"
   double weights_and_optimizer() const { return params + grads + main_params + optimizer_state; }
   double total() const { return weights_and_optimizer() + activations; }  // NaN: state not modelled
 };

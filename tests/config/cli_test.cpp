@@ -273,6 +273,27 @@ TEST_CASE("params: Megatron-FSDP's Llama-3 8B example shards weights and gradien
   CHECK_THAT(r.out, Catch::Contains("sharding: megatron-fsdp optim_grads_params") && Catch::Contains("activ"));
 }
 
+TEST_CASE("params: torch FSDP2 shards params, gradients, main params and state over DP", "[cli][params][memory]") {
+  // Megatron's FSDP2 CI config (TP 2, bf16, Adam) on 8 ranks: DP 4. Each TP rank holds 45,279,232 parameters;
+  // fully_shard splits each over the 4 DP ranks: params 2 bytes, grads 2 (param.grad in the params' dtype: FSDP2's
+  // DDP config has no grad_reduce_in_fp32), fp32 main params 4, Adam's two moments 8, each / 4.
+  const std::string cfg =
+      std::string(MR_DATA_DIR) + "/corpus/functional-tests/gpt__gpt3_mcore_te_tp2_pp1_fsdp2_resume_torch_dist.yaml";
+  Result r = sh("params --world-size 8 --env-placeholder /p --config " + cfg + " --vocab-size 50257 --format json");
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  const mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+  for (const mr::Value& rank : field(v, "ranks").as_list()) {
+    const double n = static_cast<double>(field(rank, "parameters").as_int());
+    CHECK(n == 45279232);
+    CHECK(field(rank, "sharding").as_str() == "torch fsdp2");
+    CHECK(field(rank, "bytes.params").as_float() == n * 2 / 4);
+    CHECK(field(rank, "bytes.grads").as_float() == n * 2 / 4);
+    CHECK(field(rank, "bytes.main_params").as_float() == n * 4 / 4);
+    CHECK(field(rank, "bytes.optimizer_state").as_float() == n * 8 / 4);
+  }
+}
+
 TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B parameters", "[cli][params][moe]") {
   // The corpus config (TP 2, PP 4, EP 4 on 32 ranks); its tokenizer is a file we do not load: --vocab-size 32000.
   const std::string cfg = std::string(MR_DATA_DIR) + "/corpus/functional-tests/mixtral__mixtral_8x7b_alltoall_tp2pp4ep4_release.yaml";
