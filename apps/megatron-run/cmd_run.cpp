@@ -103,7 +103,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (common.format == "argv" || common.format == "argv0") {
     // The Megatron command line the configs and flags stand for (config/command_line.h): one shell-quoted line
     // that `eval` gives back word for word, or (argv0) each word ended by a NUL byte, for `xargs -0`.
-    std::vector<std::string> words = resolved_argv(parse_invocation(Schema::megatron(), inv));
+    const Parsed parsed = parse_invocation(Schema::megatron(), inv);
+    for (const auto& w : parsed.warnings) MR_LOG(warning) << w;  // on stderr: a duplicate key, a deprecated flag
+    std::vector<std::string> words = resolved_argv(parsed);
     if (program.named()) words = launch::program_argv(program, words);  // what every rank would run
     if (common.format == "argv") {
       std::cout << shell_join(words) << "\n";

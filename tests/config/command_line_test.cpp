@@ -165,3 +165,14 @@ TEST_CASE("megatron-run --format argv and argv0 on a plain config file", "[comma
   static const char kWords[] = "--num-layers\0" "4\0" "--lr\0" "0.001\0" "--data-path\0" "a b\0" "c'd\0";
   CHECK(z.out == std::string(kWords, sizeof kWords - 1));
 }
+
+TEST_CASE("megatron-run --format argv warns on stderr of what the file hides (a duplicate key)", "[command-line][cli]") {
+  // The line people paste into a launcher: stdout is exactly it; the key written twice is named on stderr, as the
+  // text and JSON outputs name it.
+  std::string f = mrtest::write_file("dup.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --num-layers: 4\n", "command-line");
+  mrtest::Proc r = mrtest::megatron_run("--dry-run --format argv --config '" + f + "'");
+  CHECK(r.exit == 0);
+  CHECK(r.out == "--num-layers 4\n");
+  CHECK_THAT(r.err, Catch::Contains("[input.yaml-duplicate-key]") && Catch::Contains("dup.yaml:3: duplicate key "
+                                                                                      "'--num-layers' (also at"));
+}
