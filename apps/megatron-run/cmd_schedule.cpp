@@ -3,6 +3,7 @@
 // (lib/optim/schedule_series.h): as a table, CSV, JSON or a picture. No LibTorch, nothing started.
 #include <charconv>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "cli.h"
@@ -32,6 +33,10 @@ std::vector<int64_t> parse_steps(const std::string& text) {
   while (std::getline(ss, w, ',')) {
     int64_t v = -1;
     auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
+    if (ec == std::errc::result_out_of_range && end == w.data() + w.size() && w[0] != '-')
+      throw UsageError("argument --at: " + w + " is past the largest step, " +
+                           std::to_string(std::numeric_limits<int64_t>::max()),
+                       {"--at"}, {}, "input.schedule-steps");
     if (w.empty() || ec != std::errc() || end != w.data() + w.size() || v < 0)
       throw UsageError("argument --at: '" + w + "' is not a non-negative integer (--at N,N,...)", {"--at"}, {},
                        "input.schedule-steps");

@@ -276,7 +276,9 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
       out += text[i++];  // only the braced form is expanded; a bare $ stays as written
       continue;
     }
-    if (auto v = opts.env(name)) {
+    if (name.empty() && !opts.allow_unset_env)
+      throw UsageError(where + ": ${} in " + Value(text).py_repr() + " names no environment variable", {}, where);
+    if (auto v = name.empty() ? std::nullopt : opts.env(name)) {
       out += *v;
     } else if (opts.allow_unset_env) {
       out += text.substr(start, i - start);
