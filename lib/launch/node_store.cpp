@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -413,7 +414,13 @@ std::string NodeStoreClient::request(const std::string& line) {
   buffered_.erase(0, nl + 1);
   if (reply.rfind("E ", 0) == 0) throw StoreError(reply.substr(2));
   if (reply == "N") throw std::out_of_range("not set");
-  return reply.size() > 2 ? reply.substr(2) : "";
+  if (reply == "V") return "";
+  if (reply.rfind("V ", 0) == 0) return reply.substr(2);
+  // Something else listens there (a web server, another program's store): it is not ours.
+  close(fd_);
+  fd_ = -1;
+  throw StoreError("the service at " + where() + " is not a megatron-run launchers' store (it answered '" +
+                   printable(abbreviate(reply, 60)) + "'); is --rdzv-endpoint / --master-port another service's?");
 }
 
 void NodeStoreClient::set(const std::string& key, const std::string& value) { request("S " + key + " " + one_line(value)); }
@@ -427,7 +434,13 @@ std::optional<std::string> NodeStoreClient::get(const std::string& key) {
 }
 
 int64_t NodeStoreClient::add(const std::string& key, int64_t delta) {
-  return std::stoll(request("A " + key + " " + std::to_string(delta)));
+  const std::string reply = request("A " + key + " " + std::to_string(delta));
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(reply.data(), reply.data() + reply.size(), v);
+  if (ec != std::errc() || end != reply.data() + reply.size())
+    throw StoreError("the launchers' store at " + where() + " answered '" + printable(abbreviate(reply, 60)) +
+                     "' for a count");
+  return v;
 }
 
 std::string NodeStoreClient::set_first(const std::string& key, const std::string& value) {

@@ -159,3 +159,34 @@ TEST_CASE("is_local_host: this machine's IPv4 and IPv6 addresses and names", "[l
   CHECK(is_local_host("::1"));
   CHECK(is_local_host("0:0:0:0:0:0:0:1"));
 }
+
+TEST_CASE("node store: another service on the port is named, not taken for the store", "[launch][store]") {
+  // A listener that answers each connection's first line with `reply` (a web server, another program's store).
+  for (const char* reply_text : {"HTTP/1.0 400 Bad Request\r\n", "ok\n", "\n"}) {
+    const std::string reply = reply_text;
+    INFO(reply);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    REQUIRE(listen(fd, 4) == 0);
+    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
+    std::thread server([&] {
+      int c = accept(fd, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[256];
+      if (recv(c, buf, sizeof buf, 0) > 0) (void)!send(c, reply.data(), reply.size(), 0);
+      std::this_thread::sleep_for(200ms);
+      close(c);
+    });
+    NodeStoreClient client("127.0.0.1", ntohs(sa.sin_port), std::chrono::steady_clock::now() + 5s, 5000ms);
+    CHECK_THROWS_WITH(client.add("lost", 0),
+                      Catch::Contains("is not a megatron-run launchers' store (it answered '") &&
+                          Catch::Contains("--rdzv-endpoint"));
+    server.join();
+    close(fd);
+  }
+}
