@@ -60,6 +60,15 @@ void emit(const Worker& w, Stream& s, const std::string& text, bool flush_all) {
   if (!out.empty()) write_all(s.is_err ? 2 : 1, out);
 }
 
+// Flushes a stream's partial line and closes it (and its log file).
+void end_stream(Worker& w, Stream& s) {
+  emit(w, s, "", true);
+  close(s.fd);
+  s.fd = -1;
+  if (s.file >= 0) close(s.file);
+  s.file = -1;
+}
+
 // Reads what is ready on one worker stream; at its end (or on an error) flushes the rest and closes it.
 void relay(Worker& w, Stream& s) {
   char buf[65536];
@@ -67,13 +76,20 @@ void relay(Worker& w, Stream& s) {
   if (r > 0) {
     emit(w, s, std::string(buf, static_cast<size_t>(r)), false);
   } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-    emit(w, s, "", true);
-    close(s.fd);
-    s.fd = -1;
-    if (s.file >= 0) close(s.file);
-    s.file = -1;
+    end_stream(w, s);
   }
 }
+
+// Whether `fd` has data (or its end) to read now.
+bool poll_readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+// How long the streams stay open once every worker has exited: what the workers wrote is in the pipes already;
+// a process a worker left running (a background job) may hold a pipe open for ever, and torchrun, which watches
+// the workers and not their output, does not wait for it either.
+constexpr std::chrono::milliseconds kStreamLinger{500};
 
 }  // namespace
 
@@ -89,6 +105,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     if (!kill_at) kill_at = Clock::now() + grace;
   };
   Clock::time_point next_watch = Clock::now();  // the other nodes (o.watch): asked every 200 ms
+  std::optional<Clock::time_point> streams_end_at;  // every worker has exited: the streams close then
 
   for (;;) {
     std::vector<pollfd> fds;
@@ -177,6 +194,23 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
         std::cerr << "megatron-run: " << pf->message
                   << (workers.any_running() ? "; stopping this node's workers" : "") << "\n";
         if (workers.any_running() && !stopping) stop_rest(SIGTERM);
+      }
+    }
+    // Every worker has exited: the streams close after what is in their pipes, at once on a stop signal.
+    if (!workers.any_running()) {
+      if (!streams_end_at) streams_end_at = Clock::now() + kStreamLinger;
+      if (Clock::now() >= *streams_end_at || result.signal_received) {
+        bool held = false;
+        for (Worker& w : workers.all())
+          for (Stream* s : {&w.out, &w.err})
+            if (s->fd >= 0) {
+              // What is already there (bounded: the leftover process may write without end).
+              for (int k = 0; k < 64 && s->fd >= 0 && poll_readable(s->fd); ++k) relay(w, *s);
+              if (s->fd >= 0) end_stream(w, *s), held = true;
+            }
+        if (held)
+          std::cerr << "megatron-run: every worker has exited, but a process one of them started still holds its "
+                       "output open; its further output is not shown\n";
       }
     }
     // The grace period is over: SIGKILL what still runs (once).

@@ -155,3 +155,26 @@ TEST_CASE("the failure summary: the root cause with its error file (@record) and
   CHECK(has(summary, "  then (the cascade):\n    rank 0 (local rank 0), pid "));
   CHECK(has(summary, "was killed by signal 15 (SIGTERM) (after the launcher stopped the workers)"));
 }
+
+TEST_CASE("a process a worker leaves running does not keep the launcher waiting on its output",
+          "[launch][supervision][process]") {
+  // Each rank starts a background `sleep 60` that inherits its stdout and exits at once. The launcher returns when
+  // the ranks have exited (as torchrun does), shows what they wrote, and says whose output it no longer shows.
+  auto t0 = std::chrono::steady_clock::now();
+  Proc r = sh(kBin + " --nproc-per-node 2 --config " + kConfig +
+              " --no-append-args -- /bin/sh -c 'sleep 60 & echo started; echo done'");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "[rank 0] started\n"));
+  CHECK(has(r.out, "[rank 1] done\n"));
+  CHECK(has(r.out, "every worker has exited, but a process one of them started still holds its output open"));
+  CHECK(s < 30);
+  // With a log directory too (the stream's file is closed with it).
+  TempDir dir;
+  Proc t = sh(kBin + " --nproc-per-node 1 --config " + kConfig + " --log-dir " + dir.path.string() +
+              " --tee 3 --no-append-args -- /bin/sh -c 'sleep 60 & echo started'");
+  INFO(t.out);
+  CHECK(t.exit == 0);
+  CHECK(has(t.out, "started"));
+}
