@@ -94,6 +94,27 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
+  // Megatron flags after the program are the program's own (torchrun's rule): not validated, and what megatron-run
+  // appends comes after them and wins in the program's argparse. Megatron-LM's example scripts put them there.
+  if (program.named() && common.format != "argv0") {
+    std::vector<std::string> after;
+    for (size_t i = 1; i < program.words.size(); ++i) {
+      const std::string& w = program.words[i];
+      if (w.rfind("--", 0) == 0 && w.size() > 2 && Schema::megatron().find_flag(w.substr(0, w.find('='))))
+        after.push_back(w.substr(0, w.find('=')));
+    }
+    if (!after.empty()) {
+      std::string names;
+      for (size_t k = 0; k < after.size() && k < 4; ++k) names += (k ? ", " : "") + after[k];
+      if (after.size() > 4) names += " and " + std::to_string(after.size() - 4) + " more";
+      print_warning(std::cerr, "[launch.flags-after-program] " + names + " come" + (after.size() == 1 ? "s" : "") +
+                                   " after the program " + program.words.front() +
+                                   ": the program's own arguments, not validated by megatron-run" +
+                                   (program.append_args ? " (the flags it appends follow them and win in argparse)"
+                                                        : "") +
+                                   "; put Megatron flags before the program");
+    }
+  }
   inv.cli = split.rest;
   // A launch validates for the machine it runs on (a dry run for the documented default target, sm_90): without
   // --target-gpu-arch / --target-env, the GPUs that are here, or none (the CUDA-only rules do not apply).

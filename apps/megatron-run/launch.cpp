@@ -64,6 +64,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
   ro.is_host = lo.rdzv_is_host;
   ro.max_restarts = lo.max_restarts;
+  ro.nproc_per_node = lo.nproc_per_node;
   ro.local_addr = lo.local_addr;
   // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
   double hb = 30;

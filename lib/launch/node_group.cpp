@@ -9,7 +9,8 @@
 //   fail/A         "CODE MESSAGE": the first worker failure of attempt A while restarts are left: every node
 //                  stops its workers and starts attempt A + 1
 //   attempt/A/stopped  nodes whose workers of attempt A have stopped (the barrier before attempt A + 1)
-//   rdzv/max_restarts  the first node's --max-restarts, which every node must have
+//   rdzv/max_restarts, rdzv/nproc_per_node, rdzv/nnodes  the first node's --max-restarts, --nproc-per-node and
+//                  --nnodes (MIN:MAX when elastic), which every node must have
 //   done/A         nodes whose workers of attempt A all exited 0 (no node can restart from attempt A then)
 // An elastic job (--nnodes MIN:MAX) has fail and rdzv/max_restarts too, and instead of the others, for round R:
 //   elastic        set: the store records a lost launcher (lost/N, the counter lost) instead of failing the job
@@ -105,7 +106,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       client_->set_first("elastic", "1");  // the store records a lost launcher instead of failing the job
       launcher_id_ = static_cast<int>(client_->add("launchers", 1) - 1);
       seen_as_ = client_->hello(launcher_id_, o.run_id);
-      check_max_restarts();
+      check_same_settings();
       join_rounds();  // false: the job ended while this launcher waited as a spare (ended_without_this_node())
       return;
     }
@@ -127,7 +128,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       master_port_ = o.master_port ? o.master_port : free_port_any();
       client_->set("rdzv/master", master_addr_ + " " + std::to_string(master_port_));
     }
-    check_max_restarts();
+    check_same_settings();
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
@@ -160,14 +161,21 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
   }
 }
 
-void NodeGroup::check_max_restarts() {
-  const std::string restarts = client_->set_first("rdzv/max_restarts", std::to_string(o_.max_restarts));
-  if (restarts != std::to_string(o_.max_restarts)) {
+void NodeGroup::check_same_settings() {
+  check_agree("max_restarts", "--max-restarts", std::to_string(o_.max_restarts));
+  if (o_.nproc_per_node > 0) check_agree("nproc_per_node", "--nproc-per-node", std::to_string(o_.nproc_per_node));
+  check_agree("nnodes", "--nnodes",
+              elastic() ? std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes) : std::to_string(o_.nnodes));
+}
+
+void NodeGroup::check_agree(const std::string& key, const std::string& flag, const std::string& value) {
+  const std::string first = client_->set_first("rdzv/" + key, value);
+  if (first != value) {
     failed_ = true;
     const std::string who = elastic() ? "launcher " + std::to_string(launcher_id_) : "node " + std::to_string(node_rank_);
     throw RendezvousError(parse_failure(client_->set_first(
-        "fail", "1 the nodes disagree on --max-restarts (" + restarts + " on one, " + std::to_string(o_.max_restarts) +
-                    " on " + who + "); every node needs the same")).message);
+        "fail", "1 the nodes disagree on " + flag + " (" + first + " on one, " + value + " on " + who +
+                    "); every node needs the same")).message);
   }
 }
 

@@ -52,6 +52,9 @@ struct RendezvousOptions {
   // --max-restarts: every node must give the same (checked when joining); a failure on any node with restarts
   // left restarts every node's workers together.
   int max_restarts = 0;
+  // Every node must give the same --nproc-per-node (global ranks are node rank x nproc + local rank) and --nnodes
+  // (checked when joining; torchrun's differing worker counts per node are not supported). 0: not checked.
+  int nproc_per_node = 0;
   // torchrun's --local-addr: c10d's node 0 gives it to the workers as MASTER_ADDR instead of the address the store
   // sees it at. Empty: that address.
   std::string local_addr;
@@ -97,7 +100,10 @@ class NodeGroup : public JobWatch {
 
  private:
   std::optional<PeerFailure> read_failure();
-  void check_max_restarts();  // every node must give the same --max-restarts (the first one's is recorded)
+  // Every node must give the same --max-restarts, --nproc-per-node and --nnodes (the first one's are recorded).
+  void check_same_settings();
+  // ... and the same `flag` (its value `value`, recorded under rdzv/<key>): a failure of the job otherwise.
+  void check_agree(const std::string& key, const std::string& flag, const std::string& value);
   bool elastic() const { return o_.min_nnodes > 0 && o_.min_nnodes < max_nnodes_; }
   // Elastic: the key `name` of the current round ("rdzv/<round>/<name>").
   std::string round_key(const std::string& name) const;

@@ -190,3 +190,21 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
     CHECK(r.out.find("{\"env\"") == std::string::npos);
   }
 }
+
+TEST_CASE("Megatron flags after the program are named as the program's own", "[launch][program][process]") {
+  // Megatron-LM's example scripts put every flag after pretrain_gpt.py; torchrun's rule (and megatron-run's) makes
+  // them the program's own: a warning says they are not validated and that the appended flags follow them.
+  Proc r = sh(kBin + " --config " + kConfig + " --no-python /bin/echo --num-layers=8 mine --tensor-model-parallel-size 4");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("warning: [launch.flags-after-program] --num-layers, --tensor-model-parallel-size come after the "
+                   "program /bin/echo: the program's own arguments, not validated by megatron-run (the flags it "
+                   "appends follow them and win in argparse)") != std::string::npos);
+  CHECK(r.out.find("--num-layers=8 mine --tensor-model-parallel-size 4 --num-layers 2 ") != std::string::npos);
+  Proc n = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --num-layers 8");
+  CHECK(n.exit == 0);
+  CHECK(n.out.find("--num-layers comes after the program /bin/echo: the program's own arguments, not validated by "
+                   "megatron-run; put Megatron flags before the program") != std::string::npos);
+  Proc none = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --not-a-megatron-flag");
+  CHECK(none.out.find("flags-after-program") == std::string::npos);
+}

@@ -390,6 +390,40 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
   }
 }
 
+TEST_CASE("nodes that disagree on --nproc-per-node or --nnodes are refused when they join",
+          "[launch][multinode][process]") {
+  // Global ranks are node rank x --nproc-per-node + local rank: with 1 worker on one node and 2 on the other they
+  // would skip a rank and the job hang in its first collective; with --nnodes 2 and 4 one node would wait for ever.
+  const int mp = free_port(), lp = free_port();
+  const std::string prog = "--no-append-args --no-python true";
+  SECTION("--nproc-per-node") {
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
+                         kBin + " --config " + kConfig + " --nproc-per-node 2 " + static_flags(1, mp, lp) + prog},
+                        0.5);
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    for (const Node& n : r.nodes) {
+      CHECK(n.exit == 1);
+      CHECK(has(n.out, "the nodes disagree on --nproc-per-node (1 on one, 2 on node 1)"));
+    }
+    CHECK(r.seconds < 30);
+  }
+  SECTION("--nnodes") {
+    std::string four = static_flags(1, mp, lp);
+    const size_t at = four.find("--nnodes 2");
+    REQUIRE(at != std::string::npos);
+    four.replace(at, 10, "--nnodes 4");
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
+                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + four + prog},
+                        0.5);
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    for (const Node& n : r.nodes) {
+      CHECK(n.exit == 1);
+      CHECK(has(n.out, "the nodes disagree on --nnodes (2 on one, 4 on node 1)"));
+    }
+    CHECK(r.seconds < 30);
+  }
+}
+
 TEST_CASE("a node's launcher killed with -9: the other node stops its workers", "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
   const std::string prog = "--no-append-args --no-python sleep 30";
