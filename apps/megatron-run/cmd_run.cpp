@@ -1,5 +1,8 @@
 // The default command: resolve the arguments and, with --dry-run, print them.
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "cli.h"
@@ -81,6 +84,23 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     std::cout << "megatron-run " << MR_VERSION << "\n";
     return 0;
   }
+  // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
+  auto pet_switch = [](const char* name, const char* flag) {
+    const char* v = std::getenv((std::string("PET_") + name).c_str());
+    if (!v) return false;
+    int on = 0;
+    const auto [end, ec] = std::from_chars(v, v + std::strlen(v), on);
+    if (ec != std::errc() || *end != '\0' || !*v)
+      throw UsageError(std::string("PET_") + name + "='" + v + "' (the default of " + flag + ") is not an integer",
+                       {flag});
+    return on != 0;
+  };
+  if (!no_python && pet_switch("NO_PYTHON", "--no-python")) no_python = true;
+  if (pet_switch("MODULE", "--module") && program.form == launch::Program::Form::Script)
+    program.form = launch::Program::Form::Module;
+  if (pet_switch("RUN_PATH", "--run-path"))
+    print_warning(std::cerr, "PET_RUN_PATH is set (the default of --run-path): not used (megatron-run runs the "
+                             "script as `python SCRIPT ARGS` in each worker)");
   program.no_python = no_python;
   program.append_args = !no_append_args;
   if (no_python && program.form == launch::Program::Form::Module)

@@ -229,7 +229,11 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   try {
     job = launch::launch_info();
   } catch (const launch::LaunchError& e) {
-    return refuse_launch(lo, 2, e.what());
+    // An incomplete enclosing job (RANK and WORLD_SIZE left in the shell, no MASTER_ADDR): with --nproc-per-node
+    // megatron-run is the launcher and gives its workers their own environment, as torchrun does.
+    if (lo.nproc_per_node == 0) return refuse_launch(lo, 2, e.what());
+    print_warning(std::cerr, std::string(e.what()) + "; not inside a job then: --nproc-per-node starts the workers "
+                                                     "with their own");
   }
   if (job && lo.nproc_per_node == 0 && !lo.spawner_only_given.empty()) {
     // Inside another launcher's job megatron-run starts no workers: these options would do nothing.

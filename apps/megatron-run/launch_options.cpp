@@ -538,6 +538,9 @@ void LaunchOptions::apply(Invocation& inv) {
   apply_worker_options();
   if (nproc_per_node > 0) {
     inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
+    // The workers get their own RANK (a RANK left in the shell, or an enclosing job's, is not theirs): the job is
+    // validated as rank 0 sees it.
+    inv.env.vars.erase("RANK");
     return;
   }
   if (!env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS") && !inv.world_size) {

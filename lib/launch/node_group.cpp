@@ -129,9 +129,17 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       client_->set("rdzv/master", master_addr_ + " " + std::to_string(master_port_));
     }
     check_same_settings();
+    auto next_word = Clock::now() + std::chrono::seconds(30);  // a word every 30 s while waiting
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
+      if (Clock::now() >= next_word && joined < o_.nnodes) {
+        next_word = Clock::now() + std::chrono::seconds(30);
+        std::cerr << "megatron-run: waiting for the other nodes: " << joined << " of " << o_.nnodes
+                  << " have joined run '" << o.run_id << "' (launchers' store " << store << "); --join-timeout ends "
+                  << "the wait in " << std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()
+                  << " s\n";
+      }
       std::optional<std::string> master = is_static ? std::optional<std::string>("") : client_->get("rdzv/master");
       if (joined >= o_.nnodes && master) {
         if (!is_static && node_rank_ != 0) {

@@ -168,6 +168,20 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(probe_lines(named.out).size() == 1);
   CHECK(named.out.find("warning: --start-method forkserver: not used") != std::string::npos);
   CHECK(named.out.find("warning: --run-path: not used") != std::string::npos);
+  // torchrun's switches from PET_<NAME> (an integer, non-zero: on): PET_NO_PYTHON runs the first word as a command,
+  // PET_MODULE as a module (here: the standard library's `platform`, which prints a line), PET_RUN_PATH is named.
+  Proc np = sh("PET_NO_PYTHON=1 " + kBin + " --config " + kConfig + " --no-append-args /bin/echo as-command");
+  CHECK(np.exit == 0);
+  CHECK(np.out == "as-command\n");
+  Proc off = sh("PET_NO_PYTHON=0 PYTHON_EXEC=/bin/echo " + kBin + " --config " + kConfig + " --no-append-args x.py");
+  CHECK(off.out == "-u x.py\n");  // not on: the script runs under PYTHON_EXEC
+  Proc mod = sh("PET_MODULE=1 PYTHON_EXEC=/bin/echo " + kBin + " --config " + kConfig + " --no-append-args platform");
+  CHECK(mod.out == "-u -m platform\n");
+  Proc rp = sh("PET_RUN_PATH=1 " + kBin + " --config " + kConfig + " --no-append-args -- /bin/true");
+  CHECK(rp.out.find("PET_RUN_PATH is set (the default of --run-path): not used") != std::string::npos);
+  Proc bad = sh("PET_NO_PYTHON=yes " + kBin + " --config " + kConfig + " --no-append-args /bin/echo x");
+  CHECK(bad.exit == 2);
+  CHECK(bad.out.find("PET_NO_PYTHON='yes' (the default of --no-python) is not an integer") != std::string::npos);
   // The PET_ default of an option not done is named too, never silently dropped.
   Proc pet = sh("PET_LOGS_SPECS=x " + run + "--nproc-per-node 1 " + kProbe);
   REQUIRE(pet.exit == 0);
@@ -207,4 +221,21 @@ TEST_CASE("Megatron flags after the program are named as the program's own", "[l
                    "megatron-run; put Megatron flags before the program") != std::string::npos);
   Proc none = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --not-a-megatron-flag");
   CHECK(none.out.find("flags-after-program") == std::string::npos);
+}
+
+TEST_CASE("RANK and WORLD_SIZE left in the shell do not stop --nproc-per-node", "[launch][program][process]") {
+  // An incomplete enclosing job (no MASTER_ADDR/MASTER_PORT): with --nproc-per-node megatron-run is the launcher and
+  // its workers get their own environment (torchrun overwrites these too); without it, the refusal stays.
+  const std::string stale = "env -u MASTER_ADDR -u MASTER_PORT RANK=3 WORLD_SIZE=8 ";
+  Proc r = sh(stale + kPython + kBin + " --nproc-per-node 2 --config " + kConfig + " " + kProbe);
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not") != std::string::npos);
+  const auto lines = probe_lines(r.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(env_of(lines.at(0), "WORLD_SIZE") == "2");
+  // Without it the shell's RANK and WORLD_SIZE say a job encloses this one (validated for 8 ranks here): refused.
+  Proc n = sh(stale + kPython + kBin + " --config " + kConfig + " " + kProbe);
+  CHECK((n.exit == 1 || n.exit == 2));
+  CHECK(probe_lines(n.out).empty());
 }
