@@ -75,9 +75,12 @@ TEST_CASE("batch-size: eval global batch size divisible by eval micro batch x ba
   r = mrtest::run(mrtest::with({"--eval-micro-batch-size", "0"}), kWorld1);
   CHECK(r.exit == 1);
   CHECK(r.rule == "batch-size.eval-global-batch-size-divisible");
-  // The default eval global batch size (8) is not a multiple of 3 x 1.
+  // The default eval global batch size (8) is not a multiple of 3 x 1; the message says where 8 came from.
   r = mrtest::run(mrtest::with({"--eval-micro-batch-size", "3"}), kWorld1);
   CHECK(r.rule == "batch-size.eval-global-batch-size-divisible");
+  CHECK_THAT(r.message, Catch::Contains("--eval-global-batch-size (8, not given: the global batch size) must be "
+                                        "divisible by --eval-micro-batch-size (3) x batch-parallel size (1); give "
+                                        "--eval-global-batch-size"));
   // batch_parallel_size 4 (WORLD_SIZE 8, TP 2): 8 % (4 x 4) != 0.
   r = mrtest::run(mrtest::with({"--tensor-model-parallel-size", "2", "--eval-micro-batch-size", "4"}),
                   kWorld8OneConnection);

@@ -52,10 +52,9 @@ void batch_size(Context& ctx) {
               "the global batch size (" + std::to_string(gbs) + ") must be greater than 0", {"global_batch_size"});
 
   // seed 641-645
-  if (ctx.is_none("eval_global_batch_size"))
-    ctx.set("eval_global_batch_size", ctx["global_batch_size"], "default: the global batch size");
-  if (ctx.is_none("eval_micro_batch_size"))
-    ctx.set("eval_micro_batch_size", ctx["micro_batch_size"], "default: --micro-batch-size");
+  const bool egbs_default = ctx.is_none("eval_global_batch_size"), embs_default = ctx.is_none("eval_micro_batch_size");
+  if (egbs_default) ctx.set("eval_global_batch_size", ctx["global_batch_size"], "default: the global batch size");
+  if (embs_default) ctx.set("eval_micro_batch_size", ctx["micro_batch_size"], "default: --micro-batch-size");
 
   // seed 646-653 (a zero divisor is Python's ZeroDivisionError: a failure all the same)
   const int64_t egbs = ctx.i("eval_global_batch_size");
@@ -65,9 +64,12 @@ void batch_size(Context& ctx) {
                                {"eval_micro_batch_size", "world_size"});
   ctx.require(unit != 0 && py_mod(egbs, unit) == 0, kEvalGlobalBatchSizeDivisible,
               "--eval-global-batch-size (" + std::to_string(egbs) +
+                  (egbs_default ? ", not given: the global batch size" : "") +
                   ") must be divisible by "
                   "--eval-micro-batch-size (" +
-                  std::to_string(embs) + ") x batch-parallel size (" + std::to_string(bps) + ")",
+                  std::to_string(embs) + (embs_default ? ", not given: --micro-batch-size" : "") +
+                  ") x batch-parallel size (" + std::to_string(bps) + ")" +
+                  (egbs_default ? "; give --eval-global-batch-size" : ""),
               {"eval_global_batch_size", "eval_micro_batch_size"});
 }
 
