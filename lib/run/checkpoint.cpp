@@ -13,6 +13,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <set>
 #include <thread>
 #include <vector>
@@ -263,7 +264,7 @@ Progress Checkpointer::load() {
   if (!a.load) return {};
   std::optional<Found> found;
   Progress p;
-  std::string err;
+  std::string err, loaded;  // this rank's error; rank 0's "successfully loaded" line
   CheckpointError failure("", "");
   try {
     found = locate(a);
@@ -361,11 +362,13 @@ Progress Checkpointer::load() {
         p.consumed_samples = m.consumed_samples;
         p.skipped = m.skipped_iterations;
       }
-      if (rank0)
-        log_ << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
+      if (rank0) {  // printed once every rank has loaded (below)
+        std::ostringstream line;
+        line << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
              << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
-             << (finetune ? " (--finetune: weights only, iteration 0)" : !with_opt ? " (weights only: fresh optimizer state)" : "")
-             << std::endl;
+             << (finetune ? " (--finetune: weights only, iteration 0)" : !with_opt ? " (weights only: fresh optimizer state)" : "");
+        loaded = line.str();
+      }
     }
   } catch (const CheckpointError& e) {
     err = message_of(e);
@@ -374,12 +377,16 @@ Progress Checkpointer::load() {
     err = message_of(e);
     failure = CheckpointError(kCkptCorrupt, message_of(e));
   }
-  const Verdict v = verdict(c_, err);
+  // The failed rank's rule id travels with its message ("id<US>message"), so that every rank names the same kind.
+  const Verdict v = verdict(c_, err.empty() ? err : failure.id + '\x1f' + err);
   if (v.rank >= 0) {
     if (!err.empty()) throw failure;
-    throw CheckpointError(kCkptCorrupt,
-                          "--load " + *a.load + ": loading failed on rank " + std::to_string(v.rank) + ": " + v.error);
+    const size_t us = v.error.find('\x1f');
+    throw CheckpointError(us == std::string::npos ? std::string(kCkptCorrupt) : v.error.substr(0, us),
+                          "--load " + *a.load + ": loading failed on rank " + std::to_string(v.rank) + ": " +
+                              (us == std::string::npos ? v.error : v.error.substr(us + 1)));
   }
+  if (!loaded.empty()) log_ << loaded << std::endl;
   return p;
 }
 
@@ -485,7 +492,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       fsync_path(base);
     }
   });
-  last_saved_ = p.iteration;
+  if (!non_persistent) last_saved_ = p.iteration;
   if (rank0)
     log_ << prefix_ << "  successfully saved checkpoint from iteration " << fmt7(p.iteration) << " to " << base << " [ t "
          << c_.tp.rank() + 1 << "/" << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ]" << std::endl;
@@ -501,8 +508,8 @@ bool Checkpointer::after_iteration(const Progress& p) {
     if (f > 0) {
       if (a.save) save(p, false);
       if (rank0)
-        log_ << prefix_ << "exiting program after receiving " << (a.exit_signal == SIGTERM ? "SIGTERM" : strsignal(static_cast<int>(a.exit_signal)))
-             << "." << std::endl;
+        // Megatron's words, whatever --exit-signal names.
+        log_ << prefix_ << "exiting program after receiving SIGTERM." << std::endl;
       return true;
     }
   }

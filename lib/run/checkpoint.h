@@ -57,7 +57,7 @@ class Checkpointer {
   std::ostream& log_;
   std::string prefix_;
   std::chrono::steady_clock::time_point start_;
-  int64_t last_saved_ = -1;
+  int64_t last_saved_ = -1;  // the last persistent save (the final save is persistent, as Megatron's)
 };
 
 }  // namespace mr::run

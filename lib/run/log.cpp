@@ -2,7 +2,10 @@
 #include "run/log.h"
 #include "util/byte_size.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <sstream>
 
 namespace mr::run {
@@ -63,16 +66,30 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
 }
 
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
-                   const Window& w, double loss, bool found_inf, const StepReport& step) {
+                   const Window& w, bool found_inf, const StepReport& step) {
   if (!last_rank(c)) return;
   std::ostringstream line;
-  char head[128];
-  std::snprintf(head, sizeof head, " iteration %8lld/%8lld | consumed samples: %12lld |", static_cast<long long>(it),
-                static_cast<long long>(c.train_iters), static_cast<long long>(consumed));
+  // Megatron's line: the local time to the microsecond, then the fields in its order.
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const long long us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char stamp[64];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+  char head[160];
+  std::snprintf(head, sizeof head, " [%s.%06lld] iteration %8lld/%8lld | consumed samples: %12lld |", stamp, us,
+                static_cast<long long>(it), static_cast<long long>(c.train_iters), static_cast<long long>(consumed));
+  // The loss averaged over the interval's iterations that were not skipped (0 when all were), as Megatron's.
+  const double loss = w.loss_sum / static_cast<double>(std::max<int64_t>(1, w.advanced));
   line << prefix << head << " elapsed time per iteration (ms): " << format("%.1f", w.elapsed_ms / static_cast<double>(w.iterations))
        << " | learning rate: " << format("%.6E", c.schedule->lr()) << " | global batch size: "
-       << format("%5.0f", static_cast<double>(c.global_batch)) << " | synthetic loss: " << format("%.6E", loss) << " |";
-  if (c.scaler) line << " loss scale: " << format("%.1f", c.scaler->scale()) << " |";
+       << format("%5.0f", static_cast<double>(c.global_batch)) << " |";
+  // Megatron leaves a NaN average out (its `avg >= 0.0` test).
+  if (loss >= 0.0) line << " synthetic loss: " << format("%.6E", loss) << " |";
+  // Megatron prints the loss scale always: 1.0 without a scaler (fp32, bf16).
+  line << " loss scale: " << format("%.1f", c.scaler ? c.scaler->scale() : 1.0) << " |";
   if (!found_inf) line << " grad norm: " << format("%.3f", step.grad_norm) << " |";
   if (!found_inf && step.zeros) line << " num zeros: " << format("%.1f", static_cast<double>(*step.zeros)) << " |";
   if (step.params_norm) line << " params norm: " << format("%.3f", *step.params_norm) << " |";
@@ -96,6 +113,12 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
   if (!last_rank(c)) return;
   char b[64];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(res.params_checksum));
+  if (res.ran == 0) {  // no loss to report: none was made
+    log << prefix << "megatron-run: training run finished: nothing to train, the loaded checkpoint is at iteration "
+        << res.iterations << " and --train-iters is " << c.train_iters << " (parameter checksum " << b << ")"
+        << std::endl;
+    return;
+  }
   log << prefix << "megatron-run: training run finished: " << res.iterations << " iterations (" << res.skipped
       << " skipped), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
       << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"

@@ -16,6 +16,10 @@ struct Window {  // the iterations since the last iteration line
   double elapsed_ms = 0;
   int64_t iterations = 0, skipped = 0;
   int64_t nan = 0;  // Megatron's "nan iterations": skipped ones whose loss was NaN or inf
+  // The losses of the iterations that were not skipped (Megatron's total_loss_dict and advanced iterations): the
+  // line shows their average, as training_log does.
+  double loss_sum = 0;
+  int64_t advanced = 0;
 };
 
 void log_start(const RunContext& c, std::ostream& log, const std::string& prefix);
@@ -26,8 +30,10 @@ struct StepReport {
   std::optional<int64_t> zeros;
   std::optional<double> params_norm;
 };
+// Megatron's iteration line (training_log): its timestamp, the window's average loss, the loss scale (1.0 without
+// a scaler), the grad norm unless the iteration was skipped.
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
-                   const Window& w, double loss, bool found_inf, const StepReport& step);
+                   const Window& w, bool found_inf, const StepReport& step);
 // With --timing-log-level 1 and up, after each iteration line: the time of each phase of an iteration
 // (run/backend.h's Phase, Megatron's timer names) on the last rank, averaged over the window.
 void log_timers(const RunContext& c, std::ostream& log, const std::string& prefix, const PhaseTimes& ms,

@@ -208,6 +208,8 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       dev.end_phase(Phase::Step);
       publish_params(c);
       dev.end_phase(Phase::ParamsGather);
+      window.loss_sum += loss;
+      ++window.advanced;
     } else {
       ++skipped_total;
       ++window.skipped;
@@ -220,12 +222,13 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     if (it % c.log_interval == 0 || it == c.train_iters) {
       report.grad_norm = grad_norm;
       if (args.log_params_norm) report.params_norm = params_norm(c);
-      log_iteration(c, log, prefix, it, consumed, window, loss, found_inf, report);
+      log_iteration(c, log, prefix, it, consumed, window, found_inf, report);
       const PhaseTimes ms = dev.take_phase_ms();
       if (args.timing_log_level >= 1) log_timers(c, log, prefix, ms, window.iterations);
       window = Window{};
     }
     last = it;
+    ++res.ran;
     if (ckpt.after_iteration({it, consumed, skipped_total, steps_done})) {  // interval saves, --exit-*
       stopped = true;
       break;

@@ -39,7 +39,8 @@
 namespace mr::run {
 
 struct TrainResult {
-  int64_t iterations = 0;
+  int64_t iterations = 0;          // the iteration the run ended at (counting the loaded checkpoint's)
+  int64_t ran = 0;                 // iterations this process ran (0: a loaded checkpoint was at --train-iters)
   int64_t skipped = 0;             // iterations whose gradients held inf/NaN (fp16 loss scaling)
   double first_loss = 0, last_loss = 0;
   double last_grad_norm = 0;

@@ -594,6 +594,13 @@ TEST_CASE("what loads: --ckpt-step, --finetune and --no-load-optim", "[run][chec
   mrtest::Proc f = spawn(1, {"--train-iters", "8", "--load", ck, "--optimizer", "sgd"}, dir, "othopt");
   CHECK(f.exit_code() == 1);
   CHECK_THAT(f.err(), Catch::Contains("checkpoint.optimizer-mismatch") && Catch::Contains("--no-load-optim"));
+  // A checkpoint already at --train-iters: nothing runs, and the run says so instead of reporting a loss.
+  mrtest::Proc g = spawn(1, {"--train-iters", "6", "--load", ck}, dir, "done");
+  INFO(g.out() << g.err());
+  CHECK(g.exit_code() == 0);
+  CHECK_THAT(g.out(), Catch::Contains("training run finished: nothing to train, the loaded checkpoint is at "
+                                      "iteration 6 and --train-iters is 6") &&
+                          !Catch::Contains("iteration        7/"));
 }
 
 TEST_CASE("a checkpoint of another model names the first mismatching parameter; a corrupt file names the file",
@@ -630,6 +637,27 @@ TEST_CASE("a checkpoint of another model names the first mismatching parameter; 
   mrtest::Proc e = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "tracker");
   CHECK(e.exit_code() == 1);
   CHECK_THAT(e.err(), Catch::Contains("latest_checkpointed_iteration.txt"));
+}
+
+TEST_CASE("a load that fails on one rank: no rank says it loaded, and each names that rank's kind of failure",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2", "--lr-warmup-iters", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), tp2.begin(), tp2.end());
+    return more;
+  };
+  REQUIRE(spawn(2, with({"--train-iters", "2", "--save-interval", "2", "--save", ck}), dir, "save").exit_code() == 0);
+  // Rank 1's file truncated: rank 1 fails (corrupt), rank 0 loaded its own but reports rank 1's failure.
+  const std::string st = ck + "/iter_0000002/rank_00001.safetensors";
+  fs::resize_file(st, fs::file_size(st) / 2);
+  mrtest::Proc a = spawn(2, with({"--train-iters", "4", "--load", ck}), dir, "trunc");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 1);
+  CHECK_THAT(a.out() + a.err(), !Catch::Contains("successfully loaded") && Catch::Contains("checkpoint.corrupt") &&
+                                    Catch::Contains("rank_00001.safetensors"));
+  CHECK_THAT(a.err(), !Catch::Contains("checkpoint.model-mismatch"));
 }
 
 TEST_CASE("an unwritable --save fails before training; a failed save leaves the previous checkpoint",
@@ -709,6 +737,16 @@ TEST_CASE("exit interval: --exit-interval saves and stops; non-persistent checkp
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 0);
   CHECK_THAT(c.out(), Catch::Contains("at iteration 6") && Catch::Contains("iteration        7/"));
+  // A non-persistent save on the last iteration does not stand for the final save: that one is persistent too.
+  const std::string last = dir / "last";
+  mrtest::Proc d = spawn(1, {"--train-iters", "6", "--save-interval", "4", "--non-persistent-save-interval", "1",
+                             "--non-persistent-ckpt-type", "global", "--save", last},
+                         dir, "nplast");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 0);
+  CHECK(tracker(last + "/non_persistent") == "6");
+  CHECK(tracker(last) == "6");
+  CHECK(fs::exists(last + "/iter_0000004"));
 }
 
 TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 0", "[run][checkpoint][signal]") {
