@@ -85,11 +85,13 @@ int cmd_schedule(const std::vector<std::string>& args) {
     optim::BatchPieces batches;
     if (args.train_iters && *args.train_iters != 0) {
       const run::BatchSchedule b = run::BatchSchedule::from(args);
-      if (b.scheduled())
+      if (b.scheduled()) {
         batches = b.steps();
-      else
-        batches = {{0, b.peek(0).running}};
-      rounded = !b.scheduled() && b.peek(0).running != b.peek(0).global;
+      } else {
+        const run::BatchSchedule::Step first = b.at(0);  // RunError: a batch below micro-batch x data-parallel
+        batches = {{0, first.running}};
+        rounded = first.running != first.global;
+      }
     }
     run = optim::ScheduleRun::from_args(args, batches);
   } catch (const std::exception& e) {  // ArgsError, RunError (the batch schedule), or the scheduler's settings
