@@ -345,6 +345,17 @@ void LaunchOptions::apply_worker_options() {
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("argument --local-ranks-filter: ") + e.what(), {"--local-ranks-filter"});
   }
+  if (nproc_per_node > 0 && !logs.local_ranks_filter.empty()) {  // a local rank this node does not have
+    std::string missing;
+    for (int r : logs.local_ranks_filter)
+      if (r >= nproc_per_node) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    if (!missing.empty())
+      notices.push_back("--local-ranks-filter: local rank " + missing + " is not on this node (" +
+                        std::to_string(nproc_per_node) + " workers, local ranks 0-" +
+                        std::to_string(nproc_per_node - 1) + ")" +
+                        (*logs.local_ranks_filter.begin() >= nproc_per_node ? ": no worker's output reaches the console"
+                                                                             : ""));
+  }
   for (const std::string& m : launch::unknown_prefix_macros(log_line_prefix_template))
     notices.push_back("--log-line-prefix-template: " + m + " is not one of ${role_name}, ${rank}, ${local_rank}, "
                       "${hostname}; it stays as written (as in torchrun)");

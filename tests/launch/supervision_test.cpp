@@ -178,3 +178,17 @@ TEST_CASE("a process a worker leaves running does not keep the launcher waiting 
   CHECK(t.exit == 0);
   CHECK(has(t.out, "started"));
 }
+
+TEST_CASE("--local-ranks-filter naming a local rank the node does not have is named", "[launch][supervision][process]") {
+  Proc none = sh(kBin + " --nproc-per-node 2 --local-ranks-filter 7 --config " + kConfig +
+                 " --no-append-args -- /bin/echo hi");
+  INFO(none.out);
+  CHECK(none.exit == 0);
+  CHECK(has(none.out, "warning: --local-ranks-filter: local rank 7 is not on this node (2 workers, local ranks 0-1): "
+                      "no worker's output reaches the console"));
+  CHECK(!has(none.out, "hi\n"));
+  Proc some = sh(kBin + " --nproc-per-node 2 --local-ranks-filter 1,7 --config " + kConfig +
+                 " --no-append-args -- /bin/echo hi");
+  CHECK(has(some.out, "local rank 7 is not on this node (2 workers, local ranks 0-1)\n"));
+  CHECK(has(some.out, "[rank 1] hi\n"));
+}
