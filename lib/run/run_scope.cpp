@@ -246,8 +246,21 @@ std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {
   for (const Arg& a : Schema::megatron().args()) {
     const std::string_view dest = a.dest();
     if (!ns.has(dest) || std::find(seen.begin(), seen.end(), dest) != seen.end()) continue;
-    const Provenance::Kind k = ns.provenance(dest).kind;
-    if (k != Provenance::Kind::Config && k != Provenance::Kind::Cli) continue;  // not Env: a launcher's variables
+    const Provenance& from = ns.provenance(dest);
+    // The flag the user wrote: this one (from a file or the command line; not Env: a launcher's variables), or a
+    // deprecated alias validation replaced by it and erased (--recompute-activations sets --recompute-granularity:
+    // "seed 542: --recompute-activations").
+    std::string flag;
+    if (from.kind == Provenance::Kind::Config || from.kind == Provenance::Kind::Cli) {
+      flag = Schema::megatron().flag_for_dest(dest);
+    } else if (from.kind == Provenance::Kind::Derived) {
+      const size_t at = from.where.rfind(": --");
+      const Arg* alias = at == std::string::npos ? nullptr : Schema::megatron().find_flag(from.where.substr(at + 2));
+      if (!alias || ns.has(alias->dest())) continue;
+      flag = from.where.substr(at + 2);
+    } else {
+      continue;
+    }
     seen.push_back(dest);
     const std::optional<ArgId> id = find_arg(dest);
     if (!id) continue;
@@ -257,7 +270,7 @@ std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {
     if (why.empty()) continue;
     auto [it, fresh] = index.emplace(why, out.size());
     if (fresh) out.push_back({why, {}});
-    out[it->second].flags.push_back(Schema::megatron().flag_for_dest(dest));
+    out[it->second].flags.push_back(flag);
   }
   return out;
 }

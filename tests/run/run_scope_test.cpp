@@ -52,6 +52,20 @@ TEST_CASE("the notice names the flags the user set that the run does not act on,
   CHECK_THAT(p[0].out(), Catch::Contains("| num zeros: ") && Catch::Contains("| params norm: "));
 }
 
+TEST_CASE("a deprecated alias validation replaces is named as the user wrote it", "[run][scope]") {
+  // --recompute-activations becomes --recompute-granularity selective and is erased (Megatron's validate_args).
+  mrtest::TempDir dir;
+  std::vector<mrtest::Proc> p = {mrtest::start(
+      {mrtest::megatron_run(), "--config", std::string(MR_SOURCE_DIR) + "/configs/default.yaml", "--train-iters", "3",
+       "--lr-warmup-iters", "1", "--recompute-activations"},
+      {}, dir, "alias")};
+  mrtest::wait_all(p, std::chrono::seconds(120));
+  INFO(p[0].out() << p[0].err());
+  REQUIRE(p[0].exit_code() == 0);
+  CHECK_THAT(p[0].err(), Catch::Contains("does not act on --recompute-activations (no model forward/backward"));
+  CHECK_THAT(p[0].err(), !Catch::Contains("--recompute-granularity"));
+}
+
 TEST_CASE("the default job's notice names only --seq-length", "[run][scope]") {
   mrtest::TempDir dir;
   std::vector<mrtest::Proc> p = {mrtest::start(
