@@ -1,8 +1,6 @@
 // The default command: resolve the arguments and, with --dry-run, print them.
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 
 #include "cli.h"
@@ -85,16 +83,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return 0;
   }
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
-  auto pet_switch = [](const char* name, const char* flag) {
-    const char* v = std::getenv((std::string("PET_") + name).c_str());
-    if (!v) return false;
-    int on = 0;
-    const auto [end, ec] = std::from_chars(v, v + std::strlen(v), on);
-    if (ec != std::errc() || *end != '\0' || !*v)
-      throw UsageError(std::string("PET_") + name + "='" + v + "' (the default of " + flag + ") is not an integer",
-                       {flag});
-    return on != 0;
-  };
+  const launch::EnvLookup env = launch::process_env();
+  auto pet_switch = [&](const char* name, const char* flag) { return pet_int(env, name, flag).value_or(0) != 0; };
   if (!no_python && pet_switch("NO_PYTHON", "--no-python")) no_python = true;
   if (pet_switch("MODULE", "--module") && program.form == launch::Program::Form::Script)
     program.form = launch::Program::Form::Module;

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "config/args.h"
 #include "config/parse/invocation.h"
+#include "launch/launch_env.h"
 #include "launch/log_spec.h"
 #include "launch/numa_binding.h"
 #include "launch/torchrun_options.h"
@@ -154,5 +155,9 @@ int refuse_launch(const LaunchOptions& lo, int code, const std::string& message,
 
 // Words of `args` (before "--") that are launcher options, with their values, removed.
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);
+
+// torchrun's PET_<NAME> default read as an integer, as its check_env reads one (Python's int(): blanks around,
+// a sign, digits); nullopt when unset, UsageError naming `flag` when it is not an integer.
+std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const char* flag);
 
 }  // namespace mr::app

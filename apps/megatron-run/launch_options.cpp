@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -216,6 +217,22 @@ void LaunchOptions::set_numa_binding(const std::string& v) {
                      {"--numa-binding"});
 }
 
+// PET_<NAME> as an integer the way torchrun's check_env reads it (Python's int(): blanks around, a sign, digits).
+std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const char* flag) {
+  const std::optional<std::string> v = env(std::string("PET_") + name);
+  if (!v) return std::nullopt;
+  const size_t b = v->find_first_not_of(" \t\n"), e = v->find_last_not_of(" \t\n");
+  const std::string t = b == std::string::npos ? "" : v->substr(b, e - b + 1);
+  const char* first = t.c_str() + (t.size() > 1 && t[0] == '+' ? 1 : 0);
+  int out = 0;
+  const auto [end, ec] = std::from_chars(first, t.c_str() + t.size(), out);
+  if (t.empty() || ec != std::errc() || end != t.c_str() + t.size())
+    throw UsageError(std::string("PET_") + name + "='" + *v + "' (the default of " + flag + ") is not an integer" +
+                         (ec == std::errc::result_out_of_range ? " in range" : ""),
+                     {flag});
+  return out;
+}
+
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
 void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   auto env = launch::process_env();
@@ -224,14 +241,7 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   if (!given("nproc-per-node", "nproc_per_node"))
     if (auto v = pet("NPROC_PER_NODE")) nproc_per_node = parse_nproc(*v), nproc_given = true;
   auto int_of = [&](const char* name, int& out, const char* flag) {
-    if (auto v = pet(name)) {
-      try {
-        out = std::stoi(*v);
-      } catch (const std::exception&) {
-        throw UsageError(std::string("PET_") + name + "='" + *v + "' (the default of " + flag + ") is not an integer",
-                         {flag});
-      }
-    }
+    if (auto v = pet_int(env, name, flag)) out = *v;
   };
   // A text option not on the command line (either spelling) takes PET_<NAME> when that is set; true if it did.
   auto take = [&](const char* dash, const char* name, auto& field) {

@@ -16,6 +16,8 @@ struct Provenance {
   enum class Kind { Default, Config, Cli, Env, Derived };
   Kind kind = Kind::Default;
   std::string where;  // "file.yaml:12", "argv[3]", "WORLD_SIZE", or the rule/section that derived it
+  // Derived from a deprecated flag the user wrote, which validation translated and erased ("--recompute-activations").
+  std::string alias;
 
   std::string describe() const;
 };

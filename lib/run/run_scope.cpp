@@ -248,16 +248,13 @@ std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {
     if (!ns.has(dest) || std::find(seen.begin(), seen.end(), dest) != seen.end()) continue;
     const Provenance& from = ns.provenance(dest);
     // The flag the user wrote: this one (from a file or the command line; not Env: a launcher's variables), or a
-    // deprecated alias validation replaced by it and erased (--recompute-activations sets --recompute-granularity:
-    // "seed 542: --recompute-activations").
+    // deprecated alias validation translated into it and erased (--recompute-activations sets
+    // --recompute-granularity).
     std::string flag;
     if (from.kind == Provenance::Kind::Config || from.kind == Provenance::Kind::Cli) {
       flag = Schema::megatron().flag_for_dest(dest);
-    } else if (from.kind == Provenance::Kind::Derived) {
-      const size_t at = from.where.rfind(": --");
-      const Arg* alias = at == std::string::npos ? nullptr : Schema::megatron().find_flag(from.where.substr(at + 2));
-      if (!alias || ns.has(alias->dest())) continue;
-      flag = from.where.substr(at + 2);
+    } else if (from.kind == Provenance::Kind::Derived && !from.alias.empty()) {
+      flag = from.alias;
     } else {
       continue;
     }

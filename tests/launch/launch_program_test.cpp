@@ -182,6 +182,12 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   Proc bad = sh("PET_NO_PYTHON=yes " + kBin + " --config " + kConfig + " --no-append-args /bin/echo x");
   CHECK(bad.exit == 2);
   CHECK(bad.out.find("PET_NO_PYTHON='yes' (the default of --no-python) is not an integer") != std::string::npos);
+  // Every PET_ integer is read as Python's int() reads it: blanks around and a sign are fine, a trailing word is not.
+  Proc blanks = sh("PET_NO_PYTHON=' +1 ' " + kBin + " --config " + kConfig + " --no-append-args /bin/echo as-command");
+  CHECK(blanks.out == "as-command\n");
+  Proc port = sh("PET_MASTER_PORT=29500x " + run + "--nproc-per-node 1 " + kProbe);
+  CHECK(port.exit == 2);
+  CHECK(port.out.find("PET_MASTER_PORT='29500x' (the default of --master-port) is not an integer") != std::string::npos);
   // The PET_ default of an option not done is named too, never silently dropped.
   Proc pet = sh("PET_LOGS_SPECS=x " + run + "--nproc-per-node 1 " + kProbe);
   REQUIRE(pet.exit == 0);

@@ -35,6 +35,11 @@ class Context {
   // Writing derived values; `why` names the seed section or rule.
   void set(std::string_view dest, Value v, std::string_view why = {}) { args_.derive(dest, std::move(v), why); }
   void erase(std::string_view dest) { args_.erase(dest); }
+  // Sets `dest` for the deprecated flag `alias` (which the caller then erases): the value keeps the flag's name, so
+  // what reads the namespace later can speak of the flag the user wrote.
+  void translate(std::string_view dest, Value v, std::string_view why, std::string_view alias) {
+    args_.set(dest, std::move(v), {Provenance::Kind::Derived, std::string(why), std::string(alias)});
+  }
 
   // Fails `rule` with `message` unless `ok`; `dests` are the arguments involved (shown as flags).
   void require(bool ok, const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
