@@ -81,13 +81,14 @@ void log_iteration(const RunContext& c, std::ostream& log, const std::string& pr
   char head[160];
   std::snprintf(head, sizeof head, " [%s.%06lld] iteration %8lld/%8lld | consumed samples: %12lld |", stamp, us,
                 static_cast<long long>(it), static_cast<long long>(c.train_iters), static_cast<long long>(consumed));
-  // The loss averaged over the interval's iterations that were not skipped (0 when all were), as Megatron's.
+  // The loss averaged over the interval's iterations that were not skipped (0 when all were, none before the run's
+  // first one that was not), as Megatron's.
   const double loss = w.loss_sum / static_cast<double>(std::max<int64_t>(1, w.advanced));
   line << prefix << head << " elapsed time per iteration (ms): " << format("%.1f", w.elapsed_ms / static_cast<double>(w.iterations))
        << " | learning rate: " << format("%.6E", c.schedule->lr()) << " | global batch size: "
        << format("%5.0f", static_cast<double>(c.global_batch)) << " |";
   // Megatron leaves a NaN average out (its `avg >= 0.0` test).
-  if (loss >= 0.0) line << " synthetic loss: " << format("%.6E", loss) << " |";
+  if (w.has_loss && loss >= 0.0) line << " synthetic loss: " << format("%.6E", loss) << " |";
   // Megatron prints the loss scale always: 1.0 without a scaler (fp32, bf16).
   line << " loss scale: " << format("%.1f", c.scaler ? c.scaler->scale() : 1.0) << " |";
   if (!found_inf) line << " grad norm: " << format("%.3f", step.grad_norm) << " |";

@@ -12,14 +12,26 @@
 
 namespace mr::run {
 
-struct Window {  // the iterations since the last iteration line
+struct Window {  // the iterations since the last iteration line that reset it (Megatron's should_reset)
   double elapsed_ms = 0;
+  PhaseTimes phase_ms{};  // the time of each phase over the window (--timing-log-level)
   int64_t iterations = 0, skipped = 0;
   int64_t nan = 0;  // Megatron's "nan iterations": skipped ones whose loss was NaN or inf
   // The losses of the iterations that were not skipped (Megatron's total_loss_dict and advanced iterations): the
   // line shows their average, as training_log does.
   double loss_sum = 0;
   int64_t advanced = 0;
+  // Some iteration of this run was not skipped (kept across windows): until then Megatron's total_loss_dict has no
+  // loss key and its line no loss field; after, a window whose iterations were all skipped shows a loss of 0.
+  bool has_loss = false;
+  // The next window, as Megatron's training_log leaves it: after the run's first iteration (logged to show the
+  // start-up cost) nothing is reset, after any other logged iteration everything but has_loss is.
+  Window next(bool first_of_run) const {
+    if (first_of_run) return *this;
+    Window w;
+    w.has_loss = has_loss;
+    return w;
+  }
 };
 
 void log_start(const RunContext& c, std::ostream& log, const std::string& prefix);
@@ -30,8 +42,9 @@ struct StepReport {
   std::optional<int64_t> zeros;
   std::optional<double> params_norm;
 };
-// Megatron's iteration line (training_log): its timestamp, the window's average loss, the loss scale (1.0 without
-// a scaler), the grad norm unless the iteration was skipped.
+// Megatron's iteration line (training_log), printed after the run's first iteration and every --log-interval
+// iterations: its timestamp, the window's average loss, the loss scale (1.0 without a scaler), the grad norm unless
+// the iteration was skipped.
 void log_iteration(const RunContext& c, std::ostream& log, const std::string& prefix, int64_t it, int64_t consumed,
                    const Window& w, bool found_inf, const StepReport& step);
 // With --timing-log-level 1 and up, after each iteration line: the time of each phase of an iteration

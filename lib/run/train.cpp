@@ -210,6 +210,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       dev.end_phase(Phase::ParamsGather);
       window.loss_sum += loss;
       ++window.advanced;
+      window.has_loss = true;
     } else {
       ++skipped_total;
       ++window.skipped;
@@ -219,13 +220,17 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     res.last_grad_norm = grad_norm;
     window.elapsed_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     ++window.iterations;
-    if (it % c.log_interval == 0 || it == c.train_iters) {
+    // Megatron's training_log: a line every --log-interval iterations and after the run's first (a resumed run's
+    // too), none for a last iteration off the interval.
+    const bool first_of_run = it == resumed.iteration + 1;
+    if (it % c.log_interval == 0 || first_of_run) {
       report.grad_norm = grad_norm;
       if (args.log_params_norm) report.params_norm = params_norm(c);
       log_iteration(c, log, prefix, it, consumed, window, found_inf, report);
       const PhaseTimes ms = dev.take_phase_ms();
-      if (args.timing_log_level >= 1) log_timers(c, log, prefix, ms, window.iterations);
-      window = Window{};
+      for (size_t p = 0; p < ms.size(); ++p) window.phase_ms[p] += ms[p];
+      if (args.timing_log_level >= 1) log_timers(c, log, prefix, window.phase_ms, window.iterations);
+      window = window.next(first_of_run);
     }
     last = it;
     ++res.ran;

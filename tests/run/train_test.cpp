@@ -13,7 +13,7 @@ namespace {
 
 struct Line {
   int64_t iteration = 0;
-  double lr = 0, loss = 0, loss_scale = 0, grad_norm = -1;
+  double lr = 0, loss = -1, loss_scale = 0, grad_norm = -1;  // -1: the line has no such field
   int64_t skipped = 0;
 };
 
@@ -165,8 +165,8 @@ TEST_CASE("the gradient buffer's dtype: fp16 gradients overflow at the initial l
   CHECK(fp16.lines[14].skipped == 0);
   CHECK(fp16.lines[14].grad_norm > 0);
   CHECK(fp16.lines[17].loss_scale == 524288.0);
-  // A skipped iteration adds no loss to Megatron's average: 0 on a line of skipped iterations only.
-  CHECK(fp16.lines[0].loss == 0.0);
+  // A skipped iteration adds no loss to Megatron's average: no loss field until an iteration of the run is kept.
+  CHECK(fp16.lines[0].loss == -1);
   CHECK(fp16.lines[14].loss > 0.0);
   CHECK(fp16.lines[17].loss < fp16.lines[14].loss);
   CHECK_THAT(fp16.out, Catch::Contains("training run finished: 18 iterations (14 skipped)"));
@@ -501,7 +501,7 @@ TEST_CASE("--timing-log-level 1: each phase's time after every iteration line (t
   mrtest::Proc p = spawn(1, {"--train-iters", "4", "--log-interval", "2", "--timing-log-level", "1"}, dir, "timing");
   INFO(p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
-  CHECK(iterations(p.out()).size() == 2);
+  CHECK(iterations(p.out()).size() == 3);  // 1 (the run's first), 2 and 4
   CHECK_THAT(p.out(), Catch::Contains("adam, fp32, on the cpu backend"));
   CHECK_THAT(p.err(), !Catch::Contains("--timing-log-level"));  // acted on: not in the notice
   std::istringstream in(p.out());
@@ -514,10 +514,42 @@ TEST_CASE("--timing-log-level 1: each phase's time after every iteration line (t
                              "optimizer-clip-main-grad ", "optimizer-inner-step ", "params-all-gather "})
       CHECK_THAT(s, Catch::Contains(name));
   }
-  CHECK(phase_lines == 2);
+  CHECK(phase_lines == 3);
   // Without the flag (Megatron's default 0): no phase lines.
   mrtest::Proc q = spawn(1, {"--train-iters", "3"}, dir, "untimed");
   INFO(q.out() << q.err());
   REQUIRE(q.exit_code() == 0);
   CHECK_THAT(q.out(), !Catch::Contains("phase times"));
+}
+
+TEST_CASE("the iteration line comes when Megatron's training_log prints it, with its counters", "[run][train][log]") {
+  mrtest::TempDir dir;
+  // fp16 at the initial scale 2^32 skips iterations 1..14 (the grad-dtype test above). Lines: the run's first
+  // iteration (counters not reset, so iteration 3's line counts it again), then every third; none for iteration 16.
+  const Finished a = run_one(dir, {"--fp16", "--train-iters", "16", "--lr-warmup-iters", "0", "--log-interval", "3"},
+                             "cadence");
+  REQUIRE(a.lines.size() == 6);
+  const int64_t at[] = {1, 3, 6, 9, 12, 15}, skipped[] = {1, 3, 3, 3, 3, 2};
+  for (size_t i = 0; i < 6; ++i) {
+    CHECK(a.lines[i].iteration == at[i]);
+    CHECK(a.lines[i].skipped == skipped[i]);
+  }
+  // No iteration of the run kept yet: no loss field (Megatron's total_loss_dict has no loss key), then the loss.
+  for (size_t i = 0; i < 5; ++i) CHECK(a.lines[i].loss == -1);
+  CHECK(a.lines[5].loss > 0);
+  CHECK_THAT(a.out, Catch::Contains("training run finished: 16 iterations (14 skipped)"));
+  // After a kept iteration a window of skipped ones shows a loss of 0: an overflow injected at 3 and 4, with a scale
+  // at which the gradients fit otherwise.
+  mrtest::Proc p = spawn(1, {"--fp16", "--initial-loss-scale", "262144", "--train-iters", "6", "--log-interval", "2"},
+                         dir, "zero", {{"MR_RUN_NONFINITE_AT", "3,4"}});
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  const std::vector<Line> z = iterations(p.out());
+  REQUIRE(z.size() == 4);  // 1, 2, 4, 6
+  CHECK(z[0].loss > 0);
+  CHECK(z[1].loss > 0);
+  CHECK(z[2].iteration == 4);
+  CHECK(z[2].skipped == 2);
+  CHECK(z[2].loss == 0.0);
+  CHECK(z[3].loss > 0);
 }
