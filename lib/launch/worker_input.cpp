@@ -203,7 +203,6 @@ const Ignored kIgnored[] = {
     {ArgId::flight_recorder_include_stack_trace, kFlight},
     {ArgId::flight_recorder_include_only_active, kFlight},
     {ArgId::flight_recorder_extra_dump_on_exec, kFlight},
-    {ArgId::exit_duration_in_mins, "the training run has no wall-clock limit"},
 };
 
 }  // namespace

@@ -714,6 +714,25 @@ TEST_CASE("kill -9 inside a save leaves the previous checkpoint loadable and the
   CHECK_FALSE(fs::exists(ck + "/iter_0000004.tmp"));
 }
 
+TEST_CASE("--exit-duration-in-mins: past the time every rank saves and stops; acted on, so in no notice",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // MR_RUN_MINUTE_S shortens the minute for the test: a millisecond is over before the first iteration ends.
+  mrtest::Proc a = spawn(2, {"--exit-duration-in-mins", "1", "--save-interval", "100", "--save", ck}, dir, "late",
+                         {{"MR_RUN_MINUTE_S", "0.001"}});
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("exiting program after ") && !Catch::Contains("iteration        2/"));
+  CHECK(tracker(ck) == "1");
+  CHECK_THAT(a.err(), !Catch::Contains("--exit-duration-in-mins"));
+  // In time: the run goes to --train-iters.
+  mrtest::Proc b = spawn(1, {"--exit-duration-in-mins", "1", "--train-iters", "3"}, dir, "intime");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("training run finished: 3 iterations") && !Catch::Contains("exiting program"));
+}
+
 TEST_CASE("exit interval: --exit-interval saves and stops; non-persistent checkpoints keep the newest", "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
