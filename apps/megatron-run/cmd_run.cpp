@@ -84,7 +84,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
   const launch::EnvLookup env = launch::process_env();
-  auto pet_switch = [&](const char* name, const char* flag) { return pet_int(env, name, flag).value_or(0) != 0; };
+  const bool pet_used = pet_defaults_used_by_spawner(env);
+  auto pet_switch = [&](const char* name, const char* flag) {
+    return !pet_used && pet_int(env, name, flag).value_or(0) != 0;
+  };
   if (!no_python && pet_switch("NO_PYTHON", "--no-python")) no_python = true;
   if (pet_switch("MODULE", "--module") && program.form == launch::Program::Form::Script)
     program.form = launch::Program::Form::Module;

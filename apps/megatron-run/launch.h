@@ -159,5 +159,9 @@ std::vector<std::string> strip_launch_options(const std::vector<std::string>& ar
 // torchrun's PET_<NAME> default read as an integer, as its check_env reads one (Python's int(): blanks around,
 // a sign, digits); nullopt when unset, UsageError naming `flag` when it is not an integer.
 std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const char* flag);
+// A rank of the job megatron-run's spawner started (MR_SPAWNER and RANK set): the PET_<NAME> defaults in its
+// environment were the spawner's, which used them. Read again, PET_NPROC_PER_NODE would start a job inside every
+// worker (and those inside theirs); so a spawned megatron-run reads none.
+bool pet_defaults_used_by_spawner(const launch::EnvLookup& env);
 
 }  // namespace mr::app

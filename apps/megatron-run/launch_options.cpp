@@ -233,9 +233,14 @@ std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const
   return out;
 }
 
+bool pet_defaults_used_by_spawner(const launch::EnvLookup& env) {
+  return env("MR_SPAWNER").has_value() && env("RANK").has_value();
+}
+
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
 void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   auto env = launch::process_env();
+  if (pet_defaults_used_by_spawner(env)) return;
   auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
   auto pet = [&](const char* name) { return env(std::string("PET_") + name); };
   if (!given("nproc-per-node", "nproc_per_node"))

@@ -188,6 +188,18 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   Proc port = sh("PET_MASTER_PORT=29500x " + run + "--nproc-per-node 1 " + kProbe);
   CHECK(port.exit == 2);
   CHECK(port.out.find("PET_MASTER_PORT='29500x' (the default of --master-port) is not an integer") != std::string::npos);
+  // The built-in worker is megatron-run again inside the job: the PET_ defaults were its spawner's and are not read
+  // again there (PET_NPROC_PER_NODE, as Kubeflow exports it, started a job inside every worker: a fork bomb).
+  for (const std::string& given : {std::string(), std::string("--nproc-per-node 2 --nnodes 1 ")}) {
+    Proc own = sh("PET_NPROC_PER_NODE=" + std::string(given.empty() ? "2" : "3 PET_NNODES=2") +
+                  " timeout -s KILL 120 " + kBin + " --config " + kConfig + " " + given +
+                  "--train-iters 2 --lr-warmup-iters 0");
+    INFO(own.out);
+    CHECK(own.exit == 0);
+    CHECK(own.out.find("nested") == std::string::npos);
+    CHECK(own.out.find("[rank 1] megatron-run: training run finished: 2 iterations") != std::string::npos);
+    CHECK(own.out.find("[rank 2]") == std::string::npos);
+  }
   // The PET_ default of an option not done is named too, never silently dropped.
   Proc pet = sh("PET_LOGS_SPECS=x " + run + "--nproc-per-node 1 " + kProbe);
   REQUIRE(pet.exit == 0);
