@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "config/checked.h"
+
 namespace mr::optim {
 
 namespace {
@@ -157,11 +159,18 @@ ScheduleConfig ScheduleConfig::from_args(const Args& a) {
     const int64_t gbs = *a.global_batch_size;
     const int64_t train_iters = *a.train_iters;
     const int64_t decay_iters = a.lr_decay_iters.value_or(train_iters);
-    c.lr_decay_steps = decay_iters * gbs;
-    c.wd_incr_steps = train_iters * gbs;
-    if (a.lr_wsd_decay_iters) c.wsd_decay_steps = *a.lr_wsd_decay_iters * gbs;
+    auto samples = [gbs](int64_t iters, const char* flag) {  // validation's sanity.integer-overflow, again
+      const std::optional<int64_t> n = checked_mul(iters, gbs);
+      if (!n)
+        fail(std::string(flag) + " x --global-batch-size (" + std::to_string(iters) + " x " + std::to_string(gbs) +
+             ") does not fit in a 64-bit integer");
+      return *n;
+    };
+    c.lr_decay_steps = samples(decay_iters, a.lr_decay_iters ? "--lr-decay-iters" : "--train-iters");
+    c.wd_incr_steps = samples(train_iters, "--train-iters");
+    if (a.lr_wsd_decay_iters) c.wsd_decay_steps = samples(*a.lr_wsd_decay_iters, "--lr-wsd-decay-iters");
     c.lr_warmup_steps = fraction ? *fraction * static_cast<double>(c.lr_decay_steps)
-                                 : static_cast<double>(a.lr_warmup_iters * gbs);
+                                 : static_cast<double>(samples(a.lr_warmup_iters, "--lr-warmup-iters"));
   } else if (truthy(a.train_samples)) {
     if (check_mix) {
       if (a.train_iters)

@@ -110,6 +110,24 @@ TEST_CASE("launcher options: values no job can have are usage errors, in a dry r
   CHECK(ok.exit == 0);
 }
 
+TEST_CASE("the schedule's iteration counts times the global batch size: refused, never wrapped", "[overflow]") {
+  const std::string schedule = " --train-iters 5 --global-batch-size 8 --lr 1e-3";
+  for (const char* flag : {"--lr-warmup-iters", "--lr-decay-iters", "--train-iters"}) {
+    auto r = mrtest::megatron_run("--dry-run" + kModel + schedule + " " + flag + " 9223372036854775807");
+    CHECK(r.exit == 1);
+    CHECK(has(r, std::string("error[sanity.integer-overflow]: ") + flag +
+                     " x --global-batch-size (the learning-rate schedule counts samples) = 9223372036854775807 x 8"));
+    // The schedule command runs the same chain: no table of a wrapped warmup.
+    auto s = mrtest::megatron_run("schedule" + kModel + schedule + " " + flag + " 9223372036854775807");
+    CHECK(s.exit == 1);
+    CHECK(has(s, "error[sanity.integer-overflow]"));
+  }
+  auto wsd = mrtest::megatron_run("--dry-run" + kModel + schedule +
+                                  " --lr-decay-style WSD --lr-wsd-decay-iters 1152921504606846976");
+  CHECK(wsd.exit == 1);
+  CHECK(has(wsd, "error[sanity.integer-overflow]: --lr-wsd-decay-iters x --global-batch-size"));
+}
+
 TEST_CASE("topology: huge world sizes and parallel sizes are errors, not wrapped layouts", "[overflow][topology]") {
   auto max = mrtest::megatron_run("topology --world-size 9223372036854775807" + kModel);
   CHECK(max.exit == 1);

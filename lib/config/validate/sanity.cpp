@@ -121,6 +121,13 @@ void training(Context& ctx) {
   for (const char* d : {"train_iters", "train_samples", "eval_iters", "lr_warmup_iters", "lr_warmup_samples",
                         "lr_decay_iters", "lr_decay_samples"})
     check(ctx, kTrainLength, d, non_negative, "0 or more");
+  // The learning-rate scheduler counts samples: an iteration count times the global batch size must fit.
+  if (ctx.has("global_batch_size") && ctx["global_batch_size"].is_int())
+    for (const char* d : {"train_iters", "lr_decay_iters", "lr_warmup_iters", "lr_wsd_decay_iters"})
+      if (ctx.has(d) && ctx[d].is_int())
+        (void)ctx.mul(ctx.i(d), ctx.i("global_batch_size"),
+                      Context::flag(d) + " x --global-batch-size (the learning-rate schedule counts samples)",
+                      {d, "global_batch_size"});
   for (const char* d : {"eval_micro_batch_size", "eval_global_batch_size"})
     check(ctx, kEvalBatchSizes, d, at_least_1, "at least 1");
   check(ctx, kIntervals, "log_interval", at_least_1, "at least 1",
