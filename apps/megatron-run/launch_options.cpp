@@ -560,6 +560,19 @@ void LaunchOptions::apply(Invocation& inv) {
     else if (rdzv_backend != "c10d")
       master_addr = local_addr;
   }
+  // One node: rank 0's store is on this machine, so an address given for it must be one of this machine's (else
+  // every rank would try to reach it until the collective timeout). Several nodes may start before the master's
+  // name resolves (a Kubernetes service): their launchers wait for it instead.
+  if (nproc_per_node > 0 && !multi_node() && master_addr_given && !standalone &&
+      !launch::names_this_machine(master_addr)) {
+    const std::string why = launch::unresolvable(master_addr);
+    throw UsageError("argument --master-addr: '" + master_addr + "' " +
+                         (why.empty() ? std::string("is not an address of this machine")
+                                      : "does not resolve (" + why + ")") +
+                         "; a one-node job's master (rank 0's store) is this machine: leave --master-addr out, or "
+                         "give one of its addresses",
+                     {"--master-addr"});
+  }
   rendezvous_known = true;
   apply_worker_options();
   if (nproc_per_node > 0) {

@@ -2,7 +2,10 @@
 #include "launch/endpoint.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -89,6 +92,49 @@ std::string parse_host(const std::string& text) {
 std::string join_host_port(const std::string& host, int port) {
   const std::string p = std::to_string(port);
   return host.find(':') != std::string::npos ? "[" + host + "]:" + p : host + ":" + p;
+}
+
+namespace {
+
+// getaddrinfo's list for `host` (TCP), freed with the holder; nullptr and the error code when it fails.
+struct AddrList {
+  addrinfo* head = nullptr;
+  int error = 0;
+  explicit AddrList(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    error = getaddrinfo(host.c_str(), nullptr, &hints, &head);
+  }
+  ~AddrList() {
+    if (head) freeaddrinfo(head);
+  }
+  AddrList(const AddrList&) = delete;
+  AddrList& operator=(const AddrList&) = delete;
+};
+
+}  // namespace
+
+std::string unresolvable(const std::string& host) {
+  if (host.empty()) return "an empty host name";
+  AddrList list(host);
+  if (list.error == 0 || list.error == EAI_AGAIN) return "";
+  return gai_strerror(list.error);
+}
+
+bool names_this_machine(const std::string& host) {
+  if (host.empty()) return false;
+  AddrList list(host);
+  if (list.error != 0) return false;
+  for (addrinfo* a = list.head; a; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    // Port 0 (left in the resolved address): binding asks only whether the address is one of this machine's.
+    const bool ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (ok) return true;
+  }
+  return false;
 }
 
 }  // namespace mr::launch

@@ -26,6 +26,15 @@ Endpoint parse_endpoint(const std::string& text);
 // brackets or a bracketed text that is not an IPv6 address.
 std::string parse_host(const std::string& text);
 
+// Why `host` (a name or an address literal, without brackets) can never be connected to: "" when it resolves, or
+// when its resolver's failure may pass (EAI_AGAIN: a DNS server that does not answer now); else the resolver's
+// words ("Name or service not known"). Blocks while the resolver looks the name up.
+std::string unresolvable(const std::string& host);
+
+// Whether `host` is an address of this machine: some address it resolves to can be bound to (loopback, a local
+// interface's address, the wildcard). False when it does not resolve.
+bool names_this_machine(const std::string& host);
+
 // host:port for messages and logs, the host in brackets when it is an IPv6 address ("[::1]:29400").
 std::string join_host_port(const std::string& host, int port);
 

@@ -87,3 +87,20 @@ TEST_CASE("endpoint: host:port in messages brackets an IPv6 address", "[launch][
   CHECK(join_host_port("::1", 29400) == "[::1]:29400");
   CHECK(parsed(join_host_port("fd00::2", 7)) == std::pair<std::string, int>("fd00::2", 7));  // round trip
 }
+
+TEST_CASE("endpoint: whether a host resolves, and whether it is this machine", "[launch][endpoint]") {
+  using mr::launch::names_this_machine;
+  using mr::launch::unresolvable;
+  CHECK(unresolvable("127.0.0.1").empty());
+  CHECK(unresolvable("localhost").empty());
+  CHECK(unresolvable("::1").empty());
+  CHECK_FALSE(unresolvable("").empty());
+  CHECK_FALSE(unresolvable("name.invalid").empty());  // RFC 6761: never resolves
+  CHECK_FALSE(unresolvable("999.999.1.1").empty());   // not an IPv4 address, and no such name
+  CHECK(names_this_machine("127.0.0.1"));
+  CHECK(names_this_machine("localhost"));
+  CHECK(names_this_machine("0.0.0.0"));
+  CHECK_FALSE(names_this_machine("192.0.2.1"));  // TEST-NET-1, documentation only: no machine has it
+  CHECK_FALSE(names_this_machine(""));
+  CHECK_FALSE(names_this_machine("name.invalid"));
+}

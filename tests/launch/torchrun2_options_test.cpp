@@ -103,6 +103,17 @@ TEST_CASE("--local-addr on one node: the workers' MASTER_ADDR; with --master-add
                    "127.0.0.1)"));
 }
 
+TEST_CASE("--master-addr on one node must be this machine: refused at once, not after the collective timeout",
+          "[launch][torchrun2][process]") {
+  for (const char* addr : {"name.invalid", "''", "192.0.2.1"}) {
+    Proc r = sh(kRun + "--nproc-per-node 1 --master-addr " + addr + " " + kProbe);  // exited at once: no hang
+    INFO(r.out);
+    CHECK(r.exit == 2);
+    CHECK(has(r.out, "error: argument --master-addr: "));
+    CHECK(has(r.out, "a one-node job's master (rank 0's store) is this machine"));
+  }
+}
+
 TEST_CASE("--signals-to-handle: a listed signal is passed on and stops the workers; an unlisted one is not caught",
           "[launch][torchrun2][process]") {
   TempDir t;
