@@ -214,7 +214,9 @@ SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, c
 }
 
 InFile::InFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the file's place opens at once (and is refused below) instead of waiting for a writer;
+  // on a regular file it changes nothing.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) corrupt(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {

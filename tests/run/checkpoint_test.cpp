@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -637,6 +638,18 @@ TEST_CASE("a checkpoint of another model names the first mismatching parameter; 
   mrtest::Proc e = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "tracker");
   CHECK(e.exit_code() == 1);
   CHECK_THAT(e.err(), Catch::Contains("latest_checkpointed_iteration.txt"));
+}
+
+TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string fifo = dir / "rank_00000.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::string& path : {fifo, std::string(dir / ""), std::string("/dev/zero")}) {
+    INFO(path);
+    CHECK_THROWS_WITH(mr::run::read_small_file(path, 1 << 20), Catch::Contains("not a regular file"));
+    CHECK_THROWS_WITH(mr::run::InFile(path), Catch::Contains("not a regular file"));
+  }
 }
 
 TEST_CASE("a load that fails on one rank: no rank says it loaded, and each names that rank's kind of failure",
