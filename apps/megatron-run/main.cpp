@@ -1,5 +1,11 @@
 // megatron-run: parse, validate and launch Megatron-LM training jobs.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <new>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -19,10 +25,19 @@ bool asks_help(const std::vector<std::string>& words) {
   return false;
 }
 
-}  // namespace
+// The command's exit code, or 1 when its output could not be written (a full disk, a closed stdout): a CI step
+// that keeps `megatron-run --dry-run --format json > resolved.json` must not pass with an empty file.
+int with_output_written(int code) {
+  std::cout.flush();
+  const bool lost = std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!lost) return code;
+  const bool closed = fcntl(STDOUT_FILENO, F_GETFD) == -1;  // the failed write's errno is long gone
+  mr::print_error(std::cerr, std::string("cannot write the output: ") +
+                                 (closed ? "stdout is closed" : "a write to stdout failed (a full disk or device?)"));
+  return code != 0 ? code : 1;
+}
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+int run(std::vector<std::string>& args) {
   try {
     if (args.empty()) {  // no arguments: what megatron-run does and how to ask it
       mr::app::print_usage(std::cout);
@@ -62,8 +77,19 @@ int main(int argc, char** argv) {
     return mr::app::report_usage_error(args, e.what(), e.flags, e.where, e.rule());
   } catch (const boost::program_options::error& e) {
     return mr::app::report_usage_error(args, e.what());
+  } catch (const std::bad_alloc&) {
+    mr::print_error(std::cerr, "out of memory: an allocation failed (the input asks for more than this process may "
+                               "have: its address-space limit, ulimit -v, or the machine's memory)");
+    return 1;
   } catch (const std::exception& e) {
     mr::print_internal_error(std::cerr, e.what());
     return 3;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return with_output_written(run(args));
 }

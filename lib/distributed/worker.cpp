@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <sstream>
 #include <thread>
 
@@ -333,6 +334,10 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     return 1;
   } catch (const LayoutError& e) {
     MR_LOG(error) << "process-group layout: " << e.what();
+    return 1;
+  } catch (const std::bad_alloc&) {
+    MR_LOG(error) << "out of memory: an allocation failed (more than this rank may have: its address-space limit, "
+                     "ulimit -v, its cgroup's memory.max, or the machine's memory)";
     return 1;
   } catch (const std::exception& e) {
     MR_LOG(error) << e.what();

@@ -2,12 +2,15 @@
 #include "run/buffers.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -281,26 +284,64 @@ void FlatBuffers::main_from_model(const ModelPlan& plan) {
   });
 }
 
-// What the buffers take, against what this machine has for all its local ranks: a model that does not fit is an
-// error naming the sizes, not an out-of-memory kill.
+namespace {
+
+// The first number after `key` in a /proc-style file ("MemAvailable:", "VmSize:"), times `unit`; 0 when absent.
+double proc_field(const char* path, const std::string& key, double unit) {
+  std::ifstream in(path);
+  std::string k;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    double v = 0;
+    if (ls >> k >> v && k == key) return v * unit;
+  }
+  return 0;
+}
+
+// One number from a cgroup v2 file ("max" or absent: none).
+std::optional<double> cgroup_value(const std::string& path) {
+  std::ifstream in(path);
+  std::string v;
+  if (!(in >> v) || v == "max") return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  return end && *end == '\0' ? std::optional<double>(x) : std::nullopt;
+}
+
+}  // namespace
+
+// What the buffers take, against what this process and machine have for all its local ranks: a model that does
+// not fit is an error naming the sizes, not an out-of-memory kill or an allocation failure. Three limits: the
+// machine's available memory and the cgroup's (memory.max less memory.current) for all local ranks together, and
+// this process's address space (RLIMIT_AS, ulimit -v, less what is mapped already) for its own share.
 void FlatBuffers::check_memory() const {
   const double need = bytes().total();  // params, grads, targets, grad shard, main params, states
   int64_t local = 1;
   if (const char* l = std::getenv("LOCAL_WORLD_SIZE")) local = std::max<int64_t>(1, std::atoll(l));
-  double avail = 0;
-  std::ifstream mi("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (mi >> key >> kb >> unit)
-    if (key == "MemAvailable:") avail = kb * 1024.0;
-  if (avail > 0 && need * static_cast<double>(local) > 0.9 * avail) {
+  const std::string what = std::to_string(numel) +
+                           " parameters (params, gradients, main params, optimizer state and the step's scratch; "
+                           "host memory), but ";
+  const std::string advice = ": use a smaller model (--num-layers, --hidden-size), more ranks "
+                             "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run";
+  const double all = need * static_cast<double>(local);
+  if (const double avail = proc_field("/proc/meminfo", "MemAvailable:", 1024.0); avail > 0 && all > 0.9 * avail)
     throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
-                   " ranks of this machine for " + std::to_string(numel) +
-                   " parameters (params, gradients, main params, optimizer state and the step's scratch; host memory), but only " +
-                   format_gib(avail) +
-                   " are available: use a smaller model (--num-layers, --hidden-size), more ranks "
-                   "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run");
+                   " ranks of this machine for " + what + "only " + format_gib(avail) + " are available" + advice);
+  const std::string cg = "/sys/fs/cgroup/";
+  if (const std::optional<double> max = cgroup_value(cg + "memory.max")) {
+    const double left = *max - cgroup_value(cg + "memory.current").value_or(0);
+    if (all > 0.9 * left)
+      throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
+                     " ranks of this machine for " + what + "their cgroup's memory.max leaves " + format_gib(left) +
+                     advice);
+  }
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const double left = static_cast<double>(as.rlim_cur) - proc_field("/proc/self/status", "VmSize:", 1024.0);
+    if (need > 0.9 * left)
+      throw RunError("the training run needs " + format_gib(need) + " in this rank for " + what +
+                     "its address-space limit (RLIMIT_AS, ulimit -v " + std::to_string(as.rlim_cur / 1024) +
+                     ") leaves " + format_gib(std::max(0.0, left)) + advice);
   }
 }
 

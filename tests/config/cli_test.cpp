@@ -470,3 +470,23 @@ TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules
   CHECK(named.exit == 1);
   CHECK(named.out.find("error[cuda-connections.max-connections-one]") != std::string::npos);
 }
+
+TEST_CASE("output that cannot be written fails the command; running out of memory is an error, not exit 3",
+          "[cli][robustness]") {
+  const std::string bin = std::string("'") + MR_BINARY + "' ";
+  // A full device: the JSON a CI step keeps would be empty, so the command fails.
+  mrtest::Proc full = mrtest::run_shell(bin + "schema --format json 2>&1 >/dev/full");
+  CHECK(full.exit == 1);
+  CHECK(full.out == "megatron-run: error: cannot write the output: a write to stdout failed (a full disk or device?)\n");
+  mrtest::Proc closed = mrtest::run_shell(bin + "rules 2>&1 >&-");
+  CHECK(closed.exit == 1);
+  CHECK(closed.out == "megatron-run: error: cannot write the output: stdout is closed\n");
+  // A command that writes nothing to stdout is not affected.
+  CHECK(mrtest::run_shell(bin + "--dry-run --config '" + MR_SOURCE_DIR + "/configs/default.yaml' --format json >/dev/null 2>&1").exit == 0);
+  // A legal input too big for the address space given: an error naming the cause, exit 1.
+  mrtest::Proc oom = mrtest::run_shell("ulimit -v 150000; " + bin + "topology --world-size 262144 --global-batch-size 262144 "
+                       "--micro-batch-size 1 --config '" + MR_SOURCE_DIR + "/configs/default.yaml' --format json 2>&1 >/dev/null");
+  CHECK(oom.exit == 1);
+  CHECK(oom.out.find("megatron-run: error: out of memory: an allocation failed") != std::string::npos);
+  CHECK(oom.out.find("internal error") == std::string::npos);
+}

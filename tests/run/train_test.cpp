@@ -341,6 +341,18 @@ TEST_CASE("a model too big for this machine's memory is refused before anything 
   CHECK(p.exit_code() == 1);
   CHECK_FALSE(p.timed_out);
   CHECK_THAT(p.err(), Catch::Contains("GiB are available") && Catch::Contains("--dry-run"));
+  // ~400 M parameters (about 7.5 GiB) under an address-space limit of 5.7 GiB (ulimit -v, as batch systems set
+  // it; LibTorch's mappings take part of it): refused naming the limit, not a std::bad_alloc.
+  std::vector<mrtest::Proc> q = {mrtest::start(
+      {"/bin/sh", "-c",
+       "ulimit -v 6000000; exec '" + mrtest::megatron_run() + "' --config '" + MR_SOURCE_DIR +
+           "/configs/default.yaml' --num-layers 8 --hidden-size 2048 --num-attention-heads 16 --train-iters 3"},
+      {}, dir, "rlimit")};
+  mrtest::wait_all(q, std::chrono::seconds(120));
+  INFO(q[0].out() << q[0].err());
+  CHECK(q[0].exit_code() == 1);
+  CHECK_THAT(q[0].err(), Catch::Contains("its address-space limit (RLIMIT_AS, ulimit -v 6000000) leaves") &&
+                             !Catch::Contains("bad_alloc"));
 }
 
 TEST_CASE("MoE: experts over EP=2 on 4 ranks start like the single-rank model and stay in sync", "[run][train][moe]") {
