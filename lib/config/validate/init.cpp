@@ -1,4 +1,5 @@
-// The sections of the init stage (init.h), in the order Megatron meets them: ModelParallelConfig's checks
+// The sections of the init stage (init.h), in the order Megatron meets them: its start-up (the global variables,
+// the seeds), ModelParallelConfig's checks
 // (run first by TransformerConfig.__post_init__), TransformerConfig's own in the order its __post_init__ makes
 // them, and the layers each pipeline stage builds (TransformerBlock).
 #include "config/validate/init.h"
@@ -7,6 +8,7 @@ namespace mr::init {
 
 std::vector<Section> sections() {
   return {
+      {"init-startup", &startup},
       {"init-model-parallel-config", &model_parallel_config},
       {"init-attention-heads", &transformer_attention},
       {"init-moe-config", &moe_config},
