@@ -435,6 +435,8 @@ void LaunchOptions::apply(Invocation& inv) {
   if (launcher_port < 0 || launcher_port > 65535)
     throw UsageError("argument --launcher-port: must be a TCP port, 1 to 65535 (got " + std::to_string(launcher_port) + ")",
                      {"--launcher-port"});
+  const std::string addr_as_given = master_addr;  // before --rdzv-endpoint's (static) replaces them
+  const int port_as_given = master_port;
   if (rdzv_backend == "c10d") {
     // The endpoint is the launchers' store; node 0's address and a free port there become the workers' master.
     if (rdzv_endpoint.empty())
@@ -471,6 +473,13 @@ void LaunchOptions::apply(Invocation& inv) {
     if (nnodes != 1)
       throw UsageError("argument --standalone: a standalone job has one node (got --nnodes " + std::to_string(nnodes) + ")",
                        {"--standalone", "--nnodes"});
+    // torchrun's --standalone replaces the rendezvous options too (it logs the ones it uses): named, not dropped.
+    std::vector<std::string> unused;
+    if (master_addr_given) unused.push_back("--master-addr " + addr_as_given);
+    if (master_port_given) unused.push_back("--master-port " + std::to_string(port_as_given));
+    if (!rdzv_endpoint.empty()) unused.push_back("--rdzv-endpoint " + rdzv_endpoint);
+    for (const std::string& u : unused)
+      notices.push_back("--standalone: " + u + " not used (a standalone job's master is 127.0.0.1 at a free port)");
     master_addr = "127.0.0.1";
     master_port = 0;  // a free port
     if (run_id == "none") {

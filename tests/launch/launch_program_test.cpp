@@ -156,6 +156,14 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   Proc s = sh(run + "--standalone --nproc-per-node 1 " + kProbe);
   REQUIRE(s.exit == 0);
   CHECK(env_of(probe_lines(s.out)[0], "TORCHELASTIC_RUN_ID") != "none");
+  // ... its own master: a master or rendezvous endpoint given with it is named as not used.
+  Proc sm = sh(run + "--standalone --nproc-per-node 1 --master-port 5 --rdzv-endpoint 10.1.1.1:77 " + kProbe);
+  REQUIRE(sm.exit == 0);
+  CHECK(env_of(probe_lines(sm.out)[0], "MASTER_ADDR") == "127.0.0.1");
+  CHECK(env_of(probe_lines(sm.out)[0], "MASTER_PORT") != "5");
+  CHECK(sm.out.find("warning: --standalone: --master-port 5 not used (a standalone job's master is 127.0.0.1 at a "
+                    "free port)") != std::string::npos);
+  CHECK(sm.out.find("warning: --standalone: --rdzv-endpoint 10.1.1.1:77 not used") != std::string::npos);
   CHECK(sh(run + "--nproc-per-node cpu " + kProbe).exit == 0);
   // torchrun's --role: the workers' ROLE_NAME (both spellings of the others too: --run_path, --no_python).
   Proc role = sh(run + "--nproc-per-node 1 --role trainer " + kProbe);
