@@ -1,5 +1,6 @@
 #include "launch/program.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,10 +91,23 @@ std::vector<std::string> program_argv(const Program& p, const std::vector<std::s
   return argv;
 }
 
+namespace {
+
+// What execvp would run: a file (not a directory: those pass access(X_OK)) that may be executed.
+bool executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
 std::string resolve_command(const std::string& word, const EnvLookup& env) {
   if (word.empty()) throw LaunchError("the program's name is empty");
   if (word.find('/') != std::string::npos) {
-    if (access(word.c_str(), X_OK) != 0) throw LaunchError("the program " + word + " is not an executable file");
+    struct stat st {};
+    if (::stat(word.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      throw LaunchError("the program " + word + " is a directory, not an executable file");
+    if (!executable_file(word)) throw LaunchError("the program " + word + " is not an executable file");
     return word;
   }
   const std::string path = env("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
@@ -102,7 +116,7 @@ std::string resolve_command(const std::string& word, const EnvLookup& env) {
     size_t colon = path.find(':', start);
     std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     std::string candidate = (dir.empty() ? "." : dir) + "/" + word;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (executable_file(candidate)) return candidate;
     if (colon == std::string::npos) break;
     start = colon + 1;
   }

@@ -118,6 +118,10 @@ TEST_CASE("-- CMD, --no-python and --no-append-args", "[launch][program][process
   Proc c = sh(kBin + " --config " + kConfig + " -- no-such-program-xyz");
   CHECK(c.exit == 2);
   CHECK(c.out.find("cannot find the program 'no-such-program-xyz' on PATH") != std::string::npos);
+  // A directory passes access(X_OK) but cannot run: refused before any worker starts (not exit 127 after).
+  Proc dir = sh(kBin + " --config " + kConfig + " --nproc-per-node 1 --no-append-args -- /tmp");
+  CHECK(dir.exit == 2);
+  CHECK(dir.out.find("the program /tmp is a directory, not an executable file") != std::string::npos);
   // A mistyped Megatron flag before the program: its error (with a suggestion) comes first, not a complaint
   // about --no-python's program, whose start the mistake hides.
   Proc d = sh(kBin + " --config " + kConfig + " --num-layer 2 --no-python /bin/echo mine");
