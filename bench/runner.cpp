@@ -99,10 +99,10 @@ class StdoutToStderr {
 int main(int argc, char** argv) {
   namespace po = boost::program_options;
   using namespace mr::bench;
-  bool quick = false, json = false, list = false;
+  bool quick = false, json = false, list = false, help = false;
   std::vector<std::string> names;
   po::options_description desc("megatron-run-bench [--quick] [--json] [--list] [NAME...]");
-  desc.add_options()("quick", po::bool_switch(&quick), "short runs (whole suite under a minute)")(
+  desc.add_options()("help,h", po::bool_switch(&help), "this text")("quick", po::bool_switch(&quick), "short runs (whole suite under a minute)")(
       "json", po::bool_switch(&json), "one JSON list of results")("list", po::bool_switch(&list), "list benchmarks")(
       "names", po::value(&names), "benchmarks to run (exact names or prefixes such as cpu.)");
   po::positional_options_description pos;
@@ -122,6 +122,10 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     std::cerr << desc;
     return usage_error(e.what());
+  }
+  if (help) {
+    std::cout << desc;
+    return 0;
   }
   if (list) {
     if (json) {  // --list --json: the names as one JSON list

@@ -4,7 +4,8 @@
 Runs the benchmark runner with --json --quick on the given benchmark names and parses the whole of its stdout
 with json.loads (no line may come before or after the document: benchmark details and library output go to
 stderr). Checks the document is a list with one result per name, each with the runner's fields, and that an
-unknown name gives exit 2 with a JSON error document on stdout; --list --json is a JSON list of names.
+unknown name gives exit 2 with a JSON error document on stdout; --list --json is a JSON list of names; --help and
+-h print the usage.
 Usage: bench_json.py MEGATRON_RUN_BENCH NAME...
 """
 import json, subprocess, sys
@@ -36,6 +37,10 @@ def main():
     rc, doc = run([bench, "--json", "no.such.benchmark"])
     if rc != 2 or not isinstance(doc, dict) or "no.such.benchmark" not in doc.get("error", ""):
         sys.exit(f"FAIL: an unknown benchmark should exit 2 with a JSON error document, got exit {rc}: {doc!r}")
+    for flag in ("--help", "-h"):  # the usage, exit 0 (was "unrecognised option", exit 2)
+        h = subprocess.run([bench, flag], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        if h.returncode != 0 or b"--quick" not in h.stdout:
+            sys.exit(f"FAIL: {flag} should print the usage and exit 0, got exit {h.returncode}: {h.stdout!r} {h.stderr!r}")
     print(f"bench_json: {len(names)} benchmark(s), stdout parsed as one JSON document")
 
 

@@ -46,7 +46,7 @@ struct ParamsOptions {
 struct ScheduleOptions {
   CommonOptions common;
   std::optional<long long> points, every;
-  std::string at;  // "N,N,..."
+  std::optional<std::string> at;  // "N,N,..."
   void add_to(po::options_description& desc);
 };
 

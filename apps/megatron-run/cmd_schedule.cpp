@@ -21,7 +21,7 @@ void ScheduleOptions::add_to(po::options_description& desc) {
        "evenly spaced points over the run, plus each phase boundary (default 20 for text, 500 otherwise)")
       ("every", po::value<long long>()->notifier([this](long long v) { every = v; }),
        "a point every K iterations (samples for a sample-based run)")
-      ("at", po::value(&at), "exactly these iterations (samples for a sample-based run), comma-separated");
+      ("at", po::value<std::string>()->notifier([this](const std::string& v) { at = v; }), "exactly these iterations (samples for a sample-based run), comma-separated");
 }
 
 namespace {
@@ -57,7 +57,7 @@ int cmd_schedule(const std::vector<std::string>& args) {
   ScheduleOptions opts;
   const std::vector<Token> rest = parse_command_options("schedule", args, opts);
   CommonOptions& common = opts.common;
-  const int chosen = (opts.points ? 1 : 0) + (opts.every ? 1 : 0) + (opts.at.empty() ? 0 : 1);
+  const int chosen = (opts.points ? 1 : 0) + (opts.every ? 1 : 0) + (opts.at ? 1 : 0);
   if (chosen > 1)
     throw UsageError("--points, --every and --at choose the points in different ways: give one of them",
                      {"--points", "--every", "--at"}, {}, "input.schedule-steps");
@@ -66,7 +66,7 @@ int cmd_schedule(const std::vector<std::string>& args) {
       throw UsageError(std::string("argument ") + flag + ": must be at least 1, got " + std::to_string(*v), {flag}, {},
                        "input.schedule-steps");
   std::vector<int64_t> at;
-  if (!opts.at.empty()) at = parse_steps(opts.at);
+  if (opts.at) at = parse_steps(*opts.at);
 
   Invocation inv = common.invocation({"csv", "svg"});
   inv.cli = rest;

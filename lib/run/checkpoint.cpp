@@ -129,8 +129,10 @@ std::optional<Found> locate(const Args& a) {
   if (!std::filesystem::is_directory(f.dir, ec)) {
     if (a.ckpt_step && *a.ckpt_step != 0)
       throw CheckpointError(kCkptStepMissing, "--ckpt-step " + std::to_string(*a.ckpt_step) + ": there is no " + f.dir);
-    throw CheckpointError(kCkptStepMissing, "--load " + load + ": " + tracker_path(f.base) + " names iteration " +
-                                                std::to_string(f.iteration) + " but " + f.dir + " does not exist");
+    throw CheckpointError(kCkptStepMissing, "--load " + load + ": " + tracker_path(f.base) + " names " +
+                                                (f.release ? std::string("'release'")
+                                                           : "iteration " + std::to_string(f.iteration)) +
+                                                " but " + f.dir + " does not exist");
   }
   return f;
 }

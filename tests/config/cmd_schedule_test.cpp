@@ -164,6 +164,9 @@ TEST_CASE("schedule: refusals name the flag", "[cli][schedule]") {
   Result r = sh("schedule --at 1,x --config " + kDefault);
   CHECK(r.exit == 2);
   CHECK(r.out.find("argument --at: 'x' is not a non-negative integer") != std::string::npos);
+  r = sh("schedule --at '' --config " + kDefault);  // given empty: refused, not taken for "not given"
+  CHECK(r.exit == 2);
+  CHECK(r.out.find("argument --at: expected N,N,...") != std::string::npos);
   r = sh("schedule --at 99999999999999999999 --config " + kDefault);
   CHECK(r.exit == 2);
   CHECK(r.out.find("argument --at: 99999999999999999999 is past the largest step, 9223372036854775807") !=

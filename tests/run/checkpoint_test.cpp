@@ -638,6 +638,11 @@ TEST_CASE("a checkpoint of another model names the first mismatching parameter; 
   mrtest::Proc e = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "tracker");
   CHECK(e.exit_code() == 1);
   CHECK_THAT(e.err(), Catch::Contains("latest_checkpointed_iteration.txt"));
+  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "release"; }
+  mrtest::Proc r = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "release");
+  CHECK(r.exit_code() == 1);
+  CHECK_THAT(r.err(), Catch::Contains("latest_checkpointed_iteration.txt names 'release' but " + ck + "/release does "
+                                      "not exist") && Catch::Contains("checkpoint.step-missing"));
 }
 
 TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
