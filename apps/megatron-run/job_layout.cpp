@@ -82,6 +82,8 @@ std::optional<Diagnostic> init_check(const Outcome& out) {
   if (out.parsed.yaml_cfg) return std::nullopt;  // a --yaml-cfg namespace holds sections, not flags
   try {
     (void)parallel::Layout::build(parallel::LayoutSpec::from_args(Args::from(out.parsed.ns)));
+  } catch (const parallel::LayoutLimitError& e) {
+    throw UsageError(e.what(), {"--world-size"}, {}, "input.layout-ranks");
   } catch (const parallel::LayoutError& e) {
     return layout_diagnostic(e.what());
   } catch (const ArgsError& e) {
@@ -106,6 +108,8 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
   }
   try {
     layout = parallel::Layout::build(parallel::LayoutSpec::from_args(args));
+  } catch (const parallel::LayoutLimitError& e) {
+    throw UsageError(e.what(), {"--world-size"}, {}, "input.layout-ranks");
   } catch (const parallel::LayoutError& e) {
     return report_failure(common, layout_diagnostic(e.what()));
   }

@@ -34,6 +34,8 @@ MR_INPUT_RULE(kScheduleSteps, "input.schedule-steps", "schedule: --points, --eve
 MR_INPUT_RULE(kScheduleRows, "input.schedule-rows", "schedule: more rows than the output allows.");
 MR_INPUT_RULE(kPictureTooLarge, "input.picture-too-large", "topology --format svg|dot: more ranks than a picture shows.");
 MR_INPUT_RULE(kGpusPerNode, "input.gpus-per-node", "topology: --gpus-per-node is not a positive count.");
+MR_INPUT_RULE(kLayoutRanks, "input.layout-ranks",
+              "A world size beyond the 1048576 ranks megatron-run lays out (its limit, not Megatron's).");
 MR_INPUT_RULE(kDeviceMemory, "input.device-memory", "params: --device-memory is not a size (80GiB, 141 GB).");
 
 }  // namespace

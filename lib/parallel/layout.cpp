@@ -248,8 +248,9 @@ void check_sizes(const LayoutSpec& spec) {
   const int64_t gtp = spec.gtp_remat, egtp = spec.expert_gtp_remat;
   if (world < 1) throw LayoutError("the world size must be at least 1 (got " + str(world) + ")");
   if (world > kMaxLayoutRanks)
-    throw LayoutError("the world size " + str(world) + " is beyond the " + str(kMaxLayoutRanks) +
-                      " ranks megatron-run lays out (every process group is listed rank by rank)");
+    throw LayoutLimitError("the world size " + str(world) + " is beyond the " + str(kMaxLayoutRanks) +
+                           " ranks megatron-run lays out (every process group is listed rank by rank); a limit of "
+                           "megatron-run, not of Megatron");
   for (auto [name, v] : std::initializer_list<std::pair<const char*, int64_t>>{
            {"--tensor-model-parallel-size", spec.tp}, {"--pipeline-model-parallel-size", spec.pp},
            {"--context-parallel-size", spec.cp}, {"--expert-model-parallel-size", spec.ep},

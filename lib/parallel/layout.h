@@ -19,6 +19,10 @@ using RankGroups = std::vector<RankList>;
 struct LayoutError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A world beyond kMaxLayoutRanks: megatron-run's own limit, not a verdict on the job (callers make it a usage error).
+struct LayoutLimitError : LayoutError {
+  using LayoutError::LayoutError;
+};
 
 // generate_masked_orthogonal_rank_groups: the groups spanned by the dimensions of `parallel_size` selected by
 // `mask`, for rank = sum(index[i] * stride[i]) with strides the prefix products of `parallel_size`.
