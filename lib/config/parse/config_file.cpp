@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -211,6 +212,7 @@ bool parse_args_attribute(const std::string& key) {
 void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptions& opts, ConfigResult& out,
                  Namespace& ns) {
   Converter to_value{opts, /*strict=*/true, out.report.warnings};
+  std::map<std::string, std::pair<std::string, std::string>> set_by;  // dest -> (key, where) that set it here
   for (const Entry& e : entries(root, /*strict=*/true, out.report.warnings)) {
     std::string key = e.key.scalar();
     if (parse_args_attribute(key)) continue;
@@ -240,6 +242,11 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
       }
       throw file_error(where, msg, {key});
     }
+    // One argument under two keys (--num-layers and num_layers, --foo and --no-foo): as a key written twice.
+    if (auto [it, fresh] = set_by.try_emplace(std::string(arg->dest()), key, where); !fresh)
+      throw UsageError(where + ": '" + key + "' sets the same argument as '" + it->second.first + "' (at " +
+                           it->second.second + "); a config file sets each argument once",
+                       {key, it->second.first}, where, "input.yaml-duplicate-key");
     Value v = to_value(e.value);
     if (*arg->spec->deprecated && v != arg->def)
       out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
