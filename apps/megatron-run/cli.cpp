@@ -111,7 +111,7 @@ void print_usage(std::ostream& os) {
         "                 SCRIPT.py ARGS...        run under python3 -u ($PYTHON_EXEC), torchrun's form\n"
         "                 -- CMD ARGS...           any command, as given\n"
         "                 --no-python CMD ARGS...  CMD as a command rather than a script\n"
-        "                 -m MODULE ARGS...        python3 -u -m MODULE\n"
+        "                 -m MODULE ARGS...        python3 -u -m MODULE ($PYTHON_EXEC)\n"
         "               --no-append-args: the program gets only its own ARGS\n"
         "  megatron-run --help          every Megatron flag, grouped\n\n"
         "config options:\n"
