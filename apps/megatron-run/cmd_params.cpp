@@ -70,7 +70,7 @@ int cmd_params(const std::vector<std::string>& args) {
       for (int64_t t = 0; t < tp; ++t) {
         run::RankCoord at{t, tp, p, pp, layout.spec.ep, t % layout.etp, layout.etp};
         const run::ModelPlan plan = run::plan_gpt_model(job_args, at);
-        Row r{t, p, plan.layers.size(), plan.numel(), {}};
+        Row r{t, p, plan.layers.size(), plan.megatron_numel(), {}};
         r.mem = run::estimate_memory(plan, job_args, dp * layout.spec.cp, layout.expert_dp, out.parsed.env);
         int64_t counted = 0;
         for (const auto& s : plan.params)

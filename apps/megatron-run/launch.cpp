@@ -198,6 +198,26 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
     return refuse_launch(lo, 2, e.what());
   }
   if (job && lo.nproc_per_node == 0) {
+    if (job->source == launch::LaunchInfo::Source::Slurm) {
+      // One task per rank under srun: the program gets torchrun's variables, derived from SLURM's as for the
+      // validation (torch's env:// rendezvous and Megatron read these, not SLURM_*). Ones already set are kept.
+      const std::pair<const char*, std::string> vars[] = {
+          {"RANK", std::to_string(job->rank)},
+          {"WORLD_SIZE", std::to_string(job->world_size)},
+          {"LOCAL_RANK", std::to_string(job->local_rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(job->local_world_size)},
+          {"MASTER_ADDR", job->master_addr},
+          {"MASTER_PORT", std::to_string(job->master_port)}};
+      std::string said;
+      for (const auto& [name, value] : vars)
+        if (!std::getenv(name)) {
+          setenv(name, value.c_str(), 1);
+          said += std::string(said.empty() ? "" : " ") + name + "=" + value;
+        }
+      if (const char* node = std::getenv("SLURM_NODEID"); node && !std::getenv("GROUP_RANK"))
+        setenv("GROUP_RANK", node, 1);
+      if (!said.empty()) MR_LOG(info) << "from SLURM, for the program: " << said;
+    }
     std::vector<char*> a;
     for (std::string& w : argv) a.push_back(w.data());
     a.push_back(nullptr);

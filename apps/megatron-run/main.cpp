@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <new>
 #include <iterator>
+#include <new>
 #include <string>
 #include <vector>
 

@@ -26,7 +26,10 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   const double state_bytes = bytes.main + bytes.state;
   std::ostringstream s;
   s << prefix << " > number of parameters on (tensor, pipeline) model parallel rank (" << c.tp.rank() << ", "
-    << c.pp.rank() << "): " << b.numel << " (" << c.plan.layers.size() << " layers; model params "
+    << c.pp.rank() << "): " << c.plan.megatron_numel() << " (" << c.plan.layers.size() << " layers; ";
+  if (!c.plan.unused.empty())  // Megatron's count; the run leaves out what Megatron allocates but never uses
+    s << "the run holds " << b.numel << ", without Megatron's unused " << c.plan.unused.front().name << "; ";
+  s << "model params "
     << format_mib(model_bytes) << ", main params + optimizer state " << format_mib(state_bytes)
     << (c.dist_opt ? " (distributed optimizer shard)" : "") << ")";
   // One line per (tp, pp) coordinate, from its first data-parallel rank, as Megatron prints it.

@@ -117,7 +117,11 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   m.sharding = fsdp    ? "megatron-fsdp " + dense_strategy
                : fsdp2 ? "torch fsdp2"
                        : (distributed_optimizer ? "distributed optimizer" : "none");
-  for (const ParamSpec& p : plan.params) {
+  std::vector<const ParamSpec*> all;  // the run's parameters and those Megatron allocates but does not use
+  for (const ParamSpec& p : plan.params) all.push_back(&p);
+  for (const ParamSpec& p : plan.unused) all.push_back(&p);
+  for (const ParamSpec* pp : all) {
+    const ParamSpec& p = *pp;
     const double n = static_cast<double>(p.numel());
     const Shards& sh = p.expert ? expert : dense;
     const bool fp8 = fp8_params && fp8_eligible(p);

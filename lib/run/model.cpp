@@ -70,6 +70,12 @@ int64_t ModelPlan::numel() const {
   return n;
 }
 
+int64_t ModelPlan::megatron_numel() const {
+  int64_t n = numel();
+  for (const ParamSpec& p : unused) n = sum(n, p.numel(), "the parameters of a rank");
+  return n;
+}
+
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
   const int64_t multiple = mul(std::max<int64_t>(1, divisible_by), std::max<int64_t>(1, tp_size),
                                "--make-vocab-size-divisible-by x --tensor-model-parallel-size");
@@ -700,6 +706,13 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       // first stage's by summing the two gradients (the "embedding" group); norms count the first stage's only.
       out.shared_copy = tied;
       if (tied) out.key = "embedding.word_embeddings.weight";
+    } else if (tied && mtp_embedding) {
+      // The MTP stage's embedding copy is the output weight; Megatron still allocates output_layer.weight here
+      // (not the first stage) and leaves it unused (ModelPlan::unused).
+      ParamSpec& out = add("output_layer.weight", {plan.padded_vocab_size, h}, 0);
+      out.embedding_or_output = true;
+      plan.unused.push_back(std::move(out));
+      plan.params.pop_back();
     }
   }
   return plan;

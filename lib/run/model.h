@@ -47,10 +47,16 @@ struct ParamSpec {
 
 struct ModelPlan {
   std::vector<ParamSpec> params;
+  // Parameters Megatron allocates on this rank but never uses, which the run does not hold: the output layer's
+  // weight on a later stage with MTP and tied embeddings (gpt_model.py skips allocating it on the first stage only;
+  // the forward uses the stage's embedding copy). Megatron counts them in its parameter print and they take
+  // gradient and optimizer memory: `params` and the run's parameter line count them (megatron_numel).
+  std::vector<ParamSpec> unused;
   std::vector<int64_t> layers;  // the global indices of the transformer layers on this rank
   int64_t padded_vocab_size = 0;
   int64_t expert_numel_total = 0;  // MoE: the routed experts of this rank's layers, all experts, unsplit
   int64_t numel() const;        // elements this rank holds
+  int64_t megatron_numel() const;  // numel() and the unused parameters: what Megatron prints for the rank
   bool has_experts() const;
 };
 

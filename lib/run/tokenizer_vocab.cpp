@@ -158,6 +158,18 @@ SentencePieceModel sentencepiece_model(std::string_view proto, const std::string
   return m;
 }
 
+namespace {
+
+// The text of an AddedToken as HuggingFace's files write one ({"content": ..., "special": ...}); nullptr otherwise.
+const std::string* added_token_content(const Value& v) {
+  if (v.is_object())
+    for (const auto& [k, x] : v.as_object())
+      if (k == "content" && x.is_str()) return &x.as_str();
+  return nullptr;
+}
+
+}  // namespace
+
 std::set<std::string> huggingface_tokens(std::string_view json, const std::string& name) {
   auto bad = [&](const std::string& why) -> RunError {
     return RunError(name + ": not a HuggingFace tokenizer.json (" + why + "); give --vocab-size");
@@ -176,9 +188,7 @@ std::set<std::string> huggingface_tokens(std::string_view json, const std::strin
     if (k == "model") model = &x;
     if (k == "added_tokens" && x.is_list())
       for (const Value& t : x.as_list())
-        if (t.is_object())
-          for (const auto& [tk, tv] : t.as_object())
-            if (tk == "content" && tv.is_str()) add(tv.as_str());
+        if (const std::string* c = added_token_content(t)) add(*c);
   }
   if (!model || !model->is_object()) throw bad("no \"model\" object");
   const Value* vocab = nullptr;
@@ -214,14 +224,8 @@ std::set<std::string> huggingface_directory_tokens(const std::optional<std::stri
     if (!v.is_object()) throw RunError(name + ": not a JSON object; give --vocab-size");
     return v.as_object();
   };
-  // A token as these files write it: a string, or an AddedToken object with its "content".
-  auto content = [](const Value& v) -> const std::string* {
-    if (v.is_str()) return &v.as_str();
-    if (v.is_object())
-      for (const auto& [k, x] : v.as_object())
-        if (k == "content" && x.is_str()) return &x.as_str();
-    return nullptr;
-  };
+  // A token as these files write it: a string, or an AddedToken.
+  auto content = [](const Value& v) -> const std::string* { return v.is_str() ? &v.as_str() : added_token_content(v); };
   // The init arguments: tokenizer_config.json's, each key special_tokens_map.json has replaced by the map's value.
   std::map<std::string, const Value*> init;
   const Object cfg = object(config, "tokenizer_config.json"), map = object(special_map, "special_tokens_map.json");

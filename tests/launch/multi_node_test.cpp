@@ -486,6 +486,21 @@ TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SL
                                        " --no-append-args -- /bin/echo in-place 2>&1");
     CHECK(r.exit == 0);
     CHECK(r.out == "in-place\n");
+    // ... with torchrun's variables made from SLURM's (torch's env:// and Megatron read those); set ones are kept.
+    const std::string show = " --no-append-args -- /bin/sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE "
+                             "$GROUP_RANK $MASTER_ADDR:$MASTER_PORT' 2>&1";
+    mrtest::Proc vars = mrtest::run_shell("env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u GROUP_RANK "
+                                          "-u MASTER_ADDR -u MASTER_PORT SLURM_JOB_ID=1234 SLURM_JOB_NUM_NODES=2 "
+                                          "SLURM_NTASKS=4 SLURM_PROCID=3 SLURM_LOCALID=1 SLURM_NODEID=1 "
+                                          "SLURM_TASKS_PER_NODE='2(x2)' SLURM_JOB_NODELIST='gpu[07-08]' " +
+                                          kBin + " --config " + kConfig + show);
+    CHECK(vars.exit == 0);
+    CHECK(vars.out == "3 4 1 2 1 gpu07:21234\n");
+    mrtest::Proc kept = mrtest::run_shell("env -u RANK -u WORLD_SIZE MASTER_PORT=29999 MASTER_ADDR=10.0.0.1 "
+                                          "SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=0 "
+                                          "SLURM_JOB_NODELIST=localhost " + kBin + " --config " + kConfig + show);
+    CHECK(kept.exit == 0);
+    CHECK(kept.out.find(" 10.0.0.1:29999\n") != std::string::npos);
   }
 }
 

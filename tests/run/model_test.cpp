@@ -426,12 +426,22 @@ TEST_CASE("multi-token prediction: MTP layers on the last stage, with their embe
     CHECK(copy->shape == std::vector<int64_t>{V, h});
     CHECK_FALSE(find(last, "output_layer.weight"));
     CHECK(counted(first, 0) + counted(last, 0) == counted(one, 0));
+    // ... yet Megatron allocates output_layer.weight there (on every stage but the first) and never uses it: it
+    // is in Megatron's count of the rank and in the memory estimate, not in what the run holds.
+    REQUIRE(last.unused.size() == 1);
+    CHECK(last.unused[0].name == "output_layer.weight");
+    CHECK(last.unused[0].shape == std::vector<int64_t>{V, h});
+    CHECK(last.megatron_numel() == last.numel() + V * h);
+    CHECK(mr::run::estimate_memory(last, args, 1, 1).params == 4.0 * static_cast<double>(last.megatron_numel()));
+    CHECK(first.unused.empty());
+    CHECK(one.unused.empty());  // one stage: the first, where the output layer takes the embedding's weight
     // Untied: the copy and an output layer of its own.
     const auto untied = gpt({{"position_embedding_type", Value(std::string("rope"))}, {"mtp_num_layers", Value(mtp)},
                              {"untie_embeddings_and_output_weights", Value(true)}});
     const ModelPlan last_untied = mr::run::plan_gpt_model(untied, {0, 1, 1, 2});
     CHECK(find(last_untied, "embedding.word_embeddings.weight")->shared_copy);
     CHECK_FALSE(find(last_untied, "output_layer.weight")->shared_copy);
+    CHECK(last_untied.unused.empty());
   }
 }
 
