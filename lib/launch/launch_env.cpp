@@ -59,13 +59,24 @@ std::string slurm_first_host(const std::string& nodelist) {
     if (c == ',' && depth == 0) break;
     first += c;
   }
-  size_t lb = first.find('[');
-  if (lb == std::string::npos) return first;
-  std::string prefix = first.substr(0, lb);
-  std::string range = first.substr(lb + 1, first.find(']', lb) - lb - 1);
-  std::string suffix = first.find(']') != std::string::npos ? first.substr(first.find(']') + 1) : "";
-  std::string head = range.substr(0, range.find_first_of(",-"));  // keeps zero padding: "001-004" -> "001"
-  return prefix + head + suffix;
+  // Each bracket group by its first value, keeping zero padding: "node[001-004]" -> "node001", and with several
+  // groups ("a[08-10]b[1-2]", hosts a08b1, a08b2, ...) each one: "a08b1".
+  std::string out;
+  for (size_t i = 0; i < first.size();) {
+    if (first[i] != '[') {
+      out += first[i++];
+      continue;
+    }
+    const size_t close = first.find(']', i);
+    if (close == std::string::npos) {  // unclosed: as written
+      out += first.substr(i);
+      break;
+    }
+    const std::string range = first.substr(i + 1, close - i - 1);
+    out += range.substr(0, range.find_first_of(",-"));
+    i = close + 1;
+  }
+  return out;
 }
 
 int slurm_default_port(const std::string& job_id) {

@@ -359,9 +359,13 @@ void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::
   try {
     NodeStoreClient client(o.store_host, o.store_port, deadline, o.heartbeat_timeout);
     client.set_first("fail", std::to_string(code == 0 ? 1 : code) + " " + why);
-    // The host: every other node registers, reads "fail" and leaves (present() drops back to 0).
+    // Another node that refuses too never registers: it says so, so that the host need not wait for it until the
+    // join timeout (every node of a job usually has the same config, and the same refusal).
+    if (!server) client.add("refused", 1);
+    // The host: every other node registers, reads "fail" and leaves (present() drops back to 0), or refused.
     if (server)
-      while (Clock::now() < deadline && (server->registered() < o.nnodes - 1 || server->present() > 0))
+      while (Clock::now() < deadline &&
+             (server->registered() + static_cast<int>(client.add("refused", 0)) < o.nnodes - 1 || server->present() > 0))
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } catch (const StoreError&) {
     // The store cannot be reached within the join timeout: nobody is waiting there.

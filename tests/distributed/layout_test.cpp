@@ -365,6 +365,8 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
   CHECK(mr::launch::slurm_first_host("n1,n2") == "n1");
   CHECK(mr::launch::slurm_first_host("node[3,5-7]") == "node3");
   CHECK(mr::launch::slurm_first_host("rack[01-02]-gpu") == "rack01-gpu");
+  CHECK(mr::launch::slurm_first_host("a[08-10]b[1-2]") == "a08b1");  // every bracket group by its first value
+  CHECK(mr::launch::slurm_first_host("a[08-10]b[1-2],c7") == "a08b1");
   CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})),
                     Catch::Contains("RANK"));
   CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})),

@@ -276,6 +276,13 @@ TEST_CASE("a node whose config fails validation tells the others, which fail at 
   SECTION("static: node 0 refuses and keeps the store up until node 1, a second later, is told") {
     check_told(run_nodes({node(0, bad), node(1, "")}, 1.0), 1, "node 0's launcher (");
   }
+  SECTION("static: both nodes refuse (the same config); node 0, the store's host, does not wait for node 1") {
+    Nodes r = run_nodes({node(0, bad), node(1, bad)}, 1.0);
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(r.nodes[1].exit == 1);
+    CHECK(r.seconds < 20);  // not the 50 s join timeout
+  }
   SECTION("c10d: the second launcher refuses; the first is told") {
     const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
                               std::to_string(free_port()) + " --join-timeout 50 --nproc-per-node 1 ";
