@@ -202,19 +202,22 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
   const std::string range = std::to_string(o_.min_nnodes) + ":" + std::to_string(max_nnodes_);
   int64_t seen = -1;
   Clock::time_point changed = Clock::now();
+  // Every launcher says how the rendezvous closed, the one that closed it and the ones that read the count.
+  auto said = [&](int closed) {
+    std::cerr << "megatron-run: the elastic rendezvous of run '" << o_.run_id << "' (--nnodes " << range
+              << ") closed with " << closed << " node(s)"
+              << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
+    return closed;
+  };
   for (;;) {
     if (auto f = read_failure()) throw RendezvousError(f->message);
-    if (std::optional<std::string> c = client_->get(round_key("closed"))) return std::stoi(*c);
+    if (std::optional<std::string> c = client_->get(round_key("closed"))) return said(std::stoi(*c));
     const int64_t arrived = client_->add(round_key("arrived"), 0);
     const auto now = Clock::now();
     if (arrived != seen) seen = arrived, changed = now;  // the last call runs from the latest arrival seen here
     const int k = usable(arrived);
     if (k > 0 && (arrived >= max_nnodes_ || now - changed >= o_.last_call || now >= deadline)) {
-      const int closed = std::stoi(client_->set_first(round_key("closed"), std::to_string(k)));
-      std::cerr << "megatron-run: the elastic rendezvous of run '" << o_.run_id << "' (--nnodes " << range
-                << ") closed with " << closed << " node(s)"
-                << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
-      return closed;
+      return said(std::stoi(client_->set_first(round_key("closed"), std::to_string(k))));
     }
     if (now >= deadline) {
       failed_ = true;
