@@ -68,4 +68,13 @@ inline std::set<std::string> init_rules_of(const std::string& file) {
   return ids;
 }
 
+// A file's table: every case passes check_init_cases, and every init rule declared in `file` has a case.
+inline void check_init_table(const std::vector<InitCase>& cases, const std::string& file) {
+  const std::set<std::string> seen = check_init_cases(cases);
+  for (const std::string& id : init_rules_of(file)) {
+    INFO(id << " has no case");
+    CHECK(seen.count(id) == 1);
+  }
+}
+
 }  // namespace mrtest

@@ -82,11 +82,7 @@ const std::vector<InitCase> kCases = {
 }  // namespace
 
 TEST_CASE("init stage, TransformerConfig: each rule fires next to a neighbour that passes", "[init]") {
-  std::set<std::string> seen = mrtest::check_init_cases(kCases);
-  for (const std::string& id : mrtest::init_rules_of("validate/init_transformer_config.cpp")) {
-    INFO(id << " has no case");
-    CHECK(seen.count(id) == 1);
-  }
+  mrtest::check_init_table(kCases, "validate/init_transformer_config.cpp");
 }
 
 TEST_CASE("init stage: --dry-run and check refuse a model Megatron would fail to build, naming the stage",
