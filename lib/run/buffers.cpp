@@ -312,8 +312,8 @@ std::optional<double> cgroup_value(const std::string& path) {
 
 // What the buffers take, against what this process and machine have for all its local ranks: a model that does
 // not fit is an error naming the sizes, not an out-of-memory kill or an allocation failure. Three limits: the
-// machine's available memory and the cgroup's (memory.max less memory.current) for all local ranks together, and
-// this process's address space (RLIMIT_AS, ulimit -v, less what is mapped already) for its own share.
+// machine's available memory and the cgroup's memory.max (cgroup v2, as a container sees it) for all local ranks
+// together, and this process's address space (RLIMIT_AS, ulimit -v, less what is mapped already) for its own share.
 void FlatBuffers::check_memory() const {
   const double need = bytes().total();  // params, grads, targets, grad shard, main params, states
   int64_t local = 1;
@@ -328,13 +328,10 @@ void FlatBuffers::check_memory() const {
     throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
                    " ranks of this machine for " + what + "only " + format_gib(avail) + " are available" + advice);
   const std::string cg = "/sys/fs/cgroup/";
-  if (const std::optional<double> max = cgroup_value(cg + "memory.max")) {
-    const double left = *max - cgroup_value(cg + "memory.current").value_or(0);
-    if (all > 0.9 * left)
-      throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
-                     " ranks of this machine for " + what + "their cgroup's memory.max leaves " + format_gib(left) +
-                     advice);
-  }
+  // The cgroup's limit itself, not less memory.current: that counts page cache the kernel would reclaim.
+  if (const std::optional<double> max = cgroup_value(cg + "memory.max"); max && all > 0.9 * *max)
+    throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
+                   " ranks of this machine for " + what + "their cgroup's memory.max is " + format_gib(*max) + advice);
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
     const double left = static_cast<double>(as.rlim_cur) - proc_field("/proc/self/status", "VmSize:", 1024.0);
