@@ -78,12 +78,24 @@ Diagnostic layout_diagnostic(const std::string& message) {
   return d;
 }
 
+namespace {
+
+// Megatron's layout of the ranks. A world beyond what megatron-run lays out is the user's input, refused as
+// input.layout-ranks (exit 2); a layout Megatron would refuse stays a LayoutError for the caller.
+parallel::Layout build_layout(const Args& args) {
+  try {
+    return parallel::Layout::build(parallel::LayoutSpec::from_args(args));
+  } catch (const parallel::LayoutLimitError& e) {
+    throw UsageError(e.what(), {"--world-size"}, {}, "input.layout-ranks");
+  }
+}
+
+}  // namespace
+
 std::optional<Diagnostic> init_check(const Outcome& out) {
   if (out.parsed.yaml_cfg) return std::nullopt;  // a --yaml-cfg namespace holds sections, not flags
   try {
-    (void)parallel::Layout::build(parallel::LayoutSpec::from_args(Args::from(out.parsed.ns)));
-  } catch (const parallel::LayoutLimitError& e) {
-    throw UsageError(e.what(), {"--world-size"}, {}, "input.layout-ranks");
+    (void)build_layout(Args::from(out.parsed.ns));
   } catch (const parallel::LayoutError& e) {
     return layout_diagnostic(e.what());
   } catch (const ArgsError& e) {
@@ -107,9 +119,7 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
     return report_failure(common, Diagnostic{Diagnostic::Level::Error, "arguments", e.what(), {}, {}, kStageInit});
   }
   try {
-    layout = parallel::Layout::build(parallel::LayoutSpec::from_args(args));
-  } catch (const parallel::LayoutLimitError& e) {
-    throw UsageError(e.what(), {"--world-size"}, {}, "input.layout-ranks");
+    layout = build_layout(args);
   } catch (const parallel::LayoutError& e) {
     return report_failure(common, layout_diagnostic(e.what()));
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -94,43 +95,44 @@ std::string join_host_port(const std::string& host, int port) {
   return host.find(':') != std::string::npos ? "[" + host + "]:" + p : host + ":" + p;
 }
 
-namespace {
-
-// getaddrinfo's list for `host` (TCP), freed with the holder; nullptr and the error code when it fails.
-struct AddrList {
-  addrinfo* head = nullptr;
-  int error = 0;
-  explicit AddrList(const std::string& host) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    error = getaddrinfo(host.c_str(), nullptr, &hints, &head);
+std::vector<Address> resolve(const std::string& host, int port, std::string* error, int* code) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::vector<Address> out;
+  const int rc = host.empty() ? EAI_NONAME : getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (code) *code = rc;
+  if (rc != 0) {
+    if (error) *error = "cannot resolve " + host + " (" + gai_strerror(rc) + ")";
+    return out;
   }
-  ~AddrList() {
-    if (head) freeaddrinfo(head);
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) || a->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    Address ad;
+    std::memcpy(&ad.sa, a->ai_addr, a->ai_addrlen);
+    ad.len = a->ai_addrlen;
+    out.push_back(ad);
   }
-  AddrList(const AddrList&) = delete;
-  AddrList& operator=(const AddrList&) = delete;
-};
-
-}  // namespace
+  freeaddrinfo(res);
+  return out;
+}
 
 std::string unresolvable(const std::string& host) {
   if (host.empty()) return "an empty host name";
-  AddrList list(host);
-  if (list.error == 0 || list.error == EAI_AGAIN) return "";
-  return gai_strerror(list.error);
+  int code = 0;
+  resolve(host, 0, nullptr, &code);
+  if (code == 0 || code == EAI_AGAIN) return "";
+  return gai_strerror(code);
 }
 
 bool names_this_machine(const std::string& host) {
-  if (host.empty()) return false;
-  AddrList list(host);
-  if (list.error != 0) return false;
-  for (addrinfo* a = list.head; a; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+  for (const Address& a : resolve(host, 0)) {
+    const int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
-    // Port 0 (left in the resolved address): binding asks only whether the address is one of this machine's.
-    const bool ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    // Port 0: binding asks only whether the address is one of this machine's.
+    const bool ok = bind(fd, reinterpret_cast<const sockaddr*>(&a.sa), a.len) == 0;
     close(fd);
     if (ok) return true;
   }

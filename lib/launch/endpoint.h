@@ -2,8 +2,11 @@
 // "[::1]:29400", "[::1]", or a bare "::1" (docs/launch.md, "Several nodes"). Parsing and writing it. Torch-free.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mr::launch {
 
@@ -26,13 +29,25 @@ Endpoint parse_endpoint(const std::string& text);
 // brackets or a bracketed text that is not an IPv6 address.
 std::string parse_host(const std::string& text);
 
+// One TCP address of a host, with a port in it (IPv4 or IPv6), as the resolver gives it.
+struct Address {
+  sockaddr_storage sa{};
+  socklen_t len = 0;
+  int family() const { return sa.ss_family; }
+};
+
+// host (a name or an address literal, without brackets) -> its IPv6 and IPv4 addresses with `port`, in the
+// resolver's order. Empty when it does not resolve: then `code` gets the resolver's code (EAI_*) and `error` says
+// "cannot resolve HOST (its words)". Blocks while the resolver looks the name up.
+std::vector<Address> resolve(const std::string& host, int port, std::string* error = nullptr, int* code = nullptr);
+
 // Why `host` (a name or an address literal, without brackets) can never be connected to: "" when it resolves, or
 // when its resolver's failure may pass (EAI_AGAIN: a DNS server that does not answer now); else the resolver's
 // words ("Name or service not known"). Blocks while the resolver looks the name up.
 std::string unresolvable(const std::string& host);
 
 // Whether `host` is an address of this machine: some address it resolves to can be bound to (loopback, a local
-// interface's address, the wildcard). False when it does not resolve.
+// interface's address, the wildcard; IPv4 or IPv6). False when it does not resolve.
 bool names_this_machine(const std::string& host);
 
 // host:port for messages and logs, the host in brackets when it is an IPv6 address ("[::1]:29400").

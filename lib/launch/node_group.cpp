@@ -348,7 +348,7 @@ PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why)
 
 bool NodeGroup::hosts(const RendezvousOptions& o) {
   if (o.backend == "static") return o.node_rank == 0;
-  return o.is_host ? *o.is_host : is_local_host(o.store_host);
+  return o.is_host ? *o.is_host : names_this_machine(o.store_host);
 }
 
 void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::string& why) {

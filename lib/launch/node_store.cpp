@@ -29,38 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text() { return std::strerror(errno); }
 
-// One address of a host, with the port in it.
-struct Address {
-  sockaddr_storage sa{};
-  socklen_t len = 0;
-  int family() const { return sa.ss_family; }
-};
-
-// host -> its addresses, IPv6 and IPv4 (a literal address or a name), in the resolver's order; `error` says why
-// there are none.
-std::vector<Address> resolve(const std::string& host, int port, std::string* error = nullptr) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  std::vector<Address> out;
-  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0) {
-    if (error) *error = "cannot resolve " + host + " (" + gai_strerror(rc) + ")";
-    return out;
-  }
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) || a->ai_addrlen > sizeof(sockaddr_storage)) continue;
-    Address ad;
-    std::memcpy(&ad.sa, a->ai_addr, a->ai_addrlen);
-    ad.len = a->ai_addrlen;
-    out.push_back(ad);
-  }
-  freeaddrinfo(res);
-  return out;
-}
-
 // An address as text, without the port: "127.0.0.1", "::1", "fe80::1%eth0". An IPv4 client of the dual-stack
 // server arrives as an IPv4-mapped IPv6 address (::ffff:1.2.3.4): that is given as plain IPv4, which is what
 // the workers get as MASTER_ADDR.
@@ -134,17 +102,6 @@ struct Conn {
 };
 
 }  // namespace
-
-bool is_local_host(const std::string& host) {
-  for (const Address& a : resolve(host, 0)) {
-    int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    bool ok = bind(fd, reinterpret_cast<const sockaddr*>(&a.sa), a.len) == 0;
-    close(fd);
-    if (ok) return true;
-  }
-  return false;
-}
 
 int bind_every_interface(int port) {
   const int one = 1, off = 0;

@@ -60,9 +60,6 @@ class NodeStoreServer {
   std::thread thread_;
 };
 
-// True when `host` (a name, an IPv4 or an IPv6 address) resolves to an address of this machine (bindable).
-bool is_local_host(const std::string& host);
-
 // A TCP socket bound to `port` (0: a free one) on every interface: IPv6 with IPV6_V6ONLY off, so that IPv4
 // clients connect too (as torchrun's store listens), or IPv4 alone where the machine has no IPv6. Returns the
 // descriptor, or -1 with errno set (EADDRINUSE: the port is taken).

@@ -91,7 +91,7 @@ void log_iteration(const RunContext& c, std::ostream& log, const std::string& pr
        << " | learning rate: " << format("%.6E", c.schedule->lr()) << " | global batch size: "
        << format("%5.0f", static_cast<double>(c.global_batch)) << " |";
   // Megatron leaves a NaN average out (its `avg >= 0.0` test).
-  if (w.has_loss && loss >= 0.0) line << " synthetic loss: " << format("%.6E", loss) << " |";
+  if (step.run_kept_one && loss >= 0.0) line << " synthetic loss: " << format("%.6E", loss) << " |";
   // Megatron prints the loss scale always: 1.0 without a scaler (fp32, bf16).
   line << " loss scale: " << format("%.1f", c.scaler ? c.scaler->scale() : 1.0) << " |";
   if (!found_inf) line << " grad norm: " << format("%.3f", step.grad_norm) << " |";

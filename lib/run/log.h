@@ -21,24 +21,19 @@ struct Window {  // the iterations since the last iteration line that reset it (
   // line shows their average, as training_log does.
   double loss_sum = 0;
   int64_t advanced = 0;
-  // Some iteration of this run was not skipped (kept across windows): until then Megatron's total_loss_dict has no
-  // loss key and its line no loss field; after, a window whose iterations were all skipped shows a loss of 0.
-  bool has_loss = false;
   // The next window, as Megatron's training_log leaves it: after the run's first iteration (logged to show the
-  // start-up cost) nothing is reset, after any other logged iteration everything but has_loss is.
-  Window next(bool first_of_run) const {
-    if (first_of_run) return *this;
-    Window w;
-    w.has_loss = has_loss;
-    return w;
-  }
+  // start-up cost) nothing is reset, after any other logged iteration everything is.
+  Window next(bool first_of_run) const { return first_of_run ? *this : Window{}; }
 };
 
 void log_start(const RunContext& c, std::ostream& log, const std::string& prefix);
-// What an iteration line reports besides the loss: the grad norm, and with --log-num-zeros-in-grad /
-// --log-params-norm Megatron's "num zeros" and "params norm" fields.
+// What an iteration line reports besides the window's figures: the grad norm, whether it shows a loss, and with
+// --log-num-zeros-in-grad / --log-params-norm Megatron's "num zeros" and "params norm" fields.
 struct StepReport {
   double grad_norm = 0;
+  // Some iteration of this run was not skipped (an optimizer step ran): until then Megatron's total_loss_dict has
+  // no loss key and its line no loss field; after, a window whose iterations were all skipped shows a loss of 0.
+  bool run_kept_one = false;
   std::optional<int64_t> zeros;
   std::optional<double> params_norm;
 };

@@ -210,7 +210,6 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       dev.end_phase(Phase::ParamsGather);
       window.loss_sum += loss;
       ++window.advanced;
-      window.has_loss = true;
     } else {
       ++skipped_total;
       ++window.skipped;
@@ -225,6 +224,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     const bool first_of_run = it == resumed.iteration + 1;
     if (it % c.log_interval == 0 || first_of_run) {
       report.grad_norm = grad_norm;
+      report.run_kept_one = steps_done > resumed.optimizer_steps;
       if (args.log_params_norm) report.params_norm = params_norm(c);
       log_iteration(c, log, prefix, it, consumed, window, found_inf, report);
       const PhaseTimes ms = dev.take_phase_ms();

@@ -4,6 +4,11 @@
 #include <stdexcept>
 
 #include "launch/endpoint.h"
+#include "sockets.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 
 using mr::launch::Endpoint;
 using mr::launch::join_host_port;
@@ -103,4 +108,26 @@ TEST_CASE("endpoint: whether a host resolves, and whether it is this machine", "
   CHECK_FALSE(names_this_machine("192.0.2.1"));  // TEST-NET-1, documentation only: no machine has it
   CHECK_FALSE(names_this_machine(""));
   CHECK_FALSE(names_this_machine("name.invalid"));
+  CHECK_FALSE(names_this_machine("2001:db8::1"));  // the IPv6 documentation prefix
+  if (!mrtest::has_ipv6_loopback()) {
+    WARN("this machine has no IPv6 loopback address (::1): names_this_machine(\"::1\") is not tested here");
+    return;
+  }
+  CHECK(names_this_machine("::1"));
+  CHECK(names_this_machine("0:0:0:0:0:0:0:1"));
+}
+
+TEST_CASE("endpoint: resolve gives every address with the port, or says why there is none", "[launch][endpoint]") {
+  using mr::launch::resolve;
+  const auto v4 = resolve("127.0.0.1", 29400);
+  REQUIRE(v4.size() == 1);
+  CHECK(v4[0].family() == AF_INET);
+  CHECK(ntohs(reinterpret_cast<const sockaddr_in&>(v4[0].sa).sin_port) == 29400);
+  std::string error;
+  int code = 0;
+  CHECK(resolve("name.invalid", 1, &error, &code).empty());
+  CHECK(code != 0);
+  CHECK(error.rfind("cannot resolve name.invalid (", 0) == 0);
+  CHECK(resolve("", 1, &error, &code).empty());
+  CHECK(code == EAI_NONAME);
 }

@@ -17,7 +17,6 @@ using namespace std::chrono_literals;
 using mr::launch::NodeStoreClient;
 using mr::launch::NodeStoreServer;
 using mr::launch::StoreError;
-using mr::launch::is_local_host;
 using mrtest::has_ipv6_loopback;
 
 namespace {
@@ -144,20 +143,6 @@ TEST_CASE("the launchers' store: a name that resolves to IPv6 and IPv4 addresses
   CHECK_THROWS_WITH(NodeStoreClient("no-such-host.invalid", 1, std::chrono::steady_clock::now(), 1000ms),
                     Catch::Contains("cannot reach the launchers' store at no-such-host.invalid:1: cannot resolve "
                                     "no-such-host.invalid"));
-}
-
-TEST_CASE("is_local_host: this machine's IPv4 and IPv6 addresses and names", "[launch][store][ipv6]") {
-  CHECK(is_local_host("127.0.0.1"));
-  CHECK(is_local_host("localhost"));
-  CHECK_FALSE(is_local_host("192.0.2.1"));     // TEST-NET-1, documentation only
-  CHECK_FALSE(is_local_host("2001:db8::1"));   // the IPv6 documentation prefix
-  CHECK_FALSE(is_local_host("no-such-host.invalid"));
-  if (!has_ipv6_loopback()) {
-    WARN("this machine has no IPv6 loopback address (::1): is_local_host(\"::1\") is not tested here");
-    return;
-  }
-  CHECK(is_local_host("::1"));
-  CHECK(is_local_host("0:0:0:0:0:0:0:1"));
 }
 
 TEST_CASE("node store: another service on the port is named, not taken for the store", "[launch][store]") {
