@@ -84,6 +84,9 @@ struct Worker {
   pid_t pid = -1;
   int pidfd = -1;  // readable once the worker has exited (pidfd_open), so the supervisor wakes at once; -1: none
   bool running = false;
+  // It has exited and is not reaped yet (a zombie), so its pid, its process group's id, cannot be reused: what it
+  // left in its group can still be signalled (kill_all, stop_leftovers) until the set reaps it (kill_and_reap).
+  bool held = false;
   int code = 0, status = 0;
   Stream out, err;
   bool err_piped = false;  // its stderr goes through the launcher
@@ -116,11 +119,16 @@ class Workers {
 
   std::vector<Worker>& all() { return w_; }
   bool any_running() const;
-  // `sig` to the process group of every running worker.
+  // Whether worker `w` (running) has exited: its status and code are recorded, and it is held, not reaped.
+  bool exited(Worker& w);
+  // The processes the exited workers left in their process groups, as "rank R: pid P, pid Q" parts ("" none).
+  std::string leftovers() const;
+  // `sig` to the process group of every worker not yet reaped: a running worker with what it started, and what an
+  // exited one left behind.
   void kill_all(int sig);
   // A terminating signal, then SIGCONT: a stopped worker (SIGSTOP, a debugger detached badly) acts on it too.
   void terminate_all(int sig);
-  // SIGKILL to every running worker, then wait for each (its code recorded).
+  // SIGKILL to the group of every worker not yet reaped, then reap each (its code recorded).
   void kill_and_reap();
 
  private:

@@ -2,7 +2,6 @@
 // output pipes, then the reaping; stops the other workers after the first failure or a terminating signal.
 #include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -86,9 +85,9 @@ bool poll_readable(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
-// How long the streams stay open once every worker has exited: what the workers wrote is in the pipes already;
-// a process a worker left running (a background job) may hold a pipe open for ever, and torchrun, which watches
-// the workers and not their output, does not wait for it either.
+// How long the streams stay open once every worker has exited and what they left in their process groups has
+// ended: what they wrote is in the pipes already; a process that left its worker's group (setsid, a daemon) may
+// hold a pipe open for ever, and torchrun, which watches the workers and not their output, does not wait either.
 constexpr std::chrono::milliseconds kStreamLinger{500};
 
 }  // namespace
@@ -106,6 +105,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   };
   Clock::time_point next_watch = Clock::now();  // the other nodes (o.watch): asked every 200 ms
   std::optional<Clock::time_point> streams_end_at;  // every worker has exited: the streams close then
+  std::optional<Clock::time_point> leftovers_kill_at;  // SIGKILL what the exited workers left in their groups then
+  bool leftovers_killed = false;
 
   for (;;) {
     std::vector<pollfd> fds;
@@ -118,7 +119,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           fds.push_back({s->fd, POLLIN, 0});
           owners.emplace_back(&w, s);
         }
-    if (!workers.any_running() && fds.size() == 1) break;
+    if (!workers.any_running() && fds.size() == 1 && (leftovers_killed || workers.leftovers().empty())) break;
     const size_t streams_end = fds.size();
     for (Worker& w : workers.all())  // a worker's exit wakes the poll (its pidfd), output or not
       if (w.running && w.pidfd >= 0) fds.push_back({w.pidfd, POLLIN, 0});
@@ -154,13 +155,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     }
     // Reap; the first failure stops the others.
     for (Worker& w : workers.all()) {
-      if (!w.running) continue;
-      int status = 0;
-      pid_t r = waitpid(w.pid, &status, WNOHANG);
-      if (r != w.pid) continue;
-      w.running = false;
-      w.status = status;
-      w.code = exit_code(status);
+      if (!workers.exited(w)) continue;  // held, not reaped: what it left in its group can still be stopped
+      const int status = w.status;
       if (w.code == 0) continue;
       WorkerFailure f;
       f.rank = w.rank;
@@ -196,8 +192,27 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
         if (workers.any_running() && !stopping) stop_rest(SIGTERM);
       }
     }
-    // Every worker has exited: the streams close after what is in their pipes, at once on a stop signal.
-    if (!workers.any_running()) {
+    // Every worker has exited. What they left in their process groups (a wrapper's child, a background job) is
+    // stopped as the workers were: SIGTERM and SIGCONT, then SIGKILL after the grace period.
+    std::string left;
+    if (!workers.any_running() && !leftovers_killed) left = workers.leftovers();
+    if (!left.empty()) {
+      if (!leftovers_kill_at) {
+        std::cerr << "megatron-run: every worker has exited, but processes they started are still running in their "
+                     "process groups ("
+                  << left << "); stopping them\n";
+        workers.terminate_all(SIGTERM);
+        leftovers_kill_at = Clock::now() + grace;
+      } else if (Clock::now() >= *leftovers_kill_at) {
+        std::cerr << "megatron-run: processes the workers started still running " << o.grace_seconds
+                  << " s after the stop signal (--term-timeout): " << left << "; killing them\n";
+        workers.kill_all(SIGKILL);
+        leftovers_killed = true;  // and the launcher does not wait for them: a process in the kernel may linger
+      }
+    }
+    // Every worker has exited (and what they left in their groups): the streams close after what is in their
+    // pipes, at once on a stop signal.
+    if (!workers.any_running() && left.empty()) {
       if (!streams_end_at) streams_end_at = Clock::now() + kStreamLinger;
       if (Clock::now() >= *streams_end_at || result.signal_received) {
         bool held = false;

@@ -15,6 +15,7 @@
 
 #include "launch/cpu_affinity.h"
 #include "launch/line_prefix.h"
+#include "launch/process_group.h"
 #include "launch/spawn_detail.h"
 
 namespace mr::launch::detail {
@@ -201,9 +202,31 @@ bool Workers::any_running() const {
   return false;
 }
 
+bool Workers::exited(Worker& w) {
+  int status = 0;
+  if (!w.running || !exited_unreaped(w.pid, status)) return false;
+  w.running = false;
+  w.held = true;
+  w.status = status;
+  w.code = exit_code(status);
+  return true;
+}
+
+std::string Workers::leftovers() const {
+  std::string out;
+  for (const Worker& w : w_) {
+    if (!w.held) continue;
+    const std::vector<pid_t> pids = group_members(w.pid);
+    if (pids.empty()) continue;
+    out += (out.empty() ? "rank " : "; rank ") + std::to_string(w.rank) + ":";
+    for (size_t i = 0; i < pids.size(); ++i) out += (i ? ", pid " : " pid ") + std::to_string(pids[i]);
+  }
+  return out;
+}
+
 void Workers::kill_all(int sig) {
   for (Worker& w : w_)
-    if (w.running) kill(-w.pid, sig);  // the worker's process group
+    if (w.running || w.held) kill(-w.pid, sig);  // the worker's process group
 }
 
 void Workers::terminate_all(int sig) {
@@ -214,11 +237,12 @@ void Workers::terminate_all(int sig) {
 void Workers::kill_and_reap() {
   kill_all(SIGKILL);
   for (Worker& w : w_)
-    if (w.running) {
+    if (w.running || w.held) {
       int status = 0;
       while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
       }
       w.running = false;
+      w.held = false;
       w.status = status;
       w.code = exit_code(status);
     }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "launch_test_util.h"
@@ -156,27 +157,45 @@ TEST_CASE("the failure summary: the root cause with its error file (@record) and
   CHECK(has(summary, "was killed by signal 15 (SIGTERM) (after the launcher stopped the workers)"));
 }
 
-TEST_CASE("a process a worker leaves running does not keep the launcher waiting on its output",
+TEST_CASE("what a worker leaves running in its process group is stopped when the workers have exited",
           "[launch][supervision][process]") {
-  // Each rank starts a background `sleep 60` that inherits its stdout and exits at once. The launcher returns when
-  // the ranks have exited (as torchrun does), shows what they wrote, and says whose output it no longer shows.
+  // Each rank starts a background `sleep 60` (in the worker's process group: sh without job control) that inherits
+  // its stdout, and exits at once. The launcher shows what the ranks wrote, names the leftovers, stops them and
+  // returns; no `sleep` of theirs outlives it.
   auto t0 = std::chrono::steady_clock::now();
   Proc r = sh(kBin + " --nproc-per-node 2 --config " + kConfig +
-              " --no-append-args -- /bin/sh -c 'sleep 60 & echo started; echo done'");
+              " --no-append-args -- /bin/sh -c 'sleep 60 & echo started $!; echo done'");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.out);
   CHECK(r.exit == 0);
-  CHECK(has(r.out, "[rank 0] started\n"));
+  CHECK(has(r.out, "[rank 0] started "));
   CHECK(has(r.out, "[rank 1] done\n"));
-  CHECK(has(r.out, "every worker has exited, but a process one of them started still holds its output open"));
+  CHECK(has(r.out, "every worker has exited, but processes they started are still running in their process groups "
+                   "(rank 0: pid "));
   CHECK(s < 30);
-  // With a log directory too (the stream's file is closed with it).
+  // The pids the ranks printed: each is gone (or a zombie, where this machine's init does not reap orphans).
+  for (size_t at = r.out.find("] started "); at != std::string::npos; at = r.out.find("] started ", at + 1)) {
+    const std::string pid = r.out.substr(at + 10, r.out.find('\n', at) - at - 10);
+    INFO("leftover pid " << pid);
+    CHECK(sh("s=$(cut -d' ' -f3 /proc/" + pid + "/stat 2>/dev/null); test -z \"$s\" -o \"$s\" = Z").exit == 0);
+  }
   TempDir dir;
+  // One that ignores SIGTERM is killed after --term-timeout.
+  const fs::path stubborn = dir.path / "stubborn.sh";
+  std::ofstream(stubborn) << "sh -c 'trap \"\" TERM; sleep 61' &\nsleep 0.3\n";
+  Proc k = sh(kBin + " --nproc-per-node 1 --config " + kConfig + " --term-timeout 1 --no-append-args -- /bin/sh " +
+              stubborn.string());
+  INFO(k.out);
+  CHECK(k.exit == 0);  // the worker's own code
+  CHECK(has(k.out, "processes the workers started still running 1 s after the stop signal (--term-timeout): rank 0: "
+                   "pid "));
+  // One that left the group (setsid) is not the launcher's to stop: the launcher does not wait for its output.
   Proc t = sh(kBin + " --nproc-per-node 1 --config " + kConfig + " --log-dir " + dir.path.string() +
-              " --tee 3 --no-append-args -- /bin/sh -c 'sleep 60 & echo started'");
+              " --tee 3 --no-append-args -- /bin/sh -c 'setsid sleep 3 & echo started; sleep 0.3'");
   INFO(t.out);
   CHECK(t.exit == 0);
   CHECK(has(t.out, "started"));
+  CHECK(has(t.out, "every worker has exited, but a process one of them started still holds its output open"));
 }
 
 TEST_CASE("--local-ranks-filter naming a local rank the node does not have is named", "[launch][supervision][process]") {
