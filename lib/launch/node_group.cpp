@@ -471,14 +471,22 @@ std::optional<Placement> NodeGroup::next_attempt() {
   };
   // Ends the job for every node (the first failure recorded wins) and says why.
   auto give_up = [&](const std::string& why) { return cannot(parse_failure(client_->set_first("fail", "1 " + why)).message); };
+  // A node's workers finished in the failing attempt: the failure this attempt would restart from (recorded as
+  // "CODE WHAT") ends the job, with its code and its words on every node.
+  auto finished_elsewhere = [&](const std::optional<std::string>& recorded) {
+    const PeerFailure f = parse_failure(recorded && !recorded->empty() ? *recorded : "1 a worker failed");
+    return cannot(parse_failure(client_->set_first("fail", std::to_string(f.code) + " " + f.message +
+                                                               "; no restart: a node's workers had finished "
+                                                               "(every node's workers restart together)"))
+                      .message);
+  };
   if (elastic()) {
     try {
       std::optional<std::string> v = client_->get(round_key("next"));
       if (!v) return cannot("no restart was recorded for round " + std::to_string(round_));
       if (std::optional<PeerFailure> f = read_failure()) return cannot(f->message);
       if (client_->add(round_key("done"), 0) > 0)
-        return give_up("a node's workers finished while another node's failed; the job cannot restart its workers "
-                       "on every node");
+        return finished_elsewhere(v->size() > 2 ? std::optional<std::string>(v->substr(2)) : std::nullopt);
       ++round_;  // join_rounds counts the restarts used up from the store
       if (!join_rounds()) {
         std::cerr << "megatron-run: the job ended while this node waited as a spare\n";
@@ -498,8 +506,7 @@ std::optional<Placement> NodeGroup::next_attempt() {
       const int64_t stopped = client_->add(key, 0);
       if (stopped >= o_.nnodes) break;
       if (client_->add("done/" + std::to_string(attempt_), 0) > 0)
-        return give_up("a node's workers finished while another node's failed; the job cannot restart its workers "
-                       "on every node");
+        return finished_elsewhere(client_->get("fail/" + std::to_string(attempt_)));
       if (Clock::now() >= deadline)
         return give_up("only " + std::to_string(stopped) + " of " + std::to_string(o_.nnodes) +
                        " nodes stopped their workers for restart " + std::to_string(attempt_ + 1) +

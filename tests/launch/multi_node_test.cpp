@@ -381,10 +381,14 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
     };
     Nodes r = run_nodes({cmd(0, done), cmd(1, fails)});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    // Both nodes name the root cause and exit with its code.
     CHECK(r.nodes[1].exit == 7);
-    CHECK(has(r.nodes[1].out, "the job cannot restart: a node's workers finished while another node's failed"));
-    CHECK(r.nodes[0].exit == 1);
-    CHECK(has(r.nodes[0].out, "the job failed on another node: a node's workers finished"));
+    CHECK(has(r.nodes[1].out, "the job cannot restart: worker rank 1 (pid "));
+    CHECK(has(r.nodes[1].out, ") on node 1 exited with code 7; no restart: a node's workers had finished (every "
+                              "node's workers restart together)"));
+    CHECK(r.nodes[0].exit == 7);
+    CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank 1 (pid "));
+    CHECK(has(r.nodes[0].out, ") on node 1 exited with code 7; no restart: a node's workers had finished"));
     CHECK(r.seconds < 30);
   }
   SECTION("nodes that disagree on --max-restarts are refused when they join") {
