@@ -97,7 +97,8 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
   return c;
 }
 
-void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts) {
+void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts,
+                           const std::string& first_elsewhere) {
   if (failures.empty()) return;
   const WorkerFailure& root = failures.front();
   os << "megatron-run: the job failed"
@@ -105,7 +106,8 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
                             ", no restart left)"
                       : "")
      << "\n";
-  os << "  root cause (first failure): " << who(root) << " on " << host_name() << ", " << describe_status(root.status)
+  if (!first_elsewhere.empty()) os << "  root cause (first failure, on another node): " << first_elsewhere << "\n";
+  os << (first_elsewhere.empty() ? "  root cause (first failure): " : "  this node's first failure: ") << who(root) << " on " << host_name() << ", " << describe_status(root.status)
      << " at " << local_time(root.when) << "\n";
   if (auto e = read_error_file(root.error_file)) {
     os << "    error file " << root.error_file << ":\n";

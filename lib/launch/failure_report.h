@@ -42,8 +42,10 @@ struct ErrorFileContent {
 };
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
 
-// The summary: `failures` in the order the launcher saw them (the first is the root cause); `attempts` the
+// The summary: `failures` in the order the launcher saw them (the first is the root cause, unless
+// `first_elsewhere` names another node's failure that the launchers' store recorded before it); `attempts` the
 // number of times the worker group ran.
-void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts);
+void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts,
+                           const std::string& first_elsewhere = "");
 
 }  // namespace mr::launch

@@ -444,20 +444,23 @@ std::optional<PeerFailure> NodeGroup::poll() {
   }
 }
 
-void NodeGroup::local_failure(int code, const std::string& what) {
+std::optional<PeerFailure> NodeGroup::local_failure(int code, const std::string& what) {
   const bool restartable = (elastic() ? restarts_ : attempt_) < o_.max_restarts;
   failed_ = failed_ || !restartable;
-  if (!client_) return;
+  if (!client_) return std::nullopt;
+  const std::string mine = std::to_string(code) + " " + what;
   try {
-    if (elastic()) {
-      if (restartable) end_round(true, code, what);
-      else client_->set_first("fail", std::to_string(code) + " " + what);
-      return;
+    if (restartable) {
+      if (elastic()) end_round(true, code, what);
+      else client_->set_first("fail/" + std::to_string(attempt_), mine);
+      return std::nullopt;
     }
-    client_->set_first(restartable ? "fail/" + std::to_string(attempt_) : "fail", std::to_string(code) + " " + what);
+    const std::string first = client_->set_first("fail", mine);
+    if (first != mine) return parse_failure(first);
   } catch (const StoreError&) {
     // The store is gone: the other nodes see that themselves.
   }
+  return std::nullopt;
 }
 
 std::optional<Placement> NodeGroup::next_attempt() {

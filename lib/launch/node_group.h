@@ -90,7 +90,7 @@ class NodeGroup : public JobWatch {
   bool hosts_store() const { return server_ != nullptr; }
 
   std::optional<PeerFailure> poll() override;
-  void local_failure(int code, const std::string& what) override;
+  std::optional<PeerFailure> local_failure(int code, const std::string& what) override;
   std::optional<Placement> next_attempt() override;
 
   // After this node's workers ended with `code`: tells the store this node is done; the store's host then waits

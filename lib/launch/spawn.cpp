@@ -117,7 +117,7 @@ int spawn_workers(const SpawnOptions& o) {
       }
       if (next()) continue;
     }
-    print_failure_summary(std::cerr, r.failures, attempt + 1);
+    print_failure_summary(std::cerr, r.failures, attempt + 1, r.first_elsewhere ? r.first_elsewhere->message : "");
     return ended(r.code);
   }
 }

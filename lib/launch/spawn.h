@@ -41,8 +41,10 @@ class JobWatch {
   // Called by the supervisor about every 200 ms (it is also this node's heartbeat): another node's failure, once
   // there is one. Must not block for long.
   virtual std::optional<PeerFailure> poll() = 0;
-  // This node's first failing worker (its exit code, and a line saying who and how), for the other nodes.
-  virtual void local_failure(int code, const std::string& what) = 0;
+  // This node's first failing worker (its exit code, and a line saying who and how), for the other nodes. Returns
+  // another node's failure when the job's first failure, the one it ends with, was recorded there before this one
+  // (failures on several nodes at once: every node then names the same root cause and exits with its code).
+  virtual std::optional<PeerFailure> local_failure(int code, const std::string& what) = 0;
   // After an attempt ended in a failure with restarts left (here, or a peer's restart): waits until every node's
   // workers have stopped, then returns where the next attempt runs (an elastic job's nodes may have changed).
   // nullopt when the job cannot go on (a node failed for good, finished, or did not stop in time); the reason is

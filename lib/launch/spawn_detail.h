@@ -145,6 +145,9 @@ struct AttemptResult {
   bool failed_first = false;              // a worker failed before any signal: a restart may follow
   std::vector<WorkerFailure> failures;    // the workers that failed, in the order seen (the root cause first)
   std::optional<PeerFailure> peer;        // another node failed first (o.watch): this node's workers were stopped
+  // This node's workers failed too, but another node's failure was recorded first (failures at about the same
+  // time): the job's root cause, whose code this node exits with.
+  std::optional<PeerFailure> first_elsewhere;
 };
 
 // Runs until every worker has exited and its output is drained: relays output lines (prefixed "[rank R] ")

@@ -176,9 +176,13 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
                   << (others && !stopping ? "; stopping the other workers" : "") << "\n";
         if (others && !stopping) stop_rest(SIGTERM);
         if (o.watch && !result.peer)
-          o.watch->local_failure(w.code, "worker rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) +
-                                             ") on node " + std::to_string(o.node_rank) + " " +
-                                             describe_status(status));
+          result.first_elsewhere =
+              o.watch->local_failure(w.code, "worker rank " + std::to_string(w.rank) + " (pid " +
+                                                 std::to_string(w.pid) + ") on node " + std::to_string(o.node_rank) +
+                                                 " " + describe_status(status));
+        if (result.first_elsewhere)
+          std::cerr << "megatron-run: another node failed first, the job's root cause: "
+                    << result.first_elsewhere->message << "\n";
       }
     }
     // The other nodes: this node's heartbeat, and their first failure stops this node's workers.
@@ -242,6 +246,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   for (size_t i = 0; i < failed.size(); ++i)
     result.failures[i].stderr_tail.assign(failed[i]->err.tail.begin(), failed[i]->err.tail.end());
   if (result.peer) result.code = result.peer->code;
+  else if (result.failed_first && result.first_elsewhere) result.code = result.first_elsewhere->code;
   else if (result.failed_first) result.code = exit_code(result.failures.front().status);
   else if (result.signal_received) result.code = 128 + result.signal_received;
   else result.code = result.failures.empty() ? 0 : exit_code(result.failures.front().status);

@@ -334,6 +334,34 @@ TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its
   CHECK(r.seconds < 20);
 }
 
+TEST_CASE("workers failing on two nodes at once: both nodes name the same root cause and exit with its code",
+          "[launch][multinode][process]") {
+  const int mp = free_port(), lp = free_port();
+  const fs::path marker_path = fs::temp_directory_path() / ("mr-node1-failed-" + std::to_string(getpid()));
+  fs::remove(marker_path);
+  const std::string marker = marker_path.string();
+  // Node 1's worker exits 7 and leaves a marker; node 0's exits 9 50 ms after it, before node 0's launcher has
+  // (usually) asked the store about the other nodes. Whichever failure the store recorded first is the job's.
+  const std::string prog = "--no-append-args --no-python sh -c 'if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; touch " +
+                           marker + "; exit 7; fi; while [ ! -e " + marker + " ]; do sleep 0.01; done; sleep 0.05; exit 9'";
+  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
+                       kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == r.nodes[1].exit);
+  const int code = r.nodes[0].exit;
+  REQUIRE((code == 7 || code == 9));
+  const int winner = code == 7 ? 1 : 0, loser = 1 - winner;
+  const std::string& out = r.nodes[static_cast<size_t>(loser)].out;
+  CHECK(has(out, "on node " + std::to_string(winner) + " exited with code " + std::to_string(code)));
+  // The node that failed too but was not first says so, and its summary keeps its own failure's details.
+  if (has(out, "another node failed first, the job's root cause: ")) {
+    CHECK(has(out, "  root cause (first failure, on another node): worker rank " + std::to_string(winner)));
+    CHECK(has(out, "  this node's first failure: rank " + std::to_string(loser)));
+  }
+  CHECK(r.seconds < 20);
+  fs::remove(marker_path);
+}
+
 TEST_CASE("--max-restarts with several nodes: a failure on one node restarts every node's workers together",
           "[launch][multinode][process]") {
   // Node 1's worker fails in the first attempt (TORCHELASTIC_RESTART_COUNT=0); node 0's would sleep for 30 s.
