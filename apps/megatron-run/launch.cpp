@@ -148,7 +148,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   }
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
   std::unique_ptr<launch::NodeGroup> group;
+  // A stop signal while the launchers wait for each other (meeting, or between attempts) is said, not silent.
+  std::optional<launch::WaitingSignalNotice> waiting_notice;
   if (lo.multi_node()) {
+    waiting_notice.emplace();
     launch::RendezvousOptions ro = rendezvous_options(lo);
     so.master_port = ro.master_port;
     if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;

@@ -463,6 +463,16 @@ std::optional<PeerFailure> NodeGroup::local_failure(int code, const std::string&
   return std::nullopt;
 }
 
+void NodeGroup::local_stop(int code, const std::string& what) {
+  failed_ = true;
+  if (!client_) return;
+  try {
+    client_->set_first("fail", std::to_string(code) + " " + what);
+  } catch (const StoreError&) {
+    // The store is gone: the other nodes see that themselves.
+  }
+}
+
 std::optional<Placement> NodeGroup::next_attempt() {
   if (!client_) return std::nullopt;
   const std::string key = "attempt/" + std::to_string(attempt_) + "/stopped";

@@ -6,6 +6,8 @@
 
 #include <map>
 #include <set>
+#include <signal.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +47,9 @@ class JobWatch {
   // another node's failure when the job's first failure, the one it ends with, was recorded there before this one
   // (failures on several nodes at once: every node then names the same root cause and exits with its code).
   virtual std::optional<PeerFailure> local_failure(int code, const std::string& what) = 0;
+  // This node's launcher was told to stop (a terminating signal): the job ends on every node, without a restart,
+  // with `code` (128 + the signal) and `what` as its cause unless a failure was recorded first.
+  virtual void local_stop(int code, const std::string& what) = 0;
   // After an attempt ended in a failure with restarts left (here, or a peer's restart): waits until every node's
   // workers have stopped, then returns where the next attempt runs (an elastic job's nodes may have changed).
   // nullopt when the job cannot go on (a node failed for good, finished, or did not stop in time); the reason is
@@ -116,5 +121,20 @@ std::string virtual_local_device(int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
 int free_port();
+
+// While alive (the launchers meeting, or waiting for each other between attempts, when no worker runs): SIGINT,
+// SIGTERM, SIGHUP and SIGQUIT print "megatron-run: received signal N (NAME) while waiting for the other nodes;
+// exiting" on stderr, then end the process as the signal does (the other nodes see this launcher gone). The
+// dispositions it replaced come back with its end. One at a time per process.
+class WaitingSignalNotice {
+ public:
+  WaitingSignalNotice();
+  ~WaitingSignalNotice();
+  WaitingSignalNotice(const WaitingSignalNotice&) = delete;
+  WaitingSignalNotice& operator=(const WaitingSignalNotice&) = delete;
+
+ private:
+  struct sigaction old_[4];
+};
 
 }  // namespace mr::launch

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "launch/failure_report.h"
 #include "launch/spawn_detail.h"
 
 namespace mr::launch::detail {
@@ -70,3 +71,36 @@ void SignalForwarder::resume() {
 }
 
 }  // namespace mr::launch::detail
+
+namespace mr::launch {
+
+namespace {
+
+constexpr int kWaitStops[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+std::string g_wait_notice[4];  // made before the handlers are set: the handler only reads them
+
+void on_wait_signal(int sig) {
+  for (int i = 0; i < 4; ++i)
+    if (kWaitStops[i] == sig) detail::write_all(2, g_wait_notice[i]);  // no allocation: safe in a handler
+  signal(sig, SIG_DFL);  // then the signal's own end (an exit status a shell reads as killed by it)
+  raise(sig);
+}
+
+}  // namespace
+
+WaitingSignalNotice::WaitingSignalNotice() {
+  for (int i = 0; i < 4; ++i)
+    g_wait_notice[i] = "megatron-run: received signal " + std::to_string(kWaitStops[i]) + " (" +
+                       signal_name(kWaitStops[i]) + ") while waiting for the other nodes; exiting\n";
+  struct sigaction sa {};
+  sa.sa_handler = on_wait_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int i = 0; i < 4; ++i) sigaction(kWaitStops[i], &sa, &old_[i]);
+}
+
+WaitingSignalNotice::~WaitingSignalNotice() {
+  for (int i = 0; i < 4; ++i) sigaction(kWaitStops[i], &old_[i], nullptr);
+}
+
+}  // namespace mr::launch

@@ -140,6 +140,10 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
                     << "); forwarding it to the workers\n";
           workers.kill_all(b);
           if (stops_workers(b, o.handled_signals)) {
+            // The other nodes learn why this node's workers stop (not as their failure), and stop theirs.
+            if (o.watch && !result.peer && result.failures.empty() && result.signal_received == 0)
+              o.watch->local_stop(128 + b, "node " + std::to_string(o.node_rank) + "'s launcher received signal " +
+                                               std::to_string(b) + " (" + signal_name(b) + ")");
             result.signal_received = b;
             workers.kill_all(SIGCONT);
             stopping = true;
@@ -175,7 +179,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
         std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") " << describe_status(status)
                   << (others && !stopping ? "; stopping the other workers" : "") << "\n";
         if (others && !stopping) stop_rest(SIGTERM);
-        if (o.watch && !result.peer)
+        if (o.watch && !result.peer && result.signal_received == 0)
           result.first_elsewhere =
               o.watch->local_failure(w.code, "worker rank " + std::to_string(w.rank) + " (pid " +
                                                  std::to_string(w.pid) + ") on node " + std::to_string(o.node_rank) +

@@ -480,6 +480,42 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
   CHECK(r.seconds < 20);
 }
 
+TEST_CASE("a stop signal to one node's launcher ends the job on every node, named as that node's stop",
+          "[launch][multinode][process]") {
+  const int mp = free_port(), lp = free_port();
+  const std::string prog = "--no-append-args --no-python sleep 30";
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-node1-term-" + std::to_string(getpid()));
+  // Node 1's launcher gets SIGTERM two seconds after it started (both nodes' workers sleep 30 s).
+  const std::string node1 = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
+                            " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog + "\"";
+  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog, node1,
+                       "sh -c 'sleep 2; kill -TERM $(cat " + pidfile.string() + ")'"});
+  fs::remove(pidfile);
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[1].exit == 143);
+  CHECK(r.nodes[0].exit == 143);
+  // Node 0 names the stop, not node 1's worker (which died of the forwarded SIGTERM) as a failure.
+  CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher received signal 15 (SIGTERM); "
+                            "stopping this node's workers"));
+  CHECK_FALSE(has(r.nodes[0].out, "worker rank 1"));
+  CHECK(r.seconds < 20);
+}
+
+TEST_CASE("a stop signal while the launchers meet is said, and ends the launcher as the signal does",
+          "[launch][multinode][process]") {
+  const int mp = free_port(), lp = free_port();
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-node0-wait-" + std::to_string(getpid()));
+  // Node 0 waits for node 1, which never comes; SIGTERM one second later.
+  const std::string node0 = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
+                            " --nproc-per-node 1 " + static_flags(0, mp, lp) + "--no-append-args --no-python true\"";
+  Nodes r = run_nodes({node0, "sh -c 'sleep 1; kill -TERM $(cat " + pidfile.string() + ")'"});
+  fs::remove(pidfile);
+  INFO(r.nodes[0].out);
+  CHECK(r.nodes[0].exit == 143);
+  CHECK(has(r.nodes[0].out, "megatron-run: received signal 15 (SIGTERM) while waiting for the other nodes; exiting"));
+  CHECK(r.seconds < 15);
+}
+
 TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SLURM_*", "[launch][multinode][slurm]") {
   // SLURM's port is 20000 + job id % 10000; a job id whose port and the next (the launchers' store) are free.
   int job = 0;
