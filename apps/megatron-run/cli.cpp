@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "config/print.h"
 #include "util/log.h"
@@ -256,9 +257,13 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
   // erases consumed words from the front of its list, which is quadratic in the number of words, and a Megatron
   // command line may have 100k of them. A word is ours when it is `--name` or `--name=value` for an option of
   // `desc` (exact names: no guessing, no short options), as Boost would decide.
+  // An option given again overrides the earlier one, as argparse does (torchrun's and Megatron's parsers), in
+  // either of torchrun's spellings (--nproc-per-node and --nproc_per_node are one option): the earlier words are
+  // ours and dropped. Options that collect every value (--config) keep them all.
   std::vector<std::string> head;
   std::vector<size_t> head_index;  // argv position of each word given to Boost
-  std::vector<bool> to_boost(dd, false);
+  std::vector<bool> to_boost(dd, false), overridden(dd, false);
+  std::map<std::string, std::pair<size_t, size_t>> last;  // option (dashes) -> its latest words [first, end)
   for (size_t i = 0; i < dd; ++i) {
     const std::string& w = args[i];
     if (w.size() < 3 || w[0] != '-' || w[1] != '-') continue;
@@ -266,8 +271,15 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
     std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const po::option_description* od = desc.find_nothrow(name, /*approx=*/false, false, false);
     if (!od) continue;
+    const size_t first = i;
     to_boost[i] = true;
     if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) to_boost[++i] = true;
+    if (od->semantic()->is_composing()) continue;
+    std::replace(name.begin(), name.end(), '_', '-');
+    auto [at, fresh] = last.try_emplace(name, first, i + 1);
+    if (fresh) continue;
+    for (size_t k = at->second.first; k < at->second.second; ++k) to_boost[k] = false, overridden[k] = true;
+    at->second = {first, i + 1};
   }
   for (size_t i = 0; i < dd; ++i)
     if (to_boost[i]) {
@@ -285,7 +297,7 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
   po::notify(out.vm);
   // Words given to Boost that it did not take for an option (a value it saw as the next option's name cannot
   // happen: it throws) stay Megatron's.
-  std::vector<bool> ours(dd, false);
+  std::vector<bool> ours = overridden;
   size_t pos = 0;
   for (const auto& opt : parsed.options) {
     if (opt.unregistered || opt.position_key >= 0) {

@@ -49,6 +49,20 @@ TEST_CASE("exit codes: 2 for usage errors, 1 for a failed rule", "[cli]") {
   CHECK(sh("--dry-run --format xml --config " + kDefault).exit == 2);
 }
 
+TEST_CASE("an option of megatron-run's given again overrides the earlier one, as argparse does", "[cli]") {
+  auto text = sh("--dry-run --config " + kDefault + " --format json --format text");
+  CHECK(text.exit == 0);
+  CHECK(text.out.find("-------- arguments --------") != std::string::npos);
+  auto json = sh("--dry-run --config " + kDefault + " --format=text --format json --world-size 2 --world-size 1");
+  REQUIRE(json.exit == 0);
+  CHECK(mr::Value::parse_json(json.out).as_object().size() > 100);
+  // --config collects every file (a later one overrides the keys it repeats), not the last one only.
+  const std::string more = tmp_file("more-layers.yaml", "--num-layers: 6\n");
+  auto both = sh("--dry-run --config " + kDefault + " --config " + more + " --explain --num-layers");
+  CHECK(both.out.find("num_layers = 6") != std::string::npos);
+  CHECK(both.out.find("hidden_size") == std::string::npos);
+}
+
 TEST_CASE("JSON output, provenance and --explain", "[cli]") {
   auto r = sh("--dry-run --format json --config " + kDefault + " --num-layers 4");
   REQUIRE(r.exit == 0);

@@ -153,6 +153,14 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   REQUIRE(lines.size() == 2);
   CHECK(env_of(lines[1], "TORCHELASTIC_RUN_ID") == "job42");
   CHECK(env_of(lines[1], "MASTER_PORT") == "29871");
+  // An option given again overrides the earlier one whatever its spelling, as torchrun's argparse does (a wrapper
+  // appending `--nproc-per-node 1` to defaults that say `--nproc_per_node 2`).
+  CHECK(probe_lines(sh(run + "--nproc_per_node 2 --nproc-per-node 1 " + kProbe).out).size() == 1);
+  CHECK(probe_lines(sh(run + "--nproc-per-node 1 --nproc_per_node=2 " + kProbe).out).size() == 2);
+  CHECK(probe_lines(sh(run + "--nproc-per-node 2 --nproc-per-node 1 " + kProbe).out).size() == 1);
+  Proc twice = sh(run + "--rdzv_id first --rdzv-id second --nproc-per-node 1 " + kProbe);
+  REQUIRE(probe_lines(twice.out).size() == 1);
+  CHECK(env_of(probe_lines(twice.out)[0], "TORCHELASTIC_RUN_ID") == "second");
   // PET_NPROC_PER_NODE is the default of --nproc-per-node, as in torchrun; the option wins over it.
   CHECK(probe_lines(sh("PET_NPROC_PER_NODE=2 " + run + kProbe).out).size() == 2);
   CHECK(probe_lines(sh("PET_NPROC_PER_NODE=3 " + run + "--nproc-per-node 1 " + kProbe).out).size() == 1);
