@@ -191,9 +191,9 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
       ("log-level", po::value(&log_level), "log level")
       ("target-env", po::value(&target_env_file), "target environment file")
       ("target-gpu-arch", po::value(&gpu_arch), "sm_XY")
-      ("target-te-version", po::value(&te_version), "version")
-      ("target-torch-version", po::value(&torch_version), "version")
-      ("target-flashinfer-version", po::value(&flashinfer_version), "version")
+      ("target-te-version", po::value<std::string>()->notifier([this](const std::string& v) { te_version = v; }), "version")
+      ("target-torch-version", po::value<std::string>()->notifier([this](const std::string& v) { torch_version = v; }), "version")
+      ("target-flashinfer-version", po::value<std::string>()->notifier([this](const std::string& v) { flashinfer_version = v; }), "version")
       ("world-size", po::value<long long>()->notifier([this](long long v) { world_size = v; }), "world size");
 }
 
@@ -225,15 +225,15 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
   // Versions are checked when given, not when a rule first compares them (a rule may never do).
   auto version = [](const char* flag, const std::string& v) {
     try {
-      (void)compare_versions(v, v);
+      check_version(v);
     } catch (const UsageError& e) {
       throw UsageError(std::string("argument ") + flag + ": " + e.what(), {flag});
     }
     return v;
   };
-  if (!te_version.empty()) inv.env.te_version = version("--target-te-version", te_version);
-  if (!torch_version.empty()) inv.env.torch_version = version("--target-torch-version", torch_version);
-  if (!flashinfer_version.empty()) inv.env.flashinfer_version = version("--target-flashinfer-version", flashinfer_version);
+  if (te_version) inv.env.te_version = version("--target-te-version", *te_version);
+  if (torch_version) inv.env.torch_version = version("--target-torch-version", *torch_version);
+  if (flashinfer_version) inv.env.flashinfer_version = version("--target-flashinfer-version", *flashinfer_version);
   if (world_size) {
     if (*world_size < 1) throw UsageError("argument --world-size: must be at least 1", {"--world-size"});
     inv.world_size = world_size;

@@ -23,7 +23,8 @@ struct CommonOptions {
   bool allow_unset_env = false;
   std::string env_placeholder;  // unset ${VAR} -> DIR/VAR
   std::string log_level = "warning";
-  std::string target_env_file, gpu_arch, te_version, torch_version, flashinfer_version;
+  std::string target_env_file, gpu_arch;
+  std::optional<std::string> te_version, torch_version, flashinfer_version;  // given ("" too: refused)
   std::optional<long long> world_size;
 
   // `formats`: the description of --format, its choices as "a|b|c" (shell completion offers them).

@@ -2,9 +2,12 @@
 
 #include <cctype>
 #include <charconv>
+#include <regex>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <tuple>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -84,20 +87,49 @@ std::pair<int, int> parse_arch(const std::string& arch) {
   int minor = digits.back() - '0';
   return {major, minor};
 }
-std::vector<long> version_parts(const std::string& v) {
-  std::vector<long> out;
-  std::stringstream ss(v);
-  std::string part;
-  while (std::getline(ss, part, '.')) {
-    size_t n = 0;
-    while (n < part.size() && std::isdigit(static_cast<unsigned char>(part[n]))) ++n;
-    if (n == 0) break;
-    auto x = small_number(std::string_view(part).substr(0, n));
-    if (!x) throw UsageError("version " + Value(v).py_repr() + ": the part " + part.substr(0, n) + " is too large");
-    out.push_back(*x);
-    if (n != part.size()) break;
+// A version's order as Python's packaging gives it (PEP 440): the epoch, the release (trailing zeros do not count),
+// then the pre-release, post-release and dev parts. A dev release comes before its pre-releases, which come
+// before the release, which comes before its post-releases. The local label (+cu12) does not count here.
+struct VersionKey {
+  long epoch = 0;
+  std::vector<long> release;
+  long pre_phase = 0, pre = 0;  // phase: -2 a dev release without pre/post, -1 a/alpha, 0 b/beta, 1 rc/c/pre, 2 none
+  long post = -1;               // -1: none
+  long dev = -1;                // -1: none (after every dev release)
+};
+
+VersionKey version_key(const std::string& v) {
+  // packaging's VERSION_PATTERN, case-insensitive, blanks around allowed.
+  static const std::regex pep440(
+      R"(\s*v?(?:(\d+)!)?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d+)?)?)"
+      R"((?:-(\d+)|[-_.]?(post|rev|r)[-_.]?(\d+)?)?(?:[-_.]?(dev)[-_.]?(\d+)?)?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?\s*)",
+      std::regex::icase | std::regex::optimize);
+  std::smatch m;
+  if (v.size() > 200 || !std::regex_match(v, m, pep440))
+    throw UsageError("version " + Value(abbreviate(v, 40)).py_repr() +
+                     " is not a version as Python's packaging reads it (e.g. 2.9.0, v2.9.0, 2.9.0rc1)");
+  auto number = [&](const std::string& digits) {
+    auto x = small_number(digits);
+    if (!x) throw UsageError("version " + Value(abbreviate(v, 40)).py_repr() + ": the part " + digits + " is too large");
+    return *x;
+  };
+  VersionKey k;
+  if (m[1].matched) k.epoch = number(m[1]);
+  std::stringstream ss(m[2].str());
+  for (std::string part; std::getline(ss, part, '.');) k.release.push_back(number(part));
+  while (!k.release.empty() && k.release.back() == 0) k.release.pop_back();
+  if (m[3].matched) {
+    std::string kind = m[3];
+    for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    k.pre_phase = kind[0] == 'a' ? -1 : kind[0] == 'b' ? 0 : 1;
+    k.pre = m[4].matched ? number(m[4]) : 0;
+  } else {
+    k.pre_phase = (!m[5].matched && !m[6].matched && m[8].matched) ? -2 : 2;
   }
-  return out;
+  if (m[5].matched) k.post = number(m[5]);
+  else if (m[6].matched) k.post = m[7].matched ? number(m[7]) : 0;
+  if (m[8].matched) k.dev = m[9].matched ? number(m[9]) : 0;
+  return k;
 }
 }  // namespace
 
@@ -125,13 +157,23 @@ std::optional<std::string> machine_gpu_arch() {
   return "sm_" + std::to_string(major) + std::to_string(minor);
 }
 
+namespace {
+// "", "none", "None": the package is not installed (Megatron's version check is then False).
+bool not_installed(const std::string& v) { return v.empty() || v == "none" || v == "None"; }
+}  // namespace
+
+void check_version(const std::string& v) {
+  if (!not_installed(v)) (void)version_key(v);
+}
+
 int compare_versions(const std::string& a, const std::string& b) {
-  auto pa = version_parts(a), pb = version_parts(b);
-  size_t n = std::max(pa.size(), pb.size());
-  for (size_t i = 0; i < n; ++i) {
-    long x = i < pa.size() ? pa[i] : 0, y = i < pb.size() ? pb[i] : 0;
-    if (x != y) return x < y ? -1 : 1;
-  }
+  if (not_installed(a) || not_installed(b)) return not_installed(a) == not_installed(b) ? 0 : not_installed(a) ? -1 : 1;
+  const VersionKey x = version_key(a), y = version_key(b);
+  auto dev = [](long d) { return d < 0 ? std::numeric_limits<long>::max() : d; };  // no dev part: after all
+  const auto kx = std::tie(x.epoch, x.release, x.pre_phase, x.pre, x.post);
+  const auto ky = std::tie(y.epoch, y.release, y.pre_phase, y.pre, y.post);
+  if (kx != ky) return kx < ky ? -1 : 1;
+  if (dev(x.dev) != dev(y.dev)) return dev(x.dev) < dev(y.dev) ? -1 : 1;
   return 0;
 }
 

@@ -46,7 +46,14 @@ struct TargetEnv {
 // CUDA_VISIBLE_DEVICES hides them all), "sm_XY" of the first visible GPU as nvidia-smi reports it, nullopt when
 // it cannot be told (the default target stays).
 std::optional<std::string> machine_gpu_arch();
-// Compares dotted versions numerically ("2.20.2" >= "2.9"); pre-release suffixes are ignored.
+// Compares two versions as Python's packaging does (PEP 440, what Megatron's is_te_min_version uses): "2.20.2" >
+// "2.9", "v2.9.0" == "2.9", "2.9.0rc1" < "2.9.0" < "2.9.0.post1", "2.9.0.dev0" < "2.9.0a1". Throws UsageError for a
+// text that is not a version, or a part too large to compare. "", "none" and "None" say the package is not
+// installed: before every version.
 int compare_versions(const std::string& a, const std::string& b);
+// A version as Python's packaging.version reads it (PEP 440, as Megatron's is_te_min_version compares them):
+// "2.9.0", "v2.9.0", "2.9.0rc1", "2.9.0.dev0+cu12", "1!2.0"; or "", "none", "None" (not installed). Throws
+// UsageError saying what is wrong otherwise.
+void check_version(const std::string& v);
 
 }  // namespace mr

@@ -37,6 +37,41 @@ TEST_CASE("checked arithmetic helpers", "[overflow]") {
   CHECK_FALSE(mr::checked_product({4294967296, 4294967296}));
 }
 
+TEST_CASE("target versions: compared as Python's packaging compares them; what is not a version is refused",
+          "[overflow][target]") {
+  using mr::compare_versions;
+  CHECK(compare_versions("2.20.2", "2.9") == 1);   // numerically, not as text
+  CHECK(compare_versions("v2.9.0", "2.9") == 0);   // a leading v, trailing zeros
+  CHECK(compare_versions("2.9.0rc1", "2.9.0") == -1);
+  CHECK(compare_versions("2.9.0a1", "2.9.0b1") == -1);
+  CHECK(compare_versions("2.9.0b2", "2.9.0rc1") == -1);
+  CHECK(compare_versions("2.9.0.dev0", "2.9.0a1") == -1);  // a dev release before its pre-releases
+  CHECK(compare_versions("2.9.0rc1.dev3", "2.9.0rc1") == -1);
+  CHECK(compare_versions("2.9.0.post1", "2.9.0") == 1);
+  CHECK(compare_versions("2.9.0+cu12", "2.9.0") == 0);  // the local label does not order here
+  CHECK(compare_versions("1!1.0", "2.9") == 1);         // an epoch first
+  CHECK(compare_versions("2.9.0-1", "2.9.0.post1") == 0);
+  CHECK(compare_versions("none", "0.1") == -1);  // not installed: before every version
+  CHECK(compare_versions("", "none") == 0);
+  for (const char* bad : {"banana", "2.9.x", "2..9", "latest", "2.9.0 beta"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(mr::check_version(bad), Catch::Contains("is not a version as Python's packaging reads it"));
+  }
+  for (const char* good : {"2.9.0", "V2.9", " 2.9.0 ", "2.9.0RC1", "2.9.0.dev0+abc.1", "none", ""}) {
+    INFO(good);
+    CHECK_NOTHROW(mr::check_version(good));
+  }
+  // On the command line: refused naming the option (exit 2), not a rule failure saying "target has banana".
+  const std::string cfg = " --config " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+  auto te = mrtest::megatron_run("--dry-run --qk-clip --target-te-version banana" + cfg);
+  CHECK(te.exit == 2);
+  CHECK(has(te, "argument --target-te-version: version 'banana' is not a version"));
+  CHECK(mrtest::megatron_run("--dry-run --qk-clip --target-te-version v2.9.0" + cfg).exit == 0);
+  CHECK(mrtest::megatron_run("--dry-run --qk-clip --target-te-version 2.9.0rc1" + cfg).exit == 1);  // before 2.9.0
+  CHECK(mrtest::megatron_run("--dry-run --target-torch-version banana" + cfg).exit == 2);
+  CHECK(mrtest::megatron_run("check --target-flashinfer-version x.y" + cfg.substr(9)).exit == 2);
+}
+
 TEST_CASE("target environment: long digit strings are usage errors or compare as huge, never a crash", "[overflow]") {
   mr::TargetEnv env;
   env.gpu_arch = "sm_99999999999999999999";

@@ -62,10 +62,14 @@ void TargetEnv::load_file(const std::string& path) {
         fail(val, e.what());
       }
       gpu_arch = v;
-    } else if (k == "te_version") te_version = v;
-    else if (k == "torch_version") torch_version = v;
-    else if (k == "flashinfer_version") flashinfer_version = v;
-    else {
+    } else if (k == "te_version" || k == "torch_version" || k == "flashinfer_version") {
+      try {
+        check_version(v);
+      } catch (const UsageError& e) {
+        fail(val, k + ": " + e.what());
+      }
+      (k == "te_version" ? te_version : k == "torch_version" ? torch_version : flashinfer_version) = v;
+    } else {
       vars[k] = v;
       var_where[k] = key.where();
     }
