@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +40,14 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(tmp, "cannot create", errno);
+  // Whatever fails below, the temporary file does not stay behind.
+  struct Cleanup {
+    const std::string& tmp;
+    bool done = false;
+    ~Cleanup() {
+      if (!done) ::unlink(tmp.c_str());
+    }
+  } cleanup{tmp};
   size_t done = 0;
   while (done < text.size()) {
     ssize_t w = ::write(fd, text.data() + done, text.size() - done);
@@ -57,6 +66,7 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   }
   if (::close(fd) != 0) fail(tmp, "close failed", errno);
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "rename failed", errno);
+  cleanup.done = true;
   fsync_path(parent_dir(path));
 }
 
@@ -105,6 +115,27 @@ std::string probe_writable(const std::string& path, const std::string& probe_nam
   ::close(fd);
   ::unlink(probe.c_str());
   return reason;
+}
+
+DirLock::DirLock(const std::string& dir, const std::string& name, std::string& error) {
+  const std::string path = dir + "/" + name;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return;
+  }
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  if (rc == 0) return;
+  const int e = errno;
+  ::close(fd_);
+  fd_ = -1;
+  error = e == EWOULDBLOCK ? "another process holds " + path : path + ": cannot lock: " + std::strerror(e);
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // the lock goes with the descriptor
 }
 
 }  // namespace mr::run

@@ -10,7 +10,8 @@ namespace mr::run {
 
 // fsync of an existing file or directory.
 void fsync_path(const std::string& path);
-// Writes `text` to `path` atomically: `path`.tmp, fsync, rename over `path`, fsync of the directory.
+// Writes `text` to `path` atomically: `path`.tmp, fsync, rename over `path`, fsync of the directory. On a failure
+// before the rename `path` is unchanged and `path`.tmp is removed.
 void write_file_atomic(const std::string& path, const std::string& text);
 // Puts the directory `from` at `to` in one rename (exchanging it with an existing `to`, which is then removed),
 // then fsyncs the parent directory.
@@ -20,6 +21,19 @@ void remove_tree(const std::string& path);
 // Creates `path` (and its parents) if needed and writes, fsyncs and removes a probe file in it; returns "" when
 // that works, else the reason.
 std::string probe_writable(const std::string& path, const std::string& probe_name);
+// Holds an exclusive lock (flock) on `dir`/`name` (made if needed) until destroyed: one writer of a checkpoint
+// directory at a time. `error` is "" when it holds the lock, else why not ("another process holds it" for a lock
+// held elsewhere).
+class DirLock {
+ public:
+  DirLock(const std::string& dir, const std::string& name, std::string& error);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 // The parent directory of `path` ("." for a bare name).
 std::string parent_dir(const std::string& path);
 

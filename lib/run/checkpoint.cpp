@@ -243,6 +243,16 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                             "--save " + *a.save + " cannot be written" +
                                 (why.empty() ? " on rank " + std::to_string(v.rank) + ": " + v.error : ": " + why) +
                                 " (checked before training starts)");
+    // Two runs saving to one directory would swap each other's files in (the temporary iter_N.tmp is shared):
+    // the directory is this run's while it runs.
+    std::string busy;
+    if (rank0) save_lock_ = std::make_unique<DirLock>(*a.save, ".megatron-run.lock", busy);
+    const Verdict b = verdict(c, busy);
+    if (b.rank >= 0)
+      throw CheckpointError(kCkptSaveBusy, "--save " + *a.save + ": another run is saving to this directory (" +
+                                               (busy.empty() ? b.error : busy) +
+                                               "); two runs saving to one directory would overwrite each other's "
+                                               "checkpoints (checked before training starts)");
     if (a.async_save && rank0)
       log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
   }
@@ -486,15 +496,40 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     if (!rank0) return;
     fsync_path(tmp);
     replace_dir(tmp, final_dir);
-    write_file_atomic(tracker_path(base), std::to_string(p.iteration));
-    if (non_persistent) {  // Megatron keeps the newest non-persistent checkpoint only
+  });
+  // The checkpoint is in place: a failure from here on leaves it there, with the tracker as it was.
+  std::string tracker_err;
+  try {
+    if (rank0) write_file_atomic(tracker_path(base), std::to_string(p.iteration));
+  } catch (const std::exception& e) {
+    tracker_err = message_of(e);
+  }
+  if (const Verdict v = verdict(c_, tracker_err); v.rank >= 0) {
+    std::optional<TrackerValue> was;
+    try {
+      was = read_tracker(tracker_path(base));
+    } catch (const std::exception&) {
+    }
+    throw CheckpointError(kCkptSaveFailed,
+                          "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                              " was written to " + final_dir + ", but the tracker " + tracker_path(base) +
+                              " could not be updated (" + (tracker_err.empty() ? v.error : tracker_err) + "); " +
+                              (was ? "it still names " + (was->release ? std::string("release") : "iteration " + std::to_string(was->iteration))
+                                   : std::string("there is no tracker")) +
+                              ", so a --load of " + base + " does not take the new checkpoint");
+  }
+  if (rank0 && non_persistent) {  // Megatron keeps the newest non-persistent checkpoint only
+    try {
       for (const auto& e : std::filesystem::directory_iterator(base)) {
         const std::string name = e.path().filename().string();
         if (e.is_directory() && name.rfind("iter_", 0) == 0 && e.path().string() != final_dir) remove_tree(e.path().string());
       }
       fsync_path(base);
+    } catch (const std::exception& e) {  // the new one is saved and tracked: an older one left is no failure
+      log_ << prefix_ << "warning: --save " << *a.save << ": an older non-persistent checkpoint in " << base
+           << " could not be removed (" << message_of(e) << ")" << std::endl;
     }
-  });
+  }
   if (!non_persistent) last_saved_ = p.iteration;
   if (rank0)
     log_ << prefix_ << "  successfully saved checkpoint from iteration " << fmt7(p.iteration) << " to " << base << " [ t "

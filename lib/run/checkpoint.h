@@ -15,11 +15,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 
 #include "config/args.h"
 #include "distributed/runtime.h"
+#include "run/atomic_dir.h"
 #include "run/run_context.h"
 
 namespace mr::run {
@@ -58,6 +60,7 @@ class Checkpointer {
   std::string prefix_;
   std::chrono::steady_clock::time_point start_;
   int64_t last_saved_ = -1;  // the last persistent save (the final save is persistent, as Megatron's)
+  std::unique_ptr<DirLock> save_lock_;  // rank 0's lock on --save for the run: one run saves there at a time
 };
 
 }  // namespace mr::run

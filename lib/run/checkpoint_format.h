@@ -32,6 +32,7 @@ inline constexpr const char* kSoapKroneckerKind = "soap_kronecker";
 
 inline constexpr const char* kCkptSaveUnwritable = "checkpoint.save-unwritable";
 inline constexpr const char* kCkptSaveFailed = "checkpoint.save-failed";
+inline constexpr const char* kCkptSaveBusy = "checkpoint.save-busy";
 inline constexpr const char* kCkptMissing = "checkpoint.missing";
 inline constexpr const char* kCkptStepMissing = "checkpoint.step-missing";
 inline constexpr const char* kCkptCorrupt = "checkpoint.corrupt";

@@ -5,7 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -576,7 +579,7 @@ TEST_CASE("what loads: --ckpt-step, --finetune and --no-load-optim", "[run][chec
   const std::string ck = dir / "ck";
   mrtest::Proc a = spawn(1, {"--train-iters", "6", "--save-interval", "2", "--save", ck}, dir, "save");
   REQUIRE(a.exit_code() == 0);
-  REQUIRE(files_in(ck) == std::vector<std::string>({"iter_0000002", "iter_0000004", "iter_0000006",
+  REQUIRE(files_in(ck) == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "iter_0000004", "iter_0000006",
                                                      "latest_checkpointed_iteration.txt"}));
   mrtest::Proc b = spawn(1, {"--train-iters", "6", "--load", ck, "--ckpt-step", "4"}, dir, "step");
   INFO(b.out() << b.err());
@@ -701,10 +704,48 @@ TEST_CASE("an unwritable --save fails before training; a failed save leaves the 
   // Every rank names rank 0's reason: the first to exit (the launcher then stops the other) shows the cause.
   CHECK_THAT(b.err(), Catch::Contains("MR_CKPT_FAIL_IN_SAVE") && Catch::Contains("the previous checkpoint and the tracker are unchanged"));
   CHECK(tracker(ck) == "2");
-  CHECK(files_in(ck) == std::vector<std::string>({"iter_0000002", "latest_checkpointed_iteration.txt"}));
+  CHECK(files_in(ck) == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "latest_checkpointed_iteration.txt"}));
   mrtest::Proc c = spawn(2, {"--train-iters", "4", "--load", ck}, dir, "afterfail");
   CHECK(c.exit_code() == 0);
   CHECK_THAT(c.out(), Catch::Contains("at iteration 2"));
+}
+
+TEST_CASE("one run saves to a directory at a time; a tracker that cannot be written is named as such",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  fs::create_directories(ck);
+  {
+    // Another run holds the directory (as a running megatron-run's rank 0 does): refused before training.
+    const int fd = ::open((ck + "/.megatron-run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    mrtest::Proc a = spawn(2, {"--train-iters", "4", "--save-interval", "2", "--save", ck}, dir, "busy");
+    ::close(fd);
+    INFO(a.out() << a.err());
+    CHECK(a.exit_code() == 1);
+    CHECK_THAT(a.err(), Catch::Contains("--save " + ck + ": another run is saving to this directory (another process "
+                                        "holds " + ck + "/.megatron-run.lock)") &&
+                            Catch::Contains("checkpoint.save-busy"));
+    CHECK_THAT(a.out(), !Catch::Contains("iteration        1/"));
+  }
+  // The tracker cannot be replaced (a directory in the way of its temporary file): the checkpoint is on disk and
+  // the message says so, and that the tracker still names the previous one.
+  mrtest::Proc b = spawn(1, {"--train-iters", "4", "--save-interval", "4", "--save", ck}, dir, "first");
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  fs::create_directories(ck + "/latest_checkpointed_iteration.txt.tmp/x");
+  mrtest::Proc c = spawn(1, {"--train-iters", "6", "--save-interval", "6", "--load", ck, "--save", ck,
+                             "--override-opt-param-scheduler"}, dir, "tracker");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains("the checkpoint of iteration 6 was written to " + ck + "/iter_0000006, but the "
+                                      "tracker " + ck + "/latest_checkpointed_iteration.txt could not be updated (") &&
+                          Catch::Contains("it still names iteration 4, so a --load of " + ck +
+                                          " does not take the new checkpoint") &&
+                          Catch::Contains("checkpoint.save-failed"));
+  CHECK(tracker(ck) == "4");
+  CHECK(fs::is_directory(ck + "/iter_0000006"));
 }
 
 TEST_CASE("kill -9 inside a save leaves the previous checkpoint loadable and the tracker on it", "[run][checkpoint]") {
