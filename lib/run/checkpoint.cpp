@@ -256,6 +256,10 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     if (a.async_save && rank0)
       log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
   }
+  if (rank0 && a.ckpt_step && *a.ckpt_step > 0 && !a.load)
+    log_ << prefix_ << "notice: --ckpt-step " << *a.ckpt_step << " is not used without --load" << std::endl;
+  if (rank0 && a.save_interval && !a.save)
+    log_ << prefix_ << "notice: --save-interval " << *a.save_interval << " saves nothing without --save" << std::endl;
   if (a.exit_signal_handler) {
     struct sigaction sa {};
     sa.sa_handler = on_exit_signal;

@@ -38,8 +38,8 @@ MR_SANITY_RULE(kTrainLength, "sanity.train-length-nonnegative",
 MR_SANITY_RULE(kEvalBatchSizes, "sanity.eval-batch-sizes-positive",
                "--eval-micro-batch-size and --eval-global-batch-size must be at least 1.");
 MR_SANITY_RULE(kIntervals, "sanity.intervals-positive",
-               "--log-interval must be at least 1; --eval-interval, --save-interval and --exit-interval must not be "
-               "negative.");
+               "--log-interval must be at least 1; --eval-interval, --save-interval, --exit-interval, "
+               "--non-persistent-save-interval and --ckpt-step must not be negative.");
 MR_SANITY_RULE(kNumWorkers, "sanity.num-workers-nonnegative",
                "--num-workers (data loader processes) must not be negative.");
 MR_SANITY_RULE(kLearningRates, "sanity.learning-rates-finite",
@@ -132,8 +132,12 @@ void training(Context& ctx) {
     check(ctx, kEvalBatchSizes, d, at_least_1, "at least 1");
   check(ctx, kIntervals, "log_interval", at_least_1, "at least 1",
         "the training loop logs every --log-interval iterations");
-  for (const char* d : {"eval_interval", "save_interval", "exit_interval"})
+  for (const char* d : {"eval_interval", "save_interval", "exit_interval", "non_persistent_save_interval"})
     check(ctx, kIntervals, d, non_negative, "0 or more");
+  // Megatron's load reads a negative --ckpt-step as "no tracker" and starts from scratch (a --save to the same
+  // directory then overwrites its checkpoints); 0 is Megatron's "not given".
+  check(ctx, kIntervals, "ckpt_step", non_negative, "0 or more",
+        "a negative step makes Megatron's load act as if the checkpoint had no tracker");
   check(ctx, kNumWorkers, "num_workers", non_negative, "0 or more");
 }
 
