@@ -319,6 +319,25 @@ Progress Checkpointer::load() {
                                       "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
                                       "none; --no-load-optim or --finetune loads the weights only)");
         }
+      // Megatron's check_checkpoint_args on every load but a fine-tune: the arguments that fix the model must be
+      // the checkpoint's (another head count leaves every shape the same).
+      if (!finetune) {
+        std::vector<ArgId> fixed = {ArgId::num_layers, ArgId::hidden_size, ArgId::num_attention_heads,
+                                    ArgId::add_position_embedding};
+        if (a.vocab_file)
+          fixed.insert(fixed.end(), {ArgId::max_position_embeddings, ArgId::make_vocab_size_divisible_by, ArgId::tokenizer_type});
+        for (ArgId id : fixed) {
+          const std::string dest(dest_of(id));
+          const Value here = a.value(id);
+          const Value* there = get(m.args, dest.c_str());
+          const Value saved = there ? *there : id == ArgId::add_position_embedding ? Value(true) : Value();
+          if (!(saved == here))
+            throw CheckpointError(kCkptModelMismatch,
+                                  "--load " + found->dir + ": " + dest + " value from checkpoint (" + saved.py_str() +
+                                      ") is not equal to the input argument value (" + here.py_str() +
+                                      ") (Megatron's check_checkpoint_args; --finetune loads the weights anyway)");
+        }
+      }
       // The first parameter of this rank's model that the checkpoint lacks or shapes differently, then the
       // first parameter of the checkpoint the model does not have.
       for (const ParamSpec& q : c_.plan.params) {

@@ -628,10 +628,24 @@ TEST_CASE("a checkpoint of another model names the first mismatching parameter; 
   CHECK_THAT(a.err(), Catch::Contains("checkpoint.model-mismatch") &&
                           Catch::Contains("parameter decoder.layers.0.mlp.linear_fc1.weight has shape [1024, 256] there "
                                           "and [512, 256] here"));
+  // Megatron's check_checkpoint_args: the arguments that fix the model, before any shape (another head count
+  // keeps every shape); --finetune skips it, as Megatron, and the shapes then decide.
   mrtest::Proc b = spawn(1, {"--train-iters", "4", "--load", ck, "--num-layers", "1"}, dir, "layers");
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 1);
-  CHECK_THAT(b.err(), Catch::Contains("has a parameter decoder.layers.1."));
+  CHECK_THAT(b.err(), Catch::Contains("num_layers value from checkpoint (2) is not equal to the input argument value (1)") &&
+                          Catch::Contains("checkpoint.model-mismatch"));
+  mrtest::Proc heads = spawn(1, {"--train-iters", "4", "--load", ck, "--num-attention-heads", "8"}, dir, "heads");
+  INFO(heads.out() << heads.err());
+  CHECK(heads.exit_code() == 1);
+  CHECK_THAT(heads.err(), Catch::Contains("num_attention_heads value from checkpoint (4) is not equal to the input "
+                                          "argument value (8)"));
+  mrtest::Proc fine = spawn(1, {"--train-iters", "4", "--load", ck, "--num-layers", "1", "--finetune"}, dir, "fine");
+  INFO(fine.out() << fine.err());
+  CHECK(fine.exit_code() == 1);
+  CHECK_THAT(fine.err(), Catch::Contains("has a parameter decoder.layers.1."));
+  CHECK(spawn(1, {"--train-iters", "4", "--load", ck, "--num-attention-heads", "8", "--finetune"}, dir, "fineheads")
+            .exit_code() == 0);
   // Truncated tensor file, then a broken metadata file.
   const std::string st = ck + "/iter_0000002/rank_00000.safetensors";
   const std::string keep = bytes_of(st);
