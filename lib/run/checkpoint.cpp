@@ -389,6 +389,13 @@ Progress Checkpointer::load() {
           const Value* h = get(m.grad_scaler, "hysteresis_tracker");
           if (!s || !s->is_number() || !g || !g->is_int() || !h || !h->is_int())
             throw CheckpointError(kCkptCorrupt, path + ": grad_scaler is not {scale, growth_tracker, hysteresis_tracker}");
+          // A scale no scaler can reach (the scaler keeps it finite and at least --min-loss-scale): every
+          // iteration after the load would be skipped, or the gradients scaled by a negative number.
+          const double sv = s->as_float();
+          if (!std::isfinite(sv) || sv <= 0 || !std::isfinite(static_cast<float>(sv)) || g->as_int() < 0 || h->as_int() < 0)
+            throw CheckpointError(kCkptCorrupt, path + ": grad_scaler holds scale " + s->py_str() + ", growth_tracker " +
+                                                    g->py_str() + ", hysteresis_tracker " + h->py_str() +
+                                                    " (the scale must be a positive finite float32, the trackers 0 or more)");
           c_.scaler->load_state({static_cast<float>(s->as_float()), g->as_int(), h->as_int()});
         }
         p.optimizer_steps = m.optimizer_steps;

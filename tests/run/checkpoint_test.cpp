@@ -672,6 +672,26 @@ TEST_CASE("a checkpoint of another model names the first mismatching parameter; 
                                       "not exist") && Catch::Contains("checkpoint.step-missing"));
 }
 
+TEST_CASE("a loss scale no scaler can hold, in a checkpoint's metadata, is refused as corrupt", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--fp16", "--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir,
+                "save").exit_code() == 0);
+  const std::string js = ck + "/iter_0000002/rank_00000.json";
+  const std::string keep = bytes_of(js);
+  static const std::regex scale(R"("scale": [-+0-9.eE]+)");
+  REQUIRE(std::regex_search(keep, scale));
+  for (const char* bad : {"-1.0", "0.0", "NaN", "Infinity", "1e300"}) {
+    { std::ofstream(js) << std::regex_replace(keep, scale, std::string("\"scale\": ") + bad); }
+    mrtest::Proc a = spawn(1, {"--fp16", "--train-iters", "4", "--load", ck, "--override-opt-param-scheduler"}, dir, "scale");
+    INFO(bad << "\n" << a.out() << a.err());
+    CHECK(a.exit_code() == 1);
+    CHECK_THAT(a.err(), Catch::Contains(js + ": grad_scaler holds scale ") && Catch::Contains("checkpoint.corrupt"));
+  }
+  { std::ofstream(js) << keep; }
+  CHECK(spawn(1, {"--fp16", "--train-iters", "4", "--load", ck, "--override-opt-param-scheduler"}, dir, "ok").exit_code() == 0);
+}
+
 TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
           "[run][checkpoint]") {
   mrtest::TempDir dir;
