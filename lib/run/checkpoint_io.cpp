@@ -318,6 +318,7 @@ void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec&
   const Box d = box_of(block.shape, block.offset);
   std::vector<bool> covered;
   int64_t count = 0;
+  std::string whole_from;  // the file the whole range was read from in place ("" none)
   for (const Ref& r : refs) {
     const Piece& pc = metas_[r.file].pieces[r.piece];
     const std::string src = dir_ + "/" + metas_[r.file].tensors_file;
@@ -338,7 +339,9 @@ void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec&
     const Box s = box_of(pc.local_shape, pc.global_offset);
     if (s == d && pc.flat_begin <= lb && le <= pc.flat_end && count == 0) {  // the same block: read it in place
       f.in->read(base + static_cast<uint64_t>(lb - pc.flat_begin) * w, out, static_cast<size_t>(le - lb) * w);
-      return;
+      count = le - lb;
+      whole_from = src;
+      continue;  // the other pieces must not cover any of it again
     }
     // The global rows both blocks share (of the destination's range), and the shared columns.
     const int64_t dr_lo = d.r0 + lb / d.cols, dr_hi = d.r0 + (le - 1) / d.cols;  // inclusive
@@ -348,6 +351,15 @@ void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec&
     const int64_t rb = std::max(pc.flat_begin, (g_lo - s.r0) * s.cols);
     const int64_t re = std::min(pc.flat_end, (g_hi - s.r0 + 1) * s.cols);
     if (rb >= re) continue;
+    if (!whole_from.empty()) {  // the range is read already: any element this piece has of it is a second copy
+      for (int64_t g = g_lo; g <= g_hi; ++g) {
+        const int64_t sbase = (g - s.r0) * s.cols - s.c0, dbase = (g - d.r0) * d.cols - d.c0;
+        if (std::max({gc_lo, rb - sbase, lb - dbase}) < std::min({gc_hi, re - sbase, le - dbase}))
+          throw CheckpointError(kCkptCorrupt, dir_ + ": " + what + " is stored twice (in " + whole_from + " and " +
+                                                  src + ")");
+      }
+      continue;
+    }
     std::vector<char> tmp(static_cast<size_t>(re - rb) * w);
     f.in->read(base + static_cast<uint64_t>(rb - pc.flat_begin) * w, tmp.data(), tmp.size());
     if (covered.empty()) covered.assign(static_cast<size_t>(le - lb), false);
@@ -359,7 +371,7 @@ void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec&
       const int64_t di = dbase + a - lb;
       for (int64_t i = 0; i < z - a; ++i) {
         if (covered[static_cast<size_t>(di + i)])
-          throw CheckpointError(kCkptCorrupt, dir_ + ": pieces of " + what + " overlap (" + src + ")");
+          throw CheckpointError(kCkptCorrupt, dir_ + ": " + what + " is stored twice (pieces overlap; " + src + ")");
         covered[static_cast<size_t>(di + i)] = true;
       }
       std::memcpy(out + static_cast<size_t>(di) * w, tmp.data() + static_cast<size_t>(sbase + a - rb) * w,

@@ -672,6 +672,28 @@ TEST_CASE("a checkpoint of another model names the first mismatching parameter; 
                                       "not exist") && Catch::Contains("checkpoint.step-missing"));
 }
 
+TEST_CASE("a block stored twice (two ranks' files claim the same pieces) is refused as corrupt", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // DP=2 without the distributed optimizer: rank 0 writes every piece, rank 1 none.
+  REQUIRE(spawn(2, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save")
+              .exit_code() == 0);
+  const std::string it = ck + "/iter_0000002/";
+  // Rank 1's files become copies of rank 0's: every piece is then in two files.
+  std::string meta = bytes_of(it + "rank_00000.json");
+  meta = std::regex_replace(meta, std::regex(R"("rank": 0,)"), "\"rank\": 1,");
+  meta = std::regex_replace(meta, std::regex(R"("tensors": "rank_00000.safetensors")"), "\"tensors\": \"rank_00001.safetensors\"");
+  { std::ofstream(it + "rank_00001.json") << meta; }
+  fs::copy_file(it + "rank_00000.safetensors", it + "rank_00001.safetensors", fs::copy_options::overwrite_existing);
+  for (int n : {1, 2}) {
+    mrtest::Proc a = spawn(n, {"--train-iters", "4", "--load", ck, "--override-opt-param-scheduler"}, dir, "twice");
+    INFO(a.out() << a.err());
+    CHECK(a.exit_code() == 1);
+    CHECK_THAT(a.err(), Catch::Contains("is stored twice (in " + ck + "/iter_0000002/rank_0000") &&
+                            Catch::Contains("checkpoint.corrupt"));
+  }
+}
+
 TEST_CASE("a loss scale no scaler can hold, in a checkpoint's metadata, is refused as corrupt", "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
