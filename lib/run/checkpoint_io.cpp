@@ -328,7 +328,8 @@ void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec&
                                                     shape_text(p.full_shape) + " here");
     if (pc.dtype != dtype)
       throw CheckpointError(kCkptModelMismatch, dir_ + ": " + what + " is stored as " + pc.dtype + ", this run keeps it as " +
-                                                    dtype + " (--bf16, --fp16)");
+                                                    dtype + " (--bf16, --fp16): the optimizer state does not convert; "
+                                                    "--finetune or --no-load-optim loads the weights, converted");
     File& f = file(r.file);
     const TensorEntry* e = f.header->find(pc.tensor);
     if (!e || e->dtype != pc.dtype ||
@@ -384,13 +385,51 @@ void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec&
                                                std::to_string(le - lb) + " elements this rank needs");
 }
 
+std::string CheckpointReader::stored_dtype(const std::string& key, const std::string& kind) const {
+  auto it = index_.find({key, kind});
+  if (it == index_.end()) return "";
+  const Ref& r = it->second.front();
+  return metas_[r.file].pieces[r.piece].dtype;
+}
+
+namespace {
+// One element of a float tensor stored as `dtype` ("F32", "BF16", "F16") at `p`, as fp32 (exact).
+float element_f32(const std::string& dtype, const char* p) {
+  if (dtype == "F32") {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return dtype == "BF16" ? optim::bf16_to_f32(h) : optim::f16_to_f32(h);
+}
+// `f` stored as `dtype` at `p`, rounded to nearest even (torch's copy_ between float dtypes).
+void put_element(const std::string& dtype, float f, char* p) {
+  if (dtype == "F32") return static_cast<void>(std::memcpy(p, &f, 4));
+  const uint16_t h = dtype == "BF16" ? optim::f32_to_bf16(f) : optim::f32_to_f16(f);
+  std::memcpy(p, &h, 2);
+}
+bool float_dtype(const std::string& d) { return d == "F32" || d == "BF16" || d == "F16"; }
+}  // namespace
+
 void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const RankPlace& at, bool with_optimizer) {
   const size_t w = dtype_bytes(b.model_dtype);
   const std::string mdt = safetensors_dtype(b.model_dtype);
+  std::vector<char> stored;  // a parameter kept in another dtype in the checkpoint, as stored
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
-    fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", mdt, 0, p.numel(),
-         b.model.data() + static_cast<size_t>(b.offset[k]) * w);
+    char* dst = reinterpret_cast<char*>(b.model.data()) + static_cast<size_t>(b.offset[k]) * w;
+    const std::string sdt = stored_dtype(p.key, "param");
+    if (!with_optimizer && sdt != mdt && float_dtype(sdt) && float_dtype(mdt)) {
+      const size_t sw = safetensors_dtype_bytes(sdt);
+      stored.resize(static_cast<size_t>(p.numel()) * sw);
+      fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", sdt, 0, p.numel(), stored.data());
+      for (int64_t i = 0; i < p.numel(); ++i)
+        put_element(mdt, element_f32(sdt, stored.data() + static_cast<size_t>(i) * sw), dst + static_cast<size_t>(i) * w);
+      continue;
+    }
+    fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", mdt, 0, p.numel(), dst);
   }
   const std::vector<std::string> kinds = buffer_kinds(b, with_optimizer);
   std::vector<float> values;  // a state kept below fp32: its fp32 values, then the state they came from

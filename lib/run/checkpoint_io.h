@@ -77,8 +77,13 @@ class CheckpointReader {
   // `shard`-th of `shards` tensor-parallel shards. CheckpointError: checkpoint.optimizer-mismatch (none saved),
   // checkpoint.model-mismatch (saved for another TP size or shape: it does not reshard), checkpoint.corrupt.
   void read_kronecker(const ParamSpec& p, int64_t shards, int64_t shard, float* dst);
-  // Reads the buffers of this rank: params whole, the state kinds in [lo, hi), SOAP's preconditioners.
+  // Reads the buffers of this rank: params whole, the state kinds in [lo, hi), SOAP's preconditioners. Without the
+  // optimizer (--finetune, --no-load-optim) the params may be stored in another of fp32, bf16 and fp16 than the
+  // run keeps: they are converted as torch's copy_ does (round to nearest even), as Megatron loads a checkpoint
+  // of another precision.
   void load_buffers(const ModelPlan& plan, FlatBuffers& b, const RankPlace& at, bool with_optimizer);
+  // The dtype the checkpoint stores `kind` of `key` in ("F32", "BF16", "F16"; "" when it has none).
+  std::string stored_dtype(const std::string& key, const std::string& kind) const;
 
  private:
   struct Ref {

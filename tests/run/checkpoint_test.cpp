@@ -672,6 +672,37 @@ TEST_CASE("a checkpoint of another model names the first mismatching parameter; 
                                       "not exist") && Catch::Contains("checkpoint.step-missing"));
 }
 
+TEST_CASE("another precision: the weights load converted with --finetune or --no-load-optim, as Megatron's copy_",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string f32 = dir / "f32", b16 = dir / "b16";
+  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", f32}, dir, "f32")
+              .exit_code() == 0);
+  REQUIRE(spawn(1, {"--bf16", "--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", b16}, dir,
+                "b16").exit_code() == 0);
+  const std::vector<std::string> more = {"--lr-warmup-iters", "1", "--train-iters", "4", "--override-opt-param-scheduler"};
+  auto with = [&](std::vector<std::string> v) {
+    v.insert(v.end(), more.begin(), more.end());
+    return v;
+  };
+  for (const auto& [from, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {f32, {"--bf16", "--no-load-optim"}}, {f32, {"--bf16", "--finetune"}}, {f32, {"--fp16", "--no-load-optim"}},
+           {b16, {"--no-load-optim"}}, {b16, {"--fp16", "--finetune"}}}) {
+    std::vector<std::string> args = {"--load", from};
+    args.insert(args.end(), flags.begin(), flags.end());
+    mrtest::Proc a = spawn(1, with(args), dir, "convert");
+    INFO(from << " " << flags[0] << " " << flags.back() << "\n" << a.out() << a.err());
+    CHECK(a.exit_code() == 0);
+    CHECK_THAT(a.out(), Catch::Contains("successfully loaded checkpoint"));
+  }
+  // With the optimizer state: refused, saying what loads.
+  mrtest::Proc full = spawn(1, with({"--load", f32, "--bf16"}), dir, "full");
+  INFO(full.out() << full.err());
+  CHECK(full.exit_code() == 1);
+  CHECK_THAT(full.err(), Catch::Contains("is stored as F32, this run keeps it as BF16") &&
+                             Catch::Contains("--finetune or --no-load-optim loads the weights, converted"));
+}
+
 TEST_CASE("a block stored twice (two ranks' files claim the same pieces) is refused as corrupt", "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
