@@ -98,7 +98,8 @@ std::optional<TrackerValue> read_tracker(const std::string& path) {
 }
 
 std::string non_persistent_dir(const Args& a, const std::string& base) {
-  return a.non_persistent_global_ckpt_dir ? *a.non_persistent_global_ckpt_dir : base + "/non_persistent";
+  if (a.non_persistent_global_ckpt_dir) return *a.non_persistent_global_ckpt_dir;
+  return base.empty() ? "non_persistent" : base + "/non_persistent";
 }
 
 // Megatron's _load_base_checkpoint: the tracker (or --ckpt-step), a newer global non-persistent checkpoint.
@@ -132,7 +133,8 @@ std::optional<Found> locate(const Args& a) {
     throw CheckpointError(kCkptStepMissing, "--load " + load + ": " + tracker_path(f.base) + " names " +
                                                 (f.release ? std::string("'release'")
                                                            : "iteration " + std::to_string(f.iteration)) +
-                                                " but " + f.dir + " does not exist");
+                                                " but " + f.dir +
+                                                (std::filesystem::exists(f.dir, ec) ? " is not a directory" : " does not exist"));
   }
   return f;
 }
@@ -409,7 +411,21 @@ Progress Checkpointer::load() {
         std::ostringstream line;
         line << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
              << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
-             << (finetune ? " (--finetune: weights only, iteration 0)" : !with_opt ? " (weights only: fresh optimizer state)" : "");
+             << (a.finetune ? " (--finetune: weights only, iteration 0)"
+                 : finetune  ? " (a release checkpoint: weights only, iteration 0)"
+                 : !with_opt ? " (weights only: fresh optimizer state)"
+                             : "");
+        // Megatron ignores a checkpoint's RNG state when (TP, PP) changed and keeps --seed; the synthetic data
+        // depends on the seed alone, so the run restores it and continues as the run that saved it.
+        const Value* st = get(m.layout, "tp");
+        const Value* sp = get(m.layout, "pp");
+        if (loads_rng(a, *found) && st && sp && st->is_int() && sp->is_int() &&
+            (st->as_int() != c_.tp.size() || sp->as_int() != c_.pp.size()))
+          line << "\n" << prefix_ << "notice: (TP, PP) = (" << c_.tp.size() << ", " << c_.pp.size()
+               << ") here and (" << st->as_int() << ", " << sp->as_int()
+               << ") in the checkpoint: Megatron would ignore the checkpoint's RNG state and keep --seed; megatron-run "
+                  "restores the checkpoint's seed " << m.seed
+               << ", so the run continues as the one that saved it (--no-load-rng keeps --seed)";
         loaded = line.str();
       }
     }

@@ -378,12 +378,20 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
   return m;
 }
 
-std::string tracker_path(const std::string& dir) { return dir + "/latest_checkpointed_iteration.txt"; }
+namespace {
+// Python's os.path.join(dir, name), as Megatron builds its paths: an empty dir is the working directory.
+std::string joined(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+}  // namespace
+
+std::string tracker_path(const std::string& dir) { return joined(dir, "latest_checkpointed_iteration.txt"); }
 std::string iteration_dir(const std::string& dir, int64_t iteration, bool release) {
-  if (release) return dir + "/release";
+  if (release) return joined(dir, "release");
   char b[32];
   std::snprintf(b, sizeof b, "iter_%07lld", static_cast<long long>(iteration));
-  return dir + "/" + b;
+  return joined(dir, b);
 }
 std::string rank_stem(int64_t rank) {
   char b[32];
@@ -395,6 +403,7 @@ std::optional<TrackerValue> parse_tracker(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
   if (text == "release") return TrackerValue{0, true};
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);  // Python's int() takes a sign
   if (text.empty() || text.size() > 18) return std::nullopt;
   int64_t v = 0;
   for (char ch : text) {

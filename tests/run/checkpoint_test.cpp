@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -347,6 +348,14 @@ void check_reshard_resume(const Job& from, const Job& to, const std::string& tag
   INFO(q.out() << q.err());
   REQUIRE(q.exit_code() == 0);
   CHECK_THAT(q.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/"));
+  // Another (TP, PP): the notice that Megatron would not restore the RNG state here; the same: no notice.
+  const auto flag = [](const Job& j, const std::string& f) {
+    auto it = std::find(j.flags.begin(), j.flags.end(), f);
+    return it == j.flags.end() ? std::string("1") : *(it + 1);
+  };
+  const bool moved = flag(from, "--tensor-model-parallel-size") != flag(to, "--tensor-model-parallel-size") ||
+                     flag(from, "--pipeline-model-parallel-size") != flag(to, "--pipeline-model-parallel-size");
+  CHECK(moved == (q.out().find("Megatron would ignore the checkpoint's RNG state") != std::string::npos));
   static const std::regex last(R"(parameter checksum [^)]*\))");
   std::smatch mp, mq;
   const std::string po = p.out(), qo = q.out();
@@ -743,6 +752,48 @@ TEST_CASE("a loss scale no scaler can hold, in a checkpoint's metadata, is refus
   }
   { std::ofstream(js) << keep; }
   CHECK(spawn(1, {"--fp16", "--train-iters", "4", "--load", ck, "--override-opt-param-scheduler"}, dir, "ok").exit_code() == 0);
+}
+
+TEST_CASE("tracker and directory details: a signed count, --load '' (the working directory), a release checkpoint, "
+          "a file where the iteration's directory should be",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save")
+              .exit_code() == 0);
+  const std::vector<std::string> more = {"--lr-warmup-iters", "1", "--train-iters", "4", "--override-opt-param-scheduler"};
+  auto with = [&](std::vector<std::string> v) {
+    v.insert(v.end(), more.begin(), more.end());
+    return v;
+  };
+  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "+2\n"; }  // Python's int() reads it
+  mrtest::Proc a = spawn(1, with({"--load", ck}), dir, "signed");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("at iteration 2"));
+  // --load '' is the working directory (os.path.join('', ...)), not the root.
+  std::vector<std::string> argv = {"/usr/bin/env", "-C", ck, mrtest::megatron_run(), "--nproc-per-node", "1"};
+  for (const std::string& w : mrtest::job_args(with({"--load", ""}))) argv.push_back(w);
+  std::vector<mrtest::Proc> ev = {mrtest::start(argv, {{"MR_DIST_TIMEOUT_S", "60"}}, dir, "empty")};
+  mrtest::wait_all(ev, std::chrono::seconds(180));
+  const mrtest::Proc& e = ev[0];
+  INFO(e.out() << e.err());
+  CHECK(e.exit_code() == 0);
+  CHECK_THAT(e.out(), Catch::Contains("at iteration 2") && !Catch::Contains("/latest_checkpointed_iteration.txt"));
+  // A release checkpoint says so (not --finetune, which was not given).
+  fs::rename(ck + "/iter_0000002", ck + "/release");
+  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "release"; }
+  mrtest::Proc r = spawn(1, with({"--load", ck}), dir, "release");
+  INFO(r.out() << r.err());
+  CHECK(r.exit_code() == 0);
+  CHECK_THAT(r.out(), Catch::Contains("(a release checkpoint: weights only, iteration 0)"));
+  // A file where iter_0000002 should be.
+  { std::ofstream(ck + "/iter_0000002") << "x"; }
+  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "2"; }
+  mrtest::Proc f = spawn(1, with({"--load", ck}), dir, "file");
+  INFO(f.out() << f.err());
+  CHECK(f.exit_code() == 1);
+  CHECK_THAT(f.err(), Catch::Contains(ck + "/iter_0000002 is not a directory"));
 }
 
 TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
