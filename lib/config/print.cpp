@@ -176,7 +176,9 @@ void print_internal_error(std::ostream& os, std::string_view message) {
 }
 
 void print_diagnostic(std::ostream& os, const Diagnostic& d) {
-  os << std::string("megatron-run: ") + (d.level == Diagnostic::Level::Error ? "error" : "warning") + "[" +
+  // The config file's line of the value involved, as `check` prints it (file:line: error[id]: ...).
+  const std::string where = d.where.empty() ? "" : printable(d.where) + ": ";
+  os << std::string("megatron-run: ") + where + (d.level == Diagnostic::Level::Error ? "error" : "warning") + "[" +
             printable(d.rule) + "]: " + printable(d.message) + "\n";
 }
 

@@ -35,7 +35,8 @@ void print_error(std::ostream& os, std::string_view message);
 void print_warning(std::ostream& os, std::string_view message);
 // "megatron-run: internal error: MESSAGE\n" (escaped): a bug of ours, exit 3.
 void print_internal_error(std::ostream& os, std::string_view message);
-// "megatron-run: error[RULE]: MESSAGE\n" for an error diagnostic, "...: warning[RULE]: ..." for a warning; the
+// "megatron-run: error[RULE]: MESSAGE\n" for an error diagnostic, "...: warning[RULE]: ..." for a warning, with the
+// config file's line first when the diagnostic has one ("megatron-run: job.yaml:25: error[RULE]: ..."); the
 // sanity stage's carry their stage: "error[sanity.num-layers-positive]" reads as megatron-run's own verdict.
 void print_diagnostic(std::ostream& os, const Diagnostic& d);
 // The text of a diagnostic for a log record or a `check` line, "[RULE] MESSAGE" (escaped when printed).

@@ -63,6 +63,16 @@ TEST_CASE("an option of megatron-run's given again overrides the earlier one, as
   CHECK(both.out.find("hidden_size") == std::string::npos);
 }
 
+TEST_CASE("a rule's error in a dry run names the config file's line, as check does", "[cli]") {
+  const std::string tp3 = tmp_file("tp3.yaml", "--tensor-model-parallel-size: 3\n");
+  auto r = sh("--dry-run --config " + kDefault + " --config " + tp3 + " --world-size 4");
+  CHECK(r.exit == 1);
+  CHECK(r.out.find("megatron-run: " + tp3 + ":1: error[parallel.world-size-divisible]: world size (4)") != std::string::npos);
+  // A value from the command line has no file line.
+  auto cli = sh("--dry-run --config " + kDefault + " --tensor-model-parallel-size 3 --world-size 4");
+  CHECK(cli.out.find("megatron-run: error[parallel.world-size-divisible]: ") != std::string::npos);
+}
+
 TEST_CASE("JSON output, provenance and --explain", "[cli]") {
   auto r = sh("--dry-run --format json --config " + kDefault + " --num-layers 4");
   REQUIRE(r.exit == 0);

@@ -76,6 +76,13 @@ TEST_CASE("messages: the one formatting place escapes every diagnostic and usage
   d.stage = mr::kStageSanity;
   mr::print_diagnostic(os, d);
   CHECK(os.str() == "megatron-run: error[sanity.num-layers-positive]: value '\\x1b[2J'\n");
+  // With the config file's line (as `check` prints it); escaped too.
+  os.str("");
+  mr::Diagnostic w = d;
+  w.where = "job\x07.yaml:25";
+  w.level = mr::Diagnostic::Level::Warning;
+  mr::print_diagnostic(os, w);
+  CHECK(os.str() == "megatron-run: job\\x07.yaml:25: warning[sanity.num-layers-positive]: value '\\x1b[2J'\n");
   const std::string j = mr::diagnostic_json(d);
   CHECK(j.find("\"stage\": \"sanity\"") != std::string::npos);
   CHECK(mrtest::printable_output(j));
