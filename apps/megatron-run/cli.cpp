@@ -188,7 +188,7 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
       ("format", po::value(&format), formats)
       ("allow-unset-env", po::bool_switch(&allow_unset_env), "keep unset ${VAR}")
       ("env-placeholder", po::value(&env_placeholder), "unset ${VAR} -> DIR/VAR")
-      ("log-level", po::value(&log_level), "log level")
+      ("log-level", po::value(&log_level), "trace|debug|info|warning|error|fatal: log level")
       ("target-env", po::value(&target_env_file), "target environment file")
       ("target-gpu-arch", po::value(&gpu_arch), "sm_XY")
       ("target-te-version", po::value<std::string>()->notifier([this](const std::string& v) { te_version = v; }), "version")

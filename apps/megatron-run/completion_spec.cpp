@@ -46,7 +46,8 @@ CompletionCommand command(const char* name, const char* help, bool megatron_flag
 CompletionSpec completion_spec() {
   CompletionSpec s;
   s.run = command<RunOptions>("", "validate, then start or join the job", true);
-  s.run.options.push_back({"--help", false, "every Megatron flag, grouped", {}, false});
+  for (CompletionOption& o : s.run.options)  // RunOptions has --help: its words here, and it is listed once
+    if (o.flag == "--help") o.help = "every Megatron flag, grouped";
   s.commands = {
       command<CheckOptions>("check", "lint many configs in one process", false, true),
       command<SchemaOptions>("schema", "the argument table (JSON, text, JSON Schema, completion)", false),

@@ -138,14 +138,14 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("max_restarts", po::value(&max_restarts), "torchrun's spelling of --max-restarts")
       ("monitor-interval", po::value(&monitor_interval), "torchrun's polling period; megatron-run reacts at once")
       ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
-      ("rdzv-backend", po::value(&rdzv_backend), "rendezvous backend: static, or c10d (node ranks in order of arrival)")
-      ("rdzv_backend", po::value(&rdzv_backend), "torchrun's spelling of --rdzv-backend")
+      ("rdzv-backend", po::value(&rdzv_backend), "static|c10d: rendezvous backend (c10d: node ranks in order of arrival)")
+      ("rdzv_backend", po::value(&rdzv_backend), "static|c10d: torchrun's spelling of --rdzv-backend")
       ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint),
        "HOST[:PORT] or [IPV6]:PORT of the rendezvous (static: the master)")
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
       ("role", po::value(&role), "the workers' role (ROLE_NAME)")
-      ("start-method", po::value(&start_method), "torchrun's Python start method (spawn|fork|forkserver); not used")
-      ("start_method", po::value(&start_method), "torchrun's spelling of --start-method")
+      ("start-method", po::value(&start_method), "spawn|fork|forkserver: torchrun's Python start method; not used")
+      ("start_method", po::value(&start_method), "spawn|fork|forkserver: torchrun's spelling of --start-method")
       ("run-path", po::bool_switch()->notifier(set_run_path), "torchrun's runpy mode; not used (the script runs as `python SCRIPT`)")
       ("run_path", po::bool_switch()->notifier(set_run_path), "torchrun's spelling of --run-path")
       ("shutdown-timeout", po::value(&shutdown_timeout), "torchrun's name for --term-timeout")
@@ -156,8 +156,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("rdzv_id", po::value(&run_id), "torchrun's spelling of --rdzv-id")
       ("log-dir", po::value(&log_dir), "per-rank logs under DIR/<run id>_<unique>/attempt_<n>/<local rank>/")
       ("log_dir", po::value(&log_dir), "torchrun's spelling of --log-dir")
-      ("redirects", po::value(&redirects), "-r: streams to log files only (0-3, or LOCAL_RANK:0-3,...)")
-      ("tee", po::value(&tee), "-t: streams to log files and the console (0-3, or LOCAL_RANK:0-3,...)")
+      ("redirects", po::value(&redirects), "0|1|2|3: -r: streams to log files only (or LOCAL_RANK:0-3,...)")
+      ("tee", po::value(&tee), "0|1|2|3: -t: streams to log files and the console (or LOCAL_RANK:0-3,...)")
       ("local-ranks-filter", po::value(&local_ranks_filter), "local ranks whose output reaches the console (0,1,...)")
       ("local_ranks_filter", po::value(&local_ranks_filter), "torchrun's spelling of --local-ranks-filter")
       ("term-timeout", po::value(&term_timeout),
@@ -180,8 +180,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
        "each worker: LOCAL_RANK=0 and only its own GPU visible")
       ("virtual_local_rank", po::bool_switch()->notifier([this](bool on) { virtual_local_rank = virtual_local_rank || on; }),
        "torchrun's spelling of --virtual-local-rank")
-      ("event-log-handler", po::value(&event_log_handler), "torchrun's event log handler: null (no event records)")
-      ("event_log_handler", po::value(&event_log_handler), "torchrun's spelling of --event-log-handler")
+      ("event-log-handler", po::value(&event_log_handler), "null: torchrun's event log handler (no event records)")
+      ("event_log_handler", po::value(&event_log_handler), "null: torchrun's spelling of --event-log-handler")
       ("local-addr", po::value(&local_addr), "this node's address for the workers' MASTER_ADDR (c10d node 0, one node)")
       ("local_addr", po::value(&local_addr), "torchrun's spelling of --local-addr")
       ("signals-to-handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
@@ -189,9 +189,9 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("signals_to_handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
        "torchrun's spelling of --signals-to-handle")
       ("numa-binding", po::value<std::string>()->notifier([this](const std::string& v) { set_numa_binding(v); }),
-       "bind each worker to CPUs near its GPU: node, socket, exclusive or core-complex (torch/numa/binding.py)")
+       "node|socket|exclusive|core-complex: bind each worker to CPUs near its GPU (torch/numa/binding.py)")
       ("numa_binding", po::value<std::string>()->notifier([this](const std::string& v) { set_numa_binding(v); }),
-       "torchrun's spelling of --numa-binding")
+       "node|socket|exclusive|core-complex: torchrun's spelling of --numa-binding")
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");

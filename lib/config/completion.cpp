@@ -156,7 +156,7 @@ std::string zsh_spec(const CompletionOption& o) {
     const auto cs = plain_choices(o.choices);
     if (!cs.empty()) s += ":value:(" + join(cs) + ")";
     else if (o.files) s += ":file:_files";
-    else s += ":value:_files";
+    else s += ":value: ";  // a number or a name: nothing to offer (not file names)
   }
   return sq(s);
 }
@@ -176,7 +176,12 @@ std::string zsh_completion(const Schema& schema, const CompletionSpec& spec) {
   out += "  if (( CURRENT == 2 )) && [[ $words[2] != -* ]]; then\n"
          "    _describe -t commands command commands\n    _files\n    return\n  fi\n";
   out += "  local cmd=$words[2]\n  case $cmd in\n";
-  for (const CompletionCommand* c : all_commands(spec)) {
+  // zsh takes the first pattern that matches: the commands' branches first, the main command's `*` last.
+  std::vector<const CompletionCommand*> order;
+  for (const CompletionCommand* c : all_commands(spec))
+    if (c != &spec.run) order.push_back(c);
+  order.push_back(&spec.run);
+  for (const CompletionCommand* c : order) {
     const bool run = c == &spec.run;
     out += "    " + (run ? std::string("*") : c->name) + ")\n";
     if (!run) out += "      shift words\n      (( CURRENT-- ))\n";

@@ -2,6 +2,7 @@
 // scripts `schema --format *-completion` prints, loaded into the real shells and asked for completions.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "binary.h"
@@ -40,6 +41,15 @@ TEST_CASE("completion: bash completes commands, their options, values and Megatr
   CHECK(r.out == "constant\nlinear\ncosine\ninverse-square-root\nWSD\n");
   r = complete("megatron-run rules --num-layer", 2);  // rules takes no Megatron flags
   CHECK(r.out == "\n");
+  // The launcher's options with a closed set of values offer them; --help is offered once.
+  r = complete("megatron-run --rdzv-backend \"\"", 2);
+  CHECK(r.out == "static\nc10d\n");
+  r = complete("megatron-run --log-level \"\"", 2);
+  CHECK(r.out == "trace\ndebug\ninfo\nwarning\nerror\nfatal\n");
+  r = complete("megatron-run --start_method \"\"", 2);
+  CHECK(r.out == "spawn\nfork\nforkserver\n");
+  r = complete("megatron-run --help", 1);
+  CHECK(r.out == "--help\n");
 }
 
 TEST_CASE("completion: fish completes commands, their options, values and Megatron's flags", "[cli][completion]") {
@@ -77,6 +87,16 @@ TEST_CASE("completion: zsh loads the script and defines the completion function"
   for (const char* w : {"'schedule:", "'topology:", "--gpus-per-node", "--device-memory", "--every", "--nproc-per-node",
                         "--bring-up-only", "(text json svg dot)", "(constant linear cosine inverse-square-root WSD)"})
     CHECK(run("grep -qF -- \"" + std::string(w) + "\" '" + f + "'").exit == 0);
+  // zsh's case takes the first pattern that matches: the main command's catch-all branch must come after every
+  // command's own (it came first, and every command completed the main command's options).
+  Result branches = run("grep -n '^    [a-z*]*)$' '" + f + "'");
+  REQUIRE(!branches.out.empty());
+  const std::string last = branches.out.substr(branches.out.rfind('\n', branches.out.size() - 2) + 1);
+  CHECK(last.find("*)") != std::string::npos);
+  CHECK(std::count(branches.out.begin(), branches.out.end(), '*') == 1);
+  // A number-valued flag offers nothing, not file names.
+  CHECK(run("grep -qF -- \"'*--num-layers[\" '" + f + "'").exit == 0);
+  CHECK(run("grep -F -- \"'*--num-layers[\" '" + f + "' | grep -q _files").exit != 0);
 }
 
 TEST_CASE("schema --format json-schema is one JSON Schema document", "[cli][completion]") {
