@@ -268,6 +268,14 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
 
   // What the worker gets; its time limits are checked here already, before any worker starts.
   const Namespace& ns = resolved.parsed.ns;
+  // Megatron's --local-rank (torch.distributed.launch passed it to each worker): megatron-run gives each worker
+  // it starts its own LOCAL_RANK; one value given to all of them would be wrong for all but one.
+  if (lo.nproc_per_node > 0 && ns.has("local_rank") &&
+      (ns.provenance("local_rank").kind == Provenance::Kind::Cli || ns.provenance("local_rank").kind == Provenance::Kind::Config))
+    return refuse_launch(lo, 2, "argument --local-rank (" + ns.provenance("local_rank").describe() +
+                                    "): megatron-run starts the workers here and gives each its own LOCAL_RANK, which "
+                                    "Megatron reads; one --local-rank for all of them would be wrong for all but one. "
+                                    "Leave it out (a dry run and check accept it)");
   launch::WorkerInput in;
   in.ns = ns;
   in.backend_explicit = ns.has("distributed_backend") &&

@@ -106,8 +106,7 @@ struct NotYet {
 };
 const NotYet kNotYet[] = {
     {"logs-specs", true, "LogsSpecs entry points (megatron-run writes torchrun's default layout under --log-dir)"},
-    {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"},
-    {"local-rank", true, "torch.distributed.launch's --local-rank (megatron-run sets LOCAL_RANK)"}};
+    {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"}};
 
 // "local-rank" -> "local_rank": torchrun accepts both spellings.
 std::string underscored(std::string s) {

@@ -241,6 +241,13 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
     CHECK(r.out.find("argument --") != std::string::npos);
     CHECK(r.out.find("{\"env\"") == std::string::npos);
   }
+  // Megatron's own --local-rank: a dry run takes it; the workers megatron-run starts each get their own LOCAL_RANK.
+  CHECK(sh(kBin + " --dry-run --config " + kConfig + " --local-rank 0 >/dev/null").exit == 0);
+  Proc lr = sh(run + "--nproc-per-node 2 --local-rank 0 " + kProbe);
+  INFO(lr.out);
+  CHECK(lr.exit == 2);
+  CHECK(lr.out.find("argument --local-rank (command line argv[") != std::string::npos);
+  CHECK(lr.out.find("{\"env\"") == std::string::npos);
 }
 
 TEST_CASE("Megatron flags after the program are named as the program's own", "[launch][program][process]") {
