@@ -584,7 +584,13 @@ void LaunchOptions::apply(Invocation& inv) {
   rendezvous_known = true;
   apply_worker_options();
   if (nproc_per_node > 0) {
-    inv.world_size = static_cast<long long>(nproc_per_node) * nnodes;
+    const long long world = static_cast<long long>(nproc_per_node) * nnodes;
+    if (inv.world_size && *inv.world_size != world)
+      throw UsageError("argument --world-size: " + std::to_string(*inv.world_size) + " is not the job's " +
+                           std::to_string(world) + " ranks (--nnodes " + std::to_string(nnodes) + " x --nproc-per-node " +
+                           std::to_string(nproc_per_node) + "); leave --world-size out, or make them agree",
+                       {"--world-size", "--nproc-per-node", "--nnodes"});
+    inv.world_size = world;
     // The workers get their own RANK (a RANK left in the shell, or an enclosing job's, is not theirs): the job is
     // validated as rank 0 sees it.
     inv.env.vars.erase("RANK");

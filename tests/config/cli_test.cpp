@@ -63,6 +63,14 @@ TEST_CASE("an option of megatron-run's given again overrides the earlier one, as
   CHECK(both.out.find("hidden_size") == std::string::npos);
 }
 
+TEST_CASE("--world-size that disagrees with --nnodes x --nproc-per-node is refused", "[cli]") {
+  auto r = sh("--dry-run --nnodes 2 --nproc-per-node 2 --world-size 8 --config " + kDefault);
+  CHECK(r.exit == 2);
+  CHECK(r.out.find("argument --world-size: 8 is not the job's 4 ranks (--nnodes 2 x --nproc-per-node 2)") !=
+        std::string::npos);
+  CHECK(sh("--dry-run --nnodes 2 --nproc-per-node 2 --world-size 4 --config " + kDefault).exit == 0);
+}
+
 TEST_CASE("a rule's error in a dry run names the config file's line, as check does", "[cli]") {
   const std::string tp3 = tmp_file("tp3.yaml", "--tensor-model-parallel-size: 3\n");
   auto r = sh("--dry-run --config " + kDefault + " --config " + tp3 + " --world-size 4");
