@@ -195,6 +195,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
   try {
     argv = launch::program_argv(program, resolved_argv(resolved.parsed));
     argv.front() = launch::resolve_command(argv.front());
+    launch::check_script(program);
   } catch (const UsageError& e) {
     return refuse_launch(lo, 2, e.what());
   } catch (const launch::LaunchError& e) {

@@ -124,4 +124,16 @@ std::string resolve_command(const std::string& word, const EnvLookup& env) {
                     (word == "python3" ? " (set PYTHON_EXEC to the Python to use)" : ""));
 }
 
+void check_script(const Program& p) {
+  if (p.form != Program::Form::Script || p.no_python || p.words.empty() || p.words.front() == "-") return;
+  const std::string& script = p.words.front();
+  struct stat st {};
+  if (::stat(script.c_str(), &st) != 0)
+    throw LaunchError("the script " + script + " does not exist" +
+                      (script[0] != '/' ? " (relative to the working directory)" : "") +
+                      "; Python would fail on every rank");
+  if (S_ISDIR(st.st_mode) && ::stat((script + "/__main__.py").c_str(), &st) != 0)
+    throw LaunchError("the script " + script + " is a directory without a __main__.py; Python would fail on every rank");
+}
+
 }  // namespace mr::launch

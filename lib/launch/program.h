@@ -58,5 +58,8 @@ std::vector<std::string> program_argv(const Program& p, const std::vector<std::s
 // of that name on $PATH (as execvp would find it). Throws LaunchError naming the word when there is none, so a
 // launch fails before any worker starts.
 std::string resolve_command(const std::string& word, const EnvLookup& env = process_env());
+// A Python script to run (Form::Script without --no-python) must be there before any worker starts: a file, or a
+// directory with a __main__.py (Python runs either; "-" is standard input). Throws LaunchError naming it.
+void check_script(const Program& p);
 
 }  // namespace mr::launch

@@ -1,6 +1,11 @@
 // launch/program.h: torchrun's program forms and the program's command line.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "launch/program.h"
 
 using mr::launch::Program;
@@ -77,4 +82,30 @@ TEST_CASE("program_argv: interpreter, the program's words, then the Megatron wor
   Program cmd{Program::Form::Command, {"./run.sh", "x"}};
   cmd.append_args = false;
   CHECK(mr::launch::program_argv(cmd, {"--a"}, env_of({})) == std::vector<std::string>{"./run.sh", "x"});
+}
+
+TEST_CASE("check_script: a Python script must be there before any worker starts", "[launch][program]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mr-check-script-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "pkgdir");
+  fs::create_directories(dir / "empty");
+  { std::ofstream(dir / "train.py") << "print(1)\n"; }
+  { std::ofstream(dir / "pkgdir" / "__main__.py") << "print(1)\n"; }
+  auto script = [&](const std::string& word) { return Program{Program::Form::Script, {word}}; };
+  CHECK_NOTHROW(mr::launch::check_script(script((dir / "train.py").string())));
+  CHECK_NOTHROW(mr::launch::check_script(script((dir / "pkgdir").string())));  // python runs its __main__.py
+  CHECK_NOTHROW(mr::launch::check_script(script("-")));                      // standard input
+  CHECK_THROWS_WITH(mr::launch::check_script(script((dir / "missing.py").string())),
+                    Catch::Contains("missing.py does not exist; Python would fail on every rank"));
+  CHECK_THROWS_WITH(mr::launch::check_script(script("missing.py")),
+                    Catch::Contains("does not exist (relative to the working directory)"));
+  CHECK_THROWS_WITH(mr::launch::check_script(script((dir / "empty").string())),
+                    Catch::Contains("is a directory without a __main__.py"));
+  // Not a script megatron-run runs with Python: nothing to check here (resolve_command checks a command).
+  Program no_python = script("missing.py");
+  no_python.no_python = true;
+  CHECK_NOTHROW(mr::launch::check_script(no_python));
+  CHECK_NOTHROW(mr::launch::check_script(Program{Program::Form::Module, {"no.such.module"}}));
+  fs::remove_all(dir);
 }
