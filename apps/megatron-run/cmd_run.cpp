@@ -104,6 +104,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                          " needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)",
                      {no_python ? "--no-python" : "--no-append-args"});
   Invocation inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
+  if (provenance && common.format != "json")
+    throw UsageError("argument --provenance: adds each value's source to the JSON output; give --format json too "
+                     "(or --explain FLAG for one value's source in text)",
+                     {"--provenance"});
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
@@ -230,6 +234,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (!failed.empty()) return refused(failed);
   if (schedule_warning) MR_LOG(warning) << diagnostic_text(*schedule_warning);
   const Namespace& ns = out.parsed.ns;
+  std::string explained;  // with --format json: {"dest": {"value": ..., "source": "..."}, ...}
   for (const std::string& e : explain) {
     std::string dest = e;
     if (dest.rfind("--", 0) == 0) {
@@ -240,9 +245,14 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     for (char& c : dest)
       if (c == '-') c = '_';
     if (!ns.has(dest)) throw UsageError("argument --explain: no resolved argument '" + dest + "'", {"--explain"});
-    std::cout << dest << " = " << printable(ns[dest].py_str(), false) << "    ("
-              << printable(ns.provenance(dest).describe(), false) << ")\n";
+    if (common.format == "json")
+      explained += (explained.empty() ? "{" : ", ") + json_quote(dest) + ": {\"value\": " + ns[dest].json() +
+                   ", \"source\": " + json_quote(ns.provenance(dest).describe()) + "}";
+    else
+      std::cout << dest << " = " << printable(ns[dest].py_str(), false) << "    ("
+                << printable(ns.provenance(dest).describe(), false) << ")\n";
   }
+  if (!explained.empty()) std::cout << explained << "}\n";
   if (!explain.empty()) return 0;
   if (!dry_run) {
     tells_nodes = false;

@@ -95,6 +95,15 @@ TEST_CASE("JSON output, provenance and --explain", "[cli]") {
   CHECK(e.exit == 0);
   CHECK(e.out.find("num_layers = 4    (command line argv[4])") != std::string::npos);
   CHECK(e.out.find("data_parallel_size = 1    (derived by") != std::string::npos);
+  // With --format json, --explain answers in JSON; --provenance only shapes the JSON, so alone it is refused.
+  auto ej = sh("--dry-run --config " + kDefault + " --explain --num-layers --format json");
+  REQUIRE(ej.exit == 0);
+  const mr::Value one = mr::Value::parse_json(ej.out);
+  REQUIRE(one.as_object().size() == 1);
+  CHECK(one.as_object().front().first == "num_layers");
+  auto alone = sh("--dry-run --provenance --config " + kDefault);
+  CHECK(alone.exit == 2);
+  CHECK(alone.out.find("argument --provenance: adds each value's source to the JSON output") != std::string::npos);
 }
 
 TEST_CASE("check: one line per problem with file:line and rule id; JSON list; the worst file's exit code", "[cli]") {
