@@ -151,6 +151,8 @@ int main(int argc, char** argv) {
   // runs goes to stderr instead: file descriptor 1 points at stderr until the JSON document is written.
   StdoutToStderr guard(json);
   std::vector<Result> results;
+  std::vector<std::pair<std::string, std::string>> not_run;  // (name, the JSON entry's fields after the name)
+  std::vector<size_t> order;  // the JSON's entries in run order: < results.size() a result, else a not_run one
   int failures = 0;
   for (const auto& [n, f] : registry()) {
     bool wanted = names.empty();
@@ -159,29 +161,42 @@ int main(int argc, char** argv) {
     try {
       Result r = f(opts);
       r.name = n;
+      order.push_back(results.size());
       results.push_back(r);
       if (!json)
         std::printf("%-28s %12.4g %-6s  baseline %-28s %12.4g  ratio %.3f\n", n.c_str(), r.value, r.unit.c_str(),
                     r.baseline.c_str(), r.baseline_value, r.ratio);
     } catch (const Skipped& e) {
       // A benchmark asked for by its whole name must run: not being able to is a failure then.
-      if (std::find(names.begin(), names.end(), n) != names.end()) {
+      // The JSON says so too: {"name": N, "skipped": REASON} or {"name": N, "failed": REASON}.
+      const bool by_name = std::find(names.begin(), names.end(), n) != names.end();
+      if (by_name) {
         ++failures;
         std::cerr << n << ": failed (asked for by name): " << mr::printable(e.what()) << "\n";
       } else {
         std::cerr << n << ": skipped: " << mr::printable(e.what()) << "\n";
       }
+      order.push_back(1000000 + not_run.size());
+      not_run.emplace_back(n, std::string(by_name ? "\"failed\": " : "\"skipped\": ") + mr::json_quote(e.what()));
     } catch (const std::exception& e) {
       ++failures;
       std::cerr << n << ": failed: " << mr::printable(e.what()) << "\n";
+      order.push_back(1000000 + not_run.size());
+      not_run.emplace_back(n, "\"failed\": " + mr::json_quote(e.what()));
     }
   }
   guard.restore();
   if (json) {
     std::cout << "[";
-    for (size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      std::cout << (i ? ",\n " : "\n ") << "{\"name\": " << mr::json_quote(r.name) << ", \"value\": " << mr::Value(r.value).json()
+    for (size_t i = 0; i < order.size(); ++i) {
+      std::cout << (i ? ",\n " : "\n ");
+      if (order[i] >= 1000000) {
+        const auto& [n, fields] = not_run[order[i] - 1000000];
+        std::cout << "{\"name\": " << mr::json_quote(n) << ", " << fields << "}";
+        continue;
+      }
+      const auto& r = results[order[i]];
+      std::cout << "{\"name\": " << mr::json_quote(r.name) << ", \"value\": " << mr::Value(r.value).json()
                 << ", \"unit\": " << mr::json_quote(r.unit) << ", \"baseline\": " << mr::json_quote(r.baseline)
                 << ", \"baseline_value\": " << mr::Value(r.baseline_value).json() << ", \"ratio\": " << mr::Value(r.ratio).json()
                 << "}";

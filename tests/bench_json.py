@@ -37,6 +37,19 @@ def main():
     rc, doc = run([bench, "--json", "no.such.benchmark"])
     if rc != 2 or not isinstance(doc, dict) or "no.such.benchmark" not in doc.get("error", ""):
         sys.exit(f"FAIL: an unknown benchmark should exit 2 with a JSON error document, got exit {rc}: {doc!r}")
+    # A benchmark that cannot run here (the gpu.* ones without a GPU) is an entry with the reason: skipped when
+    # asked for by a prefix, failed (exit 1) when asked for by its whole name. On a GPU machine they run.
+    rc, doc = run([bench, "--json", "--quick", "gpu."])
+    if not isinstance(doc, list) or not doc or not all(r.get("name", "").startswith("gpu.") for r in doc):
+        sys.exit(f"FAIL: gpu. should give one entry per gpu.* benchmark, got exit {rc}: {doc!r}")
+    for r in doc:
+        if "skipped" in r and (rc != 0 or not r["skipped"]):
+            sys.exit(f"FAIL: a skipped benchmark needs its reason and exit 0, got exit {rc}: {r!r}")
+    if any("skipped" in r for r in doc):
+        name = doc[0]["name"]
+        rc, one = run([bench, "--json", "--quick", name])
+        if rc != 1 or len(one) != 1 or not one[0].get("failed"):
+            sys.exit(f"FAIL: {name} asked for by name where it cannot run: exit 1 and a failed entry, got {rc}: {one!r}")
     for flag in ("--help", "-h"):  # the usage, exit 0 (was "unrecognised option", exit 2)
         h = subprocess.run([bench, flag], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
         if h.returncode != 0 or b"--quick" not in h.stdout:

@@ -46,7 +46,7 @@ int report_usage_error(const std::vector<std::string>& args, const std::string& 
                        const std::vector<std::string>& flags, const std::string& where, const std::string& rule) {
   print_error(std::cerr, message);
   if (wants_json(args)) {
-    Diagnostic d{Diagnostic::Level::Error, rule, message, flags, where, kStageParse};
+    Diagnostic d{Diagnostic::Level::Error, rule, message, flags, where, usage_stage(rule)};
     std::cout << failure_json(2, {d}) << "\n";
   }
   return 2;
@@ -58,7 +58,8 @@ void print_command_usage(std::ostream& os, const std::string& cmd) {
           "                          FILE...\n\n"
           "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
           "prints one result per file as soon as it is known. Exit 0: every file valid; 1: a rule failed; 2: a file\n"
-          "could not be read or parsed. `megatron-run help` lists the config and target options.\n";
+          "could not be read or parsed. --quiet: errors only (no warnings), and no summary line when every file\n"
+          "is valid. `megatron-run help` lists the config and target options.\n";
   } else if (cmd == "schema") {
     os << "usage: megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n\n"
           "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n"
@@ -114,7 +115,9 @@ void print_usage(std::ostream& os) {
         "                 --no-python CMD ARGS...  CMD as a command rather than a script\n"
         "                 -m MODULE ARGS...        python3 -u -m MODULE ($PYTHON_EXEC)\n"
         "               --no-append-args: the program gets only its own ARGS\n"
-        "  megatron-run --help          every Megatron flag, grouped\n\n"
+        "  megatron-run --help          every Megatron flag, grouped\n"
+        "  megatron-run help [COMMAND]  this usage, or a command's (as COMMAND --help)\n"
+        "  megatron-run --version       megatron-run's version\n\n"
         "config options:\n"
         "  --config FILE                YAML/JSON arguments (repeatable; later files and then the command line win)\n"
         "  --allow-unset-env            keep ${VAR} literal when VAR is unset instead of failing\n"

@@ -42,7 +42,7 @@ Diagnostic parse_warning(const std::string& w, const std::string& file) {
 
 void CheckOptions::add_to(po::options_description& desc) {
   common.add_to(desc);
-  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors");
+  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors (no warnings; no summary when every file is valid)");
 }
 
 int cmd_check(const std::vector<std::string>& args) {
@@ -57,7 +57,7 @@ int cmd_check(const std::vector<std::string>& args) {
   files.reserve(split.rest.size());
   for (Token& t : split.rest) {
     if (!t.text.empty() && t.text[0] == '-' && t.text.size() > 1)
-      throw UsageError("check: unknown option " + t.text + " (see `megatron-run help`)", {t.text});
+      throw UsageError("check: unrecognized arguments: " + t.text + " (see `megatron-run help check`)", {t.text});
     files.push_back(std::move(t.text));
   }
   std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
@@ -89,7 +89,7 @@ int cmd_check(const std::vector<std::string>& args) {
     } catch (const UsageError& e) {
       // An unreadable, malformed or refused file fails that file only.
       r.exit = 2;
-      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, e.rule(), e.what(), e.flags, e.where, kStageParse});
+      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, e.rule(), e.what(), e.flags, e.where, usage_stage(e.rule())});
     } catch (const std::exception& e) {
       // A bug of ours on one file: reported for that file (exit 3 for the run), the other files still checked
       // and the JSON document still complete.
@@ -125,7 +125,7 @@ int cmd_check(const std::vector<std::string>& args) {
   }
   if (json) {
     std::cout << "\n]\n";
-  } else {
+  } else if (!quiet || bad > 0) {  // --quiet: nothing at all when every file is valid
     std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
   }
   return internal ? 3 : worst;

@@ -2,8 +2,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <new>
@@ -13,8 +16,35 @@
 #include "cli.h"
 #include "config/parse/argparse.h"
 #include "config/print.h"
+#include "util/text.h"
 
 namespace {
+
+const std::vector<std::string> kCommands = {"check", "schema", "rules", "topology", "params", "schedule", "help"};
+
+bool is_command(const std::string& w) { return w != "help" && std::count(kCommands.begin(), kCommands.end(), w) > 0; }
+
+// " (did you mean check?)" for a near miss of a command name, else "".
+std::string suggestion(const std::string& w) {
+  const std::vector<std::string> near = mr::closest_words(w, kCommands, w.size() <= 4 ? 1 : 2);
+  return near.empty() ? "" : " (did you mean " + near.front() + "?)";
+}
+
+// Whether `w` is something megatron-run could launch: an existing path, or a command on PATH.
+bool names_a_program(const std::string& w) {
+  std::error_code ec;
+  if (std::filesystem::exists(w, ec)) return true;
+  if (w.find('/') != std::string::npos) return false;
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "";
+  for (size_t start = 0;;) {
+    const size_t colon = p.find(':', start);
+    const std::string dir = p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (std::filesystem::exists((dir.empty() ? "." : dir) + "/" + w, ec)) return true;
+    if (colon == std::string::npos) return false;
+    start = colon + 1;
+  }
+}
 
 // -h or --help among a command's own words (before any "--").
 bool asks_help(const std::vector<std::string>& words) {
@@ -68,13 +98,39 @@ int run(std::vector<std::string>& args) {
       if (cmd == "params") return mr::app::cmd_params(rest);
       if (cmd == "schedule") return mr::app::cmd_schedule(rest);
       if (cmd == "help") {
-        mr::app::print_usage(std::cout);
-        return 0;
+        if (rest.empty()) {
+          mr::app::print_usage(std::cout);
+          return 0;
+        }
+        if (is_command(rest.front())) {
+          mr::app::print_command_usage(std::cout, rest.front());
+          return 0;
+        }
+        throw mr::UsageError("help: unknown command '" + rest.front() + "'" + suggestion(rest.front()) +
+                             " (commands: check, schema, rules, topology, params, schedule)");
       }
+      // A word that is a near miss of a command and names no file or program: a typo, not a script to launch.
+      if (!cmd.empty() && cmd[0] != '-' && !suggestion(cmd).empty() && !names_a_program(cmd))
+        throw mr::UsageError("unknown command '" + cmd + "'" + suggestion(cmd) +
+                             "; a program to launch would be a file or a command on PATH, and there is none of that "
+                             "name");
     }
     return mr::app::cmd_run(args);
   } catch (const mr::UsageError& e) {
     return mr::app::report_usage_error(args, e.what(), e.flags, e.where, e.rule());
+  } catch (const boost::program_options::unknown_option& e) {  // argparse's words, as for Megatron's flags
+    return mr::app::report_usage_error(args, "unrecognized arguments: " + e.get_option_name(), {e.get_option_name()});
+  } catch (const boost::program_options::too_many_positional_options_error&) {
+    return mr::app::report_usage_error(args, "unrecognized arguments: this command takes no positional words"
+                                             " (see `megatron-run help " + (args.empty() ? std::string() : args.front()) + "`)");
+  } catch (const boost::program_options::invalid_option_value& e) {
+    // "the argument ('abc') for option '--world-size' is invalid" -> argparse's "argument --world-size: invalid
+    // value: 'abc'".
+    const std::string w = e.what();
+    const size_t a = w.find("('"), b = w.find("')");
+    const std::string value = a != std::string::npos && b != std::string::npos && b > a ? w.substr(a + 2, b - a - 2) : "";
+    return mr::app::report_usage_error(args, "argument " + e.get_option_name() + ": invalid value: '" + value + "'",
+                                       {e.get_option_name()});
   } catch (const boost::program_options::error& e) {
     return mr::app::report_usage_error(args, e.what());
   } catch (const std::bad_alloc&) {

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mr {
@@ -29,6 +30,8 @@ inline constexpr const char* kStageValidateArgs = "validate_args";  // Megatron'
 inline constexpr const char* kStageSanity = "sanity";               // megatron-run's: values no job can run with
 inline constexpr const char* kStageParse = "parse";                 // usage errors (no rule; exit 2)
 inline constexpr const char* kStageInput = "input";                 // bad input refused with an id (exit 2)
+// The stage of a usage error (exit 2) with rule id `rule`: "input" for the input.* ids, else "parse".
+inline const char* usage_stage(std::string_view rule) { return rule.rfind("input.", 0) == 0 ? kStageInput : kStageParse; }
 // What Megatron would refuse at initialisation: a validation stage (rules `init.*`, MR_INIT_RULE in
 // config/validate/init.h: the model's construction), then the process-group layout the launcher checks
 // (init.process-groups; `topology`, `params`).

@@ -1,4 +1,5 @@
 #include "config/schema.h"
+#include "util/text.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -65,24 +66,6 @@ std::vector<std::string> split_flags(const char* s) {
   return out;
 }
 
-// Levenshtein distance, giving up (returning a large value) once every path exceeds `limit`.
-size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
-  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
-  size_t prev[128], cur[128];
-  if (b.size() >= 128) return limit + 1;
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    size_t row_min = cur[0];
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      row_min = std::min(row_min, cur[j]);
-    }
-    if (row_min > limit) return limit + 1;
-    std::copy(cur, cur + b.size() + 1, prev);
-  }
-  return prev[b.size()];
-}
 }  // namespace
 
 Schema::Schema(const ArgSpec* begin, const ArgSpec* end) {

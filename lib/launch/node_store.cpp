@@ -324,11 +324,13 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
       if (err == 0) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        timeval tv{static_cast<time_t>(io_timeout.count() / 1000),
-                   static_cast<suseconds_t>(io_timeout.count() % 1000 * 1000)};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         fd_ = fd;
+        io_timeout_ = io_timeout;
+        // The first reply within what the deadline leaves (at least 1 s), not a whole io_timeout: a service that
+        // accepts and never answers fails the join in time.
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        first_wait_ = std::clamp(left, std::chrono::milliseconds(1000), std::max(io_timeout, std::chrono::milliseconds(1000)));
+        set_timeout(std::min(*first_wait_, io_timeout));
         return;
       }
       if (fd >= 0) close(fd);
@@ -345,6 +347,12 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
 
 std::string NodeStoreClient::where() const { return join_host_port(host_, port_); }
 
+void NodeStoreClient::set_timeout(std::chrono::milliseconds t) {
+  timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>(t.count() % 1000 * 1000)};
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
 NodeStoreClient::~NodeStoreClient() {
   if (fd_ >= 0) close(fd_);
 }
@@ -358,17 +366,24 @@ std::string NodeStoreClient::request(const std::string& line) {
     ssize_t r = recv(fd_, buf, sizeof buf, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
-      const std::string why = r == 0 ? "it closed the connection"
-                              : (errno == EAGAIN || errno == EWOULDBLOCK) ? "no answer in time"
-                                                                         : errno_text();
+      const bool silent = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      const std::string why = r == 0 ? "it closed the connection" : silent ? "no answer in time" : errno_text();
       close(fd_);
       fd_ = -1;
+      if (first_wait_ && silent)  // it never answered: not a store that was lost, a service that is not one
+        throw StoreError("the service at " + where() + " accepted the connection but did not answer in " +
+                         std::to_string(first_wait_->count() / 1000) + " s: not a megatron-run launchers' store "
+                         "(is --rdzv-endpoint / --master-port another service's?)");
       throw StoreError("lost the launchers' store at " + where() + " (" + why + ")");
     }
     buffered_.append(buf, static_cast<size_t>(r));
   }
   std::string reply = buffered_.substr(0, nl);
   buffered_.erase(0, nl + 1);
+  if (first_wait_) {  // the store answers: from now on each request has the whole io_timeout
+    first_wait_.reset();
+    set_timeout(io_timeout_);
+  }
   if (reply.rfind("E ", 0) == 0) throw StoreError(reply.substr(2));
   if (reply == "N") throw std::out_of_range("not set");
   if (reply == "V") return "";

@@ -68,7 +68,8 @@ int bind_every_interface(int port);
 // The local port a bound socket has.
 int bound_port(int fd);
 
-// One launcher's connection to the store. Every request waits at most `io_timeout` for its reply.
+// One launcher's connection to the store. Every request waits at most `io_timeout` for its reply; until the store's
+// first reply, at most until the connect deadline (a service that accepts and never answers is not the store).
 class NodeStoreClient {
  public:
   // Connects to host:port, trying each of the host's addresses (IPv6 and IPv4) in the resolver's order, again
@@ -89,9 +90,12 @@ class NodeStoreClient {
 
  private:
   std::string request(const std::string& line);  // the reply's payload after "V"/"V "; throws on E or I/O
+  void set_timeout(std::chrono::milliseconds t);
   int fd_ = -1;
   std::string host_, buffered_;
   int port_ = 0;
+  std::chrono::milliseconds io_timeout_{0};
+  std::optional<std::chrono::milliseconds> first_wait_;  // until the first reply: the time the deadline left
 };
 
 }  // namespace mr::launch

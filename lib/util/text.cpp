@@ -1,5 +1,6 @@
 #include "util/text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -109,6 +110,34 @@ std::string trim(std::string_view s) {
   constexpr const char* kSpace = " \t\r\n\v\f";  // Python's str.strip() for ASCII (torchrun strips its options so)
   const size_t b = s.find_first_not_of(kSpace), e = s.find_last_not_of(kSpace);
   return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
+  size_t prev[128], cur[128];
+  if (b.size() >= 128) return limit + 1;
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    size_t row_min = cur[0];
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row_min = std::min(row_min, cur[j]);
+    }
+    if (row_min > limit) return limit + 1;
+    std::copy(cur, cur + b.size() + 1, prev);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> closest_words(std::string_view word, const std::vector<std::string>& known, size_t limit) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const std::string& k : known)
+    if (const size_t d = edit_distance(word, k, limit); d > 0 && d <= limit) scored.emplace_back(d, k);
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (auto& [d, k] : scored) out.push_back(std::move(k));
+  return out;
 }
 
 }  // namespace mr

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mr {
 
@@ -37,5 +38,10 @@ std::string format_number(double x);
 
 // `s` without the white space at either end (space, tab, CR, LF, VT, FF: what Python's strip() takes in ASCII).
 std::string trim(std::string_view s);
+
+// Levenshtein distance of a and b, or limit + 1 once it is known to exceed `limit` (and for b of 128 bytes or more).
+size_t edit_distance(std::string_view a, std::string_view b, size_t limit);
+// The words of `known` within `limit` edits of `word` (not `word` itself), closest first: "did you mean" candidates.
+std::vector<std::string> closest_words(std::string_view word, const std::vector<std::string>& known, size_t limit = 2);
 
 }  // namespace mr

@@ -424,6 +424,22 @@ TEST_CASE("no arguments prints the usage; -h/--help work after every command", "
       CHECK(r.out.find("usage") != std::string::npos);
     }
   CHECK(sh("check --help").out.find("megatron-run check") != std::string::npos);
+  // `help COMMAND` is COMMAND --help; an unknown one, or a near miss of a command, is named with the right word.
+  CHECK(sh("help check").out == sh("check --help").out);
+  CHECK(sh("help schedule").out.find("usage: megatron-run schedule") != std::string::npos);
+  auto bad = sh("help chek");
+  CHECK(bad.exit == 2);
+  CHECK(bad.out.find("help: unknown command 'chek' (did you mean check?)") != std::string::npos);
+  auto typo = sh("chek " + kDefault);
+  CHECK(typo.exit == 2);
+  CHECK(typo.out.find("unknown command 'chek' (did you mean check?)") != std::string::npos);
+  CHECK(sh("topolgy --world-size 1 --config " + kDefault).out.find("did you mean topology?") != std::string::npos);
+  CHECK(sh("--version").out.find("megatron-run") != std::string::npos);
+  CHECK(none.out.find("--version") != std::string::npos);
+  // check --quiet: nothing at all for valid files.
+  auto quiet = sh("check --quiet " + kDefault);
+  CHECK(quiet.exit == 0);
+  CHECK(quiet.out.empty());
   // A program's own -h is the program's: megatron-run only validates and passes it on.
   auto prog = sh("--dry-run --format argv --num-layers 2 -- prog -h");
   CHECK(prog.exit == 0);

@@ -184,6 +184,7 @@ TEST_CASE("topology: huge world sizes and parallel sizes are errors, not wrapped
   CHECK_FALSE(key(doc, "ok")->as_bool());
   const mr::Value& d = key(doc, "diagnostics")->as_list().at(0);
   CHECK(key(d, "rule")->as_str() == "input.layout-ranks");
+  CHECK(key(d, "stage")->as_str() == "input");  // an input.* refusal's stage, not "parse"
   auto ok = mrtest::megatron_run("topology --format json --world-size 8 --global-batch-size 8" + kModel);
   CHECK(ok.exit == 0);
   CHECK(key(mr::Value::parse_json(ok.out), "world_size")->as_int() == 8);

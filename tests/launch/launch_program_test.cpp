@@ -193,8 +193,8 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   Proc np = sh("PET_NO_PYTHON=1 " + kBin + " --config " + kConfig + " --no-append-args /bin/echo as-command");
   CHECK(np.exit == 0);
   CHECK(np.out == "as-command\n");
-  Proc off = sh("PET_NO_PYTHON=0 PYTHON_EXEC=/bin/echo " + kBin + " --config " + kConfig + " --no-append-args x.py");
-  CHECK(off.out == "-u x.py\n");  // not on: the script runs under PYTHON_EXEC
+  Proc off = sh("PET_NO_PYTHON=0 PYTHON_EXEC=/bin/echo " + kBin + " --config " + kConfig + " --no-append-args " + kProbe);
+  CHECK(off.out == "-u " + kProbe + "\n");  // not on: the script runs under PYTHON_EXEC
   Proc mod = sh("PET_MODULE=1 PYTHON_EXEC=/bin/echo " + kBin + " --config " + kConfig + " --no-append-args platform");
   CHECK(mod.out == "-u -m platform\n");
   Proc rp = sh("PET_RUN_PATH=1 " + kBin + " --config " + kConfig + " --no-append-args -- /bin/true");

@@ -174,4 +174,21 @@ TEST_CASE("node store: another service on the port is named, not taken for the s
     server.join();
     close(fd);
   }
+  // A service that accepts and never answers: the first request fails within what the join deadline leaves (here
+  // 2 s), naming a silent service, not after the 30 s io timeout as "lost".
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  REQUIRE(listen(fd, 4) == 0);  // the kernel accepts; nobody reads
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  NodeStoreClient client("127.0.0.1", ntohs(sa.sin_port), t0 + 2s, 30000ms);
+  CHECK_THROWS_WITH(client.add("joined", 1), Catch::Contains("accepted the connection but did not answer in ") &&
+                                                  Catch::Contains("not a megatron-run launchers' store"));
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  close(fd);
 }

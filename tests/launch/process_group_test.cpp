@@ -26,6 +26,7 @@ pid_t leader_with_grandchild(int code, pid_t& grandchild, int seconds = 30) {
   REQUIRE(leader >= 0);
   if (leader == 0) {
     setpgid(0, 0);
+    signal(-code > 0 ? -code : SIGTERM, SIG_DFL);  // not the test framework's handler: the signal's own end
     const pid_t g = fork();
     if (g == 0) {
       sleep(static_cast<unsigned>(seconds));
