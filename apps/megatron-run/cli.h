@@ -24,7 +24,7 @@ struct CommonOptions {
   std::string env_placeholder;  // unset ${VAR} -> DIR/VAR
   std::string log_level = "warning";
   std::string target_env_file, gpu_arch;
-  std::optional<std::string> te_version, torch_version, flashinfer_version;  // given ("" too: refused)
+  std::optional<std::string> te_version, torch_version, flashinfer_version;  // given ("" or none: not installed)
   std::optional<long long> world_size;
 
   // `formats`: the description of --format, its choices as "a|b|c" (shell completion offers them).

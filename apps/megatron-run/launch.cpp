@@ -148,14 +148,13 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   }
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
   std::unique_ptr<launch::NodeGroup> group;
-  // A stop signal while the launchers wait for each other (meeting, or between attempts) is said, not silent.
-  std::optional<launch::WaitingSignalNotice> waiting_notice;
   if (lo.multi_node()) {
-    waiting_notice.emplace();
     launch::RendezvousOptions ro = rendezvous_options(lo);
     so.master_port = ro.master_port;
     if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;
     try {
+      // A stop signal while the launchers meet is said, not silent.
+      launch::WaitingSignalNotice waiting;
       group = std::make_unique<launch::NodeGroup>(ro);
     } catch (const launch::RendezvousError& e) {
       print_error(std::cerr, std::string("rendezvous: ") + e.what());
@@ -183,7 +182,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     if (group) group->local_failure(2, "node " + std::to_string(so.node_rank) + " could not start its workers: " + e.what());
     code = 2;
   }
-  if (group) code = group->finish(code);
+  if (group) {
+    launch::WaitingSignalNotice waiting;  // node 0 waits for the others to say goodbye
+    code = group->finish(code);
+  }
   return code;
 }
 

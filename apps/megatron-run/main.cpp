@@ -98,7 +98,7 @@ int run(std::vector<std::string>& args) {
       if (cmd == "params") return mr::app::cmd_params(rest);
       if (cmd == "schedule") return mr::app::cmd_schedule(rest);
       if (cmd == "help") {
-        if (rest.empty()) {
+        if (rest.empty() || rest.front() == "help" || rest.front() == "--help") {
           mr::app::print_usage(std::cout);
           return 0;
         }

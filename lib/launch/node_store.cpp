@@ -372,8 +372,9 @@ std::string NodeStoreClient::request(const std::string& line) {
       fd_ = -1;
       if (first_wait_ && silent)  // it never answered: not a store that was lost, a service that is not one
         throw StoreError("the service at " + where() + " accepted the connection but did not answer in " +
-                         std::to_string(first_wait_->count() / 1000) + " s: not a megatron-run launchers' store "
-                         "(is --rdzv-endpoint / --master-port another service's?)");
+                         format_number(static_cast<double>(first_wait_->count()) / 1000.0) +
+                         " s: another service on that port (is --rdzv-endpoint / --master-port another service's?), "
+                         "or a launchers' store whose launcher is stopped");
       throw StoreError("lost the launchers' store at " + where() + " (" + why + ")");
     }
     buffered_.append(buf, static_cast<size_t>(r));

@@ -122,10 +122,11 @@ std::string virtual_local_device(int local_rank);
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
 int free_port();
 
-// While alive (the launchers meeting, or waiting for each other between attempts, when no worker runs): SIGINT,
+// While alive (the launchers meeting, or node 0 waiting for the others at the end; no worker runs): SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT print "megatron-run: received signal N (NAME) while waiting for the other nodes;
-// exiting" on stderr, then end the process as the signal does (the other nodes see this launcher gone). The
-// dispositions it replaced come back with its end. One at a time per process.
+// exiting" on stderr, then end the process as the signal does (the other nodes see this launcher gone). A signal
+// ignored before (nohup's SIGHUP) stays ignored. The dispositions it replaced come back with its end. One at a time
+// per process.
 class WaitingSignalNotice {
  public:
   WaitingSignalNotice();

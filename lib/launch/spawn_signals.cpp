@@ -96,7 +96,10 @@ WaitingSignalNotice::WaitingSignalNotice() {
   sa.sa_handler = on_wait_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int i = 0; i < 4; ++i) sigaction(kWaitStops[i], &sa, &old_[i]);
+  for (int i = 0; i < 4; ++i) {
+    sigaction(kWaitStops[i], &sa, &old_[i]);
+    if (old_[i].sa_handler == SIG_IGN) sigaction(kWaitStops[i], &old_[i], nullptr);  // nohup's SIGHUP stays ignored
+  }
 }
 
 WaitingSignalNotice::~WaitingSignalNotice() {

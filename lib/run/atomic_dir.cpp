@@ -117,11 +117,12 @@ std::string probe_writable(const std::string& path, const std::string& probe_nam
   return reason;
 }
 
-DirLock::DirLock(const std::string& dir, const std::string& name, std::string& error) {
+DirLock::DirLock(const std::string& dir, const std::string& name, std::string& busy, std::string& unlockable) {
   const std::string path = dir + "/" + name;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // another user's lock file: flock needs no write
   if (fd_ < 0) {
-    error = path + ": cannot open: " + std::strerror(errno);
+    unlockable = path + ": cannot open: " + std::strerror(errno);
     return;
   }
   int rc;
@@ -131,7 +132,8 @@ DirLock::DirLock(const std::string& dir, const std::string& name, std::string& e
   const int e = errno;
   ::close(fd_);
   fd_ = -1;
-  error = e == EWOULDBLOCK ? "another process holds " + path : path + ": cannot lock: " + std::strerror(e);
+  if (e == EWOULDBLOCK) busy = "another process holds " + path;
+  else unlockable = path + ": cannot lock: " + std::strerror(e);
 }
 
 DirLock::~DirLock() {

@@ -22,11 +22,11 @@ void remove_tree(const std::string& path);
 // that works, else the reason.
 std::string probe_writable(const std::string& path, const std::string& probe_name);
 // Holds an exclusive lock (flock) on `dir`/`name` (made if needed) until destroyed: one writer of a checkpoint
-// directory at a time. `error` is "" when it holds the lock, else why not ("another process holds it" for a lock
-// held elsewhere).
+// directory at a time. `busy` says who holds it when another process does; `unlockable` says why no lock could be
+// taken at all (a file system without flock, a lock file of another user): then nothing is held.
 class DirLock {
  public:
-  DirLock(const std::string& dir, const std::string& name, std::string& error);
+  DirLock(const std::string& dir, const std::string& name, std::string& busy, std::string& unlockable);
   ~DirLock();
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -247,8 +248,11 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                                 " (checked before training starts)");
     // Two runs saving to one directory would swap each other's files in (the temporary iter_N.tmp is shared):
     // the directory is this run's while it runs.
-    std::string busy;
-    if (rank0) save_lock_ = std::make_unique<DirLock>(*a.save, ".megatron-run.lock", busy);
+    std::string busy, unlockable;
+    if (rank0) save_lock_ = std::make_unique<DirLock>(*a.save, ".megatron-run.lock", busy, unlockable);
+    if (!unlockable.empty())  // a file system without flock: the save works, only the guard is missing
+      log_ << prefix_ << "warning: --save " << *a.save << ": no lock against another run saving there too ("
+           << unlockable << ")" << std::endl;
     const Verdict b = verdict(c, busy);
     if (b.rank >= 0)
       throw CheckpointError(kCkptSaveBusy, "--save " + *a.save + ": another run is saving to this directory (" +
@@ -323,7 +327,7 @@ Progress Checkpointer::load() {
         }
       // Megatron's check_checkpoint_args on every load but a fine-tune: the arguments that fix the model must be
       // the checkpoint's (another head count leaves every shape the same).
-      if (!finetune) {
+      if (!a.finetune) {  // Megatron skips it for --finetune only (a release checkpoint is checked too)
         std::vector<ArgId> fixed = {ArgId::num_layers, ArgId::hidden_size, ArgId::num_attention_heads,
                                     ArgId::add_position_embedding};
         if (a.vocab_file)
@@ -394,7 +398,7 @@ Progress Checkpointer::load() {
           // A scale no scaler can reach (the scaler keeps it finite and at least --min-loss-scale): every
           // iteration after the load would be skipped, or the gradients scaled by a negative number.
           const double sv = s->as_float();
-          if (!std::isfinite(sv) || sv <= 0 || !std::isfinite(static_cast<float>(sv)) || g->as_int() < 0 || h->as_int() < 0)
+          if (!std::isfinite(sv) || sv <= 0 || sv > std::numeric_limits<float>::max() || g->as_int() < 0 || h->as_int() < 0)
             throw CheckpointError(kCkptCorrupt, path + ": grad_scaler holds scale " + s->py_str() + ", growth_tracker " +
                                                     g->py_str() + ", hysteresis_tracker " + h->py_str() +
                                                     " (the scale must be a positive finite float32, the trackers 0 or more)");
@@ -556,6 +560,12 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       was = read_tracker(tracker_path(base));
     } catch (const std::exception&) {
     }
+    if (was && !was->release && was->iteration == p.iteration)  // renamed into place; only the last fsync failed
+      throw CheckpointError(kCkptSaveFailed,
+                            "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                                " was written to " + final_dir + " and the tracker names it, but making the "
+                                "tracker's update durable failed (" + (tracker_err.empty() ? v.error : tracker_err) +
+                                "); a power loss now could leave the tracker on the previous checkpoint");
     throw CheckpointError(kCkptSaveFailed,
                           "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
                               " was written to " + final_dir + ", but the tracker " + tracker_path(base) +

@@ -483,14 +483,19 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
 TEST_CASE("a stop signal to one node's launcher ends the job on every node, named as that node's stop",
           "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
+  const fs::path started = fs::temp_directory_path() / ("mr-node1-started-" + std::to_string(getpid()));
+  fs::remove(started);
+  // Both workers sleep 30 s; node 1's leaves a marker first, and its launcher gets SIGTERM once that worker runs.
   const std::string prog = "--no-append-args --no-python sleep 30";
+  const std::string prog1 = "--no-append-args --no-python sh -c ': > " + started.string() + "; exec sleep 30'";
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node1-term-" + std::to_string(getpid()));
-  // Node 1's launcher gets SIGTERM two seconds after it started (both nodes' workers sleep 30 s).
   const std::string node1 = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
-                            " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog + "\"";
+                            " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog1 + "\"";
   Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog, node1,
-                       "sh -c 'sleep 2; kill -TERM $(cat " + pidfile.string() + ")'"});
+                       "sh -c 'while [ ! -e " + started.string() + " ]; do sleep 0.05; done; sleep 0.5; kill -TERM $(cat " +
+                           pidfile.string() + ")'"});
   fs::remove(pidfile);
+  fs::remove(started);
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[1].exit == 143);
   CHECK(r.nodes[0].exit == 143);

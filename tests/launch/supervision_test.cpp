@@ -182,7 +182,10 @@ TEST_CASE("what a worker leaves running in its process group is stopped when the
   TempDir dir;
   // One that ignores SIGTERM is killed after --term-timeout.
   const fs::path stubborn = dir.path / "stubborn.sh";
-  std::ofstream(stubborn) << "sh -c 'trap \"\" TERM; sleep 61' &\nsleep 0.3\n";
+  const fs::path ready = dir.path / "trapped";
+  // The worker exits once its child has set the trap (a marker file), not after a guessed delay.
+  std::ofstream(stubborn) << "sh -c 'trap \"\" TERM; : > " << ready.string() << "; sleep 61' &\n"
+                          << "while [ ! -e " << ready.string() << " ]; do sleep 0.05; done\n";
   Proc k = sh(kBin + " --nproc-per-node 1 --config " + kConfig + " --term-timeout 1 --no-append-args -- /bin/sh " +
               stubborn.string());
   INFO(k.out);
@@ -191,7 +194,8 @@ TEST_CASE("what a worker leaves running in its process group is stopped when the
                    "pid "));
   // One that left the group (setsid) is not the launcher's to stop: the launcher does not wait for its output.
   Proc t = sh(kBin + " --nproc-per-node 1 --config " + kConfig + " --log-dir " + dir.path.string() +
-              " --tee 3 --no-append-args -- /bin/sh -c 'setsid sleep 3 & echo started; sleep 0.3'");
+              " --tee 3 --no-append-args -- /bin/sh -c 'setsid sh -c \": > " + (dir.path / "own").string() +
+              "; sleep 3\" & echo started; while [ ! -e " + (dir.path / "own").string() + " ]; do sleep 0.05; done'");
   INFO(t.out);
   CHECK(t.exit == 0);
   CHECK(has(t.out, "started"));
