@@ -488,7 +488,7 @@ std::optional<Placement> NodeGroup::next_attempt() {
   // "CODE WHAT") ends the job, with its code and its words on every node.
   auto finished_elsewhere = [&](const std::optional<std::string>& recorded) {
     const PeerFailure f = parse_failure(recorded && !recorded->empty() ? *recorded : "1 a worker failed");
-    return cannot(parse_failure(client_->set_first("fail", std::to_string(f.code) + " " + f.message +
+    return cannot(parse_failure(client_->set_first("fail", std::to_string(f.code == 0 ? 1 : f.code) + " " + f.message +
                                                                "; no restart: a node's workers had finished "
                                                                "(every node's workers restart together)"))
                       .message);
@@ -498,8 +498,12 @@ std::optional<Placement> NodeGroup::next_attempt() {
       std::optional<std::string> v = client_->get(round_key("next"));
       if (!v) return cannot("no restart was recorded for round " + std::to_string(round_));
       if (std::optional<PeerFailure> f = read_failure()) return cannot(f->message);
-      if (client_->add(round_key("done"), 0) > 0)
+      if (client_->add(round_key("done"), 0) > 0) {
+        if (!parse_round_end(*v).counted)  // a round to take in more nodes, not a failure: no root cause to name
+          return give_up("a node's workers finished while the job restarted to take in more nodes; the job cannot "
+                         "restart its workers on every node");
         return finished_elsewhere(v->size() > 2 ? std::optional<std::string>(v->substr(2)) : std::nullopt);
+      }
       ++round_;  // join_rounds counts the restarts used up from the store
       if (!join_rounds()) {
         std::cerr << "megatron-run: the job ended while this node waited as a spare\n";

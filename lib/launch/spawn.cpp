@@ -105,7 +105,7 @@ int spawn_workers(const SpawnOptions& o) {
     }
     if (r.code == 0) return 0;
     if (!r.failed_first) return r.code;  // stopped by a signal: no restart
-    if (restarts < o.max_restarts) {
+    if (restarts < o.max_restarts && r.signal_received == 0) {  // a launcher told to stop does not restart
       const WorkerFailure& f = r.failures.front();
       std::cerr << "megatron-run: the worker group failed (attempt " << attempt + 1 << ": rank " << f.rank << " "
                 << describe_status(f.status) << "); " << o.max_restarts - restarts << "/" << o.max_restarts

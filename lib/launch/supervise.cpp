@@ -141,7 +141,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           workers.kill_all(b);
           if (stops_workers(b, o.handled_signals)) {
             // The other nodes learn why this node's workers stop (not as their failure), and stop theirs.
-            if (o.watch && !result.peer && result.failures.empty() && result.signal_received == 0)
+            // Also after a local failure with restarts left: a stopped launcher ends the job, no node restarts.
+            if (o.watch && !result.peer && result.signal_received == 0)
               o.watch->local_stop(128 + b, "node " + std::to_string(o.node_rank) + "'s launcher received signal " +
                                                std::to_string(b) + " (" + signal_name(b) + ")");
             result.signal_received = b;

@@ -57,6 +57,18 @@ TEST_CASE("--max-restarts: the failed group is stopped and started again with th
   CHECK(none.exit == 3);
   CHECK(has(none.out, "megatron-run: the job failed\n"));
   CHECK_FALSE(has(none.out, "restarting"));
+  // A stop signal to the launcher while it stops a failed group (restarts left): no restart, the failure's code.
+  const fs::path trapped = t.path / "trapped";
+  const fs::path group = t.path / "group.sh";
+  std::ofstream(group) << "if [ \"$RANK\" = 0 ]; then trap '' TERM; : > " << trapped.string() << "; sleep 60; fi\n"
+                       << "while [ ! -e " << trapped.string() << " ]; do sleep 0.05; done; exit 3\n";
+  Proc stop = sh(kBin + " --config " + kConfig + " --nproc-per-node 2 --max-restarts 2 --term-timeout 5 "
+                 "--no-append-args -- /bin/sh " + group.string() + " 2>&1 & L=$!; "
+                 "while [ ! -e " + trapped.string() + " ]; do sleep 0.05; done; sleep 1; kill -TERM $L; wait $L");
+  INFO(stop.out);
+  CHECK(stop.exit == 3);
+  CHECK(has(stop.out, "received signal 15 (SIGTERM)"));
+  CHECK_FALSE(has(stop.out, "restarting the worker group"));
   // A configuration error is never retried: nothing starts.
   Proc bad = sh("FAULT=first-attempt " + kRun + "--nproc-per-node 2 --max-restarts 3 --tensor-model-parallel-size 4 " +
                 kFaults);
