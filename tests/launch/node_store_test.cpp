@@ -150,15 +150,9 @@ TEST_CASE("node store: another service on the port is named, not taken for the s
   for (const char* reply_text : {"HTTP/1.0 400 Bad Request\r\n", "ok\n", "\n"}) {
     const std::string reply = reply_text;
     INFO(reply);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0;
+    const int fd = mrtest::loopback_listener(port);
     REQUIRE(fd >= 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-    REQUIRE(listen(fd, 4) == 0);
-    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
     std::thread server([&] {
       int c = accept(fd, nullptr, nullptr);
       if (c < 0) return;
@@ -167,7 +161,7 @@ TEST_CASE("node store: another service on the port is named, not taken for the s
       std::this_thread::sleep_for(200ms);
       close(c);
     });
-    NodeStoreClient client("127.0.0.1", ntohs(sa.sin_port), std::chrono::steady_clock::now() + 5s, 5000ms);
+    NodeStoreClient client("127.0.0.1", port, std::chrono::steady_clock::now() + 5s, 5000ms);
     CHECK_THROWS_WITH(client.add("lost", 0),
                       Catch::Contains("is not a megatron-run launchers' store (it answered '") &&
                           Catch::Contains("--rdzv-endpoint"));
@@ -176,17 +170,11 @@ TEST_CASE("node store: another service on the port is named, not taken for the s
   }
   // A service that accepts and never answers: the first request fails within what the join deadline leaves (here
   // 2 s), naming a silent service, not after the 30 s io timeout as "lost".
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  const int fd = mrtest::loopback_listener(port);  // the kernel accepts; nobody reads
   REQUIRE(fd >= 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-  REQUIRE(listen(fd, 4) == 0);  // the kernel accepts; nobody reads
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
   const auto t0 = std::chrono::steady_clock::now();
-  NodeStoreClient client("127.0.0.1", ntohs(sa.sin_port), t0 + 2s, 30000ms);
+  NodeStoreClient client("127.0.0.1", port, t0 + 2s, 30000ms);
   CHECK_THROWS_WITH(client.add("joined", 1), Catch::Contains("accepted the connection but did not answer in ") &&
                                                   Catch::Contains("another service on that port"));
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);

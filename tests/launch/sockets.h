@@ -24,6 +24,23 @@ inline int free_port() {
   return ok ? ntohs(sa.sin_port) : 0;
 }
 
+// A TCP socket listening on 127.0.0.1 at a free port (set in `port`): the descriptor, or -1.
+inline int loopback_listener(int& port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(fd, 4) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  port = ntohs(sa.sin_port);
+  return fd;
+}
+
 // Whether `port` can be bound on every interface now.
 inline bool port_free(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
