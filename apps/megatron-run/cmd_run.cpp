@@ -286,7 +286,26 @@ int cmd_run(const std::vector<std::string>& args) {
                            opts.common.format != "argv0");
   };
   try {
-    return run_command(args, opts, tells_nodes);
+    try {
+      return run_command(args, opts, tells_nodes);
+    } catch (const UsageError& e) {
+      // Megatron's parser suggests Megatron's flags; a near miss of one of megatron-run's own options
+      // (--confg, --wrld-size, --nproc-per-nod) gets its suggestion too.
+      std::string own;
+      if (std::string_view(e.what()).find("unrecognized arguments:") != std::string_view::npos) {
+        po::options_description desc("megatron-run");
+        RunOptions probe;
+        probe.add_to(desc);
+        std::vector<std::string> names;
+        for (const auto& od : desc.options()) names.push_back("--" + od->long_name());
+        for (const std::string& f : e.flags)
+          if (f.rfind("--", 0) == 0)
+            if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
+              own += "\n  " + f + ": did you mean " + near.front() + " (megatron-run's own option)?";
+      }
+      if (own.empty()) throw;
+      throw UsageError(e.what() + own, e.flags, e.where, e.id);
+    }
   } catch (const UsageError& e) {
     if (!telling()) throw;
     return refuse(e.what(), report_usage_error(args, e.what(), e.flags, e.where, e.rule()));

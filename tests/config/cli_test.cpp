@@ -39,6 +39,11 @@ TEST_CASE("exit codes: 2 for usage errors, 1 for a failed rule", "[cli]") {
   CHECK(unknown.exit == 2);
   CHECK(unknown.out.find("unrecognized arguments: --num-layer 3") != std::string::npos);
   CHECK(unknown.out.find("did you mean --num-layers") != std::string::npos);
+  // A near miss of megatron-run's own option is suggested too.
+  auto own = sh("--dry-run --confg " + kDefault);
+  CHECK(own.exit == 2);
+  CHECK(own.out.find("--confg: did you mean --config (megatron-run's own option)?") != std::string::npos);
+  CHECK(sh("--dry-run --config " + kDefault + " --wrld-size 8").out.find("did you mean --world-size") != std::string::npos);
   auto bad_value = sh("--dry-run --config " + kDefault + " --hidden-size big");
   CHECK(bad_value.exit == 2);
   CHECK(bad_value.out.find("argument --hidden-size: invalid int value: 'big'") != std::string::npos);
@@ -69,6 +74,27 @@ TEST_CASE("--world-size that disagrees with --nnodes x --nproc-per-node is refus
   CHECK(r.out.find("argument --world-size: 8 is not the job's 4 ranks (--nnodes 2 x --nproc-per-node 2)") !=
         std::string::npos);
   CHECK(sh("--dry-run --nnodes 2 --nproc-per-node 2 --world-size 4 --config " + kDefault).exit == 0);
+}
+
+TEST_CASE("a config file's mistakes are reported at once, each with its line (both layouts)", "[cli]") {
+  const std::string plain = tmp_file("types.yaml", "--num-layers: two\n--hidden-size: 256.5\n--seq-length: [128]\n"
+                                                   "--bf16: 1\n--lr-decay-style: cosin\nnum_attention_head: 4\n");
+  auto r = sh("check " + plain);
+  CHECK(r.exit == 2);
+  CHECK(r.out.find(plain + ":1: error[usage]: argument --num-layers: invalid int value: 'two'") != std::string::npos);
+  for (const std::string& also : {plain + ":2: argument --hidden-size: invalid int value: '256.5'",
+                                  plain + ":3: argument --seq-length: expects a single value, got a list",
+                                  plain + ":4: switch --bf16 takes true or false, got 1",
+                                  plain + ":5: argument --lr-decay-style: invalid choice: 'cosin'",
+                                  plain + ":6: unknown argument 'num_attention_head' (did you mean --num-attention-heads"}) {
+    INFO(also);
+    CHECK(r.out.find("\n  also " + also) != std::string::npos);
+  }
+  const std::string ci = tmp_file("ci.yaml", "MODEL_ARGS:\n  --num-layers: two\n  --hidden-size: 256.5\n");
+  auto c = sh("--dry-run --config " + ci);
+  CHECK(c.exit == 2);
+  CHECK(c.out.find("argument --num-layers: invalid int value: 'two'") != std::string::npos);
+  CHECK(c.out.find("\n  also " + ci + ":3: argument --hidden-size: invalid int value: '256.5'") != std::string::npos);
 }
 
 TEST_CASE("a rule's error in a dry run names the config file's line, as check does", "[cli]") {

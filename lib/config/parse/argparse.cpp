@@ -151,6 +151,19 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
 
   std::vector<const Token*> extras;
   std::vector<std::string> unknown_flags;
+  // Values that do not convert: every one is reported (a config file's mistakes at once, not one per run); the
+  // first one's error is the one thrown, with the others listed after it.
+  std::vector<UsageError> bad_values;  // bounded: the first kMaxListedArguments + 1, then only counted
+  size_t bad_more = 0;
+  auto converted = [&](const Arg& arg, const std::string& option, const std::string& word, const Provenance& origin) {
+    try {
+      return convert_checked(arg, option, word, origin);
+    } catch (const UsageError& e) {
+      if (bad_values.size() <= limits::kMaxListedArguments) bad_values.push_back(e);
+      else ++bad_more;
+      return Value();
+    }
+  };
   size_t i = 0;
   while (i < dashdash) {
     const Classified& c = cls[i];
@@ -220,12 +233,12 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
 
     Value v;
     if (arg.nargs_kind == 0 || (arg.nargs_kind == '?' && !words.empty())) {
-      v = convert_checked(arg, c.option, words[0], opt_tok.origin);
+      v = converted(arg, c.option, words[0], opt_tok.origin);
     } else if (arg.nargs_kind == '?') {
       v = arg.konst;
     } else {
       List items;
-      for (const auto& w : words) items.push_back(convert_checked(arg, c.option, w, opt_tok.origin));
+      for (const auto& w : words) items.push_back(converted(arg, c.option, w, opt_tok.origin));
       v = Value(std::move(items));
     }
     if (arg.spec->action == Action::Append) {
@@ -237,6 +250,17 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
     ns.set(arg.dest(), std::move(v), opt_tok.origin);
   }
   for (size_t k = dashdash; k < tokens.size(); ++k) extras.push_back(&tokens[k]);
+  if (!bad_values.empty()) {
+    const UsageError& first = bad_values.front();
+    std::string msg = first.what();
+    std::vector<std::string> flags = first.flags;
+    for (size_t k = 1; k < bad_values.size(); ++k) {
+      msg += "\n  also " + std::string(bad_values[k].what());
+      flags.insert(flags.end(), bad_values[k].flags.begin(), bad_values[k].flags.end());
+    }
+    if (bad_more > 0) msg += "\n  ... (" + std::to_string(bad_more) + " more)";
+    throw UsageError(msg, flags, first.where, first.id);
+  }
 
   if (!extras.empty()) {
     // Bounded (config/limits.h): 100k unknown words make a message of a few lines, in linear time.

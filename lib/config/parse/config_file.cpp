@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "config/converters.h"
+#include "config/limits.h"
 #include "config/parse/yaml11.h"
 #include "config/parse/yaml_doc.h"
 
@@ -213,53 +214,73 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
                  Namespace& ns) {
   Converter to_value{opts, /*strict=*/true, out.report.warnings};
   std::map<std::string, std::pair<std::string, std::string>> set_by;  // dest -> (key, where) that set it here
+  // Every key's mistake is reported (a file's mistakes at once, not one per run): the first one's error is
+  // thrown, with the others listed after it.
+  std::vector<UsageError> bad;  // bounded: the first kMaxListedArguments + 1, then only counted
+  size_t bad_more = 0;
   for (const Entry& e : entries(root, /*strict=*/true, out.report.warnings)) {
-    std::string key = e.key.scalar();
-    if (parse_args_attribute(key)) continue;
-    std::string where = e.key.where();
-    Provenance origin{Provenance::Kind::Config, where};
-    const Arg* arg = nullptr;
-    bool negate = false;
-    if (key.rfind("--", 0) == 0) {
-      arg = schema.find_flag(key);
-    } else {
-      std::string dest = key;
-      for (char& c : dest)
-        if (c == '-') c = '_';
-      auto args = schema.find_dest(dest);
-      if (!args.empty()) arg = args.front();
-    }
-    if (!arg) {
-      std::string msg = "unknown argument '" + key + "'";
-      std::string flag = key.rfind("--", 0) == 0 ? key : "--" + key;
-      for (char& c : flag)
-        if (c == '_') c = '-';
-      auto s = schema.suggest(flag);
-      if (!s.empty()) {
-        msg += " (did you mean ";
-        for (size_t i = 0; i < s.size(); ++i) msg += (i ? ", " : "") + s[i];
-        msg += "?)";
+    try {
+      std::string key = e.key.scalar();
+      if (parse_args_attribute(key)) continue;
+      std::string where = e.key.where();
+      Provenance origin{Provenance::Kind::Config, where};
+      const Arg* arg = nullptr;
+      bool negate = false;
+      if (key.rfind("--", 0) == 0) {
+        arg = schema.find_flag(key);
+      } else {
+        std::string dest = key;
+        for (char& c : dest)
+          if (c == '-') c = '_';
+        auto args = schema.find_dest(dest);
+        if (!args.empty()) arg = args.front();
       }
-      throw file_error(where, msg, {key});
+      if (!arg) {
+        std::string msg = "unknown argument '" + key + "'";
+        std::string flag = key.rfind("--", 0) == 0 ? key : "--" + key;
+        for (char& c : flag)
+          if (c == '_') c = '-';
+        auto s = schema.suggest(flag);
+        if (!s.empty()) {
+          msg += " (did you mean ";
+          for (size_t i = 0; i < s.size(); ++i) msg += (i ? ", " : "") + s[i];
+          msg += "?)";
+        }
+        throw file_error(where, msg, {key});
+      }
+      // One argument under two keys (--num-layers and num_layers, --foo and --no-foo): as a key written twice.
+      if (auto [it, fresh] = set_by.try_emplace(std::string(arg->dest()), key, where); !fresh)
+        throw UsageError(where + ": '" + key + "' sets the same argument as '" + it->second.first + "' (at " +
+                             it->second.second + "); a config file sets each argument once",
+                         {key, it->second.first}, where, "input.yaml-duplicate-key");
+      Value v = to_value(e.value);
+      if (*arg->spec->deprecated && v != arg->def)
+        out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
+      if (arg->is_switch() && key.rfind("--", 0) == 0) {
+        // Flag spelling: true applies the switch, false applies its opposite.
+        if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + v.py_repr(), {key});
+        Value on = arg->spec->action == Action::BoolOptional ? Value(key.rfind("--no-", 0) != 0) : arg->konst;
+        if (!on.is_bool()) throw file_error(where, "switch " + key + " cannot be set from a file", {key});
+        negate = !v.as_bool();
+        ns.set(arg->dest(), Value(negate ? !on.as_bool() : on.as_bool()), origin);
+        continue;
+      }
+      assign_value(*arg, key, v, origin, ns);
+    } catch (const UsageError& ex) {
+      if (!ex.id.empty()) throw;  // an input.* refusal (a key set twice) ends the file at once
+      if (bad.size() <= limits::kMaxListedArguments) bad.push_back(ex);
+      else ++bad_more;
     }
-    // One argument under two keys (--num-layers and num_layers, --foo and --no-foo): as a key written twice.
-    if (auto [it, fresh] = set_by.try_emplace(std::string(arg->dest()), key, where); !fresh)
-      throw UsageError(where + ": '" + key + "' sets the same argument as '" + it->second.first + "' (at " +
-                           it->second.second + "); a config file sets each argument once",
-                       {key, it->second.first}, where, "input.yaml-duplicate-key");
-    Value v = to_value(e.value);
-    if (*arg->spec->deprecated && v != arg->def)
-      out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
-    if (arg->is_switch() && key.rfind("--", 0) == 0) {
-      // Flag spelling: true applies the switch, false applies its opposite.
-      if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + v.py_repr(), {key});
-      Value on = arg->spec->action == Action::BoolOptional ? Value(key.rfind("--no-", 0) != 0) : arg->konst;
-      if (!on.is_bool()) throw file_error(where, "switch " + key + " cannot be set from a file", {key});
-      negate = !v.as_bool();
-      ns.set(arg->dest(), Value(negate ? !on.as_bool() : on.as_bool()), origin);
-      continue;
+  }
+  if (!bad.empty()) {
+    std::string msg = bad.front().what();
+    std::vector<std::string> flags = bad.front().flags;
+    for (size_t k = 1; k < bad.size(); ++k) {
+      msg += "\n  also " + std::string(bad[k].what());
+      flags.insert(flags.end(), bad[k].flags.begin(), bad[k].flags.end());
     }
-    assign_value(*arg, key, v, origin, ns);
+    if (bad_more > 0) msg += "\n  ... (" + std::to_string(bad_more) + " more)";
+    throw UsageError(msg, flags, bad.front().where);
   }
 }
 
