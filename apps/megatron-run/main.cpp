@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "config/parse/argparse.h"
 #include "config/print.h"
+#include "launch/program.h"
 #include "util/text.h"
 
 namespace {
@@ -33,16 +34,12 @@ std::string suggestion(const std::string& w) {
 // Whether `w` is something megatron-run could launch: an existing path, or a command on PATH.
 bool names_a_program(const std::string& w) {
   std::error_code ec;
-  if (std::filesystem::exists(w, ec)) return true;
-  if (w.find('/') != std::string::npos) return false;
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "";
-  for (size_t start = 0;;) {
-    const size_t colon = p.find(':', start);
-    const std::string dir = p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (std::filesystem::exists((dir.empty() ? "." : dir) + "/" + w, ec)) return true;
-    if (colon == std::string::npos) return false;
-    start = colon + 1;
+  if (std::filesystem::exists(w, ec)) return true;  // a script or a path, whatever it turns out to be
+  try {
+    mr::launch::resolve_command(w);  // the launcher's own PATH search
+    return true;
+  } catch (const mr::launch::LaunchError&) {
+    return false;
   }
 }
 

@@ -111,6 +111,27 @@ MR_HD float e4m3_to_f32(uint8_t b) {
   return bits_f32(r | sign);
 }
 
+// Element i of a buffer stored as `d`, as fp32 (exact), and `x` stored as element i (rounded as above). One
+// element at a time: the reference steps, the synthetic model and the checkpoint loader's dtype conversion use them;
+// the fast loops call the converters above directly.
+MR_HD float load_element(const void* buf, DType d, int64_t i) {
+  switch (d) {
+    case DType::F32: return static_cast<const float*>(buf)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
+    case DType::E4M3: return e4m3_to_f32(static_cast<const uint8_t*>(buf)[i]);
+  }
+  return 0.0f;
+}
+MR_HD void store_element(void* buf, DType d, int64_t i, float x) {
+  switch (d) {
+    case DType::F32: static_cast<float*>(buf)[i] = x; break;
+    case DType::BF16: static_cast<uint16_t*>(buf)[i] = f32_to_bf16(x); break;
+    case DType::F16: static_cast<uint16_t*>(buf)[i] = f32_to_f16(x); break;
+    case DType::E4M3: static_cast<uint8_t*>(buf)[i] = f32_to_e4m3(x); break;
+  }
+}
+
 // A per-tensor scaled optimizer state (Transformer Engine's FusedAdam._apply_scale): after each update the state's
 // largest magnitude `absmax` maps onto the dtype's range R (fp16: 65504 / 2; fp8 e4m3: 448), s = absmax / R.
 //   enc: what a value is multiplied by before it is rounded to the dtype. fp16: TE's rscale, 1 / s (0 when s is 0);

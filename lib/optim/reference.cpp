@@ -10,32 +10,16 @@
 namespace mr::optim::ref {
 namespace {
 
-float load(const void* buf, DType d, int64_t i) {
-  switch (d) {
-    case DType::F32: return static_cast<const float*>(buf)[i];
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
-    case DType::E4M3: return e4m3_to_f32(static_cast<const uint8_t*>(buf)[i]);
-  }
-  return 0.0f;
-}
-
-void store(void* buf, DType d, int64_t i, float x) {
-  switch (d) {
-    case DType::F32: static_cast<float*>(buf)[i] = x; break;
-    case DType::BF16: static_cast<uint16_t*>(buf)[i] = f32_to_bf16(x); break;
-    case DType::F16: static_cast<uint16_t*>(buf)[i] = f32_to_f16(x); break;
-    case DType::E4M3: static_cast<uint8_t*>(buf)[i] = f32_to_e4m3(x); break;
-  }
-}
-
 // An optimizer state (or fp16 master): fp32, bf16, or fp16 / fp8 times a per-tensor scale.
 struct State {
   void* buf;
   DType dtype;
   float* scale;
 
-  float get(int64_t i) const { return scaled_state(dtype) ? load(buf, dtype, i) * *scale : load(buf, dtype, i); }
+  float get(int64_t i) const {
+    const float x = load_element(buf, dtype, i);
+    return scaled_state(dtype) ? x * *scale : x;
+  }
 
   // Stores a whole tensor's new values; an fp16 or fp8 state is scaled from their absmax first (state_scale).
   void put_all(const std::vector<float>& x) const {
@@ -47,7 +31,7 @@ struct State {
 float load_master(const TensorSlot& s, int64_t i) {
   if (s.remainder) return join_remainder(static_cast<const uint16_t*>(s.param)[i], s.remainder[i]);
   if (s.master) return State{s.master, s.master_dtype, s.master_scale}.get(i);
-  return load(s.param, s.param_dtype, i);
+  return load_element(s.param, s.param_dtype, i);
 }
 
 // Writes the new master values and the parameter derived from them.
@@ -57,7 +41,7 @@ void store_master(const TensorSlot& s, const std::vector<float>& p) {
     return;
   }
   if (s.master) State{s.master, s.master_dtype, s.master_scale}.put_all(p);
-  for (size_t i = 0; i < p.size(); ++i) store(s.param, s.param_dtype, static_cast<int64_t>(i), p[i]);
+  for (size_t i = 0; i < p.size(); ++i) store_element(s.param, s.param_dtype, static_cast<int64_t>(i), p[i]);
 }
 
 // Runs `update(p, g, state0, state1, consts)` over every element of every slot.
@@ -71,7 +55,7 @@ void run(std::span<const TensorSlot> slots, const std::vector<Consts>& consts, c
     State st[2] = {{s.exp_avg, s.exp_avg_dtype, s.exp_avg_scale}, {s.exp_avg_sq, s.exp_avg_sq_dtype, s.exp_avg_sq_scale}};
     std::vector<float> p(static_cast<size_t>(s.numel)), x0(p.size()), x1(p.size());
     for (int64_t i = 0; i < s.numel; ++i) {
-      float g = load(s.grad, s.grad_dtype, i) * ctl.grad_scale;
+      float g = load_element(s.grad, s.grad_dtype, i) * ctl.grad_scale;
       found_inf = found_inf || !finite_(g);
       float pi = load_master(s, i);
       float s0 = kStates > 0 && st[0].buf ? st[0].get(i) : 0.0f;
@@ -118,11 +102,11 @@ UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale
   UnscaleResult r;
   for (const GradSlot& s : grads) {
     for (int64_t i = 0; i < s.numel; ++i) {
-      float g = load(s.grad, s.dtype, i);
+      float g = load_element(s.grad, s.dtype, i);
       r.found_inf = r.found_inf || !finite_(g);
       float x = g * inv_scale;
       r.sum_sq += static_cast<double>(x) * static_cast<double>(x);
-      if (in_place) store(s.grad, s.dtype, i, x);
+      if (in_place) store_element(s.grad, s.dtype, i, x);
     }
   }
   return r;

@@ -46,18 +46,18 @@ class CpuBackend final : public Backend {
   Fixed sum_squares_model(int64_t lo, int64_t hi, int e) override {
     const FlatBuffers& b = *b_;
     return sum_fixed_squares(hi - lo, e, optim::cpu::threads(),
-                             [&b, lo](int64_t i) { return to_float(b.model.data(), b.model_dtype, lo + i); });
+                             [&b, lo](int64_t i) { return optim::load_element(b.model.data(), b.model_dtype, lo + i); });
   }
   float max_abs_model(int64_t begin, int64_t end) override {
     const FlatBuffers& b = *b_;
     uint32_t m = 0;  // as bits: a NaN is the max (run/abs_max.h)
-    for (int64_t i = begin; i < end; ++i) m = max_bits(m, abs_bits(to_float(b.model.data(), b.model_dtype, i)));
+    for (int64_t i = begin; i < end; ++i) m = max_bits(m, abs_bits(optim::load_element(b.model.data(), b.model_dtype, i)));
     return abs_of_bits(m);
   }
   Fixed sum_squares_model_minus_target(int64_t base, int64_t end, int e) override {
     const FlatBuffers& b = *b_;
     return sum_fixed_squares(end - base, e, optim::cpu::threads(), [&b, base](int64_t i) {
-      return to_float(b.model.data(), b.model_dtype, base + i) - b.target[static_cast<size_t>(base + i)];
+      return optim::load_element(b.model.data(), b.model_dtype, base + i) - b.target[static_cast<size_t>(base + i)];
     });
   }
 

@@ -81,7 +81,7 @@ void FlatBuffers::store_initial(void* m, int64_t i, float v) const {
     uint16_t rem = 0;
     optim::split_remainder(v, static_cast<uint16_t*>(m)[i], rem);
   } else {
-    store(m, model_dtype, i, v);
+    optim::store_element(m, model_dtype, i, v);
   }
 }
 
@@ -278,7 +278,7 @@ void FlatBuffers::main_from_model(const ModelPlan& plan) {
   std::vector<float> x;
   for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
     x.resize(static_cast<size_t>(hi - lo));
-    for (int64_t i = lo; i < hi; ++i) x[static_cast<size_t>(i - lo)] = to_float(model.data(), model_dtype, i);
+    for (int64_t i = lo; i < hi; ++i) x[static_cast<size_t>(i - lo)] = optim::load_element(model.data(), model_dtype, i);
     encode_main(x.data(), hi - lo, main_at(main.data(), lo), scale_at(state_scale.data(), Scaled::Main, k),
                 model.data() + static_cast<size_t>(lo) * dtype_bytes(model_dtype));
   });

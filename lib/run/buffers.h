@@ -32,24 +32,6 @@ float normal(uint64_t key);
 int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local);
 ShardIndex shard_index(const ParamSpec& p, int64_t tp_rank);  // run/tensor_index.h
 
-// Elements of a model-dtype buffer.
-inline float to_float(const void* buf, optim::DType d, int64_t i) {
-  switch (d) {
-    case optim::DType::F32: return static_cast<const float*>(buf)[i];
-    case optim::DType::BF16: return optim::bf16_to_f32(static_cast<const uint16_t*>(buf)[i]);
-    case optim::DType::F16: return optim::f16_to_f32(static_cast<const uint16_t*>(buf)[i]);
-    case optim::DType::E4M3: return optim::e4m3_to_f32(static_cast<const uint8_t*>(buf)[i]);  // (a state's dtype only)
-  }
-  return 0.0f;
-}
-inline void store(void* buf, optim::DType d, int64_t i, float v) {
-  switch (d) {
-    case optim::DType::F32: static_cast<float*>(buf)[i] = v; break;
-    case optim::DType::BF16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_bf16(v); break;
-    case optim::DType::F16: static_cast<uint16_t*>(buf)[i] = optim::f32_to_f16(v); break;
-    case optim::DType::E4M3: static_cast<uint8_t*>(buf)[i] = optim::f32_to_e4m3(v); break;
-  }
-}
 inline size_t dtype_bytes(optim::DType d) { return static_cast<size_t>(optim::dtype_size(d)); }
 
 // What the flat buffers take, in bytes (the host check and the device check, run/device_plan.h, both use it).

@@ -393,22 +393,9 @@ std::string CheckpointReader::stored_dtype(const std::string& key, const std::st
 }
 
 namespace {
-// One element of a float tensor stored as fp32 (0), bf16 (1) or fp16 (2) at `p`, as fp32 (exact).
-float element_f32(int dtype, const char* p) {
-  if (dtype == 0) {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return dtype == 1 ? optim::bf16_to_f32(h) : optim::f16_to_f32(h);
-}
-// `f` stored as fp32 (0), bf16 (1) or fp16 (2) at `p`, rounded to nearest even (torch's copy_ between float dtypes).
-void put_element(int dtype, float f, char* p) {
-  if (dtype == 0) return static_cast<void>(std::memcpy(p, &f, 4));
-  const uint16_t h = dtype == 1 ? optim::f32_to_bf16(f) : optim::f32_to_f16(f);
-  std::memcpy(p, &h, 2);
+// A float tensor's safetensors dtype as the buffers' DType (F32 for anything else: float_dtype says which are).
+optim::DType float_dtype_of(const std::string& d) {
+  return d == "BF16" ? optim::DType::BF16 : d == "F16" ? optim::DType::F16 : optim::DType::F32;
 }
 bool float_dtype(const std::string& d) { return d == "F32" || d == "BF16" || d == "F16"; }
 }  // namespace
@@ -425,9 +412,9 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
       const size_t sw = safetensors_dtype_bytes(sdt);
       stored.resize(static_cast<size_t>(p.numel()) * sw);
       fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", sdt, 0, p.numel(), stored.data());
-      const int from = sdt == "F32" ? 0 : sdt == "BF16" ? 1 : 2, to = mdt == "F32" ? 0 : mdt == "BF16" ? 1 : 2;
+      const optim::DType from = float_dtype_of(sdt);  // to the model's dtype, rounded as torch's copy_ rounds
       for (int64_t i = 0; i < p.numel(); ++i)
-        put_element(to, element_f32(from, stored.data() + static_cast<size_t>(i) * sw), dst + static_cast<size_t>(i) * w);
+        optim::store_element(dst, b.model_dtype, i, optim::load_element(stored.data(), from, i));
       continue;
     }
     fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", mdt, 0, p.numel(), dst);

@@ -63,7 +63,7 @@ __attribute__((always_inline)) inline uint32_t run_of(const GradTensor& t, int64
   uint32_t m = 0;  // max |p - target| as bits (run/abs_max.h: a NaN is the max)
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < len; ++j) {
-    const float d = to_float(model, D, begin + j) - target[j];                          // p - target
+    const float d = optim::load_element(model, D, begin + j) - target[j];                          // p - target
     const uint32_t bits8 = element_bits_split(key_high, low0 + static_cast<uint32_t>(j));  // alpha's key bits
     grad[j] = keep * (quantize(d, bits) * static_cast<float>(table.sum(bits8)));        // 8 x my samples' sum
     m = max_bits(m, abs_bits(d));                                                       // for the loss's max

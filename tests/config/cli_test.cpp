@@ -460,6 +460,19 @@ TEST_CASE("no arguments prints the usage; -h/--help work after every command", "
   CHECK(typo.exit == 2);
   CHECK(typo.out.find("unknown command 'chek' (did you mean check?)") != std::string::npos);
   CHECK(sh("topolgy --world-size 1 --config " + kDefault).out.find("did you mean topology?") != std::string::npos);
+  // A near miss that is a program on PATH is that program (the launcher's PATH search decides); a file of that
+  // name that may not be executed is no program.
+  const std::string dir = (mrtest::scratch_dir("cli") / "on-path").string();
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/chek") << "#!/bin/sh\n";
+  std::filesystem::permissions(dir + "/chek", std::filesystem::perms::owner_all);
+  const std::string with_path = "PATH='" + dir + "':\"$PATH\" '" + MR_BINARY + "' chek 2>&1";
+  auto on_path = mrtest::run_shell(with_path);
+  CHECK(on_path.out.find("unknown command") == std::string::npos);
+  std::filesystem::permissions(dir + "/chek", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto not_exec = mrtest::run_shell(with_path);
+  CHECK(not_exec.exit == 2);
+  CHECK(not_exec.out.find("did you mean check?") != std::string::npos);
   CHECK(sh("--version").out.find("megatron-run") != std::string::npos);
   CHECK(none.out.find("--version") != std::string::npos);
   // check --quiet: nothing at all for valid files.

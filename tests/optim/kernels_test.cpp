@@ -3,6 +3,9 @@
 #include <omp.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -176,6 +179,25 @@ TEST_CASE("param remainders reconstruct the exact fp32 bits", "[optim][dtype]") 
     // The parameter is the fp32 value rounded to nearest (ties up in magnitude), i.e. within half a bf16 ulp.
     if (std::isfinite(f) && std::isfinite(bf16_to_f32(p)) && std::fabs(f) > 1e-30f)
       REQUIRE(std::fabs(bf16_to_f32(p) - f) <= std::fabs(f) * (1.0f / 256.0f));
+  }
+}
+
+TEST_CASE("load_element and store_element are the converters, one element of a buffer at a time", "[optim][dtype]") {
+  const float xs[] = {0.0f, -0.0f, 1.0f, 1.00390625f, 3.14159265f, -65519.0f, 65520.0f, 1e-6f, 5e-8f, 448.0f, 500.0f,
+                      -1e-3f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  const int n = static_cast<int>(sizeof(xs) / sizeof(xs[0]));
+  for (DType d : {DType::F32, DType::BF16, DType::F16, DType::E4M3}) {
+    std::vector<unsigned char> buf(static_cast<size_t>(n) * static_cast<size_t>(dtype_size(d)), 0xAB);
+    for (int i = 0; i < n; ++i) store_element(buf.data(), d, i, xs[i]);
+    for (int i = 0; i < n; ++i) {
+      INFO(dtype_name(d) << " element " << i);
+      const float want = d == DType::F32    ? xs[i]
+                         : d == DType::BF16 ? bf16_to_f32(f32_to_bf16(xs[i]))
+                         : d == DType::F16  ? f16_to_f32(f32_to_f16(xs[i]))
+                                            : e4m3_to_f32(f32_to_e4m3(xs[i]));
+      const float got = load_element(buf.data(), d, i);
+      CHECK(std::memcmp(&got, &want, 4) == 0);  // bit for bit, NaN's payload and -0 included
+    }
   }
 }
 

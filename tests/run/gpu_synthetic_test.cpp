@@ -59,7 +59,7 @@ TEST_CASE("the CUDA synthetic gradient equals the CPU's bit for bit", "[run][gpu
         std::vector<uint8_t> model(static_cast<size_t>(n) * 4);
         std::vector<float> target(static_cast<size_t>(n)), cpu(static_cast<size_t>(n)), gpu(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) {
-          store(model.data(), dt, i, 0.1f * uniform(static_cast<uint64_t>(i)));
+          mr::optim::store_element(model.data(), dt, i, 0.1f * uniform(static_cast<uint64_t>(i)));
           target[static_cast<size_t>(i)] = 0.1f * uniform(static_cast<uint64_t>(i) + 99);
         }
         const float cm = synthetic_grads(c.p, c.tp_rank, 0xfeedu, table, bits, zero,

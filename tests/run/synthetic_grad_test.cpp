@@ -137,7 +137,7 @@ TEST_CASE("synthetic_grads computes the element formula for every element, dtype
       std::vector<uint8_t> model(static_cast<size_t>(n) * 4);
       std::vector<float> target(static_cast<size_t>(n)), grad(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
-        store(model.data(), dt, i, 0.1f * uniform(static_cast<uint64_t>(i)));
+        mr::optim::store_element(model.data(), dt, i, 0.1f * uniform(static_cast<uint64_t>(i)));
         target[static_cast<size_t>(i)] = 0.1f * uniform(static_cast<uint64_t>(i) + 99);
       }
       const float m = synthetic_grads(*p, tp_rank, 0xfeedu, table, bits, false,
@@ -145,7 +145,7 @@ TEST_CASE("synthetic_grads computes the element formula for every element, dtype
       float expect_max = 0;
       int64_t wrong = 0;
       for (int64_t i = 0; i < n; ++i) {
-        const float d = to_float(model.data(), dt, i) - target[static_cast<size_t>(i)];
+        const float d = mr::optim::load_element(model.data(), dt, i) - target[static_cast<size_t>(i)];
         const uint64_t gi = static_cast<uint64_t>(global_index(*p, tp_rank, i));
         const float g = local_grad_sum(quantize(d, bits), element_bits(0xfeedu, gi), table);
         if (g != grad[static_cast<size_t>(i)]) ++wrong;
