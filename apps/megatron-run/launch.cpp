@@ -327,6 +327,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
                                "overrides its path)");
     return 2;
   }
+  // The worker's OpenMP threads sleep between parallel regions instead of spinning (libgomp spins for a while by
+  // default): a run sharing its cores with another run or a build is otherwise 20-200x slower per iteration
+  // (docs/optim.md). libgomp reads this when the worker starts; the user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   int fd = launch::memfd_with(in.encode());
   std::string fd_s = std::to_string(fd);
   std::vector<char*> argv = {const_cast<char*>(worker.c_str()), const_cast<char*>("--input-fd"), fd_s.data(), nullptr};
