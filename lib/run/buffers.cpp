@@ -198,11 +198,11 @@ void FlatBuffers::set_layout(const ModelPlan& plan, const optim::OptimizerInfo& 
     kronecker_numel += optim::kronecker_floats(p.shape[0], p.shape[1]);
     soap_work_bytes = std::max(soap_work_bytes, static_cast<double>(optim::soap_work_bytes(p.shape[0], p.shape[1])));
   }
-  // Parameter groups: (weight decay or not) x (--decoupled-lr or not).
+  // Parameter groups: (weight decay, none, RMSNorm gamma's multiple) x (--decoupled-lr or not); run/step.cpp.
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
     const bool decoupled = p.embedding_or_output && decoupled_lr;
-    group_of.push_back((p.no_weight_decay ? 1 : 0) + (decoupled ? 2 : 0));
+    group_of.push_back((p.rmsnorm_gamma ? 2 : p.no_weight_decay ? 1 : 0) + (decoupled ? 3 : 0));
   }
 }
 

@@ -81,7 +81,7 @@ struct FlatBuffers {
   optim::DType exp_avg_dtype = optim::DType::F32, exp_avg_sq_dtype = optim::DType::F32;  // BufferDtypes
   MainStorage main_storage = MainStorage::F32;
   std::vector<int64_t> offset;   // of each parameter of the plan
-  std::vector<int32_t> group_of;  // its parameter group: (weight decay or not) x (--decoupled-lr or not)
+  std::vector<int32_t> group_of;  // its parameter group: (weight decay, none, RMSNorm gamma) x (--decoupled-lr or not)
   int64_t numel = 0, padded = 0, lo = 0, hi = 0;
   int64_t dense_end = 0;     // the dense parameters occupy [0, dense_end)
   int64_t expert_begin = 0;  // routed experts occupy [expert_begin, numel): dense_end, padded when sharded

@@ -277,8 +277,12 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     plan.params.push_back(std::move(p));
     return plan.params.back();
   };
+  // --rmsnorm-weight-decay-mult: every RMSNorm's gamma takes the scheduled weight decay times it.
+  const bool rmsnorm_mult = a.rmsnorm_weight_decay_mult.has_value();
   auto norm = [&](const std::string& prefix, int64_t width) {
-    add(prefix + "weight", {width}, -1).init = ParamSpec::Init::One;
+    ParamSpec& w = add(prefix + "weight", {width}, -1);
+    w.init = ParamSpec::Init::One;
+    w.rmsnorm_gamma = rmsnorm_mult && !layernorm;
     if (layernorm) add(prefix + "bias", {width}, -1).init = ParamSpec::Init::Zero;
   };
 
@@ -564,7 +568,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
     add(m + "dt_bias", {mamba.heads}, 0).init = ParamSpec::Init::Zero;
     add(m + "A_log", {mamba.heads}, 0);
     add(m + "D", {mamba.heads}, 0).init = ParamSpec::Init::One;
-    add(m + "norm.weight", {mamba.d_inner}, 0).init = ParamSpec::Init::One;
+    ParamSpec& gated_norm = add(m + "norm.weight", {mamba.d_inner}, 0);  // an RMSNorm whatever --normalization says
+    gated_norm.init = ParamSpec::Init::One;
+    gated_norm.rmsnorm_gamma = rmsnorm_mult;
     add(m + "out_proj.weight", {h, mamba.d_inner}, 1);
   };
   // A gated delta net layer: a hybrid model's 'G', or a layer --linear-attention-freq marks (Megatron's

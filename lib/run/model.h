@@ -36,6 +36,9 @@ struct ParamSpec {
   bool tp_duplicate = false;        // replicated on every TP rank: counted once (on TP rank 0) in norms and losses
   bool shared_copy = false;         // the last stage's copy of the tied word embeddings: counted on the first stage
   bool no_weight_decay = false;     // Megatron's default rule: biases and 1-D parameters
+  // An RMSNorm's weight (gamma) while --rmsnorm-weight-decay-mult is set: its weight decay is the scheduled one
+  // times that multiplier, whatever no_weight_decay and --apply-wd-to-qk-layernorm say.
+  bool rmsnorm_gamma = false;
   bool embedding_or_output = false; // the word embeddings and the output layer (Megatron's is_embedding_or_output_parameter)
   bool expert = false;              // a routed expert's weight (MoE): split over expert parallelism, not replicated
   bool use_muon = true;             // false: Megatron's use_muon=False (Mamba's in_proj), stepped by Muon's scalar optimizer

@@ -63,7 +63,7 @@ constexpr ArgId kActs[] = {
     ArgId::group_query_attention, ArgId::num_query_groups, ArgId::max_position_embeddings,
     ArgId::position_embedding_type, ArgId::make_vocab_size_divisible_by, ArgId::normalization, ArgId::swiglu,
     ArgId::untie_embeddings_and_output_weights, ArgId::add_bias_linear, ArgId::add_qkv_bias, ArgId::qk_layernorm,
-    ArgId::apply_wd_to_qk_layernorm, ArgId::vocab_size, ArgId::tokenizer_type, ArgId::num_experts,
+    ArgId::apply_wd_to_qk_layernorm, ArgId::rmsnorm_weight_decay_mult, ArgId::vocab_size, ArgId::tokenizer_type, ArgId::num_experts,
     ArgId::moe_layer_freq, ArgId::moe_ffn_hidden_size, ArgId::moe_grouped_gemm, ArgId::moe_latent_size,
     ArgId::moe_shared_expert_intermediate_size, ArgId::moe_shared_expert_gate, ArgId::mtp_num_layers,
     ArgId::multi_latent_attention, ArgId::q_lora_rank, ArgId::kv_lora_rank, ArgId::qk_head_dim,

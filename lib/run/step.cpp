@@ -245,13 +245,14 @@ double params_norm(RunContext& c) {
 }
 
 void optimizer_step(RunContext& c, int64_t step_number) {
-  // Groups 0-3: (weight decay, no weight decay) x (default, --decoupled-lr for embeddings and output).
-  std::vector<optim::GroupHyper> groups(4);
+  // Groups 0-5: (weight decay, none, RMSNorm gamma's --rmsnorm-weight-decay-mult times it) x (default,
+  // --decoupled-lr for embeddings and output); FlatBuffers::group_of.
+  std::vector<optim::GroupHyper> groups(6);
   const double wd = c.schedule->weight_decay();
+  const double wd_of[3] = {wd, 0.0, wd * c.cfg.rmsnorm_weight_decay_mult.value_or(1.0)};
   const optim::GroupOverride emb = c.schedule->config().embedding_output_group();
-  for (int g = 0; g < 4; ++g)
-    groups[static_cast<size_t>(g)] = {g >= 2 ? c.schedule->lr(emb) : c.schedule->lr(), (g % 2 == 1) ? 0.0 : wd,
-                                      step_number};
+  for (int g = 0; g < 6; ++g)
+    groups[static_cast<size_t>(g)] = {g >= 3 ? c.schedule->lr(emb) : c.schedule->lr(), wd_of[g % 3], step_number};
   if (c.muon()) return muon_step(c, groups);
   if (c.optimizer.kernel == optim::Kernel::Soap) return soap_step(c, groups);
   FlatBuffers& b = c.buf;

@@ -62,6 +62,12 @@ int64_t counted(const ModelPlan& p, int64_t tp_rank) {
 // 12 L h^2 + 13 L h + (V + s) h + 2 h: GPT with biases, LayerNorm, 4h MLP, learned positions, tied output.
 int64_t closed_form(int64_t L, int64_t h, int64_t V, int64_t s) { return 12 * L * h * h + 13 * L * h + (V + s) * h + 2 * h; }
 
+// The plan of `over` without --rmsnorm-weight-decay-mult.
+ModelPlan plan_gpt_model_without_mult(std::map<std::string, Value> over) {
+  over.erase("rmsnorm_weight_decay_mult");
+  return mr::run::plan_gpt_model(gpt(over), {});
+}
+
 }  // namespace
 
 TEST_CASE("a single-rank GPT holds the closed-form parameter count", "[run][model]") {
@@ -203,6 +209,28 @@ TEST_CASE("GQA, SwiGLU, RMSNorm, no biases, QK norms", "[run][model]") {
   ModelPlan wd = mr::run::plan_gpt_model(gpt({{"qk_layernorm", Value(true)}, {"apply_wd_to_qk_layernorm", Value(true)}}), {});
   CHECK_FALSE(find(wd, "decoder.layers.0.self_attention.k_layernorm.weight")->no_weight_decay);
   CHECK(find(wd, "decoder.layers.0.mlp.linear_fc1.layer_norm_weight")->no_weight_decay);
+  // --rmsnorm-weight-decay-mult marks every RMSNorm gamma (fused or not, q/k norms too), and nothing else.
+  const std::map<std::string, Value> rms = {{"normalization", Value(std::string("RMSNorm"))},
+                                            {"add_bias_linear", Value(false)},
+                                            {"qk_layernorm", Value(true)},
+                                            {"rmsnorm_weight_decay_mult", Value(0.5)}};
+  for (const char* impl : {"transformer_engine", "local"}) {
+    std::map<std::string, Value> over = rms;
+    over["transformer_impl"] = Value(std::string(impl));
+    const ModelPlan marked = mr::run::plan_gpt_model(gpt(over), {});
+    int gammas = 0;
+    for (const ParamSpec& q : marked.params) {
+      INFO(impl << ": " << q.name);
+      const bool is_norm_weight = q.name.find("norm") != std::string::npos && q.name.find("weight") != std::string::npos;
+      CHECK(q.rmsnorm_gamma == is_norm_weight);
+      gammas += q.rmsnorm_gamma;
+    }
+    CHECK(gammas == 4 * 4 + 1);  // per layer: input, pre-MLP, q and k norms; the final norm
+  }
+  for (const ParamSpec& q : plan_gpt_model_without_mult(rms).params) CHECK_FALSE(q.rmsnorm_gamma);
+  std::map<std::string, Value> layer_norm = rms;
+  layer_norm["normalization"] = Value(std::string("LayerNorm"));
+  for (const ParamSpec& q : mr::run::plan_gpt_model(gpt(layer_norm), {}).params) CHECK_FALSE(q.rmsnorm_gamma);
 }
 
 TEST_CASE("what the run does not model is refused, naming the flag", "[run][model]") {

@@ -438,6 +438,30 @@ TEST_CASE("lion as Megatron's emerging-optimizer path runs it: Lion with the Ada
   CHECK(checksum({"--adam-eps", "0.1"}, "adameps") != base);      // only Adam uses eps: the norms and embeddings
 }
 
+TEST_CASE("--rmsnorm-weight-decay-mult: RMSNorm gammas take the scheduled weight decay times it, nothing else does",
+          "[run][train]") {
+  mrtest::TempDir dir;
+  auto checksum = [&](std::vector<std::string> more, const std::string& tag) {
+    more.insert(more.end(), {"--train-iters", "3", "--lr-warmup-iters", "0", "--weight-decay", "0.5", "--lr", "0.01"});
+    return run_one(dir, more, tag).checksum;
+  };
+  const std::vector<std::string> rms = {"--normalization", "RMSNorm", "--qk-layernorm"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), rms.begin(), rms.end());
+    return more;
+  };
+  const std::string base = checksum(with({}), "rms");  // norms are 1-D: no weight decay (Megatron's default rule)
+  CHECK(checksum(with({"--rmsnorm-weight-decay-mult", "0"}), "rms0") == base);  // zero times wd: the same
+  const std::string full = checksum(with({"--rmsnorm-weight-decay-mult", "1"}), "rms1");
+  CHECK(full != base);                                                                  // the gammas decay now
+  CHECK(checksum(with({"--rmsnorm-weight-decay-mult", "0.5"}), "rms05") != full);       // by half as much
+  // It overrides --apply-wd-to-qk-layernorm for the q/k norms' gammas (here RMSNorms).
+  CHECK(checksum(with({"--apply-wd-to-qk-layernorm"}), "qkwd") != base);
+  CHECK(checksum(with({"--apply-wd-to-qk-layernorm", "--rmsnorm-weight-decay-mult", "0"}), "qkwd0") == base);
+  // A LayerNorm model has no RMSNorm gamma: the multiplier changes nothing.
+  CHECK(checksum({"--rmsnorm-weight-decay-mult", "1"}, "ln1") == checksum({}, "ln"));
+}
+
 TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a scale), main params as remainders or fp16",
           "[run][train][precision-aware]") {
   mrtest::TempDir dir;
