@@ -11,16 +11,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "config/parse/command_line.h"
 #include "config/print.h"
+#include "launch/event_log.h"
+#include "launch/failure_report.h"
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/node_group.h"
@@ -99,7 +103,27 @@ namespace {
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
 // or 2 when they cannot start.
 int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
+  const auto started = std::chrono::steady_clock::now();
   launch::SpawnOptions so;
+  launch::SpawnReport report;
+  so.report = &report;
+  // --event-log-handler console: torchrun's agent record when the launch ends (launch/event_log.h).
+  auto record_event = [&](bool succeeded, const std::optional<std::string>& error) {
+    if (lo.event_log_handler != "console") return;
+    launch::AgentEvent e;
+    e.succeeded = succeeded;
+    e.run_id = so.run_id;
+    e.group_rank = so.node_rank;
+    e.group_world_size = so.nnodes;
+    e.role = so.role;
+    e.hostname = launch::fq_hostname();
+    e.total_run_time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+    e.rdzv_backend = lo.rdzv_backend;
+    e.raw_error = error;
+    e.entry_point = std::filesystem::path(so.argv.empty() ? std::string() : so.argv.front()).filename().string();
+    e.agent_restarts = report.restarts;
+    std::cerr << launch::agent_event_json(e) << std::endl;
+  };
   so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
   so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
   so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
@@ -158,6 +182,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
       group = std::make_unique<launch::NodeGroup>(ro);
     } catch (const launch::RendezvousError& e) {
       print_error(std::cerr, std::string("rendezvous: ") + e.what());
+      record_event(false, std::string("rendezvous: ") + e.what());
       return 1;
     }
     if (group->ended_without_this_node()) {  // an elastic job's spare: the job ran and ended without this node
@@ -175,17 +200,25 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
                  << "'; workers' master " << launch::join_host_port(so.master_addr, so.master_port);
   }
   int code;
+  std::optional<std::string> start_error;
   try {
     code = launch::spawn_workers(so);
   } catch (const std::exception& e) {
     print_error(std::cerr, e.what());
     if (group) group->local_failure(2, "node " + std::to_string(so.node_rank) + " could not start its workers: " + e.what());
+    start_error = e.what();
     code = 2;
   }
   if (group) {
     launch::WaitingSignalNotice waiting;  // node 0 waits for the others to say goodbye
     code = group->finish(code);
   }
+  // torchrun: SUCCEEDED once its agent's run returns, whatever the workers did; FAILED on a signal or an error.
+  if (start_error) record_event(false, start_error);
+  else if (report.stop_signal)
+    record_event(false, "received signal " + std::to_string(report.stop_signal) + " (" +
+                            launch::signal_name(report.stop_signal) + ")");
+  else record_event(true, std::nullopt);
   return code;
 }
 

@@ -66,7 +66,7 @@ struct LaunchOptions {
   // --local-addr (the workers' MASTER_ADDR where the rendezvous picks it: c10d's node 0, one node without
   // --master-addr), --signals-to-handle (parsed into handled_signals).
   std::string log_line_prefix_template, local_addr;
-  std::string event_log_handler = "null";  // torchrun's --event-log-handler: null (and dynamic_rendezvous) only
+  std::string event_log_handler = "null";  // torchrun's --event-log-handler: null, dynamic_rendezvous or console
   std::optional<std::string> duplicate_stdout_filters, duplicate_stderr_filters, signals_to_handle;
   bool virtual_local_rank = false, signals_from_pet = false;
   std::vector<int> handled_signals;

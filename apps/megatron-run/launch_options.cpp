@@ -179,8 +179,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
        "each worker: LOCAL_RANK=0 and only its own GPU visible")
       ("virtual_local_rank", po::bool_switch()->notifier([this](bool on) { virtual_local_rank = virtual_local_rank || on; }),
        "torchrun's spelling of --virtual-local-rank")
-      ("event-log-handler", po::value(&event_log_handler), "null: torchrun's event log handler (no event records)")
-      ("event_log_handler", po::value(&event_log_handler), "null: torchrun's spelling of --event-log-handler")
+      ("event-log-handler", po::value(&event_log_handler), "torchrun's event log handler: null, dynamic_rendezvous, console")
+      ("event_log_handler", po::value(&event_log_handler), "torchrun's spelling of --event-log-handler")
       ("local-addr", po::value(&local_addr), "this node's address for the workers' MASTER_ADDR (c10d node 0, one node)")
       ("local_addr", po::value(&local_addr), "torchrun's spelling of --local-addr")
       ("signals-to-handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
@@ -385,13 +385,9 @@ void LaunchOptions::apply_worker_options() {
                         (bit == launch::kStdOut ? "stdout" : "stderr") + " is tee'd (-t/--tee " +
                         (bit == launch::kStdOut ? "1" : "2") + " or 3): nothing is duplicated");
   }
-  // torchrun's event handlers: "null" (its default) and "dynamic_rendezvous" record nothing; "console" would log
-  // the agent's event records, which megatron-run does not write.
-  if (event_log_handler == "console")
-    throw UsageError("argument --event-log-handler: megatron-run writes no torchelastic event records (the console "
-                     "handler would print them); leave it out, or give null",
-                     {"--event-log-handler"});
-  if (event_log_handler != "null" && event_log_handler != "dynamic_rendezvous")
+  // torchrun's event handlers: "null" (its default) and "dynamic_rendezvous" record nothing here; "console" prints
+  // the agent's record when the launch ends (launch/event_log.h).
+  if (event_log_handler != "console" && event_log_handler != "null" && event_log_handler != "dynamic_rendezvous")
     throw UsageError("argument --event-log-handler: unknown handler '" + event_log_handler +
                          "' (torchrun's are console, dynamic_rendezvous and null)",
                      {"--event-log-handler"});

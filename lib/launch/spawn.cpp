@@ -63,6 +63,7 @@ int spawn_workers(const SpawnOptions& o) {
   int restarts = o.restart_count;  // used up, the job's (an elastic job's new node uses none)
   for (int attempt = 0;; ++attempt) {
     job.restart_count = restarts;
+    if (o.report) o.report->restarts = restarts;
     // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
     if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
     const std::string dir = logs.attempt(job.restart_count, o.nproc_per_node);
@@ -75,6 +76,7 @@ int spawn_workers(const SpawnOptions& o) {
       for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
       r = detail::supervise(workers, job, signals.read_fd());
     }
+    if (o.report && r.signal_received) o.report->stop_signal = r.signal_received;
     // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
     auto next = [&] {
       signals.pause();  // no worker runs: a stop signal ends the launcher while it waits for the other nodes

@@ -60,6 +60,13 @@ class JobWatch {
   virtual bool ended_without_this_node() const { return false; }
 };
 
+// What ended spawn_workers, for the caller's record (--event-log-handler console): the terminating signal the
+// launcher got (0: none) and the restarts the job had used. Kept up to date through every attempt.
+struct SpawnReport {
+  int stop_signal = 0;
+  int restarts = 0;
+};
+
 struct SpawnOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -96,6 +103,7 @@ struct SpawnOptions {
   // SIGKILL) and spawn_workers returns its code; this node's first failure is told to them. With max_restarts,
   // a failure on any node restarts every node's group together (torchrun's behaviour), through next_attempt().
   JobWatch* watch = nullptr;
+  SpawnReport* report = nullptr;  // when set: filled as the attempts go
 };
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code

@@ -233,7 +233,6 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   for (std::string opt : {"--rdzv-backend etcd", "--nproc-per-node lots", "--start-method thread", "--role ''",
                           "--local-addr '[::1'", "--numa-binding nodes", "--signals-to-handle SIGFOO",
                           "--signals_to_handle ''", "--logs-specs x", "--event-log-handler x",
-                          "--event-log-handler console",
                           "--print-completion bash", "--shutdown-timeout 3 --term-timeout 4"}) {
     Proc r = sh(run + opt + " " + kProbe);
     INFO(opt << ": " << r.out);

@@ -1,0 +1,91 @@
+#include "launch/event_log.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "util/text.h"
+
+namespace mr::launch {
+namespace {
+
+// A JSON string as Python's json.dumps (ensure_ascii) writes it.
+std::string py_json_string(const std::string& s) {
+  std::string out = "\"";
+  auto hex4 = [&](uint32_t u) {
+    char b[16];
+    std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(u));
+    out += b;
+  };
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t n = utf8_char(s, i, cp);
+    if (n == 0) {  // not UTF-8: Python would not have the byte; it stands for U+FFFD here
+      cp = 0xfffd;
+      n = 1;
+    }
+    i += n;
+    switch (cp) {
+      case '"': out += "\\\""; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      case '\b': out += "\\b"; continue;
+      case '\f': out += "\\f"; continue;
+      default: break;
+    }
+    if (cp >= 0x20 && cp <= 0x7e) {
+      out += static_cast<char>(cp);
+    } else if (cp > 0xffff) {  // a surrogate pair
+      const uint32_t v = cp - 0x10000;
+      hex4(0xd800 + (v >> 10));
+      hex4(0xdc00 + (v & 0x3ff));
+    } else {
+      hex4(cp);
+    }
+  }
+  return out + "\"";
+}
+
+std::string optional_string(const std::optional<std::string>& s) { return s ? py_json_string(*s) : "null"; }
+
+}  // namespace
+
+std::string agent_event_json(const AgentEvent& e) {
+  const std::string state = e.succeeded ? "SUCCEEDED" : "FAILED";
+  // The inner metadata: the worker group's size and entry point (an agent's record has no worker fields).
+  const std::string md = "{\"group_world_size\": " + std::to_string(e.group_world_size) +
+                         ", \"entry_point\": " + py_json_string(e.entry_point) + "}";
+  return "{\"name\": " + py_json_string("torchelastic.worker.status." + state) +
+         ", \"source\": \"AGENT\", \"timestamp\": 0, \"metadata\": {"
+         "\"run_id\": " + py_json_string(e.run_id) +
+         ", \"global_rank\": null, \"group_rank\": " + std::to_string(e.group_rank) +
+         ", \"worker_id\": null, \"role\": " + py_json_string(e.role) +
+         ", \"hostname\": " + py_json_string(e.hostname) +
+         ", \"state\": " + py_json_string(state) +
+         ", \"total_run_time\": " + std::to_string(e.total_run_time) +
+         ", \"rdzv_backend\": " + py_json_string(e.rdzv_backend) +
+         ", \"raw_error\": " + optional_string(e.raw_error) +
+         ", \"metadata\": " + py_json_string(md) +
+         ", \"agent_restarts\": " + std::to_string(e.agent_restarts) + "}}";
+}
+
+std::string fq_hostname() {
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  addrinfo hints{};
+  hints.ai_flags = AI_CANONNAME;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string name = host;
+  if (getaddrinfo(host, nullptr, &hints, &res) == 0 && res) {
+    if (res->ai_canonname && *res->ai_canonname) name = res->ai_canonname;
+    freeaddrinfo(res);
+  }
+  return name;
+}
+
+}  // namespace mr::launch
