@@ -179,8 +179,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
        "each worker: LOCAL_RANK=0 and only its own GPU visible")
       ("virtual_local_rank", po::bool_switch()->notifier([this](bool on) { virtual_local_rank = virtual_local_rank || on; }),
        "torchrun's spelling of --virtual-local-rank")
-      ("event-log-handler", po::value(&event_log_handler), "torchrun's event log handler: null, dynamic_rendezvous, console")
-      ("event_log_handler", po::value(&event_log_handler), "torchrun's spelling of --event-log-handler")
+      ("event-log-handler", po::value(&event_log_handler), "null|dynamic_rendezvous|console: torchrun's event log handler")
+      ("event_log_handler", po::value(&event_log_handler), "null|dynamic_rendezvous|console: torchrun's spelling of --event-log-handler")
       ("local-addr", po::value(&local_addr), "this node's address for the workers' MASTER_ADDR (c10d node 0, one node)")
       ("local_addr", po::value(&local_addr), "torchrun's spelling of --local-addr")
       ("signals-to-handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
