@@ -15,7 +15,7 @@ std::vector<std::string> choices_of(const std::string& description) {
   std::string head = description.substr(0, description.find(':'));
   if (head.find('|') == std::string::npos) return {};
   for (char c : head)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '|' || c == '-')) return {};
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '|' || c == '-' || c == '_')) return {};
   std::vector<std::string> out;
   boost::split(out, head, boost::is_any_of("|"));
   return out;
