@@ -82,6 +82,7 @@ std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o) {
 }  // namespace
 
 NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) {
+  if (o_.backend == "c10d" && o_.min_nnodes <= 0) o_.min_nnodes = o_.nnodes;  // a fixed count: N:N
   const bool is_static = o.backend == "static";
   const auto deadline = Clock::now() + o.join_timeout;
   const std::string store = join_host_port(o.store_host, o.store_port);
@@ -110,24 +111,12 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       join_rounds();  // false: the job ended while this launcher waited as a spare (ended_without_this_node())
       return;
     }
-    if (is_static) {
-      node_rank_ = o.node_rank;
-    } else {
-      node_rank_ = static_cast<int>(client_->add("rdzv/arrived", 1) - 1);
-      if (node_rank_ >= o.nnodes)
-        throw RendezvousError("more launchers than --nnodes " + std::to_string(o.nnodes) + " joined run '" + o.run_id +
-                              "' at " + store);
-    }
-    const std::string seen_as = client_->hello(node_rank_, o.run_id);
+    // Static (every c10d job is in rounds, above): the node ranks and the workers' master are given.
+    node_rank_ = o.node_rank;
+    client_->hello(node_rank_, o.run_id);
     client_->add("rdzv/joined", 1);
-    if (is_static) {
-      master_addr_ = o.master_addr;
-      master_port_ = o.master_port;
-    } else if (node_rank_ == 0) {
-      master_addr_ = o.local_addr.empty() ? seen_as : o.local_addr;
-      master_port_ = o.master_port ? o.master_port : free_port_any();
-      client_->set("rdzv/master", master_addr_ + " " + std::to_string(master_port_));
-    }
+    master_addr_ = o.master_addr;
+    master_port_ = o.master_port;
     check_same_settings();
     auto next_word = Clock::now() + std::chrono::seconds(30);  // a word every 30 s while waiting
     for (;;) {
@@ -140,15 +129,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
                   << "the wait in " << std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()
                   << " s\n";
       }
-      std::optional<std::string> master = is_static ? std::optional<std::string>("") : client_->get("rdzv/master");
-      if (joined >= o_.nnodes && master) {
-        if (!is_static && node_rank_ != 0) {
-          const size_t sp = master->find(' ');
-          master_addr_ = master->substr(0, sp);
-          master_port_ = std::stoi(master->substr(sp + 1));
-        }
-        break;
-      }
+      if (joined >= o_.nnodes) break;
       if (Clock::now() >= deadline) {
         const std::string msg = "only " + std::to_string(joined) + " of " + std::to_string(o_.nnodes) +
                                 " nodes joined run '" + o.run_id + "' (launchers' store " + store +
@@ -173,7 +154,7 @@ void NodeGroup::check_same_settings() {
   check_agree("max_restarts", "--max-restarts", std::to_string(o_.max_restarts));
   if (o_.nproc_per_node > 0) check_agree("nproc_per_node", "--nproc-per-node", std::to_string(o_.nproc_per_node));
   check_agree("nnodes", "--nnodes",
-              elastic() ? std::to_string(o_.min_nnodes) + ":" + std::to_string(o_.nnodes) : std::to_string(o_.nnodes));
+              elastic() ? nnodes_text() : std::to_string(o_.nnodes));
 }
 
 void NodeGroup::check_agree(const std::string& key, const std::string& flag, const std::string& value) {
@@ -185,6 +166,11 @@ void NodeGroup::check_agree(const std::string& key, const std::string& flag, con
         "fail", "1 the nodes disagree on " + flag + " (" + first + " on one, " + value + " on " + who +
                     "); every node needs the same")).message);
   }
+}
+
+std::string NodeGroup::nnodes_text() const {
+  return o_.min_nnodes > 0 && o_.min_nnodes < max_nnodes_ ? std::to_string(o_.min_nnodes) + ":" + std::to_string(max_nnodes_)
+                                                          : std::to_string(max_nnodes_);
 }
 
 std::string NodeGroup::round_key(const std::string& name) const {
@@ -199,12 +185,13 @@ int NodeGroup::usable(int64_t arrived) const {
 }
 
 int NodeGroup::close_elastic(Clock::time_point deadline) {
-  const std::string range = std::to_string(o_.min_nnodes) + ":" + std::to_string(max_nnodes_);
+  const std::string range = nnodes_text();
   int64_t seen = -1;
   Clock::time_point changed = Clock::now();
   // Every launcher says how the rendezvous closed, the one that closed it and the ones that read the count.
   auto said = [&](int closed) {
-    std::cerr << "megatron-run: the elastic rendezvous of run '" << o_.run_id << "' (--nnodes " << range
+    std::cerr << "megatron-run: the " << (o_.min_nnodes < max_nnodes_ ? "elastic " : "") << "rendezvous of run '"
+              << o_.run_id << "' (--nnodes " << range
               << ") closed with " << closed << " node(s)"
               << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
     return closed;
@@ -221,10 +208,14 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
     }
     if (now >= deadline) {
       failed_ = true;
-      const std::string msg = "only " + std::to_string(arrived) + " node(s) of --nnodes " + range +
-                              " arrived at run '" + o_.run_id + "'" +
-                              (arrived >= o_.min_nnodes ? " (a count the config is not valid for)" : "") +
-                              " within the join timeout (" + seconds(o_.join_timeout) + " s, --join-timeout)";
+      const std::string msg =
+          o_.min_nnodes == max_nnodes_  // a fixed count
+              ? "only " + std::to_string(arrived) + " of " + range + " nodes joined run '" + o_.run_id +
+                    "' (launchers' store " + join_host_port(o_.store_host, o_.store_port) + ") within the join timeout (" +
+                    seconds(o_.join_timeout) + " s, --join-timeout)"
+              : "only " + std::to_string(arrived) + " node(s) of --nnodes " + range + " arrived at run '" + o_.run_id +
+                    "'" + (arrived >= o_.min_nnodes ? " (a count the config is not valid for)" : "") +
+                    " within the join timeout (" + seconds(o_.join_timeout) + " s, --join-timeout)";
       throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

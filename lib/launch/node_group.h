@@ -24,7 +24,8 @@ struct RendezvousError : std::runtime_error {
 struct RendezvousOptions {
   std::string backend = "static";  // "static": --node-rank given; "c10d": node ranks in the order of arrival
   int nnodes = 2;                  // the most nodes (an elastic job's MAX)
-  // An elastic job (c10d, min_nnodes < nnodes), in rounds as torchrun's c10d rendezvous: a round closes at
+  // c10d (an elastic job, min_nnodes < nnodes, or a fixed count, N:N; 0 means nnodes), in rounds as torchrun's
+  // c10d rendezvous: a round closes at
   // `nnodes` arrivals, or once at least min_nnodes have arrived and none new for `last_call` (torchrun's
   // last_call_timeout), at the largest count in valid_nnodes (the counts the config is valid for; empty: any) not
   // above the arrivals; those arrived first take part, in the order of arrival. A launcher arriving later waits
@@ -105,7 +106,11 @@ class NodeGroup : public JobWatch {
   void check_same_settings();
   // ... and the same `flag` (its value `value`, recorded under rdzv/<key>): a failure of the job otherwise.
   void check_agree(const std::string& key, const std::string& flag, const std::string& value);
-  bool elastic() const { return o_.min_nnodes > 0 && o_.min_nnodes < max_nnodes_; }
+  // In rounds (round_key): every c10d job, as torchrun's c10d rendezvous. A fixed --nnodes N is the range N:N: a
+  // lost node's launcher ends the round, and with a restart left the others wait (--join-timeout) for a launcher
+  // to take its place, as a relaunched node's does under torchrun.
+  bool elastic() const { return o_.backend == "c10d" || (o_.min_nnodes > 0 && o_.min_nnodes < max_nnodes_); }
+  std::string nnodes_text() const;  // "--nnodes" as given: "N", or "MIN:MAX"
   // Elastic: the key `name` of the current round ("rdzv/<round>/<name>").
   std::string round_key(const std::string& name) const;
   // Elastic: the largest node count the config is valid for, from min_nnodes up to `arrived` (0: none).

@@ -480,6 +480,44 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
   CHECK(r.seconds < 20);
 }
 
+TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is replaced by a relaunched one (torchrun's "
+          "c10d rendezvous)", "[launch][multinode][process]") {
+  const int sp = free_port();
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-c10d-node-pid-" + std::to_string(getpid()));
+  const fs::path prog_sh = fs::temp_directory_path() / ("mr-c10d-prog-" + std::to_string(getpid()) + ".sh");
+  std::ofstream(prog_sh) << "echo \"start restart=$TORCHELASTIC_RESTART_COUNT\"; sleep 6; echo finished\n";
+  auto launcher = [&](int max_restarts) {
+    return kBin + " --config " + kConfig + " --nproc-per-node 1 --nnodes 2 --rdzv-backend c10d --rdzv-id fixed9 " +
+           "--rdzv-endpoint 127.0.0.1:" + std::to_string(sp) + " --join-timeout 20 --max-restarts " +
+           std::to_string(max_restarts) + " --no-append-args --no-python sh " + prog_sh.string();
+  };
+  for (int max_restarts : {1, 0}) {
+    INFO("--max-restarts " << max_restarts);
+    // The second launcher is killed two seconds in; with a restart left a new one takes its place a second later.
+    const std::string killed = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + launcher(max_restarts) + "\"";
+    const std::string again = max_restarts > 0 ? "; exec " + launcher(max_restarts) : std::string();
+    Nodes r = run_nodes({launcher(max_restarts), killed,
+                         "sh -c 'sleep 3; kill -9 $(cat " + pidfile.string() + "); sleep 1" + again + "'"}, 0.5);
+    fs::remove(pidfile);
+    INFO(r.nodes[0].out << "\n---- killed:\n" << r.nodes[1].out << "\n---- relaunched:\n" << r.nodes[2].out);
+    CHECK(r.nodes[1].exit == 137);
+    if (max_restarts > 0) {
+      CHECK(r.nodes[0].exit == 0);
+      CHECK(r.nodes[2].exit == 0);
+      CHECK(has(r.nodes[0].out, "launcher is gone"));
+      CHECK(has(r.nodes[0].out, "restarting the worker group with the other nodes (TORCHELASTIC_RESTART_COUNT=1)"));
+      CHECK(has(r.nodes[0].out, "start restart=1"));
+      CHECK(has(r.nodes[2].out, "start restart=1"));
+      CHECK(has(r.nodes[0].out, "the rendezvous of run 'fixed9' (--nnodes 2) closed with 2 node(s) in round 1"));
+    } else {
+      CHECK(r.nodes[0].exit == 1);
+      CHECK(has(r.nodes[0].out, "launcher is gone"));
+      CHECK(has(r.nodes[0].out, "no restart left"));
+    }
+  }
+  fs::remove(prog_sh);
+}
+
 TEST_CASE("a stop signal to one node's launcher ends the job on every node, named as that node's stop",
           "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
