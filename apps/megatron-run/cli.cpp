@@ -31,7 +31,7 @@ namespace {
 // Whether the command line asks for JSON on stdout (--format json / --format=json before any "--") for a command
 // whose JSON is a result document: then a usage error is reported on stdout as one JSON document too.
 bool wants_json(const std::vector<std::string>& args) {
-  if (!args.empty() && (args.front() == "schema" || args.front() == "rules" || args.front() == "help")) return false;
+  if (!args.empty() && (args.front() == "schema" || args.front() == "help")) return false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--") break;
     if (args[i] == "--format=json" || (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json"))
@@ -46,7 +46,8 @@ int report_usage_error(const std::vector<std::string>& args, const std::string& 
                        const std::vector<std::string>& flags, const std::string& where, const std::string& rule) {
   print_error(std::cerr, message);
   if (wants_json(args)) {
-    Diagnostic d{Diagnostic::Level::Error, rule, message, flags, where, usage_stage(rule)};
+    // The place is the diagnostic's `where`, not repeated in its message (the text line above keeps it).
+    Diagnostic d{Diagnostic::Level::Error, rule, without_where(message, where), flags, where, usage_stage(rule)};
     std::cout << failure_json(2, {d}) << "\n";
   }
   return 2;
@@ -54,20 +55,24 @@ int report_usage_error(const std::vector<std::string>& args, const std::string& 
 
 void print_command_usage(std::ostream& os, const std::string& cmd) {
   if (cmd == "check") {
-    os << "usage: megatron-run check [--format text|json] [--world-size N] [--quiet] [config options] [target options]\n"
-          "                          FILE...\n\n"
+    os << "usage: megatron-run check [--format text|json] [--world-size N] [--quiet] [--yaml-cfg] [config options]\n"
+          "                          [target options] FILE...\n\n"
           "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
           "prints one result per file as soon as it is known. Exit 0: every file valid; 1: a rule failed; 2: a file\n"
           "could not be read or parsed. --quiet: errors only (no warnings), and no summary line when every file\n"
-          "is valid. `megatron-run help` lists the config and target options.\n";
+          "is valid. --yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel:\n"
+          "sections), checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. `megatron-run help` lists the\n"
+          "config and target options.\n";
   } else if (cmd == "schema") {
     os << "usage: megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n\n"
           "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n"
           "json-schema: a JSON Schema (draft 2020-12) for --config files, for editors and validators;\n"
           "*-completion: a completion script for the shell (commands, their options, every Megatron flag).\n";
   } else if (cmd == "rules") {
-    os << "usage: megatron-run rules [--format text|markdown]\n\n"
-          "Lists every validation rule: its id, stage, level and message (docs/validation.md is this, as markdown).\n";
+    os << "usage: megatron-run rules [--format text|markdown|json] [ID...]\n\n"
+          "Lists every validation rule: its id, level, stage and message (docs/validation.md is this, as markdown).\n"
+          "With IDs, only those rules, in that order; an id no rule has is an error (exit 2) naming the closest ids.\n"
+          "json: a list of objects with id, level, stage, description and source (file:line of the declaration).\n";
   } else if (cmd == "topology") {
     os << "usage: megatron-run topology --world-size N [--format text|json|svg|dot] [--gpus-per-node N]\n"
           "                             [--config FILE]... [MEGATRON FLAGS]\n"
@@ -97,9 +102,9 @@ void print_usage(std::ostream& os) {
   os << "megatron-run — parse, validate and launch Megatron-LM training jobs\n\n"
         "usage:\n"
         "  megatron-run --dry-run [--config FILE]... [--format text|json] [--explain FLAG]... [MEGATRON FLAGS]\n"
-        "  megatron-run check [--format text|json] [--world-size N] [target options] FILE...\n"
+        "  megatron-run check [--format text|json] [--world-size N] [--yaml-cfg] [target options] FILE...\n"
         "  megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n"
-        "  megatron-run rules [--format text|markdown]   the validation rules\n"
+        "  megatron-run rules [--format text|markdown|json] [ID...]   the validation rules (or the named ones)\n"
         "  megatron-run topology --world-size N [--format text|json|svg|dot] [config options] [MEGATRON FLAGS]\n"
         "  megatron-run params --world-size N [--format text|json|svg] [config options] [MEGATRON FLAGS]\n"
         "                               parameters and their memory per (tensor, pipeline) rank\n"
@@ -186,13 +191,27 @@ std::string picture_title(const CommonOptions& common, const std::string& what) 
   return (names.empty() ? std::string("megatron-run") : names) + ": " + what;
 }
 
+namespace {
+constexpr const char* kLogLevels = "trace|debug|info|warning|error|fatal";  // log::parse_level's (and "warn")
+}  // namespace
+
+UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices) {
+  std::string listed;
+  for (size_t b = 0; b <= choices.size();) {
+    size_t e = std::min(choices.find('|', b), choices.size());
+    listed += (listed.empty() ? "'" : ", '") + std::string(choices.substr(b, e - b)) + "'";
+    b = e + 1;
+  }
+  return UsageError("argument " + flag + ": invalid choice: '" + value + "' (choose from " + listed + ")", {flag});
+}
+
 void CommonOptions::add_to(po::options_description& desc, const char* formats) {
   desc.add_options()
       ("config", po::value(&configs)->composing(), "config file")
       ("format", po::value(&format), formats)
       ("allow-unset-env", po::bool_switch(&allow_unset_env), "keep unset ${VAR}")
       ("env-placeholder", po::value(&env_placeholder), "unset ${VAR} -> DIR/VAR")
-      ("log-level", po::value(&log_level), "trace|debug|info|warning|error|fatal: log level")
+      ("log-level", po::value(&log_level), (std::string(kLogLevels) + ": log level").c_str())
       ("target-env", po::value(&target_env_file), "target environment file")
       ("target-gpu-arch", po::value(&gpu_arch), "sm_XY")
       ("target-te-version", po::value<std::string>()->notifier([this](const std::string& v) { te_version = v; }), "version")
@@ -204,12 +223,12 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
 Invocation CommonOptions::invocation(const std::vector<std::string>& extra_formats) const {
   bool extra = std::find(extra_formats.begin(), extra_formats.end(), format) != extra_formats.end();
   if (format != "text" && format != "json" && !extra) {
-    std::string allowed = "'text', 'json'";
-    for (const std::string& f : extra_formats) allowed += ", '" + f + "'";
-    throw UsageError("argument --format: invalid choice: '" + format + "' (choose from " + allowed + ")", {"--format"});
+    std::string allowed = "text|json";
+    for (const std::string& f : extra_formats) allowed += "|" + f;
+    throw invalid_choice("--format", format, allowed);
   }
   auto lvl = log::parse_level(log_level);
-  if (!lvl) throw UsageError("argument --log-level: invalid choice: '" + log_level + "'", {"--log-level"});
+  if (!lvl) throw invalid_choice("--log-level", log_level, kLogLevels);
   log::init(*lvl);
   Invocation inv;
   inv.config_files = configs;

@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/completion.h"
@@ -54,6 +55,7 @@ struct ScheduleOptions {
 struct CheckOptions {
   CommonOptions common;
   bool quiet = false;
+  bool yaml_cfg = false;  // the files are Megatron --yaml-cfg files
   void add_to(po::options_description& desc);
 };
 struct SchemaOptions {
@@ -64,6 +66,11 @@ struct RulesOptions {
   std::string format = "text";
   void add_to(po::options_description& desc);
 };
+
+// The refusal (exit 2) of a value outside one of megatron-run's own closed sets, worded as argparse words it for
+// Megatron's flags: "argument FLAG: invalid choice: 'x' (choose from 'a', 'b', 'c')". `choices` as the option's
+// description names them for shell completion: "a|b|c".
+UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices);
 
 // What shell completion offers (completion.h): every command with its own options, read from the same option
 // descriptions the commands parse with (completion_spec.cpp).

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "config/parse/config_file.h"
+#include "config/parse/read_file.h"
 #include "launch.h"
 #include "config/print.h"
 #include "config/validate/resolve.h"
@@ -36,13 +37,15 @@ Diagnostic parse_warning(const std::string& w, const std::string& file) {
     while (j < d.message.size() && std::isdigit(static_cast<unsigned char>(d.message[j]))) ++j;
     if (j > i && d.message.compare(j, 2, ": ") == 0) d.where = d.message.substr(0, j);
   }
+  d.message = without_where(d.message, d.where);
   return d;
 }
 }  // namespace
 
 void CheckOptions::add_to(po::options_description& desc) {
   common.add_to(desc);
-  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors (no warnings; no summary when every file is valid)");
+  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors (no warnings; no summary when every file is valid)")
+      ("yaml-cfg", po::bool_switch(&yaml_cfg), "every FILE is a Megatron --yaml-cfg file (as --dry-run --yaml-cfg FILE)");
 }
 
 int cmd_check(const std::vector<std::string>& args) {
@@ -76,9 +79,16 @@ int cmd_check(const std::vector<std::string>& args) {
     FileResult r;
     r.file = f;
     Invocation inv = base;
-    inv.config_files.push_back(f);
+    if (opts.yaml_cfg)  // the path `--dry-run --yaml-cfg F` takes: argparse's namespace, then the file replaces it
+      for (const char* w : {"--yaml-cfg", f.c_str()})
+        inv.cli.push_back(Token{w, Provenance{Provenance::Kind::Cli, "check --yaml-cfg"}});
+    else
+      inv.config_files.push_back(f);
     try {
-      check_config_file(f);  // a missing or non-regular file fails before its namespace is built
+      if (opts.yaml_cfg)
+        check_input_file(f, "--yaml-cfg file", {"--yaml-cfg"});
+      else
+        check_config_file(f);  // a missing or non-regular file fails before its namespace is built
       Outcome o = resolve(Schema::megatron(), inv);
       if (o.ok())
         if (auto d = init_check(o)) o.diagnostics.push_back(*d);  // the init stage (launch.h)
@@ -89,7 +99,9 @@ int cmd_check(const std::vector<std::string>& args) {
     } catch (const UsageError& e) {
       // An unreadable, malformed or refused file fails that file only.
       r.exit = 2;
-      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, e.rule(), e.what(), e.flags, e.where, usage_stage(e.rule())});
+      // The place is the diagnostic's own (where), not repeated in its message, in every layout.
+      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, e.rule(), without_where(e.what(), e.where), e.flags,
+                                   e.where, usage_stage(e.rule())});
     } catch (const std::exception& e) {
       // A bug of ours on one file: reported for that file (exit 3 for the run), the other files still checked
       // and the JSON document still complete.
@@ -113,9 +125,7 @@ int cmd_check(const std::vector<std::string>& args) {
       for (const auto& d : r.diags) {
         if (quiet && d.level == Diagnostic::Level::Warning) continue;
         std::string where = d.where.empty() ? r.file : d.where;
-        // Usage messages from files already start with file:line.
-        std::string msg = d.message;
-        if (!d.where.empty() && msg.rfind(d.where + ": ", 0) == 0) msg = msg.substr(d.where.size() + 2);
+        std::string msg = without_where(d.message, d.where);
         // Escaped (util/text.h): a file name or message with control characters prints as text.
         std::cout << printable(where, false) + ": " + (d.level == Diagnostic::Level::Error ? "error" : "warning") +
                          "[" + printable(d.rule, false) + "]: " + printable(msg) + "\n";

@@ -1,11 +1,83 @@
-// `megatron-run rules`: every validation rule with its id, level and description (docs/validation.md).
+// `megatron-run rules [ID...]`: every validation rule (or the named ones) with its id, level, stage and description
+// (docs/validation.md), as text, markdown or JSON.
+#include <algorithm>
 #include <iostream>
+#include <unordered_map>
 
 #include "cli.h"
 #include "config/rule.h"
 #include "config/validate/sections.h"
+#include "util/text.h"
 
 namespace mr::app {
+
+namespace {
+
+const char* level_name(const Rule& r) { return r.level == Rule::Level::Error ? "error" : "warning"; }
+
+// Where the rule is declared, from the source tree's root.
+std::string source_of(const Rule& r) {
+  std::string file = r.file;
+  auto pos = file.find("lib/config/");
+  if (pos == std::string::npos) pos = file.find("apps/megatron-run/");  // the launcher's init.process-groups
+  if (pos != std::string::npos) file = file.substr(pos);
+  return file;
+}
+
+std::string markdown_header() { return "| rule | level | stage | what it checks | source |\n|---|---|---|---|---|\n"; }
+
+std::string markdown_row(const Rule& r) {
+  std::string desc = r.description;
+  for (size_t p = 0; (p = desc.find('|', p)) != std::string::npos; p += 2) desc.replace(p, 1, "\\|");
+  return std::string("| `") + r.id + "` | " + level_name(r) + " | " + r.stage + " | " + desc + " | " + source_of(r) +
+         " |\n";
+}
+
+std::string text_line(const Rule& r) {
+  return std::string(r.id) + "  [" + level_name(r) + "]  " +
+         (std::string(r.stage) == kStageValidateArgs ? "" : std::string("(") + r.stage + ") ") + r.description + "\n";
+}
+
+std::string json_object(const Rule& r) {
+  return "{\"id\": " + json_quote(r.id) + ", \"level\": " + json_quote(level_name(r)) + ", \"stage\": " +
+         json_quote(r.stage) + ", \"description\": " + json_quote(r.description) + ", \"source\": " +
+         json_quote(source_of(r) + ":" + std::to_string(r.line)) + "}";
+}
+
+// The rules `ids` name, in that order (each once); an id no rule has is a usage error with the closest ids.
+std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
+  const std::vector<const Rule*> all = all_rules();
+  std::unordered_map<std::string_view, const Rule*> by_id;
+  std::vector<std::string> known;
+  for (const Rule* r : all) by_id.emplace(r->id, r), known.push_back(r->id);
+  std::vector<const Rule*> out;
+  std::string unknown;
+  size_t unknown_count = 0;
+  for (const std::string& id : ids) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      if (++unknown_count > 10) continue;  // a few are enough to see the mistake
+      std::string line = "'" + id + "'";
+      auto near = closest_words(id, known, 3);
+      if (near.empty() && !id.empty())  // an id without its section ("world-size-divisible"): the ids ending so
+        for (const std::string& k : known)
+          if (k.size() > id.size() && k.compare(k.size() - id.size(), id.size(), id) == 0 && k[k.size() - id.size() - 1] == '.')
+            near.push_back(k);
+      if (near.size() > 3) near.resize(3);
+      for (size_t k = 0; k < near.size(); ++k) line += (k ? ", " : " (did you mean ") + near[k];
+      if (!near.empty()) line += "?)";
+      unknown += (unknown.empty() ? "" : "; ") + line;
+      continue;
+    }
+    if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
+  }
+  if (unknown_count > 10) unknown += "; ... (" + std::to_string(unknown_count - 10) + " more)";
+  if (!unknown.empty())
+    throw UsageError("rules: unknown rule id " + unknown + "; `megatron-run rules` lists every id");
+  return out;
+}
+
+}  // namespace
 
 std::string rules_markdown() {
   std::string out =
@@ -29,23 +101,14 @@ std::string rules_markdown() {
     for (const Section& s : st.sections) out += std::to_string(++i) + ". " + s.name + "\n";
     out += "\n";
   }
-  out += "| rule | level | stage | what it checks | source |\n|---|---|---|---|---|\n";
-  for (const Rule* r : all_rules()) {
-    std::string file = r->file;
-    auto pos = file.find("lib/config/");
-    if (pos == std::string::npos) pos = file.find("apps/megatron-run/");  // the launcher's init.process-groups
-    if (pos != std::string::npos) file = file.substr(pos);
-    std::string desc = r->description;
-    for (size_t p = 0; (p = desc.find('|', p)) != std::string::npos; p += 2) desc.replace(p, 1, "\\|");
-    out += std::string("| `") + r->id + "` | " + (r->level == Rule::Level::Error ? "error" : "warning") + " | " +
-           r->stage + " | " + desc + " | " + file + " |\n";
-  }
+  out += markdown_header();
+  for (const Rule* r : all_rules()) out += markdown_row(*r);
   out += "\n" + std::to_string(all_rules().size()) + " rules.\n";
   return out;
 }
 
 void RulesOptions::add_to(po::options_description& desc) {
-  desc.add_options()("format", po::value(&format), "text|markdown");
+  desc.add_options()("format", po::value(&format), "text|markdown|json");
 }
 
 int cmd_rules(const std::vector<std::string>& args) {
@@ -53,16 +116,27 @@ int cmd_rules(const std::vector<std::string>& args) {
   RulesOptions opts;
   opts.add_to(desc);
   const std::string& format = opts.format;
-  split_args(args, 2, desc, /*allow_unregistered=*/false);
+  std::vector<std::string> ids;
+  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
+  for (Token& t : split.rest) {
+    if (t.text.size() > 1 && t.text[0] == '-') throw po::unknown_option(t.text);
+    ids.push_back(std::move(t.text));
+  }
+  if (format != "text" && format != "markdown" && format != "json") throw invalid_choice("--format", format, "text|markdown|json");
+  const std::vector<const Rule*> rules = ids.empty() ? all_rules() : named_rules(ids);
   if (format == "markdown") {
-    std::cout << rules_markdown();
-  } else if (format == "text") {
-    for (const Rule* r : all_rules())
-      std::cout << r->id << "  [" << (r->level == Rule::Level::Error ? "error" : "warning") << "]  "
-                << (std::string(r->stage) == kStageValidateArgs ? "" : std::string("(") + r->stage + ") ")
-                << r->description << "\n";
+    if (ids.empty()) {
+      std::cout << rules_markdown();
+    } else {  // the table's rows of the named rules
+      std::cout << markdown_header();
+      for (const Rule* r : rules) std::cout << markdown_row(*r);
+    }
+  } else if (format == "json") {
+    std::cout << "[";
+    for (size_t i = 0; i < rules.size(); ++i) std::cout << (i ? ",\n " : "\n ") << json_object(*rules[i]);
+    std::cout << "\n]\n";
   } else {
-    throw UsageError("argument --format: invalid choice: '" + format + "' (choose from 'text', 'markdown')", {"--format"});
+    for (const Rule* r : rules) std::cout << text_line(*r);
   }
   return 0;
 }

@@ -9,9 +9,12 @@
 
 namespace mr::app {
 
+namespace {
+constexpr const char* kFormats = "json|text|json-schema|bash-completion|zsh-completion|fish-completion";
+}  // namespace
+
 void SchemaOptions::add_to(po::options_description& desc) {
-  desc.add_options()("format", po::value(&format),
-                     "json|text|json-schema|bash-completion|zsh-completion|fish-completion");
+  desc.add_options()("format", po::value(&format), kFormats);
 }
 
 int cmd_schema(const std::vector<std::string>& args) {
@@ -28,10 +31,7 @@ int cmd_schema(const std::vector<std::string>& args) {
   else if (format == "zsh-completion") std::cout << zsh_completion(s, completion_spec());
   else if (format == "fish-completion") std::cout << fish_completion(s, completion_spec());
   else
-    throw UsageError("argument --format: invalid choice: '" + format +
-                         "' (choose from 'json', 'text', 'json-schema', 'bash-completion', 'zsh-completion', "
-                         "'fish-completion')",
-                     {"--format"});
+    throw invalid_choice("--format", format, kFormats);
   return 0;
 }
 

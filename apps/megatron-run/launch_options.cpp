@@ -97,6 +97,13 @@ int parse_nproc(const std::string& v) {
   }
 }
 
+// The closed sets of our launcher options, as their descriptions name them (shell completion offers them) and
+// their invalid-choice errors list them.
+constexpr const char* kRdzvBackends = "static|c10d";
+constexpr const char* kStartMethods = "spawn|fork|forkserver";
+constexpr const char* kNumaModes = "node|socket|exclusive|core-complex";
+std::string described(const char* choices, const char* what) { return std::string(choices) + ": " + what; }
+
 // torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored). Each
 // is known with its arity, so that the words after it are not taken for the training program.
 struct NotYet {
@@ -137,14 +144,14 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("max_restarts", po::value(&max_restarts), "torchrun's spelling of --max-restarts")
       ("monitor-interval", po::value(&monitor_interval), "torchrun's polling period; megatron-run reacts at once")
       ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
-      ("rdzv-backend", po::value(&rdzv_backend), "static|c10d: rendezvous backend (c10d: node ranks in order of arrival)")
-      ("rdzv_backend", po::value(&rdzv_backend), "static|c10d: torchrun's spelling of --rdzv-backend")
+      ("rdzv-backend", po::value(&rdzv_backend), described(kRdzvBackends, "rendezvous backend (c10d: node ranks in order of arrival)").c_str())
+      ("rdzv_backend", po::value(&rdzv_backend), described(kRdzvBackends, "torchrun's spelling of --rdzv-backend").c_str())
       ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint),
        "HOST[:PORT] or [IPV6]:PORT of the rendezvous (static: the master)")
       ("rdzv_endpoint", po::value<std::string>()->notifier(endpoint), "torchrun's spelling of --rdzv-endpoint")
       ("role", po::value(&role), "the workers' role (ROLE_NAME)")
-      ("start-method", po::value(&start_method), "spawn|fork|forkserver: torchrun's Python start method; not used")
-      ("start_method", po::value(&start_method), "spawn|fork|forkserver: torchrun's spelling of --start-method")
+      ("start-method", po::value(&start_method), described(kStartMethods, "torchrun's Python start method; not used").c_str())
+      ("start_method", po::value(&start_method), described(kStartMethods, "torchrun's spelling of --start-method").c_str())
       ("run-path", po::bool_switch()->notifier(set_run_path), "torchrun's runpy mode; not used (the script runs as `python SCRIPT`)")
       ("run_path", po::bool_switch()->notifier(set_run_path), "torchrun's spelling of --run-path")
       ("shutdown-timeout", po::value(&shutdown_timeout), "torchrun's name for --term-timeout")
@@ -188,9 +195,9 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("signals_to_handle", po::value<std::string>()->notifier([this](const std::string& v) { signals_to_handle = v; }),
        "torchrun's spelling of --signals-to-handle")
       ("numa-binding", po::value<std::string>()->notifier([this](const std::string& v) { set_numa_binding(v); }),
-       "node|socket|exclusive|core-complex: bind each worker to CPUs near its GPU (torch/numa/binding.py)")
+       described(kNumaModes, "bind each worker to CPUs near its GPU (torch/numa/binding.py)").c_str())
       ("numa_binding", po::value<std::string>()->notifier([this](const std::string& v) { set_numa_binding(v); }),
-       "node|socket|exclusive|core-complex: torchrun's spelling of --numa-binding")
+       described(kNumaModes, "torchrun's spelling of --numa-binding").c_str())
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
@@ -211,9 +218,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
 void LaunchOptions::set_numa_binding(const std::string& v) {
   numa_binding = launch::numa_mode_from_string(v);
   if (!numa_binding)
-    throw UsageError("argument --numa-binding: invalid choice: '" + v +
-                         "' (choose from 'node', 'socket', 'exclusive', 'core-complex')",
-                     {"--numa-binding"});
+    throw invalid_choice("--numa-binding", v, kNumaModes);
 }
 
 // PET_<NAME> as an integer the way torchrun's check_env reads it (Python's int(): blanks around, a sign, digits).
@@ -332,9 +337,7 @@ void LaunchOptions::apply_worker_options() {
   }
   if (!start_method.empty()) {
     if (start_method != "spawn" && start_method != "fork" && start_method != "forkserver")
-      throw UsageError("argument --start-method: invalid choice: '" + start_method +
-                           "' (choose from 'spawn', 'fork', 'forkserver')",
-                       {"--start-method"});
+      throw invalid_choice("--start-method", start_method, kStartMethods);
     notices.push_back("--start-method " + start_method +
                       ": not used (megatron-run starts every worker as a fresh process, fork and exec)");
   }
@@ -403,8 +406,7 @@ void LaunchOptions::apply(Invocation& inv) {
   // First what the rendezvous needs (rendezvous_known after it): a bad value of a later, worker-only option on one
   // node of a multi-node launch can then be told to the other nodes (cmd_run), which would otherwise wait for it.
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
-    throw UsageError("argument --rdzv-backend: megatron-run has the static and the c10d rendezvous, not '" +
-                         rdzv_backend + "'", {"--rdzv-backend"});
+    throw invalid_choice("--rdzv-backend", rdzv_backend, kRdzvBackends);  // the two megatron-run has
   if (elastic() && rdzv_backend != "c10d")
     throw UsageError("argument --nnodes: an elastic job (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
                          ") numbers its nodes as they arrive: it needs --rdzv-backend c10d --rdzv-endpoint HOST[:PORT]",

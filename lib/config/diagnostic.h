@@ -28,6 +28,15 @@ struct UsageError : std::runtime_error {
   }
 };
 
+// A message without the "file:line: " it starts with, for the layouts that give that place on its own (check's
+// lines, the JSON diagnostics' `where`); a usage error from a file names its place first in what().
+inline std::string without_where(const std::string& message, const std::string& where) {
+  if (where.empty() || message.size() < where.size() + 2 || message.compare(0, where.size(), where) != 0 ||
+      message.compare(where.size(), 2, ": ") != 0)
+    return message;
+  return message.substr(where.size() + 2);
+}
+
 struct Diagnostic {
   enum class Level { Error, Warning };
   Level level = Level::Error;

@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "config/schema.h"
 #include "config/value.h"
@@ -68,6 +70,30 @@ TEST_CASE("an option of megatron-run's given again overrides the earlier one, as
   CHECK(both.out.find("hidden_size") == std::string::npos);
 }
 
+TEST_CASE("megatron-run's own closed-set options list their choices when refusing a value, as argparse does", "[cli]") {
+  const std::pair<std::string, std::string> refused[] = {
+      {"--log-level loud --dry-run",
+       "argument --log-level: invalid choice: 'loud' (choose from 'trace', 'debug', 'info', 'warning', 'error', 'fatal')"},
+      {"--dry-run --format yaml", "argument --format: invalid choice: 'yaml' (choose from 'text', 'json', 'argv', 'argv0')"},
+      {"check --format csv x.yaml", "argument --format: invalid choice: 'csv' (choose from 'text', 'json')"},
+      {"topology --world-size 1 --format png", "argument --format: invalid choice: 'png' (choose from 'text', 'json', 'svg', 'dot')"},
+      {"schema --format xml", "argument --format: invalid choice: 'xml' (choose from 'json', 'text', 'json-schema', "
+                              "'bash-completion', 'zsh-completion', 'fish-completion')"},
+      {"rules --format html", "argument --format: invalid choice: 'html' (choose from 'text', 'markdown', 'json')"},
+      {"--dry-run --start-method thread --nproc-per-node 1 --config " + kDefault,
+       "argument --start-method: invalid choice: 'thread' (choose from 'spawn', 'fork', 'forkserver')"},
+      {"--dry-run --rdzv-backend etcd --nproc-per-node 1 --config " + kDefault,
+       "argument --rdzv-backend: invalid choice: 'etcd' (choose from 'static', 'c10d')"},
+  };
+  for (const auto& [args, message] : refused) {
+    INFO(args);
+    auto r = sh(args);
+    CHECK(r.exit == 2);
+    CHECK(r.out.find("megatron-run: error: " + message + "\n") != std::string::npos);
+  }
+  CHECK(sh("--log-level warn --dry-run --config " + kDefault).exit == 0);  // the alias stays accepted
+}
+
 TEST_CASE("--world-size that disagrees with --nnodes x --nproc-per-node is refused", "[cli]") {
   auto r = sh("--dry-run --nnodes 2 --nproc-per-node 2 --world-size 8 --config " + kDefault);
   CHECK(r.exit == 2);
@@ -95,6 +121,89 @@ TEST_CASE("a config file's mistakes are reported at once, each with its line (bo
   CHECK(c.exit == 2);
   CHECK(c.out.find("argument --num-layers: invalid int value: 'two'") != std::string::npos);
   CHECK(c.out.find("\n  also " + ci + ":3: argument --hidden-size: invalid int value: '256.5'") != std::string::npos);
+}
+
+TEST_CASE("check: a key set twice is one more of the file's mistakes, listed in line order", "[cli]") {
+  const std::string d2 = tmp_file("d2.yaml", "hidden_sizee: 4\nnum_layers: 2\nnum_layers: 3\n");
+  auto r = sh("check " + d2);
+  CHECK(r.exit == 2);
+  CHECK(r.out.find(d2 + ":1: error[usage]: unknown argument 'hidden_sizee' (did you mean --hidden-size?)\n  also " +
+                   d2 + ":3: duplicate key 'num_layers' (also at " + d2 + ":2)") != std::string::npos);
+  // Alone, it is the file's error with its own id, as before.
+  const std::string d1 = tmp_file("d1.yaml", "num_layers: 2\nnum_layers: 3\n");
+  auto one = mrtest::megatron_run_stdout("check --format json " + d1);
+  CHECK(one.exit == 2);
+  const mr::Value e = mr::Value::parse_json(one.out).as_list()[0];
+  CHECK(e.as_object()[3].second.as_list()[0].as_object()[0].second.as_str() == "input.yaml-duplicate-key");
+  auto dry = sh("--dry-run --config " + d2);
+  CHECK(dry.exit == 2);
+  CHECK(dry.out.find("megatron-run: error: " + d2 + ":1: unknown argument 'hidden_sizee'") != std::string::npos);
+  CHECK(dry.out.find("\n  also " + d2 + ":3: duplicate key 'num_layers'") != std::string::npos);
+}
+
+TEST_CASE("check and --format json: a usage error's place is given once, not repeated in its message", "[cli]") {
+  const std::string u = tmp_file("u.yaml", "num_layers: abc\n");
+  auto t = sh("check " + u);
+  CHECK(t.exit == 2);
+  CHECK(t.out.find(u + ":1: error[usage]: argument num_layers: invalid int value: 'abc'\n") != std::string::npos);
+  CHECK(t.out.find(u + ":1: " + u) == std::string::npos);
+  auto j = mrtest::megatron_run_stdout("check --format json " + u);
+  CHECK(j.exit == 2);
+  const mr::Value d = mr::Value::parse_json(j.out).as_list()[0].as_object()[3].second.as_list()[0];
+  std::string message, where;
+  for (const auto& [k, v] : d.as_object()) {
+    if (k == "message") message = v.as_str();
+    if (k == "where") where = v.as_str();
+  }
+  CHECK(message == "argument num_layers: invalid int value: 'abc'");
+  CHECK(where == u + ":1");
+  // The dry run's JSON failure document too; its text line (no place of its own) keeps the place.
+  auto dj = mrtest::megatron_run_stdout("--dry-run --config " + u + " --format json");
+  CHECK(dj.exit == 2);
+  CHECK(dj.out.find("\"message\": \"argument num_layers: invalid int value: 'abc'\"") != std::string::npos);
+  CHECK(dj.out.find("\"where\": \"" + u + ":1\"") != std::string::npos);
+  CHECK(sh("--dry-run --config " + u).out.find("error: " + u + ":1: argument num_layers") != std::string::npos);
+  // A functional-test (CI) layout file: the same.
+  const std::string ci = tmp_file("uci.yaml", "MODEL_ARGS:\n  --num-layers: abc\n");
+  auto c = mrtest::megatron_run_stdout("check --format json " + ci);
+  CHECK(c.out.find("\"message\": \"argument --num-layers: invalid int value: 'abc'\"") != std::string::npos);
+  CHECK(sh("check " + ci).out.find(ci + ":2: error[usage]: argument --num-layers: invalid int value: 'abc'\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("check --yaml-cfg: Megatron --yaml-cfg files, checked as --dry-run --yaml-cfg checks them", "[cli]") {
+  const std::string example = std::string(MR_SOURCE_DIR) + "/configs/examples/yaml-cfg-gpt.yaml";
+  // As a --config file it is refused, with a hint.
+  auto plain = sh("check " + example);
+  CHECK(plain.exit == 2);
+  CHECK(plain.out.find("unknown argument 'language_model'; this looks like a Megatron --yaml-cfg file") !=
+        std::string::npos);
+  auto ok = sh("check --yaml-cfg " + example);
+  CHECK(ok.exit == 0);
+  CHECK(ok.out.find(example + ": warning[parse.experimental-flag]: --yaml-cfg is experimental") != std::string::npos);
+  CHECK(ok.out.find("1 file(s) checked, 0 invalid") != std::string::npos);
+  CHECK(sh("check --quiet --yaml-cfg " + example).out.empty());
+  // A failing rule (exit 1) and a malformed file (exit 2), each in its own file, as check reports any file.
+  const std::string bad = tmp_file("ycfg-bad.yaml", "language_model:\n  num_layers: 4\nmodel_parallel: {}\n");
+  const std::string broken = tmp_file("ycfg-broken.yaml", "language_model: [\n");
+  auto one = sh("check --yaml-cfg " + example + " " + bad);
+  CHECK(one.exit == 1);
+  CHECK(one.out.find(bad) != std::string::npos);
+  CHECK(one.out.find("error[yaml.") != std::string::npos);
+  auto two = sh("check --yaml-cfg " + example + " " + bad + " " + broken + " /nonexistent/y.yaml");
+  CHECK(two.exit == 2);
+  CHECK(two.out.find(broken + ":2: error[input.yaml-syntax]") != std::string::npos);
+  CHECK(two.out.find("/nonexistent/y.yaml: error[input.unreadable]") != std::string::npos);
+  CHECK(two.out.find("4 file(s) checked, 3 invalid") != std::string::npos);
+  auto j = mrtest::megatron_run_stdout("check --format json --yaml-cfg " + example + " " + bad);
+  CHECK(j.exit == 1);
+  const mr::Value list = mr::Value::parse_json(j.out);
+  REQUIRE(list.as_list().size() == 2);
+  CHECK(list.as_list()[0].as_object()[1].second.as_bool());                 // ok
+  CHECK(list.as_list()[0].as_object()[4].second.as_object().size() > 10);  // resolved: the YAML namespace
+  CHECK_FALSE(list.as_list()[1].as_object()[1].second.as_bool());
+  // The same verdict as the dry run.
+  CHECK(sh("--dry-run --yaml-cfg " + bad).exit == 1);
 }
 
 TEST_CASE("a rule's error in a dry run names the config file's line, as check does", "[cli]") {
@@ -173,6 +282,41 @@ TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
   CHECK(c.out.find("--num-layers") != std::string::npos);
   auto rules = sh("rules");
   CHECK(rules.out.find("parallel.world-size-divisible  [error]") != std::string::npos);
+  // Named rules: their lines of the list, in the order given; an unknown id is an error with the closest ids.
+  auto named = sh("rules sanity.integer-overflow parallel.world-size-divisible");
+  CHECK(named.exit == 0);
+  std::string want;
+  for (const char* id : {"sanity.integer-overflow  ", "parallel.world-size-divisible  "}) {
+    size_t at = rules.out.find(std::string("\n") + id);
+    REQUIRE(at != std::string::npos);
+    want += rules.out.substr(at + 1, rules.out.find('\n', at + 1) - at);
+  }
+  CHECK(named.out == want);
+  auto typo = sh("rules parallel.world-size-divisble");
+  CHECK(typo.exit == 2);
+  CHECK(typo.out.find("rules: unknown rule id 'parallel.world-size-divisble' (did you mean "
+                      "parallel.world-size-divisible?)") != std::string::npos);
+  CHECK(sh("rules world-size-divisible").out.find("(did you mean parallel.world-size-divisible?)") !=
+        std::string::npos);
+  auto rj = mrtest::megatron_run_stdout("rules --format json");
+  CHECK(rj.exit == 0);
+  const mr::Value all = mr::Value::parse_json(rj.out);
+  CHECK(all.as_list().size() == static_cast<size_t>(std::count(rules.out.begin(), rules.out.end(), '\n')));
+  auto one = mrtest::megatron_run_stdout("rules --format json input.yaml-duplicate-key");
+  const mr::Value r = mr::Value::parse_json(one.out);
+  REQUIRE(r.as_list().size() == 1);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : r.as_list()[0].as_object()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"id", "level", "stage", "description", "source"});
+  CHECK(r.as_list()[0].as_object()[0].second.as_str() == "input.yaml-duplicate-key");
+  CHECK(r.as_list()[0].as_object()[2].second.as_str() == "input");
+  // --format json: stdout is one JSON document, a refusal included.
+  auto bad_json = mrtest::megatron_run_stdout("rules --format json no.such-rule");
+  CHECK(bad_json.exit == 2);
+  CHECK_FALSE(mr::Value::parse_json(bad_json.out).as_object()[0].second.as_bool());
+  CHECK(sh("rules --format markdown parallel.world-size-divisible").out.find("| `parallel.world-size-divisible` |") !=
+        std::string::npos);
+  CHECK(sh("rules --help").out.find("[ID...]") != std::string::npos);
   auto h = sh("--help");
   CHECK(h.exit == 0);
   CHECK(h.out.find("network size:") != std::string::npos);

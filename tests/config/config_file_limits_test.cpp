@@ -105,6 +105,31 @@ TEST_CASE("config files: a repeated key is an error in the plain layout, a warni
   CHECK(e.id == "input.yaml-duplicate-key");
   CHECK(std::string(e.what()) == scratch().string() + "/dup.yaml:3: duplicate key '--num-layers' (also at " +
                                      scratch().string() + "/dup.yaml:1); a config file sets each argument once");
+  // A key set twice is one more of the file's mistakes: all of them at once, in line order, each with its line.
+  auto both = refusal({write("dup2.yaml", "hidden_sizee: 4\nnum_layers: 2\nnum_layers: 3\nnum_layerz: 1\n")});
+  const std::string d2 = scratch().string() + "/dup2.yaml";
+  CHECK(std::string(both.what()) ==
+        d2 + ":1: unknown argument 'hidden_sizee' (did you mean --hidden-size?)\n  also " + d2 +
+            ":3: duplicate key 'num_layers' (also at " + d2 + ":2); a config file sets each argument once\n  also " + d2 +
+            ":4: unknown argument 'num_layerz' (did you mean --num-layers?)");
+  CHECK(both.where == d2 + ":1");  // the first mistake's place and id
+  CHECK(both.id.empty());
+  CHECK(both.flags == std::vector<std::string>{"hidden_sizee", "num_layers", "num_layerz"});
+  // One argument under two keys, and a bad value after a duplicate: each reported.
+  auto two = refusal({write("dup3.yaml", "--num-layers: 2\nnum_layers: 3\n--hidden-size: x\n")});
+  CHECK(two.id == "input.yaml-duplicate-key");
+  CHECK(has(two, "dup3.yaml:2: 'num_layers' sets the same argument as '--num-layers'"));
+  CHECK(has(two, "\n  also " + scratch().string() + "/dup3.yaml:3: argument --hidden-size: invalid int value: 'x'"));
+  // Bounded as the other mistakes: the first kMaxListedArguments + 1 by line, then a count.
+  std::string many_dups;
+  for (int i = 0; i < 1000; ++i) many_dups += "--num-layers: " + std::to_string(i) + "\n";
+  many_dups += "--num-layerz: 1\n";  // after every duplicate: counted, not listed
+  auto bounded = refusal({write("dups.yaml", many_dups)});
+  CHECK(has(bounded, "dups.yaml:2: duplicate key '--num-layers' (also at "));
+  CHECK(has(bounded, "dups.yaml:102: duplicate key"));
+  CHECK_FALSE(has(bounded, "dups.yaml:103:"));
+  CHECK_FALSE(has(bounded, "num-layerz"));
+  CHECK(has(bounded, "\n  ... (899 more)"));
   // Megatron's CI loader (PyYAML) keeps the last value: so do we, and provenance cites that line.
   auto p = parse({write("dupci.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --hidden-size: 64\n  --num-layers: 4\n")});
   CHECK(p.ns["num_layers"].as_int() == 4);

@@ -149,3 +149,17 @@ TEST_CASE("config errors are usage errors with file:line", "[config]") {
   CHECK(error_of({write_tmp("c.yaml", "--ckpt-format: zip\n")}).find("invalid choice: 'zip'") != std::string::npos);
   CHECK(error_of({write_tmp("m.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --foo: 1\n")}).find("m.yaml:3: unrecognized arguments: --foo 1") != std::string::npos);
 }
+
+TEST_CASE("a Megatron --yaml-cfg file given as a config file: the error says what it is and how to check it",
+          "[config]") {
+  const std::string hint = "this looks like a Megatron --yaml-cfg file (language_model: and model_parallel: sections), "
+                           "not a --config file: check it with `megatron-run check --yaml-cfg FILE`";
+  std::string e = error_of({std::string(MR_SOURCE_DIR) + "/configs/examples/yaml-cfg-gpt.yaml"});
+  CHECK(e.find("yaml-cfg-gpt.yaml:8: unknown argument 'language_model'; " + hint) != std::string::npos);
+  CHECK(e.find(hint) == e.rfind(hint));  // said once, at the first section
+  CHECK(e.find("also ") != std::string::npos);  // the other section is still listed
+  // Only for a file with such a section: a stray key of that name that is no section gets no hint.
+  std::string plain = error_of({write_tmp("lm.yaml", "--num-layers: 2\nlanguage_model: gpt\n")});
+  CHECK(plain.find("lm.yaml:2: unknown argument 'language_model'") != std::string::npos);
+  CHECK(plain.find("--yaml-cfg") == std::string::npos);
+}

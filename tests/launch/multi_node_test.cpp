@@ -629,7 +629,7 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
       {"--nnodes 2 --rdzv-backend c10d --nproc-per-node 1", "--rdzv-backend c10d: needs --rdzv-endpoint"},
       {"--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1",
        "argument --master-port: the c10d rendezvous chooses the workers' master"},
-      {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1", "the static and the c10d rendezvous, not 'etcd'"},
+      {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1", "argument --rdzv-backend: invalid choice: 'etcd' (choose from 'static', 'c10d')"},
       {"--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1", "argument --launcher-port"},
       {"--nnodes 1:4 --nproc-per-node 1",
        "argument --nnodes: an elastic job (1:4) numbers its nodes as they arrive: it needs --rdzv-backend c10d"},

@@ -69,11 +69,54 @@ struct Entry {
   yaml::Node value;
 };
 
+// A file's mistakes, reported at once in line order: the first kMaxListedArguments + 1 by line are kept (the
+// first one's error is thrown, the others listed after it), the rest only counted. Memory stays bounded however
+// many mistakes the file has.
+class Mistakes {
+ public:
+  void add(int line, UsageError e) {
+    Item item{line, seq_++, std::move(e)};
+    if (kept_.size() <= limits::kMaxListedArguments) {
+      kept_.push_back(std::move(item));
+      return;
+    }
+    ++more_;  // one of the kept ones or this one goes uncounted: the latest by line
+    auto last = std::max_element(kept_.begin(), kept_.end(), before);
+    if (before(item, *last)) *last = std::move(item);
+  }
+  bool empty() const { return kept_.empty(); }
+  // The first mistake's error (its where and id), with the others on lines of their own after it.
+  [[noreturn]] void raise() {
+    std::sort(kept_.begin(), kept_.end(), before);
+    const UsageError& first = kept_.front().error;
+    std::string msg = first.what();
+    std::vector<std::string> flags = first.flags;
+    for (size_t k = 1; k < kept_.size(); ++k) {
+      msg += "\n  also " + std::string(kept_[k].error.what());
+      flags.insert(flags.end(), kept_[k].error.flags.begin(), kept_[k].error.flags.end());
+    }
+    if (more_ > 0) msg += "\n  ... (" + std::to_string(more_) + " more)";
+    throw UsageError(msg, std::move(flags), first.where, first.id);
+  }
+
+ private:
+  struct Item {
+    int line;
+    size_t seq;
+    UsageError error;
+  };
+  static bool before(const Item& a, const Item& b) { return a.line != b.line ? a.line < b.line : a.seq < b.seq; }
+  std::vector<Item> kept_;
+  size_t seq_ = 0, more_ = 0;
+};
+
 // A mapping's entries as the Python dict built from it: `<<` merge keys flattened first (PyYAML), each key once
 // at its first position, with its last value. Keys must be scalars. A key written twice in the mapping itself
-// is an error (`strict`: megatron-run's own layout) or, where Megatron's loader accepts it (the functional-test
-// layout), a warning naming both lines. Linear in the number of keys.
-std::vector<Entry> entries(const yaml::Node& map, bool strict, std::vector<std::string>& warnings) {
+// is an error (`strict`: megatron-run's own layout; one more of the file's mistakes when `mistakes` collects
+// them, else thrown) or, where Megatron's loader accepts it (the functional-test layout), a warning naming both
+// lines. Linear in the number of keys.
+std::vector<Entry> entries(const yaml::Node& map, bool strict, std::vector<std::string>& warnings,
+                           Mistakes* mistakes = nullptr) {
   std::size_t own_from = 0;
   auto pairs = yaml::merged_pairs(map, kConfigFlags, &own_from);
   std::vector<Entry> out;
@@ -89,11 +132,15 @@ std::vector<Entry> entries(const yaml::Node& map, bool strict, std::vector<std::
       auto [it, fresh] = own.try_emplace(name, k);
       if (!fresh) {
         std::string msg = "duplicate key '" + k.scalar() + "' (also at " + it->second.where() + ")";
-        if (strict)
-          throw UsageError(k.where() + ": " + msg + "; a config file sets each argument once", {k.scalar()},
-                           k.where(), "input.yaml-duplicate-key");
-        warnings.push_back("[input.yaml-duplicate-key] " + k.where() + ": " + msg + ": the value at " + k.where() +
-                           " is used, as Python's yaml loader does");
+        if (strict) {
+          UsageError e(k.where() + ": " + msg + "; a config file sets each argument once", {k.scalar()}, k.where(),
+                       "input.yaml-duplicate-key");
+          if (!mistakes) throw e;
+          mistakes->add(k.line(), std::move(e));
+        } else {
+          warnings.push_back("[input.yaml-duplicate-key] " + k.where() + ": " + msg + ": the value at " + k.where() +
+                             " is used, as Python's yaml loader does");
+        }
         it->second = k;
       }
     }
@@ -214,11 +261,14 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
                  Namespace& ns) {
   Converter to_value{opts, /*strict=*/true, out.report.warnings};
   std::map<std::string, std::pair<std::string, std::string>> set_by;  // dest -> (key, where) that set it here
-  // Every key's mistake is reported (a file's mistakes at once, not one per run): the first one's error is
-  // thrown, with the others listed after it.
-  std::vector<UsageError> bad;  // bounded: the first kMaxListedArguments + 1, then only counted
-  size_t bad_more = 0;
-  for (const Entry& e : entries(root, /*strict=*/true, out.report.warnings)) {
+  // Every key's mistake is reported (a file's mistakes at once, not one per run), a key written twice included:
+  // the first one by line is thrown, with the others listed after it.
+  Mistakes bad;
+  // Megatron's --yaml-cfg layout (config/parse/yaml_cfg.h): its sections are no arguments; the first of them named
+  // as unknown says what the file is.
+  const bool yaml_cfg_layout = root.get("language_model").is_map() || root.get("model_parallel").is_map();
+  bool yaml_cfg_hinted = false;
+  for (const Entry& e : entries(root, /*strict=*/true, out.report.warnings, &bad)) {
     try {
       std::string key = e.key.scalar();
       if (parse_args_attribute(key)) continue;
@@ -246,6 +296,12 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
           for (size_t i = 0; i < s.size(); ++i) msg += (i ? ", " : "") + s[i];
           msg += "?)";
         }
+        if (yaml_cfg_layout && !yaml_cfg_hinted && (key == "language_model" || key == "model_parallel")) {
+          yaml_cfg_hinted = true;
+          msg += "; this looks like a Megatron --yaml-cfg file (language_model: and model_parallel: sections), not a "
+                 "--config file: check it with `megatron-run check --yaml-cfg FILE` or "
+                 "`megatron-run --dry-run --yaml-cfg FILE`";
+        }
         throw file_error(where, msg, {key});
       }
       // One argument under two keys (--num-layers and num_layers, --foo and --no-foo): as a key written twice.
@@ -267,21 +323,10 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
       }
       assign_value(*arg, key, v, origin, ns);
     } catch (const UsageError& ex) {
-      if (!ex.id.empty()) throw;  // an input.* refusal (a key set twice) ends the file at once
-      if (bad.size() <= limits::kMaxListedArguments) bad.push_back(ex);
-      else ++bad_more;
+      bad.add(e.key.line(), ex);  // an input.* refusal of a key (a tag, a quote left open) is one more mistake
     }
   }
-  if (!bad.empty()) {
-    std::string msg = bad.front().what();
-    std::vector<std::string> flags = bad.front().flags;
-    for (size_t k = 1; k < bad.size(); ++k) {
-      msg += "\n  also " + std::string(bad[k].what());
-      flags.insert(flags.end(), bad[k].flags.begin(), bad[k].flags.end());
-    }
-    if (bad_more > 0) msg += "\n  ... (" + std::to_string(bad_more) + " more)";
-    throw UsageError(msg, flags, bad.front().where);
-  }
+  if (!bad.empty()) bad.raise();
 }
 
 }  // namespace

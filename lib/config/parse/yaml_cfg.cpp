@@ -226,7 +226,7 @@ Namespace load_yaml_cfg(const Namespace& argparse_ns, const TargetEnv& env, cons
   for (const auto& e : argparse_ns.entries())
     if ((e.prov.kind == Provenance::Kind::Cli || e.prov.kind == Provenance::Kind::Config) && e.dest != "yaml_cfg")
       ignored += (ignored.empty() ? "" : ", ") + Schema::megatron().flag_for_dest(e.dest);
-  warnings.push_back("--yaml-cfg is experimental: the YAML file replaces every other Megatron argument" +
+  warnings.push_back("[parse.experimental-flag] --yaml-cfg is experimental: the YAML file replaces every other Megatron argument" +
                        (ignored.empty() ? std::string() : " (ignored: " + ignored + ")"));
 
   // seed 163 / load_yaml: the namespace is the file's content, plus yaml_cfg and
