@@ -176,7 +176,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
         std::string m = e.what();
         if (const std::string tail = " [" + e.id + "]"; m.size() >= tail.size() && m.ends_with(tail))
           m.resize(m.size() - tail.size());
-        ds.push_back({Diagnostic::Level::Error, e.id, m, {"--use-checkpoint-args", "--load"}, {}, kStageInit});
+        std::vector<std::string> flags = {"--use-checkpoint-args"};
+        for (const char* f : {"--pretrained-checkpoint", "--load", "--ckpt-step", "--exit-on-missing-checkpoint"})
+          if (m.find(f) != std::string::npos) flags.push_back(f);
+        ds.push_back({Diagnostic::Level::Error, e.id, m, flags, {}, kStageInit});
       }
     };
   }

@@ -105,7 +105,7 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
   if (!std::filesystem::is_directory(f.dir, ec)) {
     if (q.ckpt_step != 0)
       throw CheckpointError(kCkptStepMissing, "--ckpt-step " + std::to_string(q.ckpt_step) + ": there is no " + f.dir);
-    throw CheckpointError(kCkptStepMissing, "--load " + q.load + ": " + tracker_path(f.base) + " names " +
+    throw CheckpointError(kCkptStepMissing, q.flag + " " + q.load + ": " + tracker_path(f.base) + " names " +
                                                 (f.release ? std::string("'release'")
                                                            : "iteration " + std::to_string(f.iteration)) +
                                                 " but " + f.dir +
@@ -179,6 +179,7 @@ std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
     r.dir = *dir;
     LoadQuery q;
     q.load = *dir;
+    q.flag = r.flag;
     if (const Value s = value_of(ns, "ckpt_step"); s.is_int()) q.ckpt_step = s.as_int();
     q.non_persistent_global = str_of(ns, "non_persistent_ckpt_type") == std::optional<std::string>("global");
     q.non_persistent_dir = str_of(ns, "non_persistent_global_ckpt_dir");

@@ -36,6 +36,7 @@ std::optional<TrackerValue> read_tracker(const std::string& path);
 // What locate_checkpoint reads: the directory and the flags that choose the iteration.
 struct LoadQuery {
   std::string load;                            // --load (or --pretrained-checkpoint)
+  std::string flag = "--load";                 // the flag that gave it, for messages
   int64_t ckpt_step = 0;                       // --ckpt-step; 0 is Megatron's "not given"
   bool non_persistent_global = false;          // --non-persistent-ckpt-type global
   std::optional<std::string> non_persistent_dir;  // --non-persistent-global-ckpt-dir
