@@ -11,6 +11,7 @@
 #include "config/print.h"
 #include "config/validate/resolve.h"
 #include "config/parse/yaml_cfg.h"
+#include "run/checkpoint_args.h"
 #include "util/log.h"
 #include "util/shell.h"
 #include "util/text.h"
@@ -159,6 +160,29 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // run validates the config for any program, and the user's program may not train at all (an inference
   // server): the schedule is a warning then.
   const bool trains = launching && !program.named() && !launch_opts.bring_up_only;
+  // --use-checkpoint-args in our own training run: the checkpoint's model arguments replace the given ones before
+  // validation, as Megatron's parse_and_validate_args does (run/checkpoint_args.h). Each rank does it again with
+  // the same checkpoint; the notice comes once (the spawner, or rank 0 under another launcher).
+  const char* rank_env = std::getenv("RANK");
+  const bool quiet = std::getenv("MR_SPAWNER") != nullptr || (rank_env && std::string(rank_env) != "0");
+  if (trains) {
+    inv.after_parse = [quiet](Parsed& p, std::vector<Diagnostic>& ds) {
+      try {
+        for (const run::CheckpointArgsResult& r : run::apply_checkpoint_args(p.ns))
+          if (!quiet)
+            ds.push_back({Diagnostic::Level::Warning, "checkpoint.use-checkpoint-args", run::checkpoint_args_notice(r),
+                          {"--use-checkpoint-args", r.flag}, {}, kStageInit});
+      } catch (const run::CheckpointError& e) {
+        std::string m = e.what();
+        if (const std::string tail = " [" + e.id + "]"; m.size() >= tail.size() && m.ends_with(tail))
+          m.resize(m.size() - tail.size());
+        std::vector<std::string> flags = {"--use-checkpoint-args"};
+        for (const char* f : {"--pretrained-checkpoint", "--load", "--ckpt-step", "--exit-on-missing-checkpoint"})
+          if (m.find(f) != std::string::npos) flags.push_back(f);
+        ds.push_back({Diagnostic::Level::Error, e.id, m, flags, {}, kStageInit});
+      }
+    };
+  }
   // Validation through the init stage for one world size: the failures (empty: valid), and a schedule warning.
   auto validate = [&](const Invocation& v, Outcome& o, std::optional<Diagnostic>& warning) -> std::vector<Diagnostic> {
     o = resolve(Schema::megatron(), v);
@@ -254,6 +278,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   if (!explained.empty()) std::cout << explained << "}\n";
   if (!explain.empty()) return 0;
+  if (launching && program.named() && !quiet && ns.has("use_checkpoint_args") && ns["use_checkpoint_args"].truthy())
+    print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run validated the "
+                             "values given, not the checkpoint's (it reads only its own training run's "
+                             "checkpoints); " + program.words.front() + " replaces the model's arguments with the "
+                             "checkpoint's itself, before its own validation");
   if (!dry_run) {
     tells_nodes = false;
     return launch(out, own_args, program, launch_opts.valid_nnodes);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "run/atomic_dir.h"
+#include "run/checkpoint_args.h"
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_io.h"
 
@@ -83,61 +84,22 @@ std::optional<std::pair<int64_t, double>> knob(const char* name) {
   return std::make_pair(static_cast<int64_t>(it), s);
 }
 
-struct Found {
-  std::string dir, base;
-  int64_t iteration = 0;
-  bool release = false;
-};
-
-std::optional<TrackerValue> read_tracker(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  const std::string text = read_small_file(path, 4096);
-  auto t = parse_tracker(text);
-  if (!t) throw CheckpointError(kCkptCorrupt, path + ": not an iteration number or 'release'");
-  return t;
-}
+using Found = CheckpointPlace;
 
 std::string non_persistent_dir(const Args& a, const std::string& base) {
   if (a.non_persistent_global_ckpt_dir) return *a.non_persistent_global_ckpt_dir;
   return base.empty() ? "non_persistent" : base + "/non_persistent";
 }
 
-// Megatron's _load_base_checkpoint: the tracker (or --ckpt-step), a newer global non-persistent checkpoint.
+// Megatron's _load_base_checkpoint (run/checkpoint_args.h).
 std::optional<Found> locate(const Args& a) {
   if (!a.load) return std::nullopt;
-  const std::string load = *a.load;
-  std::optional<TrackerValue> t = read_tracker(tracker_path(load));
-  Found f;
-  f.base = load;
-  int64_t iteration = t ? t->iteration : -1;
-  f.release = t && t->release;
-  if (a.ckpt_step && *a.ckpt_step != 0) {
-    iteration = *a.ckpt_step;
-    f.release = false;
-  }
-  if (a.non_persistent_ckpt_type == arg::NonPersistentCkptType::global) {
-    const std::string np = non_persistent_dir(a, load);
-    std::optional<TrackerValue> n = read_tracker(tracker_path(np));
-    if (n && !n->release && n->iteration >= iteration) {
-      f.base = np;
-      iteration = n->iteration;
-    }
-  }
-  if (iteration < 0 && !f.release) return std::nullopt;
-  f.iteration = f.release ? 0 : iteration;
-  f.dir = iteration_dir(f.base, f.iteration, f.release);
-  std::error_code ec;
-  if (!std::filesystem::is_directory(f.dir, ec)) {
-    if (a.ckpt_step && *a.ckpt_step != 0)
-      throw CheckpointError(kCkptStepMissing, "--ckpt-step " + std::to_string(*a.ckpt_step) + ": there is no " + f.dir);
-    throw CheckpointError(kCkptStepMissing, "--load " + load + ": " + tracker_path(f.base) + " names " +
-                                                (f.release ? std::string("'release'")
-                                                           : "iteration " + std::to_string(f.iteration)) +
-                                                " but " + f.dir +
-                                                (std::filesystem::exists(f.dir, ec) ? " is not a directory" : " does not exist"));
-  }
-  return f;
+  LoadQuery q;
+  q.load = *a.load;
+  q.ckpt_step = a.ckpt_step.value_or(0);
+  q.non_persistent_global = a.non_persistent_ckpt_type == arg::NonPersistentCkptType::global;
+  q.non_persistent_dir = a.non_persistent_global_ckpt_dir;
+  return locate_checkpoint(q);
 }
 
 bool loads_rng(const Args& a, const Found& f) { return !a.finetune && !f.release && !a.no_load_rng.value_or(false); }

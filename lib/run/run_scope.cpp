@@ -49,6 +49,8 @@ constexpr ArgId kActs[] = {
     ArgId::exit_on_missing_checkpoint, ArgId::no_save_optim, ArgId::no_load_optim, ArgId::no_load_rng,
     ArgId::async_save, ArgId::exit_interval, ArgId::exit_duration_in_mins, ArgId::exit_signal_handler,
     ArgId::exit_signal,
+    // The checkpoint's model arguments replace the given ones before validation (run/checkpoint_args.h).
+    ArgId::use_checkpoint_args, ArgId::use_mp_args_from_checkpoint_args, ArgId::use_tokenizer_model_from_checkpoint_args,
     // The log (run/log.h).
     ArgId::log_interval, ArgId::log_params_norm, ArgId::timing_log_level,
     // The process groups and the rank layout (parallel/layout.h, distributed/).
@@ -138,6 +140,8 @@ const std::map<std::string_view, const char*>& group_reasons() {
 // Flags whose reason is not their group's.
 const std::map<ArgId, const char*>& flag_reasons() {
   static const std::map<ArgId, const char*> m = {
+      {ArgId::pretrained_checkpoint, "the synthetic run loads no weights from it (with --use-checkpoint-args it "
+                                     "takes the model's arguments from it, as Megatron)"},
       {ArgId::no_save_rng, "the synthetic run's RNG state is its seed, always saved (a few bytes)"},
       {ArgId::ckpt_format, "the synthetic run writes one format: safetensors + JSON per rank (docs/checkpoints.md)"},
       {ArgId::sequence_parallel, "a layout of activations: the synthetic run has none (its parameters are the same)"},

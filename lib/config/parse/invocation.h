@@ -2,11 +2,13 @@
 // Megatron's parse_args(), before validate_args(). The validation that follows is config/validate/resolve.h.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "config/diagnostic.h"
 #include "config/parse/config_file.h"
 #include "config/namespace.h"
 #include "config/parse/argparse.h"
@@ -15,6 +17,7 @@
 namespace mr {
 
 struct YamlCfg;  // config/parse/yaml_cfg.h
+struct Parsed;
 
 struct Invocation {
   std::vector<std::string> config_files;  // applied in order, before the command line
@@ -22,6 +25,10 @@ struct Invocation {
   ConfigOptions config;
   TargetEnv env = TargetEnv::from_process();
   std::optional<long long> world_size;     // overrides WORLD_SIZE (check --world-size)
+  // Run by resolve() after parsing and before validation, where Megatron's parse_and_validate_args applies
+  // --use-checkpoint-args (the launcher of megatron-run's own training run sets it): it may change the namespace
+  // and add diagnostics; an error among them ends the resolution before validation. Not run with --yaml-cfg.
+  std::function<void(Parsed&, std::vector<Diagnostic>&)> after_parse;
 };
 
 struct Parsed {

@@ -31,7 +31,12 @@ void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<
 Outcome resolve(const Schema& schema, const Invocation& inv) {
   Outcome out;
   out.parsed = parse_arguments(schema, inv);
-  if (yaml_cfg_requested(out.parsed.ns)) parse_yaml_cfg(out.parsed, inv.config);
+  const bool yaml = yaml_cfg_requested(out.parsed.ns);
+  if (inv.after_parse && !yaml) {
+    inv.after_parse(out.parsed, out.diagnostics);
+    if (!out.ok()) return out;
+  }
+  if (yaml) parse_yaml_cfg(out.parsed, inv.config);
   validate(out.parsed, out.diagnostics, &out.stages_passed);
   return out;
 }

@@ -1,0 +1,194 @@
+// --use-checkpoint-args (run/checkpoint_args.h, docs/checkpoints.md): Megatron's override list over a namespace,
+// and end to end: a job whose model comes from the checkpoint under --load, a missing checkpoint with and without
+// --exit-on-missing-checkpoint, a corrupt metadata file, a user program. Every job has a hard timeout.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../distributed/proc.h"
+#include "run/checkpoint_args.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+mr::Namespace ns_of(const std::vector<std::pair<std::string, mr::Value>>& kv) {
+  mr::Namespace ns;
+  for (const auto& [k, v] : kv) ns.set(k, v, {mr::Provenance::Kind::Cli, "argv"});
+  return ns;
+}
+
+std::string changed_names(const std::vector<mr::run::ArgChange>& c) {
+  std::string s;
+  for (const auto& x : c) s += (s.empty() ? "" : " ") + x.dest;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint args: Megatron's list, given values kept unless forced", "[checkpoint-args]") {
+  using mr::Value;
+  mr::Namespace ns = ns_of({{"num_layers", Value(2)},
+                            {"hidden_size", Value()},
+                            {"ffn_hidden_size", Value()},
+                            {"swiglu", Value(false)},
+                            {"num_query_groups", Value(4)},
+                            {"moe_ffn_hidden_size", Value(64)},
+                            {"seed", Value(7)},
+                            {"tensor_model_parallel_size", Value(1)},
+                            {"use_mp_args_from_checkpoint_args", Value(false)},
+                            {"use_tokenizer_model_from_checkpoint_args", Value(true)},
+                            {"tokenizer_type", Value("NullTokenizer")}});
+  const Value saved = Value::object({{"num_layers", Value(3)},
+                                     {"hidden_size", Value(128)},
+                                     {"ffn_hidden_size", Value(512)},
+                                     {"swiglu", Value(true)},
+                                     {"num_query_groups", Value()},  // None in the checkpoint: kept
+                                     {"num_experts", Value()},
+                                     {"moe_ffn_hidden_size", Value(32)},
+                                     {"seed", Value(9)},            // not in the list
+                                     {"tensor_model_parallel_size", Value(2)},
+                                     {"tokenizer_type", Value("GPT2BPETokenizer")}});
+  const auto changed = mr::run::override_from_checkpoint_args(ns, saved, "test");
+  // num_layers was given (not None): Megatron keeps it; hidden_size and ffn_hidden_size were None: taken.
+  CHECK(changed_names(changed) == "hidden_size ffn_hidden_size swiglu moe_ffn_hidden_size tokenizer_type");
+  CHECK(ns["num_layers"] == Value(2));
+  CHECK(ns["hidden_size"] == Value(128));
+  CHECK(ns["swiglu"] == Value(true));
+  CHECK(ns.provenance("swiglu").kind == mr::Provenance::Kind::Derived);
+  CHECK(ns["num_query_groups"] == Value(4));
+  CHECK(ns["moe_ffn_hidden_size"].is_none());  // no experts in the checkpoint: Megatron sets it to None
+  CHECK(ns["seed"] == Value(7));
+  CHECK(ns["tensor_model_parallel_size"] == Value(1));  // only with --use-mp-args-from-checkpoint-args
+  CHECK(ns["tokenizer_type"] == Value("GPT2BPETokenizer"));
+
+  mr::Namespace mp = ns_of({{"tensor_model_parallel_size", Value(1)},
+                            {"use_mp_args_from_checkpoint_args", Value(true)},
+                            {"use_tokenizer_model_from_checkpoint_args", Value(false)},
+                            {"tokenizer_type", Value("NullTokenizer")}});
+  CHECK(changed_names(mr::run::override_from_checkpoint_args(mp, saved, "test")) == "tensor_model_parallel_size");
+  CHECK(mp["tokenizer_type"] == Value("NullTokenizer"));
+
+  // An older checkpoint's hybrid_override_pattern stands for hybrid_layer_pattern, and its num_layers is dropped.
+  mr::Namespace hy = ns_of({{"num_layers", Value()}, {"hybrid_layer_pattern", Value()}});
+  const Value old = Value::object({{"num_layers", Value(4)}, {"hybrid_override_pattern", Value("M*M*")}});
+  CHECK(changed_names(mr::run::override_from_checkpoint_args(hy, old, "test")) == "hybrid_layer_pattern");
+  CHECK(hy["num_layers"].is_none());
+}
+
+TEST_CASE("checkpoint args: nothing without --use-checkpoint-args; a missing or corrupt checkpoint", "[checkpoint-args]") {
+  using mr::Value;
+  mrtest::TempDir dir;
+  mr::Namespace off = ns_of({{"use_checkpoint_args", Value(false)}, {"load", Value(dir / "none")}});
+  CHECK(mr::run::apply_checkpoint_args(off).empty());
+  mr::Namespace on = ns_of({{"use_checkpoint_args", Value(true)}, {"load", Value(dir / "none")},
+                            {"exit_on_missing_checkpoint", Value(false)}});
+  const auto r = mr::run::apply_checkpoint_args(on);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].file.empty());
+  CHECK_THAT(mr::run::checkpoint_args_notice(r[0]), Catch::Contains("no checkpoint under --load " + dir / "none"));
+  on.set("exit_on_missing_checkpoint", Value(true), {});
+  CHECK_THROWS_WITH(mr::run::apply_checkpoint_args(on), Catch::Contains("[checkpoint.missing]"));
+  fs::create_directories(dir / "ck/iter_0000003");
+  std::ofstream(dir / "ck/latest_checkpointed_iteration.txt") << "3";
+  std::ofstream(dir / "ck/iter_0000003/rank_00000.json") << "{\"format\": ";
+  mr::Namespace bad = ns_of({{"use_checkpoint_args", Value(true)}, {"load", Value(dir / "ck")}});
+  CHECK_THROWS_WITH(mr::run::apply_checkpoint_args(bad),
+                    Catch::Contains(dir / "ck/iter_0000003/rank_00000.json") && Catch::Contains("[checkpoint.corrupt]"));
+}
+
+TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given values stay as in Megatron",
+          "[run][checkpoint][checkpoint-args]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // The checkpoint: 3 layers, hidden 128, SwiGLU (the default job is 2 layers, hidden 256, GELU).
+  mrtest::Proc s = mrtest::spawn_job(1, {"--num-layers", "3", "--hidden-size", "128", "--swiglu", "--train-iters", "2",
+                                         "--lr-warmup-iters", "1", "--save-interval", "2", "--save", ck},
+                                     dir, "save");
+  INFO(s.out() << s.err());
+  REQUIRE(s.exit_code() == 0);
+  // A config without the model's size: Megatron takes num_layers and hidden_size from the checkpoint (they are
+  // None), and SwiGLU whatever was given.
+  const std::string cfg = mrtest::default_config_with(dir, "nosize.yaml", {"--num-layers", "--hidden-size"}, "");
+  auto job = [&](std::vector<std::string> extra, const std::string& tag) {
+    std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", "1", "--config", cfg,
+                                     "--train-iters", "3", "--override-opt-param-scheduler"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::vector<mrtest::Proc> p = {mrtest::start(argv, {{"MR_DIST_TIMEOUT_S", "60"}}, dir, tag)};
+    mrtest::wait_all(p, std::chrono::seconds(180));
+    return p[0];
+  };
+  mrtest::Proc a = job({"--use-checkpoint-args", "--load", ck}, "use");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.err(), Catch::Contains("[checkpoint.use-checkpoint-args]") &&
+                          Catch::Contains("taken from the checkpoint " + ck + "/iter_0000002/rank_00000.json") &&
+                          Catch::Contains("num_layers None -> 3") && Catch::Contains("hidden_size None -> 128") &&
+                          Catch::Contains("swiglu False -> True"));
+  // Once, by the spawner (the rank applies it again, quietly).
+  CHECK(a.err().find("[checkpoint.use-checkpoint-args]") == a.err().rfind("[checkpoint.use-checkpoint-args]"));
+  CHECK_THAT(a.out(), Catch::Contains("(3 layers;") && Catch::Contains("successfully loaded checkpoint from " + ck) &&
+                          Catch::Contains("iteration        3/"));
+  CHECK_THAT(a.err(), !Catch::Contains("checkpoint.model-mismatch"));
+
+  // Values given on the command line are not replaced (Megatron's _set_arg without force): the checkpoint's model
+  // is then refused as before; the forced ones (swiglu) are replaced all the same.
+  mrtest::Proc b = job({"--num-layers", "2", "--hidden-size", "256", "--use-checkpoint-args", "--load", ck}, "given");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("swiglu False -> True") && !Catch::Contains("num_layers None") &&
+                          Catch::Contains("num_layers value from checkpoint (3) is not equal to the input argument "
+                                          "value (2)") &&
+                          Catch::Contains("checkpoint.model-mismatch"));
+
+  // Without --use-checkpoint-args: refused as before.
+  mrtest::Proc c = job({"--num-layers", "3", "--hidden-size", "128", "--load", ck}, "without");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains("checkpoint.model-mismatch") && !Catch::Contains("--use-checkpoint-args:"));
+
+  // A corrupt metadata file: refused before any worker starts, naming the file.
+  const std::string meta = ck + "/iter_0000002/rank_00000.json";
+  std::ofstream(meta, std::ios::trunc) << "{\"format\": \"megatron-run checkpoint\", ";
+  mrtest::Proc d = job({"--use-checkpoint-args", "--load", ck}, "corrupt");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 1);
+  CHECK_THAT(d.err(), Catch::Contains("[checkpoint.corrupt]") && Catch::Contains(meta));
+  CHECK_THAT(d.out(), !Catch::Contains("iteration        1/"));
+}
+
+TEST_CASE("--use-checkpoint-args without a checkpoint: a notice, or checkpoint.missing with --exit-on-missing-checkpoint",
+          "[run][checkpoint][checkpoint-args]") {
+  mrtest::TempDir dir;
+  const std::string none = dir / "none";
+  mrtest::Proc a = mrtest::spawn_job(1, {"--train-iters", "3", "--use-checkpoint-args", "--load", none}, dir, "notice");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.err(), Catch::Contains("[checkpoint.use-checkpoint-args] --use-checkpoint-args: no checkpoint under --load " +
+                                      none) &&
+                          Catch::Contains("using the arguments given"));
+  CHECK_THAT(a.out(), Catch::Contains("(2 layers;") && Catch::Contains("iteration        1/"));
+  mrtest::Proc b = mrtest::spawn_job(
+      1, {"--train-iters", "3", "--use-checkpoint-args", "--load", none, "--exit-on-missing-checkpoint"}, dir, "exit");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("[checkpoint.missing]") && Catch::Contains("--exit-on-missing-checkpoint") &&
+                          Catch::Contains(none + "/latest_checkpointed_iteration.txt"));
+  CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
+}
+
+TEST_CASE("--use-checkpoint-args with a user program: validated with the values given, and a notice says so",
+          "[run][checkpoint][checkpoint-args]") {
+  mrtest::TempDir dir;
+  std::vector<mrtest::Proc> p = {mrtest::start({mrtest::megatron_run(), "--nproc-per-node", "1", "--config",
+                                                std::string(MR_SOURCE_DIR) + "/configs/default.yaml",
+                                                "--use-checkpoint-args", "--load", dir / "none", "--no-python", "--",
+                                                "/bin/echo", "program"},
+                                               {}, dir, "program")};
+  mrtest::wait_all(p, std::chrono::seconds(60));
+  INFO(p[0].out() << p[0].err());
+  CHECK(p[0].exit_code() == 0);
+  CHECK_THAT(p[0].err(), Catch::Contains("megatron-run validated the values given, not the checkpoint's"));
+  CHECK_THAT(p[0].out(), Catch::Contains("program --num-layers 2") && Catch::Contains("--use-checkpoint-args"));
+}
