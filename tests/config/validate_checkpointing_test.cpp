@@ -24,6 +24,21 @@
 using namespace mrtest;
 
 // ---------------------------------------------------------------------------------------------------------------
+// seed 101-112: parse_and_validate_args' asserts for --use-checkpoint-args, before validate_args.
+
+TEST_CASE("--use-checkpoint-args needs a checkpoint to read, and not a local non-persistent one",
+          "[validate-checkpointing]") {
+  auto r = run(with({"--use-checkpoint-args"}), kWorld1);
+  CHECK(fails_with(r, "checkpoint-args.needs-load"));
+  CHECK(passes_opening(run(with({"--use-checkpoint-args", "--load", "/ckpt"}), kWorld1)));
+  CHECK(passes_opening(run(with({"--use-checkpoint-args", "--pretrained-checkpoint", "/base"}), kWorld1)));
+  r = run(with({"--use-checkpoint-args", "--load", "/ckpt", "--non-persistent-ckpt-type", "local"}), kWorld1);
+  CHECK(fails_with(r, "checkpoint-args.not-local"));
+  // Without the flag neither applies.
+  CHECK(passes_opening(run(with({"--non-persistent-ckpt-type", "global"}), kWorld1)));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // seed 421-436: checkpoint conversion prerequisites, non-persistent checkpoint kind.
 
 TEST_CASE("--ckpt-convert-format needs --ckpt-convert-save and --load", "[validate-checkpointing]") {

@@ -13,9 +13,10 @@
 TEST_CASE("the chain's sections are listed in the seed's order", "[validate-sections]") {
   std::vector<std::string> names;
   for (const mr::Section& s : mr::validation_sections()) names.push_back(s.name);
-  // validate_args() from seed 421 to 1925 (sections.cpp gives each one's lines), then the OptimizerConfig checks.
+  // parse_and_validate_args' asserts (seed 101-112), validate_args() from seed 421 to 1925 (sections.cpp gives each
+  // one's lines), then the OptimizerConfig checks.
   const std::vector<std::string> expected = {
-      "ckpt-conversion-prep", "heterogeneous-config", "use-dist-ckpt", "model-parallel-sizes", "deprecated-flags",
+      "checkpoint-args", "ckpt-conversion-prep", "heterogeneous-config", "use-dist-ckpt", "model-parallel-sizes", "deprecated-flags",
       "cuda-graph-normalize", "input-defaults", "batch-size", "hybrid-pattern", "virtual-pipeline", "torch-fsdp2",
       "dtype-strings", "low-precision-formats", "megatron-fsdp", "params-dtype", "inference-graph-precision",
       "dataloader-defaults", "model-dimensions", "dataloader-document-masking", "sequence-lengths", "save-schedule",

@@ -106,6 +106,8 @@ void varlen_dataset(Context& ctx);
 void sequence_packing(Context& ctx);
 
 // ---- checkpointing
+// checkpoint_args_asserts.cpp: parse_and_validate_args' asserts for --use-checkpoint-args (before validate_args).
+void checkpoint_args_asserts(Context& ctx);
 // ckpt_conversion_prep.cpp: --ckpt-convert-format prerequisites and the non-persistent checkpoint kind;
 // Megatron's update_use_dist_ckpt.
 void ckpt_conversion_prep(Context& ctx);

@@ -15,6 +15,7 @@ const std::vector<Section>& validation_sections() {
   // validate_args() opens at seed 419 and closes at 1931 with _print_args("arguments", args), which prints and
   // changes nothing (the caller prints the resolved arguments).
   static const std::vector<Section> sections = {
+      {"checkpoint-args", &checkpoint_args_asserts},                  // seed 101-112 (parse_and_validate_args)
       {"ckpt-conversion-prep", &ckpt_conversion_prep},                // seed 421-436
       {"heterogeneous-config", &heterogeneous_config},                // seed 438-439 (195-267)
       {"use-dist-ckpt", &update_use_dist_ckpt},                       // seed 441
