@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <string_view>
 
 #include "config/print.h"
 #include "util/log.h"
@@ -206,12 +207,31 @@ UsageError invalid_choice(const std::string& flag, const std::string& value, std
 }
 
 void CommonOptions::add_to(po::options_description& desc, const char* formats) {
+  // --format's and --log-level's choices are checked for every occurrence (argparse's `choices`), an overridden
+  // one too (split_args); invocation() checks the value that wins again.
+  std::vector<std::string> extra;  // the choices besides text and json, in their order
+  for (size_t at = 0;;) {
+    const std::string_view all(formats);
+    const size_t bar = all.find('|', at);
+    const std::string f(all.substr(at, bar == std::string_view::npos ? std::string_view::npos : bar - at));
+    if (f != "text" && f != "json") extra.push_back(f);
+    if (bar == std::string_view::npos) break;
+    at = bar + 1;
+  }
+  auto set_format = [this, extra](const std::string& v) {
+    format = v;
+    format_choice(v, extra);
+  };
+  auto set_level = [this](const std::string& v) {
+    log_level = v;
+    if (!log::parse_level(v)) throw invalid_choice("--log-level", v, kLogLevels);
+  };
   desc.add_options()
       ("config", po::value(&configs)->composing(), "config file")
-      ("format", po::value(&format), formats)
+      ("format", po::value<std::string>()->notifier(set_format), formats)
       ("allow-unset-env", po::bool_switch(&allow_unset_env), "keep unset ${VAR}")
       ("env-placeholder", po::value(&env_placeholder), "unset ${VAR} -> DIR/VAR")
-      ("log-level", po::value(&log_level), (std::string(kLogLevels) + ": log level").c_str())
+      ("log-level", po::value<std::string>()->notifier(set_level), (std::string(kLogLevels) + ": log level").c_str())
       ("target-env", po::value(&target_env_file), "target environment file")
       ("target-gpu-arch", po::value(&gpu_arch), "sm_XY")
       ("target-te-version", po::value<std::string>()->notifier([this](const std::string& v) { te_version = v; }), "version")
@@ -220,13 +240,17 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
       ("world-size", po::value<long long>()->notifier([this](long long v) { world_size = v; }), "world size");
 }
 
-Invocation CommonOptions::invocation(const std::vector<std::string>& extra_formats) const {
+void CommonOptions::format_choice(const std::string& format, const std::vector<std::string>& extra_formats) {
   bool extra = std::find(extra_formats.begin(), extra_formats.end(), format) != extra_formats.end();
   if (format != "text" && format != "json" && !extra) {
     std::string allowed = "text|json";
     for (const std::string& f : extra_formats) allowed += "|" + f;
     throw invalid_choice("--format", format, allowed);
   }
+}
+
+Invocation CommonOptions::invocation(const std::vector<std::string>& extra_formats) const {
+  format_choice(format, extra_formats);
   auto lvl = log::parse_level(log_level);
   if (!lvl) throw invalid_choice("--log-level", log_level, kLogLevels);
   log::init(*lvl);
@@ -282,11 +306,14 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
   // `desc` (exact names: no guessing, no short options), as Boost would decide.
   // An option given again overrides the earlier one, as argparse does (torchrun's and Megatron's parsers), in
   // either of torchrun's spellings (--nproc-per-node and --nproc_per_node are one option): the earlier words are
-  // ours and dropped. Options that collect every value (--config) keep them all.
+  // ours and dropped. Options that collect every value (--config) keep them all. Like argparse, which converts
+  // every occurrence, an earlier value is still checked (its conversion and its option's own check): an invalid
+  // one is refused as it would be alone, even when a later one overrides it.
   std::vector<std::string> head;
   std::vector<size_t> head_index;  // argv position of each word given to Boost
   std::vector<bool> to_boost(dd, false), overridden(dd, false);
   std::map<std::string, std::pair<size_t, size_t>> last;  // option (dashes) -> its latest words [first, end)
+  std::vector<std::pair<size_t, size_t>> earlier;          // the overridden occurrences' words, in order
   for (size_t i = 0; i < dd; ++i) {
     const std::string& w = args[i];
     if (w.size() < 3 || w[0] != '-' || w[1] != '-') continue;
@@ -302,6 +329,7 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
     auto [at, fresh] = last.try_emplace(name, first, i + 1);
     if (fresh) continue;
     for (size_t k = at->second.first; k < at->second.second; ++k) to_boost[k] = false, overridden[k] = true;
+    earlier.push_back(at->second);
     at->second = {first, i + 1};
   }
   for (size_t i = 0; i < dd; ++i)
@@ -311,6 +339,18 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
     }
   namespace cls = po::command_line_style;
   int style = cls::allow_long | cls::long_allow_adjacent | cls::long_allow_next;  // no guessing, no short options
+  // Each overridden occurrence alone, converted and its notifier run, before the words that count: what it sets
+  // is set again by the occurrence that overrides it (the same option, either spelling, notified below).
+  std::sort(earlier.begin(), earlier.end());  // the first invalid word on the command line is the one named
+  for (const auto& [from, to] : earlier) {
+    po::command_line_parser one(std::vector<std::string>(args.begin() + static_cast<long>(from),
+                                                         args.begin() + static_cast<long>(to)));
+    one.options(desc).style(style);
+    one.allow_unregistered();
+    po::variables_map checked;
+    po::store(one.run(), checked);
+    po::notify(checked);
+  }
   po::command_line_parser parser(head);
   parser.options(desc).style(style);
   parser.allow_unregistered();

@@ -32,6 +32,8 @@ struct CommonOptions {
   void add_to(po::options_description& desc, const char* formats = "text|json");
   // Builds the invocation (target environment, config options) from these options.
   Invocation invocation(const std::vector<std::string>& extra_formats = {}) const;
+  // Refuses a --format that is neither text, json nor one of `extra_formats` (a usage error naming the choices).
+  static void format_choice(const std::string& format, const std::vector<std::string>& extra_formats);
 };
 
 // The options of `topology` (cmd_topology.cpp), `params` (cmd_params.cpp) and `schedule` (cmd_schedule.cpp).

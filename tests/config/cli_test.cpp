@@ -94,6 +94,45 @@ TEST_CASE("megatron-run's own closed-set options list their choices when refusin
   CHECK(sh("--log-level warn --dry-run --config " + kDefault).exit == 0);  // the alias stays accepted
 }
 
+TEST_CASE("every occurrence of megatron-run's option is checked, not only the one that wins, as argparse does",
+          "[cli]") {
+  // Alone, each of these values is refused; given before a valid one, it is refused the same way (exit 2).
+  auto alone = sh("--dry-run --nproc-per-node abc --config " + kDefault);
+  REQUIRE(alone.exit == 2);
+  const std::string message = "argument --nproc-per-node: invalid value 'abc' (an integer, cpu, gpu or auto)";
+  CHECK(alone.out.find(message) != std::string::npos);
+  for (const char* words : {"--nproc-per-node abc --nproc-per-node 2", "--nproc_per_node abc --nproc-per-node 2",
+                                   "--nproc-per-node=abc --nproc_per_node=2", "--nproc_per_node abc --nproc_per_node 2"}) {
+    INFO(words);
+    auto r = sh(std::string("--dry-run ") + words + " --config " + kDefault);
+    CHECK(r.exit == 2);
+    CHECK(r.out.find(message) != std::string::npos);
+  }
+  // A conversion Boost makes (an int option) and an option's own check (its choices), in either spelling.
+  auto rank = sh("--dry-run --node_rank x --node-rank 0 --config " + kDefault);
+  CHECK(rank.exit == 2);
+  CHECK(rank.out.find("argument --node_rank: invalid value: 'x'") != std::string::npos);
+  auto numa = sh("--dry-run --numa-binding nodes --numa_binding node --nproc-per-node 1 --config " + kDefault);
+  CHECK(numa.exit == 2);
+  CHECK(numa.out.find("argument --numa-binding: invalid choice: 'nodes'") != std::string::npos);
+  auto nnodes = sh("--dry-run --nnodes 1:x --nnodes 1 --config " + kDefault);
+  CHECK(nnodes.exit == 2);
+  CHECK(nnodes.out.find("--nnodes") != std::string::npos);
+  // Valid earlier values: the last one wins, as before.
+  auto two = sh("--dry-run --nproc-per-node 1 --nproc_per_node 2 --world-size 2 --config " + kDefault);
+  CHECK(two.exit == 0);
+  // The choices of --format and --log-level too (argparse's `choices`), with the message a single value gets.
+  auto format = sh("--dry-run --config " + kDefault + " --format xml --format text");
+  CHECK(format.exit == 2);
+  CHECK(format.out.find("argument --format: invalid choice: 'xml' (choose from 'text', 'json', 'argv', 'argv0')") !=
+        std::string::npos);
+  auto level = sh("--dry-run --config " + kDefault + " --log-level loud --log-level info");
+  CHECK(level.exit == 2);
+  CHECK(level.out.find("argument --log-level: invalid choice: 'loud' (choose from 'trace',") != std::string::npos);
+  CHECK(sh("--dry-run --config " + kDefault + " --format json --format text --log-level error --log-level info").exit ==
+        0);
+}
+
 TEST_CASE("--world-size that disagrees with --nnodes x --nproc-per-node is refused", "[cli]") {
   auto r = sh("--dry-run --nnodes 2 --nproc-per-node 2 --world-size 8 --config " + kDefault);
   CHECK(r.exit == 2);
