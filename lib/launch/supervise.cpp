@@ -90,11 +90,18 @@ bool poll_readable(int fd) {
 // hold a pipe open for ever, and torchrun, which watches the workers and not their output, does not wait either.
 constexpr std::chrono::milliseconds kStreamLinger{500};
 
+// How often /proc is scanned for what the exited workers left in their process groups, while something is left
+// (a scan reads every process's stat file): at once after a worker's exit, then at most this often.
+constexpr std::chrono::milliseconds kLeftoverScan{100};
+
 }  // namespace
 
 AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
   AttemptResult result;
-  std::optional<Clock::time_point> kill_at;  // SIGKILL the stragglers at this time
+  // One grace period for every process group, however the stop came (a failure, a signal to the launcher, another
+  // node, what the exited workers left): the first SIGTERM to the groups sets it, SIGKILL ends it, once.
+  std::optional<Clock::time_point> kill_at;  // SIGKILL every group not yet reaped at this time
+  bool killed = false;                       // it has been sent: nothing is waited for after it
   bool stopping = false;                     // the workers have been told to stop
   std::vector<Worker*> failed;               // in the order seen
   const auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000));
@@ -105,8 +112,12 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   };
   Clock::time_point next_watch = Clock::now();  // the other nodes (o.watch): asked every 200 ms
   std::optional<Clock::time_point> streams_end_at;  // every worker has exited: the streams close then
-  std::optional<Clock::time_point> leftovers_kill_at;  // SIGKILL what the exited workers left in their groups then
-  bool leftovers_killed = false;
+  // What the exited workers left in their groups (Workers::leftovers), from the last scan of /proc: scanned again
+  // after a worker's exit (`left_known` false) and then every kLeftoverScan at most, not on every pass.
+  std::string left;
+  bool left_known = false;
+  Clock::time_point next_scan = Clock::now();
+  bool leftovers_named = false;  // the notice naming them was written
 
   for (;;) {
     std::vector<pollfd> fds;
@@ -119,7 +130,15 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           fds.push_back({s->fd, POLLIN, 0});
           owners.emplace_back(&w, s);
         }
-    if (!workers.any_running() && fds.size() == 1 && (leftovers_killed || workers.leftovers().empty())) break;
+    if (!workers.any_running() && !killed && (!left_known || Clock::now() >= next_scan)) {
+      left = workers.leftovers();
+      left_known = true;
+      next_scan = Clock::now() + kLeftoverScan;
+    }
+    // Nothing left in the groups, as far as the launcher waits: none found, or SIGKILL sent (a process in the kernel
+    // may linger, and is not waited for).
+    auto nothing_left = [&] { return killed || (left_known && left.empty()); };
+    if (!workers.any_running() && fds.size() == 1 && nothing_left()) break;
     const size_t streams_end = fds.size();
     for (Worker& w : workers.all())  // a worker's exit wakes the poll (its pidfd), output or not
       if (w.running && w.pidfd >= 0) fds.push_back({w.pidfd, POLLIN, 0});
@@ -161,6 +180,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     // Reap; the first failure stops the others.
     for (Worker& w : workers.all()) {
       if (!workers.exited(w)) continue;  // held, not reaped: what it left in its group can still be stopped
+      left_known = false;                // a new state: what is left is looked at again at once
       const int status = w.status;
       if (w.code == 0) continue;
       WorkerFailure f;
@@ -202,26 +222,21 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       }
     }
     // Every worker has exited. What they left in their process groups (a wrapper's child, a background job) is
-    // stopped as the workers were: SIGTERM and SIGCONT, then SIGKILL after the grace period.
-    std::string left;
-    if (!workers.any_running() && !leftovers_killed) left = workers.leftovers();
-    if (!left.empty()) {
-      if (!leftovers_kill_at) {
-        std::cerr << "megatron-run: every worker has exited, but processes they started are still running in their "
-                     "process groups ("
-                  << left << "); stopping them\n";
+    // stopped as the workers were: SIGTERM and SIGCONT, then SIGKILL at the end of the grace period. After a stop
+    // they had their SIGTERM with the workers, and their grace period runs already: not a second one.
+    if (!workers.any_running() && !killed && left_known && !left.empty() && !leftovers_named) {
+      leftovers_named = true;
+      std::cerr << "megatron-run: every worker has exited, but processes they started are still running in their "
+                   "process groups ("
+                << left << (kill_at ? "); killed at the end of the grace period unless they end\n" : "); stopping them\n");
+      if (!kill_at) {
         workers.terminate_all(SIGTERM);
-        leftovers_kill_at = Clock::now() + grace;
-      } else if (Clock::now() >= *leftovers_kill_at) {
-        std::cerr << "megatron-run: processes the workers started still running " << o.grace_seconds
-                  << " s after the stop signal (--term-timeout): " << left << "; killing them\n";
-        workers.kill_all(SIGKILL);
-        leftovers_killed = true;  // and the launcher does not wait for them: a process in the kernel may linger
+        kill_at = Clock::now() + grace;
       }
     }
     // Every worker has exited (and what they left in their groups): the streams close after what is in their
     // pipes, at once on a stop signal.
-    if (!workers.any_running() && left.empty()) {
+    if (!workers.any_running() && nothing_left()) {
       if (!streams_end_at) streams_end_at = Clock::now() + kStreamLinger;
       if (Clock::now() >= *streams_end_at || result.signal_received) {
         bool held = false;
@@ -237,14 +252,21 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
                        "output open; its further output is not shown\n";
       }
     }
-    // The grace period is over: SIGKILL what still runs (once).
-    if (kill_at && Clock::now() >= *kill_at) {
+    // The grace period is over: SIGKILL every group not yet reaped, the workers still running and what the
+    // exited ones left (once; the launcher waits for nothing of theirs after it).
+    if (kill_at && !killed && Clock::now() >= *kill_at) {
       if (workers.any_running()) {
         std::cerr << "megatron-run: workers still running " << o.grace_seconds
                   << " s after the stop signal (--term-timeout); killing them\n";
-        workers.kill_all(SIGKILL);
+      } else {
+        left = workers.leftovers();  // as it is now: the last scan may be up to kLeftoverScan old
+        if (!left.empty())
+          std::cerr << "megatron-run: processes the workers started still running " << o.grace_seconds
+                    << " s after the stop signal (--term-timeout): " << left << "; killing them\n";
       }
-      kill_at = Clock::now() + std::chrono::hours(24 * 365);
+      workers.kill_all(SIGKILL);
+      killed = true;
+      left.clear();
     }
   }
   // Every stream has ended: the stderr tails are complete.
