@@ -14,6 +14,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "launch/guardian.h"
 #include "launch/spawn_detail.h"
 
 namespace mr::launch {
@@ -54,6 +55,9 @@ int spawn_workers(const SpawnOptions& o) {
         throw std::runtime_error(std::string("--virtual-local-rank: ") + e.what());
       }
     }
+  // Forked first, before any worker (and before the signal handlers): it stops what the workers started in their
+  // process groups if this launcher dies without finishing (kill -9; launch/guardian.h).
+  Guardian guardian(o.nproc_per_node, o.grace_seconds);
   SpawnOptions job = o;
   const std::vector<std::string> env = detail::shared_worker_env(job);
   LogDir logs(o.logs, o.run_id, o.nproc_per_node);  // removes a temporary one last
@@ -71,7 +75,7 @@ int spawn_workers(const SpawnOptions& o) {
     {
       // Destroyed before the next attempt and on every path out of here: any worker still running is killed and
       // reaped.
-      detail::Workers workers(o.nproc_per_node);
+      detail::Workers workers(o.nproc_per_node, &guardian);
       workers.open_filtered(o, dir);
       for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
       r = detail::supervise(workers, job, signals.read_fd());

@@ -114,7 +114,9 @@ struct SpawnOptions {
 // No worker outlives it: each is started with PR_SET_PDEATHSIG = SIGKILL (it dies with the calling thread, even
 // after kill -9 of the launcher; call this from the thread that lives longest, e.g. the main thread); after the
 // first failure the others' process groups get SIGTERM and SIGCONT (a stopped worker acts on it too), then SIGKILL
-// `grace_seconds` later; every path out of here kills and reaps what is still running.
+// `grace_seconds` later; every path out of here kills and reaps what is still running. A guardian process
+// (launch/guardian.h), forked before the first worker, stops what the workers started in their process groups if
+// the launcher dies without returning from here (kill -9).
 int spawn_workers(const SpawnOptions& opts);
 
 // OMP_NUM_THREADS for each of `nproc_per_node` workers sharing `cpus` processors when the user set none: an

@@ -1,7 +1,8 @@
 // The parts of spawn_workers (spawn.h), internal to lib/launch:
 //   spawn_env.cpp      the workers' environment (torchrun's variables, the OMP_NUM_THREADS share);
 //   spawn_signals.cpp  forwarding the launcher's signals (a self-pipe the supervisor polls);
-//   workers.cpp        starting the worker processes, signalling, killing and reaping them;
+//   workers.cpp        starting the worker processes, signalling, killing and reaping them (and telling the
+//                      guardian, launch/guardian.h, of their process groups);
 //   supervise.cpp      the supervision loop: relaying output, forwarding signals, reaping, stopping on failure;
 //   spawn.cpp          the attempts (--max-restarts) around it.
 #pragma once
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "launch/failure_report.h"
+#include "launch/guardian.h"
 #include "launch/log_spec.h"
 #include "launch/spawn.h"
 
@@ -102,7 +104,8 @@ void write_all(int fd, std::string_view s);  // no allocation: safe in a forked 
 // The node's workers. No worker outlives the set: the destructor kills (SIGKILL) and reaps what still runs.
 class Workers {
  public:
-  explicit Workers(int count) : w_(static_cast<size_t>(count)) {}
+  // `guardian` (may be null): told each worker's process group as it starts and before it is reaped.
+  explicit Workers(int count, Guardian* guardian = nullptr) : w_(static_cast<size_t>(count)), guardian_(guardian) {}
   // With duplicate filters (o.logs): makes <attempt_dir>/filtered_stdout.log and/or filtered_stderr.log, which the
   // tee'd streams of the workers started afterwards share. Throws std::runtime_error when a file cannot be made.
   void open_filtered(const SpawnOptions& o, const std::string& attempt_dir);
@@ -133,6 +136,7 @@ class Workers {
 
  private:
   std::vector<Worker> w_;
+  Guardian* guardian_ = nullptr;
   int filtered_out_ = -1, filtered_err_ = -1;
 };
 

@@ -182,6 +182,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     _exit(127);
   }
   setpgid(pid, pid);  // also here: no race with kill(-pid) before the child ran setpgid
+  if (guardian_) guardian_->add(pid);  // its group is stopped by the guardian if the launcher dies
   w.pid = pid;
   w.running = true;
 #ifdef SYS_pidfd_open
@@ -238,6 +239,7 @@ void Workers::kill_and_reap() {
   kill_all(SIGKILL);
   for (Worker& w : w_)
     if (w.running || w.held) {
+      if (guardian_) guardian_->remove(w.pid);  // before the reaping frees the group's id for another process
       int status = 0;
       while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
       }

@@ -1,0 +1,165 @@
+// launch/guardian.h: the process that stops the workers' process groups when the launcher dies without finishing.
+// Unit tests with a forked "launcher", and megatron-run itself killed with SIGKILL.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "launch/guardian.h"
+#include "launch_test_util.h"
+
+using mr::launch::Guardian;
+using namespace mrtest::launcher;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using mrtest::Proc;
+
+// Whether `pid` is gone, or a zombie (where this machine's init does not reap orphans at once).
+bool gone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'Z' || line[paren + 2] == 'X';
+}
+
+// Waits until `pid` is gone (at most `seconds`); true if it is.
+bool wait_gone(pid_t pid, double seconds) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    if (gone(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return gone(pid);
+}
+
+// A process group of its own (its leader sleeps) with two more members: one that ignores SIGTERM and one that
+// does not, each sleeping 60 s. The members' pids come back through `fd`.
+[[noreturn]] void group_with_members(int fd) {
+  setpgid(0, 0);
+  signal(SIGTERM, SIG_DFL);
+  pid_t members[2];
+  for (int i = 0; i < 2; ++i) {
+    members[i] = fork();
+    if (members[i] == 0) {
+      signal(SIGTERM, i == 0 ? SIG_IGN : SIG_DFL);
+      sleep(60);
+      _exit(0);
+    }
+  }
+  (void)!write(fd, members, sizeof members);
+  sleep(60);
+  _exit(0);
+}
+
+}  // namespace
+
+TEST_CASE("guardian: a launcher killed with SIGKILL leaves nothing running in its workers' process groups",
+          "[launch][guardian]") {
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    // The "launcher": a worker group, then the guardian (1 s grace), told of it; then it waits for its SIGKILL.
+    // (megatron-run forks the guardian first: its workers exec, which closes the launcher's end of the guardian's
+    // socket; this group does not exec, so it must not inherit that end.)
+    close(p[0]);
+    const pid_t leader = fork();
+    if (leader == 0) group_with_members(p[1]);
+    setpgid(leader, leader);
+    Guardian guardian(4, 1.0);
+    guardian.add(leader);
+    for (;;) pause();
+  }
+  close(p[1]);
+  pid_t members[2] = {0, 0};
+  REQUIRE(read(p[0], members, sizeof members) == sizeof members);
+  close(p[0]);
+  // Told of the group before the members exist: the guardian has it by now (the "launcher" added it at once).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto killed_at = Clock::now();
+  REQUIRE(kill(launcher, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(waitpid(launcher, &status, 0) == launcher);
+  // The member that acts on SIGTERM ends at once; the one that ignores it lives through the grace period, then
+  // gets SIGKILL. Generous bounds: the machine may be busy.
+  CHECK(wait_gone(members[1], 10));
+  const double early = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  if (early < 0.5) CHECK_FALSE(gone(members[0]));  // not killed before the grace period (when we look in time)
+  CHECK(wait_gone(members[0], 20));
+  if (!gone(members[0])) kill(members[0], SIGKILL);
+  if (!gone(members[1])) kill(members[1], SIGKILL);
+}
+
+TEST_CASE("guardian: a launcher that finishes says done, and the groups are left alone; Ctrl-C does not end it",
+          "[launch][guardian]") {
+  const pid_t leader = fork();
+  REQUIRE(leader >= 0);
+  if (leader == 0) {
+    setpgid(0, 0);
+    sleep(60);
+    _exit(0);
+  }
+  setpgid(leader, leader);
+  pid_t guardian_pid = 0;
+  {
+    Guardian guardian(2, 1.0);
+    guardian_pid = guardian.pid();
+    REQUIRE(guardian_pid > 0);
+    guardian.add(leader);
+    // The terminal's signals to the launcher's process group reach the guardian too: it ignores them.
+    CHECK(kill(guardian_pid, SIGINT) == 0);
+    CHECK(kill(guardian_pid, SIGTERM) == 0);
+    CHECK(kill(guardian_pid, SIGHUP) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    int status = 0;
+    CHECK(waitpid(guardian_pid, &status, WNOHANG) == 0);  // still running
+    guardian.remove(leader);
+    guardian.add(leader);
+  }  // done, and reaped
+  CHECK(kill(guardian_pid, 0) != 0);  // reaped: no such process (its pid is not reused this soon)
+  CHECK_FALSE(gone(leader));          // the group was not touched
+  kill(leader, SIGKILL);
+  int status = 0;
+  CHECK(waitpid(leader, &status, 0) == leader);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+}
+
+TEST_CASE("guardian: kill -9 of megatron-run stops what its workers started in their process groups",
+          "[launch][guardian][process]") {
+  // Each rank (a shell, no job control) starts `sleep 1000` in its own process group, records its pid and waits.
+  // The launcher is SIGKILLed: the workers die with it (PR_SET_PDEATHSIG), and the guardian stops the sleeps.
+  ScratchDir dir("mr-guardian");
+  const fs::path script = dir.path / "kill9.sh", pids = dir.path / "pids";
+  std::ofstream(script) << kBin << " --config " << kConfig
+                        << " --nproc-per-node 2 --term-timeout 3 --no-append-args -- /bin/sh -c 'sleep 1000 & echo $! >> "
+                        << pids.string() << "; wait' 2>&1 & L=$!\n"
+                        << "while [ \"$(wc -l < " << pids.string() << " 2>/dev/null)\" != 2 ]; do sleep 0.05; done\n"
+                        << "kill -KILL $L; wait $L; echo launcher $?\n";
+  // The launcher is the script's child (not under `timeout`, which would only forward the signal).
+  Proc r = sh("/bin/sh " + script.string());
+  INFO(r.out);
+  CHECK(has(r.out, "launcher 137"));
+  CHECK(has(r.out, "ended without stopping its workers; its guardian stops what they started in their process "
+                   "groups (SIGTERM, SIGKILL 3 s later, --term-timeout)"));
+  std::ifstream in(pids);
+  int n = 0;
+  for (pid_t pid; in >> pid; ++n) {
+    INFO("sleep pid " << pid);
+    CHECK(wait_gone(pid, 20));
+    if (!gone(pid)) kill(pid, SIGKILL);
+  }
+  CHECK(n == 2);
+}
