@@ -80,7 +80,7 @@ TEST_CASE("megatron-run --nproc-per-node 4 with a stopped worker: the launcher f
   mrtest::KillOnExit cleanup;
   cleanup.pids.push_back(p[0].pid);
   REQUIRE(mrtest::wait_for([&] { return all_ready(dir, 4); }, std::chrono::seconds(120)));
-  std::vector<pid_t> workers = mrtest::children_of(p[0].pid);
+  std::vector<pid_t> workers = mrtest::workers_of(p[0].pid);
   REQUIRE(workers.size() == 4);
   cleanup.pids.insert(cleanup.pids.end(), workers.begin(), workers.end());
   pid_t victim = -1;

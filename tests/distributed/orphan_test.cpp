@@ -63,7 +63,7 @@ TEST_CASE("kill -9 of the launcher: every worker dies with it", "[dist][process]
   REQUIRE(mrtest::wait_for([&] {
     return std::filesystem::exists(dir / "report.0.ready") && std::filesystem::exists(dir / "report.1.ready");
   }, std::chrono::seconds(120)));
-  std::vector<pid_t> workers = mrtest::children_of(p[0].pid);
+  std::vector<pid_t> workers = mrtest::workers_of(p[0].pid);
   cleanup.pids.insert(cleanup.pids.end(), workers.begin(), workers.end());
   REQUIRE(workers.size() == 2);
   for (pid_t w : workers) REQUIRE_FALSE(mrtest::gone(w));
@@ -143,7 +143,7 @@ TEST_CASE("a real worker that fails: megatron-run exits with its code, the other
   cleanup.pids.push_back(p[0].pid);
   std::vector<pid_t> workers;
   mrtest::wait_for([&] {
-    workers = mrtest::children_of(p[0].pid);
+    workers = mrtest::workers_of(p[0].pid);
     return workers.size() == 2 || mrtest::gone(p[0].pid);
   }, std::chrono::seconds(60));
   cleanup.pids.insert(cleanup.pids.end(), workers.begin(), workers.end());

@@ -212,6 +212,15 @@ inline std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
+// The workers megatron-run --nproc-per-node started: its children that lead a process group of their own (its
+// guardian, launch/guardian.h, is a child too, in the launcher's group).
+inline std::vector<pid_t> workers_of(pid_t launcher) {
+  std::vector<pid_t> out;
+  for (pid_t c : children_of(launcher))
+    if (getpgid(c) == c) out.push_back(c);
+  return out;
+}
+
 // The process is gone: no /proc entry, or a zombie nobody has reaped yet (it runs no code any more).
 inline bool gone(pid_t pid) {
   std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
