@@ -110,14 +110,14 @@ std::string py_float_repr(double v) {
   return neg ? "-" + out : out;
 }
 
-std::string json_quote(std::string_view s) {
+std::string json_quote(std::string_view s, bool ascii_only) {
   // Valid, printable JSON whatever the bytes: control characters, DEL, the C1 and bidirectional-text controls as
   // \uXXXX (util/text.h says which); a byte that is not UTF-8 as the lone surrogate \udcXX, which is how Python's
   // json.dumps writes a string decoded with surrogateescape (as argv and os.environ are), so such values
-  // round-trip through Python. Valid UTF-8 is written as is.
+  // round-trip through Python. Valid UTF-8 is written as is, unless `ascii_only`.
   std::string out = "\"";
   out.reserve(s.size() + 2);
-  char b[8];
+  char b[16];
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     uint32_t cp = 0;
@@ -129,7 +129,12 @@ std::string json_quote(std::string_view s) {
       continue;
     }
     if (n > 1) {
-      if (escaped_code_point(cp)) {
+      if (ascii_only && cp > 0xffff) {  // Python's ensure_ascii: a surrogate pair
+        std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(0xd800 + ((cp - 0x10000) >> 10)));
+        out += b;
+        std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(0xdc00 + ((cp - 0x10000) & 0x3ff)));
+        out += b;
+      } else if (ascii_only || escaped_code_point(cp)) {
         std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(cp));
         out += b;
       } else {

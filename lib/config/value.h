@@ -88,7 +88,8 @@ struct JsonError : std::runtime_error {
 
 // Python's repr() of a float: the shortest round-trip digits, in Python's layout ("1e-05", "0.0001", "3.0").
 std::string py_float_repr(double v);
-// JSON string literal with escapes.
-std::string json_quote(std::string_view s);
+// JSON string literal with escapes. `ascii_only`: every character outside printable ASCII as \uXXXX (a surrogate pair
+// above U+FFFF), as Python's json.dumps writes it by default (ensure_ascii).
+std::string json_quote(std::string_view s, bool ascii_only = false);
 
 }  // namespace mr

@@ -4,51 +4,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
-
-#include "util/text.h"
+#include "config/value.h"
 
 namespace mr::launch {
 namespace {
 
-// A JSON string as Python's json.dumps (ensure_ascii) writes it.
-std::string py_json_string(const std::string& s) {
-  std::string out = "\"";
-  auto hex4 = [&](uint32_t u) {
-    char b[16];
-    std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(u));
-    out += b;
-  };
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp = 0;
-    size_t n = utf8_char(s, i, cp);
-    if (n == 0) {  // not UTF-8: Python would not have the byte; it stands for U+FFFD here
-      cp = 0xfffd;
-      n = 1;
-    }
-    i += n;
-    switch (cp) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
-    }
-    if (cp >= 0x20 && cp <= 0x7e) {
-      out += static_cast<char>(cp);
-    } else if (cp > 0xffff) {  // a surrogate pair
-      const uint32_t v = cp - 0x10000;
-      hex4(0xd800 + (v >> 10));
-      hex4(0xdc00 + (v & 0x3ff));
-    } else {
-      hex4(cp);
-    }
-  }
-  return out + "\"";
-}
+// A JSON string as Python's json.dumps (ensure_ascii) writes it; a byte that is not UTF-8 as Python holds an
+// argument decoded with surrogateescape (\udcXX).
+std::string py_json_string(const std::string& s) { return json_quote(s, /*ascii_only=*/true); }
 
 std::string optional_string(const std::optional<std::string>& s) { return s ? py_json_string(*s) : "null"; }
 

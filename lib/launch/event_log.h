@@ -26,7 +26,8 @@ struct AgentEvent {
 };
 
 // The record as Python's json.dumps writes it: ", " and ": " separators, every character outside printable
-// ASCII escaped (\uXXXX, surrogate pairs above U+FFFF; bytes that are not UTF-8 become U+FFFD), the inner
+// ASCII escaped (\uXXXX, surrogate pairs above U+FFFF; a byte that is not UTF-8 as \udcXX, as Python holds an
+// argument decoded with surrogateescape), the inner
 // "metadata" a JSON string of its own. No newline.
 std::string agent_event_json(const AgentEvent& e);
 

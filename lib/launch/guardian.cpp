@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +51,18 @@ bool read_message(int fd, Message& m) {
   return true;
 }
 
+// close_range(lo, ~0U, 0) as a system call: glibc declares close_range only from 2.34 (a GPU cluster's older
+// distribution may have less), and the kernel's ENOSYS before 5.9 takes the loop instead.
+int close_from(unsigned lo) {
+#ifdef SYS_close_range
+  return static_cast<int>(syscall(SYS_close_range, lo, ~0U, 0));
+#else
+  (void)lo;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
 double now_seconds() {
   timespec t{};
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -76,7 +89,7 @@ constexpr int kIgnored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, 
   }
   for (int other = 3; other < fd; ++other) close(other);  // the few below the socket; then all above it
   const int above = fd < 3 ? 3 : fd + 1;
-  if (close_range(static_cast<unsigned>(above), ~0U, 0) != 0) {
+  if (close_from(static_cast<unsigned>(above)) != 0) {
     const long max = sysconf(_SC_OPEN_MAX);
     for (long other = above; other < (max > 0 && max < (1L << 20) ? max : 65536); ++other)
       if (other != fd) close(static_cast<int>(other));
