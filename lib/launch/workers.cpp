@@ -144,7 +144,17 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     kill_and_reap();
     throw;
   }
+  // The forwarded signals are blocked across the fork: until the child has its default dispositions back, the
+  // launcher's handler (which writes the signal to the launcher's self-pipe, inherited) must not run in it. A stop
+  // of the group sent right after the fork (a sibling that failed at once) would otherwise read, in the launcher,
+  // as a signal the launcher itself received.
+  sigset_t forwarded, before;
+  sigemptyset(&forwarded);
+  for (int sig : forwarded_signals()) sigaddset(&forwarded, sig);
+  for (int sig : o.handled_signals) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &before);
   pid_t pid = fork();
+  if (pid != 0) sigprocmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) {
     const int e = errno;
     for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd}) close_fd(*fd);
@@ -152,6 +162,12 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     throw std::runtime_error(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
+    // Default dispositions (not the launcher's handlers, nor the inherited ignored ones: a background job starts
+    // with SIGINT ignored), so that the signals we forward reach the worker; then a signal pending since the fork
+    // acts on the worker as it should.
+    for (int sig : forwarded_signals()) signal(sig, SIG_DFL);
+    for (int sig : o.handled_signals) signal(sig, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     setpgid(0, 0);
     // The worker dies with the launcher, however the launcher ends (kill -9 included): the kernel sends it
     // SIGKILL when the launcher's thread that forked it exits (spawn_workers runs on the launcher's only
@@ -159,10 +175,6 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     // launcher died before prctl took effect, this child is already orphaned: stop now.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != launcher) _exit(128 + SIGKILL);
-    // Default dispositions (not the inherited ones: a background job starts with SIGINT ignored), so that the
-    // signals we forward reach the worker.
-    for (int sig : forwarded_signals()) signal(sig, SIG_DFL);
-    for (int sig : o.handled_signals) signal(sig, SIG_DFL);
     if (out[1] >= 0) dup2(out[1], 1);
     else if (!logs.out.console) dup2(null_fd, 1);
     if (err[1] >= 0) dup2(err[1], 2);
