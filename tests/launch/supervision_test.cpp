@@ -77,6 +77,19 @@ TEST_CASE("--max-restarts: the failed group is stopped and started again with th
   CHECK_FALSE(has(bad.out, "attempt"));
 }
 
+TEST_CASE("a stop sent to workers just forked is not taken for a signal to the launcher", "[launch][supervision][process]") {
+  // Four ranks of /bin/false: the first to fail stops the others, some of them only just forked. The stop must not
+  // run the launcher's inherited signal handler in such a child (it writes to the launcher's self-pipe), which read
+  // as "received signal 15" in the launcher: no restart, exit 143. Several rounds, restarts included.
+  for (int round = 0; round < 5; ++round) {
+    Proc r = sh(kRun + "--nproc-per-node 4 --max-restarts 2 --no-append-args --no-python /bin/false");
+    INFO(r.out);
+    CHECK(r.exit == 1);
+    CHECK_FALSE(has(r.out, "received signal"));
+    CHECK(has(r.out, "(attempt 3 of 3, no restart left)"));
+  }
+}
+
 TEST_CASE("--log-dir with --redirects, --tee and --local-ranks-filter: torchrun's layout and console",
           "[launch][supervision][process]") {
   TempDir t;
