@@ -131,9 +131,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       }
       if (joined >= o_.nnodes) break;
       if (Clock::now() >= deadline) {
-        const std::string msg = "only " + std::to_string(joined) + " of " + std::to_string(o_.nnodes) +
-                                " nodes joined run '" + o.run_id + "' (launchers' store " + store +
-                                ") within the join timeout (" + seconds(o.join_timeout) + " s, --join-timeout)";
+        const std::string msg = too_few_joined(joined);
         failed_ = true;
         throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
       }
@@ -166,6 +164,12 @@ void NodeGroup::check_agree(const std::string& key, const std::string& flag, con
         "fail", "1 the nodes disagree on " + flag + " (" + first + " on one, " + value + " on " + who +
                     "); every node needs the same")).message);
   }
+}
+
+std::string NodeGroup::too_few_joined(int64_t joined) const {
+  return "only " + std::to_string(joined) + " of " + std::to_string(max_nnodes_) + " nodes joined run '" + o_.run_id +
+         "' (launchers' store " + join_host_port(o_.store_host, o_.store_port) + ") within the join timeout (" +
+         seconds(o_.join_timeout) + " s, --join-timeout)";
 }
 
 std::string NodeGroup::nnodes_text() const {
@@ -210,9 +214,7 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
       failed_ = true;
       const std::string msg =
           o_.min_nnodes == max_nnodes_  // a fixed count
-              ? "only " + std::to_string(arrived) + " of " + range + " nodes joined run '" + o_.run_id +
-                    "' (launchers' store " + join_host_port(o_.store_host, o_.store_port) + ") within the join timeout (" +
-                    seconds(o_.join_timeout) + " s, --join-timeout)"
+              ? too_few_joined(arrived)
               : "only " + std::to_string(arrived) + " node(s) of --nnodes " + range + " arrived at run '" + o_.run_id +
                     "'" + (arrived >= o_.min_nnodes ? " (a count the config is not valid for)" : "") +
                     " within the join timeout (" + seconds(o_.join_timeout) + " s, --join-timeout)";

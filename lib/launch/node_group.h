@@ -111,6 +111,8 @@ class NodeGroup : public JobWatch {
   // to take its place, as a relaunched node's does under torchrun.
   bool elastic() const { return o_.backend == "c10d" || (o_.min_nnodes > 0 && o_.min_nnodes < max_nnodes_); }
   std::string nnodes_text() const;  // "--nnodes" as given: "N", or "MIN:MAX"
+  // A fixed count's join timeout: "only J of N nodes joined run 'ID' (launchers' store A:P) within ...".
+  std::string too_few_joined(int64_t joined) const;
   // Elastic: the key `name` of the current round ("rdzv/<round>/<name>").
   std::string round_key(const std::string& name) const;
   // Elastic: the largest node count the config is valid for, from min_nnodes up to `arrived` (0: none).
