@@ -114,14 +114,24 @@ constexpr int kIgnored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, 
     kill(-groups[i], SIGTERM);
     kill(-groups[i], SIGCONT);
   }
+  // With the launcher gone nothing keeps an emptied group's id reserved (the launcher held its workers unreaped
+  // for that): an id is dropped the first time its group is found empty, so a later SIGKILL cannot reach a group
+  // that reused it. EPERM means the group still has a member (one we may not signal), so it is kept.
+  const auto drop_empty = [&] {
+    for (size_t i = 0; i < count;)
+      if (kill(-groups[i], 0) != 0 && errno == ESRCH)
+        groups[i] = groups[--count];
+      else
+        ++i;
+  };
   const double end = now_seconds() + grace;
   while (now_seconds() < end) {
-    bool any = false;
-    for (size_t i = 0; i < count; ++i) any = any || kill(-groups[i], 0) == 0;
-    if (!any) _exit(0);  // every group is empty (or holds zombies only until their new parent reaps them)
+    drop_empty();
+    if (count == 0) _exit(0);  // every group is empty (or holds zombies only until their new parent reaps them)
     timespec pause{0, 50 * 1000 * 1000};
     nanosleep(&pause, nullptr);
   }
+  drop_empty();
   for (size_t i = 0; i < count; ++i) kill(-groups[i], SIGKILL);
   _exit(0);
 }

@@ -1,9 +1,7 @@
 // The launchers of a multi-node job (node_group.h): joining, watching, finishing.
 //
-// Keys in the launchers' store:
-//   rdzv/arrived   launchers that asked for a node rank (c10d: the n-th to ask gets rank n-1)
+// Keys in the launchers' store. A static job (--rdzv-backend static: node ranks and the workers' master given):
 //   rdzv/joined    launchers registered (hello) under their node rank; the job starts when it reaches nnodes
-//   rdzv/master    c10d: "ADDR PORT" for the workers' MASTER_ADDR/MASTER_PORT, set by node 0
 //   fail           "CODE MESSAGE": the first failure that ends the job (a node's worker with no restart left, a
 //                  node gone or silent, a join timeout, a node that could not restart)
 //   fail/A         "CODE MESSAGE": the first worker failure of attempt A while restarts are left: every node
@@ -12,12 +10,14 @@
 //   rdzv/max_restarts, rdzv/nproc_per_node, rdzv/nnodes  the first node's --max-restarts, --nproc-per-node and
 //                  --nnodes (MIN:MAX when elastic), which every node must have
 //   done/A         nodes whose workers of attempt A all exited 0 (no node can restart from attempt A then)
-// An elastic job (--nnodes MIN:MAX) has fail and rdzv/max_restarts too, and instead of the others, for round R:
+// A c10d job (elastic(): --nnodes MIN:MAX, or a fixed N as N:N) has fail and the rdzv/ settings too, and instead of
+// the others, for round R:
 //   elastic        set: the store records a lost launcher (lost/N, the counter lost) instead of failing the job
 //   launchers      the launchers so far; each registers (hello) under its number, the same in every round
 //   rdzv/R/arrived   launchers that came to round R (the first `closed` take part, in this order; the rest are spares)
 //   rdzv/R/closed    the node count round R closed at (the first launcher to decide wins)
-//   rdzv/R/member/K  the launcher number of node K; rdzv/R/joined, rdzv/R/master as above
+//   rdzv/R/arrival/K the launcher number of the K-th to arrive (node rank K when K < closed)
+//   rdzv/R/joined    nodes of round R registered; rdzv/R/master: "ADDR PORT" for the workers, set by node 0
 //   rdzv/R/next      "C CODE MESSAGE": what ends round R and starts R + 1 (C 1: a failure, counted as a restart;
 //                    0: spares to take in); rdzv/R/done: nodes whose workers of round R all exited 0
 #include "launch/node_group.h"

@@ -69,6 +69,12 @@ class Overrider {
   std::vector<ArgChange> changed_;
 };
 
+// Why a tracker read_tracker took for absent is not there (Megatron's os.path.isfile: anything but a file).
+std::string not_there(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec) ? " is not a regular file" : " does not exist";
+}
+
 }  // namespace
 
 std::optional<TrackerValue> read_tracker(const std::string& path) {
@@ -171,6 +177,9 @@ std::vector<ArgChange> override_from_checkpoint_args(Namespace& ns, const Value&
 std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
   std::vector<CheckpointArgsResult> out;
   if (!value_of(ns, "use_checkpoint_args").truthy()) return out;
+  // Megatron asserts before it reads a checkpoint that a local non-persistent checkpoint cannot give arguments;
+  // the chain's rule checkpoint-args.not-local refuses it, so nothing is read (or noticed) first.
+  if (str_of(ns, "non_persistent_ckpt_type") == std::optional<std::string>("local")) return out;
   for (const char* dest : {"pretrained_checkpoint", "load"}) {
     const std::optional<std::string> dir = str_of(ns, dest);
     if (!dir) continue;  // Megatron: "No load directory specified, using provided arguments."
@@ -189,7 +198,7 @@ std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
       if (value_of(ns, "exit_on_missing_checkpoint").truthy())
         throw CheckpointError(kCkptMissing, "--use-checkpoint-args with --exit-on-missing-checkpoint: no checkpoint under " +
                                                 r.flag + " " + *dir + " (" + r.missing_tracker +
-                                                " does not exist) to take the model's arguments from");
+                                                not_there(r.missing_tracker) + ") to take the model's arguments from");
       out.push_back(std::move(r));
       continue;
     }
@@ -206,7 +215,7 @@ std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
 std::string checkpoint_args_notice(const CheckpointArgsResult& r) {
   if (r.file.empty())
     return "--use-checkpoint-args: no checkpoint under " + r.flag + " " + r.dir + " (" + r.missing_tracker +
-           " does not exist): using the arguments given (Megatron: \"Checkpoint not found to provide arguments\")";
+           not_there(r.missing_tracker) + "): using the arguments given (Megatron: \"Checkpoint not found to provide arguments\")";
   std::string s = "--use-checkpoint-args: ";
   if (r.changed.empty()) return s + "the model's arguments of " + r.file + " are the ones given; nothing changed";
   s += std::to_string(r.changed.size()) + (r.changed.size() == 1 ? " argument" : " arguments") +

@@ -96,6 +96,20 @@ TEST_CASE("checkpoint args: nothing without --use-checkpoint-args; a missing or 
   mr::Namespace bad = ns_of({{"use_checkpoint_args", Value(true)}, {"load", Value(dir / "ck")}});
   CHECK_THROWS_WITH(mr::run::apply_checkpoint_args(bad),
                     Catch::Contains(dir / "ck/iter_0000003/rank_00000.json") && Catch::Contains("[checkpoint.corrupt]"));
+  // A local non-persistent checkpoint cannot give arguments (rule checkpoint-args.not-local): nothing is read, so
+  // the corrupt file above does not hide that refusal.
+  bad.set("non_persistent_ckpt_type", Value(std::string("local")), {});
+  CHECK(mr::run::apply_checkpoint_args(bad).empty());
+  // A tracker that is there but not a file is no checkpoint (Megatron's os.path.isfile), and is named as such.
+  fs::create_directories(dir / "dirtracker/latest_checkpointed_iteration.txt");
+  mr::Namespace odd = ns_of({{"use_checkpoint_args", Value(true)}, {"load", Value(dir / "dirtracker")},
+                             {"exit_on_missing_checkpoint", Value(false)}});
+  const auto o = mr::run::apply_checkpoint_args(odd);
+  REQUIRE(o.size() == 1);
+  CHECK_THAT(mr::run::checkpoint_args_notice(o[0]),
+             Catch::Contains("latest_checkpointed_iteration.txt is not a regular file") && !Catch::Contains("does not exist"));
+  odd.set("exit_on_missing_checkpoint", Value(true), {});
+  CHECK_THROWS_WITH(mr::run::apply_checkpoint_args(odd), Catch::Contains("is not a regular file"));
 }
 
 TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given values stay as in Megatron",
