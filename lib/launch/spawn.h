@@ -4,12 +4,15 @@
 // terminating the rest, with a summary naming the root cause. Torch-free.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <signal.h>
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launch/log_spec.h"
@@ -132,14 +135,22 @@ std::string virtual_local_device(int local_rank);
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
 int free_port();
 
+// A line for WaitingSignalNotice to write after its notice (--event-log-handler console: the launcher's FAILED
+// record), made before the wait for each stop signal: `text(sig)` gives the line's text before and after a
+// number of whole seconds, which the handler fills in: the seconds since `started` when the signal came.
+struct WaitingRecord {
+  std::function<std::pair<std::string, std::string>(int sig)> text;
+  std::chrono::steady_clock::time_point started;
+};
+
 // While alive (the launchers meeting, or node 0 waiting for the others at the end; no worker runs): SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT print "megatron-run: received signal N (NAME) while waiting for the other nodes;
-// exiting" on stderr, then end the process as the signal does (the other nodes see this launcher gone). A signal
-// ignored before (nohup's SIGHUP) stays ignored. The dispositions it replaced come back with its end. One at a time
-// per process.
+// exiting" on stderr (then `record`'s line, when given), then end the process as the signal does (the other nodes
+// see this launcher gone). A signal ignored before (nohup's SIGHUP) stays ignored. The dispositions it replaced come
+// back with its end. One at a time per process.
 class WaitingSignalNotice {
  public:
-  WaitingSignalNotice();
+  explicit WaitingSignalNotice(const std::optional<WaitingRecord>& record = std::nullopt);
   ~WaitingSignalNotice();
   WaitingSignalNotice(const WaitingSignalNotice&) = delete;
   WaitingSignalNotice& operator=(const WaitingSignalNotice&) = delete;
