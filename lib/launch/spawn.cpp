@@ -81,6 +81,7 @@ int spawn_workers(const SpawnOptions& o) {
       r = detail::supervise(workers, job, signals.read_fd());
     }
     if (o.report && r.signal_received) o.report->stop_signal = r.signal_received;
+    if (o.report) o.report->leftover_scans += r.leftover_scans, o.report->leftover_passes += r.leftover_passes;
     // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
     auto next = [&] {
       signals.pause();  // no worker runs: a stop signal ends the launcher while it waits for the other nodes

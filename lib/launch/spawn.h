@@ -68,6 +68,12 @@ class JobWatch {
 struct SpawnReport {
   int stop_signal = 0;
   int restarts = 0;
+  // Once every worker of an attempt has exited, /proc is scanned for what they left in their process groups: at once
+  // after each worker's exit, then at most every 100 ms while something is left, not on every pass of the
+  // supervision loop (each scan reads every process's stat file). Over every attempt: the scans, and the passes that
+  // could have scanned (every worker exited, nothing killed yet).
+  long leftover_scans = 0;
+  long leftover_passes = 0;
 };
 
 struct SpawnOptions {
