@@ -136,14 +136,23 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   };
   // While the launchers wait for each other (no worker runs): a stop signal ends the launcher, after the FAILED
   // record (torchrun records FAILED when a signal stops its agent, with its handlers set).
-  auto record_on_signal = [&]() -> std::optional<launch::WaitingRecord> {
+  auto waiting_record = [&](const launch::AgentEvent& failed_base) -> std::optional<launch::WaitingRecord> {
     if (!console_events) return std::nullopt;
-    return launch::WaitingRecord{[&, failed = event(false, std::nullopt)](int sig) mutable {
+    return launch::WaitingRecord{[failed = failed_base](int sig) mutable {
                                    failed.raw_error = stop_signal_error(sig);
                                    const launch::AgentEventParts p = launch::agent_event_json_parts(failed);
                                    return std::make_pair(p.before, p.after);
                                  },
                                  started};
+  };
+  auto record_on_signal = [&] { return waiting_record(event(false, std::nullopt)); };
+  // Between attempts (a restart of every node's workers): the attempt's rank and node count.
+  so.waiting_record = [&, waiting_record](int node_rank, int nnodes, int restarts) {
+    launch::AgentEvent e = event(false, std::nullopt);
+    e.group_rank = node_rank;
+    e.group_world_size = nnodes;
+    e.agent_restarts = restarts;
+    return waiting_record(e);
   };
   so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
   so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;

@@ -63,6 +63,14 @@ class JobWatch {
   virtual bool ended_without_this_node() const { return false; }
 };
 
+// A line for WaitingSignalNotice to write after its notice (--event-log-handler console: the launcher's FAILED
+// record), made before the wait for each stop signal: `text(sig)` gives the line's text before and after a
+// number of whole seconds, which the handler fills in: the seconds since `started` when the signal came.
+struct WaitingRecord {
+  std::function<std::pair<std::string, std::string>(int sig)> text;
+  std::chrono::steady_clock::time_point started;
+};
+
 // What ended spawn_workers, for the caller's record (--event-log-handler console): the terminating signal the
 // launcher got (0: none) and the restarts the job had used. Kept up to date through every attempt.
 struct SpawnReport {
@@ -113,6 +121,10 @@ struct SpawnOptions {
   // a failure on any node restarts every node's group together (torchrun's behaviour), through next_attempt().
   JobWatch* watch = nullptr;
   SpawnReport* report = nullptr;  // when set: filled as the attempts go
+  // Between attempts of a job of several nodes (no worker runs) a stop signal ends the launcher as WaitingSignalNotice
+  // says; when set, this gives its record line (--event-log-handler console): from this node's rank and the node
+  // count of the attempt that ended, and the restart count of the one waited for.
+  std::function<std::optional<WaitingRecord>(int node_rank, int nnodes, int restarts)> waiting_record;
 };
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code
@@ -140,14 +152,6 @@ std::string virtual_local_device(int local_rank);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
 int free_port();
-
-// A line for WaitingSignalNotice to write after its notice (--event-log-handler console: the launcher's FAILED
-// record), made before the wait for each stop signal: `text(sig)` gives the line's text before and after a
-// number of whole seconds, which the handler fills in: the seconds since `started` when the signal came.
-struct WaitingRecord {
-  std::function<std::pair<std::string, std::string>(int sig)> text;
-  std::chrono::steady_clock::time_point started;
-};
 
 // While alive (the launchers meeting, or node 0 waiting for the others at the end; no worker runs): SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT print "megatron-run: received signal N (NAME) while waiting for the other nodes;

@@ -182,8 +182,8 @@ TEST_CASE("--event-log-handler console: a stop signal while node 0 waits for the
                                 << "exec " << node << "--node-rank 0 true >'" << n0 << "' 2>&1\n";
   const mrtest::Proc r = mrtest::run_shell("(timeout -k 5 90 sh '" + (dir / "run.sh").string() + "') 2>/dev/null; echo exit=$?");
   // Node 1's launcher: stopped, and waited for (at most 30 s).
-  mrtest::run_shell("p=$(cat '" + other + "'); kill -TERM $p; for i in $(seq 300); do kill -0 $p 2>/dev/null || break; "
-                    "sleep 0.1; done");
+  mrtest::run_shell("(p=$(cat '" + other + "'); kill -TERM $p; for i in $(seq 300); do kill -0 $p || break; "
+                    "sleep 0.1; done) 2>/dev/null");
   const std::string out = slurp(n0);
   INFO(out);
   CHECK(r.out.find("exit=143") != std::string::npos);
@@ -195,6 +195,48 @@ TEST_CASE("--event-log-handler console: a stop signal while node 0 waits for the
   CHECK(e.find("\"group_rank\": 0") != std::string::npos);
   CHECK(e.find("\\\"group_world_size\\\": 2") != std::string::npos);
   // One record: not a SUCCEEDED one as well.
+  CHECK(out.find("torchelastic.worker.status.SUCCEEDED") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again for a restart records FAILED",
+          "[launch][events][multinode][process]") {
+  // Node 1's worker fails in the first attempt, with a restart left: both nodes restart together. Node 0's worker
+  // ignores SIGTERM, so node 0 joins the next attempt only after --term-timeout 8; node 1 waits for it meanwhile and
+  // gets SIGTERM once it says it restarts. Node 0's launcher is stopped at the end.
+  const fs::path dir = fs::temp_directory_path() / ("mr-events-restart-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int mp = mrtest::free_port(), lp = mrtest::free_port();
+  auto node = [&](int rank) {
+    return kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id again --nproc-per-node 1 " +
+           "--nnodes 2 --node-rank " + std::to_string(rank) + " --master-addr 127.0.0.1 --master-port " +
+           std::to_string(mp) + " --launcher-port " + std::to_string(lp) + " --join-timeout 60 --max-restarts 1 " +
+           "--term-timeout 8 --no-append-args --no-python sh -c " +
+           "'if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; exit 7; fi; trap \"\" TERM; sleep 30'";
+  };
+  const std::string n1 = (dir / "node1.out").string(), other = (dir / "node0.pid").string();
+  // Node 1 is the script's own process (exec), the one the background loop signals.
+  std::ofstream(dir / "run.sh") << node(0) << " >'" << (dir / "node0.out").string() << "' 2>&1 &\n"
+                                << "echo $! >'" << other << "'\n"
+                                << "( for i in $(seq 600); do grep -q 'restarting the worker group with the other nodes' '"
+                                << n1 << "' && break; sleep 0.1; done; sleep 0.5; kill -TERM $$ ) >/dev/null 2>&1 &\n"
+                                << "exec " << node(1) << " >'" << n1 << "' 2>&1\n";
+  const mrtest::Proc r = mrtest::run_shell("(timeout -k 5 90 sh '" + (dir / "run.sh").string() + "') 2>/dev/null; echo exit=$?");
+  mrtest::run_shell("(p=$(cat '" + other + "'); kill -TERM $p; for i in $(seq 300); do kill -0 $p || break; "
+                    "sleep 0.1; done) 2>/dev/null");
+  const std::string out = slurp(n1);
+  INFO(out);
+  CHECK(r.out.find("exit=143") != std::string::npos);
+  CHECK(out.find("1/1 restarts left; restarting the worker group with the other nodes") != std::string::npos);
+  CHECK(out.find("received signal 15 (SIGTERM) while waiting for the other nodes; exiting") != std::string::npos);
+  // Node 1 of 2, the restart it waited for counted (torchrun counts it before it meets the others again).
+  const std::string e = event_line(out);
+  CHECK(e.find("\"name\": \"torchelastic.worker.status.FAILED\"") != std::string::npos);
+  CHECK(e.find("\"raw_error\": \"received signal 15 (SIGTERM)\"") != std::string::npos);
+  CHECK(e.find("\"group_rank\": 1") != std::string::npos);
+  CHECK(e.find("\\\"group_world_size\\\": 2") != std::string::npos);
+  CHECK(e.find("\"agent_restarts\": 1}}") != std::string::npos);
   CHECK(out.find("torchelastic.worker.status.SUCCEEDED") == std::string::npos);
   fs::remove_all(dir);
 }
