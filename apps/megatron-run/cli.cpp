@@ -168,6 +168,7 @@ void print_usage(std::ostream& os) {
         "  --virtual-local-rank         each worker: LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES\n"
         "  --signals-to-handle SIG,...  the signals that stop the workers (passed on to them)\n"
         "  --numa-binding MODE          each worker on CPUs near its GPU: node, socket, exclusive, core-complex\n"
+        "  --logs-specs default         torchrun's LogsSpecs: only torch's own, the --log-dir layout\n"
         "  --event-log-handler H        null (torchrun's default: no record), dynamic_rendezvous, console (the\n"
         "                               launcher's torchelastic record, one JSON line on stderr at the end)\n"
         "  --term-timeout S             SIGTERM -> SIGKILL grace when stopping the workers (default 30;\n"

@@ -100,6 +100,11 @@ int refuse_launch(const LaunchOptions& lo, int code, const std::string& message,
 
 namespace {
 
+// The FAILED record's raw_error for a stop signal (torchrun puts its Python traceback there).
+std::string stop_signal_error(int sig) {
+  return "received signal " + std::to_string(sig) + " (" + launch::signal_name(sig) + ")";
+}
+
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
 // or 2 when they cannot start.
 int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
@@ -108,13 +113,15 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   launch::SpawnReport report;
   so.report = &report;
   // --event-log-handler console: torchrun's agent record when the launch ends (launch/event_log.h).
-  auto record_event = [&](bool succeeded, const std::optional<std::string>& error) {
-    if (lo.event_log_handler != "console") return;
+  const bool console_events = lo.event_log_handler == "console";
+  bool met = !lo.multi_node();  // the launchers have met: this node's rank and the node count are known
+  auto event = [&](bool succeeded, const std::optional<std::string>& error) {
     launch::AgentEvent e;
     e.succeeded = succeeded;
     e.run_id = so.run_id;
-    e.group_rank = so.node_rank;
-    e.group_world_size = so.nnodes;
+    // torchrun's worker group holds None for both until its first rendezvous returns.
+    e.group_rank = met ? std::optional<int>(so.node_rank) : std::nullopt;
+    e.group_world_size = met ? std::optional<int>(so.nnodes) : std::nullopt;
     e.role = so.role;
     e.hostname = launch::fq_hostname();
     e.total_run_time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
@@ -122,7 +129,30 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     e.raw_error = error;
     e.entry_point = std::filesystem::path(so.argv.empty() ? std::string() : so.argv.front()).filename().string();
     e.agent_restarts = report.restarts;
-    std::cerr << launch::agent_event_json(e) << std::endl;
+    return e;
+  };
+  auto record_event = [&](bool succeeded, const std::optional<std::string>& error) {
+    if (console_events) std::cerr << launch::agent_event_json(event(succeeded, error)) << std::endl;
+  };
+  // While the launchers wait for each other (no worker runs): a stop signal ends the launcher, after the FAILED
+  // record (torchrun records FAILED when a signal stops its agent, with its handlers set).
+  auto waiting_record = [&](const launch::AgentEvent& failed_base) -> std::optional<launch::WaitingRecord> {
+    if (!console_events) return std::nullopt;
+    return launch::WaitingRecord{[failed = failed_base](int sig) mutable {
+                                   failed.raw_error = stop_signal_error(sig);
+                                   const launch::AgentEventParts p = launch::agent_event_json_parts(failed);
+                                   return std::make_pair(p.before, p.after);
+                                 },
+                                 started};
+  };
+  auto record_on_signal = [&] { return waiting_record(event(false, std::nullopt)); };
+  // Between attempts (a restart of every node's workers): the attempt's rank and node count.
+  so.waiting_record = [&, waiting_record](int node_rank, int nnodes, int restarts) {
+    launch::AgentEvent e = event(false, std::nullopt);
+    e.group_rank = node_rank;
+    e.group_world_size = nnodes;
+    e.agent_restarts = restarts;
+    return waiting_record(e);
   };
   so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
   so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
@@ -178,7 +208,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;
     try {
       // A stop signal while the launchers meet is said, not silent.
-      launch::WaitingSignalNotice waiting;
+      launch::WaitingSignalNotice waiting(record_on_signal());
       group = std::make_unique<launch::NodeGroup>(ro);
     } catch (const launch::RendezvousError& e) {
       print_error(std::cerr, std::string("rendezvous: ") + e.what());
@@ -196,6 +226,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     so.master_addr = group->master_addr();
     so.master_port = group->master_port();
     so.watch = group.get();
+    met = true;
     MR_LOG(info) << "node " << so.node_rank << " of " << so.nnodes << " joined run '" << so.run_id
                  << "'; workers' master " << launch::join_host_port(so.master_addr, so.master_port);
   }
@@ -210,14 +241,12 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     code = 2;
   }
   if (group) {
-    launch::WaitingSignalNotice waiting;  // node 0 waits for the others to say goodbye
+    launch::WaitingSignalNotice waiting(record_on_signal());  // node 0 waits for the others to say goodbye
     code = group->finish(code);
   }
   // torchrun: SUCCEEDED once its agent's run returns, whatever the workers did; FAILED on a signal or an error.
   if (start_error) record_event(false, start_error);
-  else if (report.stop_signal)
-    record_event(false, "received signal " + std::to_string(report.stop_signal) + " (" +
-                            launch::signal_name(report.stop_signal) + ")");
+  else if (report.stop_signal) record_event(false, stop_signal_error(report.stop_signal));
   else record_event(true, std::nullopt);
   return code;
 }

@@ -44,7 +44,7 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--duplicate-stderr-filters", true}, {"--duplicate_stderr_filters", true},
     {"--virtual-local-rank", false}, {"--virtual_local_rank", false}, {"--local-addr", true}, {"--local_addr", true},
     {"--signals-to-handle", true}, {"--signals_to_handle", true}, {"--numa-binding", true}, {"--numa_binding", true},
-    {"--event-log-handler", true}, {"--event_log_handler", true}};
+    {"--event-log-handler", true}, {"--event_log_handler", true}, {"--logs-specs", true}, {"--logs_specs", true}};
 
 // --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
 // usage error naming the option.
@@ -102,6 +102,18 @@ int parse_nproc(const std::string& v) {
 constexpr const char* kRdzvBackends = "static|c10d";
 constexpr const char* kStartMethods = "spawn|fork|forkserver";
 constexpr const char* kNumaModes = "node|socket|exclusive|core-complex";
+// torchrun's --logs-specs NAME loads the entry point NAME of the Python group torchrun.logs_specs; torch registers
+// only `default` (DefaultLogsSpecs, torchrun's layout without the option), the one megatron-run has.
+constexpr const char* kLogsSpecs = "default";
+
+void check_logs_specs(const std::string& v) {
+  if (v == kLogsSpecs) return;
+  throw UsageError("argument --logs-specs: '" + v + "' is not a LogsSpecs megatron-run has: torchrun loads it from "
+                       "the Python entry points of the group torchrun.logs_specs, which megatron-run does not read; "
+                       "without them there is only torch's own, 'default' (DefaultLogsSpecs: the layout under "
+                       "--log-dir megatron-run writes anyway). Leave it out, give default, or launch under torchrun",
+                   {"--logs-specs"});
+}
 std::string described(const char* choices, const char* what) { return std::string(choices) + ": " + what; }
 
 // torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored). Each
@@ -112,7 +124,6 @@ struct NotYet {
   const char* what;
 };
 const NotYet kNotYet[] = {
-    {"logs-specs", true, "LogsSpecs entry points (megatron-run writes torchrun's default layout under --log-dir)"},
     {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"}};
 
 // "local-rank" -> "local_rank": torchrun accepts both spellings.
@@ -198,6 +209,10 @@ void LaunchOptions::add_to(po::options_description& desc) {
        described(kNumaModes, "bind each worker to CPUs near its GPU (torch/numa/binding.py)").c_str())
       ("numa_binding", po::value<std::string>()->notifier([this](const std::string& v) { set_numa_binding(v); }),
        described(kNumaModes, "torchrun's spelling of --numa-binding").c_str())
+      ("logs-specs", po::value<std::string>()->notifier(check_logs_specs),
+       described(kLogsSpecs, "torchrun's LogsSpecs entry point (torch's own: the --log-dir layout)").c_str())
+      ("logs_specs", po::value<std::string>()->notifier(check_logs_specs),
+       described(kLogsSpecs, "torchrun's spelling of --logs-specs").c_str())
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value(&heartbeat_timeout),
        "seconds without a rank's heartbeat before the job fails (default 30)");
@@ -283,6 +298,11 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
       notices.push_back("PET_" + name + " is set (the default of torchrun's --" + n.name + ", " + n.what +
                         "): not used, megatron-run does not implement it");
   }
+  // torchrun reads no PET_LOGS_SPECS (its --logs-specs has no environment default): another name than its default
+  // is named as not read, not refused.
+  if (auto v = pet("LOGS_SPECS"); v && *v != kLogsSpecs)
+    notices.push_back("PET_LOGS_SPECS='" + *v + "' is set: not read (torchrun's --logs-specs takes no PET_ default; "
+                      "the logs have torch's default LogsSpecs, the --log-dir layout)");
   take("log-line-prefix-template", "LOG_LINE_PREFIX_TEMPLATE", log_line_prefix_template);
   if (log_line_prefix_template.empty())  // torchrun: the option, else this variable
     if (auto v = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) log_line_prefix_template = *v;
@@ -313,7 +333,7 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
                         "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
                         "duplicate-stdout-filters", "duplicate_stdout_filters", "duplicate-stderr-filters",
                         "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
-                        "signals_to_handle", "numa-binding", "numa_binding"})
+                        "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs"})
     if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   take("rdzv-id", "RDZV_ID", run_id);
   take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);

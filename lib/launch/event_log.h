@@ -14,8 +14,10 @@ namespace mr::launch {
 struct AgentEvent {
   bool succeeded = true;
   std::string run_id = "none";     // --rdzv-id
-  int group_rank = 0;              // this node's rank
-  int group_world_size = 1;        // the nodes of the job
+  // This node's rank and the nodes of the job; null (nullopt) before the launchers have met, as torchrun's worker
+  // group holds None for both until its first rendezvous returns.
+  std::optional<int> group_rank = 0;
+  std::optional<int> group_world_size = 1;
   std::string role = "default";    // --role
   std::string hostname;            // fully qualified (fq_hostname())
   int64_t total_run_time = 0;      // whole seconds since the launch started (the rendezvous included)
@@ -30,6 +32,13 @@ struct AgentEvent {
 // argument decoded with surrogateescape), the inner
 // "metadata" a JSON string of its own. No newline.
 std::string agent_event_json(const AgentEvent& e);
+
+// agent_event_json's text split where total_run_time's digits go (e.total_run_time is not used): for a record
+// written from a signal handler, which knows the run time only then.
+struct AgentEventParts {
+  std::string before, after;
+};
+AgentEventParts agent_event_json_parts(const AgentEvent& e);
 
 // This machine's name as socket.getfqdn() gives it: the canonical name of gethostname(), else gethostname().
 std::string fq_hostname();

@@ -81,10 +81,17 @@ int spawn_workers(const SpawnOptions& o) {
       r = detail::supervise(workers, job, signals.read_fd());
     }
     if (o.report && r.signal_received) o.report->stop_signal = r.signal_received;
+    if (o.report) o.report->leftover_scans += r.leftover_scans, o.report->leftover_passes += r.leftover_passes;
     // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
-    auto next = [&] {
+    // `upcoming`: the restart count of the attempt waited for.
+    auto next = [&](int upcoming) {
       signals.pause();  // no worker runs: a stop signal ends the launcher while it waits for the other nodes
-      std::optional<Placement> p = o.watch->next_attempt();
+      std::optional<Placement> p;
+      {
+        WaitingSignalNotice waiting(o.waiting_record ? o.waiting_record(job.node_rank, job.nnodes, upcoming)
+                                                     : std::nullopt);
+        p = o.watch->next_attempt();
+      }
       signals.resume();
       if (!p) return false;
       job.node_rank = p->node_rank;
@@ -104,7 +111,7 @@ int spawn_workers(const SpawnOptions& o) {
                     << job.restart_count + 1 << ")\n";
         else
           std::cerr << "megatron-run: restarting the worker group with the other nodes (not counted as a restart)\n";
-        if (next()) continue;
+        if (next(r.peer->counted ? job.restart_count + 1 : job.restart_count)) continue;
       }
       // A change of the job's nodes that did not happen (code 0 there) ends this node as a failure.
       return ended(r.peer->counted ? r.code : r.signal_received ? 128 + r.signal_received : 1);
@@ -121,7 +128,7 @@ int spawn_workers(const SpawnOptions& o) {
         ++restarts;
         continue;
       }
-      if (next()) continue;
+      if (next(job.restart_count + 1)) continue;
     }
     print_failure_summary(std::cerr, r.failures, attempt + 1, r.first_elsewhere ? r.first_elsewhere->message : "");
     return ended(r.code);

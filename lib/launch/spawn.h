@@ -4,12 +4,15 @@
 // terminating the rest, with a summary naming the root cause. Torch-free.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <signal.h>
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launch/log_spec.h"
@@ -60,11 +63,25 @@ class JobWatch {
   virtual bool ended_without_this_node() const { return false; }
 };
 
+// A line for WaitingSignalNotice to write after its notice (--event-log-handler console: the launcher's FAILED
+// record), made before the wait for each stop signal: `text(sig)` gives the line's text before and after a
+// number of whole seconds, which the handler fills in: the seconds since `started` when the signal came.
+struct WaitingRecord {
+  std::function<std::pair<std::string, std::string>(int sig)> text;
+  std::chrono::steady_clock::time_point started;
+};
+
 // What ended spawn_workers, for the caller's record (--event-log-handler console): the terminating signal the
 // launcher got (0: none) and the restarts the job had used. Kept up to date through every attempt.
 struct SpawnReport {
   int stop_signal = 0;
   int restarts = 0;
+  // Once every worker of an attempt has exited, /proc is scanned for what they left in their process groups: at once
+  // after each worker's exit, then at most every 100 ms while something is left, not on every pass of the
+  // supervision loop (each scan reads every process's stat file). Over every attempt: the scans, and the passes that
+  // could have scanned (every worker exited, nothing killed yet).
+  long leftover_scans = 0;
+  long leftover_passes = 0;
 };
 
 struct SpawnOptions {
@@ -104,6 +121,10 @@ struct SpawnOptions {
   // a failure on any node restarts every node's group together (torchrun's behaviour), through next_attempt().
   JobWatch* watch = nullptr;
   SpawnReport* report = nullptr;  // when set: filled as the attempts go
+  // Between attempts of a job of several nodes (no worker runs) a stop signal ends the launcher as WaitingSignalNotice
+  // says; when set, this gives its record line (--event-log-handler console): from this node's rank and the node
+  // count of the attempt that ended, and the restart count of the one waited for.
+  std::function<std::optional<WaitingRecord>(int node_rank, int nnodes, int restarts)> waiting_record;
 };
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code
@@ -134,12 +155,12 @@ int free_port();
 
 // While alive (the launchers meeting, or node 0 waiting for the others at the end; no worker runs): SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT print "megatron-run: received signal N (NAME) while waiting for the other nodes;
-// exiting" on stderr, then end the process as the signal does (the other nodes see this launcher gone). A signal
-// ignored before (nohup's SIGHUP) stays ignored. The dispositions it replaced come back with its end. One at a time
-// per process.
+// exiting" on stderr (then `record`'s line, when given), then end the process as the signal does (the other nodes
+// see this launcher gone). A signal ignored before (nohup's SIGHUP) stays ignored. The dispositions it replaced come
+// back with its end. One at a time per process.
 class WaitingSignalNotice {
  public:
-  WaitingSignalNotice();
+  explicit WaitingSignalNotice(const std::optional<WaitingRecord>& record = std::nullopt);
   ~WaitingSignalNotice();
   WaitingSignalNotice(const WaitingSignalNotice&) = delete;
   WaitingSignalNotice& operator=(const WaitingSignalNotice&) = delete;

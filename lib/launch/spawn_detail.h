@@ -152,6 +152,7 @@ struct AttemptResult {
   // This node's workers failed too, but another node's failure was recorded first (failures at about the same
   // time): the job's root cause, whose code this node exits with.
   std::optional<PeerFailure> first_elsewhere;
+  long leftover_scans = 0, leftover_passes = 0;  // SpawnReport's, for this attempt
 };
 
 // Runs until every worker has exited and its output is drained: relays output lines (prefixed "[rank R] ")

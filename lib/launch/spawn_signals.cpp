@@ -5,9 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <tuple>
 
 #include "launch/failure_report.h"
 #include "launch/spawn_detail.h"
@@ -77,21 +82,59 @@ namespace mr::launch {
 namespace {
 
 constexpr int kWaitStops[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-std::string g_wait_notice[4];  // made before the handlers are set: the handler only reads them
+// Made before the handlers are set: the handler only reads them.
+std::string g_wait_notice[4];
+bool g_wait_record = false;                      // a record follows the notice
+std::string g_record_before[4], g_record_after[4];  // its text around the run time
+int64_t g_run_time_ns_at_start = 0;              // the run time when the wait began
+timespec g_wait_start{};                         // CLOCK_MONOTONIC then
+
+// Whole seconds since the record's start, and their decimal digits: clock_gettime and arithmetic, no allocation.
+void write_run_time(int fd) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  int64_t ns = g_run_time_ns_at_start + (static_cast<int64_t>(now.tv_sec) - g_wait_start.tv_sec) * 1000000000 +
+               (static_cast<int64_t>(now.tv_nsec) - g_wait_start.tv_nsec);
+  int64_t s = ns > 0 ? ns / 1000000000 : 0;
+  char digits[24];
+  int n = 0;
+  do {
+    digits[sizeof digits - 1 - n++] = static_cast<char>('0' + s % 10);
+    s /= 10;
+  } while (s > 0);
+  detail::write_all(fd, std::string_view(digits + sizeof digits - n, static_cast<size_t>(n)));
+}
 
 void on_wait_signal(int sig) {
   for (int i = 0; i < 4; ++i)
-    if (kWaitStops[i] == sig) detail::write_all(2, g_wait_notice[i]);  // no allocation: safe in a handler
+    if (kWaitStops[i] == sig) {
+      detail::write_all(2, g_wait_notice[i]);  // no allocation: safe in a handler
+      if (g_wait_record) {
+        detail::write_all(2, g_record_before[i]);
+        write_run_time(2);
+        detail::write_all(2, g_record_after[i]);
+      }
+    }
   signal(sig, SIG_DFL);  // then the signal's own end (an exit status a shell reads as killed by it)
   raise(sig);
 }
 
 }  // namespace
 
-WaitingSignalNotice::WaitingSignalNotice() {
+WaitingSignalNotice::WaitingSignalNotice(const std::optional<WaitingRecord>& record) {
   for (int i = 0; i < 4; ++i)
     g_wait_notice[i] = "megatron-run: received signal " + std::to_string(kWaitStops[i]) + " (" +
                        signal_name(kWaitStops[i]) + ") while waiting for the other nodes; exiting\n";
+  g_wait_record = record.has_value();
+  if (record) {
+    for (int i = 0; i < 4; ++i) {
+      std::tie(g_record_before[i], g_record_after[i]) = record->text(kWaitStops[i]);
+      g_record_after[i] += "\n";
+    }
+    clock_gettime(CLOCK_MONOTONIC, &g_wait_start);
+    g_run_time_ns_at_start =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - record->started).count();
+  }
   struct sigaction sa {};
   sa.sa_handler = on_wait_signal;
   sigemptyset(&sa.sa_mask);

@@ -130,10 +130,14 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           fds.push_back({s->fd, POLLIN, 0});
           owners.emplace_back(&w, s);
         }
-    if (!workers.any_running() && !killed && (!left_known || Clock::now() >= next_scan)) {
-      left = workers.leftovers();
-      left_known = true;
-      next_scan = Clock::now() + kLeftoverScan;
+    if (!workers.any_running() && !killed) {
+      ++result.leftover_passes;
+      if (!left_known || Clock::now() >= next_scan) {
+        left = workers.leftovers();
+        ++result.leftover_scans;
+        left_known = true;
+        next_scan = Clock::now() + kLeftoverScan;
+      }
     }
     // Nothing left in the groups, as far as the launcher waits: none found, or SIGKILL sent (a process in the kernel
     // may linger, and is not waited for).
@@ -260,6 +264,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
                   << " s after the stop signal (--term-timeout); killing them\n";
       } else {
         left = workers.leftovers();  // as it is now: the last scan may be up to kLeftoverScan old
+        ++result.leftover_scans;
         if (!left.empty())
           std::cerr << "megatron-run: processes the workers started still running " << o.grace_seconds
                     << " s after the stop signal (--term-timeout): " << left << "; killing them\n";

@@ -1,18 +1,30 @@
 // torchrun's --event-log-handler console (launch/event_log.h): the agent's record, byte for byte as Python's
 // json.dumps writes it, and when megatron-run writes it (SUCCEEDED after the run, whatever the workers did;
-// FAILED when the launcher is stopped by a signal).
+// FAILED when the launcher is stopped by a signal, also while the launchers meet).
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "../config/binary.h"
 #include "launch/event_log.h"
+#include "sockets.h"
+
+namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kBin = std::string("'") + MR_BINARY + "'";
 const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 // The last line of `out` that holds an event record.
 std::string event_line(const std::string& out) {
@@ -58,6 +70,16 @@ print(json.dumps({"name": "torchelastic.worker.status.FAILED", "source": "AGENT"
   CHECK(ok.find("\"state\": \"SUCCEEDED\"") != std::string::npos);
   CHECK(ok.find("\"raw_error\": null") != std::string::npos);
   CHECK(!mr::launch::fq_hostname().empty());
+  // Before the launchers have met, torchrun's worker group has no rank and no size yet (None: null).
+  e.group_rank.reset();
+  e.group_world_size.reset();
+  const std::string unmet = mr::launch::agent_event_json(e);
+  CHECK(unmet.find("\"group_rank\": null") != std::string::npos);
+  CHECK(unmet.find("\"{\\\"group_world_size\\\": null, ") != std::string::npos);
+  // The parts a signal handler writes around the run time are the record.
+  e.total_run_time = 7;
+  const mr::launch::AgentEventParts parts = mr::launch::agent_event_json_parts(e);
+  CHECK(parts.before + "7" + parts.after == mr::launch::agent_event_json(e));
 }
 
 TEST_CASE("--event-log-handler console: one record when the launch ends", "[launch][events]") {
@@ -86,4 +108,135 @@ TEST_CASE("--event-log-handler console: one record when the launch ends", "[laun
   const mrtest::Proc quiet = mrtest::run_shell(kBin + " --config " + kConfig + " --no-python /bin/true 2>&1");
   CHECK(quiet.exit == 0);
   CHECK(event_line(quiet.out).empty());
+}
+
+TEST_CASE("--event-log-handler console: a stop signal while the launchers meet records FAILED",
+          "[launch][events][multinode][process]") {
+  // Node 0 of two waits for node 1, which never comes. Once node 0's launcher hosts the launchers' store (its port is
+  // taken, a bind to it fails: the launcher is waiting), a background loop sends it the signal. The launcher is the
+  // script's own process (exec), not a background job, whose SIGINT a shell would ignore.
+  const fs::path script = fs::temp_directory_path() / ("mr-events-meet-" + std::to_string(getpid()) + ".sh");
+  std::ofstream(script) << "sig=$1 port=$2; shift 2\n"
+                           "( for i in $(seq 600); do\n"
+                           "    /usr/bin/python3 -c \"import socket; socket.socket().bind(('127.0.0.1', $port))\" "
+                           "2>/dev/null || break; sleep 0.1\n"
+                           "  done; sleep 0.5; kill -$sig $$ ) >/dev/null 2>&1 &\n"
+                           "exec \"$@\"\n";
+  struct Case {
+    const char* backend;
+    int sig;
+    const char* name;
+  };
+  for (const Case c : {Case{"static", SIGTERM, "SIGTERM"}, Case{"c10d", SIGINT, "SIGINT"}}) {
+    const bool is_static = std::string(c.backend) == "static";
+    const int port = mrtest::free_port(), launcher_port = mrtest::free_port();
+    const std::string flags =
+        is_static ? "--nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " + std::to_string(port) +
+                        " --launcher-port " + std::to_string(launcher_port)
+                  : "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(port);
+    const mrtest::Proc r = mrtest::run_shell(
+        "(timeout -k 5 90 sh '" + script.string() + "' " + std::to_string(c.sig) + " " +
+        std::to_string(is_static ? launcher_port : port) + " " + kBin + " --config " + kConfig +
+        " --event-log-handler console --rdzv-id meet --nproc-per-node 1 " + flags +
+        " --join-timeout 60 --no-append-args --no-python true 2>&1) 2>/dev/null; echo exit=$?");
+    INFO(c.backend << ": " << r.out);
+    // Said, recorded, and ended as the signal ends it.
+    CHECK(r.out.find(std::string("received signal ") + std::to_string(c.sig) + " (" + c.name +
+                     ") while waiting for the other nodes; exiting") != std::string::npos);
+    CHECK(r.out.find("exit=" + std::to_string(128 + c.sig)) != std::string::npos);
+    const std::string e = event_line(r.out);
+    CHECK(e.find("\"name\": \"torchelastic.worker.status.FAILED\"") != std::string::npos);
+    CHECK(e.find(std::string("\"raw_error\": \"received signal ") + std::to_string(c.sig) + " (" + c.name + ")\"") !=
+          std::string::npos);
+    CHECK(e.find("\"run_id\": \"meet\"") != std::string::npos);
+    CHECK(e.find(std::string("\"rdzv_backend\": \"") + c.backend + "\"") != std::string::npos);
+    // Not met yet: no rank, no size (torchrun's None), no restart; the run time in whole seconds.
+    CHECK(e.find("\"group_rank\": null") != std::string::npos);
+    CHECK(e.find("\\\"group_world_size\\\": null") != std::string::npos);
+    CHECK(e.find("\"agent_restarts\": 0}}") != std::string::npos);
+    const size_t t = e.find("\"total_run_time\": ");
+    REQUIRE(t != std::string::npos);
+    CHECK(std::isdigit(static_cast<unsigned char>(e[t + 18])));
+    CHECK(e.back() == '}');
+  }
+  fs::remove(script);
+}
+
+TEST_CASE("--event-log-handler console: a stop signal while node 0 waits for the others at the end records FAILED",
+          "[launch][events][multinode][process]") {
+  // Node 0's worker ends at once, node 1's sleeps: node 0's launcher, which hosts the launchers' store, waits for
+  // node 1 and gets SIGTERM once it says so. Node 1's launcher is stopped at the end.
+  const fs::path dir = fs::temp_directory_path() / ("mr-events-end-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int mp = mrtest::free_port(), lp = mrtest::free_port();
+  const std::string node = kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id bye " +
+                           "--nproc-per-node 1 --nnodes 2 --master-addr 127.0.0.1 --master-port " + std::to_string(mp) +
+                           " --launcher-port " + std::to_string(lp) + " --join-timeout 60 --no-append-args --no-python ";
+  const std::string n0 = (dir / "node0.out").string(), other = (dir / "node1.pid").string();
+  // Node 0 is the script's own process (exec), the one the background loop signals.
+  std::ofstream(dir / "run.sh") << node << "--node-rank 1 sleep 60 >'" << (dir / "node1.out").string() << "' 2>&1 &\n"
+                                << "echo $! >'" << other << "'\n"
+                                << "( for i in $(seq 600); do grep -q 'is done; waiting for the other nodes' '" << n0
+                                << "' && break; sleep 0.1; done; sleep 0.5; kill -TERM $$ ) >/dev/null 2>&1 &\n"
+                                << "exec " << node << "--node-rank 0 true >'" << n0 << "' 2>&1\n";
+  const mrtest::Proc r = mrtest::run_shell("(timeout -k 5 90 sh '" + (dir / "run.sh").string() + "') 2>/dev/null; echo exit=$?");
+  // Node 1's launcher: stopped, and waited for (at most 30 s).
+  mrtest::run_shell("(p=$(cat '" + other + "'); kill -TERM $p; for i in $(seq 300); do kill -0 $p || break; "
+                    "sleep 0.1; done) 2>/dev/null");
+  const std::string out = slurp(n0);
+  INFO(out);
+  CHECK(r.out.find("exit=143") != std::string::npos);
+  CHECK(out.find("received signal 15 (SIGTERM) while waiting for the other nodes; exiting") != std::string::npos);
+  // Met: node 0 of 2; FAILED, the signal as its error.
+  const std::string e = event_line(out);
+  CHECK(e.find("\"name\": \"torchelastic.worker.status.FAILED\"") != std::string::npos);
+  CHECK(e.find("\"raw_error\": \"received signal 15 (SIGTERM)\"") != std::string::npos);
+  CHECK(e.find("\"group_rank\": 0") != std::string::npos);
+  CHECK(e.find("\\\"group_world_size\\\": 2") != std::string::npos);
+  // One record: not a SUCCEEDED one as well.
+  CHECK(out.find("torchelastic.worker.status.SUCCEEDED") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again for a restart records FAILED",
+          "[launch][events][multinode][process]") {
+  // Node 1's worker fails in the first attempt, with a restart left: both nodes restart together. Node 0's worker
+  // ignores SIGTERM, so node 0 joins the next attempt only after --term-timeout 8; node 1 waits for it meanwhile and
+  // gets SIGTERM once it says it restarts. Node 0's launcher is stopped at the end.
+  const fs::path dir = fs::temp_directory_path() / ("mr-events-restart-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int mp = mrtest::free_port(), lp = mrtest::free_port();
+  auto node = [&](int rank) {
+    return kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id again --nproc-per-node 1 " +
+           "--nnodes 2 --node-rank " + std::to_string(rank) + " --master-addr 127.0.0.1 --master-port " +
+           std::to_string(mp) + " --launcher-port " + std::to_string(lp) + " --join-timeout 60 --max-restarts 1 " +
+           "--term-timeout 8 --no-append-args --no-python sh -c " +
+           "'if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; exit 7; fi; trap \"\" TERM; sleep 30'";
+  };
+  const std::string n1 = (dir / "node1.out").string(), other = (dir / "node0.pid").string();
+  // Node 1 is the script's own process (exec), the one the background loop signals.
+  std::ofstream(dir / "run.sh") << node(0) << " >'" << (dir / "node0.out").string() << "' 2>&1 &\n"
+                                << "echo $! >'" << other << "'\n"
+                                << "( for i in $(seq 600); do grep -q 'restarting the worker group with the other nodes' '"
+                                << n1 << "' && break; sleep 0.1; done; sleep 0.5; kill -TERM $$ ) >/dev/null 2>&1 &\n"
+                                << "exec " << node(1) << " >'" << n1 << "' 2>&1\n";
+  const mrtest::Proc r = mrtest::run_shell("(timeout -k 5 90 sh '" + (dir / "run.sh").string() + "') 2>/dev/null; echo exit=$?");
+  mrtest::run_shell("(p=$(cat '" + other + "'); kill -TERM $p; for i in $(seq 300); do kill -0 $p || break; "
+                    "sleep 0.1; done) 2>/dev/null");
+  const std::string out = slurp(n1);
+  INFO(out);
+  CHECK(r.out.find("exit=143") != std::string::npos);
+  CHECK(out.find("1/1 restarts left; restarting the worker group with the other nodes") != std::string::npos);
+  CHECK(out.find("received signal 15 (SIGTERM) while waiting for the other nodes; exiting") != std::string::npos);
+  // Node 1 of 2, the restart it waited for counted (torchrun counts it before it meets the others again).
+  const std::string e = event_line(out);
+  CHECK(e.find("\"name\": \"torchelastic.worker.status.FAILED\"") != std::string::npos);
+  CHECK(e.find("\"raw_error\": \"received signal 15 (SIGTERM)\"") != std::string::npos);
+  CHECK(e.find("\"group_rank\": 1") != std::string::npos);
+  CHECK(e.find("\\\"group_world_size\\\": 2") != std::string::npos);
+  CHECK(e.find("\"agent_restarts\": 1}}") != std::string::npos);
+  CHECK(out.find("torchelastic.worker.status.SUCCEEDED") == std::string::npos);
+  fs::remove_all(dir);
 }

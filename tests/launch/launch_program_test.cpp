@@ -221,9 +221,10 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
     CHECK(own.out.find("[rank 2]") == std::string::npos);
   }
   // The PET_ default of an option not done is named too, never silently dropped.
-  Proc pet = sh("PET_LOGS_SPECS=x " + run + "--nproc-per-node 1 " + kProbe);
+  Proc pet = sh("PET_PRINT_COMPLETION=x " + run + "--nproc-per-node 1 " + kProbe);
   REQUIRE(pet.exit == 0);
-  CHECK(pet.out.find("warning: PET_LOGS_SPECS is set (the default of torchrun's --logs-specs") != std::string::npos);
+  CHECK(pet.out.find("warning: PET_PRINT_COMPLETION is set (the default of torchrun's --print-completion") !=
+        std::string::npos);
   // torchrun's default event handler is accepted (it records nothing), in either spelling.
   Proc ev = sh(run + "--nproc-per-node 1 --event-log-handler null --event_log_handler null " + kProbe);
   CHECK(ev.exit == 0);

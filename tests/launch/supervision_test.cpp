@@ -4,11 +4,17 @@
 // Debian's /usr/bin/python3; every command runs under `timeout`.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "launch/spawn.h"
 #include "launch_test_util.h"
 
 namespace fs = std::filesystem;
@@ -225,6 +231,54 @@ TEST_CASE("what a worker leaves running in its process group is stopped when the
   CHECK(t.exit == 0);
   CHECK(has(t.out, "started"));
   CHECK(has(t.out, "every worker has exited, but a process one of them started still holds its output open"));
+}
+
+TEST_CASE("what the workers left is looked for at a worker's exit and then at most every 100 ms, not on every pass",
+          "[launch][supervision][process]") {
+  // The worker leaves a shell loop (SIGTERM ignored) writing short lines to its stdout as fast as it can, and exits. Until the grace
+  // period ends (SIGKILL), the leftover's output wakes the supervision loop over and over; the launcher's report
+  // counts those passes and the scans of /proc among them. The bound holds by construction, whatever the load: one
+  // scan per worker exit, one per 100 ms of the whole run (and one more), one at the SIGKILL.
+  TempDir dir;
+  const fs::path ready = dir.path / "trapped", counts = dir.path / "counts";
+  std::ofstream(dir.path / "leftover.sh") << "sh -c 'trap \"\" TERM; : > " << ready.string() << "; while :; do echo x; done' &\n"
+                                          << "while [ ! -e " << ready.string() << " ]; do sleep 0.05; done\n";
+  mr::launch::SpawnOptions so;
+  so.nproc_per_node = 1;
+  so.argv = {"/bin/sh", (dir.path / "leftover.sh").string()};
+  so.grace_seconds = 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the launcher, as `megatron-run --nproc-per-node 1 --term-timeout 2` runs it
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    mr::launch::SpawnReport report;
+    so.report = &report;
+    const int code = mr::launch::spawn_workers(so);
+    std::ofstream(counts) << report.leftover_scans << " " << report.leftover_passes << "\n";
+    _exit(code);
+  }
+  int status = 0;
+  for (int i = 0; i < 1200 && waitpid(pid, &status, WNOHANG) != pid; ++i) usleep(100000);  // 120 s at most
+  if (kill(pid, 0) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL("the launcher did not end within 120 s");
+  }
+  const long elapsed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the worker's own code
+  long scans = -1, passes = -1;
+  std::ifstream(counts) >> scans >> passes;
+  INFO("scans " << scans << ", passes " << passes << ", " << elapsed_ms << " ms");
+  const long bound = so.nproc_per_node + elapsed_ms / 100 + 1 + 1;
+  CHECK(scans >= 1);
+  CHECK(scans <= bound);
+  // The check has teeth: the loop passed far more often than it may scan (a scan on every pass would fail above).
+  CHECK(passes > 4 * bound);
 }
 
 TEST_CASE("--local-ranks-filter naming a local rank the node does not have is named", "[launch][supervision][process]") {

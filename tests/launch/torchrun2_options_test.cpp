@@ -1,6 +1,6 @@
 // torchrun 2.x's launcher options on real workers (tests/launch/programs/probe.py, faults.py under Debian's
 // /usr/bin/python3): --log-line-prefix-template, --duplicate-stdout-filters, --virtual-local-rank, --local-addr
-// (one node; c10d in multi_node_test.cpp) and --signals-to-handle. Every command runs under `timeout`.
+// (one node; c10d in multi_node_test.cpp), --signals-to-handle and --logs-specs. Every command runs under `timeout`.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -139,4 +139,43 @@ TEST_CASE("--signals-to-handle: a listed signal is passed on and stops the worke
   CHECK_FALSE(has(n.out, "received signal 10"));
   CHECK_FALSE(has(n.out, "got SIGUSR1"));
   CHECK(has(n.out, "exit=138"));
+}
+
+TEST_CASE("--logs-specs: torch's own `default` is the --log-dir layout; another name is refused",
+          "[launch][torchrun2][process]") {
+  // torchrun's --logs-specs NAME loads the entry point NAME of the Python group torchrun.logs_specs; torch registers
+  // only `default` (DefaultLogsSpecs), what torchrun uses without the option. In either spelling it writes the same
+  // per-rank logs.
+  for (const std::string opt : {"--logs-specs default", "--logs_specs default"}) {
+    TempDir t;
+    Proc r = sh(kRun + "--nproc-per-node 2 " + opt + " --rdzv-id ls --tee 1 --log-dir " + t.path.string() +
+                " --no-append-args --no-python sh -c 'echo logged-$LOCAL_RANK'");
+    INFO(opt << ": " << r.out);
+    REQUIRE(r.exit == 0);
+    CHECK(has(r.out, "[rank 1] logged-1"));
+    fs::path run;
+    for (const auto& e : fs::directory_iterator(t.path)) run = e.path();
+    CHECK(has(slurp(run / "attempt_0" / "1" / "stdout.log"), "logged-1"));
+    CHECK(!has(r.out, "warning"));
+  }
+  // Any other name: refused before anything starts (exit 2), naming the option and the one name there is.
+  for (const std::string opt : {"--logs-specs mine", "--logs_specs mine"}) {
+    Proc r = sh(kRun + "--nproc-per-node 1 " + opt + " --no-append-args --no-python echo started");
+    INFO(opt << ": " << r.out);
+    CHECK(r.exit == 2);
+    CHECK(has(r.out, "argument --logs-specs: 'mine' is not a LogsSpecs megatron-run has"));
+    CHECK(has(r.out, "only torch's own, 'default'"));
+    CHECK(!has(r.out, "started"));
+  }
+  // torchrun reads no PET_LOGS_SPECS: `default` changes nothing and is not mentioned; another name is named as not
+  // read, and the launch goes on, as under torchrun.
+  Proc quiet = sh("PET_LOGS_SPECS=default " + kRun + "--nproc-per-node 1 --no-append-args --no-python echo started");
+  INFO(quiet.out);
+  CHECK(quiet.exit == 0);
+  CHECK(quiet.out == "started\n");
+  Proc named = sh("PET_LOGS_SPECS=mine " + kRun + "--nproc-per-node 1 --no-append-args --no-python echo started");
+  INFO(named.out);
+  CHECK(named.exit == 0);
+  CHECK(has(named.out, "warning: PET_LOGS_SPECS='mine' is set: not read (torchrun's --logs-specs takes no PET_ default"));
+  CHECK(has(named.out, "started"));
 }
