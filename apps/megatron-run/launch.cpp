@@ -120,8 +120,8 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     e.succeeded = succeeded;
     e.run_id = so.run_id;
     // torchrun's worker group holds None for both until its first rendezvous returns.
-    e.group_rank = met ? std::optional<int>(so.node_rank) : std::nullopt;
-    e.group_world_size = met ? std::optional<int>(so.nnodes) : std::nullopt;
+    e.group_rank = met ? std::optional<int>(report.node_rank) : std::nullopt;
+    e.group_world_size = met ? std::optional<int>(report.nnodes) : std::nullopt;
     e.role = so.role;
     e.hostname = launch::fq_hostname();
     e.total_run_time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
@@ -157,6 +157,8 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
   so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
   so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
+  report.node_rank = so.node_rank;
+  report.nnodes = so.nnodes;
   so.master_addr = lo.master_addr;
   so.master_port = lo.master_port;
   so.prefix_output = so.nproc_per_node * so.nnodes > 1 || lo.elastic();
@@ -227,6 +229,8 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
     so.master_port = group->master_port();
     so.watch = group.get();
     met = true;
+    report.node_rank = so.node_rank;  // spawn_workers keeps them as each attempt's rendezvous leaves them
+    report.nnodes = so.nnodes;
     MR_LOG(info) << "node " << so.node_rank << " of " << so.nnodes << " joined run '" << so.run_id
                  << "'; workers' master " << launch::join_host_port(so.master_addr, so.master_port);
   }

@@ -67,7 +67,11 @@ int spawn_workers(const SpawnOptions& o) {
   int restarts = o.restart_count;  // used up, the job's (an elastic job's new node uses none)
   for (int attempt = 0;; ++attempt) {
     job.restart_count = restarts;
-    if (o.report) o.report->restarts = restarts;
+    if (o.report) {  // the attempt's place: a c10d round may renumber the nodes or change their count
+      o.report->restarts = restarts;
+      o.report->node_rank = job.node_rank;
+      o.report->nnodes = job.nnodes;
+    }
     // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
     if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
     const std::string dir = logs.attempt(job.restart_count, o.nproc_per_node);

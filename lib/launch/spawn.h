@@ -76,6 +76,10 @@ struct WaitingRecord {
 struct SpawnReport {
   int stop_signal = 0;
   int restarts = 0;
+  // This node's rank and the node count of the last attempt started (torchrun's record gives the worker group's
+  // as the last rendezvous left them).
+  int node_rank = 0;
+  int nnodes = 1;
   // Once every worker of an attempt has exited, /proc is scanned for what they left in their process groups: at once
   // after each worker's exit, then at most every 100 ms while something is left, not on every pass of the
   // supervision loop (each scan reads every process's stat file). Over every attempt: the scans, and the passes that

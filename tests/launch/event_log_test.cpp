@@ -240,3 +240,44 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
   CHECK(out.find("torchelastic.worker.status.SUCCEEDED") == std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("--event-log-handler console: after a c10d round renumbers the nodes, the record gives the last round's",
+          "[launch][events][multinode][process]") {
+  // Round 0: the launcher that became node 1 has its worker fail (a restart is left); node 0's worker takes 2 s to
+  // stop, so the failing node's launcher comes to round 1 first and is node 0 there (the c10d round numbers the
+  // nodes in order of arrival). Each record's group_rank is the GROUP_RANK its workers had last.
+  const fs::path dir = fs::temp_directory_path() / ("mr-events-round-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int sp = mrtest::free_port();
+  const std::string node = kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id round " +
+                           "--nproc-per-node 1 --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
+                           std::to_string(sp) + " --join-timeout 60 --max-restarts 1 --no-append-args --no-python sh -c " +
+                           "'echo \"attempt $TORCHELASTIC_RESTART_COUNT rank $GROUP_RANK\"; "
+                           "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ]; then exit 0; fi; "
+                           "if [ \"$GROUP_RANK\" = 1 ]; then sleep 1; exit 7; fi; "
+                           "trap \"sleep 2; exit 0\" TERM; sleep 30 & wait'";
+  const std::string a = (dir / "a.out").string(), b = (dir / "b.out").string();
+  const mrtest::Proc r = mrtest::run_shell("cd '" + dir.string() + "' && (timeout -k 5 90 " + node + " >'" + a +
+                                           "' 2>&1 & sleep 0.3; timeout -k 5 90 " + node + " >'" + b +
+                                           "' 2>&1; echo b=$?; wait $!; echo a=$?)");
+  INFO(r.out);
+  CHECK(r.out.find("b=0") != std::string::npos);
+  CHECK(r.out.find("a=0") != std::string::npos);
+  for (const std::string& f : {a, b}) {
+    const std::string out = slurp(f);
+    INFO(f << ":\n" << out);
+    const size_t last = out.rfind("attempt 1 rank ");
+    REQUIRE(last != std::string::npos);
+    const char rank = out[last + std::string("attempt 1 rank ").size()];
+    const std::string e = event_line(out);
+    CHECK(e.find("\"name\": \"torchelastic.worker.status.SUCCEEDED\"") != std::string::npos);
+    CHECK(e.find(std::string("\"group_rank\": ") + rank + ",") != std::string::npos);
+    CHECK(e.find("\"agent_restarts\": 1}}") != std::string::npos);
+  }
+  // The renumbering happened (else this test would not tell the rounds apart).
+  const std::string oa = slurp(a);
+  CHECK(oa.find("attempt 0 rank 0") != std::string::npos);
+  CHECK(oa.find("attempt 1 rank 1") != std::string::npos);
+  fs::remove_all(dir);
+}
