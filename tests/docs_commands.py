@@ -6,7 +6,9 @@ It takes the lines of fenced code blocks that start with `megatron-run ` or `bui
 `\\` continuations, dropping a trailing `# comment`), leaves out synopsis lines with placeholders (`FILE`, `F`,
 `[...]`, `...`, `job.yaml`, `a|b` choices, `~/`), and runs each with bash in a scratch folder that links the
 repository's configs/, tests/, docs/ and scripts/, with build/bin first on PATH. A command passes when it exits
-0, or the code its comment names (`# exit 1`). Prints every failure with its output.
+0, or the code its comment names (`# exit 1`). The `grep ` lines of fenced blocks (docs/contributing.md's "Find a
+flag") run in the repository itself and pass when they find something (exit 0), so that they follow the files they
+search when those move. Prints every failure with its output.
 
 usage: docs_commands.py REPO_ROOT BIN_DIR
 """
@@ -32,7 +34,7 @@ def commands(path):
             if pending:
                 text = pending + " " + text.strip()
                 pending = ""
-            elif not re.match(r"^\s*(build/bin/)?megatron-run( |$)", text):
+            elif not re.match(r"^\s*((build/bin/)?megatron-run( |$)|grep )", text):
                 continue
             if text.rstrip().endswith("\\"):
                 pending = text.rstrip()[:-1].rstrip()
@@ -65,7 +67,8 @@ def main():
                     continue
                 ran += 1
                 try:
-                    p = subprocess.run(["bash", "-c", cmd], cwd=scratch, env=env, stdout=subprocess.PIPE,
+                    where = root if cmd.startswith("grep ") else scratch
+                    p = subprocess.run(["bash", "-c", cmd], cwd=where, env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, timeout=180)
                     code, output = p.returncode, p.stdout.decode("utf-8", "replace")
                 except subprocess.TimeoutExpired:

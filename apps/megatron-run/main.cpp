@@ -21,13 +21,42 @@
 
 namespace {
 
-const std::vector<std::string> kCommands = {"check", "schema", "rules", "topology", "params", "schedule", "help"};
+// Every command word and its function. `COMMAND --help`, `help COMMAND`, the near-miss suggestions and the list in
+// `help`'s refusal all read this table (`help` itself is answered in run()): a new command is one line here, its
+// usage in print_command_usage and print_usage (cli.cpp), its options in completion_spec() (completion_spec.cpp).
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>& args);
+};
+const Command kCommands[] = {
+    {"check", &mr::app::cmd_check},       {"schema", &mr::app::cmd_schema}, {"rules", &mr::app::cmd_rules},
+    {"topology", &mr::app::cmd_topology}, {"params", &mr::app::cmd_params}, {"schedule", &mr::app::cmd_schedule},
+};
 
-bool is_command(const std::string& w) { return w != "help" && std::count(kCommands.begin(), kCommands.end(), w) > 0; }
+const Command* find_command(const std::string& w) {
+  for (const Command& c : kCommands)
+    if (w == c.name) return &c;
+  return nullptr;
+}
+
+// The command words, and "help" when `with_help`.
+std::vector<std::string> command_words(bool with_help) {
+  std::vector<std::string> words;
+  for (const Command& c : kCommands) words.emplace_back(c.name);
+  if (with_help) words.emplace_back("help");
+  return words;
+}
+
+// "check, schema, ...": the commands `help` takes.
+std::string command_list() {
+  std::string s;
+  for (const Command& c : kCommands) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
 
 // " (did you mean check?)" for a near miss of a command name, else "".
 std::string suggestion(const std::string& w) {
-  const std::vector<std::string> near = mr::closest_words(w, kCommands, w.size() <= 4 ? 1 : 2);
+  const std::vector<std::string> near = mr::closest_words(w, command_words(true), w.size() <= 4 ? 1 : 2);
   return near.empty() ? "" : " (did you mean " + near.front() + "?)";
 }
 
@@ -72,9 +101,8 @@ int run(std::vector<std::string>& args) {
     }
     {  // a command word, or Megatron flags for the default command
       const std::string cmd = args.front();
-      if ((cmd == "check" || cmd == "schema" || cmd == "rules" || cmd == "topology" || cmd == "params" ||
-           cmd == "schedule") &&
-          asks_help(std::vector<std::string>(args.begin() + 1, args.end()))) {
+      const Command* command = find_command(cmd);
+      if (command && asks_help(std::vector<std::string>(args.begin() + 1, args.end()))) {
         mr::app::print_command_usage(std::cout, cmd);
         return 0;
       }
@@ -89,22 +117,18 @@ int run(std::vector<std::string>& args) {
         if (w == "--") break;
         if (w == "-h") w = "--help";
       }
-      if (cmd == "schema") return mr::app::cmd_schema(rest);
-      if (cmd == "rules") return mr::app::cmd_rules(rest);
-      if (cmd == "topology") return mr::app::cmd_topology(rest);
-      if (cmd == "params") return mr::app::cmd_params(rest);
-      if (cmd == "schedule") return mr::app::cmd_schedule(rest);
+      if (command) return command->run(rest);
       if (cmd == "help") {
         if (rest.empty() || rest.front() == "help" || rest.front() == "--help") {
           mr::app::print_usage(std::cout);
           return 0;
         }
-        if (is_command(rest.front())) {
+        if (find_command(rest.front())) {
           mr::app::print_command_usage(std::cout, rest.front());
           return 0;
         }
         throw mr::UsageError("help: unknown command '" + rest.front() + "'" + suggestion(rest.front()) +
-                             " (commands: check, schema, rules, topology, params, schedule)");
+                             " (commands: " + command_list() + ")");
       }
       // A word that is a near miss of a command and names no file or program: a typo, not a script to launch.
       if (!cmd.empty() && cmd[0] != '-' && !suggestion(cmd).empty() && !names_a_program(cmd))

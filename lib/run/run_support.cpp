@@ -14,9 +14,12 @@ namespace mr::run {
 void check_run_supported(const Args& args) {
   const optim::OptimizerInfo& opt = optim::optimizer_info(args.optimizer);
   const std::string name(arg::to_string(args.optimizer));
-  if (opt.kernel == optim::Kernel::None)
-    throw RunError("the training run steps adam, sgd, lion, muon, adaptive_muon and soap; --optimizer " + name +
-                   " is not supported yet");
+  if (opt.kernel == optim::Kernel::None) {
+    std::string stepped;  // the optimizer table's rows with a kernel
+    for (const optim::OptimizerInfo& o : optim::kOptimizers)
+      if (o.kernel != optim::Kernel::None) stepped += (stepped.empty() ? "" : ", ") + std::string(o.name);
+    throw RunError("the training run steps " + stepped + "; --optimizer " + name + " is not supported yet");
+  }
   const bool muon = opt.kernel == optim::Kernel::Muon;
   // Every optimizer but adam and sgd takes Megatron's emerging-optimizer path (lion included), which refuses fp16.
   const bool emerging = args.optimizer != arg::Optimizer::adam && args.optimizer != arg::Optimizer::sgd;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
@@ -770,4 +771,41 @@ TEST_CASE("output that cannot be written fails the command; running out of memor
   CHECK(oom.exit == 1);
   CHECK(oom.out.find("megatron-run: error: out of memory: an allocation failed") != std::string::npos);
   CHECK(oom.out.find("internal error") == std::string::npos);
+}
+
+TEST_CASE("every command has its usage, its line in the general usage and its completion", "[cli][help]") {
+  // The commands as main.cpp's table lists them (help's refusal names them all); a command added there and not to
+  // print_command_usage, print_usage or completion_spec() fails here, naming the place (docs/contributing.md).
+  auto bad = sh("help no-such-command");
+  REQUIRE(bad.exit == 2);
+  const size_t from = bad.out.find("(commands: ");
+  REQUIRE(from != std::string::npos);
+  std::vector<std::string> commands;
+  std::stringstream list(bad.out.substr(from + 11, bad.out.find(')', from) - from - 11));
+  for (std::string w; std::getline(list, w, ',');) commands.push_back(w.substr(w.find_first_not_of(' ')));
+  REQUIRE(commands.size() >= 6);
+  const std::string usage = sh("help").out, bash = sh("schema --format bash-completion").out;
+  // The bash script's case of the command words: "      check|schema|...|help) cmd=...".
+  const size_t words_end = bash.find("|help)");
+  REQUIRE(words_end != std::string::npos);
+  const size_t words_start = bash.find_first_not_of(' ', bash.rfind('\n', words_end) + 1);
+  const std::string completion = "|" + bash.substr(words_start, words_end - words_start) + "|";
+  for (const std::string& cmd : commands) {
+    INFO("command " << cmd);
+    const auto own = sh(cmd + " --help");
+    CHECK(own.exit == 0);
+    CHECK(sh("help " + cmd).out == own.out);
+    {
+      INFO("no usage of its own: add it to print_command_usage (apps/megatron-run/cli.cpp)");
+      CHECK(own.out.find("usage: megatron-run " + cmd) != std::string::npos);
+    }
+    {
+      INFO("no line in the general usage: add one to print_usage (apps/megatron-run/cli.cpp)");
+      CHECK(usage.find("  megatron-run " + cmd + " ") != std::string::npos);
+    }
+    {
+      INFO("no shell completion: add it to completion_spec() (apps/megatron-run/completion_spec.cpp)");
+      CHECK(completion.find("|" + cmd + "|") != std::string::npos);
+    }
+  }
 }

@@ -34,12 +34,41 @@ const mr::Value& field(const mr::Value& obj, const std::string& k) {
   static mr::Value none;
   return none;
 }
+// The dests our table has and the seed's dump lacks (`ours_only`), or the other way round, as "a, b".
+std::string dest_difference(const std::vector<mr::Arg>& args, const mr::Value& ref, bool ours_only) {
+  std::multiset<std::string> ours, theirs;
+  for (const mr::Arg& a : args) ours.insert(a.dest());
+  for (const auto& r : ref.as_list()) theirs.insert(field(r, "dest").as_str());
+  const auto& from = ours_only ? ours : theirs;
+  const auto& other = ours_only ? theirs : ours;
+  std::string out;
+  for (const std::string& d : std::set<std::string>(from.begin(), from.end()))
+    if (from.count(d) > other.count(d)) out += (out.empty() ? "" : ", ") + d;
+  return out;
+}
+
+// What to do when the table and the dump differ in their entries (docs/contributing.md "Add a flag").
+std::string schema_mismatch_advice(const std::string& extra, const std::string& missing) {
+  if (extra.empty() && missing.empty()) return "same dests; the order or a field differs";
+  std::string s;
+  if (!extra.empty())
+    s += "in lib/config/schema/*.inc but not in Megatron's parser (tests/data/spec/reference-schema.json): " + extra +
+         ". The schema is Megatron's parser, entry for entry: a flag Megatron lacks does not go there (megatron-run's "
+         "own options are a command's or the launcher's, docs/contributing.md); a flag Megatron has and the dump "
+         "lacks means the dump is older than the spec: refresh it as tests/data/README.md says. ";
+  if (!missing.empty())
+    s += "in Megatron's parser but not in lib/config/schema/*.inc: " + missing +
+         ": add each to its group's .inc (docs/contributing.md, Add a flag).";
+  return s;
+}
 }  // namespace
 
 TEST_CASE("schema matches the seed parser: option strings, dests, defaults, choices, nargs, actions", "[schema]") {
   const mr::Value ref = load_json(std::string(MR_DATA_DIR) + "/spec/reference-schema.json");
   const auto& args = mr::Schema::megatron().args();
   REQUIRE(ref.as_list().size() > 800);  // the seed parser has 868 arguments (tests/data/README.md)
+  const std::string extra = dest_difference(args, ref, true), missing = dest_difference(args, ref, false);
+  INFO(schema_mismatch_advice(extra, missing));
   REQUIRE(args.size() == ref.as_list().size());
   size_t option_strings = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -83,7 +112,10 @@ TEST_CASE("every argument has a help text of its own", "[schema]") {
 TEST_CASE("schema JSON export lists every argument with its fields", "[schema]") {
   const std::string json = mr::schema_json(mr::Schema::megatron());
   mr::Value v = mr::Value::parse_json(json);
-  REQUIRE(v.as_list().size() == load_json(std::string(MR_DATA_DIR) + "/spec/reference-schema.json").as_list().size());
+  const mr::Value ref = load_json(std::string(MR_DATA_DIR) + "/spec/reference-schema.json");
+  INFO(schema_mismatch_advice(dest_difference(mr::Schema::megatron().args(), ref, true),
+                              dest_difference(mr::Schema::megatron().args(), ref, false)));
+  REQUIRE(v.as_list().size() == ref.as_list().size());
   const mr::Value& first = v.as_list().front();
   std::set<std::string> keys;
   for (const auto& [k, x] : first.as_object()) keys.insert(k);
