@@ -56,14 +56,17 @@ int report_usage_error(const std::vector<std::string>& args, const std::string& 
 
 void print_command_usage(std::ostream& os, const std::string& cmd) {
   if (cmd == "check") {
-    os << "usage: megatron-run check [--format text|json] [--world-size N] [--quiet] [--yaml-cfg] [config options]\n"
-          "                          [target options] FILE...\n\n"
+    os << "usage: megatron-run check [--format " << CheckOptions::kFormats
+       << "] [--world-size N] [--quiet] [--yaml-cfg]\n"
+          "                          [config options] [target options] FILE...\n\n"
           "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
           "prints one result per file as soon as it is known. Exit 0: every file valid; 1: a rule failed; 2: a file\n"
-          "could not be read or parsed. --quiet: errors only (no warnings), and no summary line when every file\n"
-          "is valid. --yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel:\n"
-          "sections), checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. `megatron-run help` lists the\n"
-          "config and target options.\n";
+          "could not be read or parsed. --format: text (a line per problem), json (one document), github (a GitHub\n"
+          "Actions ::error/::warning command per problem, shown as annotations), junit (a JUnit XML report, a\n"
+          "testcase per file). --quiet: errors only (no warnings), and no summary line when every file is valid.\n"
+          "--yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel: sections),\n"
+          "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. `megatron-run help` lists the config\n"
+          "and target options.\n";
   } else if (cmd == "schema") {
     os << "usage: megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n\n"
           "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n"
@@ -103,7 +106,8 @@ void print_usage(std::ostream& os) {
   os << "megatron-run — parse, validate and launch Megatron-LM training jobs\n\n"
         "usage:\n"
         "  megatron-run --dry-run [--config FILE]... [--format text|json] [--explain FLAG]... [MEGATRON FLAGS]\n"
-        "  megatron-run check [--format text|json] [--world-size N] [--yaml-cfg] [target options] FILE...\n"
+        "  megatron-run check [--format " << CheckOptions::kFormats
+     << "] [--world-size N] [--yaml-cfg] [target options] FILE...\n"
         "  megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n"
         "  megatron-run rules [--format text|markdown|json] [ID...]   the validation rules (or the named ones)\n"
         "  megatron-run topology --world-size N [--format text|json|svg|dot] [config options] [MEGATRON FLAGS]\n"
@@ -210,15 +214,7 @@ UsageError invalid_choice(const std::string& flag, const std::string& value, std
 void CommonOptions::add_to(po::options_description& desc, const char* formats) {
   // --format's and --log-level's choices are checked for every occurrence (argparse's `choices`), an overridden
   // one too (split_args); invocation() checks the value that wins again.
-  std::vector<std::string> extra;  // the choices besides text and json, in their order
-  for (size_t at = 0;;) {
-    const std::string_view all(formats);
-    const size_t bar = all.find('|', at);
-    const std::string f(all.substr(at, bar == std::string_view::npos ? std::string_view::npos : bar - at));
-    if (f != "text" && f != "json") extra.push_back(f);
-    if (bar == std::string_view::npos) break;
-    at = bar + 1;
-  }
+  const std::vector<std::string> extra = extra_formats(formats);
   auto set_format = [this, extra](const std::string& v) {
     format = v;
     format_choice(v, extra);
@@ -239,6 +235,18 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
       ("target-torch-version", po::value<std::string>()->notifier([this](const std::string& v) { torch_version = v; }), "version")
       ("target-flashinfer-version", po::value<std::string>()->notifier([this](const std::string& v) { flashinfer_version = v; }), "version")
       ("world-size", po::value<long long>()->notifier([this](long long v) { world_size = v; }), "world size");
+}
+
+std::vector<std::string> CommonOptions::extra_formats(std::string_view formats) {
+  std::vector<std::string> extra;
+  for (size_t at = 0;;) {
+    const size_t bar = formats.find('|', at);
+    const std::string f(formats.substr(at, bar == std::string_view::npos ? std::string_view::npos : bar - at));
+    if (f != "text" && f != "json") extra.push_back(f);
+    if (bar == std::string_view::npos) break;
+    at = bar + 1;
+  }
+  return extra;
 }
 
 void CommonOptions::format_choice(const std::string& format, const std::vector<std::string>& extra_formats) {

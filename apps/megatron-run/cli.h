@@ -34,6 +34,9 @@ struct CommonOptions {
   Invocation invocation(const std::vector<std::string>& extra_formats = {}) const;
   // Refuses a --format that is neither text, json nor one of `extra_formats` (a usage error naming the choices).
   static void format_choice(const std::string& format, const std::vector<std::string>& extra_formats);
+  // The choices of a --format description ("text|json|svg") besides text and json, in their order: what
+  // invocation() takes as `extra_formats` (so a command names its formats once).
+  static std::vector<std::string> extra_formats(std::string_view formats);
 };
 
 // The options of `topology` (cmd_topology.cpp), `params` (cmd_params.cpp) and `schedule` (cmd_schedule.cpp).
@@ -55,6 +58,10 @@ struct ScheduleOptions {
 };
 
 struct CheckOptions {
+  // check's --format choices, the one list: the option's choices (so its refusal and shell completion), its usage
+  // lines (cli.cpp) and the layouts cmd_check.cpp writes. github: GitHub Actions workflow commands; junit: a JUnit
+  // XML report (config/check_report.h).
+  static constexpr const char* kFormats = "text|json|github|junit";
   CommonOptions common;
   bool quiet = false;
   bool yaml_cfg = false;  // the files are Megatron --yaml-cfg files

@@ -1,8 +1,11 @@
 // `megatron-run check FILE...`: validate many configs in one process, for CI.
 #include <cctype>
+#include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "cli.h"
+#include "config/check_report.h"
 #include "config/parse/config_file.h"
 #include "config/parse/read_file.h"
 #include "launch.h"
@@ -43,7 +46,7 @@ Diagnostic parse_warning(const std::string& w, const std::string& file) {
 }  // namespace
 
 void CheckOptions::add_to(po::options_description& desc) {
-  common.add_to(desc);
+  common.add_to(desc, kFormats);
   desc.add_options()("quiet", po::bool_switch(&quiet), "only errors (no warnings; no summary when every file is valid)")
       ("yaml-cfg", po::bool_switch(&yaml_cfg), "every FILE is a Megatron --yaml-cfg file (as --dry-run --yaml-cfg FILE)");
 }
@@ -65,17 +68,21 @@ int cmd_check(const std::vector<std::string>& args) {
   }
   std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
   if (files.empty()) throw UsageError("check: no config files given");
-  Invocation base = common.invocation();
+  Invocation base = common.invocation(CommonOptions::extra_formats(CheckOptions::kFormats));
 
   // Each file's result is printed as soon as it is known and then dropped, so memory does not grow with the
   // number of files; with --format json the entries are written one by one inside one array (stdout is still
-  // exactly one JSON document).
-  const bool json = common.format == "json";
+  // exactly one JSON document); with --format junit the testcases are spooled to a temporary file and the
+  // document, whose counts come first, is written at the end (config/check_report.h).
+  const bool json = common.format == "json", github = common.format == "github", junit = common.format == "junit";
+  std::optional<JunitReport> report;
+  if (junit) report.emplace();
   size_t checked = 0, bad = 0;
   int worst = 0;
   bool internal = false;
   if (json) std::cout << "[";
   for (const std::string& f : files) {
+    const auto started = std::chrono::steady_clock::now();
     FileResult r;
     r.file = f;
     Invocation inv = base;
@@ -121,22 +128,27 @@ int cmd_check(const std::vector<std::string>& args) {
         first = false;
       }
       std::cout << "], \"resolved\": " << (r.resolved ? namespace_json(*r.resolved) : std::string("null")) << "}";
+    } else if (junit) {
+      report->add(r.file, r.exit, r.diags, !quiet,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     } else {
       for (const auto& d : r.diags) {
         if (quiet && d.level == Diagnostic::Level::Warning) continue;
-        std::string where = d.where.empty() ? r.file : d.where;
-        std::string msg = without_where(d.message, d.where);
-        // Escaped (util/text.h): a file name or message with control characters prints as text.
-        std::cout << printable(where, false) + ": " + (d.level == Diagnostic::Level::Error ? "error" : "warning") +
-                         "[" + printable(d.rule, false) + "]: " + printable(msg) + "\n";
+        // Escaped (util/text.h): a file name or message with control characters prints as text; github: one
+        // workflow command, GitHub's escapes on top.
+        std::cout << (github ? github_command(r.file, d) : check_text_line(r.file, d));
       }
     }
     ++checked;
   }
   if (json) {
     std::cout << "\n]\n";
-  } else if (!quiet || bad > 0) {  // --quiet: nothing at all when every file is valid
-    std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
+  } else {
+    if (junit) report->finish(std::cout);
+    // The summary is plain text on stderr (never a workflow command nor part of the XML); --quiet: nothing at all
+    // when every file is valid.
+    if (!quiet || bad > 0)
+      std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
   }
   return internal ? 3 : worst;
 }

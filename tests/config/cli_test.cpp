@@ -76,7 +76,7 @@ TEST_CASE("megatron-run's own closed-set options list their choices when refusin
       {"--log-level loud --dry-run",
        "argument --log-level: invalid choice: 'loud' (choose from 'trace', 'debug', 'info', 'warning', 'error', 'fatal')"},
       {"--dry-run --format yaml", "argument --format: invalid choice: 'yaml' (choose from 'text', 'json', 'argv', 'argv0')"},
-      {"check --format csv x.yaml", "argument --format: invalid choice: 'csv' (choose from 'text', 'json')"},
+      {"check --format csv x.yaml", "argument --format: invalid choice: 'csv' (choose from 'text', 'json', 'github', 'junit')"},
       {"topology --world-size 1 --format png", "argument --format: invalid choice: 'png' (choose from 'text', 'json', 'svg', 'dot')"},
       {"schema --format xml", "argument --format: invalid choice: 'xml' (choose from 'json', 'text', 'json-schema', "
                               "'bash-completion', 'zsh-completion', 'fish-completion')"},

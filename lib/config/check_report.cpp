@@ -1,0 +1,231 @@
+#include "config/check_report.h"
+
+#include <cctype>
+#include <cstdio>
+#include <string>
+
+#include "util/text.h"
+
+namespace mr {
+
+namespace {
+
+// The number that ends `s` after its last ':' ("a.yaml:12" -> 12), with `s` cut before that ':'.
+std::optional<long long> take_number(std::string_view& s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == s.size() || s.size() - colon - 1 > 12) return std::nullopt;
+  long long n = 0;
+  for (size_t i = colon + 1; i < s.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return std::nullopt;
+    n = n * 10 + (s[i] - '0');
+  }
+  s = s.substr(0, colon);
+  return n;
+}
+
+const char* level_word(const Diagnostic& d) { return d.level == Diagnostic::Level::Error ? "error" : "warning"; }
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s < 0 ? 0.0 : s);
+  return buf;
+}
+
+}  // namespace
+
+DiagnosticPlace parse_place(std::string_view where) {
+  DiagnosticPlace p;
+  std::string_view rest = where;
+  auto last = take_number(rest);
+  if (!last || rest.empty()) return p;
+  std::string_view before = rest;
+  if (auto line = take_number(before); line && !before.empty()) {  // path:line:col
+    p.line = line;
+    p.col = last;
+    rest = before;
+  } else {
+    p.line = last;
+  }
+  p.file = std::string(rest);
+  return p;
+}
+
+std::string check_text_line(const std::string& file, const Diagnostic& d) {
+  const std::string where = d.where.empty() ? file : d.where;
+  return printable(where, false) + ": " + level_word(d) + "[" + printable(d.rule, false) +
+         "]: " + printable(without_where(d.message, d.where)) + "\n";
+}
+
+// ---- GitHub Actions -----------------------------------------------------------------------------------------
+
+std::string github_escape_data(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '%': out += "%25"; break;
+      case '\r': out += "%0D"; break;
+      case '\n': out += "%0A"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string github_escape_property(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '%': out += "%25"; break;
+      case '\r': out += "%0D"; break;
+      case '\n': out += "%0A"; break;
+      case ':': out += "%3A"; break;
+      case ',': out += "%2C"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string github_command(const std::string& file, const Diagnostic& d) {
+  const DiagnosticPlace place = parse_place(d.where);
+  std::string message = without_where(d.message, d.where);
+  // A place that is not "path:line" (none in check today) stays in the message rather than being lost.
+  if (place.file.empty() && !d.where.empty() && d.where != file) message = d.where + ": " + message;
+  std::string out = std::string("::") + level_word(d) + " file=" +
+                    github_escape_property(printable(place.file.empty() ? file : place.file, false));
+  if (place.line) out += ",line=" + std::to_string(*place.line);
+  if (place.col) out += ",col=" + std::to_string(*place.col);
+  out += ",title=" + github_escape_property(printable(d.rule, false));
+  out += "::" + github_escape_data(printable(message)) + "\n";
+  return out;
+}
+
+// ---- JUnit XML ----------------------------------------------------------------------------------------------
+
+std::string xml_escape(std::string_view raw, bool attribute) {
+  const std::string s = printable(raw);  // no C0 (but \t, \n) or C1 control, no invalid UTF-8 from here on
+  std::string out;
+  out.reserve(s.size() + s.size() / 8);
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      uint32_t cp = 0;
+      size_t n = utf8_char(s, i, cp);
+      if (n == 0) {  // cannot happen after printable(); kept out of the document all the same
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+        ++i;
+      } else if (cp == 0xFFFE || cp == 0xFFFF) {
+        out += cp == 0xFFFE ? "\\ufffe" : "\\uffff";
+        i += n;
+      } else {
+        out.append(s, i, n);
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\t': out += attribute ? "&#9;" : "\t"; break;
+      case '\n': out += attribute ? "&#10;" : "\n"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {  // cannot happen after printable(), as above
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  return out;
+}
+
+std::string junit_classname(std::string_view path) {
+  while (path.rfind("./", 0) == 0) path.remove_prefix(2);
+  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  if (dot != std::string_view::npos && dot > (slash == std::string_view::npos ? 0 : slash + 1))
+    path = path.substr(0, dot);
+  std::string out(path);
+  for (char& c : out)
+    if (c == '/') c = '.';
+  return out.empty() ? std::string("megatron-run check") : out;
+}
+
+JunitReport::JunitReport() : spool_(std::tmpfile()) {}
+
+JunitReport::~JunitReport() {
+  if (spool_) std::fclose(spool_);
+}
+
+void JunitReport::spool(const std::string& text) {
+  if (spool_ && std::fwrite(text.data(), 1, text.size(), spool_) == text.size()) return;
+  if (spool_) {  // the temporary file failed (a full disk): what it holds moves to memory, and the rest follows
+    std::string held;
+    std::rewind(spool_);
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, spool_)) > 0;) held.append(buf, n);
+    std::fclose(spool_);
+    spool_ = nullptr;
+    // A partial write left part of `text` at the end: cut back to the last whole testcase.
+    const size_t end = held.rfind("    </testcase>\n");
+    held.resize(end == std::string::npos ? 0 : end + 16);
+    memory_ = std::move(held);
+  }
+  memory_ += text;
+}
+
+void JunitReport::add(const std::string& file, int exit, const std::vector<Diagnostic>& diags, bool with_warnings,
+                      double seconds) {
+  ++tests_;
+  const bool failed = exit == 1, errored = exit >= 2;
+  failures_ += failed ? 1 : 0;
+  errors_ += errored ? 1 : 0;
+  seconds_ += seconds;
+  std::string t = "    <testcase name=\"" + xml_escape(file, true) + "\" classname=\"" +
+                  xml_escape(junit_classname(file), true) + "\" file=\"" + xml_escape(file, true) + "\" time=\"" +
+                  seconds_text(seconds) + "\">\n";
+  std::string out;
+  for (const Diagnostic& d : diags) {
+    if (d.level == Diagnostic::Level::Warning) {
+      if (with_warnings) out += xml_escape(check_text_line(file, d), false);
+      continue;
+    }
+    // An error diagnostic of a valid file cannot be; were it one, it is still reported, as a failure.
+    const char* element = errored ? "error" : "failure";
+    t += std::string("      <") + element + " message=\"" + xml_escape(without_where(d.message, d.where), true) +
+         "\" type=\"" + xml_escape(d.rule, true) + "\">" + xml_escape(check_text_line(file, d), false) + "</" +
+         element + ">\n";
+  }
+  if (!out.empty()) t += "      <system-out>" + out + "</system-out>\n";
+  t += "    </testcase>\n";
+  spool(t);
+}
+
+void JunitReport::finish(std::ostream& os) {
+  const std::string counts = " tests=\"" + std::to_string(tests_) + "\" failures=\"" + std::to_string(failures_) +
+                             "\" errors=\"" + std::to_string(errors_) + "\"";
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<testsuites name=\"megatron-run check\"" << counts << " time=\"" << seconds_text(seconds_) << "\">\n"
+     << "  <testsuite name=\"megatron-run check\"" << counts << " skipped=\"0\" time=\"" << seconds_text(seconds_)
+     << "\">\n";
+  if (spool_) {
+    std::fflush(spool_);
+    std::rewind(spool_);
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, spool_)) > 0;) os.write(buf, static_cast<std::streamsize>(n));
+  }
+  os << memory_ << "  </testsuite>\n</testsuites>\n";
+}
+
+}  // namespace mr

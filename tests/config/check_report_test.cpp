@@ -1,0 +1,269 @@
+// check's CI layouts (config/check_report.h): GitHub Actions workflow commands and the JUnit XML report, their
+// escapes, and `megatron-run check --format github|junit` over the corpus (the XML read back by python3's parser).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "binary.h"
+#include "config/check_report.h"
+#include "config/value.h"
+#include "corpus.h"
+#include "scratch.h"
+
+namespace {
+
+mr::Diagnostic diag(mr::Diagnostic::Level level, std::string rule, std::string message, std::string where = {}) {
+  return mr::Diagnostic{level, std::move(rule), std::move(message), {}, std::move(where), "validate_args"};
+}
+const auto kError = mr::Diagnostic::Level::Error;
+const auto kWarning = mr::Diagnostic::Level::Warning;
+
+// A python3 program that parses the XML file argv[1] (xml.etree: a document that is not well-formed XML fails),
+// checks the JUnit shape and that the counts are those of the testcases, and prints
+// "tests=N failures=F errors=E" and one "NAME EXIT-KIND" line per testcase (pass|failure|error).
+const char* kReadJunit = R"PY(
+import sys
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "testsuites", root.tag
+suites = root.findall("testsuite")
+assert len(suites) == 1 and suites[0].get("name") == "megatron-run check", suites
+suite = suites[0]
+cases = suite.findall("testcase")
+failures = sum(1 for c in cases if c.find("failure") is not None)
+errors = sum(1 for c in cases if c.find("error") is not None)
+for node in (root, suite):
+    assert int(node.get("tests")) == len(cases), (node.get("tests"), len(cases))
+    assert int(node.get("failures")) == failures, (node.get("failures"), failures)
+    assert int(node.get("errors")) == errors, (node.get("errors"), errors)
+for c in cases:
+    assert c.get("classname") and c.get("name"), c.attrib
+    for f in c.findall("failure") + c.findall("error"):
+        assert f.get("type") and f.get("message") is not None and f.text, f.attrib
+print("tests=%d failures=%d errors=%d" % (len(cases), failures, errors))
+for c in cases:
+    kind = "failure" if c.find("failure") is not None else "error" if c.find("error") is not None else "pass"
+    print(c.get("name") + "\t" + kind)
+    for f in c.findall("failure") + c.findall("error"):
+        print("  message\t" + f.get("message").replace("\n", "\\n"))
+        print("  type\t" + f.get("type"))
+    out = c.find("system-out")
+    if out is not None:
+        print("  out\t" + out.text.replace("\n", "\\n"))
+)PY";
+
+// Runs kReadJunit on `xml` (the document's text); its output, with the exit status.
+mrtest::Proc read_junit(const std::string& xml, const std::string& name) {
+  const std::string script = mrtest::write_file("read_junit.py", kReadJunit, "check-report");
+  const std::string doc = mrtest::write_file(name, xml, "check-report");
+  return mrtest::run_shell("python3 '" + script + "' '" + doc + "' 2>&1");
+}
+
+std::string junit_of(const std::vector<std::tuple<std::string, int, std::vector<mr::Diagnostic>>>& files,
+                     bool with_warnings = true) {
+  mr::JunitReport report;
+  for (const auto& [file, exit, diags] : files) report.add(file, exit, diags, with_warnings);
+  std::ostringstream os;
+  report.finish(os);
+  return os.str();
+}
+
+}  // namespace
+
+TEST_CASE("GitHub's escapes: % CR LF in the message; also : and , in a property", "[check-report]") {
+  CHECK(mr::github_escape_data("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext: a,b");
+  CHECK(mr::github_escape_property("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext%3A a%2Cb");
+  // % first: an escape already in the text is not taken for one.
+  CHECK(mr::github_escape_data("%0A") == "%250A");
+  CHECK(mr::github_escape_property("%2C,") == "%252C%2C");
+  CHECK(mr::github_escape_data("") == "");
+}
+
+TEST_CASE("a diagnostic's place: path:line and path:line:col, else none", "[check-report]") {
+  auto p = mr::parse_place("dir/a.yaml:12");
+  CHECK(p.file == "dir/a.yaml");
+  CHECK(p.line == 12);
+  CHECK_FALSE(p.col);
+  p = mr::parse_place("a,b:c.yaml:3:7");
+  CHECK(p.file == "a,b:c.yaml");
+  CHECK(p.line == 3);
+  CHECK(p.col == 7);
+  CHECK(mr::parse_place("").file.empty());
+  CHECK(mr::parse_place("a.yaml").file.empty());
+  CHECK(mr::parse_place(":12").file.empty());
+  CHECK(mr::parse_place("a.yaml:x1").file.empty());
+}
+
+TEST_CASE("github: one workflow command per diagnostic, place and rule id as properties", "[check-report]") {
+  // No place: the file alone, no line or col.
+  CHECK(mr::github_command("a.yaml", diag(kError, "input.unreadable", "cannot read config file")) ==
+        "::error file=a.yaml,title=input.unreadable::cannot read config file\n");
+  // A warning; the place's line.
+  CHECK(mr::github_command("a.yaml", diag(kWarning, "parse.deprecated-flag", "old flag", "a.yaml:4")) ==
+        "::warning file=a.yaml,line=4,title=parse.deprecated-flag::old flag\n");
+  // A column when the place has one; the place names another file (a --config file given to every FILE).
+  CHECK(mr::github_command("a.yaml", diag(kError, "usage", "bad", "base.yaml:2:5")) ==
+        "::error file=base.yaml,line=2,col=5,title=usage::bad\n");
+  // A message with %, :, ',' and a newline; a path with a comma and a colon; a rule id with a colon. The message
+  // keeps : and , (data), the properties do not; the place is not repeated in the message.
+  CHECK(mr::github_command("x,y:z.yaml", diag(kError, "r:1,2", "x,y:z.yaml:3: 50% of a, b: c\nnext line",
+                                             "x,y:z.yaml:3")) ==
+        "::error file=x%2Cy%3Az.yaml,line=3,title=r%3A1%2C2::50%25 of a, b: c%0Anext line\n");
+  // A carriage return or another control character reaches no workflow command raw (printable(): \x0d, \x1b).
+  CHECK(mr::github_command("a\rb.yaml", diag(kError, "usage", "a\rb\x1b[31m")) ==
+        "::error file=a\\x0db.yaml,title=usage::a\\x0db\\x1b[31m\n");
+  // A place that is not path:line stays in the message.
+  CHECK(mr::github_command("a.yaml", diag(kError, "usage", "bad", "argv[3]")) ==
+        "::error file=a.yaml,title=usage::argv[3]: bad\n");
+}
+
+TEST_CASE("xml_escape: markup characters, and no character XML 1.0 forbids", "[check-report]") {
+  CHECK(mr::xml_escape("a<b>&\"c'", false) == "a&lt;b&gt;&amp;&quot;c&apos;");
+  CHECK(mr::xml_escape("line\n\tnext", false) == "line\n\tnext");
+  CHECK(mr::xml_escape("line\n\tnext", true) == "line&#10;&#9;next");
+  // C0 controls (NUL, ESC, CR, form feed), DEL, a C1 control, invalid UTF-8, U+FFFE/U+FFFF: as text.
+  CHECK(mr::xml_escape(std::string("a\0b\x1b\r\x0c\x7f", 7), true) == "a\\x00b\\x1b\\x0d\\x0c\\x7f");
+  CHECK(mr::xml_escape("\xc2\x85|\xff|\xef\xbf\xbe|\xef\xbf\xbf", false) == "\\u0085|\\xff|\\ufffe|\\uffff");
+  CHECK(mr::xml_escape("é ✓ 𝄞", true) == "é ✓ 𝄞");  // other UTF-8 unchanged
+}
+
+TEST_CASE("junit classname from the path", "[check-report]") {
+  CHECK(mr::junit_classname("configs/examples/gpt.yaml") == "configs.examples.gpt");
+  CHECK(mr::junit_classname("./a.yaml") == "a");
+  CHECK(mr::junit_classname("/abs/dir.v2/b") == "abs.dir.v2.b");
+  CHECK(mr::junit_classname(".hidden") == ".hidden");
+  CHECK(mr::junit_classname("") == "megatron-run check");
+}
+
+TEST_CASE("junit: a testcase per file, failures and errors counted per testcase, the text escaped",
+          "[check-report]") {
+  const std::string nasty = "50% <b> & \"q\" 'a', b: c\nnext\x01\x1b\r|\xff|\xef\xbf\xbf";
+  const std::string xml = junit_of({
+      {"ok.yaml", 0, {}},
+      {"warned.yaml", 0, {diag(kWarning, "w.one", "careful: <this>", "warned.yaml:2")}},
+      {"two,rules.yaml", 1, {diag(kError, "r.one", nasty, "two,rules.yaml:3"), diag(kError, "r.two", "second")}},
+      {"missing.yaml", 2, {diag(kError, "input.unreadable", "cannot read config file")}},
+      {"bug.yaml", 3, {diag(kError, "internal", "internal error: x")}},
+  });
+  auto r = read_junit(xml, "unit.xml");
+  INFO(xml << "\n" << r.out);
+  REQUIRE(r.exit == 0);
+  CHECK(r.out.rfind("tests=5 failures=1 errors=2\n", 0) == 0);
+  CHECK(r.out.find("ok.yaml\tpass\n") != std::string::npos);
+  CHECK(r.out.find("warned.yaml\tpass\n  out\twarned.yaml:2: warning[w.one]: careful: <this>\\n\n") !=
+        std::string::npos);
+  CHECK(r.out.find("two,rules.yaml\tfailure\n  message\t50% <b> & \"q\" 'a', b: c\\nnext\\x01\\x1b\\x0d|\\xff|"
+                   "\\uffff\n  type\tr.one\n  message\tsecond\n  type\tr.two\n") != std::string::npos);
+  CHECK(r.out.find("missing.yaml\terror\n  message\tcannot read config file\n  type\tinput.unreadable\n") !=
+        std::string::npos);
+  CHECK(r.out.find("bug.yaml\terror\n") != std::string::npos);
+  // The element's text is the line check prints, place first.
+  CHECK(xml.find(">two,rules.yaml:3: error[r.one]: 50% &lt;b&gt;") != std::string::npos);
+  // Without warnings (--quiet): no system-out.
+  CHECK(junit_of({{"warned.yaml", 0, {diag(kWarning, "w.one", "careful")}}}, false).find("system-out") ==
+        std::string::npos);
+  // No file at all is still a document.
+  auto empty = read_junit(junit_of({}), "empty.xml");
+  CHECK(empty.exit == 0);
+  CHECK(empty.out == "tests=0 failures=0 errors=0\n");
+}
+
+TEST_CASE("check --format github: a command per problem, escaped; the summary plain text", "[check-report][cli]") {
+  // A path with a comma and a colon; a message with %, :, ',' and a newline (the second mistake's line).
+  const std::string bad = mrtest::write_file("p,q:r.yaml", "\"a%b,c:d\": 1\nnum_layers: 2\nnum_layers: 3\n",
+                                             "check-report");
+  const std::string missing = (mrtest::scratch_dir("check-report") / "missing.yaml").string();
+  auto esc = [](const std::string& s) { return mr::github_escape_property(s); };
+  auto r = mrtest::megatron_run("check --format github '" + bad + "' '" + missing + "' '" + MR_SOURCE_DIR +
+                                "/configs/default.yaml'");
+  CHECK(r.exit == 2);
+  CHECK(r.out == "::error file=" + esc(bad) + ",line=1,title=usage::unknown argument 'a%25b,c:d'%0A  also " + bad +
+                     ":3: duplicate key 'num_layers' (also at " + bad + ":2); a config file sets each argument once\n"
+                     "::error file=" + esc(missing) +
+                     ",title=input.unreadable::cannot read config file: No such file or directory\n");
+  CHECK(r.err == "3 file(s) checked, 2 invalid\n");
+  // A rule's failure (exit 1) and a warning, with their lines.
+  const std::string corpus =
+      std::string(MR_DATA_DIR) + "/corpus/functional-tests/bert__bert_mcore_tp2_pp2.yaml";
+  r = mrtest::megatron_run("check --format github --env-placeholder /p --world-size 3 '" + corpus + "'");
+  CHECK(r.exit == 1);
+  CHECK(r.out.find("::error file=" + esc(corpus) + ",line=") != std::string::npos);
+  CHECK(r.out.find(",title=parallel.world-size-divisible::world size (3) is not a multiple") != std::string::npos);
+  r = mrtest::megatron_run("check --format github --env-placeholder /p --world-size 8 '" + corpus + "'");
+  CHECK(r.exit == 0);
+  CHECK(r.out.rfind("::warning file=" + esc(corpus), 0) == 0);
+  // --quiet: no warnings, no summary when every file is valid.
+  r = mrtest::megatron_run("check --quiet --format github --env-placeholder /p --world-size 8 '" + corpus + "'");
+  CHECK(r.exit == 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("check --format junit over the corpus: valid XML, counts and kinds as check's own exit codes",
+          "[check-report][cli]") {
+  // An unreadable file and one that cannot be parsed are in the report too, as errors.
+  std::string args = "check --format junit --world-size 8 --env-placeholder /placeholder";
+  const std::string missing = (mrtest::scratch_dir("check-report") / "no,such:file.yaml").string();
+  const std::string broken = mrtest::write_file("broken.yaml", "num_layers: [\n<&>: \x01\n", "check-report");
+  args += " '" + missing + "' '" + broken + "'";
+  for (const auto& f : mrtest::corpus_files()) args += " '" + f.string() + "'";
+  auto junit = mrtest::megatron_run(args);
+  auto json = mrtest::megatron_run_stdout(
+      "check --format json" + args.substr(std::string("check --format junit").size()));
+  // The exit codes stay as they are: 2 when a file could not be read or parsed.
+  CHECK(junit.exit == 2);
+  CHECK(json.exit == 2);
+  auto r = read_junit(junit.out, "corpus.xml");
+  INFO(r.out.substr(0, 2000));
+  REQUIRE(r.exit == 0);
+  // Each file's kind is its exit code in check --format json: 0 pass, 1 failure, 2 error.
+  size_t tests = 0, failures = 0, errors = 0;
+  std::string expected_kinds;
+  const mr::Value list = mr::Value::parse_json(json.out);
+  for (const mr::Value& v : list.as_list()) {
+    std::string file;
+    long long exit = -1;
+    for (const auto& [k, x] : v.as_object()) {
+      if (k == "file") file = x.as_str();
+      if (k == "exit") exit = x.as_int();
+    }
+    ++tests;
+    failures += exit == 1;
+    errors += exit >= 2;
+    expected_kinds += file + "\t" + (exit == 0 ? "pass" : exit == 1 ? "failure" : "error") + "\n";
+  }
+  CHECK(tests == mrtest::corpus_files().size() + 2);
+  CHECK(errors >= 2);
+  CHECK(r.out.rfind("tests=" + std::to_string(tests) + " failures=" + std::to_string(failures) +
+                        " errors=" + std::to_string(errors) + "\n",
+                    0) == 0);
+  std::string kinds;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line))
+    if (line.rfind("  ", 0) != 0) kinds += line + "\n";
+  CHECK(kinds == expected_kinds);
+  CHECK(r.out.find(missing + "\terror\n  message\tcannot read config file: No such file or directory\n  type\t"
+                             "input.unreadable\n") != std::string::npos);
+  CHECK(junit.err == std::to_string(tests) + " file(s) checked, " + std::to_string(failures + errors) +
+                         " invalid\n");
+}
+
+TEST_CASE("check --format: the choices come from one list, a refusal names them (exit 2)", "[check-report][cli]") {
+  auto r = mrtest::megatron_run("check --format sarif x.yaml");
+  CHECK(r.exit == 2);
+  CHECK(r.err.find("argument --format: invalid choice: 'sarif' (choose from 'text', 'json', 'github', 'junit')") !=
+        std::string::npos);
+  CHECK(r.out.empty());
+  const std::string help = mrtest::megatron_run("check --help").out;
+  CHECK(help.find("usage: megatron-run check [--format text|json|github|junit]") != std::string::npos);
+  CHECK(mrtest::megatron_run("help").out.find("megatron-run check [--format text|json|github|junit]") !=
+        std::string::npos);
+  const std::string bash = mrtest::megatron_run("schema --format bash-completion").out;
+  CHECK(bash.find("text json github junit") != std::string::npos);
+}
