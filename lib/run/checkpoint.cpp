@@ -130,19 +130,28 @@ optim::ScheduleState sched_from(const Value& v, const std::string& path) {
     if (!x || !x->is_number()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler." + k + " is not a number");
     return *x;
   };
+  // A step count the scheduler adds to or subtracts from: at most kMaxCheckpointCount either way (the scheduler
+  // refuses a negative or empty one itself, naming it).
+  auto count = [&](const Value& x, const char* k) -> int64_t {
+    const int64_t n = x.as_int();
+    if (n > kMaxCheckpointCount || n < -kMaxCheckpointCount)
+      throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler: \"" + k + "\" is " + std::to_string(n) +
+                                              ", past the limit 2^62");
+    return n;
+  };
   optim::ScheduleState s;
   try {
     s.max_lr = num("max_lr").as_float();
     s.min_lr = num("min_lr").as_float();
     s.lr_warmup_steps = num("lr_warmup_steps").as_float();
-    s.lr_decay_steps = num("lr_decay_steps").as_int();
-    s.num_steps = num("num_steps").as_int();
+    s.lr_decay_steps = count(num("lr_decay_steps"), "lr_decay_steps");
+    s.num_steps = count(num("num_steps"), "num_steps");
     const Value* style = get(v, "lr_decay_style");
     if (!style || !style->is_str()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler.lr_decay_style");
     s.lr_decay_style = optim::lr_decay_style_from_string(style->as_str());
     if (const Value* x = get(v, "start_wd"); x && x->is_number()) s.start_wd = x->as_float();
     if (const Value* x = get(v, "end_wd"); x && x->is_number()) s.end_wd = x->as_float();
-    if (const Value* x = get(v, "wd_incr_steps"); x && x->is_int()) s.wd_incr_steps = x->as_int();
+    if (const Value* x = get(v, "wd_incr_steps"); x && x->is_int()) s.wd_incr_steps = count(*x, "wd_incr_steps");
     if (const Value* x = get(v, "wd_incr_style"); x && x->is_str()) s.wd_incr_style = optim::wd_incr_style_from_string(x->as_str());
   } catch (const CheckpointError&) {
     throw;
@@ -360,10 +369,16 @@ Progress Checkpointer::load() {
           // A scale no scaler can reach (the scaler keeps it finite and at least --min-loss-scale): every
           // iteration after the load would be skipped, or the gradients scaled by a negative number.
           const double sv = s->as_float();
-          if (!std::isfinite(sv) || sv <= 0 || sv > std::numeric_limits<float>::max() || g->as_int() < 0 || h->as_int() < 0)
+          // The hysteresis tracker goes below 0 in a run with more overflows in a row than --hysteresis (Megatron's
+          // DynamicGradScaler counts it down on every overflow and resets it only on growth), so a saved one may be
+          // negative; only a magnitude the next updates would wrap is refused.
+          const int64_t gv = g->as_int(), hv = h->as_int();
+          if (!std::isfinite(sv) || sv <= 0 || sv > std::numeric_limits<float>::max() || gv < 0 ||
+              gv > kMaxCheckpointCount || hv < -kMaxCheckpointCount || hv > kMaxCheckpointCount)
             throw CheckpointError(kCkptCorrupt, path + ": grad_scaler holds scale " + s->py_str() + ", growth_tracker " +
                                                     g->py_str() + ", hysteresis_tracker " + h->py_str() +
-                                                    " (the scale must be a positive finite float32, the trackers 0 or more)");
+                                                    " (the scale must be a positive finite float32, the growth tracker "
+                                                    "0 to 2^62, the hysteresis tracker -2^62 to 2^62)");
           c_.scaler->load_state({static_cast<float>(s->as_float()), g->as_int(), h->as_int()});
         }
         p.optimizer_steps = m.optimizer_steps;

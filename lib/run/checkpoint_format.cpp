@@ -39,6 +39,13 @@ int64_t need_int(const Value& obj, std::string_view key, const std::string& path
     corrupt(path, where + ": \"" + std::string(key) + "\" is not an integer >= " + std::to_string(lo));
   return v.as_int();
 }
+// A counter the run goes on adding to: 0 to kMaxCheckpointCount.
+int64_t need_count(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
+  const int64_t v = need_int(obj, key, path, where);
+  if (v > kMaxCheckpointCount)
+    corrupt(path, where + ": \"" + std::string(key) + "\" is " + std::to_string(v) + ", past the limit 2^62");
+  return v;
+}
 const std::string& need_str(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
   const Value& v = need(obj, key, path, where);
   if (!v.is_str()) corrupt(path, where + ": \"" + std::string(key) + "\" is not a string");
@@ -312,10 +319,10 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
   if (need_str(root, "format", path, top) != "megatron-run checkpoint") corrupt(path, "not a megatron-run checkpoint");
   m.version = need_int(root, "version", path, top);
   if (m.version != 1) corrupt(path, "format version " + std::to_string(m.version) + " (this megatron-run reads 1)");
-  m.iteration = need_int(root, "iteration", path, top);
-  m.consumed_samples = need_int(root, "consumed_samples", path, top);
-  m.skipped_iterations = need_int(root, "skipped_iterations", path, top);
-  m.optimizer_steps = need_int(root, "optimizer_steps", path, top);
+  m.iteration = need_count(root, "iteration", path, top);
+  m.consumed_samples = need_count(root, "consumed_samples", path, top);
+  m.skipped_iterations = need_count(root, "skipped_iterations", path, top);
+  m.optimizer_steps = need_count(root, "optimizer_steps", path, top);
   m.world_size = need_int(root, "world_size", path, top, 1);
   m.rank = need_int(root, "rank", path, top);
   if (m.rank >= m.world_size) corrupt(path, "rank " + std::to_string(m.rank) + " is not below world_size");

@@ -45,6 +45,10 @@ inline constexpr const char* kCkptUnsupported = "checkpoint.unsupported";
 // What a reader accepts: header bytes of a safetensors file, and a metadata file.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // the safetensors library's own limit
 inline constexpr uint64_t kMaxMetadataBytes = 256ull << 20;
+// The largest count a metadata or scheduler field may hold (iteration, consumed samples, optimizer steps, skipped
+// iterations, the scheduler's step counts, the loss scaler's trackers, as a magnitude): the run adds to them, and a
+// value near 2^63 would wrap. No real run comes near it.
+inline constexpr int64_t kMaxCheckpointCount = int64_t{1} << 62;
 
 // "F32", "BF16", "F16" (the dtypes a run trains in); bytes per element, 0 for any other word.
 size_t safetensors_dtype_bytes(std::string_view dtype);
