@@ -24,6 +24,7 @@
 #include "run/checkpoint_args.h"
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_io.h"
+#include "util/text.h"
 
 namespace mr::run {
 
@@ -156,7 +157,7 @@ optim::ScheduleState sched_from(const Value& v, const std::string& path) {
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler: " + e.what());
+    throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler: " + abbreviate(e.what()));
   }
   return s;
 }
@@ -310,7 +311,7 @@ Progress Checkpointer::load() {
           const Value saved = there ? *there : id == ArgId::add_position_embedding ? Value(true) : Value();
           if (!(saved == here))
             throw CheckpointError(kCkptModelMismatch,
-                                  "--load " + found->dir + ": " + dest + " value from checkpoint (" + saved.py_str() +
+                                  "--load " + found->dir + ": " + dest + " value from checkpoint (" + abbreviate(saved.py_str()) +
                                       ") is not equal to the input argument value (" + here.py_str() +
                                       ") (Megatron's check_checkpoint_args; --finetune loads the weights anyway)");
         }
