@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -414,6 +415,12 @@ Progress Checkpointer::load() {
   } catch (const CheckpointError& e) {
     err = message_of(e);
     failure = e;
+  } catch (const std::bad_alloc&) {
+    // A file within the readers' limits that still does not fit in this process's memory (a memory limit, a
+    // small machine): named as such, with the checkpoint, rather than as a bare "std::bad_alloc".
+    failure = CheckpointError(kCkptCorrupt, "--load " + (found ? found->dir : a.load.value_or("")) +
+                                                ": out of memory while reading the checkpoint's files");
+    err = message_of(failure);
   } catch (const std::exception& e) {
     err = message_of(e);
     failure = CheckpointError(kCkptCorrupt, message_of(e));

@@ -46,6 +46,28 @@ int64_t need_count(const Value& obj, std::string_view key, const std::string& pa
     corrupt(path, where + ": \"" + std::string(key) + "\" is " + std::to_string(v) + ", past the limit 2^62");
   return v;
 }
+// How many values the JSON text `json` holds, at most: its '{', '[', ',' and ':' outside strings, plus one. A
+// document past kMaxCheckpointJsonValues is refused before it is parsed: its tree would take far more memory than
+// its bytes (about 150 bytes a value), so a 100 MB safetensors header of a million tiny tensors took 2 GB.
+void check_json_values(std::string_view json, const std::string& path, const std::string& what) {
+  uint64_t n = 1;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[' || c == ',' || c == ':') {
+      ++n;
+    }
+  }
+  if (n > kMaxCheckpointJsonValues)
+    corrupt(path, what + " holds more than " + std::to_string(kMaxCheckpointJsonValues) + " JSON values (" +
+                      std::to_string(n) + ")");
+}
+
 const std::string& need_str(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
   const Value& v = need(obj, key, path, where);
   if (!v.is_str()) corrupt(path, where + ": \"" + std::string(key) + "\" is not a string");
@@ -172,6 +194,7 @@ SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, c
                       std::to_string(file_size - 8));
   const std::string_view json = head.substr(8, static_cast<size_t>(n));
   if (json.empty() || json[0] != '{') corrupt(path, "the header is not a JSON object");
+  check_json_values(json, path, "the header");
   Value root;
   try {
     root = Value::parse_json(json);
@@ -307,6 +330,7 @@ std::string to_json(const RankMeta& m) {
 }
 
 RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
+  check_json_values(text, path, "the metadata");
   Value root;
   try {
     root = Value::parse_json(text);

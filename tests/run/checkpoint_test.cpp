@@ -892,6 +892,26 @@ TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refus
   }
 }
 
+TEST_CASE("a safetensors header or a metadata file of more JSON values than the limit is refused before it is parsed",
+          "[run][checkpoint]") {
+  // 8 million values of a 100 MB header would take about 2 GB parsed; the count comes from the bytes alone.
+  std::string json = "{\"a\": [0";
+  for (uint64_t i = 0; i < mr::run::kMaxCheckpointJsonValues; ++i) json += ",0";
+  json += "], \"b\": \"[,,,,:]\"}";
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[static_cast<size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  head += json;
+  CHECK_THROWS_WITH(mr::run::parse_safetensors(head, head.size(), "x.safetensors"),
+                    Catch::Contains("x.safetensors: the header holds more than 8000000 JSON values") &&
+                        Catch::Contains("[checkpoint.corrupt]"));
+  CHECK_THROWS_WITH(mr::run::parse_rank_meta(json, "x.json"),
+                    Catch::Contains("x.json: the metadata holds more than 8000000 JSON values"));
+  // Separators inside strings do not count: a small document with a long string of them is parsed (and refused
+  // for what it lacks, not for its size).
+  const std::string commas = "{\"format\": \"" + std::string(9'000'000, ',') + "\\\"\"}";
+  CHECK_THROWS_WITH(mr::run::parse_rank_meta(commas, "y.json"), Catch::Contains("not a megatron-run checkpoint"));
+}
+
 TEST_CASE("a load that fails on one rank: no rank says it loaded, and each names that rank's kind of failure",
           "[run][checkpoint]") {
   mrtest::TempDir dir;
