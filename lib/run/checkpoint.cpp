@@ -265,8 +265,11 @@ Progress Checkpointer::load() {
   try {
     found = locate(a);
     if (!found) {
+      std::error_code ec;  // a tracker that is there but no file (Megatron's os.path.isfile) is named so
+      const bool not_a_file = std::filesystem::exists(tracker_path(*a.load), ec);
       if (rank0)
-        log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load) << "\n"
+        log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load)
+             << (not_a_file ? " (it is there, but not a regular file)" : "") << "\n"
              << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
       if (a.exit_on_missing_checkpoint)
         throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +

@@ -80,12 +80,8 @@ std::string not_there(const std::string& path) {
 }  // namespace
 
 std::optional<TrackerValue> read_tracker(const std::string& path) {
-  // Only a path with nothing there (or under a missing directory) is Megatron's "no tracker": anything else (a
-  // directory, a named pipe, a device, a symbolic-link loop or a dangling link) is refused by read_small_file, naming
-  // it, rather than taken for "no checkpoint", which would start from random and overwrite the directory's
-  // checkpoints with --save.
   std::error_code ec;
-  if (std::filesystem::symlink_status(path, ec).type() == std::filesystem::file_type::not_found) return std::nullopt;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   const std::string text = read_small_file(path, 4096);
   auto t = parse_tracker(text);
   if (!t) throw CheckpointError(kCkptCorrupt, path + ": not an iteration number or 'release'");
@@ -93,11 +89,6 @@ std::optional<TrackerValue> read_tracker(const std::string& path) {
 }
 
 std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
-  std::error_code ec;
-  if (!q.load.empty() && std::filesystem::exists(q.load, ec) && !std::filesystem::is_directory(q.load, ec))
-    throw CheckpointError(kCkptCorrupt, q.flag + " " + q.load +
-                                            ": not a directory (a checkpoint directory holds "
-                                            "latest_checkpointed_iteration.txt and iter_NNNNNNN/)");
   std::optional<TrackerValue> t = read_tracker(tracker_path(q.load));
   CheckpointPlace f;
   f.base = q.load;
@@ -118,6 +109,7 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
   if (iteration < 0 && !f.release) return std::nullopt;
   f.iteration = f.release ? 0 : iteration;
   f.dir = iteration_dir(f.base, f.iteration, f.release);
+  std::error_code ec;
   if (!std::filesystem::is_directory(f.dir, ec)) {
     if (q.ckpt_step != 0)
       throw CheckpointError(kCkptStepMissing, "--ckpt-step " + std::to_string(q.ckpt_step) + ": there is no " + f.dir);

@@ -29,9 +29,8 @@ struct CheckpointPlace {
   bool release = false;
 };
 
-// The tracker file at `path`: nullopt when nothing is there; CheckpointError checkpoint.corrupt naming it when it is
-// not a regular file (a directory, a pipe, a device, a link that leads nowhere) or its text is not an iteration or
-// 'release'.
+// The tracker file at `path`: nullopt when there is no such regular file; CheckpointError checkpoint.corrupt
+// naming it when its text is not an iteration or 'release'.
 std::optional<TrackerValue> read_tracker(const std::string& path);
 
 // What locate_checkpoint reads: the directory and the flags that choose the iteration.
@@ -45,8 +44,7 @@ struct LoadQuery {
 
 // Megatron's _load_base_checkpoint: the tracker (or --ckpt-step), or a global non-persistent checkpoint at least
 // as new. nullopt when there is none (no tracker, no step). CheckpointError checkpoint.step-missing when the
-// iteration named has no directory, checkpoint.corrupt for a tracker that is not a number or not a file, or a
-// q.load that exists but is not a directory.
+// iteration named has no directory, checkpoint.corrupt for a tracker that is not a number.
 std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q);
 
 // One argument --use-checkpoint-args replaced: its dest, the value before and the checkpoint's.

@@ -856,8 +856,8 @@ TEST_CASE("tracker and directory details: a signed count, --load '' (the working
   CHECK(f.exit_code() == 1);
   CHECK_THAT(f.err(), Catch::Contains(ck + "/iter_0000002 is not a directory"));
   // Something other than a file where the tracker should be (a directory, a FIFO, a link to itself, a dangling link)
-  // is refused naming it, not taken for "no checkpoint" (a run from random whose --save would overwrite the
-  // directory's checkpoints); a FIFO is never opened for a blocking read.
+  // is no tracker, as Megatron's os.path.isfile has it: a run from random, whose warning says what is there. A FIFO
+  // is never opened (no wait for a writer).
   const std::string tracker = ck + "/latest_checkpointed_iteration.txt";
   for (const std::string kind : {"dir", "fifo", "loop", "dangling"}) {
     fs::remove_all(tracker);
@@ -867,17 +867,13 @@ TEST_CASE("tracker and directory details: a signed count, --load '' (the working
     if (kind == "dangling") fs::create_symlink("nowhere", tracker);
     mrtest::Proc t = spawn(1, with({"--load", ck}), dir, "tracker-" + kind);
     INFO(kind << "\n" << t.out() << t.err());
-    CHECK(t.exit_code() == 1);
-    CHECK_THAT(t.err(), Catch::Contains(tracker + ": ") && Catch::Contains("checkpoint.corrupt"));
-    CHECK_THAT(t.out() + t.err(), !Catch::Contains("will start from random"));
+    CHECK(t.exit_code() == 0);
+    CHECK_THAT(t.out() + t.err(), Catch::Contains("could not find the metadata file " + tracker) &&
+                                      Catch::Contains("will start from random"));
+    if (kind == "dir" || kind == "fifo")
+      CHECK_THAT(t.out() + t.err(), Catch::Contains(tracker + " (it is there, but not a regular file)"));
   }
   fs::remove_all(tracker);
-  // --load naming a file, not a directory.
-  mrtest::Proc lf = spawn(1, with({"--load", ck + "/iter_0000002"}), dir, "load-file");
-  INFO(lf.out() << lf.err());
-  CHECK(lf.exit_code() == 1);
-  CHECK_THAT(lf.err(), Catch::Contains("--load " + ck + "/iter_0000002: not a directory") &&
-                           Catch::Contains("checkpoint.corrupt"));
 }
 
 TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
