@@ -18,6 +18,13 @@ inline constexpr std::size_t kMaxInputFileBytes = std::size_t{64} << 20;  // 64 
 inline constexpr std::uint64_t kMaxYamlNodes = 1'000'000;
 inline constexpr std::uint64_t kMaxYamlExpandedBytes = kMaxInputFileBytes;
 
+// Values (objects, lists, strings, numbers) of a JSON file read whole into a tree: the tokenizer files behind
+// --tokenizer-model (tokenizer.json and its directory's other files), the --heterogeneous-layers-config-path file.
+// Parsed, a value takes about 150 bytes, so a
+// 64 MiB file of millions of tiny values would take gigabytes; the largest real tokenizer.json files (a 262k
+// vocabulary and its merges) hold about 3 million.
+inline constexpr std::uint64_t kMaxJsonValues = 8'000'000;
+
 // Nesting of YAML sequences and mappings (after alias expansion). Megatron's configs nest 3 levels deep.
 inline constexpr int kMaxYamlDepth = 64;
 

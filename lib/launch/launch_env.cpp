@@ -2,6 +2,7 @@
 
 #include "launch/endpoint.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -21,6 +22,22 @@ int parse_int(const EnvLookup& env, const std::string& name, int min) {
   } catch (const std::exception&) {
     throw LaunchError(name + "='" + *v + "' is not an integer >= " + std::to_string(min));
   }
+}
+
+// MASTER_ADDR as the enclosing job gives it. An empty one, or one with a blank or control character, names no host:
+// the rendezvous store would retry it until --distributed-timeout-minutes (10 by default) instead of failing. A
+// well-formed name that does not resolve yet is left to the store's retries (a cluster's DNS may publish rank 0's
+// name only after the workers start).
+std::string master_addr_of(const std::string& v) {
+  const bool blank_or_control = std::any_of(v.begin(), v.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c <= 0x20 || c == 0x7f;
+  });
+  if (v.empty() || blank_or_control)
+    throw LaunchError("MASTER_ADDR='" + v + "' is not a host name or address (" +
+                      (v.empty() ? "it is empty" : "it has a blank or control character") +
+                      "): the rendezvous store would retry it until the distributed timeout");
+  return v;
 }
 
 // SLURM_TASKS_PER_NODE style "4(x2),3": the count of the first node.
@@ -97,7 +114,7 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
     info.local_world_size = env("LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1) : info.world_size;
     if (!env("MASTER_ADDR") || !env("MASTER_PORT"))
       throw LaunchError("RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are not: cannot find the rendezvous store");
-    info.master_addr = *env("MASTER_ADDR");
+    info.master_addr = master_addr_of(*env("MASTER_ADDR"));
     info.master_port = parse_int(env, "MASTER_PORT", 1);
     info.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
     info.restart_count = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
@@ -110,7 +127,7 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
     if (!per_node) per_node = first_count(env("SLURM_TASKS_PER_NODE"));
     info.local_world_size = per_node.value_or(info.world_size);
     if (auto a = env("MASTER_ADDR")) {
-      info.master_addr = *a;
+      info.master_addr = master_addr_of(*a);
     } else {
       std::optional<std::string> nodes = env("SLURM_JOB_NODELIST");
       if (!nodes) nodes = env("SLURM_NODELIST");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "run/checkpoint_args.h"
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_io.h"
+#include "util/text.h"
 
 namespace mr::run {
 
@@ -130,24 +132,33 @@ optim::ScheduleState sched_from(const Value& v, const std::string& path) {
     if (!x || !x->is_number()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler." + k + " is not a number");
     return *x;
   };
+  // A step count the scheduler adds to or subtracts from: at most kMaxCheckpointCount either way (the scheduler
+  // refuses a negative or empty one itself, naming it).
+  auto count = [&](const Value& x, const char* k) -> int64_t {
+    const int64_t n = x.as_int();
+    if (n > kMaxCheckpointCount || n < -kMaxCheckpointCount)
+      throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler: \"" + k + "\" is " + std::to_string(n) +
+                                              ", past the limit 2^62");
+    return n;
+  };
   optim::ScheduleState s;
   try {
     s.max_lr = num("max_lr").as_float();
     s.min_lr = num("min_lr").as_float();
     s.lr_warmup_steps = num("lr_warmup_steps").as_float();
-    s.lr_decay_steps = num("lr_decay_steps").as_int();
-    s.num_steps = num("num_steps").as_int();
+    s.lr_decay_steps = count(num("lr_decay_steps"), "lr_decay_steps");
+    s.num_steps = count(num("num_steps"), "num_steps");
     const Value* style = get(v, "lr_decay_style");
     if (!style || !style->is_str()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler.lr_decay_style");
     s.lr_decay_style = optim::lr_decay_style_from_string(style->as_str());
     if (const Value* x = get(v, "start_wd"); x && x->is_number()) s.start_wd = x->as_float();
     if (const Value* x = get(v, "end_wd"); x && x->is_number()) s.end_wd = x->as_float();
-    if (const Value* x = get(v, "wd_incr_steps"); x && x->is_int()) s.wd_incr_steps = x->as_int();
+    if (const Value* x = get(v, "wd_incr_steps"); x && x->is_int()) s.wd_incr_steps = count(*x, "wd_incr_steps");
     if (const Value* x = get(v, "wd_incr_style"); x && x->is_str()) s.wd_incr_style = optim::wd_incr_style_from_string(x->as_str());
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler: " + e.what());
+    throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler: " + abbreviate(e.what()));
   }
   return s;
 }
@@ -254,8 +265,11 @@ Progress Checkpointer::load() {
   try {
     found = locate(a);
     if (!found) {
+      std::error_code ec;  // a tracker that is there but no file (Megatron's os.path.isfile) is named so
+      const bool not_a_file = std::filesystem::exists(tracker_path(*a.load), ec);
       if (rank0)
-        log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load) << "\n"
+        log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load)
+             << (not_a_file ? " (it is there, but not a regular file)" : "") << "\n"
              << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
       if (a.exit_on_missing_checkpoint)
         throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +
@@ -301,7 +315,7 @@ Progress Checkpointer::load() {
           const Value saved = there ? *there : id == ArgId::add_position_embedding ? Value(true) : Value();
           if (!(saved == here))
             throw CheckpointError(kCkptModelMismatch,
-                                  "--load " + found->dir + ": " + dest + " value from checkpoint (" + saved.py_str() +
+                                  "--load " + found->dir + ": " + dest + " value from checkpoint (" + abbreviate(saved.py_str()) +
                                       ") is not equal to the input argument value (" + here.py_str() +
                                       ") (Megatron's check_checkpoint_args; --finetune loads the weights anyway)");
         }
@@ -360,10 +374,16 @@ Progress Checkpointer::load() {
           // A scale no scaler can reach (the scaler keeps it finite and at least --min-loss-scale): every
           // iteration after the load would be skipped, or the gradients scaled by a negative number.
           const double sv = s->as_float();
-          if (!std::isfinite(sv) || sv <= 0 || sv > std::numeric_limits<float>::max() || g->as_int() < 0 || h->as_int() < 0)
+          // The hysteresis tracker goes below 0 in a run with more overflows in a row than --hysteresis (Megatron's
+          // DynamicGradScaler counts it down on every overflow and resets it only on growth), so a saved one may be
+          // negative; only a magnitude the next updates would wrap is refused.
+          const int64_t gv = g->as_int(), hv = h->as_int();
+          if (!std::isfinite(sv) || sv <= 0 || sv > std::numeric_limits<float>::max() || gv < 0 ||
+              gv > kMaxCheckpointCount || hv < -kMaxCheckpointCount || hv > kMaxCheckpointCount)
             throw CheckpointError(kCkptCorrupt, path + ": grad_scaler holds scale " + s->py_str() + ", growth_tracker " +
                                                     g->py_str() + ", hysteresis_tracker " + h->py_str() +
-                                                    " (the scale must be a positive finite float32, the trackers 0 or more)");
+                                                    " (the scale must be a positive finite float32, the growth tracker "
+                                                    "0 to 2^62, the hysteresis tracker -2^62 to 2^62)");
           c_.scaler->load_state({static_cast<float>(s->as_float()), g->as_int(), h->as_int()});
         }
         p.optimizer_steps = m.optimizer_steps;
@@ -398,6 +418,12 @@ Progress Checkpointer::load() {
   } catch (const CheckpointError& e) {
     err = message_of(e);
     failure = e;
+  } catch (const std::bad_alloc&) {
+    // A file within the readers' limits that still does not fit in this process's memory (a memory limit, a
+    // small machine): named as such, with the checkpoint, rather than as a bare "std::bad_alloc".
+    failure = CheckpointError(kCkptCorrupt, "--load " + (found ? found->dir : a.load.value_or("")) +
+                                                ": out of memory while reading the checkpoint's files");
+    err = message_of(failure);
   } catch (const std::exception& e) {
     err = message_of(e);
     failure = CheckpointError(kCkptCorrupt, message_of(e));

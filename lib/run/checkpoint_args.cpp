@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "util/text.h"
+
 namespace mr::run {
 
 namespace {
@@ -220,9 +222,10 @@ std::string checkpoint_args_notice(const CheckpointArgsResult& r) {
   if (r.changed.empty()) return s + "the model's arguments of " + r.file + " are the ones given; nothing changed";
   s += std::to_string(r.changed.size()) + (r.changed.size() == 1 ? " argument" : " arguments") +
        " taken from the checkpoint " + r.file + ":";
+  // Each value cut short (the checkpoint's file may hold a value of any length: the notice stays a line).
   for (size_t i = 0; i < r.changed.size(); ++i)
-    s += std::string(i ? "," : "") + " " + r.changed[i].dest + " " + r.changed[i].before.py_repr() + " -> " +
-         r.changed[i].after.py_repr();
+    s += std::string(i ? "," : "") + " " + r.changed[i].dest + " " + abbreviate(r.changed[i].before.py_repr()) +
+         " -> " + abbreviate(r.changed[i].after.py_repr());
   return s;
 }
 

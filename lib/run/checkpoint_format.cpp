@@ -39,6 +39,22 @@ int64_t need_int(const Value& obj, std::string_view key, const std::string& path
     corrupt(path, where + ": \"" + std::string(key) + "\" is not an integer >= " + std::to_string(lo));
   return v.as_int();
 }
+// A counter the run goes on adding to: 0 to kMaxCheckpointCount.
+int64_t need_count(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
+  const int64_t v = need_int(obj, key, path, where);
+  if (v > kMaxCheckpointCount)
+    corrupt(path, where + ": \"" + std::string(key) + "\" is " + std::to_string(v) + ", past the limit 2^62");
+  return v;
+}
+// A document past kMaxCheckpointJsonValues is refused before it is parsed: its tree would take far more memory
+// than its bytes (a 92 MB safetensors header of 1.3 million tiny tensors took 2 GB).
+void check_json_values(std::string_view json, const std::string& path, const std::string& what) {
+  const uint64_t n = json_value_bound(json);
+  if (n > kMaxCheckpointJsonValues)
+    corrupt(path, what + " holds more than " + std::to_string(kMaxCheckpointJsonValues) + " JSON values (" +
+                      std::to_string(n) + ")");
+}
+
 const std::string& need_str(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
   const Value& v = need(obj, key, path, where);
   if (!v.is_str()) corrupt(path, where + ": \"" + std::string(key) + "\" is not a string");
@@ -165,6 +181,7 @@ SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, c
                       std::to_string(file_size - 8));
   const std::string_view json = head.substr(8, static_cast<size_t>(n));
   if (json.empty() || json[0] != '{') corrupt(path, "the header is not a JSON object");
+  check_json_values(json, path, "the header");
   Value root;
   try {
     root = Value::parse_json(json);
@@ -300,6 +317,7 @@ std::string to_json(const RankMeta& m) {
 }
 
 RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
+  check_json_values(text, path, "the metadata");
   Value root;
   try {
     root = Value::parse_json(text);
@@ -312,10 +330,10 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
   if (need_str(root, "format", path, top) != "megatron-run checkpoint") corrupt(path, "not a megatron-run checkpoint");
   m.version = need_int(root, "version", path, top);
   if (m.version != 1) corrupt(path, "format version " + std::to_string(m.version) + " (this megatron-run reads 1)");
-  m.iteration = need_int(root, "iteration", path, top);
-  m.consumed_samples = need_int(root, "consumed_samples", path, top);
-  m.skipped_iterations = need_int(root, "skipped_iterations", path, top);
-  m.optimizer_steps = need_int(root, "optimizer_steps", path, top);
+  m.iteration = need_count(root, "iteration", path, top);
+  m.consumed_samples = need_count(root, "consumed_samples", path, top);
+  m.skipped_iterations = need_count(root, "skipped_iterations", path, top);
+  m.optimizer_steps = need_count(root, "optimizer_steps", path, top);
   m.world_size = need_int(root, "world_size", path, top, 1);
   m.rank = need_int(root, "rank", path, top);
   if (m.rank >= m.world_size) corrupt(path, "rank " + std::to_string(m.rank) + " is not below world_size");

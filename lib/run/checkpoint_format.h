@@ -15,13 +15,18 @@
 
 #include "config/value.h"
 #include "run/model.h"
+#include "util/text.h"
 
 namespace mr::run {
 
 // A refusal of the checkpoint code: a stable id (docs/checkpoints.md lists them) and a message naming the flag
 // or the file. what() ends with " [id]".
+// The message is cut to kMaxCheckpointMessageBytes: it may quote names and values from a checkpoint's files, which
+// can be of any length (a 5 MB tensor name stays out of the error line).
+inline constexpr size_t kMaxCheckpointMessageBytes = 4096;
 struct CheckpointError : RunError {
-  CheckpointError(std::string id_, const std::string& msg) : RunError(msg + " [" + id_ + "]"), id(std::move(id_)) {}
+  CheckpointError(std::string id_, const std::string& msg)
+      : RunError(abbreviate(msg, kMaxCheckpointMessageBytes) + " [" + id_ + "]"), id(std::move(id_)) {}
   std::string id;
 };
 
@@ -45,6 +50,14 @@ inline constexpr const char* kCkptUnsupported = "checkpoint.unsupported";
 // What a reader accepts: header bytes of a safetensors file, and a metadata file.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // the safetensors library's own limit
 inline constexpr uint64_t kMaxMetadataBytes = 256ull << 20;
+// The most values (objects, lists, strings, numbers) a safetensors header or a metadata file may hold: a rank's
+// metadata takes about 30 a piece, a header about 7 a tensor, so 8 million is far above any model's (and bounds
+// the parsed tree to about 1.2 GB).
+inline constexpr uint64_t kMaxCheckpointJsonValues = 8'000'000;
+// The largest count a metadata or scheduler field may hold (iteration, consumed samples, optimizer steps, skipped
+// iterations, the scheduler's step counts, the loss scaler's trackers, as a magnitude): the run adds to them, and a
+// value near 2^63 would wrap. No real run comes near it.
+inline constexpr int64_t kMaxCheckpointCount = int64_t{1} << 62;
 
 // "F32", "BF16", "F16" (the dtypes a run trains in); bytes per element, 0 for any other word.
 size_t safetensors_dtype_bytes(std::string_view dtype);

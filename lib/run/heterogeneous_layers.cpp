@@ -3,8 +3,10 @@
 
 #include <cmath>
 
+#include "config/limits.h"
 #include "config/value.h"
 #include "run/model.h"
+#include "util/text.h"
 
 namespace mr::run {
 
@@ -50,6 +52,9 @@ int64_t ffn_mult_to_intermediate_size(double ffn_mult, int64_t hidden) {
 std::vector<HeterogeneousBlock> heterogeneous_blocks(const std::string& json, int64_t num_attention_heads,
                                                      int64_t hidden_size) {
   Value doc;
+  if (json_value_bound(json) > limits::kMaxJsonValues)  // validation refuses it first (heterogeneous_config.cpp)
+    throw RunError("the heterogeneous layers config holds more than " + std::to_string(limits::kMaxJsonValues) +
+                   " JSON values");
   try {
     doc = Value::parse_json(json);
   } catch (const std::exception& e) {

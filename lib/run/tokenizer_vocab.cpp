@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include "config/value.h"
 #include "run/model.h"
 #include "util/bounded_file.h"
+#include "util/text.h"
 
 namespace mr::run {
 namespace {
@@ -175,9 +177,13 @@ std::set<std::string> huggingface_tokens(std::string_view json, const std::strin
     return RunError(name + ": not a HuggingFace tokenizer.json (" + why + "); give --vocab-size");
   };
   Value v;
+  if (const uint64_t n = json_value_bound(json); n > limits::kMaxJsonValues)
+    throw bad("more than " + std::to_string(limits::kMaxJsonValues) + " JSON values (" + std::to_string(n) + ")");
   try {
     v = Value::parse_json(json);
-  } catch (const std::exception& e) {  // JsonError, or std::bad_alloc for a file of millions of tiny values
+  } catch (const std::bad_alloc&) {
+    throw bad("out of memory while parsing it");
+  } catch (const std::exception& e) {  // JsonError
     throw bad(e.what());
   }
   if (!v.is_object()) throw bad("not a JSON object");
@@ -216,8 +222,13 @@ std::set<std::string> huggingface_directory_tokens(const std::optional<std::stri
     if (!json) return {};  // the file is absent
     const std::string name = dir + "/" + file;
     Value v;
+    if (const uint64_t n = json_value_bound(*json); n > limits::kMaxJsonValues)
+      throw RunError(name + ": more than " + std::to_string(limits::kMaxJsonValues) + " JSON values (" +
+                     std::to_string(n) + "); give --vocab-size");
     try {
       v = Value::parse_json(*json);
+    } catch (const std::bad_alloc&) {
+      throw RunError(name + ": out of memory while parsing it; give --vocab-size");
     } catch (const std::exception& e) {
       throw RunError(name + ": not JSON (" + std::string(e.what()) + "); give --vocab-size");
     }

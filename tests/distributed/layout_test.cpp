@@ -372,6 +372,18 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
   CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})),
                     Catch::Contains("outside"));
   CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), Catch::Contains("MASTER_ADDR"));
+  // An empty MASTER_ADDR, or one with a blank or control character, is refused at once (the store would retry it
+  // until the distributed timeout); a well-formed name is left to the store's retries.
+  for (const char* bad : {"", " ", "a b", "\x01" "bad", "node7\n"}) {
+    CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", bad}, {"MASTER_PORT", "29500"}})),
+                      Catch::Contains("MASTER_ADDR=") && Catch::Contains("is not a host name or address"));
+    CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"MASTER_ADDR", bad}})),
+                      Catch::Contains("MASTER_ADDR="));
+  }
+  CHECK(mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "nonexistent.invalid"},
+                                        {"MASTER_PORT", "29500"}}))->master_addr == "nonexistent.invalid");
+  CHECK(mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "::1"}, {"MASTER_PORT", "1"}}))
+            ->master_addr == "::1");
 }
 
 TEST_CASE("worker input round trip and config fingerprints", "[dist][launch]") {

@@ -112,6 +112,22 @@ TEST_CASE("checkpoint args: nothing without --use-checkpoint-args; a missing or 
   CHECK_THROWS_WITH(mr::run::apply_checkpoint_args(odd), Catch::Contains("is not a regular file"));
 }
 
+TEST_CASE("checkpoint args: a value of any length from the checkpoint stays a short notice; a checkpoint error is "
+          "cut to a bounded line", "[checkpoint-args]") {
+  using mr::Value;
+  mr::run::CheckpointArgsResult r;
+  r.flag = "--load";
+  r.dir = "ck";
+  r.file = "ck/iter_0000004/rank_00000.json";
+  r.changed.push_back({"hybrid_layer_pattern", Value(), Value(std::string(10'000'000, 'M'))});
+  const std::string notice = mr::run::checkpoint_args_notice(r);
+  CHECK(notice.size() < 1000);
+  CHECK_THAT(notice, Catch::Contains("hybrid_layer_pattern None -> 'MMMM") && Catch::Contains("(10000002 bytes)"));
+  const mr::run::CheckpointError e(mr::run::kCkptCorrupt, "f.json: piece \"" + std::string(5'000'000, 't') + "\": bad");
+  CHECK(std::string(e.what()).size() < mr::run::kMaxCheckpointMessageBytes + 100);
+  CHECK_THAT(e.what(), Catch::StartsWith("f.json: piece \"ttt") && Catch::EndsWith(" bytes) [checkpoint.corrupt]"));
+}
+
 TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given values stay as in Megatron",
           "[run][checkpoint][checkpoint-args]") {
   mrtest::TempDir dir;

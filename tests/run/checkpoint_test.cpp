@@ -750,8 +750,69 @@ TEST_CASE("a loss scale no scaler can hold, in a checkpoint's metadata, is refus
     CHECK(a.exit_code() == 1);
     CHECK_THAT(a.err(), Catch::Contains(js + ": grad_scaler holds scale ") && Catch::Contains("checkpoint.corrupt"));
   }
+  // The hysteresis tracker is negative after more overflows in a row than --hysteresis (Megatron's scaler counts it
+  // down on every overflow): a saved one loads. Only a tracker the next updates would wrap is refused.
+  static const std::regex hyst(R"("hysteresis_tracker": -?[0-9]+)"), growth(R"("growth_tracker": -?[0-9]+)");
+  REQUIRE(std::regex_search(keep, hyst));
+  REQUIRE(std::regex_search(keep, growth));
+  for (const char* ok : {"-2", "-4611686018427387904", "4611686018427387904"}) {
+    { std::ofstream(js) << std::regex_replace(keep, hyst, std::string("\"hysteresis_tracker\": ") + ok); }
+    mrtest::Proc a = spawn(1, {"--fp16", "--train-iters", "4", "--load", ck, "--override-opt-param-scheduler"}, dir, "hyst");
+    INFO(ok << "\n" << a.out() << a.err());
+    CHECK(a.exit_code() == 0);
+  }
+  for (const auto& [re, bad] : {std::pair{&hyst, "\"hysteresis_tracker\": -9223372036854775808"},
+                                std::pair{&hyst, "\"hysteresis_tracker\": 4611686018427387905"},
+                                std::pair{&growth, "\"growth_tracker\": 9223372036854775807"},
+                                std::pair{&growth, "\"growth_tracker\": -1"}}) {
+    { std::ofstream(js) << std::regex_replace(keep, *re, bad); }
+    mrtest::Proc a = spawn(1, {"--fp16", "--train-iters", "4", "--load", ck, "--override-opt-param-scheduler"}, dir, "tracker");
+    INFO(bad << "\n" << a.out() << a.err());
+    CHECK(a.exit_code() == 1);
+    CHECK_THAT(a.err(), Catch::Contains(js + ": grad_scaler holds scale ") && Catch::Contains("checkpoint.corrupt"));
+  }
   { std::ofstream(js) << keep; }
   CHECK(spawn(1, {"--fp16", "--train-iters", "4", "--load", ck, "--override-opt-param-scheduler"}, dir, "ok").exit_code() == 0);
+}
+
+TEST_CASE("an fp16 run's checkpoint with more overflows than --hysteresis (a negative hysteresis tracker) resumes",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // The default initial scale (2^32) overflows the synthetic fp16 gradients on the first iterations: four in a row
+  // with --hysteresis 2 leave the tracker at -2.
+  REQUIRE(spawn(1, {"--fp16", "--lr-warmup-iters", "1", "--train-iters", "4", "--save-interval", "4", "--save", ck},
+                dir, "save").exit_code() == 0);
+  const std::string meta = bytes_of(ck + "/iter_0000004/rank_00000.json");
+  INFO(meta.substr(meta.find("grad_scaler"), 100));
+  REQUIRE_THAT(meta, Catch::Contains("\"hysteresis_tracker\": -"));
+  mrtest::Proc a = spawn(1, {"--fp16", "--lr-warmup-iters", "1", "--train-iters", "6", "--load", ck,
+                             "--override-opt-param-scheduler"}, dir, "load");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("successfully loaded checkpoint"));
+}
+
+TEST_CASE("a count in a checkpoint's metadata or scheduler state past 2^62 is refused as corrupt (the run adds to it)",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save")
+              .exit_code() == 0);
+  const std::string js = ck + "/iter_0000002/rank_00000.json";
+  const std::string keep = bytes_of(js);
+  for (const char* key : {"consumed_samples", "skipped_iterations", "optimizer_steps", "iteration", "num_steps",
+                          "lr_decay_steps"}) {
+    const std::regex field("\"" + std::string(key) + "\": [0-9.]+");
+    REQUIRE(std::regex_search(keep, field));
+    { std::ofstream(js) << std::regex_replace(keep, field, "\"" + std::string(key) + "\": 9223372036854775807"); }
+    mrtest::Proc a = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "4", "--load", ck,
+                               "--use-checkpoint-opt-param-scheduler"}, dir, key);
+    INFO(key << "\n" << a.out() << a.err());
+    CHECK(a.exit_code() == 1);
+    CHECK_THAT(a.err(), Catch::Contains(js + ": ") && Catch::Contains(std::string(key) + "\" is 9223372036854775807, past the limit 2^62") &&
+                            Catch::Contains("checkpoint.corrupt"));
+  }
 }
 
 TEST_CASE("tracker and directory details: a signed count, --load '' (the working directory), a release checkpoint, "
@@ -794,6 +855,25 @@ TEST_CASE("tracker and directory details: a signed count, --load '' (the working
   INFO(f.out() << f.err());
   CHECK(f.exit_code() == 1);
   CHECK_THAT(f.err(), Catch::Contains(ck + "/iter_0000002 is not a directory"));
+  // Something other than a file where the tracker should be (a directory, a FIFO, a link to itself, a dangling link)
+  // is no tracker, as Megatron's os.path.isfile has it: a run from random, whose warning says what is there. A FIFO
+  // is never opened (no wait for a writer).
+  const std::string tracker = ck + "/latest_checkpointed_iteration.txt";
+  for (const std::string kind : {"dir", "fifo", "loop", "dangling"}) {
+    fs::remove_all(tracker);
+    if (kind == "dir") fs::create_directory(tracker);
+    if (kind == "fifo") REQUIRE(::mkfifo(tracker.c_str(), 0600) == 0);
+    if (kind == "loop") fs::create_symlink("latest_checkpointed_iteration.txt", tracker);
+    if (kind == "dangling") fs::create_symlink("nowhere", tracker);
+    mrtest::Proc t = spawn(1, with({"--load", ck}), dir, "tracker-" + kind);
+    INFO(kind << "\n" << t.out() << t.err());
+    CHECK(t.exit_code() == 0);
+    CHECK_THAT(t.out() + t.err(), Catch::Contains("could not find the metadata file " + tracker) &&
+                                      Catch::Contains("will start from random"));
+    if (kind == "dir" || kind == "fifo")
+      CHECK_THAT(t.out() + t.err(), Catch::Contains(tracker + " (it is there, but not a regular file)"));
+  }
+  fs::remove_all(tracker);
 }
 
 TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
@@ -806,6 +886,26 @@ TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refus
     CHECK_THROWS_WITH(mr::run::read_small_file(path, 1 << 20), Catch::Contains("not a regular file"));
     CHECK_THROWS_WITH(mr::run::InFile(path), Catch::Contains("not a regular file"));
   }
+}
+
+TEST_CASE("a safetensors header or a metadata file of more JSON values than the limit is refused before it is parsed",
+          "[run][checkpoint]") {
+  // 8 million values of a 100 MB header would take about 2 GB parsed; the count comes from the bytes alone.
+  std::string json = "{\"a\": [0";
+  for (uint64_t i = 0; i < mr::run::kMaxCheckpointJsonValues; ++i) json += ",0";
+  json += "], \"b\": \"[,,,,:]\"}";
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[static_cast<size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  head += json;
+  CHECK_THROWS_WITH(mr::run::parse_safetensors(head, head.size(), "x.safetensors"),
+                    Catch::Contains("x.safetensors: the header holds more than 8000000 JSON values") &&
+                        Catch::Contains("[checkpoint.corrupt]"));
+  CHECK_THROWS_WITH(mr::run::parse_rank_meta(json, "x.json"),
+                    Catch::Contains("x.json: the metadata holds more than 8000000 JSON values"));
+  // Separators inside strings do not count: a small document with a long string of them is parsed (and refused
+  // for what it lacks, not for its size).
+  const std::string commas = "{\"format\": \"" + std::string(9'000'000, ',') + "\\\"\"}";
+  CHECK_THROWS_WITH(mr::run::parse_rank_meta(commas, "y.json"), Catch::Contains("not a megatron-run checkpoint"));
 }
 
 TEST_CASE("a load that fails on one rank: no rank says it loaded, and each names that rank's kind of failure",

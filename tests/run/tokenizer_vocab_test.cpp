@@ -10,6 +10,7 @@
 #include <set>
 
 #include "../distributed/proc.h"
+#include "config/limits.h"
 #include "config/value.h"
 #include "run/model.h"
 #include "run/tokenizer_vocab.h"
@@ -189,4 +190,13 @@ TEST_CASE("vocabulary: unusable tokenizer files are refused, naming the file", "
   CHECK_THROWS_WITH(hf(R"({"model": {"vocab": 3}})"), Catch::Contains("neither an object nor a list"));
   CHECK_THROWS_WITH(hf(R"({"model": {"vocab": [3]}})"), Catch::Contains("not [piece, score]"));
   CHECK_THROWS_WITH(hf(R"({"model": {"vocab": {}}})"), Catch::Contains("an empty vocabulary"));
+  // Millions of tiny values (a 56 MB Unigram list of ["", 0] took 2.7 GB parsed): refused before parsing, by count.
+  std::string many = R"({"model": {"vocab": [["a", 0])";
+  for (uint64_t i = 0; i < mr::limits::kMaxJsonValues / 3; ++i) many += R"(,["", 0])";
+  many += "]}}";
+  CHECK_THROWS_WITH(mr::run::huggingface_tokens(many, "big/tokenizer.json"),
+                    Catch::Contains("big/tokenizer.json: not a HuggingFace tokenizer.json (more than 8000000 JSON values") &&
+                        Catch::Contains("--vocab-size"));
+  CHECK_THROWS_WITH(mr::run::huggingface_directory_tokens(many, std::nullopt, std::nullopt, "big"),
+                    Catch::Contains("big/tokenizer_config.json: more than 8000000 JSON values"));
 }

@@ -417,12 +417,69 @@ Node Document::root() const {
 const std::string& Document::path() const { return d_->path; }
 std::uint64_t Document::expanded_nodes() const { return d_->has_root ? d_->n(d_->root).nodes : 0; }
 
+// Flow collections ([...], {...}) are counted before yaml-cpp sees the text: in a flow collection that may be a
+// simple key (one nested in another flow collection: `[[...]]`, `{"k": [...]}`), yaml-cpp's scanner keeps every
+// token until the collection closes, before any event reaches the Builder and its node limit (2 million items
+// took 550 MB, a 50 MB file ran out of memory). Each ',' and each opening bracket in flow context starts a node,
+// so more than limits::kMaxYamlNodes of them is past the node limit anyway: refused here, at the line where the
+// count passes it. Quoted scalars and comments are skipped; a '[' or '{' opens a collection only where a node
+// may begin (not inside a plain scalar such as `a[1,2]`).
+void check_flow_items(const std::string& t, const std::string& path, const std::vector<std::string>& flags) {
+  std::uint64_t items = 0;
+  std::size_t line = 0, depth = 0;
+  char prev = '\n';  // the last character that is not a blank, on this line or an earlier one
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '\n') ++line;
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+      if (c == '\n' && depth == 0) prev = '\n';
+      continue;
+    }
+    const bool node_start = prev == '\n' || prev == ':' || prev == '-' || prev == ',' || prev == '[' || prev == '{' ||
+                            prev == '?';
+    const bool after_blank = i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t' || t[i - 1] == '\n' || t[i - 1] == '\r';
+    if (c == '#' && after_blank) {  // a comment, to the end of the line
+      while (i + 1 < t.size() && t[i + 1] != '\n') ++i;
+      continue;
+    }
+    if ((c == '"' || c == '\'') && node_start) {  // a quoted scalar (its own line breaks counted)
+      for (++i; i < t.size(); ++i) {
+        if (t[i] == '\n') ++line;
+        if (c == '"' && t[i] == '\\') {
+          if (i + 1 < t.size() && t[i + 1] == '\n') ++line;
+          ++i;
+        } else if (t[i] == c) {
+          if (c == '\'' && i + 1 < t.size() && t[i + 1] == '\'') ++i;  // '' inside single quotes
+          else break;
+        }
+      }
+      prev = 'x';
+      continue;
+    }
+    if ((c == '[' || c == '{') && (node_start || depth > 0)) {
+      ++depth;
+      ++items;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (c == ',' && depth > 0) {
+      ++items;
+    }
+    if (items > limits::kMaxYamlNodes)
+      throw error_at(path, line,
+                     "the YAML document grows to more than " + std::to_string(limits::kMaxYamlNodes) +
+                         " nodes (the limit, limits::kMaxYamlNodes) in flow collections ([...], {...})",
+                     "input.yaml-expansion-limit", flags);
+    prev = c;
+  }
+}
+
 Document parse(std::string text, const std::string& path, const std::vector<std::string>& flags) {
   Document doc;
   DocData& d = *doc.d_;
   d.path = path;
   if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte order mark
   check_text(text, path, flags);
+  check_flow_items(text, path, flags);
   ViewBuf buf(text.data(), text.size());
   std::istream in(&buf);
   Builder b(d, text, flags);

@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "config/limits.h"
 #include "config/parse/read_file.h"
 #include "config/validate/section_functions.h"
+#include "util/text.h"
 
 namespace mr::section {
 
@@ -123,6 +125,11 @@ void heterogeneous_config(Context& ctx) {
 
   // seed 228: the JSON document must be an object; its keys become attributes.
   Value doc;
+  // Counted before parsing: a 50 MB file of tiny values would take gigabytes as a tree (limits::kMaxJsonValues).
+  if (const uint64_t values = json_value_bound(ctx.s("heterogeneous_layers_config_encoded_json"));
+      values > limits::kMaxJsonValues)
+    malformed(ctx, "it holds more than " + std::to_string(limits::kMaxJsonValues) + " JSON values (" +
+                       std::to_string(values) + "; the limit, limits::kMaxJsonValues)");
   try {
     doc = Value::parse_json(ctx.s("heterogeneous_layers_config_encoded_json"));
   } catch (const JsonError& e) {
