@@ -112,6 +112,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
+  // Here, not in apply(): a launch applies its options a second time (launch.cpp), which would say it twice.
+  if (launch_opts.monitor_interval)
+    MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
   // Megatron flags after the program are the program's own (torchrun's rule): not validated, and what megatron-run
   // appends comes after them and wins in the program's argparse. Megatron-LM's example scripts put them there.
   if (program.named() && common.format != "argv0") {

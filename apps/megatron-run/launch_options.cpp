@@ -505,8 +505,6 @@ void LaunchOptions::apply(Invocation& inv) {
       run_id = id;
     }
   }
-  if (monitor_interval)
-    MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
   // SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
   // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
   auto env = launch::process_env();

@@ -123,7 +123,7 @@ void wrap(std::ostream& os, const std::string& text, size_t indent, size_t width
 
 void print_help(std::ostream& os, const Schema& schema, const std::string& prog) {
   os << "usage: " << prog << " [--dry-run] [--config FILE]... [MEGATRON FLAGS...]\n"
-     << "       " << prog << " check|schema|topology|help ...   (see `" << prog << " help`)\n\n"
+     << "       " << prog << " COMMAND ...   (`" << prog << " help` lists the commands)\n\n"
      << "Megatron-LM arguments (" << schema.args().size() << "):\n";
   std::string group;
   for (const Arg& a : schema.args()) {

@@ -361,6 +361,11 @@ TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
   CHECK(h.exit == 0);
   CHECK(h.out.find("network size:") != std::string::npos);
   CHECK(h.out.find("--num-layers NUM_LAYERS") != std::string::npos);
+  // The argument table's header names no list of commands (one went stale as commands were added): it points at
+  // `help`, which prints the command table.
+  auto text = sh("schema --format text");
+  CHECK(text.out.find("megatron-run COMMAND ...   (`megatron-run help` lists the commands)") != std::string::npos);
+  CHECK(text.out.find("check|schema|topology|help") == std::string::npos);
 }
 
 namespace {
