@@ -6,10 +6,21 @@
 #include "launch/worker_input.h"
 #include "run/train.h"
 
+namespace {
+
+void preinit(int, char**, char**) { mr::distributed::worker_preinit(); }
+
+}  // namespace
+
+// Before any shared library's constructor (LibTorch registers its operators there, and may run out of memory
+// under `ulimit -v`): the terminate handler must already be in place then.
+__attribute__((section(".preinit_array"), used)) static void (*const mr_worker_preinit)(int, char**, char**) = preinit;
+
 int main(int argc, char** argv) {
-  return mr::distributed::worker_main(argc, argv,
-                               [](mr::distributed::Runtime& rt, const mr::launch::WorkerInput& in, const std::string& prefix) {
-                                 if (in.train) mr::run::train(rt, in.args, std::cout, prefix, in.target);
-                                 return 0;
-                               });
+  const int code = mr::distributed::worker_main(
+      argc, argv, [](mr::distributed::Runtime& rt, const mr::launch::WorkerInput& in, const std::string& prefix) {
+        if (in.train) mr::run::train(rt, in.args, std::cout, prefix, in.target);
+        return 0;
+      });
+  return mr::distributed::worker_exit(code);
 }

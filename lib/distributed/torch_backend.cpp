@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "distributed/store.h"
+#include "util/resources.h"
 
 namespace mr::distributed {
 
@@ -30,6 +31,12 @@ std::string message(const std::exception& e) {
 }
 
 bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+// Called in a handler: an exception that means the process ran out of memory, address space or threads
+// (util/resources.h) goes on as it is, to be said as such, not as a store or collective failure.
+void rethrow_if_resource(const std::exception& e) {
+  if (!util::resource_failure(e).empty()) throw;
+}
 
 std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
@@ -69,6 +76,7 @@ class TorchStore final : public Store {
     try {
       f();
     } catch (const std::exception& e) {
+      rethrow_if_resource(e);
       throw DistError("rendezvous store " + opts_.host + ":" + std::to_string(opts_.port) + ": " + message(e));
     }
   }
@@ -110,6 +118,7 @@ class GlooCommunicator final : public Communicator {
       auto* store = static_cast<c10::intrusive_ptr<c10d::Store>*>(spec.store->native());
       pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(*store, spec.index, static_cast<int>(spec.ranks.size()), opts);
     } catch (const std::exception& e) {
+      rethrow_if_resource(e);
       throw CollectiveError("creating the gloo communicator: " + message(e), contains(message(e), "imed out"));
     }
   }
@@ -222,6 +231,7 @@ class GlooCommunicator final : public Communicator {
     } catch (const CollectiveError&) {
       throw;
     } catch (const std::exception& e) {
+      rethrow_if_resource(e);
       std::string m = message(e);
       throw CollectiveError(m, contains(m, "imed out") || contains(m, "imeout"));
     }
@@ -244,12 +254,18 @@ std::shared_ptr<Store> Store::connect(const Options& opts) {
   try {
     store = c10::make_intrusive<c10d::TCPStore>(opts.host, o);
   } catch (const std::exception& e) {
+    rethrow_if_resource(e);
     std::string m = message(e);
     std::string where = opts.host + ":" + std::to_string(opts.port);
     if (opts.is_server && (contains(m, "in use") || contains(m, "errno: 98") || contains(m, "EADDRINUSE")))
       throw DistError("cannot host the rendezvous store on port " + std::to_string(opts.port) +
                       ": the port is already in use (another job or a leftover worker holds it); pick a free one "
                       "with --master-port or MASTER_PORT");
+    // "cannot reach" (and its advice) only for what a connection failure says; resource failures went on above.
+    const bool unreachable = contains(m, "connect") || contains(m, "imed out") || contains(m, "imeout") ||
+                             contains(m, "refused") || contains(m, "resolve") || contains(m, "host") ||
+                             contains(m, "nreachable") || contains(m, "etwork") || contains(m, "reset");
+    if (!opts.is_server && !unreachable) throw DistError("cannot join the rendezvous store at " + where + ": " + m);
     if (!opts.is_server)
       throw DistError("cannot reach the rendezvous store at " + where + " within " +
                       std::to_string(opts.timeout.count() / 1000.0).substr(0, 6) +

@@ -5,15 +5,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <new>
 #include <sstream>
+#include <system_error>
 #include <thread>
+
+#include <malloc.h>
+#include <unistd.h>
 
 #include "distributed/runtime.h"
 #include "launch/worker_input.h"
 #include "util/log.h"
+#include "util/resources.h"
 
 namespace mr::distributed {
 
@@ -192,6 +198,39 @@ void stall_for_tests(int rank) {
   if (r == rank && s > 0) std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(s * 1000)));
 }
 
+// Set once main() runs: a failure before it is one of the libraries' start-up (their static constructors).
+volatile bool g_in_main = false;
+
+// "[rank R] error: <message>\n" on stderr without allocating (memory may be what ran out): the rank prefix when
+// the worker prefixes its own lines (not spawned by megatron-run, which prefixes them), as util/log does.
+void say_error_raw(const char* message) {
+  char line[1024];
+  const char* spawned = std::getenv("MR_SPAWNED");
+  const char* rank = std::getenv("RANK");
+  int n = 0;
+  if ((!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank)
+    n = std::snprintf(line, sizeof line, "[rank %.16s] error: %s\n", rank, message);
+  else
+    n = std::snprintf(line, sizeof line, "error: %s\n", message);
+  if (n <= 0) return;
+  size_t len = std::min(static_cast<size_t>(n), sizeof line - 1);
+  if (len == sizeof line - 1) line[len - 1] = '\n';
+  std::fflush(stdout);
+  for (size_t off = 0; off < len;) {
+    ssize_t w = ::write(2, line + off, len - off);
+    if (w <= 0) break;
+    off += static_cast<size_t>(w);
+  }
+}
+
+// A resource failure (util/resources.h) said without allocating; false when `e` is not one.
+bool say_resource_failure(const std::exception& e) {
+  char msg[768];
+  if (util::resource_failure(e, msg, sizeof msg) == 0) return false;
+  say_error_raw(msg);
+  return true;
+}
+
 int usage(const std::string& msg) {
   std::cerr << "megatron-run-worker: error: " << msg
             << "\nusage: megatron-run-worker --input-fd N | --input FILE   (started by megatron-run inside a job)\n";
@@ -200,7 +239,88 @@ int usage(const std::string& msg) {
 
 }  // namespace
 
+// Under an address-space limit some libraries' start-up code does not check an allocation and crashes
+// (libcublasLt's static constructors, with SIGSEGV): until main() runs, such a crash is said as what it is.
+static char g_startup_crash[640];
+static size_t g_startup_crash_len = 0;
+static bool g_startup_handler = false;
+
+static void on_startup_crash(int) {
+  if (g_startup_crash_len) (void)!::write(2, g_startup_crash, g_startup_crash_len);
+  ::_exit(1);
+}
+
+void worker_preinit() {
+  std::set_terminate(worker_terminate);
+  if (const std::optional<uint64_t> as = util::address_space_limit()) {
+    const char* spawned = std::getenv("MR_SPAWNED");
+    const char* rank = std::getenv("RANK");
+    const bool prefix = (!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank;
+    int n = std::snprintf(g_startup_crash, sizeof g_startup_crash,
+                          "%s%.16s%serror: out of address space: a library crashed while the worker's libraries "
+                          "started (an allocation it did not check failed under this rank's address-space limit, "
+                          "RLIMIT_AS, ulimit -v %llu); raise the limit (ulimit -v)\n",
+                          prefix ? "[rank " : "", prefix ? rank : "", prefix ? "] " : "",
+                          static_cast<unsigned long long>(*as / 1024));
+    g_startup_crash_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_startup_crash - 1) : 0;
+    struct sigaction sa{};
+    sa.sa_handler = on_startup_crash;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+    g_startup_handler = true;
+  }
+  // Under an address-space limit every glibc malloc arena a thread creates reserves 64 MiB of it (more on a
+  // machine with many processors: up to 8 arenas a processor); the worker's threads (OpenMP, Gloo, the store)
+  // allocate little, so they share two.
+  if (util::address_space_limit()) mallopt(M_ARENA_MAX, 2);
+}
+
+void worker_terminate() {
+  char msg[768];
+  bool said = false;
+  try {
+    if (std::exception_ptr p = std::current_exception()) std::rethrow_exception(p);
+    say_error_raw("the worker called std::terminate without an exception (a bug: please report it)");
+    said = true;
+  } catch (const std::exception& e) {
+    if (util::resource_failure(e, msg, sizeof msg) > 0) {
+      if (!g_in_main) {
+        char line[1024];
+        std::snprintf(line, sizeof line, "%s (while the worker's libraries started, before it ran)", msg);
+        say_error_raw(line);
+      } else {
+        say_error_raw(msg);
+      }
+    } else {
+      std::snprintf(msg, sizeof msg, "the worker ended on an uncaught exception: %s", e.what());
+      say_error_raw(msg);
+    }
+    said = true;
+  } catch (...) {
+    if (!said) say_error_raw("the worker ended on an uncaught exception of an unknown type");
+  }
+  ::_exit(1);
+}
+
+int worker_exit(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  // An error ends the process here: a library's exit handler can wait forever on a thread that will not finish
+  // (OpenBLAS joins its thread pool, whose threads retry forever for a buffer the address-space limit refuses).
+  // Under such a limit a success ends here too, for the same reason.
+  if (code != 0 || util::address_space_limit()) ::_exit(code);
+  return code;
+}
+
 int worker_main(int argc, char** argv, const WorkerJob& job) {
+  g_in_main = true;
+  if (g_startup_handler) {  // from here on a crash is a crash
+    std::signal(SIGSEGV, SIG_DFL);
+    std::signal(SIGBUS, SIG_DFL);
+  }
   std::signal(SIGPIPE, SIG_IGN);  // a vanished peer must surface as an error, not kill us silently
   std::string text;
   try {
@@ -335,9 +455,11 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   } catch (const LayoutError& e) {
     MR_LOG(error) << "process-group layout: " << e.what();
     return 1;
-  } catch (const std::bad_alloc&) {
-    MR_LOG(error) << "out of memory: an allocation failed (more than this rank may have: its address-space limit, "
-                     "ulimit -v, its cgroup's memory.max, or the machine's memory)";
+  } catch (const std::bad_alloc& e) {
+    say_resource_failure(e);
+    return 1;
+  } catch (const std::system_error& e) {
+    if (!say_resource_failure(e)) MR_LOG(error) << e.what();
     return 1;
   } catch (const std::exception& e) {
     MR_LOG(error) << e.what();

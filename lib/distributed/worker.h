@@ -33,4 +33,16 @@ using WorkerJob = std::function<int(Runtime& rt, const WorkerInput& in, const st
 
 int worker_main(int argc, char** argv, const WorkerJob& job = {});
 
+// The worker process's own ends, for its main():
+// worker_preinit() runs from the executable's .preinit_array, before any library's static constructors: it
+// installs worker_terminate and, under an address-space limit (RLIMIT_AS), caps glibc's malloc arenas.
+void worker_preinit();
+// The std::terminate handler: an exception nobody caught (in a library's start-up, a thread, an error handler
+// that itself ran out of memory) becomes one "error: ..." line naming the cause (util/resources.h) and exit 1,
+// not an abort.
+[[noreturn]] void worker_terminate();
+// main()'s return: flushes the output, then ends the process at once (_exit) on an error, or under an
+// address-space limit, so that no library's exit handler can hang it; else returns `code`.
+int worker_exit(int code);
+
 }  // namespace mr::distributed

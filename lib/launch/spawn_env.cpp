@@ -10,6 +10,7 @@
 #include "launch/cpu_affinity.h"
 #include "launch/spawn_detail.h"
 #include "launch/torchrun_env.h"
+#include "util/resources.h"
 #include "util/text.h"
 
 extern char** environ;
@@ -39,6 +40,17 @@ std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
     base.push_back("OMP_NUM_THREADS=" + std::to_string(t));
     std::cerr << "megatron-run: OMP_NUM_THREADS=" << t << " for each of the " << o.nproc_per_node
               << " workers (" << cpus << " processors; set OMP_NUM_THREADS to choose)\n";
+  }
+  // OpenBLAS (the pthread build LibTorch and the optimizers link) starts its thread pool when the worker loads,
+  // one thread a processor (or OMP_NUM_THREADS), and each thread maps a 128 MiB buffer at once, retrying forever
+  // when it cannot: under an address-space limit that costs 128 MiB a processor, or a thread spinning for the
+  // whole run. One BLAS thread there, unless the user chose.
+  if (const std::optional<uint64_t> as = util::address_space_limit();
+      as && !std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("GOTO_NUM_THREADS") &&
+      !o.env.count("OPENBLAS_NUM_THREADS") && !o.env.count("GOTO_NUM_THREADS")) {
+    base.push_back("OPENBLAS_NUM_THREADS=1");
+    std::cerr << "megatron-run: OPENBLAS_NUM_THREADS=1 for the workers: an address-space limit is set (ulimit -v "
+              << *as / 1024 << ") and every OpenBLAS thread maps 128 MiB of it (set OPENBLAS_NUM_THREADS to choose)\n";
   }
   return base;
 }
