@@ -338,7 +338,8 @@ void FlatBuffers::check_memory() const {
     if (need > 0.9 * left)
       throw RunError("the training run needs " + format_gib(need) + " in this rank for " + what +
                      "its address-space limit (RLIMIT_AS, ulimit -v " + std::to_string(as.rlim_cur / 1024) +
-                     ") leaves " + format_gib(std::max(0.0, left)) + advice);
+                     ") leaves " + format_gib(std::max(0.0, left)) + ": raise the limit (ulimit -v), or" +
+                     advice.substr(1));
   }
 }
 

@@ -351,7 +351,7 @@ TEST_CASE("a model too big for this machine's memory is refused before anything 
   mrtest::wait_all(q, std::chrono::seconds(120));
   INFO(q[0].out() << q[0].err());
   CHECK(q[0].exit_code() == 1);
-  CHECK_THAT(q[0].err(), Catch::Contains("its address-space limit (RLIMIT_AS, ulimit -v 6000000) leaves") &&
+  CHECK_THAT(q[0].err(), Catch::Contains("its address-space limit (RLIMIT_AS, ulimit -v 6000000) leaves") && Catch::Contains("raise the limit (ulimit -v), or use a smaller model") &&
                              !Catch::Contains("bad_alloc"));
 }
 
