@@ -58,7 +58,10 @@ std::string check_text_line(const std::string& file, const Diagnostic& d) {
 
 // ---- GitHub Actions -----------------------------------------------------------------------------------------
 
-std::string github_escape_data(std::string_view s) {
+namespace {
+
+// GitHub's escapes: % CR LF everywhere, and : , in a property's value (`file=...,title=...`).
+std::string github_escape(std::string_view s, bool property) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
@@ -66,27 +69,18 @@ std::string github_escape_data(std::string_view s) {
       case '%': out += "%25"; break;
       case '\r': out += "%0D"; break;
       case '\n': out += "%0A"; break;
+      case ':': out += property ? "%3A" : ":"; break;
+      case ',': out += property ? "%2C" : ","; break;
       default: out += c;
     }
   }
   return out;
 }
 
-std::string github_escape_property(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '%': out += "%25"; break;
-      case '\r': out += "%0D"; break;
-      case '\n': out += "%0A"; break;
-      case ':': out += "%3A"; break;
-      case ',': out += "%2C"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+}  // namespace
+
+std::string github_escape_data(std::string_view s) { return github_escape(s, false); }
+std::string github_escape_property(std::string_view s) { return github_escape(s, true); }
 
 std::string github_command(const std::string& file, const Diagnostic& d) {
   const DiagnosticPlace place = parse_place(d.where);
@@ -103,51 +97,6 @@ std::string github_command(const std::string& file, const Diagnostic& d) {
 }
 
 // ---- JUnit XML ----------------------------------------------------------------------------------------------
-
-std::string xml_escape(std::string_view raw, bool attribute) {
-  const std::string s = printable(raw);  // no C0 (but \t, \n) or C1 control, no invalid UTF-8 from here on
-  std::string out;
-  out.reserve(s.size() + s.size() / 8);
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      uint32_t cp = 0;
-      size_t n = utf8_char(s, i, cp);
-      if (n == 0) {  // cannot happen after printable(); kept out of the document all the same
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
-        ++i;
-      } else if (cp == 0xFFFE || cp == 0xFFFF) {
-        out += cp == 0xFFFE ? "\\ufffe" : "\\uffff";
-        i += n;
-      } else {
-        out.append(s, i, n);
-        i += n;
-      }
-      continue;
-    }
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\t': out += attribute ? "&#9;" : "\t"; break;
-      case '\n': out += attribute ? "&#10;" : "\n"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {  // cannot happen after printable(), as above
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-    ++i;
-  }
-  return out;
-}
 
 std::string junit_classname(std::string_view path) {
   while (path.rfind("./", 0) == 0) path.remove_prefix(2);

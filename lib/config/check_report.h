@@ -40,11 +40,7 @@ std::string github_escape_property(std::string_view s);
 std::string github_command(const std::string& file, const Diagnostic& d);
 
 // ---- JUnit XML --------------------------------------------------------------------------------------------
-// `s` as XML 1.0 character data (`attribute`: inside a double-quoted attribute value): printable() first (no C0/C1
-// control character, no invalid UTF-8 reaches the document: XML 1.0 forbids most of them outright), then &, <, >,
-// " and ' as entities, and in an attribute also tab and newline as character references (&#9;, &#10;) so that
-// attribute-value normalisation keeps them; U+FFFE and U+FFFF (no XML characters) as the text \ufffe, \uffff.
-std::string xml_escape(std::string_view s, bool attribute);
+// Text and attribute values are escaped by xml_escape (util/text.h).
 
 // The classname of a file's <testcase>: its path without the extension, the folders joined with '.'
 // ("configs/examples/gpt.yaml" -> "configs.examples.gpt"; a leading "./" or "/" dropped).

@@ -9,22 +9,7 @@
 
 namespace mr::svg {
 
-std::string escape(std::string_view s) {
-  const std::string safe = printable(s);  // newlines stay: a tooltip may have several lines
-  std::string out;
-  out.reserve(safe.size());
-  for (char c : safe) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string escape(std::string_view s) { return xml_escape(s, false); }  // newlines stay: a tooltip may have several lines
 
 std::string num(double v) {
   if (!std::isfinite(v)) v = 0;

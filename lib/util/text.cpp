@@ -157,4 +157,49 @@ std::vector<std::string> closest_words(std::string_view word, const std::vector<
   return out;
 }
 
+std::string xml_escape(std::string_view raw, bool attribute) {
+  const std::string s = printable(raw);  // no C0 (but \t, \n) or C1 control, no invalid UTF-8 from here on
+  std::string out;
+  out.reserve(s.size() + s.size() / 8);
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      uint32_t cp = 0;
+      size_t n = utf8_char(s, i, cp);
+      if (n == 0) {  // cannot happen after printable(); kept out of the document all the same
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+        ++i;
+      } else if (cp == 0xFFFE || cp == 0xFFFF) {
+        out += cp == 0xFFFE ? "\\ufffe" : "\\uffff";
+        i += n;
+      } else {
+        out.append(s, i, n);
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\t': out += attribute ? "&#9;" : "\t"; break;
+      case '\n': out += attribute ? "&#10;" : "\n"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {  // cannot happen after printable(), as above
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  return out;
+}
+
 }  // namespace mr

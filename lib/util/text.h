@@ -20,6 +20,12 @@ namespace mr {
 // With `keep_newlines` false, \n and \t are escaped too (\x0a, \x09): for values quoted inside one line.
 std::string printable(std::string_view s, bool keep_newlines = true);
 
+// `s` as XML 1.0 character data (`attribute`: inside a double-quoted attribute value): printable() first (no C0/C1
+// control character, no invalid UTF-8 reaches the document: XML 1.0 forbids most of them outright), then &, <, >,
+// " and ' as entities, and in an attribute also tab and newline as character references (&#9;, &#10;) so that
+// attribute-value normalisation keeps them; U+FFFE and U+FFFF (no XML characters) as the text \ufffe, \uffff.
+std::string xml_escape(std::string_view s, bool attribute);
+
 // The length of the valid UTF-8 sequence starting at s[i] (1-4), with its code point in `cp`; 0 when the bytes
 // there are not one (a bad lead byte, a truncated or overlong sequence, a surrogate, beyond U+10FFFF).
 size_t utf8_char(std::string_view s, size_t i, uint32_t& cp);
