@@ -19,7 +19,8 @@ inline constexpr std::uint64_t kMaxYamlNodes = 1'000'000;
 inline constexpr std::uint64_t kMaxYamlExpandedBytes = kMaxInputFileBytes;
 
 // Values (objects, lists, strings, numbers) of a JSON file read whole into a tree: the tokenizer files behind
-// --tokenizer-model (tokenizer.json and its directory's other files), the --heterogeneous-layers-config-path file.
+// --tokenizer-model (tokenizer.json and its directory's other files), the --heterogeneous-layers-config-path file,
+// a checkpoint's safetensors headers and metadata files (run/checkpoint_format.h).
 // Parsed, a value takes about 150 bytes, so a
 // 64 MiB file of millions of tiny values would take gigabytes; the largest real tokenizer.json files (a 262k
 // vocabulary and its merges) hold about 3 million.

@@ -201,14 +201,20 @@ void stall_for_tests(int rank) {
 // Set once main() runs: a failure before it is one of the libraries' start-up (their static constructors).
 volatile bool g_in_main = false;
 
-// "[rank R] error: <message>\n" on stderr without allocating (memory may be what ran out): the rank prefix when
-// the worker prefixes its own lines (not spawned by megatron-run, which prefixes them), as util/log does.
-void say_error_raw(const char* message) {
-  char line[1024];
+// The RANK the worker's own error lines start with ("[rank R] "), as util/log does: null when megatron-run spawned
+// the worker (it prefixes the worker's lines itself) or RANK is not set. Allocates nothing.
+const char* own_line_rank() {
   const char* spawned = std::getenv("MR_SPAWNED");
   const char* rank = std::getenv("RANK");
+  return (!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank ? rank : nullptr;
+}
+
+// "[rank R] error: <message>\n" on stderr without allocating (memory may be what ran out).
+void say_error_raw(const char* message) {
+  char line[1024];
+  const char* rank = own_line_rank();
   int n = 0;
-  if ((!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank)
+  if (rank)
     n = std::snprintf(line, sizeof line, "[rank %.16s] error: %s\n", rank, message);
   else
     n = std::snprintf(line, sizeof line, "error: %s\n", message);
@@ -253,9 +259,8 @@ static void on_startup_crash(int) {
 void worker_preinit() {
   std::set_terminate(worker_terminate);
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
-    const char* spawned = std::getenv("MR_SPAWNED");
-    const char* rank = std::getenv("RANK");
-    const bool prefix = (!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank;
+    const char* rank = own_line_rank();
+    const bool prefix = rank != nullptr;
     int n = std::snprintf(g_startup_crash, sizeof g_startup_crash,
                           "%s%.16s%serror: out of address space: a library crashed while the worker's libraries "
                           "started (an allocation it did not check failed under this rank's address-space limit, "

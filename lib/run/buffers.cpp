@@ -2,7 +2,6 @@
 #include "run/buffers.h"
 
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +16,7 @@
 #include "optim/kernels.h"
 #include "optim/state_codec.h"
 #include "util/byte_size.h"
+#include "util/resources.h"
 
 namespace mr::run {
 
@@ -332,12 +332,11 @@ void FlatBuffers::check_memory() const {
   if (const std::optional<double> max = cgroup_value(cg + "memory.max"); max && all > 0.9 * *max)
     throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
                    " ranks of this machine for " + what + "their cgroup's memory.max is " + format_gib(*max) + advice);
-  rlimit as{};
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-    const double left = static_cast<double>(as.rlim_cur) - proc_field("/proc/self/status", "VmSize:", 1024.0);
+  if (const std::optional<uint64_t> as = util::address_space_limit()) {
+    const double left = static_cast<double>(*as) - proc_field("/proc/self/status", "VmSize:", 1024.0);
     if (need > 0.9 * left)
       throw RunError("the training run needs " + format_gib(need) + " in this rank for " + what +
-                     "its address-space limit (RLIMIT_AS, ulimit -v " + std::to_string(as.rlim_cur / 1024) +
+                     "its address-space limit (RLIMIT_AS, ulimit -v " + std::to_string(*as / 1024) +
                      ") leaves " + format_gib(std::max(0.0, left)) + ": raise the limit (ulimit -v), or" +
                      advice.substr(1));
   }

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/limits.h"
 #include "config/value.h"
 #include "run/model.h"
 #include "util/text.h"
@@ -50,10 +51,10 @@ inline constexpr const char* kCkptUnsupported = "checkpoint.unsupported";
 // What a reader accepts: header bytes of a safetensors file, and a metadata file.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // the safetensors library's own limit
 inline constexpr uint64_t kMaxMetadataBytes = 256ull << 20;
-// The most values (objects, lists, strings, numbers) a safetensors header or a metadata file may hold: a rank's
-// metadata takes about 30 a piece, a header about 7 a tensor, so 8 million is far above any model's (and bounds
-// the parsed tree to about 1.2 GB).
-inline constexpr uint64_t kMaxCheckpointJsonValues = 8'000'000;
+// The most values (objects, lists, strings, numbers) a safetensors header or a metadata file may hold: the limit of
+// every JSON file read whole into a tree (limits::kMaxJsonValues). A rank's metadata takes about 30 a piece, a header
+// about 7 a tensor, so it is far above any model's.
+inline constexpr uint64_t kMaxCheckpointJsonValues = limits::kMaxJsonValues;
 // The largest count a metadata or scheduler field may hold (iteration, consumed samples, optimizer steps, skipped
 // iterations, the scheduler's step counts, the loss scaler's trackers, as a magnitude): the run adds to them, and a
 // value near 2^63 would wrap. No real run comes near it.
