@@ -313,10 +313,12 @@ int worker_exit(int code) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
-  // An error ends the process here: a library's exit handler can wait forever on a thread that will not finish
-  // (OpenBLAS joins its thread pool, whose threads retry forever for a buffer the address-space limit refuses).
-  // Under such a limit a success ends here too, for the same reason.
-  if (code != 0 || util::address_space_limit()) ::_exit(code);
+  // Under an address-space limit the process ends here, whatever the code: a library's exit handler can wait
+  // forever on a thread that will not finish (OpenBLAS joins its thread pool, whose threads retry forever for a
+  // buffer the limit refuses). Without one it ends as before: an error's _exit made a rank that failed only because
+  // another rank's check failed leave so fast that the launcher stopped the rank with the root cause before it said
+  // it (train_test's nan-check case).
+  if (util::address_space_limit()) ::_exit(code);
   return code;
 }
 

@@ -41,8 +41,8 @@ void worker_preinit();
 // that itself ran out of memory) becomes one "error: ..." line naming the cause (util/resources.h) and exit 1,
 // not an abort.
 [[noreturn]] void worker_terminate();
-// main()'s return: flushes the output, then ends the process at once (_exit) on an error, or under an
-// address-space limit, so that no library's exit handler can hang it; else returns `code`.
+// main()'s return: flushes the output, then, under an address-space limit, ends the process at once (_exit) so
+// that no library's exit handler can hang it; else returns `code`.
 int worker_exit(int code);
 
 }  // namespace mr::distributed
