@@ -43,6 +43,14 @@ struct DistError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A failure this rank has only because another rank failed the same collective check (every rank all-reduces a
+// flag and all stop alike): the worker says it, then lingers up to kFollowerLinger before it exits, so that the rank
+// with the root cause ends first, says its own error, and is the one the launcher names as the first failure.
+struct FollowerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+inline constexpr std::chrono::milliseconds kFollowerLinger{3000};
+
 // A failure inside one backend call (before the runtime has worked out which peer is to blame).
 struct CollectiveError : std::runtime_error {
   bool timed_out = false;

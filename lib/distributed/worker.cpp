@@ -459,6 +459,13 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   } catch (const DistError& e) {
     MR_LOG(error) << e.what();
     return 1;
+  } catch (const FollowerError& e) {
+    MR_LOG(error) << e.what();
+    std::cout.flush();
+    std::cerr.flush();
+    // The launcher stops this rank as soon as the root-cause rank has ended; torchrun does the same.
+    std::this_thread::sleep_for(kFollowerLinger);
+    return 1;
   } catch (const LayoutError& e) {
     MR_LOG(error) << "process-group layout: " << e.what();
     return 1;

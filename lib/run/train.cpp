@@ -84,13 +84,16 @@ void set_up(RunContext& c) {
 
 // Megatron's --check-for-nan-in-loss-and-grad failure (rerun_state_machine.validate_result, fatal): the run stops
 // on every rank alike, the ranks that saw the value say so.
-std::string nonfinite_found(RunContext& c, int64_t it, const char* where, double value, bool mine) {
+[[noreturn]] void throw_nonfinite(RunContext& c, int64_t it, const char* where, double value, bool mine) {
   std::ostringstream s;
   s << "[run.nan-check] iteration " << it << ": found " << (std::isnan(value) ? "NaN" : "Inf") << " in " << where
     << (mine ? " on rank " + std::to_string(c.rt.rank()) : std::string(" on another rank"))
     << "; --check-for-nan-in-loss-and-grad (Megatron's default) stops the run "
        "(--no-check-for-nan-in-loss-and-grad goes on and logs it)";
-  return s.str();
+  // A rank that only follows another's failure lingers before it exits (distributed::FollowerError), so that the
+  // launcher's first failure is a rank that saw the value.
+  if (!mine) throw distributed::FollowerError(s.str());
+  throw RunError(s.str());
 }
 
 // Each rank's gradient before the data-parallel reduction, as Megatron's check_grads looks at each bucket's:
@@ -99,8 +102,7 @@ void check_local_grads(RunContext& c, int64_t it) {
   const double mine = c.backend->max_abs(c.backend->ptrs().grad, c.buf.numel);
   const double top = all_reduce_max(c.rt.group("world"), mine);
   if (!std::isfinite(top))
-    throw RunError(nonfinite_found(c, it, "the local gradient before the data-parallel reduction", top,
-                                   !std::isfinite(mine)));
+    throw_nonfinite(c, it, "the local gradient before the data-parallel reduction", top, !std::isfinite(mine));
 }
 
 // Loss of the current parameters (before this iteration's step) and this rank's part of the synthetic
@@ -134,7 +136,7 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
   const double top = all_reduce_max(c.rt.group("world"), static_cast<double>(abs_of_bits(local_max)));
   if (!std::isfinite(top)) {
     if (c.args.check_for_nan_in_loss_and_grad)
-      throw RunError(nonfinite_found(c, it, "the loss", top, !std::isfinite(abs_of_bits(local_max))));
+      throw_nonfinite(c, it, "the loss", top, !std::isfinite(abs_of_bits(local_max)));
     return top;
   }
   const int e = fixed_exponent(top);
