@@ -201,11 +201,21 @@ void stall_for_tests(int rank) {
 // Set once main() runs: a failure before it is one of the libraries' start-up (their static constructors).
 volatile bool g_in_main = false;
 
+// `name`'s value in the environment `envp` (null when unset), without getenv: from .preinit_array getenv sees no
+// environment yet (libc's own initialiser, which sets `environ`, has not run), but the process's envp is there.
+const char* env_in(char** envp, const char* name) {
+  const size_t len = std::strlen(name);
+  for (char** e = envp; e && *e; ++e)
+    if (std::strncmp(*e, name, len) == 0 && (*e)[len] == '=') return *e + len + 1;
+  return nullptr;
+}
+
 // The RANK the worker's own error lines start with ("[rank R] "), as util/log does: null when megatron-run spawned
-// the worker (it prefixes the worker's lines itself) or RANK is not set. Allocates nothing.
-const char* own_line_rank() {
-  const char* spawned = std::getenv("MR_SPAWNED");
-  const char* rank = std::getenv("RANK");
+// the worker (it prefixes the worker's lines itself) or RANK is not set. Allocates nothing. `envp`: the
+// environment to read (null: the process's, through getenv).
+const char* own_line_rank(char** envp = nullptr) {
+  const char* spawned = envp ? env_in(envp, "MR_SPAWNED") : std::getenv("MR_SPAWNED");
+  const char* rank = envp ? env_in(envp, "RANK") : std::getenv("RANK");
   return (!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank ? rank : nullptr;
 }
 
@@ -256,10 +266,10 @@ static void on_startup_crash(int) {
   ::_exit(1);
 }
 
-void worker_preinit() {
+void worker_preinit(char** envp) {
   std::set_terminate(worker_terminate);
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
-    const char* rank = own_line_rank();
+    const char* rank = own_line_rank(envp);
     const bool prefix = rank != nullptr;
     int n = std::snprintf(g_startup_crash, sizeof g_startup_crash,
                           "%s%.16s%serror: out of address space: a library crashed while the worker's libraries "
@@ -324,9 +334,11 @@ int worker_exit(int code) {
 
 int worker_main(int argc, char** argv, const WorkerJob& job) {
   g_in_main = true;
-  if (g_startup_handler) {  // from here on a crash is a crash
-    std::signal(SIGSEGV, SIG_DFL);
-    std::signal(SIGBUS, SIG_DFL);
+  if (g_startup_handler) {  // from here on a crash is a crash (a handler a library set meanwhile stays)
+    for (int sig : {SIGSEGV, SIGBUS}) {
+      struct sigaction now{};
+      if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == on_startup_crash) std::signal(sig, SIG_DFL);
+    }
   }
   std::signal(SIGPIPE, SIG_IGN);  // a vanished peer must surface as an error, not kill us silently
   std::string text;
