@@ -145,15 +145,21 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
                                  },
                                  started};
   };
-  auto record_on_signal = [&] { return waiting_record(event(false, std::nullopt)); };
-  // Between attempts (a restart of every node's workers): the attempt's rank and node count.
-  so.waiting_record = [&, waiting_record](int node_rank, int nnodes, int restarts) {
-    launch::AgentEvent e = event(false, std::nullopt);
-    e.group_rank = node_rank;
-    e.group_world_size = nnodes;
-    e.agent_restarts = restarts;
-    return waiting_record(e);
+  // Without the console handler no record is made: event() looks the host name up (DNS), which a launch that
+  // writes no record must not wait for, before each wait of a multi-node job.
+  auto record_on_signal = [&]() -> std::optional<launch::WaitingRecord> {
+    if (!console_events) return std::nullopt;
+    return waiting_record(event(false, std::nullopt));
   };
+  // Between attempts (a restart of every node's workers): the attempt's rank and node count.
+  if (console_events)
+    so.waiting_record = [&, waiting_record](int node_rank, int nnodes, int restarts) {
+      launch::AgentEvent e = event(false, std::nullopt);
+      e.group_rank = node_rank;
+      e.group_world_size = nnodes;
+      e.agent_restarts = restarts;
+      return waiting_record(e);
+    };
   so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
   so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
   so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;

@@ -1,5 +1,8 @@
 #include "config/check_report.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <string>
@@ -117,18 +120,41 @@ JunitReport::~JunitReport() {
   if (spool_) std::fclose(spool_);
 }
 
+namespace {
+
+// Up to `size` bytes of `f` from its start, read by position (the stream's own buffer and position are left alone:
+// after a failed write they may hold bytes that never reached the file); each chunk is given to `take`.
+template <class Take>
+size_t read_spooled(std::FILE* f, size_t size, Take take) {
+  char buf[65536];
+  size_t at = 0;
+  while (at < size) {
+    const ssize_t n = ::pread(fileno(f), buf, std::min(sizeof buf, size - at), static_cast<off_t>(at));
+    if (n <= 0) break;
+    take(buf, static_cast<size_t>(n));
+    at += static_cast<size_t>(n);
+  }
+  return at;
+}
+
+}  // namespace
+
 void JunitReport::spool(const std::string& text) {
-  if (spool_ && std::fwrite(text.data(), 1, text.size(), spool_) == text.size()) return;
+  // Each testcase is flushed to the file at once, so that the file always ends with a whole testcase and
+  // `spooled_` counts the bytes known to be there.
+  if (spool_ && std::fwrite(text.data(), 1, text.size(), spool_) == text.size() && std::fflush(spool_) == 0) {
+    spooled_ += text.size();
+    return;
+  }
   if (spool_) {  // the temporary file failed (a full disk): what it holds moves to memory, and the rest follows
     std::string held;
-    std::rewind(spool_);
-    char buf[65536];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, spool_)) > 0;) held.append(buf, n);
-    std::fclose(spool_);
+    const size_t got = read_spooled(spool_, spooled_, [&](const char* b, size_t n) { held.append(b, n); });
+    if (got < spooled_) {  // it cannot be read back whole either: cut back to the last whole testcase
+      const size_t end = held.rfind("    </testcase>\n");
+      held.resize(end == std::string::npos ? 0 : end + 16);
+    }
+    std::fclose(spool_);  // its buffer may still hold part of `text`: dropped with it
     spool_ = nullptr;
-    // A partial write left part of `text` at the end: cut back to the last whole testcase.
-    const size_t end = held.rfind("    </testcase>\n");
-    held.resize(end == std::string::npos ? 0 : end + 16);
     memory_ = std::move(held);
   }
   memory_ += text;
@@ -168,12 +194,8 @@ void JunitReport::finish(std::ostream& os) {
      << "<testsuites name=\"megatron-run check\"" << counts << " time=\"" << seconds_text(seconds_) << "\">\n"
      << "  <testsuite name=\"megatron-run check\"" << counts << " skipped=\"0\" time=\"" << seconds_text(seconds_)
      << "\">\n";
-  if (spool_) {
-    std::fflush(spool_);
-    std::rewind(spool_);
-    char buf[65536];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, spool_)) > 0;) os.write(buf, static_cast<std::streamsize>(n));
-  }
+  if (spool_)
+    read_spooled(spool_, spooled_, [&](const char* b, size_t n) { os.write(b, static_cast<std::streamsize>(n)); });
   os << memory_ << "  </testsuite>\n</testsuites>\n";
 }
 

@@ -73,6 +73,7 @@ class JunitReport {
  private:
   void spool(const std::string& text);
   std::FILE* spool_ = nullptr;  // the testcases so far; null when no temporary file could be made
+  size_t spooled_ = 0;          // the bytes of whole testcases written to spool_ and flushed
   std::string memory_;          // ... then they are kept here
   size_t tests_ = 0, failures_ = 0, errors_ = 0;
   double seconds_ = 0;

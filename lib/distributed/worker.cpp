@@ -13,6 +13,7 @@
 #include <system_error>
 #include <thread>
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -201,11 +202,21 @@ void stall_for_tests(int rank) {
 // Set once main() runs: a failure before it is one of the libraries' start-up (their static constructors).
 volatile bool g_in_main = false;
 
+// `name`'s value in the environment `envp` (null when unset), without getenv: from .preinit_array getenv sees no
+// environment yet (libc's own initialiser, which sets `environ`, has not run), but the process's envp is there.
+const char* env_in(char** envp, const char* name) {
+  const size_t len = std::strlen(name);
+  for (char** e = envp; e && *e; ++e)
+    if (std::strncmp(*e, name, len) == 0 && (*e)[len] == '=') return *e + len + 1;
+  return nullptr;
+}
+
 // The RANK the worker's own error lines start with ("[rank R] "), as util/log does: null when megatron-run spawned
-// the worker (it prefixes the worker's lines itself) or RANK is not set. Allocates nothing.
-const char* own_line_rank() {
-  const char* spawned = std::getenv("MR_SPAWNED");
-  const char* rank = std::getenv("RANK");
+// the worker (it prefixes the worker's lines itself) or RANK is not set. Allocates nothing. `envp`: the
+// environment to read (null: the process's, through getenv).
+const char* own_line_rank(char** envp = nullptr) {
+  const char* spawned = envp ? env_in(envp, "MR_SPAWNED") : std::getenv("MR_SPAWNED");
+  const char* rank = envp ? env_in(envp, "RANK") : std::getenv("RANK");
   return (!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank ? rank : nullptr;
 }
 
@@ -246,28 +257,75 @@ int usage(const std::string& msg) {
 }  // namespace
 
 // Under an address-space limit some libraries' start-up code does not check an allocation and crashes
-// (libcublasLt's static constructors, with SIGSEGV): until main() runs, such a crash is said as what it is.
-static char g_startup_crash[640];
-static size_t g_startup_crash_len = 0;
+// (libcublasLt's static constructors, with SIGSEGV): until main() runs, such a crash is said as one line with the
+// address space in use beside the limit (a crash for another cause under a generous limit then reads as such).
+// The line's text around the signal's name and the size in use is made in worker_preinit; the handler only copies,
+// reads /proc/self/statm and writes (async-signal-safe calls).
+static char g_crash_head[64];    // "[rank R] error: a library crashed ("
+static char g_crash_tail[512];   // " MiB of this rank's address-space limit of ... (ulimit -v)\n"
+static size_t g_crash_head_len = 0, g_crash_tail_len = 0;
+static unsigned long long g_page_size = 4096;
 static bool g_startup_handler = false;
 
-static void on_startup_crash(int) {
-  if (g_startup_crash_len) (void)!::write(2, g_startup_crash, g_startup_crash_len);
+// Appends `n` bytes of `s` to `out` (of `cap` bytes) at `at`, as far as they fit; the new length.
+static size_t put(char* out, size_t at, size_t cap, const char* s, size_t n) {
+  for (size_t i = 0; i < n && at < cap; ++i) out[at++] = s[i];
+  return at;
+}
+
+static void on_startup_crash(int sig) {
+  char line[800];
+  size_t at = put(line, 0, sizeof line, g_crash_head, g_crash_head_len);
+  const char* name = sig == SIGBUS ? "SIGBUS" : "SIGSEGV";
+  at = put(line, at, sizeof line, name, std::strlen(name));
+  static const char mid[] = ") while the worker's libraries started, with ";
+  at = put(line, at, sizeof line, mid, sizeof mid - 1);
+  // The address space in use: /proc/self/statm's first field, in pages.
+  unsigned long long pages = 0;
+  bool known = false;
+  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char b[64];
+    const ssize_t n = ::read(fd, b, sizeof b);
+    ::close(fd);
+    for (ssize_t i = 0; i < n && b[i] >= '0' && b[i] <= '9'; ++i, known = true) pages = pages * 10 + (b[i] - '0');
+  }
+  if (known) {
+    unsigned long long mib = pages * g_page_size >> 20;
+    char digits[24];
+    size_t nd = 0;
+    do {
+      digits[sizeof digits - 1 - nd++] = static_cast<char>('0' + mib % 10);
+      mib /= 10;
+    } while (mib > 0);
+    at = put(line, at, sizeof line, digits + sizeof digits - nd, nd);
+  } else {
+    at = put(line, at, sizeof line, "?", 1);
+  }
+  at = put(line, at, sizeof line, g_crash_tail, g_crash_tail_len);
+  for (size_t off = 0; off < at;) {
+    const ssize_t w = ::write(2, line + off, at - off);
+    if (w <= 0) break;
+    off += static_cast<size_t>(w);
+  }
   ::_exit(1);
 }
 
-void worker_preinit() {
+void worker_preinit(char** envp) {
   std::set_terminate(worker_terminate);
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
-    const char* rank = own_line_rank();
+    const char* rank = own_line_rank(envp);
     const bool prefix = rank != nullptr;
-    int n = std::snprintf(g_startup_crash, sizeof g_startup_crash,
-                          "%s%.16s%serror: out of address space: a library crashed while the worker's libraries "
-                          "started (an allocation it did not check failed under this rank's address-space limit, "
-                          "RLIMIT_AS, ulimit -v %llu); raise the limit (ulimit -v)\n",
-                          prefix ? "[rank " : "", prefix ? rank : "", prefix ? "] " : "",
-                          static_cast<unsigned long long>(*as / 1024));
-    g_startup_crash_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_startup_crash - 1) : 0;
+    int n = std::snprintf(g_crash_head, sizeof g_crash_head, "%s%.16s%serror: a library crashed (",
+                          prefix ? "[rank " : "", prefix ? rank : "", prefix ? "] " : "");
+    g_crash_head_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_crash_head - 1) : 0;
+    n = std::snprintf(g_crash_tail, sizeof g_crash_tail,
+                      " MiB of this rank's address-space limit of %llu MiB in use (RLIMIT_AS, ulimit -v %llu): when "
+                      "the two are close, an allocation it did not check failed under the limit: raise the limit "
+                      "(ulimit -v)\n",
+                      static_cast<unsigned long long>(*as >> 20), static_cast<unsigned long long>(*as / 1024));
+    g_crash_tail_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_crash_tail - 1) : 0;
+    if (const long page = ::sysconf(_SC_PAGESIZE); page > 0) g_page_size = static_cast<unsigned long long>(page);
     struct sigaction sa{};
     sa.sa_handler = on_startup_crash;
     sigemptyset(&sa.sa_mask);
@@ -324,9 +382,11 @@ int worker_exit(int code) {
 
 int worker_main(int argc, char** argv, const WorkerJob& job) {
   g_in_main = true;
-  if (g_startup_handler) {  // from here on a crash is a crash
-    std::signal(SIGSEGV, SIG_DFL);
-    std::signal(SIGBUS, SIG_DFL);
+  if (g_startup_handler) {  // from here on a crash is a crash (a handler a library set meanwhile stays)
+    for (int sig : {SIGSEGV, SIGBUS}) {
+      struct sigaction now{};
+      if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == on_startup_crash) std::signal(sig, SIG_DFL);
+    }
   }
   std::signal(SIGPIPE, SIG_IGN);  // a vanished peer must surface as an error, not kill us silently
   std::string text;

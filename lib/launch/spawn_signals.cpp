@@ -115,8 +115,14 @@ void on_wait_signal(int sig) {
         detail::write_all(2, g_record_after[i]);
       }
     }
-  signal(sig, SIG_DFL);  // then the signal's own end (an exit status a shell reads as killed by it)
+  // Then the signal's own end (an exit status a shell reads as killed by it), here: the other stop signals stay
+  // blocked (sa_mask), so a second one that came meanwhile writes no second notice and record after this returns.
+  signal(sig, SIG_DFL);
+  sigset_t own;
+  sigemptyset(&own);
+  sigaddset(&own, sig);
   raise(sig);
+  sigprocmask(SIG_UNBLOCK, &own, nullptr);
 }
 
 }  // namespace
@@ -137,7 +143,8 @@ WaitingSignalNotice::WaitingSignalNotice(const std::optional<WaitingRecord>& rec
   }
   struct sigaction sa {};
   sa.sa_handler = on_wait_signal;
-  sigemptyset(&sa.sa_mask);
+  sigemptyset(&sa.sa_mask);  // one stop signal's notice and record at a time, never one inside another's
+  for (int sig : kWaitStops) sigaddset(&sa.sa_mask, sig);
   sa.sa_flags = SA_RESTART;
   for (int i = 0; i < 4; ++i) {
     sigaction(kWaitStops[i], &sa, &old_[i]);

@@ -2,11 +2,16 @@
 // escapes, and `megatron-run check --format github|junit` over the corpus (the XML read back by python3's parser).
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "binary.h"
 #include "config/check_report.h"
@@ -266,4 +271,52 @@ TEST_CASE("check --format: the choices come from one list, a refusal names them 
         std::string::npos);
   const std::string bash = mrtest::megatron_run("schema --format bash-completion").out;
   CHECK(bash.find("text json github junit") != std::string::npos);
+}
+
+// The spool file failing part way (a full disk; here the file-size limit, RLIMIT_FSIZE, in a child process): every
+// testcase is still in the document, once, and the document is whole (what was spooled before the failure and what
+// was still in stdio's buffer are neither lost nor cut).
+TEST_CASE("junit: a spool file that fails part way loses no testcase", "[check-report]") {
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  const int kFiles = 400;  // about 400 KB of testcases against a 96 KiB file
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(pipefd[0]);
+    std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead
+    const rlimit small{96 * 1024, 96 * 1024};
+    setrlimit(RLIMIT_FSIZE, &small);
+    mr::JunitReport report;
+    for (int i = 0; i < kFiles; ++i)
+      report.add("configs/f" + std::to_string(i) + ".yaml", 1,
+                 {diag(kError, "r.one", std::string(900, 'm') + " #" + std::to_string(i))}, true);
+    std::ostringstream os;
+    report.finish(os);
+    const std::string doc = os.str();
+    for (size_t at = 0; at < doc.size();) {
+      const ssize_t n = write(pipefd[1], doc.data() + at, doc.size() - at);
+      if (n <= 0) _exit(3);
+      at += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(pipefd[1]);
+  std::string xml;
+  char buf[65536];
+  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) xml.append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  auto r = read_junit(xml, "spool-failed.xml");
+  INFO(r.out.substr(0, 2000));
+  REQUIRE(r.exit == 0);
+  CHECK(r.out.rfind("tests=400 failures=400 errors=0\n", 0) == 0);
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string tag = " #" + std::to_string(i) + "\"";  // its message attribute
+    CHECK(xml.find(tag) != std::string::npos);
+    if (xml.find(tag) == std::string::npos) break;
+  }
 }

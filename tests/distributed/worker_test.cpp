@@ -4,6 +4,7 @@
 // worker needs just to load its libraries (it varies with the build, the libraries and the machine).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <new>
 #include <regex>
 #include <system_error>
@@ -75,4 +76,36 @@ TEST_CASE("the default job under ulimit -v: exit 0 or 1 with the limit named, ne
       CHECK((std::regex_search(out, named) || out.find("error while loading shared libraries") != std::string::npos));
     if (extra_mib == 1024) CHECK(p.exit_code() == 0);  // a gigabyte above the load minimum is plenty
   }
+}
+
+// A library failing in its constructor (after .preinit_array, before main()): one line with the worker's own rank
+// prefix (RANK set, not spawned by megatron-run: under torchrun or srun) and exit 1. The crash line is made in
+// .preinit_array, where getenv sees no environment yet: it must read the process's envp.
+TEST_CASE("a library that fails before the worker's main: one line with the rank, exit 1", "[worker][ulimit]") {
+  mrtest::TempDir dir;
+  const std::string worker = std::string(MR_BIN_DIR) + "/megatron-run-worker";
+  const long kib = 64L << 20;  // a limit (the crash handler is set only under one), far above what the worker needs
+  // Preloaded into the worker only (env sets it), not into the shell that sets the limit.
+  const std::vector<std::string> preloaded = {"/usr/bin/env", std::string("LD_PRELOAD=") + MR_FAIL_AT_LOAD_LIB, worker};
+  for (const char* how : {"segv", "bad_alloc"}) {
+    mrtest::Proc p = run_limited(kib, preloaded, dir, how, std::chrono::seconds(30),
+                                 {{"MR_TEST_FAIL_AT_LOAD", how}, {"RANK", "3"}});
+    const std::string err = p.err();
+    INFO(how << ": exit " << p.exit_code() << "\n" << err);
+    REQUIRE_FALSE(p.timed_out);
+    CHECK(p.exit_code() == 1);
+    if (std::string(how) == "segv")
+      CHECK(std::regex_search(err, std::regex(R"(^\[rank 3\] error: a library crashed \(SIGSEGV\) while the worker's )"
+                                              R"(libraries started, with \d+ MiB of this rank's address-space limit of )"
+                                              R"(65536 MiB in use \(RLIMIT_AS, ulimit -v 67108864\))")));
+    else
+      CHECK(err.rfind("[rank 3] error: out of address space: an allocation failed", 0) == 0);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  }
+  // Spawned by megatron-run (MR_SPAWNED=1), which prefixes the worker's lines itself: no prefix of its own.
+  mrtest::Proc p = run_limited(kib, preloaded, dir, "spawned", std::chrono::seconds(30),
+                               {{"MR_TEST_FAIL_AT_LOAD", "segv"}, {"RANK", "3"}, {"MR_SPAWNED", "1"}});
+  INFO(p.err());
+  CHECK(p.exit_code() == 1);
+  CHECK(p.err().rfind("error: a library crashed (SIGSEGV) while the worker's libraries started, with ", 0) == 0);
 }

@@ -422,8 +422,8 @@ std::uint64_t Document::expanded_nodes() const { return d_->has_root ? d_->n(d_-
 // token until the collection closes, before any event reaches the Builder and its node limit (2 million items
 // took 550 MB, a 50 MB file ran out of memory). Each ',' and each opening bracket in flow context starts a node,
 // so more than limits::kMaxYamlNodes of them is past the node limit anyway: refused here, at the line where the
-// count passes it. Quoted scalars and comments are skipped; a '[' or '{' opens a collection only where a node
-// may begin (not inside a plain scalar such as `a[1,2]`).
+// count passes it. Quoted scalars, block scalars (| and >) and comments are skipped; a '[' or '{' opens a
+// collection only where a node may begin (not inside a plain scalar such as `a[1,2]`).
 void check_flow_items(const std::string& t, const std::string& path, const std::vector<std::string>& flags) {
   std::uint64_t items = 0;
   std::size_t line = 0, depth = 0;
@@ -455,6 +455,33 @@ void check_flow_items(const std::string& t, const std::string& path, const std::
       }
       prev = 'x';
       continue;
+    }
+    if ((c == '|' || c == '>') && node_start && depth == 0) {  // a block scalar's header?
+      std::size_t j = i + 1;
+      while (j < t.size() && (t[j] == '+' || t[j] == '-' || (t[j] >= '0' && t[j] <= '9'))) ++j;
+      while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r')) ++j;
+      if (j < t.size() && t[j] == '#' && (t[j - 1] == ' ' || t[j - 1] == '\t'))
+        while (j < t.size() && t[j] != '\n') ++j;
+      if (j >= t.size() || t[j] == '\n') {
+        // Its text (the lines below indented more than the header's line, and blank ones) holds no flow items.
+        std::size_t start = t.rfind('\n', i);
+        start = start == std::string::npos ? 0 : start + 1;
+        std::size_t indent = 0;
+        while (start + indent < t.size() && t[start + indent] == ' ') ++indent;
+        i = j;  // at the header's line break (or the end)
+        while (i < t.size()) {  // t[i] == '\n': look at the next line
+          std::size_t k = i + 1, spaces = 0;
+          while (k < t.size() && t[k] == ' ') ++k, ++spaces;
+          const bool blank = k >= t.size() || t[k] == '\n' || t[k] == '\r';
+          if (!blank && spaces <= indent) break;  // the block ends before this line
+          ++line;
+          i = t.find('\n', i + 1);
+          if (i == std::string::npos) i = t.size();
+        }
+        // i: the line break before the block's next line (counted there) or the end.
+        if (i < t.size()) --i, prev = '\n';
+        continue;
+      }
     }
     if ((c == '[' || c == '{') && (node_start || depth > 0)) {
       ++depth;

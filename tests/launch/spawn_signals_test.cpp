@@ -1,0 +1,63 @@
+// WaitingSignalNotice (lib/launch/spawn_signals.cpp), in a child process of its own: what a stop signal writes
+// while the launchers wait for each other, and how the launcher ends.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "launch/spawn.h"
+
+namespace {
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+// A second stop signal that comes while the first one's handler writes (its record is long and stderr is a pipe
+// nobody reads yet: the write blocks) must not run its own handler inside the first: one notice, one record, and
+// the launcher ends by the first signal.
+TEST_CASE("a second stop signal during the first one's record writes nothing more", "[launch][signals]") {
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  const std::string big(256 * 1024, 'x');  // several times a pipe's buffer
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(pipefd[1], 2);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    mr::launch::WaitingRecord record{[&big](int sig) { return std::make_pair("{\"sig\": " + std::to_string(sig) + ", \"pad\": \"" + big + "\", \"t\": ", std::string("}")); },
+                                     std::chrono::steady_clock::now()};
+    mr::launch::WaitingSignalNotice waiting(record);
+    for (;;) pause();
+  }
+  close(pipefd[1]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the child waits in pause()
+  kill(pid, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its handler is blocked in write()
+  kill(pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string err;
+  char buf[65536];
+  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) err.append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO("stderr: " << err.size() << " bytes; " << err.substr(0, 200));
+  CHECK(count_of(err, "while waiting for the other nodes; exiting") == 1);
+  CHECK(count_of(err, "{\"sig\": ") == 1);
+  CHECK(err.rfind("megatron-run: received signal 15 (SIGTERM)", 0) == 0);
+  CHECK(err.size() > big.size());
+  CHECK(err.back() == '\n');
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+}
