@@ -320,9 +320,9 @@ void worker_preinit(char** envp) {
                           prefix ? "[rank " : "", prefix ? rank : "", prefix ? "] " : "");
     g_crash_head_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_crash_head - 1) : 0;
     n = std::snprintf(g_crash_tail, sizeof g_crash_tail,
-                      " MiB of this rank's address-space limit of %llu MiB in use (RLIMIT_AS, ulimit -v %llu): when "
-                      "the two are close, an allocation it did not check failed under the limit: raise the limit "
-                      "(ulimit -v)\n",
+                      " MiB of this rank's address-space limit of %llu MiB in use (RLIMIT_AS, ulimit -v %llu); if the "
+                      "two are close, the likely cause is an allocation the library did not check, failing under "
+                      "the limit: raise it (ulimit -v)\n",
                       static_cast<unsigned long long>(*as >> 20), static_cast<unsigned long long>(*as / 1024));
     g_crash_tail_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_crash_tail - 1) : 0;
     if (const long page = ::sysconf(_SC_PAGESIZE); page > 0) g_page_size = static_cast<unsigned long long>(page);
