@@ -8,7 +8,7 @@
 
 namespace {
 
-void preinit(int, char**, char** envp) { mr::distributed::worker_preinit(envp); }
+void preinit(int, char** argv, char** envp) { mr::distributed::worker_preinit(argv, envp); }
 
 }  // namespace
 

@@ -22,6 +22,8 @@
 #include "util/log.h"
 #include "util/resources.h"
 
+extern char** environ;
+
 namespace mr::distributed {
 
 using namespace mr::launch;  // the worker input and the launch contract
@@ -266,6 +268,9 @@ static char g_crash_tail[512];   // " MiB of this rank's address-space limit of 
 static size_t g_crash_head_len = 0, g_crash_tail_len = 0;
 static unsigned long long g_page_size = 4096;
 static bool g_startup_handler = false;
+// worker_preinit set OPENBLAS_NUM_THREADS=1 (said once logging is up), marked by this variable across its exec.
+static constexpr const char* kSetBlasThreads = "MR_WORKER_SET_BLAS_THREADS";
+static bool g_one_blas_thread = false;
 
 // Appends `n` bytes of `s` to `out` (of `cap` bytes) at `at`, as far as they fit; the new length.
 static size_t put(char* out, size_t at, size_t cap, const char* s, size_t n) {
@@ -311,7 +316,29 @@ static void on_startup_crash(int sig) {
   ::_exit(1);
 }
 
-void worker_preinit(char** envp) {
+void worker_preinit(char** argv, char** envp) {
+  // libc sets environ only in its own initialisation, after .preinit_array: until then getenv finds nothing and
+  // setenv starts an empty environment. The process's environment is `envp`, which libc will take as well.
+  if (!environ && envp) environ = envp;
+  // OpenBLAS (the pthread build LibTorch and the optimizers link) starts its thread pool in its constructor, one
+  // thread a processor, and each thread maps a 128 MiB buffer at once, retrying forever when the limit refuses
+  // it. It takes the count from OPENBLAS_NUM_THREADS, then GOTO_NUM_THREADS, then OMP_NUM_THREADS (the first
+  // positive one). Under a limit the worker runs with one BLAS thread unless the user named a BLAS count, as
+  // megatron-run's spawner does for its workers (launch/spawn_env.cpp): a worker started by torchrun or srun
+  // gets it too. OMP_NUM_THREADS is not taken for a BLAS choice: it sizes the worker's OpenMP kernels.
+  // A setenv here does not reach the libraries: libc's own initialisation, which runs after .preinit_array and
+  // before the other libraries' constructors, points environ at the environment the process started with.
+  // So the worker starts itself again (same pid, arguments and descriptors) with the variable set; until here no
+  // library has started, so that costs the loading only. If the exec fails the worker goes on without it.
+  if (const char* mark = std::getenv(kSetBlasThreads); mark && std::strcmp(mark, "1") == 0) {
+    g_one_blas_thread = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
+  } else if (argv && argv[0] && util::address_space_limit() && !std::getenv("OPENBLAS_NUM_THREADS") &&
+             !std::getenv("GOTO_NUM_THREADS")) {
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0 && setenv(kSetBlasThreads, "1", 1) == 0)
+      ::execv("/proc/self/exe", argv);
+    unsetenv(kSetBlasThreads);
+    unsetenv("OPENBLAS_NUM_THREADS");
+  }
   std::set_terminate(worker_terminate);
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
     const char* rank = own_line_rank(envp);
@@ -382,6 +409,7 @@ int worker_exit(int code) {
 
 int worker_main(int argc, char** argv, const WorkerJob& job) {
   g_in_main = true;
+  unsetenv(kSetBlasThreads);  // ours, not for what the worker starts (OPENBLAS_NUM_THREADS=1 stays)
   if (g_startup_handler) {  // from here on a crash is a crash (a handler a library set meanwhile stays)
     for (int sig : {SIGSEGV, SIGBUS}) {
       struct sigaction now{};
@@ -412,6 +440,14 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   const bool prefix_myself = !launch->spawned_by_megatron_run;
   log::init(log::parse_level(in.log_level).value_or(log::Level::warning), prefix_myself ? launch->rank : -1);
   const std::string out_prefix = prefix_myself ? "[rank " + std::to_string(launch->rank) + "] " : "";
+  // Said once, by rank 0. megatron-run's own spawner sets the variable (and says so) itself, so a worker it
+  // started never gets here: one line either way.
+  if (g_one_blas_thread && launch->rank == 0)
+    if (const std::optional<uint64_t> as = util::address_space_limit())
+      MR_LOG(warning) << "notice: OPENBLAS_NUM_THREADS=1 for the workers: an address-space limit is set "
+                         "(ulimit -v "
+                      << *as / 1024
+                      << ") and every OpenBLAS thread maps 128 MiB of it (set OPENBLAS_NUM_THREADS to choose)";
 
   try {
     const Args& args = in.args;

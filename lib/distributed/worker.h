@@ -35,10 +35,11 @@ int worker_main(int argc, char** argv, const WorkerJob& job = {});
 
 // The worker process's own ends, for its main():
 // worker_preinit() runs from the executable's .preinit_array, before any library's static constructors: it
-// installs worker_terminate and, under an address-space limit (RLIMIT_AS), caps glibc's malloc arenas and says a
-// crash before main() as one line. `envp`: the environment .preinit_array functions are given (getenv sees none
-// there yet).
-void worker_preinit(char** envp);
+// installs worker_terminate and, under an address-space limit (RLIMIT_AS), caps glibc's malloc arenas, says a crash before
+// main() as one line and gives OpenBLAS one thread: when the user set neither OPENBLAS_NUM_THREADS nor GOTO_NUM_THREADS it execs the worker
+// again (`argv`, the same arguments) with OPENBLAS_NUM_THREADS=1, which rank 0 says in worker_main. `envp`: the
+// process's environment (environ is not set yet there).
+void worker_preinit(char** argv, char** envp);
 // The std::terminate handler: an exception nobody caught (in a library's start-up, a thread, an error handler
 // that itself ran out of memory) becomes one "error: ..." line naming the cause (util/resources.h) and exit 1,
 // not an abort.

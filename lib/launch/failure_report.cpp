@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "config/value.h"
+#include "util/resources.h"
 
 namespace mr::launch {
 
@@ -50,6 +51,11 @@ std::string who(const WorkerFailure& f) {
 }
 
 }  // namespace
+
+std::string describe_end(const WorkerFailure& f) {
+  if (f.start_failure.empty()) return describe_status(f.status);
+  return "could not be started by megatron-run (" + f.start_failure + "; the exit code 127 is megatron-run's)";
+}
 
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -97,6 +103,36 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
   return c;
 }
 
+std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> address_space_limit) {
+  if (!f.start_failure.empty() || !WIFEXITED(f.status) || WEXITSTATUS(f.status) != 127) return "";
+  bool loader = false, loader_map = false, not_found = false;
+  for (const std::string& l : f.stderr_tail) {
+    if (l.find("error while loading shared libraries") != std::string::npos) {
+      loader = true;
+      loader_map = loader_map || l.find("failed to map segment") != std::string::npos ||
+                   l.find("Cannot allocate memory") != std::string::npos;
+    }
+    not_found = not_found || l.find("command not found") != std::string::npos ||
+                l.find(": not found") != std::string::npos;
+  }
+  const std::string limit =
+      address_space_limit ? "this node's address-space limit (RLIMIT_AS, ulimit -v " +
+                                std::to_string(*address_space_limit / 1024) + ")"
+                          : "";
+  if (loader_map && address_space_limit)
+    return "the dynamic loader could not map the program's libraries within " + limit +
+           " (exit code 127 is the loader's): raise the limit (ulimit -v)";
+  if (loader_map) return "the dynamic loader could not map the program's libraries: the memory ran out (exit code 127 is the loader's)";
+  if (loader) return "the dynamic loader could not load the program's libraries (exit code 127 is the loader's; its stderr says which)";
+  if (not_found) return "exit code 127: a shell in the program could not find a command (its stderr says which)";
+  if (address_space_limit)
+    return "exit code 127 under " + limit + ": the dynamic loader exits 127 when the program's libraries do not fit "
+           "in the limit (its stderr says \"error while loading shared libraries: ... failed to map segment\"): then "
+           "raise the limit (ulimit -v); a shell exits 127 for a command it cannot find";
+  return "exit code 127: a shell's code for a command it cannot find (\"command not found\"), and the dynamic "
+         "loader's for a library it cannot load (\"error while loading shared libraries\"); its stderr says which";
+}
+
 void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts,
                            const std::string& first_elsewhere) {
   if (failures.empty()) return;
@@ -107,7 +143,7 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
                       : "")
      << "\n";
   if (!first_elsewhere.empty()) os << "  root cause (first failure, on another node): " << first_elsewhere << "\n";
-  os << (first_elsewhere.empty() ? "  root cause (first failure): " : "  this node's first failure: ") << who(root) << " on " << host_name() << ", " << describe_status(root.status)
+  os << (first_elsewhere.empty() ? "  root cause (first failure): " : "  this node's first failure: ") << who(root) << " on " << host_name() << ", " << describe_end(root)
      << " at " << local_time(root.when) << "\n";
   if (auto e = read_error_file(root.error_file)) {
     os << "    error file " << root.error_file << ":\n";
@@ -127,6 +163,8 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
   } else {
     os << "    its stderr was empty\n";
   }
+  if (const std::string hint = exit_127_hint(root, util::address_space_limit()); !hint.empty())
+    os << "    hint: " << hint << "\n";
   if (failures.size() == 1) {
     os << "  no other worker failed\n";
     return;
@@ -134,7 +172,7 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
   os << "  then (the cascade):\n";
   for (size_t i = 1; i < failures.size(); ++i) {
     const WorkerFailure& f = failures[i];
-    os << "    " << who(f) << ": " << describe_status(f.status)
+    os << "    " << who(f) << ": " << describe_end(f)
        << (f.after_stop ? " (after the launcher stopped the workers)" : "") << "\n";
   }
 }

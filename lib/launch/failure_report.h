@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -24,10 +25,15 @@ struct WorkerFailure {
   std::vector<std::string> stderr_tail;  // its last stderr lines, when its stderr went through the launcher
   bool stderr_seen = false;              // its stderr went through the launcher (else straight to the console)
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE ("" none)
+  // megatron-run could not start it (the exec or the CPU binding in the forked child failed; the child's exit code
+  // 127 is then the launcher's, not the program's): "cannot start ./train.sh: Permission denied". "" it ran.
+  std::string start_failure;
 };
 
 // "exited with code 7", "was killed by signal 15 (SIGTERM)".
 std::string describe_status(int status);
+// describe_status, or for a worker megatron-run could not start "could not be started by megatron-run (...)".
+std::string describe_end(const WorkerFailure& f);
 // A signal's name: "SIGTERM" (or "signal N" when it has none).
 std::string signal_name(int sig);
 
@@ -41,6 +47,13 @@ struct ErrorFileContent {
   std::string raw;         // the file itself when it is not in that format
 };
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
+
+// A line that says what the root cause's exit code 127 most likely means ("" for any other end, and for a
+// program megatron-run could not start, which the summary says as such): the dynamic loader could not map the
+// program's libraries (its "error while loading shared libraries: ... failed to map segment" line) within
+// `address_space_limit` (RLIMIT_AS, bytes: raise `ulimit -v`), could not load them otherwise, or a shell in the
+// program could not find a command; else both readings, and the limit when one is set.
+std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> address_space_limit);
 
 // The summary: `failures` in the order the launcher saw them (the first is the root cause, unless
 // `first_elsewhere` names another node's failure that the launchers' store recorded before it); `attempts` the

@@ -94,6 +94,11 @@ struct Worker {
   bool err_piped = false;  // its stderr goes through the launcher
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
   std::string prefix;      // before each of its console lines ("" none): "[rank R] ", or the template's
+  // The read end of a pipe the forked child writes to when it cannot become the program (its exec or CPU binding
+  // failed: a tag byte and the errno) and that the exec closes otherwise; read once the worker has exited.
+  int start_fd = -1;
+  std::string program;        // o.argv[0], for start_failure
+  std::string start_failure;  // set at exit: "cannot start PROGRAM: <errno text>" ("" it was started)
 };
 
 // The exit code spawn_workers reports for a wait status (128 + signal for a killed worker).

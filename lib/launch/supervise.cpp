@@ -196,12 +196,15 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       f.after_stop = stopping;
       f.stderr_seen = w.err_piped;
       f.error_file = w.error_file;
+      f.start_failure = w.start_failure;
       result.failures.push_back(f);
       failed.push_back(&w);
       if (result.failures.size() == 1) {
         result.failed_first = result.signal_received == 0;
         bool others = workers.any_running();
-        std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") " << describe_status(status)
+        std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") "
+                  << (w.start_failure.empty() ? describe_status(status)
+                                              : "could not be started (" + w.start_failure + ")")
                   << (others && !stopping ? "; stopping the other workers" : "") << "\n";
         if (others && !stopping) stop_rest(SIGTERM);
         if (o.watch && !result.peer && result.signal_received == 0)

@@ -92,6 +92,7 @@ Workers::~Workers() {
       close_fd(s->file);
     }
     close_fd(w.pidfd);
+    close_fd(w.start_fd);
   }
 }
 
@@ -122,7 +123,10 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
                                  " to its CPUs (--numa-binding): ";
   const std::string start_error = std::string("megatron-run: cannot start ") + argv[0] + ": ";
   // Each stream: a pipe (a log file, or prefixed console lines), the console itself, or /dev/null.
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, null_fd = -1;
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, null_fd = -1, started[2] = {-1, -1};
+  close_fd(w.start_fd);
+  w.program = o.argv.empty() ? std::string() : o.argv[0];
+  w.start_failure.clear();
   w.out = Stream{};
   w.err = Stream{};
   w.err.is_err = true;
@@ -139,8 +143,10 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
       if (!dest->file.empty() || (dest->console && !w.prefix.empty())) make_pipe(fds);
       if (dest->file.empty() && !dest->console && null_fd < 0) null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     }
+    make_pipe(started);
+    fcntl(started[0], F_SETFL, O_NONBLOCK);  // read at the worker's exit: never waits
   } catch (const std::exception&) {
-    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd}) close_fd(*fd);
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd, &started[0], &started[1]}) close_fd(*fd);
     kill_and_reap();
     throw;
   }
@@ -157,7 +163,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   if (pid != 0) sigprocmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) {
     const int e = errno;
-    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd}) close_fd(*fd);
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd, &started[0], &started[1]}) close_fd(*fd);
     kill_and_reap();
     throw std::runtime_error(std::string("fork: ") + std::strerror(e));
   }
@@ -179,11 +185,20 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     else if (!logs.out.console) dup2(null_fd, 1);
     if (err[1] >= 0) dup2(err[1], 2);
     else if (!logs.err.console) dup2(null_fd, 2);
-    // The messages below were built before the fork: the child allocates nothing (write_errno).
+    // The messages below were built before the fork: the child allocates nothing (write_errno). The launcher
+    // learns of such a failure from `started` (a tag and the errno), so that its exit code 127 is not taken for
+    // the program's.
+    auto failed = [&](char tag, int e) {
+      char note[1 + sizeof(int)];
+      note[0] = tag;
+      std::memcpy(note + 1, &e, sizeof e);
+      write_all(started[1], std::string_view(note, sizeof note));
+    };
     if (int e = bind ? cpus.apply() : 0; e != 0) {
       write_all(2, bind_error);
       write_errno(2, e);
       write_all(2, "\n");
+      failed('b', e);
       _exit(127);
     }
     execve(argv[0], argv.data(), envp.data());
@@ -191,6 +206,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     write_all(2, start_error);
     write_errno(2, e);
     write_all(2, "\n");
+    failed('e', e);
     _exit(127);
   }
   setpgid(pid, pid);  // also here: no race with kill(-pid) before the child ran setpgid
@@ -204,6 +220,8 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   close_fd(out[1]);
   close_fd(err[1]);
   close_fd(null_fd);
+  close_fd(started[1]);
+  w.start_fd = started[0];
   w.out.fd = out[0];
   w.err.fd = err[0];
   w.err_piped = err[0] >= 0;
@@ -222,6 +240,25 @@ bool Workers::exited(Worker& w) {
   w.held = true;
   w.status = status;
   w.code = exit_code(status);
+  // The child has ended, so the pipe's write end is closed: at its end, or with a note before it.
+  if (w.start_fd >= 0) {
+    char note[1 + sizeof(int)];
+    ssize_t n;
+    while ((n = read(w.start_fd, note, sizeof note)) < 0 && errno == EINTR) {
+    }
+    if (n == static_cast<ssize_t>(sizeof note)) {
+      int e = 0;
+      std::memcpy(&e, note + 1, sizeof e);
+      w.start_failure = (note[0] == 'b' ? "cannot bind local rank " + std::to_string(w.local_rank) +
+                                              " to its CPUs (--numa-binding): "
+                                        : "cannot start " + w.program + ": ") +
+                        std::strerror(e);
+      // execve's ENOENT for a file that is there: what it names to run it is missing.
+      if (note[0] == 'e' && e == ENOENT && access(w.program.c_str(), F_OK) == 0)
+        w.start_failure += " (the file is there: the interpreter its #! line names, or its ELF loader, is not)";
+    }
+    close_fd(w.start_fd);
+  }
   return true;
 }
 

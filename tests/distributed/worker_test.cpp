@@ -42,6 +42,27 @@ long load_minimum(const mrtest::TempDir& dir) {
   return hi;
 }
 
+// The same, found once for all the test cases.
+long cached_load_minimum() {
+  static const long kib = [] {
+    mrtest::TempDir dir;
+    return load_minimum(dir);
+  }();
+  return kib;
+}
+
+// The default job's arguments (megatron-run's).
+std::vector<std::string> default_job() {
+  return {mrtest::megatron_run(), "--config", std::string(MR_SOURCE_DIR) + "/configs/default.yaml", "--train-iters",
+          "2", "--lr-warmup-iters", "1", "--distributed-backend", "gloo"};
+}
+
+size_t count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("resource failures are named; other exceptions are not", "[worker][ulimit]") {
@@ -55,12 +76,10 @@ TEST_CASE("resource failures are named; other exceptions are not", "[worker][uli
 TEST_CASE("the default job under ulimit -v: exit 0 or 1 with the limit named, never a signal or a hang",
           "[worker][ulimit]") {
   mrtest::TempDir dir;
-  const long base = load_minimum(dir);
+  const long base = cached_load_minimum();
   INFO("the worker loads from ulimit -v " << base);
   REQUIRE(base > 0);
-  const std::vector<std::string> job = {mrtest::megatron_run(), "--config",
-                                        std::string(MR_SOURCE_DIR) + "/configs/default.yaml", "--train-iters", "2",
-                                        "--lr-warmup-iters", "1", "--distributed-backend", "gloo"};
+  const std::vector<std::string> job = default_job();
   const std::map<std::string, std::string> env = {{"MR_DIST_TIMEOUT_S", "20"}};
   static const std::regex named(R"(error: .*ulimit -v \d+)");
   for (long extra_mib : {-32L, 0L, 32L, 64L, 96L, 128L, 192L, 256L, 1024L}) {
@@ -108,4 +127,81 @@ TEST_CASE("a library that fails before the worker's main: one line with the rank
   INFO(p.err());
   CHECK(p.exit_code() == 1);
   CHECK(p.err().rfind("error: a library crashed (SIGSEGV) while the worker's libraries started, with ", 0) == 0);
+}
+
+TEST_CASE("far below the load minimum the launcher names the limit behind the loader's exit code 127",
+          "[worker][ulimit]") {
+  mrtest::TempDir dir;
+  const long base = cached_load_minimum();
+  REQUIRE(base > 0);
+  const long kib = base - 512 * 1024;  // the worker's libraries do not fit; megatron-run (no LibTorch) runs
+  mrtest::Proc p = run_limited(kib, default_job(), dir, "loader", std::chrono::seconds(25));
+  const std::string out = p.out() + p.err();
+  INFO("ulimit -v " << kib << ": exit " << p.exit_code() << "\n" << out);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.exit_code() == 127);
+  CHECK_THAT(out, Catch::Contains("error while loading shared libraries"));
+  CHECK_THAT(out, Catch::Contains("    hint: exit code 127 under this node's address-space limit (RLIMIT_AS, ulimit -v " +
+                                  std::to_string(kib) + "): the dynamic loader exits 127"));
+  CHECK_THAT(out, Catch::Contains("raise the limit (ulimit -v)"));
+}
+
+TEST_CASE("under ulimit -v a worker megatron-run's spawner did not start gives OpenBLAS one thread itself, says so "
+          "once, and leaves the user's choice", "[worker][ulimit]") {
+  mrtest::TempDir dir;
+  const long base = cached_load_minimum();
+  REQUIRE(base > 0);
+  const long kib = base + 1024 * 1024;
+  const std::string said = "OPENBLAS_NUM_THREADS=1 for the workers: an address-space limit is set (ulimit -v " +
+                           std::to_string(kib) + ")";
+  // Under the limit, with no BLAS count from the test's own environment unless `keep_blas`.
+  auto limited = [&](const std::vector<std::string>& argv, bool keep_blas = false) {
+    std::vector<std::string> a = {"/bin/sh", "-c",
+                                  std::string(keep_blas ? "" : "unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS; ") +
+                                      "ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\""};
+    a.insert(a.end(), argv.begin(), argv.end());
+    return a;
+  };
+  // Rank 0 of a one-rank job as torchrun starts it: megatron-run hands over to the worker, which (no BLAS count
+  // set) starts itself again, same pid, with OPENBLAS_NUM_THREADS=1, before any library's constructor ran: the
+  // environment the process was last started with, which OpenBLAS's constructor reads, has it. Rank 0 stays up a
+  // second after the bring-up.
+  std::map<std::string, std::string> env = mrtest::rank_env(0, 1, mr::launch::free_port());
+  env["MR_DIST_TIMEOUT_S"] = "20";
+  env["MR_DIST_STALL"] = "0:1";
+  std::vector<mrtest::Proc> p = {mrtest::start(limited(default_job()), env, dir, "torchrun")};
+  const bool one_thread = mrtest::wait_for(
+      [&] {
+        return mrtest::env_of(p[0].pid, "OPENBLAS_NUM_THREADS") == "1" &&
+               mrtest::env_of(p[0].pid, "MR_WORKER_SET_BLAS_THREADS") == "1";
+      },
+      std::chrono::milliseconds(15000));
+  mrtest::wait_all(p, std::chrono::seconds(25));
+  std::string out = p[0].out() + p[0].err();
+  INFO("under another launcher, ulimit -v " << kib << ": exit " << p[0].exit_code() << "\n" << out);
+  CHECK(one_thread);
+  CHECK(p[0].exit_code() == 0);
+  CHECK(count(out, said) == 1);
+  CHECK_THAT(out, Catch::Contains("[rank 0] warning: notice: " + said));
+
+  // The user's count stays, and nothing is said.
+  env["MASTER_PORT"] = std::to_string(mr::launch::free_port());
+  env["OPENBLAS_NUM_THREADS"] = "2";
+  p = {mrtest::start(limited(default_job(), true), env, dir, "user")};
+  mrtest::wait_all(p, std::chrono::seconds(25));
+  out = p[0].out() + p[0].err();
+  INFO("OPENBLAS_NUM_THREADS=2: exit " << p[0].exit_code() << "\n" << out);
+  CHECK(p[0].exit_code() == 0);
+  CHECK(count(out, "OPENBLAS_NUM_THREADS") == 0);
+
+  // Under megatron-run's spawner the launcher sets it and says so; the worker says nothing more.
+  std::vector<std::string> spawned = default_job();
+  spawned.insert(spawned.begin() + 1, {"--nproc-per-node", "1"});
+  p = {mrtest::start(limited(spawned), {{"MR_DIST_TIMEOUT_S", "20"}}, dir, "spawned")};
+  mrtest::wait_all(p, std::chrono::seconds(25));
+  out = p[0].out() + p[0].err();
+  INFO("megatron-run --nproc-per-node 1: exit " << p[0].exit_code() << "\n" << out);
+  CHECK(p[0].exit_code() == 0);
+  CHECK(count(out, said) == 1);
+  CHECK_THAT(out, Catch::Contains("megatron-run: " + said));
 }

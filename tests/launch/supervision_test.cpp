@@ -331,3 +331,34 @@ TEST_CASE("a stop gives what the workers left in their groups one grace period, 
   CHECK(s > 5.5);  // the grace period ran
   CHECK(s < 9.5);  // one grace period (6 s) with room for a loaded machine; a second would end at about 11 s
 }
+
+TEST_CASE("exit code 127: a program megatron-run could not start and a shell's missing command are told apart",
+          "[launch][supervision][process]") {
+  TempDir dir;
+  // The program's own 127: a shell that did not find a command.
+  Proc missing = sh(kBin + " --nproc-per-node 2 --config " + kConfig +
+                    " --no-append-args -- /bin/sh -c no_such_command_mr_test");
+  INFO(missing.out);
+  CHECK(missing.exit == 127);
+  // Both ranks fail alike: either can be the first.
+  CHECK((has(missing.out, "  root cause (first failure): rank 0 (local rank 0), pid ") ||
+         has(missing.out, "  root cause (first failure): rank 1 (local rank 1), pid ")));
+  CHECK(has(missing.out, "exited with code 127 at "));
+  CHECK(has(missing.out, "    hint: exit code 127: a shell in the program could not find a command (its stderr says which)\n"));
+  CHECK_FALSE(has(missing.out, "could not be started"));
+  // megatron-run's 127: its exec failed (the interpreter the #! line names is not there).
+  const fs::path script = dir.path / "no_interpreter.sh";
+  std::ofstream(script) << "#!/nonexistent/mr-test-interpreter\necho hi\n";
+  fs::permissions(script, fs::perms::owner_all);
+  Proc unstartable = sh(kBin + " --nproc-per-node 2 --config " + kConfig + " --no-append-args -- " + script.string());
+  INFO(unstartable.out);
+  CHECK(unstartable.exit == 127);
+  const std::string why = "cannot start " + script.string() +
+                          ": No such file or directory (the file is there: the interpreter its #! line names, or its "
+                          "ELF loader, is not)";
+  CHECK(has(unstartable.out, "megatron-run: worker rank 0 (pid "));
+  CHECK(has(unstartable.out, ") could not be started (" + why + ")"));
+  CHECK(has(unstartable.out, "could not be started by megatron-run (" + why + "; the exit code 127 is megatron-run's) at "));
+  CHECK_FALSE(has(unstartable.out, "hint: exit code 127"));
+  CHECK_FALSE(has(unstartable.out, "exited with code 127"));  // rank 1 could not be started either
+}
