@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "util/text.h"
@@ -36,8 +37,17 @@ std::string seconds_text(double s) {
 
 }  // namespace
 
-DiagnosticPlace parse_place(std::string_view where) {
+DiagnosticPlace parse_place(std::string_view where, std::string_view known) {
   DiagnosticPlace p;
+  if (!known.empty() && where.size() > known.size() + 1 && where.substr(0, known.size()) == known &&
+      where[known.size()] == ':') {
+    // "KNOWN:line" or "KNOWN:line:col": the numbers after the known name, nothing else.
+    DiagnosticPlace q = parse_place(std::string("f:").append(where.substr(known.size() + 1)));
+    if (q.file == "f") {
+      q.file = std::string(known);
+      return q;
+    }
+  }
   std::string_view rest = where;
   auto last = take_number(rest);
   if (!last || rest.empty()) return p;
@@ -86,7 +96,7 @@ std::string github_escape_data(std::string_view s) { return github_escape(s, fal
 std::string github_escape_property(std::string_view s) { return github_escape(s, true); }
 
 std::string github_command(const std::string& file, const Diagnostic& d) {
-  const DiagnosticPlace place = parse_place(d.where);
+  const DiagnosticPlace place = parse_place(d.where, file);
   std::string message = without_where(d.message, d.where);
   // A place that is not "path:line" (none in check today) stays in the message rather than being lost.
   if (place.file.empty() && !d.where.empty() && d.where != file) message = d.where + ": " + message;
@@ -114,7 +124,26 @@ std::string junit_classname(std::string_view path) {
   return out.empty() ? std::string("megatron-run check") : out;
 }
 
-JunitReport::JunitReport() : spool_(std::tmpfile()) {}
+namespace {
+
+// An unnamed spool file in $TMPDIR (std::tmpfile() always takes /tmp), else std::tmpfile()'s.
+std::FILE* spool_file() {
+  const char* dir = std::getenv("TMPDIR");
+  if (dir && *dir) {
+    std::string path = std::string(dir) + "/megatron-run-junit.XXXXXX";
+    const int fd = ::mkstemp(path.data());
+    if (fd >= 0) {
+      ::unlink(path.c_str());
+      if (std::FILE* f = ::fdopen(fd, "w+")) return f;
+      ::close(fd);
+    }
+  }
+  return std::tmpfile();
+}
+
+}  // namespace
+
+JunitReport::JunitReport() : spool_(spool_file()) {}
 
 JunitReport::~JunitReport() {
   if (spool_) std::fclose(spool_);

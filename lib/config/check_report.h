@@ -15,12 +15,13 @@
 namespace mr {
 
 // A diagnostic's place, "path:line" or "path:line:col" (Diagnostic::where), taken apart; `file` is empty when
-// `where` does not end in a line number.
+// `where` does not end in a line number. `known`: the checked file's own name, taken whole when `where` starts
+// with it and a ':' (a name that itself ends in ":N", "run:3", is not cut there).
 struct DiagnosticPlace {
   std::string file;
   std::optional<long long> line, col;
 };
-DiagnosticPlace parse_place(std::string_view where);
+DiagnosticPlace parse_place(std::string_view where, std::string_view known = {});
 
 // The line `check --format text` prints for a diagnostic of `file`: "PLACE: error[RULE]: MESSAGE\n" (PLACE the
 // diagnostic's own, else the file), escaped by printable(); a message's own newlines are kept.

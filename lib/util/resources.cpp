@@ -57,7 +57,7 @@ size_t resource_failure(const std::exception& e, char* out, size_t size) {
 }
 
 std::string resource_failure(const std::exception& e) {
-  char buf[512];
+  char buf[1024];  // as long as the worker's raw path's line can be
   const size_t n = resource_failure(e, buf, sizeof buf);
   return std::string(buf, n);
 }

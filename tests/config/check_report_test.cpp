@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -101,6 +103,20 @@ TEST_CASE("a diagnostic's place: path:line and path:line:col, else none", "[chec
   CHECK(mr::parse_place("a.yaml").file.empty());
   CHECK(mr::parse_place(":12").file.empty());
   CHECK(mr::parse_place("a.yaml:x1").file.empty());
+  // The checked file's own name is taken whole, though it ends in ":N" itself.
+  p = mr::parse_place("run:3:7", "run:3");
+  CHECK(p.file == "run:3");
+  CHECK(p.line == 7);
+  CHECK_FALSE(p.col);
+  p = mr::parse_place("run:3:7:2", "run:3");
+  CHECK(p.file == "run:3");
+  CHECK(p.line == 7);
+  CHECK(p.col == 2);
+  p = mr::parse_place("other.yaml:4", "run:3");  // another file's place: as without a known name
+  CHECK(p.file == "other.yaml");
+  CHECK(p.line == 4);
+  p = mr::parse_place("run:3:x", "run:3");  // the known name then no number: the generic reading
+  CHECK(p.file.empty());
 }
 
 TEST_CASE("github: one workflow command per diagnostic, place and rule id as properties", "[check-report]") {
@@ -319,4 +335,31 @@ TEST_CASE("junit: a spool file that fails part way loses no testcase", "[check-r
     CHECK(xml.find(tag) != std::string::npos);
     if (xml.find(tag) == std::string::npos) break;
   }
+}
+
+TEST_CASE("junit: the report spools in $TMPDIR, an unnamed file", "[check-report]") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/mr-junit-spool-XXXXXX";
+  const fs::path dir = ::mkdtemp(tmpl);
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before ? before : "";
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  bool in_dir = false;
+  {
+    mr::JunitReport report;
+    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      const std::string target = fs::read_symlink(e.path(), ec).string();
+      if (!ec && target.rfind((dir / "megatron-run-junit.").string(), 0) == 0) in_dir = target.find("(deleted)") != std::string::npos;
+    }
+    std::ostringstream os;
+    report.add("a.yaml", 0, {}, true);
+    report.finish(os);
+    CHECK_THAT(os.str(), Catch::Contains("tests=\"1\""));
+  }
+  if (before) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  CHECK(in_dir);
+  CHECK(fs::is_empty(dir));  // unlinked at once: nothing is left behind
+  fs::remove(dir);
 }
