@@ -20,10 +20,10 @@ inline constexpr std::uint64_t kMaxYamlExpandedBytes = kMaxInputFileBytes;
 
 // Values (objects, lists, strings, numbers) of a JSON file read whole into a tree: the tokenizer files behind
 // --tokenizer-model (tokenizer.json and its directory's other files), the --heterogeneous-layers-config-path file,
-// a checkpoint's safetensors headers and metadata files (run/checkpoint_format.h).
-// Parsed, a value takes about 150 bytes, so a
-// 64 MiB file of millions of tiny values would take gigabytes; the largest real tokenizer.json files (a 262k
-// vocabulary and its merges) hold about 3 million.
+// a checkpoint's safetensors headers and metadata files (run/checkpoint_format.h); the default bound of every
+// Value::parse_json, which counts values as it builds the tree and stops at the one past the bound. Parsed, a value
+// takes about 75-150 bytes, so a 64 MiB file of millions of tiny values would take gigabytes; the largest real
+// tokenizer.json files (a 262k vocabulary and its merges) hold about 3 million.
 inline constexpr std::uint64_t kMaxJsonValues = 8'000'000;
 
 // Nesting of YAML sequences and mappings (after alias expansion). Megatron's configs nest 3 levels deep.

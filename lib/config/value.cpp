@@ -250,7 +250,7 @@ std::string Value::py_str() const {
 namespace {
 class JsonReader {
  public:
-  explicit JsonReader(std::string_view t) : t_(t) {}
+  JsonReader(std::string_view t, uint64_t max_values) : t_(t), max_values_(max_values) {}
   Value document() {
     Value v = value(0);
     ws();
@@ -261,6 +261,8 @@ class JsonReader {
  private:
   std::string_view t_;
   size_t p_ = 0;
+  const uint64_t max_values_;
+  uint64_t values_ = 0;  // values begun so far (counted before each is built: the tree never holds more)
 
   [[noreturn]] void fail(const std::string& what) const {
     throw JsonError("invalid JSON at offset " + std::to_string(p_) + ": " + what);
@@ -279,6 +281,8 @@ class JsonReader {
     if (depth > 200) fail("nesting too deep");
     ws();
     if (p_ >= t_.size()) fail("unexpected end");
+    if (values_ == max_values_) throw JsonTooManyValues(max_values_, p_);
+    ++values_;
     char c = t_[p_];
     if (c == '{') return object(depth);
     if (c == '[') return array(depth);
@@ -425,6 +429,12 @@ class JsonReader {
 };
 }  // namespace
 
-Value Value::parse_json(std::string_view text) { return JsonReader(text).document(); }
+JsonTooManyValues::JsonTooManyValues(uint64_t limit_, size_t offset_)
+    : JsonError("JSON of more than " + std::to_string(limit_) + " values: the limit is passed at offset " +
+                std::to_string(offset_)),
+      limit(limit_),
+      offset(offset_) {}
+
+Value Value::parse_json(std::string_view text, uint64_t max_values) { return JsonReader(text, max_values).document(); }
 
 }  // namespace mr

@@ -4,6 +4,8 @@
 // Two renderings matter: JSON (our machine-readable output) and Python's str() (Megatron's printed table).
 #pragma once
 
+#include "config/limits.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -71,7 +73,11 @@ class Value {
   std::string py_str() const;   // Python str(): None, True, 1e-05, ['a', 'b'], (1, 2), {'k': 1}
   std::string py_repr() const;  // Python repr(): strings quoted
 
-  static Value parse_json(std::string_view text);  // strict JSON (plus NaN/Infinity); throws JsonError
+  // Strict JSON (plus NaN/Infinity); throws JsonError. At most `max_values` values (objects, lists, strings,
+  // numbers, literals; an object's keys are not counted) are built: the parser counts them as it goes and throws
+  // JsonTooManyValues when the next would pass the bound, so memory stays bounded by the tree of `max_values`
+  // values (about 75-150 bytes each) whatever the length of the text.
+  static Value parse_json(std::string_view text, std::uint64_t max_values = limits::kMaxJsonValues);
 
  private:
   Kind kind_ = Kind::None;
@@ -84,6 +90,14 @@ class Value {
 
 struct JsonError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// Value::parse_json's refusal of a document of more than `limit` values, thrown where the value one past the limit
+// starts (`offset`, a byte offset into the text), before it is built. A reader turns it into its own message.
+struct JsonTooManyValues : JsonError {
+  JsonTooManyValues(std::uint64_t limit, std::size_t offset);
+  std::uint64_t limit;
+  std::size_t offset;
 };
 
 // Python's repr() of a float: the shortest round-trip digits, in Python's layout ("1e-05", "0.0001", "3.0").

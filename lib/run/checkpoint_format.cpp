@@ -46,13 +46,18 @@ int64_t need_count(const Value& obj, std::string_view key, const std::string& pa
     corrupt(path, where + ": \"" + std::string(key) + "\" is " + std::to_string(v) + ", past the limit 2^62");
   return v;
 }
-// A document past kMaxCheckpointJsonValues is refused before it is parsed: its tree would take far more memory
-// than its bytes (a 92 MB safetensors header of 1.3 million tiny tensors took 2 GB).
-void check_json_values(std::string_view json, const std::string& path, const std::string& what) {
-  const uint64_t n = json_value_bound(json);
-  if (n > kMaxCheckpointJsonValues)
-    corrupt(path, what + " holds more than " + std::to_string(kMaxCheckpointJsonValues) + " JSON values (" +
-                      std::to_string(n) + ")");
+// The document `json` of file `path` as a tree. A document past kMaxCheckpointJsonValues is refused as the parser
+// reaches the limit: its tree would take far more memory than its bytes (a 92 MB safetensors header of 1.3 million
+// tiny tensors took 2 GB). `what`: "the header", "the metadata"; `invalid`: the message's start for bad JSON.
+Value parse_checkpoint_json(std::string_view json, const std::string& path, const std::string& what,
+                            const std::string& invalid) {
+  try {
+    return Value::parse_json(json, kMaxCheckpointJsonValues);
+  } catch (const JsonTooManyValues& e) {
+    corrupt(path, what + " holds more than " + std::to_string(e.limit) + " JSON values");
+  } catch (const std::exception& e) {
+    corrupt(path, invalid + e.what());
+  }
 }
 
 const std::string& need_str(const Value& obj, std::string_view key, const std::string& path, const std::string& where) {
@@ -181,13 +186,7 @@ SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, c
                       std::to_string(file_size - 8));
   const std::string_view json = head.substr(8, static_cast<size_t>(n));
   if (json.empty() || json[0] != '{') corrupt(path, "the header is not a JSON object");
-  check_json_values(json, path, "the header");
-  Value root;
-  try {
-    root = Value::parse_json(json);
-  } catch (const std::exception& e) {
-    corrupt(path, std::string("the header is not valid JSON: ") + e.what());
-  }
+  const Value root = parse_checkpoint_json(json, path, "the header", "the header is not valid JSON: ");
   if (!root.is_object()) corrupt(path, "the header is not a JSON object");
   SafetensorsHeader out;
   out.data_start = 8 + n;
@@ -317,13 +316,7 @@ std::string to_json(const RankMeta& m) {
 }
 
 RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
-  check_json_values(text, path, "the metadata");
-  Value root;
-  try {
-    root = Value::parse_json(text);
-  } catch (const std::exception& e) {
-    corrupt(path, std::string("not valid JSON: ") + e.what());
-  }
+  const Value root = parse_checkpoint_json(text, path, "the metadata", "not valid JSON: ");
   if (!root.is_object()) corrupt(path, "not a JSON object");
   const std::string top = "the metadata";
   RankMeta m;

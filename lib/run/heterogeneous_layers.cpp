@@ -6,7 +6,6 @@
 #include "config/limits.h"
 #include "config/value.h"
 #include "run/model.h"
-#include "util/text.h"
 
 namespace mr::run {
 
@@ -52,11 +51,10 @@ int64_t ffn_mult_to_intermediate_size(double ffn_mult, int64_t hidden) {
 std::vector<HeterogeneousBlock> heterogeneous_blocks(const std::string& json, int64_t num_attention_heads,
                                                      int64_t hidden_size) {
   Value doc;
-  if (json_value_bound(json) > limits::kMaxJsonValues)  // validation refuses it first (heterogeneous_config.cpp)
-    throw RunError("the heterogeneous layers config holds more than " + std::to_string(limits::kMaxJsonValues) +
-                   " JSON values");
   try {
-    doc = Value::parse_json(json);
+    doc = Value::parse_json(json, limits::kMaxJsonValues);
+  } catch (const JsonTooManyValues& e) {  // validation refuses it first (heterogeneous_config.cpp)
+    throw RunError("the heterogeneous layers config holds more than " + std::to_string(e.limit) + " JSON values");
   } catch (const std::exception& e) {
     throw RunError(std::string("the heterogeneous layers config is not valid JSON: ") + e.what());
   }

@@ -17,7 +17,6 @@
 #include "config/value.h"
 #include "run/model.h"
 #include "util/bounded_file.h"
-#include "util/text.h"
 
 namespace mr::run {
 namespace {
@@ -177,10 +176,10 @@ std::set<std::string> huggingface_tokens(std::string_view json, const std::strin
     return RunError(name + ": not a HuggingFace tokenizer.json (" + why + "); give --vocab-size");
   };
   Value v;
-  if (const uint64_t n = json_value_bound(json); n > limits::kMaxJsonValues)
-    throw bad("more than " + std::to_string(limits::kMaxJsonValues) + " JSON values (" + std::to_string(n) + ")");
   try {
-    v = Value::parse_json(json);
+    v = Value::parse_json(json, limits::kMaxJsonValues);
+  } catch (const JsonTooManyValues& e) {  // refused as the parser reaches the limit, before the tree passes it
+    throw bad("more than " + std::to_string(e.limit) + " JSON values");
   } catch (const std::bad_alloc&) {
     throw bad("out of memory while parsing it");
   } catch (const std::exception& e) {  // JsonError
@@ -222,11 +221,10 @@ std::set<std::string> huggingface_directory_tokens(const std::optional<std::stri
     if (!json) return {};  // the file is absent
     const std::string name = dir + "/" + file;
     Value v;
-    if (const uint64_t n = json_value_bound(*json); n > limits::kMaxJsonValues)
-      throw RunError(name + ": more than " + std::to_string(limits::kMaxJsonValues) + " JSON values (" +
-                     std::to_string(n) + "); give --vocab-size");
     try {
-      v = Value::parse_json(*json);
+      v = Value::parse_json(*json, limits::kMaxJsonValues);
+    } catch (const JsonTooManyValues& e) {
+      throw RunError(name + ": more than " + std::to_string(e.limit) + " JSON values; give --vocab-size");
     } catch (const std::bad_alloc&) {
       throw RunError(name + ": out of memory while parsing it; give --vocab-size");
     } catch (const std::exception& e) {

@@ -100,23 +100,6 @@ std::string abbreviate(std::string_view s, size_t max) {
   return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
-uint64_t json_value_bound(std::string_view json) {
-  uint64_t n = 1;
-  bool in_string = false;
-  for (size_t i = 0; i < json.size(); ++i) {
-    const char c = json[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[' || c == ',' || c == ':') {
-      ++n;
-    }
-  }
-  return n;
-}
-
 std::string format_number(double x) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", x);

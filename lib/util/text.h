@@ -39,11 +39,6 @@ bool is_printable(std::string_view s, bool keep_newlines = true);
 // The first `max` bytes of `s` (cut at a UTF-8 character boundary) and "... (N bytes)" when it is longer.
 std::string abbreviate(std::string_view s, size_t max = 200);
 
-// An upper bound on how many values (objects, lists, strings, numbers, literals) the JSON text `json` holds: its
-// '{', '[', ',' and ':' outside strings, plus one. O(n) over the bytes, without parsing: a reader can refuse a
-// document whose parsed tree would be far larger than its bytes (about 150 bytes a value) before building it.
-uint64_t json_value_bound(std::string_view json);
-
 // A number as people write it in messages: printf's %g ("600", "1.5", "0.25").
 std::string format_number(double x);
 

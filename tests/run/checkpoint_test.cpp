@@ -888,9 +888,9 @@ TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refus
   }
 }
 
-TEST_CASE("a safetensors header or a metadata file of more JSON values than the limit is refused before it is parsed",
+TEST_CASE("a safetensors header or a metadata file of more JSON values than the limit is refused as it is parsed",
           "[run][checkpoint]") {
-  // 8 million values of a 100 MB header would take about 2 GB parsed; the count comes from the bytes alone.
+  // 8 million values of a 100 MB header would take about 2 GB parsed; the parser stops at the value past the limit.
   std::string json = "{\"a\": [0";
   for (uint64_t i = 0; i < mr::run::kMaxCheckpointJsonValues; ++i) json += ",0";
   json += "], \"b\": \"[,,,,:]\"}";
@@ -902,7 +902,7 @@ TEST_CASE("a safetensors header or a metadata file of more JSON values than the 
                         Catch::Contains("[checkpoint.corrupt]"));
   CHECK_THROWS_WITH(mr::run::parse_rank_meta(json, "x.json"),
                     Catch::Contains("x.json: the metadata holds more than 8000000 JSON values"));
-  // Separators inside strings do not count: a small document with a long string of them is parsed (and refused
+  // Separators inside strings are no values: a small document with a long string of them is parsed (and refused
   // for what it lacks, not for its size).
   const std::string commas = "{\"format\": \"" + std::string(9'000'000, ',') + "\\\"\"}";
   CHECK_THROWS_WITH(mr::run::parse_rank_meta(commas, "y.json"), Catch::Contains("not a megatron-run checkpoint"));

@@ -190,7 +190,7 @@ TEST_CASE("vocabulary: unusable tokenizer files are refused, naming the file", "
   CHECK_THROWS_WITH(hf(R"({"model": {"vocab": 3}})"), Catch::Contains("neither an object nor a list"));
   CHECK_THROWS_WITH(hf(R"({"model": {"vocab": [3]}})"), Catch::Contains("not [piece, score]"));
   CHECK_THROWS_WITH(hf(R"({"model": {"vocab": {}}})"), Catch::Contains("an empty vocabulary"));
-  // Millions of tiny values (a 56 MB Unigram list of ["", 0] took 2.7 GB parsed): refused before parsing, by count.
+  // Millions of tiny values (a 56 MB Unigram list of ["", 0] took 2.7 GB parsed): the parser stops at the limit.
   std::string many = R"({"model": {"vocab": [["a", 0])";
   for (uint64_t i = 0; i < mr::limits::kMaxJsonValues / 3; ++i) many += R"(,["", 0])";
   many += "]}}";

@@ -8,7 +8,6 @@
 #include "config/limits.h"
 #include "config/parse/read_file.h"
 #include "config/validate/section_functions.h"
-#include "util/text.h"
 
 namespace mr::section {
 
@@ -125,13 +124,11 @@ void heterogeneous_config(Context& ctx) {
 
   // seed 228: the JSON document must be an object; its keys become attributes.
   Value doc;
-  // Counted before parsing: a 50 MB file of tiny values would take gigabytes as a tree (limits::kMaxJsonValues).
-  if (const uint64_t values = json_value_bound(ctx.s("heterogeneous_layers_config_encoded_json"));
-      values > limits::kMaxJsonValues)
-    malformed(ctx, "it holds more than " + std::to_string(limits::kMaxJsonValues) + " JSON values (" +
-                       std::to_string(values) + "; the limit, limits::kMaxJsonValues)");
   try {
-    doc = Value::parse_json(ctx.s("heterogeneous_layers_config_encoded_json"));
+    // Bounded as it is parsed: a 50 MB file of tiny values would take gigabytes as a tree (limits::kMaxJsonValues).
+    doc = Value::parse_json(ctx.s("heterogeneous_layers_config_encoded_json"), limits::kMaxJsonValues);
+  } catch (const JsonTooManyValues& e) {
+    malformed(ctx, "it holds more than " + std::to_string(e.limit) + " JSON values (the limit, limits::kMaxJsonValues)");
   } catch (const JsonError& e) {
     std::string at = json_position(ctx.s("heterogeneous_layers_config_encoded_json"), e.what());
     bool from_file = ctx.args().provenance("heterogeneous_layers_config_encoded_json").kind == Provenance::Kind::Derived &&
