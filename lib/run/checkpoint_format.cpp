@@ -106,8 +106,9 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   }
 }
 
-// The "layout" object: every group size 1 to world_size, the dense sizes (tp, pp, cp, dp) and the expert sizes
-// (ep, etp, expert_dp, pp) each multiplying to a divisor of world_size (the rank generators' product), every
+// The "layout" object: every group size 1 to world_size; tp·pp·dp, tp·pp·cp and ep·etp·expert_dp·pp each a divisor
+// of world_size (the rank generators' products; "dp" is the data-parallel group the run shards over, which holds
+// the context-parallel ranks too: TP=1 PP=2 CP=2 on 4 ranks saves dp 2); every
 // "*_rank" below its group's size, and "shard" (and "expert_shard", absent from the earliest checkpoints) a range
 // [lo, hi] with 0 <= lo <= hi <= 2^62. Loading reads the pieces, not these; they are checked so that a damaged
 // file is named as such rather than shown (the (TP, PP) notice) or passed on.
@@ -132,7 +133,8 @@ void check_layout(const Value& layout, int64_t world_size, const std::string& pa
     if (n == 0 || world_size % n != 0)
       corrupt(path, where + ": " + what + " do not multiply to a divisor of world_size " + std::to_string(world_size));
   };
-  divides_world({tp, pp, cp, dp}, "tp, pp, cp and dp");
+  divides_world({tp, pp, dp}, "tp, pp and dp");
+  divides_world({tp, pp, cp}, "tp, pp and cp");
   divides_world({ep, etp, edp, pp}, "ep, etp, expert_dp and pp");
   for (const auto& [key, size] : {std::pair{"tp_rank", tp}, std::pair{"pp_rank", pp}, std::pair{"dp_rank", dp},
                                   std::pair{"ep_rank", ep}, std::pair{"etp_rank", etp},

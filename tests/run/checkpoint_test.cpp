@@ -850,7 +850,8 @@ TEST_CASE("a checkpoint layout out of range, not matching world_size or differin
       {"tp", "9223372036854775807", "\"layout\": \"tp\" is 9223372036854775807, past world_size 2"},
       {"ep", "1099511627776", "\"layout\": \"ep\" is 1099511627776, past world_size 2"},
       {"expert_dp", "3", "\"layout\": \"expert_dp\" is 3, past world_size 2"},
-      {"tp", "2", "\"layout\": tp, pp, cp and dp do not multiply to a divisor of world_size 2"},
+      {"tp", "2", "\"layout\": tp, pp and dp do not multiply to a divisor of world_size 2"},
+      {"pp", "2", "\"layout\": tp, pp and dp do not multiply to a divisor of world_size 2"},
       {"etp", "2", "\"layout\": ep, etp, expert_dp and pp do not multiply to a divisor of world_size 2"},
       {"tp_rank", "1", "\"layout\": \"tp_rank\" is 1, not below its group's size 1"},
       {"dp_rank", "2", "\"layout\": \"dp_rank\" is 2, not below its group's size 2"},
@@ -883,6 +884,10 @@ TEST_CASE("a checkpoint layout out of range, not matching world_size or differin
     CHECK_THROWS_WITH(mr::run::parse_rank_meta(std::regex_replace(no_tp, tp, ""), js0),
                       Catch::Contains(js0 + ": \"layout\" has no \"tp\""));
   }
+  CHECK_THROWS_WITH(mr::run::parse_rank_meta(edit(edit(edit(keep1, "tp", "2"), "dp", "1"), "cp", "2"), js1),
+                    Catch::Contains(js1 + ": \"layout\": tp, pp and cp do not multiply to a divisor of world_size 2"));
+  // "dp" is the group the run shards over, context-parallel ranks included: TP=1 PP=2 CP=2 on 4 ranks saves dp 2.
+  CHECK_NOTHROW(mr::run::parse_rank_meta(edit(edit(edit(keep1, "world_size", "4"), "pp", "2"), "cp", "2"), js1));
   {  // the earliest checkpoints have no "expert_shard"
     static const std::regex es(", \"expert_shard\": \\[[0-9, ]*\\]");
     REQUIRE(std::regex_search(keep0, es));
