@@ -59,7 +59,9 @@ open(os.path.join(d, "st"), "wb").write(b"\0" + struct.pack("<Q", len(hdr)) + hd
 piece = {"tensor": "w", "key": "w", "kind": "param", "dtype": "F32", "global_shape": [4, 2], "global_offset": [2, 0],
          "local_shape": [2, 2], "flattened_range": [0, 4]}
 meta = {"format": "megatron-run checkpoint", "version": 1, "iteration": 10, "consumed_samples": 80,
-        "skipped_iterations": 0, "optimizer_steps": 10, "world_size": 2, "rank": 1, "layout": {"tp": 2},
+        "skipped_iterations": 0, "optimizer_steps": 10, "world_size": 2, "rank": 1,
+        "layout": {"tp": 2, "pp": 1, "cp": 1, "dp": 1, "ep": 1, "etp": 1, "expert_dp": 2, "tp_rank": 1, "pp_rank": 0,
+                   "dp_rank": 0, "ep_rank": 0, "etp_rank": 0, "expert_dp_rank": 1, "shard": [0, 8], "expert_shard": [8, 8]},
         "optimizer": "adam", "params_dtype": "fp32", "distributed_optimizer": False, "rng": {"seed": "1234"},
         "opt_param_scheduler": None, "grad_scaler": None, "tensors": "rank_00001.safetensors", "pieces": [piece],
         "args": {}}

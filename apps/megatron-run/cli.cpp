@@ -7,6 +7,7 @@
 
 #include "config/print.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace mr::app {
 
@@ -208,7 +209,7 @@ UsageError invalid_choice(const std::string& flag, const std::string& value, std
     listed += (listed.empty() ? "'" : ", '") + std::string(choices.substr(b, e - b)) + "'";
     b = e + 1;
   }
-  return UsageError("argument " + flag + ": invalid choice: '" + value + "' (choose from " + listed + ")", {flag});
+  return UsageError("argument " + flag + ": invalid choice: '" + abbreviate(value) + "' (choose from " + listed + ")", {flag});
 }
 
 void CommonOptions::add_to(po::options_description& desc, const char* formats) {

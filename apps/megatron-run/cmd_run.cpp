@@ -333,7 +333,7 @@ int cmd_run(const std::vector<std::string>& args) {
         for (const std::string& f : e.flags)
           if (f.rfind("--", 0) == 0)
             if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
-              own += "\n  " + f + ": did you mean " + near.front() + " (megatron-run's own option)?";
+              own += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
       }
       if (own.empty()) throw;
       throw UsageError(e.what() + own, e.flags, e.where, e.id);

@@ -52,7 +52,7 @@ launch::Endpoint endpoint_of(const std::string& v) {
   try {
     return launch::parse_endpoint(v);
   } catch (const std::invalid_argument& e) {
-    throw UsageError("argument --rdzv-endpoint: '" + v + "' is not HOST[:PORT] or [IPV6]:PORT: " + e.what(),
+    throw UsageError("argument --rdzv-endpoint: '" + abbreviate(v) + "' is not HOST[:PORT] or [IPV6]:PORT: " + e.what(),
                      {"--rdzv-endpoint"});
   }
 }
@@ -92,7 +92,7 @@ int parse_nproc(const std::string& v) {
     if (used != v.size() || n > 1 << 30) throw std::invalid_argument(v);
     return static_cast<int>(n);
   } catch (const std::exception&) {
-    throw UsageError("argument --nproc-per-node: invalid value '" + v + "' (an integer, cpu, gpu or auto)",
+    throw UsageError("argument --nproc-per-node: invalid value '" + abbreviate(v) + "' (an integer, cpu, gpu or auto)",
                      {"--nproc-per-node"});
   }
 }
@@ -108,7 +108,7 @@ constexpr const char* kLogsSpecs = "default";
 
 void check_logs_specs(const std::string& v) {
   if (v == kLogsSpecs) return;
-  throw UsageError("argument --logs-specs: '" + v + "' is not a LogsSpecs megatron-run has: torchrun loads it from "
+  throw UsageError("argument --logs-specs: '" + abbreviate(v) + "' is not a LogsSpecs megatron-run has: torchrun loads it from "
                        "the Python entry points of the group torchrun.logs_specs, which megatron-run does not read; "
                        "without them there is only torch's own, 'default' (DefaultLogsSpecs: the layout under "
                        "--log-dir megatron-run writes anyway). Leave it out, give default, or launch under torchrun",
@@ -246,7 +246,7 @@ std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const
   int out = 0;
   const auto [end, ec] = std::from_chars(first, t.c_str() + t.size(), out);
   if (t.empty() || ec != std::errc() || end != t.c_str() + t.size())
-    throw UsageError(std::string("PET_") + name + "='" + *v + "' (the default of " + flag + ") is not an integer" +
+    throw UsageError(std::string("PET_") + name + "='" + abbreviate(*v) + "' (the default of " + flag + ") is not an integer" +
                          (ec == std::errc::result_out_of_range ? " in range" : ""),
                      {flag});
   return out;
@@ -301,7 +301,7 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   // torchrun reads no PET_LOGS_SPECS (its --logs-specs has no environment default): another name than its default
   // is named as not read, not refused.
   if (auto v = pet("LOGS_SPECS"); v && *v != kLogsSpecs)
-    notices.push_back("PET_LOGS_SPECS='" + *v + "' is set: not read (torchrun's --logs-specs takes no PET_ default; "
+    notices.push_back("PET_LOGS_SPECS='" + abbreviate(*v) + "' is set: not read (torchrun's --logs-specs takes no PET_ default; "
                       "the logs have torch's default LogsSpecs, the --log-dir layout)");
   take("log-line-prefix-template", "LOG_LINE_PREFIX_TEMPLATE", log_line_prefix_template);
   if (log_line_prefix_template.empty())  // torchrun: the option, else this variable
@@ -411,7 +411,7 @@ void LaunchOptions::apply_worker_options() {
   // torchrun's event handlers: "null" (its default) and "dynamic_rendezvous" record nothing here; "console" prints
   // the agent's record when the launch ends (launch/event_log.h).
   if (event_log_handler != "console" && event_log_handler != "null" && event_log_handler != "dynamic_rendezvous")
-    throw UsageError("argument --event-log-handler: unknown handler '" + event_log_handler +
+    throw UsageError("argument --event-log-handler: unknown handler '" + abbreviate(event_log_handler) +
                          "' (torchrun's are console, dynamic_rendezvous and null)",
                      {"--event-log-handler"});
   if (signals_to_handle) {
@@ -472,7 +472,7 @@ void LaunchOptions::apply(Invocation& inv) {
                        {"--standalone", "--rdzv-backend"});
     const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
     if (ep.port && *ep.port < 1)
-      throw UsageError("argument --rdzv-endpoint: '" + rdzv_endpoint + "': the launchers' store needs a port of 1 "
+      throw UsageError("argument --rdzv-endpoint: '" + abbreviate(rdzv_endpoint) + "': the launchers' store needs a port of 1 "
                        "to 65535", {"--rdzv-endpoint"});
     store_host = ep.host.empty() ? "127.0.0.1" : ep.host;
     if (ep.port) store_port = *ep.port;
@@ -519,7 +519,7 @@ void LaunchOptions::apply(Invocation& inv) {
         if (used != v->size() || x < 0) throw std::invalid_argument(*v);
         return x;
       } catch (const std::exception&) {
-        throw UsageError(std::string(name) + "='" + *v + "' is not a count");
+        throw UsageError(std::string(name) + "='" + abbreviate(*v) + "' is not a count");
       }
     };
     std::optional<int> nodes = int_env("SLURM_JOB_NUM_NODES");
@@ -590,7 +590,7 @@ void LaunchOptions::apply(Invocation& inv) {
   if (nproc_per_node > 0 && !multi_node() && master_addr_given && !standalone &&
       !launch::names_this_machine(master_addr)) {
     const std::string why = launch::unresolvable(master_addr);
-    throw UsageError("argument --master-addr: '" + master_addr + "' " +
+    throw UsageError("argument --master-addr: '" + abbreviate(master_addr) + "' " +
                          (why.empty() ? std::string("is not an address of this machine")
                                       : "does not resolve (" + why + ")") +
                          "; a one-node job's master (rank 0's store) is this machine: leave --master-addr out, or "
@@ -616,7 +616,7 @@ void LaunchOptions::apply(Invocation& inv) {
     try {
       inv.world_size = std::stoll(*env("SLURM_NTASKS"));
     } catch (const std::exception&) {
-      throw UsageError("SLURM_NTASKS='" + *env("SLURM_NTASKS") + "' is not an integer");
+      throw UsageError("SLURM_NTASKS='" + abbreviate(*env("SLURM_NTASKS")) + "' is not an integer");
     }
   }
 }

@@ -127,12 +127,12 @@ int run(std::vector<std::string>& args) {
           mr::app::print_command_usage(std::cout, rest.front());
           return 0;
         }
-        throw mr::UsageError("help: unknown command '" + rest.front() + "'" + suggestion(rest.front()) +
+        throw mr::UsageError("help: unknown command '" + mr::abbreviate(rest.front()) + "'" + suggestion(rest.front()) +
                              " (commands: " + command_list() + ")");
       }
       // A word that is a near miss of a command and names no file or program: a typo, not a script to launch.
       if (!cmd.empty() && cmd[0] != '-' && !suggestion(cmd).empty() && !names_a_program(cmd))
-        throw mr::UsageError("unknown command '" + cmd + "'" + suggestion(cmd) +
+        throw mr::UsageError("unknown command '" + mr::abbreviate(cmd) + "'" + suggestion(cmd) +
                              "; a program to launch would be a file or a command on PATH, and there is none of that "
                              "name");
     }
@@ -140,7 +140,7 @@ int run(std::vector<std::string>& args) {
   } catch (const mr::UsageError& e) {
     return mr::app::report_usage_error(args, e.what(), e.flags, e.where, e.rule());
   } catch (const boost::program_options::unknown_option& e) {  // argparse's words, as for Megatron's flags
-    return mr::app::report_usage_error(args, "unrecognized arguments: " + e.get_option_name(), {e.get_option_name()});
+    return mr::app::report_usage_error(args, "unrecognized arguments: " + mr::abbreviate(e.get_option_name()), {e.get_option_name()});
   } catch (const boost::program_options::too_many_positional_options_error&) {
     return mr::app::report_usage_error(args, "unrecognized arguments: this command takes no positional words"
                                              " (see `megatron-run help " + (args.empty() ? std::string() : args.front()) + "`)");
@@ -150,7 +150,7 @@ int run(std::vector<std::string>& args) {
     const std::string w = e.what();
     const size_t a = w.find("('"), b = w.find("')");
     const std::string value = a != std::string::npos && b != std::string::npos && b > a ? w.substr(a + 2, b - a - 2) : "";
-    return mr::app::report_usage_error(args, "argument " + e.get_option_name() + ": invalid value: '" + value + "'",
+    return mr::app::report_usage_error(args, "argument " + e.get_option_name() + ": invalid value: '" + mr::abbreviate(value) + "'",
                                        {e.get_option_name()});
   } catch (const boost::program_options::error& e) {
     return mr::app::report_usage_error(args, e.what());

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <string>
 
+#include "util/text.h"
+
 namespace mr {
 
 namespace {
@@ -31,7 +33,9 @@ bool drop_digit_underscores(std::string_view s, std::string& out) {
   return true;
 }
 
-std::string quoted(std::string_view w) { return Value(std::string(w)).py_repr(); }
+// A word in a message: Python's repr, of at most its first 200 bytes (util::abbreviate), so that a 5 MB value
+// makes no 5 MB error line.
+std::string quoted(std::string_view w) { return Value(abbreviate(w)).py_repr(); }
 
 }  // namespace
 

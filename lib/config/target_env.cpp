@@ -48,10 +48,10 @@ long long TargetEnv::int_var(const std::string& name, long long fallback) const 
   } catch (const ConvError&) {
     auto w = var_where.find(name);
     if (w != var_where.end())
-      throw UsageError(w->second + ": environment variable " + name + "=" + Value(*v).py_repr() +
+      throw UsageError(w->second + ": environment variable " + name + "=" + Value(abbreviate(*v)).py_repr() +
                            " (set here) is not an integer",
                        {}, w->second);
-    throw UsageError("environment variable " + name + "=" + Value(*v).py_repr() + " is not an integer", {}, name);
+    throw UsageError("environment variable " + name + "=" + Value(abbreviate(*v)).py_repr() + " is not an integer", {}, name);
   }
 }
 

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "util/text.h"
+
 namespace mr::launch {
 
 namespace {
@@ -34,7 +36,7 @@ bool is_host_name(const std::string& s) {
 // 1 to 5 digits, at most 65535.
 int parse_port(const std::string& s) {
   if (s.empty() || s.size() > 5 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    throw std::invalid_argument("the port '" + s + "' is not a number");
+    throw std::invalid_argument("the port '" + abbreviate(s) + "' is not a number");
   const int p = std::stoi(s);
   if (p > 65535) throw std::invalid_argument("the port " + s + " is above 65535");
   return p;
@@ -45,7 +47,7 @@ std::pair<std::string, std::string> split_bracketed(const std::string& s) {
   const size_t close = s.find(']');
   if (close == std::string::npos) throw std::invalid_argument("the '[' of an IPv6 address is not closed with ']'");
   const std::string addr = s.substr(1, close - 1);
-  if (!is_ipv6(addr)) throw std::invalid_argument("'" + addr + "' in brackets is not an IPv6 address");
+  if (!is_ipv6(addr)) throw std::invalid_argument("'" + abbreviate(addr) + "' in brackets is not an IPv6 address");
   return {addr, s.substr(close + 1)};
 }
 
@@ -73,7 +75,7 @@ Endpoint parse_endpoint(const std::string& text) {
   const size_t colon = s.find(':');
   out.host = s.substr(0, colon);
   if (!is_host_name(out.host))
-    throw std::invalid_argument("the host '" + out.host + "' is not a host name, an IPv4 address, or an IPv6 address "
+    throw std::invalid_argument("the host '" + abbreviate(out.host) + "' is not a host name, an IPv4 address, or an IPv6 address "
                                 "in brackets");
   if (colon != std::string::npos) out.port = parse_port(s.substr(colon + 1));
   return out;
@@ -86,7 +88,7 @@ std::string parse_host(const std::string& text) {
     return addr;
   }
   if (text.find_first_of("[]") != std::string::npos)
-    throw std::invalid_argument("'" + text + "' has a bracket but is not an IPv6 address in brackets");
+    throw std::invalid_argument("'" + abbreviate(text) + "' has a bracket but is not an IPv6 address in brackets");
   return text;
 }
 

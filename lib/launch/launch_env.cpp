@@ -1,6 +1,7 @@
 #include "launch/launch_env.h"
 
 #include "launch/endpoint.h"
+#include "util/text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -20,7 +21,7 @@ int parse_int(const EnvLookup& env, const std::string& name, int min) {
     if (x < min || x > 1 << 30) throw std::out_of_range("range");
     return static_cast<int>(x);
   } catch (const std::exception&) {
-    throw LaunchError(name + "='" + *v + "' is not an integer >= " + std::to_string(min));
+    throw LaunchError(name + "='" + abbreviate(*v) + "' is not an integer >= " + std::to_string(min));
   }
 }
 
@@ -34,7 +35,7 @@ std::string master_addr_of(const std::string& v) {
     return c <= 0x20 || c == 0x7f;
   });
   if (v.empty() || blank_or_control)
-    throw LaunchError("MASTER_ADDR='" + v + "' is not a host name or address (" +
+    throw LaunchError("MASTER_ADDR='" + abbreviate(v) + "' is not a host name or address (" +
                       (v.empty() ? "it is empty" : "it has a blank or control character") +
                       "): the rendezvous store would retry it until the distributed timeout");
   return v;

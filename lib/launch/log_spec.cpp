@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "util/text.h"
+
 namespace fs = std::filesystem;
 
 namespace mr::launch {
@@ -55,7 +57,7 @@ int StdSpec::of(int local_rank) const {
 }
 
 StdSpec StdSpec::parse(const std::string& v) {
-  const std::invalid_argument bad("'" + v +
+  const std::invalid_argument bad("'" + abbreviate(v) +
                                   "' is neither a stream mask 0-3 (0 none, 1 stdout, 2 stderr, 3 both) nor "
                                   "LOCAL_RANK:MASK,... (e.g. 0:1,1:2)");
   StdSpec s;
@@ -82,7 +84,7 @@ std::set<int> parse_local_ranks(const std::string& v) {
   for (const std::string& item : split(v, ',')) {
     int r = 0;
     if (!parse_uint(item, r))
-      throw std::invalid_argument("'" + v + "' is not a comma-separated list of local ranks (e.g. 0,1,2)");
+      throw std::invalid_argument("'" + abbreviate(v) + "' is not a comma-separated list of local ranks (e.g. 0,1,2)");
     ranks.insert(r);
   }
   return ranks;

@@ -38,8 +38,8 @@ std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::stri
     const size_t eq = kv.find('=');
     const std::string key = trim(kv.substr(0, eq)), value = eq == std::string::npos ? "" : trim(kv.substr(eq + 1));
     if (key.empty() || value.empty())
-      throw UsageError("argument --rdzv-conf: '" + conf + "' is not KEY1=VALUE1,...,KEYN=VALUEN (" +
-                           (key.empty() ? "an empty key" : "no value for '" + key + "'") + ")",
+      throw UsageError("argument --rdzv-conf: '" + abbreviate(conf) + "' is not KEY1=VALUE1,...,KEYN=VALUEN (" +
+                           (key.empty() ? "an empty key" : "no value for '" + abbreviate(key) + "'") + ")",
                        {"--rdzv-conf"});
     out.emplace_back(key, value);
     if (comma == std::string::npos) break;
@@ -58,7 +58,7 @@ NodeCount parse_nnodes(const std::string& v, const std::string& flag) {
       if (used != s.size() || n < -(1 << 30) || n > 1 << 30) throw std::invalid_argument(s);
       return static_cast<int>(n);
     } catch (const std::exception&) {
-      throw UsageError(std::string("argument ") + flag + ": invalid value '" + v + "' (a number of nodes, or MIN:MAX)",
+      throw UsageError(std::string("argument ") + flag + ": invalid value '" + abbreviate(v) + "' (a number of nodes, or MIN:MAX)",
                        {"--nnodes"});
     }
   };
@@ -69,7 +69,7 @@ NodeCount parse_nnodes(const std::string& v, const std::string& flag) {
   }
   const int lo = count(v.substr(0, colon)), hi = count(v.substr(colon + 1));
   if (lo < 1 || lo > hi)
-    throw UsageError(std::string("argument ") + flag + ": '" + v + "' is not MIN:MAX with 1 <= MIN <= MAX",
+    throw UsageError(std::string("argument ") + flag + ": '" + abbreviate(v) + "' is not MIN:MAX with 1 <= MIN <= MAX",
                      {"--nnodes"});
   return {lo, hi};
 }
@@ -84,7 +84,7 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bo
         if (used != value.size() || s < 0 || s > 86400) throw std::invalid_argument(value);
         out.last_call_timeout_s = static_cast<double>(s);
       } catch (const std::exception&) {
-        throw UsageError("argument --rdzv-conf: last_call_timeout='" + value +
+        throw UsageError("argument --rdzv-conf: last_call_timeout='" + abbreviate(value) +
                              "' is not a whole number of seconds from 0 to 86400",
                          {"--rdzv-conf"});
       }
@@ -95,7 +95,7 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bo
         if (used != value.size() || s <= 0) throw std::invalid_argument(value);
         out.join_timeout_s = static_cast<double>(s);
       } catch (const std::exception&) {
-        throw UsageError("argument --rdzv-conf: join_timeout='" + value + "' is not a whole number of seconds above 0",
+        throw UsageError("argument --rdzv-conf: join_timeout='" + abbreviate(value) + "' is not a whole number of seconds above 0",
                          {"--rdzv-conf"});
       }
     } else if (key == "is_host") {
@@ -103,7 +103,7 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bo
       for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") out.is_host = true;
       else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") out.is_host = false;
-      else throw UsageError("argument --rdzv-conf: is_host='" + value + "' is not a boolean (true/false, 1/0, yes/no)",
+      else throw UsageError("argument --rdzv-conf: is_host='" + abbreviate(value) + "' is not a boolean (true/false, 1/0, yes/no)",
                             {"--rdzv-conf"});
       if (backend != "c10d") {
         out.is_host.reset();
@@ -151,7 +151,7 @@ std::vector<int> parse_signals_to_handle(const std::string& value, const std::st
       for (const auto& [n, number] : kSignalNames)
         if (name == n) sig = number;
       if (sig == 0)
-        throw UsageError("argument " + flag + ": '" + value.substr(start, comma - start) +
+        throw UsageError("argument " + flag + ": '" + abbreviate(value.substr(start, comma - start)) +
                              "' is not a signal name (e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1)",
                          {"--signals-to-handle"});
       if (sig == SIGKILL || sig == SIGSTOP)

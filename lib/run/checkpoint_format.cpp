@@ -111,6 +111,52 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   }
 }
 
+// The "layout" object: every group size 1 to world_size; tp·pp·dp, tp·pp·cp and ep·etp·expert_dp·pp each a divisor
+// of world_size (the rank generators' products; "dp" is the data-parallel group the run shards over, which holds
+// the context-parallel ranks too: TP=1 PP=2 CP=2 on 4 ranks saves dp 2); every
+// "*_rank" below its group's size, and "shard" (and "expert_shard", absent from the earliest checkpoints) a range
+// [lo, hi] with 0 <= lo <= hi <= 2^62. Loading reads the pieces, not these; they are checked so that a damaged
+// file is named as such rather than shown (the (TP, PP) notice) or passed on.
+void check_layout(const Value& layout, int64_t world_size, const std::string& path) {
+  if (!layout.is_object()) corrupt(path, "\"layout\" is not an object");
+  const std::string where = "\"layout\"";
+  auto size_of = [&](const char* key) {
+    const int64_t v = need_int(layout, key, path, where, 1);
+    if (v > world_size)
+      corrupt(path, where + ": \"" + key + "\" is " + std::to_string(v) + ", past world_size " +
+                        std::to_string(world_size));
+    return v;
+  };
+  const int64_t tp = size_of("tp"), pp = size_of("pp"), cp = size_of("cp"), dp = size_of("dp"), ep = size_of("ep"),
+                etp = size_of("etp"), edp = size_of("expert_dp");
+  auto divides_world = [&](std::initializer_list<int64_t> sizes, const char* what) {
+    int64_t n = 1;  // each size is at most world_size: stop once the product passes it (no overflow)
+    for (int64_t s : sizes) {
+      if (n > world_size / s) { n = 0; break; }
+      n *= s;
+    }
+    if (n == 0 || world_size % n != 0)
+      corrupt(path, where + ": " + what + " do not multiply to a divisor of world_size " + std::to_string(world_size));
+  };
+  divides_world({tp, pp, dp}, "tp, pp and dp");
+  divides_world({tp, pp, cp}, "tp, pp and cp");
+  divides_world({ep, etp, edp, pp}, "ep, etp, expert_dp and pp");
+  for (const auto& [key, size] : {std::pair{"tp_rank", tp}, std::pair{"pp_rank", pp}, std::pair{"dp_rank", dp},
+                                  std::pair{"ep_rank", ep}, std::pair{"etp_rank", etp},
+                                  std::pair{"expert_dp_rank", edp}}) {
+    const int64_t r = need_int(layout, key, path, where);
+    if (r >= size)
+      corrupt(path, where + ": \"" + key + "\" is " + std::to_string(r) + ", not below its group's size " +
+                        std::to_string(size));
+  }
+  for (const char* key : {"shard", "expert_shard"}) {
+    if (!field(layout, key) && std::string_view(key) == "expert_shard") continue;
+    const std::vector<int64_t> r = need_ints(layout, key, path, where, 2);
+    if (r.size() != 2 || r[0] > r[1] || r[1] > kMaxCheckpointCount)
+      corrupt(path, where + ": \"" + key + "\" is not a range [lo, hi] with 0 <= lo <= hi <= 2^62");
+  }
+}
+
 }  // namespace
 
 size_t safetensors_dtype_bytes(std::string_view d) {
@@ -331,7 +377,7 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
   m.rank = need_int(root, "rank", path, top);
   if (m.rank >= m.world_size) corrupt(path, "rank " + std::to_string(m.rank) + " is not below world_size");
   m.layout = need(root, "layout", path, top);
-  if (!m.layout.is_object()) corrupt(path, "\"layout\" is not an object");
+  check_layout(m.layout, m.world_size, path);
   m.optimizer = need_str(root, "optimizer", path, top);
   m.params_dtype = need_str(root, "params_dtype", path, top);
   const Value& d = need(root, "distributed_optimizer", path, top);

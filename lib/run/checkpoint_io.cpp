@@ -250,6 +250,15 @@ void write_rank_files(const std::string& dir, RankMeta meta, const RankSave& sav
   write_file_atomic(dir + "/" + stem + ".json", to_json(meta));
 }
 
+namespace {
+// A group size in a metadata file's layout (parse_rank_meta checked that it is there, an integer 1 to world_size).
+int64_t layout_size(const RankMeta& m, std::string_view key) {
+  for (const auto& [k, v] : m.layout.as_object())
+    if (k == key) return v.as_int();
+  return 0;
+}
+}  // namespace
+
 CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
   const std::string first = dir_ + "/" + rank_stem(0) + ".json";
   metas_.push_back(parse_rank_meta(read_small_file(first, kMaxMetadataBytes), first));
@@ -261,6 +270,12 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
     const RankMeta& m = metas_.back();
     if (m.rank != r || m.world_size != world || m.iteration != metas_[0].iteration)
       throw CheckpointError(kCkptCorrupt, path + ": its rank, world size or iteration disagrees with " + first);
+    for (const char* key : {"tp", "pp", "cp", "dp", "ep", "etp", "expert_dp"}) {
+      const int64_t here = layout_size(m, key), there = layout_size(metas_[0], key);
+      if (here != there)
+        throw CheckpointError(kCkptCorrupt, path + ": its layout's \"" + key + "\" (" + std::to_string(here) +
+                                                ") disagrees with " + first + " (" + std::to_string(there) + ")");
+    }
   }
   files_.resize(metas_.size());
   for (size_t f = 0; f < metas_.size(); ++f)

@@ -10,6 +10,8 @@ A case is one text file: header lines `key: value`, then the files it needs, eac
     make:   `fifo NAME` (a named pipe), `dir NAME` (a folder), `link NAME TARGET` (a symbolic link)
     gen:    `NAME = PYTHON-EXPRESSION`: file NAME's bytes (str is UTF-8 encoded)
     gen-args: PYTHON-EXPRESSION, a list of words appended to args (e.g. 100k words); may repeat
+    gen-env: `NAME = PYTHON-EXPRESSION`: environment variable NAME's value (e.g. 100 KB); may repeat
+    max-output: the most bytes the output (stdout + stderr) may have (a long value echoed in part only)
     timeout: seconds (default 20)
 Every case must also: exit within its timeout, not die by a signal, not exit 3, stay under the memory bound
 (address space, MEMORY_LIMIT_MIB), print no stack trace or `internal error`, print only printable UTF-8 text.
@@ -24,7 +26,7 @@ BANNED = ["internal error", "terminate called", "Segmentation fault", "Aborted",
 
 
 def parse_case(path):
-    header, files, cur = {"expect": [], "env": [], "make": [], "gen": [], "gen-args": []}, {}, None
+    header, files, cur = {"expect": [], "env": [], "make": [], "gen": [], "gen-args": [], "gen-env": []}, {}, None
     with open(path, "rb") as f:
         data = f.read()
     for raw in data.split(b"\n"):
@@ -40,7 +42,7 @@ def parse_case(path):
             continue
         k, _, v = line.partition(":")
         k, v = k.strip(), v.strip()
-        if k in ("expect", "env", "make", "gen", "gen-args"):
+        if k in ("expect", "env", "make", "gen", "gen-args", "gen-env"):
             header[k].append(v)
         else:
             header[k] = v
@@ -122,6 +124,9 @@ def run_case(binary, path):
         for e in h["env"]:
             k, _, v = e.partition("=")
             env[k] = v
+        for g in h["gen-env"]:
+            k, _, expr = g.partition("=")
+            env[k.strip()] = str(eval(expr, {}))  # noqa: S307 - test data written in this repository
         env.setdefault("MR_LOG_LEVEL", "warning")
         if SANITIZED:  # the same memory bound, kept by the sanitizer's allocator
             # (added to the options CTest sets, so its suppressions file stays in force)
@@ -151,6 +156,8 @@ def run_case(binary, path):
         for b in BANNED:
             if b in text:
                 errs.append(f"output has {b!r}")
+        if "max-output" in h and len(out) > int(h["max-output"]):
+            errs.append(f"{len(out)} bytes of output, more than {h['max-output']}")
         bad = printable(out)
         if bad:
             errs.append(f"unprintable output: {bad}")

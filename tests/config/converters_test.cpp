@@ -27,6 +27,25 @@ TEST_CASE("Python int() and float()", "[types]") {
   CHECK_THROWS_AS(mr::parse_py_float("1e"), mr::ConvError);
 }
 
+TEST_CASE("a refused word is echoed whole up to 200 bytes, then cut with its length", "[types]") {
+  auto message = [](const std::string& w) {
+    try {
+      mr::parse_py_float(w);
+    } catch (const mr::ConvError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string w200(200, 'x');
+  CHECK(message(w200) == "invalid float value: '" + w200 + "'");  // as argparse says it
+  CHECK(message(std::string(5'000'000, 'x')) == "invalid float value: '" + w200 + "... (5000000 bytes)'");
+  // Cut at a character boundary: 199 bytes and then a 2-byte character.
+  CHECK(message(std::string(199, 'x') + "\u00e9" + std::string(10, 'x')) ==
+        "invalid float value: '" + std::string(199, 'x') + "... (211 bytes)'");
+  CHECK_THAT(message(std::string(300, '7') + "x"), Catch::StartsWith("invalid float value: '7777") &&
+                                                      Catch::EndsWith("... (301 bytes)'"));
+}
+
 TEST_CASE("layer pattern grammar evaluates + and * like Python", "[types]") {
   CHECK(mr::eval_pattern("([1]*3+[0]*1)*3").json() == "[1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0]");
   CHECK(mr::eval_pattern("[0]+[1]*3").json() == "[0, 1, 1, 1]");

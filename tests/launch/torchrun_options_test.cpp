@@ -89,6 +89,18 @@ TEST_CASE("--rdzv-conf: malformed strings and bad values are refused", "[launch]
         "argument --rdzv-conf: is_host='maybe' is not a boolean (true/false, 1/0, yes/no)");
 }
 
+TEST_CASE("a long value is echoed in part: its first 200 bytes and its length", "[launch][torchrun-options]") {
+  const std::string big(100'000, 'j');
+  CHECK(refusal([&] { parse_rdzv_conf("join_timeout=" + big, "c10d"); }) ==
+        "argument --rdzv-conf: join_timeout='" + big.substr(0, 200) +
+            "... (100000 bytes)' is not a whole number of seconds above 0");
+  CHECK(refusal([&] { parse_rdzv_conf(big, "c10d"); }) ==
+        "argument --rdzv-conf: '" + big.substr(0, 200) + "... (100000 bytes)' is not KEY1=VALUE1,...,KEYN=VALUEN (no "
+        "value for '" + big.substr(0, 200) + "... (100000 bytes)')");
+  CHECK(refusal([&] { parse_nnodes(big, "--nnodes"); }) ==
+        "argument --nnodes: invalid value '" + big.substr(0, 200) + "... (100000 bytes)' (a number of nodes, or MIN:MAX)");
+}
+
 TEST_CASE("--signals-to-handle: names with or without SIG, any case; unknown, uncatchable and empty refused",
           "[launch][torchrun-options]") {
   using mr::launch::parse_signals_to_handle;

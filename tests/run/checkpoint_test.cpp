@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <tuple>
 
 #include "../distributed/proc.h"
 #include "run/checkpoint_format.h"
@@ -813,6 +815,106 @@ TEST_CASE("a count in a checkpoint's metadata or scheduler state past 2^62 is re
     CHECK_THAT(a.err(), Catch::Contains(js + ": ") && Catch::Contains(std::string(key) + "\" is 9223372036854775807, past the limit 2^62") &&
                             Catch::Contains("checkpoint.corrupt"));
   }
+}
+
+TEST_CASE("a checkpoint layout out of range, not matching world_size or differing between ranks is refused as corrupt",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // Two ranks (DP=2) with the distributed optimizer: every layout field is there, each rank's shard is its own.
+  const std::vector<std::string> job = {"--lr-warmup-iters", "1", "--use-distributed-optimizer",
+                                        "--override-opt-param-scheduler"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), job.begin(), job.end());
+    return more;
+  };
+  REQUIRE(spawn(2, with({"--train-iters", "2", "--save-interval", "2", "--save", ck}), dir, "save").exit_code() == 0);
+  const std::string js0 = ck + "/iter_0000002/rank_00000.json", js1 = ck + "/iter_0000002/rank_00001.json";
+  const std::string keep0 = bytes_of(js0), keep1 = bytes_of(js1);
+  auto edit = [](const std::string& text, const std::string& key, const std::string& value) {
+    const std::regex re("\"" + key + "\": (\\[[^\\]]*\\]|-?[0-9]+)");
+    REQUIRE(std::regex_search(text, re));
+    return std::regex_replace(text, re, "\"" + key + "\": " + value, std::regex_constants::format_first_only);
+  };
+  REQUIRE_NOTHROW(mr::run::parse_rank_meta(keep0, "x.json"));
+  REQUIRE_NOTHROW(mr::run::parse_rank_meta(keep1, "x.json"));
+  CHECK_THAT(keep0, Catch::Contains("\"dp\": 2") && Catch::Contains("\"expert_shard\": ["));
+  // Each case on its own, read by the metadata parser: (key, value, what the message says).
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"tp", "0", "\"layout\": \"tp\" is not an integer >= 1"},
+      {"tp", "-1", "\"layout\": \"tp\" is not an integer >= 1"},
+      {"tp", "1.5", "\"layout\": \"tp\" is not an integer >= 1"},
+      {"pp", "\"1\"", "\"layout\": \"pp\" is not an integer >= 1"},
+      {"cp", "true", "\"layout\": \"cp\" is not an integer >= 1"},
+      {"dp", "null", "\"layout\": \"dp\" is not an integer >= 1"},
+      {"tp", "9223372036854775807", "\"layout\": \"tp\" is 9223372036854775807, past world_size 2"},
+      {"ep", "1099511627776", "\"layout\": \"ep\" is 1099511627776, past world_size 2"},
+      {"expert_dp", "3", "\"layout\": \"expert_dp\" is 3, past world_size 2"},
+      {"tp", "2", "\"layout\": tp, pp and dp do not multiply to a divisor of world_size 2"},
+      {"pp", "2", "\"layout\": tp, pp and dp do not multiply to a divisor of world_size 2"},
+      {"etp", "2", "\"layout\": ep, etp, expert_dp and pp do not multiply to a divisor of world_size 2"},
+      {"tp_rank", "1", "\"layout\": \"tp_rank\" is 1, not below its group's size 1"},
+      {"dp_rank", "2", "\"layout\": \"dp_rank\" is 2, not below its group's size 2"},
+      {"expert_dp_rank", "4611686018427387904", "\"layout\": \"expert_dp_rank\" is 4611686018427387904, not below"},
+      {"pp_rank", "-1", "\"layout\": \"pp_rank\" is not an integer >= 0"},
+      {"shard", "[5, 2]", "\"layout\": \"shard\" is not a range [lo, hi] with 0 <= lo <= hi <= 2^62"},
+      {"shard", "[0, 9223372036854775807]", "\"layout\": \"shard\" is not a range [lo, hi]"},
+      {"shard", "[0]", "\"layout\": \"shard\" is not a range [lo, hi]"},
+      {"shard", "[0, 1, 2]", "\"layout\": \"shard\" is not a list of at most 2 integers"},
+      {"shard", "[-1, 3]", "\"layout\": \"shard\" holds a value that is not an integer >= 0"},
+      {"expert_shard", "[7, 3]", "\"layout\": \"expert_shard\" is not a range [lo, hi]"},
+      {"expert_shard", "17", "\"layout\": \"expert_shard\" is not a list of at most 2 integers"},
+  };
+  for (const auto& [key, value, says] : cases) {
+    INFO(key << " = " << value);
+    CHECK_THROWS_WITH(mr::run::parse_rank_meta(edit(keep1, key, value), js1),
+                      Catch::Contains(js1 + ": " + says) && Catch::Contains("[checkpoint.corrupt]"));
+  }
+  {
+    const std::string lay = "\"layout\": {";
+    REQUIRE(keep1.find(lay) != std::string::npos);
+    std::string listed = keep1;
+    listed.replace(listed.find(lay), lay.size(), "\"layout\": [], \"was\": {");
+    CHECK_THROWS_WITH(mr::run::parse_rank_meta(listed, js1), Catch::Contains(js1 + ": \"layout\" is not an object"));
+  }
+  {
+    std::string no_tp = keep0;
+    static const std::regex tp("\"tp\": [0-9]+, ");
+    REQUIRE(std::regex_search(no_tp, tp));
+    CHECK_THROWS_WITH(mr::run::parse_rank_meta(std::regex_replace(no_tp, tp, ""), js0),
+                      Catch::Contains(js0 + ": \"layout\" has no \"tp\""));
+  }
+  CHECK_THROWS_WITH(mr::run::parse_rank_meta(edit(edit(edit(keep1, "tp", "2"), "dp", "1"), "cp", "2"), js1),
+                    Catch::Contains(js1 + ": \"layout\": tp, pp and cp do not multiply to a divisor of world_size 2"));
+  // "dp" is the group the run shards over, context-parallel ranks included: TP=1 PP=2 CP=2 on 4 ranks saves dp 2.
+  CHECK_NOTHROW(mr::run::parse_rank_meta(edit(edit(edit(keep1, "world_size", "4"), "pp", "2"), "cp", "2"), js1));
+  {  // the earliest checkpoints have no "expert_shard"
+    static const std::regex es(", \"expert_shard\": \\[[0-9, ]*\\]");
+    REQUIRE(std::regex_search(keep0, es));
+    CHECK_NOTHROW(mr::run::parse_rank_meta(std::regex_replace(keep0, es, ""), js0));
+  }
+  // End to end: the run refuses them naming the file (exit 1), also when each file is fine on its own but the
+  // ranks disagree (rank 1 says TP=2 x DP=1, rank 0 DP=2).
+  const std::vector<std::tuple<std::string, std::string, std::string>> runs = {
+      {js1, edit(keep1, "tp", "0"), js1 + ": \"layout\": \"tp\" is not an integer >= 1"},
+      {js0, edit(keep0, "shard", "[9, 1]"), js0 + ": \"layout\": \"shard\" is not a range"},
+      {js1, edit(edit(edit(keep1, "tp", "2"), "dp", "1"), "dp_rank", "0"), js1 + ": its layout's \"tp\" (2) disagrees with " + js0 + " (1)"},
+  };
+  for (const auto& [file, text, says] : runs) {
+    { std::ofstream(file) << text; }
+    mrtest::Proc a = spawn(2, with({"--train-iters", "4", "--load", ck}), dir, "layout");
+    INFO(says << "\n" << a.out() << a.err());
+    CHECK(a.exit_code() == 1);
+    CHECK_THAT(a.err(), Catch::Contains(says) && Catch::Contains("checkpoint.corrupt"));
+    CHECK_THAT(a.out() + a.err(), !Catch::Contains("successfully loaded") && !Catch::Contains("runtime error") &&
+                                      !Catch::Contains("Sanitizer"));
+    { std::ofstream(js0) << keep0; }
+    { std::ofstream(js1) << keep1; }
+  }
+  mrtest::Proc ok = spawn(2, with({"--train-iters", "4", "--load", ck}), dir, "ok");
+  INFO(ok.out() << ok.err());
+  CHECK(ok.exit_code() == 0);
+  CHECK_THAT(ok.out(), Catch::Contains("successfully loaded checkpoint"));
 }
 
 TEST_CASE("tracker and directory details: a signed count, --load '' (the working directory), a release checkpoint, "

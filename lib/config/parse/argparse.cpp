@@ -11,7 +11,9 @@ namespace mr {
 
 namespace {
 
-std::string quoted(const std::string& w) { return Value(w).py_repr(); }
+// A word or value in a message: Python's repr of at most its first 200 bytes (util::abbreviate).
+std::string quoted(const std::string& w) { return Value(abbreviate(w)).py_repr(); }
+std::string shown(const Value& v) { return v.is_str() ? quoted(v.as_str()) : abbreviate(v.py_repr()); }
 
 std::string at(const Provenance& p) { return p.kind == Provenance::Kind::Config ? p.where : std::string(); }
 
@@ -265,7 +267,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
   if (!extras.empty()) {
     // Bounded (config/limits.h): 100k unknown words make a message of a few lines, in linear time.
     std::string msg = "unrecognized arguments:";
-    for (size_t k = 0; k < extras.size() && k < limits::kMaxListedArguments; ++k) msg += " " + extras[k]->text;
+    for (size_t k = 0; k < extras.size() && k < limits::kMaxListedArguments; ++k) msg += " " + abbreviate(extras[k]->text);
     if (extras.size() > limits::kMaxListedArguments)
       msg += " ... (" + std::to_string(extras.size() - limits::kMaxListedArguments) + " more)";
     size_t suggested = 0;
@@ -273,7 +275,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
       if (suggested++ == limits::kMaxSuggestedFlags) break;
       auto s = schema.suggest(f);
       if (!s.empty()) {
-        msg += "\n  " + f + ": did you mean ";
+        msg += "\n  " + abbreviate(f) + ": did you mean ";
         for (size_t k = 0; k < s.size(); ++k) msg += (k ? ", " : "") + s[k];
         msg += "?";
       }
@@ -310,7 +312,7 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
       if (!arg.choices.empty()) {
         bool ok = false;
         for (const Value& ch : arg.choices) ok = ok || ch == c;
-        if (!ok) bad("invalid choice: " + x.py_repr() + " (choose from " + choices_text(arg) + ")");
+        if (!ok) bad("invalid choice: " + shown(x) + " (choose from " + choices_text(arg) + ")");
       }
       return c;
     }
@@ -333,7 +335,7 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
   }
   if (arg.is_switch()) {
     // null is allowed: several switches default to None.
-    if (!v.is_bool() && !v.is_none()) bad("expects true or false, got " + v.py_repr());
+    if (!v.is_bool() && !v.is_none()) bad("expects true or false, got " + shown(v));
     ns.set(arg.dest(), v, origin);
     return;
   }

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "config/converters.h"
+#include "util/text.h"
 
 namespace mr {
 
@@ -184,7 +185,7 @@ MegatronArgv megatron_argv(const Schema& schema, const Namespace& parsed) {
     if (auto w = dest_words(schema.find_dest(dest), v)) {
       out.words.insert(out.words.end(), w->begin(), w->end());
     } else if (!(v == a.def && v.kind() == a.def.kind())) {
-      out.unrepresentable.push_back(a.flags.front() + " (" + v.py_repr() + ")");
+      out.unrepresentable.push_back(a.flags.front() + " (" + abbreviate(v.py_repr()) + ")");
     }  // else: the default, which the program's parser gives anyway
   }
   return out;

@@ -14,6 +14,7 @@
 #include "config/limits.h"
 #include "config/parse/yaml11.h"
 #include "config/parse/yaml_doc.h"
+#include "util/text.h"
 
 namespace mr {
 
@@ -57,7 +58,7 @@ Value typed_scalar(const yaml::Node& n, const std::string& text) {
     bool ok = (name == "int" && v.is_int()) || (name == "float" && (v.is_float() || v.is_int())) ||
               (name == "bool" && v.is_bool()) || (name == "null" && v.is_none());
     if (!ok)
-      throw UsageError(n.where() + ": cannot construct " + yaml::display_tag(tag) + " from " + Value(text).py_repr(),
+      throw UsageError(n.where() + ": cannot construct " + yaml::display_tag(tag) + " from " + Value(abbreviate(text)).py_repr(),
                        kConfigFlags, n.where(), "input.yaml-tag");
     return name == "float" ? Value(v.as_float()) : v;
   }
@@ -286,7 +287,7 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
         if (!args.empty()) arg = args.front();
       }
       if (!arg) {
-        std::string msg = "unknown argument '" + key + "'";
+        std::string msg = "unknown argument '" + abbreviate(key) + "'";
         std::string flag = key.rfind("--", 0) == 0 ? key : "--" + key;
         for (char& c : flag)
           if (c == '_') c = '-';
@@ -314,7 +315,7 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
         out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
       if (arg->is_switch() && key.rfind("--", 0) == 0) {
         // Flag spelling: true applies the switch, false applies its opposite.
-        if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + v.py_repr(), {key});
+        if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + abbreviate(v.py_repr()), {key});
         Value on = arg->spec->action == Action::BoolOptional ? Value(key.rfind("--no-", 0) != 0) : arg->konst;
         if (!on.is_bool()) throw file_error(where, "switch " + key + " cannot be set from a file", {key});
         negate = !v.as_bool();
@@ -342,7 +343,7 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
     std::string name;
     if (i + 1 < text.size() && text[i + 1] == '{') {
       size_t close = text.find('}', i + 2);
-      if (close == std::string::npos) throw UsageError(where + ": unterminated ${ in " + Value(text).py_repr(), {}, where);
+      if (close == std::string::npos) throw UsageError(where + ": unterminated ${ in " + Value(abbreviate(text)).py_repr(), {}, where);
       name = text.substr(i + 2, close - i - 2);
       i = close + 1;
     } else {
@@ -350,7 +351,7 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
       continue;
     }
     if (name.empty() && !opts.allow_unset_env)
-      throw UsageError(where + ": ${} in " + Value(text).py_repr() + " names no environment variable", {}, where);
+      throw UsageError(where + ": ${} in " + Value(abbreviate(text)).py_repr() + " names no environment variable", {}, where);
     if (auto v = name.empty() ? std::nullopt : opts.env(name)) {
       out += *v;
     } else if (opts.allow_unset_env) {

@@ -15,6 +15,7 @@
 #include "config/converters.h"
 #include "config/parse/yaml11.h"
 #include "config/parse/yaml_doc.h"
+#include "util/text.h"
 
 namespace mr {
 
@@ -42,7 +43,7 @@ Value typed_scalar(const yaml::Node& n, const std::string& text, const std::stri
     bool ok = (t == "int" && v.is_int()) || (t == "float" && (v.is_float() || v.is_int())) ||
               (t == "bool" && v.is_bool()) || (t == "null" && v.is_none());
     if (ok) return t == "float" ? Value(v.as_float()) : v;
-    file_error(where, "cannot construct !!" + t + " from " + Value(text).py_repr());
+    file_error(where, "cannot construct !!" + t + " from " + Value(abbreviate(text)).py_repr());
   }
   file_error(where, "unsupported YAML tag " + yaml::display_tag(tag) +
                         " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)");
@@ -101,7 +102,7 @@ struct Converter {
       if (i >= own_from) {
         auto [it, fresh] = own_seen.try_emplace(id, k);
         if (!fresh) {
-          warn("[input.yaml-duplicate-key] " + k.where() + ": duplicate key " + key.py_repr() + " (also at " + it->second.where() +
+          warn("[input.yaml-duplicate-key] " + k.where() + ": duplicate key " + abbreviate(key.py_repr()) + " (also at " + it->second.where() +
                "): the value at " + k.where() + " is used, as Python's yaml.safe_load does");
           it->second = k;
         }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/validate/section_functions.h"
+#include "util/text.h"
 
 namespace mr::section {
 
@@ -36,7 +37,7 @@ std::string strip(const std::string& s) {
 }
 
 // Python's repr() of a str, for messages.
-std::string quoted(const std::string& s) { return Value(s).py_repr(); }
+std::string quoted(const std::string& s) { return Value(abbreviate(s)).py_repr(); }
 
 }  // namespace
 
