@@ -9,6 +9,9 @@
 #include <regex>
 #include <system_error>
 
+#include <elf.h>
+#include <link.h>
+
 #include "proc.h"
 #include "util/resources.h"
 
@@ -55,6 +58,20 @@ long cached_load_minimum() {
 std::vector<std::string> default_job() {
   return {mrtest::megatron_run(), "--config", std::string(MR_SOURCE_DIR) + "/configs/default.yaml", "--train-iters",
           "2", "--lr-warmup-iters", "1", "--distributed-backend", "gloo"};
+}
+
+// The dynamic loader this test binary was started with (its PT_INTERP), "" if none.
+std::string own_loader() {
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        for (int i = 0; i < info->dlpi_phnum; ++i)
+          if (info->dlpi_phdr[i].p_type == PT_INTERP)
+            *static_cast<std::string*>(data) = reinterpret_cast<const char*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        return 1;  // the first object is the program itself
+      },
+      &found);
+  return found;
 }
 
 size_t count(const std::string& s, const std::string& part) {
@@ -204,4 +221,27 @@ TEST_CASE("under ulimit -v a worker megatron-run's spawner did not start gives O
   CHECK(p[0].exit_code() == 0);
   CHECK(count(out, said) == 1);
   CHECK_THAT(out, Catch::Contains("megatron-run: " + said));
+}
+
+// Started through the dynamic loader ("ld.so megatron-run-worker ...", as some module systems and wrappers run
+// programs), /proc/self/exe is the loader, not the worker: starting it again with the worker's arguments would run
+// the loader on them. Under a limit the worker then goes on without the re-exec, as when the exec fails.
+TEST_CASE("under ulimit -v a worker started through the dynamic loader does not exec the loader on its arguments",
+          "[worker][ulimit]") {
+  mrtest::TempDir dir;
+  const std::string loader = own_loader();
+  REQUIRE_FALSE(loader.empty());
+  const std::string worker = std::string(MR_BIN_DIR) + "/megatron-run-worker";
+  const std::string missing = (dir.path / "no-such-input").string();
+  std::vector<std::string> a = {"/bin/sh", "-c",
+                                "unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS; ulimit -v 67108864 && exec \"$0\" \"$@\"",
+                                loader, worker, "--input", missing};
+  std::vector<mrtest::Proc> p = {mrtest::start(a, {}, dir, "ldso")};
+  mrtest::wait_all(p, std::chrono::seconds(30));
+  const std::string err = p[0].err();
+  INFO("exit " << p[0].exit_code() << "\n" << err);
+  REQUIRE_FALSE(p[0].timed_out);
+  CHECK(p[0].exit_code() == 2);  // the worker's own usage error, not the loader's
+  CHECK_THAT(err, Catch::Contains("usage: megatron-run-worker --input-fd N | --input FILE"));
+  CHECK_THAT(err, !Catch::Contains("unrecognized option"));
 }
