@@ -337,8 +337,11 @@ void worker_preinit(char** argv, char** envp) {
     g_one_blas_thread = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
   } else if (argv && argv[0] && getauxval(AT_BASE) != 0 && util::address_space_limit() &&
              !std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("GOTO_NUM_THREADS")) {
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0 && setenv(kSetBlasThreads, "1", 1) == 0)
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0 && setenv(kSetBlasThreads, "1", 1) == 0) {
       ::execv("/proc/self/exe", argv);
+      // No /proc (a chroot, a sandbox): the path the worker was started by (relative to the unchanged directory).
+      if (const char* self = reinterpret_cast<const char*>(getauxval(AT_EXECFN)); self && *self) ::execv(self, argv);
+    }
     unsetenv(kSetBlasThreads);
     unsetenv("OPENBLAS_NUM_THREADS");
   }
