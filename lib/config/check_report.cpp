@@ -39,6 +39,7 @@ std::string seconds_text(double s) {
 
 DiagnosticPlace parse_place(std::string_view where, std::string_view known) {
   DiagnosticPlace p;
+  if (!known.empty() && where == known) return p;  // the file itself (a refusal of the whole file): no line
   if (!known.empty() && where.size() > known.size() + 1 && where.substr(0, known.size()) == known &&
       where[known.size()] == ':') {
     // "KNOWN:line" or "KNOWN:line:col": the numbers after the known name, nothing else.

@@ -16,7 +16,8 @@ namespace mr {
 
 // A diagnostic's place, "path:line" or "path:line:col" (Diagnostic::where), taken apart; `file` is empty when
 // `where` does not end in a line number. `known`: the checked file's own name, taken whole when `where` starts
-// with it and a ':' (a name that itself ends in ":N", "run:3", is not cut there).
+// with it and a ':' (a name that itself ends in ":N", "run:3", is not cut there); `where` that is `known` itself
+// has no place.
 struct DiagnosticPlace {
   std::string file;
   std::optional<long long> line, col;

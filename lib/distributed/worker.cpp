@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "distributed/runtime.h"
@@ -330,12 +331,17 @@ void worker_preinit(char** argv, char** envp) {
   // before the other libraries' constructors, points environ at the environment the process started with.
   // So the worker starts itself again (same pid, arguments and descriptors) with the variable set; until here no
   // library has started, so that costs the loading only. If the exec fails the worker goes on without it.
+  // Started through the dynamic loader ("ld.so megatron-run-worker ...": the kernel loaded no interpreter, AT_BASE
+  // is 0), /proc/self/exe is the loader, which would take the worker's arguments as its own: no re-exec then.
   if (const char* mark = std::getenv(kSetBlasThreads); mark && std::strcmp(mark, "1") == 0) {
     g_one_blas_thread = std::getenv("OPENBLAS_NUM_THREADS") != nullptr;
-  } else if (argv && argv[0] && util::address_space_limit() && !std::getenv("OPENBLAS_NUM_THREADS") &&
-             !std::getenv("GOTO_NUM_THREADS")) {
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0 && setenv(kSetBlasThreads, "1", 1) == 0)
+  } else if (argv && argv[0] && getauxval(AT_BASE) != 0 && util::address_space_limit() &&
+             !std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("GOTO_NUM_THREADS")) {
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0 && setenv(kSetBlasThreads, "1", 1) == 0) {
       ::execv("/proc/self/exe", argv);
+      // No /proc (a chroot, a sandbox): the path the worker was started by (relative to the unchanged directory).
+      if (const char* self = reinterpret_cast<const char*>(getauxval(AT_EXECFN)); self && *self) ::execv(self, argv);
+    }
     unsetenv(kSetBlasThreads);
     unsetenv("OPENBLAS_NUM_THREADS");
   }

@@ -117,6 +117,13 @@ TEST_CASE("a diagnostic's place: path:line and path:line:col, else none", "[chec
   CHECK(p.line == 4);
   p = mr::parse_place("run:3:x", "run:3");  // the known name then no number: the generic reading
   CHECK(p.file.empty());
+  // The place is the known file itself (a refusal of the whole file, "not a regular file"): no line in it.
+  p = mr::parse_place("run:3", "run:3");
+  CHECK(p.file.empty());
+  CHECK_FALSE(p.line);
+  const mr::Diagnostic whole = diag(kError, "input.not-regular-file", "the config file is not a regular file", "run:3");
+  CHECK(mr::github_command("run:3", whole) ==
+        "::error file=run%3A3,title=input.not-regular-file::the config file is not a regular file\n");
 }
 
 TEST_CASE("github: one workflow command per diagnostic, place and rule id as properties", "[check-report]") {

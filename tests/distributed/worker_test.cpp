@@ -5,9 +5,16 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <new>
 #include <regex>
 #include <system_error>
+#include <thread>
+
+#include <elf.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/stat.h>
 
 #include "proc.h"
 #include "util/resources.h"
@@ -55,6 +62,20 @@ long cached_load_minimum() {
 std::vector<std::string> default_job() {
   return {mrtest::megatron_run(), "--config", std::string(MR_SOURCE_DIR) + "/configs/default.yaml", "--train-iters",
           "2", "--lr-warmup-iters", "1", "--distributed-backend", "gloo"};
+}
+
+// The dynamic loader this test binary was started with (its PT_INTERP), "" if none.
+std::string own_loader() {
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        for (int i = 0; i < info->dlpi_phnum; ++i)
+          if (info->dlpi_phdr[i].p_type == PT_INTERP)
+            *static_cast<std::string*>(data) = reinterpret_cast<const char*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        return 1;  // the first object is the program itself
+      },
+      &found);
+  return found;
 }
 
 size_t count(const std::string& s, const std::string& part) {
@@ -204,4 +225,63 @@ TEST_CASE("under ulimit -v a worker megatron-run's spawner did not start gives O
   CHECK(p[0].exit_code() == 0);
   CHECK(count(out, said) == 1);
   CHECK_THAT(out, Catch::Contains("megatron-run: " + said));
+}
+
+// Started through the dynamic loader ("ld.so megatron-run-worker ...", as some module systems and wrappers run
+// programs), /proc/self/exe is the loader, not the worker: starting it again with the worker's arguments would run
+// the loader on them. Under a limit the worker then goes on without the re-exec, as when the exec fails.
+TEST_CASE("under ulimit -v a worker started through the dynamic loader does not exec the loader on its arguments",
+          "[worker][ulimit]") {
+  mrtest::TempDir dir;
+  const std::string loader = own_loader();
+  REQUIRE_FALSE(loader.empty());
+  const std::string worker = std::string(MR_BIN_DIR) + "/megatron-run-worker";
+  const std::string missing = (dir.path / "no-such-input").string();
+  std::vector<std::string> a = {"/bin/sh", "-c",
+                                "unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS; ulimit -v 67108864 && exec \"$0\" \"$@\"",
+                                loader, worker, "--input", missing};
+  std::vector<mrtest::Proc> p = {mrtest::start(a, {}, dir, "ldso")};
+  mrtest::wait_all(p, std::chrono::seconds(30));
+  const std::string err = p[0].err();
+  INFO("exit " << p[0].exit_code() << "\n" << err);
+  REQUIRE_FALSE(p[0].timed_out);
+  CHECK(p[0].exit_code() == 2);  // the worker's own usage error, not the loader's
+  CHECK_THAT(err, Catch::Contains("usage: megatron-run-worker --input-fd N | --input FILE"));
+  CHECK_THAT(err, !Catch::Contains("unrecognized option"));
+}
+
+// Where /proc is not mounted (a chroot or a sandbox without it), /proc/self/exe cannot be run: the worker starts
+// itself again by the path it was started with (AT_EXECFN) instead of going on with a BLAS thread a processor.
+// Seen from outside while it waits for its input (a FIFO nobody writes to).
+TEST_CASE("under ulimit -v without /proc the worker still starts itself again with OPENBLAS_NUM_THREADS=1",
+          "[worker][ulimit]") {
+  mrtest::TempDir dir;
+  if (std::system("/usr/bin/unshare -m true >/dev/null 2>&1") != 0) {
+    WARN("skipped: unshare -m is not permitted here (it hides /proc in a private mount namespace)");
+    return;
+  }
+  const std::string worker = std::string(MR_BIN_DIR) + "/megatron-run-worker";
+  const std::string fifo = (dir.path / "input").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::vector<std::string> a = {
+      "/usr/bin/unshare", "-m", "/bin/sh", "-c",
+      "mount -t tmpfs none /proc && unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS && ulimit -v 67108864 && "
+      "exec 5<>\"$1\" && exec \"$0\" --input-fd 5",
+      worker, fifo};
+  std::vector<mrtest::Proc> p = {mrtest::start(a, {}, dir, "noproc")};
+  // Its environment once started again (before the fix it stayed without either, and this waited in vain).
+  std::string blas, mark;
+  const bool restarted = mrtest::wait_for(
+      [&] {
+        blas = mrtest::env_of(p[0].pid, "OPENBLAS_NUM_THREADS");
+        mark = mrtest::env_of(p[0].pid, "MR_WORKER_SET_BLAS_THREADS");
+        return blas == "1" && mark == "1";
+      },
+      std::chrono::milliseconds(15000));
+  ::kill(-p[0].pid, SIGKILL);
+  mrtest::wait_all(p, std::chrono::seconds(10));
+  INFO("stderr: " << p[0].err());
+  CHECK(restarted);
+  CHECK(blas == "1");
+  CHECK(mark == "1");
 }
