@@ -21,6 +21,7 @@
 #include "distributed/runtime.h"
 #include "launch/worker_input.h"
 #include "util/log.h"
+#include "util/decimal.h"
 #include "util/resources.h"
 
 extern char** environ;
@@ -297,14 +298,9 @@ static void on_startup_crash(int sig) {
     for (ssize_t i = 0; i < n && b[i] >= '0' && b[i] <= '9'; ++i, known = true) pages = pages * 10 + (b[i] - '0');
   }
   if (known) {
-    unsigned long long mib = pages * g_page_size >> 20;
-    char digits[24];
-    size_t nd = 0;
-    do {
-      digits[sizeof digits - 1 - nd++] = static_cast<char>('0' + mib % 10);
-      mib /= 10;
-    } while (mib > 0);
-    at = put(line, at, sizeof line, digits + sizeof digits - nd, nd);
+    char digits[20];
+    const size_t nd = util::decimal_digits(pages * g_page_size >> 20, digits);
+    at = put(line, at, sizeof line, digits, nd);
   } else {
     at = put(line, at, sizeof line, "?", 1);
   }

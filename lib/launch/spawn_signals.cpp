@@ -16,6 +16,7 @@
 
 #include "launch/failure_report.h"
 #include "launch/spawn_detail.h"
+#include "util/decimal.h"
 
 namespace mr::launch::detail {
 
@@ -95,14 +96,9 @@ void write_run_time(int fd) {
   clock_gettime(CLOCK_MONOTONIC, &now);
   int64_t ns = g_run_time_ns_at_start + (static_cast<int64_t>(now.tv_sec) - g_wait_start.tv_sec) * 1000000000 +
                (static_cast<int64_t>(now.tv_nsec) - g_wait_start.tv_nsec);
-  int64_t s = ns > 0 ? ns / 1000000000 : 0;
-  char digits[24];
-  int n = 0;
-  do {
-    digits[sizeof digits - 1 - n++] = static_cast<char>('0' + s % 10);
-    s /= 10;
-  } while (s > 0);
-  detail::write_all(fd, std::string_view(digits + sizeof digits - n, static_cast<size_t>(n)));
+  char digits[20];
+  const size_t n = util::decimal_digits(ns > 0 ? static_cast<unsigned long long>(ns / 1000000000) : 0, digits);
+  detail::write_all(fd, std::string_view(digits, n));
 }
 
 void on_wait_signal(int sig) {
