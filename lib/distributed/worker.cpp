@@ -206,21 +206,12 @@ void stall_for_tests(int rank) {
 // Set once main() runs: a failure before it is one of the libraries' start-up (their static constructors).
 volatile bool g_in_main = false;
 
-// `name`'s value in the environment `envp` (null when unset), without getenv: from .preinit_array getenv sees no
-// environment yet (libc's own initialiser, which sets `environ`, has not run), but the process's envp is there.
-const char* env_in(char** envp, const char* name) {
-  const size_t len = std::strlen(name);
-  for (char** e = envp; e && *e; ++e)
-    if (std::strncmp(*e, name, len) == 0 && (*e)[len] == '=') return *e + len + 1;
-  return nullptr;
-}
-
 // The RANK the worker's own error lines start with ("[rank R] "), as util/log does: null when megatron-run spawned
-// the worker (it prefixes the worker's lines itself) or RANK is not set. Allocates nothing. `envp`: the
-// environment to read (null: the process's, through getenv).
-const char* own_line_rank(char** envp = nullptr) {
-  const char* spawned = envp ? env_in(envp, "MR_SPAWNED") : std::getenv("MR_SPAWNED");
-  const char* rank = envp ? env_in(envp, "RANK") : std::getenv("RANK");
+// the worker (it prefixes the worker's lines itself) or RANK is not set. Allocates nothing. From .preinit_array it
+// reads the environment worker_preinit has pointed `environ` at.
+const char* own_line_rank() {
+  const char* spawned = std::getenv("MR_SPAWNED");
+  const char* rank = std::getenv("RANK");
   return (!spawned || std::strcmp(spawned, "1") != 0) && rank && *rank ? rank : nullptr;
 }
 
@@ -343,7 +334,7 @@ void worker_preinit(char** argv, char** envp) {
   }
   std::set_terminate(worker_terminate);
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
-    const char* rank = own_line_rank(envp);
+    const char* rank = own_line_rank();
     const bool prefix = rank != nullptr;
     int n = std::snprintf(g_crash_head, sizeof g_crash_head, "%s%.16s%serror: a library crashed (",
                           prefix ? "[rank " : "", prefix ? rank : "", prefix ? "] " : "");
