@@ -392,6 +392,7 @@ Progress Checkpointer::load() {
         p.iteration = m.iteration;
         p.consumed_samples = m.consumed_samples;
         p.skipped = m.skipped_iterations;
+        p.skipped_samples = m.skipped_train_samples;
       }
       if (rank0) {  // printed once every rank has loaded (below)
         std::ostringstream line;
@@ -479,6 +480,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     m.iteration = p.iteration;
     m.consumed_samples = p.consumed_samples;
     m.skipped_iterations = p.skipped;
+    m.skipped_train_samples = p.skipped_samples;
     m.optimizer_steps = p.optimizer_steps;
     m.world_size = c_.rt.world_size();
     m.rank = c_.rt.rank();

@@ -28,6 +28,8 @@ namespace mr::run {
 
 struct Progress {
   int64_t iteration = 0, consumed_samples = 0, skipped = 0, optimizer_steps = 0;
+  int64_t skipped_samples = 0;  // the samples of the iterations --iterations-to-skip skipped (Megatron's
+                                // skipped_train_samples)
 };
 
 // The arguments the run uses: `args`, with --seed replaced by the checkpoint's when --load restores its RNG state

@@ -346,6 +346,7 @@ std::string to_json(const RankMeta& m) {
                            {"consumed_samples", static_cast<long long>(m.consumed_samples)},
                            {"skipped_iterations", static_cast<long long>(m.skipped_iterations)},
                            {"optimizer_steps", static_cast<long long>(m.optimizer_steps)},
+                           {"skipped_train_samples", static_cast<long long>(m.skipped_train_samples)},
                            {"world_size", static_cast<long long>(m.world_size)},
                            {"rank", static_cast<long long>(m.rank)},
                            {"layout", m.layout},
@@ -373,6 +374,8 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
   m.consumed_samples = need_count(root, "consumed_samples", path, top);
   m.skipped_iterations = need_count(root, "skipped_iterations", path, top);
   m.optimizer_steps = need_count(root, "optimizer_steps", path, top);
+  // Written since --iterations-to-skip was acted on; an older checkpoint skipped none.
+  if (field(root, "skipped_train_samples")) m.skipped_train_samples = need_count(root, "skipped_train_samples", path, top);
   m.world_size = need_int(root, "world_size", path, top, 1);
   m.rank = need_int(root, "rank", path, top);
   if (m.rank >= m.world_size) corrupt(path, "rank " + std::to_string(m.rank) + " is not below world_size");

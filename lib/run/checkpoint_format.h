@@ -141,6 +141,7 @@ struct Piece {
 struct RankMeta {
   int64_t version = 1;
   int64_t iteration = 0, consumed_samples = 0, skipped_iterations = 0, optimizer_steps = 0;
+  int64_t skipped_train_samples = 0;  // Megatron's args.skipped_train_samples (--iterations-to-skip); optional
   int64_t world_size = 1, rank = 0;
   Value layout;      // {"tp": .., "pp": .., "dp": .., "cp": .., "ep": .., "tp_rank": .., ...}
   std::string optimizer, params_dtype;

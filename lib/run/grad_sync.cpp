@@ -75,7 +75,7 @@ void publish_params(RunContext& c) {
   if (c.buf.experts_scattered) c.backend->all_gather_model(c.edp, c.buf.expert_begin, c.buf.elo, c.buf.ehi);
 }
 
-uint64_t check_replicas(RunContext& c) {
+void compare_replicas(RunContext& c, const std::string& when) {
   const FlatBuffers& b = c.buf;
   if (distributed::Group* e = tied_group(c)) {
     for (size_t k = 0; k < c.plan.params.size(); ++k) {
@@ -86,7 +86,7 @@ uint64_t check_replicas(RunContext& c) {
       host_all_gather(*e, distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
       for (int64_t x : all)
         if (x != h)
-          throw RunError("the word embeddings' copies diverged between the pipeline stages of the embedding group");
+          throw RunError(when + "the word embeddings' copies diverged between the pipeline stages of the embedding group");
     }
   }
   auto compare = [&](distributed::Group& g, int64_t begin, int64_t end, const char* what) {
@@ -95,11 +95,15 @@ uint64_t check_replicas(RunContext& c) {
     host_all_gather(g, distributed::Buffer::cpu(&mine, 1), distributed::Buffer::cpu(all.data(), all.size()));
     for (size_t i = 0; i < all.size(); ++i)
       if (all[i] != mine)
-        throw RunError(std::string(what) + " replicas diverged: rank " + std::to_string(g.ranks()[i]) +
+        throw RunError(when + what + " replicas diverged: rank " + std::to_string(g.ranks()[i]) +
                        " holds different parameters than rank " + std::to_string(c.rt.rank()));
   };
   compare(c.dp, 0, b.dense_end, "data-parallel");
   if (b.expert_begin < b.numel) compare(c.edp, b.expert_begin, b.numel, "expert data-parallel");
+}
+
+uint64_t check_replicas(RunContext& c) {
+  compare_replicas(c);
   return model_checksum(c);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "optim/clip_grads.h"
 #include "run/run_context.h"
@@ -21,7 +22,10 @@ void stats_reduce(RunContext& c, std::span<double> v, optim::ReduceOp op);
 // The distributed optimizer's parameter all-gather: every rank's updated shard to every data-parallel rank.
 void publish_params(RunContext& c);
 // Every data-parallel replica must hold the same parameters, and the two copies of tied word embeddings the same
-// values (RunError otherwise); returns model_checksum.
+// values (RunError otherwise, its message starting with `when`): Megatron's check_param_hashes_across_dp_replicas,
+// which --check-weight-hash-across-dp-replicas-interval asks for during the run.
+void compare_replicas(RunContext& c, const std::string& when = "");
+// compare_replicas, then model_checksum: the run's final check.
 uint64_t check_replicas(RunContext& c);
 // A checksum of the whole model that does not depend on the layout: the sum (mod 2^64) over every element, once,
 // of a hash of (parameter key, index in the unsplit tensor, the value's bits in the training dtype).

@@ -87,7 +87,9 @@ void log_iteration(const RunContext& c, std::ostream& log, const std::string& pr
   // The loss averaged over the interval's iterations that were not skipped (0 when all were, none before the run's
   // first one that was not), as Megatron's.
   const double loss = w.loss_sum / static_cast<double>(std::max<int64_t>(1, w.advanced));
-  line << prefix << head << " elapsed time per iteration (ms): " << format("%.1f", w.elapsed_ms / static_cast<double>(w.iterations))
+  line << prefix << head;
+  if (step.skipped_samples > 0) line << format(" skipped samples: %12.0f |", static_cast<double>(step.skipped_samples));
+  line << " elapsed time per iteration (ms): " << format("%.1f", w.elapsed_ms / static_cast<double>(w.iterations))
        << " | learning rate: " << format("%.6E", c.schedule->lr()) << " | global batch size: "
        << format("%5.0f", static_cast<double>(c.global_batch)) << " |";
   // Megatron leaves a NaN average out (its `avg >= 0.0` test).
@@ -117,6 +119,13 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
   if (!last_rank(c)) return;
   char b[64];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(res.params_checksum));
+  const std::string passed =
+      res.passed_over > 0 ? ", " + std::to_string(res.passed_over) + " passed over by --iterations-to-skip" : "";
+  if (res.ran == 0 && res.passed_over > 0) {  // every iteration left was skipped: no loss either
+    log << prefix << "megatron-run: training run finished: " << res.iterations << " iterations (" << res.skipped
+        << " skipped" << passed << "); no optimizer step ran in this run (parameter checksum " << b << ")" << std::endl;
+    return;
+  }
   if (res.ran == 0) {  // no loss to report: none was made
     log << prefix << "megatron-run: training run finished: nothing to train, the loaded checkpoint is at iteration "
         << res.iterations << " and --train-iters is " << c.train_iters << " (parameter checksum " << b << ")"
@@ -124,7 +133,7 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
     return;
   }
   log << prefix << "megatron-run: training run finished: " << res.iterations << " iterations (" << res.skipped
-      << " skipped), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
+      << " skipped" << passed << "), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
       << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"
                           : std::string())
       << " (parameter checksum " << b << "; last loss " << format("%a", res.last_loss) << ", last grad norm "

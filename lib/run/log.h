@@ -34,6 +34,7 @@ struct StepReport {
   // Some iteration of this run was not skipped (an optimizer step ran): until then Megatron's total_loss_dict has
   // no loss key and its line no loss field; after, a window whose iterations were all skipped shows a loss of 0.
   bool run_kept_one = false;
+  int64_t skipped_samples = 0;  // Megatron's skipped_train_samples (--iterations-to-skip): shown when not 0
   std::optional<int64_t> zeros;
   std::optional<double> params_norm;
 };

@@ -21,6 +21,9 @@ constexpr ArgId kActs[] = {
     ArgId::train_samples, ArgId::mock_data,
     // A NaN or inf in the loss or a rank's gradient stops the run (run/train.cpp, rule run.nan-check).
     ArgId::check_for_nan_in_loss_and_grad,
+    // Iterations skipped entirely (their samples consumed), and the replicas' parameters compared during the run
+    // (run/train.cpp).
+    ArgId::iterations_to_skip, ArgId::check_weight_hash_across_dp_replicas_interval,
     // The optimizer and its hyper-parameters (config/optimizer_config_from_args.h, optim/).
     ArgId::optimizer, ArgId::clip_grad, ArgId::weight_decay, ArgId::adam_beta1, ArgId::adam_beta2, ArgId::adam_eps,
     ArgId::sgd_momentum, ArgId::lion_beta1, ArgId::lion_beta2, ArgId::muon_momentum, ArgId::muon_split_qkv,

@@ -45,6 +45,10 @@ void check_run_supported(const Args& args) {
                    std::to_string(batches.largest()));
   if (!(args.train_iters && *args.train_iters > 0) && !args.train_samples)
     throw RunError("the training run needs --train-iters or --train-samples");
+  // Megatron's train takes `iteration % interval` after the first iteration: 0 raises ZeroDivisionError there.
+  if (args.check_weight_hash_across_dp_replicas_interval == 0)
+    throw RunError("--check-weight-hash-across-dp-replicas-interval 0: Megatron's training loop divides by it "
+                   "(ZeroDivisionError after the first iteration); give a positive number of iterations");
   // The model plan of every pipeline stage (TP rank 0: the stages differ in their layers, the TP ranks only in
   // their shards' values).
   const int64_t pp = std::max<int64_t>(1, args.pipeline_model_parallel_size);

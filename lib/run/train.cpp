@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -167,11 +168,21 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   Checkpointer ckpt(c, log, prefix);  // --save is writable, --exit-signal-handler installed
   const Progress resumed = ckpt.load();
   const std::set<int64_t> inject = iterations_from_env("MR_RUN_NONFINITE_AT");
+  const std::set<int64_t> diverge = iterations_from_env("MR_RUN_DIVERGE_AT");
+  const std::set<int64_t> to_skip(args.iterations_to_skip.begin(), args.iterations_to_skip.end());
   int64_t consumed = resumed.consumed_samples, skipped_total = resumed.skipped, steps_done = resumed.optimizer_steps;
+  int64_t skipped_samples = resumed.skipped_samples;
   int64_t last = resumed.iteration;
+  // The run's first iteration that trains (Megatron's start_iteration, moved past the skipped ones at the start):
+  // its line is always printed, and it starts the loss the summary reports.
+  int64_t first = resumed.iteration + 1;
   bool stopped = false;
   Window window;
   Backend& dev = *c.backend;
+  // --check-weight-hash-across-dp-replicas-interval: once before the first iteration (after --load), then after
+  // every multiple of it, as Megatron's train (the check runs whether or not it has anything to compare).
+  const std::optional<int64_t> hash_every = args.check_weight_hash_across_dp_replicas_interval;
+  if (hash_every) compare_replicas(c, "before iteration " + std::to_string(resumed.iteration + 1) + ": ");
   for (int64_t it = resumed.iteration + 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
     // This step's samples (a schedule's step, if any); Megatron's checks: the size fits micro-batch x DP, and the
@@ -182,13 +193,26 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
                      std::to_string(c.global_batch) + " -> " + std::to_string(step.running) +
                      ", --step-batch-size-schedule); Megatron refuses that");
     c.global_batch = step.running;
+    // --iterations-to-skip: the iteration's samples are consumed (the later iterations draw the samples they would
+    // have drawn) and counted as skipped; no gradient, step, scheduler step, line, check or save, as Megatron's
+    // train loop `continue`s past it.
+    if (to_skip.count(it)) {
+      if (it == first) ++first;
+      consumed += c.global_batch;
+      skipped_samples += c.global_batch;
+      last = it;
+      ++res.passed_over;
+      continue;
+    }
     dev.start_timing();
     const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
     if (args.check_for_nan_in_loss_and_grad) check_local_grads(c, it);
     dev.end_phase(Phase::Grads);
-    if (it == resumed.iteration + 1) res.first_loss = loss;
+    if (it == first) res.first_loss = loss;
     res.last_loss = loss;
     reduce_grads(c);
+    // MR_RUN_DIVERGE_AT (tests): data-parallel rank 1 alone changes a reduced gradient, so that its replica drifts.
+    if (diverge.count(it) && c.dp.rank() == 1 && c.buf.numel > 0) dev.set_grad(0, 1.0f);
     dev.end_phase(Phase::GradsReduce);
     // Unscale and look for inf/NaN (mixed precision with a loss scaler only, as Megatron).
     bool found_inf = false;
@@ -223,10 +247,11 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     ++window.iterations;
     // Megatron's training_log: a line every --log-interval iterations and after the run's first (a resumed run's
     // too), none for a last iteration off the interval.
-    const bool first_of_run = it == resumed.iteration + 1;
+    const bool first_of_run = it == first;
     if (it % c.log_interval == 0 || first_of_run) {
       report.grad_norm = grad_norm;
       report.run_kept_one = steps_done > resumed.optimizer_steps;
+      report.skipped_samples = skipped_samples;
       if (args.log_params_norm) report.params_norm = params_norm(c);
       log_iteration(c, log, prefix, it, consumed, window, found_inf, report);
       const PhaseTimes ms = dev.take_phase_ms();
@@ -236,12 +261,16 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     }
     last = it;
     ++res.ran;
-    if (ckpt.after_iteration({it, consumed, skipped_total, steps_done})) {  // interval saves, --exit-*
+    if (hash_every && it % *hash_every == 0) {  // a negative interval checks at its multiples too, as Python's %
+      compare_replicas(c, "after iteration " + std::to_string(it) + " (--check-weight-hash-across-dp-replicas-interval): ");
+      if (rt.rank() == 0) log << prefix << ">>> Weight hashes match after " << it << " iterations..." << std::endl;
+    }
+    if (ckpt.after_iteration({it, consumed, skipped_total, steps_done, skipped_samples})) {  // interval saves, --exit-*
       stopped = true;
       break;
     }
   }
-  if (!stopped) ckpt.at_end({last, consumed, skipped_total, steps_done});
+  if (!stopped) ckpt.at_end({last, consumed, skipped_total, steps_done, skipped_samples});
   res.iterations = last;
   res.skipped = skipped_total;
   res.params_checksum = check_replicas(c);

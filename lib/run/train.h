@@ -42,13 +42,16 @@ struct TrainResult {
   int64_t iterations = 0;          // the iteration the run ended at (counting the loaded checkpoint's)
   int64_t ran = 0;                 // iterations this process ran (0: a loaded checkpoint was at --train-iters)
   int64_t skipped = 0;             // iterations whose gradients held inf/NaN (fp16 loss scaling)
+  int64_t passed_over = 0;         // iterations of this process that --iterations-to-skip skipped entirely
   double first_loss = 0, last_loss = 0;
   double last_grad_norm = 0;
   uint64_t params_checksum = 0;    // the whole model after the last step, the same under every layout (model_checksum)
 };
 
 // Knobs for tests (environment): MR_RUN_NONFINITE_AT=I[,J...] puts an inf into rank 0's gradients at those
-// iterations (1-based), to exercise the loss scaler's skip path. `target`: the environment the arguments were
+// iterations (1-based), to exercise the loss scaler's skip path; MR_RUN_DIVERGE_AT=I[,J...] changes a reduced
+// gradient on data-parallel rank 1 at those iterations (without the distributed optimizer its replica then drifts),
+// to exercise the replica checks. `target`: the environment the arguments were
 // validated for (--target-te-version decides whether bf16 params keep their fp32 masters as remainders).
 TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log, const std::string& prefix,
                   const TargetEnv& target = {});

@@ -804,7 +804,7 @@ TEST_CASE("a count in a checkpoint's metadata or scheduler state past 2^62 is re
   const std::string js = ck + "/iter_0000002/rank_00000.json";
   const std::string keep = bytes_of(js);
   for (const char* key : {"consumed_samples", "skipped_iterations", "optimizer_steps", "iteration", "num_steps",
-                          "lr_decay_steps"}) {
+                          "lr_decay_steps", "skipped_train_samples"}) {
     const std::regex field("\"" + std::string(key) + "\": [0-9.]+");
     REQUIRE(std::regex_search(keep, field));
     { std::ofstream(js) << std::regex_replace(keep, field, "\"" + std::string(key) + "\": 9223372036854775807"); }
@@ -815,6 +815,15 @@ TEST_CASE("a count in a checkpoint's metadata or scheduler state past 2^62 is re
     CHECK_THAT(a.err(), Catch::Contains(js + ": ") && Catch::Contains(std::string(key) + "\" is 9223372036854775807, past the limit 2^62") &&
                             Catch::Contains("checkpoint.corrupt"));
   }
+  // A checkpoint written before skipped_train_samples existed loads with none skipped.
+  const std::regex skipped(R"("skipped_train_samples": 0, )");
+  REQUIRE(std::regex_search(keep, skipped));
+  { std::ofstream(js) << std::regex_replace(keep, skipped, ""); }
+  mrtest::Proc old = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "3", "--load", ck,
+                                "--use-checkpoint-opt-param-scheduler"}, dir, "older");
+  INFO(old.out() << old.err());
+  CHECK(old.exit_code() == 0);
+  CHECK_THAT(old.out(), Catch::Contains("iteration        3/       3 | consumed samples:           24 | elapsed"));
 }
 
 TEST_CASE("a checkpoint layout out of range, not matching world_size or differing between ranks is refused as corrupt",

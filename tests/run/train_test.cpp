@@ -257,6 +257,8 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
                       "(--tensor-model-parallel-size 2, --expert-tensor-parallel-size 2)");
   refused(1, {"--multi-latent-attention", "--mla-down-proj-fusion", "--train-iters", "2"}, "mla",
           "--mla-down-proj-fusion needs --q-lora-rank");
+  refused(1, {"--check-weight-hash-across-dp-replicas-interval", "0", "--train-iters", "2"}, "hash0",
+          "--check-weight-hash-across-dp-replicas-interval 0: Megatron's training loop divides by it");
   // --bring-up-only trains nothing: the same config passes the bring-up.
   mrtest::Proc b = spawn(1, {"--optimizer", "soap", "--fp16", "--bring-up-only"}, dir, "bringup");
   INFO(b.out() << b.err());
@@ -591,4 +593,93 @@ TEST_CASE("the iteration line comes when Megatron's training_log prints it, with
   CHECK(z[2].skipped == 2);
   CHECK(z[2].loss == 0.0);
   CHECK(z[3].loss > 0);
+}
+
+namespace {
+// The figures of a line that `iterations` does not keep: "consumed samples" and "skipped samples" (0: absent).
+std::pair<int64_t, int64_t> samples_of(const std::string& out, int64_t iteration) {
+  const std::regex re("iteration +" + std::to_string(iteration) +
+                      R"(/ *\d+ \| consumed samples: +(\d+) \|( skipped samples: +(\d+) \|)?)");
+  std::smatch m;
+  if (!std::regex_search(out, m, re)) return {-1, -1};
+  return {std::stoll(m[1]), m[3].matched ? std::stoll(m[3]) : 0};
+}
+}  // namespace
+
+TEST_CASE("--iterations-to-skip: a skipped iteration consumes its samples and does nothing else; a resume keeps the "
+          "count", "[run][train][skip]") {
+  mrtest::TempDir dir;
+  const Finished a = run_one(dir, {"--train-iters", "6", "--log-interval", "1", "--iterations-to-skip", "1", "3", "4"},
+                             "skip");
+  // Lines for the iterations that trained only; the first of them is the run's first line (Megatron's
+  // start_iteration moves past the skipped ones).
+  REQUIRE(a.lines.size() == 3);
+  CHECK(a.lines[0].iteration == 2);
+  CHECK(a.lines[1].iteration == 5);
+  CHECK(a.lines[2].iteration == 6);
+  // Consumed samples count the skipped iterations' batches (8 each); Megatron's "skipped samples" field shows them.
+  CHECK(samples_of(a.out, 2) == std::pair<int64_t, int64_t>{16, 8});
+  CHECK(samples_of(a.out, 5) == std::pair<int64_t, int64_t>{40, 24});
+  CHECK(samples_of(a.out, 6) == std::pair<int64_t, int64_t>{48, 24});
+  // The scheduler steps on trained iterations only: iteration 2 is the first step of a 2-iteration warmup (lr 0 for
+  // the step, 1.5e-4 after it), as iteration 1 of the run without skips.
+  const Finished plain = run_one(dir, {"--train-iters", "3", "--log-interval", "1"}, "noskip");
+  REQUIRE(plain.lines.size() == 3);
+  CHECK(a.lines[0].lr == plain.lines[0].lr);
+  CHECK(a.lines[0].loss == plain.lines[0].loss);
+  CHECK(a.lines[1].lr == plain.lines[1].lr);
+  CHECK_THAT(a.out, Catch::Contains("training run finished: 6 iterations (0 skipped, 3 passed over by "
+                                    "--iterations-to-skip)"));
+  // Other samples, another path: the checksum differs from three plain iterations'.
+  CHECK(a.checksum != plain.checksum);
+  // No line, no flag in the notice (acted on).
+  CHECK_THAT(a.out, !Catch::Contains("does not act on --iterations-to-skip"));
+  // Every iteration skipped: no step, and the summary says so.
+  const Finished none = run_one(dir, {"--train-iters", "2", "--lr-warmup-iters", "0", "--iterations-to-skip", "1", "2"},
+                               "allskip");
+  CHECK(none.lines.empty());
+  CHECK_THAT(none.out, Catch::Contains("training run finished: 2 iterations (0 skipped, 2 passed over by "
+                                       "--iterations-to-skip); no optimizer step ran in this run"));
+  // A skipped iteration saves nothing (Megatron's loop continues past the save); the count is in the checkpoint and a
+  // resumed run goes on from it, ending where the run that never stopped ends.
+  const std::string ck = dir / "ck";
+  const Finished whole = run_one(dir, {"--train-iters", "6", "--iterations-to-skip", "2", "5"}, "whole");
+  const Finished half = run_one(dir, {"--train-iters", "6", "--iterations-to-skip", "2", "5", "--save", ck,
+                                      "--save-interval", "100", "--exit-interval", "3"}, "half");
+  std::ifstream meta(ck + "/iter_0000003/rank_00000.json");
+  std::stringstream text;
+  text << meta.rdbuf();
+  CHECK_THAT(text.str(), Catch::Contains("\"skipped_train_samples\": 8"));
+  const Finished rest = run_one(dir, {"--train-iters", "6", "--iterations-to-skip", "2", "5", "--load", ck,
+                                      "--log-interval", "1"}, "rest");
+  CHECK(rest.checksum == whole.checksum);
+  CHECK(samples_of(rest.out, 4) == std::pair<int64_t, int64_t>{32, 8});
+  CHECK(samples_of(rest.out, 6) == std::pair<int64_t, int64_t>{48, 16});
+}
+
+TEST_CASE("--check-weight-hash-across-dp-replicas-interval: replicas compared during the run; a drifting one stops it",
+          "[run][train][skip]") {
+  mrtest::TempDir dir;
+  mrtest::Proc ok = spawn(2, {"--train-iters", "5", "--check-weight-hash-across-dp-replicas-interval", "2"}, dir, "hash");
+  INFO(ok.out() << ok.err());
+  REQUIRE(ok.exit_code() == 0);
+  CHECK_THAT(ok.out(), Catch::Contains("[rank 0] >>> Weight hashes match after 2 iterations..."));
+  CHECK_THAT(ok.out(), Catch::Contains("[rank 0] >>> Weight hashes match after 4 iterations..."));
+  CHECK_THAT(ok.out(), !Catch::Contains("match after 5"));
+  // Rank 1's replica drifts at iteration 3: the check after iteration 4 stops the run, naming the flag.
+  const std::map<std::string, std::string> drift = {{"MR_RUN_DIVERGE_AT", "3"}};
+  mrtest::Proc bad = spawn(2, {"--train-iters", "6", "--check-weight-hash-across-dp-replicas-interval", "2"}, dir,
+                           "drift", drift);
+  INFO(bad.out() << bad.err());
+  CHECK(bad.exit_code() == 1);
+  CHECK_FALSE(bad.timed_out);
+  CHECK_THAT(bad.out() + bad.err(),
+             Catch::Contains("after iteration 4 (--check-weight-hash-across-dp-replicas-interval): data-parallel "
+                             "replicas diverged: rank "));
+  CHECK_THAT(bad.out(), !Catch::Contains("match after 4"));
+  // Without the flag the run's final comparison finds it.
+  mrtest::Proc end = spawn(2, {"--train-iters", "4"}, dir, "end", drift);
+  INFO(end.out() << end.err());
+  CHECK(end.exit_code() == 1);
+  CHECK_THAT(end.out() + end.err(), Catch::Contains("data-parallel replicas diverged: rank "));
 }
