@@ -17,7 +17,7 @@
 //     buffers in device memory with the initial values the CPU computes (uploaded parameter by parameter), the
 //     synthetic gradient kernel (run/gpu_synthetic.cu, bit-identical), the fixed-point sums and max |x| as device
 //     reductions (integers: order-free; the same bits as the CPU), NCCL collectives on Megatron's groups, the
-//     optimizer kernels of lib/optim/gpu_*.cu, checksums on the device, per-phase CUDA event times. It has never
+//     optimizer kernels of lib/optim/gpu_*.cu, --embedding-min-norm's row passes, checksums on the device, per-phase CUDA event times. It has never
 //     run on a GPU yet (scripts/gpu-check.sh point 2 is its check).
 #pragma once
 
@@ -36,6 +36,7 @@
 #include "run/buffers.h"
 #include "run/exact_stats.h"
 #include "run/grad_format.h"
+#include "run/row_rescale.h"
 #include "run/synthetic_grad.h"
 
 namespace mr::run {
@@ -117,6 +118,14 @@ class Backend {
   // backend, cuSOLVER on the CUDA one.
   virtual void soap_step(std::span<const optim::SoapParam> mats, std::span<const optim::GroupHyper> groups,
                          const optim::SoapOptions& o) = 0;
+
+  // --embedding-min-norm (run/row_rescale.h, run/embedding_norm.h) over one piece of this rank's shard of the word
+  // embeddings (p's pointers from ptrs()); the arrays are on the host, indexed from p.first_row(), p.rows() of
+  // them: each row's max |x| (its part in the piece) as bits max-ed into out[]; each row's exact sum of
+  // row_square_term(x, scale[]) added into out[]; each element times its row's factor[] (1: left as it is).
+  virtual void row_max_bits(const RowPiece& p, uint32_t* out) = 0;
+  virtual void row_sum_squares(const RowPiece& p, const double* scale, Fixed* out) = 0;
+  virtual void scale_rows(const RowPiece& p, const float* factor) = 0;
 
   // FNV-1a of the model bytes of elements [begin, end) (the replica check); the layout-free checksum part of one
   // parameter: sum over i in [0, n) of mix64(mix64(key ^ whole_index(where, i)) ^ bits of element base + i).

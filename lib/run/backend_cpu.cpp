@@ -113,6 +113,35 @@ class CpuBackend final : public Backend {
     optim::cpu::soap_step(mats, groups, o);
   }
 
+  // --embedding-min-norm's rows: a row per iteration of an OpenMP loop (run/row_rescale.h's element math; integer
+  // sums and maxima, so the same bits as the CUDA kernels).
+  void row_max_bits(const RowPiece& p, uint32_t* out) override {
+    const int64_t rows = p.rows(), first = p.first_row();
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
+    for (int64_t r = 0; r < rows; ++r) {
+      uint32_t m = 0;
+      for (int64_t i = p.row_begin(first + r); i < p.row_end(first + r); ++i) m = max_bits(m, abs_bits(p.load(i)));
+      out[r] = max_bits(out[r], m);
+    }
+  }
+  void row_sum_squares(const RowPiece& p, const double* scale, Fixed* out) override {
+    const int64_t rows = p.rows(), first = p.first_row();
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
+    for (int64_t r = 0; r < rows; ++r) {
+      Fixed acc = 0;
+      for (int64_t i = p.row_begin(first + r); i < p.row_end(first + r); ++i) acc += row_square_term(p.load(i), scale[r]);
+      out[r] += acc;
+    }
+  }
+  void scale_rows(const RowPiece& p, const float* factor) override {
+    const int64_t rows = p.rows(), first = p.first_row();
+#pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
+    for (int64_t r = 0; r < rows; ++r) {
+      if (factor[r] == 1.0f) continue;  // a factor of 1 leaves the row as it is
+      for (int64_t i = p.row_begin(first + r); i < p.row_end(first + r); ++i) p.scale(i, factor[r]);
+    }
+  }
+
   uint64_t checksum(int64_t begin, int64_t end) override {
     const FlatBuffers& b = *b_;
     const size_t w = dtype_bytes(b.model_dtype);

@@ -250,6 +250,14 @@ class CudaBackend final : public Backend {
     optim::gpu::soap_step(mats, groups, o);
   }
 
+  // --embedding-min-norm's rows (run/cuda_ops.cu: a thread per row for the maxima and sums, per element for the
+  // rescale).
+  void row_max_bits(const RowPiece& p, uint32_t* out) override { cuda::row_max_bits(p, out); }
+  void row_sum_squares(const RowPiece& p, const double* scale, Fixed* out) override {
+    cuda::row_sum_squares(p, scale, out);
+  }
+  void scale_rows(const RowPiece& p, const float* factor) override { cuda::scale_rows(p, factor); }
+
   uint64_t checksum(int64_t begin, int64_t end) override {
     // FNV-1a is sequential: the bytes come to the host in chunks.
     const size_t w = dtype_bytes(b_->model_dtype);

@@ -15,6 +15,7 @@
 #include "run/checksum_term.h"
 #include "run/cuda_ops.h"
 #include "run/fixed_point.h"
+#include "run/row_rescale.h"
 
 namespace mr::run::cuda {
 
@@ -194,6 +195,38 @@ __global__ void __launch_bounds__(geom::kThreads) checksum_kernel(const void* __
   if (threadIdx.x == 0) atomicAdd(out, block[0]);  // wraps: mod 2^64, any order
 }
 
+// --embedding-min-norm's row passes (run/row_rescale.h): a thread per row of the piece (grid-stride over rows),
+// each walking its row's elements in the piece; integers and maxima, so the same bits as the CPU loop.
+__global__ void __launch_bounds__(geom::kThreads) row_max_kernel(RowPiece p, int64_t rows, uint32_t* out) {
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  const int64_t first = p.first_row();
+  for (int64_t r = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); r < rows; r += step) {
+    uint32_t m = 0;
+    for (int64_t i = p.row_begin(first + r); i < p.row_end(first + r); ++i) m = max_bits(m, abs_bits(p.load(i)));
+    out[r] = m;
+  }
+}
+__global__ void __launch_bounds__(geom::kThreads) row_sum_kernel(RowPiece p, int64_t rows, const double* scale,
+                                                                 U128* out) {
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  const int64_t first = p.first_row();
+  for (int64_t r = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); r < rows; r += step) {
+    U128 acc;
+    for (int64_t i = p.row_begin(first + r); i < p.row_end(first + r); ++i)
+      acc.add(static_cast<uint64_t>(row_square_term(p.load(i), scale[r])));  // >= 0, < 2^62
+    out[r] = acc;
+  }
+}
+__global__ void __launch_bounds__(geom::kThreads) scale_rows_kernel(RowPiece p, const float* factor) {
+  const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
+  const int64_t n = p.end - p.begin, first = p.first_row();
+  for (int64_t k = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); k < n; k += step) {
+    const int64_t i = p.begin + k;
+    const float f = factor[p.row_of(i) - first];
+    if (f != 1.0f) p.scale(i, f);  // a factor of 1 leaves the row as it is
+  }
+}
+
 }  // namespace
 
 int visible_devices() {
@@ -328,6 +361,49 @@ uint64_t checksum_part(const void* model, DType d, int64_t base, int64_t n, uint
       case DType::E4M3: break;
     }
   });
+}
+
+namespace {
+// The row passes' inputs (per-row scales or factors), beside the reductions' scratch.
+void* row_inputs(size_t bytes) {
+  static GrowingDeviceArea area;
+  return area.at_least(bytes, "cudaMalloc (row inputs)");
+}
+}  // namespace
+
+void row_max_bits(const RowPiece& p, uint32_t* out) {
+  const int64_t rows = p.rows();
+  if (rows <= 0) return;
+  auto* d = static_cast<uint32_t*>(scratch(sizeof(uint32_t) * static_cast<size_t>(rows)));
+  row_max_kernel<<<geom::grid_for(rows), geom::kThreads>>>(p, rows, d);
+  check_launch("the embedding rows' max |x|");
+  std::vector<uint32_t> host(static_cast<size_t>(rows));
+  check(cudaMemcpy(host.data(), d, sizeof(uint32_t) * host.size(), cudaMemcpyDeviceToHost), "cudaMemcpy (row max)");
+  for (size_t r = 0; r < host.size(); ++r) out[r] = max_bits(out[r], host[r]);
+}
+
+void row_sum_squares(const RowPiece& p, const double* scale, Fixed* out) {
+  const int64_t rows = p.rows();
+  if (rows <= 0) return;
+  const size_t n = static_cast<size_t>(rows);
+  auto* s = static_cast<double*>(row_inputs(sizeof(double) * n));
+  check(cudaMemcpy(s, scale, sizeof(double) * n, cudaMemcpyHostToDevice), "cudaMemcpy (row scales)");
+  auto* d = static_cast<U128*>(scratch(sizeof(U128) * n));
+  row_sum_kernel<<<geom::grid_for(rows), geom::kThreads>>>(p, rows, s, d);
+  check_launch("the embedding rows' sums of squares");
+  std::vector<U128> host(n);
+  check(cudaMemcpy(host.data(), d, sizeof(U128) * n, cudaMemcpyDeviceToHost), "cudaMemcpy (row sums)");
+  for (size_t r = 0; r < n; ++r) out[r] += to_fixed(host[r]);
+}
+
+void scale_rows(const RowPiece& p, const float* factor) {
+  const int64_t rows = p.rows();
+  if (rows <= 0) return;
+  const size_t n = static_cast<size_t>(rows);
+  auto* f = static_cast<float*>(row_inputs(sizeof(float) * n));
+  check(cudaMemcpy(f, factor, sizeof(float) * n, cudaMemcpyHostToDevice), "cudaMemcpy (row factors)");
+  scale_rows_kernel<<<geom::grid_for(p.end - p.begin), geom::kThreads>>>(p, f);
+  check_launch("the embedding rows' rescale");
 }
 
 void* event_create() {

@@ -13,6 +13,7 @@
 #include "optim/dtype.h"
 #include "run/fixed_point.h"
 #include "run/grad_format.h"
+#include "run/row_rescale.h"
 #include "run/tensor_index.h"
 
 namespace mr::run::cuda {
@@ -53,6 +54,13 @@ int64_t count_zeros(const float* x, int64_t n);
 // The model checksum part of one parameter (Backend::model_checksum_part): sum over i in [0, n) of
 // checksum_term(key, whole_index(where, i), bits of model element base + i), mod 2^64.
 uint64_t checksum_part(const void* model, optim::DType d, int64_t base, int64_t n, uint64_t key, const ShardIndex& where);
+
+// --embedding-min-norm's row passes over one piece (run/row_rescale.h; arrays indexed from the piece's first row,
+// p.rows() of them, on the host): each row's max |x| as bits max-ed into out, each row's exact sum of squares at
+// its scale added into out, each element times its row's factor (1: untouched).
+void row_max_bits(const RowPiece& p, uint32_t* out);
+void row_sum_squares(const RowPiece& p, const double* scale, Fixed* out);
+void scale_rows(const RowPiece& p, const float* factor);
 
 // CUDA events on the default stream: create, record, the milliseconds between two recorded events (waits for
 // the later one), destroy.

@@ -28,6 +28,9 @@ void scale(float*, int64_t, float) { no_cuda(); }
 void finish_grads(float*, int64_t, float, GradFormat) { no_cuda(); }
 int64_t count_zeros(const float*, int64_t) { no_cuda(); }
 uint64_t checksum_part(const void*, optim::DType, int64_t, int64_t, uint64_t, const ShardIndex&) { no_cuda(); }
+void row_max_bits(const RowPiece&, uint32_t*) { no_cuda(); }
+void row_sum_squares(const RowPiece&, const double*, Fixed*) { no_cuda(); }
+void scale_rows(const RowPiece&, const float*) { no_cuda(); }
 void* event_create() { no_cuda(); }
 void event_record(void*) { no_cuda(); }
 double event_elapsed_ms(void*, void*) { no_cuda(); }

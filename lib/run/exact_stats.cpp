@@ -31,13 +31,24 @@ double max_abs(const float* x, int64_t n) {
 }
 
 Fixed all_reduce_sum(distributed::Group& g, Fixed mine) {
-  if (mine < 0) throw std::logic_error("exact_stats: a negative fixed-point part");
-  double limb[4];
-  for (int i = 0; i < 4; ++i) limb[i] = static_cast<double>(static_cast<uint64_t>(mine >> (32 * i)) & 0xffffffffull);
-  host_all_reduce(g, distributed::Buffer::cpu(limb, 4), distributed::ReduceOp::Sum);  // each < 2^53: exact
-  Fixed total = 0;
-  for (int i = 3; i >= 0; --i) total = (total << 32) + static_cast<Fixed>(static_cast<int64_t>(limb[i]));
-  return total;
+  std::vector<Fixed> v{mine};
+  all_reduce_sums(g, v);
+  return v[0];
+}
+
+void all_reduce_sums(distributed::Group& g, std::vector<Fixed>& mine) {
+  std::vector<double> limb(4 * mine.size());
+  for (size_t k = 0; k < mine.size(); ++k) {
+    if (mine[k] < 0) throw std::logic_error("exact_stats: a negative fixed-point part");
+    for (size_t i = 0; i < 4; ++i)
+      limb[4 * k + i] = static_cast<double>(static_cast<uint64_t>(mine[k] >> (32 * i)) & 0xffffffffull);
+  }
+  host_all_reduce(g, distributed::Buffer::cpu(limb.data(), limb.size()), distributed::ReduceOp::Sum);  // each < 2^53: exact
+  for (size_t k = 0; k < mine.size(); ++k) {
+    Fixed total = 0;
+    for (int i = 3; i >= 0; --i) total = (total << 32) + static_cast<Fixed>(static_cast<int64_t>(limb[4 * k + static_cast<size_t>(i)]));
+    mine[k] = total;
+  }
 }
 
 double all_reduce_max(distributed::Group& g, double mine) {

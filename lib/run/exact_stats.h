@@ -52,6 +52,8 @@ double max_abs(const float* x, int64_t n);
 
 // All-reduce over `g`: sums of fixed-point values (each rank's part >= 0), and the max.
 Fixed all_reduce_sum(distributed::Group& g, Fixed mine);
+// The same for many sums at once, in place (one collective).
+void all_reduce_sums(distributed::Group& g, std::vector<Fixed>& mine);
 double all_reduce_max(distributed::Group& g, double mine);
 
 // sum * 2^-E as a double (one rounding).

@@ -30,6 +30,8 @@ constexpr ArgId kActs[] = {
     ArgId::muon_nesterov, ArgId::muon_scale_mode, ArgId::muon_fp32_matmul_prec, ArgId::muon_coefficient_type,
     ArgId::muon_num_ns_steps, ArgId::muon_tp_mode, ArgId::muon_use_syrk, ArgId::muon_extra_scale_factor,
     ArgId::muon_scalar_optimizer, ArgId::muon_ns_batch_size, ArgId::use_distributed_optimizer, ArgId::log_num_zeros_in_grad,
+    // The input word embeddings' rows rescaled after each step (run/embedding_norm.h).
+    ArgId::embedding_min_norm,
     // The precision-aware optimizer's moments and main params: bf16, fp16 and fp8 (e4m3) with a scale, remainders
     // (run/buffers.h; fp16 main params in fp32 training are named in the notice).
     ArgId::use_precision_aware_optimizer, ArgId::exp_avg_dtype, ArgId::exp_avg_sq_dtype, ArgId::main_params_dtype,

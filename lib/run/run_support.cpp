@@ -35,6 +35,15 @@ void check_run_supported(const Args& args) {
                    "(--tensor-model-parallel-size " + std::to_string(tp) + ", --expert-tensor-parallel-size " +
                    std::to_string(etp) + "); blockwise, duplicated, distributed and layer_sharded run with any "
                    "TP size");
+  // --embedding-min-norm: Megatron applies it in the distributed optimizer only (OptimizerConfig: "requires the
+  // distributed optimizer"; --optimizer dist_muon is its deprecated spelling of muon with it), on the fp32 master.
+  if (args.embedding_min_norm && !args.use_distributed_optimizer && args.optimizer != arg::Optimizer::dist_muon)
+    throw RunError("--embedding-min-norm requires --use-distributed-optimizer (Megatron rescales the embedding rows "
+                   "in the distributed optimizer's step)");
+  if (args.embedding_min_norm && args.use_precision_aware_optimizer && args.optimizer == arg::Optimizer::adam &&
+      args.main_params_dtype == arg::MainParamsDtype::fp16 && (args.bf16 || args.fp16))
+    throw RunError("--embedding-min-norm rescales fp32 main params; the training run does not rescale the fp16 main "
+                   "params of --main-params-dtype fp16");
   // The batch of each step (--rampup-batch-size is ignored, as by Megatron: deprecated).
   const BatchSchedule batches = BatchSchedule::from(args);
   // A fresh run's first step must fit the layout; a resumed run is checked at the step it resumes from (Megatron

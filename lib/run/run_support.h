@@ -8,10 +8,11 @@
 namespace mr::run {
 
 // Throws RunError (run/model.h) naming the flags: an optimizer without a kernel of ours, Muon with --fp16 or a
-// --muon-tp-mode it does not implement, a batch schedule Megatron would refuse (run/batch_schedule.h: a
-// malformed --step-batch-size-schedule, a first step's batch that micro-batch x data-parallel size does not
-// divide, a batch past the synthetic gradient's range), no --train-iters / --train-samples, and what the model
-// plan refuses (run/model.h: plan_gpt_model, for every pipeline stage).
+// --muon-tp-mode it does not implement, --embedding-min-norm without --use-distributed-optimizer (or with fp16
+// main params), a batch schedule Megatron would refuse (run/batch_schedule.h: a malformed
+// --step-batch-size-schedule, a first step's batch that micro-batch x data-parallel size does not divide, a batch
+// past the synthetic gradient's range), no --train-iters / --train-samples, and what the model plan refuses
+// (run/model.h: plan_gpt_model, for every pipeline stage).
 void check_run_supported(const Args& args);
 
 }  // namespace mr::run

@@ -19,6 +19,7 @@
 #include "optim/soap.h"
 #include "run/abs_max.h"
 #include "run/checkpoint.h"
+#include "run/embedding_norm.h"
 #include "run/grad_sync.h"
 #include "run/log.h"
 #include "run/run_context.h"
@@ -230,6 +231,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       if (args.log_num_zeros_in_grad) report.zeros = count_zeros_in_grad(c);  // after the clip, as Megatron
       dev.end_phase(Phase::ClipNorm);
       optimizer_step(c, ++steps_done);
+      apply_embedding_min_norm(c);  // --embedding-min-norm: on the masters this step left, before they are published
       c.schedule->step(c.global_batch);
       dev.end_phase(Phase::Step);
       publish_params(c);

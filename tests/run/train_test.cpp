@@ -255,6 +255,14 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
   refused(2, {"--optimizer", "muon", "--muon-tp-mode", "auto", "--tensor-model-parallel-size", "2", "--train-iters", "2"},
           "muonauto", "--muon-tp-mode auto is implemented by the training run without tensor parallelism only "
                       "(--tensor-model-parallel-size 2, --expert-tensor-parallel-size 2)");
+  // --embedding-min-norm: Megatron applies it in the distributed optimizer, on an fp32 master (run/embedding_norm.h).
+  refused(1, {"--embedding-min-norm", "0.5", "--train-iters", "2"}, "emnorm",
+          "--embedding-min-norm requires --use-distributed-optimizer (Megatron rescales the embedding rows in the "
+          "distributed optimizer's step)");
+  refused(1, {"--embedding-min-norm", "0.5", "--use-distributed-optimizer", "--bf16", "--use-precision-aware-optimizer",
+              "--main-params-dtype", "fp16", "--train-iters", "2"},
+          "emnormfp16", "--embedding-min-norm rescales fp32 main params; the training run does not rescale the fp16 "
+                        "main params of --main-params-dtype fp16");
   refused(1, {"--multi-latent-attention", "--mla-down-proj-fusion", "--train-iters", "2"}, "mla",
           "--mla-down-proj-fusion needs --q-lora-rank");
   refused(1, {"--check-weight-hash-across-dp-replicas-interval", "0", "--train-iters", "2"}, "hash0",
