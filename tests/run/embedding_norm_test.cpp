@@ -1,6 +1,6 @@
 // --embedding-min-norm in the training run (run/embedding_norm.h): it changes the result, rows end at twice the
 // threshold, the same bits under every layout (rows cut by the distributed optimizer's shard boundaries, TP's vocab
-// slices, PP's tied copy), an exact resume, and the refusal without the distributed optimizer.
+// slices, PP's tied copy), and an exact resume. The refusal without the distributed optimizer: train_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -95,17 +95,4 @@ TEST_CASE("--embedding-min-norm far above every row: after the first step each r
   std::vector<std::string> load = on;
   load.insert(load.end(), {"--load", ck});
   CHECK(checksum_of(1, load, dir, "resumed") == whole);
-}
-
-TEST_CASE("--embedding-min-norm without --use-distributed-optimizer is refused before any worker starts",
-          "[run][embedding-norm]") {
-  mrtest::TempDir dir;
-  std::vector<std::string> a = kBase;
-  a.insert(a.end(), {"--embedding-min-norm", "0.5"});
-  mrtest::Proc p = mrtest::spawn_job(1, a, dir, "refused");
-  INFO(p.out() << p.err());
-  CHECK(p.exit_code() == 1);
-  CHECK_THAT(p.err(), Catch::Contains("error[init.training-run]: ") &&
-                          Catch::Contains("--embedding-min-norm requires --use-distributed-optimizer"));
-  CHECK_THAT(p.out() + p.err(), !Catch::Contains("bring-up passed"));
 }
