@@ -433,12 +433,14 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   const bool prefix_myself = !launch->spawned_by_megatron_run;
   log::init(log::parse_level(in.log_level).value_or(log::Level::warning), prefix_myself ? launch->rank : -1);
   const std::string out_prefix = prefix_myself ? "[rank " + std::to_string(launch->rank) + "] " : "";
-  // Said once, by rank 0. megatron-run's own spawner sets the variable (and says so) itself, so a worker it
-  // started never gets here: one line either way.
-  if (g_one_blas_thread && launch->rank == 0)
+  // Said once a node, by its local rank 0 (with its rank prefix): the limit is the node's (its launcher's, which
+  // every worker there inherits), so a node without one (rank 0's, say) says nothing and another node's first
+  // worker still tells the user that its ranks run OpenBLAS single-threaded. megatron-run's own spawner sets the
+  // variable (and says so, once a node) itself, so a worker it started never gets here: one line a node either way.
+  if (g_one_blas_thread && launch->local_rank == 0)
     if (const std::optional<uint64_t> as = util::address_space_limit())
-      MR_LOG(warning) << "notice: OPENBLAS_NUM_THREADS=1 for the workers: an address-space limit is set "
-                         "(ulimit -v "
+      MR_LOG(warning) << "notice: OPENBLAS_NUM_THREADS=1 for the workers on this node: an address-space limit is "
+                         "set (ulimit -v "
                       << *as / 1024
                       << ") and every OpenBLAS thread maps 128 MiB of it (set OPENBLAS_NUM_THREADS to choose)";
 

@@ -54,7 +54,9 @@ std::string who(const WorkerFailure& f) {
 
 std::string describe_end(const WorkerFailure& f) {
   if (f.start_failure.empty()) return describe_status(f.status);
-  return "could not be started by megatron-run (" + f.start_failure + "; the exit code 127 is megatron-run's)";
+  const int code = WIFEXITED(f.status) ? WEXITSTATUS(f.status) : 127;
+  return "could not be started by megatron-run (" + f.start_failure + "; the exit code " + std::to_string(code) +
+         " is megatron-run's)";
 }
 
 std::string signal_name(int sig) {

@@ -25,8 +25,9 @@ struct WorkerFailure {
   std::vector<std::string> stderr_tail;  // its last stderr lines, when its stderr went through the launcher
   bool stderr_seen = false;              // its stderr went through the launcher (else straight to the console)
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE ("" none)
-  // megatron-run could not start it (the exec or the CPU binding in the forked child failed; the child's exit code
-  // 127 is then the launcher's, not the program's): "cannot start ./train.sh: Permission denied". "" it ran.
+  // megatron-run could not start it (the exec or the CPU binding in the forked child failed; the child's exit code,
+  // 127 or 1, is then the launcher's, not the program's): "cannot start ./train.sh: Permission denied". "" it ran
+  // (or the child was killed by a signal after its note: the signal is what it ended by).
   std::string start_failure;
 };
 

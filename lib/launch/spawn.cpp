@@ -125,7 +125,7 @@ int spawn_workers(const SpawnOptions& o) {
     if (restarts < o.max_restarts && r.signal_received == 0) {  // a launcher told to stop does not restart
       const WorkerFailure& f = r.failures.front();
       std::cerr << "megatron-run: the worker group failed (attempt " << attempt + 1 << ": rank " << f.rank << " "
-                << describe_status(f.status) << "); " << o.max_restarts - restarts << "/" << o.max_restarts
+                << describe_end(f) << "); " << o.max_restarts - restarts << "/" << o.max_restarts
                 << " restarts left; restarting the worker group" << (o.watch ? " with the other nodes" : "")
                 << " (TORCHELASTIC_RESTART_COUNT=" << job.restart_count + 1 << ")\n";
       if (!o.watch) {

@@ -49,7 +49,8 @@ std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
       as && !std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("GOTO_NUM_THREADS") &&
       !o.env.count("OPENBLAS_NUM_THREADS") && !o.env.count("GOTO_NUM_THREADS")) {
     base.push_back("OPENBLAS_NUM_THREADS=1");
-    std::cerr << "megatron-run: OPENBLAS_NUM_THREADS=1 for the workers: an address-space limit is set (ulimit -v "
+    std::cerr << "megatron-run: OPENBLAS_NUM_THREADS=1 for the workers on this node: an address-space limit is "
+                 "set (ulimit -v "
               << *as / 1024 << ") and every OpenBLAS thread maps 128 MiB of it (set OPENBLAS_NUM_THREADS to choose)\n";
   }
   return base;

@@ -202,16 +202,16 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       if (result.failures.size() == 1) {
         result.failed_first = result.signal_received == 0;
         bool others = workers.any_running();
-        std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") "
-                  << (w.start_failure.empty() ? describe_status(status)
-                                              : "could not be started (" + w.start_failure + ")")
+        const std::string how =
+            w.start_failure.empty() ? describe_status(status) : "could not be started (" + w.start_failure + ")";
+        std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") " << how
                   << (others && !stopping ? "; stopping the other workers" : "") << "\n";
         if (others && !stopping) stop_rest(SIGTERM);
         if (o.watch && !result.peer && result.signal_received == 0)
           result.first_elsewhere =
               o.watch->local_failure(w.code, "worker rank " + std::to_string(w.rank) + " (pid " +
                                                  std::to_string(w.pid) + ") on node " + std::to_string(o.node_rank) +
-                                                 " " + describe_status(status));
+                                                 " " + how);
         if (result.first_elsewhere)
           std::cerr << "megatron-run: another node failed first, the job's root cause: "
                     << result.first_elsewhere->message << "\n";

@@ -40,6 +40,10 @@ void write_all(int fd, std::string_view s) {
 
 namespace {
 
+// The forked child's exit codes when it cannot become the program (with a note on the `started` pipe).
+constexpr int kExecFailedCode = 127;  // its execve failed
+constexpr int kBindFailedCode = 1;    // its CPU binding (--numa-binding) failed
+
 // The description of errno `e` without allocating or locking (for the forked child, whose parent has threads):
 // glibc's untranslated text, else "errno N".
 void write_errno(int fd, int e) {
@@ -186,8 +190,9 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     if (err[1] >= 0) dup2(err[1], 2);
     else if (!logs.err.console) dup2(null_fd, 2);
     // The messages below were built before the fork: the child allocates nothing (write_errno). The launcher
-    // learns of such a failure from `started` (a tag and the errno), so that its exit code 127 is not taken for
-    // the program's.
+    // learns of such a failure from `started` (a tag and the errno), so that the child's exit code is not taken
+    // for the program's: 1 for the CPU binding (a launcher failure, as --numa-binding's others), 127 for the exec
+    // (a shell's code for a program it cannot run). The launcher trusts the note only with that exit code.
     auto failed = [&](char tag, int e) {
       char note[1 + sizeof(int)];
       note[0] = tag;
@@ -199,7 +204,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
       write_errno(2, e);
       write_all(2, "\n");
       failed('b', e);
-      _exit(127);
+      _exit(kBindFailedCode);
     }
     execve(argv[0], argv.data(), envp.data());
     const int e = errno;
@@ -207,7 +212,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     write_errno(2, e);
     write_all(2, "\n");
     failed('e', e);
-    _exit(127);
+    _exit(kExecFailedCode);
   }
   setpgid(pid, pid);  // also here: no race with kill(-pid) before the child ran setpgid
   if (guardian_) guardian_->add(pid);  // its group is stopped by the guardian if the launcher dies
@@ -246,7 +251,10 @@ bool Workers::exited(Worker& w) {
     ssize_t n;
     while ((n = read(w.start_fd, note, sizeof note)) < 0 && errno == EINTR) {
     }
-    if (n == static_cast<ssize_t>(sizeof note)) {
+    // Only a child that then exited with the code its note goes with: one killed between the note and its
+    // _exit (SIGKILL from outside, the OOM killer, a seccomp filter) ended by that signal, which is said instead.
+    const int expected = n > 0 && note[0] == 'b' ? kBindFailedCode : kExecFailedCode;
+    if (n == static_cast<ssize_t>(sizeof note) && WIFEXITED(status) && WEXITSTATUS(status) == expected) {
       int e = 0;
       std::memcpy(&e, note + 1, sizeof e);
       w.start_failure = (note[0] == 'b' ? "cannot bind local rank " + std::to_string(w.local_rank) +

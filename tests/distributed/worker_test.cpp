@@ -173,8 +173,8 @@ TEST_CASE("under ulimit -v a worker megatron-run's spawner did not start gives O
   const long base = cached_load_minimum();
   REQUIRE(base > 0);
   const long kib = base + 1024 * 1024;
-  const std::string said = "OPENBLAS_NUM_THREADS=1 for the workers: an address-space limit is set (ulimit -v " +
-                           std::to_string(kib) + ")";
+  const std::string said = "OPENBLAS_NUM_THREADS=1 for the workers on this node: an address-space limit is set "
+                           "(ulimit -v " + std::to_string(kib) + ")";
   // Under the limit, with no BLAS count from the test's own environment unless `keep_blas`.
   auto limited = [&](const std::vector<std::string>& argv, bool keep_blas = false) {
     std::vector<std::string> a = {"/bin/sh", "-c",
@@ -225,6 +225,54 @@ TEST_CASE("under ulimit -v a worker megatron-run's spawner did not start gives O
   CHECK(p[0].exit_code() == 0);
   CHECK(count(out, said) == 1);
   CHECK_THAT(out, Catch::Contains("megatron-run: " + said));
+}
+
+// A job over several nodes as torchrun starts it (two nodes of two ranks, simulated on this machine: LOCAL_RANK and
+// LOCAL_WORLD_SIZE as torchrun sets them on each node): the limit is a node's. Node 0, rank 0's, has none; node 1
+// has one, so its ranks start themselves again with one BLAS thread, and its local rank 0 (rank 2) says so once,
+// with its rank. Before, only rank 0 could say it, and nothing told the user.
+TEST_CASE("under ulimit -v on a node other than rank 0's, that node's local rank 0 says OPENBLAS_NUM_THREADS=1 once",
+          "[worker][ulimit]") {
+  mrtest::TempDir dir;
+  const long base = cached_load_minimum();
+  REQUIRE(base > 0);
+  const long kib = base + 2048 * 1024;
+  const std::string said = "OPENBLAS_NUM_THREADS=1 for the workers on this node: an address-space limit is set "
+                           "(ulimit -v " + std::to_string(kib) + ")";
+  std::vector<std::string> job = {mrtest::megatron_run()};
+  for (const std::string& a : mrtest::bring_up_args({})) job.push_back(a);
+  const int port = mr::launch::free_port();
+  std::vector<mrtest::Proc> p;
+  for (int r = 0; r < 4; ++r) {
+    const bool limited = r >= 2;
+    std::vector<std::string> argv = {
+        "/bin/sh", "-c",
+        std::string("unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS; ") +
+            (limited ? "ulimit -v " + std::to_string(kib) + " && " : "") + "exec \"$0\" \"$@\""};
+    argv.insert(argv.end(), job.begin(), job.end());
+    const std::map<std::string, std::string> env = mrtest::rank_env(
+        r, 4, port,
+        {{"LOCAL_RANK", std::to_string(r % 2)}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", std::to_string(r / 2)},
+         {"MR_DIST_TIMEOUT_S", "30"}, {"MR_DIST_STALL", "3:2"}});
+    p.push_back(mrtest::start(argv, env, dir, "rank" + std::to_string(r), r));
+  }
+  // Seen while rank 3 stays up (2 s after the bring-up): node 1's ranks run with one BLAS thread, node 0's do not.
+  std::string node0_blas = "?";
+  const bool node1_one_thread = mrtest::wait_for(
+      [&] {
+        node0_blas = mrtest::env_of(p[1].pid, "OPENBLAS_NUM_THREADS");
+        return mrtest::env_of(p[3].pid, "OPENBLAS_NUM_THREADS") == "1" &&
+               mrtest::env_of(p[3].pid, "MR_WORKER_SET_BLAS_THREADS") == "1";
+      },
+      std::chrono::milliseconds(30000));
+  mrtest::wait_all(p, std::chrono::seconds(60));
+  const std::string out = mrtest::all_output(p);
+  INFO(out);
+  for (const mrtest::Proc& q : p) CHECK(q.exit_code() == 0);
+  CHECK(node1_one_thread);
+  CHECK(node0_blas.empty());
+  CHECK(count(out, "OPENBLAS_NUM_THREADS=1") == 1);
+  CHECK_THAT(out, Catch::Contains("[rank 2] warning: notice: " + said));
 }
 
 // Started through the dynamic loader ("ld.so megatron-run-worker ...", as some module systems and wrappers run

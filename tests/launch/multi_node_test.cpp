@@ -1,8 +1,9 @@
 // Several nodes (launch/node_group.h, launch/node_store.h): two megatron-run launchers on this machine act as
 // two nodes over 127.0.0.1 (and over ::1) — the static rendezvous and the c10d one (node ranks in the order of arrival), a real
 // torch.distributed gloo all-reduce across both (Debian's /usr/bin/python3 with python3-torch), a node that
-// never arrives, a node whose config fails validation, a failing worker on node 1 that stops node 0, a launcher killed with -9, and SLURM's
-// one-task-per-node form from a faked SLURM environment. Every command runs under `timeout`; ports are free ones.
+// never arrives, a node whose config fails validation, a failing worker on node 1 that stops node 0, a node under
+// ulimit -v (its own OpenBLAS notice), a launcher killed with -9, and SLURM's one-task-per-node form from a faked
+// SLURM environment. Every command runs under `timeout`; ports are free ones.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -318,6 +319,27 @@ TEST_CASE("a node with a usage error (an unknown Megatron flag) prints it, then 
   CHECK(has(l.nodes[1].out, "argument --max-restarts: must be at least 0"));
   CHECK(has(l.nodes[0].out, "refused to start: argument --max-restarts: must be at least 0"));
   CHECK(l.seconds < 20);
+}
+
+// The address-space limit is a node's: the launcher of a node under `ulimit -v` gives its own workers one OpenBLAS
+// thread and says so on its node's console, whether or not node 0 (rank 0's) has a limit.
+TEST_CASE("ulimit -v on node 1 only: node 1's launcher gives its workers OPENBLAS_NUM_THREADS=1 and says so",
+          "[launch][multinode][process][ulimit]") {
+  const int mp = free_port(), lp = free_port();
+  const std::string unset = "-u OPENBLAS_NUM_THREADS -u GOTO_NUM_THREADS ";
+  const std::string prog = "--no-append-args --no-python sh -c 'echo \"blas=${OPENBLAS_NUM_THREADS:-unset}\"'";
+  Nodes r = run_nodes(
+      {unset + kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
+       unset + "sh -c 'ulimit -v 4194304 && exec \"$0\" \"$@\"' " + kBin + " --config " + kConfig +
+           " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == 0);
+  CHECK(r.nodes[1].exit == 0);
+  CHECK(has(r.nodes[0].out, "[rank 0] blas=unset"));
+  CHECK_FALSE(has(r.nodes[0].out, "OPENBLAS_NUM_THREADS"));
+  CHECK(has(r.nodes[1].out, "megatron-run: OPENBLAS_NUM_THREADS=1 for the workers on this node: an address-space "
+                            "limit is set (ulimit -v 4194304)"));
+  CHECK(has(r.nodes[1].out, "[rank 1] blas=1"));
 }
 
 TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its code", "[launch][multinode][process]") {

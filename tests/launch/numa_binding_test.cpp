@@ -170,3 +170,38 @@ TEST_CASE("--numa-binding: the launcher starts each worker on its GPU's CPUs", "
   CHECK(has(nogpu.out, "--numa-binding node: "));
   CHECK_FALSE(has(nogpu.out, "Cpus_allowed_list"));
 }
+
+// The binding is set in the forked child, between fork and exec: a failure there (here sched_setaffinity refused
+// by a seccomp filter, tests/launch/support/seccomp_run.cpp; a cpuset changed under the launcher alike) is the
+// launcher's, reported through the child's note: the worker could not be started, exit 1, --numa-binding named.
+TEST_CASE("--numa-binding: a binding the kernel refuses in the child is megatron-run's failure, exit 1",
+          "[launch][numa][process]") {
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  std::set<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) mine.insert(c);
+  ScratchDir dir("mr-numa-refused");
+  put(dir.path / "sys/devices/system/node/possible", "0");
+  put(dir.path / "sys/devices/system/node/node0/cpulist", mr::launch::cpu_list(mine));
+  put(dir.path / "sys/bus/pci/devices/0000:01:00.0/numa_node", "0");
+  Proc p = mrtest::launcher::sh("MR_NUMA_SYSFS_ROOT='" + dir.path.string() +
+                                "' MR_NUMA_GPU_PCI_ADDRESSES=0000:01:00.0 PYTHON_EXEC=/usr/bin/python3 '" +
+                                MR_SECCOMP_RUN + "' deny-setaffinity " + mrtest::launcher::kBin + " --config " +
+                                mrtest::launcher::kConfig +
+                                " --numa-binding node --nproc-per-node 1 --no-python --no-append-args -- true");
+  INFO(p.out);
+  if (p.exit == 125 && has(p.out, "mr_test_seccomp_run: cannot install the filter")) {
+    WARN("skipped: a seccomp filter cannot be installed here");
+    return;
+  }
+  const std::string why = "cannot bind local rank 0 to its CPUs (--numa-binding): Operation not permitted";
+  CHECK(p.exit == 1);
+  CHECK(has(p.out, "--numa-binding node: local rank 0: CPUs " + mr::launch::cpu_list(mine)));
+  CHECK(has(p.out, "megatron-run: " + why + "\n"));  // the child's own line
+  CHECK(has(p.out, ") could not be started (" + why + ")\n"));
+  CHECK(has(p.out, "  root cause (first failure): rank 0 (local rank 0), pid "));
+  CHECK(has(p.out, "could not be started by megatron-run (" + why + "; the exit code 1 is megatron-run's) at "));
+  CHECK_FALSE(has(p.out, "exited with code"));
+  CHECK_FALSE(has(p.out, "hint: exit code"));
+}

@@ -362,3 +362,28 @@ TEST_CASE("exit code 127: a program megatron-run could not start and a shell's m
   CHECK_FALSE(has(unstartable.out, "hint: exit code 127"));
   CHECK_FALSE(has(unstartable.out, "exited with code 127"));  // rank 1 could not be started either
 }
+
+// The child's note that its exec failed is trusted only with the exit code 127 it goes with: a child killed between
+// the note and its _exit (here by a seccomp filter on exit_group(127), tests/launch/support/seccomp_run.cpp, as if by
+// SIGSYS; SIGKILL from outside or the OOM killer alike) is described by the signal it ended by.
+TEST_CASE("a child killed after its note that the exec failed is described by its signal, not as not started",
+          "[launch][supervision][process]") {
+  TempDir dir;
+  const fs::path script = dir.path / "no_interpreter.sh";
+  std::ofstream(script) << "#!/nonexistent/mr-test-interpreter\necho hi\n";
+  fs::permissions(script, fs::perms::owner_all);
+  Proc p = sh(std::string("'") + MR_SECCOMP_RUN + "' kill-exit-127 " + kBin + " --nproc-per-node 1 --config " +
+              kConfig + " --no-append-args -- " + script.string());
+  INFO(p.out);
+  if (p.exit == 125 && has(p.out, "mr_test_seccomp_run: cannot install the filter")) {
+    WARN("skipped: a seccomp filter cannot be installed here");
+    return;
+  }
+  CHECK(p.exit == 128 + SIGSYS);
+  CHECK(has(p.out, "megatron-run: cannot start " + script.string() + ": No such file or directory"));  // its own line
+  CHECK(has(p.out, ") was killed by signal " + std::to_string(SIGSYS) + " (SIGSYS)\n"));
+  CHECK(has(p.out, "  root cause (first failure): rank 0 (local rank 0), pid "));
+  CHECK(has(p.out, "was killed by signal " + std::to_string(SIGSYS) + " (SIGSYS) at "));
+  CHECK_FALSE(has(p.out, "could not be started"));
+  CHECK_FALSE(has(p.out, "is megatron-run's"));
+}
