@@ -365,6 +365,11 @@ T settle(const ScheduleConfig& c, const T& ours, const T& saved, const char* wha
 
 }  // namespace
 
+void ParamScheduler::set_num_steps(int64_t n) {
+  if (n < 0) fail("the scheduler's step count (" + std::to_string(n) + ") is negative");
+  num_steps_ = n;
+}
+
 void ParamScheduler::load_state(const ScheduleState& s) {
   if (s.num_steps < 0) fail("the checkpoint's scheduler step count (" + std::to_string(s.num_steps) + ") is negative");
   auto d = [](double v) { return num(v); };

@@ -116,6 +116,9 @@ class ParamScheduler {
   // Advances by `increment` samples (not negative); 0 is allowed (Megatron's constructor does step(0)).
   void step(int64_t increment);
   int64_t num_steps() const { return num_steps_; }
+  // Moves the scheduler to `n` samples (not negative): Megatron's reset of num_steps to the consumed samples under
+  // --override-opt-param-scheduler.
+  void set_num_steps(int64_t n);
 
   // Learning rate at the current step: the default group, a group with overrides, an explicit peak/floor.
   double lr() const { return lr_at(num_steps_, cfg_.max_lr, cfg_.min_lr); }

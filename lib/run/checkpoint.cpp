@@ -24,6 +24,7 @@
 #include "run/atomic_dir.h"
 #include "run/checkpoint_args.h"
 #include "run/checkpoint_format.h"
+#include "run/checkpoint_integrity.h"
 #include "run/checkpoint_io.h"
 #include "util/text.h"
 
@@ -276,6 +277,12 @@ Progress Checkpointer::load() {
                                                 *a.load + " (no " + tracker_path(*a.load) + ")");
     } else {
       if (rank0) log_ << prefix_ << " loading checkpoint from " << found->base << " at iteration " << found->iteration << std::endl;
+      // --verify-integrity: rank 0 checks every file against the manifest before anything is read (Megatron's
+      // verify_integrity_manifest); its refusal reaches every rank through the verdict below.
+      if (a.verify_integrity && rank0) {
+        const size_t n = verify_integrity_manifest(found->dir);
+        log_ << prefix_ << "  checkpoint integrity verified: " << n << " file(s) OK in " << found->dir << std::endl;
+      }
       CheckpointReader r(found->dir);
       const RankMeta& m = r.meta();
       const bool finetune = a.finetune || found->release;
@@ -301,6 +308,13 @@ Progress Checkpointer::load() {
                                       "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
                                       "none; --no-load-optim or --finetune loads the weights only)");
         }
+      // Megatron initializes main params from a checkpoint in its distributed optimizer only: the other one's
+      // Float16OptimizerWithFloat16Params asserts ("Initialize main params from state dict is not supported").
+      if (a.load_main_params_from_ckpt && !with_opt && c_.buf.has_main && !c_.cfg.use_distributed_optimizer)
+        throw CheckpointError(kCkptUnsupported,
+                              "--load-main-params-from-ckpt needs --use-distributed-optimizer in " + dtype_name(c_) +
+                                  " training: Megatron's optimizer without it cannot initialize main params from a "
+                                  "checkpoint (it fails with \"Initialize main params from state dict is not supported\")");
       // Megatron's check_checkpoint_args on every load but a fine-tune: the arguments that fix the model must be
       // the checkpoint's (another head count leaves every shape the same).
       if (!a.finetune) {  // Megatron skips it for --finetune only (a release checkpoint is checked too)
@@ -351,7 +365,12 @@ Progress Checkpointer::load() {
       FlatBuffers& b = c_.buf;
       if (!with_opt) {
         // Megatron's reload_model_params: the main params from the loaded model params; fresh optimizer state.
-        b.main_from_model(c_.plan);
+        // With --load-main-params-from-ckpt (Megatron's distributed optimizer only, and not the precision-aware
+        // one, which keeps its own masters) from the checkpoint's stored params at their stored precision.
+        if (a.load_main_params_from_ckpt && b.has_main && c_.cfg.use_distributed_optimizer && !c_.cfg.use_precision_aware_optimizer)
+          r.load_main_from_stored_params(c_.plan, b, place_of(c_));
+        else
+          b.main_from_model(c_.plan);
       }
       c_.backend->from_host(c_.buf);
       if (with_opt) {
@@ -393,6 +412,35 @@ Progress Checkpointer::load() {
         p.consumed_samples = m.consumed_samples;
         p.skipped = m.skipped_iterations;
         p.skipped_samples = m.skipped_train_samples;
+      }
+      if (a.override_ckpt_iteration) {
+        // Megatron's --override-ckpt-iteration: the checkpoint counts as saved at N; consumed samples become
+        // N x --global-batch-size (this run's), skipped samples 0 (a release checkpoint too; --finetune is refused).
+        const int64_t n = *a.override_ckpt_iteration, gbs = a.global_batch_size.value_or(1);
+        if (n < 0 || n > kMaxCheckpointCount / std::max<int64_t>(gbs, 1))
+          throw CheckpointError(kCkptUnsupported, "--override-ckpt-iteration " + std::to_string(n) +
+                                                      " is out of range (0 to 2^62 samples at --global-batch-size " +
+                                                      std::to_string(gbs) + ")");
+        const Value* saved_gbs = get(m.args, "global_batch_size");
+        if (rank0 && !finetune && saved_gbs && saved_gbs->is_int() && saved_gbs->as_int() != gbs)
+          log_ << prefix_ << "WARNING: --override-ckpt-iteration recomputes consumed_train_samples = target_iter * "
+               << "current global_batch_size (" << gbs << "), but this checkpoint was saved at global_batch_size "
+               << saved_gbs->as_int() << ". If the target iteration is in the checkpoint run's units, the data "
+               << "loader resumes from a shifted sample offset." << std::endl;
+        p.iteration = n;
+        p.consumed_samples = n * gbs;
+        p.skipped_samples = 0;
+        if (rank0)
+          log_ << prefix_ << "--override-ckpt-iteration: start at iteration " << n << " (consumed_train_samples "
+               << p.consumed_samples << ")" << std::endl;
+      }
+      // Megatron's --override-opt-param-scheduler also moves the loaded scheduler to the consumed samples.
+      if (with_opt && a.override_opt_param_scheduler && c_.schedule->num_steps() != p.consumed_samples) {
+        if (rank0)
+          log_ << prefix_ << " > WARNING: scheduler num_steps (" << c_.schedule->num_steps()
+               << ") differs from consumed_train_samples (" << p.consumed_samples
+               << "). Resetting scheduler num_steps to match consumed_train_samples." << std::endl;
+        c_.schedule->set_num_steps(p.consumed_samples);
       }
       if (rank0) {  // printed once every rank has loaded (below)
         std::ostringstream line;
@@ -534,10 +582,18 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
   });
   step([&] {
     if (!rank0) return;
+    // --verify-integrity: the SHA-256 of every file, once all ranks wrote theirs (Megatron's integrity.json).
+    if (a.verify_integrity) write_integrity_manifest(tmp);
     fsync_path(tmp);
     replace_dir(tmp, final_dir);
   });
   // The checkpoint is in place: a failure from here on leaves it there, with the tracker as it was.
+  // --save-retain-interval: the iteration the tracker named before this save (Megatron reads it back first).
+  std::optional<TrackerValue> previous;
+  if (rank0 && !non_persistent && a.save_retain_interval) try {
+      previous = read_tracker(tracker_path(base));
+    } catch (const std::exception&) {
+    }
   std::string tracker_err;
   try {
     if (rank0) write_file_atomic(tracker_path(base), std::to_string(p.iteration));
@@ -580,6 +636,49 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
   if (rank0)
     log_ << prefix_ << "  successfully saved checkpoint from iteration " << fmt7(p.iteration) << " to " << base << " [ t "
          << c_.tp.rank() + 1 << "/" << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ]" << std::endl;
+  if (!non_persistent && a.save_retain_interval) retain(previous, p.iteration);
+}
+
+void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t iteration) {
+  // Megatron's --save-retain-interval: after the tracker names the new checkpoint, the one it named before goes
+  // unless its iteration is a multiple of N (or it is this one, release, 0, or a symbolic link). Rank 0 removes it,
+  // the others wait (as in the save). It is first renamed out of Megatron's names (iter_N.removing) and the
+  // directory fsynced, so a crash mid-removal never leaves a partial iter_N for a --ckpt-step to load; a leftover
+  // .removing directory is removed by the next save that removes one.
+  const Args& a = c_.args;
+  const int64_t every = *a.save_retain_interval;
+  std::string warning;
+  if (c_.rt.rank() == 0 && previous && !previous->release && previous->iteration > 0 &&
+      previous->iteration != iteration && every > 0 && previous->iteration % every != 0) {
+    const std::string old = iteration_dir(*a.save, previous->iteration);
+    std::error_code ec;
+    if (std::filesystem::is_symlink(old, ec)) {
+      log_ << prefix_ << "  skipping deleting checkpoint from iteration " << fmt7(previous->iteration) << " at "
+           << *a.save << " since it is a symbolic link" << std::endl;
+    } else if (std::filesystem::is_directory(old, ec)) {
+      try {
+        for (const auto& e : std::filesystem::directory_iterator(*a.save)) {
+          const std::string name = e.path().filename().string();
+          if (name.rfind("iter_", 0) == 0 && name.size() > 9 && name.compare(name.size() - 9, 9, ".removing") == 0 &&
+              !e.is_symlink())
+            remove_tree(e.path().string());
+        }
+        const std::string doomed = old + ".removing";
+        std::filesystem::rename(old, doomed);
+        fsync_path(*a.save);
+        remove_tree(doomed);
+        fsync_path(*a.save);
+        log_ << prefix_ << "  deleted checkpoint from iteration " << fmt7(previous->iteration) << " at " << *a.save
+             << " (--save-retain-interval " << every << ")" << std::endl;
+      } catch (const std::exception& e) {  // the new checkpoint is saved and tracked: an old one left is no failure
+        warning = message_of(e);
+      }
+    }
+  }
+  if (!warning.empty())
+    log_ << prefix_ << "warning: --save " << *a.save << ": the checkpoint of iteration " << previous->iteration
+         << " could not be removed (" << warning << ")" << std::endl;
+  verdict(c_, "");  // the other ranks wait for rank 0
 }
 
 bool Checkpointer::after_iteration(const Progress& p) {

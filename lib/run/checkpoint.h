@@ -1,7 +1,8 @@
 // Megatron's checkpointing and exit flags in the training run (docs/checkpoints.md):
 //   --save DIR --save-interval N, --non-persistent-save-interval N (--non-persistent-ckpt-type global),
 //   --load DIR, --ckpt-step N, --no-load-optim, --no-load-rng, --finetune, --exit-on-missing-checkpoint,
-//   --no-save-optim, --exit-interval N, --exit-duration-in-mins M, --exit-signal-handler (--exit-signal).
+//   --no-save-optim, --save-retain-interval N, --override-ckpt-iteration N, --verify-integrity,
+//   --load-main-params-from-ckpt, --exit-interval N, --exit-duration-in-mins M, --exit-signal-handler (--exit-signal).
 // Megatron's layout: DIR/latest_checkpointed_iteration.txt, DIR/iter_0000010/ with one file set per rank
 // (rank_NNNNN.safetensors + rank_NNNNN.json; run/checkpoint_io.h), written into iter_0000010.tmp, fsynced,
 // renamed, then the tracker replaced atomically. Internal to lib/run.
@@ -16,12 +17,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "config/args.h"
 #include "distributed/runtime.h"
 #include "run/atomic_dir.h"
+#include "run/checkpoint_format.h"
 #include "run/run_context.h"
 
 namespace mr::run {
@@ -57,6 +60,9 @@ class Checkpointer {
   void save(const Progress& p, bool non_persistent);
 
  private:
+  // --save-retain-interval after the persistent save of `iteration`: removes the checkpoint `previous` (the
+  // tracker's iteration before that save) unless it is to be kept.
+  void retain(const std::optional<TrackerValue>& previous, int64_t iteration);
   RunContext& c_;
   std::ostream& log_;
   std::string prefix_;

@@ -456,6 +456,22 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
   }
 }
 
+void CheckpointReader::load_main_from_stored_params(const ModelPlan& plan, FlatBuffers& b, const RankPlace& at) {
+  if (!b.has_main || b.main_storage != MainStorage::F32) return;
+  std::vector<char> stored;
+  b.for_each_piece(plan, [&](size_t k, int64_t lo, int64_t hi) {
+    const ParamSpec& p = plan.params[k];
+    const int64_t tp = p.expert ? at.etp_rank : at.tp_rank;
+    float* out = static_cast<float*>(b.main_at(b.main.data(), lo));
+    const std::string sdt = stored_dtype(p.key, "param");
+    if (sdt == "F32" || !float_dtype(sdt)) return fill(p, tp, "param", "F32", lo - b.offset[k], hi - b.offset[k], out);
+    stored.resize(static_cast<size_t>(hi - lo) * safetensors_dtype_bytes(sdt));
+    fill(p, tp, "param", sdt, lo - b.offset[k], hi - b.offset[k], stored.data());
+    const optim::DType from = float_dtype_of(sdt);
+    for (int64_t i = 0; i < hi - lo; ++i) out[i] = optim::load_element(stored.data(), from, i);
+  });
+}
+
 void CheckpointReader::read_kronecker(const ParamSpec& p, int64_t shards, int64_t shard, float* dst) {
   const int64_t n = optim::kronecker_floats(p.shape[0], p.shape[1]);
   const std::string what = "SOAP's preconditioner of " + p.key;

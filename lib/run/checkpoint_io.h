@@ -82,6 +82,10 @@ class CheckpointReader {
   // run keeps: they are converted as torch's copy_ does (round to nearest even), as Megatron loads a checkpoint
   // of another precision.
   void load_buffers(const ModelPlan& plan, FlatBuffers& b, const RankPlace& at, bool with_optimizer);
+  // --load-main-params-from-ckpt (Megatron's reload_model_params(state_dict)): this rank's main params (fp32,
+  // [lo, hi) of each parameter) from the checkpoint's stored params, at the precision they were stored in (an fp32
+  // checkpoint's exact values, not the values rounded to this run's bf16/fp16 model params). Only for fp32 main params.
+  void load_main_from_stored_params(const ModelPlan& plan, FlatBuffers& b, const RankPlace& at);
   // The dtype the checkpoint stores `kind` of `key` in ("F32", "BF16", "F16"; "" when it has none).
   std::string stored_dtype(const std::string& key, const std::string& kind) const;
 

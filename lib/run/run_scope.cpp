@@ -54,6 +54,10 @@ constexpr ArgId kActs[] = {
     ArgId::exit_on_missing_checkpoint, ArgId::no_save_optim, ArgId::no_load_optim, ArgId::no_load_rng,
     ArgId::async_save, ArgId::exit_interval, ArgId::exit_duration_in_mins, ArgId::exit_signal_handler,
     ArgId::exit_signal,
+    // Older checkpoints removed after a save, the loaded iteration replaced, SHA-256 manifests written and checked
+    // (run/checkpoint_integrity.h), main params from the checkpoint's stored params.
+    ArgId::save_retain_interval, ArgId::override_ckpt_iteration, ArgId::verify_integrity,
+    ArgId::load_main_params_from_ckpt,
     // The checkpoint's model arguments replace the given ones before validation (run/checkpoint_args.h).
     ArgId::use_checkpoint_args, ArgId::use_mp_args_from_checkpoint_args, ArgId::use_tokenizer_model_from_checkpoint_args,
     // The log (run/log.h).

@@ -22,6 +22,7 @@
 #include "../distributed/proc.h"
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_io.h"
+#include "util/sha256.h"
 
 namespace fs = std::filesystem;
 
@@ -1233,4 +1234,159 @@ TEST_CASE("write_safetensors: a produced tensor is written a bounded chunk at a 
   REQUIRE(b);
   CHECK(bytes.compare(h.data_start + a->begin, n * 4, std::string(reinterpret_cast<const char*>(x.data()), n * 4)) == 0);
   CHECK(bytes.compare(h.data_start + b->begin, n * 4, std::string(reinterpret_cast<const char*>(x.data()), n * 4)) == 0);
+}
+
+TEST_CASE("--verify-integrity: each save writes integrity.json; a load checks it and refuses a flipped byte or none",
+          "[run][checkpoint][integrity]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  const std::vector<std::string> common = {"--lr-warmup-iters", "1", "--train-iters", "4", "--override-opt-param-scheduler"};
+  auto with = [&](std::vector<std::string> v) {
+    v.insert(v.begin(), common.begin(), common.end());  // before: a later --train-iters wins
+    return v;
+  };
+  // Two ranks: rank 0 hashes every rank's files once all are written.
+  mrtest::Proc a = spawn(2, with({"--save", ck, "--save-interval", "2", "--verify-integrity"}), dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  for (const char* it : {"/iter_0000002", "/iter_0000004"}) {
+    const std::string d = ck + it;
+    REQUIRE(files_in(d) == std::vector<std::string>({"integrity.json", "rank_00000.json", "rank_00000.safetensors",
+                                                     "rank_00001.json", "rank_00001.safetensors"}));
+    const std::string manifest = bytes_of(d + "/integrity.json");
+    CHECK_THAT(manifest, Catch::StartsWith("{\"algorithm\": \"sha256\", \"files\": {\"rank_00000.json\": \""));
+    CHECK_THAT(manifest, Catch::Contains("\"rank_00001.safetensors\": \"" +
+                                         mr::util::sha256_file_hex(d + "/rank_00001.safetensors") + "\""));
+  }
+  mrtest::Proc ok = spawn(1, with({"--load", ck, "--train-iters", "5", "--verify-integrity"}), dir, "ok");
+  INFO(ok.out() << ok.err());
+  CHECK(ok.exit_code() == 0);
+  CHECK_THAT(ok.out(), Catch::Contains("checkpoint integrity verified: 4 file(s) OK in " + ck + "/iter_0000004") &&
+                           Catch::Contains("iteration        5/"));
+  // One bit of a tensor's bytes (the file's last byte, inside the data): loads as written without the flag, refused
+  // with it on every rank, naming the file.
+  const std::string st = ck + "/iter_0000004/rank_00001.safetensors";
+  std::string bytes = bytes_of(st);
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);
+  { std::ofstream(st, std::ios::binary) << bytes; }
+  mrtest::Proc plain = spawn(1, with({"--load", ck, "--train-iters", "5"}), dir, "plain");
+  INFO(plain.out() << plain.err());
+  CHECK(plain.exit_code() == 0);
+  mrtest::Proc bad = spawn(2, with({"--load", ck, "--train-iters", "5", "--verify-integrity"}), dir, "bad");
+  INFO(bad.out() << bad.err());
+  CHECK(bad.exit_code() == 1);
+  CHECK_THAT(bad.err(), Catch::Contains("checkpoint verification failed for 1 file") && Catch::Contains(st) &&
+                            Catch::Contains("[checkpoint.integrity]"));
+  CHECK_THAT(bad.out(), !Catch::Contains("successfully loaded"));
+  // A checkpoint saved without the flag has no manifest: refused with it.
+  fs::remove(ck + "/iter_0000002/integrity.json");
+  mrtest::Proc none = spawn(1, with({"--load", ck, "--ckpt-step", "2", "--verify-integrity"}), dir, "none");
+  INFO(none.out() << none.err());
+  CHECK(none.exit_code() == 1);
+  CHECK_THAT(none.err(), Catch::Contains(ck + "/iter_0000002/integrity.json is missing") &&
+                             Catch::Contains("[checkpoint.integrity]"));
+}
+
+TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unless a multiple of N, as Megatron; "
+          "then --override-ckpt-iteration resumes as if saved at another iteration",
+          "[run][checkpoint][retain]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // The tracker names a symbolic link before the run: Megatron skips deleting it. A .removing directory left by a
+  // crash mid-removal goes with the next removal.
+  fs::create_directories(dir / "elsewhere");
+  fs::create_directories(ck + "/iter_0000099.removing/x");
+  fs::create_directory_symlink(dir / "elsewhere", ck + "/iter_0000001");
+  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "1"; }
+  // Saves at 2, 4, 6 (persistent), 3 (non-persistent) and the final 7; on two ranks (rank 0 removes, rank 1 waits).
+  mrtest::Proc a = spawn(2, {"--lr-warmup-iters", "1", "--train-iters", "7", "--save", ck, "--save-interval", "2",
+                             "--save-retain-interval", "4", "--non-persistent-save-interval", "3",
+                             "--non-persistent-ckpt-type", "global"},
+                         dir, "retain");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("skipping deleting checkpoint from iteration       1 at " + ck +
+                                      " since it is a symbolic link") &&
+                          Catch::Contains("deleted checkpoint from iteration       2") &&
+                          Catch::Contains("deleted checkpoint from iteration       6") &&
+                          !Catch::Contains("deleted checkpoint from iteration       4") &&
+                          !Catch::Contains("deleted checkpoint from iteration       3"));
+  CHECK(files_in(ck) == std::vector<std::string>({".megatron-run.lock", "iter_0000001", "iter_0000004", "iter_0000007",
+                                                   "latest_checkpointed_iteration.txt", "non_persistent"}));
+  CHECK(files_in(ck + "/non_persistent") == std::vector<std::string>({"iter_0000003", "latest_checkpointed_iteration.txt"}));
+  CHECK(tracker(ck) == "7");
+
+  // --override-ckpt-iteration 10 on the checkpoint of iteration 4: starts at 11 with 10 x 8 consumed samples (not
+  // 32), skipped samples 0; the scheduler keeps the checkpoint's step count unless --override-opt-param-scheduler,
+  // which moves it to the consumed samples (Megatron's reset).
+  const std::vector<std::string> resume = {"--load", ck, "--ckpt-step", "4", "--override-ckpt-iteration", "10",
+                                           "--lr-warmup-iters", "1", "--train-iters", "12"};
+  auto with = [&](std::vector<std::string> v) {
+    v.insert(v.begin(), resume.begin(), resume.end());
+    return v;
+  };
+  mrtest::Proc b = spawn(1, with({"--use-checkpoint-opt-param-scheduler"}), dir, "override");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("--override-ckpt-iteration: start at iteration 10 (consumed_train_samples 80)") &&
+                          Catch::Contains("at iteration 10") && !Catch::Contains("iteration       10/") &&
+                          Catch::Matches(R"([\s\S]*iteration       11/      12 \| consumed samples:           88 [\s\S]*)") &&
+                          !Catch::Contains("Resetting scheduler num_steps") && !Catch::Contains("WARNING: --override"));
+  // Another --global-batch-size: Megatron's warning, and the samples counted in this run's batch.
+  mrtest::Proc c = spawn(1, with({"--override-opt-param-scheduler", "--global-batch-size", "16"}), dir, "gbs");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("current global_batch_size (16), but this checkpoint was saved at "
+                                      "global_batch_size 8") &&
+                          Catch::Contains("scheduler num_steps (32) differs from consumed_train_samples (160)") &&
+                          Catch::Matches(R"([\s\S]*iteration       11/      12 \| consumed samples:          176 [\s\S]*)"));
+  // A negative iteration: Megatron would count negative samples; refused at load.
+  mrtest::Proc d = spawn(1, with({"--use-checkpoint-opt-param-scheduler", "--override-ckpt-iteration", "-1"}), dir, "neg");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 1);
+  CHECK_THAT(d.err(), Catch::Contains("--override-ckpt-iteration -1 is out of range") &&
+                          Catch::Contains("[checkpoint.unsupported]"));
+}
+
+TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoint's exact values (Megatron's "
+          "distributed optimizer), not from the rounded weights",
+          "[run][checkpoint][main-params]") {
+  mrtest::TempDir dir;
+  const std::string f32 = dir / "f32";
+  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", f32}, dir, "f32")
+              .exit_code() == 0);
+  // One bf16 iteration at learning rate 0 after the load: the saved main params are the loaded ones.
+  auto run = [&](const std::string& save, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--load", f32, "--save", save, "--save-interval", "3", "--lr-warmup-iters", "1",
+                                     "--train-iters", "3", "--bf16", "--no-load-optim", "--lr", "0", "--min-lr", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return spawn(1, args, dir, save.substr(save.rfind('/') + 1));
+  };
+  const std::string with = dir / "with", without = dir / "without";
+  mrtest::Proc a = run(with, {"--use-distributed-optimizer", "--load-main-params-from-ckpt"});
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  CHECK_THAT(a.out(), !Catch::Contains("--load-main-params-from-ckpt"));  // acted on: in no notice
+  mrtest::Proc b = run(without, {"--use-distributed-optimizer"});
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  const auto saved = unsharded(f32 + "/iter_0000002");
+  const auto w = unsharded(with + "/iter_0000003"), wo = unsharded(without + "/iter_0000003");
+  size_t params = 0, rounded_differ = 0;
+  for (const auto& [key, bytes] : saved) {
+    if (key.second != "param") continue;
+    ++params;
+    INFO(key.first);
+    CHECK(w.at({key.first, "fp32_param"}) == bytes);             // the checkpoint's fp32 values
+    CHECK(w.at({key.first, "param"}) == wo.at({key.first, "param"}));  // the same bf16 weights either way
+    rounded_differ += wo.at({key.first, "fp32_param"}) != bytes;  // without: the bf16 weights' values
+  }
+  CHECK(params > 5);
+  CHECK(rounded_differ == params);
+  // Megatron's optimizer without --use-distributed-optimizer cannot do it (an assertion there): refused.
+  mrtest::Proc c = run(dir / "nodist", {"--load-main-params-from-ckpt"});
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains("--load-main-params-from-ckpt needs --use-distributed-optimizer in bf16 training") &&
+                          Catch::Contains("[checkpoint.unsupported]"));
 }

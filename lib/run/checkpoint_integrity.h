@@ -1,0 +1,25 @@
+// --verify-integrity (docs/checkpoints.md): Megatron's integrity manifest, for megatron-run's own checkpoint
+// format. A save writes DIR/iter_N/integrity.json, {"algorithm": "sha256", "files": {NAME: HEX, ...}}: the SHA-256
+// of every regular file of the checkpoint directory but the manifest itself (Megatron's file name and fields; in
+// Megatron only its torch_dist format writes and checks it). A load with the flag recomputes each digest and
+// refuses a checkpoint without a manifest, with another algorithm, or with a file missing or changed
+// (CheckpointError checkpoint.integrity, naming the file). Internal to lib/run.
+#pragma once
+
+#include <string>
+
+namespace mr::run {
+
+inline constexpr const char* kCkptIntegrity = "checkpoint.integrity";
+inline constexpr const char* kIntegrityManifest = "integrity.json";
+
+// Hashes every regular file of `dir` (sorted by name, the manifest excluded) and writes `dir`/integrity.json
+// (through a temporary file, fsynced, renamed). Equal files give equal bytes. CheckpointError checkpoint.save-failed
+// naming the file that could not be read or written.
+void write_integrity_manifest(const std::string& dir);
+// Checks `dir` against its manifest; returns the number of files checked. CheckpointError checkpoint.integrity
+// naming the manifest (absent, unreadable, not Megatron's form, another algorithm) or the first file that is
+// missing or whose digest differs (and how many differ).
+size_t verify_integrity_manifest(const std::string& dir);
+
+}  // namespace mr::run

@@ -1,0 +1,80 @@
+// run/checkpoint_integrity.h: Megatron's integrity manifest (integrity.json) over a checkpoint directory's files,
+// written and checked without a run (the runs that use it: checkpoint_test.cpp, "--verify-integrity").
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../distributed/proc.h"
+#include "config/value.h"
+#include "run/checkpoint_format.h"
+#include "run/checkpoint_integrity.h"
+#include "util/sha256.h"
+
+namespace fs = std::filesystem;
+using mr::run::CheckpointError;
+
+namespace {
+
+void put(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+// The id and message of verify_integrity_manifest's refusal of `dir` ("" when it accepts it).
+std::string refusal(const std::string& dir) {
+  try {
+    mr::run::verify_integrity_manifest(dir);
+  } catch (const CheckpointError& e) {
+    CHECK(e.id == "checkpoint.integrity");
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("integrity manifest: Megatron's fields, every file but itself, checked on load", "[checkpoint][integrity]") {
+  mrtest::TempDir dir;
+  const std::string d = dir / "iter_0000002";
+  fs::create_directories(d + "/sub");  // a directory is not listed (Megatron lists files)
+  put(d + "/rank_00000.safetensors", std::string(1000, 'x'));
+  put(d + "/rank_00000.json", "{}");
+  mr::run::write_integrity_manifest(d);
+  const mr::Value m = mr::Value::parse_json(mrtest::slurp(d + "/integrity.json"));
+  REQUIRE(m.is_object());
+  CHECK(m.as_object().at(0).first == "algorithm");
+  CHECK(m.as_object().at(0).second.as_str() == "sha256");
+  const mr::Object& files = m.as_object().at(1).second.as_object();
+  REQUIRE(files.size() == 2);
+  CHECK(files[0].first == "rank_00000.json");
+  CHECK(files[0].second.as_str() == mr::util::sha256_hex("{}"));
+  CHECK(files[1].first == "rank_00000.safetensors");
+  CHECK(files[1].second.as_str() == mr::util::sha256_hex(std::string(1000, 'x')));
+  // Equal files, equal manifest (a resumed run's checkpoint stays byte-identical).
+  const std::string first = mrtest::slurp(d + "/integrity.json");
+  mr::run::write_integrity_manifest(d);
+  CHECK(mrtest::slurp(d + "/integrity.json") == first);
+  CHECK(mr::run::verify_integrity_manifest(d) == 2);
+
+  // One byte changed: refused, naming the file.
+  std::string x(1000, 'x');
+  x[700] = 'y';
+  put(d + "/rank_00000.safetensors", x);
+  CHECK_THAT(refusal(d), Catch::Contains("failed for 1 file") && Catch::Contains(d + "/rank_00000.safetensors") &&
+                             Catch::Contains("changed since it was saved") && Catch::Contains("[checkpoint.integrity]"));
+  // A listed file missing.
+  fs::remove(d + "/rank_00000.safetensors");
+  CHECK_THAT(refusal(d), Catch::Contains(d + "/rank_00000.safetensors, which is missing"));
+  put(d + "/rank_00000.safetensors", std::string(1000, 'x'));
+  CHECK(refusal(d).empty());
+  // Another algorithm, a manifest that is not one, a name outside the directory, no manifest.
+  put(d + "/integrity.json", R"({"algorithm": "md5", "files": {}})");
+  CHECK_THAT(refusal(d), Catch::Contains("\"md5\"") && Catch::Contains("only \"sha256\""));
+  put(d + "/integrity.json", R"({"algorithm": "sha256", "files": ["rank_00000.json"]})");
+  CHECK_THAT(refusal(d), Catch::Contains("is not an integrity manifest"));
+  put(d + "/integrity.json", R"({"files": {"../rank_00000.json": "00"}})");
+  CHECK_THAT(refusal(d), Catch::Contains("not a file of the checkpoint directory"));
+  put(d + "/integrity.json", "{\"files\": ");
+  CHECK_THAT(refusal(d), Catch::Contains("cannot be read as JSON"));
+  fs::remove(d + "/integrity.json");
+  CHECK_THAT(refusal(d), Catch::Contains(d + "/integrity.json is missing") &&
+                             Catch::Contains("not saved with --verify-integrity"));
+}
