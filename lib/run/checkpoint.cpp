@@ -423,10 +423,10 @@ Progress Checkpointer::load() {
                                                       std::to_string(gbs) + ")");
         const Value* saved_gbs = get(m.args, "global_batch_size");
         if (rank0 && !finetune && saved_gbs && saved_gbs->is_int() && saved_gbs->as_int() != gbs)
-          log_ << prefix_ << "WARNING: --override-ckpt-iteration recomputes consumed_train_samples = target_iter * "
-               << "current global_batch_size (" << gbs << "), but this checkpoint was saved at global_batch_size "
-               << saved_gbs->as_int() << ". If the target iteration is in the checkpoint run's units, the data "
-               << "loader resumes from a shifted sample offset." << std::endl;
+          log_ << prefix_ << "warning: --override-ckpt-iteration " << n << " counts consumed samples at this run's "
+               << "--global-batch-size " << gbs << " (" << n << " x " << gbs << "); the checkpoint was written with "
+               << saved_gbs->as_int() << ", so an iteration counted in that run's batches starts from other samples"
+               << std::endl;
         p.iteration = n;
         p.consumed_samples = n * gbs;
         p.skipped_samples = 0;
@@ -437,9 +437,9 @@ Progress Checkpointer::load() {
       // Megatron's --override-opt-param-scheduler also moves the loaded scheduler to the consumed samples.
       if (with_opt && a.override_opt_param_scheduler && c_.schedule->num_steps() != p.consumed_samples) {
         if (rank0)
-          log_ << prefix_ << " > WARNING: scheduler num_steps (" << c_.schedule->num_steps()
-               << ") differs from consumed_train_samples (" << p.consumed_samples
-               << "). Resetting scheduler num_steps to match consumed_train_samples." << std::endl;
+          log_ << prefix_ << "warning: --override-opt-param-scheduler: the loaded scheduler stood at "
+               << c_.schedule->num_steps() << " samples, the run at " << p.consumed_samples
+               << " consumed samples; the scheduler is moved to the consumed samples" << std::endl;
         c_.schedule->set_num_steps(p.consumed_samples);
       }
       if (rank0) {  // printed once every rank has loaded (below)
@@ -653,8 +653,8 @@ void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t i
     const std::string old = iteration_dir(*a.save, previous->iteration);
     std::error_code ec;
     if (std::filesystem::is_symlink(old, ec)) {
-      log_ << prefix_ << "  skipping deleting checkpoint from iteration " << fmt7(previous->iteration) << " at "
-           << *a.save << " since it is a symbolic link" << std::endl;
+      log_ << prefix_ << "  --save-retain-interval: the checkpoint of iteration " << fmt7(previous->iteration) << " at "
+           << *a.save << " is a symbolic link: left in place" << std::endl;
     } else if (std::filesystem::is_directory(old, ec)) {
       try {
         for (const auto& e : std::filesystem::directory_iterator(*a.save)) {
