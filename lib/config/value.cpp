@@ -14,47 +14,91 @@ namespace {
 [[noreturn]] void kind_error(const char* want) { throw std::logic_error(std::string("value is not ") + want); }
 }  // namespace
 
+// The boxes behind a string, list or object: the reference count, then the C++ value.
+struct Value::StrBox : Value::Box {
+  explicit StrBox(std::string v) : s(std::move(v)) {}
+  std::string s;
+};
+struct Value::ListBox : Value::Box {
+  explicit ListBox(List v) : l(std::move(v)) {}
+  List l;
+};
+struct Value::ObjectBox : Value::Box {
+  explicit ObjectBox(Object v) : o(std::move(v)) {}
+  Object o;
+};
+
+Value::Value(const char* s) : kind_(Kind::Str) { u_.box = new StrBox(std::string(s)); }
+Value::Value(std::string s) : kind_(Kind::Str) { u_.box = new StrBox(std::move(s)); }
+Value::Value(List l, bool tuple) : kind_(tuple ? Kind::Tuple : Kind::List) { u_.box = new ListBox(std::move(l)); }
+Value Value::object(Object o) {
+  Value v;
+  v.u_.box = new ObjectBox(std::move(o));
+  v.kind_ = Kind::Object;
+  return v;
+}
+
+static_assert(sizeof(Value) == 16, "a Value is its kind and one 8-byte payload");
+
+void Value::destroy() noexcept {
+  switch (kind_) {
+    case Kind::Str: delete static_cast<StrBox*>(u_.box); break;
+    case Kind::List:
+    case Kind::Tuple: delete static_cast<ListBox*>(u_.box); break;
+    case Kind::Object: delete static_cast<ObjectBox*>(u_.box); break;
+    default: break;
+  }
+}
+
+const std::string& Value::str_() const { return static_cast<const StrBox*>(u_.box)->s; }
+const List& Value::list_() const { return static_cast<const ListBox*>(u_.box)->l; }
+const Object& Value::object_() const { return static_cast<const ObjectBox*>(u_.box)->o; }
+
 bool Value::as_bool() const {
   if (kind_ != Kind::Bool) kind_error("a bool");
-  return i_ != 0;
+  return u_.i != 0;
 }
 int64_t Value::as_int() const {
   if (kind_ != Kind::Int && kind_ != Kind::Bool) kind_error("an int");
-  return i_;
+  return u_.i;
 }
 double Value::as_float() const {
-  if (kind_ == Kind::Float) return f_;
-  if (kind_ == Kind::Int || kind_ == Kind::Bool) return static_cast<double>(i_);
+  if (kind_ == Kind::Float) return u_.f;
+  if (kind_ == Kind::Int || kind_ == Kind::Bool) return static_cast<double>(u_.i);
   kind_error("a number");
 }
 const std::string& Value::as_str() const {
   if (kind_ != Kind::Str) kind_error("a string");
-  return *s_;
+  return str_();
 }
 const List& Value::as_list() const {
   if (!is_list()) kind_error("a list");
-  return *l_;
+  return list_();
 }
 List& Value::mutable_list() {
   if (!is_list()) kind_error("a list");
-  if (l_.use_count() > 1) l_ = std::make_shared<List>(*l_);
-  return *l_;
+  if (u_.box->refs.load(std::memory_order_acquire) > 1) {  // shared: this value gets its own copy first
+    Box* own = new ListBox(list_());
+    release();
+    u_.box = own;
+  }
+  return static_cast<ListBox*>(u_.box)->l;
 }
 const Object& Value::as_object() const {
   if (kind_ != Kind::Object) kind_error("an object");
-  return *o_;
+  return object_();
 }
 
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::None: return false;
     case Kind::Bool:
-    case Kind::Int: return i_ != 0;
-    case Kind::Float: return f_ != 0.0;
-    case Kind::Str: return !s_->empty();
+    case Kind::Int: return u_.i != 0;
+    case Kind::Float: return u_.f != 0.0;
+    case Kind::Str: return !str_().empty();
     case Kind::List:
-    case Kind::Tuple: return !l_->empty();
-    case Kind::Object: return !o_->empty();
+    case Kind::Tuple: return !list_().empty();
+    case Kind::Object: return !object_().empty();
   }
   return false;
 }
@@ -64,15 +108,15 @@ bool operator==(const Value& a, const Value& b) {
   if (a.is_number() || a.is_bool()) {
     if (!(b.is_number() || b.is_bool())) return false;
     if (a.kind_ == K::Float || b.kind_ == K::Float) return a.as_float() == b.as_float();
-    return a.i_ == b.i_;
+    return a.u_.i == b.u_.i;
   }
   if (a.kind_ != b.kind_) return false;
   switch (a.kind_) {
     case K::None: return true;
-    case K::Str: return *a.s_ == *b.s_;
+    case K::Str: return a.str_() == b.str_();
     case K::List:
-    case K::Tuple: return *a.l_ == *b.l_;
-    case K::Object: return *a.o_ == *b.o_;
+    case K::Tuple: return a.list_() == b.list_();
+    case K::Object: return a.object_() == b.object_();
     default: return false;
   }
 }
@@ -188,24 +232,24 @@ std::string py_quote(const std::string& s) {
 std::string Value::json() const {
   switch (kind_) {
     case Kind::None: return "null";
-    case Kind::Bool: return i_ ? "true" : "false";
-    case Kind::Int: return std::to_string(i_);
+    case Kind::Bool: return u_.i ? "true" : "false";
+    case Kind::Int: return std::to_string(u_.i);
     case Kind::Float: {
-      if (std::isnan(f_)) return "NaN";
-      if (std::isinf(f_)) return f_ > 0 ? "Infinity" : "-Infinity";
-      return py_float_repr(f_);
+      if (std::isnan(u_.f)) return "NaN";
+      if (std::isinf(u_.f)) return u_.f > 0 ? "Infinity" : "-Infinity";
+      return py_float_repr(u_.f);
     }
-    case Kind::Str: return json_quote(*s_);
+    case Kind::Str: return json_quote(str_());
     case Kind::List:
     case Kind::Tuple: {
       std::string out = "[";
-      for (size_t i = 0; i < l_->size(); ++i) out += (i ? ", " : "") + (*l_)[i].json();
+      for (size_t i = 0; i < list_().size(); ++i) out += (i ? ", " : "") + list_()[i].json();
       return out + "]";
     }
     case Kind::Object: {
       std::string out = "{";
-      for (size_t i = 0; i < o_->size(); ++i)
-        out += (i ? ", " : "") + json_quote((*o_)[i].first) + ": " + (*o_)[i].second.json();
+      for (size_t i = 0; i < object_().size(); ++i)
+        out += (i ? ", " : "") + json_quote(object_()[i].first) + ": " + object_()[i].second.json();
       return out + "}";
     }
   }
@@ -213,32 +257,32 @@ std::string Value::json() const {
 }
 
 std::string Value::py_repr() const {
-  if (kind_ == Kind::Str) return py_quote(*s_);
+  if (kind_ == Kind::Str) return py_quote(str_());
   return py_str();
 }
 
 std::string Value::py_str() const {
   switch (kind_) {
     case Kind::None: return "None";
-    case Kind::Bool: return i_ ? "True" : "False";
-    case Kind::Int: return std::to_string(i_);
-    case Kind::Float: return py_float_repr(f_);
-    case Kind::Str: return *s_;
+    case Kind::Bool: return u_.i ? "True" : "False";
+    case Kind::Int: return std::to_string(u_.i);
+    case Kind::Float: return py_float_repr(u_.f);
+    case Kind::Str: return str_();
     case Kind::List: {
       std::string out = "[";
-      for (size_t i = 0; i < l_->size(); ++i) out += (i ? ", " : "") + (*l_)[i].py_repr();
+      for (size_t i = 0; i < list_().size(); ++i) out += (i ? ", " : "") + list_()[i].py_repr();
       return out + "]";
     }
     case Kind::Tuple: {
       std::string out = "(";
-      for (size_t i = 0; i < l_->size(); ++i) out += (i ? ", " : "") + (*l_)[i].py_repr();
-      if (l_->size() == 1) out += ",";
+      for (size_t i = 0; i < list_().size(); ++i) out += (i ? ", " : "") + list_()[i].py_repr();
+      if (list_().size() == 1) out += ",";
       return out + ")";
     }
     case Kind::Object: {
       std::string out = "{";
-      for (size_t i = 0; i < o_->size(); ++i)
-        out += (i ? ", " : "") + py_quote((*o_)[i].first) + ": " + (*o_)[i].second.py_repr();
+      for (size_t i = 0; i < object_().size(); ++i)
+        out += (i ? ", " : "") + py_quote(object_()[i].first) + ": " + object_()[i].second.py_repr();
       return out + "}";
     }
   }
@@ -364,7 +408,16 @@ class JsonReader {
   }
   std::string string() {
     ++p_;
-    std::string out;
+    // The common string, with no escape: one copy of its bytes, sized once.
+    size_t end = p_;
+    while (end < t_.size() && t_[end] != '"' && t_[end] != '\\' && static_cast<unsigned char>(t_[end]) >= 0x20) ++end;
+    if (end < t_.size() && t_[end] == '"') {
+      std::string out(t_.substr(p_, end - p_));
+      p_ = end + 1;
+      return out;
+    }
+    std::string out(t_.substr(p_, end - p_));
+    p_ = end;
     while (true) {
       if (p_ >= t_.size()) fail("unterminated string");
       char c = t_[p_++];

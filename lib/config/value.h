@@ -6,6 +6,8 @@
 
 #include "config/limits.h"
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,22 +27,47 @@ class Value {
  public:
   enum class Kind { None, Bool, Int, Float, Str, List, Tuple, Object };
 
-  Value() = default;
-  Value(std::nullptr_t) {}
-  Value(bool b) : kind_(Kind::Bool), i_(b) {}
-  Value(int v) : kind_(Kind::Int), i_(v) {}
-  Value(long v) : kind_(Kind::Int), i_(v) {}
-  Value(long long v) : kind_(Kind::Int), i_(v) {}
-  Value(double v) : kind_(Kind::Float), f_(v) {}
-  Value(const char* s) : kind_(Kind::Str), s_(std::make_shared<std::string>(s)) {}
-  Value(std::string s) : kind_(Kind::Str), s_(std::make_shared<std::string>(std::move(s))) {}
-  Value(List l, bool tuple = false)
-      : kind_(tuple ? Kind::Tuple : Kind::List), l_(std::make_shared<List>(std::move(l))) {}
-  static Value object(Object o) {
-    Value v;
-    v.kind_ = Kind::Object;
-    v.o_ = std::make_shared<Object>(std::move(o));
-    return v;
+  Value() noexcept {}
+  Value(std::nullptr_t) noexcept {}
+  Value(bool b) noexcept : kind_(Kind::Bool) { u_.i = b; }
+  Value(int v) noexcept : kind_(Kind::Int) { u_.i = v; }
+  Value(long v) noexcept : kind_(Kind::Int) { u_.i = v; }
+  Value(long long v) noexcept : kind_(Kind::Int) { u_.i = v; }
+  Value(double v) noexcept : kind_(Kind::Float) { u_.f = v; }
+  Value(const char* s);
+  Value(std::string s);
+  Value(List l, bool tuple = false);
+  static Value object(Object o);
+
+  // A string, list or object is shared between copies (a copy costs one reference count, as a shared_ptr's);
+  // mutable_list() is the one way to change a shared one, and it copies first when another Value holds it.
+  Value(const Value& o) noexcept : kind_(o.kind_), u_(o.u_) {
+    if (boxed(kind_)) retain(u_.box);
+  }
+  Value(Value&& o) noexcept : kind_(o.kind_), u_(o.u_) {
+    if (boxed(kind_)) o.kind_ = Kind::None;  // a moved-from string, list or object is None
+  }
+  Value& operator=(const Value& o) noexcept {
+    const Kind k = o.kind_;  // read before releasing: `o` may live inside the tree this value lets go of
+    const Payload u = o.u_;
+    if (boxed(k)) retain(u.box);
+    if (boxed(kind_)) release();
+    kind_ = k;
+    u_ = u;
+    return *this;
+  }
+  Value& operator=(Value&& o) noexcept {
+    if (this == &o) return *this;
+    const Kind k = o.kind_;
+    const Payload u = o.u_;
+    if (boxed(k)) o.kind_ = Kind::None;
+    if (boxed(kind_)) release();
+    kind_ = k;
+    u_ = u;
+    return *this;
+  }
+  ~Value() {
+    if (boxed(kind_)) release();
   }
 
   Kind kind() const { return kind_; }
@@ -76,16 +103,35 @@ class Value {
   // Strict JSON (plus NaN/Infinity); throws JsonError. At most `max_values` values (objects, lists, strings,
   // numbers, literals; an object's keys are not counted) are built: the parser counts them as it goes and throws
   // JsonTooManyValues when the next would pass the bound, so memory stays bounded by the tree of `max_values`
-  // values (about 75-150 bytes each) whatever the length of the text.
+  // values (16 bytes each, plus 48-64 bytes for each string, list and object) whatever the length of the text.
   static Value parse_json(std::string_view text, std::uint64_t max_values = limits::kMaxJsonValues);
 
  private:
+  // 16 bytes: the kind and one 8-byte payload (a bool or int in `i`, a float in `f`, else a reference-counted box
+  // holding the std::string, List or Object; value.cpp defines the three).
+  struct Box {
+    std::atomic<std::size_t> refs{1};
+  };
+  union Payload {
+    int64_t i;
+    double f;
+    Box* box;
+  };
+  static bool boxed(Kind k) { return k >= Kind::Str; }
+  static void retain(Box* b) { b->refs.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (u_.box->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
+  }
+  void destroy() noexcept;  // frees the box of a string, list or object whose last reference went
+  struct StrBox;
+  struct ListBox;
+  struct ObjectBox;
+  const std::string& str_() const;  // unchecked: the kind is known
+  const List& list_() const;
+  const Object& object_() const;
+
   Kind kind_ = Kind::None;
-  int64_t i_ = 0;
-  double f_ = 0;
-  std::shared_ptr<std::string> s_;
-  std::shared_ptr<List> l_;
-  std::shared_ptr<Object> o_;
+  Payload u_{0};
 };
 
 struct JsonError : std::runtime_error {

@@ -12,6 +12,8 @@ A case is one text file: header lines `key: value`, then the files it needs, eac
     gen-args: PYTHON-EXPRESSION, a list of words appended to args (e.g. 100k words); may repeat
     gen-env: `NAME = PYTHON-EXPRESSION`: environment variable NAME's value (e.g. 100 KB); may repeat
     max-output: the most bytes the output (stdout + stderr) may have (a long value echoed in part only)
+    memory: MiB, a tighter address-space bound than MEMORY_LIMIT_MIB for this case (a case that must stay small);
+            not applied in a sanitized build, which keeps the common bound
     timeout: seconds (default 20)
 Every case must also: exit within its timeout, not die by a signal, not exit 3, stay under the memory bound
 (address space, MEMORY_LIMIT_MIB), print no stack trace or `internal error`, print only printable UTF-8 text.
@@ -73,9 +75,9 @@ def subst(text, paths):
 SANITIZED = bool(os.environ.get("MR_SANITIZED"))  # an ASan build reserves terabytes of shadow address space
 
 
-def limit():
+def limit(mib=MEMORY_LIMIT_MIB):
     if not SANITIZED:
-        m = MEMORY_LIMIT_MIB << 20
+        m = mib << 20
         resource.setrlimit(resource.RLIMIT_AS, (m, m))
     os.setsid()
 
@@ -137,7 +139,8 @@ def run_case(binary, path):
         timeout = float(h.get("timeout", 20)) * (3 if SANITIZED else 1)
         try:
             p = subprocess.run([binary] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env, cwd=d, timeout=timeout, preexec_fn=limit)
+                               stderr=subprocess.PIPE, env=env, cwd=d, timeout=timeout,
+                               preexec_fn=lambda: limit(min(int(h.get("memory", MEMORY_LIMIT_MIB)), MEMORY_LIMIT_MIB)))
         except subprocess.TimeoutExpired as e:
             # the process group: a child it started must not outlive the case
             return name, [f"hung: no exit within {timeout:g} s"]

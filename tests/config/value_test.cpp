@@ -1,4 +1,5 @@
-// Value::parse_json's bound on the values of a document (config/value.h): counted as the tree is built.
+// config/value.h: Value's layout and sharing, and Value::parse_json (its bound on the values of a document, counted as
+// the tree is built; its strings).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -45,4 +46,71 @@ TEST_CASE("JSON reader stops at the value bound without reading the rest", "[typ
   CHECK_THROWS_WITH(Value::parse_json("[0, 0, 0, 0 this is not JSON", 5), Catch::Contains("expected ',' or ']'"));
   // Inside strings, separators are just characters: one value however many commas and brackets it holds.
   CHECK(Value::parse_json("[\"" + std::string(100000, ',') + "[{:\"]", 2).as_list().size() == 1);
+}
+
+TEST_CASE("Value is 16 bytes; copies share strings, lists and objects", "[types]") {
+  // A parsed tree costs 16 bytes a value (plus a box for each string, list or object): the JSON bound's memory.
+  STATIC_REQUIRE(sizeof(Value) == 16);
+  const Value s("text");
+  const Value s2 = s;  // shared, not copied
+  CHECK(&s2.as_str() == &s.as_str());
+  Value l(mr::List{1, "a", 2.5});
+  Value l2 = l;
+  CHECK(&l2.as_list() == &l.as_list());
+  // mutable_list() copies a shared list first: the other holder keeps what it had.
+  l2.mutable_list().push_back(Value(nullptr));
+  CHECK(l.as_list().size() == 3);
+  CHECK(l2.as_list().size() == 4);
+  CHECK(&l2.as_list() != &l.as_list());
+  // Not shared any more: changed in place.
+  const mr::List* own = &l2.as_list();
+  l2.mutable_list().pop_back();
+  CHECK(&l2.as_list() == own);
+  CHECK(l2 == l);
+  // A tuple stays a tuple through a copy and a change.
+  Value t(mr::List{1}, true);
+  Value t2 = t;
+  t2.mutable_list().push_back(2);
+  CHECK(t2.kind() == Value::Kind::Tuple);
+  CHECK(t2.py_str() == "(1, 2)");
+  CHECK(t.py_str() == "(1,)");
+  // Assigned a value that lives inside the tree it replaces, the value keeps it (read before the tree goes).
+  Value nested = Value::parse_json(R"({"a": [["deep", 1], 2]})");
+  nested = nested.as_object()[0].second;
+  CHECK(nested.json() == R"([["deep", 1], 2])");
+  nested = std::move(nested.mutable_list()[0]);
+  CHECK(nested.json() == R"(["deep", 1])");
+  Value& self = nested;
+  nested = self;
+  CHECK(nested.json() == R"(["deep", 1])");
+  // A moved-from string, list or object is None; a moved-from number keeps its value.
+  Value from("x");
+  Value to = std::move(from);
+  CHECK(to.as_str() == "x");
+  CHECK(from.is_none());  // NOLINT(bugprone-use-after-move): what a moved-from value is
+  Value n(5);
+  Value n2 = std::move(n);
+  CHECK(n2.as_int() == 5);
+  CHECK(n.as_int() == 5);  // NOLINT(bugprone-use-after-move)
+  // Kinds and payloads survive copies and assignments between kinds.
+  Value v = 1.5;
+  v = s;
+  CHECK(v.as_str() == "text");
+  v = true;
+  CHECK(v.as_bool());
+  CHECK(v == Value(1));
+  v = Value::object({{"k", Value(mr::List{})}});
+  CHECK(v.py_str() == "{'k': []}");
+  CHECK(!v.as_object()[0].second.truthy());
+}
+
+TEST_CASE("JSON reader's strings: plain, escaped after a plain start, refused", "[types]") {
+  CHECK(Value::parse_json(R"("plain")").as_str() == "plain");
+  CHECK(Value::parse_json(R"("")").as_str().empty());
+  CHECK(Value::parse_json(R"("ab\ncd\"e\u00e9\ud83d\ude00")").as_str() == "ab\ncd\"e\xc3\xa9\xf0\x9f\x98\x80");
+  CHECK(Value::parse_json(R"({"k\tey": "v"})").as_object()[0].first == "k\tey");
+  CHECK_THROWS_WITH(Value::parse_json("\"ab\x01\""), Catch::Contains("control character in string"));
+  CHECK_THROWS_WITH(Value::parse_json("\"abc"), Catch::Contains("unterminated string"));
+  CHECK_THROWS_WITH(Value::parse_json("\"ab\\"), Catch::Contains("unterminated escape"));
+  CHECK_THROWS_WITH(Value::parse_json(R"("ab\x")"), Catch::Contains("bad escape"));
 }
