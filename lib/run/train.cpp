@@ -183,7 +183,10 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   // --check-weight-hash-across-dp-replicas-interval: once before the first iteration (after --load), then after
   // every multiple of it, as Megatron's train (the check runs whether or not it has anything to compare).
   const std::optional<int64_t> hash_every = args.check_weight_hash_across_dp_replicas_interval;
-  if (hash_every) compare_replicas(c, "before iteration " + std::to_string(resumed.iteration + 1) + ": ");
+  if (hash_every) {  // Megatron's line after this check too, with the loaded iteration (0 for a fresh run)
+    compare_replicas(c, "before iteration " + std::to_string(resumed.iteration + 1) + ": ");
+    if (rt.rank() == 0) log << prefix << ">>> Weight hashes match after " << resumed.iteration << " iterations..." << std::endl;
+  }
   for (int64_t it = resumed.iteration + 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
     // This step's samples (a schedule's step, if any); Megatron's checks: the size fits micro-batch x DP, and the
