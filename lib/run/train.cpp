@@ -247,6 +247,9 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       if (!std::isfinite(loss)) ++window.nan;
     }
     consumed += c.global_batch;
+    // Megatron counts the samples --decrease-batch-size-if-needed leaves out of each step as skipped too (global
+    // minus running batch size, after every iteration that ran).
+    skipped_samples += step.global - step.running;
     res.last_grad_norm = grad_norm;
     window.elapsed_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     ++window.iterations;

@@ -336,11 +336,17 @@ TEST_CASE("--rampup-batch-size is ignored as by Megatron; --decrease-batch-size-
   CHECK_THAT(r.out(), Catch::Contains("--rampup-batch-size is ignored, as by Megatron"));
   CHECK_THAT(r.out(), Catch::Contains("consumed samples:           32 |"));  // 4 steps of 8
   mrtest::Proc d = spawn(1, {"--global-batch-size", "7", "--eval-global-batch-size", "8",
-                             "--decrease-batch-size-if-needed", "--train-iters", "4"}, dir, "decrease");
+                             "--decrease-batch-size-if-needed", "--train-iters", "4", "--save", dir / "ck",
+                             "--save-interval", "4"}, dir, "decrease");
   INFO(d.out() << d.err());
   REQUIRE(d.exit_code() == 0);
   CHECK_THAT(d.out(), Catch::Contains("decreasing the global batch size from 7 to 6"));
   CHECK_THAT(d.out(), Catch::Contains("consumed samples:           24 |"));  // 4 steps of 6
+  // Megatron counts the sample each step leaves out as skipped (global minus running batch size): its "skipped
+  // samples" field and the checkpoint's skipped_train_samples.
+  CHECK_THAT(d.out(), Catch::Contains("consumed samples:            6 | skipped samples:            1 |") &&
+                          Catch::Contains("consumed samples:           24 | skipped samples:            4 |"));
+  CHECK_THAT(mrtest::slurp(dir / "ck/iter_0000004/rank_00000.json"), Catch::Contains("\"skipped_train_samples\": 4"));
   CHECK(iterations(d.out()).front().lr == Approx(3e-4 * 6 / 14));  // warmup 2 x 7 samples, 6 a step
 }
 
