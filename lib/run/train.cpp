@@ -171,6 +171,16 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   const std::set<int64_t> inject = iterations_from_env("MR_RUN_NONFINITE_AT");
   const std::set<int64_t> diverge = iterations_from_env("MR_RUN_DIVERGE_AT");
   const std::set<int64_t> to_skip(args.iterations_to_skip.begin(), args.iterations_to_skip.end());
+  // --iterations-to-skip values this run never reaches skip nothing (as in Megatron, whose loop only meets the
+  // iterations it runs): named, so that a typo or a resumed run's past iteration is not taken for a skip.
+  if (rt.rank() == 0 && resumed.iteration < c.train_iters) {
+    std::ostringstream never;
+    for (int64_t i : to_skip)
+      if (i <= resumed.iteration || i > c.train_iters) never << (never.tellp() > 0 ? " " : "") << i;
+    if (never.tellp() > 0)
+      log << prefix << "notice: --iterations-to-skip " << never.str() << ": not among this run's iterations ("
+          << resumed.iteration + 1 << " to " << c.train_iters << "), so nothing is skipped there" << std::endl;
+  }
   int64_t consumed = resumed.consumed_samples, skipped_total = resumed.skipped, steps_done = resumed.optimizer_steps;
   int64_t skipped_samples = resumed.skipped_samples;
   int64_t last = resumed.iteration;

@@ -648,6 +648,12 @@ TEST_CASE("--iterations-to-skip: a skipped iteration consumes its samples and do
   CHECK(a.checksum != plain.checksum);
   // No line, no flag in the notice (acted on).
   CHECK_THAT(a.out, !Catch::Contains("does not act on --iterations-to-skip"));
+  CHECK_THAT(a.out, !Catch::Contains("notice: --iterations-to-skip"));
+  // Values the run never reaches skip nothing, and a notice names them.
+  const Finished never = run_one(dir, {"--train-iters", "3", "--iterations-to-skip", "0", "2", "7"}, "never");
+  CHECK_THAT(never.out, Catch::Contains("notice: --iterations-to-skip 0 7: not among this run's iterations (1 to 3), "
+                                        "so nothing is skipped there") &&
+                            Catch::Contains("3 iterations (0 skipped, 1 passed over by --iterations-to-skip)"));
   // Every iteration skipped: no step, and the summary says so.
   const Finished none = run_one(dir, {"--train-iters", "2", "--lr-warmup-iters", "0", "--iterations-to-skip", "1", "2"},
                                "allskip");
