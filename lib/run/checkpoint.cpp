@@ -240,6 +240,18 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     log_ << prefix_ << "notice: --ckpt-step " << *a.ckpt_step << " is not used without --load" << std::endl;
   if (rank0 && a.save_interval && !a.save)
     log_ << prefix_ << "notice: --save-interval " << *a.save_interval << " saves nothing without --save" << std::endl;
+  // The checkpoint flags that act on a save or a load only (validation checks --save-retain-interval against
+  // --save-interval only when --save is given).
+  if (rank0 && a.save_retain_interval && !a.save)
+    log_ << prefix_ << "notice: --save-retain-interval " << *a.save_retain_interval << " removes nothing without --save"
+         << std::endl;
+  if (rank0 && a.override_ckpt_iteration && !a.load)
+    log_ << prefix_ << "notice: --override-ckpt-iteration " << *a.override_ckpt_iteration
+         << " is not used without --load" << std::endl;
+  if (rank0 && a.load_main_params_from_ckpt && !a.load)
+    log_ << prefix_ << "notice: --load-main-params-from-ckpt is not used without --load" << std::endl;
+  if (rank0 && a.verify_integrity && !a.load && !a.save)
+    log_ << prefix_ << "notice: --verify-integrity checks nothing without --load or --save" << std::endl;
   if (a.exit_signal_handler) {
     struct sigaction sa {};
     sa.sa_handler = on_exit_signal;
@@ -447,7 +459,8 @@ Progress Checkpointer::load() {
         line << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
              << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
              << (a.finetune ? " (--finetune: weights only, iteration 0)"
-                 : finetune  ? " (a release checkpoint: weights only, iteration 0)"
+                 : finetune  ? (a.override_ckpt_iteration ? " (a release checkpoint: weights only, at the iteration --override-ckpt-iteration gives)"
+                                                          : " (a release checkpoint: weights only, iteration 0)")
                  : !with_opt ? " (weights only: fresh optimizer state)"
                              : "");
         // Megatron ignores a checkpoint's RNG state when (TP, PP) changed and keeps --seed; the synthetic data

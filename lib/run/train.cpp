@@ -171,6 +171,16 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   const std::set<int64_t> inject = iterations_from_env("MR_RUN_NONFINITE_AT");
   const std::set<int64_t> diverge = iterations_from_env("MR_RUN_DIVERGE_AT");
   const std::set<int64_t> to_skip(args.iterations_to_skip.begin(), args.iterations_to_skip.end());
+  // --iterations-to-skip values this run never reaches skip nothing (as in Megatron, whose loop only meets the
+  // iterations it runs): named, so that a typo or a resumed run's past iteration is not taken for a skip.
+  if (rt.rank() == 0 && resumed.iteration < c.train_iters) {
+    std::ostringstream never;
+    for (int64_t i : to_skip)
+      if (i <= resumed.iteration || i > c.train_iters) never << (never.tellp() > 0 ? " " : "") << i;
+    if (never.tellp() > 0)
+      log << prefix << "notice: --iterations-to-skip " << never.str() << ": not among this run's iterations ("
+          << resumed.iteration + 1 << " to " << c.train_iters << "), so nothing is skipped there" << std::endl;
+  }
   int64_t consumed = resumed.consumed_samples, skipped_total = resumed.skipped, steps_done = resumed.optimizer_steps;
   int64_t skipped_samples = resumed.skipped_samples;
   int64_t last = resumed.iteration;
@@ -183,7 +193,10 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   // --check-weight-hash-across-dp-replicas-interval: once before the first iteration (after --load), then after
   // every multiple of it, as Megatron's train (the check runs whether or not it has anything to compare).
   const std::optional<int64_t> hash_every = args.check_weight_hash_across_dp_replicas_interval;
-  if (hash_every) compare_replicas(c, "before iteration " + std::to_string(resumed.iteration + 1) + ": ");
+  if (hash_every) {  // Megatron's line after this check too, with the loaded iteration (0 for a fresh run)
+    compare_replicas(c, "before iteration " + std::to_string(resumed.iteration + 1) + ": ");
+    if (rt.rank() == 0) log << prefix << ">>> Weight hashes match after " << resumed.iteration << " iterations..." << std::endl;
+  }
   for (int64_t it = resumed.iteration + 1; it <= c.train_iters; ++it) {
     auto t0 = Clock::now();
     // This step's samples (a schedule's step, if any); Megatron's checks: the size fits micro-batch x DP, and the
@@ -244,6 +257,9 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       if (!std::isfinite(loss)) ++window.nan;
     }
     consumed += c.global_batch;
+    // Megatron counts the samples --decrease-batch-size-if-needed leaves out of each step as skipped too (global
+    // minus running batch size, after every iteration that ran).
+    skipped_samples += step.global - step.running;
     res.last_grad_norm = grad_norm;
     window.elapsed_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     ++window.iterations;

@@ -460,6 +460,18 @@ TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --
   CHECK(c.exit_code() == 0);
   CHECK_THAT(c.out(), Catch::Contains("notice: --ckpt-step 7 is not used without --load") &&
                           Catch::Contains("notice: --save-interval 1 saves nothing without --save"));
+  // So do the four checkpoint flags acted on since: each needs --load or --save (validation checks
+  // --save-retain-interval only with --save).
+  mrtest::Proc d = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-retain-interval", "3",
+                             "--override-ckpt-iteration", "5", "--load-main-params-from-ckpt", "--no-load-optim",
+                             "--verify-integrity"},
+                         dir, "unused2");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("notice: --save-retain-interval 3 removes nothing without --save") &&
+                          Catch::Contains("notice: --override-ckpt-iteration 5 is not used without --load") &&
+                          Catch::Contains("notice: --load-main-params-from-ckpt is not used without --load") &&
+                          Catch::Contains("notice: --verify-integrity checks nothing without --load or --save"));
 }
 
 TEST_CASE("SOAP: its preconditioners resume bit-exact and follow a data-parallel reshard; another TP size is refused",
@@ -960,6 +972,13 @@ TEST_CASE("tracker and directory details: a signed count, --load '' (the working
   INFO(r.out() << r.err());
   CHECK(r.exit_code() == 0);
   CHECK_THAT(r.out(), Catch::Contains("(a release checkpoint: weights only, iteration 0)"));
+  // With --override-ckpt-iteration (Megatron: release, iteration 0, then N) the line names N and does not say 0.
+  mrtest::Proc ro = spawn(1, with({"--load", ck, "--override-ckpt-iteration", "3"}), dir, "release-override");
+  INFO(ro.out() << ro.err());
+  CHECK(ro.exit_code() == 0);
+  CHECK_THAT(ro.out(), Catch::Contains("] at iteration 3 (a release checkpoint: weights only, at the iteration "
+                                       "--override-ckpt-iteration gives)") &&
+                           !Catch::Contains("iteration 0)") && Catch::Contains("iteration        4/"));
   // A file where iter_0000002 should be.
   { std::ofstream(ck + "/iter_0000002") << "x"; }
   { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "2"; }

@@ -336,11 +336,17 @@ TEST_CASE("--rampup-batch-size is ignored as by Megatron; --decrease-batch-size-
   CHECK_THAT(r.out(), Catch::Contains("--rampup-batch-size is ignored, as by Megatron"));
   CHECK_THAT(r.out(), Catch::Contains("consumed samples:           32 |"));  // 4 steps of 8
   mrtest::Proc d = spawn(1, {"--global-batch-size", "7", "--eval-global-batch-size", "8",
-                             "--decrease-batch-size-if-needed", "--train-iters", "4"}, dir, "decrease");
+                             "--decrease-batch-size-if-needed", "--train-iters", "4", "--save", dir / "ck",
+                             "--save-interval", "4"}, dir, "decrease");
   INFO(d.out() << d.err());
   REQUIRE(d.exit_code() == 0);
   CHECK_THAT(d.out(), Catch::Contains("decreasing the global batch size from 7 to 6"));
   CHECK_THAT(d.out(), Catch::Contains("consumed samples:           24 |"));  // 4 steps of 6
+  // Megatron counts the sample each step leaves out as skipped (global minus running batch size): its "skipped
+  // samples" field and the checkpoint's skipped_train_samples.
+  CHECK_THAT(d.out(), Catch::Contains("consumed samples:            6 | skipped samples:            1 |") &&
+                          Catch::Contains("consumed samples:           24 | skipped samples:            4 |"));
+  CHECK_THAT(mrtest::slurp(dir / "ck/iter_0000004/rank_00000.json"), Catch::Contains("\"skipped_train_samples\": 4"));
   CHECK(iterations(d.out()).front().lr == Approx(3e-4 * 6 / 14));  // warmup 2 x 7 samples, 6 a step
 }
 
@@ -642,6 +648,12 @@ TEST_CASE("--iterations-to-skip: a skipped iteration consumes its samples and do
   CHECK(a.checksum != plain.checksum);
   // No line, no flag in the notice (acted on).
   CHECK_THAT(a.out, !Catch::Contains("does not act on --iterations-to-skip"));
+  CHECK_THAT(a.out, !Catch::Contains("notice: --iterations-to-skip"));
+  // Values the run never reaches skip nothing, and a notice names them.
+  const Finished never = run_one(dir, {"--train-iters", "3", "--iterations-to-skip", "0", "2", "7"}, "never");
+  CHECK_THAT(never.out, Catch::Contains("notice: --iterations-to-skip 0 7: not among this run's iterations (1 to 3), "
+                                        "so nothing is skipped there") &&
+                            Catch::Contains("3 iterations (0 skipped, 1 passed over by --iterations-to-skip)"));
   // Every iteration skipped: no step, and the summary says so.
   const Finished none = run_one(dir, {"--train-iters", "2", "--lr-warmup-iters", "0", "--iterations-to-skip", "1", "2"},
                                "allskip");
@@ -671,6 +683,8 @@ TEST_CASE("--check-weight-hash-across-dp-replicas-interval: replicas compared du
   mrtest::Proc ok = spawn(2, {"--train-iters", "5", "--check-weight-hash-across-dp-replicas-interval", "2"}, dir, "hash");
   INFO(ok.out() << ok.err());
   REQUIRE(ok.exit_code() == 0);
+  // Megatron's check before the first iteration prints its line too, with the iteration the run starts from.
+  CHECK_THAT(ok.out(), Catch::Contains("[rank 0] >>> Weight hashes match after 0 iterations..."));
   CHECK_THAT(ok.out(), Catch::Contains("[rank 0] >>> Weight hashes match after 2 iterations..."));
   CHECK_THAT(ok.out(), Catch::Contains("[rank 0] >>> Weight hashes match after 4 iterations..."));
   CHECK_THAT(ok.out(), !Catch::Contains("match after 5"));
