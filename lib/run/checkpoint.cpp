@@ -443,8 +443,8 @@ Progress Checkpointer::load() {
         p.consumed_samples = n * gbs;
         p.skipped_samples = 0;
         if (rank0)
-          log_ << prefix_ << "--override-ckpt-iteration: start at iteration " << n << " (consumed_train_samples "
-               << p.consumed_samples << ")" << std::endl;
+          log_ << prefix_ << "  --override-ckpt-iteration " << n << ": the checkpoint counts as saved at iteration " << n
+               << ", with " << p.consumed_samples << " samples consumed" << std::endl;
       }
       // Megatron's --override-opt-param-scheduler also moves the loaded scheduler to the consumed samples.
       if (with_opt && a.override_opt_param_scheduler && c_.schedule->num_steps() != p.consumed_samples) {

@@ -1347,7 +1347,8 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
   mrtest::Proc b = spawn(1, with({"--use-checkpoint-opt-param-scheduler"}), dir, "override");
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
-  CHECK_THAT(b.out(), Catch::Contains("--override-ckpt-iteration: start at iteration 10 (consumed_train_samples 80)") &&
+  CHECK_THAT(b.out(), Catch::Contains("--override-ckpt-iteration 10: the checkpoint counts as saved at iteration 10, with 80 "
+                                      "samples consumed") &&
                           Catch::Contains("at iteration 10") && !Catch::Contains("iteration       10/") &&
                           Catch::Matches(R"([\s\S]*iteration       11/      12 \| consumed samples:           88 [\s\S]*)") &&
                           !Catch::Contains("the scheduler is moved") && !Catch::Contains("warning: --override"));
