@@ -2,6 +2,7 @@
 #include "util/sha256.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,8 +115,15 @@ std::string sha256_hex(std::string_view s) {
 }
 
 std::string sha256_file_hex(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in a file's place opens at once instead of waiting for a writer, and is then refused with
+  // anything else that is not a regular file (a device such as /dev/zero behind a link would never end).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error(path + ": not a regular file");
+  }
   Sha256 h;
   std::vector<char> buf(1 << 20);
   for (;;) {

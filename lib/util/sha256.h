@@ -30,7 +30,8 @@ class Sha256 {
 
 // The hex digest of `s`.
 std::string sha256_hex(std::string_view s);
-// The hex digest of the file at `path`, read 1 MiB at a time; std::runtime_error naming it when it cannot be read.
+// The hex digest of the file at `path`, read 1 MiB at a time; std::runtime_error naming it when it cannot be read
+// or is not a regular file (a FIFO, a device or a directory is refused at once).
 std::string sha256_file_hex(const std::string& path);
 
 }  // namespace mr::util

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,4 +44,11 @@ TEST_CASE("sha256: a file's digest equals its bytes' digest", "[sha256]") {
   CHECK(mr::util::sha256_file_hex(path) == sha256_hex(bytes));
   std::remove(path.c_str());
   CHECK_THROWS_WITH(mr::util::sha256_file_hex(path), Catch::Contains(path));
+  // Not a regular file: refused at once (a FIFO with no writer would block an open without O_NONBLOCK; a device
+  // such as /dev/zero would never end).
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(mr::util::sha256_file_hex(path), Catch::Contains(path + ": not a regular file"));
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH(mr::util::sha256_file_hex("/dev/zero"), Catch::Contains("/dev/zero: not a regular file"));
+  CHECK_THROWS_WITH(mr::util::sha256_file_hex("/tmp"), Catch::Contains("/tmp: not a regular file"));
 }
