@@ -1334,6 +1334,31 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
                                                    "latest_checkpointed_iteration.txt", "non_persistent"}));
   CHECK(files_in(ck + "/non_persistent") == std::vector<std::string>({"iter_0000003", "latest_checkpointed_iteration.txt"}));
   CHECK(tracker(ck) == "7");
+  // A resume from an earlier checkpoint (--ckpt-step 4 under a tracker at 7): the save at 6 leaves the newer iter_7
+  // (Megatron's rule would remove it), with a line saying so.
+  mrtest::Proc older = spawn(1, {"--load", ck, "--ckpt-step", "4", "--lr-warmup-iters", "1", "--train-iters", "6",
+                                 "--use-checkpoint-opt-param-scheduler",
+                                 "--save", ck, "--save-interval", "2", "--save-retain-interval", "4"},
+                             dir, "older");
+  INFO(older.out() << older.err());
+  REQUIRE(older.exit_code() == 0);
+  CHECK_THAT(older.out(), Catch::Contains("--save-retain-interval: the checkpoint of iteration       7 at " + ck +
+                                          " is newer than the one just saved (6): left in place"));
+  CHECK(fs::exists(ck + "/iter_0000007/rank_00000.json"));
+  CHECK(tracker(ck) == "6");
+  // A non-persistent directory that is --save itself (however spelt) is refused: its clean-up would remove the
+  // persistent checkpoints.
+  for (const std::string& np : {ck, ck + "/."}) {
+    mrtest::Proc same = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save", ck, "--save-interval", "2",
+                                  "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
+                                  "--non-persistent-global-ckpt-dir", np},
+                              dir, "samedir");
+    INFO(same.out() << same.err());
+    CHECK(same.exit_code() == 1);
+    CHECK_THAT(same.err(), Catch::Contains("--non-persistent-global-ckpt-dir " + np + " is the --save directory") &&
+                               Catch::Contains("[checkpoint.unsupported]"));
+  }
+  CHECK(fs::exists(ck + "/iter_0000004/rank_00000.json"));
 
   // --override-ckpt-iteration 10 on the checkpoint of iteration 4: starts at 11 with 10 x 8 consumed samples (not
   // 32), skipped samples 0; the scheduler keeps the checkpoint's step count unless --override-opt-param-scheduler,
