@@ -1386,12 +1386,13 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
                           Catch::Contains("the loaded scheduler stood at 32 samples, the run at 160 consumed samples; "
                                           "the scheduler is moved to the consumed samples") &&
                           Catch::Matches(R"([\s\S]*iteration       11/      12 \| consumed samples:          176 [\s\S]*)"));
-  // A negative iteration: Megatron would count negative samples; refused at load.
+  // A negative iteration: Megatron would count negative samples; refused before any worker starts.
   mrtest::Proc d = spawn(1, with({"--use-checkpoint-opt-param-scheduler", "--override-ckpt-iteration", "-1"}), dir, "neg");
   INFO(d.out() << d.err());
   CHECK(d.exit_code() == 1);
-  CHECK_THAT(d.err(), Catch::Contains("--override-ckpt-iteration -1 is out of range") &&
-                          Catch::Contains("[checkpoint.unsupported]"));
+  CHECK_THAT(d.err(), Catch::Contains("error[init.training-run]: --override-ckpt-iteration -1: the iteration a loaded "
+                                      "checkpoint counts as saved at must be 0 or more"));
+  CHECK_THAT(d.out(), !Catch::Contains("bring-up passed"));
 }
 
 TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoint's exact values (Megatron's "
