@@ -212,6 +212,19 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                           "--non-persistent-save-interval needs --non-persistent-ckpt-type global in megatron-run's run "
                           "(got " + std::string(a.non_persistent_ckpt_type ? arg::to_string(*a.non_persistent_ckpt_type) : "None") +
                               "; local and in_memory checkpoints are not modelled)");
+  // The non-persistent clean-up keeps the newest iter_N of its directory and removes every other (Megatron's
+  // too): pointed at --save itself, it would remove the persistent checkpoints there.
+  if (a.save && a.non_persistent_save_interval && *a.non_persistent_save_interval > 0) {
+    std::error_code e1, e2;
+    const auto np = std::filesystem::weakly_canonical(non_persistent_dir(a, *a.save), e1);
+    const auto sv = std::filesystem::weakly_canonical(*a.save, e2);
+    if (!e1 && !e2 && np == sv)
+      throw CheckpointError(kCkptUnsupported,
+                            "--non-persistent-global-ckpt-dir " + non_persistent_dir(a, *a.save) +
+                                " is the --save directory: each non-persistent save keeps only the newest checkpoint "
+                                "of its directory, so it would remove the persistent ones; give another directory "
+                                "(without the flag: " + *a.save + "/non_persistent)");
+  }
   if (a.save) {
     std::string why = probe_writable(*a.save, ".megatron-run-probe-rank" + std::to_string(c.rt.rank()));
     const Verdict v = verdict(c, why);
@@ -665,7 +678,12 @@ void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t i
       previous->iteration != iteration && every > 0 && previous->iteration % every != 0) {
     const std::string old = iteration_dir(*a.save, previous->iteration);
     std::error_code ec;
-    if (std::filesystem::is_symlink(old, ec)) {
+    if (previous->iteration > iteration) {
+      // The tracker named a later checkpoint (a resume with --ckpt-step, or another run's directory): Megatron's
+      // rule would remove it, which loses the newest training state; it is left.
+      log_ << prefix_ << "  --save-retain-interval: the checkpoint of iteration " << fmt7(previous->iteration) << " at "
+           << *a.save << " is newer than the one just saved (" << iteration << "): left in place" << std::endl;
+    } else if (std::filesystem::is_symlink(old, ec)) {
       log_ << prefix_ << "  --save-retain-interval: the checkpoint of iteration " << fmt7(previous->iteration) << " at "
            << *a.save << " is a symbolic link: left in place" << std::endl;
     } else if (std::filesystem::is_directory(old, ec)) {

@@ -54,6 +54,10 @@ void check_run_supported(const Args& args) {
                    std::to_string(batches.largest()));
   if (!(args.train_iters && *args.train_iters > 0) && !args.train_samples)
     throw RunError("the training run needs --train-iters or --train-samples");
+  // A negative iteration would make the consumed samples negative (Megatron takes N x the global batch as is).
+  if (args.override_ckpt_iteration && *args.override_ckpt_iteration < 0)
+    throw RunError("--override-ckpt-iteration " + std::to_string(*args.override_ckpt_iteration) +
+                   ": the iteration a loaded checkpoint counts as saved at must be 0 or more");
   // Megatron's train takes `iteration % interval` after the first iteration: 0 raises ZeroDivisionError there.
   if (args.check_weight_hash_across_dp_replicas_interval == 0)
     throw RunError("--check-weight-hash-across-dp-replicas-interval 0: Megatron's training loop divides by it "

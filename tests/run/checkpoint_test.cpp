@@ -1334,6 +1334,31 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
                                                    "latest_checkpointed_iteration.txt", "non_persistent"}));
   CHECK(files_in(ck + "/non_persistent") == std::vector<std::string>({"iter_0000003", "latest_checkpointed_iteration.txt"}));
   CHECK(tracker(ck) == "7");
+  // A resume from an earlier checkpoint (--ckpt-step 4 under a tracker at 7): the save at 6 leaves the newer iter_7
+  // (Megatron's rule would remove it), with a line saying so.
+  mrtest::Proc older = spawn(1, {"--load", ck, "--ckpt-step", "4", "--lr-warmup-iters", "1", "--train-iters", "6",
+                                 "--use-checkpoint-opt-param-scheduler",
+                                 "--save", ck, "--save-interval", "2", "--save-retain-interval", "4"},
+                             dir, "older");
+  INFO(older.out() << older.err());
+  REQUIRE(older.exit_code() == 0);
+  CHECK_THAT(older.out(), Catch::Contains("--save-retain-interval: the checkpoint of iteration       7 at " + ck +
+                                          " is newer than the one just saved (6): left in place"));
+  CHECK(fs::exists(ck + "/iter_0000007/rank_00000.json"));
+  CHECK(tracker(ck) == "6");
+  // A non-persistent directory that is --save itself (however spelt) is refused: its clean-up would remove the
+  // persistent checkpoints.
+  for (const std::string& np : {ck, ck + "/."}) {
+    mrtest::Proc same = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save", ck, "--save-interval", "2",
+                                  "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
+                                  "--non-persistent-global-ckpt-dir", np},
+                              dir, "samedir");
+    INFO(same.out() << same.err());
+    CHECK(same.exit_code() == 1);
+    CHECK_THAT(same.err(), Catch::Contains("--non-persistent-global-ckpt-dir " + np + " is the --save directory") &&
+                               Catch::Contains("[checkpoint.unsupported]"));
+  }
+  CHECK(fs::exists(ck + "/iter_0000004/rank_00000.json"));
 
   // --override-ckpt-iteration 10 on the checkpoint of iteration 4: starts at 11 with 10 x 8 consumed samples (not
   // 32), skipped samples 0; the scheduler keeps the checkpoint's step count unless --override-opt-param-scheduler,
@@ -1361,12 +1386,13 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
                           Catch::Contains("the loaded scheduler stood at 32 samples, the run at 160 consumed samples; "
                                           "the scheduler is moved to the consumed samples") &&
                           Catch::Matches(R"([\s\S]*iteration       11/      12 \| consumed samples:          176 [\s\S]*)"));
-  // A negative iteration: Megatron would count negative samples; refused at load.
+  // A negative iteration: Megatron would count negative samples; refused before any worker starts.
   mrtest::Proc d = spawn(1, with({"--use-checkpoint-opt-param-scheduler", "--override-ckpt-iteration", "-1"}), dir, "neg");
   INFO(d.out() << d.err());
   CHECK(d.exit_code() == 1);
-  CHECK_THAT(d.err(), Catch::Contains("--override-ckpt-iteration -1 is out of range") &&
-                          Catch::Contains("[checkpoint.unsupported]"));
+  CHECK_THAT(d.err(), Catch::Contains("error[init.training-run]: --override-ckpt-iteration -1: the iteration a loaded "
+                                      "checkpoint counts as saved at must be 0 or more"));
+  CHECK_THAT(d.out(), !Catch::Contains("bring-up passed"));
 }
 
 TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoint's exact values (Megatron's "
