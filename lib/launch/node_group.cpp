@@ -67,15 +67,17 @@ PeerFailure parse_failure(const std::string& v) {
 }
 
 // The launchers' store, hosted here when this node is its host (NodeGroup::hosts: static node 0; c10d, a launcher
-// on the endpoint's host). Null when this node is not, or (c10d) when another launcher bound the port first;
-// StoreError when it cannot be hosted.
-std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o) {
+// on the endpoint's host). Null when this node is not, or (c10d) when the port is taken (`taken` set: usually
+// another launcher bound it first); StoreError when it cannot be hosted.
+std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o, bool& taken) {
+  taken = false;
   if (!NodeGroup::hosts(o)) return nullptr;
   try {
     return std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
   } catch (const StoreError& e) {
-    if (o.backend != "static" && e.in_use) return nullptr;
-    throw;
+    if (o.backend == "static" || !e.in_use) throw;
+    taken = true;
+    return nullptr;
   }
 }
 
@@ -87,20 +89,36 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
   const auto deadline = Clock::now() + o.join_timeout;
   const std::string store = join_host_port(o.store_host, o.store_port);
   // Static: node 0 hosts the store. c10d: a launcher on the endpoint's host that can bind its port.
+  bool taken = false;  // c10d: this launcher would host, but the port was in use
   try {
-    server_ = host_store(o);
+    server_ = host_store(o, taken);
   } catch (const StoreError& e) {
     throw RendezvousError(std::string(e.what()) +
                           (is_static ? " (node 0 hosts the launchers' store there: --launcher-port)" : ""));
   }
   try {
-    try {
-      client_ = std::make_unique<NodeStoreClient>(o.store_host, o.store_port, deadline, o.heartbeat_timeout);
-    } catch (const StoreError& e) {
-      throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds(o.join_timeout) +
-                            " s, --join-timeout): " +
-                            (is_static ? "node 0's launcher, which hosts it, did not start"
-                                       : "no launcher on the --rdzv-endpoint's host hosts it"));
+    // When the port was taken, the launcher that took it is normally reached at once. If nothing accepts
+    // connections there, a socket that does not listen holds the port (another program's, or a connection's local
+    // port): try to host again every second until the join timeout, as such a holder usually lets go soon.
+    for (;;) {
+      const auto until = taken ? std::min(deadline, Clock::now() + std::chrono::seconds(1)) : deadline;
+      try {
+        client_ = std::make_unique<NodeStoreClient>(o.store_host, o.store_port, until, o.heartbeat_timeout);
+        break;
+      } catch (const StoreError& e) {
+        if (taken && Clock::now() < deadline) {
+          server_ = host_store(o, taken);  // a StoreError: as below
+          continue;
+        }
+        std::string why = is_static ? "node 0's launcher, which hosts it, did not start"
+                                    : "no launcher on the --rdzv-endpoint's host hosts it";
+        if (taken)
+          why = "its port " + std::to_string(o.store_port) + " is in use on this host, but not by a launchers' store "
+                "(nothing accepts connections there): another program holds it; choose another port in "
+                "--rdzv-endpoint";
+        throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds(o.join_timeout) +
+                              " s, --join-timeout): " + why);
+      }
     }
     if (elastic()) {
       // Rounds (round_key): a launcher number for the store's liveness, then the rounds until one takes it in.
@@ -347,8 +365,9 @@ bool NodeGroup::hosts(const RendezvousOptions& o) {
 void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::string& why) {
   const auto deadline = Clock::now() + o.join_timeout;
   std::unique_ptr<NodeStoreServer> server;
+  bool taken = false;
   try {
-    server = host_store(o);
+    server = host_store(o, taken);
   } catch (const StoreError&) {
     // It cannot be hosted: then the others time out on their own.
   }

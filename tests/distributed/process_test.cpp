@@ -198,7 +198,7 @@ TEST_CASE("a rank killed mid-collective: every other rank exits non-zero naming 
 
 TEST_CASE("a rank that never arrives: the others stop within the timeout, naming it", "[dist][process][fault]") {
   TempDir dir;
-  int port = mr::launch::free_port();
+  int port = mrtest::free_port();
   std::vector<Proc> procs;
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
@@ -228,7 +228,7 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int busy = ntohs(addr.sin_port);
-  int nobody = mr::launch::free_port();
+  int nobody = mrtest::free_port();
 
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
@@ -250,7 +250,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   SECTION("world size") {
-    int port = mr::launch::free_port();
+    int port = mrtest::free_port();
     std::vector<Proc> procs = {
         mrtest::start(argv, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
         mrtest::start(argv, mrtest::rank_env(1, 4, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
@@ -262,7 +262,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
     CHECK_THAT(procs[0].err(), Catch::Contains("WORLD_SIZE differs"));
   }
   SECTION("config") {
-    int port = mr::launch::free_port();
+    int port = mrtest::free_port();
     std::vector<std::string> other = argv;
     other.insert(other.end(), {"--lr", "0.1"});
     std::vector<Proc> procs = {
@@ -313,10 +313,10 @@ TEST_CASE("backend choice: gloo without a GPU, nccl demanded without one is an e
                                     "--tokenizer-type: NullTokenizer", "--vocab-size: 1024"})
       f << line << "\n";
   }
-  int port = mr::launch::free_port();
+  int port = mrtest::free_port();
   std::vector<Proc> a = {mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg}, mrtest::rank_env(0, 1, port), dir, "auto"),
                          mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg, "--distributed-backend", "nccl"},
-                                       mrtest::rank_env(0, 1, mr::launch::free_port()), dir, "nccl")};
+                                       mrtest::rank_env(0, 1, mrtest::free_port()), dir, "nccl")};
   mrtest::wait_all(a, std::chrono::seconds(90));
   INFO(mrtest::all_output(a));
   CHECK(a[0].exit_code() == 0);
@@ -465,7 +465,7 @@ TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a stor
 
   SECTION("a store of our LibTorch (as a PyTorch 2.x worker sees torch 2.x's agent): every rank is its client") {
     TempDir dir;
-    int port = mr::launch::free_port();
+    int port = mrtest::free_port();
     mr::distributed::Store::Options so;
     so.port = port;
     so.is_server = true;
@@ -519,7 +519,7 @@ TEST_CASE("a real torchrun (TORCHRUN=/path/to/torchrun)", "[dist][process][torch
   }
   TempDir dir;
   std::vector<std::string> argv = {torchrun, "--no-python", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                                   "--master-port", std::to_string(mr::launch::free_port()), mrtest::megatron_run()};
+                                   "--master-port", std::to_string(mrtest::free_port()), mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
   std::vector<Proc> p = {mrtest::start(argv,
                                        {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "120"},

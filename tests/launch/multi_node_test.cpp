@@ -1,7 +1,8 @@
 // Several nodes (launch/node_group.h, launch/node_store.h): two megatron-run launchers on this machine act as
 // two nodes over 127.0.0.1 (and over ::1) — the static rendezvous and the c10d one (node ranks in the order of arrival), a real
 // torch.distributed gloo all-reduce across both (Debian's /usr/bin/python3 with python3-torch), a node that
-// never arrives, a node whose config fails validation, a failing worker on node 1 that stops node 0, a node under
+// never arrives, the c10d endpoint's port held by a program that does not listen (named; hosted once let go), a
+// node whose config fails validation, a failing worker on node 1 that stops node 0, a node under
 // ulimit -v (its own OpenBLAS notice), a launcher killed with -9, and SLURM's one-task-per-node form from a faked
 // SLURM environment. Every command runs under `timeout`; ports are free ones.
 #include <catch2/catch.hpp>
@@ -163,6 +164,39 @@ TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chose
     Nodes r = run_nodes({kRun + flags + "--local-addr localhost " + kProbe, kRun + flags + "--local-addr ignored " + kProbe},
                         1.0);
     check_probes(r, {"\"MASTER_ADDR\": \"localhost\""});
+  }
+}
+
+// A program that holds TCP port PORT on every interface for SECONDS without listening (as a connection's local
+// port is held): `/usr/bin/python3 -c ...` for run_nodes.
+std::string port_holder(int port, double seconds) {
+  return "/usr/bin/python3 -c 'import socket, time; s = socket.socket(); s.bind((\"\", " + std::to_string(port) +
+         ")); time.sleep(" + std::to_string(seconds) + ")'";
+}
+
+TEST_CASE("c10d: the --rdzv-endpoint's port held on its host by a socket that does not listen",
+          "[launch][multinode][process]") {
+  const int sp = free_port();
+  const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
+                            " --rdzv-id held --nproc-per-node 1 ";
+  SECTION("held for the whole join timeout: each launcher names the port as another program's, not as no launcher") {
+    Nodes r = run_nodes({port_holder(sp, 8), kRun + flags + "--join-timeout 3 " + kAllreduce,
+                         kRun + flags + "--join-timeout 3 " + kAllreduce},
+                        0.5);
+    INFO(r.nodes[0].out << "\n---- launcher 1:\n" << r.nodes[1].out << "\n---- launcher 2:\n" << r.nodes[2].out);
+    for (size_t n : {size_t{1}, size_t{2}}) {
+      CHECK(r.nodes[n].exit == 1);
+      CHECK(has(r.nodes[n].out, "its port " + std::to_string(sp) +
+                                    " is in use on this host, but not by a launchers' store (nothing accepts "
+                                    "connections there): another program holds it; choose another port in --rdzv-endpoint"));
+      CHECK_FALSE(has(r.nodes[n].out, "no launcher on the --rdzv-endpoint's host hosts it"));
+    }
+  }
+  SECTION("let go after a few seconds: a launcher hosts the store then, and the job runs") {
+    Nodes r = run_nodes({port_holder(sp, 3.5), kRun + flags + "--join-timeout 20 " + kAllreduce,
+                         kRun + flags + "--join-timeout 20 " + kAllreduce},
+                        0.5);
+    check_allreduce(Nodes{{r.nodes[1], r.nodes[2]}, r.seconds});
   }
 }
 
