@@ -6,7 +6,10 @@
 //                        file; ratio = baseline time / ours
 //   run.checkpoint_load  the load (metadata parsed, headers checked, every piece read into the buffers) vs
 //                        pread() of the same bytes into the same buffers; ratio = baseline time / ours
-// Both read from the page cache (the files were just written), so the figures compare the code's overhead
+//   run.checkpoint_integrity  --verify-integrity's check of a checkpoint of 8 rank files holding the same bytes
+//                        (SHA-256 of each against integrity.json) on the threads it uses vs on one thread;
+//                        ratio = one thread's time / ours (at most min(cores, 8))
+// All read from the page cache (the files were just written), so the figures compare the code's overhead
 // over the system calls, not the disk.
 #include <fcntl.h>
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include "run/buffers.h"
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_io.h"
+#include "run/checkpoint_integrity.h"
 
 namespace mr::bench {
 namespace {
@@ -158,8 +162,33 @@ Result checkpoint_load(const Options& o) {
   return {"run.checkpoint_load", gb / ours, "GB/s", "pread() of the same bytes", gb / plain, plain / ours};
 }
 
+Result checkpoint_integrity(const Options& o) {
+  Setup s(o);
+  const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
+  // The state's bytes cut into 8 rank files, as 8 ranks would save them.
+  const std::string dir = s.dir + "/iter_0000010";
+  std::filesystem::create_directories(dir);
+  std::string bytes;
+  for (const TensorOut& t : rs.tensors) bytes.append(static_cast<const char*>(t.data), t.bytes);
+  const size_t per = bytes.size() / 8 + 1;
+  for (int r = 0; r < 8; ++r) {
+    char name[40];
+    std::snprintf(name, sizeof name, "/rank_%05d.safetensors", r);
+    const size_t at = std::min(bytes.size(), static_cast<size_t>(r) * per);
+    write_file_atomic(dir + name, bytes.substr(at, per));
+  }
+  write_integrity_manifest(dir);
+  const int reps = o.quick ? 2 : 3;
+  const double ours = best(reps, [] {}, [&] { verify_integrity_manifest(dir); });
+  const double one = best(reps, [] {}, [&] { verify_integrity_manifest(dir, 1); });
+  const double gb = static_cast<double>(bytes.size()) / 1e9;
+  std::fprintf(stderr, "run.checkpoint_integrity: %.3f GB in 8 files; %.3f s, one thread %.3f s\n", gb, ours, one);
+  return {"run.checkpoint_integrity", gb / ours, "GB/s", "the same check on one thread", gb / one, one / ours};
+}
+
 MR_BENCHMARK("run.checkpoint_save", checkpoint_save);
 MR_BENCHMARK("run.checkpoint_load", checkpoint_load);
+MR_BENCHMARK("run.checkpoint_integrity", checkpoint_integrity);
 
 }  // namespace
 }  // namespace mr::bench

@@ -2,7 +2,9 @@
 #include "run/checkpoint_integrity.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "config/value.h"
@@ -18,9 +20,49 @@ namespace {
 constexpr const char* kAlgorithm = "sha256";
 constexpr uint64_t kMaxManifestBytes = 16ull << 20;
 
+// Whether a manifest's `name` can name a file of the checkpoint directory itself.
+bool file_name(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
+}
+
+// One file's digest, or why it could not be hashed.
+struct Hashed {
+  std::string digest;
+  std::string error;  // empty when hashed
+};
+
+// The digests of dir/NAME for each name, on up to `threads` threads taking files in turn (0: the machine's cores,
+// at most 8 — a checkpoint has a file per rank, and the disk, not the cores, soon limits). The result is in the
+// order of `names`, whatever the thread count.
+std::vector<Hashed> hash_files(const std::string& dir, const std::vector<std::string>& names, unsigned threads) {
+  std::vector<Hashed> out(names.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < names.size();) {
+      try {
+        out[i].digest = util::sha256_file_hex(dir + "/" + names[i]);
+      } catch (const std::exception& e) {
+        out[i].error = e.what();
+        if (out[i].error.empty()) out[i].error = "cannot be read";
+      }
+    }
+  };
+  if (threads == 0) threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<unsigned>(std::min<size_t>(threads, names.size()));
+  std::vector<std::thread> pool;
+  try {
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads: the ones started and this one share the files.
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
 }  // namespace
 
-void write_integrity_manifest(const std::string& dir) {
+void write_integrity_manifest(const std::string& dir, unsigned threads) {
   std::vector<std::string> names;
   try {
     for (const auto& e : std::filesystem::directory_iterator(dir))
@@ -30,21 +72,18 @@ void write_integrity_manifest(const std::string& dir) {
                                                std::string(e.what()) + ")");
   }
   std::sort(names.begin(), names.end());
+  const std::vector<Hashed> hashed = hash_files(dir, names, threads);
   std::string text = "{\"algorithm\": \"" + std::string(kAlgorithm) + "\", \"files\": {";
   for (size_t i = 0; i < names.size(); ++i) {
-    std::string digest;
-    try {
-      digest = util::sha256_file_hex(dir + "/" + names[i]);
-    } catch (const std::exception& e) {
-      throw CheckpointError(kCkptSaveFailed, std::string("integrity manifest: ") + e.what());
-    }
-    text += (i ? ", " : "") + json_quote(names[i]) + ": \"" + digest + "\"";
+    if (!hashed[i].error.empty())
+      throw CheckpointError(kCkptSaveFailed, "integrity manifest: " + hashed[i].error);
+    text += (i ? ", " : "") + json_quote(names[i]) + ": \"" + hashed[i].digest + "\"";
   }
   text += "}}\n";
   write_file_atomic(dir + "/" + kIntegrityManifest, text);
 }
 
-size_t verify_integrity_manifest(const std::string& dir) {
+size_t verify_integrity_manifest(const std::string& dir, unsigned threads) {
   const std::string path = dir + "/" + kIntegrityManifest;
   auto refuse = [&](const std::string& why) {
     throw CheckpointError(kCkptIntegrity, "--verify-integrity: " + why);
@@ -69,23 +108,25 @@ size_t verify_integrity_manifest(const std::string& dir) {
     refuse(path + " is not an integrity manifest ({\"algorithm\": \"sha256\", \"files\": {NAME: DIGEST}})");
   if (algorithm && algorithm->as_str() != kAlgorithm)  // Megatron's default when the field is absent: sha256
     refuse(path + " uses the hash algorithm " + json_quote(algorithm->as_str()) + "; only \"sha256\" is supported");
+  // The names that can be files of the directory and have a digest are hashed (on several threads); the others
+  // are refused as they are.
+  std::vector<std::string> to_hash;
+  for (const auto& [name, want] : files->as_object())
+    if (file_name(name) && want.is_str()) to_hash.push_back(name);
+  const std::vector<Hashed> hashed = hash_files(dir, to_hash, threads);
   std::string first;
-  size_t bad = 0;
+  size_t bad = 0, h = 0;
   for (const auto& [name, want] : files->as_object()) {
     std::string why;
-    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    if (!file_name(name)) {
       why = "names " + json_quote(name) + ", which is not a file of the checkpoint directory";
     } else if (!want.is_str()) {
       why = "gives no digest for " + name;
-    } else {
-      try {
-        const std::string got = util::sha256_file_hex(dir + "/" + name);
-        if (got != want.as_str())
-          why = "records SHA-256 " + want.as_str().substr(0, 16) + "... for " + dir + "/" + name + ", the file has " +
-                got.substr(0, 16) + "... (changed since it was saved)";
-      } catch (const std::exception& e) {
-        why = "lists " + dir + "/" + name + ", which is missing or unreadable (" + abbreviate(e.what()) + ")";
-      }
+    } else if (const Hashed& got = hashed[h++]; !got.error.empty()) {
+      why = "lists " + dir + "/" + name + ", which is missing or unreadable (" + abbreviate(got.error) + ")";
+    } else if (got.digest != want.as_str()) {
+      why = "records SHA-256 " + want.as_str().substr(0, 16) + "... for " + dir + "/" + name + ", the file has " +
+            got.digest.substr(0, 16) + "... (changed since it was saved)";
     }
     if (!why.empty() && bad++ == 0) first = why;
   }

@@ -2,6 +2,7 @@
 // written and checked without a run (the runs that use it: checkpoint_test.cpp, "--verify-integrity").
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -77,4 +78,43 @@ TEST_CASE("integrity manifest: Megatron's fields, every file but itself, checked
   fs::remove(d + "/integrity.json");
   CHECK_THAT(refusal(d), Catch::Contains(d + "/integrity.json is missing") &&
                              Catch::Contains("not saved with --verify-integrity"));
+}
+
+TEST_CASE("integrity manifest: the same manifest and the same refusal whatever the number of hashing threads",
+          "[checkpoint][integrity]") {
+  mrtest::TempDir dir;
+  const std::string d = dir / "iter_0000003";
+  fs::create_directories(d);
+  // 23 files of different sizes (empty, under a block, several MiB: more than one read), one per rank.
+  for (int r = 0; r < 23; ++r) {
+    char name[32];
+    std::snprintf(name, sizeof name, "rank_%05d.safetensors", r);
+    put(d + "/" + name, std::string(r == 0 ? 0 : r == 7 ? (3u << 20) + 5 : static_cast<size_t>(r) * 37, 'a' + r % 26));
+  }
+  mr::run::write_integrity_manifest(d, 1);
+  const std::string one = mrtest::slurp(d + "/integrity.json");
+  for (unsigned threads : {2u, 5u, 64u, 0u}) {
+    mr::run::write_integrity_manifest(d, threads);
+    CHECK(mrtest::slurp(d + "/integrity.json") == one);
+    CHECK(mr::run::verify_integrity_manifest(d, threads) == 23);
+  }
+  const mr::Value manifest = mr::Value::parse_json(one);
+  const mr::Object& files = manifest.as_object().at(1).second.as_object();
+  REQUIRE(files.size() == 23);
+  CHECK(files[7].second.as_str() == mr::util::sha256_hex(std::string((3u << 20) + 5, 'a' + 7)));
+  // Three files changed or gone: the count, and the first of them in the manifest's order, on any thread count.
+  put(d + "/rank_00019.safetensors", "changed");
+  put(d + "/rank_00004.safetensors", "changed");
+  fs::remove(d + "/rank_00011.safetensors");
+  for (unsigned threads : {1u, 3u, 0u}) {
+    INFO("threads " << threads);
+    try {
+      mr::run::verify_integrity_manifest(d, threads);
+      FAIL("accepted");
+    } catch (const CheckpointError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("failed for 3 files") &&
+                               Catch::Contains(d + "/rank_00004.safetensors, the file has") &&
+                               !Catch::Contains("rank_00011") && !Catch::Contains("rank_00019"));
+    }
+  }
 }
