@@ -101,9 +101,10 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
     // connections there, a socket that does not listen holds the port (another program's, or a connection's local
     // port): try to host again every second until the join timeout, as such a holder usually lets go soon.
     for (;;) {
-      const auto until = taken ? std::min(deadline, Clock::now() + std::chrono::seconds(1)) : deadline;
+      std::optional<Clock::time_point> stop;  // while the port is taken, a second of trying to connect at a time
+      if (taken) stop = Clock::now() + std::chrono::seconds(1);
       try {
-        client_ = std::make_unique<NodeStoreClient>(o.store_host, o.store_port, until, o.heartbeat_timeout);
+        client_ = std::make_unique<NodeStoreClient>(o.store_host, o.store_port, deadline, o.heartbeat_timeout, stop);
         break;
       } catch (const StoreError& e) {
         if (taken && Clock::now() < deadline) {

@@ -305,8 +305,9 @@ void NodeStoreServer::serve() {
 }
 
 NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_point deadline,
-                                 std::chrono::milliseconds io_timeout)
+                                 std::chrono::milliseconds io_timeout, std::optional<Clock::time_point> stop_connecting)
     : host_(host), port_(port) {
+  const Clock::time_point stop = stop_connecting ? std::min(*stop_connecting, deadline) : deadline;
   std::string last;
   for (;;) {
     const std::vector<Address> addresses = resolve(host, port, &last);
@@ -315,9 +316,9 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
       int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
       int err = fd < 0 ? errno : 0;
       if (fd >= 0) {
-        // Each attempt waits at most until the deadline (at least 100 ms) and at most io_timeout, so that an
-        // address that never answers leaves time for the next one.
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        // Each attempt waits at most until the end of the connecting (at least 100 ms) and at most io_timeout, so
+        // that an address that never answers leaves time for the next one.
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(stop - Clock::now());
         err = connect_within(fd, a, std::clamp(left, std::chrono::milliseconds(100),
                                                std::max(io_timeout, std::chrono::milliseconds(100))));
       }
@@ -340,7 +341,7 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
                   (addresses.size() > 1 ? address_text(a.sa, a.len) + ": " + what : what);
     }
     if (!failures.empty()) last = failures;
-    if (Clock::now() >= deadline) throw StoreError("cannot reach the launchers' store at " + where() + ": " + last);
+    if (Clock::now() >= stop) throw StoreError("cannot reach the launchers' store at " + where() + ": " + last);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

@@ -73,9 +73,11 @@ int bound_port(int fd);
 class NodeStoreClient {
  public:
   // Connects to host:port, trying each of the host's addresses (IPv6 and IPv4) in the resolver's order, again
-  // until `deadline`. Throws StoreError naming host:port ("[::1]:29400") when it cannot.
+  // until `deadline` (or the earlier `stop_connecting`: the store's first reply may still take until `deadline`).
+  // Throws StoreError naming host:port ("[::1]:29400") when it cannot.
   NodeStoreClient(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
-                  std::chrono::milliseconds io_timeout);
+                  std::chrono::milliseconds io_timeout,
+                  std::optional<std::chrono::steady_clock::time_point> stop_connecting = std::nullopt);
   ~NodeStoreClient();
   NodeStoreClient(const NodeStoreClient&) = delete;
   NodeStoreClient& operator=(const NodeStoreClient&) = delete;

@@ -180,3 +180,25 @@ TEST_CASE("node store: another service on the port is named, not taken for the s
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
   close(fd);
 }
+
+TEST_CASE("node store: a client may stop trying to connect before its deadline, yet waits for a slow first reply",
+          "[launch][store]") {
+  // Nothing listens: the client gives up at `stop_connecting` (300 ms), not at the deadline (20 s).
+  const int nobody = mrtest::free_port();
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(NodeStoreClient("127.0.0.1", nobody, t0 + 20s, 5000ms, t0 + 300ms),
+                    Catch::Contains("cannot reach the launchers' store at 127.0.0.1:" + std::to_string(nobody)));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  // A service reached at once that never answers: its first request waits for the reply until the deadline (3 s),
+  // not only until `stop_connecting` (300 ms), so that a store slow to answer on a loaded host is not given up.
+  int port = 0;
+  const int fd = mrtest::loopback_listener(port);  // the kernel accepts; nobody reads
+  REQUIRE(fd >= 0);
+  const auto t1 = std::chrono::steady_clock::now();
+  NodeStoreClient silent("127.0.0.1", port, t1 + 3s, 30000ms, t1 + 300ms);
+  CHECK_THROWS_WITH(silent.add("joined", 1), Catch::Contains("accepted the connection but did not answer in "));
+  const auto waited = std::chrono::steady_clock::now() - t1;
+  CHECK(waited > 2500ms);
+  CHECK(waited < 10s);
+  close(fd);
+}
