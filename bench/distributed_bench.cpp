@@ -18,6 +18,7 @@
 
 #include "bench.h"
 #include "distributed/runtime.h"
+#include "launch/free_port.h"
 #include "launch/spawn.h"
 #include "util/log.h"
 

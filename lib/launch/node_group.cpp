@@ -23,6 +23,7 @@
 #include "launch/node_group.h"
 
 #include "launch/endpoint.h"
+#include "launch/free_port.h"
 #include "util/text.h"
 
 #include <unistd.h>
@@ -42,15 +43,6 @@ using Clock = std::chrono::steady_clock;
 
 // "1.5" for 1500 ms: a timeout in messages.
 std::string seconds(std::chrono::milliseconds ms) { return format_number(static_cast<double>(ms.count()) / 1000); }
-
-// A port free on every interface, IPv6 and IPv4, a moment ago (node 0's workers' MASTER_PORT in a c10d job).
-int free_port_any() {
-  const int fd = bind_every_interface(0);
-  if (fd < 0) throw StoreError(std::string("cannot find a free port: ") + std::strerror(errno));
-  const int port = bound_port(fd);
-  close(fd);
-  return port;
-}
 
 // "CODE MESSAGE" -> the failure.
 PeerFailure parse_failure(const std::string& v) {
@@ -256,7 +248,11 @@ bool NodeGroup::join_rounds() {
       client_->add(round_key("joined"), 1);
       if (arrival == 0) {
         master_addr_ = o_.local_addr.empty() ? seen_as_ : o_.local_addr;
-        master_port_ = o_.master_port ? o_.master_port : free_port_any();
+        try {
+          master_port_ = o_.master_port ? o_.master_port : free_port();
+        } catch (const std::runtime_error& e) {
+          throw StoreError(e.what());  // fails the job through the store, as a lost store would
+        }
         client_->set(round_key("master"), master_addr_ + " " + std::to_string(master_port_));
       }
       for (;;) {

@@ -154,9 +154,6 @@ int worker_omp_threads(int cpus, int nproc_per_node);
 // Throws std::invalid_argument naming the variable when the list is too short.
 std::string virtual_local_device(int local_rank);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
-int free_port();
-
 // While alive (the launchers meeting, or node 0 waiting for the others at the end; no worker runs): SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT print "megatron-run: received signal N (NAME) while waiting for the other nodes;
 // exiting" on stderr (then `record`'s line, when given), then end the process as the signal does (the other nodes

@@ -7,49 +7,34 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <fstream>
-#include <random>
+#include <exception>
+
+#include "launch/free_port.h"
 
 namespace mrtest {
 
-// Whether `port` can be bound on every interface now (0: any port; `chosen` gets the one bound).
-inline bool bindable(int port, int* chosen = nullptr) {
+// Whether `port` can be bound on every interface now (IPv4).
+inline bool bindable(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_ANY);
   sa.sin_port = htons(static_cast<uint16_t>(port));
-  socklen_t len = sizeof sa;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
   close(fd);
-  if (ok && chosen) *chosen = ntohs(sa.sin_port);
   return ok;
 }
 
-// The lowest port the kernel gives connections as their local port (ip_local_port_range; Linux's 32768 if it
-// cannot be read).
-inline int connection_ports_start() {
-  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
-  int low = 0;
-  return in >> low && low > 0 ? low : 32768;
-}
-
-// A TCP port free on every interface a moment ago, for a test to hand to the programs it starts; 0 if none.
-// Taken at random below the range the kernel draws connections' local ports from: a port from that range (what
-// binding port 0 gives) can become, before the programs bind it, the local end of a connection that a test running
-// beside this one makes — in use, yet listened on by nobody. The kernel's pick only if that space is too small.
+// A TCP port free on every interface a moment ago, for a test to hand to the programs it starts: the launcher's
+// own pick (launch/free_port.h: drawn below the kernel's range for connections' local ports, so that a
+// connection made by a test running beside this one cannot take it first); 0 if none.
 inline int free_port() {
-  const int high = connection_ports_start(), low = 10000;
-  if (high - low >= 1000) {
-    std::mt19937 pick(std::random_device{}() ^ static_cast<unsigned>(getpid()));
-    std::uniform_int_distribution<int> port(low, high - 1);
-    for (int tries = 0; tries < 200; ++tries)
-      if (const int p = port(pick); bindable(p)) return p;
+  try {
+    return mr::launch::free_port();
+  } catch (const std::exception&) {
+    return 0;
   }
-  int chosen = 0;
-  return bindable(0, &chosen) ? chosen : 0;
 }
 
 // A TCP socket listening on 127.0.0.1 at a free port (set in `port`): the descriptor, or -1.

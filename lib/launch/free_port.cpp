@@ -1,0 +1,62 @@
+// Free ports drawn below the kernel's range for connections' local ports (launch/free_port.h).
+#include "launch/free_port.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "launch/node_store.h"
+
+namespace mr::launch {
+
+namespace {
+
+constexpr int kLowest = 10000;  // below: ports many services are configured on
+constexpr int kTries = 200;
+
+// Binds `port` (0: the kernel's pick) on every interface and lets it go: the port bound, or -1 (errno set).
+int try_bind(int port) {
+  const int fd = bind_every_interface(port);
+  if (fd < 0) return -1;
+  const int bound = bound_port(fd);
+  close(fd);
+  return bound;
+}
+
+unsigned seed() {
+  try {
+    return std::random_device{}();
+  } catch (const std::exception&) {  // no entropy source: the clock and the pid still differ between launchers
+    return static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+           static_cast<unsigned>(getpid());
+  }
+}
+
+}  // namespace
+
+int connection_ports_start() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low && low > 0 && low <= 65535 ? low : 32768;
+}
+
+int free_port() {
+  const int high = connection_ports_start();
+  if (high - kLowest >= 1000) {
+    std::mt19937 pick(seed());
+    std::uniform_int_distribution<int> port(kLowest, high - 1);
+    for (int i = 0; i < kTries; ++i)
+      if (const int p = try_bind(port(pick)); p > 0) return p;
+  }
+  const int p = try_bind(0);
+  if (p <= 0) throw std::runtime_error(std::string("cannot bind a free port: ") + std::strerror(errno));
+  return p;
+}
+
+}  // namespace mr::launch

@@ -1,0 +1,18 @@
+// Free TCP ports the launcher hands out: a one-node job's MASTER_PORT (rank 0's store binds it) and, in a c10d
+// job, node 0's workers' MASTER_PORT. Also what the launch and distributed tests give the programs they start.
+#pragma once
+
+namespace mr::launch {
+
+// The lowest port the kernel gives outgoing connections as their local port (the first number of
+// /proc/sys/net/ipv4/ip_local_port_range; Linux's default 32768 when it cannot be read).
+int connection_ports_start();
+
+// A TCP port that could be bound on every interface (IPv6 and IPv4) a moment ago; throws std::runtime_error when
+// none can. It is drawn at random below connection_ports_start() (from 10000 up), not taken from the kernel's pick
+// for port 0: between this pick and the bind of the program it is handed to, a port of the kernel's range can
+// become the local end of some other program's new connection (in use, and listened on by nobody), which fails
+// that bind. Only when that space is too small or full is the kernel's pick used.
+int free_port();
+
+}  // namespace mr::launch
