@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 namespace mr::util {
 
 alignas(16) const uint32_t kSha256RoundConstants[64] = {
@@ -68,9 +72,14 @@ void sha256_blocks_portable(uint32_t state[8], const uint8_t* blocks, size_t cou
 
 bool sha256_has_shani() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  // GCC's and Clang's view of cpuid (leaf 7 EBX bit 29 for "sha"). Every CPU with SHA-NI has SSSE3 and SSE4.1,
-  // which the SHA-NI path also uses; asking costs nothing.
-  return __builtin_cpu_supports("sha") && __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1");
+  // cpuid: leaf 7 (sub-leaf 0) EBX bit 29 is the SHA extensions; leaf 1 ECX bits 9 and 19 are SSSE3 and SSE4.1,
+  // whose shuffles the SHA-NI path also uses (every CPU with SHA-NI has them). Asked directly rather than with
+  // __builtin_cpu_supports("sha"), which GCC 12 knows but Clang 14 does not.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool ssse3 = (c >> 9) & 1, sse41 = (c >> 19) & 1;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return ssse3 && sse41 && ((b >> 29) & 1);
 #else
   return false;
 #endif
