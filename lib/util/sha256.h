@@ -1,5 +1,7 @@
 // SHA-256 (FIPS 180-4): the digest Megatron's checkpoint integrity manifest records for each file
 // (--verify-integrity, docs/checkpoints.md). Streaming: update() any number of times, then hex().
+// The compression function is chosen once per process (util/sha256_blocks.h): the x86-64 SHA extensions
+// (SHA-NI) where the CPU has them, portable C++ elsewhere; MR_SHA256_PORTABLE=1 forces the portable one.
 #pragma once
 
 #include <array>
@@ -8,11 +10,15 @@
 #include <string>
 #include <string_view>
 
+#include "util/sha256_blocks.h"
+
 namespace mr::util {
 
 class Sha256 {
  public:
-  Sha256();
+  Sha256() : Sha256(sha256_blocks_chosen()) {}
+  // With the given compression function (util/sha256_blocks.h: the tests and the benchmark compare them).
+  explicit Sha256(Sha256Blocks blocks);
   void update(const void* data, size_t n);
   void update(std::string_view s) { update(s.data(), s.size()); }
   // The 32-byte digest; the object is finished afterwards (update() again starts nothing new).
@@ -21,7 +27,7 @@ class Sha256 {
   std::string hex();
 
  private:
-  void block(const uint8_t* p);
+  Sha256Blocks blocks_;  // fed every run of whole blocks in one call
   std::array<uint32_t, 8> h_;
   std::array<uint8_t, 64> buf_{};
   size_t used_ = 0;
