@@ -26,6 +26,8 @@ const std::vector<InitCase> kCases = {
      ws("2"), "--num-query-groups (3) must be a multiple or a divisor of --tensor-model-parallel-size (2)"},
     {"init.transformer.mtp-hsm-needs-two-layers", {"--mtp-hsm", "--mtp-num-layers", "1", "--position-embedding-type", "rope"},
      {"--mtp-hsm", "--mtp-num-layers", "2", "--position-embedding-type", "rope"}, {}, "--mtp-num-layers 2 or more (got 1)"},
+    {"init.transformer.xavier-uniform", {"--init-method-xavier-uniform"}, {"--init-method-std", "0.01"}, {},
+     "--init-method-xavier-uniform passes scaled_init_method=xavier_uniform_ to TransformerConfig"},
     {"init.transformer.one-activation", {"--swiglu", "--squared-relu"}, {"--squared-relu", "--no-bias-gelu-fusion"}, {},
      "--squared-relu cannot be combined with --swiglu"},
     {"init.transformer.bias-activation-fusion", {"--squared-relu"}, {"--squared-relu", "--no-bias-gelu-fusion"}, {},

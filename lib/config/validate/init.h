@@ -38,7 +38,7 @@ inline std::string would_fail(const char* where) {
 void startup(Context& ctx);
 // init_transformer_config.cpp
 void transformer_attention(Context& ctx);
-void transformer_activation(Context& ctx);  // and the FP8 first/last BF16 layers
+void transformer_activation(Context& ctx);  // and the FP8 first/last BF16 layers, --init-method-xavier-uniform
 void transformer_rope(Context& ctx);
 void transformer_recompute_offload(Context& ctx);
 void model_parallel_config(Context& ctx);

@@ -27,6 +27,9 @@ MR_INIT_RULE(kMtpHsm, "init.transformer.mtp-hsm-needs-two-layers",
              "--mtp-hsm needs --mtp-num-layers 2 or more (TransformerConfig).");
 MR_INIT_RULE(kOneActivation, "init.transformer.one-activation",
              "--squared-relu and --quick-geglu cannot be combined with --swiglu (core_transformer_config_from_args).");
+MR_INIT_RULE(kXavierUniform, "init.transformer.xavier-uniform",
+             "--init-method-xavier-uniform makes core_transformer_config_from_args pass scaled_init_method, which "
+             "TransformerConfig has no field for: the model's config construction raises TypeError.");
 MR_INIT_RULE(kBiasActFusion, "init.transformer.bias-activation-fusion",
              "The bias-activation fusion (on unless --no-bias-gelu-fusion / --no-bias-swiglu-fusion) needs a GeLU, "
              "SwiGLU or quick-GeGLU activation, a zero --glu-linear-offset unless quick-GeGLU, and no "
@@ -129,6 +132,15 @@ void transformer_activation(Context& ctx) {
                 would_fail("core_transformer_config_from_args") + Context::flag(other) +
                     " cannot be combined with --swiglu",
                 {other, "swiglu"});
+  // core_transformer_config_from_args sets kw_args['scaled_init_method'] with --init-method-xavier-uniform, and
+  // TransformerConfig(**kw_args) takes no such keyword (its field is output_layer_init_method), so every model
+  // built through it stops there.
+  ctx.require(!ctx.on("init_method_xavier_uniform"), kXavierUniform,
+              would_fail("core_transformer_config_from_args") +
+                  "--init-method-xavier-uniform passes scaled_init_method=xavier_uniform_ to TransformerConfig, "
+                  "which has no such field (TypeError: unexpected keyword argument 'scaled_init_method'); leave the "
+                  "flag out (the weights then start normal with --init-method-std)",
+              {"init_method_xavier_uniform"});
   const Act act = activation(ctx);
   const bool glu = gated(ctx);
   const double offset = ctx.f("glu_linear_offset");
