@@ -20,9 +20,11 @@ namespace {
 constexpr int kLowest = 10000;  // below: ports many services are configured on
 constexpr int kTries = 200;
 
-// Binds `port` (0: the kernel's pick) on every interface and lets it go: the port bound, or -1 (errno set).
+// Binds `port` (0: the kernel's pick) on every interface without SO_REUSEADDR and lets it go: the port bound, or
+// -1 (errno set). Without SO_REUSEADDR, a port that a closed connection still holds in TIME_WAIT is refused: a
+// program given it that binds without SO_REUSEADDR would fail for up to a minute.
 int try_bind(int port) {
-  const int fd = bind_every_interface(port);
+  const int fd = bind_every_interface(port, false);
   if (fd < 0) return -1;
   const int bound = bound_port(fd);
   close(fd);
@@ -39,6 +41,8 @@ unsigned seed() {
 }
 
 }  // namespace
+
+bool port_free(int port) { return port > 0 && port <= 65535 && try_bind(port) == port; }
 
 int connection_ports_start() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");

@@ -8,11 +8,15 @@ namespace mr::launch {
 // /proc/sys/net/ipv4/ip_local_port_range; Linux's default 32768 when it cannot be read).
 int connection_ports_start();
 
-// A TCP port that could be bound on every interface (IPv6 and IPv4) a moment ago; throws std::runtime_error when
-// none can. It is drawn at random below connection_ports_start() (from 10000 up), not taken from the kernel's pick
-// for port 0: between this pick and the bind of the program it is handed to, a port of the kernel's range can
-// become the local end of some other program's new connection (in use, and listened on by nobody), which fails
-// that bind. Only when that space is too small or full is the kernel's pick used.
+// Whether TCP port `port` can be bound now on every interface (IPv6 and IPv4) by a program that does not set
+// SO_REUSEADDR: not in use, and not held in TIME_WAIT by a connection closed in the last minute or so.
+bool port_free(int port);
+
+// A TCP port that was port_free a moment ago; throws std::runtime_error when none is. It is drawn at random below
+// connection_ports_start() (from 10000 up), not taken from the kernel's pick for port 0: between this pick and the
+// bind of the program it is handed to, a port of the kernel's range can become the local end of some other
+// program's new connection (in use, and listened on by nobody), which fails that bind. Only when that space is
+// too small (under 1000 ports) or none of 200 draws is free is the kernel's pick used.
 int free_port();
 
 }  // namespace mr::launch

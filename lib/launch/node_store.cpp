@@ -103,12 +103,12 @@ struct Conn {
 
 }  // namespace
 
-int bind_every_interface(int port) {
+int bind_every_interface(int port, bool reuse_address) {
   const int one = 1, off = 0;
   // IPv6, dual-stack: IPv4 clients arrive as IPv4-mapped addresses.
   int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (reuse_address) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     const bool dual = setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0;
     sockaddr_in6 sa{};
     sa.sin6_family = AF_INET6;
@@ -125,7 +125,7 @@ int bind_every_interface(int port) {
   // No IPv6 here (no AF_INET6 sockets, or no IPv6 address to bind): IPv4 alone.
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (reuse_address) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_ANY);

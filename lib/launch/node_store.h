@@ -62,8 +62,9 @@ class NodeStoreServer {
 
 // A TCP socket bound to `port` (0: a free one) on every interface: IPv6 with IPV6_V6ONLY off, so that IPv4
 // clients connect too (as torchrun's store listens), or IPv4 alone where the machine has no IPv6. Returns the
-// descriptor, or -1 with errno set (EADDRINUSE: the port is taken).
-int bind_every_interface(int port);
+// descriptor, or -1 with errno set (EADDRINUSE: the port is taken). With `reuse_address` (SO_REUSEADDR, as a
+// server sets it) a port whose only users are closed connections in TIME_WAIT binds too; without it, it does not.
+int bind_every_interface(int port, bool reuse_address = true);
 
 // The local port a bound socket has.
 int bound_port(int fd);

@@ -1,12 +1,20 @@
 // launch/free_port.h: the ports the launcher hands out are drawn below the kernel's range for connections' local
-// ports, are free when handed out, and differ from pick to pick.
+// ports, are free when handed out (also of a closed connection's TIME_WAIT), and differ from pick to pick.
 #include "launch/free_port.h"
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
 #include <set>
+#include <thread>
 
+#include "launch/node_store.h"
 #include "sockets.h"
 
 TEST_CASE("free ports: below the kernel's range for connections' local ports, free, drawn at random", "[launch][port]") {
@@ -31,4 +39,39 @@ TEST_CASE("free ports: below the kernel's range for connections' local ports, fr
     seen.insert(p);
   }
   CHECK(seen.size() > 30);  // 40 draws from thousands of ports
+}
+
+TEST_CASE("free ports: a port a closed connection holds in TIME_WAIT is not free", "[launch][port]") {
+  // A connection to a server that sets SO_REUSEADDR, as the launchers' store and torch's do, closed by the
+  // server's side first: that side's socket stays in TIME_WAIT (about a minute) with the server's PORT as its
+  // local port, and nothing else holds PORT.
+  const int listener = mr::launch::bind_every_interface(0);
+  REQUIRE(listener >= 0);
+  REQUIRE(listen(listener, 4) == 0);
+  const int port = mr::launch::bound_port(listener);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(client >= 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(connect(client, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  const int accepted = accept(listener, nullptr, nullptr);
+  REQUIRE(accepted >= 0);
+  close(accepted);
+  close(listener);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the client has the FIN
+  close(client);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  INFO("port " << port);
+  // Another server that sets SO_REUSEADDR may bind it; a program that does not cannot (the python port holder of
+  // multi_node_test.cpp, for one), so it is not free to hand out.
+  const int reused = mr::launch::bind_every_interface(port);
+  CHECK(reused >= 0);
+  if (reused >= 0) close(reused);
+  CHECK_FALSE(mrtest::port_free(port));
+  CHECK_FALSE(mr::launch::port_free(port));
+  // A port nothing holds is free.
+  const int p = mr::launch::free_port();
+  CHECK(mr::launch::port_free(p));
 }
