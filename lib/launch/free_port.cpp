@@ -19,6 +19,9 @@ namespace {
 
 constexpr int kLowest = 10000;  // below: ports many services are configured on
 constexpr int kTries = 200;
+// torchrun's (and megatron-run's) default --master-port and c10d endpoint port: a job started later with the
+// defaults on this machine would find them taken.
+constexpr int kDefaultMasterPort = 29500, kDefaultRendezvousPort = 29400;
 
 // Binds `port` (0: the kernel's pick) on every interface without SO_REUSEADDR and lets it go: the port bound, or
 // -1 (errno set). Without SO_REUSEADDR, a port that a closed connection still holds in TIME_WAIT is refused: a
@@ -55,8 +58,11 @@ int free_port() {
   if (high - kLowest >= 1000) {
     std::mt19937 pick(seed());
     std::uniform_int_distribution<int> port(kLowest, high - 1);
-    for (int i = 0; i < kTries; ++i)
-      if (const int p = try_bind(port(pick)); p > 0) return p;
+    for (int i = 0; i < kTries; ++i) {
+      const int candidate = port(pick);
+      if (candidate == kDefaultMasterPort || candidate == kDefaultRendezvousPort) continue;  // other jobs' defaults
+      if (const int p = try_bind(candidate); p > 0) return p;
+    }
   }
   const int p = try_bind(0);
   if (p <= 0) throw std::runtime_error(std::string("cannot bind a free port: ") + std::strerror(errno));

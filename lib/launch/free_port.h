@@ -16,7 +16,8 @@ bool port_free(int port);
 // connection_ports_start() (from 10000 up), not taken from the kernel's pick for port 0: between this pick and the
 // bind of the program it is handed to, a port of the kernel's range can become the local end of some other
 // program's new connection (in use, and listened on by nobody), which fails that bind. Only when that space is
-// too small (under 1000 ports) or none of 200 draws is free is the kernel's pick used.
+// too small (under 1000 ports) or none of 200 draws is free is the kernel's pick used. Never 29400 or 29500, the
+// default ports of torchrun's c10d endpoint and master, which another job on the machine may be about to bind.
 int free_port();
 
 }  // namespace mr::launch

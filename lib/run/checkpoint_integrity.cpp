@@ -1,6 +1,8 @@
 // Megatron's checkpoint integrity manifest for megatron-run's checkpoints (run/checkpoint_integrity.h).
 #include "run/checkpoint_integrity.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -25,14 +27,23 @@ bool file_name(const std::string& name) {
   return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
 }
 
+// The CPUs this process may run on (its affinity: a launcher's --numa-binding, a Slurm cpuset), at least 1; the
+// machine's count when the affinity cannot be read (more CPUs than cpu_set_t holds: then surely 8 or more).
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 // One file's digest, or why it could not be hashed.
 struct Hashed {
   std::string digest;
   std::string error;  // empty when hashed
 };
 
-// The digests of dir/NAME for each name, on up to `threads` threads taking files in turn (0: the machine's cores,
-// at most 8 — a checkpoint has a file per rank, and the disk, not the cores, soon limits). The result is in the
+// The digests of dir/NAME for each name, on up to `threads` threads taking files in turn (0: the CPUs this
+// process may run on, at most 8 — a checkpoint has a file per rank, and the disk, not the cores, soon limits). The result is in the
 // order of `names`, whatever the thread count.
 std::vector<Hashed> hash_files(const std::string& dir, const std::vector<std::string>& names, unsigned threads) {
   std::vector<Hashed> out(names.size());
@@ -47,9 +58,10 @@ std::vector<Hashed> hash_files(const std::string& dir, const std::vector<std::st
       }
     }
   };
-  if (threads == 0) threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 0) threads = std::min(8u, usable_cpus());
   threads = static_cast<unsigned>(std::min<size_t>(threads, names.size()));
   std::vector<std::thread> pool;
+  pool.reserve(threads);  // before any thread starts: adding one below cannot then fail on memory with threads running
   try {
     for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
   } catch (const std::system_error&) {

@@ -15,8 +15,8 @@ inline constexpr const char* kIntegrityManifest = "integrity.json";
 
 // Hashes every regular file of `dir` (sorted by name, the manifest excluded) and writes `dir`/integrity.json
 // (through a temporary file, fsynced, renamed). Equal files give equal bytes. CheckpointError checkpoint.save-failed
-// naming the file that could not be read or written. `threads`: files hashed at once (0: the machine's cores, at
-// most 8); the manifest is the same for every count.
+// naming the file that could not be read or written. `threads`: files hashed at once (0: the CPUs this process
+// may run on, at most 8); the manifest is the same for every count.
 void write_integrity_manifest(const std::string& dir, unsigned threads = 0);
 // Checks `dir` against its manifest; returns the number of files checked. CheckpointError checkpoint.integrity
 // naming the manifest (absent, unreadable, not Megatron's form, another algorithm) or the first file in the
