@@ -51,6 +51,14 @@ struct FollowerError : std::runtime_error {
 };
 inline constexpr std::chrono::milliseconds kFollowerLinger{3000};
 
+// The other side of a FollowerError: this rank saw the value every rank then agreed to stop on. The worker says it,
+// then waits kRootCauseGrace (well under kFollowerLinger, so it still ends first) before it exits, so that the
+// followers, which passed the same collective, have said theirs before the launcher stops them.
+struct RootCauseError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+inline constexpr std::chrono::milliseconds kRootCauseGrace{1000};
+
 // A failure inside one backend call (before the runtime has worked out which peer is to blame).
 struct CollectiveError : std::runtime_error {
   bool timed_out = false;

@@ -550,6 +550,12 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   } catch (const DistError& e) {
     MR_LOG(error) << e.what();
     return 1;
+  } catch (const RootCauseError& e) {
+    MR_LOG(error) << e.what();
+    std::cout.flush();
+    std::cerr.flush();
+    std::this_thread::sleep_for(kRootCauseGrace);
+    return 1;
   } catch (const FollowerError& e) {
     MR_LOG(error) << e.what();
     std::cout.flush();

@@ -93,9 +93,10 @@ void set_up(RunContext& c) {
     << "; --check-for-nan-in-loss-and-grad (Megatron's default) stops the run "
        "(--no-check-for-nan-in-loss-and-grad goes on and logs it)";
   // A rank that only follows another's failure lingers before it exits (distributed::FollowerError), so that the
-  // launcher's first failure is a rank that saw the value.
+  // launcher's first failure is a rank that saw the value; that rank waits a shorter grace
+  // (distributed::RootCauseError), so that the followers have said theirs before the launcher stops them.
   if (!mine) throw distributed::FollowerError(s.str());
-  throw RunError(s.str());
+  throw distributed::RootCauseError(s.str());
 }
 
 // Each rank's gradient before the data-parallel reduction, as Megatron's check_grads looks at each bucket's:
