@@ -249,6 +249,16 @@ int usage(const std::string& msg) {
   return 2;
 }
 
+// A stop every rank agreed on (collectives.h: RootCauseError, FollowerError): says it, then waits `wait` before the
+// rank exits 1.
+int say_then_wait(const std::exception& e, std::chrono::milliseconds wait) {
+  MR_LOG(error) << e.what();
+  std::cout.flush();
+  std::cerr.flush();
+  std::this_thread::sleep_for(wait);
+  return 1;
+}
+
 }  // namespace
 
 // Under an address-space limit some libraries' start-up code does not check an allocation and crashes
@@ -551,18 +561,10 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     MR_LOG(error) << e.what();
     return 1;
   } catch (const RootCauseError& e) {
-    MR_LOG(error) << e.what();
-    std::cout.flush();
-    std::cerr.flush();
-    std::this_thread::sleep_for(kRootCauseGrace);
-    return 1;
+    return say_then_wait(e, kRootCauseGrace);
   } catch (const FollowerError& e) {
-    MR_LOG(error) << e.what();
-    std::cout.flush();
-    std::cerr.flush();
     // The launcher stops this rank as soon as the root-cause rank has ended; torchrun does the same.
-    std::this_thread::sleep_for(kFollowerLinger);
-    return 1;
+    return say_then_wait(e, kFollowerLinger);
   } catch (const LayoutError& e) {
     MR_LOG(error) << "process-group layout: " << e.what();
     return 1;

@@ -3,9 +3,6 @@
 // supervise.cpp.
 #include "launch/spawn.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,8 +1,6 @@
 // Megatron's checkpoint integrity manifest for megatron-run's checkpoints (run/checkpoint_integrity.h).
 #include "run/checkpoint_integrity.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -10,6 +8,7 @@
 #include <vector>
 
 #include "config/value.h"
+#include "launch/cpu_affinity.h"
 #include "run/atomic_dir.h"
 #include "run/checkpoint_format.h"
 #include "util/sha256.h"
@@ -28,12 +27,10 @@ bool file_name(const std::string& name) {
 }
 
 // The CPUs this process may run on (its affinity: a launcher's --numa-binding, a Slurm cpuset), at least 1; the
-// machine's count when the affinity cannot be read (more CPUs than cpu_set_t holds: then surely 8 or more).
+// machine's count when the kernel will not say.
 unsigned usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
-  return std::max(1u, std::thread::hardware_concurrency());
+  const size_t allowed = launch::current_affinity().size();
+  return allowed > 0 ? static_cast<unsigned>(allowed) : std::max(1u, std::thread::hardware_concurrency());
 }
 
 // One file's digest, or why it could not be hashed.
@@ -43,8 +40,8 @@ struct Hashed {
 };
 
 // The digests of dir/NAME for each name, on up to `threads` threads taking files in turn (0: the CPUs this
-// process may run on, at most 8 — a checkpoint has a file per rank, and the disk, not the cores, soon limits). The result is in the
-// order of `names`, whatever the thread count.
+// process may run on, at most 8 — a checkpoint has a file per rank, and the disk, not the cores, soon limits).
+// The result is in the order of `names`, whatever the thread count.
 std::vector<Hashed> hash_files(const std::string& dir, const std::vector<std::string>& names, unsigned threads) {
   std::vector<Hashed> out(names.size());
   std::atomic<size_t> next{0};

@@ -13,19 +13,6 @@
 
 namespace mrtest {
 
-// Whether `port` can be bound on every interface now (IPv4).
-inline bool bindable(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
-
 // A TCP port free on every interface a moment ago, for a test to hand to the programs it starts: the launcher's
 // own pick (launch/free_port.h: drawn below the kernel's range for connections' local ports, so that a
 // connection made by a test running beside this one cannot take it first); 0 if none.
@@ -54,8 +41,20 @@ inline int loopback_listener(int& port) {
   return fd;
 }
 
-// Whether `port` can be bound on every interface now.
-inline bool port_free(int port) { return port > 0 && bindable(port); }
+// Whether `port` can be bound on every interface now (IPv4, a plain bind: a check of its own, beside the
+// launcher's mr::launch::port_free).
+inline bool port_free(int port) {
+  if (port <= 0) return false;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
 
 // Whether this machine has the IPv6 loopback address (a container may have IPv6 switched off): the IPv6 cases
 // need it and say so when it is missing.
