@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -53,13 +54,10 @@ int connection_ports_start() {
   return in >> low && low > 0 && low <= 65535 ? low : 32768;
 }
 
-int free_port() {
-  const int high = connection_ports_start();
-  if (high - kLowest >= 1000) {
-    std::mt19937 pick(seed());
-    std::uniform_int_distribution<int> port(kLowest, high - 1);
+int free_port(const std::function<int()>& draw) {
+  if (connection_ports_start() - kLowest >= 1000) {
     for (int i = 0; i < kTries; ++i) {
-      const int candidate = port(pick);
+      const int candidate = draw();
       if (candidate == kDefaultMasterPort || candidate == kDefaultRendezvousPort) continue;  // other jobs' defaults
       if (const int p = try_bind(candidate); p > 0) return p;
     }
@@ -67,6 +65,12 @@ int free_port() {
   const int p = try_bind(0);
   if (p <= 0) throw std::runtime_error(std::string("cannot bind a free port: ") + std::strerror(errno));
   return p;
+}
+
+int free_port() {
+  std::mt19937 pick(seed());
+  std::uniform_int_distribution<int> port(kLowest, std::max(kLowest, connection_ports_start() - 1));
+  return free_port([&] { return port(pick); });
 }
 
 }  // namespace mr::launch

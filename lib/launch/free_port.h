@@ -2,6 +2,8 @@
 // job, node 0's workers' MASTER_PORT. Also what the launch and distributed tests give the programs they start.
 #pragma once
 
+#include <functional>
+
 namespace mr::launch {
 
 // The lowest port the kernel gives outgoing connections as their local port (the first number of
@@ -19,5 +21,9 @@ bool port_free(int port);
 // too small (under 1000 ports) or none of 200 draws is free is the kernel's pick used. Never 29400 or 29500, the
 // default ports of torchrun's c10d endpoint and master, which another job on the machine may be about to bind.
 int free_port();
+
+// free_port() with its candidates taken from `draw` (each call one port of [10000, connection_ports_start()))
+// instead of a seeded generator: what the test of the exclusions and the fallback drives.
+int free_port(const std::function<int()>& draw);
 
 }  // namespace mr::launch

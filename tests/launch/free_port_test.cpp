@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <algorithm>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "launch/node_store.h"
 #include "sockets.h"
@@ -74,4 +76,40 @@ TEST_CASE("free ports: a port a closed connection holds in TIME_WAIT is not free
   // A port nothing holds is free.
   const int p = mr::launch::free_port();
   CHECK(mr::launch::port_free(p));
+}
+
+TEST_CASE("free ports: torchrun's default ports are never handed out; the kernel's pick when no draw is free",
+          "[launch][port]") {
+  const int start = mr::launch::connection_ports_start();
+  if (start - 10000 < 1000) {
+    WARN("the kernel's range for connections' local ports starts at " << start << ": only its pick is used");
+    return;
+  }
+  // A port that is free now, drawn after the two defaults: the defaults are skipped, whether or not they are free.
+  int free_now = 0;
+  for (int p = 11000; p < start && free_now == 0; p += 7)
+    if (p != 29400 && p != 29500 && mrtest::port_free(p)) free_now = p;
+  REQUIRE(free_now > 0);
+  std::vector<int> draws = {29500, 29400, 29500, free_now};
+  size_t next = 0;
+  CHECK(mr::launch::free_port([&] { return draws[std::min(next++, draws.size() - 1)]; }) == free_now);
+  CHECK(next == 4);
+  // Only the defaults drawn (200 times): the kernel's pick, from its own range.
+  int calls = 0;
+  const int p = mr::launch::free_port([&] { return ++calls % 2 ? 29500 : 29400; });
+  CHECK(calls == 200);
+  CHECK(p >= start);
+  CHECK(p != 29400);
+  CHECK(p != 29500);
+  // A draw of a port in use is skipped too.
+  const int held = mr::launch::bind_every_interface(free_now, false);
+  REQUIRE(held >= 0);
+  int second = 0;
+  for (int q = free_now + 1; q < start && second == 0; ++q)
+    if (q != 29400 && q != 29500 && mrtest::port_free(q)) second = q;
+  REQUIRE(second > 0);
+  std::vector<int> draws2 = {free_now, second};
+  next = 0;
+  CHECK(mr::launch::free_port([&] { return draws2[std::min(next++, draws2.size() - 1)]; }) == second);
+  close(held);
 }
