@@ -73,6 +73,29 @@ std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o, bool& ta
   }
 }
 
+// Connects to the launchers' store (`server`: hosted here by host_store, or null). When the port was taken
+// (`taken`), the launcher that took it is normally reached at once. If nothing accepts connections there, a socket
+// that does not listen holds the port (another program's, or a connection's local port): tries to host again every
+// second until `deadline`, as such a holder usually lets go soon. Throws StoreError when the store cannot be reached
+// (`taken` then says whether the port was still held that way), RendezvousError when hosting it again fails.
+std::unique_ptr<NodeStoreClient> connect_hosting_once_free(const RendezvousOptions& o, Clock::time_point deadline,
+                                                           std::unique_ptr<NodeStoreServer>& server, bool& taken) {
+  for (;;) {
+    std::optional<Clock::time_point> stop;  // while the port is taken, a second of trying to connect at a time
+    if (taken) stop = Clock::now() + std::chrono::seconds(1);
+    try {
+      return std::make_unique<NodeStoreClient>(o.store_host, o.store_port, deadline, o.heartbeat_timeout, stop);
+    } catch (const StoreError&) {
+      if (!taken || Clock::now() >= deadline) throw;
+      try {
+        server = host_store(o, taken);
+      } catch (const StoreError& e) {
+        throw RendezvousError(e.what());
+      }
+    }
+  }
+}
+
 }  // namespace
 
 NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) {
@@ -89,29 +112,16 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
                           (is_static ? " (node 0 hosts the launchers' store there: --launcher-port)" : ""));
   }
   try {
-    // When the port was taken, the launcher that took it is normally reached at once. If nothing accepts
-    // connections there, a socket that does not listen holds the port (another program's, or a connection's local
-    // port): try to host again every second until the join timeout, as such a holder usually lets go soon.
-    for (;;) {
-      std::optional<Clock::time_point> stop;  // while the port is taken, a second of trying to connect at a time
-      if (taken) stop = Clock::now() + std::chrono::seconds(1);
-      try {
-        client_ = std::make_unique<NodeStoreClient>(o.store_host, o.store_port, deadline, o.heartbeat_timeout, stop);
-        break;
-      } catch (const StoreError& e) {
-        if (taken && Clock::now() < deadline) {
-          server_ = host_store(o, taken);  // a StoreError: as below
-          continue;
-        }
-        std::string why = is_static ? "node 0's launcher, which hosts it, did not start"
-                                    : "no launcher on the --rdzv-endpoint's host hosts it";
-        if (taken)
-          why = "its port " + std::to_string(o.store_port) + " is in use on this host, but not by a launchers' store "
-                "(nothing accepts connections there): another program holds it; choose another port in "
-                "--rdzv-endpoint";
-        throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds(o.join_timeout) +
-                              " s, --join-timeout): " + why);
-      }
+    try {
+      client_ = connect_hosting_once_free(o, deadline, server_, taken);
+    } catch (const StoreError& e) {
+      std::string why = is_static ? "node 0's launcher, which hosts it, did not start"
+                                  : "no launcher on the --rdzv-endpoint's host hosts it";
+      if (taken)
+        why = "its port " + std::to_string(o.store_port) + " is in use on this host, but not by a launchers' store "
+              "(nothing accepts connections there): another program holds it; choose another port in --rdzv-endpoint";
+      throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds(o.join_timeout) +
+                            " s, --join-timeout): " + why);
     }
     if (elastic()) {
       // Rounds (round_key): a launcher number for the store's liveness, then the rounds until one takes it in.
@@ -369,7 +379,9 @@ void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::
     // It cannot be hosted: then the others time out on their own.
   }
   try {
-    NodeStoreClient client(o.store_host, o.store_port, deadline, o.heartbeat_timeout);
+    // As when joining: a port held by a socket that does not listen is hosted once it is let go.
+    std::unique_ptr<NodeStoreClient> connected = connect_hosting_once_free(o, deadline, server, taken);
+    NodeStoreClient& client = *connected;
     client.set_first("fail", std::to_string(code == 0 ? 1 : code) + " " + why);
     // Another node that refuses too never registers: it says so, so that the host need not wait for it until the
     // join timeout (every node of a job usually has the same config, and the same refusal).
@@ -379,8 +391,8 @@ void NodeGroup::refuse_to_join(const RendezvousOptions& o, int code, const std::
       while (Clock::now() < deadline &&
              (server->registered() + static_cast<int>(client.add("refused", 0)) < o.nnodes - 1 || server->present() > 0))
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } catch (const StoreError&) {
-    // The store cannot be reached within the join timeout: nobody is waiting there.
+  } catch (const std::runtime_error&) {
+    // The store cannot be reached (or hosted) within the join timeout: nobody is waiting there.
   }
 }
 

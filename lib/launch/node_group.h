@@ -71,8 +71,9 @@ class NodeGroup : public JobWatch {
   // This node will not join (its config failed validation, its workers cannot be started, ...): tells the other
   // nodes, so that they fail at once with `why` (and `code`) instead of waiting for the join timeout. The store's
   // host keeps the store up until every other node has joined and been told, or the join timeout has passed;
-  // another node waits for the store at most the join timeout. Never throws: a node it cannot tell fails on its
-  // own at its join timeout.
+  // another node waits for the store at most the join timeout. A c10d endpoint's port held by a socket that does
+  // not listen is hosted once let go, as when joining. Never throws: a node it cannot tell fails on its own at its
+  // join timeout.
   static void refuse_to_join(const RendezvousOptions& o, int code, const std::string& why);
 
   // Whether this launcher tries to host the launchers' store: node 0 (static); with c10d, o.is_host, or else

@@ -324,6 +324,15 @@ TEST_CASE("a node whose config fails validation tells the others, which fail at 
                               std::to_string(free_port()) + " --join-timeout 50 --nproc-per-node 1 ";
     check_told(run_nodes({kBin + flags + prog, kBin + flags + bad + prog}, 1.0), 0, "the launcher on ");
   }
+  SECTION("c10d: the endpoint's port held by a socket that does not listen for 3 s; the launcher that would host "
+          "the store refuses, hosts it once the port is let go, and tells the other (is_host=false)") {
+    const int sp = free_port();
+    const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
+                              std::to_string(sp) + " --nproc-per-node 1 --rdzv-conf join_timeout=50";
+    Nodes r = run_nodes({port_holder(sp, 3), kBin + flags + " " + bad + prog, kBin + flags + ",is_host=false " + prog},
+                        0.5);
+    check_told(Nodes{{r.nodes[1], r.nodes[2]}, r.seconds}, 1, "the launcher on ");
+  }
 }
 
 TEST_CASE("a node with a usage error (an unknown Megatron flag) prints it, then tells the others",
