@@ -165,7 +165,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   const bool trains = launching && !program.named() && !launch_opts.bring_up_only;
   // --use-checkpoint-args in our own training run: the checkpoint's model arguments replace the given ones before
   // validation, as Megatron's parse_and_validate_args does (run/checkpoint_args.h). Each rank does it again with
-  // the same checkpoint; the notice comes once (the spawner, or rank 0 under another launcher).
+  // the same checkpoint; the notice comes once (the spawner, or rank 0 under another launcher), like validation's
+  // warnings.
   const char* rank_env = std::getenv("RANK");
   const bool quiet = std::getenv("MR_SPAWNER") != nullptr || (rank_env && std::string(rank_env) != "0");
   if (trains) {
@@ -246,7 +247,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   } else {
     failed = validate(inv, out, schedule_warning);
   }
-  log_warnings(out);
+  // A rank of a job re-validates the config the spawner (or, under another launcher, rank 0) has warned about.
+  if (!(launching && quiet)) log_warnings(out);
   // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
   // A launch refused here in a job of several nodes tells the other nodes (they would wait for --join-timeout).
   auto refused = [&](const std::vector<Diagnostic>& ds) {
@@ -259,7 +261,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   };
   if (parse_only && !out.ok()) return refused(out.diagnostics);
   if (!failed.empty()) return refused(failed);
-  if (schedule_warning) MR_LOG(warning) << diagnostic_text(*schedule_warning);
+  if (schedule_warning && !(launching && quiet)) MR_LOG(warning) << diagnostic_text(*schedule_warning);
   const Namespace& ns = out.parsed.ns;
   std::string explained;  // with --format json: {"dest": {"value": ..., "source": "..."}, ...}
   for (const std::string& e : explain) {

@@ -141,6 +141,14 @@ TEST_CASE("PP=2 with tied embeddings, fp16 and an overflow: the step is skipped 
   CHECK_THAT(p.out(), Catch::Contains("model parallel rank (0, 1): 1052416"));  // last stage: 1 layer + output copy
   CHECK_THAT(p.out(), Catch::Contains("training run finished: 5 iterations (1 skipped)"));
   CHECK_THAT(p.out(), Catch::Contains("replicas hold identical parameters"));
+  // Validation's warnings (--fp16 with dynamic loss scaling turns the NaN check off) come once, from the spawner:
+  // its 4 ranks validate the same config again, silently.
+  const std::string all = p.out() + p.err();
+  size_t warned = 0;
+  for (size_t at = all.find("[precision.fp16-dynamic-loss-scale-nan-check]"); at != std::string::npos;
+       at = all.find("[precision.fp16-dynamic-loss-scale-nan-check]", at + 1))
+    ++warned;
+  CHECK(warned == 1);
 }
 
 TEST_CASE("the gradient buffer's dtype: fp16 gradients overflow at the initial loss scale until it backs off; "
