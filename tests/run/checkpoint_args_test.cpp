@@ -222,3 +222,32 @@ TEST_CASE("--use-checkpoint-args with a user program: validated with the values 
   CHECK_THAT(p[0].err(), Catch::Contains("megatron-run validated the values given, not the checkpoint's"));
   CHECK_THAT(p[0].out(), Catch::Contains("program --num-layers 2") && Catch::Contains("--use-checkpoint-args"));
 }
+
+TEST_CASE("locating a checkpoint: --ckpt-step overrides the tracker's iteration, not an unreadable tracker",
+          "[checkpoint-args]") {
+  mrtest::TempDir dir;
+  fs::create_directories(dir / "ck/iter_0000003");
+  fs::create_directories(dir / "ck/iter_0000007");
+  std::ofstream(dir / "ck/latest_checkpointed_iteration.txt") << "7";
+  mr::run::LoadQuery q;
+  q.load = dir / "ck";
+  REQUIRE(mr::run::locate_checkpoint(q));
+  CHECK(mr::run::locate_checkpoint(q)->iteration == 7);
+  q.ckpt_step = 3;  // whatever iteration the tracker names
+  REQUIRE(mr::run::locate_checkpoint(q));
+  CHECK(mr::run::locate_checkpoint(q)->iteration == 3);
+  CHECK(mr::run::locate_checkpoint(q)->dir == dir / "ck/iter_0000003");
+  // A tracker holding neither a number nor 'release': Megatron's read_metadata reads it before looking at
+  // --ckpt-step and stops the run, so the load is refused with or without the step.
+  std::ofstream(dir / "ck/latest_checkpointed_iteration.txt", std::ios::trunc) << "abc";
+  CHECK_THROWS_WITH(mr::run::locate_checkpoint(q),
+                    Catch::Contains("not an iteration number or 'release'") && Catch::Contains("[checkpoint.corrupt]"));
+  q.ckpt_step = 0;
+  CHECK_THROWS_WITH(mr::run::locate_checkpoint(q), Catch::Contains("[checkpoint.corrupt]"));
+  // No tracker at all: --ckpt-step still names the iteration (Megatron's iteration = args.ckpt_step).
+  fs::remove(dir / "ck/latest_checkpointed_iteration.txt");
+  CHECK_FALSE(mr::run::locate_checkpoint(q));
+  q.ckpt_step = 3;
+  REQUIRE(mr::run::locate_checkpoint(q));
+  CHECK(mr::run::locate_checkpoint(q)->iteration == 3);
+}
