@@ -322,7 +322,8 @@ void FlatBuffers::check_memory() const {
                            " parameters (params, gradients, main params, optimizer state and the step's scratch; "
                            "host memory), but ";
   const std::string advice = ": use a smaller model (--num-layers, --hidden-size), more ranks "
-                             "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run";
+                             "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run "
+                             "[run.host-memory]";
   const double all = need * static_cast<double>(local);
   if (const double avail = proc_field("/proc/meminfo", "MemAvailable:", 1024.0); avail > 0 && all > 0.9 * avail)
     throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +

@@ -367,7 +367,7 @@ TEST_CASE("a model too big for this machine's memory is refused before anything 
   INFO(p.out() << p.err());
   CHECK(p.exit_code() == 1);
   CHECK_FALSE(p.timed_out);
-  CHECK_THAT(p.err(), Catch::Contains("GiB are available") && Catch::Contains("--dry-run"));
+  CHECK_THAT(p.err(), Catch::Contains("GiB are available") && Catch::Contains("--dry-run [run.host-memory]"));
   // ~400 M parameters (about 7.5 GiB) under an address-space limit of 5.7 GiB (ulimit -v, as batch systems set
   // it; LibTorch's mappings take part of it): refused naming the limit, not a std::bad_alloc.
   std::vector<mrtest::Proc> q = {mrtest::start(
@@ -379,6 +379,7 @@ TEST_CASE("a model too big for this machine's memory is refused before anything 
   INFO(q[0].out() << q[0].err());
   CHECK(q[0].exit_code() == 1);
   CHECK_THAT(q[0].err(), Catch::Contains("its address-space limit (RLIMIT_AS, ulimit -v 6000000) leaves") && Catch::Contains("raise the limit (ulimit -v), or use a smaller model") &&
+                             Catch::Contains("[run.host-memory]") &&
                              !Catch::Contains("bad_alloc"));
 }
 
