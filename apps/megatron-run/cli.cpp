@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <map>
 #include <string_view>
@@ -11,10 +12,40 @@
 
 namespace mr::app {
 
+Diagnostic parse_warning(const std::string& w, const std::string& file) {
+  Diagnostic d{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}, kStageParse};
+  if (w.size() > 2 && w[0] == '[') {
+    size_t close = w.find("] ");
+    if (close != std::string::npos && w.find(' ') > close) {
+      d.rule = w.substr(1, close - 1);
+      d.message = w.substr(close + 2);
+    }
+  }
+  // "FILE:12: ...": the place, as errors show it (`check` passes FILE; otherwise any path without blanks).
+  size_t i = 0;
+  if (!file.empty()) {
+    if (d.message.rfind(file + ":", 0) == 0) i = file.size() + 1;
+  } else if (const size_t colon = d.message.find(':'); colon != std::string::npos && colon > 0 &&
+                                                        d.message.find(' ') > colon) {
+    i = colon + 1;
+  }
+  if (i > 0) {
+    size_t j = i;
+    while (j < d.message.size() && std::isdigit(static_cast<unsigned char>(d.message[j]))) ++j;
+    if (j > i && d.message.compare(j, 2, ": ") == 0) d.where = d.message.substr(0, j);
+  }
+  d.message = without_where(d.message, d.where);
+  return d;
+}
+
+void print_warning_diagnostic(const Diagnostic& d) {
+  if (log::enabled(log::Level::warning)) print_diagnostic(std::cerr, d);
+}
+
 void log_warnings(const Outcome& out) {
-  for (const auto& w : out.parsed.warnings) MR_LOG(warning) << w;
+  for (const auto& w : out.parsed.warnings) print_warning_diagnostic(parse_warning(w));
   for (const auto& d : out.diagnostics)
-    if (d.level == Diagnostic::Level::Warning) MR_LOG(warning) << diagnostic_text(d);
+    if (d.level == Diagnostic::Level::Warning) print_warning_diagnostic(d);
 }
 
 int report_failure(const CommonOptions& common, const std::vector<Diagnostic>& diagnostics) {

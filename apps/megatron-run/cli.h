@@ -116,7 +116,14 @@ int cmd_params(const std::vector<std::string>& args);    // parameters and their
 int cmd_schedule(const std::vector<std::string>& args);  // learning rate and weight decay over the run
 void print_usage(std::ostream& os);
 
-// The warnings of a resolution (parse warnings and warning rules), logged.
+// A parse warning as a diagnostic: "[id] FILE:12: text" (the input.* warnings of config files) keeps its id and
+// place; anything else is a deprecated-flag warning. The place is taken from the front of the text: "FILE:12: "
+// when `file` is given (check), else any path without blanks followed by a line number.
+Diagnostic parse_warning(const std::string& w, const std::string& file = "");
+// A warning on stderr as errors are printed (`megatron-run: FILE:12: warning[id]: text`), unless --log-level hides
+// warnings.
+void print_warning_diagnostic(const Diagnostic& d);
+// The warnings of a resolution (parse warnings and warning rules), so printed.
 void log_warnings(const Outcome& out);
 // Reports failed rules (or one failure of a later step): each error on stderr and, with --format json, one
 // failure document on stdout. Returns 1, the exit code of a failed rule.

@@ -23,26 +23,6 @@ struct FileResult {
   std::optional<Namespace> resolved;
 };
 
-// A parse warning as a diagnostic: "[id] file:line: text" (the input.* warnings of config files) keeps its id and
-// place; anything else is a deprecated-flag warning.
-Diagnostic parse_warning(const std::string& w, const std::string& file) {
-  Diagnostic d{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}, kStageParse};
-  if (w.size() > 2 && w[0] == '[') {
-    size_t close = w.find("] ");
-    if (close != std::string::npos && w.find(' ') > close) {
-      d.rule = w.substr(1, close - 1);
-      d.message = w.substr(close + 2);
-    }
-  }
-  // "file:12: ...": the place, so the text output does not name the file twice.
-  if (d.message.rfind(file + ":", 0) == 0) {
-    size_t i = file.size() + 1, j = i;
-    while (j < d.message.size() && std::isdigit(static_cast<unsigned char>(d.message[j]))) ++j;
-    if (j > i && d.message.compare(j, 2, ": ") == 0) d.where = d.message.substr(0, j);
-  }
-  d.message = without_where(d.message, d.where);
-  return d;
-}
 }  // namespace
 
 void CheckOptions::add_to(po::options_description& desc) {

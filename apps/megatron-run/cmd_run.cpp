@@ -128,12 +128,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       std::string names;
       for (size_t k = 0; k < after.size() && k < 4; ++k) names += (k ? ", " : "") + after[k];
       if (after.size() > 4) names += " and " + std::to_string(after.size() - 4) + " more";
-      print_warning(std::cerr, "[launch.flags-after-program] " + names + " come" + (after.size() == 1 ? "s" : "") +
-                                   " after the program " + program.words.front() +
-                                   ": the program's own arguments, not validated by megatron-run" +
-                                   (program.append_args ? " (the flags it appends follow them and win in argparse)"
-                                                        : "") +
-                                   "; put Megatron flags before the program");
+      const std::string text = names + " come" + (after.size() == 1 ? "s" : "") + " after the program " +
+                               program.words.front() + ": the program's own arguments, not validated by megatron-run" +
+                               (program.append_args ? " (the flags it appends follow them and win in argparse)" : "") +
+                               "; put Megatron flags before the program";
+      print_warning_diagnostic({Diagnostic::Level::Warning, "launch.flags-after-program", text, {}, {}, kStageParse});
     }
   }
   inv.cli = split.rest;
@@ -146,7 +145,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     // The Megatron command line the configs and flags stand for (config/command_line.h): one shell-quoted line
     // that `eval` gives back word for word, or (argv0) each word ended by a NUL byte, for `xargs -0`.
     const Parsed parsed = parse_invocation(Schema::megatron(), inv);
-    for (const auto& w : parsed.warnings) MR_LOG(warning) << w;  // on stderr: a duplicate key, a deprecated flag
+    for (const auto& w : parsed.warnings) print_warning_diagnostic(parse_warning(w));  // a duplicate key, a deprecated flag
     std::vector<std::string> words = resolved_argv(parsed);
     if (program.named()) words = launch::program_argv(program, words);  // what every rank would run
     if (common.format == "argv") {
@@ -261,7 +260,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   };
   if (parse_only && !out.ok()) return refused(out.diagnostics);
   if (!failed.empty()) return refused(failed);
-  if (schedule_warning && !(launching && quiet)) MR_LOG(warning) << diagnostic_text(*schedule_warning);
+  if (schedule_warning && !(launching && quiet)) print_warning_diagnostic(*schedule_warning);
   const Namespace& ns = out.parsed.ns;
   std::string explained;  // with --format json: {"dest": {"value": ..., "source": "..."}, ...}
   for (const std::string& e : explain) {

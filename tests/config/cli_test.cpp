@@ -715,12 +715,12 @@ TEST_CASE("init stage: a schedule the training run's scheduler refuses stops our
   // The user's own program may not train (an inference server): a warning, and it runs.
   auto prog = sh(bad + " --no-python /bin/echo ran");
   CHECK(prog.exit == 0);
-  CHECK(prog.out.find("warning: [init.lr-schedule] Megatron's training would fail") != std::string::npos);
+  CHECK(prog.out.find("warning[init.lr-schedule]: Megatron's training would fail") != std::string::npos);
   CHECK(prog.out.find("ran --") != std::string::npos);
   // A dry run validates the config for any program: a warning; --bring-up-only stops before training.
   auto dry = sh("--dry-run " + bad);
   CHECK(dry.exit == 0);
-  CHECK(dry.out.find("warning: [init.lr-schedule]") != std::string::npos);
+  CHECK(dry.out.find("warning[init.lr-schedule]:") != std::string::npos);
   CHECK(sh("--bring-up-only --dry-run " + bad).exit == 0);
   CHECK(sh("--dry-run --config " + kDefault + " --train-iters 3").out.find("lr-schedule") == std::string::npos);
 }

@@ -263,7 +263,7 @@ TEST_CASE("Megatron flags after the program are named as the program's own", "[l
   Proc r = sh(kBin + " --config " + kConfig + " --no-python /bin/echo --num-layers=8 mine --tensor-model-parallel-size 4");
   INFO(r.out);
   CHECK(r.exit == 0);
-  CHECK(r.out.find("warning: [launch.flags-after-program] --num-layers, --tensor-model-parallel-size come after the "
+  CHECK(r.out.find("warning[launch.flags-after-program]: --num-layers, --tensor-model-parallel-size come after the "
                    "program /bin/echo: the program's own arguments, not validated by megatron-run (the flags it "
                    "appends follow them and win in argparse)") != std::string::npos);
   CHECK(r.out.find("--num-layers=8 mine --tensor-model-parallel-size 4 --num-layers 2 ") != std::string::npos);
