@@ -271,6 +271,10 @@ TEST_CASE("--yaml-cfg: the validate_yaml chain's sizes are checked too", "[overf
   ffn_hidden_size: null
   kv_channels: null
   activation_func: gelu
+  add_bias_linear: false
+  bias_activation_fusion: false
+  init_method: null
+  embedding_init_method: null
   fp32_residual_connection: false
   moe_grouped_gemm: false
   distribute_saved_activations: false

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "config/print.h"
@@ -33,8 +34,8 @@ std::string write_tmp(const std::string& name, const std::string& text) {
 using Kv = std::vector<std::pair<std::string, std::string>>;
 const char* const kDelete = "<delete>";
 
-// Exactly the keys parse_args / validate_yaml read for this configuration (WORLD_SIZE=1, RANK=0): each one
-// missing is an AttributeError in Megatron (checked below).
+// Exactly the keys parse_args / validate_yaml and core_transformer_config_from_yaml read for this configuration
+// (WORLD_SIZE=1, RANK=0): each one missing fails in Megatron (checked below).
 Kv base_kv() {
   return {
       {"language_model.num_layers", "4"},
@@ -43,6 +44,10 @@ Kv base_kv() {
       {"language_model.ffn_hidden_size", "null"},
       {"language_model.kv_channels", "null"},
       {"language_model.activation_func", "gelu"},
+      {"language_model.add_bias_linear", "false"},
+      {"language_model.bias_activation_fusion", "false"},
+      {"language_model.init_method", "null"},
+      {"language_model.embedding_init_method", "null"},
       {"language_model.fp32_residual_connection", "false"},
       {"language_model.moe_grouped_gemm", "false"},
       {"language_model.distribute_saved_activations", "false"},
@@ -307,10 +312,11 @@ TEST_CASE("yaml-cfg: the Megatron table prints sections as namespace(...), befor
 TEST_CASE("yaml-cfg: derived values worked by hand", "[yaml-cfg]") {
   SECTION("py 248: swiglu ffn_hidden_size = int((4 * h * 2 / 3) / 64) * 64") {
     // h=256: 2048/3 = 682.67, /64 = 10.67 -> 10 * 64 = 640. h=4096: 32768/3 = 10922.67, /64 = 170.67 -> 10880.
-    auto r = yrun({{"language_model.activation_func", "swiglu"}});
+    auto r = yrun({{"language_model.activation_func", "swiglu"}, {"language_model.bias_swiglu_fusion", "true"}});
     REQUIRE_OK(r);
     CHECK(r.sec("language_model", "ffn_hidden_size").as_int() == 640);
-    r = yrun({{"language_model.activation_func", "swiglu"}, {"language_model.hidden_size", "4096"},
+    r = yrun({{"language_model.activation_func", "swiglu"}, {"language_model.bias_swiglu_fusion", "true"},
+              {"language_model.hidden_size", "4096"},
               {"language_model.num_attention_heads", "32"}, {"seq_length", "128"}});
     REQUIRE_OK(r);
     CHECK(r.sec("language_model", "ffn_hidden_size").as_int() == 10880);
@@ -346,7 +352,8 @@ TEST_CASE("yaml-cfg: derived values worked by hand", "[yaml-cfg]") {
   SECTION("py 67 + 137-147: virtual pipeline with account_for_embedding_in_pipeline_split") {
     // WORLD_SIZE=4, pp 4 -> transformer pp = 4 - 1 = 3; 6 layers // 3 = 2 per stage; 2 // 1 = 2 virtual stages.
     auto r = yrun({{"model_parallel.pipeline_model_parallel_size", "4"}, {"language_model.num_layers", "6"},
-                   {"account_for_embedding_in_pipeline_split", "true"}, {"num_layers_per_virtual_pipeline_stage", "1"}},
+                   {"account_for_embedding_in_pipeline_split", "true"}, {"num_layers_per_virtual_pipeline_stage", "1"},
+                   {"model_parallel.overlap_p2p_comm", "false"}},
                   {{"WORLD_SIZE", "4"}});
     REQUIRE_OK(r);
     CHECK(r.sec("model_parallel", "transformer_pipeline_model_parallel_size").as_int() == 3);
@@ -479,13 +486,22 @@ TEST_CASE("yaml-cfg: seed 170-187 MSC handling on the YAML namespace", "[yaml-cf
 // ---- Python's attribute / type / division semantics ------------------------------------------------------------
 
 TEST_CASE("yaml-cfg: every key of the minimal file is read (AttributeError when missing)", "[yaml-cfg]") {
+  // The TransformerConfig fields only the model-config step reads: core_config_from_args's Exception.
+  const std::set<std::string> fields = {"language_model.add_bias_linear", "language_model.bias_activation_fusion",
+                                        "language_model.init_method", "language_model.embedding_init_method"};
   for (const auto& [key, value] : base_kv()) {
     auto r = yrun({{key, kDelete}});
     INFO(key << ": " << r.rule << ": " << r.message);
     CHECK(r.exit == 1);
-    CHECK(r.rule == "yaml.missing-attribute");
     std::string attr = key.substr(key.find('.') == std::string::npos ? 0 : key.find('.') + 1);
-    CHECK(r.message.find("no attribute '" + attr + "'") != std::string::npos);
+    if (fields.count(key)) {
+      CHECK(r.rule == "yaml.model-config.missing-field");
+      CHECK(r.message.find("Exception: Missing argument " + attr + " for") != std::string::npos);
+      CHECK(r.out.passed(mr::kStageValidateArgs));
+    } else {
+      CHECK(r.rule == "yaml.missing-attribute");
+      CHECK(r.message.find("no attribute '" + attr + "'") != std::string::npos);
+    }
   }
   // params_dtype is only read by rank 0's print (py 177-179).
   auto r = yrun({{"model_parallel.params_dtype", kDelete}}, {{"RANK", "1"}});
@@ -733,6 +749,98 @@ TEST_CASE("yaml-cfg: py 352-353 a key both at the top level and in a section", "
   CHECK(r.where == line_of(r.file, "  bf16:"));
   // Keys validate_yaml itself puts at the top level collide too.
   CHECK_FAILS(yrun({{"language_model.data_parallel_size", "1"}}), "yaml.section-key-collision");
+  // So does a key in both sections (core_transformer_config_from_yaml's own merge of the two would fail the same
+  // way, but validate_yaml's flattening meets it first).
+  r = yrun({{"model_parallel.init_method", "null"}});
+  CHECK_FAILS(r, "yaml.section-key-collision");
+  CHECK(r.message.find("`model_parallel.init_method` and `language_model.init_method` are the same key in both") !=
+        std::string::npos);
+  CHECK(r.message.find("multiple values for keyword argument 'init_method'") != std::string::npos);
+  CHECK(r.where == line_of(r.file, "  init_method:"));
+}
+
+// ---- the model config: core_transformer_config_from_yaml (yaml_model_config.cpp) ---------------------------------
+
+TEST_CASE("yaml-cfg: core_transformer_config_from_yaml's activation_func", "[yaml-cfg]") {
+  auto r = yrun({{"language_model.activation_func", "relu"}});
+  CHECK_FAILS(r, "yaml.model-config.activation-func");
+  CHECK(r.message.find("`language_model.activation_func` is 'relu'") != std::string::npos);
+  CHECK(r.message.find("AssertionError: relu is not a supported activation function") != std::string::npos);
+  CHECK(r.where == line_of(r.file, "activation_func:"));
+  CHECK(r.flags == std::vector<std::string>{"language_model.activation_func"});
+  // Megatron's validate_yaml accepted it: the failure is the init stage's.
+  CHECK(r.out.passed(mr::kStageValidateArgs));
+  CHECK_FALSE(r.out.passed(mr::kStageInit));
+  CHECK(r.out.diagnostics.back().stage == mr::kStageInit);
+  CHECK_FAILS(yrun({{"language_model.activation_func", "null"}}), "yaml.model-config.activation-func");
+  CHECK_FAILS(yrun({{"language_model.activation_func", "GELU"}}), "yaml.model-config.activation-func");
+
+  // gelu (the base), squaredrelu pass; so does the activation given in model_parallel instead.
+  r = yrun({});
+  REQUIRE_OK(r);
+  CHECK(r.out.passed(mr::kStageInit));
+  REQUIRE_OK(yrun({{"language_model.activation_func", "squaredrelu"}}));
+  // With a virtual pipeline validate_yaml does not set overlap_p2p_comm, so the file must (a field).
+  const Kv vpp = {{"model_parallel.pipeline_model_parallel_size", "4"}, {"language_model.num_layers", "8"},
+                  {"num_layers_per_virtual_pipeline_stage", "1"}};
+  r = yrun(vpp, {{"WORLD_SIZE", "4"}});
+  CHECK_FAILS(r, "yaml.model-config.missing-field");
+  CHECK(r.message.find("Missing argument overlap_p2p_comm ") != std::string::npos);
+  REQUIRE_OK(yrun(changed(vpp, {{"language_model.overlap_p2p_comm", "false"}}), {{"WORLD_SIZE", "4"}}));
+
+  // swiglu reads bias_swiglu_fusion, which is no TransformerConfig field: AttributeError when absent.
+  r = yrun({{"language_model.activation_func", "swiglu"}});
+  CHECK_FAILS(r, "yaml.missing-attribute");
+  CHECK(r.message.find("no attribute 'bias_swiglu_fusion'") != std::string::npos);
+  REQUIRE_OK(yrun({{"language_model.activation_func", "swiglu"}, {"language_model.bias_swiglu_fusion", "true"}}));
+  // gelu with add_bias_linear does not read bias_activation_fusion, but core_config_from_args still copies it.
+  REQUIRE_OK(yrun({{"language_model.add_bias_linear", "true"}}));
+  r = yrun({{"language_model.add_bias_linear", "true"}, {"language_model.bias_activation_fusion", kDelete}});
+  CHECK_FAILS(r, "yaml.model-config.missing-field");
+}
+
+TEST_CASE("yaml-cfg: core_transformer_config_from_yaml's init methods and its order", "[yaml-cfg]") {
+  auto r = yrun({{"language_model.init_method", "xavier_uniform"}});
+  CHECK_FAILS(r, "yaml.model-config.xavier-uniform");
+  CHECK(r.message.find("unexpected keyword argument 'scaled_init_method'") != std::string::npos);
+  CHECK(r.where == line_of(r.file, "  init_method:"));
+  CHECK(r.out.passed(mr::kStageValidateArgs));
+  // embedding_init_method is a TransformerConfig field: xavier_uniform there is accepted.
+  REQUIRE_OK(yrun({{"language_model.embedding_init_method", "xavier_uniform"}}));
+  REQUIRE_OK(yrun({{"language_model.init_method", "normal"}}));
+  // The two sections are merged: the key may be in model_parallel, and is named there.
+  r = yrun({{"language_model.init_method", kDelete}, {"model_parallel.init_method", "xavier_uniform"}});
+  CHECK_FAILS(r, "yaml.model-config.xavier-uniform");
+  CHECK(r.message.find("`model_parallel.init_method` 'xavier_uniform'") != std::string::npos);
+  CHECK(r.where == line_of(r.file, "  init_method:"));
+
+  // Python's order: the fields copied first, then the activation assert, then the init methods.
+  r = yrun({{"language_model.init_method", "xavier_uniform"}, {"language_model.activation_func", "relu"}});
+  CHECK_FAILS(r, "yaml.model-config.activation-func");
+  r = yrun({{"language_model.embedding_init_method", kDelete}, {"language_model.activation_func", "relu"}});
+  CHECK_FAILS(r, "yaml.model-config.missing-field");
+  // Among missing fields, the first in dataclasses.fields(TransformerConfig) order is named.
+  r = yrun({{"language_model.bias_activation_fusion", kDelete}, {"language_model.add_bias_linear", kDelete}});
+  CHECK_FAILS(r, "yaml.model-config.missing-field");
+  CHECK(r.message.find("Missing argument add_bias_linear ") != std::string::npos);
+  // A validate_yaml failure comes first: the model is never built.
+  r = yrun({{"language_model.activation_func", "relu"}, {"micro_batch_size", "0"}});
+  CHECK_FAILS(r, "yaml.micro-batch-size-positive");
+}
+
+TEST_CASE("yaml-cfg: check --yaml-cfg reports the model-config rules", "[yaml-cfg]") {
+  std::string file = write_tmp("check-relu.yaml", render(changed(base_kv(), {{"language_model.activation_func", "relu"}})));
+  std::string cmd = std::string(MR_BINARY) + " check --yaml-cfg " + file + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  int status = ::pclose(pipe);
+  INFO(out);
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(out.find(line_of(file, "activation_func:") + ": error[yaml.model-config.activation-func]: ") !=
+        std::string::npos);
 }
 
 // ---- loading: YAML 1.1 typing, ${VAR}, bad files -----------------------------------------------------------------

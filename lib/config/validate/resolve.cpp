@@ -9,11 +9,15 @@ void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<
   if (parsed.yaml_cfg) {
     // --yaml-cfg: validate_yaml's chain (Megatron's own stage; the sanity stage reads validate_args' flat
     // namespace and does not run on the YAML sections).
+    // Then the model-config step (core_transformer_config_from_yaml), whose rules are of the init stage.
     const size_t before = diagnostics.size();
     validate_yaml_cfg(parsed, diagnostics);
-    bool failed = false;
-    for (size_t i = before; i < diagnostics.size(); ++i) failed = failed || diagnostics[i].level == Diagnostic::Level::Error;
-    if (passed && !failed) passed->push_back(kStageValidateArgs);
+    bool args_failed = false, init_failed = false;
+    for (size_t i = before; i < diagnostics.size(); ++i)
+      if (diagnostics[i].level == Diagnostic::Level::Error)
+        (diagnostics[i].stage == kStageInit ? init_failed : args_failed) = true;
+    if (passed && !args_failed) passed->push_back(kStageValidateArgs);
+    if (passed && !args_failed && !init_failed) passed->push_back(kStageInit);
     return;
   }
   Context ctx(parsed.ns, parsed.env, diagnostics);

@@ -111,8 +111,8 @@ MR_RULE(kExpertsByEp, "yaml.experts-divisible-by-ep",
         "language_model.num_moe_experts is divisible by expert_model_parallel_size.");
 MR_RULE(kEpNoFp16, "yaml.expert-parallel-no-fp16", "Expert parallelism does not support model_parallel.fp16.");
 MR_RULE(kSectionCollision, "yaml.section-key-collision",
-        "A key of model_parallel / language_model is not also a top-level key (validate_yaml flattens the sections "
-        "into the top level; Megatron: TypeError, multiple values for keyword argument).");
+        "A key of model_parallel / language_model is neither a top-level key nor in the other section (validate_yaml "
+        "flattens the sections into the top level; Megatron: TypeError, multiple values for keyword argument).");
 
 // `path` quoted in a message.
 std::string q(std::string_view path) { return "`" + std::string(path) + "`"; }
@@ -512,6 +512,13 @@ void flatten(YamlArgs& y) {
     const Object keys = s.as_object();
     for (const auto& [k, v] : keys) {
       std::string path = std::string(section) + "." + k;
+      const std::string in_mp = std::string(kMp) + "." + k;
+      if (section != kMp && y.has(in_mp))  // flattened from model_parallel a moment ago
+        y.fail(kSectionCollision,
+               q(in_mp) + " and " + q(path) +
+                   " are the same key in both sections (Megatron: TypeError: types.SimpleNamespace() got multiple "
+                   "values for keyword argument '" + k + "')",
+               {path, in_mp});
       if (ns.has(k))
         y.fail(kSectionCollision,
                q(k) + " is both a top-level key and " + q(path) +
@@ -578,6 +585,7 @@ void validate_yaml_cfg(Parsed& parsed, std::vector<Diagnostic>& diagnostics) {
   YamlArgs y(ctx, cfg);
   try {
     for (const YamlSection& s : yaml_sections()) s.run(y);
+    for (const YamlSection& s : yaml_model_config_sections()) s.run(y);
   } catch (const RuleFailure& f) {
     diagnostics.push_back(f.diag);
   }

@@ -25,7 +25,7 @@ namespace mr {
 void parse_yaml_cfg(Parsed& p, const ConfigOptions& opts);
 
 // Runs the validate_yaml chain on a --yaml-cfg namespace (after reporting parsed.yaml_cfg->errors, if any:
-// then nothing else runs). A failed rule ends the chain.
+// then nothing else runs), then the model-config step. A failed rule ends the chain.
 void validate_yaml_cfg(Parsed& parsed, std::vector<Diagnostic>& diagnostics);
 
 struct YamlSection {
@@ -34,5 +34,9 @@ struct YamlSection {
 };
 // In the order validate_yaml() (and parse_and_validate_args around it) runs them.
 const std::vector<YamlSection>& yaml_sections();
+// What core_transformer_config_from_yaml() refuses when the training script builds the model from the validated
+// namespace (yaml_model_config.cpp; rules yaml.model-config.*, stage "init"). validate_yaml_cfg runs them after
+// yaml_sections() passed.
+const std::vector<YamlSection>& yaml_model_config_sections();
 
 }  // namespace mr
