@@ -50,6 +50,8 @@ class Context {
   [[noreturn]] void fail_counted(const Rule& rule, const std::string& message,
                                  std::initializer_list<std::string_view> dests = {});
   void warn_counted(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> dests = {});
+  // The diagnostics so far (a warning's place is set after warn() by a caller that knows it: YamlArgs::warn).
+  std::vector<Diagnostic>& diagnostics() { return diags_; }
 
   // Sizes the chain computes from the user's: Python's ints never overflow, ours are 64 bits. A result that does
   // not fit fails the sanity rule sanity.integer-overflow (megatron-run's verdict, not Megatron's), naming

@@ -130,23 +130,32 @@ int64_t YamlArgs::floordiv(int64_t a, int64_t b, const std::string& what) {
   return py_floordiv(a, b);
 }
 
+void YamlArgs::place(Diagnostic& d, std::initializer_list<std::string_view> paths) const {
+  d.flags.assign(paths.begin(), paths.end());
+  for (std::string_view p : paths) {
+    auto it = cfg_.where.find(std::string(p));
+    if (it == cfg_.where.end()) it = cfg_.where.find(std::string(split_path(p).first));
+    if (it != cfg_.where.end()) {
+      d.where = it->second;
+      break;
+    }
+  }
+  if (d.where.empty()) d.where = cfg_.path;
+}
+
 void YamlArgs::fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths) {
   try {
     ctx_.fail(rule, message);  // counts the hit, builds the diagnostic
   } catch (RuleFailure& f) {
-    f.diag.flags.assign(paths.begin(), paths.end());
-    for (std::string_view p : paths) {
-      auto it = cfg_.where.find(std::string(p));
-      if (it == cfg_.where.end()) it = cfg_.where.find(std::string(split_path(p).first));
-      if (it != cfg_.where.end()) {
-        f.diag.where = it->second;
-        break;
-      }
-    }
-    if (f.diag.where.empty()) f.diag.where = cfg_.path;
+    place(f.diag, paths);
     throw;
   }
   throw std::logic_error("unreachable");
+}
+
+void YamlArgs::warn(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths) {
+  ctx_.warn(rule, message);  // counts the hit, appends the diagnostic
+  place(ctx_.diagnostics().back(), paths);
 }
 
 void YamlArgs::wrong_type(std::string_view path, const std::string& expected) {

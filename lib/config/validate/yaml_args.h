@@ -46,6 +46,8 @@ class YamlArgs {
 
   // Rule failures and warnings naming YAML keys (`paths`); `where` is the file:line of the first one known.
   [[noreturn]] void fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths);
+  // A warning rule's diagnostic, placed like fail()'s: at the line of the first of `paths` the file has, else the file.
+  void warn(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths);
   void require(bool ok, const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths) {
     if (!ok) fail(rule, message, paths);
   }
@@ -59,6 +61,8 @@ class YamlArgs {
 
  private:
   const Value* find(std::string_view path) const;
+  // Sets a diagnostic's flags to `paths` and its place (fail, warn).
+  void place(Diagnostic& d, std::initializer_list<std::string_view> paths) const;
   Context& ctx_;
   const YamlCfg& cfg_;
   std::map<std::string, std::string> derived_;
