@@ -259,7 +259,7 @@ TEST_CASE("yaml-cfg: py 352-355 flatten the sections into the top level and add 
   // Provenance: a flattened key points at its line in the section; a derived one at the py line.
   CHECK(ns.provenance("num_attention_heads").where == line_of(r.file, "num_attention_heads:"));
   CHECK(ns.provenance("kv_channels").kind == mr::Provenance::Kind::Derived);
-  CHECK(ns.provenance("kv_channels").where.find("py 254") != std::string::npos);
+  CHECK(ns.provenance("kv_channels").where.find("yaml_arguments.py:254") != std::string::npos);
   CHECK(ns.provenance("micro_batch_size").where == line_of(r.file, "micro_batch_size:"));
   CHECK(ns.provenance("world_size").kind == mr::Provenance::Kind::Env);
 }
@@ -347,7 +347,7 @@ TEST_CASE("yaml-cfg: derived values worked by hand", "[yaml-cfg]") {
     CHECK(r.sec("model_parallel", "tensor_model_parallel_size").as_int() == 2);
     CHECK(r.sec("model_parallel", "pipeline_model_parallel_size").as_int() == 1);
     CHECK(r["data_parallel_size"].as_int() == 1);
-    CHECK(r.out.parsed.ns.provenance("tensor_model_parallel_size").where.find("py 58") != std::string::npos);
+    CHECK(r.out.parsed.ns.provenance("tensor_model_parallel_size").where.find("yaml_arguments.py:58") != std::string::npos);
   }
   SECTION("py 67 + 137-147: virtual pipeline with account_for_embedding_in_pipeline_split") {
     // WORLD_SIZE=4, pp 4 -> transformer pp = 4 - 1 = 3; 6 layers // 3 = 2 per stage; 2 // 1 = 2 virtual stages.

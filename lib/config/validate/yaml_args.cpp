@@ -1,6 +1,7 @@
 // YamlArgs (yaml_args.h): the typed reader of a --yaml-cfg namespace, with Python's attribute semantics.
 #include "config/validate/yaml_args.h"
 
+#include <cctype>
 #include <stdexcept>
 
 #include "config/validate/python.h"
@@ -79,7 +80,18 @@ Value YamlArgs::get_or(std::string_view key, const Value& fallback) const {
   return v ? *v : fallback;
 }
 
-void YamlArgs::set(std::string_view path, Value v, std::string_view why) {
+namespace {
+// The source of a derived value as the user reads it: "py 58: ..." (how yaml_arguments.cpp cites Megatron's
+// megatron/training/yaml_arguments.py) becomes "yaml_arguments.py:58: ...".
+std::string cited(std::string_view why) {
+  if (why.substr(0, 3) == "py " && why.size() > 3 && std::isdigit(static_cast<unsigned char>(why[3])))
+    return "yaml_arguments.py:" + std::string(why.substr(3));
+  return std::string(why);
+}
+}  // namespace
+
+void YamlArgs::set(std::string_view path, Value v, std::string_view why_cited) {
+  const std::string why = cited(why_cited);
   Namespace& ns = ctx_.args();
   auto [head, key] = split_path(path);
   if (key.empty()) {
