@@ -35,6 +35,16 @@ void RunOptions::add_to(po::options_description& desc) {
 
 namespace {
 
+// The first option given that only shapes what a dry run prints (--format json|argv|argv0, --parse-only,
+// --explain, --provenance), as the user would write it; "" when none is.
+std::string dry_run_only_option(const RunOptions& opts) {
+  if (opts.common.format != "text") return "--format " + opts.common.format;
+  if (opts.parse_only) return "--parse-only";
+  if (!opts.explain.empty()) return "--explain";
+  if (opts.provenance) return "--provenance";
+  return {};
+}
+
 // The default command. `tells_nodes` is set once the launch options are known and the command is a launch of
 // several nodes, and cleared when launch() takes over (it tells the other nodes of its own refusals).
 int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& tells_nodes) {
@@ -112,6 +122,43 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
+  // The options that only shape what a dry run prints imply --dry-run, all alike: nothing starts, and a launch
+  // option or a program given with them is named in a notice as not started (never silently dropped).
+  if (const std::string implied = dry_run_only_option(opts); !implied.empty() && !dry_run) {
+    dry_run = true;
+    const bool argv_of_program = program.named() && (common.format == "argv" || common.format == "argv0");
+    if (launch_opts.nproc_given || launch_opts.multi_node() || (program.named() && !argv_of_program))
+      print_warning(std::cerr, "[launch.dry-run-implied] " + implied +
+                                   " implies --dry-run: nothing is started (" +
+                                   (program.named() ? program.words.front() + " is not run; " : std::string()) +
+                                   "the launch options are validated only); leave it out to launch");
+  }
+  // The program of a launch is there before anything else is checked: a missing script is not reported as a
+  // config error, and a word that looks like one of megatron-run's commands gets the commands named.
+  if (!dry_run && program.named()) {
+    try {
+      (void)launch::check_program(program);
+    } catch (const launch::LaunchError& e) {
+      const std::string& w = program.words.front();
+      const bool bare = program.form == launch::Program::Form::Script && !program.no_python &&
+                        w.find_first_of("/.") == std::string::npos;
+      std::string hint = bare ? command_word_hint(w) : "";
+      if (!hint.empty()) hint = "; megatron-run has no command '" + abbreviate(w) + "'" + hint;
+      throw UsageError(e.what() + hint);
+    }
+  }
+  // --bring-up-only stops megatron-run's own worker after the process groups' self-check: a dry run starts no
+  // worker (named), and the user's program is not ours to stop there (refused).
+  if (launch_opts.bring_up_only && dry_run)
+    print_warning(std::cerr, "[launch.bring-up-only-unused] --bring-up-only: not used in a dry run (it stops a launch "
+                             "of megatron-run's own worker after the process groups' self-check; a dry run starts "
+                             "nothing)");
+  if (launch_opts.bring_up_only && !dry_run && program.named())
+    throw UsageError("argument --bring-up-only: stops megatron-run's own worker after the process groups' "
+                         "self-check, but the program " + program.words.front() +
+                         " runs instead of it and megatron-run cannot stop it there; leave --bring-up-only out, "
+                         "or name no program to bring up megatron-run's own worker",
+                     {"--bring-up-only"});
   // Here, not in apply(): a launch applies its options a second time (launch.cpp), which would say it twice.
   if (launch_opts.monitor_interval)
     MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
@@ -335,8 +382,10 @@ int cmd_run(const std::vector<std::string>& args) {
             if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
               own += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
       }
-      if (own.empty()) throw;
-      throw UsageError(e.what() + own, e.flags, e.where, e.id);
+      // A value that came from torchrun's PET_<NAME> default (PET_NPROC_PER_NODE=x): the variable is named.
+      const std::string pet = opts.launch.pet_source_note(e.what(), e.flags);
+      if (own.empty() && pet.empty()) throw;
+      throw UsageError(e.what() + pet + own, e.flags, e.where, e.id);
     }
   } catch (const UsageError& e) {
     if (!telling()) throw;

@@ -268,8 +268,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
   std::vector<std::string> argv;
   try {
     argv = launch::program_argv(program, resolved_argv(resolved.parsed));
-    argv.front() = launch::resolve_command(argv.front());
-    launch::check_script(program);
+    argv.front() = launch::check_program(program);  // checked before validation already (cmd_run): again, for its path
   } catch (const UsageError& e) {
     return refuse_launch(lo, 2, e.what());
   } catch (const launch::LaunchError& e) {
