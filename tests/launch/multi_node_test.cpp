@@ -454,8 +454,8 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
       CHECK_FALSE(has(n.out, "attempt 2 of 2"));
     }
     CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank 1"));
-    CHECK(has(r.nodes[0].out, "2/2 restarts left; restarting the worker group with the other nodes"));
-    CHECK(has(r.nodes[1].out, "2/2 restarts left; restarting the worker group with the other nodes"));
+    CHECK(has(r.nodes[0].out, "restart 1 of 2 (--max-restarts): restarting the worker group with the other nodes"));
+    CHECK(has(r.nodes[1].out, "restart 1 of 2 (--max-restarts): restarting the worker group with the other nodes"));
     CHECK(r.seconds < 30);
   }
   SECTION("no restart left: both nodes exit with the failing worker's code") {

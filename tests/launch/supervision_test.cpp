@@ -46,8 +46,9 @@ TEST_CASE("--max-restarts: the failed group is stopped and started again with th
   INFO(r.out);
   CHECK(r.exit == 0);
   CHECK(has(r.out, "[rank 1] rank 1 fails on attempt 0"));
-  CHECK(has(r.out, "megatron-run: the worker group failed (attempt 1: rank 1 exited with code 3); 2/2 restarts left; "
-                   "restarting the worker group (TORCHELASTIC_RESTART_COUNT=1)"));
+  // Numbered as the log directories and TORCHELASTIC_RESTART_COUNT are (from 0); the restart as the one it is.
+  CHECK(has(r.out, "megatron-run: the worker group failed (attempt_0, TORCHELASTIC_RESTART_COUNT=0: rank 1 exited with "
+                   "code 3); restart 1 of 2 (--max-restarts): restarting the worker group (TORCHELASTIC_RESTART_COUNT=1)"));
   CHECK(has(r.out, "[rank 0] rank 0 attempt 1 of at most 2 restarts"));
   CHECK(has(r.out, "[rank 1] rank 1 attempt 1 of at most 2 restarts"));
   CHECK_FALSE(has(r.out, "attempt 2 of"));
@@ -92,7 +93,8 @@ TEST_CASE("a stop sent to workers just forked is not taken for a signal to the l
     INFO(r.out);
     CHECK(r.exit == 1);
     CHECK_FALSE(has(r.out, "received signal"));
-    CHECK(has(r.out, "(attempt 3 of 3, no restart left)"));
+    CHECK(has(r.out, "the job failed (attempt_2, TORCHELASTIC_RESTART_COUNT=2; no restart left, --max-restarts 2)"));
+    CHECK(has(r.out, "restart 2 of 2 (--max-restarts): restarting the worker group (TORCHELASTIC_RESTART_COUNT=2)"));
   }
 }
 
