@@ -188,6 +188,9 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   so.role = lo.role;
   so.max_restarts = lo.max_restarts;
   so.grace_seconds = lo.term_timeout;
+  // The wait before a rank that finished while others run is named (launch/spawn.h); MR_FINISHED_NOTICE_S sets
+  // it (seconds; the tests' short wait), 30 s without it.
+  if (const char* e = std::getenv("MR_FINISHED_NOTICE_S"); e && *e) so.finished_notice_seconds = std::strtod(e, nullptr);
   so.logs = lo.logs;
   so.line_prefix_template = lo.log_line_prefix_template;
   if (!so.line_prefix_template.empty()) so.prefix_output = true;  // asked for: every console line, one rank or many
@@ -224,10 +227,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
                                     " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
                                     " megatron-run starts on one node (a dry run validates any size)");
   }
+  if (std::optional<int> refused = master_port_held(lo, so.master_port, own_worker)) return *refused;
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
   std::unique_ptr<launch::NodeGroup> group;
   if (lo.multi_node()) {
-  if (std::optional<int> refused = master_port_held(lo, so.master_port, own_worker)) return *refused;
     launch::RendezvousOptions ro = rendezvous_options(lo);
     so.master_port = ro.master_port;
     if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;

@@ -391,3 +391,30 @@ TEST_CASE("a child killed after its note that the exec failed is described by it
   CHECK_FALSE(has(p.out, "could not be started"));
   CHECK_FALSE(has(p.out, "is megatron-run's"));
 }
+
+TEST_CASE("a rank that finished while the others run on is named once, after the wait; a normal end says nothing",
+          "[launch][supervision][process][finished]") {
+  // Rank 1 exits 0 at once, rank 0 runs 3 s more (a rank waiting for it would hang): named once, 1 s after.
+  const std::string prog = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 3'";
+  Proc r = sh("MR_FINISHED_NOTICE_S=1 " + kRun + "--nproc-per-node 2" + prog);
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "megatron-run: worker rank 1 exited with code 0 more than 1 s ago, and 1 of 2 workers still run "
+                   "(rank 0); if they wait for a rank that finished (a collective, a barrier), the job hangs"));
+  size_t said = 0;
+  for (size_t at = r.out.find("exited with code 0 more than"); at != std::string::npos;
+       at = r.out.find("exited with code 0 more than", at + 1))
+    ++said;
+  CHECK(said == 1);
+  // Ranks that end within the wait of each other (the usual end of a job): nothing said.
+  const std::string close_end =
+      " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 0.5'";
+  Proc quiet = sh("MR_FINISHED_NOTICE_S=2 " + kRun + "--nproc-per-node 2" + close_end);
+  CHECK(quiet.exit == 0);
+  CHECK_FALSE(has(quiet.out, "exited with code 0 more than"));
+  // A failure after it stops the job as before (the notice does not count as a stop).
+  const std::string fails = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 2; exit 4'";
+  Proc f = sh("MR_FINISHED_NOTICE_S=1 " + kRun + "--nproc-per-node 2" + fails);
+  CHECK(f.exit == 4);
+  CHECK(has(f.out, "worker rank 1 exited with code 0 more than 1 s ago"));
+}
