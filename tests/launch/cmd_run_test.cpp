@@ -11,11 +11,12 @@ using namespace mrtest::launcher;
 using mrtest::Proc;
 using mrtest::run_shell;
 
-TEST_CASE("every option that only shapes a dry run's output implies --dry-run, and a launch it stops is named",
+TEST_CASE("the options that only shape a dry run's output imply --dry-run; --format json validates as the launch "
+          "would and starts nothing; a launch they stop is named",
           "[launch][cli][dry-run]") {
   // A program that would leave its mark on the console: it must never run.
   const std::string prog = " --no-python /bin/echo RAN-THE-PROGRAM";
-  for (const std::string opt : {"--format json", "--parse-only", "--explain --num-layers", "--format argv"}) {
+  for (const std::string opt : {"--parse-only", "--explain --num-layers", "--format argv"}) {
     INFO(opt);
     Proc r = sh(kRun + opt + " --nproc-per-node 2" + prog);
     CHECK(r.exit == 0);
@@ -28,8 +29,14 @@ TEST_CASE("every option that only shapes a dry run's output implies --dry-run, a
       CHECK(has(r.out, "warning: [launch.dry-run-implied] " + named + " implies --dry-run: nothing is started "
                        "(/bin/echo is not run"));
   }
-  // --format json alone (it launched the default config's training run before): the resolved namespace, one JSON
-  // document on stdout, and no notice (no launch was asked for).
+  // --format json without --dry-run validates as the launch would and starts nothing (it launched before, and
+  // ignored the option on success): with a program, named in a warning.
+  Proc jp = sh(kRun + "--format json --nproc-per-node 2" + prog);
+  CHECK(jp.exit == 0);
+  CHECK_FALSE(has(jp.out, "RAN-THE-PROGRAM"));
+  CHECK(has(jp.out, "warning: [launch.json-validates-only] --format json without --dry-run: validated as this launch "
+                    "would be and printed as JSON; nothing is started (/bin/echo is not run;"));
+  // Alone: the resolved namespace, one JSON document on stdout, and no notice (no launch was asked for).
   Proc json = run_shell("timeout -k 5 90 " + kBin + " --config " + kConfig + " --format json 2>/dev/null");
   CHECK(json.exit == 0);
   CHECK(json.out.rfind("{", 0) == 0);
@@ -38,7 +45,12 @@ TEST_CASE("every option that only shapes a dry run's output implies --dry-run, a
   CHECK(quiet.exit == 0);
   CHECK(has(quiet.out, "\"num_layers\": {\"value\": 2, \"source\": "));
   CHECK_FALSE(has(quiet.out, "implies --dry-run"));
-  // A refusal is still one JSON document with the failure.
+  // A refusal is still one JSON document with the failure, with the launch's own rules: a 2-iteration run of
+  // megatron-run's worker has no decay after the warmup (a dry run only warns of it).
+  Proc sched = run_shell("timeout -k 5 90 " + kBin + " --config " + kConfig + " --format json --train-iters 2 "
+                         "2>/dev/null");
+  CHECK(sched.exit == 1);
+  CHECK(has(sched.out, "\"rule\": \"init.lr-schedule\", \"level\": \"error\""));
   Proc bad = run_shell("timeout -k 5 90 " + kBin + " --config " + kConfig + " --format json --nproc-per-node 2 "
                        "--tensor-model-parallel-size 4 2>/dev/null");
   CHECK(bad.exit == 1);
