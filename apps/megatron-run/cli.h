@@ -115,6 +115,10 @@ int cmd_topology(const std::vector<std::string>& args);
 int cmd_params(const std::vector<std::string>& args);    // parameters and their memory per rank
 int cmd_schedule(const std::vector<std::string>& args);  // learning rate and weight decay over the run
 void print_usage(std::ostream& os);
+// For a word that is no file or program: " (did you mean check?)" when it is a near miss of one of megatron-run's
+// commands, a note that megatron-run launches without a command word for `launch` and `run` (with the command
+// list), else "" (main.cpp, which holds the command table).
+std::string command_word_hint(const std::string& word);
 
 // A parse warning as a diagnostic: "[id] FILE:12: text" (the input.* warnings of config files) keeps its id and
 // place; anything else is a deprecated-flag warning. The place is taken from the front of the text: "FILE:12: "

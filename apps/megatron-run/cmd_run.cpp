@@ -35,6 +35,16 @@ void RunOptions::add_to(po::options_description& desc) {
 
 namespace {
 
+// The first option given that only shapes what a dry run prints (--format argv|argv0, --parse-only, --explain),
+// as the user would write it; "" when none is. (--format json, and --provenance which needs it, validate as the
+// launch would: see run_command.)
+std::string dry_run_only_option(const RunOptions& opts) {
+  if (opts.common.format == "argv" || opts.common.format == "argv0") return "--format " + opts.common.format;
+  if (opts.parse_only) return "--parse-only";
+  if (!opts.explain.empty()) return "--explain";
+  return {};
+}
+
 // The default command. `tells_nodes` is set once the launch options are known and the command is a launch of
 // several nodes, and cleared when launch() takes over (it tells the other nodes of its own refusals).
 int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& tells_nodes) {
@@ -112,6 +122,51 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
+  // The options that only shape what a dry run prints imply --dry-run, all alike: nothing starts, and a launch
+  // option or a program given with them is named in a notice as not started (never silently dropped).
+  const bool asks_launch = launch_opts.nproc_given || launch_opts.multi_node() || program.named();
+  const std::string not_run = program.named() ? program.words.front() + " is not run; " : std::string();
+  if (const std::string implied = dry_run_only_option(opts); !implied.empty() && !dry_run) {
+    dry_run = true;
+    const bool argv_of_program = program.named() && (common.format == "argv" || common.format == "argv0");
+    if (asks_launch && !argv_of_program)
+      print_warning(std::cerr, "[launch.dry-run-implied] " + implied + " implies --dry-run: nothing is started (" +
+                                   not_run + "the launch options are validated only); leave it out to launch");
+  }
+  // --format json without --dry-run: validated exactly as this launch would be (its machine's GPUs, the rules of
+  // its own worker's run), refusals as one JSON document; on success the resolved arguments as one JSON document,
+  // and nothing starts (the workers' output would break stdout's one document). A launch asked for is named.
+  const bool json_check = !dry_run && common.format == "json";
+  if (json_check && asks_launch)
+    print_warning(std::cerr, "[launch.json-validates-only] --format json without --dry-run: validated as this launch "
+                             "would be and printed as JSON; nothing is started (" + not_run +
+                             "leave --format json out to launch)");
+  // The program of a launch is there before anything else is checked: a missing script is not reported as a
+  // config error, and a word that looks like one of megatron-run's commands gets the commands named.
+  if (!dry_run && !json_check && program.named()) {
+    try {
+      (void)launch::check_program(program);
+    } catch (const launch::LaunchError& e) {
+      const std::string& w = program.words.front();
+      const bool bare = program.form == launch::Program::Form::Script && !program.no_python &&
+                        w.find_first_of("/.") == std::string::npos;
+      std::string hint = bare ? command_word_hint(w) : "";
+      if (!hint.empty()) hint = "; megatron-run has no command '" + abbreviate(w) + "'" + hint;
+      throw UsageError(e.what() + hint);
+    }
+  }
+  // --bring-up-only stops megatron-run's own worker after the process groups' self-check: a dry run starts no
+  // worker (named), and the user's program is not ours to stop there (refused).
+  if (launch_opts.bring_up_only && (dry_run || json_check))
+    print_warning(std::cerr, "[launch.bring-up-only-unused] --bring-up-only: not used in a dry run (it stops a launch "
+                             "of megatron-run's own worker after the process groups' self-check; a dry run starts "
+                             "nothing)");
+  if (launch_opts.bring_up_only && !dry_run && !json_check && program.named())
+    throw UsageError("argument --bring-up-only: stops megatron-run's own worker after the process groups' "
+                         "self-check, but the program " + program.words.front() +
+                         " runs instead of it and megatron-run cannot stop it there; leave --bring-up-only out, "
+                         "or name no program to bring up megatron-run's own worker",
+                     {"--bring-up-only"});
   // Here, not in apply(): a launch applies its options a second time (launch.cpp), which would say it twice.
   if (launch_opts.monitor_interval)
     MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
@@ -156,7 +211,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return 0;
   }
   const bool launching = !dry_run && !parse_only && explain.empty();
-  tells_nodes = launching && launch_opts.multi_node();  // a usage error from here on is a refusal to join
+  // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
+  tells_nodes = launching && !json_check && launch_opts.multi_node();
   Outcome out;
   // A launch of our worker's training run: what it cannot run, then the scheduler it builds first thing. A dry
   // run validates the config for any program, and the user's program may not train at all (an inference
@@ -252,7 +308,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // A launch refused here in a job of several nodes tells the other nodes (they would wait for --join-timeout).
   auto refused = [&](const std::vector<Diagnostic>& ds) {
     const int code = report_failure(common, ds);
-    if (!launching) return code;
+    if (!launching || json_check) return code;
     std::string first;
     for (const Diagnostic& d : ds)
       if (d.level == Diagnostic::Level::Error && first.empty()) first = diagnostic_text(d);
@@ -287,7 +343,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                              "values given, not the checkpoint's (it reads only its own training run's "
                              "checkpoints); " + program.words.front() + " replaces the model's arguments with the "
                              "checkpoint's itself, before its own validation");
-  if (!dry_run) {
+  if (!dry_run && !json_check) {
     tells_nodes = false;
     return launch(out, own_args, program, launch_opts.valid_nnodes);
   }
@@ -315,8 +371,7 @@ int cmd_run(const std::vector<std::string>& args) {
   auto telling = [&] {
     const LaunchOptions& lo = opts.launch;
     return tells_nodes || (lo.rendezvous_known && lo.multi_node() && !opts.dry_run && !opts.parse_only &&
-                           opts.explain.empty() && !opts.help && !opts.version && opts.common.format != "argv" &&
-                           opts.common.format != "argv0");
+                           opts.explain.empty() && !opts.help && !opts.version && opts.common.format == "text");
   };
   try {
     try {
@@ -336,8 +391,10 @@ int cmd_run(const std::vector<std::string>& args) {
             if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
               own += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
       }
-      if (own.empty()) throw;
-      throw UsageError(e.what() + own, e.flags, e.where, e.id);
+      // A value that came from torchrun's PET_<NAME> default (PET_NPROC_PER_NODE=x): the variable is named.
+      const std::string pet = opts.launch.pet_source_note(e.what(), e.flags);
+      if (own.empty() && pet.empty()) throw;
+      throw UsageError(e.what() + pet + own, e.flags, e.where, e.id);
     }
   } catch (const UsageError& e) {
     if (!telling()) throw;

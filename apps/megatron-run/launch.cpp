@@ -25,6 +25,7 @@
 #include "config/print.h"
 #include "launch/event_log.h"
 #include "launch/failure_report.h"
+#include "launch/free_port.h"
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/node_group.h"
@@ -105,9 +106,24 @@ std::string stop_signal_error(int sig) {
   return "received signal " + std::to_string(sig) + " (" + launch::signal_name(sig) + ")";
 }
 
+// One node with --master-port P (or PET_MASTER_PORT) that another program holds on this machine: rank 0 hosts the
+// job's store at P here and could not bind it. megatron-run's own worker surely does: refused (exit 1) before any
+// worker starts. The user's program may not use MASTER_PORT at all: named in a warning. Returns the refusal's code.
+std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_worker) {
+  if (lo.multi_node() || port <= 0 || !launch::port_held(port)) return std::nullopt;
+  const std::string what = "--master-port " + std::to_string(port) + ": the port is in use on this machine (another "
+                           "program listens on it or holds it)";
+  if (own_worker)
+    return refuse_launch(lo, 1, "argument " + what + ", and rank 0 of this one-node job hosts the job's store there; "
+                                "give a free port, or leave --master-port out for one");
+  print_warning(std::cerr, what + "; a program whose rank 0 hosts a store at MASTER_PORT (torch's init_process_group "
+                                  "with env://) will fail to bind it");
+  return std::nullopt;
+}
+
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
-// or 2 when they cannot start.
-int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
+// or 2 when they cannot start. `own_worker`: argv is megatron-run's own worker, not the user's program.
+int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker) {
   const auto started = std::chrono::steady_clock::now();
   launch::SpawnOptions so;
   launch::SpawnReport report;
@@ -172,6 +188,9 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
   so.role = lo.role;
   so.max_restarts = lo.max_restarts;
   so.grace_seconds = lo.term_timeout;
+  // The wait before a rank that finished while others run is named (launch/spawn.h); MR_FINISHED_NOTICE_S sets
+  // it (seconds; the tests' short wait), 30 s without it.
+  if (const char* e = std::getenv("MR_FINISHED_NOTICE_S"); e && *e) so.finished_notice_seconds = std::strtod(e, nullptr);
   so.logs = lo.logs;
   so.line_prefix_template = lo.log_line_prefix_template;
   if (!so.line_prefix_template.empty()) so.prefix_output = true;  // asked for: every console line, one rank or many
@@ -208,6 +227,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv) {
                                     " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
                                     " megatron-run starts on one node (a dry run validates any size)");
   }
+  if (std::optional<int> refused = master_port_held(lo, so.master_port, own_worker)) return *refused;
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
   std::unique_ptr<launch::NodeGroup> group;
   if (lo.multi_node()) {
@@ -268,8 +288,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
   std::vector<std::string> argv;
   try {
     argv = launch::program_argv(program, resolved_argv(resolved.parsed));
-    argv.front() = launch::resolve_command(argv.front());
-    launch::check_script(program);
+    argv.front() = launch::check_program(program);  // checked before validation already (cmd_run): again, for its path
   } catch (const UsageError& e) {
     return refuse_launch(lo, 2, e.what());
   } catch (const launch::LaunchError& e) {
@@ -305,7 +324,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
     print_error(std::cerr, "cannot run " + argv.front() + ": " + std::strerror(errno));
     return 2;
   }
-  return spawn_local(lo, argv);
+  return spawn_local(lo, argv, /*own_worker=*/false);
 }
 
 }  // namespace
@@ -388,7 +407,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
       print_warning(std::cerr, "already inside a job (" + job->describe() + "); --nproc-per-node starts a nested one");
     std::vector<std::string> argv = {self_path()};
     for (const std::string& a : strip_launch_options(args)) argv.push_back(a);
-    return spawn_local(lo, std::move(argv));
+    return spawn_local(lo, std::move(argv), /*own_worker=*/true);
   }
 
   // (b) inside a job: hand over to the torch-linked worker.

@@ -1,6 +1,7 @@
 // megatron-run's launcher options and the hook cmd_run needs for them (see launch.cpp).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -75,6 +76,11 @@ struct LaunchOptions {
   std::optional<launch::NumaMode> numa_binding;
   void set_numa_binding(const std::string& v);
   bool join_timeout_given = false, term_timeout_given = false;
+  // The options whose value came from torchrun's PET_<NAME> default: "--rdzv-backend" -> "PET_RDZV_BACKEND='etcd'".
+  std::map<std::string, std::string> pet_sources;
+  // For a usage error naming `flags`: " (--x was not given: the value is PET_X='v', ...)" when the first of them
+  // that has one took its value from PET_<NAME> and `message` names no PET_ variable; else "".
+  std::string pet_source_note(const std::string& message, const std::vector<std::string>& flags) const;
   // Lines for the user about options that are accepted but not acted on (cmd_run prints them once).
   std::vector<std::string> notices;
   bool nnodes_given = false, node_rank_given = false, master_addr_given = false, master_port_given = false;

@@ -263,7 +263,10 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
   auto pet = [&](const char* name) { return env(std::string("PET_") + name); };
   if (!given("nproc-per-node", "nproc_per_node"))
-    if (auto v = pet("NPROC_PER_NODE")) nproc_per_node = parse_nproc(*v), nproc_given = true;
+    if (auto v = pet("NPROC_PER_NODE")) {
+      pet_sources["--nproc-per-node"] = "PET_NPROC_PER_NODE='" + abbreviate(*v) + "'";
+      nproc_per_node = parse_nproc(*v), nproc_given = true;
+    }
   auto int_of = [&](const char* name, int& out, const char* flag) {
     if (auto v = pet_int(env, name, flag)) out = *v;
   };
@@ -271,7 +274,7 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   auto take = [&](const char* dash, const char* name, auto& field) {
     if (given(dash, underscored(dash).c_str())) return false;
     std::optional<std::string> v = pet(name);
-    if (v) field = *v;
+    if (v) field = *v, pet_sources[std::string("--") + dash] = "PET_" + std::string(name) + "='" + abbreviate(*v) + "'";
     return v.has_value();
   };
   nnodes_given = vm.count("nnodes") > 0;
@@ -340,6 +343,17 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   take("rdzv-endpoint", "RDZV_ENDPOINT", rdzv_endpoint);
   if (!vm.count("standalone") || !standalone)
     if (auto v = pet("STANDALONE")) standalone = *v == "1" || *v == "True" || *v == "true";
+}
+
+std::string LaunchOptions::pet_source_note(const std::string& message, const std::vector<std::string>& flags) const {
+  if (message.find("PET_") != std::string::npos) return {};  // named already
+  for (const std::string& f : flags) {
+    std::string dashed = f;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    if (auto it = pet_sources.find(dashed); it != pet_sources.end())
+      return " (" + dashed + " was not given: the value is " + it->second + ", its default from the environment)";
+  }
+  return {};
 }
 
 // The options that shape only the workers this node starts (no other node needs them): usage errors for bad values,
@@ -425,6 +439,12 @@ void LaunchOptions::apply(Invocation& inv) {
   // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
   // First what the rendezvous needs (rendezvous_known after it): a bad value of a later, worker-only option on one
   // node of a multi-node launch can then be told to the other nodes (cmd_run), which would otherwise wait for it.
+  // torchrun's other backends (its etcd ones) are named as such: a real backend, one megatron-run does not have.
+  if (rdzv_backend == "etcd" || rdzv_backend == "etcd-v2")
+    throw UsageError("argument --rdzv-backend: " + rdzv_backend + " is a torchrun rendezvous backend that megatron-run "
+                         "does not implement (it has static and c10d); use --rdzv-backend c10d --rdzv-endpoint "
+                         "HOST[:PORT], or launch under torchrun",
+                     {"--rdzv-backend"});
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
     throw invalid_choice("--rdzv-backend", rdzv_backend, kRdzvBackends);  // the two megatron-run has
   if (elastic() && rdzv_backend != "c10d")

@@ -130,9 +130,10 @@ int run(std::vector<std::string>& args) {
         throw mr::UsageError("help: unknown command '" + mr::abbreviate(rest.front()) + "'" + suggestion(rest.front()) +
                              " (commands: " + command_list() + ")");
       }
-      // A word that is a near miss of a command and names no file or program: a typo, not a script to launch.
-      if (!cmd.empty() && cmd[0] != '-' && !suggestion(cmd).empty() && !names_a_program(cmd))
-        throw mr::UsageError("unknown command '" + mr::abbreviate(cmd) + "'" + suggestion(cmd) +
+      // A word that is a near miss of a command, or a command megatron-run does not have (launch, run), and
+      // names no file or program: a typo or a guess, not a script to launch.
+      if (!cmd.empty() && cmd[0] != '-' && !mr::app::command_word_hint(cmd).empty() && !names_a_program(cmd))
+        throw mr::UsageError("unknown command '" + mr::abbreviate(cmd) + "'" + mr::app::command_word_hint(cmd) +
                              "; a program to launch would be a file or a command on PATH, and there is none of that "
                              "name");
     }
@@ -165,6 +166,17 @@ int run(std::vector<std::string>& args) {
 }
 
 }  // namespace
+
+namespace mr::app {
+
+std::string command_word_hint(const std::string& word) {
+  if (word == "launch" || word == "run")  // what other tools call their launch command
+    return " (megatron-run launches without a command word: megatron-run [launch options] [--config FILE]... "
+           "[MEGATRON FLAGS] [PROGRAM]; its commands are " + command_list() + ")";
+  return suggestion(word);
+}
+
+}  // namespace mr::app
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

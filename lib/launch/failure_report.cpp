@@ -135,14 +135,17 @@ std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> addres
          "loader's for a library it cannot load (\"error while loading shared libraries\"); its stderr says which";
 }
 
-void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts,
-                           const std::string& first_elsewhere) {
+void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int restarts,
+                           int max_restarts, const std::string& first_elsewhere) {
   if (failures.empty()) return;
   const WorkerFailure& root = failures.front();
+  const std::string n = std::to_string(restarts);
   os << "megatron-run: the job failed"
-     << (attempts > 1 ? " (attempt " + std::to_string(attempts) + " of " + std::to_string(attempts) +
-                            ", no restart left)"
-                      : "")
+     << (max_restarts > 0 ? " (attempt_" + n + ", TORCHELASTIC_RESTART_COUNT=" + n + "; " +
+                                (restarts >= max_restarts ? "no restart left, --max-restarts " + std::to_string(max_restarts)
+                                                          : std::string("not restarted")) +
+                                ")"
+                          : "")
      << "\n";
   if (!first_elsewhere.empty()) os << "  root cause (first failure, on another node): " << first_elsewhere << "\n";
   os << (first_elsewhere.empty() ? "  root cause (first failure): " : "  this node's first failure: ") << who(root) << " on " << host_name() << ", " << describe_end(root)

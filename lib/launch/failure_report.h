@@ -57,9 +57,10 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path);
 std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> address_space_limit);
 
 // The summary: `failures` in the order the launcher saw them (the first is the root cause, unless
-// `first_elsewhere` names another node's failure that the launchers' store recorded before it); `attempts` the
-// number of times the worker group ran.
-void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int attempts,
+// `first_elsewhere` names another node's failure that the launchers' store recorded before it); `restarts` the
+// restart count of the attempt that failed (TORCHELASTIC_RESTART_COUNT, its attempt_<n> log directory) and
+// `max_restarts` --max-restarts: with restarts allowed, the heading names the attempt and whether one was left.
+void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int restarts, int max_restarts,
                            const std::string& first_elsewhere = "");
 
 }  // namespace mr::launch

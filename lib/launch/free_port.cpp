@@ -48,6 +48,16 @@ unsigned seed() {
 
 bool port_free(int port) { return port > 0 && port <= 65535 && try_bind(port) == port; }
 
+bool port_held(int port) {
+  if (port <= 0 || port > 65535) return false;
+  const int fd = bind_every_interface(port, /*reuse_address=*/true);
+  if (fd >= 0) {
+    close(fd);
+    return false;
+  }
+  return errno == EADDRINUSE;
+}
+
 int connection_ports_start() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 0;

@@ -14,6 +14,12 @@ int connection_ports_start();
 // SO_REUSEADDR: not in use, and not held in TIME_WAIT by a connection closed in the last minute or so.
 bool port_free(int port);
 
+// Whether another socket holds TCP port `port` so that a server setting SO_REUSEADDR, as rank 0's store does
+// (torch's TCPStore, megatron-run's own), cannot bind it on every interface: someone listens on it, or holds it
+// bound without SO_REUSEADDR. A port whose only users are closed connections in TIME_WAIT is not held (that
+// server binds it); neither is one that cannot be tried (port 0, out of range, no socket at all).
+bool port_held(int port);
+
 // A TCP port that was port_free a moment ago; throws std::runtime_error when none is. It is drawn at random below
 // connection_ports_start() (from 10000 up), not taken from the kernel's pick for port 0: between this pick and the
 // bind of the program it is handed to, a port of the kernel's range can become the local end of some other

@@ -136,4 +136,18 @@ void check_script(const Program& p) {
     throw LaunchError("the script " + script + " is a directory without a __main__.py; Python would fail on every rank");
 }
 
+std::string check_program(const Program& p, const EnvLookup& env) {
+  check_script(p);
+  const std::string first = program_argv(p, {}, env).front();
+  try {
+    return resolve_command(first, env);
+  } catch (const LaunchError& e) {
+    const bool python = (p.form == Program::Form::Script && !p.no_python) || p.form == Program::Form::Module;
+    const std::optional<std::string> exec = env("PYTHON_EXEC");
+    if (!python || !exec || exec->empty()) throw;
+    throw LaunchError(std::string(e.what()) + " (PYTHON_EXEC=" + *exec + ", the Python that runs the " +
+                      (p.form == Program::Form::Module ? "module" : "script") + ")");
+  }
+}
+
 }  // namespace mr::launch

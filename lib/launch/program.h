@@ -62,4 +62,9 @@ std::string resolve_command(const std::string& word, const EnvLookup& env = proc
 // directory with a __main__.py (Python runs either; "-" is standard input). Throws LaunchError naming it.
 void check_script(const Program& p);
 
+// Everything a launch checks about the program before any worker starts: the script (check_script), then the
+// path of the first word of its argv (resolve_command), which it returns. An interpreter taken from PYTHON_EXEC
+// is named as that variable's value in the LaunchError, so the user knows which setting to fix.
+std::string check_program(const Program& p, const EnvLookup& env = process_env());
+
 }  // namespace mr::launch

@@ -45,7 +45,7 @@ int spawn_workers(const SpawnOptions& o) {
   // The signal handlers live through every attempt (restored last).
   detail::SignalForwarder signals(o.handled_signals);
   int restarts = o.restart_count;  // used up, the job's (an elastic job's new node uses none)
-  for (int attempt = 0;; ++attempt) {
+  for (;;) {  // one attempt each: its restart count names it (attempt_<n>)
     job.restart_count = restarts;
     if (o.report) {  // the attempt's place: a c10d round may renumber the nodes or change their count
       o.report->restarts = restarts;
@@ -89,9 +89,9 @@ int spawn_workers(const SpawnOptions& o) {
     auto ended = [&](int code) { return o.watch && o.watch->ended_without_this_node() ? 0 : code; };
     if (r.peer) {  // another node failed (said on stderr): every node restarts together, or the job ends
       if (r.peer->restart && r.signal_received == 0 && (!r.peer->counted || restarts < o.max_restarts)) {
-        if (r.peer->counted)
-          std::cerr << "megatron-run: " << o.max_restarts - restarts << "/" << o.max_restarts
-                    << " restarts left; restarting the worker group with the other nodes (TORCHELASTIC_RESTART_COUNT="
+        if (r.peer->counted)  // numbered as TORCHELASTIC_RESTART_COUNT and the attempt_<n> log directories count
+          std::cerr << "megatron-run: restart " << restarts + 1 << " of " << o.max_restarts
+                    << " (--max-restarts): restarting the worker group with the other nodes (TORCHELASTIC_RESTART_COUNT="
                     << job.restart_count + 1 << ")\n";
         else
           std::cerr << "megatron-run: restarting the worker group with the other nodes (not counted as a restart)\n";
@@ -104,17 +104,21 @@ int spawn_workers(const SpawnOptions& o) {
     if (!r.failed_first) return r.code;  // stopped by a signal: no restart
     if (restarts < o.max_restarts && r.signal_received == 0) {  // a launcher told to stop does not restart
       const WorkerFailure& f = r.failures.front();
-      std::cerr << "megatron-run: the worker group failed (attempt " << attempt + 1 << ": rank " << f.rank << " "
-                << describe_end(f) << "); " << o.max_restarts - restarts << "/" << o.max_restarts
-                << " restarts left; restarting the worker group" << (o.watch ? " with the other nodes" : "")
-                << " (TORCHELASTIC_RESTART_COUNT=" << job.restart_count + 1 << ")\n";
+      // The attempt as its log directory (attempt_<n>) and TORCHELASTIC_RESTART_COUNT name it; the restart that
+      // follows as the one it is of --max-restarts (it uses one up).
+      std::cerr << "megatron-run: the worker group failed (attempt_" << job.restart_count << ", TORCHELASTIC_RESTART_COUNT="
+                << job.restart_count << ": rank " << f.rank << " " << describe_end(f) << "); restart " << restarts + 1
+                << " of " << o.max_restarts << " (--max-restarts): restarting the worker group"
+                << (o.watch ? " with the other nodes" : "") << " (TORCHELASTIC_RESTART_COUNT=" << job.restart_count + 1
+                << ")\n";
       if (!o.watch) {
         ++restarts;
         continue;
       }
       if (next(job.restart_count + 1)) continue;
     }
-    print_failure_summary(std::cerr, r.failures, attempt + 1, r.first_elsewhere ? r.first_elsewhere->message : "");
+    print_failure_summary(std::cerr, r.failures, job.restart_count, o.max_restarts,
+                          r.first_elsewhere ? r.first_elsewhere->message : "");
     return ended(r.code);
   }
 }

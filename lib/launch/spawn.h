@@ -97,6 +97,10 @@ struct SpawnOptions {
   std::vector<std::string> argv;             // the worker command (argv[0] a path), the same for every rank
   std::map<std::string, std::string> env;    // extra environment for every worker
   double grace_seconds = 30;                 // SIGTERM -> SIGKILL delay when stopping workers (torchrun's 30 s)
+  // A worker that exited 0 while others still run this long after it: said once (which ranks finished, how many
+  // still run), so that a job left waiting for a finished rank is not silent. Ranks of a job that ends normally
+  // finish within seconds of each other and never see it. <= 0: never said.
+  double finished_notice_seconds = 30;
   bool prefix_output = true;                 // "[rank R] " before every line of the workers' stdout/stderr
   // torchrun 2.x's --log-line-prefix-template (launch/line_prefix.h): with prefix_output, the prefix instead of
   // "[rank R] ".

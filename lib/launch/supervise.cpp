@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -118,6 +120,11 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   bool left_known = false;
   Clock::time_point next_scan = Clock::now();
   bool leftovers_named = false;  // the notice naming them was written
+  // Workers that exited 0 while others run (in rank order), and when the first did: said once after
+  // o.finished_notice_seconds, while no stop is under way.
+  std::vector<int> finished;
+  std::optional<Clock::time_point> first_finished;
+  bool finished_said = false;
 
   for (;;) {
     std::vector<pollfd> fds;
@@ -186,7 +193,11 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       if (!workers.exited(w)) continue;  // held, not reaped: what it left in its group can still be stopped
       left_known = false;                // a new state: what is left is looked at again at once
       const int status = w.status;
-      if (w.code == 0) continue;
+      if (w.code == 0) {
+        finished.push_back(w.rank);
+        if (!first_finished) first_finished = Clock::now();
+        continue;
+      }
       WorkerFailure f;
       f.rank = w.rank;
       f.local_rank = w.local_rank;
@@ -216,6 +227,22 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           std::cerr << "megatron-run: another node failed first, the job's root cause: "
                     << result.first_elsewhere->message << "\n";
       }
+    }
+    // Some workers finished long ago and the others still run: a job whose ranks wait for a finished one (a
+    // collective, a barrier) hangs here, so say it once; a long tail of real work is only named.
+    if (!finished_said && first_finished && !stopping && o.finished_notice_seconds > 0 && workers.any_running() &&
+        Clock::now() - *first_finished >= std::chrono::milliseconds(static_cast<long>(o.finished_notice_seconds * 1000))) {
+      finished_said = true;
+      std::sort(finished.begin(), finished.end());
+      std::string ranks, running;
+      for (int r : finished) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      int still = 0;
+      for (Worker& w : workers.all())
+        if (w.running) running += (still++ ? ", " : "") + std::to_string(w.rank);
+      std::cerr << "megatron-run: worker rank" << (finished.size() == 1 ? " " : "s ") << ranks
+                << " exited with code 0 more than " << o.finished_notice_seconds << " s ago, and " << still << " of "
+                << workers.all().size() << " workers still run (rank" << (still == 1 ? " " : "s ") << running
+                << "); if they wait for a rank that finished (a collective, a barrier), the job hangs\n";
     }
     // The other nodes: this node's heartbeat, and their first failure stops this node's workers.
     if (o.watch && Clock::now() >= next_watch) {

@@ -84,7 +84,8 @@ TEST_CASE("megatron-run's own closed-set options list their choices when refusin
       {"--dry-run --start-method thread --nproc-per-node 1 --config " + kDefault,
        "argument --start-method: invalid choice: 'thread' (choose from 'spawn', 'fork', 'forkserver')"},
       {"--dry-run --rdzv-backend etcd --nproc-per-node 1 --config " + kDefault,
-       "argument --rdzv-backend: invalid choice: 'etcd' (choose from 'static', 'c10d')"},
+       "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not implement (it has "
+       "static and c10d); use --rdzv-backend c10d --rdzv-endpoint HOST[:PORT], or launch under torchrun"},
   };
   for (const auto& [args, message] : refused) {
     INFO(args);

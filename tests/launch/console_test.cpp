@@ -67,4 +67,8 @@ TEST_CASE("megatron-run --help lists the launcher's options", "[launch][cli]") {
     INFO(opt);
     CHECK(r.out.find(opt) != std::string::npos);
   }
+  // The usage line names every --format of a dry run; --master-port's default as a one-node launch has it.
+  CHECK(r.out.find("megatron-run --dry-run [--config FILE]... [--format text|json|argv|argv0]") != std::string::npos);
+  CHECK(r.out.find("default 127.0.0.1 and, on\n                               one node, a free port") != std::string::npos);
+  CHECK(r.out.find("127.0.0.1:29500") == std::string::npos);
 }

@@ -228,7 +228,7 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
   const std::string out = slurp(n1);
   INFO(out);
   CHECK(r.out.find("exit=143") != std::string::npos);
-  CHECK(out.find("1/1 restarts left; restarting the worker group with the other nodes") != std::string::npos);
+  CHECK(out.find("restart 1 of 1 (--max-restarts): restarting the worker group with the other nodes") != std::string::npos);
   CHECK(out.find("received signal 15 (SIGTERM) while waiting for the other nodes; exiting") != std::string::npos);
   // Node 1 of 2, the restart it waited for counted (torchrun counts it before it meets the others again).
   const std::string e = event_line(out);

@@ -73,6 +73,7 @@ TEST_CASE("free ports: a port a closed connection holds in TIME_WAIT is not free
   if (reused >= 0) close(reused);
   CHECK_FALSE(mrtest::port_free(port));
   CHECK_FALSE(mr::launch::port_free(port));
+  CHECK_FALSE(mr::launch::port_held(port));  // rank 0's store (SO_REUSEADDR) binds it: the launcher must not refuse
   // A port nothing holds is free.
   const int p = mr::launch::free_port();
   CHECK(mr::launch::port_free(p));
@@ -112,4 +113,16 @@ TEST_CASE("free ports: torchrun's default ports are never handed out; the kernel
   next = 0;
   CHECK(mr::launch::free_port([&] { return draws2[std::min(next++, draws2.size() - 1)]; }) == second);
   close(held);
+}
+
+TEST_CASE("a port held: listened on (on one address only, too), not a free one nor one in TIME_WAIT", "[launch][port]") {
+  int port = 0;
+  const int fd = mrtest::loopback_listener(port);  // 127.0.0.1 only: a store on every interface still cannot bind
+  REQUIRE(fd >= 0);
+  CHECK(mr::launch::port_held(port));
+  close(fd);
+  CHECK_FALSE(mr::launch::port_held(port));
+  CHECK_FALSE(mr::launch::port_held(mr::launch::free_port()));
+  CHECK_FALSE(mr::launch::port_held(0));
+  CHECK_FALSE(mr::launch::port_held(70000));
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../config/binary.h"
+#include "sockets.h"
 #include "config/value.h"
 
 namespace fs = std::filesystem;
@@ -290,4 +291,30 @@ TEST_CASE("RANK and WORLD_SIZE left in the shell do not stop --nproc-per-node", 
   Proc n = sh(stale + kPython + kBin + " --config " + kConfig + " " + kProbe);
   CHECK((n.exit == 1 || n.exit == 2));
   CHECK(probe_lines(n.out).empty());
+}
+
+TEST_CASE("--master-port held by another program on one node: own worker refused before it starts, a program warned",
+          "[launch][program][process][master-port]") {
+  int port = 0;
+  const int fd = mrtest::loopback_listener(port);
+  REQUIRE(fd >= 0);
+  const std::string p = std::to_string(port);
+  // megatron-run's own worker: rank 0 hosts its store there for sure. No worker starts (no rank's output).
+  Proc own = sh(kBin + " --config " + kConfig + " --nproc-per-node 2 --master-port " + p + " --bring-up-only");
+  CHECK(own.exit == 1);
+  CHECK(own.out.find("error: argument --master-port " + p + ": the port is in use on this machine") != std::string::npos);
+  CHECK(own.out.find("[rank ") == std::string::npos);
+  // The user's program may not use MASTER_PORT: it runs, after a warning.
+  Proc prog = sh(kBin + " --config " + kConfig + " --nproc-per-node 1 --master-port " + p +
+                 " --no-append-args --no-python /bin/echo ran");
+  CHECK(prog.exit == 0);
+  CHECK(prog.out.find("warning: --master-port " + p + ": the port is in use on this machine") != std::string::npos);
+  CHECK(prog.out.find("ran\n") != std::string::npos);
+  close(fd);
+  // Free again: no word about it.
+  Proc free = sh(kBin + " --config " + kConfig + " --nproc-per-node 1 --master-port " + p +
+                 " --no-append-args --no-python /bin/echo ran");
+  CHECK(free.exit == 0);
+  CHECK(free.out.find("ran\n") != std::string::npos);
+  CHECK(free.out.find("in use") == std::string::npos);
 }

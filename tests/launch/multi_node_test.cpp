@@ -454,8 +454,8 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
       CHECK_FALSE(has(n.out, "attempt 2 of 2"));
     }
     CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank 1"));
-    CHECK(has(r.nodes[0].out, "2/2 restarts left; restarting the worker group with the other nodes"));
-    CHECK(has(r.nodes[1].out, "2/2 restarts left; restarting the worker group with the other nodes"));
+    CHECK(has(r.nodes[0].out, "restart 1 of 2 (--max-restarts): restarting the worker group with the other nodes"));
+    CHECK(has(r.nodes[1].out, "restart 1 of 2 (--max-restarts): restarting the worker group with the other nodes"));
     CHECK(r.seconds < 30);
   }
   SECTION("no restart left: both nodes exit with the failing worker's code") {
@@ -695,7 +695,9 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
       {"--nnodes 2 --rdzv-backend c10d --nproc-per-node 1", "--rdzv-backend c10d: needs --rdzv-endpoint"},
       {"--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1",
        "argument --master-port: the c10d rendezvous chooses the workers' master"},
-      {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1", "argument --rdzv-backend: invalid choice: 'etcd' (choose from 'static', 'c10d')"},
+      {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1",
+       "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not implement"},
+      {"--nnodes 2 --rdzv-backend zk --nproc-per-node 1", "argument --rdzv-backend: invalid choice: 'zk' (choose from 'static', 'c10d')"},
       {"--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1", "argument --launcher-port"},
       {"--nnodes 1:4 --nproc-per-node 1",
        "argument --nnodes: an elastic job (1:4) numbers its nodes as they arrive: it needs --rdzv-backend c10d"},

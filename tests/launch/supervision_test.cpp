@@ -46,8 +46,9 @@ TEST_CASE("--max-restarts: the failed group is stopped and started again with th
   INFO(r.out);
   CHECK(r.exit == 0);
   CHECK(has(r.out, "[rank 1] rank 1 fails on attempt 0"));
-  CHECK(has(r.out, "megatron-run: the worker group failed (attempt 1: rank 1 exited with code 3); 2/2 restarts left; "
-                   "restarting the worker group (TORCHELASTIC_RESTART_COUNT=1)"));
+  // Numbered as the log directories and TORCHELASTIC_RESTART_COUNT are (from 0); the restart as the one it is.
+  CHECK(has(r.out, "megatron-run: the worker group failed (attempt_0, TORCHELASTIC_RESTART_COUNT=0: rank 1 exited with "
+                   "code 3); restart 1 of 2 (--max-restarts): restarting the worker group (TORCHELASTIC_RESTART_COUNT=1)"));
   CHECK(has(r.out, "[rank 0] rank 0 attempt 1 of at most 2 restarts"));
   CHECK(has(r.out, "[rank 1] rank 1 attempt 1 of at most 2 restarts"));
   CHECK_FALSE(has(r.out, "attempt 2 of"));
@@ -92,7 +93,8 @@ TEST_CASE("a stop sent to workers just forked is not taken for a signal to the l
     INFO(r.out);
     CHECK(r.exit == 1);
     CHECK_FALSE(has(r.out, "received signal"));
-    CHECK(has(r.out, "(attempt 3 of 3, no restart left)"));
+    CHECK(has(r.out, "the job failed (attempt_2, TORCHELASTIC_RESTART_COUNT=2; no restart left, --max-restarts 2)"));
+    CHECK(has(r.out, "restart 2 of 2 (--max-restarts): restarting the worker group (TORCHELASTIC_RESTART_COUNT=2)"));
   }
 }
 
@@ -388,4 +390,31 @@ TEST_CASE("a child killed after its note that the exec failed is described by it
   CHECK(has(p.out, "was killed by signal " + std::to_string(SIGSYS) + " (SIGSYS) at "));
   CHECK_FALSE(has(p.out, "could not be started"));
   CHECK_FALSE(has(p.out, "is megatron-run's"));
+}
+
+TEST_CASE("a rank that finished while the others run on is named once, after the wait; a normal end says nothing",
+          "[launch][supervision][process][finished]") {
+  // Rank 1 exits 0 at once, rank 0 runs 3 s more (a rank waiting for it would hang): named once, 1 s after.
+  const std::string prog = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 3'";
+  Proc r = sh("MR_FINISHED_NOTICE_S=1 " + kRun + "--nproc-per-node 2" + prog);
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "megatron-run: worker rank 1 exited with code 0 more than 1 s ago, and 1 of 2 workers still run "
+                   "(rank 0); if they wait for a rank that finished (a collective, a barrier), the job hangs"));
+  size_t said = 0;
+  for (size_t at = r.out.find("exited with code 0 more than"); at != std::string::npos;
+       at = r.out.find("exited with code 0 more than", at + 1))
+    ++said;
+  CHECK(said == 1);
+  // Ranks that end within the wait of each other (the usual end of a job): nothing said.
+  const std::string close_end =
+      " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 0.5'";
+  Proc quiet = sh("MR_FINISHED_NOTICE_S=2 " + kRun + "--nproc-per-node 2" + close_end);
+  CHECK(quiet.exit == 0);
+  CHECK_FALSE(has(quiet.out, "exited with code 0 more than"));
+  // A failure after it stops the job as before (the notice does not count as a stop).
+  const std::string fails = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 2; exit 4'";
+  Proc f = sh("MR_FINISHED_NOTICE_S=1 " + kRun + "--nproc-per-node 2" + fails);
+  CHECK(f.exit == 4);
+  CHECK(has(f.out, "worker rank 1 exited with code 0 more than 1 s ago"));
 }

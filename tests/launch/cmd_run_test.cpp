@@ -1,0 +1,134 @@
+// The default command's choices before anything starts (apps/megatron-run/cmd_run.cpp, main.cpp): which options
+// make it a dry run, what is refused or named when it cannot act, the program looked up before validation, and the
+// environment variable named when a value came from one.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "launch_test_util.h"
+
+using namespace mrtest::launcher;
+using mrtest::Proc;
+using mrtest::run_shell;
+
+TEST_CASE("the options that only shape a dry run's output imply --dry-run; --format json validates as the launch "
+          "would and starts nothing; a launch they stop is named",
+          "[launch][cli][dry-run]") {
+  // A program that would leave its mark on the console: it must never run.
+  const std::string prog = " --no-python /bin/echo RAN-THE-PROGRAM";
+  for (const std::string opt : {"--parse-only", "--explain --num-layers", "--format argv"}) {
+    INFO(opt);
+    Proc r = sh(kRun + opt + " --nproc-per-node 2" + prog);
+    CHECK(r.exit == 0);
+    // Not launched: echo's line would start with its word (argv prints "/bin/echo RAN-THE-PROGRAM ...").
+    CHECK(r.out.rfind("RAN-THE-PROGRAM", 0) == std::string::npos);
+    CHECK_FALSE(has(r.out, "\nRAN-THE-PROGRAM"));
+    CHECK_FALSE(has(r.out, "[rank "));
+    const std::string named = opt.rfind("--explain", 0) == 0 ? "--explain" : opt;  // as the notice names it
+    if (opt != "--format argv")  // argv with a program prints what every rank would run: its documented use
+      CHECK(has(r.out, "warning: [launch.dry-run-implied] " + named + " implies --dry-run: nothing is started "
+                       "(/bin/echo is not run"));
+  }
+  // --format json without --dry-run validates as the launch would and starts nothing (it launched before, and
+  // ignored the option on success): with a program, named in a warning.
+  Proc jp = sh(kRun + "--format json --nproc-per-node 2" + prog);
+  CHECK(jp.exit == 0);
+  CHECK_FALSE(has(jp.out, "RAN-THE-PROGRAM"));
+  CHECK(has(jp.out, "warning: [launch.json-validates-only] --format json without --dry-run: validated as this launch "
+                    "would be and printed as JSON; nothing is started (/bin/echo is not run;"));
+  // Alone: the resolved namespace, one JSON document on stdout, and no notice (no launch was asked for).
+  Proc json = run_shell("timeout -k 5 90 " + kBin + " --config " + kConfig + " --format json 2>/dev/null");
+  CHECK(json.exit == 0);
+  CHECK(json.out.rfind("{", 0) == 0);
+  CHECK(has(json.out, "\"num_layers\": 2"));
+  Proc quiet = sh(kBin + " --config " + kConfig + " --format json --provenance");
+  CHECK(quiet.exit == 0);
+  CHECK(has(quiet.out, "\"num_layers\": {\"value\": 2, \"source\": "));
+  CHECK_FALSE(has(quiet.out, "implies --dry-run"));
+  // A refusal is still one JSON document with the failure, with the launch's own rules: a 2-iteration run of
+  // megatron-run's worker has no decay after the warmup (a dry run only warns of it).
+  Proc sched = run_shell("timeout -k 5 90 " + kBin + " --config " + kConfig + " --format json --train-iters 2 "
+                         "2>/dev/null");
+  CHECK(sched.exit == 1);
+  CHECK(has(sched.out, "\"rule\": \"init.lr-schedule\", \"level\": \"error\""));
+  Proc bad = run_shell("timeout -k 5 90 " + kBin + " --config " + kConfig + " --format json --nproc-per-node 2 "
+                       "--tensor-model-parallel-size 4 2>/dev/null");
+  CHECK(bad.exit == 1);
+  CHECK(has(bad.out, "\"ok\": false"));
+  CHECK(has(bad.out, "parallel.world-size-divisible"));
+}
+
+TEST_CASE("--bring-up-only where it cannot act: named in a dry run, refused with the user's program",
+          "[launch][cli][bring-up-only]") {
+  Proc dry = sh(kBin + " --dry-run --config " + kConfig + " --bring-up-only");
+  CHECK(dry.exit == 0);
+  CHECK(has(dry.out, "warning: [launch.bring-up-only-unused] --bring-up-only: not used in a dry run"));
+  for (const std::string& prog : {std::string(" --no-python /bin/echo RAN-THE-PROGRAM"), " " + kProbe}) {
+    INFO(prog);
+    Proc r = sh(kRun + "--bring-up-only --nproc-per-node 1" + prog);
+    CHECK(r.exit == 2);
+    CHECK(has(r.out, "error: argument --bring-up-only: stops megatron-run's own worker after the process groups' "
+                     "self-check, but the program "));
+    CHECK_FALSE(has(r.out, "RAN-THE-PROGRAM"));
+    CHECK_FALSE(has(r.out, "\"env\""));  // the probe did not start
+  }
+}
+
+TEST_CASE("the program is looked for before validation; a word like a command gets the commands named",
+          "[launch][cli][program-first]") {
+  // No config at all: the missing script is the error (exit 2), not "--micro-batch-size is required" (exit 1).
+  Proc foo = sh(kBin + " --nproc-per-node 2 foo");
+  CHECK(foo.exit == 2);
+  CHECK(has(foo.out, "the script foo does not exist (relative to the working directory)"));
+  CHECK_FALSE(has(foo.out, "micro-batch-size"));
+  CHECK_FALSE(has(foo.out, "megatron-run has no command"));  // not like any command
+  // `launch` and `run`, the commands of other launchers, first or after options.
+  for (const std::string cmd : {"launch --help", "run --help", "--nproc-per-node 2 launch"}) {
+    INFO(cmd);
+    Proc r = sh(kBin + " " + cmd);
+    CHECK(r.exit == 2);
+    CHECK(has(r.out, "megatron-run launches without a command word: megatron-run [launch options]"));
+    CHECK(has(r.out, "its commands are check, schema, rules, topology, params, schedule"));
+    CHECK_FALSE(has(r.out, "micro-batch-size"));
+  }
+  // A mistyped command after a config: the same suggestion as without one.
+  Proc chek = sh(kBin + " --config " + kConfig + " chek");
+  CHECK(chek.exit == 2);
+  CHECK(has(chek.out, "the script chek does not exist"));
+  CHECK(has(chek.out, "megatron-run has no command 'chek' (did you mean check?)"));
+  Proc alone = sh(kBin + " chek");
+  CHECK(alone.exit == 2);
+  CHECK(has(alone.out, "unknown command 'chek' (did you mean check?)"));
+  // A dry run does not look for the program (it may live on another machine).
+  CHECK(sh(kBin + " --dry-run --config " + kConfig + " chek >/dev/null").exit == 0);
+}
+
+TEST_CASE("a bad value from PET_<NAME> or PYTHON_EXEC names the variable", "[launch][cli][pet]") {
+  Proc nproc = sh("PET_NPROC_PER_NODE=x " + kRun + "--no-python /bin/true");
+  CHECK(nproc.exit == 2);
+  CHECK(has(nproc.out, "argument --nproc-per-node: invalid value 'x' (an integer, cpu, gpu or auto) (--nproc-per-node "
+                       "was not given: the value is PET_NPROC_PER_NODE='x', its default from the environment)"));
+  Proc backend = sh("PET_RDZV_BACKEND=zookeeper " + kRun + "--no-python /bin/true");
+  CHECK(backend.exit == 2);
+  CHECK(has(backend.out, "invalid choice: 'zookeeper'"));
+  CHECK(has(backend.out, "PET_RDZV_BACKEND='zookeeper'"));
+  // Given on the command line, the option is what is named, not the variable.
+  Proc given = sh("PET_NPROC_PER_NODE=2 " + kRun + "--nproc-per-node x --no-python /bin/true");
+  CHECK(given.exit == 2);
+  CHECK_FALSE(has(given.out, "PET_NPROC_PER_NODE"));
+  // The Python that runs a script, from PYTHON_EXEC.
+  Proc py = sh("PYTHON_EXEC=/nonexist/python " + kBin + " --config " + kConfig + " --nproc-per-node 2 " + kProbe);
+  CHECK(py.exit == 2);
+  CHECK(has(py.out, "the program /nonexist/python is not an executable file (PYTHON_EXEC=/nonexist/python, the Python "
+                    "that runs the script)"));
+}
+
+TEST_CASE("--rdzv-backend etcd is named as torchrun's backend megatron-run does not implement", "[launch][cli]") {
+  Proc etcd = sh(kRun + "--rdzv-backend etcd --no-python /bin/true");
+  CHECK(etcd.exit == 2);
+  CHECK(has(etcd.out, "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not "
+                      "implement (it has static and c10d)"));
+  Proc other = sh(kRun + "--rdzv-backend zookeeper --no-python /bin/true");
+  CHECK(other.exit == 2);
+  CHECK(has(other.out, "argument --rdzv-backend: invalid choice: 'zookeeper' (choose from 'static', 'c10d')"));
+}
