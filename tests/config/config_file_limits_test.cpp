@@ -339,6 +339,13 @@ TEST_CASE("--heterogeneous-layers-config-path: bounded read; errors name the fla
   CHECK(a.rule == "heterogeneous.config-unreadable");
   CHECK(has(a.message, "--heterogeneous-layers-config-path '" + scratch().string() + "/het.fifo'"));
   CHECK(has(a.message, "is not a regular file (it is a named pipe)"));
+  CHECK_FALSE(has(a.message, "relative path"));  // an absolute path needs no working directory
+  // A relative path is read from the working directory (as Megatron opens it), which the message names.
+  auto rel = mrtest::run(mrtest::with({"--heterogeneous-layers-config-path", "no-such-dir/blocks.json"}));
+  CHECK(rel.exit == 1);
+  CHECK(rel.rule == "heterogeneous.config-unreadable");
+  CHECK(has(rel.message, "No such file or directory (a relative path is taken from the working directory, here " +
+                             std::filesystem::current_path().string() + ")"));
   auto z = mrtest::run(mrtest::with({"--heterogeneous-layers-config-path", "/dev/zero"}));
   CHECK(z.rule == "heterogeneous.config-unreadable");
   CHECK(has(z.message, "(it is a character device)"));
