@@ -232,7 +232,7 @@ TEST_CASE("check --yaml-cfg: Megatron --yaml-cfg files, checked as --dry-run --y
   CHECK(one.out.find("error[yaml.") != std::string::npos);
   auto two = sh("check --yaml-cfg " + example + " " + bad + " " + broken + " /nonexistent/y.yaml");
   CHECK(two.exit == 2);
-  CHECK(two.out.find(broken + ":2: error[input.yaml-syntax]") != std::string::npos);
+  CHECK(two.out.find(broken + ":1: error[input.yaml-syntax]") != std::string::npos);  // where the '[' opened
   CHECK(two.out.find("/nonexistent/y.yaml: error[input.unreadable]") != std::string::npos);
   CHECK(two.out.find("4 file(s) checked, 3 invalid") != std::string::npos);
   auto j = mrtest::megatron_run_stdout("check --format json --yaml-cfg " + example + " " + bad);
