@@ -24,6 +24,9 @@ MR_INPUT_RULE(kYamlNesting, "input.yaml-nesting-limit", "YAML nesting deeper tha
 MR_INPUT_RULE(kYamlKey, "input.yaml-non-scalar-key", "A YAML key that is a sequence, a mapping or null.");
 MR_INPUT_RULE(kYamlDuplicate, "input.yaml-duplicate-key",
               "A key written twice in one mapping of a plain-layout or --target-env file.");
+MR_INPUT_RULE(kTargetEnvKey, "input.target-env-key",
+              "A --target-env file's top-level key that is neither a target key (gpu_arch, te_version, "
+              "torch_version, flashinfer_version, env) nor spelled like an environment variable.");
 MR_INPUT_RULE(kYamlTag, "input.yaml-tag", "A YAML tag other than the standard ones, or one that does not fit the value.");
 MR_INPUT_RULE(kYamlMultiline, "input.yaml-multiline-quoted",
               "A quoted value running over lines that look like key: entries (a missing closing quote).");

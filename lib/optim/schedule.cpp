@@ -224,7 +224,9 @@ void ScheduleConfig::check() const {
   if (!(lr_warmup_steps < static_cast<double>(lr_decay_steps)))
     fail("the warmup (" + num(lr_warmup_steps) + " samples; --lr-warmup-iters / --lr-warmup-samples / "
          "--lr-warmup-fraction) must be shorter than the decay (" + std::to_string(lr_decay_steps) +
-         " samples; --lr-decay-iters / --lr-decay-samples)");
+         " samples; --lr-decay-iters / --lr-decay-samples, which default to the training length). To fix it, "
+         "shorten the warmup (lower --lr-warmup-iters / --lr-warmup-samples, or use --lr-warmup-fraction) or "
+         "lengthen the decay (raise --train-iters / --train-samples, or --lr-decay-iters / --lr-decay-samples)");
   if (lr_decay_style == LrDecayStyle::WSD && !wsd_decay_steps)
     fail("--lr-decay-style WSD needs the length of its annealing phase: --lr-wsd-decay-iters "
          "(or --lr-wsd-decay-samples with --train-samples)");

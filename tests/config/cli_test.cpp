@@ -233,7 +233,7 @@ TEST_CASE("check --yaml-cfg: Megatron --yaml-cfg files, checked as --dry-run --y
   CHECK(one.out.find("error[yaml.") != std::string::npos);
   auto two = sh("check --yaml-cfg " + example + " " + bad + " " + broken + " /nonexistent/y.yaml");
   CHECK(two.exit == 2);
-  CHECK(two.out.find(broken + ":2: error[input.yaml-syntax]") != std::string::npos);
+  CHECK(two.out.find(broken + ":1: error[input.yaml-syntax]") != std::string::npos);  // where the '[' opened
   CHECK(two.out.find("/nonexistent/y.yaml: error[input.unreadable]") != std::string::npos);
   CHECK(two.out.find("4 file(s) checked, 3 invalid") != std::string::npos);
   auto j = mrtest::megatron_run_stdout("check --format json --yaml-cfg " + example + " " + bad);
@@ -735,6 +735,25 @@ TEST_CASE("init stage: what megatron-run's own training run cannot run is refuse
   // Megatron's own program runs it, and a dry run validates the config for any program: no refusal.
   CHECK(sh(big + " --no-python /bin/true").exit == 0);
   CHECK(sh("--dry-run " + big).exit == 0);
+}
+
+TEST_CASE("init stage: a global batch size that does not split into micro batches x DP is refused by check, a dry "
+          "run and any launch", "[cli][init]") {
+  // Three ranks: 8 is not a multiple of --micro-batch-size 2 x DP 3 (the eval batch size is given, so that
+  // validate_args' own eval check passes). Megatron's calculator fails on every rank; nothing starts.
+  const std::string flags = "--config " + kDefault + " --eval-global-batch-size 6";
+  const std::string says = "Megatron would fail at initialisation (the number-of-microbatches calculator): the global "
+                           "batch size 8 (--global-batch-size) is not divisible by --micro-batch-size 2 x "
+                           "data-parallel size 3";
+  auto dry = sh("--dry-run --world-size 3 " + flags);
+  CHECK(dry.exit == 1);
+  CHECK(dry.out.find("error[init.global-batch-size-divisible]: " + says) != std::string::npos);
+  auto prog = sh("--nproc-per-node 3 " + flags + " --no-python /bin/echo program-ran");
+  CHECK(prog.exit == 1);
+  CHECK(prog.out.find("error[init.global-batch-size-divisible]: " + says) != std::string::npos);
+  CHECK(prog.out.find("program-ran") == std::string::npos);
+  refused_before_start("--nproc-per-node 3 " + flags, "init.global-batch-size-divisible", says);
+  CHECK(sh("--dry-run --world-size 3 --config " + kDefault + " --global-batch-size 12").exit == 0);
 }
 
 TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules do not apply", "[cli][target]") {

@@ -225,9 +225,11 @@ TEST_CASE("schedule: the batch the run consumes (a step schedule, a rounded-down
                " --global-batch-size 7 --eval-global-batch-size 8 --decrease-batch-size-if-needed --at 1");
   REQUIRE(r.exit == 0);
   CHECK(csv(r.out)[1][1] == "6");
-  // Both at once are refused, as the run refuses them.
+  // Both at once are refused, as the run refuses them: by validation's init stage (Megatron's calculator),
+  // before the schedule is drawn.
   r = sh("schedule --config " + stepped + " --step-batch-size-schedule '0:2' --decrease-batch-size-if-needed");
   CHECK(r.exit == 1);
-  CHECK(r.out.find("error[schedule.settings]: --step-batch-size-schedule does not go with "
+  CHECK(r.out.find("error[init.step-batch-size-schedule-no-decrease]: Megatron would fail at initialisation (the "
+                   "number-of-microbatches calculator): --step-batch-size-schedule cannot be combined with "
                    "--decrease-batch-size-if-needed") != std::string::npos);
 }

@@ -258,6 +258,28 @@ TEST_CASE("--target-env files: the same reader and checks, and values that fit",
   CHECK(fails(write("t4.yaml", "env:\n  A: !!python/name:x y\n")).id == "input.yaml-tag");
   CHECK(has(fails(write("t5.yaml", "env:\n  A: [1]\n")), "t5.yaml:2: 'env.A' must be a scalar, not a sequence"));
   CHECK(has(fails(write("t6.yaml", "gpu_arch: sm_99999999999999999999\n")), "t6.yaml:1: bad GPU architecture"));
+  // Top-level keys: the target keys, env:, or a name spelled like an environment variable. Anything else (a
+  // typo, an option's spelling) is refused naming file:line and the key it most likely meant.
+  mr::TargetEnv bare = load("gpu_arch: sm_100\nCUDA_DEVICE_MAX_CONNECTIONS: '1'\nNCCL_ALGO_2: Ring\n");
+  CHECK(bare.vars.at("CUDA_DEVICE_MAX_CONNECTIONS") == "1");
+  CHECK(bare.vars.at("NCCL_ALGO_2") == "Ring");
+  const std::vector<std::pair<std::string, std::string>> typos = {
+      {"gpu-arch: sm_100\n", "unknown key 'gpu-arch' in the target environment file (did you mean 'gpu_arch'?)"},
+      {"gpu_arc: sm_100\n", "(did you mean 'gpu_arch'?)"},
+      {"target-gpu-arch: sm_100\n", "(did you mean 'gpu_arch'?)"},
+      {"--target-te-version: '2.9'\n", "(did you mean 'te_version'?)"},
+      {"torch_versoin: '2.1'\n", "(did you mean 'torch_version'?)"},
+      {"Env:\n  A: b\n", "(did you mean 'env'?)"},
+      {"cuda_device_max_connections: 1\n", "its keys are gpu_arch, te_version"},
+      {"gpu_arch: sm_90\nmy_var: [1]\n", "t7.yaml:2: unknown key 'my_var'"},  // refused before its value is read
+  };
+  for (const auto& [text, fragment] : typos) {
+    INFO(text);
+    const mr::UsageError e = fails(write("t7.yaml", text));
+    CHECK(e.id == "input.target-env-key");
+    CHECK(has(e, fragment));
+    CHECK(has(e, "t7.yaml:"));
+  }
   mr::TargetEnv w = load("env:\n  WORLD_SIZE: x\n");
   try {
     w.int_var("WORLD_SIZE", 1);
@@ -317,6 +339,13 @@ TEST_CASE("--heterogeneous-layers-config-path: bounded read; errors name the fla
   CHECK(a.rule == "heterogeneous.config-unreadable");
   CHECK(has(a.message, "--heterogeneous-layers-config-path '" + scratch().string() + "/het.fifo'"));
   CHECK(has(a.message, "is not a regular file (it is a named pipe)"));
+  CHECK_FALSE(has(a.message, "relative path"));  // an absolute path needs no working directory
+  // A relative path is read from the working directory (as Megatron opens it), which the message names.
+  auto rel = mrtest::run(mrtest::with({"--heterogeneous-layers-config-path", "no-such-dir/blocks.json"}));
+  CHECK(rel.exit == 1);
+  CHECK(rel.rule == "heterogeneous.config-unreadable");
+  CHECK(has(rel.message, "No such file or directory (a relative path is taken from the working directory, here " +
+                             std::filesystem::current_path().string() + ")"));
   auto z = mrtest::run(mrtest::with({"--heterogeneous-layers-config-path", "/dev/zero"}));
   CHECK(z.rule == "heterogeneous.config-unreadable");
   CHECK(has(z.message, "(it is a character device)"));

@@ -79,8 +79,25 @@ TEST_CASE("batch-size: eval global batch size divisible by eval micro batch x ba
   r = mrtest::run(mrtest::with({"--eval-micro-batch-size", "3"}), kWorld1);
   CHECK(r.rule == "batch-size.eval-global-batch-size-divisible");
   CHECK_THAT(r.message, Catch::Contains("--eval-global-batch-size (8, not given: the global batch size) must be "
-                                        "divisible by --eval-micro-batch-size (3) x batch-parallel size (1); give "
-                                        "--eval-global-batch-size"));
+                                        "divisible by --eval-micro-batch-size (3) x batch-parallel size (1); "
+                                        "--eval-global-batch-size was not given, so it is the global batch size "
+                                        "(--global-batch-size): make the global batch size a multiple of 3, or give "
+                                        "an --eval-global-batch-size that is one"));
+  // Three ranks: the global batch size 8 does not split into 2 x 3. Megatron's order is kept (validate_args'
+  // eval check first), and the hint points at the global batch size, where the fix is.
+  r = mrtest::run(mrtest::with({}), {{"WORLD_SIZE", "3"}});
+  CHECK(r.rule == "batch-size.eval-global-batch-size-divisible");
+  CHECK_THAT(r.message, Catch::Contains("(8, not given: the global batch size) must be divisible by "
+                                        "--eval-micro-batch-size (2, not given: --micro-batch-size) x batch-parallel "
+                                        "size (3)"));
+  CHECK_THAT(r.message, Catch::Contains("make the global batch size a multiple of 6 (--micro-batch-size x the "
+                                        "batch-parallel size), or give an --eval-global-batch-size that is one"));
+  // Following only the second half of that hint moves the failure to the training batch (init stage).
+  r = mrtest::run(mrtest::with({"--eval-global-batch-size", "6"}), {{"WORLD_SIZE", "3"}});
+  CHECK(r.rule == "init.global-batch-size-divisible");
+  // A given --eval-global-batch-size gets no hint about the global batch size.
+  r = mrtest::run(mrtest::with({"--eval-global-batch-size", "3"}), kWorld1);
+  CHECK_THAT(r.message, !Catch::Contains("--global-batch-size"));
   // batch_parallel_size 4 (WORLD_SIZE 8, TP 2): 8 % (4 x 4) != 0.
   r = mrtest::run(mrtest::with({"--tensor-model-parallel-size", "2", "--eval-micro-batch-size", "4"}),
                   kWorld8OneConnection);

@@ -178,6 +178,23 @@ TEST_CASE("yaml_doc: syntax errors name file:line", "[yaml-doc]") {
   CHECK(has(e, "f.yaml:"));
   CHECK(has(e, "invalid YAML"));
   CHECK(refusal("a: *nope\n").id == "input.yaml-syntax");
+  // A collection never closed: yaml-cpp stops at the end of the text, a line past the last; the message names
+  // the line the '[' or '{' opened on, with or without a final line break.
+  auto open_seq = refusal("--num-layers: 2\n--hidden-size: [256\n");
+  CHECK(has(open_seq, "f.yaml:2: invalid YAML: end of sequence flow not found (the '[' opened on this line is "
+                      "never closed)"));
+  CHECK(has(refusal("--num-layers: 2\n--hidden-size: [256"), "f.yaml:2: invalid YAML"));
+  CHECK(has(refusal("a: {x: [1, 2],\n  y: 3\n\n"), "f.yaml:1: invalid YAML: end of map flow not found (the '{'"));
+  CHECK(has(refusal("a: [1,\n  [2, 3],\n  [4\n"), "f.yaml:3:"));  // the innermost one left open
+  // A tab in the indentation is named as the cause.
+  auto tab = refusal("\t--num-layers: 2\n");
+  CHECK(tab.id == "input.yaml-syntax");
+  CHECK(has(tab, "f.yaml:1: invalid YAML: tabs are not allowed for indentation in YAML"));
+  CHECK(has(refusal("a:\n  b: 1\n\tc: 2\n"), "f.yaml:3: invalid YAML: tabs are not allowed for indentation"));
+  // Other errors keep yaml-cpp's wording and stay within the file's lines.
+  auto other = refusal("a: b: c\n");
+  CHECK(has(other, "invalid YAML"));
+  CHECK_FALSE(has(other, "tabs"));
 }
 
 TEST_CASE("yaml_doc: merge keys in PyYAML's order; bad merges and non-scalar keys refused", "[yaml-doc]") {

@@ -419,6 +419,13 @@ TEST_CASE("schedule: errors name the flags", "[optim][schedule]") {
   CHECK_THAT(err({{"train_iters", it}, {"lr_decay_style", "WSD"}}), Contains("--lr-wsd-decay-iters"));
   CHECK_THAT(err({{"train_samples", 1000}, {"lr_decay_style", "WSD"}, {"lr_wsd_decay_iters", 5}}),
              Contains("--lr-wsd-decay-samples"));
+  // A warmup as long as the decay (the default config's 2 warmup iterations with --train-iters 2): Megatron's
+  // assert, with the way out in the message.
+  const std::string warm = err({{"train_iters", 2}, {"lr_warmup_iters", 2}});
+  CHECK_THAT(warm, Contains("must be shorter than the decay"));
+  CHECK_THAT(warm, Contains("shorten the warmup (lower --lr-warmup-iters / --lr-warmup-samples, or use "
+                            "--lr-warmup-fraction) or lengthen the decay (raise --train-iters"));
+  CHECK(err({{"train_iters", 3}, {"lr_warmup_iters", 2}}) == "(no error)");
   // validate_args' iteration-vs-sample asserts.
   CHECK_THAT(err({{"train_iters", it}, {"train_samples", 1000}}), Contains("--train-samples"));
   CHECK_THAT(err({{"train_iters", it}, {"lr_decay_samples", 1000}}), Contains("--lr-decay-samples"));

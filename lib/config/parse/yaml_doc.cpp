@@ -424,9 +424,14 @@ std::uint64_t Document::expanded_nodes() const { return d_->has_root ? d_->n(d_-
 // so more than limits::kMaxYamlNodes of them is past the node limit anyway: refused here, at the line where the
 // count passes it. Quoted scalars, block scalars (| and >) and comments are skipped; a '[' or '{' opens a
 // collection only where a node may begin (not inside a plain scalar such as `a[1,2]`).
-void check_flow_items(const std::string& t, const std::string& path, const std::vector<std::string>& flags) {
+// Returns the line (0-based) where the innermost collection left open at the end of the text began, or -1 when
+// every one is closed: yaml-cpp reports an unclosed one at the end of the file, past its last line.
+long check_flow_items(const std::string& t, const std::string& path, const std::vector<std::string>& flags) {
   std::uint64_t items = 0;
   std::size_t line = 0, depth = 0;
+  // The lines of the open collections, outermost first, while they are few (more is refused for its depth).
+  std::vector<std::size_t> open_lines;
+  constexpr std::size_t kOpenLinesKept = 256;
   char prev = '\n';  // the last character that is not a blank, on this line or an earlier one
   for (std::size_t i = 0; i < t.size(); ++i) {
     const char c = t[i];
@@ -484,9 +489,11 @@ void check_flow_items(const std::string& t, const std::string& path, const std::
       }
     }
     if ((c == '[' || c == '{') && (node_start || depth > 0)) {
+      if (open_lines.size() == depth && depth < kOpenLinesKept) open_lines.push_back(line);
       ++depth;
       ++items;
     } else if ((c == ']' || c == '}') && depth > 0) {
+      if (open_lines.size() == depth) open_lines.pop_back();
       --depth;
     } else if (c == ',' && depth > 0) {
       ++items;
@@ -498,6 +505,33 @@ void check_flow_items(const std::string& t, const std::string& path, const std::
                      "input.yaml-expansion-limit", flags);
     prev = c;
   }
+  return depth > 0 && !open_lines.empty() ? static_cast<long>(open_lines.back()) : -1;
+}
+
+// The last line (0-based) that has any text: yaml-cpp's marks may point one past it.
+std::size_t last_line(const std::string& t) {
+  std::size_t end = t.size();
+  while (end > 0 && (t[end - 1] == '\n' || t[end - 1] == '\r')) --end;
+  return static_cast<std::size_t>(std::count(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
+}
+
+// The last line at or before `upto` (0-based) whose indentation holds a tab, or -1. YAML forbids tabs there, and
+// yaml-cpp's message for one ("illegal map value", ...) does not say so.
+long tab_indented_line(const std::string& t, std::size_t upto) {
+  long found = -1;
+  std::size_t line = 0;
+  for (std::size_t i = 0; i < t.size() && line <= upto; ++line) {
+    std::size_t j = i;
+    while (j < t.size() && (t[j] == ' ' || t[j] == '\t')) ++j;
+    const bool has_text = j < t.size() && t[j] != '\n' && t[j] != '\r' && t[j] != '#';
+    if (has_text && std::find(t.begin() + static_cast<std::ptrdiff_t>(i), t.begin() + static_cast<std::ptrdiff_t>(j),
+                              '\t') != t.begin() + static_cast<std::ptrdiff_t>(j))
+      found = static_cast<long>(line);
+    const std::size_t nl = t.find('\n', i);
+    if (nl == std::string::npos) break;
+    i = nl + 1;
+  }
+  return found;
 }
 
 Document parse(std::string text, const std::string& path, const std::vector<std::string>& flags) {
@@ -506,7 +540,7 @@ Document parse(std::string text, const std::string& path, const std::vector<std:
   d.path = path;
   if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte order mark
   check_text(text, path, flags);
-  check_flow_items(text, path, flags);
+  const long unclosed = check_flow_items(text, path, flags);
   ViewBuf buf(text.data(), text.size());
   std::istream in(&buf);
   Builder b(d, text, flags);
@@ -519,8 +553,21 @@ Document parse(std::string text, const std::string& path, const std::vector<std:
                        " levels (the limit, limits::kMaxYamlDepth)",
                    "input.yaml-nesting-limit", flags);
   } catch (const YAML::Exception& e) {
-    throw error_at(path, static_cast<std::size_t>(std::max(0, e.mark.line)), "invalid YAML: " + e.msg,
-                   "input.yaml-syntax", flags);
+    // yaml-cpp reports a collection never closed where the text ends (a line past the last one): name the line
+    // it opened on instead. Any other mark is kept within the file's lines.
+    std::size_t line = std::min(static_cast<std::size_t>(std::max(0, e.mark.line)), last_line(text));
+    std::string msg = "invalid YAML: " + e.msg;
+    const bool flow_end = e.msg.find("flow not found") != std::string::npos;
+    if (flow_end && unclosed >= 0) {
+      line = static_cast<std::size_t>(unclosed);
+      const bool seq = e.msg.find("sequence") != std::string::npos;
+      msg += std::string(" (the '") + (seq ? "[" : "{") + "' opened on this line is never closed)";
+    } else if (const long tab = tab_indented_line(text, line); tab >= 0 && !flow_end && tab + 1 >= static_cast<long>(line)) {
+      line = static_cast<std::size_t>(tab);
+      msg = "invalid YAML: tabs are not allowed for indentation in YAML (this line is indented with a tab; use "
+            "spaces) [yaml-cpp: " + e.msg + "]";
+    }
+    throw error_at(path, line, msg, "input.yaml-syntax", flags);
   }
   return doc;
 }

@@ -62,15 +62,22 @@ void batch_size(Context& ctx) {
   const int64_t bps = ctx.i("batch_parallel_size");
   const int64_t unit = ctx.mul(embs, bps, "--eval-micro-batch-size x the batch-parallel size",
                                {"eval_micro_batch_size", "world_size"});
+  // Not given, the eval global batch size is the training one: the fix is most likely there (the same size
+  // must also split into training micro batches when the ranks start, init.global-batch-size-divisible).
+  std::string hint;
+  if (egbs_default && unit > 0)
+    hint = "; --eval-global-batch-size was not given, so it is the global batch size (--global-batch-size" +
+           std::string(gbs_explicit ? "" : ", itself not given") + "): make the global batch size a multiple of " +
+           std::to_string(unit) + (embs_default ? " (--micro-batch-size x the batch-parallel size)" : "") +
+           ", or give an --eval-global-batch-size that is one";
   ctx.require(unit != 0 && py_mod(egbs, unit) == 0, kEvalGlobalBatchSizeDivisible,
               "--eval-global-batch-size (" + std::to_string(egbs) +
                   (egbs_default ? ", not given: the global batch size" : "") +
                   ") must be divisible by "
                   "--eval-micro-batch-size (" +
                   std::to_string(embs) + (embs_default ? ", not given: --micro-batch-size" : "") +
-                  ") x batch-parallel size (" + std::to_string(bps) + ")" +
-                  (egbs_default ? "; give --eval-global-batch-size" : ""),
-              {"eval_global_batch_size", "eval_micro_batch_size"});
+                  ") x batch-parallel size (" + std::to_string(bps) + ")" + hint,
+              {"eval_global_batch_size", "eval_micro_batch_size", "global_batch_size"});
 }
 
 }  // namespace section

@@ -2,6 +2,8 @@
 // a heterogeneous (Llama-Nemotron block_configs) layer description fixes parts of the model architecture, and
 // the command line has to agree with it.
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 #include <string>
 #include <vector>
 
@@ -117,7 +119,16 @@ void heterogeneous_config(Context& ctx) {
       text = read_input_file(given.as_str(), "--heterogeneous-layers-config-path file",
                              {"--heterogeneous-layers-config-path"});
     } catch (const UsageError& e) {
-      malformed(ctx, e.what());
+      // Megatron opens the path as given, so a relative one is taken from the working directory (not from the
+      // config file that names it); say which directory that was.
+      std::string why = e.what();
+      const std::filesystem::path p(given.as_str());
+      std::error_code ec;
+      const std::filesystem::path cwd = std::filesystem::current_path(ec);
+      if (!given.as_str().empty() && p.is_relative())
+        why += " (a relative path is taken from the working directory" +
+               (ec ? std::string() : ", here " + cwd.string()) + ")";
+      malformed(ctx, why);
     }
     ctx.set("heterogeneous_layers_config_encoded_json", std::move(text), "seed 224: read from the config path");
   }

@@ -9,7 +9,8 @@
 // "init", and name the flags and values. The checks of initialize_model_parallel() (the process groups) need
 // the rank layout and run after this stage, in the launcher (init.process-groups, apps/megatron-run/launch.h).
 //
-// Files by subject: init_startup.cpp (the exit signal handler, the seed), init_transformer_config.cpp (attention, activation, RoPE, recompute, offloading, pipeline
+// Files by subject: init_startup.cpp (the number-of-microbatches calculator, the exit signal handler, the seed),
+// init_transformer_config.cpp (attention, activation, RoPE, recompute, offloading, pipeline
 // communication), init_moe.cpp (MoE router, dispatcher, capacity), init_pipeline_layers.cpp (layers per
 // pipeline stage), init_pipeline_layout.cpp (--pipeline-model-parallel-layout).
 #pragma once
@@ -34,7 +35,7 @@ inline std::string would_fail(const char* where) {
   return std::string("Megatron would fail at initialisation (") + where + "): ";
 }
 
-// init_startup.cpp (set_global_variables, _set_random_seed)
+// init_startup.cpp (set_global_variables: the number-of-microbatches calculator, the signal handler; _set_random_seed)
 void startup(Context& ctx);
 // init_transformer_config.cpp
 void transformer_attention(Context& ctx);
