@@ -168,6 +168,15 @@ void print_error(std::ostream& os, std::string_view message) {
 }
 
 void print_warning(std::ostream& os, std::string_view message) {
+  // "[id] text" prints as a warning rule does: "warning[id]: text".
+  if (message.size() > 2 && message[0] == '[') {
+    const size_t close = message.find("] ");
+    if (close != std::string_view::npos && message.substr(0, close).find(' ') == std::string_view::npos) {
+      os << "megatron-run: warning[" + printable(message.substr(1, close - 1)) + "]: " +
+                printable(message.substr(close + 2)) + "\n";
+      return;
+    }
+  }
   os << "megatron-run: warning: " + printable(message) + "\n";
 }
 

@@ -31,7 +31,7 @@ void print_help(std::ostream& os, const Schema& schema, const std::string& prog)
 
 // "megatron-run: error: MESSAGE\n" (escaped).
 void print_error(std::ostream& os, std::string_view message);
-// "megatron-run: warning: MESSAGE\n" (escaped).
+// "megatron-run: warning: MESSAGE\n" (escaped); a MESSAGE "[id] text" prints as "megatron-run: warning[id]: text".
 void print_warning(std::ostream& os, std::string_view message);
 // "megatron-run: internal error: MESSAGE\n" (escaped): a bug of ours, exit 3.
 void print_internal_error(std::ostream& os, std::string_view message);

@@ -26,7 +26,7 @@ TEST_CASE("the options that only shape a dry run's output imply --dry-run; --for
     CHECK_FALSE(has(r.out, "[rank "));
     const std::string named = opt.rfind("--explain", 0) == 0 ? "--explain" : opt;  // as the notice names it
     if (opt != "--format argv")  // argv with a program prints what every rank would run: its documented use
-      CHECK(has(r.out, "warning: [launch.dry-run-implied] " + named + " implies --dry-run: nothing is started "
+      CHECK(has(r.out, "warning[launch.dry-run-implied]: " + named + " implies --dry-run: nothing is started "
                        "(/bin/echo is not run"));
   }
   // --format json without --dry-run validates as the launch would and starts nothing (it launched before, and
@@ -34,7 +34,7 @@ TEST_CASE("the options that only shape a dry run's output imply --dry-run; --for
   Proc jp = sh(kRun + "--format json --nproc-per-node 2" + prog);
   CHECK(jp.exit == 0);
   CHECK_FALSE(has(jp.out, "RAN-THE-PROGRAM"));
-  CHECK(has(jp.out, "warning: [launch.json-validates-only] --format json without --dry-run: validated as this launch "
+  CHECK(has(jp.out, "warning[launch.json-validates-only]: --format json without --dry-run: validated as this launch "
                     "would be and printed as JSON; nothing is started (/bin/echo is not run;"));
   // Alone: the resolved namespace, one JSON document on stdout, and no notice (no launch was asked for).
   Proc json = run_shell("timeout -k 5 90 " + kBin + " --config " + kConfig + " --format json 2>/dev/null");
@@ -62,7 +62,7 @@ TEST_CASE("--bring-up-only where it cannot act: named in a dry run, refused with
           "[launch][cli][bring-up-only]") {
   Proc dry = sh(kBin + " --dry-run --config " + kConfig + " --bring-up-only");
   CHECK(dry.exit == 0);
-  CHECK(has(dry.out, "warning: [launch.bring-up-only-unused] --bring-up-only: not used in a dry run"));
+  CHECK(has(dry.out, "warning[launch.bring-up-only-unused]: --bring-up-only: not used in a dry run"));
   for (const std::string& prog : {std::string(" --no-python /bin/echo RAN-THE-PROGRAM"), " " + kProbe}) {
     INFO(prog);
     Proc r = sh(kRun + "--bring-up-only --nproc-per-node 1" + prog);

@@ -195,7 +195,7 @@ TEST_CASE("--use-checkpoint-args without a checkpoint: a notice, or checkpoint.m
   mrtest::Proc a = mrtest::spawn_job(1, {"--train-iters", "3", "--use-checkpoint-args", "--load", none}, dir, "notice");
   INFO(a.out() << a.err());
   CHECK(a.exit_code() == 0);
-  CHECK_THAT(a.err(), Catch::Contains("[checkpoint.use-checkpoint-args] --use-checkpoint-args: no checkpoint under --load " +
+  CHECK_THAT(a.err(), Catch::Contains("warning[checkpoint.use-checkpoint-args]: --use-checkpoint-args: no checkpoint under --load " +
                                       none) &&
                           Catch::Contains("using the arguments given"));
   CHECK_THAT(a.out(), Catch::Contains("(2 layers;") && Catch::Contains("iteration        1/"));
