@@ -26,7 +26,8 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   const double state_bytes = bytes.main + bytes.state;
   std::ostringstream s;
   s << prefix << " > number of parameters on (tensor, pipeline) model parallel rank (" << c.tp.rank() << ", "
-    << c.pp.rank() << "): " << c.plan.megatron_numel() << " (" << c.plan.layers.size() << " layers; ";
+    << c.pp.rank() << "): " << c.plan.megatron_numel() << " (" << c.plan.layers.size()
+      << (c.plan.layers.size() == 1 ? " layer; " : " layers; ");
   if (!c.plan.unused.empty())  // Megatron's count; the run leaves out what Megatron allocates but never uses
     s << "the run holds " << b.numel << ", without Megatron's unused " << c.plan.unused.front().name << "; ";
   s << "model params "
@@ -132,8 +133,11 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
         << std::endl;
     return;
   }
+  // A resumed run: how many of them this run did (its losses are of those).
+  const std::string here =
+      res.ran < res.iterations ? "; " + std::to_string(res.ran) + " in this run, after the loaded checkpoint" : "";
   log << prefix << "megatron-run: training run finished: " << res.iterations << " iterations (" << res.skipped
-      << " skipped" << passed << "), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
+      << " skipped" << passed << here << "), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
       << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"
                           : std::string())
       << " (parameter checksum " << b << "; last loss " << format("%a", res.last_loss) << ", last grad norm "

@@ -20,7 +20,7 @@ TEST_CASE("8 ranks printing long lines at once: no torn line", "[launch][console
   const int kLines = 100, kLength = 3000;
   mrtest::Proc r = mrtest::run_shell("timeout -k 5 60 env LINES=" + std::to_string(kLines) + " LENGTH=" +
                                      std::to_string(kLength) + " PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " +
-                                     kConfig + " --eval-micro-batch-size 1 --nproc-per-node 8 --no-append-args " + MR_SOURCE_DIR +
+                                     kConfig + " --micro-batch-size 1 --nproc-per-node 8 --no-append-args " + MR_SOURCE_DIR +
                                      "/tests/launch/programs/long_lines.py");
   REQUIRE(r.exit == 0);
   std::map<int, int> next;  // rank -> the line it should print next

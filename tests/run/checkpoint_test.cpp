@@ -105,6 +105,10 @@ void check_resume_bit_exact(const Job& j, const std::string& tag) {
   CHECK_THAT(b.out(), Catch::Contains("at iteration 10"));
   CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
   CHECK_THAT(b.out(), Catch::Contains("iteration       11/"));
+  // The summary counts the iterations of the whole run and says how many this one did.
+  CHECK_THAT(b.out(), Catch::Contains("training run finished: 20 iterations (") &&
+                          Catch::Contains("; 10 in this run, after the loaded checkpoint), synthetic loss"));
+  CHECK_THAT(a.out(), !Catch::Contains("in this run, after the loaded checkpoint"));
   REQUIRE(tracker(ck) == "20");
   const std::vector<std::string> names = files_in(dir / "first20");
   REQUIRE(names == files_in(ck + "/iter_0000020"));
