@@ -38,11 +38,11 @@ Result ratio_result(double ours, double theirs, const char* baseline) {
 }
 
 // 8 workers running `true`: from the launcher's start to its exit. megatron-run also validates the config
-// (configs/default.yaml; its eval batch of 8 needs --eval-micro-batch-size 1 at world size 8).
+// (configs/default.yaml; its global batch of 8 needs --micro-batch-size 1 at world size 8).
 MR_BENCHMARK("launch.overhead", [](const Options& o) {
   const std::string tr = torchrun();
   const double ours = best_wall({o.bin_dir + "/megatron-run", "--nproc-per-node", "8", "--config",
-                                 o.source_dir + "/configs/default.yaml", "--eval-micro-batch-size", "1", "--no-append-args", "--no-python", "/bin/true"},
+                                 o.source_dir + "/configs/default.yaml", "--micro-batch-size", "1", "--no-append-args", "--no-python", "/bin/true"},
                                 o.quick ? 3 : 10);
   const double theirs = best_wall({tr, "--nproc-per-node", "8", "--no-python", "/bin/true"}, o.quick ? 1 : 3);
   return ratio_result(ours, theirs, "torchrun, same 8 workers");
@@ -56,7 +56,7 @@ MR_BENCHMARK("launch.fail_fast", [](const Options& o) {
   const std::string client = o.source_dir + "/tests/launch/programs/megatron_client.py";
   const std::string schema = o.source_dir + "/tests/data/spec/reference-schema.json";
   const double ours = best_wall({o.bin_dir + "/megatron-run", "--nproc-per-node", "8", "--config",
-                                 o.source_dir + "/configs/default.yaml", "--eval-micro-batch-size", "1", "--num-layers", "four", "--no-python",
+                                 o.source_dir + "/configs/default.yaml", "--micro-batch-size", "1", "--num-layers", "four", "--no-python",
                                  "/usr/bin/python3", client, schema, "-", "-"},
                                 o.quick ? 5 : 20, 255, true);
   const double theirs = best_wall({tr, "--nproc-per-node", "8", "--no-python", "/usr/bin/python3", client, schema, "-",
