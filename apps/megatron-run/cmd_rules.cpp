@@ -2,6 +2,7 @@
 // (docs/validation.md), as text, markdown or JSON.
 #include <algorithm>
 #include <iostream>
+#include <string_view>
 #include <unordered_map>
 
 #include "cli.h"
@@ -44,36 +45,85 @@ std::string json_object(const Rule& r) {
          json_quote(source_of(r) + ":" + std::to_string(r.line)) + "}";
 }
 
-// The rules `ids` name, in that order (each once); an id no rule has is a usage error with the closest ids.
+// The id families megatron-run prints that are not validation rules (the launcher's notices, the parser's
+// warnings about Megatron's flags, the errors of the workers), and the page that describes each.
+struct OtherFamily {
+  const char* prefix;  // "checkpoint."
+  const char* what;
+  const char* doc;
+};
+constexpr OtherFamily kOtherFamilies[] = {
+    {"parse.", "a warning of the argument parser (parse.deprecated-flag, parse.experimental-flag)",
+     "docs/config-files.md and docs/yaml-cfg.md"},
+    {"launch.", "a notice of the launcher", "docs/launch.md"},
+    {"checkpoint.", "an error of the training run's checkpoints", "docs/checkpoints.md (its Errors section)"},
+    {"dist.", "an error of the workers' process groups", "docs/distributed.md"},
+    {"run.", "an error or warning of the training run", "docs/run.md"},
+};
+
+// "see docs/x.md" for an id of a family above; "" otherwise.
+std::string other_family_note(const std::string& id) {
+  for (const OtherFamily& f : kOtherFamilies)
+    if (id.rfind(f.prefix, 0) == 0 && id.size() > std::string_view(f.prefix).size())
+      return std::string(" is ") + f.what + ", not a validation rule: see " + f.doc;
+  return "";
+}
+
+// The rules `ids` name, in that order (each once). An id may be a family, the part before the dot ("batch-size"
+// or "batch-size."): every rule of it. An id no rule has is a usage error with the closest ids (those that start
+// with it first).
 std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
   const std::vector<const Rule*> all = all_rules();
   std::unordered_map<std::string_view, const Rule*> by_id;
   std::vector<std::string> known;
   for (const Rule* r : all) by_id.emplace(r->id, r), known.push_back(r->id);
   std::vector<const Rule*> out;
+  auto add = [&out](const Rule* r) {
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  };
   std::string unknown;
   size_t unknown_count = 0;
+  bool plain = false;  // an unknown id outside the families that are not validation's
   for (const std::string& id : ids) {
-    auto it = by_id.find(id);
-    if (it == by_id.end()) {
-      if (++unknown_count > 10) continue;  // a few are enough to see the mistake
-      std::string line = "'" + id + "'";
-      auto near = closest_words(id, known, 3);
-      if (near.empty() && !id.empty())  // an id without its section ("world-size-divisible"): the ids ending so
-        for (const std::string& k : known)
-          if (k.size() > id.size() && k.compare(k.size() - id.size(), id.size(), id) == 0 && k[k.size() - id.size() - 1] == '.')
-            near.push_back(k);
-      if (near.size() > 3) near.resize(3);
-      for (size_t k = 0; k < near.size(); ++k) line += (k ? ", " : " (did you mean ") + near[k];
-      if (!near.empty()) line += "?)";
-      unknown += (unknown.empty() ? "" : "; ") + line;
+    if (auto it = by_id.find(id); it != by_id.end()) {
+      add(it->second);
       continue;
     }
-    if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
+    const std::string family = !id.empty() && id.back() == '.' ? id : id + ".";
+    bool any = false;
+    if (family.size() > 1)
+      for (const Rule* r : all)
+        if (std::string_view(r->id).rfind(family, 0) == 0) add(r), any = true;
+    if (any) continue;
+    if (++unknown_count > 10) continue;  // a few are enough to see the mistake
+    std::string line = "'" + id + "'";
+    if (const std::string note = other_family_note(id); !note.empty()) {
+      unknown += (unknown.empty() ? "" : "; ") + line + note;
+      continue;
+    }
+    plain = true;
+    std::vector<std::string> near;
+    for (const std::string& k : known)  // the ids that start with it ("batch-siz")
+      if (!id.empty() && k.rfind(id, 0) == 0) near.push_back(k);
+    if (near.empty()) near = closest_words(id, known, 3);
+    if (near.empty() && !id.empty())  // an id without its section ("world-size-divisible"): the ids ending so
+      for (const std::string& k : known)
+        if (k.size() > id.size() && k.compare(k.size() - id.size(), id.size(), id) == 0 && k[k.size() - id.size() - 1] == '.')
+          near.push_back(k);
+    if (near.size() > 3) near.resize(3);
+    for (size_t k = 0; k < near.size(); ++k) line += (k ? ", " : " (did you mean ") + near[k];
+    if (!near.empty()) line += "?)";
+    unknown += (unknown.empty() ? "" : "; ") + line;
   }
   if (unknown_count > 10) unknown += "; ... (" + std::to_string(unknown_count - 10) + " more)";
   if (!unknown.empty())
-    throw UsageError("rules: unknown rule id " + unknown + "; `megatron-run rules` lists every id");
+    throw UsageError("rules: unknown rule id " + unknown +
+                     (plain ? std::string("; `megatron-run rules` lists the validation rules (`rules FAMILY`, e.g. "
+                                          "`rules batch-size`, lists a family's); the ids of the parser's warnings "
+                                          "(parse.*), the launcher (launch.*) and the workers (checkpoint.*, dist.*, "
+                                          "run.*) are not validation rules: docs/config-files.md, docs/launch.md, "
+                                          "docs/checkpoints.md, docs/distributed.md and docs/run.md describe them")
+                           : std::string()));
   return out;
 }
 

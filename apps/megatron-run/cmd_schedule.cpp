@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "launch.h"
 #include "config/print.h"
 #include "optim/schedule_picture.h"
 #include "optim/schedule_series.h"
@@ -94,7 +95,9 @@ int cmd_schedule(const std::vector<std::string>& args) {
       }
     }
     run = optim::ScheduleRun::from_args(args, batches);
-  } catch (const std::exception& e) {  // ArgsError, RunError (the batch schedule), or the scheduler's settings
+  } catch (const std::invalid_argument& e) {  // the scheduler's settings: the rule and message of the dry run's check
+    return report_failure(common, lr_schedule_diagnostic(e.what(), /*trains=*/true));
+  } catch (const std::exception& e) {  // ArgsError, RunError (the batch schedule)
     return report_failure(common, Diagnostic{Diagnostic::Level::Error, "schedule.settings", e.what(), {}, {},
                                              kStagePlan});
   }

@@ -55,18 +55,22 @@ std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains) {
   } catch (const ArgsError&) {
     return std::nullopt;  // init_check reports it
   } catch (const std::invalid_argument& e) {
-    kLrScheduleRule.record_hit();
-    Diagnostic d;
-    d.level = trains ? Diagnostic::Level::Error : Diagnostic::Level::Warning;
-    d.rule = kInitLrSchedule;
-    d.message = std::string(trains ? "the training run would fail when it builds its learning-rate scheduler: "
-                                   : "Megatron's training would fail when it builds its learning-rate scheduler "
-                                     "(a program that does not train is not affected): ") +
-                e.what();
-    d.stage = kStageInit;
-    return d;
+    return lr_schedule_diagnostic(e.what(), trains);
   }
   return std::nullopt;
+}
+
+Diagnostic lr_schedule_diagnostic(const std::string& what, bool trains) {
+  kLrScheduleRule.record_hit();
+  Diagnostic d;
+  d.level = trains ? Diagnostic::Level::Error : Diagnostic::Level::Warning;
+  d.rule = kInitLrSchedule;
+  d.message = std::string(trains ? "the training run would fail when it builds its learning-rate scheduler: "
+                                 : "Megatron's training would fail when it builds its learning-rate scheduler "
+                                   "(a program that does not train is not affected): ") +
+              what;
+  d.stage = kStageInit;
+  return d;
 }
 
 Diagnostic layout_diagnostic(const std::string& message) {

@@ -147,6 +147,10 @@ inline constexpr const char* kInitLrSchedule = "init.lr-schedule";
 // error; else (the user's program, which may not train, e.g. an inference server) a warning. nullopt when fine.
 std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains);
 
+// The diagnostic of a scheduler failure `what` (the scheduler's message, with its hint), rule kInitLrSchedule: an
+// error when `trains`, else a warning. The `schedule` command reports its failures with it (trains: true).
+Diagnostic lr_schedule_diagnostic(const std::string& what, bool trains);
+
 // The rule id of what megatron-run's own training run refuses (run/run_support.h), stage kStageInit.
 inline constexpr const char* kInitTrainingRun = "init.training-run";
 

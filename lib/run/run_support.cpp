@@ -22,6 +22,8 @@ void check_run_supported(const Args& args) {
   }
   const bool muon = opt.kernel == optim::Kernel::Muon;
   // Every optimizer but adam and sgd takes Megatron's emerging-optimizer path (lion included), which refuses fp16.
+  // Validation refuses it first (init.emerging-optimizer-fp16, config/validate/init_optimizer.cpp); this is the
+  // worker's own guard.
   const bool emerging = args.optimizer != arg::Optimizer::adam && args.optimizer != arg::Optimizer::sgd;
   if (emerging && args.fp16)
     throw RunError("--optimizer " + name + " does not run with --fp16 (Megatron refuses an emerging optimizer with fp16)");
@@ -59,6 +61,7 @@ void check_run_supported(const Args& args) {
     throw RunError("--override-ckpt-iteration " + std::to_string(*args.override_ckpt_iteration) +
                    ": the iteration a loaded checkpoint counts as saved at must be 0 or more");
   // Megatron's train takes `iteration % interval` after the first iteration: 0 raises ZeroDivisionError there.
+  // Validation refuses it first (init.weight-hash-interval-positive, config/validate/init_train_loop.cpp).
   if (args.check_weight_hash_across_dp_replicas_interval == 0)
     throw RunError("--check-weight-hash-across-dp-replicas-interval 0: Megatron's training loop divides by it "
                    "(ZeroDivisionError after the first iteration); give a positive number of iterations");

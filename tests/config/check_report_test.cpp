@@ -370,3 +370,31 @@ TEST_CASE("junit: the report spools in $TMPDIR, an unnamed file", "[check-report
   CHECK(fs::is_empty(dir));  // unlinked at once: nothing is left behind
   fs::remove(dir);
 }
+
+TEST_CASE("docs/config-files.md's check samples read as the output: github's line=, json's keys", "[check-report][cli]") {
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/docs/config-files.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  // The github sample's first line, up to the "..." it cuts the message at, is the start of the command's output.
+  const size_t at = doc.find("::error file=configs/default.yaml,");
+  REQUIRE(at != std::string::npos);
+  const std::string sample = doc.substr(at, doc.find("...", at) - at);
+  const std::string root = std::string("cd '") + MR_SOURCE_DIR + "' && '" + MR_BINARY + "' ";
+  mrtest::Proc gh = mrtest::run_shell(root + "check --format github --world-size 3 configs/default.yaml 2>/dev/null");
+  CHECK(gh.exit == 1);
+  CHECK(gh.out.rfind(sample, 0) == 0);
+  CHECK(sample.find(",line=9,") != std::string::npos);
+  // The json layout: each file's keys, in the order the page names them.
+  mrtest::Proc js = mrtest::run_shell(root + "check --format json --world-size 3 configs/default.yaml 2>/dev/null");
+  CHECK(js.exit == 1);
+  const mr::Value v = mr::Value::parse_json(js.out);
+  std::string keys;
+  for (const auto& [k, _] : v.as_list()[0].as_object()) keys += "`" + k + "`, ";
+  CHECK(keys == "`file`, `ok`, `exit`, `errors`, `resolved`, ");
+  CHECK(doc.find("an object per file: `file`, `ok`, `exit`, `errors` —") != std::string::npos);
+  for (const auto& [k, _] : v.as_list()[0].as_object()[3].second.as_list()[0].as_object()) {
+    INFO("diagnostic key " << k);
+    CHECK(doc.find("`" + k + "`") != std::string::npos);
+  }
+}

@@ -339,6 +339,31 @@ TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
                       "parallel.world-size-divisible?)") != std::string::npos);
   CHECK(sh("rules world-size-divisible").out.find("(did you mean parallel.world-size-divisible?)") !=
         std::string::npos);
+  // The error says what `rules` lists, and where the ids it leaves out are described.
+  CHECK(typo.out.find("`megatron-run rules` lists the validation rules") != std::string::npos);
+  CHECK(typo.out.find("launch.*") != std::string::npos);
+  CHECK(typo.out.find("lists every id") == std::string::npos);
+  // Ids megatron-run prints that are not validation rules: which family, and its page.
+  auto ckpt = sh("rules checkpoint.corrupt");
+  CHECK(ckpt.exit == 2);
+  CHECK(ckpt.out.find("'checkpoint.corrupt' is an error of the training run's checkpoints, not a validation rule: "
+                      "see docs/checkpoints.md") != std::string::npos);
+  CHECK(sh("rules parse.deprecated-flag").out.find("not a validation rule: see docs/config-files.md") !=
+        std::string::npos);
+  CHECK(sh("rules launch.dry-run-implied").out.find("see docs/launch.md") != std::string::npos);
+  CHECK(sh("rules dist.nccl-unavailable").out.find("see docs/distributed.md") != std::string::npos);
+  CHECK(sh("rules run.nan-check").out.find("see docs/run.md") != std::string::npos);
+  // A family ("batch-size", or "batch-size.") lists each of its rules, in the list's order.
+  std::string family;
+  for (size_t at = 0; (at = rules.out.find("\nbatch-size.", at)) != std::string::npos; ++at)
+    family += rules.out.substr(at + 1, rules.out.find('\n', at + 1) - at);
+  CHECK(std::count(family.begin(), family.end(), '\n') >= 2);
+  auto fam = sh("rules batch-size");
+  CHECK(fam.exit == 0);
+  CHECK(fam.out == family);
+  CHECK(sh("rules batch-size.").out == family);
+  // A family's start: the ids that start with it come first.
+  CHECK(sh("rules batch-siz").out.find("(did you mean batch-size.") != std::string::npos);
   auto rj = mrtest::megatron_run_stdout("rules --format json");
   CHECK(rj.exit == 0);
   const mr::Value all = mr::Value::parse_json(rj.out);

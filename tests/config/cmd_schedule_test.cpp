@@ -183,12 +183,25 @@ TEST_CASE("schedule: refusals name the flag", "[cli][schedule]") {
   r = sh("schedule --format xml --config " + kDefault);
   CHECK(r.exit == 2);
   CHECK(r.out.find("'text', 'json', 'csv', 'svg'") != std::string::npos);
-  // The scheduler's own checks are a failed rule (exit 1), with --format json one document on stdout.
+  // The scheduler's own checks are a failed rule (exit 1), with --format json one document on stdout: the rule,
+  // stage and message (hint included) of the dry run's check, init.lr-schedule.
   r = out_only("schedule --format json --config " + kDefault + " --lr-warmup-iters 1000");
   CHECK(r.exit == 1);
   const mr::Value v = mr::Value::parse_json(r.out);
-  CHECK(field(field(v, "diagnostics").as_list()[0], "rule").as_str() == "schedule.settings");
+  const mr::Value& d = field(v, "diagnostics").as_list()[0];
+  CHECK(field(d, "rule").as_str() == "init.lr-schedule");
+  CHECK(field(d, "stage").as_str() == "init");
+  const std::string msg = field(d, "message").as_str();
+  CHECK(msg.rfind("the training run would fail when it builds its learning-rate scheduler: the warmup", 0) == 0);
+  CHECK(msg.find("To fix it, shorten the warmup") != std::string::npos);
   CHECK_FALSE(has_field(v, "points"));
+  const Result dry = out_only("--format json --config " + kDefault + " --lr-warmup-iters 1000");
+  CHECK(dry.exit == 1);
+  const mr::Value dv = mr::Value::parse_json(dry.out);
+  bool same = false;  // the dry run's JSON reports the same diagnostic
+  for (const mr::Value& e : field(dv, "diagnostics").as_list())
+    same = same || (field(e, "rule").as_str() == "init.lr-schedule" && field(e, "message").as_str() == msg);
+  CHECK(same);
   r = sh("schedule --help");
   CHECK(r.exit == 0);
   CHECK(r.out.find("usage: megatron-run schedule") != std::string::npos);

@@ -809,6 +809,10 @@ TEST_CASE("TP/CP before Blackwell needs CUDA_DEVICE_MAX_CONNECTIONS=1", "[valida
   auto r = upto_sequence_packing(tp2, {{"WORLD_SIZE", "2"}});
   CHECK(r.exit == 1);
   CHECK(r.rule == "cuda-connections.max-connections-one");
+  // The message says how to avoid it without setting the variable in this shell (item 7 of review 2).
+  CHECK(r.message.find("it is unset. Set it where the job runs") != std::string::npos);
+  CHECK(r.message.find("--target-env FILE with `env: {CUDA_DEVICE_MAX_CONNECTIONS: '1'}`") != std::string::npos);
+  CHECK(r.message.find("--target-gpu-arch sm_100 or newer") != std::string::npos);
   r = upto_sequence_packing(tp2, {{"WORLD_SIZE", "2"}, {"CUDA_DEVICE_MAX_CONNECTIONS", "8"}});
   CHECK(r.rule == "cuda-connections.max-connections-one");
   r = upto_sequence_packing(mrtest::with({"--context-parallel-size", "2"}), {{"WORLD_SIZE", "2"}});

@@ -38,7 +38,11 @@ void cuda_max_connections(Context& ctx) {
                 "--tensor-model-parallel-size " + show(ctx, "tensor_model_parallel_size") +
                     " / --context-parallel-size " + show(ctx, "context_parallel_size") +
                     " need the environment variable CUDA_DEVICE_MAX_CONNECTIONS=1 on " + ctx.env().gpu_arch +
-                    " (before Blackwell); it is " + (v ? "'" + *v + "'" : "unset"),
+                    " (before Blackwell); it is " + (v ? "'" + *v + "'" : "unset") +
+                    ". Set it where the job runs (export CUDA_DEVICE_MAX_CONNECTIONS=1, or ENV_VARS in the config); "
+                    "for a command that starts nothing (check, --dry-run, topology, params), describe the cluster "
+                    "instead: --target-env FILE with `env: {CUDA_DEVICE_MAX_CONNECTIONS: '1'}`, or --target-gpu-arch "
+                    "sm_100 or newer (Blackwell needs none)",
                 {"tensor_model_parallel_size", "context_parallel_size"});
   }
 }

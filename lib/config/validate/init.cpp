@@ -1,7 +1,7 @@
 // The sections of the init stage (init.h), in the order Megatron meets them: its start-up (the global variables,
 // the seeds), ModelParallelConfig's checks
 // (run first by TransformerConfig.__post_init__), TransformerConfig's own in the order its __post_init__ makes
-// them, and the layers each pipeline stage builds (TransformerBlock).
+// them, the layers each pipeline stage builds (TransformerBlock), and the optimizer factory that runs on the built model.
 #include "config/validate/init.h"
 
 namespace mr::init {
@@ -17,6 +17,8 @@ std::vector<Section> sections() {
       {"init-pipeline-layout", &pipeline_layout},
       {"init-activation-fp8-layers", &transformer_activation},
       {"init-rope-cp-comm", &transformer_rope},
+      {"init-optimizer", &optimizer},
+      {"init-train-loop", &train_loop},
   };
 }
 

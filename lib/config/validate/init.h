@@ -12,7 +12,8 @@
 // Files by subject: init_startup.cpp (the number-of-microbatches calculator, the exit signal handler, the seed),
 // init_transformer_config.cpp (attention, activation, RoPE, recompute, offloading, pipeline
 // communication), init_moe.cpp (MoE router, dispatcher, capacity), init_pipeline_layers.cpp (layers per
-// pipeline stage), init_pipeline_layout.cpp (--pipeline-model-parallel-layout).
+// pipeline stage), init_pipeline_layout.cpp (--pipeline-model-parallel-layout), init_optimizer.cpp (the optimizer
+// factory, which runs once the model is built), init_train_loop.cpp (what the training loop then fails on).
 #pragma once
 
 #include <string>
@@ -49,5 +50,9 @@ void moe_config(Context& ctx);
 void pipeline_layers(Context& ctx);
 // init_pipeline_layout.cpp
 void pipeline_layout(Context& ctx);
+// init_optimizer.cpp (get_megatron_optimizer: the emerging-optimizer path)
+void optimizer(Context& ctx);
+// init_train_loop.cpp (what the training loop divides by)
+void train_loop(Context& ctx);
 
 }  // namespace mr::init

@@ -1,0 +1,27 @@
+// The init stage's optimizer-factory check (lib/config/validate/init_optimizer.cpp): an emerging optimizer with
+// fp16, next to neighbours that pass (the same optimizer with bf16, adam and sgd with fp16).
+#include "init_support.h"
+
+namespace {
+
+using mrtest::InitCase;
+
+const std::vector<InitCase> kCases = {
+    {"init.emerging-optimizer-fp16", {"--optimizer", "lion", "--fp16"}, {"--optimizer", "lion", "--bf16"}, {},
+     "(get_megatron_optimizer): --optimizer lion takes Megatron's emerging-optimizer path, which does not support "
+     "--fp16"},
+    {"init.emerging-optimizer-fp16", {"--optimizer", "muon", "--fp16"}, {"--optimizer", "adam", "--fp16"}, {},
+     "--optimizer muon"},
+    {"init.emerging-optimizer-fp16", {"--optimizer", "adaptive_muon", "--fp16"}, {"--optimizer", "sgd", "--fp16"},
+     {}, "train with --bf16, or use --optimizer adam or sgd with --fp16"},
+};
+
+}  // namespace
+
+TEST_CASE("init stage, optimizer factory: each rule fires next to a neighbour that passes", "[init]") {
+  std::set<std::string> seen = mrtest::check_init_cases(kCases);
+  for (const std::string& id : mrtest::init_rules_of("validate/init_optimizer.cpp")) {
+    INFO(id << " has no case");
+    CHECK(seen.count(id) == 1);
+  }
+}
