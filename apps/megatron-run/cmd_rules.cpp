@@ -81,7 +81,7 @@ std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
   auto add = [&out](const Rule* r) {
     if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   };
-  std::string unknown;
+  std::string unknown, others;  // ids no rule has; ids of the families that are not validation's
   size_t unknown_count = 0;
   bool plain = false;  // an unknown id outside the families that are not validation's
   for (const std::string& id : ids) {
@@ -98,7 +98,7 @@ std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
     if (++unknown_count > 10) continue;  // a few are enough to see the mistake
     std::string line = "'" + id + "'";
     if (const std::string note = other_family_note(id); !note.empty()) {
-      unknown += (unknown.empty() ? "" : "; ") + line + note;
+      others += (others.empty() ? "" : "; ") + line + note;
       continue;
     }
     plain = true;
@@ -115,9 +115,10 @@ std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
     if (!near.empty()) line += "?)";
     unknown += (unknown.empty() ? "" : "; ") + line;
   }
-  if (unknown_count > 10) unknown += "; ... (" + std::to_string(unknown_count - 10) + " more)";
+  if (unknown_count > 10) (unknown.empty() ? others : unknown) += "; ... (" + std::to_string(unknown_count - 10) + " more)";
+  if (unknown.empty() && !others.empty()) throw UsageError("rules: " + others);
   if (!unknown.empty())
-    throw UsageError("rules: unknown rule id " + unknown +
+    throw UsageError("rules: unknown rule id " + unknown + (others.empty() ? "" : "; " + others) +
                      (plain ? std::string("; `megatron-run rules` lists the validation rules (`rules FAMILY`, e.g. "
                                           "`rules batch-size`, lists a family's); the ids of the parser's warnings "
                                           "(parse.*), the launcher (launch.*) and the workers (checkpoint.*, dist.*, "

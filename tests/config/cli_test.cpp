@@ -346,8 +346,9 @@ TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
   // Ids megatron-run prints that are not validation rules: which family, and its page.
   auto ckpt = sh("rules checkpoint.corrupt");
   CHECK(ckpt.exit == 2);
-  CHECK(ckpt.out.find("'checkpoint.corrupt' is an error of the training run's checkpoints, not a validation rule: "
-                      "see docs/checkpoints.md") != std::string::npos);
+  CHECK(ckpt.out.find("rules: 'checkpoint.corrupt' is an error of the training run's checkpoints, not a validation "
+                      "rule: see docs/checkpoints.md") != std::string::npos);
+  CHECK(ckpt.out.find("unknown rule id") == std::string::npos);
   CHECK(sh("rules parse.deprecated-flag").out.find("not a validation rule: see docs/config-files.md") !=
         std::string::npos);
   CHECK(sh("rules launch.dry-run-implied").out.find("see docs/launch.md") != std::string::npos);
