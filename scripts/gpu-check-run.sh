@@ -3,7 +3,8 @@
 # line. For each case it runs `megatron-run --config configs/default.yaml` with the case's flags once per
 # backend and compares every iteration line's synthetic loss and grad norm, and the final line's parameter
 # checksum, last loss and last grad norm (hex floats):
-#   exact  cases (adam/sgd/lion in fp32, bf16 and fp16): every field identical, as text;
+#   exact  cases (adam/sgd in fp32, bf16 and fp16; lion in bf16, as Megatron refuses an emerging
+#          optimizer with fp16): every field identical, as text;
 #   bound  cases (muon, adaptive_muon: Newton-Schulz on cuBLAS sums in another order than the CPU): each loss within a relative
 #          1e-3 and each grad norm within 1e-2 relative + 2e-3 absolute (the log prints it with 3 decimals); the
 #          checksum is reported, not compared;
