@@ -70,10 +70,10 @@ std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_byt
     for (const Part& p : parts) {
       const double v = value(r, p);
       const bool activ = p.field == &MemoryEstimate::activations;
-      tip += std::string("\n") + p.name + ": " +
-             (!std::isnan(v)                  ? format_gib(v)
-              : activ && !r.activations_shown ? std::string("not estimated (the estimate is the first pipeline stage's)")
-                                              : std::string("not modelled"));
+      std::string shown = "not modelled";
+      if (!std::isnan(v)) shown = format_gib(v);
+      else if (activ && !r.activations_shown) shown = "not estimated (Megatron estimates the first pipeline stage)";
+      tip += std::string("\n") + p.name + ": " + shown;
       if (!std::isnan(v)) total += v;
     }
     tip += "\ntotal: " + format_gib(total) + (total > capacity_bytes ? " (over " + capacity_label + ")" : "");
@@ -113,7 +113,8 @@ std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_byt
   ly += 26;
   // Which estimate the activations are (Megatron's function), and where they apply.
   const std::string fn = ranks.empty() ? std::string() : ranks.front().mem.activation_estimate;
-  d.text(lx, ly, fn.empty() ? "activations: not estimated" : "activations: Megatron's", {.size = 10, .fill = "#666666"});
+  d.text(lx, ly, fn.empty() ? "activations: not estimated" : "activations: Megatron's",
+         {.size = 10, .fill = "#666666"});
   if (!fn.empty()) {
     // compute_activation_memory (SP with selective recompute) or compute_activation_memory_without_sp, in words
     // that fit the legend.
