@@ -1,6 +1,7 @@
 // `megatron-run params`: the parameters each (tensor, pipeline) rank of a job holds and what they cost in memory
 // (weights, gradients, main params, optimizer state, activations), from the validated arguments alone: no LibTorch, no
 // processes started. The same model plan the training run allocates (lib/run/model.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -18,7 +19,23 @@ namespace mr::app {
 
 namespace {
 
-std::string gib(double bytes) { return std::isnan(bytes) ? "?" : format_gib(bytes, /*unit=*/false); }
+// The text table's unit: the largest of GiB, MiB, KiB that the table's largest figure reaches, so a small test model
+// reads "30.47" MiB rather than "0.03" GiB everywhere (JSON stays in bytes).
+struct Unit {
+  const char* name;
+  double bytes;
+};
+Unit table_unit(double largest) {
+  for (Unit u : {Unit{"GiB", kGiB}, Unit{"MiB", kMiB}, Unit{"KiB", 1024.0}})
+    if (largest >= u.bytes) return u;
+  return {"B", 1.0};
+}
+std::string in_unit(double bytes, Unit u) {
+  if (std::isnan(bytes)) return "?";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", bytes / u.bytes);
+  return b;
+}
 std::string json_num(double v) {
   if (std::isnan(v)) return "null";
   std::ostringstream s;
@@ -57,6 +74,9 @@ int cmd_params(const std::vector<std::string>& args) {
     size_t layers = 0;
     int64_t numel = 0;
     run::MemoryEstimate mem;
+    // Megatron's activation estimate is the first pipeline stage's (its in-flight microbatches, the embedding): it
+    // is shown, and counted in the total, on that stage's rows only; the later stages' rows leave activations out.
+    bool activations_shown = true;
   };
   std::vector<Row> rows;
   int64_t unique = 0;
@@ -72,6 +92,10 @@ int cmd_params(const std::vector<std::string>& args) {
         const run::ModelPlan plan = run::plan_gpt_model(job_args, at);
         Row r{t, p, plan.layers.size(), plan.megatron_numel(), {}};
         r.mem = run::estimate_memory(plan, job_args, dp * layout.spec.cp, layout.expert_dp, out.parsed.env);
+        if (p > 0 && !std::isnan(r.mem.activations)) {
+          r.activations_shown = false;
+          r.mem.activations = 0;  // total() is then weights and optimizer
+        }
         int64_t counted = 0;
         for (const auto& s : plan.params)
           if (!(s.tp_duplicate && t != 0) && !s.shared_copy && !s.expert) counted = add(counted, s.numel());
@@ -85,7 +109,7 @@ int cmd_params(const std::vector<std::string>& args) {
 
   if (common.format == "svg") {
     std::vector<run::RankMemory> bars;
-    for (const Row& r : rows) bars.push_back({r.tp_rank, r.pp_rank, r.mem});
+    for (const Row& r : rows) bars.push_back({r.tp_rank, r.pp_rank, r.mem, r.activations_shown});
     std::string sub = "world size " + std::to_string(layout.spec.world_size) + ": TP=" + std::to_string(tp) +
                       " PP=" + std::to_string(pp) + " CP=" + std::to_string(layout.spec.cp) + " DP=" +
                       std::to_string(dp);
@@ -97,7 +121,11 @@ int cmd_params(const std::vector<std::string>& args) {
   if (common.format == "json") {
     std::cout << "{\"world_size\": " << layout.spec.world_size << ", \"tp\": " << tp << ", \"pp\": " << pp
               << ", \"dp\": " << dp << ", \"cp\": " << layout.spec.cp << ", \"parameters\": " << unique
-              << ", \"ranks\": [";
+              << ", \"unit\": \"bytes\", \"activation_estimate\": "
+              << (rows.empty() || rows.front().mem.activation_estimate.empty()
+                      ? std::string("null")
+                      : "\"" + rows.front().mem.activation_estimate + "\"")
+              << ", \"activations_on\": \"first pipeline stage\", \"ranks\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::cout << (i ? ", " : "") << "{\"tp_rank\": " << r.tp_rank << ", \"pp_rank\": " << r.pp_rank
@@ -106,7 +134,8 @@ int cmd_params(const std::vector<std::string>& args) {
                 << ", \"main_params\": " << json_num(r.mem.main_params)
                 << ", \"optimizer_state\": " << json_num(r.mem.optimizer_state)
                 << ", \"weights_and_optimizer\": " << json_num(r.mem.weights_and_optimizer())
-                << ", \"activations\": " << json_num(r.mem.activations) << ", \"total\": " << json_num(r.mem.total())
+                << ", \"activations\": " << (r.activations_shown ? json_num(r.mem.activations) : "null")
+                << ", \"total\": " << json_num(r.mem.total())
                 << "}, \"sharding\": \"" << r.mem.sharding << "\"}";
     }
     std::cout << "]}\n";
@@ -116,22 +145,42 @@ int cmd_params(const std::vector<std::string>& args) {
             << " DP=" << dp;
   if (layout.spec.ep > 1 || layout.etp != tp) std::cout << " EP=" << layout.spec.ep << " expert TP=" << layout.etp;
   std::cout << "; " << unique << " parameters in the model (each counted once)\n";
-  std::cout << "memory per rank in GiB (weights, gradients, main params, optimizer state";
+  double largest = 0;
+  for (const Row& r : rows)
+    for (double v : {r.mem.params, r.mem.grads, r.mem.main_params, r.mem.optimizer_state, r.mem.activations,
+                     r.mem.total()})
+      if (!std::isnan(v)) largest = std::max(largest, v);
+  const Unit unit = table_unit(largest);
+  std::cout << "memory per rank in " << unit.name << " (weights, gradients, main params, optimizer state";
   if (!rows.empty()) std::cout << "; sharding: " << rows.front().mem.sharding;
   const bool no_activations = !rows.empty() && std::isnan(rows.front().mem.activations);
-  std::cout << (no_activations ? "; activations: not estimated for hybrid models, Megatron has no estimate; total: "
-                                 "weights and optimizer + ?)\n"
-                               : "; activations: Megatron's theoretical estimate for the first pipeline stage)\n");
+  if (no_activations) {
+    std::cout << "; activations: not estimated for hybrid models, Megatron has no estimate; total: weights and "
+                 "optimizer + ?)\n";
+  } else {
+    // Which of Megatron's two formulas report_theoretical_memory uses for these arguments.
+    const std::string& fn = rows.empty() ? std::string() : rows.front().mem.activation_estimate;
+    std::cout << "; activations: Megatron's theoretical estimate, " << fn
+              << (fn == "compute_activation_memory" ? " (--sequence-parallel, selective recompute)"
+                                                    : " (no --sequence-parallel with selective recompute)");
+    if (pp > 1)
+      std::cout << ", for the first pipeline stage: on its rows only; the other stages' \"-\" and totals leave "
+                   "activations out";
+    std::cout << ")\n";
+  }
   char line[256];
   std::snprintf(line, sizeof line, "%-10s %7s %15s %9s %9s %9s %9s %9s %9s\n", "(tp, pp)", "layers", "parameters",
                 "params", "grads", "main", "optim", "activ", "total");
   std::cout << line;
   for (const Row& r : rows) {
     std::string at = "(" + std::to_string(r.tp_rank) + ", " + std::to_string(r.pp_rank) + ")";
+    const std::string activ = r.activations_shown ? in_unit(r.mem.activations, unit) : "-";
+    const std::string total = std::isnan(r.mem.activations) ? in_unit(r.mem.weights_and_optimizer(), unit) + "+?"
+                                                            : in_unit(r.mem.total(), unit);
     std::snprintf(line, sizeof line, "%-10s %7zu %15lld %9s %9s %9s %9s %9s %9s\n", at.c_str(), r.layers,
-                  static_cast<long long>(r.numel), gib(r.mem.params).c_str(), gib(r.mem.grads).c_str(),
-                  gib(r.mem.main_params).c_str(), gib(r.mem.optimizer_state).c_str(), gib(r.mem.activations).c_str(),
-                  (std::isnan(r.mem.activations) ? gib(r.mem.weights_and_optimizer()) + "+?" : gib(r.mem.total())).c_str());
+                  static_cast<long long>(r.numel), in_unit(r.mem.params, unit).c_str(),
+                  in_unit(r.mem.grads, unit).c_str(), in_unit(r.mem.main_params, unit).c_str(),
+                  in_unit(r.mem.optimizer_state, unit).c_str(), activ.c_str(), total.c_str());
     std::cout << line;
   }
   return 0;

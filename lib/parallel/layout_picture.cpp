@@ -61,6 +61,7 @@ std::vector<RankPlace> rank_places(const Layout& layout, int64_t gpus_per_node) 
     p.node = static_cast<int64_t>(r) / gpus_per_node;
     p.local = static_cast<int64_t>(r) % gpus_per_node;
     p.tp_group = tp.group[r];
+    p.tp_rank = std::max<int64_t>(tp.position[r], 0);
     p.pp_stage = pp.position[r];
     p.dp_replica = dp.position[r];
     p.cp_rank = std::max<int64_t>(cp.position[r], 0);
@@ -170,10 +171,12 @@ std::string layout_dot(const Layout& layout, int64_t gpus_per_node, const std::s
       out += "  subgraph cluster_node" + str(node) + " {\n    label=\"node " + str(node) +
              "\";\n    style=rounded;\n    color=\"#888888\";\n";
     }
-    std::string label = "rank " + str(p.rank) + "\\nTP " + str(p.tp_group) + " · PP " + str(p.pp_stage) +
-                        " · DP " + str(p.dp_replica);
-    if (layout.spec.cp > 1) label += " · CP " + str(p.cp_rank);
-    if (experts) label += " · EP " + str(p.ep_group);
+    // Group indices say "group", positions in a group say what the position is (as the SVG's stripes do), and the
+    // TP rank tells apart the members of one TP group, which share everything else.
+    std::string label = "rank " + str(p.rank) + "\\nTP group " + str(p.tp_group) + ", TP rank " + str(p.tp_rank) +
+                        "\\nPP stage " + str(p.pp_stage) + " · DP replica " + str(p.dp_replica);
+    if (layout.spec.cp > 1) label += " · CP rank " + str(p.cp_rank);
+    if (experts) label += " · EP group " + str(p.ep_group);
     const std::string fill = svg::palette(static_cast<size_t>(std::max<int64_t>(p.tp_group, 0)));
     out += "    r" + str(p.rank) + " [label=\"" + label + "\", fillcolor=\"" + fill + "\", fontcolor=\"" +
            svg::text_colour_on(fill) + "\", tooltip=" + dot_quote(describe(p, layout)) + "];\n";

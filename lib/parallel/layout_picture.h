@@ -19,6 +19,7 @@ struct RankPlace {
   int rank = 0;
   int64_t node = 0, local = 0;  // rank / gpus_per_node, rank % gpus_per_node
   int64_t tp_group = 0;         // index of its "tp" group in the layout
+  int64_t tp_rank = 0;          // its position in its "tp" group (its tensor-parallel rank)
   int64_t pp_stage = 0;         // its position in its "pp" group
   int64_t dp_replica = 0;       // its position in its "dp" group: which copy of the model it holds
   int64_t cp_rank = 0;          // its position in its "cp" group

@@ -143,7 +143,14 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   // Megatron has no theoretical activation memory for hybrid models ("not yet supported"): not modelled.
   const bool hybrid = a.is_hybrid_model || a.hybrid_layer_pattern || a.hybrid_override_pattern;
   m.activations = hybrid ? std::nan("") : activation_memory(a, plan.padded_vocab_size);
+  m.activation_estimate = hybrid ? "" : activation_estimate_name(a);
   return m;
+}
+
+const char* activation_estimate_name(const Args& a) {
+  return a.sequence_parallel && a.recompute_granularity == arg::RecomputeGranularity::selective
+             ? "compute_activation_memory"
+             : "compute_activation_memory_without_sp";
 }
 
 // Megatron's theoretical activation memory of the first pipeline stage (Korthikanti et al., arXiv:2205.05198,

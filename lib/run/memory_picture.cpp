@@ -22,12 +22,18 @@ std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_byt
                         {"main params", &MemoryEstimate::main_params, "#59a14f"},
                         {"optimizer state", &MemoryEstimate::optimizer_state, "#b07aa1"},
                         {"activations", &MemoryEstimate::activations, "#e15759"}};
+  // A part's value for a rank: NaN where it is not modelled or not estimated for that rank.
+  auto value = [](const RankMemory& r, const Part& p) {
+    return p.field == &MemoryEstimate::activations && !r.activations_shown ? std::nan("") : r.mem.*p.field;
+  };
   double top_bytes = capacity_bytes;
-  bool unknown_state = false;
+  bool unknown_state = false, first_stage_only = false;
   for (const RankMemory& r : ranks) {
+    if (!r.activations_shown) first_stage_only = true;
     double t = 0;
     for (const Part& p : parts) {
-      const double v = r.mem.*p.field;
+      const double v = value(r, p);
+      if (p.field == &MemoryEstimate::activations && std::isnan(v)) continue;
       if (std::isnan(v)) unknown_state = true;
       else t += v;
     }
@@ -62,14 +68,18 @@ std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_byt
     double base = 0, total = 0;
     std::string tip = "(tp " + std::to_string(r.tp_rank) + ", pp " + std::to_string(r.pp_rank) + ")";
     for (const Part& p : parts) {
-      const double v = r.mem.*p.field;
-      tip += std::string("\n") + p.name + ": " + (std::isnan(v) ? std::string("not modelled") : format_gib(v));
+      const double v = value(r, p);
+      const bool activ = p.field == &MemoryEstimate::activations;
+      std::string shown = "not modelled";
+      if (!std::isnan(v)) shown = format_gib(v);
+      else if (activ && !r.activations_shown) shown = "not estimated (Megatron estimates the first pipeline stage)";
+      tip += std::string("\n") + p.name + ": " + shown;
       if (!std::isnan(v)) total += v;
     }
     tip += "\ntotal: " + format_gib(total) + (total > capacity_bytes ? " (over " + capacity_label + ")" : "");
     d.begin_group(tip);
     for (const Part& p : parts) {
-      const double v = r.mem.*p.field;
+      const double v = value(r, p);
       if (std::isnan(v) || v <= 0) continue;
       d.rect(x, y_of(base + v), bar_w, y_of(base) - y_of(base + v), p.colour);
       base += v;
@@ -101,8 +111,22 @@ std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_byt
   d.rect(lx, ly - 10, 14, 14, "none", {}, "#d62728", 2);
   d.text(lx + 20, ly + 2, "over capacity", {.size = 11});
   ly += 26;
-  d.text(lx, ly, "activations: Megatron's", {.size = 10, .fill = "#666666"});
-  d.text(lx, ly + 14, "theoretical estimate", {.size = 10, .fill = "#666666"});
+  // Which estimate the activations are (Megatron's function), and where they apply.
+  const std::string fn = ranks.empty() ? std::string() : ranks.front().mem.activation_estimate;
+  d.text(lx, ly, fn.empty() ? "activations: not estimated" : "activations: Megatron's",
+         {.size = 10, .fill = "#666666"});
+  if (!fn.empty()) {
+    // compute_activation_memory (SP with selective recompute) or compute_activation_memory_without_sp, in words
+    // that fit the legend.
+    d.text(lx, ly + 14, "theoretical estimate", {.size = 10, .fill = "#666666"});
+    ly += 14;
+    d.text(lx, ly + 14, fn == "compute_activation_memory" ? "(SP, selective recompute)" : "(without SP)",
+           {.size = 10, .fill = "#666666"});
+    if (first_stage_only) {
+      ly += 14;
+      d.text(lx, ly + 14, "first pipeline stage only", {.size = 10, .fill = "#666666"});
+    }
+  }
   if (unknown_state) d.text(lx, ly + 32, "optimizer state: not modelled", {.size = 10, .fill = "#666666"});
   d.text(10, height - 12, "Bars: weights, gradients, main params, optimizer state and activations of each rank (megatron-run params).",
          {.size = 10, .fill = "#666666"});

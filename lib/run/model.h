@@ -95,11 +95,15 @@ ModelPlan plan_gpt_model(const Args& args, const RankCoord& at);
 // --expert-data-parallel-sharding-strategy over the expert data-parallel group; torch FSDP2 (--use-torch-fsdp2)
 // shards everything (experts too) over the data-parallel group, its gradients in the params' dtype. Activations:
 // Megatron's theoretical estimate (megatron/training/theoretical_memory_usage.py) for the first pipeline stage, the most
-// loaded one, given to every stage; NaN for hybrid models (Megatron has no estimate for them). SOAP's state adds
+// loaded one (its in-flight microbatches and the embedding), whichever rank the plan is for: the caller decides
+// where it applies (`megatron-run params` shows it on the first stage's rows only); NaN for hybrid models (Megatron
+// has no estimate for them). SOAP's state adds
 // its preconditioner per matrix (optim::kronecker_floats of the local shape).
 struct MemoryEstimate {
   double params = 0, grads = 0, main_params = 0, optimizer_state = 0;
-  double activations = 0;  // Megatron's theoretical activation memory of one rank
+  double activations = 0;  // Megatron's theoretical activation memory of a first-stage rank
+  // Which of Megatron's functions `activations` follows: activation_estimate_name (empty: none, hybrid models).
+  std::string activation_estimate;
   // The divisors the sharding applied to the dense parameters' buffers (1: replicated on every DP rank).
   int64_t params_shard = 1, grads_shard = 1, state_shard = 1;
   std::string sharding = "none";  // "none", "distributed optimizer", "megatron-fsdp <strategy>", "torch fsdp2"
@@ -121,6 +125,8 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& args, int64_t 
 // Megatron's compute_activation_memory (with --sequence-parallel and --recompute-granularity selective) or
 // compute_activation_memory_without_sp (otherwise), in bytes, for the padded vocabulary `padded_vocab`.
 double activation_memory(const Args& args, int64_t padded_vocab);
+// The name of the one of those two functions report_theoretical_memory picks for `args`.
+const char* activation_estimate_name(const Args& args);
 
 // Megatron's vocabulary padding: up to a multiple of --make-vocab-size-divisible-by times the TP size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);

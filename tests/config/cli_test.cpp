@@ -7,8 +7,10 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -474,6 +476,35 @@ TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without st
   INFO(r.out);
   REQUIRE(r.exit == 0);
   CHECK_THAT(r.out, Catch::Contains("(0, 1)") && Catch::Contains("TP=1 PP=2"));
+  // The header names Megatron's formula, and its figure is the first stage's: the second stage's row shows "-"
+  // there, and its total is its weights and optimizer alone.
+  CHECK_THAT(r.out, Catch::Contains("activations: Megatron's theoretical estimate, compute_activation_memory_without_sp"
+                                    " (no --sequence-parallel with selective recompute), for the first pipeline stage"));
+  {
+    std::istringstream lines(r.out);
+    std::string l;
+    int later = 0;
+    while (std::getline(lines, l))
+      if (l.rfind("(0, 1)", 0) == 0) {
+        std::istringstream f(l.substr(6));
+        std::string layers, params, p, g, m, o, a, total;
+        f >> layers >> params >> p >> g >> m >> o >> a >> total;
+        CHECK(a == "-");
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2f", std::stod(p) + std::stod(g) + std::stod(m) + std::stod(o));
+        CHECK(std::abs(std::stod(total) - std::stod(buf)) <= 0.011);  // rounding of the four parts
+        ++later;
+      }
+    CHECK(later == 1);
+  }
+  // A small model's table is in MiB, not 0.00 GiB: the default job's fp32 weights are 1,874,944 x 4 bytes = 7.15 MiB,
+  // optimizer state 8 bytes a parameter = 14.30 MiB.
+  r = sh("params --world-size 1 --config " + kDefault);
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  CHECK_THAT(r.out, Catch::Contains("memory per rank in MiB ("));
+  CHECK(std::regex_search(r.out, std::regex("\\(0, 0\\) +2 +1874944 +7\\.15 +7\\.15 +0\\.00 +14\\.30 +[0-9.]+ +")));
+  CHECK_THAT(r.out, !Catch::Contains("for the first pipeline stage"));  // one stage: nothing to say
   r = sh("params --world-size 1 --config " + kDefault + " --multi-latent-attention --mla-down-proj-fusion");
   CHECK(r.exit == 1);
   CHECK_THAT(r.out, Catch::Contains("--mla-down-proj-fusion"));
@@ -488,6 +519,10 @@ TEST_CASE("params: activations as Megatron's theoretical memory estimates them",
     INFO(r.out);
     REQUIRE(r.exit == 0);
     mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
+    // The formula that applies is named (report_theoretical_memory's choice).
+    const bool sp = flags.find("--sequence-parallel") != std::string::npos;
+    CHECK(field(v, "activation_estimate").as_str() ==
+          (sp ? "compute_activation_memory" : "compute_activation_memory_without_sp"));
     return field(field(v, "ranks").as_list().at(0), "bytes.activations").as_float();
   };
   // --sequence-parallel with selective recompute: compute_activation_memory (Table 2 of arXiv:2205.05198). The
@@ -512,8 +547,25 @@ TEST_CASE("params: a corpus config with interleaved pipeline stages", "[cli][par
   INFO(r.out);
   REQUIRE(r.exit == 0);
   mr::Value v = mr::Value::parse_json(r.out.substr(r.out.find("{\"world_size\"")));
-  for (const mr::Value& rank : field(v, "ranks").as_list())
-    CHECK(field(rank, "bytes.activations").as_float() == Approx(1134206976.0).epsilon(1e-12));
+  // The figure is the first stage's: on its rank, with the total to match; the later stages' activations are null
+  // and their totals are their weights and optimizer.
+  CHECK(field(v, "activation_estimate").as_str() == "compute_activation_memory_without_sp");
+  CHECK(field(v, "activations_on").as_str() == "first pipeline stage");
+  CHECK(field(v, "unit").as_str() == "bytes");
+  int later = 0;
+  for (const mr::Value& rank : field(v, "ranks").as_list()) {
+    const mr::Value& b = field(rank, "bytes");
+    if (field(rank, "pp_rank").as_int() == 0) {
+      CHECK(field(b, "activations").as_float() == Approx(1134206976.0).epsilon(1e-12));
+      CHECK(field(b, "total").as_float() ==
+            Approx(field(b, "weights_and_optimizer").as_float() + 1134206976.0).epsilon(1e-12));
+    } else {
+      ++later;
+      CHECK(field(b, "activations").is_none());
+      CHECK(field(b, "total").as_float() == field(b, "weights_and_optimizer").as_float());
+    }
+  }
+  CHECK(later == 3);
 }
 
 TEST_CASE("params: Megatron-FSDP's Llama-3 8B example shards weights and gradients over DP", "[cli][params][memory]") {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <regex>
+#include <set>
 #include <string>
 
 #include "parallel/layout_picture.h"
@@ -73,7 +74,18 @@ TEST_CASE("layout picture: the DOT graph has a cluster per node and the groups a
   CHECK(d.rfind("graph topology {\n", 0) == 0);
   CHECK_THAT(d, Contains("label=\"a &quot;quoted&quot; title\\nTP=2 PP=2"));
   CHECK(count(d, "subgraph cluster_node") == 2);
-  CHECK(std::regex_search(d, std::regex("r0 \\[label=\"rank 0\\\\nTP 0 · PP 0 · DP 0\"")));
+  // Group indices are called groups, positions what they are; the TP rank tells apart the two members of TP group 0.
+  CHECK_THAT(d, Contains("r0 [label=\"rank 0\\nTP group 0, TP rank 0\\nPP stage 0 · DP replica 0\""));
+  CHECK_THAT(d, Contains("r1 [label=\"rank 1\\nTP group 0, TP rank 1\\nPP stage 0 · DP replica 0\""));
+  CHECK_THAT(d, Contains("r4 [label=\"rank 4\\nTP group 2, TP rank 0\\nPP stage 1 · DP replica 0\""));
+  CHECK_THAT(d, Contains("r3 [label=\"rank 3\\nTP group 1, TP rank 1\\nPP stage 0 · DP replica 1\""));
+  {  // no two ranks share the part of the label after "rank N"
+    std::set<std::string> seen;
+    const std::regex lab("\\[label=\"rank [0-9]+\\\\n([^\"]*)\"");
+    for (auto it = std::sregex_iterator(d.begin(), d.end(), lab); it != std::sregex_iterator(); ++it)
+      CHECK(seen.insert((*it)[1].str()).second);
+    CHECK(seen.size() == 8);
+  }
   CHECK_THAT(d, Contains("r0 -- r1 [constraint=false, color="));      // TP group [0, 1]
   CHECK_THAT(d, Contains("r1 -- r5 [style=dashed"));                  // pipeline [1, 5]
   CHECK(count(d, " -- ") == 4 + 4);                                   // 4 TP pairs, 4 PP pairs

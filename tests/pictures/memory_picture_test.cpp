@@ -43,3 +43,26 @@ TEST_CASE("memory picture: optimizer state that is not modelled is left out and 
   CHECK_THAT(s, Contains("total: 2.00 GiB</title>"));
   CHECK(s.find("nan") == std::string::npos);
 }
+
+TEST_CASE("memory picture: activations only where the estimate applies, named in the legend", "[pictures][memory]") {
+  // Two pipeline stages: the first stage's rank carries Megatron's estimate, the second's does not.
+  MemoryEstimate first{1 * GiB, 2 * GiB, 0, 4 * GiB, 3 * GiB};
+  first.activation_estimate = "compute_activation_memory_without_sp";
+  MemoryEstimate second = first;
+  second.activations = 0;
+  std::vector<RankMemory> ranks{{0, 0, first, true}, {0, 1, second, false}};
+  const std::string s = memory_svg(ranks, 80 * GiB, "80GiB", "t", "s");
+  CHECK_THAT(s, Contains("<title>(tp 0, pp 0)\nweights: 1.00 GiB\ngradients: 2.00 GiB\nmain params: 0.00 GiB\n"
+                         "optimizer state: 4.00 GiB\nactivations: 3.00 GiB\ntotal: 10.00 GiB</title>"));
+  CHECK_THAT(s, Contains("<title>(tp 0, pp 1)\nweights: 1.00 GiB\ngradients: 2.00 GiB\nmain params: 0.00 GiB\n"
+                         "optimizer state: 4.00 GiB\nactivations: not estimated (Megatron estimates the first pipeline "
+                         "stage)\ntotal: 7.00 GiB</title>"));
+  CHECK_THAT(s, Contains(">(without SP)</text>"));
+  CHECK_THAT(s, Contains(">first pipeline stage only</text>"));
+  CHECK(s.find("not modelled") == std::string::npos);
+  // One stage with sequence parallelism: the other formula, and nothing about stages.
+  first.activation_estimate = "compute_activation_memory";
+  const std::string one = memory_svg({{0, 0, first, true}}, 80 * GiB, "80GiB", "t", "s");
+  CHECK_THAT(one, Contains(">(SP, selective recompute)</text>"));
+  CHECK(one.find("first pipeline stage only") == std::string::npos);
+}
