@@ -133,9 +133,11 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
         << std::endl;
     return;
   }
-  // A resumed run: how many of them this run did (its losses are of those).
+  // A resumed run: how many of them this run did (its losses are of those); iterations passed over by
+  // --iterations-to-skip are this run's too.
+  const int64_t here_n = res.ran + res.passed_over;
   const std::string here =
-      res.ran < res.iterations ? "; " + std::to_string(res.ran) + " in this run, after the loaded checkpoint" : "";
+      here_n < res.iterations ? "; " + std::to_string(here_n) + " in this run, after the loaded checkpoint" : "";
   log << prefix << "megatron-run: training run finished: " << res.iterations << " iterations (" << res.skipped
       << " skipped" << passed << here << "), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
       << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"
