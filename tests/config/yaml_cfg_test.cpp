@@ -189,6 +189,17 @@ std::string line_of(const std::string& file, const std::string& needle) {
   return file + ":?";
 }
 
+// What a shell command prints on stdout; `status` gets its exit code.
+std::string shell_output(const std::string& cmd, int& status) {
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  status = WEXITSTATUS(::pclose(pipe));
+  return out;
+}
+
 #define REQUIRE_OK(r)                                                  \
   do {                                                                 \
     INFO((r).rule << ": " << (r).message);                             \
@@ -831,14 +842,10 @@ TEST_CASE("yaml-cfg: core_transformer_config_from_yaml's init methods and its or
 TEST_CASE("yaml-cfg: check --yaml-cfg reports the model-config rules", "[yaml-cfg]") {
   std::string file = write_tmp("check-relu.yaml", render(changed(base_kv(), {{"language_model.activation_func", "relu"}})));
   std::string cmd = std::string(MR_BINARY) + " check --yaml-cfg " + file + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  int status = ::pclose(pipe);
+  int status = 0;
+  const std::string out = shell_output(cmd, status);
   INFO(out);
-  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(status == 1);
   CHECK(out.find(line_of(file, "activation_func:") + ": error[yaml.model-config.activation-func]: ") !=
         std::string::npos);
 }
@@ -1033,13 +1040,9 @@ TEST_CASE("yaml-cfg: configs/examples/yaml-cfg-gpt.yaml resolves", "[yaml-cfg]")
   // Through the binary: --dry-run --format json prints the nested sections.
   std::string cmd = std::string("WORLD_SIZE=8 ") + MR_BINARY + " --dry-run --yaml-cfg " + example +
                     " --format json 2>/dev/null";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  int status = ::pclose(pipe);
-  CHECK(WEXITSTATUS(status) == 0);
+  int status = 0;
+  const std::string out = shell_output(cmd, status);
+  CHECK(status == 0);
   CHECK(out.find(R"("model_parallel": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, )") !=
         std::string::npos);
   CHECK(out.find(R"("data_parallel_size": 2)") != std::string::npos);

@@ -9,8 +9,8 @@ namespace mr::init {
 namespace {
 
 MR_INIT_RULE(kWeightHashInterval, "init.weight-hash-interval-positive",
-             "--check-weight-hash-across-dp-replicas-interval must be a positive number of iterations (the training "
-             "loop divides by it: 0 raises ZeroDivisionError).");
+             "--check-weight-hash-across-dp-replicas-interval must not be 0 (the training loop takes the iteration "
+             "modulo it: ZeroDivisionError).");
 
 }  // namespace
 
