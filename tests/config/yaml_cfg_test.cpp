@@ -1024,6 +1024,7 @@ TEST_CASE("yaml-cfg: configs/examples/yaml-cfg-gpt.yaml resolves", "[yaml-cfg]")
     if (d.rule == "yaml.model-config.fields-incomplete") {
       ++incomplete;
       CHECK(d.level == mr::Diagnostic::Level::Warning);
+      CHECK(d.stage == mr::kStageInit);  // the model-config step's, like its errors
       CHECK(d.where == line_of(example, "account_for_embedding_in_pipeline_split"));
       CHECK_THAT(d.message, Catch::Contains("Missing argument") && Catch::Contains("no --yaml-cfg file gets past it"));
     }

@@ -34,11 +34,14 @@ MR_INIT_RULE(kXavier, "yaml.model-config.xavier-uniform",
              "--yaml-cfg: init_method 'xavier_uniform' makes core_transformer_config_from_yaml pass "
              "scaled_init_method, which TransformerConfig has no field for (Megatron: TypeError).");
 
-MR_WARNING(kFieldsIncomplete, "yaml.model-config.fields-incomplete",
-           "--yaml-cfg: core_transformer_config_from_yaml copies every TransformerConfig field from language_model and "
-           "model_parallel, and account_for_embedding_in_pipeline_split, which validate_yaml reads at the top level, "
-           "cannot be in a section as well: no --yaml-cfg file builds a GPT model in Megatron-LM's "
-           "yaml_arguments.py as read (a warning: the program may not build one).");
+// A warning of the init stage, like the rest of this step (MR_WARNING would put it in validate_args).
+static const Rule kFieldsIncomplete{
+    "yaml.model-config.fields-incomplete", Rule::Level::Warning,
+    "--yaml-cfg: core_transformer_config_from_yaml copies every TransformerConfig field from language_model and "
+    "model_parallel, and account_for_embedding_in_pipeline_split, which validate_yaml reads at the top level, cannot "
+    "be in a section as well: no --yaml-cfg file builds a GPT model in Megatron-LM's yaml_arguments.py as read (a "
+    "warning: the program may not build one).",
+    __FILE__, __LINE__, kStageInit};
 
 constexpr const char* kFn = "core_transformer_config_from_yaml";
 constexpr const char* kSections[] = {"language_model", "model_parallel"};
