@@ -14,13 +14,7 @@ namespace mr::app {
 
 Diagnostic parse_warning(const std::string& w, const std::string& file) {
   Diagnostic d{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}, kStageParse};
-  if (w.size() > 2 && w[0] == '[') {
-    size_t close = w.find("] ");
-    if (close != std::string::npos && w.find(' ') > close) {
-      d.rule = w.substr(1, close - 1);
-      d.message = w.substr(close + 2);
-    }
-  }
+  if (auto id = split_rule_id(w)) d.rule = std::move(id->first), d.message = std::move(id->second);
   // "FILE:12: ...": the place, as errors show it (`check` passes FILE; otherwise any path without blanks).
   size_t i = 0;
   if (!file.empty()) {

@@ -167,15 +167,18 @@ void print_error(std::ostream& os, std::string_view message) {
   os << "megatron-run: error: " + printable(message) + "\n";
 }
 
+std::optional<std::pair<std::string, std::string>> split_rule_id(std::string_view message) {
+  if (message.size() <= 2 || message[0] != '[') return std::nullopt;
+  const size_t close = message.find("] ");
+  if (close == std::string_view::npos || message.substr(0, close).find(' ') != std::string_view::npos)
+    return std::nullopt;
+  return std::pair{std::string(message.substr(1, close - 1)), std::string(message.substr(close + 2))};
+}
+
 void print_warning(std::ostream& os, std::string_view message) {
-  // "[id] text" prints as a warning rule does: "warning[id]: text".
-  if (message.size() > 2 && message[0] == '[') {
-    const size_t close = message.find("] ");
-    if (close != std::string_view::npos && message.substr(0, close).find(' ') == std::string_view::npos) {
-      os << "megatron-run: warning[" + printable(message.substr(1, close - 1)) + "]: " +
-                printable(message.substr(close + 2)) + "\n";
-      return;
-    }
+  if (const auto id = split_rule_id(message)) {  // as a warning rule prints: "warning[id]: text"
+    os << "megatron-run: warning[" + printable(id->first) + "]: " + printable(id->second) + "\n";
+    return;
   }
   os << "megatron-run: warning: " + printable(message) + "\n";
 }

@@ -1,9 +1,11 @@
 // Renderings of a resolved namespace and of the schema.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
+#include <utility>
 #include <vector>
 
 #include "config/diagnostic.h"
@@ -31,6 +33,8 @@ void print_help(std::ostream& os, const Schema& schema, const std::string& prog)
 
 // "megatron-run: error: MESSAGE\n" (escaped).
 void print_error(std::ostream& os, std::string_view message);
+// A message that starts with its rule id, "[id] text" (no blank inside the brackets): {id, text}; nullopt otherwise.
+std::optional<std::pair<std::string, std::string>> split_rule_id(std::string_view message);
 // "megatron-run: warning: MESSAGE\n" (escaped); a MESSAGE "[id] text" prints as "megatron-run: warning[id]: text".
 void print_warning(std::ostream& os, std::string_view message);
 // "megatron-run: internal error: MESSAGE\n" (escaped): a bug of ours, exit 3.
