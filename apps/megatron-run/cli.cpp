@@ -91,8 +91,9 @@ void print_command_usage(std::ostream& os, const std::string& cmd) {
           "Actions ::error/::warning command per problem, shown as annotations), junit (a JUnit XML report, a\n"
           "testcase per file). --quiet: errors only (no warnings), and no summary line when every file is valid.\n"
           "--yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel: sections),\n"
-          "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. `megatron-run help` lists the config\n"
-          "and target options.\n";
+          "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. --config BASE (repeatable): every FILE\n"
+          "is checked on top of BASE, as `--config BASE --config FILE` would be (a file that only overrides a\n"
+          "base, like configs/examples/heterogeneous.yaml). `megatron-run help` lists the config and target options.\n";
   } else if (cmd == "schema") {
     os << "usage: megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n\n"
           "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n"

@@ -398,3 +398,33 @@ TEST_CASE("docs/config-files.md's check samples read as the output: github's lin
     CHECK(doc.find("`" + k + "`") != std::string::npos);
   }
 }
+
+TEST_CASE("check --config BASE: an overlay file is checked on top of its base, as its header and the docs say",
+          "[check-report][cli]") {
+  const std::string root = std::string("cd '") + MR_SOURCE_DIR + "' && '" + MR_BINARY + "' ";
+  // Alone, configs/examples/heterogeneous.yaml lacks what its base gives (the hidden size, the batch sizes).
+  mrtest::Proc alone = mrtest::run_shell(root + "check configs/examples/heterogeneous.yaml 2>&1");
+  CHECK(alone.exit == 1);
+  CHECK_THAT(alone.out, Catch::Contains("error[heterogeneous.args-match-config]"));
+  // On its base it is valid; the base is read again for each FILE (two files, both valid, one summary).
+  mrtest::Proc based = mrtest::run_shell(root + "check --config configs/default.yaml configs/examples/heterogeneous.yaml "
+                                                "configs/examples/heterogeneous.yaml 2>&1");
+  CHECK(based.exit == 0);
+  CHECK_THAT(based.out, Catch::Contains("2 file(s) checked, 0 invalid"));
+  // The base's values lose to each FILE's, as with --config BASE --config FILE: 4 layers, not default.yaml's 2.
+  mrtest::Proc js = mrtest::run_shell(root + "check --format json --config configs/default.yaml "
+                                             "configs/examples/heterogeneous.yaml 2>/dev/null");
+  REQUIRE(js.exit == 0);
+  const mr::Value v = mr::Value::parse_json(js.out);
+  int layers = 0;
+  for (const auto& [k, x] : v.as_list()[0].as_object())
+    if (k == "resolved")
+      for (const auto& [name, val] : x.as_object())
+        if (name == "num_layers") layers = static_cast<int>(val.as_int());
+  CHECK(layers == 4);
+  // The command shown in the example's header is that one.
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/examples/heterogeneous.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  CHECK_THAT(ss.str(), Catch::Contains("megatron-run check --config configs/default.yaml configs/examples/heterogeneous.yaml"));
+}
