@@ -2,62 +2,11 @@
 #include "run/batch_schedule.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <sstream>
 
+#include "config/step_batch_schedule.h"
 #include "run/model.h"
 
 namespace mr::run {
-
-namespace {
-
-const char* const kFlag = "--step-batch-size-schedule";
-
-// Megatron's _parse_numeric_value: a number (int(float(text)), so "1.5K" is 1500) with an optional K/M/B/T suffix.
-int64_t numeric(std::string v, const std::string& entry) {
-  for (char& ch : v) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  double mult = 1;
-  if (!v.empty()) {
-    const char last = v.back();
-    if (last == 'T') mult = 1e12;
-    if (last == 'B') mult = 1e9;
-    if (last == 'M') mult = 1e6;
-    if (last == 'K') mult = 1e3;
-    if (mult != 1) v.pop_back();
-  }
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (v.empty() || used != v.size() || !std::isfinite(x) || std::fabs(x * mult) > 9e18)
-    throw RunError(std::string(kFlag) + ": '" + entry + "' is not THRESHOLD:BATCH_SIZE with numbers (K, M, B, T allowed)");
-  return static_cast<int64_t>(std::trunc(x * mult));  // Python's int(): toward zero
-}
-
-}  // namespace
-
-std::vector<std::pair<int64_t, int64_t>> parse_batch_schedule(const std::string& text, int64_t seq_length) {
-  std::string s = text;
-  std::replace(s.begin(), s.end(), ',', ' ');
-  std::istringstream in(s);
-  std::vector<std::pair<int64_t, int64_t>> out;
-  std::string entry;
-  while (in >> entry) {
-    const size_t colon = entry.find(':');
-    if (colon == std::string::npos)
-      throw RunError(std::string(kFlag) + ": invalid entry '" + entry + "'; expected THRESHOLD:BATCH_SIZE");
-    int64_t threshold = numeric(entry.substr(0, colon), entry);
-    const int64_t batch = numeric(entry.substr(colon + 1), entry);
-    if (seq_length > 0) threshold = threshold >= 0 ? threshold / seq_length : -((-threshold + seq_length - 1) / seq_length);
-    out.emplace_back(threshold, batch);
-  }
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  return out;
-}
 
 BatchSchedule BatchSchedule::from(const Args& args) {
   BatchSchedule b;
@@ -69,18 +18,11 @@ BatchSchedule BatchSchedule::from(const Args& args) {
       throw RunError("--step-batch-size-schedule does not go with --decrease-batch-size-if-needed (Megatron refuses "
                      "both at initialisation)");
     b.from_schedule_ = true;
-    b.steps_ = parse_batch_schedule(*args.step_batch_size_schedule, args.seq_length.value_or(0));
-    if (b.steps_.empty()) throw RunError(std::string(kFlag) + ": the schedule has no entry");
-    if (b.steps_.front().first != 0)
-      throw RunError(std::string(kFlag) + ": the first entry must have threshold 0, not " +
-                     std::to_string(b.steps_.front().first) + " samples");
-    for (size_t i = 1; i < b.steps_.size(); ++i)
-      if (b.steps_[i].first <= b.steps_[i - 1].first)
-        throw RunError(std::string(kFlag) + ": thresholds must increase strictly (" +
-                       std::to_string(b.steps_[i - 1].first) + " samples, then " + std::to_string(b.steps_[i].first) +
-                       (args.seq_length ? "; tokens are divided by --seq-length" : "") + ")");
-    for (const auto& [t, bs] : b.steps_)
-      if (bs <= 0) throw RunError(std::string(kFlag) + ": a batch size must be above 0, not " + std::to_string(bs));
+    try {  // the init stage refused such a schedule before launch (init.step-batch-size-schedule)
+      b.steps_ = parse_step_batch_schedule(*args.step_batch_size_schedule, args.seq_length);
+    } catch (const StepScheduleError& e) {
+      throw RunError(e.what());
+    }
     return b;
   }
   if (!args.global_batch_size) throw RunError("the training run needs --global-batch-size");

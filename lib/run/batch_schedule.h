@@ -50,8 +50,4 @@ class BatchSchedule {
   bool decrease_ = false, from_schedule_ = false;
 };
 
-// Megatron's _parse_schedule: "THRESHOLD:BS ..." (spaces or commas), K/M/B/T suffixes, thresholds divided by
-// `seq_length` when it is above 0; sorted by threshold. Throws RunError naming --step-batch-size-schedule.
-std::vector<std::pair<int64_t, int64_t>> parse_batch_schedule(const std::string& text, int64_t seq_length);
-
 }  // namespace mr::run

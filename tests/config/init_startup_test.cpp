@@ -33,8 +33,9 @@ const std::vector<InitCase> kCases = {
 // --step-batch-size-schedule excludes an explicit --global-batch-size (validate_args), which base_args() gives,
 // so this rule's case builds its own command line.
 const char* const kScheduleRule = "init.step-batch-size-schedule-no-decrease";
+const char* const kScheduleEntries = "init.step-batch-size-schedule";
 
-std::vector<std::string> schedule_args(bool decrease) {
+std::vector<std::string> schedule_args(bool decrease, const std::string& schedule = "0:8 1K:16") {
   std::vector<std::string> a;
   const std::vector<std::string> base = mrtest::base_args();
   for (size_t i = 0; i < base.size(); ++i) {
@@ -44,7 +45,7 @@ std::vector<std::string> schedule_args(bool decrease) {
     }
     a.push_back(base[i]);
   }
-  a.insert(a.end(), {"--step-batch-size-schedule", "0:8 1K:16"});
+  a.insert(a.end(), {"--step-batch-size-schedule", schedule});
   if (decrease) a.push_back("--decrease-batch-size-if-needed");
   return a;
 }
@@ -53,7 +54,8 @@ std::vector<std::string> schedule_args(bool decrease) {
 
 TEST_CASE("init stage, start-up: each rule fires next to a neighbour that passes", "[init]") {
   std::set<std::string> seen = mrtest::check_init_cases(kCases);
-  seen.insert(kScheduleRule);  // the next test case
+  seen.insert(kScheduleRule);  // the next test cases
+  seen.insert(kScheduleEntries);
   for (const std::string& id : mrtest::init_rules_of("validate/init_startup.cpp")) {
     INFO(id << " has no case");
     CHECK(seen.count(id) == 1);
@@ -73,4 +75,36 @@ TEST_CASE("init stage, start-up: a step batch-size schedule with --decrease-batc
   INFO(good.rule << ": " << good.message);
   CHECK(good.exit == 0);
   CHECK(good.out.passed(mr::kStageInit));
+}
+
+TEST_CASE("init stage, start-up: a step batch-size schedule's entries, as the step calculator reads them", "[init]") {
+  const std::map<std::string, std::string> env = {{"WORLD_SIZE", "1"}};
+  // Each refused before launch (Megatron: _parse_schedule / _validate_schedule in set_global_variables), with the
+  // entry named; --seq-length makes thresholds tokens.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"0:8 1K", "invalid entry '1K'; expected THRESHOLD:BATCH_SIZE"},
+      {"0:8 1K:sixteen", "'1K:sixteen' is not THRESHOLD:BATCH_SIZE with numbers"},
+      {"0:8 0x10:16", "'0x10:16' is not THRESHOLD:BATCH_SIZE"},  // Python's float() takes no hex
+      {"0:8 1e400:16", "'1e400:16' has a number that is not finite"},
+      {"1K:8", "the first entry must have threshold 0, not '1K:8' (its tokens / --seq-length "},
+      {"0:8 1:16", "thresholds must increase strictly: '0:8' (its tokens / --seq-length "},
+      {"0:8 1M:0", "a batch size must be above 0, not 0 ('1M:0')"},
+      {" , ", "the schedule has no entry"},
+  };
+  for (const auto& [schedule, message] : bad) {
+    mrtest::Run r = mrtest::run(schedule_args(false, schedule), env);
+    INFO(schedule << " -> " << r.rule << ": " << r.message);
+    CHECK(r.exit == 1);
+    CHECK(r.rule == kScheduleEntries);
+    CHECK(r.out.passed(mr::kStageValidateArgs));
+    CHECK_THAT(r.message, Catch::Contains("(the step batch size calculator): --step-batch-size-schedule: " + message));
+  }
+  // Commas, K/M/B/T suffixes, fractions and Python's underscores read as Megatron reads them; the entries' batch
+  // sizes are not checked against micro batch x DP at start-up (only the step in use is, by Megatron's update()).
+  for (const std::string good : {"0:8, 1_000K:16", "0:8 1.5B:24 2T:7", "100M:16 0:8"}) {
+    mrtest::Run r = mrtest::run(schedule_args(false, good), env);
+    INFO(good << " -> " << r.rule << ": " << r.message);
+    CHECK(r.exit == 0);
+    CHECK(r.out.passed(mr::kStageInit));
+  }
 }

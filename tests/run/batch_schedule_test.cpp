@@ -75,7 +75,8 @@ TEST_CASE("batch schedule: --step-batch-size-schedule steps, suffixes, tokens to
 TEST_CASE("batch schedule: what Megatron refuses at initialisation", "[run][batch]") {
   CHECK_THAT(refusal(batch_args(1, 1, 1, std::string("4:8"))), Catch::Contains("the first entry must have threshold 0"));
   CHECK_THAT(refusal(batch_args(1, 1, 1, std::string("0:8 16:16"), 128)),
-             Catch::Contains("thresholds must increase strictly (0 samples, then 0; tokens are divided by --seq-length)"));
+             Catch::Contains("thresholds must increase strictly: '0:8' (its tokens / --seq-length 128 = 0 samples), "
+                             "then '16:16' (its tokens / --seq-length 128 = 0 samples)"));
   CHECK_THAT(refusal(batch_args(1, 1, 1, std::string("0:8 x"))), Catch::Contains("invalid entry 'x'"));
   CHECK_THAT(refusal(batch_args(1, 1, 1, std::string("0:eight"))), Catch::Contains("'0:eight' is not THRESHOLD:BATCH_SIZE"));
   CHECK_THAT(refusal(batch_args(1, 1, 1, std::string("0:0"))), Catch::Contains("a batch size must be above 0"));

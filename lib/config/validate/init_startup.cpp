@@ -2,7 +2,10 @@
 // (set_global_variables, megatron/training/global_vars.py: the number-of-microbatches calculator of
 // megatron/core/num_microbatches_calculator.py, then the exit signal handler) and the random seeds
 // (initialize_megatron's _set_random_seed, megatron/training/initialize.py).
+#include <optional>
 #include <string>
+
+#include "config/step_batch_schedule.h"
 
 #include "config/validate/init.h"
 #include "config/validate/python.h"
@@ -19,6 +22,10 @@ MR_INIT_RULE(kGlobalBatchSizeOneMicroBatch, "init.global-batch-size-one-micro-ba
 MR_INIT_RULE(kScheduleNoDecrease, "init.step-batch-size-schedule-no-decrease",
              "--step-batch-size-schedule cannot be combined with --decrease-batch-size-if-needed (the calculator's "
              "builder raises ValueError).");
+MR_INIT_RULE(kStepSchedule, "init.step-batch-size-schedule",
+             "--step-batch-size-schedule must read as THRESHOLD:BATCH_SIZE entries (numbers with K/M/B/T "
+             "suffixes), start at threshold 0, have strictly increasing thresholds (in samples, after tokens are "
+             "divided by --seq-length) and batch sizes above 0 (the step calculator's parse and checks).");
 MR_INIT_RULE(kExitSignalCatchable, "init.exit-signal-catchable",
              "--exit-signal-handler needs an --exit-signal a process can catch: not SIGKILL or SIGSTOP "
              "(set_global_variables' signal.signal raises OSError).");
@@ -30,9 +37,9 @@ MR_INIT_RULE(kSeedPositive, "init.seed-positive",
 // set_global_variables -> init_num_microbatches_calculator (megatron/core/num_microbatches_calculator.py). The
 // data-parallel size is the one the run layer's calculator uses (run/batch_schedule.cpp): data-parallel size x
 // the GTP weight-rematerialisation size. --rampup-batch-size is deprecated and ignored by the calculator (it was
-// replaced by --step-batch-size-schedule), so it adds no check here. A step schedule's own entries are parsed
-// and checked by the run layer; its batch sizes are not checked for divisibility at start-up (only once a step
-// uses them).
+// replaced by --step-batch-size-schedule), so it adds no check here. A step schedule's entries are parsed and
+// checked as the step calculator does (config/step_batch_schedule.h); its batch sizes are not checked for
+// divisibility at start-up (Megatron checks only the current step's, once it is used).
 static void num_microbatches(Context& ctx) {
   if (!ctx.has("global_batch_size") || !ctx["global_batch_size"].is_int() || !ctx["micro_batch_size"].is_int() ||
       !ctx.has("data_parallel_size") || !ctx["data_parallel_size"].is_int())
@@ -44,6 +51,15 @@ static void num_microbatches(Context& ctx) {
                     "--step-batch-size-schedule cannot be combined with --decrease-batch-size-if-needed (a "
                     "schedule's batch sizes are used as given); drop --decrease-batch-size-if-needed",
                 {"step_batch_size_schedule", "decrease_batch_size_if_needed"});
+    if (ctx["step_batch_size_schedule"].is_str()) {
+      std::optional<int64_t> seq;
+      if (ctx.has("seq_length") && ctx["seq_length"].is_int()) seq = ctx.i("seq_length");
+      try {
+        (void)parse_step_batch_schedule(ctx.s("step_batch_size_schedule"), seq);
+      } catch (const StepScheduleError& e) {
+        ctx.fail(kStepSchedule, would_fail("the step batch size calculator") + e.what(), {"step_batch_size_schedule"});
+      }
+    }
     return;
   }
   const int64_t gbs = ctx.i("global_batch_size"), mbs = ctx.i("micro_batch_size");
