@@ -131,8 +131,31 @@ TEST_CASE("sanity rules: each fires on a value no job can run with, next to a ne
   }
 }
 
+TEST_CASE("sanity warning: --embedding-min-norm without the distributed optimizer", "[sanity]") {
+  const Env env = {{"WORLD_SIZE", "1"}};
+  auto warned = [](const mrtest::Run& r) {
+    for (const auto& d : r.out.diagnostics)
+      if (d.rule == "sanity.embedding-min-norm-needs-distributed-optimizer") {
+        CHECK(d.level == mr::Diagnostic::Level::Warning);
+        CHECK(d.stage == mr::kStageSanity);
+        CHECK(d.message.find("--embedding-min-norm 0.5 is documented as requiring the distributed optimizer") !=
+              std::string::npos);
+        return true;
+      }
+    return false;
+  };
+  mrtest::Run alone = run(with({"--embedding-min-norm", "0.5"}), env);
+  CHECK(alone.exit == 0);  // a warning: Megatron accepts it
+  CHECK(warned(alone));
+  mrtest::Run dist = run(with({"--embedding-min-norm", "0.5", "--use-distributed-optimizer"}), env);
+  CHECK(dist.exit == 0);
+  CHECK_FALSE(warned(dist));
+  mrtest::Run none = run(with({}), env);
+  CHECK_FALSE(warned(none));
+}
+
 TEST_CASE("sanity rules: every rule of the stage is exercised by the table or the overflow tests", "[sanity]") {
-  std::set<std::string> tabled = {"sanity.integer-overflow"};
+  std::set<std::string> tabled = {"sanity.integer-overflow", "sanity.embedding-min-norm-needs-distributed-optimizer"};
   for (const Case& c : kCases) tabled.insert(c.rule);
   for (const mr::Rule* r : mr::all_rules()) {
     if (std::string(r->stage) != mr::kStageSanity || std::string(r->id).rfind("sanity.", 0) != 0) continue;

@@ -57,6 +57,13 @@ MR_SANITY_RULE(kLossScale, "sanity.loss-scale-positive",
                "--loss-scale-window and --hysteresis at least 1.");
 MR_SANITY_RULE(kInitStd, "sanity.init-method-std-finite", "--init-method-std must be finite and not negative.");
 MR_SANITY_RULE(kDropout, "sanity.dropout-range", "--hidden-dropout and --attention-dropout must lie in [0, 1].");
+// A warning of the stage: a value Megatron accepts and documents as needing something else, which it does not check.
+static const Rule kEmbeddingMinNormDistOpt{
+    "sanity.embedding-min-norm-needs-distributed-optimizer", Rule::Level::Warning,
+    "--embedding-min-norm is documented as requiring the distributed optimizer (OptimizerConfig."
+    "embedding_min_norm), which Megatron does not check: without --use-distributed-optimizer (or the deprecated "
+    "--optimizer dist_muon) it may have no effect. megatron-run's own training run refuses it (init.training-run).",
+    __FILE__, __LINE__, kStageSanity};
 MR_SANITY_RULE(kWorldSize, "sanity.world-size-range",
                "The world size (WORLD_SIZE, --world-size, --nproc-per-node x --nnodes) must be between 1 and "
                "2147483647.");
@@ -159,6 +166,16 @@ void optimizer(Context& ctx) {
   check(ctx, kInitStd, "init_method_std", finite_non_negative, "a finite number, 0 or more");
   for (const char* d : {"hidden_dropout", "attention_dropout"})
     check(ctx, kDropout, d, [](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", "it is a probability");
+  // OptimizerConfig's doc: "requires the distributed optimizer"; its validate() checks only the value itself.
+  if (ctx.has("embedding_min_norm") && !ctx.is_none("embedding_min_norm") && !ctx.on("use_distributed_optimizer") &&
+      !(ctx["optimizer"].is_str() && ctx.s("optimizer") == "dist_muon"))
+    ctx.warn(kEmbeddingMinNormDistOpt,
+             "--embedding-min-norm " + shown(ctx, "embedding_min_norm") +
+                 " is documented as requiring the distributed optimizer (OptimizerConfig.embedding_min_norm: the "
+                 "rows are rescaled in its step), and --use-distributed-optimizer is not set; Megatron does not "
+                 "check this, so the norm floor may not be applied: add --use-distributed-optimizer (megatron-run's "
+                 "own training run refuses the flag without it)",
+             {"embedding_min_norm", "use_distributed_optimizer"});
 }
 
 void job(Context& ctx) {
