@@ -40,10 +40,10 @@ cases=(
   "adam-fp16-acc|exact|--fp16 --accumulate-allreduce-grads-in-fp32 --train-iters 18"
   # The precision-aware optimizer: a bf16 first moment and an fp16 second moment with per-parameter scales, the
   # fp32 masters as remainders beside the bf16 params; fp16 main params with their scales.
-  "adam-aware-bf16|exact|--bf16 --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype fp16 --train-iters 8"
-  "adam-aware-fp16-main|exact|--fp16 --initial-loss-scale 262144 --use-precision-aware-optimizer --main-params-dtype fp16 --train-iters 8"
+  "adam-aware-bf16|exact|--bf16 --use-precision-aware-optimizer --use-distributed-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype fp16 --train-iters 8"
+  "adam-aware-fp16-main|exact|--fp16 --initial-loss-scale 262144 --use-precision-aware-optimizer --use-distributed-optimizer --main-params-dtype fp16 --train-iters 8"
   # fp8 (e4m3) moments with per-parameter scales (Transformer Engine's quantizer scale and scale_inv).
-  "adam-aware-fp8|exact|--bf16 --use-precision-aware-optimizer --exp-avg-dtype fp8 --exp-avg-sq-dtype fp8 --train-iters 8"
+  "adam-aware-fp8|exact|--bf16 --use-precision-aware-optimizer --use-distributed-optimizer --exp-avg-dtype fp8 --exp-avg-sq-dtype fp8 --train-iters 8"
   "sgd-fp32|exact|--optimizer sgd --sgd-momentum 0.9 --train-iters 8"
   "lion-bf16|exact|--optimizer lion --bf16 --train-iters 8"
   "muon-fp32|bound|--optimizer muon --train-iters 4"

@@ -1,5 +1,6 @@
 // The init stage's optimizer-factory check (lib/config/validate/init_optimizer.cpp): an emerging optimizer with
-// fp16, next to neighbours that pass (the same optimizer with bf16, adam and sgd with fp16).
+// fp16, the precision-aware optimizer without the distributed one, next to neighbours that pass (the same optimizer
+// with bf16, adam and sgd with fp16; the distributed optimizer added).
 #include "init_support.h"
 
 namespace {
@@ -14,6 +15,13 @@ const std::vector<InitCase> kCases = {
      "--optimizer muon"},
     {"init.emerging-optimizer-fp16", {"--optimizer", "adaptive_muon", "--fp16"}, {"--optimizer", "sgd", "--fp16"},
      {}, "train with --bf16, or use --optimizer adam or sgd with --fp16"},
+    {"init.precision-aware-needs-distributed-optimizer", {"--bf16", "--use-precision-aware-optimizer"},
+     {"--bf16", "--use-precision-aware-optimizer", "--use-distributed-optimizer"}, {},
+     "(get_megatron_optimizer): --use-precision-aware-optimizer is only supported with the distributed optimizer"},
+    {"init.precision-aware-needs-distributed-optimizer",
+     {"--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16"},
+     {"--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--use-distributed-optimizer"}, {},
+     "add --use-distributed-optimizer"},
 };
 
 }  // namespace

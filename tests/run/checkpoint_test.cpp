@@ -182,20 +182,20 @@ TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16
           "params; checkpoints hold fp32 values",
           "[run][checkpoint][precision-aware]") {
   // bf16 params: fp32 masters as remainders beside them.
-  const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
-                                          "--exp-avg-sq-dtype", "fp16"};
+  // (get_megatron_optimizer takes the precision-aware optimizer with the distributed one only.)
+  const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--use-distributed-optimizer",
+                                          "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "fp16"};
   check_resume_bit_exact({1, aware}, "aware");
-  check_resume_bit_exact({1, {"--fp16", "--initial-loss-scale", "262144", "--use-precision-aware-optimizer", "--main-params-dtype", "fp16"}}, "aware-fp16-main");
+  check_resume_bit_exact({1, {"--fp16", "--initial-loss-scale", "262144", "--use-precision-aware-optimizer", "--use-distributed-optimizer", "--main-params-dtype", "fp16"}}, "aware-fp16-main");
   std::vector<std::string> dp2 = aware;
-  dp2.insert(dp2.end(), {"--use-distributed-optimizer", "--exp-avg-dtype", "fp16"});  // each shard's own fp16 scales
+  dp2.insert(dp2.end(), {"--exp-avg-dtype", "fp16"});  // each shard's own fp16 scales
   check_resume_bit_exact({2, dp2}, "aware-dp2");
   // The moments are saved as fp32 values (Transformer Engine's unscaled state), so they load under any dtype: an
   // fp32-moment run loads them exactly, and bf16 moments reshard exactly over DP.
-  check_reshard({1, aware}, {1, {"--bf16"}}, "aware-to-fp32");
-  const std::vector<std::string> bf16 = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
-                                         "--exp-avg-sq-dtype", "bf16"};
-  std::vector<std::string> bf16_dp2 = bf16;
-  bf16_dp2.push_back("--use-distributed-optimizer");
+  check_reshard({1, aware}, {1, {"--bf16", "--use-distributed-optimizer"}}, "aware-to-fp32");
+  const std::vector<std::string> bf16 = {"--bf16", "--use-precision-aware-optimizer", "--use-distributed-optimizer",
+                                         "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"};
+  const std::vector<std::string> bf16_dp2 = bf16;
   check_reshard({1, bf16}, {2, bf16_dp2}, "aware-dp1-to-dp2");
   mrtest::TempDir dir;
   std::vector<std::string> f = aware;
@@ -228,7 +228,8 @@ TEST_CASE("fp8 moments resume as Transformer Engine's do: every byte but the res
   // same (here one tensor's fp32 main params differ in their low bits, the remainders).
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
-  Job j{1, {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "fp8", "--exp-avg-sq-dtype", "fp8",
+  Job j{1, {"--bf16", "--use-precision-aware-optimizer", "--use-distributed-optimizer", "--exp-avg-dtype", "fp8",
+            "--exp-avg-sq-dtype", "fp8",
             "--train-iters", "20", "--save-interval", "10"}};
   mrtest::Proc a = run_job(j, ck, dir, "fp8-a");
   INFO(a.out() << a.err());

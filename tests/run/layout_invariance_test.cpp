@@ -120,10 +120,10 @@ TEST_CASE("bf16 with the distributed optimizer and TP: the same bits as one rank
        "muon bf16: TP=2 x DP=2, layer-wise distributed optimizer");
   // The precision-aware optimizer with bf16 moments and remainders: elementwise state, the same bits on every layout
   // (fp16 states are not: each shard has its own scale).
-  const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
-                                          "--exp-avg-sq-dtype", "bf16"};
+  const std::vector<std::string> aware = {"--bf16", "--use-precision-aware-optimizer", "--use-distributed-optimizer",
+                                          "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"};
   std::vector<std::string> aware4 = aware;
-  aware4.insert(aware4.end(), {"--use-distributed-optimizer", "--tensor-model-parallel-size", "2"});
+  aware4.insert(aware4.end(), {"--tensor-model-parallel-size", "2"});
   same(run_job(1, aware, dir, "aware-1"), run_job(4, aware4, dir, "aware-4"),
        "precision-aware bf16 moments and remainders: TP=2 x DP=2, distributed optimizer");
   // bf16 gradients (--grad-reduce-in-bf16): one rounding after the exact reduction (run/grad_format.h).

@@ -502,8 +502,10 @@ TEST_CASE("--rmsnorm-weight-decay-mult: RMSNorm gammas take the scheduled weight
 TEST_CASE("the precision-aware optimizer: Adam's moments in bf16 or fp16 (with a scale), main params as remainders or fp16",
           "[run][train][precision-aware]") {
   mrtest::TempDir dir;
+  // Every run with the distributed optimizer (one rank: one shard), which get_megatron_optimizer requires of the
+  // precision-aware optimizer.
   auto run = [&](std::vector<std::string> more, const std::string& tag) {
-    more.insert(more.end(), {"--train-iters", "6", "--lr-warmup-iters", "0"});
+    more.insert(more.end(), {"--train-iters", "6", "--lr-warmup-iters", "0", "--use-distributed-optimizer"});
     return run_one(dir, more, tag);
   };
   const std::string aware = "--use-precision-aware-optimizer";
