@@ -13,6 +13,7 @@
 #include "launch.h"
 #include "run/memory_picture.h"
 #include "run/model.h"
+#include "run/tokenizer_vocab.h"
 #include "util/byte_size.h"
 
 namespace mr::app {
@@ -107,6 +108,16 @@ int cmd_params(const std::vector<std::string>& args) {
     return report_failure(common, Diagnostic{Diagnostic::Level::Error, "model-plan", e.what(), {}, {}, kStagePlan});
   }
 
+  // --vocab-size where Megatron's tokenizer sizes the model (run/tokenizer_vocab.h): the text says so under the
+  // totals; json and svg keep stdout a document, so it goes to stderr there.
+  std::string vocab_notice;
+  try {
+    vocab_notice = run::model_vocab(job_args).notice;
+  } catch (const std::exception&) {  // the plan above would have refused it
+  }
+  if (!vocab_notice.empty() && common.format != "text")
+    std::cerr << "megatron-run: notice: " << vocab_notice << std::endl;
+
   if (common.format == "svg") {
     std::vector<run::RankMemory> bars;
     for (const Row& r : rows) bars.push_back({r.tp_rank, r.pp_rank, r.mem, r.activations_shown});
@@ -145,6 +156,7 @@ int cmd_params(const std::vector<std::string>& args) {
             << " DP=" << dp;
   if (layout.spec.ep > 1 || layout.etp != tp) std::cout << " EP=" << layout.spec.ep << " expert TP=" << layout.etp;
   std::cout << "; " << unique << " parameters in the model (each counted once)\n";
+  if (!vocab_notice.empty()) std::cout << "vocabulary: " << vocab_notice << "\n";
   double largest = 0;
   for (const Row& r : rows)
     for (double v : {r.mem.params, r.mem.grads, r.mem.main_params, r.mem.optimizer_state, r.mem.activations,

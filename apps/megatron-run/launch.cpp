@@ -31,6 +31,7 @@
 #include "launch/node_group.h"
 #include "launch/program.h"
 #include "run/run_scope.h"
+#include "run/tokenizer_vocab.h"
 #include "parallel/layout.h"
 #include "launch/spawn.h"
 #include "launch/worker_input.h"
@@ -398,8 +399,14 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
 
   // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher).
   const bool under_our_spawner = job && std::getenv("MR_SPAWNER") != nullptr;
-  if (in.train && !under_our_spawner && (!job || job->rank == 0))
+  if (in.train && !under_our_spawner && (!job || job->rank == 0)) {
     if (std::string n = run::unacted_notice(ns, in.args); !n.empty()) std::cerr << n << std::endl;
+    try {  // --vocab-size where Megatron's tokenizer would size the model (run/tokenizer_vocab.h)
+      if (const run::ModelVocab v = run::model_vocab(in.args); !v.notice.empty())
+        std::cerr << "megatron-run: notice: " << v.notice << std::endl;
+    } catch (const std::exception&) {  // refused with the model plan, before this point
+    }
+  }
 
   if (lo.nproc_per_node > 0 || !job) {
     // (a) our spawner; every worker is megatron-run again, inside the job we set up.

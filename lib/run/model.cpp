@@ -225,8 +225,9 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   const bool te = a.transformer_impl == arg::TransformerImpl::transformer_engine;
   const bool tied = !a.untie_embeddings_and_output_weights;
   const bool learned_positions = a.position_embedding_type == arg::PositionEmbeddingType::learned_absolute;
-  // The vocabulary: --vocab-size, or what the tokenizer would report (run/tokenizer_vocab.h).
-  const int64_t vocab = a.vocab_size ? at_least(*a.vocab_size, 1, "--vocab-size") : tokenizer_vocab_size(a);
+  // The vocabulary: what the tokenizer would report, --vocab-size where Megatron passes it on (run/tokenizer_vocab.h).
+  if (a.vocab_size) (void)at_least(*a.vocab_size, 1, "--vocab-size");
+  const int64_t vocab = tokenizer_vocab_size(a);
   const int64_t tp = at.tp_size;
 
   ModelPlan plan;

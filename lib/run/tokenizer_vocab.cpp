@@ -266,16 +266,26 @@ std::set<std::string> huggingface_directory_tokens(const std::optional<std::stri
   return out;
 }
 
-int64_t tokenizer_vocab_size(const Args& a) {
-  if (a.vocab_size) return *a.vocab_size;
-  if (!a.tokenizer_type) throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer");
+namespace {
+
+// What the tokenizer itself reports (--vocab-size only where Megatron passes it to the tokenizer).
+int64_t tokenizer_own_size(const Args& a) {
+  if (!a.tokenizer_type) {
+    if (a.vocab_size) return *a.vocab_size;
+    throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer");
+  }
   const std::string tokenizer(arg::to_string(*a.tokenizer_type));
   switch (*a.tokenizer_type) {
     case arg::TokenizerType::GPT2BPETokenizer:
       // HuggingFace's "gpt2" (its tokenizer.json rules over --vocab-file in a fast tokenizer): 50257, of which only
       // <|endoftext|> can be a special token asked for.
       return plus_special_tokens(50257, a, {"<|endoftext|>"});
-    case arg::TokenizerType::TikTokenizer: return int64_t{1} << 17;  // Megatron's DEFAULT_TIKTOKEN_MAX_VOCAB
+    case arg::TokenizerType::TikTokenizer:  // Megatron's DEFAULT_TIKTOKEN_MAX_VOCAB, or the --vocab-size it passes
+      return a.vocab_size ? *a.vocab_size : int64_t{1} << 17;
+    case arg::TokenizerType::NullTokenizer:
+    case arg::TokenizerType::NullMultimodalTokenizer:
+      if (a.vocab_size) return *a.vocab_size;
+      throw RunError("the model plan needs --vocab-size (--tokenizer-type " + tokenizer + ")");
     case arg::TokenizerType::SentencePieceTokenizer:
     case arg::TokenizerType::GPTSentencePieceTokenizer:
     case arg::TokenizerType::Llama2Tokenizer: {
@@ -328,5 +338,38 @@ int64_t tokenizer_vocab_size(const Args& a) {
                      tokenizer + ")");
   }
 }
+
+// A RunError's text without the request for --vocab-size it ends with (the notice says what --vocab-size does).
+std::string reason(const RunError& e) {
+  std::string w = e.what();
+  for (const char* tail : {"; give --vocab-size", ": the model plan needs --vocab-size"})
+    if (const size_t at = w.rfind(tail); at != std::string::npos && at + std::strlen(tail) == w.size()) w.erase(at);
+  return w;
+}
+
+}  // namespace
+
+ModelVocab model_vocab(const Args& a) {
+  // Megatron's build_tokenizer passes --vocab-size to TikTokenizer and the Null tokenizers only; the others
+  // (GPT2BPETokenizer, the BERT word pieces, SentencePiece, HuggingFace, multimodal, SFT) report their own size.
+  const bool passed_on = !a.tokenizer_type || *a.tokenizer_type == arg::TokenizerType::TikTokenizer ||
+                         *a.tokenizer_type == arg::TokenizerType::NullTokenizer ||
+                         *a.tokenizer_type == arg::TokenizerType::NullMultimodalTokenizer;
+  if (!a.vocab_size || passed_on) return {tokenizer_own_size(a), ""};
+  const std::string given = "--vocab-size " + std::to_string(*a.vocab_size);
+  const std::string tokenizer = "--tokenizer-type " + std::string(arg::to_string(*a.tokenizer_type));
+  try {
+    const int64_t own = tokenizer_own_size(a);
+    if (own == *a.vocab_size) return {own, ""};
+    return {own, given + " is not used: Megatron builds " + tokenizer + " without it and sizes the model by the "
+                     "tokenizer's vocabulary, " + std::to_string(own) + " tokens (before padding)"};
+  } catch (const RunError& e) {
+    return {*a.vocab_size, given + " stands in for the vocabulary of " + tokenizer + ", which megatron-run cannot "
+                               "work out (" + reason(e) + "); Megatron builds that tokenizer without --vocab-size "
+                               "and sizes the model by the tokenizer's own vocabulary"};
+  }
+}
+
+int64_t tokenizer_vocab_size(const Args& a) { return model_vocab(a).size; }
 
 }  // namespace mr::run

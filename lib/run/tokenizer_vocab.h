@@ -1,8 +1,8 @@
 // The vocabulary size Megatron's tokenizer would report (tokenizer.vocab_size, before padding), for the model plan:
 // the embedding and output layer have that many rows. megatron-run loads no tokenizer library; it reads only what the
 // size depends on (Megatron's megatron/core/tokenizers, build_tokenizer and its libraries):
-//   --vocab-size                  wins wherever Megatron passes it on (TikTokenizer, NullTokenizer), and is the way to
-//                                 give the size for every other tokenizer too;
+//   --vocab-size                  wins where Megatron passes it on (TikTokenizer, the Null tokenizers), and stands in
+//                                 for the size of a tokenizer megatron-run cannot read (model_vocab, below);
 //   GPT2BPETokenizer              GPT-2's 50257 (Megatron loads HuggingFace's "gpt2", whose tokenizer.json a fast
 //                                 tokenizer takes over --vocab-file), plus --tokenizer-special-tokens other than
 //                                 <|endoftext|>;
@@ -33,7 +33,17 @@
 
 namespace mr::run {
 
-int64_t tokenizer_vocab_size(const Args& a);
+// The model's vocabulary before padding, and a notice for the run when --vocab-size is not what sizes it: Megatron's
+// build_tokenizer passes --vocab-size to TikTokenizer and the Null tokenizers only, so for the others the
+// tokenizer's own size wins ("--vocab-size N is not used ..."), and where megatron-run cannot work that size out
+// (a hub name, a BERT word-piece file, a missing file) --vocab-size stands in for it, said so. Without
+// --vocab-size, the tokenizer's size or a RunError asking for --vocab-size.
+struct ModelVocab {
+  int64_t size = 0;
+  std::string notice;  // empty: --vocab-size (if any) is what Megatron's tokenizer reports
+};
+ModelVocab model_vocab(const Args& a);
+int64_t tokenizer_vocab_size(const Args& a);  // model_vocab(a).size
 
 // A serialized SentencePiece ModelProto (field 1: its pieces), read in constant memory: how many pieces, the unknown
 // piece's text (type UNKNOWN), and which of `watch` are pieces. `name` is the file for messages; RunError when the

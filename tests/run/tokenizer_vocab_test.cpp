@@ -52,6 +52,48 @@ std::string piece(const std::string& text, int type = 1) {
 
 }  // namespace
 
+TEST_CASE("vocabulary: --vocab-size sizes the model only where Megatron passes it to the tokenizer",
+          "[run][model][tokenizer]") {
+  using mr::run::model_vocab;
+  const Value v128(int64_t{128});
+  // TikTokenizer and the Null tokenizers take it (build_tokenizer's vocab_size kwarg): no notice.
+  for (const char* t : {"TikTokenizer", "NullTokenizer", "NullMultimodalTokenizer"}) {
+    const mr::run::ModelVocab m = model_vocab(args({{"tokenizer_type", str(t)}, {"vocab_size", v128}}));
+    CHECK(m.size == 128);
+    CHECK(m.notice.empty());
+  }
+  // GPT2BPETokenizer is built without it: GPT-2's 50257 sizes the model (the reviewer's 50x smaller embedding),
+  // and the notice says --vocab-size is not used.
+  const mr::run::ModelVocab gpt2 = model_vocab(args({{"tokenizer_type", str("GPT2BPETokenizer")}, {"vocab_size", v128}}));
+  CHECK(gpt2.size == 50257);
+  CHECK(gpt2.notice == "--vocab-size 128 is not used: Megatron builds --tokenizer-type GPT2BPETokenizer without it and "
+                       "sizes the model by the tokenizer's vocabulary, 50257 tokens (before padding)");
+  CHECK(model_vocab(args({{"tokenizer_type", str("GPT2BPETokenizer")}, {"vocab_size", Value(int64_t{50257})}})).notice.empty());
+  // A SentencePiece model file: its pieces win over --vocab-size as well.
+  const mr::run::ModelVocab sp = model_vocab(args({{"tokenizer_type", str("SentencePieceTokenizer")},
+                                                   {"tokenizer_model", str(kData + "/spm_bpe60.model")},
+                                                   {"vocab_size", v128}}));
+  CHECK(sp.size == 60);
+  CHECK_THAT(sp.notice, Catch::Contains("--vocab-size 128 is not used") && Catch::Contains("60 tokens"));
+  // What megatron-run cannot read: --vocab-size stands in, said so, with the reason.
+  const mr::run::ModelVocab bert = model_vocab(args({{"tokenizer_type", str("BertWordPieceCase")}, {"vocab_size", v128}}));
+  CHECK(bert.size == 128);
+  CHECK_THAT(bert.notice, Catch::StartsWith("--vocab-size 128 stands in for the vocabulary of --tokenizer-type "
+                                            "BertWordPieceCase, which megatron-run cannot work out (") &&
+                              !Catch::Contains("give --vocab-size"));
+  const mr::run::ModelVocab hub = model_vocab(args({{"tokenizer_type", str("HuggingFaceTokenizer")},
+                                                    {"tokenizer_model", str("meta-llama/Llama-3-8B")},
+                                                    {"vocab_size", v128}}));
+  CHECK(hub.size == 128);
+  CHECK_THAT(hub.notice, Catch::Contains("is not a local path (a HuggingFace hub name is not fetched))"));
+  // The model plan follows it (padded to a multiple of 128).
+  const mr::Args a = args({{"tokenizer_type", str("GPT2BPETokenizer")}, {"vocab_size", v128}, {"num_layers", Value(int64_t{1})},
+                           {"hidden_size", Value(int64_t{64})}, {"num_attention_heads", Value(int64_t{4})},
+                           {"make_vocab_size_divisible_by", Value(int64_t{128})}, {"max_position_embeddings", Value(int64_t{32})},
+                           {"seq_length", Value(int64_t{32})}});
+  CHECK(mr::run::plan_gpt_model(a, {}).padded_vocab_size == 50304);
+}
+
 TEST_CASE("vocabulary: --vocab-size, GPT-2's 50257, TikTokenizer's 2^17", "[run][model][tokenizer]") {
   CHECK(tokenizer_vocab_size(args({{"vocab_size", Value(int64_t{1000})}, {"tokenizer_type", str("HuggingFaceTokenizer")}})) ==
         1000);
