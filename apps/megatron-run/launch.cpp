@@ -28,13 +28,16 @@
 #include "launch/free_port.h"
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
+#include "launch/nccl_check.h"
 #include "launch/node_group.h"
 #include "launch/program.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
 #include "parallel/layout.h"
+#include "config/rule.h"
 #include "launch/spawn.h"
 #include "launch/worker_input.h"
+#include "util/gpu_devices.h"
 #include "util/log.h"
 
 namespace mr::app {
@@ -120,6 +123,62 @@ std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_
   print_warning(std::cerr, what + "; a program whose rank 0 hosts a store at MASTER_PORT (torch's init_process_group "
                                   "with env://) will fail to bind it");
   return std::nullopt;
+}
+
+// --distributed-backend nccl for megatron-run's own worker where it cannot run: refused by the launcher, once,
+// before any worker starts (each worker would refuse it too, as dist.nccl-unavailable; lib/distributed/worker.cpp).
+const Rule kNcclUnavailableRule{
+    "dist.nccl-unavailable", Rule::Level::Error,
+    "--distributed-backend nccl (given) for megatron-run's own worker where it cannot run: a build without CUDA or "
+    "NCCL, or a machine that shows no NVIDIA GPU (CUDA_VISIBLE_DEVICES hiding them all included): refused before "
+    "any worker starts (not in --dry-run or check); the worker refuses it too. A program's nccl is not refused.",
+    __FILE__, __LINE__, kStageInit};
+
+// The warning's id for a program given --distributed-backend nccl on a machine without any GPU (a notice of the
+// launcher: docs/launch.md).
+constexpr const char* kNcclWithoutGpu = "launch.nccl-without-gpu";
+
+// The backend the user asked for (a config file or the command line): "nccl", "gloo"; "" when left at its default.
+std::string asked_backend(const Namespace& ns) {
+  if (!ns.has("distributed_backend") || ns.provenance("distributed_backend").kind == Provenance::Kind::Default ||
+      !ns["distributed_backend"].is_str())
+    return "";
+  return ns["distributed_backend"].as_str();
+}
+
+// Where the backend was given, as diagnostics place a value: its config file's line ("" on the command line).
+std::string backend_where(const Namespace& ns) {
+  const Provenance& p = ns.provenance("distributed_backend");
+  return p.kind == Provenance::Kind::Config ? p.where : "";
+}
+
+// Rule dist.nccl-unavailable for our own worker: the refusal's exit code (1), or nullopt when nccl was not asked
+// for or may run.
+std::optional<int> own_worker_nccl_refused(const LaunchOptions& lo, const Namespace& ns) {
+  if (asked_backend(ns) != "nccl") return std::nullopt;
+  const std::string missing =
+      launch::own_worker_nccl_missing(launch::worker_nccl_from(MR_WORKER_NCCL), util::machine_gpu_devices());
+  if (missing.empty()) return std::nullopt;
+  kNcclUnavailableRule.record_hit();
+  const Diagnostic d{Diagnostic::Level::Error, kNcclUnavailableRule.id,
+                     "argument --distributed-backend nccl: megatron-run's worker cannot run it here: " + missing +
+                         "; use --distributed-backend gloo (the CPU path)",
+                     {"--distributed-backend"}, backend_where(ns), kStageInit};
+  print_diagnostic(std::cerr, d);
+  return refuse_launch(lo, 1, diagnostic_text(d), /*printed=*/true);
+}
+
+// The user's program with --distributed-backend nccl on a machine that shows no GPU at all: named in a warning
+// (torch's "nccl" is NCCL or, on ROCm, RCCL: the program may know better than the probe, so it still starts).
+void warn_program_nccl(const Namespace& ns) {
+  if (asked_backend(ns) != "nccl") return;
+  const std::string doubt = launch::program_nccl_doubt(util::machine_gpu_devices());
+  if (doubt.empty()) return;
+  print_warning_diagnostic({Diagnostic::Level::Warning, kNcclWithoutGpu,
+                            "--distributed-backend nccl: " + doubt + "; torch's nccl backend (NCCL, or RCCL on ROCm) "
+                            "needs a GPU for each rank, so the program will likely fail to initialise; "
+                            "--distributed-backend gloo runs on the CPU",
+                            {"--distributed-backend"}, backend_where(ns), kStageInit});
 }
 
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
@@ -295,6 +354,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
   } catch (const launch::LaunchError& e) {
     return refuse_launch(lo, 2, e.what());
   }
+  if (!job || lo.nproc_per_node > 0 || job->rank == 0) warn_program_nccl(resolved.parsed.ns);  // once a job
   if (job && lo.nproc_per_node == 0) {
     if (job->source == launch::LaunchInfo::Source::Slurm) {
       // One task per rank under srun: the program gets torchrun's variables, derived from SLURM's as for the
@@ -396,6 +456,9 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   }
 
   if (program.named()) return launch_program(resolved, program, lo, job);
+  // Our spawner ((a) below): a backend its workers cannot run is refused here, once, before any of them starts.
+  if (lo.nproc_per_node > 0 || !job)
+    if (std::optional<int> refused = own_worker_nccl_refused(lo, ns)) return *refused;
 
   // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher).
   const bool under_our_spawner = job && std::getenv("MR_SPAWNER") != nullptr;

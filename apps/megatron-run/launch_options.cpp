@@ -12,13 +12,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <algorithm>
-#include <filesystem>
 #include <tuple>
 
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/line_prefix.h"
 #include "launch/torchrun_options.h"
+#include "util/gpu_devices.h"
 #include "util/log.h"
 #include "util/text.h"
 
@@ -63,19 +63,9 @@ int cpu_count() {
   return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
-// GPUs visible to the workers: CUDA_VISIBLE_DEVICES when set ("" or "-1": none), else the NVIDIA device nodes.
-int visible_gpu_count() {
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    std::string s = v;
-    if (s.empty() || s.rfind("-1", 0) == 0) return 0;
-    int n = 1;
-    for (char c : s) n += c == ',';
-    return n;
-  }
-  int n = 0;
-  while (std::filesystem::exists("/dev/nvidia" + std::to_string(n))) ++n;
-  return n;
-}
+// GPUs visible to the workers: CUDA_VISIBLE_DEVICES when set ("", "-1", NoDevFiles: none), else the NVIDIA
+// device nodes (util/gpu_devices.h).
+int visible_gpu_count() { return util::machine_gpu_devices().visible(); }
 
 // torchrun's --nproc-per-node: an int, or cpu / gpu / auto (GPUs when there are any, else processors).
 int parse_nproc(const std::string& v) {

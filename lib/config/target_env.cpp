@@ -5,7 +5,6 @@
 #include <regex>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <limits>
 #include <tuple>
 #include <optional>
@@ -16,6 +15,7 @@
 #include "config/converters.h"
 #include "config/diagnostic.h"
 #include "config/value.h"
+#include "util/gpu_devices.h"
 #include "util/text.h"
 
 extern char** environ;
@@ -137,13 +137,8 @@ int TargetEnv::arch_major() const { return no_gpu() ? 0 : parse_arch(gpu_arch).f
 int TargetEnv::arch_minor() const { return no_gpu() ? 0 : parse_arch(gpu_arch).second; }
 
 std::optional<std::string> machine_gpu_arch() {
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    const std::string s = v;
-    if (s.empty() || s == "-1" || s == "NoDevFiles") return "none";
-  }
-  std::error_code ec;
-  const bool driver = std::filesystem::exists("/proc/driver/nvidia/gpus", ec) || std::filesystem::exists("/dev/nvidiactl", ec);
-  if (!driver) return "none";
+  const util::GpuDevices gpus = util::machine_gpu_devices();
+  if (gpus.hidden() || !gpus.nvidia_driver) return "none";
   // nvidia-smi's compute capability of the first visible GPU ("9.0"); anything else: unknown.
   FILE* p = popen("nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null", "r");
   if (!p) return std::nullopt;

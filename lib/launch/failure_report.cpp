@@ -161,7 +161,11 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
   }
   if (!root.stderr_tail.empty()) {
     os << "    last " << root.stderr_tail.size() << " line" << (root.stderr_tail.size() == 1 ? "" : "s")
-       << " of its stderr:\n";
+       << " of its stderr"
+       << (root.stderr_left_out ? " (" + std::to_string(root.stderr_left_out) + " torch log line" +
+                                      (root.stderr_left_out == 1 ? "" : "s") + " left out)"
+                                : std::string())
+       << ":\n";
     for (const std::string& l : root.stderr_tail) os << "      " << l << "\n";
   } else if (!root.stderr_seen) {
     os << "    its stderr went straight to the console (above)\n";

@@ -1,6 +1,6 @@
 // The failure summary spawn_workers prints when the job fails: the root cause (the first worker that failed:
 // rank, local rank, host, pid, exit code or signal, time, the content of its TORCHELASTIC_ERROR_FILE in
-// PyTorch's @record JSON format, the last lines of its stderr), then the cascade (the workers that failed
+// PyTorch's @record JSON format, the last lines of its stderr, torch's log lines left out: stderr_tail.h), then the cascade (the workers that failed
 // after it, most of them stopped by the launcher). Torch-free.
 #pragma once
 
@@ -23,6 +23,7 @@ struct WorkerFailure {
   std::chrono::system_clock::time_point when;  // when the launcher saw it end
   bool after_stop = false;  // it ended after the launcher had begun stopping the workers
   std::vector<std::string> stderr_tail;  // its last stderr lines, when its stderr went through the launcher
+  size_t stderr_left_out = 0;            // torch's info/warning log lines left out of them (stderr_tail.h)
   bool stderr_seen = false;              // its stderr went through the launcher (else straight to the console)
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE ("" none)
   // megatron-run could not start it (the exec or the CPU binding in the forked child failed; the child's exit code,

@@ -19,6 +19,7 @@
 
 #include "launch/failure_report.h"
 #include "launch/guardian.h"
+#include "launch/stderr_tail.h"
 #include "launch/log_spec.h"
 #include "launch/spawn.h"
 
@@ -65,6 +66,9 @@ class SignalForwarder {
 
 // ---- worker processes (workers.cpp) --------------------------------------------------------------------------------
 
+// The most stderr lines the failure summary shows.
+inline constexpr size_t kTailLines = 10;
+
 // One output stream of a worker that goes through the launcher (a pipe): to its log file and/or the console.
 struct Stream {
   int fd = -1;          // the pipe's read end; -1: none, or it has ended
@@ -75,11 +79,8 @@ struct Stream {
   // A tee'd stream with duplicate filters: the filtered file (shared by the workers) and the filters; -1: none.
   int filtered = -1;
   const std::vector<std::string>* filters = nullptr;
-  std::deque<std::string> tail;  // the last lines (stderr: for the failure summary)
+  StderrTail tail{kTailLines};  // the last lines (stderr: for the failure summary), torch's log lines left out
 };
-
-// The most stderr lines the failure summary shows.
-inline constexpr size_t kTailLines = 10;
 
 struct Worker {
   int rank = 0, local_rank = 0;

@@ -33,10 +33,7 @@ void emit(const Worker& w, Stream& s, const std::string& text, bool flush_all) {
   s.pending += text;
   std::string out;
   auto line = [&](std::string l) {  // without its newline
-    if (s.is_err) {
-      s.tail.push_back(l);
-      if (s.tail.size() > kTailLines) s.tail.pop_front();
-    }
+    if (s.is_err) s.tail.add(l);
     if (!s.console) return;
     if (s.filtered >= 0)
       for (const std::string& needle : *s.filters)
@@ -305,8 +302,10 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     }
   }
   // Every stream has ended: the stderr tails are complete.
-  for (size_t i = 0; i < failed.size(); ++i)
-    result.failures[i].stderr_tail.assign(failed[i]->err.tail.begin(), failed[i]->err.tail.end());
+  for (size_t i = 0; i < failed.size(); ++i) {
+    result.failures[i].stderr_tail = failed[i]->err.tail.lines();
+    result.failures[i].stderr_left_out = failed[i]->err.tail.left_out();
+  }
   if (result.peer) result.code = result.peer->code;
   else if (result.failed_first && result.first_elsewhere) result.code = result.first_elsewhere->code;
   else if (result.failed_first) result.code = exit_code(result.failures.front().status);

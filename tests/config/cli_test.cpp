@@ -20,6 +20,7 @@
 #include "config/schema.h"
 #include "config/value.h"
 #include "binary.h"
+#include "scratch.h"
 
 namespace {
 using Result = mrtest::Proc;  // `out` holds stdout and stderr together
@@ -354,7 +355,9 @@ TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
   CHECK(sh("rules parse.deprecated-flag").out.find("not a validation rule: see docs/config-files.md") !=
         std::string::npos);
   CHECK(sh("rules launch.dry-run-implied").out.find("see docs/launch.md") != std::string::npos);
-  CHECK(sh("rules dist.nccl-unavailable").out.find("see docs/distributed.md") != std::string::npos);
+  CHECK(sh("rules dist.no-such-id").out.find("see docs/distributed.md") != std::string::npos);
+  // dist.nccl-unavailable is a rule too: the launcher checks it before any worker starts.
+  CHECK(sh("rules dist.nccl-unavailable").out.rfind("dist.nccl-unavailable  [error]  (init) ", 0) == 0);
   CHECK(sh("rules run.nan-check").out.find("see docs/run.md") != std::string::npos);
   // A family ("batch-size", or "batch-size.") lists each of its rules, in the list's order.
   std::string family;
@@ -852,6 +855,24 @@ TEST_CASE("a launch validates for this machine: no GPU here, the CUDA-only rules
                                  " --tensor-model-parallel-size 2 2>&1");
   CHECK(named.exit == 1);
   CHECK(named.out.find("error[cuda-connections.max-connections-one]") != std::string::npos);
+}
+
+TEST_CASE("rule dist.nccl-unavailable: the launcher refuses nccl for its own worker where it cannot run, once",
+          "[cli][nccl-check]") {
+  // A machine without any GPU (an empty root for the probe, util/gpu_devices.h): refused whether the build has
+  // NCCL (then for the GPU) or not (for the build). MR_WORKER=/bin/false: a worker started would fail the job.
+  const std::string root = mrtest::fake_root("no-gpu", {"dev/null"}, "cli-nccl");
+  auto run = mrtest::run_shell("env -u CUDA_VISIBLE_DEVICES MR_DEVICE_ROOT='" + root + "' MR_WORKER=/bin/false '" +
+                               std::string(MR_BINARY) + "' --nproc-per-node 2 --config " + kDefault +
+                               " --distributed-backend nccl 2>&1");
+  INFO(run.out);
+  CHECK(run.exit == 1);
+  const size_t at = run.out.find("megatron-run: error[dist.nccl-unavailable]: argument --distributed-backend nccl: "
+                                 "megatron-run's worker cannot run it here: ");
+  REQUIRE(at != std::string::npos);
+  CHECK(run.out.find("; use --distributed-backend gloo (the CPU path)\n") != std::string::npos);
+  CHECK(run.out.find("exited with code") == std::string::npos);  // no worker started
+  CHECK(run.out.find("dist.nccl-unavailable", at + 30) == std::string::npos);  // said once
 }
 
 TEST_CASE("output that cannot be written fails the command; running out of memory is an error, not exit 3",

@@ -331,20 +331,28 @@ TEST_CASE("backend choice: gloo without a GPU, nccl demanded without one is an e
   else CHECK_THAT(a[1].err(), Catch::Contains("built without CUDA") || Catch::Contains("without NCCL"));
 }
 
-TEST_CASE("nccl demanded without a GPU: every spawned rank refuses at once, the job exits 1", "[dist][process][spawn]") {
+TEST_CASE("nccl demanded without a GPU: the launcher refuses once, before any rank starts, and exits 1",
+          "[dist][process][spawn]") {
   if (mr::distributed::gpu_count() > 0) {
     WARN("a GPU is visible: skipping the no-GPU refusal");
     return;
   }
   TempDir dir;
+  // The launcher's GPU probe looks at an empty machine root (util/gpu_devices.h): no NVIDIA device there.
+  std::filesystem::create_directories(dir.path / "machine");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Proc> a = {mrtest::start({mrtest::megatron_run(), "--nproc-per-node", "2", "--bring-up-only", "--config",
                                         std::string(MR_SOURCE_DIR) + "/configs/default.yaml", "--distributed-backend", "nccl"},
-                                       {}, dir, "spawn")};
+                                       {{"MR_DEVICE_ROOT", (dir.path / "machine").string()}}, dir, "spawn")};
   mrtest::wait_all(a, std::chrono::seconds(60));
   INFO(mrtest::all_output(a));
   CHECK(a[0].exit_code() == 1);
-  CHECK_THAT(a[0].err(), Catch::Contains("[dist.nccl-unavailable]"));
+  // The launcher's refusal (launch/nccl_check.h), not one per rank: no rank prefix, said once.
+  const std::string err = a[0].err();
+  CHECK_THAT(err, Catch::Contains("error[dist.nccl-unavailable]: argument --distributed-backend nccl: megatron-run's "
+                                  "worker cannot run it here: "));
+  CHECK(err.find("nccl-unavailable") == err.rfind("nccl-unavailable"));
+  CHECK_THAT(err, !Catch::Contains("[rank 0]") && !Catch::Contains("[rank 1]"));
   // No rendezvous, no collective: the refusal comes before either (well under the start-up timeout).
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
 }

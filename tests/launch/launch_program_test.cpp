@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../config/binary.h"
+#include "../config/scratch.h"
 #include "sockets.h"
 #include "config/value.h"
 
@@ -317,4 +318,33 @@ TEST_CASE("--master-port held by another program on one node: own worker refused
   CHECK(free.exit == 0);
   CHECK(free.out.find("ran\n") != std::string::npos);
   CHECK(free.out.find("in use") == std::string::npos);
+}
+
+TEST_CASE("--distributed-backend nccl for a program: a warning on a machine without any GPU, never a refusal",
+          "[launch][program][process][nccl-check]") {
+  // torch's nccl is NCCL on NVIDIA GPUs and RCCL on ROCm: megatron-run starts the program either way.
+  auto run_on = [](const std::string& root, const std::string& backend) {
+    return mrtest::run_shell("env -u CUDA_VISIBLE_DEVICES MR_DEVICE_ROOT='" + root + "' " + kBin + " --config " +
+                             kConfig + " --distributed-backend " + backend + " --no-append-args -- /bin/echo ran 2>&1");
+  };
+  const std::string warning = "megatron-run: warning[launch.nccl-without-gpu]: --distributed-backend nccl: ";
+  const mrtest::Proc bare = run_on(mrtest::fake_root("bare", {"dev/null"}, "launch-program"), "nccl");
+  INFO(bare.out);
+  CHECK(bare.exit == 0);
+  CHECK(bare.out.find(warning + "this machine shows no GPU (no /dev/nvidia<N> device, no GPU in /proc/driver/nvidia/gpus, "
+                                "no ROCm /dev/kfd); torch's nccl backend (NCCL, or RCCL on ROCm) needs a GPU for each "
+                                "rank") != std::string::npos);
+  CHECK(bare.out.find("ran\n") != std::string::npos);
+  CHECK(bare.out.find("nccl-unavailable") == std::string::npos);
+  for (const std::string& root : {mrtest::fake_root("rocm", {"dev/kfd"}, "launch-program"),
+                                  mrtest::fake_root("nvidia", {"dev/nvidia0", "dev/nvidiactl"}, "launch-program")}) {
+    const mrtest::Proc gpu = run_on(root, "nccl");
+    INFO(gpu.out);
+    CHECK(gpu.exit == 0);
+    CHECK(gpu.out.find("launch.nccl-without-gpu") == std::string::npos);
+    CHECK(gpu.out.find("ran\n") != std::string::npos);
+  }
+  const mrtest::Proc gloo = run_on(mrtest::fake_root("bare", {"dev/null"}, "launch-program"), "gloo");
+  CHECK(gloo.exit == 0);
+  CHECK(gloo.out.find("launch.nccl-without-gpu") == std::string::npos);
 }

@@ -418,3 +418,39 @@ TEST_CASE("a rank that finished while the others run on is named once, after the
   CHECK(f.exit == 4);
   CHECK(has(f.out, "worker rank 1 exited with code 0 more than 1 s ago"));
 }
+
+TEST_CASE("the failure summary leaves torch's info and warning log lines out of the stderr tail, and counts them",
+          "[launch][supervision][process][stderr-tail]") {
+  TempDir dir;
+  // A program that fails, then writes twelve c10d-style warnings as it goes down: the tail of ten lines would be
+  // nothing but them.
+  const fs::path script = dir.path / "noisy.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\n"
+         "echo 'Traceback (most recent call last):' >&2\n"
+         "echo 'RuntimeError: the real error' >&2\n"
+         "i=0\n"
+         "while [ $i -lt 12 ]; do\n"
+         "  echo \"[W1205 12:00:01.$i TCPStore.cpp:125] [c10d] recvValue failed: Connection reset by peer\" >&2\n"
+         "  i=$((i + 1))\n"
+         "done\n"
+         "echo 'E1205 12:00:02.000000  77 ProcessGroupGloo.cpp:144] the error line stays' >&2\n"
+         "exit 3\n";
+  }
+  fs::permissions(script, fs::perms::owner_all);
+  // Two ranks: their stderr goes through the launcher (one rank's goes straight to the console). Both fail alike.
+  Proc r = sh(kBin + " --nproc-per-node 2 --config " + kConfig + " --no-append-args -- " + script.string());
+  INFO(r.out);
+  CHECK(r.exit == 3);
+  const size_t root = r.out.find("megatron-run: the job failed\n");
+  REQUIRE(root != std::string::npos);
+  const std::string summary = r.out.substr(root);
+  CHECK(has(summary, "    last 3 lines of its stderr (12 torch log lines left out):\n"
+                     "      Traceback (most recent call last):\n"
+                     "      RuntimeError: the real error\n"
+                     "      E1205 12:00:02.000000  77 ProcessGroupGloo.cpp:144] the error line stays\n"));
+  CHECK_FALSE(has(summary, "recvValue failed"));
+  // The console still got every line as it came.
+  CHECK(has(r.out.substr(0, root), "[c10d] recvValue failed"));
+}

@@ -1,0 +1,69 @@
+// The GPU probe (gpu_devices.h): directory listings and existence checks only.
+#include "util/gpu_devices.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+namespace mr::util {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "nvidia0", "nvidia12": a GPU's device node (not nvidiactl, nvidia-uvm, nvidia-modeset, nvidia-caps).
+bool gpu_node_name(const std::string& name) {
+  if (name.size() <= 6 || name.compare(0, 6, "nvidia") != 0) return false;
+  for (size_t i = 6; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return false;
+  return true;
+}
+
+}  // namespace
+
+bool GpuDevices::hidden() const {
+  if (!cuda_visible_devices) return false;
+  const std::string& v = *cuda_visible_devices;
+  return v.empty() || v.rfind("-1", 0) == 0 || v == "NoDevFiles";
+}
+
+int GpuDevices::visible() const {
+  if (hidden()) return 0;
+  if (cuda_visible_devices) {
+    int n = 1;
+    for (char c : *cuda_visible_devices) n += c == ',';
+    return n;
+  }
+  return nvidia();
+}
+
+std::string GpuDevices::why_no_nvidia() const {
+  if (hidden()) return "CUDA_VISIBLE_DEVICES='" + *cuda_visible_devices + "' hides every GPU";
+  if (nvidia() > 0) return "";
+  return std::string("this machine shows no NVIDIA GPU (no /dev/nvidia<N> device, ") +
+         (nvidia_driver ? "no GPU in /proc/driver/nvidia/gpus)" : "no NVIDIA driver: /proc/driver/nvidia absent)");
+}
+
+GpuDevices probe_gpu_devices(const std::string& root, const std::optional<std::string>& cuda_visible_devices) {
+  GpuDevices d;
+  d.cuda_visible_devices = cuda_visible_devices;
+  const fs::path r = root.empty() ? fs::path("/") : fs::path(root);
+  std::error_code ec;
+  for (fs::directory_iterator it(r / "dev", ec), end; !ec && it != end; it.increment(ec))
+    if (gpu_node_name(it->path().filename().string())) ++d.nvidia_nodes;
+  ec.clear();
+  const fs::path gpus = r / "proc/driver/nvidia/gpus";
+  for (fs::directory_iterator it(gpus, ec), end; !ec && it != end; it.increment(ec)) ++d.nvidia_driver_gpus;
+  d.nvidia_driver = fs::exists(gpus, ec) || fs::exists(r / "dev/nvidiactl", ec);
+  d.rocm = fs::exists(r / "dev/kfd", ec);
+  return d;
+}
+
+GpuDevices machine_gpu_devices() {
+  const char* root = std::getenv("MR_DEVICE_ROOT");
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return probe_gpu_devices(root && *root ? root : "/", visible ? std::optional<std::string>(visible) : std::nullopt);
+}
+
+}  // namespace mr::util
