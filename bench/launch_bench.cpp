@@ -50,7 +50,7 @@ MR_BENCHMARK("launch.overhead", [](const Options& o) {
 
 // A config error (--num-layers four) with 8 ranks: the time until the launcher exits with it. megatron-run
 // refuses it before starting anything; under torchrun, 8 Python ranks each build Megatron's argparse parser
-// (tests/launch/programs/megatron_client.py, 868 arguments) and fail in parse_args.
+// (tests/launch/programs/megatron_client.py, the whole parser) and fail in parse_args.
 MR_BENCHMARK("launch.fail_fast", [](const Options& o) {
   const std::string tr = torchrun();
   const std::string client = o.source_dir + "/tests/launch/programs/megatron_client.py";

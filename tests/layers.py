@@ -13,7 +13,6 @@ import sys
 
 # The layers, lowest first, and the folders each one is. A file may include its own layer and any layer before
 # it in this list, except those its entry names under "not": lower layers it must not use.
-# lib/dist is the old name of parallel + launch + distributed (before that split): one layer in their place.
 CONFIG_UPPER = ["config/parse", "config/validate"]
 LAYERS = [
     # (layer, folders (prefixes of paths in the tree), lower layers it must not include)
@@ -23,11 +22,11 @@ LAYERS = [
     ("config/validate", ["lib/config/validate/"], []),
     # After validation the layers read the resolved arguments (config core), never the parser or the chain.
     ("parallel", ["lib/parallel/"], CONFIG_UPPER),  # the torch-free rank layout
-    ("launch", ["lib/launch/"], CONFIG_UPPER),  # launch environment, spawner, worker input
+    # launch and parallel are independent of each other (docs/design.md).
+    ("launch", ["lib/launch/"], CONFIG_UPPER + ["parallel"]),  # launch environment, spawner, worker input
     ("distributed", ["lib/distributed/"], CONFIG_UPPER),  # store, communicators, runtime, worker
-    ("dist", ["lib/dist/"], CONFIG_UPPER + ["parallel", "launch", "distributed"]),  # old name of the three
     # optim depends on config and util only: not on the rank layout, the launcher or the communicators.
-    ("optim", ["lib/optim/"], CONFIG_UPPER + ["parallel", "launch", "distributed", "dist"]),
+    ("optim", ["lib/optim/"], CONFIG_UPPER + ["parallel", "launch", "distributed"]),
     ("run", ["lib/run/"], CONFIG_UPPER),
     ("apps", ["apps/"], []),
 ]

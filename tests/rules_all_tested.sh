@@ -3,7 +3,7 @@
 #
 # Runs the config test suite with MR_RULE_HITS_FILE pointing at a fresh temporary file (every process the
 # suite starts, megatron-run included, appends "<id> <count>" for each rule whose failing branch fired; see
-# lib/config/validate/rule.h), then checks that every rule `megatron-run rules` lists appears there.
+# lib/config/rule.h), then checks that every rule `megatron-run rules` lists appears there.
 # Prints the ids that never fired. POSIX sh. The hits file and the suite's TMPDIR are fresh temporary
 # directories, so runs do not share them with each other or with the `config` test.
 #

@@ -133,7 +133,8 @@ void log_warnings(const Outcome& out);
 // failure document on stdout. Returns 1, the exit code of a failed rule.
 int report_failure(const CommonOptions& common, const std::vector<Diagnostic>& diagnostics);
 int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
-// `megatron-run CMD --help`: the usage of one command (check, schema, rules, topology, params; else the general one).
+// `megatron-run CMD --help`: the usage of one command of kCommands (main.cpp), else the general one. Written by hand:
+// it lists each command's options and --format values, so it changes with them.
 void print_command_usage(std::ostream& os, const std::string& cmd);
 // A usage error (exit 2): the message on stderr and, when `args` (the whole command line) asks for JSON on stdout
 // (--format json, for a command whose JSON is a result document), a failure document there too. Returns 2.

@@ -323,9 +323,9 @@ Progress Checkpointer::load() {
       if (with_opt && !c_.plan.params.empty())
         for (const std::string& kind : buffer_kinds(c_.buf, true)) {
           size_t k = 0;
-          if (kind == "exp_avg_sq")
+          if (kind == kExpAvgSqKind)
             while (k + 1 < c_.plan.params.size() && !c_.buf.keeps_sq[k]) ++k;
-          if ((kind == "exp_avg" || kind == "exp_avg_sq") && !r.has(c_.plan.params[k].key, kind))
+          if ((kind == kExpAvgKind || kind == kExpAvgSqKind) && !r.has(c_.plan.params[k].key, kind))
             throw CheckpointError(kCkptOptimizerMismatch,
                                   "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
                                       std::string(c_.optimizer.name) + " keeps here for " + c_.plan.params[k].key +

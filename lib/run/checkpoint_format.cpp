@@ -408,8 +408,7 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path) {
     p.kind = need_str(pv, "kind", path, where);
     p.dtype = need_str(pv, "dtype", path, where);
     const std::string w = "piece \"" + p.tensor + "\"";
-    if (p.kind != "param" && p.kind != "fp32_param" && p.kind != "exp_avg" && p.kind != "exp_avg_sq" &&
-        p.kind != kSoapKroneckerKind)
+    if (!is_piece_kind(p.kind))
       corrupt(path, w + ": unknown kind \"" + p.kind + "\"");
     if (safetensors_dtype_bytes(p.dtype) == 0) corrupt(path, w + ": dtype \"" + p.dtype + "\" is not F32, BF16 or F16");
     p.global_shape = need_ints(pv, "global_shape", path, w, kMaxPieceDims);

@@ -31,10 +31,25 @@ struct CheckpointError : RunError {
   std::string id;
 };
 
-// Stable ids.
+// The kinds of a checkpoint piece (Piece::kind). The writer (checkpoint_io.cpp) names its pieces with these, and
+// parse_rank_meta refuses a piece of any kind not in kPieceKinds: a new kind of state is a constant here and an
+// entry of that table (and its line in docs/checkpoints.md).
+inline constexpr const char* kParamKind = "param";           // a parameter in the training dtype
+inline constexpr const char* kFp32ParamKind = "fp32_param";  // its fp32 main copy (16-bit training)
+inline constexpr const char* kExpAvgKind = "exp_avg";        // first moment (SGD's and Muon's momentum buffer)
+inline constexpr const char* kExpAvgSqKind = "exp_avg_sq";   // second moment (Adaptive Muon's moment2 buffer)
 // SOAP's preconditioner of one matrix (FlatBuffers::kronecker): a [shards, kronecker_floats] tensor per parameter,
 // row s for tensor-parallel shard s (one row where the parameter is not split), written by the rank that keeps it.
 inline constexpr const char* kSoapKroneckerKind = "soap_kronecker";
+inline constexpr const char* kPieceKinds[] = {kParamKind, kFp32ParamKind, kExpAvgKind, kExpAvgSqKind,
+                                              kSoapKroneckerKind};
+inline bool is_piece_kind(std::string_view kind) {
+  for (const char* k : kPieceKinds)
+    if (kind == k) return true;
+  return false;
+}
+
+// Stable ids.
 
 inline constexpr const char* kCkptSaveUnwritable = "checkpoint.save-unwritable";
 inline constexpr const char* kCkptSaveFailed = "checkpoint.save-failed";
@@ -130,7 +145,7 @@ inline constexpr size_t kMaxPieceDims = 8;
 struct Piece {
   std::string tensor;  // the safetensors entry
   std::string key;     // the parameter's name (a routed expert's global name)
-  std::string kind;    // "param" (training dtype), "fp32_param", "exp_avg", "exp_avg_sq"
+  std::string kind;    // one of kPieceKinds
   std::string dtype;
   std::vector<int64_t> global_shape, global_offset, local_shape;
   int64_t flat_begin = 0, flat_end = 0;

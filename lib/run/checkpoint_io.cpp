@@ -48,14 +48,14 @@ struct StatePlace {
 
   StatePlace(const FlatBuffers& buf, const std::string& kind, size_t param, int64_t first) : b(buf), k(param), lo(first) {
     FlatBuffers& m = const_cast<FlatBuffers&>(b);  // places in the buffers; the writer only reads them
-    if (kind == "fp32_param") {
+    if (kind == kFp32ParamKind) {
       which = Scaled::Main;
       dtype = optim::DType::F32;
       data = b.main_at(m.main.data(), lo);
       fp32 = b.main_storage == MainStorage::F32;
       return;
     }
-    which = kind == "exp_avg" ? Scaled::ExpAvg : Scaled::ExpAvgSq;
+    which = kind == kExpAvgKind ? Scaled::ExpAvg : Scaled::ExpAvgSq;
     dtype = which == Scaled::ExpAvg ? b.exp_avg_dtype : b.exp_avg_sq_dtype;
     data = which == Scaled::ExpAvg ? b.exp_avg_at(m.exp_avg.data(), lo) : b.sq_at(m.exp_avg_sq.data(), k, lo);
     fp32 = dtype == optim::DType::F32;
@@ -91,11 +91,11 @@ std::string safetensors_dtype(optim::DType d) {
 }
 
 std::vector<std::string> buffer_kinds(const FlatBuffers& b, bool with_optimizer) {
-  std::vector<std::string> k = {"param"};
+  std::vector<std::string> k = {kParamKind};
   if (!with_optimizer) return k;
-  if (b.has_main) k.push_back("fp32_param");
-  k.push_back("exp_avg");  // allocated for every optimizer the run steps
-  if (b.has_exp_avg_sq) k.push_back("exp_avg_sq");
+  if (b.has_main) k.push_back(kFp32ParamKind);
+  k.push_back(kExpAvgKind);  // allocated for every optimizer the run steps
+  if (b.has_exp_avg_sq) k.push_back(kExpAvgSqKind);
   return k;
 }
 
@@ -158,7 +158,7 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
       Piece pc;
       pc.key = p.key;
       pc.kind = kind;
-      pc.tensor = (kind == "param" ? p.key : "optimizer.state." + kind + "." + p.key) +
+      pc.tensor = (kind == kParamKind ? p.key : "optimizer.state." + kind + "." + p.key) +
                   (blocks.size() > 1 ? ".part" + std::to_string(k) : std::string());
       pc.dtype = dtype;
       pc.global_shape = p.full_shape;
@@ -193,7 +193,7 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
     if (!writes(p)) continue;
-    add(p, p.expert ? at.etp_rank : at.tp_rank, "param", 0, p.numel(),
+    add(p, p.expert ? at.etp_rank : at.tp_rank, kParamKind, 0, p.numel(),
         b.model.data() + static_cast<size_t>(b.offset[k]) * w, w, safetensors_dtype(b.model_dtype));
   }
   for (size_t i = 1; i < kinds.size(); ++i) {
@@ -298,12 +298,12 @@ CheckpointReader::File& CheckpointReader::file(size_t i) {
 std::vector<std::string> CheckpointReader::param_keys() const {
   std::vector<std::string> out;
   for (const auto& [k, refs] : index_)
-    if (k.second == "param") out.push_back(k.first);
+    if (k.second == kParamKind) out.push_back(k.first);
   return out;
 }
 
 std::vector<int64_t> CheckpointReader::global_shape(const std::string& key) const {
-  auto it = index_.find({key, "param"});
+  auto it = index_.find({key, kParamKind});
   if (it == index_.end()) return {};
   const Ref& r = it->second.front();
   return metas_[r.file].pieces[r.piece].global_shape;
@@ -313,9 +313,9 @@ void CheckpointReader::fill(const ParamSpec& p, int64_t tp_rank, const std::stri
                             int64_t lb, int64_t le, void* dst) {
   if (lb >= le) return;
   auto it = index_.find({p.key, kind});
-  const std::string what = kind == "param" ? "parameter " + p.key : "the " + kind + " state of " + p.key;
+  const std::string what = kind == kParamKind ? "parameter " + p.key : "the " + kind + " state of " + p.key;
   if (it == index_.end())
-    throw CheckpointError(kind == "param" ? kCkptModelMismatch : kCkptIncomplete,
+    throw CheckpointError(kind == kParamKind ? kCkptModelMismatch : kCkptIncomplete,
                           dir_ + ": the checkpoint has no " + what + " (is it a checkpoint of another model?)");
   const size_t w = safetensors_dtype_bytes(dtype);
   // Each block of this rank's shard (one, or one per TP-split part) from the pieces that overlap it.
@@ -422,17 +422,17 @@ void CheckpointReader::load_buffers(const ModelPlan& plan, FlatBuffers& b, const
   for (size_t k = 0; k < plan.params.size(); ++k) {
     const ParamSpec& p = plan.params[k];
     char* dst = reinterpret_cast<char*>(b.model.data()) + static_cast<size_t>(b.offset[k]) * w;
-    const std::string sdt = stored_dtype(p.key, "param");
+    const std::string sdt = stored_dtype(p.key, kParamKind);
     if (!with_optimizer && sdt != mdt && float_dtype(sdt) && float_dtype(mdt)) {
       const size_t sw = safetensors_dtype_bytes(sdt);
       stored.resize(static_cast<size_t>(p.numel()) * sw);
-      fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", sdt, 0, p.numel(), stored.data());
+      fill(p, p.expert ? at.etp_rank : at.tp_rank, kParamKind, sdt, 0, p.numel(), stored.data());
       const optim::DType from = float_dtype_of(sdt);  // to the model's dtype, rounded as torch's copy_ rounds
       for (int64_t i = 0; i < p.numel(); ++i)
         optim::store_element(dst, b.model_dtype, i, optim::load_element(stored.data(), from, i));
       continue;
     }
-    fill(p, p.expert ? at.etp_rank : at.tp_rank, "param", mdt, 0, p.numel(), dst);
+    fill(p, p.expert ? at.etp_rank : at.tp_rank, kParamKind, mdt, 0, p.numel(), dst);
   }
   const std::vector<std::string> kinds = buffer_kinds(b, with_optimizer);
   std::vector<float> values;  // a state kept below fp32: its fp32 values, then the state they came from
@@ -463,10 +463,10 @@ void CheckpointReader::load_main_from_stored_params(const ModelPlan& plan, FlatB
     const ParamSpec& p = plan.params[k];
     const int64_t tp = p.expert ? at.etp_rank : at.tp_rank;
     float* out = static_cast<float*>(b.main_at(b.main.data(), lo));
-    const std::string sdt = stored_dtype(p.key, "param");
-    if (sdt == "F32" || !float_dtype(sdt)) return fill(p, tp, "param", "F32", lo - b.offset[k], hi - b.offset[k], out);
+    const std::string sdt = stored_dtype(p.key, kParamKind);
+    if (sdt == "F32" || !float_dtype(sdt)) return fill(p, tp, kParamKind, "F32", lo - b.offset[k], hi - b.offset[k], out);
     stored.resize(static_cast<size_t>(hi - lo) * safetensors_dtype_bytes(sdt));
-    fill(p, tp, "param", sdt, lo - b.offset[k], hi - b.offset[k], stored.data());
+    fill(p, tp, kParamKind, sdt, lo - b.offset[k], hi - b.offset[k], stored.data());
     const optim::DType from = float_dtype_of(sdt);
     for (int64_t i = 0; i < hi - lo; ++i) out[i] = optim::load_element(stored.data(), from, i);
   });
