@@ -82,10 +82,10 @@ TEST_CASE("a boolean word after a switch, read as the program, is named as such"
   Proc off = sh(kBin + " --config " + kConfig + " --mock-data false");
   INFO(off.out);
   CHECK(off.exit == 2);
-  CHECK(has(off.out, "the script false does not exist (relative to the working directory); --mock-data takes no "
-                     "value, so 'false' was read as the PROGRAM to launch (Megatron has no --no- form of it: to turn "
-                     "it off, leave --mock-data out of the command line; a config file turns it off with "
-                     "`mock-data: false`)"));
+  CHECK(has(off.out, "the script false does not exist (relative to the working directory)"));
+  CHECK(has(off.out, "; --mock-data takes no value, so 'false' was read as the PROGRAM to launch (Megatron has no "
+                     "--no- form of it: to turn it off, leave --mock-data out of the command line; a config file "
+                     "turns it off with `mock-data: false`)"));
   // A switch with a --no- form of the same argument: that form is suggested.
   Proc no = sh(kBin + " --config " + kConfig + " --yarn-correction-range-round-to-int OFF");
   INFO(no.out);
