@@ -36,7 +36,10 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   // One line per (tp, pp) coordinate, from its first data-parallel rank, as Megatron prints it.
   if (c.dp.rank() == 0) log << s.str() << std::endl;
   if (last_rank(c))
-    log << prefix << "megatron-run: synthetic training run: " << c.train_iters << " iterations, "
+    log << prefix << "megatron-run: synthetic training run: "
+        << (c.args.skip_train ? "no iteration (--skip-train; --train-iters " + std::to_string(c.train_iters) + ")"
+                              : std::to_string(c.train_iters) + " iterations")
+        << ", "
         << c.optimizer.name
         << (c.args.use_precision_aware_optimizer
                 ? std::string(" (precision-aware: ") + optim::dtype_name(b.exp_avg_dtype) + " exp_avg, " +

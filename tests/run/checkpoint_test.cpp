@@ -666,6 +666,7 @@ TEST_CASE("--skip-train: the checkpoint loads, no iteration runs, nothing is sav
                                       "no evaluation"));
   CHECK_THAT(b.out(), Catch::Contains("training run finished: 0 iterations (--skip-train); the parameters are those of "
                                       "--load (iteration 4)"));
+  CHECK_THAT(b.out(), Catch::Contains("synthetic training run: no iteration (--skip-train; --train-iters 8)"));
   CHECK(!std::regex_search(b.out(), std::regex(R"(iteration +\d+/)")));
   CHECK_THAT(b.out() + b.err(), !Catch::Contains("does not act on --skip-train"));
   // The loaded parameters, as the saving run ended with them.
@@ -682,7 +683,7 @@ TEST_CASE("--skip-train: the checkpoint loads, no iteration runs, nothing is sav
   CHECK(now == bytes.size());
   // Without --load: the initial parameters, and --save is not even created.
   const std::string fresh = dir / "fresh";
-  mrtest::Proc c = spawn(1, {"--train-iters", "4", "--skip-train", "--save", fresh}, dir, "fresh");
+  mrtest::Proc c = spawn(1, {"--train-iters", "4", "--skip-train", "--save", fresh, "--save-interval", "2"}, dir, "fresh");
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 0);
   CHECK_THAT(c.out(), Catch::Contains("the parameters are the initial ones (no --load)"));
