@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "switch_value_hint.h"
 #include "config/validate/yaml_arguments.h"
 #include "launch/program.h"
 #include "config/parse/command_line.h"
@@ -59,8 +60,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   launch::Program program;
   std::vector<std::string> own_args = args;
   bool unknown_option = false;  // the Megatron parse reports it, before any complaint about the program
+  size_t program_start = 0;     // the program's first word in `args` (0: none)
+  std::vector<std::string> switches;  // megatron-run's own options that take no value
   {
-    std::vector<std::string> value_options, switches;
+    std::vector<std::string> value_options;
     for (const auto& od : desc.options())
       (od->semantic()->max_tokens() > 0 ? value_options : switches).push_back("--" + od->long_name());
     switches.push_back("-h");
@@ -69,6 +72,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     unknown_option = ps.stopped_at_unknown;
     if (ps.form != launch::Program::Form::Worker) {
       program.form = ps.form;
+      program_start = ps.start;
       program.words.assign(args.begin() + static_cast<long>(ps.start), args.end());
       own_args.assign(args.begin(), args.begin() + static_cast<long>(ps.end_of_options));
       if (program.words.empty())
@@ -152,6 +156,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                         w.find_first_of("/.") == std::string::npos;
       std::string hint = bare ? command_word_hint(w) : "";
       if (!hint.empty()) hint = "; megatron-run has no command '" + abbreviate(w) + "'" + hint;
+      // `--mock-data false`: the word after a switch is the program, not the switch's value.
+      if (program.form == launch::Program::Form::Script)
+        if (std::string v = switch_value_hint(args, program_start, switches); !v.empty())
+          throw UsageError(e.what() + v, {args[program_start - 1]});
       throw UsageError(e.what() + hint);
     }
   }

@@ -29,14 +29,26 @@ const Rule kLrScheduleRule{kInitLrSchedule, Rule::Level::Error,
 // What megatron-run's own training run cannot run (run/run_support.h), before its workers start.
 const Rule kTrainingRunRule{kInitTrainingRun, Rule::Level::Error,
                             "What megatron-run's own training run cannot run (an optimizer without a kernel of ours, "
-                            "a --muon-tp-mode it does not implement, a model it does not plan, ...): refused before "
-                            "its workers start.",
+                            "a --muon-tp-mode it does not implement, a model it does not plan, a --yaml-cfg file, "
+                            "...): refused before its workers start.",
                             __FILE__, __LINE__, kStageInit};
 
 }  // namespace
 
 std::optional<Diagnostic> training_run_check(const Outcome& out) {
-  if (out.parsed.yaml_cfg) return std::nullopt;
+  // --yaml-cfg: Megatron's GPT builder cannot build a model from any such file as read (docs/yaml-cfg.md, warning
+  // yaml.model-config.fields-incomplete), and its namespace holds sections, not the flags our run reads.
+  if (out.parsed.yaml_cfg) {
+    kTrainingRunRule.record_hit();
+    return Diagnostic{Diagnostic::Level::Error, kInitTrainingRun,
+                      "--yaml-cfg: megatron-run's own training run does not take a --yaml-cfg file: Megatron's GPT "
+                      "builder cannot build a model from any --yaml-cfg file as read (docs/yaml-cfg.md, warning "
+                      "yaml.model-config.fields-incomplete), and the file's sections are not the flags the run "
+                      "reads; `megatron-run --dry-run --yaml-cfg FILE` and `megatron-run check --yaml-cfg FILE` "
+                      "validate it, a program given to launch (megatron-run --yaml-cfg FILE SCRIPT) receives it, "
+                      "and the run takes the same settings as flags (--config FILE)",
+                      {"--yaml-cfg"}, {}, kStageInit};
+  }
   try {
     run::check_run_supported(Args::from(out.parsed.ns));
   } catch (const ArgsError&) {

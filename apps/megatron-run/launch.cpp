@@ -431,6 +431,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
                                     "): megatron-run starts the workers here and gives each its own LOCAL_RANK, which "
                                     "Megatron reads; one --local-rank for all of them would be wrong for all but one. "
                                     "Leave it out (a dry run and check accept it)");
+  // --yaml-cfg: its namespace holds the file's sections, not the flags the worker's typed view below reads (that
+  // view failed on a key the file leaves null, e.g. `--distribute-saved-activations: the resolved value None is not
+  // a bool`); our own run refuses the file before this (init.training-run), the user's program gets it as given.
+  if (program.named() && resolved.parsed.yaml_cfg) return launch_program(resolved, program, lo, job);
   launch::WorkerInput in;
   in.ns = ns;
   in.backend_explicit = ns.has("distributed_backend") &&

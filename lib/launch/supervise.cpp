@@ -101,6 +101,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   // node, what the exited workers left): the first SIGTERM to the groups sets it, SIGKILL ends it, once.
   std::optional<Clock::time_point> kill_at;  // SIGKILL every group not yet reaped at this time
   bool killed = false;                       // it has been sent: nothing is waited for after it
+  bool killed_some = false;                  // ... to a worker or to what the workers left (not to nothing)
   bool stopping = false;                     // the workers have been told to stop
   std::vector<Worker*> failed;               // in the order seen
   const auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000));
@@ -296,6 +297,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           std::cerr << "megatron-run: processes the workers started still running " << o.grace_seconds
                     << " s after the stop signal (--term-timeout): " << left << "; killing them\n";
       }
+      killed_some = workers.any_running() || !left.empty();
       workers.kill_all(SIGKILL);
       killed = true;
       left.clear();
@@ -309,7 +311,15 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   if (result.peer) result.code = result.peer->code;
   else if (result.failed_first && result.first_elsewhere) result.code = result.first_elsewhere->code;
   else if (result.failed_first) result.code = exit_code(result.failures.front().status);
-  else if (result.signal_received) result.code = 128 + result.signal_received;
+  else if (result.signal_received && result.failures.empty() && !killed_some) {
+    // Every worker exited 0 after the stop signal the launcher forwarded (none killed, nothing left to kill): they
+    // handled it, as a training program with --exit-signal-handler does (it saves and exits 0), so the job ended
+    // well, and a wrapper that checks the code can tell that from a stop that killed them (128 + the signal).
+    const int s = result.signal_received;
+    std::cerr << "megatron-run: every worker exited with code 0 after the forwarded signal " << s << " ("
+              << signal_name(s) << "): they handled the stop; exit 0\n";
+    result.code = 0;
+  } else if (result.signal_received) result.code = 128 + result.signal_received;
   else result.code = result.failures.empty() ? 0 : exit_code(result.failures.front().status);
   return result;
 }

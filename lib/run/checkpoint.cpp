@@ -225,7 +225,8 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                                 "of its directory, so it would remove the persistent ones; give another directory "
                                 "(without the flag: " + *a.save + "/non_persistent)");
   }
-  if (a.save) {
+  // --skip-train saves nothing (Megatron neither trains nor makes its final save): --save is not touched at all.
+  if (a.save && !a.skip_train) {
     std::string why = probe_writable(*a.save, ".megatron-run-probe-rank" + std::to_string(c.rt.rank()));
     const Verdict v = verdict(c, why);
     if (v.rank >= 0)

@@ -36,7 +36,10 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
   // One line per (tp, pp) coordinate, from its first data-parallel rank, as Megatron prints it.
   if (c.dp.rank() == 0) log << s.str() << std::endl;
   if (last_rank(c))
-    log << prefix << "megatron-run: synthetic training run: " << c.train_iters << " iterations, "
+    log << prefix << "megatron-run: synthetic training run: "
+        << (c.args.skip_train ? "no iteration (--skip-train; --train-iters " + std::to_string(c.train_iters) + ")"
+                              : std::to_string(c.train_iters) + " iterations")
+        << ", "
         << c.optimizer.name
         << (c.args.use_precision_aware_optimizer
                 ? std::string(" (precision-aware: ") + optim::dtype_name(b.exp_avg_dtype) + " exp_avg, " +
@@ -122,6 +125,13 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(res.params_checksum));
   const std::string passed =
       res.passed_over > 0 ? ", " + std::to_string(res.passed_over) + " passed over by --iterations-to-skip" : "";
+  if (res.skipped_train) {  // --skip-train: the parameters are the loaded (or initial) ones
+    log << prefix << "megatron-run: training run finished: 0 iterations (--skip-train); the parameters are "
+        << (c.args.load ? "those of --load (iteration " + std::to_string(res.iterations) + ")"
+                        : std::string("the initial ones (no --load)"))
+        << " (parameter checksum " << b << ")" << std::endl;
+    return;
+  }
   if (res.ran == 0 && res.passed_over > 0) {  // every iteration left was skipped: no loss either
     log << prefix << "megatron-run: training run finished: " << res.iterations << " iterations (" << res.skipped
         << " skipped" << passed << "); no optimizer step ran in this run (parameter checksum " << b << ")" << std::endl;

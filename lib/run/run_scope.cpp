@@ -19,6 +19,9 @@ constexpr ArgId kActs[] = {
     ArgId::micro_batch_size, ArgId::global_batch_size, ArgId::rampup_batch_size, ArgId::step_batch_size_schedule,
     ArgId::decrease_batch_size_if_needed, ArgId::train_iters,
     ArgId::train_samples, ArgId::mock_data,
+    // No iteration and no save, the checkpoint loaded (run/train.cpp; the line it prints names the missing
+    // evaluation).
+    ArgId::skip_train,
     // A NaN or inf in the loss or a rank's gradient stops the run (run/train.cpp, rule run.nan-check).
     ArgId::check_for_nan_in_loss_and_grad,
     // Iterations skipped entirely (their samples consumed), and the replicas' parameters compared during the run

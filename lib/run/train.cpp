@@ -169,6 +169,19 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   log_start(c, log, prefix);
   Checkpointer ckpt(c, log, prefix);  // --save is writable, --exit-signal-handler installed
   const Progress resumed = ckpt.load();
+  // --skip-train: Megatron skips its train() call and the final save after it (training.py), and only evaluates;
+  // the checkpoint is loaded all the same. The synthetic run has no evaluation: it ends here with 0 iterations.
+  if (args.skip_train) {
+    if (rt.rank() == 0)
+      log << prefix << "megatron-run: training skipped (--skip-train): 0 iterations run, nothing saved"
+          << (args.save ? " to --save " + *args.save : std::string())
+          << "; Megatron would evaluate next, and the synthetic run has no evaluation" << std::endl;
+    res.iterations = resumed.iteration;
+    res.skipped_train = true;
+    res.params_checksum = check_replicas(c);
+    log_finished(c, log, prefix, res);
+    return res;
+  }
   const std::set<int64_t> inject = iterations_from_env("MR_RUN_NONFINITE_AT");
   const std::set<int64_t> diverge = iterations_from_env("MR_RUN_DIVERGE_AT");
   const std::set<int64_t> to_skip(args.iterations_to_skip.begin(), args.iterations_to_skip.end());

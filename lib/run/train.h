@@ -43,6 +43,7 @@ struct TrainResult {
   int64_t ran = 0;                 // iterations this process ran (0: a loaded checkpoint was at --train-iters)
   int64_t skipped = 0;             // iterations whose gradients held inf/NaN (fp16 loss scaling)
   int64_t passed_over = 0;         // iterations of this process that --iterations-to-skip skipped entirely
+  bool skipped_train = false;      // --skip-train: no iteration ran, nothing was saved
   double first_loss = 0, last_loss = 0;
   double last_grad_norm = 0;
   uint64_t params_checksum = 0;    // the whole model after the last step, the same under every layout (model_checksum)

@@ -74,6 +74,43 @@ TEST_CASE("--bring-up-only where it cannot act: named in a dry run, refused with
   }
 }
 
+// `--mock-data false`: a switch takes no value, so the word after it is the PROGRAM; when no such script exists
+// the refusal says why the word was read so, and how to turn the switch off (its --no- form only where the schema
+// has one for the same argument).
+TEST_CASE("a boolean word after a switch, read as the program, is named as such", "[launch][cli][switch-value]") {
+  const std::string read_as = " takes no value, so '";
+  Proc off = sh(kBin + " --config " + kConfig + " --mock-data false");
+  INFO(off.out);
+  CHECK(off.exit == 2);
+  CHECK(has(off.out, "the script false does not exist (relative to the working directory)"));
+  CHECK(has(off.out, "; --mock-data takes no value, so 'false' was read as the PROGRAM to launch (Megatron has no "
+                     "--no- form of it: to turn it off, leave --mock-data out of the command line; a config file "
+                     "turns it off with `mock-data: false`)"));
+  // A switch with a --no- form of the same argument: that form is suggested.
+  Proc no = sh(kBin + " --config " + kConfig + " --yarn-correction-range-round-to-int OFF");
+  INFO(no.out);
+  CHECK(no.exit == 2);
+  CHECK(has(no.out, "--yarn-correction-range-round-to-int takes no value, so 'OFF' was read as the PROGRAM to launch "
+                    "(use --no-yarn-correction-range-round-to-int to turn it off)"));
+  Proc on = sh(kBin + " --config " + kConfig + " --mock-data true");
+  CHECK(on.exit == 2);
+  CHECK(has(on.out, "--mock-data takes no value, so 'true' was read as the PROGRAM to launch (give --mock-data alone "
+                    "to turn it on)"));
+  // megatron-run's own switch.
+  Proc own = sh(kBin + " --config " + kConfig + " --standalone 0");
+  CHECK(own.exit == 2);
+  CHECK(has(own.out, "--standalone takes no value, so '0' was read as the PROGRAM to launch (megatron-run's option "
+                     "--standalone is on when given, off when left out)"));
+  // Not a boolean word, or after a flag that takes a value: the plain refusal.
+  for (const std::string words : {"--mock-data falsy", "--seq-length 1 false"}) {
+    INFO(words);
+    Proc r = sh(kBin + " --config " + kConfig + " " + words);
+    CHECK(r.exit == 2);
+    CHECK(has(r.out, "does not exist (relative to the working directory)"));
+    CHECK_FALSE(has(r.out, read_as));
+  }
+}
+
 TEST_CASE("the program is looked for before validation; a word like a command gets the commands named",
           "[launch][cli][program-first]") {
   // No config at all: the missing script is the error (exit 2), not "--micro-batch-size is required" (exit 1).

@@ -104,6 +104,31 @@ TEST_CASE("a config error stops the launch before any rank starts", "[launch][pr
   CHECK_FALSE(fs::exists(mark + ".1"));
 }
 
+TEST_CASE("--yaml-cfg: a program launch gets the file; megatron-run's own training run refuses it",
+          "[launch][program][process][yaml-cfg]") {
+  const std::string yaml = std::string(MR_SOURCE_DIR) + "/configs/examples/yaml-cfg-gpt.yaml";
+  Proc r = sh(kPython + kBin + " --nproc-per-node 1 --yaml-cfg " + yaml + " " + kProbe);
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  auto lines = probe_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  bool has_file = false;
+  const auto& argv = field(lines[0], "argv").as_list();
+  for (size_t i = 0; i + 1 < argv.size(); ++i)
+    has_file = has_file || (argv[i].as_str() == "--yaml-cfg" && argv[i + 1].as_str() == yaml);
+  CHECK(has_file);
+  CHECK(r.out.find("init.training-run") == std::string::npos);
+  // No program: megatron-run's own run, refused before any worker starts (exit 1, the rule's id).
+  Proc own = sh(kBin + " --nproc-per-node 1 --yaml-cfg " + yaml);
+  INFO(own.out);
+  CHECK(own.exit == 1);
+  CHECK(own.out.find("error[init.training-run]: --yaml-cfg: megatron-run's own training run does not take a "
+                     "--yaml-cfg file") != std::string::npos);
+  CHECK(own.out.find("`megatron-run --dry-run --yaml-cfg FILE`") != std::string::npos);
+  CHECK(own.out.find("distribute-saved-activations") == std::string::npos);
+  CHECK(own.out.find("bring-up passed") == std::string::npos);
+}
+
 TEST_CASE("a rank that fails: the launcher exits with its code", "[launch][program][process]") {
   Proc r = sh(kPython + "PROBE_EXIT_RANK=1 PROBE_EXIT_CODE=9 " + kBin + " --nproc-per-node 2 --config " + kConfig +
               " " + kProbe);

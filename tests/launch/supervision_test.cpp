@@ -297,6 +297,37 @@ TEST_CASE("--local-ranks-filter naming a local rank the node does not have is na
   CHECK(has(some.out, "[rank 1] hi\n"));
 }
 
+// A stop signal the launcher forwards (SIGTERM here) that every worker handles and then exits 0 for (Megatron's
+// --exit-signal-handler saves and exits 0): the job ended well, exit 0 and a line. One worker that dies of it:
+// 128 + the signal, as before.
+TEST_CASE("a forwarded stop that every worker handles (exit 0) ends the launcher with 0; otherwise 128 + N",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  const std::string ready = (t.path / "ready").string();
+  auto run = [&](const std::string& failing) {
+    // The launcher itself gets the signal: not under `timeout` (a guard kills it after 80 s instead).
+    return mrtest::run_shell("cd '" + t.path.string() + "' && rm -f ready.*; (exec env FAULT=term FAULT_RANK=" + failing +
+              " FAULT_READY='" + ready + "' " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults +
+              " > out.txt 2>&1) & pid=$!; (sleep 80; kill -9 $pid) & guard=$!; "
+              "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; kill -TERM $pid; "
+              "wait $pid; echo \"exit=$?\"; kill $guard 2>/dev/null; cat out.txt");
+  };
+  Proc handled = run("none");
+  INFO(handled.out);
+  CHECK(has(handled.out, "received signal 15 (SIGTERM); forwarding it to the workers"));
+  CHECK(has(handled.out, "[rank 0] rank 0 got SIGTERM, stops cleanly"));
+  CHECK(has(handled.out, "[rank 1] rank 1 got SIGTERM, stops cleanly"));
+  CHECK(has(handled.out, "megatron-run: every worker exited with code 0 after the forwarded signal 15 (SIGTERM): "
+                         "they handled the stop; exit 0"));
+  CHECK(has(handled.out, "exit=0"));
+  Proc died = run("1");
+  INFO(died.out);
+  CHECK(has(died.out, "[rank 0] rank 0 got SIGTERM, stops cleanly"));
+  CHECK_FALSE(has(died.out, "rank 1 got SIGTERM"));
+  CHECK_FALSE(has(died.out, "they handled the stop"));
+  CHECK(has(died.out, "exit=143"));
+}
+
 TEST_CASE("a stop gives what the workers left in their groups one grace period, not a second one",
           "[launch][supervision][process]") {
   // The launcher gets SIGTERM; the worker traps it and exits 5 s later (inside the 6 s grace period), leaving a

@@ -646,6 +646,52 @@ TEST_CASE("what loads: --ckpt-step, --finetune and --no-load-optim", "[run][chec
                           !Catch::Contains("iteration        7/"));
 }
 
+// Megatron's pretrain with --skip-train: the checkpoint is loaded, train() and the final save are skipped, and only
+// evaluation runs (which the synthetic run does not have).
+TEST_CASE("--skip-train: the checkpoint loads, no iteration runs, nothing is saved", "[run][checkpoint][skip-train]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc a = spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", ck}, dir, "save");
+  REQUIRE(a.exit_code() == 0);
+  const std::vector<std::string> before = files_in(ck);
+  std::map<std::string, std::string> bytes;  // every file of the checkpoint directory, before
+  for (const auto& e : fs::recursive_directory_iterator(ck))
+    if (e.is_regular_file()) bytes[e.path().string()] = bytes_of(e.path().string());
+  mrtest::Proc b = spawn(1, {"--train-iters", "8", "--skip-train", "--load", ck, "--save", ck, "--save-interval", "2"},
+                         dir, "skip");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("successfully loaded checkpoint from " + ck) && Catch::Contains("at iteration 4"));
+  CHECK_THAT(b.out(), Catch::Contains("megatron-run: training skipped (--skip-train): 0 iterations run, nothing saved "
+                                      "to --save " + ck + "; Megatron would evaluate next, and the synthetic run has "
+                                      "no evaluation"));
+  CHECK_THAT(b.out(), Catch::Contains("training run finished: 0 iterations (--skip-train); the parameters are those of "
+                                      "--load (iteration 4)"));
+  CHECK_THAT(b.out(), Catch::Contains("synthetic training run: no iteration (--skip-train; --train-iters 8)"));
+  CHECK(!std::regex_search(b.out(), std::regex(R"(iteration +\d+/)")));
+  CHECK_THAT(b.out() + b.err(), !Catch::Contains("does not act on --skip-train"));
+  // The loaded parameters, as the saving run ended with them.
+  CHECK(!checksum_line(a.out()).empty());
+  CHECK(checksum_line(b.out()) == checksum_line(a.out()));
+  // Nothing written: the same files, the same bytes.
+  CHECK(files_in(ck) == before);
+  for (const auto& [path, content] : bytes) {
+    INFO(path);
+    CHECK(bytes_of(path) == content);
+  }
+  size_t now = 0;
+  for (const auto& e : fs::recursive_directory_iterator(ck)) now += e.is_regular_file() ? 1 : 0;
+  CHECK(now == bytes.size());
+  // Without --load: the initial parameters, and --save is not even created.
+  const std::string fresh = dir / "fresh";
+  mrtest::Proc c = spawn(1, {"--train-iters", "4", "--skip-train", "--save", fresh, "--save-interval", "2"}, dir, "fresh");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("the parameters are the initial ones (no --load)"));
+  CHECK(!std::regex_search(c.out(), std::regex(R"(iteration +\d+/)")));
+  CHECK(!fs::exists(fresh));
+}
+
 TEST_CASE("a checkpoint of another model names the first mismatching parameter; a corrupt file names the file",
           "[run][checkpoint]") {
   mrtest::TempDir dir;

@@ -284,6 +284,21 @@ TEST_CASE("a configuration the run does not model is refused before any worker s
                         "main params of --main-params-dtype fp16");
   refused(1, {"--multi-latent-attention", "--mla-down-proj-fusion", "--train-iters", "2"}, "mla",
           "--mla-down-proj-fusion needs --q-lora-rank");
+  // --yaml-cfg: Megatron cannot build a GPT model from such a file (docs/yaml-cfg.md); the run refuses it by name,
+  // not by an internal flag the file leaves null (it said `--distribute-saved-activations: the resolved value None
+  // is not a bool`, exit 2). The dry run of the same file passes.
+  const std::string yaml = std::string(MR_SOURCE_DIR) + "/configs/examples/yaml-cfg-gpt.yaml";
+  refused(1, {"--yaml-cfg", yaml}, "yamlcfg",
+          "--yaml-cfg: megatron-run's own training run does not take a --yaml-cfg file: Megatron's GPT builder cannot "
+          "build a model from any --yaml-cfg file as read");
+  {
+    std::vector<std::string> dry = mrtest::job_args({"--dry-run", "--yaml-cfg", yaml});
+    dry.insert(dry.begin(), mrtest::megatron_run());
+    std::vector<mrtest::Proc> d = {mrtest::start(dry, {}, dir, "yamlcfgdry")};
+    mrtest::wait_all(d, std::chrono::seconds(60));
+    INFO(d[0].out() << d[0].err());
+    CHECK(d[0].exit_code() == 0);
+  }
   // --bring-up-only trains nothing: a config only the training run refuses passes the bring-up.
   mrtest::Proc b = spawn(1, {"--embedding-min-norm", "0.5", "--bring-up-only"}, dir, "bringup");
   INFO(b.out() << b.err());

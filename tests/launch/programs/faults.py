@@ -5,6 +5,9 @@
 #   record         FAULT_RANK raises in a main wrapped in torch's @record, which writes TORCHELASTIC_ERROR_FILE;
 #   usr1           every rank says so and exits 0 on SIGUSR1, touches FAULT_READY.<rank> once it listens, then
 #                  sleeps a minute.
+#   term           every rank but FAULT_RANK says so and exits 0 on SIGTERM (a graceful stop, as Megatron's
+#                  --exit-signal-handler); FAULT_RANK (none when FAULT_RANK=none) keeps SIGTERM's default action and
+#                  dies of it. Each touches FAULT_READY.<rank> once it listens, then sleeps a minute.
 import os
 import signal
 import sys
@@ -43,5 +46,14 @@ elif fault == "usr1":
         sys.exit(0)
 
     signal.signal(signal.SIGUSR1, on_usr1)
+    open(os.environ["FAULT_READY"] + "." + rank, "w").close()
+    time.sleep(60)
+elif fault == "term":
+    def on_term(signum, frame):
+        print(f"rank {rank} got SIGTERM, stops cleanly", flush=True)
+        sys.exit(0)
+
+    if not failing:
+        signal.signal(signal.SIGTERM, on_term)
     open(os.environ["FAULT_READY"] + "." + rank, "w").close()
     time.sleep(60)

@@ -1,0 +1,17 @@
+// A word like `false` right after a switch (a flag that takes no value) is not the switch's value: the launcher
+// reads it as the PROGRAM. When that program cannot be found, the refusal says why the word was read so.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mr::app {
+
+// `words`: megatron-run's command line; `program_start`: the index of the program's first word (a script named
+// without `--`). " (FLAG takes no value ...)" when the word before it is a Megatron switch or one of `own_switches`
+// (megatron-run's, "--dry-run") and the program's word reads as a boolean (true/false, yes/no, on/off, 1/0, y/n,
+// any case); else "".
+std::string switch_value_hint(const std::vector<std::string>& words, size_t program_start,
+                              const std::vector<std::string>& own_switches);
+
+}  // namespace mr::app
