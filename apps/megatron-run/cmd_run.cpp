@@ -232,9 +232,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
             ds.push_back({Diagnostic::Level::Warning, "checkpoint.use-checkpoint-args", run::checkpoint_args_notice(r),
                           {"--use-checkpoint-args", r.flag}, {}, kStageInit});
       } catch (const run::CheckpointError& e) {
-        std::string m = e.what();
-        if (const std::string tail = " [" + e.id + "]"; m.size() >= tail.size() && m.ends_with(tail))
-          m.resize(m.size() - tail.size());
+        const std::string m = without_rule_id(e.what());
         std::vector<std::string> flags = {"--use-checkpoint-args"};
         for (const char* f : {"--pretrained-checkpoint", "--load", "--ckpt-step", "--exit-on-missing-checkpoint"})
           if (m.find(f) != std::string::npos) flags.push_back(f);
