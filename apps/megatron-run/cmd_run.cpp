@@ -399,7 +399,8 @@ int cmd_run(const std::vector<std::string>& args) {
     return refuse(e.what(), report_usage_error(args, e.what(), e.flags, e.where, e.rule()));
   } catch (const po::error& e) {
     if (!telling()) throw;
-    return refuse(e.what(), report_usage_error(args, e.what()));
+    const UsageError u = own_option_error(e, args);
+    return refuse(u.what(), report_usage_error(args, u.what(), u.flags));
   }
 }
 
