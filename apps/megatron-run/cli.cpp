@@ -329,8 +329,57 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
   return inv;
 }
 
-SplitArgs split_args(const std::vector<std::string>& args, int first_index, const po::options_description& desc,
-                     bool allow_unregistered) {
+UsageError unrecognized_word(const std::string& word) {
+  return UsageError("unrecognized arguments: " + abbreviate(word), {word});
+}
+
+UsageError own_option_error(const po::error& e, const std::vector<std::string>& words) {
+  if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) return unrecognized_word(u->get_option_name());
+  const auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
+  const std::string flag = named ? named->get_option_name() : std::string();
+  if (flag.empty()) return UsageError(e.what());
+  auto refusal = [&](const std::string& why) { return UsageError("argument " + flag + ": " + why, {flag}); };
+  // The value of `--flag=value` (Boost keeps it only inside its own message).
+  auto adjacent_value = [&]() -> std::string {
+    for (const std::string& w : words)
+      if (w.size() > flag.size() && w.compare(0, flag.size(), flag) == 0 && w[flag.size()] == '=')
+        return w.substr(flag.size() + 1);
+    return {};
+  };
+  if (const auto* s = dynamic_cast<const po::invalid_command_line_syntax*>(&e)) {
+    switch (s->kind()) {
+      case po::invalid_syntax::missing_parameter:
+      case po::invalid_syntax::empty_adjacent_parameter: return refusal("expected one argument");
+      case po::invalid_syntax::extra_parameter:
+        return refusal("ignored explicit argument '" + abbreviate(adjacent_value()) + "'");
+      default: break;
+    }
+  }
+  if (dynamic_cast<const po::invalid_option_value*>(&e)) {
+    // Boost: "the argument ('abc') for option '--world-size' is invalid"; argparse: "invalid value: 'abc'".
+    const std::string w = e.what();
+    const size_t a = w.find("('"), b = w.rfind("')");
+    return refusal("invalid value: '" +
+                   abbreviate(a != std::string::npos && b != std::string::npos && b > a ? w.substr(a + 2, b - a - 2) : "") +
+                   "'");
+  }
+  if (const auto* v = dynamic_cast<const po::validation_error*>(&e)) {
+    switch (v->kind()) {
+      case po::validation_error::multiple_values_not_allowed: return refusal("expected one argument");
+      case po::validation_error::at_least_one_value_required: return refusal("expected at least one argument");
+      default: break;
+    }
+  }
+  if (dynamic_cast<const po::required_option*>(&e))
+    return UsageError("the following arguments are required: " + flag, {flag});
+  return UsageError(e.what(), {flag});
+}
+
+namespace {
+
+// split_args without the translation of Boost's errors.
+SplitArgs split_own_options(const std::vector<std::string>& args, int first_index, const po::options_description& desc,
+                            bool allow_unregistered) {
   auto origin = [&](size_t i) {
     return Provenance{Provenance::Kind::Cli, "argv[" + std::to_string(first_index + static_cast<int>(i)) + "]"};
   };
@@ -415,13 +464,24 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
     if (!ours[i]) {
       if (!allow_unregistered) {
         const std::string& w = args[i];
-        if (w.size() > 1 && w[0] == '-') throw po::unknown_option(w);
-        throw po::too_many_positional_options_error();
+        if (w.size() > 1 && w[0] == '-') throw unrecognized_word(w);
+        throw UsageError("unrecognized arguments: " + abbreviate(w) + " (this command takes no positional words)");
       }
       out.rest.push_back(Token{args[i], origin(i)});
     }
   for (size_t i = dd; i < args.size(); ++i) out.rest.push_back(Token{args[i], origin(i)});
   return out;
+}
+
+}  // namespace
+
+SplitArgs split_args(const std::vector<std::string>& args, int first_index, const po::options_description& desc,
+                     bool allow_unregistered) {
+  try {
+    return split_own_options(args, first_index, desc, allow_unregistered);
+  } catch (const po::error& e) {
+    throw own_option_error(e, args);
+  }
 }
 
 }  // namespace mr::app

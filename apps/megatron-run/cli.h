@@ -88,7 +88,17 @@ CompletionSpec completion_spec();
 // A picture's heading: the config files' names ("a.yaml + b.yaml: WHAT"), or "megatron-run: WHAT".
 std::string picture_title(const CommonOptions& common, const std::string& what);
 
-// Splits argv (after the command word) into our options and the Megatron words, keeping argv positions.
+// Boost.Program_options' refusal of one of megatron-run's own options, as a usage error worded the way argparse
+// words Megatron's flags: "argument --nproc-per-node: expected one argument", "argument --world-size: invalid
+// value: 'abc'", "unrecognized arguments: --x". The one translation: split_args makes it where Boost parses, so
+// no po::error leaves it. `words`: the words parsed (to quote a value Boost's error does not keep).
+UsageError own_option_error(const po::error& e, const std::vector<std::string>& words = {});
+
+// A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
+UsageError unrecognized_word(const std::string& word);
+
+// Splits argv (after the command word) into our options and the Megatron words, keeping argv positions. Throws
+// UsageError (own_option_error) for a refusal of our options.
 struct SplitArgs {
   po::variables_map vm;
   std::vector<Token> rest;  // unrecognized words, in order, with their argv positions

@@ -173,7 +173,7 @@ int cmd_rules(const std::vector<std::string>& args) {
   std::vector<std::string> ids;
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
   for (Token& t : split.rest) {
-    if (t.text.size() > 1 && t.text[0] == '-') throw po::unknown_option(t.text);
+    if (t.text.size() > 1 && t.text[0] == '-') throw unrecognized_word(t.text);
     ids.push_back(std::move(t.text));
   }
   if (format != "text" && format != "markdown" && format != "json") throw invalid_choice("--format", format, "text|markdown|json");

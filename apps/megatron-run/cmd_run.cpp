@@ -240,9 +240,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
             ds.push_back({Diagnostic::Level::Warning, "checkpoint.use-checkpoint-args", run::checkpoint_args_notice(r),
                           {"--use-checkpoint-args", r.flag}, {}, kStageInit});
       } catch (const run::CheckpointError& e) {
-        std::string m = e.what();
-        if (const std::string tail = " [" + e.id + "]"; m.size() >= tail.size() && m.ends_with(tail))
-          m.resize(m.size() - tail.size());
+        const std::string m = without_rule_id(e.what());
         std::vector<std::string> flags = {"--use-checkpoint-args"};
         for (const char* f : {"--pretrained-checkpoint", "--load", "--ckpt-step", "--exit-on-missing-checkpoint"})
           if (m.find(f) != std::string::npos) flags.push_back(f);
@@ -409,7 +407,8 @@ int cmd_run(const std::vector<std::string>& args) {
     return refuse(e.what(), report_usage_error(args, e.what(), e.flags, e.where, e.rule()));
   } catch (const po::error& e) {
     if (!telling()) throw;
-    return refuse(e.what(), report_usage_error(args, e.what()));
+    const UsageError u = own_option_error(e, args);
+    return refuse(u.what(), report_usage_error(args, u.what(), u.flags));
   }
 }
 

@@ -95,9 +95,11 @@ int with_output_written(int code) {
 
 int run(std::vector<std::string>& args) {
   try {
-    if (args.empty()) {  // no arguments: what megatron-run does and how to ask it
-      mr::app::print_usage(std::cout);
-      return 0;
+    if (args.empty()) {  // nothing asked: a usage error (exit 2), with what megatron-run does and how to ask it
+      std::cerr << "megatron-run: no command or flags given; say what to do (`megatron-run help` prints this on "
+                   "stdout)\n";
+      mr::app::print_usage(std::cerr);
+      return 2;
     }
     {  // a command word, or Megatron flags for the default command
       const std::string cmd = args.front();
@@ -140,21 +142,9 @@ int run(std::vector<std::string>& args) {
     return mr::app::cmd_run(args);
   } catch (const mr::UsageError& e) {
     return mr::app::report_usage_error(args, e.what(), e.flags, e.where, e.rule());
-  } catch (const boost::program_options::unknown_option& e) {  // argparse's words, as for Megatron's flags
-    return mr::app::report_usage_error(args, "unrecognized arguments: " + mr::abbreviate(e.get_option_name()), {e.get_option_name()});
-  } catch (const boost::program_options::too_many_positional_options_error&) {
-    return mr::app::report_usage_error(args, "unrecognized arguments: this command takes no positional words"
-                                             " (see `megatron-run help " + (args.empty() ? std::string() : args.front()) + "`)");
-  } catch (const boost::program_options::invalid_option_value& e) {
-    // "the argument ('abc') for option '--world-size' is invalid" -> argparse's "argument --world-size: invalid
-    // value: 'abc'".
-    const std::string w = e.what();
-    const size_t a = w.find("('"), b = w.find("')");
-    const std::string value = a != std::string::npos && b != std::string::npos && b > a ? w.substr(a + 2, b - a - 2) : "";
-    return mr::app::report_usage_error(args, "argument " + e.get_option_name() + ": invalid value: '" + mr::abbreviate(value) + "'",
-                                       {e.get_option_name()});
-  } catch (const boost::program_options::error& e) {
-    return mr::app::report_usage_error(args, e.what());
+  } catch (const boost::program_options::error& e) {  // split_args translates these; one that got past it too
+    const mr::UsageError u = mr::app::own_option_error(e, args);
+    return mr::app::report_usage_error(args, u.what(), u.flags);
   } catch (const std::bad_alloc&) {
     mr::print_error(std::cerr, "out of memory: an allocation failed (the input asks for more than this process may "
                                "have: its address-space limit, ulimit -v, or the machine's memory)");

@@ -164,23 +164,11 @@ void print_help(std::ostream& os, const Schema& schema, const std::string& prog)
 // ---- messages ----------------------------------------------------------------------------------------------
 
 void print_error(std::ostream& os, std::string_view message) {
-  os << "megatron-run: error: " + printable(message) + "\n";
-}
-
-std::optional<std::pair<std::string, std::string>> split_rule_id(std::string_view message) {
-  if (message.size() <= 2 || message[0] != '[') return std::nullopt;
-  const size_t close = message.find("] ");
-  if (close == std::string_view::npos || message.substr(0, close).find(' ') != std::string_view::npos)
-    return std::nullopt;
-  return std::pair{std::string(message.substr(1, close - 1)), std::string(message.substr(close + 2))};
+  os << "megatron-run: " + printable(rule_heading("error", message)) + "\n";
 }
 
 void print_warning(std::ostream& os, std::string_view message) {
-  if (const auto id = split_rule_id(message)) {  // as a warning rule prints: "warning[id]: text"
-    os << "megatron-run: warning[" + printable(id->first) + "]: " + printable(id->second) + "\n";
-    return;
-  }
-  os << "megatron-run: warning: " + printable(message) + "\n";
+  os << "megatron-run: " + printable(rule_heading("warning", message)) + "\n";
 }
 
 void print_internal_error(std::ostream& os, std::string_view message) {
@@ -190,11 +178,11 @@ void print_internal_error(std::ostream& os, std::string_view message) {
 void print_diagnostic(std::ostream& os, const Diagnostic& d) {
   // The config file's line of the value involved, as `check` prints it (file:line: error[id]: ...).
   const std::string where = d.where.empty() ? "" : printable(d.where) + ": ";
-  os << std::string("megatron-run: ") + where + (d.level == Diagnostic::Level::Error ? "error" : "warning") + "[" +
-            printable(d.rule) + "]: " + printable(d.message) + "\n";
+  os << "megatron-run: " + where +
+            printable(rule_heading(d.level == Diagnostic::Level::Error ? "error" : "warning", d.rule, d.message)) + "\n";
 }
 
-std::string diagnostic_text(const Diagnostic& d) { return "[" + d.rule + "] " + d.message; }
+std::string diagnostic_text(const Diagnostic& d) { return with_rule_id(d.rule, d.message); }
 
 std::string diagnostic_json(const Diagnostic& d) {
   std::string out = "{\"rule\": " + json_quote(d.rule) + ", \"level\": " +

@@ -12,6 +12,7 @@
 #include "config/namespace.h"
 #include "config/rule.h"
 #include "config/schema.h"
+#include "util/rule_id.h"
 
 namespace mr {
 
@@ -31,10 +32,9 @@ void print_help(std::ostream& os, const Schema& schema, const std::string& prog)
 // through printable() (util/text.h), so a NUL, an escape sequence or bytes that are not UTF-8 in a value, a file
 // name or a config file print as \x00, \x1b, \xff (and C1/bidi controls as \u0085, \u202e), never raw.
 
-// "megatron-run: error: MESSAGE\n" (escaped).
+// The headings ("error[id]: text") come from util/rule_id.h, the one place they are formatted.
+// "megatron-run: error: MESSAGE\n" (escaped); a MESSAGE "[id] text" prints as "megatron-run: error[id]: text".
 void print_error(std::ostream& os, std::string_view message);
-// A message that starts with its rule id, "[id] text" (no blank inside the brackets): {id, text}; nullopt otherwise.
-std::optional<std::pair<std::string, std::string>> split_rule_id(std::string_view message);
 // "megatron-run: warning: MESSAGE\n" (escaped); a MESSAGE "[id] text" prints as "megatron-run: warning[id]: text".
 void print_warning(std::ostream& os, std::string_view message);
 // "megatron-run: internal error: MESSAGE\n" (escaped): a bug of ours, exit 3.

@@ -23,6 +23,7 @@
 #include "util/log.h"
 #include "util/decimal.h"
 #include "util/resources.h"
+#include "util/rule_id.h"
 
 extern char** environ;
 
@@ -481,8 +482,8 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
         backend = "nccl";
       }
     } else if (backend == "nccl" && !missing.empty()) {
-      throw DistError("--distributed-backend nccl cannot run here: " + missing +
-                      "; use --distributed-backend gloo (the CPU path) [dist.nccl-unavailable]");
+      throw DistError(with_rule_id("dist.nccl-unavailable", "--distributed-backend nccl cannot run here: " + missing +
+                                                                "; use --distributed-backend gloo (the CPU path)"));
     }
     opts.backend = backend;
     JobTimeouts limits;

@@ -17,6 +17,7 @@
 #include "optim/state_codec.h"
 #include "util/byte_size.h"
 #include "util/resources.h"
+#include "util/rule_id.h"
 
 namespace mr::run {
 
@@ -322,24 +323,23 @@ void FlatBuffers::check_memory() const {
                            " parameters (params, gradients, main params, optimizer state and the step's scratch; "
                            "host memory), but ";
   const std::string advice = ": use a smaller model (--num-layers, --hidden-size), more ranks "
-                             "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run "
-                             "[run.host-memory]";
+                             "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run";
+  auto refuse = [](const std::string& text) { return RunError(with_rule_id("run.host-memory", text)); };
   const double all = need * static_cast<double>(local);
   if (const double avail = proc_field("/proc/meminfo", "MemAvailable:", 1024.0); avail > 0 && all > 0.9 * avail)
-    throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
-                   " ranks of this machine for " + what + "only " + format_gib(avail) + " are available" + advice);
+    throw refuse("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
+                 " ranks of this machine for " + what + "only " + format_gib(avail) + " are available" + advice);
   const std::string cg = "/sys/fs/cgroup/";
   // The cgroup's limit itself, not less memory.current: that counts page cache the kernel would reclaim.
   if (const std::optional<double> max = cgroup_value(cg + "memory.max"); max && all > 0.9 * *max)
-    throw RunError("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
-                   " ranks of this machine for " + what + "their cgroup's memory.max is " + format_gib(*max) + advice);
+    throw refuse("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
+                 " ranks of this machine for " + what + "their cgroup's memory.max is " + format_gib(*max) + advice);
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
     const double left = static_cast<double>(*as) - proc_field("/proc/self/status", "VmSize:", 1024.0);
     if (need > 0.9 * left)
-      throw RunError("the training run needs " + format_gib(need) + " in this rank for " + what +
-                     "its address-space limit (RLIMIT_AS, ulimit -v " + std::to_string(*as / 1024) +
-                     ") leaves " + format_gib(std::max(0.0, left)) + ": raise the limit (ulimit -v), or" +
-                     advice.substr(1));
+      throw refuse("the training run needs " + format_gib(need) + " in this rank for " + what +
+                   "its address-space limit (RLIMIT_AS, ulimit -v " + std::to_string(*as / 1024) + ") leaves " +
+                   format_gib(std::max(0.0, left)) + ": raise the limit (ulimit -v), or" + advice.substr(1));
   }
 }
 

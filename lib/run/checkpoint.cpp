@@ -43,15 +43,9 @@ std::string fmt7(int64_t v) {
   return b;
 }
 
-// The message of an exception, without a CheckpointError's " [id]" suffix.
+// The message of an exception, without a CheckpointError's "[id] " (its id travels apart).
 std::string message_of(const std::exception& e) {
-  std::string s = e.what();
-  if (const auto* ce = dynamic_cast<const CheckpointError*>(&e)) {
-    const std::string tail = " [" + ce->id + "]";
-    if (s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0)
-      s.resize(s.size() - tail.size());
-  }
-  return s;
+  return dynamic_cast<const CheckpointError*>(&e) ? without_rule_id(e.what()) : std::string(e.what());
 }
 
 // Every rank's verdict, from each rank's error (empty: none): the lowest rank that failed (-1: none) and its error

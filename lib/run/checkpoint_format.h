@@ -16,18 +16,19 @@
 #include "config/limits.h"
 #include "config/value.h"
 #include "run/model.h"
+#include "util/rule_id.h"
 #include "util/text.h"
 
 namespace mr::run {
 
 // A refusal of the checkpoint code: a stable id (docs/checkpoints.md lists them) and a message naming the flag
-// or the file. what() ends with " [id]".
+// or the file. what() is "[id] message" (util/rule_id.h), which prints as "error[id]: message".
 // The message is cut to kMaxCheckpointMessageBytes: it may quote names and values from a checkpoint's files, which
 // can be of any length (a 5 MB tensor name stays out of the error line).
 inline constexpr size_t kMaxCheckpointMessageBytes = 4096;
 struct CheckpointError : RunError {
   CheckpointError(std::string id_, const std::string& msg)
-      : RunError(abbreviate(msg, kMaxCheckpointMessageBytes) + " [" + id_ + "]"), id(std::move(id_)) {}
+      : RunError(with_rule_id(id_, abbreviate(msg, kMaxCheckpointMessageBytes))), id(std::move(id_)) {}
   std::string id;
 };
 

@@ -7,6 +7,7 @@
 #include "optim/launch_geometry.h"
 #include "run/model.h"
 #include "util/byte_size.h"
+#include "util/rule_id.h"
 
 namespace mr::run {
 
@@ -23,14 +24,14 @@ std::string device_memory_refusal(const BufferBytes& need, double free_bytes, do
   const double reserve = device_reserve_bytes(total_bytes);
   const double usable = std::max(0.0, free_bytes - reserve);
   if (need.total() <= usable) return {};
-  return "the training run needs " + format_gib(need.total()) + " of device memory on GPU " + std::to_string(device) +
+  return with_rule_id("run.device-memory", "the training run needs " + format_gib(need.total()) + " of device memory on GPU " + std::to_string(device) +
          " (" + device_name + ") for " + std::to_string(numel) + " parameters (params " + format_gib(need.model) +
          ", gradients " + format_gib(need.grad + need.grad_shard) + ", main params " + format_gib(need.main) +
          ", optimizer state " + format_gib(need.state) + ", targets " + format_gib(need.target) +
          (need.work > 0 ? ", the optimizer step's scratch " + format_gib(need.work) : std::string()) + "), but " +
          format_gib(free_bytes) + " of its " + format_gib(total_bytes) + " are free and " + format_gib(reserve) +
          " stay reserved for CUDA, cuBLAS and NCCL: use a smaller model (--num-layers, --hidden-size), more ranks "
-         "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run [run.device-memory]";
+         "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run");
 }
 
 size_t reduction_blocks(int64_t n) { return optim::geom::grid_for(n); }

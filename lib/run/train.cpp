@@ -88,7 +88,7 @@ void set_up(RunContext& c) {
 // on every rank alike, the ranks that saw the value say so.
 [[noreturn]] void throw_nonfinite(RunContext& c, int64_t it, const char* where, double value, bool mine) {
   std::ostringstream s;
-  s << "[run.nan-check] iteration " << it << ": found " << (std::isnan(value) ? "NaN" : "Inf") << " in " << where
+  s << with_rule_id("run.nan-check", "iteration ") << it << ": found " << (std::isnan(value) ? "NaN" : "Inf") << " in " << where
     << (mine ? " on rank " + std::to_string(c.rt.rank()) : std::string(" on another rank"))
     << "; --check-for-nan-in-loss-and-grad (Megatron's default) stops the run "
        "(--no-check-for-nan-in-loss-and-grad goes on and logs it)";

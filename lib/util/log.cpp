@@ -1,5 +1,6 @@
 #include "util/log.h"
 
+#include "util/rule_id.h"
 #include "util/text.h"
 
 #include <boost/log/core.hpp>
@@ -67,8 +68,14 @@ void init(Level level, int rank) {
     sink->set_formatter([](const logging::record_view& rec, logging::formatting_ostream& os) {
       int r = g_rank.load();
       if (r >= 0) os << "[rank " << r << "] ";
-      if (auto sev = rec[logging::trivial::severity]) os << *sev << ": ";
-      os << rec[logging::expressions::smessage];
+      // "error: text", and for a message that carries its rule id ("[id] text") "error[id]: text", as
+      // megatron-run prints its diagnostics (util/rule_id.h).
+      const auto message = rec[logging::expressions::smessage];
+      const std::string_view text = message ? std::string_view(*message) : std::string_view();
+      if (auto sev = rec[logging::trivial::severity])
+        os << rule_heading(logging::trivial::to_string(*sev), text);
+      else
+        os << text;
     });
     logging::core::get()->remove_all_sinks();
     logging::core::get()->add_sink(sink);

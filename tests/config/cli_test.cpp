@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "config/schema.h"
@@ -97,6 +98,42 @@ TEST_CASE("megatron-run's own closed-set options list their choices when refusin
     CHECK(r.out.find("megatron-run: error: " + message + "\n") != std::string::npos);
   }
   CHECK(sh("--log-level warn --dry-run --config " + kDefault).exit == 0);  // the alias stays accepted
+}
+
+TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's flags are", "[cli]") {
+  // A value missing: the same line for one of our options (Boost.Program_options) as for a Megatron flag.
+  auto megatron = sh("--dry-run --config " + kDefault + " --num-layers");
+  CHECK(megatron.exit == 2);
+  CHECK_THAT(megatron.out, Catch::Contains("megatron-run: error: argument --num-layers: expected one argument\n"));
+  for (const auto& [words, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--nproc-per-node", "--nproc-per-node"},
+           {"--dry-run --config " + kDefault + " --nproc_per_node", "--nproc_per_node"},
+           {"--dry-run --config " + kDefault + " --world-size", "--world-size"},
+           {"check --world-size", "--world-size"},
+           {"check --quiet --format", "--format"},
+           {"topology --config " + kDefault + " --world-size", "--world-size"},
+           {"rules --format", "--format"},
+           {"schema --format", "--format"}}) {
+    INFO(words);
+    auto r = sh(words);
+    CHECK(r.exit == 2);
+    CHECK(r.out == "megatron-run: error: argument " + flag + ": expected one argument\n");
+  }
+  // A value given to a switch, a value Boost cannot convert, a word no option takes.
+  auto quiet = sh("check --quiet=yes " + kDefault);
+  CHECK(quiet.exit == 2);
+  CHECK(quiet.out == "megatron-run: error: argument --quiet: ignored explicit argument 'yes'\n");
+  auto size = sh("check --world-size abc " + kDefault);
+  CHECK(size.exit == 2);
+  CHECK(size.out == "megatron-run: error: argument --world-size: invalid value: 'abc'\n");
+  auto extra = sh("schema extra");
+  CHECK(extra.exit == 2);
+  CHECK_THAT(extra.out, Catch::StartsWith("megatron-run: error: unrecognized arguments: extra"));
+  // With --format json the failure document names the option, as for a Megatron flag.
+  const mrtest::Proc json = mrtest::megatron_run("--dry-run --format json --config " + kDefault + " --world-size");
+  CHECK(json.exit == 2);
+  CHECK_THAT(json.out, Catch::Contains("\"exit\": 2") && Catch::Contains("\"flags\": [\"--world-size\"]") &&
+                           Catch::Contains("argument --world-size: expected one argument"));
 }
 
 TEST_CASE("every occurrence of megatron-run's option is checked, not only the one that wins, as argparse does",
@@ -709,10 +746,23 @@ TEST_CASE("params: a hybrid CI config (Mamba, attention, MoE, MTP) holds Nemotro
   CHECK_THAT(text.out, Catch::Contains("activations: not estimated for hybrid models") && Catch::Contains("+?"));
 }
 
-TEST_CASE("no arguments prints the usage; -h/--help work after every command", "[cli][help]") {
-  auto none = sh("");
-  CHECK(none.exit == 0);
-  CHECK(none.out.find("usage:") != std::string::npos);
+TEST_CASE("no arguments is a usage error: the usage on stderr, exit 2; help and -h/--help on stdout, exit 0",
+          "[cli][help]") {
+  // Nothing asked: a script that forgot its arguments must not pass. The usage goes to stderr, after a line that
+  // says what is wrong; stdout stays empty.
+  const mrtest::Proc none = mrtest::megatron_run("");
+  CHECK(none.exit == 2);
+  CHECK(none.out.empty());
+  CHECK_THAT(none.err, Catch::StartsWith("megatron-run: no command or flags given; ") &&
+                           Catch::Contains("\nusage:\n  megatron-run --dry-run"));
+  // `help` and `--help` are asked for: the same usage (help) or the flags (--help) on stdout, exit 0.
+  const mrtest::Proc help = mrtest::megatron_run("help");
+  CHECK(help.exit == 0);
+  CHECK(help.err.empty());
+  CHECK(none.err.substr(none.err.find('\n') + 1) == help.out);
+  const mrtest::Proc flags = mrtest::megatron_run("--help");
+  CHECK(flags.exit == 0);
+  CHECK_THAT(flags.out, Catch::StartsWith(help.out) && Catch::Contains("\nMegatron-LM arguments ("));
   for (std::string cmd : {"", "check ", "schema ", "rules ", "topology ", "params ", "schedule "})
     for (std::string h : {"-h", "--help"}) {
       auto r = sh(cmd + h);
@@ -745,7 +795,7 @@ TEST_CASE("no arguments prints the usage; -h/--help work after every command", "
   CHECK(not_exec.exit == 2);
   CHECK(not_exec.out.find("did you mean check?") != std::string::npos);
   CHECK(sh("--version").out.find("megatron-run") != std::string::npos);
-  CHECK(none.out.find("--version") != std::string::npos);
+  CHECK(none.err.find("--version") != std::string::npos);  // the usage (on stderr: nothing was asked)
   // check --quiet: nothing at all for valid files.
   auto quiet = sh("check --quiet " + kDefault);
   CHECK(quiet.exit == 0);

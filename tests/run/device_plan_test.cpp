@@ -156,7 +156,9 @@ TEST_CASE("rule run.device-memory: the buffers against the device's free memory,
   CHECK(device_memory_refusal(need, 100 * gib, 140 * gib, 1000, 0, "NVIDIA H200").empty());
   CHECK(device_memory_refusal(need, 19 * gib + 1, 20 * gib, 1000, 0, "x").empty());  // 18 + the 1 GiB reserve
   const std::string r = device_memory_refusal(need, 18.5 * gib, 80 * gib, 536870912, 3, "NVIDIA A100-SXM4-80GB, sm_80");
-  CHECK_THAT(r, Catch::Contains("[run.device-memory]") && Catch::Contains("18.00 GiB") &&
+  // The rule id first ("[id] text", printed as error[id]: text), the advice last.
+  CHECK_THAT(r, Catch::StartsWith("[run.device-memory] the training run needs 18.00 GiB") &&
+                    Catch::EndsWith("or --dry-run") && Catch::Contains("18.00 GiB") &&
                     Catch::Contains("GPU 3 (NVIDIA A100-SXM4-80GB, sm_80)") && Catch::Contains("18.50 GiB of its 80.00 GiB") &&
                     Catch::Contains("536870912 parameters") && Catch::Contains("--dry-run") &&
                     Catch::Contains("--use-distributed-optimizer"));

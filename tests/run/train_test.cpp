@@ -214,9 +214,9 @@ TEST_CASE("--check-for-nan-in-loss-and-grad: an inf gradient or loss stops the r
   CHECK(grad.exit_code() == 1);
   CHECK_FALSE(grad.timed_out);
   CHECK(iterations(grad.out()).size() == 1);
-  CHECK_THAT(grad.err(), Catch::Contains("[rank 0] error: [run.nan-check] iteration 2: found Inf in the local gradient "
+  CHECK_THAT(grad.err(), Catch::Contains("[rank 0] error[run.nan-check]: iteration 2: found Inf in the local gradient "
                                          "before the data-parallel reduction on rank 0"));
-  CHECK_THAT(grad.err(), Catch::Contains("[rank 1] error: [run.nan-check] iteration 2: found Inf in the local gradient "
+  CHECK_THAT(grad.err(), Catch::Contains("[rank 1] error[run.nan-check]: iteration 2: found Inf in the local gradient "
                                          "before the data-parallel reduction on another rank"));
   // Rank 1 only follows rank 0's failure: it lingers (distributed::FollowerError), so the launcher's first failure is
   // the rank that saw the value, and it stops rank 1 then.
@@ -225,7 +225,7 @@ TEST_CASE("--check-for-nan-in-loss-and-grad: an inf gradient or loss stops the r
   mrtest::Proc loss = spawn(1, {"--train-iters", "4", "--lr", "1e39"}, dir, "loss");
   INFO(loss.out() << loss.err());
   CHECK(loss.exit_code() == 1);
-  CHECK_THAT(loss.err(), Catch::Contains("[run.nan-check] iteration 3: found Inf in the loss on rank 0"));
+  CHECK_THAT(loss.err(), Catch::Contains("error[run.nan-check]: iteration 3: found Inf in the loss on rank 0"));
   // --no-check-for-nan-in-loss-and-grad: the run goes on and logs inf and NaN as Megatron prints them.
   mrtest::Proc on = spawn(1, {"--train-iters", "4", "--log-interval", "1", "--log-params-norm",
                               "--no-check-for-nan-in-loss-and-grad"},
@@ -391,7 +391,8 @@ TEST_CASE("a model too big for this machine's memory is refused before anything 
   INFO(p.out() << p.err());
   CHECK(p.exit_code() == 1);
   CHECK_FALSE(p.timed_out);
-  CHECK_THAT(p.err(), Catch::Contains("GiB are available") && Catch::Contains("--dry-run [run.host-memory]"));
+  CHECK_THAT(p.err(), Catch::Contains("error[run.host-memory]: the training run needs ") &&
+                          Catch::Contains("GiB are available") && Catch::Contains("or --dry-run\n"));
   // ~400 M parameters (about 7.5 GiB) under an address-space limit of 5.7 GiB (ulimit -v, as batch systems set
   // it; LibTorch's mappings take part of it): refused naming the limit, not a std::bad_alloc.
   std::vector<mrtest::Proc> q = {mrtest::start(
@@ -403,7 +404,7 @@ TEST_CASE("a model too big for this machine's memory is refused before anything 
   INFO(q[0].out() << q[0].err());
   CHECK(q[0].exit_code() == 1);
   CHECK_THAT(q[0].err(), Catch::Contains("its address-space limit (RLIMIT_AS, ulimit -v 6000000) leaves") && Catch::Contains("raise the limit (ulimit -v), or use a smaller model") &&
-                             Catch::Contains("[run.host-memory]") &&
+                             Catch::Contains("error[run.host-memory]: the training run needs ") &&
                              !Catch::Contains("bad_alloc"));
 }
 

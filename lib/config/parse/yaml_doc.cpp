@@ -13,6 +13,7 @@
 
 #include "config/limits.h"
 #include "config/parse/read_file.h"
+#include "util/rule_id.h"
 
 namespace mr::yaml {
 
@@ -636,25 +637,26 @@ std::vector<std::pair<Node, Node>> merged_pairs(const Node& map, const std::vect
 }
 
 void cap_warnings(std::vector<std::string>& warnings, std::size_t from, const std::string& path) {
-  std::vector<std::pair<std::string, std::size_t>> kinds;  // "[input.x]" -> how many seen
+  std::vector<std::pair<std::string, std::size_t>> kinds;  // "input.x" -> how many seen
   std::vector<std::string> kept(warnings.begin(), warnings.begin() + static_cast<std::ptrdiff_t>(std::min(from, warnings.size())));
   for (std::size_t i = from; i < warnings.size(); ++i) {
     const std::string& w = warnings[i];
-    std::size_t close = w.rfind("[input.", 0) == 0 ? w.find("] ") : std::string::npos;
-    if (close == std::string::npos) {
+    const auto id = split_rule_id(w);  // "[input.x] text" (util/rule_id.h)
+    if (!id || id->first.rfind("input.", 0) != 0) {
       kept.push_back(w);
       continue;
     }
-    std::string kind = w.substr(0, close + 1);
+    const std::string& kind = id->first;
     auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
     if (it == kinds.end()) it = kinds.insert(kinds.end(), {kind, 0});
     if (++it->second <= limits::kMaxWarningsPerKind) kept.push_back(w);
   }
   for (const auto& [kind, n] : kinds)
     if (n > limits::kMaxWarningsPerKind)
-      kept.push_back(kind + " " + path + ": ... and " + std::to_string(n - limits::kMaxWarningsPerKind) +
-                     " more like these (only the first " + std::to_string(limits::kMaxWarningsPerKind) +
-                     " are shown, limits::kMaxWarningsPerKind)");
+      kept.push_back(with_rule_id(kind, path + ": ... and " + std::to_string(n - limits::kMaxWarningsPerKind) +
+                                            " more like these (only the first " +
+                                            std::to_string(limits::kMaxWarningsPerKind) +
+                                            " are shown, limits::kMaxWarningsPerKind)"));
   warnings = std::move(kept);
 }
 
