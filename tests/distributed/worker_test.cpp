@@ -102,7 +102,7 @@ TEST_CASE("the default job under ulimit -v: exit 0 or 1 with the limit named, ne
   REQUIRE(base > 0);
   const std::vector<std::string> job = default_job();
   const std::map<std::string, std::string> env = {{"MR_DIST_TIMEOUT_S", "20"}};
-  static const std::regex named(R"(error: .*ulimit -v \d+)");
+  static const std::regex named(R"(error(\[[a-z.-]+\])?: .*ulimit -v \d+)");
   for (long extra_mib : {-32L, 0L, 32L, 64L, 96L, 128L, 192L, 256L, 1024L}) {
     const long kib = base + extra_mib * 1024;
     mrtest::Proc p = run_limited(kib, job, dir, "job", std::chrono::seconds(25), env);
