@@ -120,6 +120,19 @@ TEST_CASE("--init-method-std 0 starts from zero matrices and --embedding-init-me
   CHECK_THAT(emb.out, !Catch::Contains("--embedding-init-method-std"));
 }
 
+TEST_CASE("--muon-fp32-matmul-prec low runs Newton-Schulz in fp32, as torch keeps its precision, and is named",
+          "[run][train][muon]") {
+  mrtest::TempDir dir;
+  auto muon = [&](const std::string& prec) {
+    return run_one(dir, {"--train-iters", "3", "--optimizer", "muon", "--muon-fp32-matmul-prec", prec}, "muon-" + prec);
+  };
+  const Finished low = muon("low"), highest = muon("highest"), medium = muon("medium");
+  CHECK(low.checksum == highest.checksum);
+  CHECK(low.checksum != medium.checksum);
+  CHECK_THAT(low.out, Catch::Contains("--muon-fp32-matmul-prec ('low' is no torch precision"));
+  CHECK_THAT(highest.out, !Catch::Contains("--muon-fp32-matmul-prec"));
+}
+
 TEST_CASE("the same model under TP=2 starts from the same parameters and follows the same path", "[run][train]") {
   mrtest::TempDir dir;
   const std::vector<std::string> flags = {"--train-iters", "8", "--lr-warmup-iters", "0"};
