@@ -5,9 +5,7 @@
 #include <map>
 #include <utility>
 
-#include "config/optimizer_config_from_args.h"
 #include "config/schema.h"
-#include "optim/grad_scaler.h"
 #include "optim/optimizer_table.h"
 #include "run/grad_format.h"
 #include "run/model.h"
@@ -287,14 +285,15 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
     case ArgId::min_loss_scale:
     case ArgId::loss_scale_window:
     case ArgId::hysteresis: {
-      // The scaler the run makes (optim/grad_scaler.h, as Megatron's get_megatron_optimizer): a constant one from
-      // --loss-scale in 16-bit training or under the distributed optimizer, else a dynamic one with --fp16.
-      const std::optional<optim::GradScaler> s = optim::make_grad_scaler(optimizer_config_from(a));
+      // The scaler the run makes (optim::make_grad_scaler, as Megatron's get_megatron_optimizer; that library is
+      // not the launcher's, tests/run/run_scope_test.cpp checks the two agree): a constant one from --loss-scale in
+      // 16-bit training or under the distributed optimizer, else a dynamic one with --fp16.
+      const bool constant = (a.fp16 || a.bf16 || a.use_distributed_optimizer) && a.loss_scale && *a.loss_scale != 0;
       if (id == ArgId::loss_scale)
-        return s && !s->is_dynamic() ? "" : "fp32 training without the distributed optimizer has no loss scaler";
-      if (s && s->is_dynamic()) return "";
-      return s ? "--loss-scale sets a constant scale: the dynamic loss scaler's options are unused"
-               : "the dynamic loss scaler runs with --fp16 only";
+        return constant ? "" : "fp32 training without the distributed optimizer has no loss scaler";
+      if (a.fp16 && !constant) return "";
+      return constant ? "--loss-scale sets a constant scale: the dynamic loss scaler's options are unused"
+                      : "the dynamic loss scaler runs with --fp16 only";
     }
     case ArgId::lr_wsd_decay_style:
     case ArgId::lr_wsd_decay_iters:

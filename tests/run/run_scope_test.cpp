@@ -6,9 +6,11 @@
 #include <set>
 
 #include "../distributed/proc.h"
+#include "config/optimizer_config_from_args.h"
 #include "config/parse/argparse.h"
 #include "config/schema.h"
 #include "config/validate/resolve.h"
+#include "optim/grad_scaler.h"
 #include "run/run_scope.h"
 
 using namespace mr;
@@ -211,7 +213,7 @@ TEST_CASE("every flag the run does not act on is named when the user gave it, wh
     ns.derive(a.dest(), default_of(*id), "a rule");
     const Args args = Args::from(ns);
     if (run::acts_in_this_job(*id, args)) continue;
-    INFO(a.flags[0]);
+    INFO(std::string(a.flags[0]));
     CHECK(named(ns, args).count(Schema::megatron().flag_for_dest(a.dest())) == 1);
     ++walked;
   }
@@ -275,6 +277,22 @@ TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's
              Catch::Contains("--min-loss-scale (--loss-scale sets a constant scale: the dynamic loss scaler's options "
                              "are unused)") &&
                  !Catch::Contains("--loss-scale ("));
+  // The notice's reading agrees with the scaler the run makes, in every precision.
+  for (const char* precision : {"fp32", "fp16", "bf16"})
+    for (bool dist : {false, true})
+      for (bool constant : {false, true}) {
+        std::vector<std::pair<S, Value>> set = {{"use_distributed_optimizer", Value(dist)}, {"hysteresis", Value(5)}};
+        if (S(precision) != "fp32") set.push_back({precision, on});
+        if (constant) set.push_back({"loss_scale", Value(64.0)});
+        Namespace ns;
+        for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
+        const Args args = Args::from(ns);
+        const std::optional<optim::GradScaler> scaler = optim::make_grad_scaler(optimizer_config_from(args));
+        const std::set<S> n = named(ns, args);
+        INFO(precision << (dist ? " distributed" : "") << (constant ? " --loss-scale" : ""));
+        CHECK(n.count("--hysteresis") == (scaler && scaler->is_dynamic() ? 0u : 1u));
+        if (constant) CHECK(n.count("--loss-scale") == (scaler && !scaler->is_dynamic() ? 0u : 1u));
+      }
   // The schedule.
   CHECK_THAT(notice({{"lr_decay_style", Value(S("cosine"))}, {"lr_wsd_decay_iters", Value(2)},
                      {"lr_wsd_decay_style", Value(S("linear"))}}),
