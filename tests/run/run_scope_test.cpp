@@ -343,9 +343,10 @@ TEST_CASE("--seq-length and --fp8-format/--fp8-recipe are named only where they 
   Namespace ns;
   for (auto& [k, v] : pao) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
   ns.set("fp8", Value(S("hybrid")), {Provenance::Kind::Cli, "argv"});
+  ns.set("fp8_recipe", Value(S("tensorwise")), {Provenance::Kind::Cli, "argv"});
   TargetEnv old;
   old.te_version = "2.0.0";
-  CHECK_THAT(run::unacted_notice(ns, Args::from(ns), old), Catch::Contains("--fp8-format"));
+  CHECK_THAT(run::unacted_notice(ns, Args::from(ns), old), Catch::Contains("--fp8-format, --fp8-recipe ("));
   CHECK(run::unacted_notice(ns, Args::from(ns)).empty());
 }
 

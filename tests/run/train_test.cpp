@@ -123,14 +123,16 @@ TEST_CASE("--init-method-std 0 starts from zero matrices and --embedding-init-me
 TEST_CASE("--muon-fp32-matmul-prec low runs Newton-Schulz in fp32, as torch keeps its precision, and is named",
           "[run][train][muon]") {
   mrtest::TempDir dir;
+  // The CPU backend, where "high" is fp32 too (TF32 is a GPU format): Megatron offers no "highest".
   auto muon = [&](const std::string& prec) {
-    return run_one(dir, {"--train-iters", "3", "--optimizer", "muon", "--muon-fp32-matmul-prec", prec}, "muon-" + prec);
+    return run_one(dir, {"--train-iters", "3", "--optimizer", "muon", "--muon-fp32-matmul-prec", prec,
+                         "--distributed-backend", "gloo"}, "muon-" + prec);
   };
-  const Finished low = muon("low"), highest = muon("highest"), medium = muon("medium");
-  CHECK(low.checksum == highest.checksum);
+  const Finished low = muon("low"), high = muon("high"), medium = muon("medium");
+  CHECK(low.checksum == high.checksum);
   CHECK(low.checksum != medium.checksum);
   CHECK_THAT(low.out, Catch::Contains("--muon-fp32-matmul-prec ('low' is no torch precision"));
-  CHECK_THAT(highest.out, !Catch::Contains("--muon-fp32-matmul-prec"));
+  CHECK_THAT(high.out, !Catch::Contains("--muon-fp32-matmul-prec"));
 }
 
 TEST_CASE("the same model under TP=2 starts from the same parameters and follows the same path", "[run][train]") {
