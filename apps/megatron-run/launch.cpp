@@ -444,7 +444,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   in.target.te_version = resolved.parsed.env.te_version;
   in.argv = args;
   for (const auto& e : ns.entries())  // sorted by dest
-    if (e.prov.kind == Provenance::Kind::Config || e.prov.kind == Provenance::Kind::Cli) in.given.push_back(e.dest);
+    if (e.prov.by_user()) in.given.push_back(e.dest);
   try {
     in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     if (!lo.heartbeat_timeout.empty()) {
@@ -467,7 +467,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher).
   const bool under_our_spawner = job && std::getenv("MR_SPAWNER") != nullptr;
   if (in.train && !under_our_spawner && (!job || job->rank == 0)) {
-    if (std::string n = run::unacted_notice(ns, in.args); !n.empty()) std::cerr << n << std::endl;
+    if (std::string n = run::unacted_notice(ns, in.args, in.target); !n.empty()) std::cerr << n << std::endl;
     try {  // --vocab-size where Megatron's tokenizer would size the model (run/tokenizer_vocab.h)
       if (const run::ModelVocab v = run::model_vocab(in.args); !v.notice.empty())
         std::cerr << "megatron-run: notice: " << v.notice << std::endl;

@@ -30,6 +30,9 @@ void Namespace::set(std::string_view dest, Value v, Provenance p) {
   if (it == slots_.end()) {
     slots_.emplace(std::string(dest), Slot{std::move(v), std::move(p)});
   } else {
+    const Provenance& was = it->second.prov;
+    if (p.kind == Provenance::Kind::Derived && p.given == Provenance::Kind::Default && was.by_user())
+      p.given = was.kind == Provenance::Kind::Derived ? was.given : was.kind;
     it->second.value = std::move(v);
     it->second.prov = std::move(p);
   }

@@ -18,7 +18,15 @@ struct Provenance {
   std::string where;  // "file.yaml:12", "argv[3]", "WORLD_SIZE", or the rule/section that derived it
   // Derived from a deprecated flag the user wrote, which validation translated and erased ("--recompute-activations").
   std::string alias;
+  // Where the user gave the value validation then rewrote (Config or Cli; Default when the user gave none): a
+  // derived value keeps it, so the run still knows the flag was the user's (run/run_scope.h). describe() shows the
+  // derivation only.
+  Kind given = Kind::Default;
 
+  // The user set this dest: in a config file or on the command line, whatever validation did to the value since.
+  bool by_user() const {
+    return kind == Kind::Config || kind == Kind::Cli || given == Kind::Config || given == Kind::Cli;
+  }
   std::string describe() const;
 };
 
@@ -30,6 +38,7 @@ class Namespace {
   const Value& operator[](std::string_view dest) const { return get(dest); }
   const Provenance& provenance(std::string_view dest) const;
 
+  // A Derived `p` over a value the user gave keeps that origin in p.given.
   void set(std::string_view dest, Value v, Provenance p);
   // Appends a dest greater than every dest present (cheap bulk construction from sorted input).
   void append_sorted(std::string_view dest, Value v, Provenance p);

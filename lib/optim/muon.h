@@ -32,10 +32,10 @@ std::span<const NsCoeff> ns_coefficient_set(NsCoefficients c);
 std::vector<NsCoeff> ns_schedule(NsCoefficients c, int steps);
 
 // torch.set_float32_matmul_precision for the NS GEMMs. Highest: fp32. High: TF32 on the GPU, fp32 on the CPU.
-// Medium: bf16 inputs and outputs with fp32 accumulation (newton_schulz converts X to bf16); Megatron's "low"
-// (--muon-fp32-matmul-prec low) is treated as medium.
+// Medium: bf16 inputs and outputs with fp32 accumulation (newton_schulz converts X to bf16). Megatron's "low"
+// (--muon-fp32-matmul-prec low) is no torch precision: torch keeps its ambient one, highest by default.
 enum class MatmulPrecision { Highest, High, Medium };
-MatmulPrecision matmul_precision_from_string(std::string_view name);  // highest | high | medium | low
+MatmulPrecision matmul_precision_from_string(std::string_view name);  // highest | high | medium | low (= highest)
 
 struct NsOptions {
   NsCoefficients coefficients = NsCoefficients::Quintic;

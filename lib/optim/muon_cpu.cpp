@@ -111,10 +111,12 @@ std::vector<NsCoeff> ns_schedule(NsCoefficients c, int steps) {
 }
 
 MatmulPrecision matmul_precision_from_string(std::string_view name) {
+  // "low" is no torch precision: torch.set_float32_matmul_precision("low") only warns and keeps the ambient one,
+  // torch's default "highest" (full fp32), which is what Newton-Schulz then runs at.
   static constexpr std::pair<std::string_view, MatmulPrecision> t[] = {{"highest", MatmulPrecision::Highest},
                                                                        {"high", MatmulPrecision::High},
                                                                        {"medium", MatmulPrecision::Medium},
-                                                                       {"low", MatmulPrecision::Medium}};
+                                                                       {"low", MatmulPrecision::Highest}};
   return parse_choice(name, t, "fp32 matmul precision");
 }
 

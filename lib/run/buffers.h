@@ -181,7 +181,8 @@ struct FlatBuffers {
 
   // The CPU backend's build: the layout, the memory check against this machine (RunError when it does not fit),
   // the allocation in host memory (state buffers as the optimizer table says), and Megatron's initial values and
-  // the synthetic targets: normal with --init-method-std for matrices, ones for norm weights, zeros for biases,
+  // the synthetic targets: normal with --init-method-std for matrices (--embedding-init-method-std for the
+  // embeddings when set; a std of 0 gives zeros, as torch's normal_), ones for norm weights, zeros for biases,
   // keyed by the element's index in the whole tensor.
   void build(const ModelPlan& plan, const optim::OptimizerInfo& opt, const BufferDtypes& dtypes,
              const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
@@ -197,14 +198,18 @@ struct FlatBuffers {
     const bool one = p.init == ParamSpec::Init::One, zero = p.init == ParamSpec::Init::Zero;
     const int64_t cnt = p.numel();
     const ShardIndex where = shard_index(p, tp_rank);
-    const float std_f = static_cast<float>(init_std);
+    const double sd = p.init_std.value_or(init_std);  // --embedding-init-method-std for the embeddings
+    const float std_f = static_cast<float>(sd);
+    // The target's distance from the start: the std, or 0.02 (--init-method-std's default) where the std is 0, whose
+    // zero matrices would otherwise sit on their targets and never get a gradient.
+    const float spread = sd > 0 ? std_f : 0.02f;
 #ifdef _OPENMP  // (CUDA sources include this header without OpenMP)
 #pragma omp parallel for schedule(static) num_threads(optim::cpu::threads())
 #endif
     for (int64_t i = 0; i < cnt; ++i) {
       const uint64_t gi = static_cast<uint64_t>(whole_index(where, i));
       const float init = one ? 1.0f : zero ? 0.0f : std_f * normal(mix64(key ^ gi));
-      put(i, init, init + std_f * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull));
+      put(i, init, init + spread * normal(mix64(key ^ gi) ^ 0x7f4a7c15ull));
     }
   }
 

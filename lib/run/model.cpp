@@ -722,6 +722,12 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
       plan.params.pop_back();
     }
   }
+  // Megatron's embedding_init_method: the word and position embeddings drawn with --embedding-init-method-std when
+  // it is set (the copies on later stages too: they start equal to the first stage's).
+  if (a.embedding_init_method_std)
+    for (ParamSpec& p : plan.params)
+      if (p.key == "embedding.word_embeddings.weight" || p.key == "embedding.position_embeddings.weight")
+        p.init_std = *a.embedding_init_method_std;
   return plan;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct ParamSpec {
   std::string key;                  // the same tensor under every layout: `name`, with a routed expert's global index
   enum class Init { Normal, One, Zero };
   Init init = Init::Normal;         // Megatron's initial values: normal (--init-method-std), norm weights 1, biases 0
+  // Normal with this std instead of --init-method-std: the word and position embeddings under
+  // --embedding-init-method-std (Megatron's embedding_init_method).
+  std::optional<double> init_std;
   int64_t numel() const;            // RunError when the size does not fit in 64 bits (checked when planned)
 };
 

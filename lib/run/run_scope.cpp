@@ -8,6 +8,7 @@
 #include "config/schema.h"
 #include "optim/optimizer_table.h"
 #include "run/grad_format.h"
+#include "run/model.h"
 
 namespace mr::run {
 
@@ -49,8 +50,8 @@ constexpr ArgId kActs[] = {
     // Precision and the loss scaler (optim/grad_scaler.h).
     ArgId::bf16, ArgId::fp16, ArgId::loss_scale, ArgId::initial_loss_scale, ArgId::min_loss_scale,
     ArgId::loss_scale_window, ArgId::hysteresis,
-    // Initial values (run/buffers.h).
-    ArgId::seed, ArgId::init_method_std,
+    // Initial values (run/buffers.h): the word and position embeddings with --embedding-init-method-std when set.
+    ArgId::seed, ArgId::init_method_std, ArgId::embedding_init_method_std,
     // Checkpoints and exits (run/checkpoint.h, docs/checkpoints.md); --async-save saves synchronously.
     ArgId::save, ArgId::save_interval, ArgId::load, ArgId::non_persistent_save_interval,
     ArgId::non_persistent_ckpt_type, ArgId::non_persistent_global_ckpt_dir, ArgId::finetune, ArgId::ckpt_step,
@@ -243,6 +244,10 @@ std::string unused_by_optimizer(ArgId id, const Args& a) {
 }
 
 std::string unmodelled_value(ArgId id, const Args& a) {
+  if (id == ArgId::muon_fp32_matmul_prec && a.muon_fp32_matmul_prec == arg::MuonFp32MatmulPrec::low &&
+      optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer).kernel == optim::Kernel::Muon)
+    return "'low' is no torch precision: torch.set_float32_matmul_precision ignores it and Newton-Schulz keeps the "
+           "ambient one, full fp32 ('highest')";
   if (id == ArgId::main_params_dtype && a.main_params_dtype == arg::MainParamsDtype::fp16 && !a.bf16 && !a.fp16)
     return "fp32 training keeps no main params";
   // Asking for bf16 gradients where Megatron's buffer is another dtype (run/grad_format.h).
@@ -255,7 +260,66 @@ std::string unmodelled_value(ArgId id, const Args& a) {
   return "";
 }
 
-std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {
+bool acts_in_this_job(ArgId id, const Args& a, const TargetEnv& env) {
+  switch (id) {
+    case ArgId::seq_length:
+      // --step-batch-size-schedule's thresholds are tokens, divided by it (config/step_batch_schedule.h).
+      return a.step_batch_size_schedule.has_value();
+    case ArgId::fp8: {
+      // Whether Megatron's Adam keeps the masters as remainders depends on fp8 training (keeps_param_remainders).
+      Args without = a;
+      without.fp8.reset();
+      return keeps_param_remainders(a, env) != keeps_param_remainders(without, env);
+    }
+    case ArgId::fp8_recipe: {
+      Args delayed = a;
+      delayed.fp8_recipe = arg::Fp8Recipe::delayed;
+      return keeps_param_remainders(a, env) != keeps_param_remainders(delayed, env);
+    }
+    default:
+      return false;
+  }
+}
+
+std::string unused_in_this_job(ArgId id, const Args& a) {
+  switch (id) {
+    case ArgId::loss_scale:
+    case ArgId::initial_loss_scale:
+    case ArgId::min_loss_scale:
+    case ArgId::loss_scale_window:
+    case ArgId::hysteresis: {
+      // The scaler the run makes (optim::make_grad_scaler, as Megatron's get_megatron_optimizer; that library is
+      // not the launcher's, tests/run/run_scope_test.cpp checks the two agree): a constant one from --loss-scale in
+      // 16-bit training or under the distributed optimizer, else a dynamic one with --fp16.
+      const bool constant = (a.fp16 || a.bf16 || a.use_distributed_optimizer) && a.loss_scale && *a.loss_scale != 0;
+      if (id == ArgId::loss_scale)
+        return constant ? "" : "fp32 training without the distributed optimizer has no loss scaler";
+      if (a.fp16 && !constant) return "";
+      return constant ? "--loss-scale sets a constant scale: the dynamic loss scaler's options are unused"
+                      : "the dynamic loss scaler runs with --fp16 only";
+    }
+    case ArgId::lr_wsd_decay_style:
+    case ArgId::lr_wsd_decay_iters:
+    case ArgId::lr_wsd_decay_samples:
+      return a.lr_decay_style == arg::LrDecayStyle::WSD ? "" : "only --lr-decay-style WSD uses it";
+    case ArgId::decoupled_min_lr:
+      return a.decoupled_lr ? "" : "not used without --decoupled-lr";
+    case ArgId::override_opt_param_scheduler:
+    case ArgId::use_checkpoint_opt_param_scheduler:
+    case ArgId::finetune:
+    case ArgId::no_load_optim:
+    case ArgId::no_load_rng:
+    case ArgId::exit_on_missing_checkpoint:
+      return a.load ? "" : "not used without --load";
+    case ArgId::non_persistent_save_interval:
+    case ArgId::no_save_optim:
+      return a.save ? "" : "not used without --save";
+    default:
+      return "";
+  }
+}
+
+std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args, const TargetEnv& env) {
   std::vector<Unacted> out;
   std::map<std::string, size_t> index;
   std::vector<std::string_view> seen;
@@ -263,23 +327,29 @@ std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {
     const std::string_view dest = a.dest();
     if (!ns.has(dest) || std::find(seen.begin(), seen.end(), dest) != seen.end()) continue;
     const Provenance& from = ns.provenance(dest);
-    // The flag the user wrote: this one (from a file or the command line; not Env: a launcher's variables), or a
-    // deprecated alias validation translated into it and erased (--recompute-activations sets
-    // --recompute-granularity).
+    // The flag the user wrote: a deprecated alias validation translated into this dest and erased
+    // (--recompute-activations sets --recompute-granularity), or this one, given in a file or on the command line
+    // (not Env: a launcher's variables), whatever validation did to its value since (a one-element list
+    // unwrapped, a dtype name turned into torch's: Provenance::by_user).
     std::string flag;
-    if (from.kind == Provenance::Kind::Config || from.kind == Provenance::Kind::Cli) {
-      flag = Schema::megatron().flag_for_dest(dest);
-    } else if (from.kind == Provenance::Kind::Derived && !from.alias.empty()) {
+    if (from.kind == Provenance::Kind::Derived && !from.alias.empty()) {
       flag = from.alias;
+    } else if (from.by_user()) {
+      flag = Schema::megatron().flag_for_dest(dest);
     } else {
       continue;
     }
     seen.push_back(dest);
     const std::optional<ArgId> id = find_arg(dest);
     if (!id) continue;
-    const char* not_acted = why_not_acted_on(*id, a.spec->group);
-    std::string why = not_acted ? std::string(not_acted) : unused_by_optimizer(*id, args);
-    if (why.empty()) why = unmodelled_value(*id, args);
+    std::string why;
+    if (const char* not_acted = why_not_acted_on(*id, a.spec->group)) {
+      if (!acts_in_this_job(*id, args, env)) why = not_acted;
+    } else {
+      why = unused_by_optimizer(*id, args);
+      if (why.empty()) why = unused_in_this_job(*id, args);
+      if (why.empty()) why = unmodelled_value(*id, args);
+    }
     if (why.empty()) continue;
     auto [it, fresh] = index.emplace(why, out.size());
     if (fresh) out.push_back({why, {}});
@@ -288,8 +358,8 @@ std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args) {
   return out;
 }
 
-std::string unacted_notice(const Namespace& ns, const Args& a) {
-  const std::vector<Unacted> u = unacted_flags(ns, a);
+std::string unacted_notice(const Namespace& ns, const Args& a, const TargetEnv& env) {
+  const std::vector<Unacted> u = unacted_flags(ns, a, env);
   if (u.empty()) return {};
   std::string s = "megatron-run: notice: the synthetic training run does not act on ";
   for (size_t i = 0; i < u.size(); ++i) {

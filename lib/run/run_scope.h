@@ -14,6 +14,7 @@
 
 #include "config/args.h"
 #include "config/namespace.h"
+#include "config/target_env.h"
 
 namespace mr::run {
 
@@ -28,20 +29,31 @@ const char* why_not_acted_on(ArgId id, std::string_view group);
 // Lion takes --adam-beta1/2), the --adam-* flags with sgd. Empty when the flag is used (or is no optimizer flag).
 std::string unused_by_optimizer(ArgId id, const Args& a);
 
-// Why the run does not act on the value of a flag it acts on: --main-params-dtype fp16 in fp32 training (no main
+// Whether a flag the run does not act on in general changes this job: --seq-length converts
+// --step-batch-size-schedule's token thresholds; --fp8-format and --fp8-recipe decide whether Megatron's Adam keeps
+// the fp32 masters as remainders (keeps_param_remainders, for the target `env`).
+bool acts_in_this_job(ArgId id, const Args& a, const TargetEnv& env = {});
+
+// Why a flag the run acts on does nothing in this job, as in Megatron ("set for nothing"): the loss-scale flags
+// where no scaler (or a constant one) runs, --lr-wsd-decay-* without --lr-decay-style WSD, --decoupled-min-lr
+// without --decoupled-lr, the loading flags without --load, the saving ones without --save. Empty when it acts.
+std::string unused_in_this_job(ArgId id, const Args& a);
+
+// Why the run does not act on the value of a flag it acts on: --muon-fp32-matmul-prec low (torch ignores it), --main-params-dtype fp16 in fp32 training (no main
 // params), bf16 gradients where Megatron's gradient buffer is another dtype. Empty otherwise.
 std::string unmodelled_value(ArgId id, const Args& a);
 
-// The flags set in `ns` (provenance: a config file or the command line) that the run does not act on, or that
-// the run's optimizer `a` has no use for, or whose value it does not model (unmodelled_value), grouped by reason, in schema order:
-// {reason, {"--eval-interval", "--eval-iters"}}.
+// The flags the user set in `ns` (a config file or the command line, whatever validation did to the value since:
+// Provenance::by_user) that the run does not act on (unless acts_in_this_job), or that the run's optimizer `a` has
+// no use for, or that do nothing in this job (unused_in_this_job), or whose value it does not model
+// (unmodelled_value), grouped by reason, in schema order: {reason, {"--eval-interval", "--eval-iters"}}.
 struct Unacted {
   std::string why;
   std::vector<std::string> flags;
 };
-std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& a);
+std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& a, const TargetEnv& env = {});
 // One line for the notice: "megatron-run: notice: the synthetic training run does not act on --eval-interval,
 // --eval-iters (no evaluation in a synthetic run); --tensorboard-dir (...)". Empty when there are none.
-std::string unacted_notice(const Namespace& ns, const Args& a);
+std::string unacted_notice(const Namespace& ns, const Args& a, const TargetEnv& env = {});
 
 }  // namespace mr::run

@@ -63,7 +63,7 @@ void set_up(RunContext& c) {
       args.train_iters && *args.train_iters > 0 ? *args.train_iters : c.batches->iterations_for(*args.train_samples);
   c.log_interval = std::max<int64_t>(1, args.log_interval);
   c.seed = static_cast<uint64_t>(args.seed);
-  c.init_std = args.init_method_std > 0 ? args.init_method_std : default_of(ArgId::init_method_std).as_float();
+  c.init_std = args.init_method_std;  // 0: zero matrices, as Megatron's normal_(std=0) (sanity refuses < 0)
 
   RankCoord at{c.tp.rank(), c.tp.size(), c.pp.rank(), c.pp.size(), c.rt.group("ep").size(), c.rt.group("ep").rank(),
                c.etp.rank(), c.etp.size()};

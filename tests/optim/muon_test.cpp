@@ -104,7 +104,8 @@ TEST_CASE("Newton-Schulz coefficient schedules", "[muon][coefficients]") {
   REQUIRE(ns_schedule(NsCoefficients::DeepseekV4, 10)[9].a == 2.0);
   REQUIRE_THROWS_WITH(ns_schedule(NsCoefficients::Cubic5, 6), Catch::Contains("fixed 5-step"));
   REQUIRE_THROWS(ns_schedule(NsCoefficients::Quintic, 0));
-  REQUIRE(matmul_precision_from_string("low") == MatmulPrecision::Medium);
+  // torch ignores "low" and keeps its ambient precision, "highest" (full fp32) by default.
+  REQUIRE(matmul_precision_from_string("low") == MatmulPrecision::Highest);
   REQUIRE(muon_tp_mode_from_string("blockwise") == MuonTpMode::Blockwise);
   REQUIRE(muon_tp_mode_from_string("layer_sharded") == MuonTpMode::LayerSharded);
   REQUIRE(muon_tp_mode_from_string("auto") == MuonTpMode::Auto);

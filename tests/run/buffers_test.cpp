@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "optim/optimizer_table.h"
@@ -222,4 +223,40 @@ TEST_CASE("rows split over TP part by part (Mamba's in_proj, conv1d): every elem
       CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(seen.size()));
     }
   }
+}
+
+TEST_CASE("initial values: normal with the parameter's std (its own, else --init-method-std); a std of 0 gives zeros "
+          "and targets 0.02 away",
+          "[run][buffers][init]") {
+  ModelPlan plan;
+  plan.params = {param("decoder.layers.0.mlp.linear_fc1.weight", {64, 32})};
+  const FlatBuffers b = layout(plan, {});
+  const ParamSpec& p = plan.params[0];
+  auto values = [&](const ParamSpec& q, double std) {
+    std::vector<float> init(static_cast<size_t>(q.numel())), target(init.size());
+    b.initial_values(q, 1234, std, 0, [&](int64_t i, float v, float t) {
+      init[static_cast<size_t>(i)] = v;
+      target[static_cast<size_t>(i)] = t;
+    });
+    return std::pair{init, target};
+  };
+  auto rms = [](const std::vector<float>& v, const std::vector<float>& minus) {
+    double s = 0;
+    for (size_t i = 0; i < v.size(); ++i) s += (double(v[i]) - minus[i]) * (double(v[i]) - minus[i]);
+    return std::sqrt(s / static_cast<double>(v.size()));
+  };
+  const std::vector<float> zeros(static_cast<size_t>(p.numel()), 0.0f);
+  const auto [i02, t02] = values(p, 0.02);
+  CHECK(rms(i02, zeros) == Approx(0.02).epsilon(0.1));
+  CHECK(rms(t02, i02) == Approx(0.02).epsilon(0.1));
+  // std 0: zero matrices, as torch's normal_(std=0); the targets keep the default's distance (the same one).
+  const auto [i0, t0] = values(p, 0.0);
+  CHECK(i0 == zeros);
+  CHECK(rms(t0, i0) == Approx(rms(t02, i02)).epsilon(1e-3));
+  // The parameter's own std (--embedding-init-method-std) wins over the run's.
+  ParamSpec own = p;
+  own.init_std = 0.5;
+  const auto [i5, t5] = values(own, 0.02);
+  CHECK(rms(i5, zeros) == Approx(0.5).epsilon(0.1));
+  CHECK(i5 == values(p, 0.5).first);
 }

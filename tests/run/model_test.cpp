@@ -141,6 +141,30 @@ TEST_CASE("pipeline stages hold their layers; tied embeddings get a counted-once
   CHECK(untied.numel() == closed_form(4, 64, 1024, 32) + 1024 * 64);
 }
 
+TEST_CASE("--embedding-init-method-std: the word and position embeddings (and the later stages' copies) take it, "
+          "the rest --init-method-std",
+          "[run][model][init]") {
+  const mr::Args with = gpt({{"embedding_init_method_std", Value(0.5)}});
+  const ModelPlan one = mr::run::plan_gpt_model(with, {});
+  for (const ParamSpec& p : one.params) {
+    INFO(p.name);
+    const bool embedding =
+        p.name == "embedding.word_embeddings.weight" || p.name == "embedding.position_embeddings.weight";
+    CHECK(p.init_std.has_value() == embedding);
+    if (embedding) CHECK(*p.init_std == 0.5);
+  }
+  // Tied over two stages: the last stage's copy starts equal to the first stage's, as Megatron syncs it.
+  const ParamSpec* copy = find(mr::run::plan_gpt_model(with, {0, 1, 1, 2}), "output_layer.weight");
+  REQUIRE(copy);
+  CHECK(copy->init_std == std::optional<double>(0.5));
+  // Untied: the output layer is initialised with --init-method-std (Megatron's init_method).
+  const ModelPlan untied =
+      mr::run::plan_gpt_model(gpt({{"embedding_init_method_std", Value(0.5)}, {"untie_embeddings_and_output_weights", Value(true)}}), {});
+  CHECK_FALSE(find(untied, "output_layer.weight")->init_std);
+  // Not set: every parameter on --init-method-std.
+  for (const ParamSpec& p : mr::run::plan_gpt_model(gpt(), {}).params) CHECK_FALSE(p.init_std);
+}
+
 TEST_CASE("pipeline layer assignment: even, first/last stage sizes, virtual chunks", "[run][model]") {
   using mr::run::pipeline_layers;
   CHECK(pipeline_layers(8, 1, 4, 1, -1, -1) == std::vector<int64_t>{2, 3});

@@ -2,13 +2,52 @@
 // reason, and the notice names exactly the flags the user set that the run does not act on.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <set>
 
 #include "../distributed/proc.h"
+#include "config/optimizer_config_from_args.h"
+#include "config/parse/argparse.h"
 #include "config/schema.h"
+#include "config/validate/resolve.h"
+#include "optim/grad_scaler.h"
 #include "run/run_scope.h"
 
 using namespace mr;
+
+namespace {
+
+// The notice for flags set as a user sets them (command line); the rest at the schema's defaults.
+std::string notice(std::vector<std::pair<std::string, Value>> set) {
+  Namespace ns;
+  for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
+  return run::unacted_notice(ns, Args::from(ns));
+}
+
+// Every flag the notice names.
+std::set<std::string> named(const Namespace& ns, const Args& a) {
+  std::set<std::string> out;
+  for (const run::Unacted& u : run::unacted_flags(ns, a))
+    for (const std::string& f : u.flags) out.insert(f);
+  return out;
+}
+
+// A small job resolved as the launcher resolves it (Megatron's parse_args, then its validation chain), with `more`.
+Outcome resolved(const std::vector<std::string>& more) {
+  std::vector<std::string> words = {"--num-layers", "1", "--hidden-size", "64", "--num-attention-heads", "4",
+                                    "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2",
+                                    "--global-batch-size", "4", "--train-iters", "4", "--lr", "0.001", "--mock-data",
+                                    "--tokenizer-type", "NullTokenizer", "--vocab-size", "128"};
+  words.insert(words.end(), more.begin(), more.end());
+  Invocation inv;
+  inv.env = TargetEnv{};
+  inv.env.vars["WORLD_SIZE"] = "1";
+  inv.env.vars["RANK"] = "0";
+  inv.cli = argv_tokens(words);
+  return resolve(Schema::megatron(), inv);
+}
+
+}  // namespace
 
 TEST_CASE("every flag of the schema is acted on by the run or has a reason", "[run][scope]") {
   std::vector<std::string> holes;
@@ -80,12 +119,6 @@ TEST_CASE("the default job's notice names only --seq-length", "[run][scope]") {
 }
 
 TEST_CASE("the notice names the optimizer flags the chosen --optimizer has no use for", "[run][scope]") {
-  // The flags as a user sets them (command line); the rest at the schema's defaults.
-  auto notice = [](std::vector<std::pair<std::string, Value>> set) {
-    Namespace ns;
-    for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
-    return run::unacted_notice(ns, Args::from(ns));
-  };
   using S = std::string;
   // --optimizer lion: Megatron's Lion takes --adam-beta1/2; --lion-beta1/2 are unused and named.
   const S lion = notice({{"optimizer", Value(S("lion"))}, {"lion_beta1", Value(0.8)}, {"adam_beta1", Value(0.85)}});
@@ -111,11 +144,6 @@ TEST_CASE("the notice names the optimizer flags the chosen --optimizer has no us
 TEST_CASE("the precision-aware optimizer's dtypes (fp8 moments too) and the gradient dtype act; fp16 main params in "
           "fp32 training and bf16 gradients where the buffer is another dtype are named",
           "[run][scope]") {
-  auto notice = [](std::vector<std::pair<std::string, Value>> set) {
-    Namespace ns;
-    for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
-    return run::unacted_notice(ns, Args::from(ns));
-  };
   using S = std::string;
   const Value on(true);
   CHECK(notice({{"use_precision_aware_optimizer", on}, {"exp_avg_dtype", Value(S("bf16"))},
@@ -139,4 +167,196 @@ TEST_CASE("the precision-aware optimizer's dtypes (fp8 moments too) and the grad
   // fp8 parameters: the estimate counts them, the run keeps the model dtype, and says so.
   CHECK_THAT(notice({{"bf16", on}, {"fp8", Value(S("hybrid"))}, {"fp8_param_gather", on}}),
              Catch::Contains("--fp8-param-gather (fp8 parameters are not modelled"));
+}
+
+TEST_CASE("a flag the user gave stays named when validation rewrites its value", "[run][scope]") {
+  // The reviewer's flags: a one-element list unwrapped, dtype names turned into torch's, an enum's name.
+  struct Case {
+    std::vector<std::string> flags;
+    const char* dest;
+    const char* flag;
+  };
+  const std::vector<Case> cases = {
+      {{"--num-experts", "4", "--moe-ffn-hidden-size", "32", "--moe-aux-loss-coeff", "0.1"}, "moe_aux_loss_coeff",
+       "--moe-aux-loss-coeff"},
+      {{"--num-experts", "4", "--moe-ffn-hidden-size", "32", "--moe-router-load-balancing-type", "seq_aux_loss"},
+       "moe_router_load_balancing_type", "--moe-router-load-balancing-type"},
+      {{"--megatron-fsdp-main-grads-dtype", "fp32", "--megatron-fsdp-main-params-dtype", "bf16"},
+       "megatron_fsdp_main_params_dtype", "--megatron-fsdp-main-params-dtype"},
+      {{"--mamba-inference-ssm-states-dtype", "fp16"}, "mamba_inference_ssm_states_dtype",
+       "--mamba-inference-ssm-states-dtype"},
+      {{"--inference-cuda-graph-scope", "none"}, "inference_cuda_graph_scope", "--inference-cuda-graph-scope"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.flag);
+    const Outcome out = resolved(c.flags);
+    REQUIRE(out.exit_code() == 0);
+    const Namespace& ns = out.parsed.ns;
+    // Validation did rewrite it (what --explain shows is unchanged: the derivation), and it is still the user's.
+    CHECK(ns.provenance(c.dest).kind == Provenance::Kind::Derived);
+    CHECK(ns.provenance(c.dest).by_user());
+    CHECK(named(ns, Args::from(ns)).count(c.flag) == 1);
+    CHECK_THAT(run::unacted_notice(ns, Args::from(ns)), Catch::Contains(c.flag));
+  }
+}
+
+TEST_CASE("every flag the run does not act on is named when the user gave it, whatever validation derived from it",
+          "[run][scope]") {
+  // Each flag set by the user, then rewritten as a validation rule rewrites (Context::set: derive).
+  size_t walked = 0;
+  for (const Arg& a : Schema::megatron().args()) {
+    const std::optional<ArgId> id = find_arg(a.dest());
+    REQUIRE(id);
+    if (run::acts_on(*id)) continue;
+    Namespace ns;
+    ns.set(a.dest(), default_of(*id), {Provenance::Kind::Cli, "argv[1]"});
+    ns.derive(a.dest(), default_of(*id), "a rule");
+    const Args args = Args::from(ns);
+    if (run::acts_in_this_job(*id, args)) continue;
+    INFO(std::string(a.flags[0]));
+    CHECK(named(ns, args).count(Schema::megatron().flag_for_dest(a.dest())) == 1);
+    ++walked;
+  }
+  CHECK(walked > 600);
+}
+
+TEST_CASE("the corpus: every flag a config sets that validation rewrites, and the run does not act on, is named",
+          "[run][scope][corpus]") {
+  // Megatron's functional-test configs resolved with our validation chain: the dests the user gave that it derived
+  // anew (the rewrites the notice once dropped).
+  size_t configs = 0, rewritten = 0;
+  for (const auto& f : std::filesystem::directory_iterator(std::string(MR_DATA_DIR) + "/corpus/functional-tests")) {
+    if (f.path().extension() != ".yaml") continue;
+    Invocation inv;
+    inv.env = TargetEnv{};
+    inv.env.vars["WORLD_SIZE"] = "8";
+    inv.env.vars["RANK"] = "0";
+    inv.config.env = [](const std::string& n) -> std::optional<std::string> { return "/placeholder/" + n; };
+    inv.config_files = {f.path().string()};
+    std::optional<Outcome> out;
+    std::optional<Args> args;
+    try {
+      out = resolve(Schema::megatron(), inv);
+      if (out->exit_code() != 0) continue;
+      args = Args::from(out->parsed.ns);
+    } catch (const std::exception&) {
+      continue;  // refused, or not a job the run could start (the launcher refuses it before the notice)
+    }
+    ++configs;
+    const Namespace& ns = out->parsed.ns;
+    const std::set<std::string> names = named(ns, *args);
+    for (const auto& e : ns.entries()) {
+      if (e.prov.kind != Provenance::Kind::Derived || !e.prov.alias.empty() || !e.prov.by_user()) continue;
+      const std::optional<ArgId> id = find_arg(e.dest);
+      if (!id || run::acts_on(*id) || run::acts_in_this_job(*id, *args)) continue;
+      INFO(f.path().filename().string() << ": " << e.dest << " (" << e.prov.describe() << ")");
+      CHECK(names.count(Schema::megatron().flag_for_dest(e.dest)) == 1);
+      ++rewritten;
+    }
+  }
+  CHECK(configs > 100);
+  CHECK(rewritten > 0);
+}
+
+TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's, --decoupled-min-lr, loading and "
+          "saving flags without --load or --save",
+          "[run][scope]") {
+  using S = std::string;
+  const Value on(true);
+  // The loss scale: no scaler in fp32 training without the distributed optimizer; a constant one from --loss-scale
+  // in bf16 or under the distributed optimizer; the dynamic one with --fp16 (optim/grad_scaler.h).
+  CHECK_THAT(notice({{"loss_scale", Value(1024.0)}, {"initial_loss_scale", Value(1024.0)}, {"hysteresis", Value(5)}}),
+             Catch::Contains("--loss-scale (fp32 training without the distributed optimizer has no loss scaler)") &&
+                 Catch::Contains("--initial-loss-scale, --hysteresis (the dynamic loss scaler runs with --fp16 only)"));
+  CHECK(notice({{"loss_scale", Value(1024.0)}, {"use_distributed_optimizer", on}}).empty());
+  CHECK(notice({{"loss_scale", Value(1024.0)}, {"bf16", on}}).empty());
+  CHECK(notice({{"fp16", on}, {"initial_loss_scale", Value(1024.0)}, {"min_loss_scale", Value(2.0)},
+                {"loss_scale_window", Value(10.0)}, {"hysteresis", Value(5)}})
+            .empty());
+  CHECK_THAT(notice({{"fp16", on}, {"loss_scale", Value(8.0)}, {"min_loss_scale", Value(2.0)}}),
+             Catch::Contains("--min-loss-scale (--loss-scale sets a constant scale: the dynamic loss scaler's options "
+                             "are unused)") &&
+                 !Catch::Contains("--loss-scale ("));
+  // The notice's reading agrees with the scaler the run makes, in every precision.
+  for (const char* precision : {"fp32", "fp16", "bf16"})
+    for (bool dist : {false, true})
+      for (bool constant : {false, true}) {
+        std::vector<std::pair<S, Value>> set = {{"use_distributed_optimizer", Value(dist)}, {"hysteresis", Value(5)}};
+        if (S(precision) != "fp32") set.push_back({precision, on});
+        if (constant) set.push_back({"loss_scale", Value(64.0)});
+        Namespace ns;
+        for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
+        const Args args = Args::from(ns);
+        const std::optional<optim::GradScaler> scaler = optim::make_grad_scaler(optimizer_config_from(args));
+        const std::set<S> n = named(ns, args);
+        INFO(precision << (dist ? " distributed" : "") << (constant ? " --loss-scale" : ""));
+        CHECK(n.count("--hysteresis") == (scaler && scaler->is_dynamic() ? 0u : 1u));
+        if (constant) CHECK(n.count("--loss-scale") == (scaler && !scaler->is_dynamic() ? 0u : 1u));
+      }
+  // The schedule.
+  CHECK_THAT(notice({{"lr_decay_style", Value(S("cosine"))}, {"lr_wsd_decay_iters", Value(2)},
+                     {"lr_wsd_decay_style", Value(S("linear"))}}),
+             Catch::Contains("--lr-wsd-decay-style, --lr-wsd-decay-iters (only --lr-decay-style WSD uses it)"));
+  CHECK(notice({{"lr_decay_style", Value(S("WSD"))}, {"lr_wsd_decay_iters", Value(2)}}).empty());
+  CHECK_THAT(notice({{"decoupled_min_lr", Value(0.001)}}),
+             Catch::Contains("--decoupled-min-lr (not used without --decoupled-lr)"));
+  CHECK(notice({{"decoupled_lr", Value(0.01)}, {"decoupled_min_lr", Value(0.001)}}).empty());
+  // Checkpoints.
+  const S no_load = notice({{"override_opt_param_scheduler", on}, {"finetune", on}, {"no_load_optim", on},
+                            {"no_load_rng", on}, {"exit_on_missing_checkpoint", on}});
+  CHECK_THAT(no_load, Catch::Contains("--override-opt_param-scheduler, --finetune, --exit-on-missing-checkpoint, "
+                                      "--no-load-optim, --no-load-rng (not used without --load)"));
+  CHECK_THAT(notice({{"use_checkpoint_opt_param_scheduler", on}}),
+             Catch::Contains("--use-checkpoint-opt_param-scheduler (not used without --load)"));
+  CHECK(notice({{"load", Value(S("/ckpt"))}, {"finetune", on}, {"no_load_rng", on}}).empty());
+  CHECK_THAT(notice({{"non_persistent_save_interval", Value(1)}, {"no_save_optim", on}}),
+             Catch::Contains("(not used without --save)") && Catch::Contains("--non-persistent-save-interval") &&
+                 Catch::Contains("--no-save-optim"));
+  CHECK(notice({{"save", Value(S("/ckpt"))}, {"no_save_optim", on}}).empty());
+  // Only what the user gave: the same values from the schema's defaults or derived by validation are not named.
+  Namespace ns;
+  ns.set("hysteresis", Value(5), {});
+  ns.set("no_load_optim", Value(true), {Provenance::Kind::Derived, "--skip-train"});
+  CHECK(run::unacted_notice(ns, Args::from(ns)).empty());
+}
+
+TEST_CASE("--seq-length and --fp8-format/--fp8-recipe are named only where they change nothing", "[run][scope]") {
+  using S = std::string;
+  const Value on(true);
+  // --step-batch-size-schedule's thresholds are tokens divided by --seq-length.
+  CHECK_THAT(notice({{"seq_length", Value(32)}}), Catch::Contains("--seq-length (no model forward/backward"));
+  CHECK(notice({{"seq_length", Value(32)}, {"step_batch_size_schedule", Value(S("0:4 512:8"))}}).empty());
+  // fp8 training (not the delayed recipe) stops Megatron's Adam keeping the masters as remainders.
+  const std::vector<std::pair<S, Value>> pao = {{"bf16", on}, {"use_precision_aware_optimizer", on},
+                                                {"use_distributed_optimizer", on}};
+  auto with = [&](std::vector<std::pair<S, Value>> more) {
+    more.insert(more.end(), pao.begin(), pao.end());
+    return notice(more);
+  };
+  CHECK(with({{"fp8", Value(S("hybrid"))}, {"fp8_recipe", Value(S("tensorwise"))}}).empty());
+  const S delayed = with({{"fp8", Value(S("hybrid"))}, {"fp8_recipe", Value(S("delayed"))}});
+  CHECK_THAT(delayed, Catch::Contains("--fp8-format") && Catch::Contains("--fp8-recipe"));
+  // No remainders to keep without the precision-aware optimizer: the flags change nothing.
+  CHECK_THAT(notice({{"bf16", on}, {"fp8", Value(S("hybrid"))}, {"fp8_recipe", Value(S("tensorwise"))}}),
+             Catch::Contains("--fp8-format") && Catch::Contains("--fp8-recipe"));
+  // An older Transformer Engine stores no remainders either.
+  Namespace ns;
+  for (auto& [k, v] : pao) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
+  ns.set("fp8", Value(S("hybrid")), {Provenance::Kind::Cli, "argv"});
+  ns.set("fp8_recipe", Value(S("tensorwise")), {Provenance::Kind::Cli, "argv"});
+  TargetEnv old;
+  old.te_version = "2.0.0";
+  CHECK_THAT(run::unacted_notice(ns, Args::from(ns), old), Catch::Contains("--fp8-format, --fp8-recipe ("));
+  CHECK(run::unacted_notice(ns, Args::from(ns)).empty());
+}
+
+TEST_CASE("--muon-fp32-matmul-prec low is named: torch ignores it", "[run][scope]") {
+  using S = std::string;
+  CHECK_THAT(notice({{"optimizer", Value(S("muon"))}, {"muon_fp32_matmul_prec", Value(S("low"))}}),
+             Catch::Contains("--muon-fp32-matmul-prec ('low' is no torch precision"));
+  CHECK(notice({{"optimizer", Value(S("muon"))}, {"muon_fp32_matmul_prec", Value(S("high"))}}).empty());
+}
+
+TEST_CASE("--embedding-init-method-std and --init-method-std are acted on", "[run][scope]") {
+  CHECK(notice({{"embedding_init_method_std", Value(0.5)}, {"init_method_std", Value(0.0)}}).empty());
 }

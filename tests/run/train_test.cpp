@@ -86,6 +86,55 @@ TEST_CASE("the default job trains: 20 logged iterations, the loss goes down", "[
   CHECK_THAT(p[0].out(), Catch::Contains("training run finished: 20 iterations (0 skipped)"));
 }
 
+TEST_CASE("--init-method-std 0 starts from zero matrices and --embedding-init-method-std draws the embeddings, as "
+          "Megatron's init",
+          "[run][train][init]") {
+  mrtest::TempDir dir;
+  const std::vector<std::string> flags = {"--train-iters", "3", "--log-params-norm"};
+  auto with = [&](std::vector<std::string> more, const std::string& tag) {
+    more.insert(more.begin(), flags.begin(), flags.end());
+    return run_one(dir, more, tag);
+  };
+  // The first params norm (the first step moves nothing: warmup from 0) is the initial values' norm.
+  auto first_params_norm = [](const std::string& out) {
+    static const std::regex re(R"(params norm: ([.0-9E+-]+))");
+    std::smatch m;
+    REQUIRE(std::regex_search(out, m, re));
+    return std::stod(m[1]);
+  };
+  const Finished base = with({}, "std-default");
+  const Finished zero = with({"--init-method-std", "0"}, "std-zero");
+  // Zero matrices: only the norm weights' ones are left in the norm; the targets keep their distance (0.02), so the
+  // first loss is the default job's, and the path differs from there.
+  CHECK(zero.checksum != base.checksum);
+  CHECK(first_params_norm(zero.out) < first_params_norm(base.out));
+  REQUIRE(zero.lines.size() == 3);
+  CHECK(zero.lines[0].loss == base.lines[0].loss);
+  CHECK_THAT(zero.out, !Catch::Contains("--init-method-std"));
+  // --embedding-init-method-std equal to --init-method-std is Megatron's default (the same run); another value acts
+  // and is not named.
+  CHECK(with({"--embedding-init-method-std", "0.02"}, "emb-same").checksum == base.checksum);
+  const Finished emb = with({"--embedding-init-method-std", "0.5"}, "emb-wide");
+  CHECK(emb.checksum != base.checksum);
+  CHECK(first_params_norm(emb.out) > 2 * first_params_norm(base.out));
+  CHECK_THAT(emb.out, !Catch::Contains("--embedding-init-method-std"));
+}
+
+TEST_CASE("--muon-fp32-matmul-prec low runs Newton-Schulz in fp32, as torch keeps its precision, and is named",
+          "[run][train][muon]") {
+  mrtest::TempDir dir;
+  // The CPU backend, where "high" is fp32 too (TF32 is a GPU format): Megatron offers no "highest".
+  auto muon = [&](const std::string& prec) {
+    return run_one(dir, {"--train-iters", "3", "--optimizer", "muon", "--muon-fp32-matmul-prec", prec,
+                         "--distributed-backend", "gloo"}, "muon-" + prec);
+  };
+  const Finished low = muon("low"), high = muon("high"), medium = muon("medium");
+  CHECK(low.checksum == high.checksum);
+  CHECK(low.checksum != medium.checksum);
+  CHECK_THAT(low.out, Catch::Contains("--muon-fp32-matmul-prec ('low' is no torch precision"));
+  CHECK_THAT(high.out, !Catch::Contains("--muon-fp32-matmul-prec"));
+}
+
 TEST_CASE("the same model under TP=2 starts from the same parameters and follows the same path", "[run][train]") {
   mrtest::TempDir dir;
   const std::vector<std::string> flags = {"--train-iters", "8", "--lr-warmup-iters", "0"};
