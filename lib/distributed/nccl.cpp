@@ -11,6 +11,8 @@
 #include <nccl.h>
 
 #include <thread>
+
+#include "util/gpu_devices.h"
 #endif
 
 namespace mr::distributed {
@@ -87,6 +89,13 @@ ncclDataType_t nccl_type(DType t) {
   return ncclFloat32;
 }
 
+// The device of a rank, as the CUDA backend picks it (util::choose_device); DistError with its refusal.
+int device_for(int local_rank) {
+  const util::DeviceChoice c = util::choose_device(local_rank, gpu_count(), util::cuda_visible_devices_env());
+  if (!c.refusal.empty()) throw DistError("the nccl backend: " + c.refusal);
+  return c.device;
+}
+
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw CollectiveError(std::string(what) + ": " + cudaGetErrorString(e), false);
 }
@@ -94,9 +103,7 @@ void check_cuda(cudaError_t e, const char* what) {
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const CommSpec& spec) : spec_(spec) {
-    int n = gpu_count();
-    if (n == 0) throw DistError("the nccl backend needs a GPU, and none is visible");
-    device_ = spec.local_rank % n;
+    device_ = device_for(spec.local_rank);
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     ncclUniqueId id;
     if (spec.index == 0) {
@@ -308,9 +315,7 @@ std::shared_ptr<Communicator> make_nccl_communicator(const CommSpec& spec) {
 }
 
 void* device_alloc(size_t bytes, int local_rank) {
-  int n = gpu_count();
-  if (n == 0) throw DistError("no GPU visible");
-  if (cudaSetDevice(local_rank % n) != cudaSuccess) throw DistError("cudaSetDevice failed");
+  if (cudaSetDevice(device_for(local_rank)) != cudaSuccess) throw DistError("cudaSetDevice failed");
   void* p = nullptr;
   if (cudaMalloc(&p, bytes) != cudaSuccess) throw DistError("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
   return p;
