@@ -96,6 +96,12 @@ int device_for(int local_rank) {
   return c.device;
 }
 
+// A CUDA failure deliberately ignored (a cleanup): cleared, so that a later cudaGetLastError (the kernels' launch
+// checks) does not report it as its own.
+void ignore_cuda(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+}
+
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw CollectiveError(std::string(what) + ": " + cudaGetErrorString(e), false);
 }
@@ -145,9 +151,9 @@ class NcclCommunicator final : public Communicator {
       if (finalized) ncclCommDestroy(comm_);
       else ncclCommAbort(comm_);
     }
-    if (scratch_) cudaFree(scratch_);
-    if (ready_) cudaEventDestroy(ready_);
-    if (stream_) cudaStreamDestroy(stream_);
+    if (scratch_) ignore_cuda(cudaFree(scratch_));
+    if (ready_) ignore_cuda(cudaEventDestroy(ready_));
+    if (stream_) ignore_cuda(cudaStreamDestroy(stream_));
   }
 
   const char* backend() const override { return "nccl"; }
@@ -317,10 +323,14 @@ std::shared_ptr<Communicator> make_nccl_communicator(const CommSpec& spec) {
 void* device_alloc(size_t bytes, int local_rank) {
   if (cudaSetDevice(device_for(local_rank)) != cudaSuccess) throw DistError("cudaSetDevice failed");
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) throw DistError("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    ignore_cuda(e);  // reported here, not again by the next kernel's launch check
+    throw DistError("cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(e));
+  }
   return p;
 }
-void device_free(void* p) { cudaFree(p); }
+void device_free(void* p) { ignore_cuda(cudaFree(p)); }
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) throw DistError("cudaMemcpy to the device failed");
 }

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,14 @@ using detail::check;
 
 bool built_with_cuda() { return true; }
 
+bool sync_check() {
+  static const bool on = [] {
+    const char* v = std::getenv("MR_CUDA_SYNC_CHECK");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -55,7 +64,10 @@ std::string describe() {
   }
   if (n == 0) return "no GPU (no CUDA device)";
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "GPU 0 (properties unavailable)";
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "GPU 0 (properties unavailable)";
+  }
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
          std::to_string(p.totalGlobalMem >> 30) + " GiB)";
 }
@@ -64,11 +76,11 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
 }
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) (void)cudaFree(ptr_);
+  if (ptr_) detail::ignore(cudaFree(ptr_));
 }
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_) (void)cudaFree(ptr_);
+    if (ptr_) detail::ignore(cudaFree(ptr_));
     ptr_ = o.ptr_;
     bytes_ = o.bytes_;
     o.ptr_ = nullptr;
@@ -106,8 +118,8 @@ double time_best(int reps, const std::function<void()>& f) {
     check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
     best = std::min(best, ms);
   }
-  (void)cudaEventDestroy(a);
-  (void)cudaEventDestroy(b);
+  detail::ignore(cudaEventDestroy(a));
+  detail::ignore(cudaEventDestroy(b));
   return best * 1e-3;
 }
 
