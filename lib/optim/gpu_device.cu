@@ -28,7 +28,12 @@ cublasHandle_t blas() {
 void* scratch(Scratch which, size_t bytes) {
   static thread_local std::map<int, DeviceBuffer> bufs;
   DeviceBuffer& b = bufs[static_cast<int>(which)];
-  if (b.bytes() < bytes) b = DeviceBuffer(std::max(bytes, b.bytes() * 2));
+  if (b.bytes() < bytes) {
+    // To exactly the size asked (the shapes repeat every step, so an area grows only in the first one), the old
+    // buffer freed first: a growth never holds both (rule run.device-memory counts one, optim::MuonDeviceWork).
+    b = DeviceBuffer();
+    b = DeviceBuffer(bytes);
+  }
   return b.get();
 }
 

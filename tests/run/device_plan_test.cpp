@@ -117,6 +117,11 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
         CHECK(b.bytes().work == work);
         if (c.opt == Optimizer::soap && dp == 1) CHECK(work >= double(mr::optim::soap_work_bytes(24, 8)));
         CHECK(b.bytes().total() - b.bytes().work == allocated);
+        // The CUDA Muon step's scratch (set by the run for the CUDA backend) adds to the work, not to a buffer.
+        b.muon_work_bytes = 3 * 1024;
+        CHECK(b.bytes().work == work + 3 * 1024);
+        CHECK(b.bytes().total() - b.bytes().work == allocated);
+        b.muon_work_bytes = 0;
         CHECK(b.numel == numel);
         if (!layer_wise) CHECK(b.padded % dp == 0);  // element shards pad; layer-wise shards own whole params
         CHECK(b.has_main == (dtypes.model != mr::optim::DType::F32));
