@@ -102,6 +102,20 @@ void ignore_cuda(cudaError_t e) {
   if (e != cudaSuccess) (void)cudaGetLastError();
 }
 
+// A CUDA stream, event or device area, released when its holder goes: also when the communicator's constructor
+// throws half way (no destructor of the communicator runs then, its members' do).
+template <class T, cudaError_t (*Release)(T)>
+struct CudaOwned {
+  T h{};
+  CudaOwned() = default;
+  CudaOwned(const CudaOwned&) = delete;
+  CudaOwned& operator=(const CudaOwned&) = delete;
+  ~CudaOwned() {
+    if (h) ignore_cuda(Release(h));
+  }
+  operator T() const { return h; }
+};
+
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw CollectiveError(std::string(what) + ": " + cudaGetErrorString(e), false);
 }
@@ -118,15 +132,18 @@ class NcclCommunicator final : public Communicator {
     } else {
       unhex(spec.store->get("nccl_id"), &id, sizeof id);
     }
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaStreamCreateWithFlags(&stream_.h, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&ready_.h, cudaEventDisableTiming), "cudaEventCreate");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every call returns at once; wait() polls, so a timeout can abort
     ncclResult_t r = ncclCommInitRankConfig(&comm_, static_cast<int>(spec.ranks.size()), id, spec.index, &config);
     if (r != ncclSuccess && r != ncclInProgress)
       throw CollectiveError(std::string("ncclCommInitRank: ") + ncclGetErrorString(r), false);
     wait_comm("ncclCommInitRank", spec.timeout, /*stream=*/false);
-    check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc");
+    // barrier()'s all-reduce operand: its value does not matter, but it is set once (no read of uninitialised
+    // device memory, which compute-sanitizer's initcheck would report).
+    check_cuda(cudaMalloc(&scratch_.h, sizeof(float)), "cudaMalloc");
+    check_cuda(cudaMemset(scratch_.h, 0, sizeof(float)), "cudaMemset");
   }
   ~NcclCommunicator() override {
     if (comm_) {
@@ -151,9 +168,7 @@ class NcclCommunicator final : public Communicator {
       if (finalized) ncclCommDestroy(comm_);
       else ncclCommAbort(comm_);
     }
-    if (scratch_) ignore_cuda(cudaFree(scratch_));
-    if (ready_) ignore_cuda(cudaEventDestroy(ready_));
-    if (stream_) ignore_cuda(cudaStreamDestroy(stream_));
+    // scratch_, ready_ and stream_ go with their holders, after the communicator.
   }
 
   const char* backend() const override { return "nccl"; }
@@ -307,9 +322,9 @@ class NcclCommunicator final : public Communicator {
   CommSpec spec_;
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
-  float* scratch_ = nullptr;
+  CudaOwned<cudaStream_t, cudaStreamDestroy> stream_;
+  CudaOwned<cudaEvent_t, cudaEventDestroy> ready_;
+  CudaOwned<void*, cudaFree> scratch_;
   bool aborted_ = false;
   std::chrono::steady_clock::time_point next_poll_{};
 };

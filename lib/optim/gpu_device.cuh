@@ -35,6 +35,13 @@ inline void check_launch(const char* what) {
   if (sync_check())
     check(cudaDeviceSynchronize(), (std::string(what) + ", run to its end (MR_CUDA_SYNC_CHECK=1)").c_str());
 }
+// A size or count for a 32-bit API argument (cuBLAS' m, n, k, leading dimensions, batch): std::runtime_error
+// naming `what` when it does not fit.
+inline int to_int32(int64_t v, const char* what) {
+  if (v < 0 || v > INT32_MAX)
+    throw std::runtime_error(std::string(what) + " is " + std::to_string(v) + ", past cuBLAS's 32-bit sizes");
+  return static_cast<int>(v);
+}
 // A failure deliberately ignored (a cleanup, an optional query): cleared, so that the next check_launch does not
 // report it as its own.
 inline void ignore(cudaError_t e) {
