@@ -113,6 +113,16 @@ read -r -a targets <<<"${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatr
 if cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} >"$build/gpu-check-build.log" 2>&1; then
   used=$(grep -o -m1 -- '-D_GLIBCXX_USE_CXX11_ABI=[01]' "$build/build.ninja" | cut -d= -f2)
   log "built in $build (log: $build/gpu-check-build.log); the build's _GLIBCXX_USE_CXX11_ABI=${used:-default (1)}"
+  # Which CUDA runtime, cuBLAS, cuSOLVER and NCCL the worker loads (the toolkit's or the torch wheel's: the same
+  # SONAME maps one of them), as the loader resolves them for it.
+  log "the worker's CUDA libraries (ldd $build/bin/megatron-run-worker):"
+  { ldd "$build/bin/megatron-run-worker" 2>&1 | grep -E 'libcudart|libcublas|libcusolver|libnccl|libtorch_cuda' ||
+      echo "  (none found: not a CUDA build?)"; } | tee -a "$report"
+  nvcc_major=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+  torch_cuda=$(python3 -c 'import torch; print(torch.version.cuda or "")' 2>/dev/null || true)
+  if [[ -n "$nvcc_major" && -n "$torch_cuda" && "$nvcc_major" != "${torch_cuda%%.*}" ]]; then
+    log "WARNING: nvcc is CUDA $nvcc_major, torch was built for CUDA $torch_cuda: two CUDA runtimes may meet in one process"
+  fi
   if [[ "$torch_abi" != "?" && "${used:-1}" != "$torch_abi" ]]; then
     verdict 5 FAIL "the build's C++ ABI (${used:-1}) differs from torch's ($torch_abi)"
   else
