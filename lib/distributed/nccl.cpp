@@ -3,6 +3,7 @@
 // private stream and is polled so that a timeout aborts the communicator instead of hanging.
 #include "distributed/store.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -104,6 +105,10 @@ void ignore_cuda(cudaError_t e) {
 
 // A CUDA stream, event or device area, released when its holder goes: also when the communicator's constructor
 // throws half way (no destructor of the communicator runs then, its members' do).
+// The longest a communicator's teardown waits for its peers to finalize with it (then it aborts): every peer of a
+// healthy job gets there within moments of the others.
+constexpr std::chrono::seconds kFinalizeWait{30};
+
 template <class T, cudaError_t (*Release)(T)>
 struct CudaOwned {
   T h{};
@@ -148,12 +153,13 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override {
     if (comm_) {
       // A non-blocking communicator is finalized first (its pending work flushed, ncclInProgress until done), then
-      // destroyed; one that does not finish within the group's timeout, or fails, is aborted (a destructor must not
-      // hang on a peer that is gone).
+      // destroyed; one that does not finish within the group's timeout or kFinalizeWait, whichever is shorter, or
+      // fails, is aborted (a destructor must not hang on a peer that is gone).
       bool finalized = false;
       const ncclResult_t started = aborted_ ? ncclInternalError : ncclCommFinalize(comm_);
       if (started == ncclSuccess || started == ncclInProgress) {  // non-blocking: usually ncclInProgress
-        const auto deadline = std::chrono::steady_clock::now() + spec_.timeout;
+        const auto wait = std::min<std::chrono::steady_clock::duration>(spec_.timeout, kFinalizeWait);
+        const auto deadline = std::chrono::steady_clock::now() + wait;
         for (;;) {
           ncclResult_t state = ncclSuccess;
           if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
@@ -217,6 +223,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void set_timeout(Timeout t) override { spec_.timeout = t; }
+  void abandon() override { abort(); }
 
  private:
   static void need_device(const Buffer& b, const char* op) {
