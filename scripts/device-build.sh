@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # On the GPU machine (CUDA toolkit, cmake, ninja, PyTorch 2.x; no Boost, yaml-cpp or Catch2 packages): builds
-# megatron-run against the .device/ bundle made by scripts/device-bundle.sh and runs the GPU checks
-# (scripts/gpu-check.sh: the optimizer kernels' GPU tests and benchmarks, then the NCCL group tests). See
-# docs/device.md.
+# megatron-run against the .device/ bundle made by scripts/device-bundle.sh. See docs/device.md.
 #
-#   scripts/device-build.sh [--build-only]        BUILD=build-device CUDA_ARCHS=native DEPS=.device by default
+#   scripts/device-build.sh [--build-only]     device call 1: configure + build, nothing else (the default)
+#   scripts/device-build.sh --check            build, then the GPU checks in the same call (scripts/gpu-check.sh
+#                                              with what the build left of the call; only when the build is known
+#                                              to be quick)
+#   BUILD=build-device CUDA_ARCHS=native DEPS=.device by default
+#
+# The plan is two device calls, each under the tool's 600 s: call 1 this script, call 2
+# `scripts/gpu-check.sh build-device` on the still warm machine (it finds the build done and gives each check part
+# its own cap).
 #
 # Torch_DIR comes from the Python torch package (python3 -c 'import torch ...'); set TORCH_DIR to override.
 # CMAKE_ARGS: more cmake arguments, split at spaces (docs/device.md simulates the GPU machine's build with them).
@@ -29,7 +35,10 @@ if [[ -z "${TORCH_DIR:-}" ]]; then
 fi
 echo "device-build: Torch_DIR=$TORCH_DIR"
 
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+# The CUDA compiler by path: LibTorch's CMake, run first, would otherwise look for one itself (and not find it
+# where nvcc is not on PATH).
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DMEGATRON_RUN_DEPS_DIR="$DEPS" -DTorch_DIR="$TORCH_DIR" \
   -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-}
 # Only what gpu-check.sh runs (the device time is short; the rest is built and tested on CPU machines):
@@ -37,14 +46,17 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 read -r -a targets <<<"${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatron-run-bench test_optim test_run}"
 [[ "${targets[*]}" == all ]] && targets=()
 cmake --build "$BUILD" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
-[[ "${1:-}" == "--build-only" ]] && exit 0
+if [[ "${1:-}" != "--check" ]]; then
+  echo "device-build: built in ${SECONDS} s; next device call: scripts/gpu-check.sh $BUILD"
+  exit 0
+fi
 
-# One device call runs the build and the checks: unless MR_GPU_CHECK_BUDGET_S says otherwise, the checks get what
-# the build left of MR_DEVICE_CALL_S (600 s, the device tool's limit per command) less a margin for the summary,
-# at most gpu-check.sh's 420 s, so the report ends with its summary instead of being cut off.
+# --check: one device call runs the build and the checks: unless MR_GPU_CHECK_BUDGET_S says otherwise, the checks
+# get what the build left of MR_DEVICE_CALL_S (600 s, the device tool's limit per command) less a margin for the
+# summary, at most gpu-check.sh's 540 s, so the report ends with its summary instead of being cut off.
 if [[ -z "${MR_GPU_CHECK_BUDGET_S:-}" ]]; then
   left=$(( ${MR_DEVICE_CALL_S:-600} - SECONDS - 60 ))
-  MR_GPU_CHECK_BUDGET_S=$(( left < 420 ? left : 420 ))
+  MR_GPU_CHECK_BUDGET_S=$(( left < 540 ? left : 540 ))
   export MR_GPU_CHECK_BUDGET_S
   echo "device-build: built in ${SECONDS} s; the checks get ${MR_GPU_CHECK_BUDGET_S} s"
   (( left >= 300 )) || echo "device-build: little time left for the checks: run scripts/gpu-check.sh $BUILD as a call of its own" >&2

@@ -23,7 +23,7 @@ if [[ ! -f "$BUILD/build.ninja" ]]; then
     extra+=(-DTorch_DIR="$(python3 -c 'import torch, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')")
   fi
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
-    -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${extra[@]}"
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${extra[@]}"
 fi
 cmake --build "$BUILD" -j "$(nproc)" --target test_optim megatron-run-bench
 

@@ -19,6 +19,13 @@
 #
 # On a machine without a GPU, `scripts/gpu-check-run.sh build gloo gloo` runs the same comparison CPU against CPU
 # (every case identical, muon included), which checks the script itself. Exit 1 if a case failed.
+#
+# Bounds, so that one hung run cannot eat the device call: every run is killed after MR_GPU_CHECK_RUN_CASE_S
+# seconds (default 90; its case then says TIMEOUT and the table goes on), and the workers' own rendezvous and
+# collective timeout is MR_DIST_TIMEOUT_S (default here 60 s, not Megatron's 10 minutes). NCCL_DEBUG=WARN (unless
+# set) puts NCCL's reason for a failure into the run's stderr tail. The first case that fails on nccl is run once
+# more on nccl alone with CUDA_LAUNCH_BLOCKING=1 and MR_CUDA_SYNC_CHECK=1, so that an asynchronous CUDA fault is
+# reported under the kernel that made it; that rerun's tail follows the case's tails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
@@ -64,6 +71,23 @@ cases=(
   "muon-dist-dp2|bound|--nproc-per-node 2 --optimizer muon --use-distributed-optimizer --bf16 --train-iters 4|2"
 )
 want=${MR_GPU_CHECK_RUN_CASES:-}
+case_s=${MR_GPU_CHECK_RUN_CASE_S:-90}
+export MR_DIST_TIMEOUT_S=${MR_DIST_TIMEOUT_S:-60}
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+reran=0  # the first failing nccl case has had its diagnostic rerun
+
+# One bounded run: run OUT ERR ARGS... (OUT = ERR: both streams in one file) -> megatron-run's exit code, 124
+# when it was killed for time.
+run() {
+  local out=$1 err=$2
+  shift 2
+  if [[ "$out" == "$err" ]]; then timeout --kill-after=5 "$case_s" "$bin" "$@" >"$out" 2>&1
+  else timeout --kill-after=5 "$case_s" "$bin" "$@" >"$out" 2>"$err"; fi
+  local code=$?
+  (( code == 137 )) && code=124  # killed after the grace period: still a timeout
+  (( code == 124 )) && echo "gpu-check-run: killed after ${case_s} s (MR_GPU_CHECK_RUN_CASE_S)" >>"$err"
+  return "$code"
+}
 # GPUs a case may use on nccl (NCCL puts one rank on each): the visible ones, or MR_GPU_CHECK_GPUS.
 gpus=${MR_GPU_CHECK_GPUS:-$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU')}
 
@@ -80,19 +104,25 @@ for c in "${cases[@]}"; do
   IFS='|' read -r name mode flags ranks <<<"$c"
   [[ -n "$want" && " $want " != *" $name "* ]] && continue
   if [[ " $a $b " == *" nccl "* ]] && (( ${ranks:-1} > gpus )); then
-    printf '| %s (%s) | | | SKIPPED: needs %s GPUs, %s visible |\n' "$name" "$mode" "$ranks" "$gpus"
+    printf '| %s (%s) | | | SKIPPED: needs %s GPUs, %s visible |\n' "$name" "$mode" "${ranks:-1}" "$gpus"
     continue
   fi
   ok=1
+  timed=""
   for be in "$a" "$b"; do
     # shellcheck disable=SC2086
-    if ! "$bin" --config configs/default.yaml --distributed-backend "$be" $flags >"$tmp/$name.$be.out" 2>"$tmp/$name.$be.err"; then
-      ok=0
-    fi
+    run "$tmp/$name.$be.out" "$tmp/$name.$be.err" --config configs/default.yaml --distributed-backend "$be" $flags
+    case $? in
+      0) ;;
+      124) ok=0 timed="$timed $be" ;;
+      *) ok=0 ;;
+    esac
   done
   sum_a=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$tmp/$name.$a.out")
   sum_b=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$tmp/$name.$b.out")
-  if (( ok == 0 )); then
+  if [[ -n "$timed" ]]; then
+    verdict="TIMEOUT: the run on${timed} passed ${case_s} s and was killed"
+  elif (( ok == 0 )); then
     verdict="FAIL: a run failed"
   else
     fields "$tmp/$name.$a.out" >"$tmp/$name.$a.f"
@@ -136,6 +166,16 @@ for c in "${cases[@]}"; do
     failed=1
     echo "--- $name: the tails of the two runs" >&2
     for be in "$a" "$b"; do tail -n 5 "$tmp/$name.$be.out" "$tmp/$name.$be.err" >&2; done
+    if (( reran == 0 )) && [[ " $a $b " == *" nccl "* ]]; then
+      reran=1
+      # shellcheck disable=SC2086
+      CUDA_LAUNCH_BLOCKING=1 MR_CUDA_SYNC_CHECK=1 run "$tmp/$name.rerun.out" "$tmp/$name.rerun.err" \
+        --config configs/default.yaml --distributed-backend nccl $flags
+      code=$?
+      echo "--- $name: rerun on nccl with CUDA_LAUNCH_BLOCKING=1 MR_CUDA_SYNC_CHECK=1 (exit $code)" >&2
+      tail -n 15 "$tmp/$name.rerun.out" "$tmp/$name.rerun.err" >&2
+      verdict="$verdict (rerun with CUDA_LAUNCH_BLOCKING=1: exit $code, tail in the log)"
+    fi
   fi
   printf '| %s (%s) | %s | %s | %s |\n' "$name" "$mode" "${sum_a:-?}" "${sum_b:-?}" "$verdict"
 done
@@ -150,13 +190,19 @@ for pair in "$a $b" "$b $a"; do
   [[ -n "$want" && " $want " != *" ckpt "* ]] && continue
   d="$tmp/$name"
   ok=1
-  "$bin" "${ckpt[@]}" --distributed-backend "$s" --train-iters 4 --save "$d" --save-interval 4 >"$d.save.out" 2>&1 || ok=0
-  "$bin" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 --load "$d" --override-opt-param-scheduler \
-    >"$d.load.out" 2>&1 || ok=0
-  "$bin" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 >"$d.whole.out" 2>&1 || ok=0
+  timed=""
+  run "$d.save.out" "$d.save.out" "${ckpt[@]}" --distributed-backend "$s" --train-iters 4 --save "$d" --save-interval 4
+  case $? in 0) ;; 124) ok=0 timed="$timed save" ;; *) ok=0 ;; esac
+  run "$d.load.out" "$d.load.out" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 --load "$d" \
+    --override-opt-param-scheduler
+  case $? in 0) ;; 124) ok=0 timed="$timed load" ;; *) ok=0 ;; esac
+  run "$d.whole.out" "$d.whole.out" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8
+  case $? in 0) ;; 124) ok=0 timed="$timed whole" ;; *) ok=0 ;; esac
   resumed=$(fields "$d.load.out" | grep '^final')
   whole=$(fields "$d.whole.out" | grep '^final')
-  if (( ok == 0 )); then
+  if [[ -n "$timed" ]]; then
+    verdict="TIMEOUT: the${timed} run passed ${case_s} s and was killed"
+  elif (( ok == 0 )); then
     verdict="FAIL: a run failed"
   elif ! grep -q "successfully loaded checkpoint" "$d.load.out"; then
     ok=0

@@ -5,7 +5,15 @@
 #   scripts/gpu-check.sh [BUILD_DIR]        BUILD_DIR: the CUDA build (default $BUILD, else build-gpu)
 #   REPORT=FILE                             the report (default $OUT/gpu-check-report.md when $OUT is set, else
 #                                           BUILD_DIR/gpu-check-report.md)
-#   MR_GPU_CHECK_BUDGET_S=420               the seconds the parts after the build may take together
+#   MR_GPU_CHECK_BUDGET_S=540               the seconds the parts after the build may take together
+#   MR_GPU_CHECK_CAP_<PART>=S               one part's own cap (defaults: 1=120 2a=45 2b=220 3a=45 3b=60 4a=50
+#                                           4b=45), so that one slow or hung part cannot starve the others; a part
+#                                           gets its cap or what is left of the budget, whichever is less
+#
+# The device plan is two calls (docs/device.md): call 1 `scripts/device-build.sh` (builds only), call 2
+# `scripts/gpu-check.sh build-device` (finds the build done; the caps above sum to 525 s with one GPU, 585 with
+# two or more, inside one 600 s call). Every megatron-run job here has its own bound too: MR_DIST_TIMEOUT_S=60 for
+# the workers' rendezvous and collectives, NCCL_DEBUG=WARN so that an NCCL failure says why.
 #
 # The points, and what each line of the report says:
 #   1. kernels: the CUDA kernels against the CPU reference (test_optim "[gpu]": bit-equal in every optimizer and
@@ -27,7 +35,8 @@ export BUILD="$build"
 if [[ -n "${REPORT:-}" ]]; then report=$REPORT
 elif [[ -n "${OUT:-}" ]]; then report="$OUT/gpu-check-report.md"
 else mkdir -p "$build" && report="$build/gpu-check-report.md"; fi
-budget=${MR_GPU_CHECK_BUDGET_S:-420}
+budget=${MR_GPU_CHECK_BUDGET_S:-540}
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 start=$SECONDS
 rc=0
 declare -a summary
@@ -40,17 +49,32 @@ verdict() {  # point, PASS|FAIL|SKIPPED|NOT YET, words
   log "-> $2: $3"
 }
 left() { echo $((budget - (SECONDS - start))); }
-run_part() {  # seconds, command...: runs with a bound, its output into the report
+# A part's bound: its cap (MR_GPU_CHECK_CAP_<PART>, else the default given) or what is left of the budget.
+cap() {  # part, default seconds
+  local var="MR_GPU_CHECK_CAP_$1" l
+  l=$(left)
+  local c=${!var:-$2}
+  echo $(( c < l ? c : l ))
+}
+timed_out=""  # the last part's "killed after N s", else empty
+run_part() {  # seconds, command...: runs with a bound, its output into the report (and into $report.last)
   local limit=$1
   shift
   (( limit < 10 )) && limit=10
-  { timeout --kill-after=10 "$limit" "$@" 2>&1; echo "exit=$?"; } | tee -a "$report.part" >/dev/null
+  { timeout --kill-after=10 "$limit" "$@" 2>&1; echo "exit=$?"; } | tee "$report.part" >/dev/null
   cat "$report.part" >>"$report"
   local code
   code=$(tail -1 "$report.part" | sed 's/.*exit=//')  # output without a final newline: "...exit=N"
-  rm -f "$report.part"
+  mv -f "$report.part" "$report.last"
+  timed_out=""
+  if [[ "$code" == 124 || "$code" == 137 ]]; then
+    timed_out="TIMEOUT: killed after $limit s"
+    log "$timed_out"
+  fi
   return "$code"
 }
+# Why a part failed: its timeout, else the words given.
+failed_because() { if [[ -n "$timed_out" ]]; then echo "$timed_out"; else echo "$1"; fi; }
 
 : >"$report"
 log "# megatron-run GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -62,9 +86,11 @@ gpus=$(nvidia-smi -L | grep -c '^GPU')  # not the MIG lines
 section "machine"
 nvidia-smi -L | tee -a "$report"
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
-log "driver $driver; $(nvcc --version 2>/dev/null | tail -1 || echo 'no nvcc on PATH')"
+# The CUDA compiler the configure step names (a CUDA-enabled LibTorch's CMake would otherwise look for one itself).
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+log "driver $driver; $nvcc: $("$nvcc" --version 2>/dev/null | tail -1 || echo 'not found')"
 # A CUDA 13 runtime needs driver 580 or newer; an older one makes every GPU case skip (said here, at once).
-if [[ "${driver%%.*}" =~ ^[0-9]+$ ]] && (( ${driver%%.*} < 580 )) && nvcc --version 2>/dev/null | grep -q 'release 13'; then
+if [[ "${driver%%.*}" =~ ^[0-9]+$ ]] && (( ${driver%%.*} < 580 )) && "$nvcc" --version 2>/dev/null | grep -q 'release 13'; then
   log "WARNING: driver $driver is older than CUDA 13's minimum (580): the GPU cases below will report themselves skipped"
 fi
 
@@ -78,7 +104,7 @@ if [[ ! -f "$build/build.ninja" ]]; then
     extra+=(-DTorch_DIR="$(python3 -c 'import torch, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')")
   fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
-    -DMR_OPTIM_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" "${extra[@]}" >>"$report" 2>&1
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DMR_OPTIM_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" "${extra[@]}" >>"$report" 2>&1
 fi
 log "Torch_DIR=$(grep -m1 '^Torch_DIR:' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2)"
 # Only the targets the checks below run (MR_GPU_TARGETS=all: every target), as device-build.sh builds them.
@@ -87,6 +113,16 @@ read -r -a targets <<<"${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatr
 if cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} >"$build/gpu-check-build.log" 2>&1; then
   used=$(grep -o -m1 -- '-D_GLIBCXX_USE_CXX11_ABI=[01]' "$build/build.ninja" | cut -d= -f2)
   log "built in $build (log: $build/gpu-check-build.log); the build's _GLIBCXX_USE_CXX11_ABI=${used:-default (1)}"
+  # Which CUDA runtime, cuBLAS, cuSOLVER and NCCL the worker loads (the toolkit's or the torch wheel's: the same
+  # SONAME maps one of them), as the loader resolves them for it.
+  log "the worker's CUDA libraries (ldd $build/bin/megatron-run-worker):"
+  { ldd "$build/bin/megatron-run-worker" 2>&1 | grep -E 'libcudart|libcublas|libcusolver|libnccl|libtorch_cuda' ||
+      echo "  (none found: not a CUDA build?)"; } | tee -a "$report"
+  nvcc_major=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+  torch_cuda=$(python3 -c 'import torch; print(torch.version.cuda or "")' 2>/dev/null || true)
+  if [[ -n "$nvcc_major" && -n "$torch_cuda" && "$nvcc_major" != "${torch_cuda%%.*}" ]]; then
+    log "WARNING: nvcc is CUDA $nvcc_major, torch was built for CUDA $torch_cuda: two CUDA runtimes may meet in one process"
+  fi
   if [[ "$torch_abi" != "?" && "${used:-1}" != "$torch_abi" ]]; then
     verdict 5 FAIL "the build's C++ ABI (${used:-1}) differs from torch's ($torch_abi)"
   else
@@ -102,11 +138,11 @@ start=$SECONDS  # the budget counts from here
 
 # ---- 1. kernels --------------------------------------------------------------------------------------------------------
 section "1. CUDA kernels against the CPU reference"
-if run_part "$(left)" "$build/bin/test_optim" "[gpu],[geometry]"; then
-  if grep -q "skipping GPU test" "$report"; then verdict 1 FAIL "GPU cases were skipped: the build or the driver does not see the GPU"
+if run_part "$(cap 1 120)" "$build/bin/test_optim" "[gpu],[geometry]"; then
+  if grep -q "skipping GPU test" "$report.last"; then verdict 1 FAIL "GPU cases were skipped: the build or the driver does not see the GPU"
   else verdict 1 PASS "every optimizer and precision mode bit-equal to the reference, Muon and SOAP within their bounds, odd sizes"; fi
 else
-  verdict 1 FAIL "test_optim [gpu],[geometry] failed (above)"
+  verdict 1 FAIL "$(failed_because "test_optim [gpu],[geometry] failed (above)")"
 fi
 
 # ---- 2. the run --------------------------------------------------------------------------------------------------------
@@ -114,34 +150,34 @@ section "2. one-rank GPU run against the one-rank CPU run"
 # The synthetic gradient's kernel and the CUDA backend's host arithmetic first (test_run "[gpu],[device]"), then
 # the runs: configs/default.yaml and its variants on gloo (CPU backend) and nccl (CUDA backend), line by line
 # (scripts/gpu-check-run.sh: identical for adam/sgd/lion in fp32, bf16, fp16; muon within its bound).
-if run_part "$(left)" "$build/bin/test_run" "[gpu],[device]"; then
-  if grep -q "skipping GPU test" "$report"; then verdict 2a FAIL "the synthetic-gradient GPU case was skipped"
+if run_part "$(cap 2a 45)" "$build/bin/test_run" "[gpu],[device]"; then
+  if grep -q "skipping GPU test" "$report.last"; then verdict 2a FAIL "the synthetic-gradient GPU case was skipped"
   else verdict 2a PASS "the synthetic gradient on the GPU is bit-equal to the CPU's; the backend's host arithmetic"; fi
 else
-  verdict 2a FAIL "test_run [gpu],[device] failed (above)"
+  verdict 2a FAIL "$(failed_because "test_run [gpu],[device] failed (above)")"
 fi
-if run_part "$(left)" bash scripts/gpu-check-run.sh "$build" gloo nccl; then
+if run_part "$(cap 2b 220)" bash scripts/gpu-check-run.sh "$build" gloo nccl; then
   verdict 2b PASS "one-rank runs on the CUDA backend: identical losses, grad norms and checksums (fp32, bf16, fp16; adam, sgd, lion), muon within its bound, soap finished with finite values (table above)"
 else
-  verdict 2b FAIL "a one-rank GPU run differs from the CPU run or failed (table and run tails above)"
+  verdict 2b FAIL "$(failed_because "a one-rank GPU run differs from the CPU run, failed or timed out (table and run tails above)")"
 fi
 
 # ---- 3. NCCL -----------------------------------------------------------------------------------------------------------
 section "3. NCCL communicators"
 tmp=$(mktemp -d)
 export CUDA_DEVICE_MAX_CONNECTIONS=1
-if run_part "$(left)" env MR_DIST_REPORT="$tmp/one." "$build/bin/megatron-run" --bring-up-only --config configs/default.yaml \
+if run_part "$(cap 3a 45)" env MR_DIST_TIMEOUT_S=60 MR_DIST_REPORT="$tmp/one." "$build/bin/megatron-run" --bring-up-only --config configs/default.yaml \
      --distributed-backend nccl && grep -q '"backend": "nccl"' "$tmp/one.0.json" 2>/dev/null; then
   cat "$tmp/one.0.json" >>"$report"
   verdict 3a PASS "world size 1: a communicator for every group, all-reduce in each, the other collectives"
 else
-  verdict 3a FAIL "the one-rank NCCL job failed (above)"
+  verdict 3a FAIL "$(failed_because "the one-rank NCCL job failed (above)")"
 fi
 if (( gpus >= 2 )); then
-  if run_part "$(left)" bash scripts/gpu-check-distributed.sh "$build"; then
+  if run_part "$(cap 3b 60)" bash scripts/gpu-check-distributed.sh "$build"; then
     verdict 3b PASS "group tests and the fault check on $gpus GPUs (the 4-rank layouts need 4 GPUs; fewer: they say skipped above)"
   else
-    verdict 3b FAIL "scripts/gpu-check-distributed.sh failed (above)"
+    verdict 3b FAIL "$(failed_because "scripts/gpu-check-distributed.sh failed (above)")"
   fi
 else
   verdict 3b SKIPPED "one GPU: the 2..N-rank groups and the fault check need 2+ GPUs (NCCL refuses two ranks on one GPU)"
@@ -150,17 +186,17 @@ rm -rf "$tmp"
 
 # ---- 4. benchmarks -----------------------------------------------------------------------------------------------------
 section "4. benchmarks"
-if run_part "$(left)" "$build/bin/megatron-run-bench" gpu.adamw.bf16_master gpu.muon.ns5_bf16; then
+if run_part "$(cap 4a 50)" "$build/bin/megatron-run-bench" gpu.adamw.bf16_master gpu.muon.ns5_bf16; then
   verdict 4a PASS "ran; the ratios are above (goals: AdamW >= 0.9 of D2D memcpy, NS >= 0.75 of cuBLAS GEMMs)"
 else
-  verdict 4a FAIL "megatron-run-bench gpu.* failed (above)"
+  verdict 4a FAIL "$(failed_because "megatron-run-bench gpu.* failed (above)")"
 fi
 # A default-job iteration on the CUDA backend with Megatron's level-1 timers: the phase times (CUDA events).
-if run_part "$(left)" "$build/bin/megatron-run" --config configs/default.yaml --distributed-backend nccl \
+if run_part "$(cap 4b 45)" env MR_DIST_TIMEOUT_S=60 "$build/bin/megatron-run" --config configs/default.yaml --distributed-backend nccl \
      --timing-log-level 1 --log-interval 10 && grep -q "phase times of rank 0 (ms per iteration, cuda events)" "$report"; then
   verdict 4b PASS "a default-job iteration's phase times on the GPU (the 'phase times' lines above)"
 else
-  verdict 4b FAIL "the default job on the CUDA backend failed or printed no phase times (above)"
+  verdict 4b FAIL "$(failed_because "the default job on the CUDA backend failed or printed no phase times (above)")"
 fi
 
 section "summary ($((SECONDS - start)) s after the build; budget $budget s)"
@@ -168,5 +204,6 @@ log "| point | verdict | what |"
 log "| --- | --- | --- |"
 printf '%s\n' "${summary[@]}" | tee -a "$report"
 (( SECONDS - start > budget )) && log "over the budget: a part ran out of time" && rc=1
+rm -f "$report.last"
 echo "gpu-check: report in $report"
 exit $rc

@@ -86,6 +86,9 @@ class Communicator {
   virtual void barrier(std::optional<Timeout> timeout) = 0;
   // Changes the default timeout of the calls that follow (--distributed-timeout-seconds-after-init).
   virtual void set_timeout(Timeout) {}
+  // This rank is leaving on an error: the teardown that follows must not wait for the peers (NCCL aborts the
+  // communicator instead of finalizing it, which needs every peer). Gloo's teardown is local: nothing to do.
+  virtual void abandon() {}
 };
 
 // A group of the job as the optimizer sees it: its ranks and the collectives, dispatched to the communicator for

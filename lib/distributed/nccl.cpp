@@ -3,6 +3,7 @@
 // private stream and is polled so that a timeout aborts the communicator instead of hanging.
 #include "distributed/store.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +12,8 @@
 #include <nccl.h>
 
 #include <thread>
+
+#include "util/gpu_devices.h"
 #endif
 
 namespace mr::distributed {
@@ -87,6 +90,37 @@ ncclDataType_t nccl_type(DType t) {
   return ncclFloat32;
 }
 
+// The device of a rank, as the CUDA backend picks it (util::choose_device); DistError with its refusal.
+int device_for(int local_rank) {
+  const util::DeviceChoice c = util::choose_device(local_rank, gpu_count(), util::cuda_visible_devices_env());
+  if (!c.refusal.empty()) throw DistError("the nccl backend: " + c.refusal);
+  return c.device;
+}
+
+// A CUDA failure deliberately ignored (a cleanup): cleared, so that a later cudaGetLastError (the kernels' launch
+// checks) does not report it as its own.
+void ignore_cuda(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+}
+
+// A CUDA stream, event or device area, released when its holder goes: also when the communicator's constructor
+// throws half way (no destructor of the communicator runs then, its members' do).
+// The longest a communicator's teardown waits for its peers to finalize with it (then it aborts): every peer of a
+// healthy job gets there within moments of the others.
+constexpr std::chrono::seconds kFinalizeWait{30};
+
+template <class T, cudaError_t (*Release)(T)>
+struct CudaOwned {
+  T h{};
+  CudaOwned() = default;
+  CudaOwned(const CudaOwned&) = delete;
+  CudaOwned& operator=(const CudaOwned&) = delete;
+  ~CudaOwned() {
+    if (h) ignore_cuda(Release(h));
+  }
+  operator T() const { return h; }
+};
+
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw CollectiveError(std::string(what) + ": " + cudaGetErrorString(e), false);
 }
@@ -94,9 +128,7 @@ void check_cuda(cudaError_t e, const char* what) {
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const CommSpec& spec) : spec_(spec) {
-    int n = gpu_count();
-    if (n == 0) throw DistError("the nccl backend needs a GPU, and none is visible");
-    device_ = spec.local_rank % n;
+    device_ = device_for(spec.local_rank);
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     ncclUniqueId id;
     if (spec.index == 0) {
@@ -105,25 +137,29 @@ class NcclCommunicator final : public Communicator {
     } else {
       unhex(spec.store->get("nccl_id"), &id, sizeof id);
     }
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaStreamCreateWithFlags(&stream_.h, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&ready_.h, cudaEventDisableTiming), "cudaEventCreate");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every call returns at once; wait() polls, so a timeout can abort
     ncclResult_t r = ncclCommInitRankConfig(&comm_, static_cast<int>(spec.ranks.size()), id, spec.index, &config);
     if (r != ncclSuccess && r != ncclInProgress)
       throw CollectiveError(std::string("ncclCommInitRank: ") + ncclGetErrorString(r), false);
     wait_comm("ncclCommInitRank", spec.timeout, /*stream=*/false);
-    check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc");
+    // barrier()'s all-reduce operand: its value does not matter, but it is set once (no read of uninitialised
+    // device memory, which compute-sanitizer's initcheck would report).
+    check_cuda(cudaMalloc(&scratch_.h, sizeof(float)), "cudaMalloc");
+    check_cuda(cudaMemset(scratch_.h, 0, sizeof(float)), "cudaMemset");
   }
   ~NcclCommunicator() override {
     if (comm_) {
       // A non-blocking communicator is finalized first (its pending work flushed, ncclInProgress until done), then
-      // destroyed; one that does not finish within the group's timeout, or fails, is aborted (a destructor must not
-      // hang on a peer that is gone).
+      // destroyed; one that does not finish within the group's timeout or kFinalizeWait, whichever is shorter, or
+      // fails, is aborted (a destructor must not hang on a peer that is gone).
       bool finalized = false;
       const ncclResult_t started = aborted_ ? ncclInternalError : ncclCommFinalize(comm_);
       if (started == ncclSuccess || started == ncclInProgress) {  // non-blocking: usually ncclInProgress
-        const auto deadline = std::chrono::steady_clock::now() + spec_.timeout;
+        const auto wait = std::min<std::chrono::steady_clock::duration>(spec_.timeout, kFinalizeWait);
+        const auto deadline = std::chrono::steady_clock::now() + wait;
         for (;;) {
           ncclResult_t state = ncclSuccess;
           if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
@@ -138,9 +174,7 @@ class NcclCommunicator final : public Communicator {
       if (finalized) ncclCommDestroy(comm_);
       else ncclCommAbort(comm_);
     }
-    if (scratch_) cudaFree(scratch_);
-    if (ready_) cudaEventDestroy(ready_);
-    if (stream_) cudaStreamDestroy(stream_);
+    // scratch_, ready_ and stream_ go with their holders, after the communicator.
   }
 
   const char* backend() const override { return "nccl"; }
@@ -189,6 +223,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void set_timeout(Timeout t) override { spec_.timeout = t; }
+  void abandon() override { abort(); }
 
  private:
   static void need_device(const Buffer& b, const char* op) {
@@ -294,9 +329,9 @@ class NcclCommunicator final : public Communicator {
   CommSpec spec_;
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
-  float* scratch_ = nullptr;
+  CudaOwned<cudaStream_t, cudaStreamDestroy> stream_;
+  CudaOwned<cudaEvent_t, cudaEventDestroy> ready_;
+  CudaOwned<void*, cudaFree> scratch_;
   bool aborted_ = false;
   std::chrono::steady_clock::time_point next_poll_{};
 };
@@ -308,14 +343,16 @@ std::shared_ptr<Communicator> make_nccl_communicator(const CommSpec& spec) {
 }
 
 void* device_alloc(size_t bytes, int local_rank) {
-  int n = gpu_count();
-  if (n == 0) throw DistError("no GPU visible");
-  if (cudaSetDevice(local_rank % n) != cudaSuccess) throw DistError("cudaSetDevice failed");
+  if (cudaSetDevice(device_for(local_rank)) != cudaSuccess) throw DistError("cudaSetDevice failed");
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) throw DistError("cudaMalloc of " + std::to_string(bytes) + " bytes failed");
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    ignore_cuda(e);  // reported here, not again by the next kernel's launch check
+    throw DistError("cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(e));
+  }
   return p;
 }
-void device_free(void* p) { cudaFree(p); }
+void device_free(void* p) { ignore_cuda(cudaFree(p)); }
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) throw DistError("cudaMemcpy to the device failed");
 }

@@ -301,6 +301,12 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
 Runtime::~Runtime() {
   stop_watchdog();
   groups_.clear();
+  // Not finished: this rank is leaving on an error (an exception unwinding through here, finish() never reached)
+  // while its peers may sit in their next collective. Its communicators must not wait for them (an NCCL finalize
+  // needs every peer): abandoned, so the rank's own failure is said and the process ends at once.
+  if (!finished_ && !aborting_)
+    for (auto& [key, c] : comms_)
+      if (c) c->abandon();
   if (aborting_) {
     // A collective was abandoned (timed out, or a peer is gone): its backend thread may still be blocked in it,
     // and tearing the communicator down would wait for that thread (Gloo joins its workers), possibly until the

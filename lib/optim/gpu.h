@@ -24,6 +24,10 @@ bool built_with_cuda();
 int device_count();
 // "NVIDIA H200 (sm_90, 141 GB)", or why there is no GPU.
 std::string describe();
+// MR_CUDA_SYNC_CHECK=1 (read once): every kernel launch check (lib/optim's and lib/run's) also waits for the device
+// (cudaDeviceSynchronize), so that an asynchronous fault (an illegal address) is reported under the kernel that
+// made it, not under the next synchronising call. Slow; for diagnosing a failure (scripts/gpu-check-run.sh's rerun).
+bool sync_check();
 
 // Device memory (throw std::runtime_error with the CUDA error on failure).
 class DeviceBuffer {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -27,7 +28,12 @@ cublasHandle_t blas() {
 void* scratch(Scratch which, size_t bytes) {
   static thread_local std::map<int, DeviceBuffer> bufs;
   DeviceBuffer& b = bufs[static_cast<int>(which)];
-  if (b.bytes() < bytes) b = DeviceBuffer(std::max(bytes, b.bytes() * 2));
+  if (b.bytes() < bytes) {
+    // To exactly the size asked (the shapes repeat every step, so an area grows only in the first one), the old
+    // buffer freed first: a growth never holds both (rule run.device-memory counts one, optim::MuonDeviceWork).
+    b = DeviceBuffer();
+    b = DeviceBuffer(bytes);
+  }
   return b.get();
 }
 
@@ -36,6 +42,14 @@ void* scratch(Scratch which, size_t bytes) {
 using detail::check;
 
 bool built_with_cuda() { return true; }
+
+bool sync_check() {
+  static const bool on = [] {
+    const char* v = std::getenv("MR_CUDA_SYNC_CHECK");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
 
 int device_count() {
   int n = 0;
@@ -55,7 +69,10 @@ std::string describe() {
   }
   if (n == 0) return "no GPU (no CUDA device)";
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "GPU 0 (properties unavailable)";
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "GPU 0 (properties unavailable)";
+  }
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
          std::to_string(p.totalGlobalMem >> 30) + " GiB)";
 }
@@ -64,11 +81,11 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
 }
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) (void)cudaFree(ptr_);
+  if (ptr_) detail::ignore(cudaFree(ptr_));
 }
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_) (void)cudaFree(ptr_);
+    if (ptr_) detail::ignore(cudaFree(ptr_));
     ptr_ = o.ptr_;
     bytes_ = o.bytes_;
     o.ptr_ = nullptr;
@@ -106,8 +123,8 @@ double time_best(int reps, const std::function<void()>& f) {
     check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
     best = std::min(best, ms);
   }
-  (void)cudaEventDestroy(a);
-  (void)cudaEventDestroy(b);
+  detail::ignore(cudaEventDestroy(a));
+  detail::ignore(cudaEventDestroy(b));
   return best * 1e-3;
 }
 

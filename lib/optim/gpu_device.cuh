@@ -29,7 +29,24 @@ inline void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusString(s));
 }
-inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+// After a kernel launch: its configuration error, and with MR_CUDA_SYNC_CHECK=1 (gpu.h, sync_check) its run.
+inline void check_launch(const char* what) {
+  check(cudaGetLastError(), what);
+  if (sync_check())
+    check(cudaDeviceSynchronize(), (std::string(what) + ", run to its end (MR_CUDA_SYNC_CHECK=1)").c_str());
+}
+// A size or count for a 32-bit API argument (cuBLAS' m, n, k, leading dimensions, batch): std::runtime_error
+// naming `what` when it does not fit.
+inline int to_int32(int64_t v, const char* what) {
+  if (v < 0 || v > INT32_MAX)
+    throw std::runtime_error(std::string(what) + " is " + std::to_string(v) + ", past cuBLAS's 32-bit sizes");
+  return static_cast<int>(v);
+}
+// A failure deliberately ignored (a cleanup, an optional query): cleared, so that the next check_launch does not
+// report it as its own.
+inline void ignore(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+}
 
 // This thread's cuBLAS handle (created on first use, kept).
 cublasHandle_t blas();

@@ -23,6 +23,7 @@ namespace {
 using detail::blas;
 using detail::check;
 using detail::check_launch;
+using detail::to_int32;
 using detail::grid_for;
 using detail::kThreads;
 using detail::to_dim3;
@@ -154,10 +155,11 @@ GemmTypes gemm_types(MatmulPrecision p) {
 void gemm_cm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
              int64_t lda, int64_t sa, const void* b, int64_t ldb, int64_t sb, float beta, void* c, int64_t ldc,
              int64_t sc, int64_t batch, const GemmTypes& t, std::optional<cudaDataType_t> c_type = std::nullopt) {
-  check(cublasGemmStridedBatchedEx(blas(), ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha,
-                                   a, t.data, static_cast<int>(lda), sa, b, t.data, static_cast<int>(ldb), sb, &beta, c,
-                                   c_type.value_or(t.data), static_cast<int>(ldc), sc, static_cast<int>(batch), t.compute,
-                                   CUBLAS_GEMM_DEFAULT),
+  const char* what = "a Newton-Schulz GEMM's size";
+  check(cublasGemmStridedBatchedEx(blas(), ta, tb, to_int32(m, what), to_int32(n, what), to_int32(k, what), &alpha, a,
+                                   t.data, to_int32(lda, what), sa, b, t.data, to_int32(ldb, what), sb, &beta, c,
+                                   c_type.value_or(t.data), to_int32(ldc, what), sc,
+                                   to_int32(batch, "a Newton-Schulz batch"), t.compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx");
 }
 

@@ -43,4 +43,23 @@ void check_muon_params(std::span<const MuonParam> params, std::span<const GroupH
 // fewer than ns_batch_size members, else opens a new one; everything else is a job of its own.
 std::vector<MuonJob> plan_muon_jobs(std::span<const MuonParam> params, const MuonOptions& o, int tp_size);
 
+// The device scratch the CUDA Muon step (gpu_muon.cu) takes: one area per purpose (the momentum updates and their
+// orthogonalised values, a QKV part in and out, Newton-Schulz's iterates, Gram matrices, partial sums and norms,
+// the TP modes' gathered and whole matrices), each kept at the largest size a job asks of it. add() plans the jobs
+// of one step as muon_step does (plan_muon_jobs) and grows each area to what they need; the layer-sharded mode is
+// counted as on the home rank (the most). For the run's device-memory check (run/buffers.h, BufferBytes::work).
+class MuonDeviceWork {
+ public:
+  void add(std::span<const MuonParam> params, const MuonOptions& o, int tp_size);
+  int64_t bytes() const;  // the areas together
+
+ private:
+  enum Area { Update, Orth, QkvIn, QkvOut, NsW, NsY, NsA, NsB, NsPartial, NsDenom, NsTotal, NsGram32, TpGathered,
+              TpWhole, TpWholeOrth, kAreas };
+  void need(Area a, int64_t bytes);
+  void newton_schulz(int64_t batch, int64_t rows, int64_t cols, const NsOptions& o, int pdim_distributed);
+  void orthogonalize(int64_t batch, int64_t rows, int64_t cols, int pdim, const MuonOptions& o, int tp_size);
+  int64_t area_[kAreas] = {};
+};
+
 }  // namespace mr::optim

@@ -26,6 +26,7 @@
 #include "run/cuda_ops.h"
 #include "run/device_plan.h"
 #include "run/gpu_synthetic.h"
+#include "util/gpu_devices.h"
 
 namespace mr::run {
 
@@ -98,7 +99,7 @@ class DeviceTp final : public optim::TpGroup {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int local_rank) {
-    device_ = device_for_local_rank(local_rank, cuda::visible_devices());
+    device_ = device_for_local_rank(local_rank, cuda::visible_devices(), util::cuda_visible_devices_env());
     cuda::set_device(device_);
     device_name_ = cuda::device_name(device_);
   }

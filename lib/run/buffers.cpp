@@ -219,7 +219,7 @@ BufferBytes FlatBuffers::bytes() const {
   b.state = s * optim::dtype_size(exp_avg_dtype) + static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype) +
             static_cast<double>(kronecker_numel) * f;
   b.target = static_cast<double>(numel) * f;
-  b.work = soap_work_bytes;
+  b.work = soap_work_bytes + muon_work_bytes;
   return b;
 }
 

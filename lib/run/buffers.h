@@ -37,7 +37,7 @@ inline size_t dtype_bytes(optim::DType d) { return static_cast<size_t>(optim::dt
 // What the flat buffers take, in bytes (the host check and the device check, run/device_plan.h, both use it).
 struct BufferBytes {
   double model = 0, grad = 0, grad_shard = 0, main = 0, state = 0, target = 0;
-  double work = 0;  // what the optimizer step allocates while it runs (SOAP's solver scratch), not a buffer
+  double work = 0;  // what the optimizer step allocates while it runs (SOAP's, the CUDA Muon's scratch), not a buffer
   double total() const { return model + grad + grad_shard + main + state + target + work; }
 };
 
@@ -110,6 +110,9 @@ struct FlatBuffers {
   int64_t kronecker_numel = 0;
   // The scratch SOAP's step takes for the largest of those matrices (optim::soap_work_bytes; 0 without SOAP).
   double soap_work_bytes = 0;
+  // The device scratch the CUDA Muon step takes (run/step.h, muon_device_work_bytes): set by the run before the
+  // CUDA backend builds the buffers (set_layout leaves it), 0 otherwise; counted in bytes().work.
+  double muon_work_bytes = 0;
   // The storage of the CPU backend; the CUDA backend keeps its buffers in device memory and fills these only
   // while a checkpoint is written or read (Backend::to_host / from_host).
   // The main params and the moments are stored in their dtypes (bytes); `state_scale` holds the scales of the fp16

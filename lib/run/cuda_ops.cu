@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/gpu.h"
 #include "optim/launch_geometry.h"
 #include "run/abs_max.h"
 #include "run/checksum_term.h"
@@ -27,7 +28,16 @@ using optim::DType;
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
 }
-void check_launch(const char* what) { check(cudaGetLastError(), what); }
+// After a kernel launch: its configuration error, and with MR_CUDA_SYNC_CHECK=1 (optim/gpu.h) its run.
+void check_launch(const char* what) {
+  check(cudaGetLastError(), what);
+  if (optim::gpu::sync_check())
+    check(cudaDeviceSynchronize(), (std::string(what) + ", run to its end (MR_CUDA_SYNC_CHECK=1)").c_str());
+}
+// A failure deliberately ignored (a cleanup): cleared, so that the next launch check does not report it.
+void ignore(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+}
 
 // A device area kept for the process and grown on demand: no cudaMalloc in the steady state. Main thread only
 // (the training loop).
@@ -36,7 +46,7 @@ struct GrowingDeviceArea {
   size_t have = 0;
   void* at_least(size_t bytes, const char* what) {
     if (bytes > have) {
-      if (p) cudaFree(p);
+      if (p) ignore(cudaFree(p));
       p = nullptr;
       have = 0;
       check(cudaMalloc(&p, bytes), what);
@@ -262,13 +272,13 @@ void* allocate(size_t bytes) {
   check(cudaMalloc(&p, bytes), "cudaMalloc (the training run's buffers)");
   const cudaError_t e = cudaMemset(p, 0, bytes);
   if (e != cudaSuccess) {
-    cudaFree(p);
+    ignore(cudaFree(p));
     check(e, "cudaMemset");
   }
   return p;
 }
 void release(void* p) noexcept {
-  if (p) cudaFree(p);
+  if (p) ignore(cudaFree(p));
 }
 void to_device(void* dst, const void* src, size_t bytes) {
   if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
@@ -419,7 +429,7 @@ double event_elapsed_ms(void* from, void* to) {
   return static_cast<double>(ms);
 }
 void event_destroy(void* e) noexcept {
-  if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  if (e) ignore(cudaEventDestroy(static_cast<cudaEvent_t>(e)));
 }
 
 }  // namespace mr::run::cuda

@@ -7,14 +7,15 @@
 #include "optim/launch_geometry.h"
 #include "run/model.h"
 #include "util/byte_size.h"
+#include "util/gpu_devices.h"
 #include "util/rule_id.h"
 
 namespace mr::run {
 
-int device_for_local_rank(int local_rank, int visible) {
-  if (visible <= 0) throw RunError("the CUDA backend found no visible GPU (CUDA_VISIBLE_DEVICES, the driver)");
-  if (local_rank < 0) throw RunError("LOCAL_RANK " + std::to_string(local_rank) + " is negative");
-  return local_rank % visible;
+int device_for_local_rank(int local_rank, int visible, const std::optional<std::string>& cuda_visible_devices) {
+  const util::DeviceChoice c = util::choose_device(local_rank, visible, cuda_visible_devices);
+  if (!c.refusal.empty()) throw RunError("the CUDA backend: " + c.refusal);
+  return c.device;
 }
 
 double device_reserve_bytes(double total_bytes) { return std::max(kGiB, 0.05 * total_bytes); }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,10 @@
 namespace mr::run {
 
 // The device of a rank: LOCAL_RANK among the `visible` devices (CUDA_VISIBLE_DEVICES as torchrun or a scheduler
-// leaves it: all of the machine's GPUs, one per local rank; or one GPU per process, then device 0). RunError
-// when there is none.
-int device_for_local_rank(int local_rank, int visible);
+// leaves it: all of the machine's GPUs, one per local rank; or one GPU per process, then device 0), chosen by
+// util::choose_device as the NCCL communicators choose it. RunError with its refusal when there is none, or when
+// more than one is visible and LOCAL_RANK is not below their count [dist.local-rank-gpu].
+int device_for_local_rank(int local_rank, int visible, const std::optional<std::string>& cuda_visible_devices);
 
 // What the device must hold besides the buffers: the CUDA context, cuBLAS' workspace, NCCL's buffers, the
 // kernels' scratch areas. 1 GiB, or 5% of the device, whichever is larger.

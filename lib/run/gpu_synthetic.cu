@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "optim/gpu.h"
 #include "optim/launch_geometry.h"
 #include "run/abs_max.h"
 #include "run/buffers.h"
@@ -82,6 +83,8 @@ float synthetic_grads(const ParamSpec& p, int64_t tp_rank, uint32_t key, const S
       break;
   }
   check(cudaGetLastError(), "the synthetic-gradient kernel launch");
+  if (optim::gpu::sync_check())
+    check(cudaDeviceSynchronize(), "the synthetic-gradient kernel, run to its end (MR_CUDA_SYNC_CHECK=1)");
   check(cudaMemcpy(&host, max_word, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy (synthetic gradient max)");
   float m;
   static_assert(sizeof m == sizeof host);

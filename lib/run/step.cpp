@@ -15,6 +15,7 @@
 #include "optim/clip_grads.h"
 #include "optim/config.h"
 #include "optim/muon.h"
+#include "optim/muon_plan.h"
 #include "optim/soap.h"
 #include "run/abs_max.h"
 #include "run/exact_stats.h"
@@ -98,32 +99,41 @@ void whole_params(RunContext& c, const BufferPtrs& d, std::vector<optim::TensorS
 // rank's TP shard and the --muon-tp-mode collectives over the TP group (routed experts: over the expert TP group,
 // as Megatron's TensorParallelMuon picks `expt_tp` for them); the rest (embeddings, output layer, norms, biases) to
 // --muon-scalar-optimizer. --optimizer adaptive_muon is the same with a second moment per matrix (exp_avg_sq).
-void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
-  FlatBuffers& b = c.buf;
-  const BufferPtrs d = c.backend->ptrs();
-  const Args& a = c.args;
-  // The plan has checked these (run/model.cpp); kv_channels defaults as there. The rows of Q, K, V per query group
-  // from the model config (Megatron's _get_qkv_split_shapes), for every QKV weight.
+// The rows of Q, K, V per query group from the model config (Megatron's _get_qkv_split_shapes), for every QKV
+// weight. The plan has checked these (run/model.cpp); kv_channels defaults as there.
+std::vector<int64_t> muon_split_shapes(const Args& a) {
   const int64_t heads = a.num_attention_heads.value_or(1);
   const int64_t kv = a.kv_channels.value_or(a.hidden_size.value_or(0) / heads);
   const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
-  const std::vector<int64_t> split_shapes = optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate);
+  return optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate);
+}
+
+// A Muon matrix's shape and how it is orthogonalised (the buffers are the caller's).
+optim::MuonParam muon_matrix(const ParamSpec& p, int64_t split_total) {
+  optim::MuonParam m;
+  m.rows = p.shape[0];
+  m.cols = p.shape[1];
+  // Megatron marks a QKV weight for the split only when its rows are whole groups of the split
+  // (param.shape[0] % sum(qkv_split_shapes) == 0); otherwise Muon orthogonalises it whole.
+  m.is_qkv = ends_with(p.name, "linear_qkv.weight") && split_total > 0 && m.rows % split_total == 0;
+  m.partition_dim = p.split_dim;
+  return m;
+}
+
+void muon_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
+  FlatBuffers& b = c.buf;
+  const BufferPtrs d = c.backend->ptrs();
+  const std::vector<int64_t> split_shapes = muon_split_shapes(c.args);
   const int64_t split_total = std::accumulate(split_shapes.begin(), split_shapes.end(), int64_t{0});
   std::vector<optim::MuonParam> mats, expert_mats;
   std::vector<optim::TensorSlot> scalars;
   whole_params(c, d, scalars, [&](size_t k, const ParamSpec& p, int64_t off, float* master) {
-    optim::MuonParam m;
+    optim::MuonParam m = muon_matrix(p, split_total);
     m.param = master;
     m.grad = b.grad_at(d.grad, d.grad_shard, off);
     m.momentum_buffer = static_cast<float*>(b.exp_avg_at(d.exp_avg, off));
     m.moment2_buffer = static_cast<float*>(b.sq_at(d.exp_avg_sq, k, off));  // adaptive_muon's (muon: none)
-    m.rows = p.shape[0];
-    m.cols = p.shape[1];
     m.group = b.group_of[k];
-    // Megatron marks a QKV weight for the split only when its rows are whole groups of the split
-    // (param.shape[0] % sum(qkv_split_shapes) == 0); otherwise Muon orthogonalises it whole.
-    m.is_qkv = ends_with(p.name, "linear_qkv.weight") && split_total > 0 && m.rows % split_total == 0;
-    m.partition_dim = p.split_dim;
     if (b.model_dtype == optim::DType::BF16) m.param_bf16 = static_cast<uint16_t*>(d.model) + off;
     (p.expert ? expert_mats : mats).push_back(std::move(m));
   });
@@ -164,6 +174,22 @@ void soap_step(RunContext& c, const std::vector<optim::GroupHyper>& groups) {
 }
 
 }  // namespace
+
+double muon_device_work_bytes(const RunContext& c) {
+  if (c.optimizer.kernel != optim::Kernel::Muon) return 0;
+  const std::vector<int64_t> split_shapes = muon_split_shapes(c.args);
+  const int64_t split_total = std::accumulate(split_shapes.begin(), split_shapes.end(), int64_t{0});
+  // Every Muon matrix of this rank's model part, owned or not (an owned subset cannot need more of any area).
+  std::vector<optim::MuonParam> mats, expert_mats;
+  for (const ParamSpec& p : c.plan.params)
+    if (optim::takes_own_rule(c.optimizer, p.shape.size(), p.embedding_or_output, p.use_muon) && p.shape.size() == 2)
+      (p.expert ? expert_mats : mats).push_back(muon_matrix(p, split_total));
+  const optim::MuonOptions mo = optim::muon_options(c.cfg, split_shapes);
+  optim::MuonDeviceWork work;
+  work.add(mats, mo, static_cast<int>(c.tp.size()));
+  work.add(expert_mats, mo, static_cast<int>(c.etp.size()));
+  return static_cast<double>(work.bytes());
+}
 
 namespace {
 // The gradient pieces holding every element of the model once: counted (not a TP or tied copy), on the first

@@ -22,6 +22,11 @@ int64_t count_zeros_in_grad(RunContext& c);
 // as the gradient norm.
 double params_norm(RunContext& c);
 
+// The device scratch the CUDA Muon step takes for this run (optim::MuonDeviceWork over every Muon matrix of this
+// rank's model part, the dense ones over the TP group, the experts over the expert TP group); 0 for the other
+// optimizers. Counted in rule run.device-memory (FlatBuffers::muon_work_bytes).
+double muon_device_work_bytes(const RunContext& c);
+
 // One optimizer step (1-based `step_number`) at the schedule's current learning rate and weight decay.
 void optimizer_step(RunContext& c, int64_t step_number);
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "config/optimizer_config_from_args.h"
@@ -80,6 +81,8 @@ void set_up(RunContext& c) {
   // path (whole parameters per rank, finalize_optimizer_config); adam and sgd shard element ranges.
   const bool layer_wise = c.optimizer.scalar_rule != optim::ScalarRule::None;
   const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), layer_wise};
+  // Rule run.device-memory counts the CUDA Muon step's scratch too (the CPU step's is host memory, not checked).
+  if (std::string(c.backend->name()) == "cuda") c.buf.muon_work_bytes = muon_device_work_bytes(c);
   c.backend->build(c.buf, c.plan, c.optimizer, buffer_dtypes(args, c.target), shards, c.tp.rank(), c.etp.rank(),
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }

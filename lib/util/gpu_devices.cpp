@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "util/rule_id.h"
+
 namespace mr::util {
 
 namespace fs = std::filesystem;
@@ -60,10 +62,36 @@ GpuDevices probe_gpu_devices(const std::string& root, const std::optional<std::s
   return d;
 }
 
+DeviceChoice choose_device(int local_rank, int visible, const std::optional<std::string>& cuda_visible_devices) {
+  const std::string env = cuda_visible_devices ? "CUDA_VISIBLE_DEVICES=" + *cuda_visible_devices
+                                               : std::string("CUDA_VISIBLE_DEVICES unset");
+  DeviceChoice c;
+  if (visible <= 0) {
+    c.refusal = "no GPU is visible to CUDA (" + env + "; the driver)";
+  } else if (local_rank < 0) {
+    c.refusal = "LOCAL_RANK " + std::to_string(local_rank) + " is negative";
+  } else if (visible == 1) {
+    c.device = 0;
+  } else if (local_rank >= visible) {
+    c.refusal = with_rule_id("dist.local-rank-gpu", "LOCAL_RANK " + std::to_string(local_rank) + " has no GPU of its own: " + std::to_string(visible) +
+                " GPUs are visible (" + env + "), so it would share GPU " + std::to_string(local_rank % visible) +
+                " with LOCAL_RANK " + std::to_string(local_rank % visible) +
+                "; start at most " + std::to_string(visible) + " ranks on this machine (--nproc-per-node) or give "
+                "each rank one GPU of its own (CUDA_VISIBLE_DEVICES per rank)");
+  } else {
+    c.device = local_rank;
+  }
+  return c;
+}
+
+std::optional<std::string> cuda_visible_devices_env() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return visible ? std::optional<std::string>(visible) : std::nullopt;
+}
+
 GpuDevices machine_gpu_devices() {
   const char* root = std::getenv("MR_DEVICE_ROOT");
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  return probe_gpu_devices(root && *root ? root : "/", visible ? std::optional<std::string>(visible) : std::nullopt);
+  return probe_gpu_devices(root && *root ? root : "/", cuda_visible_devices_env());
 }
 
 }  // namespace mr::util

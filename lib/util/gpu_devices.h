@@ -34,7 +34,22 @@ struct GpuDevices {
 // of CUDA_VISIBLE_DEVICES (nullopt: unset).
 GpuDevices probe_gpu_devices(const std::string& root, const std::optional<std::string>& cuda_visible_devices);
 
+// The process's CUDA_VISIBLE_DEVICES (nullopt: unset).
+std::optional<std::string> cuda_visible_devices_env();
+
 // This machine: the root MR_DEVICE_ROOT names (a test's fake machine), else "/"; the process's CUDA_VISIBLE_DEVICES.
 GpuDevices machine_gpu_devices();
+
+// The CUDA device a rank takes, for the CUDA backend (run/device_plan.h) and the NCCL communicators
+// (distributed/nccl.cpp), so that both pick the same one: LOCAL_RANK among the `visible` devices (what
+// cudaGetDeviceCount reports), or device 0 when only one is visible (one GPU per process, CUDA_VISIBLE_DEVICES set
+// per rank). `refusal` is set instead (device -1) when there is no device, LOCAL_RANK is negative, or more than
+// one device is visible and LOCAL_RANK is not below their count: wrapping around would put two ranks of this
+// machine on one GPU, which NCCL refuses only later ("Duplicate GPU detected") [dist.local-rank-gpu].
+struct DeviceChoice {
+  int device = -1;
+  std::string refusal;
+};
+DeviceChoice choose_device(int local_rank, int visible, const std::optional<std::string>& cuda_visible_devices);
 
 }  // namespace mr::util

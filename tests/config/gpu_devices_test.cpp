@@ -68,3 +68,31 @@ TEST_CASE("CUDA_VISIBLE_DEVICES: empty, -1 or NoDevFiles hide every GPU; a list 
   CHECK(probe_gpu_devices(two, std::string("0,1")).visible() == 2);
   CHECK(probe_gpu_devices(two, std::string("GPU-8a1b")).why_no_nvidia().empty());
 }
+
+TEST_CASE("rule dist.local-rank-gpu: a rank's device, never shared with another local rank", "[gpu-devices]") {
+  using mr::util::choose_device;
+  // LOCAL_RANK among the visible devices.
+  CHECK(choose_device(0, 8, std::nullopt).device == 0);
+  CHECK(choose_device(7, 8, std::nullopt).device == 7);
+  CHECK(choose_device(7, 8, std::nullopt).refusal.empty());
+  // One device visible (one GPU per process): device 0, whatever LOCAL_RANK is.
+  CHECK(choose_device(5, 1, std::string("5")).device == 0);
+  CHECK(choose_device(5, 1, std::string("5")).refusal.empty());
+  // More local ranks than visible devices: refused with the counts and CUDA_VISIBLE_DEVICES, no device.
+  const auto two = choose_device(2, 2, std::string("0,1"));
+  CHECK(two.device == -1);
+  CHECK(two.refusal ==
+        "[dist.local-rank-gpu] LOCAL_RANK 2 has no GPU of its own: 2 GPUs are visible (CUDA_VISIBLE_DEVICES=0,1), so "
+        "it would share GPU 0 with LOCAL_RANK 0; start at most 2 ranks on this machine (--nproc-per-node) or give "
+        "each rank one GPU of its own (CUDA_VISIBLE_DEVICES per rank)");
+  const auto unset = choose_device(11, 4, std::nullopt);
+  CHECK(unset.device == -1);
+  CHECK_THAT(unset.refusal, Catch::Contains("LOCAL_RANK 11") && Catch::Contains("4 GPUs are visible") &&
+                                Catch::Contains("CUDA_VISIBLE_DEVICES unset") && Catch::Contains("share GPU 3"));
+  // No device, a negative LOCAL_RANK.
+  const auto none = choose_device(0, 0, std::string(""));
+  CHECK(none.device == -1);
+  CHECK_THAT(none.refusal, Catch::Contains("no GPU is visible") && Catch::Contains("CUDA_VISIBLE_DEVICES="));
+  CHECK(choose_device(-1, 4, std::nullopt).device == -1);
+  CHECK_THAT(choose_device(-1, 4, std::nullopt).refusal, Catch::Contains("LOCAL_RANK -1 is negative"));
+}

@@ -191,3 +191,52 @@ TEST_CASE("Muon planner: parameter checks name the parameter", "[optim][muon_pla
   ps[0].momentum_buffer = nullptr;
   CHECK_THROWS_WITH(check_muon_params(ps, groups), "muon step: param 0: needs a 2-D param, grad and momentum");
 }
+
+TEST_CASE("Muon device work: the CUDA step's scratch areas, each at its largest job", "[optim][muon_plan]") {
+  MuonOptions o;
+  o.ns.precision = MatmulPrecision::Highest;  // fp32 GEMMs: 4-byte iterates
+  // One 32 x 24 matrix, worked on transposed (24 x 32): updates and their orthogonalised values (768 floats each),
+  // two iterates of 768 and A, B of 24 x 24 floats, 3 blocks' double partial sums, one norm.
+  const int64_t one = 2 * 768 * 4 + 2 * 768 * 4 + 2 * 576 * 4 + 3 * 8 + 4;
+  {
+    MuonDeviceWork w;
+    std::vector<MuonParam> ps = {matrix(32, 24)};
+    w.add(ps, o, 1);
+    CHECK(w.bytes() == one);
+    // A smaller job and the same step again leave every area as it is: the areas are reused, not summed.
+    std::vector<MuonParam> more = {matrix(32, 24), matrix(8, 8), matrix(24, 32)};
+    w.add(more, o, 1);
+    w.add(ps, o, 1);
+    CHECK(w.bytes() == one);
+  }
+  {
+    // Two of them batched (--muon-ns-batch-size 2), bf16 GEMMs (medium precision): everything NS holds per matrix
+    // twice, its iterates and Gram matrices in 2-byte elements.
+    MuonOptions b = o;
+    b.ns_batch_size = 2;
+    b.ns.precision = MatmulPrecision::Medium;
+    MuonDeviceWork w;
+    std::vector<MuonParam> ps = {matrix(32, 24), matrix(32, 24)};
+    w.add(ps, b, 1);
+    CHECK(w.bytes() == 2 * (2 * 768 * 4) + 2 * (2 * 768 * 2) + 2 * (2 * 576 * 2) + 2 * 3 * 8 + 2 * 4);
+  }
+  {
+    // Duplicated TP mode, 2 ranks, a 16 x 8 shard split by columns: the gathered shards, the whole 16 x 16 matrix
+    // and its orthogonalised copy (1 KiB each), NS on the whole matrix.
+    MuonDeviceWork w;
+    std::vector<MuonParam> ps = {matrix(16, 8, /*partition_dim=*/1)};
+    w.add(ps, o, 2);
+    CHECK(w.bytes() == 2 * 128 * 4 + 3 * 1024 + 2 * 256 * 4 + 2 * 256 * 4 + 8 + 4);
+  }
+  {
+    // Distributed TP mode, bf16: NS on the shard itself (split by rows: transposed, 8 x 16), plus the summed norm and
+    // the fp32 Gram matrix it all-reduces (8 x 8 floats).
+    MuonOptions d = o;
+    d.tp_mode = MuonTpMode::Distributed;
+    d.ns.precision = MatmulPrecision::Medium;
+    MuonDeviceWork w;
+    std::vector<MuonParam> ps = {matrix(16, 8, /*partition_dim=*/0)};
+    w.add(ps, d, 2);
+    CHECK(w.bytes() == 2 * 128 * 4 + 2 * 128 * 2 + 2 * 64 * 2 + 8 + 4 + 4 + 64 * 4);
+  }
+}

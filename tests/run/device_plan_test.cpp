@@ -60,12 +60,15 @@ Fixed emulated_device_sum(const std::vector<float>& x, double scale) {
 }  // namespace
 
 TEST_CASE("the CUDA backend's device: LOCAL_RANK among the visible devices", "[run][device]") {
-  CHECK(device_for_local_rank(0, 8) == 0);
-  CHECK(device_for_local_rank(5, 8) == 5);
-  CHECK(device_for_local_rank(3, 1) == 0);  // one GPU per process (CUDA_VISIBLE_DEVICES set per rank)
-  CHECK(device_for_local_rank(9, 8) == 1);
-  CHECK_THROWS_AS(device_for_local_rank(0, 0), RunError);
-  CHECK_THROWS_AS(device_for_local_rank(-1, 4), RunError);
+  CHECK(device_for_local_rank(0, 8, std::nullopt) == 0);
+  CHECK(device_for_local_rank(5, 8, std::nullopt) == 5);
+  CHECK(device_for_local_rank(3, 1, std::string("3")) == 0);  // one GPU per process (CUDA_VISIBLE_DEVICES per rank)
+  // More ranks than visible GPUs would put two ranks on one GPU: refused, not wrapped around.
+  CHECK_THROWS_WITH(device_for_local_rank(9, 8, std::nullopt),
+                    Catch::Contains("LOCAL_RANK 9") && Catch::Contains("8 GPUs are visible") &&
+                        Catch::Contains("[dist.local-rank-gpu]"));
+  CHECK_THROWS_AS(device_for_local_rank(0, 0, std::nullopt), RunError);
+  CHECK_THROWS_AS(device_for_local_rank(-1, 4, std::nullopt), RunError);
 }
 
 TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
@@ -114,6 +117,11 @@ TEST_CASE("the buffers' byte count is what they allocate", "[run][device]") {
         CHECK(b.bytes().work == work);
         if (c.opt == Optimizer::soap && dp == 1) CHECK(work >= double(mr::optim::soap_work_bytes(24, 8)));
         CHECK(b.bytes().total() - b.bytes().work == allocated);
+        // The CUDA Muon step's scratch (set by the run for the CUDA backend) adds to the work, not to a buffer.
+        b.muon_work_bytes = 3 * 1024;
+        CHECK(b.bytes().work == work + 3 * 1024);
+        CHECK(b.bytes().total() - b.bytes().work == allocated);
+        b.muon_work_bytes = 0;
         CHECK(b.numel == numel);
         if (!layer_wise) CHECK(b.padded % dp == 0);  // element shards pad; layer-wise shards own whole params
         CHECK(b.has_main == (dtypes.model != mr::optim::DType::F32));
