@@ -27,6 +27,20 @@ inline Proc sh(const std::string& cmd) { return run_shell("timeout -k 5 90 env "
 
 inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// Starts `env` + kRun + `launch` (tests/launch/programs/faults.py on 2 local ranks, each touching `dir`/ready.<rank>
+// when it listens) in the background in `dir`, sends the launcher itself `signal` (a kill(1) name: TERM, USR1)
+// once both workers are ready, and returns "exit=<its status>" followed by its output (out.txt). The launcher gets
+// the signal, so it runs under no `timeout`: a guard kills it after 80 s instead.
+inline Proc signal_launcher(const fs::path& dir, const std::string& env, const std::string& launch,
+                            const std::string& signal) {
+  const std::string ready = (dir / "ready").string();
+  return run_shell("cd '" + dir.string() + "' && rm -f ready.*; (exec env " + env + " FAULT_READY='" + ready + "' " +
+                   kRun + "--nproc-per-node 2 " + launch + " --no-append-args " + kFaults +
+                   " > out.txt 2>&1) & pid=$!; (sleep 80; kill -9 $pid) & guard=$!; "
+                   "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; kill -" +
+                   signal + " $pid; wait $pid; echo \"exit=$?\"; kill $guard 2>/dev/null; cat out.txt");
+}
+
 inline std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;

@@ -303,14 +303,8 @@ TEST_CASE("--local-ranks-filter naming a local rank the node does not have is na
 TEST_CASE("a forwarded stop that every worker handles (exit 0) ends the launcher with 0; otherwise 128 + N",
           "[launch][supervision][process][signal]") {
   TempDir t;
-  const std::string ready = (t.path / "ready").string();
   auto run = [&](const std::string& failing) {
-    // The launcher itself gets the signal: not under `timeout` (a guard kills it after 80 s instead).
-    return mrtest::run_shell("cd '" + t.path.string() + "' && rm -f ready.*; (exec env FAULT=term FAULT_RANK=" + failing +
-              " FAULT_READY='" + ready + "' " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults +
-              " > out.txt 2>&1) & pid=$!; (sleep 80; kill -9 $pid) & guard=$!; "
-              "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; kill -TERM $pid; "
-              "wait $pid; echo \"exit=$?\"; kill $guard 2>/dev/null; cat out.txt");
+    return signal_launcher(t.path, "FAULT=term FAULT_RANK=" + failing, "", "TERM");
   };
   Proc handled = run("none");
   INFO(handled.out);

@@ -117,16 +117,8 @@ TEST_CASE("--master-addr on one node must be this machine: refused at once, not 
 TEST_CASE("--signals-to-handle: a listed signal is passed on and stops the workers; an unlisted one is not caught",
           "[launch][torchrun2][process]") {
   TempDir t;
-  const std::string ready = (t.path / "ready").string();
-  // The launcher in the background; once both workers listen, SIGUSR1 to the launcher; its exit code after.
-  auto run = [&](const std::string& flags) {
-    return mrtest::run_shell(
-        "cd '" + t.path.string() + "' && rm -f ready.*; (exec env FAULT=usr1 FAULT_READY='" + ready + "' " + kRun +
-        "--nproc-per-node 2 " + flags + " --no-append-args " + kFaults + " > out.txt 2>&1) & pid=$!; " +
-        "(sleep 80; kill -9 $pid) & guard=$!; " +  // no hang: the launcher itself gets the signal, so no `timeout`
-        "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; kill -USR1 $pid; "
-        "wait $pid; echo \"exit=$?\"; kill $guard 2>/dev/null; cat out.txt");
-  };
+  // Once both workers listen, SIGUSR1 to the launcher; its exit code after.
+  auto run = [&](const std::string& flags) { return signal_launcher(t.path, "FAULT=usr1", flags, "USR1"); };
   Proc h = run("--signals-to-handle SIGTERM,SIGUSR1");
   INFO(h.out);
   CHECK(has(h.out, "received signal 10 (SIGUSR1); forwarding it to the workers"));
