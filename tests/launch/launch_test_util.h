@@ -1,6 +1,9 @@
 // What the launcher's process tests share: the binary, the default config and the test programs, a shell command
-// under `timeout`, and a scratch directory. Every command runs under `timeout`, so that no test can hang.
+// under `timeout`, a launcher sent a signal once its workers are ready (under an 80 s guard instead), and a scratch
+// directory. No command can hang.
 #pragma once
+
+#include <catch2/catch.hpp>
 
 #include <unistd.h>
 
@@ -58,5 +61,18 @@ struct ScratchDir {
   }
   ~ScratchDir() { fs::remove_all(path); }
 };
+
+// What signal_launcher's output says when every worker handled the forwarded signal `number` (`name`, "SIGTERM")
+// and exited 0: the launcher forwarded it, each rank's faults.py line, the launcher's line, exit 0.
+inline void check_handled_stop(const std::string& out, int number, const std::string& name) {
+  INFO(out);
+  const std::string sig = "signal " + std::to_string(number) + " (" + name + ")";
+  CHECK(has(out, "received " + sig + "; forwarding it to the workers"));
+  CHECK(has(out, "[rank 0] rank 0 got " + name));
+  CHECK(has(out, "[rank 1] rank 1 got " + name));
+  CHECK(has(out, "megatron-run: every worker exited with code 0 after the forwarded " + sig +
+                     ": they handled the stop; exit 0"));
+  CHECK(has(out, "exit=0"));
+}
 
 }  // namespace mrtest::launcher

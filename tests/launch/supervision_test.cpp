@@ -306,14 +306,7 @@ TEST_CASE("a forwarded stop that every worker handles (exit 0) ends the launcher
   auto run = [&](const std::string& failing) {
     return signal_launcher(t.path, "FAULT=term FAULT_RANK=" + failing, "", "TERM");
   };
-  Proc handled = run("none");
-  INFO(handled.out);
-  CHECK(has(handled.out, "received signal 15 (SIGTERM); forwarding it to the workers"));
-  CHECK(has(handled.out, "[rank 0] rank 0 got SIGTERM, stops cleanly"));
-  CHECK(has(handled.out, "[rank 1] rank 1 got SIGTERM, stops cleanly"));
-  CHECK(has(handled.out, "megatron-run: every worker exited with code 0 after the forwarded signal 15 (SIGTERM): "
-                         "they handled the stop; exit 0"));
-  CHECK(has(handled.out, "exit=0"));
+  check_handled_stop(run("none").out, 15, "SIGTERM");
   Proc died = run("1");
   INFO(died.out);
   CHECK(has(died.out, "[rank 0] rank 0 got SIGTERM, stops cleanly"));
