@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The `layers` CTest test: every #include "..." under lib/ and apps/ goes down the layer order.
+"""The `layers` CTest test: every #include "..." under lib/ and apps/ goes down the layer order, and the top
+level of the tree holds only what the design card names.
 
 A file may include headers of its own layer and of the layers listed before it in LAYERS, except those the
 table says it must not use; an include of a later layer, or of a banned one, fails, naming file:line.
@@ -9,6 +10,7 @@ Standard and third-party headers (<...>) are not checked.
 """
 import os
 import re
+import subprocess
 import sys
 
 # The layers, lowest first, and the folders each one is. A file may include its own layer and any layer before
@@ -30,6 +32,10 @@ LAYERS = [
     ("run", ["lib/run/"], CONFIG_UPPER),
     ("apps", ["apps/"], []),
 ]
+
+# The top level of the tree, as the design card has it (docs/design.md), and the few files that tooling needs.
+TOP_LEVEL = {"CMakeLists.txt", "apps", "lib", "configs", "tests", "scripts", "docs", "README.md", "bench",
+             "cmake", ".ci", ".gitignore"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inc")
@@ -53,11 +59,23 @@ def resolve(root, src, inc):
     return "lib/" + inc if os.path.isfile(os.path.join(root, "lib", inc)) else None
 
 
+def top_level_entries(root):
+    """The names at the top of the tree: git's tracked files in a checkout, else what is there but build output."""
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 and out.stdout.strip():
+            return {line.split("/", 1)[0] for line in out.stdout.splitlines()}
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {n for n in os.listdir(root) if not n.startswith("build") and n not in (".git", ".cache", ".device")}
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    errors = [f"{name}: not a top-level entry of the design card (docs/design.md; table TOP_LEVEL in tests/layers.py)"
+              for name in sorted(top_level_entries(root) - TOP_LEVEL)]
     rank = {name: i for i, (name, _, _) in enumerate(LAYERS)}
     banned = {name: set(nots) for name, _, nots in LAYERS}
-    errors = []
     checked = 0
     for top in ("lib", "apps"):
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
@@ -88,7 +106,8 @@ def main():
     for e in errors:
         print(e)
     if errors:
-        print(f"layers: {len(errors)} include(s) against the layer order (table at the top of tests/layers.py)")
+        print(f"layers: {len(errors)} problem(s): includes against the layer order or stray top-level entries "
+              f"(tables at the top of tests/layers.py)")
         return 1
     print(f"layers: {checked} includes checked, all follow the layer order")
     return 0
