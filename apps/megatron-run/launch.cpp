@@ -437,8 +437,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   if (program.named() && resolved.parsed.yaml_cfg) return launch_program(resolved, program, lo, job);
   launch::WorkerInput in;
   in.ns = ns;
-  in.backend_explicit = ns.has("distributed_backend") &&
-                        ns.provenance("distributed_backend").kind != Provenance::Kind::Default;
+  in.backend_explicit = !asked_backend(ns).empty();
   in.log_level = common.log_level;
   in.train = !lo.bring_up_only;
   in.target.te_version = resolved.parsed.env.te_version;

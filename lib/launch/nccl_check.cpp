@@ -29,7 +29,7 @@ std::string own_worker_nccl_missing(WorkerNccl build, const util::GpuDevices& gp
 }
 
 std::string program_nccl_doubt(const util::GpuDevices& gpus) {
-  if (gpus.hidden()) return "CUDA_VISIBLE_DEVICES='" + *gpus.cuda_visible_devices + "' hides every NVIDIA GPU";
+  if (gpus.hidden()) return gpus.why_no_nvidia();  // the one sentence for hidden devices
   if (gpus.nvidia() > 0 || gpus.rocm) return "";
   return "this machine shows no GPU (no /dev/nvidia<N> device, no GPU in /proc/driver/nvidia/gpus, no ROCm /dev/kfd)";
 }

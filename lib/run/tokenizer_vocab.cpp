@@ -30,8 +30,7 @@ struct Wire {
   size_t at = 0;
 
   [[noreturn]] void bad(const std::string& why) const {
-    throw RunError(name + ": not a SentencePiece model (" + why + " at byte " + std::to_string(base + at) +
-                   "); give --vocab-size");
+    throw VocabUnknown(name + ": not a SentencePiece model (" + why + " at byte " + std::to_string(base + at) + ")");
   }
   // A field's tag: its number (1 to 2^29 - 1) and wire type.
   std::pair<uint64_t, uint32_t> tag() {
@@ -82,11 +81,11 @@ int64_t plus_special_tokens(int64_t base, const Args& a, const std::set<std::str
 
 std::string need_model(const Args& a, const std::string& tokenizer) {
   if (!a.tokenizer_model || a.tokenizer_model->empty())
-    throw RunError("--tokenizer-type " + tokenizer + " without --tokenizer-model: the model plan needs --vocab-size");
+    throw VocabUnknown("--tokenizer-type " + tokenizer + " without --tokenizer-model");
   return *a.tokenizer_model;
 }
 
-// The whole file `path` (util/bounded_file.h: a regular file of at most limits::kMaxInputFileBytes), or a RunError.
+// The whole file `path` (util/bounded_file.h: a regular file of at most limits::kMaxInputFileBytes), or VocabUnknown.
 std::string read(const std::string& path, const std::string& what) {
   try {
     return read_bounded_file(path, limits::kMaxInputFileBytes);
@@ -96,7 +95,7 @@ std::string read(const std::string& path, const std::string& what) {
                                 ? r.size + ", more than " + describe_bytes(limits::kMaxInputFileBytes)
                             : r.kind == FileRefusal::Kind::EmptyPath ? std::string("an empty path")
                                                                      : std::string(std::strerror(r.err));
-    throw RunError(path + ": cannot read the " + what + ": " + why + "; give --vocab-size");
+    throw VocabUnknown(path + ": cannot read the " + what + ": " + why);
   }
 }
 
@@ -172,8 +171,8 @@ const std::string* added_token_content(const Value& v) {
 }  // namespace
 
 std::set<std::string> huggingface_tokens(std::string_view json, const std::string& name) {
-  auto bad = [&](const std::string& why) -> RunError {
-    return RunError(name + ": not a HuggingFace tokenizer.json (" + why + "); give --vocab-size");
+  auto bad = [&](const std::string& why) -> VocabUnknown {
+    return VocabUnknown(name + ": not a HuggingFace tokenizer.json (" + why + ")");
   };
   Value v;
   try {
@@ -224,13 +223,13 @@ std::set<std::string> huggingface_directory_tokens(const std::optional<std::stri
     try {
       v = Value::parse_json(*json, limits::kMaxJsonValues);
     } catch (const JsonTooManyValues& e) {
-      throw RunError(name + ": more than " + std::to_string(e.limit) + " JSON values; give --vocab-size");
+      throw VocabUnknown(name + ": more than " + std::to_string(e.limit) + " JSON values");
     } catch (const std::bad_alloc&) {
-      throw RunError(name + ": out of memory while parsing it; give --vocab-size");
+      throw VocabUnknown(name + ": out of memory while parsing it");
     } catch (const std::exception& e) {
-      throw RunError(name + ": not JSON (" + std::string(e.what()) + "); give --vocab-size");
+      throw VocabUnknown(name + ": not JSON (" + std::string(e.what()) + ")");
     }
-    if (!v.is_object()) throw RunError(name + ": not a JSON object; give --vocab-size");
+    if (!v.is_object()) throw VocabUnknown(name + ": not a JSON object");
     return v.as_object();
   };
   // A token as these files write it: a string, or an AddedToken.
@@ -272,7 +271,7 @@ namespace {
 int64_t tokenizer_own_size(const Args& a) {
   if (!a.tokenizer_type) {
     if (a.vocab_size) return *a.vocab_size;
-    throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer");
+    throw VocabUnknown("no --tokenizer-type");
   }
   const std::string tokenizer(arg::to_string(*a.tokenizer_type));
   switch (*a.tokenizer_type) {
@@ -285,7 +284,7 @@ int64_t tokenizer_own_size(const Args& a) {
     case arg::TokenizerType::NullTokenizer:
     case arg::TokenizerType::NullMultimodalTokenizer:
       if (a.vocab_size) return *a.vocab_size;
-      throw RunError("the model plan needs --vocab-size (--tokenizer-type " + tokenizer + ")");
+      throw VocabUnknown("--tokenizer-type " + tokenizer + " takes its size from it");
     case arg::TokenizerType::SentencePieceTokenizer:
     case arg::TokenizerType::GPTSentencePieceTokenizer:
     case arg::TokenizerType::Llama2Tokenizer: {
@@ -307,9 +306,9 @@ int64_t tokenizer_own_size(const Args& a) {
       struct stat st {};
       if (::stat(path.c_str(), &st) != 0) {
         if (errno == ENOENT)
-          throw RunError("--tokenizer-model " + path + " is not a local path (a HuggingFace hub name is not fetched): "
-                         "the model plan needs --vocab-size");
-        throw RunError("--tokenizer-model " + path + ": " + std::strerror(errno) + "; give --vocab-size");
+          throw VocabUnknown("--tokenizer-model " + path + " is not a local path (a HuggingFace hub name is not "
+                             "fetched)");
+        throw VocabUnknown("--tokenizer-model " + path + ": " + std::strerror(errno));
       }
       const bool dir = S_ISDIR(st.st_mode);
       const std::string json = dir ? path + "/tokenizer.json" : path;
@@ -334,17 +333,8 @@ int64_t tokenizer_own_size(const Args& a) {
       });
     }
     default:
-      throw RunError("the model plan needs --vocab-size: megatron-run loads no tokenizer (--tokenizer-type " +
-                     tokenizer + ")");
+      throw VocabUnknown("--tokenizer-type " + tokenizer + ": megatron-run does not read its files");
   }
-}
-
-// A RunError's text without the request for --vocab-size it ends with (the notice says what --vocab-size does).
-std::string reason(const RunError& e) {
-  std::string w = e.what();
-  for (const char* tail : {"; give --vocab-size", ": the model plan needs --vocab-size"})
-    if (const size_t at = w.rfind(tail); at != std::string::npos && at + std::strlen(tail) == w.size()) w.erase(at);
-  return w;
 }
 
 }  // namespace
@@ -355,7 +345,13 @@ ModelVocab model_vocab(const Args& a) {
   const bool passed_on = !a.tokenizer_type || *a.tokenizer_type == arg::TokenizerType::TikTokenizer ||
                          *a.tokenizer_type == arg::TokenizerType::NullTokenizer ||
                          *a.tokenizer_type == arg::TokenizerType::NullMultimodalTokenizer;
-  if (!a.vocab_size || passed_on) return {tokenizer_own_size(a), ""};
+  if (!a.vocab_size || passed_on) {
+    try {
+      return {tokenizer_own_size(a), ""};
+    } catch (const VocabUnknown& e) {
+      throw RunError(std::string("the model plan needs --vocab-size: ") + e.what());
+    }
+  }
   const std::string given = "--vocab-size " + std::to_string(*a.vocab_size);
   const std::string tokenizer = "--tokenizer-type " + std::string(arg::to_string(*a.tokenizer_type));
   try {
@@ -363,9 +359,9 @@ ModelVocab model_vocab(const Args& a) {
     if (own == *a.vocab_size) return {own, ""};
     return {own, given + " is not used: Megatron builds " + tokenizer + " without it and sizes the model by the "
                      "tokenizer's vocabulary, " + std::to_string(own) + " tokens (before padding)"};
-  } catch (const RunError& e) {
+  } catch (const VocabUnknown& e) {
     return {*a.vocab_size, given + " stands in for the vocabulary of " + tokenizer + ", which megatron-run cannot "
-                               "work out (" + reason(e) + "); Megatron builds that tokenizer without --vocab-size "
+                               "work out (" + e.what() + "); Megatron builds that tokenizer without --vocab-size "
                                "and sizes the model by the tokenizer's own vocabulary"};
   }
 }

@@ -18,8 +18,8 @@
 //                                 transformers loads them (huggingface_directory_tokens), plus
 //                                 --tokenizer-special-tokens not among them (a directory holding tokenizer.json, or
 //                                 that file itself).
-// Anything else (another tokenizer, a hub name, a missing or unreadable file) is a RunError that names the flag or the
-// file and asks for --vocab-size. A file is read once per process (the plan is made per rank and stage), by
+// Anything else (another tokenizer, a hub name, a missing or unreadable file) is a VocabUnknown naming the flag or the
+// file: model_vocab lets --vocab-size stand in for it, or asks for --vocab-size. A file is read once per process (the plan is made per rank and stage), by
 // util/bounded_file.h's reader. Torch-free.
 #pragma once
 
@@ -30,14 +30,23 @@
 #include <string_view>
 
 #include "config/args.h"
+#include "run/model.h"
 
 namespace mr::run {
+
+// megatron-run cannot work the tokenizer's size out; the text is the reason alone, naming the flag or the file
+// (model_vocab says what --vocab-size does about it). A plain RunError from here is a refusal --vocab-size does not
+// mend (SentencePiece special tokens without --tokenizer-sentencepiece-legacy).
+struct VocabUnknown : RunError {
+  using RunError::RunError;
+};
 
 // The model's vocabulary before padding, and a notice for the run when --vocab-size is not what sizes it: Megatron's
 // build_tokenizer passes --vocab-size to TikTokenizer and the Null tokenizers only, so for the others the
 // tokenizer's own size wins ("--vocab-size N is not used ..."), and where megatron-run cannot work that size out
 // (a hub name, a BERT word-piece file, a missing file) --vocab-size stands in for it, said so. Without
-// --vocab-size, the tokenizer's size or a RunError asking for --vocab-size.
+// --vocab-size, the tokenizer's size or a RunError asking for --vocab-size ("the model plan needs --vocab-size: "
+// and the reason).
 struct ModelVocab {
   int64_t size = 0;
   std::string notice;  // empty: --vocab-size (if any) is what Megatron's tokenizer reports
@@ -46,7 +55,7 @@ ModelVocab model_vocab(const Args& a);
 int64_t tokenizer_vocab_size(const Args& a);  // model_vocab(a).size
 
 // A serialized SentencePiece ModelProto (field 1: its pieces), read in constant memory: how many pieces, the unknown
-// piece's text (type UNKNOWN), and which of `watch` are pieces. `name` is the file for messages; RunError when the
+// piece's text (type UNKNOWN), and which of `watch` are pieces. `name` is the file for messages; VocabUnknown when the
 // bytes are not such a model (truncated, a bad tag or length, an empty piece, no piece or no unknown piece: what
 // sentencepiece refuses to load).
 struct SentencePieceModel {
@@ -57,7 +66,7 @@ struct SentencePieceModel {
 SentencePieceModel sentencepiece_model(std::string_view proto, const std::string& name,
                                        const std::set<std::string>& watch = {});
 // The distinct tokens of a HuggingFace tokenizer.json (model.vocab: an object for BPE, WordPiece and WordLevel, a
-// list of [piece, score] for Unigram; and added_tokens[].content). RunError naming `name` otherwise.
+// list of [piece, score] for Unigram; and added_tokens[].content). VocabUnknown naming `name` otherwise.
 std::set<std::string> huggingface_tokens(std::string_view json, const std::string& name);
 
 // The tokens transformers (5.x; AutoTokenizer.from_pretrained) adds to tokenizer.json's from a directory's other
@@ -66,7 +75,7 @@ std::set<std::string> huggingface_tokens(std::string_view json, const std::strin
 // (model-specific, e.g. image_token), additional_special_tokens / extra_special_tokens (a list, or a name -> token
 // object); special_tokens_map.json's value replaces the config's for each key it has; added_tokens.json (the legacy
 // token -> id object) counts only where there is no added_tokens_decoder. transformers 4.x differs in two corners:
-// it counts no model-specific *_token, and it joins the two files' additional_special_tokens. RunError naming the
+// it counts no model-specific *_token, and it joins the two files' additional_special_tokens. VocabUnknown naming the
 // file (in `dir`) when one is not a JSON object.
 std::set<std::string> huggingface_directory_tokens(const std::optional<std::string>& config,
                                                    const std::optional<std::string>& special_map,

@@ -73,11 +73,13 @@ DeviceChoice choose_device(int local_rank, int visible, const std::optional<std:
   } else if (visible == 1) {
     c.device = 0;
   } else if (local_rank >= visible) {
-    c.refusal = with_rule_id("dist.local-rank-gpu", "LOCAL_RANK " + std::to_string(local_rank) + " has no GPU of its own: " + std::to_string(visible) +
-                " GPUs are visible (" + env + "), so it would share GPU " + std::to_string(local_rank % visible) +
-                " with LOCAL_RANK " + std::to_string(local_rank % visible) +
-                "; start at most " + std::to_string(visible) + " ranks on this machine (--nproc-per-node) or give "
-                "each rank one GPU of its own (CUDA_VISIBLE_DEVICES per rank)");
+    const std::string lr = std::to_string(local_rank), n = std::to_string(visible),
+                      shared = std::to_string(local_rank % visible);
+    c.refusal = with_rule_id("dist.local-rank-gpu",
+                             "LOCAL_RANK " + lr + " has no GPU of its own: " + n + " GPUs are visible (" + env +
+                                 "), so it would share GPU " + shared + " with LOCAL_RANK " + shared +
+                                 "; start at most " + n + " ranks on this machine (--nproc-per-node) or give each "
+                                 "rank one GPU of its own (CUDA_VISIBLE_DEVICES per rank)");
   } else {
     c.device = local_rank;
   }

@@ -58,5 +58,5 @@ TEST_CASE("the user's program: doubted only on a machine without any GPU", "[lau
         "this machine shows no GPU (no /dev/nvidia<N> device, no GPU in /proc/driver/nvidia/gpus, no ROCm /dev/kfd)");
   GpuDevices hidden = nvidia(4);
   hidden.cuda_visible_devices = "";
-  CHECK(program_nccl_doubt(hidden) == "CUDA_VISIBLE_DEVICES='' hides every NVIDIA GPU");
+  CHECK(program_nccl_doubt(hidden) == "CUDA_VISIBLE_DEVICES='' hides every GPU");
 }
