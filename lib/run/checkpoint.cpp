@@ -244,22 +244,6 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     if (a.async_save && rank0)
       log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
   }
-  if (rank0 && a.ckpt_step && *a.ckpt_step > 0 && !a.load)
-    log_ << prefix_ << "notice: --ckpt-step " << *a.ckpt_step << " is not used without --load" << std::endl;
-  if (rank0 && a.save_interval && !a.save)
-    log_ << prefix_ << "notice: --save-interval " << *a.save_interval << " saves nothing without --save" << std::endl;
-  // The checkpoint flags that act on a save or a load only (validation checks --save-retain-interval against
-  // --save-interval only when --save is given).
-  if (rank0 && a.save_retain_interval && !a.save)
-    log_ << prefix_ << "notice: --save-retain-interval " << *a.save_retain_interval << " removes nothing without --save"
-         << std::endl;
-  if (rank0 && a.override_ckpt_iteration && !a.load)
-    log_ << prefix_ << "notice: --override-ckpt-iteration " << *a.override_ckpt_iteration
-         << " is not used without --load" << std::endl;
-  if (rank0 && a.load_main_params_from_ckpt && !a.load)
-    log_ << prefix_ << "notice: --load-main-params-from-ckpt is not used without --load" << std::endl;
-  if (rank0 && a.verify_integrity && !a.load && !a.save)
-    log_ << prefix_ << "notice: --verify-integrity checks nothing without --load or --save" << std::endl;
   if (a.exit_signal_handler) {
     struct sigaction sa {};
     sa.sa_handler = on_exit_signal;

@@ -310,10 +310,17 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
     case ArgId::no_load_optim:
     case ArgId::no_load_rng:
     case ArgId::exit_on_missing_checkpoint:
+    case ArgId::ckpt_step:
+    case ArgId::override_ckpt_iteration:
+    case ArgId::load_main_params_from_ckpt:
       return a.load ? "" : "not used without --load";
+    case ArgId::save_interval:
+    case ArgId::save_retain_interval:  // (validation checks it against --save-interval only with --save)
     case ArgId::non_persistent_save_interval:
     case ArgId::no_save_optim:
       return a.save ? "" : "not used without --save";
+    case ArgId::verify_integrity:
+      return a.load || a.save ? "" : "checks nothing without --load or --save";
     default:
       return "";
   }

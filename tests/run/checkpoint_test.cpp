@@ -458,25 +458,6 @@ TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --
   CHECK(b.exit_code() == 1);
   CHECK_THAT(b.err(), Catch::Contains("--exit-on-missing-checkpoint") && Catch::Contains("checkpoint.missing"));
   CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
-  // Checkpoint flags that do nothing without their directory say so.
-  mrtest::Proc c = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--ckpt-step", "7", "--save-interval", "1"},
-                         dir, "unused");
-  INFO(c.out() << c.err());
-  CHECK(c.exit_code() == 0);
-  CHECK_THAT(c.out(), Catch::Contains("notice: --ckpt-step 7 is not used without --load") &&
-                          Catch::Contains("notice: --save-interval 1 saves nothing without --save"));
-  // So do the four checkpoint flags acted on since: each needs --load or --save (validation checks
-  // --save-retain-interval only with --save).
-  mrtest::Proc d = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-retain-interval", "3",
-                             "--override-ckpt-iteration", "5", "--load-main-params-from-ckpt", "--no-load-optim",
-                             "--verify-integrity"},
-                         dir, "unused2");
-  INFO(d.out() << d.err());
-  CHECK(d.exit_code() == 0);
-  CHECK_THAT(d.out(), Catch::Contains("notice: --save-retain-interval 3 removes nothing without --save") &&
-                          Catch::Contains("notice: --override-ckpt-iteration 5 is not used without --load") &&
-                          Catch::Contains("notice: --load-main-params-from-ckpt is not used without --load") &&
-                          Catch::Contains("notice: --verify-integrity checks nothing without --load or --save"));
 }
 
 TEST_CASE("SOAP: its preconditioners resume bit-exact and follow a data-parallel reshard; another TP size is refused",

@@ -313,6 +313,21 @@ TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's
              Catch::Contains("(not used without --save)") && Catch::Contains("--non-persistent-save-interval") &&
                  Catch::Contains("--no-save-optim"));
   CHECK(notice({{"save", Value(S("/ckpt"))}, {"no_save_optim", on}}).empty());
+  // The flags that act on a load or a save only, in the one notice (validation checks --save-retain-interval against
+  // --save-interval only with --save).
+  const S unused = notice({{"ckpt_step", Value(7)}, {"save_interval", Value(1)}, {"save_retain_interval", Value(3)},
+                           {"override_ckpt_iteration", Value(5)}, {"load_main_params_from_ckpt", on},
+                           {"verify_integrity", on}});
+  CHECK_THAT(unused, Catch::Contains("--load-main-params-from-ckpt, --ckpt-step, --override-ckpt-iteration (not used "
+                                     "without --load)") &&
+                         Catch::Contains("--save-interval, --save-retain-interval (not used without --save)") &&
+                         Catch::Contains("--verify-integrity (checks nothing without --load or --save)"));
+  CHECK(notice({{"load", Value(S("/ckpt"))}, {"ckpt_step", Value(7)}, {"override_ckpt_iteration", Value(5)},
+                {"load_main_params_from_ckpt", on}, {"verify_integrity", on}})
+            .empty());
+  CHECK(notice({{"save", Value(S("/ckpt"))}, {"save_interval", Value(1)}, {"save_retain_interval", Value(3)},
+                {"verify_integrity", on}})
+            .empty());
   // Only what the user gave: the same values from the schema's defaults or derived by validation are not named.
   Namespace ns;
   ns.set("hysteresis", Value(5), {});
