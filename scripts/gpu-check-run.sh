@@ -14,8 +14,19 @@
 #          (skipped, saying so, with fewer; MR_GPU_CHECK_GPUS overrides the count).
 #
 #   scripts/gpu-check-run.sh BUILD_DIR [BACKEND_A BACKEND_B]    default: gloo nccl (the CPU run, the GPU run)
+#   scripts/gpu-check-run.sh BUILD_DIR --record FILE            runs every case on gloo only and writes the
+#                                                               compared fields to FILE (the reference, below)
 #   MR_GPU_CHECK_RUN_CASES="adam-fp32 ckpt"                     a subset of the cases (default: all; "ckpt":
 #                                                               the checkpoint round trips across the backends)
+#   MR_GPU_CHECK_REFERENCE=FILE                                 the recorded gloo side (default
+#                                                               tests/data/gpu-check-reference.txt; empty: none)
+#
+# The reference: the gloo runs of every case, recorded on a CPU machine (docs/device.md says how to regenerate it)
+# and carried in the repository. BACKEND_B's run of each case is compared against it too, by the case's own rule,
+# in a column of its own: so a device run still shows whether the GPU agrees with the CPU when its own gloo run
+# failed or timed out (the case then fails for that run, with the reference's verdict beside it). A case whose
+# flags changed since it was recorded reads "stale"; a reference difference where the two backends agree is
+# reported (REF DIFF), not failed: the recording machine's LibTorch, BLAS and compiler differ from the device's.
 #
 # On a machine without a GPU, `scripts/gpu-check-run.sh build gloo gloo` runs the same comparison CPU against CPU
 # (every case identical, muon included), which checks the script itself. Exit 1 if a case failed.
@@ -29,8 +40,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
-a=${2:-gloo}
-b=${3:-nccl}
+record=""
+if [[ "${2:-}" == --record ]]; then
+  record=${3:?gpu-check-run: --record needs a FILE}
+  a=gloo b=""
+else
+  a=${2:-gloo}
+  b=${3:-nccl}
+fi
+reference=${MR_GPU_CHECK_REFERENCE-tests/data/gpu-check-reference.txt}
+[[ -n "$record" || ! -s "$reference" ]] && reference=""
 bin="$build/bin/megatron-run"
 [[ -x "$bin" ]] || { echo "gpu-check-run: no $bin (build first)" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mr-gpu-check-run.XXXXXX") || exit 1
@@ -98,68 +117,127 @@ fields() {
   sed -n 's/.*(parameter checksum \([0-9a-f]*\); last loss \([^,]*\), last grad norm \([^)]*\)).*/final checksum \1 loss \2 norm \3/p' "$1"
 }
 
+# The verdict of one comparison by a case's rule: judge MODE FIELDS_A FIELDS_B -> "PASS: ..." or "FAIL: ...".
+judge() {
+  local mode=$1 fa=$2 fb=$3
+  if [[ ! -s "$fa" || ! -s "$fb" ]] || ! grep -q '^final' "$fa" || ! grep -q '^final' "$fb"; then
+    echo "FAIL: no iteration or final lines"
+  elif [[ "$mode" == runs ]]; then
+    paste -d' ' "$fa" "$fb" | awk '
+      $1 == "it" { if ($5 != "it" || $2 != $6 || $3 != $7) { bad = bad " mismatched-lines"; next }
+                   if ($4 !~ /^[0-9.eE+-]+$/ || $8 !~ /^[0-9.eE+-]+$/) bad = bad " non-finite@" $2
+                   if ($2 == 1 && $3 == "loss" && $4 != $8) bad = bad " first-loss"
+                   n++ }
+      END { if (n == 0 && bad == "") bad = " no lines"
+            if (bad != "") printf "FAIL:%s", bad
+            else printf "PASS: both runs finished, %d fields finite, the first loss identical", n }'
+  elif [[ "$mode" == exact ]]; then
+    if cmp -s "$fa" "$fb"; then
+      echo "PASS: $(grep -c '^it' "$fa") loss/norm fields, checksum, last loss and norm identical"
+    else
+      echo "FAIL: differs at: $(diff "$fa" "$fb" | grep '^[<>]' | head -2 | tr '\n' ' ')"
+    fi
+  else
+    # Bound: the same lines, the values within the bound.
+    paste -d' ' "$fa" "$fb" | awk '
+      function abs(x) { return x < 0 ? -x : x }
+      $1 == "it" { if ($5 != "it" || $2 != $6 || $3 != $7) { bad = bad " mismatched-lines"; next }
+                   x = $4 + 0; y = $8 + 0; d = abs(x - y)
+                   if ($3 == "loss") { r = d / (abs(x) > 0 ? abs(x) : 1); if (r > rl) rl = r; if (r > 1e-3) bad = bad " loss@" $2 }
+                   else { if (d > 1e-2 * abs(x) + 2e-3) bad = bad " norm@" $2; if (d > dn) dn = d }
+                   n++ }
+      END { if (n == 0 && bad == "") bad = " no lines"
+            if (bad != "") printf "FAIL:%s", bad
+            else printf "PASS: %d fields within the bound (largest relative loss difference %.2e, grad norm difference %.3g)", n, rl, dn }'
+  fi
+}
+
+# --record: the gloo side of every case, into FILE (tab-separated: "NAME<TAB>case<TAB>SPEC" with the case's whole
+# line from the table above, then "NAME<TAB>FIELD LINE" per compared field).
+if [[ -n "$record" ]]; then
+  {
+    echo "# megatron-run gpu-check reference: the gloo (CPU backend) side of scripts/gpu-check-run.sh's cases"
+    echo "# recorded by: scripts/gpu-check-run.sh BUILD --record FILE (docs/device.md); do not edit by hand"
+    echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u '+%Y-%m-%d'), $(uname -m), Torch_DIR $(sed -n 's/^Torch_DIR:[^=]*=//p' "$build/CMakeCache.txt" 2>/dev/null | head -1)"
+  } >"$tmp/record"
+  failed=0
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name mode flags ranks <<<"$c"
+    [[ -n "$want" && " $want " != *" $name "* ]] && continue
+    # shellcheck disable=SC2086
+    if run "$tmp/$name.out" "$tmp/$name.err" --config configs/default.yaml --distributed-backend gloo $flags &&
+       fields "$tmp/$name.out" >"$tmp/$name.f" && grep -q '^final' "$tmp/$name.f"; then
+      printf '%s\tcase\t%s\n' "$name" "$c" >>"$tmp/record"
+      sed "s/^/$name\t/" "$tmp/$name.f" >>"$tmp/record"
+      echo "recorded $name ($(grep -c '^it' "$tmp/$name.f") fields)"
+    else
+      failed=1
+      echo "gpu-check-run: $name failed on gloo; not recorded" >&2
+      tail -n 5 "$tmp/$name.out" "$tmp/$name.err" >&2
+    fi
+  done
+  (( failed == 0 )) && cp "$tmp/record" "$record" && echo "gpu-check-run: reference in $record"
+  exit $failed
+fi
+
+# The recorded fields of a case into FILE: ref_fields NAME SPEC FILE -> 0 when recorded for this very case
+# line, 1 when not recorded (prints "not recorded"), 2 when recorded for other flags (prints "stale").
+ref_fields() {
+  local spec
+  spec=$(awk -F'\t' -v n="$1" '$1 == n && $2 == "case" { print $3; exit }' "$reference")
+  if [[ -z "$spec" ]]; then echo "not recorded"; return 1; fi
+  if [[ "$spec" != "$2" ]]; then echo "stale: recorded for other flags"; return 2; fi
+  awk -F'\t' -v n="$1" '$1 == n && $2 != "case" { print $2 }' "$reference" >"$3"
+}
+
 failed=0
-printf '| case | %s | %s | verdict |\n| --- | --- | --- | --- |\n' "$a" "$b"
+refdiff=0
+if [[ -n "$reference" ]]; then
+  echo "reference: $reference ($(sed -n '3s/^# //p' "$reference"))"
+  printf '| case | %s | %s | verdict | %s against the reference |\n| --- | --- | --- | --- | --- |\n' "$a" "$b" "$b"
+else
+  printf '| case | %s | %s | verdict |\n| --- | --- | --- | --- |\n' "$a" "$b"
+fi
 for c in "${cases[@]}"; do
   IFS='|' read -r name mode flags ranks <<<"$c"
   [[ -n "$want" && " $want " != *" $name "* ]] && continue
   if [[ " $a $b " == *" nccl "* ]] && (( ${ranks:-1} > gpus )); then
-    printf '| %s (%s) | | | SKIPPED: needs %s GPUs, %s visible |\n' "$name" "$mode" "${ranks:-1}" "$gpus"
+    printf '| %s (%s) | | | SKIPPED: needs %s GPUs, %s visible |%s\n' "$name" "$mode" "${ranks:-1}" "$gpus" "${reference:+ |}"
     continue
   fi
   ok=1
   timed=""
+  ran_b=0
   for be in "$a" "$b"; do
     # shellcheck disable=SC2086
     run "$tmp/$name.$be.out" "$tmp/$name.$be.err" --config configs/default.yaml --distributed-backend "$be" $flags
     case $? in
-      0) ;;
+      0) [[ "$be" == "$b" ]] && ran_b=1 ;;
       124) ok=0 timed="$timed $be" ;;
       *) ok=0 ;;
     esac
   done
   sum_a=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$tmp/$name.$a.out")
   sum_b=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$tmp/$name.$b.out")
+  fields "$tmp/$name.$b.out" >"$tmp/$name.$b.f"
   if [[ -n "$timed" ]]; then
     verdict="TIMEOUT: the run on${timed} passed ${case_s} s and was killed"
   elif (( ok == 0 )); then
     verdict="FAIL: a run failed"
   else
     fields "$tmp/$name.$a.out" >"$tmp/$name.$a.f"
-    fields "$tmp/$name.$b.out" >"$tmp/$name.$b.f"
-    if [[ ! -s "$tmp/$name.$a.f" ]] || ! grep -q '^final' "$tmp/$name.$a.f"; then
-      ok=0
-      verdict="FAIL: no iteration or final lines"
-    elif [[ "$mode" == runs ]]; then
-      verdict=$(paste -d' ' "$tmp/$name.$a.f" "$tmp/$name.$b.f" | awk '
-        $1 == "it" { if ($5 != "it" || $2 != $6 || $3 != $7) { bad = bad " mismatched-lines"; next }
-                     if ($4 !~ /^[0-9.eE+-]+$/ || $8 !~ /^[0-9.eE+-]+$/) bad = bad " non-finite@" $2
-                     if ($2 == 1 && $3 == "loss" && $4 != $8) bad = bad " first-loss"
-                     n++ }
-        END { if (n == 0 && bad == "") bad = " no lines"
-              if (bad != "") printf "FAIL:%s", bad
-              else printf "PASS: both runs finished, %d fields finite, the first loss identical", n }')
-      [[ "$verdict" == PASS* ]] || ok=0
-    elif [[ "$mode" == exact ]]; then
-      if cmp -s "$tmp/$name.$a.f" "$tmp/$name.$b.f"; then
-        verdict="PASS: $(grep -c '^it' "$tmp/$name.$a.f") loss/norm fields, checksum, last loss and norm identical"
-      else
-        ok=0
-        verdict="FAIL: differs at: $(diff "$tmp/$name.$a.f" "$tmp/$name.$b.f" | grep '^[<>]' | head -2 | tr '\n' ' ')"
+    verdict=$(judge "$mode" "$tmp/$name.$a.f" "$tmp/$name.$b.f")
+    [[ "$verdict" == PASS* ]] || ok=0
+  fi
+  refv=""
+  if [[ -n "$reference" ]]; then
+    if refv=$(ref_fields "$name" "$c" "$tmp/$name.ref.f"); then
+      if (( ran_b )); then refv=$(judge "$mode" "$tmp/$name.ref.f" "$tmp/$name.$b.f")
+      else refv="-: the $b run failed"; fi
+      if [[ "$refv" == FAIL* ]]; then
+        refdiff=1
+        (( ok )) && refv="REF DIFF (the backends agree here): ${refv#FAIL: }"
       fi
-    else
-      # Bound: the same lines, the values within the bound (the final line's hex floats through printf).
-      verdict=$(paste -d' ' "$tmp/$name.$a.f" "$tmp/$name.$b.f" | awk '
-        function abs(x) { return x < 0 ? -x : x }
-        $1 == "it" { if ($5 != "it" || $2 != $6 || $3 != $7) { bad = bad " mismatched-lines"; next }
-                     x = $4 + 0; y = $8 + 0; d = abs(x - y)
-                     if ($3 == "loss") { r = d / (abs(x) > 0 ? abs(x) : 1); if (r > rl) rl = r; if (r > 1e-3) bad = bad " loss@" $2 }
-                     else { if (d > 1e-2 * abs(x) + 2e-3) bad = bad " norm@" $2; if (d > dn) dn = d }
-                     n++ }
-        END { if (n == 0 && bad == "") bad = " no lines"
-              if (bad != "") printf "FAIL:%s", bad
-              else printf "PASS: %d fields within the bound (largest relative loss difference %.2e, grad norm difference %.3g)", n, rl, dn }')
-      [[ "$verdict" == PASS* ]] || ok=0
     fi
   fi
   if (( ok == 0 )); then
@@ -177,8 +255,9 @@ for c in "${cases[@]}"; do
       verdict="$verdict (rerun with CUDA_LAUNCH_BLOCKING=1: exit $code, tail in the log)"
     fi
   fi
-  printf '| %s (%s) | %s | %s | %s |\n' "$name" "$mode" "${sum_a:-?}" "${sum_b:-?}" "$verdict"
+  printf '| %s (%s) | %s | %s | %s |%s\n' "$name" "$mode" "${sum_a:-?}" "${sum_b:-?}" "$verdict" "${reference:+ $refv |}"
 done
+(( refdiff )) && echo "note: a $b run differs from the recorded reference (the column above); where the two backends agree that is the recording machine's CPU side, not the GPU"
 # Checkpoints across the backends (--save through one backend's host copies, --load through the other's): 4
 # iterations saved on one, resumed on the other up to 8, against 8 iterations in one go on the loader's backend
 # (--lr-decay-iters 8 in all three, the resumed run keeping its own schedule): the final checksum, last loss and

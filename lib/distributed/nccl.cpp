@@ -135,7 +135,10 @@ class NcclCommunicator final : public Communicator {
       if (ncclGetUniqueId(&id) != ncclSuccess) throw DistError("ncclGetUniqueId failed for group " + spec.name);
       spec.store->set("nccl_id", hex(&id, sizeof id));
     } else {
-      unhex(spec.store->get("nccl_id"), &id, sizeof id);
+      // Within the collective timeout (not the store's), the peers polled meanwhile: a root that failed before
+      // publishing the id ends this wait with its cause or a timeout naming the group.
+      unhex(get_within(*spec.store, "nccl_id", spec.timeout, spec.poll, "the NCCL unique id of group " + spec.name), &id,
+            sizeof id);
     }
     check_cuda(cudaStreamCreateWithFlags(&stream_.h, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&ready_.h, cudaEventDisableTiming), "cudaEventCreate");
