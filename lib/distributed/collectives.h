@@ -36,6 +36,8 @@ struct Buffer {
 };
 
 using Timeout = std::chrono::milliseconds;
+// A timeout as messages print it: "60 s", "0.7 s", "1.25 s" (milliseconds, no trailing zeros).
+std::string timeout_text(Timeout t);
 
 // Any failure of the distributed layer: rendezvous, a collective, a peer that is gone. The message is meant
 // for the user (it names the group, the ranks and what to check).

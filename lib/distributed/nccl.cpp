@@ -316,7 +316,7 @@ class NcclCommunicator final : public Communicator {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         abort();
-        throw CollectiveError(std::string(what) + ": timed out after " + std::to_string(timeout.count() / 1000.0) + " s",
+        throw CollectiveError(std::string(what) + ": timed out after " + timeout_text(timeout),
                               true);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));

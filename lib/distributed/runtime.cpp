@@ -28,7 +28,8 @@ std::string ranks_str(const std::vector<int>& r) {
   return s + "]";
 }
 
-std::string seconds(std::chrono::milliseconds ms) {
+// A duration measured here (how long a peer was silent), to a tenth of a second; bounds print by timeout_text.
+std::string measured_seconds(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
   return buf;
@@ -85,7 +86,7 @@ std::string probe_store(Store::Options so, int rank) {
     result->set_value(why);
   }).detach();
   if (answer.wait_for(so.timeout) != std::future_status::ready)
-    return "it did not answer a probe within " + seconds(so.timeout);
+    return "it did not answer a probe within " + timeout_text(so.timeout);
   return answer.get();
 }
 
@@ -239,8 +240,8 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
   opts_.layout.world_size = opts_.launch.world_size;
   collective_timeout_ = opts_.timeout;
   if (opts_.heartbeat.count() < 1 || opts_.heartbeat_timeout < opts_.heartbeat * 2)
-    throw DistError("the heartbeat timeout (" + seconds(opts_.heartbeat_timeout) +
-                    ") must be at least twice the heartbeat period (" + seconds(opts_.heartbeat) + ")");
+    throw DistError("the heartbeat timeout (" + timeout_text(opts_.heartbeat_timeout) +
+                    ") must be at least twice the heartbeat period (" + timeout_text(opts_.heartbeat) + ")");
   try {
     layout_ = Layout::build(opts_.layout);
   } catch (const LayoutError& e) {
@@ -352,7 +353,7 @@ void Runtime::rendezvous() {
   // Everyone runs rank 0's config (which includes the world size)?
   std::string reference;
   wait_until([&] { return store_->check({"config"}); }, deadline, [&] {
-    return "rank 0 never published its config within " + seconds(opts_.timeout) + " (is rank 0 running?)";
+    return "rank 0 never published its config within " + timeout_text(opts_.timeout) + " (is rank 0 running?)";
   });
   reference = store_->get("config");
   if (reference != opts_.fingerprint) {
@@ -397,7 +398,7 @@ void Runtime::rendezvous() {
         for (int r = 0; r < world; ++r)
           if (!store_->check({"rdzv/" + std::to_string(r)})) missing.push_back(r);
         return std::string(missing.size() == 1 ? "rank " : "ranks ") + list_words(missing) + " never arrived (" +
-               std::to_string(count) + " of " + std::to_string(world) + " joined within " + seconds(opts_.timeout) +
+               std::to_string(count) + " of " + std::to_string(world) + " joined within " + timeout_text(opts_.timeout) +
                ")";
       });
 }
@@ -461,7 +462,7 @@ void Runtime::start_watchdog() {
             std::string who = whereabouts(hb_store_->try_get("rdzv/" + std::to_string(r)).value_or(""));
             verdict = "rank " + std::to_string(r) + (who.empty() ? "" : " (" + who + ")") +
                       (beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats") + ": none for " +
-                      seconds(silent) + " (the bound is " + seconds(opts_.heartbeat_timeout) +
+                      measured_seconds(silent) + " (the bound is " + timeout_text(opts_.heartbeat_timeout) +
                       ", --heartbeat-timeout); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
             silent_rank = r;
             break;
@@ -506,8 +507,8 @@ void Runtime::start_watchdog() {
       const auto quiet = std::chrono::nanoseconds(now_ns() - store_ok_ns_.load());
       if (stop_ || quiet <= opts_.heartbeat_timeout + opts_.heartbeat) continue;
       MR_LOG(error) << "the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
-                    << " has not answered for " << seconds(std::chrono::duration_cast<std::chrono::milliseconds>(quiet))
-                    << " (the bound is " << seconds(opts_.heartbeat_timeout) << ", --heartbeat-timeout): "
+                    << " has not answered for " << measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(quiet))
+                    << " (the bound is " << timeout_text(opts_.heartbeat_timeout) << ", --heartbeat-timeout): "
                     << store_owner() << ", which hosts it, is stopped (SIGSTOP, a debugger) or hung, or its host is "
                                         "unreachable";
       std::fflush(nullptr);
@@ -624,7 +625,7 @@ void Runtime::check_peers(const RankList& ranks) {
         seen_[r] = Seen{beat, now};
       } else if (now - it->second.since > opts_.heartbeat_timeout) {
         throw CollectiveError("rank " + std::to_string(r) + " stopped sending heartbeats (none for " +
-                                  seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since)) +
+                                  measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since)) +
                                   ")", false);
       }
     }
@@ -666,7 +667,7 @@ DistError Runtime::fail(const std::string& message) {
 DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveError& e) {
   aborting_ = true;
   std::string head = std::string(op) + " " + g.describe() + " failed";
-  std::string cause = e.timed_out ? "timed out; the collective timeout is " + seconds(collective_timeout_) : e.what();
+  std::string cause = e.timed_out ? "timed out; the collective timeout is " + timeout_text(collective_timeout_) : e.what();
   std::vector<int> peers;
   for (int r : g.ranks())
     if (r != rank()) peers.push_back(r);
@@ -712,7 +713,7 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
     // here. A rank that is only silent may be starved by a loaded machine and still read the verdict, so the
     // store's host waits for it (bounded).
     for (int r : gone) count_silent(*store_, r);
-    const std::string quiet = seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0));
+    const std::string quiet = measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0));
     if (!gone.empty())
       verdict = (gone.size() == 1 ? "rank " : "ranks ") + list_words(gone) + (gone.size() == 1 ? " is" : " are") +
                 " gone (" + (gone.size() == 1 ? "its process has" : "their processes have") + " exited)";

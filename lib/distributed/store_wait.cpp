@@ -9,15 +9,6 @@
 
 namespace mr::distributed {
 
-namespace {
-
-std::string seconds_text(Timeout t) {
-  const long long ms = t.count();
-  return std::to_string(ms / 1000) + (ms % 1000 ? "." + std::to_string(1000 + ms % 1000).substr(1) : "") + " s";
-}
-
-}  // namespace
-
 std::string get_within(Store& store, const std::string& key, Timeout timeout, const std::function<void()>& poll,
                        const std::string& what) {
   using Clock = std::chrono::steady_clock;
@@ -29,7 +20,7 @@ std::string get_within(Store& store, const std::string& key, Timeout timeout, co
     if (poll) poll();
     const auto now = Clock::now();
     if (now >= deadline)
-      throw CollectiveError(what + ": key '" + key + "' not in the rendezvous store after " + seconds_text(timeout) +
+      throw CollectiveError(what + ": key '" + key + "' not in the rendezvous store after " + timeout_text(timeout) +
                                 " (the collective timeout: --distributed-timeout-minutes or MR_DIST_TIMEOUT_S); the "
                                 "rank that publishes it did not get this far",
                             true);

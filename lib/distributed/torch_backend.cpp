@@ -227,7 +227,7 @@ class GlooCommunicator final : public Communicator {
       // (it ignores the options' timeout), so the wait enforces it.
       const Timeout bound = timeout < created_timeout_ ? timeout : timeout + std::chrono::seconds(5);
       if (!work->wait(bound))
-        throw CollectiveError("timed out after " + std::to_string(timeout.count() / 1000.0) + " s", true);
+        throw CollectiveError("timed out after " + timeout_text(timeout), true);
     } catch (const CollectiveError&) {
       throw;
     } catch (const std::exception& e) {
@@ -267,9 +267,8 @@ std::shared_ptr<Store> Store::connect(const Options& opts) {
                              contains(m, "nreachable") || contains(m, "etwork") || contains(m, "reset");
     if (!opts.is_server && !unreachable) throw DistError("cannot join the rendezvous store at " + where + ": " + m);
     if (!opts.is_server)
-      throw DistError("cannot reach the rendezvous store at " + where + " within " +
-                      std::to_string(opts.timeout.count() / 1000.0).substr(0, 6) +
-                      " s: check that rank 0 (or torchrun's agent) is running and that MASTER_ADDR/MASTER_PORT point "
+      throw DistError("cannot reach the rendezvous store at " + where + " within " + timeout_text(opts.timeout) +
+                      ": check that rank 0 (or torchrun's agent) is running and that MASTER_ADDR/MASTER_PORT point "
                       "at it (" + m + ")");
     throw DistError("cannot start the rendezvous store on " + where + ": " + m);
   }
