@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "config/namespace.h"
+#include "distributed/collectives.h"
 #include "launch/worker_input.h"
 #include "proc.h"
 
@@ -34,6 +35,15 @@ mr::launch::EnvLookup env(std::map<std::string, std::string> vars) {
 }
 
 }  // namespace
+
+TEST_CASE("a timeout prints in seconds without float noise", "[dist][timeout]") {
+  using mr::distributed::timeout_text;
+  CHECK(timeout_text(milliseconds(600000)) == "600 s");
+  CHECK(timeout_text(milliseconds(700)) == "0.7 s");
+  CHECK(timeout_text(milliseconds(1250)) == "1.25 s");
+  CHECK(timeout_text(milliseconds(3001)) == "3.001 s");
+  CHECK(timeout_text(milliseconds(0)) == "0 s");
+}
 
 TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[dist][timeout]") {
   using mr::launch::job_timeouts;
