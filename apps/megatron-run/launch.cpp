@@ -306,7 +306,13 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     if (group->ended_without_this_node()) {  // an elastic job's spare: the job ran and ended without this node
       std::cerr << "megatron-run: the job of run '" << so.run_id << "' ended without this node (it waited as a spare)"
                 << std::endl;
-      return group->finish(0);
+      const int spare_code = group->finish(0);
+      // torchrun's spare leaves its rendezvous gracefully and its agent's run returns: SUCCEEDED, with no group
+      // rank or node count (it never joined a round).
+      record_event(spare_code == 0, spare_code == 0 ? std::nullopt
+                                                    : std::optional<std::string>("the job failed while this node "
+                                                                                 "waited as a spare"));
+      return spare_code;
     }
     so.node_rank = group->node_rank();
     so.restart_count = group->restarts_used();  // an elastic job's node taken in later: the job's count
@@ -335,8 +341,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     code = group->finish(code);
   }
   // torchrun: SUCCEEDED once its agent's run returns, whatever the workers did; FAILED on a signal or an error.
+  // A stop signal whose workers all handled it (exit 0) ended nothing abnormally: the launcher's run returned,
+  // SUCCEEDED as the exit code says (torchrun's agent dies of the signal, FAILED, and never exits 0 for it).
   if (start_error) record_event(false, start_error);
-  else if (report.stop_signal) record_event(false, stop_signal_error(report.stop_signal));
+  else if (report.stop_signal && code != 0) record_event(false, stop_signal_error(report.stop_signal));
   else record_event(true, std::nullopt);
   return code;
 }

@@ -3,7 +3,8 @@
 // Keys in the launchers' store. A static job (--rdzv-backend static: node ranks and the workers' master given):
 //   rdzv/joined    launchers registered (hello) under their node rank; the job starts when it reaches nnodes
 //   fail           "CODE MESSAGE": the first failure that ends the job (a node's worker with no restart left, a
-//                  node gone or silent, a join timeout, a node that could not restart)
+//                  node gone or silent, a join timeout, a node that could not restart); "CODE:SIG MESSAGE" when a
+//                  launcher was stopped by signal SIG (CODE = 128 + SIG): the others pass SIG on to their workers
 //   fail/A         "CODE MESSAGE": the first worker failure of attempt A while restarts are left: every node
 //                  stops its workers and starts attempt A + 1
 //   attempt/A/stopped  nodes whose workers of attempt A have stopped (the barrier before attempt A + 1)
@@ -54,8 +55,34 @@ PeerFailure parse_failure(const std::string& v) {
     f.code = 1;
   }
   if (f.code == 0) f.code = 1;
+  // "CODE:SIG": a launcher stopped by signal SIG.
+  if (const size_t colon = v.find(':'); colon < sp) {
+    try {
+      f.stop_signal = std::stoi(v.substr(colon + 1, sp - colon - 1));
+    } catch (const std::exception&) {
+      f.stop_signal = 0;
+    }
+    if (f.stop_signal <= 0 || f.stop_signal >= 65) f.stop_signal = 0;
+  }
   f.message = sp == std::string::npos ? v : v.substr(sp + 1);
   return f;
+}
+
+// Another node's end of the job, read after this node's workers all exited 0: a failure fails this node too
+// (said, its code returned); a stop came after this node's work was done (said, 0 returned).
+int after_finishing(const PeerFailure& f) {
+  if (f.stop_signal) {
+    std::cerr << "megatron-run: the job stopped on another node after this node's workers had finished: " << f.message
+              << "; this node's exit code stays 0\n";
+    return 0;
+  }
+  std::cerr << "megatron-run: the job failed on another node: " << f.message << "\n";
+  return f.code;
+}
+
+// What poll() says of the job's end recorded on another node: a stop or a failure.
+std::string ended_elsewhere(const PeerFailure& f) {
+  return (f.stop_signal ? "the job is stopping: " : "the job failed on another node: ") + f.message;
 }
 
 // The launchers' store, hosted here when this node is its host (NodeGroup::hosts: static node 0; c10d, a launcher
@@ -413,7 +440,7 @@ std::optional<PeerFailure> NodeGroup::poll() {
     try {
       if (std::optional<PeerFailure> f = read_failure()) {
         failed_ = true;
-        f->message = "the job failed on another node: " + f->message;
+        f->message = ended_elsewhere(*f);
         return f;
       }
       if (std::optional<std::string> v = client_->get(round_key("next"))) {
@@ -457,7 +484,7 @@ std::optional<PeerFailure> NodeGroup::poll() {
         f->restart = true;
       }
     }
-    if (f) f->message = "the job failed on another node: " + f->message;
+    if (f) f->message = ended_elsewhere(*f);
     return f;
   } catch (const StoreError& e) {
     failed_ = true;
@@ -484,11 +511,11 @@ std::optional<PeerFailure> NodeGroup::local_failure(int code, const std::string&
   return std::nullopt;
 }
 
-void NodeGroup::local_stop(int code, const std::string& what) {
+void NodeGroup::local_stop(int sig, const std::string& what) {
   failed_ = true;
   if (!client_) return;
   try {
-    client_->set_first("fail", std::to_string(code) + " " + what);
+    client_->set_first("fail", std::to_string(128 + sig) + ":" + std::to_string(sig) + " " + what);
   } catch (const StoreError&) {
     // The store is gone: the other nodes see that themselves.
   }
@@ -585,18 +612,14 @@ int NodeGroup::finish(int code) {
       lost_since();
       std::optional<PeerFailure> f = read_failure();
       if (f && code == 0 && !failed_) {
-        std::cerr << "megatron-run: the job failed on another node: " << f->message << "\n";
-        code = f->code;
         failed_ = true;
+        code = after_finishing(*f);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     lost_since();
     if (code == 0 && !failed_)
-      if (std::optional<PeerFailure> f = read_failure()) {
-        std::cerr << "megatron-run: the job failed on another node: " << f->message << "\n";
-        code = f->code;
-      }
+      if (std::optional<PeerFailure> f = read_failure()) code = after_finishing(*f);
     client_->bye();
   } catch (const StoreError&) {
     // The store's host is gone after this node's workers ended: nothing more to say to it.

@@ -93,7 +93,7 @@ class NodeGroup : public JobWatch {
 
   std::optional<PeerFailure> poll() override;
   std::optional<PeerFailure> local_failure(int code, const std::string& what) override;
-  void local_stop(int code, const std::string& what) override;
+  void local_stop(int sig, const std::string& what) override;
   std::optional<Placement> next_attempt() override;
 
   // After this node's workers ended with `code`: tells the store this node is done; the store's host then waits

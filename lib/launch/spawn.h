@@ -28,6 +28,9 @@ struct PeerFailure {
   std::string message;
   bool restart = false;
   bool counted = true;
+  // Not a failure: another node's launcher was told to stop by this signal (its code is 128 + it). This node's
+  // workers get the same signal, and when every one of them exits 0 after it this node exits 0 too.
+  int stop_signal = 0;
 };
 
 // Where this node's workers run in an attempt: the job's node count, this node's rank, the workers' master.
@@ -50,9 +53,10 @@ class JobWatch {
   // another node's failure when the job's first failure, the one it ends with, was recorded there before this one
   // (failures on several nodes at once: every node then names the same root cause and exits with its code).
   virtual std::optional<PeerFailure> local_failure(int code, const std::string& what) = 0;
-  // This node's launcher was told to stop (a terminating signal): the job ends on every node, without a restart,
-  // with `code` (128 + the signal) and `what` as its cause unless a failure was recorded first.
-  virtual void local_stop(int code, const std::string& what) = 0;
+  // This node's launcher was told to stop by `sig` (a terminating signal): the job ends on every node, without a
+  // restart, with 128 + sig and `what` as its cause unless a failure was recorded first; the other nodes pass `sig`
+  // on to their workers (PeerFailure::stop_signal).
+  virtual void local_stop(int sig, const std::string& what) = 0;
   // After an attempt ended in a failure with restarts left (here, or a peer's restart): waits until every node's
   // workers have stopped, then returns where the next attempt runs (an elastic job's nodes may have changed).
   // nullopt when the job cannot go on (a node failed for good, finished, or did not stop in time); the reason is

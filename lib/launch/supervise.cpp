@@ -110,6 +110,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     stopping = true;
     if (!kill_at) kill_at = Clock::now() + grace;
   };
+  bool peer_stop_passed = false;             // another node's stop signal was passed on to running workers
   Clock::time_point next_watch = Clock::now();  // the other nodes (o.watch): asked every 200 ms
   std::optional<Clock::time_point> streams_end_at;  // every worker has exited: the streams close then
   // What the exited workers left in their groups (Workers::leftovers), from the last scan of /proc: scanned again
@@ -171,7 +172,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
             // The other nodes learn why this node's workers stop (not as their failure), and stop theirs.
             // Also after a local failure with restarts left: a stopped launcher ends the job, no node restarts.
             if (o.watch && !result.peer && result.signal_received == 0)
-              o.watch->local_stop(128 + b, "node " + std::to_string(o.node_rank) + "'s launcher received signal " +
+              o.watch->local_stop(b, "node " + std::to_string(o.node_rank) + "'s launcher received signal " +
                                                std::to_string(b) + " (" + signal_name(b) + ")");
             result.signal_received = b;
             workers.kill_all(SIGCONT);
@@ -248,9 +249,16 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       std::optional<PeerFailure> pf = o.watch->poll();
       if (pf && !result.peer && result.failures.empty() && result.signal_received == 0) {
         result.peer = pf;
-        std::cerr << "megatron-run: " << pf->message
-                  << (workers.any_running() ? "; stopping this node's workers" : "") << "\n";
-        if (workers.any_running() && !stopping) stop_rest(SIGTERM);
+        // Another launcher's stop: its signal for this node's workers too (they may handle it, as that node's do).
+        const int sig = pf->stop_signal ? pf->stop_signal : SIGTERM;
+        std::cerr << "megatron-run: " << pf->message;
+        if (workers.any_running())
+          std::cerr << (pf->stop_signal ? "; passing signal " + std::to_string(sig) + " (" + signal_name(sig) +
+                                              ") on to this node's workers"
+                                        : std::string("; stopping this node's workers"));
+        std::cerr << "\n";
+        peer_stop_passed = pf->stop_signal && workers.any_running();
+        if (workers.any_running() && !stopping) stop_rest(sig);
       }
     }
     // Every worker has exited. What they left in their process groups (a wrapper's child, a background job) is
@@ -308,7 +316,16 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     result.failures[i].stderr_tail = failed[i]->err.tail.lines();
     result.failures[i].stderr_left_out = failed[i]->err.tail.left_out();
   }
-  if (result.peer) result.code = result.peer->code;
+  if (result.peer && result.peer->stop_signal && result.failures.empty() && !killed_some) {
+    // Another node's launcher was stopped, and every worker here exited 0 after its signal: handled, as above.
+    const int s = result.peer->stop_signal;
+    if (peer_stop_passed)
+      std::cerr << "megatron-run: every worker exited with code 0 after signal " << s << " (" << signal_name(s)
+                << ") from another node's stop: they handled the stop; exit 0\n";
+    else
+      std::cerr << "megatron-run: every worker had exited with code 0 before another node's stop reached them; exit 0\n";
+    result.code = 0;
+  } else if (result.peer) result.code = result.peer->code;
   else if (result.failed_first && result.first_elsewhere) result.code = result.first_elsewhere->code;
   else if (result.failed_first) result.code = exit_code(result.failures.front().status);
   else if (result.signal_received && result.failures.empty() && !killed_some) {

@@ -104,6 +104,18 @@ TEST_CASE("--event-log-handler console: one record when the launch ends", "[laun
   CHECK(s.find("\"state\": \"FAILED\"") != std::string::npos);
   CHECK(s.find("\"raw_error\": \"received signal 15 (SIGTERM)\"") != std::string::npos);
   CHECK(stopped.out.find("exit=143") != std::string::npos);
+  // A stop the worker handles (it traps SIGTERM and exits 0): the launcher exits 0, and its record agrees,
+  // SUCCEEDED with no error (its run returned; torchrun's agent would die of the signal, FAILED).
+  const mrtest::Proc handled = mrtest::run_shell(
+      "( " + run + " --no-python /bin/sh -c 'trap \"exit 0\" TERM; sleep 30 & wait' 2>&1 & pid=$!; sleep 2; "
+      "kill -TERM $pid; wait $pid; echo exit=$? )");
+  INFO(handled.out);
+  const std::string h = event_line(handled.out);
+  CHECK(handled.out.find("they handled the stop; exit 0") != std::string::npos);
+  CHECK(handled.out.find("exit=0") != std::string::npos);
+  CHECK(h.find("\"name\": \"torchelastic.worker.status.SUCCEEDED\"") != std::string::npos);
+  CHECK(h.find("\"state\": \"SUCCEEDED\"") != std::string::npos);
+  CHECK(h.find("\"raw_error\": null") != std::string::npos);
   // The default handler (null) records nothing.
   const mrtest::Proc quiet = mrtest::run_shell(kBin + " --config " + kConfig + " --no-python /bin/true 2>&1");
   CHECK(quiet.exit == 0);

@@ -39,7 +39,11 @@ inline Proc signal_launcher(const fs::path& dir, const std::string& env, const s
   const std::string ready = (dir / "ready").string();
   return run_shell("cd '" + dir.string() + "' && rm -f ready.*; (exec env " + env + " FAULT_READY='" + ready + "' " +
                    kRun + "--nproc-per-node 2 " + launch + " --no-append-args " + kFaults +
-                   " > out.txt 2>&1) & pid=$!; (sleep 80; kill -9 $pid) & guard=$!; "
+                   " > out.txt 2>&1) & pid=$!; "
+                   // The guard: its own output away from ours, and its sleep ended with it (a sleep left holding
+                   // our output would keep the caller reading until the 80 s were over).
+                   "( trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 80 & s=$!; wait $s; kill -9 $pid ) "
+                   ">/dev/null 2>&1 & guard=$!; "
                    "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; kill -" +
                    signal + " $pid; wait $pid; echo \"exit=$?\"; kill $guard 2>/dev/null; cat out.txt");
 }

@@ -3,7 +3,8 @@
 // torch.distributed gloo all-reduce across both (Debian's /usr/bin/python3 with python3-torch), a node that
 // never arrives, the c10d endpoint's port held by a program that does not listen (named; hosted once let go), a
 // node whose config fails validation, a failing worker on node 1 that stops node 0, a node under
-// ulimit -v (its own OpenBLAS notice), a launcher killed with -9, and SLURM's one-task-per-node form from a faked
+// ulimit -v (its own OpenBLAS notice), a launcher killed with -9, a stop signal to one node's launcher (passed on to
+// the other node's workers; exit 0 where they handle it), and SLURM's one-task-per-node form from a faked
 // SLURM environment. Every command runs under `timeout`; ports are free ones.
 #include <catch2/catch.hpp>
 
@@ -28,6 +29,7 @@ const std::string kBin = std::string("'") + MR_BINARY + "'";
 const std::string kConfig = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
 const std::string kAllreduce = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/allreduce.py";
 const std::string kProbe = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/probe.py";
+const std::string kFaults = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/faults.py";
 const std::string kRun = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig + " ";
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -586,28 +588,69 @@ TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is repla
 
 TEST_CASE("a stop signal to one node's launcher ends the job on every node, named as that node's stop",
           "[launch][multinode][process]") {
-  const int mp = free_port(), lp = free_port();
   const fs::path started = fs::temp_directory_path() / ("mr-node1-started-" + std::to_string(getpid()));
-  fs::remove(started);
-  // Both workers sleep 30 s; node 1's leaves a marker first, and its launcher gets SIGTERM once that worker runs.
-  const std::string prog = "--no-append-args --no-python sleep 30";
-  const std::string prog1 = "--no-append-args --no-python sh -c ': > " + started.string() + "; exec sleep 30'";
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node1-term-" + std::to_string(getpid()));
-  const std::string node1 = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
-                            " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog1 + "\"";
-  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog, node1,
-                       "sh -c 'while [ ! -e " + started.string() + " ]; do sleep 0.05; done; sleep 0.5; kill -TERM $(cat " +
-                           pidfile.string() + ")'"});
+  fs::remove(started);
+  // Node 1's launcher (the script's own process: a background job's SIGINT would be ignored) writes its pid; its
+  // worker leaves a marker first, and a third command sends that launcher `sig` once the worker runs.
+  auto node1 = [&](const std::string& flags, const std::string& prog) {
+    return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
+           " --nproc-per-node 1 " + flags + prog + "\"";
+  };
+  auto signal_node1 = [&](const std::string& sig) {
+    return "sh -c 'while [ ! -e " + started.string() + " ]; do sleep 0.05; done; sleep 0.5; kill -" + sig + " $(cat " +
+           pidfile.string() + ")'";
+  };
+  SECTION("static: workers that die of it (sleep): 128 + the signal on both nodes") {
+    const int mp = free_port(), lp = free_port();
+    const std::string prog = "--no-append-args --no-python sleep 30";
+    const std::string prog1 = "--no-append-args --no-python sh -c ': > " + started.string() + "; exec sleep 30'";
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
+                         node1(static_flags(1, mp, lp), prog1), signal_node1("TERM")});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[1].exit == 143);
+    CHECK(r.nodes[0].exit == 143);
+    // Node 0 names the stop, not node 1's worker (which died of the forwarded SIGTERM) as a failure, and passes
+    // the signal on to its own worker.
+    CHECK(has(r.nodes[0].out, "the job is stopping: node 1's launcher received signal 15 (SIGTERM); passing signal "
+                              "15 (SIGTERM) on to this node's workers"));
+    CHECK_FALSE(has(r.nodes[0].out, "worker rank 1"));
+    CHECK_FALSE(has(r.nodes[0].out, "they handled the stop"));
+    CHECK(r.seconds < 20);
+  }
+  SECTION("c10d: workers that handle it exit 0 on both nodes; the other node's get the same signal (SIGUSR1)") {
+    // --signals-to-handle makes SIGUSR1 a stop. faults.py's usr1 workers exit 0 on SIGUSR1 only (SIGTERM would end
+    // them with 143), each touching `started`.<rank> once it listens; node 1's launcher gets SIGUSR1 after both.
+    const int sp = free_port();
+    const std::string job = "FAULT=usr1 FAULT_READY=" + started.string() + " " + kRun +
+                            "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
+                            " --rdzv-id stop2 --nnodes 2 --join-timeout 20 --signals-to-handle SIGTERM,SIGUSR1 "
+                            "--event-log-handler console --nproc-per-node 1 --no-append-args " + kFaults;
+    const std::string ready = started.string() + ".0 ] || [ ! -e " + started.string() + ".1";
+    Nodes r = run_nodes({job, "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec env " + job + "\"",
+                         "sh -c 'while [ ! -e " + ready + " ]; do sleep 0.05; done; sleep 0.3; kill -USR1 $(cat " +
+                             pidfile.string() + ")'"});
+    INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    CHECK(has(r.nodes[1].out, "received signal 10 (SIGUSR1); forwarding it to the workers"));
+    CHECK(has(r.nodes[1].out, "they handled the stop; exit 0"));
+    CHECK(has(r.nodes[0].out, "launcher received signal 10 (SIGUSR1); passing signal 10 (SIGUSR1) on to this node's "
+                              "workers"));
+    CHECK(has(r.nodes[0].out, "every worker exited with code 0 after signal 10 (SIGUSR1) from another node's stop: "
+                              "they handled the stop; exit 0"));
+    for (size_t i : {0, 1}) {  // the two launchers (the third command sent the signal)
+      const Node& n = r.nodes[i];
+      CHECK(has(n.out, "got SIGUSR1"));
+      // The record agrees with the exit code on both nodes.
+      CHECK(has(n.out, "\"state\": \"SUCCEEDED\""));
+      CHECK_FALSE(has(n.out, "\"state\": \"FAILED\""));
+    }
+    CHECK(r.seconds < 20);
+    for (const char* rank : {".0", ".1"}) fs::remove(started.string() + rank);
+  }
   fs::remove(pidfile);
   fs::remove(started);
-  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
-  CHECK(r.nodes[1].exit == 143);
-  CHECK(r.nodes[0].exit == 143);
-  // Node 0 names the stop, not node 1's worker (which died of the forwarded SIGTERM) as a failure.
-  CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher received signal 15 (SIGTERM); "
-                            "stopping this node's workers"));
-  CHECK_FALSE(has(r.nodes[0].out, "worker rank 1"));
-  CHECK(r.seconds < 20);
 }
 
 TEST_CASE("a stop signal while the launchers meet is said, and ends the launcher as the signal does",
@@ -789,9 +832,12 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     // Starts at 0, 3 and 6 s: the rendezvous closes 2 s after the second arrival; the workers run 10 s. The config
     // is valid for 2 nodes, not 3, so the spare is never taken in, and ends with the job.
     const std::string job = kRun + flags + "--rdzv-id el1 --nnodes 2:3 --no-python --no-append-args -- ";
+    // The spare writes its event record (torchrun's spare leaves gracefully: SUCCEEDED, never in a round).
+    const std::string spare = kRun + flags + "--event-log-handler console --rdzv-id el1 --nnodes 2:3 --no-python "
+                                             "--no-append-args -- ";
     Nodes r = run_nodes({job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
                          job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
-                         job + "sh -c 'echo never runs'"},
+                         spare + "sh -c 'echo never runs'"},
                         3.0);
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out << "\n---- third:\n" << r.nodes[2].out);
     CHECK(r.nodes[0].exit == 0);
@@ -805,6 +851,11 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(r.nodes[2].out, "round 0 of run 'el1' runs with 2 node(s) without this launcher; it waits as a spare"));
     CHECK(has(r.nodes[2].out, "the job of run 'el1' ended without this node"));
     CHECK_FALSE(has(r.nodes[2].out, "never runs"));
+    CHECK(has(r.nodes[2].out, "{\"name\": \"torchelastic.worker.status.SUCCEEDED\", \"source\": \"AGENT\""));
+    CHECK(has(r.nodes[2].out, "\"run_id\": \"el1\", \"global_rank\": null, \"group_rank\": null"));
+    CHECK(has(r.nodes[2].out, "\"raw_error\": null"));
+    CHECK(has(r.nodes[2].out, "\\\"group_world_size\\\": null"));
+    CHECK(has(r.nodes[2].out, "\\\"entry_point\\\": \\\"sh\\\""));
   }
   SECTION("1:2 nodes: a node arriving later joins the running job; the workers restart with it, not counted") {
     const std::string job = kRun + flags + "--rdzv-id el3 --nnodes 1:2 --no-python --no-append-args -- sh -c "
