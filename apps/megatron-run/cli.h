@@ -96,6 +96,8 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
 
 // A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
 UsageError unrecognized_word(const std::string& word);
+// Several: "unrecognized arguments: A B C" (the first 100, then how many more), then `note`.
+UsageError unrecognized_words(const std::vector<std::string>& words, const std::string& note = "");
 
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions. Throws
 // UsageError (own_option_error) for a refusal of our options.
@@ -146,11 +148,10 @@ int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
 // `megatron-run CMD --help`: the usage of one command of kCommands (main.cpp), else the general one. Written by hand:
 // it lists each command's options and --format values, so it changes with them.
 void print_command_usage(std::ostream& os, const std::string& cmd);
-// A usage error (exit 2): the message on stderr and, when `args` (the whole command line) asks for JSON on stdout
-// (--format json, for a command whose JSON is a result document), a failure document there too. Returns 2.
-int report_usage_error(const std::vector<std::string>& args, const std::string& message,
-                       const std::vector<std::string>& flags = {}, const std::string& where = {},
-                       const std::string& rule = "usage");
+// A usage error (exit 2): on stderr as print_usage_error (config/print.h) prints every usage error (its rule id
+// shown when it has one) and, when `args` (the whole command line) asks for JSON on stdout (--format json, for a
+// command whose JSON is a result document), a failure document there too. Returns 2.
+int report_usage_error(const std::vector<std::string>& args, const UsageError& e);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).
