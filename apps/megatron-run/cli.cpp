@@ -342,7 +342,8 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
   return UsageError(msg + note, std::move(flags));
 }
 
-UsageError own_option_error(const po::error& e, const std::vector<std::string>& words) {
+UsageError own_option_error(const po::error& e, const std::vector<std::string>& words,
+                            const po::options_description* desc) {
   if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) return unrecognized_word(u->get_option_name());
   const auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
   const std::string flag = named ? named->get_option_name() : std::string();
@@ -365,10 +366,20 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
     }
   }
   if (dynamic_cast<const po::invalid_option_value*>(&e)) {
-    // Boost: "the argument ('abc') for option '--world-size' is invalid"; argparse: "invalid value: 'abc'".
+    // Boost: "the argument ('abc') for option '--world-size' is invalid"; argparse: "invalid int value: 'abc'"
+    // (the type's name: int, float; an option of another type: "invalid value").
+    std::string type;
+    const po::option_description* od =
+        desc && flag.rfind("--", 0) == 0 ? desc->find_nothrow(flag.substr(2), false, false, false) : nullptr;
+    if (const po::value_semantic* s = od ? od->semantic().get() : nullptr) {
+      if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<long long>*>(s))
+        type = "int ";
+      else if (dynamic_cast<const po::typed_value<double>*>(s))
+        type = "float ";
+    }
     const std::string w = e.what();
     const size_t a = w.find("('"), b = w.rfind("')");
-    return refusal("invalid value: '" +
+    return refusal("invalid " + type + "value: '" +
                    abbreviate(a != std::string::npos && b != std::string::npos && b > a ? w.substr(a + 2, b - a - 2) : "") +
                    "'");
   }
@@ -425,12 +436,13 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
     if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) {
       // As argparse reads a command line (Boost would take any next word): a word that looks like an option (one
       // of ours, `--config=a b` too, or any other '-' word but a negative number) is not this option's value.
+      // But --explain's value is a flag's name (`--explain --num-layers`), which looks like one by design.
       const std::string& next = args[i + 1];
       const size_t next_eq = next.find('=');
       const bool ours = next.size() > 2 && next.rfind("--", 0) == 0 &&
                         desc.find_nothrow(next.substr(2, next_eq == std::string::npos ? next_eq : next_eq - 2),
                                           /*approx=*/false, false, false);
-      if (ours || argparse_reads_as_option(next)) throw UsageError("argument " + w + ": expected one argument", {w});
+      if ((ours || argparse_reads_as_option(next)) && od->long_name() != "explain") throw UsageError("argument " + w + ": expected one argument", {w});
       to_boost[++i] = true;
     }
     if (od->semantic()->is_composing()) continue;
@@ -502,7 +514,7 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
   try {
     return split_own_options(args, first_index, desc, allow_unregistered);
   } catch (const po::error& e) {
-    throw own_option_error(e, args);
+    throw own_option_error(e, args, &desc);
   }
 }
 

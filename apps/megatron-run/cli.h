@@ -90,9 +90,11 @@ std::string picture_title(const CommonOptions& common, const std::string& what);
 
 // Boost.Program_options' refusal of one of megatron-run's own options, as a usage error worded the way argparse
 // words Megatron's flags: "argument --nproc-per-node: expected one argument", "argument --world-size: invalid
-// value: 'abc'", "unrecognized arguments: --x". The one translation: split_args makes it where Boost parses, so
-// no po::error leaves it. `words`: the words parsed (to quote a value Boost's error does not keep).
-UsageError own_option_error(const po::error& e, const std::vector<std::string>& words = {});
+// int value: 'abc'", "unrecognized arguments: --x". The one translation: split_args makes it where Boost parses,
+// so no po::error leaves it. `words`: the words parsed (to quote a value Boost's error does not keep); `desc`:
+// the options parsed, to name the type a value failed to convert to as argparse does (int, float), when given.
+UsageError own_option_error(const po::error& e, const std::vector<std::string>& words = {},
+                            const po::options_description* desc = nullptr);
 
 // A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
 UsageError unrecognized_word(const std::string& word);

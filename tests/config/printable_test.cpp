@@ -94,13 +94,13 @@ TEST_CASE("messages: a usage error shows its rule id as any refusal with an id, 
           "[printable][usage-ids]") {
   std::ostringstream os;
   // With an id and a place: the place first, the id in the heading, the message without the place (escaped).
-  const mr::UsageError placed("c\x07.yaml:3: a quote never \x01closed", {"--config"}, "c\x07.yaml:3", "input.yaml-syntax");
+  const mr::UsageError placed("c\x07.yaml:3: a quote never \x01 closed", {"--config"}, "c\x07.yaml:3", "input.yaml-syntax");
   mr::print_usage_error(os, placed);
-  CHECK(os.str() == "megatron-run: c\\x07.yaml:3: error[input.yaml-syntax]: a quote never \\x01closed\n");
+  CHECK(os.str() == "megatron-run: c\\x07.yaml:3: error[input.yaml-syntax]: a quote never \\x01 closed\n");
   const mr::Diagnostic d = mr::usage_diagnostic(placed);
   CHECK(d.rule == "input.yaml-syntax");
   CHECK(d.stage == mr::kStageInput);
-  CHECK(d.message == "a quote never \x01closed");
+  CHECK(d.message == "a quote never \x01 closed");
   CHECK(d.where == "c\x07.yaml:3");
   CHECK(d.flags == std::vector<std::string>{"--config"});
   // With an id, no place.
@@ -144,7 +144,7 @@ TEST_CASE("megatron-run prints only printable text for unprintable inputs", "[pr
   // NUL and binary garbage in a config file.
   auto nul = mrtest::megatron_run("--dry-run --config " + mrtest::write_file("nul.yaml", "num_layers: \"a\0b\"\n"s));
   CHECK(nul.exit == 2);
-  CHECK(nul.err.find("nul.yaml:1: the file holds the control character U+0000") != std::string::npos);
+  CHECK(nul.err.find("nul.yaml:1: error[input.not-text]: the file holds the control character U+0000") != std::string::npos);
   CHECK(mrtest::printable_output(nul.all()));
   std::string garbage;
   for (int i = 0; i < 512; ++i) garbage += static_cast<char>((i * 131 + 7) % 256);
