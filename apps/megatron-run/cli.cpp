@@ -356,10 +356,24 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
         return w.substr(flag.size() + 1);
     return {};
   };
+  // The type argparse names when a value does not convert ("int ", "float "; "" for a string or unknown option).
+  auto type_name = [&]() -> std::string {
+    const po::option_description* od =
+        desc && flag.rfind("--", 0) == 0 ? desc->find_nothrow(flag.substr(2), false, false, false) : nullptr;
+    const po::value_semantic* s = od ? od->semantic().get() : nullptr;
+    if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<long long>*>(s)) return "int ";
+    if (dynamic_cast<const po::typed_value<double>*>(s)) return "float ";
+    return "";
+  };
   if (const auto* s = dynamic_cast<const po::invalid_command_line_syntax*>(&e)) {
     switch (s->kind()) {
-      case po::invalid_syntax::missing_parameter:
-      case po::invalid_syntax::empty_adjacent_parameter: return refusal("expected one argument");
+      case po::invalid_syntax::missing_parameter: return refusal("expected one argument");
+      case po::invalid_syntax::empty_adjacent_parameter: {
+        // `--world-size=`: argparse takes '' as the value, which a number's conversion refuses (Boost refuses
+        // every empty value; a string option's '' stays "expected one argument" here).
+        const std::string type = type_name();
+        return refusal(type.empty() ? "expected one argument" : "invalid " + type + "value: ''");
+      }
       case po::invalid_syntax::extra_parameter:
         return refusal("ignored explicit argument '" + abbreviate(adjacent_value()) + "'");
       default: break;
@@ -368,18 +382,9 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
   if (dynamic_cast<const po::invalid_option_value*>(&e)) {
     // Boost: "the argument ('abc') for option '--world-size' is invalid"; argparse: "invalid int value: 'abc'"
     // (the type's name: int, float; an option of another type: "invalid value").
-    std::string type;
-    const po::option_description* od =
-        desc && flag.rfind("--", 0) == 0 ? desc->find_nothrow(flag.substr(2), false, false, false) : nullptr;
-    if (const po::value_semantic* s = od ? od->semantic().get() : nullptr) {
-      if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<long long>*>(s))
-        type = "int ";
-      else if (dynamic_cast<const po::typed_value<double>*>(s))
-        type = "float ";
-    }
     const std::string w = e.what();
     const size_t a = w.find("('"), b = w.rfind("')");
-    return refusal("invalid " + type + "value: '" +
+    return refusal("invalid " + type_name() + "value: '" +
                    abbreviate(a != std::string::npos && b != std::string::npos && b > a ? w.substr(a + 2, b - a - 2) : "") +
                    "'");
   }

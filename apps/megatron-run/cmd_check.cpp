@@ -46,7 +46,7 @@ int cmd_check(const std::vector<std::string>& args) {
     (argparse_reads_as_option(t.text) ? stray : files).push_back(std::move(t.text));
   if (!stray.empty()) throw unrecognized_words(stray, " (see `megatron-run help check`)");
   std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
-  if (files.empty()) throw UsageError("check: no config files given");
+  if (files.empty()) throw UsageError("the following arguments are required: FILE");  // argparse's words
   Invocation base = common.invocation(CommonOptions::extra_formats(CheckOptions::kFormats));
 
   // Each file's result is printed as soon as it is known and then dropped, so memory does not grow with the

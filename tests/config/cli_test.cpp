@@ -156,6 +156,16 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
              Catch::Contains("megatron-run: error: argument --term-timeout: invalid float value: 'soon'\n"));
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --max_restarts x").out,
              Catch::Contains("megatron-run: error: argument --max_restarts: invalid int value: 'x'\n"));
+  // An empty value after '=': argparse takes '' and its conversion refuses it, as for a Megatron flag.
+  CHECK(sh("check --world-size= " + kDefault).out == "megatron-run: error: argument --world-size: invalid int value: ''\n");
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --num-layers=").out,
+             Catch::Contains("megatron-run: error: argument --num-layers: invalid int value: ''\n"));
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --join-timeout=").out,
+             Catch::Contains("megatron-run: error: argument --join-timeout: invalid float value: ''\n"));
+  // check without a file: argparse's words for a required positional.
+  auto no_file = sh("check --quiet");
+  CHECK(no_file.exit == 2);
+  CHECK(no_file.out == "megatron-run: error: the following arguments are required: FILE\n");
   auto extra = sh("schema extra");
   CHECK(extra.exit == 2);
   CHECK_THAT(extra.out, Catch::StartsWith("megatron-run: error: unrecognized arguments: extra"));
