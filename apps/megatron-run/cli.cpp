@@ -361,7 +361,8 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
     const po::option_description* od =
         desc && flag.rfind("--", 0) == 0 ? desc->find_nothrow(flag.substr(2), false, false, false) : nullptr;
     const po::value_semantic* s = od ? od->semantic().get() : nullptr;
-    if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<long long>*>(s)) return "int ";
+    if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<long long>*>(s))
+      return "int ";
     if (dynamic_cast<const po::typed_value<double>*>(s)) return "float ";
     return "";
   };
@@ -447,7 +448,8 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
       const bool ours = next.size() > 2 && next.rfind("--", 0) == 0 &&
                         desc.find_nothrow(next.substr(2, next_eq == std::string::npos ? next_eq : next_eq - 2),
                                           /*approx=*/false, false, false);
-      if ((ours || argparse_reads_as_option(next)) && od->long_name() != "explain") throw UsageError("argument " + w + ": expected one argument", {w});
+      if ((ours || argparse_reads_as_option(next)) && od->long_name() != "explain")
+        throw UsageError("argument " + w + ": expected one argument", {w});
       to_boost[++i] = true;
     }
     if (od->semantic()->is_composing()) continue;

@@ -102,7 +102,10 @@ UsageError unrecognized_word(const std::string& word);
 UsageError unrecognized_words(const std::vector<std::string>& words, const std::string& note = "");
 
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions. Throws
-// UsageError (own_option_error) for a refusal of our options.
+// UsageError (own_option_error) for a refusal of our options; an option of ours that takes a value, followed by a
+// word argparse reads as an option (config/parse/argparse.h), is refused as argparse refuses it: "argument --X:
+// expected one argument" (but --explain, whose value is a flag's name). Without `allow_unregistered`, every word
+// that is none of ours is listed in one "unrecognized arguments: ..." refusal.
 struct SplitArgs {
   po::variables_map vm;
   std::vector<Token> rest;  // unrecognized words, in order, with their argv positions
