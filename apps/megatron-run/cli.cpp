@@ -6,6 +6,8 @@
 #include <map>
 #include <string_view>
 
+#include "config/limits.h"
+#include "config/parse/argparse.h"
 #include "config/print.h"
 #include "util/log.h"
 #include "util/text.h"
@@ -69,14 +71,10 @@ bool wants_json(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int report_usage_error(const std::vector<std::string>& args, const std::string& message,
-                       const std::vector<std::string>& flags, const std::string& where, const std::string& rule) {
-  print_error(std::cerr, message);
-  if (wants_json(args)) {
-    // The place is the diagnostic's `where`, not repeated in its message (the text line above keeps it).
-    Diagnostic d{Diagnostic::Level::Error, rule, without_where(message, where), flags, where, usage_stage(rule)};
-    std::cout << failure_json(2, {d}) << "\n";
-  }
+int report_usage_error(const std::vector<std::string>& args, const UsageError& e) {
+  print_usage_error(std::cerr, e);
+  // The place is the diagnostic's `where`, not repeated in its message.
+  if (wants_json(args)) std::cout << failure_json(2, {usage_diagnostic(e)}) << "\n";
   return 2;
 }
 
@@ -329,11 +327,23 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
   return inv;
 }
 
-UsageError unrecognized_word(const std::string& word) {
-  return UsageError("unrecognized arguments: " + abbreviate(word), {word});
+UsageError unrecognized_word(const std::string& word) { return unrecognized_words({word}); }
+
+UsageError unrecognized_words(const std::vector<std::string>& words, const std::string& note) {
+  // Bounded (config/limits.h), as the Megatron parser's list: 100k stray words make a message of a few lines.
+  std::string msg = "unrecognized arguments:";
+  std::vector<std::string> flags;
+  for (size_t k = 0; k < words.size() && k < limits::kMaxListedArguments; ++k) {
+    msg += " " + abbreviate(words[k]);
+    if (words[k].size() > 1 && words[k][0] == '-') flags.push_back(words[k]);
+  }
+  if (words.size() > limits::kMaxListedArguments)
+    msg += " ... (" + std::to_string(words.size() - limits::kMaxListedArguments) + " more)";
+  return UsageError(msg + note, std::move(flags));
 }
 
-UsageError own_option_error(const po::error& e, const std::vector<std::string>& words) {
+UsageError own_option_error(const po::error& e, const std::vector<std::string>& words,
+                            const po::options_description* desc) {
   if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) return unrecognized_word(u->get_option_name());
   const auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
   const std::string flag = named ? named->get_option_name() : std::string();
@@ -346,20 +356,36 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
         return w.substr(flag.size() + 1);
     return {};
   };
+  // The type argparse names when a value does not convert ("int ", "float "; "" for a string or unknown option).
+  auto type_name = [&]() -> std::string {
+    const po::option_description* od =
+        desc && flag.rfind("--", 0) == 0 ? desc->find_nothrow(flag.substr(2), false, false, false) : nullptr;
+    const po::value_semantic* s = od ? od->semantic().get() : nullptr;
+    if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<long long>*>(s))
+      return "int ";
+    if (dynamic_cast<const po::typed_value<double>*>(s)) return "float ";
+    return "";
+  };
   if (const auto* s = dynamic_cast<const po::invalid_command_line_syntax*>(&e)) {
     switch (s->kind()) {
-      case po::invalid_syntax::missing_parameter:
-      case po::invalid_syntax::empty_adjacent_parameter: return refusal("expected one argument");
+      case po::invalid_syntax::missing_parameter: return refusal("expected one argument");
+      case po::invalid_syntax::empty_adjacent_parameter: {
+        // `--world-size=`: argparse takes '' as the value, which a number's conversion refuses (Boost refuses
+        // every empty value; a string option's '' stays "expected one argument" here).
+        const std::string type = type_name();
+        return refusal(type.empty() ? "expected one argument" : "invalid " + type + "value: ''");
+      }
       case po::invalid_syntax::extra_parameter:
         return refusal("ignored explicit argument '" + abbreviate(adjacent_value()) + "'");
       default: break;
     }
   }
   if (dynamic_cast<const po::invalid_option_value*>(&e)) {
-    // Boost: "the argument ('abc') for option '--world-size' is invalid"; argparse: "invalid value: 'abc'".
+    // Boost: "the argument ('abc') for option '--world-size' is invalid"; argparse: "invalid int value: 'abc'"
+    // (the type's name: int, float; an option of another type: "invalid value").
     const std::string w = e.what();
     const size_t a = w.find("('"), b = w.rfind("')");
-    return refusal("invalid value: '" +
+    return refusal("invalid " + type_name() + "value: '" +
                    abbreviate(a != std::string::npos && b != std::string::npos && b > a ? w.substr(a + 2, b - a - 2) : "") +
                    "'");
   }
@@ -413,7 +439,19 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
     if (!od) continue;
     const size_t first = i;
     to_boost[i] = true;
-    if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) to_boost[++i] = true;
+    if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) {
+      // As argparse reads a command line (Boost would take any next word): a word that looks like an option (one
+      // of ours, `--config=a b` too, or any other '-' word but a negative number) is not this option's value.
+      // But --explain's value is a flag's name (`--explain --num-layers`), which looks like one by design.
+      const std::string& next = args[i + 1];
+      const size_t next_eq = next.find('=');
+      const bool ours = next.size() > 2 && next.rfind("--", 0) == 0 &&
+                        desc.find_nothrow(next.substr(2, next_eq == std::string::npos ? next_eq : next_eq - 2),
+                                          /*approx=*/false, false, false);
+      if ((ours || argparse_reads_as_option(next)) && od->long_name() != "explain")
+        throw UsageError("argument " + w + ": expected one argument", {w});
+      to_boost[++i] = true;
+    }
     if (od->semantic()->is_composing()) continue;
     std::replace(name.begin(), name.end(), '_', '-');
     auto [at, fresh] = last.try_emplace(name, first, i + 1);
@@ -460,15 +498,18 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
     for (size_t k = 0; k < opt.original_tokens.size() && pos < head.size(); ++k) ours[head_index[pos++]] = true;
   }
   out.rest.reserve(args.size());
+  std::vector<std::string> stray;  // a command that takes no other words: every one is listed, as argparse does
+  bool positional = false;
   for (size_t i = 0; i < dd; ++i)
     if (!ours[i]) {
       if (!allow_unregistered) {
-        const std::string& w = args[i];
-        if (w.size() > 1 && w[0] == '-') throw unrecognized_word(w);
-        throw UsageError("unrecognized arguments: " + abbreviate(w) + " (this command takes no positional words)");
+        stray.push_back(args[i]);
+        positional = positional || !argparse_reads_as_option(args[i]);
+        continue;
       }
       out.rest.push_back(Token{args[i], origin(i)});
     }
+  if (!stray.empty()) throw unrecognized_words(stray, positional ? " (this command takes no positional words)" : "");
   for (size_t i = dd; i < args.size(); ++i) out.rest.push_back(Token{args[i], origin(i)});
   return out;
 }
@@ -480,7 +521,7 @@ SplitArgs split_args(const std::vector<std::string>& args, int first_index, cons
   try {
     return split_own_options(args, first_index, desc, allow_unregistered);
   } catch (const po::error& e) {
-    throw own_option_error(e, args);
+    throw own_option_error(e, args, &desc);
   }
 }
 

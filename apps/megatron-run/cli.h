@@ -90,15 +90,22 @@ std::string picture_title(const CommonOptions& common, const std::string& what);
 
 // Boost.Program_options' refusal of one of megatron-run's own options, as a usage error worded the way argparse
 // words Megatron's flags: "argument --nproc-per-node: expected one argument", "argument --world-size: invalid
-// value: 'abc'", "unrecognized arguments: --x". The one translation: split_args makes it where Boost parses, so
-// no po::error leaves it. `words`: the words parsed (to quote a value Boost's error does not keep).
-UsageError own_option_error(const po::error& e, const std::vector<std::string>& words = {});
+// int value: 'abc'", "unrecognized arguments: --x". The one translation: split_args makes it where Boost parses,
+// so no po::error leaves it. `words`: the words parsed (to quote a value Boost's error does not keep); `desc`:
+// the options parsed, to name the type a value failed to convert to as argparse does (int, float), when given.
+UsageError own_option_error(const po::error& e, const std::vector<std::string>& words = {},
+                            const po::options_description* desc = nullptr);
 
 // A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
 UsageError unrecognized_word(const std::string& word);
+// Several: "unrecognized arguments: A B C" (the first 100, then how many more), then `note`.
+UsageError unrecognized_words(const std::vector<std::string>& words, const std::string& note = "");
 
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions. Throws
-// UsageError (own_option_error) for a refusal of our options.
+// UsageError (own_option_error) for a refusal of our options; an option of ours that takes a value, followed by a
+// word argparse reads as an option (config/parse/argparse.h), is refused as argparse refuses it: "argument --X:
+// expected one argument" (but --explain, whose value is a flag's name). Without `allow_unregistered`, every word
+// that is none of ours is listed in one "unrecognized arguments: ..." refusal.
 struct SplitArgs {
   po::variables_map vm;
   std::vector<Token> rest;  // unrecognized words, in order, with their argv positions
@@ -146,11 +153,10 @@ int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
 // `megatron-run CMD --help`: the usage of one command of kCommands (main.cpp), else the general one. Written by hand:
 // it lists each command's options and --format values, so it changes with them.
 void print_command_usage(std::ostream& os, const std::string& cmd);
-// A usage error (exit 2): the message on stderr and, when `args` (the whole command line) asks for JSON on stdout
-// (--format json, for a command whose JSON is a result document), a failure document there too. Returns 2.
-int report_usage_error(const std::vector<std::string>& args, const std::string& message,
-                       const std::vector<std::string>& flags = {}, const std::string& where = {},
-                       const std::string& rule = "usage");
+// A usage error (exit 2): on stderr as print_usage_error (config/print.h) prints every usage error (its rule id
+// shown when it has one) and, when `args` (the whole command line) asks for JSON on stdout (--format json, for a
+// command whose JSON is a result document), a failure document there too. Returns 2.
+int report_usage_error(const std::vector<std::string>& args, const UsageError& e);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "config/check_report.h"
+#include "config/parse/argparse.h"
 #include "config/parse/config_file.h"
 #include "config/parse/read_file.h"
 #include "launch.h"
@@ -39,15 +40,13 @@ int cmd_check(const std::vector<std::string>& args) {
   bool& quiet = opts.quiet;
   desc.add_options()("files", po::value<std::vector<std::string>>()->composing(), "files");
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
-  std::vector<std::string> files;
+  std::vector<std::string> files, stray;
   files.reserve(split.rest.size());
-  for (Token& t : split.rest) {
-    if (!t.text.empty() && t.text[0] == '-' && t.text.size() > 1)
-      throw UsageError("check: unrecognized arguments: " + t.text + " (see `megatron-run help check`)", {t.text});
-    files.push_back(std::move(t.text));
-  }
+  for (Token& t : split.rest)  // a word argparse reads as an option is none of check's (a negative number is a file)
+    (argparse_reads_as_option(t.text) ? stray : files).push_back(std::move(t.text));
+  if (!stray.empty()) throw unrecognized_words(stray, " (see `megatron-run help check`)");
   std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
-  if (files.empty()) throw UsageError("check: no config files given");
+  if (files.empty()) throw UsageError("the following arguments are required: FILE");  // argparse's words
   Invocation base = common.invocation(CommonOptions::extra_formats(CheckOptions::kFormats));
 
   // Each file's result is printed as soon as it is known and then dropped, so memory does not grow with the
@@ -87,8 +86,7 @@ int cmd_check(const std::vector<std::string>& args) {
       // An unreadable, malformed or refused file fails that file only.
       r.exit = 2;
       // The place is the diagnostic's own (where), not repeated in its message, in every layout.
-      r.diags.push_back(Diagnostic{Diagnostic::Level::Error, e.rule(), without_where(e.what(), e.where), e.flags,
-                                   e.where, usage_stage(e.rule())});
+      r.diags.push_back(usage_diagnostic(e));
     } catch (const std::exception& e) {
       // A bug of ours on one file: reported for that file (exit 3 for the run), the other files still checked
       // and the JSON document still complete.

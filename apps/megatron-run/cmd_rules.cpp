@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "cli.h"
+#include "config/parse/argparse.h"
 #include "config/rule.h"
 #include "config/validate/sections.h"
 #include "util/text.h"
@@ -172,10 +173,9 @@ int cmd_rules(const std::vector<std::string>& args) {
   const std::string& format = opts.format;
   std::vector<std::string> ids;
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
-  for (Token& t : split.rest) {
-    if (t.text.size() > 1 && t.text[0] == '-') throw unrecognized_word(t.text);
-    ids.push_back(std::move(t.text));
-  }
+  std::vector<std::string> stray;
+  for (Token& t : split.rest) (argparse_reads_as_option(t.text) ? stray : ids).push_back(std::move(t.text));
+  if (!stray.empty()) throw unrecognized_words(stray);
   if (format != "text" && format != "markdown" && format != "json") throw invalid_choice("--format", format, "text|markdown|json");
   const std::vector<const Rule*> rules = ids.empty() ? all_rules() : named_rules(ids);
   if (format == "markdown") {

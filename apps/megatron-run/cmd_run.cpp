@@ -404,11 +404,11 @@ int cmd_run(const std::vector<std::string>& args) {
     }
   } catch (const UsageError& e) {
     if (!telling()) throw;
-    return refuse(e.what(), report_usage_error(args, e.what(), e.flags, e.where, e.rule()));
+    return refuse(e.what(), report_usage_error(args, e));
   } catch (const po::error& e) {
     if (!telling()) throw;
     const UsageError u = own_option_error(e, args);
-    return refuse(u.what(), report_usage_error(args, u.what(), u.flags));
+    return refuse(u.what(), report_usage_error(args, u));
   }
 }
 

@@ -358,7 +358,8 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
     argv = launch::program_argv(program, resolved_argv(resolved.parsed));
     argv.front() = launch::check_program(program);  // checked before validation already (cmd_run): again, for its path
   } catch (const UsageError& e) {
-    return refuse_launch(lo, 2, e.what());
+    print_usage_error(std::cerr, e);
+    return refuse_launch(lo, 2, e.what(), /*printed=*/true);
   } catch (const launch::LaunchError& e) {
     return refuse_launch(lo, 2, e.what());
   }

@@ -141,10 +141,9 @@ int run(std::vector<std::string>& args) {
     }
     return mr::app::cmd_run(args);
   } catch (const mr::UsageError& e) {
-    return mr::app::report_usage_error(args, e.what(), e.flags, e.where, e.rule());
+    return mr::app::report_usage_error(args, e);
   } catch (const boost::program_options::error& e) {  // split_args translates these; one that got past it too
-    const mr::UsageError u = mr::app::own_option_error(e, args);
-    return mr::app::report_usage_error(args, u.what(), u.flags);
+    return mr::app::report_usage_error(args, mr::app::own_option_error(e, args));
   } catch (const std::bad_alloc&) {
     mr::print_error(std::cerr, "out of memory: an allocation failed (the input asks for more than this process may "
                                "have: its address-space limit, ulimit -v, or the machine's memory)");

@@ -184,6 +184,16 @@ void print_diagnostic(std::ostream& os, const Diagnostic& d) {
 
 std::string diagnostic_text(const Diagnostic& d) { return with_rule_id(d.rule, d.message); }
 
+Diagnostic usage_diagnostic(const UsageError& e) {
+  return Diagnostic{Diagnostic::Level::Error, e.rule(), without_where(e.what(), e.where), e.flags, e.where,
+                    usage_stage(e.rule())};
+}
+
+void print_usage_error(std::ostream& os, const UsageError& e) {
+  if (e.id.empty()) print_error(os, e.what());
+  else print_diagnostic(os, usage_diagnostic(e));
+}
+
 std::string diagnostic_json(const Diagnostic& d) {
   std::string out = "{\"rule\": " + json_quote(d.rule) + ", \"level\": " +
                     json_quote(d.level == Diagnostic::Level::Error ? "error" : "warning") +

@@ -45,6 +45,15 @@ void print_internal_error(std::ostream& os, std::string_view message);
 void print_diagnostic(std::ostream& os, const Diagnostic& d);
 // The text of a diagnostic for a log record or a `check` line, "[RULE] MESSAGE" (escaped when printed).
 std::string diagnostic_text(const Diagnostic& d);
+// A usage error (exit 2) as a diagnostic: its rule id ("usage" for the generic one), its message without the
+// "FILE:12: " it starts with (that is `where`), its flags and its stage (rule.h's usage_stage). `check`'s lines and
+// every JSON failure document take a usage error from here.
+Diagnostic usage_diagnostic(const UsageError& e);
+// A usage error on stderr, the one way every command and path (dry run, launch, check, params, topology, schedule,
+// the run) prints it: one with a rule id reads as any other refusal with an id, the place first when it came from
+// a file ("megatron-run: c.yaml:3: error[input.yaml-syntax]: TEXT", "megatron-run: error[input.unreadable]:
+// TEXT"); the generic one as argparse words its own ("megatron-run: error: MESSAGE", the place left in MESSAGE).
+void print_usage_error(std::ostream& os, const UsageError& e);
 
 // ---- JSON diagnostics ----------------------------------------------------------------------------------------
 // {"rule": ..., "level": "error"|"warning", "stage": "validate_args"|"sanity"|"parse", "message": ...,

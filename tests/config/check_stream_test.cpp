@@ -153,13 +153,13 @@ TEST_CASE("the executable on bad inputs: exit 2 naming file:line, never 3", "[ch
                                                          "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
                                                          "--data-path: [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n")});
   CHECK(a.exit == 2);
-  CHECK(has(a.err, "l.yaml:6: the YAML document grows to more than 1000000 nodes"));
+  CHECK(has(a.err, "l.yaml:6: error[input.yaml-expansion-limit]: the YAML document grows to more than 1000000 nodes"));
   auto t = run({"--dry-run", "--config", kDefault, "--target-env", scratch().string()});
   CHECK(t.exit == 2);
   CHECK(has(t.err, "the target environment file is not a regular file (it is a directory)"));
   auto y = run({"--dry-run", "--yaml-cfg", "/dev/zero"});
   CHECK(y.exit == 2);
-  CHECK(has(y.err, "/dev/zero: the --yaml-cfg file is not a regular file"));
+  CHECK(has(y.err, "/dev/zero: error[input.not-regular-file]: the --yaml-cfg file is not a regular file"));
   auto p = run({"--dry-run", "--config", "/proc/self/mem"});
   CHECK(p.exit == 2);
 }

@@ -119,21 +119,107 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
     CHECK(r.exit == 2);
     CHECK(r.out == "megatron-run: error: argument " + flag + ": expected one argument\n");
   }
+  // The next word looks like an option (as argparse reads it): no value, whether the option is ours or Megatron's,
+  // and whether the word is an option of ours, Megatron's or none.
+  for (const auto& [words, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--nproc-per-node --dry-run --config " + kDefault, "--nproc-per-node"},
+           {"--dry-run --nproc_per_node --config " + kDefault, "--nproc_per_node"},
+           {"--dry-run --config " + kDefault + " --max-restarts --num-layers 2", "--max-restarts"},
+           {"--dry-run --config " + kDefault + " --rdzv-id -x", "--rdzv-id"},
+           {"--dry-run --config " + kDefault + " -r --tee 3", "--redirects"},
+           {"--dry-run --config --world-size=8 " + kDefault, "--config"},
+           {"check --world-size --quiet " + kDefault, "--world-size"},
+           {"params --device-memory --world-size 8 --config " + kDefault, "--device-memory"},
+           {"schedule --at -- --config " + kDefault, "--at"},
+           {"rules --format --x", "--format"},
+           {"--dry-run --config " + kDefault + " --num-layers --dry-run", "--num-layers"},
+           {"--dry-run --config " + kDefault + " --num-layers --nproc-per-node 1", "--num-layers"}}) {
+    INFO(words);
+    auto r = sh(words);
+    CHECK(r.exit == 2);
+    CHECK(r.out == "megatron-run: error: argument " + flag + ": expected one argument\n");
+  }
+  // A negative number, or a word with a blank, is a value (argparse's reading): refused or taken as one.
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --max-restarts -1").out,
+             Catch::Contains("argument --max-restarts: must be at least 0 (got -1)"));
+  CHECK_THAT(sh("check --world-size -8 " + kDefault).out, Catch::Contains("argument --world-size: must be at least 1"));
+  CHECK(sh("--dry-run --config " + kDefault + " --rdzv-id '-x y'").exit == 0);
   // A value given to a switch, a value Boost cannot convert, a word no option takes.
   auto quiet = sh("check --quiet=yes " + kDefault);
   CHECK(quiet.exit == 2);
   CHECK(quiet.out == "megatron-run: error: argument --quiet: ignored explicit argument 'yes'\n");
   auto size = sh("check --world-size abc " + kDefault);
   CHECK(size.exit == 2);
-  CHECK(size.out == "megatron-run: error: argument --world-size: invalid value: 'abc'\n");
+  CHECK(size.out == "megatron-run: error: argument --world-size: invalid int value: 'abc'\n");
+  // The type named as argparse names it: int, float.
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --term-timeout soon").out,
+             Catch::Contains("megatron-run: error: argument --term-timeout: invalid float value: 'soon'\n"));
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --max_restarts x").out,
+             Catch::Contains("megatron-run: error: argument --max_restarts: invalid int value: 'x'\n"));
+  // An empty value after '=': argparse takes '' and its conversion refuses it, as for a Megatron flag.
+  CHECK(sh("check --world-size= " + kDefault).out == "megatron-run: error: argument --world-size: invalid int value: ''\n");
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --num-layers=").out,
+             Catch::Contains("megatron-run: error: argument --num-layers: invalid int value: ''\n"));
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --join-timeout=").out,
+             Catch::Contains("megatron-run: error: argument --join-timeout: invalid float value: ''\n"));
+  // check without a file: argparse's words for a required positional.
+  auto no_file = sh("check --quiet");
+  CHECK(no_file.exit == 2);
+  CHECK(no_file.out == "megatron-run: error: the following arguments are required: FILE\n");
   auto extra = sh("schema extra");
   CHECK(extra.exit == 2);
   CHECK_THAT(extra.out, Catch::StartsWith("megatron-run: error: unrecognized arguments: extra"));
+  // Every stray word listed, as argparse lists them (not only the first).
+  for (const auto& [words, line] : std::vector<std::pair<std::string, std::string>>{
+           {"schema extra --more", "unrecognized arguments: extra --more (this command takes no positional words)"},
+           {"schema --x --y", "unrecognized arguments: --x --y"},
+           {"rules --x api.x --y", "unrecognized arguments: --x --y"},
+           {"check --x " + kDefault + " --y", "unrecognized arguments: --x --y (see `megatron-run help check`)"}}) {
+    INFO(words);
+    auto r = sh(words);
+    CHECK(r.exit == 2);
+    CHECK(r.out == "megatron-run: error: " + line + "\n");
+  }
   // With --format json the failure document names the option, as for a Megatron flag.
   const mrtest::Proc json = mrtest::megatron_run("--dry-run --format json --config " + kDefault + " --world-size");
   CHECK(json.exit == 2);
   CHECK_THAT(json.out, Catch::Contains("\"exit\": 2") && Catch::Contains("\"flags\": [\"--world-size\"]") &&
                            Catch::Contains("argument --world-size: expected one argument"));
+}
+
+TEST_CASE("a usage error with a rule id shows it on every path, as any refusal with an id does", "[cli][usage-ids]") {
+  const std::string broken = tmp_file("usage-id-broken.yaml", "num_layers: [1, 2\n");
+  const std::string seed_null = tmp_file("usage-id-seed-null.yaml", "seed: null\n");
+  const std::string none = "/nonexistent/usage-id.yaml";
+  const std::string unreadable = ": error[input.unreadable]: ";  // after the file's name, as check shows it
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--dry-run --config " + none, unreadable},
+      {"--dry-run --config " + broken, "megatron-run: " + broken + ":1: error[input.yaml-syntax]: "},
+      {"--dry-run --format argv --config " + kDefault + " --config " + seed_null,
+       "megatron-run: error[input.unrepresentable-value]: "},
+      {"--nproc-per-node 1 --config " + none, unreadable},                       // a launch
+      {"--no-python --config " + none + " /bin/true", unreadable},               // a program's run
+      {"check --target-env " + none + " " + kDefault, unreadable},
+      {"params --world-size 8 --device-memory 80GB/s --config " + kDefault,
+       "megatron-run: error[input.device-memory]: argument --device-memory: '80GB/s' is not a memory size"},
+      {"topology --world-size 8 --gpus-per-node 0 --config " + kDefault,
+       "megatron-run: error[input.gpus-per-node]: argument --gpus-per-node: must be at least 1, got 0\n"},
+      {"schedule --points 0 --config " + kDefault,
+       "megatron-run: error[input.schedule-steps]: argument --points: must be at least 1, got 0\n"},
+      {"schedule --config " + none, unreadable},
+  };
+  for (const auto& [args, line] : cases) {
+    INFO(args);
+    const auto r = sh(args);
+    CHECK(r.exit == 2);
+    CHECK_THAT(r.out, Catch::Contains(line));
+    CHECK_THAT(r.out, !Catch::Contains("megatron-run: error: "));  // never the generic heading besides
+  }
+  // check: the file's own line on stdout, with the id too (and the place first).
+  CHECK_THAT(sh("check " + broken).out, Catch::Contains(broken + ":1: error[input.yaml-syntax]: "));
+  // A usage error without an id keeps argparse's line.
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --num-layers x").out,
+             Catch::Contains("megatron-run: error: argument --num-layers: invalid int value: 'x'\n"));
 }
 
 TEST_CASE("every occurrence of megatron-run's option is checked, not only the one that wins, as argparse does",
@@ -153,7 +239,7 @@ TEST_CASE("every occurrence of megatron-run's option is checked, not only the on
   // A conversion Boost makes (an int option) and an option's own check (its choices), in either spelling.
   auto rank = sh("--dry-run --node_rank x --node-rank 0 --config " + kDefault);
   CHECK(rank.exit == 2);
-  CHECK(rank.out.find("argument --node_rank: invalid value: 'x'") != std::string::npos);
+  CHECK(rank.out.find("argument --node_rank: invalid int value: 'x'") != std::string::npos);
   auto numa = sh("--dry-run --numa-binding nodes --numa_binding node --nproc-per-node 1 --config " + kDefault);
   CHECK(numa.exit == 2);
   CHECK(numa.out.find("argument --numa-binding: invalid choice: 'nodes'") != std::string::npos);

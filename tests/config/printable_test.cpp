@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "binary.h"
 #include "config/print.h"
@@ -89,6 +90,33 @@ TEST_CASE("messages: the one formatting place escapes every diagnostic and usage
   CHECK(mr::Value::parse_json(mr::failure_json(1, {d})).is_object());
 }
 
+TEST_CASE("messages: a usage error shows its rule id as any refusal with an id, the generic one argparse's words",
+          "[printable][usage-ids]") {
+  std::ostringstream os;
+  // With an id and a place: the place first, the id in the heading, the message without the place (escaped).
+  const mr::UsageError placed("c\x07.yaml:3: a quote never \x01 closed", {"--config"}, "c\x07.yaml:3", "input.yaml-syntax");
+  mr::print_usage_error(os, placed);
+  CHECK(os.str() == "megatron-run: c\\x07.yaml:3: error[input.yaml-syntax]: a quote never \\x01 closed\n");
+  const mr::Diagnostic d = mr::usage_diagnostic(placed);
+  CHECK(d.rule == "input.yaml-syntax");
+  CHECK(d.stage == mr::kStageInput);
+  CHECK(d.message == "a quote never \x01 closed");
+  CHECK(d.where == "c\x07.yaml:3");
+  CHECK(d.flags == std::vector<std::string>{"--config"});
+  // With an id, no place.
+  os.str("");
+  mr::print_usage_error(os, mr::UsageError("cannot read x.yaml: No such file", {}, {}, "input.unreadable"));
+  CHECK(os.str() == "megatron-run: error[input.unreadable]: cannot read x.yaml: No such file\n");
+  // Without an id: argparse's line, the place (if any) left in the message; its diagnostic's rule is "usage".
+  os.str("");
+  const mr::UsageError generic("c.yaml:1: unknown argument 'x'", {}, "c.yaml:1");
+  mr::print_usage_error(os, generic);
+  CHECK(os.str() == "megatron-run: error: c.yaml:1: unknown argument 'x'\n");
+  CHECK(mr::usage_diagnostic(generic).rule == "usage");
+  CHECK(mr::usage_diagnostic(generic).stage == mr::kStageParse);
+  CHECK(mr::usage_diagnostic(generic).message == "unknown argument 'x'");
+}
+
 TEST_CASE("log records are escaped too", "[printable]") {
   std::stringstream captured;
   std::streambuf* old = std::clog.rdbuf(captured.rdbuf());
@@ -116,7 +144,7 @@ TEST_CASE("megatron-run prints only printable text for unprintable inputs", "[pr
   // NUL and binary garbage in a config file.
   auto nul = mrtest::megatron_run("--dry-run --config " + mrtest::write_file("nul.yaml", "num_layers: \"a\0b\"\n"s));
   CHECK(nul.exit == 2);
-  CHECK(nul.err.find("nul.yaml:1: the file holds the control character U+0000") != std::string::npos);
+  CHECK(nul.err.find("nul.yaml:1: error[input.not-text]: the file holds the control character U+0000") != std::string::npos);
   CHECK(mrtest::printable_output(nul.all()));
   std::string garbage;
   for (int i = 0; i < 512; ++i) garbage += static_cast<char>((i * 131 + 7) % 256);

@@ -21,7 +21,7 @@ std::string with_where(const std::string& msg, const Provenance& p) {
   return p.kind == Provenance::Kind::Config ? p.where + ": " + msg : msg;
 }
 
-bool looks_negative_number(const std::string& s) {
+bool looks_negative_number(std::string_view s) {
   // argparse's _negative_number_matcher: '^-\d+$|^-\d*\.\d+$'
   if (s.size() < 2 || s[0] != '-') return false;
   size_t i = 1;
@@ -64,8 +64,7 @@ Classified classify(const Schema& schema, const std::string& s) {
       return c;
     }
   }
-  if (looks_negative_number(s)) return c;  // the parser has no options that look like negative numbers
-  if (s.find(' ') != std::string::npos) return c;
+  if (!argparse_reads_as_option(s)) return c;  // a negative number, a word with a blank: a value
   c.is_option = true;  // unknown option
   c.option = s;
   return c;
@@ -361,6 +360,10 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
   if (arg.nargs_kind == 'N' && items.size() != static_cast<size_t>(arg.nargs_count))
     bad("expected " + std::to_string(arg.nargs_count) + " values, got " + std::to_string(items.size()));
   ns.set(arg.dest(), Value(std::move(items)), origin);
+}
+
+bool argparse_reads_as_option(std::string_view word) {
+  return word.size() > 1 && word[0] == '-' && !looks_negative_number(word) && word.find(' ') == std::string_view::npos;
 }
 
 }  // namespace mr

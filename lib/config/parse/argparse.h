@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/diagnostic.h"
@@ -29,6 +30,12 @@ struct ParseReport {
 // Applies `tokens` on top of `ns` with argparse's rules. Throws UsageError on the first bad word, or on
 // unrecognized arguments (all of them listed, with the closest known flags suggested).
 ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens, Namespace& ns);
+
+// Whether argparse reads `word`, when it is no option string the parser knows, as an option rather than a value:
+// it starts with '-', is more than "-", is no negative number ('^-\d+$|^-\d*\.\d+$'; Megatron's parser has no
+// option that looks like one) and holds no blank. Such a word is never the value of the option before it, which
+// is then refused as "argument --X: expected one argument" (megatron-run's own options follow the same reading).
+bool argparse_reads_as_option(std::string_view word);
 
 // Tokens from a plain argv (origin "argv[i]", counted from `first_index`).
 std::vector<Token> argv_tokens(const std::vector<std::string>& args, int first_index = 1);
