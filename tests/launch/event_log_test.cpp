@@ -194,7 +194,7 @@ TEST_CASE("--event-log-handler console: a stop signal while node 0 waits for the
                                 << "exec " << node << "--node-rank 0 true >'" << n0 << "' 2>&1\n";
   const mrtest::Proc r = mrtest::run_shell("(timeout -k 5 90 sh '" + (dir / "run.sh").string() + "') 2>/dev/null; echo exit=$?");
   // Node 1's launcher: stopped, and waited for (at most 30 s).
-  mrtest::run_shell("(p=$(cat '" + other + "'); kill -TERM $p; for i in $(seq 300); do kill -0 $p || break; "
+  mrtest::run_shell("(p=$(cat '" + other + "'); kill -KILL $p; for i in $(seq 300); do kill -0 $p || break; "
                     "sleep 0.1; done) 2>/dev/null");
   const std::string out = slurp(n0);
   INFO(out);
@@ -215,7 +215,8 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
           "[launch][events][multinode][process]") {
   // Node 1's worker fails in the first attempt, with a restart left: both nodes restart together. Node 0's worker
   // ignores SIGTERM, so node 0 joins the next attempt only after --term-timeout 8; node 1 waits for it meanwhile and
-  // gets SIGTERM once it says it restarts. Node 0's launcher is stopped at the end.
+  // gets SIGTERM once it says it restarts. Node 0's launcher is killed at the end (SIGKILL: a SIGTERM would have it
+  // wait out its --term-timeout for the worker that ignores it; its guardian stops that worker).
   const fs::path dir = fs::temp_directory_path() / ("mr-events-restart-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -235,7 +236,7 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
                                 << n1 << "' && break; sleep 0.1; done; sleep 0.5; kill -TERM $$ ) >/dev/null 2>&1 &\n"
                                 << "exec " << node(1) << " >'" << n1 << "' 2>&1\n";
   const mrtest::Proc r = mrtest::run_shell("(timeout -k 5 90 sh '" + (dir / "run.sh").string() + "') 2>/dev/null; echo exit=$?");
-  mrtest::run_shell("(p=$(cat '" + other + "'); kill -TERM $p; for i in $(seq 300); do kill -0 $p || break; "
+  mrtest::run_shell("(p=$(cat '" + other + "'); kill -KILL $p; for i in $(seq 300); do kill -0 $p || break; "
                     "sleep 0.1; done) 2>/dev/null");
   const std::string out = slurp(n1);
   INFO(out);

@@ -30,6 +30,11 @@ inline Proc sh(const std::string& cmd) { return run_shell("timeout -k 5 90 env "
 
 inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// A guard for a background process $pid: SIGKILLs it after 80 s. Its output goes to /dev/null, and `kill $guard`
+// ends its `sleep` too (the trap): a `sleep` left holding run_shell's pipe kept it reading for the whole 80 s.
+inline const std::string kGuard =
+    "(trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 80 & s=$!; wait $s && kill -9 $pid) >/dev/null 2>&1";
+
 // Starts `env` + kRun + `launch` (tests/launch/programs/faults.py on 2 local ranks, each touching `dir`/ready.<rank>
 // when it listens) in the background in `dir`, sends the launcher itself `signal` (a kill(1) name: TERM, USR1)
 // once both workers are ready, and returns "exit=<its status>" followed by its output (out.txt). The launcher gets
@@ -39,11 +44,7 @@ inline Proc signal_launcher(const fs::path& dir, const std::string& env, const s
   const std::string ready = (dir / "ready").string();
   return run_shell("cd '" + dir.string() + "' && rm -f ready.*; (exec env " + env + " FAULT_READY='" + ready + "' " +
                    kRun + "--nproc-per-node 2 " + launch + " --no-append-args " + kFaults +
-                   " > out.txt 2>&1) & pid=$!; "
-                   // The guard: its own output away from ours, and its sleep ended with it (a sleep left holding
-                   // our output would keep the caller reading until the 80 s were over).
-                   "( trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 80 & s=$!; wait $s; kill -9 $pid ) "
-                   ">/dev/null 2>&1 & guard=$!; "
+                   " > out.txt 2>&1) & pid=$!; " + kGuard + " & guard=$!; "
                    "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; kill -" +
                    signal + " $pid; wait $pid; echo \"exit=$?\"; kill $guard 2>/dev/null; cat out.txt");
 }
