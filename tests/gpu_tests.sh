@@ -10,7 +10,7 @@
 #
 # Exit status: 0 the cases ran and passed, none skipped; 1 a case failed, or a GPU case skipped although a GPU is
 # visible (a build without CUDA, a driver the runtime refuses: the skip's reason is printed); 77 no GPU visible
-# (nvidia-smi lists none): nothing was run, and CTest reports the test as Skipped (SKIP_RETURN_CODE 77), never as
+# (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them all): nothing was run, and CTest reports the test as Skipped (SKIP_RETURN_CODE 77), never as
 # Passed, because without a GPU these cases prove nothing about GPU behaviour.
 set -uo pipefail
 build=${1:?usage: tests/gpu_tests.sh BUILD_DIR [optim|run|all]}
@@ -22,6 +22,14 @@ case $part in
   *) echo "gpu_tests: unknown part '$part' (optim, run or all)" >&2; exit 2 ;;
 esac
 
+# CUDA_VISIBLE_DEVICES that hides every GPU (nvidia-smi ignores it): the rule of lib/util/gpu_devices.cpp's
+# GpuDevices::hidden (empty, -1 or a list starting with it, NoDevFiles).
+if [[ -n ${CUDA_VISIBLE_DEVICES+set} ]] &&
+   [[ -z $CUDA_VISIBLE_DEVICES || $CUDA_VISIBLE_DEVICES == -1* || $CUDA_VISIBLE_DEVICES == NoDevFiles ]]; then
+  echo "gpu_tests: NO GPU visible (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides every GPU): the GPU test cases" \
+       "were NOT run; this is not a pass"
+  exit 77
+fi
 gpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then gpus=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU'); fi
 if (( gpus == 0 )); then

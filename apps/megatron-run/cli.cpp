@@ -442,13 +442,14 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
     if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) {
       // As argparse reads a command line (Boost would take any next word): a word that looks like an option (one
       // of ours, `--config=a b` too, or any other '-' word but a negative number) is not this option's value.
-      // But --explain's value is a flag's name (`--explain --num-layers`), which looks like one by design.
+      // But --explain's value is a Megatron flag's name (`--explain --num-layers`), which looks like one by design;
+      // one of megatron-run's own options after it (`--explain --format json`) is still not its value.
       const std::string& next = args[i + 1];
       const size_t next_eq = next.find('=');
       const bool ours = next.size() > 2 && next.rfind("--", 0) == 0 &&
                         desc.find_nothrow(next.substr(2, next_eq == std::string::npos ? next_eq : next_eq - 2),
                                           /*approx=*/false, false, false);
-      if ((ours || argparse_reads_as_option(next)) && od->long_name() != "explain")
+      if (ours || (argparse_reads_as_option(next) && od->long_name() != "explain"))
         throw UsageError("argument " + w + ": expected one argument", {w});
       to_boost[++i] = true;
     }

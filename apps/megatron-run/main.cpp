@@ -112,7 +112,13 @@ int run(std::vector<std::string>& args) {
         // Moved, not copied: `check` may be given tens of thousands of files.
         std::vector<std::string> rest(std::make_move_iterator(args.begin() + 1), std::make_move_iterator(args.end()));
         std::vector<std::string>().swap(args);
-        return mr::app::cmd_check(rest);
+        try {  // here, where the words still are: --format json asks for the failure as a JSON document too
+          return mr::app::cmd_check(rest);
+        } catch (const mr::UsageError& e) {
+          return mr::app::report_usage_error(rest, e);
+        } catch (const boost::program_options::error& e) {
+          return mr::app::report_usage_error(rest, mr::app::own_option_error(e, rest));
+        }
       }
       std::vector<std::string> rest(args.begin() + 1, args.end());
       for (std::string& w : rest) {  // -h is --help for every command (words after "--" are a program's)

@@ -5,13 +5,6 @@
 
 namespace mr::distributed {
 
-std::string timeout_text(Timeout t) {
-  const long long ms = t.count();
-  std::string frac = ms % 1000 ? std::to_string(1000 + ms % 1000).substr(1) : "";  // "700" of 0.7 s
-  while (!frac.empty() && frac.back() == '0') frac.pop_back();
-  return std::to_string(ms / 1000) + (frac.empty() ? "" : "." + frac) + " s";
-}
-
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::F32: return 4;

@@ -50,7 +50,7 @@ class Store {
 // A key another rank sets (the NCCL unique id a group's root publishes), waited for at most `timeout` (the
 // collective timeout, --distributed-timeout-minutes or MR_DIST_TIMEOUT_S) rather than the store's own, with
 // `poll` (may be empty) called between tries so that a gone peer or another rank's abort ends the wait early
-// (its CollectiveError goes on as it is). Past the bound: CollectiveError (timed out) naming `what`, the key and
+// (its CollectiveError goes on as it is). Past the bound: a CollectiveError naming `what`, the key and
 // the bound. lib/distributed/store_wait.cpp.
 std::string get_within(Store& store, const std::string& key, Timeout timeout, const std::function<void()>& poll,
                        const std::string& what);

@@ -23,7 +23,7 @@ std::string get_within(Store& store, const std::string& key, Timeout timeout, co
       throw CollectiveError(what + ": key '" + key + "' not in the rendezvous store after " + timeout_text(timeout) +
                                 " (the collective timeout: --distributed-timeout-minutes or MR_DIST_TIMEOUT_S); the "
                                 "rank that publishes it did not get this far",
-                            true);
+                            /*timeout=*/false);  // not "timed out": Runtime::diagnose keeps this text as the cause
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }

@@ -165,9 +165,14 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       if (fds[0].revents & POLLIN) {
         unsigned char b;
         while (read(signal_fd, &b, 1) == 1) {
-          std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b)
-                    << "); forwarding it to the workers\n";
-          workers.kill_all(b);
+          // A batch system signals every node's launcher (srun: each task); the same signal already passed on
+          // from another node's stop is not sent a second time (a Python worker would get two interrupts).
+          const bool passed_already = peer_stop_passed && result.peer && result.peer->stop_signal == b;
+          std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << "); "
+                    << (passed_already ? "the workers have it already (passed on from another node's stop)"
+                                       : "forwarding it to the workers")
+                    << "\n";
+          if (!passed_already) workers.kill_all(b);
           if (stops_workers(b, o.handled_signals)) {
             // The other nodes learn why this node's workers stop (not as their failure), and stop theirs.
             // Also after a local failure with restarts left: a stopped launcher ends the job, no node restarts.

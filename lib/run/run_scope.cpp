@@ -309,8 +309,9 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
     case ArgId::finetune:
     case ArgId::no_load_optim:
     case ArgId::no_load_rng:
+    case ArgId::ckpt_step:  // 0 is Megatron's "not given" (docs/checkpoints.md): nothing to name
+      return a.load || !a.ckpt_step || *a.ckpt_step == 0 ? "" : "not used without --load";
     case ArgId::exit_on_missing_checkpoint:
-    case ArgId::ckpt_step:
     case ArgId::override_ckpt_iteration:
     case ArgId::load_main_params_from_ckpt:
       return a.load ? "" : "not used without --load";

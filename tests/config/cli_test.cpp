@@ -185,6 +185,19 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   CHECK(json.exit == 2);
   CHECK_THAT(json.out, Catch::Contains("\"exit\": 2") && Catch::Contains("\"flags\": [\"--world-size\"]") &&
                            Catch::Contains("argument --world-size: expected one argument"));
+  // check's usage errors too: stdout is one JSON document (check has its own words, moved out of main's).
+  for (const std::string& words : std::vector<std::string>{"check --format json", "check --format json --bogus " + kDefault,
+                                   "check --format json --world-size"}) {
+    INFO(words);
+    const mrtest::Proc c = mrtest::megatron_run(words);
+    CHECK(c.exit == 2);
+    CHECK_THAT(c.out, Catch::StartsWith("{") && Catch::Contains("\"exit\": 2") && Catch::Contains("\"ok\": false"));
+  }
+  // --explain takes a Megatron flag's name as its value, but not one of megatron-run's own options.
+  auto explain = sh("--dry-run --config " + kDefault + " --explain --format json");
+  CHECK(explain.exit == 2);
+  CHECK_THAT(explain.out, Catch::StartsWith("megatron-run: error: argument --explain: expected one argument\n") &&
+                              Catch::Contains("\"flags\": [\"--explain\"]"));  // (--format json was asked for)
 }
 
 TEST_CASE("a usage error with a rule id shows it on every path, as any refusal with an id does", "[cli][usage-ids]") {

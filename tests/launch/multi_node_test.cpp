@@ -622,14 +622,18 @@ TEST_CASE("a stop signal to one node's launcher ends the job on every node, name
     // --signals-to-handle makes SIGUSR1 a stop. faults.py's usr1 workers exit 0 on SIGUSR1 only (SIGTERM would end
     // them with 143), each touching `started`.<rank> once it listens; node 1's launcher gets SIGUSR1 after both.
     const int sp = free_port();
-    const std::string job = "FAULT=usr1 FAULT_READY=" + started.string() + " " + kRun +
+    // Node 0's launcher gets SIGUSR1 too, a second after node 1's (as srun signals every task): its workers, which
+    // linger 2.5 s after the first, must not get it twice.
+    const fs::path pidfile0 = pidfile.string() + ".0";
+    const std::string job = "FAULT=usr1 FAULT_LINGER=2.5 FAULT_READY=" + started.string() + " " + kRun +
                             "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
                             " --rdzv-id stop2 --nnodes 2 --join-timeout 20 --signals-to-handle SIGTERM,SIGUSR1 "
                             "--event-log-handler console --nproc-per-node 1 --no-append-args " + kFaults;
     const std::string ready = started.string() + ".0 ] || [ ! -e " + started.string() + ".1";
-    Nodes r = run_nodes({job, "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec env " + job + "\"",
+    Nodes r = run_nodes({"sh -c \"echo \\$\\$ >'" + pidfile0.string() + "'; exec env " + job + "\"",
+                         "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec env " + job + "\"",
                          "sh -c 'while [ ! -e " + ready + " ]; do sleep 0.05; done; sleep 0.3; kill -USR1 $(cat " +
-                             pidfile.string() + ")'"});
+                             pidfile.string() + "); sleep 1; kill -USR1 $(cat " + pidfile0.string() + ")'"});
     INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 0);
@@ -639,15 +643,19 @@ TEST_CASE("a stop signal to one node's launcher ends the job on every node, name
                               "workers"));
     CHECK(has(r.nodes[0].out, "every worker exited with code 0 after signal 10 (SIGUSR1) from another node's stop: "
                               "they handled the stop; exit 0"));
+    CHECK(has(r.nodes[0].out, "received signal 10 (SIGUSR1); the workers have it already (passed on from another "
+                              "node's stop)"));
     for (size_t i : {0, 1}) {  // the two launchers (the third command sent the signal)
       const Node& n = r.nodes[i];
       CHECK(has(n.out, "got SIGUSR1"));
+      CHECK_FALSE(has(n.out, "got SIGUSR1 again"));
       // The record agrees with the exit code on both nodes.
       CHECK(has(n.out, "\"state\": \"SUCCEEDED\""));
       CHECK_FALSE(has(n.out, "\"state\": \"FAILED\""));
     }
     CHECK(r.seconds < 20);
     for (const char* rank : {".0", ".1"}) fs::remove(started.string() + rank);
+    fs::remove(pidfile0);
   }
   fs::remove(pidfile);
   fs::remove(started);

@@ -322,6 +322,7 @@ TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's
                                      "without --load)") &&
                          Catch::Contains("--save-interval, --save-retain-interval (not used without --save)") &&
                          Catch::Contains("--verify-integrity (checks nothing without --load or --save)"));
+  CHECK(notice({{"ckpt_step", Value(0)}}).empty());  // Megatron's "not given"
   CHECK(notice({{"load", Value(S("/ckpt"))}, {"ckpt_step", Value(7)}, {"override_ckpt_iteration", Value(5)},
                 {"load_main_params_from_ckpt", on}, {"verify_integrity", on}})
             .empty());

@@ -3,8 +3,9 @@
 #   first-attempt  fails (exit 3, after a line on stderr) on attempt 0 only (TORCHELASTIC_RESTART_COUNT), then works;
 #   ignore-term    every rank ignores SIGTERM; FAULT_RANK exits 4 after a moment, the others would sleep a minute;
 #   record         FAULT_RANK raises in a main wrapped in torch's @record, which writes TORCHELASTIC_ERROR_FILE;
-#   usr1           every rank says so and exits 0 on SIGUSR1, touches FAULT_READY.<rank> once it listens, then
-#                  sleeps a minute.
+#   usr1           every rank says so and exits 0 on SIGUSR1 (FAULT_LINGER seconds later, default 0, saying so again
+#                  for each further SIGUSR1 meanwhile), touches FAULT_READY.<rank> once it listens, then waits a
+#                  minute for it.
 #   term           every rank but FAULT_RANK says so and exits 0 on SIGTERM (a graceful stop, as Megatron's
 #                  --exit-signal-handler); FAULT_RANK (none when FAULT_RANK=none) keeps SIGTERM's default action and
 #                  dies of it. Each touches FAULT_READY.<rank> once it listens, then sleeps a minute.
@@ -41,13 +42,20 @@ elif fault == "record":
 
     main()
 elif fault == "usr1":
+    got = []
+
     def on_usr1(signum, frame):
-        print(f"rank {rank} got SIGUSR1", flush=True)
-        sys.exit(0)
+        got.append(signum)
+        print(f"rank {rank} got SIGUSR1" + (f" again ({len(got)} times)" if len(got) > 1 else ""), flush=True)
 
     signal.signal(signal.SIGUSR1, on_usr1)
     open(os.environ["FAULT_READY"] + "." + rank, "w").close()
-    time.sleep(60)
+    deadline = time.monotonic() + 60
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if got:  # FAULT_LINGER seconds more (default 0), still counting SIGUSR1s, then exit 0
+        time.sleep(float(os.environ.get("FAULT_LINGER", "0")))
+        sys.exit(0)
 elif fault == "term":
     def on_term(signum, frame):
         print(f"rank {rank} got SIGTERM, stops cleanly", flush=True)
