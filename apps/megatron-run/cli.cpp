@@ -342,13 +342,34 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
   return UsageError(msg + note, std::move(flags));
 }
 
+namespace {
+
+// An option as argparse names it in a refusal: every option string of its action, as declared ("-r/--redirects",
+// "--nproc-per-node/--nproc_per_node"); `flag` alone for an option with one spelling, or without `desc`.
+std::string argparse_name(const std::string& flag, const po::options_description* desc) {
+  if (!desc || flag.rfind("--", 0) != 0) return flag;
+  const std::string name = flag.substr(2);
+  auto has = [desc](const std::string& n) { return desc->find_nothrow(n, false, false, false) != nullptr; };
+  if (!has(name)) return flag;
+  if (name == "redirects" || name == "tee") return std::string("-") + name[0] + "/" + flag;  // torchrun's -r, -t
+  std::string dashed = name, underscored = name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  if (dashed != underscored && has(dashed) && has(underscored)) return "--" + dashed + "/--" + underscored;
+  return flag;
+}
+
+}  // namespace
+
 UsageError own_option_error(const po::error& e, const std::vector<std::string>& words,
                             const po::options_description* desc) {
   if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) return unrecognized_word(u->get_option_name());
   const auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
   const std::string flag = named ? named->get_option_name() : std::string();
   if (flag.empty()) return UsageError(e.what());
-  auto refusal = [&](const std::string& why) { return UsageError("argument " + flag + ": " + why, {flag}); };
+  auto refusal = [&](const std::string& why) {
+    return UsageError("argument " + argparse_name(flag, desc) + ": " + why, {flag});
+  };
   // The value of `--flag=value` (Boost keeps it only inside its own message).
   auto adjacent_value = [&]() -> std::string {
     for (const std::string& w : words)
@@ -450,7 +471,7 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
                         desc.find_nothrow(next.substr(2, next_eq == std::string::npos ? next_eq : next_eq - 2),
                                           /*approx=*/false, false, false);
       if (ours || (argparse_reads_as_option(next) && od->long_name() != "explain"))
-        throw UsageError("argument " + w + ": expected one argument", {w});
+        throw UsageError("argument " + argparse_name("--" + name, &desc) + ": expected one argument", {w});
       to_boost[++i] = true;
     }
     if (od->semantic()->is_composing()) continue;

@@ -61,6 +61,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   std::vector<std::string> own_args = args;
   bool unknown_option = false;  // the Megatron parse reports it, before any complaint about the program
   size_t program_start = 0;     // the program's first word in `args` (0: none)
+  std::vector<std::string> spelled = args;  // `args`, our options before the program written out in full
   std::vector<std::string> switches;  // megatron-run's own options that take no value
   {
     std::vector<std::string> value_options;
@@ -68,13 +69,20 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       (od->semantic()->max_tokens() > 0 ? value_options : switches).push_back("--" + od->long_name());
     switches.push_back("-h");
     value_options.insert(value_options.end(), {"-r", "-t"});  // torchrun's --redirects, --tee
-    launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches);
+    // torchrun's argparse reading of the words before the program (launch/option_spelling.h): -r3, and prefixes
+    // of megatron-run's options (its own and torchrun's, every spelling); never of Megatron's flags.
+    launch::OptionSpelling spelling;
+    for (const auto& od : desc.options()) spelling.long_options.push_back("--" + od->long_name());
+    spelling.long_options.push_back("--module");
+    spelling.short_options = {{"-r", "--redirects"}, {"-t", "--tee"}};
+    launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches, &spelling);
     unknown_option = ps.stopped_at_unknown;
+    own_args = spelled = ps.words;
     if (ps.form != launch::Program::Form::Worker) {
       program.form = ps.form;
       program_start = ps.start;
       program.words.assign(args.begin() + static_cast<long>(ps.start), args.end());
-      own_args.assign(args.begin(), args.begin() + static_cast<long>(ps.end_of_options));
+      own_args.resize(ps.end_of_options);
       if (program.words.empty())
         throw UsageError(ps.form == launch::Program::Form::Module ? "argument -m/--module: expected a module name"
                                                                   : "'--' is not followed by a program to run",
@@ -158,8 +166,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       if (!hint.empty()) hint = "; megatron-run has no command '" + abbreviate(w) + "'" + hint;
       // `--mock-data false`: the word after a switch is the program, not the switch's value.
       if (program.form == launch::Program::Form::Script)
-        if (std::string v = switch_value_hint(args, program_start, switches); !v.empty())
-          throw UsageError(e.what() + v, {args[program_start - 1]});
+        if (std::string v = switch_value_hint(spelled, program_start, switches); !v.empty())
+          throw UsageError(e.what() + v, {spelled[program_start - 1]});
       throw UsageError(e.what() + hint);
     }
   }

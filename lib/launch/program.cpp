@@ -44,13 +44,19 @@ int values_after(const std::string& w, const Schema& schema, const std::vector<s
 
 ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
                            const std::vector<std::string>& own_value_options,
-                           const std::vector<std::string>& own_switches) {
+                           const std::vector<std::string>& own_switches, const OptionSpelling* spelling) {
   ProgramSplit out;
+  out.words = words;
+  auto at = [&out](size_t start, size_t end, Program::Form form) {
+    out.start = start, out.end_of_options = end, out.form = form;
+    return std::move(out);
+  };
   for (size_t i = 0; i < words.size(); ++i) {
-    const std::string& w = words[i];
-    if (w == "--") return ProgramSplit{i + 1, i, Program::Form::Command};
-    if (w == "-m" || w == "--module") return ProgramSplit{i + 1, i, Program::Form::Module};
-    if (!option_like(w)) return ProgramSplit{i, i, Program::Form::Script};  // no option before it wanted it
+    if (spelling && option_like(words[i])) out.words[i] = spelling->spell(words[i], schema);
+    const std::string& w = out.words[i];
+    if (w == "--") return at(i + 1, i, Program::Form::Command);
+    if (w == "-m" || w == "--module") return at(i + 1, i, Program::Form::Module);
+    if (!option_like(w)) return at(i, i, Program::Form::Script);  // no option before it wanted it
     int n = values_after(w, schema, own_value_options, own_switches);
     if (n == -2) {  // an unknown option: its error comes first
       out.stopped_at_unknown = true;

@@ -16,6 +16,7 @@
 
 #include "config/schema.h"
 #include "launch/launch_env.h"
+#include "launch/option_spelling.h"
 
 namespace mr::launch {
 
@@ -44,10 +45,13 @@ struct ProgramSplit {
   // The scan stopped at an option neither megatron-run nor Megatron knows (its "unrecognized arguments" error
   // must come first: where the program starts is unknown).
   bool stopped_at_unknown = false;
+  // The words, each option word before the program as `spelling` writes it out (launch/option_spelling.h: -r3,
+  // a prefix of a long option); the same count, so argv positions hold. The words themselves without `spelling`.
+  std::vector<std::string> words;
 };
 ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
                            const std::vector<std::string>& own_value_options,
-                           const std::vector<std::string>& own_switches);
+                           const std::vector<std::string>& own_switches, const OptionSpelling* spelling = nullptr);
 
 // The program's argv on every rank: the interpreter for scripts and modules (torchrun's: $PYTHON_EXEC, else
 // python3, with -u), the program's words, then `megatron_words` when append_args.

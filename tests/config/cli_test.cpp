@@ -106,8 +106,8 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   CHECK(megatron.exit == 2);
   CHECK_THAT(megatron.out, Catch::Contains("megatron-run: error: argument --num-layers: expected one argument\n"));
   for (const auto& [words, flag] : std::vector<std::pair<std::string, std::string>>{
-           {"--nproc-per-node", "--nproc-per-node"},
-           {"--dry-run --config " + kDefault + " --nproc_per_node", "--nproc_per_node"},
+           {"--nproc-per-node", "--nproc-per-node/--nproc_per_node"},
+           {"--dry-run --config " + kDefault + " --nproc_per_node", "--nproc-per-node/--nproc_per_node"},
            {"--dry-run --config " + kDefault + " --world-size", "--world-size"},
            {"check --world-size", "--world-size"},
            {"check --quiet --format", "--format"},
@@ -122,11 +122,14 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   // The next word looks like an option (as argparse reads it): no value, whether the option is ours or Megatron's,
   // and whether the word is an option of ours, Megatron's or none.
   for (const auto& [words, flag] : std::vector<std::pair<std::string, std::string>>{
-           {"--nproc-per-node --dry-run --config " + kDefault, "--nproc-per-node"},
-           {"--dry-run --nproc_per_node --config " + kDefault, "--nproc_per_node"},
-           {"--dry-run --config " + kDefault + " --max-restarts --num-layers 2", "--max-restarts"},
-           {"--dry-run --config " + kDefault + " --rdzv-id -x", "--rdzv-id"},
-           {"--dry-run --config " + kDefault + " -r --tee 3", "--redirects"},
+           {"--nproc-per-node --dry-run --config " + kDefault, "--nproc-per-node/--nproc_per_node"},
+           {"--dry-run --nproc_per_node --config " + kDefault, "--nproc-per-node/--nproc_per_node"},
+           {"--dry-run --config " + kDefault + " --max-restarts --num-layers 2", "--max-restarts/--max_restarts"},
+           {"--dry-run --config " + kDefault + " --rdzv-id -x", "--rdzv-id/--rdzv_id"},
+           {"--dry-run --config " + kDefault + " -r --tee 3", "-r/--redirects"},
+           {"--dry-run --config " + kDefault + " --tee -r 3", "-t/--tee"},
+           {"--dry-run --config " + kDefault + " --term-timeout --tee 3", "--term-timeout"},
+           {"--dry-run --config " + kDefault + " --nn --nproc-p 2", "--nnodes"},
            {"--dry-run --config --world-size=8 " + kDefault, "--config"},
            {"check --world-size --quiet " + kDefault, "--world-size"},
            {"params --device-memory --world-size 8 --config " + kDefault, "--device-memory"},
@@ -155,7 +158,7 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --term-timeout soon").out,
              Catch::Contains("megatron-run: error: argument --term-timeout: invalid float value: 'soon'\n"));
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --max_restarts x").out,
-             Catch::Contains("megatron-run: error: argument --max_restarts: invalid int value: 'x'\n"));
+             Catch::Contains("megatron-run: error: argument --max-restarts/--max_restarts: invalid int value: 'x'\n"));
   // An empty value after '=': argparse takes '' and its conversion refuses it, as for a Megatron flag.
   CHECK(sh("check --world-size= " + kDefault).out == "megatron-run: error: argument --world-size: invalid int value: ''\n");
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --num-layers=").out,
@@ -252,7 +255,7 @@ TEST_CASE("every occurrence of megatron-run's option is checked, not only the on
   // A conversion Boost makes (an int option) and an option's own check (its choices), in either spelling.
   auto rank = sh("--dry-run --node_rank x --node-rank 0 --config " + kDefault);
   CHECK(rank.exit == 2);
-  CHECK(rank.out.find("argument --node_rank: invalid int value: 'x'") != std::string::npos);
+  CHECK(rank.out.find("argument --node-rank/--node_rank: invalid int value: 'x'") != std::string::npos);
   auto numa = sh("--dry-run --numa-binding nodes --numa_binding node --nproc-per-node 1 --config " + kDefault);
   CHECK(numa.exit == 2);
   CHECK(numa.out.find("argument --numa-binding: invalid choice: 'nodes'") != std::string::npos);
@@ -1081,4 +1084,40 @@ TEST_CASE("every command has its usage, its line in the general usage and its co
       CHECK(completion.find("|" + cmd + "|") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("launcher options in torchrun's argparse spellings: -r3, prefixes, an ambiguous prefix", "[cli][spelling]") {
+  const std::string dry = "--dry-run --config " + kDefault;
+  // A unique prefix is the option: --nproc-p 2 makes a job of 2 ranks, which --world-size 3 contradicts.
+  auto world = sh(dry + " --nproc-p 2 --world-size 3");
+  CHECK(world.exit == 2);
+  CHECK_THAT(world.out, Catch::Contains("argument --world-size: 3 is not the job's 2 ranks (--nnodes 1 x --nproc-per-node 2)"));
+  CHECK_THAT(sh(dry + " --nproc-p=2 --nn=2 --world-size 3").out,
+             Catch::Contains("3 is not the job's 4 ranks (--nnodes 2 x --nproc-per-node 2)"));
+  CHECK_THAT(sh(dry + " --nnodes=2 --nproc_per_node=2 --world-size 3").out,  // whole names with '=' as before
+             Catch::Contains("3 is not the job's 4 ranks (--nnodes 2 x --nproc-per-node 2)"));
+  // A short option's attached value, -r3 and -r=3 as argparse reads them: the same as -r 3.
+  CHECK(sh(dry + " -r3 -t=1").exit == 0);
+  auto attached = sh(dry + " -r9");
+  auto separate = sh(dry + " --redirects 9");
+  CHECK(attached.exit == 2);
+  CHECK(attached.out == separate.out);
+  // Several option strings start with it: refused naming them (the two spellings of one option are two).
+  auto nproc = sh(dry + " --nproc 2");
+  CHECK(nproc.exit == 2);
+  CHECK(nproc.out == "megatron-run: error: ambiguous option: --nproc could match --nproc-per-node, --nproc_per_node\n");
+  auto log = sh(dry + " --log-l=x");  // torchrun's --log-line-prefix-template and megatron-run's --log-level
+  CHECK(log.exit == 2);
+  CHECK(log.out == "megatron-run: error: ambiguous option: --log-l=x could match --log-level, "
+                   "--log-line-prefix-template\n");
+  // Megatron's flags are never abbreviated (its parser has allow_abbrev=False) and a whole one is never ours:
+  // --local-rank is Megatron's, though torchrun would read it as a prefix of --local-ranks-filter.
+  auto megatron = sh(dry + " --num-lay 2");
+  CHECK(megatron.exit == 2);
+  CHECK_THAT(megatron.out, Catch::Contains("unrecognized arguments: --num-lay"));
+  auto local_rank = sh(dry + " --local-rank 0 --format json");
+  CHECK(local_rank.exit == 0);
+  CHECK_THAT(local_rank.out, Catch::Contains("\"local_rank\": 0"));
+  // After the program every word is the program's: no prefix is read there, an ambiguous one neither.
+  CHECK(sh(dry + " train.py --nproc 2").exit == 0);
 }

@@ -1,0 +1,36 @@
+// How torchrun's parser (argparse, with its default allow_abbrev) reads an option word that megatron-run's own
+// parsers know by no exact name, so that a command line torchrun takes is taken here too:
+//
+//   -r3, -r=3              a short option with its value attached: -r 3 (argparse drops one '=' after the letter)
+//   --nn 2, --nn=2         an unambiguous prefix of a long option: --nnodes 2
+//   --n 2                  a prefix of several option strings: refused, "ambiguous option: --n could match ...",
+//                          both spellings of one option counting as two strings, as argparse counts them
+//                          (so --nproc is ambiguous between --nproc-per-node and --nproc_per_node, under torchrun too)
+//
+// A word that is exactly a Megatron flag or one of megatron-run's options stays as it is: Megatron's parser takes
+// no prefixes (allow_abbrev=False), so its flags are never abbreviated, and a prefix of ours that is also a whole
+// Megatron flag (--local-rank, a prefix of --local-ranks-filter) is Megatron's. Torch-free.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/schema.h"
+
+namespace mr::launch {
+
+struct OptionSpelling {
+  // The long options that take prefixes, every spelling, in the order a refusal names them ("--nproc-per-node",
+  // "--nproc_per_node", ...).
+  std::vector<std::string> long_options;
+  // The short options that take a value, with the long name megatron-run parses them as: {"-r", "--redirects"}.
+  std::vector<std::pair<std::string, std::string>> short_options;
+
+  // `word` as megatron-run's parsers take it: "-r" -> "--redirects", "-r3" -> "--redirects=3", "--nn=2" ->
+  // "--nnodes=2"; unchanged when it is an exact name, a Megatron flag, or no option's prefix. An ambiguous
+  // prefix throws UsageError with argparse's words, the candidates in the order of `long_options`.
+  std::string spell(const std::string& word, const Schema& schema) const;
+};
+
+}  // namespace mr::launch
