@@ -77,7 +77,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.local_addr = lo.local_addr;
   // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
   double hb = 30;
-  if (!lo.heartbeat_timeout.empty()) hb = std::strtod(lo.heartbeat_timeout.c_str(), nullptr);
+  if (lo.heartbeat_timeout) hb = *lo.heartbeat_timeout;
   else if (const char* e = std::getenv("MR_DIST_HEARTBEAT_TIMEOUT_S"); e && std::strtod(e, nullptr) > 0)
     hb = std::strtod(e, nullptr);
   ro.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::max(hb, 1.0) * 1000));
@@ -455,13 +455,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     if (e.prov.by_user()) in.given.push_back(e.dest);
   try {
     in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
-    if (!lo.heartbeat_timeout.empty()) {
-      char* end = nullptr;
-      double s = std::strtod(lo.heartbeat_timeout.c_str(), &end);
-      if (end == lo.heartbeat_timeout.c_str() || *end)
-        throw std::runtime_error("--heartbeat-timeout '" + lo.heartbeat_timeout + "' is not a number of seconds");
-      in.heartbeat_timeout_s = s;
-    }
+    in.heartbeat_timeout_s = lo.heartbeat_timeout;  // (a number above 0: checked with the options)
     (void)launch::job_timeouts(in);
   } catch (const std::runtime_error& e) {
     return refuse_launch(lo, 2, e.what());

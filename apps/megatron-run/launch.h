@@ -31,7 +31,7 @@ struct LaunchOptions {
   bool bring_up_only = false;  // --bring-up-only: the workers stop after the self-check (passed on to them)
   // --heartbeat-timeout SECONDS: a rank whose heartbeat stops for this long fails the job (passed on to the
   // workers; empty: not given, then MR_DIST_HEARTBEAT_TIMEOUT_S or 30 s; docs/distributed.md, "Faults")
-  std::string heartbeat_timeout;
+  std::optional<double> heartbeat_timeout;  // --heartbeat-timeout S: seconds, finite and above 0 (checked at parse)
   // torchrun's options (docs/launch.md): --standalone, --max-restarts, --monitor-interval (not used),
   // --rdzv-backend static, --rdzv-endpoint HOST[:PORT], --rdzv-id (TORCHELASTIC_RUN_ID), --log-dir,
   // -r/--redirects, -t/--tee, --local-ranks-filter (parsed into `logs` by apply()).

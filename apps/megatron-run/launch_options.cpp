@@ -204,7 +204,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("logs_specs", po::value<std::string>()->notifier(check_logs_specs),
        described(kLogsSpecs, "torchrun's spelling of --logs-specs").c_str())
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
-      ("heartbeat-timeout", po::value(&heartbeat_timeout),
+      ("heartbeat-timeout", po::value<double>()->notifier([this](double v) { heartbeat_timeout = v; }),
        "seconds without a rank's heartbeat before the job fails (default 30)");
   for (const NotYet& n : kNotYet)
     for (const std::string& spelling : {std::string(n.name), underscored(n.name)}) {
@@ -368,6 +368,9 @@ void LaunchOptions::apply_worker_options() {
   if (run_path)
     notices.push_back("--run-path: not used (megatron-run runs the script as `python SCRIPT ARGS` in each worker)");
   if (role.empty()) throw UsageError("argument --role: the role name is empty", {"--role"});
+  if (heartbeat_timeout && !(*heartbeat_timeout > 0 && *heartbeat_timeout <= 86400))
+    throw UsageError("argument --heartbeat-timeout: must be a number of seconds above 0, at most 86400",
+                     {"--heartbeat-timeout"});
   if (!(term_timeout >= 0) || term_timeout > 86400)
     throw UsageError("argument --term-timeout: must be a number of seconds from 0 to 86400", {"--term-timeout"});
   logs.log_dir = log_dir;

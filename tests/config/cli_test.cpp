@@ -196,6 +196,14 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
     CHECK(c.exit == 2);
     CHECK_THAT(c.out, Catch::StartsWith("{") && Catch::Contains("\"exit\": 2") && Catch::Contains("\"ok\": false"));
   }
+  // --heartbeat-timeout is checked with the other options: a dry run refuses what the launch would.
+  for (const char* v : {"x", "-1", "0", "nan", "inf"}) {
+    INFO(v);
+    const mrtest::Proc h = mrtest::megatron_run("--dry-run --config " + kDefault + " --heartbeat-timeout " + v);
+    CHECK(h.exit == 2);
+    CHECK_THAT(h.err, Catch::Contains("argument --heartbeat-timeout: "));
+  }
+  CHECK(mrtest::megatron_run("--dry-run --config " + kDefault + " --heartbeat-timeout 2.5").exit == 0);
   // --explain takes a Megatron flag's name as its value, but not one of megatron-run's own options.
   auto explain = sh("--dry-run --config " + kDefault + " --explain --format json");
   CHECK(explain.exit == 2);

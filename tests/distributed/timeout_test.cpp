@@ -115,9 +115,10 @@ TEST_CASE("megatron-run refuses time limits it cannot use before starting anythi
   const std::vector<Case> cases = {
       {{"--distributed-timeout-minutes", "0"}, {}, "--distributed-timeout-minutes 0: the collective timeout must be"},
       {{"--distributed-timeout-seconds-after-init", "0"}, {}, "--distributed-timeout-seconds-after-init 0"},
-      {{"--heartbeat-timeout", "abc"}, {}, "--heartbeat-timeout 'abc' is not a number of seconds"},
+      {{"--heartbeat-timeout", "abc"}, {}, "argument --heartbeat-timeout: invalid float value: 'abc'"},
       {{"--heartbeat-timeout", "1"}, {{"MR_DIST_HEARTBEAT_S", "1"}}, "at least twice the heartbeat period"},
-      {{"--nproc-per-node", "2", "--heartbeat-timeout", "0"}, {}, "--heartbeat-timeout 0"},
+      {{"--nproc-per-node", "2", "--heartbeat-timeout", "0"}, {}, "argument --heartbeat-timeout: must be a number of "
+                                                                  "seconds above 0"},
   };
   std::vector<Proc> procs;
   for (size_t i = 0; i < cases.size(); ++i) {
