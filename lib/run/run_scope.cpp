@@ -304,13 +304,13 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
       return a.lr_decay_style == arg::LrDecayStyle::WSD ? "" : "only --lr-decay-style WSD uses it";
     case ArgId::decoupled_min_lr:
       return a.decoupled_lr ? "" : "not used without --decoupled-lr";
+    case ArgId::ckpt_step:  // 0 is Megatron's "not given" (docs/checkpoints.md): nothing to name
+      return a.load || !a.ckpt_step || *a.ckpt_step == 0 ? "" : "not used without --load";
     case ArgId::override_opt_param_scheduler:
     case ArgId::use_checkpoint_opt_param_scheduler:
     case ArgId::finetune:
     case ArgId::no_load_optim:
     case ArgId::no_load_rng:
-    case ArgId::ckpt_step:  // 0 is Megatron's "not given" (docs/checkpoints.md): nothing to name
-      return a.load || !a.ckpt_step || *a.ckpt_step == 0 ? "" : "not used without --load";
     case ArgId::exit_on_missing_checkpoint:
     case ArgId::override_ckpt_iteration:
     case ArgId::load_main_params_from_ckpt:
