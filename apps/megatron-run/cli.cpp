@@ -391,8 +391,8 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
     switch (s->kind()) {
       case po::invalid_syntax::missing_parameter: return refusal("expected one argument");
       case po::invalid_syntax::empty_adjacent_parameter: {
-        // `--world-size=`: argparse takes '' as the value, which a number's conversion refuses (Boost refuses
-        // every empty value; a string option's '' stays "expected one argument" here).
+        // `--world-size=`: argparse takes '' as the value, which a number's conversion refuses. (split_own_options
+        // hands Boost `--name` and '' instead, so this is for a parser that does not.)
         const std::string type = type_name();
         return refusal(type.empty() ? "expected one argument" : "invalid " + type + "value: ''");
       }
@@ -482,19 +482,28 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
     earlier.push_back(at->second);
     at->second = {first, i + 1};
   }
-  for (size_t i = 0; i < dd; ++i)
-    if (to_boost[i]) {
-      head.push_back(args[i]);
-      head_index.push_back(i);
+  // A word as Boost gets it: `--name=` (an empty value, which argparse takes as '') as `--name` and '' (Boost refuses
+  // an empty adjacent value outright), so a string option gets '' and a number's conversion refuses it.
+  auto boost_words = [&](size_t i, std::vector<std::string>& to, std::vector<size_t>* index) {
+    const std::string& w = args[i];
+    const bool empty_value = w.size() > 3 && w.back() == '=' && w.find('=') == w.size() - 1;
+    for (std::string word : empty_value ? std::vector<std::string>{w.substr(0, w.size() - 1), ""}
+                                        : std::vector<std::string>{w}) {
+      to.push_back(std::move(word));
+      if (index) index->push_back(i);
     }
+  };
+  for (size_t i = 0; i < dd; ++i)
+    if (to_boost[i]) boost_words(i, head, &head_index);
   namespace cls = po::command_line_style;
   int style = cls::allow_long | cls::long_allow_adjacent | cls::long_allow_next;  // no guessing, no short options
   // Each overridden occurrence alone, converted and its notifier run, before the words that count: what it sets
   // is set again by the occurrence that overrides it (the same option, either spelling, notified below).
   std::sort(earlier.begin(), earlier.end());  // the first invalid word on the command line is the one named
   for (const auto& [from, to] : earlier) {
-    po::command_line_parser one(std::vector<std::string>(args.begin() + static_cast<long>(from),
-                                                         args.begin() + static_cast<long>(to)));
+    std::vector<std::string> words;
+    for (size_t k = from; k < to; ++k) boost_words(k, words, nullptr);
+    po::command_line_parser one(words);
     one.options(desc).style(style);
     one.allow_unregistered();
     po::variables_map checked;

@@ -165,6 +165,12 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
              Catch::Contains("megatron-run: error: argument --num-layers: invalid int value: ''\n"));
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --join-timeout=").out,
              Catch::Contains("megatron-run: error: argument --join-timeout: invalid float value: ''\n"));
+  // A string option takes '' as argparse does: what follows judges it (an empty --config path, a choice).
+  CHECK(sh("--dry-run --config " + kDefault + " --rdzv-id=").exit == 0);
+  CHECK(sh("--dry-run --config " + kDefault + " --rdzv-id= --rdzv-id=x").exit == 0);  // overridden, also checked
+  CHECK_THAT(sh("--dry-run --config " + kDefault + " --format=").out,
+             Catch::Contains("argument --format: invalid choice: ''"));
+  CHECK_THAT(sh("--dry-run --config=").out, Catch::Contains("error[input.unreadable]: config file: the path is empty"));
   // check without a file: argparse's words for a required positional.
   auto no_file = sh("check --quiet");
   CHECK(no_file.exit == 2);
