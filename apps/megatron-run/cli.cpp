@@ -63,7 +63,13 @@ bool wants_json(const std::vector<std::string>& args) {
   if (!args.empty() && (args.front() == "schema" || args.front() == "help")) return false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--") break;
-    if (args[i] == "--format=json" || (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json"))
+    // --format, or a prefix of it that the run command's option spelling would read as --format (launch/
+    // option_spelling.h: `--fo json`, `--form=json`); an error of that very reading still answers in JSON.
+    const std::string& w = args[i];
+    const size_t eq = w.find('=');
+    const std::string name = w.substr(0, eq);
+    if (name.size() < 4 || std::string_view("--format").substr(0, name.size()) != name) continue;
+    if (eq != std::string::npos ? w.substr(eq + 1) == "json" : i + 1 < args.size() && args[i + 1] == "json")
       return true;
   }
   return false;
@@ -448,7 +454,7 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
   // one is refused as it would be alone, even when a later one overrides it.
   std::vector<std::string> head;
   std::vector<size_t> head_index;  // argv position of each word given to Boost
-  std::vector<bool> to_boost(dd, false), overridden(dd, false);
+  std::vector<bool> to_boost(dd, false), overridden(dd, false), empty_value(dd, false);
   std::map<std::string, std::pair<size_t, size_t>> last;  // option (dashes) -> its latest words [first, end)
   std::vector<std::pair<size_t, size_t>> earlier;          // the overridden occurrences' words, in order
   for (size_t i = 0; i < dd; ++i) {
@@ -458,6 +464,12 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
     std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const po::option_description* od = desc.find_nothrow(name, /*approx=*/false, false, false);
     if (!od) continue;
+    if (eq != std::string::npos && eq + 1 == w.size()) {  // `--name=`: argparse's '' (see boost_words below)
+      if (od->semantic()->max_tokens() == 0)
+        throw UsageError("argument " + argparse_name("--" + name, &desc) + ": ignored explicit argument ''",
+                         {w.substr(0, eq)});
+      empty_value[i] = true;
+    }
     const size_t first = i;
     to_boost[i] = true;
     if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) {
@@ -486,9 +498,8 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
   // an empty adjacent value outright), so a string option gets '' and a number's conversion refuses it.
   auto boost_words = [&](size_t i, std::vector<std::string>& to, std::vector<size_t>* index) {
     const std::string& w = args[i];
-    const bool empty_value = w.size() > 3 && w.back() == '=' && w.find('=') == w.size() - 1;
-    for (std::string word : empty_value ? std::vector<std::string>{w.substr(0, w.size() - 1), ""}
-                                        : std::vector<std::string>{w}) {
+    for (std::string word : empty_value[i] ? std::vector<std::string>{w.substr(0, w.size() - 1), ""}
+                                           : std::vector<std::string>{w}) {
       to.push_back(std::move(word));
       if (index) index->push_back(i);
     }

@@ -24,13 +24,27 @@ std::string OptionSpelling::spell(const std::string& word, const Schema& schema)
     }
     return word;
   }
+  auto prefix_of = [&](const std::string& o) { return o.size() > name.size() && o.compare(0, name.size(), name) == 0; };
   std::vector<std::string> matches;
   for (const std::string& o : long_options)
-    if (o.size() > name.size() && o.compare(0, name.size(), name) == 0) matches.push_back(o);
+    if (prefix_of(o)) matches.push_back(o);
   if (matches.empty()) return word;  // no option of ours: Megatron's parser names it
-  if (matches.size() == 1) return matches.front() + tail;
+  // Also the start of a Megatron flag (--local-ran: --local-rank and --local-ranks-filter): the user may have cut
+  // that flag short, which Megatron's parser does not allow, so it is not silently taken as ours; refused as
+  // ambiguous, naming the Megatron flags too.
+  std::vector<std::string> megatron;
+  for (const Arg& a : schema.args())
+    for (const std::string& f : a.flags)
+      if (prefix_of(f) && std::find(megatron.begin(), megatron.end(), f) == megatron.end()) megatron.push_back(f);
+  if (matches.size() == 1 && megatron.empty()) return matches.front() + tail;
   std::string listed;
   for (const std::string& m : matches) listed += (listed.empty() ? "" : ", ") + m;
+  if (matches.size() == 1) {  // ours alone, but a Megatron flag starts so too (ambiguous among ours: argparse's list)
+    const size_t shown = std::min<size_t>(megatron.size(), 5);
+    for (size_t i = 0; i < shown; ++i) listed += ", " + megatron[i];
+    if (megatron.size() > shown) listed += " and " + std::to_string(megatron.size() - shown) + " more Megatron flags";
+    listed += " (Megatron's flags are never abbreviated: write the one you mean in full)";
+  }
   throw UsageError("ambiguous option: " + abbreviate(word) + " could match " + listed, {name});
 }
 

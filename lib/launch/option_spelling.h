@@ -9,7 +9,9 @@
 //
 // A word that is exactly a Megatron flag or one of megatron-run's options stays as it is: Megatron's parser takes
 // no prefixes (allow_abbrev=False), so its flags are never abbreviated, and a prefix of ours that is also a whole
-// Megatron flag (--local-rank, a prefix of --local-ranks-filter) is Megatron's. Torch-free.
+// Megatron flag (--local-rank, a prefix of --local-ranks-filter) is Megatron's. A prefix of one of ours that also
+// starts a Megatron flag (--local-ran, --no-p) is refused as ambiguous, naming both: it may be a Megatron flag cut
+// short, which must not silently become a launcher option. Torch-free.
 #pragma once
 
 #include <string>

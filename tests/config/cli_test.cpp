@@ -171,6 +171,18 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --format=").out,
              Catch::Contains("argument --format: invalid choice: ''"));
   CHECK_THAT(sh("--dry-run --config=").out, Catch::Contains("error[input.unreadable]: config file: the path is empty"));
+  // A switch refuses it, as argparse refuses any explicit value (also through a prefix: named in full).
+  CHECK(sh("--dry-run --config " + kDefault + " --dry-run=").out ==
+        "megatron-run: error: argument --dry-run: ignored explicit argument ''\n");
+  CHECK(sh("--dry-run --config " + kDefault + " --stand=").out ==
+        "megatron-run: error: argument --standalone: ignored explicit argument ''\n");
+  // --format json abbreviated as the run command reads it still asks for the failure as JSON on stdout.
+  for (const char* words : {"--fo json --nproc 2", "--form=json --num-lay 2"}) {
+    INFO(words);
+    const mrtest::Proc j = mrtest::megatron_run("--dry-run --config " + kDefault + " " + words);
+    CHECK(j.exit == 2);
+    CHECK_THAT(j.out, Catch::StartsWith("{\"ok\": false, \"exit\": 2"));
+  }
   // check without a file: argparse's words for a required positional.
   auto no_file = sh("check --quiet");
   CHECK(no_file.exit == 2);

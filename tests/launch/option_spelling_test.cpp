@@ -49,7 +49,7 @@ TEST_CASE("option spelling: unambiguous prefixes of our long options, with or wi
   CHECK(spell("--nproc-") == "--nproc-per-node");
   CHECK(spell("--nproc_p=4") == "--nproc_per_node=4");
   CHECK(spell("--stand") == "--standalone");
-  CHECK(spell("--mod") == "--module");
+  CHECK(spell("--modu") == "--module");
   CHECK(spell("--local-ranks") == "--local-ranks-filter");
   // Exact names stay as written (the two spellings are two names).
   CHECK(spell("--nnodes=2") == "--nnodes=2");
@@ -63,6 +63,12 @@ TEST_CASE("option spelling: Megatron's flags are never abbreviated, and a whole 
   // A prefix of a Megatron flag only: left for Megatron's parser (allow_abbrev=False), which refuses it.
   CHECK(spell("--num-lay") == "--num-lay");
   CHECK(spell("--num-layers") == "--num-layers");
+  // A prefix of one of ours that also starts a Megatron flag may be that flag cut short: refused, naming both,
+  // never taken silently as ours (--local-ran would have become --local-ranks-filter).
+  CHECK(refusal("--local-ran") == "ambiguous option: --local-ran could match --local-ranks-filter, --local-rank "
+                                  "(Megatron's flags are never abbreviated: write the one you mean in full)");
+  CHECK(refusal("--mod=x") == "ambiguous option: --mod=x could match --module, --model-parallel-size (Megatron's "
+                              "flags are never abbreviated: write the one you mean in full)");
 }
 
 TEST_CASE("option spelling: an ambiguous prefix is refused naming every option string it could be", "[launch][spelling]") {
@@ -89,7 +95,7 @@ TEST_CASE("split_program with torchrun's spelling: only the words before the pro
   CHECK(p.words == std::vector<std::string>{"--nnodes", "2", "--redirects=3", "--num-layers", "4", "train.py", "--nn",
                                             "-r3"});
   // A prefix of --module is torchrun's -m form.
-  auto m = split({"--stand", "--mod", "pkg.train", "--stand"});
+  auto m = split({"--stand", "--modu", "pkg.train", "--stand"});
   CHECK(m.form == mr::launch::Program::Form::Module);
   CHECK(m.start == 2);
   CHECK(m.words[0] == "--standalone");
