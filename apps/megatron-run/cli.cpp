@@ -357,7 +357,8 @@ std::string argparse_name(const std::string& flag, const po::options_description
   const std::string name = flag.substr(2);
   auto has = [desc](const std::string& n) { return desc->find_nothrow(n, false, false, false) != nullptr; };
   if (!has(name)) return flag;
-  if (name == "redirects" || name == "tee") return std::string("-") + name[0] + "/" + flag;  // torchrun's -r, -t
+  for (const auto& [short_name, long_name] : kTorchrunShortOptions)
+    if (long_name == flag) return short_name + "/" + flag;
   std::string dashed = name, underscored = name;
   std::replace(dashed.begin(), dashed.end(), '_', '-');
   std::replace(underscored.begin(), underscored.end(), '-', '_');

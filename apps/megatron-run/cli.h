@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/completion.h"
@@ -95,6 +96,12 @@ std::string picture_title(const CommonOptions& common, const std::string& what);
 // the options parsed, to name the type a value failed to convert to as argparse does (int, float), when given.
 UsageError own_option_error(const po::error& e, const std::vector<std::string>& words = {},
                             const po::options_description* desc = nullptr);
+
+// torchrun's short options, each with the long option megatron-run parses it as (Boost takes no short options):
+// the one table the run command's program split, its option spelling and argparse-style refusals ("-r/--redirects")
+// read.
+inline const std::vector<std::pair<std::string, std::string>> kTorchrunShortOptions = {{"-r", "--redirects"},
+                                                                                        {"-t", "--tee"}};
 
 // A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
 UsageError unrecognized_word(const std::string& word);

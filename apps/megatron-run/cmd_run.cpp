@@ -68,13 +68,13 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     for (const auto& od : desc.options())
       (od->semantic()->max_tokens() > 0 ? value_options : switches).push_back("--" + od->long_name());
     switches.push_back("-h");
-    value_options.insert(value_options.end(), {"-r", "-t"});  // torchrun's --redirects, --tee
+    for (const auto& [short_name, long_name] : kTorchrunShortOptions) value_options.push_back(short_name);
     // torchrun's argparse reading of the words before the program (launch/option_spelling.h): -r3, and prefixes
     // of megatron-run's options (its own and torchrun's, every spelling); never of Megatron's flags.
     launch::OptionSpelling spelling;
     for (const auto& od : desc.options()) spelling.long_options.push_back("--" + od->long_name());
     spelling.long_options.push_back("--module");
-    spelling.short_options = {{"-r", "--redirects"}, {"-t", "--tee"}};
+    spelling.short_options = kTorchrunShortOptions;
     launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches, &spelling);
     unknown_option = ps.stopped_at_unknown;
     own_args = spelled = ps.words;
