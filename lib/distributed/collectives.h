@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "util/text.h"
-
 namespace mr::distributed {
 
 enum class DType { F32, F64, F16, BF16, I32, I64, U8 };
@@ -38,8 +36,6 @@ struct Buffer {
 };
 
 using Timeout = std::chrono::milliseconds;
-// A timeout as messages print it: "60 s", "0.7 s" (util/text.h's seconds_text).
-inline std::string timeout_text(Timeout t) { return seconds_text(t.count()); }
 
 // Any failure of the distributed layer: rendezvous, a collective, a peer that is gone. The message is meant
 // for the user (it names the group, the ranks and what to check).

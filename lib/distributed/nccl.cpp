@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "util/gpu_devices.h"
+#include "util/text.h"
 #endif
 
 namespace mr::distributed {
@@ -316,7 +317,7 @@ class NcclCommunicator final : public Communicator {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         abort();
-        throw CollectiveError(std::string(what) + ": timed out after " + timeout_text(timeout),
+        throw CollectiveError(std::string(what) + ": timed out after " + seconds_text(timeout),
                               true);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));

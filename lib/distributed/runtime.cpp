@@ -13,6 +13,7 @@
 #include "config/schema.h"
 #include "launch/worker_input.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace mr::distributed {
 
@@ -28,7 +29,7 @@ std::string ranks_str(const std::vector<int>& r) {
   return s + "]";
 }
 
-// A duration measured here (how long a peer was silent), to a tenth of a second; bounds print by timeout_text.
+// A duration measured here (how long a peer was silent), to a tenth of a second; bounds print by seconds_text.
 std::string measured_seconds(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
@@ -86,7 +87,7 @@ std::string probe_store(Store::Options so, int rank) {
     result->set_value(why);
   }).detach();
   if (answer.wait_for(so.timeout) != std::future_status::ready)
-    return "it did not answer a probe within " + timeout_text(so.timeout);
+    return "it did not answer a probe within " + seconds_text(so.timeout);
   return answer.get();
 }
 
@@ -240,8 +241,8 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
   opts_.layout.world_size = opts_.launch.world_size;
   collective_timeout_ = opts_.timeout;
   if (opts_.heartbeat.count() < 1 || opts_.heartbeat_timeout < opts_.heartbeat * 2)
-    throw DistError("the heartbeat timeout (" + timeout_text(opts_.heartbeat_timeout) +
-                    ") must be at least twice the heartbeat period (" + timeout_text(opts_.heartbeat) + ")");
+    throw DistError("the heartbeat timeout (" + seconds_text(opts_.heartbeat_timeout) +
+                    ") must be at least twice the heartbeat period (" + seconds_text(opts_.heartbeat) + ")");
   try {
     layout_ = Layout::build(opts_.layout);
   } catch (const LayoutError& e) {
@@ -353,7 +354,7 @@ void Runtime::rendezvous() {
   // Everyone runs rank 0's config (which includes the world size)?
   std::string reference;
   wait_until([&] { return store_->check({"config"}); }, deadline, [&] {
-    return "rank 0 never published its config within " + timeout_text(opts_.timeout) + " (is rank 0 running?)";
+    return "rank 0 never published its config within " + seconds_text(opts_.timeout) + " (is rank 0 running?)";
   });
   reference = store_->get("config");
   if (reference != opts_.fingerprint) {
@@ -398,7 +399,7 @@ void Runtime::rendezvous() {
         for (int r = 0; r < world; ++r)
           if (!store_->check({"rdzv/" + std::to_string(r)})) missing.push_back(r);
         return std::string(missing.size() == 1 ? "rank " : "ranks ") + list_words(missing) + " never arrived (" +
-               std::to_string(count) + " of " + std::to_string(world) + " joined within " + timeout_text(opts_.timeout) +
+               std::to_string(count) + " of " + std::to_string(world) + " joined within " + seconds_text(opts_.timeout) +
                ")";
       });
 }
@@ -462,7 +463,7 @@ void Runtime::start_watchdog() {
             std::string who = whereabouts(hb_store_->try_get("rdzv/" + std::to_string(r)).value_or(""));
             verdict = "rank " + std::to_string(r) + (who.empty() ? "" : " (" + who + ")") +
                       (beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats") + ": none for " +
-                      measured_seconds(silent) + " (the bound is " + timeout_text(opts_.heartbeat_timeout) +
+                      measured_seconds(silent) + " (the bound is " + seconds_text(opts_.heartbeat_timeout) +
                       ", --heartbeat-timeout); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
             silent_rank = r;
             break;
@@ -508,7 +509,7 @@ void Runtime::start_watchdog() {
       if (stop_ || quiet <= opts_.heartbeat_timeout + opts_.heartbeat) continue;
       MR_LOG(error) << "the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
                     << " has not answered for " << measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(quiet))
-                    << " (the bound is " << timeout_text(opts_.heartbeat_timeout) << ", --heartbeat-timeout): "
+                    << " (the bound is " << seconds_text(opts_.heartbeat_timeout) << ", --heartbeat-timeout): "
                     << store_owner() << ", which hosts it, is stopped (SIGSTOP, a debugger) or hung, or its host is "
                                         "unreachable";
       std::fflush(nullptr);
@@ -667,7 +668,7 @@ DistError Runtime::fail(const std::string& message) {
 DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveError& e) {
   aborting_ = true;
   std::string head = std::string(op) + " " + g.describe() + " failed";
-  std::string cause = e.timed_out ? "timed out; the collective timeout is " + timeout_text(collective_timeout_) : e.what();
+  std::string cause = e.timed_out ? "timed out; the collective timeout is " + seconds_text(collective_timeout_) : e.what();
   std::vector<int> peers;
   for (int r : g.ranks())
     if (r != rank()) peers.push_back(r);

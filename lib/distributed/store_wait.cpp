@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "distributed/store.h"
+#include "util/text.h"
 
 namespace mr::distributed {
 
@@ -20,7 +21,7 @@ std::string get_within(Store& store, const std::string& key, Timeout timeout, co
     if (poll) poll();
     const auto now = Clock::now();
     if (now >= deadline)
-      throw CollectiveError(what + ": key '" + key + "' not in the rendezvous store after " + timeout_text(timeout) +
+      throw CollectiveError(what + ": key '" + key + "' not in the rendezvous store after " + seconds_text(timeout) +
                                 " (the collective timeout: --distributed-timeout-minutes or MR_DIST_TIMEOUT_S); the "
                                 "rank that publishes it did not get this far",
                             /*timeout=*/false);  // not "timed out": Runtime::diagnose keeps this text as the cause

@@ -13,6 +13,7 @@
 
 #include "distributed/store.h"
 #include "util/resources.h"
+#include "util/text.h"
 
 namespace mr::distributed {
 
@@ -227,7 +228,7 @@ class GlooCommunicator final : public Communicator {
       // (it ignores the options' timeout), so the wait enforces it.
       const Timeout bound = timeout < created_timeout_ ? timeout : timeout + std::chrono::seconds(5);
       if (!work->wait(bound))
-        throw CollectiveError("timed out after " + timeout_text(timeout), true);
+        throw CollectiveError("timed out after " + seconds_text(timeout), true);
     } catch (const CollectiveError&) {
       throw;
     } catch (const std::exception& e) {
@@ -267,7 +268,7 @@ std::shared_ptr<Store> Store::connect(const Options& opts) {
                              contains(m, "nreachable") || contains(m, "etwork") || contains(m, "reset");
     if (!opts.is_server && !unreachable) throw DistError("cannot join the rendezvous store at " + where + ": " + m);
     if (!opts.is_server)
-      throw DistError("cannot reach the rendezvous store at " + where + " within " + timeout_text(opts.timeout) +
+      throw DistError("cannot reach the rendezvous store at " + where + " within " + seconds_text(opts.timeout) +
                       ": check that rank 0 (or torchrun's agent) is running and that MASTER_ADDR/MASTER_PORT point "
                       "at it (" + m + ")");
     throw DistError("cannot start the rendezvous store on " + where + ": " + m);

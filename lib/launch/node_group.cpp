@@ -42,9 +42,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// "1.5 s" for 1500 ms: a timeout in messages.
-std::string seconds(std::chrono::milliseconds ms) { return seconds_text(ms.count()); }
-
 // "CODE MESSAGE" -> the failure.
 PeerFailure parse_failure(const std::string& v) {
   PeerFailure f;
@@ -147,7 +144,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       if (taken)
         why = "its port " + std::to_string(o.store_port) + " is in use on this host, but not by a launchers' store "
               "(nothing accepts connections there): another program holds it; choose another port in --rdzv-endpoint";
-      throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds(o.join_timeout) +
+      throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds_text(o.join_timeout) +
                             ", --join-timeout): " + why);
     }
     if (elastic()) {
@@ -217,7 +214,7 @@ void NodeGroup::check_agree(const std::string& key, const std::string& flag, con
 std::string NodeGroup::too_few_joined(int64_t joined) const {
   return "only " + std::to_string(joined) + " of " + std::to_string(max_nnodes_) + " nodes joined run '" + o_.run_id +
          "' (launchers' store " + join_host_port(o_.store_host, o_.store_port) + ") within the join timeout (" +
-         seconds(o_.join_timeout) + ", --join-timeout)";
+         seconds_text(o_.join_timeout) + ", --join-timeout)";
 }
 
 std::string NodeGroup::nnodes_text() const {
@@ -265,7 +262,7 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
               ? too_few_joined(arrived)
               : "only " + std::to_string(arrived) + " node(s) of --nnodes " + range + " arrived at run '" + o_.run_id +
                     "'" + (arrived >= o_.min_nnodes ? " (a count the config is not valid for)" : "") +
-                    " within the join timeout (" + seconds(o_.join_timeout) + ", --join-timeout)";
+                    " within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)";
       throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -311,7 +308,7 @@ bool NodeGroup::join_rounds() {
           failed_ = true;
           const std::string msg = "only " + std::to_string(joined) + " of the " + std::to_string(closed) +
                                   " nodes of round " + std::to_string(round_) + " of run '" + o_.run_id +
-                                  "' joined within the join timeout (" + seconds(o_.join_timeout) + ", --join-timeout)";
+                                  "' joined within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)";
           throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -575,7 +572,7 @@ std::optional<Placement> NodeGroup::next_attempt() {
       if (Clock::now() >= deadline)
         return give_up("only " + std::to_string(stopped) + " of " + std::to_string(o_.nnodes) +
                        " nodes stopped their workers for restart " + std::to_string(attempt_ + 1) +
-                       " within the join timeout (" + seconds(o_.join_timeout) + ", --join-timeout)");
+                       " within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const StoreError& e) {

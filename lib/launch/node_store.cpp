@@ -298,7 +298,7 @@ void NodeStoreServer::serve() {
     // The heartbeat: a registered launcher sends a request at least every few hundred milliseconds.
     for (Conn& c : conns)
       if (c.fd >= 0 && c.node >= 0 && !c.bye && now - c.last > heartbeat_timeout_)
-        drop(c, "sent no heartbeat for " + seconds_text(heartbeat_timeout_.count()) + " (--heartbeat-timeout)");
+        drop(c, "sent no heartbeat for " + seconds_text(heartbeat_timeout_) + " (--heartbeat-timeout)");
     std::erase_if(conns, [](const Conn& c) { return c.fd < 0; });
   }
 }
@@ -372,7 +372,7 @@ std::string NodeStoreClient::request(const std::string& line) {
       fd_ = -1;
       if (first_wait_ && silent)  // it never answered: not a store that was lost, a service that is not one
         throw StoreError("the service at " + where() + " accepted the connection but did not answer in " +
-                         seconds_text(first_wait_->count()) + ": another service on that port (is --rdzv-endpoint / --master-port another service's?), "
+                         seconds_text(*first_wait_) + ": another service on that port (is --rdzv-endpoint / --master-port another service's?), "
                          "or a launchers' store whose launcher is stopped");
       throw StoreError("lost the launchers' store at " + where() + " (" + why + ")");
     }

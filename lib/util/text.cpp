@@ -100,7 +100,8 @@ std::string abbreviate(std::string_view s, size_t max) {
   return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
-std::string seconds_text(int64_t ms) {
+std::string seconds_text(std::chrono::milliseconds duration) {
+  const int64_t ms = duration.count();
   const bool negative = ms < 0;
   const uint64_t m = negative ? 0 - static_cast<uint64_t>(ms) : static_cast<uint64_t>(ms);
   std::string frac = m % 1000 ? std::to_string(1000 + m % 1000).substr(1) : "";  // "700" of 0.7 s

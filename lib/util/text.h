@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,9 +42,9 @@ std::string abbreviate(std::string_view s, size_t max = 200);
 
 // A number as people write it in messages: printf's %g ("600", "1.5", "0.25").
 std::string format_number(double x);
-// A duration of `ms` milliseconds as messages print a timeout or a bound: "600 s", "0.7 s", "1.25 s", "3.001 s" (exact
-// to the millisecond, no trailing zeros, no exponent however long).
-std::string seconds_text(int64_t ms);
+// A duration as messages print a timeout or a bound: "600 s", "0.7 s", "1.25 s", "3.001 s" (exact to the
+// millisecond, no trailing zeros, no exponent however long). The one way launch and distributed print one.
+std::string seconds_text(std::chrono::milliseconds duration);
 
 // `s` without the white space at either end (space, tab, CR, LF, VT, FF: what Python's strip() takes in ASCII).
 std::string trim(std::string_view s);

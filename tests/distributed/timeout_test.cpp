@@ -7,6 +7,7 @@
 #include "distributed/collectives.h"
 #include "launch/worker_input.h"
 #include "proc.h"
+#include "util/text.h"
 
 using mrtest::Proc;
 using mrtest::TempDir;
@@ -37,12 +38,12 @@ mr::launch::EnvLookup env(std::map<std::string, std::string> vars) {
 }  // namespace
 
 TEST_CASE("a timeout prints in seconds without float noise", "[dist][timeout]") {
-  using mr::distributed::timeout_text;
-  CHECK(timeout_text(milliseconds(600000)) == "600 s");
-  CHECK(timeout_text(milliseconds(700)) == "0.7 s");
-  CHECK(timeout_text(milliseconds(1250)) == "1.25 s");
-  CHECK(timeout_text(milliseconds(3001)) == "3.001 s");
-  CHECK(timeout_text(milliseconds(0)) == "0 s");
+  using mr::seconds_text;
+  CHECK(seconds_text(milliseconds(600000)) == "600 s");
+  CHECK(seconds_text(milliseconds(700)) == "0.7 s");
+  CHECK(seconds_text(milliseconds(1250)) == "1.25 s");
+  CHECK(seconds_text(milliseconds(3001)) == "3.001 s");
+  CHECK(seconds_text(milliseconds(0)) == "0 s");
 }
 
 TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[dist][timeout]") {
