@@ -192,6 +192,19 @@ pipeline_layout::RankStages layout_layers(const std::string& layout, int64_t num
 }
 
 ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
+  // The plan is the decoder pretrain_gpt.py (and pretrain_mamba.py) builds. Megatron's other model families share
+  // its arguments; where a config says it is one of them, refuse rather than count it as a GPT decoder (T5's decoder
+  // stack with cross-attention, BERT's pooler and heads would be missing). Megatron's arguments say it for these
+  // two only; a BERT or multimodal config that gives neither flag is counted as the GPT model of its sizes
+  // (docs/run.md says so).
+  if (a.decoder_num_layers)
+    throw RunError("--decoder-num-layers (" + std::to_string(*a.decoder_num_layers) +
+                   ") is an encoder-decoder model's (T5, Megatron's pretrain_t5.py): the model plan is the GPT or "
+                   "hybrid decoder of pretrain_gpt.py / pretrain_mamba.py and does not model T5's encoder and decoder "
+                   "stacks");
+  if (!a.bert_binary_head)
+    throw RunError("--bert-no-binary-head is BERT's (Megatron's pretrain_bert.py): the model plan is the GPT or "
+                   "hybrid decoder of pretrain_gpt.py / pretrain_mamba.py and does not model BERT's pooler and heads");
   // What this synthetic run does not model: say so, naming the flag.
   if (a.multi_latent_attention && a.mla_down_proj_fusion && a.experimental_attention_variant)
     throw RunError("the training run does not model --mla-down-proj-fusion with --experimental-attention-variant yet");

@@ -879,6 +879,17 @@ TEST_CASE("options that add or rename parameters the plan does not know are refu
                     Contains("--csa-compress-ratios"));
 }
 
+TEST_CASE("a config of another of Megatron's model families (T5, BERT) is refused, not counted as a GPT decoder",
+          "[run][model]") {
+  using Catch::Matchers::Contains;
+  // T5's configs give --encoder-num-layers/--decoder-num-layers (validation makes --num-layers the encoder's).
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"decoder_num_layers", Value(int64_t{12})}}), {}),
+                    Contains("--decoder-num-layers (12)") && Contains("T5"));
+  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"bert_binary_head", Value(false)}}), {}),
+                    Contains("--bert-no-binary-head") && Contains("BERT"));
+  CHECK_NOTHROW(mr::run::plan_gpt_model(gpt({{"bert_binary_head", Value(true)}}), {}));  // the default
+}
+
 TEST_CASE("the run's optimizer state is what `params` estimates: a second moment only where the rule keeps one",
           "[run][model][memory]") {
   // One rank, fp32: FlatBuffers' state buffers (the first moment over the shard, the second packed over the
