@@ -133,6 +133,13 @@ TEST_CASE("flag lookup and suggestions", "[schema]") {
   CHECK(sugg.front() == "--num-layers");
   CHECK(s.suggest("--num_layers").front() == "--num-layers");
   CHECK(s.suggest("--hidden-szie").front() == "--hidden-size");
+  // The short names of the parallel sizes are the initials of their flags' words ("model" and "size" left out).
+  CHECK(s.suggest("--tp").front() == "--tensor-model-parallel-size");
+  CHECK(s.suggest("-pp").front() == "--pipeline-model-parallel-size");
+  CHECK(s.suggest("--etp").front() == "--expert-tensor-parallel-size");
+  // A flag that shares no letter's place with the word is no near miss: --tp is not --lr.
+  CHECK(s.suggest("--mx").empty());
+  CHECK(s.suggest("--lt").front() == "--lr");
   // Two actions share a dest: the first registered sets the default.
   CHECK(s.find_dest("yarn_correction_range_round_to_int").size() == 2);
 }
