@@ -9,6 +9,7 @@
 #include "config/limits.h"
 #include "config/parse/argparse.h"
 #include "config/print.h"
+#include "launch/option_spelling.h"
 #include "util/log.h"
 #include "util/text.h"
 
@@ -57,30 +58,33 @@ int report_failure(const CommonOptions& common, const Diagnostic& diagnostic) {
 
 namespace {
 
-// Whether the command line asks for JSON on stdout (--format json / --format=json before any "--") for a command
-// whose JSON is a result document: then a usage error is reported on stdout as one JSON document too.
-bool wants_json(const std::vector<std::string>& args) {
-  if (!args.empty() && (args.front() == "schema" || args.front() == "help")) return false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--") break;
-    // --format, or a prefix of it that the run command's option spelling would read as --format (launch/
-    // option_spelling.h: `--fo json`, `--form=json`); an error of that very reading still answers in JSON.
-    const std::string& w = args[i];
-    const size_t eq = w.find('=');
-    const std::string name = w.substr(0, eq);
-    if (name.size() < 4 || std::string_view("--format").substr(0, name.size()) != name) continue;
-    if (eq != std::string::npos ? w.substr(eq + 1) == "json" : i + 1 < args.size() && args[i + 1] == "json")
-      return true;
+// Whether the command line asks for JSON on stdout (--format json, --format=json) for a command whose JSON is a
+// result document: then a usage error is reported on stdout as one JSON document too. The run command's words are
+// read as it reads them (read_run_words: torchrun's prefixes, `--fo json`, up to its program, whose own words are
+// never ours); another command's as its parser does (exact names, before any "--").
+bool wants_json(const std::vector<std::string>& args, bool run_command) {
+  std::vector<std::string> words = args;
+  size_t end = words.size();
+  if (run_command) {
+    launch::ProgramSplit ps = read_run_words(args, /*lenient=*/true);
+    words = std::move(ps.words);
+    end = ps.end_of_options;
+  } else if (!args.empty() && (args.front() == "schema" || args.front() == "help")) {
+    return false;
+  }
+  for (size_t i = 0; i < end; ++i) {
+    if (words[i] == "--") break;
+    if (words[i] == "--format=json" || (words[i] == "--format" && i + 1 < end && words[i + 1] == "json")) return true;
   }
   return false;
 }
 
 }  // namespace
 
-int report_usage_error(const std::vector<std::string>& args, const UsageError& e) {
+int report_usage_error(const std::vector<std::string>& args, const UsageError& e, bool run_command) {
   print_usage_error(std::cerr, e);
   // The place is the diagnostic's `where`, not repeated in its message.
-  if (wants_json(args)) std::cout << failure_json(2, {usage_diagnostic(e)}) << "\n";
+  if (wants_json(args, run_command)) std::cout << failure_json(2, {usage_diagnostic(e)}) << "\n";
   return 2;
 }
 
@@ -357,6 +361,7 @@ std::string argparse_name(const std::string& flag, const po::options_description
   const std::string name = flag.substr(2);
   auto has = [desc](const std::string& n) { return desc->find_nothrow(n, false, false, false) != nullptr; };
   if (!has(name)) return flag;
+  if (flag == "--help") return "-h/--help";  // -h is --help for every command (main.cpp)
   for (const auto& [short_name, long_name] : kTorchrunShortOptions)
     if (long_name == flag) return short_name + "/" + flag;
   std::string dashed = name, underscored = name;
@@ -404,7 +409,7 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
         return refusal(type.empty() ? "expected one argument" : "invalid " + type + "value: ''");
       }
       case po::invalid_syntax::extra_parameter:
-        return refusal("ignored explicit argument '" + abbreviate(adjacent_value()) + "'");
+        return launch::ignored_explicit_argument(argparse_name(flag, desc), adjacent_value(), flag);
       default: break;
     }
   }
@@ -465,12 +470,9 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
     std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const po::option_description* od = desc.find_nothrow(name, /*approx=*/false, false, false);
     if (!od) continue;
-    if (eq != std::string::npos && eq + 1 == w.size()) {  // `--name=`: argparse's '' (see boost_words below)
-      if (od->semantic()->max_tokens() == 0)
-        throw UsageError("argument " + argparse_name("--" + name, &desc) + ": ignored explicit argument ''",
-                         {w.substr(0, eq)});
-      empty_value[i] = true;
-    }
+    if (eq != std::string::npos && od->semantic()->max_tokens() == 0)  // `--dry-run=x`, `--quiet=`: refused
+      throw launch::ignored_explicit_argument(argparse_name("--" + name, &desc), w.substr(eq + 1), w.substr(0, eq));
+    if (eq != std::string::npos && eq + 1 == w.size()) empty_value[i] = true;  // `--name=`: argparse's '' (below)
     const size_t first = i;
     to_boost[i] = true;
     if (eq == std::string::npos && od->semantic()->max_tokens() > 0 && i + 1 < dd) {

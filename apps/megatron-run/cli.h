@@ -161,9 +161,19 @@ int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
 // it lists each command's options and --format values, so it changes with them.
 void print_command_usage(std::ostream& os, const std::string& cmd);
 // A usage error (exit 2): on stderr as print_usage_error (config/print.h) prints every usage error (its rule id
-// shown when it has one) and, when `args` (the whole command line) asks for JSON on stdout (--format json, for a
-// command whose JSON is a result document), a failure document there too. Returns 2.
-int report_usage_error(const std::vector<std::string>& args, const UsageError& e);
+// shown when it has one) and, when `args` asks for JSON on stdout (--format json, for a command whose JSON is a
+// result document), a failure document there too. Returns 2. `run_command`: `args` are the run command's words
+// (after the program name; read as read_run_words reads them, up to the program); else a command's, its command
+// word first (or check's words alone), whose --format is its exact name.
+int report_usage_error(const std::vector<std::string>& args, const UsageError& e, bool run_command);
+
+// The run command's words as it reads them (launch/program.h, launch/option_spelling.h): where its program starts
+// and, before it, each option word written out in full (torchrun's -r3, prefixes of megatron-run's options). The
+// one reading of those words: the run command's parse, and report_usage_error's --format. `lenient`: nothing is
+// refused (an ambiguous prefix, a switch's value stay as written). `switches`, when given: the run command's own
+// options that take no value (to name the one a program's first word followed).
+launch::ProgramSplit read_run_words(const std::vector<std::string>& args, bool lenient,
+                                    std::vector<std::string>* switches = nullptr);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).

@@ -34,7 +34,68 @@ void RunOptions::add_to(po::options_description& desc) {
       ("version", po::bool_switch(&version), "version");
 }
 
+launch::ProgramSplit read_run_words(const std::vector<std::string>& args, bool lenient,
+                                    std::vector<std::string>* switches) {
+  po::options_description desc("megatron-run");
+  RunOptions probe;
+  probe.add_to(desc);
+  std::vector<std::string> value_options, own_switches = {"-h"};
+  for (const auto& od : desc.options())
+    (od->semantic()->max_tokens() > 0 ? value_options : own_switches).push_back("--" + od->long_name());
+  for (const auto& [short_name, long_name] : kTorchrunShortOptions) value_options.push_back(short_name);
+  // torchrun's argparse reading of the words before the program (launch/option_spelling.h): -r3, and prefixes
+  // of megatron-run's options (its own and torchrun's, every spelling); never of Megatron's flags. A switch is
+  // named in a refusal by every option string of it, as argparse names it (-m/--module, --no-python/--no_python).
+  launch::OptionSpelling spelling;
+  spelling.lenient = lenient;
+  for (const auto& od : desc.options()) spelling.long_options.push_back("--" + od->long_name());
+  spelling.long_options.push_back("--module");
+  spelling.short_options = kTorchrunShortOptions;
+  spelling.switches = {{"-h", "--help"}, {"-m", "--module"}};
+  for (const std::string& s : own_switches) {
+    if (s == "-h" || s == "--help") continue;
+    std::string dashed = s.substr(2);
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    auto same = std::find_if(spelling.switches.begin(), spelling.switches.end(), [&](const auto& names) {
+      std::string n = names.back().substr(2);
+      std::replace(n.begin(), n.end(), '_', '-');
+      return n == dashed;
+    });
+    if (same != spelling.switches.end()) same->push_back(s);  // --no_python, after --no-python
+    else spelling.switches.push_back({s});
+  }
+  if (switches) *switches = own_switches;
+  return launch::split_program(args, Schema::megatron(), value_options, own_switches, &spelling);
+}
+
 namespace {
+
+// "\n  -tp: did you mean --tensor-model-parallel-size? ..." for each word before the program that is one of
+// torchrun's short options with something attached (-tp, -mp) whose refusal is `flags`' (the option, by either
+// name), when that word with two dashes is a Megatron flag or near one; else "".
+std::string one_dash_hint(const std::vector<std::string>& args, const std::vector<std::string>& flags) {
+  std::vector<std::pair<std::string, std::string>> shorts = kTorchrunShortOptions;
+  shorts.insert(shorts.end(), {{"-m", "--module"}, {"-h", "--help"}});
+  const launch::ProgramSplit ps = read_run_words(args, /*lenient=*/true);
+  std::string hint;
+  for (size_t i = 0; i < ps.end_of_options; ++i) {
+    const std::string& w = args[i];
+    if (w.size() < 3 || w[0] != '-' || w[1] == '-' || w[2] == '=' || w == "--") continue;
+    const auto refused = std::find_if(shorts.begin(), shorts.end(), [&](const auto& s) {
+      return w.compare(0, 2, s.first) == 0 && std::any_of(flags.begin(), flags.end(), [&](const std::string& f) {
+               return f == s.first || f == s.second;
+             });
+    });
+    if (refused == shorts.end()) continue;
+    const std::string name = "-" + w.substr(0, w.find('='));
+    const Schema& schema = Schema::megatron();
+    const std::vector<std::string> near = schema.find_flag(name) ? std::vector<std::string>{name} : schema.suggest(name, 1);
+    if (!near.empty())
+      hint += "\n  " + abbreviate(w) + ": did you mean " + near.front() + "? Megatron's flags take two dashes (" +
+              refused->first + " is torchrun's " + refused->second + ")";
+  }
+  return hint;
+}
 
 // The first option given that only shapes what a dry run prints (--format argv|argv0, --parse-only, --explain),
 // as the user would write it; "" when none is. (--format json, and --provenance which needs it, validate as the
@@ -64,18 +125,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   std::vector<std::string> spelled = args;  // `args`, our options before the program written out in full
   std::vector<std::string> switches;  // megatron-run's own options that take no value
   {
-    std::vector<std::string> value_options;
-    for (const auto& od : desc.options())
-      (od->semantic()->max_tokens() > 0 ? value_options : switches).push_back("--" + od->long_name());
-    switches.push_back("-h");
-    for (const auto& [short_name, long_name] : kTorchrunShortOptions) value_options.push_back(short_name);
-    // torchrun's argparse reading of the words before the program (launch/option_spelling.h): -r3, and prefixes
-    // of megatron-run's options (its own and torchrun's, every spelling); never of Megatron's flags.
-    launch::OptionSpelling spelling;
-    for (const auto& od : desc.options()) spelling.long_options.push_back("--" + od->long_name());
-    spelling.long_options.push_back("--module");
-    spelling.short_options = kTorchrunShortOptions;
-    launch::ProgramSplit ps = launch::split_program(args, Schema::megatron(), value_options, switches, &spelling);
+    launch::ProgramSplit ps = read_run_words(args, /*lenient=*/false, &switches);
     unknown_option = ps.stopped_at_unknown;
     own_args = spelled = ps.words;
     if (ps.form != launch::Program::Form::Worker) {
@@ -405,6 +455,10 @@ int cmd_run(const std::vector<std::string>& args) {
             if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
               own += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
       }
+      // `-tp 2`: a Megatron flag written with one dash is torchrun's -t with the value 'p' to argparse (-mp: -m
+      // given 'p'); the refusal of that short option names the flag the user may have meant, as Megatron's
+      // parser suggests its flags (Schema::suggest).
+      own += one_dash_hint(args, e.flags);
       // A value that came from torchrun's PET_<NAME> default (PET_NPROC_PER_NODE=x): the variable is named.
       const std::string pet = opts.launch.pet_source_note(e.what(), e.flags);
       if (own.empty() && pet.empty()) throw;
@@ -412,11 +466,11 @@ int cmd_run(const std::vector<std::string>& args) {
     }
   } catch (const UsageError& e) {
     if (!telling()) throw;
-    return refuse(e.what(), report_usage_error(args, e));
+    return refuse(e.what(), report_usage_error(args, e, /*run_command=*/true));
   } catch (const po::error& e) {
     if (!telling()) throw;
     const UsageError u = own_option_error(e, args);
-    return refuse(u.what(), report_usage_error(args, u));
+    return refuse(u.what(), report_usage_error(args, u, /*run_command=*/true));
   }
 }
 

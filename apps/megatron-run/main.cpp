@@ -72,6 +72,11 @@ bool names_a_program(const std::string& w) {
   }
 }
 
+// Whether `args` (the whole command line) are the run command's words: no command word (nor help) first.
+bool run_words(const std::vector<std::string>& args) {
+  return !args.empty() && !find_command(args.front()) && args.front() != "help";
+}
+
 // -h or --help among a command's own words (before any "--").
 bool asks_help(const std::vector<std::string>& words) {
   for (const std::string& w : words) {
@@ -115,9 +120,9 @@ int run(std::vector<std::string>& args) {
         try {  // here, where the words still are: --format json asks for the failure as a JSON document too
           return mr::app::cmd_check(rest);
         } catch (const mr::UsageError& e) {
-          return mr::app::report_usage_error(rest, e);
+          return mr::app::report_usage_error(rest, e, /*run_command=*/false);
         } catch (const boost::program_options::error& e) {
-          return mr::app::report_usage_error(rest, mr::app::own_option_error(e, rest));
+          return mr::app::report_usage_error(rest, mr::app::own_option_error(e, rest), /*run_command=*/false);
         }
       }
       std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -147,9 +152,9 @@ int run(std::vector<std::string>& args) {
     }
     return mr::app::cmd_run(args);
   } catch (const mr::UsageError& e) {
-    return mr::app::report_usage_error(args, e);
+    return mr::app::report_usage_error(args, e, run_words(args));
   } catch (const boost::program_options::error& e) {  // split_args translates these; one that got past it too
-    return mr::app::report_usage_error(args, mr::app::own_option_error(e, args));
+    return mr::app::report_usage_error(args, mr::app::own_option_error(e, args), run_words(args));
   } catch (const std::bad_alloc&) {
     mr::print_error(std::cerr, "out of memory: an allocation failed (the input asks for more than this process may "
                                "have: its address-space limit, ulimit -v, or the machine's memory)");

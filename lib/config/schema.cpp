@@ -127,6 +127,23 @@ std::vector<const Arg*> Schema::find_dest(std::string_view dest) const {
   return out;
 }
 
+namespace {
+
+// The first letters of a flag's words ("tensor-model-parallel-size" -> "tp"), "model" and "size" left out.
+std::string initials(std::string_view flag) {
+  std::string out;
+  size_t at = 0;
+  while (at <= flag.size()) {
+    const size_t end = std::min(flag.find_first_of("-_", at), flag.size());
+    const std::string_view part = flag.substr(at, end - at);
+    if (!part.empty() && part != "model" && part != "size") out += part.front();
+    at = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> Schema::suggest(std::string_view flag, size_t max) const {
   std::string_view bare = flag;
   while (!bare.empty() && bare.front() == '-') bare.remove_prefix(1);
@@ -147,8 +164,12 @@ std::vector<std::string> Schema::suggest(std::string_view flag, size_t max) cons
         size_t diff = fb.size() > norm.size() ? fb.size() - norm.size() : norm.size() - fb.size();
         d = std::max<size_t>(1, diff / 2);
       }
+      // So is a flag the word is the initials of, its words "model" and "size" not counted: tp is
+      // --tensor-model-parallel-size, ep --expert-model-parallel-size, as the parallel sizes are called for short.
+      if (d > 1 && norm.size() >= 2 && norm.find('-') == std::string::npos && initials(fb) == norm) d = 1;
     }
-    if (d <= limit) scored.emplace_back(d, f);
+    // A flag every letter of the word would have to change into is no near miss (--tp is not --lr).
+    if (d <= limit && d < norm.size()) scored.emplace_back(d, f);
   }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;

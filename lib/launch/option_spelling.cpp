@@ -7,13 +7,41 @@
 
 namespace mr::launch {
 
+UsageError ignored_explicit_argument(const std::string& names, const std::string& value, const std::string& flag) {
+  return UsageError("argument " + names + ": ignored explicit argument '" + abbreviate(value) + "'", {flag});
+}
+
+namespace {
+
+// The option strings of the switch `name` is one of, or nullptr.
+const std::vector<std::string>* switch_of(const std::vector<std::vector<std::string>>& switches, const std::string& name) {
+  for (const auto& names : switches)
+    if (std::find(names.begin(), names.end(), name) != names.end()) return &names;
+  return nullptr;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : "/") + n;
+  return s;
+}
+
+}  // namespace
+
 std::string OptionSpelling::spell(const std::string& word, const Schema& schema) const {
   if (word.size() < 2 || word[0] != '-' || word == "--") return word;
   const std::string name = word.substr(0, word.find('='));
   const std::string tail = word.substr(name.size());  // "=VALUE" or ""
+  // `option` as given, `option` written out: a switch refuses a value, as argparse refuses one.
+  auto written = [&](const std::string& option, const std::string& value_part) {
+    if (!value_part.empty() && !lenient)
+      if (const std::vector<std::string>* names = switch_of(switches, option))
+        throw ignored_explicit_argument(joined(*names), value_part.substr(1), option);
+    return option + value_part;
+  };
   // An exact name: Megatron's flag, or one of ours (a short option is written out in full).
-  if (schema.find_flag(name) || std::find(long_options.begin(), long_options.end(), name) != long_options.end())
-    return word;
+  if (schema.find_flag(name)) return word;
+  if (std::find(long_options.begin(), long_options.end(), name) != long_options.end()) return written(name, tail);
   if (word[1] != '-') {
     for (const auto& [short_name, long_name] : short_options) {
       if (word == short_name) return long_name;
@@ -21,6 +49,19 @@ std::string OptionSpelling::spell(const std::string& word, const Schema& schema)
       std::string value = word.substr(short_name.size());
       if (value[0] == '=') value.erase(0, 1);  // -r=3: argparse splits at the '=' after an exact option string
       return long_name + "=" + value;
+    }
+    // A short switch with something attached: -m=x (argparse splits at the '='), or -mx where x is no short
+    // option (argparse would read -m -x then; a chain of our short options, -mr3, is left to the parsers).
+    for (const auto& names : switches) {
+      const std::string& s = names.front();
+      if (s.size() != 2 || s[1] == '-' || word.size() <= 2 || word.compare(0, 2, s) != 0) continue;
+      const bool chained = word[2] != '=' && std::any_of(switches.begin(), switches.end(), [&](const auto& n) {
+                             return n.front().size() == 2 && n.front()[1] == word[2];
+                           });
+      const bool chained_value = std::any_of(short_options.begin(), short_options.end(),
+                                             [&](const auto& o) { return o.first[1] == word[2]; });
+      if (lenient || chained || chained_value) return word;
+      throw ignored_explicit_argument(joined(names), word.substr(word[2] == '=' ? 3 : 2), s);
     }
     return word;
   }
@@ -36,7 +77,8 @@ std::string OptionSpelling::spell(const std::string& word, const Schema& schema)
   for (const Arg& a : schema.args())
     for (const std::string& f : a.flags)
       if (prefix_of(f) && std::find(megatron.begin(), megatron.end(), f) == megatron.end()) megatron.push_back(f);
-  if (matches.size() == 1 && megatron.empty()) return matches.front() + tail;
+  if (matches.size() == 1 && megatron.empty()) return written(matches.front(), tail);
+  if (lenient) return word;
   std::string listed;
   for (const std::string& m : matches) listed += (listed.empty() ? "" : ", ") + m;
   if (matches.size() == 1) {  // ours alone, but a Megatron flag starts so too (ambiguous among ours: argparse's list)

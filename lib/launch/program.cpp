@@ -51,6 +51,7 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
     out.start = start, out.end_of_options = end, out.form = form;
     return std::move(out);
   };
+  size_t unknown_at = words.size();
   for (size_t i = 0; i < words.size(); ++i) {
     if (spelling && option_like(words[i])) out.words[i] = spelling->spell(words[i], schema);
     const std::string& w = out.words[i];
@@ -60,6 +61,7 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
     int n = values_after(w, schema, own_value_options, own_switches);
     if (n == -2) {  // an unknown option: its error comes first
       out.stopped_at_unknown = true;
+      unknown_at = i;
       break;
     }
     if (n == -1) {
@@ -67,6 +69,15 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
     } else {
       for (int k = 0; k < n && i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--"; ++k) ++i;
     }
+  }
+  if (out.stopped_at_unknown && spelling) {
+    // argparse goes on past an option it does not know, reading abbreviations of its own options there (torchrun
+    // lists only `--bogus` for `--bogus --nproc-per 2`): so are ours, up to "--". Which word starts the program is
+    // not known, so nothing is refused here (an ambiguous prefix stays as written, to be listed).
+    OptionSpelling lenient = *spelling;
+    lenient.lenient = true;
+    for (size_t i = unknown_at + 1; i < words.size() && words[i] != "--"; ++i)
+      if (option_like(words[i])) out.words[i] = lenient.spell(words[i], schema);
   }
   out.start = out.end_of_options = words.size();
   return out;

@@ -37,7 +37,9 @@ struct Program {
 // values as their schema says, the way argparse hands them out (a flag with nargs '*' or '+' takes every
 // following word that is not an option, so a script after one needs "--" or another option between them);
 // `own_switches` are its options that take none. Past an option nobody knows no program is looked for (the
-// parser's "unrecognized arguments" comes first).
+// parser's "unrecognized arguments" comes first, and the word after it may be its value), but the option words
+// there are still written out by `spelling`, as argparse still reads them (an abbreviation of ours is ours), up
+// to "--"; without refusing any (an ambiguous prefix or a switch's value is left to be listed).
 struct ProgramSplit {
   size_t start = 0;  // first word of the program
   size_t end_of_options = 0;  // the words before this are megatron-run's (its options, Megatron's flags)

@@ -1147,3 +1147,58 @@ TEST_CASE("launcher options in torchrun's argparse spellings: -r3, prefixes, an 
   // After the program every word is the program's: no prefix is read there, an ambiguous one neither.
   CHECK(sh(dry + " train.py --nproc 2").exit == 0);
 }
+
+TEST_CASE("torchrun's argparse parity: a switch's value, words past an unknown one, -tp, --format json's reach",
+          "[cli][spelling]") {
+  const std::string dry = "--dry-run --config " + kDefault;
+  // A switch given a value, whatever its spelling: argparse's refusal, naming every option string (exit 2).
+  for (const auto& [words, line] : std::vector<std::pair<std::string, std::string>>{
+           {"--module=x train.py", "argument -m/--module: ignored explicit argument 'x'"},
+           {"--modu=x train.py", "argument -m/--module: ignored explicit argument 'x'"},
+           {"-m=x", "argument -m/--module: ignored explicit argument 'x'"},
+           {"-mx train.py", "argument -m/--module: ignored explicit argument 'x'"},
+           {"--no_python=1 /bin/true", "argument --no-python/--no_python: ignored explicit argument '1'"},
+           {dry + " --standalone=yes", "argument --standalone: ignored explicit argument 'yes'"},
+           {dry + " --dry-run=1", "argument --dry-run: ignored explicit argument '1'"},
+           {dry + " --help=1", "argument -h/--help: ignored explicit argument '1'"},
+           {"check --quiet= " + kDefault, "argument --quiet: ignored explicit argument ''"}}) {
+    INFO(words);
+    const auto r = sh(words);
+    CHECK(r.exit == 2);
+    CHECK(r.out == "megatron-run: error: " + line + "\n");
+  }
+  // Past an unknown word our abbreviations are still ours, as argparse reads them: only the unknown word is listed.
+  const auto bogus = sh(dry + " --bogus --nproc-per 2");
+  CHECK(bogus.exit == 2);
+  CHECK_THAT(bogus.out, Catch::StartsWith("megatron-run: error: unrecognized arguments: --bogus\n") &&
+                            !Catch::Contains("--nproc-per "));
+  const auto missing = sh("--bogus --nproc-per --config " + kDefault + " train.py");
+  CHECK(missing.exit == 2);
+  CHECK(missing.out == "megatron-run: error: argument --nproc-per-node/--nproc_per_node: expected one argument\n");
+  // -tp 2: torchrun's -t with the value 'p' to argparse; its refusal says which Megatron flag was meant.
+  const auto tp = sh(dry + " -tp 2");
+  CHECK(tp.exit == 2);
+  CHECK_THAT(tp.out, Catch::StartsWith("megatron-run: error: argument -t/--tee: ") &&
+                         Catch::EndsWith("\n  -tp: did you mean --tensor-model-parallel-size? Megatron's flags take "
+                                         "two dashes (-t is torchrun's --tee)\n"));
+  CHECK_THAT(sh(dry + " -recompute-granularity full").out,
+             Catch::Contains("argument -r/--redirects: ") &&
+                 Catch::Contains("-recompute-granularity: did you mean --recompute-granularity? Megatron's flags take "
+                                 "two dashes (-r is torchrun's --redirects)"));
+  CHECK_THAT(sh(dry + " -mp 2").out, Catch::StartsWith("megatron-run: error: argument -m/--module: ignored explicit "
+                                                       "argument 'p'\n  -mp: did you mean"));
+  CHECK_THAT(sh(dry + " -t3").out, !Catch::Contains("did you mean"));  // a valid -t3: nothing to say
+  // --format json asks for a JSON failure only as the run command reads its own words: before the program.
+  const mrtest::Proc program_own = mrtest::megatron_run("--nproc-per-node 0 train.py --format json");
+  CHECK(program_own.exit == 2);
+  CHECK(program_own.out.empty());
+  CHECK_THAT(program_own.err, Catch::Contains("argument --nproc-per-node"));
+  const mrtest::Proc ours = mrtest::megatron_run("--fo json --nproc-per-node 0 train.py");
+  CHECK(ours.exit == 2);
+  CHECK_THAT(ours.out, Catch::StartsWith("{\"ok\": false, \"exit\": 2"));
+  // Another command's --format is its exact name (its parser takes no prefixes).
+  const mrtest::Proc check = mrtest::megatron_run("check --fo json " + kDefault);
+  CHECK(check.exit == 2);
+  CHECK(check.out.empty());
+  CHECK_THAT(check.err, Catch::Contains("unrecognized arguments: --fo"));
+}

@@ -1,6 +1,7 @@
 // The schema table against the seed parser's own dump (tests/data/spec/reference-schema.json, copied from ../shared/spec).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -133,6 +134,15 @@ TEST_CASE("flag lookup and suggestions", "[schema]") {
   CHECK(sugg.front() == "--num-layers");
   CHECK(s.suggest("--num_layers").front() == "--num-layers");
   CHECK(s.suggest("--hidden-szie").front() == "--hidden-size");
+  // The short names of the parallel sizes are the initials of their flags' words ("model" and "size" left out).
+  CHECK(s.suggest("--tp").front() == "--tensor-model-parallel-size");
+  CHECK(s.suggest("-pp").front() == "--pipeline-model-parallel-size");
+  CHECK(s.suggest("--etp").front() == "--expert-tensor-parallel-size");
+  // A flag that shares no letter's place with the word is no near miss: --tp is not --lr.
+  CHECK(s.suggest("--mx").empty());
+  const std::vector<std::string> lt = s.suggest("--lt", 5);  // one letter off --lr; the initials of --log-throughput
+  CHECK(std::find(lt.begin(), lt.end(), "--lr") != lt.end());
+  CHECK(lt.front() == "--log-throughput");
   // Two actions share a dest: the first registered sets the default.
   CHECK(s.find_dest("yarn_correction_range_round_to_int").size() == 2);
 }

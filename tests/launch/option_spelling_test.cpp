@@ -17,6 +17,7 @@ OptionSpelling spelling() {
                     "--local-ranks-filter", "--local_ranks_filter", "--standalone",   "--dry-run",
                     "--module"};
   s.short_options = {{"-r", "--redirects"}, {"-t", "--tee"}};
+  s.switches = {{"-h", "--help"}, {"-m", "--module"}, {"--standalone"}, {"--dry-run"}};
   return s;
 }
 
@@ -100,11 +101,48 @@ TEST_CASE("split_program with torchrun's spelling: only the words before the pro
   CHECK(m.start == 2);
   CHECK(m.words[0] == "--standalone");
   CHECK(m.words[3] == "--stand");
-  // Without a spelling nothing is written out, and an unknown word stops the scan as before.
+  // Without a spelling nothing is written out, and an unknown word stops the search for the program.
   auto plain = mr::launch::split_program({"--nn", "2", "train.py"}, mr::Schema::megatron(), own_values, own_switches);
   CHECK(plain.stopped_at_unknown);
   CHECK(plain.words[0] == "--nn");
   // An ambiguous prefix before the program is refused; after it, it is the program's.
   CHECK_THROWS_AS(split({"--nproc", "2", "train.py"}), mr::UsageError);
   CHECK(split({"train.py", "--nproc", "2"}).start == 0);
+}
+
+TEST_CASE("option spelling: a switch given a value is refused as argparse refuses it, however spelled",
+          "[launch][spelling]") {
+  // argparse: "argument -m/--module: ignored explicit argument 'x'" for every one of these.
+  for (const char* w : {"--module=x", "--modu=x", "-m=x", "-mx"}) {
+    INFO(w);
+    CHECK(refusal(w) == "argument -m/--module: ignored explicit argument 'x'");
+  }
+  CHECK(refusal("--standalone=1") == "argument --standalone: ignored explicit argument '1'");
+  CHECK(refusal("--stand=") == "argument --standalone: ignored explicit argument ''");
+  CHECK(refusal("--dry-run=yes") == "argument --dry-run: ignored explicit argument 'yes'");
+  CHECK(refusal("-h=1") == "argument -h/--help: ignored explicit argument '1'");
+  // -mr3 is -m -r3 to argparse (a chain of short options): left to the parsers, as any word of two options.
+  CHECK(spell("-mr3") == "-mr3");
+  CHECK(spell("-m") == "-m");
+  // Lenient (reading a refused command line): left as written, refused nowhere.
+  OptionSpelling lenient = spelling();
+  lenient.lenient = true;
+  CHECK(lenient.spell("--modu=x", mr::Schema::megatron()) == "--module=x");
+  CHECK(lenient.spell("-mx", mr::Schema::megatron()) == "-mx");
+  CHECK(lenient.spell("--nproc", mr::Schema::megatron()) == "--nproc");
+}
+
+TEST_CASE("split_program: past an unknown option the option words are still spelled, refusing none",
+          "[launch][spelling]") {
+  const OptionSpelling s = spelling();
+  const std::vector<std::string> own_values = {"--config", "--nproc-per-node", "--nproc_per_node", "--nnodes"};
+  auto split = [&](const std::vector<std::string>& w) {
+    return mr::launch::split_program(w, mr::Schema::megatron(), own_values, {"--standalone", "--dry-run"}, &s);
+  };
+  // argparse reads --nproc-per as --nproc-per-node after --bogus (torchrun lists --bogus alone).
+  auto p = split({"--bogus", "--nproc-per", "2", "--nproc", "train.py", "--nn=2", "--", "--nn"});
+  CHECK(p.stopped_at_unknown);
+  CHECK(p.form == mr::launch::Program::Form::Worker);  // no program looked for: `2` may be --bogus's value
+  CHECK(p.words == std::vector<std::string>{"--bogus", "--nproc-per-node", "2", "--nproc", "train.py", "--nnodes=2",
+                                            "--", "--nn"});
 }
