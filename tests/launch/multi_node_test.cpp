@@ -381,7 +381,8 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
     CHECK(r.nodes[1].exit == 2);
     CHECK(has(r.nodes[1].out, "megatron-run: error[dist.time-limits]: MR_DIST_HEARTBEAT_TIMEOUT_S='abc' is not a "
                               "positive number of seconds"));
-    CHECK(r.nodes[0].exit == 2);
+    CHECK(r.nodes[0].exit == 1);  // a failed rendezvous, as for any node that refuses to start
+    CHECK(has(r.nodes[0].out, "rendezvous: node 1's launcher ("));
     CHECK(has(r.nodes[0].out, "refused to start: "));
     CHECK(has(r.nodes[0].out, "MR_DIST_HEARTBEAT_TIMEOUT_S='abc'"));
     CHECK_FALSE(has(r.nodes[0].out + r.nodes[1].out, "worker started"));
@@ -487,7 +488,7 @@ TEST_CASE("a worker on node 1 that ends itself with 128 + N (SIGKILL, or exit 13
     INFO(c.how << ":\n" << r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     CHECK(r.nodes[1].exit == 137);
     CHECK(r.nodes[0].exit == 137);
-    CHECK(has(r.nodes[1].out, std::string("worker rank 1 (local rank 0, pid ") ));
+    CHECK(has(r.nodes[1].out, "megatron-run: worker rank 1 (pid "));
     CHECK(has(r.nodes[1].out, c.said));
     // Node 0: node 1's failure (not a stop passed on), its own worker stopped for it.
     CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank 1"));
@@ -965,9 +966,10 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(r.nodes[2].out, "\\\"group_world_size\\\": null"));
     CHECK(has(r.nodes[2].out, "\\\"entry_point\\\": \\\"sh\\\""));
   }
-  SECTION("2:3 nodes: the job fails while a third waits as a spare: the spare fails with it and records FAILED") {
+  SECTION("2:3 nodes: the job fails while a third waits as a spare: the spare's launcher fails too, recorded FAILED") {
     // Starts at 0, 2 and 4 s; the rendezvous closes 1 s after the second arrival. The job's workers exit 7 after 3 s
-    // (no restart left): the spare, never in a round, ends as the job does, with its record (no rank, no size).
+    // (no restart left): the spare, never in a round, reads the job's failure where it waits and ends as a failed
+    // rendezvous (exit 1), with its record: FAILED, the failure as its error, no rank and no size.
     const std::string fl = "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) +
                            " --join-timeout 30 --nproc-per-node 1 --rdzv-conf last_call_timeout=1 --rdzv-id el9 "
                            "--nnodes 2:3 --no-python --no-append-args ";
@@ -978,12 +980,14 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(r.nodes[0].exit == 7);
     CHECK(r.nodes[1].exit == 7);
     const std::string& o = r.nodes[2].out;
-    CHECK(r.nodes[2].exit != 0);
+    CHECK(r.nodes[2].exit == 1);
     CHECK(has(o, "it waits as a spare"));
+    CHECK(has(o, "megatron-run: error: rendezvous: worker rank "));
     CHECK_FALSE(has(o, "never runs"));
     CHECK(has(o, "{\"name\": \"torchelastic.worker.status.FAILED\", \"source\": \"AGENT\""));
     CHECK(has(o, "\"run_id\": \"el9\", \"global_rank\": null, \"group_rank\": null"));
-    CHECK(has(o, "\"raw_error\": \"the job failed while this node waited as a spare\""));
+    CHECK(has(o, "\"raw_error\": \"rendezvous: worker rank "));
+    CHECK(has(o, "exited with code 7\", \"metadata\": "));
     CHECK(has(o, "\\\"group_world_size\\\": null"));
     CHECK_FALSE(has(o, "torchelastic.worker.status.SUCCEEDED"));
     CHECK(r.seconds < 15);
