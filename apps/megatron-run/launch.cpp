@@ -75,12 +75,16 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.max_restarts = lo.max_restarts;
   ro.nproc_per_node = lo.nproc_per_node;
   ro.local_addr = lo.local_addr;
-  // The launchers' heartbeat timeout: the workers' (--heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, 30 s).
-  double hb = 30;
-  if (lo.heartbeat_timeout) hb = *lo.heartbeat_timeout;
-  else if (const char* e = std::getenv("MR_DIST_HEARTBEAT_TIMEOUT_S"); e && std::strtod(e, nullptr) > 0)
-    hb = std::strtod(e, nullptr);
-  ro.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::max(hb, 1.0) * 1000));
+  // The launchers' heartbeat timeout: the workers' (launch/worker_input.h's heartbeat_limits: --heartbeat-timeout,
+  // else MR_DIST_HEARTBEAT_TIMEOUT_S, else 30 s), at least 1 s (a launcher sends a request every few hundred ms).
+  // A value it refuses was refused before any launcher met (launch()); a refusal told to the others
+  // (refuse_launch) may be that one, and bounds the launchers with the default then.
+  std::chrono::milliseconds bound{std::chrono::seconds(30)};
+  try {
+    bound = launch::heartbeat_limits(lo.heartbeat_timeout).timeout;
+  } catch (const std::runtime_error&) {
+  }
+  ro.heartbeat_timeout = std::max<std::chrono::milliseconds>(bound, std::chrono::seconds(1));
   return ro;
 }
 
@@ -440,6 +444,13 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
                                     "): megatron-run starts the workers here and gives each its own LOCAL_RANK, which "
                                     "Megatron reads; one --local-rank for all of them would be wrong for all but one. "
                                     "Leave it out (a dry run and check accept it)");
+  // The heartbeat bound the launchers and the workers share: a bad MR_DIST_HEARTBEAT_TIMEOUT_S or MR_DIST_HEARTBEAT_S
+  // is refused here (rule dist.time-limits), before any launcher meets the others or any worker starts, whatever runs.
+  try {
+    (void)launch::heartbeat_limits(lo.heartbeat_timeout);
+  } catch (const std::runtime_error& e) {
+    return refuse_launch(lo, 2, e.what());
+  }
   // --yaml-cfg: its namespace holds the file's sections, not the flags the worker's typed view below reads (that
   // view failed on a key the file leaves null, e.g. `--distribute-saved-activations: the resolved value None is not
   // a bool`); our own run refuses the file before this (init.training-run), the user's program gets it as given.

@@ -15,7 +15,9 @@
 #include <stdexcept>
 
 #include "config/print.h"
+#include "config/rule.h"
 #include "config/schema.h"
+#include "util/rule_id.h"
 
 namespace mr::launch {
 
@@ -157,13 +159,29 @@ namespace mr::launch {
 
 namespace {
 
+// Every refusal of a time limit (job_timeouts, heartbeat_limits): the launcher says it before any worker starts, and
+// each worker of ours again (lib/distributed/worker.cpp), with this id.
+const Rule kTimeLimitsRule{
+    "dist.time-limits", Rule::Level::Error,
+    "A time limit the ranks cannot run under: MR_DIST_TIMEOUT_S, MR_DIST_HEARTBEAT_S or MR_DIST_HEARTBEAT_TIMEOUT_S "
+    "that is not a positive number of seconds, --distributed-timeout-minutes or "
+    "--distributed-timeout-seconds-after-init below 1, or a heartbeat timeout (--heartbeat-timeout, else "
+    "MR_DIST_HEARTBEAT_TIMEOUT_S) shorter than two heartbeat periods: refused by the launcher before any worker "
+    "starts (not in --dry-run or check), and by each of megatron-run's workers.",
+    __FILE__, __LINE__, kStageInit};
+
+[[noreturn]] void refuse_limit(const std::string& text) {
+  kTimeLimitsRule.record_hit();
+  throw std::runtime_error(with_rule_id(kTimeLimitsRule.id, text));
+}
+
 std::optional<double> env_seconds(const EnvLookup& env, const char* name) {
   std::optional<std::string> v = env(name);
   if (!v || v->empty()) return std::nullopt;
   char* end = nullptr;
   double s = std::strtod(v->c_str(), &end);
   if (end == v->c_str() || *end || !(s > 0) || !std::isfinite(s))
-    throw std::runtime_error(std::string(name) + "='" + *v + "' is not a positive number of seconds");
+    refuse_limit(std::string(name) + "='" + *v + "' is not a positive number of seconds");
   return s;
 }
 
@@ -207,40 +225,47 @@ const Ignored kIgnored[] = {
 
 }  // namespace
 
+HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup& env) {
+  HeartbeatLimits h;
+  if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_S")) h.period = ms(*s);
+  if (h.period.count() < 1) refuse_limit("MR_DIST_HEARTBEAT_S is below a millisecond");
+  std::string bound_source = "the default";
+  if (option_s) {
+    if (!(*option_s > 0) || !std::isfinite(*option_s))
+      refuse_limit("--heartbeat-timeout " + Value(*option_s).json() + ": must be a positive number of seconds");
+    h.timeout = ms(*option_s);
+    bound_source = "--heartbeat-timeout";
+  } else if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_TIMEOUT_S")) {
+    h.timeout = ms(*s);
+    bound_source = "MR_DIST_HEARTBEAT_TIMEOUT_S";
+  }
+  if (h.timeout < h.period * 2) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "the heartbeat timeout (%.3g s, %s) must be at least twice the heartbeat period "
+                  "(%.3g s, MR_DIST_HEARTBEAT_S)", static_cast<double>(h.timeout.count()) / 1000.0,
+                  bound_source.c_str(), static_cast<double>(h.period.count()) / 1000.0);
+    refuse_limit(buf);
+  }
+  return h;
+}
+
 JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
   JobTimeouts t;
   const Args& a = in.args;
   if (a.distributed_timeout_minutes < 1)
-    throw std::runtime_error("--distributed-timeout-minutes " + std::to_string(a.distributed_timeout_minutes) +
-                             ": the collective timeout must be at least 1 minute");
+    refuse_limit("--distributed-timeout-minutes " + std::to_string(a.distributed_timeout_minutes) +
+                 ": the collective timeout must be at least 1 minute");
   t.startup = std::chrono::minutes(a.distributed_timeout_minutes);
   if (auto s = env_seconds(env, "MR_DIST_TIMEOUT_S")) t.startup = ms(*s);
   if (auto s = a.distributed_timeout_seconds_after_init) {
     if (*s < 1)
-      throw std::runtime_error("--distributed-timeout-seconds-after-init " + std::to_string(*s) +
-                               ": the timeout after initialisation must be at least 1 second");
+      refuse_limit("--distributed-timeout-seconds-after-init " + std::to_string(*s) +
+                   ": the timeout after initialisation must be at least 1 second");
     t.after_init = std::chrono::seconds(*s);
   }
-  if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_S")) t.heartbeat = ms(*s);
-  if (t.heartbeat.count() < 1) throw std::runtime_error("MR_DIST_HEARTBEAT_S is below a millisecond");
-  std::string bound_source = "the default";
-  if (in.heartbeat_timeout_s) {
-    if (!(*in.heartbeat_timeout_s > 0) || !std::isfinite(*in.heartbeat_timeout_s))
-      throw std::runtime_error("--heartbeat-timeout " + Value(*in.heartbeat_timeout_s).json() +
-                               ": must be a positive number of seconds");
-    t.heartbeat_timeout = ms(*in.heartbeat_timeout_s);
-    bound_source = "--heartbeat-timeout";
-  } else if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_TIMEOUT_S")) {
-    t.heartbeat_timeout = ms(*s);
-    bound_source = "MR_DIST_HEARTBEAT_TIMEOUT_S";
-  }
-  if (t.heartbeat_timeout < t.heartbeat * 2) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "the heartbeat timeout (%.3g s, %s) must be at least twice the heartbeat period "
-                  "(%.3g s, MR_DIST_HEARTBEAT_S)", static_cast<double>(t.heartbeat_timeout.count()) / 1000.0,
-                  bound_source.c_str(), static_cast<double>(t.heartbeat.count()) / 1000.0);
-    throw std::runtime_error(buf);
-  }
+  const HeartbeatLimits h = heartbeat_limits(in.heartbeat_timeout_s, env);
+  t.heartbeat = h.period;
+  t.heartbeat_timeout = h.timeout;
   const Schema& schema = Schema::megatron();
   for (const Ignored& i : kIgnored) {
     const std::string dest(dest_of(i.arg));

@@ -55,8 +55,19 @@ struct JobTimeouts {
   std::vector<std::string> ignored;
 };
 // Throws std::runtime_error naming the flag or variable whose value cannot be used (zero, negative, not a number,
-// a heartbeat timeout shorter than two heartbeat periods).
+// a heartbeat timeout shorter than two heartbeat periods); its message carries rule dist.time-limits ("[id] text",
+// util/rule_id.h).
 JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env = process_env());  // reads in.args
+
+// The heartbeat period and bound alone (job_timeouts' heartbeat and heartbeat_timeout): `option_s` is
+// --heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, else 30 s; the period MR_DIST_HEARTBEAT_S, else 1 s. The one
+// reader of these two variables: the launchers bound each other with the same timeout their workers get
+// (launch/node_group.h's RendezvousOptions::heartbeat_timeout). Throws as job_timeouts does.
+struct HeartbeatLimits {
+  std::chrono::milliseconds period{1000};
+  std::chrono::milliseconds timeout{30000};
+};
+HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup& env = process_env());
 
 // Writes `text` to an anonymous in-memory file that survives exec (no close-on-exec); returns its fd.
 int memfd_with(const std::string& text);

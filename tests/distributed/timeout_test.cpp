@@ -1,5 +1,5 @@
 // The flags that set a time limit take effect or are refused, and the timeout-like flags the runtime does not act
-// on are named at start: job_timeouts() (torch-free), megatron-run's refusals, and a job in which
+// on are named at start: job_timeouts() and heartbeat_limits() (torch-free), megatron-run's refusals, and a job in which
 // --distributed-timeout-seconds-after-init ends a stuck collective long before the start-up timeout.
 #include <catch2/catch.hpp>
 
@@ -83,6 +83,25 @@ TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[
     auto in = input({});
     in.heartbeat_timeout_s = -1;
     refused(in, env({}), "--heartbeat-timeout -1");
+    // Every refusal carries its rule id, which the launcher and the worker print as error[dist.time-limits].
+    refused(input({}), env({{"MR_DIST_HEARTBEAT_S", "x"}}), "[dist.time-limits] MR_DIST_HEARTBEAT_S='x'");
+    refused(input({{"distributed_timeout_minutes", mr::Value(0)}}), env({}), "[dist.time-limits] --distributed");
+  }
+  SECTION("the heartbeat part is heartbeat_limits, the launchers' bound too") {
+    using mr::launch::heartbeat_limits;
+    const auto e = env({{"MR_DIST_HEARTBEAT_TIMEOUT_S", "7.5"}, {"MR_DIST_HEARTBEAT_S", "0.25"}});
+    const auto h = heartbeat_limits(std::nullopt, e);
+    const auto t = job_timeouts(input({}), e);
+    CHECK(h.timeout == milliseconds(7500));
+    CHECK(h.period == milliseconds(250));
+    CHECK(t.heartbeat_timeout == h.timeout);
+    CHECK(t.heartbeat == h.period);
+    CHECK(heartbeat_limits(4.0, e).timeout == milliseconds(4000));  // the launcher option wins
+    CHECK(heartbeat_limits(std::nullopt, env({})).timeout == milliseconds(30000));
+    for (const char* bad : {"abc", "-1", "0", "inf", "3s"})
+      CHECK_THROWS_WITH(heartbeat_limits(std::nullopt, env({{"MR_DIST_HEARTBEAT_TIMEOUT_S", bad}})),
+                        "[dist.time-limits] MR_DIST_HEARTBEAT_TIMEOUT_S='" + std::string(bad) +
+                            "' is not a positive number of seconds");
   }
   SECTION("timeout-like flags the runtime does not act on are named, only when the user set them") {
     auto t = job_timeouts(input({{"inprocess_heartbeat_timeout", mr::Value(5.0)},

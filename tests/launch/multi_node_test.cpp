@@ -2,7 +2,8 @@
 // two nodes over 127.0.0.1 (and over ::1) — the static rendezvous and the c10d one (node ranks in the order of arrival), a real
 // torch.distributed gloo all-reduce across both (Debian's /usr/bin/python3 with python3-torch), a node that
 // never arrives, the c10d endpoint's port held by a program that does not listen (named; hosted once let go), a
-// node whose config fails validation, a failing worker on node 1 that stops node 0, a node under
+// node whose config fails validation, a failing worker on node 1 that stops node 0 (also one that ends itself with
+// 128 + N: a failure, not a stop), MR_DIST_HEARTBEAT_TIMEOUT_S (refused, or the launchers' bound), a node under
 // ulimit -v (its own OpenBLAS notice), a launcher killed with -9, a stop signal to one node's launcher (passed on to
 // the other node's workers; exit 0 where they handle it), and SLURM's one-task-per-node form from a faked
 // SLURM environment. Every command runs under `timeout`; ports are free ones.
@@ -368,6 +369,74 @@ TEST_CASE("a node with a usage error (an unknown Megatron flag) prints it, then 
 
 // The address-space limit is a node's: the launcher of a node under `ulimit -v` gives its own workers one OpenBLAS
 // thread and says so on its node's console, whether or not node 0 (rank 0's) has a limit.
+TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for the launchers' bound and the workers'",
+          "[launch][multinode][process]") {
+  SECTION("a bad value on node 1 is refused before any worker starts, and node 0 is told at once") {
+    const int mp = free_port(), lp = free_port();
+    const std::string prog = "--no-append-args --no-python sh -c 'echo worker started; sleep 30'";
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "50") + prog,
+                         "MR_DIST_HEARTBEAT_TIMEOUT_S=abc " + kBin + " --config " + kConfig + " --nproc-per-node 1 " +
+                             static_flags(1, mp, lp, "50") + prog});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[1].exit == 2);
+    CHECK(has(r.nodes[1].out, "megatron-run: error[dist.time-limits]: MR_DIST_HEARTBEAT_TIMEOUT_S='abc' is not a "
+                              "positive number of seconds"));
+    CHECK(r.nodes[0].exit == 1);  // a failed rendezvous, as for any node that refuses to start
+    CHECK(has(r.nodes[0].out, "rendezvous: node 1's launcher ("));
+    CHECK(has(r.nodes[0].out, "refused to start: "));
+    CHECK(has(r.nodes[0].out, "MR_DIST_HEARTBEAT_TIMEOUT_S='abc'"));
+    CHECK_FALSE(has(r.nodes[0].out + r.nodes[1].out, "worker started"));
+    CHECK(r.seconds < 20);  // not the 50 s join timeout
+  }
+  SECTION("'-1', '0', or below two heartbeat periods: refused by a one-node launcher as well, no worker started") {
+    for (const char* v : {"-1", "0", "1.5"}) {
+      const mrtest::Proc p = mrtest::run_shell("MR_DIST_HEARTBEAT_TIMEOUT_S=" + std::string(v) + " " + kBin +
+                                               " --config " + kConfig + " --nproc-per-node 1 --no-append-args "
+                                               "--no-python sh -c 'echo worker started' 2>&1");
+      INFO(v << ": " << p.out);
+      CHECK(p.exit == 2);
+      CHECK(has(p.out, "error[dist.time-limits]: "));
+      CHECK(has(p.out, std::string(v) == "1.5" ? "the heartbeat timeout (1.5 s, MR_DIST_HEARTBEAT_TIMEOUT_S) must be at "
+                                                 "least twice the heartbeat period"
+                                               : "MR_DIST_HEARTBEAT_TIMEOUT_S='" + std::string(v) + "'"));
+      CHECK_FALSE(has(p.out, "worker started"));
+    }
+  }
+  SECTION("a good value bounds the launchers: node 1's launcher stopped (SIGSTOP) is dropped after it, not 30 s") {
+    const int mp = free_port(), lp = free_port();
+    const fs::path started = fs::temp_directory_path() / ("mr-hb-started-" + std::to_string(getpid()));
+    const fs::path pidfile = fs::temp_directory_path() / ("mr-hb-node1-" + std::to_string(getpid()));
+    fs::remove(started);
+    const std::string env = "MR_DIST_HEARTBEAT_TIMEOUT_S=2 ";
+    const std::string prog = "--no-append-args --no-python sh -c ': > " + started.string() + "; exec sleep 30'";
+    // Node 1's launcher is the script's own process; once its worker runs it is stopped, and killed 5 s later (its
+    // worker dies with it).
+    Nodes r = run_nodes({env + kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
+                         "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec env " + env + kBin + " --config " +
+                             kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog + "\"",
+                         "sh -c 'while [ ! -e " + started.string() + " ]; do sleep 0.05; done; sleep 0.3; p=$(cat " +
+                             pidfile.string() + "); kill -STOP $p; sleep 5; kill -KILL $p'"});
+    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(has(r.nodes[0].out, "sent no heartbeat for 2 s"));
+    CHECK(r.nodes[0].exit != 0);
+    CHECK(r.seconds < 15);
+    fs::remove(started);
+    fs::remove(pidfile);
+  }
+  SECTION("a good value bounds megatron-run's own workers the same") {
+    const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
+    if (!fs::exists(worker)) {
+      WARN("megatron-run-worker is not built (no LibTorch): the workers' bound is not checked here");
+      return;
+    }
+    const mrtest::Proc p = mrtest::run_shell("MR_DIST_HEARTBEAT_TIMEOUT_S=2.5 " + kBin + " --config " + kConfig +
+                                             " --nproc-per-node 1 --bring-up-only --log-level info 2>&1");
+    INFO(p.out);
+    CHECK(p.exit == 0);
+    CHECK(has(p.out, "a rank silent for 2.5 s fails the job"));
+  }
+}
+
 TEST_CASE("ulimit -v on node 1 only: node 1's launcher gives its workers OPENBLAS_NUM_THREADS=1 and says so",
           "[launch][multinode][process][ulimit]") {
   const int mp = free_port(), lp = free_port();
@@ -400,6 +469,38 @@ TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its
   CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank "));
   CHECK(has(r.nodes[0].out, "on node 1 exited with code 7; stopping this node's workers"));
   CHECK(r.seconds < 20);
+}
+
+TEST_CASE("a worker on node 1 that ends itself with 128 + N (SIGKILL, or exit 137): a failure on both nodes, not a "
+          "stop; the records say SUCCEEDED, as torchrun's agent does", "[launch][multinode][process]") {
+  // torchrun records SUCCEEDED once its agent's run returns, whatever the workers did, and FAILED only when the agent
+  // itself dies of a signal or an error; the exit code tells the workers' failure. Node 0's worker would sleep 30 s.
+  struct Case {
+    const char* how;
+    const char* said;  // how node 1 names its worker's end
+  };
+  for (const Case c : {Case{"kill -KILL $$", "was killed by signal 9 (SIGKILL)"}, Case{"exit 137", "exited with code 137"}}) {
+    const int mp = free_port(), lp = free_port();
+    const std::string prog = std::string("--event-log-handler console --no-append-args --no-python sh -c 'if [ "
+                                         "\"$GROUP_RANK\" = 1 ]; then sleep 0.5; ") + c.how + "; fi; exec sleep 30'";
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
+                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog});
+    INFO(c.how << ":\n" << r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+    CHECK(r.nodes[1].exit == 137);
+    CHECK(r.nodes[0].exit == 137);
+    CHECK(has(r.nodes[1].out, "megatron-run: worker rank 1 (pid "));
+    CHECK(has(r.nodes[1].out, c.said));
+    // Node 0: node 1's failure (not a stop passed on), its own worker stopped for it.
+    CHECK(has(r.nodes[0].out, "the job failed on another node: worker rank 1"));
+    CHECK_FALSE(has(r.nodes[0].out, "the job is stopping"));
+    for (const Node& n : r.nodes) {
+      CHECK_FALSE(has(n.out, "they handled the stop"));
+      CHECK(has(n.out, "{\"name\": \"torchelastic.worker.status.SUCCEEDED\""));
+      CHECK(has(n.out, "\"raw_error\": null"));
+      CHECK_FALSE(has(n.out, "torchelastic.worker.status.FAILED"));
+    }
+    CHECK(r.seconds < 15);
+  }
 }
 
 TEST_CASE("workers failing on two nodes at once: both nodes name the same root cause and exit with its code",
@@ -864,6 +965,32 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(r.nodes[2].out, "\"raw_error\": null"));
     CHECK(has(r.nodes[2].out, "\\\"group_world_size\\\": null"));
     CHECK(has(r.nodes[2].out, "\\\"entry_point\\\": \\\"sh\\\""));
+  }
+  SECTION("2:3 nodes: the job fails while a third waits as a spare: the spare's launcher fails too, recorded FAILED") {
+    // Starts at 0, 2 and 4 s; the rendezvous closes 1 s after the second arrival. The job's workers exit 7 after 3 s
+    // (no restart left): the spare, never in a round, reads the job's failure where it waits and ends as a failed
+    // rendezvous (exit 1), with its record: FAILED, the failure as its error, no rank and no size.
+    const std::string fl = "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) +
+                           " --join-timeout 30 --nproc-per-node 1 --rdzv-conf last_call_timeout=1 --rdzv-id el9 "
+                           "--nnodes 2:3 --no-python --no-append-args ";
+    const std::string job = kRun + fl + "-- sh -c 'sleep 3; exit 7'";
+    const std::string spare = kRun + fl + "--event-log-handler console -- sh -c 'echo never runs'";
+    Nodes r = run_nodes({job, job, spare}, 2.0);
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out << "\n---- third:\n" << r.nodes[2].out);
+    CHECK(r.nodes[0].exit == 7);
+    CHECK(r.nodes[1].exit == 7);
+    const std::string& o = r.nodes[2].out;
+    CHECK(r.nodes[2].exit == 1);
+    CHECK(has(o, "it waits as a spare"));
+    CHECK(has(o, "megatron-run: error: rendezvous: worker rank "));
+    CHECK_FALSE(has(o, "never runs"));
+    CHECK(has(o, "{\"name\": \"torchelastic.worker.status.FAILED\", \"source\": \"AGENT\""));
+    CHECK(has(o, "\"run_id\": \"el9\", \"global_rank\": null, \"group_rank\": null"));
+    CHECK(has(o, "\"raw_error\": \"rendezvous: worker rank "));
+    CHECK(has(o, "exited with code 7\", \"metadata\": "));
+    CHECK(has(o, "\\\"group_world_size\\\": null"));
+    CHECK_FALSE(has(o, "torchelastic.worker.status.SUCCEEDED"));
+    CHECK(r.seconds < 15);
   }
   SECTION("1:2 nodes: a node arriving later joins the running job; the workers restart with it, not counted") {
     const std::string job = kRun + flags + "--rdzv-id el3 --nnodes 1:2 --no-python --no-append-args -- sh -c "
