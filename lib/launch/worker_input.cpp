@@ -18,6 +18,7 @@
 #include "config/rule.h"
 #include "config/schema.h"
 #include "util/rule_id.h"
+#include "util/text.h"
 
 namespace mr::launch {
 
@@ -239,13 +240,9 @@ HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup
     h.timeout = ms(*s);
     bound_source = "MR_DIST_HEARTBEAT_TIMEOUT_S";
   }
-  if (h.timeout < h.period * 2) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "the heartbeat timeout (%.3g s, %s) must be at least twice the heartbeat period "
-                  "(%.3g s, MR_DIST_HEARTBEAT_S)", static_cast<double>(h.timeout.count()) / 1000.0,
-                  bound_source.c_str(), static_cast<double>(h.period.count()) / 1000.0);
-    refuse_limit(buf);
-  }
+  if (h.timeout < h.period * 2)
+    refuse_limit("the heartbeat timeout (" + seconds_text(h.timeout) + ", " + bound_source +
+                 ") must be at least twice the heartbeat period (" + seconds_text(h.period) + ", MR_DIST_HEARTBEAT_S)");
   return h;
 }
 
