@@ -137,7 +137,7 @@ TEST_CASE("a timeout-like flag the run ignores is named once, under our spawner 
   TempDir dir;
   const std::string flag = "--inprocess-heartbeat-timeout";
   // A training run: the run's start notice names it (the spawner's); rank 0's runtime notice does not again.
-  const Proc spawned = mrtest::spawn_job(2, {"--train-iters", "2", flag, "5"}, dir, "spawner");
+  const Proc spawned = mrtest::spawn_job(2, {"--train-iters", "3", flag, "5"}, dir, "spawner");
   {
     INFO(spawned.out() << spawned.err());
     REQUIRE(spawned.exit_code() == 0);
@@ -146,7 +146,7 @@ TEST_CASE("a timeout-like flag the run ignores is named once, under our spawner 
                                   !Catch::Contains("runtime does not act on"));
   }
   // Under another launcher (torchrun's environment, no MR_SPAWNER): rank 0 names it, once.
-  std::vector<Proc> ranks = mrtest::start_job(2, mrtest::job_args({"--train-iters", "2", flag, "5"}), dir);
+  std::vector<Proc> ranks = mrtest::start_job(2, mrtest::job_args({"--train-iters", "3", flag, "5"}), dir);
   mrtest::wait_all(ranks, std::chrono::seconds(180));
   {
     INFO(mrtest::all_output(ranks));
