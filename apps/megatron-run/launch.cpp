@@ -477,8 +477,12 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   if (lo.nproc_per_node > 0 || !job)
     if (std::optional<int> refused = own_worker_nccl_refused(lo, ns)) return *refused;
 
-  // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher).
+  // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher). The
+  // runtime's notice of the timeout-like flags it ignores leaves out those this one named (WorkerInput::noticed).
   const bool under_our_spawner = job && std::getenv("MR_SPAWNER") != nullptr;
+  if (in.train)
+    for (const run::Unacted& u : run::unacted_flags(ns, in.args, in.target))
+      in.noticed.insert(in.noticed.end(), u.flags.begin(), u.flags.end());
   if (in.train && !under_our_spawner && (!job || job->rank == 0)) {
     if (std::string n = run::unacted_notice(ns, in.args, in.target); !n.empty()) std::cerr << n << std::endl;
     try {  // --vocab-size where Megatron's tokenizer would size the model (run/tokenizer_vocab.h)

@@ -28,6 +28,8 @@ std::string WorkerInput::encode() const {
   for (size_t i = 0; i < argv.size(); ++i) out += (i ? ", " : "") + json_quote(argv[i]);
   out += "], \"given\": [";
   for (size_t i = 0; i < given.size(); ++i) out += (i ? ", " : "") + json_quote(given[i]);
+  out += "], \"noticed\": [";
+  for (size_t i = 0; i < noticed.size(); ++i) out += (i ? ", " : "") + json_quote(noticed[i]);
   out += "]";
   if (heartbeat_timeout_s) out += ", \"heartbeat_timeout_s\": " + Value(*heartbeat_timeout_s).json();
   out += ", \"target_te_version\": " + json_quote(target.te_version);
@@ -59,6 +61,9 @@ WorkerInput WorkerInput::decode(const std::string& json) {
     } else if (key == "given" && val.is_list()) {
       for (const Value& a : val.as_list())
         if (a.is_str()) in.given.push_back(a.as_str());
+    } else if (key == "noticed" && val.is_list()) {
+      for (const Value& a : val.as_list())
+        if (a.is_str()) in.noticed.push_back(a.as_str());
     } else if (key == "heartbeat_timeout_s" && (val.is_float() || val.is_int())) {
       in.heartbeat_timeout_s = val.is_int() ? static_cast<double>(val.as_int()) : val.as_float();
     } else if (key == "target_te_version" && val.is_str()) {
@@ -266,12 +271,14 @@ JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
   for (const Ignored& i : kIgnored) {
     const std::string dest(dest_of(i.arg));
     if (!std::binary_search(in.given.begin(), in.given.end(), dest)) continue;
+    const std::string flag = schema.flag_for_dest(dest);
+    if (std::find(in.noticed.begin(), in.noticed.end(), flag) != in.noticed.end()) continue;  // named already
     const Value v = a.value(i.arg);
-    std::string shown = schema.flag_for_dest(dest) + " " + v.json();
+    std::string shown = flag + " " + v.json();
     if (v.is_bool()) {
       // A switch: named when it is on (its value differs from the default), as the flag that turns it on.
       if (default_of(i.arg) == v) continue;
-      shown = schema.flag_for_dest(dest);
+      shown = flag;
     }
     t.ignored.push_back(shown + " (" + i.why + ")");
   }

@@ -26,6 +26,11 @@ struct WorkerInput {
   std::vector<std::string> argv;    // megatron-run's command line (after the program name), for messages
   std::vector<std::string> given;   // the dests the user set (a config file or the command line), sorted
   std::optional<double> heartbeat_timeout_s;  // the launcher option --heartbeat-timeout SECONDS
+  // The flags the training run's start notice named (run::unacted_flags, printed by the spawner or by rank 0 under
+  // another launcher), spelled as there (`--inprocess-heartbeat-timeout`): the runtime's notice of the timeout-like
+  // flags it ignores (JobTimeouts::ignored) leaves these out, so that no flag is named twice. Empty with
+  // --bring-up-only (no such notice).
+  std::vector<std::string> noticed;
   // The target the arguments were validated for. Only its Transformer Engine version travels (the run keeps the
   // fp32 masters as remainders where that TE does: run/model.h's keeps_param_remainders); the rest stays default.
   TargetEnv target;
@@ -46,7 +51,8 @@ struct WorkerInput {
 //                      whose heartbeat has not changed for this long (or a store that has not answered for this long)
 //                      fails the job. At least twice the heartbeat period.
 // `ignored` names each timeout-like flag the user set that the runtime does not act on, with why
-// ("--inprocess-heartbeat-timeout (in-process restart is not implemented ...)"): rank 0 prints it at start.
+// ("--inprocess-heartbeat-timeout (in-process restart is not implemented ...)"), unless the run's start notice
+// named it already (WorkerInput::noticed): rank 0 prints it at start.
 struct JobTimeouts {
   std::chrono::milliseconds startup{std::chrono::minutes(10)};
   std::optional<std::chrono::milliseconds> after_init;

@@ -3,6 +3,8 @@
 // --distributed-timeout-seconds-after-init ends a stuck collective long before the start-up timeout.
 #include <catch2/catch.hpp>
 
+#include <cctype>
+
 #include "config/namespace.h"
 #include "distributed/collectives.h"
 #include "launch/worker_input.h"
@@ -114,14 +116,71 @@ TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[
     CHECK_THAT(t.ignored[1], Catch::StartsWith("--no-flight-recorder-dump-on-timeout (") &&
                                  Catch::Contains("no NCCL flight recorder"));
   }
+  SECTION("a flag the run's start notice named already is left out") {
+    auto in = input({{"inprocess_heartbeat_timeout", mr::Value(5.0)}, {"flight_recorder_dump_on_timeout", mr::Value(false)}});
+    in.noticed = {"--eval-interval", "--inprocess-heartbeat-timeout"};
+    auto t = job_timeouts(in, env({}));
+    REQUIRE(t.ignored.size() == 1);
+    CHECK_THAT(t.ignored[0], Catch::StartsWith("--no-flight-recorder-dump-on-timeout ("));
+  }
   SECTION("the worker input carries what the user set and the launcher option") {
     auto in = input({{"inprocess_soft_timeout", mr::Value(1.0)}});
     in.heartbeat_timeout_s = 2.5;
     auto back = mr::launch::WorkerInput::decode(in.encode());
     CHECK(back.given == std::vector<std::string>{"inprocess_soft_timeout"});
+    CHECK(back.noticed.empty());
+    in.noticed = {"--inprocess-soft-timeout"};
+    CHECK(mr::launch::WorkerInput::decode(in.encode()).noticed == in.noticed);
     REQUIRE(back.heartbeat_timeout_s);
     CHECK(*back.heartbeat_timeout_s == 2.5);
     CHECK_FALSE(mr::launch::WorkerInput::decode(input({}).encode()).heartbeat_timeout_s);
+  }
+}
+
+namespace {
+
+// How many times `flag` appears in `text` as a whole flag (not as the start of a longer one).
+size_t flag_count(const std::string& text, const std::string& flag) {
+  size_t n = 0;
+  for (size_t at = text.find(flag); at != std::string::npos; at = text.find(flag, at + flag.size())) {
+    const size_t end = at + flag.size();
+    if (end == text.size() || !(std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-')) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a timeout-like flag the run ignores is named once, under our spawner and under another launcher",
+          "[dist][process][timeout]") {
+  TempDir dir;
+  const std::string flag = "--inprocess-heartbeat-timeout";
+  // A training run: the run's start notice names it (the spawner's); rank 0's runtime notice does not again.
+  const Proc spawned = mrtest::spawn_job(2, {"--train-iters", "3", flag, "5"}, dir, "spawner");
+  {
+    INFO(spawned.out() << spawned.err());
+    REQUIRE(spawned.exit_code() == 0);
+    CHECK(flag_count(spawned.out() + spawned.err(), flag) == 1);
+    CHECK_THAT(spawned.err(), Catch::Contains("notice: the synthetic training run does not act on") &&
+                                  !Catch::Contains("runtime does not act on"));
+  }
+  // Under another launcher (torchrun's environment, no MR_SPAWNER): rank 0 names it, once.
+  std::vector<Proc> ranks = mrtest::start_job(2, mrtest::job_args({"--train-iters", "3", flag, "5"}), dir);
+  mrtest::wait_all(ranks, std::chrono::seconds(180));
+  {
+    INFO(mrtest::all_output(ranks));
+    for (const Proc& p : ranks) REQUIRE(p.exit_code() == 0);
+    CHECK(flag_count(mrtest::all_output(ranks), flag) == 1);
+    CHECK(flag_count(ranks[0].err(), flag) == 1);
+  }
+  // --bring-up-only: no run notice; the runtime's names it (rank 0 of the spawner's job), once.
+  const Proc bring_up = mrtest::spawn_job(2, {"--bring-up-only", flag, "5"}, dir, "bring-up");
+  {
+    INFO(bring_up.out() << bring_up.err());
+    REQUIRE(bring_up.exit_code() == 0);
+    CHECK(flag_count(bring_up.out() + bring_up.err(), flag) == 1);
+    CHECK_THAT(bring_up.err(), Catch::Contains("[rank 0] warning: notice: megatron-run's runtime does not act on this "
+                                               "flag; it is ignored: --inprocess-heartbeat-timeout 5.0"));
   }
 }
 
