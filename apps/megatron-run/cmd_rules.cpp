@@ -17,13 +17,17 @@ namespace {
 
 const char* level_name(const Rule& r) { return r.level == Rule::Level::Error ? "error" : "warning"; }
 
-// Where the rule is declared, from the source tree's root.
+// Where the rule is declared, from the source tree's root: __FILE__ is absolute, or relative to the build folder
+// (ccache's CCACHE_BASEDIR rewrites it to "../lib/..."); the last "lib/" or "apps/" component starts the tree's path.
 std::string source_of(const Rule& r) {
-  std::string file = r.file;
-  auto pos = file.find("lib/config/");
-  if (pos == std::string::npos) pos = file.find("apps/megatron-run/");  // the launcher's init.process-groups
-  if (pos != std::string::npos) file = file.substr(pos);
-  return file;
+  const std::string file = r.file;
+  size_t best = std::string::npos;
+  for (const char* top : {"lib/", "apps/"}) {
+    if (file.rfind(top, 0) == 0 && best == std::string::npos) best = 0;
+    const size_t slash = file.rfind(std::string("/") + top);
+    if (slash != std::string::npos && (best == std::string::npos || slash + 1 > best)) best = slash + 1;
+  }
+  return best == std::string::npos ? file : file.substr(best);
 }
 
 std::string markdown_header() { return "| rule | level | stage | what it checks | source |\n|---|---|---|---|---|\n"; }
