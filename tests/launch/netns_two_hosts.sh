@@ -56,14 +56,15 @@ on() {
   shift
   ip netns exec "${tag}h$h" unshare --uts sh -c 'hostname "host$0"; exec timeout -k 5 45 "$@"' "$h" "$run" "$@"
 }
-# both NAME ARGS...: the two launchers at once (host2 half a second later); fails unless both exit 0.
+# both NAME ARGS...: the two launchers at once (host2 half a second later); fails unless both exit 0. An argument
+# @RANK@ becomes 0 on host1, 1 on host2.
 both() {
   local name=$1
   shift
-  on 1 "$@" >"$work/$name.1" 2>&1 &
+  on 1 "${@//@RANK@/0}" >"$work/$name.1" 2>&1 &
   local p1=$!
   sleep 0.5
-  on 2 "$@" >"$work/$name.2" 2>&1 &
+  on 2 "${@//@RANK@/1}" >"$work/$name.2" 2>&1 &
   local p2=$!
   wait "$p1"; local r1=$?
   wait "$p2"; local r2=$?
@@ -83,15 +84,7 @@ ip netns exec "$ns2" timeout 3 bash -c "exec 3<>/dev/tcp/$ip1/9" 2>&1 | grep -q 
 export MR_DIST_TIMEOUT_S=20  # a regression fails in 20 s, not after the 10-minute distributed timeout
 c10d="--nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint host1:29400 --join-timeout 20"
 
-# 1. The workers' master that node 0 (host1, first to arrive) publishes, as each node's worker sees it.
-both probe $c10d --rdzv-id probe --no-python --no-append-args -- sh -c 'echo "MASTER=$MASTER_ADDR GROUP_RANK=$GROUP_RANK"' ||
-  fail "the c10d probe job"
-for h in 1 2; do
-  grep -q "MASTER=$ip1 " "$work/probe.$h" || { cat "$work/probe.$h"; fail "host$h's worker did not get MASTER_ADDR=$ip1"; }
-done
-echo "netns_two_hosts: c10d through a loopback endpoint name: both hosts' workers got MASTER_ADDR=$ip1"
-
-# 2. A short training run over gloo across the hosts (the same c10d rendezvous).
+# A tiny model: three iterations of the synthetic run over gloo.
 cat >"$work/tiny.yaml" <<'YAML'
 --num-layers: 1
 --hidden-size: 64
@@ -112,7 +105,27 @@ cat >"$work/tiny.yaml" <<'YAML'
 --log-interval: 1
 --distributed-backend: gloo
 YAML
+
+# Gloo's device (finding 2 alone): a static job whose master is host1's network address. torch's default device
+# would bind what each host's name resolves to, 127.0.1.1, and the ranks could not connect to each other.
+both static --nnodes 2 --node-rank @RANK@ --nproc-per-node 1 --master-addr "$ip1" --master-port 29500 \
+  --join-timeout 20 --config "$work/tiny.yaml" || fail "the static two-host gloo training run"
+cat "$work/static.1" "$work/static.2" | grep -q "the 2 data-parallel replicas hold identical parameters" ||
+  { cat "$work/static.1" "$work/static.2"; fail "static: no 'training run finished' line with the replica check"; }
+echo "netns_two_hosts: static, master $ip1: gloo across the two hosts passed"
+
+# c10d (finding 1): the workers' master that node 0 (host1, first to arrive) publishes, as each node's worker sees it.
+both probe $c10d --rdzv-id probe --config "$work/tiny.yaml" --no-append-args -- sh -c 'echo "MASTER=$MASTER_ADDR GROUP_RANK=$GROUP_RANK"' ||
+  fail "the c10d probe job"
+for h in 1 2; do
+  grep -q "MASTER=$ip1 " "$work/probe.$h" || { cat "$work/probe.$h"; fail "host$h's worker did not get MASTER_ADDR=$ip1"; }
+done
+echo "netns_two_hosts: c10d through a loopback endpoint name: both hosts' workers got MASTER_ADDR=$ip1"
+
+# c10d, then a training run over gloo across the hosts with that master.
 both train $c10d --rdzv-id train --config "$work/tiny.yaml" || fail "the two-host gloo training run"
-grep -qi "identical parameters" "$work/train.1" || { cat "$work/train.1"; fail "no replica check on host1"; }
+# The last rank (host2's) says the run finished with both replicas equal.
+cat "$work/train.1" "$work/train.2" | grep -q "the 2 data-parallel replicas hold identical parameters" ||
+  { cat "$work/train.1" "$work/train.2"; fail "no 'training run finished' line with the replica check"; }
 echo "netns_two_hosts: a gloo training run across the two hosts passed"
 exit 0
