@@ -600,15 +600,18 @@ void LaunchOptions::apply(Invocation& inv) {
   // One node: rank 0's store is on this machine, so an address given for it must be one of this machine's (else
   // every rank would try to reach it until the collective timeout). Several nodes may start before the master's
   // name resolves (a Kubernetes service): their launchers wait for it instead.
-  if (nproc_per_node > 0 && !multi_node() && master_addr_given && !standalone &&
+  // --local-addr, when it is the one-node master (no --master-addr), likewise.
+  const bool local_is_master = !local_addr.empty() && rdzv_backend != "c10d" && !master_addr_given;
+  if (nproc_per_node > 0 && !multi_node() && (master_addr_given || local_is_master) && !standalone &&
       !launch::names_this_machine(master_addr)) {
+    const std::string flag = master_addr_given ? "--master-addr" : "--local-addr";
     const std::string why = launch::unresolvable(master_addr);
-    throw UsageError("argument --master-addr: '" + abbreviate(master_addr) + "' " +
+    throw UsageError("argument " + flag + ": '" + abbreviate(master_addr) + "' " +
                          (why.empty() ? std::string("is not an address of this machine")
                                       : "does not resolve (" + why + ")") +
-                         "; a one-node job's master (rank 0's store) is this machine: leave --master-addr out, or "
-                         "give one of its addresses",
-                     {"--master-addr"});
+                         "; a one-node job's master (rank 0's store) is this machine: leave " + flag +
+                         " out, or give one of its addresses",
+                     {flag}, {}, "input.address-not-this-machine");
   }
   rendezvous_known = true;
   apply_worker_options();

@@ -571,6 +571,7 @@ std::shared_ptr<Communicator> Runtime::communicator_for(const RankList& ranks, D
     spec.timeout = collective_timeout_;
     spec.name = ranks_str(ranks);
     spec.master_addr = opts_.launch.master_addr;
+    spec.other_nodes = opts_.launch.world_size > opts_.launch.local_world_size;
     spec.local_rank = opts_.launch.local_rank;
     if (device == Device::Cuda) spec.poll = [this, ranks] { check_peers(ranks); };
     c = device == Device::Cpu ? make_gloo_communicator(spec) : make_nccl_communicator(spec);

@@ -62,7 +62,9 @@ struct CommSpec {
   int index = 0;                 // this rank's position in `ranks`
   Timeout timeout{std::chrono::minutes(10)};
   std::string name;              // for messages: "tp [0, 1]"
-  std::string master_addr;       // picks Gloo's network device (loopback for 127.x)
+  std::string master_addr;       // picks Gloo's network device (launch::gloo_device: loopback for a loopback master,
+                                 // else the address of the interface that reaches it)
+  bool other_nodes = false;      // the job has ranks on other nodes (WORLD_SIZE > LOCAL_WORLD_SIZE)
   int local_rank = 0;            // picks the GPU
   // Called now and then while a device collective is in flight (NCCL): throws CollectiveError when a member is
   // gone or another rank has aborted the job, so that a dead peer cannot hang us until the timeout.

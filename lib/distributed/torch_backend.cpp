@@ -10,8 +10,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "distributed/store.h"
+#include "launch/local_address.h"
+#include "util/log.h"
 #include "util/resources.h"
 #include "util/text.h"
 
@@ -105,17 +108,35 @@ at::Tensor host_tensor(const Buffer& b, const char* op) {
 
 c10d::ReduceOp reduce_op(ReduceOp op) { return op == ReduceOp::Sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX; }
 
+// The Gloo device of this worker (launch::gloo_device): GLOO_SOCKET_IFNAME's interface, loopback for a loopback
+// master, else the address of the interface that reaches MASTER_ADDR (not torch's default, this host's name, which
+// resolves to loopback on hosts with Debian's "127.0.1.1 NAME" line). Said once when it looks unreachable.
+std::shared_ptr<::gloo::transport::Device> gloo_device_for(const CommSpec& spec) {
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  const std::string iface = ifname ? ifname : "";
+  std::optional<std::string> toward;
+  if (iface.empty() && !launch::is_loopback_address(spec.master_addr))
+    toward = launch::local_address_toward(spec.master_addr);
+  const launch::GlooDevice d = launch::gloo_device(iface, spec.master_addr, toward, spec.other_nodes);
+  static bool warned = false;
+  if (!d.warning.empty() && !warned) {
+    warned = true;
+    MR_LOG(warning) << d.warning;
+  }
+  switch (d.kind) {
+    case launch::GlooDevice::Kind::Interface: return c10d::ProcessGroupGloo::createDeviceForInterface(d.value);
+    case launch::GlooDevice::Kind::Address: return c10d::ProcessGroupGloo::createDeviceForHostname(d.value);
+    case launch::GlooDevice::Kind::Default: break;
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
 class GlooCommunicator final : public Communicator {
  public:
   explicit GlooCommunicator(const CommSpec& spec) : spec_(spec), created_timeout_(spec.timeout) {
     auto opts = c10d::ProcessGroupGloo::Options::create(spec.timeout);
     try {
-      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-      else if (spec.master_addr.rfind("127.", 0) == 0 || spec.master_addr == "localhost")
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      else
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      opts->devices.push_back(gloo_device_for(spec));
       auto* store = static_cast<c10::intrusive_ptr<c10d::Store>*>(spec.store->native());
       pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(*store, spec.index, static_cast<int>(spec.ranks.size()), opts);
     } catch (const std::exception& e) {

@@ -25,6 +25,7 @@
 
 #include "launch/endpoint.h"
 #include "launch/free_port.h"
+#include "launch/local_address.h"
 #include "util/text.h"
 
 #include <unistd.h>
@@ -269,6 +270,24 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
   }
 }
 
+std::string NodeGroup::node0_master_addr() {
+  std::string why;
+  if (!o_.local_addr.empty() && !names_this_machine(o_.local_addr)) {
+    const std::string unres = unresolvable(o_.local_addr);
+    why = "--local-addr " + o_.local_addr + " on node 0 (launcher " + std::to_string(launcher_id_) + ") " +
+          (unres.empty() ? "is not an address of its machine" : "does not resolve (" + unres + ")") +
+          ": every node's workers would try it as MASTER_ADDR until the distributed timeout; give one of node 0's "
+          "addresses, or leave --local-addr out";
+  }
+  std::string addr;
+  if (why.empty()) addr = published_master(o_.local_addr, seen_as_, client_->get(kReachedAtKey), &why);
+  if (addr.empty()) {
+    failed_ = true;
+    throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + why)).message);
+  }
+  return addr;
+}
+
 bool NodeGroup::join_rounds() {
   for (;;) {
     const auto deadline = Clock::now() + o_.join_timeout;
@@ -281,7 +300,7 @@ bool NodeGroup::join_rounds() {
       restarts_ = restarts_before(round_);  // the job's, also for a launcher taken in now
       client_->add(round_key("joined"), 1);
       if (arrival == 0) {
-        master_addr_ = o_.local_addr.empty() ? seen_as_ : o_.local_addr;
+        master_addr_ = node0_master_addr();  // fails the round at once when no usable address is known
         try {
           master_port_ = o_.master_port ? o_.master_port : free_port();
         } catch (const std::runtime_error& e) {

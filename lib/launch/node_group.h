@@ -123,6 +123,9 @@ class NodeGroup : public JobWatch {
   // Elastic: joins rounds from the current one until this launcher takes part in one (true: node_rank_, o_.nnodes
   // and the master set) or the job ends while it waits as a spare (false; ended_without_this_node()).
   bool join_rounds();
+  // Elastic, a round's node 0: the workers' MASTER_ADDR it publishes (local_address.h: published_master). A
+  // --local-addr that is not this machine's, or no address other hosts can use, fails the job through the store.
+  std::string node0_master_addr();
   // Elastic: records the event that ends the current round (the first recorded wins) and returns it.
   PeerFailure end_round(bool counted, int code, const std::string& why);
   // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
@@ -149,7 +152,7 @@ class NodeGroup : public JobWatch {
   int64_t lost_checked_ = 0;  // lost_member(): the store's "lost" counter and the round when last looked at
   int lost_round_ = -1;
   std::optional<std::string> lost_what_;
-  std::string seen_as_;   // the address the store sees this launcher at (a round's node 0 gives it as master)
+  std::string seen_as_;   // the address the store sees this launcher at (a round's node 0 publishes it: node0_master_addr)
   bool ended_without_us_ = false;
 };
 

@@ -1,5 +1,7 @@
 // The launchers' store (node_store.h): the server's thread, and the client.
 #include "launch/node_store.h"
+
+#include "launch/local_address.h"
 #include "util/text.h"
 
 #include "launch/endpoint.h"
@@ -250,6 +252,14 @@ void NodeStoreServer::serve() {
       c.node = node;
       nodes[node] = true;
       count();
+      // The first launcher from another host: the local end of its connection is this host's address as other
+      // hosts reach it (c10d's node 0 publishes it when it reaches the store over loopback: local_address.h).
+      if (!kv.count(kReachedAtKey) && !is_loopback_address(c.peer)) {
+        sockaddr_storage local{};
+        socklen_t len = sizeof local;
+        kv[kReachedAtKey] =
+            getsockname(c.fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 ? address_text(local, len) : "?";
+      }
       return "V " + c.peer;
     }
     if (op == "B") {

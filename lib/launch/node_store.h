@@ -34,8 +34,13 @@ struct StoreError : std::runtime_error {
 //   H node run   -> "V peer-ip"    this connection is node `node`'s; `run` must be the host's run id;
 //                                  the reply is the address the store sees the launcher at: IPv4 text for
 //                                  an IPv4 client ("1.2.3.4", never the mapped "::ffff:1.2.3.4"), else IPv6
+//                                  the first hello from another host (a peer that is not loopback) also sets
+//                                  the key kReachedAtKey to the local end of that connection (this host's
+//                                  address as other hosts reach it), unless set already
 //   B            -> "V"            goodbye: the node is done
 //   (errors)     -> "E message"
+inline constexpr const char* kReachedAtKey = "net/reached_at";
+
 class NodeStoreServer {
  public:
   // Listens on every interface at `port` (0: a free one), IPv6 and IPv4 (bind_every_interface). Throws

@@ -60,6 +60,9 @@ TEST_CASE("the launchers' store: nodes register once, under the host's run id", 
   CHECK_THROWS_WITH(b->hello(0, "run1"), Catch::Contains("node rank 0 has joined already"));
   CHECK_THROWS_WITH(c->hello(1, "other"), Catch::Contains("belongs to run 'run1', not 'other'"));
   CHECK(server.registered() == 1);
+  // Every launcher came over loopback: no address of this host as other hosts reach it is recorded (the two-host
+  // case, where it is: tests/launch/netns_two_hosts.sh).
+  CHECK_FALSE(a->get(mr::launch::kReachedAtKey).has_value());
 }
 
 TEST_CASE("the launchers' store: a node gone without goodbye, or silent, fails the job", "[launch][store]") {

@@ -109,9 +109,26 @@ TEST_CASE("--master-addr on one node must be this machine: refused at once, not 
     Proc r = sh(kRun + "--nproc-per-node 1 --master-addr " + addr + " " + kProbe);  // exited at once: no hang
     INFO(r.out);
     CHECK(r.exit == 2);
-    CHECK(has(r.out, "error: argument --master-addr: "));
+    CHECK(has(r.out, "error[input.address-not-this-machine]: argument --master-addr: "));
     CHECK(has(r.out, "a one-node job's master (rank 0's store) is this machine"));
   }
+}
+
+TEST_CASE("--local-addr on one node is its master: one that is not this machine is refused at once, like --master-addr",
+          "[launch][torchrun2][process]") {
+  for (const char* addr : {"name.invalid", "192.0.2.1"}) {
+    Proc r = sh(kRun + "--nproc-per-node 1 --local-addr " + addr + " " + kProbe);  // exited at once: no hang
+    INFO(r.out);
+    CHECK(r.exit == 2);
+    CHECK(has(r.out, "error[input.address-not-this-machine]: argument --local-addr: '" + std::string(addr) + "' "));
+    CHECK(has(r.out, "leave --local-addr out, or give one of its addresses"));
+    CHECK_FALSE(has(r.out, "\"MASTER_ADDR\""));  // no worker started
+  }
+  // One of this machine's addresses is taken (localhost: the case above this one).
+  Proc ok = sh(kRun + "--nproc-per-node 1 --local-addr 127.0.0.1 " + kProbe);
+  INFO(ok.out);
+  CHECK(ok.exit == 0);
+  CHECK(has(ok.out, "\"MASTER_ADDR\": \"127.0.0.1\""));
 }
 
 TEST_CASE("--signals-to-handle: a listed signal is passed on and stops the workers; an unlisted one is not caught",
