@@ -81,6 +81,9 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   else if (const char* e = std::getenv("MR_DIST_HEARTBEAT_TIMEOUT_S"); e && std::strtod(e, nullptr) > 0)
     hb = std::strtod(e, nullptr);
   ro.heartbeat_timeout = std::chrono::milliseconds(static_cast<long long>(std::max(hb, 1.0) * 1000));
+  // The word said every 30 s while the launchers wait: MR_WAIT_NOTICE_S sets the period (docs/launch.md).
+  if (const char* e = std::getenv("MR_WAIT_NOTICE_S"); e && std::strtod(e, nullptr) > 0)
+    ro.wait_notice = std::chrono::milliseconds(static_cast<long long>(std::strtod(e, nullptr) * 1000));
   return ro;
 }
 
