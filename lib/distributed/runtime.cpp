@@ -738,8 +738,12 @@ DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveErro
                               "collectives in different orders"
                             : "every member still has a heartbeat";
   } catch (const std::exception&) {
+    // Not a verdict on rank 0: under a launcher that is stopping the job (another node's failure, a restart, a
+    // node leaving), rank 0 is being stopped too; the peer address in the cause names the connection that broke.
     verdict = "the rendezvous store is unreachable as well; " + store_owner() +
-              (opts_.launch.agent_store ? " hosts it" : ", which hosts it, has probably died");
+              (opts_.launch.agent_store ? " hosts it"
+                                        : ", which hosts it, has stopped (it died, or its launcher is stopping it), or "
+                                          "this host is cut off from it");
   }
   return fail(head + ": " + verdict + " [" + cause + "]");
 }

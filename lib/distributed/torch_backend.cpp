@@ -9,8 +9,11 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "distributed/store.h"
 #include "launch/local_address.h"
@@ -266,6 +269,47 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
+namespace {
+
+// While a rank waits to reach the store (TCPStore's constructor retries for the whole timeout, 10 min by default),
+// a line every 30 s (MR_WAIT_NOTICE_S sets the period, for the tests) says what it tries and how long is left: a
+// MASTER_ADDR that leads nowhere is otherwise silent until the timeout.
+class WaitNotice {
+ public:
+  WaitNotice(const std::string& where, std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds every{30000};
+    if (const char* e = std::getenv("MR_WAIT_NOTICE_S"); e && std::strtod(e, nullptr) > 0)
+      every = std::chrono::milliseconds(static_cast<long long>(std::strtod(e, nullptr) * 1000));
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    thread_ = std::thread([this, where, every, until, timeout] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, every, [this] { return done_; })) {
+        const auto left = std::chrono::duration_cast<std::chrono::seconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        MR_LOG(warning) << "still trying to reach the rendezvous store at " << where << " (MASTER_ADDR:MASTER_PORT); "
+                        << "the distributed timeout (" << seconds_text(timeout) << ") gives up in " << left.count()
+                        << " s";
+      }
+    });
+  }
+  ~WaitNotice() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
 std::shared_ptr<Store> Store::connect(const Options& opts) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(opts.port);
@@ -274,6 +318,8 @@ std::shared_ptr<Store> Store::connect(const Options& opts) {
   o.timeout = opts.timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
+    std::optional<WaitNotice> notice;
+    if (!opts.is_server) notice.emplace(opts.host + ":" + std::to_string(opts.port), opts.timeout);
     store = c10::make_intrusive<c10d::TCPStore>(opts.host, o);
   } catch (const std::exception& e) {
     rethrow_if_resource(e);

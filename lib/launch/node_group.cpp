@@ -25,6 +25,7 @@
 
 #include "launch/endpoint.h"
 #include "launch/free_port.h"
+#include "launch/line_prefix.h"
 #include "launch/local_address.h"
 #include "util/text.h"
 
@@ -42,6 +43,11 @@ namespace mr::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Whole seconds until `t` (0 once past), for the words said while waiting.
+long long seconds_left(Clock::time_point t) {
+  return std::max<long long>(0, std::chrono::duration_cast<std::chrono::seconds>(t - Clock::now()).count());
+}
 
 // "CODE MESSAGE" -> the failure.
 PeerFailure parse_failure(const std::string& v) {
@@ -78,6 +84,14 @@ int after_finishing(const PeerFailure& f) {
   return f.code;
 }
 
+// The store lost while the job runs: what the error says of its host. A closed connection: its launcher is gone
+// (its host answers). No answer: the host is gone, or this host is cut off from it; nothing here tells which.
+std::string store_lost(const StoreError& e) {
+  return std::string(e.what()) + (e.trouble == StoreTrouble::silent
+                                      ? ": the store's host is gone, or cut off from this host"
+                                      : ": the launcher that hosts it is gone");
+}
+
 // What poll() says of the job's end recorded on another node: a stop or a failure.
 std::string ended_elsewhere(const PeerFailure& f) {
   return (f.stop_signal ? "the job is stopping: " : "the job failed on another node: ") + f.message;
@@ -103,15 +117,27 @@ std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o, bool& ta
 // that does not listen holds the port (another program's, or a connection's local port): tries to host again every
 // second until `deadline`, as such a holder usually lets go soon. Throws StoreError when the store cannot be reached
 // (`taken` then says whether the port was still held that way), RendezvousError when hosting it again fails.
+// While it cannot connect, a line every o.wait_notice says what it tries and how long the join timeout leaves.
 std::unique_ptr<NodeStoreClient> connect_hosting_once_free(const RendezvousOptions& o, Clock::time_point deadline,
                                                            std::unique_ptr<NodeStoreServer>& server, bool& taken) {
+  auto next_word = Clock::now() + o.wait_notice;
   for (;;) {
-    std::optional<Clock::time_point> stop;  // while the port is taken, a second of trying to connect at a time
-    if (taken) stop = Clock::now() + std::chrono::seconds(1);
+    // While the port is taken, a second of trying to connect at a time; else until the next word.
+    const auto stop = taken ? Clock::now() + std::chrono::seconds(1) : next_word;
     try {
       return std::make_unique<NodeStoreClient>(o.store_host, o.store_port, deadline, o.heartbeat_timeout, stop);
-    } catch (const StoreError&) {
-      if (!taken || Clock::now() >= deadline) throw;
+    } catch (const StoreError& e) {
+      if (Clock::now() >= deadline) throw;
+      if (Clock::now() >= next_word) {
+        next_word = Clock::now() + o.wait_notice;
+        const std::string what = e.what();
+        const size_t colon = what.find(": ");  // "cannot reach the launchers' store at A:P: WHY"
+        std::cerr << "megatron-run: still trying to reach the launchers' store at "
+                  << join_host_port(o.store_host, o.store_port) << " ("
+                  << (colon == std::string::npos ? what : what.substr(colon + 2)) << "); --join-timeout ("
+                  << seconds_text(o.join_timeout) << ") gives up in " << seconds_left(deadline) << " s\n";
+      }
+      if (!taken) continue;
       try {
         server = host_store(o, taken);
       } catch (const StoreError& e) {
@@ -140,8 +166,17 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
     try {
       client_ = connect_hosting_once_free(o, deadline, server_, taken);
     } catch (const StoreError& e) {
+      // The cause the error points at: a name, the network, or (refused) no launcher hosting the store there.
       std::string why = is_static ? "node 0's launcher, which hosts it, did not start"
                                   : "no launcher on the --rdzv-endpoint's host hosts it";
+      const std::string flag = is_static ? "--master-addr" : "--rdzv-endpoint";
+      if (e.trouble == StoreTrouble::unresolved)
+        why = "the name " + o.store_host + " does not resolve on this host (" + flag + ")";
+      else if (e.trouble == StoreTrouble::unreachable)
+        why = "nothing answered at that address: a wrong address (" + flag + "), a firewall, or the network between "
+              "the hosts";
+      else if (e.trouble == StoreTrouble::refused)
+        why = "that host refused the connection: " + why;
       if (taken)
         why = "its port " + std::to_string(o.store_port) + " is in use on this host, but not by a launchers' store "
               "(nothing accepts connections there): another program holds it; choose another port in --rdzv-endpoint";
@@ -153,6 +188,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       client_->set_first("elastic", "1");  // the store records a lost launcher instead of failing the job
       launcher_id_ = static_cast<int>(client_->add("launchers", 1) - 1);
       seen_as_ = client_->hello(launcher_id_, o.run_id);
+      client_->set("host/" + std::to_string(launcher_id_), local_hostname());  // named if the store loses us
       check_same_settings();
       join_rounds();  // false: the job ended while this launcher waited as a spare (ended_without_this_node())
       return;
@@ -160,16 +196,17 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
     // Static (every c10d job is in rounds, above): the node ranks and the workers' master are given.
     node_rank_ = o.node_rank;
     client_->hello(node_rank_, o.run_id);
+    client_->set("host/" + std::to_string(node_rank_), local_hostname());  // named if the store loses us
     client_->add("rdzv/joined", 1);
     master_addr_ = o.master_addr;
     master_port_ = o.master_port;
     check_same_settings();
-    auto next_word = Clock::now() + std::chrono::seconds(30);  // a word every 30 s while waiting
+    auto next_word = Clock::now() + o.wait_notice;  // a word every 30 s while waiting
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
       if (Clock::now() >= next_word && joined < o_.nnodes) {
-        next_word = Clock::now() + std::chrono::seconds(30);
+        next_word = Clock::now() + o.wait_notice;
         std::cerr << "megatron-run: waiting for the other nodes: " << joined << " of " << o_.nnodes
                   << " have joined run '" << o.run_id << "' (launchers' store " << store << "); --join-timeout ends "
                   << "the wait in " << std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()
@@ -246,11 +283,19 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
               << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
     return closed;
   };
+  auto next_word = Clock::now() + o_.wait_notice;  // a word every 30 s while waiting
   for (;;) {
     if (auto f = read_failure()) throw RendezvousError(f->message);
     if (std::optional<std::string> c = client_->get(round_key("closed"))) return said(std::stoi(*c));
     const int64_t arrived = client_->add(round_key("arrived"), 0);
     const auto now = Clock::now();
+    if (now >= next_word) {
+      next_word = now + o_.wait_notice;
+      std::cerr << "megatron-run: waiting for the rendezvous of run '" << o_.run_id << "' (--nnodes " << range
+                << ") to close: " << arrived << " node(s) arrived (launchers' store "
+                << join_host_port(o_.store_host, o_.store_port) << "); --join-timeout ends the wait in "
+                << seconds_left(deadline) << " s\n";
+    }
     if (arrived != seen) seen = arrived, changed = now;  // the last call runs from the latest arrival seen here
     const int k = usable(arrived);
     if (k > 0 && (arrived >= max_nnodes_ || now - changed >= o_.last_call || now >= deadline)) {
@@ -487,7 +532,7 @@ std::optional<PeerFailure> NodeGroup::poll() {
       return std::nullopt;
     } catch (const StoreError& e) {
       failed_ = true;
-      return PeerFailure{1, std::string(e.what()) + ": the launcher that hosts it is gone"};
+      return PeerFailure{1, store_lost(e)};
     }
   }
   try {
@@ -504,7 +549,7 @@ std::optional<PeerFailure> NodeGroup::poll() {
     return f;
   } catch (const StoreError& e) {
     failed_ = true;
-    return PeerFailure{1, std::string(e.what()) + ": the launcher that hosts it is gone"};
+    return PeerFailure{1, store_lost(e)};
   }
 }
 
@@ -528,6 +573,17 @@ std::optional<PeerFailure> NodeGroup::local_failure(int code, const std::string&
 }
 
 void NodeGroup::local_stop(int sig, const std::string& what) {
+  // An elastic job (--nnodes MIN:MAX) with a restart left whose other nodes still make a count it can run at: this
+  // node leaves, as a signalled torchrun agent ends only itself. Its stop is not passed on; once its workers have
+  // ended (finish()), a new round starts without it. The store's host cannot leave: the job needs its store.
+  if (client_ && !failed_ && elastic() && o_.min_nnodes < max_nnodes_ && restarts_ < o_.max_restarts && !server_ &&
+      usable(o_.nnodes - 1) > 0) {
+    leaving_ = what + " on " + local_hostname() + " and left the job";
+    std::cerr << "megatron-run: this node leaves the elastic job (--nnodes " << nnodes_text()
+              << ", a restart left): the stop is not passed on; the other " << o_.nnodes - 1
+              << " node(s) go on without it once its workers have stopped\n";
+    return;
+  }
   failed_ = true;
   if (!client_) return;
   try {
@@ -603,6 +659,16 @@ std::optional<Placement> NodeGroup::next_attempt() {
 
 int NodeGroup::finish(int code) {
   if (!client_) return code;
+  if (!leaving_.empty() && code != 0) {  // left an elastic job (local_stop): the others go on without this node
+    try {
+      end_round(true, code, leaving_);  // unless the round has ended already (their workers failed first)
+      client_->bye();
+    } catch (const StoreError&) {
+      // The store is gone: the other nodes see that themselves.
+    }
+    client_.reset();
+    return code;
+  }
   try {
     if (code == 0 && !ended_without_us_ && !failed_)
       client_->add(elastic() ? round_key("done") : "done/" + std::to_string(attempt_), 1);

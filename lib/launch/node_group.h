@@ -46,6 +46,9 @@ struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};     // torchrun's c10d join_timeout
+  // While a launcher waits (for the store, for the other nodes), a line this often says for what and how long the
+  // join timeout leaves (MR_WAIT_NOTICE_S sets it, for the tests).
+  std::chrono::milliseconds wait_notice{std::chrono::seconds(30)};
   // c10d: whether this launcher hosts the store (--rdzv-conf is_host=...); unset: when the endpoint is a local
   // address. A launcher that should host it but finds the port taken joins as a client, as torchrun's does.
   std::optional<bool> is_host;
@@ -93,6 +96,11 @@ class NodeGroup : public JobWatch {
 
   std::optional<PeerFailure> poll() override;
   std::optional<PeerFailure> local_failure(int code, const std::string& what) override;
+  // As JobWatch's, except in an elastic job (--nnodes MIN:MAX) with a restart left, when the other nodes of the round
+  // still make a count the config is valid for and this launcher does not host the store: then this node leaves
+  // (torchrun's signalled agent ends only itself). Nothing is passed on; when its workers end non-zero, finish()
+  // ends the round for the others, counted as a restart, and they go on without it. Workers that all handle the
+  // stop (exit 0) finish as usual (Megatron's --exit-signal-handler stops every rank together).
   void local_stop(int sig, const std::string& what) override;
   std::optional<Placement> next_attempt() override;
 
@@ -154,6 +162,7 @@ class NodeGroup : public JobWatch {
   std::optional<std::string> lost_what_;
   std::string seen_as_;   // the address the store sees this launcher at (a round's node 0 publishes it: node0_master_addr)
   bool ended_without_us_ = false;
+  std::string leaving_;  // elastic: this node's launcher was stopped and leaves the job (local_stop): why
 };
 
 }  // namespace mr::launch

@@ -186,11 +186,17 @@ void NodeStoreServer::serve() {
     registered_ = static_cast<int>(nodes.size());
     present_ = present;
   };
+  // Where a registered launcher runs: "on HOST (ADDR)", or "at ADDR" before it has said its host name.
+  auto where_is = [&](const Conn& c) {
+    auto it = kv.find("host/" + std::to_string(c.node));
+    return it == kv.end() || it->second.empty() ? "at " + c.peer : "on " + it->second + " (" + c.peer + ")";
+  };
   // A registered node's connection ends: gone (a failure) unless it said goodbye. In an elastic job (the key
   // "elastic" set) the launchers decide: "lost/N" says why and the counter "lost" counts them.
-  auto drop = [&](Conn& c, const std::string& why) {
+  auto drop = [&](Conn& c, const std::string& what) {
     if (c.node >= 0 && nodes[c.node]) {
       nodes[c.node] = false;
+      const std::string why = where_is(c) + " " + what;
       if (!c.bye && kv.count("elastic")) {
         kv["lost/" + std::to_string(c.node)] = why;
         long long lost = 0;
@@ -305,10 +311,21 @@ void NodeStoreServer::serve() {
         if (!send_all(c.fd, reply)) break;
       }
     }
-    // The heartbeat: a registered launcher sends a request at least every few hundred milliseconds.
-    for (Conn& c : conns)
-      if (c.fd >= 0 && c.node >= 0 && !c.bye && now - c.last > heartbeat_timeout_)
-        drop(c, "sent no heartbeat for " + seconds_text(heartbeat_timeout_) + " (--heartbeat-timeout)");
+    // The heartbeat: a registered launcher sends a request at least every few hundred milliseconds. A silent one
+    // may be dead or cut off from here: the store cannot tell. When every other launcher is silent at once (each
+    // for half the timeout at least, as after a cut of this host's link), the likely cause is this host.
+    const std::string silent = "sent no heartbeat for " + seconds_text(heartbeat_timeout_) +
+                               " (--heartbeat-timeout): silent (gone, or cut off from the store's host)";
+    for (Conn& c : conns) {
+      if (c.fd < 0 || c.node < 0 || c.bye || now - c.last <= heartbeat_timeout_) continue;
+      int quiet = 0, live = 0;  // registered launchers still there: silent for half the timeout, and the others
+      for (const Conn& o : conns)
+        if (o.fd >= 0 && o.node >= 0 && !o.bye) ++(now - o.last > heartbeat_timeout_ / 2 ? quiet : live);
+      const bool all_but_one = quiet >= 2 && live == 1;  // the one left: the store's own launcher, on this host
+      drop(c, silent + (all_but_one ? "; every other launcher fell silent at the same time: the store's host is "
+                                      "likely the one cut off from the network"
+                                    : ""));
+    }
     std::erase_if(conns, [](const Conn& c) { return c.fd < 0; });
   }
 }
@@ -318,9 +335,12 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
     : host_(host), port_(port) {
   const Clock::time_point stop = stop_connecting ? std::min(*stop_connecting, deadline) : deadline;
   std::string last;
+  StoreTrouble trouble = StoreTrouble::other;
   for (;;) {
     const std::vector<Address> addresses = resolve(host, port, &last);
+    if (addresses.empty()) trouble = StoreTrouble::unresolved;
     std::string failures;
+    bool refused = false;
     for (const Address& a : addresses) {
       int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
       int err = fd < 0 ? errno : 0;
@@ -344,13 +364,17 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
         return;
       }
       if (fd >= 0) close(fd);
+      refused |= err == ECONNREFUSED;
       // One address: its error, as before; several: each address with its error.
       const std::string what = std::strerror(err);
       failures += (failures.empty() ? "" : "; ") +
                   (addresses.size() > 1 ? address_text(a.sa, a.len) + ": " + what : what);
     }
-    if (!failures.empty()) last = failures;
-    if (Clock::now() >= stop) throw StoreError("cannot reach the launchers' store at " + where() + ": " + last);
+    // Some address refused: a host is there, with nothing on the port yet. Else none answered in time, or there
+    // is no route (a wrong address, a firewall that drops, the network).
+    if (!failures.empty()) last = failures, trouble = refused ? StoreTrouble::refused : StoreTrouble::unreachable;
+    if (Clock::now() >= stop)
+      throw StoreError("cannot reach the launchers' store at " + where() + ": " + last, false, trouble);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
@@ -384,7 +408,8 @@ std::string NodeStoreClient::request(const std::string& line) {
         throw StoreError("the service at " + where() + " accepted the connection but did not answer in " +
                          seconds_text(*first_wait_) + ": another service on that port (is --rdzv-endpoint / --master-port another service's?), "
                          "or a launchers' store whose launcher is stopped");
-      throw StoreError("lost the launchers' store at " + where() + " (" + why + ")");
+      throw StoreError("lost the launchers' store at " + where() + " (" + why + ")", false,
+                       r == 0 ? StoreTrouble::closed : silent ? StoreTrouble::silent : StoreTrouble::other);
     }
     buffered_.append(buf, static_cast<size_t>(r));
   }

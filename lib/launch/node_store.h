@@ -16,17 +16,33 @@
 
 namespace mr::launch {
 
+// What went wrong in reaching the store, for the words a launcher adds to a StoreError's message.
+enum class StoreTrouble {
+  other,
+  unresolved,   // connecting: the host name does not resolve
+  refused,      // connecting: the host answers, nothing listens on the port (no store there yet)
+  unreachable,  // connecting: no answer (timed out), or no route to the host or its network
+  closed,       // a request: the store closed the connection (its launcher is gone)
+  silent,       // a request: no answer within the heartbeat timeout (the store's host gone, or cut off from here)
+};
+
 // The store cannot be hosted or reached, or a request failed (the message says which and where).
 struct StoreError : std::runtime_error {
-  explicit StoreError(const std::string& what, bool taken = false) : std::runtime_error(what), in_use(taken) {}
+  explicit StoreError(const std::string& what, bool taken = false, StoreTrouble why = StoreTrouble::other)
+      : std::runtime_error(what), in_use(taken), trouble(why) {}
   bool in_use;  // hosting failed because the port is taken (another launcher hosts the store)
+  StoreTrouble trouble;
 };
 
 // The node that hosts the store: a thread serving every launcher's connection. A launcher registers its
 // connection as node R (hello); the store marks node R gone when that connection closes without a goodbye, or
 // sends nothing for `heartbeat_timeout`, and then sets the key "fail" (unless set already) to
-// "1 node R's launcher ..." (in an elastic job, once a launcher set the key "elastic": "lost/R" to "is gone ..."
-// and the counter "lost" one up instead, for the launchers to restart without it). Requests and their replies (keys have no blanks; values no newline):
+// "1 node R's launcher on HOST (ADDR) ..." (in an elastic job, once a launcher set the key "elastic": "lost/R" to
+// "on HOST (ADDR) is gone ..." and the counter "lost" one up instead, for the launchers to restart without it).
+// HOST is the key "host/R" (each launcher sets its host name there; without it, "at ADDR" alone), ADDR the address
+// the store sees the launcher at. A silent launcher is said to be silent, "gone, or cut off": the store cannot tell
+// a dead host from a lost link; when every other launcher falls silent at once, the store's own host is likely the
+// one cut off, and the message says that. Requests and their replies (keys have no blanks; values no newline):
 //   S key value  -> "V"            set
 //   G key        -> "V value"|"N"  get (N: not set)
 //   A key delta  -> "V n"          add to an integer (0 when not set), the new value

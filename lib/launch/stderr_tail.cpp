@@ -24,7 +24,8 @@ bool some_digits(std::string_view s, size_t& i) {
 }
 
 // The level letter of a glog-formatted line ('I', 'W', 'E', 'F'), or 0 when `line` is not one. The forms:
-//   glog:         "W1205 12:00:00.123456  1234 file.cpp:12] text"       (level, MMDD, time, thread id, place)
+//   glog:         "W1205 12:00:00.123456  1234 file.cpp:12] text"       (level, MMDD, time, thread id, place);
+//                 the glog that LibTorch 2.x links writes the year too: "W20261205 12:00:00.123456  1234 ..."
 //   c10's logger: "[W1205 12:00:00.123 file.cpp:12] text"             (no thread id; bracketed)
 // either after torch's "[rank0]:" prefix.
 char glog_level(std::string_view s) {
@@ -39,7 +40,9 @@ char glog_level(std::string_view s) {
   if (i >= s.size()) return 0;
   const char level = s[i++];
   if (level != 'I' && level != 'W' && level != 'E' && level != 'F') return 0;
-  if (!digits(s, i, 4) || i >= s.size() || s[i++] != ' ') return 0;                        // MMDD
+  const size_t date = i;
+  if (!some_digits(s, i) || (i - date != 4 && i - date != 8) || i >= s.size() || s[i++] != ' ')
+    return 0;                                                                                 // MMDD or YYYYMMDD
   if (!digits(s, i, 2) || s.substr(i, 1) != ":" || !digits(s, ++i, 2) || s.substr(i, 1) != ":" ||
       !digits(s, ++i, 2))
     return 0;                                                                                 // HH:MM:SS
@@ -74,7 +77,10 @@ char glog_level(std::string_view s) {
 
 bool is_torch_log_noise(std::string_view line) {
   const char level = glog_level(line);
-  return level == 'I' || level == 'W';
+  if (level != 'I' && level != 'W') return false;
+  // Gloo's warning that the host name does not resolve: it then binds loopback, and a multi-node job fails with a
+  // loopback "connect ... refused" that only this line explains (docs/distributed.md, GLOO_SOCKET_IFNAME).
+  return line.find("Unable to resolve hostname") == std::string_view::npos;
 }
 
 void StderrTail::add(std::string line) {

@@ -2,7 +2,9 @@
 // of torch's C++ side: c10d and its process groups log through glog's line format ("W1205 12:00:00.123456 1234
 // file.cpp:12] ...", or "[W1205 12:00:00.123 file.cpp:12] ..." from c10's own logger, optionally after
 // "[rank0]:"). At info and warning level those lines can fill the whole tail and push out the line that says why
-// the rank failed; they are left out of it and counted. Error and fatal lines (E, F) stay: they may be the cause.
+// the rank failed; they are left out of it and counted. Error and fatal lines (E, F) stay: they may be the cause,
+// and so does Gloo's warning that the host name does not resolve (the hint for a loopback-bound Gloo). The date is
+// MMDD, or YYYYMMDD in the glog that LibTorch 2.x links.
 // Torch-free.
 #pragma once
 
@@ -14,7 +16,8 @@
 
 namespace mr::launch {
 
-// `line` (without its newline) is a glog-formatted log line at info or warning level (I or W).
+// `line` (without its newline) is a glog-formatted log line at info or warning level (I or W), other than Gloo's
+// unresolvable-host-name warning.
 bool is_torch_log_noise(std::string_view line);
 
 class StderrTail {

@@ -234,7 +234,8 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   std::vector<Proc> procs = {
       mrtest::start(argv, mrtest::rank_env(0, 2, busy, {{"MR_DIST_TIMEOUT_S", "5"}}), dir, "busy"),
-      mrtest::start(argv, mrtest::rank_env(1, 2, nobody, {{"MR_DIST_TIMEOUT_S", "2"}}), dir, "unreachable", 1)};
+      mrtest::start(argv, mrtest::rank_env(1, 2, nobody, {{"MR_DIST_TIMEOUT_S", "3"}, {"MR_WAIT_NOTICE_S", "1"}}), dir,
+                    "unreachable", 1)};
   mrtest::wait_all(procs, std::chrono::seconds(90));
   close(fd);
   INFO(mrtest::all_output(procs));
@@ -243,6 +244,10 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
   CHECK(procs[1].exit_code() == 1);
   CHECK_THAT(procs[1].err(), Catch::Contains("cannot reach the rendezvous store") &&
                                  Catch::Contains("127.0.0.1:" + std::to_string(nobody)));
+  // The wait is not silent: a word every MR_WAIT_NOTICE_S (30 s by default) while the store cannot be reached.
+  CHECK_THAT(procs[1].err(), Catch::Contains("still trying to reach the rendezvous store at 127.0.0.1:" +
+                                             std::to_string(nobody) + " (MASTER_ADDR:MASTER_PORT); the distributed "
+                                             "timeout (3 s) gives up in "));
 }
 
 TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[dist][process][fault]") {

@@ -35,6 +35,13 @@ const std::string kRun = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " +
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// This machine's host name, as a launcher names itself to the others.
+const std::string kHost = [] {
+  char h[256] = {0};
+  gethostname(h, sizeof h - 1);
+  return std::string(h);
+}();
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;
@@ -285,7 +292,37 @@ TEST_CASE("a node that never arrives fails every node that did, naming how many 
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
     CHECK(has(r.nodes[0].out, "cannot reach the launchers' store at 127.0.0.1:" + std::to_string(lp)));
-    CHECK(has(r.nodes[0].out, "node 0's launcher, which hosts it, did not start"));
+    CHECK(has(r.nodes[0].out, "that host refused the connection: node 0's launcher, which hosts it, did not start"));
+  }
+  SECTION("the waits are not silent: a word while the store cannot be reached, and while a round gathers") {
+    // MR_WAIT_NOTICE_S=1: the word said every 30 s, every second here.
+    const int mp = free_port(), lp = free_port();
+    Nodes r = run_nodes({"MR_WAIT_NOTICE_S=1 " + kBin + " --config " + kConfig + " --nproc-per-node 1 " +
+                         static_flags(1, mp, lp, "3") + "--no-python /bin/true"});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "megatron-run: still trying to reach the launchers' store at 127.0.0.1:" +
+                                  std::to_string(lp) + " (Connection refused); --join-timeout (3 s) gives up in "));
+    const std::string c10d = "MR_WAIT_NOTICE_S=1 " + kBin + " --config " + kConfig + " --rdzv-backend c10d "
+                             "--rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) + " --join-timeout 3 "
+                             "--nproc-per-node 1 --rdzv-id el0 --nnodes 2:3 --no-python /bin/true";
+    Nodes e = run_nodes({c10d});
+    INFO(e.nodes[0].out);
+    CHECK(e.nodes[0].exit == 1);
+    CHECK(has(e.nodes[0].out, "megatron-run: waiting for the rendezvous of run 'el0' (--nnodes 2:3) to close: 1 node(s) "
+                              "arrived (launchers' store 127.0.0.1:"));
+    CHECK(has(e.nodes[0].out, "--join-timeout ends the wait in "));
+  }
+  SECTION("c10d: an --rdzv-endpoint name that does not resolve is named as the cause") {
+    // .invalid never resolves (RFC 2606).
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint "
+                         "no-such-host.invalid:29400 --join-timeout 2 --nproc-per-node 1 --no-python /bin/true"});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "cannot reach the launchers' store at no-such-host.invalid:29400: cannot resolve "
+                              "no-such-host.invalid"));
+    CHECK(has(r.nodes[0].out, "the name no-such-host.invalid does not resolve on this host (--rdzv-endpoint)"));
+    CHECK_FALSE(has(r.nodes[0].out, "no launcher on the --rdzv-endpoint's host hosts it"));
   }
   SECTION("c10d: 2 of 4 nodes arrive; both fail with the same message") {
     const std::string flags = " --config " + kConfig + " --nnodes 4 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
@@ -655,7 +692,8 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[1].exit == 137);
   CHECK(r.nodes[0].exit == 1);
-  CHECK(has(r.nodes[0].out, "node 1's launcher is gone"));
+  // Named by its host and the address the store saw it at, not only by its node number.
+  CHECK(has(r.nodes[0].out, "node 1's launcher on " + kHost + " (127.0.0.1) is gone"));
   CHECK(r.seconds < 20);
 }
 
@@ -683,14 +721,14 @@ TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is repla
     if (max_restarts > 0) {
       CHECK(r.nodes[0].exit == 0);
       CHECK(r.nodes[2].exit == 0);
-      CHECK(has(r.nodes[0].out, "launcher is gone"));
+      CHECK(has(r.nodes[0].out, "launcher on " + kHost + " (127.0.0.1) is gone (its connection to the store closed)"));
       CHECK(has(r.nodes[0].out, "restarting the worker group with the other nodes (TORCHELASTIC_RESTART_COUNT=1)"));
       CHECK(has(r.nodes[0].out, "start restart=1"));
       CHECK(has(r.nodes[2].out, "start restart=1"));
       CHECK(has(r.nodes[0].out, "the rendezvous of run 'fixed9' (--nnodes 2) closed with 2 node(s) in round 1"));
     } else {
       CHECK(r.nodes[0].exit == 1);
-      CHECK(has(r.nodes[0].out, "launcher is gone"));
+      CHECK(has(r.nodes[0].out, "launcher on " + kHost + " (127.0.0.1) is gone (its connection to the store closed)"));
       CHECK(has(r.nodes[0].out, "no restart left"));
     }
   }
@@ -1026,7 +1064,7 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
       Nodes r = run_nodes({job, "timeout -s KILL 5 env " + job}, 0.5);
       INFO("--max-restarts " << restarts << ":\n" << r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
       CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 RESTART=0"));
-      CHECK(has(r.nodes[0].out, "node 1's launcher is gone"));
+      CHECK(has(r.nodes[0].out, "node 1's launcher on " + kHost + " (127.0.0.1) is gone"));
       CHECK(r.nodes[1].exit == 137);
       if (std::string(restarts) == "1") {
         CHECK(r.nodes[0].exit == 0);
@@ -1037,6 +1075,34 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
       }
     }
   }
+  SECTION("1:2 nodes: SIGTERM to one node's launcher: it leaves, the job goes on without it (a restart left)") {
+    // The second launcher (not the store's host) gets SIGTERM 5 s in; round 0's workers would sleep 30 s. With a
+    // restart left it leaves: the first goes on alone in round 1. Without one, its stop is passed on (a fixed job's).
+    for (const char* restarts : {"1", "0"}) {
+      const std::string job = kRun + flags + "--rdzv-id el8" + restarts + " --nnodes 1:2 --max-restarts " + restarts +
+                              " --no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE "
+                              "RESTART=$TORCHELASTIC_RESTART_COUNT; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && exec sleep 30; "
+                              "exit 0'";
+      Nodes r = run_nodes({job, "timeout --preserve-status -s TERM 5 env " + job}, 0.5);
+      INFO("--max-restarts " << restarts << ":\n" << r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
+      CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 RESTART=0"));
+      CHECK(r.nodes[1].exit == 143);
+      if (std::string(restarts) == "1") {
+        CHECK(has(r.nodes[1].out, "this node leaves the elastic job (--nnodes 1:2, a restart left): the stop is not "
+                                  "passed on; the other 1 node(s) go on without it"));
+        CHECK(r.nodes[0].exit == 0);
+        CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher received signal 15 (SIGTERM) on " +
+                                      kHost + " and left the job"));
+        CHECK_FALSE(has(r.nodes[0].out, "passing signal 15"));
+        CHECK(has(r.nodes[0].out, "WORLD_SIZE=1 RESTART=1"));
+      } else {
+        CHECK_FALSE(has(r.nodes[1].out, "leaves the elastic job"));
+        CHECK(r.nodes[0].exit == 143);
+        CHECK(has(r.nodes[0].out, "the job is stopping: node 1's launcher received signal 15 (SIGTERM); passing signal "
+                                  "15 (SIGTERM) on to this node's workers"));
+      }
+    }
+  }
   SECTION("1:2 nodes: a node lost after the other finished fails the job; a late node's bad option does not") {
     // Node 0's worker exits 0 at once; node 1's launcher is killed (-9) 5 s in, its worker still sleeping.
     const std::string job = kRun + flags + "--rdzv-id el6 --nnodes 1:2 --max-restarts 1 --no-python --no-append-args "
@@ -1044,7 +1110,7 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     Nodes r = run_nodes({job, "timeout -s KILL 5 env " + job}, 0.5);
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 1);
-    CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher is gone"));
+    CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher on " + kHost + " (127.0.0.1) is gone"));
     // A job running alone; a launcher with --max-restarts -1 arrives 3 s later: it exits 2, the job is not told.
     const std::string alone = kRun + flags + "--rdzv-id el7 --nnodes 1:2 --no-python --no-append-args -- sleep 6";
     Nodes l = run_nodes({alone, kRun + flags + "--rdzv-id el7 --nnodes 1:2 --max-restarts -1 --no-python -- true"}, 3.0);

@@ -21,6 +21,8 @@ using mrtest::has_ipv6_loopback;
 
 namespace {
 
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 std::unique_ptr<NodeStoreClient> connect(const NodeStoreServer& s, const std::string& host = "127.0.0.1") {
   return std::make_unique<NodeStoreClient>(host, s.port(), std::chrono::steady_clock::now() + 5s, 5000ms);
 }
@@ -81,14 +83,61 @@ TEST_CASE("the launchers' store: a node gone without goodbye, or silent, fails t
     n1->hello(1, "r");
     n1.reset();
     REQUIRE(eventually([&] { return watcher->get("fail").has_value(); }));
-    CHECK(*watcher->get("fail") == "1 node 1's launcher is gone (its connection to the store closed)");
+    // Named by the address the store saw it at (it never said its host name).
+    CHECK(*watcher->get("fail") == "1 node 1's launcher at 127.0.0.1 is gone (its connection to the store closed)");
   }
-  SECTION("no request for longer than the heartbeat timeout") {
+  SECTION("no request for longer than the heartbeat timeout: silent, named by its host and address") {
     auto n1 = connect(server);
     n1->hello(1, "r");
+    n1->set("host/1", "node-b");  // what a launcher sets after its hello (launch/node_group.cpp)
     REQUIRE(eventually([&] { return watcher->get("fail").has_value(); }));
-    CHECK(watcher->get("fail")->rfind("1 node 1's launcher sent no heartbeat for 0.4 s", 0) == 0);
-    CHECK_THROWS_AS(n1->get("x"), StoreError);  // the store closed the silent node's connection
+    CHECK(*watcher->get("fail") == "1 node 1's launcher on node-b (127.0.0.1) sent no heartbeat for 0.4 s "
+                                   "(--heartbeat-timeout): silent (gone, or cut off from the store's host)");
+    try {
+      n1->get("x");
+      FAIL("the store kept the silent node's connection");
+    } catch (const StoreError& e) {
+      CHECK(e.trouble == mr::launch::StoreTrouble::closed);  // the store closed it
+    }
+  }
+  SECTION("every other launcher silent at once: the store's own host is likely the one cut off") {
+    watcher->hello(0, "r");  // the store's own launcher: it keeps asking (eventually() below)
+    auto n1 = connect(server), n2 = connect(server);
+    n1->hello(1, "r");
+    n2->hello(2, "r");
+    REQUIRE(eventually([&] { return watcher->get("fail").has_value(); }));
+    CHECK(has(*watcher->get("fail"), "silent (gone, or cut off from the store's host); every other launcher fell "
+                                     "silent at the same time: the store's host is likely the one cut off"));
+  }
+  SECTION("one of two others silent: no such guess") {
+    watcher->hello(0, "r");
+    auto n1 = connect(server), n2 = connect(server);
+    n1->hello(1, "r");
+    n2->hello(2, "r");
+    REQUIRE(eventually([&] {
+      n2->get("x");  // node 2 keeps its heartbeat
+      return watcher->get("fail").has_value();
+    }));
+    CHECK(watcher->get("fail")->rfind("1 node 1's launcher at 127.0.0.1 sent no heartbeat", 0) == 0);
+    CHECK_FALSE(has(*watcher->get("fail"), "every other launcher"));
+  }
+}
+
+TEST_CASE("the launchers' store: why it cannot be reached", "[launch][store]") {
+  const auto soon = std::chrono::steady_clock::now() + 300ms;
+  try {
+    NodeStoreClient("127.0.0.1", 1, soon, 1000ms);  // nothing listens on port 1
+    FAIL("connected to port 1");
+  } catch (const StoreError& e) {
+    CHECK(e.trouble == mr::launch::StoreTrouble::refused);
+    CHECK(has(e.what(), "Connection refused"));
+  }
+  try {
+    NodeStoreClient("no-such-host.invalid", 29400, soon, 1000ms);  // .invalid never resolves (RFC 2606)
+    FAIL("resolved no-such-host.invalid");
+  } catch (const StoreError& e) {
+    CHECK(e.trouble == mr::launch::StoreTrouble::unresolved);
+    CHECK(has(e.what(), "cannot resolve no-such-host.invalid"));
   }
 }
 
@@ -124,7 +173,7 @@ TEST_CASE("the launchers' store over IPv6 and IPv4 at once (dual stack)", "[laun
   // The watch works across both: the IPv6 node leaving without goodbye fails the job for the IPv4 one.
   v6.reset();
   REQUIRE(eventually([&] { return v4->get("fail").has_value(); }));
-  CHECK(*v4->get("fail") == "1 node 0's launcher is gone (its connection to the store closed)");
+  CHECK(*v4->get("fail") == "1 node 0's launcher at ::1 is gone (its connection to the store closed)");
 }
 
 TEST_CASE("the launchers' store: a name that resolves to IPv6 and IPv4 addresses; an IPv6 port taken",

@@ -14,7 +14,7 @@ TEST_CASE("torch's info and warning log lines are told from the others", "[launc
   CHECK(is_torch_log_noise("W1205 12:00:00.123456  1234 ProcessGroupNCCL.cpp:1150] Warning: something"));
   CHECK(is_torch_log_noise("I1205 12:00:00.123456 1234 socket.cpp:12] connected"));
   // c10's logger (torch without glog): bracketed, no thread id; and after torch's "[rankN]:".
-  CHECK(is_torch_log_noise("[W1205 12:00:00.123 ProcessGroupGloo.cpp:721] Warning: Unable to resolve hostname"));
+  CHECK(is_torch_log_noise("[W1205 12:00:00.123 ProcessGroupGloo.cpp:721] Warning: something else"));
   CHECK(is_torch_log_noise("[I1205 12:00:00.629817284 TCPStore.cpp:275] [c10d - debug] The server has started"));
   CHECK(is_torch_log_noise("[rank1]:[W1205 12:00:00.123456 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 1] note"));
   CHECK(is_torch_log_noise("[W1205 12:00:00 file.cpp:1] no fraction"));
@@ -41,7 +41,7 @@ const char* const kCaptured =
     "    pretrain(train_valid_test_datasets_provider, model_provider, ModelType.encoder_or_decoder, forward_step)\n"
     "  File \"megatron/training/training.py\", line 300, in pretrain\n"
     "    initialize_megatron(extra_args_provider=extra_args_provider)\n"
-    "[W1205 12:00:01.004 ProcessGroupGloo.cpp:721] Warning: Unable to resolve hostname to a (local) address.\n"
+    "[W1205 12:00:01.004 ProcessGroupGloo.cpp:721] Warning: the default device is a loopback one.\n"
     "  File \"megatron/training/initialize.py\", line 80, in initialize_megatron\n"
     "    _initialize_distributed(get_embedding_ranks, get_position_embedding_ranks)\n"
     "W1205 12:00:01.010000  4242 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 4243 closing signal SIGTERM\n"
@@ -56,6 +56,33 @@ const char* const kCaptured =
     "[rank0]:[W1205 12:00:01.041 ProcessGroupGloo.cpp:110] Warning: the store has gone away\n"
     "W1205 12:00:01.050000  4242 torch/distributed/elastic/agent/server/api.py:700] [default] Worker group FAILED\n"
     "I1205 12:00:01.051000  4242 torch/distributed/elastic/agent/server/api.py:710] Local worker group finished\n";
+
+TEST_CASE("glog lines with the year (LibTorch 2.x), and Gloo's host-name warning kept", "[launch][stderr-tail]") {
+  // The glog that LibTorch 2.x links writes YYYYMMDD: the same lines, with and without "[rankN]:".
+  CHECK(is_torch_log_noise("W20261205 23:59:52.458763  4735 ProcessGroupNCCL.cpp:1150] Warning: something"));
+  CHECK(is_torch_log_noise("I20261205 23:59:52.458763 4735 socket.cpp:12] connected"));
+  CHECK(is_torch_log_noise("[rank1]:W20261205 23:59:52.458763 4735 socket.cpp:12] connected"));
+  CHECK(is_torch_log_noise("[W20261205 23:59:52.458 TCPStore.cpp:125] [c10d] recvValue failed"));
+  CHECK_FALSE(is_torch_log_noise("E20261205 23:59:52.458763  4735 ProcessGroupNCCL.cpp:616] Watchdog timeout"));
+  // Neither four nor eight digits: not glog's date.
+  for (const char* line : {"W120 12:00:00.1 1 f.cpp:1] x", "W120512 12:00:00.1 1 f.cpp:1] x",
+                           "W202612050 12:00:00.1 1 f.cpp:1] x"})
+    CHECK_FALSE(is_torch_log_noise(line));
+  // Gloo's warning that the host name does not resolve explains a loopback-bound Gloo: it stays in the tail, in
+  // either date form.
+  const std::string gloo =
+      "W20261205 23:59:52.458763  4735 ProcessGroupGloo.cpp:694] Warning: Unable to resolve hostname to a (local) "
+      "address. Using the loopback address as fallback. Manually set the network interface to bind to with "
+      "GLOO_SOCKET_IFNAME. (function operator())";
+  CHECK_FALSE(is_torch_log_noise(gloo));
+  CHECK_FALSE(is_torch_log_noise("[W1205 12:00:00.123 ProcessGroupGloo.cpp:721] Warning: Unable to resolve hostname"));
+  StderrTail tail(3);
+  tail.add(gloo);
+  tail.add("W20261205 23:59:52.5 4735 socket.cpp:1] noise");
+  tail.add("RuntimeError: connect [127.0.0.1]:33181: Connection refused");
+  CHECK(tail.lines() == std::vector<std::string>{gloo, "RuntimeError: connect [127.0.0.1]:33181: Connection refused"});
+  CHECK(tail.left_out() == 1);
+}
 
 TEST_CASE("a rank's stderr full of torch's log lines: the tail keeps the error, and counts what it left out",
           "[launch][stderr-tail]") {
