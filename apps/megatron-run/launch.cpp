@@ -85,9 +85,6 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   } catch (const std::runtime_error&) {
   }
   ro.heartbeat_timeout = std::max<std::chrono::milliseconds>(bound, std::chrono::seconds(1));
-  // The word said every 30 s while the launchers wait: MR_WAIT_NOTICE_S sets the period (docs/launch.md).
-  if (const char* e = std::getenv("MR_WAIT_NOTICE_S"); e && std::strtod(e, nullptr) > 0)
-    ro.wait_notice = std::chrono::milliseconds(static_cast<long long>(std::strtod(e, nullptr) * 1000));
   return ro;
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "distributed/store.h"
+#include "launch/launch_env.h"
 #include "launch/local_address.h"
 #include "util/log.h"
 #include "util/resources.h"
@@ -272,14 +273,12 @@ class GlooCommunicator final : public Communicator {
 namespace {
 
 // While a rank waits to reach the store (TCPStore's constructor retries for the whole timeout, 10 min by default),
-// a line every 30 s (MR_WAIT_NOTICE_S sets the period, for the tests) says what it tries and how long is left: a
+// a line every launch::wait_notice_period() (30 s; MR_WAIT_NOTICE_S sets it, for the tests) says what it tries and how long is left: a
 // MASTER_ADDR that leads nowhere is otherwise silent until the timeout.
 class WaitNotice {
  public:
   WaitNotice(const std::string& where, std::chrono::milliseconds timeout) {
-    std::chrono::milliseconds every{30000};
-    if (const char* e = std::getenv("MR_WAIT_NOTICE_S"); e && std::strtod(e, nullptr) > 0)
-      every = std::chrono::milliseconds(static_cast<long long>(std::strtod(e, nullptr) * 1000));
+    const std::chrono::milliseconds every = launch::wait_notice_period();
     const auto until = std::chrono::steady_clock::now() + timeout;
     thread_ = std::thread([this, where, every, until, timeout] {
       std::unique_lock<std::mutex> lock(mu_);

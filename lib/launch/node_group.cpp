@@ -316,16 +316,9 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
 }
 
 std::string NodeGroup::node0_master_addr() {
+  // --local-addr was checked to be this machine's when the launcher started (every launcher checks its own).
   std::string why;
-  if (!o_.local_addr.empty() && !names_this_machine(o_.local_addr)) {
-    const std::string unres = unresolvable(o_.local_addr);
-    why = "--local-addr " + o_.local_addr + " on node 0 (launcher " + std::to_string(launcher_id_) + ") " +
-          (unres.empty() ? "is not an address of its machine" : "does not resolve (" + unres + ")") +
-          ": every node's workers would try it as MASTER_ADDR until the distributed timeout; give one of node 0's "
-          "addresses, or leave --local-addr out";
-  }
-  std::string addr;
-  if (why.empty()) addr = published_master(o_.local_addr, seen_as_, client_->get(kReachedAtKey), &why);
+  const std::string addr = published_master(o_.local_addr, seen_as_, client_->get(kReachedAtKey), &why);
   if (addr.empty()) {
     failed_ = true;
     throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + why)).message);

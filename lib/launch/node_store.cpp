@@ -31,23 +31,8 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text() { return std::strerror(errno); }
 
-// An address as text, without the port: "127.0.0.1", "::1", "fe80::1%eth0". An IPv4 client of the dual-stack
-// server arrives as an IPv4-mapped IPv6 address (::ffff:1.2.3.4): that is given as plain IPv4, which is what
-// the workers get as MASTER_ADDR.
-std::string address_text(const sockaddr_storage& sa, socklen_t len) {
-  if (sa.ss_family == AF_INET6) {
-    const auto& s6 = reinterpret_cast<const sockaddr_in6&>(sa);
-    if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
-      char ip[INET_ADDRSTRLEN] = "";
-      inet_ntop(AF_INET, &s6.sin6_addr.s6_addr[12], ip, sizeof ip);  // the IPv4 address is the last 4 bytes
-      return ip;
-    }
-  }
-  char host[NI_MAXHOST] = "";
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
-    return "?";
-  return host;
-}
+// An address as text (numeric_address), "?" when the system cannot write it.
+std::string address_text(const sockaddr_storage& sa, socklen_t len) { return numeric_address(sa, len).value_or("?"); }
 
 // Connects `fd` to `a` within `limit` (a blocking connect to an address that does not answer can take minutes):
 // 0, or the errno.
