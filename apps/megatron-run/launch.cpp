@@ -445,11 +445,15 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
                                     "Megatron reads; one --local-rank for all of them would be wrong for all but one. "
                                     "Leave it out (a dry run and check accept it)");
   // The heartbeat bound the launchers and the workers share: a bad MR_DIST_HEARTBEAT_TIMEOUT_S or MR_DIST_HEARTBEAT_S
-  // is refused here (rule dist.time-limits), before any launcher meets the others or any worker starts, whatever runs.
-  try {
-    (void)launch::heartbeat_limits(lo.heartbeat_timeout);
-  } catch (const std::runtime_error& e) {
-    return refuse_launch(lo, 2, e.what());
+  // is refused here (rule dist.time-limits), before any launcher meets the others or any worker starts, where it is
+  // used: by the launchers of several nodes, and by megatron-run's own workers. A user program on one node uses
+  // neither value, so it is not refused for them.
+  if (lo.multi_node() || !program.named()) {
+    try {
+      (void)launch::heartbeat_limits(lo.heartbeat_timeout);
+    } catch (const std::runtime_error& e) {
+      return refuse_launch(lo, 2, e.what());
+    }
   }
   // --yaml-cfg: its namespace holds the file's sections, not the flags the worker's typed view below reads (that
   // view failed on a key the file leaves null, e.g. `--distribute-saved-activations: the resolved value None is not

@@ -426,18 +426,16 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
     CHECK_FALSE(has(r.nodes[0].out + r.nodes[1].out, "worker started"));
     CHECK(r.seconds < 20);  // not the 50 s join timeout
   }
-  SECTION("'-1', '0', or below two heartbeat periods: refused by a one-node launcher as well, no worker started") {
-    for (const char* v : {"-1", "0", "1.5"}) {
+  SECTION("a user program on one node uses no heartbeat: not refused for it ('-1', or below two periods)") {
+    // Where the bound is used (our own worker, or several nodes' launchers) it is refused: timeout_test.cpp, above.
+    for (const char* v : {"-1", "1.5"}) {
       const mrtest::Proc p = mrtest::run_shell("MR_DIST_HEARTBEAT_TIMEOUT_S=" + std::string(v) + " " + kBin +
                                                " --config " + kConfig + " --nproc-per-node 1 --no-append-args "
                                                "--no-python sh -c 'echo worker started' 2>&1");
       INFO(v << ": " << p.out);
-      CHECK(p.exit == 2);
-      CHECK(has(p.out, "error[dist.time-limits]: "));
-      CHECK(has(p.out, std::string(v) == "1.5" ? "the heartbeat timeout (1.5 s, MR_DIST_HEARTBEAT_TIMEOUT_S) must be at "
-                                                 "least twice the heartbeat period"
-                                               : "MR_DIST_HEARTBEAT_TIMEOUT_S='" + std::string(v) + "'"));
-      CHECK_FALSE(has(p.out, "worker started"));
+      CHECK(p.exit == 0);
+      CHECK(has(p.out, "worker started"));
+      CHECK_FALSE(has(p.out, "dist.time-limits"));
     }
   }
   SECTION("a good value bounds the launchers: node 1's launcher stopped (SIGSTOP) is dropped after it, not 30 s") {
