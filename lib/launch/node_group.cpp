@@ -20,7 +20,13 @@
 //   rdzv/R/arrival/K the launcher number of the K-th to arrive (node rank K when K < closed)
 //   rdzv/R/joined    nodes of round R registered; rdzv/R/master: "ADDR PORT" for the workers, set by node 0
 //   rdzv/R/next      "C CODE MESSAGE": what ends round R and starts R + 1 (C 1: a failure, counted as a restart;
-//                    0: spares to take in); rdzv/R/done: nodes whose workers of round R all exited 0
+//                    2: a node that left on purpose, counted too; 0: spares to take in); rdzv/R/done: nodes whose
+//                    workers of round R all exited 0
+//   host/N         launcher N's host name (static: N is the node rank), for the store's words about a lost launcher
+//   net/reached_at the store host's address as another host reached it (set by the store on the first connection
+//                  from another host); a round's node 0 on the store's host publishes it as MASTER_ADDR
+//   lost/N, lost   elastic: set by the store for launcher N once lost ("on HOST (ADDR) is gone ..."), and the count
+//                  of lost launchers (node_store.h)
 #include "launch/node_group.h"
 
 #include "launch/endpoint.h"
@@ -431,17 +437,21 @@ int NodeGroup::restarts_before(int round) {
 }
 
 PeerFailure NodeGroup::parse_round_end(const std::string& v) {
-  // "C CODE MESSAGE": C is 1 when the restart is counted (a failure), 0 for a change of the job's nodes.
+  // "C CODE MESSAGE": C is 1 when the restart is counted (a failure), 2 for a node that left on purpose (counted
+  // too), 0 for spares taken in.
   PeerFailure f = parse_failure(v.size() > 2 ? v.substr(2) : "1 ?");
   f.counted = v.rfind("0 ", 0) != 0;
   f.restart = true;
   if (!f.counted) f.code = 0;
-  f.message = (f.counted ? "the job failed on another node: " : "the job's nodes change: ") + f.message;
+  if (v.rfind("2 ", 0) == 0)
+    f.message = "the job's nodes change: " + f.message + " (counted as a restart)";
+  else
+    f.message = (f.counted ? "the job failed on another node: " : "the job's nodes change: ") + f.message;
   return f;
 }
 
-PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why) {
-  return parse_round_end(client_->set_first(round_key("next"), std::string(counted ? "1 " : "0 ") +
+PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why, bool left) {
+  return parse_round_end(client_->set_first(round_key("next"), std::string(left ? "2 " : counted ? "1 " : "0 ") +
                                                                  std::to_string(code) + " " + why));
 }
 
@@ -654,7 +664,7 @@ int NodeGroup::finish(int code) {
   if (!client_) return code;
   if (!leaving_.empty() && code != 0) {  // left an elastic job (local_stop): the others go on without this node
     try {
-      end_round(true, code, leaving_);  // unless the round has ended already (their workers failed first)
+      end_round(true, code, leaving_, true);  // unless the round has ended already (their workers failed first)
       client_->bye();
     } catch (const StoreError&) {
       // The store is gone: the other nodes see that themselves.

@@ -136,7 +136,8 @@ class NodeGroup : public JobWatch {
   // --local-addr that is not this machine's, or no address other hosts can use, fails the job through the store.
   std::string node0_master_addr();
   // Elastic: records the event that ends the current round (the first recorded wins) and returns it.
-  PeerFailure end_round(bool counted, int code, const std::string& why);
+  // `left`: a node that left on purpose (local_stop), counted but not worded as a failure.
+  PeerFailure end_round(bool counted, int code, const std::string& why, bool left = false);
   // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
   std::optional<std::string> lost_member();
   // Elastic: of the launchers that arrived at the current round after its nodes (arrivals nnodes .. arrived - 1),
