@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "distributed/store.h"
 #include "launch/launch_env.h"
@@ -114,18 +116,27 @@ c10d::ReduceOp reduce_op(ReduceOp op) { return op == ReduceOp::Sum ? c10d::Reduc
 
 // The Gloo device of this worker (launch::gloo_device): GLOO_SOCKET_IFNAME's interface, loopback for a loopback
 // master, else the address of the interface that reaches MASTER_ADDR (not torch's default, this host's name, which
-// resolves to loopback on hosts with Debian's "127.0.1.1 NAME" line). Said once when it looks unreachable.
+// resolves to loopback on hosts with Debian's "127.0.1.1 NAME" line). Decided once per process and master address
+// (the route cannot change within a process; every communicator would otherwise resolve the name again), under a
+// lock, and said once when it looks unreachable.
 std::shared_ptr<::gloo::transport::Device> gloo_device_for(const CommSpec& spec) {
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  const std::string iface = ifname ? ifname : "";
-  std::optional<std::string> toward;
-  if (iface.empty() && !launch::is_loopback_address(spec.master_addr))
-    toward = launch::local_address_toward(spec.master_addr);
-  const launch::GlooDevice d = launch::gloo_device(iface, spec.master_addr, toward, spec.other_nodes);
-  static bool warned = false;
-  if (!d.warning.empty() && !warned) {
-    warned = true;
-    MR_LOG(warning) << d.warning;
+  static std::mutex mu;
+  static std::map<std::pair<std::string, bool>, launch::GlooDevice> decided;
+  launch::GlooDevice d;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_pair(spec.master_addr, spec.other_nodes);
+    auto it = decided.find(key);
+    if (it == decided.end()) {
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      const std::string iface = ifname ? ifname : "";
+      std::optional<std::string> toward;
+      if (iface.empty() && !launch::is_loopback_address(spec.master_addr))
+        toward = launch::local_address_toward(spec.master_addr);
+      it = decided.emplace(key, launch::gloo_device(iface, spec.master_addr, toward, spec.other_nodes)).first;
+      if (!it->second.warning.empty()) MR_LOG(warning) << it->second.warning;  // once: the first decision only
+    }
+    d = it->second;
   }
   switch (d.kind) {
     case launch::GlooDevice::Kind::Interface: return c10d::ProcessGroupGloo::createDeviceForInterface(d.value);

@@ -136,11 +136,9 @@ std::unique_ptr<NodeStoreClient> connect_hosting_once_free(const RendezvousOptio
       if (Clock::now() >= deadline) throw;
       if (Clock::now() >= next_word) {
         next_word = Clock::now() + o.wait_notice;
-        const std::string what = e.what();
-        const size_t colon = what.find(": ");  // "cannot reach the launchers' store at A:P: WHY"
         std::cerr << "megatron-run: still trying to reach the launchers' store at "
                   << join_host_port(o.store_host, o.store_port) << " ("
-                  << (colon == std::string::npos ? what : what.substr(colon + 2)) << "); --join-timeout ("
+                  << (e.cause.empty() ? std::string(e.what()) : e.cause) << "); --join-timeout ("
                   << seconds_text(o.join_timeout) << ") gives up in " << seconds_left(deadline) << " s\n";
       }
       if (!taken) continue;
@@ -207,7 +205,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
     master_addr_ = o.master_addr;
     master_port_ = o.master_port;
     check_same_settings();
-    auto next_word = Clock::now() + o.wait_notice;  // a word every 30 s while waiting
+    auto next_word = Clock::now() + o.wait_notice;  // a word every o.wait_notice while waiting
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
@@ -215,8 +213,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
         next_word = Clock::now() + o.wait_notice;
         std::cerr << "megatron-run: waiting for the other nodes: " << joined << " of " << o_.nnodes
                   << " have joined run '" << o.run_id << "' (launchers' store " << store << "); --join-timeout ends "
-                  << "the wait in " << std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()
-                  << " s\n";
+                  << "the wait in " << seconds_left(deadline) << " s\n";
       }
       if (joined >= o_.nnodes) break;
       if (Clock::now() >= deadline) {
@@ -289,7 +286,7 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
               << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
     return closed;
   };
-  auto next_word = Clock::now() + o_.wait_notice;  // a word every 30 s while waiting
+  auto next_word = Clock::now() + o_.wait_notice;  // a word every o_.wait_notice while waiting
   for (;;) {
     if (auto f = read_failure()) throw RendezvousError(f->message);
     if (std::optional<std::string> c = client_->get(round_key("closed"))) return said(std::stoi(*c));

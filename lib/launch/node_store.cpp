@@ -359,7 +359,7 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
     // is no route (a wrong address, a firewall that drops, the network).
     if (!failures.empty()) last = failures, trouble = refused ? StoreTrouble::refused : StoreTrouble::unreachable;
     if (Clock::now() >= stop)
-      throw StoreError("cannot reach the launchers' store at " + where() + ": " + last, false, trouble);
+      throw StoreError("cannot reach the launchers' store at " + where() + ": " + last, false, trouble, last);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
