@@ -260,6 +260,7 @@ void NodeStoreServer::serve() {
     return "E unknown request";
   };
 
+  std::vector<Clock::time_point> dropped_silent;  // when launchers were dropped as silent (recent ones only)
   for (;;) {
     std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
@@ -301,15 +302,20 @@ void NodeStoreServer::serve() {
     // for half the timeout at least, as after a cut of this host's link), the likely cause is this host.
     const std::string silent = "sent no heartbeat for " + seconds_text(heartbeat_timeout_) +
                                " (--heartbeat-timeout): silent (gone, or cut off from the store's host)";
+    // Counted once, before any is dropped now, and counting those dropped as silent within half the timeout:
+    // launchers that fell silent together (their last requests a few hundred ms apart) are dropped one by one, and
+    // each gets the same words, whichever order and loop they are dropped in.
+    std::erase_if(dropped_silent, [&](Clock::time_point t) { return now - t > heartbeat_timeout_ / 2; });
+    int quiet = static_cast<int>(dropped_silent.size()), live = 0;  // silent for half the timeout, and the others
+    for (const Conn& o : conns)
+      if (o.fd >= 0 && o.node >= 0 && !o.bye) ++(now - o.last > heartbeat_timeout_ / 2 ? quiet : live);
+    const bool all_but_one = quiet >= 2 && live == 1;  // the one left: the store's own launcher, on this host
     for (Conn& c : conns) {
       if (c.fd < 0 || c.node < 0 || c.bye || now - c.last <= heartbeat_timeout_) continue;
-      int quiet = 0, live = 0;  // registered launchers still there: silent for half the timeout, and the others
-      for (const Conn& o : conns)
-        if (o.fd >= 0 && o.node >= 0 && !o.bye) ++(now - o.last > heartbeat_timeout_ / 2 ? quiet : live);
-      const bool all_but_one = quiet >= 2 && live == 1;  // the one left: the store's own launcher, on this host
       drop(c, silent + (all_but_one ? "; every other launcher fell silent at the same time: the store's host is "
                                       "likely the one cut off from the network"
                                     : ""));
+      dropped_silent.push_back(now);
     }
     std::erase_if(conns, [](const Conn& c) { return c.fd < 0; });
   }
