@@ -1,9 +1,12 @@
 // launch_env.h: the wait notice's period (MR_WAIT_NOTICE_S).
 #include "launch/launch_env.h"
 
-#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch.hpp>
 
+#include <chrono>
 #include <map>
+#include <optional>
+#include <string>
 
 using namespace mr::launch;
 
