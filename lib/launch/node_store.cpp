@@ -302,10 +302,10 @@ void NodeStoreServer::serve() {
     // for half the timeout at least, as after a cut of this host's link), the likely cause is this host.
     const std::string silent = "sent no heartbeat for " + seconds_text(heartbeat_timeout_) +
                                " (--heartbeat-timeout): silent (gone, or cut off from the store's host)";
-    // Counted once, before any is dropped now, and counting those dropped as silent within half the timeout:
+    // Counted once, before any is dropped now, and counting those dropped as silent within the timeout:
     // launchers that fell silent together (their last requests a few hundred ms apart) are dropped one by one, and
     // each gets the same words, whichever order and loop they are dropped in.
-    std::erase_if(dropped_silent, [&](Clock::time_point t) { return now - t > heartbeat_timeout_ / 2; });
+    std::erase_if(dropped_silent, [&](Clock::time_point t) { return now - t > heartbeat_timeout_; });
     int quiet = static_cast<int>(dropped_silent.size()), live = 0;  // silent for half the timeout, and the others
     for (const Conn& o : conns)
       if (o.fd >= 0 && o.node >= 0 && !o.bye) ++(now - o.last > heartbeat_timeout_ / 2 ? quiet : live);

@@ -139,7 +139,7 @@ TEST_CASE("the launchers' store: a node gone without goodbye, or silent, fails t
     for (const char* key : {"lost/1", "lost/2"}) {
       INFO(key);
       REQUIRE(watcher->get(key).has_value());
-      CHECK(has(*watcher->get(key), "the store's host is likely the one cut off"));
+      CHECK_THAT(*watcher->get(key), Catch::Contains("the store's host is likely the one cut off"));
     }
   }
   SECTION("one of two others silent: no such guess") {
