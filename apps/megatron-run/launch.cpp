@@ -448,7 +448,8 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   // is refused here (rule dist.time-limits), before any launcher meets the others or any worker starts, where it is
   // used: by the launchers of several nodes, and by megatron-run's own workers. A user program on one node uses
   // neither value, so it is not refused for them.
-  if (lo.multi_node() || !program.named()) {
+  const bool heartbeat_used = lo.multi_node() || !program.named();
+  if (heartbeat_used) {
     try {
       (void)launch::heartbeat_limits(lo.heartbeat_timeout);
     } catch (const std::runtime_error& e) {
@@ -471,7 +472,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   try {
     in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     in.heartbeat_timeout_s = lo.heartbeat_timeout;  // (a number above 0: checked with the options)
-    (void)launch::job_timeouts(in);
+    (void)launch::job_timeouts(in, launch::process_env(), heartbeat_used);
   } catch (const std::runtime_error& e) {
     return refuse_launch(lo, 2, e.what());
   }

@@ -255,7 +255,7 @@ HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup
   return h;
 }
 
-JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
+JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env, bool heartbeat) {
   JobTimeouts t;
   const Args& a = in.args;
   if (a.distributed_timeout_minutes < 1)
@@ -269,9 +269,11 @@ JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
                    ": the timeout after initialisation must be at least 1 second");
     t.after_init = std::chrono::seconds(*s);
   }
-  const HeartbeatLimits h = heartbeat_limits(in.heartbeat_timeout_s, env);
-  t.heartbeat = h.period;
-  t.heartbeat_timeout = h.timeout;
+  if (heartbeat) {
+    const HeartbeatLimits h = heartbeat_limits(in.heartbeat_timeout_s, env);
+    t.heartbeat = h.period;
+    t.heartbeat_timeout = h.timeout;
+  }
   const Schema& schema = Schema::megatron();
   for (const Ignored& i : kIgnored) {
     const std::string dest(dest_of(i.arg));
