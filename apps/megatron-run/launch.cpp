@@ -85,9 +85,6 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   } catch (const std::runtime_error&) {
   }
   ro.heartbeat_timeout = std::max<std::chrono::milliseconds>(bound, std::chrono::seconds(1));
-  // The word said every 30 s while the launchers wait: MR_WAIT_NOTICE_S sets the period (docs/launch.md).
-  if (const char* e = std::getenv("MR_WAIT_NOTICE_S"); e && std::strtod(e, nullptr) > 0)
-    ro.wait_notice = std::chrono::milliseconds(static_cast<long long>(std::strtod(e, nullptr) * 1000));
   return ro;
 }
 
@@ -448,11 +445,16 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
                                     "Megatron reads; one --local-rank for all of them would be wrong for all but one. "
                                     "Leave it out (a dry run and check accept it)");
   // The heartbeat bound the launchers and the workers share: a bad MR_DIST_HEARTBEAT_TIMEOUT_S or MR_DIST_HEARTBEAT_S
-  // is refused here (rule dist.time-limits), before any launcher meets the others or any worker starts, whatever runs.
-  try {
-    (void)launch::heartbeat_limits(lo.heartbeat_timeout);
-  } catch (const std::runtime_error& e) {
-    return refuse_launch(lo, 2, e.what());
+  // is refused here (rule dist.time-limits), before any launcher meets the others or any worker starts, where it is
+  // used: by the launchers of several nodes, and by megatron-run's own workers. A user program on one node uses
+  // neither value, so it is not refused for them.
+  const bool heartbeat_used = lo.multi_node() || !program.named();
+  if (heartbeat_used) {
+    try {
+      (void)launch::heartbeat_limits(lo.heartbeat_timeout);
+    } catch (const std::runtime_error& e) {
+      return refuse_launch(lo, 2, e.what());
+    }
   }
   // --yaml-cfg: its namespace holds the file's sections, not the flags the worker's typed view below reads (that
   // view failed on a key the file leaves null, e.g. `--distribute-saved-activations: the resolved value None is not
@@ -470,7 +472,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   try {
     in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     in.heartbeat_timeout_s = lo.heartbeat_timeout;  // (a number above 0: checked with the options)
-    (void)launch::job_timeouts(in);
+    (void)launch::job_timeouts(in, launch::process_env(), heartbeat_used);
   } catch (const std::runtime_error& e) {
     return refuse_launch(lo, 2, e.what());
   }

@@ -123,6 +123,16 @@ std::string underscored(std::string s) {
   return s;
 }
 
+// An address given for this machine (`flag`) that is not one of its addresses: refused at start, exit 2 (rule
+// input.address-not-this-machine), since whoever tries it (the ranks, other nodes' workers) would wait until a
+// timeout. `why_here` says why the address must be this machine's.
+void refuse_elsewhere(const std::string& flag, const std::string& addr, const std::string& why_here) {
+  const std::string why = launch::not_this_machine(addr);
+  if (why.empty()) return;
+  throw UsageError("argument " + flag + ": '" + abbreviate(addr) + "' " + why + "; " + why_here, {flag}, {},
+                   "input.address-not-this-machine");
+}
+
 }  // namespace
 
 void LaunchOptions::add_to(po::options_description& desc) {
@@ -602,17 +612,18 @@ void LaunchOptions::apply(Invocation& inv) {
   // name resolves (a Kubernetes service): their launchers wait for it instead.
   // --local-addr, when it is the one-node master (no --master-addr), likewise.
   const bool local_is_master = !local_addr.empty() && rdzv_backend != "c10d" && !master_addr_given;
-  if (nproc_per_node > 0 && !multi_node() && (master_addr_given || local_is_master) && !standalone &&
-      !launch::names_this_machine(master_addr)) {
+  if (nproc_per_node > 0 && !multi_node() && (master_addr_given || local_is_master) && !standalone) {
     const std::string flag = master_addr_given ? "--master-addr" : "--local-addr";
-    const std::string why = launch::unresolvable(master_addr);
-    throw UsageError("argument " + flag + ": '" + abbreviate(master_addr) + "' " +
-                         (why.empty() ? std::string("is not an address of this machine")
-                                      : "does not resolve (" + why + ")") +
-                         "; a one-node job's master (rank 0's store) is this machine: leave " + flag +
-                         " out, or give one of its addresses",
-                     {flag}, {}, "input.address-not-this-machine");
+    refuse_elsewhere(flag, master_addr, "a one-node job's master (rank 0's store) is this machine: leave " + flag +
+                                            " out, or give one of its addresses");
   }
+  // c10d: whichever launcher arrives first in a round is node 0 and gives its --local-addr to every node's workers,
+  // and that can be any launcher in any round (a restart, a node taken in): every launcher checks its own now,
+  // before it joins, not hours into the job.
+  if (nproc_per_node > 0 && rdzv_backend == "c10d" && !local_addr.empty() && !standalone)
+    refuse_elsewhere("--local-addr", local_addr,
+                     "under c10d the launcher that becomes a round's node 0 gives it to every node's workers as "
+                     "MASTER_ADDR: give one of this machine's addresses, or leave --local-addr out");
   rendezvous_known = true;
   apply_worker_options();
   if (nproc_per_node > 0) {

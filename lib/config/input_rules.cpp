@@ -40,8 +40,9 @@ MR_INPUT_RULE(kGpusPerNode, "input.gpus-per-node", "topology: --gpus-per-node is
 MR_INPUT_RULE(kLayoutRanks, "input.layout-ranks",
               "A world size beyond the 1048576 ranks megatron-run lays out (its limit, not Megatron's).");
 MR_INPUT_RULE(kNotThisMachine, "input.address-not-this-machine",
-              "A one-node job's --master-addr or --local-addr (its workers' master) that is not an address of this "
-              "machine, or does not resolve.");
+              "A one-node job's --master-addr or --local-addr (its workers' master), or a c10d launcher's "
+              "--local-addr (what it publishes as a round's node 0), that is not an address of this machine, or does "
+              "not resolve.");
 MR_INPUT_RULE(kDeviceMemory, "input.device-memory", "params: --device-memory is not a size (80GiB, 141 GB).");
 
 }  // namespace

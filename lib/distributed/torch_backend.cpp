@@ -11,11 +11,14 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "distributed/store.h"
+#include "launch/launch_env.h"
 #include "launch/local_address.h"
 #include "util/log.h"
 #include "util/resources.h"
@@ -113,18 +116,27 @@ c10d::ReduceOp reduce_op(ReduceOp op) { return op == ReduceOp::Sum ? c10d::Reduc
 
 // The Gloo device of this worker (launch::gloo_device): GLOO_SOCKET_IFNAME's interface, loopback for a loopback
 // master, else the address of the interface that reaches MASTER_ADDR (not torch's default, this host's name, which
-// resolves to loopback on hosts with Debian's "127.0.1.1 NAME" line). Said once when it looks unreachable.
+// resolves to loopback on hosts with Debian's "127.0.1.1 NAME" line). Decided once per process and master address
+// (the route cannot change within a process; every communicator would otherwise resolve the name again), under a
+// lock, and said once when it looks unreachable.
 std::shared_ptr<::gloo::transport::Device> gloo_device_for(const CommSpec& spec) {
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  const std::string iface = ifname ? ifname : "";
-  std::optional<std::string> toward;
-  if (iface.empty() && !launch::is_loopback_address(spec.master_addr))
-    toward = launch::local_address_toward(spec.master_addr);
-  const launch::GlooDevice d = launch::gloo_device(iface, spec.master_addr, toward, spec.other_nodes);
-  static bool warned = false;
-  if (!d.warning.empty() && !warned) {
-    warned = true;
-    MR_LOG(warning) << d.warning;
+  static std::mutex mu;
+  static std::map<std::pair<std::string, bool>, launch::GlooDevice> decided;
+  launch::GlooDevice d;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_pair(spec.master_addr, spec.other_nodes);
+    auto it = decided.find(key);
+    if (it == decided.end()) {
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      const std::string iface = ifname ? ifname : "";
+      std::optional<std::string> toward;
+      if (iface.empty() && !launch::is_loopback_address(spec.master_addr))
+        toward = launch::local_address_toward(spec.master_addr);
+      it = decided.emplace(key, launch::gloo_device(iface, spec.master_addr, toward, spec.other_nodes)).first;
+      if (!it->second.warning.empty()) MR_LOG(warning) << it->second.warning;  // once: the first decision only
+    }
+    d = it->second;
   }
   switch (d.kind) {
     case launch::GlooDevice::Kind::Interface: return c10d::ProcessGroupGloo::createDeviceForInterface(d.value);
@@ -272,14 +284,12 @@ class GlooCommunicator final : public Communicator {
 namespace {
 
 // While a rank waits to reach the store (TCPStore's constructor retries for the whole timeout, 10 min by default),
-// a line every 30 s (MR_WAIT_NOTICE_S sets the period, for the tests) says what it tries and how long is left: a
+// a line every launch::wait_notice_period() (30 s; MR_WAIT_NOTICE_S sets it, for the tests) says what it tries and how long is left: a
 // MASTER_ADDR that leads nowhere is otherwise silent until the timeout.
 class WaitNotice {
  public:
   WaitNotice(const std::string& where, std::chrono::milliseconds timeout) {
-    std::chrono::milliseconds every{30000};
-    if (const char* e = std::getenv("MR_WAIT_NOTICE_S"); e && std::strtod(e, nullptr) > 0)
-      every = std::chrono::milliseconds(static_cast<long long>(std::strtod(e, nullptr) * 1000));
+    const std::chrono::milliseconds every = launch::wait_notice_period();
     const auto until = std::chrono::steady_clock::now() + timeout;
     thread_ = std::thread([this, where, every, until, timeout] {
       std::unique_lock<std::mutex> lock(mu_);

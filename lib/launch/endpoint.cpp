@@ -141,4 +141,25 @@ bool names_this_machine(const std::string& host) {
   return false;
 }
 
+std::string not_this_machine(const std::string& host) {
+  if (names_this_machine(host)) return "";
+  const std::string why = unresolvable(host);
+  return why.empty() ? "is not an address of this machine" : "does not resolve (" + why + ")";
+}
+
+std::optional<std::string> numeric_address(const sockaddr_storage& sa, socklen_t len) {
+  if (sa.ss_family == AF_INET6) {
+    const auto& s6 = reinterpret_cast<const sockaddr_in6&>(sa);
+    if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
+      char ip[INET_ADDRSTRLEN] = "";
+      inet_ntop(AF_INET, &s6.sin6_addr.s6_addr[12], ip, sizeof ip);  // the IPv4 address is the last 4 bytes
+      return std::string(ip);
+    }
+  }
+  char host[NI_MAXHOST] = "";
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return std::nullopt;
+  return std::string(host);
+}
+
 }  // namespace mr::launch

@@ -50,6 +50,16 @@ std::string unresolvable(const std::string& host);
 // interface's address, the wildcard; IPv4 or IPv6). False when it does not resolve.
 bool names_this_machine(const std::string& host);
 
+// Why `host` is not an address of this machine, for a refusal: "" when it names one (names_this_machine), else
+// "is not an address of this machine" or "does not resolve (the resolver's words)". The one test of an address
+// given for this machine (--master-addr on one node, --local-addr).
+std::string not_this_machine(const std::string& host);
+
+// Numeric text of a socket address, without the port: "127.0.0.1", "::1", "fe80::1%eth0". An IPv4-mapped IPv6
+// address (an IPv4 client of a dual-stack socket) is given as plain IPv4, which is what workers get as MASTER_ADDR.
+// nullopt when the system cannot write it; the caller picks what stands for it.
+std::optional<std::string> numeric_address(const sockaddr_storage& sa, socklen_t len);
+
 // host:port for messages and logs, the host in brackets when it is an IPv6 address ("[::1]:29400").
 std::string join_host_port(const std::string& host, int port);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 namespace mr::launch {
@@ -146,6 +147,17 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
                       std::to_string(info.world_size));
   if (info.master_port > 65535) throw LaunchError("MASTER_PORT " + std::to_string(info.master_port) + " is not a TCP port");
   return info;
+}
+
+std::chrono::milliseconds wait_notice_period(const EnvLookup& env) {
+  const std::chrono::milliseconds fallback{30000};
+  const std::optional<std::string> v = env("MR_WAIT_NOTICE_S");
+  if (!v || v->empty()) return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(v->c_str(), &end);
+  if (end == v->c_str() || *end || !(s > 0)) return fallback;  // NaN fails `s > 0` too
+  const double bounded = std::min(std::max(s, 0.01), 86400.0);  // also bounds inf: no overflow below
+  return std::chrono::milliseconds(static_cast<long long>(std::llround(bounded * 1000.0)));
 }
 
 }  // namespace mr::launch

@@ -4,6 +4,7 @@
 // Torch-free.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -39,6 +40,11 @@ struct LaunchInfo {
 // Inside a job? torchrun's RANK and WORLD_SIZE, else SLURM_PROCID and SLURM_NTASKS; nullopt when neither.
 // Throws LaunchError for malformed values (naming the variable).
 std::optional<LaunchInfo> launch_info(const EnvLookup& env = process_env());
+
+// How often a wait says what it waits for (the launchers meeting, a rank reaching its store): MR_WAIT_NOTICE_S
+// seconds, 30 by default (the tests set it). The one reader of it. A value that is not a positive number ("abc",
+// "0", "nan") is ignored (the default); one outside 0.01 s .. 1 day ("inf", "1e300") is clamped to that range.
+std::chrono::milliseconds wait_notice_period(const EnvLookup& env = process_env());
 
 // The first host of a SLURM node list ("node[001-004,9],gpu7" -> "node001").
 std::string slurm_first_host(const std::string& nodelist);

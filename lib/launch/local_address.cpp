@@ -14,26 +14,6 @@
 
 namespace mr::launch {
 
-namespace {
-
-// Numeric text of a socket address, without the port; an IPv4-mapped IPv6 address as plain IPv4.
-std::string numeric(const sockaddr_storage& sa, socklen_t len) {
-  if (sa.ss_family == AF_INET6) {
-    const auto& s6 = reinterpret_cast<const sockaddr_in6&>(sa);
-    if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
-      char ip[INET_ADDRSTRLEN] = "";
-      inet_ntop(AF_INET, &s6.sin6_addr.s6_addr[12], ip, sizeof ip);
-      return ip;
-    }
-  }
-  char host[NI_MAXHOST] = "";
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
-    return "";
-  return host;
-}
-
-}  // namespace
-
 bool is_loopback_address(const std::string& ip) {
   if (ip == "localhost") return true;
   in_addr a4{};
@@ -60,8 +40,7 @@ std::optional<std::string> local_address_toward(const std::string& host, std::st
     if (!ok) why = "no route to " + host + " (" + std::strerror(errno) + ")";
     close(fd);
     if (!ok) continue;
-    std::string text = numeric(local, len);
-    if (!text.empty()) return text;
+    if (std::optional<std::string> text = numeric_address(local, len)) return text;
   }
   if (error) *error = why.empty() ? "no address for " + host : why;
   return std::nullopt;

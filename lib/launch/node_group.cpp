@@ -20,7 +20,13 @@
 //   rdzv/R/arrival/K the launcher number of the K-th to arrive (node rank K when K < closed)
 //   rdzv/R/joined    nodes of round R registered; rdzv/R/master: "ADDR PORT" for the workers, set by node 0
 //   rdzv/R/next      "C CODE MESSAGE": what ends round R and starts R + 1 (C 1: a failure, counted as a restart;
-//                    0: spares to take in); rdzv/R/done: nodes whose workers of round R all exited 0
+//                    2: a node that left on purpose, counted too; 0: spares to take in); rdzv/R/done: nodes whose
+//                    workers of round R all exited 0
+//   host/N         launcher N's host name (static: N is the node rank), for the store's words about a lost launcher
+//   net/reached_at the store host's address as another host reached it (set by the store on the first connection
+//                  from another host); a round's node 0 on the store's host publishes it as MASTER_ADDR
+//   lost/N, lost   elastic: set by the store for launcher N once lost ("on HOST (ADDR) is gone ..."), and the count
+//                  of lost launchers (node_store.h)
 #include "launch/node_group.h"
 
 #include "launch/endpoint.h"
@@ -130,11 +136,9 @@ std::unique_ptr<NodeStoreClient> connect_hosting_once_free(const RendezvousOptio
       if (Clock::now() >= deadline) throw;
       if (Clock::now() >= next_word) {
         next_word = Clock::now() + o.wait_notice;
-        const std::string what = e.what();
-        const size_t colon = what.find(": ");  // "cannot reach the launchers' store at A:P: WHY"
         std::cerr << "megatron-run: still trying to reach the launchers' store at "
                   << join_host_port(o.store_host, o.store_port) << " ("
-                  << (colon == std::string::npos ? what : what.substr(colon + 2)) << "); --join-timeout ("
+                  << (e.cause.empty() ? std::string(e.what()) : e.cause) << "); --join-timeout ("
                   << seconds_text(o.join_timeout) << ") gives up in " << seconds_left(deadline) << " s\n";
       }
       if (!taken) continue;
@@ -201,7 +205,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
     master_addr_ = o.master_addr;
     master_port_ = o.master_port;
     check_same_settings();
-    auto next_word = Clock::now() + o.wait_notice;  // a word every 30 s while waiting
+    auto next_word = Clock::now() + o.wait_notice;  // a word every o.wait_notice while waiting
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
@@ -209,8 +213,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
         next_word = Clock::now() + o.wait_notice;
         std::cerr << "megatron-run: waiting for the other nodes: " << joined << " of " << o_.nnodes
                   << " have joined run '" << o.run_id << "' (launchers' store " << store << "); --join-timeout ends "
-                  << "the wait in " << std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()
-                  << " s\n";
+                  << "the wait in " << seconds_left(deadline) << " s\n";
       }
       if (joined >= o_.nnodes) break;
       if (Clock::now() >= deadline) {
@@ -283,7 +286,7 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
               << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
     return closed;
   };
-  auto next_word = Clock::now() + o_.wait_notice;  // a word every 30 s while waiting
+  auto next_word = Clock::now() + o_.wait_notice;  // a word every o_.wait_notice while waiting
   for (;;) {
     if (auto f = read_failure()) throw RendezvousError(f->message);
     if (std::optional<std::string> c = client_->get(round_key("closed"))) return said(std::stoi(*c));
@@ -316,16 +319,9 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
 }
 
 std::string NodeGroup::node0_master_addr() {
+  // --local-addr was checked to be this machine's when the launcher started (every launcher checks its own).
   std::string why;
-  if (!o_.local_addr.empty() && !names_this_machine(o_.local_addr)) {
-    const std::string unres = unresolvable(o_.local_addr);
-    why = "--local-addr " + o_.local_addr + " on node 0 (launcher " + std::to_string(launcher_id_) + ") " +
-          (unres.empty() ? "is not an address of its machine" : "does not resolve (" + unres + ")") +
-          ": every node's workers would try it as MASTER_ADDR until the distributed timeout; give one of node 0's "
-          "addresses, or leave --local-addr out";
-  }
-  std::string addr;
-  if (why.empty()) addr = published_master(o_.local_addr, seen_as_, client_->get(kReachedAtKey), &why);
+  const std::string addr = published_master(o_.local_addr, seen_as_, client_->get(kReachedAtKey), &why);
   if (addr.empty()) {
     failed_ = true;
     throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + why)).message);
@@ -438,17 +434,21 @@ int NodeGroup::restarts_before(int round) {
 }
 
 PeerFailure NodeGroup::parse_round_end(const std::string& v) {
-  // "C CODE MESSAGE": C is 1 when the restart is counted (a failure), 0 for a change of the job's nodes.
+  // "C CODE MESSAGE": C is 1 when the restart is counted (a failure), 2 for a node that left on purpose (counted
+  // too), 0 for spares taken in.
   PeerFailure f = parse_failure(v.size() > 2 ? v.substr(2) : "1 ?");
   f.counted = v.rfind("0 ", 0) != 0;
   f.restart = true;
   if (!f.counted) f.code = 0;
-  f.message = (f.counted ? "the job failed on another node: " : "the job's nodes change: ") + f.message;
+  if (v.rfind("2 ", 0) == 0)
+    f.message = "the job's nodes change: " + f.message + " (counted as a restart)";
+  else
+    f.message = (f.counted ? "the job failed on another node: " : "the job's nodes change: ") + f.message;
   return f;
 }
 
-PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why) {
-  return parse_round_end(client_->set_first(round_key("next"), std::string(counted ? "1 " : "0 ") +
+PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why, bool left) {
+  return parse_round_end(client_->set_first(round_key("next"), std::string(left ? "2 " : counted ? "1 " : "0 ") +
                                                                  std::to_string(code) + " " + why));
 }
 
@@ -661,7 +661,7 @@ int NodeGroup::finish(int code) {
   if (!client_) return code;
   if (!leaving_.empty() && code != 0) {  // left an elastic job (local_stop): the others go on without this node
     try {
-      end_round(true, code, leaving_);  // unless the round has ended already (their workers failed first)
+      end_round(true, code, leaving_, true);  // unless the round has ended already (their workers failed first)
       client_->bye();
     } catch (const StoreError&) {
       // The store is gone: the other nodes see that themselves.

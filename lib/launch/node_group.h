@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/launch_env.h"
 #include "launch/node_store.h"
 #include "launch/spawn.h"
 
@@ -47,8 +48,8 @@ struct RendezvousOptions {
   int master_port = 0;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};     // torchrun's c10d join_timeout
   // While a launcher waits (for the store, for the other nodes), a line this often says for what and how long the
-  // join timeout leaves (MR_WAIT_NOTICE_S sets it, for the tests).
-  std::chrono::milliseconds wait_notice{std::chrono::seconds(30)};
+  // join timeout leaves: MR_WAIT_NOTICE_S, 30 s by default (launch_env.h, wait_notice_period).
+  std::chrono::milliseconds wait_notice = wait_notice_period();
   // c10d: whether this launcher hosts the store (--rdzv-conf is_host=...); unset: when the endpoint is a local
   // address. A launcher that should host it but finds the port taken joins as a client, as torchrun's does.
   std::optional<bool> is_host;
@@ -135,7 +136,8 @@ class NodeGroup : public JobWatch {
   // --local-addr that is not this machine's, or no address other hosts can use, fails the job through the store.
   std::string node0_master_addr();
   // Elastic: records the event that ends the current round (the first recorded wins) and returns it.
-  PeerFailure end_round(bool counted, int code, const std::string& why);
+  // `left`: a node that left on purpose (local_stop), counted but not worded as a failure.
+  PeerFailure end_round(bool counted, int code, const std::string& why, bool left = false);
   // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
   std::optional<std::string> lost_member();
   // Elastic: of the launchers that arrived at the current round after its nodes (arrivals nnodes .. arrived - 1),

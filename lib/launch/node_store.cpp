@@ -31,23 +31,8 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text() { return std::strerror(errno); }
 
-// An address as text, without the port: "127.0.0.1", "::1", "fe80::1%eth0". An IPv4 client of the dual-stack
-// server arrives as an IPv4-mapped IPv6 address (::ffff:1.2.3.4): that is given as plain IPv4, which is what
-// the workers get as MASTER_ADDR.
-std::string address_text(const sockaddr_storage& sa, socklen_t len) {
-  if (sa.ss_family == AF_INET6) {
-    const auto& s6 = reinterpret_cast<const sockaddr_in6&>(sa);
-    if (IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr)) {
-      char ip[INET_ADDRSTRLEN] = "";
-      inet_ntop(AF_INET, &s6.sin6_addr.s6_addr[12], ip, sizeof ip);  // the IPv4 address is the last 4 bytes
-      return ip;
-    }
-  }
-  char host[NI_MAXHOST] = "";
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&sa), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
-    return "?";
-  return host;
-}
+// An address as text (numeric_address), "?" when the system cannot write it.
+std::string address_text(const sockaddr_storage& sa, socklen_t len) { return numeric_address(sa, len).value_or("?"); }
 
 // Connects `fd` to `a` within `limit` (a blocking connect to an address that does not answer can take minutes):
 // 0, or the errno.
@@ -275,6 +260,7 @@ void NodeStoreServer::serve() {
     return "E unknown request";
   };
 
+  std::vector<Clock::time_point> dropped_silent;  // when launchers were dropped as silent (recent ones only)
   for (;;) {
     std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
@@ -316,15 +302,20 @@ void NodeStoreServer::serve() {
     // for half the timeout at least, as after a cut of this host's link), the likely cause is this host.
     const std::string silent = "sent no heartbeat for " + seconds_text(heartbeat_timeout_) +
                                " (--heartbeat-timeout): silent (gone, or cut off from the store's host)";
+    // Counted once, before any is dropped now, and counting those dropped as silent within the timeout:
+    // launchers that fell silent together (their last requests a few hundred ms apart) are dropped one by one, and
+    // each gets the same words, whichever order and loop they are dropped in.
+    std::erase_if(dropped_silent, [&](Clock::time_point t) { return now - t > heartbeat_timeout_; });
+    int quiet = static_cast<int>(dropped_silent.size()), live = 0;  // silent for half the timeout, and the others
+    for (const Conn& o : conns)
+      if (o.fd >= 0 && o.node >= 0 && !o.bye) ++(now - o.last > heartbeat_timeout_ / 2 ? quiet : live);
+    const bool all_but_one = quiet >= 2 && live == 1;  // the one left: the store's own launcher, on this host
     for (Conn& c : conns) {
       if (c.fd < 0 || c.node < 0 || c.bye || now - c.last <= heartbeat_timeout_) continue;
-      int quiet = 0, live = 0;  // registered launchers still there: silent for half the timeout, and the others
-      for (const Conn& o : conns)
-        if (o.fd >= 0 && o.node >= 0 && !o.bye) ++(now - o.last > heartbeat_timeout_ / 2 ? quiet : live);
-      const bool all_but_one = quiet >= 2 && live == 1;  // the one left: the store's own launcher, on this host
       drop(c, silent + (all_but_one ? "; every other launcher fell silent at the same time: the store's host is "
                                       "likely the one cut off from the network"
                                     : ""));
+      dropped_silent.push_back(now);
     }
     std::erase_if(conns, [](const Conn& c) { return c.fd < 0; });
   }
@@ -374,7 +365,7 @@ NodeStoreClient::NodeStoreClient(const std::string& host, int port, Clock::time_
     // is no route (a wrong address, a firewall that drops, the network).
     if (!failures.empty()) last = failures, trouble = refused ? StoreTrouble::refused : StoreTrouble::unreachable;
     if (Clock::now() >= stop)
-      throw StoreError("cannot reach the launchers' store at " + where() + ": " + last, false, trouble);
+      throw StoreError("cannot reach the launchers' store at " + where() + ": " + last, false, trouble, last);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <thread>
 
 namespace mr::launch {
@@ -28,10 +29,12 @@ enum class StoreTrouble {
 
 // The store cannot be hosted or reached, or a request failed (the message says which and where).
 struct StoreError : std::runtime_error {
-  explicit StoreError(const std::string& what, bool taken = false, StoreTrouble why = StoreTrouble::other)
-      : std::runtime_error(what), in_use(taken), trouble(why) {}
+  explicit StoreError(const std::string& what, bool taken = false, StoreTrouble why = StoreTrouble::other,
+                      std::string cause_text = std::string())
+      : std::runtime_error(what), in_use(taken), trouble(why), cause(std::move(cause_text)) {}
   bool in_use;  // hosting failed because the port is taken (another launcher hosts the store)
   StoreTrouble trouble;
+  std::string cause;  // a failed connect: the last attempt's reason alone (Connection refused); else empty
 };
 
 // The node that hosts the store: a thread serving every launcher's connection. A launcher registers its

@@ -172,7 +172,8 @@ const Rule kTimeLimitsRule{
     "that is not a positive number of seconds, --distributed-timeout-minutes or "
     "--distributed-timeout-seconds-after-init below 1, or a heartbeat timeout (--heartbeat-timeout, else "
     "MR_DIST_HEARTBEAT_TIMEOUT_S) shorter than two heartbeat periods: refused by the launcher before any worker "
-    "starts (not in --dry-run or check), and by each of megatron-run's workers.",
+    "starts (not in --dry-run or check; the heartbeat values where they are used: megatron-run's own workers, or "
+    "several nodes' launchers), and by each of megatron-run's workers.",
     __FILE__, __LINE__, kStageInit};
 
 [[noreturn]] void refuse_limit(const std::string& text) {
@@ -232,7 +233,11 @@ const Ignored kIgnored[] = {
 
 HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup& env) {
   HeartbeatLimits h;
-  if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_S")) h.period = ms(*s);
+  std::string period_source = "the default";
+  if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_S")) {
+    h.period = ms(*s);
+    period_source = "MR_DIST_HEARTBEAT_S";
+  }
   if (h.period.count() < 1) refuse_limit("MR_DIST_HEARTBEAT_S is below a millisecond");
   std::string bound_source = "the default";
   if (option_s) {
@@ -246,11 +251,11 @@ HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup
   }
   if (h.timeout < h.period * 2)
     refuse_limit("the heartbeat timeout (" + seconds_text(h.timeout) + ", " + bound_source +
-                 ") must be at least twice the heartbeat period (" + seconds_text(h.period) + ", MR_DIST_HEARTBEAT_S)");
+                 ") must be at least twice the heartbeat period (" + seconds_text(h.period) + ", " + period_source + ")");
   return h;
 }
 
-JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
+JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env, bool heartbeat) {
   JobTimeouts t;
   const Args& a = in.args;
   if (a.distributed_timeout_minutes < 1)
@@ -264,9 +269,11 @@ JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env) {
                    ": the timeout after initialisation must be at least 1 second");
     t.after_init = std::chrono::seconds(*s);
   }
-  const HeartbeatLimits h = heartbeat_limits(in.heartbeat_timeout_s, env);
-  t.heartbeat = h.period;
-  t.heartbeat_timeout = h.timeout;
+  if (heartbeat) {
+    const HeartbeatLimits h = heartbeat_limits(in.heartbeat_timeout_s, env);
+    t.heartbeat = h.period;
+    t.heartbeat_timeout = h.timeout;
+  }
   const Schema& schema = Schema::megatron();
   for (const Ignored& i : kIgnored) {
     const std::string dest(dest_of(i.arg));

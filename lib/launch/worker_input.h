@@ -62,8 +62,10 @@ struct JobTimeouts {
 };
 // Throws std::runtime_error naming the flag or variable whose value cannot be used (zero, negative, not a number,
 // a heartbeat timeout shorter than two heartbeat periods); its message carries rule dist.time-limits ("[id] text",
-// util/rule_id.h).
-JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env = process_env());  // reads in.args
+// util/rule_id.h). `heartbeat` false: the heartbeat values are left at their defaults, unread and unchecked (a
+// user program on one node has no heartbeat: megatron-run's launcher checks them only where they are used).
+JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env = process_env(),
+                         bool heartbeat = true);  // reads in.args
 
 // The heartbeat period and bound alone (job_timeouts' heartbeat and heartbeat_timeout): `option_s` is
 // --heartbeat-timeout, else MR_DIST_HEARTBEAT_TIMEOUT_S, else 30 s; the period MR_DIST_HEARTBEAT_S, else 1 s. The one

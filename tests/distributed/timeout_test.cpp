@@ -196,6 +196,8 @@ TEST_CASE("megatron-run refuses time limits it cannot use before starting anythi
       {{"--distributed-timeout-seconds-after-init", "0"}, {}, "--distributed-timeout-seconds-after-init 0"},
       {{"--heartbeat-timeout", "abc"}, {}, "argument --heartbeat-timeout: invalid float value: 'abc'"},
       {{"--heartbeat-timeout", "1"}, {{"MR_DIST_HEARTBEAT_S", "1"}}, "at least twice the heartbeat period"},
+      {{"--heartbeat-timeout", "0.5"}, {}, "the heartbeat timeout (0.5 s, --heartbeat-timeout) must be at least twice "
+                                           "the heartbeat period (1 s, the default)"},
       {{"--nproc-per-node", "2", "--heartbeat-timeout", "0"}, {}, "argument --heartbeat-timeout: must be a number of "
                                                                   "seconds above 0"},
   };

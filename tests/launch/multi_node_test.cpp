@@ -171,20 +171,11 @@ TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chose
     CHECK(r.nodes[0].out.substr(p0, 24) == r.nodes[1].out.substr(p1, 24));
   }
   SECTION("--local-addr: node 0 gives its workers that address instead of the one the store sees") {
-    Nodes r = run_nodes({kRun + flags + "--local-addr localhost " + kProbe, kRun + flags + "--local-addr ignored " + kProbe},
+    Nodes r = run_nodes({kRun + flags + "--local-addr localhost " + kProbe, kRun + flags + "--local-addr 127.0.0.1 " + kProbe},
                         1.0);
     check_probes(r, {"\"MASTER_ADDR\": \"localhost\""});
   }
-  SECTION("--local-addr on node 0 that is not this machine's: the round fails at once on every node, naming it") {
-    Nodes r = run_nodes({kRun + flags + "--local-addr 192.0.2.1 " + kProbe, kRun + flags + kProbe}, 1.0);
-    INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
-    for (const Node& n : r.nodes) {
-      CHECK(n.exit == 1);
-      CHECK(has(n.out, "--local-addr 192.0.2.1 on node 0 (launcher 0) is not an address of its machine"));
-      CHECK_FALSE(has(n.out, "\"MASTER_ADDR\""));  // no worker started
-    }
-    CHECK(r.seconds < 15);  // not the join timeout (20 s), nor the distributed one
-  }
+  // A --local-addr that is not this machine's is refused when the launcher starts (torchrun2_options_test.cpp).
 }
 
 // A program that holds TCP port PORT on every interface for SECONDS without listening (as a connection's local
@@ -435,18 +426,16 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
     CHECK_FALSE(has(r.nodes[0].out + r.nodes[1].out, "worker started"));
     CHECK(r.seconds < 20);  // not the 50 s join timeout
   }
-  SECTION("'-1', '0', or below two heartbeat periods: refused by a one-node launcher as well, no worker started") {
-    for (const char* v : {"-1", "0", "1.5"}) {
+  SECTION("a user program on one node uses no heartbeat: not refused for it ('-1', or below two periods)") {
+    // Where the bound is used (our own worker, or several nodes' launchers) it is refused: timeout_test.cpp, above.
+    for (const char* v : {"-1", "1.5"}) {
       const mrtest::Proc p = mrtest::run_shell("MR_DIST_HEARTBEAT_TIMEOUT_S=" + std::string(v) + " " + kBin +
                                                " --config " + kConfig + " --nproc-per-node 1 --no-append-args "
                                                "--no-python sh -c 'echo worker started' 2>&1");
       INFO(v << ": " << p.out);
-      CHECK(p.exit == 2);
-      CHECK(has(p.out, "error[dist.time-limits]: "));
-      CHECK(has(p.out, std::string(v) == "1.5" ? "the heartbeat timeout (1.5 s, MR_DIST_HEARTBEAT_TIMEOUT_S) must be at "
-                                                 "least twice the heartbeat period"
-                                               : "MR_DIST_HEARTBEAT_TIMEOUT_S='" + std::string(v) + "'"));
-      CHECK_FALSE(has(p.out, "worker started"));
+      CHECK(p.exit == 0);
+      CHECK(has(p.out, "worker started"));
+      CHECK_FALSE(has(p.out, "dist.time-limits"));
     }
   }
   SECTION("a good value bounds the launchers: node 1's launcher stopped (SIGSTOP) is dropped after it, not 30 s") {
@@ -1091,8 +1080,9 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
         CHECK(has(r.nodes[1].out, "this node leaves the elastic job (--nnodes 1:2, a restart left): the stop is not "
                                   "passed on; the other 1 node(s) go on without it"));
         CHECK(r.nodes[0].exit == 0);
-        CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher received signal 15 (SIGTERM) on " +
-                                      kHost + " and left the job"));
+        CHECK(has(r.nodes[0].out, "the job's nodes change: node 1's launcher received signal 15 (SIGTERM) on " +
+                                      kHost + " and left the job (counted as a restart)"));
+        CHECK_FALSE(has(r.nodes[0].out, "failed on another node"));  // a leave, not a failure
         CHECK_FALSE(has(r.nodes[0].out, "passing signal 15"));
         CHECK(has(r.nodes[0].out, "WORLD_SIZE=1 RESTART=1"));
       } else {

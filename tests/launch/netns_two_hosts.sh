@@ -57,13 +57,18 @@ on() {
   ip netns exec "${tag}h$h" unshare --uts sh -c 'hostname "host$0"; exec timeout -k 5 45 "$@"' "$h" "$run" "$@"
 }
 # both NAME ARGS...: the two launchers at once (host2 half a second later); fails unless both exit 0. An argument
-# @RANK@ becomes 0 on host1, 1 on host2.
+# @RANK@ becomes 0 on host1, 1 on host2. With $after set (a text), host2 starts only once host1's output has it
+# (at most 20 s): under c10d the first to arrive is node 0, and host1 must be.
 both() {
   local name=$1
   shift
   on 1 "${@//@RANK@/0}" >"$work/$name.1" 2>&1 &
   local p1=$!
   sleep 0.5
+  if [ -n "${after:-}" ]; then
+    local i=0
+    until grep -qF "$after" "$work/$name.1" || [ $i -ge 200 ]; do sleep 0.1; i=$((i + 1)); done
+  fi
   on 2 "${@//@RANK@/1}" >"$work/$name.2" 2>&1 &
   local p2=$!
   wait "$p1"; local r1=$?
@@ -115,6 +120,9 @@ cat "$work/static.1" "$work/static.2" | grep -q "the 2 data-parallel replicas ho
 echo "netns_two_hosts: static, master $ip1: gloo across the two hosts passed"
 
 # c10d (finding 1): the workers' master that node 0 (host1, first to arrive) publishes, as each node's worker sees it.
+# Host2 starts once host1 has arrived at the round (host1 says it waits, every 0.2 s here), so host1 is node 0.
+export MR_WAIT_NOTICE_S=0.2
+after="node(s) arrived"
 both probe $c10d --rdzv-id probe --config "$work/tiny.yaml" --no-append-args -- sh -c 'echo "MASTER=$MASTER_ADDR GROUP_RANK=$GROUP_RANK"' ||
   fail "the c10d probe job"
 for h in 1 2; do

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <thread>
 
+#include "launch/local_address.h"
 #include "launch/node_store.h"
 #include "sockets.h"
 
@@ -67,6 +68,24 @@ TEST_CASE("the launchers' store: nodes register once, under the host's run id", 
   CHECK_FALSE(a->get(mr::launch::kReachedAtKey).has_value());
 }
 
+TEST_CASE("the launchers' store: the first launcher from a non-loopback address records where it reached this host",
+          "[launch][store]") {
+  // This host's address toward a documentation network (192.0.2.1, TEST-NET-1): a non-loopback address of an
+  // interface, where the host has one with a route.
+  const std::optional<std::string> mine = mr::launch::local_address_toward("192.0.2.1");
+  if (!mine || mr::launch::is_loopback_address(*mine)) {
+    WARN("no non-loopback address with a route here: net/reached_at is checked only over loopback (above)");
+    return;
+  }
+  NodeStoreServer server(0, "r", 10000ms);
+  auto local = connect(server);  // over loopback first: not recorded
+  local->hello(0, "r");
+  CHECK_FALSE(local->get(mr::launch::kReachedAtKey).has_value());
+  auto other = connect(server, *mine);  // as a launcher on another host would arrive: at a non-loopback address
+  CHECK(other->hello(1, "r") == *mine);
+  CHECK(local->get(mr::launch::kReachedAtKey) == mine);  // the local end of that connection
+}
+
 TEST_CASE("the launchers' store: a node gone without goodbye, or silent, fails the job", "[launch][store]") {
   NodeStoreServer server(0, "r", 400ms);
   auto watcher = connect(server);
@@ -108,6 +127,20 @@ TEST_CASE("the launchers' store: a node gone without goodbye, or silent, fails t
     REQUIRE(eventually([&] { return watcher->get("fail").has_value(); }));
     CHECK(has(*watcher->get("fail"), "silent (gone, or cut off from the store's host); every other launcher fell "
                                      "silent at the same time: the store's host is likely the one cut off"));
+  }
+  SECTION("elastic: every launcher that fell silent with the others gets the guess, whichever is dropped first") {
+    watcher->set("elastic", "1");  // the store records lost/N instead of failing the job
+    watcher->hello(0, "r");
+    auto n1 = connect(server), n2 = connect(server);
+    n1->hello(1, "r");
+    std::this_thread::sleep_for(60ms);  // silent apart by more than a loop of the store: dropped one at a time
+    n2->hello(2, "r");
+    REQUIRE(eventually([&] { return watcher->get("lost") == std::optional<std::string>("2"); }));
+    for (const char* key : {"lost/1", "lost/2"}) {
+      INFO(key);
+      REQUIRE(watcher->get(key).has_value());
+      CHECK_THAT(*watcher->get(key), Catch::Contains("the store's host is likely the one cut off"));
+    }
   }
   SECTION("one of two others silent: no such guess") {
     watcher->hello(0, "r");

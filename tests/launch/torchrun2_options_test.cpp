@@ -124,6 +124,15 @@ TEST_CASE("--local-addr on one node is its master: one that is not this machine 
     CHECK(has(r.out, "leave --local-addr out, or give one of its addresses"));
     CHECK_FALSE(has(r.out, "\"MASTER_ADDR\""));  // no worker started
   }
+  // Under c10d every launcher checks its own --local-addr when it starts (any of them may become a round's node 0):
+  // refused before it joins, without a launcher's store to meet at (nothing listens at the endpoint).
+  Proc c10d = sh(kRun + "--nnodes 1:2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:9 --join-timeout 60 "
+                 "--nproc-per-node 1 --local-addr 192.0.2.1 " + kProbe);
+  INFO(c10d.out);
+  CHECK(c10d.exit == 2);
+  CHECK(has(c10d.out, "error[input.address-not-this-machine]: argument --local-addr: '192.0.2.1' is not an address "
+                      "of this machine; under c10d the launcher that becomes a round's node 0"));
+  CHECK_FALSE(has(c10d.out, "launchers' store"));  // it did not try to join
   // One of this machine's addresses is taken (localhost: the case above this one).
   Proc ok = sh(kRun + "--nproc-per-node 1 --local-addr 127.0.0.1 " + kProbe);
   INFO(ok.out);

@@ -1,0 +1,43 @@
+// launch_env.h: the wait notice's period (MR_WAIT_NOTICE_S).
+#include "launch/launch_env.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+using namespace mr::launch;
+
+namespace {
+
+EnvLookup with(const std::map<std::string, std::string>& vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::chrono::milliseconds period(const std::string& value) { return wait_notice_period(with({{"MR_WAIT_NOTICE_S", value}})); }
+
+}  // namespace
+
+TEST_CASE("wait_notice_period: MR_WAIT_NOTICE_S seconds, 30 s when unset or not a positive number, clamped to 0.01 s .. "
+          "1 day", "[launch][launch_env]") {
+  using std::chrono::milliseconds;
+  CHECK(wait_notice_period(with({})) == milliseconds(30000));
+  CHECK(period("1") == milliseconds(1000));
+  CHECK(period("0.25") == milliseconds(250));
+  for (const char* bad : {"", "abc", "0", "-2", "nan", "1s", "-inf"}) {
+    INFO(bad);
+    CHECK(period(bad) == milliseconds(30000));
+  }
+  // Huge values (once an undefined cast to an integer) are a day; tiny ones 10 ms, not a busy loop.
+  for (const char* huge : {"inf", "1e300", "86401"}) {
+    INFO(huge);
+    CHECK(period(huge) == milliseconds(86400000));
+  }
+  CHECK(period("1e-9") == milliseconds(10));
+}
