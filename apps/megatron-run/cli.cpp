@@ -361,9 +361,9 @@ std::string argparse_name(const std::string& flag, const po::options_description
   const std::string name = flag.substr(2);
   auto has = [desc](const std::string& n) { return desc->find_nothrow(n, false, false, false) != nullptr; };
   if (!has(name)) return flag;
-  if (flag == "--help") return "-h/--help";  // -h is --help for every command (main.cpp)
-  for (const auto& [short_name, long_name] : kTorchrunShortOptions)
-    if (long_name == flag) return short_name + "/" + flag;
+  for (const auto* table : {&kTorchrunShortOptions, &kShortSwitches})  // -h is --help for every command (main.cpp)
+    for (const auto& [short_name, long_name] : *table)
+      if (long_name == flag) return short_name + "/" + flag;
   std::string dashed = name, underscored = name;
   std::replace(dashed.begin(), dashed.end(), '_', '-');
   std::replace(underscored.begin(), underscored.end(), '-', '_');

@@ -102,6 +102,9 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
 // read.
 inline const std::vector<std::pair<std::string, std::string>> kTorchrunShortOptions = {{"-r", "--redirects"},
                                                                                         {"-t", "--tee"}};
+// The short switches of the run command (-h for every command), each with its long option: the one table the
+// option spelling's switches, the one-dash hint and argparse-style refusals ("-h/--help") read.
+inline const std::vector<std::pair<std::string, std::string>> kShortSwitches = {{"-h", "--help"}, {"-m", "--module"}};
 
 // A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
 UsageError unrecognized_word(const std::string& word);

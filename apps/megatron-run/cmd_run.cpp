@@ -51,7 +51,7 @@ launch::ProgramSplit read_run_words(const std::vector<std::string>& args, bool l
   for (const auto& od : desc.options()) spelling.long_options.push_back("--" + od->long_name());
   spelling.long_options.push_back("--module");
   spelling.short_options = kTorchrunShortOptions;
-  spelling.switches = {{"-h", "--help"}, {"-m", "--module"}};
+  for (const auto& [short_name, long_name] : kShortSwitches) spelling.switches.push_back({short_name, long_name});
   for (const std::string& s : own_switches) {
     if (s == "-h" || s == "--help") continue;
     std::string dashed = s.substr(2);
@@ -75,7 +75,7 @@ namespace {
 // name), when that word with two dashes is a Megatron flag or near one; else "".
 std::string one_dash_hint(const std::vector<std::string>& args, const std::vector<std::string>& flags) {
   std::vector<std::pair<std::string, std::string>> shorts = kTorchrunShortOptions;
-  shorts.insert(shorts.end(), {{"-m", "--module"}, {"-h", "--help"}});
+  shorts.insert(shorts.end(), kShortSwitches.begin(), kShortSwitches.end());
   const launch::ProgramSplit ps = read_run_words(args, /*lenient=*/true);
   std::string hint;
   for (size_t i = 0; i < ps.end_of_options; ++i) {
