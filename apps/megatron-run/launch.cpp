@@ -472,7 +472,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   try {
     in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     in.heartbeat_timeout_s = lo.heartbeat_timeout;  // (a number above 0: checked with the options)
-    (void)launch::job_timeouts(in, launch::process_env(), heartbeat_used);
+    (void)launch::job_timeouts(in, launch::process_env(), /*heartbeat=*/false);  // the heartbeat: checked above
   } catch (const std::runtime_error& e) {
     return refuse_launch(lo, 2, e.what());
   }
@@ -485,11 +485,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher). The
   // runtime's notice of the timeout-like flags it ignores leaves out those this one named (WorkerInput::noticed).
   const bool under_our_spawner = job && std::getenv("MR_SPAWNER") != nullptr;
-  if (in.train)
-    for (const run::Unacted& u : run::unacted_flags(ns, in.args, in.target))
-      in.noticed.insert(in.noticed.end(), u.flags.begin(), u.flags.end());
+  const std::vector<run::Unacted> unacted = in.train ? run::unacted_flags(ns, in.args, in.target) : std::vector<run::Unacted>{};
+  for (const run::Unacted& u : unacted) in.noticed.insert(in.noticed.end(), u.flags.begin(), u.flags.end());
   if (in.train && !under_our_spawner && (!job || job->rank == 0)) {
-    if (std::string n = run::unacted_notice(ns, in.args, in.target); !n.empty()) std::cerr << n << std::endl;
+    if (std::string n = run::unacted_notice(unacted); !n.empty()) std::cerr << n << std::endl;
     try {  // --vocab-size where Megatron's tokenizer would size the model (run/tokenizer_vocab.h)
       if (const run::ModelVocab v = run::model_vocab(in.args); !v.notice.empty())
         std::cerr << "megatron-run: notice: " << v.notice << std::endl;

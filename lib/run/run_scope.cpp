@@ -367,7 +367,10 @@ std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& args, const 
 }
 
 std::string unacted_notice(const Namespace& ns, const Args& a, const TargetEnv& env) {
-  const std::vector<Unacted> u = unacted_flags(ns, a, env);
+  return unacted_notice(unacted_flags(ns, a, env));
+}
+
+std::string unacted_notice(const std::vector<Unacted>& u) {
   if (u.empty()) return {};
   std::string s = "megatron-run: notice: the synthetic training run does not act on ";
   for (size_t i = 0; i < u.size(); ++i) {

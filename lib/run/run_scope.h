@@ -54,6 +54,8 @@ struct Unacted {
 std::vector<Unacted> unacted_flags(const Namespace& ns, const Args& a, const TargetEnv& env = {});
 // One line for the notice: "megatron-run: notice: the synthetic training run does not act on --eval-interval,
 // --eval-iters (no evaluation in a synthetic run); --tensorboard-dir (...)". Empty when there are none.
+// The same line for a list unacted_flags returned already (the launcher keeps the list: WorkerInput::noticed).
 std::string unacted_notice(const Namespace& ns, const Args& a, const TargetEnv& env = {});
+std::string unacted_notice(const std::vector<Unacted>& u);
 
 }  // namespace mr::run
