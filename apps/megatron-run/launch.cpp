@@ -79,12 +79,14 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   // else MR_DIST_HEARTBEAT_TIMEOUT_S, else 30 s), at least 1 s (a launcher sends a request every few hundred ms).
   // A value it refuses was refused before any launcher met (launch()); a refusal told to the others
   // (refuse_launch) may be that one, and bounds the launchers with the default then.
-  std::chrono::milliseconds bound{std::chrono::seconds(30)};
+  launch::HeartbeatLimits bound;
   try {
-    bound = launch::heartbeat_limits(lo.heartbeat_timeout).timeout;
+    bound = launch::heartbeat_limits(lo.heartbeat_timeout);
   } catch (const std::runtime_error&) {
   }
-  ro.heartbeat_timeout = std::max<std::chrono::milliseconds>(bound, std::chrono::seconds(1));
+  ro.heartbeat_timeout = std::max<std::chrono::milliseconds>(bound.timeout, std::chrono::seconds(1));
+  ro.heartbeat_source = bound.timeout < std::chrono::seconds(1) ? bound.timeout_source + ", raised to 1 s"
+                                                                : bound.timeout_source;
   return ro;
 }
 

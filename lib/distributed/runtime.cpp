@@ -464,7 +464,7 @@ void Runtime::start_watchdog() {
             verdict = "rank " + std::to_string(r) + (who.empty() ? "" : " (" + who + ")") +
                       (beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats") + ": none for " +
                       measured_seconds(silent) + " (the bound is " + seconds_text(opts_.heartbeat_timeout) +
-                      ", --heartbeat-timeout); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
+                      ", " + opts_.heartbeat_source + "); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
             silent_rank = r;
             break;
           }
@@ -509,7 +509,7 @@ void Runtime::start_watchdog() {
       if (stop_ || quiet <= opts_.heartbeat_timeout + opts_.heartbeat) continue;
       MR_LOG(error) << "the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
                     << " has not answered for " << measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(quiet))
-                    << " (the bound is " << seconds_text(opts_.heartbeat_timeout) << ", --heartbeat-timeout): "
+                    << " (the bound is " << seconds_text(opts_.heartbeat_timeout) << ", " << opts_.heartbeat_source << "): "
                     << store_owner() << ", which hosts it, is stopped (SIGSTOP, a debugger) or hung, or its host is "
                                         "unreachable";
       std::fflush(nullptr);

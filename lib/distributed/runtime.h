@@ -36,6 +36,7 @@ struct RuntimeOptions {
   // A peer whose heartbeat has not changed for this long, or a store that has not answered for this long, fails
   // the job (the watchdog publishes a verdict naming the silent rank and exits). At least 2 x heartbeat.
   std::chrono::milliseconds heartbeat_timeout{30000};
+  std::string heartbeat_source = "--heartbeat-timeout";  // where heartbeat_timeout came from, for the messages
   std::string fingerprint = "{}";     // config_fingerprint() of the resolved arguments
   bool gloo_groups = true;            // with nccl: Gloo communicators for the DP groups, as Megatron creates
 };

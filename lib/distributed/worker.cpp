@@ -495,6 +495,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     opts.timeout = limits.startup;
     opts.heartbeat = limits.heartbeat;
     opts.heartbeat_timeout = limits.heartbeat_timeout;
+    opts.heartbeat_source = limits.heartbeat_source;
     if (launch->rank == 0 && !limits.ignored.empty()) {
       std::string line = "notice: megatron-run's runtime does not act on ";
       line += limits.ignored.size() == 1 ? "this flag; it is ignored:" : "these flags; they are ignored:";

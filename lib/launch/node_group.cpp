@@ -110,7 +110,7 @@ std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o, bool& ta
   taken = false;
   if (!NodeGroup::hosts(o)) return nullptr;
   try {
-    return std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout);
+    return std::make_unique<NodeStoreServer>(o.store_port, o.run_id, o.heartbeat_timeout, o.heartbeat_source);
   } catch (const StoreError& e) {
     if (o.backend == "static" || !e.in_use) throw;
     taken = true;

@@ -54,6 +54,7 @@ struct RendezvousOptions {
   // address. A launcher that should host it but finds the port taken joins as a client, as torchrun's does.
   std::optional<bool> is_host;
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};  // a silent launcher fails the job
+  std::string heartbeat_source = "--heartbeat-timeout";  // where it came from, named when a launcher is dropped
   // --max-restarts: every node must give the same (checked when joining); a failure on any node with restarts
   // left restarts every node's workers together.
   int max_restarts = 0;

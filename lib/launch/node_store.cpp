@@ -132,8 +132,9 @@ int bound_port(int fd) {
                                         : reinterpret_cast<sockaddr_in&>(sa).sin_port);
 }
 
-NodeStoreServer::NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout)
-    : run_id_(std::move(run_id)), heartbeat_timeout_(heartbeat_timeout) {
+NodeStoreServer::NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout,
+                                 std::string heartbeat_source)
+    : run_id_(std::move(run_id)), heartbeat_timeout_(heartbeat_timeout), heartbeat_source_(std::move(heartbeat_source)) {
   listen_fd_ = bind_every_interface(port);
   if (listen_fd_ < 0 || listen(listen_fd_, 128) != 0) {
     const int e = errno;
@@ -301,7 +302,7 @@ void NodeStoreServer::serve() {
     // may be dead or cut off from here: the store cannot tell. When every other launcher is silent at once (each
     // for half the timeout at least, as after a cut of this host's link), the likely cause is this host.
     const std::string silent = "sent no heartbeat for " + seconds_text(heartbeat_timeout_) +
-                               " (--heartbeat-timeout): silent (gone, or cut off from the store's host)";
+                               " (" + heartbeat_source_ + "): silent (gone, or cut off from the store's host)";
     // Counted once, before any is dropped now, and counting those dropped as silent within the timeout:
     // launchers that fell silent together (their last requests a few hundred ms apart) are dropped one by one, and
     // each gets the same words, whichever order and loop they are dropped in.

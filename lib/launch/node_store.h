@@ -64,7 +64,9 @@ class NodeStoreServer {
  public:
   // Listens on every interface at `port` (0: a free one), IPv6 and IPv4 (bind_every_interface). Throws
   // StoreError (in_use: the port is taken).
-  NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout);
+  // `heartbeat_source` names where the timeout came from in the message about a silent launcher.
+  NodeStoreServer(int port, std::string run_id, std::chrono::milliseconds heartbeat_timeout,
+                  std::string heartbeat_source = "--heartbeat-timeout");
   ~NodeStoreServer();
   NodeStoreServer(const NodeStoreServer&) = delete;
   NodeStoreServer& operator=(const NodeStoreServer&) = delete;
@@ -80,6 +82,7 @@ class NodeStoreServer {
   int port_ = 0;
   std::string run_id_;
   std::chrono::milliseconds heartbeat_timeout_;
+  std::string heartbeat_source_;
   std::atomic<int> registered_{0}, present_{0};
   std::thread thread_;
 };

@@ -239,18 +239,17 @@ HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup
     period_source = "MR_DIST_HEARTBEAT_S";
   }
   if (h.period.count() < 1) refuse_limit("MR_DIST_HEARTBEAT_S is below a millisecond");
-  std::string bound_source = "the default";
   if (option_s) {
     if (!(*option_s > 0) || !std::isfinite(*option_s))
       refuse_limit("--heartbeat-timeout " + Value(*option_s).json() + ": must be a positive number of seconds");
     h.timeout = ms(*option_s);
-    bound_source = "--heartbeat-timeout";
+    h.timeout_source = "--heartbeat-timeout";
   } else if (auto s = env_seconds(env, "MR_DIST_HEARTBEAT_TIMEOUT_S")) {
     h.timeout = ms(*s);
-    bound_source = "MR_DIST_HEARTBEAT_TIMEOUT_S";
+    h.timeout_source = "MR_DIST_HEARTBEAT_TIMEOUT_S";
   }
   if (h.timeout < h.period * 2)
-    refuse_limit("the heartbeat timeout (" + seconds_text(h.timeout) + ", " + bound_source +
+    refuse_limit("the heartbeat timeout (" + seconds_text(h.timeout) + ", " + h.timeout_source +
                  ") must be at least twice the heartbeat period (" + seconds_text(h.period) + ", " + period_source + ")");
   return h;
 }
@@ -273,6 +272,7 @@ JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env, bool heart
     const HeartbeatLimits h = heartbeat_limits(in.heartbeat_timeout_s, env);
     t.heartbeat = h.period;
     t.heartbeat_timeout = h.timeout;
+    t.heartbeat_source = h.timeout_source;
   }
   const Schema& schema = Schema::megatron();
   for (const Ignored& i : kIgnored) {

@@ -58,6 +58,7 @@ struct JobTimeouts {
   std::optional<std::chrono::milliseconds> after_init;
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds heartbeat_timeout{30000};
+  std::string heartbeat_source = "--heartbeat-timeout's default";  // HeartbeatLimits::timeout_source
   std::vector<std::string> ignored;
 };
 // Throws std::runtime_error naming the flag or variable whose value cannot be used (zero, negative, not a number,
@@ -74,6 +75,8 @@ JobTimeouts job_timeouts(const WorkerInput& in, const EnvLookup& env = process_e
 struct HeartbeatLimits {
   std::chrono::milliseconds period{1000};
   std::chrono::milliseconds timeout{30000};
+  // Where the timeout came from, for messages: "--heartbeat-timeout", "MR_DIST_HEARTBEAT_TIMEOUT_S" or its default.
+  std::string timeout_source = "--heartbeat-timeout's default";
 };
 HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup& env = process_env());
 

@@ -59,6 +59,7 @@ TEST_CASE("a stopped rank (SIGSTOP) fails the job within the heartbeat timeout, 
       else  // a watcher names the rank, the others stop with its verdict (rank 0 keeps the store up until they read it)
         CHECK_THAT(mrtest::all_output(others), Catch::Contains("rank 2 (pid " + std::to_string(stopped.pid)) &&
                                                    Catch::Contains("stopped sending heartbeats") &&
+                                                   Catch::Contains(", MR_DIST_HEARTBEAT_TIMEOUT_S)") &&
                                                    !Catch::Contains("probably died"));
       CHECK(took < kBound + kSlack);
       CHECK(took > kBound - 1);  // not before the bound: the watchdog waits for it

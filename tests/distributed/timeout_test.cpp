@@ -98,6 +98,11 @@ TEST_CASE("job_timeouts: the flags, the launcher option and the environment", "[
     CHECK(h.period == milliseconds(250));
     CHECK(t.heartbeat_timeout == h.timeout);
     CHECK(t.heartbeat == h.period);
+    // Where the bound came from, which the messages about a silent rank or launcher name.
+    CHECK(h.timeout_source == "MR_DIST_HEARTBEAT_TIMEOUT_S");
+    CHECK(t.heartbeat_source == h.timeout_source);
+    CHECK(heartbeat_limits(3.0, e).timeout_source == "--heartbeat-timeout");
+    CHECK(heartbeat_limits(std::nullopt, env({})).timeout_source == "--heartbeat-timeout's default");
     CHECK(heartbeat_limits(4.0, e).timeout == milliseconds(4000));  // the launcher option wins
     CHECK(heartbeat_limits(std::nullopt, env({})).timeout == milliseconds(30000));
     for (const char* bad : {"abc", "-1", "0", "inf", "3s"})

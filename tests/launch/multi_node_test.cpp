@@ -453,7 +453,7 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
                          "sh -c 'while [ ! -e " + started.string() + " ]; do sleep 0.05; done; sleep 0.3; p=$(cat " +
                              pidfile.string() + "); kill -STOP $p; sleep 5; kill -KILL $p'"});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
-    CHECK(has(r.nodes[0].out, "sent no heartbeat for 2 s"));
+    CHECK(has(r.nodes[0].out, "sent no heartbeat for 2 s (MR_DIST_HEARTBEAT_TIMEOUT_S)"));  // the bound's source
     CHECK(r.nodes[0].exit != 0);
     CHECK(r.seconds < 15);
     fs::remove(started);

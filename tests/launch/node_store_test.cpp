@@ -106,6 +106,7 @@ TEST_CASE("the launchers' store: a node gone without goodbye, or silent, fails t
     CHECK(*watcher->get("fail") == "1 node 1's launcher at 127.0.0.1 is gone (its connection to the store closed)");
   }
   SECTION("no request for longer than the heartbeat timeout: silent, named by its host and address") {
+    // (The server was made without a source for its bound: the message names the option.)
     auto n1 = connect(server);
     n1->hello(1, "r");
     n1->set("host/1", "node-b");  // what a launcher sets after its hello (launch/node_group.cpp)
