@@ -457,6 +457,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     } catch (const std::runtime_error& e) {
       return refuse_launch(lo, 2, e.what());
     }
+    // The waits' progress lines (a test knob): a value they cannot use is named once, by the launcher that starts
+    // the job (not again by each worker under it).
+    if (!job || (job->rank == 0 && !std::getenv("MR_SPAWNER")))
+      if (const std::string r = launch::wait_notice_remark(); !r.empty()) std::cerr << "megatron-run: notice: " << r << std::endl;
   }
   // --yaml-cfg: its namespace holds the file's sections, not the flags the worker's typed view below reads (that
   // view failed on a key the file leaves null, e.g. `--distribute-saved-activations: the resolved value None is not

@@ -160,4 +160,17 @@ std::chrono::milliseconds wait_notice_period(const EnvLookup& env) {
   return std::chrono::milliseconds(static_cast<long long>(std::llround(bounded * 1000.0)));
 }
 
+std::string wait_notice_remark(const EnvLookup& env) {
+  const std::optional<std::string> v = env("MR_WAIT_NOTICE_S");
+  if (!v) return "";
+  char* end = nullptr;
+  const double s = std::strtod(v->c_str(), &end);
+  const std::string used = seconds_text(wait_notice_period(env));
+  if (v->empty() || end == v->c_str() || *end || !(s > 0))
+    return "MR_WAIT_NOTICE_S='" + *v + "' is not a positive number of seconds: the waits say what they wait for every " +
+           used + " (the default)";
+  if (s < 0.01 || s > 86400.0) return "MR_WAIT_NOTICE_S='" + *v + "' is outside 0.01 s .. 1 day: " + used + " is used";
+  return "";
+}
+
 }  // namespace mr::launch

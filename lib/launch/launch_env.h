@@ -45,6 +45,9 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env = process_env());
 // seconds, 30 by default (the tests set it). The one reader of it. A value that is not a positive number ("abc",
 // "0", "nan") is ignored (the default); one outside 0.01 s .. 1 day ("inf", "1e300") is clamped to that range.
 std::chrono::milliseconds wait_notice_period(const EnvLookup& env = process_env());
+// What the launcher says once at start when wait_notice_period ignored or clamped MR_WAIT_NOTICE_S ("" when it took
+// the value as given, or the variable is unset).
+std::string wait_notice_remark(const EnvLookup& env = process_env());
 
 // The first host of a SLURM node list ("node[001-004,9],gpu7" -> "node001").
 std::string slurm_first_host(const std::string& nodelist);

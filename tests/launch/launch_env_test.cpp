@@ -41,3 +41,15 @@ TEST_CASE("wait_notice_period: MR_WAIT_NOTICE_S seconds, 30 s when unset or not 
   }
   CHECK(period("1e-9") == milliseconds(10));
 }
+
+TEST_CASE("wait_notice_remark: an ignored or clamped MR_WAIT_NOTICE_S is named, a usable one is not", "[launch][launch_env]") {
+  using mr::launch::wait_notice_remark;
+  CHECK(wait_notice_remark(with({})).empty());
+  CHECK(wait_notice_remark(with({{"MR_WAIT_NOTICE_S", "0.5"}})).empty());
+  CHECK(wait_notice_remark(with({{"MR_WAIT_NOTICE_S", "abc"}})) ==
+        "MR_WAIT_NOTICE_S='abc' is not a positive number of seconds: the waits say what they wait for every 30 s "
+        "(the default)");
+  CHECK(wait_notice_remark(with({{"MR_WAIT_NOTICE_S", ""}})).find("is not a positive number") != std::string::npos);
+  CHECK(wait_notice_remark(with({{"MR_WAIT_NOTICE_S", "1e300"}})) ==
+        "MR_WAIT_NOTICE_S='1e300' is outside 0.01 s .. 1 day: 86400 s is used");
+}
