@@ -974,6 +974,13 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
   const int sp = free_port();
   const std::string flags = "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
                             " --join-timeout 30 --nproc-per-node 1 --rdzv-conf last_call_timeout=2 ";
+  // A 1:2 job whose first round's workers sleep 30 s (`wait`: "sleep 30", or "exec sleep 30" for a signal to reach
+  // the sleep itself), so that only a lost or stopping node ends that round; later rounds' workers exit 0 at once.
+  auto lost_node_job = [&](const std::string& id, const char* restarts, const std::string& wait) {
+    return kRun + flags + "--rdzv-id " + id + " --nnodes 1:2 --max-restarts " + restarts +
+           " --no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE RESTART=$TORCHELASTIC_RESTART_COUNT; "
+           "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && " + wait + "; exit 0'";
+  };
   SECTION("2:3 nodes: two arrive and the job starts with them; a third, later, waits as a spare") {
     // Starts at 0, 3 and 6 s: the rendezvous closes 2 s after the second arrival; the workers run 10 s. The config
     // is valid for 2 nodes, not 3, so the spare is never taken in, and ends with the job.
@@ -1046,10 +1053,7 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
   SECTION("1:2 nodes: a node lost while running; the job restarts without it (counted), or fails without restarts") {
     // The second launcher is killed (-9) 5 s in; its workers die with it. Round 0's workers would sleep 30 s.
     for (const char* restarts : {"1", "0"}) {
-      const std::string job = kRun + flags + "--rdzv-id el4" + restarts + " --nnodes 1:2 --max-restarts " + restarts +
-                              " --no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE "
-                              "RESTART=$TORCHELASTIC_RESTART_COUNT; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && sleep 30; "
-                              "exit 0'";
+      const std::string job = lost_node_job(std::string("el4") + restarts, restarts, "sleep 30");
       Nodes r = run_nodes({job, "timeout -s KILL 5 env " + job}, 0.5);
       INFO("--max-restarts " << restarts << ":\n" << r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
       CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 RESTART=0"));
@@ -1068,10 +1072,7 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     // The second launcher (not the store's host) gets SIGTERM 5 s in; round 0's workers would sleep 30 s. With a
     // restart left it leaves: the first goes on alone in round 1. Without one, its stop is passed on (a fixed job's).
     for (const char* restarts : {"1", "0"}) {
-      const std::string job = kRun + flags + "--rdzv-id el8" + restarts + " --nnodes 1:2 --max-restarts " + restarts +
-                              " --no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE "
-                              "RESTART=$TORCHELASTIC_RESTART_COUNT; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && exec sleep 30; "
-                              "exit 0'";
+      const std::string job = lost_node_job(std::string("el8") + restarts, restarts, "exec sleep 30");
       Nodes r = run_nodes({job, "timeout --preserve-status -s TERM 5 env " + job}, 0.5);
       INFO("--max-restarts " << restarts << ":\n" << r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
       CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 RESTART=0"));
