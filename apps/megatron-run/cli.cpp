@@ -352,23 +352,28 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
   return UsageError(msg + note, std::move(flags));
 }
 
-namespace {
-
-// An option as argparse names it in a refusal: every option string of its action, as declared ("-r/--redirects",
-// "--nproc-per-node/--nproc_per_node"); `flag` alone for an option with one spelling, or without `desc`.
-std::string argparse_name(const std::string& flag, const po::options_description* desc) {
-  if (!desc || flag.rfind("--", 0) != 0) return flag;
-  const std::string name = flag.substr(2);
+std::vector<std::string> option_strings(const std::string& flag, const po::options_description* desc) {
+  if (!desc || flag.rfind("--", 0) != 0) return {flag};
   auto has = [desc](const std::string& n) { return desc->find_nothrow(n, false, false, false) != nullptr; };
-  if (!has(name)) return flag;
+  if (!has(flag.substr(2))) return {flag};
   for (const auto* table : {&kTorchrunShortOptions, &kShortSwitches})  // -h is --help for every command (main.cpp)
     for (const auto& [short_name, long_name] : *table)
-      if (long_name == flag) return short_name + "/" + flag;
-  std::string dashed = name, underscored = name;
+      if (long_name == flag) return {short_name, flag};
+  std::string dashed = flag.substr(2), underscored = dashed;
   std::replace(dashed.begin(), dashed.end(), '_', '-');
   std::replace(underscored.begin(), underscored.end(), '-', '_');
-  if (dashed != underscored && has(dashed) && has(underscored)) return "--" + dashed + "/--" + underscored;
-  return flag;
+  if (dashed != underscored && has(dashed) && has(underscored)) return {"--" + dashed, "--" + underscored};
+  return {flag};
+}
+
+namespace {
+
+// An option as argparse names it in a refusal: every option string of its action joined with '/'
+// ("-r/--redirects", "--nproc-per-node/--nproc_per_node").
+std::string argparse_name(const std::string& flag, const po::options_description* desc) {
+  std::string name;
+  for (const std::string& s : option_strings(flag, desc)) name += (name.empty() ? "" : "/") + s;
+  return name;
 }
 
 }  // namespace

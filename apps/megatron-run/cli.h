@@ -105,6 +105,11 @@ inline const std::vector<std::pair<std::string, std::string>> kTorchrunShortOpti
 // The short switches of the run command (-h for every command), each with its long option: the one table the
 // option spelling's switches, the one-dash hint and argparse-style refusals ("-h/--help") read.
 inline const std::vector<std::pair<std::string, std::string>> kShortSwitches = {{"-h", "--help"}, {"-m", "--module"}};
+// Every option string of the option `flag` (a long option of `desc`), as argparse declares its action: the short
+// name first ({"-r", "--redirects"}), or both spellings of a dashed name ({"--no-python", "--no_python"}) when
+// `desc` has both; {flag} for an option with one spelling, one `desc` lacks, or without `desc`. Refusals name the
+// option by them joined with '/', and the option spelling groups a switch's spellings by them.
+std::vector<std::string> option_strings(const std::string& flag, const po::options_description* desc);
 
 // A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
 UsageError unrecognized_word(const std::string& word);

@@ -53,16 +53,10 @@ launch::ProgramSplit read_run_words(const std::vector<std::string>& args, bool l
   spelling.short_options = kTorchrunShortOptions;
   for (const auto& [short_name, long_name] : kShortSwitches) spelling.switches.push_back({short_name, long_name});
   for (const std::string& s : own_switches) {
-    if (s == "-h" || s == "--help") continue;
-    std::string dashed = s.substr(2);
-    std::replace(dashed.begin(), dashed.end(), '_', '-');
-    auto same = std::find_if(spelling.switches.begin(), spelling.switches.end(), [&](const auto& names) {
-      std::string n = names.back().substr(2);
-      std::replace(n.begin(), n.end(), '_', '-');
-      return n == dashed;
-    });
-    if (same != spelling.switches.end()) same->push_back(s);  // --no_python, after --no-python
-    else spelling.switches.push_back({s});
+    if (s == "-h") continue;  // (with --help in kShortSwitches)
+    std::vector<std::string> names = option_strings(s, &desc);  // {"--no-python", "--no_python"} for either
+    if (std::find(spelling.switches.begin(), spelling.switches.end(), names) == spelling.switches.end())
+      spelling.switches.push_back(std::move(names));
   }
   if (switches) *switches = own_switches;
   return launch::split_program(args, Schema::megatron(), value_options, own_switches, &spelling);
