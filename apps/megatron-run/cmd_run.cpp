@@ -396,7 +396,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   if (!explained.empty()) std::cout << explained << "}\n";
   if (!explain.empty()) return 0;
-  if (launching && program.named() && !quiet && ns.has("use_checkpoint_args") && ns["use_checkpoint_args"].truthy())
+  // (The namespace, not the typed view: a --yaml-cfg file's namespace has no typed view, and may lack the key.)
+  const std::string uca(dest_of(ArgId::use_checkpoint_args));
+  if (launching && program.named() && !quiet && ns.has(uca) && ns[uca].truthy())
     print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run validated the "
                              "values given, not the checkpoint's (it reads only its own training run's "
                              "checkpoints); " + program.words.front() + " replaces the model's arguments with the "
