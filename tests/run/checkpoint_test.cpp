@@ -1355,7 +1355,8 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
     INFO(np << "\n" << a.out() << a.err());
     CHECK(a.exit_code() == 1);
     CHECK_THAT(a.err(), Catch::Contains("--non-persistent-global-ckpt-dir " + np + " cannot be written: cannot create "
-                                        "the directory: Not a directory (checked before training starts)") &&
+                                        "the directory: ") &&
+                            Catch::Contains("(checked before training starts)") &&
                             Catch::Contains("[checkpoint.save-unwritable]"));
     CHECK_THAT(a.out(), !Catch::Contains("iteration        1/"));
   }
