@@ -88,6 +88,34 @@ std::string non_persistent_dir(const Args& a, const std::string& base) {
   return base.empty() ? "non_persistent" : base + "/non_persistent";
 }
 
+// How a message names the directory a save writes to: the flag that gave it.
+std::string save_dir_words(const Args& a, bool non_persistent) {
+  if (!non_persistent) return "--save " + *a.save;
+  if (a.non_persistent_global_ckpt_dir) return "--non-persistent-global-ckpt-dir " + *a.non_persistent_global_ckpt_dir;
+  return "the non-persistent directory " + non_persistent_dir(a, *a.save) + " (--save " + *a.save + ")";
+}
+
+// Non-persistent saves keep only the newest iter_N of their directory (Megatron's
+// cleanup_old_non_persistent_checkpoint): that directory must be none the run reads its checkpoint from, or the
+// first non-persistent save removes it (checkpoint.unsupported). The directories are compared as files
+// (std::filesystem::equivalent: a link or another spelling of one is the same); one that does not exist yet holds
+// nothing to lose.
+void refuse_np_dir_on_load(const Args& a) {
+  const std::string np = non_persistent_dir(a, *a.save);
+  auto check = [&](const std::optional<std::string>& dir, const char* flag) {
+    std::error_code ec;
+    if (!dir || !std::filesystem::equivalent(np, dir->empty() ? "." : *dir, ec) || ec) return;
+    throw CheckpointError(kCkptUnsupported,
+                          save_dir_words(a, true) + " is the " + flag + " directory " + *dir +
+                              ": each non-persistent save keeps only the newest checkpoint of its directory, so it "
+                              "would remove the checkpoints there; give another directory (the non-persistent "
+                              "checkpoints of --non-persistent-global-ckpt-dir DIR are loaded through --load of the "
+                              "persistent directory with --non-persistent-ckpt-type global)");
+  };
+  check(a.load, "--load");
+  check(a.pretrained_checkpoint, "--pretrained-checkpoint");
+}
+
 // Megatron's _load_base_checkpoint (run/checkpoint_args.h).
 std::optional<Found> locate(const Args& a) {
   if (!a.load) return std::nullopt;
@@ -218,6 +246,7 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                                 " is the --save directory: each non-persistent save keeps only the newest checkpoint "
                                 "of its directory, so it would remove the persistent ones; give another directory "
                                 "(without the flag: " + *a.save + "/non_persistent)");
+    refuse_np_dir_on_load(a);
   }
   // --skip-train saves nothing (Megatron neither trains nor makes its final save): --save is not touched at all.
   if (a.save && !a.skip_train) {
@@ -228,6 +257,16 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                             "--save " + *a.save + " cannot be written" +
                                 (why.empty() ? " on rank " + std::to_string(v.rank) + ": " + v.error : ": " + why) +
                                 " (checked before training starts)");
+    // The non-persistent saves' directory, checked as --save is.
+    if (a.non_persistent_save_interval && *a.non_persistent_save_interval > 0) {
+      why = probe_writable(non_persistent_dir(a, *a.save), ".megatron-run-probe-rank" + std::to_string(c.rt.rank()));
+      const Verdict n = verdict(c, why);
+      if (n.rank >= 0)
+        throw CheckpointError(kCkptSaveUnwritable,
+                              save_dir_words(a, true) + " cannot be written" +
+                                  (why.empty() ? " on rank " + std::to_string(n.rank) + ": " + n.error : ": " + why) +
+                                  " (checked before training starts)");
+    }
     // Two runs saving to one directory would swap each other's files in (the temporary iter_N.tmp is shared):
     // the directory is this run's while it runs.
     std::string busy, unlockable;
@@ -287,7 +326,7 @@ Progress Checkpointer::load() {
         const size_t n = verify_integrity_manifest(found->dir);
         log_ << prefix_ << "  checkpoint integrity verified: " << n << " file(s) OK in " << found->dir << std::endl;
       }
-      CheckpointReader r(found->dir);
+      CheckpointReader r(found->dir, found->release ? std::nullopt : std::optional<int64_t>(found->iteration));
       const RankMeta& m = r.meta();
       const bool finetune = a.finetune || found->release;
       const Value* nso = get(m.args, "no_save_optim");
@@ -518,13 +557,15 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       std::filesystem::remove_all(tmp, ec);
     }
     throw CheckpointError(kCkptSaveFailed,
-                          "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
-                              " was not written (" + (err.empty() ? "rank " + std::to_string(v.rank) + ": " + v.error : err) +
+                          save_dir_words(a, non_persistent) + ": the " + (non_persistent ? "non-persistent " : "") +
+                              "checkpoint of iteration " + std::to_string(p.iteration) + " was not written (" + (err.empty() ? "rank " + std::to_string(v.rank) + ": " + v.error : err) +
                               "); the previous checkpoint and the tracker are unchanged");
   };
   step([&] {
     if (!rank0) return;
-    std::filesystem::create_directories(base);
+    std::error_code ec;
+    std::filesystem::create_directories(base, ec);
+    if (ec) throw CheckpointError(kCkptSaveFailed, base + ": cannot create the directory: " + ec.message());
     remove_tree(tmp);
     std::filesystem::create_directories(tmp);
     fsync_path(base);
@@ -614,12 +655,12 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     }
     if (was && !was->release && was->iteration == p.iteration)  // renamed into place; only the last fsync failed
       throw CheckpointError(kCkptSaveFailed,
-                            "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                            save_dir_words(a, non_persistent) + ": the checkpoint of iteration " + std::to_string(p.iteration) +
                                 " was written to " + final_dir + " and the tracker names it, but making the "
                                 "tracker's update durable failed (" + (tracker_err.empty() ? v.error : tracker_err) +
                                 "); a power loss now could leave the tracker on the previous checkpoint");
     throw CheckpointError(kCkptSaveFailed,
-                          "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                          save_dir_words(a, non_persistent) + ": the checkpoint of iteration " + std::to_string(p.iteration) +
                               " was written to " + final_dir + ", but the tracker " + tracker_path(base) +
                               " could not be updated (" + (tracker_err.empty() ? v.error : tracker_err) + "); " +
                               (was ? "it still names " + (was->release ? std::string("release") : "iteration " + std::to_string(was->iteration))
@@ -634,7 +675,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       }
       fsync_path(base);
     } catch (const std::exception& e) {  // the new one is saved and tracked: an older one left is no failure
-      log_ << prefix_ << "warning: --save " << *a.save << ": an older non-persistent checkpoint in " << base
+      log_ << prefix_ << "warning: " << save_dir_words(a, true) << ": an older non-persistent checkpoint in " << base
            << " could not be removed (" << message_of(e) << ")" << std::endl;
     }
   }

@@ -111,6 +111,12 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
   f.dir = iteration_dir(f.base, f.iteration, f.release);
   std::error_code ec;
   if (!std::filesystem::is_directory(f.dir, ec)) {
+    // There, but not to be looked at (a symbolic link loop, a directory on the way that may not be searched): why.
+    const bool absent = !ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory;
+    if (!absent)
+      throw CheckpointError(kCkptStepMissing, (q.ckpt_step != 0 ? "--ckpt-step " + std::to_string(q.ckpt_step)
+                                                                 : q.flag + " " + q.load) +
+                                                  ": " + f.dir + " cannot be opened: " + ec.message());
     if (q.ckpt_step != 0)
       throw CheckpointError(kCkptStepMissing, "--ckpt-step " + std::to_string(q.ckpt_step) + ": there is no " + f.dir);
     throw CheckpointError(kCkptStepMissing, q.flag + " " + q.load + ": " + tracker_path(f.base) + " names " +

@@ -266,12 +266,29 @@ SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, c
     out.index.emplace(name, out.entries.size());
     out.entries.push_back(std::move(e));
   }
+  // The safetensors package's rule: in the order of their offsets, each tensor starts where the one before ends
+  // (the first at 0), and the last one ends where the file does. A gap, an overlap or bytes after the data (a file
+  // appended to, a bad copy) are refused as it refuses them.
   std::vector<const TensorEntry*> sorted;
   for (const TensorEntry& e : out.entries) sorted.push_back(&e);
-  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i]->begin < sorted[i - 1]->end && sorted[i]->begin != sorted[i]->end && sorted[i - 1]->begin != sorted[i - 1]->end)
-      corrupt(path, "tensors \"" + sorted[i - 1]->name + "\" and \"" + sorted[i]->name + "\" overlap");
+  std::sort(sorted.begin(), sorted.end(),
+            [](auto* a, auto* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+  uint64_t at = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const TensorEntry& e = *sorted[i];
+    if (e.begin < at)
+      corrupt(path, "tensors \"" + sorted[i - 1]->name + "\" and \"" + e.name + "\" overlap");
+    if (e.begin > at)
+      corrupt(path, "tensor \"" + e.name + "\" starts at byte " + std::to_string(e.begin) + " of the data section, " +
+                        (i ? "after a gap of " + std::to_string(e.begin - at) + " bytes behind \"" + sorted[i - 1]->name + "\""
+                           : std::string("not at 0")) +
+                        " (the safetensors format has none)");
+    at = e.end;
+  }
+  if (at != data_bytes)
+    corrupt(path, std::to_string(data_bytes - at) + " bytes follow the last tensor's data (its data section is " +
+                      std::to_string(data_bytes) + " bytes, the tensors end at byte " + std::to_string(at) +
+                      "): the file was appended to or is not one safetensors file");
   return out;
 }
 

@@ -113,8 +113,9 @@ struct SafetensorsHeader {
 // The header of a safetensors file whose first bytes are `head` (at least the 8-byte length and the JSON, or
 // less: then it is truncated) and whose size is `file_size`; `path` names it in errors. Checks: the length fits
 // the file and the limit, the JSON is an object, each entry has a known dtype (any safetensors dtype), a shape
-// of non-negative ints whose byte size matches its data_offsets, offsets inside the data section, no two
-// entries overlapping. CheckpointError (checkpoint.corrupt) otherwise.
+// of non-negative ints whose byte size matches its data_offsets, offsets inside the data section, and (the
+// safetensors package's rule) the tensors' byte ranges tiling the data section: no overlap, no gap, no byte after
+// the last tensor. CheckpointError (checkpoint.corrupt) otherwise.
 SafetensorsHeader parse_safetensors(std::string_view head, uint64_t file_size, const std::string& path);
 // Reads and parses the header of the file at `path`.
 SafetensorsHeader read_safetensors_header(const std::string& path);

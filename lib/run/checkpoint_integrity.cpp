@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,19 @@ constexpr uint64_t kMaxManifestBytes = 16ull << 20;
 // Whether a manifest's `name` can name a file of the checkpoint directory itself.
 bool file_name(const std::string& name) {
   return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
+}
+
+// Whether `name` is one of the files a load reads: a rank's metadata or tensors (rank_N.json, rank_N.safetensors).
+bool rank_file(const std::string& name) {
+  auto ends = [&](std::string_view tail) {
+    return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (name.rfind("rank_", 0) != 0) return false;
+  const std::string_view tail = ends(".json") ? ".json" : ends(".safetensors") ? ".safetensors" : "";
+  if (tail.empty() || name.size() == 5 + tail.size()) return false;
+  for (size_t i = 5; i < name.size() - tail.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
 }
 
 // The CPUs this process may run on (its affinity: a launcher's --numa-binding, a Slurm cpuset), at least 1; the
@@ -117,6 +132,26 @@ size_t verify_integrity_manifest(const std::string& dir, unsigned threads) {
     refuse(path + " is not an integrity manifest ({\"algorithm\": \"sha256\", \"files\": {NAME: DIGEST}})");
   if (algorithm && algorithm->as_str() != kAlgorithm)  // Megatron's default when the field is absent: sha256
     refuse(path + " uses the hash algorithm " + json_quote(algorithm->as_str()) + "; only \"sha256\" is supported");
+  // A manifest that leaves out a file the load reads verifies nothing of it: every rank file of the directory
+  // (rank_N.json, rank_N.safetensors, whatever its type: a link is read through) must be listed. Another file
+  // (a note beside the checkpoint) is not read by the load and may be unlisted.
+  std::vector<std::string> rank_files;
+  try {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (rank_file(name)) rank_files.push_back(name);
+    }
+  } catch (const std::exception& e) {
+    refuse(dir + ": cannot list the checkpoint's files (" + abbreviate(e.what()) + ")");
+  }
+  std::sort(rank_files.begin(), rank_files.end());
+  std::set<std::string> listed;
+  for (const auto& [name, digest] : files->as_object()) listed.insert(name);
+  for (const std::string& name : rank_files) {
+    if (!listed.count(name))
+      refuse(dir + "/" + name + " is not in the manifest " + path +
+             ": the load reads it, and it cannot be checked (a manifest must list every file of the checkpoint)");
+  }
   // The names that can be files of the directory and have a digest are hashed (on several threads); the others
   // are refused as they are.
   std::vector<std::string> to_hash;

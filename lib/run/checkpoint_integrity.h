@@ -2,8 +2,9 @@
 // format. A save writes DIR/iter_N/integrity.json, {"algorithm": "sha256", "files": {NAME: HEX, ...}}: the SHA-256
 // of every regular file of the checkpoint directory but the manifest itself (Megatron's file name and fields; in
 // Megatron only its torch_dist format writes and checks it). A load with the flag recomputes each digest and
-// refuses a checkpoint without a manifest, with another algorithm, or with a file missing or changed
-// (CheckpointError checkpoint.integrity, naming the file). Internal to lib/run.
+// refuses a checkpoint without a manifest, with another algorithm, with a file missing or changed, or with a rank
+// file (rank_N.json, rank_N.safetensors: what the load reads) the manifest does not list (CheckpointError
+// checkpoint.integrity, naming the file). Internal to lib/run.
 #pragma once
 
 #include <string>
@@ -19,8 +20,9 @@ inline constexpr const char* kIntegrityManifest = "integrity.json";
 // may run on, at most 8); the manifest is the same for every count.
 void write_integrity_manifest(const std::string& dir, unsigned threads = 0);
 // Checks `dir` against its manifest; returns the number of files checked. CheckpointError checkpoint.integrity
-// naming the manifest (absent, unreadable, not Megatron's form, another algorithm) or the first file in the
-// manifest's order that is missing or whose digest differs (and how many differ), for every `threads` (as above).
+// naming the manifest (absent, unreadable, not Megatron's form, another algorithm), the first rank file of `dir`
+// (by name) it does not list, or the first file in the manifest's order that is missing or whose digest differs
+// (and how many differ), for every `threads` (as above).
 size_t verify_integrity_manifest(const std::string& dir, unsigned threads = 0);
 
 }  // namespace mr::run

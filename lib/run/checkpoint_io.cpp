@@ -19,6 +19,18 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
+// Whether a safetensors entry's shape is the one its piece was written with: the block's shape when the piece is
+// the whole block, else (a flattened range, the distributed optimizer's shard) one dimension of its element count;
+// a whole block written flat is read too. Anything else (a transposed shape of the same size) is a header that
+// does not belong to the metadata: a Python reader would get a tensor of another shape.
+bool header_shape_fits(const TensorEntry& e, const Piece& pc) {
+  const int64_t n = pc.flat_end - pc.flat_begin;
+  if (e.shape == std::vector<int64_t>{n}) return true;
+  int64_t whole = 1;  // parse_rank_meta checked the block's size
+  for (int64_t x : pc.local_shape) whole *= x;
+  return pc.flat_begin == 0 && pc.flat_end == whole && e.shape == pc.local_shape;
+}
+
 // A block of a tensor seen as 2-D: rows x cols at (r0, c0) in a rows_total x cols_total tensor (1-D: one row;
 // more than 2-D: the dimensions after the first fold into the columns, which holds because only dimensions 0 and 1
 // are split, checkpoint_format.h).
@@ -259,9 +271,13 @@ int64_t layout_size(const RankMeta& m, std::string_view key) {
 }
 }  // namespace
 
-CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
+CheckpointReader::CheckpointReader(std::string dir, std::optional<int64_t> iteration) : dir_(std::move(dir)) {
   const std::string first = dir_ + "/" + rank_stem(0) + ".json";
   metas_.push_back(parse_rank_meta(read_small_file(first, kMaxMetadataBytes), first));
+  if (iteration && metas_[0].iteration != *iteration)  // the other ranks are compared with rank 0 below
+    throw CheckpointError(kCkptCorrupt, first + ": its iteration " + std::to_string(metas_[0].iteration) +
+                                            " disagrees with its directory's (" + dir_ + ", iteration " +
+                                            std::to_string(*iteration) + ")");
   const int64_t world = metas_[0].world_size;
   if (world > 1000000) throw CheckpointError(kCkptCorrupt, first + ": world_size " + std::to_string(world) + " is past the limit");
   for (int64_t r = 1; r < world; ++r) {
@@ -351,6 +367,12 @@ void CheckpointReader::fill_block(const std::vector<Ref>& refs, const ParamSpec&
         e->end - e->begin != static_cast<uint64_t>(pc.flat_end - pc.flat_begin) * w)
       throw CheckpointError(kCkptCorrupt, src + ": tensor \"" + pc.tensor + "\" is missing or does not match " +
                                               rank_stem(metas_[r.file].rank) + ".json");
+    if (!header_shape_fits(*e, pc))
+      throw CheckpointError(kCkptCorrupt, src + ": tensor \"" + pc.tensor + "\" has shape " + shape_text(e->shape) +
+                                              " in the header, but " + rank_stem(metas_[r.file].rank) +
+                                              ".json stores elements " + std::to_string(pc.flat_begin) + " to " +
+                                              std::to_string(pc.flat_end) + " of a " + shape_text(pc.local_shape) +
+                                              " block there");
     const uint64_t base = f.header->data_start + e->begin;
     const Box s = box_of(pc.local_shape, pc.global_offset);
     if (s == d && pc.flat_begin <= lb && le <= pc.flat_end && count == 0) {  // the same block: read it in place
@@ -509,7 +531,7 @@ void CheckpointReader::read_kronecker(const ParamSpec& p, int64_t shards, int64_
   File& f = file(found->file);
   const TensorEntry* e = f.header->find(pc.tensor);
   if (pc.dtype != "F32" || !e || e->dtype != "F32" || pc.flat_begin != 0 || pc.flat_end != n ||
-      e->end - e->begin != static_cast<uint64_t>(n) * 4)
+      e->end - e->begin != static_cast<uint64_t>(n) * 4 || !header_shape_fits(*e, pc))
     throw CheckpointError(kCkptCorrupt, dir_ + "/" + metas_[found->file].tensors_file + ": tensor \"" + pc.tensor +
                                             "\" is missing or does not match " + rank_stem(metas_[found->file].rank) +
                                             ".json");

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,11 @@ RankSave collect_pieces(const ModelPlan& plan, const FlatBuffers& b, const RankP
 void write_rank_files(const std::string& dir, RankMeta meta, const RankSave& save);
 
 // A checkpoint directory opened for reading: every rank's metadata (small), the tensor files opened on demand.
+// `iteration`: the one the directory's name gives (iter_N), which every rank's metadata must hold (checkpoint.corrupt
+// naming rank_00000.json otherwise); none for a release checkpoint or a directory read on its own.
 class CheckpointReader {
  public:
-  explicit CheckpointReader(std::string dir);
+  explicit CheckpointReader(std::string dir, std::optional<int64_t> iteration = std::nullopt);
   const std::string& dir() const { return dir_; }
   const RankMeta& meta() const { return metas_.front(); }
   const std::vector<RankMeta>& metas() const { return metas_; }

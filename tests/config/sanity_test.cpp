@@ -65,6 +65,8 @@ const std::vector<Case> kCases = {
     {"sanity.intervals-positive", {"--ckpt-step", "-1"}, {"--ckpt-step", "0"}, {}, "--ckpt-step (-1)"},
     {"sanity.intervals-positive", {"--non-persistent-save-interval", "-3"}, {"--non-persistent-save-interval", "3"}, {},
      "--non-persistent-save-interval (-3)"},
+    {"sanity.save-nonempty", {"--save", "", "--save-interval", "3"}, {"--save", "ck", "--save-interval", "3"}, {},
+     "--save is empty"},
     {"sanity.num-workers-nonnegative", {"--num-workers", "-1"}, {"--num-workers", "0"}, {}, "--num-workers (-1)"},
     {"sanity.learning-rates-finite", {"--lr", "inf"}, {"--lr", "0.5"}, {}, "--lr (inf)"},
     {"sanity.learning-rates-finite", {"--lr", "-0.1", "--min-lr", "-0.2"}, {"--lr", "0", "--min-lr", "0"}, {}, "--lr (-0.1)"},

@@ -80,6 +80,36 @@ TEST_CASE("integrity manifest: Megatron's fields, every file but itself, checked
                              Catch::Contains("not saved with --verify-integrity"));
 }
 
+TEST_CASE("integrity manifest: every rank file of the directory must be listed; another file may be unlisted",
+          "[checkpoint][integrity]") {
+  mrtest::TempDir dir;
+  const std::string d = dir / "iter_0000004";
+  fs::create_directories(d);
+  for (const char* name : {"rank_00000.json", "rank_00000.safetensors", "rank_00001.json", "rank_00001.safetensors"})
+    put(d + "/" + name, name);
+  mr::run::write_integrity_manifest(d);
+  const std::string full = mrtest::slurp(d + "/integrity.json");
+  // A note beside the checkpoint, or a name that is no rank file: the load does not read it.
+  for (const char* name : {"extra.txt", "rank_00000.json.bak", "rank_x.json", "rank_.safetensors"}) put(d + "/" + name, "x");
+  CHECK(mr::run::verify_integrity_manifest(d) == 4);
+  // No file listed: nothing would be verified.
+  put(d + "/integrity.json", R"({"algorithm": "sha256", "files": {}})");
+  CHECK_THAT(refusal(d), Catch::Contains(d + "/rank_00000.json is not in the manifest " + d + "/integrity.json") &&
+                             Catch::Contains("[checkpoint.integrity]"));
+  // One rank's tensors left out (whatever the others' digests): named.
+  const std::string entry = "\"rank_00001.safetensors\": \"" + mr::util::sha256_hex("rank_00001.safetensors") + "\"";
+  std::string without = full;
+  const size_t at = without.find(", " + entry);
+  REQUIRE(at != std::string::npos);
+  without.erase(at, entry.size() + 2);
+  put(d + "/integrity.json", without);
+  CHECK_THAT(refusal(d), Catch::Contains(d + "/rank_00001.safetensors is not in the manifest"));
+  // A rank file in any form (here a link to a listed one) is read by the load: it must be listed too.
+  put(d + "/integrity.json", full);
+  fs::create_symlink("rank_00000.json", d + "/rank_00002.json");
+  CHECK_THAT(refusal(d), Catch::Contains(d + "/rank_00002.json is not in the manifest"));
+}
+
 TEST_CASE("integrity manifest: the same manifest and the same refusal whatever the number of hashing threads",
           "[checkpoint][integrity]") {
   mrtest::TempDir dir;

@@ -1081,6 +1081,95 @@ TEST_CASE("a safetensors header or a metadata file of more JSON values than the 
   CHECK_THROWS_WITH(mr::run::parse_rank_meta(commas, "y.json"), Catch::Contains("not a megatron-run checkpoint"));
 }
 
+namespace {
+// A safetensors file of `json` as its header and `data` bytes after it (the header length as written).
+std::string safetensors_bytes(const std::string& json, size_t data) {
+  std::string f(8, '\0');
+  for (int i = 0; i < 8; ++i) f[static_cast<size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  return f + json + std::string(data, '\0');
+}
+}  // namespace
+
+TEST_CASE("parse_safetensors: the tensors' bytes tile the data section, as the safetensors package requires",
+          "[run][checkpoint]") {
+  auto parse = [](const std::string& json, size_t data) {
+    const std::string f = safetensors_bytes(json, data);
+    return mr::run::parse_safetensors(f, f.size(), "t.safetensors");
+  };
+  const std::string two = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                          R"("b":{"dtype":"F16","shape":[2,2],"data_offsets":[8,16]}})";
+  CHECK(parse(two, 16).entries.size() == 2);
+  // The order of the header does not matter, nor an empty tensor where the one before it ends.
+  CHECK(parse(R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"e":{"dtype":"F32","shape":[0],)"
+              R"("data_offsets":[4,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)
+            .entries.size() == 3);
+  // Bytes after the last tensor (a file appended to): refused, naming the file.
+  CHECK_THROWS_WITH(parse(two, 17), Catch::Contains("t.safetensors: 1 bytes follow the last tensor's data") &&
+                                        Catch::Contains("[checkpoint.corrupt]"));
+  // A gap between two tensors, or before the first.
+  CHECK_THROWS_WITH(parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                          R"("b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16),
+                    Catch::Contains("tensor \"b\" starts at byte 12") && Catch::Contains("gap of 4 bytes behind \"a\""));
+  CHECK_THROWS_WITH(parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+                    Catch::Contains("tensor \"a\" starts at byte 4 of the data section, not at 0"));
+  // Two tensors sharing bytes.
+  CHECK_THROWS_WITH(parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                          R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+                    Catch::Contains("tensors \"a\" and \"b\" overlap"));
+}
+
+TEST_CASE("a checkpoint that disagrees with itself is refused as corrupt, naming the file: bytes after a tensor file's "
+          "data, a header shape that is not its piece's, rank 0's iteration not its directory's; an iteration "
+          "directory that is a link loop is named so",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save")
+              .exit_code() == 0);
+  const std::string st = ck + "/iter_0000002/rank_00000.safetensors", js = ck + "/iter_0000002/rank_00000.json";
+  const std::string keep_st = bytes_of(st), keep_js = bytes_of(js);
+  auto refused = [&](const std::string& tag, const std::string& file, const std::string& words) {
+    mrtest::Proc p = spawn(1, {"--train-iters", "4", "--load", ck}, dir, tag);
+    INFO(tag << "\n" << p.out() << p.err());
+    CHECK(p.exit_code() == 1);
+    CHECK_THAT(p.err(), Catch::Contains("[checkpoint.corrupt]") && Catch::Contains(file) && Catch::Contains(words));
+    CHECK_THAT(p.out(), !Catch::Contains("successfully loaded"));
+  };
+  // A line appended to the tensor file (as the safetensors package, which refuses it).
+  { std::ofstream(st, std::ios::app | std::ios::binary) << "garbage\n"; }
+  refused("tail", st, "8 bytes follow the last tensor's data");
+  // The header's shape of a whole piece transposed: the same size, another tensor for a Python reader.
+  std::string swapped = keep_st;
+  const std::string key = "\"decoder.layers.0.mlp.linear_fc1.weight\":";
+  const size_t at = swapped.find(key);
+  REQUIRE(at != std::string::npos);
+  std::smatch m;
+  const std::string entry = swapped.substr(at, 200);
+  REQUIRE(std::regex_search(entry, m, std::regex(R"("shape":\[(\d+)(, ?)(\d+)\])")));
+  const std::string from = m[0].str(), to = "\"shape\":[" + m[3].str() + m[2].str() + m[1].str() + "]";
+  REQUIRE(from != to);
+  swapped.replace(at + static_cast<size_t>(m.position(0)), from.size(), to);
+  { std::ofstream(st, std::ios::binary) << swapped; }
+  refused("shape", st, "tensor \"decoder.layers.0.mlp.linear_fc1.weight\" has shape [256, 1024] in the header");
+  { std::ofstream(st, std::ios::binary) << keep_st; }
+  // Rank 0's metadata saying another iteration than its directory (the other ranks' are compared with rank 0's).
+  const std::string other = std::regex_replace(keep_js, std::regex(R"("iteration": ?2,)"), "\"iteration\": 3,",
+                                               std::regex_constants::format_first_only);
+  REQUIRE(other != keep_js);
+  { std::ofstream(js, std::ios::binary) << other; }
+  refused("iteration", js, "its iteration 3 disagrees with its directory's (" + ck + "/iter_0000002, iteration 2)");
+  { std::ofstream(js, std::ios::binary) << keep_js; }
+  CHECK(spawn(1, {"--train-iters", "4", "--load", ck}, dir, "restored").exit_code() == 0);
+  // The iteration directory a link to itself: there, but not to be opened (not "there is no ...").
+  fs::rename(ck + "/iter_0000002", dir / "kept");
+  fs::create_symlink("iter_0000002", ck + "/iter_0000002");
+  mrtest::Proc loop = spawn(1, {"--train-iters", "4", "--load", ck, "--ckpt-step", "2"}, dir, "loop");
+  INFO(loop.out() << loop.err());
+  CHECK(loop.exit_code() == 1);
+  CHECK_THAT(loop.err(), Catch::Contains("--ckpt-step 2: " + ck + "/iter_0000002 cannot be opened: Too many levels of "
+                                         "symbolic links") && Catch::Contains("[checkpoint.step-missing]"));
+}
+
 TEST_CASE("a load that fails on one rank: no rank says it loaded, and each names that rank's kind of failure",
           "[run][checkpoint]") {
   mrtest::TempDir dir;
@@ -1248,6 +1337,74 @@ TEST_CASE("exit interval: --exit-interval saves and stops; non-persistent checkp
   CHECK(fs::exists(last + "/iter_0000004"));
 }
 
+TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save is, named when its save fails, and "
+          "refused where the run loads from (its clean-up would remove the checkpoints there)",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  { std::ofstream(dir / "afile") << "x"; }
+  const std::string ck = dir / "ck";
+  auto np_flags = [&](const std::string& np) {
+    return std::vector<std::string>{"--train-iters", "4", "--save-interval", "4", "--non-persistent-save-interval", "1",
+                                    "--non-persistent-ckpt-type", "global", "--non-persistent-global-ckpt-dir", np};
+  };
+  // A file, and a path under a file: refused on every rank before the first iteration, naming the flag.
+  for (const std::string& np : {dir / "afile", dir / "afile/np"}) {
+    std::vector<std::string> f = np_flags(np);
+    f.insert(f.end(), {"--save", ck});
+    mrtest::Proc a = spawn(2, f, dir, "unwritable");
+    INFO(np << "\n" << a.out() << a.err());
+    CHECK(a.exit_code() == 1);
+    CHECK_THAT(a.err(), Catch::Contains("--non-persistent-global-ckpt-dir " + np + " cannot be written: cannot create "
+                                        "the directory: ") &&
+                            Catch::Contains("(checked before training starts)") &&
+                            Catch::Contains("[checkpoint.save-unwritable]"));
+    CHECK_THAT(a.out(), !Catch::Contains("iteration        1/"));
+  }
+  // A non-persistent save that fails names the non-persistent directory's flag, not --save.
+  const std::string np = dir / "np";
+  {
+    std::vector<std::string> f = np_flags(np);
+    f.insert(f.end(), {"--save", ck});
+    mrtest::Proc b = spawn(1, f, dir, "npfail", {{"MR_CKPT_FAIL_IN_SAVE", "1"}});
+    INFO(b.out() << b.err());
+    CHECK(b.exit_code() == 1);
+    CHECK_THAT(b.err(), Catch::Contains("[checkpoint.save-failed]: --non-persistent-global-ckpt-dir " + np +
+                                        ": the non-persistent checkpoint of iteration 1 was not written"));
+  }
+  // A persistent checkpoint at 2 and 4; then a run resuming from it whose non-persistent directory is --load (also
+  // through a link): refused before anything is removed. --pretrained-checkpoint is guarded alike.
+  REQUIRE(spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", ck}, dir, "persistent").exit_code() == 0);
+  fs::create_directory_symlink(ck, dir / "cklink");
+  const std::vector<std::pair<std::string, std::string>> loads = {
+      {"--load", ck}, {"--load", dir / "cklink/"}, {"--pretrained-checkpoint", ck}};
+  for (const auto& [flag, where] : loads) {
+    std::vector<std::string> f = np_flags(ck);
+    f.insert(f.end(), {"--save", dir / "other", flag, where, "--ckpt-step", "2", "--train-iters", "6"});
+    mrtest::Proc c = spawn(1, f, dir, "npload");
+    INFO(flag << " " << where << "\n" << c.out() << c.err());
+    CHECK(c.exit_code() == 1);
+    CHECK_THAT(c.err(), Catch::Contains("[checkpoint.unsupported]: --non-persistent-global-ckpt-dir " + ck + " is the " +
+                                        flag + " directory " + where) &&
+                            Catch::Contains("would remove the checkpoints there"));
+    CHECK(files_in(ck) == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "iter_0000004",
+                                                    "latest_checkpointed_iteration.txt"}));
+  }
+  // The way out the message gives: --load of the persistent directory finds the newer non-persistent checkpoint.
+  std::vector<std::string> f = np_flags(np);
+  f.insert(f.end(), {"--save", dir / "other", "--load", ck, "--train-iters", "6"});
+  mrtest::Proc d = spawn(1, f, dir, "npsave");
+  INFO(d.out() << d.err());
+  REQUIRE(d.exit_code() == 0);
+  CHECK(tracker(np) == "6");  // non-persistent saves at 5 and 6 (the newest kept); the final save to --save
+  CHECK(files_in(np) == std::vector<std::string>({"iter_0000006", "latest_checkpointed_iteration.txt"}));
+  mrtest::Proc e = spawn(1, {"--train-iters", "7", "--load", ck, "--non-persistent-ckpt-type", "global",
+                             "--non-persistent-global-ckpt-dir", np}, dir, "npresume");
+  INFO(e.out() << e.err());
+  CHECK(e.exit_code() == 0);
+  CHECK_THAT(e.out(), Catch::Contains("successfully loaded checkpoint from " + np) && Catch::Contains("at iteration 6") &&
+                          Catch::Contains("iteration        7/"));
+}
+
 TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 0", "[run][checkpoint][signal]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
@@ -1339,6 +1496,18 @@ TEST_CASE("--verify-integrity: each save writes integrity.json; a load checks it
   CHECK_THAT(bad.err(), Catch::Contains("checkpoint verification failed for 1 file") && Catch::Contains(st) &&
                             Catch::Contains("[checkpoint.integrity]"));
   CHECK_THAT(bad.out(), !Catch::Contains("successfully loaded"));
+  // A manifest that leaves the tensors out verifies nothing of them: refused, naming the unlisted file.
+  const std::string m2 = ck + "/iter_0000002/integrity.json";
+  const std::string listed = bytes_of(m2);
+  std::string dropped = std::regex_replace(listed, std::regex(R"(, "rank_00001\.safetensors": "[0-9a-f]+")"), "");
+  REQUIRE(dropped != listed);
+  { std::ofstream(m2, std::ios::binary) << dropped; }
+  mrtest::Proc unlisted = spawn(1, with({"--load", ck, "--ckpt-step", "2", "--verify-integrity"}), dir, "unlisted");
+  INFO(unlisted.out() << unlisted.err());
+  CHECK(unlisted.exit_code() == 1);
+  CHECK_THAT(unlisted.err(), Catch::Contains(ck + "/iter_0000002/rank_00001.safetensors is not in the manifest") &&
+                                 Catch::Contains("[checkpoint.integrity]"));
+  CHECK_THAT(unlisted.out(), !Catch::Contains("checkpoint integrity verified"));
   // A checkpoint saved without the flag has no manifest: refused with it.
   fs::remove(ck + "/iter_0000002/integrity.json");
   mrtest::Proc none = spawn(1, with({"--load", ck, "--ckpt-step", "2", "--verify-integrity"}), dir, "none");

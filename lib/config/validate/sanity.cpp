@@ -40,6 +40,8 @@ MR_SANITY_RULE(kEvalBatchSizes, "sanity.eval-batch-sizes-positive",
 MR_SANITY_RULE(kIntervals, "sanity.intervals-positive",
                "--log-interval must be at least 1; --eval-interval, --save-interval, --exit-interval, "
                "--non-persistent-save-interval and --ckpt-step must not be negative.");
+MR_SANITY_RULE(kSaveNonEmpty, "sanity.save-nonempty",
+               "--save must name a directory: an empty one is refused (Megatron would save nothing).");
 MR_SANITY_RULE(kNumWorkers, "sanity.num-workers-nonnegative",
                "--num-workers (data loader processes) must not be negative.");
 MR_SANITY_RULE(kLearningRates, "sanity.learning-rates-finite",
@@ -146,6 +148,13 @@ void training(Context& ctx) {
   check(ctx, kIntervals, "ckpt_step", non_negative, "0 or more",
         "a negative step makes Megatron's load act as if the checkpoint had no tracker");
   check(ctx, kNumWorkers, "num_workers", non_negative, "0 or more");
+  // Megatron reads an empty --save as no --save (`if args.save`): the run trains and saves nothing, without a word.
+  // An empty value is mostly an unset variable (--save $CKPT_DIR), and the training it was to keep would be lost.
+  if (ctx.has("save") && ctx["save"].is_str() && ctx.s("save").empty())
+    ctx.fail(kSaveNonEmpty,
+             "--save is empty: Megatron would take it as no --save and save nothing; give the checkpoint "
+             "directory, or leave --save out to train without saving",
+             {"save"});
 }
 
 void optimizer(Context& ctx) {
