@@ -184,7 +184,7 @@ TEST_CASE("a launch with stdout closed is refused before any worker starts; with
   CHECK(has(out.out, "exit=1"));
   CHECK_FALSE(has(out.out, "started."));
   CHECK_FALSE(has(out.out, "ended without stopping its workers"));
-  Proc err = run_shell(in + "--nproc-per-node 2 --no-append-args -- sh -c 'readlink /proc/$PPID/fd/2; exit 7' "
+  Proc err = run_shell(in + "--nproc-per-node 2 --no-append-args -- sh -c 'readlink /proc/$PPID/fd/2; sleep 0.5; exit 7' "
                        "2>&-; echo exit=$?");
   INFO(err.out);
   CHECK(has(err.out, "[rank 0] /dev/null\n"));
