@@ -5,10 +5,15 @@
 #include "distributed/worker.h"
 #include "launch/worker_input.h"
 #include "run/train.h"
+#include "util/std_fds.h"
 
 namespace {
 
-void preinit(int, char** argv, char** envp) { mr::distributed::worker_preinit(argv, envp); }
+// A closed stdout or stderr is filled first (util/std_fds.h): the store's and Gloo's sockets must not take fd 1 or 2.
+void preinit(int, char** argv, char** envp) {
+  mr::util::open_closed_std_fds();
+  mr::distributed::worker_preinit(argv, envp);
+}
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "run/checkpoint_args.h"
 #include "util/log.h"
 #include "util/shell.h"
+#include "util/std_fds.h"
 #include "util/text.h"
 
 namespace mr::app {
@@ -405,6 +406,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                              "checkpoint's itself, before its own validation");
   if (!dry_run && !json_check) {
     tells_nodes = false;
+    // A launch whose stdout was closed (`>&-`) would lose every line the workers print, and a job that exits 0
+    // with its log gone must not pass a CI step: refused before any worker starts, as a dry run's output is.
+    if (util::std_fd_was_closed(1))
+      return refuse_launch(launch_opts, 1, "cannot write the output: " + util::stdout_write_failure(0) +
+                                               " (the workers' output would be lost; > /dev/null discards it)");
     return launch(out, own_args, program, launch_opts.valid_nnodes);
   }
   if (common.format == "json")

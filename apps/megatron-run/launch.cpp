@@ -302,7 +302,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     if (!lo.from_slurm.empty()) MR_LOG(info) << "from SLURM: " << lo.from_slurm;
     try {
       // A stop signal while the launchers meet is said, not silent.
-      launch::WaitingSignalNotice waiting(record_on_signal());
+      launch::WaitingSignalNotice waiting(record_on_signal(), lo.handled_signals);
       group = std::make_unique<launch::NodeGroup>(ro);
     } catch (const launch::RendezvousError& e) {
       print_error(std::cerr, std::string("rendezvous: ") + e.what());
@@ -343,7 +343,8 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     code = 2;
   }
   if (group) {
-    launch::WaitingSignalNotice waiting(record_on_signal());  // node 0 waits for the others to say goodbye
+    // node 0 waits for the others to say goodbye
+    launch::WaitingSignalNotice waiting(record_on_signal(), lo.handled_signals);
     code = group->finish(code);
   }
   // torchrun: SUCCEEDED once its agent's run returns, whatever the workers did; FAILED on a signal or an error.

@@ -1,7 +1,4 @@
 // megatron-run: parse, validate and launch Megatron-LM training jobs.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +14,7 @@
 #include "config/parse/argparse.h"
 #include "config/print.h"
 #include "launch/program.h"
+#include "util/std_fds.h"
 #include "util/text.h"
 
 namespace {
@@ -92,9 +90,8 @@ int with_output_written(int code) {
   std::cout.flush();
   const bool lost = std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout);
   if (!lost) return code;
-  const bool closed = fcntl(STDOUT_FILENO, F_GETFD) == -1;  // the failed write's errno is long gone
-  mr::print_error(std::cerr, std::string("cannot write the output: ") +
-                                 (closed ? "stdout is closed" : "a write to stdout failed (a full disk or device?)"));
+  // The failed write's errno is long gone: a closed stdout is known from the start (util/std_fds.h).
+  mr::print_error(std::cerr, "cannot write the output: " + mr::util::stdout_write_failure(0));
   return code != 0 ? code : 1;
 }
 
@@ -179,6 +176,8 @@ std::string command_word_hint(const std::string& word) {
 }  // namespace mr::app
 
 int main(int argc, char** argv) {
+  // Before anything opens a descriptor: a closed stdout or stderr must not become a socket or a pipe of ours.
+  mr::util::open_closed_std_fds();
   std::vector<std::string> args(argv + 1, argv + argc);
   return with_output_written(run(args));
 }

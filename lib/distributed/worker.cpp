@@ -1,6 +1,7 @@
 #include "distributed/worker.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "util/decimal.h"
 #include "util/resources.h"
 #include "util/rule_id.h"
+#include "util/std_fds.h"
 
 extern char** environ;
 
@@ -401,6 +403,16 @@ void worker_terminate() {
 int worker_exit(int code) {
   std::cout.flush();
   std::cerr.flush();
+  // The training log that could not be written (stdout on a full device, a closed pipe, closed): a run whose log
+  // is lost does not end with 0 (the launcher relays a spawned rank's lines and says the same for them).
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int flush_errno = flushed ? 0 : errno;
+  if (!flushed || std::cout.fail() || std::ferror(stdout)) {
+    const std::string line = "cannot write the output: " + util::stdout_write_failure(flush_errno);
+    say_error_raw(line.c_str());
+    if (code == 0) code = 1;
+  }
   std::fflush(nullptr);
   // Under an address-space limit the process ends here, whatever the code: a library's exit handler can wait
   // forever on a thread that will not finish (OpenBLAS joins its thread pool, whose threads retry forever for a

@@ -142,6 +142,21 @@ Guardian::Guardian(int max_groups, double grace_seconds) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
+  // Never fd 0, 1 or 2: with stdout or stderr closed the socket would take its number, and the launcher's output
+  // (the workers' lines) would be read as the guardian's messages. main fills them (util/std_fds.h); this holds
+  // for any caller.
+  for (int& end : sv)
+    if (end < 3) {
+      const int moved = fcntl(end, F_DUPFD_CLOEXEC, 3);
+      const int e = errno;
+      if (moved < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        throw std::runtime_error(std::string("socketpair: ") + std::strerror(e));
+      }
+      close(end);
+      end = moved;
+    }
   // Made before the fork: the guardian allocates nothing.
   std::vector<pid_t> groups(static_cast<size_t>(max_groups > 0 ? max_groups : 1), 0);
   char grace_text[32];

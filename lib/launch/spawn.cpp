@@ -73,7 +73,8 @@ int spawn_workers(const SpawnOptions& o) {
       std::optional<Placement> p;
       {
         WaitingSignalNotice waiting(o.waiting_record ? o.waiting_record(job.node_rank, job.nnodes, upcoming)
-                                                     : std::nullopt);
+                                                     : std::nullopt,
+                                    o.handled_signals);
         p = o.watch->next_attempt();
       }
       signals.resume();

@@ -165,11 +165,13 @@ std::string virtual_local_device(int local_rank);
 // While alive (the launchers meeting, or node 0 waiting for the others at the end; no worker runs): SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT print "megatron-run: received signal N (NAME) while waiting for the other nodes;
 // exiting" on stderr (then `record`'s line, when given), then end the process as the signal does (the other nodes
-// see this launcher gone). A signal ignored before (nohup's SIGHUP) stays ignored. The dispositions it replaced come
-// back with its end. One at a time per process.
+// see this launcher gone). A signal ignored before (nohup's SIGHUP) stays ignored unless `handled`
+// (--signals-to-handle) names it, as while the workers run. The dispositions it replaced come back with its end.
+// One at a time per process.
 class WaitingSignalNotice {
  public:
-  explicit WaitingSignalNotice(const std::optional<WaitingRecord>& record = std::nullopt);
+  explicit WaitingSignalNotice(const std::optional<WaitingRecord>& record = std::nullopt,
+                               const std::vector<int>& handled = {});
   ~WaitingSignalNotice();
   WaitingSignalNotice(const WaitingSignalNotice&) = delete;
   WaitingSignalNotice& operator=(const WaitingSignalNotice&) = delete;

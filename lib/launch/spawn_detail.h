@@ -40,13 +40,18 @@ std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared,
 
 // The signals the launcher forwards to its workers by default: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2.
 std::span<const int> forwarded_signals();
+// Whether `sig`, whose disposition was `before` when the launcher started, stays ignored: it was ignored (nohup's
+// SIGHUP, SIGINT in a script's background job) and --signals-to-handle (`handled`) does not name it.
+bool ignored_unless_named(int sig, const struct sigaction& before, const std::vector<int>& handled);
 // Whether forwarding `sig` also stops the workers (starts the grace period): with `handled` (--signals-to-handle)
 // every one of them does; by default the terminating ones (SIGINT, SIGTERM, SIGHUP, SIGQUIT).
 bool stops_workers(int sig, const std::vector<int>& handled = {});
 
-// While alive, the forwarded signals (`handled`, else forwarded_signals()) are caught and their numbers written to a pipe (read_fd(), non-blocking)
-// for the supervisor to poll; the destructor restores the previous dispositions and closes the pipe. One at a
-// time per process. Throws std::runtime_error if the pipe cannot be made.
+// While alive, the forwarded signals (`handled`, else forwarded_signals()) are caught and their numbers written to
+// a pipe (read_fd(), non-blocking) for the supervisor to poll, except one that was ignored before and `handled`
+// does not name (it stays ignored); SIGPIPE is ignored unless `handled` names it. The destructor restores the
+// previous dispositions and closes the pipe. One at a time per process. Throws std::runtime_error if the pipe
+// cannot be made.
 class SignalForwarder {
  public:
   explicit SignalForwarder(const std::vector<int>& handled = {});
@@ -62,6 +67,9 @@ class SignalForwarder {
  private:
   std::vector<int> signals_;
   std::vector<struct sigaction> old_;
+  std::vector<bool> kept_ignored_;  // signals_[i] was ignored before and is not caught
+  bool pipe_named_ = false;         // SIGPIPE is among signals_ (else ignored, old_pipe_ restored at the end)
+  struct sigaction old_pipe_ {};
 };
 
 // ---- worker processes (workers.cpp) --------------------------------------------------------------------------------

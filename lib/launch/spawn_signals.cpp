@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -39,24 +40,49 @@ void on_signal(int sig) {
 
 std::span<const int> forwarded_signals() { return kForwarded; }
 
+bool ignored_unless_named(int sig, const struct sigaction& before, const std::vector<int>& handled) {
+  return before.sa_handler == SIG_IGN && std::find(handled.begin(), handled.end(), sig) == handled.end();
+}
+
 bool stops_workers(int sig, const std::vector<int>& handled) {
   if (!handled.empty()) return true;  // --signals-to-handle: each one stops the workers, as in torchrun
   return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
 SignalForwarder::SignalForwarder(const std::vector<int>& handled)
-    : signals_(handled.empty() ? std::vector<int>(kForwarded, kForwarded + kCount) : handled), old_(signals_.size()) {
+    : signals_(handled.empty() ? std::vector<int>(kForwarded, kForwarded + kCount) : handled),
+      old_(signals_.size()),
+      kept_ignored_(signals_.size(), false) {
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &sa, &old_[i]);
+  for (size_t i = 0; i < signals_.size(); ++i) {
+    sigaction(signals_[i], &sa, &old_[i]);
+    // A signal the launcher was started ignoring (nohup's SIGHUP, a script's background job's SIGINT) stays
+    // ignored, as while the launchers wait (WaitingSignalNotice), unless --signals-to-handle names it.
+    if (ignored_unless_named(signals_[i], old_[i], handled)) {
+      sigaction(signals_[i], &old_[i], nullptr);
+      kept_ignored_[i] = true;
+    }
+  }
+  // A write to a stdout pipe whose reader has gone fails with EPIPE (said, and the workers stopped as after a
+  // failure: supervise.cpp) instead of killing the launcher, whose workers would then die of PR_SET_PDEATHSIG's
+  // SIGKILL with no grace period. The workers get SIGPIPE's default back (workers.cpp). Unless named, it is handled.
+  pipe_named_ = std::find(signals_.begin(), signals_.end(), SIGPIPE) != signals_.end();
+  if (!pipe_named_) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old_pipe_);
+  }
 }
 
 SignalForwarder::~SignalForwarder() {
   for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &old_[i], nullptr);
+  if (!pipe_named_) sigaction(SIGPIPE, &old_pipe_, nullptr);
   close(g_signal_pipe[0]);
   close(g_signal_pipe[1]);
   g_signal_pipe[0] = g_signal_pipe[1] = -1;
@@ -73,7 +99,8 @@ void SignalForwarder::resume() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : signals_) sigaction(sig, &sa, nullptr);
+  for (size_t i = 0; i < signals_.size(); ++i)
+    if (!kept_ignored_[i]) sigaction(signals_[i], &sa, nullptr);
 }
 
 }  // namespace mr::launch::detail
@@ -123,7 +150,7 @@ void on_wait_signal(int sig) {
 
 }  // namespace
 
-WaitingSignalNotice::WaitingSignalNotice(const std::optional<WaitingRecord>& record) {
+WaitingSignalNotice::WaitingSignalNotice(const std::optional<WaitingRecord>& record, const std::vector<int>& handled) {
   for (int i = 0; i < 4; ++i)
     g_wait_notice[i] = "megatron-run: received signal " + std::to_string(kWaitStops[i]) + " (" +
                        signal_name(kWaitStops[i]) + ") while waiting for the other nodes; exiting\n";
@@ -144,7 +171,8 @@ WaitingSignalNotice::WaitingSignalNotice(const std::optional<WaitingRecord>& rec
   sa.sa_flags = SA_RESTART;
   for (int i = 0; i < 4; ++i) {
     sigaction(kWaitStops[i], &sa, &old_[i]);
-    if (old_[i].sa_handler == SIG_IGN) sigaction(kWaitStops[i], &old_[i], nullptr);  // nohup's SIGHUP stays ignored
+    // nohup's SIGHUP stays ignored, as while the workers run (SignalForwarder), unless --signals-to-handle names it
+    if (detail::ignored_unless_named(kWaitStops[i], old_[i], handled)) sigaction(kWaitStops[i], &old_[i], nullptr);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "launch/spawn_detail.h"
+#include "util/std_fds.h"
 
 namespace mr::launch::detail {
 
@@ -23,11 +24,48 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The launcher's stdout, as the workers' relayed lines see it: a write that failed (a full device, a closed pipe)
+// is not tried again. A stream that also goes to its log file (--tee) loses its console copy only (said once);
+// any other stream's line lost is the launcher's failure (`failed`): supervise says it and stops the workers.
+struct ConsoleOut {
+  int error = 0;           // errno of the first failed write (0: none)
+  bool failed = false;     // a line that went nowhere else was lost
+  bool copy_lost_said = false;
+};
+
+// Writes `text` to stdout; false (and errno) when a write fails. EINTR is retried.
+bool write_stdout(std::string_view text) {
+  size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = write(1, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A worker's lines for the launcher's stdout, from stream `s` (which has a log file when s.file >= 0).
+void to_stdout(ConsoleOut& c, const Stream& s, const std::string& out) {
+  if (c.error == 0 && write_stdout(out)) return;
+  if (c.error == 0) c.error = errno;
+  if (s.file < 0) {
+    c.failed = true;
+  } else if (!c.copy_lost_said) {
+    c.copy_lost_said = true;
+    std::cerr << "megatron-run: notice: cannot write the output: " << util::stdout_write_failure(c.error)
+              << "; the workers' stdout goes on into their log files only (--log-dir, --tee)\n";
+  }
+}
+
 // Appends `text` to the stream's partial line and handles every complete line: kept in the stream's tail (stderr)
 // and written to the console (the worker's prefix before each) when the stream is shown, and to the filtered file
 // (prefixed too) when it contains one of the duplicate filters. `flush_all` also handles the rest (the stream has
 // ended), with a newline. The log file gets the bytes as they come.
-void emit(const Worker& w, Stream& s, const std::string& text, bool flush_all) {
+void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bool flush_all) {
   if (s.file >= 0 && !text.empty()) write_all(s.file, text);
   if (!s.console && !s.is_err) return;  // nothing to show, nothing to keep
   s.pending += text;
@@ -55,12 +93,14 @@ void emit(const Worker& w, Stream& s, const std::string& text, bool flush_all) {
     line(s.pending);
     s.pending.clear();
   }
-  if (!out.empty()) write_all(s.is_err ? 2 : 1, out);
+  if (out.empty()) return;
+  if (s.is_err) write_all(2, out);
+  else to_stdout(c, s, out);
 }
 
 // Flushes a stream's partial line and closes it (and its log file).
-void end_stream(Worker& w, Stream& s) {
-  emit(w, s, "", true);
+void end_stream(ConsoleOut& c, Worker& w, Stream& s) {
+  emit(c, w, s, "", true);
   close(s.fd);
   s.fd = -1;
   if (s.file >= 0) close(s.file);
@@ -68,13 +108,13 @@ void end_stream(Worker& w, Stream& s) {
 }
 
 // Reads what is ready on one worker stream; at its end (or on an error) flushes the rest and closes it.
-void relay(Worker& w, Stream& s) {
+void relay(ConsoleOut& c, Worker& w, Stream& s) {
   char buf[65536];
   ssize_t r = read(s.fd, buf, sizeof buf);
   if (r > 0) {
-    emit(w, s, std::string(buf, static_cast<size_t>(r)), false);
+    emit(c, w, s, std::string(buf, static_cast<size_t>(r)), false);
   } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-    end_stream(w, s);
+    end_stream(c, w, s);
   }
 }
 
@@ -92,6 +132,11 @@ constexpr std::chrono::milliseconds kStreamLinger{500};
 // How often /proc is scanned for what the exited workers left in their process groups, while something is left
 // (a scan reads every process's stat file): at once after a worker's exit, then at most this often.
 constexpr std::chrono::milliseconds kLeftoverScan{100};
+
+// The same signal again this soon after the launcher passed it on is the same event delivered twice (coreutils'
+// `timeout` signals its child and then its own process group, the launcher's): said and passed on once. Standard
+// signals are not queued either: two sent this close together may arrive as one.
+constexpr std::chrono::milliseconds kSameSignal{1000};
 
 }  // namespace
 
@@ -124,6 +169,11 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   std::vector<int> finished;
   std::optional<Clock::time_point> first_finished;
   bool finished_said = false;
+  ConsoleOut console;                 // the launcher's stdout for the relayed lines
+  bool output_failed = false;         // a relayed line was lost (said, the workers stopped)
+  bool output_failed_first = false;   // ... before any worker failed, a signal or another node's stop
+  // The signals passed on, and when each last was (kSameSignal); said "again" when one comes later.
+  std::vector<std::optional<Clock::time_point>> passed_at(NSIG);
 
   for (;;) {
     std::vector<pollfd> fds;
@@ -168,10 +218,15 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           // A batch system signals every node's launcher (srun: each task); the same signal already passed on
           // from another node's stop is not sent a second time (a Python worker would get two interrupts).
           const bool passed_already = peer_stop_passed && result.peer && result.peer->stop_signal == b;
-          std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << "); "
+          const Clock::time_point now = Clock::now();
+          std::optional<Clock::time_point>& before = passed_at[b < NSIG ? b : 0];
+          if (before && now - *before < kSameSignal) continue;  // the same one delivered twice
+          std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << ")"
+                    << (before ? " again" : "") << "; "
                     << (passed_already ? "the workers have it already (passed on from another node's stop)"
                                        : "forwarding it to the workers")
                     << "\n";
+          before = now;
           if (!passed_already) workers.kill_all(b);
           if (stops_workers(b, o.handled_signals)) {
             // The other nodes learn why this node's workers stop (not as their failure), and stop theirs.
@@ -189,8 +244,23 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       for (size_t i = 1; i < streams_end; ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         auto [w, s] = owners[i];
-        relay(*w, *s);
+        relay(console, *w, *s);
       }
+    }
+    // A relayed line could not be written to stdout (a full device, a closed pipe): the launcher's failure, as a
+    // worker's is. Said once; the workers are stopped (SIGTERM, the grace period, SIGKILL) and the launch exits 1.
+    if (console.failed && !output_failed) {
+      output_failed = true;
+      output_failed_first = result.failures.empty() && result.signal_received == 0 && !result.peer;
+      const bool stop = workers.any_running() && !stopping;
+      std::cerr << "megatron-run: error: cannot write the output: " << util::stdout_write_failure(console.error)
+                << (stop ? "; stopping the workers" : "") << "\n";
+      if (stop) stop_rest(SIGTERM);
+      // The other nodes stop theirs as for a stop of this launcher: the job ends, no node restarts.
+      if (o.watch && output_failed_first)
+        o.watch->local_stop(SIGTERM, "node " + std::to_string(o.node_rank) +
+                                         "'s launcher cannot write the output: " +
+                                         util::stdout_write_failure(console.error));
     }
     // Reap; the first failure stops the others.
     for (Worker& w : workers.all()) {
@@ -215,7 +285,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       result.failures.push_back(f);
       failed.push_back(&w);
       if (result.failures.size() == 1) {
-        result.failed_first = result.signal_received == 0;
+        result.failed_first = result.signal_received == 0 && !output_failed_first;
         bool others = workers.any_running();
         const std::string how =
             w.start_failure.empty() ? describe_status(status) : "could not be started (" + w.start_failure + ")";
@@ -289,8 +359,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           for (Stream* s : {&w.out, &w.err})
             if (s->fd >= 0) {
               // What is already there (bounded: the leftover process may write without end).
-              for (int k = 0; k < 64 && s->fd >= 0 && poll_readable(s->fd); ++k) relay(w, *s);
-              if (s->fd >= 0) end_stream(w, *s), held = true;
+              for (int k = 0; k < 64 && s->fd >= 0 && poll_readable(s->fd); ++k) relay(console, w, *s);
+              if (s->fd >= 0) end_stream(console, w, *s), held = true;
             }
         if (held)
           std::cerr << "megatron-run: every worker has exited, but a process one of them started still holds its "
@@ -321,7 +391,16 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     result.failures[i].stderr_tail = failed[i]->err.tail.lines();
     result.failures[i].stderr_left_out = failed[i]->err.tail.left_out();
   }
-  if (result.peer && result.peer->stop_signal && result.failures.empty() && !killed_some) {
+  // A lost line that came at the end (the streams' last flush above) is said too; it fails the launch only when
+  // nothing else did.
+  if (console.failed && !output_failed) {
+    output_failed = true;
+    output_failed_first = result.failures.empty() && result.signal_received == 0 && !result.peer;
+    std::cerr << "megatron-run: error: cannot write the output: " << util::stdout_write_failure(console.error) << "\n";
+  }
+  if (output_failed_first) {
+    result.code = 1;  // the workers' codes are the stop's (SIGTERM), not a cause
+  } else if (result.peer && result.peer->stop_signal && result.failures.empty() && !killed_some && !output_failed) {
     // Another node's launcher was stopped, and every worker here exited 0 after its signal: handled, as above.
     const int s = result.peer->stop_signal;
     if (peer_stop_passed)
@@ -333,7 +412,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   } else if (result.peer) result.code = result.peer->code;
   else if (result.failed_first && result.first_elsewhere) result.code = result.first_elsewhere->code;
   else if (result.failed_first) result.code = exit_code(result.failures.front().status);
-  else if (result.signal_received && result.failures.empty() && !killed_some) {
+  else if (result.signal_received && result.failures.empty() && !killed_some && !output_failed) {
     // Every worker exited 0 after the stop signal the launcher forwarded (none killed, nothing left to kill): they
     // handled it, as a training program with --exit-signal-handler does (it saves and exits 0), so the job ended
     // well, and a wrapper that checks the code can tell that from a stop that killed them (128 + the signal).
@@ -343,6 +422,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     result.code = 0;
   } else if (result.signal_received) result.code = 128 + result.signal_received;
   else result.code = result.failures.empty() ? 0 : exit_code(result.failures.front().status);
+  // Output lost after another cause: that cause's code, but never 0 (a job whose log is gone did not end well).
+  if (output_failed && result.code == 0) result.code = 1;
   return result;
 }
 

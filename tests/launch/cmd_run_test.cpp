@@ -169,3 +169,25 @@ TEST_CASE("--rdzv-backend etcd is named as torchrun's backend megatron-run does 
   CHECK(other.exit == 2);
   CHECK(has(other.out, "argument --rdzv-backend: invalid choice: 'zookeeper' (choose from 'static', 'c10d')"));
 }
+
+// A closed stdout (`>&-`): the launch is refused before any worker starts, as a dry run's output is (its socket to
+// the guardian took fd 1 before: the workers' lines went into it, exit 0). A closed stderr is /dev/null for the
+// launcher (its workers see it there) and the job runs with its code.
+TEST_CASE("a launch with stdout closed is refused before any worker starts; with stderr closed it runs",
+          "[launch][cli][std-fds]") {
+  ScratchDir dir("mr-std-fds");
+  const std::string in = "cd '" + dir.path.string() + "' && timeout -k 5 90 env " + kRun;
+  Proc out = run_shell(in + "--nproc-per-node 2 --no-append-args -- sh -c 'touch started.$RANK' 2>&1 >&-; "
+                       "echo exit=$?; ls");
+  INFO(out.out);
+  CHECK(has(out.out, "megatron-run: error: cannot write the output: stdout is closed"));
+  CHECK(has(out.out, "exit=1"));
+  CHECK_FALSE(has(out.out, "started."));
+  CHECK_FALSE(has(out.out, "ended without stopping its workers"));
+  Proc err = run_shell(in + "--nproc-per-node 2 --no-append-args -- sh -c 'readlink /proc/$PPID/fd/2; sleep 0.5; exit 7' "
+                       "2>&-; echo exit=$?");
+  INFO(err.out);
+  CHECK(has(err.out, "[rank 0] /dev/null\n"));
+  CHECK(has(err.out, "[rank 1] /dev/null\n"));
+  CHECK(has(err.out, "exit=7"));
+}

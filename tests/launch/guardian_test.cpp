@@ -2,6 +2,7 @@
 // Unit tests with a forked "launcher", and megatron-run itself killed with SIGKILL.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -135,6 +136,60 @@ TEST_CASE("guardian: a launcher that finishes says done, and the groups are left
   CHECK(waitpid(leader, &status, 0) == leader);
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGKILL);
+}
+
+// With stdout and stderr closed, socketpair's lowest free numbers are 1 and 2: the socket must not take them (the
+// launcher's output would go into it and be read as the guardian's messages). The launcher's 1 and 2 stay closed,
+// the guardian's socket is above 2, and it still does its work when the launcher dies.
+TEST_CASE("guardian: its socket never takes fd 1 or 2 when stdout and stderr are closed", "[launch][guardian]") {
+  const pid_t leader = fork();
+  REQUIRE(leader >= 0);
+  if (leader == 0) {
+    setpgid(0, 0);
+    sleep(60);
+    _exit(0);
+  }
+  setpgid(leader, leader);
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    close(p[0]);
+    close(1);
+    close(2);
+    try {  // nothing of Catch's may run on in this child
+    Guardian guardian(1, 1.0);
+    // 1: fds 1 and 2 still closed here; 2: every socket of the guardian's is above 2; 3: it has one.
+    char found[3] = {fcntl(1, F_GETFD) == -1 && fcntl(2, F_GETFD) == -1, 1, 0};
+    const std::string dir = "/proc/" + std::to_string(guardian.pid()) + "/fd";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+      if (target.rfind("socket:", 0) != 0) continue;
+      found[2] = 1;
+      if (std::stoi(e.path().filename().string()) < 3) found[1] = 0;
+    }
+    guardian.add(leader);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)!write(p[1], found, sizeof found);
+    } catch (...) {
+      _exit(2);
+    }
+    _exit(0);  // no "done": the guardian stops the group
+  }
+  close(p[1]);
+  char found[3] = {0, 0, 0};
+  CHECK(read(p[0], found, sizeof found) == 3);
+  close(p[0]);
+  int status = 0;
+  CHECK(waitpid(launcher, &status, 0) == launcher);
+  CHECK(found[0] == 1);
+  CHECK(found[1] == 1);
+  CHECK(found[2] == 1);
+  CHECK(wait_gone(leader, 10));
+  if (!gone(leader)) kill(leader, SIGKILL);
+  waitpid(leader, &status, 0);
 }
 
 TEST_CASE("guardian: kill -9 of megatron-run stops what its workers started in their process groups",

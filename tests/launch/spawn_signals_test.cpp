@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "launch/spawn.h"
+#include "launch_test_util.h"
 
 namespace {
 
@@ -60,4 +61,28 @@ TEST_CASE("a second stop signal during the first one's record writes nothing mor
   CHECK(err.back() == '\n');
   REQUIRE(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGTERM);
+}
+
+// nohup's SIGHUP (ignored when the launcher starts) stays ignored while the workers run, as while the launchers
+// wait (review 28c F9); named in --signals-to-handle it is caught and passed on.
+TEST_CASE("a signal the launcher was started ignoring stays ignored unless --signals-to-handle names it",
+          "[launch][signals][process]") {
+  mrtest::launcher::ScratchDir dir("mr-nohup");
+  auto hup = [&](const std::string& extra) {
+    return mrtest::run_shell("cd '" + dir.path.string() + "' && rm -f ready.*; (exec nohup env " +
+                             mrtest::launcher::kRun + "--nproc-per-node 2 " + extra + " --no-append-args -- sh -c "
+                             "'touch ready.$RANK; sleep 1; echo done-$RANK' > out.txt 2>&1) & pid=$!; "
+                             "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.05; done; "
+                             "kill -HUP $pid; wait $pid; echo exit=$?; cat out.txt");
+  };
+  const mrtest::Proc kept = hup("");
+  INFO(kept.out);
+  CHECK(count_of(kept.out, "exit=0") == 1);
+  CHECK(count_of(kept.out, "[rank 0] done-0") == 1);
+  CHECK(count_of(kept.out, "[rank 1] done-1") == 1);
+  CHECK(count_of(kept.out, "received signal 1") == 0);
+  const mrtest::Proc named = hup("--signals-to-handle SIGHUP,SIGTERM");
+  INFO(named.out);
+  CHECK(count_of(named.out, "received signal 1 (SIGHUP); forwarding it to the workers") == 1);
+  CHECK(count_of(named.out, "exit=129") == 1);
 }

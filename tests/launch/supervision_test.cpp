@@ -23,6 +23,7 @@ using namespace mrtest::launcher;
 namespace {
 
 using mrtest::Proc;
+using mrtest::run_shell;
 
 struct TempDir : ScratchDir {
   TempDir() : ScratchDir("mr-supervision") {}
@@ -471,4 +472,65 @@ TEST_CASE("the failure summary leaves torch's info and warning log lines out of 
   CHECK_FALSE(has(summary, "recvValue failed"));
   // The console still got every line as it came.
   CHECK(has(r.out.substr(0, root), "[c10d] recvValue failed"));
+}
+
+// The launcher's stdout fails while the workers run (review 28c F4, F6): a full device or a reader that went away is
+// the launcher's failure (said once, the workers stopped with SIGTERM and the grace period, exit 1), unless the
+// lines also go to log files (--tee: the console copy is lost, said once, the job goes on). SIGPIPE never kills the
+// launcher (kill -PIPE), and the workers get its default back.
+TEST_CASE("stdout on a full device or a closed pipe: exit 1 and the workers stopped; tee'd: a notice; SIGPIPE ignored",
+          "[launch][supervision][process][output]") {
+  TempDir t;
+  const std::string in = "cd '" + t.path.string() + "' && ";
+  const std::string run = "timeout -k 5 90 env " + kRun + "--nproc-per-node 2 --no-append-args -- ";
+  Proc full = run_shell(in + run + "sh -c 'echo hi $RANK; sleep 0.5; echo bye $RANK' 2>&1 >/dev/full; echo exit=$?");
+  INFO(full.out);
+  CHECK(has(full.out, "megatron-run: error: cannot write the output: a write to stdout failed: No space left on device"));
+  CHECK(has(full.out, "exit=1"));
+  // A reader that goes away: the workers get SIGTERM (their trap says so) within the grace period, not SIGKILL.
+  Proc pipe = run_shell(in + "(" + run + "sh -c 'trap \"echo term > term.$RANK; exit 0\" TERM; sleep 0.5; echo a; "
+                        "sleep 20 & wait' 2>err.txt; echo exit=$? > code.txt) | true; cat err.txt code.txt; ls");
+  INFO(pipe.out);
+  CHECK(has(pipe.out, "megatron-run: error: cannot write the output: stdout is a pipe whose reader has gone"));
+  CHECK(has(pipe.out, "exit=1"));
+  CHECK(has(pipe.out, "term.0"));
+  CHECK(has(pipe.out, "term.1"));
+  CHECK_FALSE(has(pipe.out, "ended without stopping its workers"));
+  // --tee: the lines are in the log files; the job's own code.
+  Proc tee = run_shell(in + run.substr(0, run.find("--no-append-args")) + "--log-dir logs --tee 3 --no-append-args -- "
+                       "sh -c 'echo hi $RANK; sleep 0.3; echo bye $RANK' 2>&1 >/dev/full; echo exit=$?; "
+                       "cat logs/*/attempt_0/1/stdout.log");
+  INFO(tee.out);
+  CHECK(has(tee.out, "cannot write the output: a write to stdout failed: No space left on device; the workers' "
+                     "stdout goes on into their log files only"));
+  CHECK(has(tee.out, "exit=0"));
+  CHECK(has(tee.out, "hi 1\nbye 1\n"));
+  // kill -PIPE of the launcher (itself, under no `timeout`: its workers end after a second) while the workers run:
+  // ignored; the workers finish and the job exits 0. They have SIGPIPE's default (SigIgn in /proc lacks bit 13).
+  Proc sig = run_shell(in + "rm -f ready.*; (exec env " + kRun + "--nproc-per-node 2 --no-append-args -- sh -c 'grep SigIgn /proc/self/status; touch ready.$RANK; "
+                       "sleep 1; echo done-$RANK' > out.txt 2>&1) & pid=$!; for i in $(seq 600); do [ -e ready.0 ] && "
+                       "[ -e ready.1 ] && break; sleep 0.05; done; kill -PIPE $pid; wait $pid; echo exit=$?; cat out.txt");
+  INFO(sig.out);
+  CHECK(has(sig.out, "exit=0"));
+  CHECK(has(sig.out, "[rank 0] done-0"));
+  CHECK(has(sig.out, "[rank 1] done-1"));
+  const size_t ign = sig.out.find("[rank 0] SigIgn:");
+  REQUIRE(ign != std::string::npos);
+  const unsigned long long mask = std::stoull(sig.out.substr(ign + 16, sig.out.find('\n', ign) - ign - 16), nullptr, 16);
+  CHECK((mask & (1ULL << (SIGPIPE - 1))) == 0);
+}
+
+// coreutils' timeout -s INT signals the launcher, then its own process group (the launcher's): one event, said and
+// passed on once (review 28c F12).
+TEST_CASE("a signal delivered twice at once (timeout -s INT) is said and passed on once", "[launch][supervision][process][signal]") {
+  Proc r = run_shell("timeout -s INT 2 env " + kRun + "--nproc-per-node 2 --no-append-args -- sh -c 'sleep 30' 2>&1; "
+                     "echo exit=$?");
+  INFO(r.out);
+  size_t n = 0;
+  for (size_t at = r.out.find("received signal 2 (SIGINT)"); at != std::string::npos;
+       at = r.out.find("received signal 2 (SIGINT)", at + 1))
+    ++n;
+  CHECK(n == 1);
+  CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT); forwarding it to the workers"));
+  CHECK(has(r.out, "exit=124"));
 }
