@@ -214,10 +214,10 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     const auto sv = std::filesystem::weakly_canonical(*a.save, e2);
     if (!e1 && !e2 && np == sv)
       throw CheckpointError(kCkptUnsupported,
-                            "--non-persistent-global-ckpt-dir " + non_persistent_dir(a, *a.save) +
+                            "--non-persistent-global-ckpt-dir " + shown_path(non_persistent_dir(a, *a.save)) +
                                 " is the --save directory: each non-persistent save keeps only the newest checkpoint "
                                 "of its directory, so it would remove the persistent ones; give another directory "
-                                "(without the flag: " + *a.save + "/non_persistent)");
+                                "(without the flag: " + shown_path(*a.save) + "/non_persistent)");
   }
   // --skip-train saves nothing (Megatron neither trains nor makes its final save): --save is not touched at all.
   if (a.save && !a.skip_train) {
@@ -225,7 +225,7 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     const Verdict v = verdict(c, why);
     if (v.rank >= 0)
       throw CheckpointError(kCkptSaveUnwritable,
-                            "--save " + *a.save + " cannot be written" +
+                            "--save " + shown_path(*a.save) + " cannot be written" +
                                 (why.empty() ? " on rank " + std::to_string(v.rank) + ": " + v.error : ": " + why) +
                                 " (checked before training starts)");
     // Two runs saving to one directory would swap each other's files in (the temporary iter_N.tmp is shared):
@@ -233,11 +233,11 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     std::string busy, unlockable;
     if (rank0) save_lock_ = std::make_unique<DirLock>(*a.save, ".megatron-run.lock", busy, unlockable);
     if (!unlockable.empty())  // a file system without flock: the save works, only the guard is missing
-      log_ << prefix_ << "warning: --save " << *a.save << ": no lock against another run saving there too ("
+      log_ << prefix_ << "warning: --save " << shown_path(*a.save) << ": no lock against another run saving there too ("
            << unlockable << ")" << std::endl;
     const Verdict b = verdict(c, busy);
     if (b.rank >= 0)
-      throw CheckpointError(kCkptSaveBusy, "--save " + *a.save + ": another run is saving to this directory (" +
+      throw CheckpointError(kCkptSaveBusy, "--save " + shown_path(*a.save) + ": another run is saving to this directory (" +
                                                (busy.empty() ? b.error : busy) +
                                                "); two runs saving to one directory would overwrite each other's "
                                                "checkpoints (checked before training starts)");
@@ -278,7 +278,7 @@ Progress Checkpointer::load() {
              << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
       if (a.exit_on_missing_checkpoint)
         throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +
-                                                *a.load + " (no " + tracker_path(*a.load) + ")");
+                                                shown_path(*a.load) + " (no " + shown_path(tracker_path(*a.load)) + ")");
     } else {
       if (rank0) log_ << prefix_ << " loading checkpoint from " << found->base << " at iteration " << found->iteration << std::endl;
       // --verify-integrity: rank 0 checks every file against the manifest before anything is read (Megatron's
@@ -489,7 +489,7 @@ Progress Checkpointer::load() {
     if (!err.empty()) throw failure;
     const size_t us = v.error.find('\x1f');
     throw CheckpointError(us == std::string::npos ? std::string(kCkptCorrupt) : v.error.substr(0, us),
-                          "--load " + *a.load + ": loading failed on rank " + std::to_string(v.rank) + ": " +
+                          "--load " + shown_path(*a.load) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
                               (us == std::string::npos ? v.error : v.error.substr(us + 1)));
   }
   if (!loaded.empty()) log_ << loaded << std::endl;
@@ -518,7 +518,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       std::filesystem::remove_all(tmp, ec);
     }
     throw CheckpointError(kCkptSaveFailed,
-                          "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                          "--save " + shown_path(*a.save) + ": the checkpoint of iteration " + std::to_string(p.iteration) +
                               " was not written (" + (err.empty() ? "rank " + std::to_string(v.rank) + ": " + v.error : err) +
                               "); the previous checkpoint and the tracker are unchanged");
   };
@@ -614,12 +614,12 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     }
     if (was && !was->release && was->iteration == p.iteration)  // renamed into place; only the last fsync failed
       throw CheckpointError(kCkptSaveFailed,
-                            "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                            "--save " + shown_path(*a.save) + ": the checkpoint of iteration " + std::to_string(p.iteration) +
                                 " was written to " + final_dir + " and the tracker names it, but making the "
                                 "tracker's update durable failed (" + (tracker_err.empty() ? v.error : tracker_err) +
                                 "); a power loss now could leave the tracker on the previous checkpoint");
     throw CheckpointError(kCkptSaveFailed,
-                          "--save " + *a.save + ": the checkpoint of iteration " + std::to_string(p.iteration) +
+                          "--save " + shown_path(*a.save) + ": the checkpoint of iteration " + std::to_string(p.iteration) +
                               " was written to " + final_dir + ", but the tracker " + tracker_path(base) +
                               " could not be updated (" + (tracker_err.empty() ? v.error : tracker_err) + "); " +
                               (was ? "it still names " + (was->release ? std::string("release") : "iteration " + std::to_string(was->iteration))
@@ -634,7 +634,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       }
       fsync_path(base);
     } catch (const std::exception& e) {  // the new one is saved and tracked: an older one left is no failure
-      log_ << prefix_ << "warning: --save " << *a.save << ": an older non-persistent checkpoint in " << base
+      log_ << prefix_ << "warning: --save " << shown_path(*a.save) << ": an older non-persistent checkpoint in " << base
            << " could not be removed (" << message_of(e) << ")" << std::endl;
     }
   }
@@ -662,10 +662,10 @@ void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t i
       // The tracker named a later checkpoint (a resume with --ckpt-step, or another run's directory): Megatron's
       // rule would remove it, which loses the newest training state; it is left.
       log_ << prefix_ << "  --save-retain-interval: the checkpoint of iteration " << fmt7(previous->iteration) << " at "
-           << *a.save << " is newer than the one just saved (" << iteration << "): left in place" << std::endl;
+           << shown_path(*a.save) << " is newer than the one just saved (" << iteration << "): left in place" << std::endl;
     } else if (std::filesystem::is_symlink(old, ec)) {
       log_ << prefix_ << "  --save-retain-interval: the checkpoint of iteration " << fmt7(previous->iteration) << " at "
-           << *a.save << " is a symbolic link: left in place" << std::endl;
+           << shown_path(*a.save) << " is a symbolic link: left in place" << std::endl;
     } else if (std::filesystem::is_directory(old, ec)) {
       try {
         for (const auto& e : std::filesystem::directory_iterator(*a.save)) {
@@ -687,7 +687,7 @@ void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t i
     }
   }
   if (!warning.empty())
-    log_ << prefix_ << "warning: --save " << *a.save << ": the checkpoint of iteration " << previous->iteration
+    log_ << prefix_ << "warning: --save " << shown_path(*a.save) << ": the checkpoint of iteration " << previous->iteration
          << " could not be removed (" << warning << ")" << std::endl;
   verdict(c_, "");  // the other ranks wait for rank 0
 }
