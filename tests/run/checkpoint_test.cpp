@@ -1154,7 +1154,8 @@ TEST_CASE("a --save / --load path with a byte that is not UTF-8 is the very dire
   REQUIRE(a.exit_code() == 0);
   CHECK(files_in(sv) == std::vector<std::string>({"ck\xff"}));  // as `ls sv` shows it
   CHECK(tracker(ck) == "4");
-  mrtest::Proc b = spawn(1, {"--train-iters", "6", "--load", ck, "--save", ck, "--save-interval", "2"}, dir, "load");
+  mrtest::Proc b = spawn(1, {"--train-iters", "6", "--load", ck, "--save", ck, "--save-interval", "2",
+                                 "--override-opt-param-scheduler"}, dir, "load");
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
   CHECK_THAT(b.out(), Catch::Contains("at iteration 4"));
