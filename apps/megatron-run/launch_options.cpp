@@ -17,6 +17,7 @@
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/line_prefix.h"
+#include "launch/torchrun_env.h"
 #include "launch/torchrun_options.h"
 #include "util/gpu_devices.h"
 #include "util/log.h"
@@ -531,6 +532,7 @@ void LaunchOptions::apply(Invocation& inv) {
   // SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
   // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
   auto env = launch::process_env();
+  bool slurm_read_addr = false, slurm_read_port = false;  // MASTER_ADDR / MASTER_PORT, read below under SLURM
   if (nproc_per_node > 0 && !env("RANK") && env("SLURM_PROCID") && !nnodes_given && !node_rank_given &&
       rdzv_backend == "static") {
     auto int_env = [&](const char* name) -> std::optional<int> {
@@ -557,13 +559,16 @@ void LaunchOptions::apply(Invocation& inv) {
       if (!master_addr_given) {
         std::optional<std::string> list = env("SLURM_JOB_NODELIST");
         if (!list) list = env("SLURM_NODELIST");
-        if (env("MASTER_ADDR")) master_addr = *env("MASTER_ADDR");
-        else if (list && !list->empty()) master_addr = launch::slurm_first_host(*list);
+        if (env("MASTER_ADDR")) {
+          master_addr = *env("MASTER_ADDR");
+          slurm_read_addr = true;
+        } else if (list && !list->empty()) master_addr = launch::slurm_first_host(*list);
         else throw UsageError("SLURM_PROCID is set but neither MASTER_ADDR nor SLURM_JOB_NODELIST is: cannot find "
                               "the master node (give --master-addr)", {"--master-addr"});
         from_slurm += ", master " + master_addr;
       }
       if (!master_port_given) {
+        slurm_read_port = true;
         if (std::optional<int> p = int_env("MASTER_PORT")) master_port = *p;
         else master_port = launch::slurm_default_port(env("SLURM_JOB_ID").value_or("0"));
         from_slurm += ", port " + std::to_string(master_port);
@@ -584,6 +589,14 @@ void LaunchOptions::apply(Invocation& inv) {
                      {"--master-port"});
   // torchrun's default of one worker per node, for a job of several nodes.
   if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d")) nproc_per_node = 1;
+  if (nproc_per_node > 0) {  // the workers get the launcher's master: the environment's is named, not dropped
+    const std::string chosen_by = rdzv_backend == "c10d" ? "the c10d rendezvous chooses it"
+                                  : standalone           ? "a standalone job's is 127.0.0.1 at a free port"
+                                                         : "";
+    for (std::string& n : launch::unread_master_env(env, slurm_read_addr || master_addr_given,
+                                                    slurm_read_port || master_port_given, chosen_by))
+      notices.push_back(std::move(n));
+  }
   if (multi_node()) {
     if (rdzv_backend == "static") {
       store_host = master_addr;

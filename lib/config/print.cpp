@@ -177,7 +177,8 @@ void print_internal_error(std::ostream& os, std::string_view message) {
 
 void print_diagnostic(std::ostream& os, const Diagnostic& d) {
   // The config file's line of the value involved, as `check` prints it (file:line: error[id]: ...).
-  const std::string where = d.where.empty() ? "" : printable(d.where) + ": ";
+  // The file name with every control character escaped, a newline too (it is one line's prefix), as `check` does.
+  const std::string where = d.where.empty() ? "" : printable(d.where, false) + ": ";
   os << "megatron-run: " + where +
             printable(rule_heading(d.level == Diagnostic::Level::Error ? "error" : "warning", d.rule, d.message)) + "\n";
 }
@@ -190,8 +191,12 @@ Diagnostic usage_diagnostic(const UsageError& e) {
 }
 
 void print_usage_error(std::ostream& os, const UsageError& e) {
-  if (e.id.empty()) print_error(os, e.what());
-  else print_diagnostic(os, usage_diagnostic(e));
+  if (!e.id.empty()) return print_diagnostic(os, usage_diagnostic(e));
+  // The generic one starts with its place when it came from a file: that place escaped as one line (a newline in
+  // the file name too, as print_diagnostic and `check` print it); printable() leaves the escaped text as it is.
+  const std::string rest = without_where(e.what(), e.where);
+  if (rest.size() == std::string_view(e.what()).size()) return print_error(os, e.what());
+  print_error(os, printable(e.where, false) + ": " + rest);
 }
 
 std::string diagnostic_json(const Diagnostic& d) {

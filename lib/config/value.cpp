@@ -438,9 +438,18 @@ class JsonReader {
         case 'u': {
           uint32_t cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00 && t_.substr(p_, 2) == "\\u") {
+            // A pair only when the next escape really is a low surrogate; otherwise that escape is read on its own.
+            const size_t at = p_;
             p_ += 2;
-            uint32_t lo = hex4();
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            const uint32_t lo = hex4();
+            if (lo >= 0xDC00 && lo <= 0xDFFF) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            else p_ = at;
+          }
+          if (cp >= 0xDC80 && cp <= 0xDCFF) {
+            // The lone surrogate \udcXX is the byte XX that is not UTF-8 (json_quote writes it so, as Python's
+            // surrogateescape does): the bytes round-trip. Another lone surrogate keeps its 3-byte form.
+            out += static_cast<char>(cp - 0xDC00);
+            break;
           }
           utf8(out, cp);
           break;

@@ -23,6 +23,8 @@ class Store {
     bool is_server = false;
     std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // connecting, and blocking operations
     std::string prefix;  // a c10d::PrefixStore prefix ("" for none), e.g. "/worker/attempt_0"
+    // What picks `port`, named in the advice when the port is taken: the launcher's option or the variable.
+    std::string port_setting = "--master-port or MASTER_PORT";
   };
 
   // Connects (or hosts and connects). Throws DistError with a clear message: port in use, master unreachable.

@@ -338,7 +338,7 @@ std::shared_ptr<Store> Store::connect(const Options& opts) {
     if (opts.is_server && (contains(m, "in use") || contains(m, "errno: 98") || contains(m, "EADDRINUSE")))
       throw DistError("cannot host the rendezvous store on port " + std::to_string(opts.port) +
                       ": the port is already in use (another job or a leftover worker holds it); pick a free one "
-                      "with --master-port or MASTER_PORT");
+                      "with " + opts.port_setting);
     // "cannot reach" (and its advice) only for what a connection failure says; resource failures went on above.
     const bool unreachable = contains(m, "connect") || contains(m, "imed out") || contains(m, "imeout") ||
                              contains(m, "refused") || contains(m, "resolve") || contains(m, "host") ||

@@ -105,6 +105,12 @@ int slurm_default_port(const std::string& job_id) {
   return static_cast<int>(20000 + id % 10000);
 }
 
+std::string master_port_setting(const LaunchInfo& info) {
+  if (info.spawned_by_megatron_run) return "--master-port";
+  if (info.source == LaunchInfo::Source::Slurm) return "MASTER_PORT";
+  return "torchrun's --master-port, or MASTER_PORT";
+}
+
 std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
   LaunchInfo info;
   info.spawned_by_megatron_run = env("MR_SPAWNED").value_or("") == "1";

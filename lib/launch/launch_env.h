@@ -37,6 +37,11 @@ struct LaunchInfo {
   std::string describe() const;  // "rank 1 of 4 (local 1 of 2) via torchrun, store 127.0.0.1:29500"
 };
 
+// The setting that picks a worker's MASTER_PORT, for advice when that port is taken: "--master-port" under
+// megatron-run's spawner (its launcher reads no MASTER_PORT outside SLURM, and the option wins there too), torchrun's
+// option (or the variable, for another launcher setting RANK and WORLD_SIZE), MASTER_PORT under SLURM without one.
+std::string master_port_setting(const LaunchInfo& info);
+
 // Inside a job? torchrun's RANK and WORLD_SIZE, else SLURM_PROCID and SLURM_NTASKS; nullopt when neither.
 // Throws LaunchError for malformed values (naming the variable).
 std::optional<LaunchInfo> launch_info(const EnvLookup& env = process_env());

@@ -1,5 +1,10 @@
 #include "launch/torchrun_env.h"
 
+#include <optional>
+#include <tuple>
+
+#include "util/text.h"
+
 namespace mr::launch {
 
 EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent) {
@@ -25,6 +30,22 @@ EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent) {
   };
   if (!w.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", w.error_file);
   return env;
+}
+
+std::vector<std::string> unread_master_env(const EnvLookup& env, bool addr_read, bool port_read,
+                                           const std::string& chosen_by) {
+  std::vector<std::string> out;
+  const std::tuple<const char*, bool, const char*> vars[] = {{"MASTER_ADDR", addr_read, "--master-addr"},
+                                                              {"MASTER_PORT", port_read, "--master-port"}};
+  for (const auto& [name, read, option] : vars) {
+    const std::optional<std::string> v = env(name);
+    if (!v || read) continue;
+    out.push_back(std::string(name) + "=" + abbreviate(*v) + " is set in the launcher's environment: not read (torchrun " +
+                  "reads PET_" + name + " instead); the workers get the launcher's " + name + " (" +
+                  (chosen_by.empty() ? "give " + std::string(option) + " to choose it" : chosen_by) +
+                  ")");
+  }
+  return out;
 }
 
 const std::vector<std::string>& torchrun_env_names() {

@@ -34,6 +34,13 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 // rank 0, as with torchrun's static rendezvous). TORCH_NCCL_ASYNC_ERROR_HANDLING is inherited, else "1".
 EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent = process_env());
 
+// The launcher's notices for MASTER_ADDR and MASTER_PORT set in its own environment and not read (`addr_read`,
+// `port_read`: SLURM's one-launcher-per-node mode read it, or its option was given): the workers get the launcher's
+// master instead, as under torchrun (which reads PET_MASTER_ADDR / PET_MASTER_PORT, never these). Each says what
+// sets it: the option, or `chosen_by` when not empty ("the c10d rendezvous chooses it"). Empty when all is read.
+std::vector<std::string> unread_master_env(const EnvLookup& env, bool addr_read, bool port_read,
+                                           const std::string& chosen_by = "");
+
 // The names of every variable torchrun_env may set (the launcher removes inherited copies of them first).
 const std::vector<std::string>& torchrun_env_names();
 

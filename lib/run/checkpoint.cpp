@@ -90,9 +90,11 @@ std::string non_persistent_dir(const Args& a, const std::string& base) {
 
 // How a message names the directory a save writes to: the flag that gave it.
 std::string save_dir_words(const Args& a, bool non_persistent) {
-  if (!non_persistent) return "--save " + *a.save;
-  if (a.non_persistent_global_ckpt_dir) return "--non-persistent-global-ckpt-dir " + *a.non_persistent_global_ckpt_dir;
-  return "the non-persistent directory " + non_persistent_dir(a, *a.save) + " (--save " + *a.save + ")";
+  if (!non_persistent) return "--save " + shown_path(*a.save);
+  if (a.non_persistent_global_ckpt_dir)
+    return "--non-persistent-global-ckpt-dir " + shown_path(*a.non_persistent_global_ckpt_dir);
+  return "the non-persistent directory " + shown_path(non_persistent_dir(a, *a.save)) + " (--save " +
+         shown_path(*a.save) + ")";
 }
 
 // Non-persistent saves keep only the newest iter_N of their directory (Megatron's
@@ -106,7 +108,7 @@ void refuse_np_dir_on_load(const Args& a) {
     std::error_code ec;
     if (!dir || !std::filesystem::equivalent(np, dir->empty() ? "." : *dir, ec) || ec) return;
     throw CheckpointError(kCkptUnsupported,
-                          save_dir_words(a, true) + " is the " + flag + " directory " + *dir +
+                          save_dir_words(a, true) + " is the " + flag + " directory " + shown_path(*dir) +
                               ": each non-persistent save keeps only the newest checkpoint of its directory, so it "
                               "would remove the checkpoints there; give another directory (the non-persistent "
                               "checkpoints of --non-persistent-global-ckpt-dir DIR are loaded through --load of the "
@@ -242,10 +244,10 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     const auto sv = std::filesystem::weakly_canonical(*a.save, e2);
     if (!e1 && !e2 && np == sv)
       throw CheckpointError(kCkptUnsupported,
-                            "--non-persistent-global-ckpt-dir " + non_persistent_dir(a, *a.save) +
+                            "--non-persistent-global-ckpt-dir " + shown_path(non_persistent_dir(a, *a.save)) +
                                 " is the --save directory: each non-persistent save keeps only the newest checkpoint "
                                 "of its directory, so it would remove the persistent ones; give another directory "
-                                "(without the flag: " + *a.save + "/non_persistent)");
+                                "(without the flag: " + shown_path(*a.save) + "/non_persistent)");
     refuse_np_dir_on_load(a);
   }
   // --skip-train saves nothing (Megatron neither trains nor makes its final save): --save is not touched at all.
@@ -254,7 +256,7 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     const Verdict v = verdict(c, why);
     if (v.rank >= 0)
       throw CheckpointError(kCkptSaveUnwritable,
-                            "--save " + *a.save + " cannot be written" +
+                            "--save " + shown_path(*a.save) + " cannot be written" +
                                 (why.empty() ? " on rank " + std::to_string(v.rank) + ": " + v.error : ": " + why) +
                                 " (checked before training starts)");
     // The non-persistent saves' directory, checked as --save is.
@@ -272,11 +274,11 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
     std::string busy, unlockable;
     if (rank0) save_lock_ = std::make_unique<DirLock>(*a.save, ".megatron-run.lock", busy, unlockable);
     if (!unlockable.empty())  // a file system without flock: the save works, only the guard is missing
-      log_ << prefix_ << "warning: --save " << *a.save << ": no lock against another run saving there too ("
+      log_ << prefix_ << "warning: --save " << shown_path(*a.save) << ": no lock against another run saving there too ("
            << unlockable << ")" << std::endl;
     const Verdict b = verdict(c, busy);
     if (b.rank >= 0)
-      throw CheckpointError(kCkptSaveBusy, "--save " + *a.save + ": another run is saving to this directory (" +
+      throw CheckpointError(kCkptSaveBusy, "--save " + shown_path(*a.save) + ": another run is saving to this directory (" +
                                                (busy.empty() ? b.error : busy) +
                                                "); two runs saving to one directory would overwrite each other's "
                                                "checkpoints (checked before training starts)");
@@ -317,7 +319,7 @@ Progress Checkpointer::load() {
              << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
       if (a.exit_on_missing_checkpoint)
         throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +
-                                                *a.load + " (no " + tracker_path(*a.load) + ")");
+                                                shown_path(*a.load) + " (no " + shown_path(tracker_path(*a.load)) + ")");
     } else {
       if (rank0) log_ << prefix_ << " loading checkpoint from " << found->base << " at iteration " << found->iteration << std::endl;
       // --verify-integrity: rank 0 checks every file against the manifest before anything is read (Megatron's
@@ -528,7 +530,7 @@ Progress Checkpointer::load() {
     if (!err.empty()) throw failure;
     const size_t us = v.error.find('\x1f');
     throw CheckpointError(us == std::string::npos ? std::string(kCkptCorrupt) : v.error.substr(0, us),
-                          "--load " + *a.load + ": loading failed on rank " + std::to_string(v.rank) + ": " +
+                          "--load " + shown_path(*a.load) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
                               (us == std::string::npos ? v.error : v.error.substr(us + 1)));
   }
   if (!loaded.empty()) log_ << loaded << std::endl;
@@ -703,10 +705,10 @@ void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t i
       // The tracker named a later checkpoint (a resume with --ckpt-step, or another run's directory): Megatron's
       // rule would remove it, which loses the newest training state; it is left.
       log_ << prefix_ << "  --save-retain-interval: the checkpoint of iteration " << fmt7(previous->iteration) << " at "
-           << *a.save << " is newer than the one just saved (" << iteration << "): left in place" << std::endl;
+           << shown_path(*a.save) << " is newer than the one just saved (" << iteration << "): left in place" << std::endl;
     } else if (std::filesystem::is_symlink(old, ec)) {
       log_ << prefix_ << "  --save-retain-interval: the checkpoint of iteration " << fmt7(previous->iteration) << " at "
-           << *a.save << " is a symbolic link: left in place" << std::endl;
+           << shown_path(*a.save) << " is a symbolic link: left in place" << std::endl;
     } else if (std::filesystem::is_directory(old, ec)) {
       try {
         for (const auto& e : std::filesystem::directory_iterator(*a.save)) {
@@ -728,7 +730,7 @@ void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t i
     }
   }
   if (!warning.empty())
-    log_ << prefix_ << "warning: --save " << *a.save << ": the checkpoint of iteration " << previous->iteration
+    log_ << prefix_ << "warning: --save " << shown_path(*a.save) << ": the checkpoint of iteration " << previous->iteration
          << " could not be removed (" << warning << ")" << std::endl;
   verdict(c_, "");  // the other ranks wait for rank 0
 }

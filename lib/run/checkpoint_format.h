@@ -24,11 +24,17 @@ namespace mr::run {
 // A refusal of the checkpoint code: a stable id (docs/checkpoints.md lists them) and a message naming the flag
 // or the file. what() is "[id] message" (util/rule_id.h), which prints as "error[id]: message".
 // The message is cut to kMaxCheckpointMessageBytes: it may quote names and values from a checkpoint's files, which
-// can be of any length (a 5 MB tensor name stays out of the error line).
+// can be of any length (a 5 MB tensor name stays out of the error line). The cut is inside it, keeping its last
+// kKeptMessageTailBytes: the reason at its end survives a long value before it. A path it echoes goes through
+// shown_path (kMaxShownPathBytes), so that the message stays short and whole.
 inline constexpr size_t kMaxCheckpointMessageBytes = 4096;
+inline constexpr size_t kKeptMessageTailBytes = 1024;
+inline constexpr size_t kMaxShownPathBytes = 1024;
+inline std::string shown_path(const std::string& path) { return abbreviate(path, kMaxShownPathBytes); }
 struct CheckpointError : RunError {
   CheckpointError(std::string id_, const std::string& msg)
-      : RunError(with_rule_id(id_, abbreviate(msg, kMaxCheckpointMessageBytes))), id(std::move(id_)) {}
+      : RunError(with_rule_id(id_, abbreviate_inside(msg, kMaxCheckpointMessageBytes, kKeptMessageTailBytes))),
+        id(std::move(id_)) {}
   std::string id;
 };
 

@@ -100,6 +100,17 @@ std::string abbreviate(std::string_view s, size_t max) {
   return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
+std::string abbreviate_inside(std::string_view s, size_t max, size_t tail) {
+  if (s.size() <= max) return std::string(s);
+  tail = std::min(tail, max);
+  size_t head = max - tail;
+  while (head > 0 && (static_cast<unsigned char>(s[head]) & 0xC0) == 0x80) --head;  // not inside a character
+  size_t from = s.size() - tail;
+  while (from < s.size() && (static_cast<unsigned char>(s[from]) & 0xC0) == 0x80) ++from;
+  return std::string(s.substr(0, head)) + " ... [" + std::to_string(from - head) + " bytes cut] ... " +
+         std::string(s.substr(from));
+}
+
 std::string seconds_text(std::chrono::milliseconds duration) {
   const int64_t ms = duration.count();
   const bool negative = ms < 0;

@@ -39,6 +39,10 @@ bool is_printable(std::string_view s, bool keep_newlines = true);
 
 // The first `max` bytes of `s` (cut at a UTF-8 character boundary) and "... (N bytes)" when it is longer.
 std::string abbreviate(std::string_view s, size_t max = 200);
+// `s` when it has at most `max` bytes; else its start, " ... [N bytes cut] ... " and its last `tail` bytes (tail < max),
+// at most about `max` bytes in all, cut at UTF-8 character boundaries: for a whole message, whose end (the reason)
+// must survive a long value echoed inside it.
+std::string abbreviate_inside(std::string_view s, size_t max, size_t tail);
 
 // A number as people write it in messages: printf's %g ("600", "1.5", "0.25").
 std::string format_number(double x);

@@ -66,6 +66,24 @@ TEST_CASE("json_quote: valid, printable JSON for any bytes", "[printable]") {
   CHECK_NOTHROW(mr::Value::parse_json(q));
 }
 
+TEST_CASE("abbreviate_inside: a long message keeps its start and its end (the reason), cut in the middle",
+          "[printable]") {
+  CHECK(mr::abbreviate_inside("short", 10, 4) == "short");
+  const std::string msg = "--save /" + std::string(5000, 'd') + " cannot be written: File name too long";
+  const std::string cut = mr::abbreviate_inside(msg, 400, 100);
+  CHECK(cut.size() < 450);
+  CHECK(cut.rfind("--save /ddd", 0) == 0);
+  CHECK(cut.find("bytes cut] ... ") != std::string::npos);
+  CHECK_THAT(cut, Catch::EndsWith("d cannot be written: File name too long"));
+  // The cut counts the bytes left out; it never splits a character.
+  std::string wide;
+  for (int i = 0; i < 300; ++i) wide += "\xc3\xa9";  // é, 2 bytes each
+  const std::string w = mr::abbreviate_inside(wide, 101, 51);
+  CHECK(mr::is_printable(w));
+  CHECK(w == std::string(wide.substr(0, 50)) + " ... [" + std::to_string(600 - 50 - 50) + " bytes cut] ... " +
+                 wide.substr(550));
+}
+
 TEST_CASE("messages: the one formatting place escapes every diagnostic and usage message", "[printable]") {
   std::ostringstream os;
   mr::print_error(os, "bad \x01 value \xff");
@@ -115,6 +133,15 @@ TEST_CASE("messages: a usage error shows its rule id as any refusal with an id, 
   CHECK(mr::usage_diagnostic(generic).rule == "usage");
   CHECK(mr::usage_diagnostic(generic).stage == mr::kStageParse);
   CHECK(mr::usage_diagnostic(generic).message == "unknown argument 'x'");
+  // A newline in the file name is escaped in the place (one line's prefix), with and without an id, as `check`
+  // prints it; a newline of the message itself stays a line break.
+  os.str("");
+  mr::print_usage_error(os, mr::UsageError("names/e\nrr.yaml:1: argument --num-layers: invalid int value: 'x'\nmore",
+                                           {"--num-layers"}, "names/e\nrr.yaml:1"));
+  CHECK(os.str() == "megatron-run: error: names/e\\x0arr.yaml:1: argument --num-layers: invalid int value: 'x'\nmore\n");
+  os.str("");
+  mr::print_usage_error(os, mr::UsageError("e\n.yaml:2: a quote never closed", {}, "e\n.yaml:2", "input.yaml-syntax"));
+  CHECK(os.str() == "megatron-run: e\\x0a.yaml:2: error[input.yaml-syntax]: a quote never closed\n");
 }
 
 TEST_CASE("log records are escaped too", "[printable]") {

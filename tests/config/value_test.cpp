@@ -114,3 +114,36 @@ TEST_CASE("JSON reader's strings: plain, escaped after a plain start, refused", 
   CHECK_THROWS_WITH(Value::parse_json("\"ab\\"), Catch::Contains("unterminated escape"));
   CHECK_THROWS_WITH(Value::parse_json(R"("ab\x")"), Catch::Contains("bad escape"));
 }
+
+TEST_CASE("JSON reader's \\udcXX is the byte XX: json_quote's bytes that are not UTF-8 round-trip", "[types]") {
+  // Every byte 0x80..0xFF alone (none is UTF-8 alone), in a path as a worker reads --save from its namespace.
+  for (int b = 0x80; b <= 0xff; ++b) {
+    const std::string s = "sv/ck" + std::string(1, static_cast<char>(b)) + "/x";
+    const std::string q = mr::json_quote(s);
+    CAPTURE(b, q);
+    CHECK(q.find("\\udc") != std::string::npos);
+    CHECK(Value::parse_json(q).as_str() == s);
+    CHECK(Value::parse_json(mr::json_quote(s, /*ascii_only=*/true)).as_str() == s);
+  }
+  // All 256 bytes in one string, valid UTF-8 mixed with bytes that are not.
+  std::string all;
+  for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
+  all += "\xc3\xa9\xf0\x9f\x98\x80\xed\xa0\x80\xc3";
+  CHECK(Value::parse_json(mr::json_quote(all)).as_str() == all);
+  CHECK(Value::parse_json(mr::json_quote(all, true)).as_str() == all);
+  // Python's json.dumps(os.fsdecode(b"ck\xff")) spells it the same way.
+  CHECK(Value::parse_json(R"("ck\udcff")").as_str() == "ck\xff");
+  CHECK(Value::parse_json(R"("ck\uDC80")").as_str() == "ck\x80");
+}
+
+TEST_CASE("JSON reader pairs a high surrogate only with a low one", "[types]") {
+  CHECK(Value::parse_json(R"("\ud83d\ude00")").as_str() == "\xf0\x9f\x98\x80");
+  // A high surrogate before an escape that is not a low surrogate: each read on its own (the lone high keeps its
+  // 3-byte form; the next is its own character), not combined into a wrong code point.
+  CHECK(Value::parse_json(R"("\ud83d\u0041")").as_str() == "\xed\xa0\xbd" "A");
+  CHECK(Value::parse_json(R"("\ud83d\udcff")").as_str() == "\xf0\x9f\x93\xbf");  // a real pair: U+1F4FF
+  CHECK(Value::parse_json(R"("\ud83d\ud83d\ude00")").as_str() == "\xed\xa0\xbd\xf0\x9f\x98\x80");
+  CHECK(Value::parse_json(R"("\ud83dA")").as_str() == "\xed\xa0\xbd" "A");
+  // A lone low surrogate below \udc80 is no byte of surrogateescape: its 3-byte form, as before.
+  CHECK(Value::parse_json(R"("\udc7f")").as_str() == "\xed\xb1\xbf");
+}

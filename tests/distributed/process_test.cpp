@@ -235,12 +235,20 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
   std::vector<Proc> procs = {
       mrtest::start(argv, mrtest::rank_env(0, 2, busy, {{"MR_DIST_TIMEOUT_S", "5"}}), dir, "busy"),
       mrtest::start(argv, mrtest::rank_env(1, 2, nobody, {{"MR_DIST_TIMEOUT_S", "3"}, {"MR_WAIT_NOTICE_S", "1"}}), dir,
-                    "unreachable", 1)};
+                    "unreachable", 1),
+      // As megatron-run's spawner starts a rank (MR_SPAWNED=1): only --master-port picks the port there.
+      mrtest::start(argv, mrtest::rank_env(0, 1, busy, {{"MR_DIST_TIMEOUT_S", "5"}, {"MR_SPAWNED", "1"}}), dir,
+                    "busy-spawned", 2)};
   mrtest::wait_all(procs, std::chrono::seconds(90));
   close(fd);
   INFO(mrtest::all_output(procs));
   CHECK(procs[0].exit_code() == 1);
   CHECK_THAT(procs[0].err(), Catch::Contains("already in use") && Catch::Contains(std::to_string(busy)));
+  // Started by torchrun (RANK and WORLD_SIZE, no MR_SPAWNED): its option, or the variable, picks the port.
+  CHECK_THAT(procs[0].err(), Catch::Contains("pick a free one with torchrun's --master-port, or MASTER_PORT"));
+  CHECK(procs[2].exit_code() == 1);
+  CHECK_THAT(procs[2].err(), Catch::Contains("already in use") && Catch::Contains("pick a free one with --master-port") &&
+                                 !Catch::Contains("MASTER_PORT"));
   CHECK(procs[1].exit_code() == 1);
   CHECK_THAT(procs[1].err(), Catch::Contains("cannot reach the rendezvous store") &&
                                  Catch::Contains("127.0.0.1:" + std::to_string(nobody)));

@@ -1,4 +1,4 @@
-// launch_env.h: the wait notice's period (MR_WAIT_NOTICE_S).
+// launch_env.h: the wait notice's period (MR_WAIT_NOTICE_S); the setting a taken port's advice names.
 #include "launch/launch_env.h"
 
 #include <catch2/catch.hpp>
@@ -52,4 +52,16 @@ TEST_CASE("wait_notice_remark: an ignored or clamped MR_WAIT_NOTICE_S is named, 
   CHECK(wait_notice_remark(with({{"MR_WAIT_NOTICE_S", ""}})).find("is not a positive number") != std::string::npos);
   CHECK(wait_notice_remark(with({{"MR_WAIT_NOTICE_S", "1e300"}})) ==
         "MR_WAIT_NOTICE_S='1e300' is outside 0.01 s .. 1 day: 86400 s is used");
+}
+
+TEST_CASE("master_port_setting: the advice for a taken port names what picks it where the worker runs",
+          "[launch][launch_env]") {
+  LaunchInfo spawned = *launch_info(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                                          {"MASTER_PORT", "29500"}, {"MR_SPAWNED", "1"}}));
+  CHECK(master_port_setting(spawned) == "--master-port");
+  LaunchInfo torchrun = *launch_info(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", "29500"}}));
+  CHECK(master_port_setting(torchrun) == "torchrun's --master-port, or MASTER_PORT");
+  LaunchInfo slurm = *launch_info(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "node1"}}));
+  CHECK(master_port_setting(slurm) == "MASTER_PORT");
 }

@@ -345,6 +345,36 @@ TEST_CASE("--master-port held by another program on one node: own worker refused
   CHECK(free.out.find("in use") == std::string::npos);
 }
 
+TEST_CASE("MASTER_ADDR and MASTER_PORT in the launcher's environment: not read, named in a notice",
+          "[launch][program][process][master-port]") {
+  // torchrun reads neither (its defaults are PET_MASTER_ADDR / PET_MASTER_PORT); the workers get the launcher's.
+  const std::string echo = " --no-append-args --no-python -- /bin/sh -c 'echo port=$MASTER_PORT addr=$MASTER_ADDR'";
+  Proc r = sh("env -u SLURM_PROCID MASTER_PORT=1 MASTER_ADDR=10.9.9.9 " + kBin + " --config " + kConfig +
+              " --nproc-per-node 1" + echo);
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("warning: MASTER_PORT=1 is set in the launcher's environment: not read (torchrun reads "
+                   "PET_MASTER_PORT instead); the workers get the launcher's MASTER_PORT (give --master-port to "
+                   "choose it)") != std::string::npos);
+  CHECK(r.out.find("warning: MASTER_ADDR=10.9.9.9 is set in the launcher's environment: not read (torchrun reads "
+                   "PET_MASTER_ADDR instead); the workers get the launcher's MASTER_ADDR (give --master-addr to "
+                   "choose it)") != std::string::npos);
+  CHECK(r.out.find("port=1 ") == std::string::npos);
+  CHECK(r.out.find("addr=127.0.0.1") != std::string::npos);
+  // The option given: it sets the workers' value, no notice.
+  const int port = mrtest::free_port();
+  Proc given = sh("env -u SLURM_PROCID -u MASTER_ADDR MASTER_PORT=1 " + kBin + " --config " + kConfig +
+                  " --nproc-per-node 1 --master-port " + std::to_string(port) + echo);
+  CHECK(given.exit == 0);
+  CHECK(given.out.find("port=" + std::to_string(port) + " ") != std::string::npos);
+  CHECK(given.out.find("MASTER_PORT=1 is set") == std::string::npos);
+  // Unset: no notice either.
+  Proc none = sh("env -u SLURM_PROCID -u MASTER_ADDR -u MASTER_PORT " + kBin + " --config " + kConfig +
+                 " --nproc-per-node 1" + echo);
+  CHECK(none.exit == 0);
+  CHECK(none.out.find("in the launcher's environment") == std::string::npos);
+}
+
 TEST_CASE("--distributed-backend nccl for a program: a warning on a machine without any GPU, never a refusal",
           "[launch][program][process][nccl-check]") {
   // torch's nccl is NCCL on NVIDIA GPUs and RCCL on ROCm: megatron-run starts the program either way.

@@ -1,7 +1,11 @@
-// launch/torchrun_env.h: the variables torchrun gives each worker, for one worker of a 2-node job.
+// launch/torchrun_env.h: the variables torchrun gives each worker, for one worker of a 2-node job; the launcher's
+// notices for MASTER_ADDR / MASTER_PORT it does not read.
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "launch/torchrun_env.h"
 
@@ -38,4 +42,40 @@ TEST_CASE("torchrun_env: every torchrun variable, with torchrun's values", "[lau
   for (const auto& [k, v] : mr::launch::torchrun_env(w, set))
     if (k == "TORCH_NCCL_ASYNC_ERROR_HANDLING") seen = v == "3";
   CHECK(seen);
+}
+
+TEST_CASE("unread_master_env: MASTER_ADDR / MASTER_PORT the launcher does not read are named with what sets them",
+          "[launch][torchrun-env]") {
+  auto env = [](const std::string& k) -> std::optional<std::string> {
+    if (k == "MASTER_PORT") return std::string("29555");
+    if (k == "MASTER_ADDR") return std::string("node9");
+    return std::nullopt;
+  };
+  auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  const std::vector<std::string> both = mr::launch::unread_master_env(env, false, false);
+  REQUIRE(both.size() == 2);
+  CHECK(both[0] == "MASTER_ADDR=node9 is set in the launcher's environment: not read (torchrun reads PET_MASTER_ADDR "
+                   "instead); the workers get the launcher's MASTER_ADDR (give --master-addr to choose it)");
+  CHECK(both[1] == "MASTER_PORT=29555 is set in the launcher's environment: not read (torchrun reads PET_MASTER_PORT "
+                   "instead); the workers get the launcher's MASTER_PORT (give --master-port to choose it)");
+  // Read (SLURM's mode, or the option given): not named.
+  const std::vector<std::string> port_only = mr::launch::unread_master_env(env, true, false);
+  REQUIRE(port_only.size() == 1);
+  CHECK(port_only[0].rfind("MASTER_PORT=29555 ", 0) == 0);
+  CHECK(mr::launch::unread_master_env(env, true, true).empty());
+  CHECK(mr::launch::unread_master_env(none, false, false).empty());
+  // The c10d rendezvous chooses the master: no option to name.
+  const std::vector<std::string> c10d = mr::launch::unread_master_env(env, false, false, "the c10d rendezvous chooses it");
+  REQUIRE(c10d.size() == 2);
+  CHECK(c10d[1].find("(the c10d rendezvous chooses it)") != std::string::npos);
+  CHECK(c10d[1].find("--master-port") == std::string::npos);
+  // A huge value is abbreviated.
+  auto huge = [](const std::string& k) -> std::optional<std::string> {
+    if (k == "MASTER_PORT") return std::string(5000, '9');
+    return std::nullopt;
+  };
+  const std::vector<std::string> h = mr::launch::unread_master_env(huge, false, false);
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].size() < 500);
+  CHECK(h[0].find("(5000 bytes)") != std::string::npos);
 }

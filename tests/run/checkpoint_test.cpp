@@ -1217,6 +1217,41 @@ TEST_CASE("an unwritable --save fails before training; a failed save leaves the 
   CHECK_THAT(c.out(), Catch::Contains("at iteration 2"));
 }
 
+TEST_CASE("an unwritable --save of a path too long: the message keeps its reason, the path is shortened",
+          "[run][checkpoint][long-path]") {
+  mrtest::TempDir dir;
+  std::string longp = dir / "long";
+  while (longp.size() < 4300) longp += "/" + std::string(200, 'd');  // past PATH_MAX: "File name too long"
+  mrtest::Proc a = spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", longp + "/ck"}, dir, "long");
+  INFO(a.err());
+  CHECK(a.exit_code() == 1);
+  CHECK_THAT(a.err(), Catch::Contains("error[checkpoint.save-unwritable]: --save " + longp.substr(0, 900)) &&
+                          Catch::Contains("... (" + std::to_string(longp.size() + 3) + " bytes) cannot be written: ") &&
+                          Catch::Contains("File name too long (checked before training starts)"));
+}
+
+TEST_CASE("a --save / --load path with a byte that is not UTF-8 is the very directory written and read",
+          "[run][checkpoint][bytes]") {
+  // The worker reads its namespace as JSON, where such a byte is \udcXX (Python's surrogateescape): it must come
+  // back as the byte, not as the surrogate's UTF-8 (\xed\xb3\xbf).
+  mrtest::TempDir dir;
+  const std::string sv = dir / "sv";
+  fs::create_directory(sv);
+  const std::string ck = sv + "/ck\xff";
+  mrtest::Proc a = spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", ck}, dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  CHECK(files_in(sv) == std::vector<std::string>({"ck\xff"}));  // as `ls sv` shows it
+  CHECK(tracker(ck) == "4");
+  mrtest::Proc b = spawn(1, {"--train-iters", "6", "--load", ck, "--save", ck, "--save-interval", "2",
+                                 "--override-opt-param-scheduler"}, dir, "load");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("at iteration 4"));
+  CHECK(tracker(ck) == "6");
+  CHECK(files_in(sv) == std::vector<std::string>({"ck\xff"}));
+}
+
 TEST_CASE("one run saves to a directory at a time; a tracker that cannot be written is named as such",
           "[run][checkpoint]") {
   mrtest::TempDir dir;
