@@ -30,7 +30,8 @@ struct StdSpec {
 std::set<int> parse_local_ranks(const std::string& v);
 
 struct LogOptions {
-  std::string log_dir;  // --log-dir; empty: a temporary directory, removed at the end unless a stream or an error file went to it
+  // --log-dir; empty: a temporary directory, removed at the end unless a stream or an error file went to it.
+  std::string log_dir;
   StdSpec redirects, tee;
   std::set<int> local_ranks_filter;  // only these local ranks reach the console; empty: every rank
   // torchrun 2.x's --duplicate-stdout-filters / --duplicate-stderr-filters: the lines of tee'd streams that

@@ -30,9 +30,9 @@ std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
       if (const char* v = std::getenv(name); v && *v)
         unused += std::string(unused.empty() ? "" : ", ") + name + "=" + abbreviate(v);
     if (!unused.empty())
-      print_warning(std::cerr, unused + " in megatron-run's environment: not used (torchrun's agent reads these for its "
-                               "file-timer watchdog, health check server and uninterruptible-sleep check, which "
-                               "megatron-run does not implement), and not passed on to the workers");
+      print_warning(std::cerr, unused + " in megatron-run's environment: not used (torchrun's agent reads these for "
+                               "its file-timer watchdog, health check server and uninterruptible-sleep check, "
+                               "which megatron-run does not implement), and not passed on to the workers");
   }
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -87,7 +87,8 @@ std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared,
   w.error_file = error_file;
   if (!o.handled_signals.empty()) {  // --signals-to-handle, by name (what torch's PContext reads)
     w.signals_to_handle.clear();
-    for (int sig : o.handled_signals) w.signals_to_handle += (w.signals_to_handle.empty() ? "" : ",") + signal_name(sig);
+    for (int sig : o.handled_signals)
+      w.signals_to_handle += (w.signals_to_handle.empty() ? "" : ",") + signal_name(sig);
   }
   std::vector<std::string> env = shared;
   for (const auto& [k, v] : torchrun_env(w)) env.push_back(k + "=" + v);

@@ -58,7 +58,8 @@ TEST_CASE("the launcher's own error file: the root cause's, with its exit code, 
   root.error_file = f.string();
   root.when = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
   // torchrun's dump_error_file: the worker's @record file as it is, message.errorCode the exit code.
-  std::ofstream(f) << R"({"message": {"message": "RuntimeError: boom", "extraInfo": {"py_callstack": "Traceback", "timestamp": "1"}}, "other": 1})";
+  std::ofstream(f) << R"({"message": {"message": "RuntimeError: boom",
+      "extraInfo": {"py_callstack": "Traceback", "timestamp": "1"}}, "other": 1})";
   mr::Value v = mr::Value::parse_json(launcher_error_record(root));
   CHECK(at(at(v, "message"), "message").as_str() == "RuntimeError: boom");
   CHECK(at(at(at(v, "message"), "extraInfo"), "py_callstack").as_str() == "Traceback");
@@ -72,7 +73,8 @@ TEST_CASE("the launcher's own error file: the root cause's, with its exit code, 
   CHECK(v.as_object().size() == 1);
   // A message that is a string: copied as it is.
   std::ofstream(f) << R"({"message": "plain"})";
-  CHECK(mr::Value::parse_json(launcher_error_record(root)).json() == mr::Value::parse_json(R"({"message": "plain"})").json());
+  CHECK(mr::Value::parse_json(launcher_error_record(root)).json() ==
+        mr::Value::parse_json(R"({"message": "plain"})").json());
   // No error file (or not JSON): a record in the same format, with the worker's end and its stderr's last lines.
   fs::remove(f);
   root.status = 7 << 8;

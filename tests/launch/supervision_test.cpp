@@ -518,7 +518,8 @@ TEST_CASE("the launcher's TORCHELASTIC_ERROR_FILE gets the root cause; the error
 }
 
 // After a stop to the launcher no worker's end is a root cause: every worker of the node in one line, none alone.
-TEST_CASE("after a stop signal, every worker of the node is named in one line", "[launch][supervision][process][signal]") {
+TEST_CASE("after a stop signal, every worker of the node is named in one line",
+          "[launch][supervision][process][signal]") {
   TempDir t;
   Proc r = signal_launcher(t.path, "FAULT=term FAULT_RANK=1", "", "TERM");
   INFO(r.out);
