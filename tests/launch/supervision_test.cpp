@@ -487,9 +487,9 @@ TEST_CASE("the launcher's TORCHELASTIC_ERROR_FILE gets the root cause; the error
   INFO(r.out);
   CHECK(r.exit == 5);
   const std::string copied = slurp(mine);
-  CHECK(has(copied, "\"message\":\"ValueError: written by rank 1\""));
-  CHECK(has(copied, "\"py_callstack\":\"Traceback: here\""));
-  CHECK(has(copied, "\"errorCode\":5"));
+  CHECK(has(copied, "\"message\": \"ValueError: written by rank 1\""));
+  CHECK(has(copied, "\"py_callstack\": \"Traceback: here\""));
+  CHECK(has(copied, "\"errorCode\": 5"));
   // The summary names the worker's error file, and it is still there after the launcher exits (with a line).
   const size_t at = r.out.find("    error file ");
   REQUIRE(at != std::string::npos);
@@ -504,9 +504,9 @@ TEST_CASE("the launcher's TORCHELASTIC_ERROR_FILE gets the root cause; the error
   INFO(n.out);
   CHECK(n.exit == 4);
   const std::string record = slurp(mine);
-  CHECK(has(record, "\"message\":\"worker rank 1 (local rank 1), pid "));
+  CHECK(has(record, "\"message\": \"worker rank 1 (local rank 1), pid "));
   CHECK(has(record, " exited with code 4\""));
-  CHECK(has(record, "\"errorCode\":4"));
+  CHECK(has(record, "\"errorCode\": 4"));
   CHECK_FALSE(has(n.out, "kept: it holds"));
   // A launcher's file that cannot be written is said; the exit code stays the root cause's.
   Proc bad = sh("FAULT=ignore-term TORCHELASTIC_ERROR_FILE=/nonexistent-dir/x.json " + kRun +
