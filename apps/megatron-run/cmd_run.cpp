@@ -228,9 +228,6 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                          " runs instead of it and megatron-run cannot stop it there; leave --bring-up-only out, "
                          "or name no program to bring up megatron-run's own worker",
                      {"--bring-up-only"});
-  // Here, not in apply(): a launch applies its options a second time (launch.cpp), which would say it twice.
-  if (launch_opts.monitor_interval)
-    MR_LOG(info) << "--monitor-interval: megatron-run reacts to a worker's exit at once; the value is not used";
   // Megatron flags after the program are the program's own (torchrun's rule): not validated, and what megatron-run
   // appends comes after them and wins in the program's argparse. Megatron-LM's example scripts put them there.
   if (program.named() && common.format != "argv0") {

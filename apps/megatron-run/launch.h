@@ -43,7 +43,8 @@ struct LaunchOptions {
   double term_timeout = 30;
   // Options that act only on workers megatron-run starts itself (--nproc-per-node or no enclosing job).
   std::vector<std::string> spawner_only_given;
-  double monitor_interval = 0;
+  double monitor_interval = 0;  // torchrun's polling period: checked (above 0, as torchrun's WorkerSpec), not used
+  bool monitor_interval_given = false;
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::string run_id = "none";

@@ -286,6 +286,7 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
     if (auto v = pet("NNODES")) set_nnodes(launch::parse_nnodes(*v, "PET_NNODES (the default of --nnodes)"));
   join_timeout_given = vm.count("join-timeout") > 0;
   term_timeout_given = vm.count("term-timeout") > 0;
+  monitor_interval_given = given("monitor-interval", "monitor_interval");
   take("rdzv-conf", "RDZV_CONF", rdzv_conf);
   take("role", "ROLE", role);
   take("start-method", "START_METHOD", start_method);
@@ -375,6 +376,15 @@ void LaunchOptions::apply_worker_options() {
       throw invalid_choice("--start-method", start_method, kStartMethods);
     notices.push_back("--start-method " + start_method +
                       ": not used (megatron-run starts every worker as a fresh process, fork and exec)");
+  }
+  if (monitor_interval_given) {
+    if (!(monitor_interval > 0))  // torchrun's WorkerSpec asserts it: its launcher fails with 0 or less
+      throw UsageError("argument --monitor-interval: must be a number of seconds above 0 (got " +
+                           format_number(monitor_interval) + "), as torchrun requires",
+                       {"--monitor-interval"});
+    notices.push_back("--monitor-interval " + format_number(monitor_interval) +
+                      ": not used (megatron-run reacts to a worker's exit at once; torchrun polls the workers this "
+                      "often)");
   }
   if (run_path)
     notices.push_back("--run-path: not used (megatron-run runs the script as `python SCRIPT ARGS` in each worker)");

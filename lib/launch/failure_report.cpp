@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -133,6 +134,54 @@ std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> addres
            "raise the limit (ulimit -v); a shell exits 127 for a command it cannot find";
   return "exit code 127: a shell's code for a command it cannot find (\"command not found\"), and the dynamic "
          "loader's for a library it cannot load (\"error while loading shared libraries\"); its stderr says which";
+}
+
+int torch_exit_code(int status) {
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+std::string launcher_error_record(const WorkerFailure& root) {
+  const int code = torch_exit_code(root.status);
+  std::ifstream in(root.error_file, std::ios::binary);
+  if (!root.error_file.empty() && in) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+      const mr::Value v = mr::Value::parse_json(text.str());
+      const mr::Value* m = member(v, "message");
+      // torchrun's dump_error_file: the child's record as it is, with the exit code as message.errorCode (the
+      // worker cannot know it when a signal ended it); a record whose message is a string keeps no code.
+      if (!m || !m->is_object() || code == 0) return v.json();
+      mr::Object message;
+      for (const auto& [k, e] : m->as_object())
+        if (k != "errorCode") message.emplace_back(k, e);
+      message.emplace_back("errorCode", code);
+      mr::Object top;
+      for (const auto& [k, e] : v.as_object()) top.emplace_back(k, k == "message" ? mr::Value::object(message) : e);
+      return mr::Value::object(top).json();
+    } catch (const std::exception&) {
+      // Not JSON: the record below, as for a worker without an error file.
+    }
+  }
+  std::string tail;
+  for (const std::string& l : root.stderr_tail) tail += l + "\n";
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(root.when.time_since_epoch()).count();
+  mr::Object extra = {{"py_callstack", tail}, {"timestamp", std::to_string(secs)}};
+  mr::Object message = {{"message", "worker " + who(root) + " on " + host_name() + " " + describe_end(root)},
+                        {"extraInfo", mr::Value::object(extra)},
+                        {"errorCode", code}};
+  return mr::Value::object({{"message", mr::Value::object(message)}}).json();
+}
+
+std::string write_launcher_error_file(const std::string& path, const WorkerFailure& root) {
+  const std::string record = launcher_error_record(root);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return std::strerror(errno);
+  out << record;
+  out.close();
+  if (!out) return std::strerror(errno);
+  return "";
 }
 
 void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int restarts,

@@ -57,6 +57,19 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path);
 // program could not find a command; else both readings, and the limit when one is set.
 std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> address_space_limit);
 
+// torchrun's exit code of a worker (its ProcessFailure.exitcode): the code, or minus the signal that killed it.
+int torch_exit_code(int status);
+
+// What the launcher writes to its own TORCHELASTIC_ERROR_FILE when the job fails (torchrun's main is @record: its
+// ChildFailedError copies the root cause's error file there), for the root cause `root`: its error file as it is,
+// with torch_exit_code as message.errorCode when the message is an object (torchrun's dump_error_file); for a
+// worker that wrote none (or not JSON), a record in the same format: message "worker rank R (local rank L), pid P
+// on HOST exited with code C", extraInfo.py_callstack its last stderr lines, extraInfo.timestamp, errorCode
+// (torchrun writes nothing then).
+std::string launcher_error_record(const WorkerFailure& root);
+// Writes launcher_error_record(root) to `path` (replacing it). "" done, else why not (strerror).
+std::string write_launcher_error_file(const std::string& path, const WorkerFailure& root);
+
 // The summary: `failures` in the order the launcher saw them (the first is the root cause, unless
 // `first_elsewhere` names another node's failure that the launchers' store recorded before it); `restarts` the
 // restart count of the attempt that failed (TORCHELASTIC_RESTART_COUNT, its attempt_<n> log directory) and

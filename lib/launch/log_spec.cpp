@@ -90,7 +90,10 @@ std::set<int> parse_local_ranks(const std::string& v) {
   return ranks;
 }
 
+bool LogOptions::no_files() const { return log_dir == "/dev/null"; }
+
 bool LogOptions::any_file(int nproc) const {
+  if (no_files()) return false;
   for (int r = 0; r < nproc; ++r)
     if ((redirects.of(r) | tee.of(r)) != kStdNone) return true;
   return false;
@@ -102,6 +105,10 @@ RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int loca
   const bool shown = o.local_ranks_filter.empty() || o.local_ranks_filter.count(local_rank);
   const fs::path dir = fs::path(attempt_dir) / std::to_string(local_rank);
   RankLogs r;
+  if (o.no_files()) {  // torchrun's os.devnull: every stream to the console, no error file (TORCHELASTIC_ERROR_FILE="")
+    r.out.console = r.err.console = shown;
+    return r;
+  }
   auto dest = [&](int bit, const char* name) {
     StreamDest d;
     if (redirect & bit) d.file = (dir / name).string();
@@ -115,6 +122,7 @@ RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int loca
 }
 
 LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
+  if (o.no_files()) return;  // no directory at all
   if (o.log_dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
     root_ = mkdtemp_in(tmp && *tmp ? tmp : "/tmp", "torchelastic_");
@@ -135,11 +143,23 @@ LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
 
 LogDir::~LogDir() {
   if (!temporary_ || keep_) return;
+  // A worker's error file (the failure summary names its path; it holds what the summary leaves out) keeps it.
   std::error_code ec;
+  try {
+    for (const auto& attempt : fs::directory_iterator(run_dir_))
+      for (const auto& rank : fs::directory_iterator(attempt.path(), ec))
+        if (fs::exists(rank.path() / "error.json", ec)) {
+          std::cerr << "megatron-run: log directory " << run_dir_ << " kept: it holds a worker's error file ("
+                    << (rank.path() / "error.json").string() << ")\n";
+          return;
+        }
+  } catch (const std::exception&) {  // unreadable: removed, as before
+  }
   fs::remove_all(root_, ec);
 }
 
 std::string LogDir::attempt(int restart_count, int nproc) const {
+  if (run_dir_.empty()) return "";  // --log-dir /dev/null
   const fs::path dir = fs::path(run_dir_) / ("attempt_" + std::to_string(restart_count));
   std::error_code ec;
   fs::remove_all(dir, ec);

@@ -30,13 +30,17 @@ struct StdSpec {
 std::set<int> parse_local_ranks(const std::string& v);
 
 struct LogOptions {
-  std::string log_dir;  // --log-dir; empty: a temporary directory, removed at the end unless a stream went to it
+  // --log-dir; empty: a temporary directory, removed at the end unless a stream or an error file went to it.
+  std::string log_dir;
   StdSpec redirects, tee;
   std::set<int> local_ranks_filter;  // only these local ranks reach the console; empty: every rank
   // torchrun 2.x's --duplicate-stdout-filters / --duplicate-stderr-filters: the lines of tee'd streams that
   // contain any of these go also to <attempt dir>/filtered_std{out,err}.log, prefixed, every rank in one file.
   // Empty: not given (an empty string in the list matches every line, as in torchrun).
   std::vector<std::string> duplicate_stdout_filters, duplicate_stderr_filters;
+  // --log-dir /dev/null, torchrun's "no log files": no run directory, every stream of every rank to the console
+  // (redirects and tee change nothing; --local-ranks-filter still applies), no TORCHELASTIC_ERROR_FILE (empty).
+  bool no_files() const;
   // Some stream of one of `nproc` local ranks is written to a file.
   bool any_file(int nproc) const;
 };
@@ -60,7 +64,9 @@ RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int loca
 // A run's log directory: <root>/<run_id>_<unique> (torchrun's mkdtemp with the run id as prefix), root being
 // --log-dir (made when missing) or a fresh $TMPDIR/torchelastic_XXXXXX. A temporary root is removed by the
 // destructor unless some stream was written to it (then it is kept and its path said on stderr, as torchrun
-// keeps it). Throws std::runtime_error when a directory cannot be made.
+// keeps it) or a worker wrote its error file there (kept, and said on stderr at the end). With o.no_files()
+// (--log-dir /dev/null) there is none: run_dir() and attempt() are "". Throws std::runtime_error when a
+// directory cannot be made.
 class LogDir {
  public:
   LogDir(const LogOptions& o, const std::string& run_id, int nproc);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
@@ -39,6 +40,10 @@ int spawn_workers(const SpawnOptions& o) {
   // process groups if this launcher dies without finishing (kill -9; launch/guardian.h).
   Guardian guardian(o.nproc_per_node, o.grace_seconds);
   SpawnOptions job = o;
+  // The launcher's own TORCHELASTIC_ERROR_FILE (a scheduler's, or an enclosing torchrun worker's): the root cause's
+  // record goes there when the job fails, as torchrun's @record main copies it. Not the workers' (they get their own).
+  const char* own_error_file = std::getenv("TORCHELASTIC_ERROR_FILE");
+  const std::string launcher_error_file = own_error_file ? own_error_file : "";
   const std::vector<std::string> env = detail::shared_worker_env(job);
   LogDir logs(o.logs, o.run_id, o.nproc_per_node);  // removes a temporary one last
 
@@ -120,6 +125,10 @@ int spawn_workers(const SpawnOptions& o) {
     }
     print_failure_summary(std::cerr, r.failures, job.restart_count, o.max_restarts,
                           r.first_elsewhere ? r.first_elsewhere->message : "");
+    if (!launcher_error_file.empty() && !r.failures.empty())
+      if (const std::string why = write_launcher_error_file(launcher_error_file, r.failures.front()); !why.empty())
+        std::cerr << "megatron-run: cannot write the launcher's error file " << launcher_error_file
+                  << " (TORCHELASTIC_ERROR_FILE): " << why << "\n";
     return ended(r.code);
   }
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/print.h"
 #include "launch/cpu_affinity.h"
 #include "launch/spawn_detail.h"
 #include "launch/torchrun_env.h"
@@ -20,6 +21,19 @@ namespace mr::launch::detail {
 std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
   std::vector<std::string> base;
   const std::vector<std::string>& torchrun = torchrun_env_names();
+  // Inputs of torchrun's agent that megatron-run does not implement: outside an enclosing torchrun job (whose
+  // workers inherit them from their launcher, TORCHELASTIC_RUN_ID with them) they are the user's, and are named.
+  if (!std::getenv("TORCHELASTIC_RUN_ID")) {
+    std::string unused;
+    for (const char* name : {"TORCHELASTIC_ENABLE_FILE_TIMER", "TORCHELASTIC_TIMER_FILE",
+                             "TORCHELASTIC_HEALTH_CHECK_PORT", "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT"})
+      if (const char* v = std::getenv(name); v && *v)
+        unused += std::string(unused.empty() ? "" : ", ") + name + "=" + abbreviate(v);
+    if (!unused.empty())
+      print_warning(std::cerr, unused + " in megatron-run's environment: not used (torchrun's agent reads these for "
+                               "its file-timer watchdog, health check server and uninterruptible-sleep check, "
+                               "which megatron-run does not implement), and not passed on to the workers");
+  }
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     std::string key = kv.substr(0, kv.find('='));
@@ -71,6 +85,11 @@ std::vector<std::string> rank_worker_env(const std::vector<std::string>& shared,
   w.run_id = o.run_id;
   w.role = o.role;
   w.error_file = error_file;
+  if (!o.handled_signals.empty()) {  // --signals-to-handle, by name (what torch's PContext reads)
+    w.signals_to_handle.clear();
+    for (int sig : o.handled_signals)
+      w.signals_to_handle += (w.signals_to_handle.empty() ? "" : ",") + signal_name(sig);
+  }
   std::vector<std::string> env = shared;
   for (const auto& [k, v] : torchrun_env(w)) env.push_back(k + "=" + v);
   if (o.virtual_local_rank) {

@@ -284,7 +284,10 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       f.start_failure = w.start_failure;
       result.failures.push_back(f);
       failed.push_back(&w);
-      if (result.failures.size() == 1) {
+      // The first failure after a stop (a signal to the launcher, another node's failure or stop, output that
+      // could not be written) is one of many the stop made, not a root cause: every worker of the node is named
+      // together at the end instead.
+      if (result.failures.size() == 1 && !stopping) {
         result.failed_first = result.signal_received == 0 && !output_failed_first;
         bool others = workers.any_running();
         const std::string how =
@@ -385,6 +388,13 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       killed = true;
       left.clear();
     }
+  }
+  if (!result.failures.empty() && result.failures.front().after_stop) {
+    std::string ends;
+    for (Worker& w : workers.all())
+      ends += (ends.empty() ? "rank " : ", rank ") + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ") " +
+              (w.start_failure.empty() ? describe_status(w.status) : "could not be started (" + w.start_failure + ")");
+    std::cerr << "megatron-run: this node's workers after the stop: " << ends << "\n";
   }
   // Every stream has ended: the stderr tails are complete.
   for (size_t i = 0; i < failed.size(); ++i) {

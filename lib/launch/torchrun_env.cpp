@@ -28,7 +28,11 @@ EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent) {
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", parent("TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1")},
   };
-  if (!w.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", w.error_file);
+  // torchrun sets it for every worker, empty under --log-dir /dev/null (no error files).
+  env.emplace_back("TORCHELASTIC_ERROR_FILE", w.error_file);
+  // torchrun's launcher puts its --signals-to-handle list in its own environment, which every worker inherits (a
+  // worker that starts processes through torch.distributed.elastic.multiprocessing handles the same signals).
+  env.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE", w.signals_to_handle);
   return env;
 }
 
@@ -51,7 +55,6 @@ std::vector<std::string> unread_master_env(const EnvLookup& env, bool addr_read,
 const std::vector<std::string>& torchrun_env_names() {
   static const std::vector<std::string> names = [] {
     WorkerPlace w;
-    w.error_file = "x";
     std::vector<std::string> n;
     for (const auto& [k, v] : torchrun_env(w, [](const std::string&) { return std::nullopt; })) n.push_back(k);
     return n;

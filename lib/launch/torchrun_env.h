@@ -24,7 +24,9 @@ struct WorkerPlace {
   int max_restarts = 0;      // --max-restarts
   std::string run_id = "none";  // --rdzv-id (torchrun's default "none"; --standalone: a fresh id)
   std::string role = "default";  // --role: ROLE_NAME (one role holds every worker)
-  std::string error_file;    // TORCHELASTIC_ERROR_FILE; empty: not set (no --log-dir)
+  std::string error_file;    // TORCHELASTIC_ERROR_FILE; empty under --log-dir /dev/null (torchrun's "no files")
+  // TORCHELASTIC_SIGNALS_TO_HANDLE: the launcher's --signals-to-handle, as signal names (torchrun's default here).
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
 };
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;

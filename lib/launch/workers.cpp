@@ -80,6 +80,7 @@ void close_fd(int& fd) {
 }  // namespace
 
 void Workers::open_filtered(const SpawnOptions& o, const std::string& attempt_dir) {
+  if (attempt_dir.empty()) return;  // --log-dir /dev/null: no files
   if (!o.logs.duplicate_stdout_filters.empty() && filtered_out_ < 0)
     filtered_out_ = open_log(attempt_dir + "/filtered_stdout.log");
   if (!o.logs.duplicate_stderr_filters.empty() && filtered_err_ < 0)

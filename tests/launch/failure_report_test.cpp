@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/value.h"
 #include "launch/failure_report.h"
 
 namespace fs = std::filesystem;
@@ -34,6 +35,71 @@ TEST_CASE("an error file in PyTorch's @record format, and others", "[launch][fai
   CHECK_FALSE(read_error_file(""));
   CHECK(signal_name(15) == "SIGTERM");
   CHECK(describe_status(9) == "was killed by signal 9 (SIGKILL)");  // a wait status: killed by signal 9
+}
+
+namespace {
+const mr::Value& at(const mr::Value& v, const std::string& key) {
+  for (const auto& [k, e] : v.as_object())
+    if (k == key) return e;
+  FAIL("no key " << key << " in " << v.json());
+  static const mr::Value none;
+  return none;
+}
+}  // namespace
+
+TEST_CASE("the launcher's own error file: the root cause's, with its exit code, or a record of its end",
+          "[launch][failure-report]") {
+  const fs::path f = fs::temp_directory_path() / ("mr-root-error-" + std::to_string(getpid()) + ".json");
+  WorkerFailure root;
+  root.rank = 3;
+  root.local_rank = 1;
+  root.pid = 4242;
+  root.status = 7 << 8;  // exited with code 7
+  root.error_file = f.string();
+  root.when = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
+  // torchrun's dump_error_file: the worker's @record file as it is, message.errorCode the exit code.
+  std::ofstream(f) << R"({"message": {"message": "RuntimeError: boom",
+      "extraInfo": {"py_callstack": "Traceback", "timestamp": "1"}}, "other": 1})";
+  mr::Value v = mr::Value::parse_json(launcher_error_record(root));
+  CHECK(at(at(v, "message"), "message").as_str() == "RuntimeError: boom");
+  CHECK(at(at(at(v, "message"), "extraInfo"), "py_callstack").as_str() == "Traceback");
+  CHECK(at(at(v, "message"), "errorCode").as_int() == 7);
+  CHECK(at(v, "other").as_int() == 1);
+  // Killed by a signal: minus the signal (torchrun's exitcode), replacing a code the worker wrote.
+  std::ofstream(f) << R"({"message": {"message": "m", "extraInfo": {"timestamp": "1"}, "errorCode": 1}})";
+  root.status = 9;  // killed by SIGKILL
+  v = mr::Value::parse_json(launcher_error_record(root));
+  CHECK(at(at(v, "message"), "errorCode").as_int() == -9);
+  CHECK(v.as_object().size() == 1);
+  // A message that is a string: copied as it is.
+  std::ofstream(f) << R"({"message": "plain"})";
+  CHECK(mr::Value::parse_json(launcher_error_record(root)).json() ==
+        mr::Value::parse_json(R"({"message": "plain"})").json());
+  // No error file (or not JSON): a record in the same format, with the worker's end and its stderr's last lines.
+  fs::remove(f);
+  root.status = 7 << 8;
+  root.stderr_tail = {"Traceback (most recent call last):", "ValueError: x"};
+  for (int pass = 0; pass < 2; ++pass) {
+    v = mr::Value::parse_json(launcher_error_record(root));
+    const std::string message = at(at(v, "message"), "message").as_str();
+    CHECK(message.rfind("worker rank 3 (local rank 1), pid 4242 on ", 0) == 0);
+    CHECK(message.find(" exited with code 7") != std::string::npos);
+    CHECK(at(at(at(v, "message"), "extraInfo"), "py_callstack").as_str() ==
+          "Traceback (most recent call last):\nValueError: x\n");
+    CHECK(at(at(at(v, "message"), "extraInfo"), "timestamp").as_str() == "1700000000");
+    CHECK(at(at(v, "message"), "errorCode").as_int() == 7);
+    std::ofstream(f) << "not json";
+  }
+  // Written to the launcher's file, replacing what was there; a path that cannot be written says why.
+  const fs::path out = f.string() + ".out";
+  std::ofstream(out) << "old content, longer than nothing";
+  CHECK(write_launcher_error_file(out.string(), root).empty());
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == launcher_error_record(root));
+  CHECK_FALSE(write_launcher_error_file((f.parent_path() / "no-such-dir" / "x.json").string(), root).empty());
+  fs::remove(f);
+  fs::remove(out);
 }
 
 TEST_CASE("exit code 127: the loader under an address-space limit, a shell's missing command, or a start failure",

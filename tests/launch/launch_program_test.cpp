@@ -59,6 +59,8 @@ std::string env_of(const mr::Value& line, const std::string& name) {
   return v.is_str() ? v.as_str() : "<unset>";
 }
 
+bool has_text(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 }  // namespace
 
 TEST_CASE("a script on 2 ranks: torchrun's environment and the resolved Megatron flags", "[launch][program][process]") {
@@ -215,10 +217,10 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(probe_lines(named.out).size() == 1);
   CHECK(named.out.find("warning: --start-method forkserver: not used") != std::string::npos);
   CHECK(named.out.find("warning: --run-path: not used") != std::string::npos);
-  // --monitor-interval: accepted, and said once at --log-level info (the launch applies its options twice).
-  Proc monitor = sh(run + "--nproc-per-node 1 --monitor-interval 5 --log-level info " + kProbe);
+  // --monitor-interval: accepted, and named once in a warning (the launch applies its options twice).
+  Proc monitor = sh(run + "--nproc-per-node 1 --monitor-interval 5 " + kProbe);
   REQUIRE(monitor.exit == 0);
-  const std::string said = "--monitor-interval: megatron-run reacts to a worker's exit at once";
+  const std::string said = "warning: --monitor-interval 5: not used (megatron-run reacts to a worker's exit at once";
   const size_t first = monitor.out.find(said);
   CHECK(first != std::string::npos);
   CHECK(monitor.out.find(said, first + 1) == std::string::npos);
@@ -402,4 +404,61 @@ TEST_CASE("--distributed-backend nccl for a program: a warning on a machine with
   const mrtest::Proc gloo = run_on(mrtest::fake_root("bare", {"dev/null"}, "launch-program"), "gloo");
   CHECK(gloo.exit == 0);
   CHECK(gloo.out.find("launch.nccl-without-gpu") == std::string::npos);
+}
+
+TEST_CASE("torchrun's worker variables beyond the agent's: TORCHELASTIC_SIGNALS_TO_HANDLE; the agent's inputs named",
+          "[launch][program][process][torchrun-env]") {
+  const std::string run = kPython + kBin + " --config " + kConfig + " --nproc-per-node 2 ";
+  // The launcher's --signals-to-handle list, by name, as torchrun's launcher exports it (its default without).
+  Proc d = sh(run + kProbe);
+  INFO(d.out);
+  REQUIRE(probe_lines(d.out).size() == 2);
+  CHECK(env_of(probe_lines(d.out)[1], "TORCHELASTIC_SIGNALS_TO_HANDLE") == "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  Proc s = sh(run + "--signals-to-handle term,USR1 " + kProbe);
+  INFO(s.out);
+  REQUIRE(probe_lines(s.out).size() == 2);
+  CHECK(env_of(probe_lines(s.out)[0], "TORCHELASTIC_SIGNALS_TO_HANDLE") == "SIGTERM,SIGUSR1");
+  // torchrun's file-timer watchdog (and its other agent inputs): not implemented, named, not passed on.
+  Proc t = sh("TORCHELASTIC_ENABLE_FILE_TIMER=1 TORCHELASTIC_TIMER_FILE=/tmp/x " + run + kProbe);
+  INFO(t.out);
+  REQUIRE(t.exit == 0);
+  CHECK(has_text(t.out, "warning: TORCHELASTIC_ENABLE_FILE_TIMER=1, TORCHELASTIC_TIMER_FILE=/tmp/x in megatron-run's "
+                        "environment: not used"));
+  REQUIRE(probe_lines(t.out).size() == 2);
+  CHECK(env_of(probe_lines(t.out)[0], "TORCHELASTIC_ENABLE_FILE_TIMER") == "<unset>");
+  CHECK(env_of(probe_lines(t.out)[0], "TORCHELASTIC_TIMER_FILE") == "<unset>");
+  Proc h = sh("TORCHELASTIC_HEALTH_CHECK_PORT=8000 " + run + kProbe);
+  CHECK(has_text(h.out, "warning: TORCHELASTIC_HEALTH_CHECK_PORT=8000 in megatron-run's environment: not used"));
+  // Inside an enclosing torchrun job (its workers inherit them from their launcher): not the user's, not named.
+  Proc in_job = sh("TORCHELASTIC_RUN_ID=outer TORCHELASTIC_ENABLE_FILE_TIMER=1 " + run + kProbe);
+  INFO(in_job.out);
+  REQUIRE(in_job.exit == 0);
+  CHECK_FALSE(has_text(in_job.out, "TORCHELASTIC_ENABLE_FILE_TIMER=1"));
+  CHECK(env_of(probe_lines(in_job.out)[0], "TORCHELASTIC_RUN_ID") == "none");
+}
+
+TEST_CASE("--log-dir /dev/null: torchrun's no log files; --monitor-interval above 0, named as not used",
+          "[launch][program][process][torchrun-options]") {
+  const std::string run = kPython + kBin + " --config " + kConfig + " --nproc-per-node 2 ";
+  // Every stream of every rank on the console (-t/-r change nothing), TORCHELASTIC_ERROR_FILE empty, no directory.
+  Proc n = sh("TMPDIR=/nonexistent-mr-dir " + run + "--log-dir /dev/null -t 3 -r 1 " + kProbe);
+  INFO(n.out);
+  REQUIRE(n.exit == 0);
+  auto lines = probe_lines(n.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(env_of(lines[0], "TORCHELASTIC_ERROR_FILE").empty());
+  CHECK(env_of(lines[1], "TORCHELASTIC_ERROR_FILE").empty());
+  CHECK_FALSE(has_text(n.out, "log directory"));
+  // torchrun fails on 0 or less (its WorkerSpec asserts it): refused, exit 2, naming the option; nothing starts.
+  for (const char* bad : {"0", "-1", "-0.5"}) {
+    Proc b = sh(run + "--monitor-interval " + bad + " " + kProbe);
+    INFO(bad << ": " << b.out);
+    CHECK(b.exit == 2);
+    CHECK(has_text(b.out, "argument --monitor-interval: must be a number of seconds above 0"));
+    CHECK(probe_lines(b.out).empty());
+  }
+  Proc ok = sh(run + "--monitor_interval 0.5 " + kProbe);
+  INFO(ok.out);
+  CHECK(ok.exit == 0);
+  CHECK(has_text(ok.out, "warning: --monitor-interval 0.5: not used (megatron-run reacts to a worker's exit at once"));
 }

@@ -56,6 +56,18 @@ TEST_CASE("where a rank's streams go: torchrun's rules", "[launch][log-spec]") {
   CHECK(rank_logs(o, "/l/attempt_0", 1).err.console);
   CHECK(o.any_file(2));
   CHECK_FALSE(LogOptions{}.any_file(8));
+  // --log-dir /dev/null (torchrun's "no log files"): every stream to the console whatever -r/-t say, no error
+  // file; the filter still applies.
+  o.log_dir = "/dev/null";
+  CHECK(o.no_files());
+  CHECK_FALSE(o.any_file(2));
+  RankLogs d1 = rank_logs(o, "", 1);
+  CHECK(d1.out.file.empty());
+  CHECK(d1.err.file.empty());
+  CHECK(d1.out.console);
+  CHECK(d1.err.console);
+  CHECK(d1.error_file.empty());
+  CHECK_FALSE(rank_logs(o, "", 0).out.console);  // outside --local-ranks-filter 1
 }
 
 TEST_CASE("the run's log directory: <log-dir>/<run id>_<unique>/attempt_<n>/<local rank>", "[launch][log-spec]") {
@@ -85,4 +97,19 @@ TEST_CASE("the run's log directory: <log-dir>/<run id>_<unique>/attempt_<n>/<loc
     CHECK(fs::path(tmp_run).parent_path().filename().string().rfind("torchelastic_", 0) == 0);
   }
   CHECK_FALSE(fs::exists(tmp_run));
+  // ... but kept when a worker wrote its error file there (the failure summary names its path).
+  std::string kept;
+  {
+    LogDir d(LogOptions{}, "none", 2);
+    kept = d.run_dir();
+    std::ofstream(fs::path(d.attempt(0, 2)) / "1" / "error.json") << "{}";
+  }
+  CHECK(fs::exists(fs::path(kept) / "attempt_0" / "1" / "error.json"));
+  fs::remove_all(fs::path(kept).parent_path());
+  // --log-dir /dev/null: no directory at all.
+  LogOptions null_dir;
+  null_dir.log_dir = "/dev/null";
+  LogDir n(null_dir, "none", 2);
+  CHECK(n.run_dir().empty());
+  CHECK(n.attempt(0, 2).empty());
 }

@@ -533,4 +533,60 @@ TEST_CASE("a signal delivered twice at once (timeout -s INT) is said and passed 
   CHECK(n == 1);
   CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT); forwarding it to the workers"));
   CHECK(has(r.out, "exit=124"));
+
+// The launcher's own TORCHELASTIC_ERROR_FILE gets the root cause's record, as torchrun's @record main copies it;
+// without --log-dir the run directory holding the error file the summary names is kept.
+TEST_CASE("the launcher's TORCHELASTIC_ERROR_FILE gets the root cause; the error file the summary names stays",
+          "[launch][supervision][process][error-file]") {
+  TempDir t;
+  const fs::path mine = t.path / "launcher.json";
+  fs::create_directories(t.path / "tmp");
+  fs::create_directories(t.path / "tmp2");
+  // A worker that wrote its error file (@record's format, here without torch): copied, errorCode its exit code.
+  Proc r = sh("FAULT=error-file TMPDIR='" + (t.path / "tmp").string() + "' TORCHELASTIC_ERROR_FILE='" +
+              mine.string() + "' " + kRun + "--nproc-per-node 2 --term-timeout 5 --no-append-args " + kFaults);
+  INFO(r.out);
+  CHECK(r.exit == 5);
+  const std::string copied = slurp(mine);
+  CHECK(has(copied, "\"message\": \"ValueError: written by rank 1\""));
+  CHECK(has(copied, "\"py_callstack\": \"Traceback: here\""));
+  CHECK(has(copied, "\"errorCode\": 5"));
+  // The summary names the worker's error file, and it is still there after the launcher exits (with a line).
+  const size_t at = r.out.find("    error file ");
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + std::string("    error file ").size();
+  const std::string named = r.out.substr(from, r.out.find(":\n", from) - from);
+  CHECK(has(named, "/attempt_0/1/error.json"));
+  CHECK(fs::exists(named));
+  CHECK(has(r.out, "kept: it holds a worker's error file (" + named + ")"));
+  // No worker wrote one: the temporary directory goes, and the launcher's file gets a record of the root cause.
+  Proc n = sh("FAULT=ignore-term TMPDIR='" + (t.path / "tmp2").string() + "' TORCHELASTIC_ERROR_FILE='" +
+              mine.string() + "' " + kRun + "--nproc-per-node 2 --term-timeout 1 --no-append-args " + kFaults);
+  INFO(n.out);
+  CHECK(n.exit == 4);
+  const std::string record = slurp(mine);
+  CHECK(has(record, "\"message\": \"worker rank 1 (local rank 1), pid "));
+  CHECK(has(record, " exited with code 4\""));
+  CHECK(has(record, "\"errorCode\": 4"));
+  CHECK_FALSE(has(n.out, "kept: it holds"));
+  // A launcher's file that cannot be written is said; the exit code stays the root cause's.
+  Proc bad = sh("FAULT=ignore-term TORCHELASTIC_ERROR_FILE=/nonexistent-dir/x.json " + kRun +
+                "--nproc-per-node 2 --term-timeout 1 --no-append-args " + kFaults);
+  INFO(bad.out);
+  CHECK(bad.exit == 4);
+  CHECK(has(bad.out, "megatron-run: cannot write the launcher's error file /nonexistent-dir/x.json "
+                     "(TORCHELASTIC_ERROR_FILE): No such file or directory"));
+}
+
+// After a stop to the launcher no worker's end is a root cause: every worker of the node in one line, none alone.
+TEST_CASE("after a stop signal, every worker of the node is named in one line",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  Proc r = signal_launcher(t.path, "FAULT=term FAULT_RANK=1", "", "TERM");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=143"));
+  CHECK(has(r.out, "megatron-run: this node's workers after the stop: rank 0 (pid "));
+  CHECK(has(r.out, ") exited with code 0, rank 1 (pid "));
+  CHECK(has(r.out, ") was killed by signal 15 (SIGTERM)\n"));
+  CHECK_FALSE(has(r.out, "megatron-run: worker rank "));
 }

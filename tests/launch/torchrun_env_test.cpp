@@ -30,7 +30,8 @@ TEST_CASE("torchrun_env: every torchrun variable, with torchrun's values", "[lau
       {"LOCAL_WORLD_SIZE", "4"}, {"WORLD_SIZE", "8"}, {"GROUP_WORLD_SIZE", "2"}, {"ROLE_WORLD_SIZE", "8"},
       {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29400"}, {"TORCHELASTIC_RESTART_COUNT", "1"},
       {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_USE_AGENT_STORE", "False"},
-      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"TORCHELASTIC_ERROR_FILE", "/logs/job7/attempt_1/2/error.json"}};
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"TORCHELASTIC_ERROR_FILE", "/logs/job7/attempt_1/2/error.json"},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"}};
   CHECK(env == want);
   CHECK(mr::launch::torchrun_env_names().size() == want.size());
   // An inherited TORCH_NCCL_ASYNC_ERROR_HANDLING is kept.
@@ -42,6 +43,14 @@ TEST_CASE("torchrun_env: every torchrun variable, with torchrun's values", "[lau
   for (const auto& [k, v] : mr::launch::torchrun_env(w, set))
     if (k == "TORCH_NCCL_ASYNC_ERROR_HANDLING") seen = v == "3";
   CHECK(seen);
+  // --log-dir /dev/null: the error file is set, empty (torchrun's); --signals-to-handle: its list.
+  w.error_file.clear();
+  w.signals_to_handle = "SIGTERM,SIGUSR1";
+  env.clear();
+  for (const auto& [k, v] : mr::launch::torchrun_env(w, none)) env[k] = v;
+  CHECK(env.count("TORCHELASTIC_ERROR_FILE"));
+  CHECK(env["TORCHELASTIC_ERROR_FILE"].empty());
+  CHECK(env["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGUSR1");
 }
 
 TEST_CASE("unread_master_env: MASTER_ADDR / MASTER_PORT the launcher does not read are named with what sets them",

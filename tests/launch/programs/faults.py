@@ -2,6 +2,8 @@
 # FAULT (the environment) picks the way; FAULT_RANK (default 1) is the rank that fails:
 #   first-attempt  fails (exit 3, after a line on stderr) on attempt 0 only (TORCHELASTIC_RESTART_COUNT), then works;
 #   ignore-term    every rank ignores SIGTERM; FAULT_RANK exits 4 after a moment, the others would sleep a minute;
+#   error-file     FAULT_RANK writes an error file in @record's format itself (no torch needed) and exits 5; the others
+#                  sleep a minute;
 #   record         FAULT_RANK raises in a main wrapped in torch's @record, which writes TORCHELASTIC_ERROR_FILE;
 #   usr1           every rank says so and exits 0 on SIGUSR1 (FAULT_LINGER seconds later, default 0, saying so again
 #                  for each further SIGUSR1 meanwhile), touches FAULT_READY.<rank> once it listens, then waits a
@@ -30,6 +32,15 @@ elif fault == "ignore-term":
     if failing:
         time.sleep(0.5)
         sys.exit(4)
+    time.sleep(60)
+elif fault == "error-file":
+    if failing:
+        import json
+
+        with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
+            json.dump({"message": {"message": f"ValueError: written by rank {rank}",
+                                   "extraInfo": {"py_callstack": "Traceback: here", "timestamp": "1700000000"}}}, f)
+        sys.exit(5)
     time.sleep(60)
 elif fault == "record":
     from torch.distributed.elastic.multiprocessing.errors import record
