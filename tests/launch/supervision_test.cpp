@@ -533,6 +533,7 @@ TEST_CASE("a signal delivered twice at once (timeout -s INT) is said and passed 
   CHECK(n == 1);
   CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT); forwarding it to the workers"));
   CHECK(has(r.out, "exit=124"));
+}
 
 // The launcher's own TORCHELASTIC_ERROR_FILE gets the root cause's record, as torchrun's @record main copies it;
 // without --log-dir the run directory holding the error file the summary names is kept.
