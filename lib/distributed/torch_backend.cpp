@@ -45,11 +45,12 @@ bool contains(const std::string& s, const char* what) { return s.find(what) != s
 
 // Called in a handler: an exception that means the process ran out of memory, address space or threads
 // (util/resources.h) goes on as it is, to be said as such, not as a store or collective failure.
-// A message that says a descriptor could not be opened (errno 24 or 23, from c10d's sockets or Gloo's) is said as
-// the open-file limit, not as the unreachable store or peer it would otherwise read as.
+// A message that says a descriptor could not be opened (errno 24 or 23, from c10d's sockets or Gloo's; or one
+// naming no errno while this process has next to no descriptor left, as Gloo's "Cannot resolve 127.0.0.1") is
+// said as the open-file limit, not as the unreachable store or peer it would otherwise read as.
 void rethrow_if_resource(const std::exception& e) {
   if (!util::resource_failure(e).empty()) throw;
-  if (const std::string files = util::open_file_failure(message(e)); !files.empty())
+  if (const std::string files = util::open_file_failure(message(e), /*nearly_exhausted=*/true); !files.empty())
     throw DistError(with_rule_id("dist.open-file-limit", files));
 }
 

@@ -1,6 +1,8 @@
 #include "util/resources.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -76,9 +78,25 @@ std::string with_limit_hint(const std::string& message) {
   return message;
 }
 
-std::string open_file_failure(const std::string& message) {
+bool open_files_nearly_exhausted() {
+  int fds[3] = {-1, -1, -1};
+  bool exhausted = false;
+  for (int& fd : fds) {
+    fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      exhausted = errno == EMFILE;
+      break;
+    }
+  }
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+  return exhausted;
+}
+
+std::string open_file_failure(const std::string& message, bool nearly_exhausted) {
   const bool process = message.find("errno: 24") != std::string::npos ||
-                       message.find("Too many open files") != std::string::npos;
+                       message.find("Too many open files") != std::string::npos ||
+                       (nearly_exhausted && open_files_nearly_exhausted());
   const bool system = message.find("errno: 23") != std::string::npos ||
                       message.find("Too many open files in system") != std::string::npos;
   if (!process && !system) return "";

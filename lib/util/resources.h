@@ -39,7 +39,14 @@ std::string with_limit_hint(const std::string& message);
 
 // A message of a library (c10d's, Gloo's) that says a descriptor could not be opened ("errno: 24", "Too many open
 // files", "errno: 23"): one line naming the open-file limit (ulimit -n N) and the message; "" otherwise.
-std::string open_file_failure(const std::string& message);
+// With `nearly_exhausted`, a message that names no errno (Gloo's "Cannot resolve 127.0.0.1 to a (local) address"
+// when its socket() failed, c10d's "Failed to create the control pipe") is taken for one too when this process
+// has fewer than 3 descriptors left below its limit (open_files_nearly_exhausted()).
+std::string open_file_failure(const std::string& message, bool nearly_exhausted = false);
+
+// Whether fewer than 3 descriptors can still be opened below this process's open-file limit (tried with dup, each
+// closed again).
+bool open_files_nearly_exhausted();
 
 // When `e` means that the process ran out of memory, address space or threads (std::bad_alloc; a
 // std::system_error with EAGAIN or ENOMEM, as std::thread throws when it cannot create a thread), writes one line

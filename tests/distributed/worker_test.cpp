@@ -14,7 +14,10 @@
 
 #include <elf.h>
 #include <link.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "proc.h"
@@ -113,6 +116,31 @@ TEST_CASE("system failures name the limit behind them", "[worker][ulimit][open-f
   CHECK_THAT(mr::util::open_file_failure("accept: Too many open files"), Catch::Contains("ulimit -n"));
   CHECK_THAT(mr::util::open_file_failure("socket: Too many open files in system"), Catch::Contains("fs.file-max"));
   CHECK(mr::util::open_file_failure("Connection refused (errno: 111)").empty());
+  // A message without an errno, while (and only while) the descriptors are all but gone.
+  CHECK_FALSE(mr::util::open_files_nearly_exhausted());
+  CHECK(mr::util::open_file_failure("Cannot resolve 127.0.0.1 to a (local) address", true).empty());
+  // Under a soft limit a little above what is open now (put back after), this process fills it.
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+  int highest = 0;
+  for (int fd = 0; fd < 4096; ++fd)
+    if (fcntl(fd, F_GETFD) != -1) highest = fd;
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(highest + 20);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  std::vector<int> held;
+  while (!mr::util::open_files_nearly_exhausted()) {
+    const int fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) break;
+    held.push_back(fd);
+  }
+  const bool exhausted = mr::util::open_files_nearly_exhausted();
+  const std::string line = mr::util::open_file_failure("Cannot resolve 127.0.0.1 to a (local) address", true);
+  for (int fd : held) close(fd);
+  setrlimit(RLIMIT_NOFILE, &before);
+  CHECK(exhausted);
+  CHECK_THAT(line, Catch::StartsWith("out of file descriptors: this rank's open-file limit"));
+  CHECK_THAT(line, Catch::EndsWith("(Cannot resolve 127.0.0.1 to a (local) address)"));
 }
 
 TEST_CASE("the worker under an open-file limit too low for its job: one line naming it, exit 1",
