@@ -26,6 +26,7 @@
 #include "launch/event_log.h"
 #include "launch/failure_report.h"
 #include "launch/free_port.h"
+#include "launch/open_files.h"
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/nccl_check.h"
@@ -38,6 +39,8 @@
 #include "launch/spawn.h"
 #include "launch/worker_input.h"
 #include "util/gpu_devices.h"
+#include "util/resources.h"
+#include "util/rule_id.h"
 #include "util/log.h"
 
 namespace mr::app {
@@ -116,19 +119,53 @@ std::string stop_signal_error(int sig) {
   return "received signal " + std::to_string(sig) + " (" + launch::signal_name(sig) + ")";
 }
 
-// One node with --master-port P (or PET_MASTER_PORT) that another program holds on this machine: rank 0 hosts the
-// job's store at P here and could not bind it. megatron-run's own worker surely does: refused (exit 1) before any
-// worker starts. The user's program may not use MASTER_PORT at all: named in a warning. Returns the refusal's code.
+// One node with --master-port P (or PET_MASTER_PORT) that another program holds on this machine, or that this
+// user may not bind (a privileged port: EACCES): rank 0 hosts the job's store at P here and could not bind it.
+// megatron-run's own worker surely does: refused (exit 1) before any worker starts. The user's program may not use
+// MASTER_PORT at all: named in a warning. Returns the refusal's code.
 std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_worker) {
-  if (lo.multi_node() || port <= 0 || !launch::port_held(port)) return std::nullopt;
-  const std::string what = "--master-port " + std::to_string(port) + ": the port is in use on this machine (another "
-                           "program listens on it or holds it)";
+  if (lo.multi_node() || port <= 0) return std::nullopt;
+  std::string what, id;
+  if (launch::port_held(port)) {
+    what = "--master-port " + std::to_string(port) + ": the port is in use on this machine (another program "
+           "listens on it or holds it)";
+  } else if (launch::port_forbidden(port)) {
+    id = "launch.master-port-privileged";
+    what = "--master-port " + std::to_string(port) + ": this user may not bind ports below " +
+           std::to_string(launch::unprivileged_port_start()) + " (net.ipv4.ip_unprivileged_port_start; binding " +
+           "them needs root or CAP_NET_BIND_SERVICE)";
+  } else {
+    return std::nullopt;
+  }
+  auto tagged = [&id](const std::string& text) { return id.empty() ? text : with_rule_id(id, text); };
   if (own_worker)
-    return refuse_launch(lo, 1, "argument " + what + ", and rank 0 of this one-node job hosts the job's store there; "
-                                "give a free port, or leave --master-port out for one");
-  print_warning(std::cerr, what + "; a program whose rank 0 hosts a store at MASTER_PORT (torch's init_process_group "
-                                  "with env://) will fail to bind it");
+    return refuse_launch(lo, 1, tagged("argument " + what + ", and rank 0 of this one-node job hosts the job's "
+                                       "store there; give a free port, or leave --master-port out for one"));
+  print_warning(std::cerr, tagged(what + "; a program whose rank 0 hosts a store at MASTER_PORT (torch's "
+                                         "init_process_group with env://) will fail to bind it"));
   return std::nullopt;
+}
+
+// Rule launch.open-file-limit: the launcher raises its soft open-file limit to the hard one (its workers get the
+// user's back: launch/workers.cpp), then refuses (exit 1) a limit below what it needs for the workers' pipes and
+// log files, or below what megatron-run's own worker needs (it raises its own limit alike, so the hard limit is
+// what counts); a program's need is unknown, so only the launcher's is checked for it.
+std::optional<int> open_file_limit_refused(const LaunchOptions& lo, const launch::SpawnOptions& so, bool own_worker) {
+  util::raise_open_file_limit();
+  int log_files = 0;
+  for (int r = 0; r < so.nproc_per_node; ++r)
+    log_files += __builtin_popcount(static_cast<unsigned>(so.logs.redirects.of(r) | so.logs.tee.of(r)));
+  const bool piped = so.prefix_output || log_files > 0;
+  const std::optional<uint64_t> limit = util::open_file_limit();
+  const uint64_t launcher = launch::launcher_files_needed(static_cast<uint64_t>(launch::open_descriptors(limit)),
+                                                          so.nproc_per_node, piped, log_files);
+  // The worker starts with its standard streams and its input (and what the launcher was given without close on
+  // exec: not counted, so the figure stays at or under the need).
+  const uint64_t worker = own_worker ? launch::worker_files_needed(4, so.nproc_per_node * so.nnodes) : 0;
+  const std::optional<std::string> refusal =
+      launch::open_file_refusal(limit, so.nproc_per_node, launcher, worker);
+  if (!refusal) return std::nullopt;
+  return refuse_launch(lo, 1, *refusal);
 }
 
 // --distributed-backend nccl for megatron-run's own worker where it cannot run: refused by the launcher, once,
@@ -188,7 +225,7 @@ void warn_program_nccl(const Namespace& ns) {
 }
 
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
-// or 2 when they cannot start. `own_worker`: argv is megatron-run's own worker, not the user's program.
+// or 1 when they cannot start (2 for options the spawner refuses). `own_worker`: argv is megatron-run's own worker, not the user's program.
 int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker) {
   const auto started = std::chrono::steady_clock::now();
   launch::SpawnOptions so;
@@ -294,6 +331,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
                                     " megatron-run starts on one node (a dry run validates any size)");
   }
   if (std::optional<int> refused = master_port_held(lo, so.master_port, own_worker)) return *refused;
+  if (std::optional<int> refused = open_file_limit_refused(lo, so, own_worker)) return *refused;
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
   std::unique_ptr<launch::NodeGroup> group;
   if (lo.multi_node()) {
@@ -337,10 +375,13 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   try {
     code = launch::spawn_workers(so);
   } catch (const std::exception& e) {
-    print_error(std::cerr, e.what());
-    if (group) group->local_failure(2, "node " + std::to_string(so.node_rank) + " could not start its workers: " + e.what());
-    start_error = e.what();
-    code = 2;
+    // Options spawn_workers cannot act on are a usage error (2); anything else is this machine's (a descriptor,
+    // process or directory it could not have: the open-file or process limit, an unwritable TMPDIR): 1.
+    code = dynamic_cast<const launch::SpawnOptionError*>(&e) ? 2 : 1;
+    const std::string why = code == 1 ? util::with_limit_hint(e.what()) : std::string(e.what());
+    print_error(std::cerr, why);
+    if (group) group->local_failure(code, "node " + std::to_string(so.node_rank) + " could not start its workers: " + without_rule_id(why));
+    start_error = why;
   }
   if (group) {
     // node 0 waits for the others to say goodbye

@@ -22,6 +22,7 @@
 #include "launch/local_address.h"
 #include "util/log.h"
 #include "util/resources.h"
+#include "util/rule_id.h"
 #include "util/text.h"
 
 namespace mr::distributed {
@@ -44,8 +45,13 @@ bool contains(const std::string& s, const char* what) { return s.find(what) != s
 
 // Called in a handler: an exception that means the process ran out of memory, address space or threads
 // (util/resources.h) goes on as it is, to be said as such, not as a store or collective failure.
+// A message that says a descriptor could not be opened (errno 24 or 23, from c10d's sockets or Gloo's; or one
+// naming no errno while this process has next to no descriptor left, as Gloo's "Cannot resolve 127.0.0.1") is
+// said as the open-file limit, not as the unreachable store or peer it would otherwise read as.
 void rethrow_if_resource(const std::exception& e) {
   if (!util::resource_failure(e).empty()) throw;
+  if (const std::string files = util::open_file_failure(message(e), /*nearly_exhausted=*/true); !files.empty())
+    throw DistError(with_rule_id("dist.open-file-limit", files));
 }
 
 std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
@@ -150,6 +156,11 @@ class GlooCommunicator final : public Communicator {
  public:
   explicit GlooCommunicator(const CommSpec& spec) : spec_(spec), created_timeout_(spec.timeout) {
     auto opts = c10d::ProcessGroupGloo::Options::create(spec.timeout);
+    // One worker thread, not LibTorch's two: every collective here is waited for before the next starts, so a
+    // second thread never has work; and the process group's constructor starts its threads one after another
+    // into a vector, so when the second cannot be created (ulimit -u, pids.max) the first is destroyed joinable
+    // and the process ends in std::terminate instead of the thread-limit error the worker says.
+    opts->threads = 1;
     try {
       opts->devices.push_back(gloo_device_for(spec));
       auto* store = static_cast<c10::intrusive_ptr<c10d::Store>*>(spec.store->native());

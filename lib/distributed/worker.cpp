@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "distributed/runtime.h"
+#include "launch/open_files.h"
 #include "launch/worker_input.h"
 #include "util/log.h"
 #include "util/decimal.h"
@@ -389,6 +390,9 @@ void worker_terminate() {
       } else {
         say_error_raw(msg);
       }
+    } else if (const std::string files = util::open_file_failure(e.what()); !files.empty()) {
+      // A library's thread (the store's server accepting a connection) ran out of descriptors.
+      say_error_raw(files.c_str());
     } else {
       std::snprintf(msg, sizeof msg, "the worker ended on an uncaught exception: %s", e.what());
       say_error_raw(msg);
@@ -433,6 +437,10 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     }
   }
   std::signal(SIGPIPE, SIG_IGN);  // a vanished peer must surface as an error, not kill us silently
+  // Its store, Gloo's connections and its libraries take a few descriptors per peer: the soft open-file limit
+  // goes up to the hard one (a limit still too low is said below, before any connection).
+  util::raise_open_file_limit();
+  const uint64_t open_at_start = static_cast<uint64_t>(launch::open_descriptors(util::open_file_limit()));
   std::string text;
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -472,6 +480,17 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     if (args.world_size != launch->world_size)
       throw DistError("the arguments were validated for world size " + std::to_string(args.world_size) +
                       " but this job has " + std::to_string(launch->world_size) + " ranks");
+
+    if (const std::optional<uint64_t> nofile = util::open_file_limit()) {
+      const uint64_t need = launch::worker_files_needed(open_at_start, launch->world_size);
+      if (*nofile < need)
+        throw DistError(with_rule_id(
+            "dist.open-file-limit",
+            "this rank's open-file limit (RLIMIT_NOFILE, ulimit -n " + std::to_string(*nofile) + ") is too low for " +
+                std::to_string(launch->world_size) + " rank" + (launch->world_size == 1 ? "" : "s") +
+                ": megatron-run's worker needs " + std::to_string(need) + " descriptors (its store, Gloo's " +
+                "connections to each peer, its libraries'); raise the limit (ulimit -n)"));
+    }
 
     RuntimeOptions opts;
     opts.launch = *launch;

@@ -58,6 +58,22 @@ bool port_held(int port) {
   return errno == EADDRINUSE;
 }
 
+bool port_forbidden(int port) {
+  if (port <= 0 || port > 65535) return false;
+  const int fd = bind_every_interface(port, /*reuse_address=*/true);
+  if (fd >= 0) {
+    close(fd);
+    return false;
+  }
+  return errno == EACCES;
+}
+
+int unprivileged_port_start() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+  int start = 0;
+  return in >> start && start >= 0 && start <= 65536 ? start : 1024;
+}
+
 int connection_ports_start() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 0;

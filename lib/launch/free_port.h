@@ -20,6 +20,13 @@ bool port_free(int port);
 // server binds it); neither is one that cannot be tried (port 0, out of range, no socket at all).
 bool port_held(int port);
 
+// Whether this process may not bind TCP port `port` for want of privilege (EACCES): a port below
+// net.ipv4.ip_unprivileged_port_start, for a process without CAP_NET_BIND_SERVICE (any user but root, usually).
+bool port_forbidden(int port);
+
+// net.ipv4.ip_unprivileged_port_start: the lowest port any process may bind (1024 when it cannot be read).
+int unprivileged_port_start();
+
 // A TCP port that was port_free a moment ago; throws std::runtime_error when none is. It is drawn at random below
 // connection_ports_start() (from 10000 up), not taken from the kernel's pick for port 0: between this pick and the
 // bind of the program it is handed to, a port of the kernel's range can become the local end of some other

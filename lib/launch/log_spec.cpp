@@ -8,9 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
+#include "util/rule_id.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -39,16 +41,48 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
-std::string mkdtemp_in(const std::string& dir, const std::string& prefix) {
+// mkdtemp in `dir`: the path made, or nullopt with errno set.
+std::optional<std::string> try_mkdtemp(const std::string& dir, const std::string& prefix) {
   std::string tmpl = (fs::path(dir) / (prefix + "XXXXXX")).string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
-  if (!mkdtemp(buf.data()))
-    throw std::runtime_error("cannot make a log directory in " + dir + ": " + std::strerror(errno));
-  return buf.data();
+  if (!mkdtemp(buf.data())) return std::nullopt;
+  return std::string(buf.data());
+}
+
+std::string mkdtemp_in(const std::string& dir, const std::string& prefix) {
+  std::optional<std::string> made = try_mkdtemp(dir, prefix);
+  if (!made) throw std::runtime_error("cannot make a log directory in " + dir + ": " + std::strerror(errno));
+  return *made;
 }
 
 }  // namespace
+
+std::vector<TempDirCandidate> temp_dir_candidates() {
+  std::vector<TempDirCandidate> out;
+  for (const char* var : {"TMPDIR", "TEMP", "TMP"})
+    if (const char* v = std::getenv(var); v && *v) out.push_back({v, var});
+  for (const char* dir : {"/tmp", "/var/tmp", "/usr/tmp"}) out.push_back({dir, ""});
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec) out.push_back({cwd.string(), "the current directory"});
+  return out;
+}
+
+std::string make_temp_dir(const std::string& prefix, const std::vector<TempDirCandidate>& candidates) {
+  std::string tried;
+  for (const TempDirCandidate& c : candidates) {
+    if (std::optional<std::string> made = try_mkdtemp(c.dir, prefix)) return *made;
+    const std::string name = c.source.empty()                  ? c.dir
+                             : c.source == "the current directory" ? c.source + " " + c.dir
+                                                                   : c.source + "=" + c.dir;
+    tried += (tried.empty() ? "" : "; ") + name + ": " + std::strerror(errno);
+  }
+  throw std::runtime_error(with_rule_id("launch.run-directory",
+                                        "cannot make the run directory for the workers' error files in any "
+                                        "temporary directory (" + tried + "): set TMPDIR to a writable "
+                                        "directory, or give --log-dir"));
+}
 
 int StdSpec::of(int local_rank) const {
   if (!per_rank) return all;
@@ -124,8 +158,7 @@ RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int loca
 LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
   if (o.no_files()) return;  // no directory at all
   if (o.log_dir.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    root_ = mkdtemp_in(tmp && *tmp ? tmp : "/tmp", "torchelastic_");
+    root_ = make_temp_dir("torchelastic_", temp_dir_candidates());
     temporary_ = true;
     keep_ = o.any_file(nproc);
   } else {

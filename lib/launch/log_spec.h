@@ -61,8 +61,21 @@ struct RankLogs {
 // a rank outside a non-empty --local-ranks-filter reaches the console with neither (its files are still written).
 RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int local_rank);
 
+// Where a temporary directory may be made, in the order of Python's tempfile.gettempdir() (torchrun's mkdtemp):
+// $TMPDIR, $TEMP, $TMP (each when set and not empty), /tmp, /var/tmp, /usr/tmp, the current directory.
+struct TempDirCandidate {
+  std::string dir;
+  std::string source;  // "TMPDIR", "TEMP", "TMP", "the current directory"; "" for a fixed one
+};
+std::vector<TempDirCandidate> temp_dir_candidates();
+
+// A fresh <dir>/<prefix>XXXXXX in the first of `candidates` (temp_dir_candidates()) where one can be made (a
+// TMPDIR that is missing or unwritable falls back, as under torchrun). Throws std::runtime_error
+// "[launch.run-directory] ..." naming each candidate tried and why it failed when none can.
+std::string make_temp_dir(const std::string& prefix, const std::vector<TempDirCandidate>& candidates);
+
 // A run's log directory: <root>/<run_id>_<unique> (torchrun's mkdtemp with the run id as prefix), root being
-// --log-dir (made when missing) or a fresh $TMPDIR/torchelastic_XXXXXX. A temporary root is removed by the
+// --log-dir (made when missing) or a fresh torchelastic_XXXXXX made by make_temp_dir. A temporary root is removed by the
 // destructor unless some stream was written to it (then it is kept and its path said on stderr, as torchrun
 // keeps it) or a worker wrote its error file there (kept, and said on stderr at the end). With o.no_files()
 // (--log-dir /dev/null) there is none: run_dir() and attempt() are "". Throws std::runtime_error when a

@@ -21,19 +21,19 @@ namespace mr::launch {
 int worker_omp_threads(int cpus, int nproc_per_node) { return std::max(1, cpus / std::max(1, nproc_per_node)); }
 
 int spawn_workers(const SpawnOptions& o) {
-  if (o.nproc_per_node < 1) throw std::runtime_error("--nproc-per-node must be at least 1");
-  if (o.nnodes < 1) throw std::runtime_error("--nnodes must be at least 1");
+  if (o.nproc_per_node < 1) throw SpawnOptionError("--nproc-per-node must be at least 1");
+  if (o.nnodes < 1) throw SpawnOptionError("--nnodes must be at least 1");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
-    throw std::runtime_error("--node-rank " + std::to_string(o.node_rank) + " is outside 0.." +
+    throw SpawnOptionError("--node-rank " + std::to_string(o.node_rank) + " is outside 0.." +
                              std::to_string(o.nnodes - 1));
-  if (o.max_restarts < 0) throw std::runtime_error("--max-restarts must be at least 0");
-  if (o.argv.empty()) throw std::runtime_error("no worker command");
+  if (o.max_restarts < 0) throw SpawnOptionError("--max-restarts must be at least 0");
+  if (o.argv.empty()) throw SpawnOptionError("no worker command");
   if (o.virtual_local_rank)
     for (int i = 0; i < o.nproc_per_node; ++i) {
       try {
         virtual_local_device(i);
       } catch (const std::invalid_argument& e) {
-        throw std::runtime_error(std::string("--virtual-local-rank: ") + e.what());
+        throw SpawnOptionError(std::string("--virtual-local-rank: ") + e.what());
       }
     }
   // Forked first, before any worker (and before the signal handlers): it stops what the workers started in their

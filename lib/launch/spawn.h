@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,7 +144,8 @@ struct SpawnOptions {
 // (128 + signal number for a worker killed by a signal) once no restart is left, after printing the failure
 // summary (launch/failure_report.h) on stderr. A worker failure with restarts left stops the whole group (as
 // below), says so on stderr and starts it again; a signal to the launcher is never followed by a restart.
-// Throws std::runtime_error if a worker or its log directory cannot be made.
+// Throws SpawnOptionError for options it cannot act on (a usage error), std::runtime_error if a worker or its log
+// directory cannot be made (a system failure: a descriptor, process or directory could not be had).
 // No worker outlives it: each is started with PR_SET_PDEATHSIG = SIGKILL (it dies with the calling thread, even
 // after kill -9 of the launcher; call this from the thread that lives longest, e.g. the main thread); after the
 // first failure the others' process groups get SIGTERM and SIGCONT (a stopped worker acts on it too), then SIGKILL
@@ -151,6 +153,11 @@ struct SpawnOptions {
 // (launch/guardian.h), forked before the first worker, stops what the workers started in their process groups if
 // the launcher dies without returning from here (kill -9).
 int spawn_workers(const SpawnOptions& opts);
+
+// spawn_workers' refusal of its options (--nproc-per-node 0, --node-rank outside the nodes, ...).
+struct SpawnOptionError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // OMP_NUM_THREADS for each of `nproc_per_node` workers sharing `cpus` processors when the user set none: an
 // even share, at least 1 (torchrun sets 1; an even share keeps a CPU job's optimizer kernels on every core).

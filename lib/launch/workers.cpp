@@ -2,12 +2,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -17,6 +20,7 @@
 #include "launch/line_prefix.h"
 #include "launch/process_group.h"
 #include "launch/spawn_detail.h"
+#include "util/resources.h"
 
 namespace mr::launch::detail {
 
@@ -63,12 +67,12 @@ void write_errno(int fd, int e) {
 
 // A pipe whose ends are closed on exec (the child dups its write end onto 1 or 2).
 void make_pipe(int fds[2]) {
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(util::system_failure("pipe", errno));
 }
 
 int open_log(const std::string& path) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write the log file " + path + ": " + std::strerror(errno));
+  if (fd < 0) throw std::runtime_error(util::system_failure("cannot write the log file " + path, errno));
   return fd;
 }
 
@@ -159,6 +163,8 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   // launcher's handler (which writes the signal to the launcher's self-pipe, inherited) must not run in it. A stop
   // of the group sent right after the fork (a sibling that failed at once) would otherwise read, in the launcher,
   // as a signal the launcher itself received.
+  // The user's own open-file limit for what the worker runs (the launcher raised its soft one: util/resources.h).
+  const std::optional<uint64_t> user_nofile = util::original_open_file_limit();
   sigset_t forwarded, before;
   sigemptyset(&forwarded);
   for (int sig : forwarded_signals()) sigaddset(&forwarded, sig);
@@ -170,7 +176,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     const int e = errno;
     for (int* fd : {&out[0], &out[1], &err[0], &err[1], &null_fd, &started[0], &started[1]}) close_fd(*fd);
     kill_and_reap();
-    throw std::runtime_error(std::string("fork: ") + std::strerror(e));
+    throw std::runtime_error(util::system_failure("fork", e));
   }
   if (pid == 0) {
     // Default dispositions (not the launcher's handlers, nor the inherited ignored ones: a background job starts
@@ -208,6 +214,13 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
       write_all(2, "\n");
       failed('b', e);
       _exit(kBindFailedCode);
+    }
+    if (user_nofile) {
+      rlimit nofile{};
+      if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+        nofile.rlim_cur = static_cast<rlim_t>(*user_nofile);
+        setrlimit(RLIMIT_NOFILE, &nofile);
+      }
     }
     execve(argv[0], argv.data(), envp.data());
     const int e = errno;

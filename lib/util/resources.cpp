@@ -1,9 +1,12 @@
 #include "util/resources.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <system_error>
 
@@ -13,6 +16,95 @@ std::optional<uint64_t> address_space_limit() {
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return std::nullopt;
   return static_cast<uint64_t>(as.rlim_cur);
+}
+
+std::optional<uint64_t> open_file_limit() {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return static_cast<uint64_t>(nofile.rlim_cur);
+}
+
+namespace {
+// Set once, by raise_open_file_limit (before any thread or child exists); read by forked children.
+bool g_nofile_raised = false;
+rlim_t g_nofile_original = 0;
+
+std::string limit_text(const std::optional<uint64_t>& limit) {
+  return limit ? std::to_string(*limit) : std::string("unlimited");
+}
+}  // namespace
+
+std::optional<uint64_t> raise_open_file_limit() {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max) return std::nullopt;
+  const rlim_t before = nofile.rlim_cur;
+  nofile.rlim_cur = nofile.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return std::nullopt;
+  if (!g_nofile_raised) g_nofile_original = before;
+  g_nofile_raised = true;
+  return static_cast<uint64_t>(before);
+}
+
+std::optional<uint64_t> original_open_file_limit() {
+  if (!g_nofile_raised) return std::nullopt;
+  return static_cast<uint64_t>(g_nofile_original);
+}
+
+std::string system_failure(const std::string& what, int err) {
+  std::string line = what + ": " + std::strerror(err);
+  if (err == EMFILE) {
+    line += ": this process's open-file limit (RLIMIT_NOFILE, ulimit -n " + limit_text(open_file_limit()) +
+            ") is reached; raise it (ulimit -n)";
+  } else if (err == ENFILE) {
+    line += ": the system's open-file table is full (fs.file-max); close files or raise it";
+  } else if (err == EAGAIN) {
+    rlimit nproc{};
+    std::string limit = "?";
+    if (getrlimit(RLIMIT_NPROC, &nproc) == 0)
+      limit = nproc.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(static_cast<uint64_t>(nproc.rlim_cur));
+    line += ": the process or user thread limit (ulimit -u " + limit +
+            ", a cgroup's pids.max) or the memory is exhausted; raise the limit (ulimit -u) or start fewer workers";
+  }
+  return line;
+}
+
+std::string with_limit_hint(const std::string& message) {
+  if (message.find("ulimit") != std::string::npos) return message;
+  for (int err : {EMFILE, ENFILE, EAGAIN}) {
+    const std::string tail = std::string(": ") + std::strerror(err);
+    if (message.size() > tail.size() && message.compare(message.size() - tail.size(), tail.size(), tail) == 0)
+      return system_failure(message.substr(0, message.size() - tail.size()), err);
+  }
+  return message;
+}
+
+bool open_files_nearly_exhausted() {
+  int fds[3] = {-1, -1, -1};
+  bool exhausted = false;
+  for (int& fd : fds) {
+    fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      exhausted = errno == EMFILE;
+      break;
+    }
+  }
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+  return exhausted;
+}
+
+std::string open_file_failure(const std::string& message, bool nearly_exhausted) {
+  const bool process = message.find("errno: 24") != std::string::npos ||
+                       message.find("Too many open files") != std::string::npos ||
+                       (nearly_exhausted && open_files_nearly_exhausted());
+  const bool system = message.find("errno: 23") != std::string::npos ||
+                      message.find("Too many open files in system") != std::string::npos;
+  if (!process && !system) return "";
+  if (system)
+    return "the system's open-file table is full (fs.file-max): a connection or pipe could not be opened (" +
+           message + ")";
+  return "out of file descriptors: this rank's open-file limit (RLIMIT_NOFILE, ulimit -n " +
+         limit_text(open_file_limit()) + ") is reached; raise it (ulimit -n) (" + message + ")";
 }
 
 size_t resource_failure(const std::exception& e, char* out, size_t size) {

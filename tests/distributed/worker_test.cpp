@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <new>
 #include <regex>
@@ -13,10 +14,14 @@
 
 #include <elf.h>
 #include <link.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "proc.h"
+#include "launch/free_port.h"
 #include "util/resources.h"
 
 namespace {
@@ -92,6 +97,78 @@ TEST_CASE("resource failures are named; other exceptions are not", "[worker][uli
              Catch::Contains("a thread could not be created"));
   CHECK(mr::util::resource_failure(std::system_error(ECONNREFUSED, std::generic_category(), "x")).empty());
   CHECK(mr::util::resource_failure(std::runtime_error("x")).empty());
+}
+
+TEST_CASE("system failures name the limit behind them", "[worker][ulimit][open-files]") {
+  CHECK_THAT(mr::util::system_failure("pipe", EMFILE),
+             Catch::StartsWith("pipe: Too many open files: this process's open-file limit (RLIMIT_NOFILE, ulimit -n "));
+  CHECK_THAT(mr::util::system_failure("fork", EAGAIN),
+             Catch::StartsWith("fork: Resource temporarily unavailable: the process or user thread limit (ulimit -u "));
+  CHECK(mr::util::system_failure("pipe", EBADF) == "pipe: Bad file descriptor");
+  // The spawner's raw words get the same line; a message that names a limit already, or another errno, stays.
+  CHECK(mr::util::with_limit_hint("fork: Resource temporarily unavailable") == mr::util::system_failure("fork", EAGAIN));
+  CHECK(mr::util::with_limit_hint("socketpair: Too many open files") == mr::util::system_failure("socketpair", EMFILE));
+  CHECK(mr::util::with_limit_hint("pipe: Bad file descriptor") == "pipe: Bad file descriptor");
+  // c10d's and Gloo's words for EMFILE are said as the open-file limit; others are not.
+  CHECK_THAT(mr::util::open_file_failure("The server socket on ?UNKNOWN? has failed to accept a connection (errno: 24 "
+                                         "- Too many open files)."),
+             Catch::StartsWith("out of file descriptors: this rank's open-file limit (RLIMIT_NOFILE, ulimit -n "));
+  CHECK_THAT(mr::util::open_file_failure("accept: Too many open files"), Catch::Contains("ulimit -n"));
+  CHECK_THAT(mr::util::open_file_failure("socket: Too many open files in system"), Catch::Contains("fs.file-max"));
+  CHECK(mr::util::open_file_failure("Connection refused (errno: 111)").empty());
+  // A message without an errno, while (and only while) the descriptors are all but gone.
+  CHECK_FALSE(mr::util::open_files_nearly_exhausted());
+  CHECK(mr::util::open_file_failure("Cannot resolve 127.0.0.1 to a (local) address", true).empty());
+  // Under a soft limit a little above what is open now (put back after), this process fills it.
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+  int highest = 0;
+  for (int fd = 0; fd < 4096; ++fd)
+    if (fcntl(fd, F_GETFD) != -1) highest = fd;
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(highest + 20);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  std::vector<int> held;
+  while (!mr::util::open_files_nearly_exhausted()) {
+    const int fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) break;
+    held.push_back(fd);
+  }
+  const bool exhausted = mr::util::open_files_nearly_exhausted();
+  const std::string line = mr::util::open_file_failure("Cannot resolve 127.0.0.1 to a (local) address", true);
+  for (int fd : held) close(fd);
+  setrlimit(RLIMIT_NOFILE, &before);
+  CHECK(exhausted);
+  CHECK_THAT(line, Catch::StartsWith("out of file descriptors: this rank's open-file limit"));
+  CHECK_THAT(line, Catch::EndsWith("(Cannot resolve 127.0.0.1 to a (local) address)"));
+}
+
+TEST_CASE("the worker under an open-file limit too low for its job: one line naming it, exit 1",
+          "[worker][ulimit][open-files]") {
+  mrtest::TempDir dir;
+  // Started as torchrun starts a rank (megatron-run hands over to the worker): no launcher checked the limit.
+  const int port = mr::launch::free_port();
+  const std::map<std::string, std::string> env = {{"RANK", "0"},          {"WORLD_SIZE", "1"},
+                                                  {"LOCAL_RANK", "0"},    {"LOCAL_WORLD_SIZE", "1"},
+                                                  {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  std::vector<std::string> a = {"/bin/sh", "-c", "ulimit -n 16 && exec \"$0\" \"$@\""};
+  const std::vector<std::string> job = default_job();
+  a.insert(a.end(), job.begin(), job.end());
+  std::vector<mrtest::Proc> p = {mrtest::start(a, env, dir, "nofile")};
+  mrtest::wait_all(p, std::chrono::seconds(60));
+  const std::string out = p[0].out() + p[0].err();
+  INFO(out);
+  REQUIRE_FALSE(p[0].timed_out);
+  CHECK(p[0].exit_code() == 1);
+  CHECK_THAT(out, Catch::Contains("error[dist.open-file-limit]: this rank's open-file limit (RLIMIT_NOFILE, ulimit -n 16) "
+                                  "is too low for 1 rank"));
+  CHECK_THAT(out, !Catch::Contains("rendezvous store"));
+  // A soft limit that low under a higher hard one is raised: the job runs.
+  a[2] = "ulimit -Sn 16 && exec \"$0\" \"$@\"";
+  std::vector<mrtest::Proc> q = {mrtest::start(a, env, dir, "nofile-soft")};
+  mrtest::wait_all(q, std::chrono::seconds(60));
+  INFO(q[0].out() + q[0].err());
+  CHECK(q[0].exit_code() == 0);
 }
 
 TEST_CASE("the default job under ulimit -v: exit 0 or 1 with the limit named, never a signal or a hang",

@@ -13,6 +13,7 @@
 
 #include "../config/binary.h"
 #include "../config/scratch.h"
+#include "launch/free_port.h"
 #include "sockets.h"
 #include "config/value.h"
 
@@ -319,6 +320,38 @@ TEST_CASE("RANK and WORLD_SIZE left in the shell do not stop --nproc-per-node", 
   Proc n = sh(stale + kPython + kBin + " --config " + kConfig + " " + kProbe);
   CHECK((n.exit == 1 || n.exit == 2));
   CHECK(probe_lines(n.out).empty());
+}
+
+TEST_CASE("a privileged --master-port this user may not bind: own worker refused before it starts, a program warned",
+          "[launch][program][process][master-port]") {
+  // Root may bind any port: without CAP_NET_BIND_SERVICE in its bounding set (setpriv) it may not, as any user.
+  auto has = [](const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; };
+  const std::string drop = geteuid() == 0 ? "setpriv --bounding-set -net_bind_service " : "";
+  const int start = mr::launch::unprivileged_port_start();
+  Proc own = sh(drop + kBin + " --config " + kConfig + " --nproc-per-node 2 --master-port 1 --bring-up-only");
+  INFO(own.out);
+  if (start <= 1) {  // this kernel lets everyone bind port 1: nothing to refuse
+    CHECK_FALSE(has(own.out, "master-port-privileged"));
+    return;
+  }
+  CHECK(own.exit == 1);
+  CHECK(has(own.out, "error[launch.master-port-privileged]: argument --master-port 1: this user may not bind ports below " +
+                         std::to_string(start) + " (net.ipv4.ip_unprivileged_port_start"));
+  CHECK_FALSE(has(own.out, "[rank "));
+  Proc prog = sh(drop + kBin + " --config " + kConfig + " --nproc-per-node 1 --master-port 1 --no-append-args --no-python /bin/echo ran");
+  INFO(prog.out);
+  CHECK(prog.exit == 0);
+  CHECK(has(prog.out, "warning[launch.master-port-privileged]: --master-port 1: this user may not bind ports below"));
+  CHECK(has(prog.out, "ran"));
+}
+
+TEST_CASE("TMPDIR missing or unwritable: the run directory falls back as torchrun's does",
+          "[launch][program][process][tmpdir]") {
+  auto has = [](const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; };
+  Proc r = sh("TMPDIR=/nonexistent/dir " + kBin + " --config " + kConfig + " --nproc-per-node 2 --no-append-args --no-python /bin/echo ran");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "ran"));
 }
 
 TEST_CASE("--master-port held by another program on one node: own worker refused before it starts, a program warned",

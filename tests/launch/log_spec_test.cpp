@@ -5,8 +5,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "launch/log_spec.h"
 
@@ -112,4 +118,48 @@ TEST_CASE("the run's log directory: <log-dir>/<run id>_<unique>/attempt_<n>/<loc
   LogDir n(null_dir, "none", 2);
   CHECK(n.run_dir().empty());
   CHECK(n.attempt(0, 2).empty());
+}
+
+TEST_CASE("the temporary run directory: Python's gettempdir order, falling back past a bad TMPDIR",
+          "[launch][log-spec][tmpdir]") {
+  struct Env {  // TMPDIR, TEMP and TMP set for the test case, put back after it
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+    void set(const char* name, const char* value) {
+      const char* was = std::getenv(name);
+      saved.emplace_back(name, was ? std::optional<std::string>(was) : std::nullopt);
+      value ? setenv(name, value, 1) : unsetenv(name);
+    }
+    ~Env() {
+      for (auto it = saved.rbegin(); it != saved.rend(); ++it)
+        it->second ? setenv(it->first.c_str(), it->second->c_str(), 1) : unsetenv(it->first.c_str());
+    }
+  } env;
+  const std::filesystem::path base = std::filesystem::temp_directory_path() / ("mr-tmpdir-" + std::to_string(getpid()));
+  std::filesystem::create_directories(base / "temp");
+  env.set("TMPDIR", "/nonexistent/dir");
+  env.set("TEMP", (base / "temp").c_str());
+  env.set("TMP", nullptr);
+  const std::vector<mr::launch::TempDirCandidate> c = mr::launch::temp_dir_candidates();
+  REQUIRE(c.size() >= 5);
+  CHECK(c[0].dir == "/nonexistent/dir");
+  CHECK(c[0].source == "TMPDIR");
+  CHECK(c[1].source == "TEMP");
+  CHECK(c[2].dir == "/tmp");
+  CHECK(c[3].dir == "/var/tmp");
+  CHECK(c[4].dir == "/usr/tmp");
+  // The missing TMPDIR is passed over: TEMP's directory gets it.
+  const std::string made = mr::launch::make_temp_dir("torchelastic_", c);
+  CHECK(std::filesystem::path(made).parent_path() == base / "temp");
+  CHECK(std::filesystem::is_directory(made));
+  // None usable: each named with its reason, and the ways out.
+  try {
+    mr::launch::make_temp_dir("torchelastic_", {{"/nonexistent/dir", "TMPDIR"}, {"/nonexistent/other", ""}});
+    FAIL("no directory could be made, yet no error");
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Catch::StartsWith("[launch.run-directory] cannot make the run directory"));
+    CHECK_THAT(m, Catch::Contains("TMPDIR=/nonexistent/dir: No such file or directory; /nonexistent/other: No such file"));
+    CHECK_THAT(m, Catch::Contains("set TMPDIR to a writable directory, or give --log-dir"));
+  }
+  std::filesystem::remove_all(base);
 }
