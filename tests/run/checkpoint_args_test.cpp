@@ -88,7 +88,7 @@ TEST_CASE("checkpoint args: a saved value of another JSON type than its argument
       "num_layers", "hidden_size", "ffn_hidden_size", "seq_length", "num_attention_heads", "num_query_groups",
       "group_query_attention", "kv_channels", "max_position_embeddings", "position_embedding_type",
       "add_position_embedding", "rotary_base", "rotary_percent", "rotary_interleaved", "add_bias_linear",
-      "add_qkv_bias", "swiglu", "untie_embeddings_and_output_weights", "apply_layernorm_1p", "normalization",
+      "add_qkv_bias", "swiglu", "untie_embeddings_and_output_weights", "normalization",
       "apply_query_key_layer_scaling", "attention_dropout", "hidden_dropout", "mtp_num_layers", "num_experts",
       "moe_layer_freq", "moe_ffn_hidden_size", "moe_router_topk", "moe_token_dispatcher_type",
       "moe_router_pre_softmax", "moe_grouped_gemm", "moe_shared_expert_intermediate_size",
