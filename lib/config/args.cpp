@@ -186,8 +186,18 @@ Args::Args() {
 
 Args Args::from(const Namespace& ns) {
   Args a;
-  for (const auto& e : ns.entries())
-    if (std::optional<ArgId> id = find_arg(e.dest)) assign_by_id(a, *id, e.value);
+  for (const auto& e : ns.entries()) {
+    std::optional<ArgId> id = find_arg(e.dest);
+    if (!id) continue;
+    try {
+      assign_by_id(a, *id, e.value);
+    } catch (const ArgsError& x) {
+      // A value no flag gave (validation derived it, or --use-checkpoint-args took it from a checkpoint's file):
+      // the message says where it came from, since the flag it names was not written.
+      if (e.prov.kind != Provenance::Kind::Derived || e.prov.where.empty()) throw;
+      throw ArgsError(std::string(x.what()) + " (set by " + e.prov.where + ")");
+    }
+  }
   return a;
 }
 
@@ -198,6 +208,18 @@ Value Args::value(ArgId id) const {
 #include "config/args.def"
   }
   return Value();
+}
+
+const char* misfit(ArgId id, const Value& v) {
+  switch (id) {
+#define MR_ARG(member, type, flag, def)                            \
+  case ArgId::member: {                                            \
+    type x{};                                                      \
+    return read(v, x) ? nullptr : shape(static_cast<const type*>(nullptr)); \
+  }
+#include "config/args.def"
+  }
+  return nullptr;
 }
 
 std::string_view dest_of(ArgId id) { return kInfo[static_cast<size_t>(id)].dest; }

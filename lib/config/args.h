@@ -60,7 +60,8 @@ struct Args {
 
   Args();  // every dest at the schema's default
   // The validated namespace's values; dests it lacks keep the default, dests the schema does not know are ignored.
-  // Throws ArgsError naming the flag when a value does not fit (e.g. "fast" for --lr).
+  // Throws ArgsError naming the flag when a value does not fit (e.g. "fast" for --lr); for a derived value, also
+  // what set it (its provenance: "(set by --use-checkpoint-args: ck/iter_0000006/rank_00000.json)").
   static Args from(const Namespace& ns);
 
   // A member as the namespace would hold it (None, bool, int, float, str, list; enums as their spelling).
@@ -70,5 +71,8 @@ struct Args {
 std::string_view dest_of(ArgId id);               // "micro_batch_size" (its flag: Schema::flag_for_dest)
 const Value& default_of(ArgId id);                // the schema's default
 std::optional<ArgId> find_arg(std::string_view dest);
+// Whether `v` has the shape of `id`'s C++ type (what Args::from would read): nullptr when it does, else what it
+// should be ("an integer", "a list", "one of its choices", ...).
+const char* misfit(ArgId id, const Value& v);
 
 }  // namespace mr

@@ -21,11 +21,14 @@
 #include <thread>
 #include <vector>
 
+#include "config/schema.h"
 #include "run/atomic_dir.h"
 #include "run/checkpoint_args.h"
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_integrity.h"
 #include "run/checkpoint_io.h"
+#include "run/run_scope.h"
+#include "run/tokenizer_vocab.h"
 #include "util/text.h"
 
 namespace mr::run {
@@ -62,7 +65,7 @@ Verdict verdict(RunContext& c, const std::string& error) {
   host_all_reduce(world, distributed::Buffer::cpu(&v, 1), distributed::ReduceOp::Max);
   if (v <= 0) return {};
   const int64_t bad = size - static_cast<int64_t>(v);
-  constexpr size_t kErrorBytes = 512;
+  constexpr size_t kErrorBytes = 4096;  // every rank prints the failed rank's message: whole, in practice
   std::vector<char> text(kErrorBytes, '\0');
   std::memcpy(text.data(), error.data(), std::min(error.size(), kErrorBytes - 1));  // read on `bad` only
   host_broadcast(world, {text.data(), text.size(), distributed::DType::U8, distributed::Device::Cpu},
@@ -201,17 +204,134 @@ RankPlace place_of(RunContext& c) {
   return p;
 }
 
-Value args_json(const Args& a) {
+std::string dtype_name(const RunContext& c) {
+  return c.buf.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16";
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t x : shape) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return "[" + s + "]";
+}
+
+// Why the word embedding or output layer `q` has `there` rows in the checkpoint and another number here when both
+// pad this run's vocabulary: Megatron pads it to a multiple of --make-vocab-size-divisible-by x TP, so another TP
+// (or divisor) pads it otherwise; names a divisor that gives the checkpoint's rows under this TP. Empty for any
+// other shape difference.
+std::string padded_vocab_differs(const Args& a, RunContext& c, const RankMeta& m, const ParamSpec& q,
+                                 const std::vector<int64_t>& g) {
+  const auto ends_with = [&](std::string_view tail) {
+    return q.key.size() >= tail.size() && q.key.compare(q.key.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (!ends_with("word_embeddings.weight") && !ends_with("output_layer.weight")) return {};
+  const int64_t here = c.plan.padded_vocab_size;
+  if (q.full_shape.empty() || q.full_shape[0] != here || g.size() != q.full_shape.size() ||
+      !std::equal(g.begin() + 1, g.end(), q.full_shape.begin() + 1))
+    return {};
+  const int64_t vocab = tokenizer_vocab_size(a), there = g[0], d = a.make_vocab_size_divisible_by, tp = c.tp.size();
+  if (there < vocab || vocab < 1 || d < 1) return {};  // fewer rows than the vocabulary: not a padding of it
+  std::string saved;
+  if (const Value* st = get(m.layout, "tp"); st && st->is_int()) saved += "TP=" + std::to_string(st->as_int());
+  if (const Value* sd = get(m.args, "make_vocab_size_divisible_by"); sd && sd->is_int() && sd->as_int() != d)
+    saved += (saved.empty() ? "" : ", ") + std::string("--make-vocab-size-divisible-by ") + std::to_string(sd->as_int());
+  std::string s = "the padded vocabulary differs: " + std::to_string(there) + " rows in the checkpoint" +
+                  (saved.empty() ? "" : " (saved with " + saved + ")") + ", " + std::to_string(here) +
+                  " here (the vocabulary of " + std::to_string(vocab) + " rounded up to a multiple of "
+                  "--make-vocab-size-divisible-by " + std::to_string(d) + " x TP " + std::to_string(tp) +
+                  ", as Megatron pads it)";
+  // A divisor that pads the vocabulary to the checkpoint's rows under this TP: the largest divisor of this run's
+  // --make-vocab-size-divisible-by, else the smallest value that does.
+  int64_t fit = 0;
+  for (int64_t k = d; k >= 1 && !fit; --k)
+    if (d % k == 0 && padded_vocab_size(vocab, k, tp) == there) fit = k;
+  if (there % tp == 0)
+    for (int64_t k = 1; k <= there / tp && !fit; ++k)
+      if (padded_vocab_size(vocab, k, tp) == there) fit = k;
+  if (!fit)
+    return s + "; no --make-vocab-size-divisible-by pads " + std::to_string(vocab) + " to " + std::to_string(there) +
+           " rows under TP " + std::to_string(tp) + ": load it under the TP it was saved with";
+  s += "; --make-vocab-size-divisible-by " + std::to_string(fit) + " pads it to " + std::to_string(there) +
+       " under TP " + std::to_string(tp) + " and loads it";
+  if (a.vocab_file && !a.finetune)
+    s += " (with --vocab-file, Megatron's check_checkpoint_args also compares --make-vocab-size-divisible-by with "
+         "the checkpoint's: only a --finetune load takes another)";
+  return s;
+}
+
+// The optimizer hyper-parameters Megatron keeps in each param group, which its optimizer's load_state_dict
+// replaces with the saved groups' (torch's Optimizer.load_state_dict; the distributed optimizer builds its groups
+// from the saved ones): Adam's betas and eps (also Lion's and SOAP's betas and Muon's scalar Adam here), SGD's
+// momentum, Lion's betas as Muon's scalar optimizer, Muon's momentum and Nesterov switch. The learning rate and
+// weight decay are group values too, but the scheduler sets them every step. The others (Muon's Newton-Schulz
+// steps, coefficients, scale) are the optimizer's own attributes, not saved: this run's stay.
+struct HyperField {
+  ArgId id;
+  double OptimizerConfig::*number = nullptr;
+  bool OptimizerConfig::*flag = nullptr;
+};
+const HyperField kGroupHyper[] = {
+    {ArgId::adam_beta1, &OptimizerConfig::adam_beta1},     {ArgId::adam_beta2, &OptimizerConfig::adam_beta2},
+    {ArgId::adam_eps, &OptimizerConfig::adam_eps},         {ArgId::sgd_momentum, &OptimizerConfig::sgd_momentum},
+    {ArgId::lion_beta1, &OptimizerConfig::lion_beta1},     {ArgId::lion_beta2, &OptimizerConfig::lion_beta2},
+    {ArgId::muon_momentum, &OptimizerConfig::muon_momentum}, {ArgId::muon_nesterov, nullptr, &OptimizerConfig::muon_nesterov},
+};
+
+// The saved arguments: this run's, with the group hyper-parameters its optimizer stepped with (after a load, the
+// checkpoint's: the next resume takes them from here, as Megatron's from the saved param groups).
+Value args_json(const Args& a, const OptimizerConfig& cfg) {
   Object o;
   for (size_t i = 0; i < kArgCount; ++i) {
     const ArgId id = static_cast<ArgId>(i);
-    o.emplace_back(std::string(dest_of(id)), a.value(id));
+    Value v = a.value(id);
+    for (const HyperField& f : kGroupHyper)
+      if (f.id == id) v = f.number ? Value(cfg.*f.number) : Value(cfg.*f.flag);
+    o.emplace_back(std::string(dest_of(id)), std::move(v));
   }
   return Value::object(std::move(o));
 }
 
-std::string dtype_name(const RunContext& c) {
-  return c.buf.model_dtype == optim::DType::F32 ? "fp32" : c.cfg.bf16 ? "bf16" : "fp16";
+struct HyperChange {
+  ArgId id;
+  Value given, saved;
+};
+
+// Puts the checkpoint's values (its saved arguments at `path`) of the group hyper-parameters this run's optimizer
+// uses into `cfg`; returns those that differ from the command line's. A checkpoint without one keeps this run's.
+std::vector<HyperChange> take_saved_hyper(OptimizerConfig& cfg, const Args& a, const Value& saved_args,
+                                          const std::string& path) {
+  std::vector<HyperChange> out;
+  for (const HyperField& f : kGroupHyper) {
+    if (!unused_by_optimizer(f.id, a).empty()) continue;  // no group of this optimizer holds it
+    const std::string dest(dest_of(f.id));
+    const Value* v = get(saved_args, dest.c_str());
+    if (!v || v->is_none()) continue;
+    if (f.number) {
+      if (!v->is_number() || !std::isfinite(v->as_float()))
+        throw CheckpointError(kCkptCorrupt, path + ": \"args\": the saved argument \"" + dest + "\" is " +
+                                                abbreviate(v->json(), 120) + ", not a finite number");
+      const double x = v->as_float();
+      if (x != cfg.*f.number) out.push_back({f.id, Value(cfg.*f.number), Value(x)});
+      cfg.*f.number = x;
+    } else {
+      if (!v->is_bool())
+        throw CheckpointError(kCkptCorrupt, path + ": \"args\": the saved argument \"" + dest + "\" is " +
+                                                abbreviate(v->json(), 120) + ", not true or false");
+      if (v->as_bool() != cfg.*f.flag) out.push_back({f.id, Value(cfg.*f.flag), *v});
+      cfg.*f.flag = v->as_bool();
+    }
+  }
+  return out;
+}
+
+std::string hyper_notice(const std::string& load, const std::vector<HyperChange>& changes) {
+  std::string s = "notice: --load " + load + ": the optimizer state loads with the hyper-parameters it was saved "
+                  "with, as Megatron's optimizer.load_state_dict restores its param groups:";
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const std::string flag = Schema::megatron().flag_for_dest(dest_of(changes[i].id));
+    s += std::string(i ? "," : "") + " " + flag + " " + changes[i].given.py_repr() + " -> the checkpoint's " +
+         changes[i].saved.py_repr();
+  }
+  return s + " (--no-load-optim or --finetune keeps this run's values)";
 }
 
 }  // namespace
@@ -307,6 +427,7 @@ Progress Checkpointer::load() {
   std::optional<Found> found;
   Progress p;
   std::string err, loaded;  // this rank's error; rank 0's "successfully loaded" line
+  std::vector<HyperChange> hyper;  // the optimizer's hyper-parameters the checkpoint changed
   CheckpointError failure("", "");
   try {
     found = locate(a);
@@ -334,32 +455,6 @@ Progress Checkpointer::load() {
       const Value* nso = get(m.args, "no_save_optim");
       const bool saved_optim = !(nso && nso->truthy());
       const bool with_opt = !finetune && !a.no_load_optim.value_or(false) && saved_optim;
-      if (with_opt && m.optimizer != c_.optimizer.name)
-        throw CheckpointError(kCkptOptimizerMismatch,
-                              "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
-                                  std::string(c_.optimizer.name) + " (--no-load-optim or --finetune loads the weights only)");
-      // The optimizer state this run keeps must be there (a lion checkpoint saved before the run stepped lion's
-      // non-matrix parameters with Adam has no exp_avg_sq): asked of the first parameter that keeps it.
-      if (with_opt && !c_.plan.params.empty())
-        for (const std::string& kind : buffer_kinds(c_.buf, true)) {
-          size_t k = 0;
-          if (kind == kExpAvgSqKind)
-            while (k + 1 < c_.plan.params.size() && !c_.buf.keeps_sq[k]) ++k;
-          if ((kind == kExpAvgKind || kind == kExpAvgSqKind) && !r.has(c_.plan.params[k].key, kind))
-            throw CheckpointError(kCkptOptimizerMismatch,
-                                  "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
-                                      std::string(c_.optimizer.name) + " keeps here for " + c_.plan.params[k].key +
-                                      " (a checkpoint of another --muon-scalar-optimizer, or a lion checkpoint from "
-                                      "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
-                                      "none; --no-load-optim or --finetune loads the weights only)");
-        }
-      // Megatron initializes main params from a checkpoint in its distributed optimizer only: the other one's
-      // Float16OptimizerWithFloat16Params asserts ("Initialize main params from state dict is not supported").
-      if (a.load_main_params_from_ckpt && !with_opt && c_.buf.has_main && !c_.cfg.use_distributed_optimizer)
-        throw CheckpointError(kCkptUnsupported,
-                              "--load-main-params-from-ckpt needs --use-distributed-optimizer in " + dtype_name(c_) +
-                                  " training: Megatron's optimizer without it cannot initialize main params from a "
-                                  "checkpoint (it fails with \"Initialize main params from state dict is not supported\")");
       // Megatron's check_checkpoint_args on every load but a fine-tune: the arguments that fix the model must be
       // the checkpoint's (another head count leaves every shape the same).
       if (!a.finetune) {  // Megatron skips it for --finetune only (a release checkpoint is checked too)
@@ -386,11 +481,10 @@ Progress Checkpointer::load() {
         if (g.empty())
           throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has no parameter " + q.key);
         if (g != q.full_shape) {
-          std::string gs, hs;
-          for (int64_t x : g) gs += (gs.empty() ? "" : ", ") + std::to_string(x);
-          for (int64_t x : q.full_shape) hs += (hs.empty() ? "" : ", ") + std::to_string(x);
+          if (std::string why = padded_vocab_differs(a, c_, m, q, g); !why.empty())
+            throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": parameter " + q.key + ": " + why);
           throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: parameter " + q.key +
-                                                        " has shape [" + gs + "] there and [" + hs + "] here");
+                                                        " has shape " + shape_text(g) + " there and " + shape_text(q.full_shape) + " here");
         }
       }
       std::set<std::string> model_keys;
@@ -404,6 +498,36 @@ Progress Checkpointer::load() {
         if (!model_keys.count(k))
           throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has a parameter " + k +
                                                         " that this model does not");
+      // Then the optimizer's (Megatron checks the arguments before it reads any state: a checkpoint of another
+      // model is named as such, not as a missing optimizer state of a parameter it does not have).
+      if (with_opt && m.optimizer != c_.optimizer.name)
+        throw CheckpointError(kCkptOptimizerMismatch,
+                              "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
+                                  std::string(c_.optimizer.name) + " (--no-load-optim or --finetune loads the weights only)");
+      // The optimizer state this run keeps must be there (a lion checkpoint saved before the run stepped lion's
+      // non-matrix parameters with Adam has no exp_avg_sq): asked of the first parameter that keeps it.
+      if (with_opt && !c_.plan.params.empty())
+        for (const std::string& kind : buffer_kinds(c_.buf, true)) {
+          size_t k = 0;
+          if (kind == kExpAvgSqKind)
+            while (k + 1 < c_.plan.params.size() && !c_.buf.keeps_sq[k]) ++k;
+          if ((kind == kExpAvgKind || kind == kExpAvgSqKind) && !r.has(c_.plan.params[k].key, kind))
+            throw CheckpointError(kCkptOptimizerMismatch,
+                                  "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
+                                      std::string(c_.optimizer.name) + " keeps here for " + c_.plan.params[k].key +
+                                      " (a checkpoint of another --muon-scalar-optimizer, or a lion checkpoint from "
+                                      "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
+                                      "none; --no-load-optim or --finetune loads the weights only)");
+        }
+      // Megatron initializes main params from a checkpoint in its distributed optimizer only: the other one's
+      // Float16OptimizerWithFloat16Params asserts ("Initialize main params from state dict is not supported").
+      if (a.load_main_params_from_ckpt && !with_opt && c_.buf.has_main && !c_.cfg.use_distributed_optimizer)
+        throw CheckpointError(kCkptUnsupported,
+                              "--load-main-params-from-ckpt needs --use-distributed-optimizer in " + dtype_name(c_) +
+                                  " training: Megatron's optimizer without it cannot initialize main params from a "
+                                  "checkpoint (it fails with \"Initialize main params from state dict is not supported\")");
+      // Megatron's optimizer.load_state_dict puts the saved param groups' hyper-parameters in place.
+      if (with_opt) hyper = take_saved_hyper(c_.cfg, a, m.args, found->dir + "/" + rank_stem(0) + ".json");
       // The buffers' values on the host (the CPU backend's storage; the CUDA backend copies them there and back).
       c_.backend->to_host(c_.buf);
       r.load_buffers(c_.plan, c_.buf, place_of(c_), with_opt);
@@ -527,13 +651,14 @@ Progress Checkpointer::load() {
   // The failed rank's rule id travels with its message ("id<US>message"), so that every rank names the same kind.
   const Verdict v = verdict(c_, err.empty() ? err : failure.id + '\x1f' + err);
   if (v.rank >= 0) {
-    if (!err.empty()) throw failure;
+    if (v.rank == c_.rt.rank()) throw failure;  // the lowest failed rank: its own error; every other rank names it
     const size_t us = v.error.find('\x1f');
     throw CheckpointError(us == std::string::npos ? std::string(kCkptCorrupt) : v.error.substr(0, us),
                           "--load " + shown_path(*a.load) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
                               (us == std::string::npos ? v.error : v.error.substr(us + 1)));
   }
   if (!loaded.empty()) log_ << loaded << std::endl;
+  if (rank0 && !hyper.empty()) log_ << prefix_ << hyper_notice(*a.load, hyper) << std::endl;
   return p;
 }
 
@@ -609,7 +734,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                                        {"growth_tracker", static_cast<long long>(s->growth_tracker)},
                                        {"hysteresis_tracker", static_cast<long long>(s->hysteresis_tracker)}});
     }
-    m.args = args_json(a);
+    m.args = args_json(a, c_.cfg);
     // The buffers' values on the host while the files are written (nothing to copy for the CPU backend).
     c_.backend->to_host(c_.buf);
     struct Release {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "config/arg_fit.h"
+#include "config/schema.h"
 #include "util/text.h"
 
 namespace mr::run {
@@ -44,8 +46,8 @@ Value upgraded(const Value& saved) {
 
 class Overrider {
  public:
-  Overrider(Namespace& ns, const Value& saved, std::string provenance)
-      : ns_(ns), saved_(saved), prov_(std::move(provenance)) {}
+  Overrider(Namespace& ns, const Value& saved, std::string file)
+      : ns_(ns), saved_(saved), file_(std::move(file)), prov_("--use-checkpoint-args: " + file_) {}
 
   // Megatron's _set_arg: unless forced, only an argument the command line left None; the checkpoint's value
   // when it has one (not None).
@@ -56,8 +58,16 @@ class Overrider {
     if (!v || v->is_none()) return;
     put(dest, *v);
   }
+  // The value goes in only if the parser could have stored it (a metadata file is plain JSON that a user or
+  // another tool may have edited): another JSON type is the file's fault, refused naming the file and argument.
   void put(std::string_view dest, const Value& v) {
-    if (!ns_.has(dest) || ns_[dest] == v) return;
+    if (!ns_.has(dest)) return;
+    if (const std::optional<std::string> want = arg_value_misfit(dest, v))
+      throw CheckpointError(kCkptCorrupt, file_ + ": \"args\": the saved argument \"" + std::string(dest) + "\" is " +
+                                              abbreviate(v.json(), 120) + ", not " + *want +
+                                              " (--use-checkpoint-args would put it in " +
+                                              Schema::megatron().flag_for_dest(dest) + ")");
+    if (ns_[dest] == v) return;
     changed_.push_back({std::string(dest), ns_[dest], v});
     ns_.set(dest, v, {Provenance::Kind::Derived, prov_});
   }
@@ -67,7 +77,7 @@ class Overrider {
  private:
   Namespace& ns_;
   const Value& saved_;
-  std::string prov_;
+  std::string file_, prov_;
   std::vector<ArgChange> changed_;
 };
 
@@ -128,9 +138,9 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
   return f;
 }
 
-std::vector<ArgChange> override_from_checkpoint_args(Namespace& ns, const Value& saved_args, const std::string& provenance) {
+std::vector<ArgChange> override_from_checkpoint_args(Namespace& ns, const Value& saved_args, const std::string& file) {
   const Value saved = upgraded(saved_args);
-  Overrider o(ns, saved, provenance);
+  Overrider o(ns, saved, file);
   // Model arguments (load_args_from_checkpoint's order). Megatron's list also names arguments this Megatron no
   // longer has (use_rotary_position_embeddings, squared_relu, ...): absent from the namespace, they are skipped.
   o.set("num_layers");
@@ -214,7 +224,7 @@ std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
     const RankMeta m = parse_rank_meta(read_small_file(r.file, kMaxMetadataBytes), r.file);
     if (!m.args.is_object())
       throw CheckpointError(kCkptCorrupt, r.file + ": \"args\" is not an object of the run's arguments");
-    r.changed = override_from_checkpoint_args(ns, m.args, "--use-checkpoint-args: " + r.file);
+    r.changed = override_from_checkpoint_args(ns, m.args, r.file);
     out.push_back(std::move(r));
   }
   return out;

@@ -54,9 +54,11 @@ struct ArgChange {
 };
 
 // Megatron's override list over `ns` from `saved` (a checkpoint's "args": dest -> value), with Megatron's
-// conditions (see the top of this file). `provenance` is recorded for every value set. Returns the arguments
-// whose value changed, in Megatron's order.
-std::vector<ArgChange> override_from_checkpoint_args(Namespace& ns, const Value& saved, const std::string& provenance);
+// conditions (see the top of this file). `file` is the metadata file they come from: every value set records
+// "--use-checkpoint-args: FILE" as its provenance, and a value the parser could not have stored for its argument
+// (another JSON type, not one of its choices: config/arg_fit.h) is CheckpointError checkpoint.corrupt naming the
+// file and the argument. Returns the arguments whose value changed, in Megatron's order.
+std::vector<ArgChange> override_from_checkpoint_args(Namespace& ns, const Value& saved, const std::string& file);
 
 // What --use-checkpoint-args did with one directory (--pretrained-checkpoint or --load).
 struct CheckpointArgsResult {

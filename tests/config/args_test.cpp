@@ -104,6 +104,22 @@ TEST_CASE("args: from a namespace; values of the wrong shape name the flag", "[a
   CHECK_THAT(bad("optimizer", Value("adamw")), Catch::Contains("--optimizer"));
   CHECK_THAT(bad("seed", Value()), Catch::Contains("--seed"));
   CHECK_THAT(bad("world_size", Value(1.5)), Catch::Contains("--world-size"));
+  CHECK_THAT(bad("lr", Value("fast")), !Catch::Contains("set by"));  // given by the user: the flag says it all
+
+  // A derived value (one validation or --use-checkpoint-args set) also names what set it.
+  mr::Namespace d;
+  d.set("hidden_size", Value("wide"), {mr::Provenance::Kind::Derived, "--use-checkpoint-args: ck/rank_00000.json"});
+  CHECK_THROWS_WITH(Args::from(d), Catch::Contains("--hidden-size") &&
+                                       Catch::Contains("(set by --use-checkpoint-args: ck/rank_00000.json)"));
+}
+
+TEST_CASE("args: misfit says whether a value has its dest's C++ shape", "[args]") {
+  CHECK(mr::misfit(ArgId::num_layers, Value(2)) == nullptr);
+  CHECK(mr::misfit(ArgId::num_layers, Value()) == nullptr);  // optional: None
+  CHECK(std::string(mr::misfit(ArgId::num_layers, Value("two"))) == "an integer");
+  CHECK(std::string(mr::misfit(ArgId::lr, Value("fast"))) == "a number");
+  CHECK(mr::misfit(ArgId::optimizer, Value("sgd")) == nullptr);
+  CHECK(std::string(mr::misfit(ArgId::optimizer, Value("adamw"))) == "one of its choices");
 }
 
 TEST_CASE("args: the corpus gives the same values through the view as through the namespace", "[args][corpus]") {

@@ -3,10 +3,12 @@
 // --exit-on-missing-checkpoint, a corrupt metadata file, a user program. Every job has a hard timeout.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "../distributed/proc.h"
+#include "config/schema.h"
 #include "run/checkpoint_args.h"
 
 namespace fs = std::filesystem;
@@ -75,6 +77,73 @@ TEST_CASE("checkpoint args: Megatron's list, given values kept unless forced", "
   const Value old = Value::object({{"num_layers", Value(4)}, {"hybrid_override_pattern", Value("M*M*")}});
   CHECK(changed_names(mr::run::override_from_checkpoint_args(hy, old, "test")) == "hybrid_layer_pattern");
   CHECK(hy["num_layers"].is_none());
+}
+
+TEST_CASE("checkpoint args: a saved value of another JSON type than its argument's is refused as corrupt, naming the "
+          "file and the argument", "[checkpoint-args]") {
+  using mr::Value;
+  // Every argument of Megatron's override list this Megatron has (with --use-mp-args-from-checkpoint-args and the
+  // tokenizer's), each from a namespace where it is None (so that the unforced ones are taken too).
+  const std::vector<std::string> dests = {
+      "num_layers", "hidden_size", "ffn_hidden_size", "seq_length", "num_attention_heads", "num_query_groups",
+      "group_query_attention", "kv_channels", "max_position_embeddings", "position_embedding_type",
+      "add_position_embedding", "rotary_base", "rotary_percent", "rotary_interleaved", "add_bias_linear",
+      "add_qkv_bias", "swiglu", "untie_embeddings_and_output_weights", "normalization",
+      "apply_query_key_layer_scaling", "attention_dropout", "hidden_dropout", "mtp_num_layers", "num_experts",
+      "moe_layer_freq", "moe_ffn_hidden_size", "moe_router_topk", "moe_token_dispatcher_type",
+      "moe_router_pre_softmax", "moe_grouped_gemm", "moe_shared_expert_intermediate_size",
+      "moe_router_score_function", "moe_router_enable_expert_bias", "moe_router_topk_scaling_factor",
+      "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "hybrid_layer_pattern", "tokenizer_model",
+      "tokenizer_type", "ckpt_format", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+      "num_layers_per_virtual_pipeline_stage", "expert_model_parallel_size"};
+  const std::string file = "ck/iter_0000006/rank_00000.json";
+  size_t refused = 0;
+  for (const std::string& dest : dests) {
+    const std::vector<const mr::Arg*> args = mr::Schema::megatron().find_dest(dest);
+    REQUIRE(!args.empty());
+    const mr::Arg& arg = *args.front();
+    // A value of another JSON type than the declared one (a string for a number or a switch, a number otherwise).
+    const bool numeric = arg.spec->type == mr::ArgType::Int || arg.spec->type == mr::ArgType::Float ||
+                         arg.spec->type == mr::ArgType::MoeFreq;
+    const Value bad = arg.is_switch() ? Value("yes") : numeric ? Value("x") : Value(7);
+    mr::Namespace ns;
+    for (const auto& [d, v] : mr::Schema::megatron().defaults()) ns.set(d, v, {});
+    ns.set(dest, Value(), {});
+    ns.set("use_mp_args_from_checkpoint_args", Value(true), {});
+    ns.set("use_tokenizer_model_from_checkpoint_args", Value(true), {});
+    const Value saved = Value::object({{dest, bad}, {"num_experts", dest == "num_experts" ? bad : Value(2)}});
+    INFO(dest << " = " << bad.json());
+    CHECK_THROWS_WITH(mr::run::override_from_checkpoint_args(ns, saved, file),
+                      Catch::Contains("[checkpoint.corrupt]") && Catch::Contains(file) &&
+                          Catch::Contains("\"" + dest + "\" is " + bad.json() + ", not "));
+    ++refused;
+  }
+  CHECK(refused == dests.size());
+
+  // The review's cases, with what each should have been.
+  auto why = [&](const std::string& dest, const Value& v) {
+    mr::Namespace ns;
+    for (const auto& [d, x] : mr::Schema::megatron().defaults()) ns.set(d, x, {});
+    ns.set(dest, Value(), {});
+    ns.set("use_mp_args_from_checkpoint_args", Value(true), {});
+    try {
+      (void)mr::run::override_from_checkpoint_args(ns, Value::object({{dest, v}}), file);
+    } catch (const mr::run::CheckpointError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(taken)");
+  };
+  CHECK_THAT(why("num_layers", Value("two")), Catch::Contains("\"num_layers\" is \"two\", not an integer (--use-checkpoint-args "
+                                                              "would put it in --num-layers)"));
+  CHECK_THAT(why("seq_length", Value("128")), Catch::Contains("not an integer"));
+  CHECK_THAT(why("max_position_embeddings", Value(mr::List{})), Catch::Contains("[], not an integer"));
+  CHECK_THAT(why("num_layers", Value::parse_json("1000000000000000000000000000000")), Catch::Contains("not an integer of 64 bits"));
+  CHECK_THAT(why("hybrid_layer_pattern", Value(5)), Catch::Contains("5, not a string"));
+  CHECK_THAT(why("normalization", Value("BatchNorm")), Catch::Contains("not one of 'LayerNorm', 'RMSNorm'"));
+  CHECK_THAT(why("expert_model_parallel_size", Value(mr::List{Value(2)})), Catch::Contains("[2], not an integer"));
+  CHECK_THAT(why("tensor_model_parallel_size", Value("x")), Catch::Contains("not an integer"));
+  CHECK(why("num_layers", Value(3)) == "(taken)");
+  CHECK(why("attention_dropout", Value(0)) == "(taken)");  // an int for a float: Python's 0 == 0.0
 }
 
 TEST_CASE("checkpoint args: nothing without --use-checkpoint-args; a missing or corrupt checkpoint", "[checkpoint-args]") {
@@ -178,6 +247,19 @@ TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given va
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 1);
   CHECK_THAT(c.err(), Catch::Contains("checkpoint.model-mismatch") && !Catch::Contains("--use-checkpoint-args:"));
+
+  // A saved argument of another JSON type (a user's or another tool's edit of the metadata): refused before any
+  // worker starts, naming the file and the argument (it was an internal error, exit 3).
+  const std::string typed = dir / "typed";
+  fs::copy(ck, typed, fs::copy_options::recursive);
+  const std::string edit = "/usr/bin/python3 -c \"import json; f='" + typed + "/iter_0000002/rank_00000.json'; "
+                           "d=json.load(open(f)); d['args']['num_layers']='two'; json.dump(d, open(f, 'w'))\"";
+  REQUIRE(std::system(edit.c_str()) == 0);
+  mrtest::Proc t = job({"--use-checkpoint-args", "--load", typed}, "typed");
+  INFO(t.out() << t.err());
+  CHECK(t.exit_code() == 1);
+  CHECK_THAT(t.err(), Catch::Contains("[checkpoint.corrupt]") && Catch::Contains(typed + "/iter_0000002/rank_00000.json") &&
+                          Catch::Contains("\"num_layers\" is \"two\", not an integer") && !Catch::Contains("internal error"));
 
   // A corrupt metadata file: refused before any worker starts, naming the file.
   const std::string meta = ck + "/iter_0000002/rank_00000.json";

@@ -1683,3 +1683,120 @@ TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoin
   CHECK_THAT(c.err(), Catch::Contains("--load-main-params-from-ckpt needs --use-distributed-optimizer in bf16 training") &&
                           Catch::Contains("[checkpoint.unsupported]"));
 }
+
+TEST_CASE("a resume takes the optimizer's group hyper-parameters from the checkpoint, as Megatron's "
+          "load_state_dict; --no-load-optim keeps the ones given", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  const std::vector<std::string> small = {"--num-layers", "1", "--hidden-size", "64", "--vocab-size", "128",
+                                          "--train-iters", "6"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), small.begin(), small.end());
+    return more;
+  };
+  // configs/default.yaml says --adam-beta2 0.95.
+  mrtest::Proc a = spawn(1, with({"--save", ck, "--save-interval", "3"}), dir, "full");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  const std::string full = checksum_line(a.out());
+  REQUIRE(!full.empty());
+  // Another beta2 on the command line: the checkpoint's wins (the run continues as the one that saved it), with a
+  // notice; the checkpoint this run saves records the value its optimizer stepped with.
+  const std::string ck2 = dir / "ck2";
+  mrtest::Proc b = spawn(1, with({"--load", ck, "--ckpt-step", "3", "--adam-beta2", "0.999", "--adam-eps", "1e-3",
+                                  "--save", ck2, "--save-interval", "3"}),
+                         dir, "resume");
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  CHECK(checksum_line(b.out()) == full);
+  CHECK_THAT(b.out(), Catch::Contains("the optimizer state loads with the hyper-parameters it was saved with") &&
+                          Catch::Contains("--adam-beta2 0.999 -> the checkpoint's 0.95") &&
+                          Catch::Contains("--adam-eps 0.001 -> the checkpoint's 1e-08") &&
+                          !Catch::Contains("--adam-beta1 "));
+  const mr::run::RankMeta saved = mr::run::parse_rank_meta(bytes_of(ck2 + "/iter_0000006/rank_00000.json"), "meta");
+  double beta2 = 0;
+  for (const auto& [k, v] : saved.args.as_object())
+    if (k == "adam_beta2") beta2 = v.as_float();
+  CHECK(beta2 == 0.95);
+  // The same values as saved: nothing to say.
+  mrtest::Proc c = spawn(1, with({"--load", ck, "--ckpt-step", "3"}), dir, "same");
+  INFO(c.out() << c.err());
+  REQUIRE(c.exit_code() == 0);
+  CHECK(checksum_line(c.out()) == full);
+  CHECK_THAT(c.out(), !Catch::Contains("hyper-parameters it was saved with"));
+  // A fresh optimizer state takes the values given: another beta2 gives another run.
+  mrtest::Proc d = spawn(1, with({"--load", ck, "--ckpt-step", "3", "--no-load-optim"}), dir, "fresh");
+  mrtest::Proc e = spawn(1, with({"--load", ck, "--ckpt-step", "3", "--no-load-optim", "--adam-beta2", "0.999"}), dir,
+                         "fresh-beta2");
+  INFO(d.out() << d.err() << e.out() << e.err());
+  REQUIRE(d.exit_code() == 0);
+  REQUIRE(e.exit_code() == 0);
+  CHECK_THAT(e.out(), !Catch::Contains("hyper-parameters it was saved with"));
+  CHECK(!checksum_line(d.out()).empty());
+  CHECK(checksum_line(d.out()) != checksum_line(e.out()));
+}
+
+TEST_CASE("a load failing on several ranks: the model check comes first, and every rank names the lowest failed "
+          "rank's reason", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // A 1-layer checkpoint loaded as 2 layers over 2 pipeline stages: stage 1's first parameter (decoder.layers.1.*)
+  // is not in the checkpoint at all, so its optimizer state is not either; the cause is the model.
+  mrtest::Proc a = spawn(1, {"--num-layers", "1", "--hidden-size", "64", "--vocab-size", "128", "--train-iters", "3",
+                             "--save", ck, "--save-interval", "3"}, dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  for (int i = 0; i < 2; ++i) {
+    mrtest::Proc b = spawn(2, {"--num-layers", "2", "--hidden-size", "64", "--vocab-size", "128", "--train-iters", "6",
+                               "--pipeline-model-parallel-size", "2", "--load", ck}, dir, "load" + std::to_string(i));
+    INFO(b.out() << b.err());
+    CHECK(b.exit_code() == 1);
+    CHECK_THAT(b.err(), Catch::Contains("checkpoint.model-mismatch") &&
+                            Catch::Contains("num_layers value from checkpoint (1) is not equal to the input argument value (2)") &&
+                            !Catch::Contains("optimizer-mismatch") && !Catch::Contains("exp_avg"));
+  }
+  // Ranks that fail for different reasons (--finetune skips the arguments' check; another --ffn-hidden-size): rank 0
+  // finds layer 0's MLP shaped otherwise, rank 1 finds no layer 1 at all. Every rank reports rank 0's reason, so
+  // whichever exits first, the launcher's first line names it.
+  mrtest::Proc c = spawn(2, {"--num-layers", "2", "--hidden-size", "64", "--vocab-size", "128", "--train-iters", "6",
+                             "--ffn-hidden-size", "128", "--pipeline-model-parallel-size", "2", "--load", ck, "--finetune"},
+                         dir, "finetune");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains("checkpoint.model-mismatch") &&
+                          Catch::Contains("parameter decoder.layers.0.mlp.linear_fc1.weight has shape [256, 64] there and "
+                                          "[128, 64] here") &&
+                          !Catch::Contains("it has no parameter decoder.layers.1."));
+}
+
+TEST_CASE("another TP that pads the vocabulary otherwise is refused naming the padding and the "
+          "--make-vocab-size-divisible-by that loads it", "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // --vocab-size 300: 384 rows at TP=1, 512 at TP=2 (multiples of 128 and 256).
+  const std::vector<std::string> small = {"--num-layers", "1", "--hidden-size", "64", "--vocab-size", "300",
+                                          "--make-vocab-size-divisible-by", "128", "--train-iters", "6"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), small.begin(), small.end());
+    return more;
+  };
+  mrtest::Proc a = spawn(1, with({"--save", ck, "--save-interval", "3"}), dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  mrtest::Proc b = spawn(2, with({"--tensor-model-parallel-size", "2", "--load", ck, "--ckpt-step", "3"}), dir, "tp2");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("checkpoint.model-mismatch") &&
+                          Catch::Contains("parameter embedding.word_embeddings.weight: the padded vocabulary differs: "
+                                          "384 rows in the checkpoint (saved with TP=1), 512 here (the vocabulary of 300 "
+                                          "rounded up to a multiple of --make-vocab-size-divisible-by 128 x TP 2") &&
+                          Catch::Contains("--make-vocab-size-divisible-by 64 pads it to 384 under TP 2 and loads it") &&
+                          !Catch::Contains("another model"));
+  // As it says: the same padded vocabulary, the uninterrupted run's checksum.
+  mrtest::Proc c = spawn(2, with({"--tensor-model-parallel-size", "2", "--load", ck, "--ckpt-step", "3",
+                                  "--make-vocab-size-divisible-by", "64"}), dir, "tp2-64");
+  INFO(c.out() << c.err());
+  REQUIRE(c.exit_code() == 0);
+  CHECK(!checksum_line(a.out()).empty());
+  CHECK(checksum_line(c.out()) == checksum_line(a.out()));
+}
