@@ -71,7 +71,9 @@ TEST_CASE("integrity manifest: Megatron's fields, every file but itself, checked
   CHECK_THAT(refusal(d), Catch::Contains("\"md5\"") && Catch::Contains("only \"sha256\""));
   put(d + "/integrity.json", R"({"algorithm": "sha256", "files": ["rank_00000.json"]})");
   CHECK_THAT(refusal(d), Catch::Contains("is not an integrity manifest"));
-  put(d + "/integrity.json", R"({"files": {"../rank_00000.json": "00"}})");
+  // (listing the rank files too: a manifest that leaves one out is refused for that first)
+  put(d + "/integrity.json",
+      R"({"files": {"../rank_00000.json": "00", "rank_00000.json": "00", "rank_00000.safetensors": "00"}})");
   CHECK_THAT(refusal(d), Catch::Contains("not a file of the checkpoint directory"));
   put(d + "/integrity.json", "{\"files\": ");
   CHECK_THAT(refusal(d), Catch::Contains("cannot be read as JSON"));
