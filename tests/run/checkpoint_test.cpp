@@ -1430,13 +1430,14 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
   }
   // The way out the message gives: --load of the persistent directory finds the newer non-persistent checkpoint.
   std::vector<std::string> f = np_flags(np);
-  f.insert(f.end(), {"--save", dir / "other", "--load", ck, "--train-iters", "6"});
+  f.insert(f.end(), {"--save", dir / "other", "--load", ck, "--train-iters", "6", "--override-opt-param-scheduler"});
   mrtest::Proc d = spawn(1, f, dir, "npsave");
   INFO(d.out() << d.err());
   REQUIRE(d.exit_code() == 0);
   CHECK(tracker(np) == "6");  // non-persistent saves at 5 and 6 (the newest kept); the final save to --save
   CHECK(files_in(np) == std::vector<std::string>({"iter_0000006", "latest_checkpointed_iteration.txt"}));
-  mrtest::Proc e = spawn(1, {"--train-iters", "7", "--load", ck, "--non-persistent-ckpt-type", "global",
+  mrtest::Proc e = spawn(1, {"--train-iters", "7", "--override-opt-param-scheduler", "--load", ck,
+                             "--non-persistent-ckpt-type", "global",
                              "--non-persistent-global-ckpt-dir", np}, dir, "npresume");
   INFO(e.out() << e.err());
   CHECK(e.exit_code() == 0);
