@@ -126,10 +126,11 @@ std::string stop_signal_error(int sig) {
 std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_worker) {
   if (lo.multi_node() || port <= 0) return std::nullopt;
   std::string what, id;
-  if (launch::port_held(port)) {
+  const int bind_errno = launch::store_bind_error(port);  // one bind tells "held" (EADDRINUSE) from "forbidden"
+  if (bind_errno == EADDRINUSE) {
     what = "--master-port " + std::to_string(port) + ": the port is in use on this machine (another program "
            "listens on it or holds it)";
-  } else if (launch::port_forbidden(port)) {
+  } else if (bind_errno == EACCES) {
     id = "launch.master-port-privileged";
     what = "--master-port " + std::to_string(port) + ": this user may not bind ports below " +
            std::to_string(launch::unprivileged_port_start()) + " (net.ipv4.ip_unprivileged_port_start; binding " +
@@ -146,12 +147,11 @@ std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_
   return std::nullopt;
 }
 
-// Rule launch.open-file-limit: the launcher raises its soft open-file limit to the hard one (its workers get the
-// user's back: launch/workers.cpp), then refuses (exit 1) a limit below what it needs for the workers' pipes and
-// log files, or below what megatron-run's own worker needs (it raises its own limit alike, so the hard limit is
-// what counts); a program's need is unknown, so only the launcher's is checked for it.
+// Rule launch.open-file-limit: refuses (exit 1) an open-file limit below what the launcher needs for the workers'
+// pipes and log files, or below what megatron-run's own worker needs (it raises its own soft limit to the hard one,
+// so the hard limit is what counts); a program's need is unknown, so only the launcher's is checked for it. The
+// limit read is the one launch() raised before any check (the workers get the user's back: launch/workers.cpp).
 std::optional<int> open_file_limit_refused(const LaunchOptions& lo, const launch::SpawnOptions& so, bool own_worker) {
-  util::raise_open_file_limit();
   int log_files = 0;
   for (int r = 0; r < so.nproc_per_node; ++r)
     log_files += __builtin_popcount(static_cast<unsigned>(so.logs.redirects.of(r) | so.logs.tee.of(r)));
@@ -331,6 +331,9 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
                                     " megatron-run starts on one node (a dry run validates any size)");
   }
   if (std::optional<int> refused = master_port_held(lo, so.master_port, own_worker)) return *refused;
+  // The launcher's soft open-file limit goes to the hard one before it opens pipes, logs or sockets; the check
+  // below reads the raised limit (the workers start with the user's: launch/workers.cpp).
+  util::raise_open_file_limit();
   if (std::optional<int> refused = open_file_limit_refused(lo, so, own_worker)) return *refused;
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
   std::unique_ptr<launch::NodeGroup> group;

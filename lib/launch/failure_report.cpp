@@ -136,6 +136,29 @@ std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> addres
          "loader's for a library it cannot load (\"error while loading shared libraries\"); its stderr says which";
 }
 
+std::string thread_limit_hint(const WorkerFailure& f, std::optional<uint64_t> nproc_limit) {
+  if (!f.start_failure.empty()) return "";
+  std::string said;
+  bool system_error = false;  // "terminate called after throwing an instance of 'std::system_error'", then what()
+  for (const std::string& l : f.stderr_tail) {
+    system_error = system_error || l.find("system_error") != std::string::npos;
+    const bool thread = l.find("Thread creation failed") != std::string::npos ||  // libgomp
+                        l.find("pthread_create failed") != std::string::npos;     // OpenBLAS
+    const bool again = l.find("Resource temporarily unavailable") != std::string::npos &&
+                       (l.find("thread") != std::string::npos || system_error);
+    if (thread || again) {
+      said = l;
+      break;
+    }
+  }
+  if (said.empty()) return "";
+  const std::string line = said.size() > 120 ? said.substr(0, 117) + "..." : said;
+  return "a thread could not be created (\"" + line + "\"): the process or user thread limit (ulimit -u " +
+         (nproc_limit ? std::to_string(*nproc_limit) : std::string("unlimited")) +
+         ", a cgroup's pids.max) or the memory ran out; raise the limit, or start fewer threads (OMP_NUM_THREADS, "
+         "fewer workers)";
+}
+
 int torch_exit_code(int status) {
   if (WIFSIGNALED(status)) return -WTERMSIG(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -174,8 +197,22 @@ std::string launcher_error_record(const WorkerFailure& root) {
   return mr::Value::object({{"message", mr::Value::object(message)}}).json();
 }
 
+std::string launcher_signal_record(int sig, long pid, long long when) {
+  const std::string pid_text = std::to_string(pid);
+  mr::Object extra = {{"py_callstack", "megatron-run (the launcher, pid " + pid_text + " on " + host_name() +
+                                           ") received signal " + std::to_string(sig) + " (" + signal_name(sig) +
+                                           ") and stopped its workers\n"},
+                      {"timestamp", std::to_string(when)}};
+  mr::Object message = {{"message", "SignalException: Process " + pid_text + " got signal: " + std::to_string(sig)},
+                        {"extraInfo", mr::Value::object(extra)}};
+  return mr::Value::object({{"message", mr::Value::object(message)}}).json();
+}
+
 std::string write_launcher_error_file(const std::string& path, const WorkerFailure& root) {
-  const std::string record = launcher_error_record(root);
+  return write_error_record(path, launcher_error_record(root));
+}
+
+std::string write_error_record(const std::string& path, const std::string& record) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return std::strerror(errno);
   out << record;
@@ -222,6 +259,8 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
     os << "    its stderr was empty\n";
   }
   if (const std::string hint = exit_127_hint(root, util::address_space_limit()); !hint.empty())
+    os << "    hint: " << hint << "\n";
+  if (const std::string hint = thread_limit_hint(root, util::process_limit()); !hint.empty())
     os << "    hint: " << hint << "\n";
   if (failures.size() == 1) {
     os << "  no other worker failed\n";

@@ -57,6 +57,12 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path);
 // program could not find a command; else both readings, and the limit when one is set.
 std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> address_space_limit);
 
+// A worker whose stderr tail says a thread could not be created (libgomp's "libgomp: Thread creation failed: ...",
+// OpenBLAS's "pthread_create failed for thread ...", a "std::system_error ... Resource temporarily unavailable"
+// from std::thread): the process or user thread limit `nproc_limit` (RLIMIT_NPROC, ulimit -u; nullopt unlimited)
+// or a cgroup's pids.max, and the ways out (OMP_NUM_THREADS, fewer workers); "" for any other end.
+std::string thread_limit_hint(const WorkerFailure& f, std::optional<uint64_t> nproc_limit);
+
 // torchrun's exit code of a worker (its ProcessFailure.exitcode): the code, or minus the signal that killed it.
 int torch_exit_code(int status);
 
@@ -69,6 +75,14 @@ int torch_exit_code(int status);
 std::string launcher_error_record(const WorkerFailure& root);
 // Writes launcher_error_record(root) to `path` (replacing it). "" done, else why not (strerror).
 std::string write_launcher_error_file(const std::string& path, const WorkerFailure& root);
+
+// What the launcher writes to its own TORCHELASTIC_ERROR_FILE when a signal `sig` stopped it (and its workers):
+// torchrun's record of the SignalException its agent raises, message "SignalException: Process PID got signal:
+// SIG" (`pid`: the launcher's), extraInfo.py_callstack (here a line saying what stopped) and extraInfo.timestamp
+// (`when`, seconds since the epoch); no errorCode, as torchrun writes none for it.
+std::string launcher_signal_record(int sig, long pid, long long when);
+// Writes `record` to `path` (replacing it). "" done, else why not (strerror).
+std::string write_error_record(const std::string& path, const std::string& record);
 
 // The summary: `failures` in the order the launcher saw them (the first is the root cause, unless
 // `first_elsewhere` names another node's failure that the launchers' store recorded before it); `restarts` the

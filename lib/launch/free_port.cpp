@@ -48,22 +48,17 @@ unsigned seed() {
 
 bool port_free(int port) { return port > 0 && port <= 65535 && try_bind(port) == port; }
 
-namespace {
-
-// Why a server could not listen on `port` now (as a store binds it: every interface, SO_REUSEADDR): 0 when it
-// could, else the errno of the failed bind.
-int bind_error(int port) {
+int store_bind_error(int port) {
+  if (port <= 0 || port > 65535) return 0;
   const int fd = bind_every_interface(port, /*reuse_address=*/true);
   if (fd < 0) return errno;
   close(fd);
   return 0;
 }
 
-}  // namespace
+bool port_held(int port) { return store_bind_error(port) == EADDRINUSE; }
 
-bool port_held(int port) { return port > 0 && port <= 65535 && bind_error(port) == EADDRINUSE; }
-
-bool port_forbidden(int port) { return port > 0 && port <= 65535 && bind_error(port) == EACCES; }
+bool port_forbidden(int port) { return store_bind_error(port) == EACCES; }
 
 int unprivileged_port_start() {
   std::ifstream in("/proc/sys/net/ipv4/ip_unprivileged_port_start");

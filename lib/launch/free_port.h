@@ -14,6 +14,11 @@ int connection_ports_start();
 // SO_REUSEADDR: not in use, and not held in TIME_WAIT by a connection closed in the last minute or so.
 bool port_free(int port);
 
+// Why a server setting SO_REUSEADDR, as rank 0's store does, could not listen on TCP port `port` now on every
+// interface: 0 when it could (and for a port that cannot be tried: 0 or out of range), else the errno of the
+// failed bind (EADDRINUSE: port_held; EACCES: port_forbidden). One bind, for a caller that tells both apart.
+int store_bind_error(int port);
+
 // Whether another socket holds TCP port `port` so that a server setting SO_REUSEADDR, as rank 0's store does
 // (torch's TCPStore, megatron-run's own), cannot bind it on every interface: someone listens on it, or holds it
 // bound without SO_REUSEADDR. A port whose only users are closed connections in TIME_WAIT is not held (that

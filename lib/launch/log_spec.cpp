@@ -61,11 +61,11 @@ std::string mkdtemp_in(const std::string& dir, const std::string& prefix) {
 std::vector<TempDirCandidate> temp_dir_candidates() {
   std::vector<TempDirCandidate> out;
   for (const char* var : {"TMPDIR", "TEMP", "TMP"})
-    if (const char* v = std::getenv(var); v && *v) out.push_back({v, var});
-  for (const char* dir : {"/tmp", "/var/tmp", "/usr/tmp"}) out.push_back({dir, ""});
+    if (const char* v = std::getenv(var); v && *v) out.push_back({v, std::string(var) + "=" + v});
+  for (const char* dir : {"/tmp", "/var/tmp", "/usr/tmp"}) out.push_back({dir, dir});
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
-  if (!ec) out.push_back({cwd.string(), "the current directory"});
+  if (!ec) out.push_back({cwd.string(), "the current directory " + cwd.string()});
   return out;
 }
 
@@ -73,10 +73,7 @@ std::string make_temp_dir(const std::string& prefix, const std::vector<TempDirCa
   std::string tried;
   for (const TempDirCandidate& c : candidates) {
     if (std::optional<std::string> made = try_mkdtemp(c.dir, prefix)) return *made;
-    const std::string name = c.source.empty()                  ? c.dir
-                             : c.source == "the current directory" ? c.source + " " + c.dir
-                                                                   : c.source + "=" + c.dir;
-    tried += (tried.empty() ? "" : "; ") + name + ": " + std::strerror(errno);
+    tried += (tried.empty() ? "" : "; ") + c.name + ": " + std::strerror(errno);
   }
   throw std::runtime_error(with_rule_id("launch.run-directory",
                                         "cannot make the run directory for the workers' error files in any "

@@ -65,7 +65,7 @@ RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int loca
 // $TMPDIR, $TEMP, $TMP (each when set and not empty), /tmp, /var/tmp, /usr/tmp, the current directory.
 struct TempDirCandidate {
   std::string dir;
-  std::string source;  // "TMPDIR", "TEMP", "TMP", "the current directory"; "" for a fixed one
+  std::string name;  // how a message names it: "TMPDIR=/x", "/tmp", "the current directory /y"
 };
 std::vector<TempDirCandidate> temp_dir_candidates();
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -93,6 +94,18 @@ int spawn_workers(const SpawnOptions& o) {
     };
     // No next attempt: this node's code, or 0 when the job ended well without it (an elastic job's spare).
     auto ended = [&](int code) { return o.watch && o.watch->ended_without_this_node() ? 0 : code; };
+    // A launcher a signal stopped leaves torchrun's record of it (its agent's SignalException, which @record
+    // writes) in its own TORCHELASTIC_ERROR_FILE.
+    auto record_signal = [&] {
+      if (launcher_error_file.empty() || r.signal_received == 0) return;
+      const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
+      const std::string why = write_error_record(
+          launcher_error_file, launcher_signal_record(r.signal_received, static_cast<long>(getpid()), now));
+      if (!why.empty())
+        std::cerr << "megatron-run: cannot write the launcher's error file " << launcher_error_file
+                  << " (TORCHELASTIC_ERROR_FILE): " << why << "\n";
+    };
     if (r.peer) {  // another node failed (said on stderr): every node restarts together, or the job ends
       if (r.peer->restart && r.signal_received == 0 && (!r.peer->counted || restarts < o.max_restarts)) {
         if (r.peer->counted)  // numbered as TORCHELASTIC_RESTART_COUNT and the attempt_<n> log directories count
@@ -104,10 +117,14 @@ int spawn_workers(const SpawnOptions& o) {
         if (next(r.peer->counted ? job.restart_count + 1 : job.restart_count)) continue;
       }
       // A change of the job's nodes that did not happen (code 0 there) ends this node as a failure.
+      record_signal();
       return ended(r.peer->counted ? r.code : r.signal_received ? 128 + r.signal_received : 1);
     }
     if (r.code == 0) return 0;
-    if (!r.failed_first) return r.code;  // stopped by a signal: no restart
+    if (!r.failed_first) {  // stopped by a signal: no restart
+      record_signal();
+      return r.code;
+    }
     if (restarts < o.max_restarts && r.signal_received == 0) {  // a launcher told to stop does not restart
       const WorkerFailure& f = r.failures.front();
       // The attempt as its log directory (attempt_<n>) and TORCHELASTIC_RESTART_COUNT name it; the restart that

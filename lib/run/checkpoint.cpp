@@ -434,9 +434,14 @@ Progress Checkpointer::load() {
     if (!found) {
       std::error_code ec;  // a tracker that is there but no file (Megatron's os.path.isfile) is named so
       const bool not_a_file = std::filesystem::exists(tracker_path(*a.load), ec);
+      // --load naming a file (a checkpoint's file, say, not its directory) is said: the tracker cannot be in it.
+      const bool load_is_file = std::filesystem::is_regular_file(*a.load, ec);
       if (rank0)
         log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load)
-             << (not_a_file ? " (it is there, but not a regular file)" : "") << "\n"
+             << (not_a_file ? " (it is there, but not a regular file)"
+                 : load_is_file ? " (--load " + shown_path(*a.load) + " is a file, not a checkpoint directory)"
+                                : "")
+             << "\n"
              << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
       if (a.exit_on_missing_checkpoint)
         throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +

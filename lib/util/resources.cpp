@@ -24,6 +24,12 @@ std::optional<uint64_t> open_file_limit() {
   return static_cast<uint64_t>(nofile.rlim_cur);
 }
 
+std::optional<uint64_t> process_limit() {
+  rlimit nproc{};
+  if (getrlimit(RLIMIT_NPROC, &nproc) != 0 || nproc.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return static_cast<uint64_t>(nproc.rlim_cur);
+}
+
 namespace {
 // Set once, by raise_open_file_limit (before any thread or child exists); read by forked children.
 bool g_nofile_raised = false;
@@ -58,11 +64,7 @@ std::string system_failure(const std::string& what, int err) {
   } else if (err == ENFILE) {
     line += ": the system's open-file table is full (fs.file-max); close files or raise it";
   } else if (err == EAGAIN) {
-    rlimit nproc{};
-    std::string limit = "?";
-    if (getrlimit(RLIMIT_NPROC, &nproc) == 0)
-      limit = nproc.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(static_cast<uint64_t>(nproc.rlim_cur));
-    line += ": the process or user thread limit (ulimit -u " + limit +
+    line += ": the process or user thread limit (ulimit -u " + limit_text(process_limit()) +
             ", a cgroup's pids.max) or the memory is exhausted; raise the limit (ulimit -u) or start fewer workers";
   }
   return line;

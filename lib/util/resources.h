@@ -15,6 +15,9 @@ namespace mr::util {
 // This process's address-space limit (RLIMIT_AS, soft) in bytes; nullopt when unlimited.
 std::optional<uint64_t> address_space_limit();
 
+// This process's process and thread limit (RLIMIT_NPROC, soft, `ulimit -u`); nullopt when unlimited.
+std::optional<uint64_t> process_limit();
+
 // This process's open-file limit (RLIMIT_NOFILE, soft); nullopt when unlimited.
 std::optional<uint64_t> open_file_limit();
 

@@ -102,6 +102,32 @@ TEST_CASE("the launcher's own error file: the root cause's, with its exit code, 
   fs::remove(out);
 }
 
+TEST_CASE("a thread that could not be created (libgomp, OpenBLAS, std::thread) names the thread limit",
+          "[launch][failure-report]") {
+  WorkerFailure f;
+  f.status = 1 << 8;  // libgomp's gomp_fatal exits 1
+  f.stderr_seen = true;
+  f.stderr_tail = {"loading", "libgomp: Thread creation failed: Resource temporarily unavailable"};
+  CHECK(thread_limit_hint(f, uint64_t{64}) ==
+        "a thread could not be created (\"libgomp: Thread creation failed: Resource temporarily unavailable\"): the "
+        "process or user thread limit (ulimit -u 64, a cgroup's pids.max) or the memory ran out; raise the limit, or "
+        "start fewer threads (OMP_NUM_THREADS, fewer workers)");
+  CHECK_THAT(thread_limit_hint(f, std::nullopt), Catch::Contains("(ulimit -u unlimited, a cgroup's pids.max)"));
+  f.stderr_tail = {"OpenBLAS blas_thread_init: pthread_create failed for thread 1 of 2: Resource temporarily unavailable"};
+  CHECK_THAT(thread_limit_hint(f, uint64_t{64}), Catch::StartsWith("a thread could not be created (\"OpenBLAS"));
+  f.stderr_tail = {"terminate called after throwing an instance of 'std::system_error'",
+                   "  what():  Resource temporarily unavailable"};
+  CHECK_THAT(thread_limit_hint(f, uint64_t{64}), Catch::Contains("(\"  what():  Resource temporarily unavailable\")"));
+  // A long line is cut; other ends (another EAGAIN, a start failure) get no hint.
+  f.stderr_tail = {"libgomp: Thread creation failed: " + std::string(200, 'x')};
+  CHECK_THAT(thread_limit_hint(f, uint64_t{64}), Catch::Contains("xxx...\")"));
+  f.stderr_tail = {"read: Resource temporarily unavailable", "ValueError: bad"};
+  CHECK(thread_limit_hint(f, uint64_t{64}).empty());
+  f.stderr_tail = {"libgomp: Thread creation failed: Resource temporarily unavailable"};
+  f.start_failure = "fork: Resource temporarily unavailable";
+  CHECK(thread_limit_hint(f, uint64_t{64}).empty());
+}
+
 TEST_CASE("exit code 127: the loader under an address-space limit, a shell's missing command, or a start failure",
           "[launch][failure-report]") {
   WorkerFailure f;

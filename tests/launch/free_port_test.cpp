@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <algorithm>
@@ -120,9 +121,14 @@ TEST_CASE("a port held: listened on (on one address only, too), not a free one n
   const int fd = mrtest::loopback_listener(port);  // 127.0.0.1 only: a store on every interface still cannot bind
   REQUIRE(fd >= 0);
   CHECK(mr::launch::port_held(port));
+  CHECK(mr::launch::store_bind_error(port) == EADDRINUSE);
+  CHECK_FALSE(mr::launch::port_forbidden(port));
   close(fd);
   CHECK_FALSE(mr::launch::port_held(port));
+  CHECK(mr::launch::store_bind_error(port) == 0);
   CHECK_FALSE(mr::launch::port_held(mr::launch::free_port()));
   CHECK_FALSE(mr::launch::port_held(0));
   CHECK_FALSE(mr::launch::port_held(70000));
+  CHECK(mr::launch::store_bind_error(0) == 0);
+  CHECK(mr::launch::store_bind_error(70000) == 0);
 }

@@ -142,18 +142,21 @@ TEST_CASE("the temporary run directory: Python's gettempdir order, falling back 
   const std::vector<mr::launch::TempDirCandidate> c = mr::launch::temp_dir_candidates();
   REQUIRE(c.size() >= 5);
   CHECK(c[0].dir == "/nonexistent/dir");
-  CHECK(c[0].source == "TMPDIR");
-  CHECK(c[1].source == "TEMP");
+  CHECK(c[0].name == "TMPDIR=/nonexistent/dir");
+  CHECK(c[1].name == "TEMP=" + (base / "temp").string());
   CHECK(c[2].dir == "/tmp");
+  CHECK(c[2].name == "/tmp");
   CHECK(c[3].dir == "/var/tmp");
   CHECK(c[4].dir == "/usr/tmp");
+  REQUIRE(c.size() == 6);  // and last, the current directory, named as such
+  CHECK(c[5].name == "the current directory " + std::filesystem::current_path().string());
   // The missing TMPDIR is passed over: TEMP's directory gets it.
   const std::string made = mr::launch::make_temp_dir("torchelastic_", c);
   CHECK(std::filesystem::path(made).parent_path() == base / "temp");
   CHECK(std::filesystem::is_directory(made));
   // None usable: each named with its reason, and the ways out.
   try {
-    mr::launch::make_temp_dir("torchelastic_", {{"/nonexistent/dir", "TMPDIR"}, {"/nonexistent/other", ""}});
+    mr::launch::make_temp_dir("torchelastic_", {{"/nonexistent/dir", "TMPDIR=/nonexistent/dir"}, {"/nonexistent/other", "/nonexistent/other"}});
     FAIL("no directory could be made, yet no error");
   } catch (const std::runtime_error& e) {
     const std::string m = e.what();

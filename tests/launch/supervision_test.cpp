@@ -580,12 +580,22 @@ TEST_CASE("the launcher's TORCHELASTIC_ERROR_FILE gets the root cause; the error
 }
 
 // After a stop to the launcher no worker's end is a root cause: every worker of the node in one line, none alone.
+// The launcher's own TORCHELASTIC_ERROR_FILE gets torchrun's record of the stop (its agent's SignalException).
 TEST_CASE("after a stop signal, every worker of the node is named in one line",
           "[launch][supervision][process][signal]") {
   TempDir t;
-  Proc r = signal_launcher(t.path, "FAULT=term FAULT_RANK=1", "", "TERM");
+  const fs::path mine = t.path / "launcher.json";
+  Proc r = signal_launcher(t.path, "FAULT=term FAULT_RANK=1 TORCHELASTIC_ERROR_FILE='" + mine.string() + "'", "",
+                           "TERM");
   INFO(r.out);
   CHECK(has(r.out, "exit=143"));
+  const std::string record = slurp(mine);
+  INFO(record);
+  CHECK(has(record, "\"message\": \"SignalException: Process "));
+  CHECK(has(record, " got signal: 15\""));
+  CHECK(has(record, "received signal 15 (SIGTERM) and stopped its workers"));
+  CHECK(has(record, "\"timestamp\": \""));
+  CHECK_FALSE(has(record, "errorCode"));
   CHECK(has(r.out, "megatron-run: this node's workers after the stop: rank 0 (pid "));
   CHECK(has(r.out, ") exited with code 0, rank 1 (pid "));
   CHECK(has(r.out, ") was killed by signal 15 (SIGTERM)\n"));

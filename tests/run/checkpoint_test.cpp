@@ -1047,6 +1047,14 @@ TEST_CASE("tracker and directory details: a signed count, --load '' (the working
       CHECK_THAT(t.out() + t.err(), Catch::Contains(tracker + " (it is there, but not a regular file)"));
   }
   fs::remove_all(tracker);
+  // --load naming a file, not a directory: a run from random, whose warning says so.
+  const std::string file = ck + "/iter_0000002";
+  mrtest::Proc lf = spawn(1, with({"--load", file}), dir, "load-file");
+  INFO(lf.out() << lf.err());
+  CHECK(lf.exit_code() == 0);
+  CHECK_THAT(lf.out() + lf.err(), Catch::Contains("could not find the metadata file " + file +
+                                                  "/latest_checkpointed_iteration.txt (--load " + file +
+                                                  " is a file, not a checkpoint directory)"));
 }
 
 TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
