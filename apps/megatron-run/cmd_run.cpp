@@ -1,6 +1,7 @@
 // The default command: resolve the arguments and, with --dry-run, print them.
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
@@ -92,6 +93,30 @@ std::string one_dash_hint(const std::vector<std::string>& args, const std::vecto
   return hint;
 }
 
+// "\n  train.py: the program? ..." when an option nobody knows (`flags`' first, as refused) comes before a word that
+// looks like the program (a .py file, or a file that is there): that option ended the search for the program, as
+// the program's own options do when they are put before it; else "".
+std::string program_after_unknown_hint(const std::vector<std::string>& args, const std::vector<std::string>& flags) {
+  if (flags.empty()) return "";
+  const std::string unknown = flags.front();
+  auto at = std::find_if(args.begin(), args.end(), [&](const std::string& w) {
+    return w == unknown || w.rfind(unknown + "=", 0) == 0;
+  });
+  if (at == args.end()) return "";
+  for (auto it = at + 1; it != args.end(); ++it) {
+    const std::string& w = *it;
+    if (w == "--") break;
+    if (w.empty() || w[0] == '-') continue;
+    std::error_code ec;
+    const bool py = w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0;
+    if (!py && !std::filesystem::is_regular_file(w, ec)) continue;
+    return "\n  " + abbreviate(w) + ": the program? " + abbreviate(unknown) + " before it is an option neither "
+           "megatron-run nor Megatron knows, which ends the search for the program: a program's own options go "
+           "after it (" + abbreviate(w) + " " + abbreviate(unknown) + " ...)";
+  }
+  return "";
+}
+
 // The first option given that only shapes what a dry run prints (--format argv|argv0, --parse-only, --explain),
 // as the user would write it; "" when none is. (--format json, and --provenance which needs it, validate as the
 // launch would: see run_command.)
@@ -100,6 +125,59 @@ std::string dry_run_only_option(const RunOptions& opts) {
   if (opts.parse_only) return "--parse-only";
   if (!opts.explain.empty()) return "--explain";
   return {};
+}
+
+// Megatron flags that the program's own arguments set and that megatron-run appends after them too (from a config
+// file or the flags before the program): the appended value wins in the program's argparse, and the warning
+// launch.flags-after-program says so, naming them. A word of the program's own that is near a Megatron flag
+// (--num-layer) is named with the flag meant: it is passed to the program, unvalidated. A bad word is not said
+// here (validation reports it).
+void warn_given_twice(const Invocation& inv, const launch::Program& program) {
+  const Schema& schema = Schema::megatron();
+  std::vector<std::string> twice, near;
+  try {
+    Namespace own = default_namespace(schema);
+    std::vector<Token> others;
+    parse_tokens(schema, inv.program_cli, own, &others);
+    for (const Token& t : others) {
+      if (t.text.rfind("--", 0) != 0 || t.text.size() < 3) continue;
+      const std::string flag = t.text.substr(0, t.text.find('='));
+      if (std::vector<std::string> s = schema.suggest(flag, 1); !s.empty())
+        near.push_back(abbreviate(flag) + " (did you mean " + s.front() + "?)");
+    }
+    if (program.append_args) {
+      Invocation before = inv;
+      before.program_cli.clear();
+      const Parsed given = parse_arguments(schema, before);
+      for (const Arg& a : schema.args()) {
+        const Provenance::Kind mine = own.provenance(a.dest()).kind;
+        const Provenance::Kind theirs = given.ns.provenance(a.dest()).kind;
+        if (mine == Provenance::Kind::Cli && (theirs == Provenance::Kind::Cli || theirs == Provenance::Kind::Config) &&
+            std::find(twice.begin(), twice.end(), a.flags.front()) == twice.end())
+          twice.push_back(a.flags.front());
+      }
+    }
+  } catch (const UsageError&) {
+    return;  // validation names it
+  }
+  auto listed = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (size_t k = 0; k < names.size() && k < 4; ++k) text += (k ? ", " : "") + names[k];
+    if (names.size() > 4) text += " and " + std::to_string(names.size() - 4) + " more";
+    return text;
+  };
+  if (!twice.empty())
+    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.flags-after-program",
+                              listed(twice) + (twice.size() == 1 ? " is" : " are") + " given after the program " +
+                                  program.words.front() + " and before it (or in a config file): megatron-run "
+                                  "appends the value before it after the program's own arguments, where it wins in "
+                                  "argparse, and validated that one",
+                              twice, {}, kStageParse});
+  if (!near.empty())
+    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.program-own-argument",
+                              listed(near) + ": no Megatron flag, after the program " + program.words.front() +
+                                  ": passed to it as its own argument, not validated",
+                              {}, {}, kStageParse});
 }
 
 // The default command. `tells_nodes` is set once the launch options are known and the command is a launch of
@@ -213,7 +291,24 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       if (program.form == launch::Program::Form::Script)
         if (std::string v = switch_value_hint(spelled, program_start, switches); !v.empty())
           throw UsageError(e.what() + v, {spelled[program_start - 1]});
+      if (program.form == launch::Program::Form::Script)
+        if (std::string v = split_value_hint(spelled, program_start); !v.empty()) throw UsageError(e.what() + v);
       throw UsageError(e.what() + hint);
+    }
+  }
+  // A dry run starts nothing, but a program it would not find is said (a launch refuses it): often a value split
+  // by the shell, whose rest the dry run would otherwise take for the program's arguments.
+  if ((dry_run || json_check) && program.named() && common.format != "argv" && common.format != "argv0") {
+    try {
+      (void)launch::check_program(program);
+    } catch (const launch::LaunchError& e) {
+      std::string hint;
+      if (program.form == launch::Program::Form::Script) {
+        hint = switch_value_hint(spelled, program_start, switches);
+        if (hint.empty()) hint = split_value_hint(spelled, program_start);
+      }
+      print_warning(std::cerr, "[launch.program-missing] " + std::string(e.what()) + hint +
+                                   " (a dry run starts nothing; a launch would refuse it)");
     }
   }
   // --bring-up-only stops megatron-run's own worker after the process groups' self-check: a dry run starts no
@@ -228,26 +323,6 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                          " runs instead of it and megatron-run cannot stop it there; leave --bring-up-only out, "
                          "or name no program to bring up megatron-run's own worker",
                      {"--bring-up-only"});
-  // Megatron flags after the program are the program's own (torchrun's rule): not validated, and what megatron-run
-  // appends comes after them and wins in the program's argparse. Megatron-LM's example scripts put them there.
-  if (program.named() && common.format != "argv0") {
-    std::vector<std::string> after;
-    for (size_t i = 1; i < program.words.size(); ++i) {
-      const std::string& w = program.words[i];
-      if (w.rfind("--", 0) == 0 && w.size() > 2 && Schema::megatron().find_flag(w.substr(0, w.find('='))))
-        after.push_back(w.substr(0, w.find('=')));
-    }
-    if (!after.empty()) {
-      std::string names;
-      for (size_t k = 0; k < after.size() && k < 4; ++k) names += (k ? ", " : "") + after[k];
-      if (after.size() > 4) names += " and " + std::to_string(after.size() - 4) + " more";
-      const std::string text = names + " come" + (after.size() == 1 ? "s" : "") + " after the program " +
-                               program.words.front() + ": the program's own arguments, not validated by megatron-run" +
-                               (program.append_args ? " (the flags it appends follow them and win in argparse)" : "") +
-                               "; put Megatron flags before the program";
-      print_warning_diagnostic({Diagnostic::Level::Warning, "launch.flags-after-program", text, {}, {}, kStageParse});
-    }
-  }
   inv.cli = split.rest;
   // A launch validates for the machine it runs on (a dry run for the documented default target, sm_90): without
   // --target-gpu-arch / --target-env, the GPUs that are here, or none (the CUDA-only rules do not apply).
@@ -268,6 +343,15 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     }
     return 0;
   }
+  // The program's own arguments, torchrun's way (Megatron-LM's example scripts put every Megatron flag there):
+  // read first, with parse_known_args, so that the Megatron flags among them are validated for this launch too;
+  // the config files and the flags before the program come after them, as megatron-run appends them after the
+  // program's own, and win (config/parse/invocation.h). The words that are no Megatron flag are the program's own.
+  if (program.named()) {
+    inv.program_cli = argv_tokens(std::vector<std::string>(program.words.begin() + 1, program.words.end()),
+                                  static_cast<int>(program_start) + 2);
+    warn_given_twice(inv, program);
+  }
   const bool launching = !dry_run && !parse_only && explain.empty();
   // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
   tells_nodes = launching && !json_check && launch_opts.multi_node();
@@ -282,8 +366,14 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // warnings.
   const char* rank_env = std::getenv("RANK");
   const bool quiet = std::getenv("MR_SPAWNER") != nullptr || (rank_env && std::string(rank_env) != "0");
-  if (trains) {
-    inv.after_parse = [quiet](Parsed& p, std::vector<Diagnostic>& ds) {
+  // The user's program does the same with the checkpoint it finds: megatron-run applies a checkpoint it can read
+  // (its own format) alike; one it cannot read (a Megatron checkpoint: PyTorch files) leaves the values given, and
+  // what validation refuses then is said as warnings (`unreadable_checkpoint`), since the program's own
+  // validation runs on the checkpoint's values.
+  std::string unreadable_checkpoint;
+  const bool programs_checkpoint = launching && program.named();
+  if (trains || programs_checkpoint) {
+    inv.after_parse = [quiet, trains, &unreadable_checkpoint](Parsed& p, std::vector<Diagnostic>& ds) {
       try {
         for (const run::CheckpointArgsResult& r : run::apply_checkpoint_args(p.ns))
           if (!quiet)
@@ -291,6 +381,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                           {"--use-checkpoint-args", r.flag}, {}, kStageInit});
       } catch (const run::CheckpointError& e) {
         const std::string m = without_rule_id(e.what());
+        if (!trains && e.id == run::kCkptCorrupt) {  // the program's checkpoint, not one megatron-run reads
+          unreadable_checkpoint = m;
+          return;
+        }
         std::vector<std::string> flags = {"--use-checkpoint-args"};
         for (const char* f : {"--pretrained-checkpoint", "--load", "--ckpt-step", "--exit-on-missing-checkpoint"})
           if (m.find(f) != std::string::npos) flags.push_back(f);
@@ -371,6 +465,24 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return refuse_launch(launch_opts, code, "its config failed validation: " + first, /*printed=*/true);
   };
   if (parse_only && !out.ok()) return refused(out.diagnostics);
+  bool said_unreadable = false;
+  if (!failed.empty() && !unreadable_checkpoint.empty()) {
+    said_unreadable = true;
+    // The program validates the checkpoint's model arguments, which megatron-run could not read: what it refuses
+    // of the values given is said, and the program decides (docs/checkpoints.md).
+    if (!quiet) {
+      print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run cannot read the "
+                               "checkpoint's arguments (" + unreadable_checkpoint + "); " + program.words.front() +
+                               " replaces the model's arguments with them before its own validation, so what "
+                               "megatron-run refuses of the values given is only said:");
+      for (const Diagnostic& d : failed) {
+        Diagnostic w = d;
+        w.level = Diagnostic::Level::Warning;
+        print_warning_diagnostic(w);
+      }
+    }
+    failed.clear();
+  }
   if (!failed.empty()) return refused(failed);
   if (schedule_warning && !(launching && quiet)) print_warning_diagnostic(*schedule_warning);
   const Namespace& ns = out.parsed.ns;
@@ -396,10 +508,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (!explain.empty()) return 0;
   // (The namespace, not the typed view: a --yaml-cfg file's namespace has no typed view, and may lack the key.)
   const std::string uca(dest_of(ArgId::use_checkpoint_args));
-  if (launching && program.named() && !quiet && ns.has(uca) && ns[uca].truthy())
+  if (launching && program.named() && !quiet && ns.has(uca) && ns[uca].truthy() && !unreadable_checkpoint.empty() &&
+      !said_unreadable)
     print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run validated the "
-                             "values given, not the checkpoint's (it reads only its own training run's "
-                             "checkpoints); " + program.words.front() + " replaces the model's arguments with the "
+                             "values given, not the checkpoint's, which it cannot read (" + unreadable_checkpoint +
+                             "); " + program.words.front() + " replaces the model's arguments with the "
                              "checkpoint's itself, before its own validation");
   if (!dry_run && !json_check) {
     tells_nodes = false;
@@ -408,6 +521,14 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     if (util::std_fd_was_closed(1))
       return refuse_launch(launch_opts, 1, "cannot write the output: " + util::stdout_write_failure(0) +
                                                " (the workers' output would be lost; > /dev/null discards it)");
+    // The flags appended to the program's own arguments: what the configs and the flags before the program say,
+    // as given (--format argv's words), not the validated namespace, whose derived values (a CP size validation
+    // re-derived, a list it unwrapped) the program's own validate_args derives again and --format argv prints.
+    if (program.named() && program.append_args) {
+      Invocation given = inv;
+      given.program_cli.clear();
+      program.appended = resolved_argv(parse_invocation(Schema::megatron(), given));
+    }
     return launch(out, own_args, program, launch_opts.valid_nnodes);
   }
   if (common.format == "json")
@@ -458,6 +579,8 @@ int cmd_run(const std::vector<std::string>& args) {
       // given 'p'); the refusal of that short option names the flag the user may have meant, as Megatron's
       // parser suggests its flags (Schema::suggest).
       own += one_dash_hint(args, e.flags);
+      if (std::string_view(e.what()).find("unrecognized arguments:") != std::string_view::npos)
+        own += program_after_unknown_hint(args, e.flags);
       // A value that came from torchrun's PET_<NAME> default (PET_NPROC_PER_NODE=x): the variable is named.
       const std::string pet = opts.launch.pet_source_note(e.what(), e.flags);
       if (own.empty() && pet.empty()) throw;

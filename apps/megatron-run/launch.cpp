@@ -406,7 +406,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
                    const std::optional<launch::LaunchInfo>& job) {
   std::vector<std::string> argv;
   try {
-    argv = launch::program_argv(program, resolved_argv(resolved.parsed));
+    argv = launch::program_argv(program, program.appended);
     argv.front() = launch::check_program(program);  // checked before validation already (cmd_run): again, for its path
   } catch (const UsageError& e) {
     print_usage_error(std::cerr, e);

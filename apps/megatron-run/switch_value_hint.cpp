@@ -54,4 +54,26 @@ std::string switch_value_hint(const std::vector<std::string>& words, size_t prog
          " out of the command line; a config file turns it off with `" + prev.substr(2) + ": false`)";
 }
 
+std::string split_value_hint(const std::vector<std::string>& words, size_t program_start) {
+  if (program_start == 0 || program_start >= words.size()) return "";
+  const std::string& word = words[program_start];
+  const std::string& prev = words[program_start - 1];
+  // `--flag=value word` or `--flag value word`: the flag before the program took one value already.
+  std::string flag, value;
+  if (prev.rfind("--", 0) == 0 && prev.find('=') != std::string::npos) {
+    flag = prev.substr(0, prev.find('='));
+    value = prev.substr(prev.find('=') + 1);
+  } else if (program_start >= 2 && words[program_start - 2].rfind("--", 0) == 0 && prev.rfind("-", 0) != 0) {
+    flag = words[program_start - 2];
+    value = prev;
+  } else {
+    return "";
+  }
+  const Arg* a = Schema::megatron().find_flag(flag);
+  if (!a || a->is_switch() || a->nargs_kind != 0) return "";
+  return "; " + flag + " takes one value ('" + value + "'), so '" + word + "' after it was read as the PROGRAM (a " +
+         "value with blanks in it is split into words unless it is quoted: " + flag + " '" + value + " " + word +
+         " ...')";
+}
+
 }  // namespace mr::app

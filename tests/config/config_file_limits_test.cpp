@@ -105,6 +105,10 @@ TEST_CASE("config files: a repeated key is an error in the plain layout, a warni
   CHECK(e.id == "input.yaml-duplicate-key");
   CHECK(std::string(e.what()) == scratch().string() + "/dup.yaml:3: duplicate key '--num-layers' (also at " +
                                      scratch().string() + "/dup.yaml:1); a config file sets each argument once");
+  // A file name's newline is escaped inside the message too (its place in front is escaped where it is printed).
+  auto nl = refusal({write("dup\nline.yaml", "--num-layers: 2\n--num-layers: 4\n")});
+  CHECK(nl.id == "input.yaml-duplicate-key");
+  CHECK(has(nl, "(also at " + scratch().string() + "/dup\\x0aline.yaml:1)"));
   // A key set twice is one more of the file's mistakes: all of them at once, in line order, each with its line.
   auto both = refusal({write("dup2.yaml", "hidden_sizee: 4\nnum_layers: 2\nnum_layers: 3\nnum_layerz: 1\n")});
   const std::string d2 = scratch().string() + "/dup2.yaml";

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -287,22 +288,122 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(lr.out.find("{\"env\"") == std::string::npos);
 }
 
-TEST_CASE("Megatron flags after the program are named as the program's own", "[launch][program][process]") {
-  // Megatron-LM's example scripts put every flag after pretrain_gpt.py; torchrun's rule (and megatron-run's) makes
-  // them the program's own: a warning says they are not validated and that the appended flags follow them.
-  Proc r = sh(kBin + " --config " + kConfig + " --no-python /bin/echo --num-layers=8 mine --tensor-model-parallel-size 4");
+TEST_CASE("Megatron flags after the program are validated as the program gets them", "[launch][program][process]") {
+  // Megatron-LM's example scripts put every flag after pretrain_gpt.py (torchrun's form): they reach the program as
+  // given and are validated too (review 29a): here TP 4 in a world of 1 is refused before anything starts.
+  Proc tp = sh(kBin + " --config " + kConfig + " --no-python /bin/echo --num-layers=8 mine --tensor-model-parallel-size 4");
+  INFO(tp.out);
+  CHECK(tp.exit == 1);
+  CHECK(tp.out.find("error[parallel.world-size-divisible]: world size (1) is not a multiple of the total model size 4 "
+                    "= --tensor-model-parallel-size (4)") != std::string::npos);
+  // A flag given both after the program and in a config file: the appended one wins in the program's argparse,
+  // and is the one validated; a word that is no Megatron flag (`mine`, --own-flag) is the program's, unvalidated.
+  Proc r = sh(kBin + " --config " + kConfig + " --no-python /bin/echo --num-layers=8 mine --own-flag x");
   INFO(r.out);
   CHECK(r.exit == 0);
-  CHECK(r.out.find("warning[launch.flags-after-program]: --num-layers, --tensor-model-parallel-size come after the "
-                   "program /bin/echo: the program's own arguments, not validated by megatron-run (the flags it "
-                   "appends follow them and win in argparse)") != std::string::npos);
-  CHECK(r.out.find("--num-layers=8 mine --tensor-model-parallel-size 4 --num-layers 2 ") != std::string::npos);
-  Proc n = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --num-layers 8");
+  CHECK(r.out.find("warning[launch.flags-after-program]: --num-layers is given after the program /bin/echo and "
+                   "before it (or in a config file): megatron-run appends the value before it after the program's "
+                   "own arguments, where it wins in argparse, and validated that one") != std::string::npos);
+  CHECK(r.out.find("--num-layers=8 mine --own-flag x --num-layers 2 ") != std::string::npos);
+  CHECK(r.out.find("program-own-argument") == std::string::npos);
+  // Nothing appended (--no-append-args): nothing to override, no warning; a near miss of a Megatron flag is named.
+  Proc n = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --num-layers 8 --hiden-size 64");
+  INFO(n.out);
   CHECK(n.exit == 0);
-  CHECK(n.out.find("--num-layers comes after the program /bin/echo: the program's own arguments, not validated by "
-                   "megatron-run; put Megatron flags before the program") != std::string::npos);
-  Proc none = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --not-a-megatron-flag");
-  CHECK(none.out.find("flags-after-program") == std::string::npos);
+  CHECK(n.out.find("flags-after-program") == std::string::npos);
+  CHECK(n.out.find("warning[launch.program-own-argument]: --hiden-size (did you mean --hidden-size?): no Megatron "
+                   "flag, after the program /bin/echo: passed to it as its own argument, not validated") !=
+        std::string::npos);
+  // Only after the program (no config, no flag before it): validated, passed verbatim, nothing appended.
+  Proc only = sh(kBin + " --no-python /bin/echo --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                        "--seq-length 8 --max-position-embeddings 8 --micro-batch-size 1 --context-parallel-size 1");
+  INFO(only.out);
+  CHECK(only.exit == 0);
+  CHECK(only.out.find("\n--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 8 "
+                      "--max-position-embeddings 8 --micro-batch-size 1 --context-parallel-size 1\n") != std::string::npos);
+  Proc missing = sh(kBin + " --no-python /bin/echo --hidden-size 64 --micro-batch-size 1");
+  CHECK(missing.exit == 1);
+  CHECK(missing.out.find("error[model-shape.num-layers-missing]") != std::string::npos);
+}
+
+// The flags appended are the ones given, as --format argv prints them, not the validated namespace: validation
+// re-derives some (the CP size from CP x GTP, a one-element list it unwraps), and the launch dropped those
+// (review 29a: CP 2 reached the program as CP 1, --moe-aux-loss-coeff as 0).
+TEST_CASE("the flags appended to a program are the ones given, derived ones included", "[launch][program][process]") {
+  const std::string b = " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --micro-batch-size 1 --seq-length 8 "
+                        "--max-position-embeddings 8 ";
+  Proc r = sh(kBin + " --nproc-per-node 2 " + b + "--context-parallel-size 2 --no-python /bin/echo");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("[rank 0] --context-parallel-size 2 --num-layers 2") != std::string::npos);
+  Proc argv = sh(kBin + " --format argv" + b + "--context-parallel-size 2 --no-python /bin/echo");
+  CHECK(argv.out.find("/bin/echo --context-parallel-size 2 --num-layers 2") != std::string::npos);
+  Proc moe = sh(kBin + b + "--num-experts 4 --moe-aux-loss-coeff 0.5 --moe-router-load-balancing-type seq_aux_loss "
+                "--no-python /bin/echo");
+  INFO(moe.out);
+  CHECK(moe.exit == 0);
+  CHECK(moe.out.find("--moe-aux-loss-coeff 0.5") != std::string::npos);
+  CHECK(moe.out.find("--moe-router-load-balancing-type seq_aux_loss") != std::string::npos);
+}
+
+// --use-checkpoint-args with the user's program: a checkpoint megatron-run cannot read (a Megatron checkpoint) gives
+// the program its model arguments, so what validation refuses of the values given is said and the program starts
+// (Megatron-LM's run_inference_server.sh gives only --load); no checkpoint there: the values given, refused as
+// Megatron would (review 29a).
+TEST_CASE("--use-checkpoint-args for a program: an unreadable checkpoint's refusals are warnings", "[launch][program][process]") {
+  const std::string dir = mrtest::scratch_dir("ckpt-args-program").string();
+  std::filesystem::create_directories(dir + "/ck/iter_0000100/mp_rank_00");
+  { std::ofstream(dir + "/ck/latest_checkpointed_iteration.txt") << "100"; }
+  { std::ofstream(dir + "/ck/iter_0000100/mp_rank_00/model_optim_rng.pt") << "torch"; }
+  const std::string rest = " --use-checkpoint-args --micro-batch-size 1 --tokenizer-type NullTokenizer --vocab-size 100";
+  Proc r = sh(kBin + " --no-python /bin/echo --load " + dir + "/ck" + rest);
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(r.out.find("warning[checkpoint.use-checkpoint-args]: --use-checkpoint-args: megatron-run cannot read the "
+                   "checkpoint's arguments (" + dir + "/ck/iter_0000100/rank_00000.json: cannot open: No such file or "
+                   "directory); /bin/echo replaces the model's arguments with them before its own validation") !=
+        std::string::npos);
+  CHECK(r.out.find("warning[model-shape.num-layers-missing]") != std::string::npos);
+  CHECK(r.out.find("\n--load " + dir + "/ck --use-checkpoint-args") != std::string::npos);  // it ran
+  // No checkpoint there: Megatron keeps the values given and refuses them; so does megatron-run.
+  Proc none = sh(kBin + " --no-python /bin/echo --load " + dir + "/none" + rest);
+  INFO(none.out);
+  CHECK(none.exit == 1);
+  CHECK(none.out.find("error[model-shape.num-layers-missing]") != std::string::npos);
+  // A dry run validates the values given.
+  CHECK(sh(kBin + " --dry-run --load " + dir + "/ck" + rest).exit == 1);
+  std::filesystem::remove_all(dir);
+}
+
+// A word read as the program that is not there: a dry run says so (often a value the shell split), a launch refuses
+// it with the same words; the program's own options put before it get the program named (review 29a).
+TEST_CASE("a split value read as the program, and a program's options before it, are named", "[launch][program][process]") {
+  const std::string b = " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 8 "
+                        "--max-position-embeddings 8 --micro-batch-size 1 ";
+  Proc dry = sh(kBin + " --dry-run --world-size 8" + b + "--step-batch-size-schedule 0:16 2.4B:320 "
+                "--tensor-model-parallel-size 3");
+  INFO(dry.out);
+  CHECK(dry.exit == 1);  // the flags after the word are validated too
+  CHECK(dry.out.find("warning[launch.program-missing]: the script 2.4B:320 does not exist") != std::string::npos);
+  CHECK(dry.out.find("--step-batch-size-schedule takes one value ('0:16'), so '2.4B:320' after it was read as the "
+                     "PROGRAM (a value with blanks in it is split into words unless it is quoted: "
+                     "--step-batch-size-schedule '0:16 2.4B:320 ...')") != std::string::npos);
+  CHECK(dry.out.find("error[parallel.world-size-divisible]") != std::string::npos);
+  Proc launch = sh(kBin + b + "--step-batch-size-schedule=0:16 2.4B:320");
+  INFO(launch.out);
+  CHECK(launch.exit == 2);
+  CHECK(launch.out.find("error: the script 2.4B:320 does not exist") != std::string::npos);
+  CHECK(launch.out.find("--step-batch-size-schedule takes one value ('0:16')") != std::string::npos);
+  const std::string dir = mrtest::scratch_dir("program-options").string();
+  { std::ofstream(dir + "/train.py") << "print(1)\n"; }
+  Proc before = sh("cd " + dir + " && " + kBin + b + "--language-model-type mistral_7b --use-te train.py");
+  INFO(before.out);
+  CHECK(before.exit == 2);
+  CHECK(before.out.find("unrecognized arguments: --language-model-type mistral_7b --use-te train.py\n  train.py: the "
+                        "program? --language-model-type before it is an option neither megatron-run nor Megatron "
+                        "knows, which ends the search for the program: a program's own options go after it "
+                        "(train.py --language-model-type ...)") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("RANK and WORLD_SIZE left in the shell do not stop --nproc-per-node", "[launch][program][process]") {

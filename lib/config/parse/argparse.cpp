@@ -138,7 +138,8 @@ std::vector<Token> argv_tokens(const std::vector<std::string>& args, int first_i
   return out;
 }
 
-ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens, Namespace& ns) {
+ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens, Namespace& ns,
+                         std::vector<Token>* unrecognized) {
   ParseReport report;
   std::vector<Classified> cls(tokens.size());
   size_t dashdash = tokens.size();
@@ -263,6 +264,10 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
     throw UsageError(msg, flags, first.where, first.id);
   }
 
+  if (unrecognized) {  // parse_known_args: the caller gets them
+    for (const Token* t : extras) unrecognized->push_back(*t);
+    return report;
+  }
   if (!extras.empty()) {
     // Bounded (config/limits.h): 100k unknown words make a message of a few lines, in linear time.
     std::string msg = "unrecognized arguments:";

@@ -28,8 +28,11 @@ struct ParseReport {
 };
 
 // Applies `tokens` on top of `ns` with argparse's rules. Throws UsageError on the first bad word, or on
-// unrecognized arguments (all of them listed, with the closest known flags suggested).
-ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens, Namespace& ns);
+// unrecognized arguments (all of them listed, with the closest known flags suggested). With `unrecognized`,
+// argparse's parse_known_args (Megatron's parse_args with ignore_unknown_args): the words it would refuse as
+// unrecognized go there, in order, and are no error; a bad value of a known flag still is.
+ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens, Namespace& ns,
+                         std::vector<Token>* unrecognized = nullptr);
 
 // Whether argparse reads `word`, when it is no option string the parser knows, as an option rather than a value:
 // it starts with '-', is more than "-", is no negative number ('^-\d+$|^-\d*\.\d+$'; Megatron's parser has no

@@ -132,7 +132,7 @@ std::vector<Entry> entries(const yaml::Node& map, bool strict, std::vector<std::
     if (i >= own_from) {
       auto [it, fresh] = own.try_emplace(name, k);
       if (!fresh) {
-        std::string msg = "duplicate key '" + k.scalar() + "' (also at " + it->second.where() + ")";
+        std::string msg = "duplicate key '" + k.scalar() + "' (also at " + printable(it->second.where(), false) + ")";
         if (strict) {
           UsageError e(k.where() + ": " + msg + "; a config file sets each argument once", {k.scalar()}, k.where(),
                        "input.yaml-duplicate-key");

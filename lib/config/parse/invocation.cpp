@@ -9,6 +9,10 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   Parsed p;
   p.ns = default_namespace(schema);
   p.env = inv.env;
+  if (!inv.program_cli.empty()) {  // the program's own words first: what megatron-run appends wins over them
+    ParseReport r = parse_tokens(schema, inv.program_cli, p.ns, &p.program_own);
+    p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
+  }
   for (const std::string& file : inv.config_files) {
     ConfigResult r = apply_config_file(schema, file, p.ns, inv.config);
     for (const auto& [k, v] : r.env_vars) p.env.vars[k] = v;

@@ -22,6 +22,11 @@ struct Parsed;
 struct Invocation {
   std::vector<std::string> config_files;  // applied in order, before the command line
   std::vector<Token> cli;                  // Megatron flags from the command line
+  // The program's own arguments (the words after it, torchrun's way: launch/program.h), applied first, with
+  // parse_known_args: the Megatron flags among them are read (and validated); the config files and `cli` come
+  // after them, as the flags megatron-run appends come after them in the program's argparse, and win. The words
+  // that are no Megatron flag (the program's own options, its extra_args_provider's) go to Parsed::program_own.
+  std::vector<Token> program_cli;
   ConfigOptions config;
   TargetEnv env = TargetEnv::from_process();
   std::optional<long long> world_size;     // overrides WORLD_SIZE (check --world-size)
@@ -36,6 +41,7 @@ struct Parsed {
   TargetEnv env;                       // after ENV_VARS of functional-test files
   std::vector<std::string> warnings;
   std::vector<Token> argv;             // the Megatron command line this stands for (files, then CLI)
+  std::vector<Token> program_own;      // the words of Invocation::program_cli that are no Megatron flag
   std::shared_ptr<const YamlCfg> yaml_cfg;  // set when --yaml-cfg replaced the namespace (config/parse/yaml_cfg.h)
 };
 

@@ -67,7 +67,7 @@ void TargetEnv::load_file(const std::string& path) {
       if (!k.is_scalar()) yaml::non_scalar_key(k, flags);
       auto [it, fresh] = seen.emplace(k.scalar(), k);
       if (!fresh)
-        throw UsageError(k.where() + ": duplicate key '" + k.scalar() + "' (also at " + it->second.where() + ")", flags,
+        throw UsageError(k.where() + ": duplicate key '" + k.scalar() + "' (also at " + printable(it->second.where(), false) + ")", flags,
                          k.where(), "input.yaml-duplicate-key");
     }
   };

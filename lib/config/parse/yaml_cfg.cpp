@@ -102,8 +102,10 @@ struct Converter {
       if (i >= own_from) {
         auto [it, fresh] = own_seen.try_emplace(id, k);
         if (!fresh) {
-          warn("[input.yaml-duplicate-key] " + k.where() + ": duplicate key " + abbreviate(key.py_repr()) + " (also at " + it->second.where() +
-               "): the value at " + k.where() + " is used, as Python's yaml.safe_load does");
+          const std::string here = printable(k.where(), false);  // a file name's newline stays in this line
+          warn("[input.yaml-duplicate-key] " + here + ": duplicate key " + abbreviate(key.py_repr()) + " (also at " +
+               printable(it->second.where(), false) + "): the value at " + here + " is used, as Python's "
+               "yaml.safe_load does");
           it->second = k;
         }
       }

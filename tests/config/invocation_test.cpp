@@ -1,0 +1,56 @@
+// config/parse/invocation.h and argparse.h's parse_known_args: the program's own arguments (the words after it,
+// torchrun's form) are read first, their Megatron flags kept and the rest handed back; the config files and the
+// command line come after them and win, as the flags megatron-run appends win in the program's argparse.
+#include <catch2/catch.hpp>
+
+#include "config/parse/argparse.h"
+#include "config/parse/invocation.h"
+#include "corpus.h"
+
+namespace {
+
+std::vector<std::string> texts(const std::vector<mr::Token>& tokens) {
+  std::vector<std::string> out;
+  for (const mr::Token& t : tokens) out.push_back(t.text);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("parse_known_args: the words argparse would refuse are handed back, in order", "[invocation]") {
+  const mr::Schema& schema = mr::Schema::megatron();
+  mr::Namespace ns = mr::default_namespace(schema);
+  std::vector<mr::Token> rest;
+  mr::parse_tokens(schema,
+                   mr::argv_tokens({"--num-layers", "4", "--language-model-type", "mistral_7b", "--use-te",
+                                    "--bf16", "--data-path", "a", "b", "--own=1", "--", "--hidden-size", "8"}),
+                   ns, &rest);
+  CHECK(ns["num_layers"].as_int() == 4);
+  CHECK(ns["bf16"].truthy());
+  CHECK(ns["data_path"].py_repr() == "['a', 'b']");
+  CHECK(ns["hidden_size"].is_none());  // after "--": argparse's positionals, none of them Megatron's
+  CHECK(texts(rest) == std::vector<std::string>{"--language-model-type", "mistral_7b", "--use-te", "--own=1", "--",
+                                                "--hidden-size", "8"});
+  // A bad value of a known flag is still refused.
+  mr::Namespace bad = mr::default_namespace(schema);
+  std::vector<mr::Token> ignored;
+  CHECK_THROWS_WITH(mr::parse_tokens(schema, mr::argv_tokens({"--num-layers", "x", "--own"}), bad, &ignored),
+                    Catch::Contains("argument --num-layers: invalid int value: 'x'"));
+  // Without the out parameter, the same words are refused.
+  mr::Namespace strict = mr::default_namespace(schema);
+  CHECK_THROWS_WITH(mr::parse_tokens(schema, mr::argv_tokens({"--num-layers", "4", "--own"}), strict),
+                    Catch::Contains("unrecognized arguments: --own"));
+}
+
+TEST_CASE("program arguments: read first, the config files and the command line win, the rest is the program's",
+          "[invocation]") {
+  mr::Invocation inv = mrtest::placeholder_invocation();
+  inv.program_cli = mr::argv_tokens({"--num-layers", "8", "--hidden-size", "64", "--extra", "x"}, 5);
+  inv.cli = mr::argv_tokens({"--num-layers", "2"});
+  const mr::Parsed p = mr::parse_invocation(mr::Schema::megatron(), inv);
+  CHECK(p.ns["num_layers"].as_int() == 2);  // appended after the program's own: wins
+  CHECK(p.ns["hidden_size"].as_int() == 64);
+  CHECK(p.ns.provenance("hidden_size").where == "argv[7]");  // its place on megatron-run's command line
+  CHECK(texts(p.program_own) == std::vector<std::string>{"--extra", "x"});
+  CHECK(texts(p.argv) == std::vector<std::string>{"--num-layers", "2"});  // what megatron-run would append
+}
