@@ -230,7 +230,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
   const launch::EnvLookup env = launch::process_env();
-  const bool pet_used = pet_defaults_used_by_spawner(env);
+  const bool pet_used = pet_defaults_of_enclosing_launcher(env);
   auto pet_switch = [&](const char* name, const char* flag) {
     return !pet_used && pet_int(env, name, flag).value_or(0) != 0;
   };

@@ -239,7 +239,11 @@ void LaunchOptions::set_numa_binding(const std::string& v) {
 
 // PET_<NAME> as an integer the way torchrun's check_env reads it (Python's int(): blanks around, a sign, digits).
 std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const char* flag) {
-  const std::optional<std::string> v = env(std::string("PET_") + name);
+  return env_int(env, std::string("PET_") + name, flag);
+}
+
+std::optional<int> env_int(const launch::EnvLookup& env, const std::string& var, const char* flag) {
+  const std::optional<std::string> v = env(var);
   if (!v) return std::nullopt;
   const size_t b = v->find_first_not_of(" \t\n"), e = v->find_last_not_of(" \t\n");
   const std::string t = b == std::string::npos ? "" : v->substr(b, e - b + 1);
@@ -247,20 +251,21 @@ std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const
   int out = 0;
   const auto [end, ec] = std::from_chars(first, t.c_str() + t.size(), out);
   if (t.empty() || ec != std::errc() || end != t.c_str() + t.size())
-    throw UsageError(std::string("PET_") + name + "='" + abbreviate(*v) + "' (the default of " + flag + ") is not an integer" +
+    throw UsageError(var + "='" + abbreviate(*v) + "' (the default of " + flag + ") is not an integer" +
                          (ec == std::errc::result_out_of_range ? " in range" : ""),
                      {flag});
   return out;
 }
 
-bool pet_defaults_used_by_spawner(const launch::EnvLookup& env) {
-  return env("MR_SPAWNER").has_value() && env("RANK").has_value();
+bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env) {
+  if (!env("RANK")) return false;
+  return env("MR_SPAWNER").has_value() || (env("LOCAL_RANK").has_value() && env("TORCHELASTIC_RUN_ID").has_value());
 }
 
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
 void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   auto env = launch::process_env();
-  if (pet_defaults_used_by_spawner(env)) return;
+  if (pet_defaults_of_enclosing_launcher(env)) return;
   auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
   auto pet = [&](const char* name) { return env(std::string("PET_") + name); };
   if (!given("nproc-per-node", "nproc_per_node"))
@@ -293,7 +298,16 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   if (!given("shutdown-timeout", "shutdown_timeout") && !vm.count("term-timeout")) {  // --term-timeout wins
     int t = -1;
     int_of("SHUTDOWN_TIMEOUT", t, "--shutdown-timeout");
-    if (t != -1) shutdown_timeout = t;
+    if (t != -1) {
+      shutdown_timeout = t;
+    } else if (std::optional<int> e = env_int(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "--shutdown-timeout")) {
+      // torchrun 2.x's default when --shutdown-timeout is not given (launcher/api.py): a cluster that lets Megatron's
+      // --exit-signal-handler save on preemption raises it.
+      if (*e < 0)
+        throw UsageError("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=" + std::to_string(*e) + " (the default of "
+                         "--shutdown-timeout): must be at least 0", {"--shutdown-timeout"});
+      shutdown_timeout = *e;
+    }
   }
   // The defaults of the torchrun options megatron-run does not implement: named, never silently dropped.
   for (const NotYet& n : kNotYet) {

@@ -39,7 +39,8 @@ EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent = process_env
 // The launcher's notices for MASTER_ADDR and MASTER_PORT set in its own environment and not read (`addr_read`,
 // `port_read`: SLURM's one-launcher-per-node mode read it, or its option was given): the workers get the launcher's
 // master instead, as under torchrun (which reads PET_MASTER_ADDR / PET_MASTER_PORT, never these). Each says what
-// sets it: the option, or `chosen_by` when not empty ("the c10d rendezvous chooses it"). Empty when all is read.
+// sets it: the option, or `chosen_by` when not empty ("the c10d rendezvous chooses it"). Empty when all is read,
+// and inside an enclosing job (RANK with TORCHELASTIC_RUN_ID or MR_SPAWNER: its launcher set them).
 std::vector<std::string> unread_master_env(const EnvLookup& env, bool addr_read, bool port_read,
                                            const std::string& chosen_by = "");
 

@@ -195,6 +195,14 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   // PET_NPROC_PER_NODE is the default of --nproc-per-node, as in torchrun; the option wins over it.
   CHECK(probe_lines(sh("PET_NPROC_PER_NODE=2 " + run + kProbe).out).size() == 2);
   CHECK(probe_lines(sh("PET_NPROC_PER_NODE=3 " + run + "--nproc-per-node 1 " + kProbe).out).size() == 1);
+  // Inside a torchrun worker (RANK, LOCAL_RANK, TORCHELASTIC_RUN_ID), the PET_* it inherited (Kubeflow sets them for
+  // the pod) are torchrun's: the program runs in place, once, in the enclosing job (review 29b).
+  Proc inner = sh("RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 "
+                  "TORCHELASTIC_RUN_ID=outer PET_NPROC_PER_NODE=2 PET_NNODES=2 " + run + kProbe);
+  INFO(inner.out);
+  REQUIRE(probe_lines(inner.out).size() == 1);  // exec'd in place: its line has no "[rank N]" prefix
+  CHECK(inner.out.find("{\"env\": {\"RANK\": \"1\", \"LOCAL_RANK\": \"1\"") != std::string::npos);
+  CHECK(inner.out.find("\"TORCHELASTIC_RUN_ID\": \"outer\"") != std::string::npos);
   // --standalone: a fresh run id; --nproc-per-node cpu: one rank per processor.
   Proc s = sh(run + "--standalone --nproc-per-node 1 " + kProbe);
   REQUIRE(s.exit == 0);
@@ -483,18 +491,18 @@ TEST_CASE("--master-port held by another program on one node: own worker refused
 
 TEST_CASE("MASTER_ADDR and MASTER_PORT in the launcher's environment: not read, named in a notice",
           "[launch][program][process][master-port]") {
-  // torchrun reads neither (its defaults are PET_MASTER_ADDR / PET_MASTER_PORT); the workers get the launcher's.
+  // torchrun reads neither (its defaults are PET_MASTER_ADDR / PET_MASTER_PORT); the workers get the job's own.
   const std::string echo = " --no-append-args --no-python -- /bin/sh -c 'echo port=$MASTER_PORT addr=$MASTER_ADDR'";
   Proc r = sh("env -u SLURM_PROCID MASTER_PORT=1 MASTER_ADDR=10.9.9.9 " + kBin + " --config " + kConfig +
               " --nproc-per-node 1" + echo);
   INFO(r.out);
   CHECK(r.exit == 0);
   CHECK(r.out.find("warning: MASTER_PORT=1 is set in the launcher's environment: not read (torchrun reads "
-                   "PET_MASTER_PORT instead); the workers get the launcher's MASTER_PORT (give --master-port to "
-                   "choose it)") != std::string::npos);
+                   "PET_MASTER_PORT instead); the workers get this job's own MASTER_PORT (a free port unless "
+                   "--master-port is given)") != std::string::npos);
   CHECK(r.out.find("warning: MASTER_ADDR=10.9.9.9 is set in the launcher's environment: not read (torchrun reads "
-                   "PET_MASTER_ADDR instead); the workers get the launcher's MASTER_ADDR (give --master-addr to "
-                   "choose it)") != std::string::npos);
+                   "PET_MASTER_ADDR instead); the workers get this job's own MASTER_ADDR (127.0.0.1 unless "
+                   "--master-addr is given)") != std::string::npos);
   CHECK(r.out.find("port=1 ") == std::string::npos);
   CHECK(r.out.find("addr=127.0.0.1") != std::string::npos);
   // The option given: it sets the workers' value, no notice.

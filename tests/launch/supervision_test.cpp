@@ -168,6 +168,15 @@ TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the gra
   INFO(p.out);
   CHECK(p.exit == 4);
   CHECK(has(p.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
+  // ... and torchrun 2.x's TORCH_ELASTIC_SHUTDOWN_TIMEOUT after it (review 29b); not an integer: named.
+  Proc e = sh("FAULT=ignore-term TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1 " + kRun + "--nproc-per-node 2 --no-append-args " +
+              kFaults);
+  INFO(e.out);
+  CHECK(e.exit == 4);
+  CHECK(has(e.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
+  Proc bad = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults);
+  CHECK(bad.exit == 2);
+  CHECK(has(bad.out, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT='soon' (the default of --shutdown-timeout) is not an integer"));
 }
 
 TEST_CASE("the failure summary: the root cause with its error file (@record) and stderr, then the cascade",

@@ -64,15 +64,22 @@ TEST_CASE("unread_master_env: MASTER_ADDR / MASTER_PORT the launcher does not re
   const std::vector<std::string> both = mr::launch::unread_master_env(env, false, false);
   REQUIRE(both.size() == 2);
   CHECK(both[0] == "MASTER_ADDR=node9 is set in the launcher's environment: not read (torchrun reads PET_MASTER_ADDR "
-                   "instead); the workers get the launcher's MASTER_ADDR (give --master-addr to choose it)");
+                   "instead); the workers get this job's own MASTER_ADDR (127.0.0.1 unless --master-addr is given)");
   CHECK(both[1] == "MASTER_PORT=29555 is set in the launcher's environment: not read (torchrun reads PET_MASTER_PORT "
-                   "instead); the workers get the launcher's MASTER_PORT (give --master-port to choose it)");
+                   "instead); the workers get this job's own MASTER_PORT (a free port unless --master-port is given)");
   // Read (SLURM's mode, or the option given): not named.
   const std::vector<std::string> port_only = mr::launch::unread_master_env(env, true, false);
   REQUIRE(port_only.size() == 1);
   CHECK(port_only[0].rfind("MASTER_PORT=29555 ", 0) == 0);
   CHECK(mr::launch::unread_master_env(env, true, true).empty());
   CHECK(mr::launch::unread_master_env(none, false, false).empty());
+  // Inside an enclosing job its launcher set them: nothing to say.
+  auto nested = [&](const std::string& k) -> std::optional<std::string> {
+    if (k == "RANK") return std::string("1");
+    if (k == "TORCHELASTIC_RUN_ID") return std::string("outer");
+    return env(k);
+  };
+  CHECK(mr::launch::unread_master_env(nested, false, false).empty());
   // The c10d rendezvous chooses the master: no option to name.
   const std::vector<std::string> c10d = mr::launch::unread_master_env(env, false, false, "the c10d rendezvous chooses it");
   REQUIRE(c10d.size() == 2);
