@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "error_record.h"
 #include "config/parse/argparse.h"
 #include "config/print.h"
 #include "launch/program.h"
@@ -179,5 +180,10 @@ int main(int argc, char** argv) {
   // Before anything opens a descriptor: a closed stdout or stderr must not become a socket or a pipe of ours.
   mr::util::open_closed_std_fds();
   std::vector<std::string> args(argv + 1, argv + argc);
-  return with_output_written(run(args));
+  // Under torchrun (or megatron-run's spawner) a refusal goes to TORCHELASTIC_ERROR_FILE too, as @record writes a
+  // Python program's exception there (error_record.h).
+  mr::app::ErrorCapture errors(std::cerr);
+  const int code = with_output_written(run(args));
+  mr::app::write_refusal_record(code, errors.text());
+  return code;
 }

@@ -212,7 +212,14 @@ std::string write_launcher_error_file(const std::string& path, const WorkerFailu
   return write_error_record(path, launcher_error_record(root));
 }
 
+namespace {
+bool g_error_record_written = false;
+}  // namespace
+
+bool error_record_written() { return g_error_record_written; }
+
 std::string write_error_record(const std::string& path, const std::string& record) {
+  g_error_record_written = true;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return std::strerror(errno);
   out << record;

@@ -83,6 +83,9 @@ std::string write_launcher_error_file(const std::string& path, const WorkerFailu
 std::string launcher_signal_record(int sig, long pid, long long when);
 // Writes `record` to `path` (replacing it). "" done, else why not (strerror).
 std::string write_error_record(const std::string& path, const std::string& record);
+// Whether write_error_record wrote a file in this process (the launcher's record of a failed job): megatron-run's
+// own refusal record (apps/megatron-run/error_record.h) does not replace it.
+bool error_record_written();
 
 // The summary: `failures` in the order the launcher saw them (the first is the root cause, unless
 // `first_elsewhere` names another node's failure that the launchers' store recorded before it); `restarts` the

@@ -414,6 +414,39 @@ TEST_CASE("a split value read as the program, and a program's options before it,
   std::filesystem::remove_all(dir);
 }
 
+// Run in place of the training program by torchrun (TORCHELASTIC_ERROR_FILE set), a refusal is written there as
+// Python's @record writes an exception, so torchrun's summary names it as the root cause (review 29b).
+TEST_CASE("a refusal in place of a torchrun worker's program is written to its TORCHELASTIC_ERROR_FILE", "[launch][program][process]") {
+  const std::string dir = mrtest::scratch_dir("refusal-record").string();
+  const std::string file = dir + "/error.json";
+  std::filesystem::remove(file);
+  const std::string job = "RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 "
+                          "TORCHELASTIC_RUN_ID=outer TORCHELASTIC_ERROR_FILE=" + file + " ";
+  Proc r = sh(job + kBin + " --config " + kConfig + " --tensor-model-parallel-size 3 --no-python /bin/true");
+  INFO(r.out);
+  CHECK(r.exit == 1);
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  INFO(text.str());
+  const mr::Value v = mr::Value::parse_json(text.str());
+  const mr::Value& m = v.as_object().front().second;
+  REQUIRE(m.is_object());
+  CHECK(m.as_object().at(0).second.as_str().rfind("megatron-run: error[parallel.world-size-divisible]: world size (2)", 0) == 0);
+  CHECK(text.str().find("\"timestamp\": \"") != std::string::npos);
+  // A usage error too (exit 2); success writes nothing.
+  Proc u = sh(job + kBin + " --config " + kConfig + " --num-layerz 3 --no-python /bin/true");
+  CHECK(u.exit == 2);
+  std::ifstream in2(file);
+  std::stringstream text2;
+  text2 << in2.rdbuf();
+  CHECK(text2.str().find("unrecognized arguments: --num-layerz 3") != std::string::npos);
+  std::filesystem::remove(file);
+  CHECK(sh(job + kBin + " --config " + kConfig + " --no-python /bin/true").exit == 0);
+  CHECK_FALSE(std::filesystem::exists(file));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("RANK and WORLD_SIZE left in the shell do not stop --nproc-per-node", "[launch][program][process]") {
   // An incomplete enclosing job (no MASTER_ADDR/MASTER_PORT): with --nproc-per-node megatron-run is the launcher and
   // its workers get their own environment (torchrun overwrites these too); without it, the refusal stays.
