@@ -231,8 +231,8 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   launch::SpawnOptions so;
   launch::SpawnReport report;
   so.report = &report;
-  // --event-log-handler console: torchrun's agent record when the launch ends (launch/event_log.h).
-  const bool console_events = lo.event_log_handler == "console";
+  // --event-log-handler console: torchrun's records (launch/event_log.h), at INFO: none under a LOGLEVEL above it.
+  const bool console_events = lo.event_log_handler == "console" && launch::events_logged(std::getenv("LOGLEVEL"));
   bool met = !lo.multi_node();  // the launchers have met: this node's rank and the node count are known
   auto event = [&](bool succeeded, const std::optional<std::string>& error) {
     launch::AgentEvent e;
@@ -253,6 +253,47 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   auto record_event = [&](bool succeeded, const std::optional<std::string>& error) {
     if (console_events) std::cerr << launch::agent_event_json(event(succeeded, error)) << std::endl;
   };
+  // Each worker of the last attempt, as it ended (torchrun's _record_worker_events, before the agent's record).
+  auto record_worker_ends = [&] {
+    if (!console_events) return;
+    std::string lines;
+    for (const launch::SpawnReport::WorkerEnd& w : report.worker_ends) {
+      launch::AgentEvent e = event(true, w.raw_error);
+      e.state = w.state;
+      e.worker = launch::AgentEvent::WorkerFields{w.rank, w.pid, w.local_rank, w.rank, so.nproc_per_node * report.nnodes,
+                                                  w.exit_code, w.exit_code ? std::optional<pid_t>(w.pid) : std::nullopt};
+      lines += launch::agent_event_json(e) + "\n";
+    }
+    std::cerr << lines << std::flush;
+  };
+  // Each attempt: RENDEZVOUS and ASSIGN_WORKER_RANKS (the rank and size the worker group held before, a time) and
+  // a START per worker; torchrun's run time is 0 in every record before its run returns.
+  if (console_events)
+    so.on_attempt_start = [&](const launch::AttemptStart& a) {
+      launch::AgentEvent e = event(true, std::nullopt);
+      e.total_run_time = 0;
+      e.agent_restarts = a.restarts;
+      e.group_rank = a.prev_node_rank;
+      e.group_world_size = a.prev_nnodes;
+      std::string lines;
+      for (const auto& [state, ms] : {std::pair<const char*, double>{"RENDEZVOUS", a.rendezvous_ms},
+                                      std::pair<const char*, double>{"ASSIGN_WORKER_RANKS", a.assign_ms}}) {
+        e.state = state;
+        e.duration_ms = ms;
+        lines += launch::agent_event_json(e) + "\n";
+      }
+      e.state = "START";
+      e.duration_ms.reset();
+      e.group_rank = a.node_rank;
+      e.group_world_size = a.nnodes;
+      for (const auto& [local_rank, pid] : a.workers) {
+        const int rank = a.node_rank * so.nproc_per_node + local_rank;
+        e.worker = launch::AgentEvent::WorkerFields{rank, pid, local_rank, rank, so.nproc_per_node * a.nnodes,
+                                                    std::nullopt, std::nullopt};
+        lines += launch::agent_event_json(e) + "\n";
+      }
+      std::cerr << lines << std::flush;
+    };
   // While the launchers wait for each other (no worker runs): a stop signal ends the launcher, after the FAILED
   // record (torchrun records FAILED when a signal stops its agent, with its handlers set).
   auto waiting_record = [&](const launch::AgentEvent& failed_base) -> std::optional<launch::WaitingRecord> {
@@ -344,7 +385,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     try {
       // A stop signal while the launchers meet is said, not silent.
       launch::WaitingSignalNotice waiting(record_on_signal(), lo.handled_signals);
+      const auto meet_from = std::chrono::steady_clock::now();
       group = std::make_unique<launch::NodeGroup>(ro);
+      so.first_rendezvous_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - meet_from).count();
     } catch (const launch::RendezvousError& e) {
       print_error(std::cerr, std::string("rendezvous: ") + e.what());
       record_event(false, std::string("rendezvous: ") + e.what());
@@ -396,7 +440,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   // SUCCEEDED as the exit code says (torchrun's agent dies of the signal, FAILED, and never exits 0 for it).
   if (start_error) record_event(false, start_error);
   else if (report.stop_signal && code != 0) record_event(false, stop_signal_error(report.stop_signal));
-  else record_event(true, std::nullopt);
+  else {
+    record_worker_ends();  // a launcher stopped by a signal has none (torchrun's agent raises: no worker records)
+    record_event(true, std::nullopt);
+  }
   return code;
 }
 

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "launch/event_log.h"
 #include "launch/free_port.h"
 #include "launch/guardian.h"
 #include "launch/spawn_detail.h"
@@ -22,6 +23,7 @@ namespace mr::launch {
 int worker_omp_threads(int cpus, int nproc_per_node) { return std::max(1, cpus / std::max(1, nproc_per_node)); }
 
 int spawn_workers(const SpawnOptions& o) {
+  using Report = SpawnReport;
   if (o.nproc_per_node < 1) throw SpawnOptionError("--nproc-per-node must be at least 1");
   if (o.nnodes < 1) throw SpawnOptionError("--nnodes must be at least 1");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
@@ -51,6 +53,13 @@ int spawn_workers(const SpawnOptions& o) {
   // The signal handlers live through every attempt (restored last).
   detail::SignalForwarder signals(o.handled_signals);
   int restarts = o.restart_count;  // used up, the job's (an elastic job's new node uses none)
+  // --event-log-handler console: the previous attempt's place, the start of this attempt's rendezvous, and
+  // whether a failure without an error file and with a code above 0 was seen (worker_raw_error's traits).
+  std::optional<int> prev_node_rank, prev_nnodes;
+  double rendezvous_ms = o.first_rendezvous_ms;
+  std::chrono::steady_clock::time_point rendezvous_from = std::chrono::steady_clock::now();
+  bool error_traits = false;
+  using Ms = std::chrono::duration<double, std::milli>;
   for (;;) {  // one attempt each: its restart count names it (attempt_<n>)
     job.restart_count = restarts;
     if (o.report) {  // the attempt's place: a c10d round may renumber the nodes or change their count
@@ -60,22 +69,62 @@ int spawn_workers(const SpawnOptions& o) {
     }
     // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
     if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
+    if (o.watch == nullptr && restarts != o.restart_count)  // one node: its "rendezvous" is this loop's turn
+      rendezvous_ms = Ms(std::chrono::steady_clock::now() - rendezvous_from).count();
+    const auto assign_from = std::chrono::steady_clock::now();
     const std::string dir = logs.attempt(job.restart_count, o.nproc_per_node);
     detail::AttemptResult r;
+    std::vector<Report::WorkerEnd> ends;  // --event-log-handler console: each worker's end
     {
       // Destroyed before the next attempt and on every path out of here: any worker still running is killed and
       // reaped.
       detail::Workers workers(o.nproc_per_node, &guardian);
       workers.open_filtered(o, dir);
+      const double assign_ms = Ms(std::chrono::steady_clock::now() - assign_from).count();
       for (int i = 0; i < job.nproc_per_node; ++i) workers.start(i, job, env, rank_logs(o.logs, dir, i));
+      if (o.on_attempt_start) {
+        AttemptStart a;
+        a.node_rank = job.node_rank;
+        a.nnodes = job.nnodes;
+        a.restarts = restarts;
+        a.prev_node_rank = prev_node_rank;
+        a.prev_nnodes = prev_nnodes;
+        a.rendezvous_ms = rendezvous_ms;
+        a.assign_ms = assign_ms;
+        for (const detail::Worker& w : workers.all()) a.workers.emplace_back(w.local_rank, w.pid);
+        o.on_attempt_start(a);
+      }
+      prev_node_rank = job.node_rank;
+      prev_nnodes = job.nnodes;
       r = detail::supervise(workers, job, signals.read_fd());
+      if (o.on_attempt_start) {
+        for (const WorkerFailure& f : r.failures)
+          error_traits = error_traits || adds_error_traits(f.error_file, torch_exit_code(f.status));
+        for (const detail::Worker& w : workers.all()) {
+          Report::WorkerEnd e;
+          e.rank = w.rank;
+          e.local_rank = w.local_rank;
+          e.pid = w.pid;
+          e.state = r.failures.empty() ? "SUCCEEDED" : w.code == 0 ? "TERMINATED" : "FAILED";
+          if (w.code != 0) {
+            e.exit_code = torch_exit_code(w.status);
+            e.raw_error = w.error_file;  // read below, once every failure's traits are known
+          }
+          ends.push_back(e);
+        }
+        for (Report::WorkerEnd& e : ends)
+          if (e.raw_error) e.raw_error = worker_raw_error(*e.raw_error, *e.exit_code, error_traits);
+      }
     }
+    rendezvous_from = std::chrono::steady_clock::now();
+    if (o.report) o.report->worker_ends = r.signal_received ? std::vector<Report::WorkerEnd>{} : std::move(ends);
     if (o.report && r.signal_received) o.report->stop_signal = r.signal_received;
     if (o.report) o.report->leftover_scans += r.leftover_scans, o.report->leftover_passes += r.leftover_passes;
     // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
     // `upcoming`: the restart count of the attempt waited for.
     auto next = [&](int upcoming) {
       signals.pause();  // no worker runs: a stop signal ends the launcher while it waits for the other nodes
+      const auto from = std::chrono::steady_clock::now();
       std::optional<Placement> p;
       {
         WaitingSignalNotice waiting(o.waiting_record ? o.waiting_record(job.node_rank, job.nnodes, upcoming)
@@ -84,6 +133,7 @@ int spawn_workers(const SpawnOptions& o) {
         p = o.watch->next_attempt();
       }
       signals.resume();
+      rendezvous_ms = Ms(std::chrono::steady_clock::now() - from).count();
       if (!p) return false;
       job.node_rank = p->node_rank;
       job.nnodes = p->nnodes;

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <signal.h>
+#include <sys/types.h>
 
 #include <optional>
 #include <stdexcept>
@@ -91,6 +92,29 @@ struct SpawnReport {
   // could have scanned (every worker exited, nothing killed yet).
   long leftover_scans = 0;
   long leftover_passes = 0;
+  // --event-log-handler console: how each worker of the last attempt ended, when that attempt ended without a stop
+  // signal to the launcher (torchrun's _record_worker_events; a signal raises in its agent and records none).
+  // `state`: SUCCEEDED when no worker failed, else FAILED for each failed worker and TERMINATED for one that
+  // exited 0; exit_code (torchrun's: minus the signal) and raw_error (launch/event_log.h) for a failed one.
+  struct WorkerEnd {
+    int rank = 0, local_rank = 0;
+    pid_t pid = -1;
+    std::string state;
+    std::optional<int> exit_code;
+    std::optional<std::string> raw_error;
+  };
+  std::vector<WorkerEnd> worker_ends;
+};
+
+// --event-log-handler console: an attempt's workers have started (SpawnOptions::on_attempt_start).
+struct AttemptStart {
+  // The attempt's place, and the one before it (nullopt before the first: torchrun's records of its rendezvous
+  // and rank assignment hold the worker group's previous rank and size, None before the first rendezvous).
+  int node_rank = 0, nnodes = 1, restarts = 0;
+  std::optional<int> prev_node_rank, prev_nnodes;
+  double rendezvous_ms = 0;  // the launchers meeting (again) for it; ~0 on one node
+  double assign_ms = 0;      // the workers' ranks and environment made
+  std::vector<std::pair<int, pid_t>> workers;  // local rank, pid
 };
 
 struct SpawnOptions {
@@ -138,6 +162,10 @@ struct SpawnOptions {
   // says; when set, this gives its record line (--event-log-handler console): from this node's rank and the node
   // count of the attempt that ended, and the restart count of the one waited for.
   std::function<std::optional<WaitingRecord>(int node_rank, int nnodes, int restarts)> waiting_record;
+  // When set: called once each attempt's workers have all started (--event-log-handler console's RENDEZVOUS,
+  // ASSIGN_WORKER_RANKS and START records), and report->worker_ends filled at the end.
+  std::function<void(const AttemptStart&)> on_attempt_start;
+  double first_rendezvous_ms = 0;  // the first attempt's rendezvous (the launchers' meeting, by the caller)
 };
 
 // Runs the workers to completion. Returns 0 when all exit 0, else the first failing worker's exit code

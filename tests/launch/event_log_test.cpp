@@ -1,6 +1,8 @@
-// torchrun's --event-log-handler console (launch/event_log.h): the agent's record, byte for byte as Python's
-// json.dumps writes it, and when megatron-run writes it (SUCCEEDED after the run, whatever the workers did;
-// FAILED when the launcher is stopped by a signal, also while the launchers meet).
+// torchrun's --event-log-handler console (launch/event_log.h): the records, byte for byte as Python's json.dumps
+// writes torch 2.15's (the agent's, a worker's, a timed step's; a worker's raw_error; LOGLEVEL; the host name), and
+// when megatron-run writes them (per attempt RENDEZVOUS, ASSIGN_WORKER_RANKS and START; each worker's end; the
+// agent's SUCCEEDED after the run, whatever the workers did, FAILED when the launcher is stopped by a signal, also
+// while the launchers meet).
 #include <catch2/catch.hpp>
 
 #include <cctype>
@@ -54,7 +56,8 @@ import json
 md = json.dumps({"group_world_size": 2, "entry_point": "python3"})
 meta = {"run_id": "r\u00e9\U0001F600\"\\\n\t\x7f/x", "global_rank": None, "group_rank": 1, "worker_id": None,
         "role": "trainer", "hostname": "node-1.example", "state": "FAILED", "total_run_time": 42,
-        "rdzv_backend": "c10d", "raw_error": "received signal 15 (SIGTERM)", "metadata": md, "agent_restarts": 3}
+        "rdzv_backend": "c10d", "raw_error": "received signal 15 (SIGTERM)", "metadata": md, "agent_restarts": 3,
+        "duration_ms": None}
 print(json.dumps({"name": "torchelastic.worker.status.FAILED", "source": "AGENT", "timestamp": 0, "metadata": meta}))
 )PY";
   const mrtest::Proc want = mrtest::run_shell("/usr/bin/python3 -c '" + py + "'");
@@ -82,6 +85,96 @@ print(json.dumps({"name": "torchelastic.worker.status.FAILED", "source": "AGENT"
   CHECK(parts.before + "7" + parts.after == mr::launch::agent_event_json(e));
 }
 
+TEST_CASE("a worker's and a timed step's event records are what torchrun 2.x's _construct_event gives", "[launch][events]") {
+  mr::launch::AgentEvent e;
+  e.state = "FAILED";
+  e.run_id = "r1";
+  e.group_rank = 1;
+  e.group_world_size = 2;
+  e.hostname = "h.example";
+  e.total_run_time = 5;
+  e.raw_error = "{\"message\": \"<NONE>\"}";
+  e.entry_point = "python3";
+  e.agent_restarts = 1;
+  e.worker = mr::launch::AgentEvent::WorkerFields{3, 4242, 1, 3, 4, -15, 4242};
+  mr::launch::AgentEvent timed;
+  timed.state = "RENDEZVOUS";
+  timed.group_rank.reset();
+  timed.group_world_size.reset();
+  timed.hostname = "h";
+  timed.entry_point = "python3";
+  timed.duration_ms = 2.424855999834108;
+  mr::launch::AgentEvent start = e;
+  start.state = "START";
+  start.raw_error.reset();
+  start.worker->exit_code.reset();
+  start.worker->worker_pid.reset();
+  // torch 2.15's _construct_event: the worker's fields as one-element tuples in the inner metadata.
+  const std::string py = R"PY(
+import json
+def ev(state, source, gr, wid, grp, gws, raw, md_extra, restarts, t, dur, host, run_id):
+    md = {"group_world_size": gws, "entry_point": "python3"}
+    md.update(md_extra)
+    meta = {"run_id": run_id, "global_rank": gr, "group_rank": grp, "worker_id": wid, "role": "default",
+            "hostname": host, "state": state, "total_run_time": t, "rdzv_backend": "static", "raw_error": raw,
+            "metadata": json.dumps(md), "agent_restarts": restarts, "duration_ms": dur}
+    print(json.dumps({"name": "torchelastic.worker.status." + state, "source": source, "timestamp": 0, "metadata": meta}))
+w = lambda code, pid: {"local_rank": (1,), "role_rank": (3,), "role_world_size": (4,), "exit_code": (code,), "worker_pid": (pid,)}
+ev("FAILED", "WORKER", 3, "4242", 1, 2, json.dumps({"message": "<NONE>"}), w(-15, 4242), 1, 5, None, "h.example", "r1")
+ev("RENDEZVOUS", "AGENT", None, None, None, None, None, {}, 0, 0, 2.424855999834108, "h", "none")
+ev("START", "WORKER", 3, "4242", 1, 2, None, w(None, None), 1, 5, None, "h.example", "r1")
+)PY";
+  const mrtest::Proc want = mrtest::run_shell("/usr/bin/python3 -c '" + py + "'");
+  REQUIRE(want.exit == 0);
+  CHECK(mr::launch::agent_event_json(e) + "\n" + mr::launch::agent_event_json(timed) + "\n" +
+            mr::launch::agent_event_json(start) + "\n" ==
+        want.out);
+}
+
+TEST_CASE("a failed worker's raw_error is its error file's JSON as json.dumps writes it, or torch's shared <NONE> record",
+          "[launch][events]") {
+  const fs::path dir = fs::temp_directory_path() / ("mr-events-raw-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path rec = dir / "error.json", empty = dir / "empty.json", bad = dir / "bad.json";
+  std::ofstream(rec) << "{\"message\":{\"message\":\"RuntimeError: caf\xc3\xa9\",\"extraInfo\":{\"py_callstack\":\"T\\n\","
+                        "\"timestamp\":\"17\"}},\"n\":[1,2.50,1e-5,true,null]}";
+  std::ofstream(empty) << "{\"message\": \"\", \"errorTraits\": 1, \"x\": 2}";
+  std::ofstream(bad) << "not json";
+  const std::string py = "import json; print(json.dumps(json.load(open('" + rec.string() + "'))))";
+  const mrtest::Proc want = mrtest::run_shell("/usr/bin/python3 -c \"" + py + "\"");
+  REQUIRE(want.exit == 0);
+  CHECK(mr::launch::worker_raw_error(rec.string(), 7, true) + "\n" == want.out);
+  const std::string traits =
+      "\"errorTraits\": {\"category\": \"system_terminated_error\", \"retryability\": \"False\"}";
+  // No file (or no JSON): torch's one <NONE> dictionary, with the traits once a failure with a code above 0 added them.
+  CHECK(mr::launch::worker_raw_error((dir / "none").string(), -15, false) == "{\"message\": \"<NONE>\"}");
+  CHECK(mr::launch::worker_raw_error((dir / "none").string(), -15, true) == "{\"message\": \"<NONE>\", " + traits + "}");
+  CHECK(mr::launch::worker_raw_error(bad.string(), 1, true) == "{\"message\": \"<NONE>\", " + traits + "}");
+  CHECK(mr::launch::adds_error_traits((dir / "none").string(), 7));
+  CHECK(mr::launch::adds_error_traits(bad.string(), 7));
+  CHECK_FALSE(mr::launch::adds_error_traits((dir / "none").string(), -9));
+  CHECK_FALSE(mr::launch::adds_error_traits(rec.string(), 7));
+  // A file whose message is empty gets the traits itself (in place of its own), for a code above 0 only.
+  CHECK(mr::launch::worker_raw_error(empty.string(), 3, false) == "{\"message\": \"\", " + traits + ", \"x\": 2}");
+  CHECK(mr::launch::worker_raw_error(empty.string(), -15, false) == "{\"message\": \"\", \"errorTraits\": 1, \"x\": 2}");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("LOGLEVEL decides whether torch's events logger writes the records, and the host name is socket.getfqdn()'s",
+          "[launch][events]") {
+  using mr::launch::events_logged;
+  CHECK(events_logged(nullptr));
+  CHECK(events_logged("INFO"));
+  CHECK(events_logged("DEBUG"));
+  for (const char* quiet : {"WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET"}) CHECK_FALSE(events_logged(quiet));
+  // Values Python's logging refuses (torchrun fails at import): megatron-run keeps its default, INFO.
+  for (const char* odd : {"30", "warning", ""}) CHECK(events_logged(odd));
+  const mrtest::Proc fq = mrtest::run_shell("/usr/bin/python3 -c 'import socket; print(socket.getfqdn())'");
+  REQUIRE(fq.exit == 0);
+  CHECK(mr::launch::fq_hostname() + "\n" == fq.out);
+}
+
 TEST_CASE("--event-log-handler console: one record when the launch ends", "[launch][events]") {
   const std::string run = kBin + " --event-log-handler console --config " + kConfig;
   // Workers that fail: the launcher's run still returned (torchrun records SUCCEEDED), restarts counted.
@@ -96,6 +189,33 @@ TEST_CASE("--event-log-handler console: one record when the launch ends", "[laun
   CHECK(f.find("\"agent_restarts\": 1") != std::string::npos);
   CHECK(f.find("\\\"entry_point\\\": \\\"false\\\"") != std::string::npos);
   CHECK(f.find("\\\"group_world_size\\\": 1") != std::string::npos);
+  // torchrun 2.x's stream before it: per attempt RENDEZVOUS, ASSIGN_WORKER_RANKS and a START per worker (the
+  // restart's rendezvous holds the group's rank and size from before, and the restart counted), then one record
+  // per worker of the last attempt, /bin/false's exit code 1 and torch's <NONE> error with its traits.
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = failed.out.find(needle); at != std::string::npos; at = failed.out.find(needle, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("{\"name\": \"torchelastic.worker.status.") == 11);
+  CHECK(count("{\"name\": \"torchelastic.worker.status.RENDEZVOUS\", \"source\": \"AGENT\"") == 2);
+  CHECK(count("{\"name\": \"torchelastic.worker.status.ASSIGN_WORKER_RANKS\", \"source\": \"AGENT\"") == 2);
+  CHECK(count("{\"name\": \"torchelastic.worker.status.START\", \"source\": \"WORKER\"") == 4);
+  CHECK(count("{\"name\": \"torchelastic.worker.status.FAILED\", \"source\": \"WORKER\"") == 2);
+  CHECK(count("\"group_rank\": null, \"worker_id\": null, \"role\": \"trainer\", \"hostname\"") == 2);
+  CHECK(count("\"state\": \"RENDEZVOUS\", \"total_run_time\": 0, \"rdzv_backend\": \"static\", \"raw_error\": null, "
+              "\"metadata\": \"{\\\"group_world_size\\\": 1, \\\"entry_point\\\": \\\"false\\\"}\", \"agent_restarts\": 1, "
+              "\"duration_ms\": ") == 1);
+  CHECK(count("\"global_rank\": 1, \"group_rank\": 0, \"worker_id\": \"") == 3);
+  // The first to fail exited 1; the other did too, or was stopped (-15) first.
+  CHECK(count("\\\"exit_code\\\": [1], \\\"worker_pid\\\": [") >= 1);
+  CHECK(count("\\\"exit_code\\\": [null], \\\"worker_pid\\\": [null]") == 4);
+  CHECK(count("\"raw_error\": \"{\\\"message\\\": \\\"<NONE>\\\", \\\"errorTraits\\\": {\\\"category\\\": "
+              "\\\"system_terminated_error\\\", \\\"retryability\\\": \\\"False\\\"}}\"") == 2);
+  // torch's events logger is at LOGLEVEL: above INFO, no record.
+  const mrtest::Proc warn = mrtest::run_shell("LOGLEVEL=WARNING " + run + " --no-python /bin/true 2>&1");
+  CHECK(warn.exit == 0);
+  CHECK(warn.out.find("torchelastic.worker.status.") == std::string::npos);
   // A launcher stopped by SIGTERM: FAILED, the signal as its error.
   const mrtest::Proc stopped = mrtest::run_shell(
       "( " + run + " --no-python /bin/sh -c \"sleep 30\" 2>&1 & pid=$!; sleep 2; kill -TERM $pid; wait $pid; echo exit=$? )");
@@ -103,6 +223,11 @@ TEST_CASE("--event-log-handler console: one record when the launch ends", "[laun
   const std::string s = event_line(stopped.out);
   CHECK(s.find("\"state\": \"FAILED\"") != std::string::npos);
   CHECK(s.find("\"raw_error\": \"received signal 15 (SIGTERM)\"") != std::string::npos);
+  // Its worker started (START), but no record of how it ended: torchrun's agent raises on the signal.
+  CHECK(stopped.out.find("torchelastic.worker.status.START") != std::string::npos);
+  CHECK(stopped.out.find("\"source\": \"WORKER\", \"timestamp\": 0, \"metadata\": {\"run_id\": \"none\", \"global_rank\": 0, "
+                         "\"group_rank\": 0, \"worker_id\": \"") != std::string::npos);
+  CHECK(stopped.out.find("\"name\": \"torchelastic.worker.status.TERMINATED\"") == std::string::npos);
   CHECK(stopped.out.find("exit=143") != std::string::npos);
   // A stop the worker handles (it traps SIGTERM and exits 0): the launcher exits 0, and its record agrees,
   // SUCCEEDED with no error (its run returned; torchrun's agent would die of the signal, FAILED).
@@ -165,7 +290,7 @@ TEST_CASE("--event-log-handler console: a stop signal while the launchers meet r
     // Not met yet: no rank, no size (torchrun's None), no restart; the run time in whole seconds.
     CHECK(e.find("\"group_rank\": null") != std::string::npos);
     CHECK(e.find("\\\"group_world_size\\\": null") != std::string::npos);
-    CHECK(e.find("\"agent_restarts\": 0}}") != std::string::npos);
+    CHECK(e.find("\"agent_restarts\": 0, \"duration_ms\": null}}") != std::string::npos);
     const size_t t = e.find("\"total_run_time\": ");
     REQUIRE(t != std::string::npos);
     CHECK(std::isdigit(static_cast<unsigned char>(e[t + 18])));
@@ -249,7 +374,7 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
   CHECK(e.find("\"raw_error\": \"received signal 15 (SIGTERM)\"") != std::string::npos);
   CHECK(e.find("\"group_rank\": 1") != std::string::npos);
   CHECK(e.find("\\\"group_world_size\\\": 2") != std::string::npos);
-  CHECK(e.find("\"agent_restarts\": 1}}") != std::string::npos);
+  CHECK(e.find("\"agent_restarts\": 1, \"duration_ms\": null}}") != std::string::npos);
   CHECK(out.find("torchelastic.worker.status.SUCCEEDED") == std::string::npos);
   fs::remove_all(dir);
 }
@@ -286,7 +411,7 @@ TEST_CASE("--event-log-handler console: after a c10d round renumbers the nodes, 
     const std::string e = event_line(out);
     CHECK(e.find("\"name\": \"torchelastic.worker.status.SUCCEEDED\"") != std::string::npos);
     CHECK(e.find(std::string("\"group_rank\": ") + rank + ",") != std::string::npos);
-    CHECK(e.find("\"agent_restarts\": 1}}") != std::string::npos);
+    CHECK(e.find("\"agent_restarts\": 1, \"duration_ms\": null}}") != std::string::npos);
   }
   // The renumbering happened (else this test would not tell the rounds apart).
   const std::string oa = slurp(a);

@@ -531,9 +531,11 @@ TEST_CASE("a worker on node 1 that ends itself with 128 + N (SIGKILL, or exit 13
     CHECK_FALSE(has(r.nodes[0].out, "the job is stopping"));
     for (const Node& n : r.nodes) {
       CHECK_FALSE(has(n.out, "they handled the stop"));
-      CHECK(has(n.out, "{\"name\": \"torchelastic.worker.status.SUCCEEDED\""));
+      // The launcher's record (its run returned), after its worker's FAILED one (killed, or stopped for node 1).
+      CHECK(has(n.out, "{\"name\": \"torchelastic.worker.status.SUCCEEDED\", \"source\": \"AGENT\""));
       CHECK(has(n.out, "\"raw_error\": null"));
-      CHECK_FALSE(has(n.out, "torchelastic.worker.status.FAILED"));
+      CHECK_FALSE(has(n.out, "\"torchelastic.worker.status.FAILED\", \"source\": \"AGENT\""));
+      CHECK(has(n.out, "{\"name\": \"torchelastic.worker.status.FAILED\", \"source\": \"WORKER\""));
     }
     CHECK(r.seconds < 15);
   }

@@ -1,8 +1,9 @@
-// The environment of every rank under a real torchrun 2.x and under megatron-run (TORCHRUN=/path/to/torchrun;
-// Debian's torchrun 1.13 does not start under Python 3.11, so without TORCHRUN this reports itself skipped): the
-// probe (tests/launch/programs/probe.py) prints torchrun's variables on 2 ranks under each launcher; they are
-// equal, except the documented differences (docs/launch.md): TORCHELASTIC_USE_AGENT_STORE (megatron-run hosts
-// no store for the workers), OMP_NUM_THREADS (an even share, not 1) and the temporary directory's random name.
+// A real torchrun 2.x and megatron-run side by side (TORCHRUN=/path/to/torchrun; Debian's torchrun 1.13 does not
+// start under Python 3.11, so without TORCHRUN each case reports itself skipped). The environment: the probe
+// (tests/launch/programs/probe.py) prints torchrun's variables on 2 ranks under each launcher; they are equal,
+// except the documented differences (docs/launch.md): TORCHELASTIC_USE_AGENT_STORE (megatron-run hosts no store for
+// the workers), OMP_NUM_THREADS (an even share, not 1) and the temporary directory's random name. The
+// --event-log-handler console records: equal but for pids, durations and the run time.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../config/binary.h"
 #include "config/value.h"
@@ -69,5 +71,51 @@ TEST_CASE("a real torchrun and megatron-run give the ranks the same variables", 
     a.erase("TORCHELASTIC_USE_AGENT_STORE");
     b.erase("TORCHELASTIC_USE_AGENT_STORE");
     CHECK(a == b);
+  }
+}
+
+namespace {
+
+// The event records of `out`, each with what differs between runs made equal: pids (worker_id, worker_pid),
+// durations and the run time.
+std::vector<std::string> event_records(const std::string& out) {
+  std::vector<std::string> records;
+  std::istringstream in(out);
+  const std::regex pid("\"worker_id\": \"[0-9]+\""), wpid("worker_pid\\\\\": \\[[0-9]+\\]"),
+      dur("\"duration_ms\": [0-9.e-]+"), runtime("\"total_run_time\": [0-9]+");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("{\"name\": \"torchelastic.worker.status.", 0) != 0) continue;
+    line = std::regex_replace(line, pid, "\"worker_id\": \"PID\"");
+    line = std::regex_replace(line, wpid, "worker_pid\\\": [PID]");
+    line = std::regex_replace(line, dur, "\"duration_ms\": MS");
+    records.push_back(std::regex_replace(line, runtime, "\"total_run_time\": T"));
+  }
+  return records;
+}
+
+}  // namespace
+
+TEST_CASE("a real torchrun and megatron-run write the same --event-log-handler console records",
+          "[launch][torchrun][events][process]") {
+  const char* torchrun = std::getenv("TORCHRUN");
+  if (!torchrun || !*torchrun) {
+    WARN("TORCHRUN is not set: skipping the comparison with a real torchrun 2.x's event records (docs/launch.md)");
+    return;
+  }
+  // Rank 1 exits 7 and rank 0 is stopped for it (FAILED with 7, and with -15: torch's <NONE> error with the traits
+  // the first added), or both exit 0 (SUCCEEDED).
+  for (const char* code : {"7", "0"}) {
+    const std::string prog = std::string(" /bin/sh -c 'if [ \"$RANK\" = 1 ]; then sleep 0.5; exit ") + code +
+                             "; fi; exec sleep " + (code[0] == '0' ? "0.5" : "5") + "'";
+    const mrtest::Proc theirs = mrtest::run_shell("timeout -k 5 120 '" + std::string(torchrun) +
+                                                  "' --nproc-per-node 2 --master-port 29613 --event-log-handler console "
+                                                  "--no-python" + prog + " 2>&1");
+    const mrtest::Proc ours = mrtest::run_shell("timeout -k 5 60 '" + std::string(MR_BINARY) + "' --config " +
+                                                MR_SOURCE_DIR + "/configs/default.yaml --nproc-per-node 2 " +
+                                                "--event-log-handler console --no-append-args --no-python" + prog + " 2>&1");
+    INFO(theirs.out << "\n---- megatron-run:\n" << ours.out);
+    const std::vector<std::string> t = event_records(theirs.out), m = event_records(ours.out);
+    CHECK(t.size() == 7u);  // RENDEZVOUS, ASSIGN_WORKER_RANKS, 2 START, 2 worker ends, the agent
+    CHECK(t == m);
   }
 }
