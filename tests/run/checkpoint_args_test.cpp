@@ -304,7 +304,7 @@ TEST_CASE("--use-checkpoint-args with a user program: validated with the values 
   mrtest::wait_all(p, std::chrono::seconds(60));
   INFO(p[0].out() << p[0].err());
   CHECK(p[0].exit_code() == 0);
-  CHECK_THAT(p[0].err(), Catch::Contains("--use-checkpoint-args: no checkpoint under --load " + (dir / "none").string()) &&
+  CHECK_THAT(p[0].err(), Catch::Contains("--use-checkpoint-args: no checkpoint under --load " + std::string(dir / "none")) &&
                              Catch::Contains("using the arguments given"));
   CHECK_THAT(p[0].out(), Catch::Contains("program --num-layers 2") && Catch::Contains("--use-checkpoint-args"));
 }
