@@ -73,9 +73,16 @@ double now_seconds() {
 constexpr int kIgnored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTTOU};
 
 [[noreturn]] void guard(int fd, std::vector<pid_t>& groups, double grace, const std::string& notice) {
-  // The terminal's signals reach the launcher's whole process group: the launcher acts on them and ends the
-  // guardian with "done". They were blocked across the fork: ignored before they are let through (one sent
-  // meanwhile is dropped), so that none ends the guardian early.
+  // A process group of its own (the parent sets it too, before the launcher goes on, so that no killpg can come
+  // between): an enclosing launcher (torchrun's os.killpg, megatron-run's kill(-pid)) ends its stop with SIGKILL to
+  // the launcher's whole group, and the guardian must outlive exactly that. In a background group it never reads
+  // the terminal (stdin is /dev/null below) and ignores SIGTTOU, so its one notice is written even under
+  // `stty tostop`.
+  setpgid(0, 0);
+  // A stop sent to the launcher's process group (a Ctrl-C, `kill -TERM -PGID`) no longer reaches the guardian, but
+  // one sent to it or its group by pid might: the launcher acts on its own and ends the guardian with "done". They
+  // were blocked across the fork: ignored before they are let through (one sent meanwhile is dropped), so that none
+  // ends the guardian early.
   for (int sig : kIgnored) signal(sig, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);
@@ -169,6 +176,7 @@ Guardian::Guardian(int max_groups, double grace_seconds) {
   for (int sig : kIgnored) sigaddset(&blocked, sig);
   sigprocmask(SIG_BLOCK, &blocked, &old);
   const pid_t pid = fork();
+  if (pid > 0) setpgid(pid, pid);  // as the child does (guard): whichever runs first
   if (pid != 0) sigprocmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
     const int e = errno;

@@ -7,9 +7,9 @@
 // The launcher tells it each worker's process group as the worker starts (add) and before the worker is reaped
 // (remove: its id may name another process afterwards), over a socket; the end of the socket without a "done"
 // message is the launcher's death. A launcher that finishes normally says "done" and reaps it (the destructor).
-// The guardian keeps no other descriptor of the launcher's but its stderr (for one notice), stays in the
-// launcher's process group and ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT (a Ctrl-C reaches the whole group: the
-// launcher stops its workers then, and ends the guardian itself), and does not die with the launcher.
+// The guardian keeps no other descriptor of the launcher's but its stderr (for one notice), runs in a process group
+// of its own (an enclosing launcher's SIGKILL to the launcher's group, torchrun's os.killpg, does not reach it: it
+// then does its work and exits), ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT, and does not die with the launcher.
 #pragma once
 
 #include <sys/types.h>

@@ -1,13 +1,16 @@
 // The supervision loop of spawn_workers (spawn_detail.h): one poll over the signal pipe and every worker's
 // output pipes, then the reaping; stops the other workers after the first failure or a terminating signal.
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -24,41 +27,97 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The launcher's stdout, as the workers' relayed lines see it: a write that failed (a full device, a closed pipe)
-// is not tried again. A stream that also goes to its log file (--tee) loses its console copy only (said once);
-// any other stream's line lost is the launcher's failure (`failed`): supervise says it and stops the workers.
-struct ConsoleOut {
-  int error = 0;           // errno of the first failed write (0: none)
-  bool failed = false;     // a line that went nowhere else was lost
-  bool copy_lost_said = false;
+// One of the launcher's console streams (stdout, stderr) as the workers' relayed lines reach it: queued here and
+// written only when poll() says the stream can take more, so that a reader that does not read (a stuck pipe
+// consumer, a terminal paused with Ctrl-S) never blocks the supervision loop: the signal pipe, the grace period and
+// the reaping go on whatever state the output is in. The descriptor stays blocking (O_NONBLOCK would change it for
+// every process sharing it); a write after POLLOUT of at most PIPE_BUF bytes does not block on a pipe. A regular
+// file never waits on a reader: written at once, as before.
+struct Outbox {
+  int fd = -1;
+  bool regular = false;  // a regular file or block device: written at once
+  std::string data;      // not yet written: data[off..]
+  size_t off = 0;
+  bool console_only = false;  // some of it comes from a stream without a log file (its loss fails the launch)
+  size_t left() const { return data.size() - off; }
+  void clear() {
+    data.clear();
+    off = 0;
+    console_only = false;
+  }
 };
 
-// Writes `text` to stdout; false (and errno) when a write fails. EINTR is retried.
-bool write_stdout(std::string_view text) {
-  size_t off = 0;
-  while (off < text.size()) {
-    const ssize_t n = write(1, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
-    }
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
+// Past this much unwritten output the workers' pipes for that stream are not read: they wait for the reader, as
+// they would writing to it themselves, while the launcher stays responsive.
+constexpr size_t kOutboxCap = size_t{1} << 20;
 
-// A worker's lines for the launcher's stdout, from stream `s` (which has a log file when s.file >= 0).
-void to_stdout(ConsoleOut& c, const Stream& s, const std::string& out) {
-  if (c.error == 0 && write_stdout(out)) return;
+// The launcher's stdout and stderr for the relayed lines. A write to stdout that failed (a full device, a closed
+// pipe) is not tried again. A stream that also goes to its log file (--tee) loses its console copy only (said once);
+// any other stream's line lost is the launcher's failure (`failed`): supervise says it and stops the workers. A
+// failed write to stderr drops what was queued for it, as write_all always did.
+struct ConsoleOut {
+  Outbox out, err;
+  int error = 0;           // errno of the first failed write to stdout (0: none)
+  bool failed = false;     // a line that went nowhere else was lost
+  bool copy_lost_said = false;
+  ConsoleOut() {
+    for (Outbox* b : {&out, &err}) {
+      b->fd = b == &out ? 1 : 2;
+      struct stat st {};
+      b->regular = fstat(b->fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+    }
+  }
+};
+
+// A failed write to stdout: what was queued is lost (said once for copies, else the launch's failure).
+void stdout_lost(ConsoleOut& c, bool console_only) {
   if (c.error == 0) c.error = errno;
-  if (s.file < 0) {
+  if (console_only) {
     c.failed = true;
   } else if (!c.copy_lost_said) {
     c.copy_lost_said = true;
     std::cerr << "megatron-run: notice: cannot write the output: " << util::stdout_write_failure(c.error)
               << "; the workers' stdout goes on into their log files only (--log-dir, --tee)\n";
   }
+}
+
+// Writes what the stream can take now: all of it to a regular file; else PIPE_BUF at a time while poll() says it
+// is writable (`ready`: the caller's poll said so for the first write). EAGAIN (another process made the shared
+// descriptor non-blocking) leaves the rest for the next POLLOUT.
+void flush(ConsoleOut& c, Outbox& b, bool ready) {
+  while (b.left() > 0) {
+    if (!b.regular && !ready) {
+      pollfd p{b.fd, POLLOUT, 0};
+      if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR | POLLHUP))) return;
+    }
+    ready = false;
+    const size_t len = b.regular ? b.left() : std::min<size_t>(b.left(), PIPE_BUF);
+    const ssize_t n = write(b.fd, b.data.data() + b.off, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      if (b.fd == 1) stdout_lost(c, b.console_only);
+      b.clear();
+      return;
+    }
+    b.off += static_cast<size_t>(n);
+  }
+  b.clear();
+}
+
+// A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when s.file >= 0).
+void to_console(ConsoleOut& c, const Stream& s, std::string&& out) {
+  Outbox& b = s.is_err ? c.err : c.out;
+  if (!s.is_err && c.error != 0) {  // stdout failed before: not tried again
+    errno = c.error;
+    stdout_lost(c, s.file < 0);
+    return;
+  }
+  if (b.left() == 0) b.clear();
+  b.data += out;
+  if (!s.is_err && s.file < 0) b.console_only = true;
+  if (b.regular) flush(c, b, true);
 }
 
 // Appends `text` to the stream's partial line and handles every complete line: kept in the stream's tail (stderr)
@@ -93,9 +152,7 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
     line(s.pending);
     s.pending.clear();
   }
-  if (out.empty()) return;
-  if (s.is_err) write_all(2, out);
-  else to_stdout(c, s, out);
+  if (!out.empty()) to_console(c, s, std::move(out));
 }
 
 // Flushes a stream's partial line and closes it (and its log file).
@@ -180,9 +237,13 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     std::vector<std::pair<Worker*, Stream*>> owners;
     fds.push_back({signal_fd, POLLIN, 0});
     owners.emplace_back(nullptr, nullptr);
+    bool streams_open = false;
     for (Worker& w : workers.all())
       for (Stream* s : {&w.out, &w.err})
         if (s->fd >= 0) {
+          streams_open = true;
+          // Its console stream's reader is behind (kOutboxCap): not read until it catches up.
+          if (s->console && (s->is_err ? console.err : console.out).left() >= kOutboxCap) continue;
           fds.push_back({s->fd, POLLIN, 0});
           owners.emplace_back(&w, s);
         }
@@ -198,10 +259,44 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
     // Nothing left in the groups, as far as the launcher waits: none found, or SIGKILL sent (a process in the kernel
     // may linger, and is not waited for).
     auto nothing_left = [&] { return killed || (left_known && left.empty()); };
-    if (!workers.any_running() && fds.size() == 1 && nothing_left()) break;
+    if (!workers.any_running() && !streams_open && nothing_left()) {
+      if (console.out.left() == 0 && console.err.left() == 0) break;
+      // Output the reader has not taken: waited for as long as the job would run (a slow reader gets it all), but
+      // after a stop only to the end of its grace period; then dropped, said on stderr if it can take it now.
+      if (kill_at && Clock::now() >= *kill_at) {
+        char grace_text[32];
+        std::snprintf(grace_text, sizeof grace_text, "%g", o.grace_seconds);
+        std::string said;
+        for (Outbox* b : {&console.out, &console.err})
+          if (b->left() > 0)
+            said += "megatron-run: warning: " + std::to_string(b->left()) + " bytes of the workers' output for " +
+                    (b->fd == 1 ? "stdout" : "stderr") + " were not written: its reader took nothing more by the "
+                    "end of the grace period (--term-timeout " + grace_text + " s); dropped\n";
+        const bool err_stalled = console.err.left() > 0;
+        console.out.clear();
+        console.err.clear();
+        if (err_stalled) {  // a write now, if stderr can take it; never a wait
+          console.err.data = said;
+          flush(console, console.err, false);
+          console.err.clear();
+        } else {
+          std::cerr << said;
+        }
+        output_failed = true;  // a job whose output was lost never exits 0
+        break;
+      }
+    }
     const size_t streams_end = fds.size();
     for (Worker& w : workers.all())  // a worker's exit wakes the poll (its pidfd), output or not
       if (w.running && w.pidfd >= 0) fds.push_back({w.pidfd, POLLIN, 0});
+    // The console streams with output queued: written when they can take it (Outbox).
+    const size_t outboxes_at = fds.size();
+    std::vector<Outbox*> outboxes;
+    for (Outbox* b : {&console.out, &console.err})
+      if (b->left() > 0 && !b->regular) {
+        fds.push_back({b->fd, POLLOUT, 0});
+        outboxes.push_back(b);
+      }
     int n = poll(fds.data(), fds.size(), 100);
     if (n < 0 && errno != EINTR) {
       const int e = errno;
@@ -246,6 +341,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
         auto [w, s] = owners[i];
         relay(console, *w, *s);
       }
+      for (size_t i = 0; i < outboxes.size(); ++i)
+        if (fds[outboxes_at + i].revents & (POLLOUT | POLLERR | POLLHUP)) flush(console, *outboxes[i], true);
     }
     // A relayed line could not be written to stdout (a full device, a closed pipe): the launcher's failure, as a
     // worker's is. Said once; the workers are stopped (SIGTERM, the grace period, SIGKILL) and the launch exits 1.

@@ -220,3 +220,64 @@ TEST_CASE("guardian: kill -9 of megatron-run stops what its workers started in t
   }
   CHECK(n == 2);
 }
+
+namespace {
+
+// The processes whose command line holds `marker` (starting "--"; pgrep -f), one "pid command" a line; "" when
+// none. The pattern's "[-]" keeps the shell running pgrep, whose command line holds the pattern, out of it.
+std::string running_with(const std::string& marker) {
+  return mrtest::run_shell("pgrep -a -f -- '[-]" + marker.substr(1) + "' || true").out;
+}
+
+// Waits until no process's command line holds `marker` (at most `seconds`); true if none does.
+bool wait_none_with(const std::string& marker, double seconds) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (!running_with(marker).empty()) {
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
+}  // namespace
+
+// The guardian has a process group of its own: an enclosing launcher that ends its stop with SIGKILL to the inner
+// launcher's whole group (torchrun's os.killpg; megatron-run itself here) or a `kill -9 -PGID` leaves it alive to
+// stop what the inner workers started, and it exits afterwards (review 29b F2: it died with the group, and a child
+// ignoring SIGTERM ran on under init).
+TEST_CASE("guardian: a SIGKILL to the launcher's whole process group (an enclosing launcher's stop) stops what its workers started",
+          "[launch][guardian][process]") {
+  ScratchDir dir("mr-guardian");
+  const fs::path pids = dir.path / "pids", inner = dir.path / "inner.sh", mid = dir.path / "mid.sh";
+  // The inner worker ignores SIGTERM, and so does the `sleep` it starts in its process group (its output elsewhere:
+  // a sleep left behind must not hold the test's pipe open).
+  std::ofstream(inner) << "trap '' TERM; sleep 1000 >/dev/null 2>&1 & echo $! >> " << pids.string() << "; wait\n";
+  const std::string inner_launch = "--nproc-per-node 1 --term-timeout 3 --no-append-args -- /bin/sh " + inner.string();
+  std::ofstream(mid) << "exec " << kBin << " --config " << kConfig << " " << inner_launch << "\n";
+  const std::string wait_pid = "while [ \"$(wc -l < " + pids.string() + " 2>/dev/null)\" != 1 ]; do sleep 0.05; done\n";
+  SECTION("an outer megatron-run stopped with SIGTERM: SIGKILL to the inner launcher's group after its 1 s") {
+    std::ofstream(dir.path / "run.sh") << kBin << " --config " << kConfig << " --nproc-per-node 1 --term-timeout 1 "
+                                       << "--no-append-args -- /bin/sh " << mid.string() << " 2>&1 & L=$!\n"
+                                       << wait_pid << "sleep 0.5; kill -TERM $L; wait $L; echo outer $?\n";
+    Proc r = sh("/bin/sh " + (dir.path / "run.sh").string());
+    INFO(r.out);
+    CHECK(has(r.out, "outer 143"));
+    CHECK(has(r.out, "still running 1 s after the stop signal (--term-timeout); killing them"));
+  }
+  SECTION("kill -9 -PGID of the launcher (setsid: a group of its own)") {
+    std::ofstream(dir.path / "run.sh") << "setsid /bin/sh " << mid.string() << " 2>&1 & L=$!\n"
+                                       << wait_pid << "kill -KILL -$L; wait $L; echo launcher $?\n";
+    Proc r = sh("/bin/sh " + (dir.path / "run.sh").string());
+    INFO(r.out);
+    CHECK(has(r.out, "launcher 137"));
+    CHECK(has(r.out, "ended without stopping its workers; its guardian stops what they started"));
+  }
+  std::ifstream in(pids);
+  pid_t pid = 0;
+  REQUIRE(in >> pid);
+  INFO("sleep pid " << pid);
+  CHECK(wait_gone(pid, 20));  // SIGKILLed by the guardian 3 s after the inner launcher's death
+  if (!gone(pid)) kill(pid, SIGKILL);
+  // No guardian left (its command line is the inner launcher's).
+  CHECK(wait_none_with(inner_launch, 10));
+}

@@ -610,3 +610,33 @@ TEST_CASE("after a stop signal, every worker of the node is named in one line",
   CHECK(has(r.out, ") was killed by signal 15 (SIGTERM)\n"));
   CHECK_FALSE(has(r.out, "megatron-run: worker rank "));
 }
+
+// A stdout whose reader does not read (a stuck pipe consumer; here a FIFO the shell holds open and never reads):
+// the launcher still reads its signal pipe, passes SIGTERM on at once and exits within the grace period, dropping
+// what the reader did not take, with a warning (review 29b F1: a blocking write held the launcher until the reader
+// went away).
+TEST_CASE("a stdout reader that does not read: SIGTERM is passed on, the launcher exits 143 within --term-timeout",
+          "[launch][supervision][process][signal][output]") {
+  TempDir t;
+  const std::string worker = "import os, sys\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
+                             "while True: sys.stdout.write('x' * 200 + '\\n')\n";
+  std::ofstream(t.path / "spam.py") << worker;
+  Proc r = run_shell("cd '" + t.path.string() + "' && mkfifo out.fifo && exec 3<>out.fifo || exit 1; "
+                     "(exec env " + kRun + "--nproc-per-node 2 --term-timeout 3 --no-append-args -- "
+                     "python3 spam.py > out.fifo 2> err.txt) & pid=$!; "
+                     "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.05; done; sleep 1; "
+                     "t0=$(date +%s%N); kill -TERM $pid; "
+                     "for i in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; kill -KILL $pid 2>/dev/null; "
+                     "wait $pid; echo exit=$?; echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); exec 3<&-; cat err.txt");
+  INFO(r.out);
+  CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM); forwarding it to the workers"));
+  CHECK(has(r.out, "exit=143"));
+  CHECK(has(r.out, "rank 0 (pid "));
+  CHECK(has(r.out, "was killed by signal 15 (SIGTERM), rank 1"));  // passed on; not the grace period's SIGKILL
+  CHECK_FALSE(has(r.out, "killing them"));
+  CHECK(has(r.out, "bytes of the workers' output for stdout were not written: its reader took nothing more by the end "
+                   "of the grace period (--term-timeout 3 s); dropped"));
+  const size_t ms = r.out.find("ms=");
+  REQUIRE(ms != std::string::npos);
+  CHECK(std::stol(r.out.substr(ms + 3)) < 5000);  // the grace period (3 s) and a little
+}
