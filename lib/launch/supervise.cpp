@@ -117,7 +117,9 @@ void to_console(ConsoleOut& c, const Stream& s, std::string&& out) {
   if (b.left() == 0) b.clear();
   b.data += out;
   if (!s.is_err && s.file < 0) b.console_only = true;
-  if (b.regular) flush(c, b, true);
+  // At once when the stream can take it now (poll with no wait): the lines keep their order with the launcher's
+  // own messages, which it writes directly; only a stream that cannot take them waits in the queue.
+  flush(c, b, b.regular);
 }
 
 // Appends `text` to the stream's partial line and handles every complete line: kept in the stream's tail (stderr)
