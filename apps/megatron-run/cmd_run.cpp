@@ -94,7 +94,7 @@ std::string one_dash_hint(const std::vector<std::string>& args, const std::vecto
 }
 
 // "\n  train.py: the program? ..." when an option nobody knows (`flags`' first, as refused) comes before a word that
-// looks like the program (a .py file, or a file that is there): that option ended the search for the program, as
+// looks like the program (a .py word, else the word after "--"): that option ended the search for the program, as
 // the program's own options do when they are put before it; else "".
 std::string program_after_unknown_hint(const std::vector<std::string>& args, const std::vector<std::string>& flags) {
   if (flags.empty()) return "";
@@ -103,18 +103,18 @@ std::string program_after_unknown_hint(const std::vector<std::string>& args, con
     return w == unknown || w.rfind(unknown + "=", 0) == 0;
   });
   if (at == args.end()) return "";
-  for (auto it = at + 1; it != args.end(); ++it) {
-    const std::string& w = *it;
-    if (w == "--") break;
-    if (w.empty() || w[0] == '-') continue;
-    std::error_code ec;
-    const bool py = w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0;
-    if (!py && !std::filesystem::is_regular_file(w, ec)) continue;
-    return "\n  " + abbreviate(w) + ": the program? " + abbreviate(unknown) + " before it is an option neither "
-           "megatron-run nor Megatron knows, which ends the search for the program: a program's own options go "
-           "after it (" + abbreviate(w) + " " + abbreviate(unknown) + " ...)";
+  std::string program;
+  for (auto it = at + 1; it != args.end() && program.empty(); ++it) {
+    if (*it == "--") {
+      if (it + 1 != args.end()) program = *(it + 1);
+      break;
+    }
+    if (it->size() > 3 && it->compare(it->size() - 3, 3, ".py") == 0 && (*it)[0] != '-') program = *it;
   }
-  return "";
+  if (program.empty()) return "";
+  return "\n  " + abbreviate(program) + ": the program? " + abbreviate(unknown) + " before it is an option neither "
+         "megatron-run nor Megatron knows, which ends the search for the program: a program's own options go "
+         "after it (" + abbreviate(program) + " " + abbreviate(unknown) + " ...)";
 }
 
 // The first option given that only shapes what a dry run prints (--format argv|argv0, --parse-only, --explain),
@@ -127,34 +127,53 @@ std::string dry_run_only_option(const RunOptions& opts) {
   return {};
 }
 
-// Megatron flags that the program's own arguments set and that megatron-run appends after them too (from a config
-// file or the flags before the program): the appended value wins in the program's argparse, and the warning
-// launch.flags-after-program says so, naming them. A word of the program's own that is near a Megatron flag
-// (--num-layer) is named with the flag meant: it is passed to the program, unvalidated. A bad word is not said
-// here (validation reports it).
-void warn_given_twice(const Invocation& inv, const launch::Program& program) {
+// What the program's argparse will make of its own Megatron flags next to what megatron-run appends
+// (config/parse/invocation.h), said where it may surprise: a flag given after the program and appended too (the
+// appended value wins: launch.flags-after-program); a config file's or a flag's value equal to the default, which
+// nothing appended carries, so the program's own value stands (launch.flags-after-program too); with
+// --no-append-args, given arguments the program never gets (launch.not-appended). A word of the program's own that
+// is near a Megatron flag (--num-layer) is named with the flag meant (launch.program-own-argument). A bad word is
+// not said here (validation reports it). Nothing when `quiet` (a rank that re-validates what was said).
+void warn_program_words(const Invocation& inv, const launch::Program& program, bool quiet) {
+  if (quiet || inv.program_cli.empty()) return;
   const Schema& schema = Schema::megatron();
-  std::vector<std::string> twice, near;
+  std::vector<std::string> appended_wins, program_wins, not_passed, near;
+  bool program_flags = false, after_dashes = false;
   try {
     Namespace own = default_namespace(schema);
     std::vector<Token> others;
     parse_tokens(schema, inv.program_cli, own, &others);
+    program_flags = others.size() < inv.program_cli.size();
+    bool past_dashes = false;
     for (const Token& t : others) {
-      if (t.text.rfind("--", 0) != 0 || t.text.size() < 3) continue;
+      past_dashes = past_dashes || t.text == "--";  // argparse's positionals from there on
+      if (past_dashes || t.text.rfind("--", 0) != 0 || t.text.size() < 3) continue;
       const std::string flag = t.text.substr(0, t.text.find('='));
+      if (schema.find_flag(flag)) continue;
       if (std::vector<std::string> s = schema.suggest(flag, 1); !s.empty())
         near.push_back(abbreviate(flag) + " (did you mean " + s.front() + "?)");
     }
-    if (program.append_args) {
-      Invocation before = inv;
-      before.program_cli.clear();
-      const Parsed given = parse_arguments(schema, before);
-      for (const Arg& a : schema.args()) {
-        const Provenance::Kind mine = own.provenance(a.dest()).kind;
-        const Provenance::Kind theirs = given.ns.provenance(a.dest()).kind;
-        if (mine == Provenance::Kind::Cli && (theirs == Provenance::Kind::Cli || theirs == Provenance::Kind::Config) &&
-            std::find(twice.begin(), twice.end(), a.flags.front()) == twice.end())
-          twice.push_back(a.flags.front());
+    Invocation before = inv;
+    before.program_cli.clear();
+    const Parsed given = parse_arguments(schema, before);
+    Namespace carried = default_namespace(schema);  // what the appended words set
+    const std::vector<std::string> appended_words = megatron_argv(schema, given.ns).words;
+    parse_tokens(schema, argv_tokens(appended_words), carried);
+    after_dashes = program.append_args && !appended_words.empty() &&
+                   std::any_of(inv.program_cli.begin(), inv.program_cli.end(), [](const Token& t) { return t.text == "--"; });
+    auto listed_once = [](std::vector<std::string>& names, const std::string& flag) {
+      if (std::find(names.begin(), names.end(), flag) == names.end()) names.push_back(flag);
+    };
+    for (const Arg& a : schema.args()) {
+      const bool by_program = own.provenance(a.dest()).kind == Provenance::Kind::Cli;
+      const bool by_given = given.ns.provenance(a.dest()).by_user();
+      const bool appended = carried.provenance(a.dest()).kind == Provenance::Kind::Cli;
+      if (!program.append_args) {
+        if (by_given && program_flags) listed_once(not_passed, a.flags.front());
+      } else if (by_program && appended) {
+        listed_once(appended_wins, a.flags.front());
+      } else if (by_program && by_given) {
+        listed_once(program_wins, a.flags.front());
       }
     }
   } catch (const UsageError&) {
@@ -166,16 +185,36 @@ void warn_given_twice(const Invocation& inv, const launch::Program& program) {
     if (names.size() > 4) text += " and " + std::to_string(names.size() - 4) + " more";
     return text;
   };
-  if (!twice.empty())
+  const std::string& prog = program.words.front();
+  if (!appended_wins.empty())
     print_warning_diagnostic({Diagnostic::Level::Warning, "launch.flags-after-program",
-                              listed(twice) + (twice.size() == 1 ? " is" : " are") + " given after the program " +
-                                  program.words.front() + " and before it (or in a config file): megatron-run "
-                                  "appends the value before it after the program's own arguments, where it wins in "
-                                  "argparse, and validated that one",
-                              twice, {}, kStageParse});
+                              listed(appended_wins) + (appended_wins.size() == 1 ? " is" : " are") +
+                                  " given after the program " + prog + " and before it (or in a config file): "
+                                  "megatron-run appends the value before it after the program's own arguments, "
+                                  "where it wins in argparse, and validated that one",
+                              appended_wins, {}, kStageParse});
+  if (!program_wins.empty())
+    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.flags-after-program",
+                              listed(program_wins) + (program_wins.size() == 1 ? " is" : " are") +
+                                  " given after the program " + prog + " and set to the default before it (or in a "
+                                  "config file), which no appended flag can say: the program's own value stands, "
+                                  "and is the one validated",
+                              program_wins, {}, kStageParse});
+  if (!not_passed.empty())
+    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.not-appended",
+                              listed(not_passed) + ": given before the program " + prog + " (or in a config "
+                                  "file), but --no-append-args passes only the program's own arguments, which are "
+                                  "the ones validated",
+                              not_passed, {}, kStageParse});
+  if (after_dashes)
+    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.appended-after-dashes",
+                              "the program " + prog + "'s arguments hold '--': the flags megatron-run appends come "
+                              "after it, where an argparse program reads them as positional arguments, not flags; "
+                              "give them after the program before its '--' yourself, with --no-append-args",
+                              {"--"}, {}, kStageParse});
   if (!near.empty())
     print_warning_diagnostic({Diagnostic::Level::Warning, "launch.program-own-argument",
-                              listed(near) + ": no Megatron flag, after the program " + program.words.front() +
+                              listed(near) + ": no Megatron flag, after the program " + prog +
                                   ": passed to it as its own argument, not validated",
                               {}, {}, kStageParse});
 }
@@ -344,13 +383,15 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return 0;
   }
   // The program's own arguments, torchrun's way (Megatron-LM's example scripts put every Megatron flag there):
-  // read first, with parse_known_args, so that the Megatron flags among them are validated for this launch too;
-  // the config files and the flags before the program come after them, as megatron-run appends them after the
-  // program's own, and win (config/parse/invocation.h). The words that are no Megatron flag are the program's own.
+  // validation reads what the program's argparse will, its own words with parse_known_args, then what megatron-run
+  // appends after them, which wins (config/parse/invocation.h). The words that are no Megatron flag are its own.
+  const char* rank_env = std::getenv("RANK");
+  const bool quiet = std::getenv("MR_SPAWNER") != nullptr || (rank_env && std::string(rank_env) != "0");
   if (program.named()) {
     inv.program_cli = argv_tokens(std::vector<std::string>(program.words.begin() + 1, program.words.end()),
                                   static_cast<int>(program_start) + 2);
-    warn_given_twice(inv, program);
+    inv.append_to_program = program.append_args;
+    warn_program_words(inv, program, quiet);
   }
   const bool launching = !dry_run && !parse_only && explain.empty();
   // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
@@ -364,8 +405,6 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // validation, as Megatron's parse_and_validate_args does (run/checkpoint_args.h). Each rank does it again with
   // the same checkpoint; the notice comes once (the spawner, or rank 0 under another launcher), like validation's
   // warnings.
-  const char* rank_env = std::getenv("RANK");
-  const bool quiet = std::getenv("MR_SPAWNER") != nullptr || (rank_env && std::string(rank_env) != "0");
   // The user's program does the same with the checkpoint it finds: megatron-run applies a checkpoint it can read
   // (its own format) alike; one it cannot read (a Megatron checkpoint: PyTorch files) leaves the values given, and
   // what validation refuses then is said as warnings (`unreadable_checkpoint`), since the program's own
@@ -466,15 +505,24 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   };
   if (parse_only && !out.ok()) return refused(out.diagnostics);
   bool said_unreadable = false;
-  if (!failed.empty() && !unreadable_checkpoint.empty()) {
+  // The model's shape (load_args_from_checkpoint's list: layers, sizes, heads, sequence lengths) is what a
+  // checkpoint gives; any other refusal stands whatever the checkpoint holds (a TP size the world size does not
+  // divide, a missing --micro-batch-size).
+  auto from_checkpoint = [](const Diagnostic& d) {
+    return d.level != Diagnostic::Level::Error || d.rule.rfind("model-shape.", 0) == 0 ||
+           d.rule.rfind("seq-length.", 0) == 0;
+  };
+  if (!failed.empty() && !unreadable_checkpoint.empty() && !launch_opts.elastic() &&
+      std::all_of(failed.begin(), failed.end(), from_checkpoint)) {
     said_unreadable = true;
     // The program validates the checkpoint's model arguments, which megatron-run could not read: what it refuses
     // of the values given is said, and the program decides (docs/checkpoints.md).
     if (!quiet) {
       print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run cannot read the "
                                "checkpoint's arguments (" + unreadable_checkpoint + "); " + program.words.front() +
-                               " replaces the model's arguments with them before its own validation, so what "
-                               "megatron-run refuses of the values given is only said:");
+                               " replaces the model's shape with the checkpoint's before its own validation, so "
+                               "what megatron-run refuses of the shape given is only said (and its checks after "
+                               "the model's shape did not run):");
       for (const Diagnostic& d : failed) {
         Diagnostic w = d;
         w.level = Diagnostic::Level::Warning;

@@ -31,9 +31,11 @@ void ErrorCapture::take(char c) {
   const bool indented = line_.rfind("  ", 0) == 0;
   if (state_ == State::Before && error_line) {
     state_ = State::In;
-  } else if (state_ == State::In && !indented) {
+  } else if (state_ == State::In && !indented && !(header_ && error_line)) {
     state_ = State::Done;
   }
+  // A line ending in ':' heads the error lines after it ("the config is valid for no node count ...; at 2 nodes:").
+  header_ = state_ == State::In && !line_.empty() && line_.back() == ':';
   if (state_ == State::In && block_.size() + line_.size() < kMaxBlockBytes) block_ += line_ + "\n";
   line_.clear();
 }
@@ -52,7 +54,11 @@ std::streamsize ErrorCapture::xsputn(const char* s, std::streamsize n) {
 int ErrorCapture::sync() { return inner_->pubsync(); }
 
 std::string error_record_json(const std::string& text, long long timestamp) {
-  const std::string first = text.substr(0, text.find('\n'));
+  std::string first = text.substr(0, text.find('\n'));
+  if (!first.empty() && first.back() == ':' && first.size() + 1 < text.size()) {  // a heading: with its first line
+    const std::string rest = text.substr(first.size() + 1);
+    first += " " + rest.substr(0, rest.find('\n'));
+  }
   Object extra = {{"py_callstack", text}, {"timestamp", std::to_string(timestamp)}};
   Object message = {{"message", first}, {"extraInfo", Value::object(extra)}};
   return Value::object({{"message", Value::object(message)}}).json();

@@ -11,8 +11,8 @@
 namespace mr::app {
 
 // While it lives, keeps a copy of the first error block `os` (std::cerr) prints: the first line starting with
-// "megatron-run: error" and the indented lines right after it ("  also ...", hints), at most 16 KiB. What is
-// printed passes through unchanged.
+// "megatron-run: error" and the indented lines right after it ("  also ...", hints), and the error lines after a
+// line ending in ':' (a heading), at most 16 KiB. What is printed passes through unchanged.
 class ErrorCapture : private std::streambuf {
  public:
   explicit ErrorCapture(std::ostream& os);
@@ -30,10 +30,12 @@ class ErrorCapture : private std::streambuf {
   std::streambuf* inner_;
   std::string line_, block_;
   enum class State { Before, In, Done } state_ = State::Before;
+  bool header_ = false;  // the block's last line ends in ':': the next error line belongs to it
 };
 
 // torch's ErrorHandler.record_exception format, {"message": {"message": TEXT, "extraInfo": {"py_callstack": TEXT,
-// "timestamp": "SECONDS"}}}, for the error `text` (its first line as the message, all of it as the call stack).
+// "timestamp": "SECONDS"}}}, for the error `text` (its first line as the message, with the next one when the first
+// is a heading ending in ':'; all of it as the call stack).
 std::string error_record_json(const std::string& text, long long timestamp);
 
 // When `code` is not 0, `text` is not empty, TORCHELASTIC_ERROR_FILE is set and not empty, and nothing wrote that

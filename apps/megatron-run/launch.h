@@ -172,9 +172,8 @@ std::vector<std::string> strip_launch_options(const std::vector<std::string>& ar
 std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const char* flag);
 // The same for any variable `var` (TORCH_ELASTIC_SHUTDOWN_TIMEOUT): its name in the error.
 std::optional<int> env_int(const launch::EnvLookup& env, const std::string& var, const char* flag);
-// A rank of a job megatron-run's spawner started (MR_SPAWNER and RANK set), or a torchrun worker (RANK, LOCAL_RANK
-// and TORCHELASTIC_RUN_ID set: torchrun's workers inherit the PET_<NAME> that Kubeflow's PyTorchJob sets for the
-// pod): the PET_<NAME> defaults in its environment were the enclosing launcher's, which used them. Read again,
+// A rank of a job megatron-run's spawner started, or a torchrun worker (launch::inside_enclosing_job: torchrun's
+// workers inherit the PET_<NAME> that Kubeflow's PyTorchJob sets for the pod): the PET_<NAME> defaults in its environment were the enclosing launcher's, which used them. Read again,
 // PET_NPROC_PER_NODE would start a job inside every worker (and those inside theirs); so such a megatron-run reads
 // none, and validates and runs the program in place.
 bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env);

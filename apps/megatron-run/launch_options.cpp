@@ -258,8 +258,7 @@ std::optional<int> env_int(const launch::EnvLookup& env, const std::string& var,
 }
 
 bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env) {
-  if (!env("RANK")) return false;
-  return env("MR_SPAWNER").has_value() || (env("LOCAL_RANK").has_value() && env("TORCHELASTIC_RUN_ID").has_value());
+  return launch::inside_enclosing_job(env);
 }
 
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
@@ -618,7 +617,7 @@ void LaunchOptions::apply(Invocation& inv) {
                                   : standalone           ? "a standalone job's is 127.0.0.1 at a free port"
                                                          : "";
     for (std::string& n : launch::unread_master_env(env, slurm_read_addr || master_addr_given,
-                                                    slurm_read_port || master_port_given, chosen_by))
+                                                    slurm_read_port || master_port_given, chosen_by, nnodes > 1))
       notices.push_back(std::move(n));
   }
   if (multi_node()) {

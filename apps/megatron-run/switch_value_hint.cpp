@@ -69,8 +69,13 @@ std::string split_value_hint(const std::vector<std::string>& words, size_t progr
   } else {
     return "";
   }
+  // A word that looks like a program (a path, a .py file) is one the user meant as such, misspelled or missing;
+  // and only a text value (a string, a path, JSON) can hold blanks at all.
+  if (word.find('/') != std::string::npos || (word.size() > 3 && word.compare(word.size() - 3, 3, ".py") == 0))
+    return "";
   const Arg* a = Schema::megatron().find_flag(flag);
   if (!a || a->is_switch() || a->nargs_kind != 0) return "";
+  if (a->spec->type != ArgType::Str && a->spec->type != ArgType::Json && a->spec->type != ArgType::Path) return "";
   return "; " + flag + " takes one value ('" + value + "'), so '" + word + "' after it was read as the PROGRAM (a " +
          "value with blanks in it is split into words unless it is quoted: " + flag + " '" + value + " " + word +
          " ...')";

@@ -16,7 +16,9 @@ std::string switch_value_hint(const std::vector<std::string>& words, size_t prog
 
 // `words`, `program_start` as above: "; FLAG takes one value ('V'), so 'W' after it was read as the PROGRAM (a
 // value with blanks ... quoted ...)" when the words before the program are a Megatron flag that takes exactly one
-// value and that value (`--flag V W` or `--flag=V W`: an unquoted "0:16 2.4B:320" split by the shell); else "".
+// value and that value (`--flag V W` or `--flag=V W`: an unquoted "0:16 2.4B:320" split by the shell), the flag's
+// value is text (a string, a path, JSON: one that could hold blanks) and W does not look like a program (no '/',
+// no .py ending: a misspelled script is not a split value); else "".
 std::string split_value_hint(const std::vector<std::string>& words, size_t program_start);
 
 }  // namespace mr::app

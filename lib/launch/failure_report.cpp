@@ -54,7 +54,8 @@ std::string who(const WorkerFailure& f) {
 }  // namespace
 
 std::string describe_end(const WorkerFailure& f) {
-  if (f.start_failure.empty()) return describe_status(f.status);
+  if (f.start_failure.empty())
+    return describe_status(f.status) + (f.by_passed_signal ? " (a signal the launcher received and passed on)" : "");
   const int code = WIFEXITED(f.status) ? WEXITSTATUS(f.status) : 127;
   return "could not be started by megatron-run (" + f.start_failure + "; the exit code " + std::to_string(code) +
          " is megatron-run's)";

@@ -22,6 +22,9 @@ struct WorkerFailure {
   int status = 0;          // its wait status
   std::chrono::system_clock::time_point when;  // when the launcher saw it end
   bool after_stop = false;  // it ended after the launcher had begun stopping the workers
+  // It was killed by a signal the launcher had passed on to the workers (SIGUSR1, SIGUSR2 by default: passed on
+  // without stopping them), not one from elsewhere.
+  bool by_passed_signal = false;
   std::vector<std::string> stderr_tail;  // its last stderr lines, when its stderr went through the launcher
   size_t stderr_left_out = 0;            // torch's info/warning log lines left out of them (stderr_tail.h)
   bool stderr_seen = false;              // its stderr went through the launcher (else straight to the console)

@@ -60,6 +60,10 @@ EnvLookup process_env() {
   };
 }
 
+bool inside_enclosing_job(const EnvLookup& env) {
+  return env("RANK").has_value() && (env("TORCHELASTIC_RUN_ID").has_value() || env("MR_SPAWNER").has_value());
+}
+
 std::string LaunchInfo::describe() const {
   return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " (local " +
          std::to_string(local_rank) + " of " + std::to_string(local_world_size) + ") via " +

@@ -22,6 +22,12 @@ struct LaunchError : std::runtime_error {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup process_env();
 
+// Whether this process is a rank of an enclosing job whose launcher set its environment: RANK with
+// TORCHELASTIC_RUN_ID (a torchrun worker, which also inherits the PET_* that Kubeflow sets for the pod) or with
+// MR_SPAWNER (one of megatron-run's own workers). Such a process reads none of the launcher's PET_* defaults and
+// says nothing of the MASTER_* its launcher set.
+bool inside_enclosing_job(const EnvLookup& env = process_env());
+
 struct LaunchInfo {
   enum class Source { Torchrun, Slurm };
   Source source = Source::Torchrun;

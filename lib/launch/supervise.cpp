@@ -378,6 +378,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       f.status = status;
       f.when = std::chrono::system_clock::now();
       f.after_stop = stopping;
+      f.by_passed_signal = !stopping && WIFSIGNALED(status) && WTERMSIG(status) < NSIG &&
+                           passed_at[WTERMSIG(status)].has_value();
       f.stderr_seen = w.err_piped;
       f.error_file = w.error_file;
       f.start_failure = w.start_failure;

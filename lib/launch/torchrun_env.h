@@ -40,9 +40,10 @@ EnvList torchrun_env(const WorkerPlace& w, const EnvLookup& parent = process_env
 // `port_read`: SLURM's one-launcher-per-node mode read it, or its option was given): the workers get the launcher's
 // master instead, as under torchrun (which reads PET_MASTER_ADDR / PET_MASTER_PORT, never these). Each says what
 // sets it: the option, or `chosen_by` when not empty ("the c10d rendezvous chooses it"). Empty when all is read,
-// and inside an enclosing job (RANK with TORCHELASTIC_RUN_ID or MR_SPAWNER: its launcher set them).
+// and inside an enclosing job (inside_enclosing_job: its launcher set them). `several_nodes`: the port's default
+// is 29500 (torchrun's), not a free one.
 std::vector<std::string> unread_master_env(const EnvLookup& env, bool addr_read, bool port_read,
-                                           const std::string& chosen_by = "");
+                                           const std::string& chosen_by = "", bool several_nodes = false);
 
 // The names of every variable torchrun_env may set (the launcher removes inherited copies of them first).
 const std::vector<std::string>& torchrun_env_names();

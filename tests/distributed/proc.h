@@ -213,15 +213,6 @@ inline std::vector<pid_t> children_of(pid_t pid) {
   return out;
 }
 
-// The workers megatron-run --nproc-per-node started: its children that lead a process group of their own (its
-// guardian, launch/guardian.h, is a child too, in the launcher's group).
-inline std::vector<pid_t> workers_of(pid_t launcher) {
-  std::vector<pid_t> out;
-  for (pid_t c : children_of(launcher))
-    if (getpgid(c) == c) out.push_back(c);
-  return out;
-}
-
 // The process is gone: no /proc entry, or a zombie nobody has reaped yet (it runs no code any more).
 inline bool gone(pid_t pid) {
   std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
@@ -241,6 +232,15 @@ inline std::string env_of(pid_t pid, const std::string& name) {
     at = end + 1;
   }
   return "";
+}
+
+// The workers megatron-run --nproc-per-node started: its children that lead a process group of their own and have
+// a LOCAL_RANK (its guardian, launch/guardian.h, is a child that leads a group too, with the launcher's environment).
+inline std::vector<pid_t> workers_of(pid_t launcher) {
+  std::vector<pid_t> out;
+  for (pid_t c : children_of(launcher))
+    if (getpgid(c) == c && !env_of(c, "LOCAL_RANK").empty()) out.push_back(c);
+  return out;
 }
 
 // Polls `pred` every 20 ms until it holds or `limit` passes; returns whether it held.

@@ -314,11 +314,22 @@ TEST_CASE("Megatron flags after the program are validated as the program gets th
                    "own arguments, where it wins in argparse, and validated that one") != std::string::npos);
   CHECK(r.out.find("--num-layers=8 mine --own-flag x --num-layers 2 ") != std::string::npos);
   CHECK(r.out.find("program-own-argument") == std::string::npos);
-  // Nothing appended (--no-append-args): nothing to override, no warning; a near miss of a Megatron flag is named.
-  Proc n = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --num-layers 8 --hiden-size 64");
+  // Nothing appended (--no-append-args): the program's own words are what it gets and what is validated; the
+  // given arguments it never gets are named (review 29c); a near miss of a Megatron flag is named.
+  const std::string shape = " --num-layers 8 --hidden-size 64 --num-attention-heads 4 --seq-length 8 "
+                            "--max-position-embeddings 8 --micro-batch-size 1";
+  Proc n = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo" + shape + " --hiden-size 64");
   INFO(n.out);
   CHECK(n.exit == 0);
   CHECK(n.out.find("flags-after-program") == std::string::npos);
+  CHECK(n.out.find("warning[launch.not-appended]: --num-layers, ") != std::string::npos);
+  CHECK(n.out.find("but --no-append-args passes only the program's own arguments, which are the ones validated") !=
+        std::string::npos);
+  Proc tp4 = sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo" + shape +
+                " --tensor-model-parallel-size 4");
+  CHECK(tp4.exit == 1);  // the program's TP 4 in a world of 1, though the config says 1
+  // A program with no Megatron flag of its own (it reads its config another way): the given arguments are validated.
+  CHECK(sh(kBin + " --config " + kConfig + " --no-append-args -- /bin/echo --own-config x.yaml").exit == 0);
   CHECK(n.out.find("warning[launch.program-own-argument]: --hiden-size (did you mean --hidden-size?): no Megatron "
                    "flag, after the program /bin/echo: passed to it as its own argument, not validated") !=
         std::string::npos);
@@ -329,6 +340,24 @@ TEST_CASE("Megatron flags after the program are validated as the program gets th
   CHECK(only.exit == 0);
   CHECK(only.out.find("\n--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 8 "
                       "--max-position-embeddings 8 --micro-batch-size 1 --context-parallel-size 1\n") != std::string::npos);
+  // A config value equal to the default (`fp16: false`) is no appended word: the program's own --fp16 stands, and
+  // is validated (review 29c: it was validated as false while the program ran with --fp16 --bf16).
+  const std::string dir = mrtest::scratch_dir("program-default").string();
+  { std::ofstream(dir + "/fp16.yaml") << "fp16: false\n"; }
+  Proc def = sh(kBin + " --config " + kConfig + " --config " + dir + "/fp16.yaml --no-python /bin/echo --fp16 --bf16");
+  INFO(def.out);
+  CHECK(def.exit == 1);
+  CHECK(def.out.find("warning[launch.flags-after-program]: --fp16 is given after the program /bin/echo and set to "
+                     "the default before it (or in a config file), which no appended flag can say: the program's own "
+                     "value stands, and is the one validated") != std::string::npos);
+  CHECK(def.out.find("error[precision.fp16-bf16-exclusive]") != std::string::npos);
+  std::filesystem::remove_all(dir);
+  // A '--' among the program's arguments: the appended flags come after it (positional to an argparse program).
+  Proc dashes = sh(kBin + " --config " + kConfig + " --no-python /bin/echo -- --x");
+  INFO(dashes.out);
+  CHECK(dashes.exit == 0);
+  CHECK(dashes.out.find("warning[launch.appended-after-dashes]: the program /bin/echo's arguments hold '--'") !=
+        std::string::npos);
   Proc missing = sh(kBin + " --no-python /bin/echo --hidden-size 64 --micro-batch-size 1");
   CHECK(missing.exit == 1);
   CHECK(missing.out.find("error[model-shape.num-layers-missing]") != std::string::npos);
@@ -369,7 +398,7 @@ TEST_CASE("--use-checkpoint-args for a program: an unreadable checkpoint's refus
   CHECK(r.exit == 0);
   CHECK(r.out.find("warning[checkpoint.use-checkpoint-args]: --use-checkpoint-args: megatron-run cannot read the "
                    "checkpoint's arguments (" + dir + "/ck/iter_0000100/rank_00000.json: cannot open: No such file or "
-                   "directory); /bin/echo replaces the model's arguments with them before its own validation") !=
+                   "directory); /bin/echo replaces the model's shape with the checkpoint's before its own validation") !=
         std::string::npos);
   CHECK(r.out.find("warning[model-shape.num-layers-missing]") != std::string::npos);
   CHECK(r.out.find("\n--load " + dir + "/ck --use-checkpoint-args") != std::string::npos);  // it ran
@@ -380,6 +409,12 @@ TEST_CASE("--use-checkpoint-args for a program: an unreadable checkpoint's refus
   CHECK(none.out.find("error[model-shape.num-layers-missing]") != std::string::npos);
   // A dry run validates the values given.
   CHECK(sh(kBin + " --dry-run --load " + dir + "/ck" + rest).exit == 1);
+  // Only the model's shape is the checkpoint's to give: another refusal stands (review 29c).
+  Proc tp = sh(kBin + " --no-python /bin/echo --load " + dir + "/ck" + rest + " --tensor-model-parallel-size 3");
+  INFO(tp.out);
+  CHECK(tp.exit == 1);
+  CHECK(tp.out.find("error[") != std::string::npos);
+  CHECK(tp.out.find("cannot read the checkpoint's arguments") == std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
@@ -402,8 +437,19 @@ TEST_CASE("a split value read as the program, and a program's options before it,
   CHECK(launch.exit == 2);
   CHECK(launch.out.find("error: the script 2.4B:320 does not exist") != std::string::npos);
   CHECK(launch.out.find("--step-batch-size-schedule takes one value ('0:16')") != std::string::npos);
+  // A misspelled script after a one-value flag is not taken for a split value (review 29c).
+  Proc typo = sh(kBin + b + "pretrain_gtp.py --lr 1e-4");
+  INFO(typo.out);
+  CHECK(typo.exit == 2);
+  CHECK(typo.out.find("the script pretrain_gtp.py does not exist") != std::string::npos);
+  CHECK(typo.out.find("takes one value") == std::string::npos);
   const std::string dir = mrtest::scratch_dir("program-options").string();
   { std::ofstream(dir + "/train.py") << "print(1)\n"; }
+  // After '--' the program is the word that follows it.
+  Proc dd = sh("cd " + dir + " && " + kBin + b + "--foo x -- python3 train.py");
+  INFO(dd.out);
+  CHECK(dd.exit == 2);
+  CHECK(dd.out.find("\n  python3: the program? --foo before it") != std::string::npos);
   Proc before = sh("cd " + dir + " && " + kBin + b + "--language-model-type mistral_7b --use-te train.py");
   INFO(before.out);
   CHECK(before.exit == 2);
@@ -441,6 +487,19 @@ TEST_CASE("a refusal in place of a torchrun worker's program is written to its T
   std::stringstream text2;
   text2 << in2.rdbuf();
   CHECK(text2.str().find("unrecognized arguments: --num-layerz 3") != std::string::npos);
+  // A refusal under a heading (an elastic job's "valid for no node count ...; at 2 nodes:"): the message has the
+  // heading and the rule's line (review 29c).
+  Proc el = sh("TORCHELASTIC_ERROR_FILE=" + file + " " + kBin + " --nnodes 1:2 --nproc-per-node 1 --rdzv-backend c10d "
+               "--rdzv-endpoint 127.0.0.1:" + std::to_string(mrtest::free_port()) + " --config " + kConfig +
+               " --tensor-model-parallel-size 3 --no-python /bin/true");
+  INFO(el.out);
+  CHECK(el.exit == 1);
+  std::ifstream in3(file);
+  std::stringstream text3;
+  text3 << in3.rdbuf();
+  CHECK(text3.str().find("\"message\": \"megatron-run: error: the config is valid for no node count from 1 to 2 "
+                         "(--nnodes 1:2); at 2 nodes: megatron-run: error[parallel.world-size-divisible]") !=
+        std::string::npos);
   std::filesystem::remove(file);
   CHECK(sh(job + kBin + " --config " + kConfig + " --no-python /bin/true").exit == 0);
   CHECK_FALSE(std::filesystem::exists(file));

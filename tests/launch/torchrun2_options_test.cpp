@@ -154,6 +154,13 @@ TEST_CASE("--signals-to-handle: a listed signal is passed on and stops the worke
   CHECK_FALSE(has(n.out, "received signal 10"));
   CHECK_FALSE(has(n.out, "got SIGUSR1"));
   CHECK(has(n.out, "exit=138"));
+  // Not given: SIGUSR1 is passed on only; a worker that dies of it is the root cause, named as killed by the
+  // signal the launcher passed on (review 29b), and the others are stopped.
+  Proc d = signal_launcher(t.path, "FAULT=usr1-default", "", "USR1");
+  INFO(d.out);
+  CHECK(has(d.out, "exit=138"));
+  CHECK(has(d.out, "root cause (first failure): rank 1 (local rank 1), pid "));
+  CHECK(has(d.out, "was killed by signal 10 (SIGUSR1) (a signal the launcher received and passed on)"));
 }
 
 TEST_CASE("--logs-specs: torch's own `default` is the --log-dir layout; another name is refused",

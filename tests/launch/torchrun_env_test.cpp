@@ -80,6 +80,10 @@ TEST_CASE("unread_master_env: MASTER_ADDR / MASTER_PORT the launcher does not re
     return env(k);
   };
   CHECK(mr::launch::unread_master_env(nested, false, false).empty());
+  // Several nodes: the port's default is torchrun's 29500, not a free one.
+  const std::vector<std::string> nodes = mr::launch::unread_master_env(env, false, false, "", true);
+  REQUIRE(nodes.size() == 2);
+  CHECK(nodes[1].find("(29500, torchrun's default, unless --master-port is given)") != std::string::npos);
   // The c10d rendezvous chooses the master: no option to name.
   const std::vector<std::string> c10d = mr::launch::unread_master_env(env, false, false, "the c10d rendezvous chooses it");
   REQUIRE(c10d.size() == 2);

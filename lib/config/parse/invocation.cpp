@@ -1,18 +1,48 @@
 #include "config/parse/invocation.h"
 
+#include "config/parse/command_line.h"
+
 #include "config/converters.h"
 #include "config/parse/yaml_cfg.h"
 
 namespace mr {
 
+namespace {
+
+// Where an appended word's value came from, until it gets the given argument's own provenance back.
+constexpr const char* kAppendedWord = "appended to the program's arguments";
+
+// The namespace the program's argparse builds (Invocation::program_cli): its own words, then the words megatron-run
+// appends (the given arguments, `p`, as megatron_argv writes them: a value equal to the default is not written,
+// so a config file's `fp16: false` does not undo the program's --fp16). A value the appended words carry keeps
+// the provenance it has among the given arguments (a config file's line). With nothing appended
+// (append_to_program false), the program's words alone, when they hold a Megatron flag; else the given arguments
+// stay (a program that reads its config its own way).
+void apply_program_words(const Schema& schema, const Invocation& inv, Parsed& p) {
+  Namespace ns = default_namespace(schema);
+  std::vector<Token> own;
+  ParseReport r = parse_tokens(schema, inv.program_cli, ns, &own);
+  p.program_own = own;
+  if (!inv.append_to_program) {
+    if (own.size() == inv.program_cli.size()) return;  // no Megatron flag among them
+  } else {
+    std::vector<Token> appended;
+    for (std::string& w : megatron_argv(schema, p.ns).words)
+      appended.push_back(Token{std::move(w), Provenance{Provenance::Kind::Cli, kAppendedWord}});
+    parse_tokens(schema, appended, ns);
+    for (const Arg& a : schema.args())
+      if (ns.provenance(a.dest()).where == kAppendedWord) ns.set(a.dest(), ns[a.dest()], p.ns.provenance(a.dest()));
+  }
+  p.ns = std::move(ns);
+  p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
+}
+
+}  // namespace
+
 Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   Parsed p;
   p.ns = default_namespace(schema);
   p.env = inv.env;
-  if (!inv.program_cli.empty()) {  // the program's own words first: what megatron-run appends wins over them
-    ParseReport r = parse_tokens(schema, inv.program_cli, p.ns, &p.program_own);
-    p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
-  }
   for (const std::string& file : inv.config_files) {
     ConfigResult r = apply_config_file(schema, file, p.ns, inv.config);
     for (const auto& [k, v] : r.env_vars) p.env.vars[k] = v;
@@ -23,6 +53,7 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   ParseReport r = parse_tokens(schema, inv.cli, p.ns);
   p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
   p.argv.insert(p.argv.end(), inv.cli.begin(), inv.cli.end());
+  if (!inv.program_cli.empty()) apply_program_words(schema, inv, p);
   if (inv.world_size) {
     p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
     p.env.var_where.erase("WORLD_SIZE");

@@ -22,11 +22,14 @@ struct Parsed;
 struct Invocation {
   std::vector<std::string> config_files;  // applied in order, before the command line
   std::vector<Token> cli;                  // Megatron flags from the command line
-  // The program's own arguments (the words after it, torchrun's way: launch/program.h), applied first, with
-  // parse_known_args: the Megatron flags among them are read (and validated); the config files and `cli` come
-  // after them, as the flags megatron-run appends come after them in the program's argparse, and win. The words
-  // that are no Megatron flag (the program's own options, its extra_args_provider's) go to Parsed::program_own.
+  // The program's own arguments (the words after it, torchrun's way: launch/program.h). When given, the namespace
+  // is the one the program's argparse builds: these words read with parse_known_args, then the words megatron-run
+  // appends (the config files' and `cli`'s, as config/parse/command_line.h's megatron_argv writes them), which win;
+  // a value they carry keeps its config file's or argv's provenance. The words that are no Megatron flag (the
+  // program's own options, its extra_args_provider's) go to Parsed::program_own. With append_to_program false
+  // (--no-append-args): the program's words alone when they hold a Megatron flag, else the given arguments.
   std::vector<Token> program_cli;
+  bool append_to_program = true;
   ConfigOptions config;
   TargetEnv env = TargetEnv::from_process();
   std::optional<long long> world_size;     // overrides WORLD_SIZE (check --world-size)

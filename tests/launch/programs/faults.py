@@ -8,6 +8,8 @@
 #   usr1           every rank says so and exits 0 on SIGUSR1 (FAULT_LINGER seconds later, default 0, saying so again
 #                  for each further SIGUSR1 meanwhile), touches FAULT_READY.<rank> once it listens, then waits a
 #                  minute for it.
+#   usr1-default   FAULT_RANK keeps SIGUSR1's default action (dies of it); the others ignore it. Each touches
+#                  FAULT_READY.<rank> once it listens, then sleeps a minute.
 #   term           every rank but FAULT_RANK says so and exits 0 on SIGTERM (a graceful stop, as Megatron's
 #                  --exit-signal-handler); FAULT_RANK (none when FAULT_RANK=none) keeps SIGTERM's default action and
 #                  dies of it. Each touches FAULT_READY.<rank> once it listens, then sleeps a minute.
@@ -74,5 +76,10 @@ elif fault == "term":
 
     if not failing:
         signal.signal(signal.SIGTERM, on_term)
+    open(os.environ["FAULT_READY"] + "." + rank, "w").close()
+    time.sleep(60)
+elif fault == "usr1-default":
+    if not failing:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     open(os.environ["FAULT_READY"] + "." + rank, "w").close()
     time.sleep(60)
