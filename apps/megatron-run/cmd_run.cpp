@@ -186,37 +186,34 @@ void warn_program_words(const Invocation& inv, const launch::Program& program, b
     return text;
   };
   const std::string& prog = program.words.front();
-  if (!appended_wins.empty())
-    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.flags-after-program",
-                              listed(appended_wins) + (appended_wins.size() == 1 ? " is" : " are") +
-                                  " given after the program " + prog + " and before it (or in a config file): "
-                                  "megatron-run appends the value before it after the program's own arguments, "
-                                  "where it wins in argparse, and validated that one",
-                              appended_wins, {}, kStageParse});
-  if (!program_wins.empty())
-    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.flags-after-program",
-                              listed(program_wins) + (program_wins.size() == 1 ? " is" : " are") +
-                                  " given after the program " + prog + " and set to the default before it (or in a "
-                                  "config file), which no appended flag can say: the program's own value stands, "
-                                  "and is the one validated",
-                              program_wins, {}, kStageParse});
-  if (!not_passed.empty())
-    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.not-appended",
-                              listed(not_passed) + ": given before the program " + prog + " (or in a config "
-                                  "file), but --no-append-args passes only the program's own arguments, which are "
-                                  "the ones validated",
-                              not_passed, {}, kStageParse});
+  // One warning for a list of flags (none when empty): "FLAGS is/are TEXT" or "FLAGS: TEXT".
+  auto say = [&](const char* id, const std::vector<std::string>& names, const std::string& text,
+                 const std::vector<std::string>& flags) {
+    if (!names.empty())
+      print_warning_diagnostic({Diagnostic::Level::Warning, id, listed(names) + text, flags, {}, kStageParse});
+  };
+  const std::string is_are = appended_wins.size() == 1 ? " is" : " are";
+  say("launch.flags-after-program", appended_wins,
+      is_are + " given after the program " + prog + " and before it (or in a config file): megatron-run appends "
+      "the value before it after the program's own arguments, where it wins in argparse, and validated that one",
+      appended_wins);
+  say("launch.flags-after-program", program_wins,
+      std::string(program_wins.size() == 1 ? " is" : " are") + " given after the program " + prog + " and set to "
+      "the default before it (or in a config file), which no appended flag can say: the program's own value "
+      "stands, and is the one validated",
+      program_wins);
+  say("launch.not-appended", not_passed,
+      ": given before the program " + prog + " (or in a config file), but --no-append-args passes only the "
+      "program's own arguments, which are the ones validated",
+      not_passed);
   if (after_dashes)
     print_warning_diagnostic({Diagnostic::Level::Warning, "launch.appended-after-dashes",
                               "the program " + prog + "'s arguments hold '--': the flags megatron-run appends come "
                               "after it, where an argparse program reads them as positional arguments, not flags; "
                               "give them after the program before its '--' yourself, with --no-append-args",
                               {"--"}, {}, kStageParse});
-  if (!near.empty())
-    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.program-own-argument",
-                              listed(near) + ": no Megatron flag, after the program " + prog +
-                                  ": passed to it as its own argument, not validated",
-                              {}, {}, kStageParse});
+  say("launch.program-own-argument", near,
+      ": no Megatron flag, after the program " + prog + ": passed to it as its own argument, not validated", {});
 }
 
 // The default command. `tells_nodes` is set once the launch options are known and the command is a launch of
