@@ -21,7 +21,6 @@
 #include <optional>
 #include <set>
 
-#include "config/parse/command_line.h"
 #include "config/print.h"
 #include "launch/event_log.h"
 #include "launch/failure_report.h"

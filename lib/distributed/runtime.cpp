@@ -142,6 +142,23 @@ bool process_gone(const std::string& rdzv) {
   return state == 'Z' || state == 'X';
 }
 
+// When rank 0 runs on this machine, in this pid namespace, but was started by another process than this rank
+// (two launchers, or a launcher and a shell): the words that say the two may be different jobs that met in one
+// store (MASTER_PORT the same), else "". Rank 0's rendezvous value is waited for a moment (it follows its config).
+std::string other_job_hint(Store& store, const LaunchInfo& L, const std::string& host) {
+  std::optional<std::string> zero;
+  for (int i = 0; i < 40 && !(zero = store.try_get("rdzv/0")); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!zero || rdzv_field(*zero, "host") != host || rdzv_field(*zero, "boot") != this_boot_id() ||
+      rdzv_field(*zero, "pidns") != this_pid_namespace())
+    return "";
+  const std::string parent = rdzv_field(*zero, "ppid"), mine = std::to_string(getppid());
+  if (parent.empty() || parent == mine) return "";
+  return " (rank 0, pid " + rdzv_field(*zero, "pid") + ", was started by pid " + parent + ", this rank by pid " +
+         mine + ": if they are not one job, two jobs on this machine share the store at " + L.master_addr + ":" +
+         std::to_string(L.master_port) + "; give each its own MASTER_PORT)";
+}
+
 }  // namespace
 
 int fallback_store_port(int master_port) {
@@ -348,7 +365,8 @@ void Runtime::rendezvous() {
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fingerprint_hash(opts_.fingerprint)));
   store_->set("rdzv/" + std::to_string(L.rank), std::string(hash) + " world_size=" + std::to_string(world) +
                                                     " host=" + host + " pid=" + std::to_string(getpid()) +
-                                                    " boot=" + this_boot_id() + " pidns=" + this_pid_namespace());
+                                                    " ppid=" + std::to_string(getppid()) + " boot=" + this_boot_id() +
+                                                    " pidns=" + this_pid_namespace());
   int64_t arrived = store_->add("arrived", 1);
   MR_LOG(debug) << "rendezvous: " << L.describe() << ", " << arrived << " rank(s) arrived";
 
@@ -382,7 +400,7 @@ void Runtime::rendezvous() {
       msg += " " + Schema::megatron().flag_for_dest(d) + " (" + lookup(mine, d) + " here, " + lookup(theirs, d) + " on rank 0)";
       if (shown < diff.size() && shown < 12) msg += ",";
     }
-    throw fail(msg);
+    throw fail(msg + other_job_hint(*store_, L, host));
   }
 
   // Everyone arrived?

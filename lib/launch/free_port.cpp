@@ -1,6 +1,7 @@
 // Free ports drawn below the kernel's range for connections' local ports (launch/free_port.h).
 #include "launch/free_port.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,23 +73,62 @@ int connection_ports_start() {
   return in >> low && low > 0 && low <= 65535 ? low : 32768;
 }
 
-int free_port(const std::function<int()>& draw) {
+namespace {
+
+// A socket bound to a free port without SO_REUSEADDR (the check that nobody holds it, not even a closed
+// connection in TIME_WAIT), then given SO_REUSEADDR so that a store setting it can bind beside it: the held port.
+HeldPort hold(int port) {
+  const int fd = bind_every_interface(port, false);
+  if (fd < 0) return HeldPort();
+  const int one = 1;
+  const int bound = bound_port(fd);
+  if (bound <= 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return HeldPort();
+  }
+  return HeldPort(bound, fd);
+}
+
+}  // namespace
+
+HeldPort& HeldPort::operator=(HeldPort&& o) noexcept {
+  if (this != &o) {
+    release();
+    port_ = o.port_;
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void HeldPort::release() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+HeldPort hold_free_port(const std::function<int()>& draw) {
   if (connection_ports_start() - kLowest >= 1000) {
     for (int i = 0; i < kTries; ++i) {
       const int candidate = draw();
       if (candidate == kDefaultMasterPort || candidate == kDefaultRendezvousPort) continue;  // other jobs' defaults
-      if (const int p = try_bind(candidate); p > 0) return p;
+      if (HeldPort h = hold(candidate); h.held()) return h;
     }
   }
-  const int p = try_bind(0);
-  if (p <= 0) throw std::runtime_error(std::string("cannot bind a free port: ") + std::strerror(errno));
-  return p;
+  HeldPort h = hold(0);
+  if (!h.held()) throw std::runtime_error(std::string("cannot bind a free port: ") + std::strerror(errno));
+  return h;
 }
 
-int free_port() {
+HeldPort hold_free_port() {
   std::mt19937 pick(seed());
   std::uniform_int_distribution<int> port(kLowest, std::max(kLowest, connection_ports_start() - 1));
-  return free_port([&] { return port(pick); });
+  return hold_free_port([&] { return port(pick); });
 }
+
+int free_port(const std::function<int()>& draw) { return hold_free_port(draw).port(); }
+
+int free_port() { return hold_free_port().port(); }
 
 }  // namespace mr::launch

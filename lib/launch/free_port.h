@@ -1,5 +1,5 @@
 // Free TCP ports the launcher hands out: a one-node job's MASTER_PORT (rank 0's store binds it) and, in a c10d
-// job, node 0's workers' MASTER_PORT. Also what the launch and distributed tests give the programs they start.
+// job, node 0's workers' MASTER_PORT, each held (HeldPort) while the workers run. Also what the launch and distributed tests give the programs they start.
 #pragma once
 
 #include <functional>
@@ -43,5 +43,35 @@ int free_port();
 // free_port() with its candidates taken from `draw` (each call one port of [10000, connection_ports_start()))
 // instead of a seeded generator: what the test of the exclusions and the fallback drives.
 int free_port(const std::function<int()>& draw);
+
+// A free port kept from other jobs until released: a socket bound to it on every interface, not listening, with
+// SO_REUSEADDR set after the bind. Another launcher's draw (free_port, port_free: binds without SO_REUSEADDR)
+// finds it taken and draws again; a store that sets SO_REUSEADDR, as torch's TCPStore does (1.13 and 2.x, rank
+// 0's store or torchrun's agent's), binds and listens on it. So two jobs started at once on one machine cannot be
+// handed the same port in the moment between the launcher's pick and rank 0's bind (they would meet in one store:
+// session 30's CI). A program that binds the port without SO_REUSEADDR cannot while it is held. Move-only;
+// closing the socket releases the port.
+class HeldPort {
+ public:
+  HeldPort() = default;
+  HeldPort(int port, int fd) : port_(port), fd_(fd) {}
+  HeldPort(HeldPort&& o) noexcept : port_(o.port_), fd_(o.fd_) { o.fd_ = -1; }
+  HeldPort& operator=(HeldPort&& o) noexcept;
+  HeldPort(const HeldPort&) = delete;
+  HeldPort& operator=(const HeldPort&) = delete;
+  ~HeldPort() { release(); }
+  int port() const { return port_; }  // 0: none held
+  bool held() const { return fd_ >= 0; }
+  void release();  // lets the port go (the number stays readable)
+
+ private:
+  int port_ = 0;
+  int fd_ = -1;
+};
+
+// free_port(), the port held (HeldPort) rather than let go: what a launcher hands its workers as MASTER_PORT.
+// Throws std::runtime_error as free_port() does.
+HeldPort hold_free_port();
+HeldPort hold_free_port(const std::function<int()>& draw);
 
 }  // namespace mr::launch

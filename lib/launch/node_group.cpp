@@ -343,7 +343,8 @@ bool NodeGroup::join_rounds() {
       if (arrival == 0) {
         master_addr_ = node0_master_addr();  // fails the round at once when no usable address is known
         try {
-          master_port_ = o_.master_port ? o_.master_port : free_port();
+          if (!o_.master_port) held_master_port_ = hold_free_port();  // held until the next round's pick
+          master_port_ = o_.master_port ? o_.master_port : held_master_port_.port();
         } catch (const std::runtime_error& e) {
           throw StoreError(e.what());  // fails the job through the store, as a lost store would
         }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/free_port.h"
 #include "launch/launch_env.h"
 #include "launch/node_store.h"
 #include "launch/spawn.h"
@@ -153,6 +154,7 @@ class NodeGroup : public JobWatch {
   int node_rank_ = 0;
   std::string master_addr_;
   int master_port_ = 0;
+  HeldPort held_master_port_;  // node 0 of a round, no --master-port: the port it picked, held (launch/free_port.h)
   bool failed_ = false;  // this node has published a failure, or seen one
   int attempt_ = 0;      // the workers' attempt (TORCHELASTIC_RESTART_COUNT), the same on every node
   // Elastic.

@@ -16,7 +16,7 @@ namespace {
 // Measured with `ulimit -n` (docs/robustness.md), each count with 4 descriptors open below the limit beforehand:
 // a launcher starts N prefixed workers (no log files) under 13 + 4N and not under 12 + 4N, one unprefixed worker
 // under 8; each log file a worker writes adds one.
-constexpr uint64_t kLauncherFixed = 4;      // the guardian's socket pair, the signal pipe
+constexpr uint64_t kLauncherFixed = 5;      // the guardian's socket pair, the signal pipe, the held MASTER_PORT
 constexpr uint64_t kLauncherPiped = 1;      // the output forwarding's own
 constexpr uint64_t kLauncherPerWorker = 4;  // the output and error pipes' read ends, the start pipe, transient ends
 // megatron-run's own worker (gloo, LibTorch 1.13), started with 5 open below the limit (its standard streams, its

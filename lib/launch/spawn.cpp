@@ -67,8 +67,11 @@ int spawn_workers(const SpawnOptions& o) {
       o.report->node_rank = job.node_rank;
       o.report->nnodes = job.nnodes;
     }
-    // A port chosen here is chosen again for every attempt (the last one's may still be held a moment).
-    if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
+    // A port chosen here is chosen again for every attempt (the last one's may still be held a moment), and held
+    // until the attempt ends (HeldPort: another job started now cannot draw it; rank 0's store binds beside it).
+    HeldPort held_port;
+    if (!o.watch && !o.master_port && o.nnodes == 1) held_port = hold_free_port();
+    if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? held_port.port() : 29500);
     if (o.watch == nullptr && restarts != o.restart_count)  // one node: its "rendezvous" is this loop's turn
       rendezvous_ms = Ms(std::chrono::steady_clock::now() - rendezvous_from).count();
     const auto assign_from = std::chrono::steady_clock::now();

@@ -161,7 +161,7 @@ TEST_CASE("torchrun's agent killed with -9: workers using its store stop within 
   // is the launcher's business. What ends them when torchrun's agent dies is its store going away: here a child
   // process hosts a store of our own LibTorch, as torchrun's agent would, and is killed once the ranks run.
   TempDir dir;
-  const int port = mrtest::free_port();
+  const int port = mrtest::store_port();
   pid_t agent = fork();
   if (agent == 0) {
     setpgid(0, 0);

@@ -185,7 +185,7 @@ inline std::map<std::string, std::string> rank_env(int rank, int world, int port
 // Starts `world` ranks of `megatron-run ARGS` on loopback.
 inline std::vector<Proc> start_job(int world, const std::vector<std::string>& args, const TempDir& dir,
                                    std::map<std::string, std::string> extra = {}, int port = 0) {
-  if (!port) port = mrtest::free_port();
+  if (!port) port = mrtest::store_port();
   std::vector<Proc> procs;
   std::vector<std::string> argv = {megatron_run()};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -198,7 +198,7 @@ TEST_CASE("a rank killed mid-collective: every other rank exits non-zero naming 
 
 TEST_CASE("a rank that never arrives: the others stop within the timeout, naming it", "[dist][process][fault]") {
   TempDir dir;
-  int port = mrtest::free_port();
+  int port = mrtest::store_port();
   std::vector<Proc> procs;
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
@@ -263,7 +263,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
   std::vector<std::string> argv = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
   SECTION("world size") {
-    int port = mrtest::free_port();
+    int port = mrtest::store_port();
     std::vector<Proc> procs = {
         mrtest::start(argv, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
         mrtest::start(argv, mrtest::rank_env(1, 4, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
@@ -275,7 +275,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
     CHECK_THAT(procs[0].err(), Catch::Contains("WORLD_SIZE differs"));
   }
   SECTION("config") {
-    int port = mrtest::free_port();
+    int port = mrtest::store_port();
     std::vector<std::string> other = argv;
     other.insert(other.end(), {"--lr", "0.1"});
     std::vector<Proc> procs = {
@@ -286,6 +286,24 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
     CHECK(procs[0].exit_code() == 1);
     CHECK(procs[1].exit_code() == 1);
     CHECK_THAT(procs[1].err(), Catch::Contains("different config than rank 0") && Catch::Contains("--lr (0.1 here"));
+    CHECK_THAT(procs[1].err(), !Catch::Contains("two jobs on this machine"));  // one parent: one job
+  }
+  SECTION("another parent: maybe another job that drew the same MASTER_PORT (the hint names both parents)") {
+    int port = mrtest::store_port();
+    // The second rank's parent is a shell that waits for it (no exec: a command follows), not this test.
+    std::vector<std::string> other = {"/bin/sh", "-c", "\"$@\"; exit $?", "sh"};
+    other.insert(other.end(), argv.begin(), argv.end());
+    other.insert(other.end(), {"--lr", "0.1"});
+    std::vector<Proc> procs = {
+        mrtest::start(argv, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
+        mrtest::start(other, mrtest::rank_env(1, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
+    mrtest::wait_all(procs, std::chrono::seconds(90));
+    INFO(mrtest::all_output(procs));
+    CHECK(procs[1].exit_code() == 1);
+    CHECK_THAT(procs[1].err(), Catch::Contains("different config than rank 0") &&
+                                   Catch::Contains("was started by pid " + std::to_string(getpid())) &&
+                                   Catch::Contains("two jobs on this machine share the store at 127.0.0.1:" +
+                                                   std::to_string(port) + "; give each its own MASTER_PORT"));
   }
 }
 
@@ -326,10 +344,10 @@ TEST_CASE("backend choice: gloo without a GPU, nccl demanded without one is an e
                                     "--tokenizer-type: NullTokenizer", "--vocab-size: 1024"})
       f << line << "\n";
   }
-  int port = mrtest::free_port();
+  int port = mrtest::store_port();
   std::vector<Proc> a = {mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg}, mrtest::rank_env(0, 1, port), dir, "auto"),
                          mrtest::start({mrtest::megatron_run(), "--bring-up-only", "--config", cfg, "--distributed-backend", "nccl"},
-                                       mrtest::rank_env(0, 1, mrtest::free_port()), dir, "nccl")};
+                                       mrtest::rank_env(0, 1, mrtest::store_port()), dir, "nccl")};
   mrtest::wait_all(a, std::chrono::seconds(90));
   INFO(mrtest::all_output(a));
   CHECK(a[0].exit_code() == 0);
@@ -486,7 +504,7 @@ TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a stor
 
   SECTION("a store of our LibTorch (as a PyTorch 2.x worker sees torch 2.x's agent): every rank is its client") {
     TempDir dir;
-    int port = mrtest::free_port();
+    int port = mrtest::store_port();
     mr::distributed::Store::Options so;
     so.port = port;
     so.is_server = true;

@@ -264,7 +264,7 @@ TEST_CASE("under ulimit -v a worker megatron-run's spawner did not start gives O
   // set) starts itself again, same pid, with OPENBLAS_NUM_THREADS=1, before any library's constructor ran: the
   // environment the process was last started with, which OpenBLAS's constructor reads, has it. Rank 0 stays up a
   // second after the bring-up.
-  std::map<std::string, std::string> env = mrtest::rank_env(0, 1, mrtest::free_port());
+  std::map<std::string, std::string> env = mrtest::rank_env(0, 1, mrtest::store_port());
   env["MR_DIST_TIMEOUT_S"] = "20";
   env["MR_DIST_STALL"] = "0:1";
   std::vector<mrtest::Proc> p = {mrtest::start(limited(default_job()), env, dir, "torchrun")};
@@ -283,7 +283,7 @@ TEST_CASE("under ulimit -v a worker megatron-run's spawner did not start gives O
   CHECK_THAT(out, Catch::Contains("[rank 0] warning: notice: " + said));
 
   // The user's count stays, and nothing is said.
-  env["MASTER_PORT"] = std::to_string(mrtest::free_port());
+  env["MASTER_PORT"] = std::to_string(mrtest::store_port());
   env["OPENBLAS_NUM_THREADS"] = "2";
   p = {mrtest::start(limited(default_job(), true), env, dir, "user")};
   mrtest::wait_all(p, std::chrono::seconds(25));
@@ -318,7 +318,7 @@ TEST_CASE("under ulimit -v on a node other than rank 0's, that node's local rank
                            "(ulimit -v " + std::to_string(kib) + ")";
   std::vector<std::string> job = {mrtest::megatron_run()};
   for (const std::string& a : mrtest::bring_up_args({})) job.push_back(a);
-  const int port = mrtest::free_port();
+  const int port = mrtest::store_port();
   std::vector<mrtest::Proc> p;
   for (int r = 0; r < 4; ++r) {
     const bool limited = r >= 2;

@@ -266,7 +266,7 @@ TEST_CASE("--event-log-handler console: a stop signal while the launchers meet r
   };
   for (const Case c : {Case{"static", SIGTERM, "SIGTERM"}, Case{"c10d", SIGINT, "SIGINT"}}) {
     const bool is_static = std::string(c.backend) == "static";
-    const int port = mrtest::free_port(), launcher_port = mrtest::free_port();
+    const int port = mrtest::store_port(), launcher_port = mrtest::store_port();
     const std::string flags =
         is_static ? "--nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " + std::to_string(port) +
                         " --launcher-port " + std::to_string(launcher_port)
@@ -306,7 +306,7 @@ TEST_CASE("--event-log-handler console: a stop signal while node 0 waits for the
   const fs::path dir = fs::temp_directory_path() / ("mr-events-end-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const int mp = mrtest::free_port(), lp = mrtest::free_port();
+  const int mp = mrtest::store_port(), lp = mrtest::store_port();
   const std::string node = kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id bye " +
                            "--nproc-per-node 1 --nnodes 2 --master-addr 127.0.0.1 --master-port " + std::to_string(mp) +
                            " --launcher-port " + std::to_string(lp) + " --join-timeout 60 --no-append-args --no-python ";
@@ -345,7 +345,7 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
   const fs::path dir = fs::temp_directory_path() / ("mr-events-restart-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const int mp = mrtest::free_port(), lp = mrtest::free_port();
+  const int mp = mrtest::store_port(), lp = mrtest::store_port();
   auto node = [&](int rank) {
     return kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id again --nproc-per-node 1 " +
            "--nnodes 2 --node-rank " + std::to_string(rank) + " --master-addr 127.0.0.1 --master-port " +
@@ -387,7 +387,7 @@ TEST_CASE("--event-log-handler console: after a c10d round renumbers the nodes, 
   const fs::path dir = fs::temp_directory_path() / ("mr-events-round-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const int sp = mrtest::free_port();
+  const int sp = mrtest::store_port();
   const std::string node = kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id round " +
                            "--nproc-per-node 1 --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
                            std::to_string(sp) + " --join-timeout 60 --max-restarts 1 --no-append-args --no-python sh -c " +

@@ -132,3 +132,33 @@ TEST_CASE("a port held: listened on (on one address only, too), not a free one n
   CHECK(mr::launch::store_bind_error(0) == 0);
   CHECK(mr::launch::store_bind_error(70000) == 0);
 }
+
+TEST_CASE("a held port: other draws skip it, a server setting SO_REUSEADDR listens on it, released on destruction",
+          "[launch][port]") {
+  mr::launch::HeldPort h = mr::launch::hold_free_port();
+  REQUIRE(h.held());
+  const int p = h.port();
+  CHECK(p != 29400);
+  CHECK(p != 29500);
+  CHECK_FALSE(mr::launch::port_free(p));  // what another launcher's draw checks
+  CHECK_FALSE(mr::launch::port_held(p));  // a store can still bind it
+  std::vector<int> draws = {p, p, p};
+  size_t next = 0;
+  const int other = mr::launch::free_port([&] { return draws[std::min(next++, draws.size() - 1)]; });
+  CHECK(other != p);
+  {
+    // The launchers' store binds with SO_REUSEADDR, as torch's TCPStore does: it listens on the held port.
+    mr::launch::NodeStoreServer server(p, "run", std::chrono::seconds(5));
+    CHECK(server.port() == p);
+    mr::launch::NodeStoreClient client("127.0.0.1", p, std::chrono::steady_clock::now() + std::chrono::seconds(5),
+                                       std::chrono::seconds(5));
+    client.set("k", "v");
+    CHECK(client.get("k") == std::optional<std::string>("v"));
+  }
+  mr::launch::HeldPort moved = std::move(h);
+  CHECK_FALSE(h.held());
+  CHECK(moved.port() == p);
+  CHECK_FALSE(mr::launch::port_free(p));
+  moved.release();
+  CHECK(mr::launch::port_free(p));
+}

@@ -162,6 +162,24 @@ TEST_CASE("-- CMD, --no-python and --no-append-args", "[launch][program][process
   CHECK(d.out.find("needs a program") == std::string::npos);
 }
 
+TEST_CASE("the MASTER_PORT the launcher picked stays held while the workers run: a store binds it, nobody else",
+          "[launch][program][process][port]") {
+  const std::string prog = std::string(" --no-append-args -- /usr/bin/python3 ") + MR_SOURCE_DIR +
+                           "/tests/launch/programs/held_port.py";
+  // Picked by the launcher: another job's draw (a bind without SO_REUSEADDR) is refused; rank 0's store listens.
+  Proc picked = sh(kBin + " --config " + kConfig + " --nproc-per-node 1" + prog);
+  INFO(picked.out);
+  CHECK(picked.exit == 0);
+  CHECK(has_text(picked.out, "MASTER_PORT plain: refused, store: listens"));
+  // Given (--master-port): the user's choice, not held.
+  const int port = mrtest::free_port();
+  REQUIRE(port > 0);
+  Proc given = sh(kBin + " --config " + kConfig + " --nproc-per-node 1 --master-port " + std::to_string(port) + prog);
+  INFO(given.out);
+  CHECK(given.exit == 0);
+  CHECK(has_text(given.out, "MASTER_PORT plain: bound, store: listens"));
+}
+
 TEST_CASE("a real torch.distributed program (gloo all-reduce) across 2 ranks", "[launch][program][process][torch]") {
   Proc has_torch = sh("/usr/bin/python3 -c 'import torch.distributed'");
   INFO("python3-torch is required (scripts/setup.sh installs it): " << has_torch.out);
@@ -490,7 +508,7 @@ TEST_CASE("a refusal in place of a torchrun worker's program is written to its T
   // A refusal under a heading (an elastic job's "valid for no node count ...; at 2 nodes:"): the message has the
   // heading and the rule's line (review 29c).
   Proc el = sh("TORCHELASTIC_ERROR_FILE=" + file + " " + kBin + " --nnodes 1:2 --nproc-per-node 1 --rdzv-backend c10d "
-               "--rdzv-endpoint 127.0.0.1:" + std::to_string(mrtest::free_port()) + " --config " + kConfig +
+               "--rdzv-endpoint 127.0.0.1:" + std::to_string(mrtest::store_port()) + " --config " + kConfig +
                " --tensor-model-parallel-size 3 --no-python /bin/true");
   INFO(el.out);
   CHECK(el.exit == 1);

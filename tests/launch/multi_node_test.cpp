@@ -49,7 +49,8 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-using mrtest::free_port;
+// Every port these tests pick is a store's (the launchers' store, rank 0's): held over the next picks (sockets.h).
+int free_port() { return mrtest::store_port(); }
 using mrtest::has_ipv6_loopback;
 using mrtest::port_free;
 

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <deque>
 #include <exception>
+#include <mutex>
 
 #include "launch/free_port.h"
 
@@ -19,6 +21,26 @@ namespace mrtest {
 inline int free_port() {
   try {
     return mr::launch::free_port();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// free_port() for a store that binds with SO_REUSEADDR (rank 0's c10d store, a launcher's): the port stays held
+// by this test process (launch/free_port.h, HeldPort) over its next kHeld picks, so that a test running beside
+// this one cannot draw it before the job's rank 0 binds it (two jobs meeting in one store: session 30's CI).
+// Not for a port the test or its program binds without SO_REUSEADDR.
+inline int store_port() {
+  constexpr size_t kHeld = 8;
+  static std::mutex m;
+  static std::deque<mr::launch::HeldPort> held;
+  try {
+    mr::launch::HeldPort h = mr::launch::hold_free_port();
+    const int port = h.port();
+    std::lock_guard<std::mutex> lock(m);
+    held.push_back(std::move(h));
+    if (held.size() > kHeld) held.pop_front();
+    return port;
   } catch (const std::exception&) {
     return 0;
   }
