@@ -16,9 +16,9 @@ namespace mr::launch {
 int open_descriptors(std::optional<uint64_t> below = std::nullopt);
 
 // What the launcher itself needs to start and watch `nproc` workers: `open_now` (its descriptors before it
-// starts), a fixed part (the guardian's socket, the signal pipe, the MASTER_PORT it holds, ...), and when the workers' output goes through
-// it (`piped`: prefixed lines or log files) one more and, per worker, its output and start pipes, plus the
-// `log_files` all the workers write (stdout.log, stderr.log).
+// starts), a fixed part (the guardian's socket, the signal pipe, the MASTER_PORT it holds, ...), and when the
+// workers' output goes through it (`piped`: prefixed lines or log files) one more and, per worker, its output and
+// start pipes, plus the `log_files` all the workers write (stdout.log, stderr.log).
 uint64_t launcher_files_needed(uint64_t open_now, int nproc, bool piped, int log_files);
 
 // What megatron-run's own worker needs in a job of `world_size` ranks, beyond the descriptors it starts with
