@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <streambuf>
 #include <optional>
 #include <string>
 #include <utility>
@@ -105,6 +106,49 @@ void flush(ConsoleOut& c, Outbox& b, bool ready) {
   }
   b.clear();
 }
+
+// The launcher's own messages (std::cerr) while it supervises the workers: queued in the stderr Outbox behind the
+// relayed lines and written as stderr can take them, so that a stderr whose reader does not read never blocks the
+// loop (a "received signal 15" line would otherwise hold the signal it reports), and the messages keep their order
+// with the workers' lines. std::cerr is unit-buffered: each `<<` ends in sync(), which writes what it can now.
+// Only the supervising thread writes std::cerr (the store's thread never does).
+class LauncherMessages : public std::streambuf {
+ public:
+  explicit LauncherMessages(ConsoleOut& c) : c_(c), before_(std::cerr.rdbuf(this)) {}
+  // What is still queued when supervise returns (its last lines, written after the loop): waited for as before,
+  // unless the loop gave up on a reader that took nothing by the end of the grace period (`reader_stalled`): then
+  // only what stderr takes now.
+  ~LauncherMessages() override {
+    std::cerr.rdbuf(before_);
+    flush(c_, c_.err, c_.err.regular);
+    if (c_.err.left() > 0 && !reader_stalled) write_all(c_.err.fd, std::string_view(c_.err.data).substr(c_.err.off));
+    c_.err.clear();
+  }
+  bool reader_stalled = false;
+  LauncherMessages(const LauncherMessages&) = delete;
+  LauncherMessages& operator=(const LauncherMessages&) = delete;
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (c_.err.left() == 0) c_.err.clear();
+    c_.err.data.append(s, static_cast<size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type ch) override {
+    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+    const char c = traits_type::to_char_type(ch);
+    xsputn(&c, 1);
+    return ch;
+  }
+  int sync() override {
+    flush(c_, c_.err, c_.err.regular);
+    return 0;
+  }
+
+ private:
+  ConsoleOut& c_;
+  std::streambuf* before_;
+};
 
 // A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when s.file >= 0).
 void to_console(ConsoleOut& c, const Stream& s, std::string&& out) {
@@ -228,7 +272,8 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   std::vector<int> finished;
   std::optional<Clock::time_point> first_finished;
   bool finished_said = false;
-  ConsoleOut console;                 // the launcher's stdout for the relayed lines
+  ConsoleOut console;                 // the launcher's stdout and stderr for the relayed lines
+  LauncherMessages messages(console);  // and for its own (std::cerr) until supervise returns
   bool output_failed = false;         // a relayed line was lost (said, the workers stopped)
   bool output_failed_first = false;   // ... before any worker failed, a signal or another node's stop
   // The signals passed on, and when each last was (kSameSignal); said "again" when one comes later.
@@ -285,6 +330,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           std::cerr << said;
         }
         output_failed = true;  // a job whose output was lost never exits 0
+        messages.reader_stalled = err_stalled;
         break;
       }
     }

@@ -640,3 +640,27 @@ TEST_CASE("a stdout reader that does not read: SIGTERM is passed on, the launche
   REQUIRE(ms != std::string::npos);
   CHECK(std::stol(r.out.substr(ms + 3)) < 5000);  // the grace period (3 s) and a little
 }
+
+// The same with stderr: the workers fill the launcher's stderr pipe, whose reader never reads, to its last byte
+// (each relayed line with its "[rank N] " prefix is 4096 bytes, a pipe page). The launcher's own lines ("received
+// signal 15 ...") queue behind theirs instead of blocking it (written directly, they held the launcher in that
+// write: SIGTERM never passed on, killed after 30 s), so it passes SIGTERM on and exits within the grace period.
+TEST_CASE("a stderr reader that does not read: SIGTERM is passed on, the launcher exits 143 within --term-timeout",
+          "[launch][supervision][process][signal][output]") {
+  TempDir t;
+  const std::string worker = "import os, sys\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
+                             "while True: sys.stderr.write('x' * 4086 + '\\n')\n";
+  std::ofstream(t.path / "spam.py") << worker;
+  Proc r = run_shell("cd '" + t.path.string() + "' && mkfifo err.fifo && exec 3<>err.fifo || exit 1; "
+                     "(exec env " + kRun + "--nproc-per-node 2 --term-timeout 3 --no-append-args -- "
+                     "python3 spam.py > out.txt 2> err.fifo) & pid=$!; "
+                     "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.05; done; sleep 1; "
+                     "t0=$(date +%s%N); kill -TERM $pid; "
+                     "for i in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; kill -KILL $pid 2>/dev/null; "
+                     "wait $pid; echo exit=$?; echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); exec 3<&-");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=143"));
+  const size_t ms = r.out.find("ms=");
+  REQUIRE(ms != std::string::npos);
+  CHECK(std::stol(r.out.substr(ms + 3)) < 5000);  // the grace period (3 s) and a little
+}
