@@ -85,6 +85,9 @@ UsageError invalid_choice(const std::string& flag, const std::string& value, std
 // What shell completion offers (completion.h): every command with its own options, read from the same option
 // descriptions the commands parse with (completion_spec.cpp).
 CompletionSpec completion_spec();
+// megatron-run's completion script for `shell` (bash, zsh or fish; cmd_schema.cpp): `schema --format
+// SHELL-completion` and torchrun's --print-completion SHELL.
+void print_completion_script(std::ostream& os, const std::string& shell);
 
 // A picture's heading: the config files' names ("a.yaml + b.yaml: WHAT"), or "megatron-run: WHAT".
 std::string picture_title(const CommonOptions& common, const std::string& what);

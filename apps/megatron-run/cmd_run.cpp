@@ -264,6 +264,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     std::cout << "megatron-run " << MR_VERSION << "\n";
     return 0;
   }
+  if (!launch_opts.print_completion.empty()) {  // as torchrun: printed at once, whatever else was given
+    print_completion_script(std::cout, launch_opts.print_completion);
+    return 0;
+  }
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
   const launch::EnvLookup env = launch::process_env();
   const bool pet_used = pet_defaults_of_enclosing_launcher(env);

@@ -17,6 +17,13 @@ void SchemaOptions::add_to(po::options_description& desc) {
   desc.add_options()("format", po::value(&format), kFormats);
 }
 
+void print_completion_script(std::ostream& os, const std::string& shell) {
+  const Schema& s = Schema::megatron();
+  if (shell == "bash") os << bash_completion(s, completion_spec());
+  else if (shell == "zsh") os << zsh_completion(s, completion_spec());
+  else if (shell == "fish") os << fish_completion(s, completion_spec());
+}
+
 int cmd_schema(const std::vector<std::string>& args) {
   po::options_description desc("schema");
   SchemaOptions opts;
@@ -27,9 +34,8 @@ int cmd_schema(const std::vector<std::string>& args) {
   if (format == "json") std::cout << schema_json(s);
   else if (format == "text") print_help(std::cout, s, "megatron-run");
   else if (format == "json-schema") std::cout << config_json_schema(s);
-  else if (format == "bash-completion") std::cout << bash_completion(s, completion_spec());
-  else if (format == "zsh-completion") std::cout << zsh_completion(s, completion_spec());
-  else if (format == "fish-completion") std::cout << fish_completion(s, completion_spec());
+  else if (format == "bash-completion" || format == "zsh-completion" || format == "fish-completion")
+    print_completion_script(std::cout, format.substr(0, format.find('-')));
   else
     throw invalid_choice("--format", format, kFormats);
   return 0;

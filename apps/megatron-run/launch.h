@@ -29,6 +29,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port (one node), 29500 (several)
   bool bring_up_only = false;  // --bring-up-only: the workers stop after the self-check (passed on to them)
+  std::string print_completion;  // --print-completion bash|zsh|fish (torchrun's): print that script, start nothing
   // --heartbeat-timeout SECONDS: a rank whose heartbeat stops for this long fails the job (passed on to the
   // workers; empty: not given, then MR_DIST_HEARTBEAT_TIMEOUT_S or 30 s; docs/distributed.md, "Faults")
   std::optional<double> heartbeat_timeout;  // --heartbeat-timeout S: seconds, finite and above 0 (checked at parse)

@@ -45,7 +45,8 @@ const std::pair<const char*, bool> kLaunchFlags[] = {
     {"--duplicate-stderr-filters", true}, {"--duplicate_stderr_filters", true},
     {"--virtual-local-rank", false}, {"--virtual_local_rank", false}, {"--local-addr", true}, {"--local_addr", true},
     {"--signals-to-handle", true}, {"--signals_to_handle", true}, {"--numa-binding", true}, {"--numa_binding", true},
-    {"--event-log-handler", true}, {"--event_log_handler", true}, {"--logs-specs", true}, {"--logs_specs", true}};
+    {"--event-log-handler", true}, {"--event_log_handler", true}, {"--logs-specs", true}, {"--logs_specs", true},
+    {"--print-completion", true}, {"--print_completion", true}};
 
 // --rdzv-endpoint HOST[:PORT], [IPV6][:PORT] or a bare IPv6 address (launch/endpoint.h); a malformed one is a
 // usage error naming the option.
@@ -107,15 +108,17 @@ void check_logs_specs(const std::string& v) {
 }
 std::string described(const char* choices, const char* what) { return std::string(choices) + ": " + what; }
 
-// torchrun's options megatron-run does not implement yet: refused with what to do instead (never ignored). Each
-// is known with its arity, so that the words after it are not taken for the training program.
-struct NotYet {
-  const char* name;
-  bool takes_value;
-  const char* what;
-};
-const NotYet kNotYet[] = {
-    {"print-completion", true, "torchrun's completion script (megatron-run schema --format bash-completion)"}};
+// torchrun's --print-completion SHELL: megatron-run's own completion script (every option and Megatron flag, as
+// `megatron-run schema --format SHELL-completion` prints it) for the shells it has; torchrun's tcsh is not one.
+constexpr const char* kCompletionShells = "bash|zsh|fish";
+std::string completion_shell(const std::string& v) {
+  if (v == "bash" || v == "zsh" || v == "fish") return v;
+  if (v == "tcsh")
+    throw UsageError("argument --print-completion: megatron-run has no tcsh completion script (torchrun's shtab "
+                     "writes one); it has bash, zsh and fish (megatron-run schema --format bash-completion)",
+                     {"--print-completion"});
+  throw invalid_choice("--print-completion", v, kCompletionShells);
+}
 
 // "local-rank" -> "local_rank": torchrun accepts both spellings.
 std::string underscored(std::string s) {
@@ -217,18 +220,10 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
       ("heartbeat-timeout", po::value<double>()->notifier([this](double v) { heartbeat_timeout = v; }),
        "seconds without a rank's heartbeat before the job fails (default 30)");
-  for (const NotYet& n : kNotYet)
-    for (const std::string& spelling : {std::string(n.name), underscored(n.name)}) {
-      auto refuse = [name = std::string(n.name), what = std::string(n.what)](const auto&) {
-        throw UsageError("argument --" + name + ": torchrun's --" + name + " (" + what +
-                             ") is not supported by megatron-run yet; leave it out, or launch under torchrun "
-                             "(megatron-run then validates and joins its job)",
-                         {"--" + name});
-      };
-      if (n.takes_value) desc.add_options()(spelling.c_str(), po::value<std::string>()->notifier(refuse), "not supported yet");
-      else desc.add_options()(spelling.c_str(), po::bool_switch()->notifier([refuse](bool on) { if (on) refuse(on); }),
-                              "not supported yet");
-    }
+  for (const char* spelling : {"print-completion", "print_completion"})
+    desc.add_options()(spelling, po::value<std::string>()->notifier([this](const std::string& v) {
+      print_completion = completion_shell(v);
+    }), described(kCompletionShells, "print megatron-run's completion script for the shell and exit").c_str());
 }
 
 void LaunchOptions::set_numa_binding(const std::string& v) {
@@ -307,14 +302,6 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
                          "--shutdown-timeout): must be at least 0", {"--shutdown-timeout"});
       shutdown_timeout = *e;
     }
-  }
-  // The defaults of the torchrun options megatron-run does not implement: named, never silently dropped.
-  for (const NotYet& n : kNotYet) {
-    std::string name = underscored(n.name);
-    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (pet(name.c_str()))
-      notices.push_back("PET_" + name + " is set (the default of torchrun's --" + n.name + ", " + n.what +
-                        "): not used, megatron-run does not implement it");
   }
   // torchrun reads no PET_LOGS_SPECS (its --logs-specs has no environment default): another name than its default
   // is named as not read, not refused.

@@ -284,11 +284,25 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
     CHECK(own.out.find("[rank 1] megatron-run: training run finished: 2 iterations") != std::string::npos);
     CHECK(own.out.find("[rank 2]") == std::string::npos);
   }
-  // The PET_ default of an option not done is named too, never silently dropped.
-  Proc pet = sh("PET_PRINT_COMPLETION=x " + run + "--nproc-per-node 1 " + kProbe);
+  // torchrun's --print-completion SHELL: megatron-run's own script for that shell (as `schema --format
+  // SHELL-completion`), printed at once whatever else is given; nothing starts. torchrun reads no PET_ default
+  // for it, and neither does megatron-run.
+  for (const char* shell : {"bash", "zsh", "fish"}) {
+    Proc c = mrtest::run_shell(run + "--nproc-per-node 2 --print-completion " + shell + " " + kProbe);
+    Proc schema = mrtest::run_shell(kBin + " schema --format " + shell + "-completion");
+    INFO(shell << ": " << c.out);
+    CHECK(c.exit == 0);
+    CHECK(c.out == schema.out);
+    CHECK(has_text(c.out, std::string(shell) + " completion for megatron-run"));
+    CHECK_FALSE(has_text(c.out, "{\"env\""));
+  }
+  Proc tcsh = sh(kBin + " --print_completion tcsh");
+  CHECK(tcsh.exit == 2);
+  CHECK(has_text(tcsh.out, "argument --print-completion: megatron-run has no tcsh completion script"));
+  Proc pet = sh("PET_PRINT_COMPLETION=bash " + run + "--nproc-per-node 1 " + kProbe);
   REQUIRE(pet.exit == 0);
-  CHECK(pet.out.find("warning: PET_PRINT_COMPLETION is set (the default of torchrun's --print-completion") !=
-        std::string::npos);
+  CHECK(has_text(pet.out, "{\"env\""));
+  CHECK_FALSE(has_text(pet.out, "completion"));
   // torchrun's default event handler is accepted (it records nothing), in either spelling.
   Proc ev = sh(run + "--nproc-per-node 1 --event-log-handler null --event_log_handler null " + kProbe);
   CHECK(ev.exit == 0);
@@ -298,7 +312,7 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   for (std::string opt : {"--rdzv-backend etcd", "--nproc-per-node lots", "--start-method thread", "--role ''",
                           "--local-addr '[::1'", "--numa-binding nodes", "--signals-to-handle SIGFOO",
                           "--signals_to_handle ''", "--logs-specs x", "--event-log-handler x",
-                          "--print-completion bash", "--shutdown-timeout 3 --term-timeout 4"}) {
+                          "--print-completion ksh", "--shutdown-timeout 3 --term-timeout 4"}) {
     Proc r = sh(run + opt + " " + kProbe);
     INFO(opt << ": " << r.out);
     CHECK(r.exit == 2);
