@@ -421,7 +421,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                           {"--use-checkpoint-args", r.flag}, {}, kStageInit});
       } catch (const run::CheckpointError& e) {
         const std::string m = without_rule_id(e.what());
-        if (!trains && e.id == run::kCkptCorrupt) {  // the program's checkpoint, not one megatron-run reads
+        if (!trains && e.foreign) {  // the program's checkpoint, not megatron-run's (one of ours damaged: an error)
           unreadable_checkpoint = m;
           return;
         }

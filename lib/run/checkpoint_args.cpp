@@ -1,6 +1,10 @@
 // Which checkpoint a --load names, and --use-checkpoint-args (run/checkpoint_args.h).
 #include "run/checkpoint_args.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include <filesystem>
 #include <utility>
 
@@ -221,6 +225,9 @@ std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
       continue;
     }
     r.file = place->dir + "/" + rank_stem(0) + ".json";
+    struct stat st {};
+    if (stat(r.file.c_str(), &st) != 0 && errno == ENOENT)  // not a megatron-run checkpoint (Megatron's own?)
+      throw CheckpointError(kCkptCorrupt, r.file + ": cannot open: No such file or directory", /*foreign=*/true);
     const RankMeta m = parse_rank_meta(read_small_file(r.file, kMaxMetadataBytes), r.file);
     if (!m.args.is_object())
       throw CheckpointError(kCkptCorrupt, r.file + ": \"args\" is not an object of the run's arguments");

@@ -32,10 +32,14 @@ inline constexpr size_t kKeptMessageTailBytes = 1024;
 inline constexpr size_t kMaxShownPathBytes = 1024;
 inline std::string shown_path(const std::string& path) { return abbreviate(path, kMaxShownPathBytes); }
 struct CheckpointError : RunError {
-  CheckpointError(std::string id_, const std::string& msg)
+  CheckpointError(std::string id_, const std::string& msg, bool foreign_checkpoint = false)
       : RunError(with_rule_id(id_, abbreviate_inside(msg, kMaxCheckpointMessageBytes, kKeptMessageTailBytes))),
-        id(std::move(id_)) {}
+        id(std::move(id_)),
+        foreign(foreign_checkpoint) {}
   std::string id;
+  // The iteration directory holds no megatron-run metadata at all (a Megatron checkpoint: mp_rank_00/*.pt,
+  // *.distcp): not one of ours, rather than one of ours damaged. A user's program may read it.
+  bool foreign = false;
 };
 
 // The kinds of a checkpoint piece (Piece::kind). The writer (checkpoint_io.cpp) names its pieces with these, and

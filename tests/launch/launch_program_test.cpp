@@ -447,6 +447,18 @@ TEST_CASE("--use-checkpoint-args for a program: an unreadable checkpoint's refus
   CHECK(tp.exit == 1);
   CHECK(tp.out.find("error[") != std::string::npos);
   CHECK(tp.out.find("cannot read the checkpoint's arguments") == std::string::npos);
+  // A megatron-run checkpoint there, damaged (its rank 0 metadata cut short): an error, as for megatron-run's own
+  // run, not a checkpoint left to the program (it was, before 2026-12-06).
+  std::filesystem::create_directories(dir + "/ours/iter_0000007");
+  { std::ofstream(dir + "/ours/latest_checkpointed_iteration.txt") << "7"; }
+  { std::ofstream(dir + "/ours/iter_0000007/rank_00000.json") << "{\"format\": "; }
+  Proc bad = sh(kBin + " --no-python /bin/echo --load " + dir + "/ours" + rest);
+  INFO(bad.out);
+  CHECK(bad.exit == 1);
+  CHECK(bad.out.find("error[checkpoint.corrupt]") != std::string::npos);
+  CHECK(bad.out.find(dir + "/ours/iter_0000007/rank_00000.json") != std::string::npos);
+  CHECK(bad.out.find("cannot read the checkpoint's arguments") == std::string::npos);
+  CHECK(bad.out.find("\n--load ") == std::string::npos);  // the program did not start
   std::filesystem::remove_all(dir);
 }
 
