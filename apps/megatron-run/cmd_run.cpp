@@ -133,51 +133,40 @@ std::string dry_run_only_option(const RunOptions& opts) {
 // nothing appended carries, so the program's own value stands (launch.flags-after-program too); with
 // --no-append-args, given arguments the program never gets (launch.not-appended). A word of the program's own that
 // is near a Megatron flag (--num-layer) is named with the flag meant (launch.program-own-argument). A bad word is
-// not said here (validation reports it). Nothing when `quiet` (a rank that re-validates what was said).
-void warn_program_words(const Invocation& inv, const launch::Program& program, bool quiet) {
-  if (quiet || inv.program_cli.empty()) return;
+// not said here (validation reports it). Read from the parse of `inv` (`parsed`, its ProgramWords), said before
+// validation. Nothing when `quiet` (a rank that re-validates what was said).
+void warn_program_words(const Invocation& inv, const Parsed& parsed, const launch::Program& program, bool quiet) {
+  if (quiet || inv.program_cli.empty() || !parsed.program) return;
   const Schema& schema = Schema::megatron();
+  const ProgramWords& words = *parsed.program;
   std::vector<std::string> appended_wins, program_wins, not_passed, near;
-  bool program_flags = false, after_dashes = false;
-  try {
-    Namespace own = default_namespace(schema);
-    std::vector<Token> others;
-    parse_tokens(schema, inv.program_cli, own, &others);
-    program_flags = others.size() < inv.program_cli.size();
-    bool past_dashes = false;
-    for (const Token& t : others) {
-      past_dashes = past_dashes || t.text == "--";  // argparse's positionals from there on
-      if (past_dashes || t.text.rfind("--", 0) != 0 || t.text.size() < 3) continue;
-      const std::string flag = t.text.substr(0, t.text.find('='));
-      if (schema.find_flag(flag)) continue;
-      if (std::vector<std::string> s = schema.suggest(flag, 1); !s.empty())
-        near.push_back(abbreviate(flag) + " (did you mean " + s.front() + "?)");
+  const bool program_flags = parsed.program_own.size() < inv.program_cli.size();
+  bool past_dashes = false;
+  for (const Token& t : parsed.program_own) {
+    past_dashes = past_dashes || t.text == "--";  // argparse's positionals from there on
+    if (past_dashes || t.text.rfind("--", 0) != 0 || t.text.size() < 3) continue;
+    const std::string flag = t.text.substr(0, t.text.find('='));
+    if (schema.find_flag(flag)) continue;
+    if (std::vector<std::string> s = schema.suggest(flag, 1); !s.empty())
+      near.push_back(abbreviate(flag) + " (did you mean " + s.front() + "?)");
+  }
+  const bool after_dashes =
+      program.append_args && !words.appended.words.empty() &&
+      std::any_of(inv.program_cli.begin(), inv.program_cli.end(), [](const Token& t) { return t.text == "--"; });
+  auto listed_once = [](std::vector<std::string>& names, const std::string& flag) {
+    if (std::find(names.begin(), names.end(), flag) == names.end()) names.push_back(flag);
+  };
+  for (const Arg& a : schema.args()) {
+    const bool by_program = words.own.provenance(a.dest()).kind == Provenance::Kind::Cli;
+    const bool by_given = words.given.provenance(a.dest()).by_user();
+    const bool appended = words.carried.count(a.dest()) > 0;
+    if (!program.append_args) {
+      if (by_given && program_flags) listed_once(not_passed, a.flags.front());
+    } else if (by_program && appended) {
+      listed_once(appended_wins, a.flags.front());
+    } else if (by_program && by_given) {
+      listed_once(program_wins, a.flags.front());
     }
-    Invocation before = inv;
-    before.program_cli.clear();
-    const Parsed given = parse_arguments(schema, before);
-    Namespace carried = default_namespace(schema);  // what the appended words set
-    const std::vector<std::string> appended_words = megatron_argv(schema, given.ns).words;
-    parse_tokens(schema, argv_tokens(appended_words), carried);
-    after_dashes = program.append_args && !appended_words.empty() &&
-                   std::any_of(inv.program_cli.begin(), inv.program_cli.end(), [](const Token& t) { return t.text == "--"; });
-    auto listed_once = [](std::vector<std::string>& names, const std::string& flag) {
-      if (std::find(names.begin(), names.end(), flag) == names.end()) names.push_back(flag);
-    };
-    for (const Arg& a : schema.args()) {
-      const bool by_program = own.provenance(a.dest()).kind == Provenance::Kind::Cli;
-      const bool by_given = given.ns.provenance(a.dest()).by_user();
-      const bool appended = carried.provenance(a.dest()).kind == Provenance::Kind::Cli;
-      if (!program.append_args) {
-        if (by_given && program_flags) listed_once(not_passed, a.flags.front());
-      } else if (by_program && appended) {
-        listed_once(appended_wins, a.flags.front());
-      } else if (by_program && by_given) {
-        listed_once(program_wins, a.flags.front());
-      }
-    }
-  } catch (const UsageError&) {
-    return;  // validation names it
   }
   auto listed = [](const std::vector<std::string>& names) {
     std::string text;
@@ -392,7 +381,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     inv.program_cli = argv_tokens(std::vector<std::string>(program.words.begin() + 1, program.words.end()),
                                   static_cast<int>(program_start) + 2);
     inv.append_to_program = program.append_args;
-    warn_program_words(inv, program, quiet);
+    inv.program_named = true;
   }
   const bool launching = !dry_run && !parse_only && explain.empty();
   // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
@@ -432,9 +421,18 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       }
     };
   }
+  // Megatron's parse_args() over an invocation; the first parse also says what may surprise in the program's
+  // words (once, before validation; the parse of another world size holds the same words).
+  bool program_words_said = false;
+  auto parse = [&](const Invocation& v) {
+    Parsed p = parse_arguments(Schema::megatron(), v);
+    if (!program_words_said) warn_program_words(v, p, program, quiet);
+    program_words_said = true;
+    return p;
+  };
   // Validation through the init stage for one world size: the failures (empty: valid), and a schedule warning.
   auto validate = [&](const Invocation& v, Outcome& o, std::optional<Diagnostic>& warning) -> std::vector<Diagnostic> {
-    o = resolve(Schema::megatron(), v);
+    o = resolve(v, parse(v));
     if (!o.ok()) return o.diagnostics;
     if (auto d = init_check(o)) return {*d};  // before anything starts
     if (trains)
@@ -449,7 +447,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   std::optional<Diagnostic> schedule_warning;
   if (parse_only) {
     // Megatron's parse_args() with its rules: --yaml-cfg's command-line combinations are refused there.
-    out.parsed = parse_arguments(Schema::megatron(), inv);
+    out.parsed = parse(inv);
     if (yaml_cfg_requested(out.parsed.ns)) parse_yaml_cfg(out.parsed, inv.config);
     if (out.parsed.yaml_cfg) out.diagnostics = out.parsed.yaml_cfg->errors;
   } else if (launch_opts.elastic()) {
@@ -573,11 +571,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     // The flags appended to the program's own arguments: what the configs and the flags before the program say,
     // as given (--format argv's words), not the validated namespace, whose derived values (a CP size validation
     // re-derived, a list it unwrapped) the program's own validate_args derives again and --format argv prints.
-    if (program.named() && program.append_args) {
-      Invocation given = inv;
-      given.program_cli.clear();
-      program.appended = resolved_argv(parse_invocation(Schema::megatron(), given));
-    }
+    if (program.named() && program.append_args) program.appended = appended_argv(out.parsed);
     return launch(out, own_args, program, launch_opts.valid_nnodes);
   }
   if (common.format == "json")

@@ -3,7 +3,10 @@
 // command line come after them and win, as the flags megatron-run appends win in the program's argparse.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "config/parse/argparse.h"
+#include "config/parse/command_line.h"
 #include "config/parse/invocation.h"
 #include "corpus.h"
 
@@ -53,4 +56,30 @@ TEST_CASE("program arguments: read first, the config files and the command line 
   CHECK(p.ns.provenance("hidden_size").where == "argv[7]");  // its place on megatron-run's command line
   CHECK(texts(p.program_own) == std::vector<std::string>{"--extra", "x"});
   CHECK(texts(p.argv) == std::vector<std::string>{"--num-layers", "2"});  // what megatron-run would append
+}
+
+TEST_CASE("program arguments: the parse keeps both sides, the given arguments' words and the dests they carry",
+          "[invocation]") {
+  mr::Invocation inv = mrtest::placeholder_invocation();
+  inv.program_cli = mr::argv_tokens({"--num-layers", "8", "--hidden-size", "64", "--extra", "x"}, 5);
+  inv.cli = mr::argv_tokens({"--num-layers", "2", "--enable-msc", "--disable-msc"});
+  const mr::Parsed p = mr::parse_arguments(mr::Schema::megatron(), inv);
+  REQUIRE(p.program);
+  CHECK(p.program->own["num_layers"].as_int() == 8);  // the program's words alone
+  CHECK(p.program->own.provenance("hidden_size").kind == mr::Provenance::Kind::Cli);
+  CHECK(p.program->given["num_layers"].as_int() == 2);  // the given arguments alone
+  CHECK(p.program->given.provenance("hidden_size").kind == mr::Provenance::Kind::Default);
+  // As parse_args() leaves them: --disable-msc turned --enable-msc off, so it is not appended.
+  CHECK(p.program->appended.words == std::vector<std::string>{"--num-layers", "2", "--disable-msc"});
+  CHECK(p.program->carried == std::set<std::string, std::less<>>{"num_layers", "disable_msc_deprecated"});
+  CHECK(mr::appended_argv(p) == p.program->appended.words);
+
+  inv.append_to_program = false;
+  CHECK(mr::parse_arguments(mr::Schema::megatron(), inv).program->carried.empty());  // nothing appended
+  inv.program_cli.clear();
+  CHECK_FALSE(mr::parse_arguments(mr::Schema::megatron(), inv).program);
+  inv.program_named = true;  // a program without words: what is appended to it is kept all the same
+  inv.append_to_program = true;
+  CHECK(mr::appended_argv(mr::parse_arguments(mr::Schema::megatron(), inv)) ==
+        std::vector<std::string>{"--num-layers", "2", "--disable-msc"});
 }

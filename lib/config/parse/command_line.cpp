@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "config/converters.h"
+#include "config/parse/invocation.h"
+#include "config/parse/yaml_cfg.h"
 #include "util/text.h"
 
 namespace mr {
@@ -191,13 +193,10 @@ MegatronArgv megatron_argv(const Schema& schema, const Namespace& parsed) {
   return out;
 }
 
-std::vector<std::string> resolved_argv(const Parsed& parsed) {
-  std::vector<std::string> words;
-  if (parsed.yaml_cfg) {
-    for (const Token& t : parsed.argv) words.push_back(t.text);
-    return words;
-  }
-  MegatronArgv a = megatron_argv(Schema::megatron(), parsed.ns);
+namespace {
+
+// The words of `a`; throws UsageError naming the arguments no command line can carry.
+std::vector<std::string> carried_words(const MegatronArgv& a) {
   if (!a.unrepresentable.empty()) {
     std::string msg = "no Megatron command line can carry ";
     std::vector<std::string> flags;
@@ -209,6 +208,26 @@ std::vector<std::string> resolved_argv(const Parsed& parsed) {
                      "input.unrepresentable-value");
   }
   return a.words;
+}
+
+std::vector<std::string> given_words(const Parsed& parsed) {
+  std::vector<std::string> words;
+  for (const Token& t : parsed.argv) words.push_back(t.text);
+  return words;
+}
+
+}  // namespace
+
+std::vector<std::string> resolved_argv(const Parsed& parsed) {
+  if (parsed.yaml_cfg) return given_words(parsed);
+  return carried_words(megatron_argv(Schema::megatron(), parsed.ns));
+}
+
+std::vector<std::string> appended_argv(const Parsed& parsed) {
+  const ProgramWords& program = parsed.program.value();
+  // parse_invocation of the given arguments alone would load their --yaml-cfg file: the words as given, then.
+  if (yaml_cfg_requested(program.given)) return given_words(parsed);
+  return carried_words(program.appended);
 }
 
 }  // namespace mr

@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "config/namespace.h"
-#include "config/parse/invocation.h"
 #include "config/schema.h"
 
 namespace mr {
+
+struct Parsed;  // config/parse/invocation.h
 
 struct MegatronArgv {
   std::vector<std::string> words;
@@ -31,5 +32,9 @@ MegatronArgv megatron_argv(const Schema& schema, const Namespace& parsed);
 // namespace) the words as given, so the program reads the same YAML file. Throws UsageError naming the
 // arguments no command line can carry.
 std::vector<std::string> resolved_argv(const Parsed& parsed);
+
+// The words a launcher appends after a program's own (a Parsed with ProgramWords: config/parse/invocation.h):
+// resolved_argv of the config files and the command line alone, read from that parse rather than parsed again.
+std::vector<std::string> appended_argv(const Parsed& parsed);
 
 }  // namespace mr

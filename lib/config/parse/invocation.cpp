@@ -12,26 +12,53 @@ namespace {
 // Where an appended word's value came from, until it gets the given argument's own provenance back.
 constexpr const char* kAppendedWord = "appended to the program's arguments";
 
+// What parse_args() derives from the flags after argparse (not from the environment).
+void derive_after_argparse(Namespace& ns, std::vector<std::string>& warnings) {
+  ns.derive("_is_global_batch_size_explicitly_specified", Value(!ns["global_batch_size"].is_none()), "parse_args");
+  if (ns["disable_msc_deprecated"].truthy()) {
+    warnings.push_back("--disable-msc is deprecated: MSC is off unless --enable-msc is given");
+    ns.derive("enable_msc", Value(false), "parse_args (--disable-msc)");
+  }
+}
+
+// The given arguments (`p`: the config files and the command line) for a named program: as parse_args() leaves
+// them, and the words megatron-run appends after the program's (megatron_argv writes them).
+ProgramWords& keep_given(const Schema& schema, Parsed& p) {
+  ProgramWords& words = p.program.emplace();
+  words.own = default_namespace(schema);
+  words.given = p.ns;
+  if (!yaml_cfg_requested(words.given)) {
+    std::vector<std::string> unsaid;  // said once, by the namespace's own derivation
+    derive_after_argparse(words.given, unsaid);
+  }
+  words.appended = megatron_argv(schema, words.given);
+  return words;
+}
+
 // The namespace the program's argparse builds (Invocation::program_cli): its own words, then the words megatron-run
-// appends (the given arguments, `p`, as megatron_argv writes them: a value equal to the default is not written,
-// so a config file's `fp16: false` does not undo the program's --fp16). A value the appended words carry keeps
-// the provenance it has among the given arguments (a config file's line). With nothing appended
-// (append_to_program false), the program's words alone, when they hold a Megatron flag; else the given arguments
-// stay (a program that reads its config its own way).
+// appends (keep_given's: a value equal to the default is not written, so a config file's `fp16: false` does not
+// undo the program's --fp16). A value the appended words carry keeps the provenance it has among the given
+// arguments (a config file's line). With nothing appended (append_to_program false), the program's words alone,
+// when they hold a Megatron flag; else the given arguments stay (a program that reads its config its own way).
 void apply_program_words(const Schema& schema, const Invocation& inv, Parsed& p) {
+  ProgramWords& words = keep_given(schema, p);
   Namespace ns = default_namespace(schema);
   std::vector<Token> own;
   ParseReport r = parse_tokens(schema, inv.program_cli, ns, &own);
   p.program_own = own;
+  words.own = ns;
   if (!inv.append_to_program) {
     if (own.size() == inv.program_cli.size()) return;  // no Megatron flag among them
   } else {
     std::vector<Token> appended;
-    for (std::string& w : megatron_argv(schema, p.ns).words)
-      appended.push_back(Token{std::move(w), Provenance{Provenance::Kind::Cli, kAppendedWord}});
+    for (const std::string& w : words.appended.words)
+      appended.push_back(Token{w, Provenance{Provenance::Kind::Cli, kAppendedWord}});
     parse_tokens(schema, appended, ns);
     for (const Arg& a : schema.args())
-      if (ns.provenance(a.dest()).where == kAppendedWord) ns.set(a.dest(), ns[a.dest()], p.ns.provenance(a.dest()));
+      if (ns.provenance(a.dest()).where == kAppendedWord) {
+        words.carried.insert(a.dest());
+        ns.set(a.dest(), ns[a.dest()], p.ns.provenance(a.dest()));
+      }
   }
   p.ns = std::move(ns);
   p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
@@ -54,6 +81,7 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   p.warnings.insert(p.warnings.end(), r.warnings.begin(), r.warnings.end());
   p.argv.insert(p.argv.end(), inv.cli.begin(), inv.cli.end());
   if (!inv.program_cli.empty()) apply_program_words(schema, inv, p);
+  else if (inv.program_named) keep_given(schema, p);
   if (inv.world_size) {
     p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
     p.env.var_where.erase("WORLD_SIZE");
@@ -81,15 +109,11 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   if (yaml_cfg_requested(ns)) return p;
 
   // What parse_args() adds after argparse.
-  ns.derive("_is_global_batch_size_explicitly_specified", Value(!ns["global_batch_size"].is_none()), "parse_args");
   Provenance env_rank{Provenance::Kind::Env, "RANK"};
   Provenance env_ws{Provenance::Kind::Env, "WORLD_SIZE"};
   ns.set("rank", Value(p.env.int_var("RANK", 0)), env_rank);
   ns.set("world_size", Value(p.env.int_var("WORLD_SIZE", 1)), env_ws);
-  if (ns["disable_msc_deprecated"].truthy()) {
-    p.warnings.push_back("--disable-msc is deprecated: MSC is off unless --enable-msc is given");
-    ns.derive("enable_msc", Value(false), "parse_args (--disable-msc)");
-  }
+  derive_after_argparse(ns, p.warnings);
   return p;
 }
 

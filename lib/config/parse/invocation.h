@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,12 +13,22 @@
 #include "config/parse/config_file.h"
 #include "config/namespace.h"
 #include "config/parse/argparse.h"
+#include "config/parse/command_line.h"
 #include "config/target_env.h"
 
 namespace mr {
 
 struct YamlCfg;  // config/parse/yaml_cfg.h
 struct Parsed;
+
+// What the namespace of an invocation with program words (Invocation::program_cli) was merged from, kept from
+// that one parse for the launcher: its warnings where the two meet, and the words it appends after the program's.
+struct ProgramWords {
+  Namespace own;           // the program's words alone, over the defaults
+  Namespace given;         // the config files and `cli` alone, as parse_args() leaves them
+  MegatronArgv appended;   // megatron_argv(given): what megatron-run appends (with append_to_program)
+  std::set<std::string, std::less<>> carried;  // the dests those appended words set (none without append_to_program)
+};
 
 struct Invocation {
   std::vector<std::string> config_files;  // applied in order, before the command line
@@ -30,6 +41,8 @@ struct Invocation {
   // (--no-append-args): the program's words alone when they hold a Megatron flag, else the given arguments.
   std::vector<Token> program_cli;
   bool append_to_program = true;
+  // A program is named, whose words may be none: the parse keeps Parsed::program all the same (what it appends).
+  bool program_named = false;
   ConfigOptions config;
   TargetEnv env = TargetEnv::from_process();
   std::optional<long long> world_size;     // overrides WORLD_SIZE (check --world-size)
@@ -45,6 +58,7 @@ struct Parsed {
   std::vector<std::string> warnings;
   std::vector<Token> argv;             // the Megatron command line this stands for (files, then CLI)
   std::vector<Token> program_own;      // the words of Invocation::program_cli that are no Megatron flag
+  std::optional<ProgramWords> program;  // set when a program is named (Invocation::program_named or program_cli)
   std::shared_ptr<const YamlCfg> yaml_cfg;  // set when --yaml-cfg replaced the namespace (config/parse/yaml_cfg.h)
 };
 

@@ -1,5 +1,7 @@
 // The validation chain: Megatron's validate_args() sections, in the seed's order.
 #include "config/validate/resolve.h"
+
+#include <utility>
 #include "config/validate/sections.h"
 #include "config/validate/yaml_arguments.h"
 
@@ -32,9 +34,11 @@ void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<
   }
 }
 
-Outcome resolve(const Schema& schema, const Invocation& inv) {
+Outcome resolve(const Schema& schema, const Invocation& inv) { return resolve(inv, parse_arguments(schema, inv)); }
+
+Outcome resolve(const Invocation& inv, Parsed parsed) {
   Outcome out;
-  out.parsed = parse_arguments(schema, inv);
+  out.parsed = std::move(parsed);
   const bool yaml = yaml_cfg_requested(out.parsed.ns);
   if (inv.after_parse && !yaml) {
     inv.after_parse(out.parsed, out.diagnostics);

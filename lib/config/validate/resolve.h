@@ -36,4 +36,7 @@ void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<
 // config/validate/yaml_arguments.h), then validate. UsageError propagates (exit 2).
 Outcome resolve(const Schema& schema, const Invocation& inv);
 
+// resolve() from its parse made already (parse_arguments(schema, inv)), for a caller that reads the parse first.
+Outcome resolve(const Invocation& inv, Parsed parsed);
+
 }  // namespace mr
