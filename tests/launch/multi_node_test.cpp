@@ -117,8 +117,9 @@ void check_probes(const Nodes& r, const std::vector<std::string>& both) {
   }
 }
 
-std::string static_flags(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20") {
-  return "--nnodes 2 --node-rank " + std::to_string(node_rank) + " --master-addr 127.0.0.1 --master-port " +
+std::string static_flags(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20",
+                         const std::string& master_addr = "127.0.0.1") {
+  return "--nnodes 2 --node-rank " + std::to_string(node_rank) + " --master-addr " + master_addr + " --master-port " +
          std::to_string(master_port) + " --launcher-port " + std::to_string(launcher_port) + " --join-timeout " +
          join_timeout + " ";
 }
@@ -126,9 +127,9 @@ std::string static_flags(int node_rank, int master_port, int launcher_port, cons
 // megatron-run with the default config as node `node_rank` of a static two-node job (static_flags), `nproc` workers
 // on it: the program and its options follow.
 std::string static_node(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20",
-                        int nproc = 1) {
+                        int nproc = 1, const std::string& master_addr = "127.0.0.1") {
   return kBin + " --config " + kConfig + " --nproc-per-node " + std::to_string(nproc) + " " +
-         static_flags(node_rank, master_port, launcher_port, join_timeout);
+         static_flags(node_rank, master_port, launcher_port, join_timeout, master_addr);
 }
 
 // `cmd` as the shell's own process (exec), which first writes its pid to `pidfile`: a launcher that another command
@@ -136,6 +137,9 @@ std::string static_node(int node_rank, int master_port, int launcher_port, const
 std::string with_pidfile(const fs::path& pidfile, const std::string& cmd) {
   return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + cmd + "\"";
 }
+
+// Whether megatron-run-worker, megatron-run's own worker, was built (it needs LibTorch).
+bool worker_built() { return fs::exists(fs::path(MR_BINARY).parent_path() / "megatron-run-worker"); }
 
 }  // namespace
 
@@ -153,8 +157,7 @@ TEST_CASE("static rendezvous: a gloo all-reduce across two launchers as two node
 
 TEST_CASE("static rendezvous: megatron-run's own worker across two launchers (--bring-up-only)",
           "[launch][multinode][process]") {
-  const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
-  if (!fs::exists(worker)) {
+  if (!worker_built()) {
     WARN("megatron-run-worker is not built (no LibTorch): skipping the two-node bring-up of our own worker");
     return;
   }
@@ -247,10 +250,7 @@ TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --ma
   }
   SECTION("static: --master-addr [::1]; the workers get MASTER_ADDR ::1") {
     const int mp = free_port(), lp = free_port();
-    auto flags = [&](int node) {
-      return "--nproc-per-node 1 --nnodes 2 --node-rank " + std::to_string(node) + " --master-addr [::1] --master-port " +
-             std::to_string(mp) + " --launcher-port " + std::to_string(lp) + " --join-timeout 20 ";
-    };
+    auto flags = [&](int node) { return "--nproc-per-node 1 " + static_flags(node, mp, lp, "20", "[::1]"); };
     Nodes r = run_nodes({kRun + flags(0) + kProbe, kRun + flags(1) + kProbe});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     REQUIRE(r.nodes[0].exit == 0);
@@ -259,18 +259,13 @@ TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --ma
       CHECK(has(n.out, "\"MASTER_ADDR\": \"::1\", \"MASTER_PORT\": \"" + std::to_string(mp) + "\""));
   }
   SECTION("static: megatron-run's own worker (LibTorch's store at MASTER_ADDR ::1), --bring-up-only") {
-    const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
-    if (!fs::exists(worker)) {
+    if (!worker_built()) {
       WARN("megatron-run-worker is not built (no LibTorch): skipping our own worker's bring-up over ::1");
       return;
     }
     const int mp = free_port(), lp = free_port();
-    auto node = [&](int n) {
-      return kBin + " --config " + kConfig + " --nproc-per-node 1 --nnodes 2 --node-rank " + std::to_string(n) +
-             " --master-addr ::1 --master-port " + std::to_string(mp) + " --launcher-port " + std::to_string(lp) +
-             " --join-timeout 20 --bring-up-only";
-    };
-    Nodes r = run_nodes({node(0), node(1)});
+    Nodes r = run_nodes({static_node(0, mp, lp, "20", 1, "::1") + "--bring-up-only",
+                         static_node(1, mp, lp, "20", 1, "::1") + "--bring-up-only"});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 0);
@@ -466,8 +461,7 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
     fs::remove(pidfile);
   }
   SECTION("a good value bounds megatron-run's own workers the same") {
-    const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
-    if (!fs::exists(worker)) {
+    if (!worker_built()) {
       WARN("megatron-run-worker is not built (no LibTorch): the workers' bound is not checked here");
       return;
     }
