@@ -54,6 +54,26 @@ std::string test_backend() {
   return b && *b ? b : "gloo";
 }
 
+// `head` (a program: megatron-run, or torchrun and its options), then the bring-up job with `extra` (bring_up_args).
+std::vector<std::string> bring_up_argv(std::vector<std::string> head, const std::vector<std::string>& extra = {}) {
+  for (const std::string& a : mrtest::bring_up_args(extra)) head.push_back(a);
+  return head;
+}
+
+// The environment of a launcher's job with TP > 1 on the default target, `timeout_s` for its collectives, whose
+// ranks write their reports to dir/report.<rank>.json.
+std::map<std::string, std::string> report_env(const TempDir& dir, const std::string& timeout_s) {
+  return {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", timeout_s}, {"MR_DIST_REPORT", dir / "report."}};
+}
+
+// Rank 0 of a two-rank job (`argv0`) and rank 1 (`argv1`, told the job has `world1` ranks), meeting at `port`
+// with a 20 s distributed timeout: ranks that disagree.
+std::vector<Proc> two_ranks(const std::vector<std::string>& argv0, const std::vector<std::string>& argv1, int world1,
+                            int port, const TempDir& dir) {
+  return {mrtest::start(argv0, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
+          mrtest::start(argv1, mrtest::rank_env(1, world1, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
+}
+
 void run_layout_job(std::vector<std::string> flags, const Table& table) {
   const std::string backend = test_backend();
   if (backend == "nccl") {
@@ -200,8 +220,7 @@ TEST_CASE("a rank that never arrives: the others stop within the timeout, naming
   TempDir dir;
   int port = mrtest::store_port();
   std::vector<Proc> procs;
-  std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
+  const std::vector<std::string> argv = bring_up_argv({mrtest::megatron_run()});
   // rank 3 of 4 never starts; the timeout leaves the three that do room to arrive on a loaded machine
   for (int r = 0; r < 3; ++r)
     procs.push_back(mrtest::start(argv, mrtest::rank_env(r, 4, port, {{"MR_DIST_TIMEOUT_S", "10"}}), dir,
@@ -230,8 +249,7 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
   int busy = ntohs(addr.sin_port);
   int nobody = mrtest::free_port();
 
-  std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
+  const std::vector<std::string> argv = bring_up_argv({mrtest::megatron_run()});
   std::vector<Proc> procs = {
       mrtest::start(argv, mrtest::rank_env(0, 2, busy, {{"MR_DIST_TIMEOUT_S", "5"}}), dir, "busy"),
       mrtest::start(argv, mrtest::rank_env(1, 2, nobody, {{"MR_DIST_TIMEOUT_S", "3"}, {"MR_WAIT_NOTICE_S", "1"}}), dir,
@@ -260,13 +278,10 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
 
 TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[dist][process][fault]") {
   TempDir dir;
-  std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
+  const std::vector<std::string> argv = bring_up_argv({mrtest::megatron_run()});
   SECTION("world size") {
     int port = mrtest::store_port();
-    std::vector<Proc> procs = {
-        mrtest::start(argv, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
-        mrtest::start(argv, mrtest::rank_env(1, 4, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
+    std::vector<Proc> procs = two_ranks(argv, argv, 4, port, dir);
     mrtest::wait_all(procs, std::chrono::seconds(90));
     INFO(mrtest::all_output(procs));
     CHECK(procs[0].exit_code() == 1);
@@ -278,9 +293,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
     int port = mrtest::store_port();
     std::vector<std::string> other = argv;
     other.insert(other.end(), {"--lr", "0.1"});
-    std::vector<Proc> procs = {
-        mrtest::start(argv, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
-        mrtest::start(other, mrtest::rank_env(1, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
+    std::vector<Proc> procs = two_ranks(argv, other, 2, port, dir);
     mrtest::wait_all(procs, std::chrono::seconds(90));
     INFO(mrtest::all_output(procs));
     CHECK(procs[0].exit_code() == 1);
@@ -294,9 +307,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
     std::vector<std::string> other = {"/bin/sh", "-c", "\"$@\"; exit $?", "sh"};
     other.insert(other.end(), argv.begin(), argv.end());
     other.insert(other.end(), {"--lr", "0.1"});
-    std::vector<Proc> procs = {
-        mrtest::start(argv, mrtest::rank_env(0, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r0"),
-        mrtest::start(other, mrtest::rank_env(1, 2, port, {{"MR_DIST_TIMEOUT_S", "20"}}), dir, "r1", 1)};
+    std::vector<Proc> procs = two_ranks(argv, other, 2, port, dir);
     mrtest::wait_all(procs, std::chrono::seconds(90));
     INFO(mrtest::all_output(procs));
     CHECK(procs[1].exit_code() == 1);
@@ -482,12 +493,9 @@ TEST_CASE("the spawner's OMP_NUM_THREADS share", "[dist][spawn]") {
 
 TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn]") {
   TempDir dir;
-  std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", "4"};
-  for (const std::string& a : mrtest::bring_up_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
-  std::vector<Proc> p = {mrtest::start(argv,
-                                       {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "60"},
-                                        {"MR_DIST_REPORT", dir / "report."}},
-                                       dir, "spawn")};
+  const std::vector<std::string> argv =
+      bring_up_argv({mrtest::megatron_run(), "--nproc-per-node", "4"}, {"--tensor-model-parallel-size", "2"});
+  std::vector<Proc> p = {mrtest::start(argv, report_env(dir, "60"), dir, "spawn")};
   mrtest::wait_all(p, std::chrono::seconds(180));
   INFO(p[0].out() << p[0].err());
   REQUIRE(p[0].exit_code() == 0);
@@ -497,8 +505,7 @@ TEST_CASE("megatron-run --nproc-per-node 4 runs the job", "[dist][process][spawn
 
 TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a store hosted by rank 0",
           "[dist][process][agent]") {
-  std::vector<std::string> argv = {mrtest::megatron_run()};
-  for (const std::string& a : mrtest::bring_up_args({})) argv.push_back(a);
+  const std::vector<std::string> job = mrtest::bring_up_args({});
   const std::map<std::string, std::string> agent = {{"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                                     {"TORCHELASTIC_RESTART_COUNT", "3"}};
 
@@ -510,8 +517,7 @@ TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a stor
     so.is_server = true;
     so.timeout = std::chrono::seconds(30);
     std::shared_ptr<mr::distributed::Store> server = mr::distributed::Store::connect(so);
-    std::vector<Proc> procs = {mrtest::start(argv, mrtest::rank_env(0, 2, port, agent), dir, "rank0", 0),
-                               mrtest::start(argv, mrtest::rank_env(1, 2, port, agent), dir, "rank1", 1)};
+    std::vector<Proc> procs = mrtest::start_job(2, job, dir, agent, port);
     mrtest::wait_all(procs, std::chrono::seconds(120));
     INFO(mrtest::all_output(procs));
     for (const Proc& p : procs) {
@@ -539,8 +545,7 @@ TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a stor
     socklen_t len = sizeof addr;
     getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
     int port = ntohs(addr.sin_port);
-    std::vector<Proc> procs = {mrtest::start(argv, mrtest::rank_env(0, 2, port, agent), dir, "rank0", 0),
-                               mrtest::start(argv, mrtest::rank_env(1, 2, port, agent), dir, "rank1", 1)};
+    std::vector<Proc> procs = mrtest::start_job(2, job, dir, agent, port);
     mrtest::wait_all(procs, std::chrono::seconds(120));
     close(fd);
     INFO(mrtest::all_output(procs));
@@ -557,13 +562,11 @@ TEST_CASE("a real torchrun (TORCHRUN=/path/to/torchrun)", "[dist][process][torch
     return;
   }
   TempDir dir;
-  std::vector<std::string> argv = {torchrun, "--no-python", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                                   "--master-port", std::to_string(mrtest::free_port()), mrtest::megatron_run()};
-  for (const std::string& a : mrtest::bring_up_args({"--tensor-model-parallel-size", "2"})) argv.push_back(a);
-  std::vector<Proc> p = {mrtest::start(argv,
-                                       {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "120"},
-                                        {"MR_DIST_REPORT", dir / "report."}},
-                                       dir, "torchrun")};
+  const std::vector<std::string> argv =
+      bring_up_argv({torchrun, "--no-python", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
+                     std::to_string(mrtest::free_port()), mrtest::megatron_run()},
+                    {"--tensor-model-parallel-size", "2"});
+  std::vector<Proc> p = {mrtest::start(argv, report_env(dir, "120"), dir, "torchrun")};
   mrtest::wait_all(p, std::chrono::seconds(300));
   INFO(p[0].out() << p[0].err());
   REQUIRE(p[0].exit_code() == 0);

@@ -117,11 +117,29 @@ void check_probes(const Nodes& r, const std::vector<std::string>& both) {
   }
 }
 
-std::string static_flags(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20") {
-  return "--nnodes 2 --node-rank " + std::to_string(node_rank) + " --master-addr 127.0.0.1 --master-port " +
+std::string static_flags(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20",
+                         const std::string& master_addr = "127.0.0.1") {
+  return "--nnodes 2 --node-rank " + std::to_string(node_rank) + " --master-addr " + master_addr + " --master-port " +
          std::to_string(master_port) + " --launcher-port " + std::to_string(launcher_port) + " --join-timeout " +
          join_timeout + " ";
 }
+
+// megatron-run with the default config as node `node_rank` of a static two-node job (static_flags), `nproc` workers
+// on it: the program and its options follow.
+std::string static_node(int node_rank, int master_port, int launcher_port, const char* join_timeout = "20",
+                        int nproc = 1, const std::string& master_addr = "127.0.0.1") {
+  return kBin + " --config " + kConfig + " --nproc-per-node " + std::to_string(nproc) + " " +
+         static_flags(node_rank, master_port, launcher_port, join_timeout, master_addr);
+}
+
+// `cmd` as the shell's own process (exec), which first writes its pid to `pidfile`: a launcher that another command
+// of run_nodes signals or kills (a background job's SIGINT would be ignored).
+std::string with_pidfile(const fs::path& pidfile, const std::string& cmd) {
+  return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + cmd + "\"";
+}
+
+// Whether megatron-run-worker, megatron-run's own worker, was built (it needs LibTorch).
+bool worker_built() { return fs::exists(fs::path(MR_BINARY).parent_path() / "megatron-run-worker"); }
 
 }  // namespace
 
@@ -139,14 +157,12 @@ TEST_CASE("static rendezvous: a gloo all-reduce across two launchers as two node
 
 TEST_CASE("static rendezvous: megatron-run's own worker across two launchers (--bring-up-only)",
           "[launch][multinode][process]") {
-  const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
-  if (!fs::exists(worker)) {
+  if (!worker_built()) {
     WARN("megatron-run-worker is not built (no LibTorch): skipping the two-node bring-up of our own worker");
     return;
   }
   const int mp = free_port(), lp = free_port();
-  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + "--bring-up-only",
-                       kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + "--bring-up-only"});
+  Nodes r = run_nodes({static_node(0, mp, lp) + "--bring-up-only", static_node(1, mp, lp) + "--bring-up-only"});
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[0].exit == 0);
   CHECK(r.nodes[1].exit == 0);
@@ -234,10 +250,7 @@ TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --ma
   }
   SECTION("static: --master-addr [::1]; the workers get MASTER_ADDR ::1") {
     const int mp = free_port(), lp = free_port();
-    auto flags = [&](int node) {
-      return "--nproc-per-node 1 --nnodes 2 --node-rank " + std::to_string(node) + " --master-addr [::1] --master-port " +
-             std::to_string(mp) + " --launcher-port " + std::to_string(lp) + " --join-timeout 20 ";
-    };
+    auto flags = [&](int node) { return "--nproc-per-node 1 " + static_flags(node, mp, lp, "20", "[::1]"); };
     Nodes r = run_nodes({kRun + flags(0) + kProbe, kRun + flags(1) + kProbe});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     REQUIRE(r.nodes[0].exit == 0);
@@ -246,18 +259,13 @@ TEST_CASE("IPv6: the launchers meet over ::1 (c10d at [::1]:PORT, static at --ma
       CHECK(has(n.out, "\"MASTER_ADDR\": \"::1\", \"MASTER_PORT\": \"" + std::to_string(mp) + "\""));
   }
   SECTION("static: megatron-run's own worker (LibTorch's store at MASTER_ADDR ::1), --bring-up-only") {
-    const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
-    if (!fs::exists(worker)) {
+    if (!worker_built()) {
       WARN("megatron-run-worker is not built (no LibTorch): skipping our own worker's bring-up over ::1");
       return;
     }
     const int mp = free_port(), lp = free_port();
-    auto node = [&](int n) {
-      return kBin + " --config " + kConfig + " --nproc-per-node 1 --nnodes 2 --node-rank " + std::to_string(n) +
-             " --master-addr ::1 --master-port " + std::to_string(mp) + " --launcher-port " + std::to_string(lp) +
-             " --join-timeout 20 --bring-up-only";
-    };
-    Nodes r = run_nodes({node(0), node(1)});
+    Nodes r = run_nodes({static_node(0, mp, lp, "20", 1, "::1") + "--bring-up-only",
+                         static_node(1, mp, lp, "20", 1, "::1") + "--bring-up-only"});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 0);
@@ -269,8 +277,7 @@ TEST_CASE("a node that never arrives fails every node that did, naming how many 
           "[launch][multinode][process]") {
   SECTION("static: node 1 never starts") {
     const int mp = free_port(), lp = free_port();
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "1") +
-                         "--no-python /bin/true"});
+    Nodes r = run_nodes({static_node(0, mp, lp, "1") + "--no-python /bin/true"});
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
     CHECK(has(r.nodes[0].out, "only 1 of 2 nodes joined run 'none'"));
@@ -279,8 +286,7 @@ TEST_CASE("a node that never arrives fails every node that did, naming how many 
   }
   SECTION("static: node 0, the store's host, never starts") {
     const int mp = free_port(), lp = free_port();
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp, "1") +
-                         "--no-python /bin/true"});
+    Nodes r = run_nodes({static_node(1, mp, lp, "1") + "--no-python /bin/true"});
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
     CHECK(has(r.nodes[0].out, "cannot reach the launchers' store at 127.0.0.1:" + std::to_string(lp)));
@@ -289,8 +295,7 @@ TEST_CASE("a node that never arrives fails every node that did, naming how many 
   SECTION("the waits are not silent: a word while the store cannot be reached, and while a round gathers") {
     // MR_WAIT_NOTICE_S=1: the word said every 30 s, every second here.
     const int mp = free_port(), lp = free_port();
-    Nodes r = run_nodes({"MR_WAIT_NOTICE_S=1 " + kBin + " --config " + kConfig + " --nproc-per-node 1 " +
-                         static_flags(1, mp, lp, "3") + "--no-python /bin/true"});
+    Nodes r = run_nodes({"MR_WAIT_NOTICE_S=1 " + static_node(1, mp, lp, "3") + "--no-python /bin/true"});
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
     CHECK(has(r.nodes[0].out, "megatron-run: still trying to reach the launchers' store at 127.0.0.1:" +
@@ -335,9 +340,7 @@ TEST_CASE("a node whose config fails validation tells the others, which fail at 
   // --tensor-model-parallel-size 3 does not divide the job's world size 2: that node refuses to start.
   const std::string bad = "--tensor-model-parallel-size 3 ", prog = "--no-python /bin/true";
   const int mp = free_port(), lp = free_port();
-  auto node = [&](int rank, const std::string& extra) {
-    return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp, "50") + extra + prog;
-  };
+  auto node = [&](int rank, const std::string& extra) { return static_node(rank, mp, lp, "50") + extra + prog; };
   // Both launchers exit 1 well before the join timeout; the one told names the refusing one and its reason.
   auto check_told = [&](const Nodes& r, size_t told, const std::string& who) {
     INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
@@ -381,8 +384,7 @@ TEST_CASE("a node with a usage error (an unknown Megatron flag) prints it, then 
           "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
   auto node = [&](int rank, const std::string& extra) {
-    return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp, "50") + extra +
-           "--no-python /bin/true";
+    return static_node(rank, mp, lp, "50") + extra + "--no-python /bin/true";
   };
   Nodes r = run_nodes({node(0, ""), node(1, "--num-layer 2 ")});
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
@@ -413,9 +415,8 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
   SECTION("a bad value on node 1 is refused before any worker starts, and node 0 is told at once") {
     const int mp = free_port(), lp = free_port();
     const std::string prog = "--no-append-args --no-python sh -c 'echo worker started; sleep 30'";
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp, "50") + prog,
-                         "MR_DIST_HEARTBEAT_TIMEOUT_S=abc " + kBin + " --config " + kConfig + " --nproc-per-node 1 " +
-                             static_flags(1, mp, lp, "50") + prog});
+    Nodes r = run_nodes({static_node(0, mp, lp, "50") + prog,
+                         "MR_DIST_HEARTBEAT_TIMEOUT_S=abc " + static_node(1, mp, lp, "50") + prog});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     CHECK(r.nodes[1].exit == 2);
     CHECK(has(r.nodes[1].out, "megatron-run: error[dist.time-limits]: MR_DIST_HEARTBEAT_TIMEOUT_S='abc' is not a "
@@ -448,9 +449,8 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
     const std::string prog = "--no-append-args --no-python sh -c ': > " + started.string() + "; exec sleep 30'";
     // Node 1's launcher is the script's own process; once its worker runs it is stopped, and killed 5 s later (its
     // worker dies with it).
-    Nodes r = run_nodes({env + kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
-                         "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec env " + env + kBin + " --config " +
-                             kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog + "\"",
+    Nodes r = run_nodes({env + static_node(0, mp, lp) + prog,
+                         with_pidfile(pidfile, "env " + env + static_node(1, mp, lp) + prog),
                          "sh -c 'while [ ! -e " + started.string() + " ]; do sleep 0.05; done; sleep 0.3; p=$(cat " +
                              pidfile.string() + "); kill -STOP $p; sleep 5; kill -KILL $p'"});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
@@ -461,8 +461,7 @@ TEST_CASE("MR_DIST_HEARTBEAT_TIMEOUT_S: one reader (rule dist.time-limits) for t
     fs::remove(pidfile);
   }
   SECTION("a good value bounds megatron-run's own workers the same") {
-    const fs::path worker = fs::path(MR_BINARY).parent_path() / "megatron-run-worker";
-    if (!fs::exists(worker)) {
+    if (!worker_built()) {
       WARN("megatron-run-worker is not built (no LibTorch): the workers' bound is not checked here");
       return;
     }
@@ -479,10 +478,8 @@ TEST_CASE("ulimit -v on node 1 only: node 1's launcher gives its workers OPENBLA
   const int mp = free_port(), lp = free_port();
   const std::string unset = "-u OPENBLAS_NUM_THREADS -u GOTO_NUM_THREADS ";
   const std::string prog = "--no-append-args --no-python sh -c 'echo \"blas=${OPENBLAS_NUM_THREADS:-unset}\"'";
-  Nodes r = run_nodes(
-      {unset + kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
-       unset + "sh -c 'ulimit -v 4194304 && exec \"$0\" \"$@\"' " + kBin + " --config " + kConfig +
-           " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog});
+  Nodes r = run_nodes({unset + static_node(0, mp, lp) + prog,
+                       unset + "sh -c 'ulimit -v 4194304 && exec \"$0\" \"$@\"' " + static_node(1, mp, lp) + prog});
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[0].exit == 0);
   CHECK(r.nodes[1].exit == 0);
@@ -498,8 +495,7 @@ TEST_CASE("a failing worker on node 1 stops node 0's workers; both exit with its
   // Node 1's worker fails after a moment; node 0's would sleep for 30 s.
   const std::string prog =
       "--no-append-args --no-python sh -c 'if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; exit 7; fi; exec sleep 30'";
-  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 2 " + static_flags(0, mp, lp) + prog,
-                       kBin + " --config " + kConfig + " --nproc-per-node 2 " + static_flags(1, mp, lp) + prog});
+  Nodes r = run_nodes({static_node(0, mp, lp, "20", 2) + prog, static_node(1, mp, lp, "20", 2) + prog});
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[1].exit == 7);
   CHECK(r.nodes[0].exit == 7);
@@ -520,8 +516,7 @@ TEST_CASE("a worker on node 1 that ends itself with 128 + N (SIGKILL, or exit 13
     const int mp = free_port(), lp = free_port();
     const std::string prog = std::string("--event-log-handler console --no-append-args --no-python sh -c 'if [ "
                                          "\"$GROUP_RANK\" = 1 ]; then sleep 0.5; ") + c.how + "; fi; exec sleep 30'";
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
-                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog});
+    Nodes r = run_nodes({static_node(0, mp, lp) + prog, static_node(1, mp, lp) + prog});
     INFO(c.how << ":\n" << r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     CHECK(r.nodes[1].exit == 137);
     CHECK(r.nodes[0].exit == 137);
@@ -552,8 +547,7 @@ TEST_CASE("workers failing on two nodes at once: both nodes name the same root c
   // (usually) asked the store about the other nodes. Whichever failure the store recorded first is the job's.
   const std::string prog = "--no-append-args --no-python sh -c 'if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; touch " +
                            marker + "; exit 7; fi; while [ ! -e " + marker + " ]; do sleep 0.01; done; sleep 0.05; exit 9'";
-  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
-                       kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog});
+  Nodes r = run_nodes({static_node(0, mp, lp) + prog, static_node(1, mp, lp) + prog});
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[0].exit == r.nodes[1].exit);
   const int code = r.nodes[0].exit;
@@ -582,8 +576,8 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
   };
   const int mp = free_port(), lp = free_port();
   auto node = [&](int rank, int restarts, bool always_fail) {
-    return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp) + "--max-restarts " +
-           std::to_string(restarts) + " --term-timeout 5 " + prog(always_fail);
+    return static_node(rank, mp, lp) + "--max-restarts " + std::to_string(restarts) + " --term-timeout 5 " +
+           prog(always_fail);
   };
   SECTION("the second attempt succeeds on both nodes") {
     Nodes r = run_nodes({node(0, 2, false), node(1, 2, false)});
@@ -612,9 +606,7 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
   SECTION("a node whose workers finished cannot restart: the failing node says so and fails") {
     const std::string done = "--no-append-args --no-python sh -c 'exit 0'";
     const std::string fails = "--no-append-args --no-python sh -c 'sleep 1; exit 7'";
-    auto cmd = [&](int rank, const std::string& p) {
-      return kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(rank, mp, lp) + "--max-restarts 1 " + p;
-    };
+    auto cmd = [&](int rank, const std::string& p) { return static_node(rank, mp, lp) + "--max-restarts 1 " + p; };
     Nodes r = run_nodes({cmd(0, done), cmd(1, fails)});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     // Both nodes name the root cause and exit with its code.
@@ -644,9 +636,7 @@ TEST_CASE("nodes that disagree on --nproc-per-node or --nnodes are refused when 
   const int mp = free_port(), lp = free_port();
   const std::string prog = "--no-append-args --no-python true";
   SECTION("--nproc-per-node") {
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
-                         kBin + " --config " + kConfig + " --nproc-per-node 2 " + static_flags(1, mp, lp) + prog},
-                        0.5);
+    Nodes r = run_nodes({static_node(0, mp, lp) + prog, static_node(1, mp, lp, "20", 2) + prog}, 0.5);
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     for (const Node& n : r.nodes) {
       CHECK(n.exit == 1);
@@ -659,9 +649,8 @@ TEST_CASE("nodes that disagree on --nproc-per-node or --nnodes are refused when 
     const size_t at = four.find("--nnodes 2");
     REQUIRE(at != std::string::npos);
     four.replace(at, 10, "--nnodes 4");
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
-                         kBin + " --config " + kConfig + " --nproc-per-node 1 " + four + prog},
-                        0.5);
+    Nodes r = run_nodes(
+        {static_node(0, mp, lp) + prog, kBin + " --config " + kConfig + " --nproc-per-node 1 " + four + prog}, 0.5);
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     for (const Node& n : r.nodes) {
       CHECK(n.exit == 1);
@@ -676,10 +665,9 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
   const std::string prog = "--no-append-args --no-python sleep 30";
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node1-pid-" + std::to_string(getpid()));
   // Node 1's launcher is killed (SIGKILL) two seconds after it started.
-  const std::string node1 = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
-                            " --nproc-per-node 1 " + static_flags(1, mp, lp) + prog + "\"";
-  Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog, node1,
-                       "sh -c 'sleep 2; kill -9 $(cat " + pidfile.string() + ")'"});
+  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
+  Nodes r =
+      run_nodes({static_node(0, mp, lp) + prog, node1, "sh -c 'sleep 2; kill -9 $(cat " + pidfile.string() + ")'"});
   fs::remove(pidfile);
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[1].exit == 137);
@@ -703,7 +691,7 @@ TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is repla
   for (int max_restarts : {1, 0}) {
     INFO("--max-restarts " << max_restarts);
     // The second launcher is killed two seconds in; with a restart left a new one takes its place a second later.
-    const std::string killed = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + launcher(max_restarts) + "\"";
+    const std::string killed = with_pidfile(pidfile, launcher(max_restarts));
     const std::string again = max_restarts > 0 ? "; exec " + launcher(max_restarts) : std::string();
     Nodes r = run_nodes({launcher(max_restarts), killed,
                          "sh -c 'sleep 3; kill -9 $(cat " + pidfile.string() + "); sleep 1" + again + "'"}, 0.5);
@@ -735,8 +723,7 @@ TEST_CASE("a stop signal to one node's launcher ends the job on every node, name
   // Node 1's launcher (the script's own process: a background job's SIGINT would be ignored) writes its pid; its
   // worker leaves a marker first, and a third command sends that launcher `sig` once the worker runs.
   auto node1 = [&](const std::string& flags, const std::string& prog) {
-    return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
-           " --nproc-per-node 1 " + flags + prog + "\"";
+    return with_pidfile(pidfile, kBin + " --config " + kConfig + " --nproc-per-node 1 " + flags + prog);
   };
   auto signal_node1 = [&](const std::string& sig) {
     return "sh -c 'while [ ! -e " + started.string() + " ]; do sleep 0.05; done; sleep 0.5; kill -" + sig + " $(cat " +
@@ -746,8 +733,7 @@ TEST_CASE("a stop signal to one node's launcher ends the job on every node, name
     const int mp = free_port(), lp = free_port();
     const std::string prog = "--no-append-args --no-python sleep 30";
     const std::string prog1 = "--no-append-args --no-python sh -c ': > " + started.string() + "; exec sleep 30'";
-    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nproc-per-node 1 " + static_flags(0, mp, lp) + prog,
-                         node1(static_flags(1, mp, lp), prog1), signal_node1("TERM")});
+    Nodes r = run_nodes({static_node(0, mp, lp) + prog, node1(static_flags(1, mp, lp), prog1), signal_node1("TERM")});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
     CHECK(r.nodes[1].exit == 143);
     CHECK(r.nodes[0].exit == 143);
@@ -771,8 +757,7 @@ TEST_CASE("a stop signal to one node's launcher ends the job on every node, name
                             " --rdzv-id stop2 --nnodes 2 --join-timeout 20 --signals-to-handle SIGTERM,SIGUSR1 "
                             "--event-log-handler console --nproc-per-node 1 --no-append-args " + kFaults;
     const std::string ready = started.string() + ".0 ] || [ ! -e " + started.string() + ".1";
-    Nodes r = run_nodes({"sh -c \"echo \\$\\$ >'" + pidfile0.string() + "'; exec env " + job + "\"",
-                         "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec env " + job + "\"",
+    Nodes r = run_nodes({with_pidfile(pidfile0, "env " + job), with_pidfile(pidfile, "env " + job),
                          "sh -c 'while [ ! -e " + ready + " ]; do sleep 0.05; done; sleep 0.3; kill -USR1 $(cat " +
                              pidfile.string() + "); sleep 1; kill -USR1 $(cat " + pidfile0.string() + ")'"});
     INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
@@ -807,8 +792,7 @@ TEST_CASE("a stop signal while the launchers meet is said, and ends the launcher
   const int mp = free_port(), lp = free_port();
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node0-wait-" + std::to_string(getpid()));
   // Node 0 waits for node 1, which never comes; SIGTERM one second later.
-  const std::string node0 = "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + kBin + " --config " + kConfig +
-                            " --nproc-per-node 1 " + static_flags(0, mp, lp) + "--no-append-args --no-python true\"";
+  const std::string node0 = with_pidfile(pidfile, static_node(0, mp, lp) + "--no-append-args --no-python true");
   Nodes r = run_nodes({node0, "sh -c 'sleep 1; kill -TERM $(cat " + pidfile.string() + ")'"});
   fs::remove(pidfile);
   INFO(r.nodes[0].out);

@@ -16,7 +16,9 @@
 using mr::launch::NumaMode;
 using mrtest::Proc;
 using mrtest::launcher::has;
+using mrtest::launcher::kRun;
 using mrtest::launcher::ScratchDir;
+using mrtest::launcher::sh;
 namespace fs = std::filesystem;
 
 namespace {
@@ -24,6 +26,16 @@ namespace {
 void put(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p) << text << "\n";
+}
+
+// The CPUs this process may run on (sched_getaffinity), of which the launcher's tests make their NUMA nodes.
+std::set<int> allowed_cpus() {
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  std::set<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) mine.insert(c);
+  return mine;
 }
 
 // CPUs 0-23: core c (0-11) has threads c and c + 12; node n (0-2) has cores 4n..4n+3; nodes 0 and 1 are socket 0,
@@ -124,11 +136,7 @@ TEST_CASE("--numa-binding: torch's node, socket, exclusive and core-complex stra
 }
 
 TEST_CASE("--numa-binding: the launcher starts each worker on its GPU's CPUs", "[launch][numa][process]") {
-  cpu_set_t set;
-  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
-  std::set<int> mine;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) mine.insert(c);
+  const std::set<int> mine = allowed_cpus();
   // Two NUMA nodes made of this machine's own CPUs: the first allowed one, and the rest (or the same one again).
   const int first = *mine.begin();
   std::set<int> rest(std::next(mine.begin()), mine.end());
@@ -142,11 +150,11 @@ TEST_CASE("--numa-binding: the launcher starts each worker on its GPU's CPUs", "
   put(dir.path / "sys/bus/pci/devices/0000:02:00.0/numa_node", "1");
   const std::string env = "MR_NUMA_SYSFS_ROOT='" + dir.path.string() +
                           "' MR_NUMA_GPU_PCI_ADDRESSES=0000:01:00.0,0000:02:00.0 ";
-  const std::string job = mrtest::launcher::kRun + "--nproc-per-node 2 --no-python --no-append-args -- sh -c "
-                          "'grep Cpus_allowed_list /proc/self/status'";
+  const std::string job = kRun + "--nproc-per-node 2 --no-python --no-append-args -- sh -c "
+                                 "'grep Cpus_allowed_list /proc/self/status'";
   // torchrun's spellings and choices.
   for (const char* opt : {"--numa-binding node ", "--numa_binding=node "}) {
-    Proc p = mrtest::launcher::sh(env + mrtest::launcher::kRun + opt + job.substr(mrtest::launcher::kRun.size()));
+    Proc p = sh(env + kRun + opt + job.substr(kRun.size()));
     INFO(p.out);
     CHECK(p.exit == 0);
     CHECK(has(p.out, "--numa-binding node: local rank 0: CPUs " + std::to_string(first) + "; local rank 1: CPUs " +
@@ -155,16 +163,16 @@ TEST_CASE("--numa-binding: the launcher starts each worker on its GPU's CPUs", "
     CHECK(has(p.out, "[rank 1] Cpus_allowed_list:\t" + mr::launch::cpu_list(rest) + "\n"));
   }
   // A bad choice is a usage error; a machine that cannot say fails before any worker starts.
-  Proc bad = mrtest::launcher::sh(env + mrtest::launcher::kRun + "--numa-binding nodes " + job.substr(mrtest::launcher::kRun.size()));
+  Proc bad = sh(env + kRun + "--numa-binding nodes " + job.substr(kRun.size()));
   CHECK(bad.exit == 2);
   CHECK(has(bad.out, "argument --numa-binding: invalid choice: 'nodes' (choose from 'node', 'socket', 'exclusive', "
                      "'core-complex')"));
-  Proc three = mrtest::launcher::sh(env + mrtest::launcher::kRun + "--numa-binding node --nproc-per-node 4 --no-python -- true");
+  Proc three = sh(env + kRun + "--numa-binding node --nproc-per-node 4 --no-python -- true");
   INFO(three.out);
   CHECK(three.exit == 1);
   CHECK(has(three.out, "--numa-binding node: there is no GPU 2 for local rank 2 (2 GPU(s) visible)"));
-  Proc nogpu = mrtest::launcher::sh("MR_NUMA_GPU_PCI_ADDRESSES= CUDA_VISIBLE_DEVICES= " + mrtest::launcher::kRun +
-                                    "--numa-binding node --no-python -- true");
+  Proc nogpu =
+      sh("MR_NUMA_GPU_PCI_ADDRESSES= CUDA_VISIBLE_DEVICES= " + kRun + "--numa-binding node --no-python -- true");
   INFO(nogpu.out);
   CHECK(nogpu.exit == 1);
   CHECK(has(nogpu.out, "--numa-binding node: "));
@@ -176,20 +184,15 @@ TEST_CASE("--numa-binding: the launcher starts each worker on its GPU's CPUs", "
 // launcher's, reported through the child's note: the worker could not be started, exit 1, --numa-binding named.
 TEST_CASE("--numa-binding: a binding the kernel refuses in the child is megatron-run's failure, exit 1",
           "[launch][numa][process]") {
-  cpu_set_t set;
-  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
-  std::set<int> mine;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) mine.insert(c);
+  const std::set<int> mine = allowed_cpus();
   ScratchDir dir("mr-numa-refused");
   put(dir.path / "sys/devices/system/node/possible", "0");
   put(dir.path / "sys/devices/system/node/node0/cpulist", mr::launch::cpu_list(mine));
   put(dir.path / "sys/bus/pci/devices/0000:01:00.0/numa_node", "0");
-  Proc p = mrtest::launcher::sh("MR_NUMA_SYSFS_ROOT='" + dir.path.string() +
-                                "' MR_NUMA_GPU_PCI_ADDRESSES=0000:01:00.0 PYTHON_EXEC=/usr/bin/python3 '" +
-                                MR_SECCOMP_RUN + "' deny-setaffinity " + mrtest::launcher::kBin + " --config " +
-                                mrtest::launcher::kConfig +
-                                " --numa-binding node --nproc-per-node 1 --no-python --no-append-args -- true");
+  Proc p = sh("MR_NUMA_SYSFS_ROOT='" + dir.path.string() +
+              "' MR_NUMA_GPU_PCI_ADDRESSES=0000:01:00.0 PYTHON_EXEC=/usr/bin/python3 '" + MR_SECCOMP_RUN +
+              "' deny-setaffinity " + mrtest::launcher::kBin + " --config " + mrtest::launcher::kConfig +
+              " --numa-binding node --nproc-per-node 1 --no-python --no-append-args -- true");
   INFO(p.out);
   if (p.exit == 125 && has(p.out, "mr_test_seccomp_run: cannot install the filter")) {
     WARN("skipped: a seccomp filter cannot be installed here");

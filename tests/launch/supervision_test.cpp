@@ -29,6 +29,12 @@ struct TempDir : ScratchDir {
   TempDir() : ScratchDir("mr-supervision") {}
 };
 
+// faults.py on 2 workers: `env` (FAULT=... and any other variables, each followed by a space), then megatron-run
+// with `options` (each followed by a space).
+Proc faults(const std::string& env, const std::string& options = "") {
+  return sh(env + kRun + "--nproc-per-node 2 " + options + "--no-append-args " + kFaults);
+}
+
 // The one <run id>_<unique> directory under `root`.
 fs::path run_dir(const fs::path& root, const std::string& run_id) {
   fs::path found;
@@ -60,7 +66,7 @@ TEST_CASE("--max-restarts: the failed group is stopped and started again with th
   CHECK(fs::is_directory(run / "attempt_1" / "1"));
 
   // No restart left: the last failure is the job's, with the summary.
-  Proc none = sh("FAULT=first-attempt " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults);
+  Proc none = faults("FAULT=first-attempt ");
   INFO(none.out);
   CHECK(none.exit == 3);
   CHECK(has(none.out, "megatron-run: the job failed\n"));
@@ -150,7 +156,7 @@ TEST_CASE("--log-dir with --redirects, --tee and --local-ranks-filter: torchrun'
 TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the grace period",
           "[launch][supervision][process]") {
   auto t0 = std::chrono::steady_clock::now();
-  Proc r = sh("FAULT=ignore-term " + kRun + "--nproc-per-node 2 --term-timeout 1 --no-append-args " + kFaults);
+  Proc r = faults("FAULT=ignore-term ", "--term-timeout 1 ");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.out);
   CHECK(r.exit == 4);  // the root cause's code, not the SIGKILLed rank's
@@ -159,22 +165,21 @@ TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the gra
   CHECK(has(r.out, "was killed by signal 9 (SIGKILL) (after the launcher stopped the workers)"));
   CHECK(s < 30);  // the worker would sleep 60 s; the default grace is 30 s
   // torchrun's name for it: --shutdown-timeout.
-  Proc t = sh("FAULT=ignore-term " + kRun + "--nproc-per-node 2 --shutdown-timeout 1 --no-append-args " + kFaults);
+  Proc t = faults("FAULT=ignore-term ", "--shutdown-timeout 1 ");
   INFO(t.out);
   CHECK(t.exit == 4);
   CHECK(has(t.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
   // ... and its PET_ default, as torchrun reads it.
-  Proc p = sh("FAULT=ignore-term PET_SHUTDOWN_TIMEOUT=1 " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults);
+  Proc p = faults("FAULT=ignore-term PET_SHUTDOWN_TIMEOUT=1 ");
   INFO(p.out);
   CHECK(p.exit == 4);
   CHECK(has(p.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
   // ... and torchrun 2.x's TORCH_ELASTIC_SHUTDOWN_TIMEOUT after it (review 29b); not an integer: named.
-  Proc e = sh("FAULT=ignore-term TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1 " + kRun + "--nproc-per-node 2 --no-append-args " +
-              kFaults);
+  Proc e = faults("FAULT=ignore-term TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1 ");
   INFO(e.out);
   CHECK(e.exit == 4);
   CHECK(has(e.out, "workers still running 1 s after the stop signal (--term-timeout); killing them"));
-  Proc bad = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon " + kRun + "--nproc-per-node 2 --no-append-args " + kFaults);
+  Proc bad = faults("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon ");
   CHECK(bad.exit == 2);
   CHECK(has(bad.out, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT='soon' (the default of --shutdown-timeout) is not an integer"));
 }
@@ -184,7 +189,7 @@ TEST_CASE("the failure summary: the root cause with its error file (@record) and
   Proc has_torch = sh("/usr/bin/python3 -c 'import torch.distributed.elastic.multiprocessing.errors'");
   INFO("python3-torch is required (scripts/setup.sh installs it): " << has_torch.out);
   REQUIRE(has_torch.exit == 0);
-  Proc r = sh("FAULT=record " + kRun + "--nproc-per-node 2 --term-timeout 5 --no-append-args " + kFaults);
+  Proc r = faults("FAULT=record ", "--term-timeout 5 ");
   INFO(r.out);
   CHECK(r.exit == 1);  // Python's code for an uncaught exception
   const size_t root = r.out.find("megatron-run: the job failed\n");

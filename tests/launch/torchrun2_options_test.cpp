@@ -19,24 +19,29 @@ struct TempDir : ScratchDir {
   TempDir() : ScratchDir("mr-torchrun2") {}
 };
 
+// probe.py on `nproc` workers: `env` (ENV=... or -u NAME, each followed by a space), megatron-run with `options`
+// (each followed by a space), then the program.
+Proc probe(int nproc, const std::string& options, const std::string& env = "") {
+  return sh(env + kRun + "--nproc-per-node " + std::to_string(nproc) + " " + options + kProbe);
+}
+
 }  // namespace
 
 TEST_CASE("--log-line-prefix-template: the console prefix with torchrun's macros", "[launch][torchrun2][process]") {
   const std::string host = mr::launch::local_hostname();
-  Proc r = sh(kRun + "--nproc-per-node 2 --role trainer --log-line-prefix-template '${hostname}:${rank}/$local_rank "
-                     "${role_name}| ' " + kProbe);
+  Proc r = probe(2, "--role trainer --log-line-prefix-template '${hostname}:${rank}/$local_rank ${role_name}| ' ");
   INFO(r.out);
   REQUIRE(r.exit == 0);
   CHECK(has(r.out, host + ":0/0 trainer| {\"env\""));
   CHECK(has(r.out, host + ":1/1 trainer| {\"env\""));
   CHECK_FALSE(has(r.out, "[rank 0]"));
   // torchrun's environment variable, when the option is not given; one worker is prefixed too (asked for).
-  Proc e = sh("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='<$rank> ' " + kRun + "--nproc-per-node 1 " + kProbe);
+  Proc e = probe(1, "", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='<$rank> ' ");
   INFO(e.out);
   REQUIRE(e.exit == 0);
   CHECK(has(e.out, "<0> {\"env\""));
   // An unknown macro stays as written, and is named.
-  Proc u = sh(kRun + "--nproc-per-node 1 --log_line_prefix_template '${rnak}: ' " + kProbe);
+  Proc u = probe(1, "--log_line_prefix_template '${rnak}: ' ");
   INFO(u.out);
   REQUIRE(u.exit == 0);
   CHECK(has(u.out, "${rnak}: {\"env\""));
@@ -47,8 +52,8 @@ TEST_CASE("--log-line-prefix-template: the console prefix with torchrun's macros
 TEST_CASE("--duplicate-stdout-filters: matching lines of tee'd streams in <attempt>/filtered_stdout.log",
           "[launch][torchrun2][process]") {
   TempDir t;
-  Proc r = sh(kRun + "--nproc-per-node 2 --rdzv-id dup1 --log-dir " + t.path.string() +
-              " --tee 3 --duplicate-stdout-filters 'nothing,\"RANK\": \"1\"' " + kProbe);
+  Proc r = probe(2, "--rdzv-id dup1 --log-dir " + t.path.string() +
+                        " --tee 3 --duplicate-stdout-filters 'nothing,\"RANK\": \"1\"' ");
   INFO(r.out);
   REQUIRE(r.exit == 0);
   fs::path attempt;
@@ -59,7 +64,7 @@ TEST_CASE("--duplicate-stdout-filters: matching lines of tee'd streams in <attem
   CHECK_FALSE(has(filtered, "[rank 0]"));
   CHECK_FALSE(fs::exists(attempt / "filtered_stderr.log"));  // not asked for
   // Nothing tee'd: said, since nothing can be duplicated.
-  Proc n = sh(kRun + "--nproc-per-node 1 --duplicate-stderr-filters x " + kProbe);
+  Proc n = probe(1, "--duplicate-stderr-filters x ");
   INFO(n.out);
   REQUIRE(n.exit == 0);
   CHECK(has(n.out, "warning: --duplicate-stderr-filters: duplicates lines of tee'd streams only, and no stderr is "
@@ -67,7 +72,7 @@ TEST_CASE("--duplicate-stdout-filters: matching lines of tee'd streams in <attem
 }
 
 TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and each worker's own GPU only", "[launch][torchrun2][process]") {
-  Proc r = sh("CUDA_VISIBLE_DEVICES=5,7 " + kRun + "--nproc-per-node 2 --virtual-local-rank " + kProbe);
+  Proc r = probe(2, "--virtual-local-rank ", "CUDA_VISIBLE_DEVICES=5,7 ");
   INFO(r.out);
   REQUIRE(r.exit == 0);
   CHECK(has(r.out, "[rank 0] {\"env\": {\"RANK\": \"0\", \"LOCAL_RANK\": \"0\""));
@@ -76,12 +81,12 @@ TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and each worker's own GPU only", "
   CHECK(has(r.out, "\"CUDA_VISIBLE_DEVICES\": \"7\""));
   CHECK(has(r.out, "\"MR_VIRTUAL_LOCAL_RANK\": \"1\""));
   // No CUDA_VISIBLE_DEVICES: the local rank is the device; PET_VIRTUAL_LOCAL_RANK=1 is torchrun's default for it.
-  Proc p = sh("-u CUDA_VISIBLE_DEVICES PET_VIRTUAL_LOCAL_RANK=1 " + kRun + "--nproc-per-node 2 " + kProbe);
+  Proc p = probe(2, "", "-u CUDA_VISIBLE_DEVICES PET_VIRTUAL_LOCAL_RANK=1 ");
   INFO(p.out);
   REQUIRE(p.exit == 0);
   CHECK(has(p.out, "\"CUDA_VISIBLE_DEVICES\": \"1\""));
   // Fewer GPUs listed than workers: refused before anything starts, naming the option.
-  Proc f = sh("CUDA_VISIBLE_DEVICES=3 " + kRun + "--nproc-per-node 2 --virtual_local_rank " + kProbe);
+  Proc f = probe(2, "--virtual_local_rank ", "CUDA_VISIBLE_DEVICES=3 ");
   INFO(f.out);
   CHECK(f.exit == 2);
   CHECK(has(f.out, "argument --virtual-local-rank: local rank 1 has no GPU of its own in CUDA_VISIBLE_DEVICES=3 "
@@ -91,11 +96,11 @@ TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and each worker's own GPU only", "
 
 TEST_CASE("--local-addr on one node: the workers' MASTER_ADDR; with --master-addr it is named as not used",
           "[launch][torchrun2][process]") {
-  Proc r = sh(kRun + "--nproc-per-node 1 --local-addr localhost " + kProbe);
+  Proc r = probe(1, "--local-addr localhost ");
   INFO(r.out);
   REQUIRE(r.exit == 0);
   CHECK(has(r.out, "\"MASTER_ADDR\": \"localhost\""));
-  Proc m = sh(kRun + "--nproc-per-node 1 --master-addr 127.0.0.1 --local-addr localhost " + kProbe);
+  Proc m = probe(1, "--master-addr 127.0.0.1 --local-addr localhost ");
   INFO(m.out);
   REQUIRE(m.exit == 0);
   CHECK(has(m.out, "\"MASTER_ADDR\": \"127.0.0.1\""));
@@ -106,7 +111,7 @@ TEST_CASE("--local-addr on one node: the workers' MASTER_ADDR; with --master-add
 TEST_CASE("--master-addr on one node must be this machine: refused at once, not after the collective timeout",
           "[launch][torchrun2][process]") {
   for (const char* addr : {"name.invalid", "''", "192.0.2.1"}) {
-    Proc r = sh(kRun + "--nproc-per-node 1 --master-addr " + addr + " " + kProbe);  // exited at once: no hang
+    Proc r = probe(1, std::string("--master-addr ") + addr + " ");  // exited at once: no hang
     INFO(r.out);
     CHECK(r.exit == 2);
     CHECK(has(r.out, "error[input.address-not-this-machine]: argument --master-addr: "));
@@ -117,7 +122,7 @@ TEST_CASE("--master-addr on one node must be this machine: refused at once, not 
 TEST_CASE("--local-addr on one node is its master: one that is not this machine is refused at once, like --master-addr",
           "[launch][torchrun2][process]") {
   for (const char* addr : {"name.invalid", "192.0.2.1"}) {
-    Proc r = sh(kRun + "--nproc-per-node 1 --local-addr " + addr + " " + kProbe);  // exited at once: no hang
+    Proc r = probe(1, std::string("--local-addr ") + addr + " ");  // exited at once: no hang
     INFO(r.out);
     CHECK(r.exit == 2);
     CHECK(has(r.out, "error[input.address-not-this-machine]: argument --local-addr: '" + std::string(addr) + "' "));
@@ -134,7 +139,7 @@ TEST_CASE("--local-addr on one node is its master: one that is not this machine 
                       "of this machine; under c10d the launcher that becomes a round's node 0"));
   CHECK_FALSE(has(c10d.out, "launchers' store"));  // it did not try to join
   // One of this machine's addresses is taken (localhost: the case above this one).
-  Proc ok = sh(kRun + "--nproc-per-node 1 --local-addr 127.0.0.1 " + kProbe);
+  Proc ok = probe(1, "--local-addr 127.0.0.1 ");
   INFO(ok.out);
   CHECK(ok.exit == 0);
   CHECK(has(ok.out, "\"MASTER_ADDR\": \"127.0.0.1\""));

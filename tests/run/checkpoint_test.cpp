@@ -51,6 +51,12 @@ std::string checksum_line(const std::string& out) {
 
 std::string tracker(const std::string& dir) { return bytes_of(dir + "/latest_checkpointed_iteration.txt"); }
 
+// `head`'s flags, then `tail`'s: a test's common flags and one job's own (of two same flags, the later one wins).
+std::vector<std::string> joined(std::vector<std::string> head, const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
 // The unsharded tensors of a checkpoint: (key, kind) -> bytes, assembled from the pieces of every rank's files.
 std::map<std::pair<std::string, std::string>, std::string> unsharded(const std::string& ckpt) {
   mr::run::CheckpointReader r(ckpt);
@@ -78,9 +84,7 @@ struct Job {
 };
 mrtest::Proc run_job(const Job& j, const std::string& ckdir, const mrtest::TempDir& dir, const std::string& tag,
                      std::map<std::string, std::string> env = {}) {
-  std::vector<std::string> f = j.flags;
-  f.insert(f.end(), {"--save", ckdir, "--load", ckdir});
-  return spawn(j.ranks, f, dir, tag, std::move(env));
+  return spawn(j.ranks, joined(j.flags, {"--save", ckdir, "--load", ckdir}), dir, tag, std::move(env));
 }
 
 // `iters` iterations (even) with saves at half way and at the end, then the same command resumed from half way:
@@ -165,14 +169,13 @@ namespace {
 void check_reshard(const Job& from, const Job& to, const std::string& tag) {
   mrtest::TempDir dir;
   const std::string a = dir / "a", b = dir / "b";
-  std::vector<std::string> fa = from.flags;
-  fa.insert(fa.end(), {"--train-iters", "3", "--save-interval", "3", "--save", a});
-  mrtest::Proc p = spawn(from.ranks, fa, dir, tag + "-save");
+  mrtest::Proc p = spawn(from.ranks, joined(from.flags, {"--train-iters", "3", "--save-interval", "3", "--save", a}),
+                         dir, tag + "-save");
   INFO(tag << "\n" << p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
-  std::vector<std::string> fb = to.flags;
-  fb.insert(fb.end(), {"--train-iters", "3", "--save-interval", "2", "--load", a, "--save", b});
-  mrtest::Proc q = spawn(to.ranks, fb, dir, tag + "-load");
+  mrtest::Proc q =
+      spawn(to.ranks, joined(to.flags, {"--train-iters", "3", "--save-interval", "2", "--load", a, "--save", b}), dir,
+            tag + "-load");
   INFO(q.out() << q.err());
   REQUIRE(q.exit_code() == 0);
   CHECK_THAT(q.out(), Catch::Contains("successfully loaded checkpoint"));
@@ -208,9 +211,8 @@ TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16
   const std::vector<std::string> bf16_dp2 = bf16;
   check_reshard({1, bf16}, {2, bf16_dp2}, "aware-dp1-to-dp2");
   mrtest::TempDir dir;
-  std::vector<std::string> f = aware;
-  f.insert(f.end(), {"--train-iters", "3", "--save-interval", "3", "--save", dir / "ck"});
-  mrtest::Proc p = spawn(1, f, dir, "dtypes");
+  mrtest::Proc p =
+      spawn(1, joined(aware, {"--train-iters", "3", "--save-interval", "3", "--save", dir / "ck"}), dir, "dtypes");
   INFO(p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
   mr::run::CheckpointReader r(dir / "ck/iter_0000003");
@@ -222,9 +224,8 @@ TEST_CASE("the precision-aware optimizer: resume is bit-exact with bf16 and fp16
     }
   CHECK(moments > 0);
   // --no-load-optim: the main params from the loaded bf16 params (remainders zero), fresh moments.
-  std::vector<std::string> g = aware;
-  g.insert(g.end(), {"--train-iters", "5", "--load", dir / "ck", "--no-load-optim"});
-  mrtest::Proc q = spawn(1, g, dir, "no-load-optim");
+  mrtest::Proc q =
+      spawn(1, joined(aware, {"--train-iters", "5", "--load", dir / "ck", "--no-load-optim"}), dir, "no-load-optim");
   INFO(q.out() << q.err());
   CHECK(q.exit_code() == 0);
   CHECK_THAT(q.out(), Catch::Contains("iteration        5/"));
@@ -342,8 +343,7 @@ TEST_CASE("a checkpoint loads under another layout with the same unsharded state
   // Mamba at TP=2: in_proj and conv1d are stored as one piece per part (each rank's slice of z, x, B, C, dt).
   const std::vector<std::string> hy = {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope",
                                        "--mamba-num-groups", "2", "--mamba-head-dim", "32"};
-  std::vector<std::string> hy_tp = hy;
-  hy_tp.insert(hy_tp.end(), {"--tensor-model-parallel-size", "2", "--use-distributed-optimizer"});
+  const std::vector<std::string> hy_tp = joined(hy, {"--tensor-model-parallel-size", "2", "--use-distributed-optimizer"});
   check_reshard({4, hy_tp}, {1, hy}, "mambatp2-1");
   check_reshard({1, hy}, {4, hy_tp}, "1-mambatp2");
 }
@@ -355,14 +355,14 @@ namespace {
 void check_reshard_resume(const Job& from, const Job& to, const std::string& tag) {
   mrtest::TempDir dir;
   const std::string a = dir / "a", b = dir / "b";
-  std::vector<std::string> fa = from.flags;
-  fa.insert(fa.end(), {"--train-iters", "6", "--save-interval", "3", "--save", a});
-  mrtest::Proc p = spawn(from.ranks, fa, dir, tag + "-full");
+  mrtest::Proc p = spawn(from.ranks, joined(from.flags, {"--train-iters", "6", "--save-interval", "3", "--save", a}),
+                         dir, tag + "-full");
   INFO(tag << "\n" << p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
-  std::vector<std::string> fb = to.flags;
-  fb.insert(fb.end(), {"--train-iters", "6", "--save-interval", "3", "--load", a, "--ckpt-step", "3", "--save", b});
-  mrtest::Proc q = spawn(to.ranks, fb, dir, tag + "-resumed");
+  mrtest::Proc q = spawn(
+      to.ranks,
+      joined(to.flags, {"--train-iters", "6", "--save-interval", "3", "--load", a, "--ckpt-step", "3", "--save", b}),
+      dir, tag + "-resumed");
   INFO(q.out() << q.err());
   REQUIRE(q.exit_code() == 0);
   CHECK_THAT(q.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/"));
@@ -556,10 +556,7 @@ TEST_CASE("the second moment is saved only where the rule keeps one; an older ch
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
   const std::vector<std::string> muon = {"--optimizer", "muon", "--lr-warmup-iters", "0", "--override-opt-param-scheduler"};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.begin(), muon.begin(), muon.end());
-    return more;
-  };
+  auto with = [&](std::vector<std::string> more) { return joined(muon, more); };
   mrtest::Proc a = spawn(1, with({"--train-iters", "2", "--save-interval", "2", "--save", ck}), dir, "save");
   INFO(a.out() << a.err());
   REQUIRE(a.exit_code() == 0);
@@ -747,16 +744,11 @@ TEST_CASE("another precision: the weights load converted with --finetune or --no
   REQUIRE(spawn(1, {"--bf16", "--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", b16}, dir,
                 "b16").exit_code() == 0);
   const std::vector<std::string> more = {"--lr-warmup-iters", "1", "--train-iters", "4", "--override-opt-param-scheduler"};
-  auto with = [&](std::vector<std::string> v) {
-    v.insert(v.end(), more.begin(), more.end());
-    return v;
-  };
+  auto with = [&](std::vector<std::string> v) { return joined(std::move(v), more); };
   for (const auto& [from, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {f32, {"--bf16", "--no-load-optim"}}, {f32, {"--bf16", "--finetune"}}, {f32, {"--fp16", "--no-load-optim"}},
            {b16, {"--no-load-optim"}}, {b16, {"--fp16", "--finetune"}}}) {
-    std::vector<std::string> args = {"--load", from};
-    args.insert(args.end(), flags.begin(), flags.end());
-    mrtest::Proc a = spawn(1, with(args), dir, "convert");
+    mrtest::Proc a = spawn(1, with(joined({"--load", from}, flags)), dir, "convert");
     INFO(from << " " << flags[0] << " " << flags.back() << "\n" << a.out() << a.err());
     CHECK(a.exit_code() == 0);
     CHECK_THAT(a.out(), Catch::Contains("successfully loaded checkpoint"));
@@ -888,10 +880,7 @@ TEST_CASE("a checkpoint layout out of range, not matching world_size or differin
   // Two ranks (DP=2) with the distributed optimizer: every layout field is there, each rank's shard is its own.
   const std::vector<std::string> job = {"--lr-warmup-iters", "1", "--use-distributed-optimizer",
                                         "--override-opt-param-scheduler"};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.begin(), job.begin(), job.end());
-    return more;
-  };
+  auto with = [&](std::vector<std::string> more) { return joined(job, more); };
   REQUIRE(spawn(2, with({"--train-iters", "2", "--save-interval", "2", "--save", ck}), dir, "save").exit_code() == 0);
   const std::string js0 = ck + "/iter_0000002/rank_00000.json", js1 = ck + "/iter_0000002/rank_00001.json";
   const std::string keep0 = bytes_of(js0), keep1 = bytes_of(js1);
@@ -989,10 +978,7 @@ TEST_CASE("tracker and directory details: a signed count, --load '' (the working
   REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save")
               .exit_code() == 0);
   const std::vector<std::string> more = {"--lr-warmup-iters", "1", "--train-iters", "4", "--override-opt-param-scheduler"};
-  auto with = [&](std::vector<std::string> v) {
-    v.insert(v.end(), more.begin(), more.end());
-    return v;
-  };
+  auto with = [&](std::vector<std::string> v) { return joined(std::move(v), more); };
   { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "+2\n"; }  // Python's int() reads it
   mrtest::Proc a = spawn(1, with({"--load", ck}), dir, "signed");
   INFO(a.out() << a.err());
@@ -1187,10 +1173,7 @@ TEST_CASE("a load that fails on one rank: no rank says it loaded, and each names
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
   const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2", "--lr-warmup-iters", "1"};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.begin(), tp2.begin(), tp2.end());
-    return more;
-  };
+  auto with = [&](std::vector<std::string> more) { return joined(tp2, more); };
   REQUIRE(spawn(2, with({"--train-iters", "2", "--save-interval", "2", "--save", ck}), dir, "save").exit_code() == 0);
   // Rank 1's file truncated: rank 1 fails (corrupt), rank 0 loaded its own but reports rank 1's failure.
   const std::string st = ck + "/iter_0000002/rank_00001.safetensors";
@@ -1396,9 +1379,7 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
   };
   // A file, and a path under a file: refused on every rank before the first iteration, naming the flag.
   for (const std::string& np : {dir / "afile", dir / "afile/np"}) {
-    std::vector<std::string> f = np_flags(np);
-    f.insert(f.end(), {"--save", ck});
-    mrtest::Proc a = spawn(2, f, dir, "unwritable");
+    mrtest::Proc a = spawn(2, joined(np_flags(np), {"--save", ck}), dir, "unwritable");
     INFO(np << "\n" << a.out() << a.err());
     CHECK(a.exit_code() == 1);
     CHECK_THAT(a.err(), Catch::Contains("--non-persistent-global-ckpt-dir " + np + " cannot be written: cannot create "
@@ -1410,9 +1391,7 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
   // A non-persistent save that fails names the non-persistent directory's flag, not --save.
   const std::string np = dir / "np";
   {
-    std::vector<std::string> f = np_flags(np);
-    f.insert(f.end(), {"--save", ck});
-    mrtest::Proc b = spawn(1, f, dir, "npfail", {{"MR_CKPT_FAIL_IN_SAVE", "1"}});
+    mrtest::Proc b = spawn(1, joined(np_flags(np), {"--save", ck}), dir, "npfail", {{"MR_CKPT_FAIL_IN_SAVE", "1"}});
     INFO(b.out() << b.err());
     CHECK(b.exit_code() == 1);
     CHECK_THAT(b.err(), Catch::Contains("[checkpoint.save-failed]: --non-persistent-global-ckpt-dir " + np +
@@ -1425,9 +1404,9 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
   const std::vector<std::pair<std::string, std::string>> loads = {
       {"--load", ck}, {"--load", dir / "cklink/"}, {"--pretrained-checkpoint", ck}};
   for (const auto& [flag, where] : loads) {
-    std::vector<std::string> f = np_flags(ck);
-    f.insert(f.end(), {"--save", dir / "other", flag, where, "--ckpt-step", "2", "--train-iters", "6"});
-    mrtest::Proc c = spawn(1, f, dir, "npload");
+    mrtest::Proc c =
+        spawn(1, joined(np_flags(ck), {"--save", dir / "other", flag, where, "--ckpt-step", "2", "--train-iters", "6"}),
+              dir, "npload");
     INFO(flag << " " << where << "\n" << c.out() << c.err());
     CHECK(c.exit_code() == 1);
     CHECK_THAT(c.err(), Catch::Contains("[checkpoint.unsupported]: --non-persistent-global-ckpt-dir " + ck + " is the " +
@@ -1437,9 +1416,10 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
                                                     "latest_checkpointed_iteration.txt"}));
   }
   // The way out the message gives: --load of the persistent directory finds the newer non-persistent checkpoint.
-  std::vector<std::string> f = np_flags(np);
-  f.insert(f.end(), {"--save", dir / "other", "--load", ck, "--train-iters", "6", "--override-opt-param-scheduler"});
-  mrtest::Proc d = spawn(1, f, dir, "npsave");
+  mrtest::Proc d = spawn(1,
+                         joined(np_flags(np), {"--save", dir / "other", "--load", ck, "--train-iters", "6",
+                                               "--override-opt-param-scheduler"}),
+                         dir, "npsave");
   INFO(d.out() << d.err());
   REQUIRE(d.exit_code() == 0);
   CHECK(tracker(np) == "6");  // non-persistent saves at 5 and 6 (the newest kept); the final save to --save
@@ -1507,10 +1487,8 @@ TEST_CASE("--verify-integrity: each save writes integrity.json; a load checks it
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
   const std::vector<std::string> common = {"--lr-warmup-iters", "1", "--train-iters", "4", "--override-opt-param-scheduler"};
-  auto with = [&](std::vector<std::string> v) {
-    v.insert(v.begin(), common.begin(), common.end());  // before: a later --train-iters wins
-    return v;
-  };
+  // `common` first: a later --train-iters of the job's own wins.
+  auto with = [&](std::vector<std::string> v) { return joined(common, v); };
   // Two ranks: rank 0 hashes every rank's files once all are written.
   mrtest::Proc a = spawn(2, with({"--save", ck, "--save-interval", "2", "--verify-integrity"}), dir, "save");
   INFO(a.out() << a.err());
@@ -1624,10 +1602,7 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
   // which moves it to the consumed samples (Megatron's reset).
   const std::vector<std::string> resume = {"--load", ck, "--ckpt-step", "4", "--override-ckpt-iteration", "10",
                                            "--lr-warmup-iters", "1", "--train-iters", "12"};
-  auto with = [&](std::vector<std::string> v) {
-    v.insert(v.begin(), resume.begin(), resume.end());
-    return v;
-  };
+  auto with = [&](std::vector<std::string> v) { return joined(resume, v); };
   mrtest::Proc b = spawn(1, with({"--use-checkpoint-opt-param-scheduler"}), dir, "override");
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
@@ -1663,10 +1638,9 @@ TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoin
               .exit_code() == 0);
   // One bf16 iteration at learning rate 0 after the load: the saved main params are the loaded ones.
   auto run = [&](const std::string& save, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"--load", f32, "--save", save, "--save-interval", "3", "--lr-warmup-iters", "1",
-                                     "--train-iters", "3", "--bf16", "--no-load-optim", "--lr", "0", "--min-lr", "0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return spawn(1, args, dir, save.substr(save.rfind('/') + 1));
+    return spawn(1, joined({"--load", f32, "--save", save, "--save-interval", "3", "--lr-warmup-iters", "1",
+                            "--train-iters", "3", "--bf16", "--no-load-optim", "--lr", "0", "--min-lr", "0"}, extra),
+                 dir, save.substr(save.rfind('/') + 1));
   };
   const std::string with = dir / "with", without = dir / "without";
   mrtest::Proc a = run(with, {"--use-distributed-optimizer", "--load-main-params-from-ckpt"});
@@ -1703,10 +1677,7 @@ TEST_CASE("a resume takes the optimizer's group hyper-parameters from the checkp
   const std::string ck = dir / "ck";
   const std::vector<std::string> small = {"--num-layers", "1", "--hidden-size", "64", "--vocab-size", "128",
                                           "--train-iters", "6"};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.begin(), small.begin(), small.end());
-    return more;
-  };
+  auto with = [&](std::vector<std::string> more) { return joined(small, more); };
   // configs/default.yaml says --adam-beta2 0.95.
   mrtest::Proc a = spawn(1, with({"--save", ck, "--save-interval", "3"}), dir, "full");
   INFO(a.out() << a.err());
@@ -1789,10 +1760,7 @@ TEST_CASE("another TP that pads the vocabulary otherwise is refused naming the p
   // --vocab-size 300: 384 rows at TP=1, 512 at TP=2 (multiples of 128 and 256).
   const std::vector<std::string> small = {"--num-layers", "1", "--hidden-size", "64", "--vocab-size", "300",
                                           "--make-vocab-size-divisible-by", "128", "--train-iters", "6"};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.begin(), small.begin(), small.end());
-    return more;
-  };
+  auto with = [&](std::vector<std::string> more) { return joined(small, more); };
   mrtest::Proc a = spawn(1, with({"--save", ck, "--save-interval", "3"}), dir, "save");
   INFO(a.out() << a.err());
   REQUIRE(a.exit_code() == 0);
