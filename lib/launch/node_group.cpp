@@ -405,12 +405,22 @@ std::optional<std::string> NodeGroup::lost_member() {
     lost_checked_ = lost;
     lost_round_ = round_;
     lost_what_.reset();
+    lost_left_ = false;
     const int64_t closed = std::stoll(client_->get(round_key("closed")).value_or("0"));
     for (int k = 0; k < closed && !lost_what_; ++k) {
       std::optional<std::string> id = client_->get(round_key("arrival/" + std::to_string(k)));
       std::optional<std::string> why = id && *id != std::to_string(launcher_id_) ? client_->get("lost/" + *id)
                                                                                  : std::nullopt;
-      if (why) lost_what_ = "node " + std::to_string(k) + "'s launcher " + *why;
+      if (!why) continue;
+      lost_what_ = "node " + std::to_string(k) + "'s launcher " + *why;
+      // It had said it leaves (local_stop), and went before its leave was recorded (a second signal, kill -9
+      // after the stop): its leave, as it would have recorded it.
+      if (std::optional<std::string> leave = client_->get("leaving/" + *id)) {
+        const PeerFailure f = parse_failure(*leave);
+        lost_what_ = f.message;
+        lost_left_ = true;
+        lost_code_ = f.code;
+      }
     }
   }
   return lost_what_;
@@ -515,7 +525,8 @@ std::optional<PeerFailure> NodeGroup::poll() {
         return f;
       }
       if (std::optional<std::string> what = lost_member()) {  // a node of this round whose launcher is gone
-        if (restarts_ < o_.max_restarts && client_->add(round_key("done"), 0) == 0) return end_round(true, 1, *what);
+        if (restarts_ < o_.max_restarts && client_->add(round_key("done"), 0) == 0)
+          return lost_left_ ? end_round(true, lost_code_, *what, true) : end_round(true, 1, *what);
         failed_ = true;
         PeerFailure f = parse_failure(client_->set_first("fail", "1 " + *what + " (no restart left, --max-restarts)"));
         f.message = "the job failed on another node: " + f.message;
@@ -580,6 +591,13 @@ void NodeGroup::local_stop(int sig, const std::string& what) {
   if (client_ && !failed_ && elastic() && o_.min_nnodes < max_nnodes_ && restarts_ < o_.max_restarts && !server_ &&
       usable(o_.nnodes - 1) > 0) {
     leaving_ = what + " on " + local_hostname() + " and left the job";
+    // Recorded now, not only once its workers have stopped (finish()): should this launcher be gone before that
+    // (a second stop signal; SIGKILL after the stop), the others still read a leave, not a lost node.
+    try {
+      client_->set("leaving/" + std::to_string(launcher_id_), std::to_string(128 + sig) + " " + leaving_);
+    } catch (const StoreError&) {
+      // The store is gone: the other nodes see that themselves.
+    }
     std::cerr << "megatron-run: this node leaves the elastic job (--nnodes " << nnodes_text()
               << ", a restart left): the stop is not passed on; the other " << o_.nnodes - 1
               << " node(s) go on without it once its workers have stopped\n";

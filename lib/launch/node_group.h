@@ -165,6 +165,9 @@ class NodeGroup : public JobWatch {
   int64_t lost_checked_ = 0;  // lost_member(): the store's "lost" counter and the round when last looked at
   int lost_round_ = -1;
   std::optional<std::string> lost_what_;
+  // ... that node had said it leaves (local_stop's "leaving/<id>" record): a leave with its code, not a loss.
+  bool lost_left_ = false;
+  int lost_code_ = 1;
   std::string seen_as_;   // the address the store sees this launcher at (a round's node 0 publishes it: node0_master_addr)
   bool ended_without_us_ = false;
   std::string leaving_;  // elastic: this node's launcher was stopped and leaves the job (local_stop): why

@@ -7,6 +7,8 @@
 // can produce, or the whole chain.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -56,7 +58,8 @@ TEST_CASE("heterogeneous config that agrees with the flags passes", "[validate-m
 }
 
 TEST_CASE("heterogeneous config is read from --heterogeneous-layers-config-path", "[validate-model]") {
-  std::string path = (std::filesystem::temp_directory_path() / "mr_part_a_hetero_test.json").string();
+  const std::string name = "mr_part_a_hetero_test." + std::to_string(getpid()) + ".json";  // two runs at once
+  std::string path = (std::filesystem::temp_directory_path() / name).string();
   {
     std::ofstream out(path);
     out << kHeteroJson;

@@ -147,7 +147,7 @@ TEST_CASE("the worker under an open-file limit too low for its job: one line nam
           "[worker][ulimit][open-files]") {
   mrtest::TempDir dir;
   // Started as torchrun starts a rank (megatron-run hands over to the worker): no launcher checked the limit.
-  const int port = mr::launch::free_port();
+  const int port = mrtest::store_port();
   const std::map<std::string, std::string> env = {{"RANK", "0"},          {"WORLD_SIZE", "1"},
                                                   {"LOCAL_RANK", "0"},    {"LOCAL_WORLD_SIZE", "1"},
                                                   {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};

@@ -1081,6 +1081,23 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
       }
     }
   }
+  SECTION("1:2 nodes: a leaving node killed before its workers stopped still leaves (the leave recorded at once)") {
+    // Node 1's worker ignores SIGTERM; its launcher gets SIGTERM 5 s in (it leaves, a restart left) and SIGKILL 1 s
+    // later, inside its --term-timeout of 3 s: gone before its workers stopped. Its leave was recorded when it
+    // decided to leave, so node 0 reads a leave, not a lost node (before 2026-12-06 it read "is gone": GNU
+    // timeout's second TERM, to its process group, could end a leaving launcher so in CI).
+    std::string job = lost_node_job("el10", "1", "trap \"\" TERM; exec sleep 30");
+    job.insert(kRun.size(), "--term-timeout 3 ");
+    Nodes r = run_nodes({job, "timeout -s TERM -k 1 5 env " + job}, 0.5);
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
+    CHECK(r.nodes[1].exit == 137);
+    CHECK(has(r.nodes[1].out, "this node leaves the elastic job"));
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(has(r.nodes[0].out, "the job's nodes change: node 1's launcher received signal 15 (SIGTERM) on " + kHost +
+                                  " and left the job (counted as a restart)"));
+    CHECK_FALSE(has(r.nodes[0].out, "is gone"));
+    CHECK(has(r.nodes[0].out, "WORLD_SIZE=1 RESTART=1"));
+  }
   SECTION("1:2 nodes: a node lost after the other finished fails the job; a late node's bad option does not") {
     // Node 0's worker exits 0 at once; node 1's launcher is killed (-9) 5 s in, its worker still sleeping.
     const std::string job = kRun + flags + "--rdzv-id el6 --nnodes 1:2 --max-restarts 1 --no-python --no-append-args "
