@@ -49,7 +49,8 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-// Every port these tests pick is a store's (the launchers' store, rank 0's): held over the next picks (sockets.h).
+// The ports these tests pick for stores (the launchers', rank 0's) are held over the next picks (sockets.h); one
+// a test binds itself without SO_REUSEADDR (port_holder) is mrtest::free_port(), not held.
 int free_port() { return mrtest::store_port(); }
 using mrtest::has_ipv6_loopback;
 using mrtest::port_free;
@@ -204,7 +205,7 @@ std::string port_holder(int port, double seconds) {
 
 TEST_CASE("c10d: the --rdzv-endpoint's port held on its host by a socket that does not listen",
           "[launch][multinode][process]") {
-  const int sp = free_port();
+  const int sp = mrtest::free_port();  // not held: port_holder binds it without SO_REUSEADDR
   const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
                             " --rdzv-id held --nproc-per-node 1 ";
   SECTION("held for the whole join timeout: each launcher names the port as another program's, not as no launcher") {
@@ -371,7 +372,7 @@ TEST_CASE("a node whose config fails validation tells the others, which fail at 
   }
   SECTION("c10d: the endpoint's port held by a socket that does not listen for 3 s; the launcher that would host "
           "the store refuses, hosts it once the port is let go, and tells the other (is_host=false)") {
-    const int sp = free_port();
+    const int sp = mrtest::free_port();  // not held: port_holder binds it without SO_REUSEADDR
     const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
                               std::to_string(sp) + " --nproc-per-node 1 --rdzv-conf join_timeout=50";
     Nodes r = run_nodes({port_holder(sp, 3), kBin + flags + " " + bad + prog, kBin + flags + ",is_host=false " + prog},
