@@ -33,12 +33,16 @@ if [[ -z "$(ls -A "$seeds")" ]]; then
       cp tests/data/corpus/functional-tests/*.yaml "$seeds/"
       cp configs/examples/* "$seeds/" 2>/dev/null || true ;;
     cli)
-      # each reference argv, its words NUL-separated
+      # each reference argv, its words NUL-separated, alone and as a program launch
       /usr/bin/env python3 - "$seeds" <<'PY'
 import glob, json, os, sys
 for f in glob.glob("tests/data/corpus/reference/*.json"):
     argv = json.load(open(f)).get("argv") or []
     open(os.path.join(sys.argv[1], os.path.basename(f)[:-5]), "wb").write("\0".join(argv).encode())
+    # and as a program launch: half of the flags before the program, half after it (fuzz_cli.cpp)
+    half = len(argv) // 2
+    launch = argv[:half] + ["PROG"] + argv[half:]
+    open(os.path.join(sys.argv[1], os.path.basename(f)[:-5] + ".prog"), "wb").write("\0".join(launch).encode())
 PY
       ;;
     convert)

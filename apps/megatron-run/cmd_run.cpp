@@ -242,6 +242,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     if (w == "-r") w = "--redirects";
     if (w == "-t") w = "--tee";
   }
+  if (std::optional<std::string> shell = print_completion_requested(own_args)) {  // nothing after it is read
+    print_completion_script(std::cout, *shell);
+    return 0;
+  }
   SplitArgs split = split_args(own_args, 1, desc, /*allow_unregistered=*/true);
   if (help) {
     print_usage(std::cout);
@@ -251,10 +255,6 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   if (version) {
     std::cout << "megatron-run " << MR_VERSION << "\n";
-    return 0;
-  }
-  if (!launch_opts.print_completion.empty()) {  // as torchrun: printed at once, whatever else was given
-    print_completion_script(std::cout, launch_opts.print_completion);
     return 0;
   }
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "config/args.h"
@@ -29,7 +30,6 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port (one node), 29500 (several)
   bool bring_up_only = false;  // --bring-up-only: the workers stop after the self-check (passed on to them)
-  std::string print_completion;  // --print-completion bash|zsh|fish (torchrun's): print that script, start nothing
   // --heartbeat-timeout SECONDS: a rank whose heartbeat stops for this long fails the job (passed on to the
   // workers; empty: not given, then MR_DIST_HEARTBEAT_TIMEOUT_S or 30 s; docs/distributed.md, "Faults")
   std::optional<double> heartbeat_timeout;  // --heartbeat-timeout S: seconds, finite and above 0 (checked at parse)
@@ -178,5 +178,10 @@ std::optional<int> env_int(const launch::EnvLookup& env, const std::string& var,
 // PET_NPROC_PER_NODE would start a job inside every worker (and those inside theirs); so such a megatron-run reads
 // none, and validates and runs the program in place.
 bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env);
+
+// torchrun's --print-completion SHELL among megatron-run's own options (`words`, written out in full): the shell
+// (bash, zsh or fish; tcsh and others refused), at the first such option, as torchrun acts where argparse meets it
+// (the script printed, nothing after it read); nullopt when there is none, or a --help comes first.
+std::optional<std::string> print_completion_requested(const std::vector<std::string>& words);
 
 }  // namespace mr::app

@@ -139,6 +139,22 @@ void refuse_elsewhere(const std::string& flag, const std::string& addr, const st
 
 }  // namespace
 
+std::optional<std::string> print_completion_requested(const std::vector<std::string>& words) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--help" || w == "-h") return std::nullopt;  // met first: the help
+    for (const std::string flag : {"--print-completion", "--print_completion"}) {
+      if (w == flag) {
+        if (i + 1 == words.size())
+          throw UsageError("argument --print-completion: expected one argument", {"--print-completion"});
+        return completion_shell(words[i + 1]);
+      }
+      if (w.rfind(flag + "=", 0) == 0) return completion_shell(w.substr(flag.size() + 1));
+    }
+  }
+  return std::nullopt;
+}
+
 void LaunchOptions::add_to(po::options_description& desc) {
   auto nproc = [this](const std::string& v) { nproc_per_node = parse_nproc(v), nproc_given = true; };
   auto endpoint = [this](const std::string& v) { rdzv_endpoint = v; };
@@ -222,7 +238,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
        "seconds without a rank's heartbeat before the job fails (default 30)");
   for (const char* spelling : {"print-completion", "print_completion"})
     desc.add_options()(spelling, po::value<std::string>()->notifier([this](const std::string& v) {
-      print_completion = completion_shell(v);
+      completion_shell(v);  // print_completion_requested acted before the parse; checked all the same
     }), described(kCompletionShells, "print megatron-run's completion script for the shell and exit").c_str());
 }
 

@@ -143,8 +143,9 @@ bool process_gone(const std::string& rdzv) {
 }
 
 // When rank 0 runs on this machine, in this pid namespace, but was started by another process than this rank
-// (two launchers, or a launcher and a shell): the words that say the two may be different jobs that met in one
-// store (MASTER_PORT the same), else "". Rank 0's rendezvous value is waited for a moment (it follows its config).
+// (two launchers, a launcher and a shell, or one wrapper per rank): the words that say both readings, one job
+// given different arguments or two jobs that met in one store (MASTER_PORT the same), else "". Rank 0's
+// rendezvous value is waited for a moment (it follows its config).
 std::string other_job_hint(Store& store, const LaunchInfo& L, const std::string& host) {
   std::optional<std::string> zero;
   for (int i = 0; i < 40 && !(zero = store.try_get("rdzv/0")); ++i)
@@ -155,8 +156,8 @@ std::string other_job_hint(Store& store, const LaunchInfo& L, const std::string&
   const std::string parent = rdzv_field(*zero, "ppid"), mine = std::to_string(getppid());
   if (parent.empty() || parent == mine) return "";
   return " (rank 0, pid " + rdzv_field(*zero, "pid") + ", was started by pid " + parent + ", this rank by pid " +
-         mine + ": if they are not one job, two jobs on this machine share the store at " + L.master_addr + ":" +
-         std::to_string(L.master_port) + "; give each its own MASTER_PORT)";
+         mine + ": meant as one job, they were given different arguments; if they are two jobs, both use the store "
+         "at " + L.master_addr + ":" + std::to_string(L.master_port) + " and need a MASTER_PORT each)";
 }
 
 }  // namespace

@@ -107,6 +107,40 @@ void flush(ConsoleOut& c, Outbox& b, bool ready) {
   b.clear();
 }
 
+// stderr once its reader took nothing for a whole grace period: from then on each of the launcher's messages goes
+// only as far as stderr takes it at once (poll with no wait, PIPE_BUF at a time) and the rest is dropped, so that
+// what it says after the workers (the failure summary, a restart) never holds it in a write (a SIGTERM then would
+// be caught and the write resumed: the launcher would never end). Never destroyed: std::cerr may be written, and
+// is flushed, until the process ends.
+class StalledStderr : public std::streambuf {
+ public:
+  static StalledStderr& get() {
+    static StalledStderr* s = new StalledStderr;
+    return *s;
+  }
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    size_t off = 0;
+    const size_t len = static_cast<size_t>(n);
+    while (off < len) {
+      pollfd p{2, POLLOUT, 0};
+      if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLOUT)) break;
+      const ssize_t w = write(2, s + off, std::min<size_t>(len - off, PIPE_BUF));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    return n;  // what stderr did not take is dropped
+  }
+  int_type overflow(int_type ch) override {
+    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+    const char c = traits_type::to_char_type(ch);
+    xsputn(&c, 1);
+    return ch;
+  }
+};
+
 // The launcher's own messages (std::cerr) while it supervises the workers: queued in the stderr Outbox behind the
 // relayed lines and written as stderr can take them, so that a stderr whose reader does not read never blocks the
 // loop (a "received signal 15" line would otherwise hold the signal it reports), and the messages keep their order
@@ -117,9 +151,9 @@ class LauncherMessages : public std::streambuf {
   explicit LauncherMessages(ConsoleOut& c) : c_(c), before_(std::cerr.rdbuf(this)) {}
   // What is still queued when supervise returns (its last lines, written after the loop): waited for as before,
   // unless the loop gave up on a reader that took nothing by the end of the grace period (`reader_stalled`): then
-  // only what stderr takes now.
+  // only what stderr takes now, and so for every message after (StalledStderr).
   ~LauncherMessages() override {
-    std::cerr.rdbuf(before_);
+    std::cerr.rdbuf(reader_stalled ? &StalledStderr::get() : before_);
     flush(c_, c_.err, c_.err.regular);
     if (c_.err.left() > 0 && !reader_stalled) write_all(c_.err.fd, std::string_view(c_.err.data).substr(c_.err.off));
     c_.err.clear();

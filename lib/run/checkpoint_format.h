@@ -37,8 +37,8 @@ struct CheckpointError : RunError {
         id(std::move(id_)),
         foreign(foreign_checkpoint) {}
   std::string id;
-  // The iteration directory holds no megatron-run metadata at all (a Megatron checkpoint: mp_rank_00/*.pt,
-  // *.distcp): not one of ours, rather than one of ours damaged. A user's program may read it.
+  // The iteration directory holds no megatron-run metadata at all (no rank_NNNNN.json: a Megatron checkpoint,
+  // mp_rank_00/*.pt, *.distcp): not one of ours, rather than one of ours damaged. A user's program may read it.
   bool foreign = false;
 };
 

@@ -296,6 +296,13 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
     CHECK(has_text(c.out, std::string(shell) + " completion for megatron-run"));
     CHECK_FALSE(has_text(c.out, "{\"env\""));
   }
+  // As torchrun's (shtab's action): it acts where it stands; nothing after it is read, the first one wins.
+  Proc after = mrtest::run_shell(kBin + " --print-completion=zsh --max-restarts x --print-completion bash");
+  CHECK(after.exit == 0);
+  CHECK(has_text(after.out, "zsh completion for megatron-run"));
+  Proc help = mrtest::run_shell(kBin + " --help --print-completion bash");
+  CHECK(help.exit == 0);
+  CHECK_FALSE(has_text(help.out, "completion for megatron-run"));
   Proc tcsh = sh(kBin + " --print_completion tcsh");
   CHECK(tcsh.exit == 2);
   CHECK(has_text(tcsh.out, "argument --print-completion: megatron-run has no tcsh completion script"));
@@ -459,6 +466,15 @@ TEST_CASE("--use-checkpoint-args for a program: an unreadable checkpoint's refus
   CHECK(bad.out.find(dir + "/ours/iter_0000007/rank_00000.json") != std::string::npos);
   CHECK(bad.out.find("cannot read the checkpoint's arguments") == std::string::npos);
   CHECK(bad.out.find("\n--load ") == std::string::npos);  // the program did not start
+  // Rank 0's metadata missing, another rank's there: megatron-run's checkpoint, damaged, not a Megatron one.
+  std::filesystem::remove(dir + "/ours/iter_0000007/rank_00000.json");
+  { std::ofstream(dir + "/ours/iter_0000007/rank_00001.json") << "{\"format\": 1}"; }
+  Proc no0 = sh(kBin + " --no-python /bin/echo --load " + dir + "/ours" + rest);
+  INFO(no0.out);
+  CHECK(no0.exit == 1);
+  CHECK(no0.out.find("error[checkpoint.corrupt]: " + dir + "/ours/iter_0000007/rank_00000.json: cannot open") !=
+        std::string::npos);
+  CHECK(no0.out.find("cannot read the checkpoint's arguments") == std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -669,3 +669,26 @@ TEST_CASE("a stderr reader that does not read: SIGTERM is passed on, the launche
   REQUIRE(ms != std::string::npos);
   CHECK(std::stol(r.out.substr(ms + 3)) < 5000);  // the grace period (3 s) and a little
 }
+
+// The same reader with a worker that fails: rank 0 fills stderr (64 lines of a pipe page each) and exits 3, rank 1
+// goes on. The launcher stops rank 1, drops at the end of the grace period what stderr's reader never took, and
+// then writes its failure summary only as far as stderr takes it at once: it exits 3 on its own. (The summary was
+// a blocking write: the launcher hung there for good, a SIGTERM caught and the write resumed; review 30.)
+TEST_CASE("a stderr reader that does not read: a worker failure still ends the launch (exit 3, summary not awaited)",
+          "[launch][supervision][process][output]") {
+  TempDir t;
+  const std::string worker = "import os, sys, time\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
+                             "for _ in range(64): sys.stderr.write('x' * 4086 + '\\n')\n"
+                             "if os.environ['RANK'] == '0': sys.exit(3)\ntime.sleep(60)\n";
+  std::ofstream(t.path / "fail.py") << worker;
+  Proc r = run_shell("cd '" + t.path.string() + "' && mkfifo err.fifo && exec 3<>err.fifo || exit 1; t0=$(date +%s%N); "
+                     "(exec env " + kRun + "--nproc-per-node 2 --term-timeout 3 --no-append-args -- "
+                     "python3 fail.py > out.txt 2> err.fifo) & pid=$!; "
+                     "for i in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; kill -KILL $pid 2>/dev/null; "
+                     "wait $pid; echo exit=$?; echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); exec 3<&-");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=3"));
+  const size_t ms = r.out.find("ms=");
+  REQUIRE(ms != std::string::npos);
+  CHECK(std::stol(r.out.substr(ms + 3)) < 20000);  // start, the grace period (3 s), and a margin; not the 30 s kill
+}
