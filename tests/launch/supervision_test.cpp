@@ -616,6 +616,35 @@ TEST_CASE("after a stop signal, every worker of the node is named in one line",
   CHECK_FALSE(has(r.out, "megatron-run: worker rank "));
 }
 
+namespace {
+
+// A launch of `worker` (python3, 2 workers, --term-timeout 3) whose stdout (`stream` "out") or stderr ("err") is a
+// FIFO the shell holds open and never reads (a stuck pipe consumer), the other stream a file (out.txt, err.txt).
+// With `signal`, SIGTERM goes to the launcher once both workers are up (their ready.RANK files) and a second
+// later; without, the launch runs on its own. The launcher is killed (-9) if still there 30 s after; the output
+// ends with "exit=CODE" and "ms=N" (since the SIGTERM, else since the start), then err.txt.
+Proc unread_stream_launch(const TempDir& t, const std::string& stream, const std::string& worker, bool signal) {
+  std::ofstream(t.path / "worker.py") << worker;
+  const std::string out = stream == "out" ? "out.fifo" : "out.txt", err = stream == "err" ? "err.fifo" : "err.txt";
+  return run_shell("cd '" + t.path.string() + "' && mkfifo " + stream + ".fifo && exec 3<>" + stream + ".fifo || "
+                   "exit 1; touch err.txt; t0=$(date +%s%N); (exec env " + kRun + "--nproc-per-node 2 --term-timeout 3 "
+                   "--no-append-args -- python3 worker.py > " + out + " 2> " + err + ") & pid=$!; " +
+                   (signal ? "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.05; done; "
+                             "sleep 1; t0=$(date +%s%N); kill -TERM $pid; "
+                           : "") +
+                   "for i in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; "
+                   "kill -KILL $pid 2>/dev/null; wait $pid; echo exit=$?; "
+                   "echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); exec 3<&-; cat err.txt");
+}
+
+// The milliseconds unread_stream_launch printed ("ms=N").
+long launch_ms(const Proc& r) {
+  const size_t ms = r.out.find("ms=");
+  return ms == std::string::npos ? -1 : std::stol(r.out.substr(ms + 3));
+}
+
+}  // namespace
+
 // A stdout whose reader does not read (a stuck pipe consumer; here a FIFO the shell holds open and never reads):
 // the launcher still reads its signal pipe, passes SIGTERM on at once and exits within the grace period, dropping
 // what the reader did not take, with a warning (review 29b F1: a blocking write held the launcher until the reader
@@ -623,16 +652,8 @@ TEST_CASE("after a stop signal, every worker of the node is named in one line",
 TEST_CASE("a stdout reader that does not read: SIGTERM is passed on, the launcher exits 143 within --term-timeout",
           "[launch][supervision][process][signal][output]") {
   TempDir t;
-  const std::string worker = "import os, sys\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
-                             "while True: sys.stdout.write('x' * 200 + '\\n')\n";
-  std::ofstream(t.path / "spam.py") << worker;
-  Proc r = run_shell("cd '" + t.path.string() + "' && mkfifo out.fifo && exec 3<>out.fifo || exit 1; "
-                     "(exec env " + kRun + "--nproc-per-node 2 --term-timeout 3 --no-append-args -- "
-                     "python3 spam.py > out.fifo 2> err.txt) & pid=$!; "
-                     "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.05; done; sleep 1; "
-                     "t0=$(date +%s%N); kill -TERM $pid; "
-                     "for i in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; kill -KILL $pid 2>/dev/null; "
-                     "wait $pid; echo exit=$?; echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); exec 3<&-; cat err.txt");
+  Proc r = unread_stream_launch(t, "out", "import os, sys\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
+                                          "while True: sys.stdout.write('x' * 200 + '\\n')\n", true);
   INFO(r.out);
   CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM); forwarding it to the workers"));
   CHECK(has(r.out, "exit=143"));
@@ -641,9 +662,8 @@ TEST_CASE("a stdout reader that does not read: SIGTERM is passed on, the launche
   CHECK_FALSE(has(r.out, "killing them"));
   CHECK(has(r.out, "bytes of the workers' output for stdout were not written: its reader took nothing more by the end "
                    "of the grace period (--term-timeout 3 s); dropped"));
-  const size_t ms = r.out.find("ms=");
-  REQUIRE(ms != std::string::npos);
-  CHECK(std::stol(r.out.substr(ms + 3)) < 5000);  // the grace period (3 s) and a little
+  CHECK(launch_ms(r) >= 0);
+  CHECK(launch_ms(r) < 5000);  // the grace period (3 s) and a little
 }
 
 // The same with stderr: the workers fill the launcher's stderr pipe, whose reader never reads, to its last byte
@@ -653,21 +673,12 @@ TEST_CASE("a stdout reader that does not read: SIGTERM is passed on, the launche
 TEST_CASE("a stderr reader that does not read: SIGTERM is passed on, the launcher exits 143 within --term-timeout",
           "[launch][supervision][process][signal][output]") {
   TempDir t;
-  const std::string worker = "import os, sys\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
-                             "while True: sys.stderr.write('x' * 4086 + '\\n')\n";
-  std::ofstream(t.path / "spam.py") << worker;
-  Proc r = run_shell("cd '" + t.path.string() + "' && mkfifo err.fifo && exec 3<>err.fifo || exit 1; "
-                     "(exec env " + kRun + "--nproc-per-node 2 --term-timeout 3 --no-append-args -- "
-                     "python3 spam.py > out.txt 2> err.fifo) & pid=$!; "
-                     "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.05; done; sleep 1; "
-                     "t0=$(date +%s%N); kill -TERM $pid; "
-                     "for i in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; kill -KILL $pid 2>/dev/null; "
-                     "wait $pid; echo exit=$?; echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); exec 3<&-");
+  Proc r = unread_stream_launch(t, "err", "import os, sys\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
+                                          "while True: sys.stderr.write('x' * 4086 + '\\n')\n", true);
   INFO(r.out);
   CHECK(has(r.out, "exit=143"));
-  const size_t ms = r.out.find("ms=");
-  REQUIRE(ms != std::string::npos);
-  CHECK(std::stol(r.out.substr(ms + 3)) < 5000);  // the grace period (3 s) and a little
+  CHECK(launch_ms(r) >= 0);
+  CHECK(launch_ms(r) < 5000);  // the grace period (3 s) and a little
 }
 
 // The same reader with a worker that fails: rank 0 fills stderr (64 lines of a pipe page each) and exits 3, rank 1
@@ -677,18 +688,11 @@ TEST_CASE("a stderr reader that does not read: SIGTERM is passed on, the launche
 TEST_CASE("a stderr reader that does not read: a worker failure still ends the launch (exit 3, summary not awaited)",
           "[launch][supervision][process][output]") {
   TempDir t;
-  const std::string worker = "import os, sys, time\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
-                             "for _ in range(64): sys.stderr.write('x' * 4086 + '\\n')\n"
-                             "if os.environ['RANK'] == '0': sys.exit(3)\ntime.sleep(60)\n";
-  std::ofstream(t.path / "fail.py") << worker;
-  Proc r = run_shell("cd '" + t.path.string() + "' && mkfifo err.fifo && exec 3<>err.fifo || exit 1; t0=$(date +%s%N); "
-                     "(exec env " + kRun + "--nproc-per-node 2 --term-timeout 3 --no-append-args -- "
-                     "python3 fail.py > out.txt 2> err.fifo) & pid=$!; "
-                     "for i in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; kill -KILL $pid 2>/dev/null; "
-                     "wait $pid; echo exit=$?; echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); exec 3<&-");
+  Proc r = unread_stream_launch(t, "err", "import os, sys, time\nopen('ready.' + os.environ['RANK'], 'w').close()\n"
+                                          "for _ in range(64): sys.stderr.write('x' * 4086 + '\\n')\n"
+                                          "if os.environ['RANK'] == '0': sys.exit(3)\ntime.sleep(60)\n", false);
   INFO(r.out);
   CHECK(has(r.out, "exit=3"));
-  const size_t ms = r.out.find("ms=");
-  REQUIRE(ms != std::string::npos);
-  CHECK(std::stol(r.out.substr(ms + 3)) < 20000);  // start, the grace period (3 s), and a margin; not the 30 s kill
+  CHECK(launch_ms(r) >= 0);
+  CHECK(launch_ms(r) < 20000);  // start, the grace period (3 s), and a margin; not the 30 s kill
 }
