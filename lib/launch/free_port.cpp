@@ -108,6 +108,8 @@ void HeldPort::release() {
   fd_ = -1;
 }
 
+HeldPort hold_port(int port) { return port > 0 && port <= 65535 ? hold(port) : HeldPort(); }
+
 HeldPort hold_free_port(const std::function<int()>& draw) {
   if (connection_ports_start() - kLowest >= 1000) {
     for (int i = 0; i < kTries; ++i) {

@@ -69,6 +69,9 @@ class HeldPort {
   int fd_ = -1;
 };
 
+// `port` held (HeldPort) when it is free now (port_free), else a HeldPort that holds nothing.
+HeldPort hold_port(int port);
+
 // free_port(), the port held (HeldPort) rather than let go: what a launcher hands its workers as MASTER_PORT.
 // Throws std::runtime_error as free_port() does.
 HeldPort hold_free_port();

@@ -536,16 +536,26 @@ TEST_CASE("torchrun's agent store: used when it speaks our protocol, else a stor
       return;
     }
     TempDir dir;
+    // Two ports in a row, held (launch/free_port.h) below the kernel's range for connections' local ports: the mute
+    // agent's and MASTER_PORT + 1, where rank 0 falls back to hosting (a port of the kernel's range, as this took
+    // before, can be another test's connection's local port just then: the fallback's bind failed so in CI).
+    mr::launch::HeldPort first, next;
+    for (int tries = 0; tries < 100 && !next.held(); ++tries) {
+      first = mr::launch::hold_free_port();
+      next = mr::launch::hold_port(first.port() + 1);
+    }
+    REQUIRE(next.held());
+    const int port = first.port();
     // A listening socket nobody reads: connections complete (the kernel's backlog), requests never get an answer.
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // beside `first`, which holds it
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
     REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
     REQUIRE(listen(fd, 64) == 0);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    int port = ntohs(addr.sin_port);
     std::vector<Proc> procs = mrtest::start_job(2, job, dir, agent, port);
     mrtest::wait_all(procs, std::chrono::seconds(120));
     close(fd);

@@ -167,4 +167,11 @@ TEST_CASE("a held port: other draws skip it, a server setting SO_REUSEADDR liste
   unused.release();
   CHECK_FALSE(unused.held());
   CHECK(mr::launch::port_free(unused.port()));
+  // hold_port: a given port, held when free now.
+  mr::launch::HeldPort again = mr::launch::hold_port(unused.port());
+  CHECK(again.held());
+  CHECK(again.port() == unused.port());
+  CHECK_FALSE(mr::launch::hold_port(unused.port()).held());  // held already
+  CHECK_FALSE(mr::launch::hold_port(0).held());
+  CHECK_FALSE(mr::launch::hold_port(70000).held());
 }
