@@ -25,15 +25,22 @@ constexpr int kTries = 200;
 // defaults on this machine would find them taken.
 constexpr int kDefaultMasterPort = 29500, kDefaultRendezvousPort = 29400;
 
-// Binds `port` (0: the kernel's pick) on every interface without SO_REUSEADDR and lets it go: the port bound, or
-// -1 (errno set). Without SO_REUSEADDR, a port that a closed connection still holds in TIME_WAIT is refused: a
-// program given it that binds without SO_REUSEADDR would fail for up to a minute.
-int try_bind(int port) {
+// A socket bound to `port` (0: the kernel's pick) on every interface without SO_REUSEADDR, then given SO_REUSEADDR
+// so that a store setting it can bind beside it: the held port, or none (errno set). Without SO_REUSEADDR, a port
+// that a closed connection still holds in TIME_WAIT is refused: a program given it that binds without SO_REUSEADDR
+// would fail for up to a minute.
+HeldPort hold(int port) {
   const int fd = bind_every_interface(port, false);
-  if (fd < 0) return -1;
+  if (fd < 0) return HeldPort();
+  const int one = 1;
   const int bound = bound_port(fd);
-  close(fd);
-  return bound;
+  if (bound <= 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return HeldPort();
+  }
+  return HeldPort(bound, fd);
 }
 
 unsigned seed() {
@@ -47,7 +54,7 @@ unsigned seed() {
 
 }  // namespace
 
-bool port_free(int port) { return port > 0 && port <= 65535 && try_bind(port) == port; }
+bool port_free(int port) { return port > 0 && port <= 65535 && hold(port).port() == port; }
 
 int store_bind_error(int port) {
   if (port <= 0 || port > 65535) return 0;
@@ -72,26 +79,6 @@ int connection_ports_start() {
   int low = 0;
   return in >> low && low > 0 && low <= 65535 ? low : 32768;
 }
-
-namespace {
-
-// A socket bound to a free port without SO_REUSEADDR (the check that nobody holds it, not even a closed
-// connection in TIME_WAIT), then given SO_REUSEADDR so that a store setting it can bind beside it: the held port.
-HeldPort hold(int port) {
-  const int fd = bind_every_interface(port, false);
-  if (fd < 0) return HeldPort();
-  const int one = 1;
-  const int bound = bound_port(fd);
-  if (bound <= 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
-    const int e = errno;
-    close(fd);
-    errno = e;
-    return HeldPort();
-  }
-  return HeldPort(bound, fd);
-}
-
-}  // namespace
 
 HeldPort& HeldPort::operator=(HeldPort&& o) noexcept {
   if (this != &o) {
