@@ -32,6 +32,8 @@ void RunOptions::add_to(po::options_description& desc) {
       ("no-python", po::bool_switch()->notifier(set_no_python), "run the program's first word as a command, not a Python script")
       ("no_python", po::bool_switch()->notifier(set_no_python), "torchrun's spelling of --no-python")
       ("no-append-args", po::bool_switch(&no_append_args), "do not append the Megatron flags to the program's")
+      ("no-file-checks", po::bool_switch(&no_file_checks),
+       "do not check the program's input files and output directories before it starts")
       ("help", po::bool_switch(&help), "help (also -h)")
       ("version", po::bool_switch(&version), "version");
 }
@@ -213,7 +215,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   CommonOptions& common = opts.common;
   LaunchOptions& launch_opts = opts.launch;  // --nproc-per-node, --nnodes, ... (launch.cpp)
   bool &dry_run = opts.dry_run, &help = opts.help, &version = opts.version, &parse_only = opts.parse_only,
-       &provenance = opts.provenance, &no_python = opts.no_python, &no_append_args = opts.no_append_args;
+       &provenance = opts.provenance, &no_python = opts.no_python, &no_append_args = opts.no_append_args,
+       &no_file_checks = opts.no_file_checks;
   std::vector<std::string>& explain = opts.explain;
   // The training program, torchrun's way (launch/program.h): its words are its own, never ours or Megatron's.
   launch::Program program;
@@ -271,13 +274,15 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                              "script as `python SCRIPT ARGS` in each worker)");
   program.no_python = no_python;
   program.append_args = !no_append_args;
+  program.check_files = !no_file_checks;
   if (no_python && program.form == launch::Program::Form::Module)
     throw UsageError("--no-python and -m/--module cannot be used together (a module needs Python)",
                      {"--no-python", "--module"});
-  if ((no_python || no_append_args) && !program.named() && !unknown_option)
-    throw UsageError(std::string(no_python ? "--no-python" : "--no-append-args") +
-                         " needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)",
-                     {no_python ? "--no-python" : "--no-append-args"});
+  if ((no_python || no_append_args || no_file_checks) && !program.named() && !unknown_option) {
+    const char* flag = no_python ? "--no-python" : no_append_args ? "--no-append-args" : "--no-file-checks";
+    throw UsageError(std::string(flag) + " needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)",
+                     {flag});
+  }
   Invocation inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
   if (provenance && common.format != "json")
     throw UsageError("argument --provenance: adds each value's source to the JSON output; give --format json too "

@@ -31,6 +31,7 @@
 #include "launch/nccl_check.h"
 #include "launch/node_group.h"
 #include "launch/program.h"
+#include "launch/program_inputs.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
 #include "parallel/layout.h"
@@ -221,6 +222,35 @@ void warn_program_nccl(const Namespace& ns) {
                             "needs a GPU for each rank, so the program will likely fail to initialise; "
                             "--distributed-backend gloo runs on the CPU",
                             {"--distributed-backend"}, backend_where(ns), kStageInit});
+}
+
+// The files the program reads and the directories it writes by its flags, on this node (launch/program_inputs.h):
+// each finding said (once a node: by the launcher, or by local rank 0 of a job that runs megatron-run on every
+// rank), and the launch refused (exit 1) when one is an error. Every rank of such a job decides alike. Not with
+// --no-file-checks; nor with --yaml-cfg, whose namespace holds the file's sections, not the flags.
+std::optional<int> program_inputs_refused(const Outcome& resolved, const launch::Program& program,
+                                          const LaunchOptions& lo, const std::optional<launch::LaunchInfo>& job) {
+  const Namespace& ns = resolved.parsed.ns;
+  if (!program.check_files || resolved.parsed.yaml_cfg) return std::nullopt;
+  std::vector<launch::InputFinding> findings;
+  try {
+    findings = launch::program_input_findings(Args::from(ns));
+  } catch (const ArgsError&) {
+    return std::nullopt;  // a value of another shape: the program's own parser says what it makes of it
+  }
+  const bool says = !job || lo.nproc_per_node > 0 || job->local_rank == 0;
+  std::optional<std::string> refusal;
+  for (const launch::InputFinding& f : findings) {
+    f.rule->record_hit();
+    const Provenance& p = ns.provenance(f.dest);
+    const bool error = f.rule->level == Rule::Level::Error;
+    const Diagnostic d{error ? Diagnostic::Level::Error : Diagnostic::Level::Warning, f.rule->id, f.message, {f.flag},
+                       p.kind == Provenance::Kind::Config ? p.where : "", kStageInit};
+    if (says) error ? print_diagnostic(std::cerr, d) : print_warning_diagnostic(d);
+    if (error && !refusal) refusal = diagnostic_text(d);
+  }
+  if (!refusal) return std::nullopt;
+  return refuse_launch(lo, 1, *refusal, /*printed=*/true);
 }
 
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
@@ -460,6 +490,7 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
   } catch (const launch::LaunchError& e) {
     return refuse_launch(lo, 2, e.what());
   }
+  if (std::optional<int> refused = program_inputs_refused(resolved, program, lo, job)) return *refused;
   if (!job || lo.nproc_per_node > 0 || job->rank == 0) warn_program_nccl(resolved.parsed.ns);  // once a job
   if (job && lo.nproc_per_node == 0) {
     if (job->source == launch::LaunchInfo::Source::Slurm) {

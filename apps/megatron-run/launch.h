@@ -116,7 +116,7 @@ struct RunOptions {
   CommonOptions common;
   LaunchOptions launch;
   bool dry_run = false, help = false, version = false, parse_only = false, provenance = false;
-  bool no_python = false, no_append_args = false;
+  bool no_python = false, no_append_args = false, no_file_checks = false;
   std::vector<std::string> explain;
   void add_to(po::options_description& desc);
 };

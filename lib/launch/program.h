@@ -26,6 +26,7 @@ struct Program {
   std::vector<std::string> words;  // CMD ARGS / SCRIPT ARGS / MODULE ARGS, as given
   bool no_python = false;          // --no-python: a Script's first word runs as a command
   bool append_args = true;         // --no-append-args clears it
+  bool check_files = true;         // --no-file-checks clears it (launch/program_inputs.h)
   // The Megatron flags appended after its own arguments when append_args: the config files' and the command
   // line's as given (megatron-run --format argv), never the validated values (the program derives those itself).
   std::vector<std::string> appended;

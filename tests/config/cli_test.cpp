@@ -1053,6 +1053,57 @@ TEST_CASE("rule dist.nccl-unavailable: the launcher refuses nccl for its own wor
   CHECK(run.out.find("dist.nccl-unavailable", at + 30) == std::string::npos);  // said once
 }
 
+TEST_CASE("rules launch.input-missing, launch.output-unwritable, launch.load-empty: a program's files, before it starts",
+          "[cli][program-inputs]") {
+  // A program that says it ran; the files it would read by its flags are checked first, on this node, in a real
+  // launch only (launch/program_inputs.h).
+  const std::string dir = (mrtest::scratch_dir("cli") / "program-inputs").string();
+  std::filesystem::create_directories(dir + "/data");
+  std::ofstream(dir + "/data/a.bin") << "";
+  std::ofstream(dir + "/data/a.idx") << "";
+  std::ofstream(dir + "/prog.py") << "print('PROGRAM RAN')\n";
+  std::ofstream(dir + "/data.yaml") << "--data-path: [0.5, data/a, 0.5, data/b]\n";
+  const std::string run = "cd '" + dir + "' && PYTHON_EXEC=/usr/bin/python3 '" + std::string(MR_BINARY) +
+                          "' --nproc-per-node 1 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 8 "
+                          "--max-position-embeddings 8 --micro-batch-size 1 --train-iters 1 --lr 0.1 --split 1,0,0 "
+                          "--tokenizer-type NullTokenizer --vocab-size 64 ";
+  // The data's second prefix is not there: named with the config file's line, nothing started.
+  mrtest::Proc missing = mrtest::run_shell(run + "--config data.yaml prog.py 2>&1");
+  INFO(missing.out);
+  CHECK(missing.exit == 1);
+  CHECK(missing.out.find("megatron-run: data.yaml:1: error[launch.input-missing]: argument --data-path: 1 of its 2 dataset "
+                         "prefixes cannot be read here: neither data/b.bin nor data/b.idx exists (Megatron's indexed "
+                         "datasets read PREFIX.bin and PREFIX.idx") != std::string::npos);
+  CHECK(missing.out.find("PROGRAM RAN") == std::string::npos);
+  // --no-file-checks: a program that reads none of them (a converter given the training flags) starts.
+  mrtest::Proc unchecked = mrtest::run_shell(run + "--config data.yaml --no-file-checks prog.py 2>&1");
+  CHECK(unchecked.exit == 0);
+  CHECK(unchecked.out.find("launch.input-missing") == std::string::npos);
+  CHECK(unchecked.out.find("PROGRAM RAN") != std::string::npos);
+  mrtest::Proc no_program = mrtest::run_shell(run + "--config data.yaml --no-file-checks 2>&1");
+  CHECK(no_program.exit == 2);
+  CHECK(no_program.out.find("error: --no-file-checks needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)") !=
+        std::string::npos);
+  // A --save that cannot be made, after the program: refused.
+  mrtest::Proc save = mrtest::run_shell(run + "prog.py --data-path data/a --save prog.py/ck --save-interval 1 2>&1");
+  INFO(save.out);
+  CHECK(save.exit == 1);
+  CHECK(save.out.find("megatron-run: error[launch.output-unwritable]: argument --save prog.py/ck: cannot be made: " + dir +
+                      "/prog.py is not a directory (the program writes its checkpoints there)") != std::string::npos);
+  CHECK(save.out.find("PROGRAM RAN") == std::string::npos);
+  // A --load with no checkpoint: said, and the program runs; the same in a dry run says nothing (the files are
+  // where the job runs).
+  mrtest::Proc load = mrtest::run_shell(run + "prog.py --data-path data/a --load nothing-here 2>&1");
+  INFO(load.out);
+  CHECK(load.exit == 0);
+  CHECK(load.out.find("megatron-run: warning[launch.load-empty]: argument --load nothing-here: no such directory; the program "
+                      "will find no checkpoint and start from random initialization") != std::string::npos);
+  CHECK(load.out.find("PROGRAM RAN") != std::string::npos);
+  mrtest::Proc dry = mrtest::run_shell(run + "--dry-run prog.py --data-path data/gone --load nothing-here 2>&1");
+  CHECK(dry.exit == 0);
+  CHECK(dry.out.find("launch.") == std::string::npos);
+}
+
 TEST_CASE("output that cannot be written fails the command; running out of memory is an error, not exit 3",
           "[cli][robustness]") {
   const std::string bin = std::string("'") + MR_BINARY + "' ";
