@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "config/checked.h"
 #include "config/print.h"
+#include "config/value.h"
 #include "launch.h"
 #include "run/memory_picture.h"
 #include "run/model.h"
@@ -37,13 +38,8 @@ std::string in_unit(double bytes, Unit u) {
   std::snprintf(b, sizeof b, "%.2f", bytes / u.bytes);
   return b;
 }
-std::string json_num(double v) {
-  if (std::isnan(v)) return "null";
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  return s.str();
-}
+// Python's repr of the float (the shortest digits that read back to it), as json.dumps writes Megatron's figures.
+std::string json_num(double v) { return std::isnan(v) ? "null" : py_float_repr(v); }
 
 }  // namespace
 
@@ -108,6 +104,22 @@ int cmd_params(const std::vector<std::string>& args) {
     return report_failure(common, Diagnostic{Diagnostic::Level::Error, "model-plan", e.what(), {}, {}, kStagePlan});
   }
 
+  // What Megatron's activation formula leaves out though the job has it (theoretical_memory_usage.py: s*b*h per
+  // layer, whole): said in the text's header, as "activation_caveats" in JSON and on stderr beside a picture.
+  std::vector<std::string> caveats;
+  const bool estimated = !rows.empty() && !std::isnan(rows.front().mem.activations);
+  if (estimated && layout.spec.cp > 1)
+    caveats.push_back("the whole sequence's, not the 1/" + std::to_string(layout.spec.cp) +
+                      " each rank holds under --context-parallel-size " + std::to_string(layout.spec.cp));
+  if (estimated && job_args.recompute_granularity == arg::RecomputeGranularity::full)
+    caveats.push_back("every layer's kept, though --recompute-granularity full recomputes them");
+  auto caveat_text = [&] {
+    std::string t;
+    for (const std::string& c : caveats) t += (t.empty() ? "" : "; ") + c;
+    return "activations as Megatron's formula counts them: " + t;
+  };
+  if (!caveats.empty() && common.format == "svg") std::cerr << "megatron-run: notice: " << caveat_text() << std::endl;
+
   // --vocab-size where Megatron's tokenizer sizes the model (run/tokenizer_vocab.h): the text says so under the
   // totals; json and svg keep stdout a document, so it goes to stderr there.
   std::string vocab_notice;
@@ -136,7 +148,9 @@ int cmd_params(const std::vector<std::string>& args) {
               << (rows.empty() || rows.front().mem.activation_estimate.empty()
                       ? std::string("null")
                       : "\"" + rows.front().mem.activation_estimate + "\"")
-              << ", \"activations_on\": \"first pipeline stage\", \"ranks\": [";
+              << ", \"activations_on\": \"first pipeline stage\", \"activation_caveats\": [";
+    for (size_t i = 0; i < caveats.size(); ++i) std::cout << (i ? ", " : "") << json_quote(caveats[i]);
+    std::cout << "], \"ranks\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::cout << (i ? ", " : "") << "{\"tp_rank\": " << r.tp_rank << ", \"pp_rank\": " << r.pp_rank
@@ -180,6 +194,7 @@ int cmd_params(const std::vector<std::string>& args) {
                    "activations out";
     std::cout << ")\n";
   }
+  if (!caveats.empty()) std::cout << caveat_text() << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-10s %7s %15s %9s %9s %9s %9s %9s %9s\n", "(tp, pp)", "layers", "parameters",
                 "params", "grads", "main", "optim", "activ", "total");

@@ -585,6 +585,35 @@ const mr::Value& field(const mr::Value& v, const std::string& path) {
 }
 }  // namespace
 
+TEST_CASE("params: what Megatron's activation formula leaves out (CP, full recompute) is said; figures as Python writes them",
+          "[cli][params]") {
+  Result plain = sh("params --world-size 1 --config " + kDefault + " --format json");
+  REQUIRE(plain.exit == 0);
+  CHECK(plain.out.find("\"activation_caveats\": [], ") != std::string::npos);
+  // repr's shortest digits (5438361.600000001 here), not 17 of them (5438361.6000000006).
+  CHECK(plain.out.find("\"activations\": 5438361.600000001, ") != std::string::npos);
+  CHECK(plain.out.find("\"weights_and_optimizer\": 29999104.0, ") != std::string::npos);
+  const std::string both = " --target-gpu-arch sm_100 --context-parallel-size 2 --recompute-granularity full --recompute-method uniform "
+                           "--recompute-num-layers 1";
+  Result json = sh("params --world-size 2 --config " + kDefault + both + " --format json");
+  INFO(json.out);
+  REQUIRE(json.exit == 0);
+  mr::Value v = mr::Value::parse_json(json.out);
+  const auto& caveats = field(v, "activation_caveats").as_list();
+  REQUIRE(caveats.size() == 2);
+  CHECK(caveats[0].as_str() == "the whole sequence's, not the 1/2 each rank holds under --context-parallel-size 2");
+  CHECK(caveats[1].as_str() == "every layer's kept, though --recompute-granularity full recomputes them");
+  Result text = sh("params --world-size 2 --config " + kDefault + both);
+  CHECK(text.out.find("\nactivations as Megatron's formula counts them: the whole sequence's, not the 1/2 each rank holds "
+                      "under --context-parallel-size 2; every layer's kept, though --recompute-granularity full "
+                      "recomputes them\n(tp, pp)") != std::string::npos);
+  Result svg = mrtest::run_shell(std::string("'") + MR_BINARY + "' params --world-size 2 --config " + kDefault + both +
+                                 " --format svg 2>&1 >/dev/null");
+  CHECK(svg.out == "megatron-run: notice: activations as Megatron's formula counts them: the whole sequence's, not the "
+                   "1/2 each rank holds under --context-parallel-size 2; every layer's kept, though "
+                   "--recompute-granularity full recomputes them\n");
+}
+
 TEST_CASE("params: parameters and memory per (tensor, pipeline) rank, without starting anything", "[cli][params]") {
   // The default job: 12Lh^2 + 13Lh + (V + s)h + 2h = 1,874,944 (L 2, h 256, V 1024, s 128); fp32 + adam:
   // 4 (param) + 4 (grad) + 8 (two moments) bytes each.
