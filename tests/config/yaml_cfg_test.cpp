@@ -533,6 +533,15 @@ TEST_CASE("yaml-cfg: a missing or non-mapping section", "[yaml-cfg]") {
   CHECK_FAILS(r, "yaml.missing-attribute");
   CHECK(r.message.find("'NoneType' object has no attribute 'tensor_model_parallel_size'") != std::string::npos);
   CHECK(r.where == line_of(file, "model_parallel: null"));
+  CHECK(r.message.find("--config file") == std::string::npos);  // a --yaml-cfg file's section missing: no hint
+}
+
+TEST_CASE("yaml-cfg: a --config file given to --yaml-cfg is named as one", "[yaml-cfg]") {
+  auto r = run_file(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
+  CHECK_FAILS(r, "yaml.missing-attribute");
+  CHECK(r.message.find("; the file's keys are flags (--adam-beta1): this looks like a megatron-run --config file, not a "
+                       "Megatron --yaml-cfg file (language_model: and model_parallel: sections): give it with --config "
+                       "FILE") != std::string::npos);
 }
 
 TEST_CASE("yaml-cfg: wrong types and division by zero", "[yaml-cfg]") {

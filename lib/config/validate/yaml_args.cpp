@@ -71,8 +71,15 @@ const Value& YamlArgs::get(std::string_view path) {
     owner = py_type(ns.get(head));
     what = q(head) + " is " + ns.get(head).py_repr() + ", not a section, so it has no " + q(key);
   }
-  fail(kMissing, what + " (Megatron: AttributeError: '" + owner + "' object has no attribute '" + missing + "')",
-       {path});
+  what += " (Megatron: AttributeError: '" + owner + "' object has no attribute '" + missing + "')";
+  // A --config file given to --yaml-cfg: its keys are flags (sorted first: '-' before any letter).
+  for (const Namespace::Entry& e : ns.entries()) {
+    if (e.dest.rfind("--", 0) == 0)
+      what += "; the file's keys are flags (" + e.dest + "): this looks like a megatron-run --config file, not a "
+              "Megatron --yaml-cfg file (language_model: and model_parallel: sections): give it with --config FILE";
+    break;
+  }
+  fail(kMissing, what, {path});
 }
 
 Value YamlArgs::get_or(std::string_view key, const Value& fallback) const {
