@@ -3,7 +3,10 @@
 // listed here. The values of --format come from its description, which names the choices as "a|b|c".
 #include <boost/algorithm/string.hpp>
 
+#include <algorithm>
+
 #include "cli.h"
+#include "config/rule.h"
 #include "launch.h"
 
 namespace mr::app {
@@ -13,6 +16,15 @@ namespace {
 // "text|json|svg" (a description that is nothing but choices, or starts with them and a colon).
 std::vector<std::string> choices_of(const std::string& description) {
   std::string head = description.substr(0, description.find(':'));
+  // Or a list in parentheses at its end, "(int|cpu|gpu|auto)": its words (a kind of value, "int", is typed).
+  if (!description.empty() && description.back() == ')' && description.find(':') == std::string::npos) {
+    const size_t open = description.rfind('(');
+    if (open != std::string::npos && description.find('|', open) != std::string::npos) {
+      std::vector<std::string> words = choices_of(description.substr(open + 1, description.size() - open - 2));
+      words.erase(std::remove(words.begin(), words.end(), "int"), words.end());
+      return words;
+    }
+  }
   if (head.find('|') == std::string::npos) return {};
   for (char c : head)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '|' || c == '-' || c == '_')) return {};
@@ -30,6 +42,11 @@ std::vector<CompletionOption> options_of(const po::options_description& desc) {
     o.files = o.flag == "--config" || o.flag == "--target-env";
     out.push_back(std::move(o));
   }
+  // torchrun's spelling of an option offers what the option does.
+  for (CompletionOption& o : out)
+    if (o.help.rfind("torchrun's spelling of ", 0) == 0)
+      for (const CompletionOption& of : out)
+        if (of.flag == o.help.substr(std::string("torchrun's spelling of ").size())) o.choices = of.choices;
   return out;
 }
 
@@ -51,13 +68,20 @@ CompletionSpec completion_spec() {
   s.commands = {
       command<CheckOptions>("check", "lint many configs in one process", false, true),
       command<SchemaOptions>("schema", "the argument table (JSON, text, JSON Schema, completion)", false),
-      command<RulesOptions>("rules", "every validation rule id", false),
+      command<RulesOptions>("rules", "every validation rule id", false),  // and the ids as its words (below)
       command<TopologyOptions>("topology", "the process groups of a job (text, JSON, SVG, DOT)", true),
       command<ParamsOptions>("params", "parameters and their memory per rank (text, JSON, SVG)", true),
       command<ScheduleOptions>("schedule", "learning rate and weight decay over the run (text, CSV, JSON, SVG)",
                                true),
       CompletionCommand{"help", "megatron-run's usage", {}, false, false},
   };
+  for (CompletionCommand& c : s.commands) {
+    if (c.name == "rules")
+      for (const Rule* r : all_rules()) c.words.push_back(r->id);
+    if (c.name == "help")
+      for (const CompletionCommand& other : s.commands)
+        if (other.name != "help") c.words.push_back(other.name);
+  }
   return s;
 }
 

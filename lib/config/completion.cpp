@@ -129,7 +129,11 @@ std::string bash_completion(const Schema& schema, const CompletionSpec& spec) {
   out += "  if [[ \"$cur\" == -* ]]; then\n    COMPREPLY=( $(compgen -W \"$opts\" -- \"$cur\") )\n";
   out += "  elif (( COMP_CWORD == 1 )); then\n    COMPREPLY=( $(compgen -W \"" + join(names) +
          "\" -- \"$cur\") $(compgen -f -- \"$cur\") )\n";
-  out += "  else\n    COMPREPLY=( $(compgen -f -- \"$cur\") )\n  fi\n}\n";
+  out += "  else\n    case \"$cmd\" in\n";
+  for (const auto& c : spec.commands)
+    if (!plain_choices(c.words).empty())
+      out += "      " + c.name + ") COMPREPLY=( $(compgen -W \"" + join(plain_choices(c.words)) + "\" -- \"$cur\") ) ;;\n";
+  out += "      *) COMPREPLY=( $(compgen -f -- \"$cur\") ) ;;\n    esac\n  fi\n}\n";
   out += "complete -F " + fn + " " + spec.prog + "\n";
   return out;
 }
@@ -188,7 +192,11 @@ std::string zsh_completion(const Schema& schema, const CompletionSpec& spec) {
     out += "      _arguments -S";
     for (const auto& o : c->options) out += " \\\n        " + zsh_spec(o);
     if (c->megatron_flags) out += " \\\n        \"${" + fn + "_megatron_flags[@]}\"";
-    if (c->files || run) out += " \\\n        '*:file:_files'";
+    if (!plain_choices(c->words).empty())
+      out += " \\\n        " + sq("*:" + (c->name == "help" ? std::string("command") : std::string("word")) + ":(" +
+                                    join(plain_choices(c->words)) + ")");
+    else if (c->files || run)
+      out += " \\\n        '*:file:_files'";
     out += "\n      ;;\n";
   }
   out += "  esac\n}\n";
@@ -237,6 +245,8 @@ std::string fish_completion(const Schema& schema, const CompletionSpec& spec) {
     for (const auto& o : c->options)
       if (o.flag.rfind("--", 0) == 0) out += fish_line(p, cond, o);
     if (c->megatron_flags && c != &spec.run) with_megatron.push_back(c->name);
+    if (c != &spec.run && !plain_choices(c->words).empty())
+      out += "complete -c " + p + " -n " + fq(cond) + " -f -a " + fq(join(plain_choices(c->words))) + "\n";
   }
   // Megatron's flags: for the default command and the commands that take them.
   std::string cond = none;

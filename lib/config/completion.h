@@ -25,6 +25,7 @@ struct CompletionCommand {
   std::vector<CompletionOption> options;
   bool megatron_flags = false;  // takes Megatron's flags too
   bool files = false;           // takes file arguments (check)
+  std::vector<std::string> words;  // the words it takes, when they are a closed set (rules: rule ids; help: commands)
 };
 
 struct CompletionSpec {

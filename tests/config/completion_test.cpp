@@ -50,6 +50,19 @@ TEST_CASE("completion: bash completes commands, their options, values and Megatr
   CHECK(r.out == "spawn\nfork\nforkserver\n");
   r = complete("megatron-run --help", 1);
   CHECK(r.out == "--help\n");
+  // Values that are a closed set besides a number, and the words rules and help take.
+  r = complete("megatron-run --nproc-per-node \"\"", 2);
+  CHECK(r.out == "cpu\ngpu\nauto\n");
+  r = complete("megatron-run --nproc_per_node \"\"", 2);
+  CHECK(r.out == "cpu\ngpu\nauto\n");
+  r = complete("megatron-run rules launch.input", 2);
+  CHECK(r.out == "launch.input-missing\n");
+  r = complete("megatron-run rules --format json dist.nccl", 4);
+  CHECK(r.out == "dist.nccl-unavailable\n");
+  r = complete("megatron-run help to", 2);
+  CHECK(r.out == "topology\n");
+  r = complete("megatron-run check configs/defa", 2);  // check still takes files
+  CHECK(r.out.find("launch.") == std::string::npos);
 }
 
 TEST_CASE("completion: fish completes commands, their options, values and Megatron's flags", "[cli][completion]") {
@@ -73,6 +86,13 @@ TEST_CASE("completion: fish completes commands, their options, values and Megatr
   CHECK(r.out.find("--lr-decay-style\t") != std::string::npos);
   r = complete("megatron-run schema --lr-decay-st");  // schema takes no Megatron flags
   CHECK(r.out.find("--lr-decay-style") == std::string::npos);
+  r = complete("megatron-run help top");
+  CHECK(r.out == "topology\n");
+  r = complete("megatron-run rules launch.load");
+  CHECK(r.out == "launch.load-empty\n");
+  r = complete("megatron-run --nproc-per-node g");
+  CHECK(r.out.rfind("gpu\t", 0) == 0);  // with the option's description
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
 }
 
 TEST_CASE("completion: zsh loads the script and defines the completion function", "[cli][completion]") {
@@ -85,7 +105,9 @@ TEST_CASE("completion: zsh loads the script and defines the completion function"
   // Every command and its options are in the script (read from the same descriptions the commands parse with).
   Result s = run("grep -c . '" + f + "'");
   for (const char* w : {"'schedule:", "'topology:", "--gpus-per-node", "--device-memory", "--every", "--nproc-per-node",
-                        "--bring-up-only", "(text json svg dot)", "(constant linear cosine inverse-square-root WSD)"})
+                        "--bring-up-only", "(text json svg dot)", "(constant linear cosine inverse-square-root WSD)",
+                        "--nproc-per-node[workers to start on this node (int|cpu|gpu|auto)]:value:(cpu gpu auto)",
+                        "'*:command:(check schema rules topology params schedule)'", " launch.input-missing "})
     CHECK(run("grep -qF -- \"" + std::string(w) + "\" '" + f + "'").exit == 0);
   // zsh's case takes the first pattern that matches: the main command's catch-all branch must come after every
   // command's own (it came first, and every command completed the main command's options).
