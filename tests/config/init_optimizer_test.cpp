@@ -22,6 +22,12 @@ const std::vector<InitCase> kCases = {
      {"--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16"},
      {"--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--use-distributed-optimizer"}, {},
      "add --use-distributed-optimizer"},
+    {"init.fp16-min-loss-scale-above-initial", {"--fp16", "--min-loss-scale", "1e6", "--initial-loss-scale", "1024"},
+     {"--fp16", "--min-loss-scale", "1e6", "--initial-loss-scale", "1024", "--loss-scale", "512"}, {},
+     "(get_megatron_optimizer): --min-loss-scale (1000000.0) is above --initial-loss-scale (1024.0): the fp16 dynamic "
+     "loss scaler asserts min_scale <= initial_scale"},
+    {"init.fp16-min-loss-scale-above-initial", {"--fp16", "--min-loss-scale", "2048", "--initial-loss-scale", "1024"},
+     {"--bf16", "--min-loss-scale", "2048", "--initial-loss-scale", "1024"}, {}, "--min-loss-scale (2048.0)"},
 };
 
 }  // namespace

@@ -24,6 +24,10 @@ const std::vector<InitCase> kCases = {
      {"--hidden-size", "96", "--num-attention-heads", "6", "--tensor-model-parallel-size", "2", "--group-query-attention",
       "--num-query-groups", "6"},
      ws("2"), "--num-query-groups (3) must be a multiple or a divisor of --tensor-model-parallel-size (2)"},
+    {"init.transformer.heads-divisible-by-query-groups", {"--group-query-attention", "--num-query-groups", "3"},
+     {"--group-query-attention", "--num-query-groups", "2"}, {},
+     "--num-attention-heads (4) must be a multiple of --num-query-groups (3): each query group's keys and values serve a "
+     "whole number of query heads"},
     {"init.transformer.mtp-hsm-needs-two-layers", {"--mtp-hsm", "--mtp-num-layers", "1", "--position-embedding-type", "rope"},
      {"--mtp-hsm", "--mtp-num-layers", "2", "--position-embedding-type", "rope"}, {}, "--mtp-num-layers 2 or more (got 1)"},
     {"init.transformer.xavier-uniform", {"--init-method-xavier-uniform"}, {"--init-method-std", "0.01"}, {},

@@ -2,7 +2,8 @@
 // (megatron/core/optimizer/__init__.py) sends every --optimizer but adam and sgd (muon, dist_muon, adaptive_muon,
 // lion, soap, ...) down its emerging-optimizer path, and that path raises ValueError for fp16 training; on its
 // standard path (adam, sgd) it raises ValueError for the precision-aware optimizer without the distributed one
-// (unless the model is wrapped by Megatron-FSDP v2, which takes the other branch of that check).
+// (unless the model is wrapped by Megatron-FSDP v2, which takes the other branch of that check), and its fp16
+// dynamic loss scaler asserts that the floor is not above the start.
 #include <string>
 
 #include "config/validate/init.h"
@@ -17,6 +18,10 @@ MR_INIT_RULE(kEmergingOptimizerFp16, "init.emerging-optimizer-fp16",
 MR_INIT_RULE(kPrecisionAwareDistOpt, "init.precision-aware-needs-distributed-optimizer",
              "--use-precision-aware-optimizer needs --use-distributed-optimizer (get_megatron_optimizer raises "
              "ValueError otherwise; Megatron-FSDP v2 models excepted).");
+
+MR_INIT_RULE(kMinLossScale, "init.fp16-min-loss-scale-above-initial",
+             "With --fp16 and no --loss-scale, --min-loss-scale must not exceed --initial-loss-scale "
+             "(DynamicGradScaler asserts min_scale <= initial_scale).");
 
 }  // namespace
 
@@ -34,6 +39,15 @@ void optimizer(Context& ctx) {
                     "(\"--use-precision-aware-optimizer only supported with distributed optimizer\"); add "
                     "--use-distributed-optimizer",
                 {"use_precision_aware_optimizer", "use_distributed_optimizer"});
+    // _get_megatron_optimizer_based_on_param_groups: `if config.loss_scale: ConstantGradScaler(...) elif
+    // config.fp16: DynamicGradScaler(initial_scale=initial_loss_scale, min_scale=min_loss_scale, ...)`.
+    const bool constant = !ctx.is_none("loss_scale") && ctx.f("loss_scale") != 0.0;
+    if (ctx.on("fp16") && !constant && !ctx.is_none("min_loss_scale") && !ctx.is_none("initial_loss_scale"))
+      ctx.require(!(ctx.f("min_loss_scale") > ctx.f("initial_loss_scale")), kMinLossScale,
+                  would_fail("get_megatron_optimizer") + "--min-loss-scale (" + ctx["min_loss_scale"].py_str() +
+                      ") is above --initial-loss-scale (" + ctx["initial_loss_scale"].py_str() +
+                      "): the fp16 dynamic loss scaler asserts min_scale <= initial_scale",
+                  {"min_loss_scale", "initial_loss_scale", "fp16"});
     return;
   }
   ctx.require(!ctx.on("fp16"), kEmergingOptimizerFp16,

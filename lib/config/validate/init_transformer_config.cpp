@@ -23,6 +23,10 @@ MR_INIT_RULE(kHeadsTp, "init.transformer.heads-divisible-by-tp",
 MR_INIT_RULE(kQueryGroupsTp, "init.transformer.query-groups-vs-tp",
              "With --group-query-attention, --num-query-groups must be a multiple or a divisor of "
              "--tensor-model-parallel-size (TransformerConfig).");
+MR_INIT_RULE(kHeadsGroups, "init.transformer.heads-divisible-by-query-groups",
+             "With --group-query-attention (and no --multi-latent-attention), --num-attention-heads must be a "
+             "multiple of --num-query-groups: each query group serves a whole number of heads (Megatron's attention "
+             "layer: Transformer Engine's DotProductAttention asserts it; the local one's QKV split fails).");
 MR_INIT_RULE(kMtpHsm, "init.transformer.mtp-hsm-needs-two-layers",
              "--mtp-hsm needs --mtp-num-layers 2 or more (TransformerConfig).");
 MR_INIT_RULE(kOneActivation, "init.transformer.one-activation",
@@ -118,6 +122,15 @@ void transformer_attention(Context& ctx) {
                   would_fail(kTc) + "--num-query-groups (" + std::to_string(groups) +
                       ") must be a multiple or a divisor of --tensor-model-parallel-size (" + std::to_string(tp) + ")",
                   {"num_query_groups", "group_query_attention", "tensor_model_parallel_size"});
+    // Attention (megatron/core/transformer/attention.py): each group's keys and values serve heads / groups
+    // query heads. Not MLA's, which has no query groups.
+    if (groups >= 1 && !ctx.on("multi_latent_attention"))
+      ctx.require(py_mod(heads, groups) == 0, kHeadsGroups,
+                  would_fail("its attention layer") + "--num-attention-heads (" + std::to_string(heads) +
+                      ") must be a multiple of --num-query-groups (" + std::to_string(groups) +
+                      "): each query group's keys and values serve a whole number of query heads (Transformer "
+                      "Engine's DotProductAttention asserts it, and the local attention's QKV split fails)",
+                  {"num_attention_heads", "num_query_groups", "group_query_attention"});
   }
   if (ctx.on("mtp_hsm"))
     ctx.require(set(ctx, "mtp_num_layers") && ctx.i("mtp_num_layers") >= 2, kMtpHsm,

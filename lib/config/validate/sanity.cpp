@@ -5,6 +5,7 @@
 #include "config/validate/sanity.h"
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -55,7 +56,8 @@ MR_SANITY_RULE(kAdamBetas, "sanity.adam-betas-range", "--adam-beta1 and --adam-b
 MR_SANITY_RULE(kAdamEps, "sanity.adam-eps-positive", "--adam-eps must be finite and greater than 0.");
 MR_SANITY_RULE(kSgdMomentum, "sanity.sgd-momentum-finite", "--sgd-momentum must be finite and not negative.");
 MR_SANITY_RULE(kLossScale, "sanity.loss-scale-positive",
-               "--loss-scale, --initial-loss-scale and --min-loss-scale must be finite and greater than 0; "
+               "--loss-scale, --initial-loss-scale and --min-loss-scale must be greater than 0 and finite in "
+               "float32 (Megatron's scaler holds them in fp32 tensors); "
                "--loss-scale-window and --hysteresis at least 1.");
 MR_SANITY_RULE(kInitStd, "sanity.init-method-std-finite", "--init-method-std must be finite and not negative.");
 MR_SANITY_RULE(kDropout, "sanity.dropout-range", "--hidden-dropout and --attention-dropout must lie in [0, 1].");
@@ -170,7 +172,9 @@ void optimizer(Context& ctx) {
         "it keeps Adam's update from dividing by zero");
   check(ctx, kSgdMomentum, "sgd_momentum", finite_non_negative, "a finite number, 0 or more");
   for (const char* d : {"loss_scale", "initial_loss_scale", "min_loss_scale"})
-    check(ctx, kLossScale, d, finite_positive, "a finite number greater than 0");
+    check(ctx, kLossScale, d, [](double v) { return finite_positive(v) && v <= std::numeric_limits<float>::max(); },
+          "a number greater than 0 that float32 holds (at most 3.4028234663852886e+38)",
+          "the scaler keeps it in an fp32 tensor, where a larger value is inf and every step would be skipped");
   for (const char* d : {"loss_scale_window", "hysteresis"}) check(ctx, kLossScale, d, at_least_1, "at least 1");
   check(ctx, kInitStd, "init_method_std", finite_non_negative, "a finite number, 0 or more");
   for (const char* d : {"hidden_dropout", "attention_dropout"})
