@@ -34,7 +34,8 @@ MuonOptions muon_options(const OptimizerConfig& c, std::vector<int64_t> qkv_spli
   o.ns.steps = static_cast<int>(c.muon_num_ns_steps);
   ns_schedule(o.ns.coefficients, o.ns.steps);  // validates the step count
   o.ns.precision = matmul_precision_from_string(c.muon_fp32_matmul_prec);
-  o.ns.use_syrk = c.muon_use_syrk;
+  // Emerging-Optimizers' newton_schulz takes the SYRK step only under float32 matmul precision "medium".
+  o.ns.use_syrk = c.muon_use_syrk && o.ns.precision == MatmulPrecision::Medium;
   o.scale_mode = muon_scale_mode_from_string(c.muon_scale_mode);
   o.extra_scale_factor = c.muon_extra_scale_factor;
   o.decoupled_weight_decay = true;

@@ -196,21 +196,6 @@ std::vector<ArgChange> override_from_checkpoint_args(Namespace& ns, const Value&
   return o.take();
 }
 
-namespace {
-
-// Whether the iteration directory `dir` holds any rank's megatron-run metadata file (rank_NNNNN.json): one of
-// megatron-run's checkpoints, even with rank 0's file missing (then damaged), rather than another program's.
-bool holds_rank_metadata(const std::string& dir) {
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("rank_", 0) == 0 && name.size() > 10 && name.compare(name.size() - 5, 5, ".json") == 0) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
   std::vector<CheckpointArgsResult> out;
   if (!value_of(ns, "use_checkpoint_args").truthy()) return out;
@@ -241,8 +226,11 @@ std::vector<CheckpointArgsResult> apply_checkpoint_args(Namespace& ns) {
     }
     r.file = place->dir + "/" + rank_stem(0) + ".json";
     struct stat st {};
-    if (stat(r.file.c_str(), &st) != 0 && errno == ENOENT && !holds_rank_metadata(place->dir))  // Megatron's own?
+    if (stat(r.file.c_str(), &st) != 0 && errno == ENOENT && !holds_rank_metadata(place->dir)) {  // Megatron's own?
+      if (const std::string kind = megatron_checkpoint_kind(place->dir); !kind.empty())
+        throw megatron_checkpoint_refusal(place->dir, kind);
       throw CheckpointError(kCkptCorrupt, r.file + ": cannot open: No such file or directory", /*foreign=*/true);
+    }
     const RankMeta m = parse_rank_meta(read_small_file(r.file, kMaxMetadataBytes), r.file);
     if (!m.args.is_object())
       throw CheckpointError(kCkptCorrupt, r.file + ": \"args\" is not an object of the run's arguments");

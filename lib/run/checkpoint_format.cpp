@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 namespace mr::run {
 
@@ -469,6 +470,48 @@ std::string iteration_dir(const std::string& dir, int64_t iteration, bool releas
   std::snprintf(b, sizeof b, "iter_%07lld", static_cast<long long>(iteration));
   return joined(dir, b);
 }
+bool holds_rank_metadata(const std::string& dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("rank_", 0) == 0 && name.size() > 10 && name.compare(name.size() - 5, 5, ".json") == 0) return true;
+  }
+  return false;
+}
+
+std::string megatron_checkpoint_kind(const std::string& dir) {
+  constexpr int kLooked = 10000;
+  bool metadata = false, distcp = false, common = false, mp_rank = false;
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end && n < kLooked; it.increment(ec), ++n) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("rank_", 0) == 0 && name.size() > 10 && name.compare(name.size() - 5, 5, ".json") == 0) return "";
+    metadata = metadata || name == ".metadata";
+    distcp = distcp || (name.size() > 7 && name.compare(name.size() - 7, 7, ".distcp") == 0);
+    common = common || name == "common.pt";
+    std::error_code dir_ec;
+    mp_rank = mp_rank || (name.rfind("mp_rank_", 0) == 0 && it->is_directory(dir_ec));
+  }
+  if (metadata || distcp || common) {
+    std::string seen;
+    for (const auto& [on, what] : {std::pair{metadata, ".metadata"}, {distcp, "*.distcp"}, {common, "common.pt"}})
+      if (on) seen += (seen.empty() ? "" : ", ") + std::string(what);
+    return "torch_dist (" + seen + ")";
+  }
+  if (mp_rank) return "torch (mp_rank_*/)";
+  return "";
+}
+
+CheckpointError megatron_checkpoint_refusal(const std::string& dir, const std::string& kind, const std::string& flag) {
+  std::string m = shown_path(dir) + " holds a Megatron " + kind + " checkpoint, not megatron-run's (no " + rank_stem(0) +
+                  ".json)";
+  if (!flag.empty())
+    m = flag + " " + m + ": megatron-run's own (synthetic) run loads only the checkpoints it saved; a Megatron "
+                         "program loads this one (megatron-run [launch options] pretrain_gpt.py ... " + flag + " DIR)";
+  return CheckpointError(kCkptUnsupported, m, /*foreign_checkpoint=*/true);
+}
+
 std::string rank_stem(int64_t rank) {
   char b[32];
   std::snprintf(b, sizeof b, "rank_%05lld", static_cast<long long>(rank));

@@ -189,6 +189,18 @@ RankMeta parse_rank_meta(std::string_view text, const std::string& path);
 std::string tracker_path(const std::string& dir);
 std::string iteration_dir(const std::string& dir, int64_t iteration, bool release = false);
 std::string rank_stem(int64_t rank);  // "rank_00003"
+
+// Whether an iteration directory holds megatron-run metadata (a rank_NNNNN.json).
+bool holds_rank_metadata(const std::string& dir);
+// What shows an iteration directory without our metadata to be a checkpoint Megatron saved: "torch_dist
+// (.metadata, *.distcp)" (also fsdp_dtensor's layout), "torch (mp_rank_00/)"; "" when nothing does. The first
+// 10000 entries are looked at.
+std::string megatron_checkpoint_kind(const std::string& dir);
+// Such a directory refused (checkpoint.unsupported, foreign): "DIR holds a Megatron KIND checkpoint, not
+// megatron-run's (no rank_00000.json)"; for megatron-run's own run (`flag`: the flag that named it) also that the
+// synthetic run loads only its own checkpoints and a Megatron program loads this one.
+CheckpointError megatron_checkpoint_refusal(const std::string& dir, const std::string& kind,
+                                            const std::string& flag = "");
 // The tracker's text: an iteration (>= 0) or "release"; nullopt when it is neither.
 struct TrackerValue {
   int64_t iteration = 0;

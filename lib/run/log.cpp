@@ -153,7 +153,8 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
       << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"
                           : std::string())
       << " (parameter checksum " << b << "; last loss " << format("%a", res.last_loss) << ", last grad norm "
-      << format("%a", res.last_grad_norm) << ")" << std::endl;
+      << (res.stepped || res.ran == 0 ? format("%a", res.last_grad_norm) : std::string("none: every step was skipped"))
+      << ")" << std::endl;
 }
 
 }  // namespace mr::run

@@ -233,11 +233,15 @@ std::string unused_by_optimizer(ArgId id, const Args& a) {
     case ArgId::muon_coefficient_type:
     case ArgId::muon_num_ns_steps:
     case ArgId::muon_tp_mode:
-    case ArgId::muon_use_syrk:
     case ArgId::muon_extra_scale_factor:
     case ArgId::muon_scalar_optimizer:
     case ArgId::muon_ns_batch_size:
       return muon ? "" : "Muon's options; " + opt + " is no Muon";
+    case ArgId::muon_use_syrk:  // Emerging-Optimizers' newton_schulz takes the SYRK step in its "medium" branch only
+      if (!muon) return "Muon's options; " + opt + " is no Muon";
+      return a.muon_fp32_matmul_prec == arg::MuonFp32MatmulPrec::medium
+                 ? ""
+                 : "used with --muon-fp32-matmul-prec medium only, as in Emerging-Optimizers' Newton-Schulz";
     default:
       return "";
   }
@@ -301,7 +305,25 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
     case ArgId::lr_wsd_decay_style:
     case ArgId::lr_wsd_decay_iters:
     case ArgId::lr_wsd_decay_samples:
-      return a.lr_decay_style == arg::LrDecayStyle::WSD ? "" : "only --lr-decay-style WSD uses it";
+      if (a.lr_decay_style != arg::LrDecayStyle::WSD) return "only --lr-decay-style WSD uses it";
+      // get_optimizer_param_scheduler: an iteration-based run (--train-iters) reads the iterations, a sample-based
+      // one the samples.
+      if (id == ArgId::lr_wsd_decay_samples && a.train_iters)
+        return "an iteration-based run (--train-iters) takes WSD's decay from --lr-wsd-decay-iters";
+      if (id == ArgId::lr_wsd_decay_iters && !a.train_iters && a.train_samples)
+        return "a sample-based run (--train-samples) takes WSD's decay from --lr-wsd-decay-samples";
+      return "";
+    case ArgId::min_lr:
+    case ArgId::lr_decay_iters:
+    case ArgId::lr_decay_samples:
+      // OptimizerParamScheduler.get_lr: constant returns --lr after the warmup, before any decay.
+      return a.lr_decay_style == arg::LrDecayStyle::constant
+                 ? "--lr-decay-style constant keeps --lr after the warmup: no decay"
+                 : "";
+    case ArgId::apply_wd_to_qk_layernorm:
+      return a.qk_layernorm ? "" : "the model has no q/k norms without --qk-layernorm";
+    case ArgId::rmsnorm_weight_decay_mult:
+      return a.normalization == arg::Normalization::RMSNorm ? "" : "the model's norms are not RMSNorm (--normalization)";
     case ArgId::decoupled_min_lr:
       return a.decoupled_lr ? "" : "not used without --decoupled-lr";
     case ArgId::ckpt_step:  // 0 is Megatron's "not given" (docs/checkpoints.md): nothing to name

@@ -277,7 +277,10 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     // Megatron counts the samples --decrease-batch-size-if-needed leaves out of each step as skipped too (global
     // minus running batch size, after every iteration that ran).
     skipped_samples += step.global - step.running;
-    res.last_grad_norm = grad_norm;
+    if (!found_inf) {  // a skipped step has none (Megatron's grad_norm None)
+      res.last_grad_norm = grad_norm;
+      res.stepped = true;
+    }
     window.elapsed_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     ++window.iterations;
     // Megatron's training_log: a line every --log-interval iterations and after the run's first (a resumed run's

@@ -45,7 +45,8 @@ struct TrainResult {
   int64_t passed_over = 0;         // iterations of this process that --iterations-to-skip skipped entirely
   bool skipped_train = false;      // --skip-train: no iteration ran, nothing was saved
   double first_loss = 0, last_loss = 0;
-  double last_grad_norm = 0;
+  double last_grad_norm = 0;        // of the last step taken (not of a skipped iteration after it)
+  bool stepped = false;             // a step was taken (else every iteration of this process was skipped)
   uint64_t params_checksum = 0;    // the whole model after the last step, the same under every layout (model_checksum)
 };
 

@@ -63,6 +63,8 @@ const std::vector<Case> kCases = {
     {"sanity.intervals-positive", {"--save-interval", "-1"}, {"--save-interval", "0"}, {}, "--save-interval (-1)"},
     {"sanity.intervals-positive", {"--eval-interval", "-1"}, {"--eval-interval", "5"}, {}, "--eval-interval (-1)"},
     {"sanity.intervals-positive", {"--ckpt-step", "-1"}, {"--ckpt-step", "0"}, {}, "--ckpt-step (-1)"},
+    {"sanity.intervals-positive", {"--exit-duration-in-mins", "-1"}, {"--exit-duration-in-mins", "0"}, {},
+     "--exit-duration-in-mins (-1) must be 0 or more: Megatron would save and exit after the first iteration"},
     {"sanity.intervals-positive", {"--non-persistent-save-interval", "-3"}, {"--non-persistent-save-interval", "3"}, {},
      "--non-persistent-save-interval (-3)"},
     {"sanity.save-nonempty", {"--save", "", "--save-interval", "3"}, {"--save", "ck", "--save-interval", "3"}, {},

@@ -436,8 +436,8 @@ TEST_CASE("--use-checkpoint-args for a program: an unreadable checkpoint's refus
   INFO(r.out);
   CHECK(r.exit == 0);
   CHECK(r.out.find("warning[checkpoint.use-checkpoint-args]: --use-checkpoint-args: megatron-run cannot read the "
-                   "checkpoint's arguments (" + dir + "/ck/iter_0000100/rank_00000.json: cannot open: No such file or "
-                   "directory); /bin/echo replaces the model's shape with the checkpoint's before its own validation") !=
+                   "checkpoint's arguments (" + dir + "/ck/iter_0000100 holds a Megatron torch (mp_rank_*/) checkpoint, "
+                   "not megatron-run's (no rank_00000.json)); /bin/echo replaces the model's shape with the checkpoint's before its own validation") !=
         std::string::npos);
   CHECK(r.out.find("warning[model-shape.num-layers-missing]") != std::string::npos);
   CHECK(r.out.find("\n--load " + dir + "/ck --use-checkpoint-args") != std::string::npos);  // it ran

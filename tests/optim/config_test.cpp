@@ -51,6 +51,14 @@ TEST_CASE("kernel options follow the OptimizerConfig fields", "[optim][config]")
   REQUIRE(m.tp_mode == MuonTpMode::Blockwise);
   REQUIRE(m.nesterov);
   REQUIRE(m.ns_batch_size == 32);
+  // --muon-use-syrk: Emerging-Optimizers' newton_schulz takes the SYRK step under "medium" precision only.
+  REQUIRE_FALSE(m.ns.use_syrk);
+  c.muon_use_syrk = true;
+  REQUIRE_FALSE(muon_options(c).ns.use_syrk);
+  c.muon_fp32_matmul_prec = "medium";
+  REQUIRE(muon_options(c).ns.use_syrk);
+  c.muon_fp32_matmul_prec = "high";
+  c.muon_use_syrk = false;
 
   c.muon_tp_mode = "layer_sharded";
   REQUIRE(muon_options(c).tp_mode == MuonTpMode::LayerSharded);

@@ -470,6 +470,35 @@ TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --
   CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
 }
 
+TEST_CASE("a Megatron checkpoint (torch_dist, torch) under --load is named as one, not as a corrupt one of ours",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string dist = dir / "dist", torch = dir / "torch";
+  std::filesystem::create_directories(dist + "/iter_0000005/__0_0.distcp");
+  std::filesystem::create_directories(torch + "/iter_0000005/mp_rank_00");
+  for (const std::string& ck : {dist, torch}) std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "5";
+  std::ofstream(dist + "/iter_0000005/.metadata") << "";
+  std::ofstream(torch + "/iter_0000005/mp_rank_00/model_optim_rng.pt") << "";
+  mrtest::Proc a = spawn(1, {"--train-iters", "8", "--load", dist}, dir, "dist");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 1);
+  CHECK_THAT(a.err(), Catch::Contains("error[checkpoint.unsupported]: --load " + dist + "/iter_0000005 holds a Megatron "
+                                      "torch_dist (.metadata, *.distcp) checkpoint, not megatron-run's (no "
+                                      "rank_00000.json): megatron-run's own (synthetic) run loads only the checkpoints "
+                                      "it saved; a Megatron program loads this one"));
+  CHECK_THAT(a.err(), !Catch::Contains("checkpoint.corrupt"));
+  mrtest::Proc b = spawn(1, {"--train-iters", "8", "--load", torch}, dir, "torch");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("holds a Megatron torch (mp_rank_*/) checkpoint"));
+  // Neither ours nor Megatron's (an empty iteration directory): still ours, damaged.
+  std::filesystem::create_directories(dir / "empty/iter_0000005");
+  std::ofstream(std::string(dir / "empty") + "/latest_checkpointed_iteration.txt") << "5";
+  mrtest::Proc c = spawn(1, {"--train-iters", "8", "--load", dir / "empty"}, dir, "empty");
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains("checkpoint.corrupt") && Catch::Contains("rank_00000.json: cannot open"));
+}
+
 TEST_CASE("SOAP: its preconditioners resume bit-exact and follow a data-parallel reshard; another TP size is refused",
           "[run][checkpoint][soap]") {
   check_resume_bit_exact({1, {"--optimizer", "soap"}}, "soap", 6);

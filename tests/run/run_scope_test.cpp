@@ -298,6 +298,30 @@ TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's
                      {"lr_wsd_decay_style", Value(S("linear"))}}),
              Catch::Contains("--lr-wsd-decay-style, --lr-wsd-decay-iters (only --lr-decay-style WSD uses it)"));
   CHECK(notice({{"lr_decay_style", Value(S("WSD"))}, {"lr_wsd_decay_iters", Value(2)}}).empty());
+  // WSD's decay length: iterations in an iteration-based run, samples in a sample-based one (review: worker 5).
+  CHECK_THAT(notice({{"train_iters", Value(10)}, {"lr_decay_style", Value(S("WSD"))}, {"lr_wsd_decay_iters", Value(2)},
+                     {"lr_wsd_decay_samples", Value(10)}}),
+             Catch::Contains("--lr-wsd-decay-samples (an iteration-based run (--train-iters) takes WSD's decay from "
+                             "--lr-wsd-decay-iters)") && !Catch::Contains("--lr-wsd-decay-iters ("));
+  CHECK_THAT(notice({{"train_samples", Value(40)}, {"lr_decay_style", Value(S("WSD"))}, {"lr_wsd_decay_iters", Value(2)},
+                     {"lr_wsd_decay_samples", Value(16)}}),
+             Catch::Contains("--lr-wsd-decay-iters (a sample-based run (--train-samples) takes WSD's decay from "
+                             "--lr-wsd-decay-samples)") && !Catch::Contains("--lr-wsd-decay-samples ("));
+  // A constant schedule decays nothing.
+  CHECK_THAT(notice({{"lr_decay_style", Value(S("constant"))}, {"min_lr", Value(0.0001)}, {"lr_decay_iters", Value(10)}}),
+             Catch::Contains("--lr-decay-iters, --min-lr (--lr-decay-style constant keeps --lr after the warmup: no decay)"));
+  CHECK(notice({{"lr_decay_style", Value(S("linear"))}, {"min_lr", Value(0.0001)}, {"lr_decay_iters", Value(10)}}).empty());
+  // Weight decay of norms the model does not have.
+  CHECK_THAT(notice({{"apply_wd_to_qk_layernorm", on}, {"rmsnorm_weight_decay_mult", Value(0.5)}}),
+             Catch::Contains("--apply-wd-to-qk-layernorm (the model has no q/k norms without --qk-layernorm)") &&
+                 Catch::Contains("--rmsnorm-weight-decay-mult (the model's norms are not RMSNorm (--normalization))"));
+  CHECK(notice({{"apply_wd_to_qk_layernorm", on}, {"qk_layernorm", on}, {"normalization", Value(S("RMSNorm"))},
+                {"rmsnorm_weight_decay_mult", Value(0.5)}})
+            .empty());
+  // --muon-use-syrk: Emerging-Optimizers takes the SYRK step under "medium" precision only.
+  CHECK_THAT(notice({{"optimizer", Value(S("muon"))}, {"muon_fp32_matmul_prec", Value(S("high"))}, {"muon_use_syrk", on}}),
+             Catch::Contains("--muon-use-syrk (used with --muon-fp32-matmul-prec medium only"));
+  CHECK(notice({{"optimizer", Value(S("muon"))}, {"muon_use_syrk", on}}).empty());  // medium is the default
   CHECK_THAT(notice({{"decoupled_min_lr", Value(0.001)}}),
              Catch::Contains("--decoupled-min-lr (not used without --decoupled-lr)"));
   CHECK(notice({{"decoupled_lr", Value(0.01)}, {"decoupled_min_lr", Value(0.001)}}).empty());

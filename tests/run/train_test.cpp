@@ -168,6 +168,27 @@ TEST_CASE("DP=2 x TP=2 with the distributed optimizer and bf16: replicas stay id
   CHECK_THAT(p.out(), Catch::Contains("the 2 data-parallel replicas hold identical parameters"));
 }
 
+TEST_CASE("the final line's grad norm is the last step's taken, not a skipped iteration's NaN", "[run][train]") {
+  mrtest::TempDir dir;
+  const std::vector<std::string> fp16 = {"--fp16", "--initial-loss-scale", "262144", "--hysteresis", "4",
+                                         "--train-iters", "3", "--optimizer", "sgd", "--log-interval", "1"};
+  mrtest::Proc last = spawn(1, fp16, dir, "last", {{"MR_RUN_NONFINITE_AT", "3"}});
+  INFO(last.out() << last.err());
+  REQUIRE(last.exit_code() == 0);
+  auto l = iterations(last.out());
+  REQUIRE(l.size() == 3);
+  CHECK(l[2].skipped == 1);
+  const std::string out = last.out();
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex(R"(last grad norm (0x[0-9a-fp.+-]+)\))")));
+  CHECK(std::strtod(m[1].str().c_str(), nullptr) == Approx(l[1].grad_norm).epsilon(1e-3));  // iteration 2's
+  mrtest::Proc none = spawn(1, fp16, dir, "none", {{"MR_RUN_NONFINITE_AT", "1,2,3"}});
+  INFO(none.out() << none.err());
+  REQUIRE(none.exit_code() == 0);
+  CHECK_THAT(none.out(), Catch::Contains("training run finished: 3 iterations (3 skipped)") &&
+                             Catch::Contains("last grad norm none: every step was skipped)"));
+}
+
 TEST_CASE("PP=2 with tied embeddings, fp16 and an overflow: the step is skipped and the scale backs off",
           "[run][train]") {
   mrtest::TempDir dir;

@@ -40,7 +40,7 @@ MR_SANITY_RULE(kEvalBatchSizes, "sanity.eval-batch-sizes-positive",
                "--eval-micro-batch-size and --eval-global-batch-size must be at least 1.");
 MR_SANITY_RULE(kIntervals, "sanity.intervals-positive",
                "--log-interval must be at least 1; --eval-interval, --save-interval, --exit-interval, "
-               "--non-persistent-save-interval and --ckpt-step must not be negative.");
+               "--exit-duration-in-mins, --non-persistent-save-interval and --ckpt-step must not be negative.");
 MR_SANITY_RULE(kSaveNonEmpty, "sanity.save-nonempty",
                "--save must name a directory: an empty one is refused (Megatron would save nothing).");
 MR_SANITY_RULE(kNumWorkers, "sanity.num-workers-nonnegative",
@@ -149,6 +149,10 @@ void training(Context& ctx) {
   // directory then overwrites its checkpoints); 0 is Megatron's "not given".
   check(ctx, kIntervals, "ckpt_step", non_negative, "0 or more",
         "a negative step makes Megatron's load act as if the checkpoint had no tracker");
+  // Megatron tests `if args.exit_duration_in_mins:` and then `train_time > exit_duration_in_mins`: a negative
+  // duration ends the run after its first iteration.
+  check(ctx, kIntervals, "exit_duration_in_mins", non_negative, "0 or more",
+        "Megatron would save and exit after the first iteration; 0 (or leaving it out) sets no time limit");
   check(ctx, kNumWorkers, "num_workers", non_negative, "0 or more");
   // Megatron reads an empty --save as no --save (`if args.save`): the run trains and saves nothing, without a word.
   // An empty value is mostly an unset variable (--save $CKPT_DIR), and the training it was to keep would be lost.
