@@ -191,6 +191,10 @@ struct FlatBuffers {
              const ShardGroups& shards, int64_t tp_rank, int64_t etp_rank, uint64_t seed, double init_std, bool decoupled_lr);
   // The host vectors at the layout's sizes, zero (allocate_host), or freed (release_host).
   void allocate_host();
+  // Rule run.host-memory: the layout's buffers against this machine's memory for all its local ranks, the cgroup's
+  // limit and this process's address space (RunError naming the sizes). Needs set_layout first; build() does not
+  // call it: the run does, on every rank before any allocates (train.cpp).
+  void check_memory() const;
   void release_host();
 
   // The initial value and the target of every element i in [0, numel) of parameter k (its shard on TP rank
@@ -242,8 +246,6 @@ struct FlatBuffers {
     }
   }
 
- private:
-  void check_memory() const;
 };
 
 }  // namespace mr::run

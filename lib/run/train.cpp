@@ -83,6 +83,24 @@ void set_up(RunContext& c) {
   const ShardGroups shards{c.dist_opt, c.dp.size(), c.dp.rank(), c.edp.size(), c.edp.rank(), layer_wise};
   // Rule run.device-memory counts the CUDA Muon step's scratch too (the CPU step's is host memory, not checked).
   if (std::string(c.backend->name()) == "cuda") c.buf.muon_work_bytes = muon_device_work_bytes(c);
+  // Rule run.host-memory (the CPU backend's buffers are host memory): every rank checks before any allocates, and
+  // all stop alike; a rank that checked after another rank of its machine had allocated would count that one's
+  // share twice and refuse a job that fits.
+  if (std::string(c.backend->name()) == "cpu") {
+    c.buf.set_layout(c.plan, c.optimizer, buffer_dtypes(args, c.target), shards, c.cfg.decoupled_lr.has_value());
+    std::string why;
+    try {
+      c.buf.check_memory();
+    } catch (const RunError& e) {
+      why = e.what();
+    }
+    double refused = why.empty() ? 0.0 : 1.0;
+    host_all_reduce(c.rt.group("world"), distributed::Buffer::cpu(&refused, 1), distributed::ReduceOp::Max);
+    if (!why.empty()) throw distributed::RootCauseError(why);
+    if (refused > 0)
+      throw distributed::FollowerError(with_rule_id("run.host-memory", "another rank's buffers do not fit its "
+                                                                        "machine's memory (said by that rank)"));
+  }
   c.backend->build(c.buf, c.plan, c.optimizer, buffer_dtypes(args, c.target), shards, c.tp.rank(), c.etp.rank(),
                    c.seed, c.init_std, c.cfg.decoupled_lr.has_value());
 }

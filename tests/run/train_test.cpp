@@ -478,6 +478,24 @@ TEST_CASE("a model too big for this machine's memory is refused before anything 
                              !Catch::Contains("bad_alloc"));
 }
 
+TEST_CASE("the host-memory check: every rank checks before any allocates, and all stop alike", "[run][train]") {
+  mrtest::TempDir dir;
+  // PP=2 with 7 layers on stage 0 and 1 on stage 1: at 200 MB available (MR_RUN_MEM_AVAILABLE_BYTES) stage 0's
+  // two-rank need (2 x 0.11 GiB) is over 90 %, stage 1's under it; stage 1's rank stops too, as a follower.
+  mrtest::Proc p = spawn(2, {"--pipeline-model-parallel-size", "2", "--num-layers", "8", "--decoder-last-pipeline-num-layers",
+                             "1", "--train-iters", "2", "--lr-warmup-iters", "1"},
+                         dir, "uneven", {{"MR_RUN_MEM_AVAILABLE_BYTES", "200000000"}});
+  INFO(p.out() << p.err());
+  CHECK(p.exit_code() == 1);
+  CHECK_FALSE(p.timed_out);
+  CHECK_THAT(p.err(), Catch::Contains("error[run.host-memory]: the training run needs 0.11 GiB on each of the 2 ranks of "
+                                      "this machine") &&
+                          Catch::Contains("only 0.19 GiB are available") &&
+                          Catch::Contains("error[run.host-memory]: another rank's buffers do not fit its machine's memory "
+                                          "(said by that rank)"));
+  CHECK_THAT(p.out(), !Catch::Contains("iteration        1/"));
+}
+
 TEST_CASE("MoE: experts over EP=2 on 4 ranks start like the single-rank model and stay in sync", "[run][train][moe]") {
   mrtest::TempDir dir;
   const std::vector<std::string> moe = {"--num-experts", "4", "--train-iters", "4"};
