@@ -184,7 +184,8 @@ void print_usage(std::ostream& os) {
         "  --target-flashinfer-version V  default 0.6.4\n"
         "  --target-env FILE.yaml       a YAML file: gpu_arch, te_version, torch_version, flashinfer_version,\n"
         "                               env: {NAME: value} (docs/config-files.md)\n"
-        "  --world-size N               world size (overrides WORLD_SIZE)\n\n"
+        "  --world-size N               world size to check (overrides WORLD_SIZE, which a launch reads only\n"
+        "                               with RANK, inside a job: docs/launch.md)\n\n"
         "launching (without --dry-run; torchrun's options, also spelled with _, defaults from PET_<NAME>;\n"
         "docs/launch.md):\n"
         "  --nproc-per-node N|cpu|gpu|auto  start N local workers (torchrun's environment, rank-prefixed output)\n"
@@ -317,7 +318,11 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
   if (!target_env_file.empty()) inv.env.load_file(target_env_file);
   if (!gpu_arch.empty()) {
     inv.env.gpu_arch = gpu_arch;
-    inv.env.arch_major();  // validates the spelling
+    try {
+      inv.env.arch_major();  // validates the spelling
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("argument --target-gpu-arch: ") + e.what(), {"--target-gpu-arch"});
+    }
   }
   // Versions are checked when given, not when a rule first compares them (a rule may never do).
   auto version = [](const char* flag, const std::string& v) {
@@ -351,6 +356,29 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
   if (words.size() > limits::kMaxListedArguments)
     msg += " ... (" + std::to_string(words.size() - limits::kMaxListedArguments) + " more)";
   return UsageError(msg + note, std::move(flags));
+}
+
+std::string own_option_hint(const UsageError& e, const std::string& cmd) {
+  if (std::string_view(e.what()).find("unrecognized arguments:") == std::string_view::npos) return {};
+  const CompletionSpec spec = completion_spec();
+  const CompletionCommand* command = cmd.empty() ? &spec.run : nullptr;
+  for (const CompletionCommand& c : spec.commands)
+    if (!command && c.name == cmd) command = &c;
+  if (!command) return {};
+  std::vector<std::string> names;
+  for (const CompletionOption& o : command->options) names.push_back(o.flag);
+  std::string hint;
+  for (const std::string& f : e.flags)
+    if (f.rfind("--", 0) == 0)
+      if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
+        hint += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
+  return hint;
+}
+
+UsageError with_own_option_hint(const UsageError& e, const std::string& cmd) {
+  const std::string hint = own_option_hint(e, cmd);
+  if (hint.empty()) return e;
+  return UsageError(e.what() + hint, e.flags, e.where, e.id);
 }
 
 std::vector<std::string> option_strings(const std::string& flag, const po::options_description* desc) {

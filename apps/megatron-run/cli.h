@@ -119,6 +119,13 @@ UsageError unrecognized_word(const std::string& word);
 // Several: "unrecognized arguments: A B C" (the first 100, then how many more), then `note`.
 UsageError unrecognized_words(const std::vector<std::string>& words, const std::string& note = "");
 
+// For a refusal "unrecognized arguments: ..." of the command `cmd` ("" for the run command): a line
+// "\n  --formt: did you mean --format (megatron-run's own option)?" for each unknown option in `e.flags` that is near
+// one of the command's own options (completion_spec(): the descriptions it parses with). "" otherwise.
+std::string own_option_hint(const UsageError& e, const std::string& cmd);
+// `e` with that hint added (`e` itself when there is none): every command's unknown option gets it.
+UsageError with_own_option_hint(const UsageError& e, const std::string& cmd);
+
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions. Throws
 // UsageError (own_option_error) for a refusal of our options; an option of ours that takes a value, followed by a
 // word argparse reads as an option (config/parse/argparse.h), is refused as argparse refuses it: "argument --X:

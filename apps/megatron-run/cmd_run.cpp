@@ -389,6 +389,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     inv.program_named = true;
   }
   const bool launching = !dry_run && !parse_only && explain.empty();
+  // The world size that runs is the one validated: one worker, where a WORLD_SIZE in the shell is no job's.
+  if (launching)
+    if (const std::string n = launch_opts.apply_launch(inv); !n.empty()) print_warning(std::cerr, n);
   // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
   tells_nodes = launching && !json_check && launch_opts.multi_node();
   Outcome out;
@@ -611,18 +614,7 @@ int cmd_run(const std::vector<std::string>& args) {
     } catch (const UsageError& e) {
       // Megatron's parser suggests Megatron's flags; a near miss of one of megatron-run's own options
       // (--confg, --wrld-size, --nproc-per-nod) gets its suggestion too.
-      std::string own;
-      if (std::string_view(e.what()).find("unrecognized arguments:") != std::string_view::npos) {
-        po::options_description desc("megatron-run");
-        RunOptions probe;
-        probe.add_to(desc);
-        std::vector<std::string> names;
-        for (const auto& od : desc.options()) names.push_back("--" + od->long_name());
-        for (const std::string& f : e.flags)
-          if (f.rfind("--", 0) == 0)
-            if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
-              own += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
-      }
+      std::string own = own_option_hint(e, "");
       // `-tp 2`: a Megatron flag written with one dash is torchrun's -t with the value 'p' to argparse (-mp: -m
       // given 'p'); the refusal of that short option names the flag the user may have meant, as Megatron's
       // parser suggests its flags (Schema::suggest).

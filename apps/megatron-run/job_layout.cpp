@@ -124,8 +124,12 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
                        Args& args, parallel::Layout& layout, const std::vector<std::string>& extra_formats) {
   Invocation inv = common.invocation(extra_formats);
   inv.cli = rest;
-  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE"))
+  if (!inv.world_size && !inv.env.vars.count("WORLD_SIZE")) {
+    // A word that is no flag comes first (`--world-sise 2` is a misspelt --world-size, not a missing one): the
+    // parse refuses it (unrecognized arguments), else the world size is what is missing.
+    (void)parse_arguments(Schema::megatron(), inv);
     throw UsageError(std::string(cmd) + ": --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
+  }
   out = resolve(Schema::megatron(), inv);
   log_warnings(out);
   if (!out.ok()) return report_failure(common, out.diagnostics);

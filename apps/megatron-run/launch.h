@@ -101,8 +101,15 @@ struct LaunchOptions {
   // torchrun's PET_<NAME> defaults for the options not given on the command line.
   void apply_pet_defaults(const po::variables_map& vm);
   // The world size validation must assume: N x M when spawning; SLURM_NTASKS inside a SLURM job that has no
-  // torchrun variables (Megatron itself would read WORLD_SIZE). Leaves `inv` alone otherwise.
+  // torchrun variables (Megatron itself would read WORLD_SIZE). Leaves `inv` alone otherwise. A WORLD_SIZE in the
+  // environment without RANK is no job (launch::launch_info): when spawning it is named in `notices`, not used.
   void apply(Invocation& inv);
+  // For a launch (not a dry run: there WORLD_SIZE names the size to check, as for check/topology/params), after
+  // apply(): without --nproc-per-node, outside any job (torchrun's RANK and WORLD_SIZE, SLURM's task variables) and
+  // without --world-size, megatron-run starts one worker, whose WORLD_SIZE is 1; a WORLD_SIZE left in the shell is
+  // then not the world size that runs: `inv` is validated for 1 and the returned notice names the variable.
+  // Empty (and `inv` left alone) otherwise.
+  std::string apply_launch(Invocation& inv) const;
   // apply() got past the options the rendezvous needs (nodes, backend, endpoint, master, timeouts): a usage error
   // after it, on one node of a multi-node launch, can be told to the others.
   bool rendezvous_known = false;

@@ -27,6 +27,21 @@ namespace mr::app {
 
 namespace {
 
+// WORLD_SIZE in the launcher's environment without RANK: no job to join (launch::launch_info wants both), so not the
+// world size of the workers megatron-run starts, which get their own, as torchrun's do (its agent sets every
+// worker's WORLD_SIZE). Megatron reads WORLD_SIZE as its world size: a dry run validates for it.
+std::optional<std::string> lone_world_size(const launch::EnvLookup& env) {
+  if (env("RANK")) return std::nullopt;
+  return env("WORLD_SIZE");
+}
+
+// The notice for it: [launch.world-size-env-unused], then what is validated instead.
+std::string world_size_env_unused(const std::string& value, const std::string& instead) {
+  return "[launch.world-size-env-unused] WORLD_SIZE=" + abbreviate(value) +
+         " is set without RANK: not used (no job to join without RANK; megatron-run starts --nproc-per-node "
+         "workers, 1 by default, each with its own WORLD_SIZE, as torchrun does); " + instead;
+}
+
 // The options that shape the job megatron-run starts (torchrun's, in both spellings): a worker megatron-run
 // starts is inside that job and must not see them. `true`: the option takes a value.
 const std::pair<const char*, bool> kLaunchFlags[] = {
@@ -673,6 +688,10 @@ void LaunchOptions::apply(Invocation& inv) {
                            std::to_string(nproc_per_node) + "); leave --world-size out, or make them agree",
                        {"--world-size", "--nproc-per-node", "--nnodes"});
     inv.world_size = world;
+    if (std::optional<std::string> ws = lone_world_size(env))
+      notices.push_back(world_size_env_unused(*ws, "validated for the job's " + std::to_string(world) + " ranks (--nnodes " +
+                                                       std::to_string(nnodes) + " x --nproc-per-node " +
+                                                       std::to_string(nproc_per_node) + ")"));
     // The workers get their own RANK (a RANK left in the shell, or an enclosing job's, is not theirs): the job is
     // validated as rank 0 sees it.
     inv.env.vars.erase("RANK");
@@ -685,6 +704,16 @@ void LaunchOptions::apply(Invocation& inv) {
       throw UsageError("SLURM_NTASKS='" + abbreviate(*env("SLURM_NTASKS")) + "' is not an integer");
     }
   }
+}
+
+std::string LaunchOptions::apply_launch(Invocation& inv) const {
+  if (nproc_per_node > 0 || inv.world_size) return {};  // apply() set it; --world-size names it
+  const launch::EnvLookup env = launch::process_env();
+  const std::optional<std::string> ws = lone_world_size(env);
+  if (!ws || (env("SLURM_PROCID") && env("SLURM_NTASKS"))) return {};  // a SLURM task's size: SLURM_NTASKS
+  inv.world_size = 1;
+  return world_size_env_unused(*ws, "validated for the 1 worker this launch starts (a dry run, check, topology and "
+                                    "params take WORLD_SIZE as the world size to check)");
 }
 
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args) {

@@ -118,9 +118,10 @@ int run(std::vector<std::string>& args) {
         try {  // here, where the words still are: --format json asks for the failure as a JSON document too
           return mr::app::cmd_check(rest);
         } catch (const mr::UsageError& e) {
-          return mr::app::report_usage_error(rest, e, /*run_command=*/false);
+          return mr::app::report_usage_error(rest, mr::app::with_own_option_hint(e, cmd), /*run_command=*/false);
         } catch (const boost::program_options::error& e) {
-          return mr::app::report_usage_error(rest, mr::app::own_option_error(e, rest), /*run_command=*/false);
+          return mr::app::report_usage_error(rest, mr::app::with_own_option_hint(mr::app::own_option_error(e, rest), cmd),
+                                             /*run_command=*/false);
         }
       }
       std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -128,7 +129,16 @@ int run(std::vector<std::string>& args) {
         if (w == "--") break;
         if (w == "-h") w = "--help";
       }
-      if (command) return command->run(rest);
+      if (command) {
+        try {  // a near miss of one of the command's own options is named, as for the run command
+          return command->run(rest);
+        } catch (const mr::UsageError& e) {
+          if (mr::app::own_option_hint(e, cmd).empty()) throw;
+          throw mr::app::with_own_option_hint(e, cmd);
+        } catch (const boost::program_options::error& e) {
+          throw mr::app::with_own_option_hint(mr::app::own_option_error(e, rest), cmd);
+        }
+      }
       if (cmd == "help") {
         if (rest.empty() || rest.front() == "help" || rest.front() == "--help") {
           mr::app::print_usage(std::cout);

@@ -63,6 +63,25 @@ std::optional<long> small_number(std::string_view digits) {
   if (r.ec != std::errc() || r.ptr != digits.data() + digits.size()) return std::nullopt;
   return v;
 }
+// The architecture of a well-known data-centre GPU named instead of its sm_XY ("h100"; case, an "nvidia" prefix and
+// separators aside), for the refusal to say; "" for any other word. A name is never taken as its architecture: the
+// target is written as the compiler and `nvidia-smi --query-gpu=compute_cap` name it.
+std::string arch_of_gpu_name(std::string_view word) {
+  std::string w;
+  for (char c : word)
+    if (std::isalnum(static_cast<unsigned char>(c))) w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (w.rfind("nvidia", 0) == 0) w.erase(0, 6);
+  static const std::pair<const char*, const char*> kGpus[] = {
+      {"v100", "sm_70"},  {"t4", "sm_75"},    {"a100", "sm_80"},  {"a800", "sm_80"},  {"a30", "sm_80"},
+      {"a10", "sm_86"},   {"a10g", "sm_86"},  {"a40", "sm_86"},   {"l4", "sm_89"},    {"l40", "sm_89"},
+      {"l40s", "sm_89"},  {"h100", "sm_90"},  {"h800", "sm_90"},  {"h200", "sm_90"},  {"h20", "sm_90"},
+      {"gh200", "sm_90"}, {"b100", "sm_100"}, {"b200", "sm_100"}, {"gb200", "sm_100"}, {"b300", "sm_103"},
+      {"gb300", "sm_103"}};
+  for (const auto& [name, arch] : kGpus)
+    if (w == name) return arch;
+  return {};
+}
+
 std::pair<int, int> parse_arch(const std::string& arch) {
   // sm_XY, sm_XYZ (a 1-3 digit major and a one-digit minor), optionally without the "sm_"/"sm" prefix, with a dot
   // between major and minor (9.0) or a one-letter feature suffix (sm_90a, sm_100f). Anything else (other
@@ -80,9 +99,12 @@ std::pair<int, int> parse_arch(const std::string& arch) {
     else if (c == '.' && i + 2 == s.size() && ++dots == 1) continue;  // "9.0": the dot before the minor digit
     else ok = false;
   }
-  if (!ok || digits.size() < 2 || digits.size() > 4)
+  if (!ok || digits.size() < 2 || digits.size() > 4) {
+    const std::string named = arch_of_gpu_name(arch);
     throw UsageError("bad GPU architecture " + Value(abbreviate(arch, 40)).py_repr() +
+                     (named.empty() ? "" : ": that is a GPU's name; its architecture is " + named) +
                      " (expected e.g. sm_90 or sm_100: a major version of 1 to 3 digits and a one-digit minor)");
+  }
   int major = std::stoi(digits.substr(0, digits.size() - 1));
   int minor = digits.back() - '0';
   return {major, minor};

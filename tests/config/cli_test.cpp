@@ -61,6 +61,69 @@ TEST_CASE("exit codes: 2 for usage errors, 1 for a failed rule", "[cli]") {
   CHECK(sh("--dry-run --format xml --config " + kDefault).exit == 2);
 }
 
+TEST_CASE("every command names a near miss of its own options, and an unknown word before a missing --world-size",
+          "[cli][own-option]") {
+  const std::string cfg = " --config " + kDefault;
+  struct Case {
+    std::string args, typo, meant;
+  };
+  const Case cases[] = {
+      {"topology --world-size 2 --formt json" + cfg, "--formt", "--format"},
+      {"params --world-size 2 --formt json" + cfg, "--formt", "--format"},
+      {"schedule --point 5" + cfg, "--point", "--points"},
+      {"rules --formt json", "--formt", "--format"},
+      {"schema --formt json", "--formt", "--format"},
+      {"check --quite " + kDefault, "--quite", "--quiet"},
+      {"check --formt=json " + kDefault, "--formt=json", "--format"},
+      // A misspelt --world-size is the unknown word it is, not a missing --world-size.
+      {"topology --world-sise 2" + cfg, "--world-sise", "--world-size"},
+      {"topology --world_size 2" + cfg, "--world_size", "--world-size"},
+      {"params --world-sise 2" + cfg, "--world-sise", "--world-size"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    auto r = sh(c.args);
+    CHECK(r.exit == 2);
+    CHECK(r.out.find("unrecognized arguments: " + c.typo) != std::string::npos);
+    CHECK(r.out.find(c.typo + ": did you mean " + c.meant + " (megatron-run's own option)?") != std::string::npos);
+    CHECK(r.out.find("is required") == std::string::npos);
+  }
+  // A word near no option of the command gets no suggestion; a world size still missing is still named.
+  auto far = sh("topology --world-size 2 --zzzzzz" + cfg);
+  CHECK(far.exit == 2);
+  CHECK(far.out.find("did you mean") == std::string::npos);
+  auto missing = sh("topology" + cfg);
+  CHECK(missing.exit == 2);
+  CHECK(missing.out.find("topology: --world-size N is required") != std::string::npos);
+}
+
+TEST_CASE("--target-gpu-arch's refusal names the option, and the architecture of a GPU named instead of it",
+          "[cli][target]") {
+  const std::string cfg = " --config " + kDefault;
+  struct Case {
+    std::string word, arch;
+  };
+  for (const Case& c : {Case{"h100", "sm_90"}, Case{"H200", "sm_90"}, Case{"a100", "sm_80"}, Case{"b200", "sm_100"},
+                        Case{"gb200", "sm_100"}, Case{"l40s", "sm_89"}, Case{"nvidia-h100", "sm_90"}}) {
+    INFO(c.word);
+    auto r = sh("--dry-run --target-gpu-arch " + c.word + cfg);
+    CHECK(r.exit == 2);  // named, never taken as its architecture
+    CHECK(r.out.find("megatron-run: error: argument --target-gpu-arch: bad GPU architecture '" + c.word +
+                     "': that is a GPU's name; its architecture is " + c.arch + " (expected e.g. sm_90") !=
+          std::string::npos);
+  }
+  auto other = sh("check --target-gpu-arch sm_9x " + kDefault);
+  CHECK(other.exit == 2);
+  CHECK(other.out.find("argument --target-gpu-arch: bad GPU architecture 'sm_9x' (expected e.g. sm_90") !=
+        std::string::npos);
+  // The same word in a --target-env file names its line and the architecture.
+  auto file = sh("--dry-run --target-env " + tmp_file("h100.yaml", "gpu_arch: h100\n") + cfg);
+  CHECK(file.exit == 2);
+  CHECK(file.out.find("h100.yaml:1: bad GPU architecture 'h100': that is a GPU's name; its architecture is sm_90") !=
+        std::string::npos);
+  CHECK(sh("--dry-run --target-gpu-arch sm_90" + cfg).exit == 0);
+}
+
 TEST_CASE("an option of megatron-run's given again overrides the earlier one, as argparse does", "[cli]") {
   auto text = sh("--dry-run --config " + kDefault + " --format json --format text");
   CHECK(text.exit == 0);

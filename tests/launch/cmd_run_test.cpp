@@ -191,3 +191,35 @@ TEST_CASE("a launch with stdout closed is refused before any worker starts; with
   CHECK(has(err.out, "[rank 1] /dev/null\n"));
   CHECK(has(err.out, "exit=7"));
 }
+
+TEST_CASE("a WORLD_SIZE in the shell without RANK is no job: a launch validates for the workers it starts and names "
+          "the variable; a dry run checks the size it names",
+          "[launch][cli][world-size-env]") {
+  // default.yaml is not valid for 3 ranks (its global batch of 8 is no multiple of 2 x 3); one worker runs it.
+  const std::string prog = " --no-python --no-append-args /bin/sh -c 'echo WS=$WORLD_SIZE'";
+  Proc run = sh("WORLD_SIZE=3 " + kRun + prog);
+  CHECK(run.exit == 0);
+  CHECK(has(run.out, "\nWS=1\n"));  // the one worker's own WORLD_SIZE
+  CHECK(has(run.out, "warning[launch.world-size-env-unused]: WORLD_SIZE=3 is set without RANK: not used (no job to "
+                     "join without RANK; megatron-run starts --nproc-per-node workers, 1 by default, each with its "
+                     "own WORLD_SIZE, as torchrun does); validated for the 1 worker this launch starts"));
+  CHECK_FALSE(has(run.out, "batch-parallel size (3)"));
+  // --format json without --dry-run validates as that launch would: for 1, with the notice.
+  Proc json = sh("WORLD_SIZE=3 " + kRun + "--format json");
+  CHECK(json.exit == 0);
+  CHECK(has(json.out, "warning[launch.world-size-env-unused]: WORLD_SIZE=3"));
+  // A dry run takes WORLD_SIZE as the world size to check (as Megatron's parse_args reads it), with no notice.
+  Proc dry = sh("WORLD_SIZE=3 " + kRun + "--dry-run");
+  CHECK(dry.exit == 1);
+  CHECK(has(dry.out, "batch-parallel size (3)"));
+  CHECK_FALSE(has(dry.out, "world-size-env-unused"));
+  // With --nproc-per-node the job's ranks are validated, dry run or not, and the variable is named.
+  Proc two = sh("WORLD_SIZE=3 " + kRun + "--dry-run --nproc-per-node 2");
+  CHECK(two.exit == 0);
+  CHECK(has(two.out, "warning[launch.world-size-env-unused]: WORLD_SIZE=3 is set without RANK: not used ("));
+  CHECK(has(two.out, "validated for the job's 2 ranks (--nnodes 1 x --nproc-per-node 2)"));
+  // --world-size names the size: no notice, and it is the size checked.
+  Proc flag = sh("WORLD_SIZE=3 " + kRun + "--world-size 2 --dry-run");
+  CHECK(flag.exit == 0);
+  CHECK_FALSE(has(flag.out, "world-size-env-unused"));
+}
