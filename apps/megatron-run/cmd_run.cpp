@@ -31,6 +31,7 @@ void RunOptions::add_to(po::options_description& desc) {
       ("explain", po::value(&explain)->composing(), "show provenance")
       ("no-python", po::bool_switch()->notifier(set_no_python), "run the program's first word as a command, not a Python script")
       ("no_python", po::bool_switch()->notifier(set_no_python), "torchrun's spelling of --no-python")
+      ("module", po::bool_switch(&module), "-m: run the program's first word as a Python module (python -u -m MODULE)")
       ("no-append-args", po::bool_switch(&no_append_args), "do not append the Megatron flags to the program's")
       ("no-file-checks", po::bool_switch(&no_file_checks),
        "do not check the program's input files and output directories before it starts")
@@ -53,7 +54,6 @@ launch::ProgramSplit read_run_words(const std::vector<std::string>& args, bool l
   launch::OptionSpelling spelling;
   spelling.lenient = lenient;
   for (const auto& od : desc.options()) spelling.long_options.push_back("--" + od->long_name());
-  spelling.long_options.push_back("--module");
   spelling.short_options = kTorchrunShortOptions;
   for (const auto& [short_name, long_name] : kShortSwitches) spelling.switches.push_back({short_name, long_name});
   for (const std::string& s : own_switches) {
@@ -129,15 +129,64 @@ std::string dry_run_only_option(const RunOptions& opts) {
   return {};
 }
 
+// The words among the program's arguments (after its first word, up to a "--" of its own) that are megatron-run's
+// own options by exact name, any spelling (`--config`, `--dry-run=`, `--nproc_per_node`), each once as written
+// before any '='; but --help and --version (a program has its own) and a Megatron flag (launch.flags-after-program's).
+std::vector<std::string> own_options_after_program(const launch::Program& program,
+                                                   const po::options_description& desc) {
+  std::vector<std::string> names;
+  for (size_t i = 1; i < program.words.size() && program.words[i] != "--"; ++i) {
+    const std::string& w = program.words[i];
+    if (w.size() < 3 || w.rfind("--", 0) != 0) continue;
+    const std::string name = w.substr(0, w.find('='));
+    if (name == "--help" || name == "--version" || Schema::megatron().find_flag(name)) continue;
+    if (!desc.find_nothrow(name.substr(2), /*approx=*/false, false, false)) continue;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+// launch.own-option-after-program: megatron-run's options after the program are the program's (torchrun's rule),
+// passed to it and not read here; said, with --dry-run's own warning when this is a launch (the program starts).
+void warn_own_options_after_program(const launch::Program& program, const std::vector<std::string>& names,
+                                    bool launching) {
+  const std::string& prog = program.words.front();
+  std::vector<std::string> rest;
+  for (const std::string& n : names) {
+    if (n == "--dry-run" && launching) {
+      print_warning_diagnostic({Diagnostic::Level::Warning, "launch.own-option-after-program",
+                                "--dry-run after the program " + prog + " is the program's own argument, passed to "
+                                "it: this is no dry run, the program starts on every rank; megatron-run's options "
+                                "go before the program (megatron-run --dry-run ... " + prog + " ...)",
+                                {n}, {}, kStageParse});
+      continue;
+    }
+    rest.push_back(n);
+  }
+  if (rest.empty()) return;
+  std::string listed;
+  for (size_t k = 0; k < rest.size() && k < 4; ++k) listed += (k ? ", " : "") + rest[k];
+  if (rest.size() > 4) listed += " and " + std::to_string(rest.size() - 4) + " more";
+  const bool one = rest.size() == 1;
+  print_warning_diagnostic({Diagnostic::Level::Warning, "launch.own-option-after-program",
+                            listed + (one ? " is" : " are") + " megatron-run's option" + (one ? "" : "s") +
+                                ", given after the program " + prog + ": passed to it as its own argument" +
+                                (one ? "" : "s") + " and not read by megatron-run (every word after the program is "
+                                "the program's, as with torchrun); megatron-run's options go before the program",
+                            rest, {}, kStageParse});
+}
+
 // What the program's argparse will make of its own Megatron flags next to what megatron-run appends
 // (config/parse/invocation.h), said where it may surprise: a flag given after the program and appended too (the
 // appended value wins: launch.flags-after-program); a config file's or a flag's value equal to the default, which
 // nothing appended carries, so the program's own value stands (launch.flags-after-program too); with
 // --no-append-args, given arguments the program never gets (launch.not-appended). A word of the program's own that
-// is near a Megatron flag (--num-layer) is named with the flag meant (launch.program-own-argument). A bad word is
+// is near a Megatron flag (--num-layer) is named with the flag meant (launch.program-own-argument), but one of
+// megatron-run's own options (`own_after`: launch.own-option-after-program says those). A bad word is
 // not said here (validation reports it). Read from the parse of `inv` (`parsed`, its ProgramWords), said before
 // validation. Nothing when `quiet` (a rank that re-validates what was said).
-void warn_program_words(const Invocation& inv, const Parsed& parsed, const launch::Program& program, bool quiet) {
+void warn_program_words(const Invocation& inv, const Parsed& parsed, const launch::Program& program, bool quiet,
+                        const std::vector<std::string>& own_after) {
   if (quiet || inv.program_cli.empty() || !parsed.program) return;
   const Schema& schema = Schema::megatron();
   const ProgramWords& words = *parsed.program;
@@ -149,6 +198,7 @@ void warn_program_words(const Invocation& inv, const Parsed& parsed, const launc
     if (past_dashes || t.text.rfind("--", 0) != 0 || t.text.size() < 3) continue;
     const std::string flag = t.text.substr(0, t.text.find('='));
     if (schema.find_flag(flag)) continue;
+    if (std::find(own_after.begin(), own_after.end(), flag) != own_after.end()) continue;  // said as ours
     if (std::vector<std::string> s = schema.suggest(flag, 1); !s.empty())
       near.push_back(abbreviate(flag) + " (did you mean " + s.front() + "?)");
   }
@@ -244,6 +294,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     if (w == "-h") w = "--help";
     if (w == "-r") w = "--redirects";
     if (w == "-t") w = "--tee";
+    if (w == "-m") w = "--module";  // a switch (split_program has read it: the program is the module)
   }
   if (std::optional<std::string> shell = print_completion_requested(own_args)) {  // nothing after it is read
     print_completion_script(std::cout, *shell);
@@ -310,6 +361,14 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     print_warning(std::cerr, "[launch.json-validates-only] --format json without --dry-run: validated as this launch "
                              "would be and printed as JSON; nothing is started (" + not_run +
                              "leave --format json out to launch)");
+  // megatron-run's options after the program are the program's (torchrun's rule): passed on, and said (once).
+  const std::vector<std::string> own_after =
+      program.named() ? own_options_after_program(program, desc) : std::vector<std::string>{};
+  {
+    const char* rank = std::getenv("RANK");
+    if (!own_after.empty() && !std::getenv("MR_SPAWNER") && !(rank && std::string(rank) != "0"))
+      warn_own_options_after_program(program, own_after, !dry_run && !json_check && !parse_only && explain.empty());
+  }
   // The program of a launch is there before anything else is checked: a missing script is not reported as a
   // config error, and a word that looks like one of megatron-run's commands gets the commands named.
   if (!dry_run && !json_check && program.named()) {
@@ -434,7 +493,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   bool program_words_said = false;
   auto parse = [&](const Invocation& v) {
     Parsed p = parse_arguments(Schema::megatron(), v);
-    if (!program_words_said) warn_program_words(v, p, program, quiet);
+    if (!program_words_said) warn_program_words(v, p, program, quiet, own_after);
     program_words_said = true;
     return p;
   };

@@ -124,6 +124,7 @@ struct RunOptions {
   LaunchOptions launch;
   bool dry_run = false, help = false, version = false, parse_only = false, provenance = false;
   bool no_python = false, no_append_args = false, no_file_checks = false;
+  bool module = false;  // -m/--module (the program's form, read by read_run_words: ProgramSplit::form)
   std::vector<std::string> explain;
   void add_to(po::options_description& desc);
 };

@@ -72,20 +72,39 @@ std::string OptionSpelling::spell(const std::string& word, const Schema& schema)
   if (matches.empty()) return word;  // no option of ours: Megatron's parser names it
   // Also the start of a Megatron flag (--local-ran: --local-rank and --local-ranks-filter): the user may have cut
   // that flag short, which Megatron's parser does not allow, so it is not silently taken as ours; refused as
-  // ambiguous, naming the Megatron flags too.
+  // ambiguous, naming the Megatron flags too. '_' and '-' are alike here: Megatron's flags are spelt with '-' only,
+  // and a word with '_' may be one of them in an older spelling (--local_rank, which Megatron wrote until it was
+  // renamed and torch.distributed.launch still passes: torchrun reads it as --local_ranks_filter).
+  auto dashed = [](std::string s) {  // (an option word: two characters at least)
+    std::replace(s.begin() + 2, s.end(), '_', '-');
+    return s;
+  };
+  const std::string name_dashed = dashed(name);
   std::vector<std::string> megatron;
+  std::string same_flag;  // the Megatron flag `name` is, but for '_' written for '-' (--local_rank: --local-rank)
   for (const Arg& a : schema.args())
-    for (const std::string& f : a.flags)
-      if (prefix_of(f) && std::find(megatron.begin(), megatron.end(), f) == megatron.end()) megatron.push_back(f);
+    for (const std::string& f : a.flags) {
+      if (f.size() < name.size() || dashed(f).compare(0, name.size(), name_dashed) != 0) continue;
+      if (std::find(megatron.begin(), megatron.end(), f) == megatron.end()) megatron.push_back(f);
+      if (f.size() == name.size()) same_flag = f;
+    }
   if (matches.size() == 1 && megatron.empty()) return written(matches.front(), tail);
   if (lenient) return word;
   std::string listed;
   for (const std::string& m : matches) listed += (listed.empty() ? "" : ", ") + m;
   if (matches.size() == 1) {  // ours alone, but a Megatron flag starts so too (ambiguous among ours: argparse's list)
+    if (!same_flag.empty()) {  // that flag first: the likeliest meaning
+      megatron.erase(std::find(megatron.begin(), megatron.end(), same_flag));
+      megatron.insert(megatron.begin(), same_flag);
+    }
     const size_t shown = std::min<size_t>(megatron.size(), 5);
     for (size_t i = 0; i < shown; ++i) listed += ", " + megatron[i];
     if (megatron.size() > shown) listed += " and " + std::to_string(megatron.size() - shown) + " more Megatron flags";
-    listed += " (Megatron's flags are never abbreviated: write the one you mean in full)";
+    if (!same_flag.empty())
+      listed += " (" + name + " is Megatron's " + same_flag + " spelt with '_', which Megatron's parser does not "
+                "take; torchrun would read it as " + matches.front() + ": write the one you mean in full)";
+    else
+      listed += " (Megatron's flags are never abbreviated: write the one you mean in full)";
   }
   throw UsageError("ambiguous option: " + abbreviate(word) + " could match " + listed, {name});
 }

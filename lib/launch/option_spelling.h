@@ -11,7 +11,9 @@
 // no prefixes (allow_abbrev=False), so its flags are never abbreviated, and a prefix of ours that is also a whole
 // Megatron flag (--local-rank, a prefix of --local-ranks-filter) is Megatron's. A prefix of one of ours that also
 // starts a Megatron flag (--local-ran, --no-p) is refused as ambiguous, naming both: it may be a Megatron flag cut
-// short, which must not silently become a launcher option. A switch given a value (--module=x, --stand=1, -m=x,
+// short, which must not silently become a launcher option. '_' and '-' are alike in that search: --local_rank=0
+// (Megatron's old spelling of --local-rank, which torch.distributed.launch passes) is refused naming --local-rank,
+// where torchrun 2.x silently reads it as --local_ranks_filter=0. A switch given a value (--module=x, --stand=1, -m=x,
 // -mx) is refused as argparse refuses it: "argument -m/--module: ignored explicit argument 'x'". Torch-free.
 #pragma once
 

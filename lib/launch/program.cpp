@@ -52,12 +52,18 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
     return std::move(out);
   };
   size_t unknown_at = words.size();
+  // -m/--module is a switch, as in torchrun (store_true): options may follow it, and the program's first word, where
+  // it would be the script, is the module.
+  bool module = false;
   for (size_t i = 0; i < words.size(); ++i) {
     if (spelling && option_like(words[i])) out.words[i] = spelling->spell(words[i], schema);
     const std::string& w = out.words[i];
-    if (w == "--") return at(i + 1, i, Program::Form::Command);
-    if (w == "-m" || w == "--module") return at(i + 1, i, Program::Form::Module);
-    if (!option_like(w)) return at(i, i, Program::Form::Script);  // no option before it wanted it
+    if (w == "--") return at(i + 1, i, module ? Program::Form::Module : Program::Form::Command);
+    if (w == "-m" || w == "--module") {
+      module = true;
+      continue;
+    }
+    if (!option_like(w)) return at(i, i, module ? Program::Form::Module : Program::Form::Script);
     int n = values_after(w, schema, own_value_options, own_switches);
     if (n == -2) {  // an unknown option: its error comes first
       out.stopped_at_unknown = true;
@@ -80,6 +86,7 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
       if (option_like(words[i])) out.words[i] = lenient.spell(words[i], schema);
   }
   out.start = out.end_of_options = words.size();
+  if (module && !out.stopped_at_unknown) out.form = Program::Form::Module;  // with no module named (refused)
   return out;
 }
 

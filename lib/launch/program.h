@@ -3,7 +3,8 @@
 //   megatron-run [OPTIONS] [MEGATRON FLAGS] -- CMD ARGS...          CMD as given (no interpreter)
 //   megatron-run [OPTIONS] [MEGATRON FLAGS] script.py ARGS...       python -u script.py ARGS (torchrun's form)
 //   megatron-run [OPTIONS] --no-python [MEGATRON FLAGS] CMD ARGS... CMD as given
-//   megatron-run [OPTIONS] -m MODULE ARGS...  (or --module)         python -u -m MODULE ARGS
+//   megatron-run [OPTIONS] -m [OPTIONS] MODULE ARGS... (or --module) python -u -m MODULE ARGS (-m is a switch, as in
+//                                                                  torchrun: options may follow it)
 //
 // and, when no program is named, megatron-run's own worker. As with torchrun, every word after the program's
 // first word belongs to the program. The Megatron flags megatron-run validated (config files and flags merged,
@@ -35,8 +36,10 @@ struct Program {
 };
 
 // Where the program begins in megatron-run's words (after the command word), and its form: after the first
-// "--" (Command); at the word after -m/--module (Module); else at the first word that is neither an option nor
-// the value of the option before it (Script); words.size() and Worker when none. `own_value_options` are
+// "--" (Command); else at the first word that is neither an option nor the value of the option before it
+// (Script); words.size() and Worker when none. -m/--module before it is a switch, as torchrun's store_true: the
+// form is Module then (a "--" too: the word after it is the module; with none, Module at words.size(), which the
+// caller refuses), and the -m words stay among megatron-run's (end_of_options is past them). `own_value_options` are
 // megatron-run's own options that take a value (e.g. "--config", "--nproc-per-node"); Megatron's flags take
 // values as their schema says, the way argparse hands them out (a flag with nargs '*' or '+' takes every
 // following word that is not an option, so a script after one needs "--" or another option between them);

@@ -1287,8 +1287,39 @@ TEST_CASE("launcher options in torchrun's argparse spellings: -r3, prefixes, an 
   auto local_rank = sh(dry + " --local-rank 0 --format json");
   CHECK(local_rank.exit == 0);
   CHECK_THAT(local_rank.out, Catch::Contains("\"local_rank\": 0"));
+  // --local_rank=0, Megatron's old spelling (torch.distributed.launch passes it): '_' and '-' are alike when looking
+  // for the Megatron flag it may be, so it is refused naming --local-rank, not read as --local_ranks_filter=0 (as
+  // torchrun 2.x reads it, hiding every other rank's output); in a launch too, before anything starts.
+  const std::string underscored = "megatron-run: error: ambiguous option: --local_rank=0 could match "
+                                  "--local_ranks_filter, --local-rank (--local_rank is Megatron's --local-rank spelt "
+                                  "with '_', which Megatron's parser does not take; torchrun would read it as "
+                                  "--local_ranks_filter: write the one you mean in full)\n";
+  auto old_spelling = sh(dry + " --local_rank=0 --explain local_rank");
+  CHECK(old_spelling.exit == 2);
+  CHECK(old_spelling.out == underscored);
+  auto launch = sh("--nproc-per-node 2 --local_rank=0 --config " + kDefault + " -- /bin/true");
+  CHECK(launch.exit == 2);
+  CHECK(launch.out == underscored);
   // After the program every word is the program's: no prefix is read there, an ambiguous one neither.
   CHECK(sh(dry + " train.py --nproc 2").exit == 0);
+}
+
+TEST_CASE("-m/--module is a switch, as torchrun's store_true: options may follow it, the first positional word is the "
+          "module", "[cli][spelling]") {
+  // The config after -m is read (it was taken for the module, and json.tool for its argument).
+  auto argv = sh("--dry-run --format argv -m --config " + kDefault + " json.tool --sort-keys");
+  CHECK(argv.exit == 0);
+  CHECK_THAT(argv.out, Catch::StartsWith("python3 -u -m json.tool --sort-keys --num-layers 2 "));
+  CHECK(sh("--dry-run --format argv --module --nproc-per-node 1 --config " + kDefault + " json.tool").out ==
+        sh("--dry-run --format argv --config " + kDefault + " -m json.tool").out);
+  CHECK(sh("--dry-run --format argv --config " + kDefault + " -m -- json.tool --sort-keys").out == argv.out);
+  // No module: refused, as before; -m with --no-python after it: refused, as torchrun refuses it.
+  auto none = sh("--dry-run --config " + kDefault + " -m");
+  CHECK(none.exit == 2);
+  CHECK(none.out == "megatron-run: error: argument -m/--module: expected a module name\n");
+  auto no_python = sh("--dry-run -m --no-python --config " + kDefault + " json.tool");
+  CHECK(no_python.exit == 2);
+  CHECK_THAT(no_python.out, Catch::Contains("--no-python and -m/--module cannot be used together"));
 }
 
 TEST_CASE("torchrun's argparse parity: a switch's value, words past an unknown one, -tp, --format json's reach",

@@ -261,6 +261,11 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(off.out == "-u " + kProbe + "\n");  // not on: the script runs under PYTHON_EXEC
   Proc mod = sh("PET_MODULE=1 PYTHON_EXEC=/bin/echo " + kBin + " --config " + kConfig + " --no-append-args platform");
   CHECK(mod.out == "-u -m platform\n");
+  // -m is a switch, as torchrun's: options after it are megatron-run's, the first positional word is the module.
+  Proc m = sh("PYTHON_EXEC=/bin/echo " + kBin + " -m --config " + kConfig + " --nproc-per-node 1 platform --own");
+  INFO(m.out);
+  CHECK(m.exit == 0);
+  CHECK(m.out.find("-u -m platform --own --num-layers 2 ") != std::string::npos);
   Proc rp = sh("PET_RUN_PATH=1 " + kBin + " --config " + kConfig + " --no-append-args -- /bin/true");
   CHECK(rp.out.find("PET_RUN_PATH is set (the default of --run-path): not used") != std::string::npos);
   Proc bad = sh("PET_NO_PYTHON=yes " + kBin + " --config " + kConfig + " --no-append-args /bin/echo x");
@@ -333,6 +338,34 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(lr.exit == 2);
   CHECK(lr.out.find("argument --local-rank (command line argv[") != std::string::npos);
   CHECK(lr.out.find("{\"env\"") == std::string::npos);
+}
+
+TEST_CASE("megatron-run's own options after the program are the program's, and said (launch.own-option-after-program)",
+          "[launch][program][process]") {
+  // A trailing --dry-run: the program's own argument, so the job really starts; the warning says so.
+  Proc dry = sh(kBin + " --nproc-per-node 2 --config " + kConfig + " --no-python /bin/echo mine --dry-run");
+  INFO(dry.out);
+  CHECK(dry.exit == 0);
+  CHECK(dry.out.find("warning[launch.own-option-after-program]: --dry-run after the program /bin/echo is the "
+                     "program's own argument, passed to it: this is no dry run, the program starts on every rank; "
+                     "megatron-run's options go before the program (megatron-run --dry-run ... /bin/echo ...)") !=
+        std::string::npos);
+  CHECK(dry.out.find("[rank 1] mine --dry-run --num-layers 2 ") != std::string::npos);  // it started, the word passed
+  // --config and --nnodes after the program: passed on, not read (so the config before it is the one validated).
+  Proc cfg = sh(kBin + " --config " + kConfig + " --no-python /bin/echo --config x.yaml --nnodes=1");
+  INFO(cfg.out);
+  CHECK(cfg.exit == 0);
+  CHECK(cfg.out.find("warning[launch.own-option-after-program]: --config, --nnodes are megatron-run's options, given "
+                     "after the program /bin/echo: passed to it as its own arguments and not read by megatron-run "
+                     "(every word after the program is the program's, as with torchrun); megatron-run's options go "
+                     "before the program") != std::string::npos);
+  CHECK(cfg.out.find("program-own-argument") == std::string::npos);  // not named again as a near Megatron flag
+  CHECK(cfg.out.find("\n--config x.yaml --nnodes=1 --num-layers 2 ") != std::string::npos);
+  // A Megatron flag there is launch.flags-after-program's; --help, a program's own, and a "--"'s words are not said.
+  Proc none = sh(kBin + " --config " + kConfig + " --no-python /bin/echo --help --num-layers 2 -- --config x");
+  INFO(none.out);
+  CHECK(none.exit == 0);
+  CHECK(none.out.find("own-option-after-program") == std::string::npos);
 }
 
 TEST_CASE("Megatron flags after the program are validated as the program gets them", "[launch][program][process]") {

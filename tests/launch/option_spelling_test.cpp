@@ -70,6 +70,20 @@ TEST_CASE("option spelling: Megatron's flags are never abbreviated, and a whole 
                                   "(Megatron's flags are never abbreviated: write the one you mean in full)");
   CHECK(refusal("--mod=x") == "ambiguous option: --mod=x could match --module, --model-parallel-size (Megatron's "
                               "flags are never abbreviated: write the one you mean in full)");
+  // '_' and '-' are alike when looking for the Megatron flag a word may be: --local_rank=0 (Megatron's old spelling,
+  // which torch.distributed.launch passes; torchrun 2.x reads it as --local_ranks_filter=0 and hides the other
+  // ranks' output) is refused naming --local-rank first, not taken as --local_ranks_filter.
+  CHECK(refusal("--local_rank=0") == "ambiguous option: --local_rank=0 could match --local_ranks_filter, --local-rank "
+                                     "(--local_rank is Megatron's --local-rank spelt with '_', which Megatron's parser "
+                                     "does not take; torchrun would read it as --local_ranks_filter: write the one you "
+                                     "mean in full)");
+  CHECK_THAT(refusal("--local_rank"), Catch::StartsWith("ambiguous option: --local_rank could match --local_ranks_filter, "
+                                                        "--local-rank (--local_rank is Megatron's"));
+  CHECK(refusal("--local_ran") == "ambiguous option: --local_ran could match --local_ranks_filter, --local-rank "
+                                  "(Megatron's flags are never abbreviated: write the one you mean in full)");
+  // A prefix of ours only, with '_' or not, is still ours; so is a whole name of ours.
+  CHECK(spell("--local_ranks") == "--local_ranks_filter");
+  CHECK(spell("--nproc_p=4") == "--nproc_per_node=4");
 }
 
 TEST_CASE("option spelling: an ambiguous prefix is refused naming every option string it could be", "[launch][spelling]") {

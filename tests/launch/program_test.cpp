@@ -67,6 +67,31 @@ TEST_CASE("split_program: -- CMD, -m MODULE, and no program", "[launch][program]
   CHECK(n.start == 4);
 }
 
+TEST_CASE("split_program: -m/--module is a switch, as torchrun's store_true: options may follow, the first positional "
+          "word is the module", "[launch][program]") {
+  // megatron-run -m --config F json.tool: json.tool is the module, --config F megatron-run's (not the module).
+  auto m = split({"-m", "--config", "x.yaml", "json.tool", "--indent", "2"});
+  CHECK(m.form == Program::Form::Module);
+  CHECK(m.start == 3);
+  CHECK(m.end_of_options == 3);  // -m and --config x.yaml are megatron-run's words
+  auto late = split({"--nproc-per-node", "2", "--module", "--num-layers", "4", "pkg.train"});
+  CHECK(late.form == Program::Form::Module);
+  CHECK(late.start == 5);
+  // After "--" the module (argparse's "--" ends the options; -m still asks for python -m).
+  auto dashes = split({"-m", "--dry-run", "--", "pkg.train", "--x"});
+  CHECK(dashes.form == Program::Form::Module);
+  CHECK(dashes.start == 3);
+  CHECK(dashes.end_of_options == 2);
+  // No module: Module with no words (the caller refuses "expected a module name"); an unknown option first: its
+  // error comes first, as without -m.
+  auto none = split({"--config", "x.yaml", "-m"});
+  CHECK(none.form == Program::Form::Module);
+  CHECK(none.start == 3);
+  auto unknown = split({"-m", "--num-layer", "3", "pkg.train"});
+  CHECK(unknown.form == Program::Form::Worker);
+  CHECK(unknown.stopped_at_unknown);
+}
+
 TEST_CASE("program_argv: interpreter, the program's words, then the Megatron words", "[launch][program]") {
   Program script{Program::Form::Script, {"train.py", "--own"}};
   CHECK(mr::launch::program_argv(script, {"--num-layers", "2"}, env_of({})) ==

@@ -119,3 +119,31 @@ TEST_CASE("a real torchrun and megatron-run write the same --event-log-handler c
     CHECK(t == m);
   }
 }
+
+TEST_CASE("a real torchrun and megatron-run read -m as a switch: options after it, the first positional word the "
+          "module", "[launch][torchrun][process]") {
+  const char* torchrun = std::getenv("TORCHRUN");
+  if (!torchrun || !*torchrun) {
+    WARN("TORCHRUN is not set: skipping the comparison of -m with a real torchrun 2.x (docs/launch.md)");
+    return;
+  }
+  // The probe as a module (python -m probe): it prints its argv. torchrun runs its own Python, megatron-run
+  // PYTHON_EXEC: the same argv[1:] either way.
+  const std::string path = "PYTHONPATH=" + std::string(MR_SOURCE_DIR) + "/tests/launch/programs ";
+  const std::string words = " -m --max-restarts 0 probe a --b 2";
+  const mrtest::Proc theirs = mrtest::run_shell("timeout -k 5 120 env " + path + "'" + std::string(torchrun) +
+                                                "' --nproc-per-node 1 --master-port 29613" + words + " 2>/dev/null");
+  const mrtest::Proc ours = mrtest::run_shell("timeout -k 5 60 env " + path + "PYTHON_EXEC=/usr/bin/python3 '" +
+                                              std::string(MR_BINARY) + "' --config " + MR_SOURCE_DIR +
+                                              "/configs/default.yaml --nproc-per-node 1 --master-port 29613 "
+                                              "--no-append-args" + words + " 2>/dev/null");
+  INFO(theirs.out << "\n---- megatron-run:\n" << ours.out);
+  REQUIRE(theirs.exit == 0);
+  REQUIRE(ours.exit == 0);
+  auto argv_of = [](const std::string& out) {
+    const size_t at = out.find("\"argv\": ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('}', at) - at);
+  };
+  CHECK(argv_of(theirs.out) == "\"argv\": [\"a\", \"--b\", \"2\"]");
+  CHECK(argv_of(ours.out) == argv_of(theirs.out));
+}
