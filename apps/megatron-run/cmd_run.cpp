@@ -450,7 +450,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   const bool launching = !dry_run && !parse_only && explain.empty();
   // The world size that runs is the one validated: one worker, where a WORLD_SIZE in the shell is no job's.
   if (launching)
-    if (const std::string n = launch_opts.apply_launch(inv); !n.empty()) print_warning(std::cerr, n);
+    if (const std::string n = launch_opts.apply_launch(inv, /*starts=*/!json_check); !n.empty()) print_warning(std::cerr, n);
   // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
   tells_nodes = launching && !json_check && launch_opts.multi_node();
   Outcome out;

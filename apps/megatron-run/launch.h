@@ -108,8 +108,9 @@ struct LaunchOptions {
   // apply(): without --nproc-per-node, outside any job (torchrun's RANK and WORLD_SIZE, SLURM's task variables) and
   // without --world-size, megatron-run starts one worker, whose WORLD_SIZE is 1; a WORLD_SIZE left in the shell is
   // then not the world size that runs: `inv` is validated for 1 and the returned notice names the variable.
-  // Empty (and `inv` left alone) otherwise.
-  std::string apply_launch(Invocation& inv) const;
+  // Empty (and `inv` left alone) otherwise. `starts`: the launch starts workers (not --format json's check): a
+  // --world-size other than 1 there, with one worker to start, is a UsageError naming --nproc-per-node.
+  std::string apply_launch(Invocation& inv, bool starts) const;
   // apply() got past the options the rendezvous needs (nodes, backend, endpoint, master, timeouts): a usage error
   // after it, on one node of a multi-node launch, can be told to the others.
   bool rendezvous_known = false;

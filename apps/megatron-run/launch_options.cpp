@@ -706,9 +706,19 @@ void LaunchOptions::apply(Invocation& inv) {
   }
 }
 
-std::string LaunchOptions::apply_launch(Invocation& inv) const {
-  if (nproc_per_node > 0 || inv.world_size) return {};  // apply() set it; --world-size names it
+std::string LaunchOptions::apply_launch(Invocation& inv, bool starts) const {
   const launch::EnvLookup env = launch::process_env();
+  // --world-size N on a launch that starts one worker here (no --nproc-per-node, no job to join): validated for N,
+  // run on 1. A dry run checks for N; a launch says how to start N.
+  if (starts && nproc_per_node == 0 && nnodes <= 1 && inv.world_size && *inv.world_size != 1 && !env("RANK") &&
+      !(env("SLURM_PROCID") && env("SLURM_NTASKS")))
+    throw UsageError("argument --world-size " + std::to_string(*inv.world_size) +
+                         ": this launch starts one worker here (no --nproc-per-node, and no torchrun or SLURM job to "
+                         "join), so its world size is 1; give --nproc-per-node " + std::to_string(*inv.world_size) +
+                         " to start that many, or --dry-run to check the config for " +
+                         std::to_string(*inv.world_size) + " ranks without starting anything",
+                     {"--world-size", "--nproc-per-node"});
+  if (nproc_per_node > 0 || inv.world_size) return {};  // apply() set it; --world-size names it
   const std::optional<std::string> ws = lone_world_size(env);
   if (!ws || (env("SLURM_PROCID") && env("SLURM_NTASKS"))) return {};  // a SLURM task's size: SLURM_NTASKS
   inv.world_size = 1;

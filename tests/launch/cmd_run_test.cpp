@@ -222,4 +222,14 @@ TEST_CASE("a WORLD_SIZE in the shell without RANK is no job: a launch validates 
   Proc flag = sh("WORLD_SIZE=3 " + kRun + "--world-size 2 --dry-run");
   CHECK(flag.exit == 0);
   CHECK_FALSE(has(flag.out, "world-size-env-unused"));
+  // A launch that starts one worker is not validated for another --world-size: refused, naming the ways (before, it
+  // validated for 2 and ran on 1); --format json's check still validates for the size named.
+  Proc one = sh(kRun + "--world-size 2" + prog);
+  CHECK(one.exit == 2);
+  CHECK(has(one.out, "error: argument --world-size 2: this launch starts one worker here (no --nproc-per-node, and no "
+                     "torchrun or SLURM job to join), so its world size is 1; give --nproc-per-node 2 to start that "
+                     "many, or --dry-run to check the config for 2 ranks without starting anything"));
+  CHECK_FALSE(has(one.out, "WS="));
+  CHECK(sh(kRun + "--world-size 1" + prog).exit == 0);
+  CHECK(sh(kRun + "--world-size 2 --format json").exit == 0);
 }
