@@ -238,7 +238,10 @@ std::optional<int> program_inputs_refused(const Outcome& resolved, const launch:
   } catch (const ArgsError&) {
     return std::nullopt;  // a value of another shape: the program's own parser says what it makes of it
   }
-  const bool says = !job || lo.nproc_per_node > 0 || job->local_rank == 0;
+  // Local rank 0 speaks for its node; a job that gives no LOCAL_RANK (one rank a node, mpirun-style) has no local
+  // rank to go by (Megatron reads it as 0): every rank speaks.
+  const bool no_local_rank = job && job->source == launch::LaunchInfo::Source::Torchrun && !std::getenv("LOCAL_RANK");
+  const bool says = !job || lo.nproc_per_node > 0 || job->local_rank == 0 || no_local_rank;
   std::optional<std::string> refusal;
   for (const launch::InputFinding& f : findings) {
     f.rule->record_hit();

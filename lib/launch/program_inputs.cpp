@@ -24,14 +24,26 @@ const Rule kInputMissingRule{
     __FILE__, __LINE__, kStageInit};
 const Rule kOutputUnwritableRule{
     "launch.output-unwritable", Rule::Level::Error,
-    "A user's program is not started when --save, --tensorboard-dir or --data-cache-path is not a directory this "
-    "user can create or write on this node (not in --dry-run or check).",
+    "A user's program is not started when --save or --tensorboard-dir is not a directory this user can create or "
+    "write on this node (not in --dry-run or check).",
+    __FILE__, __LINE__, kStageInit};
+const Rule kCacheUnwritableRule{
+    "launch.data-cache-unwritable", Rule::Level::Warning,
+    "--data-cache-path is not a directory this user can create or write on this node: Megatron writes a dataset's "
+    "index caches there when they are missing, and only reads them when they are built (not with "
+    "--dataloader-fast-cache-load, which reads built caches only).",
     __FILE__, __LINE__, kStageInit};
 const Rule kLoadEmptyRule{
     "launch.load-empty", Rule::Level::Warning,
     "--load (other than --save) or --pretrained-checkpoint holds no latest_checkpointed_iteration.txt on this node "
-    "and --ckpt-step is not given: the program will start from random initialization.",
+    "and --ckpt-step is not given: the program will start from random initialization (with "
+    "--exit-on-missing-checkpoint it would exit 1 after building the model: launch.input-missing).",
     __FILE__, __LINE__, kStageInit};
+
+namespace {
+// What an error's message ends with: the way past the check.
+constexpr const char* kWayOut = "; --no-file-checks starts the program without these checks";
+}  // namespace
 
 namespace {
 
@@ -99,6 +111,7 @@ void check_blend(std::vector<InputFinding>& out, const std::string& dest, const 
   if (problems.size() > kNamed) msg += "; and " + std::to_string(problems.size() - kNamed) + " more";
   msg += " (Megatron's indexed datasets read PREFIX.bin and PREFIX.idx; it would fail when it builds the datasets, "
          "after the model)";
+  msg += kWayOut;
   out.push_back({&kInputMissingRule, dest, flag, msg});
 }
 
@@ -114,7 +127,7 @@ void check_file(std::vector<InputFinding>& out, const std::string& dest, const s
   else if (access(path->c_str(), R_OK) != 0)
     why = std::string("cannot be read (") + std::strerror(errno) + ")";
   if (why.empty()) return;
-  out.push_back({&kInputMissingRule, dest, flag, "argument " + flag + " " + *path + ": " + why + " (" + what + ")"});
+  out.push_back({&kInputMissingRule, dest, flag, "argument " + flag + " " + *path + ": " + why + " (" + what + ")" + kWayOut});
 }
 
 // The words of a whitespace-separated file, bounded: nullopt when it cannot be read or is too big to be a blend.
@@ -130,15 +143,18 @@ std::optional<std::vector<std::string>> file_words(const std::string& path) {
 }
 
 void check_output(std::vector<InputFinding>& out, const std::string& dest, const std::string& flag,
-                  const std::optional<std::string>& dir, const std::string& what) {
+                  const std::optional<std::string>& dir, const std::string& what, const Rule& rule = kOutputUnwritableRule) {
   if (!dir || dir->empty() || has_scheme(*dir)) return;
   if (std::string why = unwritable_dir_reason(*dir); !why.empty())
-    out.push_back({&kOutputUnwritableRule, dest, flag, "argument " + flag + " " + *dir + ": " + why + " (" + what + ")"});
+    out.push_back({&rule, dest, flag,
+                   "argument " + flag + " " + *dir + ": " + why + " (" + what + ")" +
+                       (rule.level == Rule::Level::Error ? kWayOut : "")});
 }
 
-// --load or --pretrained-checkpoint where Megatron finds no checkpoint to load.
+// --load or --pretrained-checkpoint where Megatron finds no checkpoint to load: it starts from random
+// initialization, or with --exit-on-missing-checkpoint exits 1 once the model is built (load_checkpoint).
 void check_load(std::vector<InputFinding>& out, const std::string& dest, const std::string& flag,
-                const std::string& dir) {
+                const std::string& dir, bool exits) {
   if (dir.empty() || has_scheme(dir)) return;
   const std::string tracker = (fs::path(dir) / "latest_checkpointed_iteration.txt").string();
   if (exists(tracker)) return;
@@ -154,6 +170,11 @@ void check_load(std::vector<InputFinding>& out, const std::string& dest, const s
     if (std::regex_match(base, kIterDir))
       msg += " (it is one iteration's directory: give its parent, with --ckpt-step for an iteration other than the "
              "latest)";
+  }
+  if (exits) {
+    msg += "; with --exit-on-missing-checkpoint the program would exit 1 once it has built the model";
+    out.push_back({&kInputMissingRule, dest, flag, msg + kWayOut});
+    return;
   }
   msg += "; the program will find no checkpoint and start from random initialization";
   out.push_back({&kLoadEmptyRule, dest, flag, msg});
@@ -208,6 +229,12 @@ std::vector<std::string> blend_prefixes(const std::vector<std::string>& words) {
 
 std::string unwritable_dir_reason(const std::string& dir) {
   std::error_code ec;
+  // A symbolic link to nothing (a scratch file system not mounted here): os.makedirs fails on it, and under it.
+  auto dangling = [&](const fs::path& p) {
+    std::error_code e;
+    return fs::is_symlink(fs::symlink_status(p, e)) && !fs::exists(p, e);
+  };
+  if (dangling(dir)) return "it is a symbolic link to " + fs::read_symlink(dir, ec).string() + ", which does not exist";
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec)) return "it is there and is not a directory";
     if (access(dir.c_str(), W_OK | X_OK) != 0) return std::string("this user cannot write in it (") + std::strerror(errno) + ")";
@@ -217,6 +244,8 @@ std::string unwritable_dir_reason(const std::string& dir) {
   fs::path p = fs::absolute(dir, ec).lexically_normal();
   if (ec) return std::string("cannot be made: ") + ec.message();
   while (!fs::exists(p, ec)) {
+    if (dangling(p)) return "cannot be made: " + p.string() + " is a symbolic link to " + fs::read_symlink(p, ec).string() +
+                            ", which does not exist";
     if (p == p.root_path() || !p.has_parent_path()) return "cannot be made: none of its parents exists";
     p = p.parent_path();
   }
@@ -229,7 +258,9 @@ std::string unwritable_dir_reason(const std::string& dir) {
 
 std::vector<InputFinding> program_input_findings(const Args& a) {
   std::vector<InputFinding> out;
-  if (!a.mock_data) {
+  // --sft and --use-varlen-dataset read HuggingFace datasets (a Hub id, a jsonl or parquet file, a glob): no
+  // indexed-dataset prefixes to look for.
+  if (!a.mock_data && !a.sft && !a.use_varlen_dataset) {
     if (a.data_path) check_blend(out, "data_path", "--data-path", *a.data_path);
     check_file(out, "data_args_path", "--data-args-path", a.data_args_path, "the blend's weights and prefixes");
     if (a.data_args_path && !has_scheme(*a.data_args_path) && out.empty())
@@ -254,11 +285,16 @@ std::vector<InputFinding> program_input_findings(const Args& a) {
   }
   check_output(out, "save", "--save", a.save, "the program writes its checkpoints there");
   check_output(out, "tensorboard_dir", "--tensorboard-dir", a.tensorboard_dir, "the program writes its TensorBoard logs there");
-  check_output(out, "data_cache_path", "--data-cache-path", a.data_cache_path, "the program writes its dataset index caches there");
-  // With --use-checkpoint-args the launcher has read the checkpoint already (or refused it).
-  if (!a.ckpt_step && !a.use_checkpoint_args) {
-    if (a.load && !(a.save && same_dir(*a.load, *a.save))) check_load(out, "load", "--load", *a.load);
-    if (a.pretrained_checkpoint) check_load(out, "pretrained_checkpoint", "--pretrained-checkpoint", *a.pretrained_checkpoint);
+  if (!a.dataloader_fast_cache_load)
+    check_output(out, "data_cache_path", "--data-cache-path", a.data_cache_path,
+                 "the program writes a dataset's index caches there when they are missing", kCacheUnwritableRule);
+  // With --use-checkpoint-args the launcher has read the checkpoint already (or refused it); with a non-persistent
+  // checkpoint type Megatron may load a newer one from elsewhere, without --load's tracker.
+  if (!a.ckpt_step && !a.use_checkpoint_args && !a.non_persistent_ckpt_type) {
+    const bool exits = a.exit_on_missing_checkpoint;
+    if (a.load && !(a.save && same_dir(*a.load, *a.save) && !exits)) check_load(out, "load", "--load", *a.load, exits);
+    if (a.pretrained_checkpoint)
+      check_load(out, "pretrained_checkpoint", "--pretrained-checkpoint", *a.pretrained_checkpoint, exits);
   }
   return out;
 }

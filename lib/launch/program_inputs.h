@@ -7,11 +7,17 @@
 //                                       not there (and that is no file or directory of its own), a --data-args-path
 //                                       or --per-split-data-args-path file, the tokenizer's files (--vocab-file,
 //                                       --merge-file, --tokenizer-model, for the tokenizer types that read them)
-//   launch.output-unwritable  (error)   --save, --tensorboard-dir, --data-cache-path: not a directory, or one this
-//                                       user cannot create or write
+//   launch.output-unwritable  (error)   --save, --tensorboard-dir: not a directory, or one this user cannot create
+//                                       or write (a symbolic link to nothing included)
+//   launch.data-cache-unwritable (warning) --data-cache-path so (Megatron writes there only when a cache is missing;
+//                                       not checked with --dataloader-fast-cache-load)
 //   launch.load-empty         (warning) --load (unless it is --save: a first run's) or --pretrained-checkpoint
 //                                       without latest_checkpointed_iteration.txt, where Megatron starts from random
-//                                       initialization (unless --ckpt-step names the iteration)
+//                                       initialization (unless --ckpt-step names the iteration, or a non-persistent
+//                                       checkpoint type may hold one); an error (launch.input-missing) with
+//                                       --exit-on-missing-checkpoint, where Megatron exits 1 after building the model
+// --sft and --use-varlen-dataset read HuggingFace datasets: their --data-path words are not checked. An error's
+// message ends with the way past the checks (--no-file-checks).
 // Paths with a scheme (s3://, msc://) are not checked. Torch-free.
 #pragma once
 
@@ -26,6 +32,7 @@ namespace mr::launch {
 
 extern const Rule kInputMissingRule;
 extern const Rule kOutputUnwritableRule;
+extern const Rule kCacheUnwritableRule;
 extern const Rule kLoadEmptyRule;
 
 struct InputFinding {

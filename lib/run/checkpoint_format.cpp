@@ -507,8 +507,8 @@ CheckpointError megatron_checkpoint_refusal(const std::string& dir, const std::s
   std::string m = shown_path(dir) + " holds a Megatron " + kind + " checkpoint, not megatron-run's (no " + rank_stem(0) +
                   ".json)";
   if (!flag.empty())
-    m = flag + " " + m + ": megatron-run's own (synthetic) run loads only the checkpoints it saved; a Megatron "
-                         "program loads this one (megatron-run [launch options] pretrain_gpt.py ... " + flag + " DIR)";
+    m = flag + ": " + m + ": megatron-run's own (synthetic) run loads only the checkpoints it saved; a Megatron "
+                          "program loads this one (megatron-run [launch options] pretrain_gpt.py ... " + flag + ")";
   return CheckpointError(kCkptUnsupported, m, /*foreign_checkpoint=*/true);
 }
 

@@ -197,8 +197,8 @@ bool holds_rank_metadata(const std::string& dir);
 // 10000 entries are looked at.
 std::string megatron_checkpoint_kind(const std::string& dir);
 // Such a directory refused (checkpoint.unsupported, foreign): "DIR holds a Megatron KIND checkpoint, not
-// megatron-run's (no rank_00000.json)"; for megatron-run's own run (`flag`: the flag that named it) also that the
-// synthetic run loads only its own checkpoints and a Megatron program loads this one.
+// megatron-run's (no rank_00000.json)"; for megatron-run's own run (`flag`: the flag and value that named it, "--load
+// DIR") also that the synthetic run loads only its own checkpoints and a Megatron program loads this one.
 CheckpointError megatron_checkpoint_refusal(const std::string& dir, const std::string& kind,
                                             const std::string& flag = "");
 // The tracker's text: an iteration (>= 0) or "release"; nullopt when it is neither.

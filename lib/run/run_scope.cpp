@@ -316,7 +316,9 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
     case ArgId::min_lr:
     case ArgId::lr_decay_iters:
     case ArgId::lr_decay_samples:
-      // OptimizerParamScheduler.get_lr: constant returns --lr after the warmup, before any decay.
+      // OptimizerParamScheduler.get_lr: constant returns --lr after the warmup, before any decay. The decay length
+      // still sets a --lr-warmup-fraction's warmup (lr_warmup_steps = fraction x lr_decay_steps).
+      if (id != ArgId::min_lr && a.lr_warmup_fraction) return "";
       return a.lr_decay_style == arg::LrDecayStyle::constant
                  ? "--lr-decay-style constant keeps --lr after the warmup: no decay"
                  : "";

@@ -1191,6 +1191,18 @@ TEST_CASE("rules launch.input-missing, launch.output-unwritable, launch.load-emp
   CHECK(load.out.find("megatron-run: warning[launch.load-empty]: argument --load nothing-here: no such directory; the program "
                       "will find no checkpoint and start from random initialization") != std::string::npos);
   CHECK(load.out.find("PROGRAM RAN") != std::string::npos);
+  // A job that runs megatron-run on every rank (the program exec'd in place) without LOCAL_RANK (one rank a node,
+  // mpirun-style): every rank says why it stops (review: today31 5).
+  const std::string in_job = "cd '" + dir + "' && env -u LOCAL_RANK RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 '" +
+                             std::string(MR_BINARY) + "' --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                             "--seq-length 8 --max-position-embeddings 8 --micro-batch-size 1 --train-iters 1 --lr 0.1 "
+                             "--split 1,0,0 --tokenizer-type NullTokenizer --vocab-size 64 ";
+  mrtest::Proc rank1 = mrtest::run_shell(in_job + "--no-python /bin/echo PROGRAM RAN --data-path data/gone 2>&1");
+  INFO(rank1.out);
+  CHECK(rank1.exit == 1);
+  CHECK(rank1.out.find("error[launch.input-missing]: argument --data-path: neither data/gone.bin nor data/gone.idx "
+                       "exists") != std::string::npos);
+  CHECK(rank1.out.find("PROGRAM RAN") == std::string::npos);
   mrtest::Proc dry = mrtest::run_shell(run + "--dry-run prog.py --data-path data/gone --load nothing-here 2>&1");
   CHECK(dry.exit == 0);
   CHECK(dry.out.find("launch.") == std::string::npos);

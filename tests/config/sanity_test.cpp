@@ -90,9 +90,12 @@ const std::vector<Case> kCases = {
     {"sanity.loss-scale-positive", {"--initial-loss-scale", "inf"}, {"--initial-loss-scale", "65536"}, {},
      "--initial-loss-scale (inf)"},
     {"sanity.loss-scale-positive", {"--hysteresis", "0"}, {"--hysteresis", "1"}, {}, "--hysteresis (0)"},
-    {"sanity.loss-scale-positive", {"--fp16", "--loss-scale", "1e39"}, {"--fp16", "--loss-scale", "3e38"}, {},
-     "--loss-scale (1e+39) must be a number greater than 0 that float32 holds (at most 3.4028234663852886e+38): the "
+    {"sanity.loss-scale-positive", {"--fp16", "--loss-scale", "1e39"}, {"--fp16", "--loss-scale", "3.4028235e38"}, {},
+     "--loss-scale (1e+39) must be a number greater than 0 that float32 holds (below 3.4028235677973366e+38): the "
      "scaler keeps it in an fp32 tensor"},
+    // The dynamic scaler's start is an fp32 tensor with --fp16 only (review: today31 8).
+    {"sanity.loss-scale-positive", {"--fp16", "--initial-loss-scale", "1e39"}, {"--bf16", "--initial-loss-scale", "1e39"}, {},
+     "--initial-loss-scale (1e+39) must be a number greater than 0 that float32 holds"},
     {"sanity.init-method-std-finite", {"--init-method-std", "-1"}, {"--init-method-std", "0"}, {}, "--init-method-std (-1.0)"},
     {"sanity.dropout-range", {"--hidden-dropout", "1.5"}, {"--hidden-dropout", "1"}, {}, "--hidden-dropout (1.5)"},
     {"sanity.dropout-range", {"--attention-dropout", "-0.5"}, {"--attention-dropout", "0"}, {}, "--attention-dropout (-0.5)"},

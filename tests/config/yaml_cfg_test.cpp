@@ -542,6 +542,15 @@ TEST_CASE("yaml-cfg: a --config file given to --yaml-cfg is named as one", "[yam
   CHECK(r.message.find("; the file's keys are flags (--adam-beta1): this looks like a megatron-run --config file, not a "
                        "Megatron --yaml-cfg file (language_model: and model_parallel: sections): give it with --config "
                        "FILE") != std::string::npos);
+  // Its other spellings (docs/config-files.md): dests at the top, and the functional tests' MODEL_ARGS section.
+  r = run_file(write_tmp("dests.yaml", "num_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\n"));
+  CHECK_FAILS(r, "yaml.missing-attribute");
+  CHECK(r.message.find("; the file sets num_layers at the top, with no language_model section: this looks like a "
+                       "megatron-run --config file") != std::string::npos);
+  r = run_file(write_tmp("model-args.yaml", "MODEL_ARGS:\n  --num-layers: 2\n"));
+  CHECK_FAILS(r, "yaml.missing-attribute");
+  CHECK(r.message.find("; the file has a MODEL_ARGS section: this looks like a megatron-run --config file") !=
+        std::string::npos);
 }
 
 TEST_CASE("yaml-cfg: wrong types and division by zero", "[yaml-cfg]") {

@@ -66,7 +66,8 @@ TEST_CASE("dataset prefixes: .bin and .idx both there, a file of its own, or nam
   CHECK(f[0].message == "argument --data-path: 3 of its 4 dataset prefixes cannot be read here: " + d + "/b.idx does not exist (" + d +
                            "/b.bin does); " + d + "/c.bin does not exist (" + d + "/c.idx does); neither " + d + "/none.bin nor " + d +
                            "/none.idx exists (Megatron's indexed datasets read PREFIX.bin and PREFIX.idx; it would fail when it "
-                           "builds the datasets, after the model)");
+                           "builds the datasets, after the model); --no-file-checks starts the program without these "
+                           "checks");
 
   // The data file given for the prefix.
   a.data_path = std::vector<std::string>{d + "/a.bin"};
@@ -113,7 +114,8 @@ TEST_CASE("--data-args-path and --per-split-data-args-path: the files, and the p
   a.data_args_path = d + "/missing.txt";
   f = program_input_findings(a);
   REQUIRE(f.size() == 1);
-  CHECK(f[0].message == "argument --data-args-path " + d + "/missing.txt: no such file (the blend's weights and prefixes)");
+  CHECK(f[0].message == "argument --data-args-path " + d + "/missing.txt: no such file (the blend's weights and prefixes)"
+                        "; --no-file-checks starts the program without these checks");
   a.data_args_path.reset();
   a.per_split_data_args_path = d + "/split.json";
   CHECK(program_input_findings(a).empty());
@@ -121,7 +123,7 @@ TEST_CASE("--data-args-path and --per-split-data-args-path: the files, and the p
   f = program_input_findings(a);
   REQUIRE(f.size() == 1);
   CHECK(f[0].message == "argument --per-split-data-args-path " + d + ": a directory, not a file (the JSON of the train, valid "
-                        "and test blends)");
+                        "and test blends); --no-file-checks starts the program without these checks");
 }
 
 TEST_CASE("the tokenizer's files: checked for the tokenizer types that read them", "[launch][program-inputs]") {
@@ -142,9 +144,11 @@ TEST_CASE("the tokenizer's files: checked for the tokenizer types that read them
   a.tokenizer_type = T::GPT2BPETokenizer;
   CHECK(ids(program_input_findings(a)) == "launch.input-missing --vocab-file\nlaunch.input-missing --merge-file\n");
   CHECK(program_input_findings(a)[0].message ==
-        "argument --vocab-file " + d + "/gone.json: no such file (the vocabulary, read by --tokenizer-type GPT2BPETokenizer)");
+        "argument --vocab-file " + d + "/gone.json: no such file (the vocabulary, read by --tokenizer-type GPT2BPETokenizer)"
+        "; --no-file-checks starts the program without these checks");
   CHECK(program_input_findings(a)[1].message ==
-        "argument --merge-file " + d + ": a directory, not a file (the BPE merges, read by --tokenizer-type GPT2BPETokenizer)");
+        "argument --merge-file " + d + ": a directory, not a file (the BPE merges, read by --tokenizer-type GPT2BPETokenizer)"
+        "; --no-file-checks starts the program without these checks");
   a.tokenizer_type = T::BertWordPieceLowerCase;
   CHECK(ids(program_input_findings(a)) == "launch.input-missing --vocab-file\n");
   a.tokenizer_type = T::HuggingFaceTokenizer;  // a name or a folder: HuggingFace decides
@@ -175,7 +179,25 @@ TEST_CASE("output directories: there and writable, or makeable below a writable 
   REQUIRE(f.size() == 2);
   CHECK(f[0].rule == &mr::launch::kOutputUnwritableRule);
   CHECK(f[0].message == "argument --save " + d + "/file/ck: cannot be made: " + d + "/file is not a directory (the program writes "
-                        "its checkpoints there)");
+                        "its checkpoints there); --no-file-checks starts the program without these checks");
+  // A symbolic link to nothing (a scratch file system not mounted here), and a path under one.
+  fs::create_symlink(d + "/nowhere/target", d + "/dangling");
+  CHECK(mr::launch::unwritable_dir_reason(d + "/dangling") ==
+        "it is a symbolic link to " + d + "/nowhere/target, which does not exist");
+  CHECK(mr::launch::unwritable_dir_reason(d + "/dangling/sub") ==
+        "cannot be made: " + d + "/dangling is a symbolic link to " + d + "/nowhere/target, which does not exist");
+  // --data-cache-path: a warning (Megatron writes there only when a cache is missing), none with
+  // --dataloader-fast-cache-load (built caches only).
+  a = mr::Args();
+  a.data_cache_path = d + "/file";
+  f = program_input_findings(a);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].rule == &mr::launch::kCacheUnwritableRule);
+  CHECK(f[0].rule->level == mr::Rule::Level::Warning);
+  CHECK(f[0].message == "argument --data-cache-path " + d + "/file: it is there and is not a directory (the program writes a "
+                        "dataset's index caches there when they are missing)");
+  a.dataloader_fast_cache_load = true;
+  CHECK(program_input_findings(a).empty());
 
   // Without write permission (a user's; root writes anyway, and the case is checked by the cases above then).
   if (geteuid() != 0) {
@@ -223,5 +245,35 @@ TEST_CASE("--load and --pretrained-checkpoint without a tracker file: a warning,
   a.pretrained_checkpoint = d + "/empty";
   CHECK(ids(program_input_findings(a)) == "launch.load-empty --pretrained-checkpoint\n");
   a.use_checkpoint_args = true;  // the launcher read (or refused) the checkpoint already
+  CHECK(program_input_findings(a).empty());
+  a.use_checkpoint_args = false;
+  // A non-persistent checkpoint type: Megatron may load a newer one from elsewhere, without --load's tracker.
+  a.pretrained_checkpoint.reset();
+  a.load = d + "/empty";
+  a.non_persistent_ckpt_type = mr::arg::NonPersistentCkptType::global;
+  CHECK(program_input_findings(a).empty());
+  a.non_persistent_ckpt_type.reset();
+  // --exit-on-missing-checkpoint: Megatron exits 1 once the model is built; refused, a first run's --load = --save too.
+  a.exit_on_missing_checkpoint = true;
+  f = program_input_findings(a);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].rule == &mr::launch::kInputMissingRule);
+  CHECK(f[0].message == "argument --load " + d + "/empty: no latest_checkpointed_iteration.txt there; with "
+                        "--exit-on-missing-checkpoint the program would exit 1 once it has built the model; "
+                        "--no-file-checks starts the program without these checks");
+  a.load = a.save = d + "/first-run";
+  CHECK(ids(program_input_findings(a)) == "launch.input-missing --load\n");
+}
+
+TEST_CASE("--sft and --use-varlen-dataset: their data paths are HuggingFace datasets, not checked as prefixes",
+          "[launch][program-inputs]") {
+  mr::Args a;
+  a.data_path = std::vector<std::string>{"HuggingFaceH4/no_robots"};
+  CHECK(ids(program_input_findings(a)) == "launch.input-missing --data-path\n");  // a prefix otherwise
+  a.use_varlen_dataset = true;
+  CHECK(program_input_findings(a).empty());
+  a.use_varlen_dataset = false;
+  a.sft = true;
+  a.data_path = std::vector<std::string>{"sft*.jsonl"};
   CHECK(program_input_findings(a).empty());
 }

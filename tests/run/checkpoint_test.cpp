@@ -482,7 +482,7 @@ TEST_CASE("a Megatron checkpoint (torch_dist, torch) under --load is named as on
   mrtest::Proc a = spawn(1, {"--train-iters", "8", "--load", dist}, dir, "dist");
   INFO(a.out() << a.err());
   CHECK(a.exit_code() == 1);
-  CHECK_THAT(a.err(), Catch::Contains("error[checkpoint.unsupported]: --load " + dist + "/iter_0000005 holds a Megatron "
+  CHECK_THAT(a.err(), Catch::Contains("error[checkpoint.unsupported]: --load " + dist + ": " + dist + "/iter_0000005 holds a Megatron "
                                       "torch_dist (.metadata, *.distcp) checkpoint, not megatron-run's (no "
                                       "rank_00000.json): megatron-run's own (synthetic) run loads only the checkpoints "
                                       "it saved; a Megatron program loads this one"));

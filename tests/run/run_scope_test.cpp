@@ -311,6 +311,10 @@ TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's
   CHECK_THAT(notice({{"lr_decay_style", Value(S("constant"))}, {"min_lr", Value(0.0001)}, {"lr_decay_iters", Value(10)}}),
              Catch::Contains("--lr-decay-iters, --min-lr (--lr-decay-style constant keeps --lr after the warmup: no decay)"));
   CHECK(notice({{"lr_decay_style", Value(S("linear"))}, {"min_lr", Value(0.0001)}, {"lr_decay_iters", Value(10)}}).empty());
+  // ... but the decay length sets a --lr-warmup-fraction's warmup (review: today31 4).
+  CHECK_THAT(notice({{"lr_decay_style", Value(S("constant"))}, {"min_lr", Value(0.0001)}, {"lr_decay_iters", Value(10)},
+                     {"lr_warmup_fraction", Value(0.5)}}),
+             Catch::Contains("--min-lr (--lr-decay-style constant") && !Catch::Contains("--lr-decay-iters"));
   // Weight decay of norms the model does not have.
   CHECK_THAT(notice({{"apply_wd_to_qk_layernorm", on}, {"rmsnorm_weight_decay_mult", Value(0.5)}}),
              Catch::Contains("--apply-wd-to-qk-layernorm (the model has no q/k norms without --qk-layernorm)") &&

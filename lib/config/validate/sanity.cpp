@@ -175,10 +175,22 @@ void optimizer(Context& ctx) {
   check(ctx, kAdamEps, "adam_eps", finite_positive, "a finite number greater than 0",
         "it keeps Adam's update from dividing by zero");
   check(ctx, kSgdMomentum, "sgd_momentum", finite_non_negative, "a finite number, 0 or more");
-  for (const char* d : {"loss_scale", "initial_loss_scale", "min_loss_scale"})
-    check(ctx, kLossScale, d, [](double v) { return finite_positive(v) && v <= std::numeric_limits<float>::max(); },
-          "a number greater than 0 that float32 holds (at most 3.4028234663852886e+38)",
-          "the scaler keeps it in an fp32 tensor, where a larger value is inf and every step would be skipped");
+  {
+    // The scaler keeps the scale it uses in an fp32 tensor: --loss-scale's constant one, or with --fp16 (and no
+    // --loss-scale: `if config.loss_scale ... elif config.fp16`) the dynamic one's start and floor. Below 2^128 -
+    // 2^103 a value rounds to float32's largest at most; from there on it is inf, and every step would be skipped.
+    const bool constant = ctx.has("loss_scale") && !ctx.is_none("loss_scale") && ctx.f("loss_scale") != 0.0;
+    const bool dynamic = ctx.on("fp16") && !constant;
+    for (const char* d : {"loss_scale", "initial_loss_scale", "min_loss_scale"}) {
+      const bool fp32_held = std::string_view(d) == "loss_scale" || dynamic;
+      if (fp32_held)
+        check(ctx, kLossScale, d, [](double v) { return finite_positive(v) && v < 0x1.ffffffp+127; },
+              "a number greater than 0 that float32 holds (below 3.4028235677973366e+38)",
+              "the scaler keeps it in an fp32 tensor, where a larger value is inf and every step would be skipped");
+      else
+        check(ctx, kLossScale, d, finite_positive, "a finite number greater than 0");
+    }
+  }
   for (const char* d : {"loss_scale_window", "hysteresis"}) check(ctx, kLossScale, d, at_least_1, "at least 1");
   check(ctx, kInitStd, "init_method_std", finite_non_negative, "a finite number, 0 or more");
   for (const char* d : {"hidden_dropout", "attention_dropout"})

@@ -72,13 +72,24 @@ const Value& YamlArgs::get(std::string_view path) {
     what = q(head) + " is " + ns.get(head).py_repr() + ", not a section, so it has no " + q(key);
   }
   what += " (Megatron: AttributeError: '" + owner + "' object has no attribute '" + missing + "')";
-  // A --config file given to --yaml-cfg: its keys are flags (sorted first: '-' before any letter).
+  // A --config file given to --yaml-cfg: its keys are flags (sorted first: '-' before any letter), or it holds the
+  // functional tests' MODEL_ARGS section, or a model size at the top with no language_model section (a --yaml-cfg
+  // file keeps num_layers and hidden_size in language_model).
+  std::string sign;
   for (const Namespace::Entry& e : ns.entries()) {
-    if (e.dest.rfind("--", 0) == 0)
-      what += "; the file's keys are flags (" + e.dest + "): this looks like a megatron-run --config file, not a "
-              "Megatron --yaml-cfg file (language_model: and model_parallel: sections): give it with --config FILE";
+    if (e.dest.rfind("--", 0) == 0) sign = "the file's keys are flags (" + e.dest + ")";
     break;
   }
+  if (sign.empty() && ns.has("MODEL_ARGS")) sign = "the file has a MODEL_ARGS section";
+  if (sign.empty() && !ns.has("language_model"))
+    for (const char* top : {"num_layers", "hidden_size", "num_attention_heads"})
+      if (ns.has(top)) {
+        sign = std::string("the file sets ") + top + " at the top, with no language_model section";
+        break;
+      }
+  if (!sign.empty())
+    what += "; " + sign + ": this looks like a megatron-run --config file, not a Megatron --yaml-cfg file "
+            "(language_model: and model_parallel: sections): give it with --config FILE";
   fail(kMissing, what, {path});
 }
 
