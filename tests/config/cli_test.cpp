@@ -1191,6 +1191,13 @@ TEST_CASE("rules launch.input-missing, launch.output-unwritable, launch.load-emp
   CHECK(load.out.find("megatron-run: warning[launch.load-empty]: argument --load nothing-here: no such directory; the program "
                       "will find no checkpoint and start from random initialization") != std::string::npos);
   CHECK(load.out.find("PROGRAM RAN") != std::string::npos);
+  // A --data-cache-path that cannot be written: a warning (Megatron writes there only when a cache is missing).
+  mrtest::Proc cache = mrtest::run_shell(run + "prog.py --data-path data/a --data-cache-path prog.py 2>&1");
+  INFO(cache.out);
+  CHECK(cache.exit == 0);
+  CHECK(cache.out.find("megatron-run: warning[launch.data-cache-unwritable]: argument --data-cache-path prog.py: it is "
+                       "there and is not a directory") != std::string::npos);
+  CHECK(cache.out.find("PROGRAM RAN") != std::string::npos);
   // A job that runs megatron-run on every rank (the program exec'd in place) without LOCAL_RANK (one rank a node,
   // mpirun-style): every rank says why it stops (review: today31 5).
   const std::string in_job = "cd '" + dir + "' && env -u LOCAL_RANK RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 '" +
