@@ -16,6 +16,11 @@ std::vector<std::string> moe(std::vector<std::string> extra) {
 const std::vector<InitCase> kCases = {
     {"init.moe.grouped-tensor-needs-grouped-gemm", moe({"--moe-use-grouped-tensor"}),
      moe({"--moe-use-grouped-tensor", "--moe-grouped-gemm"}), {}, "--moe-use-grouped-tensor needs --moe-grouped-gemm"},
+    {"init.moe.single-grouped-needs-grouped-gemm", moe({"--moe-single-grouped-weight"}),
+     moe({"--moe-single-grouped-weight", "--moe-grouped-gemm"}), {}, "--moe-single-grouped-weight requires --moe-grouped-gemm"},
+    {"init.moe.rank-capacity-factor-backend", moe({"--moe-expert-rank-capacity-factor", "1.5"}),
+     moe({"--moe-expert-rank-capacity-factor", "1.5", "--moe-flex-dispatcher-backend", "hybridep"}), {},
+     "--moe-expert-rank-capacity-factor requires --moe-flex-dispatcher-backend hybridep or ncclep (got deepep)"},
     {"init.moe.ffn-hidden-size-needs-experts", {"--moe-ffn-hidden-size", "128"}, moe({"--moe-ffn-hidden-size", "128"}),
      {}, "--moe-ffn-hidden-size 128 is set but --num-experts is not"},
     {"init.moe.flex-dispatcher-backend", moe({"--moe-enable-deepep"}),

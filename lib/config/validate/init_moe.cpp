@@ -13,6 +13,11 @@ namespace {
 
 MR_INIT_RULE(kGroupedTensor, "init.moe.grouped-tensor-needs-grouped-gemm",
              "--moe-use-grouped-tensor needs --moe-grouped-gemm (TransformerConfig).");
+MR_INIT_RULE(kSingleGrouped, "init.moe.single-grouped-needs-grouped-gemm",
+             "--moe-single-grouped-weight and --moe-single-grouped-bias need --moe-grouped-gemm (TransformerConfig).");
+MR_INIT_RULE(kRankCapacity, "init.moe.rank-capacity-factor-backend",
+             "--moe-expert-rank-capacity-factor needs --moe-flex-dispatcher-backend hybridep or ncclep "
+             "(TransformerConfig).");
 MR_INIT_RULE(kFfnWithoutExperts, "init.moe.ffn-hidden-size-needs-experts",
              "--moe-ffn-hidden-size needs --num-experts, unless --moe-layer-freq leaves some layers dense "
              "(TransformerConfig).");
@@ -82,6 +87,16 @@ void moe_config(Context& ctx) {
   ctx.require(!ctx.on("moe_use_grouped_tensor") || ctx.on("moe_grouped_gemm"), kGroupedTensor,
               would_fail(kTc) + "--moe-use-grouped-tensor needs --moe-grouped-gemm",
               {"moe_use_grouped_tensor", "moe_grouped_gemm"});
+
+  for (const char* single : {"moe_single_grouped_weight", "moe_single_grouped_bias"})
+    if (ctx.on(single))
+      ctx.require(ctx.on("moe_grouped_gemm"), kSingleGrouped,
+                  would_fail(kTc) + Context::flag(single) + " requires --moe-grouped-gemm", {single, "moe_grouped_gemm"});
+  if (set(ctx, "moe_expert_rank_capacity_factor"))
+    ctx.require(backend == Value("hybridep") || backend == Value("ncclep"), kRankCapacity,
+                would_fail(kTc) + "--moe-expert-rank-capacity-factor requires --moe-flex-dispatcher-backend hybridep "
+                    "or ncclep (got " + backend.py_str() + ")",
+                {"moe_expert_rank_capacity_factor", "moe_flex_dispatcher_backend"});
 
   if (!moe && set(ctx, "moe_ffn_hidden_size")) {
     // A mixed dense/MoE layer pattern (a 0 in the --moe-layer-freq list, or a frequency above 1) only warns.

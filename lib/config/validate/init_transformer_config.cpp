@@ -27,6 +27,18 @@ MR_INIT_RULE(kHeadsGroups, "init.transformer.heads-divisible-by-query-groups",
              "With --group-query-attention (and no --multi-latent-attention), --num-attention-heads must be a "
              "multiple of --num-query-groups: each query group serves a whole number of heads (Megatron's attention "
              "layer: Transformer Engine's DotProductAttention asserts it; the local one's QKV split fails).");
+MR_INIT_RULE(kGdpHouseholder, "init.transformer.gdp-householder-positive",
+             "--gdp-num-householder must be 1 or more (TransformerConfig).");
+MR_INIT_RULE(kMhcPipeline, "init.transformer.mhc-no-pipeline",
+             "--enable-mhc-connections does not work with pipeline parallelism yet (TransformerConfig: "
+             "NotImplementedError).");
+MR_INIT_RULE(kFp8OutputProj, "init.transformer.fp8-output-proj",
+             "--fp8-output-proj needs --fp8-format and --fp8-recipe mxfp8 (TransformerConfig).");
+MR_INIT_RULE(kBatchInvariant, "init.transformer.batch-invariant-mode",
+             "--batch-invariant-mode needs bf16 parameters (--bf16), --attention-backend flash, "
+             "--flash-attention-version 3 or 4, no context parallelism and no attention dropout (TransformerConfig).");
+MR_INIT_RULE(kNvlsKernels, "init.transformer.nvls-kernels-need-inference-optimized",
+             "--inference-disable-triton-nvls-kernels needs --transformer-impl inference_optimized (TransformerConfig).");
 MR_INIT_RULE(kMtpHsm, "init.transformer.mtp-hsm-needs-two-layers",
              "--mtp-hsm needs --mtp-num-layers 2 or more (TransformerConfig).");
 MR_INIT_RULE(kOneActivation, "init.transformer.one-activation",
@@ -132,6 +144,51 @@ void transformer_attention(Context& ctx) {
                       "Engine's DotProductAttention asserts it, and the local attention's QKV split fails)",
                   {"num_attention_heads", "num_query_groups", "group_query_attention"});
   }
+  // TransformerConfig.__post_init__ (the public megatron/core/transformer/transformer_config.py).
+  if (ctx.has("gdp_num_householder") && ctx["gdp_num_householder"].is_int())
+    ctx.require(ctx.i("gdp_num_householder") >= 1, kGdpHouseholder,
+                would_fail(kTc) + "--gdp-num-householder must be positive (got " + v(ctx, "gdp_num_householder") + ")",
+                {"gdp_num_householder"});
+  if (ctx.on("enable_mhc_connections"))
+    ctx.require(ctx.i("pipeline_model_parallel_size") <= 1, kMhcPipeline,
+                would_fail(kTc) + "--enable-mhc-connections does not support --pipeline-model-parallel-size above 1 "
+                    "yet (got " + v(ctx, "pipeline_model_parallel_size") + "; NotImplementedError)",
+                {"enable_mhc_connections", "pipeline_model_parallel_size"});
+  if (ctx.on("fp8_output_proj")) {
+    ctx.require(set(ctx, "fp8"), kFp8OutputProj,
+                would_fail(kTc) + "--fp8-output-proj must be used together with fp8 mode (--fp8-format)",
+                {"fp8_output_proj", "fp8"});
+    if (set(ctx, "fp8"))
+      ctx.require(ctx["fp8_recipe"] == Value("mxfp8"), kFp8OutputProj,
+                  would_fail(kTc) + "--fp8-output-proj needs --fp8-recipe mxfp8 (got " + v(ctx, "fp8_recipe") + ")",
+                  {"fp8_output_proj", "fp8_recipe"});
+  }
+  if (ctx.on("batch_invariant_mode")) {
+    const std::string why = would_fail(kTc) + "--batch-invariant-mode ";
+    ctx.require(ctx["params_dtype"] == Value("torch.bfloat16"), kBatchInvariant,
+                why + "supports bf16 model parameters only (--bf16; got " + v(ctx, "params_dtype") + ")",
+                {"batch_invariant_mode", "bf16"});
+    ctx.require(ctx["attention_backend"] == Value("AttnBackend.flash"), kBatchInvariant,
+                why + "supports FlashAttention only (--attention-backend flash; got " + v(ctx, "attention_backend") + ")",
+                {"batch_invariant_mode", "attention_backend"});
+    ctx.require(set(ctx, "flash_attention_version") &&
+                    (ctx.i("flash_attention_version") == 3 || ctx.i("flash_attention_version") == 4),
+                kBatchInvariant,
+                why + "needs --flash-attention-version 3 or 4 (got " + v(ctx, "flash_attention_version") + ")",
+                {"batch_invariant_mode", "flash_attention_version"});
+    ctx.require(ctx.i("context_parallel_size") == 1, kBatchInvariant,
+                why + "does not support context parallelism (--context-parallel-size " +
+                    v(ctx, "context_parallel_size") + ")",
+                {"batch_invariant_mode", "context_parallel_size"});
+    ctx.require(ctx.f("attention_dropout") == 0.0, kBatchInvariant,
+                why + "does not support attention dropout (--attention-dropout " + v(ctx, "attention_dropout") + ")",
+                {"batch_invariant_mode", "attention_dropout"});
+  }
+  if (ctx.on("inference_disable_triton_nvls_kernels"))
+    ctx.require(ctx["transformer_impl"] == Value("inference_optimized"), kNvlsKernels,
+                would_fail(kTc) + "--inference-disable-triton-nvls-kernels is only supported with --transformer-impl "
+                    "inference_optimized (got " + v(ctx, "transformer_impl") + ")",
+                {"inference_disable_triton_nvls_kernels", "transformer_impl"});
   if (ctx.on("mtp_hsm"))
     ctx.require(set(ctx, "mtp_num_layers") && ctx.i("mtp_num_layers") >= 2, kMtpHsm,
                 would_fail(kTc) + "--mtp-hsm needs --mtp-num-layers 2 or more (got " + v(ctx, "mtp_num_layers") + ")",
