@@ -6,7 +6,7 @@
 #   scripts/device-build.sh --check            build, then the GPU checks in the same call (scripts/gpu-check.sh
 #                                              with what the build left of the call; only when the build is known
 #                                              to be quick)
-#   BUILD=build-device CUDA_ARCHS=native DEPS=.device by default
+#   BUILD=build-device DEPS=.device by default; CUDA_ARCHS: the GPU's compute capability (nvidia-smi), else native
 #
 # The plan is two device calls, each under the tool's 600 s: call 1 this script, call 2
 # `scripts/gpu-check.sh build-device` on the still warm machine (it finds the build done and gives each check part
@@ -18,11 +18,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-device}
 DEPS=${DEPS:-$PWD/.device}
+# shellcheck source=scripts/gpu-common.sh
+source scripts/gpu-common.sh
 # The GPU's own architecture (nvidia-smi's compute_cap, "9.0" -> 90); CMake's "native" needs CMake 3.24.
-if [[ -z "${CUDA_ARCHS:-}" ]]; then
-  CUDA_ARCHS=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .') || true
-  [[ "$CUDA_ARCHS" =~ ^[0-9]+$ ]] || CUDA_ARCHS=native
-fi
+CUDA_ARCHS=$(gpu_archs)
 [[ "$DEPS" == /* ]] || DEPS="$PWD/$DEPS"
 
 if [[ ! -f "$DEPS/MANIFEST" ]]; then
@@ -41,26 +40,24 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DMEGATRON_RUN_DEPS_DIR="$DEPS" -DTorch_DIR="$TORCH_DIR" \
   -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-}
-# Only what gpu-check.sh runs (the device time is short; the rest is built and tested on CPU machines):
-# MR_GPU_TARGETS=all builds every target.
-read -r -a targets <<<"${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatron-run-bench test_optim test_run}"
-[[ "${targets[*]}" == all ]] && targets=()
+# Only what gpu-check.sh runs (the device time is short; the rest is built and tested on CPU machines), with
+# test_distributed where 2+ GPUs are visible (gpu-check.sh's part 3b must not compile it inside its 60 s cap):
+# MR_GPU_TARGETS=all builds every target (scripts/gpu-common.sh).
+read -r -a targets <<<"$(gpu_targets)"
 cmake --build "$BUILD" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
 if [[ "${1:-}" != "--check" ]]; then
   echo "device-build: built in ${SECONDS} s; next device call: scripts/gpu-check.sh $BUILD"
   exit 0
 fi
 
-# --check: one device call runs the build and the checks: unless MR_GPU_CHECK_BUDGET_S says otherwise, the checks
-# get what the build left of MR_DEVICE_CALL_S (600 s, the device tool's limit per command) less a margin for the
-# summary, at most gpu-check.sh's 540 s, so the report ends with its summary instead of being cut off.
-if [[ -z "${MR_GPU_CHECK_BUDGET_S:-}" ]]; then
-  left=$(( ${MR_DEVICE_CALL_S:-600} - SECONDS - 60 ))
-  MR_GPU_CHECK_BUDGET_S=$(( left < 540 ? left : 540 ))
-  export MR_GPU_CHECK_BUDGET_S
-  echo "device-build: built in ${SECONDS} s; the checks get ${MR_GPU_CHECK_BUDGET_S} s"
-  (( left >= 300 )) || echo "device-build: little time left for the checks: run scripts/gpu-check.sh $BUILD as a call of its own" >&2
-fi
+# --check: one device call runs the build and the checks: gpu-check.sh gets what the build left of
+# MR_DEVICE_CALL_S (600 s, the device tool's limit per command) as its own MR_DEVICE_CALL_S, and keeps its margin
+# inside that (its parts get min(540, what is left - 60)), so the report ends with its summary instead of being cut
+# off.
+MR_DEVICE_CALL_S=$(( ${MR_DEVICE_CALL_S:-600} - SECONDS ))
+export MR_DEVICE_CALL_S
+echo "device-build: built in ${SECONDS} s; gpu-check.sh gets the ${MR_DEVICE_CALL_S} s left of the call"
+(( MR_DEVICE_CALL_S - 60 >= 300 )) || echo "device-build: little time left for the checks: run scripts/gpu-check.sh $BUILD as a call of its own" >&2
 
 # gpu-check.sh keeps this configuration (it and its parts configure only a folder without build.ninja) and writes
 # its report to $REPORT, else $OUT/gpu-check-report.md (the device tool's $OUT), else $BUILD/gpu-check-report.md.

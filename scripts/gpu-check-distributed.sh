@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The distributed group tests on NCCL, for a machine with GPUs (CI has none; see docs/distributed.md).
 #
-#   scripts/gpu-check-distributed.sh [BUILD_DIR]        (default build-gpu/)
+#   scripts/gpu-check-distributed.sh [BUILD_DIR]        (default build-device/ where the .device/ bundle is,
+#                                                        else build-gpu/)
 #
 # Builds megatron-run, megatron-run-worker and test_distributed with CUDA + NCCL, then runs:
 #   1. the layout tests (backend independent);
@@ -12,22 +13,18 @@
 #   4. a fault check on NCCL when at least 2 GPUs are visible: one rank killed mid-collective, the others must stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build="${1:-build-gpu}"
+# shellcheck source=scripts/gpu-common.sh
+source scripts/gpu-common.sh
+build="${1:-$(gpu_default_build)}"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-check-distributed: no GPU visible (nvidia-smi); nothing to do" >&2
   exit 2
 fi
 nvidia-smi -L
 # A folder that is already configured (gpu-check.sh, device-build.sh) keeps its configuration; a new one gets the
-# CUDA build with LibTorch from Debian's libtorch-dev or, failing that, the Python torch package.
-if [[ ! -f "$build/build.ninja" ]]; then
-  extra=()
-  if [[ ! -f /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake ]] && python3 -c 'import torch' 2>/dev/null; then
-    extra+=(-DTorch_DIR="$(python3 -c 'import torch, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')")
-  fi
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -DMR_OPTIM_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" "${extra[@]}" >/dev/null
-fi
+# CUDA build (scripts/gpu-common.sh: the .device/ bundle where it is, LibTorch from Debian's libtorch-dev or, failing
+# that, the Python torch package). device-build.sh and gpu-check.sh build test_distributed already with 2+ GPUs.
+gpu_configure "$build" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target megatron-run megatron-run-worker test_distributed
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 status=0
@@ -40,7 +37,7 @@ if (( gpus >= 2 )); then
   echo "== fault check on NCCL ($gpus GPUs): kill rank 1 mid-collective"
   tmp=$(mktemp -d)
   MR_DIST_TIMEOUT_S=60 MR_DIST_HEARTBEAT_S=0.5 MR_DIST_SELFCHECK_SECONDS=120 MR_DIST_REPORT="$tmp/r." \
-    timeout 120 "$build/bin/megatron-run" --nproc-per-node 2 --config configs/default.yaml \
+    timeout --foreground 120 "$build/bin/megatron-run" --nproc-per-node 2 --config configs/default.yaml \
     --distributed-backend nccl >"$tmp/out" 2>&1 &
   job=$!
   for _ in $(seq 600); do [[ -f "$tmp/r.0.ready" && -f "$tmp/r.1.ready" ]] && break; sleep 0.1; done

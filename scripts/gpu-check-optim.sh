@@ -2,13 +2,16 @@
 # Runs the optimizer kernels' GPU checks on a machine with a CUDA GPU: builds test_optim and megatron-run-bench with
 # CUDA, runs the whole optimizer test binary (the GPU cases must run, not skip) and the GPU benchmarks.
 #
-#   scripts/gpu-check-optim.sh [--quick]        BUILD=build-gpu CUDA_ARCHS=native by default
+#   scripts/gpu-check-optim.sh [--quick]        BUILD=build-device where the .device/ bundle is, else build-gpu;
+#                                               CUDA_ARCHS: the GPU's compute capability by default
 #
-# LibTorch: Debian's libtorch-dev if installed, else the Python torch package (-DTorch_DIR from torch itself).
+# A new folder is configured as scripts/gpu-common.sh says: the .device/ bundle where it is, LibTorch from Debian's
+# libtorch-dev if installed, else the Python torch package (-DTorch_DIR from torch itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build-gpu}
-CUDA_ARCHS=${CUDA_ARCHS:-native}
+# shellcheck source=scripts/gpu-common.sh
+source scripts/gpu-common.sh
+BUILD=${BUILD:-$(gpu_default_build)}
 QUICK=()
 [[ "${1:-}" == "--quick" ]] && QUICK=(--quick)
 
@@ -17,14 +20,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L; then
   exit 1
 fi
 
-if [[ ! -f "$BUILD/build.ninja" ]]; then
-  extra=()
-  if [[ ! -f /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake ]] && python3 -c 'import torch' 2>/dev/null; then
-    extra+=(-DTorch_DIR="$(python3 -c 'import torch, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')")
-  fi
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${extra[@]}"
-fi
+gpu_configure "$BUILD"
 cmake --build "$BUILD" -j "$(nproc)" --target test_optim megatron-run-bench
 
 log=$(mktemp)

@@ -55,7 +55,8 @@ bin="$build/bin/megatron-run"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mr-gpu-check-run.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# name | mode | flags (on top of configs/default.yaml: 2 layers, hidden 256, adam, fp32, 20 iterations)
+# name | mode | flags (on top of configs/default.yaml: 2 layers, hidden 256, adam, fp32, 20 iterations) | ranks |
+# environment (NAME=VALUE words for megatron-run)
 cases=(
   "adam-fp32|exact|"
   "adam-bf16|exact|--bf16 --train-iters 8"
@@ -81,6 +82,13 @@ cases=(
   # Routed experts (the tail of the flat buffer), one rank.
   "moe-bf16|exact|--num-experts 4 --bf16 --train-iters 8"
   "moe-muon-bf16|bound|--num-experts 4 --optimizer muon --bf16 --train-iters 4"
+  # The run-side kernels the cases above leave out (review gpu31 finding 3): --embedding-min-norm (cuda_ops.cu's
+  # row_max/row_sum/scale_rows), --log-params-norm on bf16 and fp16 params (sum_squares_model), --log-num-zeros-in-grad
+  # (zeros_kernel), the replica hash (CudaBackend::checksum: at one rank it runs, its value is compared only across
+  # replicas), and MR_RUN_NONFINITE_AT's inf (set_grad) through the fp16 loss scaler's skip; the params norm, the
+  # zero count and the hash lines are compared too.
+  "adam-bf16-extras|exact|--bf16 --use-distributed-optimizer --embedding-min-norm 0.32 --log-params-norm --log-num-zeros-in-grad --check-weight-hash-across-dp-replicas-interval 4 --train-iters 8"
+  "adam-fp16-inf|exact|--fp16 --initial-loss-scale 262144 --log-params-norm --log-num-zeros-in-grad --train-iters 8||MR_RUN_NONFINITE_AT=3,6"
   # Two ranks, TP=2: Muon's TP modes across the group (on nccl: the device step over NCCL). A GPU each.
   "muon-tp2-duplicated|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode duplicated --train-iters 4|2"
   "muon-tp2-distributed|bound|--nproc-per-node 2 --tensor-model-parallel-size 2 --optimizer muon --muon-tp-mode distributed --bf16 --train-iters 4|2"
@@ -96,12 +104,16 @@ export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 reran=0  # the first failing nccl case has had its diagnostic rerun
 
 # One bounded run: run OUT ERR ARGS... (OUT = ERR: both streams in one file) -> megatron-run's exit code, 124
-# when it was killed for time.
+# when it was killed for time. The case's environment (run_env: NAME=VALUE words) goes to megatron-run.
+# --foreground: the run stays in this script's process group, so that a timeout around the whole script (GNU
+# timeout signals one process group; gpu-check.sh stops the part's whole session) stops the run with it; at its
+# own limit only megatron-run is signalled, and it stops its workers (a worker dies with its launcher).
+run_env=()
 run() {
   local out=$1 err=$2
   shift 2
-  if [[ "$out" == "$err" ]]; then timeout --kill-after=5 "$case_s" "$bin" "$@" >"$out" 2>&1
-  else timeout --kill-after=5 "$case_s" "$bin" "$@" >"$out" 2>"$err"; fi
+  if [[ "$out" == "$err" ]]; then timeout --foreground --kill-after=5 "$case_s" env "${run_env[@]}" "$bin" "$@" >"$out" 2>&1
+  else timeout --foreground --kill-after=5 "$case_s" env "${run_env[@]}" "$bin" "$@" >"$out" 2>"$err"; fi
   local code=$?
   (( code == 137 )) && code=124  # killed after the grace period: still a timeout
   (( code == 124 )) && echo "gpu-check-run: killed after ${case_s} s (MR_GPU_CHECK_RUN_CASE_S)" >>"$err"
@@ -110,10 +122,14 @@ run() {
 # GPUs a case may use on nccl (NCCL puts one rank on each): the visible ones, or MR_GPU_CHECK_GPUS.
 gpus=${MR_GPU_CHECK_GPUS:-$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU')}
 
-# The compared fields of a run's output, one per line: "it N loss X", "it N norm Y", "final ...".
+# The compared fields of a run's output, one per line: "it N loss X", "it N norm Y", with --log-num-zeros-in-grad
+# "it N zeros Z", with --log-params-norm "it N pnorm P", with the replica check "hash N match", then "final ...".
 fields() {
   sed -n 's/.* iteration *\([0-9]*\)\/.*synthetic loss: \([^ |]*\).*/it \1 loss \2/p' "$1"
   sed -n 's/.* iteration *\([0-9]*\)\/.*grad norm: \([^ |]*\).*/it \1 norm \2/p' "$1"
+  sed -n 's/.* iteration *\([0-9]*\)\/.*num zeros: \([^ |]*\).*/it \1 zeros \2/p' "$1"
+  sed -n 's/.* iteration *\([0-9]*\)\/.*params norm: \([^ |]*\).*/it \1 pnorm \2/p' "$1"
+  sed -n 's/.*>>> Weight hashes match after \([0-9]*\) iterations.*/hash \1 match/p' "$1"
   sed -n 's/.*(parameter checksum \([0-9a-f]*\); last loss \([^,]*\), last grad norm \([^)]*\)).*/final checksum \1 loss \2 norm \3/p' "$1"
 }
 
@@ -133,7 +149,7 @@ judge() {
             else printf "PASS: both runs finished, %d fields finite, the first loss identical", n }'
   elif [[ "$mode" == exact ]]; then
     if cmp -s "$fa" "$fb"; then
-      echo "PASS: $(grep -c '^it' "$fa") loss/norm fields, checksum, last loss and norm identical"
+      echo "PASS: $(grep -c "^it" "$fa") per-iteration fields, checksum, last loss and norm identical"
     else
       echo "FAIL: differs at: $(diff "$fa" "$fb" | grep '^[<>]' | head -2 | tr '\n' ' ')"
     fi
@@ -162,7 +178,8 @@ if [[ -n "$record" ]]; then
   } >"$tmp/record"
   failed=0
   for c in "${cases[@]}"; do
-    IFS='|' read -r name mode flags ranks <<<"$c"
+    IFS='|' read -r name mode flags ranks envs <<<"$c"
+    read -r -a run_env <<<"$envs"
     [[ -n "$want" && " $want " != *" $name "* ]] && continue
     # shellcheck disable=SC2086
     if run "$tmp/$name.out" "$tmp/$name.err" --config configs/default.yaml --distributed-backend gloo $flags &&
@@ -199,7 +216,8 @@ else
   printf '| case | %s | %s | verdict |\n| --- | --- | --- | --- |\n' "$a" "$b"
 fi
 for c in "${cases[@]}"; do
-  IFS='|' read -r name mode flags ranks <<<"$c"
+  IFS='|' read -r name mode flags ranks envs <<<"$c"
+  read -r -a run_env <<<"$envs"
   [[ -n "$want" && " $want " != *" $name "* ]] && continue
   if [[ " $a $b " == *" nccl "* ]] && (( ${ranks:-1} > gpus )); then
     printf '| %s (%s) | | | SKIPPED: needs %s GPUs, %s visible |%s\n' "$name" "$mode" "${ranks:-1}" "$gpus" "${reference:+ |}"
@@ -263,6 +281,7 @@ done
 # (--lr-decay-iters 8 in all three, the resumed run keeping its own schedule): the final checksum, last loss and
 # last grad norm identical.
 ckpt=(--config configs/default.yaml --lr-decay-iters 8)
+run_env=()
 for pair in "$a $b" "$b $a"; do
   read -r s l <<<"$pair"
   name="ckpt-$s-to-$l"

@@ -2,13 +2,20 @@
 # The GPU check (issue 13's five points), for a machine with NVIDIA GPUs; writes one report file and exits 1 if
 # any point failed. Each part is also a script of its own (gpu-check-optim.sh, gpu-check-distributed.sh).
 #
-#   scripts/gpu-check.sh [BUILD_DIR]        BUILD_DIR: the CUDA build (default $BUILD, else build-gpu)
+#   scripts/gpu-check.sh [BUILD_DIR]        BUILD_DIR: the CUDA build (default $BUILD, else build-device where the
+#                                           .device/ bundle is (.device/MANIFEST), else build-gpu)
 #   REPORT=FILE                             the report (default $OUT/gpu-check-report.md when $OUT is set, else
-#                                           BUILD_DIR/gpu-check-report.md)
-#   MR_GPU_CHECK_BUDGET_S=540               the seconds the parts after the build may take together
+#                                           BUILD_DIR/gpu-check-report.md); the summary table so far is also kept in
+#                                           REPORT's -summary.md sibling, rewritten after every verdict
+#   MR_DEVICE_CALL_S=600                    the device call's limit; the whole script, its build step included, stays
+#                                           MR_GPU_CHECK_MARGIN_S (60) inside it
+#   MR_GPU_CHECK_BUDGET_S=540               at most this many seconds for the parts after the build (they get
+#                                           min(this, MR_DEVICE_CALL_S - the seconds so far - the margin))
 #   MR_GPU_CHECK_CAP_<PART>=S               one part's own cap (defaults: 1=120 2a=45 2b=220 3a=45 3b=60 4a=50
 #                                           4b=45), so that one slow or hung part cannot starve the others; a part
-#                                           gets its cap or what is left of the budget, whichever is less
+#                                           gets its cap or what is left of the budget, whichever is less. Each part
+#                                           runs in a session of its own (setsid): at its cap every process it
+#                                           started is stopped (TERM, KILL 10 s later), nested timeouts included
 #
 # The device plan is two calls (docs/device.md): call 1 `scripts/device-build.sh` (builds only), call 2
 # `scripts/gpu-check.sh build-device` (finds the build done; the caps above sum to 525 s with one GPU, 585 with
@@ -29,24 +36,38 @@
 #      cuBLAS bf16 GEMMs); a default-job iteration's phase times on the CUDA backend (--timing-log-level 1);
 #   5. the build against this machine's LibTorch: the C++ ABI torch reports and the one the build used.
 set -uo pipefail
+set +m  # no job control: run_part's background parts lead no process group (setsid must not fork)
 cd "$(dirname "$0")/.."
-build="${1:-${BUILD:-build-gpu}}"
+# shellcheck source=scripts/gpu-common.sh
+source scripts/gpu-common.sh
+build="${1:-${BUILD:-$(gpu_default_build)}}"
 export BUILD="$build"
 if [[ -n "${REPORT:-}" ]]; then report=$REPORT
 elif [[ -n "${OUT:-}" ]]; then report="$OUT/gpu-check-report.md"
 else mkdir -p "$build" && report="$build/gpu-check-report.md"; fi
-budget=${MR_GPU_CHECK_BUDGET_S:-540}
+summary_file="${report%.md}-summary.md"
+budget=${MR_GPU_CHECK_BUDGET_S:-540}  # lowered after the build to what the call has left
+call_s=${MR_DEVICE_CALL_S:-600}
+margin=${MR_GPU_CHECK_MARGIN_S:-60}
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-start=$SECONDS
+start=$SECONDS  # the parts' clock (set again at the end of the build); the call's is SECONDS itself, from 0
 rc=0
 declare -a summary
+done_summary=0
 
 log() { echo "$*" | tee -a "$report"; }
 section() { log ""; log "## $*"; }
+# The summary so far, in a file of its own: a call killed before the end (even by SIGKILL) still leaves the
+# verdicts it reached.
+write_summary_file() {
+  { echo "# megatron-run GPU check: summary ($SECONDS s into the call; $1)"; echo
+    echo "| point | verdict | what |"; echo "| --- | --- | --- |"; printf '%s\n' "${summary[@]}"; } >"$summary_file"
+}
 verdict() {  # point, PASS|FAIL|SKIPPED|NOT YET, words
   summary+=("| $1 | $2 | $3 |")
   [[ "$2" == FAIL ]] && rc=1
   log "-> $2: $3"
+  write_summary_file "so far"
 }
 left() { echo $((budget - (SECONDS - start))); }
 # A part's bound: its cap (MR_GPU_CHECK_CAP_<PART>, else the default given) or what is left of the budget.
@@ -58,21 +79,44 @@ cap() {  # part, default seconds
 }
 timed_out=""  # the last part's "killed after N s", else empty
 run_part() {  # seconds, command...: runs with a bound, its output into the report
-  local limit=$1
+  local limit=$1 code
   shift
   (( limit < 10 )) && limit=10
-  { timeout --kill-after=10 "$limit" "$@" 2>&1; echo "exit=$?"; } | tee "$report.part" >/dev/null
+  # A session of its own (run_in_session, scripts/gpu-common.sh): at the limit, or when the part ends, every
+  # process it started is stopped, those GNU timeout or the launcher put into process groups of their own too.
+  run_in_session "$limit" "$report.part" "$@"
+  code=$?
   cat "$report.part" >>"$report"
-  local code
-  code=$(tail -1 "$report.part" | sed 's/.*exit=//')  # output without a final newline: "...exit=N"
+  echo "exit=$code" >>"$report"
   rm -f "$report.part"
   timed_out=""
-  if [[ "$code" == 124 || "$code" == 137 ]]; then
+  if (( code == 124 )); then
     timed_out="TIMEOUT: killed after $limit s"
     log "$timed_out"
   fi
   return "$code"
 }
+# The summary at the end of the report, once: at the end, or when the call is stopped (TERM, INT) or exits early.
+finish() {
+  (( done_summary )) && return 0
+  done_summary=1
+  section "summary ($SECONDS s into the call, $((SECONDS - start)) s after the build; budget $budget s${1:+; $1})"
+  log "| point | verdict | what |"
+  log "| --- | --- | --- |"
+  printf '%s\n' "${summary[@]}" | tee -a "$report"
+  write_summary_file "${1:-the end}"
+}
+on_signal() {
+  [[ -n "$session_sid" ]] && stop_session "$session_sid"
+  rm -f "$report.part"
+  log "gpu-check: stopped by SIG$1 $SECONDS s into the call; the parts after the last verdict did not run"
+  rc=1
+  finish "stopped by SIG$1"
+  exit 1
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+trap 'finish "exited early"' EXIT
 # Why a part failed: its timeout, else the words given.
 failed_because() { if [[ -n "$timed_out" ]]; then echo "$timed_out"; else echo "$1"; fi; }
 
@@ -80,6 +124,7 @@ failed_because() { if [[ -n "$timed_out" ]]; then echo "$timed_out"; else echo "
 log "# megatron-run GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   log "no NVIDIA GPU visible (nvidia-smi): nothing can be checked here"
+  done_summary=1  # nothing ran: no summary
   exit 1
 fi
 gpus=$(nvidia-smi -L | grep -c '^GPU')  # not the MIG lines
@@ -98,18 +143,11 @@ fi
 section "5. the build against this machine's LibTorch"
 torch_abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || echo "?")
 log "python torch $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'not importable'); _GLIBCXX_USE_CXX11_ABI=$torch_abi"
-if [[ ! -f "$build/build.ninja" ]]; then
-  extra=()
-  if [[ ! -f /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake ]] && python3 -c 'import torch' 2>/dev/null; then
-    extra+=(-DTorch_DIR="$(python3 -c 'import torch, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')")
-  fi
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
-    -DCMAKE_CUDA_COMPILER="$nvcc" -DMR_OPTIM_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" "${extra[@]}" >>"$report" 2>&1
-fi
+gpu_configure "$build" >>"$report" 2>&1
 log "Torch_DIR=$(grep -m1 '^Torch_DIR:' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2)"
-# Only the targets the checks below run (MR_GPU_TARGETS=all: every target), as device-build.sh builds them.
-read -r -a targets <<<"${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatron-run-bench test_optim test_run}"
-[[ "${targets[*]}" == all ]] && targets=()
+# Only the targets the checks below run (MR_GPU_TARGETS=all: every target), as device-build.sh builds them:
+# test_distributed too with 2+ GPUs (part 3b).
+read -r -a targets <<<"$(gpu_targets)"
 if cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} >"$build/gpu-check-build.log" 2>&1; then
   used=$(grep -o -m1 -- '-D_GLIBCXX_USE_CXX11_ABI=[01]' "$build/build.ninja" | cut -d= -f2)
   log "built in $build (log: $build/gpu-check-build.log); the build's _GLIBCXX_USE_CXX11_ABI=${used:-default (1)}"
@@ -131,10 +169,15 @@ if cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} 
 else
   tail -30 "$build/gpu-check-build.log" >>"$report"
   verdict 5 FAIL "the build failed (the tail of $build/gpu-check-build.log is above)"
-  log ""; log "| point | verdict | what |"; log "| --- | --- | --- |"; printf '%s\n' "${summary[@]}" >>"$report"
+  finish "the build failed"
   exit 1
 fi
-start=$SECONDS  # the budget counts from here
+# The parts' budget: what the call has left after the build (counted from the script's start, so a build that
+# had to run here is counted) less the margin, at most MR_GPU_CHECK_BUDGET_S.
+start=$SECONDS
+call_left=$(( call_s - SECONDS - margin ))
+(( call_left < budget )) && budget=$call_left
+log "the build step ended $SECONDS s into the call; the parts get $budget s (MR_DEVICE_CALL_S $call_s, margin $margin s)"
 
 # ---- 1. kernels --------------------------------------------------------------------------------------------------------
 section "1. CUDA kernels against the CPU reference"
@@ -198,10 +241,7 @@ else
   verdict 4b FAIL "$(failed_because "the default job on the CUDA backend failed or printed no phase times (above)")"
 fi
 
-section "summary ($((SECONDS - start)) s after the build; budget $budget s)"
-log "| point | verdict | what |"
-log "| --- | --- | --- |"
-printf '%s\n' "${summary[@]}" | tee -a "$report"
 (( SECONDS - start > budget )) && log "over the budget: a part ran out of time" && rc=1
-echo "gpu-check: report in $report"
+finish
+echo "gpu-check: report in $report (summary also in $summary_file)"
 exit $rc

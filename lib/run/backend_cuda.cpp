@@ -296,33 +296,34 @@ class CudaBackend final : public Backend {
   }
   const char* clock() const override { return "cuda events"; }
 
+  // Only the buffers a checkpoint reads and writes travel (FlatBuffers::allocate_checkpoint_host): the gradients
+  // and the targets stay on the device, never downloaded and never overwritten. Rule run.host-memory first, for
+  // those bytes on every local rank at once (they save and load together); a refusal fails the save or the load
+  // alike on every rank (checkpoint.cpp's verdict).
   void to_host(FlatBuffers& b) override {
-    b.allocate_host();
-    download(b.model, model_);
-    download(b.grad, grad_);
-    download(b.grad_shard, grad_shard_);
-    download(b.main, main_);
-    download(b.exp_avg, exp_avg_);
-    download(b.exp_avg_sq, exp_avg_sq_);
-    download(b.state_scale, state_scale_);
-    download(b.target, target_);
-    download(b.kronecker, kronecker_);
+    b.check_checkpoint_memory("the checkpoint's host copy (--save, --load on the cuda backend)");
+    b.allocate_checkpoint_host();
+    each_checkpoint_buffer(b, [](auto& host, DeviceMemory& d) { download(host, d); });
   }
   void from_host(FlatBuffers& b) override {
-    upload(model_, b.model);
-    upload(grad_, b.grad);
-    upload(grad_shard_, b.grad_shard);
-    upload(main_, b.main);
-    upload(exp_avg_, b.exp_avg);
-    upload(exp_avg_sq_, b.exp_avg_sq);
-    upload(state_scale_, b.state_scale);
-    upload(target_, b.target);
-    upload(kronecker_, b.kronecker);
+    each_checkpoint_buffer(b, [](auto& host, DeviceMemory& d) {
+      if (!host.empty()) upload(d, host);  // a buffer to_host did not download is not written back
+    });
     b.release_host();
   }
   void release_host(FlatBuffers& b) override { b.release_host(); }
 
  private:
+  // The device buffers behind FlatBuffers' checkpoint copies, one by one (to_host, from_host).
+  template <class F>
+  void each_checkpoint_buffer(FlatBuffers& b, F&& f) {
+    f(b.model, model_);
+    f(b.main, main_);
+    f(b.exp_avg, exp_avg_);
+    f(b.exp_avg_sq, exp_avg_sq_);
+    f(b.state_scale, state_scale_);
+    f(b.kronecker, kronecker_);
+  }
   // Events are reused: the marks of the iterations so far are resolved (the device has passed them: every
   // iteration ends with host synchronisations) and their times added up.
   void* next_event() {

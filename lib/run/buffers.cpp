@@ -236,6 +236,25 @@ void FlatBuffers::allocate_host() {
   target.assign(static_cast<size_t>(numel), 0.0f);
 }
 
+double FlatBuffers::checkpoint_host_bytes() const {
+  const double s = static_cast<double>(shard());
+  return static_cast<double>(padded) * static_cast<double>(dtype_bytes(model_dtype)) +
+         (has_main ? s * static_cast<double>(main_bytes()) : 0.0) + s * optim::dtype_size(exp_avg_dtype) +
+         (has_exp_avg_sq ? static_cast<double>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype) : 0.0) +
+         static_cast<double>(scales() + static_cast<size_t>(kronecker_numel)) * 4.0;
+}
+
+void FlatBuffers::allocate_checkpoint_host() {
+  release_host();  // the gradients and the targets stay empty
+  const size_t s = static_cast<size_t>(shard());
+  model.assign(static_cast<size_t>(padded) * dtype_bytes(model_dtype), 0);
+  if (has_main) main.assign(s * static_cast<size_t>(main_bytes()), 0);
+  exp_avg.assign(s * optim::dtype_size(exp_avg_dtype), 0);
+  if (has_exp_avg_sq) exp_avg_sq.assign(static_cast<size_t>(sq_numel) * optim::dtype_size(exp_avg_sq_dtype), 0);
+  state_scale.assign(scales(), 0.0f);
+  kronecker.assign(static_cast<size_t>(kronecker_numel), 0.0f);
+}
+
 void FlatBuffers::release_host() {
   for (auto* v : {&grad, &grad_shard, &target, &state_scale, &kronecker}) std::vector<float>().swap(*v);
   for (auto* v : {&model, &main, &exp_avg, &exp_avg_sq}) std::vector<uint8_t>().swap(*v);
@@ -314,35 +333,55 @@ std::optional<double> cgroup_value(const std::string& path) {
 // not fit is an error naming the sizes, not an out-of-memory kill or an allocation failure. Three limits: the
 // machine's available memory and the cgroup's memory.max (cgroup v2, as a container sees it) for all local ranks
 // together, and this process's address space (RLIMIT_AS, ulimit -v, less what is mapped already) for its own share.
-void FlatBuffers::check_memory() const {
-  const double need = bytes().total();  // params, grads, targets, grad shard, main params, states
+namespace {
+
+// Rule run.host-memory: `need` bytes on each of this machine's local ranks (LOCAL_WORLD_SIZE) against its available
+// memory, the cgroup's memory.max, and this process's address space. `the_run` says who needs them, `what` for what
+// ("... for " + what + "but ..."), `advice` how to need less (": ...").
+void check_host_bytes(double need, const std::string& the_run, const std::string& what, const std::string& advice) {
   int64_t local = 1;
   if (const char* l = std::getenv("LOCAL_WORLD_SIZE")) local = std::max<int64_t>(1, std::atoll(l));
-  const std::string what = std::to_string(numel) +
-                           " parameters (params, gradients, main params, optimizer state and the step's scratch; "
-                           "host memory), but ";
-  const std::string advice = ": use a smaller model (--num-layers, --hidden-size), more ranks "
-                             "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run";
   auto refuse = [](const std::string& text) { return RunError(with_rule_id("run.host-memory", text)); };
   const double all = need * static_cast<double>(local);
   // MR_RUN_MEM_AVAILABLE_BYTES: this machine's available memory as the check reads it (tests; default MemAvailable).
   const char* knob = std::getenv("MR_RUN_MEM_AVAILABLE_BYTES");
   const double avail = knob ? std::strtod(knob, nullptr) : proc_field("/proc/meminfo", "MemAvailable:", 1024.0);
   if (avail > 0 && all > 0.9 * avail)
-    throw refuse("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
+    throw refuse(the_run + " needs " + format_gib(need) + " on each of the " + std::to_string(local) +
                  " ranks of this machine for " + what + "only " + format_gib(avail) + " are available" + advice);
   const std::string cg = "/sys/fs/cgroup/";
   // The cgroup's limit itself, not less memory.current: that counts page cache the kernel would reclaim.
   if (const std::optional<double> max = cgroup_value(cg + "memory.max"); max && all > 0.9 * *max)
-    throw refuse("the training run needs " + format_gib(need) + " on each of the " + std::to_string(local) +
+    throw refuse(the_run + " needs " + format_gib(need) + " on each of the " + std::to_string(local) +
                  " ranks of this machine for " + what + "their cgroup's memory.max is " + format_gib(*max) + advice);
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
     const double left = static_cast<double>(*as) - proc_field("/proc/self/status", "VmSize:", 1024.0);
     if (need > 0.9 * left)
-      throw refuse("the training run needs " + format_gib(need) + " in this rank for " + what +
+      throw refuse(the_run + " needs " + format_gib(need) + " in this rank for " + what +
                    "its address-space limit (RLIMIT_AS, ulimit -v " + std::to_string(*as / 1024) + ") leaves " +
                    format_gib(std::max(0.0, left)) + ": raise the limit (ulimit -v), or" + advice.substr(1));
   }
+}
+
+}  // namespace
+
+void FlatBuffers::check_memory() const {
+  check_host_bytes(bytes().total(), "the training run",  // params, grads, targets, grad shard, main params, states
+                   std::to_string(numel) +
+                       " parameters (params, gradients, main params, optimizer state and the step's scratch; host "
+                       "memory), but ",
+                   ": use a smaller model (--num-layers, --hidden-size), more ranks "
+                   "(--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer) or --dry-run");
+}
+
+void FlatBuffers::check_checkpoint_memory(const std::string& what) const {
+  const double need = checkpoint_host_bytes();
+  check_host_bytes(need, what,
+                   "the host copy of the device buffers a checkpoint holds (" +
+                       std::to_string(static_cast<uint64_t>(need)) + " bytes: params, main params and optimizer "
+                       "state of " + std::to_string(numel) + " parameters), but ",
+                   ": use more ranks (--tensor/--pipeline-model-parallel-size, --use-distributed-optimizer), fewer "
+                   "ranks on this machine, or --no-save-optim / --no-load-optim");
 }
 
 }  // namespace mr::run

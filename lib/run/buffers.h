@@ -196,6 +196,15 @@ struct FlatBuffers {
   // call it: the run does, on every rank before any allocates (train.cpp).
   void check_memory() const;
   void release_host();
+  // The host copies a checkpoint needs where the buffers live in device memory (the CUDA backend's
+  // Backend::to_host / from_host): only what checkpoint_io reads and writes (the model, the main params, the
+  // moments, their scales, SOAP's preconditioners), never the gradients, the gradient shard or the targets.
+  // checkpoint_host_bytes: what allocate_checkpoint_host allocates; check_checkpoint_memory: rule run.host-memory for
+  // those bytes on all this machine's local ranks at once (they save and load together), RunError naming them and
+  // `what` (--save, --load).
+  double checkpoint_host_bytes() const;
+  void allocate_checkpoint_host();
+  void check_checkpoint_memory(const std::string& what) const;
 
   // The initial value and the target of every element i in [0, numel) of parameter k (its shard on TP rank
   // `tp_rank`; the expert TP rank for routed experts): put(i, init, target), in OpenMP teams.

@@ -260,3 +260,77 @@ TEST_CASE("initial values: normal with the parameter's std (its own, else --init
   CHECK(rms(i5, zeros) == Approx(0.5).epsilon(0.1));
   CHECK(i5 == values(p, 0.5).first);
 }
+
+namespace {
+
+double host_copy_bytes(const FlatBuffers& b) {
+  return static_cast<double>(b.model.size() + b.main.size() + b.exp_avg.size() + b.exp_avg_sq.size()) +
+         4.0 * static_cast<double>(b.grad.size() + b.grad_shard.size() + b.target.size() + b.state_scale.size() +
+                                   b.kronecker.size());
+}
+
+}  // namespace
+
+// Review gpu31 finding 4: the CUDA backend's checkpoint copy (Backend::to_host) took every buffer to the host, the
+// gradients and the targets too, unchecked. Now only what checkpoint_io reads and writes, counted by
+// checkpoint_host_bytes and checked by rule run.host-memory.
+TEST_CASE("the checkpoint's host copy: the model, main params, moments, scales and preconditioners only, as counted",
+          "[run][buffers][checkpoint]") {
+  using mr::optim::DType;
+  struct Layout {
+    const char* what;
+    mr::arg::Optimizer opt;
+    BufferDtypes dtypes;
+    ShardGroups shards;
+  };
+  const std::vector<Layout> layouts = {
+      {"adam fp32", mr::arg::Optimizer::adam, DType::F32, {}},
+      {"adam bf16, distributed optimizer, DP rank 1 of 2", mr::arg::Optimizer::adam, DType::BF16, {true, 2, 1, 2, 1}},
+      {"precision-aware: bf16 and fp16 moments, remainders", mr::arg::Optimizer::adam,
+       BufferDtypes(DType::BF16, DType::BF16, DType::F16, MainStorage::Remainder), {true, 2, 0, 2, 0}},
+      {"muon bf16 (no second moment for its matrices)", mr::arg::Optimizer::muon, DType::BF16, {}},
+      {"soap (preconditioners)", mr::arg::Optimizer::soap, DType::F32, {}},
+  };
+  for (const Layout& l : layouts) {
+    INFO(l.what);
+    FlatBuffers b;
+    b.set_layout(moe_plan(), mr::optim::optimizer_info(l.opt), l.dtypes, l.shards, false);
+    b.allocate_checkpoint_host();
+    CHECK(b.grad.empty());
+    CHECK(b.grad_shard.empty());
+    CHECK(b.target.empty());
+    CHECK(!b.model.empty());
+    CHECK(host_copy_bytes(b) == b.checkpoint_host_bytes());
+    // Everything bytes() counts but the gradients, the targets and the step's scratch (bytes() leaves the scales out).
+    const BufferBytes all = b.bytes();
+    CHECK(b.checkpoint_host_bytes() ==
+          all.model + all.main + all.state + 4.0 * static_cast<double>(b.scales()));
+    if (l.opt == mr::arg::Optimizer::soap) CHECK(!b.kronecker.empty());
+    b.release_host();
+    CHECK(b.model.empty());
+  }
+}
+
+TEST_CASE("the checkpoint's host copy is checked against this machine's memory (run.host-memory), naming its bytes",
+          "[run][buffers][checkpoint]") {
+  FlatBuffers b;
+  b.set_layout(moe_plan(), mr::optim::optimizer_info(mr::arg::Optimizer::adam), mr::optim::DType::F32, {}, false);
+  const std::string bytes = std::to_string(static_cast<uint64_t>(b.checkpoint_host_bytes()));
+  ::setenv("MR_RUN_MEM_AVAILABLE_BYTES", "1000", 1);
+  ::setenv("LOCAL_WORLD_SIZE", "8", 1);
+  std::string err;
+  try {
+    b.check_checkpoint_memory("the checkpoint's host copy (--save, --load on the cuda backend)");
+  } catch (const RunError& e) {
+    err = e.what();
+  }
+  CHECK_THAT(err, Catch::Contains("run.host-memory"));
+  CHECK_THAT(err, Catch::Contains("--save, --load"));
+  CHECK_THAT(err, Catch::Contains("(" + bytes + " bytes"));
+  CHECK_THAT(err, Catch::Contains("each of the 8 ranks"));
+  // Enough for all eight ranks' copies: no refusal (the gradients and targets are not counted).
+  ::setenv("MR_RUN_MEM_AVAILABLE_BYTES", std::to_string(9 * b.checkpoint_host_bytes() / 0.9).c_str(), 1);
+  CHECK_NOTHROW(b.check_checkpoint_memory("--save"));
+  ::unsetenv("MR_RUN_MEM_AVAILABLE_BYTES");
+  ::unsetenv("LOCAL_WORLD_SIZE");
+}

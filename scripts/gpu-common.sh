@@ -1,0 +1,97 @@
+# Sourced by scripts/gpu-check*.sh and device-build.sh (not run): what they share about the GPU machine's build.
+#
+#   gpu_default_build            the build folder when none is given: build-device where the .device/ bundle is here
+#                                (.device/MANIFEST: the GPU machine, docs/device.md), else build-gpu
+#   gpu_count                    the GPUs nvidia-smi -L lists (not its MIG lines); 0 without nvidia-smi
+#   gpu_targets                  the targets the checks run (MR_GPU_TARGETS overrides; "all": every target, printed
+#                                as nothing): test_distributed too where 2+ GPUs are visible, so that part 3b
+#                                (gpu-check-distributed.sh) does not compile it inside its cap
+#   gpu_configure BUILD          configures BUILD for CUDA unless it has a build.ninja already (a configured folder
+#                                keeps its configuration): the .device/ bundle (-DMEGATRON_RUN_DEPS_DIR) where
+#                                .device/MANIFEST exists, Torch_DIR from the Python torch package where Debian's
+#                                libtorch-dev is absent, nvcc by path, the GPU's compute capability (CUDA_ARCHS)
+# Run from the repository root.
+
+gpu_default_build() {
+  if [[ -f .device/MANIFEST ]]; then echo build-device; else echo build-gpu; fi
+}
+
+gpu_count() {
+  { nvidia-smi -L 2>/dev/null || true; } | grep -c '^GPU'
+}
+
+gpu_targets() {
+  local t=${MR_GPU_TARGETS:-megatron-run megatron-run-worker megatron-run-bench test_optim test_run}
+  [[ "$t" == all ]] && return 0
+  if [[ -z "${MR_GPU_TARGETS:-}" ]] && (( $(gpu_count) >= 2 )); then t="$t test_distributed"; fi
+  echo "$t"
+}
+
+# The GPU's own architecture (nvidia-smi's compute_cap, "9.0" -> 90); CMake's "native" needs CMake 3.24.
+gpu_archs() {
+  local a=${CUDA_ARCHS:-}
+  if [[ -z "$a" ]]; then
+    a=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .') || true
+    [[ "$a" =~ ^[0-9]+$ ]] || a=native
+  fi
+  echo "$a"
+}
+
+gpu_configure() {  # BUILD -> cmake's exit code (0 when already configured)
+  local build=$1
+  [[ -f "$build/build.ninja" ]] && return 0
+  local extra=()
+  if [[ -n "${TORCH_DIR:-}" ]]; then
+    extra+=(-DTorch_DIR="$TORCH_DIR")
+  elif [[ ! -f /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake ]] && python3 -c 'import torch' 2>/dev/null; then
+    extra+=(-DTorch_DIR="$(python3 -c 'import torch, os; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')")
+  fi
+  [[ -f .device/MANIFEST ]] && extra+=(-DMEGATRON_RUN_DEPS_DIR="$PWD/.device")
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
+    -DMR_OPTIM_CUDA_ARCHITECTURES="$(gpu_archs)" "${extra[@]}"
+}
+
+# Bounded runs that stop everything they started. GNU timeout signals one process group, but a command's children
+# may make groups of their own (a nested GNU timeout does, the launcher does for its workers), which then outlive
+# the bound. A session holds them all (setsid; nothing here starts another session).
+#   run_in_session SECONDS OUTFILE COMMAND...   runs COMMAND in a session of its own, stdout and stderr into
+#                                               OUTFILE; at SECONDS (or when COMMAND ends) every process left in
+#                                               the session gets TERM, then KILL 10 s (MR_SESSION_GRACE_S) later;
+#                                               -> COMMAND's exit code, 124 when it ran out of time. The session's id
+#                                               is in $session_sid while it runs (for a TERM trap: stop_session).
+# The caller must not have job control on (set +m, a script's default): a background child then leads no process
+# group, so setsid does not fork and the child's pid is the session's id.
+session_sid=""
+
+signal_session() {  # SIGNAL SID: every process of that session, by its id
+  local pids
+  pids=$(ps -eo pid=,sid= | awk -v s="$2" '$2 == s { print $1 }')
+  # shellcheck disable=SC2086
+  [[ -n "$pids" ]] && kill "-$1" $pids 2>/dev/null
+  return 0
+}
+session_alive() { ps -eo sid= | awk -v s="$1" '$1 == s { f = 1 } END { exit !f }'; }
+stop_session() {  # SID: TERM to all of it, KILL to what is left after the grace
+  local sid=$1 i
+  session_alive "$sid" || return 0
+  signal_session TERM "$sid"
+  for (( i = 0; i < ${MR_SESSION_GRACE_S:-10} * 10; ++i )); do session_alive "$sid" || return 0; sleep 0.1; done
+  signal_session KILL "$sid"
+}
+run_in_session() {
+  local limit=$1 out=$2 code=0 end c
+  shift 2
+  setsid "$@" >"$out" 2>&1 </dev/null &
+  session_sid=$!
+  end=$((SECONDS + limit))
+  # Short sleeps, not one wait: a TERM trap of the caller runs between them.
+  while kill -0 "$session_sid" 2>/dev/null && (( SECONDS < end )); do sleep 0.2; done
+  kill -0 "$session_sid" 2>/dev/null && code=124
+  stop_session "$session_sid"
+  wait "$session_sid" 2>/dev/null
+  c=$?
+  (( code == 124 )) || code=$c
+  session_sid=""
+  return "$code"
+}
