@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "config/args.h"
+#include "config/parse/argparse.h"
 #include "config/optimizer_config_from_args.h"
 #include "config/schema.h"
 #include "config/validate/resolve.h"
@@ -159,6 +160,36 @@ TEST_CASE("args: the corpus gives the same values through the view as through th
     CHECK(x.use_distributed_optimizer == y.use_distributed_optimizer);
   }
   CHECK(accepted > 50);
+}
+
+TEST_CASE("args: every choice of every flag that validation accepts reads through the typed view", "[args]") {
+  // A flag validation rewrites (a dtype name to torch's, a scope to its enum's str) must have a C++ type that holds
+  // the rewritten value: --output-logit-dtype fp32 was refused as init.arguments (its enum could not hold
+  // 'torch.float32'; review parity31b).
+  const mr::Schema& schema = mr::Schema::megatron();
+  size_t tried = 0, accepted = 0;
+  for (const mr::Arg& arg : schema.args()) {
+    if (arg.choices.empty() || !arg.takes_value()) continue;
+    for (const Value& c : arg.choices) {
+      mr::Invocation inv = mrtest::placeholder_invocation();
+      inv.env.vars["WORLD_SIZE"] = "1";
+      inv.config_files = {std::string(MR_SOURCE_DIR) + "/configs/default.yaml"};
+      inv.cli = mr::argv_tokens({arg.flags.front(), c.is_str() ? c.as_str() : c.py_str()});
+      INFO(arg.flags.front() << " " << c.py_str());
+      ++tried;
+      mr::Outcome out;
+      try {
+        out = mr::resolve(schema, inv);
+      } catch (const std::exception&) {
+        continue;  // refused by the parser
+      }
+      if (!out.ok() || out.parsed.yaml_cfg) continue;
+      ++accepted;
+      CHECK_NOTHROW(Args::from(out.parsed.ns));
+    }
+  }
+  CHECK(tried > 300);
+  CHECK(accepted > 200);
 }
 
 TEST_CASE("schema: one dest-to-flag mapping", "[args][schema]") {

@@ -51,6 +51,8 @@ const char* const kRewritten[] = {
     "megatron_fsdp_grad_comm_dtype",      // 'auto' -> 'torch.float32' or None
     "megatron_fsdp_main_grads_dtype",     // 'auto' -> 'torch.float32' or None
     "inference_cuda_graph_scope",         // 'layer' -> 'InferenceCudaGraphScope.layer'
+    "mamba_training_ssm_states_dtype",    // 'bf16' -> 'torch.bfloat16' (default None)
+    "logit_dtype",                        // --output-logit-dtype 'fp32' -> 'torch.float32' (default None)
 };
 
 const std::unordered_set<std::string> kCppKeywords = {
