@@ -14,10 +14,28 @@ namespace {
 MR_INIT_RULE(kGroupedTensor, "init.moe.grouped-tensor-needs-grouped-gemm",
              "--moe-use-grouped-tensor needs --moe-grouped-gemm (TransformerConfig).");
 MR_INIT_RULE(kSingleGrouped, "init.moe.single-grouped-needs-grouped-gemm",
-             "--moe-single-grouped-weight and --moe-single-grouped-bias need --moe-grouped-gemm (TransformerConfig).");
+             "--moe-single-grouped-weight and --moe-single-grouped-bias need --moe-grouped-gemm and the grouped tensor "
+             "(--moe-use-grouped-tensor, or --use-transformer-engine-op-fuser); the single grouped weight takes "
+             "--fp8-recipe mxfp8 or --fp4-recipe nvfp4 only (with FP4 also --fp4-param-gather), the single grouped "
+             "bias needs linear biases (no --disable-bias-linear) (TransformerConfig).");
 MR_INIT_RULE(kRankCapacity, "init.moe.rank-capacity-factor-backend",
-             "--moe-expert-rank-capacity-factor needs --moe-flex-dispatcher-backend hybridep or ncclep "
+             "--moe-expert-rank-capacity-factor needs --moe-flex-dispatcher-backend hybridep or ncclep; with hybridep "
+             "also --use-transformer-engine-op-fuser or --moe-use-grouped-tensor (TransformerConfig).");
+MR_INIT_RULE(kDispatchDtype, "init.moe.dispatch-dtype-needs-ncclep",
+             "--moe-dispatch-fwd-dtype / --moe-combine-bwd-dtype other than bf16 need --moe-token-dispatcher-type flex "
+             "with --moe-flex-dispatcher-backend ncclep, --use-transformer-engine-op-fuser and --moe-grouped-gemm "
              "(TransformerConfig).");
+MR_INIT_RULE(kAuxLossCoeff, "init.moe.aux-loss-coeff-per-type",
+             "Several --moe-router-load-balancing-type values need as many --moe-aux-loss-coeff values "
+             "(TransformerConfig).");
+MR_INIT_RULE(kPagedStash, "init.moe.paged-stash",
+             "--moe-paged-stash needs --moe-expert-rank-capacity-factor, no CPU offloading and no expert_fc1, moe_act "
+             "or fused_group_mlp in --offload-modules (TransformerConfig).");
+MR_INIT_RULE(kDelayWgrad, "init.moe.delay-wgrad-needs-ep-overlap",
+             "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm (TransformerConfig).");
+MR_INIT_RULE(kDispatchBwdOverlap, "init.moe.dispatch-backward-overlap-exclusive",
+             "--overlap-dispatch-backward-with-experts-wgrad excludes --overlap-moe-expert-parallel-comm and "
+             "--delay-wgrad-compute (TransformerConfig).");
 MR_INIT_RULE(kFfnWithoutExperts, "init.moe.ffn-hidden-size-needs-experts",
              "--moe-ffn-hidden-size needs --num-experts, unless --moe-layer-freq leaves some layers dense "
              "(TransformerConfig).");
@@ -88,15 +106,50 @@ void moe_config(Context& ctx) {
               would_fail(kTc) + "--moe-use-grouped-tensor needs --moe-grouped-gemm",
               {"moe_use_grouped_tensor", "moe_grouped_gemm"});
 
+  // TransformerConfig turns the grouped tensor on with the op fuser and grouped GEMM.
+  const bool grouped_tensor =
+      ctx.on("moe_use_grouped_tensor") || (ctx.on("use_transformer_engine_op_fuser") && ctx.on("moe_grouped_gemm"));
   for (const char* single : {"moe_single_grouped_weight", "moe_single_grouped_bias"})
     if (ctx.on(single))
       ctx.require(ctx.on("moe_grouped_gemm"), kSingleGrouped,
                   would_fail(kTc) + Context::flag(single) + " requires --moe-grouped-gemm", {single, "moe_grouped_gemm"});
-  if (set(ctx, "moe_expert_rank_capacity_factor"))
+  if (ctx.on("moe_grouped_gemm")) {
+    if (ctx.on("moe_single_grouped_weight")) {
+      const std::string why = would_fail(kTc) + "--moe-single-grouped-weight ";
+      ctx.require(!(set(ctx, "fp8") && !is(ctx, "fp8_recipe", "mxfp8")) && !(set(ctx, "fp4") && !is(ctx, "fp4_recipe", "nvfp4")),
+                  kSingleGrouped,
+                  why + "supports high-precision weights, --fp8-recipe mxfp8 or --fp4-recipe nvfp4 only (got "
+                        "--fp8-recipe " + v(ctx, "fp8_recipe") + " with --fp8-format " + v(ctx, "fp8") +
+                      ", --fp4-recipe " + v(ctx, "fp4_recipe") + " with --fp4-format " + v(ctx, "fp4") + ")",
+                  {"moe_single_grouped_weight", "fp8_recipe", "fp4_recipe"});
+      ctx.require(!set(ctx, "fp4") || ctx.on("fp4_param_gather"), kSingleGrouped,
+                  why + "with FP4 compute (--fp4-format) needs --fp4-param-gather",
+                  {"moe_single_grouped_weight", "fp4", "fp4_param_gather"});
+      ctx.require(grouped_tensor, kSingleGrouped,
+                  why + "requires the grouped tensor (--moe-use-grouped-tensor, or --use-transformer-engine-op-fuser)",
+                  {"moe_single_grouped_weight", "moe_use_grouped_tensor", "use_transformer_engine_op_fuser"});
+    }
+    if (ctx.on("moe_single_grouped_bias")) {
+      ctx.require(ctx.on("add_bias_linear"), kSingleGrouped,
+                  would_fail(kTc) + "--moe-single-grouped-bias requires linear biases (drop --disable-bias-linear)",
+                  {"moe_single_grouped_bias", "add_bias_linear"});
+      ctx.require(grouped_tensor, kSingleGrouped,
+                  would_fail(kTc) + "--moe-single-grouped-bias requires the grouped tensor (--moe-use-grouped-tensor, "
+                      "or --use-transformer-engine-op-fuser)",
+                  {"moe_single_grouped_bias", "moe_use_grouped_tensor", "use_transformer_engine_op_fuser"});
+    }
+  }
+  if (set(ctx, "moe_expert_rank_capacity_factor")) {
     ctx.require(backend == Value("hybridep") || backend == Value("ncclep"), kRankCapacity,
                 would_fail(kTc) + "--moe-expert-rank-capacity-factor requires --moe-flex-dispatcher-backend hybridep "
                     "or ncclep (got " + backend.py_str() + ")",
                 {"moe_expert_rank_capacity_factor", "moe_flex_dispatcher_backend"});
+    if (backend == Value("hybridep"))
+      ctx.require(ctx.on("use_transformer_engine_op_fuser") || grouped_tensor, kRankCapacity,
+                  would_fail(kTc) + "--moe-expert-rank-capacity-factor with --moe-flex-dispatcher-backend hybridep "
+                      "needs --use-transformer-engine-op-fuser or --moe-use-grouped-tensor",
+                  {"moe_expert_rank_capacity_factor", "use_transformer_engine_op_fuser", "moe_use_grouped_tensor"});
+  }
 
   if (!moe && set(ctx, "moe_ffn_hidden_size")) {
     // A mixed dense/MoE layer pattern (a 0 in the --moe-layer-freq list, or a frequency above 1) only warns.
@@ -130,11 +183,35 @@ void moe_config(Context& ctx) {
                     disp + ")",
                 {"moe_flex_dispatcher_backend", "moe_token_dispatcher_type"});
 
+  if (!is(ctx, "moe_dispatch_fwd_dtype", "bf16") || !is(ctx, "moe_combine_bwd_dtype", "bf16")) {
+    const std::string why = would_fail(kTc) + "--moe-dispatch-fwd-dtype " + v(ctx, "moe_dispatch_fwd_dtype") +
+                            " / --moe-combine-bwd-dtype " + v(ctx, "moe_combine_bwd_dtype") + " ";
+    ctx.require(disp == "flex" && backend == Value("ncclep"), kDispatchDtype,
+                why + "need --moe-token-dispatcher-type flex with --moe-flex-dispatcher-backend ncclep (got " + disp +
+                    " / " + backend.py_str() + ")",
+                {"moe_dispatch_fwd_dtype", "moe_combine_bwd_dtype", "moe_token_dispatcher_type",
+                 "moe_flex_dispatcher_backend"});
+    if (disp == "flex" && backend == Value("ncclep"))
+      ctx.require(ctx.on("use_transformer_engine_op_fuser") && ctx.on("moe_grouped_gemm"), kDispatchDtype,
+                  why + "need both --use-transformer-engine-op-fuser and --moe-grouped-gemm",
+                  {"moe_dispatch_fwd_dtype", "moe_combine_bwd_dtype", "use_transformer_engine_op_fuser", "moe_grouped_gemm"});
+  }
+
   if (set(ctx, "moe_shared_expert_intermediate_size") && ctx.i("moe_shared_expert_intermediate_size") > 0)
     ctx.require(!ctx.on("moe_shared_expert_overlap") || disp == "alltoall" || disp == "flex", kSharedOverlap,
                 would_fail(kTc) + "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall or flex (got " +
                     disp + ")",
                 {"moe_shared_expert_overlap", "moe_token_dispatcher_type"});
+
+  // validate_args unwraps a one-element list of either; several balancing types need one coefficient each.
+  if (ctx["moe_router_load_balancing_type"].is_list()) {
+    const auto n = ctx["moe_router_load_balancing_type"].as_list().size();
+    const Value& coeff = ctx["moe_aux_loss_coeff"];
+    ctx.require(coeff.is_list() && coeff.as_list().size() == n, kAuxLossCoeff,
+                would_fail(kTc) + "--moe-router-load-balancing-type has " + std::to_string(n) +
+                    " values, so --moe-aux-loss-coeff needs as many (got " + coeff.py_str() + ")",
+                {"moe_aux_loss_coeff", "moe_router_load_balancing_type"});
+  }
 
   // Any capacity factor given (a negative one too, which then means none) needs a load balancing that works with
   // dropping; padding to capacity needs a factor of 0 or more.
@@ -236,6 +313,39 @@ void moe_config(Context& ctx) {
     ctx.require(!set(ctx, "mtp_num_layers") || ctx.i("mtp_num_layers") <= 1, kEpOverlap,
                 what + "supports at most one MTP layer (--mtp-num-layers " + v(ctx, "mtp_num_layers") + ")",
                 {"overlap_moe_expert_parallel_comm", "mtp_num_layers"});
+  }
+
+  if (ctx.on("delay_wgrad_compute"))
+    ctx.require(ctx.on("overlap_moe_expert_parallel_comm"), kDelayWgrad,
+                would_fail(kTc) + "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm",
+                {"delay_wgrad_compute", "overlap_moe_expert_parallel_comm"});
+  if (ctx.on("overlap_dispatch_backward_with_experts_wgrad")) {
+    ctx.require(!ctx.on("overlap_moe_expert_parallel_comm"), kDispatchBwdOverlap,
+                would_fail(kTc) + "--overlap-dispatch-backward-with-experts-wgrad cannot be used with "
+                    "--overlap-moe-expert-parallel-comm",
+                {"overlap_dispatch_backward_with_experts_wgrad", "overlap_moe_expert_parallel_comm"});
+    ctx.require(!ctx.on("delay_wgrad_compute"), kDispatchBwdOverlap,
+                would_fail(kTc) + "--overlap-dispatch-backward-with-experts-wgrad and --delay-wgrad-compute are "
+                    "mutually exclusive",
+                {"overlap_dispatch_backward_with_experts_wgrad", "delay_wgrad_compute"});
+  }
+
+  if (ctx.on("moe_paged_stash")) {
+    const std::string why = would_fail(kTc) + "--moe-paged-stash ";
+    ctx.require(!(ctx.has("cpu_offloading") && ctx.on("cpu_offloading")), kPagedStash,
+                why + "cannot be used with CPU offloading (--cpu-offloading-num-layers " +
+                    v(ctx, "cpu_offloading_num_layers") + ")",
+                {"moe_paged_stash", "cpu_offloading_num_layers"});
+    ctx.require(set(ctx, "moe_expert_rank_capacity_factor"), kPagedStash,
+                why + "requires --moe-expert-rank-capacity-factor", {"moe_paged_stash", "moe_expert_rank_capacity_factor"});
+    bool conflict = false;
+    if (ctx["offload_modules"].is_list())
+      for (const Value& m : ctx["offload_modules"].as_list())
+        conflict = conflict || m == Value("expert_fc1") || m == Value("moe_act") || m == Value("fused_group_mlp");
+    ctx.require(!conflict, kPagedStash,
+                why + "covers those activations: --offload-modules must not include expert_fc1, moe_act or "
+                      "fused_group_mlp (got " + v(ctx, "offload_modules") + ")",
+                {"moe_paged_stash", "offload_modules"});
   }
 
   // Only for MoE models: the dispatcher is not built for dense layers.

@@ -8,6 +8,7 @@
 // overlap_p2p_comm, the activation from --swiglu/--squared-relu/--quick-geglu, num_query_groups only with
 // --group-query-attention); the checks below read the arguments through those renames.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -36,7 +37,39 @@ MR_INIT_RULE(kFp8OutputProj, "init.transformer.fp8-output-proj",
              "--fp8-output-proj needs --fp8-format and --fp8-recipe mxfp8 (TransformerConfig).");
 MR_INIT_RULE(kBatchInvariant, "init.transformer.batch-invariant-mode",
              "--batch-invariant-mode needs bf16 parameters (--bf16), --attention-backend flash, "
-             "--flash-attention-version 3 or 4, no context parallelism and no attention dropout (TransformerConfig).");
+             "--flash-attention-version 3 or 4, no context parallelism and no attention dropout; in an MoE model also "
+             "--moe-token-dispatcher-type alltoall (unless --transformer-impl inference_optimized), no --fp8-format / "
+             "--fp4-format, no --moe-permute-fusion / --moe-permute-fusion-into-hybridep and no expert padding "
+             "(--moe-pad-expert-input-to-capacity, --moe-pad-experts-for-cuda-graph-inference) (TransformerConfig).");
+MR_INIT_RULE(kInferenceOptimized, "init.transformer.inference-optimized-layers",
+             "--transformer-impl inference_optimized needs --normalization RMSNorm, no --apply-layernorm-1p and no "
+             "linear or QKV biases (--disable-bias-linear, no --add-qkv-bias) (TransformerConfig).");
+MR_INIT_RULE(kParamGather, "init.transformer.fp8-param-gather-needs-fp8",
+             "--fp8-param-gather needs --fp8-format (TransformerConfig).");
+MR_INIT_RULE(kQuantizerFactory, "init.transformer.custom-recipe-quantizer-factory",
+             "--fp8-recipe custom (with --fp8-format) needs --fp8-quantizer-factory, and --fp4-recipe custom (with "
+             "--fp4-format) needs --fp4-quantizer-factory (TransformerConfig).");
+MR_INIT_RULE(kGdn, "init.transformer.gated-delta-net",
+             "--experimental-attention-variant gdn needs --linear-attention-freq; a Gated DeltaNet variant (gdn, gdn2) "
+             "needs --linear-num-value-heads a multiple of --linear-num-key-heads, and both a multiple of the "
+             "tensor- times context-parallel size (TransformerConfig).");
+MR_INIT_RULE(kDsa, "init.transformer.dsa-attention",
+             "DSA attention (--experimental-attention-variant dsa, or D in --hybrid-layer-pattern) needs "
+             "--disable-bias-linear, --dsa-indexer-topk-freq 1 or more, a --dsa-indexer-skip-topk-offset of 0 or more, "
+             "--no-rope-fusion and, with context parallelism, --cp-comm-type allgather (TransformerConfig).");
+MR_INIT_RULE(kCudaGraphMoe, "init.transformer.cuda-graph-moe-modules",
+             "With --cuda-graph-impl local or transformer_engine, --cuda-graph-modules moe / moe_router need an MoE "
+             "model (--num-experts above 1), and moe needs drop-and-pad MoE (--moe-expert-capacity-factor with "
+             "--moe-pad-expert-input-to-capacity) (TransformerConfig).");
+MR_INIT_RULE(kCudaGraphRecompute, "init.transformer.cuda-graph-full-recompute",
+             "With CUDA graphs (--cuda-graph-impl local or transformer_engine), --recompute-granularity full is not "
+             "supported; only --cuda-graph-impl full_iteration takes it (TransformerConfig).");
+MR_INIT_RULE(kCudaGraphCpuOffload, "init.transformer.cuda-graph-cpu-offloading",
+             "CPU offloading (--cpu-offloading-num-layers > 0) does not work with --cuda-graph-impl local or "
+             "transformer_engine (TransformerConfig).");
+MR_INIT_RULE(kRopeType, "init.transformer.rope-type-needs-mla",
+             "--rope-type yarn needs --multi-latent-attention: other attention supports --rope-type rope only "
+             "(core_transformer_config_from_args).");
 MR_INIT_RULE(kNvlsKernels, "init.transformer.nvls-kernels-need-inference-optimized",
              "--inference-disable-triton-nvls-kernels needs --transformer-impl inference_optimized (TransformerConfig).");
 MR_INIT_RULE(kMtpHsm, "init.transformer.mtp-hsm-needs-two-layers",
@@ -82,7 +115,8 @@ MR_INIT_RULE(kRecompute, "init.transformer.recompute-settings",
              "--moe-layer-recompute excludes full recomputation (TransformerConfig).");
 MR_INIT_RULE(kRecomputeModules, "init.transformer.recompute-modules",
              "Selective --recompute-modules: moe_act needs --moe-grouped-gemm, mla_up_proj needs "
-             "--multi-latent-attention, shared_experts excludes --moe-shared-expert-overlap (TransformerConfig).");
+             "--multi-latent-attention, shared_experts excludes --moe-shared-expert-overlap, mhc needs "
+             "--enable-mhc-connections and excludes mlp (TransformerConfig).");
 MR_INIT_RULE(kDeferWgrad, "init.model-parallel.defer-embedding-wgrad",
              "--defer-embedding-wgrad-compute needs pipeline parallelism, gradient accumulation fusion and a "
              "--wgrad-deferral-limit of 0 or more (ModelParallelConfig).");
@@ -183,6 +217,101 @@ void transformer_attention(Context& ctx) {
     ctx.require(ctx.f("attention_dropout") == 0.0, kBatchInvariant,
                 why + "does not support attention dropout (--attention-dropout " + v(ctx, "attention_dropout") + ")",
                 {"batch_invariant_mode", "attention_dropout"});
+    // The MoE branch ((num_moe_experts or 0) > 0). Its DeepGEMM check depends on what is installed and is left out.
+    if (set(ctx, "num_experts") && ctx.i("num_experts") > 0) {
+      const std::string moe = why + "with MoE (--num-experts " + v(ctx, "num_experts") + ") ";
+      if (!(ctx["transformer_impl"] == Value("inference_optimized")))
+        ctx.require(ctx["moe_token_dispatcher_type"] == Value("alltoall"), kBatchInvariant,
+                    moe + "needs --moe-token-dispatcher-type alltoall (got " + v(ctx, "moe_token_dispatcher_type") + ")",
+                    {"batch_invariant_mode", "moe_token_dispatcher_type", "num_experts"});
+      ctx.require(!set(ctx, "fp8") && !set(ctx, "fp4"), kBatchInvariant,
+                  moe + "is bf16-only: drop --fp8-format / --fp4-format (got " + v(ctx, "fp8") + " / " + v(ctx, "fp4") +
+                      ")",
+                  {"batch_invariant_mode", "fp8", "fp4"});
+      for (const char* fused : {"moe_permute_fusion", "moe_permute_fusion_into_hybridep"})
+        ctx.require(!ctx.on(fused), kBatchInvariant,
+                    moe + "needs the unfused permute path: drop " + Context::flag(fused),
+                    {"batch_invariant_mode", fused});
+      for (const char* pad : {"moe_pad_expert_input_to_capacity", "moe_pad_experts_for_cuda_graph_inference"})
+        ctx.require(!ctx.on(pad), kBatchInvariant,
+                    moe + "supports dropless routing only: drop " + Context::flag(pad), {"batch_invariant_mode", pad});
+    }
+  }
+  // TransformerConfig.__post_init__: the inference-optimized layers are RMSNorm without biases.
+  if (ctx["transformer_impl"] == Value("inference_optimized")) {
+    const std::string why = would_fail(kTc) + "--transformer-impl inference_optimized ";
+    ctx.require(ctx["normalization"] == Value("RMSNorm"), kInferenceOptimized,
+                why + "needs --normalization RMSNorm (got " + v(ctx, "normalization") + ")",
+                {"transformer_impl", "normalization"});
+    ctx.require(!ctx.on("layernorm_zero_centered_gamma"), kInferenceOptimized,
+                why + "does not support zero-centered norm weights (--apply-layernorm-1p)",
+                {"transformer_impl", "layernorm_zero_centered_gamma"});
+    ctx.require(!ctx.on("add_bias_linear"), kInferenceOptimized,
+                why + "does not support linear biases (pass --disable-bias-linear)", {"transformer_impl", "add_bias_linear"});
+    ctx.require(!ctx.on("add_qkv_bias"), kInferenceOptimized, why + "does not support --add-qkv-bias",
+                {"transformer_impl", "add_qkv_bias"});
+  }
+  // core_transformer_config_from_args passes fp8_param = --fp8-param-gather (validate_args already ties
+  // --fp4-param-gather to --fp4-format).
+  ctx.require(!ctx.on("fp8_param_gather") || set(ctx, "fp8"), kParamGather,
+              would_fail(kTc) + "--fp8-param-gather must be used together with fp8 mode (--fp8-format)",
+              {"fp8_param_gather", "fp8"});
+  if (set(ctx, "fp8") && ctx["fp8_recipe"] == Value("custom"))
+    ctx.require(ctx.on("fp8_quantizer_factory"), kQuantizerFactory,
+                would_fail(kTc) + "--fp8-recipe custom needs --fp8-quantizer-factory (a package.module.function path)",
+                {"fp8_recipe", "fp8_quantizer_factory"});
+  if (set(ctx, "fp4") && ctx["fp4_recipe"] == Value("custom"))
+    ctx.require(ctx.on("fp4_quantizer_factory"), kQuantizerFactory,
+                would_fail(kTc) + "--fp4-recipe custom needs --fp4-quantizer-factory (a package.module.function path)",
+                {"fp4_recipe", "fp4_quantizer_factory"});
+  // The experimental attention variants (TransformerConfig normalizes gated_delta_net to gdn first).
+  const std::string variant = set(ctx, "experimental_attention_variant") ? ctx.s("experimental_attention_variant") : "";
+  if (variant == "gdn" || variant == "gated_delta_net" || variant == "gdn2") {
+    const std::string why = would_fail(kTc) + "--experimental-attention-variant " + variant + " ";
+    if (variant != "gdn2")
+      ctx.require(set(ctx, "linear_attention_freq"), kGdn, why + "needs --linear-attention-freq",
+                  {"experimental_attention_variant", "linear_attention_freq"});
+    const int64_t kh = ctx.i("linear_num_key_heads"), vh = ctx.i("linear_num_value_heads");
+    const int64_t tp_cp = ctx.i("tensor_model_parallel_size") * ctx.i("context_parallel_size");
+    if (kh != 0)
+      ctx.require(py_mod(vh, kh) == 0, kGdn,
+                  why + "needs --linear-num-value-heads (" + std::to_string(vh) +
+                      ") a multiple of --linear-num-key-heads (" + std::to_string(kh) + ")",
+                  {"linear_num_value_heads", "linear_num_key_heads"});
+    if (tp_cp >= 1)
+      for (const char* dest : {"linear_num_key_heads", "linear_num_value_heads"})
+        ctx.require(py_mod(ctx.i(dest), tp_cp) == 0, kGdn,
+                    why + "needs " + Context::flag(dest) + " (" + v(ctx, dest) +
+                        ") a multiple of the tensor- times context-parallel size (" + std::to_string(tp_cp) + ")",
+                    {dest, "tensor_model_parallel_size", "context_parallel_size"});
+  }
+  // core_transformer_config_from_args sets the variant to dsa when the hybrid layer pattern has a D layer.
+  const bool hybrid_dsa = set(ctx, "hybrid_layer_pattern") && ctx.s("hybrid_layer_pattern").find('D') != std::string::npos;
+  if (variant == "dsa" || hybrid_dsa) {
+    const std::string why = would_fail(kTc) + "DSA attention (" +
+                            (variant == "dsa" ? std::string("--experimental-attention-variant dsa")
+                                              : "--hybrid-layer-pattern " + v(ctx, "hybrid_layer_pattern")) +
+                            ") ";
+    ctx.require(!ctx.on("add_bias_linear"), kDsa, why + "requires add_bias_linear=False: pass --disable-bias-linear",
+                {"experimental_attention_variant", "hybrid_layer_pattern", "add_bias_linear"});
+    ctx.require(ctx.i("dsa_indexer_topk_freq") >= 1, kDsa,
+                why + "needs --dsa-indexer-topk-freq 1 or more (got " + v(ctx, "dsa_indexer_topk_freq") + ")",
+                {"dsa_indexer_topk_freq"});
+    ctx.require(ctx.i("dsa_indexer_skip_topk_offset") >= 0, kDsa,
+                why + "needs --dsa-indexer-skip-topk-offset 0 or more (got " + v(ctx, "dsa_indexer_skip_topk_offset") + ")",
+                {"dsa_indexer_skip_topk_offset"});
+    ctx.require(!ctx.on("apply_rope_fusion"), kDsa, why + "does not support RoPE fusion: pass --no-rope-fusion",
+                {"experimental_attention_variant", "hybrid_layer_pattern", "apply_rope_fusion"});
+    if (ctx.i("context_parallel_size") > 1 && ctx["cp_comm_type"].is_list())
+      for (const Value& t : ctx["cp_comm_type"].as_list()) {
+        std::string c = t.is_str() ? t.as_str() : "";
+        c.erase(std::remove(c.begin(), c.end(), '_'), c.end());
+        std::transform(c.begin(), c.end(), c.begin(), [](unsigned char ch) { return std::tolower(ch); });
+        ctx.require(c == "allgather", kDsa,
+                    why + "with context parallelism supports --cp-comm-type allgather only (got " +
+                        v(ctx, "cp_comm_type") + ")",
+                    {"cp_comm_type", "context_parallel_size"});
+      }
   }
   if (ctx.on("inference_disable_triton_nvls_kernels"))
     ctx.require(ctx["transformer_impl"] == Value("inference_optimized"), kNvlsKernels,
@@ -287,6 +416,12 @@ void transformer_rope(Context& ctx) {
                     "(got --rope-type " + v(ctx, "rope_type") + "; or pass --no-rope-fusion)",
                 {"apply_rope_fusion", "rope_type", "multi_latent_attention"});
   }
+  // core_transformer_config_from_args: a --rope-type other than rope needs MLA.
+  if (set(ctx, "rope_type"))
+    ctx.require(mla || ctx["rope_type"] == Value("rope"), kRopeType,
+                would_fail("core_transformer_config_from_args") + "--rope-type " + v(ctx, "rope_type") +
+                    " needs --multi-latent-attention: other attention supports --rope-type rope only",
+                {"rope_type", "multi_latent_attention"});
   if (ctx.has("no_rope_freq") && ctx.on("no_rope_freq") && set(ctx, "num_layers")) {
     const Value& freq = ctx["no_rope_freq"];
     const int64_t layers = ctx.i("num_layers");
@@ -372,7 +507,48 @@ void transformer_recompute_offload(Context& ctx) {
                   kRecomputeModules,
                   would_fail(kTc) + "--recompute-modules shared_experts cannot be used with --moe-shared-expert-overlap",
                   {"recompute_modules", "moe_shared_expert_overlap"});
+      if (has("mhc")) {
+        ctx.require(ctx.on("enable_mhc_connections"), kRecomputeModules,
+                    would_fail(kTc) + "--recompute-modules mhc needs --enable-mhc-connections",
+                    {"recompute_modules", "enable_mhc_connections"});
+        ctx.require(!has("mlp"), kRecomputeModules,
+                    would_fail(kTc) + "--recompute-modules mhc and mlp cannot be used together",
+                    {"recompute_modules"});
+      }
     }
+  }
+  // TransformerConfig.__post_init__'s CUDA graph checks (cuda_graph_impl other than none).
+  const std::string impl = ctx.s("cuda_graph_impl");
+  if (impl != "none") {
+    const std::string why = would_fail(kTc) + "--cuda-graph-impl " + impl + " ";
+    if (ctx.has("cpu_offloading") && ctx.on("cpu_offloading"))
+      ctx.require(impl == "full_iteration", kCudaGraphCpuOffload,
+                  why + "is not supported with CPU offloading (--cpu-offloading-num-layers " +
+                      v(ctx, "cpu_offloading_num_layers") + ")",
+                  {"cuda_graph_impl", "cpu_offloading_num_layers"});
+    if (impl == "local" || impl == "transformer_engine") {
+      const Value& modules = ctx["cuda_graph_modules"];
+      auto in = [&](const char* m) { return enum_in(modules, "CudaGraphModule", m); };
+      const bool moe_model = set(ctx, "num_experts") && ctx.i("num_experts") > 1;
+      // The local implementation adds moe_router to a moe_preprocess scope.
+      const bool router = in("moe_router") || (impl == "local" && in("moe_preprocess"));
+      if (!moe_model)
+        ctx.require(!in("moe") && !router, kCudaGraphMoe,
+                    why + "captures --cuda-graph-modules moe / moe_router only in an MoE model (--num-experts " +
+                        v(ctx, "num_experts") + ")",
+                    {"cuda_graph_modules", "num_experts"});
+      else if (!(set(ctx, "moe_expert_capacity_factor") && ctx.f("moe_expert_capacity_factor") >= 0 &&
+                 ctx.on("moe_pad_expert_input_to_capacity")))
+        ctx.require(!in("moe"), kCudaGraphMoe,
+                    why + "captures --cuda-graph-modules moe only with drop-and-pad MoE "
+                          "(--moe-expert-capacity-factor and --moe-pad-expert-input-to-capacity)",
+                    {"cuda_graph_modules", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"});
+    }
+    if (recompute && ctx.s("recompute_granularity") != "selective")
+      ctx.require(impl == "full_iteration", kCudaGraphRecompute,
+                  why + "does not support --recompute-granularity " + ctx.s("recompute_granularity") +
+                      ": full recomputation works only with --cuda-graph-impl full_iteration",
+                  {"cuda_graph_impl", "recompute_granularity"});
   }
   if (ctx.on("moe_layer_recompute"))
     ctx.require(!(recompute && ctx.s("recompute_granularity") == "full"), kRecompute,
