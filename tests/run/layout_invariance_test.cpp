@@ -202,8 +202,9 @@ TEST_CASE("hybrid model (Mamba, attention, MLP, MoE, MTP): PP=2 x EP=2 ends with
                "hytp-4"),
        "hybrid, TP=2 x DP=2, distributed optimizer");
   // '+' and 'D': multi-latent attention layers (validation turns --multi-latent-attention on), up projections split
-  // by heads; 'D' with the DSA indexer, replicated over TP.
-  const std::vector<std::string> mla = {"--hybrid-layer-pattern", "M+-D", "--position-embedding-type", "rope",
+  // by heads; 'D' with the DSA indexer, replicated over TP (DSA's attention takes no linear bias and no RoPE fusion:
+  // TransformerConfig, init.transformer.dsa-attention).
+  const std::vector<std::string> mla = {"--hybrid-layer-pattern", "M+-D", "--disable-bias-linear", "--no-rope-fusion", "--position-embedding-type", "rope",
                                         "--kv-lora-rank", "32", "--qk-head-dim", "16", "--qk-pos-emb-head-dim", "8",
                                         "--v-head-dim", "16", "--q-lora-rank", "48", "--dsa-indexer-n-heads", "4",
                                         "--dsa-indexer-head-dim", "32", "--dsa-indexer-topk", "16"};
