@@ -24,6 +24,18 @@ const std::vector<InitCase> kCases = {
      {"--hidden-size", "96", "--num-attention-heads", "6", "--tensor-model-parallel-size", "2", "--group-query-attention",
       "--num-query-groups", "6"},
      ws("2"), "--num-query-groups (3) must be a multiple or a divisor of --tensor-model-parallel-size (2)"},
+    // A hybrid pattern without an attention layer ('*') builds no query groups (review parity31c).
+    {"init.transformer.heads-divisible-by-query-groups",
+     {"--hybrid-layer-pattern", "M*M-", "--group-query-attention", "--num-query-groups", "3"},
+     {"--hybrid-layer-pattern", "M-M-", "--group-query-attention", "--num-query-groups", "3"}, {},
+     "--num-attention-heads (4) must be a multiple of --num-query-groups (3)"},
+    // With a 'D' layer in the hybrid pattern the variant is dsa: the gdn checks do not run (review parity31c).
+    {"init.transformer.gated-delta-net", {"--experimental-attention-variant", "gdn"},
+     {"--experimental-attention-variant", "gdn", "--hybrid-layer-pattern", "M+-D", "--disable-bias-linear",
+      "--no-rope-fusion", "--position-embedding-type", "rope", "--kv-lora-rank", "32", "--qk-head-dim", "16",
+      "--qk-pos-emb-head-dim", "8", "--v-head-dim", "16", "--q-lora-rank", "48", "--dsa-indexer-n-heads", "4",
+      "--dsa-indexer-head-dim", "32", "--dsa-indexer-topk", "16"},
+     {}, "needs --linear-attention-freq"},
     {"init.transformer.heads-divisible-by-query-groups", {"--group-query-attention", "--num-query-groups", "3"},
      {"--group-query-attention", "--num-query-groups", "2"}, {},
      "--num-attention-heads (4) must be a multiple of --num-query-groups (3): each query group's keys and values serve a "

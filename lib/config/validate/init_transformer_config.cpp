@@ -169,8 +169,10 @@ void transformer_attention(Context& ctx) {
                       ") must be a multiple or a divisor of --tensor-model-parallel-size (" + std::to_string(tp) + ")",
                   {"num_query_groups", "group_query_attention", "tensor_model_parallel_size"});
     // Attention (megatron/core/transformer/attention.py): each group's keys and values serve heads / groups
-    // query heads. Not MLA's, which has no query groups.
-    if (groups >= 1 && !ctx.on("multi_latent_attention"))
+    // query heads. Not MLA's, which has no query groups, nor a hybrid pattern's without a '*' (attention) layer.
+    const bool builds_attention =
+        !set(ctx, "hybrid_layer_pattern") || ctx.s("hybrid_layer_pattern").find('*') != std::string::npos;
+    if (groups >= 1 && !ctx.on("multi_latent_attention") && builds_attention)
       ctx.require(py_mod(heads, groups) == 0, kHeadsGroups,
                   would_fail("its attention layer") + "--num-attention-heads (" + std::to_string(heads) +
                       ") must be a multiple of --num-query-groups (" + std::to_string(groups) +
@@ -265,8 +267,10 @@ void transformer_attention(Context& ctx) {
                 would_fail(kTc) + "--fp4-recipe custom needs --fp4-quantizer-factory (a package.module.function path)",
                 {"fp4_recipe", "fp4_quantizer_factory"});
   // The experimental attention variants (TransformerConfig normalizes gated_delta_net to gdn first).
+  // core_transformer_config_from_args sets the variant to dsa when the hybrid layer pattern has a D layer.
+  const bool hybrid_dsa = set(ctx, "hybrid_layer_pattern") && ctx.s("hybrid_layer_pattern").find('D') != std::string::npos;
   const std::string variant = set(ctx, "experimental_attention_variant") ? ctx.s("experimental_attention_variant") : "";
-  if (variant == "gdn" || variant == "gated_delta_net" || variant == "gdn2") {
+  if (!hybrid_dsa && (variant == "gdn" || variant == "gated_delta_net" || variant == "gdn2")) {
     const std::string why = would_fail(kTc) + "--experimental-attention-variant " + variant + " ";
     if (variant != "gdn2")
       ctx.require(set(ctx, "linear_attention_freq"), kGdn, why + "needs --linear-attention-freq",
@@ -285,8 +289,6 @@ void transformer_attention(Context& ctx) {
                         ") a multiple of the tensor- times context-parallel size (" + std::to_string(tp_cp) + ")",
                     {dest, "tensor_model_parallel_size", "context_parallel_size"});
   }
-  // core_transformer_config_from_args sets the variant to dsa when the hybrid layer pattern has a D layer.
-  const bool hybrid_dsa = set(ctx, "hybrid_layer_pattern") && ctx.s("hybrid_layer_pattern").find('D') != std::string::npos;
   if (variant == "dsa" || hybrid_dsa) {
     const std::string why = would_fail(kTc) + "DSA attention (" +
                             (variant == "dsa" ? std::string("--experimental-attention-variant dsa")
