@@ -164,9 +164,8 @@ void check_load(std::vector<InputFinding>& out, const std::string& dest, const s
   } else {
     msg += "no latest_checkpointed_iteration.txt there";
     static const std::regex kIterDir("(iter_[0-9]+|release)/*");
-    const std::string base = fs::path(dir).lexically_normal().filename().string().empty()
-                                 ? fs::path(dir).lexically_normal().parent_path().filename().string()
-                                 : fs::path(dir).lexically_normal().filename().string();
+    const fs::path normal = fs::path(dir).lexically_normal();  // "ck/iter_0000010/" ends in an empty filename
+    const std::string base = (normal.has_filename() ? normal : normal.parent_path()).filename().string();
     if (std::regex_match(base, kIterDir))
       msg += " (it is one iteration's directory: give its parent, with --ckpt-step for an iteration other than the "
              "latest)";

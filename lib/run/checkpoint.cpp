@@ -340,9 +340,9 @@ Args resume_args(const Args& args) {
   Args out = args;
   std::optional<Found> f = locate(args);
   if (!f || !loads_rng(args, *f)) return out;
-  if (!holds_rank_metadata(f->dir))  // Megatron's own checkpoint: said as what it is (as Checkpointer's load)
-    if (const std::string kind = megatron_checkpoint_kind(f->dir); !kind.empty())
-      throw megatron_checkpoint_refusal(f->dir, kind, "--load " + shown_path(*args.load));
+  // Megatron's own checkpoint: said as what it is (as Checkpointer's load); "" for one of ours.
+  if (const std::string kind = megatron_checkpoint_kind(f->dir); !kind.empty())
+    throw megatron_checkpoint_refusal(f->dir, kind, "--load " + shown_path(*args.load));
   const std::string first = f->dir + "/" + rank_stem(0) + ".json";
   const RankMeta m = parse_rank_meta(read_small_file(first, kMaxMetadataBytes), first);
   out.seed = static_cast<int64_t>(m.seed);
@@ -458,9 +458,8 @@ Progress Checkpointer::load() {
         log_ << prefix_ << "  checkpoint integrity verified: " << n << " file(s) OK in " << found->dir << std::endl;
       }
       // Megatron's own checkpoint (torch_dist, torch) is not a damaged one of ours: said as what it is.
-      if (!holds_rank_metadata(found->dir))
-        if (const std::string kind = megatron_checkpoint_kind(found->dir); !kind.empty())
-          throw megatron_checkpoint_refusal(found->dir, kind, "--load " + shown_path(*a.load));
+      if (const std::string kind = megatron_checkpoint_kind(found->dir); !kind.empty())
+        throw megatron_checkpoint_refusal(found->dir, kind, "--load " + shown_path(*a.load));
       CheckpointReader r(found->dir, found->release ? std::nullopt : std::optional<int64_t>(found->iteration));
       const RankMeta& m = r.meta();
       const bool finetune = a.finetune || found->release;

@@ -192,9 +192,9 @@ std::string rank_stem(int64_t rank);  // "rank_00003"
 
 // Whether an iteration directory holds megatron-run metadata (a rank_NNNNN.json).
 bool holds_rank_metadata(const std::string& dir);
-// What shows an iteration directory without our metadata to be a checkpoint Megatron saved: "torch_dist
-// (.metadata, *.distcp)" (also fsdp_dtensor's layout), "torch (mp_rank_00/)"; "" when nothing does. The first
-// 10000 entries are looked at.
+// What shows an iteration directory to be a checkpoint Megatron saved: "torch_dist (.metadata, *.distcp)" (also
+// fsdp_dtensor's layout), "torch (mp_rank_00/)"; "" when nothing does, or at the first rank_NNNNN.json (ours: no
+// holds_rank_metadata scan needed before it). The first 10000 entries are looked at.
 std::string megatron_checkpoint_kind(const std::string& dir);
 // Such a directory refused (checkpoint.unsupported, foreign): "DIR holds a Megatron KIND checkpoint, not
 // megatron-run's (no rank_00000.json)"; for megatron-run's own run (`flag`: the flag and value that named it, "--load

@@ -76,10 +76,8 @@ const Value& YamlArgs::get(std::string_view path) {
   // functional tests' MODEL_ARGS section, or a model size at the top with no language_model section (a --yaml-cfg
   // file keeps num_layers and hidden_size in language_model).
   std::string sign;
-  for (const Namespace::Entry& e : ns.entries()) {
-    if (e.dest.rfind("--", 0) == 0) sign = "the file's keys are flags (" + e.dest + ")";
-    break;
-  }
+  if (const std::vector<Namespace::Entry> keys = ns.entries(); !keys.empty() && keys.front().dest.rfind("--", 0) == 0)
+    sign = "the file's keys are flags (" + keys.front().dest + ")";
   if (sign.empty() && ns.has("MODEL_ARGS")) sign = "the file has a MODEL_ARGS section";
   if (sign.empty() && !ns.has("language_model"))
     for (const char* top : {"num_layers", "hidden_size", "num_attention_heads"})
