@@ -404,6 +404,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                                    " (a dry run starts nothing; a launch would refuse it)");
     }
   }
+  // --no-file-checks skips the checks a launch makes of the program's files on its node; a dry run makes none (its
+  // machine is rarely the one the job reads from), so the switch is named there, as unused.
+  if (no_file_checks && (dry_run || json_check))
+    print_warning(std::cerr, "[launch.no-file-checks-unused] --no-file-checks: not used in a dry run (a launch checks "
+                             "the files the program's flags name before it starts; a dry run checks none)");
   // --bring-up-only stops megatron-run's own worker after the process groups' self-check: a dry run starts no
   // worker (named), and the user's program is not ours to stop there (refused).
   if (launch_opts.bring_up_only && (dry_run || json_check))

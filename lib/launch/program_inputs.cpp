@@ -157,10 +157,13 @@ void check_load(std::vector<InputFinding>& out, const std::string& dest, const s
                 const std::string& dir, bool exits) {
   if (dir.empty() || has_scheme(dir)) return;
   const std::string tracker = (fs::path(dir) / "latest_checkpointed_iteration.txt").string();
-  if (exists(tracker)) return;
+  std::error_code ec;
+  if (fs::is_regular_file(tracker, ec)) return;  // Megatron's os.path.isfile: a directory of that name is none
   std::string msg = "argument " + flag + " " + dir + ": ";
   if (!exists(dir)) {
     msg += "no such directory";
+  } else if (exists(tracker)) {
+    msg += "its latest_checkpointed_iteration.txt is not a file";
   } else {
     msg += "no latest_checkpointed_iteration.txt there";
     static const std::regex kIterDir("(iter_[0-9]+|release)/*");

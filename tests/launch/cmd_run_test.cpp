@@ -58,6 +58,15 @@ TEST_CASE("the options that only shape a dry run's output imply --dry-run; --for
   CHECK(has(bad.out, "parallel.world-size-divisible"));
 }
 
+TEST_CASE("--no-file-checks in a dry run: named as unused (a dry run checks no file)", "[launch][cli][program-inputs]") {
+  Proc dry = sh(kBin + " --dry-run --config " + kConfig + " --no-file-checks --no-python /bin/true");
+  CHECK(dry.exit == 0);
+  CHECK(has(dry.out, "warning[launch.no-file-checks-unused]: --no-file-checks: not used in a dry run"));
+  Proc plain = sh(kBin + " --dry-run --config " + kConfig + " --no-python /bin/true");
+  CHECK(plain.exit == 0);
+  CHECK_FALSE(has(plain.out, "no-file-checks"));
+}
+
 TEST_CASE("--bring-up-only where it cannot act: named in a dry run, refused with the user's program",
           "[launch][cli][bring-up-only]") {
   Proc dry = sh(kBin + " --dry-run --config " + kConfig + " --bring-up-only");

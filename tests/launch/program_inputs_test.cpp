@@ -213,10 +213,17 @@ TEST_CASE("output directories: there and writable, or makeable below a writable 
 
 TEST_CASE("--load and --pretrained-checkpoint without a tracker file: a warning, not for a first run's --load = --save",
           "[launch][program-inputs]") {
-  const std::string d = tree("load", {"ck/latest_checkpointed_iteration.txt", "ck/iter_0000010/", "empty/"});
+  const std::string d = tree("load", {"ck/latest_checkpointed_iteration.txt", "ck/iter_0000010/", "empty/",
+                                      "odd/latest_checkpointed_iteration.txt/"});
   mr::Args a;
   a.load = d + "/ck";
   CHECK(program_input_findings(a).empty());
+  a.load = d + "/odd";  // a directory named like the tracker: Megatron's os.path.isfile finds no tracker there
+  std::vector<InputFinding> odd = program_input_findings(a);
+  REQUIRE(odd.size() == 1);
+  CHECK(odd[0].rule == &mr::launch::kLoadEmptyRule);
+  CHECK(odd[0].message == "argument --load " + d + "/odd: its latest_checkpointed_iteration.txt is not a file; the "
+                          "program will find no checkpoint and start from random initialization");
   a.load = d + "/empty";
   std::vector<InputFinding> f = program_input_findings(a);
   REQUIRE(f.size() == 1);
