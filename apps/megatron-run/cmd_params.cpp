@@ -14,6 +14,7 @@
 #include "launch.h"
 #include "run/memory_picture.h"
 #include "run/model.h"
+#include "run/model_family.h"
 #include "run/tokenizer_vocab.h"
 #include "util/byte_size.h"
 
@@ -129,6 +130,10 @@ int cmd_params(const std::vector<std::string>& args) {
   }
   if (!vocab_notice.empty() && common.format != "text")
     std::cerr << "megatron-run: notice: " << vocab_notice << std::endl;
+  // A config that looks like another model family than the plan's decoder (run/model_family.h): said likewise.
+  const std::string family_notice = run::other_family_notice(out.parsed.ns, job_args);
+  if (!family_notice.empty() && common.format != "text")
+    std::cerr << "megatron-run: notice: " << family_notice << std::endl;
 
   if (common.format == "svg") {
     std::vector<run::RankMemory> bars;
@@ -171,6 +176,7 @@ int cmd_params(const std::vector<std::string>& args) {
   if (layout.spec.ep > 1 || layout.etp != tp) std::cout << " EP=" << layout.spec.ep << " expert TP=" << layout.etp;
   std::cout << "; " << unique << " parameters in the model (each counted once)\n";
   if (!vocab_notice.empty()) std::cout << "vocabulary: " << vocab_notice << "\n";
+  if (!family_notice.empty()) std::cout << "model: " << family_notice << "\n";
   double largest = 0;
   for (const Row& r : rows)
     for (double v : {r.mem.params, r.mem.grads, r.mem.main_params, r.mem.optimizer_state, r.mem.activations,

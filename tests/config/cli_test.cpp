@@ -889,6 +889,36 @@ TEST_CASE("params: torch FSDP2 shards params, gradients, main params and state o
   }
 }
 
+TEST_CASE("params: a config that looks like a vision/multimodal or BERT model is said to be counted as a GPT decoder",
+          "[cli][params]") {
+  // Megatron's LLaVA CI config: --img-h, --img-w and --patch-dim are the vision group's; the plan has no vision tower.
+  const std::string llava =
+      std::string(MR_DATA_DIR) + "/corpus/functional-tests/multimodal-llava__multimodal_llava_mcore_te_tp1_pp1.yaml";
+  const std::string said = "--img-h, --img-w, --patch-dim are a vision or multimodal model's (Megatron's LLaVA / "
+                           "pretrain_vlm.py, ViT): the figures are the GPT decoder of the config's sizes only, without "
+                           "a vision encoder or projection";
+  Result text = sh("params --world-size 8 --env-placeholder /p --config " + llava);
+  INFO(text.out);
+  REQUIRE(text.exit == 0);
+  CHECK(text.out.find("\nmodel: " + said + "\n") != std::string::npos);
+  Result json = sh("params --world-size 8 --env-placeholder /p --config " + llava + " --format json");
+  REQUIRE(json.exit == 0);
+  CHECK(json.out.find("megatron-run: notice: " + said + "\n") != std::string::npos);  // stderr: stdout stays JSON
+  Result mm = sh("params --world-size 1 --config " + kDefault + " --tokenizer-type NullMultimodalTokenizer");
+  REQUIRE(mm.exit == 0);
+  CHECK(mm.out.find("model: --tokenizer-type NullMultimodalTokenizer is a vision or multimodal model's") !=
+        std::string::npos);
+  Result bert = sh("params --world-size 1 --config " + kDefault + " --tokenizer-type BertWordPieceLowerCase "
+                   "--vocab-file " + tmp_file("bert-vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n"));
+  INFO(bert.out);
+  REQUIRE(bert.exit == 0);
+  CHECK(bert.out.find("model: --tokenizer-type BertWordPieceLowerCase is BERT's: if the program is pretrain_bert.py") !=
+        std::string::npos);
+  Result plain = sh("params --world-size 1 --config " + kDefault);
+  REQUIRE(plain.exit == 0);
+  CHECK(plain.out.find("model: ") == std::string::npos);
+}
+
 TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B parameters", "[cli][params][moe]") {
   // The corpus config (TP 2, PP 4, EP 4 on 32 ranks); its tokenizer is a file we do not load: --vocab-size 32000.
   const std::string cfg = std::string(MR_DATA_DIR) + "/corpus/functional-tests/mixtral__mixtral_8x7b_alltoall_tp2pp4ep4_release.yaml";
