@@ -41,6 +41,7 @@ MR_INIT_RULE(kFfnWithoutExperts, "init.moe.ffn-hidden-size-needs-experts",
              "(TransformerConfig).");
 MR_INIT_RULE(kFlexBackend, "init.moe.flex-dispatcher-backend",
              "--moe-enable-deepep and --moe-flex-dispatcher-backend ncclep need --moe-token-dispatcher-type flex; "
+             "ncclep with --moe-use-grouped-tensor needs --use-transformer-engine-op-fuser; "
              "--moe-enable-deepep excludes --moe-flex-dispatcher-backend hybridep; the DeepEP backend does not pad "
              "to capacity (TransformerConfig).");
 MR_INIT_RULE(kSharedOverlap, "init.moe.shared-expert-overlap-dispatcher",
@@ -72,8 +73,8 @@ MR_INIT_RULE(kAllgatherVarlen, "init.moe.allgather-variable-seq-lengths",
 MR_INIT_RULE(kEpOverlap, "init.moe.ep-comm-overlap",
              "--overlap-moe-expert-parallel-comm needs expert parallelism, the alltoall or flex dispatcher, bf16 or "
              "fp16, virtual pipeline stages with pipeline parallelism, no full or MoE recomputation (nor "
-             "--recompute-method / --recompute-num-layers), no --moe-shared-expert-overlap and at most one MTP layer "
-             "(TransformerConfig).");
+             "--recompute-method / --recompute-num-layers), no --moe-shared-expert-overlap, at most one MTP layer, "
+             "and with --cuda-graph-impl transformer_engine no moe or mlp in --cuda-graph-modules (TransformerConfig).");
 
 const char* kTc = "TransformerConfig";
 
@@ -177,11 +178,17 @@ void moe_config(Context& ctx) {
                 would_fail(kTc) + "the flex dispatcher with the DeepEP backend (--moe-flex-dispatcher-backend " +
                     v(ctx, "moe_flex_dispatcher_backend") + ") does not support --moe-pad-expert-input-to-capacity",
                 {"moe_pad_expert_input_to_capacity", "moe_flex_dispatcher_backend", "moe_token_dispatcher_type"});
-  if (backend == Value("ncclep"))
+  if (backend == Value("ncclep")) {
     ctx.require(disp == "flex", kFlexBackend,
                 would_fail(kTc) + "--moe-flex-dispatcher-backend ncclep needs --moe-token-dispatcher-type flex (got " +
                     disp + ")",
                 {"moe_flex_dispatcher_backend", "moe_token_dispatcher_type"});
+    // Only an explicit --moe-use-grouped-tensor: the op fuser's grouped tensor comes with the op fuser.
+    ctx.require(!ctx.on("moe_use_grouped_tensor") || ctx.on("use_transformer_engine_op_fuser"), kFlexBackend,
+                would_fail(kTc) + "--moe-flex-dispatcher-backend ncclep with --moe-use-grouped-tensor needs "
+                    "--use-transformer-engine-op-fuser (or the alltoall, DeepEP or HybridEP dispatcher)",
+                {"moe_flex_dispatcher_backend", "moe_use_grouped_tensor", "use_transformer_engine_op_fuser"});
+  }
 
   if (!is(ctx, "moe_dispatch_fwd_dtype", "bf16") || !is(ctx, "moe_combine_bwd_dtype", "bf16")) {
     const std::string why = would_fail(kTc) + "--moe-dispatch-fwd-dtype " + v(ctx, "moe_dispatch_fwd_dtype") +
@@ -313,6 +320,12 @@ void moe_config(Context& ctx) {
     ctx.require(!set(ctx, "mtp_num_layers") || ctx.i("mtp_num_layers") <= 1, kEpOverlap,
                 what + "supports at most one MTP layer (--mtp-num-layers " + v(ctx, "mtp_num_layers") + ")",
                 {"overlap_moe_expert_parallel_comm", "mtp_num_layers"});
+    if (is(ctx, "cuda_graph_impl", "transformer_engine"))
+      for (const char* scope : {"moe", "mlp"})
+        ctx.require(!enum_in(ctx["cuda_graph_modules"], "CudaGraphModule", scope), kEpOverlap,
+                    what + "cannot be used with --cuda-graph-impl transformer_engine capturing --cuda-graph-modules " +
+                        scope,
+                    {"overlap_moe_expert_parallel_comm", "cuda_graph_impl", "cuda_graph_modules"});
   }
 
   if (ctx.on("delay_wgrad_compute"))

@@ -33,6 +33,13 @@ MR_INIT_RULE(kGdpHouseholder, "init.transformer.gdp-householder-positive",
 MR_INIT_RULE(kMhcPipeline, "init.transformer.mhc-no-pipeline",
              "--enable-mhc-connections does not work with pipeline parallelism yet (TransformerConfig: "
              "NotImplementedError).");
+MR_INIT_RULE(kMhcFeatures, "init.transformer.mhc-exclusions",
+             "--enable-mhc-connections does not work with multi-token prediction (--mtp-num-layers), full activation "
+             "recomputation (--recompute-granularity full: NotImplementedError) or --inference-fuse-tp-communication "
+             "(TransformerConfig).");
+MR_INIT_RULE(kFuseTpComm, "init.transformer.inference-fuse-tp-communication",
+             "--inference-fuse-tp-communication needs --transformer-impl inference_optimized and a dense model (no "
+             "--num-experts) (TransformerConfig).");
 MR_INIT_RULE(kFp8OutputProj, "init.transformer.fp8-output-proj",
              "--fp8-output-proj needs --fp8-format and --fp8-recipe mxfp8 (TransformerConfig).");
 MR_INIT_RULE(kBatchInvariant, "init.transformer.batch-invariant-mode",
@@ -43,7 +50,9 @@ MR_INIT_RULE(kBatchInvariant, "init.transformer.batch-invariant-mode",
              "(--moe-pad-expert-input-to-capacity, --moe-pad-experts-for-cuda-graph-inference) (TransformerConfig).");
 MR_INIT_RULE(kInferenceOptimized, "init.transformer.inference-optimized-layers",
              "--transformer-impl inference_optimized needs --normalization RMSNorm, no --apply-layernorm-1p and no "
-             "linear or QKV biases (--disable-bias-linear, no --add-qkv-bias) (TransformerConfig).");
+             "linear or QKV biases (--disable-bias-linear, no --add-qkv-bias); its MoE layers (--num-experts) need "
+             "--moe-router-dtype fp32, an expert tensor-parallel size of 1, dropless routing (no "
+             "--moe-expert-capacity-factor) and no --moe-router-padding-for-quantization (TransformerConfig).");
 MR_INIT_RULE(kParamGather, "init.transformer.fp8-param-gather-needs-fp8",
              "--fp8-param-gather needs --fp8-format (TransformerConfig).");
 MR_INIT_RULE(kQuantizerFactory, "init.transformer.custom-recipe-quantizer-factory",
@@ -51,7 +60,7 @@ MR_INIT_RULE(kQuantizerFactory, "init.transformer.custom-recipe-quantizer-factor
              "--fp4-format) needs --fp4-quantizer-factory (TransformerConfig).");
 MR_INIT_RULE(kGdn, "init.transformer.gated-delta-net",
              "--experimental-attention-variant gdn needs --linear-attention-freq; a Gated DeltaNet variant (gdn, gdn2) "
-             "needs --linear-num-value-heads a multiple of --linear-num-key-heads, and both a multiple of the "
+             "needs a non-zero --linear-num-key-heads, --linear-num-value-heads a multiple of it, and both a multiple of the "
              "tensor- times context-parallel size (TransformerConfig).");
 MR_INIT_RULE(kDsa, "init.transformer.dsa-attention",
              "DSA attention (--experimental-attention-variant dsa, or D in --hybrid-layer-pattern) needs "
@@ -59,11 +68,25 @@ MR_INIT_RULE(kDsa, "init.transformer.dsa-attention",
              "--no-rope-fusion and, with context parallelism, --cp-comm-type allgather (TransformerConfig).");
 MR_INIT_RULE(kCudaGraphMoe, "init.transformer.cuda-graph-moe-modules",
              "With --cuda-graph-impl local or transformer_engine, --cuda-graph-modules moe / moe_router need an MoE "
-             "model (--num-experts above 1), and moe needs drop-and-pad MoE (--moe-expert-capacity-factor with "
-             "--moe-pad-expert-input-to-capacity) (TransformerConfig).");
+             "model (--num-experts above 1) and exclude each other, moe_preprocess needs moe_router, moe needs "
+             "drop-and-pad MoE (--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity), mlp needs dense "
+             "layers (a --moe-layer-freq that leaves some), and without drop-and-pad the alltoall dispatcher with a "
+             "capacity factor or --moe-router-padding-for-fp8 takes no moe_preprocess (TransformerConfig).");
 MR_INIT_RULE(kCudaGraphRecompute, "init.transformer.cuda-graph-full-recompute",
              "With CUDA graphs (--cuda-graph-impl local or transformer_engine), --recompute-granularity full is not "
              "supported; only --cuda-graph-impl full_iteration takes it (TransformerConfig).");
+MR_INIT_RULE(kCudaGraphRecomputeDropout, "init.transformer.cuda-graph-selective-recompute",
+             "With CUDA graphs (--cuda-graph-impl other than none) and selective recomputation, a graphed module "
+             "cannot be recomputed with randomness: core_attn recompute inside a graphed attention (the whole layer, "
+             "full_iteration, or the attn scope) needs --attention-dropout 0, mlp / moe recompute inside a graphed "
+             "MLP / MoE needs --hidden-dropout 0, moe recompute inside a graphed MoE takes no --moe-input-jitter-eps; "
+             "with --cuda-graph-impl transformer_engine, moe recompute excludes the moe_router scope "
+             "(TransformerConfig).");
+MR_INIT_RULE(kCudaGraphFineOffload, "init.transformer.cuda-graph-activation-offloading",
+             "--fine-grained-activation-offloading with CUDA graphs: --cuda-graph-impl local captures only part of "
+             "the layer (--cuda-graph-modules, not moe) and offloads only expert_fc1, moe_act or fused_group_mlp; no "
+             "implementation takes the moe scope; --cuda-graph-warmup-steps must be above 0; full_iteration needs "
+             "--fine-grained-offloading-max-inflight-offloads 0 or more (TransformerConfig).");
 MR_INIT_RULE(kCudaGraphCpuOffload, "init.transformer.cuda-graph-cpu-offloading",
              "CPU offloading (--cpu-offloading-num-layers > 0) does not work with --cuda-graph-impl local or "
              "transformer_engine (TransformerConfig).");
@@ -130,6 +153,12 @@ const char* kMpc = "ModelParallelConfig";
 std::string v(const Context& ctx, std::string_view dest) { return ctx[dest].py_str(); }
 std::string fv(const Context& ctx, std::string_view dest) { return Context::flag(dest) + " " + v(ctx, dest); }
 bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
+// A list of strings as the command line gives it: "a b c".
+std::string words(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& w : list) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
 
 // The activation core_transformer_config_from_args gives TransformerConfig.
 enum class Act { Gelu, Silu, SquaredRelu, QuickGelu };
@@ -190,6 +219,20 @@ void transformer_attention(Context& ctx) {
                 would_fail(kTc) + "--enable-mhc-connections does not support --pipeline-model-parallel-size above 1 "
                     "yet (got " + v(ctx, "pipeline_model_parallel_size") + "; NotImplementedError)",
                 {"enable_mhc_connections", "pipeline_model_parallel_size"});
+  if (ctx.on("enable_mhc_connections")) {
+    const std::string why = would_fail(kTc) + "--enable-mhc-connections ";
+    ctx.require(!set(ctx, "mtp_num_layers"), kMhcFeatures,
+                why + "is not compatible with multi-token prediction (--mtp-num-layers " + v(ctx, "mtp_num_layers") +
+                    "; leave it unset)",
+                {"enable_mhc_connections", "mtp_num_layers"});
+    ctx.require(!(ctx["recompute_granularity"] == Value("full")), kMhcFeatures,
+                why + "is not yet compatible with --recompute-granularity full (NotImplementedError; use selective "
+                      "recomputation with mhc in --recompute-modules)",
+                {"enable_mhc_connections", "recompute_granularity"});
+    ctx.require(!ctx.on("inference_fuse_tp_communication"), kMhcFeatures,
+                why + "is not compatible with --inference-fuse-tp-communication (NotImplementedError)",
+                {"enable_mhc_connections", "inference_fuse_tp_communication"});
+  }
   if (ctx.on("fp8_output_proj")) {
     ctx.require(set(ctx, "fp8"), kFp8OutputProj,
                 would_fail(kTc) + "--fp8-output-proj must be used together with fp8 mode (--fp8-format)",
@@ -252,6 +295,24 @@ void transformer_attention(Context& ctx) {
                 why + "does not support linear biases (pass --disable-bias-linear)", {"transformer_impl", "add_bias_linear"});
     ctx.require(!ctx.on("add_qkv_bias"), kInferenceOptimized, why + "does not support --add-qkv-bias",
                 {"transformer_impl", "add_qkv_bias"});
+    // Its MoE layers (num_moe_experts is not None), checked before the config drops a negative capacity factor.
+    if (set(ctx, "num_experts")) {
+      const std::string moe = why + "with MoE (--num-experts " + v(ctx, "num_experts") + ") ";
+      ctx.require(ctx.i("expert_tensor_parallel_size") <= 1, kInferenceOptimized,
+                  moe + "does not support expert tensor parallelism (--expert-tensor-parallel-size " +
+                      v(ctx, "expert_tensor_parallel_size") + ", which defaults to --tensor-model-parallel-size)",
+                  {"transformer_impl", "expert_tensor_parallel_size", "num_experts"});
+      ctx.require(!set(ctx, "moe_expert_capacity_factor"), kInferenceOptimized,
+                  moe + "supports dropless MoE only: drop --moe-expert-capacity-factor (got " +
+                      v(ctx, "moe_expert_capacity_factor") + ")",
+                  {"transformer_impl", "moe_expert_capacity_factor", "num_experts"});
+      ctx.require(!ctx.on("moe_router_padding_for_quantization"), kInferenceOptimized,
+                  moe + "does not support --moe-router-padding-for-quantization",
+                  {"transformer_impl", "moe_router_padding_for_quantization", "num_experts"});
+      ctx.require(ctx["moe_router_dtype"] == Value("fp32"), kInferenceOptimized,
+                  moe + "needs --moe-router-dtype fp32 (got " + v(ctx, "moe_router_dtype") + ")",
+                  {"transformer_impl", "moe_router_dtype", "num_experts"});
+    }
   }
   // core_transformer_config_from_args passes fp8_param = --fp8-param-gather (validate_args already ties
   // --fp4-param-gather to --fp4-format).
@@ -277,12 +338,15 @@ void transformer_attention(Context& ctx) {
                   {"experimental_attention_variant", "linear_attention_freq"});
     const int64_t kh = ctx.i("linear_num_key_heads"), vh = ctx.i("linear_num_value_heads");
     const int64_t tp_cp = ctx.i("tensor_model_parallel_size") * ctx.i("context_parallel_size");
+    // TransformerConfig takes linear_num_value_heads % linear_num_key_heads: 0 key heads is a ZeroDivisionError.
+    ctx.require(kh != 0, kGdn, why + "needs a non-zero --linear-num-key-heads (got 0: ZeroDivisionError)",
+                {"linear_num_key_heads"});
     if (kh != 0)
       ctx.require(py_mod(vh, kh) == 0, kGdn,
                   why + "needs --linear-num-value-heads (" + std::to_string(vh) +
                       ") a multiple of --linear-num-key-heads (" + std::to_string(kh) + ")",
                   {"linear_num_value_heads", "linear_num_key_heads"});
-    if (tp_cp >= 1)
+    if (kh != 0 && tp_cp >= 1)
       for (const char* dest : {"linear_num_key_heads", "linear_num_value_heads"})
         ctx.require(py_mod(ctx.i(dest), tp_cp) == 0, kGdn,
                     why + "needs " + Context::flag(dest) + " (" + v(ctx, dest) +
@@ -320,6 +384,16 @@ void transformer_attention(Context& ctx) {
                 would_fail(kTc) + "--inference-disable-triton-nvls-kernels is only supported with --transformer-impl "
                     "inference_optimized (got " + v(ctx, "transformer_impl") + ")",
                 {"inference_disable_triton_nvls_kernels", "transformer_impl"});
+  if (ctx.on("inference_fuse_tp_communication")) {
+    const std::string why = would_fail(kTc) + "--inference-fuse-tp-communication ";
+    ctx.require(ctx["transformer_impl"] == Value("inference_optimized"), kFuseTpComm,
+                why + "is only supported with --transformer-impl inference_optimized (got " +
+                    v(ctx, "transformer_impl") + ")",
+                {"inference_fuse_tp_communication", "transformer_impl"});
+    ctx.require(!set(ctx, "num_experts"), kFuseTpComm,
+                why + "is not supported for MoE models (--num-experts " + v(ctx, "num_experts") + ")",
+                {"inference_fuse_tp_communication", "num_experts"});
+  }
   if (ctx.on("mtp_hsm"))
     ctx.require(set(ctx, "mtp_num_layers") && ctx.i("mtp_num_layers") >= 2, kMtpHsm,
                 would_fail(kTc) + "--mtp-hsm needs --mtp-num-layers 2 or more (got " + v(ctx, "mtp_num_layers") + ")",
@@ -519,38 +593,154 @@ void transformer_recompute_offload(Context& ctx) {
       }
     }
   }
-  // TransformerConfig.__post_init__'s CUDA graph checks (cuda_graph_impl other than none).
+  // TransformerConfig.__post_init__'s CUDA graph checks (cuda_graph_impl other than none). They see the
+  // recomputation as the config left it: recompute_modules defaults to [core_attn], and --moe-layer-recompute
+  // (refused above with full recomputation) makes the granularity selective and adds moe.
   const std::string impl = ctx.s("cuda_graph_impl");
   if (impl != "none") {
     const std::string why = would_fail(kTc) + "--cuda-graph-impl " + impl + " ";
+    const Value& modules = ctx["cuda_graph_modules"];
+    auto in = [&](const char* m) { return enum_in(modules, "CudaGraphModule", m); };
+    const bool no_modules = !modules.is_list() || modules.as_list().empty();
     if (ctx.has("cpu_offloading") && ctx.on("cpu_offloading"))
       ctx.require(impl == "full_iteration", kCudaGraphCpuOffload,
                   why + "is not supported with CPU offloading (--cpu-offloading-num-layers " +
                       v(ctx, "cpu_offloading_num_layers") + ")",
                   {"cuda_graph_impl", "cpu_offloading_num_layers"});
     if (impl == "local" || impl == "transformer_engine") {
-      const Value& modules = ctx["cuda_graph_modules"];
-      auto in = [&](const char* m) { return enum_in(modules, "CudaGraphModule", m); };
       const bool moe_model = set(ctx, "num_experts") && ctx.i("num_experts") > 1;
-      // The local implementation adds moe_router to a moe_preprocess scope.
+      // The local implementation captures moe_router and moe_preprocess together when either is named.
       const bool router = in("moe_router") || (impl == "local" && in("moe_preprocess"));
-      if (!moe_model)
+      const bool preprocess = in("moe_preprocess") || (impl == "local" && in("moe_router"));
+      ctx.require(!(in("moe") && router), kCudaGraphMoe,
+                  why + "cannot capture both --cuda-graph-modules moe and moe_router", {"cuda_graph_modules"});
+      ctx.require(!preprocess || router, kCudaGraphMoe,
+                  why + "captures --cuda-graph-modules moe_preprocess only together with moe_router",
+                  {"cuda_graph_modules"});
+      if (!moe_model) {
         ctx.require(!in("moe") && !router, kCudaGraphMoe,
                     why + "captures --cuda-graph-modules moe / moe_router only in an MoE model (--num-experts " +
                         v(ctx, "num_experts") + ")",
                     {"cuda_graph_modules", "num_experts"});
-      else if (!(set(ctx, "moe_expert_capacity_factor") && ctx.f("moe_expert_capacity_factor") >= 0 &&
-                 ctx.on("moe_pad_expert_input_to_capacity")))
-        ctx.require(!in("moe"), kCudaGraphMoe,
-                    why + "captures --cuda-graph-modules moe only with drop-and-pad MoE "
-                          "(--moe-expert-capacity-factor and --moe-pad-expert-input-to-capacity)",
-                    {"cuda_graph_modules", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"});
+      } else {
+        // moe_layer_freq == 1, or a pattern without a dense (0) layer: every layer is MoE.
+        const Value& freq = ctx["moe_layer_freq"];
+        bool all_moe = freq == Value(1);
+        if (freq.is_list()) {
+          all_moe = true;
+          for (const Value& f : freq.as_list()) all_moe = all_moe && !(f == Value(0));
+        }
+        if (all_moe)
+          ctx.require(!in("mlp"), kCudaGraphMoe,
+                      why + "captures --cuda-graph-modules mlp only in dense layers, and every layer is MoE "
+                            "(--moe-layer-freq " + v(ctx, "moe_layer_freq") + ")",
+                      {"cuda_graph_modules", "moe_layer_freq", "num_experts"});
+        // The config turns a negative capacity factor into None first.
+        const bool capacity = set(ctx, "moe_expert_capacity_factor") && ctx.f("moe_expert_capacity_factor") >= 0;
+        if (!(capacity && ctx.on("moe_pad_expert_input_to_capacity"))) {
+          ctx.require(!in("moe"), kCudaGraphMoe,
+                      why + "captures --cuda-graph-modules moe only with drop-and-pad MoE "
+                            "(--moe-expert-capacity-factor and --moe-pad-expert-input-to-capacity)",
+                      {"cuda_graph_modules", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"});
+          if (ctx.s("moe_token_dispatcher_type") == "alltoall" && (capacity || ctx.on("moe_router_padding_for_fp8")))
+            ctx.require(!preprocess, kCudaGraphMoe,
+                        why + "cannot capture --cuda-graph-modules moe_preprocess with the alltoall dispatcher and " +
+                            (capacity ? "--moe-expert-capacity-factor " + v(ctx, "moe_expert_capacity_factor")
+                                      : std::string("--moe-router-padding-for-fp8")) +
+                            ": its preprocess step copies to the host and synchronizes",
+                        {"cuda_graph_modules", "moe_token_dispatcher_type", "moe_expert_capacity_factor",
+                         "moe_router_padding_for_fp8"});
+        }
+      }
     }
+    std::string gran = recompute ? ctx.s("recompute_granularity") : "";
+    std::vector<std::string> recomputed = {"core_attn"};
+    if (set(ctx, "recompute_modules")) {
+      recomputed.clear();
+      for (const Value& m : ctx["recompute_modules"].as_list())
+        if (m.is_str()) recomputed.push_back(m.as_str());
+    }
+    if (ctx.on("moe_layer_recompute") && gran != "full") {
+      gran = "selective";
+      if (std::find(recomputed.begin(), recomputed.end(), "moe") == recomputed.end()) recomputed.push_back("moe");
+    }
+    auto recomputes = [&](const char* m) { return std::find(recomputed.begin(), recomputed.end(), m) != recomputed.end(); };
     if (recompute && ctx.s("recompute_granularity") != "selective")
       ctx.require(impl == "full_iteration", kCudaGraphRecompute,
                   why + "does not support --recompute-granularity " + ctx.s("recompute_granularity") +
                       ": full recomputation works only with --cuda-graph-impl full_iteration",
                   {"cuda_graph_impl", "recompute_granularity"});
+    if (gran == "selective") {
+      const std::string sel = why + "with selective recomputation of " + words(recomputed) + " (" +
+                              (set(ctx, "recompute_modules") ? "--recompute-modules" : "the default --recompute-modules") +
+                              (ctx.on("moe_layer_recompute") ? "; moe from --moe-layer-recompute" : "") + ") ";
+      if (impl == "transformer_engine" && recomputes("moe"))
+        ctx.require(!in("moe_router"), kCudaGraphRecomputeDropout,
+                    sel + "cannot recompute moe inside the captured --cuda-graph-modules moe_router",
+                    {"cuda_graph_modules", "recompute_modules", "moe_layer_recompute"});
+      // The whole layer is captured by full_iteration or by an empty per-layer scope.
+      const bool whole = impl == "full_iteration" || no_modules;
+      const std::string scope = whole ? std::string("captures the whole layer: no --cuda-graph-modules")
+                                      : "captures --cuda-graph-modules " + v(ctx, "cuda_graph_modules");
+      if (ctx.f("attention_dropout") != 0.0 && recomputes("core_attn"))
+        ctx.require(!whole && !in("attn"), kCudaGraphRecomputeDropout,
+                    sel + "recomputes core_attn inside a graphed attention (it " + scope +
+                        "), which does not support --attention-dropout " + v(ctx, "attention_dropout") +
+                        " (pass --attention-dropout 0)",
+                    {"cuda_graph_impl", "cuda_graph_modules", "recompute_modules", "attention_dropout"});
+      if (ctx.f("hidden_dropout") != 0.0)
+        for (const char* m : {"mlp", "moe"})
+          if (recomputes(m))
+            ctx.require(!whole && !in(m), kCudaGraphRecomputeDropout,
+                        sel + "recomputes " + m + " inside a graphed " + (std::string(m) == "mlp" ? "MLP" : "MoE") +
+                            " (it " + scope + "), which does not support --hidden-dropout " +
+                            v(ctx, "hidden_dropout") + " (pass --hidden-dropout 0)",
+                        {"cuda_graph_impl", "cuda_graph_modules", "recompute_modules", "hidden_dropout"});
+      if (set(ctx, "moe_input_jitter_eps") && recomputes("moe"))
+        ctx.require(!whole && !in("moe"), kCudaGraphRecomputeDropout,
+                    sel + "recomputes moe inside a graphed MoE (it " + scope +
+                        "), which does not support --moe-input-jitter-eps " + v(ctx, "moe_input_jitter_eps"),
+                    {"cuda_graph_impl", "cuda_graph_modules", "recompute_modules", "moe_input_jitter_eps"});
+    }
+    if (ctx.on("fine_grained_activation_offloading")) {
+      const std::string off = why + "with --fine-grained-activation-offloading ";
+      std::vector<std::string> offloaded, outside;
+      if (ctx["offload_modules"].is_list())
+        for (const Value& m : ctx["offload_modules"].as_list())
+          if (m.is_str()) {
+            offloaded.push_back(m.as_str());
+            if (m.as_str() != "expert_fc1" && m.as_str() != "moe_act" && m.as_str() != "fused_group_mlp")
+              outside.push_back(m.as_str());
+          }
+      if (impl == "local") {
+        ctx.require(outside.empty(), kCudaGraphFineOffload,
+                    off + "offloads only expert_fc1, moe_act or fused_group_mlp, not " + words(outside) +
+                        " (--offload-modules " + words(offloaded) + ")",
+                    {"cuda_graph_impl", "offload_modules", "fine_grained_activation_offloading"});
+        ctx.require(!no_modules, kCudaGraphFineOffload,
+                    off + "does not support whole-layer capture: name the captured parts with --cuda-graph-modules",
+                    {"cuda_graph_impl", "cuda_graph_modules", "fine_grained_activation_offloading"});
+        // Local graphs take offloading only as a partial MoE offload: some modules, all inside the MoE.
+        ctx.require(!offloaded.empty(), kCudaGraphFineOffload,
+                    off + "needs --offload-modules expert_fc1, moe_act or fused_group_mlp",
+                    {"cuda_graph_impl", "offload_modules", "fine_grained_activation_offloading"});
+      }
+      ctx.require(!in("moe"), kCudaGraphFineOffload,
+                  off + "cannot capture --cuda-graph-modules moe: token-drop MoE does not support activation "
+                        "offloading yet",
+                  {"cuda_graph_modules", "fine_grained_activation_offloading"});
+      ctx.require(ctx.i("cuda_graph_warmup_steps") > 0, kCudaGraphFineOffload,
+                  off + "needs --cuda-graph-warmup-steps above 0 (got " + v(ctx, "cuda_graph_warmup_steps") + ")",
+                  {"cuda_graph_warmup_steps", "fine_grained_activation_offloading"});
+      if (impl == "full_iteration")
+        ctx.require(set(ctx, "fine_grained_offloading_max_inflight_offloads") &&
+                        ctx.i("fine_grained_offloading_max_inflight_offloads") >= 0,
+                    kCudaGraphFineOffload,
+                    off + "needs --fine-grained-offloading-max-inflight-offloads 0 or more (got " +
+                        v(ctx, "fine_grained_offloading_max_inflight_offloads") + ")",
+                    {"cuda_graph_impl", "fine_grained_offloading_max_inflight_offloads",
+                     "fine_grained_activation_offloading"});
+    }
   }
   if (ctx.on("moe_layer_recompute"))
     ctx.require(!(recompute && ctx.s("recompute_granularity") == "full"), kRecompute,
