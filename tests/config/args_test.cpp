@@ -192,6 +192,42 @@ TEST_CASE("args: every choice of every flag that validation accepts reads throug
   CHECK(accepted > 200);
 }
 
+TEST_CASE("args: a free value of every one-word flag that validation accepts reads through the typed view", "[args]") {
+  // The same for the flags without choices: validation may parse a text flag into another shape (review docsrun:
+  // --phase-transition-iterations 30 became [30], which its std::string could not hold: every run refused it).
+  const mr::Schema& schema = mr::Schema::megatron();
+  size_t tried = 0, accepted = 0;
+  for (const mr::Arg& arg : schema.args()) {
+    if (!arg.choices.empty() || !arg.takes_value() || arg.nargs_kind != 0) continue;
+    for (const char* word : {"1", "30,10", "x"}) {
+      mr::Invocation inv = mrtest::placeholder_invocation();
+      inv.env.vars["WORLD_SIZE"] = "1";
+      inv.config_files = {std::string(MR_SOURCE_DIR) + "/configs/default.yaml"};
+      inv.cli = mr::argv_tokens({arg.flags.front(), word});
+      INFO(arg.flags.front() << " " << word);
+      ++tried;
+      mr::Outcome out;
+      try {
+        out = mr::resolve(schema, inv);
+      } catch (const std::exception&) {
+        continue;  // refused by the parser
+      }
+      if (!out.ok() || out.parsed.yaml_cfg) continue;
+      ++accepted;
+      CHECK_NOTHROW(Args::from(out.parsed.ns));
+    }
+  }
+  CHECK(tried > 1000);
+  CHECK(accepted > 400);
+  mr::Invocation inv = mrtest::placeholder_invocation();
+  inv.env.vars["WORLD_SIZE"] = "1";
+  inv.config_files = {std::string(MR_SOURCE_DIR) + "/configs/default.yaml"};
+  inv.cli = mr::argv_tokens({"--phase-transition-iterations", "30, 10"});
+  const mr::Outcome out = mr::resolve(schema, inv);
+  REQUIRE(out.ok());
+  CHECK(Args::from(out.parsed.ns).phase_transition_iterations == std::vector<int64_t>{10, 30});
+}
+
 TEST_CASE("schema: one dest-to-flag mapping", "[args][schema]") {
   const mr::Schema& s = mr::Schema::megatron();
   CHECK(s.flag_for_dest("tensor_model_parallel_size") == "--tensor-model-parallel-size");

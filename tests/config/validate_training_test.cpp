@@ -173,3 +173,33 @@ TEST_CASE("RL run checks (RLConfig.validate_run)", "[validate-training]") {
   passes(from_data_blend_with(plus(weights, {"--context-parallel-size", "2"})));
   passes(from_data_blend_with(plus(weights, {"--inference-shards", "tp=1"})));
 }
+
+TEST_CASE("RL generation settings (RLConfig.__post_init__)", "[validate-training]") {
+  // GRPO defaults: 32 prompts x 2 rollouts = 64 requests per training batch. RLConfig is built early in the chain
+  // (seed 497), so the whole chain runs.
+  auto full = [](const Args& extra) { return run(with(extra), kWorld1); };
+  const Args rl = {"--perform-rl-step"};
+  const Args partial = {"--perform-rl-step", "--rl-partial-rollouts"};
+  fails(full(plus(rl, {"--rl-generation-lag", "1"})), "rl.generation-lag");
+  passes(full(plus(partial, {"--rl-generation-lag", "1.5"})));
+  passes(full(plus(rl, {"--rl-generation-lag", "-0.5"})));  // at most 0 runs without partial rollouts
+  fails(full(plus(partial, {"--rl-generation-lag", "-2"})), "rl.generation-lag");
+  passes(full({"--rl-generation-lag", "-2"}));  // not an RL run
+
+  fails(full(plus(rl, {"--rl-max-inflight-requests", "0"})), "rl.max-inflight-requests");
+  passes(full(plus(rl, {"--rl-max-inflight-requests", "64"})));  // one batch: a lag of 0
+  fails(full(plus(rl, {"--rl-max-inflight-requests", "65"})), "rl.max-inflight-requests");
+  passes(full(plus(partial, {"--rl-max-inflight-requests", "128"})));
+  // Both given: only where they agree (128 requests = 2 batches = a lag of 1).
+  passes(full(plus(partial, {"--rl-max-inflight-requests", "128", "--rl-generation-lag", "1"})));
+  fails(full(plus(partial, {"--rl-max-inflight-requests", "128", "--rl-generation-lag", "2"})),
+        "rl.max-inflight-requests");
+  // A cap below one batch is a negative lag: fine without partial rollouts, refused below -1 (never: at least 1).
+  passes(full(plus(rl, {"--rl-max-inflight-requests", "16"})));
+
+  fails(full(plus(rl, {"--rl-submission-granularity", "G"})), "rl.rollout-granularity");
+  passes(full(plus(partial, {"--rl-submission-granularity", "R"})));
+  fails(full(plus(partial, {"--rl-consumption-granularity", "R"})), "rl.rollout-granularity");
+  passes(full(plus(partial, {"--rl-consumption-granularity", "G", "--rl-submission-granularity", "G"})));
+  passes(full({"--rl-consumption-granularity", "R"}));  // not an RL run
+}

@@ -55,6 +55,11 @@ const char* const kRewritten[] = {
     "logit_dtype",                        // --output-logit-dtype 'fp32' -> 'torch.float32' (default None)
 };
 
+// Dests whose validated value is a list of integers though the flag takes one string: validate_args parses it.
+const char* const kIntLists[] = {
+    "phase_transition_iterations",  // '30,10' -> [10, 30]
+};
+
 const std::unordered_set<std::string> kCppKeywords = {
     "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
     "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit",
@@ -174,6 +179,8 @@ std::string field_type(const Arg& a, std::vector<Enum>& enums) {
   const bool none_default = a.def.is_none();
   for (const char* r : kRewritten)
     if (std::string(r) == s.dest) return "std::optional<std::string>";
+  for (const char* r : kIntLists)
+    if (std::string(r) == s.dest) return "std::optional<std::vector<int64_t>>";
   switch (s.action) {
     case A::StoreTrue:
     case A::StoreFalse:

@@ -152,9 +152,10 @@ void model_parallel_sizes(Context& ctx) {
   ctx.set("batch_parallel_size", py_floordiv(world_size, product(ctx, {tp, pp, cp_full}, world_size)),
           "seed 492: world size / (TP x PP x CP)");
 
-  // seed 497-499: RLConfig and InferenceSetupConfig are built from the arguments here. The public repository's
-  // InferenceSetupConfig has no validate() method and RLConfig does not exist there; the seed's use implies no
-  // check on values this far into the chain, so nothing is checked (skip_train_rl.cpp uses the RL fields at seed 1807).
+  // seed 497-499: RLConfig and InferenceSetupConfig are built from the arguments here. RLConfig's __post_init__
+  // checks an RL run's generation settings (rl_config.cpp); the public repository's InferenceSetupConfig has no
+  // validate() method, so nothing is checked for it (skip_train_rl.cpp uses the RL fields again at seed 1807).
+  rl_config(ctx);
 
   // seed 514-516: numpy.prod of the hierarchy must equal the (resolved) CP size.
   const Value& hier = ctx["hierarchical_context_parallel_sizes"];

@@ -39,8 +39,10 @@ MR_SANITY_RULE(kTrainLength, "sanity.train-length-nonnegative",
 MR_SANITY_RULE(kEvalBatchSizes, "sanity.eval-batch-sizes-positive",
                "--eval-micro-batch-size and --eval-global-batch-size must be at least 1.");
 MR_SANITY_RULE(kIntervals, "sanity.intervals-positive",
-               "--log-interval must be at least 1; --eval-interval, --save-interval, --exit-interval, "
-               "--exit-duration-in-mins, --non-persistent-save-interval and --ckpt-step must not be negative.");
+               "--log-interval must not be 0 (Python's `iteration % 0`); --eval-interval neither, unless "
+               "--skip-train or --full-validation, nor --tensorboard-log-interval with --tensorboard-dir; "
+               "--eval-interval, --save-interval, --exit-interval, --exit-duration-in-mins, "
+               "--non-persistent-save-interval and --ckpt-step must not be negative.");
 MR_SANITY_RULE(kSaveNonEmpty, "sanity.save-nonempty",
                "--save must name a directory: an empty one is refused (Megatron would save nothing).");
 MR_SANITY_RULE(kNumWorkers, "sanity.num-workers-nonnegative",
@@ -56,9 +58,10 @@ MR_SANITY_RULE(kAdamBetas, "sanity.adam-betas-range", "--adam-beta1 and --adam-b
 MR_SANITY_RULE(kAdamEps, "sanity.adam-eps-positive", "--adam-eps must be finite and greater than 0.");
 MR_SANITY_RULE(kSgdMomentum, "sanity.sgd-momentum-finite", "--sgd-momentum must be finite and not negative.");
 MR_SANITY_RULE(kLossScale, "sanity.loss-scale-positive",
-               "--loss-scale, --initial-loss-scale and --min-loss-scale must be greater than 0 and finite in "
-               "float32 (Megatron's scaler holds them in fp32 tensors); "
-               "--loss-scale-window and --hysteresis at least 1.");
+               "A --loss-scale other than 0 (Megatron's `if config.loss_scale`: 0 is none) must be greater than 0 "
+               "and finite in float32 (Megatron's scaler holds it in an fp32 tensor); where --fp16 builds the "
+               "dynamic scaler (no such --loss-scale), --initial-loss-scale and --min-loss-scale likewise, "
+               "--loss-scale-window greater than 0 and --hysteresis at least 1.");
 MR_SANITY_RULE(kInitStd, "sanity.init-method-std-finite", "--init-method-std must be finite and not negative.");
 MR_SANITY_RULE(kDropout, "sanity.dropout-range", "--hidden-dropout and --attention-dropout must lie in [0, 1].");
 // A warning of the stage: a value Megatron accepts and documents as needing something else, which it does not check.
@@ -141,8 +144,20 @@ void training(Context& ctx) {
                       {d, "global_batch_size"});
   for (const char* d : {"eval_micro_batch_size", "eval_global_batch_size"})
     check(ctx, kEvalBatchSizes, d, at_least_1, "at least 1");
-  check(ctx, kIntervals, "log_interval", at_least_1, "at least 1",
-        "the training loop logs every --log-interval iterations");
+  // Python's `iteration % n == 0`: 0 divides by zero; a negative n is true at every multiple of |n| (-1: every
+  // iteration), so Megatron runs with it.
+  auto nonzero = [](double v) { return v != 0; };
+  check(ctx, kIntervals, "log_interval", nonzero, "other than 0",
+        "the training loop tests `iteration % --log-interval` and would divide by zero");
+  // get_train_valid_test_num_samples divides --train-iters by --eval-interval (`if args.eval_interval` only guards
+  // the evaluation itself), unless the run skips training or validates on the full set.
+  if (!ctx.on("skip_train") && !(ctx.has("full_validation") && ctx.on("full_validation")))
+    check(ctx, kIntervals, "eval_interval", nonzero, "other than 0 (unless --skip-train or --full-validation)",
+          "Megatron divides --train-iters by it when it sizes the validation data, before the first iteration");
+  // training_log tests `iteration % --tensorboard-log-interval` where a TensorBoard writer exists.
+  if (ctx.has("tensorboard_dir") && !ctx.is_none("tensorboard_dir"))
+    check(ctx, kIntervals, "tensorboard_log_interval", nonzero, "other than 0 with --tensorboard-dir",
+          "the training loop tests `iteration % --tensorboard-log-interval` when it writes to TensorBoard");
   for (const char* d : {"eval_interval", "save_interval", "exit_interval", "non_persistent_save_interval"})
     check(ctx, kIntervals, d, non_negative, "0 or more");
   // Megatron's load reads a negative --ckpt-step as "no tracker" and starts from scratch (a --save to the same
@@ -179,19 +194,22 @@ void optimizer(Context& ctx) {
     // The scaler keeps the scale it uses in an fp32 tensor: --loss-scale's constant one, or with --fp16 (and no
     // --loss-scale: `if config.loss_scale ... elif config.fp16`) the dynamic one's start and floor. Below 2^128 -
     // 2^103 a value rounds to float32's largest at most; from there on it is inf, and every step would be skipped.
+    // A --loss-scale of 0 is none (Python's truthiness); the dynamic scaler's values are read only where it is built.
     const bool constant = ctx.has("loss_scale") && !ctx.is_none("loss_scale") && ctx.f("loss_scale") != 0.0;
     const bool dynamic = ctx.on("fp16") && !constant;
-    for (const char* d : {"loss_scale", "initial_loss_scale", "min_loss_scale"}) {
-      const bool fp32_held = std::string_view(d) == "loss_scale" || dynamic;
-      if (fp32_held)
-        check(ctx, kLossScale, d, [](double v) { return finite_positive(v) && v < 0x1.ffffffp+127; },
-              "a number greater than 0 that float32 holds (below 3.4028235677973366e+38)",
-              "the scaler keeps it in an fp32 tensor, where a larger value is inf and every step would be skipped");
-      else
-        check(ctx, kLossScale, d, finite_positive, "a finite number greater than 0");
+    std::vector<const char*> held;
+    if (constant) held.push_back("loss_scale");
+    if (dynamic) held.insert(held.end(), {"initial_loss_scale", "min_loss_scale"});
+    for (const char* d : held)
+      check(ctx, kLossScale, d, [](double v) { return finite_positive(v) && v < 0x1.ffffffp+127; },
+            "a number greater than 0 that float32 holds (below 3.4028235677973366e+38)",
+            "the scaler keeps it in an fp32 tensor, where a larger value is inf and every step would be skipped");
+    if (dynamic) {
+      check(ctx, kLossScale, "loss_scale_window", [](double v) { return v > 0; }, "greater than 0",
+            "Megatron's DynamicGradScaler asserts growth_interval > 0");
+      check(ctx, kLossScale, "hysteresis", at_least_1, "at least 1", "Megatron's DynamicGradScaler asserts hysteresis > 0");
     }
   }
-  for (const char* d : {"loss_scale_window", "hysteresis"}) check(ctx, kLossScale, d, at_least_1, "at least 1");
   check(ctx, kInitStd, "init_method_std", finite_non_negative, "a finite number, 0 or more");
   for (const char* d : {"hidden_dropout", "attention_dropout"})
     check(ctx, kDropout, d, [](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", "it is a probability");

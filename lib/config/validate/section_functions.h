@@ -149,6 +149,8 @@ void deprecated_flags(Context& ctx);
 void rerun_tracker(Context& ctx);
 // emerging_optimizer.cpp: limits of the optimizers other than sgd/adam.
 void emerging_optimizer(Context& ctx);
+// rl_config.cpp: RLConfig.__post_init__'s checks of an RL run's generation settings (seed 497).
+void rl_config(Context& ctx);
 // skip_train_rl.cpp: --skip-train and RLConfig.validate_run.
 void skip_train_rl(Context& ctx);
 
