@@ -86,9 +86,15 @@ std::optional<std::pair<int64_t, double>> knob(const char* name) {
 
 using Found = CheckpointPlace;
 
+// `base`/non_persistent, without a doubled separator where --save ends in '/' ("np/" -> "np/non_persistent").
+std::string default_non_persistent_dir(const std::string& base) {
+  if (base.empty()) return "non_persistent";
+  return base.back() == '/' ? base + "non_persistent" : base + "/non_persistent";
+}
+
 std::string non_persistent_dir(const Args& a, const std::string& base) {
   if (a.non_persistent_global_ckpt_dir) return *a.non_persistent_global_ckpt_dir;
-  return base.empty() ? "non_persistent" : base + "/non_persistent";
+  return default_non_persistent_dir(base);
 }
 
 // How a message names the directory a save writes to: the flag that gave it.
@@ -100,16 +106,51 @@ std::string save_dir_words(const Args& a, bool non_persistent) {
          shown_path(*a.save) + ")";
 }
 
+// `p` as the kernel would find it, whether or not it exists yet: absolute, each symbolic link of it followed (a
+// dangling one too: its target is where a save would write), "." and ".." taken in order after the links, no
+// trailing separator. Two spellings of one directory give the same path, before either is created.
+std::filesystem::path resolved_path(const std::filesystem::path& p, int depth = 0) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path in = p.is_absolute() ? p : fs::current_path(ec) / p;
+  fs::path cur = in.root_path();
+  for (const fs::path& part : in.relative_path()) {
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      cur = cur.parent_path();
+      continue;
+    }
+    fs::path next = cur / part;
+    if (depth < 40 && fs::is_symlink(fs::symlink_status(next, ec))) {
+      const fs::path target = fs::read_symlink(next, ec);
+      if (!ec) next = resolved_path(target.is_absolute() ? target : cur / target, depth + 1);
+    }
+    cur = next;
+  }
+  return cur;
+}
+
+// Whether two directory paths name one directory: the same file where both exist (std::filesystem::equivalent: a
+// bind mount too), else the same resolved path (resolved_path: "./d", "d/.", "d/", a link to d, before d exists).
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  const std::string x = a.empty() ? "." : a, y = b.empty() ? "." : b;
+  if (std::filesystem::exists(x, ec) && std::filesystem::exists(y, ec)) {
+    const bool same = std::filesystem::equivalent(x, y, ec);
+    if (!ec) return same;
+  }
+  return resolved_path(x) == resolved_path(y);
+}
+
 // Non-persistent saves keep only the newest iter_N of their directory (Megatron's
 // cleanup_old_non_persistent_checkpoint): that directory must be none the run reads its checkpoint from, or the
-// first non-persistent save removes it (checkpoint.unsupported). The directories are compared as files
-// (std::filesystem::equivalent: a link or another spelling of one is the same); one that does not exist yet holds
-// nothing to lose.
+// first non-persistent save removes it (checkpoint.unsupported). The directories are compared as same_directory
+// does (a link or another spelling of one is the same), also before they exist: refused on the first run as on the
+// next, whose load the first run's non-persistent saves would have filled.
 void refuse_np_dir_on_load(const Args& a) {
   const std::string np = non_persistent_dir(a, *a.save);
   auto check = [&](const std::optional<std::string>& dir, const char* flag) {
-    std::error_code ec;
-    if (!dir || !std::filesystem::equivalent(np, dir->empty() ? "." : *dir, ec) || ec) return;
+    if (!dir || !same_directory(np, *dir)) return;
     throw CheckpointError(kCkptUnsupported,
                           save_dir_words(a, true) + " is the " + flag + " directory " + shown_path(*dir) +
                               ": each non-persistent save keeps only the newest checkpoint of its directory, so it "
@@ -119,6 +160,35 @@ void refuse_np_dir_on_load(const Args& a) {
   };
   check(a.load, "--load");
   check(a.pretrained_checkpoint, "--pretrained-checkpoint");
+}
+
+// --load that is one iteration's directory of a checkpoint (it holds rank_00000.json: iter_0000020, release)
+// rather than the checkpoint's directory: " (... give its parent ...)", with --ckpt-step N where the parent's tracker
+// names another iteration; "" for any other directory.
+std::string iteration_dir_hint(const std::string& load) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (load.empty() || !fs::is_regular_file(load + "/" + rank_stem(0) + ".json", ec)) return "";
+  fs::path dir = fs::path(load).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "ck/iter_0000020/" -> "ck/iter_0000020"
+  const std::string name = dir.filename().string();
+  fs::path parent = dir.parent_path();
+  if (parent.empty()) parent = ".";
+  std::string s = " (--load " + shown_path(load) + " is the directory of one checkpoint iteration, not a checkpoint "
+                  "directory: give its parent, --load " + shown_path(parent.string());
+  int64_t iteration = -1;
+  if (name.size() >= 12 && name.size() <= 23 && name.rfind("iter_", 0) == 0 &&
+      name.find_first_not_of("0123456789", 5) == std::string::npos)
+    iteration = std::stoll(name.substr(5));
+  if (iteration >= 0) {
+    std::optional<TrackerValue> t;
+    try {
+      t = read_tracker(tracker_path(parent.string()));
+    } catch (const CheckpointError&) {  // an unreadable tracker: the --ckpt-step hint holds all the same
+    }
+    if (!t || t->release || t->iteration != iteration) s += " with --ckpt-step " + std::to_string(iteration);
+  }
+  return s + ")";
 }
 
 // Megatron's _load_base_checkpoint (run/checkpoint_args.h).
@@ -349,8 +419,12 @@ Args resume_args(const Args& args) {
   return out;
 }
 
-Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
-    : c_(c), log_(log), prefix_(std::move(prefix)), start_(std::chrono::steady_clock::now()) {
+Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix, std::optional<int64_t> given_seed)
+    : c_(c),
+      log_(log),
+      prefix_(std::move(prefix)),
+      start_(std::chrono::steady_clock::now()),
+      given_seed_(given_seed.value_or(static_cast<int64_t>(c.args.seed))) {
   const Args& a = c.args;
   const bool rank0 = c.rt.rank() == 0;
   if (a.save && a.non_persistent_save_interval && *a.non_persistent_save_interval > 0 &&
@@ -361,16 +435,14 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix)
                               "; local and in_memory checkpoints are not modelled)");
   // The non-persistent clean-up keeps the newest iter_N of its directory and removes every other (Megatron's
   // too): pointed at --save itself, it would remove the persistent checkpoints there.
+  // Compared before either directory is created (a job's first run), whatever the spelling (same_directory).
   if (a.save && a.non_persistent_save_interval && *a.non_persistent_save_interval > 0) {
-    std::error_code e1, e2;
-    const auto np = std::filesystem::weakly_canonical(non_persistent_dir(a, *a.save), e1);
-    const auto sv = std::filesystem::weakly_canonical(*a.save, e2);
-    if (!e1 && !e2 && np == sv)
+    if (same_directory(non_persistent_dir(a, *a.save), *a.save))
       throw CheckpointError(kCkptUnsupported,
                             "--non-persistent-global-ckpt-dir " + shown_path(non_persistent_dir(a, *a.save)) +
                                 " is the --save directory: each non-persistent save keeps only the newest checkpoint "
                                 "of its directory, so it would remove the persistent ones; give another directory "
-                                "(without the flag: " + shown_path(*a.save) + "/non_persistent)");
+                                "(without the flag: " + shown_path(default_non_persistent_dir(*a.save)) + ")");
     refuse_np_dir_on_load(a);
   }
   // --skip-train saves nothing (Megatron neither trains nor makes its final save): --save is not touched at all.
@@ -443,7 +515,7 @@ Progress Checkpointer::load() {
         log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load)
              << (not_a_file ? " (it is there, but not a regular file)"
                  : load_is_file ? " (--load " + shown_path(*a.load) + " is a file, not a checkpoint directory)"
-                                : "")
+                                : iteration_dir_hint(*a.load))
              << "\n"
              << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
       if (a.exit_on_missing_checkpoint)
@@ -511,6 +583,15 @@ Progress Checkpointer::load() {
                                                         " that this model does not");
       // Then the optimizer's (Megatron checks the arguments before it reads any state: a checkpoint of another
       // model is named as such, not as a missing optimizer state of a parameter it does not have).
+      // A --no-save-optim checkpoint has neither optimizer state nor scheduler: Megatron's load_checkpoint, unless
+      // --no-load-optim or --finetune (or a release checkpoint), reads state_dict['optimizer'] and stops on its
+      // KeyError ("Unable to load optimizer from checkpoint ... exiting").
+      if (!finetune && !a.no_load_optim.value_or(false) && !saved_optim)
+        throw CheckpointError(kCkptOptimizerMismatch,
+                              "--load " + found->dir + ": the checkpoint was saved with --no-save-optim: it holds no "
+                              "optimizer state and no learning-rate scheduler, and Megatron stops here (\"Unable to "
+                              "load optimizer from checkpoint\"); give --no-load-optim (its weights and iteration, a "
+                              "fresh optimizer and scheduler) or --finetune (its weights only, from iteration 0)");
       if (with_opt && m.optimizer != c_.optimizer.name)
         throw CheckpointError(kCkptOptimizerMismatch,
                               "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
@@ -633,15 +714,17 @@ Progress Checkpointer::load() {
                  : !with_opt ? " (weights only: fresh optimizer state)"
                              : "");
         // Megatron ignores a checkpoint's RNG state when (TP, PP) changed and keeps --seed; the synthetic data
-        // depends on the seed alone, so the run restores it and continues as the run that saved it.
+        // depends on the seed alone, so the run restores it and continues as the run that saved it. Said only where
+        // the checkpoint's seed is not --seed (the same seed: nothing differs from Megatron's run).
         const Value* st = get(m.layout, "tp");
         const Value* sp = get(m.layout, "pp");
         if (loads_rng(a, *found) && st && sp && st->is_int() && sp->is_int() &&
-            (st->as_int() != c_.tp.size() || sp->as_int() != c_.pp.size()))
+            (st->as_int() != c_.tp.size() || sp->as_int() != c_.pp.size()) &&
+            static_cast<int64_t>(m.seed) != given_seed_)
           line << "\n" << prefix_ << "notice: (TP, PP) = (" << c_.tp.size() << ", " << c_.pp.size()
                << ") here and (" << st->as_int() << ", " << sp->as_int()
-               << ") in the checkpoint: Megatron would ignore the checkpoint's RNG state and keep --seed; megatron-run "
-                  "restores the checkpoint's seed " << m.seed
+               << ") in the checkpoint: Megatron would ignore the checkpoint's RNG state and keep --seed "
+               << given_seed_ << "; megatron-run restores the checkpoint's seed " << m.seed
                << ", so the run continues as the one that saved it (--no-load-rng keeps --seed)";
         loaded = line.str();
       }

@@ -42,8 +42,9 @@ Args resume_args(const Args& args);
 class Checkpointer {
  public:
   // Checks that --save can be written (every rank; CheckpointError checkpoint.save-unwritable on all ranks
-  // otherwise) and installs the --exit-signal handler.
-  Checkpointer(RunContext& c, std::ostream& log, std::string prefix);
+  // otherwise) and installs the --exit-signal handler. `given_seed`: the command line's --seed where c.args holds
+  // the checkpoint's (resume_args); none: c.args.seed.
+  Checkpointer(RunContext& c, std::ostream& log, std::string prefix, std::optional<int64_t> given_seed = std::nullopt);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -68,6 +69,7 @@ class Checkpointer {
   std::string prefix_;
   std::chrono::steady_clock::time_point start_;
   int64_t last_saved_ = -1;  // the last persistent save (the final save is persistent, as Megatron's)
+  int64_t given_seed_;  // --seed as given (the RNG notice of a load under another (TP, PP))
   std::unique_ptr<DirLock> save_lock_;  // rank 0's lock on --save for the run: one run saves there at a time
 };
 

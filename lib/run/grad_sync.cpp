@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "util/rule_id.h"
+
 namespace mr::run {
 
 namespace {
@@ -75,6 +77,9 @@ void publish_params(RunContext& c) {
   if (c.buf.experts_scattered) c.backend->all_gather_model(c.edp, c.buf.expert_begin, c.buf.elo, c.buf.ehi);
 }
 
+// Rule run.replica-divergence: replicas that should hold the same parameters do not (docs/run.md).
+constexpr const char* kReplicaDivergence = "run.replica-divergence";
+
 void compare_replicas(RunContext& c, const std::string& when) {
   const FlatBuffers& b = c.buf;
   if (distributed::Group* e = tied_group(c)) {
@@ -86,7 +91,8 @@ void compare_replicas(RunContext& c, const std::string& when) {
       host_all_gather(*e, distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
       for (int64_t x : all)
         if (x != h)
-          throw RunError(when + "the word embeddings' copies diverged between the pipeline stages of the embedding group");
+          throw RunError(with_rule_id(kReplicaDivergence, when + "the word embeddings' copies diverged between the "
+                                                                 "pipeline stages of the embedding group"));
     }
   }
   auto compare = [&](distributed::Group& g, int64_t begin, int64_t end, const char* what) {
@@ -95,8 +101,10 @@ void compare_replicas(RunContext& c, const std::string& when) {
     host_all_gather(g, distributed::Buffer::cpu(&mine, 1), distributed::Buffer::cpu(all.data(), all.size()));
     for (size_t i = 0; i < all.size(); ++i)
       if (all[i] != mine)
-        throw RunError(when + what + " replicas diverged: rank " + std::to_string(g.ranks()[i]) +
-                       " holds different parameters than rank " + std::to_string(c.rt.rank()));
+        throw RunError(with_rule_id(kReplicaDivergence, when + what + " replicas diverged: rank " +
+                                                            std::to_string(g.ranks()[i]) +
+                                                            " holds different parameters than rank " +
+                                                            std::to_string(c.rt.rank())));
   };
   compare(c.dp, 0, b.dense_end, "data-parallel");
   if (b.expert_begin < b.numel) compare(c.edp, b.expert_begin, b.numel, "expert data-parallel");

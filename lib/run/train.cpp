@@ -188,7 +188,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   set_up(c);
   TrainResult res;
   log_start(c, log, prefix);
-  Checkpointer ckpt(c, log, prefix);  // --save is writable, --exit-signal-handler installed
+  Checkpointer ckpt(c, log, prefix, args.seed);  // --save is writable, --exit-signal-handler installed
   const Progress resumed = ckpt.load();
   // --skip-train: Megatron skips its train() call and the final save after it (training.py), and only evaluates;
   // the checkpoint is loaded all the same. The synthetic run has no evaluation: it ends here with 0 iterations.

@@ -262,6 +262,27 @@ TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given va
   CHECK_THAT(t.err(), Catch::Contains("[checkpoint.corrupt]") && Catch::Contains(typed + "/iter_0000002/rank_00000.json") &&
                           Catch::Contains("\"num_layers\" is \"two\", not an integer") && !Catch::Contains("internal error"));
 
+  // --use-mp-args-from-checkpoint-args: a TP=2 checkpoint on 3 ranks. The TP size the world size does not divide
+  // came from the checkpoint, so the refusal names its file, as the values --use-checkpoint-args takes are named.
+  const std::string tp2 = dir / "tp2";
+  mrtest::Proc s2 = mrtest::spawn_job(2, {"--tensor-model-parallel-size", "2", "--train-iters", "2",
+                                          "--lr-warmup-iters", "1", "--save-interval", "2", "--save", tp2},
+                                      dir, "save-tp2");
+  INFO(s2.out() << s2.err());
+  REQUIRE(s2.exit_code() == 0);
+  {
+    std::vector<mrtest::Proc> p = {mrtest::start(
+        {mrtest::megatron_run(), "--nproc-per-node", "3", "--config", cfg, "--train-iters", "3", "--load", tp2,
+         "--use-checkpoint-args", "--use-mp-args-from-checkpoint-args"},
+        {{"MR_DIST_TIMEOUT_S", "60"}}, dir, "mp3")};
+    mrtest::wait_all(p, std::chrono::seconds(180));
+    INFO(p[0].out() << p[0].err());
+    CHECK(p[0].exit_code() == 1);
+    CHECK_THAT(p[0].err(), Catch::Contains("error[parallel.world-size-divisible]: world size (3) is not a multiple") &&
+                               Catch::Contains("(set by --use-checkpoint-args: " + tp2 +
+                                               "/iter_0000002/rank_00000.json)"));
+  }
+
   // A corrupt metadata file: refused before any worker starts, naming the file.
   const std::string meta = ck + "/iter_0000002/rank_00000.json";
   std::ofstream(meta, std::ios::trunc) << "{\"format\": \"megatron-run checkpoint\", ";

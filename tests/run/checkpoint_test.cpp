@@ -352,10 +352,12 @@ namespace {
 // The run that never stopped (layout `from`, 6 iterations, saves at 3 and 6) against one resumed from its
 // iteration 3 under layout `to`: the same model checksum (layout-independent), last loss and grad norm, and the
 // same unsharded state at 6, element by element (the synthetic run is layout-invariant: docs/run.md).
-void check_reshard_resume(const Job& from, const Job& to, const std::string& tag) {
+// The first run takes --seed `seed`; the resumed one gives none (Megatron's default 1234).
+void check_reshard_resume(const Job& from, const Job& to, const std::string& tag, const std::string& seed = "1234") {
   mrtest::TempDir dir;
   const std::string a = dir / "a", b = dir / "b";
-  mrtest::Proc p = spawn(from.ranks, joined(from.flags, {"--train-iters", "6", "--save-interval", "3", "--save", a}),
+  mrtest::Proc p = spawn(from.ranks,
+                         joined(from.flags, {"--train-iters", "6", "--save-interval", "3", "--save", a, "--seed", seed}),
                          dir, tag + "-full");
   INFO(tag << "\n" << p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
@@ -366,14 +368,17 @@ void check_reshard_resume(const Job& from, const Job& to, const std::string& tag
   INFO(q.out() << q.err());
   REQUIRE(q.exit_code() == 0);
   CHECK_THAT(q.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/"));
-  // Another (TP, PP): the notice that Megatron would not restore the RNG state here; the same: no notice.
+  // Another (TP, PP) and another seed: the notice that Megatron would not restore the RNG state here and would keep
+  // --seed; the same (TP, PP), or the same seed (nothing differs from Megatron): no notice.
   const auto flag = [](const Job& j, const std::string& f) {
     auto it = std::find(j.flags.begin(), j.flags.end(), f);
     return it == j.flags.end() ? std::string("1") : *(it + 1);
   };
   const bool moved = flag(from, "--tensor-model-parallel-size") != flag(to, "--tensor-model-parallel-size") ||
                      flag(from, "--pipeline-model-parallel-size") != flag(to, "--pipeline-model-parallel-size");
-  CHECK(moved == (q.out().find("Megatron would ignore the checkpoint's RNG state") != std::string::npos));
+  const bool notice = moved && seed != "1234";
+  CHECK(notice == (q.out().find("Megatron would ignore the checkpoint's RNG state") != std::string::npos));
+  if (notice) CHECK_THAT(q.out(), Catch::Contains("keep --seed 1234; megatron-run restores the checkpoint's seed " + seed));
   static const std::regex last(R"(parameter checksum [^)]*\))");
   std::smatch mp, mq;
   const std::string po = p.out(), qo = q.out();
@@ -392,10 +397,10 @@ void check_reshard_resume(const Job& from, const Job& to, const std::string& tag
 
 TEST_CASE("a run resumed under another layout continues exactly as the run that never stopped",
           "[run][checkpoint][reshard]") {
-  check_reshard_resume({4, {"--tensor-model-parallel-size", "2"}}, {4, {}}, "tp2dp2-tp1dp4");
-  check_reshard_resume({4, {"--use-distributed-optimizer", "--bf16"}}, {1, {"--bf16"}}, "distopt4-1");
-  check_reshard_resume({2, {"--pipeline-model-parallel-size", "2"}}, {1, {}}, "pp2-pp1");
-  // Mamba at TP=2 (in_proj and conv1d by parts) resumed on one rank.
+  check_reshard_resume({4, {"--tensor-model-parallel-size", "2"}}, {4, {}}, "tp2dp2-tp1dp4", "77");
+  check_reshard_resume({4, {"--use-distributed-optimizer", "--bf16"}}, {1, {"--bf16"}}, "distopt4-1", "77");
+  check_reshard_resume({2, {"--pipeline-model-parallel-size", "2"}}, {1, {}}, "pp2-pp1", "77");
+  // Mamba at TP=2 (in_proj and conv1d by parts) resumed on one rank; the same seed: no RNG notice.
   check_reshard_resume({2, {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope",
                             "--tensor-model-parallel-size", "2"}},
                        {1, {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope"}}, "mambatp2-1");
@@ -468,6 +473,20 @@ TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --
   CHECK(b.exit_code() == 1);
   CHECK_THAT(b.err(), Catch::Contains("--exit-on-missing-checkpoint") && Catch::Contains("checkpoint.missing"));
   CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
+  // --load of one iteration's directory (a common slip): the warning says to give its parent, with --ckpt-step
+  // where the tracker names another iteration. Another directory without a tracker gets no such words.
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "4", "--save-interval", "2", "--save", ck}, dir, "save")
+              .exit_code() == 0);
+  for (const auto& [load, step] : std::vector<std::pair<std::string, std::string>>{
+           {ck + "/iter_0000004", ""}, {ck + "/iter_0000004/", ""}, {ck + "/iter_0000002", " with --ckpt-step 2"}}) {
+    mrtest::Proc c = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--load", load}, dir, "iterdir");
+    INFO(c.out() << c.err());
+    CHECK(c.exit_code() == 0);
+    CHECK_THAT(c.out(), Catch::Contains("(--load " + load + " is the directory of one checkpoint iteration, not a "
+                                        "checkpoint directory: give its parent, --load " + ck + step + ")\n"));
+  }
+  CHECK_THAT(a.out(), !Catch::Contains("give its parent"));
 }
 
 TEST_CASE("a Megatron checkpoint (torch_dist, torch) under --load is named as one, not as a corrupt one of ours",
@@ -661,6 +680,30 @@ TEST_CASE("what loads: --ckpt-step, --finetune and --no-load-optim", "[run][chec
   CHECK_THAT(g.out(), Catch::Contains("training run finished: nothing to train, the loaded checkpoint is at "
                                       "iteration 6 and --train-iters is 6") &&
                           !Catch::Contains("iteration        7/"));
+}
+
+TEST_CASE("a --no-save-optim checkpoint is refused as Megatron's load_checkpoint refuses it, unless --no-load-optim or "
+          "--finetune",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", ck, "--no-save-optim"}, dir, "save")
+              .exit_code() == 0);
+  mrtest::Proc b = spawn(1, {"--train-iters", "6", "--load", ck}, dir, "load");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("[checkpoint.optimizer-mismatch]: --load " + ck + "/iter_0000004: the checkpoint "
+                                      "was saved with --no-save-optim") &&
+                          Catch::Contains("--no-load-optim") && Catch::Contains("--finetune"));
+  CHECK_THAT(b.out(), !Catch::Contains("iteration        5/"));
+  mrtest::Proc c = spawn(1, {"--train-iters", "6", "--load", ck, "--no-load-optim"}, dir, "nooptim");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("(weights only: fresh optimizer state)") && Catch::Contains("iteration        5/"));
+  mrtest::Proc d = spawn(1, {"--train-iters", "3", "--load", ck, "--finetune"}, dir, "finetune");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("iteration        1/"));
 }
 
 // Megatron's pretrain with --skip-train: the checkpoint is loaded, train() and the final save are skipped, and only
@@ -1460,6 +1503,67 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
   CHECK(e.exit_code() == 0);
   CHECK_THAT(e.out(), Catch::Contains("successfully loaded checkpoint from " + np) && Catch::Contains("at iteration 6") &&
                           Catch::Contains("iteration        7/"));
+}
+
+TEST_CASE("a non-persistent directory that is --save (or --load) under another spelling is refused also before "
+          "the directory exists (a job's first run): ./d, d/., d/, a link to d",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  // Relative spellings, as typed in a job's directory: the test moves there while the jobs run.
+  struct Cwd {
+    fs::path old = fs::current_path();
+    explicit Cwd(const fs::path& to) { fs::current_path(to); }
+    ~Cwd() { fs::current_path(old); }
+  } cwd(fs::path(dir / ""));
+  fs::create_directory_symlink("np3", "np3link");  // dangling until np3 is created
+  const std::vector<std::pair<std::string, std::string>> spellings = {
+      {"np3", "./np3"}, {"np3", "np3/."}, {"np3", "np3/"}, {"np3", "np3link"}, {"np3", "np3link/"},
+      {"./np3", "np3"}, {"np3/", "np3"},  {"np3link", "np3"}, {"np3", "x/../np3"}, {"np3", dir / "np3"}};
+  for (const auto& [save, np] : spellings) {
+    fs::remove_all("np3");
+    fs::remove_all("x");
+    mrtest::Proc p = spawn(1, {"--train-iters", "3", "--save", save, "--save-interval", "2",
+                               "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
+                               "--non-persistent-global-ckpt-dir", np},
+                           dir, "fresh");
+    INFO("--save " << save << " --non-persistent-global-ckpt-dir " << np << "\n" << p.out() << p.err());
+    CHECK(p.exit_code() == 1);
+    CHECK_THAT(p.err(), Catch::Contains("[checkpoint.unsupported]: --non-persistent-global-ckpt-dir " + np +
+                                        " is the --save directory"));
+    CHECK(!fs::exists("np3/iter_0000002"));
+  }
+  // The default directory named in the message has no doubled separator when --save ends in '/'.
+  {
+    mrtest::Proc p = spawn(1, {"--train-iters", "3", "--save", "np5/", "--save-interval", "2",
+                               "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
+                               "--non-persistent-global-ckpt-dir", "./np5"},
+                           dir, "slash");
+    INFO(p.out() << p.err());
+    CHECK(p.exit_code() == 1);
+    CHECK_THAT(p.err(), Catch::Contains("(without the flag: np5/non_persistent)"));
+  }
+  // --load that does not exist yet, spelt otherwise than the non-persistent directory: refused on the first run as
+  // on the next (whose load the first run's non-persistent saves would fill).
+  {
+    mrtest::Proc p = spawn(1, {"--train-iters", "3", "--save", "other", "--load", "./ld/", "--save-interval", "2",
+                               "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
+                               "--non-persistent-global-ckpt-dir", "ld"},
+                           dir, "freshload");
+    INFO(p.out() << p.err());
+    CHECK(p.exit_code() == 1);
+    CHECK_THAT(p.err(), Catch::Contains("[checkpoint.unsupported]: --non-persistent-global-ckpt-dir ld is the --load "
+                                        "directory ./ld/"));
+  }
+  // Other directories still run: the non-persistent saves beside the persistent ones.
+  fs::remove_all("np3");
+  mrtest::Proc ok = spawn(1, {"--train-iters", "3", "--save", "np3", "--save-interval", "2",
+                              "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
+                              "--non-persistent-global-ckpt-dir", "./np3/../np3x"},
+                          dir, "other");
+  INFO(ok.out() << ok.err());
+  CHECK(ok.exit_code() == 0);
+  CHECK(fs::exists("np3/iter_0000002/rank_00000.json"));
+  CHECK(fs::exists("np3x/latest_checkpointed_iteration.txt"));
 }
 
 TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 0", "[run][checkpoint][signal]") {

@@ -820,12 +820,12 @@ TEST_CASE("--check-weight-hash-across-dp-replicas-interval: replicas compared du
   CHECK(bad.exit_code() == 1);
   CHECK_FALSE(bad.timed_out);
   CHECK_THAT(bad.out() + bad.err(),
-             Catch::Contains("after iteration 4 (--check-weight-hash-across-dp-replicas-interval): data-parallel "
-                             "replicas diverged: rank "));
+             Catch::Contains("error[run.replica-divergence]: after iteration 4 "
+                             "(--check-weight-hash-across-dp-replicas-interval): data-parallel replicas diverged: rank "));
   CHECK_THAT(bad.out(), !Catch::Contains("match after 4"));
   // Without the flag the run's final comparison finds it.
   mrtest::Proc end = spawn(2, {"--train-iters", "4"}, dir, "end", drift);
   INFO(end.out() << end.err());
   CHECK(end.exit_code() == 1);
-  CHECK_THAT(end.out() + end.err(), Catch::Contains("data-parallel replicas diverged: rank "));
+  CHECK_THAT(end.out() + end.err(), Catch::Contains("error[run.replica-divergence]: data-parallel replicas diverged: rank "));
 }

@@ -17,9 +17,15 @@ Diagnostic Context::make(const Rule& rule, const std::string& message,
   d.stage = rule.stage;
   for (std::string_view dest : dests) {
     d.flags.push_back(flag(dest));
-    if (d.where.empty() && args_.has(dest)) {
-      const Provenance& p = args_.provenance(dest);
-      if (p.kind == Provenance::Kind::Config) d.where = p.where;
+    if (!args_.has(dest)) continue;
+    const Provenance& p = args_.provenance(dest);
+    if (d.where.empty() && p.kind == Provenance::Kind::Config) d.where = p.where;
+    // A value --use-checkpoint-args (or --use-mp-args-from-checkpoint-args) took from a checkpoint: no flag the
+    // user wrote gave it, so the message names the file it came from (once per file).
+    static constexpr std::string_view kFromCheckpoint = "--use-checkpoint-args: ";
+    if (p.kind == Provenance::Kind::Derived && p.where.rfind(kFromCheckpoint, 0) == 0) {
+      const std::string set_by = " (set by " + p.where + ")";
+      if (d.message.find(set_by) == std::string::npos) d.message += set_by;
     }
   }
   return d;
