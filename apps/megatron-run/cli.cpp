@@ -350,7 +350,7 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
   std::string msg = "unrecognized arguments:";
   std::vector<std::string> flags;
   for (size_t k = 0; k < words.size() && k < limits::kMaxListedArguments; ++k) {
-    msg += " " + abbreviate(words[k]);
+    msg += " " + echo_word(words[k]);
     if (words[k].size() > 1 && words[k][0] == '-') flags.push_back(words[k]);
   }
   if (words.size() > limits::kMaxListedArguments)
@@ -371,7 +371,7 @@ std::string own_option_hint(const UsageError& e, const std::string& cmd) {
   for (const std::string& f : e.flags)
     if (f.rfind("--", 0) == 0)
       if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
-        hint += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
+        hint += "\n  " + echo_word(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
   return hint;
 }
 
