@@ -1,6 +1,8 @@
 // The training program megatron-run starts on every rank, in torchrun's forms:
 //
-//   megatron-run [OPTIONS] [MEGATRON FLAGS] -- CMD ARGS...          CMD as given (no interpreter)
+//   megatron-run [OPTIONS] [MEGATRON FLAGS] -- CMD ARGS...          CMD as given (no interpreter; but an existing
+//                                                                  x.py that is no command found runs as a script,
+//                                                                  script_after_dashes, as torchrun's -- does)
 //   megatron-run [OPTIONS] [MEGATRON FLAGS] script.py ARGS...       python -u script.py ARGS (torchrun's form)
 //   megatron-run [OPTIONS] --no-python [MEGATRON FLAGS] CMD ARGS... CMD as given
 //   megatron-run [OPTIONS] -m [OPTIONS] MODULE ARGS... (or --module) python -u -m MODULE ARGS (-m is a switch, as in
