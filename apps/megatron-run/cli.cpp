@@ -156,7 +156,8 @@ void print_usage(std::ostream& os) {
         "               validate for the job's world size, then start PROGRAM on every rank with torchrun's\n"
         "               environment and the Megatron flags appended (docs/launch.md). PROGRAM is one of\n"
         "                 SCRIPT.py ARGS...        run under python3 -u ($PYTHON_EXEC), torchrun's form\n"
-        "                 -- CMD ARGS...           any command, as given\n"
+        "                 -- CMD ARGS...           any command, as given (an existing x.py file that is no\n"
+        "                                          executable found as a command runs as SCRIPT, as torchrun's)\n"
         "                 --no-python CMD ARGS...  CMD as a command rather than a script\n"
         "                 -m MODULE ARGS...        python3 -u -m MODULE ($PYTHON_EXEC)\n"
         "               --no-append-args: the program gets only its own ARGS\n"
@@ -350,7 +351,7 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
   std::string msg = "unrecognized arguments:";
   std::vector<std::string> flags;
   for (size_t k = 0; k < words.size() && k < limits::kMaxListedArguments; ++k) {
-    msg += " " + abbreviate(words[k]);
+    msg += " " + echo_word(words[k]);
     if (words[k].size() > 1 && words[k][0] == '-') flags.push_back(words[k]);
   }
   if (words.size() > limits::kMaxListedArguments)
@@ -371,7 +372,7 @@ std::string own_option_hint(const UsageError& e, const std::string& cmd) {
   for (const std::string& f : e.flags)
     if (f.rfind("--", 0) == 0)
       if (auto near = closest_words(f.substr(0, f.find('=')), names, 2); !near.empty())
-        hint += "\n  " + abbreviate(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
+        hint += "\n  " + echo_word(f) + ": did you mean " + near.front() + " (megatron-run's own option)?";
   return hint;
 }
 

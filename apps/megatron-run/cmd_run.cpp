@@ -89,7 +89,7 @@ std::string one_dash_hint(const std::vector<std::string>& args, const std::vecto
     const Schema& schema = Schema::megatron();
     const std::vector<std::string> near = schema.find_flag(name) ? std::vector<std::string>{name} : schema.suggest(name, 1);
     if (!near.empty())
-      hint += "\n  " + abbreviate(w) + ": did you mean " + near.front() + "? Megatron's flags take two dashes (" +
+      hint += "\n  " + echo_word(w) + ": did you mean " + near.front() + "? Megatron's flags take two dashes (" +
               refused->first + " is torchrun's " + refused->second + ")";
   }
   return hint;
@@ -114,9 +114,9 @@ std::string program_after_unknown_hint(const std::vector<std::string>& args, con
     if (it->size() > 3 && it->compare(it->size() - 3, 3, ".py") == 0 && (*it)[0] != '-') program = *it;
   }
   if (program.empty()) return "";
-  return "\n  " + abbreviate(program) + ": the program? " + abbreviate(unknown) + " before it is an option neither "
+  return "\n  " + echo_word(program) + ": the program? " + echo_word(unknown) + " before it is an option neither "
          "megatron-run nor Megatron knows, which ends the search for the program: a program's own options go "
-         "after it (" + abbreviate(program) + " " + abbreviate(unknown) + " ...)";
+         "after it (" + echo_word(program) + " " + echo_word(unknown) + " ...)";
 }
 
 // The first option given that only shapes what a dry run prints (--format argv|argv0, --parse-only, --explain),
@@ -150,7 +150,7 @@ std::vector<std::string> own_options_after_program(const launch::Program& progra
 // passed to it and not read here; said, with --dry-run's own warning when this is a launch (the program starts).
 void warn_own_options_after_program(const launch::Program& program, const std::vector<std::string>& names,
                                     bool launching) {
-  const std::string& prog = program.words.front();
+  const std::string prog = echo_word(program.words.front());
   std::vector<std::string> rest;
   for (const std::string& n : names) {
     if (n == "--dry-run" && launching) {
@@ -226,7 +226,7 @@ void warn_program_words(const Invocation& inv, const Parsed& parsed, const launc
     if (names.size() > 4) text += " and " + std::to_string(names.size() - 4) + " more";
     return text;
   };
-  const std::string& prog = program.words.front();
+  const std::string prog = echo_word(program.words.front());
   // One warning for a list of flags (none when empty): "FLAGS is/are TEXT" or "FLAGS: TEXT".
   auto say = [&](const char* id, const std::vector<std::string>& names, const std::string& text,
                  const std::vector<std::string>& flags) {
@@ -275,8 +275,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   size_t program_start = 0;     // the program's first word in `args` (0: none)
   std::vector<std::string> spelled = args;  // `args`, our options before the program written out in full
   std::vector<std::string> switches;  // megatron-run's own options that take no value
+  std::optional<std::pair<size_t, size_t>> swallowed;  // a script a flag with nargs '+'/'*' took as its value
   {
     launch::ProgramSplit ps = read_run_words(args, /*lenient=*/false, &switches);
+    swallowed = launch::swallowed_program(ps);
     unknown_option = ps.stopped_at_unknown;
     own_args = spelled = ps.words;
     if (ps.form != launch::Program::Form::Worker) {
@@ -288,6 +290,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
         throw UsageError(ps.form == launch::Program::Form::Module ? "argument -m/--module: expected a module name"
                                                                   : "'--' is not followed by a program to run",
                          {ps.form == launch::Program::Form::Module ? "--module" : "--"});
+      // torchrun's "--" only ends the options: `-- train.py` still runs the script under Python. A word after it
+      // that ends in .py and is an existing file (no executable found as a command) is a script here too.
+      if (program.form == launch::Program::Form::Command && launch::script_after_dashes(program.words.front()))
+        program.form = launch::Program::Form::Script;
     }
   }
   for (std::string& w : own_args) {  // torchrun's short options, ours only before the program
@@ -310,6 +316,25 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (version) {
     std::cout << "megatron-run " << MR_VERSION << "\n";
     return 0;
+  }
+  // `--data-path data/a train.py`: the flag took the script as its last value (argparse's nargs '+'), and no program
+  // is left, so megatron-run would start its own worker: refused (a dry run says it), naming the flag and the way
+  // to write it.
+  if (swallowed) {
+    const std::string& flag = spelled[swallowed->first];
+    const std::string word = echo_word(spelled[swallowed->second]);
+    std::string before;
+    for (size_t k = swallowed->first + 1; k < swallowed->second; ++k) before += " " + spelled[k];
+    const std::string msg =
+        "argument " + flag + ": takes every word up to the next option, so '" + word + "' was read as its last " +
+        "value and no program is named (megatron-run would start its own worker, not " + word + "); to run it, put " +
+        "another option or -- between them (" + echo_word(flag + before, 120) + " -- " + word + "), or give the " +
+        "program first (" + word + " " + echo_word(flag + before, 120) + " ...: its own arguments, validated too)";
+    if (dry_run || !dry_run_only_option(opts).empty())
+      print_warning(std::cerr, "[launch.program-swallowed] " + msg + " (a dry run starts nothing; a launch would "
+                               "refuse it)");
+    else
+      throw UsageError(msg, {flag}, "", "launch.program-swallowed");
   }
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
   const launch::EnvLookup env = launch::process_env();
@@ -345,7 +370,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // The options that only shape what a dry run prints imply --dry-run, all alike: nothing starts, and a launch
   // option or a program given with them is named in a notice as not started (never silently dropped).
   const bool asks_launch = launch_opts.nproc_given || launch_opts.multi_node() || program.named();
-  const std::string not_run = program.named() ? program.words.front() + " is not run; " : std::string();
+  const std::string not_run = program.named() ? echo_word(program.words.front()) + " is not run; " : std::string();
   if (const std::string implied = dry_run_only_option(opts); !implied.empty() && !dry_run) {
     dry_run = true;
     const bool argv_of_program = program.named() && (common.format == "argv" || common.format == "argv0");
@@ -371,7 +396,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   // The program of a launch is there before anything else is checked: a missing script is not reported as a
   // config error, and a word that looks like one of megatron-run's commands gets the commands named.
-  if (!dry_run && !json_check && program.named()) {
+  if (!dry_run && program.named()) {  // --format json without --dry-run too: it validates as the launch would
     try {
       (void)launch::check_program(program);
     } catch (const launch::LaunchError& e) {
@@ -379,7 +404,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       const bool bare = program.form == launch::Program::Form::Script && !program.no_python &&
                         w.find_first_of("/.") == std::string::npos;
       std::string hint = bare ? command_word_hint(w) : "";
-      if (!hint.empty()) hint = "; megatron-run has no command '" + abbreviate(w) + "'" + hint;
+      if (!hint.empty()) hint = "; megatron-run has no command '" + echo_word(w) + "'" + hint;
       // `--mock-data false`: the word after a switch is the program, not the switch's value.
       if (program.form == launch::Program::Form::Script)
         if (std::string v = switch_value_hint(spelled, program_start, switches); !v.empty())
@@ -391,7 +416,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   // A dry run starts nothing, but a program it would not find is said (a launch refuses it): often a value split
   // by the shell, whose rest the dry run would otherwise take for the program's arguments.
-  if ((dry_run || json_check) && program.named() && common.format != "argv" && common.format != "argv0") {
+  if (dry_run && program.named() && common.format != "argv" && common.format != "argv0") {
     try {
       (void)launch::check_program(program);
     } catch (const launch::LaunchError& e) {
@@ -406,7 +431,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   // --no-file-checks skips the checks a launch makes of the program's files on its node; a dry run makes none (its
   // machine is rarely the one the job reads from), so the switch is named there, as unused.
-  if (no_file_checks && (dry_run || json_check))
+  if (no_file_checks && dry_run)
     print_warning(std::cerr, "[launch.no-file-checks-unused] --no-file-checks: not used in a dry run (a launch checks "
                              "the files the program's flags name before it starts; a dry run checks none)");
   // --bring-up-only stops megatron-run's own worker after the process groups' self-check: a dry run starts no
@@ -417,7 +442,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                              "nothing)");
   if (launch_opts.bring_up_only && !dry_run && !json_check && program.named())
     throw UsageError("argument --bring-up-only: stops megatron-run's own worker after the process groups' "
-                         "self-check, but the program " + program.words.front() +
+                         "self-check, but the program " + echo_word(program.words.front()) +
                          " runs instead of it and megatron-run cannot stop it there; leave --bring-up-only out, "
                          "or name no program to bring up megatron-run's own worker",
                      {"--bring-up-only"});
@@ -590,7 +615,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     // of the values given is said, and the program decides (docs/checkpoints.md).
     if (!quiet) {
       print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run cannot read the "
-                               "checkpoint's arguments (" + unreadable_checkpoint + "); " + program.words.front() +
+                               "checkpoint's arguments (" + unreadable_checkpoint + "); " + echo_word(program.words.front()) +
                                " replaces the model's shape with the checkpoint's before its own validation, so "
                                "what megatron-run refuses of the shape given is only said (and its checks after "
                                "the model's shape did not run):");
@@ -625,13 +650,21 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   if (!explained.empty()) std::cout << explained << "}\n";
   if (!explain.empty()) return 0;
+  // --format json without --dry-run checks the files the program's flags name, as the launch does before it starts
+  // the workers (launch.cpp): an error is a refusal (exit 1, in the JSON document), a warning is said.
+  if (json_check) {
+    const std::vector<Diagnostic> inputs = program_input_diagnostics(out, program);
+    if (std::any_of(inputs.begin(), inputs.end(), [](const Diagnostic& d) { return d.level == Diagnostic::Level::Error; }))
+      return refused(inputs);
+    for (const Diagnostic& d : inputs) print_warning_diagnostic(d);
+  }
   // (The namespace, not the typed view: a --yaml-cfg file's namespace has no typed view, and may lack the key.)
   const std::string uca(dest_of(ArgId::use_checkpoint_args));
   if (launching && program.named() && !quiet && ns.has(uca) && ns[uca].truthy() && !unreadable_checkpoint.empty() &&
       !said_unreadable)
     print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run validated the "
                              "values given, not the checkpoint's, which it cannot read (" + unreadable_checkpoint +
-                             "); " + program.words.front() + " replaces the model's arguments with the "
+                             "); " + echo_word(program.words.front()) + " replaces the model's arguments with the "
                              "checkpoint's itself, before its own validation");
   if (!dry_run && !json_check) {
     tells_nodes = false;

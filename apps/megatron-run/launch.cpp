@@ -228,27 +228,41 @@ void warn_program_nccl(const Namespace& ns) {
 // each finding said (once a node: by the launcher, or by local rank 0 of a job that runs megatron-run on every
 // rank), and the launch refused (exit 1) when one is an error. Every rank of such a job decides alike. Not with
 // --no-file-checks; nor with --yaml-cfg, whose namespace holds the file's sections, not the flags.
-std::optional<int> program_inputs_refused(const Outcome& resolved, const launch::Program& program,
-                                          const LaunchOptions& lo, const std::optional<launch::LaunchInfo>& job) {
+}  // namespace
+
+std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const launch::Program& program) {
   const Namespace& ns = resolved.parsed.ns;
-  if (!program.check_files || resolved.parsed.yaml_cfg) return std::nullopt;
+  if (!program.named() || !program.check_files || resolved.parsed.yaml_cfg) return {};
   std::vector<launch::InputFinding> findings;
   try {
     findings = launch::program_input_findings(Args::from(ns));
   } catch (const ArgsError&) {
-    return std::nullopt;  // a value of another shape: the program's own parser says what it makes of it
+    return {};  // a value of another shape: the program's own parser says what it makes of it
   }
+  std::vector<Diagnostic> out;
+  for (const launch::InputFinding& f : findings) {
+    f.rule->record_hit();
+    const Provenance& p = ns.provenance(f.dest);
+    const bool error = f.rule->level == Rule::Level::Error;
+    out.push_back({error ? Diagnostic::Level::Error : Diagnostic::Level::Warning, f.rule->id, f.message, {f.flag},
+                   p.kind == Provenance::Kind::Config ? p.where : "", kStageInit});
+  }
+  return out;
+}
+
+namespace {
+
+std::optional<int> program_inputs_refused(const Outcome& resolved, const launch::Program& program,
+                                          const LaunchOptions& lo, const std::optional<launch::LaunchInfo>& job) {
+  const std::vector<Diagnostic> ds = program_input_diagnostics(resolved, program);
+  if (ds.empty()) return std::nullopt;
   // Local rank 0 speaks for its node; a job that gives no LOCAL_RANK (one rank a node, mpirun-style) has no local
   // rank to go by (Megatron reads it as 0): every rank speaks.
   const bool no_local_rank = job && job->source == launch::LaunchInfo::Source::Torchrun && !std::getenv("LOCAL_RANK");
   const bool says = !job || lo.nproc_per_node > 0 || job->local_rank == 0 || no_local_rank;
   std::optional<std::string> refusal;
-  for (const launch::InputFinding& f : findings) {
-    f.rule->record_hit();
-    const Provenance& p = ns.provenance(f.dest);
-    const bool error = f.rule->level == Rule::Level::Error;
-    const Diagnostic d{error ? Diagnostic::Level::Error : Diagnostic::Level::Warning, f.rule->id, f.message, {f.flag},
-                       p.kind == Provenance::Kind::Config ? p.where : "", kStageInit};
+  for (const Diagnostic& d : ds) {
+    const bool error = d.level == Diagnostic::Level::Error;
     if (says) error ? print_diagnostic(std::cerr, d) : print_warning_diagnostic(d);
     if (error && !refusal) refusal = diagnostic_text(d);
   }

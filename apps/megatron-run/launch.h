@@ -12,6 +12,7 @@
 #include "launch/launch_env.h"
 #include "launch/log_spec.h"
 #include "launch/numa_binding.h"
+#include "launch/program.h"
 #include "launch/torchrun_options.h"
 #include "parallel/layout.h"
 
@@ -168,6 +169,12 @@ inline constexpr const char* kInitTrainingRun = "init.training-run";
 // What megatron-run's own training run cannot run (an optimizer without a kernel, Muon with the distributed
 // optimizer, a model it does not plan, ...), for a job of its own worker: the failure, or nullopt.
 std::optional<Diagnostic> training_run_check(const Outcome& out);
+
+// The checks of the files the program's flags name, on this node (launch/program_inputs.h), as diagnostics with
+// their rule ids (launch.input-missing, launch.output-unwritable: errors; the rest warnings), in the flags' order;
+// none without a named program, with --no-file-checks, or for a --yaml-cfg namespace. A launch refuses on an error
+// (exit 1), and so does --format json without --dry-run, which validates as the launch would.
+std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const launch::Program& program);
 
 // A launch that stops before its workers start: prints `message` (unless `printed`) and, in a job of several
 // nodes, tells the other nodes' launchers so that they fail at once instead of waiting for --join-timeout

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+
+#include "util/text.h"
 
 namespace mr::launch {
 
@@ -71,7 +74,9 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
       break;
     }
     if (n == -1) {
+      const size_t flag = i;
       while (i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--") ++i;
+      if (i > flag) out.multi_values.push_back({flag, i});
     } else {
       for (int k = 0; k < n && i + 1 < words.size() && !option_like(words[i + 1]) && words[i + 1] != "--"; ++k) ++i;
     }
@@ -88,6 +93,32 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
   out.start = out.end_of_options = words.size();
   if (module && !out.stopped_at_unknown) out.form = Program::Form::Module;  // with no module named (refused)
   return out;
+}
+
+namespace {
+
+bool ends_with_py(const std::string& w) { return w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0; }
+
+// A regular file that ends in .py, or an executable one that starts with "#!" or is an ELF binary.
+bool looks_like_program(const std::string& w) {
+  struct stat st {};
+  if (w.empty() || ::stat(w.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (ends_with_py(w)) return true;
+  if (access(w.c_str(), X_OK) != 0) return false;
+  char head[4] = {};
+  std::ifstream in(w, std::ios::binary);
+  in.read(head, 4);
+  return (in.gcount() >= 2 && head[0] == '#' && head[1] == '!') ||
+         (in.gcount() == 4 && head[0] == 0x7f && head[1] == 'E' && head[2] == 'L' && head[3] == 'F');
+}
+
+}  // namespace
+
+std::optional<std::pair<size_t, size_t>> swallowed_program(const ProgramSplit& ps) {
+  if (ps.form != Program::Form::Worker || ps.stopped_at_unknown) return std::nullopt;
+  for (auto it = ps.multi_values.rbegin(); it != ps.multi_values.rend(); ++it)
+    if (it->second < ps.words.size() && looks_like_program(ps.words[it->second])) return *it;
+  return std::nullopt;
 }
 
 std::string Program::describe() const {
@@ -125,13 +156,24 @@ bool executable_file(const std::string& path) {
 
 }  // namespace
 
+bool script_after_dashes(const std::string& word, const EnvLookup& env) {
+  struct stat st {};
+  if (!ends_with_py(word) || ::stat(word.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return false;
+  try {
+    (void)resolve_command(word, env);
+    return false;  // an executable found as a command (#! script on PATH, ./x.py with its x bit): run as before
+  } catch (const LaunchError&) {
+    return true;
+  }
+}
+
 std::string resolve_command(const std::string& word, const EnvLookup& env) {
   if (word.empty()) throw LaunchError("the program's name is empty");
   if (word.find('/') != std::string::npos) {
     struct stat st {};
     if (::stat(word.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-      throw LaunchError("the program " + word + " is a directory, not an executable file");
-    if (!executable_file(word)) throw LaunchError("the program " + word + " is not an executable file");
+      throw LaunchError("the program " + echo_word(word) + " is a directory, not an executable file");
+    if (!executable_file(word)) throw LaunchError("the program " + echo_word(word) + " is not an executable file");
     return word;
   }
   const std::string path = env("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
@@ -144,7 +186,7 @@ std::string resolve_command(const std::string& word, const EnvLookup& env) {
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
-  throw LaunchError("cannot find the program '" + word + "' on PATH" +
+  throw LaunchError("cannot find the program '" + echo_word(word) + "' on PATH" +
                     (word == "python3" ? " (set PYTHON_EXEC to the Python to use)" : ""));
 }
 
@@ -153,11 +195,11 @@ void check_script(const Program& p) {
   const std::string& script = p.words.front();
   struct stat st {};
   if (::stat(script.c_str(), &st) != 0)
-    throw LaunchError("the script " + script + " does not exist" +
+    throw LaunchError("the script " + echo_word(script) + " does not exist" +
                       (script[0] != '/' ? " (relative to the working directory)" : "") +
                       "; Python would fail on every rank");
   if (S_ISDIR(st.st_mode) && ::stat((script + "/__main__.py").c_str(), &st) != 0)
-    throw LaunchError("the script " + script + " is a directory without a __main__.py; Python would fail on every rank");
+    throw LaunchError("the script " + echo_word(script) + " is a directory without a __main__.py; Python would fail on every rank");
 }
 
 std::string check_program(const Program& p, const EnvLookup& env) {
@@ -168,8 +210,11 @@ std::string check_program(const Program& p, const EnvLookup& env) {
   } catch (const LaunchError& e) {
     const bool python = (p.form == Program::Form::Script && !p.no_python) || p.form == Program::Form::Module;
     const std::optional<std::string> exec = env("PYTHON_EXEC");
+    if (p.form == Program::Form::Command && !p.words.empty() && ends_with_py(p.words.front()))
+      throw LaunchError(std::string(e.what()) + " (after --, a .py word runs under Python, as torchrun's -- SCRIPT "
+                        "does, only when it is an existing file; this one is not, so it was looked for as a command)");
     if (!python || !exec || exec->empty()) throw;
-    throw LaunchError(std::string(e.what()) + " (PYTHON_EXEC=" + *exec + ", the Python that runs the " +
+    throw LaunchError(std::string(e.what()) + " (PYTHON_EXEC=" + echo_word(*exec) + ", the Python that runs the " +
                       (p.form == Program::Form::Module ? "module" : "script") + ")");
   }
 }

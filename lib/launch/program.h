@@ -1,6 +1,8 @@
 // The training program megatron-run starts on every rank, in torchrun's forms:
 //
-//   megatron-run [OPTIONS] [MEGATRON FLAGS] -- CMD ARGS...          CMD as given (no interpreter)
+//   megatron-run [OPTIONS] [MEGATRON FLAGS] -- CMD ARGS...          CMD as given (no interpreter; but an existing
+//                                                                  x.py that is no command found runs as a script,
+//                                                                  script_after_dashes, as torchrun's -- does)
 //   megatron-run [OPTIONS] [MEGATRON FLAGS] script.py ARGS...       python -u script.py ARGS (torchrun's form)
 //   megatron-run [OPTIONS] --no-python [MEGATRON FLAGS] CMD ARGS... CMD as given
 //   megatron-run [OPTIONS] -m [OPTIONS] MODULE ARGS... (or --module) python -u -m MODULE ARGS (-m is a switch, as in
@@ -12,7 +14,9 @@
 // Torch-free.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/schema.h"
@@ -54,6 +58,9 @@ struct ProgramSplit {
   // The scan stopped at an option neither megatron-run nor Megatron knows (its "unrecognized arguments" error
   // must come first: where the program starts is unknown).
   bool stopped_at_unknown = false;
+  // Each Megatron flag with nargs '+' or '*' before the program that took words: the flag's index in `words` and
+  // the index of the last word it took (swallowed_program reads them).
+  std::vector<std::pair<size_t, size_t>> multi_values;
   // The words, each option word before the program as `spelling` writes it out (launch/option_spelling.h: -r3,
   // a prefix of a long option); the same count, so argv positions hold. The words themselves without `spelling`.
   std::vector<std::string> words;
@@ -61,6 +68,19 @@ struct ProgramSplit {
 ProgramSplit split_program(const std::vector<std::string>& words, const Schema& schema,
                            const std::vector<std::string>& own_value_options,
                            const std::vector<std::string>& own_switches, const OptionSpelling* spelling = nullptr);
+
+// When no program was named (Worker, the scan not stopped at an unknown option): the last word a flag with nargs
+// '+'/'*' took that looks like a program, as {flag's index, word's index} in `ps.words`; else nullopt. A word looks
+// like a program when it is a regular file here that ends in ".py", or an executable file that starts with "#!" or
+// is an ELF binary (never a directory, a data prefix whose .bin/.idx are the files, or a number such as a weight).
+// argparse gives such a flag every following word that is not an option, so `--data-path data/a train.py` makes
+// train.py a data path and megatron-run would start its own worker instead of the script.
+std::optional<std::pair<size_t, size_t>> swallowed_program(const ProgramSplit& ps);
+
+// Whether the word after "--" runs as a Python script, as torchrun's `-- train.py` does (its "--" only ends the
+// options): it ends in ".py", is an existing file, and is no executable that resolve_command finds (on PATH, or a
+// path naming an executable file), which runs as a command as before. Any other word after "--" is a command.
+bool script_after_dashes(const std::string& word, const EnvLookup& env = process_env());
 
 // The program's argv on every rank: the interpreter for scripts and modules (torchrun's: $PYTHON_EXEC, else
 // python3, with -u), the program's words, then `megatron_words` when append_args.

@@ -100,6 +100,8 @@ std::string abbreviate(std::string_view s, size_t max) {
   return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
+std::string echo_word(std::string_view s, size_t max) { return printable(abbreviate(s, max), false); }
+
 std::string abbreviate_inside(std::string_view s, size_t max, size_t tail) {
   if (s.size() <= max) return std::string(s);
   tail = std::min(tail, max);

@@ -39,6 +39,9 @@ bool is_printable(std::string_view s, bool keep_newlines = true);
 
 // The first `max` bytes of `s` (cut at a UTF-8 character boundary) and "... (N bytes)" when it is longer.
 std::string abbreviate(std::string_view s, size_t max = 200);
+// A word a message echoes inside its line (a program's name, an unknown argument): abbreviate(s, max), then
+// printable(..., false), so a newline in it prints as \x0a and a 5 KB word as its first `max` bytes and its length.
+std::string echo_word(std::string_view s, size_t max = 200);
 // `s` when it has at most `max` bytes; else its start, " ... [N bytes cut] ... " and its last `tail` bytes (tail < max),
 // at most about `max` bytes in all, cut at UTF-8 character boundaries: for a whole message, whose end (the reason)
 // must survive a long value echoed inside it.

@@ -242,3 +242,112 @@ TEST_CASE("a WORLD_SIZE in the shell without RANK is no job: a launch validates 
   CHECK(sh(kRun + "--world-size 1" + prog).exit == 0);
   CHECK(sh(kRun + "--world-size 2 --format json").exit == 0);
 }
+
+// `--data-path data/a train.py`: the flag (nargs '+') took the script as a value; without a program left,
+// megatron-run started its own synthetic worker and exited 0. Refused now (exit 2) naming the flag and the way to
+// write it, said in a dry run; data values (a prefix, a directory, weights) are not taken for a program.
+TEST_CASE("a script taken as the last value of a flag with nargs '+' is refused, not replaced by our worker",
+          "[launch][cli][program-swallowed]") {
+  ScratchDir dir("mr-swallowed-cli");
+  const std::string d = dir.path.string();
+  fs::create_directories(dir.path / "data");
+  { std::ofstream(dir.path / "data" / "a.bin"); }
+  { std::ofstream(dir.path / "data" / "a.idx"); }
+  { std::ofstream(dir.path / "train.py") << "print('RAN-THE-SCRIPT')\n"; }
+  // The default config without --mock-data (a data source besides --data-path is refused).
+  const std::string cd = "cd '" + d + "' && grep -v mock-data '" + kConfig + "' > nomock.yaml && ";
+  const std::string run = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config nomock.yaml ";
+  Proc r = run_shell(cd + "timeout -k 5 90 env " + run + "--nproc-per-node 2 --split 1,0,0 --data-path data/a "
+                     "train.py 2>&1");
+  INFO(r.out);
+  CHECK(r.exit == 2);
+  CHECK(has(r.out, "error[launch.program-swallowed]: argument --data-path: takes every word up to the next option, "
+                   "so 'train.py' was read as its last value and no program is named (megatron-run would start its "
+                   "own worker, not train.py); to run it, put another option or -- between them (--data-path data/a "
+                   "-- train.py), or give the program first (train.py --data-path data/a ...: its own arguments"));
+  CHECK_FALSE(has(r.out, "RAN-THE-SCRIPT"));
+  CHECK_FALSE(has(r.out, "[rank 0]"));  // our worker did not start either
+  Proc dry = run_shell(cd + "timeout -k 5 90 env " + run + "--dry-run --split 1,0,0 --data-path data/a train.py 2>&1");
+  CHECK(dry.exit == 0);
+  CHECK(has(dry.out, "warning[launch.program-swallowed]: argument --data-path: takes every word"));
+  CHECK(has(dry.out, "(a dry run starts nothing; a launch would refuse it)"));
+  // Data values: weights, a prefix, a directory (Megatron's blend), are no program.
+  Proc blend = run_shell(cd + "timeout -k 5 90 env " + run + "--dry-run --split 1,0,0 --data-path 0.5 data/a 0.5 "
+                         "data 2>&1");
+  CHECK(blend.exit == 0);
+  CHECK_FALSE(has(blend.out, "program-swallowed"));
+  // Written as the message says: the script runs.
+  Proc dashes = run_shell(cd + "timeout -k 5 90 env " + run + "--nproc-per-node 1 --split 1,0,0 --data-path data/a "
+                          "-- train.py 2>&1");
+  CHECK(dashes.exit == 0);
+  CHECK(has(dashes.out, "RAN-THE-SCRIPT"));
+}
+
+// torchrun's "--" ends its options only: `torchrun -- train.py` runs python -u train.py. It did not here: the word
+// after "--" was run as a command, so docs/launch.md's own advice (`--` after a flag with nargs '+') failed for
+// every script without its x bit ("cannot find the program 'train.py' on PATH").
+TEST_CASE("-- train.py runs the script under Python, as torchrun's -- does; -- CMD stays a command",
+          "[launch][cli][dashes-script]") {
+  ScratchDir dir("mr-dashes-cli");
+  { std::ofstream(dir.path / "hello.py") << "import sys\nprint('hello', sys.argv[1:])\n"; }
+  const std::string cd = "cd '" + dir.path.string() + "' && ";
+  Proc r = run_shell(cd + "timeout -k 5 90 env " + kRun + "--nproc-per-node 1 --no-append-args -- hello.py a 2>&1");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "hello ['a']"));
+  Proc argv = run_shell(cd + "timeout -k 5 90 env " + kRun + "--format argv --no-append-args -- ./hello.py a 2>&1");
+  CHECK(argv.exit == 0);
+  CHECK(has(argv.out, "/usr/bin/python3 -u ./hello.py a"));
+  // A .py word that is not there: still looked for as a command, and the refusal says why.
+  Proc missing = run_shell(cd + "timeout -k 5 90 env " + kRun + "--nproc-per-node 1 -- missing.py 2>&1");
+  CHECK(missing.exit == 2);
+  CHECK(has(missing.out, "cannot find the program 'missing.py' on PATH (after --, a .py word runs under Python"));
+}
+
+// --format json without --dry-run validates as the launch would: the program's lookup (a missing script: exit 2,
+// one JSON document) and the checks of the files its flags name (launch.input-missing: exit 1, in the document).
+TEST_CASE("--format json without --dry-run makes the launch's program lookup and file checks",
+          "[launch][cli][json-check]") {
+  Proc missing = run_shell("timeout -k 5 90 env " + kRun + "--format json --nproc-per-node 2 no-such-script.py "
+                           "2>/dev/null");
+  CHECK(missing.exit == 2);
+  CHECK(has(missing.out, "\"ok\": false, \"exit\": 2"));
+  CHECK(has(missing.out, "the script no-such-script.py does not exist"));
+  ScratchDir dir("mr-json-check");
+  const std::string nomock = (dir.path / "nomock.yaml").string();
+  REQUIRE(run_shell("grep -v mock-data '" + kConfig + "' > '" + nomock + "'").exit == 0);
+  const std::string run = kBin + " --config '" + nomock + "' ";
+  Proc inputs = run_shell("timeout -k 5 90 env " + run + "--format json --nproc-per-node 2 --split 1,0,0 "
+                          "--data-path /nonexistent/zz --no-python /bin/true 2>/dev/null");
+  INFO(inputs.out);
+  CHECK(inputs.exit == 1);
+  CHECK(has(inputs.out, "\"rule\": \"launch.input-missing\", \"level\": \"error\""));
+  // --no-file-checks is acted on here (it is named as unused only in a dry run).
+  Proc skipped = sh(run + "--format json --nproc-per-node 2 --split 1,0,0 --data-path /nonexistent/zz "
+                    "--no-file-checks --no-python /bin/true");
+  CHECK(skipped.exit == 0);
+  CHECK_FALSE(has(skipped.out, "no-file-checks-unused"));
+  CHECK_FALSE(has(skipped.out, "input-missing"));
+  // A dry run still only names a missing program (it may live on another machine).
+  Proc dry = sh(kRun + "--dry-run --format json no-such-script.py");
+  CHECK(dry.exit == 0);
+  CHECK(has(dry.out, "warning[launch.program-missing]"));
+}
+
+// docs/robustness.md: a word a refusal echoes has its control characters escaped (a newline too) and is cut to 200
+// bytes with its length.
+TEST_CASE("the program's name and unknown arguments are echoed escaped and cut", "[launch][cli][echo]") {
+  Proc cmd = sh(kRun + "--nproc-per-node 2 -- \"$(printf 'a\\nb')\"");
+  CHECK(cmd.exit == 2);
+  CHECK(has(cmd.out, "cannot find the program 'a\\x0ab' on PATH"));
+  Proc script = sh(kRun + "--nproc-per-node 2 \"$(printf 'a\\nb.py')\"");
+  CHECK(script.exit == 2);
+  CHECK(has(script.out, "the script a\\x0ab.py does not exist"));
+  Proc unknown = sh(kRun + "--nproc-per-node 2 --bogus \"$(printf 'a\\nb')\"");
+  CHECK(unknown.exit == 2);
+  CHECK(has(unknown.out, "unrecognized arguments: --bogus a\\x0ab"));
+  Proc long_name = sh(kRun + "--nproc-per-node 2 " + std::string(5000, 'x') + ".py");
+  CHECK(long_name.exit == 2);
+  CHECK(long_name.out.size() < 1000);
+  CHECK(has(long_name.out, "... (5003 bytes) does not exist"));
+}

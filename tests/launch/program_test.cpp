@@ -134,3 +134,83 @@ TEST_CASE("check_script: a Python script must be there before any worker starts"
   CHECK_NOTHROW(mr::launch::check_script(Program{Program::Form::Module, {"no.such.module"}}));
   fs::remove_all(dir);
 }
+
+// `--data-path data/a train.py`: argparse gives the script to the flag (nargs '+'), no program is left, and
+// megatron-run would start its own worker; swallowed_program names the word when it looks like a program, and
+// leaves alone the values that are data (a prefix, a directory, weights).
+TEST_CASE("swallowed_program: a script taken as the last value of a flag with nargs '+'", "[launch][program]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mr-swallowed-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "data");
+  { std::ofstream(dir / "train.py") << "print(1)\n"; }
+  { std::ofstream(dir / "run.sh") << "#!/bin/sh\necho hi\n"; }
+  { std::ofstream(dir / "data" / "a.bin"); }
+  { std::ofstream(dir / "data" / "a.idx"); }
+  { std::ofstream(dir / "plain"); }
+  fs::permissions(dir / "run.sh", fs::perms::owner_all);
+  fs::permissions(dir / "plain", fs::perms::owner_all);  // executable, but neither #! nor ELF: data
+  const std::string d = dir.string();
+  auto found = [](const mr::launch::ProgramSplit& s) -> std::string {
+    auto w = mr::launch::swallowed_program(s);
+    return w ? s.words[w->first] + " " + s.words[w->second] : "";
+  };
+  CHECK(found(split({"--nproc-per-node", "2", "--data-path", d + "/data/a", d + "/train.py"})) ==
+        "--data-path " + d + "/train.py");
+  CHECK(found(split({"--train-data-path", d + "/data/a", d + "/run.sh", "--num-layers", "2"})) ==
+        "--train-data-path " + d + "/run.sh");
+  // Data: a prefix whose .bin/.idx are the files, a directory, weights, a missing word, an executable data file.
+  CHECK(found(split({"--data-path", d + "/data/a"})).empty());
+  CHECK(found(split({"--data-path", "0.5", d + "/data/a", "0.5", d + "/data"})).empty());
+  CHECK(found(split({"--data-path", d + "/data/a", d + "/missing.py"})).empty());
+  CHECK(found(split({"--data-path", d + "/plain"})).empty());
+  // A program was named (after -- or another option), or an unknown option stopped the scan: nothing to say.
+  CHECK(found(split({"--data-path", d + "/data/a", "--", d + "/train.py"})).empty());
+  CHECK(found(split({"--data-path", d + "/data/a", "--num-layers", "2", d + "/train.py"})).empty());
+  CHECK(found(split({"--data-path", d + "/train.py", "--bogus"})).empty());
+  fs::remove_all(dir);
+}
+
+// torchrun's "--" only ends the options: `torchrun -- train.py` runs python -u train.py. A .py word after "--" that
+// is an existing file and no executable found as a command is a script here too; anything else stays a command.
+TEST_CASE("script_after_dashes: an existing .py file after -- runs under Python, a command stays a command",
+          "[launch][program]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mr-dashes-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "bin");
+  { std::ofstream(dir / "train.py") << "print(1)\n"; }
+  { std::ofstream(dir / "bin" / "tool.py") << "#!/usr/bin/env python3\nprint(1)\n"; }
+  fs::permissions(dir / "bin" / "tool.py", fs::perms::owner_all);
+  const auto path_env = env_of({{"PATH", (dir / "bin").string()}});
+  CHECK(mr::launch::script_after_dashes((dir / "train.py").string(), path_env));
+  CHECK_FALSE(mr::launch::script_after_dashes((dir / "missing.py").string(), path_env));
+  CHECK_FALSE(mr::launch::script_after_dashes((dir / "bin" / "tool.py").string(), path_env));  // executable path
+  CHECK_FALSE(mr::launch::script_after_dashes("python3", env_of({})));
+  CHECK_FALSE(mr::launch::script_after_dashes((dir / "bin").string(), path_env));
+  // A .py word that is not there, after --: the refusal says why it was looked for as a command.
+  Program cmd{Program::Form::Command, {(dir / "missing.py").string()}};
+  CHECK_THROWS_WITH(mr::launch::check_program(cmd, path_env),
+                    Catch::Contains("after --, a .py word runs under Python, as torchrun's -- SCRIPT does, only when "
+                                    "it is an existing file; this one is not, so it was looked for as a command"));
+  fs::remove_all(dir);
+}
+
+// docs/robustness.md: a word a refusal echoes is escaped as one line and cut to 200 bytes.
+TEST_CASE("program refusals echo the program's name escaped and cut", "[launch][program]") {
+  CHECK_THROWS_WITH(mr::launch::resolve_command("a\nb", env_of({{"PATH", "/nonexistent"}})),
+                    "cannot find the program 'a\\x0ab' on PATH");
+  CHECK_THROWS_WITH(mr::launch::resolve_command("./a\nb", env_of({})),
+                    "the program ./a\\x0ab is not an executable file");
+  CHECK_THROWS_WITH(mr::launch::check_script(Program{Program::Form::Script, {"a\nb.py"}}),
+                    Catch::StartsWith("the script a\\x0ab.py does not exist"));
+  const std::string long_name(5000, 'x');
+  try {
+    mr::launch::check_script(Program{Program::Form::Script, {long_name + ".py"}});
+    FAIL("no refusal");
+  } catch (const mr::launch::LaunchError& e) {
+    const std::string m = e.what();
+    CHECK(m.size() < 400);
+    CHECK(m.find("... (5003 bytes) does not exist") != std::string::npos);
+  }
+}

@@ -271,7 +271,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
   if (!extras.empty()) {
     // Bounded (config/limits.h): 100k unknown words make a message of a few lines, in linear time.
     std::string msg = "unrecognized arguments:";
-    for (size_t k = 0; k < extras.size() && k < limits::kMaxListedArguments; ++k) msg += " " + abbreviate(extras[k]->text);
+    for (size_t k = 0; k < extras.size() && k < limits::kMaxListedArguments; ++k) msg += " " + echo_word(extras[k]->text);
     if (extras.size() > limits::kMaxListedArguments)
       msg += " ... (" + std::to_string(extras.size() - limits::kMaxListedArguments) + " more)";
     size_t suggested = 0;
@@ -279,7 +279,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
       if (suggested++ == limits::kMaxSuggestedFlags) break;
       auto s = schema.suggest(f);
       if (!s.empty()) {
-        msg += "\n  " + abbreviate(f) + ": did you mean ";
+        msg += "\n  " + echo_word(f) + ": did you mean ";
         for (size_t k = 0; k < s.size(); ++k) msg += (k ? ", " : "") + s[k];
         msg += "?";
       }
