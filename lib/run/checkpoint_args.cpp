@@ -113,7 +113,10 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
     f.release = false;
   }
   if (q.non_persistent_global) {
-    const std::string np = q.non_persistent_dir ? *q.non_persistent_dir : q.load + "/non_persistent";
+    // Megatron's default: --load/non_persistent (one separator where --load ends in '/').
+    const std::string np = q.non_persistent_dir ? *q.non_persistent_dir
+                           : !q.load.empty() && q.load.back() == '/' ? q.load + "non_persistent"
+                                                                     : q.load + "/non_persistent";
     std::optional<TrackerValue> n = read_tracker(tracker_path(np));
     if (n && !n->release && n->iteration >= iteration) {
       f.base = np;

@@ -330,6 +330,22 @@ TEST_CASE("--use-checkpoint-args with a user program: validated with the values 
   CHECK_THAT(p[0].out(), Catch::Contains("program --num-layers 2") && Catch::Contains("--use-checkpoint-args"));
 }
 
+TEST_CASE("locating a checkpoint: the newer global non-persistent one under --load/non_persistent, one separator",
+          "[checkpoint-args]") {
+  mrtest::TempDir dir;
+  fs::create_directories(dir / "ck/iter_0000003");
+  fs::create_directories(dir / "ck/non_persistent/iter_0000005");
+  std::ofstream(dir / "ck/latest_checkpointed_iteration.txt") << "3";
+  std::ofstream(dir / "ck/non_persistent/latest_checkpointed_iteration.txt") << "5";
+  mr::run::LoadQuery q;
+  q.load = std::string(dir / "ck") + "/";  // --load ck/: Megatron's default is ck/non_persistent
+  q.non_persistent_global = true;
+  const std::optional<mr::run::CheckpointPlace> f = mr::run::locate_checkpoint(q);
+  REQUIRE(f);
+  CHECK(f->iteration == 5);
+  CHECK(f->base == std::string(dir / "ck") + "/non_persistent");
+}
+
 TEST_CASE("locating a checkpoint: --ckpt-step overrides the tracker's iteration, not an unreadable tracker",
           "[checkpoint-args]") {
   mrtest::TempDir dir;
