@@ -63,7 +63,9 @@ struct LaunchOptions {
   std::string role = "default";      // --role: the workers' ROLE_NAME
   std::string start_method;          // --start-method (spawn|fork|forkserver): accepted, named as not used
   bool run_path = false;             // --run-path: accepted, named as not used
-  double shutdown_timeout = -1;      // torchrun's --shutdown-timeout: --term-timeout's other name (-1: not given)
+  // torchrun's --shutdown-timeout: --term-timeout's other name (empty: not given, nor PET_SHUTDOWN_TIMEOUT nor
+  // TORCH_ELASTIC_SHUTDOWN_TIMEOUT set); a negative value is refused, as torchrun's LaunchConfig refuses it.
+  std::optional<double> shutdown_timeout;
   std::optional<bool> rdzv_is_host;
   // torchrun 2.x's options (docs/launch.md): --log-line-prefix-template (else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE),
   // --duplicate-stdout-filters / --duplicate-stderr-filters (parsed into `logs` by apply()), --virtual-local-rank,
@@ -79,10 +81,12 @@ struct LaunchOptions {
   std::optional<launch::NumaMode> numa_binding;
   void set_numa_binding(const std::string& v);
   bool join_timeout_given = false, term_timeout_given = false;
-  // The options whose value came from torchrun's PET_<NAME> default: "--rdzv-backend" -> "PET_RDZV_BACKEND='etcd'".
+  // The options whose value came from torchrun's PET_<NAME> default (or another variable torchrun reads for it,
+  // TORCH_ELASTIC_SHUTDOWN_TIMEOUT): "--rdzv-backend" -> "PET_RDZV_BACKEND='etcd'".
   std::map<std::string, std::string> pet_sources;
-  // For a usage error naming `flags`: " (--x was not given: the value is PET_X='v', ...)" when the first of them
-  // that has one took its value from PET_<NAME> and `message` names no PET_ variable; else "".
+  // For a usage error naming `flags`: " (--x was not given: the value is PET_X='v', its default from the
+  // environment; --y ...)" for each of them that took its value from the environment, when `message` names no
+  // PET_ variable; else "".
   std::string pet_source_note(const std::string& message, const std::vector<std::string>& flags) const;
   // Lines for the user about options that are accepted but not acted on (cmd_run prints them once).
   std::vector<std::string> notices;

@@ -152,6 +152,31 @@ void refuse_elsewhere(const std::string& flag, const std::string& addr, const st
                    "input.address-not-this-machine");
 }
 
+// `v` as Python's float() reads a number: blanks around, a sign, digits with `_` between them, a point, an exponent,
+// inf/infinity/nan in any case; empty when it is none (hex, `nan(...)` and the like, which strtod takes, are none).
+std::optional<double> python_float(const std::string& v) {
+  const size_t b = v.find_first_not_of(" \t\n\r\f\v"), e = v.find_last_not_of(" \t\n\r\f\v");
+  if (b == std::string::npos) return std::nullopt;
+  std::string t;
+  for (size_t i = b; i <= e; ++i) {
+    const char c = v[i];
+    if (c == '_') {  // only between two digits
+      if (i == b || i == e || !std::isdigit(static_cast<unsigned char>(v[i - 1])) ||
+          !std::isdigit(static_cast<unsigned char>(v[i + 1])))
+        return std::nullopt;
+      continue;
+    }
+    t += c;
+  }
+  std::string lower;
+  for (char c : t) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find_first_of("x()") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size()) return std::nullopt;
+  return x;
+}
+
 }  // namespace
 
 std::optional<std::string> print_completion_requested(const std::vector<std::string>& words) {
@@ -200,8 +225,10 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("start_method", po::value(&start_method), described(kStartMethods, "torchrun's spelling of --start-method").c_str())
       ("run-path", po::bool_switch()->notifier(set_run_path), "torchrun's runpy mode; not used (the script runs as `python SCRIPT`)")
       ("run_path", po::bool_switch()->notifier(set_run_path), "torchrun's spelling of --run-path")
-      ("shutdown-timeout", po::value(&shutdown_timeout), "torchrun's name for --term-timeout")
-      ("shutdown_timeout", po::value(&shutdown_timeout), "torchrun's spelling of --shutdown-timeout")
+      ("shutdown-timeout", po::value<double>()->notifier([this](double v) { shutdown_timeout = v; }),
+       "torchrun's name for --term-timeout")
+      ("shutdown_timeout", po::value<double>()->notifier([this](double v) { shutdown_timeout = v; }),
+       "torchrun's spelling of --shutdown-timeout")
       ("rdzv-conf", po::value(&rdzv_conf), "rendezvous settings KEY=VALUE,... (join_timeout, is_host)")
       ("rdzv_conf", po::value(&rdzv_conf), "torchrun's spelling of --rdzv-conf")
       ("rdzv-id", po::value(&run_id), "the job's run id (TORCHELASTIC_RUN_ID)")
@@ -298,8 +325,13 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
       pet_sources["--nproc-per-node"] = "PET_NPROC_PER_NODE='" + abbreviate(*v) + "'";
       nproc_per_node = parse_nproc(*v), nproc_given = true;
     }
+  // The variable a value came from, for a refusal of it (pet_source_note): PET_X='v'.
+  auto record = [&](const char* flag, const std::string& var) {
+    if (auto v = env(var)) pet_sources[flag] = var + "='" + abbreviate(*v) + "'";
+  };
+  // PET_<NAME> as torchrun's int (an integer as Python's int() reads it), recorded as the source of `flag`.
   auto int_of = [&](const char* name, int& out, const char* flag) {
-    if (auto v = pet_int(env, name, flag)) out = *v;
+    if (auto v = pet_int(env, name, flag)) out = *v, record(flag, std::string("PET_") + name);
   };
   // A text option not on the command line (either spelling) takes PET_<NAME> when that is set; true if it did.
   auto take = [&](const char* dash, const char* name, auto& field) {
@@ -313,25 +345,37 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   master_addr_given = given("master-addr", "master_addr");
   master_port_given = given("master-port", "master_port");
   if (!vm.count("nnodes"))
-    if (auto v = pet("NNODES")) set_nnodes(launch::parse_nnodes(*v, "PET_NNODES (the default of --nnodes)"));
+    if (auto v = pet("NNODES")) {
+      set_nnodes(launch::parse_nnodes(*v, "PET_NNODES (the default of --nnodes)"));
+      record("--nnodes", "PET_NNODES");
+    }
   join_timeout_given = vm.count("join-timeout") > 0;
   term_timeout_given = vm.count("term-timeout") > 0;
   monitor_interval_given = given("monitor-interval", "monitor_interval");
+  // torchrun's --monitor-interval has PET_MONITOR_INTERVAL as its default (a float, as Python's float() reads it):
+  // checked and named as not used, as the option is (apply_worker_options).
+  if (!monitor_interval_given)
+    if (auto v = pet("MONITOR_INTERVAL")) {
+      const std::optional<double> x = python_float(*v);
+      if (!x)
+        throw UsageError("PET_MONITOR_INTERVAL='" + abbreviate(*v) + "' (the default of --monitor-interval) is not a "
+                         "number", {"--monitor-interval"});
+      monitor_interval = *x, monitor_interval_given = true;
+      record("--monitor-interval", "PET_MONITOR_INTERVAL");
+    }
   take("rdzv-conf", "RDZV_CONF", rdzv_conf);
   take("role", "ROLE", role);
   take("start-method", "START_METHOD", start_method);
   if (!given("shutdown-timeout", "shutdown_timeout") && !vm.count("term-timeout")) {  // --term-timeout wins
-    int t = -1;
-    int_of("SHUTDOWN_TIMEOUT", t, "--shutdown-timeout");
-    if (t != -1) {
-      shutdown_timeout = t;
+    if (std::optional<int> t = pet_int(env, "SHUTDOWN_TIMEOUT", "--shutdown-timeout")) {
+      shutdown_timeout = *t;
+      record("--shutdown-timeout", "PET_SHUTDOWN_TIMEOUT");
     } else if (std::optional<int> e = env_int(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "--shutdown-timeout")) {
       // torchrun 2.x's default when --shutdown-timeout is not given (launcher/api.py): a cluster that lets Megatron's
-      // --exit-signal-handler save on preemption raises it.
-      if (*e < 0)
-        throw UsageError("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=" + std::to_string(*e) + " (the default of "
-                         "--shutdown-timeout): must be at least 0", {"--shutdown-timeout"});
+      // --exit-signal-handler save on preemption raises it. A negative one is refused with the others
+      // (apply_worker_options), where torchrun SIGKILLs at once (docs/launch.md).
       shutdown_timeout = *e;
+      record("--shutdown-timeout", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
     }
   }
   // torchrun reads no PET_LOGS_SPECS (its --logs-specs has no environment default): another name than its default
@@ -347,10 +391,16 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   take("event-log-handler", "EVENT_LOG_HANDLER", event_log_handler);
   take("local-addr", "LOCAL_ADDR", local_addr);
   signals_from_pet = take("signals-to-handle", "SIGNALS_TO_HANDLE", signals_to_handle);
-  if (!virtual_local_rank) {  // torchrun's check_env: PET_VIRTUAL_LOCAL_RANK=1 (an integer, non-zero: on)
+  // torchrun's check_env switches: PET_<NAME>=1 (an integer, as Python's int() reads it; non-zero: on).
+  if (!virtual_local_rank) {
     int on = 0;
     int_of("VIRTUAL_LOCAL_RANK", on, "--virtual-local-rank");
     virtual_local_rank = on != 0;
+  }
+  if (!standalone) {
+    int on = 0;
+    int_of("STANDALONE", on, "--standalone");
+    standalone = on != 0;
   }
   if (!given("node-rank", "node_rank")) int_of("NODE_RANK", node_rank, "--node-rank");
   nnodes_given = nnodes_given || pet("NNODES");
@@ -374,19 +424,22 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   take("rdzv-id", "RDZV_ID", run_id);
   take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);
   take("rdzv-endpoint", "RDZV_ENDPOINT", rdzv_endpoint);
-  if (!vm.count("standalone") || !standalone)
-    if (auto v = pet("STANDALONE")) standalone = *v == "1" || *v == "True" || *v == "true";
 }
 
 std::string LaunchOptions::pet_source_note(const std::string& message, const std::vector<std::string>& flags) const {
   if (message.find("PET_") != std::string::npos) return {};  // named already
+  std::string note;
   for (const std::string& f : flags) {
     std::string dashed = f;
     std::replace(dashed.begin(), dashed.end(), '_', '-');
-    if (auto it = pet_sources.find(dashed); it != pet_sources.end())
-      return " (" + dashed + " was not given: the value is " + it->second + ", its default from the environment)";
+    const auto it = pet_sources.find(dashed);
+    if (it == pet_sources.end() || message.find(it->second.substr(0, it->second.find('='))) != std::string::npos ||
+        note.find(dashed + " was not given") != std::string::npos)
+      continue;
+    note += (note.empty() ? " (" : "; ") + dashed + " was not given: the value is " + it->second +
+            ", its default from the environment";
   }
-  return {};
+  return note.empty() ? note : note + ")";
 }
 
 // The options that shape only the workers this node starts (no other node needs them): usage errors for bad values,
@@ -395,12 +448,17 @@ void LaunchOptions::apply_worker_options() {
   if (max_restarts < 0)
     throw UsageError("argument --max-restarts: must be at least 0 (got " + std::to_string(max_restarts) + ")",
                      {"--max-restarts"});
-  if (shutdown_timeout != -1) {  // torchrun's name for it
-    if (term_timeout_given && shutdown_timeout != term_timeout)
-      throw UsageError("argument --shutdown-timeout: " + format_number(shutdown_timeout) + " and --term-timeout " +
+  if (shutdown_timeout) {  // torchrun's name for it
+    // torchrun's LaunchConfig refuses a negative one (ValueError); -1 is no "not given" here either.
+    if (!(*shutdown_timeout >= 0) || *shutdown_timeout > 86400)
+      throw UsageError("argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got " +
+                           format_number(*shutdown_timeout) + ")",
+                       {"--shutdown-timeout"});
+    if (term_timeout_given && *shutdown_timeout != term_timeout)
+      throw UsageError("argument --shutdown-timeout: " + format_number(*shutdown_timeout) + " and --term-timeout " +
                            format_number(term_timeout) + " disagree; give one of them",
                        {"--shutdown-timeout", "--term-timeout"});
-    term_timeout = shutdown_timeout;
+    term_timeout = *shutdown_timeout;
   }
   if (!start_method.empty()) {
     if (start_method != "spawn" && start_method != "fork" && start_method != "forkserver")
@@ -413,7 +471,9 @@ void LaunchOptions::apply_worker_options() {
       throw UsageError("argument --monitor-interval: must be a number of seconds above 0 (got " +
                            format_number(monitor_interval) + "), as torchrun requires",
                        {"--monitor-interval"});
-    notices.push_back("--monitor-interval " + format_number(monitor_interval) +
+    const auto pet_it = pet_sources.find("--monitor-interval");
+    notices.push_back((pet_it != pet_sources.end() ? pet_it->second + " (the default of --monitor-interval)"
+                                                   : "--monitor-interval " + format_number(monitor_interval)) +
                       ": not used (megatron-run reacts to a worker's exit at once; torchrun polls the workers this "
                       "often)");
   }
@@ -523,7 +583,7 @@ void LaunchOptions::apply(Invocation& inv) {
     // The endpoint is the launchers' store; node 0's address and a free port there become the workers' master.
     if (rdzv_endpoint.empty())
       throw UsageError("argument --rdzv-backend c10d: needs --rdzv-endpoint HOST[:PORT] (the launchers' store)",
-                       {"--rdzv-endpoint"});
+                       {"--rdzv-endpoint", "--rdzv-backend"});
     if (master_addr_given || master_port_given)
       throw UsageError(std::string("argument ") + (master_addr_given ? "--master-addr" : "--master-port") +
                            ": the c10d rendezvous chooses the workers' master (node 0's address, a free port); leave "

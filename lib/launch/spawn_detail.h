@@ -77,6 +77,10 @@ class SignalForwarder {
 // The most stderr lines the failure summary shows.
 inline constexpr size_t kTailLines = 10;
 
+// The longest partial line (no newline yet) the launcher holds for a worker's stream before it writes it out as a
+// line (supervise.cpp, emit): the line-atomic console costs at most this much memory a stream.
+inline constexpr size_t kMaxPartialLine = 64 * 1024;
+
 // One output stream of a worker that goes through the launcher (a pipe): to its log file and/or the console.
 struct Stream {
   int fd = -1;          // the pipe's read end; -1: none, or it has ended

@@ -232,6 +232,16 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
     line(s.pending);
     s.pending.clear();
   }
+  // A partial line is held up to kMaxPartialLine bytes: beyond, what is held goes out as a line of its own (cut
+  // before a UTF-8 continuation byte, so no character is split) and the rest of the line follows on the next. A
+  // worker writing without end and no newline (a binary dump, a progress bar drawn with \r only) cannot grow the
+  // launcher's memory.
+  while (s.pending.size() > kMaxPartialLine) {
+    size_t cut = kMaxPartialLine;
+    for (int back = 0; back < 3 && (static_cast<unsigned char>(s.pending[cut]) & 0xC0) == 0x80; ++back) --cut;
+    line(s.pending.substr(0, cut));
+    s.pending.erase(0, cut);
+  }
   if (!out.empty()) to_console(c, s, std::move(out));
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
 #include "launch_test_util.h"
 
@@ -167,6 +168,64 @@ TEST_CASE("a bad value from PET_<NAME> or PYTHON_EXEC names the variable", "[lau
   CHECK(py.exit == 2);
   CHECK(has(py.out, "the program /nonexist/python is not an executable file (PYTHON_EXEC=/nonexist/python, the Python "
                     "that runs the script)"));
+}
+
+TEST_CASE("every refusal a PET_<NAME> value causes names the variable, the integer ones and those checked with other "
+          "options too", "[launch][cli][pet]") {
+  const std::string run = kRun + "--nproc-per-node 2 ";
+  struct Case {
+    std::string env, refusal, named;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"PET_MASTER_PORT=99999", "argument --master-port: must be a TCP port, 0 to 65535 (got 99999)",
+            "(--master-port was not given: the value is PET_MASTER_PORT='99999', its default from the environment)"},
+           {"PET_NODE_RANK=1", "argument --node-rank: must be between 0 and --nnodes - 1 = 0 (got 1)",
+            "(--node-rank was not given: the value is PET_NODE_RANK='1', its default from the environment)"},
+           {"PET_NNODES=0", "argument --nnodes: must be at least 1 (got 0)",
+            "(--nnodes was not given: the value is PET_NNODES='0', its default from the environment)"},
+           {"PET_MAX_RESTARTS=-1", "argument --max-restarts: must be at least 0 (got -1)",
+            "(--max-restarts was not given: the value is PET_MAX_RESTARTS='-1', its default from the environment)"},
+           {"PET_RDZV_BACKEND=c10d", "argument --rdzv-backend c10d: needs --rdzv-endpoint HOST[:PORT]",
+            "(--rdzv-backend was not given: the value is PET_RDZV_BACKEND='c10d', its default from the environment)"},
+           {"PET_SHUTDOWN_TIMEOUT=-1", "argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got -1)",
+            "(--shutdown-timeout was not given: the value is PET_SHUTDOWN_TIMEOUT='-1', its default from the "
+            "environment)"},
+           {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=-5",
+            "argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got -5)",
+            "(--shutdown-timeout was not given: the value is TORCH_ELASTIC_SHUTDOWN_TIMEOUT='-5', its default from "
+            "the environment)"},
+           // Two options weighed together: the one from the environment is named, the one given is not.
+           {"PET_NNODES=2", "argument --node-rank: must be between 0 and --nnodes - 1 = 1 (got 5)",
+            "(--nnodes was not given: the value is PET_NNODES='2', its default from the environment)"},
+       }) {
+    Proc p = sh(c.env + " " + run + (c.env == "PET_NNODES=2" ? "--node-rank 5 " : "") + "--no-python /bin/true");
+    INFO(c.env << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, c.refusal));
+    CHECK(has(p.out, c.named));
+    if (c.env == "PET_NNODES=2") CHECK_FALSE(has(p.out, "--node-rank was not given"));
+  }
+  // Both from the environment: both named.
+  Proc both = sh("PET_NNODES=2 PET_NODE_RANK=5 " + run + "--no-python /bin/true");
+  CHECK(both.exit == 2);
+  CHECK(has(both.out, "(--node-rank was not given: the value is PET_NODE_RANK='5', its default from the environment; "
+                      "--nnodes was not given: the value is PET_NNODES='2', its default from the environment)"));
+}
+
+TEST_CASE("--shutdown-timeout: every negative value refused under its own name, -1 included (no 'not given' "
+          "sentinel)", "[launch][cli][pet]") {
+  for (const std::string opt : {"--shutdown-timeout -1", "--shutdown-timeout -5", "--shutdown_timeout=-1",
+                                "--shutdown-timeout 90000"}) {
+    Proc p = sh(kRun + "--nproc-per-node 2 " + opt + " --no-python /bin/true");
+    INFO(opt << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got " +
+                         opt.substr(opt.find_first_of(" =") + 1) + ")"));
+    CHECK_FALSE(has(p.out, "--term-timeout"));
+    CHECK_FALSE(has(p.out, "was not given"));
+  }
+  Proc zero = sh(kRun + "--nproc-per-node 2 --shutdown-timeout 0 --no-python /bin/true");
+  CHECK(zero.exit == 0);
 }
 
 TEST_CASE("--rdzv-backend etcd is named as torchrun's backend megatron-run does not implement", "[launch][cli]") {

@@ -1,8 +1,12 @@
 // The console as the launcher writes it (launch/supervise.cpp): with several ranks each output line is the
-// rank's prefix and one whole line of that rank, however the ranks' writes interleave; and `megatron-run --help`
-// lists the launcher's options.
+// rank's prefix and one whole line of that rank, however the ranks' writes interleave; a partial line is held up to
+// 64 KiB (launch::detail::kMaxPartialLine); and `megatron-run --help` lists the launcher's options.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -51,6 +55,51 @@ TEST_CASE("8 ranks printing long lines at once: no torn line", "[launch][console
   CHECK(torn == 0);
   CHECK(count == 8 * kLines);
   for (int rank = 0; rank < 8; ++rank) CHECK(next[rank] == kLines);
+}
+
+TEST_CASE("a rank writing 32 MB with no newline: written in 64 KiB lines, the launcher's memory stays bounded",
+          "[launch][console][process]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mr-partial-line-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string rss = (dir / "rss").string(), out = (dir / "out").string();
+  const long kLength = 32L << 20, kHeld = 64L << 10;
+  // Two ranks, so the streams go through the launcher with the [rank R] prefix. Each writes one line of 32 MB in
+  // 64 KiB pieces (its newline at the very end): held whole, it took the launcher to ~5 times that (a 40 MB line:
+  // 166 MB peak).
+  mrtest::Proc r = mrtest::run_shell(
+      "ulimit -f 2000000; timeout -k 5 120 env LINES=1 LENGTH=" + std::to_string(kLength) + " PIECE=65536 "
+      "PYTHON_EXEC=/usr/bin/python3 '" + MR_PEAK_RSS + "' " + rss + " " + kBin + " --config " + kConfig +
+      " --micro-batch-size 1 --nproc-per-node 2 --no-append-args " + MR_SOURCE_DIR +
+      "/tests/launch/programs/long_lines.py > " + out + " 2>&1");
+  REQUIRE(r.exit == 0);
+  long kib = 0;
+  std::ifstream(rss) >> kib;
+  INFO("peak RSS " << kib << " KiB");
+  CHECK(kib > 0);
+  CHECK(kib < 40 * 1024);
+  // Every console line is a prefix and at most 64 KiB of the rank's line; together they are the whole line.
+  std::ifstream in(out);
+  std::string line;
+  std::map<int, long> bytes;
+  long longest = 0;
+  int bad = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("megatron-run: ", 0) == 0) continue;  // the launcher's own (OMP_NUM_THREADS, ...)
+    int rank = -1, used = 0;
+    if (std::sscanf(line.c_str(), "[rank %d] %n", &rank, &used) != 1 || used == 0 || rank < 0 || rank > 1) {
+      ++bad;
+      continue;
+    }
+    const long body = static_cast<long>(line.size()) - used;
+    longest = std::max(longest, body);
+    bytes[rank] += body;
+  }
+  CHECK(bad == 0);
+  CHECK(longest == kHeld);
+  CHECK(bytes[0] == kLength);
+  CHECK(bytes[1] == kLength);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("megatron-run --help lists the launcher's options", "[launch][cli]") {

@@ -789,3 +789,44 @@ TEST_CASE("--log-dir /dev/null: torchrun's no log files; --monitor-interval abov
   CHECK(ok.exit == 0);
   CHECK(has_text(ok.out, "warning: --monitor-interval 0.5: not used (megatron-run reacts to a worker's exit at once"));
 }
+
+TEST_CASE("PET_MONITOR_INTERVAL is --monitor-interval's default (checked, named as not used); PET_STANDALONE is "
+          "an integer switch, as torchrun's check_env reads it", "[launch][program][process][torchrun-options]") {
+  const std::string run = kPython + kBin + " --config " + kConfig + " --nproc-per-node 1 ";
+  // torchrun reads PET_MONITOR_INTERVAL (float) and fails on 0 or less: refused, naming the variable.
+  for (const char* bad : {"0", "-1", " -0.5 "}) {
+    Proc b = sh("PET_MONITOR_INTERVAL='" + std::string(bad) + "' " + run + kProbe);
+    INFO(bad << ": " << b.out);
+    CHECK(b.exit == 2);
+    CHECK(has_text(b.out, "argument --monitor-interval: must be a number of seconds above 0"));
+    CHECK(has_text(b.out, "(--monitor-interval was not given: the value is PET_MONITOR_INTERVAL='" + std::string(bad) +
+                              "', its default from the environment)"));
+    CHECK(probe_lines(b.out).empty());
+  }
+  Proc word = sh("PET_MONITOR_INTERVAL=soon " + run + kProbe);
+  CHECK(word.exit == 2);
+  CHECK(has_text(word.out, "PET_MONITOR_INTERVAL='soon' (the default of --monitor-interval) is not a number"));
+  Proc ok = sh("PET_MONITOR_INTERVAL=1_0.5 " + run + kProbe);  // Python's float() takes 1_0.5
+  INFO(ok.out);
+  CHECK(ok.exit == 0);
+  CHECK(has_text(ok.out, "warning: PET_MONITOR_INTERVAL='1_0.5' (the default of --monitor-interval): not used"));
+  // The option wins over it.
+  Proc given = sh("PET_MONITOR_INTERVAL=0 " + run + "--monitor-interval 2 " + kProbe);
+  CHECK(given.exit == 0);
+  CHECK(has_text(given.out, "warning: --monitor-interval 2: not used"));
+  // PET_STANDALONE: bool(int(value)), as torchrun's check_env: 2 is on (a fresh run id), 0 off, `true` refused.
+  Proc two = sh("PET_STANDALONE=2 " + run + kProbe);
+  REQUIRE(two.exit == 0);
+  REQUIRE(probe_lines(two.out).size() == 1);
+  CHECK(env_of(probe_lines(two.out)[0], "TORCHELASTIC_RUN_ID") != "none");
+  Proc off = sh("PET_STANDALONE=' 0 ' " + run + kProbe);
+  REQUIRE(off.exit == 0);
+  REQUIRE(probe_lines(off.out).size() == 1);
+  CHECK(env_of(probe_lines(off.out)[0], "TORCHELASTIC_RUN_ID") == "none");
+  for (const char* bad : {"true", "x"}) {
+    Proc b = sh("PET_STANDALONE=" + std::string(bad) + " " + run + kProbe);
+    INFO(b.out);
+    CHECK(b.exit == 2);
+    CHECK(has_text(b.out, "PET_STANDALONE='" + std::string(bad) + "' (the default of --standalone) is not an integer"));
+  }
+}
