@@ -563,7 +563,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   } catch (const launch::LaunchError& e) {
     // An incomplete enclosing job (RANK and WORLD_SIZE left in the shell, no MASTER_ADDR): with --nproc-per-node
     // megatron-run is the launcher and gives its workers their own environment, as torchrun does.
-    if (lo.nproc_per_node == 0) return refuse_launch(lo, 2, e.what());
+    if (lo.nproc_per_node == 0) {
+      launch::kEnvMalformedRule.record_hit();
+      return refuse_launch(lo, 2, "[" + std::string(launch::kEnvMalformedRule.id) + "] " + e.what());
+    }
     print_warning(std::cerr, std::string(e.what()) + "; not inside a job then: --nproc-per-node starts the workers "
                                                      "with their own");
   }

@@ -27,6 +27,9 @@ MR_INPUT_RULE(kYamlDuplicate, "input.yaml-duplicate-key",
 MR_INPUT_RULE(kTargetEnvKey, "input.target-env-key",
               "A --target-env file's top-level key that is neither a target key (gpu_arch, te_version, "
               "torch_version, flashinfer_version, env) nor spelled like an environment variable.");
+MR_INPUT_RULE(kEnvNotInteger, "input.env-not-integer",
+              "An environment variable that Megatron reads with int() (RANK, WORLD_SIZE, LOCAL_RANK, ...) and whose "
+              "value Python's int() refuses.");
 MR_INPUT_RULE(kYamlTag, "input.yaml-tag", "A YAML tag other than the standard ones, or one that does not fit the value.");
 MR_INPUT_RULE(kYamlMultiline, "input.yaml-multiline-quoted",
               "A quoted value running over lines that look like key: entries (a missing closing quote).");

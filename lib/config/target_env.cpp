@@ -50,8 +50,9 @@ long long TargetEnv::int_var(const std::string& name, long long fallback) const 
     if (w != var_where.end())
       throw UsageError(w->second + ": environment variable " + name + "=" + Value(abbreviate(*v)).py_repr() +
                            " (set here) is not an integer",
-                       {}, w->second);
-    throw UsageError("environment variable " + name + "=" + Value(abbreviate(*v)).py_repr() + " is not an integer", {}, name);
+                       {}, w->second, "input.env-not-integer");
+    throw UsageError("environment variable " + name + "=" + Value(abbreviate(*v)).py_repr() + " is not an integer", {},
+                     name, "input.env-not-integer");
   }
 }
 

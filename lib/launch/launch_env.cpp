@@ -10,6 +10,13 @@
 
 namespace mr::launch {
 
+const Rule kEnvMalformedRule{
+    "launch.env-malformed", Rule::Level::Error,
+    "An enclosing job's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE or MASTER_PORT (or the SLURM_* they come "
+    "from) that is not an integer in range, or a MASTER_ADDR that names no host, is refused at once, naming the "
+    "variable (exit 2): the rendezvous would otherwise fail late or retry until the distributed timeout.",
+    __FILE__, __LINE__, kStageInput};
+
 namespace {
 
 int parse_int(const EnvLookup& env, const std::string& name, int min) {

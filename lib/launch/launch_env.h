@@ -12,12 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "config/rule.h"
+
 namespace mr::launch {
 
 // A launch variable is missing or malformed.
 struct LaunchError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// An enclosing job's launch variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_PORT, their SLURM_*
+// sources) that are no integer in range, or a MASTER_ADDR that names no host: launch_info() throws LaunchError, and
+// the launch refuses under this rule's id.
+extern const Rule kEnvMalformedRule;
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup process_env();
