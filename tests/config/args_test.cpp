@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 #include <type_traits>
 
 #include "config/args.h"
@@ -162,32 +166,52 @@ TEST_CASE("args: the corpus gives the same values through the view as through th
   CHECK(accepted > 50);
 }
 
+namespace {
+// The default job with one more flag and its value, validated for one rank: the outcome, or nullopt where the parser
+// refuses the word.
+std::optional<mr::Outcome> default_job_with(const std::string& flag, const std::string& word) {
+  mr::Invocation inv = mrtest::placeholder_invocation();
+  inv.env.vars["WORLD_SIZE"] = "1";
+  inv.config_files = {std::string(MR_SOURCE_DIR) + "/configs/default.yaml"};
+  inv.cli = mr::argv_tokens({flag, word});
+  try {
+    return mr::resolve(mr::Schema::megatron(), inv);
+  } catch (const std::exception&) {
+    return std::nullopt;  // refused by the parser
+  }
+}
+
+// Gives each flag `keep` selects each of its `words`; where validation accepts, the result must read through the
+// typed view. Counts {tried, accepted}.
+template <class Keep, class Words>
+std::pair<size_t, size_t> read_through_view(Keep keep, Words words) {
+  size_t tried = 0, accepted = 0;
+  for (const mr::Arg& arg : mr::Schema::megatron().args()) {
+    if (!keep(arg)) continue;
+    for (const std::string& word : words(arg)) {
+      INFO(arg.flags.front() << " " << word);
+      ++tried;
+      const std::optional<mr::Outcome> out = default_job_with(arg.flags.front(), word);
+      if (!out || !out->ok() || out->parsed.yaml_cfg) continue;
+      ++accepted;
+      CHECK_NOTHROW(Args::from(out->parsed.ns));
+    }
+  }
+  return {tried, accepted};
+}
+}  // namespace
+
 TEST_CASE("args: every choice of every flag that validation accepts reads through the typed view", "[args]") {
   // A flag validation rewrites (a dtype name to torch's, a scope to its enum's str) must have a C++ type that holds
   // the rewritten value: --output-logit-dtype fp32 was refused as init.arguments (its enum could not hold
   // 'torch.float32'; review parity31b).
-  const mr::Schema& schema = mr::Schema::megatron();
-  size_t tried = 0, accepted = 0;
-  for (const mr::Arg& arg : schema.args()) {
-    if (arg.choices.empty() || !arg.takes_value()) continue;
-    for (const Value& c : arg.choices) {
-      mr::Invocation inv = mrtest::placeholder_invocation();
-      inv.env.vars["WORLD_SIZE"] = "1";
-      inv.config_files = {std::string(MR_SOURCE_DIR) + "/configs/default.yaml"};
-      inv.cli = mr::argv_tokens({arg.flags.front(), c.is_str() ? c.as_str() : c.py_str()});
-      INFO(arg.flags.front() << " " << c.py_str());
-      ++tried;
-      mr::Outcome out;
-      try {
-        out = mr::resolve(schema, inv);
-      } catch (const std::exception&) {
-        continue;  // refused by the parser
-      }
-      if (!out.ok() || out.parsed.yaml_cfg) continue;
-      ++accepted;
-      CHECK_NOTHROW(Args::from(out.parsed.ns));
-    }
-  }
+  const auto [tried, accepted] = read_through_view(
+      [](const mr::Arg& arg) { return !arg.choices.empty() && arg.takes_value(); },
+      [](const mr::Arg& arg) {
+        std::vector<std::string> words;
+        for (const Value& c : arg.choices) words.push_back(c.is_str() ? c.as_str() : c.py_str());
+        return words;
+      });
   CHECK(tried > 300);
   CHECK(accepted > 200);
 }
@@ -195,37 +219,15 @@ TEST_CASE("args: every choice of every flag that validation accepts reads throug
 TEST_CASE("args: a free value of every one-word flag that validation accepts reads through the typed view", "[args]") {
   // The same for the flags without choices: validation may parse a text flag into another shape (review docsrun:
   // --phase-transition-iterations 30 became [30], which its std::string could not hold: every run refused it).
-  const mr::Schema& schema = mr::Schema::megatron();
-  size_t tried = 0, accepted = 0;
-  for (const mr::Arg& arg : schema.args()) {
-    if (!arg.choices.empty() || !arg.takes_value() || arg.nargs_kind != 0) continue;
-    for (const char* word : {"1", "30,10", "x"}) {
-      mr::Invocation inv = mrtest::placeholder_invocation();
-      inv.env.vars["WORLD_SIZE"] = "1";
-      inv.config_files = {std::string(MR_SOURCE_DIR) + "/configs/default.yaml"};
-      inv.cli = mr::argv_tokens({arg.flags.front(), word});
-      INFO(arg.flags.front() << " " << word);
-      ++tried;
-      mr::Outcome out;
-      try {
-        out = mr::resolve(schema, inv);
-      } catch (const std::exception&) {
-        continue;  // refused by the parser
-      }
-      if (!out.ok() || out.parsed.yaml_cfg) continue;
-      ++accepted;
-      CHECK_NOTHROW(Args::from(out.parsed.ns));
-    }
-  }
+  const auto [tried, accepted] = read_through_view(
+      [](const mr::Arg& arg) { return arg.choices.empty() && arg.takes_value() && arg.nargs_kind == 0; },
+      [](const mr::Arg&) { return std::vector<std::string>{"1", "30,10", "x"}; });
   CHECK(tried > 1000);
   CHECK(accepted > 400);
-  mr::Invocation inv = mrtest::placeholder_invocation();
-  inv.env.vars["WORLD_SIZE"] = "1";
-  inv.config_files = {std::string(MR_SOURCE_DIR) + "/configs/default.yaml"};
-  inv.cli = mr::argv_tokens({"--phase-transition-iterations", "30, 10"});
-  const mr::Outcome out = mr::resolve(schema, inv);
-  REQUIRE(out.ok());
-  CHECK(Args::from(out.parsed.ns).phase_transition_iterations == std::vector<int64_t>{10, 30});
+  const std::optional<mr::Outcome> out = default_job_with("--phase-transition-iterations", "30, 10");
+  REQUIRE(out);
+  REQUIRE(out->ok());
+  CHECK(Args::from(out->parsed.ns).phase_transition_iterations == std::vector<int64_t>{10, 30});
 }
 
 TEST_CASE("schema: one dest-to-flag mapping", "[args][schema]") {
