@@ -323,13 +323,17 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (swallowed) {
     const std::string& flag = spelled[swallowed->first];
     const std::string word = echo_word(spelled[swallowed->second]);
-    std::string before;
+    std::string before, after;
     for (size_t k = swallowed->first + 1; k < swallowed->second; ++k) before += " " + spelled[k];
+    // The words the flag took after it (up to the next option): the program's own arguments, likely.
+    for (size_t k = swallowed->second + 1; k < spelled.size() && spelled[k].rfind("-", 0) != 0; ++k)
+      after += " " + spelled[k];
     const std::string msg =
-        "argument " + flag + ": takes every word up to the next option, so '" + word + "' was read as its last " +
-        "value and no program is named (megatron-run would start its own worker, not " + word + "); to run it, put " +
-        "another option or -- between them (" + echo_word(flag + before, 120) + " -- " + word + "), or give the " +
-        "program first (" + word + " " + echo_word(flag + before, 120) + " ...: its own arguments, validated too)";
+        "argument " + flag + ": takes every word up to the next option, so '" + word + "' was read as one of its " +
+        "values and no program is named (megatron-run would start its own worker, not " + word + "); to run it, " +
+        "put another option or -- between them (" + echo_word(flag + before, 120) + " -- " + word +
+        echo_word(after, 120) + "), or give the program first (" + word + echo_word(after, 120) + " " +
+        echo_word(flag + before, 120) + " ...: its own arguments, validated too)";
     if (dry_run || !dry_run_only_option(opts).empty())
       print_warning(std::cerr, "[launch.program-swallowed] " + msg + " (a dry run starts nothing; a launch would "
                                "refuse it)");
@@ -436,11 +440,15 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                              "the files the program's flags name before it starts; a dry run checks none)");
   // --bring-up-only stops megatron-run's own worker after the process groups' self-check: a dry run starts no
   // worker (named), and the user's program is not ours to stop there (refused).
-  if (launch_opts.bring_up_only && (dry_run || json_check))
+  // --format json without --dry-run validates as the launch would: it refuses what the launch refuses.
+  if (launch_opts.bring_up_only && dry_run)
     print_warning(std::cerr, "[launch.bring-up-only-unused] --bring-up-only: not used in a dry run (it stops a launch "
                              "of megatron-run's own worker after the process groups' self-check; a dry run starts "
                              "nothing)");
-  if (launch_opts.bring_up_only && !dry_run && !json_check && program.named())
+  else if (launch_opts.bring_up_only && json_check && !program.named())
+    print_warning(std::cerr, "[launch.bring-up-only-unused] --bring-up-only: not used by --format json, which "
+                             "validates as the launch would and starts nothing");
+  if (launch_opts.bring_up_only && !dry_run && program.named())
     throw UsageError("argument --bring-up-only: stops megatron-run's own worker after the process groups' "
                          "self-check, but the program " + echo_word(program.words.front()) +
                          " runs instead of it and megatron-run cannot stop it there; leave --bring-up-only out, "

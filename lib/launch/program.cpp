@@ -116,8 +116,10 @@ bool looks_like_program(const std::string& w) {
 
 std::optional<std::pair<size_t, size_t>> swallowed_program(const ProgramSplit& ps) {
   if (ps.form != Program::Form::Worker || ps.stopped_at_unknown) return std::nullopt;
+  // Any of the flag's words, not only its last: `--data-path data/a train.py 7` took the script and its argument.
   for (auto it = ps.multi_values.rbegin(); it != ps.multi_values.rend(); ++it)
-    if (it->second < ps.words.size() && looks_like_program(ps.words[it->second])) return *it;
+    for (size_t w = it->first + 1; w <= it->second && w < ps.words.size(); ++w)
+      if (looks_like_program(ps.words[w])) return std::pair<size_t, size_t>{it->first, w};
   return std::nullopt;
 }
 

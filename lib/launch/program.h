@@ -69,8 +69,8 @@ ProgramSplit split_program(const std::vector<std::string>& words, const Schema& 
                            const std::vector<std::string>& own_value_options,
                            const std::vector<std::string>& own_switches, const OptionSpelling* spelling = nullptr);
 
-// When no program was named (Worker, the scan not stopped at an unknown option): the last word a flag with nargs
-// '+'/'*' took that looks like a program, as {flag's index, word's index} in `ps.words`; else nullopt. A word looks
+// When no program was named (Worker, the scan not stopped at an unknown option): the first word a flag with nargs
+// '+'/'*' took that looks like a program (of the last such flag), as {flag's index, word's index} in `ps.words`; else nullopt. A word looks
 // like a program when it is a regular file here that ends in ".py", or an executable file that starts with "#!" or
 // is an ELF binary (never a directory, a data prefix whose .bin/.idx are the files, or a number such as a weight).
 // argparse gives such a flag every following word that is not an option, so `--data-path data/a train.py` makes

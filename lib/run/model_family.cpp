@@ -13,7 +13,9 @@ namespace {
 std::vector<std::string> user_vision_flags(const Namespace& ns) {
   std::vector<std::string> flags;
   for (const Arg& arg : Schema::megatron().args()) {
-    if (std::string_view(arg.spec->group) != "vision" || !ns.has(arg.dest())) continue;
+    // --no-data-sharding sits in the vision group but is the cyclic data loader's, whatever the model.
+    if (std::string_view(arg.spec->group) != "vision" || std::string_view(arg.dest()) == "data_sharding" || !ns.has(arg.dest()))
+      continue;
     if (ns.provenance(arg.dest()).by_user()) flags.push_back(Schema::megatron().flag_for_dest(arg.dest()));
   }
   return flags;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -62,7 +63,11 @@ void set_up(RunContext& c) {
   // Sample-based: Megatron's update_train_iters (whole global batches, or the steps of the schedule).
   c.train_iters =
       args.train_iters && *args.train_iters > 0 ? *args.train_iters : c.batches->iterations_for(*args.train_samples);
-  c.log_interval = std::max<int64_t>(1, args.log_interval);
+  // Megatron logs where `iteration % --log-interval == 0`: a negative interval at every multiple of its size
+  // (validation refuses 0).
+  c.log_interval = args.log_interval == std::numeric_limits<int64_t>::min()
+                       ? std::numeric_limits<int64_t>::max()
+                       : std::max<int64_t>(1, args.log_interval < 0 ? -args.log_interval : args.log_interval);
   c.seed = static_cast<uint64_t>(args.seed);
   c.init_std = args.init_method_std;  // 0: zero matrices, as Megatron's normal_(std=0) (sanity refuses < 0)
 

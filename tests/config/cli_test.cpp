@@ -917,6 +917,10 @@ TEST_CASE("params: a config that looks like a vision/multimodal or BERT model is
   Result plain = sh("params --world-size 1 --config " + kDefault);
   REQUIRE(plain.exit == 0);
   CHECK(plain.out.find("model: ") == std::string::npos);
+  // --no-data-sharding is in the vision group but belongs to the cyclic data loader of any model (review diff32).
+  Result sharding = sh("params --world-size 1 --config " + kDefault + " --no-data-sharding");
+  REQUIRE(sharding.exit == 0);
+  CHECK(sharding.out.find("model: ") == std::string::npos);
 }
 
 TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B parameters", "[cli][params][moe]") {

@@ -93,7 +93,10 @@ const std::vector<Case> kCases = {
      {}, "--sgd-momentum (nan)"},
     // --loss-scale 0 is none (Megatron's `if config.loss_scale`): fp16 then scales dynamically (review parity32).
     {"sanity.loss-scale-positive", {"--fp16", "--loss-scale", "-1"}, {"--fp16", "--loss-scale", "0"}, {}, "--loss-scale (-1.0)"},
-    {"sanity.loss-scale-positive", {"--loss-scale", "-1"}, {"--loss-scale", "0"}, {}, "--loss-scale (-1.0)"},
+    {"sanity.loss-scale-positive", {"--bf16", "--loss-scale", "-1"}, {"--bf16", "--loss-scale", "0"}, {}, "--loss-scale (-1.0)"},
+    // fp32 without the distributed optimizer builds no scaler: --loss-scale is not read (review diff32).
+    {"sanity.loss-scale-positive", {"--use-distributed-optimizer", "--loss-scale", "-1"}, {"--loss-scale", "-1"}, {},
+     "--loss-scale (-1.0)"},
     // The dynamic scaler's values are read only where --fp16 builds it.
     {"sanity.loss-scale-positive", {"--fp16", "--initial-loss-scale", "inf"}, {"--initial-loss-scale", "inf"}, {},
      "--initial-loss-scale (inf)"},

@@ -82,6 +82,17 @@ TEST_CASE("--bring-up-only where it cannot act: named in a dry run, refused with
     CHECK_FALSE(has(r.out, "RAN-THE-PROGRAM"));
     CHECK_FALSE(has(r.out, "\"env\""));  // the probe did not start
   }
+  // --format json without --dry-run validates as the launch would: the same refusal, as its JSON document (review
+  // diff32); without a program the switch is named as unused there, not "in a dry run".
+  Proc json = sh(kBin + " --config " + kConfig + " --format json --bring-up-only --no-python /bin/echo RAN-THE-PROGRAM");
+  INFO(json.out);
+  CHECK(json.exit == 2);
+  CHECK(has(json.out, "\"ok\": false"));
+  CHECK(has(json.out, "--bring-up-only: stops megatron-run's own worker"));
+  CHECK_FALSE(has(json.out, "RAN-THE-PROGRAM"));
+  Proc json_own = sh(kBin + " --config " + kConfig + " --format json --bring-up-only");
+  CHECK(json_own.exit == 0);
+  CHECK(has(json_own.out, "warning[launch.bring-up-only-unused]: --bring-up-only: not used by --format json"));
 }
 
 // `--mock-data false`: a switch takes no value, so the word after it is the PROGRAM; when no such script exists
@@ -305,7 +316,7 @@ TEST_CASE("a WORLD_SIZE in the shell without RANK is no job: a launch validates 
 // `--data-path data/a train.py`: the flag (nargs '+') took the script as a value; without a program left,
 // megatron-run started its own synthetic worker and exited 0. Refused now (exit 2) naming the flag and the way to
 // write it, said in a dry run; data values (a prefix, a directory, weights) are not taken for a program.
-TEST_CASE("a script taken as the last value of a flag with nargs '+' is refused, not replaced by our worker",
+TEST_CASE("a script taken as a value of a flag with nargs '+' is refused, not replaced by our worker",
           "[launch][cli][program-swallowed]") {
   ScratchDir dir("mr-swallowed-cli");
   const std::string d = dir.path.string();
@@ -321,11 +332,19 @@ TEST_CASE("a script taken as the last value of a flag with nargs '+' is refused,
   INFO(r.out);
   CHECK(r.exit == 2);
   CHECK(has(r.out, "error[launch.program-swallowed]: argument --data-path: takes every word up to the next option, "
-                   "so 'train.py' was read as its last value and no program is named (megatron-run would start its "
+                   "so 'train.py' was read as one of its values and no program is named (megatron-run would start its "
                    "own worker, not train.py); to run it, put another option or -- between them (--data-path data/a "
                    "-- train.py), or give the program first (train.py --data-path data/a ...: its own arguments"));
   CHECK_FALSE(has(r.out, "RAN-THE-SCRIPT"));
   CHECK_FALSE(has(r.out, "[rank 0]"));  // our worker did not start either
+  // Not only as the last value: the script with its own argument after it (review diff32).
+  Proc mid = run_shell(cd + "timeout -k 5 90 env " + run + "--nproc-per-node 1 --split 1,0,0 --data-path data/a "
+                       "train.py 7 2>&1");
+  INFO(mid.out);
+  CHECK(mid.exit == 2);
+  CHECK(has(mid.out, "so 'train.py' was read as one of its values"));
+  CHECK(has(mid.out, "(--data-path data/a -- train.py 7), or give the program first (train.py 7 --data-path data/a"));
+  CHECK_FALSE(has(mid.out, "[rank 0]"));
   Proc dry = run_shell(cd + "timeout -k 5 90 env " + run + "--dry-run --split 1,0,0 --data-path data/a train.py 2>&1");
   CHECK(dry.exit == 0);
   CHECK(has(dry.out, "warning[launch.program-swallowed]: argument --data-path: takes every word"));

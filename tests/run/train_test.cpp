@@ -674,6 +674,16 @@ TEST_CASE("Lion and SGD step; --bring-up-only stops before the run", "[run][trai
   CHECK_THAT(b.out(), !Catch::Contains("synthetic training run"));
 }
 
+TEST_CASE("a negative --log-interval logs at every multiple of its size, as Python's iteration % n", "[run][train]") {
+  // Megatron tests `iteration % args.log_interval == 0`: -2 is true at 2, 4, ... (review diff32: the run clamped it
+  // to 1 and logged every iteration).
+  mrtest::TempDir dir;
+  mrtest::Proc p = spawn(1, {"--train-iters", "4", "--log-interval", "-2"}, dir, "negative");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  CHECK(iterations(p.out()).size() == 3);  // 1 (the run's first), 2 and 4
+}
+
 TEST_CASE("--timing-log-level 1: each phase's time after every iteration line (the CPU backend's host clock)",
           "[run][train][timing]") {
   mrtest::TempDir dir;

@@ -58,8 +58,8 @@ MR_SANITY_RULE(kAdamBetas, "sanity.adam-betas-range", "--adam-beta1 and --adam-b
 MR_SANITY_RULE(kAdamEps, "sanity.adam-eps-positive", "--adam-eps must be finite and greater than 0.");
 MR_SANITY_RULE(kSgdMomentum, "sanity.sgd-momentum-finite", "--sgd-momentum must be finite and not negative.");
 MR_SANITY_RULE(kLossScale, "sanity.loss-scale-positive",
-               "A --loss-scale other than 0 (Megatron's `if config.loss_scale`: 0 is none) must be greater than 0 "
-               "and finite in float32 (Megatron's scaler holds it in an fp32 tensor); where --fp16 builds the "
+               "Where Megatron builds a loss scaler (--fp16, --bf16 or --use-distributed-optimizer), a --loss-scale "
+               "other than 0 (`if config.loss_scale`: 0 is none) must be greater than 0 and finite in float32 (Megatron's scaler holds it in an fp32 tensor); where --fp16 builds the "
                "dynamic scaler (no such --loss-scale), --initial-loss-scale and --min-loss-scale likewise, "
                "--loss-scale-window greater than 0 and --hysteresis at least 1.");
 MR_SANITY_RULE(kInitStd, "sanity.init-method-std-finite", "--init-method-std must be finite and not negative.");
@@ -195,7 +195,10 @@ void optimizer(Context& ctx) {
     // --loss-scale: `if config.loss_scale ... elif config.fp16`) the dynamic one's start and floor. Below 2^128 -
     // 2^103 a value rounds to float32's largest at most; from there on it is inf, and every step would be skipped.
     // A --loss-scale of 0 is none (Python's truthiness); the dynamic scaler's values are read only where it is built.
-    const bool constant = ctx.has("loss_scale") && !ctx.is_none("loss_scale") && ctx.f("loss_scale") != 0.0;
+    // Megatron builds a scaler only for fp16, bf16 or the distributed optimizer (fp32 otherwise reads none of them).
+    const bool scaler = ctx.on("fp16") || ctx.on("bf16") || ctx.on("use_distributed_optimizer");
+    const bool constant =
+        scaler && ctx.has("loss_scale") && !ctx.is_none("loss_scale") && ctx.f("loss_scale") != 0.0;
     const bool dynamic = ctx.on("fp16") && !constant;
     std::vector<const char*> held;
     if (constant) held.push_back("loss_scale");
