@@ -105,7 +105,8 @@ int cmd_schedule(const std::vector<std::string>& args) {
   if (!at.empty()) {
     steps = at;
   } else if (opts.every) {
-    if (run.end / *opts.every + 2 > optim::kMaxScheduleRows)
+    // every_steps' rows: 0, k, 2k, ... up to the end, and the end itself where it is no multiple of k.
+    if (run.end / *opts.every + 1 + (run.end % *opts.every != 0 ? 1 : 0) > optim::kMaxScheduleRows)
       throw UsageError("argument --every: " + std::to_string(*opts.every) + " over " + std::to_string(run.end) + " " +
                            run.unit() + "s is more than " + std::to_string(optim::kMaxScheduleRows) +
                            " rows; take a larger step or --points",

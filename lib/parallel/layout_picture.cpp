@@ -143,10 +143,13 @@ std::string layout_svg(const Layout& layout, int64_t gpus_per_node, const std::s
 }
 
 namespace {
-// Text inside a DOT string: quotes and backslashes escaped; entities as in XML (Graphviz reads &amp; and &lt;).
+// Text inside a DOT string: quotes and backslashes escaped; entities as in XML (Graphviz reads &amp;, &lt;, &gt;
+// and &quot;), except the apostrophe, whose &apos; Graphviz does not know (it would show the entity): kept as is.
 std::string dot_text(const std::string& s) {
+  std::string xml = svg::escape(s);
+  for (size_t at = xml.find("&apos;"); at != std::string::npos; at = xml.find("&apos;", at + 1)) xml.replace(at, 6, "'");
   std::string out;
-  for (char c : svg::escape(s)) {
+  for (char c : xml) {
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }

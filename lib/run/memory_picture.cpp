@@ -120,7 +120,7 @@ std::string memory_svg(const std::vector<RankMemory>& ranks, double capacity_byt
     // that fit the legend.
     d.text(lx, ly + 14, "theoretical estimate", {.size = 10, .fill = "#666666"});
     ly += 14;
-    d.text(lx, ly + 14, fn == "compute_activation_memory" ? "(SP, selective recompute)" : "(without SP)",
+    d.text(lx, ly + 14, fn == "compute_activation_memory" ? "(SP, selective recompute)" : "(formula without SP)",
            {.size = 10, .fill = "#666666"});
     if (first_stage_only) {
       ly += 14;

@@ -57,7 +57,7 @@ TEST_CASE("memory picture: activations only where the estimate applies, named in
   CHECK_THAT(s, Contains("<title>(tp 0, pp 1)\nweights: 1.00 GiB\ngradients: 2.00 GiB\nmain params: 0.00 GiB\n"
                          "optimizer state: 4.00 GiB\nactivations: not estimated (Megatron estimates the first pipeline "
                          "stage)\ntotal: 7.00 GiB</title>"));
-  CHECK_THAT(s, Contains(">(without SP)</text>"));
+  CHECK_THAT(s, Contains(">(formula without SP)</text>"));
   CHECK_THAT(s, Contains(">first pipeline stage only</text>"));
   CHECK(s.find("not modelled") == std::string::npos);
   // One stage with sequence parallelism: the other formula, and nothing about stages.
