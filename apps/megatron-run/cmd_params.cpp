@@ -12,6 +12,7 @@
 #include "config/print.h"
 #include "config/value.h"
 #include "launch.h"
+#include "parallel/layout_picture.h"
 #include "run/memory_picture.h"
 #include "run/model.h"
 #include "run/model_family.h"
@@ -64,6 +65,13 @@ int cmd_params(const std::vector<std::string>& args) {
   parallel::Layout layout;
   if (int rc = resolve_job_layout("params", common, rest, out, job_args, layout, {"svg"})) return rc;
   const int64_t tp = layout.spec.tp, pp = layout.spec.pp, dp = layout.dp;
+  // One bar a (tensor, pipeline) rank: a picture has topology's bound (a 65536-stage job drew a 134 MB SVG).
+  if (common.format == "svg" && tp * pp > parallel::kMaxPictureRanks)
+    throw UsageError("params --format svg: a picture of " + std::to_string(tp * pp) +
+                         " (tensor, pipeline) ranks is too large (at most " +
+                         std::to_string(parallel::kMaxPictureRanks) +
+                         "; --tensor-model-parallel-size x --pipeline-model-parallel-size, or --format text|json)",
+                     {"--tensor-model-parallel-size", "--pipeline-model-parallel-size"}, {}, "input.picture-too-large");
 
   // One row per (tensor, pipeline) rank; a row keeps the counts, not the plan, so memory stays bounded by one
   // plan however many ranks there are. Every count is checked: a sum beyond 64 bits is an error, not a wrap.

@@ -60,10 +60,12 @@ struct OtherFamily {
 constexpr OtherFamily kOtherFamilies[] = {
     {"parse.", "a warning of the argument parser (parse.deprecated-flag, parse.experimental-flag)",
      "docs/config-files.md and docs/yaml-cfg.md"},
-    {"launch.", "a notice of the launcher", "docs/launch.md"},
+    {"launch.", "an error, warning or notice of the launcher", "docs/launch.md"},
     {"checkpoint.", "an error of the training run's checkpoints", "docs/checkpoints.md (its Errors section)"},
     {"dist.", "an error of the workers' process groups", "docs/distributed.md"},
     {"run.", "an error or warning of the training run", "docs/run.md"},
+    {"schedule.", "an error of the schedule command (the learning-rate and batch-size settings it plots)",
+     "docs/pictures.md"},
 };
 
 // "see docs/x.md" for an id of a family above; "" otherwise.

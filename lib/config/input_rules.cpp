@@ -38,7 +38,8 @@ MR_INPUT_RULE(kUnrepresentable, "input.unrepresentable-value",
               "A value --format argv cannot write as a Megatron command-line word.");
 MR_INPUT_RULE(kScheduleSteps, "input.schedule-steps", "schedule: --points, --every or --at out of range or malformed.");
 MR_INPUT_RULE(kScheduleRows, "input.schedule-rows", "schedule: more rows than the output allows.");
-MR_INPUT_RULE(kPictureTooLarge, "input.picture-too-large", "topology --format svg|dot: more ranks than a picture shows.");
+MR_INPUT_RULE(kPictureTooLarge, "input.picture-too-large",
+              "topology --format svg|dot, params --format svg: more ranks than a picture shows.");
 MR_INPUT_RULE(kGpusPerNode, "input.gpus-per-node", "topology: --gpus-per-node is not a positive count.");
 MR_INPUT_RULE(kLayoutRanks, "input.layout-ranks",
               "A world size beyond the 1048576 ranks megatron-run lays out (its limit, not Megatron's).");

@@ -587,6 +587,10 @@ TEST_CASE("schema, rules and help are generated from the tables", "[cli]") {
   // dist.nccl-unavailable is a rule too: the launcher checks it before any worker starts.
   CHECK(sh("rules dist.nccl-unavailable").out.rfind("dist.nccl-unavailable  [error]  (init) ", 0) == 0);
   CHECK(sh("rules run.nan-check").out.find("see docs/run.md") != std::string::npos);
+  // schedule.settings (the schedule command's refusal) too (review docsrobust 4).
+  CHECK(sh("rules schedule.settings").out.find("is an error of the schedule command") != std::string::npos);
+  CHECK(sh("rules launch.open-file-limit").out.find("is an error, warning or notice of the launcher") !=
+        std::string::npos);
   // A family ("batch-size", or "batch-size.") lists each of its rules, in the list's order.
   std::string family;
   for (size_t at = 0; (at = rules.out.find("\nbatch-size.", at)) != std::string::npos; ++at)
@@ -921,6 +925,22 @@ TEST_CASE("params: a config that looks like a vision/multimodal or BERT model is
   Result sharding = sh("params --world-size 1 --config " + kDefault + " --no-data-sharding");
   REQUIRE(sharding.exit == 0);
   CHECK(sharding.out.find("model: ") == std::string::npos);
+}
+
+TEST_CASE("params --format svg: a picture of more than 4096 (tensor, pipeline) ranks is refused, as topology's",
+          "[cli][params]") {
+  // Review docsrobust 3: PP 65536 drew a 134 MB SVG. The text and JSON outputs have no such bound.
+  const std::string job = "params --world-size 8192 --config " + kDefault +
+                          " --pipeline-model-parallel-size 8192 --num-layers 8192 --micro-batch-size 1 "
+                          "--global-batch-size 1";
+  Result svg = sh(job + " --format svg");
+  INFO(svg.out);
+  CHECK(svg.exit == 2);
+  CHECK(svg.out.find("error[input.picture-too-large]: params --format svg: a picture of 8192 (tensor, pipeline) "
+                     "ranks is too large (at most 4096") != std::string::npos);
+  CHECK(svg.out.find("<svg") == std::string::npos);
+  Result json = sh(job + " --format json");
+  CHECK(json.exit == 0);
 }
 
 TEST_CASE("params: Megatron's Mixtral 8x7B CI config holds Mixtral's 46.7 B parameters", "[cli][params][moe]") {
