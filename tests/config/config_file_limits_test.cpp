@@ -187,6 +187,28 @@ TEST_CASE("config files: tags are constructed (standard ones) or refused naming 
   CHECK(ok.ns["lr"].as_float() == 1.0);
 }
 
+TEST_CASE("config files: !!float 1e-4 and !!null foo are constructed as yaml.safe_load does, in both layouts",
+          "[config-limits]") {
+  // PyYAML 6.0: yaml.safe_load("a: !!float 1e-4") -> {'a': 0.0001} (1e-4 alone is the string '1e-4'); !!null makes
+  // None of any text; !!int takes 0x1F (31); !!bool takes TRUE; !!float abc and !!int 1.5 raise ValueError.
+  auto plain = parse({write("fl.yaml", "--lr: !!float 1e-4\n--min-lr: !!float 1e4\n--load: !!null foo\n"
+                                       "--num-layers: !!int 0x1F\n--fp16: !!bool TRUE\n")});
+  CHECK(plain.ns["lr"].as_float() == 0.0001);
+  CHECK(plain.ns["min_lr"].as_float() == 10000.0);
+  CHECK(plain.ns["load"].is_none());
+  CHECK(plain.ns["num_layers"].as_int() == 31);
+  CHECK(plain.ns["fp16"].as_bool());
+  auto ci = parse({write("flci.yaml", "MODEL_ARGS:\n  --lr: !!float 1e-4\n  --num-layers: !!int 0x1F\n")});
+  CHECK(ci.ns["lr"].as_float() == 0.0001);
+  CHECK(ci.ns["num_layers"].as_int() == 31);
+  auto f = refusal({write("flbad.yaml", "--num-layers: 2\n--lr: !!float abc\n")});
+  CHECK(f.id == "input.yaml-tag");
+  CHECK(has(f, "flbad.yaml:2: cannot construct !!float from 'abc'"));
+  auto i = refusal({write("intbad.yaml", "MODEL_ARGS:\n  --num-layers: !!int 1.5\n")});
+  CHECK(i.id == "input.yaml-tag");
+  CHECK(has(i, "intbad.yaml:2: cannot construct !!int from '1.5'"));
+}
+
 TEST_CASE("config files: a quote that swallows key lines is an error (plain) or a warning (CI)", "[config-limits]") {
   auto e = refusal({kDefault, write("q.yaml", "--save: \"/x\n--num-layers: 4\n--hidden-size: 9999\"\n")});
   CHECK(e.id == "input.yaml-multiline-quoted");

@@ -83,3 +83,47 @@ TEST_CASE("program arguments: the parse keeps both sides, the given arguments' w
   CHECK(mr::appended_argv(mr::parse_arguments(mr::Schema::megatron(), inv)) ==
         std::vector<std::string>{"--num-layers", "2", "--disable-msc"});
 }
+
+TEST_CASE("env defaults: a WORLD_SIZE that is no integer is input.env-not-integer, named by the variable or its line",
+          "[invocation]") {
+  mr::Invocation inv = mrtest::placeholder_invocation();
+  inv.env.vars["WORLD_SIZE"] = "two";  // --inprocess-active-world-size defaults to it, as Megatron's parser does
+  try {
+    (void)mr::parse_arguments(mr::Schema::megatron(), inv);
+    FAIL("WORLD_SIZE=two was accepted");
+  } catch (const mr::UsageError& e) {
+    CHECK(e.id == "input.env-not-integer");
+    CHECK(e.where == "WORLD_SIZE");  // not a config file: the process environment
+    CHECK(std::string(e.what()).find("WORLD_SIZE (default of --inprocess-active-world-size): invalid int value: "
+                                     "'two'") != std::string::npos);
+  }
+  inv.env.var_where["WORLD_SIZE"] = "ev.yaml:3";  // set by a config file's ENV_VARS
+  try {
+    (void)mr::parse_arguments(mr::Schema::megatron(), inv);
+    FAIL("WORLD_SIZE=two was accepted");
+  } catch (const mr::UsageError& e) {
+    CHECK(e.id == "input.env-not-integer");
+    CHECK(e.where == "ev.yaml:3");
+  }
+}
+
+TEST_CASE("--disable-msc: deprecated in its schema entry, warned once, and still turns --enable-msc off",
+          "[invocation]") {
+  const mr::Arg* a = mr::Schema::megatron().find_flag("--disable-msc");
+  REQUIRE(a);
+  CHECK(std::string(a->spec->deprecated) == "MSC is off unless --enable-msc is given");
+  mr::Invocation inv = mrtest::placeholder_invocation();
+  inv.cli = mr::argv_tokens({"--enable-msc", "--disable-msc"});
+  const mr::Parsed p = mr::parse_arguments(mr::Schema::megatron(), inv);
+  CHECK_FALSE(p.ns["enable_msc"].truthy());
+  int said = 0;
+  for (const std::string& w : p.warnings) said += w.find("--disable-msc is deprecated") != std::string::npos;
+  CHECK(said == 1);
+  // With a program whose own words hold it too: once for the program's words, none for what is appended.
+  inv.cli = mr::argv_tokens({"--num-layers", "2"});
+  inv.program_cli = mr::argv_tokens({"--disable-msc"}, 5);
+  said = 0;
+  for (const std::string& w : mr::parse_arguments(mr::Schema::megatron(), inv).warnings)
+    said += w.find("--disable-msc is deprecated") != std::string::npos;
+  CHECK(said == 1);
+}

@@ -45,6 +45,9 @@ TEST_CASE("json schema: both spellings, types, choices, nargs, help, deprecation
   CHECK(rb.json().find("\"minItems\": 3, \"maxItems\": 3") != std::string::npos);
   CHECK(at(rb, "deprecated").as_bool());
   CHECK(at(rb, "description").as_str().rfind("Deprecated: use --step-batch-size-schedule", 0) == 0);
+  // --disable-msc warns (parse.deprecated-flag), so its entry says so too.
+  CHECK(at(at(plain, "--disable-msc"), "deprecated").as_bool());
+  CHECK(at(at(plain, "disable_msc_deprecated"), "deprecated").as_bool());
   // A switch: a boolean in the flag spelling, a boolean or null in the dest spelling.
   CHECK(at(at(plain, "--bf16"), "type").as_str() == "boolean");
   CHECK(at(plain, "bf16").json().find("[\"boolean\", \"null\"]") != std::string::npos);

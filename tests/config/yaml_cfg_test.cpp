@@ -271,6 +271,9 @@ TEST_CASE("yaml-cfg: py 352-355 flatten the sections into the top level and add 
   CHECK(ns.provenance("num_attention_heads").where == line_of(r.file, "num_attention_heads:"));
   CHECK(ns.provenance("kv_channels").kind == mr::Provenance::Kind::Derived);
   CHECK(ns.provenance("kv_channels").where.find("yaml_arguments.py:254") != std::string::npos);
+  // num_experts is always derived (print_yaml_table reads it) and cited like the others, not as "py 355".
+  CHECK(ns.provenance("num_experts").kind == mr::Provenance::Kind::Derived);
+  CHECK(ns.provenance("num_experts").where == "yaml_arguments.py:355: num_experts = num_moe_experts");
   CHECK(ns.provenance("micro_batch_size").where == line_of(r.file, "micro_batch_size:"));
   CHECK(ns.provenance("world_size").kind == mr::Provenance::Kind::Env);
 }
@@ -570,6 +573,19 @@ TEST_CASE("yaml-cfg: wrong types and division by zero", "[yaml-cfg]") {
   CHECK_FAILS(r, "yaml.division-by-zero");
   r = yrun({{"language_model.num_attention_heads", "0"}});
   CHECK_FAILS(r, "yaml.division-by-zero");
+  // A division by zero names the file line of the key that is 0 (docs/yaml-cfg.md).
+  CHECK(r.where == line_of(r.file, "num_attention_heads:"));
+  r = yrun({{"model_parallel.tensor_model_parallel_size", "0"}});
+  CHECK(r.where == line_of(r.file, "tensor_model_parallel_size:"));
+  r = yrun({{"model_parallel.context_parallel_size", "0"}});
+  CHECK_FAILS(r, "yaml.division-by-zero");
+  CHECK(r.where == line_of(r.file, "context_parallel_size:"));
+  r = yrun({{"model_parallel.pipeline_model_parallel_size", "0"}});
+  CHECK_FAILS(r, "yaml.division-by-zero");
+  CHECK(r.where == line_of(r.file, "pipeline_model_parallel_size:"));
+  r = yrun({{"eval_micro_batch_size", "0"}});
+  CHECK_FAILS(r, "yaml.division-by-zero");
+  CHECK(r.where == line_of(r.file, "eval_micro_batch_size:"));
 }
 
 // ---- every validate_yaml rule, with a passing neighbour ---------------------------------------------------------
@@ -619,6 +635,11 @@ TEST_CASE("yaml-cfg: py 110-134 batch sizes", "[yaml-cfg]") {
   // eval_global_batch_size 5 % (eval_micro_batch_size 2 * dp 1) != 0.
   r = yrun({{"eval_global_batch_size", "5"}});
   CHECK_FAILS(r, "yaml.eval-global-batch-size-divisible");
+  CHECK(r.where == line_of(r.file, "eval_global_batch_size:"));
+  // Unset, it is global_batch_size (py 129): the failure names that key's line.
+  r = yrun({{"global_batch_size", "15"}});
+  CHECK_FAILS(r, "yaml.eval-global-batch-size-divisible");
+  CHECK(r.where == line_of(r.file, "global_batch_size:"));
   r = yrun({{"eval_global_batch_size", "6"}});
   REQUIRE_OK(r);
   CHECK(r["eval_global_batch_size"].as_int() == 6);
@@ -953,6 +974,33 @@ TEST_CASE("yaml-cfg: load_yaml's JSON round trip (keys, duplicates, merges, tags
   CHECK(bad("date.yaml", "x: 1\nwhen: 2024-01-31\n").find("date.yaml:2: the timestamp 2024-01-31") !=
         std::string::npos);
   CHECK(bad("int-tag.yaml", "a: !!int abc\n").find("cannot construct !!int") != std::string::npos);
+}
+
+TEST_CASE("yaml-cfg: tags are constructed as safe_load does; file errors carry --config's input.* ids", "[yaml-cfg]") {
+  // PyYAML 6.0: yaml.safe_load("lr: !!float 1e-4") -> {'lr': 0.0001}; !!null foo -> None; !!int 0o17 -> 15.
+  std::map<std::string, std::string> where;
+  mr::Object o = mr::load_yaml_cfg_file(
+      write_tmp("tags.yaml", "lr: !!float 1e-4\nmin_lr: !!float 1e-5\nload: !!null foo\nn: !!int 0o17\n"), {}, &where);
+  CHECK(mr::Value::object(o).json() == R"({"lr": 0.0001, "min_lr": 1e-05, "load": null, "n": 15})");
+  auto r = yrun({{"lr", "!!float 1e-4"}, {"min_lr", "!!float 1e-5"}});
+  REQUIRE_OK(r);
+  CHECK(r["lr"].as_float() == 0.0001);
+  CHECK(r["min_lr"].as_float() == 0.00001);
+
+  auto id_of = [](const std::string& name, const std::string& text) {
+    std::string file = write_tmp(name, text);
+    try {
+      mr::load_yaml_cfg_file(file, {});
+    } catch (const mr::UsageError& e) {
+      return e.id + " at " + e.where.substr(e.where.rfind(':'));
+    }
+    return std::string("accepted");
+  };
+  CHECK(id_of("t1.yaml", "x: 1\na: !pathex /x\n") == "input.yaml-tag at :2");
+  CHECK(id_of("t2.yaml", "a: !!python/name:os.system x\n") == "input.yaml-tag at :1");
+  CHECK(id_of("t3.yaml", "x: 1\n? [a, b]\n: 1\n") == "input.yaml-non-scalar-key at :2");
+  CHECK(id_of("t4.yaml", "lr: !!float abc\n") == "input.yaml-tag at :1");  // ValueError in PyYAML too
+  CHECK(id_of("t5.yaml", "n: !!int 1.5\n") == "input.yaml-tag at :1");
 }
 
 TEST_CASE("yaml-cfg: ${VAR} is expanded as in --config files (Megatron's safe_load does not)", "[yaml-cfg]") {

@@ -45,7 +45,7 @@ Value plain_scalar(const std::string& text) {
 
 // A scalar node as Python's yaml loader constructs it: quoted and block scalars are strings, plain ones go
 // through the YAML 1.1 resolvers, the standard scalar tags (!!str, !!int, !!float, !!bool, !!null) construct
-// their type; any other tag (!!python/name:..., !local) is refused naming file:line.
+// their type as PyYAML's constructors do (!!float 1e-4 is 0.0001; yaml11_tagged_scalar); any other tag (!!python/name:..., !local) is refused naming file:line.
 Value typed_scalar(const yaml::Node& n, const std::string& text) {
   const std::string& tag = n.tag();
   if (tag == "!") return Value(text);
@@ -53,14 +53,17 @@ Value typed_scalar(const yaml::Node& n, const std::string& text) {
   if (yaml::standard_tag(tag, "str")) return Value(text);
   for (const char* t : {"int", "float", "bool", "null"}) {
     if (!yaml::standard_tag(tag, t)) continue;
-    Value v = plain_scalar(text);
-    std::string_view name = t;
-    bool ok = (name == "int" && v.is_int()) || (name == "float" && (v.is_float() || v.is_int())) ||
-              (name == "bool" && v.is_bool()) || (name == "null" && v.is_none());
-    if (!ok)
-      throw UsageError(n.where() + ": cannot construct " + yaml::display_tag(tag) + " from " + Value(abbreviate(text)).py_repr(),
+    std::optional<Value> v;
+    try {
+      v = yaml11_tagged_scalar(t, text);
+    } catch (const UsageError&) {
+      return Value(text);  // an int past 64 bits: the flag's type says it is out of range, as for a plain one
+    }
+    if (!v)
+      throw UsageError(n.where() + ": cannot construct " + yaml::display_tag(tag) + " from " +
+                           Value(abbreviate(text)).py_repr() + " (Python's yaml.safe_load cannot either)",
                        kConfigFlags, n.where(), "input.yaml-tag");
-    return name == "float" ? Value(v.as_float()) : v;
+    return *v;
   }
   yaml::unsupported_tag(n, kConfigFlags);
 }

@@ -13,12 +13,10 @@ namespace {
 constexpr const char* kAppendedWord = "appended to the program's arguments";
 
 // What parse_args() derives from the flags after argparse (not from the environment).
-void derive_after_argparse(Namespace& ns, std::vector<std::string>& warnings) {
+void derive_after_argparse(Namespace& ns) {
   ns.derive("_is_global_batch_size_explicitly_specified", Value(!ns["global_batch_size"].is_none()), "parse_args");
-  if (ns["disable_msc_deprecated"].truthy()) {
-    warnings.push_back("--disable-msc is deprecated: MSC is off unless --enable-msc is given");
-    ns.derive("enable_msc", Value(false), "parse_args (--disable-msc)");
-  }
+  // --disable-msc's warning comes from its schema entry (.deprecated), where the flag is parsed.
+  if (ns["disable_msc_deprecated"].truthy()) ns.derive("enable_msc", Value(false), "parse_args (--disable-msc)");
 }
 
 // The given arguments (`p`: the config files and the command line) for a named program: as parse_args() leaves
@@ -28,8 +26,7 @@ ProgramWords& keep_given(const Schema& schema, Parsed& p) {
   words.own = default_namespace(schema);
   words.given = p.ns;
   if (!yaml_cfg_requested(words.given)) {
-    std::vector<std::string> unsaid;  // said once, by the namespace's own derivation
-    derive_after_argparse(words.given, unsaid);
+    derive_after_argparse(words.given);
   }
   words.appended = megatron_argv(schema, words.given);
   return words;
@@ -98,9 +95,12 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
       } catch (const ConvError& e) {
         auto w = p.env.var_where.find(a.spec->env_default);
         std::string at = w == p.env.var_where.end() ? std::string() : w->second;
+        // input.env-not-integer, as for RANK (TargetEnv::int_var): placed at the ENV_VARS line that set it, else
+        // named by the variable (not blamed on a config file).
         throw UsageError((at.empty() ? "" : at + ": ") + "environment variable " + std::string(a.spec->env_default) +
                              " (default of " + a.flags.front() + "): " + e.what(),
-                         {a.flags.front()}, at);
+                         {a.flags.front()}, at.empty() ? std::string(a.spec->env_default) : at,
+                         "input.env-not-integer");
       }
     }
   }
@@ -113,7 +113,7 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   Provenance env_ws{Provenance::Kind::Env, "WORLD_SIZE"};
   ns.set("rank", Value(p.env.int_var("RANK", 0)), env_rank);
   ns.set("world_size", Value(p.env.int_var("WORLD_SIZE", 1)), env_ws);
-  derive_after_argparse(ns, p.warnings);
+  derive_after_argparse(ns);
   return p;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "config/converters.h"
 #include "config/diagnostic.h"
@@ -238,6 +239,144 @@ Value yaml11_plain_scalar(const std::string& text, const std::string& where) {
   if (text == "=" || text == "<<")
     file_error(where, "a plain " + text + " value has no constructor in Python's yaml.safe_load (quote it)");
   return Value(text);
+}
+
+
+namespace {
+
+// Python's int(word, base) (base 2, 8, 10 or 16): surrounding whitespace, a sign, the base's 0b/0o/0x prefix,
+// then at least one digit. (construct_yaml_int has removed every '_' already.) nullopt where int() raises; throws
+// where the magnitude passes 2**64 (no int64 can hold the result then).
+using Wide = __int128;
+constexpr Wide kWideLimit = static_cast<Wide>(1) << 64;
+
+[[noreturn]] void int_out_of_range(const std::string& text, const std::string& where) {
+  file_error(where, "integer " + text + " is out of range (more than 64 bits)");
+}
+
+std::optional<Wide> py_int_base(std::string_view w, int base, const std::string& text, const std::string& where) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (!w.empty() && space(w.front())) w.remove_prefix(1);
+  while (!w.empty() && space(w.back())) w.remove_suffix(1);
+  bool neg = false;
+  if (!w.empty() && (w[0] == '+' || w[0] == '-')) {
+    neg = w[0] == '-';
+    w.remove_prefix(1);
+  }
+  const char* prefix = base == 2 ? "0b" : base == 8 ? "0o" : base == 16 ? "0x" : nullptr;
+  if (prefix && w.size() >= 2 && w[0] == '0' && std::tolower(static_cast<unsigned char>(w[1])) == prefix[1])
+    w.remove_prefix(2);
+  if (w.empty()) return std::nullopt;
+  Wide mag = 0;
+  for (char c : w) {
+    int d = is_digit(c) ? c - '0' : (c >= 'a' && c <= 'z') ? c - 'a' + 10 : (c >= 'A' && c <= 'Z') ? c - 'A' + 10 : 99;
+    if (d >= base) return std::nullopt;
+    mag = mag * base + d;
+    if (mag > kWideLimit) int_out_of_range(text, where);
+  }
+  return neg ? -mag : mag;
+}
+
+// construct_yaml_int on any text.
+std::optional<Value> tagged_int(const std::string& text, const std::string& where) {
+  std::string v;
+  for (char c : text)
+    if (c != '_') v += c;
+  if (v.empty()) return std::nullopt;  // value[0]: IndexError
+  const int sign = v[0] == '-' ? -1 : 1;
+  if (v[0] == '+' || v[0] == '-') v.erase(0, 1);
+  std::optional<Wide> n;
+  if (v == "0") {
+    n = 0;
+  } else if (v.rfind("0b", 0) == 0) {
+    n = py_int_base(std::string_view(v).substr(2), 2, text, where);
+  } else if (v.rfind("0x", 0) == 0) {
+    n = py_int_base(std::string_view(v).substr(2), 16, text, where);
+  } else if (v.empty()) {
+    return std::nullopt;  // value[0]: IndexError
+  } else if (v[0] == '0') {
+    n = py_int_base(v, 8, text, where);
+  } else if (v.find(':') != std::string::npos) {
+    if (v.back() == ':') return std::nullopt;  // int(''): the empty last part, which getline drops
+    Wide total = 0;  // sum of part * 60**k from the last part: Horner's rule from the first
+    std::stringstream ss(v);
+    std::string part;
+    while (std::getline(ss, part, ':')) {
+      auto d = py_int_base(part, 10, text, where);
+      if (!d) return std::nullopt;
+      total = total * 60 + *d;
+      if (total > kWideLimit || total < -kWideLimit) int_out_of_range(text, where);
+    }
+    n = total;
+  } else {
+    n = py_int_base(v, 10, text, where);
+  }
+  if (!n) return std::nullopt;
+  const Wide r = sign * *n;
+  if (r > INT64_MAX || r < INT64_MIN) int_out_of_range(text, where);
+  return Value(static_cast<int64_t>(r));
+}
+
+// Python's float(word), nullopt where it raises.
+std::optional<double> py_float(std::string_view w) {
+  std::string_view t = w;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.remove_prefix(1);
+  if (t.size() >= 2 && (t[0] == '+' || t[0] == '-') && (t[1] == '+' || t[1] == '-')) return std::nullopt;  // one sign
+  try {
+    return parse_py_float(w);
+  } catch (const ConvError&) {
+    return std::nullopt;
+  }
+}
+
+// construct_yaml_float on any text.
+std::optional<Value> tagged_float(const std::string& text) {
+  std::string v;
+  for (char c : text)
+    if (c != '_') v += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v.empty()) return std::nullopt;  // value[0]: IndexError
+  double sign = v[0] == '-' ? -1 : 1;
+  if (v[0] == '+' || v[0] == '-') v.erase(0, 1);
+  if (v == ".inf") return Value(sign * HUGE_VAL);
+  if (v == ".nan") return Value(std::nan(""));
+  if (v.find(':') != std::string::npos) {
+    if (v.back() == ':') return std::nullopt;  // float(''): the empty last part getline drops
+    std::vector<double> digits;
+    std::stringstream ss(v);
+    std::string part;
+    while (std::getline(ss, part, ':')) {
+      auto d = py_float(part);
+      if (!d) return std::nullopt;
+      digits.push_back(*d);
+    }
+    double n = 0, base = 1;  // Python's order: from the last part, base *= 60
+    for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+      n += *it * base;
+      base *= 60;
+    }
+    return Value(sign * n);
+  }
+  auto d = py_float(v);
+  if (!d) return std::nullopt;
+  return Value(sign * *d);
+}
+
+}  // namespace
+
+std::optional<Value> yaml11_tagged_scalar(std::string_view type, const std::string& text, const std::string& where) {
+  if (type == "null") return Value();  // construct_yaml_null: None, whatever the text
+  if (type == "bool") {                // bool_values[value.lower()]
+    std::string l;
+    for (char c : text) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (std::string_view w : {"yes", "true", "on"})
+      if (l == w) return Value(true);
+    for (std::string_view w : {"no", "false", "off"})
+      if (l == w) return Value(false);
+    return std::nullopt;
+  }
+  if (type == "int") return tagged_int(text, where);
+  if (type == "float") return tagged_float(text);
+  return std::nullopt;
 }
 
 }  // namespace mr

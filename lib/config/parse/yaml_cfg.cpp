@@ -21,8 +21,9 @@ namespace mr {
 
 namespace {
 
-[[noreturn]] void file_error(const std::string& where, const std::string& msg) {
-  throw UsageError(where + ": " + msg, {"--yaml-cfg"}, where);
+// A mistake in the file's YAML, with the input.* id a --config file's same mistake has.
+[[noreturn]] void file_error(const std::string& where, const std::string& msg, const char* id = "") {
+  throw UsageError(where + ": " + msg, {"--yaml-cfg"}, where, id);
 }
 
 const char* const kTagPrefix = "tag:yaml.org,2002:";
@@ -38,15 +39,17 @@ Value typed_scalar(const yaml::Node& n, const std::string& text, const std::stri
     if (t == "str") return Value(text);
     if (t != "int" && t != "float" && t != "bool" && t != "null")
       file_error(where, "unsupported YAML tag " + yaml::display_tag(tag) +
-                            " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)");
-    Value v = yaml11_plain_scalar(text, where);
-    bool ok = (t == "int" && v.is_int()) || (t == "float" && (v.is_float() || v.is_int())) ||
-              (t == "bool" && v.is_bool()) || (t == "null" && v.is_none());
-    if (ok) return t == "float" ? Value(v.as_float()) : v;
-    file_error(where, "cannot construct !!" + t + " from " + Value(abbreviate(text)).py_repr());
+                            " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)",
+                 "input.yaml-tag");
+    if (std::optional<Value> v = yaml11_tagged_scalar(t, text, where)) return *v;
+    file_error(where,
+               "cannot construct !!" + t + " from " + Value(abbreviate(text)).py_repr() +
+                   " (Python's yaml.safe_load cannot either)",
+               "input.yaml-tag");
   }
   file_error(where, "unsupported YAML tag " + yaml::display_tag(tag) +
-                        " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)");
+                        " (Python's yaml.safe_load, which Megatron's load_yaml uses, cannot construct it)",
+             "input.yaml-tag");
 }
 
 // A mapping key as the string json.dumps makes of the typed key.
@@ -95,8 +98,9 @@ struct Converter {
       if (k.is_scalar()) {
         key = k.plain() && k.scalar() == "=" ? Value("=") : typed_scalar(k, k.scalar(), k.where());
       } else if (!k.is_null()) {
-        file_error(k.where(), "the key at " + k.where() + " is not a scalar (it is " + k.kind_name() +
-                                  "; Python: unhashable key)");
+        file_error(k.where(),
+                   "the key at " + k.where() + " is not a scalar (it is " + k.kind_name() + "; Python: unhashable key)",
+                   "input.yaml-non-scalar-key");
       }
       std::string id = dict_identity(key, i);
       if (i >= own_from) {

@@ -148,13 +148,22 @@ double YamlArgs::number(std::string_view path) {
   return v.as_float();
 }
 
-int64_t YamlArgs::mod(int64_t a, int64_t b, const std::string& what) {
-  if (b == 0) fail(kDivZero, "integer modulo by zero: " + what + " is 0 (Megatron: ZeroDivisionError)", {});
+int64_t YamlArgs::mod(int64_t a, int64_t b, const std::string& what, std::initializer_list<std::string_view> paths) {
+  if (b == 0) {
+    const std::string msg = "integer modulo by zero: " + what + " is 0 (Megatron: ZeroDivisionError)";
+    if (paths.size() == 0) fail(kDivZero, msg, {what});
+    fail(kDivZero, msg, paths);
+  }
   return py_mod(a, b);
 }
 
-int64_t YamlArgs::floordiv(int64_t a, int64_t b, const std::string& what) {
-  if (b == 0) fail(kDivZero, "integer division by zero: " + what + " is 0 (Megatron: ZeroDivisionError)", {});
+int64_t YamlArgs::floordiv(int64_t a, int64_t b, const std::string& what,
+                           std::initializer_list<std::string_view> paths) {
+  if (b == 0) {
+    const std::string msg = "integer division by zero: " + what + " is 0 (Megatron: ZeroDivisionError)";
+    if (paths.size() == 0) fail(kDivZero, msg, {what});
+    fail(kDivZero, msg, paths);
+  }
   return py_floordiv(a, b);
 }
 

@@ -40,9 +40,10 @@ class YamlArgs {
   bool truthy(std::string_view path) { return get(path).truthy(); }
   bool is_none(std::string_view path) { return get(path).is_none(); }
 
-  // Python's a % b and a // b on ints (floor semantics); b == 0 fails yaml.division-by-zero naming `what`.
-  int64_t mod(int64_t a, int64_t b, const std::string& what);
-  int64_t floordiv(int64_t a, int64_t b, const std::string& what);
+  // Python's a % b and a // b on ints (floor semantics); b == 0 fails yaml.division-by-zero naming `what` (the divisor),
+  // placed at the line of the first of `paths` the file has (none given: `what`, a key path).
+  int64_t mod(int64_t a, int64_t b, const std::string& what, std::initializer_list<std::string_view> paths = {});
+  int64_t floordiv(int64_t a, int64_t b, const std::string& what, std::initializer_list<std::string_view> paths = {});
 
   // Rule failures and warnings naming YAML keys (`paths`); `where` is the file:line of the first one known.
   [[noreturn]] void fail(const Rule& rule, const std::string& message, std::initializer_list<std::string_view> paths);

@@ -167,13 +167,18 @@ void parallel_sizes(YamlArgs& y) {
   const int64_t mp = y.ctx().mul(pp, tp, "model_parallel.pipeline_model_parallel_size x tensor_model_parallel_size");
   const int64_t cp = y.integer("model_parallel.context_parallel_size");
   const int64_t mp_cp = y.ctx().mul(mp, cp, "tensor x pipeline x context parallel size");
-  y.require(y.mod(ws, mp_cp, "tensor x pipeline x context parallel size") == 0, kWsByMp,
+  // The product is 0 only through a 0 pipeline or context size (tp is positive here): the failure names its line.
+  const std::string_view zero_key =
+      pp == 0 ? "model_parallel.pipeline_model_parallel_size" : "model_parallel.context_parallel_size";
+  y.require(y.mod(ws, mp_cp, "tensor x pipeline x context parallel size", {zero_key}) == 0,
+            kWsByMp,
             "world size (" + std::to_string(ws) + ") is not divisible by tensor parallel size (" + std::to_string(tp) +
                 ") times pipeline parallel size (" + std::to_string(pp) + ") times context parallel size (" +
                 std::to_string(cp) + ")",
             {"model_parallel.tensor_model_parallel_size", "model_parallel.pipeline_model_parallel_size",
              "model_parallel.context_parallel_size"});
-  y.set("data_parallel_size", Value(y.floordiv(ws, mp_cp, "tensor x pipeline x context parallel size")),
+  y.set("data_parallel_size",
+        Value(y.floordiv(ws, mp_cp, "tensor x pipeline x context parallel size", {zero_key})),
         "py 82: world_size // (tp * pp * cp)");
 }
 
@@ -212,18 +217,24 @@ void batch_size(YamlArgs& y) {
 
 // py 127-134
 void eval_batch_size(YamlArgs& y) {
-  if (y.get_or("eval_global_batch_size", Value()).is_none())
+  // A failure is placed at the file's line of the key that holds the value: eval_global_batch_size, or the
+  // global_batch_size it is taken from (py 129) when it is unset or null; likewise eval_micro_batch_size.
+  const bool egbs_derived = y.get_or("eval_global_batch_size", Value()).is_none();
+  const bool embs_derived = y.get_or("eval_micro_batch_size", Value()).is_none();
+  if (egbs_derived)
     y.set("eval_global_batch_size", y.get("global_batch_size"), "py 129: eval_global_batch_size = global_batch_size");
-  if (y.get_or("eval_micro_batch_size", Value()).is_none())
+  if (embs_derived)
     y.set("eval_micro_batch_size", y.get("micro_batch_size"), "py 131: eval_micro_batch_size = micro_batch_size");
+  const std::string_view egbs_key = egbs_derived ? "global_batch_size" : "eval_global_batch_size";
+  const std::string_view embs_key = embs_derived ? "micro_batch_size" : "eval_micro_batch_size";
   const int64_t egbs = y.integer("eval_global_batch_size"), embs = y.integer("eval_micro_batch_size");
   const int64_t dp = y.integer("data_parallel_size");
   y.require(y.mod(egbs, y.ctx().mul(embs, dp, "eval_micro_batch_size x data_parallel_size"),
-                  "eval_micro_batch_size * data_parallel_size") == 0,
+                  "eval_micro_batch_size * data_parallel_size", {embs_key}) == 0,
             kEvalGbs,
             "eval_global_batch_size (" + std::to_string(egbs) + ") must be divisible by eval_micro_batch_size (" +
                 std::to_string(embs) + ") * data_parallel_size (" + std::to_string(dp) + ")",
-            {"eval_global_batch_size", "eval_micro_batch_size"});
+            {egbs_key, embs_key});
 }
 
 // py 136-154
@@ -537,7 +548,7 @@ void flatten(YamlArgs& y) {
     }
   }
   // Always a derived value (print_yaml_table recognises a flattened namespace by it).
-  y.ctx().set("num_experts", y.get("language_model.num_moe_experts"), "py 355: num_experts = num_moe_experts");
+  y.ctx().set("num_experts", y.get("language_model.num_moe_experts"), "yaml_arguments.py:355: num_experts = num_moe_experts");
 }
 
 // seed 121-122 (parse_and_validate_args, after validate_yaml) reads args.enable_experimental.
