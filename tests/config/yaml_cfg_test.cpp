@@ -562,6 +562,12 @@ TEST_CASE("yaml-cfg: wrong types and division by zero", "[yaml-cfg]") {
   CHECK_FAILS(r, "yaml.wrong-type");
   CHECK(r.message.find("`micro_batch_size` must be an integer, got '2' (str)") != std::string::npos);
   CHECK(r.where == line_of(r.file, "micro_batch_size:"));
+  CHECK(r.message.find("(Megatron: TypeError)") != std::string::npos);
+  // A float where an integer is needed: Megatron carries it through (no TypeError); refused here all the same.
+  r = yrun({{"micro_batch_size", "2.0"}});
+  CHECK_FAILS(r, "yaml.wrong-type");
+  CHECK(r.message.find("got 2.0 (float) (Megatron would carry the float through its arithmetic; megatron-run takes "
+                       "integers only: write it without a fraction)") != std::string::npos);
   // YAML 1.1: 1e-4 (no '.') is a string, so `min_lr <= lr` compares a float with a str.
   r = yrun({{"lr", "1e-4"}});
   CHECK_FAILS(r, "yaml.wrong-type");

@@ -198,7 +198,15 @@ void YamlArgs::warn(const Rule& rule, const std::string& message, std::initializ
 void YamlArgs::wrong_type(std::string_view path, const std::string& expected) {
   const Value* v = find(path);
   std::string got = v ? v->py_repr() + " (" + py_type(*v) + ")" : "nothing";
-  fail(kWrongType, q(path) + " must be " + expected + ", got " + got + " (Megatron: TypeError)", {path});
+  // A float where an integer is needed: Python carries it through validate_yaml's arithmetic (2.0 * 4 = 8.0) and
+  // Megatron does not refuse it there; megatron-run takes integers only (docs/yaml-cfg.md).
+  const bool float_value = v && v->kind() == Value::Kind::Float;
+  fail(kWrongType,
+       q(path) + " must be " + expected + ", got " + got +
+           (float_value ? " (Megatron would carry the float through its arithmetic; megatron-run takes integers "
+                          "only: write it without a fraction)"
+                        : " (Megatron: TypeError)"),
+       {path});
 }
 
 void YamlArgs::require_section(std::string_view section) {
