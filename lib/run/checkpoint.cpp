@@ -86,12 +86,6 @@ std::optional<std::pair<int64_t, double>> knob(const char* name) {
 
 using Found = CheckpointPlace;
 
-// `base`/non_persistent, without a doubled separator where --save ends in '/' ("np/" -> "np/non_persistent").
-std::string default_non_persistent_dir(const std::string& base) {
-  if (base.empty()) return "non_persistent";
-  return base.back() == '/' ? base + "non_persistent" : base + "/non_persistent";
-}
-
 std::string non_persistent_dir(const Args& a, const std::string& base) {
   if (a.non_persistent_global_ckpt_dir) return *a.non_persistent_global_ckpt_dir;
   return default_non_persistent_dir(base);

@@ -102,6 +102,11 @@ std::optional<TrackerValue> read_tracker(const std::string& path) {
   return t;
 }
 
+std::string default_non_persistent_dir(const std::string& base) {
+  if (base.empty()) return "non_persistent";
+  return base.back() == '/' ? base + "non_persistent" : base + "/non_persistent";
+}
+
 std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
   std::optional<TrackerValue> t = read_tracker(tracker_path(q.load));
   CheckpointPlace f;
@@ -113,10 +118,7 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
     f.release = false;
   }
   if (q.non_persistent_global) {
-    // Megatron's default: --load/non_persistent (one separator where --load ends in '/').
-    const std::string np = q.non_persistent_dir ? *q.non_persistent_dir
-                           : !q.load.empty() && q.load.back() == '/' ? q.load + "non_persistent"
-                                                                     : q.load + "/non_persistent";
+    const std::string np = q.non_persistent_dir ? *q.non_persistent_dir : default_non_persistent_dir(q.load);
     std::optional<TrackerValue> n = read_tracker(tracker_path(np));
     if (n && !n->release && n->iteration >= iteration) {
       f.base = np;

@@ -42,6 +42,10 @@ struct LoadQuery {
   std::optional<std::string> non_persistent_dir;  // --non-persistent-global-ckpt-dir
 };
 
+// Megatron's default non-persistent directory: `base`/non_persistent, without a doubled separator where `base` ends
+// in '/' ("np/" -> "np/non_persistent"); "non_persistent" for an empty base.
+std::string default_non_persistent_dir(const std::string& base);
+
 // Megatron's _load_base_checkpoint: the tracker (or --ckpt-step), or a global non-persistent checkpoint at least
 // as new. nullopt when there is none (no tracker, no step). CheckpointError checkpoint.step-missing when the
 // iteration named has no directory, checkpoint.corrupt for a tracker that is not a number.
