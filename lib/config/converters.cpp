@@ -71,6 +71,8 @@ double parse_py_float(std::string_view word) {
     sign = l[0] == '-' ? -1 : 1;
     l.remove_prefix(1);
   }
+  // One sign: from_chars below would take a second '-' ("+-1", "--1"), which Python's float() refuses.
+  if (!l.empty() && (l[0] == '+' || l[0] == '-')) throw ConvError("invalid float value: " + quoted(word));
   if (l == "inf" || l == "infinity") return sign * HUGE_VAL;
   if (l == "nan") return std::nan("");
   // Python accepts "1.", ".5", "1e5", "1.5E-3"; reject hex and anything else.

@@ -25,6 +25,12 @@ TEST_CASE("Python int() and float()", "[types]") {
   CHECK(std::isnan(mr::parse_py_float("nan")));
   CHECK_THROWS_AS(mr::parse_py_float("0x10"), mr::ConvError);
   CHECK_THROWS_AS(mr::parse_py_float("1e"), mr::ConvError);
+  // One sign, as Python's float(): from_chars would read "+-1" as -1 and "--1" as 1.
+  for (const char* two_signs : {"+-1", "--1", "-+1", " ++2.5", "-+inf"}) {
+    INFO(two_signs);
+    CHECK_THROWS_AS(mr::parse_py_float(two_signs), mr::ConvError);
+  }
+  CHECK(mr::parse_py_float(" -1 ") == -1.0);
 }
 
 TEST_CASE("a refused word is echoed whole up to 200 bytes, then cut with its length", "[types]") {

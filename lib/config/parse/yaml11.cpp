@@ -319,9 +319,6 @@ std::optional<Value> tagged_int(const std::string& text, const std::string& wher
 
 // Python's float(word), nullopt where it raises.
 std::optional<double> py_float(std::string_view w) {
-  std::string_view t = w;
-  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.remove_prefix(1);
-  if (t.size() >= 2 && (t[0] == '+' || t[0] == '-') && (t[1] == '+' || t[1] == '-')) return std::nullopt;  // one sign
   try {
     return parse_py_float(w);
   } catch (const ConvError&) {
