@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "config/converters.h"
 #include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/line_prefix.h"
@@ -150,31 +151,6 @@ void refuse_elsewhere(const std::string& flag, const std::string& addr, const st
   if (why.empty()) return;
   throw UsageError("argument " + flag + ": '" + abbreviate(addr) + "' " + why + "; " + why_here, {flag}, {},
                    "input.address-not-this-machine");
-}
-
-// `v` as Python's float() reads a number: blanks around, a sign, digits with `_` between them, a point, an exponent,
-// inf/infinity/nan in any case; empty when it is none (hex, `nan(...)` and the like, which strtod takes, are none).
-std::optional<double> python_float(const std::string& v) {
-  const size_t b = v.find_first_not_of(" \t\n\r\f\v"), e = v.find_last_not_of(" \t\n\r\f\v");
-  if (b == std::string::npos) return std::nullopt;
-  std::string t;
-  for (size_t i = b; i <= e; ++i) {
-    const char c = v[i];
-    if (c == '_') {  // only between two digits
-      if (i == b || i == e || !std::isdigit(static_cast<unsigned char>(v[i - 1])) ||
-          !std::isdigit(static_cast<unsigned char>(v[i + 1])))
-        return std::nullopt;
-      continue;
-    }
-    t += c;
-  }
-  std::string lower;
-  for (char c : t) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.find_first_of("x()") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  const double x = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size()) return std::nullopt;
-  return x;
 }
 
 }  // namespace
@@ -356,11 +332,13 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   // checked and named as not used, as the option is (apply_worker_options).
   if (!monitor_interval_given)
     if (auto v = pet("MONITOR_INTERVAL")) {
-      const std::optional<double> x = python_float(*v);
-      if (!x)
+      try {
+        monitor_interval = parse_py_float(*v);  // Python's float(), as torchrun's env action reads it
+      } catch (const ConvError&) {
         throw UsageError("PET_MONITOR_INTERVAL='" + abbreviate(*v) + "' (the default of --monitor-interval) is not a "
                          "number", {"--monitor-interval"});
-      monitor_interval = *x, monitor_interval_given = true;
+      }
+      monitor_interval_given = true;
       record("--monitor-interval", "PET_MONITOR_INTERVAL");
     }
   take("rdzv-conf", "RDZV_CONF", rdzv_conf);
