@@ -12,6 +12,8 @@
 #include <optional>
 #include <regex>
 
+#include "config/converters.h"
+
 namespace mr::launch {
 
 namespace fs = std::filesystem;
@@ -57,22 +59,6 @@ bool exists(const std::string& p) {
 bool is_dir(const std::string& p) {
   std::error_code ec;
   return fs::is_directory(p, ec);
-}
-
-// Python's digitpart: digits, with single underscores between them. Advances `i` past it; false if none.
-bool digit_part(std::string_view s, size_t& i) {
-  if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
-  ++i;
-  while (i < s.size()) {
-    if (std::isdigit(static_cast<unsigned char>(s[i]))) {
-      ++i;
-    } else if (s[i] == '_' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      i += 2;
-    } else {
-      break;
-    }
-  }
-  return true;
 }
 
 // A dataset prefix's problem ("" when the program will find what it reads).
@@ -192,27 +178,12 @@ bool same_dir(const std::string& a, const std::string& b) {
 }  // namespace
 
 bool python_float(std::string_view s) {
-  auto blank = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
-  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
-  if (!s.empty() && (s.front() == '+' || s.front() == '-')) s.remove_prefix(1);
-  std::string lower(s);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower == "inf" || lower == "infinity" || lower == "nan") return true;
-  size_t i = 0;
-  const bool whole = digit_part(s, i);
-  bool fraction = false;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    fraction = digit_part(s, i);
+  try {
+    (void)parse_py_float(s);  // config/converters.h: Python's float()
+    return true;
+  } catch (const ConvError&) {
+    return false;
   }
-  if (!whole && !fraction) return false;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-    if (!digit_part(s, i)) return false;
-  }
-  return i == s.size();
 }
 
 std::vector<std::string> blend_prefixes(const std::vector<std::string>& words) {
