@@ -15,6 +15,7 @@
 #include "parallel/layout_picture.h"
 #include "run/memory_picture.h"
 #include "run/model.h"
+#include "util/text.h"
 #include "run/model_family.h"
 #include "run/tokenizer_vocab.h"
 #include "util/byte_size.h"
@@ -123,9 +124,7 @@ int cmd_params(const std::vector<std::string>& args) {
   if (estimated && job_args.recompute_granularity == arg::RecomputeGranularity::full)
     caveats.push_back("every layer's kept, though --recompute-granularity full recomputes them");
   auto caveat_text = [&] {
-    std::string t;
-    for (const std::string& c : caveats) t += (t.empty() ? "" : "; ") + c;
-    return "activations as Megatron's formula counts them: " + t;
+    return "activations as Megatron's formula counts them: " + join(caveats, "; ");
   };
   if (!caveats.empty() && common.format == "svg") std::cerr << "megatron-run: notice: " << caveat_text() << std::endl;
 

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <set>
 
+#include "util/text.h"
+
 namespace mr {
 
 namespace {
@@ -46,11 +48,8 @@ std::vector<std::string> plain_choices(const std::vector<std::string>& cs) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& v, const char* sep = " ") {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
+// Words for a shell's word list: space-separated.
+std::string spaced(const std::vector<std::string>& v) { return join(v, " "); }
 
 // 'text' with single quotes closed, escaped and reopened: one POSIX/zsh word.
 std::string sq(const std::string& s) {
@@ -105,7 +104,7 @@ std::string bash_completion(const Schema& schema, const CompletionSpec& spec) {
       if (!o.takes_value) continue;
       const std::string pat = (c == &spec.run ? std::string("") : c->name) + ":" + o.flag;
       if (!o.choices.empty())
-        out += "    " + pat + ") COMPREPLY=( $(compgen -W \"" + join(plain_choices(o.choices)) +
+        out += "    " + pat + ") COMPREPLY=( $(compgen -W \"" + spaced(plain_choices(o.choices)) +
                "\" -- \"$cur\") ); return ;;\n";
       else
         out += "    " + pat + ") COMPREPLY=( $(compgen -f -- \"$cur\") ); return ;;\n";
@@ -114,25 +113,25 @@ std::string bash_completion(const Schema& schema, const CompletionSpec& spec) {
   out += "  case \"$prev\" in\n";
   for (const auto& o : megatron)
     if (o.takes_value && !plain_choices(o.choices).empty())
-      out += "    " + o.flag + ") COMPREPLY=( $(compgen -W \"" + join(plain_choices(o.choices)) +
+      out += "    " + o.flag + ") COMPREPLY=( $(compgen -W \"" + spaced(plain_choices(o.choices)) +
              "\" -- \"$cur\") ); return ;;\n";
   out += "  esac\n";
   out += "  local opts=\"\"\n  case \"$cmd\" in\n";
   for (const CompletionCommand* c : all_commands(spec)) {
     std::vector<std::string> flags;
     for (const auto& o : c->options) flags.push_back(o.flag);
-    out += "    " + (c == &spec.run ? std::string("\"\"") : c->name) + ") opts=\"" + join(flags) + "\"";
+    out += "    " + (c == &spec.run ? std::string("\"\"") : c->name) + ") opts=\"" + spaced(flags) + "\"";
     if (c->megatron_flags) out += "; opts=\"$opts $" + fn + "_megatron_flags\"";
     out += " ;;\n";
   }
   out += "  esac\n";
   out += "  if [[ \"$cur\" == -* ]]; then\n    COMPREPLY=( $(compgen -W \"$opts\" -- \"$cur\") )\n";
-  out += "  elif (( COMP_CWORD == 1 )); then\n    COMPREPLY=( $(compgen -W \"" + join(names) +
+  out += "  elif (( COMP_CWORD == 1 )); then\n    COMPREPLY=( $(compgen -W \"" + spaced(names) +
          "\" -- \"$cur\") $(compgen -f -- \"$cur\") )\n";
   out += "  else\n    case \"$cmd\" in\n";
   for (const auto& c : spec.commands)
     if (!plain_choices(c.words).empty())
-      out += "      " + c.name + ") COMPREPLY=( $(compgen -W \"" + join(plain_choices(c.words)) + "\" -- \"$cur\") ) ;;\n";
+      out += "      " + c.name + ") COMPREPLY=( $(compgen -W \"" + spaced(plain_choices(c.words)) + "\" -- \"$cur\") ) ;;\n";
   out += "      *) COMPREPLY=( $(compgen -f -- \"$cur\") ) ;;\n    esac\n  fi\n}\n";
   out += "complete -F " + fn + " " + spec.prog + "\n";
   return out;
@@ -158,7 +157,7 @@ std::string zsh_spec(const CompletionOption& o) {
   std::string s = "*" + o.flag + "[" + zsh_text(o.help) + "]";
   if (o.takes_value) {
     const auto cs = plain_choices(o.choices);
-    if (!cs.empty()) s += ":value:(" + join(cs) + ")";
+    if (!cs.empty()) s += ":value:(" + spaced(cs) + ")";
     else if (o.files) s += ":file:_files";
     else s += ":value: ";  // a number or a name: nothing to offer (not file names)
   }
@@ -194,7 +193,7 @@ std::string zsh_completion(const Schema& schema, const CompletionSpec& spec) {
     if (c->megatron_flags) out += " \\\n        \"${" + fn + "_megatron_flags[@]}\"";
     if (!plain_choices(c->words).empty())
       out += " \\\n        " + sq("*:" + (c->name == "help" ? std::string("command") : std::string("word")) + ":(" +
-                                    join(plain_choices(c->words)) + ")");
+                                    spaced(plain_choices(c->words)) + ")");
     else if (c->files || run)
       out += " \\\n        '*:file:_files'";
     out += "\n      ;;\n";
@@ -223,7 +222,7 @@ std::string fish_line(const std::string& prog, const std::string& cond, const Co
   std::string s = "complete -c " + prog + " -n " + fq(cond) + " -l " + o.flag.substr(2);
   if (o.takes_value) {
     const auto cs = plain_choices(o.choices);
-    if (!cs.empty()) s += " -x -a " + fq(join(cs));
+    if (!cs.empty()) s += " -x -a " + fq(spaced(cs));
     else s += " -r -F";
   }
   if (!o.help.empty()) s += " -d " + fq(o.help);
@@ -235,7 +234,7 @@ std::string fish_line(const std::string& prog, const std::string& cond, const Co
 std::string fish_completion(const Schema& schema, const CompletionSpec& spec) {
   std::vector<std::string> names;
   for (const auto& c : spec.commands) names.push_back(c.name);
-  const std::string p = spec.prog, none = "not __fish_seen_subcommand_from " + join(names);
+  const std::string p = spec.prog, none = "not __fish_seen_subcommand_from " + spaced(names);
   std::string out = "# fish completion for " + p + " (generated: " + p + " schema --format fish-completion)\n";
   for (const auto& c : spec.commands)
     out += "complete -c " + p + " -n " + fq("__fish_use_subcommand") + " -f -a " + c.name + " -d " + fq(c.help) + "\n";
@@ -246,11 +245,11 @@ std::string fish_completion(const Schema& schema, const CompletionSpec& spec) {
       if (o.flag.rfind("--", 0) == 0) out += fish_line(p, cond, o);
     if (c->megatron_flags && c != &spec.run) with_megatron.push_back(c->name);
     if (c != &spec.run && !plain_choices(c->words).empty())
-      out += "complete -c " + p + " -n " + fq(cond) + " -f -a " + fq(join(plain_choices(c->words))) + "\n";
+      out += "complete -c " + p + " -n " + fq(cond) + " -f -a " + fq(spaced(plain_choices(c->words))) + "\n";
   }
   // Megatron's flags: for the default command and the commands that take them.
   std::string cond = none;
-  if (!with_megatron.empty()) cond = "__fish_seen_subcommand_from " + join(with_megatron) + "; or " + none;
+  if (!with_megatron.empty()) cond = "__fish_seen_subcommand_from " + spaced(with_megatron) + "; or " + none;
   for (const auto& o : megatron_completion_options(schema)) out += fish_line(p, cond, o);
   return out;
 }

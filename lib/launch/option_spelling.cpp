@@ -20,11 +20,8 @@ const std::vector<std::string>* switch_of(const std::vector<std::vector<std::str
   return nullptr;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : "/") + n;
-  return s;
-}
+// Every spelling of one flag: "--a/--b".
+std::string joined(const std::vector<std::string>& names) { return join(names, "/"); }
 
 }  // namespace
 
@@ -90,8 +87,7 @@ std::string OptionSpelling::spell(const std::string& word, const Schema& schema)
     }
   if (matches.size() == 1 && megatron.empty()) return written(matches.front(), tail);
   if (lenient) return word;
-  std::string listed;
-  for (const std::string& m : matches) listed += (listed.empty() ? "" : ", ") + m;
+  std::string listed = join(matches, ", ");
   if (matches.size() == 1) {  // ours alone, but a Megatron flag starts so too (ambiguous among ours: argparse's list)
     if (!same_flag.empty()) {  // that flag first: the likeliest meaning
       megatron.erase(std::find(megatron.begin(), megatron.end(), same_flag));

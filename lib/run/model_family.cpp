@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "config/schema.h"
+#include "util/text.h"
 
 namespace mr::run {
 
@@ -21,12 +22,6 @@ std::vector<std::string> user_vision_flags(const Namespace& ns) {
   return flags;
 }
 
-std::string join(const std::vector<std::string>& words) {
-  std::string s;
-  for (const std::string& w : words) s += (s.empty() ? "" : ", ") + w;
-  return s;
-}
-
 }  // namespace
 
 std::string other_family_notice(const Namespace& ns, const Args& a) {
@@ -36,7 +31,7 @@ std::string other_family_notice(const Namespace& ns, const Args& a) {
                                                         *a.tokenizer_type == TokenizerType::NullMultimodalTokenizer);
   if (multimodal_tokenizer) signs.push_back("--tokenizer-type " + std::string(arg::to_string(*a.tokenizer_type)));
   if (!signs.empty())
-    return join(signs) + (signs.size() == 1 ? " is" : " are") +
+    return join(signs, ", ") + (signs.size() == 1 ? " is" : " are") +
            " a vision or multimodal model's (Megatron's LLaVA / pretrain_vlm.py, ViT): the figures are the GPT "
            "decoder of the config's sizes only, without a vision encoder or projection";
   const bool bert_tokenizer = a.tokenizer_type && (*a.tokenizer_type == TokenizerType::BertWordPieceLowerCase ||

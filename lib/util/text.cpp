@@ -128,6 +128,15 @@ std::string format_number(double x) {
   return b;
 }
 
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;  // a separator between words, none before the first
+    out += parts[i];
+  }
+  return out;
+}
+
 std::string trim(std::string_view s) {
   constexpr const char* kSpace = " \t\r\n\v\f";  // Python's str.strip() for ASCII (torchrun strips its options so)
   const size_t b = s.find_first_not_of(kSpace), e = s.find_last_not_of(kSpace);

@@ -53,6 +53,9 @@ std::string format_number(double x);
 // millisecond, no trailing zeros, no exponent however long). The one way launch and distributed print one.
 std::string seconds_text(std::chrono::milliseconds duration);
 
+// The words of `parts` with `sep` between them ("a, b, c" for sep ", "; "" for none).
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
 // `s` without the white space at either end (space, tab, CR, LF, VT, FF: what Python's strip() takes in ASCII).
 std::string trim(std::string_view s);
 

@@ -84,6 +84,15 @@ TEST_CASE("abbreviate_inside: a long message keeps its start and its end (the re
                  wide.substr(550));
 }
 
+TEST_CASE("join: words with the separator between them, none at the ends", "[printable]") {
+  CHECK(mr::join({}, ", ").empty());
+  CHECK(mr::join({"a"}, ", ") == "a");
+  CHECK(mr::join({"a", "b", "c"}, ", ") == "a, b, c");
+  CHECK(mr::join({"--tp", "--tensor-model-parallel-size"}, "/") == "--tp/--tensor-model-parallel-size");
+  CHECK(mr::join({"", "x", ""}, "|") == "|x|");  // empty words keep their place
+  CHECK(mr::join({"a", "b"}, "") == "ab");
+}
+
 TEST_CASE("messages: the one formatting place escapes every diagnostic and usage message", "[printable]") {
   std::ostringstream os;
   mr::print_error(os, "bad \x01 value \xff");

@@ -15,6 +15,7 @@
 
 #include "config/validate/init.h"
 #include "config/validate/python.h"
+#include "util/text.h"
 
 namespace mr::init {
 namespace {
@@ -154,11 +155,7 @@ std::string v(const Context& ctx, std::string_view dest) { return ctx[dest].py_s
 std::string fv(const Context& ctx, std::string_view dest) { return Context::flag(dest) + " " + v(ctx, dest); }
 bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 // A list of strings as the command line gives it: "a b c".
-std::string words(const std::vector<std::string>& list) {
-  std::string out;
-  for (const std::string& w : list) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
+std::string words(const std::vector<std::string>& list) { return join(list, " "); }
 
 // The activation core_transformer_config_from_args gives TransformerConfig.
 enum class Act { Gelu, Silu, SquaredRelu, QuickGelu };
