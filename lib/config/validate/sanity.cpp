@@ -35,7 +35,8 @@ MR_SANITY_RULE(kMoeSizes, "sanity.moe-sizes-positive",
                "--num-experts, --moe-router-topk, --moe-ffn-hidden-size and --moe-shared-expert-intermediate-size "
                "must be at least 1 when set (MoE models).");
 MR_SANITY_RULE(kTrainLength, "sanity.train-length-nonnegative",
-               "--train-iters, --train-samples, --eval-iters and the LR warmup/decay lengths must not be negative.");
+               "--train-iters, --train-samples, --eval-iters and the LR warmup/decay/WSD lengths (iterations, samples, "
+               "the warmup fraction) must not be negative.");
 MR_SANITY_RULE(kEvalBatchSizes, "sanity.eval-batch-sizes-positive",
                "--eval-micro-batch-size and --eval-global-batch-size must be at least 1.");
 MR_SANITY_RULE(kIntervals, "sanity.intervals-positive",
@@ -132,8 +133,11 @@ void model_shape(Context& ctx) {
 }
 
 void training(Context& ctx) {
+  // Megatron's scheduler takes a negative warmup or WSD length without a word (a negative warmup fraction makes a
+  // negative warmup; a negative WSD length never anneals): each is a typo, refused alike.
   for (const char* d : {"train_iters", "train_samples", "eval_iters", "lr_warmup_iters", "lr_warmup_samples",
-                        "lr_decay_iters", "lr_decay_samples"})
+                        "lr_warmup_fraction", "lr_decay_iters", "lr_decay_samples", "lr_wsd_decay_iters",
+                        "lr_wsd_decay_samples"})
     check(ctx, kTrainLength, d, non_negative, "0 or more");
   // The learning-rate scheduler counts samples: an iteration count times the global batch size must fit.
   if (ctx.has("global_batch_size") && ctx["global_batch_size"].is_int())
