@@ -204,12 +204,27 @@ void to_console(ConsoleOut& c, const Stream& s, std::string&& out) {
 // and written to the console (the worker's prefix before each) when the stream is shown, and to the filtered file
 // (prefixed too) when it contains one of the duplicate filters. `flush_all` also handles the rest (the stream has
 // ended), with a newline. The log file gets the bytes as they come.
+//
+// A carriage return inside a partial line (a progress bar redrawn in place: tqdm's "\r 40%|####  |") ends a
+// segment that goes to the console at once, with the prefix, so the bar stays live: "[rank 0]  40%|####  |\r".
+// A \r that is the last byte read waits for the next one (\r\n is a line end). The tail and the filtered file
+// still get whole lines.
 void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bool flush_all) {
   if (s.file >= 0 && !text.empty()) write_all(s.file, text);
   if (!s.console && !s.is_err) return;  // nothing to show, nothing to keep
   s.pending += text;
   std::string out;
-  auto line = [&](std::string l) {  // without its newline
+  // The \r-ended segments of `l` from `from` (the prefix before each) whose \r comes before `end`; where the
+  // last one ended in `last_segment`.
+  size_t last_segment = 0;
+  auto segments = [&](const std::string& l, size_t from, size_t end) {
+    last_segment = from;
+    for (size_t cr; (cr = l.find('\r', last_segment)) < end;) {
+      out += w.prefix + l.substr(last_segment, cr + 1 - last_segment);
+      last_segment = cr + 1;
+    }
+  };
+  auto line = [&](const std::string& l) {  // without its newline
     if (s.is_err) s.tail.add(l);
     if (!s.console) return;
     if (s.filtered >= 0)
@@ -218,7 +233,10 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
           write_all(s.filtered, w.prefix + l + "\n");  // one write per line: whole lines, ranks interleaved
           break;
         }
-    out += w.prefix + l + "\n";
+    // What the segments have not shown yet; a \r that ends the line stays with it (\r\n: one line end).
+    segments(l, std::min(s.shown, l.size()), l.empty() ? 0 : l.size() - 1);
+    out += w.prefix + l.substr(last_segment) + "\n";
+    s.shown = 0;
   };
   size_t start = 0;
   for (;;) {
@@ -239,8 +257,15 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
   while (s.pending.size() > kMaxPartialLine) {
     size_t cut = kMaxPartialLine;
     for (int back = 0; back < 3 && (static_cast<unsigned char>(s.pending[cut]) & 0xC0) == 0x80; ++back) --cut;
+    const size_t shown = s.shown;  // a segment may already have shown a few bytes past the cut
     line(s.pending.substr(0, cut));
     s.pending.erase(0, cut);
+    s.shown = shown > cut ? shown - cut : 0;
+  }
+  // The segments of the partial line that a carriage return (not the last byte) has ended.
+  if (s.console && !s.pending.empty()) {
+    segments(s.pending, s.shown, s.pending.size() - 1);
+    s.shown = last_segment;
   }
   if (!out.empty()) to_console(c, s, std::move(out));
 }

@@ -7,11 +7,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../config/binary.h"
+#include "util/text.h"
 
 namespace {
 
@@ -99,6 +102,54 @@ TEST_CASE("a rank writing 32 MB with no newline: written in 64 KiB lines, the la
   CHECK(longest == kHeld);
   CHECK(bytes[0] == kLength);
   CHECK(bytes[1] == kLength);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a line cut at 64 KiB inside a UTF-8 character: the cut backs off to the character's start",
+          "[launch][console][process]") {
+  mrtest::Proc r = mrtest::run_shell("timeout -k 5 60 env PYTHONIOENCODING=utf-8 PYTHON_EXEC=/usr/bin/python3 " + kBin +
+                                     " --config " + kConfig + " --micro-batch-size 1 --nproc-per-node 2 --no-append-args " +
+                                     MR_SOURCE_DIR + "/tests/launch/programs/utf8_line.py 2>/dev/null");
+  REQUIRE(r.exit == 0);
+  // Each rank: one console line of 65,535 bytes ("x" and 32,767 characters: byte 65,536 would split the next
+  // one) and one of the rest; no character split, nothing lost.
+  const std::string e = "\xc3\xa9";
+  std::string first = "x", rest;
+  for (int i = 0; i < 32767; ++i) first += e;
+  for (int i = 32767; i < 40000; ++i) rest += e;
+  std::map<std::string, std::vector<std::string>> lines;  // the lines of each rank, in order
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("[rank ", 0) == 0) lines[line.substr(0, 9)].push_back(line.substr(9));
+  for (const char* rank : {"[rank 0] ", "[rank 1] "}) {
+    INFO(rank);
+    CHECK(lines[rank] == std::vector<std::string>{first, rest});
+  }
+  CHECK(mr::is_printable(r.out));
+}
+
+TEST_CASE("a progress bar drawn with \\r reaches the console segment by segment, each with the rank's prefix",
+          "[launch][console][process]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mr-progress-bar-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "out").string();
+  // Rank 1 waits (up to 30 s) until the console shows rank 0's first segment, while rank 0's line is still open;
+  // before, the whole line waited for its newline.
+  mrtest::Proc r = mrtest::run_shell("timeout -k 5 90 env CONSOLE=" + out + " PYTHON_EXEC=/usr/bin/python3 " + kBin +
+                                     " --config " + kConfig + " --micro-batch-size 1 --nproc-per-node 2 --no-append-args " +
+                                     MR_SOURCE_DIR + "/tests/launch/programs/progress_bar.py > " + out + " 2>/dev/null");
+  REQUIRE(r.exit == 0);
+  std::ifstream in(out, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(text);
+  const size_t bar = text.find("[rank 0] \r[rank 0] bar 1\r"), shown = text.find("[rank 1] segment shown\n");
+  CHECK(bar != std::string::npos);
+  CHECK(shown != std::string::npos);
+  CHECK(bar < shown);
+  // The rest of the line after rank 1's: every segment with the prefix, the line's end with its newline.
+  CHECK(text.find("[rank 0] bar 2\r[rank 0] bar 3\n") != std::string::npos);
+  CHECK(text.find("[rank 1] crlf\r\n") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

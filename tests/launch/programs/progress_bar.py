@@ -1,0 +1,43 @@
+# A progress bar redrawn with carriage returns (as tqdm draws one), for tests/launch/console_test.cpp: rank 0 draws
+# "bar 1" and "bar 2" without a newline and waits; rank 1 waits until the launcher's console (the file CONSOLE)
+# shows rank 0's "bar 1" segment, says whether it did, writes a \\r\\n line and lets rank 0 end its line with "bar 3".
+import os
+import sys
+import time
+
+rank = int(os.environ["RANK"])
+console = os.environ["CONSOLE"]
+done = console + ".rank1-done"
+
+
+def wait_for(test, seconds=30.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if test():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def console_has(text):
+    with open(console, "rb") as f:
+        return text in f.read()
+
+
+if rank == 0:
+    sys.stdout.write("\rbar 1\rbar 2")
+    sys.stdout.flush()
+    wait_for(lambda: os.path.exists(done))
+    sys.stdout.write("\rbar 3\n")
+    sys.stdout.flush()
+else:
+    seen = wait_for(lambda: console_has(b"bar 1\r"))
+    print("segment shown" if seen else "segment not shown within 30 s")
+    sys.stdout.flush()
+    # A line ended by \r\n, its \r read alone: one line, not a segment and an empty line.
+    sys.stdout.write("crlf\r")
+    sys.stdout.flush()
+    time.sleep(0.3)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    open(done, "w").close()
