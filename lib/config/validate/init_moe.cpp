@@ -74,7 +74,9 @@ MR_INIT_RULE(kEpOverlap, "init.moe.ep-comm-overlap",
              "--overlap-moe-expert-parallel-comm needs expert parallelism, the alltoall or flex dispatcher, bf16 or "
              "fp16, virtual pipeline stages with pipeline parallelism, no full or MoE recomputation (nor "
              "--recompute-method / --recompute-num-layers), no --moe-shared-expert-overlap, at most one MTP layer, "
-             "and with --cuda-graph-impl transformer_engine no moe or mlp in --cuda-graph-modules (TransformerConfig).");
+             "with --cuda-graph-impl transformer_engine no moe or mlp in --cuda-graph-modules, and with the ncclep "
+             "flex backend no expert_fc1 in --offload-modules; --ep-overlap-early-attn-memory-release needs it "
+             "(TransformerConfig).");
 
 const char* kTc = "TransformerConfig";
 
@@ -320,6 +322,16 @@ void moe_config(Context& ctx) {
     ctx.require(!set(ctx, "mtp_num_layers") || ctx.i("mtp_num_layers") <= 1, kEpOverlap,
                 what + "supports at most one MTP layer (--mtp-num-layers " + v(ctx, "mtp_num_layers") + ")",
                 {"overlap_moe_expert_parallel_comm", "mtp_num_layers"});
+    // NCCL EP (the flex dispatcher's ncclep backend) frees expert FC1's input early.
+    if (disp == "flex" && is(ctx, "moe_flex_dispatcher_backend", "ncclep") &&
+        ctx.on("fine_grained_activation_offloading") && ctx["offload_modules"].is_list()) {
+      bool fc1 = false;
+      for (const Value& m : ctx["offload_modules"].as_list()) fc1 = fc1 || m == Value("expert_fc1");
+      ctx.require(!fc1, kEpOverlap,
+                  what + "with --moe-flex-dispatcher-backend ncclep cannot offload expert_fc1 (--offload-modules " +
+                      v(ctx, "offload_modules") + ")",
+                  {"overlap_moe_expert_parallel_comm", "moe_flex_dispatcher_backend", "offload_modules"});
+    }
     if (is(ctx, "cuda_graph_impl", "transformer_engine"))
       for (const char* scope : {"moe", "mlp"})
         ctx.require(!enum_in(ctx["cuda_graph_modules"], "CudaGraphModule", scope), kEpOverlap,
@@ -328,6 +340,11 @@ void moe_config(Context& ctx) {
                     {"overlap_moe_expert_parallel_comm", "cuda_graph_impl", "cuda_graph_modules"});
   }
 
+  // TransformerConfig checks this outside its overlap_moe_expert_parallel_comm block, for any model.
+  if (ctx.on("ep_overlap_early_attn_memory_release"))
+    ctx.require(ctx.on("overlap_moe_expert_parallel_comm"), kEpOverlap,
+                would_fail(kTc) + "--ep-overlap-early-attn-memory-release needs --overlap-moe-expert-parallel-comm",
+                {"ep_overlap_early_attn_memory_release", "overlap_moe_expert_parallel_comm"});
   if (ctx.on("delay_wgrad_compute"))
     ctx.require(ctx.on("overlap_moe_expert_parallel_comm"), kDelayWgrad,
                 would_fail(kTc) + "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm",

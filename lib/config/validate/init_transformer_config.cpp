@@ -2,9 +2,9 @@
 // ModelParallelConfig.__post_init__ (megatron/core/transformer/transformer_config.py,
 // megatron/core/model_parallel_config.py) and of core_transformer_config_from_args()
 // (megatron/training/argument_utils.py) that validate_args() does not make: attention heads and query groups
-// against tensor parallelism, the activation and its fusions, RoPE, recomputation and CPU offloading, and the
-// pipeline communication settings. The config is filled from the resolved arguments by name, with the renames
-// core_transformer_config_from_args makes (num_experts -> num_moe_experts, batch_p2p_comm = not
+// against tensor parallelism, the activation and its fusions, RoPE, recomputation, CPU and fine-grained activation
+// offloading, and the pipeline communication settings. The config is filled from the resolved arguments by name,
+// with the renames core_transformer_config_from_args makes (num_experts -> num_moe_experts, batch_p2p_comm = not
 // overlap_p2p_comm, the activation from --swiglu/--squared-relu/--quick-geglu, num_query_groups only with
 // --group-query-attention); the checks below read the arguments through those renames.
 #include <algorithm>
@@ -138,9 +138,23 @@ MR_INIT_RULE(kRecompute, "init.transformer.recompute-settings",
              "--recompute-num-layers; --distribute-saved-activations excludes --sequence-parallel; "
              "--moe-layer-recompute excludes full recomputation (TransformerConfig).");
 MR_INIT_RULE(kRecomputeModules, "init.transformer.recompute-modules",
-             "Selective --recompute-modules: moe_act needs --moe-grouped-gemm, mla_up_proj needs "
-             "--multi-latent-attention, shared_experts excludes --moe-shared-expert-overlap, mhc needs "
-             "--enable-mhc-connections and excludes mlp (TransformerConfig).");
+             "Selective --recompute-modules: each is one of core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
+             "shared_experts, gdn_norm_out, gdp_in_proj, gdp_qkv, mhc; moe_act needs --moe-grouped-gemm, mla_up_proj "
+             "needs --multi-latent-attention, gdn_norm_out needs --experimental-attention-variant gdn or gdn2, "
+             "shared_experts excludes --moe-shared-expert-overlap, mhc needs --enable-mhc-connections and excludes mlp "
+             "(TransformerConfig).");
+MR_INIT_RULE(kFineOffload, "init.transformer.fine-grained-offloading",
+             "--fine-grained-activation-offloading excludes CPU offloading (--cpu-offloading-num-layers > 0) and needs "
+             "--min-offloaded-tensor-size and --delta-offload-bytes-across-pp-ranks of 0 or more and "
+             "--activation-offload-fraction between 0 and 1 (TransformerConfig).");
+MR_INIT_RULE(kOffloadModules, "init.transformer.offload-modules",
+             "With --fine-grained-activation-offloading, --offload-modules names one or more of attn_norm, "
+             "qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act, fused_group_mlp, gdp_qkv; attn_proj "
+             "needs core_attn; gdp_qkv excludes selective recomputation of gdp_in_proj; expert_fc1, moe_act and "
+             "fused_group_mlp exclude selective recomputation of moe; fused_group_mlp needs "
+             "--use-transformer-engine-op-fuser and excludes expert_fc1 and moe_act (TransformerConfig).");
+MR_INIT_RULE(kGtpRematModules, "init.transformer.gtp-remat-opt-in-modules",
+             "--gtp-remat-opt-in-modules accepts only moe_latent_proj (TransformerConfig).");
 MR_INIT_RULE(kDeferWgrad, "init.model-parallel.defer-embedding-wgrad",
              "--defer-embedding-wgrad-compute needs pipeline parallelism, gradient accumulation fusion and a "
              "--wgrad-deferral-limit of 0 or more (ModelParallelConfig).");
@@ -156,6 +170,45 @@ std::string fv(const Context& ctx, std::string_view dest) { return Context::flag
 bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 // A list of strings as the command line gives it: "a b c".
 std::string words(const std::vector<std::string>& list) { return join(list, " "); }
+
+// The module names TransformerConfig.__post_init__ accepts in recompute_modules (selective granularity),
+// offload_modules (fine-grained activation offloading) and gtp_remat_opt_in_modules.
+const std::vector<std::string> kRecomputeModuleNames = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
+                                                        "mlp", "moe", "shared_experts", "gdn_norm_out",
+                                                        "gdp_in_proj", "gdp_qkv", "mhc"};
+const std::vector<std::string> kOffloadModuleNames = {"attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
+                                                      "expert_fc1", "moe_act", "fused_group_mlp", "gdp_qkv"};
+const std::vector<std::string> kGtpRematModuleNames = {"moe_latent_proj"};
+
+// The words of `list` that `allowed` lacks, each once, in the order given.
+std::vector<std::string> outside_of(const std::vector<std::string>& list, const std::vector<std::string>& allowed) {
+  std::vector<std::string> out;
+  for (const std::string& w : list)
+    if (std::find(allowed.begin(), allowed.end(), w) == allowed.end() &&
+        std::find(out.begin(), out.end(), w) == out.end())
+      out.push_back(w);
+  return out;
+}
+// The strings of a list argument ({} when it is None).
+std::vector<std::string> strings(const Context& ctx, std::string_view dest) {
+  std::vector<std::string> out;
+  if (ctx[dest].is_list())
+    for (const Value& m : ctx[dest].as_list())
+      if (m.is_str()) out.push_back(m.as_str());
+  return out;
+}
+
+// The experimental attention variant TransformerConfig gets: core_transformer_config_from_args sets dsa when the
+// hybrid layer pattern has a D layer.
+std::string effective_variant(const Context& ctx) {
+  if (set(ctx, "hybrid_layer_pattern") && ctx.s("hybrid_layer_pattern").find('D') != std::string::npos) return "dsa";
+  return set(ctx, "experimental_attention_variant") ? ctx.s("experimental_attention_variant") : "";
+}
+// is_gated_delta_net_variant (experimental_attention_variant_module_specs.py): gdn, gdn2 or the old gated_delta_net.
+bool gated_delta_net(const Context& ctx) {
+  const std::string variant = effective_variant(ctx);
+  return variant == "gdn" || variant == "gdn2" || variant == "gated_delta_net";
+}
 
 // The activation core_transformer_config_from_args gives TransformerConfig.
 enum class Act { Gelu, Silu, SquaredRelu, QuickGelu };
@@ -569,12 +622,22 @@ void transformer_recompute_offload(Context& ctx) {
         for (const Value& m : ctx["recompute_modules"].as_list())
           if (m.is_str()) modules.push_back(m.as_str());
       auto has = [&](const char* m) { return std::find(modules.begin(), modules.end(), m) != modules.end(); };
+      const std::vector<std::string> unknown = outside_of(modules, kRecomputeModuleNames);
+      ctx.require(unknown.empty(), kRecomputeModules,
+                  would_fail(kTc) + "--recompute-modules " + words(unknown) + ": not a module selective recomputation "
+                      "knows (" + words(kRecomputeModuleNames) + ")",
+                  {"recompute_modules", "recompute_granularity"});
       ctx.require(!has("moe_act") || ctx.on("moe_grouped_gemm"), kRecomputeModules,
                   would_fail(kTc) + "--recompute-modules moe_act needs --moe-grouped-gemm",
                   {"recompute_modules", "moe_grouped_gemm"});
       ctx.require(!has("mla_up_proj") || ctx.on("multi_latent_attention"), kRecomputeModules,
                   would_fail(kTc) + "--recompute-modules mla_up_proj needs --multi-latent-attention",
                   {"recompute_modules", "multi_latent_attention"});
+      ctx.require(!has("gdn_norm_out") || gated_delta_net(ctx), kRecomputeModules,
+                  would_fail(kTc) + "--recompute-modules gdn_norm_out needs --experimental-attention-variant gdn or "
+                      "gdn2 (got " + (effective_variant(ctx).empty() ? std::string("None") : effective_variant(ctx)) +
+                      ")",
+                  {"recompute_modules", "experimental_attention_variant", "hybrid_layer_pattern"});
       ctx.require(!(has("shared_experts") && set(ctx, "moe_shared_expert_intermediate_size") &&
                     ctx.on("moe_shared_expert_overlap")),
                   kRecomputeModules,
@@ -590,9 +653,20 @@ void transformer_recompute_offload(Context& ctx) {
       }
     }
   }
-  // TransformerConfig.__post_init__'s CUDA graph checks (cuda_graph_impl other than none). They see the
-  // recomputation as the config left it: recompute_modules defaults to [core_attn], and --moe-layer-recompute
-  // (refused above with full recomputation) makes the granularity selective and adds moe.
+  // The recomputation as the config leaves it for the checks below (CUDA graphs, fine-grained offloading):
+  // recompute_modules defaults to [core_attn], and --moe-layer-recompute (refused below with full recomputation)
+  // makes the granularity selective and adds moe.
+  std::string gran = recompute ? ctx.s("recompute_granularity") : "";
+  std::vector<std::string> recomputed = {"core_attn"};
+  if (set(ctx, "recompute_modules")) recomputed = strings(ctx, "recompute_modules");
+  if (ctx.on("moe_layer_recompute") && gran != "full") {
+    gran = "selective";
+    if (std::find(recomputed.begin(), recomputed.end(), "moe") == recomputed.end()) recomputed.push_back("moe");
+  }
+  auto recomputes = [&](const char* m) {
+    return std::find(recomputed.begin(), recomputed.end(), m) != recomputed.end();
+  };
+  // TransformerConfig.__post_init__'s CUDA graph checks (cuda_graph_impl other than none).
   const std::string impl = ctx.s("cuda_graph_impl");
   if (impl != "none") {
     const std::string why = would_fail(kTc) + "--cuda-graph-impl " + impl + " ";
@@ -650,18 +724,6 @@ void transformer_recompute_offload(Context& ctx) {
         }
       }
     }
-    std::string gran = recompute ? ctx.s("recompute_granularity") : "";
-    std::vector<std::string> recomputed = {"core_attn"};
-    if (set(ctx, "recompute_modules")) {
-      recomputed.clear();
-      for (const Value& m : ctx["recompute_modules"].as_list())
-        if (m.is_str()) recomputed.push_back(m.as_str());
-    }
-    if (ctx.on("moe_layer_recompute") && gran != "full") {
-      gran = "selective";
-      if (std::find(recomputed.begin(), recomputed.end(), "moe") == recomputed.end()) recomputed.push_back("moe");
-    }
-    auto recomputes = [&](const char* m) { return std::find(recomputed.begin(), recomputed.end(), m) != recomputed.end(); };
     if (recompute && ctx.s("recompute_granularity") != "selective")
       ctx.require(impl == "full_iteration", kCudaGraphRecompute,
                   why + "does not support --recompute-granularity " + ctx.s("recompute_granularity") +
@@ -739,6 +801,74 @@ void transformer_recompute_offload(Context& ctx) {
                      "fine_grained_activation_offloading"});
     }
   }
+  // TransformerConfig.__post_init__'s fine-grained activation offloading block.
+  if (ctx.on("fine_grained_activation_offloading")) {
+    const std::string off = would_fail(kTc) + "--fine-grained-activation-offloading ";
+    ctx.require(!(ctx.has("cpu_offloading") && ctx.on("cpu_offloading")), kFineOffload,
+                off + "cannot be used with CPU offloading (--cpu-offloading-num-layers " +
+                    v(ctx, "cpu_offloading_num_layers") + ")",
+                {"fine_grained_activation_offloading", "cpu_offloading_num_layers"});
+    const std::vector<std::string> offloaded = strings(ctx, "offload_modules");
+    auto offloads = [&](const char* m) { return std::find(offloaded.begin(), offloaded.end(), m) != offloaded.end(); };
+    ctx.require(!offloaded.empty(), kOffloadModules,
+                off + "needs --offload-modules (one or more of " + words(kOffloadModuleNames) + ")",
+                {"fine_grained_activation_offloading", "offload_modules"});
+    const std::vector<std::string> unknown = outside_of(offloaded, kOffloadModuleNames);
+    ctx.require(unknown.empty(), kOffloadModules,
+                off + "cannot offload --offload-modules " + words(unknown) + ": not a module it knows (" +
+                    words(kOffloadModuleNames) + ")",
+                {"fine_grained_activation_offloading", "offload_modules"});
+    ctx.require(!offloads("attn_proj") || offloads("core_attn"), kOffloadModules,
+                off + "cannot offload attn_proj without core_attn (--offload-modules " + words(offloaded) +
+                    "): attn_proj's input is core_attn's output, which core_attn's backward needs",
+                {"offload_modules"});
+    ctx.require(!(offloads("gdp_qkv") && gran == "selective" && recomputes("gdp_in_proj")), kOffloadModules,
+                off + "cannot offload gdp_qkv (--offload-modules " + words(offloaded) +
+                    ") while selective recomputation recomputes gdp_in_proj (--recompute-modules " + words(recomputed) +
+                    ")",
+                {"offload_modules", "recompute_modules", "recompute_granularity"});
+    if (gran == "selective" && recomputes("moe")) {
+      std::vector<std::string> inside;
+      for (const char* m : {"moe_act", "expert_fc1", "fused_group_mlp"})
+        if (offloads(m)) inside.push_back(m);
+      ctx.require(inside.empty(), kOffloadModules,
+                  off + "cannot offload " + words(inside) + " inside an MoE layer that selective recomputation "
+                      "recomputes whole (moe from " +
+                      (ctx.on("moe_layer_recompute") ? "--moe-layer-recompute" : "--recompute-modules") + ")",
+                  {"offload_modules", "recompute_modules", "moe_layer_recompute"});
+    }
+    ctx.require(set(ctx, "min_offloaded_tensor_size") && ctx.i("min_offloaded_tensor_size") >= 0, kFineOffload,
+                off + "needs --min-offloaded-tensor-size 0 or more (got " + v(ctx, "min_offloaded_tensor_size") + ")",
+                {"min_offloaded_tensor_size"});
+    const double fraction = set(ctx, "activation_offload_fraction") ? ctx.f("activation_offload_fraction") : NAN;
+    ctx.require(fraction >= 0 && fraction <= 1, kFineOffload,
+                off + "needs --activation-offload-fraction between 0 and 1 (got " +
+                    v(ctx, "activation_offload_fraction") + ")",
+                {"activation_offload_fraction"});
+    ctx.require(set(ctx, "delta_offload_bytes_across_pp_ranks") && ctx.i("delta_offload_bytes_across_pp_ranks") >= 0,
+                kFineOffload,
+                off + "needs --delta-offload-bytes-across-pp-ranks 0 or more (got " +
+                    v(ctx, "delta_offload_bytes_across_pp_ranks") + ")",
+                {"delta_offload_bytes_across_pp_ranks"});
+    if (offloads("fused_group_mlp")) {
+      ctx.require(ctx.on("use_transformer_engine_op_fuser"), kOffloadModules,
+                  off + "offloads fused_group_mlp only with --use-transformer-engine-op-fuser",
+                  {"offload_modules", "use_transformer_engine_op_fuser"});
+      std::vector<std::string> partial;
+      for (const char* m : {"expert_fc1", "moe_act"})
+        if (offloads(m)) partial.push_back(m);
+      ctx.require(partial.empty(), kOffloadModules,
+                  off + "offloads the whole fused grouped MLP with fused_group_mlp: drop " + words(partial) +
+                      " from --offload-modules " + words(offloaded),
+                  {"offload_modules"});
+    }
+  }
+  const std::vector<std::string> gtp_unknown =
+      outside_of(strings(ctx, "gtp_remat_opt_in_modules"), kGtpRematModuleNames);
+  ctx.require(gtp_unknown.empty(), kGtpRematModules,
+              would_fail(kTc) + "--gtp-remat-opt-in-modules " + words(gtp_unknown) +
+                  ": not a module GTP rematerialization can opt in (only moe_latent_proj)",
+              {"gtp_remat_opt_in_modules"});
   if (ctx.on("moe_layer_recompute"))
     ctx.require(!(recompute && ctx.s("recompute_granularity") == "full"), kRecompute,
                 would_fail(kTc) + "--moe-layer-recompute cannot be used with --recompute-granularity full",
