@@ -1,6 +1,8 @@
 // Shell completion scripts (completion.h).
 #include "config/completion.h"
 
+#include "config/converters.h"
+
 #include <cctype>
 #include <set>
 
@@ -71,7 +73,11 @@ std::vector<CompletionOption> megatron_completion_options(const Schema& schema) 
   for (const Arg& a : schema.args())
     for (const std::string& f : a.flags) {
       CompletionOption o{f, a.takes_value(), short_help(a.spec->help), {}, a.spec->type == ArgType::Path};
-      for (const Value& c : a.choices) o.choices.push_back(c.is_str() ? c.as_str() : c.py_str());
+      // The words the converter takes: a signal's name (its number is refused), a backend's member name.
+      if (a.spec->type == ArgType::SignalEnum)
+        o.choices = signal_names();
+      else
+        for (const Value& c : a.choices) o.choices.push_back(c.is_str() ? c.as_str() : c.py_str());
       if (a.spec->type == ArgType::AttnBackendEnum)
         for (std::string& c : o.choices)
           if (c.rfind("AttnBackend.", 0) == 0) c = c.substr(12);

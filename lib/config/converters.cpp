@@ -298,6 +298,12 @@ Value freq(std::string_view word, const char* what) {
 
 Value eval_pattern(std::string_view text) { return PatternParser(text).run(); }
 
+std::vector<std::string> signal_names() {
+  std::vector<std::string> out;
+  for (const SignalName& s : kSignals) out.emplace_back(s.name);
+  return out;
+}
+
 Value convert(ArgType type, std::string_view word) {
   switch (type) {
     case ArgType::None:

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/schema.h"
 #include "config/value.h"
@@ -32,6 +33,10 @@ inline constexpr size_t kMaxPatternChars = 100000;
 inline constexpr uint64_t kMaxPatternValues = 1000000;
 inline constexpr uint64_t kMaxPatternWork = 4 * kMaxPatternValues;
 Value eval_pattern(std::string_view text);
+
+// The words an argument of type SignalEnum takes (--exit-signal): the names of Python's signal.Signals members on
+// Linux, aliases included (SIGIOT, SIGPOLL), as Megatron's `Signals[name]` looks them up; never a number.
+std::vector<std::string> signal_names();
 
 // Converts one command-line word according to `type` (the argument's schema type).
 Value convert(ArgType type, std::string_view word);

@@ -1,6 +1,8 @@
 // The JSON Schema of --config files (json_schema.h).
 #include "config/json_schema.h"
 
+#include "config/converters.h"
+
 #include <cmath>
 #include <set>
 
@@ -32,11 +34,23 @@ bool finite_json(const Value& v) {
   return true;
 }
 
-// One value of an argument (one element, for nargs lists), as a file may write it.
-Value item_schema(const Arg& a) {
+// One value of an argument (one element, for nargs lists), as a file may write it; `word`: as MODEL_ARGS writes it,
+// where every value becomes a command-line word.
+Value item_schema(const Arg& a, bool word = false) {
   const ArgType t = a.spec->type;
   List alts;
-  if (!a.choices.empty()) {
+  if (t == ArgType::SignalEnum) {
+    // A signal's name (SIGTERM, Signals.SIGTERM), as `Signals[name]` looks it up: a number is no word it takes;
+    // in the plain layout a YAML integer is stored as the signal's number itself.
+    List e;
+    for (const std::string& n : signal_names()) {
+      e.push_back(Value(n));
+      e.push_back(Value("Signals." + n));
+    }
+    if (!word)
+      for (const Value& c : a.choices) e.push_back(c);
+    alts.push_back(obj({{"enum", Value(std::move(e))}}));
+  } else if (!a.choices.empty()) {
     List e;
     for (const Value& c : a.choices) {
       e.push_back(c);
@@ -44,7 +58,6 @@ Value item_schema(const Arg& a) {
       if (t == ArgType::AttnBackendEnum && c.is_str() && c.as_str().rfind("AttnBackend.", 0) == 0)
         e.push_back(Value(c.as_str().substr(12)));  // the member name a user writes
     }
-    if (t == ArgType::SignalEnum) alts.push_back(str_pattern("^SIG[A-Z0-9]+$"));
     alts.push_back(obj({{"enum", Value(std::move(e))}}));
   } else {
     switch (t) {
@@ -61,7 +74,6 @@ Value item_schema(const Arg& a) {
       case ArgType::TritonBlockSize:
         alts = {type("string"), obj({{"type", "array"}, {"items", obj({{"type", Value(List{"integer", "string"})}})}})};
         break;
-      case ArgType::SignalEnum: alts = {type("integer"), type("string")}; break;
       default:  // str, path, Python's bool(), the enums: a word, which a number or a boolean also makes
         return obj({{"type", Value(List{"string", "number", "boolean"})}});
     }
@@ -87,6 +99,8 @@ void annotate(Object& o, const Arg& a, bool with_default) {
   if (*a.spec->deprecated) {
     d = "Deprecated: " + std::string(a.spec->deprecated) + (d.empty() ? "" : ". " + d);
     o.push_back({"deprecated", true});
+  } else if (a.reported_deprecated()) {
+    o.push_back({"deprecated", true});  // its help says so already
   }
   if (!d.empty()) o.push_back({"description", d});
   if (with_default && finite_json(a.def)) o.push_back({"default", a.def});
@@ -128,11 +142,14 @@ Value model_arg(const Arg& a) {
   if (a.is_switch()) {
     o.push_back({"enum", Value(List{true, ""})});
   } else {
-    const Value item = item_schema(a);
+    const Value item = item_schema(a, true);
     List alts{obj({{"const", ""}}), item};
     if (list_nargs(a) || a.nargs_kind == '?') {
       alts.push_back(list_of(a, item));
       alts.push_back(str_pattern("^\\[.*\\]$"));
+    } else {  // one value: a list or a "[...]" string of one word gives that word
+      alts.push_back(obj({{"type", "array"}, {"items", item}, {"minItems", 1}, {"maxItems", 1}}));
+      alts.push_back(str_pattern("^\\[\\s*[^\\s\\]]+\\s*\\]$"));
     }
     if (a.nargs_kind == '?' || a.nargs_kind == '*') alts.push_back(obj({{"const", true}}));
     o.push_back({"anyOf", Value(std::move(alts))});

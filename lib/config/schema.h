@@ -67,6 +67,9 @@ struct Arg {
     return spec->action == Action::Store || spec->action == Action::Append;
   }
   bool is_switch() const { return !takes_value(); }
+  // A deprecated or removed flag the validation chain reports (a rule's warning or error), not the parser: the
+  // table writes its help "Deprecated (...)" and leaves `.deprecated` empty, so that it is not warned about twice.
+  bool reported_deprecated() const { return std::string_view(spec->help).rfind("Deprecated (", 0) == 0; }
 };
 
 class Schema {

@@ -6,6 +6,9 @@
 #include <string>
 
 #include "binary.h"
+#include "config/completion.h"
+#include "config/converters.h"
+#include "config/schema.h"
 
 namespace {
 using Result = mrtest::Proc;
@@ -125,3 +128,27 @@ TEST_CASE("schema --format json-schema is one JSON Schema document", "[cli][comp
   Result r = mrtest::run_shell(bin() + " schema --format json-schema 2>/dev/null | head -3");
   CHECK(r.out.find("\"$schema\": \"https://json-schema.org/draft/2020-12/schema\"") != std::string::npos);
 }
+
+TEST_CASE("completion: every value offered for a Megatron flag is one the flag takes", "[cli][completion]") {
+  const mr::Schema& schema = mr::Schema::megatron();
+  int offered = 0;
+  for (const mr::CompletionOption& o : mr::megatron_completion_options(schema)) {
+    const mr::Arg* a = schema.find_flag(o.flag);
+    REQUIRE(a);
+    for (const std::string& word : o.choices) {
+      INFO(o.flag << " " << word);
+      ++offered;
+      mr::Value v;
+      REQUIRE_NOTHROW(v = mr::convert(a->spec->type, word));
+      CHECK(std::find(a->choices.begin(), a->choices.end(), v) != a->choices.end());
+    }
+  }
+  CHECK(offered > 100);
+  // --exit-signal: names (Megatron's Signals[name]), never the numbers its choices hold.
+  const std::vector<mr::CompletionOption> all = mr::megatron_completion_options(schema);
+  auto es = std::find_if(all.begin(), all.end(), [](const mr::CompletionOption& o) { return o.flag == "--exit-signal"; });
+  REQUIRE(es != all.end());
+  CHECK(std::find(es->choices.begin(), es->choices.end(), "SIGTERM") != es->choices.end());
+  CHECK(std::find(es->choices.begin(), es->choices.end(), "15") == es->choices.end());
+}
+

@@ -58,3 +58,32 @@ TEST_CASE("json schema: both spellings, types, choices, nargs, help, deprecation
   CHECK_FALSE(has(at(ft, "properties"), "num_layers"));
   CHECK(at(at(ft, "properties"), "--bf16").json() .find("\"enum\": [true, \"\"]") != std::string::npos);
 }
+
+TEST_CASE("json schema: every flag that warns or is refused as deprecated says deprecated", "[json-schema]") {
+  const mr::Schema& schema = mr::Schema::megatron();
+  const mr::Value s = mr::Value::parse_json(mr::config_json_schema(schema));
+  const mr::Value& plain = at(at(at(s, "$defs"), "plain_layout"), "properties");
+  int count = 0;
+  for (const mr::Arg& a : schema.args()) {
+    if (!*a.spec->deprecated && !a.reported_deprecated()) continue;
+    ++count;
+    for (const std::string& f : a.flags) {
+      INFO(f);
+      const mr::Value& entry = at(plain, f);
+      // A value-taking flag's entry refers to its dest's definition, which carries the annotations.
+      const mr::Value& def = has(entry, "$ref") ? at(at(at(s, "$defs"), "arg"), a.dest()) : entry;
+      CHECK(has(def, "deprecated"));
+    }
+  }
+  // The parser's (.deprecated) and the validation chain's (help "Deprecated (...)": --hybrid-override-pattern,
+  // --dist-ckpt-format, --ckpt-fully-parallel-save, --mtp-hybrid-override-pattern, the removed --batch-size ...).
+  CHECK(count > 20);
+  for (const char* f : {"--hybrid-override-pattern", "--dist-ckpt-format", "--ckpt-fully-parallel-save",
+                        "--mtp-hybrid-override-pattern"}) {
+    INFO(f);
+    const mr::Arg* a = schema.find_flag(f);
+    REQUIRE(a);
+    CHECK(a->reported_deprecated());
+  }
+}
+

@@ -8,6 +8,8 @@
      json`: every argument); those it refuses for a flag it does not know are rejected.
   3. Every config file of the bad-input cases (tests/bad-inputs/cases) that megatron-run refuses for an unknown
      flag or a value of the wrong type or choice is rejected by the schema; those it accepts validate.
+  4. Probes of forms neither has (signal names and numbers, one-element lists in MODEL_ARGS): the same rule, with
+     megatron-run's verdict on each.
 YAML is read with PyYAML's safe_load, the loader Megatron uses. A missing python3-jsonschema fails the test.
 
     usage: json_schema_test.py MEGATRON_RUN
@@ -18,7 +20,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CORPUS = os.path.join(ROOT, "tests", "data", "corpus", "functional-tests")
 CASES = os.path.join(ROOT, "tests", "bad-inputs", "cases")
 # megatron-run's refusals that are about a key or a value's type: the schema must refuse the same files.
-TYPE_ERRORS = re.compile(r"unknown argument|unrecognized arguments|invalid (int|float|choice)|invalid \w+ value|"
+TYPE_ERRORS = re.compile(r"unknown argument|unrecognized arguments|invalid (int|float|choice|signal)|invalid \w+ value|"
                          r"expects (true or false|a single value)|takes true or false|expected \d+ values?|"
                          r"expected a list of ints|cannot be set from a file")
 
@@ -122,6 +124,32 @@ def main():
                         accepted += 1
     assert refused >= 10, f"only {refused} refused bad inputs checked"
 
+    # 4. Probes: megatron-run's verdict decides, as in 3.
+    probes = [
+        "--exit-signal: SIGUSR1", "--exit-signal: Signals.SIGUSR1", "--exit-signal: 10", "--exit-signal: '10'",
+        "--exit-signal: SIGFOO", "exit_signal: SIGIOT",
+        "MODEL_ARGS:\n  --exit-signal: SIGUSR1", "MODEL_ARGS:\n  --exit-signal: 10",
+        "MODEL_ARGS:\n  --num-layers: [12]", "MODEL_ARGS:\n  --num-layers: '[12]'",
+        "MODEL_ARGS:\n  --num-layers: [12, 13]", "MODEL_ARGS:\n  --num-layers: []",
+        "MODEL_ARGS:\n  --lr-decay-style: [cosine]", "MODEL_ARGS:\n  --lr-decay-style: [nope]",
+    ]
+    probed = 0
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "probe.yaml")
+        for text in probes:
+            with open(path, "w") as f:
+                f.write(text + "\n")
+            ok, doc = load_yaml(path)
+            assert ok, text
+            p = run(mr, "--dry-run", "--parse-only", "--config", path)
+            what = "probe " + repr(text)
+            if p.returncode == 2:
+                expect(doc, False, what)
+            else:
+                assert p.returncode in (0, 1), (text, p.stderr)
+                expect(doc, True, what)
+            probed += 1
+
     for e in errors[:40]:
         print("FAIL", e)
     if errors:
@@ -129,7 +157,7 @@ def main():
         return 1
     print(f"json_schema: valid draft 2020-12 schema; {checked} corpus files and {twins} dest-spelling twins "
           f"validate, {corpus_refused} refused corpus files are rejected; {refused} refused bad inputs are "
-          f"rejected, {accepted} accepted ones validate")
+          f"rejected, {accepted} accepted ones validate; {probed} probes agree")
     return 0
 
 
