@@ -163,6 +163,16 @@ const std::vector<InitCase> kCases = {
      {"--num-experts", "4", "--cuda-graph-impl", "local", "--cuda-graph-modules", "moe_router",
       "--recompute-granularity", "selective", "--recompute-modules", "moe"},
      {}, "cannot recompute moe inside the captured --cuda-graph-modules moe_router"},
+    // GTP + local graphs of the shared experts under fp8 (TC:2908-2926); the neighbour graphs only the attention.
+    {"init.transformer.cuda-graph-selective-recompute",
+     {"--tensor-parallel-num-weight-shards", "2", "--num-experts", "4", "--moe-shared-expert-intermediate-size", "64",
+      "--cuda-graph-impl", "local", "--cuda-graph-modules", "moe_router", "--recompute-granularity", "selective",
+      "--recompute-modules", "shared_experts", "--fp8-format", "hybrid", "--bf16"},
+     {"--tensor-parallel-num-weight-shards", "2", "--num-experts", "4", "--moe-shared-expert-intermediate-size", "64",
+      "--cuda-graph-impl", "local", "--cuda-graph-modules", "attn", "--recompute-granularity", "selective",
+      "--recompute-modules", "shared_experts", "--fp8-format", "hybrid", "--bf16", "--attention-dropout", "0"},
+     ws("2"), "recomputes shared_experts inside the graphs (it captures --cuda-graph-modules "
+     "['CudaGraphModule.moe_router']) under --fp8-format hybrid with GTP (--tensor-parallel-num-weight-shards 2)"},
     {"init.transformer.cuda-graph-activation-offloading",
      {"--fine-grained-activation-offloading", "--offload-modules", "core_attn", "--cuda-graph-impl", "local"},
      {"--fine-grained-activation-offloading", "--offload-modules", "core_attn", "--cuda-graph-impl", "transformer_engine"},

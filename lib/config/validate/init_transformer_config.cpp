@@ -81,7 +81,8 @@ MR_INIT_RULE(kCudaGraphRecomputeDropout, "init.transformer.cuda-graph-selective-
              "cannot be recomputed with randomness: core_attn recompute inside a graphed attention (the whole layer, "
              "full_iteration, or the attn scope) needs --attention-dropout 0, mlp / moe recompute inside a graphed "
              "MLP / MoE needs --hidden-dropout 0, moe recompute inside a graphed MoE takes no --moe-input-jitter-eps; "
-             "with --cuda-graph-impl transformer_engine, moe recompute excludes the moe_router scope "
+             "with --cuda-graph-impl transformer_engine, moe recompute excludes the moe_router scope; with GTP, "
+             "--cuda-graph-impl local capturing the shared experts under fp8/fp4 cannot recompute shared_experts "
              "(TransformerConfig).");
 MR_INIT_RULE(kCudaGraphFineOffload, "init.transformer.cuda-graph-activation-offloading",
              "--fine-grained-activation-offloading with CUDA graphs: --cuda-graph-impl local captures only part of "
@@ -760,6 +761,18 @@ void transformer_recompute_offload(Context& ctx) {
                     sel + "recomputes moe inside a graphed MoE (it " + scope +
                         "), which does not support --moe-input-jitter-eps " + v(ctx, "moe_input_jitter_eps"),
                     {"cuda_graph_impl", "cuda_graph_modules", "recompute_modules", "moe_input_jitter_eps"});
+      // GTP with local graphs capturing the shared experts (the whole layer, moe or moe_router) under fp8/fp4: TE's
+      // checkpoint needs .backward(), which the local graphs' warmup does not call.
+      if (int_or(ctx, "gtp_weight_remat_size", 1) > 1 && impl == "local" && (set(ctx, "fp8") || set(ctx, "fp4")) &&
+          set(ctx, "moe_shared_expert_intermediate_size") && !ctx.on("moe_shared_expert_overlap") &&
+          (whole || in("moe") || in("moe_router")) && recomputes("shared_experts"))
+        ctx.fail(kCudaGraphRecomputeDropout,
+                 sel + "recomputes shared_experts inside the graphs (it " + scope +
+                     ") under " + (set(ctx, "fp8") ? "--fp8-format " + v(ctx, "fp8") : "--fp4-format " + v(ctx, "fp4")) +
+                     " with GTP (--tensor-parallel-num-weight-shards " + v(ctx, "tensor_parallel_num_weight_shards") +
+                     "): drop shared_experts from --recompute-modules, or use --cuda-graph-impl full_iteration",
+                 {"cuda_graph_impl", "cuda_graph_modules", "recompute_modules", "tensor_parallel_num_weight_shards",
+                  "fp8", "fp4", "moe_shared_expert_intermediate_size"});
     }
     if (ctx.on("fine_grained_activation_offloading")) {
       const std::string off = why + "with --fine-grained-activation-offloading ";
