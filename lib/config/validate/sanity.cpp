@@ -43,7 +43,8 @@ MR_SANITY_RULE(kIntervals, "sanity.intervals-positive",
                "--log-interval must not be 0 (Python's `iteration % 0`); --eval-interval neither, unless "
                "--skip-train or --full-validation, nor --tensorboard-log-interval with --tensorboard-dir; "
                "--eval-interval, --save-interval, --exit-interval, --exit-duration-in-mins, "
-               "--non-persistent-save-interval and --ckpt-step must not be negative.");
+               "--non-persistent-save-interval and --ckpt-step must not be negative (a typo guard: Megatron runs a "
+               "negative interval, its `%` firing every |n| iterations).");
 MR_SANITY_RULE(kSaveNonEmpty, "sanity.save-nonempty",
                "--save must name a directory: an empty one is refused (Megatron would save nothing).");
 MR_SANITY_RULE(kNumWorkers, "sanity.num-workers-nonnegative",

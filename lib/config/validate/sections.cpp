@@ -87,7 +87,8 @@ const std::vector<Stage>& validation_stages() {
       {kStageValidateArgs, "Megatron's validate_args() and OptimizerConfig checks, ported section by section",
        validation_sections()},
       {kStageSanity,
-       "megatron-run's own checks: values Megatron accepts but no job can run with (after Megatron's chain passed)",
+       "megatron-run's own checks: values Megatron accepts but no job can run with, or that can only be typos (a "
+       "negative interval or length), after Megatron's chain passed",
        sanity::sections()},
       {kStageInit,
        "what Megatron would refuse at initialisation, after validate_args passed: its model construction "
