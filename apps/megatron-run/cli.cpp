@@ -92,16 +92,18 @@ void print_command_usage(std::ostream& os, const std::string& cmd) {
   if (cmd == "check") {
     os << "usage: megatron-run check [--format " << CheckOptions::kFormats
        << "] [--world-size N] [--quiet] [--yaml-cfg]\n"
-          "                          [config options] [target options] FILE...\n\n"
+          "                          [config options] [target options] [--] FILE...\n\n"
           "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
-          "prints one result per file as soon as it is known. Exit 0: every file valid; 1: a rule failed (or the\n"
+          "prints one result per file as soon as it is known (text, github, json: flushed after each file). Exit 0: every file valid; 1: a rule failed (or the\n"
           "output could not be written); 2: a file could not be read or parsed. --format: text (a line per\n"
           "problem), json (one document), github (a GitHub Actions ::error/::warning command per problem, shown\n"
-          "as annotations), junit (a JUnit XML report, a testcase per file). --quiet: errors only (no warnings), and no summary line when every file is valid.\n"
+          "as annotations), junit (a JUnit XML report, a testcase per file). --quiet: errors only (no warnings in text, github and junit; json lists them all), and no summary line\n"
+          "when every file is valid. `--` ends the options: every word after it is a FILE, one starting with '-' too.\n"
           "--yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel: sections),\n"
           "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. --config BASE (repeatable): every FILE\n"
           "is checked on top of BASE, as `--config BASE --config FILE` would be (a file that only overrides a\n"
-          "base, like configs/examples/heterogeneous.yaml). `megatron-run help` lists the config and target options.\n";
+          "base, like configs/examples/heterogeneous.yaml); a problem placed in BASE adds \"(checking FILE)\".\n"
+          "`megatron-run help` lists the config and target options.\n";
   } else if (cmd == "schema") {
     os << "usage: megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n\n"
           "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n"

@@ -28,7 +28,7 @@ struct FileResult {
 
 void CheckOptions::add_to(po::options_description& desc) {
   common.add_to(desc, kFormats);
-  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors (no warnings; no summary when every file is valid)")
+  desc.add_options()("quiet", po::bool_switch(&quiet), "only errors (no warnings in text, github and junit; no summary when every file is valid)")
       ("yaml-cfg", po::bool_switch(&yaml_cfg), "every FILE is a Megatron --yaml-cfg file (as --dry-run --yaml-cfg FILE)");
 }
 
@@ -42,17 +42,32 @@ int cmd_check(const std::vector<std::string>& args) {
   SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
   std::vector<std::string> files, stray;
   files.reserve(split.rest.size());
-  for (Token& t : split.rest)  // a word argparse reads as an option is none of check's (a negative number is a file)
-    (argparse_reads_as_option(t.text) ? stray : files).push_back(std::move(t.text));
+  // The first "--" ends the options (POSIX guideline 10; argparse too): every word after it is a FILE, one that
+  // starts with '-' included (`find ... -exec megatron-run check -- {} +`, `xargs -0 megatron-run check --`).
+  // split_args leaves that "--" and the words after it in `rest`; a "--" before it was never ours.
+  bool after_dashes = false;
+  for (Token& t : split.rest) {
+    if (!after_dashes && t.text == "--") {
+      after_dashes = true;
+      continue;
+    }
+    // Before "--", a word argparse reads as an option is none of check's (a negative number is a file).
+    (!after_dashes && argparse_reads_as_option(t.text) ? stray : files).push_back(std::move(t.text));
+  }
   if (!stray.empty()) throw unrecognized_words(stray, " (see `megatron-run help check`)");
   std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
   if (files.empty()) throw UsageError("the following arguments are required: FILE");  // argparse's words
   Invocation base = common.invocation(CommonOptions::extra_formats(CheckOptions::kFormats));
+  // A --config BASE that cannot be read (missing, a directory, too large) is a mistake of the invocation, not of
+  // each FILE: refused once, before any report, as any usage error (exit 2).
+  for (const std::string& b : base.config_files) check_config_file(b);
 
   // Each file's result is printed as soon as it is known and then dropped, so memory does not grow with the
   // number of files; with --format json the entries are written one by one inside one array (stdout is still
   // exactly one JSON document); with --format junit the testcases are spooled to a temporary file and the
-  // document, whose counts come first, is written at the end (config/check_report.h).
+  // document, whose counts come first, is written at the end (config/check_report.h). Text, github and json
+  // flush stdout after each file: a pipe (a CI runner's log) is fully buffered, and a job killed at its timeout
+  // must still show the results known by then.
   const bool json = common.format == "json", github = common.format == "github", junit = common.format == "junit";
   std::optional<JunitReport> report;
   if (junit) report.emplace();
@@ -114,19 +129,22 @@ int cmd_check(const std::vector<std::string>& args) {
         if (quiet && d.level == Diagnostic::Level::Warning) continue;
         // Escaped (util/text.h): a file name or message with control characters prints as text; github: one
         // workflow command, GitHub's escapes on top.
-        std::cout << (github ? github_command(r.file, d) : check_text_line(r.file, d));
+        // A place in a --config BASE names the checked file too ("(checking FILE)").
+        std::cout << (github ? github_command(r.file, d, base.config_files) : check_text_line(r.file, d, base.config_files));
       }
     }
+    if (!junit) std::cout.flush();  // synced with stdio: fflush(stdout) too
     ++checked;
   }
   if (json) {
+    // No summary: the document holds each file's `ok`, and stderr stays empty for a caller that merges it in
+    // (`2>&1 | jq`).
     std::cout << "\n]\n";
   } else {
     if (junit) report->finish(std::cout);
     // The summary is plain text on stderr (never a workflow command nor part of the XML); --quiet: nothing at all
     // when every file is valid.
-    if (!quiet || bad > 0)
-      std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
+    if (!quiet || bad > 0) std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
   }
   return internal ? 3 : worst;
 }

@@ -64,10 +64,51 @@ DiagnosticPlace parse_place(std::string_view where, std::string_view known) {
   return p;
 }
 
-std::string check_text_line(const std::string& file, const Diagnostic& d) {
+DiagnosticPlace diagnostic_place(const std::string& file, const Diagnostic& d, const std::vector<std::string>& bases) {
+  DiagnosticPlace p;
+  if (d.where.empty() || d.where == file) {
+    p.file = file;
+    return p;
+  }
+  for (const std::string& b : bases)
+    if (d.where == b) {
+      p.file = b;
+      return p;
+    }
+  // The longest known name the place starts with (a base "b" and a base "b:7" both given: "b:7:9" is in "b:7").
+  DiagnosticPlace best;
+  size_t best_size = 0;
+  auto try_known = [&](const std::string& k) {
+    if (k.empty() || k.size() <= best_size) return;
+    DiagnosticPlace q = parse_place(d.where, k);
+    if (q.file == k && q.line) {
+      best = std::move(q);
+      best_size = k.size();
+    }
+  };
+  try_known(file);
+  for (const std::string& b : bases) try_known(b);
+  return best_size ? best : parse_place(d.where);
+}
+
+namespace {
+
+// `message` (escaped) with " (checking FILE)" at the end of its first line when the diagnostic's place is not
+// `file` itself.
+std::string with_checked_file(const std::string& file, const DiagnosticPlace& place, std::string message) {
+  if (place.file == file) return message;
+  const size_t eol = message.find('\n');
+  message.insert(eol == std::string::npos ? message.size() : eol, " (checking " + printable(file, false) + ")");
+  return message;
+}
+
+}  // namespace
+
+std::string check_text_line(const std::string& file, const Diagnostic& d, const std::vector<std::string>& bases) {
   const std::string where = d.where.empty() ? file : d.where;
-  return printable(where, false) + ": " + level_word(d) + "[" + printable(d.rule, false) +
-         "]: " + printable(without_where(d.message, d.where)) + "\n";
+  return printable(where, false) + ": " + level_word(d) + "[" + printable(d.rule, false) + "]: " +
+         with_checked_file(file, diagnostic_place(file, d, bases), printable(without_where(d.message, d.where))) +
+         "\n";
 }
 
 // ---- GitHub Actions -----------------------------------------------------------------------------------------
@@ -96,17 +137,19 @@ std::string github_escape(std::string_view s, bool property) {
 std::string github_escape_data(std::string_view s) { return github_escape(s, false); }
 std::string github_escape_property(std::string_view s) { return github_escape(s, true); }
 
-std::string github_command(const std::string& file, const Diagnostic& d) {
-  const DiagnosticPlace place = parse_place(d.where, file);
+std::string github_command(const std::string& file, const Diagnostic& d, const std::vector<std::string>& bases) {
+  const DiagnosticPlace place = diagnostic_place(file, d, bases);
   std::string message = without_where(d.message, d.where);
   // A place that is not "path:line" (none in check today) stays in the message rather than being lost.
-  if (place.file.empty() && !d.where.empty() && d.where != file) message = d.where + ": " + message;
+  if (place.file.empty()) message = d.where + ": " + message;
   std::string out = std::string("::") + level_word(d) + " file=" +
                     github_escape_property(printable(place.file.empty() ? file : place.file, false));
   if (place.line) out += ",line=" + std::to_string(*place.line);
   if (place.col) out += ",col=" + std::to_string(*place.col);
   out += ",title=" + github_escape_property(printable(d.rule, false));
-  out += "::" + github_escape_data(printable(message)) + "\n";
+  out += "::" + github_escape_data(with_checked_file(file, place.file.empty() ? DiagnosticPlace{file, {}, {}} : place,
+                                                     printable(message))) +
+         "\n";
   return out;
 }
 

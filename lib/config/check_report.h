@@ -24,9 +24,17 @@ struct DiagnosticPlace {
 };
 DiagnosticPlace parse_place(std::string_view where, std::string_view known = {});
 
+// The place of a diagnostic of the checked `file` (`check --config BASE... FILE`): `where` taken apart with each
+// of `file` and `bases` known whole (a base named "b:7" is not cut there); `where` that is one of them names that
+// file with no line; no `where` is `file` itself. `file` empty in the result: a place that is no "path:line".
+DiagnosticPlace diagnostic_place(const std::string& file, const Diagnostic& d,
+                                 const std::vector<std::string>& bases = {});
+
 // The line `check --format text` prints for a diagnostic of `file`: "PLACE: error[RULE]: MESSAGE\n" (PLACE the
-// diagnostic's own, else the file), escaped by printable(); a message's own newlines are kept.
-std::string check_text_line(const std::string& file, const Diagnostic& d);
+// diagnostic's own, else the file), escaped by printable(); a message's own newlines are kept. A PLACE in another
+// file (a --config BASE of `bases`) adds " (checking FILE)" to the message's first line, so that each result
+// names the file it belongs to.
+std::string check_text_line(const std::string& file, const Diagnostic& d, const std::vector<std::string>& bases = {});
 
 // ---- GitHub Actions ---------------------------------------------------------------------------------------
 // GitHub's escapes for a workflow command: in its message (the data after "::") % -> %25, CR -> %0D, LF -> %0A;
@@ -38,8 +46,9 @@ std::string github_escape_property(std::string_view s);
 //   ::error file=PATH,line=N,col=C,title=RULE::MESSAGE   (::warning for a warning)
 // PATH and the line (and column) are the diagnostic's place when it has one, else `file` alone; the title is the
 // rule id. Text goes through printable() (util/text.h) first, so the command carries no raw control character (a
-// carriage return in a message reads \x0d); a message's newlines become %0A. Ends with "\n".
-std::string github_command(const std::string& file, const Diagnostic& d);
+// carriage return in a message reads \x0d); a message's newlines become %0A. A place in another file (a --config
+// BASE of `bases`) keeps PATH that file and adds " (checking FILE)" to the message's first line. Ends with "\n".
+std::string github_command(const std::string& file, const Diagnostic& d, const std::vector<std::string>& bases = {});
 
 // ---- JUnit XML --------------------------------------------------------------------------------------------
 // Text and attribute values are escaped by xml_escape (util/text.h).

@@ -11,10 +11,15 @@ namespace mr {
 
 void record_rule_hit(const char* id) noexcept;  // config/rule.h
 
+// `msg` with each NUL byte written as the text \x00 (as printable() escapes it): what() is a C string, and a NUL
+// echoed from a file (a YAML key "a\0b") would cut the message there, its end (the reason, a did-you-mean) lost.
+std::string without_nul(std::string msg);  // config/rule.cpp
+
 // A usage error: exit status 2. `flags` names the options involved (for JSON diagnostics).
 struct UsageError : std::runtime_error {
   UsageError(std::string msg, std::vector<std::string> flags_ = {}, std::string where_ = {}, std::string id_ = {})
-      : std::runtime_error(std::move(msg)), flags(std::move(flags_)), where(std::move(where_)), id(std::move(id_)) {
+      : std::runtime_error(without_nul(std::move(msg))), flags(std::move(flags_)), where(std::move(where_)),
+        id(std::move(id_)) {
     record_rule_hit(id.c_str());  // the input stage's rules (config/input_rules.cpp) count their hits
   }
   std::vector<std::string> flags;

@@ -206,7 +206,7 @@ std::string diagnostic_json(const Diagnostic& d) {
                     ", \"message\": " + json_quote(d.message) + ", \"flags\": [";
   for (size_t i = 0; i < d.flags.size(); ++i) out += (i ? ", " : "") + json_quote(d.flags[i]);
   out += "]";
-  if (!d.where.empty()) out += ", \"where\": " + json_quote(d.where);
+  out += ", \"where\": " + (d.where.empty() ? std::string("null") : json_quote(d.where));  // null: no place
   return out + "}";
 }
 

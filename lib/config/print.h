@@ -57,7 +57,7 @@ void print_usage_error(std::ostream& os, const UsageError& e);
 
 // ---- JSON diagnostics ----------------------------------------------------------------------------------------
 // {"rule": ..., "level": "error"|"warning", "stage": "validate_args"|"sanity"|"parse", "message": ...,
-//  "flags": [...], "where": ...} (where only when known).
+//  "flags": [...], "where": "path:line[:col]"|null} (null: no place known; the key is always there).
 std::string diagnostic_json(const Diagnostic& d);
 // What `--format json` prints on stdout when there is no result to print (a failed rule, a usage error), so that
 // stdout is one JSON document whatever happens: {"ok": false, "exit": N, "diagnostics": [...]}.

@@ -64,6 +64,19 @@ void Rule::record_hit() const noexcept {
 
 void link_input_rules();  // config/input_rules.cpp
 
+std::string without_nul(std::string msg) {
+  if (msg.find('\0') == std::string::npos) return msg;
+  std::string out;
+  out.reserve(msg.size() + 16);
+  for (char c : msg) {
+    if (c == '\0')
+      out += "\\x00";
+    else
+      out += c;
+  }
+  return out;
+}
+
 void record_rule_hit(const char* id) noexcept {
   if (!id || !*id) return;
   for (const Rule* r : registry())

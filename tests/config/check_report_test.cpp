@@ -133,9 +133,10 @@ TEST_CASE("github: one workflow command per diagnostic, place and rule id as pro
   // A warning; the place's line.
   CHECK(mr::github_command("a.yaml", diag(kWarning, "parse.deprecated-flag", "old flag", "a.yaml:4")) ==
         "::warning file=a.yaml,line=4,title=parse.deprecated-flag::old flag\n");
-  // A column when the place has one; the place names another file (a --config file given to every FILE).
+  // A column when the place has one; the place names another file (a --config file given to every FILE): the
+  // message names the checked file.
   CHECK(mr::github_command("a.yaml", diag(kError, "usage", "bad", "base.yaml:2:5")) ==
-        "::error file=base.yaml,line=2,col=5,title=usage::bad\n");
+        "::error file=base.yaml,line=2,col=5,title=usage::bad (checking a.yaml)\n");
   // A message with %, :, ',' and a newline; a path with a comma and a colon; a rule id with a colon. The message
   // keeps : and , (data), the properties do not; the place is not repeated in the message.
   CHECK(mr::github_command("x,y:z.yaml", diag(kError, "r:1,2", "x,y:z.yaml:3: 50% of a, b: c\nnext line",
@@ -427,4 +428,154 @@ TEST_CASE("check --config BASE: an overlay file is checked on top of its base, a
   std::stringstream ss;
   ss << in.rdbuf();
   CHECK_THAT(ss.str(), Catch::Contains("megatron-run check --config configs/default.yaml configs/examples/heterogeneous.yaml"));
+}
+
+TEST_CASE("check: a config key's newline is escaped in every message, so no key starts a line (a workflow command)",
+          "[check-report][cli]") {
+  // Review ci33: a YAML key "foo\n::error ..." was echoed raw by the unknown-argument and duplicate-key messages,
+  // and GitHub Actions runs a log line that starts with "::" as a workflow command.
+  const std::string tag = "check-report";
+  const std::vector<std::string> files = {
+      mrtest::write_file("inj-unknown.yaml", "\"foo\\n::error file=README.md,line=1::injected\": 1\n", tag),
+      mrtest::write_file("inj-dup.yaml", "\"a\\n::warning::dup\": 1\n\"a\\n::warning::dup\": 2\n", tag),
+      mrtest::write_file("inj-nested.yaml", "--data-args-path: {\"b\\n::warning::n\": 1, \"b\\n::warning::n\": 2}\n", tag),
+      mrtest::write_file("inj-ci.yaml", "MODEL_ARGS:\n  \"--a\\n::warning::ma\": 1\n", tag),
+      mrtest::write_file("inj-ci-env.yaml",
+                         "ENV_VARS:\n  \"X\\n::warning::ev\": 1\n  \"X\\n::warning::ev\": 2\nMODEL_ARGS:\n"
+                         "  --num-layers: 2\n",
+                         tag),
+      mrtest::write_file("inj-env.yaml", "--data-path: \"${A\\n::warning::env}\"\n", tag)};
+  std::string args;
+  for (const std::string& f : files) args += " '" + f + "'";
+  const std::string te_unknown = mrtest::write_file("te-unknown.yaml", "\"gpu\\n::warning::te\": 1\n", tag);
+  const std::string te_dup = mrtest::write_file("te-dup.yaml", "env:\n  \"Q\\n::warning::t\": 1\n  \"Q\\n::warning::t\": 2\n", tag);
+  for (const char* format : {"text", "github"}) {
+    INFO("--format " << format);
+    std::vector<mrtest::Proc> runs = {mrtest::megatron_run_merged(std::string("check --format ") + format + args),
+                                      mrtest::megatron_run_merged(std::string("check --format ") + format +
+                                                                  " --target-env '" + te_unknown + "'" + args),
+                                      mrtest::megatron_run_merged(std::string("check --format ") + format +
+                                                                  " --target-env '" + te_dup + "'" + args)};
+    for (const mrtest::Proc& r : runs) {
+      INFO(r.out);
+      CHECK(r.exit == 2);
+      CHECK(mrtest::printable_output(r.out));
+      CHECK(r.out.find("\\x0a::") != std::string::npos);  // the key, escaped inside its line
+      std::istringstream lines(r.out);
+      for (std::string line; std::getline(lines, line);) {
+        INFO(line);
+        if (std::string(format) == "github" && line.rfind("::", 0) == 0)
+          CHECK((line.rfind("::error file=", 0) == 0 || line.rfind("::warning file=", 0) == 0));
+        else
+          CHECK(line.find("::") != 0);
+      }
+    }
+    CHECK(runs[0].out.find("unknown argument 'foo\\x0a::error file=README.md,line=1::injected'") != std::string::npos);
+    CHECK(runs[0].out.find("duplicate key 'a\\x0a::warning::dup' (also at ") != std::string::npos);
+    CHECK(runs[0].out.find("duplicate key 'b\\x0a::warning::n' (also at ") != std::string::npos);
+    CHECK(runs[0].out.find("duplicate key 'X\\x0a::warning::ev' (also at ") != std::string::npos);
+    CHECK(runs[0].out.find("environment variable A\\x0a::warning::env is not set") != std::string::npos);
+    CHECK(runs[1].out.find("unknown key 'gpu\\x0a::warning::te' in the target environment file") != std::string::npos);
+    CHECK(runs[2].out.find("duplicate key 'Q\\x0a::warning::t' (also at ") != std::string::npos);
+  }
+}
+
+TEST_CASE("check: a NUL byte in a message does not cut it (usage errors keep their whole text, NUL as \\x00)",
+          "[check-report][cli]") {
+  const mr::UsageError e(std::string("a.yaml:1: unknown argument 'k") + '\0' + "z' (did you mean --x?)", {}, "a.yaml:1");
+  CHECK(std::string(e.what()) == "a.yaml:1: unknown argument 'k\\x00z' (did you mean --x?)");
+  const std::string ctl =
+      mrtest::write_file("ctl.yaml", "\"k\\e[31m\\0\\uFFFE]]>&<\\\"%,:\\r\": 1\n", "check-report");
+  for (const char* format : {"text", "github", "json", "junit"}) {
+    INFO("--format " << format);
+    mrtest::Proc r = mrtest::megatron_run_stdout(std::string("check --format ") + format + " '" + ctl + "'");
+    CHECK(r.exit == 2);
+    CHECK(r.out.find(std::string(format) == "json" ? "\\\\x00" : "\\x00") != std::string::npos);
+    CHECK(r.out.find(std::string(format) == "json" ? "\\\\x0d'" : std::string(format) == "junit" ? "\\x0d&apos;" : "\\x0d'") !=
+          std::string::npos);  // the end kept
+  }
+}
+
+TEST_CASE("check --config BASE: a problem in BASE names the checked FILE; a BASE that cannot be read is refused once",
+          "[check-report][cli]") {
+  const std::string tag = "check-base";
+  const std::string dir = mrtest::scratch_dir(tag).string();
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/configs/default.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string bad_text = ss.str();
+  const size_t gbs = bad_text.find("--global-batch-size: 8\n");
+  REQUIRE(gbs != std::string::npos);
+  bad_text.replace(gbs, 23, "--global-batch-size: 7\n");
+  const std::string bad = mrtest::write_file("bad.yaml", bad_text, tag);
+  mrtest::write_file("b:7", bad_text, tag);
+  mrtest::write_file("o1.yaml", "--train-iters: 30\n", tag);
+  mrtest::write_file("o2.yaml", "--train-iters: 40\n", tag);
+  const std::string cd = "cd '" + dir + "' && '" + MR_BINARY + "' ";
+  // Text: the line starts with the base's place, and says which FILE was being checked.
+  mrtest::Proc r = mrtest::run_shell(cd + "check --config bad.yaml o1.yaml o2.yaml 2>/dev/null");
+  CHECK(r.exit == 1);
+  CHECK(r.out.rfind("bad.yaml:", 0) == 0);
+  CHECK(r.out.find("(checking o1.yaml)\nbad.yaml:") != std::string::npos);
+  CHECK(r.out.find("(checking o2.yaml)\n") != std::string::npos);
+  // github: the annotation stays on the base's line; the message names the FILE.
+  r = mrtest::run_shell(cd + "check --format github --config bad.yaml o1.yaml o2.yaml 2>/dev/null");
+  CHECK(r.exit == 1);
+  CHECK(r.out.rfind("::error file=bad.yaml,line=", 0) == 0);
+  CHECK(r.out.find("(checking o1.yaml)\n::error file=bad.yaml,line=") != std::string::npos);
+  CHECK(r.out.find("(checking o2.yaml)\n") != std::string::npos);
+  // A base named like a place ("b:7") is taken whole.
+  r = mrtest::run_shell(cd + "check --format github --config 'b:7' o1.yaml 2>/dev/null");
+  CHECK(r.out.rfind("::error file=b%3A7,line=", 0) == 0);
+  // A problem in FILE itself says nothing more.
+  r = mrtest::run_shell(cd + "check bad.yaml 2>/dev/null");
+  CHECK(r.out.find("(checking") == std::string::npos);
+  // A missing base: one usage error, no report, exit 2.
+  r = mrtest::run_shell(cd + "check --config nope.yaml o1.yaml o2.yaml 2>&1");
+  CHECK(r.exit == 2);
+  CHECK(r.out == "megatron-run: nope.yaml: error[input.unreadable]: cannot read config file: No such file or directory\n");
+  // The place read with the bases known (config/check_report.h).
+  const mr::Diagnostic in_base = diag(kError, "r", "m", "b:7:9");
+  const mr::DiagnosticPlace p = mr::diagnostic_place("o1.yaml", in_base, {"b:7"});
+  CHECK(p.file == "b:7");
+  CHECK(p.line == 9);
+  CHECK(mr::check_text_line("o1.yaml", in_base, {"b:7"}) == "b:7:9: error[r]: m (checking o1.yaml)\n");
+  CHECK(mr::check_text_line("o1.yaml", diag(kError, "r", "m\n  also x", "o1.yaml:2")) ==
+        "o1.yaml:2: error[r]: m\n  also x\n");
+  CHECK(mr::check_text_line("o1.yaml", diag(kError, "r", "m\n  also x", "b.yaml:2")) ==
+        "b.yaml:2: error[r]: m (checking o1.yaml)\n  also x\n");
+  CHECK(mr::diagnostic_place("o1.yaml", diag(kError, "r", "m", "b:7"), {"b:7"}).file == "b:7");
+  CHECK(mr::diagnostic_place("o1.yaml", diag(kError, "r", "m"), {"b:7"}).file == "o1.yaml");
+}
+
+TEST_CASE("check --format json: every diagnostic has `where` (null without a place); no summary; --quiet keeps the "
+          "warnings, as the docs say",
+          "[check-report][cli]") {
+  const std::string root = std::string("cd '") + MR_SOURCE_DIR + "' && '" + MR_BINARY + "' ";
+  const std::string err = (mrtest::scratch_dir("check-report") / "json.err").string();
+  // No --micro-batch-size (a rule without a place) and a deprecated flag (a warning).
+  const std::string warn = mrtest::write_file("warn.yaml", "--use-mcore-models: true\n", "check-report");
+  mrtest::Proc r = mrtest::run_shell(root + "check --format json --quiet '" + warn + "' 2>'" + err + "'");
+  CHECK(r.exit == 1);
+  const mr::Value v = mr::Value::parse_json(r.out);
+  size_t warnings = 0, without_place = 0;
+  for (const auto& [k, x] : v.as_list()[0].as_object())
+    if (k == "errors")
+      for (const mr::Value& d : x.as_list()) {
+        bool has_where = false;
+        for (const auto& [dk, dv] : d.as_object())
+          if (dk == "where") {
+            has_where = true;
+            without_place += dv.is_none() ? 1 : 0;
+          } else if (dk == "level") {
+            warnings += dv.as_str() == "warning" ? 1 : 0;
+          }
+        CHECK(has_where);
+      }
+  CHECK(warnings > 0);       // --quiet leaves the JSON whole
+  CHECK(without_place > 0);  // the world-size rule has no line
+  std::ifstream e(err);
+  std::stringstream es;
+  es << e.rdbuf();
+  CHECK(es.str().empty());  // the document is the summary: stderr stays empty for `2>&1 | jq`
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "binary.h"
 #include "config/value.h"
 #include "scratch.h"
 
@@ -162,4 +164,85 @@ TEST_CASE("the executable on bad inputs: exit 2 naming file:line, never 3", "[ch
   CHECK(has(y.err, "/dev/zero: error[input.not-regular-file]: the --yaml-cfg file is not a regular file"));
   auto p = run({"--dry-run", "--config", "/proc/self/mem"});
   CHECK(p.exit == 2);
+}
+
+TEST_CASE("check flushes each file's result: a reader of the pipe sees the first file's before the run ends",
+          "[check-stream]") {
+  // Review ci33: under a pipe (a CI runner's log) stdout was fully buffered, so nothing showed until exit, and a
+  // job killed at its timeout lost every result. Here the first file's result is read from the pipe, then the
+  // run is killed: without a flush per file the read only returns once the whole run has written (at exit), and
+  // then the last file's result is in the pipe too.
+  write("bad.yaml", "--num-layers: [\n");
+  write("last-bad.yaml", "--hidden-size: [\n");
+  std::ifstream in(kDefault);
+  write("g", std::string(std::istreambuf_iterator<char>(in), {}));
+  const std::vector<std::pair<std::string, std::string>> formats = {
+      {"text", "\n"}, {"github", "\n"}, {"json", "\"resolved\": null}"}};
+  for (const auto& [format, end_of_first] : formats) {
+    INFO("--format " << format);
+    std::vector<std::string> argv = {MR_BINARY, "check", "--format", format, "bad.yaml"};
+    for (int i = 0; i < 40000; ++i) argv.push_back("g");  // several seconds of checks
+    argv.push_back("last-bad.yaml");
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addchdir_np(&fa, scratch().c_str());
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    pid_t pid;
+    REQUIRE(posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    std::string got;
+    char buf[4096];
+    while (got.find(end_of_first) == std::string::npos) {
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    ::kill(pid, SIGKILL);
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    INFO(got.substr(0, 2000));
+    CHECK(has(got, "bad.yaml"));
+    CHECK(has(got, "input.yaml-syntax"));
+    CHECK_FALSE(has(got, "last-bad.yaml"));  // killed long before the last file
+    CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  }
+}
+
+TEST_CASE("check -- FILE...: \"--\" ends the options, so a FILE may start with '-'", "[check-stream]") {
+  write("-x.yaml", "--num-layers: [\n");
+  std::ifstream in(kDefault);
+  write("--quiet", std::string(std::istreambuf_iterator<char>(in), {}));
+  fs::remove(scratch() / "--");
+  const std::string dir = scratch().string();
+  auto r = run({"check", "--", kDefault});
+  CHECK(r.exit == 0);
+  CHECK(r.err == "1 file(s) checked, 0 invalid\n");
+  // Relative names, as find -exec ... {} + gives them: after "--" a word that looks like an option is a file
+  // ("--quiet" too, and a second "--": a file named "--", missing here); before it, an unknown option.
+  mrtest::Proc p = mrtest::run_shell("cd '" + dir + "' && '" + MR_BINARY + "' check --format github -- -x.yaml --quiet -- 2>&1");
+  CHECK(p.exit == 2);
+  CHECK(has(p.out, "::error file=-x.yaml,line=1,title=input.yaml-syntax"));
+  CHECK(has(p.out, "::error file=--,title=input.unreadable"));
+  CHECK(has(p.out, "3 file(s) checked, 2 invalid\n"));
+  p = mrtest::run_shell("cd '" + dir + "' && '" + MR_BINARY + "' check -x.yaml 2>&1");
+  CHECK(p.exit == 2);
+  CHECK(has(p.out, "unrecognized arguments: -x.yaml"));
+  // The options before "--" still apply; "--" with no FILE after it is no FILE.
+  r = run({"check", "--quiet", "--", kDefault});
+  CHECK(r.exit == 0);
+  CHECK(r.err.empty());
+  r = run({"check", "--"});
+  CHECK(r.exit == 2);
+  CHECK(has(r.err, "the following arguments are required: FILE"));
 }

@@ -135,7 +135,7 @@ std::vector<Entry> entries(const yaml::Node& map, bool strict, std::vector<std::
     if (i >= own_from) {
       auto [it, fresh] = own.try_emplace(name, k);
       if (!fresh) {
-        std::string msg = "duplicate key '" + k.scalar() + "' (also at " + printable(it->second.where(), false) + ")";
+        std::string msg = "duplicate key '" + echo_word(k.scalar()) + "' (also at " + printable(it->second.where(), false) + ")";
         if (strict) {
           UsageError e(k.where() + ": " + msg + "; a config file sets each argument once", {k.scalar()}, k.where(),
                        "input.yaml-duplicate-key");
@@ -198,7 +198,7 @@ struct Converter {
   void swallowed(const yaml::Node& n) const {
     std::string line = n.where().substr(0, n.where().rfind(':') + 1) + std::to_string(n.swallowed_line());
     std::string msg = "the quoted value starting here runs on to " + line + ", taking in what looks like the key '" +
-                      n.swallowed_key() + "' (a missing closing quote?)";
+                      echo_word(n.swallowed_key()) + "' (a missing closing quote?)";
     if (strict)
       throw UsageError(n.where() + ": " + msg + "; close the quote, or write the value on one line", kConfigFlags, n.where(),
                        "input.yaml-multiline-quoted");
@@ -290,7 +290,7 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
         if (!args.empty()) arg = args.front();
       }
       if (!arg) {
-        std::string msg = "unknown argument '" + abbreviate(key) + "'";
+        std::string msg = "unknown argument '" + echo_word(key) + "'";
         std::string flag = key.rfind("--", 0) == 0 ? key : "--" + key;
         for (char& c : flag)
           if (c == '_') c = '-';
@@ -360,7 +360,7 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
     } else if (opts.allow_unset_env) {
       out += text.substr(start, i - start);
     } else {
-      throw UsageError(where + ": environment variable " + name +
+      throw UsageError(where + ": environment variable " + echo_word(name) +
                            " is not set (export it, or pass --allow-unset-env to keep it literal)",
                        {}, where);
     }

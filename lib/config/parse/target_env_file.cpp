@@ -67,7 +67,7 @@ void TargetEnv::load_file(const std::string& path) {
       if (!k.is_scalar()) yaml::non_scalar_key(k, flags);
       auto [it, fresh] = seen.emplace(k.scalar(), k);
       if (!fresh)
-        throw UsageError(k.where() + ": duplicate key '" + k.scalar() + "' (also at " + printable(it->second.where(), false) + ")", flags,
+        throw UsageError(k.where() + ": duplicate key '" + echo_word(k.scalar()) + "' (also at " + printable(it->second.where(), false) + ")", flags,
                          k.where(), "input.yaml-duplicate-key");
     }
   };
@@ -77,7 +77,7 @@ void TargetEnv::load_file(const std::string& path) {
     std::string k = key.scalar();
     if (k == "env" || k == "ENV_VARS") {
       if (val.is_null()) continue;
-      if (!val.is_map()) fail(key, "'" + k + "' must be a mapping");
+      if (!val.is_map()) fail(key, "'" + echo_word(k) + "' must be a mapping");
       keys_once(val);
       for (std::size_t j = 0; j < val.size(); ++j) {
         std::string name = val.key(j).scalar();
@@ -89,7 +89,7 @@ void TargetEnv::load_file(const std::string& path) {
     const bool target_key = std::find(kTargetKeys.begin(), kTargetKeys.end(), k) != kTargetKeys.end();
     if (!target_key && !looks_like_env_var(k)) {
       const std::string meant = meant_key(k);
-      throw UsageError(key.where() + ": unknown key '" + k + "' in the target environment file" +
+      throw UsageError(key.where() + ": unknown key '" + echo_word(k) + "' in the target environment file" +
                            (meant.empty() ? std::string() : " (did you mean '" + meant + "'?)") +
                            "; its keys are gpu_arch, te_version, torch_version, flashinfer_version and env: (the "
                            "environment variables, e.g. env: {CUDA_DEVICE_MAX_CONNECTIONS: '1'})",

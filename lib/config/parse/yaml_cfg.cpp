@@ -147,7 +147,7 @@ struct Converter {
         std::string at = n.where();
         if (n.swallowed_line())
           warn("[input.yaml-multiline-quoted] " + at + ": the quoted value starting here runs on to " + n.where().substr(0, at.rfind(':') + 1) +
-               std::to_string(n.swallowed_line()) + ", taking in what looks like the key '" + n.swallowed_key() +
+               std::to_string(n.swallowed_line()) + ", taking in what looks like the key '" + echo_word(n.swallowed_key()) +
                "' (a missing closing quote?); Python's yaml.safe_load reads it as one value too");
         // Megatron's env constructor is registered on PyYAML's default loaders, not on safe_load's: ${VAR} is
         // expanded here by choice, with --config's rules (docs/yaml-cfg.md).
