@@ -100,7 +100,11 @@ void save_once(Setup& s) {
   m.iteration = 10;
   m.optimizer = "adam";
   m.params_dtype = "fp32";
-  m.layout = Value::object({});
+  RankLayout layout;  // one rank holding the whole buffer
+  layout.shard_hi = static_cast<int64_t>(s.buf.hi);
+  layout.expert_shard_lo = static_cast<int64_t>(s.buf.elo);
+  layout.expert_shard_hi = static_cast<int64_t>(s.buf.ehi);
+  m.layout = layout.to_value();
   const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
   write_rank_files(tmp, m, rs);
   fsync_path(tmp);

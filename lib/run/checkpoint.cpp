@@ -795,22 +795,25 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     m.world_size = c_.rt.world_size();
     m.rank = c_.rt.rank();
     const auto& L = c_.rt.layout();
-    m.layout = Value::object({{"tp", static_cast<long long>(L.spec.tp)},
-                              {"pp", static_cast<long long>(L.spec.pp)},
-                              {"cp", static_cast<long long>(L.spec.cp)},
-                              {"dp", static_cast<long long>(c_.dp.size())},
-                              {"ep", static_cast<long long>(L.spec.ep)},
-                              {"etp", static_cast<long long>(c_.etp.size())},
-                              {"expert_dp", static_cast<long long>(c_.edp.size())},
-                              {"tp_rank", static_cast<long long>(c_.tp.rank())},
-                              {"pp_rank", static_cast<long long>(c_.pp.rank())},
-                              {"dp_rank", static_cast<long long>(c_.dp.rank())},
-                              {"ep_rank", static_cast<long long>(c_.rt.group("ep").rank())},
-                              {"etp_rank", static_cast<long long>(c_.etp.rank())},
-                              {"expert_dp_rank", static_cast<long long>(c_.edp.rank())},
-                              {"shard", Value(List{static_cast<long long>(c_.buf.lo), static_cast<long long>(c_.buf.hi)})},
-                              {"expert_shard",
-                               Value(List{static_cast<long long>(c_.buf.elo), static_cast<long long>(c_.buf.ehi)})}});
+    RankLayout rl;
+    rl.tp = L.spec.tp;
+    rl.pp = L.spec.pp;
+    rl.cp = L.spec.cp;
+    rl.dp = c_.dp.size();
+    rl.ep = L.spec.ep;
+    rl.etp = c_.etp.size();
+    rl.expert_dp = c_.edp.size();
+    rl.tp_rank = c_.tp.rank();
+    rl.pp_rank = c_.pp.rank();
+    rl.dp_rank = c_.dp.rank();
+    rl.ep_rank = c_.rt.group("ep").rank();
+    rl.etp_rank = c_.etp.rank();
+    rl.expert_dp_rank = c_.edp.rank();
+    rl.shard_lo = static_cast<int64_t>(c_.buf.lo);
+    rl.shard_hi = static_cast<int64_t>(c_.buf.hi);
+    rl.expert_shard_lo = static_cast<int64_t>(c_.buf.elo);
+    rl.expert_shard_hi = static_cast<int64_t>(c_.buf.ehi);
+    m.layout = rl.to_value();
     m.optimizer = std::string(c_.optimizer.name);
     m.params_dtype = dtype_name(c_);
     m.distributed_optimizer = c_.dist_opt;

@@ -160,6 +160,25 @@ void check_layout(const Value& layout, int64_t world_size, const std::string& pa
 
 }  // namespace
 
+Value RankLayout::to_value() const {
+  auto i = [](int64_t x) { return Value(static_cast<long long>(x)); };
+  return Value::object({{"tp", i(tp)},
+                        {"pp", i(pp)},
+                        {"cp", i(cp)},
+                        {"dp", i(dp)},
+                        {"ep", i(ep)},
+                        {"etp", i(etp)},
+                        {"expert_dp", i(expert_dp)},
+                        {"tp_rank", i(tp_rank)},
+                        {"pp_rank", i(pp_rank)},
+                        {"dp_rank", i(dp_rank)},
+                        {"ep_rank", i(ep_rank)},
+                        {"etp_rank", i(etp_rank)},
+                        {"expert_dp_rank", i(expert_dp_rank)},
+                        {"shard", Value(List{i(shard_lo), i(shard_hi)})},
+                        {"expert_shard", Value(List{i(expert_shard_lo), i(expert_shard_hi)})}});
+}
+
 size_t safetensors_dtype_bytes(std::string_view d) {
   if (d == "F32") return 4;
   if (d == "BF16" || d == "F16") return 2;

@@ -164,13 +164,22 @@ struct Piece {
   Value to_json() const;
 };
 
+// The "layout" object of a rank's metadata: its groups' sizes, its rank in each, and the ranges of the flat
+// buffers it holds (check_layout says what a load accepts). Defaults: one rank holding everything of nothing.
+struct RankLayout {
+  int64_t tp = 1, pp = 1, cp = 1, dp = 1, ep = 1, etp = 1, expert_dp = 1;
+  int64_t tp_rank = 0, pp_rank = 0, dp_rank = 0, ep_rank = 0, etp_rank = 0, expert_dp_rank = 0;
+  int64_t shard_lo = 0, shard_hi = 0, expert_shard_lo = 0, expert_shard_hi = 0;
+  Value to_value() const;
+};
+
 // One rank's metadata file (rank_NNNNN.json).
 struct RankMeta {
   int64_t version = 1;
   int64_t iteration = 0, consumed_samples = 0, skipped_iterations = 0, optimizer_steps = 0;
   int64_t skipped_train_samples = 0;  // Megatron's args.skipped_train_samples (--iterations-to-skip); optional
   int64_t world_size = 1, rank = 0;
-  Value layout;      // {"tp": .., "pp": .., "dp": .., "cp": .., "ep": .., "tp_rank": .., ...}
+  Value layout;      // RankLayout::to_value(): {"tp": .., "pp": .., "dp": .., "cp": .., "ep": .., "tp_rank": .., ...}
   std::string optimizer, params_dtype;
   bool distributed_optimizer = false;
   uint64_t seed = 0;
