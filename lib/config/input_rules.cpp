@@ -27,6 +27,9 @@ MR_INPUT_RULE(kYamlDuplicate, "input.yaml-duplicate-key",
 MR_INPUT_RULE(kTargetEnvKey, "input.target-env-key",
               "A --target-env file's top-level key that is neither a target key (gpu_arch, te_version, "
               "torch_version, flashinfer_version, env) nor spelled like an environment variable.");
+MR_INPUT_RULE(kMutuallyExclusive, "input.mutually-exclusive",
+              "Two arguments of one of Megatron's argparse mutually exclusive groups (--kitchen-config-file and "
+              "--kitchen-recipe-number): argparse's \"not allowed with argument\".");
 MR_INPUT_RULE(kEnvNotInteger, "input.env-not-integer",
               "An environment variable that Megatron reads with int() (RANK, WORLD_SIZE, LOCAL_RANK, ...) and whose "
               "value Python's int() refuses.");

@@ -68,6 +68,13 @@ std::vector<std::string> split_flags(const char* s) {
 
 }  // namespace
 
+const std::vector<std::vector<std::string_view>>& mutually_exclusive_groups() {
+  // arguments.py, _add_kitchen_quantization_arguments: recipe_or_config_group (the flags exist only when Kitchen is
+  // installed, lib/config/schema/kitchen.inc).
+  static const std::vector<std::vector<std::string_view>> groups = {{"kitchen_config_file", "kitchen_recipe_number"}};
+  return groups;
+}
+
 Schema::Schema(const ArgSpec* begin, const ArgSpec* end) {
   args_.reserve(static_cast<size_t>(end - begin));
   for (const ArgSpec* s = begin; s != end; ++s) {

@@ -98,6 +98,11 @@ class Schema {
   std::unordered_multimap<std::string_view, const Arg*> by_dest_;
 };
 
+// Megatron's argparse mutually exclusive groups (add_mutually_exclusive_group), each as its dests: argparse
+// refuses a member given after another of its group ("argument --b: not allowed with argument --a", exit 2). The
+// seed has one, the kitchen group's recipe-or-config (arguments.py, _add_kitchen_quantization_arguments).
+const std::vector<std::vector<std::string_view>>& mutually_exclusive_groups();
+
 const char* to_string(ArgType t);
 const char* to_string(Action a);
 

@@ -163,3 +163,16 @@ TEST_CASE("a Megatron --yaml-cfg file given as a config file: the error says wha
   CHECK(plain.find("lm.yaml:2: unknown argument 'language_model'") != std::string::npos);
   CHECK(plain.find("--yaml-cfg") == std::string::npos);
 }
+
+TEST_CASE("a mutually exclusive group across a config file and the command line", "[config]") {
+  auto f = write_tmp("kitchen.yaml", "kitchen_config_file: k.yaml\n");
+  try {
+    parse({f}, {"--kitchen-recipe-number", "1"});
+    FAIL("accepted");
+  } catch (const mr::UsageError& e) {
+    CHECK(std::string(e.what()) == "argument --kitchen-recipe-number: not allowed with argument --kitchen-config-file");
+    CHECK(e.rule() == "input.mutually-exclusive");
+  }
+  // The same member in both places: the command line overrides the file.
+  CHECK(parse({f}, {"--kitchen-config-file", "other.yaml"}).ns["kitchen_config_file"].as_str() == "other.yaml");
+}

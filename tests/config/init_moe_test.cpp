@@ -143,7 +143,22 @@ const std::vector<InitCase> kCases = {
      moe({"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss"}),
      moe({"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss", "--moe-token-dispatcher-type",
           "alltoall"}),
-     {}, "allgather does not support variable sequence lengths"},
+     {}, "allgather (its default, dense models included) does not support variable sequence lengths"},
+    // No MoE guard in TransformerConfig: the dispatcher defaults to allgather on a dense model too (parity34 #1).
+    {"init.moe.allgather-variable-seq-lengths", {"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss"},
+     {"--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss", "--moe-token-dispatcher-type",
+      "alltoall"},
+     {}, "--moe-token-dispatcher-type allgather (its default, dense models included) does not support variable "
+         "sequence lengths (--sequence-packing-scheduler dp_balanced turns them on): add --moe-token-dispatcher-type "
+         "alltoall"},
+    {"init.moe.allgather-variable-seq-lengths", {"--use-varlen-dataset", "--calculate-per-token-loss"},
+     {"--use-varlen-dataset", "--calculate-per-token-loss", "--moe-token-dispatcher-type", "alltoall"}, {},
+     "allgather (its default, dense models included) does not support variable sequence lengths"},
+    {"init.moe.allgather-variable-seq-lengths",
+     {"--hybrid-layer-pattern", "M*", "--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss"},
+     {"--hybrid-layer-pattern", "M*", "--sequence-packing-scheduler", "dp_balanced", "--calculate-per-token-loss",
+      "--moe-token-dispatcher-type", "alltoall"},
+     {}, "does not support variable sequence lengths"},
 };
 
 }  // namespace

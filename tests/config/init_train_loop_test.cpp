@@ -1,26 +1,120 @@
-// The init stage's training-loop check (lib/config/validate/init_train_loop.cpp): a weight-hash interval of 0, next
-// to neighbours that pass (a positive interval, none).
+// The init stage's training-loop checks (lib/config/validate/init_train_loop.cpp): an interval the loop takes the
+// iteration modulo of set to 0, and fault-injector settings setup_fault_injection asserts on at train start, each
+// next to neighbours that pass.
 #include "init_support.h"
 
-TEST_CASE("init stage, training loop: a weight-hash interval of 0", "[init]") {
-  const std::map<std::string, std::string> env = {{"WORLD_SIZE", "1"}};
-  mrtest::Run bad = mrtest::run(mrtest::with({"--check-weight-hash-across-dp-replicas-interval", "0"}), env);
-  INFO(bad.rule << ": " << bad.message);
-  CHECK(bad.exit == 1);
-  CHECK(bad.rule == "init.weight-hash-interval-positive");
-  CHECK(bad.message.rfind("Megatron would fail in its training loop (train): "
-                          "--check-weight-hash-across-dp-replicas-interval 0", 0) == 0);
-  CHECK(bad.out.passed(mr::kStageValidateArgs));
-  CHECK(bad.out.passed(mr::kStageSanity));
-  CHECK_FALSE(bad.out.passed(mr::kStageInit));
-  for (const char* every : {"1", "100"}) {
-    mrtest::Run good = mrtest::run(mrtest::with({"--check-weight-hash-across-dp-replicas-interval", every}), env);
-    INFO(every << ": " << good.rule << ": " << good.message);
-    CHECK(good.exit == 0);
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+struct IntervalCase {
+  const char* rule;
+  std::vector<std::string> bad;
+  std::vector<std::vector<std::string>> good;  // neighbours: a positive or negative interval, none, the switch off
+  const char* prefix;                          // the message starts with it
+};
+
+const std::vector<IntervalCase> kIntervals = {
+    {"init.weight-hash-interval-positive",
+     {"--check-weight-hash-across-dp-replicas-interval", "0"},
+     {{"--check-weight-hash-across-dp-replicas-interval", "1"},
+      {"--check-weight-hash-across-dp-replicas-interval", "100"}},
+     "Megatron would fail in its training loop (train): --check-weight-hash-across-dp-replicas-interval 0"},
+    {"init.gpu-sniff-test-interval-positive",
+     {"--gpu-sniff-test-interval", "0"},
+     {{"--gpu-sniff-test-interval", "5"}, {"--gpu-sniff-test-interval", "-1"}},
+     "Megatron would fail in its training loop (train): --gpu-sniff-test-interval 0 is taken modulo"},
+    {"init.adlr-autoresume-interval-positive",
+     {"--adlr-autoresume", "--adlr-autoresume-interval", "0"},
+     {{"--adlr-autoresume-interval", "0"}, {"--adlr-autoresume", "--adlr-autoresume-interval", "10"},
+      {"--adlr-autoresume", "--adlr-autoresume-interval", "-2"}, {"--adlr-autoresume"}},
+     "Megatron would fail in its training loop (train): --adlr-autoresume-interval 0 with --adlr-autoresume"},
+};
+
+std::vector<std::string> fi(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"--fault-injector-fault-types", "rank_killed", "--fault-injector-fault-delay", "5"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// 4 ranks: data parallelism 4 with base_args()' micro-batch 2 and global batch 8.
+const Env kWs4 = {{"WORLD_SIZE", "4"}};
+
+const std::vector<mrtest::InitCase> kFaultCases = {
+    {"init.fault-injector.ranks-or-num-ranks", fi({"--fault-injector-ranks", "1", "--fault-injector-num-ranks", "2"}),
+     fi({"--fault-injector-ranks", "1"}), kWs4,
+     "--fault-injector-ranks 1 and --fault-injector-num-ranks 2 cannot both be given"},
+    {"init.fault-injector.ranks-in-world", fi({"--fault-injector-ranks", "0,99"}), fi({"--fault-injector-ranks", "0,3"}),
+     kWs4, "'99' is not a rank of the world; fault ranks must be between 0 and 3 (world size 4)"},
+    {"init.fault-injector.ranks-in-world", fi({"--fault-injector-ranks", "a,b"}), fi({"--fault-injector-ranks", " 3 "}),
+     kWs4, "'a' is not an integer"},
+    {"init.fault-injector.ranks-in-world", fi({"--fault-injector-ranks", "-1"}), fi({"--fault-injector-ranks", "+0"}),
+     kWs4, "'-1' is not a rank of the world"},
+    {"init.fault-injector.num-ranks-range", fi({"--fault-injector-num-ranks", "4"}), fi({"--fault-injector-num-ranks", "3"}),
+     kWs4, "--fault-injector-num-ranks 4: the ranks are sampled from ranks 1 to 3"},
+    {"init.fault-injector.num-ranks-range", fi({"--fault-injector-num-ranks", "-1"}),
+     fi({"--fault-injector-num-ranks", "0"}), kWs4, "random.sample: ValueError"},
+    {"init.fault-injector.fault-types-required", {"--fault-injector-num-ranks", "2", "--fault-injector-fault-delay", "5"},
+     fi({"--fault-injector-num-ranks", "2"}), kWs4, "--fault-injector-fault-types is not given"},
+    {"init.fault-injector.probabilities-match-types",
+     {"--fault-injector-ranks", "1", "--fault-injector-fault-types", "a,b", "--fault-injector-fault-probabilities", "1.0",
+      "--fault-injector-fault-delay", "5"},
+     {"--fault-injector-ranks", "1", "--fault-injector-fault-types", "a,b", "--fault-injector-fault-probabilities",
+      "1.0,3", "--fault-injector-fault-delay", "5"},
+     kWs4, "gives 1 probabilities for 2 fault types"},
+    {"init.fault-injector.probabilities-match-types",
+     fi({"--fault-injector-ranks", "1", "--fault-injector-fault-probabilities", "x"}),
+     fi({"--fault-injector-ranks", "1", "--fault-injector-fault-probabilities", "0.5"}), kWs4, "'x' is not a number"},
+    {"init.fault-injector.probabilities-match-types",
+     fi({"--fault-injector-ranks", "1", "--fault-injector-fault-probabilities", "0"}),
+     fi({"--fault-injector-ranks", "1", "--fault-injector-fault-probabilities", "2"}), kWs4, "sums to 0"},
+    {"init.fault-injector.delay-required", {"--fault-injector-num-ranks", "2", "--fault-injector-fault-types", "rank_killed"},
+     {"--fault-injector-num-ranks", "2", "--fault-injector-fault-types", "rank_killed", "--fault-injector-mtti-seconds",
+      "60"},
+     kWs4, "neither --fault-injector-fault-delay nor --fault-injector-mtti-seconds is given"},
+    {"init.fault-injector.delay-required",
+     {"--fault-injector-num-ranks", "2", "--fault-injector-fault-types", "rank_killed", "--fault-injector-mtti-seconds",
+      "0"},
+     {"--fault-injector-num-ranks", "2", "--fault-injector-fault-types", "rank_killed", "--fault-injector-mtti-seconds",
+      "0", "--fault-injector-fault-delay", "1"},
+     kWs4, "--fault-injector-mtti-seconds 0"},
+};
+
+}  // namespace
+
+TEST_CASE("init stage, training loop: an interval of 0 that the loop takes modulo", "[init]") {
+  const Env env = {{"WORLD_SIZE", "1"}};
+  for (const IntervalCase& c : kIntervals) {
+    INFO(c.rule);
+    mrtest::Run bad = mrtest::run(mrtest::with(c.bad), env);
+    INFO(bad.rule << ": " << bad.message);
+    CHECK(bad.exit == 1);
+    CHECK(bad.rule == c.rule);
+    CHECK(bad.message.rfind(c.prefix, 0) == 0);
+    CHECK(bad.out.passed(mr::kStageValidateArgs));
+    CHECK(bad.out.passed(mr::kStageSanity));
+    CHECK_FALSE(bad.out.passed(mr::kStageInit));
+    for (const auto& words : c.good) {
+      mrtest::Run good = mrtest::run(mrtest::with(words), env);
+      INFO("neighbour " << mrtest::joined(words) << ": " << good.rule << ": " << good.message);
+      CHECK(good.exit == 0);
+    }
   }
   mrtest::Run none = mrtest::run(mrtest::base_args(), env);
   CHECK(none.exit == 0);
   CHECK(none.out.passed(mr::kStageInit));
-  CHECK(mrtest::init_rules_of("validate/init_train_loop.cpp") ==
-        std::set<std::string>{"init.weight-hash-interval-positive"});
+}
+
+TEST_CASE("init stage, training loop: the fault injector's settings, next to neighbours that pass", "[init]") {
+  const std::set<std::string> fault = mrtest::check_init_cases(kFaultCases);
+  // A setup deferred to --fault-injector-delay-start-iteration fails only if the run reaches it: not checked.
+  mrtest::Run deferred = mrtest::run(
+      mrtest::with({"--fault-injector-num-ranks", "2", "--fault-injector-delay-start-iteration", "3"}), kWs4);
+  CHECK(deferred.exit == 0);
+  // Without ranks or a number of ranks nothing is injected, whatever else is set.
+  CHECK(mrtest::run(mrtest::with({"--fault-injector-fault-probabilities", "1,2"}), kWs4).exit == 0);
+
+  std::set<std::string> all = fault;
+  for (const IntervalCase& c : kIntervals) all.insert(c.rule);
+  CHECK(mrtest::init_rules_of("validate/init_train_loop.cpp") == all);
 }

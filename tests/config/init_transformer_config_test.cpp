@@ -16,6 +16,13 @@ using Env = std::map<std::string, std::string>;
 Env ws(const char* n) { return {{"WORLD_SIZE", n}, {"CUDA_DEVICE_MAX_CONNECTIONS", "1"}}; }
 
 const std::vector<InitCase> kCases = {
+    // core_transformer_config_from_args opens the recipe file; a readable one (any file: its YAML is Megatron's to
+    // read) passes.
+    {"init.transformer.quant-recipe-file-unreadable", {"--kitchen-config-file", "/nonexistent/mr-kitchen.yaml"},
+     {"--kitchen-config-file", MR_SOURCE_DIR "/configs/default.yaml"}, {}, "--kitchen-config-file "
+     "/nonexistent/mr-kitchen.yaml: the quantization recipe cannot be read"},
+    {"init.transformer.quant-recipe-file-unreadable", {"--te-precision-config-file", "/nonexistent/mr-te.yaml"},
+     {"--te-precision-config-file", ""}, {}, "--te-precision-config-file /nonexistent/mr-te.yaml: the quantization recipe cannot be read"},
     {"init.transformer.heads-divisible-by-tp", {"--tensor-model-parallel-size", "8"},
      {"--tensor-model-parallel-size", "4"}, ws("8"), "--num-attention-heads (4) must be a multiple of --tensor-model-parallel-size (8)"},
     {"init.transformer.query-groups-vs-tp",

@@ -97,6 +97,29 @@ TEST_CASE("unknown flags: exit-2 error naming them, with suggestions", "[parse]"
   CHECK(usage_error({"--hidden", "8"}).find("unrecognized arguments") != std::string::npos);
 }
 
+TEST_CASE("a mutually exclusive group: the second member is not allowed with the first", "[parse]") {
+  // arguments.py: --kitchen-config-file and --kitchen-recipe-number are one add_mutually_exclusive_group.
+  auto refused = [](const std::vector<std::string>& words) -> mr::UsageError {
+    try {
+      parse(words);
+    } catch (const mr::UsageError& e) {
+      return e;
+    }
+    return mr::UsageError("");
+  };
+  mr::UsageError e = refused({"--kitchen-config-file", "k.yaml", "--kitchen-recipe-number", "1"});
+  CHECK(std::string(e.what()) == "argument --kitchen-recipe-number: not allowed with argument --kitchen-config-file");
+  CHECK(e.rule() == "input.mutually-exclusive");
+  CHECK(std::string(refused({"--kitchen-recipe-number=1", "--kitchen-config-file=k.yaml"}).what()) ==
+        "argument --kitchen-config-file: not allowed with argument --kitchen-recipe-number");
+  // argparse stops at its first error: a bad value before the pair is the one reported.
+  CHECK(std::string(refused({"--num-layers", "x", "--kitchen-config-file", "k", "--kitchen-recipe-number", "1"}).what())
+            .rfind("argument --num-layers: invalid int value: 'x'", 0) == 0);
+  // Neighbours: one member, or the same member twice (the later wins), pass.
+  CHECK(parse({"--kitchen-recipe-number", "1"})["kitchen_recipe_number"].as_int() == 1);
+  CHECK(parse({"--kitchen-config-file", "a", "--kitchen-config-file", "b"})["kitchen_config_file"].as_str() == "b");
+}
+
 TEST_CASE("type and choice errors name flag, value and what is allowed", "[parse]") {
   CHECK(usage_error({"--num-layers", "two"}) == "argument --num-layers: invalid int value: 'two'");
   CHECK(usage_error({"--lr", "fast"}) == "argument --lr: invalid float value: 'fast'");

@@ -70,6 +70,29 @@ Classified classify(const Schema& schema, const std::string& s) {
   return c;
 }
 
+// argparse names an action in its errors by its option strings joined with '/'.
+std::string action_name(const Arg& arg) {
+  std::string out;
+  for (const std::string& f : arg.flags) out += (out.empty() ? "" : "/") + f;
+  return out;
+}
+
+UsageError not_allowed_with(const Arg& second, const Arg& first, const Provenance& origin) {
+  return UsageError(with_where("argument " + action_name(second) + ": not allowed with argument " + action_name(first),
+                               origin),
+                    {second.flags.front(), first.flags.front()}, at(origin), "input.mutually-exclusive");
+}
+
+// The group members other than `dest` of the groups holding it.
+std::vector<std::string_view> conflicts_of(std::string_view dest) {
+  std::vector<std::string_view> out;
+  for (const auto& group : mutually_exclusive_groups())
+    if (std::find(group.begin(), group.end(), dest) != group.end())
+      for (std::string_view d : group)
+        if (d != dest) out.push_back(d);
+  return out;
+}
+
 std::string choices_text(const Arg& arg) {
   std::string out;
   for (size_t i = 0; i < arg.choices.size(); ++i) out += (i ? ", " : "") + arg.choices[i].py_repr();
@@ -166,6 +189,20 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
       return Value();
     }
   };
+  // argparse's seen_non_default_actions for the mutually exclusive groups: a member given after another of its
+  // group is an error there, in the order of the words (recorded with the bad values, which keep that order).
+  std::vector<const Arg*> seen_exclusive;
+  auto exclusive = [&](const Arg& arg, const Provenance& origin) {
+    const std::vector<std::string_view> others = conflicts_of(arg.dest());
+    if (others.empty()) return;
+    for (const Arg* prior : seen_exclusive)
+      if (std::find(others.begin(), others.end(), std::string_view(prior->dest())) != others.end()) {
+        if (bad_values.size() <= limits::kMaxListedArguments) bad_values.push_back(not_allowed_with(arg, *prior, origin));
+        else ++bad_more;
+        return;
+      }
+    seen_exclusive.push_back(&arg);
+  };
   size_t i = 0;
   while (i < dashdash) {
     const Classified& c = cls[i];
@@ -197,6 +234,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
         case Action::BoolOptional: v = Value(c.option.rfind("--no-", 0) != 0); break;
         default: v = arg.konst;
       }
+      exclusive(arg, opt_tok.origin);
       ns.set(arg.dest(), v, opt_tok.origin);
       continue;
     }
@@ -249,6 +287,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
       l.push_back(v);
       v = Value(std::move(l));
     }
+    exclusive(arg, opt_tok.origin);
     ns.set(arg.dest(), std::move(v), opt_tok.origin);
   }
   for (size_t k = dashdash; k < tokens.size(); ++k) extras.push_back(&tokens[k]);
@@ -287,6 +326,24 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
     throw UsageError(with_where(msg, extras.front()->origin), unknown_flags, at(extras.front()->origin));
   }
   return report;
+}
+
+void check_mutually_exclusive(const Schema& schema, const Namespace& ns) {
+  for (const auto& group : mutually_exclusive_groups()) {
+    std::vector<std::string_view> given;
+    for (std::string_view d : group)
+      // argparse's "not default": a file's `kitchen_config_file: null` (the parsed-arguments JSON fed back) gives none.
+      if (ns.has(d) && ns.provenance(d).by_user() && !(ns.get(d) == schema.find_dest(d).front()->def))
+        given.push_back(d);
+    if (given.size() < 2) continue;
+    // The argv Megatron gets holds the config files' words before the command line's.
+    std::stable_sort(given.begin(), given.end(), [&](std::string_view a, std::string_view b) {
+      return ns.provenance(a).kind == Provenance::Kind::Config && ns.provenance(b).kind != Provenance::Kind::Config;
+    });
+    const Arg* first = schema.find_dest(given[0]).front();
+    const Arg* second = schema.find_dest(given[1]).front();
+    throw not_allowed_with(*second, *first, ns.provenance(given[1]));
+  }
 }
 
 void assign_value(const Arg& arg, const std::string& key, const Value& v, const Provenance& origin, Namespace& ns) {

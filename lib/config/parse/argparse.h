@@ -34,6 +34,11 @@ struct ParseReport {
 ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens, Namespace& ns,
                          std::vector<Token>* unrecognized = nullptr);
 
+// argparse's mutually exclusive groups (mutually_exclusive_groups(), schema.h) across sources: throws UsageError
+// input.mutually-exclusive when two members of a group were given by the user (a config file and the command line;
+// parse_tokens refuses two within one list of words as argparse does, at the second).
+void check_mutually_exclusive(const Schema& schema, const Namespace& ns);
+
 // Whether argparse reads `word`, when it is no option string the parser knows, as an option rather than a value:
 // it starts with '-', is more than "-", is no negative number ('^-\d+$|^-\d*\.\d+$'; Megatron's parser has no
 // option that looks like one) and holds no blank. Such a word is never the value of the option before it, which

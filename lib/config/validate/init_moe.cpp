@@ -68,7 +68,8 @@ MR_INIT_RULE(kGroupRouting, "init.moe.group-limited-routing",
              "--moe-router-group-topk needs --moe-router-num-groups, which must divide --num-experts and be at least "
              "--moe-router-group-topk (TransformerConfig).");
 MR_INIT_RULE(kAllgatherVarlen, "init.moe.allgather-variable-seq-lengths",
-             "The allgather token dispatcher does not support variable sequence lengths (sequence packing) "
+             "The allgather token dispatcher (--moe-token-dispatcher-type's default, for dense and hybrid models too) "
+             "does not support variable sequence lengths (sequence packing, --use-varlen-dataset) "
              "(TransformerConfig).");
 MR_INIT_RULE(kEpOverlap, "init.moe.ep-comm-overlap",
              "--overlap-moe-expert-parallel-comm needs expert parallelism, the alltoall or flex dispatcher, bf16 or "
@@ -378,12 +379,17 @@ void moe_config(Context& ctx) {
                 {"moe_paged_stash", "offload_modules"});
   }
 
-  // Only for MoE models: the dispatcher is not built for dense layers.
-  if (moe && disp == "allgather" && ctx.has("variable_seq_lengths"))
+  // Dense and hybrid models too: TransformerConfig.__post_init__ checks the dispatcher type with no MoE guard
+  // (transformer_config.py, `if self.moe_token_dispatcher_type in ["allgather"]: if self.variable_seq_lengths is
+  // True: raise ValueError`), and --moe-token-dispatcher-type defaults to allgather without --num-experts. The
+  // runtime builds no dispatcher for dense layers, but the config refuses first.
+  if (disp == "allgather" && ctx.has("variable_seq_lengths"))
     ctx.require(!(ctx["variable_seq_lengths"] == Value(true)), kAllgatherVarlen,
-                would_fail(kTc) + "--moe-token-dispatcher-type allgather does not support variable sequence lengths "
-                    "(sequence packing turns them on): use --moe-token-dispatcher-type alltoall",
-                {"moe_token_dispatcher_type", "variable_seq_lengths"});
+                would_fail(kTc) + "--moe-token-dispatcher-type allgather (its default, dense models included) "
+                    "does not support variable sequence lengths (--sequence-packing-scheduler " +
+                    (ctx.has("sequence_packing_scheduler") ? v(ctx, "sequence_packing_scheduler") : "None") +
+                    " turns them on): add --moe-token-dispatcher-type alltoall",
+                {"moe_token_dispatcher_type", "variable_seq_lengths", "sequence_packing_scheduler"});
 }
 
 }  // namespace mr::init

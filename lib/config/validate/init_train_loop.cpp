@@ -1,8 +1,12 @@
 // The init stage (init.h): settings Megatron's start-up takes as they are but its training loop (train,
-// megatron/training/training.py) fails on once its ranks train — here the interval of the weight-hash check, which
-// the loop takes `iteration % interval` of.
+// megatron/training/training.py) fails on once its ranks train — the intervals the loop takes `iteration % interval`
+// of (post_training_step_callbacks: the weight-hash check, autoresume, the GPU sniff test), and the fault injector
+// that train() sets up before the first iteration (megatron/core/fault_injector.py).
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "config/converters.h"
 #include "config/validate/init.h"
 
 namespace mr::init {
@@ -11,19 +15,160 @@ namespace {
 MR_INIT_RULE(kWeightHashInterval, "init.weight-hash-interval-positive",
              "--check-weight-hash-across-dp-replicas-interval must not be 0 (the training loop takes the iteration "
              "modulo it: ZeroDivisionError).");
+MR_INIT_RULE(kSniffInterval, "init.gpu-sniff-test-interval-positive",
+             "--gpu-sniff-test-interval must not be 0 (the training loop takes the iteration modulo it: "
+             "ZeroDivisionError).");
+MR_INIT_RULE(kAutoresumeInterval, "init.adlr-autoresume-interval-positive",
+             "--adlr-autoresume-interval must not be 0 with --adlr-autoresume (the training loop takes the iteration "
+             "modulo it: ZeroDivisionError).");
+MR_INIT_RULE(kFaultRanksXorNum, "init.fault-injector.ranks-or-num-ranks",
+             "--fault-injector-ranks and --fault-injector-num-ranks cannot both be given (train: "
+             "setup_fault_injection).");
+MR_INIT_RULE(kFaultRanks, "init.fault-injector.ranks-in-world",
+             "Each of --fault-injector-ranks must be an integer from 0 to the world size - 1 (train: "
+             "setup_fault_injection).");
+MR_INIT_RULE(kFaultNumRanks, "init.fault-injector.num-ranks-range",
+             "--fault-injector-num-ranks must be from 0 to the world size - 1 (ranks other than 0 are sampled) "
+             "(train: setup_fault_injection).");
+MR_INIT_RULE(kFaultTypes, "init.fault-injector.fault-types-required",
+             "Injecting faults (--fault-injector-ranks or --fault-injector-num-ranks) needs "
+             "--fault-injector-fault-types (train: setup_fault_injection).");
+MR_INIT_RULE(kFaultProbabilities, "init.fault-injector.probabilities-match-types",
+             "--fault-injector-fault-probabilities must be numbers, one per fault type, with a sum other than 0 "
+             "(train: setup_fault_injection).");
+MR_INIT_RULE(kFaultDelay, "init.fault-injector.delay-required",
+             "Injecting faults needs --fault-injector-fault-delay or a nonzero --fault-injector-mtti-seconds (train: "
+             "setup_fault_injection).");
+
+// A positive (or negative: Python's modulo runs) interval passes; 0 is a ZeroDivisionError.
+void interval(Context& ctx, const Rule& rule, const char* dest, const std::string& when, const std::string& advice) {
+  if (!ctx.has(dest) || !ctx[dest].is_int()) return;  // None: never evaluated
+  ctx.require(ctx.i(dest) != 0, rule,
+              "Megatron would fail in its training loop (train): " + Context::flag(dest) + " 0" + when +
+                  " is taken modulo every iteration (ZeroDivisionError after the first iteration); give a positive "
+                  "number of iterations" + advice,
+              {dest});
+}
+
+// Python's `[conv(p) for p in s.split(",")] if "," in s else [conv(s)]` (the fault injector's lists).
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+std::string str_or_none(const Context& ctx, const char* dest) {
+  return ctx.has(dest) && !ctx.is_none(dest) ? ctx[dest].py_str() : "None";
+}
+bool given(const Context& ctx, const char* dest) { return ctx.has(dest) && !ctx.is_none(dest); }
+
+// train() builds FaultInjectorConfig from the arguments and, when --fault-injector-ranks or
+// --fault-injector-num-ranks is set and no --fault-injector-delay-start-iteration defers it, calls
+// setup_fault_injection before the first iteration (training.py, train). Rank 0 then draws the plan
+// (fault_injector.py: get_fault_ranks, get_fault, get_fault_delay, in that order) and asserts on the settings
+// before the broadcast, so the other ranks wait on it. A deferred setup fails the same way at that iteration, but
+// only if the run reaches it: not checked. Not checkable here: the fault type names (nvidia_resiliency_ext's
+// Fault enum) and whether that package is installed.
+void fault_injector(Context& ctx) {
+  const bool ranks = given(ctx, "fault_injector_ranks"), num = given(ctx, "fault_injector_num_ranks");
+  if (!(ranks || num) || given(ctx, "fault_injector_delay_start_iteration")) return;
+  const std::string why = would_fail("train: setup_fault_injection");
+  const int64_t world = ctx.i("world_size");
+
+  // get_fault_ranks
+  if (ranks) {
+    ctx.require(!num, kFaultRanksXorNum,
+                why + "--fault-injector-ranks " + str_or_none(ctx, "fault_injector_ranks") +
+                    " and --fault-injector-num-ranks " + str_or_none(ctx, "fault_injector_num_ranks") +
+                    " cannot both be given (Cannot specify both force_ranks and num_ranks): keep one",
+                {"fault_injector_ranks", "fault_injector_num_ranks"});
+    for (const std::string& word : split_commas(ctx.s("fault_injector_ranks"))) {
+      bool ok = true;
+      int64_t r = 0;
+      try {
+        r = parse_py_int(word);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+      ctx.require(ok && r >= 0 && r < world, kFaultRanks,
+                  why + "--fault-injector-ranks " + str_or_none(ctx, "fault_injector_ranks") + ": '" + word + "' " +
+                      (ok ? "is not a rank of the world" : "is not an integer (int(): ValueError)") +
+                      "; fault ranks must be between 0 and " + std::to_string(world - 1) + " (world size " +
+                      std::to_string(world) + ")",
+                  {"fault_injector_ranks", "world_size"});
+    }
+  } else {
+    const int64_t k = ctx.i("fault_injector_num_ranks");
+    ctx.require(k >= 0 && k <= world - 1, kFaultNumRanks,
+                why + "--fault-injector-num-ranks " + std::to_string(k) + ": the ranks are sampled from ranks 1 to " +
+                    std::to_string(world - 1) + " (world size " + std::to_string(world) +
+                    "; random.sample: ValueError): give 0 to " + std::to_string(std::max<int64_t>(0, world - 1)),
+                {"fault_injector_num_ranks", "world_size"});
+  }
+
+  // get_fault
+  ctx.require(given(ctx, "fault_injector_fault_types"), kFaultTypes,
+              why + "--fault-injector-" + std::string(ranks ? "ranks" : "num-ranks") +
+                  " injects faults, but --fault-injector-fault-types is not given (fault_injector_fault_types must "
+                  "be specified)",
+              {"fault_injector_fault_types"});
+  if (given(ctx, "fault_injector_fault_probabilities")) {
+    const size_t types = split_commas(ctx.s("fault_injector_fault_types")).size();
+    const std::vector<std::string> words = split_commas(ctx.s("fault_injector_fault_probabilities"));
+    double sum = 0;
+    for (const std::string& word : words) {
+      bool ok = true;
+      try {
+        sum += parse_py_float(word);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+      ctx.require(ok, kFaultProbabilities,
+                  why + "--fault-injector-fault-probabilities " + str_or_none(ctx, "fault_injector_fault_probabilities") +
+                      ": '" + word + "' is not a number (float(): ValueError)",
+                  {"fault_injector_fault_probabilities"});
+    }
+    ctx.require(sum != 0, kFaultProbabilities,
+                why + "--fault-injector-fault-probabilities " + str_or_none(ctx, "fault_injector_fault_probabilities") +
+                    " sums to 0 (they are normalised by their sum: ZeroDivisionError)",
+                {"fault_injector_fault_probabilities"});
+    ctx.require(words.size() == types, kFaultProbabilities,
+                why + "--fault-injector-fault-probabilities " + str_or_none(ctx, "fault_injector_fault_probabilities") +
+                    " gives " + std::to_string(words.size()) + " probabilities for " + std::to_string(types) +
+                    " fault types (--fault-injector-fault-types " + str_or_none(ctx, "fault_injector_fault_types") +
+                    "): the numbers must match",
+                {"fault_injector_fault_probabilities", "fault_injector_fault_types"});
+  }
+
+  // get_fault_delay
+  if (!given(ctx, "fault_injector_fault_delay")) {
+    ctx.require(given(ctx, "fault_injector_mtti_seconds"), kFaultDelay,
+                why + "neither --fault-injector-fault-delay nor --fault-injector-mtti-seconds is given "
+                      "(fault_injector_fault_delay or fault_injector_mtti_seconds must be specified)",
+                {"fault_injector_fault_delay", "fault_injector_mtti_seconds"});
+    ctx.require(ctx.f("fault_injector_mtti_seconds") != 0, kFaultDelay,
+                why + "--fault-injector-mtti-seconds 0 (without --fault-injector-fault-delay) is divided by "
+                      "(ZeroDivisionError): give a positive mean time to injection",
+                {"fault_injector_mtti_seconds"});
+  }
+}
 
 }  // namespace
 
 void train_loop(Context& ctx) {
-  if (!ctx.has("check_weight_hash_across_dp_replicas_interval") ||
-      !ctx["check_weight_hash_across_dp_replicas_interval"].is_int())
-    return;  // None: no check
-  const int64_t every = ctx.i("check_weight_hash_across_dp_replicas_interval");
-  ctx.require(every != 0, kWeightHashInterval,
-              "Megatron would fail in its training loop (train): --check-weight-hash-across-dp-replicas-interval 0 "
-              "is taken modulo every iteration (ZeroDivisionError after the first iteration); give a positive "
-              "number of iterations, or leave it out to skip the check",
-              {"check_weight_hash_across_dp_replicas_interval"});
+  fault_injector(ctx);  // train(), before the first iteration
+  // post_training_step_callbacks, after each iteration, in its order: the weight-hash check, autoresume, the GPU
+  // sniff test (each `iteration % interval` when evaluated).
+  interval(ctx, kWeightHashInterval, "check_weight_hash_across_dp_replicas_interval", "",
+           ", or leave it out to skip the check");
+  if (ctx.has("adlr_autoresume") && ctx.on("adlr_autoresume"))
+    interval(ctx, kAutoresumeInterval, "adlr_autoresume_interval", " with --adlr-autoresume", "");
+  interval(ctx, kSniffInterval, "gpu_sniff_test_interval", "", ", or leave it out to skip the test");
 }
 
 }  // namespace mr::init

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "config/parse/read_file.h"
 #include "config/validate/init.h"
 #include "config/validate/python.h"
 #include "util/text.h"
@@ -20,6 +21,9 @@
 namespace mr::init {
 namespace {
 
+MR_INIT_RULE(kRecipeFile, "init.transformer.quant-recipe-file-unreadable",
+             "The quantization recipe file (--kitchen-config-file, --te-precision-config-file) must be a readable "
+             "file: core_transformer_config_from_args opens it (FileNotFoundError).");
 MR_INIT_RULE(kHeadsTp, "init.transformer.heads-divisible-by-tp",
              "--num-attention-heads must be a multiple of --tensor-model-parallel-size (TransformerConfig).");
 MR_INIT_RULE(kQueryGroupsTp, "init.transformer.query-groups-vs-tp",
@@ -889,6 +893,28 @@ void transformer_recompute_offload(Context& ctx) {
 }
 
 void model_parallel_config(Context& ctx) {
+  // core_transformer_config_from_args (megatron/training/argument_utils.py) loads the quantization recipe before it
+  // builds the config: load_quantization_recipe -> RecipeConfig.from_yaml_file opens the path on every rank
+  // (megatron/core/quantization/quant_config.py). --kitchen-config-file when it is not None (the flag exists only
+  // with Kitchen installed), --te-precision-config-file when it is truthy. Only whether the file can be read is
+  // checked here, as for --heterogeneous-layers-config-path (the YAML's recipe is Megatron's to interpret).
+  for (const char* dest : {"kitchen_config_file", "te_precision_config_file"}) {
+    if (!ctx.has(dest) || !ctx[dest].is_str()) continue;
+    const std::string& path = ctx.s(dest);
+    if (path.empty() && std::string_view(dest) == "te_precision_config_file") continue;  // falsy: not read
+    std::string why;
+    try {
+      // Bounded, and never blocking: a named pipe or device is refused (config/parse/read_file.h).
+      (void)read_input_file(path, Context::flag(dest) + " file", {Context::flag(dest)});
+    } catch (const UsageError& e) {
+      why = e.what();
+    }
+    ctx.require(why.empty(), kRecipeFile,
+                would_fail("core_transformer_config_from_args") + Context::flag(dest) + " " + ctx[dest].py_str() +
+                    ": the quantization recipe cannot be read (" + why +
+                    "); Megatron opens it as given, relative paths from the working directory",
+                {dest});
+  }
   if (ctx.on("defer_embedding_wgrad_compute")) {
     const int64_t pp = ctx.i("pipeline_model_parallel_size");
     ctx.require(pp > 1, kDeferWgrad,
