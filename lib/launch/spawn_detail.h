@@ -85,7 +85,8 @@ inline constexpr size_t kMaxPartialLine = 64 * 1024;
 struct Stream {
   int fd = -1;          // the pipe's read end; -1: none, or it has ended
   std::string pending;  // a partial line
-  size_t shown = 0;     // its first bytes already on the console: the segments a carriage return ended (emit)
+  size_t shown = 0;     // its first bytes already on the console: a progress bar's line shown as it comes (emit)
+  bool bar_broken = false;  // other text ended that line on the console (end_bar): the rest starts a new one
   bool is_err = false;
   bool console = true;  // relayed to the launcher's stdout/stderr (with "[rank R] " when prefixing)
   int file = -1;        // its log file (--redirects, --tee), written as it comes; -1: none

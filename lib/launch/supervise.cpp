@@ -58,6 +58,9 @@ constexpr size_t kOutboxCap = size_t{1} << 20;
 // failed write to stderr drops what was queued for it, as write_all always did.
 struct ConsoleOut {
   Outbox out, err;
+  // The worker stream whose partial line (a progress bar redrawn with \r) is on the console now, the cursor after
+  // it; nullptr when the console is at a line start. Anything else written first ends that line (end_bar).
+  Stream* bar = nullptr;
   int error = 0;           // errno of the first failed write to stdout (0: none)
   bool failed = false;     // a line that went nowhere else was lost
   bool copy_lost_said = false;
@@ -105,6 +108,21 @@ void flush(ConsoleOut& c, Outbox& b, bool ready) {
     b.off += static_cast<size_t>(n);
   }
   b.clear();
+}
+
+// Ends the line of the progress bar on the console (if any) with a newline in its own stream, so that the next
+// text (another rank's line, the launcher's message) starts on a line of its own instead of overwriting the bar
+// from its first column and leaving the bar's tail after it. `except`: the stream about to write (its own bar
+// goes on).
+void end_bar(ConsoleOut& c, const Stream* except = nullptr) {
+  if (!c.bar || c.bar == except) return;
+  Outbox& b = c.bar->is_err ? c.err : c.out;
+  c.bar->bar_broken = true;
+  c.bar = nullptr;
+  if (&b == &c.out && c.error != 0) return;  // stdout failed before: nothing more goes there
+  if (b.left() == 0) b.clear();
+  b.data += "\n";
+  flush(c, b, b.regular);
 }
 
 // stderr once its reader took nothing for a whole grace period: from then on each of the launcher's messages goes
@@ -164,6 +182,7 @@ class LauncherMessages : public std::streambuf {
 
  protected:
   std::streamsize xsputn(const char* s, std::streamsize n) override {
+    end_bar(c_);
     if (c_.err.left() == 0) c_.err.clear();
     c_.err.data.append(s, static_cast<size_t>(n));
     return n;
@@ -185,13 +204,15 @@ class LauncherMessages : public std::streambuf {
 };
 
 // A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when s.file >= 0).
-void to_console(ConsoleOut& c, const Stream& s, std::string&& out) {
+void to_console(ConsoleOut& c, Stream& s, std::string&& out) {
   Outbox& b = s.is_err ? c.err : c.out;
+  end_bar(c, &s);
   if (!s.is_err && c.error != 0) {  // stdout failed before: not tried again
     errno = c.error;
     stdout_lost(c, s.file < 0);
     return;
   }
+  c.bar = out.back() == '\n' ? nullptr : &s;  // a bar's line left open on the console
   if (b.left() == 0) b.clear();
   b.data += out;
   if (!s.is_err && s.file < 0) b.console_only = true;
@@ -205,27 +226,33 @@ void to_console(ConsoleOut& c, const Stream& s, std::string&& out) {
 // (prefixed too) when it contains one of the duplicate filters. `flush_all` also handles the rest (the stream has
 // ended), with a newline. The log file gets the bytes as they come.
 //
-// A carriage return inside a partial line (a progress bar redrawn in place: tqdm's "\r 40%|####  |") ends a
-// segment that goes to the console at once, with the prefix, so the bar stays live: "[rank 0]  40%|####  |\r".
-// A \r that is the last byte read waits for the next one (\r\n is a line end). The tail and the filtered file
-// still get whole lines.
+// A line with a carriage return inside (a progress bar redrawn in place: tqdm's "\r 40%|####  |") is shown as it
+// comes, from its first \r on, each redraw with the prefix: "[rank 0]  40%|####  |\r[rank 0]  41%|####  |", so the
+// bar is live. The cursor then stays after the bar: other text ends its line first (end_bar). A \r that is the
+// last byte read waits for the next one (\r\n is a line end, written as the worker wrote it). The tail keeps what
+// a terminal shows of such a line (its last redraw); the filtered file gets whole lines.
 void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bool flush_all) {
   if (s.file >= 0 && !text.empty()) write_all(s.file, text);
   if (!s.console && !s.is_err) return;  // nothing to show, nothing to keep
   s.pending += text;
   std::string out;
-  // The \r-ended segments of `l` from `from` (the prefix before each) whose \r comes before `end`; where the
-  // last one ended in `last_segment`.
-  size_t last_segment = 0;
-  auto segments = [&](const std::string& l, size_t from, size_t end) {
-    last_segment = from;
-    for (size_t cr; (cr = l.find('\r', last_segment)) < end;) {
-      out += w.prefix + l.substr(last_segment, cr + 1 - last_segment);
-      last_segment = cr + 1;
+  // `part` of a line as the console shows it: every \r followed by the prefix; the prefix first when `part`
+  // starts the line (a \r there, tqdm's first write, needs no return: the line is empty).
+  auto render = [&](std::string_view part, bool line_start) {
+    if (line_start || s.bar_broken) {
+      s.bar_broken = false;
+      out += w.prefix;
+      if (!part.empty() && part.front() == '\r') part.remove_prefix(1);
     }
+    for (size_t cr; (cr = part.find('\r')) != std::string_view::npos; part.remove_prefix(cr + 1))
+      out.append(part.substr(0, cr)).append("\r").append(w.prefix);
+    out += part;
   };
   auto line = [&](const std::string& l) {  // without its newline
-    if (s.is_err) s.tail.add(l);
+    std::string_view shown_as = l;  // what a terminal shows of it: after its last \r (a \r\n's \r aside)
+    if (!shown_as.empty() && shown_as.back() == '\r') shown_as.remove_suffix(1);
+    if (size_t cr = shown_as.rfind('\r'); cr != std::string_view::npos) shown_as.remove_prefix(cr + 1);
+    if (s.is_err) s.tail.add(std::string(shown_as));
     if (!s.console) return;
     if (s.filtered >= 0)
       for (const std::string& needle : *s.filters)
@@ -233,10 +260,17 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
           write_all(s.filtered, w.prefix + l + "\n");  // one write per line: whole lines, ranks interleaved
           break;
         }
-    // What the segments have not shown yet; a \r that ends the line stays with it (\r\n: one line end).
-    segments(l, std::min(s.shown, l.size()), l.empty() ? 0 : l.size() - 1);
-    out += w.prefix + l.substr(last_segment) + "\n";
+    const size_t from = std::min(s.shown, l.size());
+    const bool crlf = !l.empty() && l.back() == '\r' && l.size() > from;
+    const std::string_view rest = std::string_view(l).substr(from, l.size() - from - (crlf ? 1 : 0));
+    if (from == 0 && l.find('\r') >= l.size() - (crlf ? 1 : 0)) {
+      out += w.prefix + l + "\n";  // a plain line (a \r\n line too): whole, as it was written
+    } else if (!(rest.empty() && !crlf && s.bar_broken)) {  // (a broken bar's line is ended already)
+      render(rest, from == 0);
+      out += crlf ? "\r\n" : "\n";
+    }
     s.shown = 0;
+    s.bar_broken = false;
   };
   size_t start = 0;
   for (;;) {
@@ -257,15 +291,19 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
   while (s.pending.size() > kMaxPartialLine) {
     size_t cut = kMaxPartialLine;
     for (int back = 0; back < 3 && (static_cast<unsigned char>(s.pending[cut]) & 0xC0) == 0x80; ++back) --cut;
-    const size_t shown = s.shown;  // a segment may already have shown a few bytes past the cut
+    const size_t shown = s.shown;  // the bar may already have shown a few bytes past the cut
     line(s.pending.substr(0, cut));
     s.pending.erase(0, cut);
     s.shown = shown > cut ? shown - cut : 0;
   }
-  // The segments of the partial line that a carriage return (not the last byte) has ended.
+  // A partial line with a \r (not its last byte) is a bar: shown up to what was read (a last \r waits).
   if (s.console && !s.pending.empty()) {
-    segments(s.pending, s.shown, s.pending.size() - 1);
-    s.shown = last_segment;
+    const size_t upto = s.pending.size() - (s.pending.back() == '\r' ? 1 : 0);
+    const bool bar = s.shown > 0 || s.pending.find('\r') < upto;
+    if (bar && upto > s.shown) {
+      render(std::string_view(s.pending).substr(s.shown, upto - s.shown), s.shown == 0);
+      s.shown = upto;
+    }
   }
   if (!out.empty()) to_console(c, s, std::move(out));
 }

@@ -128,13 +128,13 @@ TEST_CASE("a line cut at 64 KiB inside a UTF-8 character: the cut backs off to t
   CHECK(mr::is_printable(r.out));
 }
 
-TEST_CASE("a progress bar drawn with \\r reaches the console segment by segment, each with the rank's prefix",
+TEST_CASE("a progress bar drawn with \\r is shown as it comes, each redraw with the rank's prefix",
           "[launch][console][process]") {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("mr-progress-bar-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string out = (dir / "out").string();
-  // Rank 1 waits (up to 30 s) until the console shows rank 0's first segment, while rank 0's line is still open;
+  // Rank 1 waits (up to 30 s) until the console shows rank 0's latest redraw while rank 0's line is still open;
   // before, the whole line waited for its newline.
   mrtest::Proc r = mrtest::run_shell("timeout -k 5 90 env CONSOLE=" + out + " PYTHON_EXEC=/usr/bin/python3 " + kBin +
                                      " --config " + kConfig + " --micro-batch-size 1 --nproc-per-node 2 --no-append-args " +
@@ -143,14 +143,27 @@ TEST_CASE("a progress bar drawn with \\r reaches the console segment by segment,
   std::ifstream in(out, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   INFO(text);
-  const size_t bar = text.find("[rank 0] \r[rank 0] bar 1\r"), shown = text.find("[rank 1] segment shown\n");
-  CHECK(bar != std::string::npos);
-  CHECK(shown != std::string::npos);
-  CHECK(bar < shown);
-  // The rest of the line after rank 1's: every segment with the prefix, the line's end with its newline.
-  CHECK(text.find("[rank 0] bar 2\r[rank 0] bar 3\n") != std::string::npos);
+  // The bar (its first \r needs no return), then rank 1's line, which first ends the bar's line so that it does not
+  // overwrite the bar from its first column; rank 1's \r\n line as written; the bar's last redraw on a line of its
+  // own, with the prefix.
+  CHECK(text.find("[rank 0] bar 1\r[rank 0] bar 2\n[rank 1] segment shown\n") != std::string::npos);
   CHECK(text.find("[rank 1] crlf\r\n") != std::string::npos);
+  CHECK(text.find("\n[rank 0] bar 3\n") != std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the launcher's own message while a rank's progress bar is open starts on a line of its own",
+          "[launch][console][process]") {
+  // Rank 0 leaves a bar open on stderr; rank 1 fails, and the launcher says so while the bar is on the console.
+  mrtest::Proc r = mrtest::run_shell(
+      "timeout -k 5 60 " + kBin + " --config " + kConfig + " --micro-batch-size 1 --nproc-per-node 2 --no-append-args "
+      "--no-python -- /bin/sh -c 'if [ $RANK = 0 ]; then printf \"\\rload 10%%\\rload 50%%\" >&2; sleep 5; fi; "
+      "sleep 0.5; exit 3' 2>&1");
+  INFO(r.out);
+  CHECK(r.exit == 3);  // the failed worker's code (docs/launch.md)
+  CHECK(r.out.find("[rank 0] load 10%\r[rank 0] load 50%\nmegatron-run: worker rank 1") != std::string::npos);
+  // The failure summary shows the last redraw of a stderr line, as a terminal would.
+  CHECK(r.out.find("\\x0d") == std::string::npos);
 }
 
 TEST_CASE("megatron-run --help lists the launcher's options", "[launch][cli]") {

@@ -1,6 +1,6 @@
 # A progress bar redrawn with carriage returns (as tqdm draws one), for tests/launch/console_test.cpp: rank 0 draws
 # "bar 1" and "bar 2" without a newline and waits; rank 1 waits until the launcher's console (the file CONSOLE)
-# shows rank 0's "bar 1" segment, says whether it did, writes a \\r\\n line and lets rank 0 end its line with "bar 3".
+# shows rank 0's latest redraw, "bar 2", says whether it did, writes a \\r\\n line and lets rank 0 end its line with "bar 3".
 import os
 import sys
 import time
@@ -31,7 +31,7 @@ if rank == 0:
     sys.stdout.write("\rbar 3\n")
     sys.stdout.flush()
 else:
-    seen = wait_for(lambda: console_has(b"bar 1\r"))
+    seen = wait_for(lambda: console_has(b"bar 2"))
     print("segment shown" if seen else "segment not shown within 30 s")
     sys.stdout.flush()
     # A line ended by \r\n, its \r read alone: one line, not a segment and an empty line.
