@@ -124,12 +124,15 @@ gpus=${MR_GPU_CHECK_GPUS:-$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU
 
 # The compared fields of a run's output, one per line: "it N loss X", "it N norm Y", with --log-num-zeros-in-grad
 # "it N zeros Z", with --log-params-norm "it N pnorm P", with the replica check "hash N match", then "final ...".
+# Each kind in iteration order (a stable numeric sort on N), not in the order the log's lines arrived in, so the
+# record (--record) and the comparisons see one order whatever the interleaving of the ranks' output.
 fields() {
-  sed -n 's/.* iteration *\([0-9]*\)\/.*synthetic loss: \([^ |]*\).*/it \1 loss \2/p' "$1"
-  sed -n 's/.* iteration *\([0-9]*\)\/.*grad norm: \([^ |]*\).*/it \1 norm \2/p' "$1"
-  sed -n 's/.* iteration *\([0-9]*\)\/.*num zeros: \([^ |]*\).*/it \1 zeros \2/p' "$1"
-  sed -n 's/.* iteration *\([0-9]*\)\/.*params norm: \([^ |]*\).*/it \1 pnorm \2/p' "$1"
-  sed -n 's/.*>>> Weight hashes match after \([0-9]*\) iterations.*/hash \1 match/p' "$1"
+  local by_it=(env LC_ALL=C sort -s -k2,2n)
+  sed -n 's/.* iteration *\([0-9]*\)\/.*synthetic loss: \([^ |]*\).*/it \1 loss \2/p' "$1" | "${by_it[@]}"
+  sed -n 's/.* iteration *\([0-9]*\)\/.*grad norm: \([^ |]*\).*/it \1 norm \2/p' "$1" | "${by_it[@]}"
+  sed -n 's/.* iteration *\([0-9]*\)\/.*num zeros: \([^ |]*\).*/it \1 zeros \2/p' "$1" | "${by_it[@]}"
+  sed -n 's/.* iteration *\([0-9]*\)\/.*params norm: \([^ |]*\).*/it \1 pnorm \2/p' "$1" | "${by_it[@]}"
+  sed -n 's/.*>>> Weight hashes match after \([0-9]*\) iterations.*/hash \1 match/p' "$1" | "${by_it[@]}"
   sed -n 's/.*(parameter checksum \([0-9a-f]*\); last loss \([^,]*\), last grad norm \([^)]*\)).*/final checksum \1 loss \2 norm \3/p' "$1"
 }
 
@@ -169,7 +172,9 @@ judge() {
 }
 
 # --record: the gloo side of every case, into FILE (tab-separated: "NAME<TAB>case<TAB>SPEC" with the case's whole
-# line from the table above, then "NAME<TAB>FIELD LINE" per compared field).
+# line from the table above, then "NAME<TAB>FIELD LINE" per compared field, in fields' order). The cases go in
+# by name (LC_ALL=C), not in the table's order, so that moving or adding a case in the table moves no recorded
+# lines; the comparison finds a case by its name (ref_fields), so the order does not matter to it.
 if [[ -n "$record" ]]; then
   {
     echo "# megatron-run gpu-check reference: the gloo (CPU backend) side of scripts/gpu-check-run.sh's cases"
@@ -177,6 +182,7 @@ if [[ -n "$record" ]]; then
     echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u '+%Y-%m-%d'), $(uname -m), Torch_DIR $(sed -n 's/^Torch_DIR:[^=]*=//p' "$build/CMakeCache.txt" 2>/dev/null | head -1)"
   } >"$tmp/record"
   failed=0
+  : >"$tmp/cases"
   for c in "${cases[@]}"; do
     IFS='|' read -r name mode flags ranks envs <<<"$c"
     read -r -a run_env <<<"$envs"
@@ -184,8 +190,8 @@ if [[ -n "$record" ]]; then
     # shellcheck disable=SC2086
     if run "$tmp/$name.out" "$tmp/$name.err" --config configs/default.yaml --distributed-backend gloo $flags &&
        fields "$tmp/$name.out" >"$tmp/$name.f" && grep -q '^final' "$tmp/$name.f"; then
-      printf '%s\tcase\t%s\n' "$name" "$c" >>"$tmp/record"
-      sed "s/^/$name\t/" "$tmp/$name.f" >>"$tmp/record"
+      printf '%s\tcase\t%s\n' "$name" "$c" >>"$tmp/cases"
+      sed "s/^/$name\t/" "$tmp/$name.f" >>"$tmp/cases"
       echo "recorded $name ($(grep -c '^it' "$tmp/$name.f") fields)"
     else
       failed=1
@@ -193,6 +199,8 @@ if [[ -n "$record" ]]; then
       tail -n 5 "$tmp/$name.out" "$tmp/$name.err" >&2
     fi
   done
+  # by name; stable, so each case's own lines keep their order (its "case" line first, then fields' order)
+  LC_ALL=C sort -s -t$'\t' -k1,1 "$tmp/cases" >>"$tmp/record"
   (( failed == 0 )) && cp "$tmp/record" "$record" && echo "gpu-check-run: reference in $record"
   exit $failed
 fi

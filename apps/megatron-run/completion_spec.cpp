@@ -73,15 +73,15 @@ CompletionSpec completion_spec() {
       command<ParamsOptions>("params", "parameters and their memory per rank (text, JSON, SVG)", true),
       command<ScheduleOptions>("schedule", "learning rate and weight decay over the run (text, CSV, JSON, SVG)",
                                true),
-      CompletionCommand{"help", "megatron-run's usage", {}, false, false},
+      // a new command goes here, anywhere in the list; `help` is not listed: it is appended below
   };
-  for (CompletionCommand& c : s.commands) {
+  for (CompletionCommand& c : s.commands)
     if (c.name == "rules")
       for (const Rule* r : all_rules()) c.words.push_back(r->id);
-    if (c.name == "help")
-      for (const CompletionCommand& other : s.commands)
-        if (other.name != "help") c.words.push_back(other.name);
-  }
+  // `help`, always last: its words are every command above.
+  CompletionCommand help{"help", "megatron-run's usage", {}, false, false};
+  for (const CompletionCommand& c : s.commands) help.words.push_back(c.name);
+  s.commands.push_back(std::move(help));
   return s;
 }
 

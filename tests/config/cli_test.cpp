@@ -1295,19 +1295,29 @@ TEST_CASE("every command has its usage, its line in the general usage and its co
   // The commands as main.cpp's table lists them (help's refusal names them all); a command added there and not to
   // print_command_usage, print_usage or completion_spec() fails here, naming the place (docs/contributing.md).
   auto bad = sh("help no-such-command");
+  INFO("`megatron-run help no-such-command` printed:\n" << bad.out);
   REQUIRE(bad.exit == 2);
   const size_t from = bad.out.find("(commands: ");
-  REQUIRE(from != std::string::npos);
+  {
+    INFO("no \"(commands: ...)\" list of main.cpp's kCommands in help's refusal");
+    REQUIRE(from != std::string::npos);
+  }
   std::vector<std::string> commands;
   std::stringstream list(bad.out.substr(from + 11, bad.out.find(')', from) - from - 11));
   for (std::string w; std::getline(list, w, ',');) commands.push_back(w.substr(w.find_first_not_of(' ')));
   REQUIRE(commands.size() >= 6);
   const std::string usage = sh("help").out, bash = sh("schema --format bash-completion").out;
-  // The bash script's case of the command words: "      check|schema|...|help) cmd=...".
-  const size_t words_end = bash.find("|help)");
-  REQUIRE(words_end != std::string::npos);
+  // The bash script's case of the command words, in any order: "      check|schema|...|help) cmd=...".
+  const size_t words_end = bash.find(") cmd=\"${COMP_WORDS[1]}\"");
+  {
+    INFO("no line `WORD|WORD...) cmd=\"${COMP_WORDS[1]}\"` (the command words) in `schema --format bash-completion`'s"
+         " script (lib/config/completion.cpp, bash_completion); its first lines:\n" << bash.substr(0, 600));
+    REQUIRE(words_end != std::string::npos);
+  }
   const size_t words_start = bash.find_first_not_of(' ', bash.rfind('\n', words_end) + 1);
   const std::string completion = "|" + bash.substr(words_start, words_end - words_start) + "|";
+  INFO("the bash script's command words: " << completion);
+  CHECK(completion.find("|help|") != std::string::npos);
   for (const std::string& cmd : commands) {
     INFO("command " << cmd);
     const auto own = sh(cmd + " --help");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "binary.h"
@@ -17,6 +18,7 @@ Result run(const std::string& cmd) { return mrtest::run_shell(cmd + " 2>&1"); }
 std::string script(const std::string& shell) {
   const std::string path = mrtest::write_file(shell + "-completion", "", "completion");
   Result r = run(bin() + " schema --format " + shell + "-completion > '" + path + "'");
+  INFO("`megatron-run schema --format " << shell << "-completion` printed:\n" << r.out);
   REQUIRE(r.exit == 0);
   return path;
 }
@@ -106,15 +108,31 @@ TEST_CASE("completion: zsh loads the script and defines the completion function"
   CHECK(r.exit == 0);
   CHECK(r.out.find("1 _megatron_run 9") != std::string::npos);  // and 9xx Megatron flags
   // Every command and its options are in the script (read from the same descriptions the commands parse with).
-  Result s = run("grep -c . '" + f + "'");
-  for (const char* w : {"'schedule:", "'topology:", "--gpus-per-node", "--device-memory", "--every", "--nproc-per-node",
-                        "--bring-up-only", "(text json svg dot)", "(constant linear cosine inverse-square-root WSD)",
-                        "--nproc-per-node[workers to start on this node (int|cpu|gpu|auto)]:value:(cpu gpu auto)",
-                        "'*:command:(check schema rules topology params schedule)'", " launch.input-missing "})
-    CHECK(run("grep -qF -- \"" + std::string(w) + "\" '" + f + "'").exit == 0);
+  // The commands as the script lists them for the command word ("    'NAME:help'" lines of `commands=(`), which
+  // completion_spec() makes: `help` completes every one of them but itself.
+  Result listed = run("sed -n \"/^  commands=(/,/^  )/s/^    '\\([a-z-]*\\):.*/\\1/p\" '" + f + "'");
+  INFO("the zsh script's commands:\n" << listed.out);
+  std::string help_words;
+  std::stringstream names(listed.out);
+  for (std::string n; std::getline(names, n);)
+    if (n != "help") help_words += (help_words.empty() ? "" : " ") + n;
+  CHECK(std::count(help_words.begin(), help_words.end(), ' ') >= 5);  // six commands or more were found
+  const bool help_last = listed.out.size() >= 5 && listed.out.compare(listed.out.size() - 5, 5, "help\n") == 0;
+  CHECK(help_last);  // completion_spec() appends it
+  const std::string help_line = "'*:command:(" + help_words + ")'";
+  for (const std::string& w : {std::string("'schedule:"), std::string("'topology:"), std::string("--gpus-per-node"),
+                               std::string("--device-memory"), std::string("--every"), std::string("--nproc-per-node"),
+                               std::string("--bring-up-only"), std::string("(text json svg dot)"),
+                               std::string("(constant linear cosine inverse-square-root WSD)"),
+                               std::string("--nproc-per-node[workers to start on this node (int|cpu|gpu|auto)]:value:(cpu gpu auto)"),
+                               help_line, std::string(" launch.input-missing ")}) {
+    INFO("not in the zsh script: " << w);
+    CHECK(run("grep -qF -- \"" + w + "\" '" + f + "'").exit == 0);
+  }
   // zsh's case takes the first pattern that matches: the main command's catch-all branch must come after every
   // command's own (it came first, and every command completed the main command's options).
   Result branches = run("grep -n '^    [a-z*]*)$' '" + f + "'");
+  INFO("the zsh script's case branches (`    NAME)` lines):\n" << branches.out);
   REQUIRE(!branches.out.empty());
   const std::string last = branches.out.substr(branches.out.rfind('\n', branches.out.size() - 2) + 1);
   CHECK(last.find("*)") != std::string::npos);
