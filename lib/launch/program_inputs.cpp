@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "config/converters.h"
+#include "util/text.h"
 
 namespace mr::launch {
 
@@ -22,7 +23,8 @@ const Rule kInputMissingRule{
     "launch.input-missing", Rule::Level::Error,
     "A user's program is not started when a file it reads by its flags is not on this node: a --data-path (or "
     "--train/valid/test-data-path, --data-args-path, --per-split-data-args-path) prefix without its .bin and .idx, "
-    "or the tokenizer's --vocab-file, --merge-file or --tokenizer-model (not in --dry-run or check).",
+    "the tokenizer's --vocab-file, --merge-file or --tokenizer-model, or the quantization recipe "
+    "(--kitchen-config-file, --te-precision-config-file) (not in --dry-run or check).",
     __FILE__, __LINE__, kStageInit};
 const Rule kOutputUnwritableRule{
     "launch.output-unwritable", Rule::Level::Error,
@@ -113,7 +115,8 @@ void check_file(std::vector<InputFinding>& out, const std::string& dest, const s
   else if (access(path->c_str(), R_OK) != 0)
     why = std::string("cannot be read (") + std::strerror(errno) + ")";
   if (why.empty()) return;
-  out.push_back({&kInputMissingRule, dest, flag, "argument " + flag + " " + *path + ": " + why + " (" + what + ")" + kWayOut});
+  out.push_back({&kInputMissingRule, dest, flag,
+                 "argument " + flag + " " + echo_word(*path) + ": " + why + " (" + what + ")" + kWayOut});
 }
 
 // The words of a whitespace-separated file, bounded: nullopt when it cannot be read or is too big to be a blend.
@@ -256,6 +259,17 @@ std::vector<InputFinding> program_input_findings(const Args& a) {
         t == T::TikTokenizer)
       check_file(out, "tokenizer_model", "--tokenizer-model", a.tokenizer_model, "the tokenizer's model file," + type);
   }
+  // core_transformer_config_from_args opens the quantization recipe on every rank before it builds the model
+  // (load_quantization_recipe: FileNotFoundError): --kitchen-config-file when it is not None, else
+  // --te-precision-config-file when it is truthy (argument_utils.py).
+  if (a.kitchen_config_file && a.kitchen_config_file->empty())
+    out.push_back({&kInputMissingRule, "kitchen_config_file", "--kitchen-config-file",
+                   std::string("argument --kitchen-config-file: an empty path, which Megatron opens as given (the "
+                               "Kitchen quantization recipe)") + kWayOut});
+  check_file(out, "kitchen_config_file", "--kitchen-config-file", a.kitchen_config_file,
+             "the Kitchen quantization recipe, which Megatron opens as it builds the model");
+  check_file(out, "te_precision_config_file", "--te-precision-config-file", a.te_precision_config_file,
+             "the Transformer Engine quantization recipe, which Megatron opens as it builds the model");
   check_output(out, "save", "--save", a.save, "the program writes its checkpoints there");
   check_output(out, "tensorboard_dir", "--tensorboard-dir", a.tensorboard_dir, "the program writes its TensorBoard logs there");
   if (!a.dataloader_fast_cache_load)

@@ -6,7 +6,9 @@
 //   launch.input-missing      (error)   a --data-path / --train|valid|test-data-path prefix whose .bin or .idx is
 //                                       not there (and that is no file or directory of its own), a --data-args-path
 //                                       or --per-split-data-args-path file, the tokenizer's files (--vocab-file,
-//                                       --merge-file, --tokenizer-model, for the tokenizer types that read them)
+//                                       --merge-file, --tokenizer-model, for the tokenizer types that read them),
+//                                       the quantization recipe (--kitchen-config-file, --te-precision-config-file,
+//                                       which core_transformer_config_from_args opens as it builds the model)
 //   launch.output-unwritable  (error)   --save, --tensorboard-dir: not a directory, or one this user cannot create
 //                                       or write (a symbolic link to nothing included)
 //   launch.data-cache-unwritable (warning) --data-cache-path so (Megatron writes there only when a cache is missing;

@@ -176,3 +176,29 @@ TEST_CASE("a mutually exclusive group across a config file and the command line"
   // The same member in both places: the command line overrides the file.
   CHECK(parse({f}, {"--kitchen-config-file", "other.yaml"}).ns["kitchen_config_file"].as_str() == "other.yaml");
 }
+
+TEST_CASE("a mutually exclusive group within one config file or across two: the later word is named", "[config]") {
+  // Megatron's argv holds the files' words in the order the files are given, each file's by line; argparse names the
+  // later one as "not allowed" (review diff33 #5).
+  auto refusal = [](const std::vector<std::string>& files) -> std::string {
+    try {
+      parse(files);
+    } catch (const mr::UsageError& e) {
+      CHECK(e.rule() == "input.mutually-exclusive");
+      return e.what();
+    }
+    return "accepted";
+  };
+  const std::string one = write_tmp("k2.yaml", "--kitchen-recipe-number: 1\n--kitchen-config-file: kc.yaml\n");
+  CHECK(refusal({one}) ==
+        one + ":2: argument --kitchen-config-file: not allowed with argument --kitchen-recipe-number");
+  const std::string rev = write_tmp("k3.yaml", "kitchen_config_file: kc.yaml\nkitchen_recipe_number: 1\n");
+  CHECK(refusal({rev}) ==
+        rev + ":2: argument --kitchen-recipe-number: not allowed with argument --kitchen-config-file");
+  const std::string num = write_tmp("k-num.yaml", "\n\n--kitchen-recipe-number: 1\n");
+  const std::string file = write_tmp("k-file.yaml", "--kitchen-config-file: kc.yaml\n");
+  CHECK(refusal({num, file}) ==
+        file + ":1: argument --kitchen-config-file: not allowed with argument --kitchen-recipe-number");
+  CHECK(refusal({file, num}) ==
+        num + ":3: argument --kitchen-recipe-number: not allowed with argument --kitchen-config-file");
+}

@@ -118,3 +118,38 @@ TEST_CASE("init stage, training loop: the fault injector's settings, next to nei
   for (const IntervalCase& c : kIntervals) all.insert(c.rule);
   CHECK(mrtest::init_rules_of("validate/init_train_loop.cpp") == all);
 }
+
+TEST_CASE("init stage, training loop: not checked under --skip-train, where pretrain never calls train()", "[init]") {
+  // training.py, pretrain: train() only `if not skip_train or (perform_rl_step and do_train)` (review diff33 #4).
+  const std::vector<std::vector<std::string>> bad = {
+      fi({"--fault-injector-ranks", "0,99"}),
+      {"--gpu-sniff-test-interval", "0"},
+      {"--check-weight-hash-across-dp-replicas-interval", "0"},
+      {"--adlr-autoresume", "--adlr-autoresume-interval", "0"},
+  };
+  for (const auto& words : bad) {
+    INFO(mrtest::joined(words));
+    CHECK(mrtest::run(mrtest::with(words), kWs4).exit == 1);
+    std::vector<std::string> skip = words;
+    skip.push_back("--skip-train");
+    mrtest::Run r = mrtest::run(mrtest::with(skip), kWs4);
+    INFO(r.rule << ": " << r.message);
+    CHECK(r.exit == 0);
+    CHECK(r.out.passed(mr::kStageInit));
+  }
+}
+
+TEST_CASE("init stage, training loop: the fault injector's messages escape the values they echo", "[init]") {
+  // A newline in a value would start a line of its own in `check --format text` (review diff33 #3).
+  mrtest::Run r = mrtest::run(mrtest::with(fi({"--fault-injector-ranks", "0\n::error::fi"})), kWs4);
+  INFO(r.message);
+  CHECK(r.rule == "init.fault-injector.ranks-in-world");
+  CHECK(r.message.find('\n') == std::string::npos);
+  CHECK(r.message.find("--fault-injector-ranks 0\\x0a::error::fi: '0\\x0a::error::fi' is not an integer") !=
+        std::string::npos);
+  mrtest::Run p = mrtest::run(
+      mrtest::with(fi({"--fault-injector-ranks", "1", "--fault-injector-fault-probabilities", "x\n::error::p"})), kWs4);
+  INFO(p.message);
+  CHECK(p.rule == "init.fault-injector.probabilities-match-types");
+  CHECK(p.message.find('\n') == std::string::npos);
+}

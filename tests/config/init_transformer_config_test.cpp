@@ -16,13 +16,16 @@ using Env = std::map<std::string, std::string>;
 Env ws(const char* n) { return {{"WORLD_SIZE", n}, {"CUDA_DEVICE_MAX_CONNECTIONS", "1"}}; }
 
 const std::vector<InitCase> kCases = {
-    // core_transformer_config_from_args opens the recipe file; a readable one (any file: its YAML is Megatron's to
-    // read) passes.
-    {"init.transformer.quant-recipe-file-unreadable", {"--kitchen-config-file", "/nonexistent/mr-kitchen.yaml"},
-     {"--kitchen-config-file", MR_SOURCE_DIR "/configs/default.yaml"}, {}, "--kitchen-config-file "
-     "/nonexistent/mr-kitchen.yaml: the quantization recipe cannot be read"},
-    {"init.transformer.quant-recipe-file-unreadable", {"--te-precision-config-file", "/nonexistent/mr-te.yaml"},
-     {"--te-precision-config-file", ""}, {}, "--te-precision-config-file /nonexistent/mr-te.yaml: the quantization recipe cannot be read"},
+    // core_transformer_config_from_args: a Kitchen recipe, then a truthy --te-precision-config-file asserts there is
+    // none yet (review diff33). The files are not read here (launch/program_inputs.h checks them at launch).
+    {"init.transformer.quant-recipe-already-configured",
+     {"--kitchen-config-file", "/nonexistent/k.yaml", "--te-precision-config-file", "/nonexistent/te.yaml"},
+     {"--kitchen-config-file", "/nonexistent/k.yaml", "--te-precision-config-file", ""}, {},
+     "--te-precision-config-file /nonexistent/te.yaml cannot be used with --kitchen-config-file /nonexistent/k.yaml"},
+    {"init.transformer.quant-recipe-already-configured",
+     {"--kitchen-recipe-number", "2", "--te-precision-config-file", "te.yaml"},
+     {"--te-precision-config-file", "te.yaml"}, {},
+     "--te-precision-config-file te.yaml cannot be used with --kitchen-recipe-number 2: both configure"},
     {"init.transformer.heads-divisible-by-tp", {"--tensor-model-parallel-size", "8"},
      {"--tensor-model-parallel-size", "4"}, ws("8"), "--num-attention-heads (4) must be a multiple of --tensor-model-parallel-size (8)"},
     {"init.transformer.query-groups-vs-tp",
@@ -383,4 +386,27 @@ TEST_CASE("init stage: --dry-run and check refuse a model Megatron would fail to
   CHECK(json.out.find("\"stage\": \"init\"") != std::string::npos);
   auto ok = mrtest::megatron_run("check --world-size 8 '" + good + "'", env);
   CHECK(ok.exit == 0);
+}
+
+TEST_CASE("init stage, TransformerConfig: the module-name rules escape the words they echo", "[init]") {
+  // A newline in a word would start a line of its own in `check --format text` (review diff33 #3).
+  const std::string w = "x\n::error::inj";
+  const std::vector<mrtest::InitCase> cases = {
+      {"init.transformer.recompute-modules", {"--recompute-granularity", "selective", "--recompute-modules", w}, {}, {},
+       "--recompute-modules x\\x0a::error::inj: not a module"},
+      {"init.transformer.gtp-remat-opt-in-modules", {"--gtp-remat-opt-in-modules", w}, {}, {},
+       "--gtp-remat-opt-in-modules x\\x0a::error::inj: not a module"},
+      {"init.transformer.offload-modules", {"--fine-grained-activation-offloading", "--offload-modules", "core_attn", w},
+       {}, {{"NVTE_CPU_OFFLOAD_V1", "1"}}, "cannot offload --offload-modules x\\x0a::error::inj: not a module"},
+  };
+  for (const mrtest::InitCase& c : cases) {
+    std::map<std::string, std::string> env = {{"WORLD_SIZE", "1"}};
+    env.insert(c.env.begin(), c.env.end());
+    mrtest::Run r = mrtest::run(mrtest::with(c.bad), env);
+    INFO(r.rule << ": " << r.message);
+    CHECK(r.rule == c.rule);
+    CHECK(r.message.find('\n') == std::string::npos);
+    CHECK(r.message.find(c.fragment) != std::string::npos);
+    for (const mr::Diagnostic& d : r.out.diagnostics) CHECK(d.message.find('\n') == std::string::npos);
+  }
 }

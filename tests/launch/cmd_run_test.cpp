@@ -412,6 +412,35 @@ TEST_CASE("--format json without --dry-run makes the launch's program lookup and
   CHECK(has(dry.out, "warning[launch.program-missing]"));
 }
 
+// A quantization recipe file is one of the program's files (review diff33 #2): a dry run and `check` never read it
+// (it may sit on the cluster's file system), the launch refuses a missing one, and --no-file-checks skips it.
+TEST_CASE("the quantization recipe file: checked at launch only, and not with --no-file-checks",
+          "[launch][cli][program-inputs]") {
+  const std::string recipe = " --te-precision-config-file /nonexistent/mr-recipe/fp8.yaml ";
+  Proc dry = sh(kBin + " --dry-run --config '" + kConfig + "'" + recipe);
+  INFO(dry.out);
+  CHECK(dry.exit == 0);
+  CHECK_FALSE(has(dry.out, "error["));
+  ScratchDir dir("mr-recipe-check");
+  const std::string cfg = (dir.path / "recipe.yaml").string();
+  REQUIRE(run_shell("cp '" + kConfig + "' '" + cfg + "' && echo '--te-precision-config-file: /nonexistent/fp8.yaml' >> '" +
+                    cfg + "'").exit == 0);
+  Proc check = sh(kBin + " check '" + cfg + "'");
+  INFO(check.out);
+  CHECK(check.exit == 0);
+  const std::string launch = kRun + "--nproc-per-node 1" + recipe + "--no-append-args --no-python ";
+  Proc refused = sh(launch + "/bin/echo RAN-THE-PROGRAM");
+  INFO(refused.out);
+  CHECK(refused.exit == 1);
+  CHECK(has(refused.out, "error[launch.input-missing]: argument --te-precision-config-file /nonexistent/mr-recipe/fp8.yaml: "
+                         "no such file"));
+  CHECK_FALSE(has(refused.out, "RAN-THE-PROGRAM"));
+  Proc skipped = sh(launch + "--no-file-checks /bin/echo RAN-THE-PROGRAM");
+  INFO(skipped.out);
+  CHECK(skipped.exit == 0);
+  CHECK(has(skipped.out, "RAN-THE-PROGRAM"));
+}
+
 // docs/robustness.md: a word a refusal echoes has its control characters escaped (a newline too) and is cut to 200
 // bytes with its length.
 TEST_CASE("the program's name and unknown arguments are echoed escaped and cut", "[launch][cli][echo]") {

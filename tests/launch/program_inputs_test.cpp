@@ -161,6 +161,36 @@ TEST_CASE("the tokenizer's files: checked for the tokenizer types that read them
   CHECK(program_input_findings(a).empty());
 }
 
+TEST_CASE("the quantization recipe files: --kitchen-config-file and --te-precision-config-file", "[launch][program-inputs]") {
+  // core_transformer_config_from_args opens them as it builds the model (review diff33 #2: a launch-time check).
+  const std::string d = tree("recipe", {"kitchen.yaml", "te.yaml"});
+  mr::Args a;
+  a.kitchen_config_file = d + "/kitchen.yaml";
+  a.te_precision_config_file = d + "/te.yaml";
+  CHECK(program_input_findings(a).empty());
+  a.kitchen_config_file = d + "/gone.yaml";
+  a.te_precision_config_file = d;
+  CHECK(ids(program_input_findings(a)) ==
+        "launch.input-missing --kitchen-config-file\nlaunch.input-missing --te-precision-config-file\n");
+  CHECK(program_input_findings(a)[0].message ==
+        "argument --kitchen-config-file " + d + "/gone.yaml: no such file (the Kitchen quantization recipe, which "
+        "Megatron opens as it builds the model); --no-file-checks starts the program without these checks");
+  CHECK(program_input_findings(a)[1].message ==
+        "argument --te-precision-config-file " + d + ": a directory, not a file (the Transformer Engine quantization "
+        "recipe, which Megatron opens as it builds the model); --no-file-checks starts the program without these checks");
+  // An empty --te-precision-config-file is falsy (not read); an empty --kitchen-config-file is opened as given.
+  a.te_precision_config_file = "";
+  a.kitchen_config_file = "";
+  CHECK(ids(program_input_findings(a)) == "launch.input-missing --kitchen-config-file\n");
+  a.kitchen_config_file.reset();
+  CHECK(program_input_findings(a).empty());
+  // A path is echoed escaped: a newline in it starts no line of its own.
+  a.te_precision_config_file = d + "/a\n::error::b";
+  REQUIRE(program_input_findings(a).size() == 1);
+  CHECK(program_input_findings(a)[0].message.find('\n') == std::string::npos);
+  CHECK(program_input_findings(a)[0].message.find("/a\\x0a::error::b: no such file") != std::string::npos);
+}
+
 TEST_CASE("output directories: there and writable, or makeable below a writable one", "[launch][program-inputs]") {
   const std::string d = tree("outputs", {"ck/", "file"});
   CHECK(mr::launch::unwritable_dir_reason(d + "/ck") == "");

@@ -1,6 +1,8 @@
 #include "config/parse/argparse.h"
 
 #include <algorithm>
+#include <cctype>
+#include <utility>
 
 
 #include "config/limits.h"
@@ -328,7 +330,25 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
   return report;
 }
 
-void check_mutually_exclusive(const Schema& schema, const Namespace& ns) {
+namespace {
+// Where a word stands in the argv Megatron gets: the config files' words first, in the order the files are given,
+// each file's by line ("path:line"), then the command line's.
+std::pair<size_t, size_t> argv_position(const Provenance& p, const std::vector<std::string>& config_files) {
+  if (p.kind != Provenance::Kind::Config) return {config_files.size() + 1, 0};
+  const size_t colon = p.where.rfind(':');
+  size_t line = 0;
+  if (colon != std::string::npos) {
+    for (size_t k = colon + 1; k < p.where.size() && std::isdigit(static_cast<unsigned char>(p.where[k])); ++k)
+      line = line * 10 + static_cast<size_t>(p.where[k] - '0');
+    const std::string_view path = std::string_view(p.where).substr(0, colon);
+    for (size_t i = 0; i < config_files.size(); ++i)
+      if (config_files[i] == path) return {i, line};
+  }
+  return {config_files.size(), line};
+}
+}  // namespace
+
+void check_mutually_exclusive(const Schema& schema, const Namespace& ns, const std::vector<std::string>& config_files) {
   for (const auto& group : mutually_exclusive_groups()) {
     std::vector<std::string_view> given;
     for (std::string_view d : group)
@@ -336,9 +356,9 @@ void check_mutually_exclusive(const Schema& schema, const Namespace& ns) {
       if (ns.has(d) && ns.provenance(d).by_user() && !(ns.get(d) == schema.find_dest(d).front()->def))
         given.push_back(d);
     if (given.size() < 2) continue;
-    // The argv Megatron gets holds the config files' words before the command line's.
+    // argparse names the later word: order them as the argv Megatron gets holds them.
     std::stable_sort(given.begin(), given.end(), [&](std::string_view a, std::string_view b) {
-      return ns.provenance(a).kind == Provenance::Kind::Config && ns.provenance(b).kind != Provenance::Kind::Config;
+      return argv_position(ns.provenance(a), config_files) < argv_position(ns.provenance(b), config_files);
     });
     const Arg* first = schema.find_dest(given[0]).front();
     const Arg* second = schema.find_dest(given[1]).front();

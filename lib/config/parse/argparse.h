@@ -35,9 +35,12 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
                          std::vector<Token>* unrecognized = nullptr);
 
 // argparse's mutually exclusive groups (mutually_exclusive_groups(), schema.h) across sources: throws UsageError
-// input.mutually-exclusive when two members of a group were given by the user (a config file and the command line;
-// parse_tokens refuses two within one list of words as argparse does, at the second).
-void check_mutually_exclusive(const Schema& schema, const Namespace& ns);
+// input.mutually-exclusive when two members of a group were given by the user (config files and the command line;
+// parse_tokens refuses two within one list of words as argparse does, at the second). The later of the two in the
+// argv Megatron gets is named first, as argparse does: `config_files` (in their order, a file's words by line)
+// before the command line.
+void check_mutually_exclusive(const Schema& schema, const Namespace& ns,
+                              const std::vector<std::string>& config_files = {});
 
 // Whether argparse reads `word`, when it is no option string the parser knows, as an option rather than a value:
 // it starts with '-', is more than "-", is no negative number ('^-\d+$|^-\d*\.\d+$'; Megatron's parser has no

@@ -79,7 +79,7 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   p.argv.insert(p.argv.end(), inv.cli.begin(), inv.cli.end());
   if (!inv.program_cli.empty()) apply_program_words(schema, inv, p);
   else if (inv.program_named) keep_given(schema, p);
-  check_mutually_exclusive(schema, p.ns);  // across a config file and the command line
+  check_mutually_exclusive(schema, p.ns, inv.config_files);  // across config files and the command line
   if (inv.world_size) {
     p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
     p.env.var_where.erase("WORLD_SIZE");

@@ -1,13 +1,16 @@
 // The init stage (init.h): settings Megatron's start-up takes as they are but its training loop (train,
 // megatron/training/training.py) fails on once its ranks train — the intervals the loop takes `iteration % interval`
 // of (post_training_step_callbacks: the weight-hash check, autoresume, the GPU sniff test), and the fault injector
-// that train() sets up before the first iteration (megatron/core/fault_injector.py).
+// that train() sets up before the first iteration (megatron/core/fault_injector.py). pretrain calls train() only
+// when it trains: not under --skip-train, unless --perform-rl-step (training.py, pretrain: `if not skip_train or
+// (perform_rl_step and do_train)`), so none of these is checked then.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "config/converters.h"
 #include "config/validate/init.h"
+#include "util/text.h"
 
 namespace mr::init {
 namespace {
@@ -62,8 +65,9 @@ std::vector<std::string> split_commas(const std::string& s) {
   }
 }
 
+// A value as the messages echo it: escaped (util/text.h echo_word), so a newline in it starts no line of its own.
 std::string str_or_none(const Context& ctx, const char* dest) {
-  return ctx.has(dest) && !ctx.is_none(dest) ? ctx[dest].py_str() : "None";
+  return ctx.has(dest) && !ctx.is_none(dest) ? echo_word(ctx[dest].py_str()) : "None";
 }
 bool given(const Context& ctx, const char* dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 
@@ -96,7 +100,7 @@ void fault_injector(Context& ctx) {
         ok = false;
       }
       ctx.require(ok && r >= 0 && r < world, kFaultRanks,
-                  why + "--fault-injector-ranks " + str_or_none(ctx, "fault_injector_ranks") + ": '" + word + "' " +
+                  why + "--fault-injector-ranks " + str_or_none(ctx, "fault_injector_ranks") + ": '" + echo_word(word) + "' " +
                       (ok ? "is not a rank of the world" : "is not an integer (int(): ValueError)") +
                       "; fault ranks must be between 0 and " + std::to_string(world - 1) + " (world size " +
                       std::to_string(world) + ")",
@@ -130,7 +134,7 @@ void fault_injector(Context& ctx) {
       }
       ctx.require(ok, kFaultProbabilities,
                   why + "--fault-injector-fault-probabilities " + str_or_none(ctx, "fault_injector_fault_probabilities") +
-                      ": '" + word + "' is not a number (float(): ValueError)",
+                      ": '" + echo_word(word) + "' is not a number (float(): ValueError)",
                   {"fault_injector_fault_probabilities"});
     }
     ctx.require(sum != 0, kFaultProbabilities,
@@ -161,6 +165,8 @@ void fault_injector(Context& ctx) {
 }  // namespace
 
 void train_loop(Context& ctx) {
+  auto on = [&](const char* dest) { return ctx.has(dest) && ctx.on(dest); };
+  if (on("skip_train") && !on("perform_rl_step")) return;  // train() is never called
   fault_injector(ctx);  // train(), before the first iteration
   // post_training_step_callbacks, after each iteration, in its order: the weight-hash check, autoresume, the GPU
   // sniff test (each `iteration % interval` when evaluated).

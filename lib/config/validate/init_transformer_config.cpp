@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "config/parse/read_file.h"
 #include "config/validate/init.h"
 #include "config/validate/python.h"
 #include "util/text.h"
@@ -21,9 +20,10 @@
 namespace mr::init {
 namespace {
 
-MR_INIT_RULE(kRecipeFile, "init.transformer.quant-recipe-file-unreadable",
-             "The quantization recipe file (--kitchen-config-file, --te-precision-config-file) must be a readable "
-             "file: core_transformer_config_from_args opens it (FileNotFoundError).");
+MR_INIT_RULE(kRecipeTwice, "init.transformer.quant-recipe-already-configured",
+             "--te-precision-config-file cannot be given with --kitchen-config-file or --kitchen-recipe-number: each "
+             "configures the quantization recipe (core_transformer_config_from_args: \"Quantization recipe already "
+             "configured.\").");
 MR_INIT_RULE(kHeadsTp, "init.transformer.heads-divisible-by-tp",
              "--num-attention-heads must be a multiple of --tensor-model-parallel-size (TransformerConfig).");
 MR_INIT_RULE(kQueryGroupsTp, "init.transformer.query-groups-vs-tp",
@@ -173,8 +173,13 @@ const char* kMpc = "ModelParallelConfig";
 std::string v(const Context& ctx, std::string_view dest) { return ctx[dest].py_str(); }
 std::string fv(const Context& ctx, std::string_view dest) { return Context::flag(dest) + " " + v(ctx, dest); }
 bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
-// A list of strings as the command line gives it: "a b c".
-std::string words(const std::vector<std::string>& list) { return join(list, " "); }
+// A list of strings as the command line gives it: "a b c", each word escaped (util/text.h echo_word), so a newline
+// in a user's word starts no line of its own.
+std::string words(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& w : list) out += (out.empty() ? "" : " ") + echo_word(w);
+  return out;
+}
 
 // The module names TransformerConfig.__post_init__ accepts in recompute_modules (selective granularity),
 // offload_modules (fine-grained activation offloading) and gtp_remat_opt_in_modules.
@@ -893,27 +898,21 @@ void transformer_recompute_offload(Context& ctx) {
 }
 
 void model_parallel_config(Context& ctx) {
-  // core_transformer_config_from_args (megatron/training/argument_utils.py) loads the quantization recipe before it
-  // builds the config: load_quantization_recipe -> RecipeConfig.from_yaml_file opens the path on every rank
-  // (megatron/core/quantization/quant_config.py). --kitchen-config-file when it is not None (the flag exists only
-  // with Kitchen installed), --te-precision-config-file when it is truthy. Only whether the file can be read is
-  // checked here, as for --heterogeneous-layers-config-path (the YAML's recipe is Megatron's to interpret).
-  for (const char* dest : {"kitchen_config_file", "te_precision_config_file"}) {
-    if (!ctx.has(dest) || !ctx[dest].is_str()) continue;
-    const std::string& path = ctx.s(dest);
-    if (path.empty() && std::string_view(dest) == "te_precision_config_file") continue;  // falsy: not read
-    std::string why;
-    try {
-      // Bounded, and never blocking: a named pipe or device is refused (config/parse/read_file.h).
-      (void)read_input_file(path, Context::flag(dest) + " file", {Context::flag(dest)});
-    } catch (const UsageError& e) {
-      why = e.what();
+  // core_transformer_config_from_args (megatron/training/argument_utils.py) sets the quantization recipe from
+  // --kitchen-config-file when it is not None, else from --kitchen-recipe-number when it is not None (those flags
+  // exist only with Kitchen installed), then asserts there is none yet when --te-precision-config-file is truthy.
+  // Whether the recipe files can be read is a launch-time file check (launch/program_inputs.h: launch.input-missing).
+  if (set(ctx, "te_precision_config_file") && ctx.on("te_precision_config_file")) {
+    for (const char* kitchen : {"kitchen_config_file", "kitchen_recipe_number"}) {
+      if (!set(ctx, kitchen)) continue;
+      ctx.require(false, kRecipeTwice,
+                  would_fail("core_transformer_config_from_args") + "--te-precision-config-file " +
+                      echo_word(v(ctx, "te_precision_config_file")) + " cannot be used with " + Context::flag(kitchen) +
+                      " " + echo_word(v(ctx, kitchen)) + ": both configure the quantization recipe (Quantization "
+                      "recipe already configured.); keep one",
+                  {"te_precision_config_file", kitchen});
+      break;  // the Kitchen recipe comes from the config file when both are given (argparse refuses that anyway)
     }
-    ctx.require(why.empty(), kRecipeFile,
-                would_fail("core_transformer_config_from_args") + Context::flag(dest) + " " + ctx[dest].py_str() +
-                    ": the quantization recipe cannot be read (" + why +
-                    "); Megatron opens it as given, relative paths from the working directory",
-                {dest});
   }
   if (ctx.on("defer_embedding_wgrad_compute")) {
     const int64_t pp = ctx.i("pipeline_model_parallel_size");
