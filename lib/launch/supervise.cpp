@@ -58,19 +58,28 @@ constexpr size_t kOutboxCap = size_t{1} << 20;
 // failed write to stderr drops what was queued for it, as write_all always did.
 struct ConsoleOut {
   Outbox out, err;
-  // The worker stream whose partial line (a progress bar redrawn with \r) is on the console now, the cursor after
-  // it; nullptr when the console is at a line start. Anything else written first ends that line (end_bar).
-  Stream* bar = nullptr;
+  // For each of stdout and stderr, the worker stream whose partial line (a progress bar redrawn with \r) is there
+  // now, the cursor after it; nullptr when it is at a line start. Other text written to the same place first ends
+  // that line (end_bar).
+  Stream* out_bar = nullptr;
+  Stream* err_bar = nullptr;
+  // stdout and stderr are one place (the same terminal, file or pipe): a bar on either is ended by text on either.
+  bool one_place = false;
   int error = 0;           // errno of the first failed write to stdout (0: none)
   bool failed = false;     // a line that went nowhere else was lost
   bool copy_lost_said = false;
   ConsoleOut() {
+    struct stat st[2] {};
+    bool known[2] = {false, false};
     for (Outbox* b : {&out, &err}) {
       b->fd = b == &out ? 1 : 2;
-      struct stat st {};
-      b->regular = fstat(b->fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+      const int i = b == &out ? 0 : 1;
+      known[i] = fstat(b->fd, &st[i]) == 0;
+      b->regular = known[i] && (S_ISREG(st[i].st_mode) || S_ISBLK(st[i].st_mode));
     }
+    one_place = known[0] && known[1] && st[0].st_dev == st[1].st_dev && st[0].st_ino == st[1].st_ino;
   }
+  Stream*& bar_of(const Outbox& b) { return &b == &out ? out_bar : err_bar; }
 };
 
 // A failed write to stdout: what was queued is lost (said once for copies, else the launch's failure).
@@ -114,15 +123,18 @@ void flush(ConsoleOut& c, Outbox& b, bool ready) {
 // text (another rank's line, the launcher's message) starts on a line of its own instead of overwriting the bar
 // from its first column and leaving the bar's tail after it. `except`: the stream about to write (its own bar
 // goes on).
-void end_bar(ConsoleOut& c, const Stream* except = nullptr) {
-  if (!c.bar || c.bar == except) return;
-  Outbox& b = c.bar->is_err ? c.err : c.out;
-  c.bar->bar_broken = true;
-  c.bar = nullptr;
-  if (&b == &c.out && c.error != 0) return;  // stdout failed before: nothing more goes there
-  if (b.left() == 0) b.clear();
-  b.data += "\n";
-  flush(c, b, b.regular);
+// `to`: where the text goes; a bar in the other stream is ended too when both are one place (the same terminal).
+void end_bar(ConsoleOut& c, const Outbox& to, const Stream* except = nullptr) {
+  for (Outbox* b : {&c.out, &c.err}) {
+    Stream*& bar = c.bar_of(*b);
+    if (!bar || bar == except || (b != &to && !c.one_place)) continue;
+    bar->bar_broken = true;
+    bar = nullptr;
+    if (b == &c.out && c.error != 0) continue;  // stdout failed before: nothing more goes there
+    if (b->left() == 0) b->clear();
+    b->data += "\n";
+    flush(c, *b, b->regular);
+  }
 }
 
 // stderr once its reader took nothing for a whole grace period: from then on each of the launcher's messages goes
@@ -182,7 +194,7 @@ class LauncherMessages : public std::streambuf {
 
  protected:
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    end_bar(c_);
+    end_bar(c_, c_.err);
     if (c_.err.left() == 0) c_.err.clear();
     c_.err.data.append(s, static_cast<size_t>(n));
     return n;
@@ -206,19 +218,31 @@ class LauncherMessages : public std::streambuf {
 // A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when s.file >= 0).
 void to_console(ConsoleOut& c, Stream& s, std::string&& out) {
   Outbox& b = s.is_err ? c.err : c.out;
-  end_bar(c, &s);
+  end_bar(c, b, &s);
   if (!s.is_err && c.error != 0) {  // stdout failed before: not tried again
     errno = c.error;
     stdout_lost(c, s.file < 0);
     return;
   }
-  c.bar = out.back() == '\n' ? nullptr : &s;  // a bar's line left open on the console
+  c.bar_of(b) = out.back() == '\n' ? nullptr : &s;  // a bar's line left open there
   if (b.left() == 0) b.clear();
   b.data += out;
   if (!s.is_err && s.file < 0) b.console_only = true;
   // At once when the stream can take it now (poll with no wait): the lines keep their order with the launcher's
   // own messages, which it writes directly; only a stream that cannot take them waits in the queue.
   flush(c, b, b.regular);
+}
+
+// The longest prefix of s[0, n) that does not end inside a UTF-8 character (its last bytes a lead byte without all
+// of its continuation bytes yet): a bar is shown up to there, so that no character is split by other text.
+size_t complete_utf8(const std::string& s, size_t n) {
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const unsigned char b = static_cast<unsigned char>(s[n - back]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back for its lead
+    const size_t len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    return len > back ? n - back : n;  // incomplete: stop before its lead
+  }
+  return n;
 }
 
 // Appends `text` to the stream's partial line and handles every complete line: kept in the stream's tail (stderr)
@@ -265,7 +289,7 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
     const std::string_view rest = std::string_view(l).substr(from, l.size() - from - (crlf ? 1 : 0));
     if (from == 0 && l.find('\r') >= l.size() - (crlf ? 1 : 0)) {
       out += w.prefix + l + "\n";  // a plain line (a \r\n line too): whole, as it was written
-    } else if (!(rest.empty() && !crlf && s.bar_broken)) {  // (a broken bar's line is ended already)
+    } else if (!(rest.empty() && s.bar_broken)) {  // (a broken bar's line is ended already)
       render(rest, from == 0);
       out += crlf ? "\r\n" : "\n";
     }
@@ -295,10 +319,11 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
     line(s.pending.substr(0, cut));
     s.pending.erase(0, cut);
     s.shown = shown > cut ? shown - cut : 0;
+    s.bar_broken = s.shown > 0;  // its next bytes start a line of their own: with the prefix
   }
   // A partial line with a \r (not its last byte) is a bar: shown up to what was read (a last \r waits).
   if (s.console && !s.pending.empty()) {
-    const size_t upto = s.pending.size() - (s.pending.back() == '\r' ? 1 : 0);
+    const size_t upto = complete_utf8(s.pending, s.pending.size() - (s.pending.back() == '\r' ? 1 : 0));
     const bool bar = s.shown > 0 || s.pending.find('\r') < upto;
     if (bar && upto > s.shown) {
       render(std::string_view(s.pending).substr(s.shown, upto - s.shown), s.shown == 0);

@@ -128,6 +128,31 @@ TEST_CASE("a line cut at 64 KiB inside a UTF-8 character: the cut backs off to t
   CHECK(mr::is_printable(r.out));
 }
 
+TEST_CASE("a bar shown as it comes is never cut inside a UTF-8 character, and every console line has the prefix",
+          "[launch][console][process]") {
+  mrtest::Proc r = mrtest::run_shell("timeout -k 5 60 env BAR=1 PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " +
+                                     kConfig + " --micro-batch-size 1 --nproc-per-node 2 --no-append-args " +
+                                     MR_SOURCE_DIR + "/tests/launch/programs/utf8_line.py 2>/dev/null");
+  REQUIRE(r.exit == 0);
+  std::istringstream in(r.out);
+  int lines = 0;
+  size_t bytes = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    INFO("line " << lines << " starts " << line.substr(0, 12));
+    CHECK(line.rfind("[rank ", 0) == 0);
+    // Valid UTF-8 throughout: no character split by a newline or another rank's text.
+    for (size_t i = 0; i < line.size();) {
+      uint32_t cp = 0;
+      const size_t n = mr::utf8_char(line, i, cp);
+      REQUIRE(n > 0);
+      i += n;
+    }
+    bytes += line.size() - 9;  // each rank's 80,000 bytes of é and its x, past the prefix
+  }
+  CHECK(lines >= 4);  // each rank's line cut at 64 KiB at least once
+  CHECK(bytes == 2 * 80001);
+}
+
 TEST_CASE("a progress bar drawn with \\r is shown as it comes, each redraw with the rank's prefix",
           "[launch][console][process]") {
   const std::filesystem::path dir =
@@ -149,6 +174,38 @@ TEST_CASE("a progress bar drawn with \\r is shown as it comes, each redraw with 
   CHECK(text.find("[rank 0] bar 1\r[rank 0] bar 2\n[rank 1] segment shown\n") != std::string::npos);
   CHECK(text.find("[rank 1] crlf\r\n") != std::string::npos);
   CHECK(text.find("\n[rank 0] bar 3\n") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a broken bar's line ended with \\r\\n leaves no empty line; a bar on stderr is not broken by stdout "
+          "going elsewhere", "[launch][console][process]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mr-progress-bar2-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "out").string(), err = (dir / "err").string();
+  auto run = [&](const std::string& env, const std::string& console, const std::string& redirect) {
+    mrtest::Proc r = mrtest::run_shell("timeout -k 5 90 env " + env + " CONSOLE=" + console +
+                                       " PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig +
+                                       " --micro-batch-size 1 --nproc-per-node 2 --no-append-args " + MR_SOURCE_DIR +
+                                       "/tests/launch/programs/progress_bar.py " + redirect);
+    REQUIRE(r.exit == 0);
+  };
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // print(i, end="\r") ... print(): the bar's line was ended by rank 1's line already; its \r\n adds nothing.
+  run("END=crlf", out, "> " + out + " 2>/dev/null");
+  std::string text = read(out);
+  INFO(text);
+  CHECK(text.find("[rank 0] bar 1\r[rank 0] bar 2\n[rank 1] segment shown\n") != std::string::npos);
+  CHECK(text.find("[rank 0] \r\n") == std::string::npos);
+  CHECK(text.find("[rank 0] \n") == std::string::npos);
+  // The bar on stderr (a file of its own), rank 1's lines on stdout (another file): the bar is one line.
+  run("BAR=stderr", err, "> " + out + " 2> " + err);
+  text = read(err);
+  CHECK(text.find("[rank 0] bar 1\r[rank 0] bar 2\r[rank 0] bar 3\n") != std::string::npos);
+  CHECK(read(out).find("[rank 1] segment shown\n") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
