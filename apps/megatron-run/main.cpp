@@ -140,6 +140,12 @@ int run(std::vector<std::string>& args) {
         }
       }
       if (cmd == "help") {
+        if (rest.size() > 1) {  // one command at most: argparse's words for the rest
+          std::vector<std::string> extra;
+          for (size_t k = 1; k < rest.size(); ++k) extra.push_back(mr::echo_word(rest[k], 100));
+          throw mr::UsageError("help: unrecognized arguments: " + mr::join(extra, " ") + " (`megatron-run help " +
+                               mr::echo_word(rest.front(), 100) + "` shows one command's usage)");
+        }
         if (rest.empty() || rest.front() == "help" || rest.front() == "--help") {
           mr::app::print_usage(std::cout);
           return 0;

@@ -1051,6 +1051,11 @@ TEST_CASE("no arguments is a usage error: the usage on stderr, exit 2; help and 
   auto bad = sh("help chek");
   CHECK(bad.exit == 2);
   CHECK(bad.out.find("help: unknown command 'chek' (did you mean check?)") != std::string::npos);
+  // One command at most (it ignored the rest, exit 0).
+  auto two = sh("help check schema");
+  CHECK(two.exit == 2);
+  CHECK(two.out.find("help: unrecognized arguments: schema (`megatron-run help check` shows one command's usage)") !=
+        std::string::npos);
   auto typo = sh("chek " + kDefault);
   CHECK(typo.exit == 2);
   CHECK(typo.out.find("unknown command 'chek' (did you mean check?)") != std::string::npos);

@@ -73,11 +73,7 @@ Classified classify(const Schema& schema, const std::string& s) {
 }
 
 // argparse names an action in its errors by its option strings joined with '/'.
-std::string action_name(const Arg& arg) {
-  std::string out;
-  for (const std::string& f : arg.flags) out += (out.empty() ? "" : "/") + f;
-  return out;
-}
+std::string action_name(const Arg& arg) { return join(arg.flags, "/"); }
 
 UsageError not_allowed_with(const Arg& second, const Arg& first, const Provenance& origin) {
   return UsageError(with_where("argument " + action_name(second) + ": not allowed with argument " + action_name(first),
