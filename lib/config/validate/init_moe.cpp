@@ -82,7 +82,6 @@ MR_INIT_RULE(kEpOverlap, "init.moe.ep-comm-overlap",
 const char* kTc = "TransformerConfig";
 
 std::string v(const Context& ctx, std::string_view dest) { return ctx[dest].py_str(); }
-bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 bool is(const Context& ctx, std::string_view dest, const char* s) { return ctx[dest] == Value(s); }
 
 // Whether a load-balancing type (a string, or a list of them after validate_args unwrapped a single one) is one

@@ -29,7 +29,6 @@ MR_INIT_RULE(kLayersPerStage, "init.pipeline.layers-per-stage",
              "must split evenly into its virtual pipeline stages (TransformerConfig, get_num_layers_to_build).");
 
 const char* kTc = "TransformerConfig";
-bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 std::string s(int64_t n) { return std::to_string(n); }
 
 }  // namespace

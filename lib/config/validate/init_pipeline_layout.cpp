@@ -8,6 +8,7 @@
 
 #include "config/pipeline_layout.h"
 #include "config/validate/init.h"
+#include "config/validate/python.h"
 
 namespace mr::init {
 namespace {
@@ -25,7 +26,6 @@ MR_INIT_RULE(kLayoutMtp, "init.pipeline.layout-mtp-placement",
              "In --pipeline-model-parallel-layout the MTP layers (m) come after every decoder layer and all sit in "
              "the last virtual chunk of one pipeline rank (PipelineParallelLayerLayout.validate_layer_layout).");
 
-bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "config/converters.h"
 #include "config/validate/init.h"
+#include "config/validate/python.h"
 #include "util/text.h"
 
 namespace mr::init {
@@ -69,7 +70,6 @@ std::vector<std::string> split_commas(const std::string& s) {
 std::string str_or_none(const Context& ctx, const char* dest) {
   return ctx.has(dest) && !ctx.is_none(dest) ? echo_word(ctx[dest].py_str()) : "None";
 }
-bool given(const Context& ctx, const char* dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 
 // train() builds FaultInjectorConfig from the arguments and, when --fault-injector-ranks or
 // --fault-injector-num-ranks is set and no --fault-injector-delay-start-iteration defers it, calls
@@ -79,8 +79,8 @@ bool given(const Context& ctx, const char* dest) { return ctx.has(dest) && !ctx.
 // only if the run reaches it: not checked. Not checkable here: the fault type names (nvidia_resiliency_ext's
 // Fault enum) and whether that package is installed.
 void fault_injector(Context& ctx) {
-  const bool ranks = given(ctx, "fault_injector_ranks"), num = given(ctx, "fault_injector_num_ranks");
-  if (!(ranks || num) || given(ctx, "fault_injector_delay_start_iteration")) return;
+  const bool ranks = set(ctx, "fault_injector_ranks"), num = set(ctx, "fault_injector_num_ranks");
+  if (!(ranks || num) || set(ctx, "fault_injector_delay_start_iteration")) return;
   const std::string why = would_fail("train: setup_fault_injection");
   const int64_t world = ctx.i("world_size");
 
@@ -116,12 +116,12 @@ void fault_injector(Context& ctx) {
   }
 
   // get_fault
-  ctx.require(given(ctx, "fault_injector_fault_types"), kFaultTypes,
+  ctx.require(set(ctx, "fault_injector_fault_types"), kFaultTypes,
               why + "--fault-injector-" + std::string(ranks ? "ranks" : "num-ranks") +
                   " injects faults, but --fault-injector-fault-types is not given (fault_injector_fault_types must "
                   "be specified)",
               {"fault_injector_fault_types"});
-  if (given(ctx, "fault_injector_fault_probabilities")) {
+  if (set(ctx, "fault_injector_fault_probabilities")) {
     const size_t types = split_commas(ctx.s("fault_injector_fault_types")).size();
     const std::vector<std::string> words = split_commas(ctx.s("fault_injector_fault_probabilities"));
     double sum = 0;
@@ -150,8 +150,8 @@ void fault_injector(Context& ctx) {
   }
 
   // get_fault_delay
-  if (!given(ctx, "fault_injector_fault_delay")) {
-    ctx.require(given(ctx, "fault_injector_mtti_seconds"), kFaultDelay,
+  if (!set(ctx, "fault_injector_fault_delay")) {
+    ctx.require(set(ctx, "fault_injector_mtti_seconds"), kFaultDelay,
                 why + "neither --fault-injector-fault-delay nor --fault-injector-mtti-seconds is given "
                       "(fault_injector_fault_delay or fault_injector_mtti_seconds must be specified)",
                 {"fault_injector_fault_delay", "fault_injector_mtti_seconds"});

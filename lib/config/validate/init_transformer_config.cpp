@@ -172,7 +172,6 @@ const char* kMpc = "ModelParallelConfig";
 
 std::string v(const Context& ctx, std::string_view dest) { return ctx[dest].py_str(); }
 std::string fv(const Context& ctx, std::string_view dest) { return Context::flag(dest) + " " + v(ctx, dest); }
-bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 // A list of strings as the command line gives it: "a b c", each word escaped (util/text.h echo_word), so a newline
 // in a user's word starts no line of its own.
 std::string words(const std::vector<std::string>& list) {

@@ -39,6 +39,8 @@ inline void assign(Context& ctx, std::string_view dest, const Value& v, std::str
 }
 
 // getattr(args, name, False)-style read: a dest Megatron reads with a default when it may be absent.
+// Python's `args.x is not None` for an attribute the namespace may lack: set, and not None.
+inline bool set(const Context& ctx, std::string_view dest) { return ctx.has(dest) && !ctx.is_none(dest); }
 inline bool on_or(const Context& ctx, std::string_view dest, bool fallback = false) {
   return ctx.has(dest) ? ctx.on(dest) : fallback;
 }
