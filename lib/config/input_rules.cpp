@@ -30,6 +30,10 @@ MR_INPUT_RULE(kTargetEnvKey, "input.target-env-key",
 MR_INPUT_RULE(kMutuallyExclusive, "input.mutually-exclusive",
               "Two arguments of one of Megatron's argparse mutually exclusive groups (--kitchen-config-file and "
               "--kitchen-recipe-number): argparse's \"not allowed with argument\".");
+MR_INPUT_RULE(kEnumPrefix, "input.enum-prefix-on-command-line",
+              "An enum value written with its class on the command line (--exit-signal Signals.SIGTERM, "
+              "--attention-backend AttnBackend.flash, --cuda-graph-modules CudaGraphModule.attn): Megatron's "
+              "parser looks the name up as Enum[word] and fails (a KeyError); config files take that spelling.");
 MR_INPUT_RULE(kEnvNotInteger, "input.env-not-integer",
               "An environment variable that Megatron reads with int() (RANK, WORLD_SIZE, LOCAL_RANK, ...) and whose "
               "value Python's int() refuses.");

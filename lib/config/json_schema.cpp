@@ -40,12 +40,12 @@ Value item_schema(const Arg& a, bool word = false) {
   const ArgType t = a.spec->type;
   List alts;
   if (t == ArgType::SignalEnum) {
-    // A signal's name (SIGTERM, Signals.SIGTERM), as `Signals[name]` looks it up: a number is no word it takes;
-    // in the plain layout a YAML integer is stored as the signal's number itself.
+    // A signal's name (SIGTERM), as `Signals[name]` looks it up: a number is no word it takes. The plain layout
+    // also takes Signals.SIGTERM, and a YAML integer as the signal's number itself.
     List e;
     for (const std::string& n : signal_names()) {
       e.push_back(Value(n));
-      e.push_back(Value("Signals." + n));
+      if (!word) e.push_back(Value("Signals." + n));
     }
     if (!word)
       for (const Value& c : a.choices) e.push_back(c);
@@ -53,10 +53,13 @@ Value item_schema(const Arg& a, bool word = false) {
   } else if (!a.choices.empty()) {
     List e;
     for (const Value& c : a.choices) {
+      if (t == ArgType::AttnBackendEnum && c.is_str() && c.as_str().rfind("AttnBackend.", 0) == 0) {
+        e.push_back(Value(c.as_str().substr(12)));  // the member name, as `AttnBackend[name]` looks it up
+        if (!word) e.push_back(c);                  // the plain layout also takes the resolved JSON's spelling
+        continue;
+      }
       e.push_back(c);
       if (c.is_int()) e.push_back(Value(std::to_string(c.as_int())));  // "1" converts to 1
-      if (t == ArgType::AttnBackendEnum && c.is_str() && c.as_str().rfind("AttnBackend.", 0) == 0)
-        e.push_back(Value(c.as_str().substr(12)));  // the member name a user writes
     }
     alts.push_back(obj({{"enum", Value(std::move(e))}}));
   } else {

@@ -164,6 +164,27 @@ TEST_CASE("a Megatron --yaml-cfg file given as a config file: the error says wha
   CHECK(plain.find("--yaml-cfg") == std::string::npos);
 }
 
+TEST_CASE("a config file takes an enum value with its class prefix, as the resolved JSON writes it", "[config]") {
+  // The command line refuses that spelling (Megatron's Enum[word]); a file is ours, and a resolved JSON fed back as
+  // a config holds "AttnBackend.flash".
+  auto f = write_tmp("enums.yaml", "attention_backend: AttnBackend.flash\nexit_signal: Signals.SIGUSR1\n"
+                                   "cuda_graph_modules: [CudaGraphModule.attn, mlp]\n");
+  const mr::Namespace ns = parse({f}).ns;
+  CHECK(ns["attention_backend"].as_str() == "AttnBackend.flash");
+  CHECK(ns["exit_signal"].as_int() == 10);
+  CHECK(ns["cuda_graph_modules"].json() == "[\"CudaGraphModule.attn\", \"CudaGraphModule.mlp\"]");
+  // A MODEL_ARGS file is a command line (Megatron's CI launcher passes its words to argparse): refused there.
+  auto ci = write_tmp("enums-ci.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --exit-signal: Signals.SIGUSR1\n");
+  try {
+    parse({ci});
+    FAIL("accepted");
+  } catch (const mr::UsageError& e) {
+    CHECK(e.rule() == "input.enum-prefix-on-command-line");
+    CHECK(std::string(e.what()).rfind(ci + ":3: argument --exit-signal: invalid value: 'Signals.SIGUSR1'", 0) == 0);
+  }
+  CHECK(parse({write_tmp("enums-ci2.yaml", "MODEL_ARGS:\n  --exit-signal: SIGUSR1\n")}).ns["exit_signal"].as_int() == 10);
+}
+
 TEST_CASE("a mutually exclusive group across a config file and the command line", "[config]") {
   auto f = write_tmp("kitchen.yaml", "kitchen_config_file: k.yaml\n");
   try {

@@ -107,10 +107,37 @@ TEST_CASE("init stage, training loop: an interval of 0 that the loop takes modul
 
 TEST_CASE("init stage, training loop: the fault injector's settings, next to neighbours that pass", "[init]") {
   const std::set<std::string> fault = mrtest::check_init_cases(kFaultCases);
-  // A setup deferred to --fault-injector-delay-start-iteration fails only if the run reaches it: not checked.
-  mrtest::Run deferred = mrtest::run(
-      mrtest::with({"--fault-injector-num-ranks", "2", "--fault-injector-delay-start-iteration", "3"}), kWs4);
-  CHECK(deferred.exit == 0);
+  // A setup deferred to --fault-injector-delay-start-iteration D fails the same way at the end of iteration D, when
+  // the run reaches it (base_args(): --train-iters 20, from scratch).
+  auto deferred = [](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"--fault-injector-num-ranks", "2", "--fault-injector-delay-start-iteration", "3"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return mrtest::run(mrtest::with(a), kWs4);
+  };
+  mrtest::Run reached = deferred({});
+  CHECK(reached.exit == 1);
+  CHECK(reached.rule == "init.fault-injector.fault-types-required");
+  CHECK(reached.message.rfind("Megatron would fail in its training loop at the end of iteration 3 (train: "
+                              "setup_fault_injection, deferred by --fault-injector-delay-start-iteration): "
+                              "--fault-injector-num-ranks injects faults, but --fault-injector-fault-types is not given",
+                              0) == 0);
+  CHECK(deferred({"--fault-injector-num-ranks", "4"}).rule == "init.fault-injector.num-ranks-range");
+  CHECK(deferred({"--exit-interval", "4"}).rule == "init.fault-injector.fault-types-required");  // steps 0-3 run
+  // Neighbours it does not reach (or may not): past the last iteration, an exit interval that ends the loop first,
+  // the step skipped, a checkpoint's iteration, a run counted in samples, a time limit.
+  for (const std::vector<std::string>& words :
+       std::vector<std::vector<std::string>>{{"--train-iters", "3"},
+                                             {"--exit-interval", "3"},
+                                             {"--iterations-to-skip", "4"},
+                                             {"--load", "/ckpt"},
+                                             {"--pretrained-checkpoint", "/ckpt"},
+                                             {"--exit-duration-in-mins", "10"}}) {
+    mrtest::Run r = deferred(words);
+    INFO(mrtest::joined(words) << ": " << r.rule << ": " << r.message);
+    CHECK(r.exit == 0);
+  }
+  CHECK(deferred({"--train-iters", "4"}).exit == 1);
+  CHECK(deferred({"--iterations-to-skip", "3", "5"}).exit == 1);
   // Without ranks or a number of ranks nothing is injected, whatever else is set.
   CHECK(mrtest::run(mrtest::with({"--fault-injector-fault-probabilities", "1,2"}), kWs4).exit == 0);
 

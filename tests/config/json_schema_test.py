@@ -129,6 +129,8 @@ def main():
         "--exit-signal: SIGUSR1", "--exit-signal: Signals.SIGUSR1", "--exit-signal: 10", "--exit-signal: '10'",
         "--exit-signal: SIGFOO", "exit_signal: SIGIOT",
         "MODEL_ARGS:\n  --exit-signal: SIGUSR1", "MODEL_ARGS:\n  --exit-signal: 10",
+        "MODEL_ARGS:\n  --exit-signal: Signals.SIGUSR1", "MODEL_ARGS:\n  --attention-backend: AttnBackend.flash",
+        "MODEL_ARGS:\n  --attention-backend: flash", "attention_backend: AttnBackend.flash",
         "MODEL_ARGS:\n  --num-layers: [12]", "MODEL_ARGS:\n  --num-layers: '[12]'",
         "MODEL_ARGS:\n  --num-layers: [12, 13]", "MODEL_ARGS:\n  --num-layers: []",
         "MODEL_ARGS:\n  --lr-decay-style: [cosine]", "MODEL_ARGS:\n  --lr-decay-style: [nope]",

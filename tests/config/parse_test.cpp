@@ -97,6 +97,33 @@ TEST_CASE("unknown flags: exit-2 error naming them, with suggestions", "[parse]"
   CHECK(usage_error({"--hidden", "8"}).find("unrecognized arguments") != std::string::npos);
 }
 
+TEST_CASE("an enum value with its class prefix on the command line: Megatron's Enum[word] fails on it", "[parse]") {
+  // argument_utils.py's enum_type_handler is config_type[cli_arg]: AttnBackend['AttnBackend.flash'] is a KeyError.
+  auto refused = [](const std::vector<std::string>& words) -> mr::UsageError {
+    try {
+      parse(words);
+    } catch (const mr::UsageError& e) {
+      return e;
+    }
+    return mr::UsageError("accepted");
+  };
+  mr::UsageError e = refused({"--exit-signal", "Signals.SIGUSR1"});
+  CHECK(std::string(e.what()) ==
+        "argument --exit-signal: invalid value: 'Signals.SIGUSR1': Megatron's parser looks the name up as "
+        "Signals['Signals.SIGUSR1'] and fails; write 'SIGUSR1' (a plain-layout config file takes the prefixed spelling)");
+  CHECK(e.rule() == "input.enum-prefix-on-command-line");
+  CHECK(e.flags == std::vector<std::string>{"--exit-signal"});
+  CHECK(refused({"--attention-backend=AttnBackend.flash"}).rule() == "input.enum-prefix-on-command-line");
+  CHECK(refused({"--cuda-graph-modules", "attn", "CudaGraphModule.mlp"}).rule() == "input.enum-prefix-on-command-line");
+  // Neighbours: the bare names pass; the prefix alone or another class's prefix is the converter's own refusal.
+  CHECK(parse({"--exit-signal", "SIGUSR1"})["exit_signal"].as_int() == 10);
+  CHECK(parse({"--attention-backend", "flash"})["attention_backend"].as_str() == "AttnBackend.flash");
+  CHECK(refused({"--attention-backend", "AttnBackend."}).rule() == "usage");
+  CHECK(refused({"--exit-signal", "AttnBackend.SIGUSR1"}).rule() == "usage");
+  // A plain string flag keeps such a word.
+  CHECK(parse({"--save", "Signals.SIGUSR1"})["save"].as_str() == "Signals.SIGUSR1");
+}
+
 TEST_CASE("a mutually exclusive group: the second member is not allowed with the first", "[parse]") {
   // arguments.py: --kitchen-config-file and --kitchen-recipe-number are one add_mutually_exclusive_group.
   auto refused = [](const std::vector<std::string>& words) -> mr::UsageError {

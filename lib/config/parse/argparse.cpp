@@ -97,6 +97,33 @@ std::string choices_text(const Arg& arg) {
   return out;
 }
 
+// The class an enum argument's resolved value names ("Signals.", "AttnBackend.", "CudaGraphModule."): our JSON writes
+// it and a plain-layout config file takes it back, but Megatron's parser looks a command-line word up as
+// Enum[word], where the prefixed spelling is a KeyError (a traceback). "" for any other type.
+std::string_view enum_class_prefix(ArgType t) {
+  switch (t) {
+    case ArgType::SignalEnum: return "Signals.";
+    case ArgType::AttnBackendEnum: return "AttnBackend.";
+    case ArgType::CudaGraphModule: return "CudaGraphModule.";
+    default: return "";
+  }
+}
+
+// A command-line word (the command line's, a program's, a MODEL_ARGS file's: words Megatron's argparse sees) that
+// spells an enum value with its class: refused as Megatron fails on it.
+void refuse_enum_class_prefix(const Arg& arg, const std::string& option, const std::string& word,
+                              const Provenance& origin) {
+  const std::string_view prefix = enum_class_prefix(arg.spec->type);
+  if (prefix.empty() || word.size() <= prefix.size() || word.compare(0, prefix.size(), prefix) != 0) return;
+  throw UsageError(with_where("argument " + option + ": invalid value: " + quoted(word) +
+                                  ": Megatron's parser looks the name up as " +
+                                  std::string(prefix.substr(0, prefix.size() - 1)) + "[" + quoted(word) +
+                                  "] and fails; write " + quoted(word.substr(prefix.size())) +
+                                  " (a plain-layout config file takes the prefixed spelling)",
+                              origin),
+                   {option}, at(origin), "input.enum-prefix-on-command-line");
+}
+
 Value convert_checked(const Arg& arg, const std::string& option, const std::string& word, const Provenance& origin) {
   Value v;
   try {
@@ -180,6 +207,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
   size_t bad_more = 0;
   auto converted = [&](const Arg& arg, const std::string& option, const std::string& word, const Provenance& origin) {
     try {
+      refuse_enum_class_prefix(arg, option, word, origin);
       return convert_checked(arg, option, word, origin);
     } catch (const UsageError& e) {
       if (bad_values.size() <= limits::kMaxListedArguments) bad_values.push_back(e);

@@ -5,6 +5,7 @@
 // when it trains: not under --skip-train, unless --perform-rl-step (training.py, pretrain: `if not skip_train or
 // (perform_rl_step and do_train)`), so none of these is checked then.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,17 +72,42 @@ std::string str_or_none(const Context& ctx, const char* dest) {
   return ctx.has(dest) && !ctx.is_none(dest) ? echo_word(ctx[dest].py_str()) : "None";
 }
 
+// The iteration a deferred setup (--fault-injector-delay-start-iteration D) runs at, when the run certainly
+// reaches it; nullopt when it does not or may not. train() sets it up at the end of the step whose iteration
+// (before its increment) is D, in its loop `while iteration < train_iters`. Known to be reached only in a run from
+// iteration 0 (no --load or --pretrained-checkpoint: a checkpoint's iteration is not known here) counted in
+// iterations (--train-iters, not --train-samples, whose count follows the batch-size ramp), when --exit-interval
+// E does not end the loop first (it stops after the step that makes the iteration E: steps 0 to E - 1 run), the
+// step is not skipped (D + 1 in --iterations-to-skip) and --exit-duration-in-mins cannot stop it earlier.
+std::optional<int64_t> deferred_setup_reached(const Context& ctx) {
+  const int64_t d = ctx.i("fault_injector_delay_start_iteration");
+  for (const char* dest : {"load", "pretrained_checkpoint", "train_samples", "exit_duration_in_mins"})
+    if (set(ctx, dest)) return std::nullopt;
+  if (!set(ctx, "train_iters") || d < 0 || d >= ctx.i("train_iters")) return std::nullopt;
+  if (set(ctx, "exit_interval") && ctx.i("exit_interval") > 0 && d >= ctx.i("exit_interval")) return std::nullopt;
+  if (ctx.has("iterations_to_skip") && ctx["iterations_to_skip"].is_list())
+    for (const Value& it : ctx["iterations_to_skip"].as_list())
+      if (it.is_int() && it.as_int() == d + 1) return std::nullopt;
+  return d;
+}
+
 // train() builds FaultInjectorConfig from the arguments and, when --fault-injector-ranks or
-// --fault-injector-num-ranks is set and no --fault-injector-delay-start-iteration defers it, calls
-// setup_fault_injection before the first iteration (training.py, train). Rank 0 then draws the plan
-// (fault_injector.py: get_fault_ranks, get_fault, get_fault_delay, in that order) and asserts on the settings
-// before the broadcast, so the other ranks wait on it. A deferred setup fails the same way at that iteration, but
-// only if the run reaches it: not checked. Not checkable here: the fault type names (nvidia_resiliency_ext's
-// Fault enum) and whether that package is installed.
+// --fault-injector-num-ranks is set, calls setup_fault_injection before the first iteration (training.py, train),
+// or, with --fault-injector-delay-start-iteration D, at the end of iteration D (deferred_setup_reached: checked
+// only where the run reaches it). Rank 0 then draws the plan (fault_injector.py: get_fault_ranks, get_fault,
+// get_fault_delay, in that order) and asserts on the settings before the broadcast, so the other ranks wait on it.
+// Not checkable here: the fault type names (nvidia_resiliency_ext's Fault enum) and whether that package is
+// installed.
 void fault_injector(Context& ctx) {
   const bool ranks = set(ctx, "fault_injector_ranks"), num = set(ctx, "fault_injector_num_ranks");
-  if (!(ranks || num) || set(ctx, "fault_injector_delay_start_iteration")) return;
-  const std::string why = would_fail("train: setup_fault_injection");
+  if (!(ranks || num)) return;
+  std::string why = would_fail("train: setup_fault_injection");
+  if (set(ctx, "fault_injector_delay_start_iteration")) {
+    const std::optional<int64_t> at = deferred_setup_reached(ctx);
+    if (!at) return;
+    why = "Megatron would fail in its training loop at the end of iteration " + std::to_string(*at) +
+          " (train: setup_fault_injection, deferred by --fault-injector-delay-start-iteration): ";
+  }
   const int64_t world = ctx.i("world_size");
 
   // get_fault_ranks
