@@ -4,9 +4,12 @@ level of the tree holds only what the design card names.
 
 A file may include headers of its own layer and of the layers listed before it in LAYERS, except those the
 table says it must not use; an include of a later layer, or of a banned one, fails, naming file:line.
-Standard and third-party headers (<...>) are not checked.
+An include is ours whether written "..." or <...> (every lib target has lib/ on its include path, so
+<run/train.h> compiles), with a comment before the name or a path through ".."; a header generated into the
+build tree (config/args.def) is ours by its folder. Standard and third-party headers are not checked.
 
     usage: layers.py [SOURCE_DIR]
+           layers.py --selftest   (plants includes against the order in a scratch tree: each must be caught)
 """
 import os
 import re
@@ -37,7 +40,8 @@ LAYERS = [
 TOP_LEVEL = {"CMakeLists.txt", "apps", "lib", "configs", "tests", "scripts", "docs", "README.md", "bench",
              "cmake", ".ci", ".gitignore"}
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# `#include "x"` or `#include <x>`, comments allowed between the directive and the name.
+INCLUDE = re.compile(r'^\s*#\s*include\s*(?:/\*.*?\*/\s*)*(?:"([^"]+)"|<([^>]+)>)')
 SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inc")
 
 
@@ -51,12 +55,22 @@ def layer_of(path):
     return best[0] if best else None
 
 
-def resolve(root, src, inc):
-    """The tree path an include names: lib/-relative ("config/x.h") or relative to the including file."""
-    here = os.path.normpath(os.path.join(os.path.dirname(src), inc))
-    if os.path.isfile(os.path.join(root, here)):
-        return here
-    return "lib/" + inc if os.path.isfile(os.path.join(root, "lib", inc)) else None
+def resolve(root, src, inc, quoted=True):
+    """The tree path an include names: relative to the including file (quoted only) or lib/-relative
+    ("config/x.h"), normalised; a name under a layer's folder that is in no source file (a header generated into
+    the build tree) by its folder; None for a standard or third-party header."""
+    if quoted:
+        here = os.path.normpath(os.path.join(os.path.dirname(src), inc))
+        if os.path.isfile(os.path.join(root, here)):
+            return here
+    in_lib = os.path.normpath(os.path.join("lib", inc))
+    if os.path.isfile(os.path.join(root, in_lib)):
+        return in_lib
+    if in_lib.startswith("lib/") and layer_of(in_lib) not in (None, "apps"):
+        first = in_lib.split("/")[1]
+        if os.path.isdir(os.path.join(root, "lib", first)):
+            return in_lib  # generated, or missing: the compiler says which; its folder gives its layer
+    return None
 
 
 def top_level_entries(root):
@@ -93,15 +107,16 @@ def main():
                         m = INCLUDE.match(line)
                         if not m:
                             continue
-                        checked += 1
-                        target = resolve(root, src, m.group(1))
+                        name = m.group(1) if m.group(1) is not None else m.group(2)
+                        target = resolve(root, src, name, quoted=m.group(1) is not None)
                         if target is None:
-                            continue  # a generated or third-party header; not ours to order
+                            continue  # a standard or third-party header; not ours to order
+                        checked += 1
                         theirs = layer_of(target)
                         if theirs is None:
-                            errors.append(f"{src}:{lineno}: includes {m.group(1)}, which is in no layer")
+                            errors.append(f"{src}:{lineno}: includes {name}, which is in no layer")
                         elif rank[theirs] > rank[mine] or theirs in banned[mine]:
-                            errors.append(f"{src}:{lineno}: {mine} includes {m.group(1)} ({theirs}), against "
+                            errors.append(f"{src}:{lineno}: {mine} includes {name} ({theirs}), against "
                                           f"the layer order")
     for e in errors:
         print(e)
@@ -113,5 +128,36 @@ def main():
     return 0
 
 
+def selftest():
+    """Plants each spelling of an include against the order in a scratch tree; all must be caught, and their
+    neighbours that follow it (the same headers from the run layer, a standard header) pass."""
+    import shutil
+    import tempfile
+    here = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    bad = ['#include "run/train.h"', '#include <run/train.h>', '#include /* c */ "run/train.h"',
+           '#include "config/../run/train.h"', '#include "../run/train.h"', '#  include<run/train.h>',
+           '#include "run/generated_only.def"']
+    good = ['#include "config/value.h"', '#include <vector>', '#include <boost/program_options.hpp>']
+    failures = []
+    for planted, expect_caught in [(b, True) for b in bad] + [(g, False) for g in good]:
+        with tempfile.TemporaryDirectory() as d:
+            for sub in ("lib/config", "lib/run"):
+                os.makedirs(os.path.join(d, sub))
+            shutil.copy(os.path.join(here, "lib/config/value.h"), os.path.join(d, "lib/config/value.h"))
+            open(os.path.join(d, "lib/run/train.h"), "w").close()
+            with open(os.path.join(d, "lib/config/planted.cpp"), "w") as f:
+                f.write("// planted\n" + planted + "\n")
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), d], capture_output=True, text=True)
+            caught = "lib/config/planted.cpp:2:" in out.stdout
+            if caught != expect_caught:
+                failures.append(f"{planted!r}: {'caught' if caught else 'not caught'}; expected the opposite "
+                                f"({out.stdout.strip()[-200:]})")
+    for f in failures:
+        print("layers selftest:", f)
+    print(f"layers selftest: {len(bad)} planted includes against the order, {len(good)} neighbours: "
+          f"{'all as expected' if not failures else str(len(failures)) + ' wrong'}")
+    return 1 if failures else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(selftest() if sys.argv[1:] == ["--selftest"] else main())
