@@ -59,24 +59,6 @@ int64_t global_index(const ParamSpec& p, int64_t tp_rank, int64_t local) {
   return whole_index(shard_index(p, tp_rank), local);
 }
 
-BufferDtypes buffer_dtypes(const Args& a, const TargetEnv& target) {
-  const optim::DType model = a.bf16 ? optim::DType::BF16 : a.fp16 ? optim::DType::F16 : optim::DType::F32;
-  if (!a.use_precision_aware_optimizer || a.optimizer != arg::Optimizer::adam) return model;
-  auto moment = [](std::string_view d) {  // fp8: Transformer Engine's e4m3 with a per-tensor scale
-    return d == "bf16"   ? optim::DType::BF16
-           : d == "fp16" ? optim::DType::F16
-           : d == "fp8"  ? optim::DType::E4M3
-                         : optim::DType::F32;
-  };
-  // The main params (16-bit training only): fp16 as asked, else fp32, kept as remainders beside bf16 params where
-  // Megatron's Adam does (keeps_param_remainders, run/model.h) with the target's Transformer Engine (2.1 or newer;
-  // --target-te-version, as the estimate of `megatron-run params` asks).
-  const MainStorage main = a.main_params_dtype == arg::MainParamsDtype::fp16 ? MainStorage::F16
-                           : keeps_param_remainders(a, target)            ? MainStorage::Remainder
-                                                                          : MainStorage::F32;
-  return {model, moment(arg::to_string(a.exp_avg_dtype)), moment(arg::to_string(a.exp_avg_sq_dtype)), main};
-}
-
 void FlatBuffers::store_initial(void* m, int64_t i, float v) const {
   if (has_main && main_storage == MainStorage::Remainder) {
     uint16_t rem = 0;

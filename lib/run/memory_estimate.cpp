@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "optim/optimizer_table.h"
+#include "run/buffer_dtypes.h"
 #include "run/grad_format.h"
 #include "run/model.h"
 
@@ -15,20 +16,23 @@ namespace mr::run {
 
 namespace {
 
-// Bytes of one element of a dtype as the arguments spell it ("bf16", "torch.bfloat16", "fp8", "fp32", ...).
-double dtype_size(std::string_view s, double fallback) {
-  if (s.find('8') != std::string_view::npos) return 1;
-  if (s.find("16") != std::string_view::npos) return 2;
-  if (s.find("32") != std::string_view::npos || s == "torch.float") return 4;
-  return fallback;
+// Bytes of one element of Megatron-FSDP's --megatron-fsdp-main-params-dtype / --megatron-fsdp-main-grads-dtype as
+// validate_args leaves them (config/validate/dtype_strings.cpp: fp32, bf16, fp16 become torch.float32,
+// torch.bfloat16, torch.float16; auto becomes None, which the caller handles).
+double fsdp_dtype_size(const std::string& torch_dtype) {
+  return torch_dtype == "torch.bfloat16" || torch_dtype == "torch.float16" ? 2 : 4;
 }
 
 // A sharding strategy's depth: 0 no_shard, 1 optim (main params + optimizer state), 2 optim_grads (+ gradients),
-// 3 optim_grads_params (+ the params themselves).
-int shard_level(std::string_view strategy) {
-  if (strategy == "optim") return 1;
-  if (strategy == "optim_grads") return 2;
-  if (strategy == "optim_grads_params") return 3;
+// 3 optim_grads_params (+ the params themselves). Both strategy enums (dense and expert) spell the same four.
+template <class Strategy>
+int shard_level(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::no_shard: return 0;
+    case Strategy::optim: return 1;
+    case Strategy::optim_grads: return 2;
+    case Strategy::optim_grads_params: return 3;
+  }
   return 0;
 }
 
@@ -52,7 +56,6 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
                                const TargetEnv& env) {
   const bool half = a.bf16 || a.fp16;
   const optim::OptimizerInfo opt = optim::optimizer_info(a.optimizer, a.muon_scalar_optimizer);
-  const bool aware = a.use_precision_aware_optimizer;
   const bool fsdp = a.use_megatron_fsdp;
   // Torch FSDP2 (--use-torch-fsdp2): fully_shard over the data-parallel group with context parallelism, every
   // parameter (experts too) sharded with its gradient, main param and state; the gradient in the param's dtype (its
@@ -66,19 +69,18 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   // --optimizer dist_muon is muon with the distributed optimizer (Megatron's deprecated spelling).
   const bool distributed_optimizer = a.use_distributed_optimizer || a.optimizer == arg::Optimizer::dist_muon;
   auto inner = [&](int64_t group) { return std::max<int64_t>(1, std::max<int64_t>(1, group) / instances); };
-  const std::string dense_strategy =
-      fsdp    ? std::string(arg::to_string(a.data_parallel_sharding_strategy))
-      : fsdp2 ? "optim_grads_params"
-              : (distributed_optimizer ? "optim" : "no_shard");
-  const std::string expert_strategy =
-      fsdp && a.expert_data_parallel_sharding_strategy ? std::string(arg::to_string(*a.expert_data_parallel_sharding_strategy))
-                                                       : dense_strategy;
+  // FSDP2 shards everything (optim_grads_params), the distributed optimizer the state (optim).
+  const int dense_level = fsdp    ? shard_level(a.data_parallel_sharding_strategy)
+                          : fsdp2 ? 3
+                                  : (distributed_optimizer ? 1 : 0);
+  const int expert_level =
+      fsdp && a.expert_data_parallel_sharding_strategy ? shard_level(*a.expert_data_parallel_sharding_strategy)
+                                                       : dense_level;
   const bool outer_optim = fsdp && a.outer_dp_sharding_strategy == arg::OuterDpShardingStrategy::optim;
   struct Shards {
     double params = 1, grads = 1, state = 1;
   };
-  auto shards = [&](const std::string& strategy, int64_t group) {
-    const int level = shard_level(strategy);
+  auto shards = [&](int level, int64_t group) {
     const double in = static_cast<double>(inner(group));
     Shards s;
     if (level >= 1) s.state = in * (outer_optim ? static_cast<double>(instances) : 1.0);
@@ -86,8 +88,8 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     if (level >= 3) s.params = in;
     return s;
   };
-  const Shards dense = shards(dense_strategy, dp),
-               expert = shards(expert_strategy, expert_dp > 0 && !fsdp2 ? expert_dp : dp);
+  const Shards dense = shards(dense_level, dp),
+               expert = shards(expert_level, expert_dp > 0 && !fsdp2 ? expert_dp : dp);
 
   // Element sizes.
   const double p_bytes = half ? 2 : 4;
@@ -95,26 +97,26 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
   double g_bytes = fsdp2 ? p_bytes : optim::dtype_size(grad_format(a).buffer);
   // Main params: fp32, or with the precision-aware optimizer --main-params-dtype, where fp32 masters of bf16 params
   // may be kept as 16-bit remainders beside them (keeps_param_remainders; fp8 params keep fp32 ones).
-  const bool aware_adam = aware && a.optimizer == arg::Optimizer::adam;
-  const bool remainders = keeps_param_remainders(a, env);
-  double main_bytes = half ? (aware_adam ? (remainders ? 2 : dtype_size(arg::to_string(a.main_params_dtype), 4)) : 4) : 0;
+  // The run's own buffer dtypes (run/buffer_dtypes.h): fp32 moments and masters unless the precision-aware Adam.
+  const BufferDtypes dtypes = buffer_dtypes(a, env);
+  double main_bytes = half ? main_storage_bytes(dtypes.main) : 0;
   if (fsdp) {
     // Megatron-FSDP's main weights (fp32 by default; auto, which validate_args turns into None: the params' own
     // dtype, no second copy) and main gradients (auto: the gradient dtype above; --accumulate-allreduce-grads-in-fp32
     // forces fp32).
     const std::optional<std::string>& mp = a.megatron_fsdp_main_params_dtype;
-    main_bytes = half && mp ? dtype_size(*mp, 4) : 0;
+    main_bytes = half && mp ? fsdp_dtype_size(*mp) : 0;
     const std::optional<std::string>& mg = a.megatron_fsdp_main_grads_dtype;
-    if (!a.accumulate_allreduce_grads_in_fp32 && mg) g_bytes = dtype_size(*mg, g_bytes);
+    if (!a.accumulate_allreduce_grads_in_fp32 && mg) g_bytes = fsdp_dtype_size(*mg);
   }
-  const double m1 = aware_adam ? dtype_size(arg::to_string(a.exp_avg_dtype), 4) : 4;
-  const double m2 = aware_adam ? dtype_size(arg::to_string(a.exp_avg_sq_dtype), 4) : 4;
+  const double m1 = optim::dtype_size(dtypes.exp_avg);
+  const double m2 = optim::dtype_size(dtypes.exp_avg_sq);
 
   MemoryEstimate m;
   m.params_shard = static_cast<int64_t>(dense.params);
   m.grads_shard = static_cast<int64_t>(dense.grads);
   m.state_shard = static_cast<int64_t>(dense.state);
-  m.sharding = fsdp    ? "megatron-fsdp " + dense_strategy
+  m.sharding = fsdp    ? "megatron-fsdp " + std::string(arg::to_string(a.data_parallel_sharding_strategy))
                : fsdp2 ? "torch fsdp2"
                        : (distributed_optimizer ? "distributed optimizer" : "none");
   std::vector<const ParamSpec*> all;  // the run's parameters and those Megatron allocates but does not use
@@ -129,7 +131,7 @@ MemoryEstimate estimate_memory(const ModelPlan& plan, const Args& a, int64_t dp,
     m.grads += n * g_bytes / sh.grads;
     // FP8 params keep an fp32 main copy even when the other params are fp32 (the optimizer steps that copy), and
     // where bf16 params keep remainders (Transformer Engine splits only bf16 params).
-    m.main_params += n * (fp8 && (main_bytes == 0 || remainders) ? 4.0 : main_bytes) / sh.state;
+    m.main_params += n * (fp8 && (main_bytes == 0 || dtypes.main == MainStorage::Remainder) ? 4.0 : main_bytes) / sh.state;
     const optim::StateLayout& st =
         optim::state_of(opt, optim::takes_own_rule(opt, p.shape.size(), p.embedding_or_output, p.use_muon));
     double state = 0;
