@@ -6,6 +6,7 @@
 #include <map>
 #include <string_view>
 
+#include "commands.h"
 #include "config/limits.h"
 #include "config/parse/argparse.h"
 #include "config/print.h"
@@ -69,8 +70,8 @@ bool wants_json(const std::vector<std::string>& args, bool run_command) {
     launch::ProgramSplit ps = read_run_words(args, /*lenient=*/true);
     words = std::move(ps.words);
     end = ps.end_of_options;
-  } else if (!args.empty() && (args.front() == "schema" || args.front() == "help")) {
-    return false;
+  } else if (const Command* c = args.empty() ? nullptr : find_command(args.front()); c && !c->json_result) {
+    return false;  // a command whose JSON is no result document (schema; `json_result` in commands.h)
   }
   for (size_t i = 0; i < end; ++i) {
     if (words[i] == "--") break;
@@ -89,84 +90,18 @@ int report_usage_error(const std::vector<std::string>& args, const UsageError& e
 }
 
 void print_command_usage(std::ostream& os, const std::string& cmd) {
-  if (cmd == "check") {
-    os << "usage: megatron-run check [--format " << CheckOptions::kFormats
-       << "] [--world-size N] [--quiet] [--yaml-cfg]\n"
-          "                          [config options] [target options] [--] FILE...\n\n"
-          "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
-          "prints one result per file as soon as it is known (text, github, json: flushed after each file). Exit 0: every file valid; 1: a rule failed (or the\n"
-          "output could not be written); 2: a file could not be read or parsed. --format: text (a line per\n"
-          "problem), json (one document), github (a GitHub Actions ::error/::warning command per problem, shown\n"
-          "as annotations), junit (a JUnit XML report, a testcase per file). --quiet: errors only (no warnings in text, github and junit; json lists them all), and no summary line\n"
-          "when every file is valid. `--` ends the options: every word after it is a FILE, one starting with '-' too.\n"
-          "--yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel: sections),\n"
-          "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. --config BASE (repeatable): every FILE\n"
-          "is checked on top of BASE, as `--config BASE --config FILE` would be (a file that only overrides a\n"
-          "base, like configs/examples/heterogeneous.yaml); a problem placed in BASE adds \"(checking FILE)\".\n"
-          "`megatron-run help` lists the config and target options.\n";
-  } else if (cmd == "schema") {
-    os << "usage: megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n\n"
-          "Prints the argument table: every Megatron flag with its dest, type, default, choices, nargs and help.\n"
-          "json-schema: a JSON Schema (draft 2020-12) for --config files, for editors and validators;\n"
-          "*-completion: a completion script for the shell (commands, their options, every Megatron flag).\n";
-  } else if (cmd == "rules") {
-    os << "usage: megatron-run rules [--format text|markdown|json] [ID...]\n\n"
-          "Lists every validation rule: its id, level, stage and message (docs/validation.md is this, as markdown).\n"
-          "With IDs, only those rules, in that order; an id no rule has is an error (exit 2) naming the closest ids.\n"
-          "json: a list of objects with id, level, stage, description and source (file:line of the declaration).\n";
-  } else if (cmd == "topology") {
-    os << "usage: megatron-run topology --world-size N [--format text|json|svg|dot] [--gpus-per-node N]\n"
-          "                             [--config FILE]... [MEGATRON FLAGS]\n"
-          "Prints every process group of the job (Megatron's rank layout) without starting anything. svg and dot\n"
-          "draw the GPUs as a grid, one row per node of --gpus-per-node GPUs (default 8), each marked with its\n"
-          "TP group, pipeline stage, data-parallel replica (and CP rank, EP group); dot is for Graphviz.\n";
-  } else if (cmd == "params") {
-    os << "usage: megatron-run params --world-size N [--format text|json|svg] [--device-memory SIZE]\n"
-          "                           [--config FILE]... [MEGATRON FLAGS]\n"
-          "Prints the parameters each (tensor, pipeline) rank holds and the memory they take (weights,\n"
-          "gradients, main params, optimizer state, activations), without starting anything. svg draws one\n"
-          "stacked bar per rank against --device-memory (default 80GiB; B, KiB, MiB, GiB, TiB, KB, MB, GB, TB).\n";
-  } else if (cmd == "schedule") {
-    os << "usage: megatron-run schedule [--format text|csv|json|svg] [--points N | --every K | --at N,N,...]\n"
-          "                             [--config FILE]... [MEGATRON FLAGS]\n"
-          "Prints the learning rate and weight decay over the run, from the scheduler the run uses (Megatron's\n"
-          "OptimizerParamScheduler): per iteration (--train-iters), or per consumed sample (--train-samples),\n"
-          "each point with its phase (warmup, constant, stable, decay, anneal, floor). The value at iteration i is\n"
-          "the one Megatron logs at i. Points: --points N evenly spaced plus the phase boundaries (default 20 for\n"
-          "text, 500 otherwise), --every K, or --at a list.\n";
-  } else {
+  const Command* command = find_command(cmd);
+  if (command && !command->usage.empty())
+    os << command->usage;
+  else
     print_usage(os);
-  }
 }
 
 void print_usage(std::ostream& os) {
   os << "megatron-run — parse, validate and launch Megatron-LM training jobs\n\n"
-        "usage:\n"
-        "  megatron-run --dry-run [--config FILE]... [--format text|json|argv|argv0] [--explain FLAG]... [MEGATRON FLAGS]\n"
-        "  megatron-run check [--format " << CheckOptions::kFormats
-     << "] [--world-size N] [--yaml-cfg] [target options] FILE...\n"
-        "  megatron-run schema [--format json|text|json-schema|bash-completion|zsh-completion|fish-completion]\n"
-        "  megatron-run rules [--format text|markdown|json] [ID...]   the validation rules (or the named ones)\n"
-        "  megatron-run topology --world-size N [--format text|json|svg|dot] [config options] [MEGATRON FLAGS]\n"
-        "  megatron-run params --world-size N [--format text|json|svg] [config options] [MEGATRON FLAGS]\n"
-        "                               parameters and their memory per (tensor, pipeline) rank\n"
-        "  megatron-run schedule [--format text|csv|json|svg] [config options] [MEGATRON FLAGS]\n"
-        "                               learning rate and weight decay over the run\n"
-        "  megatron-run [--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]] [--bring-up-only]\n"
-        "               [--config FILE]... [MEGATRON FLAGS]      validate, then start or join the job\n"
-        "  megatron-run [launch options] [--config FILE]... [MEGATRON FLAGS] PROGRAM\n"
-        "               validate for the job's world size, then start PROGRAM on every rank with torchrun's\n"
-        "               environment and the Megatron flags appended (docs/launch.md). PROGRAM is one of\n"
-        "                 SCRIPT.py ARGS...        run under python3 -u ($PYTHON_EXEC), torchrun's form\n"
-        "                 -- CMD ARGS...           any command, as given (an existing x.py file that is no\n"
-        "                                          executable found as a command runs as SCRIPT, as torchrun's)\n"
-        "                 --no-python CMD ARGS...  CMD as a command rather than a script\n"
-        "                 -m MODULE ARGS...        python3 -u -m MODULE ($PYTHON_EXEC)\n"
-        "               --no-append-args: the program gets only its own ARGS\n"
-        "               --no-file-checks: start it without checking the files its flags name (docs/launch.md)\n"
-        "  megatron-run --help          every Megatron flag, grouped\n"
-        "  megatron-run help [COMMAND]  this usage, or a command's (as COMMAND --help)\n"
-        "  megatron-run --version       megatron-run's version\n\n"
+        "usage:\n";
+  for (const Command& c : commands()) os << c.synopsis;
+  os << "\n"
         "config options:\n"
         "  --config FILE                YAML/JSON arguments (repeatable; later files and then the command line win)\n"
         "  --allow-unset-env            keep ${VAR} literal when VAR is unset instead of failing\n"

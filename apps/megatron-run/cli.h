@@ -82,8 +82,8 @@ struct RulesOptions {
 // description names them for shell completion: "a|b|c".
 UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices);
 
-// What shell completion offers (completion.h): every command with its own options, read from the same option
-// descriptions the commands parse with (completion_spec.cpp).
+// What shell completion offers (completion.h): every command of the command table (commands.h) with its own
+// options, read from the same option descriptions the commands parse with (completion_spec.cpp).
 CompletionSpec completion_spec();
 // megatron-run's completion script for `shell` (bash, zsh or fish; cmd_schema.cpp): `schema --format
 // SHELL-completion` and torchrun's --print-completion SHELL.
@@ -156,10 +156,11 @@ std::string rules_markdown();
 int cmd_topology(const std::vector<std::string>& args);
 int cmd_params(const std::vector<std::string>& args);    // parameters and their memory per rank
 int cmd_schedule(const std::vector<std::string>& args);  // learning rate and weight decay over the run
+// The general usage: each command's synopsis from the command table (commands.h), then the options.
 void print_usage(std::ostream& os);
 // For a word that is no file or program: " (did you mean check?)" when it is a near miss of one of megatron-run's
 // commands, a note that megatron-run launches without a command word for `launch` and `run` (with the command
-// list), else "" (main.cpp, which holds the command table).
+// list), else "" (main.cpp, which reads the command table, commands.h).
 std::string command_word_hint(const std::string& word);
 
 // A parse warning as a diagnostic: "[id] FILE:12: text" (the input.* warnings of config files) keeps its id and
@@ -175,8 +176,8 @@ void log_warnings(const Outcome& out);
 // failure document on stdout. Returns 1, the exit code of a failed rule.
 int report_failure(const CommonOptions& common, const std::vector<Diagnostic>& diagnostics);
 int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
-// `megatron-run CMD --help`: the usage of one command of kCommands (main.cpp), else the general one. Written by hand:
-// it lists each command's options and --format values, so it changes with them.
+// `megatron-run CMD --help`: the usage of one command, its row's `usage` in the command table (commands.h), else the
+// general one. Written by hand there: it lists each command's options and --format values, so it changes with them.
 void print_command_usage(std::ostream& os, const std::string& cmd);
 // A usage error (exit 2): on stderr as print_usage_error (config/print.h) prints every usage error (its rule id
 // shown when it has one) and, when `args` asks for JSON on stdout (--format json, for a command whose JSON is a

@@ -1,13 +1,12 @@
-// What shell completion offers for megatron-run's own surface: each command and its options, read from the very
-// option descriptions the commands parse with (their *Options::add_to), so a new option completes without being
-// listed here. The values of --format come from its description, which names the choices as "a|b|c".
+// What shell completion offers for megatron-run's own surface: each command of the command table (commands.h) and
+// its options, read from the very option descriptions the commands parse with (their *Options::add_to), so a new
+// command or option completes without being listed here. The values of --format come from its description, which
+// names the choices as "a|b|c".
 #include <boost/algorithm/string.hpp>
 
 #include <algorithm>
 
-#include "cli.h"
-#include "config/rule.h"
-#include "launch.h"
+#include "commands.h"
 
 namespace mr::app {
 
@@ -50,38 +49,28 @@ std::vector<CompletionOption> options_of(const po::options_description& desc) {
   return out;
 }
 
-template <class Options>
-CompletionCommand command(const char* name, const char* help, bool megatron_flags, bool files = false) {
-  Options opts;
-  po::options_description desc(name);
-  opts.add_to(desc);
-  return CompletionCommand{name, help, options_of(desc), megatron_flags, files};
+// A command's completion, from its row of the command table.
+CompletionCommand command(const Command& c) {
+  po::options_description desc(c.name);
+  if (c.add_options) c.add_options(desc);
+  CompletionCommand out{c.name, c.summary, options_of(desc), c.megatron_flags, c.files};
+  if (c.words) out.words = c.words();
+  out.one_word = c.one_word;
+  return out;
 }
 
 }  // namespace
 
 CompletionSpec completion_spec() {
   CompletionSpec s;
-  s.run = command<RunOptions>("", "validate, then start or join the job", true);
+  for (const Command& c : commands()) {  // the default command, then every command word (help last)
+    if (*c.name)
+      s.commands.push_back(command(c));
+    else
+      s.run = command(c);
+  }
   for (CompletionOption& o : s.run.options)  // RunOptions has --help: its words here, and it is listed once
     if (o.flag == "--help") o.help = "every Megatron flag, grouped";
-  s.commands = {
-      command<CheckOptions>("check", "lint many configs in one process", false, true),
-      command<SchemaOptions>("schema", "the argument table (JSON, text, JSON Schema, completion)", false),
-      command<RulesOptions>("rules", "every validation rule id", false),  // and the ids as its words (below)
-      command<TopologyOptions>("topology", "the process groups of a job (text, JSON, SVG, DOT)", true),
-      command<ParamsOptions>("params", "parameters and their memory per rank (text, JSON, SVG)", true),
-      command<ScheduleOptions>("schedule", "learning rate and weight decay over the run (text, CSV, JSON, SVG)",
-                               true),
-      // a new command goes here, anywhere in the list; `help` is not listed: it is appended below
-  };
-  for (CompletionCommand& c : s.commands)
-    if (c.name == "rules")
-      for (const Rule* r : all_rules()) c.words.push_back(r->id);
-  // `help`, always last: its words are every command above.
-  CompletionCommand help{"help", "megatron-run's usage", {}, false, false};
-  for (const CompletionCommand& c : s.commands) help.words.push_back(c.name);
-  s.commands.push_back(std::move(help));
   return s;
 }
 

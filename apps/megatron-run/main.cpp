@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "commands.h"
 #include "error_record.h"
 #include "config/parse/argparse.h"
 #include "config/print.h"
@@ -20,42 +21,37 @@
 
 namespace {
 
-// Every command word and its function. `COMMAND --help`, `help COMMAND`, the near-miss suggestions and the list in
-// `help`'s refusal all read this table (`help` itself is answered in run()): a new command is one line here, its
-// usage in print_command_usage and print_usage (cli.cpp), its options in completion_spec() (completion_spec.cpp).
-struct Command {
-  const char* name;
-  int (*run)(const std::vector<std::string>& args);
-};
-const Command kCommands[] = {
-    {"check", &mr::app::cmd_check},       {"schema", &mr::app::cmd_schema}, {"rules", &mr::app::cmd_rules},
-    {"topology", &mr::app::cmd_topology}, {"params", &mr::app::cmd_params}, {"schedule", &mr::app::cmd_schedule},
-};
+// The commands are the table of commands.h (commands.cpp): one row each, with its function, options, usage texts and
+// completion. Dispatch, `COMMAND --help`, `help COMMAND`, the near-miss suggestions and the list in help's refusal
+// all read it here; `help` and the default command (no command word) are rows too, answered below. A new command is
+// one row there (with its cmd_<name>.cpp and <Name>Options): nothing here names it. (`check` alone is special-cased
+// below by name: its words are moved, not copied, and its usage errors read its own words.)
 
-const Command* find_command(const std::string& w) {
-  for (const Command& c : kCommands)
-    if (w == c.name) return &c;
-  return nullptr;
+// The row of a command word that runs a function of its own (not `help`, not the default command), or nullptr.
+const mr::app::Command* command_of(const std::string& w) {
+  const mr::app::Command* c = w.empty() ? nullptr : mr::app::find_command(w);
+  return c && c->run ? c : nullptr;
 }
 
-// The command words, and "help" when `with_help`.
-std::vector<std::string> command_words(bool with_help) {
+// Every command word, `help` included.
+std::vector<std::string> command_words() {
   std::vector<std::string> words;
-  for (const Command& c : kCommands) words.emplace_back(c.name);
-  if (with_help) words.emplace_back("help");
+  for (const mr::app::Command& c : mr::app::commands())
+    if (*c.name) words.emplace_back(c.name);
   return words;
 }
 
 // "check, schema, ...": the commands `help` takes.
 std::string command_list() {
   std::string s;
-  for (const Command& c : kCommands) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  for (const mr::app::Command& c : mr::app::commands())
+    if (c.run && *c.name) s += (s.empty() ? "" : ", ") + std::string(c.name);
   return s;
 }
 
 // " (did you mean check?)" for a near miss of a command name, else "".
 std::string suggestion(const std::string& w) {
-  const std::vector<std::string> near = mr::closest_words(w, command_words(true), w.size() <= 4 ? 1 : 2);
+  const std::vector<std::string> near = mr::closest_words(w, command_words(), w.size() <= 4 ? 1 : 2);
   return near.empty() ? "" : " (did you mean " + near.front() + "?)";
 }
 
@@ -73,7 +69,7 @@ bool names_a_program(const std::string& w) {
 
 // Whether `args` (the whole command line) are the run command's words: no command word (nor help) first.
 bool run_words(const std::vector<std::string>& args) {
-  return !args.empty() && !find_command(args.front()) && args.front() != "help";
+  return !args.empty() && !command_of(args.front()) && args.front() != "help";
 }
 
 // -h or --help among a command's own words (before any "--").
@@ -106,17 +102,17 @@ int run(std::vector<std::string>& args) {
     }
     {  // a command word, or Megatron flags for the default command
       const std::string cmd = args.front();
-      const Command* command = find_command(cmd);
+      const mr::app::Command* command = command_of(cmd);
       if (command && asks_help(std::vector<std::string>(args.begin() + 1, args.end()))) {
         mr::app::print_command_usage(std::cout, cmd);
         return 0;
       }
-      if (cmd == "check") {
+      if (command && cmd == "check") {
         // Moved, not copied: `check` may be given tens of thousands of files.
         std::vector<std::string> rest(std::make_move_iterator(args.begin() + 1), std::make_move_iterator(args.end()));
         std::vector<std::string>().swap(args);
         try {  // here, where the words still are: --format json asks for the failure as a JSON document too
-          return mr::app::cmd_check(rest);
+          return command->run(rest);
         } catch (const mr::UsageError& e) {
           return mr::app::report_usage_error(rest, mr::app::with_own_option_hint(e, cmd), /*run_command=*/false);
         } catch (const boost::program_options::error& e) {
@@ -150,7 +146,7 @@ int run(std::vector<std::string>& args) {
           mr::app::print_usage(std::cout);
           return 0;
         }
-        if (find_command(rest.front())) {
+        if (command_of(rest.front())) {
           mr::app::print_command_usage(std::cout, rest.front());
           return 0;
         }
@@ -164,7 +160,7 @@ int run(std::vector<std::string>& args) {
                              "; a program to launch would be a file or a command on PATH, and there is none of that "
                              "name");
     }
-    return mr::app::cmd_run(args);
+    return mr::app::find_command("")->run(args);  // the default command
   } catch (const mr::UsageError& e) {
     return mr::app::report_usage_error(args, e, run_words(args));
   } catch (const boost::program_options::error& e) {  // split_args translates these; one that got past it too

@@ -136,8 +136,11 @@ std::string bash_completion(const Schema& schema, const CompletionSpec& spec) {
          "\" -- \"$cur\") $(compgen -f -- \"$cur\") )\n";
   out += "  else\n    case \"$cmd\" in\n";
   for (const auto& c : spec.commands)
-    if (!plain_choices(c.words).empty())
-      out += "      " + c.name + ") COMPREPLY=( $(compgen -W \"" + spaced(plain_choices(c.words)) + "\" -- \"$cur\") ) ;;\n";
+    if (!plain_choices(c.words).empty()) {
+      const std::string words = "COMPREPLY=( $(compgen -W \"" + spaced(plain_choices(c.words)) + "\" -- \"$cur\") )";
+      // One word (help COMMAND): offered as the word after the command, nothing after it.
+      out += "      " + c.name + ") " + (c.one_word ? "if (( COMP_CWORD == 2 )); then " + words + "; fi" : words) + " ;;\n";
+    }
   out += "      *) COMPREPLY=( $(compgen -f -- \"$cur\") ) ;;\n    esac\n  fi\n}\n";
   out += "complete -F " + fn + " " + spec.prog + "\n";
   return out;
@@ -198,7 +201,9 @@ std::string zsh_completion(const Schema& schema, const CompletionSpec& spec) {
     for (const auto& o : c->options) out += " \\\n        " + zsh_spec(o);
     if (c->megatron_flags) out += " \\\n        \"${" + fn + "_megatron_flags[@]}\"";
     if (!plain_choices(c->words).empty())
-      out += " \\\n        " + sq("*:" + (c->name == "help" ? std::string("command") : std::string("word")) + ":(" +
+      // "*:" repeats the argument; without it, one word and nothing after it (help COMMAND).
+      out += " \\\n        " + sq((c->one_word ? ":" : "*:") +
+                                    (c->name == "help" ? std::string("command") : std::string("word")) + ":(" +
                                     spaced(plain_choices(c->words)) + ")");
     else if (c->files || run)
       out += " \\\n        '*:file:_files'";
@@ -250,8 +255,15 @@ std::string fish_completion(const Schema& schema, const CompletionSpec& spec) {
     for (const auto& o : c->options)
       if (o.flag.rfind("--", 0) == 0) out += fish_line(p, cond, o);
     if (c->megatron_flags && c != &spec.run) with_megatron.push_back(c->name);
-    if (c != &spec.run && !plain_choices(c->words).empty())
-      out += "complete -c " + p + " -n " + fq(cond) + " -f -a " + fq(spaced(plain_choices(c->words))) + "\n";
+    if (c != &spec.run && !plain_choices(c->words).empty()) {
+      if (c->one_word) {  // one word (help COMMAND): offered right after the command, then nothing (no files)
+        out += "complete -c " + p + " -n " + fq(cond) + " -f\n";
+        out += "complete -c " + p + " -n " + fq(cond + "; and test (count (commandline -opc)) -eq 2") + " -f -a " +
+               fq(spaced(plain_choices(c->words))) + "\n";
+      } else {
+        out += "complete -c " + p + " -n " + fq(cond) + " -f -a " + fq(spaced(plain_choices(c->words))) + "\n";
+      }
+    }
   }
   // Megatron's flags: for the default command and the commands that take them.
   std::string cond = none;

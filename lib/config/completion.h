@@ -26,6 +26,7 @@ struct CompletionCommand {
   bool megatron_flags = false;  // takes Megatron's flags too
   bool files = false;           // takes file arguments (check)
   std::vector<std::string> words;  // the words it takes, when they are a closed set (rules: rule ids; help: commands)
+  bool one_word = false;           // it takes one of `words`, not several (help: one command)
 };
 
 struct CompletionSpec {

@@ -1297,14 +1297,15 @@ TEST_CASE("output that cannot be written fails the command; running out of memor
 }
 
 TEST_CASE("every command has its usage, its line in the general usage and its completion", "[cli][help]") {
-  // The commands as main.cpp's table lists them (help's refusal names them all); a command added there and not to
-  // print_command_usage, print_usage or completion_spec() fails here, naming the place (docs/contributing.md).
+  // The commands as the command table lists them (help's refusal names them all): its row (commands()
+  // in apps/megatron-run/commands.cpp) must give each its usage, its line in the general usage and its completion,
+  // which print_command_usage, print_usage and completion_spec() read from it (docs/contributing.md).
   auto bad = sh("help no-such-command");
   INFO("`megatron-run help no-such-command` printed:\n" << bad.out);
   REQUIRE(bad.exit == 2);
   const size_t from = bad.out.find("(commands: ");
   {
-    INFO("no \"(commands: ...)\" list of main.cpp's kCommands in help's refusal");
+    INFO("no \"(commands: ...)\" list of the command table (apps/megatron-run/commands.cpp) in help's refusal");
     REQUIRE(from != std::string::npos);
   }
   std::vector<std::string> commands;
@@ -1329,15 +1330,15 @@ TEST_CASE("every command has its usage, its line in the general usage and its co
     CHECK(own.exit == 0);
     CHECK(sh("help " + cmd).out == own.out);
     {
-      INFO("no usage of its own: add it to print_command_usage (apps/megatron-run/cli.cpp)");
+      INFO("no usage of its own: give its row a .usage (apps/megatron-run/commands.cpp)");
       CHECK(own.out.find("usage: megatron-run " + cmd) != std::string::npos);
     }
     {
-      INFO("no line in the general usage: add one to print_usage (apps/megatron-run/cli.cpp)");
+      INFO("no line in the general usage: give its row a .synopsis (apps/megatron-run/commands.cpp)");
       CHECK(usage.find("  megatron-run " + cmd + " ") != std::string::npos);
     }
     {
-      INFO("no shell completion: add it to completion_spec() (apps/megatron-run/completion_spec.cpp)");
+      INFO("no shell completion: completion_spec() (apps/megatron-run/completion_spec.cpp) left its row out");
       CHECK(completion.find("|" + cmd + "|") != std::string::npos);
     }
   }

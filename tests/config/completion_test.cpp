@@ -66,6 +66,10 @@ TEST_CASE("completion: bash completes commands, their options, values and Megatr
   CHECK(r.out == "dist.nccl-unavailable\n");
   r = complete("megatron-run help to", 2);
   CHECK(r.out == "topology\n");
+  r = complete("megatron-run help topology \"\"", 3);  // help takes one command: nothing after it
+  CHECK(r.out == "\n");
+  r = complete("megatron-run help topology sch", 3);
+  CHECK(r.out == "\n");
   r = complete("megatron-run check configs/defa", 2);  // check still takes files
   CHECK(r.out.find("launch.") == std::string::npos);
 }
@@ -93,6 +97,10 @@ TEST_CASE("completion: fish completes commands, their options, values and Megatr
   CHECK(r.out.find("--lr-decay-style") == std::string::npos);
   r = complete("megatron-run help top");
   CHECK(r.out == "topology\n");
+  r = complete("megatron-run help topology ");  // help takes one command: nothing after it (no files either)
+  CHECK(r.out == "");
+  r = complete("megatron-run help topology sch");
+  CHECK(r.out == "");
   r = complete("megatron-run rules launch.load");
   CHECK(r.out == "launch.load-empty\n");
   r = complete("megatron-run --nproc-per-node g");
@@ -109,7 +117,8 @@ TEST_CASE("completion: zsh loads the script and defines the completion function"
   CHECK(r.out.find("1 _megatron_run 9") != std::string::npos);  // and 9xx Megatron flags
   // Every command and its options are in the script (read from the same descriptions the commands parse with).
   // The commands as the script lists them for the command word ("    'NAME:help'" lines of `commands=(`), which
-  // completion_spec() makes: `help` completes every one of them but itself.
+  // completion_spec() makes: `help` completes every one of them but itself, as its one argument (':command:', not
+  // the repeated '*:command:': help takes one command).
   Result listed = run("sed -n \"/^  commands=(/,/^  )/s/^    '\\([a-z-]*\\):.*/\\1/p\" '" + f + "'");
   INFO("the zsh script's commands:\n" << listed.out);
   std::string help_words;
@@ -119,7 +128,7 @@ TEST_CASE("completion: zsh loads the script and defines the completion function"
   CHECK(std::count(help_words.begin(), help_words.end(), ' ') >= 5);  // six commands or more were found
   const bool help_last = listed.out.size() >= 5 && listed.out.compare(listed.out.size() - 5, 5, "help\n") == 0;
   CHECK(help_last);  // completion_spec() appends it
-  const std::string help_line = "'*:command:(" + help_words + ")'";
+  const std::string help_line = "':command:(" + help_words + ")'";
   for (const std::string& w : {std::string("'schedule:"), std::string("'topology:"), std::string("--gpus-per-node"),
                                std::string("--device-memory"), std::string("--every"), std::string("--nproc-per-node"),
                                std::string("--bring-up-only"), std::string("(text json svg dot)"),
