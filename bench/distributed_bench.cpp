@@ -38,7 +38,7 @@ void rank_main(int rank, int port, size_t floats, int iters, Times& out) {
   o.launch.master_addr = "127.0.0.1";
   o.launch.master_port = port;
   o.layout.tp = 1;
-  o.backend = "gloo";
+  o.backend = arg::DistributedBackend::gloo;
   o.timeout = std::chrono::minutes(5);
   distributed::Runtime rt(o);
   distributed::Group& dp = rt.group("dp");

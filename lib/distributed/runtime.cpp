@@ -266,8 +266,7 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
   } catch (const LayoutError& e) {
     throw DistError(std::string("process-group layout: ") + e.what());
   }
-  if (opts_.backend != "gloo" && opts_.backend != "nccl")
-    throw DistError("unknown distributed backend '" + opts_.backend + "' (gloo or nccl)");
+  if (!opts_.backend) throw DistError("no distributed backend given (RuntimeOptions::backend: gloo or nccl)");
 
   const LaunchInfo& L = opts_.launch;
   Store::Options so;
@@ -601,7 +600,7 @@ std::shared_ptr<Communicator> Runtime::communicator_for(const RankList& ranks, D
 }
 
 void Runtime::create_groups() {
-  const bool nccl = opts_.backend == "nccl";
+  const bool nccl = *opts_.backend == arg::DistributedBackend::nccl;
   // Megatron creates Gloo groups for the data-parallel kinds only (use_gloo_process_groups).
   static const std::set<std::string> gloo_kinds = {"dp", "dp-cp", "intra-dp-cp", "expert-dp", "intra-expert-dp", "world"};
   std::vector<std::pair<std::string, RankList>> mine;

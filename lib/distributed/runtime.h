@@ -8,10 +8,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "config/args.h"
 #include "distributed/collectives.h"
 #include "launch/launch_env.h"
 #include "parallel/layout.h"
@@ -30,7 +32,9 @@ using parallel::RankList;
 struct RuntimeOptions {
   LaunchInfo launch;
   LayoutSpec layout;                  // world_size is taken from `launch`
-  std::string backend = "gloo";       // "gloo" or "nccl"
+  // --distributed-backend as the worker resolved it (its own fallback to gloo where nccl cannot run); no default
+  // of its own: a Runtime refuses options without it.
+  std::optional<arg::DistributedBackend> backend;
   Timeout timeout{std::chrono::minutes(10)};  // rendezvous, communicator creation, collectives
   std::chrono::milliseconds heartbeat{1000};  // heartbeat and abort-check period
   // A peer whose heartbeat has not changed for this long, or a store that has not answered for this long, fails
@@ -56,7 +60,7 @@ class Runtime {
 
   int rank() const { return opts_.launch.rank; }
   int world_size() const { return opts_.launch.world_size; }
-  const std::string& backend() const { return opts_.backend; }
+  arg::DistributedBackend backend() const { return *opts_.backend; }
   const Layout& layout() const { return layout_; }
   const RuntimeOptions& options() const { return opts_; }
 

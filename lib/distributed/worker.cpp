@@ -88,7 +88,7 @@ struct Check {
 class SelfCheck {
  public:
   SelfCheck(Runtime& rt, size_t n) : rt_(rt), n_(n) {
-    device_ = rt.backend() == "nccl" ? Device::Cuda : Device::Cpu;
+    device_ = rt.backend() == arg::DistributedBackend::nccl ? Device::Cuda : Device::Cpu;
   }
 
   // An all-reduce (sum) of rank+1 in every group this rank belongs to.
@@ -495,7 +495,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     RuntimeOptions opts;
     opts.launch = *launch;
     opts.layout = LayoutSpec::from_args(args, launch->world_size);
-    std::string backend(arg::to_string(args.distributed_backend));
+    arg::DistributedBackend backend = args.distributed_backend;
     // The backend: as given, else nccl where it can run and gloo elsewhere (rule dist.nccl-unavailable:
     // nccl asked for where it cannot run is refused before any communicator exists, so nothing can hang).
     // Ranks that share this machine's visible GPUs: the node's workers, or one under a virtual local rank
@@ -508,11 +508,11 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
         if (launch->rank == 0)
           MR_LOG(warning) << "the nccl backend cannot run here (" << missing
                           << "): using the gloo backend (--distributed-backend chooses)";
-        backend = "gloo";
+        backend = arg::DistributedBackend::gloo;
       } else {
-        backend = "nccl";
+        backend = arg::DistributedBackend::nccl;
       }
-    } else if (backend == "nccl" && !missing.empty()) {
+    } else if (backend == arg::DistributedBackend::nccl && !missing.empty()) {
       throw DistError(with_rule_id("dist.nccl-unavailable", "--distributed-backend nccl cannot run here: " + missing +
                                                                 "; use --distributed-backend gloo (the CPU path)"));
     }
@@ -539,7 +539,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
                  << seconds_str(limits.heartbeat_timeout) << " fails the job";
     opts.fingerprint = config_fingerprint(in.ns);
     opts.gloo_groups = args.use_gloo_process_groups;
-    MR_LOG(info) << launch->describe() << ", backend " << backend;
+    MR_LOG(info) << launch->describe() << ", backend " << arg::to_string(backend);
 
     Runtime rt(opts);
     const char* report = std::getenv("MR_DIST_REPORT");
@@ -556,14 +556,14 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     } while (loop && std::chrono::duration<double>(Clock::now() - t0).count() < *loop);
 
     std::ostringstream line;
-    line << out_prefix << "self-check passed (" << backend << ", " << rounds << " round" << (rounds == 1 ? "" : "s")
+    line << out_prefix << "self-check passed (" << arg::to_string(backend) << ", " << rounds << " round" << (rounds == 1 ? "" : "s")
          << "): all-reduce of rank+1 in " << results.size() << " groups:";
     for (const Check& c : results) line << " " << c.group << " " << ranks_str(c.ranks) << "=" << c.sum << ";";
     std::cout << line.str() << std::endl;
 
     if (report && *report) {
       std::ofstream f(std::string(report) + std::to_string(rt.rank()) + ".json");
-      f << "{\"rank\": " << rt.rank() << ", \"world_size\": " << rt.world_size() << ", \"backend\": \"" << backend
+      f << "{\"rank\": " << rt.rank() << ", \"world_size\": " << rt.world_size() << ", \"backend\": \"" << arg::to_string(backend)
         << "\", \"rounds\": " << rounds << ", \"communicators\": " << rt.communicator_count() << ", \"groups\": {";
       for (size_t i = 0; i < results.size(); ++i)
         f << (i ? ", " : "") << "\"" << results[i].group << "\": " << ranks_str(results[i].ranks);
@@ -584,7 +584,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     if (rt.rank() == 0) {
       const Layout& L = rt.layout();
       std::cout << out_prefix << "megatron-run: distributed bring-up passed on " << rt.world_size() << " rank"
-                << (rt.world_size() == 1 ? "" : "s") << " (" << backend << "; TP=" << L.spec.tp << " PP=" << L.spec.pp
+                << (rt.world_size() == 1 ? "" : "s") << " (" << arg::to_string(backend) << "; TP=" << L.spec.tp << " PP=" << L.spec.pp
                 << " CP=" << L.spec.cp << " DP=" << L.dp << " EP=" << L.spec.ep << ")" << std::endl;
     }
     const int code = job ? job(rt, in, out_prefix) : 0;

@@ -154,7 +154,7 @@ std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend(int local_rank);
 // Which backend a run uses: the CUDA one for --distributed-backend nccl, the CPU one for gloo; chosen once.
 enum class BackendKind { Cpu, Cuda };
-BackendKind backend_kind(const std::string& distributed_backend);
+BackendKind backend_kind(arg::DistributedBackend distributed_backend);
 std::unique_ptr<Backend> make_backend(const distributed::Runtime& rt);
 
 }  // namespace mr::run

@@ -17,10 +17,12 @@ const char* phase_name(Phase p) {
   return "?";
 }
 
-BackendKind backend_kind(const std::string& distributed_backend) {
-  if (distributed_backend == "nccl") return BackendKind::Cuda;
-  if (distributed_backend == "gloo") return BackendKind::Cpu;
-  throw RunError("unknown --distributed-backend '" + distributed_backend + "' (gloo or nccl)");
+BackendKind backend_kind(arg::DistributedBackend distributed_backend) {
+  switch (distributed_backend) {
+    case arg::DistributedBackend::nccl: return BackendKind::Cuda;
+    case arg::DistributedBackend::gloo: return BackendKind::Cpu;
+  }
+  throw RunError("unknown --distributed-backend (gloo or nccl)");
 }
 
 std::unique_ptr<Backend> make_backend(const distributed::Runtime& rt) {
