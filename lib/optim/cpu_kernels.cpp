@@ -280,14 +280,9 @@ struct Scales {
   std::array<bool, 3> scaled{false, false, false};
 };
 
-// What an optimizer looks like to the engine.
-struct AdamOp {
-  using Options = AdamOptions;
-  using Consts = AdamConsts;
-  static constexpr int kStates = 2;
-  static constexpr const char* kName = "adam";
-  static Consts consts(const Options& o, const GroupHyper& g) { return adam_consts(o, g); }
-  static bool uses_state(const Options&, int) { return true; }
+// What an optimizer looks like to the engine: its kernels.h description (name, states, consts) and the
+// vectorised spans of its element function.
+struct AdamOp : AdamKernel {
   static void span(float* p, const float* g, float* s0, float* s1, int64_t n, const Consts& c, float gs) {
     adam_span(p, g, s0, s1, n, c, gs);
   }
@@ -298,13 +293,7 @@ struct AdamOp {
   // Whether states_span reads p: only Adam's L2 decay passes the weight into the moments.
   static bool states_need_param(const Consts& c) { return adam_moments_read_param(c); }
 };
-struct SgdOp {
-  using Options = SgdOptions;
-  using Consts = SgdConsts;
-  static constexpr int kStates = 1;
-  static constexpr const char* kName = "sgd";
-  static Consts consts(const Options& o, const GroupHyper& g) { return sgd_consts(o, g); }
-  static bool uses_state(const Options& o, int i) { return i == 0 && o.momentum != 0.0; }
+struct SgdOp : SgdKernel {
   static void span(float* p, const float* g, float* s0, float*, int64_t n, const Consts& c, float gs) {
     sgd_span(p, g, s0, n, c, gs);
   }
@@ -313,13 +302,7 @@ struct SgdOp {
   }
   static bool states_need_param(const Consts&) { return true; }
 };
-struct LionOp {
-  using Options = LionOptions;
-  using Consts = LionConsts;
-  static constexpr int kStates = 1;
-  static constexpr const char* kName = "lion";
-  static Consts consts(const Options& o, const GroupHyper& g) { return lion_consts(o, g); }
-  static bool uses_state(const Options&, int i) { return i == 0; }
+struct LionOp : LionKernel {
   static void span(float* p, const float* g, float* s0, float*, int64_t n, const Consts& c, float gs) {
     lion_span(p, g, s0, n, c, gs);
   }
@@ -534,18 +517,14 @@ class Engine {
 
 }  // namespace
 
-void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
-               const StepControl& ctl) {
-  Engine<AdamOp>(slots, groups, o, ctl).run();
-}
-void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
-              const StepControl& ctl) {
-  Engine<SgdOp>(slots, groups, o, ctl).run();
-}
-void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
-               const StepControl& ctl) {
-  Engine<LionOp>(slots, groups, o, ctl).run();
-}
+// adam_step, sgd_step, lion_step (elementwise_kernels.def): the engine over <Name>Op.
+#define MR_ELEMENTWISE_KERNEL(Name, name)                                                                         \
+  void name##_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const Name##Options& o, \
+                   const StepControl& ctl) {                                                                      \
+    Engine<Name##Op>(slots, groups, o, ctl).run();                                                                \
+  }
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
 
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place) {
   auto work = work_list(grads);

@@ -59,12 +59,10 @@ double time_best(int reps, const std::function<void()>& f);
 // One device-to-device cudaMemcpy of `bytes` from src to dst.
 void memcpy_d2d(void* dst, const void* src, size_t bytes);
 
-void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
-               const StepControl& ctl = {});
-void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
-              const StepControl& ctl = {});
-void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
-               const StepControl& ctl = {});
+// adam_step, sgd_step, lion_step: one per line of elementwise_kernels.def (kernels.h's MR_ELEMENTWISE_STEP_DECL).
+#define MR_ELEMENTWISE_KERNEL MR_ELEMENTWISE_STEP_DECL
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
 // Synchronises (the result comes back to the host). Deterministic sum.
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place);
 

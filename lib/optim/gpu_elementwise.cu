@@ -65,35 +65,19 @@ __device__ __forceinline__ StateScale new_scale(const DevSlot& s, const unsigned
   return state_scale(scaled_dtype(s, k), __uint_as_float(amax[slot * 3 + k]));
 }
 
-// apply: the step of one element. states: the states' new values where p's are not needed (the absmax pass of
-// scaled states beside an unscaled master; p is a register copy there, so SGD and Lion may run the whole step).
-struct AdamG {
-  using Consts = AdamConsts;
-  __device__ static void apply(float& p, float g, float& s0, float& s1, const Consts& c) { adam_element(p, g, s0, s1, c); }
-  __device__ static void states(float& p, float g, float& s0, float& s1, const Consts& c) { adam_moments(p, g, s0, s1, c); }
-};
-struct SgdG {
-  using Consts = SgdConsts;
-  __device__ static void apply(float& p, float g, float& s0, float&, const Consts& c) { sgd_element(p, g, s0, c); }
-  __device__ static void states(float& p, float g, float& s0, float& s1, const Consts& c) { apply(p, g, s0, s1, c); }
-};
-struct LionG {
-  using Consts = LionConsts;
-  __device__ static void apply(float& p, float g, float& s0, float&, const Consts& c) { lion_element(p, g, s0, c); }
-  __device__ static void states(float& p, float g, float& s0, float& s1, const Consts& c) { apply(p, g, s0, s1, c); }
-};
-
-// kPass 0: absmax of the new values of the scaled fp16 / fp8 states (nothing stored). kPass 1: the update.
-template <class Op, int kPass>
+// The step of kernel K (kernels.h's <Name>Kernel: K::element, and K::states where only the states' new values
+// are needed). kPass 0: absmax of the new values of the scaled fp16 / fp8 states (nothing stored). kPass 1: the
+// update.
+template <class K, int kPass>
 __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* __restrict__ slots,
-                                                                const typename Op::Consts* __restrict__ consts,
+                                                                const typename K::Consts* __restrict__ consts,
                                                                 const DevWork* __restrict__ work, float gs,
                                                                 const int32_t* noop, int32_t* found_inf,
                                                                 unsigned* amax) {
   if (noop && *noop) return;
   const DevWork w = work[blockIdx.x];
   const DevSlot& s = slots[w.slot];
-  const typename Op::Consts c = consts[s.group];
+  const typename K::Consts c = consts[s.group];
   float rs[3] = {1.0f, 1.0f, 1.0f}, old[3] = {1.0f, 1.0f, 1.0f};
   for (int k = 0; k < 2; ++k)
     if (s.scaled[k]) old[k] = *s.st_scale[k];
@@ -124,8 +108,9 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const DevSlot* _
       if (i >= end) continue;
       float gg = g[u] * gs;
       bad = bad || !finite_(gg);
-      if (kPass == 0 && !s.scaled[2]) Op::states(p[u], gg, a[u], b[u], c);  // no step needed for the absmax
-      else Op::apply(p[u], gg, a[u], b[u], c);
+      // No step needed for the absmax (p is a register copy: SGD and Lion may run the whole step).
+      if (kPass == 0 && !s.scaled[2]) K::states(p[u], gg, a[u], b[u], c);
+      else K::element(p[u], gg, a[u], b[u], c);
       if (kPass == 0) {
         mx[0] = fmaxf(mx[0], fabsf(a[u]));
         mx[1] = fmaxf(mx[1], fabsf(b[u]));
@@ -167,9 +152,38 @@ __global__ void write_scales_kernel(const DevSlot* slots, int n, const unsigned*
   if (s.scaled[2]) *const_cast<float*>(s.master_scale) = new_scale(s, amax, static_cast<int>(i), 2).dec;
 }
 
-template <class Op, class Consts>
-void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const std::vector<Consts>& consts,
-              bool used0, bool used1, const StepControl& ctl) {
+// Every buffer on a multiple of its element size (geom::aligned_for), else std::invalid_argument naming it: the
+// device would fault on a misaligned load in the middle of a step.
+void require_aligned(const void* p, DType t, size_t slot, const char* what) {
+  if (p && !geom::aligned_for(p, t))
+    throw std::invalid_argument("slot " + std::to_string(slot) + ": the " + what + " buffer is not aligned to its " +
+                                std::to_string(dtype_size(t)) + "-byte elements");
+}
+void check_aligned(std::span<const TensorSlot> slots) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorSlot& s = slots[i];
+    require_aligned(s.param, s.param_dtype, i, "param");
+    require_aligned(s.grad, s.grad_dtype, i, "grad");
+    require_aligned(s.master, s.master_dtype, i, "master");
+    require_aligned(s.remainder, DType::BF16, i, "remainder");
+    require_aligned(s.exp_avg, s.exp_avg_dtype, i, "exp_avg");
+    require_aligned(s.exp_avg_sq, s.exp_avg_sq_dtype, i, "exp_avg_sq");
+  }
+}
+void check_aligned(std::span<const GradSlot> grads) {
+  for (size_t i = 0; i < grads.size(); ++i) require_aligned(grads[i].grad, grads[i].dtype, i, "grad");
+}
+
+// One step of kernel K over the slot list: checks, per-group constants, the metadata upload and the launches.
+template <class K>
+void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const typename K::Options& o,
+              const StepControl& ctl) {
+  using Consts = typename K::Consts;
+  const bool used0 = K::uses_state(o, 0), used1 = K::kStates > 1 && K::uses_state(o, 1);
+  check_slots(slots, groups, K::kName, used0, used1);
+  check_aligned(slots);
+  std::vector<Consts> consts;
+  for (const auto& g : groups) consts.push_back(K::consts(o, g));
   std::vector<DevSlot> ds;
   bool any_scaled = false;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -201,7 +215,6 @@ void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
   }
   const std::vector<DevWork> work = geom::chunk_list(slots, [](const TensorSlot& s) { return s.numel; }, kChunk);
   if (work.empty()) return;
-  (void)groups;
   // Metadata: slots | consts | work | amax, in one upload.
   const geom::StepMeta lay = geom::step_meta(ds.size(), sizeof(DevSlot), consts.size(), sizeof(Consts), work.size());
   std::vector<char> host(lay.total, 0);
@@ -219,10 +232,10 @@ void run_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> gro
   auto* d_amax = reinterpret_cast<unsigned*>(dev + lay.amax);
   const unsigned blocks = geom::blocks_for_work(work.size());
   if (any_scaled) {
-    multi_tensor_kernel<Op, 0><<<blocks, kThreads>>>(d_slots, d_consts, d_work, ctl.grad_scale, ctl.noop_flag, nullptr, d_amax);
+    multi_tensor_kernel<K, 0><<<blocks, kThreads>>>(d_slots, d_consts, d_work, ctl.grad_scale, ctl.noop_flag, nullptr, d_amax);
     check_launch("optimizer absmax pass");
   }
-  multi_tensor_kernel<Op, 1><<<blocks, kThreads>>>(d_slots, d_consts, d_work, ctl.grad_scale, ctl.noop_flag, ctl.found_inf, d_amax);
+  multi_tensor_kernel<K, 1><<<blocks, kThreads>>>(d_slots, d_consts, d_work, ctl.grad_scale, ctl.noop_flag, ctl.found_inf, d_amax);
   check_launch("optimizer update pass");
   if (any_scaled) {
     const int n = static_cast<int>(ds.size());
@@ -258,56 +271,16 @@ __global__ void __launch_bounds__(kThreads) unscale_kernel(const DevSlot* slots,
   if (bad) *found = 1;
 }
 
-// Every buffer on a multiple of its element size (geom::aligned_for), else std::invalid_argument naming it: the
-// device would fault on a misaligned load in the middle of a step.
-void require_aligned(const void* p, DType t, size_t slot, const char* what) {
-  if (p && !geom::aligned_for(p, t))
-    throw std::invalid_argument("slot " + std::to_string(slot) + ": the " + what + " buffer is not aligned to its " +
-                                std::to_string(dtype_size(t)) + "-byte elements");
-}
-void check_aligned(std::span<const TensorSlot> slots) {
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const TensorSlot& s = slots[i];
-    require_aligned(s.param, s.param_dtype, i, "param");
-    require_aligned(s.grad, s.grad_dtype, i, "grad");
-    require_aligned(s.master, s.master_dtype, i, "master");
-    require_aligned(s.remainder, DType::BF16, i, "remainder");
-    require_aligned(s.exp_avg, s.exp_avg_dtype, i, "exp_avg");
-    require_aligned(s.exp_avg_sq, s.exp_avg_sq_dtype, i, "exp_avg_sq");
-  }
-}
-void check_aligned(std::span<const GradSlot> grads) {
-  for (size_t i = 0; i < grads.size(); ++i) require_aligned(grads[i].grad, grads[i].dtype, i, "grad");
-}
-
 }  // namespace
 
-void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
-               const StepControl& ctl) {
-  check_slots(slots, groups, "adam", true, true);
-  check_aligned(slots);
-  std::vector<AdamConsts> c;
-  for (const auto& g : groups) c.push_back(adam_consts(o, g));
-  run_step<AdamG>(slots, groups, c, true, true, ctl);
-}
-
-void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
-              const StepControl& ctl) {
-  check_slots(slots, groups, "sgd", o.momentum != 0.0, false);
-  check_aligned(slots);
-  std::vector<SgdConsts> c;
-  for (const auto& g : groups) c.push_back(sgd_consts(o, g));
-  run_step<SgdG>(slots, groups, c, o.momentum != 0.0, false, ctl);
-}
-
-void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
-               const StepControl& ctl) {
-  check_slots(slots, groups, "lion", true, false);
-  check_aligned(slots);
-  std::vector<LionConsts> c;
-  for (const auto& g : groups) c.push_back(lion_consts(o, g));
-  run_step<LionG>(slots, groups, c, true, false, ctl);
-}
+// adam_step, sgd_step, lion_step (elementwise_kernels.def).
+#define MR_ELEMENTWISE_KERNEL(Name, name)                                                                         \
+  void name##_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const Name##Options& o, \
+                   const StepControl& ctl) {                                                                      \
+    run_step<Name##Kernel>(slots, groups, o, ctl);                                                                \
+  }
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
 
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place) {
   check_aligned(grads);

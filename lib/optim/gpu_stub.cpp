@@ -29,9 +29,13 @@ void DeviceBuffer::fill_zero() { no_cuda(); }
 void synchronize() { no_cuda(); }
 double time_best(int, const std::function<void()>&) { no_cuda(); }
 void memcpy_d2d(void*, const void*, size_t) { no_cuda(); }
-void adam_step(std::span<const TensorSlot>, std::span<const GroupHyper>, const AdamOptions&, const StepControl&) { no_cuda(); }
-void sgd_step(std::span<const TensorSlot>, std::span<const GroupHyper>, const SgdOptions&, const StepControl&) { no_cuda(); }
-void lion_step(std::span<const TensorSlot>, std::span<const GroupHyper>, const LionOptions&, const StepControl&) { no_cuda(); }
+#define MR_ELEMENTWISE_KERNEL(Name, name)                                                          \
+  void name##_step(std::span<const TensorSlot>, std::span<const GroupHyper>, const Name##Options&, \
+                   const StepControl&) {                                                           \
+    no_cuda();                                                                                     \
+  }
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
 UnscaleResult unscale_and_check(std::span<const GradSlot>, float, bool) { no_cuda(); }
 void newton_schulz(const float*, float*, int64_t, int64_t, const NsOptions&) { no_cuda(); }
 void newton_schulz_batched(const float*, float*, int64_t, int64_t, int64_t, const NsOptions&) { no_cuda(); }

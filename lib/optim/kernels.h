@@ -107,13 +107,58 @@ LionConsts lion_consts(const LionOptions& o, const GroupHyper& g);
 void check_slots(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const char* kind,
                  bool needs_exp_avg, bool needs_exp_avg_sq);
 
+// An elementwise kernel as its three implementations see it (ref::, cpu:: and gpu::<name>_step all read this
+// description; elementwise_kernels.def names the kernels):
+//   kName       its name in check_slots' errors;
+//   kStates     the state buffers an element may carry (exp_avg, then exp_avg_sq);
+//   uses_state  whether state i is there with these options (SGD keeps no buffer without momentum);
+//   consts      the fp32 scalars of one group's step;
+//   element     the step of one element (elementwise.h), with both states whether it has them or not;
+//   states      the states' new values only (p may change: it is a copy there), for the absmax pass of scaled
+//               fp16 / fp8 states beside an unscaled master, where the weight's new value is not needed.
+struct AdamKernel {
+  using Options = AdamOptions;
+  using Consts = AdamConsts;
+  static constexpr const char* kName = "adam";
+  static constexpr int kStates = 2;
+  static bool uses_state(const Options&, int) { return true; }
+  static Consts consts(const Options& o, const GroupHyper& g) { return adam_consts(o, g); }
+  MR_HD static void element(float& p, float g, float& m, float& v, const Consts& c) { adam_element(p, g, m, v, c); }
+  MR_HD static void states(float& p, float g, float& m, float& v, const Consts& c) { adam_moments(p, g, m, v, c); }
+};
+struct SgdKernel {
+  using Options = SgdOptions;
+  using Consts = SgdConsts;
+  static constexpr const char* kName = "sgd";
+  static constexpr int kStates = 1;
+  static bool uses_state(const Options& o, int i) { return i == 0 && o.momentum != 0.0; }
+  static Consts consts(const Options& o, const GroupHyper& g) { return sgd_consts(o, g); }
+  MR_HD static void element(float& p, float g, float& buf, float&, const Consts& c) { sgd_element(p, g, buf, c); }
+  MR_HD static void states(float& p, float g, float& buf, float& s1, const Consts& c) { element(p, g, buf, s1, c); }
+};
+struct LionKernel {
+  using Options = LionOptions;
+  using Consts = LionConsts;
+  static constexpr const char* kName = "lion";
+  static constexpr int kStates = 1;
+  static bool uses_state(const Options&, int i) { return i == 0; }
+  static Consts consts(const Options& o, const GroupHyper& g) { return lion_consts(o, g); }
+  MR_HD static void element(float& p, float g, float& m, float&, const Consts& c) { lion_element(p, g, m, c); }
+  MR_HD static void states(float& p, float g, float& m, float& s1, const Consts& c) { element(p, g, m, s1, c); }
+};
+
+// The steps of the elementwise kernels, one per line of elementwise_kernels.def (adam_step, sgd_step, lion_step):
+//   void <name>_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups,
+//                    const <Name>Options& o, const StepControl& ctl = {});
+// declared by this macro in ref:: and cpu:: below and in gpu:: (gpu.h).
+#define MR_ELEMENTWISE_STEP_DECL(Name, name)                                                                      \
+  void name##_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const Name##Options& o, \
+                   const StepControl& ctl = {});
+
 namespace ref {
-void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
-               const StepControl& ctl = {});
-void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
-              const StepControl& ctl = {});
-void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
-               const StepControl& ctl = {});
+#define MR_ELEMENTWISE_KERNEL MR_ELEMENTWISE_STEP_DECL
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
 // One pass over the gradients: detect non-finite values and sum the squares of grad * inv_scale; with
 // `in_place` also store grad * inv_scale (torch._amp_foreach_non_finite_check_and_unscale_).
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place);
@@ -121,12 +166,9 @@ UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale
 
 namespace cpu {
 // Same contracts as ref::, bit-equal results, any thread count (OpenMP teams of threads() threads).
-void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
-               const StepControl& ctl = {});
-void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
-              const StepControl& ctl = {});
-void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
-               const StepControl& ctl = {});
+#define MR_ELEMENTWISE_KERNEL MR_ELEMENTWISE_STEP_DECL
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
 // Deterministic: the sum does not depend on the thread count.
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place);
 

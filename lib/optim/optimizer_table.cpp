@@ -11,9 +11,10 @@ namespace mr::optim::cpu {
 void elementwise_step(Kernel kernel, std::span<const TensorSlot> slots, std::span<const GroupHyper> groups,
                       const OptimizerConfig& cfg) {
   switch (kernel) {
-    case Kernel::Adam: return adam_step(slots, groups, adam_options(cfg));
-    case Kernel::Sgd: return sgd_step(slots, groups, sgd_options(cfg));
-    case Kernel::Lion: return lion_step(slots, groups, lion_options(cfg));
+#define MR_ELEMENTWISE_KERNEL(Name, name)                                    \
+  case Kernel::Name: return name##_step(slots, groups, name##_options(cfg));
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
     case Kernel::Muon: throw std::logic_error("elementwise_step: Muon's matrices take muon_step (optim/muon.h)");
     case Kernel::Soap: throw std::logic_error("elementwise_step: SOAP's matrices take soap_step (optim/soap.h)");
     case Kernel::None: break;

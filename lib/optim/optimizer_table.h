@@ -21,8 +21,17 @@ namespace mr::optim {
 struct TensorSlot;  // optim/kernels.h
 struct GroupHyper;
 
-// The update rule a row runs (optim/kernels.h, optim/muon.h, optim/soap.h). None: no kernel of ours yet.
-enum class Kernel { Adam, Sgd, Lion, Muon, Soap, None };
+// The update rule a row runs (optim/kernels.h, optim/muon.h, optim/soap.h): first the elementwise ones, one per
+// line of optim/elementwise_kernels.def (Adam, Sgd, Lion); then Muon's and SOAP's matrices. None: no kernel of ours
+// yet.
+enum class Kernel {
+#define MR_ELEMENTWISE_KERNEL(Name, name) Name,
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
+  Muon,
+  Soap,
+  None,
+};
 
 // What a parameter's optimizer state holds: fp32 buffers of the parameter's size.
 struct StateLayout {
@@ -132,8 +141,8 @@ constexpr const StateLayout& state_of(const OptimizerInfo& o, bool own) {
 }
 
 namespace cpu {
-// The elementwise step of `kernel` (Adam, SGD, Lion) with the kernel options OptimizerConfig gives
-// (optim/config.h). Muon's and SOAP's matrices need their own steps (muon.h, soap.h); Kernel::Muon, Soap and None
+// The elementwise step of `kernel` (elementwise_kernels.def: Adam, SGD, Lion) with the kernel options
+// OptimizerConfig gives (optim/config.h). Muon's and SOAP's matrices need their own steps (muon.h, soap.h); Kernel::Muon, Soap and None
 // throw std::logic_error.
 void elementwise_step(Kernel kernel, std::span<const TensorSlot> slots, std::span<const GroupHyper> groups,
                       const OptimizerConfig& cfg);

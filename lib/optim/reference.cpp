@@ -44,14 +44,19 @@ void store_master(const TensorSlot& s, const std::vector<float>& p) {
   for (size_t i = 0; i < p.size(); ++i) store_element(s.param, s.param_dtype, static_cast<int64_t>(i), p[i]);
 }
 
-// Runs `update(p, g, state0, state1, consts)` over every element of every slot.
-template <int kStates, class Consts, class Update>
-void run(std::span<const TensorSlot> slots, const std::vector<Consts>& consts, const StepControl& ctl,
-         Update update) {
+// The step of kernel K (kernels.h's <Name>Kernel): K::element(p, g, state0, state1, consts) over every element
+// of every slot.
+template <class K>
+void run(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const typename K::Options& o,
+         const StepControl& ctl) {
+  constexpr int kStates = K::kStates;
+  check_slots(slots, groups, K::kName, K::uses_state(o, 0), kStates > 1 && K::uses_state(o, 1));
+  std::vector<typename K::Consts> consts;
+  for (const auto& g : groups) consts.push_back(K::consts(o, g));
   if (ctl.noop_flag && *ctl.noop_flag) return;
   bool found_inf = false;
   for (const TensorSlot& s : slots) {
-    const Consts& c = consts[static_cast<size_t>(s.group)];
+    const typename K::Consts& c = consts[static_cast<size_t>(s.group)];
     State st[2] = {{s.exp_avg, s.exp_avg_dtype, s.exp_avg_scale}, {s.exp_avg_sq, s.exp_avg_sq_dtype, s.exp_avg_sq_scale}};
     std::vector<float> p(static_cast<size_t>(s.numel)), x0(p.size()), x1(p.size());
     for (int64_t i = 0; i < s.numel; ++i) {
@@ -60,7 +65,7 @@ void run(std::span<const TensorSlot> slots, const std::vector<Consts>& consts, c
       float pi = load_master(s, i);
       float s0 = kStates > 0 && st[0].buf ? st[0].get(i) : 0.0f;
       float s1 = kStates > 1 ? st[1].get(i) : 0.0f;
-      update(pi, g, s0, s1, c);
+      K::element(pi, g, s0, s1, c);
       p[static_cast<size_t>(i)] = pi;
       x0[static_cast<size_t>(i)] = s0;
       x1[static_cast<size_t>(i)] = s1;
@@ -74,29 +79,14 @@ void run(std::span<const TensorSlot> slots, const std::vector<Consts>& consts, c
 
 }  // namespace
 
-void adam_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const AdamOptions& o,
-               const StepControl& ctl) {
-  check_slots(slots, groups, "adam", true, true);
-  std::vector<AdamConsts> c;
-  for (const auto& g : groups) c.push_back(adam_consts(o, g));
-  run<2>(slots, c, ctl, [](float& p, float g, float& m, float& v, const AdamConsts& k) { adam_element(p, g, m, v, k); });
-}
-
-void sgd_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const SgdOptions& o,
-              const StepControl& ctl) {
-  check_slots(slots, groups, "sgd", o.momentum != 0.0, false);
-  std::vector<SgdConsts> c;
-  for (const auto& g : groups) c.push_back(sgd_consts(o, g));
-  run<1>(slots, c, ctl, [](float& p, float g, float& buf, float&, const SgdConsts& k) { sgd_element(p, g, buf, k); });
-}
-
-void lion_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const LionOptions& o,
-               const StepControl& ctl) {
-  check_slots(slots, groups, "lion", true, false);
-  std::vector<LionConsts> c;
-  for (const auto& g : groups) c.push_back(lion_consts(o, g));
-  run<1>(slots, c, ctl, [](float& p, float g, float& m, float&, const LionConsts& k) { lion_element(p, g, m, k); });
-}
+// adam_step, sgd_step, lion_step (elementwise_kernels.def).
+#define MR_ELEMENTWISE_KERNEL(Name, name)                                                                         \
+  void name##_step(std::span<const TensorSlot> slots, std::span<const GroupHyper> groups, const Name##Options& o, \
+                   const StepControl& ctl) {                                                                      \
+    run<Name##Kernel>(slots, groups, o, ctl);                                                                     \
+  }
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
 
 UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale, bool in_place) {
   UnscaleResult r;

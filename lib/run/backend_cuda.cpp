@@ -231,9 +231,11 @@ class CudaBackend final : public Backend {
   void elementwise_step(optim::Kernel k, std::span<const optim::TensorSlot> slots,
                         std::span<const optim::GroupHyper> groups, const OptimizerConfig& cfg) override {
     switch (k) {
-      case optim::Kernel::Adam: return optim::gpu::adam_step(slots, groups, optim::adam_options(cfg));
-      case optim::Kernel::Sgd: return optim::gpu::sgd_step(slots, groups, optim::sgd_options(cfg));
-      case optim::Kernel::Lion: return optim::gpu::lion_step(slots, groups, optim::lion_options(cfg));
+      // One case per elementwise kernel (optim/elementwise_kernels.def), as the CPU's dispatch (optimizer_table.cpp).
+#define MR_ELEMENTWISE_KERNEL(Name, name)                                                              \
+  case optim::Kernel::Name: return optim::gpu::name##_step(slots, groups, optim::name##_options(cfg));
+#include "optim/elementwise_kernels.def"
+#undef MR_ELEMENTWISE_KERNEL
       case optim::Kernel::Muon:
       case optim::Kernel::Soap:
       case optim::Kernel::None: break;

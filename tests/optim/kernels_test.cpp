@@ -501,7 +501,10 @@ std::vector<torch::Tensor> random_grads(double scale = 1.0) {
   return g;
 }
 
+// Each elementwise kernel (optim/elementwise_kernels.def) under the options that change its arithmetic; kOpts is
+// the list both bit-for-bit cases loop over ([optim][modes] on the CPU, [optim][gpu] on CUDA).
 enum class Opt { AdamW, Adam, Sgd, SgdNesterov, Lion };
+constexpr Opt kOpts[] = {Opt::AdamW, Opt::Adam, Opt::Sgd, Opt::SgdNesterov, Opt::Lion};
 const char* opt_name(Opt o) {
   switch (o) {
     case Opt::AdamW: return "AdamW";
@@ -539,7 +542,7 @@ void step(Impl impl, Opt opt, std::span<const TensorSlot> s, int step, const Ste
 }
 
 TEST_CASE("fast CPU kernels equal the reference bit for bit in every precision mode", "[optim][modes]") {
-  for (Opt opt : {Opt::AdamW, Opt::Adam, Opt::SgdNesterov, Opt::Lion}) {
+  for (Opt opt : kOpts) {
     for (const Mode& md : modes()) {
       DYNAMIC_SECTION(opt_name(opt) << ", " << md.name) {
         torch::manual_seed(41);
@@ -841,7 +844,7 @@ struct DeviceRun {
 
 TEST_CASE("CUDA kernels equal the reference bit for bit in every precision mode", "[optim][gpu]") {
   MR_REQUIRE_GPU_OR_SKIP();
-  for (Opt opt : {Opt::AdamW, Opt::Adam, Opt::Sgd, Opt::SgdNesterov, Opt::Lion}) {
+  for (Opt opt : kOpts) {
     for (const Mode& md : modes()) {
       DYNAMIC_SECTION(opt_name(opt) << ", " << md.name) {
         torch::manual_seed(91);
