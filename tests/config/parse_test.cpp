@@ -19,6 +19,15 @@ std::string usage_error(const std::vector<std::string>& words) {
   }
   return "";
 }
+// The usage error parsing `words` throws (its id, flags and message); "accepted" when there is none.
+mr::UsageError refused(const std::vector<std::string>& words) {
+  try {
+    parse(words);
+  } catch (const mr::UsageError& e) {
+    return e;
+  }
+  return mr::UsageError("accepted");
+}
 }  // namespace
 
 TEST_CASE("defaults come from the schema", "[parse]") {
@@ -99,14 +108,6 @@ TEST_CASE("unknown flags: exit-2 error naming them, with suggestions", "[parse]"
 
 TEST_CASE("an enum value with its class prefix on the command line: Megatron's Enum[word] fails on it", "[parse]") {
   // argument_utils.py's enum_type_handler is config_type[cli_arg]: AttnBackend['AttnBackend.flash'] is a KeyError.
-  auto refused = [](const std::vector<std::string>& words) -> mr::UsageError {
-    try {
-      parse(words);
-    } catch (const mr::UsageError& e) {
-      return e;
-    }
-    return mr::UsageError("accepted");
-  };
   mr::UsageError e = refused({"--exit-signal", "Signals.SIGUSR1"});
   CHECK(std::string(e.what()) ==
         "argument --exit-signal: invalid value: 'Signals.SIGUSR1': Megatron's parser looks the name up as "
@@ -126,14 +127,6 @@ TEST_CASE("an enum value with its class prefix on the command line: Megatron's E
 
 TEST_CASE("a mutually exclusive group: the second member is not allowed with the first", "[parse]") {
   // arguments.py: --kitchen-config-file and --kitchen-recipe-number are one add_mutually_exclusive_group.
-  auto refused = [](const std::vector<std::string>& words) -> mr::UsageError {
-    try {
-      parse(words);
-    } catch (const mr::UsageError& e) {
-      return e;
-    }
-    return mr::UsageError("");
-  };
   mr::UsageError e = refused({"--kitchen-config-file", "k.yaml", "--kitchen-recipe-number", "1"});
   CHECK(std::string(e.what()) == "argument --kitchen-recipe-number: not allowed with argument --kitchen-config-file");
   CHECK(e.rule() == "input.mutually-exclusive");
