@@ -190,6 +190,37 @@ void pretty(const Value& v, int indent, std::string& out) {
   out += std::string(static_cast<size_t>(indent), ' ') + "}";
 }
 
+// "num_layers" as the dashed key "num-layers".
+std::string dashed(std::string_view dest) {
+  std::string out(dest);
+  for (char& c : out)
+    if (c == '_') c = '-';
+  return out;
+}
+
+// Megatron's argparse mutually exclusive groups (schema.h): a file giving two members is refused
+// (input.mutually-exclusive), so its schema says "not (a member given and another given)" per pair. `given(key)`:
+// the schema of an object where `key` counts as given (the plain layout: present and not null; MODEL_ARGS: present
+// and not "", which the launcher drops); `spellings(dest)`: the keys that set a dest in the layout.
+template <class Given, class Spellings>
+List mutually_exclusive(Given given, Spellings spellings) {
+  List out;
+  for (const auto& group : mutually_exclusive_groups())
+    for (size_t i = 0; i < group.size(); ++i)
+      for (size_t j = i + 1; j < group.size(); ++j) {
+        List both{type("object")};  // (required holds for anything but an object: an empty file is one too)
+        for (std::string_view dest : {group[i], group[j]}) {
+          List any;
+          for (const std::string& key : spellings(std::string(dest))) any.push_back(given(key));
+          both.push_back(any_of(std::move(any)));
+        }
+        out.push_back(obj({{"description", "--" + dashed(group[i]) + " and --" + dashed(group[j]) +
+                                               " are mutually exclusive (argparse: not allowed with)"},
+                           {"not", obj({{"allOf", Value(std::move(both))}})}}));
+      }
+  return out;
+}
+
 }  // namespace
 
 std::string config_json_schema(const Schema& schema) {
@@ -224,32 +255,57 @@ std::string config_json_schema(const Schema& schema) {
     const Arg& first = *dest_front(a);
     const Value v = first.is_switch() ? plain_switch(first, false) : ref(dest);
     add(plain, dest, v);
-    std::string dashed = dest;
-    for (char& c : dashed)
-      if (c == '_') c = '-';
-    if (dashed != dest) add(plain, dashed, v);
+    if (dashed(dest) != dest) add(plain, dashed(dest), v);
   }
   for (const char* attr : {"rank", "world_size", "_is_global_batch_size_explicitly_specified"})
     add(plain, attr, obj({{"description", "Computed by parse_args from the environment; accepted and ignored."}}));
 
+  Object model_args{{"type", Value(List{"object", "null"})},
+                    {"description", "Megatron's flags, as Megatron CI's launcher turns them into words."},
+                    {"properties", obj(std::move(model))},
+                    {"additionalProperties", false}};
+  // In MODEL_ARGS a flag with any value but "" (which the launcher drops) is given.
+  List model_exclusive = mutually_exclusive(
+      [](const std::string& key) {
+        return obj({{"required", Value(List{Value(key)})}, {"properties", obj({{key, obj({{"not", obj({{"const", ""}})}})}})}});
+      },
+      [&](const std::string& dest) {
+        std::vector<std::string> keys;
+        for (const Arg* a : schema.find_dest(dest))
+          for (const std::string& f : a->flags) keys.push_back(f);
+        return keys;
+      });
+  if (!model_exclusive.empty()) model_args.push_back({"allOf", Value(std::move(model_exclusive))});
   Value scalar = obj({{"type", Value(List{"string", "number", "boolean", "null"})}});
   Value functional = obj({
       {"type", "object"},
       {"description", "Megatron CI's model_config.yaml layout: MODEL_ARGS become a command line."},
       {"required", Value(List{"MODEL_ARGS"})},
       {"properties",
-       obj({{"MODEL_ARGS", obj({{"type", Value(List{"object", "null"})},
-                                {"description", "Megatron's flags, as Megatron CI's launcher turns them into words."},
-                                {"properties", obj(std::move(model))},
-                                {"additionalProperties", false}})},
+       obj({{"MODEL_ARGS", obj(std::move(model_args))},
             {"ENV_VARS", obj({{"type", Value(List{"object", "null"})},
                               {"description", "The environment validation sees (on top of the process's)."},
                               {"additionalProperties", scalar}})}})},
   });
-  Value plain_layout = obj({{"type", Value(List{"object", "null"})},  // an empty file is an empty config
-                            {"description", "Megatron arguments by flag (--num-layers) or dest (num_layers)."},
-                            {"properties", obj(std::move(plain))},
-                            {"additionalProperties", false}});
+  Object plain_layout_o{{"type", Value(List{"object", "null"})},  // an empty file is an empty config
+                        {"description", "Megatron arguments by flag (--num-layers) or dest (num_layers)."},
+                        {"properties", obj(std::move(plain))},
+                        {"additionalProperties", false}};
+  // Two members of a mutually exclusive group: in the plain layout a key with a value other than null.
+  List plain_exclusive = mutually_exclusive(
+      [](const std::string& key) {
+        return obj({{"required", Value(List{Value(key)})}, {"properties", obj({{key, obj({{"not", type("null")}})}})}});
+      },
+      [&](const std::string& dest) {
+        std::vector<std::string> keys;
+        for (const Arg* a : schema.find_dest(dest))
+          for (const std::string& f : a->flags) keys.push_back(f);
+        keys.push_back(dest);
+        if (dashed(dest) != dest) keys.push_back(dashed(dest));
+        return keys;
+      });
+  if (!plain_exclusive.empty()) plain_layout_o.push_back({"allOf", Value(std::move(plain_exclusive))});
+  Value plain_layout = obj(std::move(plain_layout_o));
   Value root = obj({
       {"$schema", "https://json-schema.org/draft/2020-12/schema"},
       {"$id", "urn:megatron-run:config-file"},

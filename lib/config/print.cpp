@@ -76,6 +76,13 @@ std::string schema_json(const Schema& schema) {
     out += ", \"group\": " + json_quote(s.group);
     out += ", \"deprecated\": " + (*s.deprecated ? json_quote(s.deprecated) : std::string("null"));
     if (*s.env_default) out += ", \"env_default\": " + json_quote(s.env_default);
+    // A member of one of Megatron's argparse mutually exclusive groups: the other members' dests.
+    std::string others;
+    for (const auto& group : mutually_exclusive_groups())
+      if (std::find(group.begin(), group.end(), std::string_view(s.dest)) != group.end())
+        for (std::string_view d : group)
+          if (d != s.dest) others += (others.empty() ? "" : ", ") + json_quote(d);
+    if (!others.empty()) out += ", \"mutually_exclusive_with\": [" + others + "]";
     out += ", \"help\": " + json_quote(s.help);
     out += "}";
   }

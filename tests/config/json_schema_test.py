@@ -131,6 +131,12 @@ def main():
         "MODEL_ARGS:\n  --exit-signal: SIGUSR1", "MODEL_ARGS:\n  --exit-signal: 10",
         "MODEL_ARGS:\n  --exit-signal: Signals.SIGUSR1", "MODEL_ARGS:\n  --attention-backend: AttnBackend.flash",
         "MODEL_ARGS:\n  --attention-backend: flash", "attention_backend: AttnBackend.flash",
+        # Megatron's one argparse mutually exclusive group, in each spelling and layout.
+        "kitchen_config_file: k.yaml\nkitchen_recipe_number: 1", "--kitchen-config-file: k.yaml\nkitchen-recipe-number: 2",
+        "kitchen_config_file: null\nkitchen_recipe_number: 1", "kitchen_config_file: k.yaml\nkitchen_recipe_number: null",
+        "kitchen_recipe_number: 3", "MODEL_ARGS:\n  --kitchen-config-file: k.yaml\n  --kitchen-recipe-number: 1",
+        "MODEL_ARGS:\n  --kitchen-config-file: ''\n  --kitchen-recipe-number: 1",
+        "MODEL_ARGS:\n  --kitchen-recipe-number: 1",
         "MODEL_ARGS:\n  --num-layers: [12]", "MODEL_ARGS:\n  --num-layers: '[12]'",
         "MODEL_ARGS:\n  --num-layers: [12, 13]", "MODEL_ARGS:\n  --num-layers: []",
         "MODEL_ARGS:\n  --lr-decay-style: [cosine]", "MODEL_ARGS:\n  --lr-decay-style: [nope]",
