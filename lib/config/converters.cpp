@@ -327,17 +327,12 @@ Value convert(ArgType type, std::string_view word) {
       while (!s.empty() && (s.front() == '(' || s.front() == ')')) s.remove_prefix(1);
       while (!s.empty() && (s.back() == '(' || s.back() == ')')) s.remove_suffix(1);
       List items;
-      size_t start = 0;
-      for (;;) {
-        size_t comma = s.find(',', start);
-        std::string_view part = s.substr(start, comma == std::string_view::npos ? s.npos : comma - start);
+      for (const std::string& part : split(s, ',')) {
         try {
           items.emplace_back(parse_py_int(part));
         } catch (const ConvError&) {
           throw ConvError("invalid tuple_type value: " + quoted(word) + " (expected ints separated by commas)");
         }
-        if (comma == std::string_view::npos) break;
-        start = comma + 1;
       }
       return Value(std::move(items), /*tuple=*/true);
     }

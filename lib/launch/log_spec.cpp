@@ -30,17 +30,6 @@ bool parse_uint(const std::string& s, int& out) {
   return true;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t at = s.find(sep, start);
-    parts.push_back(s.substr(start, at - start));
-    if (at == std::string::npos) return parts;
-    start = at + 1;
-  }
-}
-
 // mkdtemp in `dir`: the path made, or nullopt with errno set.
 std::optional<std::string> try_mkdtemp(const std::string& dir, const std::string& prefix) {
   std::string tmpl = (fs::path(dir) / (prefix + "XXXXXX")).string();

@@ -120,14 +120,8 @@ std::string virtual_local_device(int local_rank) {
   if (!use_hip && !cuda) return std::to_string(local_rank);
   const std::string name = use_hip ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
   const std::string list = use_hip ? hip : cuda;
-  std::vector<std::string> devices;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = list.find(',', start);
-    devices.push_back(trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  std::vector<std::string> devices = split(list, ',');
+  for (std::string& d : devices) d = trim(d);
   if (local_rank >= static_cast<int>(devices.size()))
     throw std::invalid_argument("local rank " + std::to_string(local_rank) + " has no GPU of its own in " + name + "=" +
                                 list + " (" + std::to_string(devices.size()) + " listed)");

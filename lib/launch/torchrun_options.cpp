@@ -31,10 +31,7 @@ const std::pair<const char*, const char*> kRdzvConfUnused[] = {
 std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::string& conf) {
   std::vector<std::pair<std::string, std::string>> out;
   if (trim(conf).empty()) return out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = conf.find(',', start);
-    const std::string kv = conf.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& kv : split(conf, ',')) {
     const size_t eq = kv.find('=');
     const std::string key = trim(kv.substr(0, eq)), value = eq == std::string::npos ? "" : trim(kv.substr(eq + 1));
     if (key.empty() || value.empty())
@@ -42,8 +39,6 @@ std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::stri
                            (key.empty() ? "an empty key" : "no value for '" + abbreviate(key) + "'") + ")",
                        {"--rdzv-conf"});
     out.emplace_back(key, value);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
@@ -140,10 +135,8 @@ std::string signal_name_of(int sig) {
 
 std::vector<int> parse_signals_to_handle(const std::string& value, const std::string& flag) {
   std::vector<int> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = value.find(',', start);
-    std::string name = trim(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+  for (const std::string& piece : split(value, ',')) {
+    std::string name = trim(piece);
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (!name.empty()) {
       if (name.rfind("SIG", 0) != 0) name = "SIG" + name;
@@ -151,7 +144,7 @@ std::vector<int> parse_signals_to_handle(const std::string& value, const std::st
       for (const auto& [n, number] : kSignalNames)
         if (name == n) sig = number;
       if (sig == 0)
-        throw UsageError("argument " + flag + ": '" + abbreviate(value.substr(start, comma - start)) +
+        throw UsageError("argument " + flag + ": '" + abbreviate(piece) +
                              "' is not a signal name (e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1)",
                          {"--signals-to-handle"});
       if (sig == SIGKILL || sig == SIGSTOP)
@@ -163,8 +156,6 @@ std::vector<int> parse_signals_to_handle(const std::string& value, const std::st
       for (int s : out) seen = seen || s == sig;
       if (!seen) out.push_back(sig);
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   if (out.empty())
     throw UsageError("argument " + flag + ": no signal named (torchrun's default is SIGTERM,SIGINT,SIGHUP,SIGQUIT)",

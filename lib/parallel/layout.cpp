@@ -12,6 +12,7 @@
 
 #include "config/checked.h"
 #include "config/pipeline_layout.h"
+#include "util/text.h"
 
 namespace mr::parallel {
 
@@ -40,20 +41,6 @@ std::vector<int64_t> decompose(int64_t index, const std::vector<int64_t>& shape)
   return idx;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 std::string list_str(const RankList& l) {
   std::string s = "[";

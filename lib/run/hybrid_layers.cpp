@@ -3,18 +3,11 @@
 
 #include "config/checked.h"
 #include "run/model.h"
+#include "util/text.h"
 
 namespace mr::run {
 
 namespace {
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out(1);
-  for (char c : s) {
-    if (c == sep) out.emplace_back();
-    else out.back() += c;
-  }
-  return out;
-}
 std::string str(int64_t v) { return std::to_string(v); }
 [[noreturn]] void too_large() {
   throw RunError("the Mamba layer sizes (--mamba-num-heads, --mamba-head-dim, --mamba-num-groups, "

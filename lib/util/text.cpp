@@ -137,6 +137,16 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  for (size_t start = 0;;) {
+    const size_t at = s.find(sep, start);
+    out.emplace_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) return out;
+    start = at + 1;  // the piece after the separator, empty when it ends the text
+  }
+}
+
 std::string trim(std::string_view s) {
   constexpr const char* kSpace = " \t\r\n\v\f";  // Python's str.strip() for ASCII (torchrun strips its options so)
   const size_t b = s.find_first_not_of(kSpace), e = s.find_last_not_of(kSpace);

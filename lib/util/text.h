@@ -56,6 +56,9 @@ std::string seconds_text(std::chrono::milliseconds duration);
 // The words of `parts` with `sep` between them ("a, b, c" for sep ", "; "" for none).
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
+// Python's s.split(sep) for one character: every piece, the empty ones too ("" is one empty piece, "a,,b" three).
+std::vector<std::string> split(std::string_view s, char sep);
+
 // `s` without the white space at either end (space, tab, CR, LF, VT, FF: what Python's strip() takes in ASCII).
 std::string trim(std::string_view s);
 

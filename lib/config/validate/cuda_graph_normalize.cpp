@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/validate/section_functions.h"
+#include "util/text.h"
 
 namespace mr::section {
 
@@ -81,13 +82,9 @@ void cuda_graph_normalize(Context& ctx) {
   } else if (modules.is_list()) {
     raw = modules.as_list();
   } else if (modules.is_str() && !is_module_member(modules)) {
-    const std::string& s = modules.as_str();  // a comma-separated string
-    for (size_t start = 0; !s.empty();) {
-      size_t comma = s.find(',', start);
-      raw.emplace_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    const std::string& s = modules.as_str();  // a comma-separated string ("" is no module)
+    if (!s.empty())
+      for (std::string& piece : split(s, ',')) raw.emplace_back(std::move(piece));
   } else {
     raw.push_back(modules);
   }

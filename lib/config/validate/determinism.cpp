@@ -63,14 +63,8 @@ void determinism(Context& ctx) {
   if (auto algo = ctx.env_var("NCCL_ALGO")) {
     static const std::set<std::string> accepted = {"Ring", "CollnetDirect", "CollnetChain", "^NVLS"};
     std::vector<std::string> tokens;
-    size_t start = 0;
-    while (true) {
-      size_t comma = algo->find(',', start);
-      std::string t = strip(algo->substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-      if (!t.empty()) tokens.push_back(t);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    for (const std::string& piece : split(*algo, ','))
+      if (std::string t = strip(piece); !t.empty()) tokens.push_back(t);
     bool ok = !tokens.empty() &&
               std::all_of(tokens.begin(), tokens.end(), [](const std::string& t) { return accepted.count(t) > 0; });
     ctx.require(ok, kDeterminismNcclAlgo,

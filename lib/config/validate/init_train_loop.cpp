@@ -55,17 +55,6 @@ void interval(Context& ctx, const Rule& rule, const char* dest, const std::strin
               {dest});
 }
 
-// Python's `[conv(p) for p in s.split(",")] if "," in s else [conv(s)]` (the fault injector's lists).
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = s.find(',', start);
-    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
 
 // A value as the messages echo it: escaped (util/text.h echo_word), so a newline in it starts no line of its own.
 std::string str_or_none(const Context& ctx, const char* dest) {
@@ -117,7 +106,7 @@ void fault_injector(Context& ctx) {
                     " and --fault-injector-num-ranks " + str_or_none(ctx, "fault_injector_num_ranks") +
                     " cannot both be given (Cannot specify both force_ranks and num_ranks): keep one",
                 {"fault_injector_ranks", "fault_injector_num_ranks"});
-    for (const std::string& word : split_commas(ctx.s("fault_injector_ranks"))) {
+    for (const std::string& word : split(ctx.s("fault_injector_ranks"), ',')) {
       bool ok = true;
       int64_t r = 0;
       try {
@@ -148,8 +137,8 @@ void fault_injector(Context& ctx) {
                   "be specified)",
               {"fault_injector_fault_types"});
   if (set(ctx, "fault_injector_fault_probabilities")) {
-    const size_t types = split_commas(ctx.s("fault_injector_fault_types")).size();
-    const std::vector<std::string> words = split_commas(ctx.s("fault_injector_fault_probabilities"));
+    const size_t types = split(ctx.s("fault_injector_fault_types"), ',').size();
+    const std::vector<std::string> words = split(ctx.s("fault_injector_fault_probabilities"), ',');
     double sum = 0;
     for (const std::string& word : words) {
       bool ok = true;

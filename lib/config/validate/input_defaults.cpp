@@ -6,6 +6,7 @@
 
 #include "config/converters.h"
 #include "config/validate/section_functions.h"
+#include "util/text.h"
 
 namespace mr::section {
 
@@ -65,9 +66,7 @@ void input_defaults(Context& ctx) {
   if (ctx.on("phase_transition_iterations")) {
     const std::string text = ctx.s("phase_transition_iterations");
     std::vector<int64_t> its;
-    for (size_t start = 0;;) {
-      size_t comma = text.find(',', start);
-      std::string piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (const std::string& piece : split(text, ',')) {
       try {
         its.push_back(parse_py_int(piece));
       } catch (const ConvError&) {
@@ -76,8 +75,6 @@ void input_defaults(Context& ctx) {
                      " is not an integer",
                  {"phase_transition_iterations"});
       }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
     }
     std::sort(its.begin(), its.end());
     List out;
