@@ -10,8 +10,9 @@
 // the rank layout and run after this stage, in the launcher (init.process-groups, apps/megatron-run/launch.h).
 //
 // Files by subject: init_startup.cpp (the number-of-microbatches calculator, the exit signal handler, the seed),
-// init_transformer_config.cpp (attention, activation, RoPE, recompute, offloading, pipeline
-// communication), init_moe.cpp (MoE router, dispatcher, capacity), init_pipeline_layers.cpp (layers per
+// init_transformer_config.cpp (attention, activation, RoPE, pipeline communication),
+// init_transformer_recompute.cpp (recompute, CPU and fine-grained offloading, the CUDA graphs that capture them),
+// init_moe.cpp (MoE router, dispatcher, capacity), init_pipeline_layers.cpp (layers per
 // pipeline stage), init_pipeline_layout.cpp (--pipeline-model-parallel-layout), init_optimizer.cpp (the optimizer
 // factory, which runs once the model is built), init_train_loop.cpp (what the training loop then fails on).
 #pragma once
@@ -42,8 +43,9 @@ void startup(Context& ctx);
 void transformer_attention(Context& ctx);
 void transformer_activation(Context& ctx);  // and the FP8 first/last BF16 layers, --init-method-xavier-uniform
 void transformer_rope(Context& ctx);
-void transformer_recompute_offload(Context& ctx);
 void model_parallel_config(Context& ctx);
+// init_transformer_recompute.cpp (and the CUDA graphs that capture what it recomputes or offloads)
+void transformer_recompute_offload(Context& ctx);
 // init_moe.cpp
 void moe_config(Context& ctx);
 // init_pipeline_layers.cpp
