@@ -7,7 +7,8 @@ set -u
 script=${1:?usage: $0 RULES_ALL_TESTED_SH}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mr-rat-selftest.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
-printf '#!/bin/sh\nprintf "a.x one\\nb.y two\\ninput.z three\\n"\n' >"$tmp/rules"
+# launch.w is a rule of a stage rules_all_tested leaves out (runtime_rules_tested.sh's): never fired, not missing.
+printf '#!/bin/sh\nprintf "a.x one\\nb.y two\\ninput.z three\\nlaunch.w  [warning]  (launch) four\\n"\n' >"$tmp/rules"
 chmod +x "$tmp/rules"
 fail=0
 check() {  # check WHAT EXPECTED_EXIT PATTERN... (each a fixed string the output must contain)

@@ -17,7 +17,7 @@
 namespace mr::app {
 
 Diagnostic parse_warning(const std::string& w, const std::string& file) {
-  Diagnostic d{Diagnostic::Level::Warning, "parse.deprecated-flag", w, {}, {}, kStageParse};
+  Diagnostic d{Diagnostic::Level::Warning, kDeprecatedFlagRule.id, w, {}, {}, kStageParse};
   if (auto id = split_rule_id(w)) d.rule = std::move(id->first), d.message = std::move(id->second);
   // "FILE:12: ...": the place, as errors show it (`check` passes FILE; otherwise any path without blanks).
   size_t i = 0;
@@ -275,7 +275,7 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
   if (torch_version) inv.env.torch_version = version("--target-torch-version", *torch_version);
   if (flashinfer_version) inv.env.flashinfer_version = version("--target-flashinfer-version", *flashinfer_version);
   if (world_size) {
-    if (*world_size < 1) throw UsageError("argument --world-size: must be at least 1", {"--world-size"});
+    if (*world_size < 1) throw UsageError("argument --world-size: must be at least 1", {"--world-size"}, "", "input.world-size");
     inv.world_size = world_size;
   }
   return inv;

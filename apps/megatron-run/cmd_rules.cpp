@@ -1,5 +1,6 @@
-// `megatron-run rules [ID...]`: every validation rule (or the named ones) with its id, level, stage and description
-// (docs/validation.md), as text, markdown or JSON.
+// `megatron-run rules [ID...]`: every rule (or the named ones) with its id, level, stage and description
+// (docs/validation.md), as text, markdown or JSON: validation's, and those of the parser's warnings, the launcher
+// and the training run's workers (stages parse, plan, launch, run; config/rule.h).
 #include <algorithm>
 #include <iostream>
 #include <string_view>
@@ -50,32 +51,6 @@ std::string json_object(const Rule& r) {
          json_quote(source_of(r) + ":" + std::to_string(r.line)) + "}";
 }
 
-// The id families megatron-run prints that are not validation rules (the launcher's notices, the parser's
-// warnings about Megatron's flags, the errors of the workers), and the page that describes each.
-struct OtherFamily {
-  const char* prefix;  // "checkpoint."
-  const char* what;
-  const char* doc;
-};
-constexpr OtherFamily kOtherFamilies[] = {
-    {"parse.", "a warning of the argument parser (parse.deprecated-flag, parse.experimental-flag)",
-     "docs/config-files.md and docs/yaml-cfg.md"},
-    {"launch.", "an error, warning or notice of the launcher", "docs/launch.md"},
-    {"checkpoint.", "an error of the training run's checkpoints", "docs/checkpoints.md (its Errors section)"},
-    {"dist.", "an error of the workers' process groups", "docs/distributed.md"},
-    {"run.", "an error or warning of the training run", "docs/run.md"},
-    {"schedule.", "an error of the schedule command (the learning-rate and batch-size settings it plots)",
-     "docs/pictures.md"},
-};
-
-// "see docs/x.md" for an id of a family above; "" otherwise.
-std::string other_family_note(const std::string& id) {
-  for (const OtherFamily& f : kOtherFamilies)
-    if (id.rfind(f.prefix, 0) == 0 && id.size() > std::string_view(f.prefix).size())
-      return std::string(" is ") + f.what + ", not a validation rule: see " + f.doc;
-  return "";
-}
-
 // The rules `ids` name, in that order (each once). An id may be a family, the part before the dot ("batch-size"
 // or "batch-size."): every rule of it. An id no rule has is a usage error with the closest ids (those that start
 // with it first).
@@ -88,9 +63,8 @@ std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
   auto add = [&out](const Rule* r) {
     if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   };
-  std::string unknown, others;  // ids no rule has; ids of the families that are not validation's
+  std::string unknown;  // ids no rule has
   size_t unknown_count = 0;
-  bool plain = false;  // an unknown id outside the families that are not validation's
   for (const std::string& id : ids) {
     if (auto it = by_id.find(id); it != by_id.end()) {
       add(it->second);
@@ -104,11 +78,6 @@ std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
     if (any) continue;
     if (++unknown_count > 10) continue;  // a few are enough to see the mistake
     std::string line = "'" + id + "'";
-    if (const std::string note = other_family_note(id); !note.empty()) {
-      others += (others.empty() ? "" : "; ") + line + note;
-      continue;
-    }
-    plain = true;
     std::vector<std::string> near;
     for (const std::string& k : known)  // the ids that start with it ("batch-siz")
       if (!id.empty() && k.rfind(id, 0) == 0) near.push_back(k);
@@ -122,16 +91,12 @@ std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
     if (!near.empty()) line += "?)";
     unknown += (unknown.empty() ? "" : "; ") + line;
   }
-  if (unknown_count > 10) (unknown.empty() ? others : unknown) += "; ... (" + std::to_string(unknown_count - 10) + " more)";
-  if (unknown.empty() && !others.empty()) throw UsageError("rules: " + others);
+  if (unknown_count > 10) unknown += "; ... (" + std::to_string(unknown_count - 10) + " more)";
   if (!unknown.empty())
-    throw UsageError("rules: unknown rule id " + unknown + (others.empty() ? "" : "; " + others) +
-                     (plain ? std::string("; `megatron-run rules` lists the validation rules (`rules FAMILY`, e.g. "
-                                          "`rules batch-size`, lists a family's); the ids of the parser's warnings "
-                                          "(parse.*), the launcher (launch.*) and the workers (checkpoint.*, dist.*, "
-                                          "run.*) are not validation rules: docs/config-files.md, docs/launch.md, "
-                                          "docs/checkpoints.md, docs/distributed.md and docs/run.md describe them")
-                           : std::string()));
+    throw UsageError("rules: unknown rule id " + unknown +
+                     "; `megatron-run rules` lists every rule: validation's, the parser's warnings (parse.*), the "
+                     "launcher's (launch.*) and the workers' (checkpoint.*, dist.*, run.*); `rules FAMILY`, e.g. "
+                     "`rules batch-size` or `rules checkpoint`, lists a family's");
   return out;
 }
 
@@ -142,8 +107,8 @@ std::string rules_markdown() {
       "# Validation rules\n\n"
       "Generated by `megatron-run rules --format markdown` from the rule declarations (`MR_RULE` and its kin:\n"
       "validate_args, sanity and init rules in `lib/config/validate/`, OptimizerConfig's in\n"
-      "`lib/config/optimizer_config_rules.cpp`, bad input in `lib/config/input_rules.cpp`, the launcher's in\n"
-      "`apps/megatron-run/job_layout.cpp`; each row names its file); do not edit by hand.\n"
+      "`lib/config/optimizer_config_rules.cpp`, bad input in `lib/config/input_rules.cpp`, the launcher's checks\n"
+      "before a launch in `apps/megatron-run/job_layout.cpp`; each row names its file); do not edit by hand.\n"
       "Errors end validation with exit status 1; warnings are printed and validation goes on.\n\n"
       "Validation runs in stages, in this order; every diagnostic carries its stage (`stage` in\n"
       "`check --format json` and `--dry-run --format json`), so Megatron's own verdict (`validate_args`) can be told\n"
@@ -162,6 +127,13 @@ std::string rules_markdown() {
     for (const Section& s : st.sections) out += std::to_string(++i) + ". " + s.name + "\n";
     out += "\n";
   }
+  out +=
+      "The table also lists the rules of what megatron-run says outside validation, each declared where it is raised\n"
+      "(or, for the workers', in the torch-free library of their layer): stage `parse` (the argument parser's\n"
+      "warnings, and the launcher's about the program's words), `plan` (the schedule command), `launch` (the\n"
+      "launcher's refusals and notices: docs/launch.md) and `run` (the training run's workers: `run.*`, `checkpoint.*`,\n"
+      "`dist.*`; docs/run.md, docs/checkpoints.md, docs/distributed.md). Their tests run processes or need LibTorch:\n"
+      "the CTest `runtime_rules_tested` checks that a test names each of them.\n\n";
   out += markdown_header();
   for (const Rule* r : all_rules()) out += markdown_row(*r);
   out += "\n" + std::to_string(all_rules().size()) + " rules.\n";

@@ -68,6 +68,70 @@ launch::ProgramSplit read_run_words(const std::vector<std::string>& args, bool l
 
 namespace {
 
+// The run command's own warnings and refusals (docs/launch.md; `megatron-run rules launch` lists them). The
+// warnings about the program's words carry the parser's stage, as their diagnostics do; the others the launcher's.
+const Rule kOwnOptionAfterProgramRule{
+    "launch.own-option-after-program", Rule::Level::Warning,
+    "One of megatron-run's options given after the program: it is the program's own argument (torchrun's rule), "
+    "passed to it and not read by megatron-run; --dry-run there is no dry run, the program starts.",
+    __FILE__, __LINE__, kStageParse};
+const Rule kFlagsAfterProgramRule{
+    "launch.flags-after-program", Rule::Level::Warning,
+    "A Megatron flag given after the program and before it (or in a config file): the appended value wins in the "
+    "program's argparse, or, when the value before it is the default that nothing appends, the program's own stands; "
+    "the warning says which was validated.",
+    __FILE__, __LINE__, kStageParse};
+const Rule kNotAppendedRule{
+    "launch.not-appended", Rule::Level::Warning,
+    "--no-append-args with Megatron flags given before the program (or in a config file): the program never gets "
+    "them; its own arguments are the ones validated.",
+    __FILE__, __LINE__, kStageParse};
+const Rule kAppendedAfterDashesRule{
+    "launch.appended-after-dashes", Rule::Level::Warning,
+    "The program's arguments hold '--': the flags megatron-run appends come after it, where an argparse program "
+    "reads them as positional arguments.",
+    __FILE__, __LINE__, kStageParse};
+const Rule kProgramOwnArgumentRule{
+    "launch.program-own-argument", Rule::Level::Warning,
+    "A word after the program that is no Megatron flag but near one (--num-layer): passed to the program as its own "
+    "argument and not validated; the flag meant is named.",
+    __FILE__, __LINE__, kStageParse};
+const Rule kProgramSwallowedRule{
+    "launch.program-swallowed", Rule::Level::Error,
+    "An option that takes every word up to the next option (nargs '+' or '*') took the program's name as one of "
+    "its values, so no program is named: refused (exit 2), a warning in a dry run.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kDryRunImpliedRule{
+    "launch.dry-run-implied", Rule::Level::Warning,
+    "An option that only a dry run uses (--explain, --format other than text, ...) with a launch asked for: it "
+    "implies --dry-run, and nothing is started.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kJsonValidatesOnlyRule{
+    "launch.json-validates-only", Rule::Level::Warning,
+    "--format json without --dry-run and with a launch asked for: validated as the launch would be and printed as "
+    "JSON; nothing is started.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kProgramMissingRule{
+    "launch.program-missing", Rule::Level::Error,
+    "The program to launch is not there (a script that does not exist or is not a file, a command not on PATH): "
+    "refused before anything else is checked (exit 2; a launch, and --format json without --dry-run); a warning in a "
+    "dry run, which starts nothing.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kNoFileChecksUnusedRule{
+    "launch.no-file-checks-unused", Rule::Level::Warning,
+    "--no-file-checks in a dry run, which checks none of the program's files: not used.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kBringUpOnlyUnusedRule{
+    "launch.bring-up-only-unused", Rule::Level::Warning,
+    "--bring-up-only in a dry run or with --format json, which start no worker: not used.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kUseCheckpointArgsRule{
+    "checkpoint.use-checkpoint-args", Rule::Level::Warning,
+    "--use-checkpoint-args replaced arguments with the checkpoint's (each named, old -> new, with the metadata "
+    "file), or megatron-run cannot read the checkpoint of the user's program and validated the values given (its "
+    "diagnostics carry the init stage, where validation reads the checkpoint).",
+    __FILE__, __LINE__, kStageLaunch};
+
 // "\n  -tp: did you mean --tensor-model-parallel-size? ..." for each word before the program that is one of
 // torchrun's short options with something attached (-tp, -mp) whose refusal is `flags`' (the option, by either
 // name), when that word with two dashes is a Megatron flag or near one; else "".
@@ -154,7 +218,7 @@ void warn_own_options_after_program(const launch::Program& program, const std::v
   std::vector<std::string> rest;
   for (const std::string& n : names) {
     if (n == "--dry-run" && launching) {
-      print_warning_diagnostic({Diagnostic::Level::Warning, "launch.own-option-after-program",
+      print_warning_diagnostic({Diagnostic::Level::Warning, kOwnOptionAfterProgramRule.id,
                                 "--dry-run after the program " + prog + " is the program's own argument, passed to "
                                 "it: this is no dry run, the program starts on every rank; megatron-run's options "
                                 "go before the program (megatron-run --dry-run ... " + prog + " ...)",
@@ -168,7 +232,7 @@ void warn_own_options_after_program(const launch::Program& program, const std::v
   for (size_t k = 0; k < rest.size() && k < 4; ++k) listed += (k ? ", " : "") + rest[k];
   if (rest.size() > 4) listed += " and " + std::to_string(rest.size() - 4) + " more";
   const bool one = rest.size() == 1;
-  print_warning_diagnostic({Diagnostic::Level::Warning, "launch.own-option-after-program",
+  print_warning_diagnostic({Diagnostic::Level::Warning, kOwnOptionAfterProgramRule.id,
                             listed + (one ? " is" : " are") + " megatron-run's option" + (one ? "" : "s") +
                                 ", given after the program " + prog + ": passed to it as its own argument" +
                                 (one ? "" : "s") + " and not read by megatron-run (every word after the program is "
@@ -234,26 +298,26 @@ void warn_program_words(const Invocation& inv, const Parsed& parsed, const launc
       print_warning_diagnostic({Diagnostic::Level::Warning, id, listed(names) + text, flags, {}, kStageParse});
   };
   const std::string is_are = appended_wins.size() == 1 ? " is" : " are";
-  say("launch.flags-after-program", appended_wins,
+  say(kFlagsAfterProgramRule.id, appended_wins,
       is_are + " given after the program " + prog + " and before it (or in a config file): megatron-run appends "
       "the value before it after the program's own arguments, where it wins in argparse, and validated that one",
       appended_wins);
-  say("launch.flags-after-program", program_wins,
+  say(kFlagsAfterProgramRule.id, program_wins,
       std::string(program_wins.size() == 1 ? " is" : " are") + " given after the program " + prog + " and set to "
       "the default before it (or in a config file), which no appended flag can say: the program's own value "
       "stands, and is the one validated",
       program_wins);
-  say("launch.not-appended", not_passed,
+  say(kNotAppendedRule.id, not_passed,
       ": given before the program " + prog + " (or in a config file), but --no-append-args passes only the "
       "program's own arguments, which are the ones validated",
       not_passed);
   if (after_dashes)
-    print_warning_diagnostic({Diagnostic::Level::Warning, "launch.appended-after-dashes",
+    print_warning_diagnostic({Diagnostic::Level::Warning, kAppendedAfterDashesRule.id,
                               "the program " + prog + "'s arguments hold '--': the flags megatron-run appends come "
                               "after it, where an argparse program reads them as positional arguments, not flags; "
                               "give them after the program before its '--' yourself, with --no-append-args",
                               {"--"}, {}, kStageParse});
-  say("launch.program-own-argument", near,
+  say(kProgramOwnArgumentRule.id, near,
       ": no Megatron flag, after the program " + prog + ": passed to it as its own argument, not validated", {});
 }
 
@@ -335,10 +399,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
         echo_word(after, 120) + "), or give the program first (" + word + echo_word(after, 120) + " " +
         echo_word(flag + before, 120) + " ...: its own arguments, validated too)";
     if (dry_run || !dry_run_only_option(opts).empty())
-      print_warning(std::cerr, "[launch.program-swallowed] " + msg + " (a dry run starts nothing; a launch would "
+      print_warning(std::cerr, with_rule_id(kProgramSwallowedRule.id, msg) + " (a dry run starts nothing; a launch would "
                                "refuse it)");
     else
-      throw UsageError(msg, {flag}, "", "launch.program-swallowed");
+      throw UsageError(msg, {flag}, "", kProgramSwallowedRule.id);
   }
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
   const launch::EnvLookup env = launch::process_env();
@@ -379,7 +443,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     dry_run = true;
     const bool argv_of_program = program.named() && (common.format == "argv" || common.format == "argv0");
     if (asks_launch && !argv_of_program)
-      print_warning(std::cerr, "[launch.dry-run-implied] " + implied + " implies --dry-run: nothing is started (" +
+      print_warning(std::cerr, with_rule_id(kDryRunImpliedRule.id, implied) + " implies --dry-run: nothing is started (" +
                                    not_run + "the launch options are validated only); leave it out to launch");
   }
   // --format json without --dry-run: validated exactly as this launch would be (its machine's GPUs, the rules of
@@ -387,8 +451,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // and nothing starts (the workers' output would break stdout's one document). A launch asked for is named.
   const bool json_check = !dry_run && common.format == "json";
   if (json_check && asks_launch)
-    print_warning(std::cerr, "[launch.json-validates-only] --format json without --dry-run: validated as this launch "
-                             "would be and printed as JSON; nothing is started (" + not_run +
+    print_warning(std::cerr, with_rule_id(kJsonValidatesOnlyRule.id, "--format json without --dry-run: validated as "
+                                          "this launch would be and printed as JSON; nothing is started (") +
+                                 not_run +
                              "leave --format json out to launch)");
   // megatron-run's options after the program are the program's (torchrun's rule): passed on, and said (once).
   const std::vector<std::string> own_after =
@@ -412,10 +477,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       // `--mock-data false`: the word after a switch is the program, not the switch's value.
       if (program.form == launch::Program::Form::Script)
         if (std::string v = switch_value_hint(spelled, program_start, switches); !v.empty())
-          throw UsageError(e.what() + v, {spelled[program_start - 1]});
+          throw UsageError(e.what() + v, {spelled[program_start - 1]}, "", kProgramMissingRule.id);
       if (program.form == launch::Program::Form::Script)
-        if (std::string v = split_value_hint(spelled, program_start); !v.empty()) throw UsageError(e.what() + v);
-      throw UsageError(e.what() + hint);
+        if (std::string v = split_value_hint(spelled, program_start); !v.empty())
+          throw UsageError(e.what() + v, {}, "", kProgramMissingRule.id);
+      throw UsageError(e.what() + hint, {}, "", kProgramMissingRule.id);
     }
   }
   // A dry run starts nothing, but a program it would not find is said (a launch refuses it): often a value split
@@ -429,24 +495,24 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
         hint = switch_value_hint(spelled, program_start, switches);
         if (hint.empty()) hint = split_value_hint(spelled, program_start);
       }
-      print_warning(std::cerr, "[launch.program-missing] " + std::string(e.what()) + hint +
+      print_warning(std::cerr, with_rule_id(kProgramMissingRule.id, e.what()) + hint +
                                    " (a dry run starts nothing; a launch would refuse it)");
     }
   }
   // --no-file-checks skips the checks a launch makes of the program's files on its node; a dry run makes none (its
   // machine is rarely the one the job reads from), so the switch is named there, as unused.
   if (no_file_checks && dry_run)
-    print_warning(std::cerr, "[launch.no-file-checks-unused] --no-file-checks: not used in a dry run (a launch checks "
+    print_warning(std::cerr, with_rule_id(kNoFileChecksUnusedRule.id, "--no-file-checks: ") + "not used in a dry run (a launch checks "
                              "the files the program's flags name before it starts; a dry run checks none)");
   // --bring-up-only stops megatron-run's own worker after the process groups' self-check: a dry run starts no
   // worker (named), and the user's program is not ours to stop there (refused).
   // --format json without --dry-run validates as the launch would: it refuses what the launch refuses.
   if (launch_opts.bring_up_only && dry_run)
-    print_warning(std::cerr, "[launch.bring-up-only-unused] --bring-up-only: not used in a dry run (it stops a launch "
+    print_warning(std::cerr, with_rule_id(kBringUpOnlyUnusedRule.id, "--bring-up-only: ") + "not used in a dry run (it stops a launch "
                              "of megatron-run's own worker after the process groups' self-check; a dry run starts "
                              "nothing)");
   else if (launch_opts.bring_up_only && json_check && !program.named())
-    print_warning(std::cerr, "[launch.bring-up-only-unused] --bring-up-only: not used by --format json, which "
+    print_warning(std::cerr, with_rule_id(kBringUpOnlyUnusedRule.id, "--bring-up-only: ") + "not used by --format json, which "
                              "validates as the launch would and starts nothing");
   if (launch_opts.bring_up_only && !dry_run && program.named())
     throw UsageError("argument --bring-up-only: stops megatron-run's own worker after the process groups' "
@@ -511,7 +577,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       try {
         for (const run::CheckpointArgsResult& r : run::apply_checkpoint_args(p.ns))
           if (!quiet)
-            ds.push_back({Diagnostic::Level::Warning, "checkpoint.use-checkpoint-args", run::checkpoint_args_notice(r),
+            ds.push_back({Diagnostic::Level::Warning, kUseCheckpointArgsRule.id, run::checkpoint_args_notice(r),
                           {"--use-checkpoint-args", r.flag}, {}, kStageInit});
       } catch (const run::CheckpointError& e) {
         const std::string m = without_rule_id(e.what());
@@ -622,7 +688,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     // The program validates the checkpoint's model arguments, which megatron-run could not read: what it refuses
     // of the values given is said, and the program decides (docs/checkpoints.md).
     if (!quiet) {
-      print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run cannot read the "
+      print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") + "megatron-run cannot read the "
                                "checkpoint's arguments (" + unreadable_checkpoint + "); " + echo_word(program.words.front()) +
                                " replaces the model's shape with the checkpoint's before its own validation, so "
                                "what megatron-run refuses of the shape given is only said (and its checks after "
@@ -670,7 +736,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   const std::string uca(dest_of(ArgId::use_checkpoint_args));
   if (launching && program.named() && !quiet && ns.has(uca) && ns[uca].truthy() && !unreadable_checkpoint.empty() &&
       !said_unreadable)
-    print_warning(std::cerr, "[checkpoint.use-checkpoint-args] --use-checkpoint-args: megatron-run validated the "
+    print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") + "megatron-run validated the "
                              "values given, not the checkpoint's, which it cannot read (" + unreadable_checkpoint +
                              "); " + echo_word(program.words.front()) + " replaces the model's arguments with the "
                              "checkpoint's itself, before its own validation");

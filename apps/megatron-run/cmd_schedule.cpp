@@ -27,6 +27,14 @@ void ScheduleOptions::add_to(po::options_description& desc) {
 
 namespace {
 
+// What the schedule command cannot plot (its diagnostics carry the plan stage): the learning-rate scheduler's own
+// refusals are init.lr-schedule, as in a dry run.
+const Rule kScheduleSettingsRule{
+    "schedule.settings", Rule::Level::Error,
+    "schedule: the batch-size settings (--rampup-batch-size, --step-batch-size-schedule, the batch sizes) or the "
+    "arguments cannot give the schedule to plot: exit 1, naming them.",
+    __FILE__, __LINE__, kStagePlan};
+
 std::vector<int64_t> parse_steps(const std::string& text) {
   std::vector<int64_t> out;
   std::stringstream ss(text);
@@ -98,7 +106,7 @@ int cmd_schedule(const std::vector<std::string>& args) {
   } catch (const std::invalid_argument& e) {  // the scheduler's settings: the rule and message of the dry run's check
     return report_failure(common, lr_schedule_diagnostic(e.what(), /*trains=*/true));
   } catch (const std::exception& e) {  // ArgsError, RunError (the batch schedule)
-    return report_failure(common, Diagnostic{Diagnostic::Level::Error, "schedule.settings", e.what(), {}, {},
+    return report_failure(common, Diagnostic{Diagnostic::Level::Error, kScheduleSettingsRule.id, e.what(), {}, {},
                                              kStagePlan});
   }
   std::vector<int64_t> steps;

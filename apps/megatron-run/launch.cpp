@@ -123,6 +123,13 @@ std::string stop_signal_error(int sig) {
 // user may not bind (a privileged port: EACCES): rank 0 hosts the job's store at P here and could not bind it.
 // megatron-run's own worker surely does: refused (exit 1) before any worker starts. The user's program may not use
 // MASTER_PORT at all: named in a warning. Returns the refusal's code.
+const Rule kMasterPortPrivilegedRule{
+    "launch.master-port-privileged", Rule::Level::Error,
+    "A one-node job's --master-port (or PET_MASTER_PORT) below the first port this user may bind "
+    "(net.ipv4.ip_unprivileged_port_start): refused (exit 1) for megatron-run's own worker, whose rank 0 hosts the "
+    "store there; a warning for a program (which may not use MASTER_PORT).",
+    __FILE__, __LINE__, kStageLaunch};
+
 std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_worker) {
   if (lo.multi_node() || port <= 0) return std::nullopt;
   std::string what, id;
@@ -131,7 +138,7 @@ std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_
     what = "--master-port " + std::to_string(port) + ": the port is in use on this machine (another program "
            "listens on it or holds it)";
   } else if (bind_errno == EACCES) {
-    id = "launch.master-port-privileged";
+    id = kMasterPortPrivilegedRule.id;
     what = "--master-port " + std::to_string(port) + ": this user may not bind ports below " +
            std::to_string(launch::unprivileged_port_start()) + " (net.ipv4.ip_unprivileged_port_start; binding " +
            "them needs root or CAP_NET_BIND_SERVICE)";
@@ -168,18 +175,15 @@ std::optional<int> open_file_limit_refused(const LaunchOptions& lo, const launch
   return refuse_launch(lo, 1, *refusal);
 }
 
-// --distributed-backend nccl for megatron-run's own worker where it cannot run: refused by the launcher, once,
-// before any worker starts (each worker would refuse it too, as dist.nccl-unavailable; lib/distributed/worker.cpp).
-const Rule kNcclUnavailableRule{
-    "dist.nccl-unavailable", Rule::Level::Error,
-    "--distributed-backend nccl (given) for megatron-run's own worker where it cannot run: a build without CUDA or "
-    "NCCL, or a machine that shows no NVIDIA GPU (CUDA_VISIBLE_DEVICES hiding them all included): refused before "
-    "any worker starts (not in --dry-run or check); the worker refuses it too. A program's nccl is not refused.",
-    __FILE__, __LINE__, kStageInit};
+// Rule dist.nccl-unavailable (launch::kNcclUnavailableRule): refused by the launcher, once, before any worker
+// starts (each worker would refuse it too; lib/distributed/worker.cpp).
 
-// The warning's id for a program given --distributed-backend nccl on a machine without any GPU (a notice of the
-// launcher: docs/launch.md).
-constexpr const char* kNcclWithoutGpu = "launch.nccl-without-gpu";
+// A program given --distributed-backend nccl on a machine without any GPU (a notice of the launcher: docs/launch.md).
+const Rule kNcclWithoutGpuRule{
+    "launch.nccl-without-gpu", Rule::Level::Warning,
+    "The user's program given --distributed-backend nccl on a machine that shows no GPU: it will likely fail to "
+    "initialise (torch's nccl needs a GPU a rank); it still starts, as the program may know better than the probe.",
+    __FILE__, __LINE__, kStageLaunch};
 
 // The backend the user asked for (a config file or the command line): "nccl", "gloo"; "" when left at its default.
 std::string asked_backend(const Namespace& ns) {
@@ -202,8 +206,8 @@ std::optional<int> own_worker_nccl_refused(const LaunchOptions& lo, const Namesp
   const std::string missing =
       launch::own_worker_nccl_missing(launch::worker_nccl_from(MR_WORKER_NCCL), util::machine_gpu_devices());
   if (missing.empty()) return std::nullopt;
-  kNcclUnavailableRule.record_hit();
-  const Diagnostic d{Diagnostic::Level::Error, kNcclUnavailableRule.id,
+  launch::kNcclUnavailableRule.record_hit();
+  const Diagnostic d{Diagnostic::Level::Error, launch::kNcclUnavailableRule.id,
                      "argument --distributed-backend nccl: megatron-run's worker cannot run it here: " + missing +
                          "; use --distributed-backend gloo (the CPU path)",
                      {"--distributed-backend"}, backend_where(ns), kStageInit};
@@ -217,7 +221,7 @@ void warn_program_nccl(const Namespace& ns) {
   if (asked_backend(ns) != "nccl") return;
   const std::string doubt = launch::program_nccl_doubt(util::machine_gpu_devices());
   if (doubt.empty()) return;
-  print_warning_diagnostic({Diagnostic::Level::Warning, kNcclWithoutGpu,
+  print_warning_diagnostic({Diagnostic::Level::Warning, kNcclWithoutGpuRule.id,
                             "--distributed-backend nccl: " + doubt + "; torch's nccl backend (NCCL, or RCCL on ROCm) "
                             "needs a GPU for each rank, so the program will likely fail to initialise; "
                             "--distributed-backend gloo runs on the CPU",
@@ -542,6 +546,14 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
   return spawn_local(lo, argv, /*own_worker=*/false);
 }
 
+// Megatron's --local-rank given to a launch (apps/megatron-run/launch.cpp's launch()).
+const Rule kLocalRankGivenRule{
+    "launch.local-rank-given", Rule::Level::Error,
+    "Megatron's --local-rank given (command line or config file) to a launch that starts its workers: each gets its "
+    "own LOCAL_RANK, which Megatron reads, so one value for all would be wrong for all but one: refused (exit 2); a "
+    "dry run and check accept it.",
+    __FILE__, __LINE__, kStageLaunch};
+
 }  // namespace
 
 int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program,
@@ -584,7 +596,8 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   // it starts its own LOCAL_RANK; one value given to all of them would be wrong for all but one.
   if (lo.nproc_per_node > 0 && ns.has("local_rank") &&
       (ns.provenance("local_rank").kind == Provenance::Kind::Cli || ns.provenance("local_rank").kind == Provenance::Kind::Config))
-    return refuse_launch(lo, 2, "argument --local-rank (" + ns.provenance("local_rank").describe() +
+    return refuse_launch(lo, 2, with_rule_id(kLocalRankGivenRule.id, "argument --local-rank (") +
+                                    ns.provenance("local_rank").describe() +
                                     "): megatron-run starts the workers here and gives each its own LOCAL_RANK, which "
                                     "Megatron reads; one --local-rank for all of them would be wrong for all but one. "
                                     "Leave it out (a dry run and check accept it)");

@@ -22,6 +22,7 @@
 #include "launch/torchrun_options.h"
 #include "util/gpu_devices.h"
 #include "util/log.h"
+#include "util/rule_id.h"
 #include "util/text.h"
 
 namespace mr::app {
@@ -36,9 +37,15 @@ std::optional<std::string> lone_world_size(const launch::EnvLookup& env) {
   return env("WORLD_SIZE");
 }
 
+const Rule kWorldSizeEnvUnusedRule{
+    "launch.world-size-env-unused", Rule::Level::Warning,
+    "WORLD_SIZE in the launcher's environment without RANK: no job to join, so not the world size of the workers "
+    "megatron-run starts (each gets its own, as under torchrun); the notice says what is validated instead.",
+    __FILE__, __LINE__, kStageLaunch};
+
 // The notice for it: [launch.world-size-env-unused], then what is validated instead.
 std::string world_size_env_unused(const std::string& value, const std::string& instead) {
-  return "[launch.world-size-env-unused] WORLD_SIZE=" + abbreviate(value) +
+  return with_rule_id(kWorldSizeEnvUnusedRule.id, "WORLD_SIZE=") + abbreviate(value) +
          " is set without RANK: not used (no job to join without RANK; megatron-run starts --nproc-per-node "
          "workers, 1 by default, each with its own WORLD_SIZE, as torchrun does); " + instead;
 }
@@ -739,7 +746,8 @@ void LaunchOptions::apply(Invocation& inv) {
     try {
       inv.world_size = std::stoll(*env("SLURM_NTASKS"));
     } catch (const std::exception&) {
-      throw UsageError("SLURM_NTASKS='" + abbreviate(*env("SLURM_NTASKS")) + "' is not an integer");
+      throw UsageError("SLURM_NTASKS='" + abbreviate(*env("SLURM_NTASKS")) + "' is not an integer", {}, "",
+                       launch::kEnvMalformedRule.id);
     }
   }
 }

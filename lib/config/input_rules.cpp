@@ -48,6 +48,7 @@ MR_INPUT_RULE(kScheduleRows, "input.schedule-rows", "schedule: more rows than th
 MR_INPUT_RULE(kPictureTooLarge, "input.picture-too-large",
               "topology --format svg|dot, params --format svg: more ranks than a picture shows.");
 MR_INPUT_RULE(kGpusPerNode, "input.gpus-per-node", "topology: --gpus-per-node is not a positive count.");
+MR_INPUT_RULE(kWorldSize, "input.world-size", "--world-size (check, --dry-run, topology, params, schedule) below 1.");
 MR_INPUT_RULE(kLayoutRanks, "input.layout-ranks",
               "A world size beyond the 1048576 ranks megatron-run lays out (its limit, not Megatron's).");
 MR_INPUT_RULE(kNotThisMachine, "input.address-not-this-machine",

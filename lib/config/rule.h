@@ -36,8 +36,15 @@ inline const char* usage_stage(std::string_view rule) { return rule.rfind("input
 // config/validate/init.h: the model's construction), then the process-group layout the launcher checks
 // (init.process-groups; `topology`, `params`).
 inline constexpr const char* kStageInit = "init";
-// Not a validation stage: diagnostics of the model plan (`params`).
+// Not a validation stage: diagnostics of the model plan (`params`) and of the schedule command.
 inline constexpr const char* kStagePlan = "plan";
+// Not validation stages either: the rules of the launcher's own errors, warnings and notices (ids `launch.*`,
+// declared where the launcher raises them) and of the training run's workers (ids `run.*`, `checkpoint.*` and
+// `dist.*` that a rank raises, declared in the torch-free library of their layer so that `megatron-run rules`
+// lists them). Their tests run processes or need LibTorch, so `rules_all_tested` does not count their hits:
+// `runtime_rules_tested` checks that a test names each of them (tests/runtime_rules_tested.sh).
+inline constexpr const char* kStageLaunch = "launch";
+inline constexpr const char* kStageRun = "run";
 
 struct Rule {
   enum class Level { Error, Warning };
@@ -46,7 +53,8 @@ struct Rule {
   const char* description;  // one line, for docs/validation.md
   const char* file;
   int line;
-  const char* stage;        // kStageValidateArgs, kStageSanity or kStageInit
+  const char* stage;        // kStageValidateArgs, kStageSanity, kStageInit, kStageInput; kStageParse, kStagePlan,
+                            // kStageLaunch, kStageRun (not validation's)
 
   Rule(const char* id_, Level level_, const char* description_, const char* file_, int line_,
        const char* stage_ = kStageValidateArgs);

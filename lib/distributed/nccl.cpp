@@ -13,6 +13,7 @@
 
 #include <thread>
 
+#include "launch/nccl_check.h"
 #include "util/gpu_devices.h"
 #include "util/text.h"
 #endif
@@ -94,7 +95,7 @@ ncclDataType_t nccl_type(DType t) {
 // The device of a rank, as the CUDA backend picks it (util::choose_device); DistError with its refusal.
 int device_for(int local_rank) {
   const util::DeviceChoice c = util::choose_device(local_rank, gpu_count(), util::cuda_visible_devices_env());
-  if (!c.refusal.empty()) throw DistError("the nccl backend: " + c.refusal);
+  if (!c.refusal.empty()) throw DistError(launch::device_refusal(c, "the nccl backend"));
   return c.device;
 }
 

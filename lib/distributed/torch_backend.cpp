@@ -19,6 +19,7 @@
 
 #include "distributed/store.h"
 #include "launch/launch_env.h"
+#include "launch/open_files.h"
 #include "launch/local_address.h"
 #include "util/log.h"
 #include "util/resources.h"
@@ -51,7 +52,7 @@ bool contains(const std::string& s, const char* what) { return s.find(what) != s
 void rethrow_if_resource(const std::exception& e) {
   if (!util::resource_failure(e).empty()) throw;
   if (const std::string files = util::open_file_failure(message(e), /*nearly_exhausted=*/true); !files.empty())
-    throw DistError(with_rule_id("dist.open-file-limit", files));
+    throw DistError(with_rule_id(launch::kWorkerOpenFileLimitRule.id, files));
 }
 
 std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "distributed/runtime.h"
+#include "launch/nccl_check.h"
 #include "launch/open_files.h"
 #include "launch/worker_input.h"
 #include "util/log.h"
@@ -485,7 +486,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
       const uint64_t need = launch::worker_files_needed(open_at_start, launch->world_size);
       if (*nofile < need)
         throw DistError(with_rule_id(
-            "dist.open-file-limit",
+            launch::kWorkerOpenFileLimitRule.id,
             "this rank's open-file limit (RLIMIT_NOFILE, ulimit -n " + std::to_string(*nofile) + ") is too low for " +
                 std::to_string(launch->world_size) + " rank" + (launch->world_size == 1 ? "" : "s") +
                 ": megatron-run's worker needs " + std::to_string(need) + " descriptors (its store, Gloo's " +
@@ -513,7 +514,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
         backend = arg::DistributedBackend::nccl;
       }
     } else if (backend == arg::DistributedBackend::nccl && !missing.empty()) {
-      throw DistError(with_rule_id("dist.nccl-unavailable", "--distributed-backend nccl cannot run here: " + missing +
+      throw DistError(with_rule_id(launch::kNcclUnavailableRule.id, "--distributed-backend nccl cannot run here: " + missing +
                                                                 "; use --distributed-backend gloo (the CPU path)"));
     }
     opts.backend = backend;

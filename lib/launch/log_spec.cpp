@@ -12,12 +12,26 @@
 #include <stdexcept>
 #include <vector>
 
+#include "config/rule.h"
+
 #include "util/rule_id.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
 
 namespace mr::launch {
+
+const Rule kRunDirectoryRule{
+    "launch.run-directory", Rule::Level::Error,
+    "Without --log-dir, no temporary directory (TMPDIR, TEMP, TMP, /tmp, /var/tmp, /usr/tmp, the current "
+    "directory) lets the launcher make the run directory for its workers' error files: refused (exit 1), naming "
+    "each one tried and why.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kLogDirUnwritableRule{
+    "launch.log-dir-unwritable", Rule::Level::Error,
+    "--log-dir DIR cannot be created, or the launcher cannot make its run's directory in it: refused (exit 1) "
+    "before any worker starts, with the system's reason.",
+    __FILE__, __LINE__, kStageLaunch};
 
 namespace {
 
@@ -64,7 +78,7 @@ std::string make_temp_dir(const std::string& prefix, const std::vector<TempDirCa
     if (std::optional<std::string> made = try_mkdtemp(c.dir, prefix)) return *made;
     tried += (tried.empty() ? "" : "; ") + c.name + ": " + std::strerror(errno);
   }
-  throw std::runtime_error(with_rule_id("launch.run-directory",
+  throw std::runtime_error(with_rule_id(kRunDirectoryRule.id,
                                         "cannot make the run directory for the workers' error files in any "
                                         "temporary directory (" + tried + "): set TMPDIR to a writable "
                                         "directory, or give --log-dir"));
@@ -151,12 +165,19 @@ LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
     root_ = o.log_dir;
     std::error_code ec;
     fs::create_directories(root_, ec);
-    if (ec) throw std::runtime_error("argument --log-dir: cannot make " + root_ + ": " + ec.message());
+    if (ec)
+      throw std::runtime_error(with_rule_id(kLogDirUnwritableRule.id, "argument --log-dir: cannot make " + root_ + ": " +
+                                                                          ec.message()));
   }
   std::string prefix = run_id;
   for (char& c : prefix)
     if (c == '/') c = '_';
-  run_dir_ = mkdtemp_in(root_, prefix + "_");
+  try {
+    run_dir_ = mkdtemp_in(root_, prefix + "_");
+  } catch (const std::runtime_error& e) {
+    if (temporary_) throw;
+    throw std::runtime_error(with_rule_id(kLogDirUnwritableRule.id, std::string("argument --log-dir: ") + e.what()));
+  }
   if (!temporary_ || keep_) std::cerr << "megatron-run: log directory " << run_dir_ << "\n";
 }
 

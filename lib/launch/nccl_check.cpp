@@ -1,7 +1,27 @@
 // The launcher's check of --distributed-backend nccl (nccl_check.h).
 #include "launch/nccl_check.h"
 
+#include "util/rule_id.h"
+
 namespace mr::launch {
+
+const Rule kNcclUnavailableRule{
+    "dist.nccl-unavailable", Rule::Level::Error,
+    "--distributed-backend nccl (given) for megatron-run's own worker where it cannot run: a build without CUDA or "
+    "NCCL, or a machine that shows no NVIDIA GPU (CUDA_VISIBLE_DEVICES hiding them all included): refused before "
+    "any worker starts (not in --dry-run or check); the worker refuses it too. A program's nccl is not refused.",
+    __FILE__, __LINE__, kStageInit};
+const Rule kLocalRankGpuRule{
+    "dist.local-rank-gpu", Rule::Level::Error,
+    "A rank of megatron-run's worker on a GPU path whose LOCAL_RANK is not below the number of GPUs visible to it "
+    "(more than one visible): it would share another local rank's GPU, which NCCL refuses only later, so the "
+    "worker refuses it at once, naming CUDA_VISIBLE_DEVICES.",
+    __FILE__, __LINE__, kStageRun};
+
+std::string device_refusal(const util::DeviceChoice& c, const std::string& backend) {
+  const std::string text = backend + ": " + c.refusal;
+  return c.shared ? with_rule_id(kLocalRankGpuRule.id, text) : text;
+}
 
 WorkerNccl worker_nccl_from(const std::string& word) {
   if (word == "built") return WorkerNccl::Built;

@@ -6,9 +6,21 @@
 
 #include <string>
 
+#include "config/rule.h"
 #include "util/gpu_devices.h"
 
 namespace mr::launch {
+
+// --distributed-backend nccl for megatron-run's own worker where it cannot run: refused by the launcher, once,
+// before any worker starts (apps/megatron-run/launch.cpp), and by each worker (lib/distributed/worker.cpp, and the
+// CUDA backend of a build without CUDA, lib/run/backend_cuda_stub.cpp).
+extern const Rule kNcclUnavailableRule;
+// A rank whose LOCAL_RANK has no GPU of its own (util::choose_device's `shared`): refused by the worker's CUDA
+// backend and its NCCL communicators.
+extern const Rule kLocalRankGpuRule;
+// The refusal of util::choose_device's choice `c`, for `backend` ("the nccl backend", "the CUDA backend"):
+// "[dist.local-rank-gpu] BACKEND: ..." when the GPU would be shared, else "BACKEND: ...".
+std::string device_refusal(const util::DeviceChoice& c, const std::string& backend);
 
 // How megatron-run-worker was built (known when megatron-run is configured; apps/megatron-run/CMakeLists.txt).
 enum class WorkerNccl {

@@ -11,6 +11,19 @@
 
 namespace mr::launch {
 
+const Rule kOpenFileLimitRule{
+    "launch.open-file-limit", Rule::Level::Error,
+    "The open-file limit (RLIMIT_NOFILE; the hard limit, which the launcher raises its soft one to) is below what the "
+    "launcher needs for its workers' pipes and log files, or below what megatron-run's own worker needs for the "
+    "job's world size: refused (exit 1) before any worker starts.",
+    __FILE__, __LINE__, kStageLaunch};
+const Rule kWorkerOpenFileLimitRule{
+    "dist.open-file-limit", Rule::Level::Error,
+    "A rank of megatron-run's worker whose open-file limit is too low for its world size (its store, Gloo's "
+    "connections to each peer), or that could not open a descriptor later (errno EMFILE/ENFILE from the store or "
+    "Gloo): said as the limit, not as an unreachable peer.",
+    __FILE__, __LINE__, kStageRun};
+
 namespace {
 
 // Measured with `ulimit -n` (docs/robustness.md), each count with 4 descriptors open below the limit beforehand:
@@ -67,7 +80,7 @@ std::optional<std::string> open_file_refusal(std::optional<uint64_t> limit, int 
   if (worker > 0) text += " and its worker " + std::to_string(worker) + " each";
   text += "; raise the limit (ulimit -n " + std::to_string(std::max<uint64_t>(need * 2, 1024)) + ", or the hard limit " +
           "in /etc/security/limits.conf) or start fewer workers";
-  return with_rule_id("launch.open-file-limit", text);
+  return with_rule_id(kOpenFileLimitRule.id, text);
 }
 
 }  // namespace mr::launch

@@ -8,7 +8,15 @@
 #include <optional>
 #include <string>
 
+#include "config/rule.h"
+
 namespace mr::launch {
+
+// The launcher's open-file limit too low for the workers it starts (open_file_refusal; apps/megatron-run/launch.cpp).
+extern const Rule kOpenFileLimitRule;
+// A worker's own: too low for its world size at start (lib/distributed/worker.cpp), or a descriptor that could not
+// be opened later (lib/distributed/torch_backend.cpp).
+extern const Rule kWorkerOpenFileLimitRule;
 
 // Descriptors this process has open now, those numbered below `below` only (the open-file limit bounds the
 // numbers a new descriptor may take: one inherited above it takes none of them); /proc/self/fd, or where /proc is

@@ -1,5 +1,6 @@
 // The training run's flat buffers (run/buffers.h).
 #include "run/buffers.h"
+#include "run/run_support.h"
 
 #include <omp.h>
 
@@ -323,7 +324,7 @@ namespace {
 void check_host_bytes(double need, const std::string& the_run, const std::string& what, const std::string& advice) {
   int64_t local = 1;
   if (const char* l = std::getenv("LOCAL_WORLD_SIZE")) local = std::max<int64_t>(1, std::atoll(l));
-  auto refuse = [](const std::string& text) { return RunError(with_rule_id("run.host-memory", text)); };
+  auto refuse = [](const std::string& text) { return RunError(with_rule_id(kHostMemoryRule.id, text)); };
   const double all = need * static_cast<double>(local);
   // MR_RUN_MEM_AVAILABLE_BYTES: this machine's available memory as the check reads it (tests; default MemAvailable).
   const char* knob = std::getenv("MR_RUN_MEM_AVAILABLE_BYTES");

@@ -497,7 +497,7 @@ Progress Checkpointer::load() {
   Progress p;
   std::string err, loaded;  // this rank's error; rank 0's "successfully loaded" line
   std::vector<HyperChange> hyper;  // the optimizer's hyper-parameters the checkpoint changed
-  CheckpointError failure("", "");
+  CheckpointError failure(kCkptCorrupt, "");
   try {
     found = locate(a);
     if (!found) {
@@ -741,7 +741,7 @@ Progress Checkpointer::load() {
   if (v.rank >= 0) {
     if (v.rank == c_.rt.rank()) throw failure;  // the lowest failed rank: its own error; every other rank names it
     const size_t us = v.error.find('\x1f');
-    throw CheckpointError(us == std::string::npos ? std::string(kCkptCorrupt) : v.error.substr(0, us),
+    throw CheckpointError(us == std::string::npos ? kCkptCorrupt : checkpoint_rule(v.error.substr(0, us)),
                           "--load " + shown_path(*a.load) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
                               (us == std::string::npos ? v.error : v.error.substr(us + 1)));
   }

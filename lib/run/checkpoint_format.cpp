@@ -1,5 +1,6 @@
 // The checkpoint's on-disk format (run/checkpoint_format.h).
 #include "run/checkpoint_format.h"
+#include "run/checkpoint_integrity.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,6 +15,54 @@
 #include <filesystem>
 
 namespace mr::run {
+
+// The checkpoint code's rules (checkpoint_format.h, checkpoint_integrity.h): here, in the torch-free library that
+// megatron-run links, so that `megatron-run rules` lists them; raised by the workers (checkpoint.cpp,
+// checkpoint_io.cpp, checkpoint_integrity.cpp) and, for --use-checkpoint-args, by the launcher.
+const Rule kCkptSaveUnwritable{"checkpoint.save-unwritable", Rule::Level::Error,
+                       "--save DIR, or the non-persistent directory (--non-persistent-global-ckpt-dir), cannot be created or written (checked before training).",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptSaveFailed{"checkpoint.save-failed", Rule::Level::Error,
+                       "A write, fsync or rename failed during a save (the previous checkpoint and the tracker are unchanged), or only the tracker write failed.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptSaveBusy{"checkpoint.save-busy", Rule::Level::Error,
+                       "Another run holds --save DIR (its rank 0's lock on DIR/.megatron-run.lock; checked before training).",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptMissing{"checkpoint.missing", Rule::Level::Error,
+                       "--exit-on-missing-checkpoint and no tracker under --load (with --use-checkpoint-args: under --pretrained-checkpoint or --load, before any worker starts).",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptStepMissing{"checkpoint.step-missing", Rule::Level::Error,
+                       "--ckpt-step N, or the tracker, names an iteration whose directory does not exist or cannot be opened.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptCorrupt{"checkpoint.corrupt", Rule::Level::Error,
+                       "A checkpoint file (a tracker, a rank's metadata or safetensors file, the metadata --use-checkpoint-args reads) is truncated or malformed, or does not fit in memory; the message names the file.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptModelMismatch{"checkpoint.model-mismatch", Rule::Level::Error,
+                       "The checkpoint is of another model: a parameter this rank's model lacks, has or shapes differently, or another params dtype when the optimizer state loads too.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptOptimizerMismatch{"checkpoint.optimizer-mismatch", Rule::Level::Error,
+                       "The checkpoint holds another --optimizer's state, or none (--no-save-optim), without --no-load-optim or --finetune.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptIncomplete{"checkpoint.incomplete", Rule::Level::Error,
+                       "The checkpoint's pieces do not cover a block this rank needs (a parameter's or an optimizer state's elements, or a preconditioner's row).",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptSchedulerMismatch{"checkpoint.scheduler-mismatch", Rule::Level::Error,
+                       "Megatron's learning-rate scheduler consistency check failed: a saved scheduler setting differs from this job's and neither --override-opt-param-scheduler nor --use-checkpoint-opt-param-scheduler says which wins.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptUnsupported{"checkpoint.unsupported", Rule::Level::Error,
+                       "A checkpoint setting the run does not model: a non-persistent type other than global, a non-persistent directory that is the --save/--load one, --load-main-params-from-ckpt without --use-distributed-optimizer, an --override-ckpt-iteration out of range, a Megatron-format checkpoint.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptIntegrity{"checkpoint.integrity", Rule::Level::Error,
+                       "--verify-integrity and the checkpoint's integrity.json is missing, malformed, of another algorithm, does not list a rank file, or a file it lists is missing or has another SHA-256.",
+                       __FILE__, __LINE__, kStageRun};
+
+const Rule& checkpoint_rule(std::string_view id) {
+  for (const Rule* r : {&kCkptSaveUnwritable, &kCkptSaveFailed, &kCkptSaveBusy, &kCkptMissing, &kCkptStepMissing,
+                        &kCkptCorrupt, &kCkptModelMismatch, &kCkptOptimizerMismatch, &kCkptIncomplete,
+                        &kCkptSchedulerMismatch, &kCkptUnsupported, &kCkptIntegrity})
+    if (id == r->id) return *r;
+  return kCkptCorrupt;
+}
 
 namespace {
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/limits.h"
+#include "config/rule.h"
 #include "config/value.h"
 #include "run/model.h"
 #include "util/rule_id.h"
@@ -32,9 +33,9 @@ inline constexpr size_t kKeptMessageTailBytes = 1024;
 inline constexpr size_t kMaxShownPathBytes = 1024;
 inline std::string shown_path(const std::string& path) { return abbreviate(path, kMaxShownPathBytes); }
 struct CheckpointError : RunError {
-  CheckpointError(std::string id_, const std::string& msg, bool foreign_checkpoint = false)
-      : RunError(with_rule_id(id_, abbreviate_inside(msg, kMaxCheckpointMessageBytes, kKeptMessageTailBytes))),
-        id(std::move(id_)),
+  CheckpointError(const Rule& rule, const std::string& msg, bool foreign_checkpoint = false)
+      : RunError(with_rule_id(rule.id, abbreviate_inside(msg, kMaxCheckpointMessageBytes, kKeptMessageTailBytes))),
+        id(rule.id),
         foreign(foreign_checkpoint) {}
   std::string id;
   // The iteration directory holds no megatron-run metadata at all (no rank_NNNNN.json: a Megatron checkpoint,
@@ -60,19 +61,22 @@ inline bool is_piece_kind(std::string_view kind) {
   return false;
 }
 
-// Stable ids.
-
-inline constexpr const char* kCkptSaveUnwritable = "checkpoint.save-unwritable";
-inline constexpr const char* kCkptSaveFailed = "checkpoint.save-failed";
-inline constexpr const char* kCkptSaveBusy = "checkpoint.save-busy";
-inline constexpr const char* kCkptMissing = "checkpoint.missing";
-inline constexpr const char* kCkptStepMissing = "checkpoint.step-missing";
-inline constexpr const char* kCkptCorrupt = "checkpoint.corrupt";
-inline constexpr const char* kCkptModelMismatch = "checkpoint.model-mismatch";
-inline constexpr const char* kCkptOptimizerMismatch = "checkpoint.optimizer-mismatch";
-inline constexpr const char* kCkptIncomplete = "checkpoint.incomplete";
-inline constexpr const char* kCkptSchedulerMismatch = "checkpoint.scheduler-mismatch";
-inline constexpr const char* kCkptUnsupported = "checkpoint.unsupported";
+// The rules of the checkpoint code (stage "run": `megatron-run rules checkpoint` lists them; docs/checkpoints.md's
+// Errors section): defined in checkpoint_format.cpp, which megatron-run links, with checkpoint.integrity
+// (checkpoint_integrity.h).
+extern const Rule kCkptSaveUnwritable;
+extern const Rule kCkptSaveFailed;
+extern const Rule kCkptSaveBusy;
+extern const Rule kCkptMissing;
+extern const Rule kCkptStepMissing;
+extern const Rule kCkptCorrupt;
+extern const Rule kCkptModelMismatch;
+extern const Rule kCkptOptimizerMismatch;
+extern const Rule kCkptIncomplete;
+extern const Rule kCkptSchedulerMismatch;
+extern const Rule kCkptUnsupported;
+// The checkpoint rule with this id (one another rank sent), else checkpoint.corrupt.
+const Rule& checkpoint_rule(std::string_view id);
 
 // What a reader accepts: header bytes of a safetensors file, and a metadata file.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // the safetensors library's own limit

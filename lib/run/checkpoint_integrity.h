@@ -9,9 +9,11 @@
 
 #include <string>
 
+#include "config/rule.h"
+
 namespace mr::run {
 
-inline constexpr const char* kCkptIntegrity = "checkpoint.integrity";
+extern const Rule kCkptIntegrity;  // defined in checkpoint_format.cpp
 inline constexpr const char* kIntegrityManifest = "integrity.json";
 
 // Hashes every regular file of `dir` (sorted by name, the manifest excluded) and writes `dir`/integrity.json

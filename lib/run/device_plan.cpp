@@ -6,7 +6,9 @@
 
 #include "optim/launch_geometry.h"
 #include "run/model.h"
+#include "run/run_support.h"
 #include "util/byte_size.h"
+#include "launch/nccl_check.h"
 #include "util/gpu_devices.h"
 #include "util/rule_id.h"
 
@@ -14,7 +16,7 @@ namespace mr::run {
 
 int device_for_local_rank(int local_rank, int visible, const std::optional<std::string>& cuda_visible_devices) {
   const util::DeviceChoice c = util::choose_device(local_rank, visible, cuda_visible_devices);
-  if (!c.refusal.empty()) throw RunError("the CUDA backend: " + c.refusal);
+  if (!c.refusal.empty()) throw RunError(launch::device_refusal(c, "the CUDA backend"));
   return c.device;
 }
 
@@ -25,7 +27,7 @@ std::string device_memory_refusal(const BufferBytes& need, double free_bytes, do
   const double reserve = device_reserve_bytes(total_bytes);
   const double usable = std::max(0.0, free_bytes - reserve);
   if (need.total() <= usable) return {};
-  return with_rule_id("run.device-memory", "the training run needs " + format_gib(need.total()) + " of device memory on GPU " + std::to_string(device) +
+  return with_rule_id(kDeviceMemoryRule.id, "the training run needs " + format_gib(need.total()) + " of device memory on GPU " + std::to_string(device) +
          " (" + device_name + ") for " + std::to_string(numel) + " parameters (params " + format_gib(need.model) +
          ", gradients " + format_gib(need.grad + need.grad_shard) + ", main params " + format_gib(need.main) +
          ", optimizer state " + format_gib(need.state) + ", targets " + format_gib(need.target) +

@@ -2,6 +2,7 @@
 // scalars' on the host.
 #include "run/host_collectives.h"
 #include "run/grad_sync.h"
+#include "run/run_support.h"
 
 #include <string>
 #include <vector>
@@ -77,8 +78,8 @@ void publish_params(RunContext& c) {
   if (c.buf.experts_scattered) c.backend->all_gather_model(c.edp, c.buf.expert_begin, c.buf.elo, c.buf.ehi);
 }
 
-// Rule run.replica-divergence: replicas that should hold the same parameters do not (docs/run.md).
-constexpr const char* kReplicaDivergence = "run.replica-divergence";
+// Rule run.replica-divergence (kReplicaDivergenceRule, run/run_support.h): replicas that should hold the same
+// parameters do not (docs/run.md).
 
 void compare_replicas(RunContext& c, const std::string& when) {
   const FlatBuffers& b = c.buf;
@@ -91,7 +92,7 @@ void compare_replicas(RunContext& c, const std::string& when) {
       host_all_gather(*e, distributed::Buffer::cpu(&h, 1), distributed::Buffer::cpu(all.data(), all.size()));
       for (int64_t x : all)
         if (x != h)
-          throw RunError(with_rule_id(kReplicaDivergence, when + "the word embeddings' copies diverged between the "
+          throw RunError(with_rule_id(kReplicaDivergenceRule.id, when + "the word embeddings' copies diverged between the "
                                                                  "pipeline stages of the embedding group"));
     }
   }
@@ -101,7 +102,7 @@ void compare_replicas(RunContext& c, const std::string& when) {
     host_all_gather(g, distributed::Buffer::cpu(&mine, 1), distributed::Buffer::cpu(all.data(), all.size()));
     for (size_t i = 0; i < all.size(); ++i)
       if (all[i] != mine)
-        throw RunError(with_rule_id(kReplicaDivergence, when + what + " replicas diverged: rank " +
+        throw RunError(with_rule_id(kReplicaDivergenceRule.id, when + what + " replicas diverged: rank " +
                                                             std::to_string(g.ranks()[i]) +
                                                             " holds different parameters than rank " +
                                                             std::to_string(c.rt.rank())));

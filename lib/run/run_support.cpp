@@ -11,6 +11,28 @@
 
 namespace mr::run {
 
+const Rule kHostMemoryRule{
+    "run.host-memory", Rule::Level::Error,
+    "The training run's buffers (parameters, gradients, main params, optimizer state), times the ranks on this "
+    "machine, do not fit its available memory: refused on every rank before they are allocated.",
+    __FILE__, __LINE__, kStageRun};
+const Rule kDeviceMemoryRule{
+    "run.device-memory", Rule::Level::Error,
+    "The training run's buffers do not fit the free memory of this rank's GPU (less a reserve): refused before "
+    "they are allocated, naming the GPU and each buffer's size.",
+    __FILE__, __LINE__, kStageRun};
+const Rule kNanCheckRule{
+    "run.nan-check", Rule::Level::Error,
+    "--check-for-nan-in-loss-and-grad (Megatron's default) and a NaN or Inf in the loss or the gradients: the run "
+    "stops on every rank at that iteration (--no-check-for-nan-in-loss-and-grad goes on and logs it).",
+    __FILE__, __LINE__, kStageRun};
+const Rule kReplicaDivergenceRule{
+    "run.replica-divergence", Rule::Level::Error,
+    "Replicas that should hold the same parameters (data-parallel copies, the two copies of tied word embeddings) "
+    "differ at the end of the run or where --check-weight-hash-across-dp-replicas-interval compares them: the run "
+    "stops (exit 1) naming the ranks.",
+    __FILE__, __LINE__, kStageRun};
+
 void check_run_supported(const Args& args) {
   const optim::OptimizerInfo& opt = optim::optimizer_info(args.optimizer);
   const std::string name(arg::to_string(args.optimizer));

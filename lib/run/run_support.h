@@ -4,8 +4,16 @@
 #pragma once
 
 #include "config/args.h"
+#include "config/rule.h"
 
 namespace mr::run {
+
+// The rules of what the training run refuses once its ranks run (stage "run"; docs/run.md), declared here, in the
+// torch-free library megatron-run links, so that `megatron-run rules` lists them.
+extern const Rule kHostMemoryRule;         // run.host-memory: buffers.cpp, train.cpp
+extern const Rule kDeviceMemoryRule;       // run.device-memory: device_plan.cpp
+extern const Rule kNanCheckRule;           // run.nan-check: train.cpp
+extern const Rule kReplicaDivergenceRule;  // run.replica-divergence: grad_sync.cpp
 
 // Throws RunError (run/model.h) naming the flags: an optimizer without a kernel of ours, Muon with --fp16 or a
 // --muon-tp-mode it does not implement, --embedding-min-norm without --use-distributed-optimizer (or with fp16

@@ -103,7 +103,7 @@ void set_up(RunContext& c) {
     host_all_reduce(c.rt.group("world"), distributed::Buffer::cpu(&refused, 1), distributed::ReduceOp::Max);
     if (!why.empty()) throw distributed::RootCauseError(why);
     if (refused > 0)
-      throw distributed::FollowerError(with_rule_id("run.host-memory", "another rank's buffers do not fit its "
+      throw distributed::FollowerError(with_rule_id(kHostMemoryRule.id, "another rank's buffers do not fit its "
                                                                         "machine's memory (said by that rank)"));
   }
   c.backend->build(c.buf, c.plan, c.optimizer, buffer_dtypes(args, c.target), shards, c.tp.rank(), c.etp.rank(),
@@ -114,7 +114,7 @@ void set_up(RunContext& c) {
 // on every rank alike, the ranks that saw the value say so.
 [[noreturn]] void throw_nonfinite(RunContext& c, int64_t it, const char* where, double value, bool mine) {
   std::ostringstream s;
-  s << with_rule_id("run.nan-check", "iteration ") << it << ": found " << (std::isnan(value) ? "NaN" : "Inf") << " in " << where
+  s << with_rule_id(kNanCheckRule.id, "iteration ") << it << ": found " << (std::isnan(value) ? "NaN" : "Inf") << " in " << where
     << (mine ? " on rank " + std::to_string(c.rt.rank()) : std::string(" on another rank"))
     << "; --check-for-nan-in-loss-and-grad (Megatron's default) stops the run "
        "(--no-check-for-nan-in-loss-and-grad goes on and logs it)";

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <system_error>
 
-#include "util/rule_id.h"
 
 namespace mr::util {
 
@@ -75,11 +74,11 @@ DeviceChoice choose_device(int local_rank, int visible, const std::optional<std:
   } else if (local_rank >= visible) {
     const std::string lr = std::to_string(local_rank), n = std::to_string(visible),
                       shared = std::to_string(local_rank % visible);
-    c.refusal = with_rule_id("dist.local-rank-gpu",
-                             "LOCAL_RANK " + lr + " has no GPU of its own: " + n + " GPUs are visible (" + env +
-                                 "), so it would share GPU " + shared + " with LOCAL_RANK " + shared +
-                                 "; start at most " + n + " ranks on this machine (--nproc-per-node) or give each "
-                                 "rank one GPU of its own (CUDA_VISIBLE_DEVICES per rank)");
+    c.shared = true;
+    c.refusal = "LOCAL_RANK " + lr + " has no GPU of its own: " + n + " GPUs are visible (" + env +
+                "), so it would share GPU " + shared + " with LOCAL_RANK " + shared + "; start at most " + n +
+                " ranks on this machine (--nproc-per-node) or give each rank one GPU of its own (CUDA_VISIBLE_DEVICES "
+                "per rank)";
   } else {
     c.device = local_rank;
   }

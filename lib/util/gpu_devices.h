@@ -49,6 +49,9 @@ GpuDevices machine_gpu_devices();
 struct DeviceChoice {
   int device = -1;
   std::string refusal;
+  // The refusal is that LOCAL_RANK has no GPU of its own (it would share one): rule dist.local-rank-gpu, which the
+  // caller puts on its message (launch::device_refusal; util has no rules).
+  bool shared = false;
 };
 DeviceChoice choose_device(int local_rank, int visible, const std::optional<std::string>& cuda_visible_devices);
 

@@ -81,8 +81,9 @@ TEST_CASE("rule dist.local-rank-gpu: a rank's device, never shared with another 
   // More local ranks than visible devices: refused with the counts and CUDA_VISIBLE_DEVICES, no device.
   const auto two = choose_device(2, 2, std::string("0,1"));
   CHECK(two.device == -1);
+  CHECK(two.shared);  // rule dist.local-rank-gpu: the caller tags it (launch::device_refusal; device_plan_test)
   CHECK(two.refusal ==
-        "[dist.local-rank-gpu] LOCAL_RANK 2 has no GPU of its own: 2 GPUs are visible (CUDA_VISIBLE_DEVICES=0,1), so "
+        "LOCAL_RANK 2 has no GPU of its own: 2 GPUs are visible (CUDA_VISIBLE_DEVICES=0,1), so "
         "it would share GPU 0 with LOCAL_RANK 0; start at most 2 ranks on this machine (--nproc-per-node) or give "
         "each rank one GPU of its own (CUDA_VISIBLE_DEVICES per rank)");
   const auto unset = choose_device(11, 4, std::nullopt);
@@ -92,6 +93,7 @@ TEST_CASE("rule dist.local-rank-gpu: a rank's device, never shared with another 
   // No device, a negative LOCAL_RANK.
   const auto none = choose_device(0, 0, std::string(""));
   CHECK(none.device == -1);
+  CHECK_FALSE(none.shared);
   CHECK_THAT(none.refusal, Catch::Contains("no GPU is visible") && Catch::Contains("CUDA_VISIBLE_DEVICES="));
   CHECK(choose_device(-1, 4, std::nullopt).device == -1);
   CHECK_THAT(choose_device(-1, 4, std::nullopt).refusal, Catch::Contains("LOCAL_RANK -1 is negative"));

@@ -336,7 +336,7 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   Proc lr = sh(run + "--nproc-per-node 2 --local-rank 0 " + kProbe);
   INFO(lr.out);
   CHECK(lr.exit == 2);
-  CHECK(lr.out.find("argument --local-rank (command line argv[") != std::string::npos);
+  CHECK(lr.out.find("error[launch.local-rank-given]: argument --local-rank (command line argv[") != std::string::npos);
   CHECK(lr.out.find("{\"env\"") == std::string::npos);
 }
 
@@ -528,13 +528,14 @@ TEST_CASE("a split value read as the program, and a program's options before it,
   Proc launch = sh(kBin + b + "--step-batch-size-schedule=0:16 2.4B:320");
   INFO(launch.out);
   CHECK(launch.exit == 2);
-  CHECK(launch.out.find("error: the script 2.4B:320 does not exist") != std::string::npos);
+  // The same condition has the dry run's id at launch, where it is an error (review design34 #2).
+  CHECK(launch.out.find("error[launch.program-missing]: the script 2.4B:320 does not exist") != std::string::npos);
   CHECK(launch.out.find("--step-batch-size-schedule takes one value ('0:16')") != std::string::npos);
   // A misspelled script after a one-value flag is not taken for a split value (review 29c).
   Proc typo = sh(kBin + b + "pretrain_gtp.py --lr 1e-4");
   INFO(typo.out);
   CHECK(typo.exit == 2);
-  CHECK(typo.out.find("the script pretrain_gtp.py does not exist") != std::string::npos);
+  CHECK(typo.out.find("error[launch.program-missing]: the script pretrain_gtp.py does not exist") != std::string::npos);
   CHECK(typo.out.find("takes one value") == std::string::npos);
   const std::string dir = mrtest::scratch_dir("program-options").string();
   { std::ofstream(dir + "/train.py") << "print(1)\n"; }

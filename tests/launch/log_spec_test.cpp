@@ -76,6 +76,24 @@ TEST_CASE("where a rank's streams go: torchrun's rules", "[launch][log-spec]") {
   CHECK_FALSE(rank_logs(o, "", 0).out.console);  // outside --local-ranks-filter 1
 }
 
+TEST_CASE("rule launch.log-dir-unwritable: a --log-dir that cannot be made, or made in, is refused with its id",
+          "[launch][log-spec]") {
+  LogOptions o;
+  o.log_dir = "/proc/mr-log-spec-no-such-dir";  // /proc takes no new directory
+  CHECK_THROWS_WITH(LogDir(o, "job", 1), Catch::StartsWith("[launch.log-dir-unwritable] argument --log-dir: cannot make "
+                                                           "/proc/mr-log-spec-no-such-dir: "));
+  if (geteuid() != 0) {  // root may write any directory
+    const fs::path root = fs::temp_directory_path() / ("mr-log-spec-ro-" + std::to_string(getpid()));
+    fs::create_directories(root);
+    fs::permissions(root, fs::perms::owner_read | fs::perms::owner_exec);
+    o.log_dir = root.string();
+    CHECK_THROWS_WITH(LogDir(o, "job", 1), Catch::StartsWith("[launch.log-dir-unwritable] argument --log-dir: cannot "
+                                                             "make a log directory in " + root.string()));
+    fs::permissions(root, fs::perms::owner_all);
+    fs::remove_all(root);
+  }
+}
+
 TEST_CASE("the run's log directory: <log-dir>/<run id>_<unique>/attempt_<n>/<local rank>", "[launch][log-spec]") {
   const fs::path root = fs::temp_directory_path() / ("mr-log-spec-" + std::to_string(getpid()));
   fs::remove_all(root);

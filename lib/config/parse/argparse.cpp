@@ -11,6 +11,12 @@
 
 namespace mr {
 
+const Rule kDeprecatedFlagRule{
+    "parse.deprecated-flag", Rule::Level::Warning,
+    "A flag (or a config file's key) that Megatron's parser marks deprecated is given: a warning naming it and what "
+    "replaces it; the value is used as Megatron uses it.",
+    __FILE__, __LINE__, kStageParse};
+
 namespace {
 
 // A word or value in a message: Python's repr of at most its first 200 bytes (util::abbreviate).

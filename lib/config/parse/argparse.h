@@ -11,9 +11,14 @@
 
 #include "config/diagnostic.h"
 #include "config/namespace.h"
+#include "config/rule.h"
 #include "config/schema.h"
 
 namespace mr {
+
+// A deprecated flag of Megatron's given (the parser's warning, "FLAG is deprecated: ..."; its default id where the
+// warning carries none: apps/megatron-run/cli.cpp's parse_warning).
+extern const Rule kDeprecatedFlagRule;
 
 struct Token {
   std::string text;

@@ -19,6 +19,12 @@
 
 namespace mr {
 
+const Rule kExperimentalFlagRule{
+    "parse.experimental-flag", Rule::Level::Warning,
+    "--yaml-cfg is given: Megatron's experimental path, where the YAML file replaces every other Megatron argument; "
+    "the warning names the arguments it ignores.",
+    __FILE__, __LINE__, kStageParse};
+
 namespace {
 
 // A mistake in the file's YAML, with the input.* id a --config file's same mistake has.
@@ -233,7 +239,8 @@ Namespace load_yaml_cfg(const Namespace& argparse_ns, const TargetEnv& env, cons
   for (const auto& e : argparse_ns.entries())
     if ((e.prov.kind == Provenance::Kind::Cli || e.prov.kind == Provenance::Kind::Config) && e.dest != "yaml_cfg")
       ignored += (ignored.empty() ? "" : ", ") + Schema::megatron().flag_for_dest(e.dest);
-  warnings.push_back("[parse.experimental-flag] --yaml-cfg is experimental: the YAML file replaces every other Megatron argument" +
+  warnings.push_back(with_rule_id(kExperimentalFlagRule.id, "--yaml-cfg is experimental: the YAML file replaces every "
+                                  "other Megatron argument") +
                        (ignored.empty() ? std::string() : " (ignored: " + ignored + ")"));
 
   // seed 163 / load_yaml: the namespace is the file's content, plus yaml_cfg and
