@@ -245,13 +245,29 @@ std::string fish_line(const std::string& prog, const std::string& cond, const Co
 std::string fish_completion(const Schema& schema, const CompletionSpec& spec) {
   std::vector<std::string> names;
   for (const auto& c : spec.commands) names.push_back(c.name);
-  const std::string p = spec.prog, none = "not __fish_seen_subcommand_from " + spaced(names);
+  const std::string p = spec.prog;
+  // The command is the first word after the program (megatron-run reads it there only): a function that tells
+  // whether it is the given one (or, without an argument, any command), so that `help rules ` is help's line, not
+  // the rules command's (__fish_seen_subcommand_from would see "rules" anywhere).
+  std::string fn = "__" + p + "_command_is";
+  for (char& ch : fn)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  const std::string none = "not " + fn;
   std::string out = "# fish completion for " + p + " (generated: " + p + " schema --format fish-completion)\n";
+  out += "function " + fn + "\n"
+         "    set -l w (commandline -opc)\n"
+         "    test (count $w) -ge 2; or return 1\n"
+         "    if test (count $argv) -eq 0\n"
+         "        contains -- $w[2] " + spaced(names) + "\n"
+         "    else\n"
+         "        test \"$w[2]\" = \"$argv[1]\"\n"
+         "    end\n"
+         "end\n";
   for (const auto& c : spec.commands)
     out += "complete -c " + p + " -n " + fq("__fish_use_subcommand") + " -f -a " + c.name + " -d " + fq(c.help) + "\n";
   std::vector<std::string> with_megatron;
   for (const CompletionCommand* c : all_commands(spec)) {
-    const std::string cond = c == &spec.run ? none : "__fish_seen_subcommand_from " + c->name;
+    const std::string cond = c == &spec.run ? none : fn + " " + c->name;
     for (const auto& o : c->options)
       if (o.flag.rfind("--", 0) == 0) out += fish_line(p, cond, o);
     if (c->megatron_flags && c != &spec.run) with_megatron.push_back(c->name);
@@ -267,7 +283,7 @@ std::string fish_completion(const Schema& schema, const CompletionSpec& spec) {
   }
   // Megatron's flags: for the default command and the commands that take them.
   std::string cond = none;
-  if (!with_megatron.empty()) cond = "__fish_seen_subcommand_from " + spaced(with_megatron) + "; or " + none;
+  for (const std::string& c : with_megatron) cond = fn + " " + c + "; or " + cond;
   for (const auto& o : megatron_completion_options(schema)) out += fish_line(p, cond, o);
   return out;
 }

@@ -298,6 +298,9 @@ Value freq(std::string_view word, const char* what) {
 
 Value eval_pattern(std::string_view text) { return PatternParser(text).run(); }
 
+std::vector<std::string> cuda_graph_module_names() { return {std::begin(kCudaGraphModules), std::end(kCudaGraphModules)}; }
+std::vector<std::string> cuda_graph_full_scopes() { return {"full", "full_iteration", "full_iteration_inference"}; }
+
 std::vector<std::string> signal_names() {
   std::vector<std::string> out;
   for (const SignalName& s : kSignals) out.emplace_back(s.name);
@@ -337,8 +340,8 @@ Value convert(ArgType type, std::string_view word) {
       return Value(std::move(items), /*tuple=*/true);
     }
     case ArgType::CudaGraphModule: {
-      if (word == "full" || word == "full_iteration" || word == "full_iteration_inference")
-        return Value(std::string(word));
+      for (const std::string& scope : cuda_graph_full_scopes())
+        if (word == scope) return Value(std::string(word));
       std::string_view w = word;
       if (w.substr(0, 16) == "CudaGraphModule.") w.remove_prefix(16);  // our own JSON spelling
       for (const char* m : kCudaGraphModules)

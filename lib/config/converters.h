@@ -37,6 +37,10 @@ Value eval_pattern(std::string_view text);
 // The words an argument of type SignalEnum takes (--exit-signal): the names of Python's signal.Signals members on
 // Linux, aliases included (SIGIOT, SIGPOLL), as Megatron's `Signals[name]` looks them up; never a number.
 std::vector<std::string> signal_names();
+// CudaGraphModule's member names ("attn", "mlp", ...), as --cuda-graph-modules takes them besides the full scopes.
+std::vector<std::string> cuda_graph_module_names();
+// The full scopes --cuda-graph-modules takes as they are ("full", "full_iteration", "full_iteration_inference").
+std::vector<std::string> cuda_graph_full_scopes();
 
 // Converts one command-line word according to `type` (the argument's schema type).
 Value convert(ArgType type, std::string_view word);

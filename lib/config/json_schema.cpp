@@ -50,6 +50,16 @@ Value item_schema(const Arg& a, bool word = false) {
     if (!word)
       for (const Value& c : a.choices) e.push_back(c);
     alts.push_back(obj({{"enum", Value(std::move(e))}}));
+  } else if (t == ArgType::CudaGraphModule) {
+    // A module's name (attn, or CudaGraphModule.attn in the plain layout, as the resolved JSON writes it) or a full
+    // scope: `_parse_cuda_graph_modules_arg` looks the name up as CudaGraphModule[name].
+    List e;
+    for (const std::string& n : cuda_graph_full_scopes()) e.push_back(Value(n));
+    for (const std::string& n : cuda_graph_module_names()) {
+      e.push_back(Value(n));
+      if (!word) e.push_back(Value("CudaGraphModule." + n));
+    }
+    alts.push_back(obj({{"enum", Value(std::move(e))}}));
   } else if (!a.choices.empty()) {
     List e;
     for (const Value& c : a.choices) {

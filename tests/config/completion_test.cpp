@@ -101,6 +101,16 @@ TEST_CASE("completion: fish completes commands, their options, values and Megatr
   CHECK(r.out == "");
   r = complete("megatron-run help topology sch");
   CHECK(r.out == "");
+  // Nor the named command's own words, options or Megatron's flags (review diff34 #3).
+  for (const char* line : {"megatron-run help rules ", "megatron-run help rules launch.load",
+                           "megatron-run help topology --num-l", "megatron-run help check --q",
+                           "megatron-run help schema --format "}) {
+    INFO(line);
+    CHECK(complete(line).out == "");
+  }
+  // A command word later on the line is no command: the run command's options and Megatron's flags there.
+  r = complete("megatron-run --config rules --num-l");
+  CHECK(r.out.find("--num-layers\t") != std::string::npos);
   r = complete("megatron-run rules launch.load");
   CHECK(r.out == "launch.load-empty\n");
   r = complete("megatron-run --nproc-per-node g");

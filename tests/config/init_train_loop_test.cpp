@@ -138,6 +138,17 @@ TEST_CASE("init stage, training loop: the fault injector's settings, next to nei
   }
   CHECK(deferred({"--train-iters", "4"}).exit == 1);
   CHECK(deferred({"--iterations-to-skip", "3", "5"}).exit == 1);
+  // A skipped step takes no exit check: with iteration 3 skipped, --exit-interval 3 does not stop the loop before
+  // the end of iteration 3 (review diff34 #2); with 3 and 6 skipped, --exit-interval 3 lets iteration 7 run too.
+  CHECK(deferred({"--exit-interval", "3", "--iterations-to-skip", "3"}).exit == 1);
+  CHECK(deferred({"--exit-interval", "2", "--iterations-to-skip", "2"}).exit == 1);  // it stops after iteration 3
+  CHECK(deferred({"--exit-interval", "2", "--iterations-to-skip", "5"}).exit == 0);  // it stops after iteration 1
+  CHECK(deferred({"--exit-interval", "1", "--iterations-to-skip", "1", "2", "3"}).exit == 1);
+  // RL's inference-only mode (--perform-rl-step --skip-train) runs train()'s loop without training steps: a deferred
+  // setup never runs (review diff34 #1); without deferral it is still checked at train()'s start.
+  CHECK(deferred({"--perform-rl-step", "--skip-train"}).exit == 0);
+  mrtest::Run at_start = mrtest::run(mrtest::with({"--fault-injector-num-ranks", "2", "--perform-rl-step", "--skip-train"}), kWs4);
+  CHECK(at_start.rule == "init.fault-injector.fault-types-required");
   // Without ranks or a number of ranks nothing is injected, whatever else is set.
   CHECK(mrtest::run(mrtest::with({"--fault-injector-fault-probabilities", "1,2"}), kWs4).exit == 0);
 

@@ -121,6 +121,9 @@ TEST_CASE("an enum value with its class prefix on the command line: Megatron's E
   CHECK(parse({"--attention-backend", "flash"})["attention_backend"].as_str() == "AttnBackend.flash");
   CHECK(refused({"--attention-backend", "AttnBackend."}).rule() == "usage");
   CHECK(refused({"--exit-signal", "AttnBackend.SIGUSR1"}).rule() == "usage");
+  // The prefix on a name that is no member: the converter's refusal, which suggests nothing invalid (diff34 #5).
+  CHECK(std::string(refused({"--exit-signal", "Signals.SIGTERMX"}).what()) ==
+        "argument --exit-signal: invalid signal: 'Signals.SIGTERMX' (use a name such as SIGTERM or SIGUSR1)");
   // A plain string flag keeps such a word.
   CHECK(parse({"--save", "Signals.SIGUSR1"})["save"].as_str() == "Signals.SIGUSR1");
 }

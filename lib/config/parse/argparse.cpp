@@ -121,6 +121,11 @@ void refuse_enum_class_prefix(const Arg& arg, const std::string& option, const s
                               const Provenance& origin) {
   const std::string_view prefix = enum_class_prefix(arg.spec->type);
   if (prefix.empty() || word.size() <= prefix.size() || word.compare(0, prefix.size(), prefix) != 0) return;
+  try {  // a name that is no member either is the converter's refusal (invalid signal: 'Signals.SIGTERMX')
+    convert(arg.spec->type, word.substr(prefix.size()));
+  } catch (const ConvError&) {
+    return;
+  }
   throw UsageError(with_where("argument " + option + ": invalid value: " + quoted(word) +
                                   ": Megatron's parser looks the name up as " +
                                   std::string(prefix.substr(0, prefix.size() - 1)) + "[" + quoted(word) +

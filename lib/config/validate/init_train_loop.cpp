@@ -6,6 +6,7 @@
 // (perform_rl_step and do_train)`), so none of these is checked then.
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,21 +63,31 @@ std::string str_or_none(const Context& ctx, const char* dest) {
 }
 
 // The iteration a deferred setup (--fault-injector-delay-start-iteration D) runs at, when the run certainly
-// reaches it; nullopt when it does not or may not. train() sets it up at the end of the step whose iteration
-// (before its increment) is D, in its loop `while iteration < train_iters`. Known to be reached only in a run from
-// iteration 0 (no --load or --pretrained-checkpoint: a checkpoint's iteration is not known here) counted in
-// iterations (--train-iters, not --train-samples, whose count follows the batch-size ramp), when --exit-interval
-// E does not end the loop first (it stops after the step that makes the iteration E: steps 0 to E - 1 run), the
-// step is not skipped (D + 1 in --iterations-to-skip) and --exit-duration-in-mins cannot stop it earlier.
+// reaches it; nullopt when it does not or may not. train() sets it up at the end of the training step whose
+// iteration (before its increment) is D, in its loop `while iteration < train_iters`. Known to be reached only in a
+// run from iteration 0 (no --load or --pretrained-checkpoint: a checkpoint's iteration is not known here) counted
+// in iterations (--train-iters, not --train-samples, whose count follows the batch-size ramp) that takes training
+// steps (not --skip-train, which RL's inference-only mode runs the loop with and no step), when the step is not
+// skipped (D + 1 in --iterations-to-skip), --exit-duration-in-mins cannot stop the loop first, and --exit-interval
+// E does not: the loop stops after a step that makes the iteration a multiple of E, so each multiple of E up to D
+// must be an iteration --iterations-to-skip skips (a skipped step goes on without the exit check).
 std::optional<int64_t> deferred_setup_reached(const Context& ctx) {
   const int64_t d = ctx.i("fault_injector_delay_start_iteration");
   for (const char* dest : {"load", "pretrained_checkpoint", "train_samples", "exit_duration_in_mins"})
     if (set(ctx, dest)) return std::nullopt;
+  if (ctx.has("skip_train") && ctx.on("skip_train")) return std::nullopt;
   if (!set(ctx, "train_iters") || d < 0 || d >= ctx.i("train_iters")) return std::nullopt;
-  if (set(ctx, "exit_interval") && ctx.i("exit_interval") > 0 && d >= ctx.i("exit_interval")) return std::nullopt;
+  std::set<int64_t> skipped;
   if (ctx.has("iterations_to_skip") && ctx["iterations_to_skip"].is_list())
     for (const Value& it : ctx["iterations_to_skip"].as_list())
-      if (it.is_int() && it.as_int() == d + 1) return std::nullopt;
+      if (it.is_int()) skipped.insert(it.as_int());
+  if (skipped.count(d + 1)) return std::nullopt;
+  if (set(ctx, "exit_interval") && ctx.i("exit_interval") > 0) {
+    const int64_t e = ctx.i("exit_interval");
+    if (d / e > static_cast<int64_t>(skipped.size())) return std::nullopt;  // more multiples than skipped steps
+    for (int64_t k = e; k <= d; k += e)
+      if (!skipped.count(k)) return std::nullopt;  // the loop exits after the step that reaches k
+  }
   return d;
 }
 
