@@ -4,8 +4,8 @@
 #
 # rules_all_tested proves validation's rules by their hits in test_config and the bad-input cases. These fire in
 # test_launch, test_run and test_distributed, which start processes or need LibTorch: running them under the hit
-# counter would take minutes (and LibTorch), so this check is static: each id must appear in a file under tests/
-# other than this script (a test that triggers it and checks the id it prints). It also checks the other way: every
+# counter would take minutes (and LibTorch), so this check is static: each id must appear outside a comment in a
+# file under tests/ other than this script (a test that triggers it and checks the id it prints). It also checks the other way: every
 # id of these families that the sources (lib/, apps/) write as a string literal ("id" or "[id]") is a rule that
 # `megatron-run rules` lists, so an id printed without its Rule (or misspelt) fails here. POSIX sh.
 #
@@ -26,7 +26,7 @@ if ! "$bin" rules --format text >"$tmp/rules.txt"; then
   exit 1
 fi
 # "ID  [level]  (stage) description": the rules of the stages that are not validation's.
-awk '$3 == "(parse)" || $3 == "(plan)" || $3 == "(launch)" || $3 == "(run)" { print $1 }' "$tmp/rules.txt" |
+awk '$3 == "(parse)" || $3 == "(plan)" || $3 == "(launch)" || $3 == "(run)" || $3 == "(internal)" { print $1 }' "$tmp/rules.txt" |
   LC_ALL=C sort -u >"$tmp/runtime"
 awk 'NF { print $1 }' "$tmp/rules.txt" | LC_ALL=C sort -u >"$tmp/all"
 total=$(wc -l <"$tmp/runtime" | tr -d ' ')
@@ -36,9 +36,15 @@ if [ "$total" -eq 0 ]; then
 fi
 status=0
 
+# The tests' text without comments: whole-line comments (#, //) and // comments after code, so that a test that
+# only mentions an id in a comment does not count.
+find "$root/tests" -type f ! -name 'runtime_rules_tested*.sh' ! -path '*/data/*' -print | LC_ALL=C sort |
+  while read -r f; do
+    sed -e 's/^[[:space:]]*#.*$//' -e 's/^[[:space:]]*\/\/.*$//' -e 's/[[:space:]]\/\/[[:space:]].*$//' "$f"
+  done >"$tmp/tests.txt"
 : >"$tmp/untested"
 while read -r id; do
-  if ! grep -rqF --exclude=runtime_rules_tested.sh -e "$id" "$root/tests"; then echo "$id" >>"$tmp/untested"; fi
+  if ! grep -qF -e "$id" "$tmp/tests.txt"; then echo "$id" >>"$tmp/untested"; fi
 done <"$tmp/runtime"
 if [ -s "$tmp/untested" ]; then
   echo "runtime_rules_tested: $(wc -l <"$tmp/untested" | tr -d ' ') of $total rules of the parse, plan, launch and run stages are named by no test under tests/:"
@@ -47,8 +53,13 @@ if [ -s "$tmp/untested" ]; then
 fi
 
 # The ids of these families the sources write as literals: each must be a registered rule.
-grep -rhoE --include='*.cpp' --include='*.h' '["[](checkpoint|dist|launch|parse|run|schedule)\.[a-z0-9_-]+[]"]' \
-  "$root/lib" "$root/apps" | sed 's/^.//; s/.$//' | LC_ALL=C sort -u >"$tmp/literals"
+# Also any id a Diagnostic is built with as a literal (Diagnostic{Level, "id", ...}), whatever its family.
+{
+  grep -rhoE --include='*.cpp' --include='*.h' '["[](checkpoint|dist|launch|parse|run|schedule)\.[a-z0-9_-]+[]"]' \
+    "$root/lib" "$root/apps" | sed 's/^.//; s/.$//'
+  grep -rhoE --include='*.cpp' --include='*.h' 'Diagnostic\{Diagnostic::Level::[A-Za-z]+, "[^"]+"' "$root/lib" "$root/apps" |
+    sed 's/.*, "//; s/"$//'
+} | LC_ALL=C sort -u >"$tmp/literals"
 LC_ALL=C comm -23 "$tmp/literals" "$tmp/all" | grep -v '\.\(h\|cpp\|inc\|def\)$' >"$tmp/unregistered"
 if [ -s "$tmp/unregistered" ]; then
   echo "runtime_rules_tested: ids in lib/ or apps/ that no registered rule has (declare a Rule, print its id):"

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cli.h"
+#include "config/rule.h"
 #include "config/check_report.h"
 #include "config/parse/argparse.h"
 #include "config/parse/config_file.h"
@@ -107,7 +108,8 @@ int cmd_check(const std::vector<std::string>& args) {
       // and the JSON document still complete.
       r.exit = 3;
       r.diags.push_back(
-          Diagnostic{Diagnostic::Level::Error, "internal", std::string("internal error: ") + e.what(), {}, {}, "internal"});
+          Diagnostic{Diagnostic::Level::Error, kInternalRule.id, std::string("internal error: ") + e.what(), {}, {},
+                     kInternalRule.stage});
     }
     internal = internal || r.exit == 3;
     worst = std::max(worst, r.exit);  // 2 (a file unreadable or malformed) over 1 (a rule failed)

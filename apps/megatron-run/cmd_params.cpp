@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "config/checked.h"
 #include "config/print.h"
+#include "config/rule.h"
 #include "config/value.h"
 #include "launch.h"
 #include "parallel/layout_picture.h"
@@ -23,6 +24,15 @@
 namespace mr::app {
 
 namespace {
+
+// What `params` cannot count (its diagnostics carry the plan stage): the model plan's own refusals, RunErrors naming
+// the flag, as the training run's (init.training-run) are in a launch.
+const Rule kModelPlanRule{
+    "model-plan", Rule::Level::Error,
+    "params: the model plan (lib/run/model.h) cannot count this config: a model it does not plan (another of "
+    "Megatron's model families, options that add parameters it does not know) or sizes past its limits; exit 1, "
+    "naming the flag.",
+    __FILE__, __LINE__, kStagePlan};
 
 // The text table's unit: the largest of GiB, MiB, KiB that the table's largest figure reaches, so a small test model
 // reads "30.47" MiB rather than "0.03" GiB everywhere (JSON stays in bytes).
@@ -111,7 +121,8 @@ int cmd_params(const std::vector<std::string>& args) {
         rows.push_back(r);
       }
   } catch (const run::RunError& e) {
-    return report_failure(common, Diagnostic{Diagnostic::Level::Error, "model-plan", e.what(), {}, {}, kStagePlan});
+    kModelPlanRule.record_hit();
+    return report_failure(common, Diagnostic{Diagnostic::Level::Error, kModelPlanRule.id, e.what(), {}, {}, kStagePlan});
   }
 
   // What Megatron's activation formula leaves out though the job has it (theoretical_memory_usage.py: s*b*h per

@@ -8,6 +8,7 @@
 #include "launch.h"
 #include "switch_value_hint.h"
 #include "config/validate/yaml_arguments.h"
+#include "launch/launch_env.h"
 #include "launch/program.h"
 #include "config/parse/command_line.h"
 #include "config/print.h"
@@ -727,6 +728,16 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // --format json without --dry-run checks the files the program's flags name, as the launch does before it starts
   // the workers (launch.cpp): an error is a refusal (exit 1, in the JSON document), a warning is said.
   if (json_check) {
+    // Joining an enclosing job (no --nproc-per-node): its variables are read as the launch reads them, so a
+    // malformed one (LOCAL_RANK=x) is the launch's refusal here too (launch.cpp: launch.env-malformed, exit 2).
+    if (launch_opts.nproc_per_node == 0) {
+      try {
+        (void)launch::launch_info();
+      } catch (const launch::LaunchError& e) {
+        launch::kEnvMalformedRule.record_hit();
+        throw UsageError(e.what(), {}, {}, launch::kEnvMalformedRule.id);
+      }
+    }
     const std::vector<Diagnostic> inputs = program_input_diagnostics(out, program);
     if (std::any_of(inputs.begin(), inputs.end(), [](const Diagnostic& d) { return d.level == Diagnostic::Level::Error; }))
       return refused(inputs);

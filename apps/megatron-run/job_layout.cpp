@@ -115,7 +115,9 @@ std::optional<Diagnostic> init_check(const Outcome& out) {
   } catch (const parallel::LayoutError& e) {
     return layout_diagnostic(e.what());
   } catch (const ArgsError& e) {
-    return Diagnostic{Diagnostic::Level::Error, "init.arguments", e.what(), {}, {}, kStageInit};
+    kInternalRule.record_hit();
+    return Diagnostic{Diagnostic::Level::Error, kInternalRule.id, std::string("internal error: ") + e.what(), {}, {},
+                      kInternalRule.stage};
   }
   return std::nullopt;
 }
@@ -136,7 +138,9 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
   try {
     args = Args::from(out.parsed.ns);
   } catch (const ArgsError& e) {
-    return report_failure(common, Diagnostic{Diagnostic::Level::Error, "arguments", e.what(), {}, {}, kStageInit});
+    kInternalRule.record_hit();
+    return report_failure(common, Diagnostic{Diagnostic::Level::Error, kInternalRule.id,
+                                             std::string("internal error: ") + e.what(), {}, {}, kInternalRule.stage});
   }
   try {
     layout = build_layout(args);

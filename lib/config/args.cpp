@@ -170,6 +170,12 @@ void assign(T& member, const Value& v, ArgId id) {
 }
 
 void assign_by_id(Args& a, ArgId id, const Value& v) {
+  // --phase-transition-iterations: validate_args parses a non-empty string into sorted ints (argsgen's kIntLists)
+  // and leaves a falsy one, "", as it is (`if args.phase_transition_iterations:`): no transitions, no list.
+  if (id == ArgId::phase_transition_iterations && v.is_str() && v.as_str().empty()) {
+    a.phase_transition_iterations.reset();
+    return;
+  }
   switch (id) {
 #define MR_ARG(member, type, flag, def) \
   case ArgId::member: assign(a.member, v, id); break;

@@ -83,6 +83,23 @@ void record_rule_hit(const char* id) noexcept {
     if (std::strcmp(r->id, id) == 0) return r->record_hit();
 }
 
+namespace {
+const Rule internal_rule{
+    "internal", Rule::Level::Error,
+    "A bug of megatron-run, reported rather than escaping: an exception no layer turned into a refusal (check: "
+    "that file's result, exit 3 for the run), or a validated value its typed view cannot hold. Please report it "
+    "with the command line.",
+    __FILE__, __LINE__, kStageInternal};
+}  // namespace
+const Rule& kInternalRule = internal_rule;
+
+const char* usage_stage(std::string_view rule) {
+  link_input_rules();
+  for (const Rule* r : registry())
+    if (rule == r->id) return r->stage;
+  return rule.rfind("input.", 0) == 0 ? kStageInput : kStageParse;
+}
+
 std::vector<const Rule*> all_rules() {
   link_input_rules();
   std::vector<const Rule*> out = registry();

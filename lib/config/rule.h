@@ -30,8 +30,9 @@ inline constexpr const char* kStageValidateArgs = "validate_args";  // Megatron'
 inline constexpr const char* kStageSanity = "sanity";               // megatron-run's: values no job can run with
 inline constexpr const char* kStageParse = "parse";                 // usage errors (no rule; exit 2)
 inline constexpr const char* kStageInput = "input";                 // bad input refused with an id (exit 2)
-// The stage of a usage error (exit 2) with rule id `rule`: "input" for the input.* ids, else "parse".
-inline const char* usage_stage(std::string_view rule) { return rule.rfind("input.", 0) == 0 ? kStageInput : kStageParse; }
+// The stage of a usage error (exit 2) with rule id `rule`: its registered rule's (input for the input.* ids, launch for
+// the launcher's refusals of its environment, ...), else "parse" (argparse's own errors, id "usage").
+const char* usage_stage(std::string_view rule);
 // What Megatron would refuse at initialisation: a validation stage (rules `init.*`, MR_INIT_RULE in
 // config/validate/init.h: the model's construction), then the process-group layout the launcher checks
 // (init.process-groups; `topology`, `params`).
@@ -45,6 +46,8 @@ inline constexpr const char* kStagePlan = "plan";
 // `runtime_rules_tested` checks that a test names each of them (tests/runtime_rules_tested.sh).
 inline constexpr const char* kStageLaunch = "launch";
 inline constexpr const char* kStageRun = "run";
+// A bug of megatron-run caught where it would otherwise escape (rule kInternalRule, id "internal").
+inline constexpr const char* kStageInternal = "internal";
 
 struct Rule {
   enum class Level { Error, Warning };
@@ -69,6 +72,10 @@ struct Rule {
  private:
   mutable std::atomic<std::uint64_t> hits_{0};
 };
+
+// "internal": an exception of ours that no layer turned into a refusal, or a validated value the typed view cannot
+// hold (config/args.h): reported as "internal error: ..." rather than escaping (check: exit 3 for the run).
+extern const Rule& kInternalRule;
 
 // Every registered rule, sorted by id.
 std::vector<const Rule*> all_rules();

@@ -221,13 +221,20 @@ TEST_CASE("args: a free value of every one-word flag that validation accepts rea
   // --phase-transition-iterations 30 became [30], which its std::string could not hold: every run refused it).
   const auto [tried, accepted] = read_through_view(
       [](const mr::Arg& arg) { return arg.choices.empty() && arg.takes_value() && arg.nargs_kind == 0; },
-      [](const mr::Arg&) { return std::vector<std::string>{"1", "30,10", "x"}; });
+      // "" too: Megatron leaves a falsy string where it parses a non-empty one (--phase-transition-iterations "",
+      // refused as init.arguments before: review diff34b).
+      [](const mr::Arg&) { return std::vector<std::string>{"1", "30,10", "x", ""}; });
   CHECK(tried > 1000);
   CHECK(accepted > 400);
   const std::optional<mr::Outcome> out = default_job_with("--phase-transition-iterations", "30, 10");
   REQUIRE(out);
   REQUIRE(out->ok());
   CHECK(Args::from(out->parsed.ns).phase_transition_iterations == std::vector<int64_t>{10, 30});
+  const std::optional<mr::Outcome> empty = default_job_with("--phase-transition-iterations", "");
+  REQUIRE(empty);
+  REQUIRE(empty->ok());
+  CHECK(empty->parsed.ns["phase_transition_iterations"] == mr::Value(std::string()));  // Megatron's namespace keeps ""
+  CHECK_FALSE(Args::from(empty->parsed.ns).phase_transition_iterations.has_value());
 }
 
 TEST_CASE("schema: one dest-to-flag mapping", "[args][schema]") {

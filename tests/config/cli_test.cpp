@@ -653,6 +653,17 @@ const mr::Value& field(const mr::Value& v, const std::string& path) {
 }
 }  // namespace
 
+TEST_CASE("params: a config the model plan cannot count is rule model-plan (stage plan), in text and JSON", "[cli][params]") {
+  // --decoder-num-layers: an encoder-decoder family (T5) the plan does not count as a GPT decoder.
+  Result text = sh("params --world-size 1 --config " + kDefault + " --decoder-num-layers 2");
+  CHECK(text.exit == 1);
+  CHECK(text.out.find("error[model-plan]: ") != std::string::npos);
+  Result json = sh("params --world-size 1 --config " + kDefault + " --decoder-num-layers 2 --format json");
+  CHECK(json.exit == 1);
+  CHECK(json.out.find("\"rule\": \"model-plan\", \"level\": \"error\", \"stage\": \"plan\"") != std::string::npos);
+  CHECK(sh("rules model-plan").out.rfind("model-plan  [error]  (plan) ", 0) == 0);
+}
+
 TEST_CASE("params: what Megatron's activation formula leaves out (CP, full recompute) is said; figures as Python writes them",
           "[cli][params]") {
   Result plain = sh("params --world-size 1 --config " + kDefault + " --format json");
