@@ -1,5 +1,6 @@
 // The parameters a rank of a GPT model holds (run/model.h): counts against the closed-form GPT parameter count,
 // tensor-parallel shards, pipeline stages (even, uneven, virtual), tied embeddings, weight-decay flags, limits.
+// The attention's cases are in model_attention_test.cpp, the MoE block's in model_moe_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -13,51 +14,18 @@
 #include "optim/optimizer_table.h"
 #include "run/hybrid_layers.h"
 #include "run/model.h"
+#include "model_support.h"
 
 using mr::Namespace;
 using mr::Value;
 using mr::run::ModelPlan;
 using mr::run::ParamSpec;
 using mr::run::RankCoord;
+using mrtest::counted;
+using mrtest::find;
+using mrtest::gpt;
 
 namespace {
-
-// The resolved arguments of a small GPT (what validation derives already filled in), as their typed view.
-mr::Args gpt(std::map<std::string, Value> over = {}) {
-  std::map<std::string, Value> v = {{"num_layers", Value(int64_t{4})},
-                                    {"hidden_size", Value(int64_t{64})},
-                                    {"num_attention_heads", Value(int64_t{4})},
-                                    {"kv_channels", Value(int64_t{16})},
-                                    {"ffn_hidden_size", Value(int64_t{256})},
-                                    {"num_query_groups", Value(int64_t{1})},
-                                    {"group_query_attention", Value(false)},
-                                    {"vocab_size", Value(int64_t{1000})},
-                                    {"make_vocab_size_divisible_by", Value(int64_t{128})},
-                                    {"max_position_embeddings", Value(int64_t{32})},
-                                    {"normalization", Value(std::string("LayerNorm"))},
-                                    {"add_bias_linear", Value(true)},
-                                    {"transformer_impl", Value(std::string("transformer_engine"))},
-                                    {"position_embedding_type", Value(std::string("learned_absolute"))},
-                                    {"untie_embeddings_and_output_weights", Value(false)}};
-  for (auto& [k, x] : over) v[k] = x;
-  Namespace ns;
-  for (auto& [k, x] : v) ns.set(k, x, {});
-  return mr::Args::from(ns);
-}
-
-const ParamSpec* find(const ModelPlan& p, const std::string& name) {
-  for (const ParamSpec& s : p.params)
-    if (s.name == name) return &s;
-  return nullptr;
-}
-
-// Elements counted once across the model: TP duplicates on TP rank 0 only, tied copies not at all.
-int64_t counted(const ModelPlan& p, int64_t tp_rank) {
-  int64_t n = 0;
-  for (const ParamSpec& s : p.params)
-    if (!(s.tp_duplicate && tp_rank != 0) && !s.shared_copy) n += s.numel();
-  return n;
-}
 
 // 12 L h^2 + 13 L h + (V + s) h + 2 h: GPT with biases, LayerNorm, 4h MLP, learned positions, tied output.
 int64_t closed_form(int64_t L, int64_t h, int64_t V, int64_t s) { return 12 * L * h * h + 13 * L * h + (V + s) * h + 2 * h; }
@@ -268,102 +236,6 @@ TEST_CASE("what the run does not model is refused, naming the flag", "[run][mode
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(), {0, 3, 0, 1}), Catch::Contains("--tensor-model-parallel-size"));
 }
 
-TEST_CASE("multi-latent attention: Megatron's attention parameter count, up projections split over TP",
-          "[run][model][mla]") {
-  // h 64, 4 heads, qk 8 + rotary 4, v 8, kv rank 16, RMSNorm, no biases, QK norms: per layer, Megatron's
-  // theoretical_memory_usage counts q_term + kv_lora (h + heads (qk + v) + 1) + h rope + heads v h, with
-  // q_term = q_lora (h + heads (qk + rope) + 1), or h heads (qk + rope) at full rank; plus the input norm.
-  const int64_t h = 64, heads = 4, qk = 8, rope = 4, v = 8, kv_lora = 16, L = 4;
-  auto mla = [&](std::optional<int64_t> q_lora) {
-    std::map<std::string, Value> o = {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(kv_lora)},
-                                      {"qk_head_dim", Value(qk)}, {"qk_pos_emb_head_dim", Value(rope)},
-                                      {"v_head_dim", Value(v)}, {"normalization", Value(std::string("RMSNorm"))},
-                                      {"add_bias_linear", Value(false)}, {"qk_layernorm", Value(true)},
-                                      {"position_embedding_type", Value(std::string("rope"))}};
-    if (q_lora) o["q_lora_rank"] = Value(*q_lora);
-    return gpt(o);
-  };
-  auto attention = [](const ModelPlan& p, int64_t tp_rank) {
-    int64_t n = 0;
-    for (const ParamSpec& s : p.params)
-      if (s.name.rfind("decoder.layers.0.", 0) == 0 && (s.name.find("self_attention.") != std::string::npos ||
-                                                        s.name.find("input_layernorm.") != std::string::npos))
-        if (!(s.tp_duplicate && tp_rank != 0)) n += s.numel();
-    return n;
-  };
-  const int64_t kv_term = kv_lora * (h + heads * (qk + v) + 1) + h * rope, o_proj = heads * v * h;
-  for (std::optional<int64_t> q_lora : {std::optional<int64_t>{}, std::optional<int64_t>{24}}) {
-    INFO("q_lora_rank " << (q_lora ? std::to_string(*q_lora) : "none"));
-    const int64_t q_term = q_lora ? *q_lora * (h + heads * (qk + rope) + 1) : h * heads * (qk + rope);
-    const ModelPlan one = mr::run::plan_gpt_model(mla(q_lora), {});
-    CHECK(attention(one, 0) == q_term + kv_term + o_proj + h);
-    CHECK_FALSE(find(one, "decoder.layers.0.self_attention.linear_qkv.weight"));
-    // TP=2: the up projections and the output are split by heads, the down projections and norms replicated.
-    int64_t split = 0;
-    for (int64_t r = 0; r < 2; ++r) split += attention(mr::run::plan_gpt_model(mla(q_lora), {r, 2, 0, 1}), r);
-    CHECK(split == attention(one, 0));
-    const ModelPlan tp2 = mr::run::plan_gpt_model(mla(q_lora), {1, 2, 0, 1});
-    const ParamSpec* up = find(tp2, "decoder.layers.0.self_attention.linear_kv_up_proj.weight");
-    REQUIRE(up);
-    CHECK(up->shape == std::vector<int64_t>{heads * (qk + v) / 2, kv_lora});
-    CHECK(find(tp2, "decoder.layers.0.self_attention.linear_kv_down_proj.weight")->tp_duplicate);
-    CHECK(find(tp2, "decoder.layers.0.self_attention.linear_kv_up_proj.layer_norm_weight")->tp_duplicate);
-    CHECK(find(tp2, "decoder.layers.0.self_attention.linear_proj.weight")->shape == std::vector<int64_t>{h, heads * v / 2});
-    if (q_lora) CHECK(find(one, "decoder.layers.0.self_attention.linear_q_up_proj.layer_norm_weight"));
-    else CHECK(find(one, "decoder.layers.0.self_attention.linear_q_proj.weight")->shape ==
-               std::vector<int64_t>{heads * (qk + rope), h});
-  }
-  (void)L;
-}
-
-TEST_CASE("--mla-down-proj-fusion: one column-parallel down projection with the input norm fused in",
-          "[run][model][mla]") {
-  // FusedMLASelfAttention: linear_qkv_down_proj (TELayerNormColumnParallelLinear) of q_lora + kv_lora + rope rows,
-  // split by TP; no input_layernorm; the same parameter count as the unfused layer.
-  const int64_t h = 64, q_lora = 24, kv_lora = 16, rope = 4;
-  std::map<std::string, Value> o = {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(kv_lora)},
-                                    {"q_lora_rank", Value(q_lora)}, {"qk_head_dim", Value(int64_t{8})},
-                                    {"qk_pos_emb_head_dim", Value(rope)}, {"v_head_dim", Value(int64_t{8})},
-                                    {"qk_layernorm", Value(true)}, {"position_embedding_type", Value(std::string("rope"))}};
-  const ModelPlan unfused = mr::run::plan_gpt_model(gpt(o), {});
-  o["mla_down_proj_fusion"] = Value(true);
-  const ModelPlan one = mr::run::plan_gpt_model(gpt(o), {});
-  CHECK(counted(one, 0) == counted(unfused, 0));
-  const std::string att = "decoder.layers.0.self_attention.";
-  REQUIRE(find(one, att + "linear_qkv_down_proj.weight"));
-  CHECK(find(one, att + "linear_qkv_down_proj.weight")->shape == std::vector<int64_t>{q_lora + kv_lora + rope, h});
-  CHECK(find(one, att + "linear_qkv_down_proj.layer_norm_weight")->shape == std::vector<int64_t>{h});
-  CHECK(find(one, att + "linear_qkv_down_proj.layer_norm_bias"));  // LayerNorm (the default) has a bias
-  CHECK(find(one, att + "linear_q_up_proj.layer_norm_weight"));    // --qk-layernorm, fused into the up projection
-  CHECK_FALSE(find(one, "decoder.layers.0.input_layernorm.weight"));
-  CHECK_FALSE(find(one, att + "linear_q_down_proj.weight"));
-  CHECK_FALSE(find(one, att + "linear_kv_down_proj.weight"));
-  // TP=2: the fused projection is split by rows (no longer replicated), its norm replicated.
-  const ModelPlan tp2 = mr::run::plan_gpt_model(gpt(o), {1, 2, 0, 1});
-  CHECK(find(tp2, att + "linear_qkv_down_proj.weight")->shape == std::vector<int64_t>{(q_lora + kv_lora + rope) / 2, h});
-  CHECK(find(tp2, att + "linear_qkv_down_proj.weight")->split_dim == 0);
-  // Each rank's rows are its share of the q latent, then its share of the rest (Megatron's _qkv_down_projection
-  // splits them so): rank 1's first row is global row q_lora / 2, its row q_lora / 2 is global row q_lora + rest / 2.
-  const ParamSpec* fused1 = find(tp2, att + "linear_qkv_down_proj.weight");
-  CHECK(fused1->split_parts == std::vector<int64_t>{q_lora, kv_lora + rope});
-  CHECK(mr::run::global_index(*fused1, 1, 0) == (q_lora / 2) * h);
-  CHECK(mr::run::global_index(*fused1, 1, (q_lora / 2) * h) == (q_lora + (kv_lora + rope) / 2) * h);
-  CHECK(find(tp2, att + "linear_qkv_down_proj.layer_norm_weight")->tp_duplicate);
-  // Megatron splits each rank's rows into its share of the q latent and of the rest: both must divide by TP.
-  o["q_lora_rank"] = Value(int64_t{25});
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {0, 2, 0, 1}),
-                    Catch::Contains("--q-lora-rank, with --mla-down-proj-fusion, (25) is not divisible by the "
-                                    "tensor-parallel size 2"));
-  o["q_lora_rank"] = Value(q_lora);
-  o["qk_pos_emb_head_dim"] = Value(int64_t{5});
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {0, 2, 0, 1}),
-                    Catch::Contains("--kv-lora-rank + --qk-pos-emb-head-dim, with --mla-down-proj-fusion, (21)"));
-  // The local implementation has no fused module (Megatron's local layer spec ignores the flag): unfused.
-  o["qk_pos_emb_head_dim"] = Value(rope);
-  o["transformer_impl"] = Value(std::string("local"));
-  CHECK(find(mr::run::plan_gpt_model(gpt(o), {}), att + "linear_q_down_proj.weight"));
-}
-
 TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/heterogeneous-blocks.json)",
           "[run][model][heterogeneous]") {
   // The example: hidden 256, 4 heads (kv 64), 2 query groups, SwiGLU, RMSNorm, no biases, untied output, TE.
@@ -428,27 +300,6 @@ TEST_CASE("heterogeneous layers: each layer as its block says (configs/examples/
   o["heterogeneous_layers_config_encoded_json"] = Value("{\"block_configs\": [" + three + "]}");
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(o), {}),
                     Catch::Contains("block_configs[0] has 3 query groups: it must divide --num-attention-heads (4)"));
-}
-
-TEST_CASE("latent MoE: the routed experts in the latent space, two replicated projections per MoE layer",
-          "[run][model][moe]") {
-  // Megatron's theoretical_memory_usage: routed experts 2 x latent x moe_ffn x experts (no biases), plus
-  // 2 x h x latent for the projections.
-  const int64_t h = 64, latent = 16, moe_ffn = 32, experts = 4;
-  std::map<std::string, Value> o = {{"num_experts", Value(experts)}, {"moe_ffn_hidden_size", Value(moe_ffn)},
-                                    {"add_bias_linear", Value(false)}, {"normalization", Value(std::string("RMSNorm"))}};
-  const ModelPlan full = mr::run::plan_gpt_model(gpt(o), {});
-  o["moe_latent_size"] = Value(latent);
-  const ModelPlan lat = mr::run::plan_gpt_model(gpt(o), {});
-  const int64_t per_layer_change = 2 * moe_ffn * experts * (latent - h) + 2 * h * latent;
-  CHECK(counted(lat, 0) == counted(full, 0) + 4 * per_layer_change);  // 4 MoE layers
-  CHECK(find(lat, "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight")->shape ==
-        std::vector<int64_t>{moe_ffn, latent});
-  CHECK(find(lat, "decoder.layers.0.mlp.fc2_latent_proj.weight")->shape == std::vector<int64_t>{h, latent});
-  CHECK(find(lat, "decoder.layers.0.mlp.router.weight")->shape == std::vector<int64_t>{experts, h});
-  CHECK(lat.expert_numel_total == 4 * experts * 2 * moe_ffn * latent);
-  // TP=2: the projections are replicated.
-  CHECK(find(mr::run::plan_gpt_model(gpt(o), {1, 2, 0, 1}), "decoder.layers.0.mlp.fc1_latent_proj.weight")->tp_duplicate);
 }
 
 TEST_CASE("multi-token prediction: MTP layers on the last stage, with their embedding copy under PP",
@@ -667,59 +518,6 @@ TEST_CASE("hybrid models: Mamba, attention, MLP and MoE layers by the pattern, T
   CHECK_THROWS_WITH(mr::run::plan_gpt_model(hybrid("*E"), {}), Contains("needs --num-experts"));
 }
 
-TEST_CASE("MoE: Mixtral 8x7B's parameter count, experts split over EP and expert TP", "[run][model][moe]") {
-  // 32 layers, h 4096, 32 heads in 8 query groups, SwiGLU experts of 14336, 8 experts in every layer, RMSNorm,
-  // no biases, rotary positions, untied output, vocabulary 32000: 46,702,792,704 parameters.
-  auto mixtral = [](std::map<std::string, Value> more = {}) {
-    std::map<std::string, Value> o = {{"num_layers", Value(int64_t{32})},
-                                      {"hidden_size", Value(int64_t{4096})},
-                                      {"num_attention_heads", Value(int64_t{32})},
-                                      {"kv_channels", Value(int64_t{128})},
-                                      {"group_query_attention", Value(true)},
-                                      {"num_query_groups", Value(int64_t{8})},
-                                      {"ffn_hidden_size", Value(int64_t{14336})},
-                                      {"swiglu", Value(true)},
-                                      {"normalization", Value(std::string("RMSNorm"))},
-                                      {"add_bias_linear", Value(false)},
-                                      {"position_embedding_type", Value(std::string("rope"))},
-                                      {"untie_embeddings_and_output_weights", Value(true)},
-                                      {"vocab_size", Value(int64_t{32000})},
-                                      {"num_experts", Value(int64_t{8})},
-                                      {"moe_layer_freq", Value(int64_t{1})},
-                                      {"moe_grouped_gemm", Value(true)}};
-    for (auto& [k, x] : more) o[k] = x;
-    return gpt(o);
-  };
-  ModelPlan whole = mr::run::plan_gpt_model(mixtral(), {});
-  CHECK(whole.numel() == 46702792704);
-  CHECK(whole.has_experts());
-  const int64_t expert_part = int64_t{32} * 8 * 3 * 14336 * 4096;
-  CHECK(whole.expert_numel_total == expert_part);
-  REQUIRE(find(whole, "decoder.layers.0.mlp.experts.linear_fc1.weight7"));
-  CHECK(find(whole, "decoder.layers.0.mlp.experts.linear_fc1.weight7")->shape == std::vector<int64_t>{2 * 14336, 4096});
-  CHECK(find(whole, "decoder.layers.0.mlp.router.weight")->shape == std::vector<int64_t>{8, 4096});
-  CHECK(find(whole, "decoder.layers.0.pre_mlp_layernorm.weight"));
-  CHECK_FALSE(find(whole, "decoder.layers.0.mlp.linear_fc1.weight"));
-  // EP 8 x expert TP 2 (TP 2): one expert per rank, halved.
-  ModelPlan part = mr::run::plan_gpt_model(mixtral(), {0, 2, 0, 1, 8, 0, 2});
-  CHECK(find(part, "decoder.layers.0.mlp.experts.linear_fc1.weight0")->shape == std::vector<int64_t>{14336, 4096});
-  CHECK_FALSE(find(part, "decoder.layers.0.mlp.experts.linear_fc1.weight1"));
-  CHECK(find(part, "decoder.layers.0.mlp.experts.linear_fc2.weight0")->split_dim == 1);
-  CHECK(part.expert_numel_total == expert_part);
-  // Per-expert names without grouped GEMM; a layer pattern; shared experts with a gate.
-  ModelPlan seq = mr::run::plan_gpt_model(
-      mixtral({{"moe_grouped_gemm", Value(false)},
-               {"moe_layer_freq", Value(int64_t{2})},
-               {"moe_shared_expert_intermediate_size", Value(int64_t{1024})},
-               {"moe_shared_expert_gate", Value(true)}}),
-      {});
-  CHECK(find(seq, "decoder.layers.0.mlp.experts.local_experts.3.linear_fc2.weight"));
-  CHECK(find(seq, "decoder.layers.1.mlp.linear_fc1.weight"));  // odd layers are dense
-  CHECK(find(seq, "decoder.layers.2.mlp.shared_experts.linear_fc1.weight")->shape == std::vector<int64_t>{2048, 4096});
-  CHECK(find(seq, "decoder.layers.2.mlp.shared_experts.gate_weight")->shape == std::vector<int64_t>{1, 4096});
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(mixtral(), {0, 1, 0, 1, 3, 0, 1}), Catch::Contains("--expert-model-parallel-size"));
-}
-
 TEST_CASE("model plan: sizes beyond 64 bits and plans beyond the limits are RunErrors naming the flag", "[run][model][overflow]") {
   using mr::run::plan_gpt_model;
   using mr::run::RunError;
@@ -754,116 +552,6 @@ TEST_CASE("model plan: sizes beyond 64 bits and plans beyond the limits are RunE
                        one)
             .numel() > 0);
   CHECK(plan_gpt_model(gpt({{"num_layers", Value(int64_t{1000})}}), one).layers.size() == 1000);
-}
-
-TEST_CASE("--experimental-attention-variant gdn: the layers --linear-attention-freq marks get a gated delta net",
-          "[run][model][gdn]") {
-  const std::map<std::string, Value> gdn = {{"experimental_attention_variant", Value(std::string("gated_delta_net"))},
-                                            {"linear_attention_freq", Value(int64_t{2})},
-                                            {"linear_num_key_heads", Value(int64_t{2})},
-                                            {"linear_key_head_dim", Value(int64_t{8})},
-                                            {"linear_num_value_heads", Value(int64_t{4})},
-                                            {"linear_value_head_dim", Value(int64_t{16})}};
-  // Freq 2: layers 0 and 2 linear attention, 1 and 3 standard (every second keeps it).
-  const ModelPlan p = mr::run::plan_gpt_model(gpt(gdn), {});
-  for (int layer : {0, 2}) {
-    const std::string pre = "decoder.layers." + std::to_string(layer) + ".self_attention.";
-    CHECK(find(p, pre + "in_proj.layer_norm_weight"));
-    CHECK(find(p, pre + "in_proj.layer_norm_bias"));  // LayerNorm: weight and bias
-    CHECK(find(p, pre + "out_norm.bias"));
-    CHECK_FALSE(find(p, pre + "linear_qkv.weight"));
-    CHECK_FALSE(find(p, pre + "in_proj.bias"));  // GatedDeltaNet has no biases
-  }
-  CHECK(find(p, "decoder.layers.1.self_attention.linear_qkv.weight"));
-  CHECK(find(p, "decoder.layers.0.mlp.linear_fc1.weight"));  // the MLP as any layer's
-  // A list: 1 for linear attention; its length is the layer count.
-  auto listed = gdn;
-  listed["linear_attention_freq"] = Value(mr::List{Value(int64_t{0}), Value(int64_t{0}), Value(int64_t{0}), Value(int64_t{1})});
-  const ModelPlan q = mr::run::plan_gpt_model(gpt(listed), {});
-  CHECK(find(q, "decoder.layers.3.self_attention.in_proj.weight"));
-  CHECK(find(q, "decoder.layers.0.self_attention.linear_qkv.weight"));
-  using Catch::Matchers::Contains;
-  listed["linear_attention_freq"] = Value(mr::List{Value(int64_t{1})});
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt(listed), {}), Contains("--linear-attention-freq lists 1 layers"));
-  CHECK_THROWS_WITH(mr::run::plan_gpt_model(gpt({{"experimental_attention_variant", Value(std::string("gdn2"))}}), {}),
-                    Contains("--experimental-attention-variant gdn2 needs --linear-attention-freq"));
-  // gdn2 (GatedDeltaNet2): in_proj q, k, v, z, f, b, w; dt_bias per key channel, A_log per key head.
-  auto two = gdn;
-  two["experimental_attention_variant"] = Value(std::string("gdn2"));
-  const ModelPlan g2 = mr::run::plan_gpt_model(gpt(two), {1, 2, 0, 1});
-  const ParamSpec* in2 = find(g2, "decoder.layers.0.self_attention.in_proj.weight");
-  REQUIRE(in2);
-  CHECK(in2->split_parts == std::vector<int64_t>{16, 16, 64, 64, 16, 16, 64});
-  CHECK(in2->shape == std::vector<int64_t>{128, 64});
-  CHECK(find(g2, "decoder.layers.0.self_attention.dt_bias")->shape == std::vector<int64_t>{8});
-  CHECK(find(g2, "decoder.layers.0.self_attention.A_log")->shape == std::vector<int64_t>{1});
-}
-
-TEST_CASE("--experimental-attention-variant dsa and the hybrid 'D': MLA plus the DSA indexer, replicated over TP",
-          "[run][model][dsa]") {
-  // h 64, 4 heads, qk 8 + rotary 4, v 8, q rank 24, kv rank 16; indexer 2 heads of 32.
-  const int64_t h = 64, ix = 2 * 32 * 24 + 32 * h + 2 * 32 + 2 * h;  // wq_b, wk, k_norm (LayerNorm), weights_proj
-  const std::map<std::string, Value> mla = {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(int64_t{16})},
-                                            {"q_lora_rank", Value(int64_t{24})}, {"qk_head_dim", Value(int64_t{8})},
-                                            {"qk_pos_emb_head_dim", Value(int64_t{4})}, {"v_head_dim", Value(int64_t{8})},
-                                            {"position_embedding_type", Value(std::string("rope"))},
-                                            {"qk_layernorm", Value(true)}, {"dsa_indexer_n_heads", Value(int64_t{2})},
-                                            {"dsa_indexer_head_dim", Value(int64_t{32})}};
-  auto layer0 = [](const ModelPlan& p) {
-    int64_t n = 0;
-    for (const ParamSpec& s : p.params)
-      if (s.name.rfind("decoder.layers.0.self_attention.", 0) == 0) n += s.numel();
-    return n;
-  };
-  auto with_dsa = mla;
-  with_dsa["experimental_attention_variant"] = Value(std::string("dsa"));
-  const ModelPlan plain = mr::run::plan_gpt_model(gpt(mla), {}), sparse = mr::run::plan_gpt_model(gpt(with_dsa), {});
-  CHECK(layer0(sparse) == layer0(plain) + ix);
-  // Its latent norms are never fused into the up projections (the indexer needs the normalised latent).
-  CHECK(find(plain, "decoder.layers.0.self_attention.linear_q_up_proj.layer_norm_weight"));
-  CHECK(find(sparse, "decoder.layers.0.self_attention.q_layernorm.weight"));
-  CHECK(find(sparse, "decoder.layers.0.self_attention.kv_layernorm.weight"));
-  const ModelPlan tp2 = mr::run::plan_gpt_model(gpt(with_dsa), {1, 2, 0, 1});
-  const ParamSpec* wq = find(tp2, "decoder.layers.0.self_attention.core_attention.indexer.linear_wq_b.weight");
-  REQUIRE(wq);
-  CHECK(wq->shape == std::vector<int64_t>{64, 24});
-  CHECK(wq->tp_duplicate);
-  CHECK(find(tp2, "decoder.layers.0.self_attention.core_attention.indexer.k_norm.bias"));
-  // In a hybrid model ('D'), as hybrid_stack_spec builds it: no latent norms even with --qk-layernorm.
-  auto hy = mla;
-  hy["hybrid_layer_pattern"] = Value(std::string("D-"));
-  hy["num_layers"] = Value(int64_t{0});
-  const ModelPlan d = mr::run::plan_gpt_model(gpt(hy), {});
-  CHECK(find(d, "decoder.layers.0.self_attention.core_attention.indexer.linear_wk.weight"));
-  CHECK_FALSE(find(d, "decoder.layers.0.self_attention.q_layernorm.weight"));
-  CHECK(layer0(d) == layer0(sparse) - 2 * (24 + 16));  // the two latent norms (LayerNorm: weights and biases)
-}
-
-TEST_CASE("--attention-output-gate: a gate per query head in the QKV projection, split over TP with its group",
-          "[run][model]") {
-  const ModelPlan plain = mr::run::plan_gpt_model(gpt(), {}),
-                  gated = mr::run::plan_gpt_model(gpt({{"attention_output_gate", Value(true)}}), {});
-  const std::string qkv = "decoder.layers.0.self_attention.linear_qkv.";
-  // 4 heads of 16, a group each: (4 + 2 x 4) x 16 rows, and 4 x 16 more for the gate (weight and bias).
-  CHECK(find(plain, qkv + "weight")->shape == std::vector<int64_t>{192, 64});
-  CHECK(find(gated, qkv + "weight")->shape == std::vector<int64_t>{256, 64});
-  CHECK(find(gated, qkv + "bias")->shape == std::vector<int64_t>{256});
-  CHECK(gated.numel() == plain.numel() + 4 * (64 * 64 + 64));
-  const ModelPlan tp2 = mr::run::plan_gpt_model(gpt({{"attention_output_gate", Value(true)},
-                                                     {"group_query_attention", Value(true)},
-                                                     {"num_query_groups", Value(int64_t{2})}}),
-                                                {1, 2, 0, 1});
-  CHECK(find(tp2, qkv + "weight")->shape == std::vector<int64_t>{96, 64});  // (2 x 4 + 2 x 2) x 16 / 2
-}
-
-TEST_CASE("--softmax-type learnable: a softmax offset per attention head, split over TP", "[run][model]") {
-  const ModelPlan p = mr::run::plan_gpt_model(gpt({{"softmax_type", Value(std::string("learnable"))}}), {1, 2, 0, 1});
-  const ParamSpec* off = find(p, "decoder.layers.0.self_attention.core_attention.softmax_offset");
-  REQUIRE(off);
-  CHECK(off->shape == std::vector<int64_t>{2});  // 4 heads over TP=2
-  CHECK(off->no_weight_decay);                    // 1-D, Megatron's default rule
-  CHECK_FALSE(find(mr::run::plan_gpt_model(gpt({{"softmax_type", Value(std::string("off-by-one"))}}), {}),
-                   "decoder.layers.0.self_attention.core_attention.softmax_offset"));  // a constant, not a parameter
 }
 
 TEST_CASE("options that add or rename parameters the plan does not know are refused, naming the flag",
