@@ -11,6 +11,7 @@
 #include <set>
 
 #include "config/schema.h"
+#include "distributed/runtime_internal.h"
 #include "launch/worker_input.h"
 #include "util/log.h"
 #include "util/text.h"
@@ -19,17 +20,8 @@ namespace mr::distributed {
 
 using namespace mr::launch;  // the worker input and the launch contract
 
-namespace {
+namespace detail {
 
-using Clock = std::chrono::steady_clock;
-
-std::string ranks_str(const std::vector<int>& r) {
-  std::string s = "[";
-  for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
-  return s + "]";
-}
-
-// A duration measured here (how long a peer was silent), to a tenth of a second; bounds print by seconds_text.
 std::string measured_seconds(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
@@ -43,7 +35,42 @@ std::string list_words(const std::vector<int>& ranks) {
   return s;
 }
 
-const char* kAbort = "mr/abort";
+// One field of the value a rank published at the rendezvous ("<hash> world_size=4 host=h pid=1 boot=b").
+std::string rdzv_field(const std::string& rdzv, const char* name) {
+  size_t at = rdzv.find(std::string(" ") + name + "=");
+  if (at == std::string::npos) return "";
+  at += std::strlen(name) + 2;
+  return rdzv.substr(at, rdzv.find(' ', at) - at);
+}
+
+// This machine's boot id and this process's pid namespace: with the host name they tell whether another rank's
+// pid is one this process can see (two containers can share a host name and a boot id, not a pid namespace).
+std::string this_boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  f >> id;
+  return id;
+}
+std::string this_pid_namespace() {
+  char buf[64] = {0};
+  const ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string ns(buf, static_cast<size_t>(n));  // "pid:[4026531836]"
+  const size_t a = ns.find('['), b = ns.find(']');
+  return a == std::string::npos || b == std::string::npos ? "" : ns.substr(a + 1, b - a - 1);
+}
+
+}  // namespace detail
+
+using namespace detail;  // the runtime's shared helpers (runtime_internal.h)
+
+namespace {
+
+std::string ranks_str(const std::vector<int>& r) {
+  std::string s = "[";
+  for (size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
+  return s + "]";
+}
 
 // The peer closed or reset the connection (as opposed to refusing it or not answering): what a TCPStore server
 // of another protocol generation does to our client (PyTorch 2.x servers drop 1.13 clients, which send no
@@ -89,57 +116,6 @@ std::string probe_store(Store::Options so, int rank) {
   if (answer.wait_for(so.timeout) != std::future_status::ready)
     return "it did not answer a probe within " + seconds_text(so.timeout);
   return answer.get();
-}
-
-// One field of the value a rank published at the rendezvous ("<hash> world_size=4 host=h pid=1 boot=b").
-std::string rdzv_field(const std::string& rdzv, const char* name) {
-  size_t at = rdzv.find(std::string(" ") + name + "=");
-  if (at == std::string::npos) return "";
-  at += std::strlen(name) + 2;
-  return rdzv.substr(at, rdzv.find(' ', at) - at);
-}
-
-// "pid 123 on host-a", from a rank's rendezvous value.
-std::string whereabouts(const std::string& rdzv) {
-  std::string pid = rdzv_field(rdzv, "pid"), host = rdzv_field(rdzv, "host");
-  if (pid.empty()) return "";
-  return "pid " + pid + (host.empty() ? "" : " on " + host);
-}
-
-// This machine's boot id and this process's pid namespace: with the host name they tell whether another rank's
-// pid is one this process can see (two containers can share a host name and a boot id, not a pid namespace).
-std::string this_boot_id() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  f >> id;
-  return id;
-}
-std::string this_pid_namespace() {
-  char buf[64] = {0};
-  const ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  std::string ns(buf, static_cast<size_t>(n));  // "pid:[4026531836]"
-  const size_t a = ns.find('['), b = ns.find(']');
-  return a == std::string::npos || b == std::string::npos ? "" : ns.substr(a + 1, b - a - 1);
-}
-
-// True only when the rank certainly has no process any more: it ran on this machine, in this pid namespace (same
-// host name, boot id and namespace) and its pid is gone or a zombie. A rank elsewhere, or one merely silent, is not known to be gone.
-bool process_gone(const std::string& rdzv) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  const std::string boot = rdzv_field(rdzv, "boot"), pid = rdzv_field(rdzv, "pid"), ns = rdzv_field(rdzv, "pidns");
-  if (pid.empty() || boot.empty() || boot != this_boot_id() || rdzv_field(rdzv, "host") != host) return false;
-  if (ns.empty() || ns != this_pid_namespace()) return false;
-  std::ifstream stat("/proc/" + pid + "/stat");
-  if (!stat) return true;
-  std::string line;
-  std::getline(stat, line);
-  // "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parentheses)
-  size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  const char state = line[close + 2];
-  return state == 'Z' || state == 'X';
 }
 
 // When rank 0 runs on this machine, in this pid namespace, but was started by another process than this rank
@@ -423,152 +399,6 @@ void Runtime::rendezvous() {
       });
 }
 
-std::vector<int> Runtime::watched_ranks() const {
-  std::vector<int> out;
-  const int n = std::min(2, world_size() - 1);
-  for (int i = 1; i <= n; ++i) out.push_back((rank() + i) % world_size());
-  return out;
-}
-
-namespace {
-
-int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
-
-}  // namespace
-
-// The watchdog (its own store connection): every period it writes this rank's heartbeat, stops the process when
-// another rank published a verdict, and checks the heartbeats of the ranks it watches (watched_ranks(): each
-// rank is watched by the two before it, so a silent rank is caught while any of them runs). A heartbeat that has
-// not changed for heartbeat_timeout means the rank is stopped (SIGSTOP, a debugger), hung in the kernel or cut
-// off: the watchdog publishes a verdict naming it and exits 1, and the others stop with that verdict. The heartbeat
-// comes from this thread, so a main thread busy computing or blocked in a collective still sends it; a stopped
-// process sends nothing. A second thread (the monitor) exits the process when the watchdog's store round trips
-// have not completed for heartbeat_timeout: a store whose host is stopped keeps its connections open and never
-// answers, which would otherwise hang the watchdog itself.
-void Runtime::start_watchdog() {
-  store_ok_ns_ = now_ns();
-  watchdog_ = std::thread([this] {
-    int64_t seq = 0;
-    const std::string key = "hb/" + std::to_string(rank());
-    const std::vector<int> watched = watched_ranks();
-    std::map<int, Seen> seen;  // per watched rank: its last heartbeat, and since when it has not changed
-    const auto started = Clock::now();
-    while (!stop_) {
-      std::string verdict;
-      int silent_rank = -1;
-      try {
-        hb_store_->set(key, std::to_string(++seq));
-        if (hb_store_->check({kAbort}) && !aborting_) {
-          std::string why = hb_store_->get(kAbort);
-          if (!aborting_ && !stop_) {
-            MR_LOG(error) << "stopping: " << why;
-            std::fflush(nullptr);
-            linger_for_verdict(*hb_store_);
-            std::_Exit(1);
-          }
-        }
-        for (int r : watched) {
-          if (aborting_ || stop_) break;
-          std::string beat = hb_store_->try_get("hb/" + std::to_string(r)).value_or("");
-          const auto now = Clock::now();
-          auto it = seen.find(r);
-          if (beat == "done") {
-            seen.erase(r);
-          } else if (it == seen.end() || it->second.beat != beat) {
-            // A rank that has not written its first heartbeat yet counts from when this watchdog started.
-            seen[r] = Seen{beat, beat.empty() && it == seen.end() ? started : now};
-          } else if (now - it->second.since > opts_.heartbeat_timeout) {
-            auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since);
-            std::string who = whereabouts(hb_store_->try_get("rdzv/" + std::to_string(r)).value_or(""));
-            verdict = "rank " + std::to_string(r) + (who.empty() ? "" : " (" + who + ")") +
-                      (beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats") + ": none for " +
-                      measured_seconds(silent) + " (the bound is " + seconds_text(opts_.heartbeat_timeout) +
-                      ", " + opts_.heartbeat_source + "); it is stopped (SIGSTOP, a debugger), hung, or its host is unreachable";
-            silent_rank = r;
-            break;
-          }
-        }
-        store_ok_ns_ = now_ns();
-        if (!verdict.empty() && !aborting_ && !stop_) {
-          aborting_ = true;
-          const std::string mine = "rank " + std::to_string(rank()) + ": " + verdict;
-          if (!hb_store_->check({kAbort})) hb_store_->set(kAbort, mine);
-          // The silent rank will never count itself as having seen the verdict: count it here, so the store's
-          // host need not wait for it.
-          count_silent(*hb_store_, silent_rank);
-          MR_LOG(error) << verdict;
-          std::fflush(nullptr);
-          linger_for_verdict(*hb_store_);
-          std::_Exit(1);
-        }
-      } catch (const std::exception& e) {
-        if (!verdict.empty()) {
-          MR_LOG(error) << verdict;
-          std::fflush(nullptr);
-          std::_Exit(1);
-        }
-        if (!aborting_ && !stop_) {
-          MR_LOG(error) << "lost the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
-                        << (opts_.launch.agent_store ? " (torchrun's agent hosts it)"
-                                                     : "; rank 0, which hosts it, has probably died")
-                        << " (" << e.what() << ")";
-          std::fflush(nullptr);
-          std::_Exit(1);
-        }
-      }
-      auto until = Clock::now() + opts_.heartbeat;
-      while (!stop_ && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  monitor_ = std::thread([this] {
-    const auto step = std::min<std::chrono::milliseconds>(opts_.heartbeat / 4, std::chrono::milliseconds(100));
-    while (!stop_) {
-      std::this_thread::sleep_for(std::max(step, std::chrono::milliseconds(5)));
-      const auto quiet = std::chrono::nanoseconds(now_ns() - store_ok_ns_.load());
-      if (stop_ || quiet <= opts_.heartbeat_timeout + opts_.heartbeat) continue;
-      MR_LOG(error) << "the rendezvous store at " << opts_.launch.master_addr << ":" << opts_.launch.master_port
-                    << " has not answered for " << measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(quiet))
-                    << " (the bound is " << seconds_text(opts_.heartbeat_timeout) << ", " << opts_.heartbeat_source << "): "
-                    << store_owner() << ", which hosts it, is stopped (SIGSTOP, a debugger) or hung, or its host is "
-                                        "unreachable";
-      std::fflush(nullptr);
-      std::_Exit(1);
-    }
-  });
-}
-
-void Runtime::stop_watchdog() {
-  stop_ = true;
-  if (watchdog_.joinable()) watchdog_.join();
-  if (monitor_.joinable()) monitor_.join();
-}
-
-void Runtime::count_silent(Store& s, int r) {
-  // Rank 0 is never counted: as the store's host it waits for the others only (linger_for_verdict). Once per
-  // rank: several ranks may find the same one silent, and counting it twice let the host leave early.
-  if (r > 0 && s.add("abort-silent/" + std::to_string(r), 1) == 1) s.add("abort-seen", 1);
-}
-
-// Every rank that learns of a verdict counts itself into `abort-seen`; the store's host (rank 0 of a job without
-// torchrun's agent) stays until all the others have (bounded: a stopped rank never does), so that they read the verdict rather than find the store gone. Without it a rank whose
-// collective fails because rank 0 has just exited reports a vanished store instead of the cause.
-void Runtime::linger_for_verdict(Store& s) {
-  try {
-    const bool host = !opts_.launch.agent_store && rank() == 0 && world_size() > 1;
-    if (!host) s.add("abort-seen", 1);
-    if (!host) return;
-    // Every live rank's watchdog reads the verdict within a period; a loaded machine can starve it for longer,
-    // and a rank that then finds the store gone cannot name the cause. Half the heartbeat timeout is the bound:
-    // the silent ranks are counted for them (count_silent), so it is only reached when a rank is stalled.
-    const auto deadline =
-        Clock::now() + std::max<Timeout>(opts_.heartbeat * 2 + std::chrono::seconds(1), opts_.heartbeat_timeout / 2);
-    while (Clock::now() < deadline && s.add("abort-seen", 0) < world_size() - 1)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } catch (const std::exception&) {
-    // The store is gone: nobody can read the verdict any more.
-  }
-}
-
 void Runtime::set_timeout(Timeout t) {
   collective_timeout_ = t;
   for (auto& [key, c] : comms_) c->set_timeout(t);
@@ -631,30 +461,6 @@ void Runtime::create_groups() {
   }
 }
 
-void Runtime::check_peers(const RankList& ranks) {
-  auto now = Clock::now();
-  if (now - last_peer_check_ < opts_.heartbeat) return;
-  last_peer_check_ = now;
-  try {
-    if (auto a = store_->try_get(kAbort)) throw CollectiveError("stopped by another rank (" + *a + ")", false);
-    for (int r : ranks) {
-      if (r == rank()) continue;
-      std::string beat = store_->try_get("hb/" + std::to_string(r)).value_or("");
-      if (beat == "done") continue;  // finished: its communicators are gone, the backend reports it
-      auto it = seen_.find(r);
-      if (it == seen_.end() || it->second.beat != beat) {
-        seen_[r] = Seen{beat, now};
-      } else if (now - it->second.since > opts_.heartbeat_timeout) {
-        throw CollectiveError("rank " + std::to_string(r) + " stopped sending heartbeats (none for " +
-                                  measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.since)) +
-                                  ")", false);
-      }
-    }
-  } catch (const DistError& e) {
-    throw CollectiveError(std::string("the rendezvous store is unreachable: ") + e.what(), false);
-  }
-}
-
 Group* Runtime::find_group(const std::string& kind) {
   for (auto& g : groups_)
     if (g->kind() == kind) return g.get();
@@ -670,101 +476,6 @@ std::vector<std::string> Runtime::group_kinds() const {
   std::vector<std::string> out;
   for (const auto& g : groups_) out.push_back(g->kind());
   return out;
-}
-
-DistError Runtime::fail(const std::string& message) {
-  aborting_ = true;
-  std::string verdict = "rank " + std::to_string(rank()) + ": " + message;
-  try {
-    store_->set("failed/" + std::to_string(rank()), message);
-    if (!store_->check({kAbort})) store_->set(kAbort, verdict);
-  } catch (const std::exception&) {
-    // The store is gone too; the others find out on their own.
-  }
-  linger_for_verdict(*store_);
-  return DistError(message);
-}
-
-DistError Runtime::diagnose(const Group& g, const char* op, const CollectiveError& e) {
-  aborting_ = true;
-  std::string head = std::string(op) + " " + g.describe() + " failed";
-  std::string cause = e.timed_out ? "timed out; the collective timeout is " + seconds_text(collective_timeout_) : e.what();
-  std::vector<int> peers;
-  for (int r : g.ranks())
-    if (r != rank()) peers.push_back(r);
-  std::string verdict;
-  try {
-    if (auto a = store_->try_get(kAbort)) {
-      verdict = "stopping: " + *a;
-      linger_for_verdict(*store_);
-      return DistError(head + " (" + cause + "); " + verdict);
-    }
-    auto beats = [&] {
-      std::map<int, std::string> m;
-      for (int r : peers) m[r] = store_->try_get("hb/" + std::to_string(r)).value_or("");
-      return m;
-    };
-    auto t0 = Clock::now();
-    std::map<int, std::string> before = beats();
-    std::vector<int> failed, silent, finished;
-    std::string first_failure;  // the first failed member's own message
-    auto window = opts_.heartbeat * 5 / 2;
-    while (Clock::now() - t0 < window) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (store_->check({kAbort})) break;
-    }
-    // Another rank reached a verdict first (the window was cut short, so silence here proves nothing).
-    if (auto a = store_->try_get(kAbort)) {
-      linger_for_verdict(*store_);
-      return DistError(head + " (" + cause + "); stopping: " + *a);
-    }
-    std::map<int, std::string> after = beats();
-    std::vector<int> gone;  // silent, and their processes have exited (known for ranks on this machine only)
-    for (int r : peers) {
-      if (auto f = store_->try_get("failed/" + std::to_string(r))) {
-        failed.push_back(r);
-        if (first_failure.empty()) first_failure = "rank " + std::to_string(r) + " failed: " + *f;
-      } else if (after[r] == "done") {
-        finished.push_back(r);
-      } else if (after[r].empty() || after[r] == before[r]) {
-        (process_gone(store_->try_get("rdzv/" + std::to_string(r)).value_or("")) ? gone : silent).push_back(r);
-      }
-    }
-    // A rank whose process is gone never counts itself as having seen the verdict (linger_for_verdict): count it
-    // here. A rank that is only silent may be starved by a loaded machine and still read the verdict, so the
-    // store's host waits for it (bounded).
-    for (int r : gone) count_silent(*store_, r);
-    const std::string quiet = measured_seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0));
-    if (!gone.empty())
-      verdict = (gone.size() == 1 ? "rank " : "ranks ") + list_words(gone) + (gone.size() == 1 ? " is" : " are") +
-                " gone (" + (gone.size() == 1 ? "its process has" : "their processes have") + " exited)";
-    if (!silent.empty())
-      verdict += (verdict.empty() ? "" : "; ") + std::string(silent.size() == 1 ? "rank " : "ranks ") +
-                 list_words(silent) + (silent.size() == 1 ? " is" : " are") + " gone or stalled (no heartbeat in the last " +
-                 quiet + ")";
-    if (!failed.empty()) {
-      if (verdict.empty())
-        verdict = first_failure;
-      else
-        verdict += "; " + std::string(failed.size() == 1 ? "rank " : "ranks ") + list_words(failed) + " stopped too";
-    }
-    if (verdict.empty() && !finished.empty())
-      verdict = std::string(finished.size() == 1 ? "rank " : "ranks ") + list_words(finished) +
-                (finished.size() == 1 ? " has" : " have") +
-                " already finished the job: the ranks issue different collectives";
-    if (verdict.empty())
-      verdict = e.timed_out ? "every member is alive: a rank is stuck before this collective, or the ranks issue "
-                              "collectives in different orders"
-                            : "every member still has a heartbeat";
-  } catch (const std::exception&) {
-    // Not a verdict on rank 0: under a launcher that is stopping the job (another node's failure, a restart, a
-    // node leaving), rank 0 is being stopped too; the peer address in the cause names the connection that broke.
-    verdict = "the rendezvous store is unreachable as well; " + store_owner() +
-              (opts_.launch.agent_store ? " hosts it"
-                                        : ", which hosts it, has stopped (it died, or its launcher is stopping it), or "
-                                          "this host is cut off from it");
-  }
-  return fail(head + ": " + verdict + " [" + cause + "]");
 }
 
 void Runtime::finish() {

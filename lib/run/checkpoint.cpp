@@ -27,6 +27,8 @@
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_integrity.h"
 #include "run/checkpoint_io.h"
+#include "run/checkpoint_locate.h"
+#include "run/checkpoint_resume_args.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
 #include "util/text.h"
@@ -84,120 +86,6 @@ std::optional<std::pair<int64_t, double>> knob(const char* name) {
   return std::make_pair(static_cast<int64_t>(it), s);
 }
 
-using Found = CheckpointPlace;
-
-std::string non_persistent_dir(const Args& a, const std::string& base) {
-  if (a.non_persistent_global_ckpt_dir) return *a.non_persistent_global_ckpt_dir;
-  return default_non_persistent_dir(base);
-}
-
-// How a message names the directory a save writes to: the flag that gave it.
-std::string save_dir_words(const Args& a, bool non_persistent) {
-  if (!non_persistent) return "--save " + shown_path(*a.save);
-  if (a.non_persistent_global_ckpt_dir)
-    return "--non-persistent-global-ckpt-dir " + shown_path(*a.non_persistent_global_ckpt_dir);
-  return "the non-persistent directory " + shown_path(non_persistent_dir(a, *a.save)) + " (--save " +
-         shown_path(*a.save) + ")";
-}
-
-// `p` as the kernel would find it, whether or not it exists yet: absolute, each symbolic link of it followed (a
-// dangling one too: its target is where a save would write), "." and ".." taken in order after the links, no
-// trailing separator. Two spellings of one directory give the same path, before either is created.
-std::filesystem::path resolved_path(const std::filesystem::path& p, int depth = 0) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path in = p.is_absolute() ? p : fs::current_path(ec) / p;
-  fs::path cur = in.root_path();
-  for (const fs::path& part : in.relative_path()) {
-    if (part.empty() || part == ".") continue;
-    if (part == "..") {
-      cur = cur.parent_path();
-      continue;
-    }
-    fs::path next = cur / part;
-    if (depth < 40 && fs::is_symlink(fs::symlink_status(next, ec))) {
-      const fs::path target = fs::read_symlink(next, ec);
-      if (!ec) next = resolved_path(target.is_absolute() ? target : cur / target, depth + 1);
-    }
-    cur = next;
-  }
-  return cur;
-}
-
-// Whether two directory paths name one directory: the same file where both exist (std::filesystem::equivalent: a
-// bind mount too), else the same resolved path (resolved_path: "./d", "d/.", "d/", a link to d, before d exists).
-bool same_directory(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  const std::string x = a.empty() ? "." : a, y = b.empty() ? "." : b;
-  if (std::filesystem::exists(x, ec) && std::filesystem::exists(y, ec)) {
-    const bool same = std::filesystem::equivalent(x, y, ec);
-    if (!ec) return same;
-  }
-  return resolved_path(x) == resolved_path(y);
-}
-
-// Non-persistent saves keep only the newest iter_N of their directory (Megatron's
-// cleanup_old_non_persistent_checkpoint): that directory must be none the run reads its checkpoint from, or the
-// first non-persistent save removes it (checkpoint.unsupported). The directories are compared as same_directory
-// does (a link or another spelling of one is the same), also before they exist: refused on the first run as on the
-// next, whose load the first run's non-persistent saves would have filled.
-void refuse_np_dir_on_load(const Args& a) {
-  const std::string np = non_persistent_dir(a, *a.save);
-  auto check = [&](const std::optional<std::string>& dir, const char* flag) {
-    if (!dir || !same_directory(np, *dir)) return;
-    throw CheckpointError(kCkptUnsupported,
-                          save_dir_words(a, true) + " is the " + flag + " directory " + shown_path(*dir) +
-                              ": each non-persistent save keeps only the newest checkpoint of its directory, so it "
-                              "would remove the checkpoints there; give another directory (the non-persistent "
-                              "checkpoints of --non-persistent-global-ckpt-dir DIR are loaded through --load of the "
-                              "persistent directory with --non-persistent-ckpt-type global)");
-  };
-  check(a.load, "--load");
-  check(a.pretrained_checkpoint, "--pretrained-checkpoint");
-}
-
-// --load that is one iteration's directory of a checkpoint (it holds rank_00000.json: iter_0000020, release)
-// rather than the checkpoint's directory: " (... give its parent ...)", with --ckpt-step N where the parent's tracker
-// names another iteration; "" for any other directory.
-std::string iteration_dir_hint(const std::string& load) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (load.empty() || !fs::is_regular_file(load + "/" + rank_stem(0) + ".json", ec)) return "";
-  fs::path dir = fs::path(load).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();  // "ck/iter_0000020/" -> "ck/iter_0000020"
-  const std::string name = dir.filename().string();
-  fs::path parent = dir.parent_path();
-  if (parent.empty()) parent = ".";
-  std::string s = " (--load " + shown_path(load) + " is the directory of one checkpoint iteration, not a checkpoint "
-                  "directory: give its parent, --load " + shown_path(parent.string());
-  int64_t iteration = -1;
-  if (name.size() >= 12 && name.size() <= 23 && name.rfind("iter_", 0) == 0 &&
-      name.find_first_not_of("0123456789", 5) == std::string::npos)
-    iteration = std::stoll(name.substr(5));
-  if (iteration >= 0) {
-    std::optional<TrackerValue> t;
-    try {
-      t = read_tracker(tracker_path(parent.string()));
-    } catch (const CheckpointError&) {  // an unreadable tracker: the --ckpt-step hint holds all the same
-    }
-    if (!t || t->release || t->iteration != iteration) s += " with --ckpt-step " + std::to_string(iteration);
-  }
-  return s + ")";
-}
-
-// Megatron's _load_base_checkpoint (run/checkpoint_args.h).
-std::optional<Found> locate(const Args& a) {
-  if (!a.load) return std::nullopt;
-  LoadQuery q;
-  q.load = *a.load;
-  q.ckpt_step = a.ckpt_step.value_or(0);
-  q.non_persistent_global = a.non_persistent_ckpt_type == arg::NonPersistentCkptType::global;
-  q.non_persistent_dir = a.non_persistent_global_ckpt_dir;
-  return locate_checkpoint(q);
-}
-
-bool loads_rng(const Args& a, const Found& f) { return !a.finetune && !f.release && !a.no_load_rng.value_or(false); }
-
 Value sched_json(const optim::ScheduleState& s) {
   return Value::object({{"max_lr", s.max_lr},
                         {"min_lr", s.min_lr},
@@ -211,16 +99,9 @@ Value sched_json(const optim::ScheduleState& s) {
                         {"wd_incr_style", s.wd_incr_style ? Value(std::string(optim::to_string(*s.wd_incr_style))) : Value()}});
 }
 
-const Value* get(const Value& o, const char* k) {
-  if (!o.is_object()) return nullptr;
-  for (const auto& [key, v] : o.as_object())
-    if (key == k) return &v;
-  return nullptr;
-}
-
 optim::ScheduleState sched_from(const Value& v, const std::string& path) {
   auto num = [&](const char* k) -> const Value& {
-    const Value* x = get(v, k);
+    const Value* x = field_of(v, k);
     if (!x || !x->is_number()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler." + k + " is not a number");
     return *x;
   };
@@ -240,13 +121,13 @@ optim::ScheduleState sched_from(const Value& v, const std::string& path) {
     s.lr_warmup_steps = num("lr_warmup_steps").as_float();
     s.lr_decay_steps = count(num("lr_decay_steps"), "lr_decay_steps");
     s.num_steps = count(num("num_steps"), "num_steps");
-    const Value* style = get(v, "lr_decay_style");
+    const Value* style = field_of(v, "lr_decay_style");
     if (!style || !style->is_str()) throw CheckpointError(kCkptCorrupt, path + ": opt_param_scheduler.lr_decay_style");
     s.lr_decay_style = optim::lr_decay_style_from_string(style->as_str());
-    if (const Value* x = get(v, "start_wd"); x && x->is_number()) s.start_wd = x->as_float();
-    if (const Value* x = get(v, "end_wd"); x && x->is_number()) s.end_wd = x->as_float();
-    if (const Value* x = get(v, "wd_incr_steps"); x && x->is_int()) s.wd_incr_steps = count(*x, "wd_incr_steps");
-    if (const Value* x = get(v, "wd_incr_style"); x && x->is_str()) s.wd_incr_style = optim::wd_incr_style_from_string(x->as_str());
+    if (const Value* x = field_of(v, "start_wd"); x && x->is_number()) s.start_wd = x->as_float();
+    if (const Value* x = field_of(v, "end_wd"); x && x->is_number()) s.end_wd = x->as_float();
+    if (const Value* x = field_of(v, "wd_incr_steps"); x && x->is_int()) s.wd_incr_steps = count(*x, "wd_incr_steps");
+    if (const Value* x = field_of(v, "wd_incr_style"); x && x->is_str()) s.wd_incr_style = optim::wd_incr_style_from_string(x->as_str());
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {
@@ -295,8 +176,8 @@ std::string padded_vocab_differs(const Args& a, RunContext& c, const RankMeta& m
   const int64_t vocab = tokenizer_vocab_size(a), there = g[0], d = a.make_vocab_size_divisible_by, tp = c.tp.size();
   if (there < vocab || vocab < 1 || d < 1) return {};  // fewer rows than the vocabulary: not a padding of it
   std::string saved;
-  if (const Value* st = get(m.layout, "tp"); st && st->is_int()) saved += "TP=" + std::to_string(st->as_int());
-  if (const Value* sd = get(m.args, "make_vocab_size_divisible_by"); sd && sd->is_int() && sd->as_int() != d)
+  if (const Value* st = field_of(m.layout, "tp"); st && st->is_int()) saved += "TP=" + std::to_string(st->as_int());
+  if (const Value* sd = field_of(m.args, "make_vocab_size_divisible_by"); sd && sd->is_int() && sd->as_int() != d)
     saved += (saved.empty() ? "" : ", ") + std::string("--make-vocab-size-divisible-by ") + std::to_string(sd->as_int());
   std::string s = "the padded vocabulary differs: " + std::to_string(there) + " rows in the checkpoint" +
                   (saved.empty() ? "" : " (saved with " + saved + ")") + ", " + std::to_string(here) +
@@ -322,97 +203,289 @@ std::string padded_vocab_differs(const Args& a, RunContext& c, const RankMeta& m
   return s;
 }
 
-// The optimizer hyper-parameters Megatron keeps in each param group, which its optimizer's load_state_dict
-// replaces with the saved groups' (torch's Optimizer.load_state_dict; the distributed optimizer builds its groups
-// from the saved ones): Adam's betas and eps (also Lion's and SOAP's betas and Muon's scalar Adam here), SGD's
-// momentum, Lion's betas as Muon's scalar optimizer, Muon's momentum and Nesterov switch. The learning rate and
-// weight decay are group values too, but the scheduler sets them every step. The others (Muon's Newton-Schulz
-// steps, coefficients, scale) are the optimizer's own attributes, not saved: this run's stay.
-struct HyperField {
-  ArgId id;
-  double OptimizerConfig::*number = nullptr;
-  bool OptimizerConfig::*flag = nullptr;
-};
-const HyperField kGroupHyper[] = {
-    {ArgId::adam_beta1, &OptimizerConfig::adam_beta1},     {ArgId::adam_beta2, &OptimizerConfig::adam_beta2},
-    {ArgId::adam_eps, &OptimizerConfig::adam_eps},         {ArgId::sgd_momentum, &OptimizerConfig::sgd_momentum},
-    {ArgId::lion_beta1, &OptimizerConfig::lion_beta1},     {ArgId::lion_beta2, &OptimizerConfig::lion_beta2},
-    {ArgId::muon_momentum, &OptimizerConfig::muon_momentum}, {ArgId::muon_nesterov, nullptr, &OptimizerConfig::muon_nesterov},
-};
-
-// The saved arguments: this run's, with the group hyper-parameters its optimizer stepped with (after a load, the
-// checkpoint's: the next resume takes them from here, as Megatron's from the saved param groups).
-Value args_json(const Args& a, const OptimizerConfig& cfg) {
-  Object o;
-  for (size_t i = 0; i < kArgCount; ++i) {
-    const ArgId id = static_cast<ArgId>(i);
-    Value v = a.value(id);
-    for (const HyperField& f : kGroupHyper)
-      if (f.id == id) v = f.number ? Value(cfg.*f.number) : Value(cfg.*f.flag);
-    o.emplace_back(std::string(dest_of(id)), std::move(v));
-  }
-  return Value::object(std::move(o));
+// No checkpoint under --load: rank 0 says so (why, where it can tell) and the run starts from random; with
+// --exit-on-missing-checkpoint, CheckpointError checkpoint.missing.
+void no_checkpoint_found(const Args& a, bool rank0, std::ostream& log_, const std::string& prefix_) {
+  std::error_code ec;  // a tracker that is there but no file (Megatron's os.path.isfile) is named so
+  const bool not_a_file = std::filesystem::exists(tracker_path(*a.load), ec);
+  // --load naming a file (a checkpoint's file, say, not its directory) is said: the tracker cannot be in it.
+  const bool load_is_file = std::filesystem::is_regular_file(*a.load, ec);
+  if (rank0)
+    log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load)
+         << (not_a_file ? " (it is there, but not a regular file)"
+             : load_is_file ? " (--load " + shown_path(*a.load) + " is a file, not a checkpoint directory)"
+                            : iteration_dir_hint(*a.load))
+         << "\n"
+         << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
+  if (a.exit_on_missing_checkpoint)
+    throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +
+                                            shown_path(*a.load) + " (no " + shown_path(tracker_path(*a.load)) + ")");
 }
 
-struct HyperChange {
-  ArgId id;
-  Value given, saved;
-};
+// Before any file of the checkpoint `found` is read: rank 0 names it and, with --verify-integrity, checks its files;
+// Megatron's own checkpoint is refused as what it is.
+void announce_and_verify(const Args& a, bool rank0, const std::optional<Found>& found, std::ostream& log_,
+                         const std::string& prefix_) {
+  if (rank0) log_ << prefix_ << " loading checkpoint from " << found->base << " at iteration " << found->iteration << std::endl;
+  // --verify-integrity: rank 0 checks every file against the manifest before anything is read (Megatron's
+  // verify_integrity_manifest); its refusal reaches every rank through the verdict below.
+  if (a.verify_integrity && rank0) {
+    const size_t n = verify_integrity_manifest(found->dir);
+    log_ << prefix_ << "  checkpoint integrity verified: " << n << " file(s) OK in " << found->dir << std::endl;
+  }
+  // Megatron's own checkpoint (torch_dist, torch) is not a damaged one of ours: said as what it is.
+  if (const std::string kind = megatron_checkpoint_kind(found->dir); !kind.empty())
+    throw megatron_checkpoint_refusal(found->dir, kind, "--load " + shown_path(*a.load));
+}
 
-// Puts the checkpoint's values (its saved arguments at `path`) of the group hyper-parameters this run's optimizer
-// uses into `cfg`; returns those that differ from the command line's. A checkpoint without one keeps this run's.
-std::vector<HyperChange> take_saved_hyper(OptimizerConfig& cfg, const Args& a, const Value& saved_args,
-                                          const std::string& path) {
-  std::vector<HyperChange> out;
-  for (const HyperField& f : kGroupHyper) {
-    if (!unused_by_optimizer(f.id, a).empty()) continue;  // no group of this optimizer holds it
-    const std::string dest(dest_of(f.id));
-    const Value* v = get(saved_args, dest.c_str());
-    if (!v || v->is_none()) continue;
-    if (f.number) {
-      if (!v->is_number() || !std::isfinite(v->as_float()))
-        throw CheckpointError(kCkptCorrupt, path + ": \"args\": the saved argument \"" + dest + "\" is " +
-                                                abbreviate(v->json(), 120) + ", not a finite number");
-      const double x = v->as_float();
-      if (x != cfg.*f.number) out.push_back({f.id, Value(cfg.*f.number), Value(x)});
-      cfg.*f.number = x;
-    } else {
-      if (!v->is_bool())
-        throw CheckpointError(kCkptCorrupt, path + ": \"args\": the saved argument \"" + dest + "\" is " +
-                                                abbreviate(v->json(), 120) + ", not true or false");
-      if (v->as_bool() != cfg.*f.flag) out.push_back({f.id, Value(cfg.*f.flag), *v});
-      cfg.*f.flag = v->as_bool();
+// One load of the located checkpoint `found` (read through `r`), as the steps Checkpointer::load calls in this order:
+// the arguments that fix the model, its parameters, the optimizer state, (the group hyper-parameters,
+// take_saved_hyper), the buffers, the scheduler and the loss scaler, the progress to resume from, and rank 0's line.
+struct LoadSteps {
+  LoadSteps(const Args& args, RunContext& c, std::ostream& log, const std::string& prefix, const Found& f,
+            CheckpointReader& reader, int64_t given_seed)
+      : a(args),
+        c_(c),
+        log_(log),
+        prefix_(prefix),
+        rank0(c.rt.rank() == 0),
+        found(&f),
+        r(reader),
+        m(reader.meta()),
+        finetune(args.finetune || f.release),
+        saved_optim(saved_with_optimizer(m)),
+        with_opt(!finetune && !args.no_load_optim.value_or(false) && saved_optim),
+        given_seed_(given_seed) {}
+
+  // Whether the checkpoint holds optimizer state: not one saved with --no-save-optim.
+  static bool saved_with_optimizer(const RankMeta& m) {
+    const Value* nso = field_of(m.args, "no_save_optim");
+    return !(nso && nso->truthy());
+  }
+
+  void check_model_args() {
+    // Megatron's check_checkpoint_args on every load but a fine-tune: the arguments that fix the model must be
+    // the checkpoint's (another head count leaves every shape the same).
+    if (!a.finetune) {  // Megatron skips it for --finetune only (a release checkpoint is checked too)
+      std::vector<ArgId> fixed = {ArgId::num_layers, ArgId::hidden_size, ArgId::num_attention_heads,
+                                  ArgId::add_position_embedding};
+      if (a.vocab_file)
+        fixed.insert(fixed.end(), {ArgId::max_position_embeddings, ArgId::make_vocab_size_divisible_by, ArgId::tokenizer_type});
+      for (ArgId id : fixed) {
+        const std::string dest(dest_of(id));
+        const Value here = a.value(id);
+        const Value* there = field_of(m.args, dest.c_str());
+        const Value saved = there ? *there : id == ArgId::add_position_embedding ? Value(true) : Value();
+        if (!(saved == here))
+          throw CheckpointError(kCkptModelMismatch,
+                                "--load " + found->dir + ": " + dest + " value from checkpoint (" + abbreviate(saved.py_str()) +
+                                    ") is not equal to the input argument value (" + here.py_str() +
+                                    ") (Megatron's check_checkpoint_args; --finetune loads the weights anyway)");
+      }
     }
   }
-  return out;
-}
 
-std::string hyper_notice(const std::string& load, const std::vector<HyperChange>& changes) {
-  std::string s = "notice: --load " + load + ": the optimizer state loads with the hyper-parameters it was saved "
-                  "with, as Megatron's optimizer.load_state_dict restores its param groups:";
-  for (size_t i = 0; i < changes.size(); ++i) {
-    const std::string flag = Schema::megatron().flag_for_dest(dest_of(changes[i].id));
-    s += std::string(i ? "," : "") + " " + flag + " " + changes[i].given.py_repr() + " -> the checkpoint's " +
-         changes[i].saved.py_repr();
+  void check_parameters() {
+    // The first parameter of this rank's model that the checkpoint lacks or shapes differently, then the
+    // first parameter of the checkpoint the model does not have.
+    for (const ParamSpec& q : c_.plan.params) {
+      const std::vector<int64_t> g = r.global_shape(q.key);
+      if (g.empty())
+        throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has no parameter " + q.key);
+      if (g != q.full_shape) {
+        if (std::string why = padded_vocab_differs(a, c_, m, q, g); !why.empty())
+          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": parameter " + q.key + ": " + why);
+        throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: parameter " + q.key +
+                                                      " has shape " + shape_text(g) + " there and " + shape_text(q.full_shape) + " here");
+      }
+    }
+    std::set<std::string> model_keys;
+    const int64_t ep = c_.rt.group("ep").size();
+    for (int64_t pr = 0; pr < c_.pp.size(); ++pr)
+      for (int64_t er = 0; er < ep; ++er) {
+        RankCoord at{0, c_.tp.size(), pr, c_.pp.size(), ep, er, 0, c_.etp.size()};
+        for (const ParamSpec& q : plan_gpt_model(a, at).params) model_keys.insert(q.key);
+      }
+    for (const std::string& k : r.param_keys())
+      if (!model_keys.count(k))
+        throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has a parameter " + k +
+                                                      " that this model does not");
   }
-  return s + " (--no-load-optim or --finetune keeps this run's values)";
-}
+
+  void check_optimizer_state() {
+    // Then the optimizer's (Megatron checks the arguments before it reads any state: a checkpoint of another
+    // model is named as such, not as a missing optimizer state of a parameter it does not have).
+    // A --no-save-optim checkpoint has neither optimizer state nor scheduler: Megatron's load_checkpoint, unless
+    // --no-load-optim or --finetune (or a release checkpoint), reads state_dict['optimizer'] and stops on its
+    // KeyError ("Unable to load optimizer from checkpoint ... exiting").
+    if (!finetune && !a.no_load_optim.value_or(false) && !saved_optim)
+      throw CheckpointError(kCkptOptimizerMismatch,
+                            "--load " + found->dir + ": the checkpoint was saved with --no-save-optim: it holds no "
+                            "optimizer state and no learning-rate scheduler, and Megatron stops here (\"Unable to "
+                            "load optimizer from checkpoint\"); give --no-load-optim (its weights and iteration, a "
+                            "fresh optimizer and scheduler) or --finetune (its weights only, from iteration 0)");
+    if (with_opt && m.optimizer != c_.optimizer.name)
+      throw CheckpointError(kCkptOptimizerMismatch,
+                            "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
+                                std::string(c_.optimizer.name) + " (--no-load-optim or --finetune loads the weights only)");
+    // The optimizer state this run keeps must be there (a lion checkpoint saved before the run stepped lion's
+    // non-matrix parameters with Adam has no exp_avg_sq): asked of the first parameter that keeps it.
+    if (with_opt && !c_.plan.params.empty())
+      for (const std::string& kind : buffer_kinds(c_.buf, true)) {
+        size_t k = 0;
+        if (kind == kExpAvgSqKind)
+          while (k + 1 < c_.plan.params.size() && !c_.buf.keeps_sq[k]) ++k;
+        if ((kind == kExpAvgKind || kind == kExpAvgSqKind) && !r.has(c_.plan.params[k].key, kind))
+          throw CheckpointError(kCkptOptimizerMismatch,
+                                "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
+                                    std::string(c_.optimizer.name) + " keeps here for " + c_.plan.params[k].key +
+                                    " (a checkpoint of another --muon-scalar-optimizer, or a lion checkpoint from "
+                                    "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
+                                    "none; --no-load-optim or --finetune loads the weights only)");
+      }
+    // Megatron initializes main params from a checkpoint in its distributed optimizer only: the other one's
+    // Float16OptimizerWithFloat16Params asserts ("Initialize main params from state dict is not supported").
+    if (a.load_main_params_from_ckpt && !with_opt && c_.buf.has_main && !c_.cfg.use_distributed_optimizer)
+      throw CheckpointError(kCkptUnsupported,
+                            "--load-main-params-from-ckpt needs --use-distributed-optimizer in " + dtype_name(c_) +
+                                " training: Megatron's optimizer without it cannot initialize main params from a "
+                                "checkpoint (it fails with \"Initialize main params from state dict is not supported\")");
+  }
+
+  void read_buffers() {
+    // The buffers' values on the host (the CPU backend's storage; the CUDA backend copies them there and back).
+    c_.backend->to_host(c_.buf);
+    r.load_buffers(c_.plan, c_.buf, place_of(c_), with_opt);
+    FlatBuffers& b = c_.buf;
+    if (!with_opt) {
+      // Megatron's reload_model_params: the main params from the loaded model params; fresh optimizer state.
+      // With --load-main-params-from-ckpt (Megatron's distributed optimizer only, and not the precision-aware
+      // one, which keeps its own masters) from the checkpoint's stored params at their stored precision.
+      if (a.load_main_params_from_ckpt && b.has_main && c_.cfg.use_distributed_optimizer && !c_.cfg.use_precision_aware_optimizer)
+        r.load_main_from_stored_params(c_.plan, b, place_of(c_));
+      else
+        b.main_from_model(c_.plan);
+    }
+    c_.backend->from_host(c_.buf);
+  }
+
+  // The learning-rate scheduler, the loss scaler and the optimizer's step count (a load with the optimizer state).
+  void restore_scheduler_and_scaler(Progress& p) {
+    const std::string path = found->dir + "/" + rank_stem(0) + ".json";
+    if (!m.scheduler.is_none()) {
+      try {
+        c_.schedule->load_state(sched_from(m.scheduler, path));
+      } catch (const CheckpointError&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw CheckpointError(kCkptSchedulerMismatch, "--load " + found->dir + ": the learning-rate schedule: " + e.what());
+      }
+    }
+    if (c_.scaler && m.grad_scaler.is_object()) {
+      const Value* s = field_of(m.grad_scaler, "scale");
+      const Value* g = field_of(m.grad_scaler, "growth_tracker");
+      const Value* h = field_of(m.grad_scaler, "hysteresis_tracker");
+      if (!s || !s->is_number() || !g || !g->is_int() || !h || !h->is_int())
+        throw CheckpointError(kCkptCorrupt, path + ": grad_scaler is not {scale, growth_tracker, hysteresis_tracker}");
+      // A scale no scaler can reach (the scaler keeps it finite and at least --min-loss-scale): every
+      // iteration after the load would be skipped, or the gradients scaled by a negative number.
+      const double sv = s->as_float();
+      // The hysteresis tracker goes below 0 in a run with more overflows in a row than --hysteresis (Megatron's
+      // DynamicGradScaler counts it down on every overflow and resets it only on growth), so a saved one may be
+      // negative; only a magnitude the next updates would wrap is refused.
+      const int64_t gv = g->as_int(), hv = h->as_int();
+      if (!std::isfinite(sv) || sv <= 0 || sv > std::numeric_limits<float>::max() || gv < 0 ||
+          gv > kMaxCheckpointCount || hv < -kMaxCheckpointCount || hv > kMaxCheckpointCount)
+        throw CheckpointError(kCkptCorrupt, path + ": grad_scaler holds scale " + s->py_str() + ", growth_tracker " +
+                                                g->py_str() + ", hysteresis_tracker " + h->py_str() +
+                                                " (the scale must be a positive finite float32, the growth tracker "
+                                                "0 to 2^62, the hysteresis tracker -2^62 to 2^62)");
+      c_.scaler->load_state({static_cast<float>(s->as_float()), g->as_int(), h->as_int()});
+    }
+    p.optimizer_steps = m.optimizer_steps;
+  }
+
+  // The iteration and samples to resume from (none with --finetune or from a release checkpoint),
+  // --override-ckpt-iteration and --override-opt-param-scheduler.
+  void resume_progress(Progress& p) {
+    if (!finetune) {
+      p.iteration = m.iteration;
+      p.consumed_samples = m.consumed_samples;
+      p.skipped = m.skipped_iterations;
+      p.skipped_samples = m.skipped_train_samples;
+    }
+    if (a.override_ckpt_iteration) {
+      // Megatron's --override-ckpt-iteration: the checkpoint counts as saved at N; consumed samples become
+      // N x --global-batch-size (this run's), skipped samples 0 (a release checkpoint too; --finetune is refused).
+      // A negative N never gets here (run_support.h refuses it before launch and in set_up).
+      const int64_t n = *a.override_ckpt_iteration, gbs = a.global_batch_size.value_or(1);
+      if (n > kMaxCheckpointCount / std::max<int64_t>(gbs, 1))
+        throw CheckpointError(kCkptUnsupported, "--override-ckpt-iteration " + std::to_string(n) +
+                                                    " is out of range (0 to 2^62 samples at --global-batch-size " +
+                                                    std::to_string(gbs) + ")");
+      const Value* saved_gbs = field_of(m.args, "global_batch_size");
+      if (rank0 && !finetune && saved_gbs && saved_gbs->is_int() && saved_gbs->as_int() != gbs)
+        log_ << prefix_ << "warning: --override-ckpt-iteration " << n << " counts consumed samples at this run's "
+             << "--global-batch-size " << gbs << " (" << n << " x " << gbs << "); the checkpoint was written with "
+             << saved_gbs->as_int() << ", so an iteration counted in that run's batches starts from other samples"
+             << std::endl;
+      p.iteration = n;
+      p.consumed_samples = n * gbs;
+      p.skipped_samples = 0;
+      if (rank0)
+        log_ << prefix_ << "  --override-ckpt-iteration " << n << ": the checkpoint counts as saved at iteration " << n
+             << ", with " << p.consumed_samples << " samples consumed" << std::endl;
+    }
+    // Megatron's --override-opt-param-scheduler also moves the loaded scheduler to the consumed samples.
+    if (with_opt && a.override_opt_param_scheduler && c_.schedule->num_steps() != p.consumed_samples) {
+      if (rank0)
+        log_ << prefix_ << "warning: --override-opt-param-scheduler: the loaded scheduler stood at "
+             << c_.schedule->num_steps() << " samples, the run at " << p.consumed_samples
+             << " consumed samples; the scheduler is moved to the consumed samples" << std::endl;
+      c_.schedule->set_num_steps(p.consumed_samples);
+    }
+  }
+
+  // Rank 0's "successfully loaded" line (printed once every rank has loaded), with the RNG notice.
+  std::string loaded_line(const Progress& p) const {
+    std::ostringstream line;
+    line << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
+         << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
+         << (a.finetune ? " (--finetune: weights only, iteration 0)"
+             : finetune  ? (a.override_ckpt_iteration ? " (a release checkpoint: weights only, at the iteration --override-ckpt-iteration gives)"
+                                                      : " (a release checkpoint: weights only, iteration 0)")
+             : !with_opt ? " (weights only: fresh optimizer state)"
+                         : "");
+    // Megatron ignores a checkpoint's RNG state when (TP, PP) changed and keeps --seed; the synthetic data
+    // depends on the seed alone, so the run restores it and continues as the run that saved it. Said only where
+    // the checkpoint's seed is not --seed (the same seed: nothing differs from Megatron's run).
+    const Value* st = field_of(m.layout, "tp");
+    const Value* sp = field_of(m.layout, "pp");
+    if (loads_rng(a, *found) && st && sp && st->is_int() && sp->is_int() &&
+        (st->as_int() != c_.tp.size() || sp->as_int() != c_.pp.size()) &&
+        static_cast<int64_t>(m.seed) != given_seed_)
+      line << "\n" << prefix_ << "notice: (TP, PP) = (" << c_.tp.size() << ", " << c_.pp.size()
+           << ") here and (" << st->as_int() << ", " << sp->as_int()
+           << ") in the checkpoint: Megatron would ignore the checkpoint's RNG state and keep --seed "
+           << given_seed_ << "; megatron-run restores the checkpoint's seed " << m.seed
+           << ", so the run continues as the one that saved it (--no-load-rng keeps --seed)";
+    return line.str();
+  }
+
+  const Args& a;
+  RunContext& c_;
+  std::ostream& log_;
+  const std::string& prefix_;
+  const bool rank0;
+  const Found* found;
+  CheckpointReader& r;
+  const RankMeta& m;
+  const bool finetune;  // weights only, from iteration 0: --finetune or a release checkpoint
+  const bool saved_optim, with_opt;  // the checkpoint holds optimizer state; this load restores it
+  const int64_t given_seed_;
+};
 
 }  // namespace
-
-Args resume_args(const Args& args) {
-  Args out = args;
-  std::optional<Found> f = locate(args);
-  if (!f || !loads_rng(args, *f)) return out;
-  // Megatron's own checkpoint: said as what it is (as Checkpointer's load); "" for one of ours.
-  if (const std::string kind = megatron_checkpoint_kind(f->dir); !kind.empty())
-    throw megatron_checkpoint_refusal(f->dir, kind, "--load " + shown_path(*args.load));
-  const std::string first = f->dir + "/" + rank_stem(0) + ".json";
-  const RankMeta m = parse_rank_meta(read_small_file(first, kMaxMetadataBytes), first);
-  out.seed = static_cast<int64_t>(m.seed);
-  return out;
-}
-
 Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix, std::optional<int64_t> given_seed)
     : c_(c),
       log_(log),
@@ -501,227 +574,20 @@ Progress Checkpointer::load() {
   try {
     found = locate(a);
     if (!found) {
-      std::error_code ec;  // a tracker that is there but no file (Megatron's os.path.isfile) is named so
-      const bool not_a_file = std::filesystem::exists(tracker_path(*a.load), ec);
-      // --load naming a file (a checkpoint's file, say, not its directory) is said: the tracker cannot be in it.
-      const bool load_is_file = std::filesystem::is_regular_file(*a.load, ec);
-      if (rank0)
-        log_ << prefix_ << "WARNING: could not find the metadata file " << tracker_path(*a.load)
-             << (not_a_file ? " (it is there, but not a regular file)"
-                 : load_is_file ? " (--load " + shown_path(*a.load) + " is a file, not a checkpoint directory)"
-                                : iteration_dir_hint(*a.load))
-             << "\n"
-             << prefix_ << "    will not load any checkpoints and will start from random" << std::endl;
-      if (a.exit_on_missing_checkpoint)
-        throw CheckpointError(kCkptMissing, "--exit-on-missing-checkpoint is set but no checkpoint was found under --load " +
-                                                shown_path(*a.load) + " (no " + shown_path(tracker_path(*a.load)) + ")");
+      no_checkpoint_found(a, rank0, log_, prefix_);
     } else {
-      if (rank0) log_ << prefix_ << " loading checkpoint from " << found->base << " at iteration " << found->iteration << std::endl;
-      // --verify-integrity: rank 0 checks every file against the manifest before anything is read (Megatron's
-      // verify_integrity_manifest); its refusal reaches every rank through the verdict below.
-      if (a.verify_integrity && rank0) {
-        const size_t n = verify_integrity_manifest(found->dir);
-        log_ << prefix_ << "  checkpoint integrity verified: " << n << " file(s) OK in " << found->dir << std::endl;
-      }
-      // Megatron's own checkpoint (torch_dist, torch) is not a damaged one of ours: said as what it is.
-      if (const std::string kind = megatron_checkpoint_kind(found->dir); !kind.empty())
-        throw megatron_checkpoint_refusal(found->dir, kind, "--load " + shown_path(*a.load));
+      announce_and_verify(a, rank0, found, log_, prefix_);
       CheckpointReader r(found->dir, found->release ? std::nullopt : std::optional<int64_t>(found->iteration));
-      const RankMeta& m = r.meta();
-      const bool finetune = a.finetune || found->release;
-      const Value* nso = get(m.args, "no_save_optim");
-      const bool saved_optim = !(nso && nso->truthy());
-      const bool with_opt = !finetune && !a.no_load_optim.value_or(false) && saved_optim;
-      // Megatron's check_checkpoint_args on every load but a fine-tune: the arguments that fix the model must be
-      // the checkpoint's (another head count leaves every shape the same).
-      if (!a.finetune) {  // Megatron skips it for --finetune only (a release checkpoint is checked too)
-        std::vector<ArgId> fixed = {ArgId::num_layers, ArgId::hidden_size, ArgId::num_attention_heads,
-                                    ArgId::add_position_embedding};
-        if (a.vocab_file)
-          fixed.insert(fixed.end(), {ArgId::max_position_embeddings, ArgId::make_vocab_size_divisible_by, ArgId::tokenizer_type});
-        for (ArgId id : fixed) {
-          const std::string dest(dest_of(id));
-          const Value here = a.value(id);
-          const Value* there = get(m.args, dest.c_str());
-          const Value saved = there ? *there : id == ArgId::add_position_embedding ? Value(true) : Value();
-          if (!(saved == here))
-            throw CheckpointError(kCkptModelMismatch,
-                                  "--load " + found->dir + ": " + dest + " value from checkpoint (" + abbreviate(saved.py_str()) +
-                                      ") is not equal to the input argument value (" + here.py_str() +
-                                      ") (Megatron's check_checkpoint_args; --finetune loads the weights anyway)");
-        }
-      }
-      // The first parameter of this rank's model that the checkpoint lacks or shapes differently, then the
-      // first parameter of the checkpoint the model does not have.
-      for (const ParamSpec& q : c_.plan.params) {
-        const std::vector<int64_t> g = r.global_shape(q.key);
-        if (g.empty())
-          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has no parameter " + q.key);
-        if (g != q.full_shape) {
-          if (std::string why = padded_vocab_differs(a, c_, m, q, g); !why.empty())
-            throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": parameter " + q.key + ": " + why);
-          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: parameter " + q.key +
-                                                        " has shape " + shape_text(g) + " there and " + shape_text(q.full_shape) + " here");
-        }
-      }
-      std::set<std::string> model_keys;
-      const int64_t ep = c_.rt.group("ep").size();
-      for (int64_t pr = 0; pr < c_.pp.size(); ++pr)
-        for (int64_t er = 0; er < ep; ++er) {
-          RankCoord at{0, c_.tp.size(), pr, c_.pp.size(), ep, er, 0, c_.etp.size()};
-          for (const ParamSpec& q : plan_gpt_model(a, at).params) model_keys.insert(q.key);
-        }
-      for (const std::string& k : r.param_keys())
-        if (!model_keys.count(k))
-          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has a parameter " + k +
-                                                        " that this model does not");
-      // Then the optimizer's (Megatron checks the arguments before it reads any state: a checkpoint of another
-      // model is named as such, not as a missing optimizer state of a parameter it does not have).
-      // A --no-save-optim checkpoint has neither optimizer state nor scheduler: Megatron's load_checkpoint, unless
-      // --no-load-optim or --finetune (or a release checkpoint), reads state_dict['optimizer'] and stops on its
-      // KeyError ("Unable to load optimizer from checkpoint ... exiting").
-      if (!finetune && !a.no_load_optim.value_or(false) && !saved_optim)
-        throw CheckpointError(kCkptOptimizerMismatch,
-                              "--load " + found->dir + ": the checkpoint was saved with --no-save-optim: it holds no "
-                              "optimizer state and no learning-rate scheduler, and Megatron stops here (\"Unable to "
-                              "load optimizer from checkpoint\"); give --no-load-optim (its weights and iteration, a "
-                              "fresh optimizer and scheduler) or --finetune (its weights only, from iteration 0)");
-      if (with_opt && m.optimizer != c_.optimizer.name)
-        throw CheckpointError(kCkptOptimizerMismatch,
-                              "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
-                                  std::string(c_.optimizer.name) + " (--no-load-optim or --finetune loads the weights only)");
-      // The optimizer state this run keeps must be there (a lion checkpoint saved before the run stepped lion's
-      // non-matrix parameters with Adam has no exp_avg_sq): asked of the first parameter that keeps it.
-      if (with_opt && !c_.plan.params.empty())
-        for (const std::string& kind : buffer_kinds(c_.buf, true)) {
-          size_t k = 0;
-          if (kind == kExpAvgSqKind)
-            while (k + 1 < c_.plan.params.size() && !c_.buf.keeps_sq[k]) ++k;
-          if ((kind == kExpAvgKind || kind == kExpAvgSqKind) && !r.has(c_.plan.params[k].key, kind))
-            throw CheckpointError(kCkptOptimizerMismatch,
-                                  "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
-                                      std::string(c_.optimizer.name) + " keeps here for " + c_.plan.params[k].key +
-                                      " (a checkpoint of another --muon-scalar-optimizer, or a lion checkpoint from "
-                                      "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
-                                      "none; --no-load-optim or --finetune loads the weights only)");
-        }
-      // Megatron initializes main params from a checkpoint in its distributed optimizer only: the other one's
-      // Float16OptimizerWithFloat16Params asserts ("Initialize main params from state dict is not supported").
-      if (a.load_main_params_from_ckpt && !with_opt && c_.buf.has_main && !c_.cfg.use_distributed_optimizer)
-        throw CheckpointError(kCkptUnsupported,
-                              "--load-main-params-from-ckpt needs --use-distributed-optimizer in " + dtype_name(c_) +
-                                  " training: Megatron's optimizer without it cannot initialize main params from a "
-                                  "checkpoint (it fails with \"Initialize main params from state dict is not supported\")");
+      LoadSteps s(a, c_, log_, prefix_, *found, r, given_seed_);
+      s.check_model_args();
+      s.check_parameters();
+      s.check_optimizer_state();
       // Megatron's optimizer.load_state_dict puts the saved param groups' hyper-parameters in place.
-      if (with_opt) hyper = take_saved_hyper(c_.cfg, a, m.args, found->dir + "/" + rank_stem(0) + ".json");
-      // The buffers' values on the host (the CPU backend's storage; the CUDA backend copies them there and back).
-      c_.backend->to_host(c_.buf);
-      r.load_buffers(c_.plan, c_.buf, place_of(c_), with_opt);
-      FlatBuffers& b = c_.buf;
-      if (!with_opt) {
-        // Megatron's reload_model_params: the main params from the loaded model params; fresh optimizer state.
-        // With --load-main-params-from-ckpt (Megatron's distributed optimizer only, and not the precision-aware
-        // one, which keeps its own masters) from the checkpoint's stored params at their stored precision.
-        if (a.load_main_params_from_ckpt && b.has_main && c_.cfg.use_distributed_optimizer && !c_.cfg.use_precision_aware_optimizer)
-          r.load_main_from_stored_params(c_.plan, b, place_of(c_));
-        else
-          b.main_from_model(c_.plan);
-      }
-      c_.backend->from_host(c_.buf);
-      if (with_opt) {
-        const std::string path = found->dir + "/" + rank_stem(0) + ".json";
-        if (!m.scheduler.is_none()) {
-          try {
-            c_.schedule->load_state(sched_from(m.scheduler, path));
-          } catch (const CheckpointError&) {
-            throw;
-          } catch (const std::exception& e) {
-            throw CheckpointError(kCkptSchedulerMismatch, "--load " + found->dir + ": the learning-rate schedule: " + e.what());
-          }
-        }
-        if (c_.scaler && m.grad_scaler.is_object()) {
-          const Value* s = get(m.grad_scaler, "scale");
-          const Value* g = get(m.grad_scaler, "growth_tracker");
-          const Value* h = get(m.grad_scaler, "hysteresis_tracker");
-          if (!s || !s->is_number() || !g || !g->is_int() || !h || !h->is_int())
-            throw CheckpointError(kCkptCorrupt, path + ": grad_scaler is not {scale, growth_tracker, hysteresis_tracker}");
-          // A scale no scaler can reach (the scaler keeps it finite and at least --min-loss-scale): every
-          // iteration after the load would be skipped, or the gradients scaled by a negative number.
-          const double sv = s->as_float();
-          // The hysteresis tracker goes below 0 in a run with more overflows in a row than --hysteresis (Megatron's
-          // DynamicGradScaler counts it down on every overflow and resets it only on growth), so a saved one may be
-          // negative; only a magnitude the next updates would wrap is refused.
-          const int64_t gv = g->as_int(), hv = h->as_int();
-          if (!std::isfinite(sv) || sv <= 0 || sv > std::numeric_limits<float>::max() || gv < 0 ||
-              gv > kMaxCheckpointCount || hv < -kMaxCheckpointCount || hv > kMaxCheckpointCount)
-            throw CheckpointError(kCkptCorrupt, path + ": grad_scaler holds scale " + s->py_str() + ", growth_tracker " +
-                                                    g->py_str() + ", hysteresis_tracker " + h->py_str() +
-                                                    " (the scale must be a positive finite float32, the growth tracker "
-                                                    "0 to 2^62, the hysteresis tracker -2^62 to 2^62)");
-          c_.scaler->load_state({static_cast<float>(s->as_float()), g->as_int(), h->as_int()});
-        }
-        p.optimizer_steps = m.optimizer_steps;
-      }
-      if (!finetune) {
-        p.iteration = m.iteration;
-        p.consumed_samples = m.consumed_samples;
-        p.skipped = m.skipped_iterations;
-        p.skipped_samples = m.skipped_train_samples;
-      }
-      if (a.override_ckpt_iteration) {
-        // Megatron's --override-ckpt-iteration: the checkpoint counts as saved at N; consumed samples become
-        // N x --global-batch-size (this run's), skipped samples 0 (a release checkpoint too; --finetune is refused).
-        // A negative N never gets here (run_support.h refuses it before launch and in set_up).
-        const int64_t n = *a.override_ckpt_iteration, gbs = a.global_batch_size.value_or(1);
-        if (n > kMaxCheckpointCount / std::max<int64_t>(gbs, 1))
-          throw CheckpointError(kCkptUnsupported, "--override-ckpt-iteration " + std::to_string(n) +
-                                                      " is out of range (0 to 2^62 samples at --global-batch-size " +
-                                                      std::to_string(gbs) + ")");
-        const Value* saved_gbs = get(m.args, "global_batch_size");
-        if (rank0 && !finetune && saved_gbs && saved_gbs->is_int() && saved_gbs->as_int() != gbs)
-          log_ << prefix_ << "warning: --override-ckpt-iteration " << n << " counts consumed samples at this run's "
-               << "--global-batch-size " << gbs << " (" << n << " x " << gbs << "); the checkpoint was written with "
-               << saved_gbs->as_int() << ", so an iteration counted in that run's batches starts from other samples"
-               << std::endl;
-        p.iteration = n;
-        p.consumed_samples = n * gbs;
-        p.skipped_samples = 0;
-        if (rank0)
-          log_ << prefix_ << "  --override-ckpt-iteration " << n << ": the checkpoint counts as saved at iteration " << n
-               << ", with " << p.consumed_samples << " samples consumed" << std::endl;
-      }
-      // Megatron's --override-opt-param-scheduler also moves the loaded scheduler to the consumed samples.
-      if (with_opt && a.override_opt_param_scheduler && c_.schedule->num_steps() != p.consumed_samples) {
-        if (rank0)
-          log_ << prefix_ << "warning: --override-opt-param-scheduler: the loaded scheduler stood at "
-               << c_.schedule->num_steps() << " samples, the run at " << p.consumed_samples
-               << " consumed samples; the scheduler is moved to the consumed samples" << std::endl;
-        c_.schedule->set_num_steps(p.consumed_samples);
-      }
-      if (rank0) {  // printed once every rank has loaded (below)
-        std::ostringstream line;
-        line << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
-             << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
-             << (a.finetune ? " (--finetune: weights only, iteration 0)"
-                 : finetune  ? (a.override_ckpt_iteration ? " (a release checkpoint: weights only, at the iteration --override-ckpt-iteration gives)"
-                                                          : " (a release checkpoint: weights only, iteration 0)")
-                 : !with_opt ? " (weights only: fresh optimizer state)"
-                             : "");
-        // Megatron ignores a checkpoint's RNG state when (TP, PP) changed and keeps --seed; the synthetic data
-        // depends on the seed alone, so the run restores it and continues as the run that saved it. Said only where
-        // the checkpoint's seed is not --seed (the same seed: nothing differs from Megatron's run).
-        const Value* st = get(m.layout, "tp");
-        const Value* sp = get(m.layout, "pp");
-        if (loads_rng(a, *found) && st && sp && st->is_int() && sp->is_int() &&
-            (st->as_int() != c_.tp.size() || sp->as_int() != c_.pp.size()) &&
-            static_cast<int64_t>(m.seed) != given_seed_)
-          line << "\n" << prefix_ << "notice: (TP, PP) = (" << c_.tp.size() << ", " << c_.pp.size()
-               << ") here and (" << st->as_int() << ", " << sp->as_int()
-               << ") in the checkpoint: Megatron would ignore the checkpoint's RNG state and keep --seed "
-               << given_seed_ << "; megatron-run restores the checkpoint's seed " << m.seed
-               << ", so the run continues as the one that saved it (--no-load-rng keeps --seed)";
-        loaded = line.str();
-      }
+      if (s.with_opt) hyper = take_saved_hyper(c_.cfg, a, s.m.args, found->dir + "/" + rank_stem(0) + ".json");
+      s.read_buffers();
+      if (s.with_opt) s.restore_scheduler_and_scaler(p);
+      s.resume_progress(p);
+      if (rank0) loaded = s.loaded_line(p);
     }
   } catch (const CheckpointError& e) {
     err = message_of(e);

@@ -5,7 +5,9 @@
 //   --load-main-params-from-ckpt, --exit-interval N, --exit-duration-in-mins M, --exit-signal-handler (--exit-signal).
 // Megatron's layout: DIR/latest_checkpointed_iteration.txt, DIR/iter_0000010/ with one file set per rank
 // (rank_NNNNN.safetensors + rank_NNNNN.json; run/checkpoint_io.h), written into iter_0000010.tmp, fsynced,
-// renamed, then the tracker replaced atomically. Internal to lib/run.
+// renamed, then the tracker replaced atomically. Internal to lib/run. Where a checkpoint is: run/checkpoint_locate.h;
+// the saved arguments and what a resume takes from them (resume_args, the group hyper-parameters):
+// run/checkpoint_resume_args.h.
 //
 // Knobs for tests (environment):
 //   MR_CKPT_PAUSE_IN_SAVE=ITER:SECONDS  every rank sleeps after writing its files of the save at ITER, before
@@ -34,10 +36,6 @@ struct Progress {
   int64_t skipped_samples = 0;  // the samples of the iterations --iterations-to-skip skipped (Megatron's
                                 // skipped_train_samples)
 };
-
-// The arguments the run uses: `args`, with --seed replaced by the checkpoint's when --load restores its RNG state
-// (the synthetic data's generator is keyed by the seed).
-Args resume_args(const Args& args);
 
 class Checkpointer {
  public:

@@ -18,7 +18,7 @@ namespace mr::run {
 
 // The checkpoint code's rules (checkpoint_format.h, checkpoint_integrity.h): here, in the torch-free library that
 // megatron-run links, so that `megatron-run rules` lists them; raised by the workers (checkpoint.cpp,
-// checkpoint_io.cpp, checkpoint_integrity.cpp) and, for --use-checkpoint-args, by the launcher.
+// checkpoint_locate.cpp, checkpoint_resume_args.cpp, checkpoint_io.cpp, checkpoint_integrity.cpp) and, for --use-checkpoint-args, by the launcher.
 const Rule kCkptSaveUnwritable{"checkpoint.save-unwritable", Rule::Level::Error,
                        "--save DIR, or the non-persistent directory (--non-persistent-global-ckpt-dir), cannot be created or written (checked before training).",
                        __FILE__, __LINE__, kStageRun};

@@ -21,6 +21,7 @@
 #include "optim/soap.h"
 #include "run/abs_max.h"
 #include "run/checkpoint.h"
+#include "run/checkpoint_resume_args.h"
 #include "run/embedding_norm.h"
 #include "run/grad_sync.h"
 #include "run/log.h"

@@ -1,7 +1,9 @@
 // Checkpoints end to end (docs/checkpoints.md): megatron-run jobs save and load with Megatron's flags; resume is
 // bit-exact; a checkpoint loads under another layout with the same unsharded state; Python reads the files; bad
 // checkpoints, an unwritable --save, a kill -9 or a write error inside a save; --exit-interval and
-// --exit-signal-handler. Every job has a hard timeout.
+// --exit-signal-handler. Where a checkpoint is (the tracker, --load without one, the non-persistent directory):
+// checkpoint_locate_test.cpp; the saved hyper-parameters a resume takes: checkpoint_resume_args_test.cpp. Every job
+// has a hard timeout.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <tuple>
 
 #include "../distributed/proc.h"
+#include "checkpoint_jobs.h"
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_io.h"
 #include "util/sha256.h"
@@ -29,32 +32,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-mrtest::Proc spawn(int n, const std::vector<std::string>& extra, const mrtest::TempDir& dir, const std::string& tag,
-                   std::map<std::string, std::string> env = {}) {
-  return mrtest::spawn_job(n, extra, dir, tag, std::move(env));
-}
-
-std::string bytes_of(const std::string& path) { return mrtest::slurp(path); }
+using namespace mrtest::ckpt;  // spawn, bytes_of, checksum_line, tracker, joined
 
 std::vector<std::string> files_in(const std::string& d) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string checksum_line(const std::string& out) {
-  std::smatch m;
-  static const std::regex re(R"(parameter checksum ([0-9a-f]+))");
-  return std::regex_search(out, m, re) ? m[1].str() : "";
-}
-
-std::string tracker(const std::string& dir) { return bytes_of(dir + "/latest_checkpointed_iteration.txt"); }
-
-// `head`'s flags, then `tail`'s: a test's common flags and one job's own (of two same flags, the later one wins).
-std::vector<std::string> joined(std::vector<std::string> head, const std::vector<std::string>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
 }
 
 // The unsharded tensors of a checkpoint: (key, kind) -> bytes, assembled from the pieces of every rank's files.
@@ -459,34 +443,6 @@ TEST_CASE("Python opens a saved file: names, shapes and values", "[run][checkpoi
     CHECK(std::stod(psum) == sum);
   }
   CHECK_THAT(py[0].out(), Catch::Contains("readers: json+struct"));
-}
-
-TEST_CASE("loading without a checkpoint (--load): a warning, or an error with --exit-on-missing-checkpoint",
-          "[run][checkpoint]") {
-  mrtest::TempDir dir;
-  mrtest::Proc a = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--load", dir / "none"}, dir, "warn");
-  INFO(a.out() << a.err());
-  CHECK(a.exit_code() == 0);
-  CHECK_THAT(a.out(), Catch::Contains("will not load any checkpoints and will start from random"));
-  mrtest::Proc b = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--load", dir / "none", "--exit-on-missing-checkpoint"}, dir, "exit");
-  INFO(b.out() << b.err());
-  CHECK(b.exit_code() == 1);
-  CHECK_THAT(b.err(), Catch::Contains("--exit-on-missing-checkpoint") && Catch::Contains("checkpoint.missing"));
-  CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
-  // --load of one iteration's directory (a common slip): the warning says to give its parent, with --ckpt-step
-  // where the tracker names another iteration. Another directory without a tracker gets no such words.
-  const std::string ck = dir / "ck";
-  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "4", "--save-interval", "2", "--save", ck}, dir, "save")
-              .exit_code() == 0);
-  for (const auto& [load, step] : std::vector<std::pair<std::string, std::string>>{
-           {ck + "/iter_0000004", ""}, {ck + "/iter_0000004/", ""}, {ck + "/iter_0000002", " with --ckpt-step 2"}}) {
-    mrtest::Proc c = spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--load", load}, dir, "iterdir");
-    INFO(c.out() << c.err());
-    CHECK(c.exit_code() == 0);
-    CHECK_THAT(c.out(), Catch::Contains("(--load " + load + " is the directory of one checkpoint iteration, not a "
-                                        "checkpoint directory: give its parent, --load " + ck + step + ")\n"));
-  }
-  CHECK_THAT(a.out(), !Catch::Contains("give its parent"));
 }
 
 TEST_CASE("a Megatron checkpoint (torch_dist, torch) under --load is named as one, not as a corrupt one of ours",
@@ -1076,79 +1032,6 @@ TEST_CASE("a checkpoint layout out of range, not matching world_size or differin
   CHECK_THAT(ok.out(), Catch::Contains("successfully loaded checkpoint"));
 }
 
-TEST_CASE("tracker and directory details: a signed count, --load '' (the working directory), a release checkpoint, "
-          "a file where the iteration's directory should be",
-          "[run][checkpoint]") {
-  mrtest::TempDir dir;
-  const std::string ck = dir / "ck";
-  REQUIRE(spawn(1, {"--lr-warmup-iters", "1", "--train-iters", "2", "--save-interval", "2", "--save", ck}, dir, "save")
-              .exit_code() == 0);
-  const std::vector<std::string> more = {"--lr-warmup-iters", "1", "--train-iters", "4", "--override-opt-param-scheduler"};
-  auto with = [&](std::vector<std::string> v) { return joined(std::move(v), more); };
-  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "+2\n"; }  // Python's int() reads it
-  mrtest::Proc a = spawn(1, with({"--load", ck}), dir, "signed");
-  INFO(a.out() << a.err());
-  CHECK(a.exit_code() == 0);
-  CHECK_THAT(a.out(), Catch::Contains("at iteration 2"));
-  // --load '' is the working directory (os.path.join('', ...)), not the root.
-  std::vector<std::string> argv = {"/usr/bin/env", "-C", ck, mrtest::megatron_run(), "--nproc-per-node", "1"};
-  for (const std::string& w : mrtest::job_args(with({"--load", ""}))) argv.push_back(w);
-  std::vector<mrtest::Proc> ev = {mrtest::start(argv, {{"MR_DIST_TIMEOUT_S", "60"}}, dir, "empty")};
-  mrtest::wait_all(ev, std::chrono::seconds(180));
-  const mrtest::Proc& e = ev[0];
-  INFO(e.out() << e.err());
-  CHECK(e.exit_code() == 0);
-  CHECK_THAT(e.out(), Catch::Contains("at iteration 2") && !Catch::Contains("/latest_checkpointed_iteration.txt"));
-  // A release checkpoint says so (not --finetune, which was not given).
-  fs::rename(ck + "/iter_0000002", ck + "/release");
-  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "release"; }
-  mrtest::Proc r = spawn(1, with({"--load", ck}), dir, "release");
-  INFO(r.out() << r.err());
-  CHECK(r.exit_code() == 0);
-  CHECK_THAT(r.out(), Catch::Contains("(a release checkpoint: weights only, iteration 0)"));
-  // With --override-ckpt-iteration (Megatron: release, iteration 0, then N) the line names N and does not say 0.
-  mrtest::Proc ro = spawn(1, with({"--load", ck, "--override-ckpt-iteration", "3"}), dir, "release-override");
-  INFO(ro.out() << ro.err());
-  CHECK(ro.exit_code() == 0);
-  CHECK_THAT(ro.out(), Catch::Contains("] at iteration 3 (a release checkpoint: weights only, at the iteration "
-                                       "--override-ckpt-iteration gives)") &&
-                           !Catch::Contains("iteration 0)") && Catch::Contains("iteration        4/"));
-  // A file where iter_0000002 should be.
-  { std::ofstream(ck + "/iter_0000002") << "x"; }
-  { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "2"; }
-  mrtest::Proc f = spawn(1, with({"--load", ck}), dir, "file");
-  INFO(f.out() << f.err());
-  CHECK(f.exit_code() == 1);
-  CHECK_THAT(f.err(), Catch::Contains(ck + "/iter_0000002 is not a directory"));
-  // Something other than a file where the tracker should be (a directory, a FIFO, a link to itself, a dangling link)
-  // is no tracker, as Megatron's os.path.isfile has it: a run from random, whose warning says what is there. A FIFO
-  // is never opened (no wait for a writer).
-  const std::string tracker = ck + "/latest_checkpointed_iteration.txt";
-  for (const std::string kind : {"dir", "fifo", "loop", "dangling"}) {
-    fs::remove_all(tracker);
-    if (kind == "dir") fs::create_directory(tracker);
-    if (kind == "fifo") REQUIRE(::mkfifo(tracker.c_str(), 0600) == 0);
-    if (kind == "loop") fs::create_symlink("latest_checkpointed_iteration.txt", tracker);
-    if (kind == "dangling") fs::create_symlink("nowhere", tracker);
-    mrtest::Proc t = spawn(1, with({"--load", ck}), dir, "tracker-" + kind);
-    INFO(kind << "\n" << t.out() << t.err());
-    CHECK(t.exit_code() == 0);
-    CHECK_THAT(t.out() + t.err(), Catch::Contains("could not find the metadata file " + tracker) &&
-                                      Catch::Contains("will start from random"));
-    if (kind == "dir" || kind == "fifo")
-      CHECK_THAT(t.out() + t.err(), Catch::Contains(tracker + " (it is there, but not a regular file)"));
-  }
-  fs::remove_all(tracker);
-  // --load naming a file, not a directory: a run from random, whose warning says so.
-  const std::string file = ck + "/iter_0000002";
-  mrtest::Proc lf = spawn(1, with({"--load", file}), dir, "load-file");
-  INFO(lf.out() << lf.err());
-  CHECK(lf.exit_code() == 0);
-  CHECK_THAT(lf.out() + lf.err(), Catch::Contains("could not find the metadata file " + file +
-                                                  "/latest_checkpointed_iteration.txt (--load " + file +
-                                                  " is a file, not a checkpoint directory)"));
-}
-
 TEST_CASE("a FIFO, a directory or a device in a checkpoint file's place is refused at once (no wait for a writer)",
           "[run][checkpoint]") {
   mrtest::TempDir dir;
@@ -1539,67 +1422,6 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
                           Catch::Contains("iteration        7/"));
 }
 
-TEST_CASE("a non-persistent directory that is --save (or --load) under another spelling is refused also before "
-          "the directory exists (a job's first run): ./d, d/., d/, a link to d",
-          "[run][checkpoint]") {
-  mrtest::TempDir dir;
-  // Relative spellings, as typed in a job's directory: the test moves there while the jobs run.
-  struct Cwd {
-    fs::path old = fs::current_path();
-    explicit Cwd(const fs::path& to) { fs::current_path(to); }
-    ~Cwd() { fs::current_path(old); }
-  } cwd(fs::path(dir / ""));
-  fs::create_directory_symlink("np3", "np3link");  // dangling until np3 is created
-  const std::vector<std::pair<std::string, std::string>> spellings = {
-      {"np3", "./np3"}, {"np3", "np3/."}, {"np3", "np3/"}, {"np3", "np3link"}, {"np3", "np3link/"},
-      {"./np3", "np3"}, {"np3/", "np3"},  {"np3link", "np3"}, {"np3", "x/../np3"}, {"np3", dir / "np3"}};
-  for (const auto& [save, np] : spellings) {
-    fs::remove_all("np3");
-    fs::remove_all("x");
-    mrtest::Proc p = spawn(1, {"--train-iters", "3", "--save", save, "--save-interval", "2",
-                               "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
-                               "--non-persistent-global-ckpt-dir", np},
-                           dir, "fresh");
-    INFO("--save " << save << " --non-persistent-global-ckpt-dir " << np << "\n" << p.out() << p.err());
-    CHECK(p.exit_code() == 1);
-    CHECK_THAT(p.err(), Catch::Contains("[checkpoint.unsupported]: --non-persistent-global-ckpt-dir " + np +
-                                        " is the --save directory"));
-    CHECK(!fs::exists("np3/iter_0000002"));
-  }
-  // The default directory named in the message has no doubled separator when --save ends in '/'.
-  {
-    mrtest::Proc p = spawn(1, {"--train-iters", "3", "--save", "np5/", "--save-interval", "2",
-                               "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
-                               "--non-persistent-global-ckpt-dir", "./np5"},
-                           dir, "slash");
-    INFO(p.out() << p.err());
-    CHECK(p.exit_code() == 1);
-    CHECK_THAT(p.err(), Catch::Contains("(without the flag: np5/non_persistent)"));
-  }
-  // --load that does not exist yet, spelt otherwise than the non-persistent directory: refused on the first run as
-  // on the next (whose load the first run's non-persistent saves would fill).
-  {
-    mrtest::Proc p = spawn(1, {"--train-iters", "3", "--save", "other", "--load", "./ld/", "--save-interval", "2",
-                               "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
-                               "--non-persistent-global-ckpt-dir", "ld"},
-                           dir, "freshload");
-    INFO(p.out() << p.err());
-    CHECK(p.exit_code() == 1);
-    CHECK_THAT(p.err(), Catch::Contains("[checkpoint.unsupported]: --non-persistent-global-ckpt-dir ld is the --load "
-                                        "directory ./ld/"));
-  }
-  // Other directories still run: the non-persistent saves beside the persistent ones.
-  fs::remove_all("np3");
-  mrtest::Proc ok = spawn(1, {"--train-iters", "3", "--save", "np3", "--save-interval", "2",
-                              "--non-persistent-save-interval", "1", "--non-persistent-ckpt-type", "global",
-                              "--non-persistent-global-ckpt-dir", "./np3/../np3x"},
-                          dir, "other");
-  INFO(ok.out() << ok.err());
-  CHECK(ok.exit_code() == 0);
-  CHECK(fs::exists("np3/iter_0000002/rank_00000.json"));
-  CHECK(fs::exists("np3x/latest_checkpointed_iteration.txt"));
-}
-
 TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 0", "[run][checkpoint][signal]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
@@ -1836,55 +1658,6 @@ TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoin
   CHECK(c.exit_code() == 1);
   CHECK_THAT(c.err(), Catch::Contains("--load-main-params-from-ckpt needs --use-distributed-optimizer in bf16 training") &&
                           Catch::Contains("[checkpoint.unsupported]"));
-}
-
-TEST_CASE("a resume takes the optimizer's group hyper-parameters from the checkpoint, as Megatron's "
-          "load_state_dict; --no-load-optim keeps the ones given", "[run][checkpoint]") {
-  mrtest::TempDir dir;
-  const std::string ck = dir / "ck";
-  const std::vector<std::string> small = {"--num-layers", "1", "--hidden-size", "64", "--vocab-size", "128",
-                                          "--train-iters", "6"};
-  auto with = [&](std::vector<std::string> more) { return joined(small, more); };
-  // configs/default.yaml says --adam-beta2 0.95.
-  mrtest::Proc a = spawn(1, with({"--save", ck, "--save-interval", "3"}), dir, "full");
-  INFO(a.out() << a.err());
-  REQUIRE(a.exit_code() == 0);
-  const std::string full = checksum_line(a.out());
-  REQUIRE(!full.empty());
-  // Another beta2 on the command line: the checkpoint's wins (the run continues as the one that saved it), with a
-  // notice; the checkpoint this run saves records the value its optimizer stepped with.
-  const std::string ck2 = dir / "ck2";
-  mrtest::Proc b = spawn(1, with({"--load", ck, "--ckpt-step", "3", "--adam-beta2", "0.999", "--adam-eps", "1e-3",
-                                  "--save", ck2, "--save-interval", "3"}),
-                         dir, "resume");
-  INFO(b.out() << b.err());
-  REQUIRE(b.exit_code() == 0);
-  CHECK(checksum_line(b.out()) == full);
-  CHECK_THAT(b.out(), Catch::Contains("the optimizer state loads with the hyper-parameters it was saved with") &&
-                          Catch::Contains("--adam-beta2 0.999 -> the checkpoint's 0.95") &&
-                          Catch::Contains("--adam-eps 0.001 -> the checkpoint's 1e-08") &&
-                          !Catch::Contains("--adam-beta1 "));
-  const mr::run::RankMeta saved = mr::run::parse_rank_meta(bytes_of(ck2 + "/iter_0000006/rank_00000.json"), "meta");
-  double beta2 = 0;
-  for (const auto& [k, v] : saved.args.as_object())
-    if (k == "adam_beta2") beta2 = v.as_float();
-  CHECK(beta2 == 0.95);
-  // The same values as saved: nothing to say.
-  mrtest::Proc c = spawn(1, with({"--load", ck, "--ckpt-step", "3"}), dir, "same");
-  INFO(c.out() << c.err());
-  REQUIRE(c.exit_code() == 0);
-  CHECK(checksum_line(c.out()) == full);
-  CHECK_THAT(c.out(), !Catch::Contains("hyper-parameters it was saved with"));
-  // A fresh optimizer state takes the values given: another beta2 gives another run.
-  mrtest::Proc d = spawn(1, with({"--load", ck, "--ckpt-step", "3", "--no-load-optim"}), dir, "fresh");
-  mrtest::Proc e = spawn(1, with({"--load", ck, "--ckpt-step", "3", "--no-load-optim", "--adam-beta2", "0.999"}), dir,
-                         "fresh-beta2");
-  INFO(d.out() << d.err() << e.out() << e.err());
-  REQUIRE(d.exit_code() == 0);
-  REQUIRE(e.exit_code() == 0);
-  CHECK_THAT(e.out(), !Catch::Contains("hyper-parameters it was saved with"));
-  CHECK(!checksum_line(d.out()).empty());
-  CHECK(checksum_line(d.out()) != checksum_line(e.out()));
 }
 
 TEST_CASE("a load failing on several ranks: the model check comes first, and every rank names the lowest failed "
