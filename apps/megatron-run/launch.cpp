@@ -119,10 +119,6 @@ std::string stop_signal_error(int sig) {
   return "received signal " + std::to_string(sig) + " (" + launch::signal_name(sig) + ")";
 }
 
-// One node with --master-port P (or PET_MASTER_PORT) that another program holds on this machine, or that this
-// user may not bind (a privileged port: EACCES): rank 0 hosts the job's store at P here and could not bind it.
-// megatron-run's own worker surely does: refused (exit 1) before any worker starts. The user's program may not use
-// MASTER_PORT at all: named in a warning. Returns the refusal's code.
 const Rule kMasterPortPrivilegedRule{
     "launch.master-port-privileged", Rule::Level::Error,
     "A one-node job's --master-port (or PET_MASTER_PORT) below the first port this user may bind "
@@ -130,6 +126,10 @@ const Rule kMasterPortPrivilegedRule{
     "store there; a warning for a program (which may not use MASTER_PORT).",
     __FILE__, __LINE__, kStageLaunch};
 
+// One node with --master-port P (or PET_MASTER_PORT) that another program holds on this machine, or that this
+// user may not bind (a privileged port: EACCES): rank 0 hosts the job's store at P here and could not bind it.
+// megatron-run's own worker surely does: refused (exit 1) before any worker starts. The user's program may not use
+// MASTER_PORT at all: named in a warning. Returns the refusal's code.
 std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_worker) {
   if (lo.multi_node() || port <= 0) return std::nullopt;
   std::string what, id;
@@ -185,24 +185,28 @@ const Rule kNcclWithoutGpuRule{
     "initialise (torch's nccl needs a GPU a rank); it still starts, as the program may know better than the probe.",
     __FILE__, __LINE__, kStageLaunch};
 
-// The backend the user asked for (a config file or the command line): "nccl", "gloo"; "" when left at its default.
-std::string asked_backend(const Namespace& ns) {
-  if (!ns.has("distributed_backend") || ns.provenance("distributed_backend").kind == Provenance::Kind::Default ||
-      !ns["distributed_backend"].is_str())
-    return "";
-  return ns["distributed_backend"].as_str();
+// The --distributed-backend the user gave (a config file or the command line), or nullopt when left at its default.
+// The namespace, not the typed view: only it knows where the value came from.
+std::optional<arg::DistributedBackend> given_backend(const Namespace& ns) {
+  const std::string dest(dest_of(ArgId::distributed_backend));
+  arg::DistributedBackend b{};
+  if (!ns.has(dest) || ns.provenance(dest).kind == Provenance::Kind::Default || !ns[dest].is_str() ||
+      !arg::from_string(ns[dest].as_str(), b))
+    return std::nullopt;
+  return b;
 }
+bool asked_nccl(const Namespace& ns) { return given_backend(ns) == arg::DistributedBackend::nccl; }
 
 // Where the backend was given, as diagnostics place a value: its config file's line ("" on the command line).
 std::string backend_where(const Namespace& ns) {
-  const Provenance& p = ns.provenance("distributed_backend");
+  const Provenance& p = ns.provenance(dest_of(ArgId::distributed_backend));
   return p.kind == Provenance::Kind::Config ? p.where : "";
 }
 
 // Rule dist.nccl-unavailable for our own worker: the refusal's exit code (1), or nullopt when nccl was not asked
 // for or may run.
 std::optional<int> own_worker_nccl_refused(const LaunchOptions& lo, const Namespace& ns) {
-  if (asked_backend(ns) != "nccl") return std::nullopt;
+  if (!asked_nccl(ns)) return std::nullopt;
   const std::string missing =
       launch::own_worker_nccl_missing(launch::worker_nccl_from(MR_WORKER_NCCL), util::machine_gpu_devices());
   if (missing.empty()) return std::nullopt;
@@ -218,7 +222,7 @@ std::optional<int> own_worker_nccl_refused(const LaunchOptions& lo, const Namesp
 // The user's program with --distributed-backend nccl on a machine that shows no GPU at all: named in a warning
 // (torch's "nccl" is NCCL or, on ROCm, RCCL: the program may know better than the probe, so it still starts).
 void warn_program_nccl(const Namespace& ns) {
-  if (asked_backend(ns) != "nccl") return;
+  if (!asked_nccl(ns)) return;
   const std::string doubt = launch::program_nccl_doubt(util::machine_gpu_devices());
   if (doubt.empty()) return;
   print_warning_diagnostic({Diagnostic::Level::Warning, kNcclWithoutGpuRule.id,
@@ -594,10 +598,11 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   const Namespace& ns = resolved.parsed.ns;
   // Megatron's --local-rank (torch.distributed.launch passed it to each worker): megatron-run gives each worker
   // it starts its own LOCAL_RANK; one value given to all of them would be wrong for all but one.
-  if (lo.nproc_per_node > 0 && ns.has("local_rank") &&
-      (ns.provenance("local_rank").kind == Provenance::Kind::Cli || ns.provenance("local_rank").kind == Provenance::Kind::Config))
+  const std::string local_rank(dest_of(ArgId::local_rank));
+  if (lo.nproc_per_node > 0 && ns.has(local_rank) &&
+      (ns.provenance(local_rank).kind == Provenance::Kind::Cli || ns.provenance(local_rank).kind == Provenance::Kind::Config))
     return refuse_launch(lo, 2, with_rule_id(kLocalRankGivenRule.id, "argument --local-rank (") +
-                                    ns.provenance("local_rank").describe() +
+                                    ns.provenance(local_rank).describe() +
                                     "): megatron-run starts the workers here and gives each its own LOCAL_RANK, which "
                                     "Megatron reads; one --local-rank for all of them would be wrong for all but one. "
                                     "Leave it out (a dry run and check accept it)");
@@ -623,7 +628,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   if (program.named() && resolved.parsed.yaml_cfg) return launch_program(resolved, program, lo, job);
   launch::WorkerInput in;
   in.ns = ns;
-  in.backend_explicit = !asked_backend(ns).empty();
+  in.backend_explicit = given_backend(ns).has_value();
   in.log_level = common.log_level;
   in.train = !lo.bring_up_only;
   in.target.te_version = resolved.parsed.env.te_version;
