@@ -86,6 +86,24 @@ void add_dsa_indexer(const Builder& b, const std::string& att, int64_t q_lora) {
   b.add(ix + "linear_weights_proj.weight", {ix_heads, b.h}, -1);
 }
 
+// MLA's up projections from the q and kv latents (column-parallel), each after its latent's norm where the layer
+// has one (`fused`: Transformer Engine's, fused into the projection), in both MLA forms below.
+void add_q_up_proj(const Layers& m, const std::string& att, bool qk_norm_here, bool fused, int64_t q_out) {
+  const Builder& b = m.b;
+  if (qk_norm_here) latent_norm(b, att + (fused ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), m.mla.q_lora);
+  b.add(att + "linear_q_up_proj.weight", {q_out, m.mla.q_lora}, 0);
+}
+void add_kv_up_proj(const Layers& m, const std::string& att, bool qk_norm_here, bool fused) {
+  const Builder& b = m.b;
+  const MlaSizes& s = m.mla;
+  if (qk_norm_here) latent_norm(b, att + (fused ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), s.kv_lora);
+  b.add(att + "linear_kv_up_proj.weight",
+        {mul(m.qkv.heads, sum(b.a.qk_head_dim, s.v_head, "--qk-head-dim + --v-head-dim"),
+             "the MLA key/value up projection"),
+         s.kv_lora},
+        0);
+}
+
 // --mla-down-proj-fusion (FusedMLASelfAttention; TE's GPT layer spec, and every MLA layer of a hybrid model,
 // which is always TE): one column-parallel down projection for the q latent, the kv latent and the rotary part,
 // split by TP (each rank's rows: its share of the q latent, then of the rest), with the input norm fused in.
@@ -101,14 +119,8 @@ void add_fused_mla(const Layers& m, const std::string& att, bool qk_norm_here, b
   b.add(att + "linear_qkv_down_proj.weight", {sum(s.q_lora, rest, "the fused MLA down projection"), b.h}, 0)
       .split_parts = {s.q_lora, rest};
   const int64_t q_out = mul(m.qkv.heads, s.q_head, "--num-attention-heads x (--qk-head-dim + --qk-pos-emb-head-dim)");
-  if (qk_norm_here) latent_norm(b, att + (fused ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), s.q_lora);
-  b.add(att + "linear_q_up_proj.weight", {q_out, s.q_lora}, 0);
-  if (qk_norm_here) latent_norm(b, att + (fused ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), s.kv_lora);
-  b.add(att + "linear_kv_up_proj.weight",
-        {mul(m.qkv.heads, sum(b.a.qk_head_dim, s.v_head, "--qk-head-dim + --v-head-dim"),
-             "the MLA key/value up projection"),
-         s.kv_lora},
-        0);
+  add_q_up_proj(m, att, qk_norm_here, fused, q_out);
+  add_kv_up_proj(m, att, qk_norm_here, fused);
 }
 
 // Multi-latent attention with its own input norm (MLASelfAttention; `sparse`: with the DSA indexer).
@@ -122,17 +134,11 @@ void add_mla(const Layers& m, const std::string& p, const std::string& att, bool
     b.add(att + "linear_q_proj.weight", {q_out, b.h}, 0);
   } else {
     b.add(att + "linear_q_down_proj.weight", {s.q_lora, b.h}, -1);
-    if (qk_norm_here) latent_norm(b, att + (fused ? "linear_q_up_proj.layer_norm_" : "q_layernorm."), s.q_lora);
-    b.add(att + "linear_q_up_proj.weight", {q_out, s.q_lora}, 0);
+    add_q_up_proj(m, att, qk_norm_here, fused, q_out);
   }
   b.add(att + "linear_kv_down_proj.weight", {sum(s.kv_lora, s.rope_dim, "--kv-lora-rank + --qk-pos-emb-head-dim"), b.h},
         -1);
-  if (qk_norm_here) latent_norm(b, att + (fused ? "linear_kv_up_proj.layer_norm_" : "kv_layernorm."), s.kv_lora);
-  b.add(att + "linear_kv_up_proj.weight",
-        {mul(m.qkv.heads, sum(b.a.qk_head_dim, s.v_head, "--qk-head-dim + --v-head-dim"),
-             "the MLA key/value up projection"),
-         s.kv_lora},
-        0);
+  add_kv_up_proj(m, att, qk_norm_here, fused);
   if (sparse) add_dsa_indexer(b, att, s.q_lora);
 }
 
