@@ -270,6 +270,13 @@ std::string config_json_schema(const Schema& schema) {
   for (const char* attr : {"rank", "world_size", "_is_global_batch_size_explicitly_specified"})
     add(plain, attr, obj({{"description", "Computed by parse_args from the environment; accepted and ignored."}}));
 
+  // The flags that set a dest (the keys naming it in MODEL_ARGS; the plain layout adds the dest spellings).
+  auto flags_of = [&](const std::string& dest) {
+    std::vector<std::string> keys;
+    for (const Arg* a : schema.find_dest(dest))
+      for (const std::string& f : a->flags) keys.push_back(f);
+    return keys;
+  };
   Object model_args{{"type", Value(List{"object", "null"})},
                     {"description", "Megatron's flags, as Megatron CI's launcher turns them into words."},
                     {"properties", obj(std::move(model))},
@@ -279,12 +286,7 @@ std::string config_json_schema(const Schema& schema) {
       [](const std::string& key) {
         return obj({{"required", Value(List{Value(key)})}, {"properties", obj({{key, obj({{"not", obj({{"const", ""}})}})}})}});
       },
-      [&](const std::string& dest) {
-        std::vector<std::string> keys;
-        for (const Arg* a : schema.find_dest(dest))
-          for (const std::string& f : a->flags) keys.push_back(f);
-        return keys;
-      });
+      flags_of);
   if (!model_exclusive.empty()) model_args.push_back({"allOf", Value(std::move(model_exclusive))});
   Value scalar = obj({{"type", Value(List{"string", "number", "boolean", "null"})}});
   Value functional = obj({
@@ -307,9 +309,7 @@ std::string config_json_schema(const Schema& schema) {
         return obj({{"required", Value(List{Value(key)})}, {"properties", obj({{key, obj({{"not", type("null")}})}})}});
       },
       [&](const std::string& dest) {
-        std::vector<std::string> keys;
-        for (const Arg* a : schema.find_dest(dest))
-          for (const std::string& f : a->flags) keys.push_back(f);
+        std::vector<std::string> keys = flags_of(dest);
         keys.push_back(dest);
         if (dashed(dest) != dest) keys.push_back(dashed(dest));
         return keys;
