@@ -619,7 +619,8 @@ void LaunchOptions::apply(Invocation& inv) {
   // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
   auto env = launch::process_env();
   bool slurm_read_addr = false, slurm_read_port = false;  // MASTER_ADDR / MASTER_PORT, read below under SLURM
-  if (nproc_per_node > 0 && !env("RANK") && env("SLURM_PROCID") && !nnodes_given && !node_rank_given &&
+  if (std::optional<std::string> n = launch::slurm_batch_script_notice(env)) notices.push_back(std::move(*n));
+  if (nproc_per_node > 0 && !env("RANK") && launch::slurm_step_task(env) && !nnodes_given && !node_rank_given &&
       rdzv_backend == "static") {
     auto int_env = [&](const char* name) -> std::optional<int> {
       std::optional<std::string> v = env(name);
@@ -742,7 +743,7 @@ void LaunchOptions::apply(Invocation& inv) {
     inv.env.vars.erase("RANK");
     return;
   }
-  if (!env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS") && !inv.world_size) {
+  if (!env("RANK") && !env("WORLD_SIZE") && launch::slurm_step_task(env) && !inv.world_size) {
     try {
       inv.world_size = std::stoll(*env("SLURM_NTASKS"));
     } catch (const std::exception&) {
@@ -757,7 +758,7 @@ std::string LaunchOptions::apply_launch(Invocation& inv, bool starts) const {
   // --world-size N on a launch that starts one worker here (no --nproc-per-node, no job to join): validated for N,
   // run on 1. A dry run checks for N; a launch says how to start N.
   if (starts && nproc_per_node == 0 && nnodes <= 1 && inv.world_size && *inv.world_size != 1 && !env("RANK") &&
-      !(env("SLURM_PROCID") && env("SLURM_NTASKS")))
+      !launch::slurm_step_task(env))
     throw UsageError("argument --world-size " + std::to_string(*inv.world_size) +
                          ": this launch starts one worker here (no --nproc-per-node, and no torchrun or SLURM job to "
                          "join), so its world size is 1; give --nproc-per-node " + std::to_string(*inv.world_size) +
@@ -766,7 +767,7 @@ std::string LaunchOptions::apply_launch(Invocation& inv, bool starts) const {
                      {"--world-size", "--nproc-per-node"});
   if (nproc_per_node > 0 || inv.world_size) return {};  // apply() set it; --world-size names it
   const std::optional<std::string> ws = lone_world_size(env);
-  if (!ws || (env("SLURM_PROCID") && env("SLURM_NTASKS"))) return {};  // a SLURM task's size: SLURM_NTASKS
+  if (!ws || launch::slurm_step_task(env)) return {};  // a SLURM task's size: SLURM_NTASKS
   inv.world_size = 1;
   return world_size_env_unused(*ws, "validated for the 1 worker this launch starts (a dry run, check, topology and "
                                     "params take WORLD_SIZE as the world size to check)");

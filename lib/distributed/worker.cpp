@@ -461,7 +461,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   } catch (const std::exception& e) {
     return usage(e.what());
   }
-  if (!launch) return usage("not inside a job: RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS are not set");
+  if (!launch) return usage("not inside a job: RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS of an srun step are not set");
   const bool prefix_myself = !launch->spawned_by_megatron_run;
   log::init(log::parse_level(in.log_level).value_or(log::Level::warning), prefix_myself ? launch->rank : -1);
   const std::string out_prefix = prefix_myself ? "[rank " + std::to_string(launch->rank) + "] " : "";

@@ -1,6 +1,7 @@
 #include "launch/launch_env.h"
 
 #include "launch/endpoint.h"
+#include "util/rule_id.h"
 #include "util/text.h"
 
 #include <algorithm>
@@ -122,6 +123,33 @@ std::string master_port_setting(const LaunchInfo& info) {
   return "torchrun's --master-port, or MASTER_PORT";
 }
 
+bool slurm_step_task(const EnvLookup& env) {
+  return env("SLURM_PROCID") && env("SLURM_NTASKS") && (env("SLURM_STEP_ID") || env("SLURM_STEPID"));
+}
+
+const Rule kSlurmBatchScriptRule{
+    "launch.slurm-batch-script", Rule::Level::Warning,
+    "megatron-run started in a SLURM batch script without srun (SLURM_PROCID set, SLURM_STEP_ID not): SLURM's task "
+    "variables describe the allocation, not tasks that run, so they are not read and the launch runs on this node "
+    "only; the notice names the allocation's nodes and tasks and the srun forms that use them.",
+    __FILE__, __LINE__, kStageLaunch};
+
+std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env) {
+  if (env("RANK") || !env("SLURM_PROCID") || slurm_step_task(env)) return std::nullopt;
+  std::string allocation;
+  if (std::optional<std::string> tasks = env("SLURM_NTASKS")) allocation = "SLURM_NTASKS=" + abbreviate(*tasks);
+  std::optional<std::string> nodes = env("SLURM_JOB_NUM_NODES");
+  if (!nodes) nodes = env("SLURM_NNODES");
+  if (nodes) allocation += (allocation.empty() ? "" : ", ") + std::string("SLURM_JOB_NUM_NODES=") + abbreviate(*nodes);
+  kSlurmBatchScriptRule.record_hit();
+  return with_rule_id(kSlurmBatchScriptRule.id, "SLURM_PROCID") + " is set but SLURM_STEP_ID is not: this is a SLURM "
+         "batch script, not a task that srun started, so SLURM's task variables" +
+         (allocation.empty() ? std::string() : " (" + allocation + ")") +
+         " are not read and this launch runs on this node only, as torchrun would; to use the allocation, start it "
+         "with srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N ...` (one launcher per node) or `srun "
+         "megatron-run ...` (one task per rank)";
+}
+
 std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
   LaunchInfo info;
   info.spawned_by_megatron_run = env("MR_SPAWNED").value_or("") == "1";
@@ -137,7 +165,7 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
     info.master_port = parse_int(env, "MASTER_PORT", 1);
     info.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
     info.restart_count = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
-  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+  } else if (slurm_step_task(env)) {
     info.source = LaunchInfo::Source::Slurm;
     info.rank = parse_int(env, "SLURM_PROCID", 0);
     info.world_size = parse_int(env, "SLURM_NTASKS", 1);

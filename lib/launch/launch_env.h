@@ -55,7 +55,20 @@ struct LaunchInfo {
 // option (or the variable, for another launcher setting RANK and WORLD_SIZE), MASTER_PORT under SLURM without one.
 std::string master_port_setting(const LaunchInfo& info);
 
-// Inside a job? torchrun's RANK and WORLD_SIZE, else SLURM_PROCID and SLURM_NTASKS; nullopt when neither.
+// Whether this process is a task of a SLURM job step (srun): SLURM_PROCID and SLURM_NTASKS, with the step's id
+// (SLURM_STEP_ID, or the older SLURM_STEPID). slurmstepd sets the step id only for a step id >= 0; the batch
+// script (sbatch's batch step, SLURM_BATCH_SCRIPT) gets SLURM_PROCID=0 and the allocation's SLURM_NTASKS but no step
+// id. Those describe tasks that no srun started, so the batch script is not a rank of a job: reading them would
+// run the program as rank 0 of SLURM_NTASKS ranks that never come (a hang until the rendezvous times out).
+bool slurm_step_task(const EnvLookup& env = process_env());
+
+// A launcher started in a SLURM batch script without srun (SLURM_PROCID set, no step id, no torchrun RANK):
+// SLURM's task variables are not read (above), and the launch runs on this node only. The notice says so and how to
+// use the allocation (srun). Its rule: kSlurmBatchScriptRule.
+extern const Rule kSlurmBatchScriptRule;
+std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env = process_env());
+
+// Inside a job? torchrun's RANK and WORLD_SIZE, else a SLURM step's task (slurm_step_task); nullopt when neither.
 // Throws LaunchError for malformed values (naming the variable).
 std::optional<LaunchInfo> launch_info(const EnvLookup& env = process_env());
 

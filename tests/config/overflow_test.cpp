@@ -117,7 +117,7 @@ TEST_CASE("WORLD_SIZE and the world size: refused or handled, never wrapped", "[
   CHECK(option.exit == 1);
   CHECK(has(option, "--world-size"));
   // SLURM's task count (read when no torchrun variables are set).
-  auto slurm = mrtest::megatron_run("--dry-run" + kModel, "env -u WORLD_SIZE -u RANK SLURM_PROCID=0 SLURM_NTASKS=99999999999999999999");
+  auto slurm = mrtest::megatron_run("--dry-run" + kModel, "env -u WORLD_SIZE -u RANK SLURM_PROCID=0 SLURM_STEP_ID=0 SLURM_NTASKS=99999999999999999999");
   CHECK(slurm.exit == 2);
   CHECK(has(slurm, "SLURM_NTASKS"));
   for (const mrtest::Proc* p : {&huge, &huge_gbs, &negative, &too_long, &option, &slurm}) CHECK(mrtest::printable_output(p->all()));

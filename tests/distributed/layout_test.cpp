@@ -345,7 +345,7 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
   CHECK(t->agent_store);
   CHECK(t->restart_count == "2");
 
-  auto s = mr::launch::launch_info(env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+  auto s = mr::launch::launch_info(env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "0"},
                                          {"SLURM_NTASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[017-018],cpu1"},
                                          {"SLURM_JOB_ID", "123456"}}));
   REQUIRE(s);
@@ -377,7 +377,8 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
   for (const char* bad : {"", " ", "a b", "\x01" "bad", "node7\n"}) {
     CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", bad}, {"MASTER_PORT", "29500"}})),
                       Catch::Contains("MASTER_ADDR=") && Catch::Contains("is not a host name or address"));
-    CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"MASTER_ADDR", bad}})),
+    CHECK_THROWS_WITH(mr::launch::launch_info(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEPID", "3"},
+                                                      {"MASTER_ADDR", bad}})),
                       Catch::Contains("MASTER_ADDR="));
   }
   CHECK(mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "nonexistent.invalid"},

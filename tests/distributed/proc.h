@@ -110,7 +110,8 @@ inline Proc start(const std::vector<std::string>& argv, const std::map<std::stri
     std::string key = kv.substr(0, kv.find('='));
     if (env.count(key)) continue;
     static const char* drop[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                                 "TORCHELASTIC_USE_AGENT_STORE", "MR_SPAWNED", "SLURM_PROCID", "SLURM_NTASKS"};
+                                 "TORCHELASTIC_USE_AGENT_STORE", "MR_SPAWNED", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID",
+                                 "SLURM_STEPID"};
     bool skip = false;
     for (const char* d : drop) skip = skip || key == d;
     if (!skip) envs.push_back(kv);

@@ -1,4 +1,5 @@
-// launch_env.h: the wait notice's period (MR_WAIT_NOTICE_S); the setting a taken port's advice names.
+// launch_env.h: the wait notice's period (MR_WAIT_NOTICE_S); the setting a taken port's advice names; which SLURM
+// process is a task of a job (an srun step's, not the batch script).
 #include "launch/launch_env.h"
 
 #include <catch2/catch.hpp>
@@ -62,6 +63,46 @@ TEST_CASE("master_port_setting: the advice for a taken port names what picks it 
   LaunchInfo torchrun = *launch_info(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
                                            {"MASTER_PORT", "29500"}}));
   CHECK(master_port_setting(torchrun) == "torchrun's --master-port, or MASTER_PORT");
-  LaunchInfo slurm = *launch_info(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "node1"}}));
+  LaunchInfo slurm = *launch_info(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
+                                        {"MASTER_ADDR", "node1"}}));
   CHECK(master_port_setting(slurm) == "MASTER_PORT");
+}
+
+TEST_CASE("SLURM: a task of an srun step is a rank of a job; the batch script itself (no SLURM_STEP_ID) is not",
+          "[launch][launch_env][slurm]") {
+  // sbatch's batch step: SLURM_PROCID=0 and the allocation's SLURM_NTASKS, no step id (slurmstepd sets SLURM_STEP_ID
+  // only for a step id >= 0; the batch step's is SLURM_BATCH_SCRIPT). Read as a task, it would be rank 0 of 16 ranks
+  // that no srun started.
+  const std::map<std::string, std::string> batch = {{"SLURM_PROCID", "0"},       {"SLURM_NTASKS", "16"},
+                                                    {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_JOB_ID", "77"},
+                                                    {"SLURM_JOB_NODELIST", "gpu[1-2]"}};
+  CHECK_FALSE(slurm_step_task(with(batch)));
+  CHECK_FALSE(launch_info(with(batch)));
+  std::optional<std::string> notice = slurm_batch_script_notice(with(batch));
+  REQUIRE(notice);
+  CHECK(*notice == "[launch.slurm-batch-script] SLURM_PROCID is set but SLURM_STEP_ID is not: this is a SLURM batch "
+                   "script, not a task that srun started, so SLURM's task variables (SLURM_NTASKS=16, "
+                   "SLURM_JOB_NUM_NODES=2) are not read and this launch runs on this node only, as torchrun would; to "
+                   "use the allocation, start it with srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N "
+                   "...` (one launcher per node) or `srun megatron-run ...` (one task per rank)");
+  // A task of a step (either spelling of the step id) is a rank, and nothing is said.
+  for (const char* step : {"SLURM_STEP_ID", "SLURM_STEPID"}) {
+    std::map<std::string, std::string> task = batch;
+    task[step] = "0";
+    CHECK(slurm_step_task(with(task)));
+    std::optional<LaunchInfo> info = launch_info(with(task));
+    REQUIRE(info);
+    CHECK(info->source == LaunchInfo::Source::Slurm);
+    CHECK(info->world_size == 16);
+    CHECK_FALSE(slurm_batch_script_notice(with(task)));
+  }
+  // torchrun's RANK inside the batch script (a job of its own) wins: no SLURM notice. No SLURM at all: none either.
+  std::map<std::string, std::string> torchrun = batch;
+  torchrun["RANK"] = "0";
+  CHECK_FALSE(slurm_batch_script_notice(with(torchrun)));
+  CHECK_FALSE(slurm_batch_script_notice(with({})));
+  // The batch script of an allocation without --ntasks has no SLURM_NTASKS: the nodes alone are named.
+  std::optional<std::string> nodes_only = slurm_batch_script_notice(with({{"SLURM_PROCID", "0"}, {"SLURM_NNODES", "4"}}));
+  REQUIRE(nodes_only);
+  CHECK(nodes_only->find("task variables (SLURM_JOB_NUM_NODES=4) are not read") != std::string::npos);
 }

@@ -814,7 +814,7 @@ TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SL
   auto slurm = [&](int node) {
     return "SLURM_JOB_ID=" + std::to_string(job) + " SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=2 SLURM_PROCID=" +
            std::to_string(node) + " SLURM_NODEID=" + std::to_string(node) +
-           " SLURM_JOB_NODELIST=localhost,localhost SLURM_NTASKS_PER_NODE=1 ";
+           " SLURM_JOB_NODELIST=localhost,localhost SLURM_NTASKS_PER_NODE=1 SLURM_STEP_ID=0 ";
   };
   SECTION("two launchers as two nodes") {
     Nodes r = run_nodes({slurm(0) + kRun + "--nproc-per-node 2 --join-timeout 20 " + kProbe,
@@ -842,7 +842,7 @@ TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SL
     CHECK(has(bad.out, "error[parallel.world-size-divisible]"));
   }
   SECTION("one task per rank still runs the program in the task's place") {
-    mrtest::Proc r = mrtest::run_shell("env SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=1 "
+    mrtest::Proc r = mrtest::run_shell("env SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_STEP_ID=0 "
                                        "SLURM_NODEID=0 SLURM_JOB_NODELIST=localhost " + kBin + " --config " + kConfig +
                                        " --no-append-args -- /bin/echo in-place 2>&1");
     CHECK(r.exit == 0);
@@ -852,17 +852,41 @@ TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SL
                              "$GROUP_RANK $MASTER_ADDR:$MASTER_PORT' 2>&1";
     mrtest::Proc vars = mrtest::run_shell("env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u GROUP_RANK "
                                           "-u MASTER_ADDR -u MASTER_PORT SLURM_JOB_ID=1234 SLURM_JOB_NUM_NODES=2 "
-                                          "SLURM_NTASKS=4 SLURM_PROCID=3 SLURM_LOCALID=1 SLURM_NODEID=1 "
+                                          "SLURM_NTASKS=4 SLURM_PROCID=3 SLURM_LOCALID=1 SLURM_NODEID=1 SLURM_STEP_ID=2 "
                                           "SLURM_TASKS_PER_NODE='2(x2)' SLURM_JOB_NODELIST='gpu[07-08]' " +
                                           kBin + " --config " + kConfig + show);
     CHECK(vars.exit == 0);
     CHECK(vars.out == "3 4 1 2 1 gpu07:21234\n");
     mrtest::Proc kept = mrtest::run_shell("env -u RANK -u WORLD_SIZE MASTER_PORT=29999 MASTER_ADDR=10.0.0.1 "
-                                          "SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=0 "
+                                          "SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=0 SLURM_STEPID=0 "
                                           "SLURM_JOB_NODELIST=localhost " + kBin + " --config " + kConfig + show);
     CHECK(kept.exit == 0);
     CHECK(kept.out.find(" 10.0.0.1:29999\n") != std::string::npos);
   }
+}
+
+TEST_CASE("SLURM batch script without srun: SLURM's task variables are not read, the launch runs on this node",
+          "[launch][multinode][slurm]") {
+  // sbatch --nodes=2 --ntasks-per-node=1 runs the script on the first node with SLURM_PROCID=0, SLURM_NTASKS=2 and no
+  // SLURM_STEP_ID. Read as the one-launcher-per-node form, this launcher would wait for a node 1 that no srun starts.
+  const std::string batch = "env -u RANK -u WORLD_SIZE -u SLURM_STEP_ID -u SLURM_STEPID SLURM_JOB_ID=5 "
+                            "SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=2 SLURM_PROCID=0 SLURM_NODEID=0 "
+                            "SLURM_JOB_NODELIST=localhost,localhost SLURM_NTASKS_PER_NODE=1 ";
+  const std::string show = " --no-append-args -- /bin/sh -c 'echo rank $RANK of $WORLD_SIZE' 2>&1";
+  mrtest::Proc launcher = mrtest::run_shell("timeout 60 " + batch + kBin + " --config " + kConfig +
+                                            " --nproc-per-node 2 --join-timeout 10" + show);
+  INFO(launcher.out);
+  CHECK(launcher.exit == 0);
+  CHECK(has(launcher.out, "rank 0 of 2"));
+  CHECK(has(launcher.out, "rank 1 of 2"));
+  CHECK(has(launcher.out, "warning[launch.slurm-batch-script]: SLURM_PROCID is set but SLURM_STEP_ID is not"));
+  CHECK(has(launcher.out, "(SLURM_NTASKS=2, SLURM_JOB_NUM_NODES=2) are not read"));
+  // Without --nproc-per-node: one worker here, not rank 0 of SLURM_NTASKS ranks run in place.
+  mrtest::Proc one = mrtest::run_shell("timeout 60 " + batch + kBin + " --config " + kConfig + show);
+  INFO(one.out);
+  CHECK(one.exit == 0);
+  CHECK(has(one.out, "rank 0 of 1"));
+  CHECK(has(one.out, "warning[launch.slurm-batch-script]"));
 }
 
 TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode]") {
