@@ -7,10 +7,15 @@
 #                                              with what the build left of the call; only when the build is known
 #                                              to be quick)
 #   BUILD=build-device DEPS=.device by default; CUDA_ARCHS: the GPU's compute capability (nvidia-smi), else native
+#   MR_DEVICE_BUILD_S=300                      the bound on configure + build, counted from the script's start: at
+#                                              it the build is stopped (what was compiled stays in BUILD), the
+#                                              script says how many build steps are left and exits 124
 #
-# The plan is two device calls, each under the tool's 600 s: call 1 this script, call 2
-# `scripts/gpu-check.sh build-device` on the still warm machine (it finds the build done and gives each check part
-# its own cap).
+# The plan (docs/device.md, "The time plan"): the session's device time is 900 s in all (the machine's start, every
+# call, the waits between calls and the close), so call 1, this script, is bounded at 300 s and call 2,
+# `scripts/gpu-check.sh build-device` on the still warm machine, finds the build done and runs the checks in about
+# 330 s. A call 1 stopped at its bound: call 2 goes on with the build where it stopped (gpu-check.sh bounds it too,
+# and prints first how many build steps are left).
 #
 # Torch_DIR comes from the Python torch package (python3 -c 'import torch ...'); set TORCH_DIR to override.
 # CMAKE_ARGS: more cmake arguments, split at spaces (docs/device.md simulates the GPU machine's build with them).
@@ -37,14 +42,30 @@ echo "device-build: Torch_DIR=$TORCH_DIR"
 # The CUDA compiler by path: LibTorch's CMake, run first, would otherwise look for one itself (and not find it
 # where nvcc is not on PATH).
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+bound=${MR_DEVICE_BUILD_S:-300}
+timeout --kill-after=10 "$bound" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DMEGATRON_RUN_DEPS_DIR="$DEPS" -DTorch_DIR="$TORCH_DIR" \
-  -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-}
+  -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-} ||
+{
+  code=$?
+  (( code == 124 || code == 137 )) || exit "$code"
+  echo "device-build: the configure step passed MR_DEVICE_BUILD_S=$bound s and was stopped" >&2
+  exit 124
+}
 # Only what gpu-check.sh runs (the device time is short; the rest is built and tested on CPU machines), with
 # test_distributed where 2+ GPUs are visible (gpu-check.sh's part 3b must not compile it inside its 60 s cap):
 # MR_GPU_TARGETS=all builds every target (scripts/gpu-common.sh).
 read -r -a targets <<<"$(gpu_targets)"
-cmake --build "$BUILD" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
+echo "device-build: configured in ${SECONDS} s; $(gpu_edges "$BUILD" "${targets[@]}") build steps (ninja edges) to run for ${targets[*]:-every target}, within $((bound - SECONDS)) s (MR_DEVICE_BUILD_S=$bound)"
+code=0
+gpu_build "$((bound - SECONDS))" "$BUILD" "${targets[@]}" || code=$?
+if (( code == 124 )); then
+  echo "device-build: stopped at MR_DEVICE_BUILD_S=$bound s (exit 124). Next device call: scripts/gpu-check.sh $BUILD" \
+       "goes on with the build where it stopped, within its own bound, and runs the checks in the time left" \
+       "(docs/device.md, \"If call 1 times out\")" >&2
+  exit 124
+fi
+(( code == 0 )) || exit "$code"
 if [[ "${1:-}" != "--check" ]]; then
   echo "device-build: built in ${SECONDS} s; next device call: scripts/gpu-check.sh $BUILD"
   exit 0
@@ -52,7 +73,7 @@ fi
 
 # --check: one device call runs the build and the checks: gpu-check.sh gets what the build left of
 # MR_DEVICE_CALL_S (600 s, the device tool's limit per command) as its own MR_DEVICE_CALL_S, and keeps its margin
-# inside that (its parts get min(540, what is left - 60)), so the report ends with its summary instead of being cut
+# inside that (its parts get min(330, what is left - 60)), so the report ends with its summary instead of being cut
 # off.
 MR_DEVICE_CALL_S=$(( ${MR_DEVICE_CALL_S:-600} - SECONDS ))
 export MR_DEVICE_CALL_S

@@ -31,6 +31,11 @@
 # On a machine without a GPU, `scripts/gpu-check-run.sh build gloo gloo` runs the same comparison CPU against CPU
 # (every case identical, muon included), which checks the script itself. Exit 1 if a case failed.
 #
+# Time (the device's 900 s, docs/device.md): each case's two runs go at once, BACKEND_A's in the background (on the
+# device the CPU-only gloo run; MR_GPU_CHECK_RUN_PARALLEL=0: one after the other), and the cases no other point
+# runs come first (adam-bf16-extras, adam-fp16-inf, the checkpoint round trips), so a part cut at its cap loses the
+# rows other cases overlap.
+#
 # Bounds, so that one hung run cannot eat the device call: every run is killed after MR_GPU_CHECK_RUN_CASE_S
 # seconds (default 90; its case then says TIMEOUT and the table goes on), and the workers' own rendezvous and
 # collective timeout is MR_DIST_TIMEOUT_S (default here 60 s, not Megatron's 10 minutes). NCCL_DEBUG=WARN (unless
@@ -102,6 +107,7 @@ case_s=${MR_GPU_CHECK_RUN_CASE_S:-90}
 export MR_DIST_TIMEOUT_S=${MR_DIST_TIMEOUT_S:-60}
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 reran=0  # the first failing nccl case has had its diagnostic rerun
+parallel=${MR_GPU_CHECK_RUN_PARALLEL:-1}
 
 # One bounded run: run OUT ERR ARGS... (OUT = ERR: both streams in one file) -> megatron-run's exit code, 124
 # when it was killed for time. The case's environment (run_env: NAME=VALUE words) goes to megatron-run.
@@ -223,23 +229,51 @@ if [[ -n "$reference" ]]; then
 else
   printf '| case | %s | %s | verdict |\n| --- | --- | --- | --- |\n' "$a" "$b"
 fi
-for c in "${cases[@]}"; do
+
+# Two runs at once (parallel=1, the default; MR_GPU_CHECK_RUN_PARALLEL=0: one after the other): both OUT ERR ARGS
+# lists, the second given after a lone "--". A's run goes to the background (on the device it is the CPU-only gloo
+# run: 16 cores), B's runs here; each launcher draws its own free rendezvous port (docs/launch.md, MASTER_PORT), so
+# two jobs at once do not meet. -> code_a, code_b. At most one of the two is on nccl, so the GPU holds one job at a
+# time.
+run_pair() {
+  local args_a=() pid
+  while [[ "$1" != -- ]]; do args_a+=("$1"); shift; done
+  shift
+  if (( parallel )); then
+    run "${args_a[@]}" &
+    pid=$!
+    run "$@"
+    code_b=$?
+    wait "$pid"
+    code_a=$?
+  else
+    run "${args_a[@]}"
+    code_a=$?
+    run "$@"
+    code_b=$?
+  fi
+}
+
+# One case of the table: its two runs (at once), the comparison, its row.
+run_case() {
+  local c=$1 name mode flags ranks envs ok timed ran_b code verdict refv sum_a sum_b be
   IFS='|' read -r name mode flags ranks envs <<<"$c"
   read -r -a run_env <<<"$envs"
-  [[ -n "$want" && " $want " != *" $name "* ]] && continue
   if [[ " $a $b " == *" nccl "* ]] && (( ${ranks:-1} > gpus )); then
     printf '| %s (%s) | | | SKIPPED: needs %s GPUs, %s visible |%s\n' "$name" "$mode" "${ranks:-1}" "$gpus" "${reference:+ |}"
-    continue
+    return 0
   fi
   ok=1
   timed=""
   ran_b=0
-  for be in "$a" "$b"; do
-    # shellcheck disable=SC2086
-    run "$tmp/$name.$be.out" "$tmp/$name.$be.err" --config configs/default.yaml --distributed-backend "$be" $flags
-    case $? in
-      0) [[ "$be" == "$b" ]] && ran_b=1 ;;
-      124) ok=0 timed="$timed $be" ;;
+  # shellcheck disable=SC2086
+  run_pair "$tmp/$name.$a.out" "$tmp/$name.$a.err" --config configs/default.yaml --distributed-backend "$a" $flags -- \
+           "$tmp/$name.$b.out" "$tmp/$name.$b.err" --config configs/default.yaml --distributed-backend "$b" $flags
+  for be in a b; do
+    code=code_$be
+    case ${!code} in
+      0) [[ "$be" == b ]] && ran_b=1 ;;
+      124) ok=0 timed="$timed ${!be}" ;;
       *) ok=0 ;;
     esac
   done
@@ -282,50 +316,76 @@ for c in "${cases[@]}"; do
     fi
   fi
   printf '| %s (%s) | %s | %s | %s |%s\n' "$name" "$mode" "${sum_a:-?}" "${sum_b:-?}" "$verdict" "${reference:+ $refv |}"
-done
-(( refdiff )) && echo "note: a $b run differs from the recorded reference (the column above); where the two backends agree that is the recording machine's CPU side, not the GPU"
+}
+
 # Checkpoints across the backends (--save through one backend's host copies, --load through the other's): 4
 # iterations saved on one, resumed on the other up to 8, against 8 iterations in one go on the loader's backend
 # (--lr-decay-iters 8 in all three, the resumed run keeping its own schedule): the final checksum, last loss and
-# last grad norm identical.
-ckpt=(--config configs/default.yaml --lr-decay-iters 8)
-run_env=()
-for pair in "$a $b" "$b $a"; do
-  read -r s l <<<"$pair"
-  name="ckpt-$s-to-$l"
-  [[ -n "$want" && " $want " != *" ckpt "* ]] && continue
-  d="$tmp/$name"
-  ok=1
-  timed=""
-  run "$d.save.out" "$d.save.out" "${ckpt[@]}" --distributed-backend "$s" --train-iters 4 --save "$d" --save-interval 4
-  case $? in 0) ;; 124) ok=0 timed="$timed save" ;; *) ok=0 ;; esac
-  run "$d.load.out" "$d.load.out" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8 --load "$d" \
-    --override-opt-param-scheduler
-  case $? in 0) ;; 124) ok=0 timed="$timed load" ;; *) ok=0 ;; esac
-  run "$d.whole.out" "$d.whole.out" "${ckpt[@]}" --distributed-backend "$l" --train-iters 8
-  case $? in 0) ;; 124) ok=0 timed="$timed whole" ;; *) ok=0 ;; esac
-  resumed=$(fields "$d.load.out" | grep '^final')
-  whole=$(fields "$d.whole.out" | grep '^final')
-  if [[ -n "$timed" ]]; then
-    verdict="TIMEOUT: the${timed} run passed ${case_s} s and was killed"
-  elif (( ok == 0 )); then
-    verdict="FAIL: a run failed"
-  elif ! grep -q "successfully loaded checkpoint" "$d.load.out"; then
-    ok=0
-    verdict="FAIL: the checkpoint was not loaded"
-  elif [[ -n "$whole" && "$resumed" == "$whole" ]]; then
-    verdict="PASS: saved on $s at 4, resumed on $l to 8: checksum, last loss and norm as in one run"
-  else
-    ok=0
-    verdict="FAIL: resumed '$resumed' vs whole '$whole'"
-  fi
-  if (( ok == 0 )); then
-    failed=1
-    echo "--- $name: the tails of the three runs" >&2
-    tail -n 5 "$d.save.out" "$d.load.out" "$d.whole.out" >&2
-  fi
-  sum_r=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.load.out")
-  sum_w=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.whole.out")
-  printf '| %s (exact) | %s | %s | %s |\n' "$name" "${sum_r:-?}" "${sum_w:-?}" "$verdict"
+# last grad norm identical. The two directions run side by side, one run per backend at a time: both saves, then
+# both loads (each from the other backend's save), then both whole runs.
+ckpt_round_trips() {
+  local ckpt=(--config configs/default.yaml --lr-decay-iters 8) s l dir name d ok timed verdict resumed whole sum_r sum_w
+  local -A code
+  run_env=()
+  # by direction, not by name: with one backend twice (gloo gloo, the script's own check) the names are the same
+  local da="$tmp/ckpt.ab" db="$tmp/ckpt.ba"
+  run_pair "$da.save.out" "$da.save.out" "${ckpt[@]}" --distributed-backend "$a" --train-iters 4 --save "$da" --save-interval 4 -- \
+           "$db.save.out" "$db.save.out" "${ckpt[@]}" --distributed-backend "$b" --train-iters 4 --save "$db" --save-interval 4
+  code[$da.save]=$code_a code[$db.save]=$code_b
+  run_pair "$db.load.out" "$db.load.out" "${ckpt[@]}" --distributed-backend "$a" --train-iters 8 --load "$db" --override-opt-param-scheduler -- \
+           "$da.load.out" "$da.load.out" "${ckpt[@]}" --distributed-backend "$b" --train-iters 8 --load "$da" --override-opt-param-scheduler
+  code[$db.load]=$code_a code[$da.load]=$code_b
+  run_pair "$db.whole.out" "$db.whole.out" "${ckpt[@]}" --distributed-backend "$a" --train-iters 8 -- \
+           "$da.whole.out" "$da.whole.out" "${ckpt[@]}" --distributed-backend "$b" --train-iters 8
+  code[$db.whole]=$code_a code[$da.whole]=$code_b
+  for pair in "$a $b ab" "$b $a ba"; do
+    read -r s l dir <<<"$pair"
+    name="ckpt-$s-to-$l"
+    d="$tmp/ckpt.$dir"
+    ok=1
+    timed=""
+    for step in save load whole; do
+      case ${code[$d.$step]} in 0) ;; 124) ok=0 timed="$timed $step" ;; *) ok=0 ;; esac
+    done
+    resumed=$(fields "$d.load.out" | grep '^final')
+    whole=$(fields "$d.whole.out" | grep '^final')
+    if [[ -n "$timed" ]]; then
+      verdict="TIMEOUT: the${timed} run passed ${case_s} s and was killed"
+    elif (( ok == 0 )); then
+      verdict="FAIL: a run failed"
+    elif ! grep -q "successfully loaded checkpoint" "$d.load.out"; then
+      ok=0
+      verdict="FAIL: the checkpoint was not loaded"
+    elif [[ -n "$whole" && "$resumed" == "$whole" ]]; then
+      verdict="PASS: saved on $s at 4, resumed on $l to 8: checksum, last loss and norm as in one run"
+    else
+      ok=0
+      verdict="FAIL: resumed '$resumed' vs whole '$whole'"
+    fi
+    if (( ok == 0 )); then
+      failed=1
+      echo "--- $name: the tails of the three runs" >&2
+      tail -n 5 "$d.save.out" "$d.load.out" "$d.whole.out" >&2
+    fi
+    sum_r=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.load.out")
+    sum_w=$(sed -n 's/.*(parameter checksum \([0-9a-f]*\);.*/\1/p' "$d.whole.out")
+    printf '| %s (exact) | %s | %s | %s |\n' "$name" "${sum_r:-?}" "${sum_w:-?}" "$verdict"
+  done
+}
+
+# The order: first what no other point runs (first_cases: the run-side kernels of adam-bf16-extras and
+# adam-fp16-inf, then the checkpoint round trips, "ckpt"), so that a part cut at its cap loses rows that other
+# cases cover; then the table's cases in their order.
+first_cases=(adam-bf16-extras adam-fp16-inf ckpt)
+order=("${first_cases[@]}")
+for c in "${cases[@]}"; do
+  n=${c%%|*}
+  [[ " ${first_cases[*]} " == *" $n "* ]] || order+=("$n")
 done
+for n in "${order[@]}"; do
+  [[ -n "$want" && " $want " != *" $n "* ]] && continue
+  if [[ "$n" == ckpt ]]; then ckpt_round_trips; continue; fi
+  for c in "${cases[@]}"; do [[ "${c%%|*}" == "$n" ]] && run_case "$c"; done
+done
+(( refdiff )) && echo "note: a $b run differs from the recorded reference (the column above); where the two backends agree that is the recording machine's CPU side, not the GPU"
 exit $failed

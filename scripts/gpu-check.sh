@@ -7,20 +7,29 @@
 #   REPORT=FILE                             the report (default $OUT/gpu-check-report.md when $OUT is set, else
 #                                           BUILD_DIR/gpu-check-report.md); the summary table so far is also kept in
 #                                           REPORT's -summary.md sibling, rewritten after every verdict
-#   MR_DEVICE_CALL_S=600                    the device call's limit; the whole script, its build step included, stays
-#                                           MR_GPU_CHECK_MARGIN_S (60) inside it
-#   MR_GPU_CHECK_BUDGET_S=540               at most this many seconds for the parts after the build (they get
+#   MR_DEVICE_CALL_S=600                    the device call's limit (set it lower where the session's device time
+#                                           left is less: docs/device.md); the whole script, its build step
+#                                           included, stays MR_GPU_CHECK_MARGIN_S (60) inside it
+#   MR_GPU_CHECK_BUILD_S                    the bound on the build step (default: what the call has left less the
+#                                           margin less 150 s for the parts); at it the build is stopped, point 5
+#                                           fails saying how many build steps were left, and nothing else runs
+#   MR_GPU_CHECK_BUDGET_S=330               at most this many seconds for the parts after the build (they get
 #                                           min(this, MR_DEVICE_CALL_S - the seconds so far - the margin))
-#   MR_GPU_CHECK_CAP_<PART>=S               one part's own cap (defaults: 1=120 2a=45 2b=220 3a=45 3b=60 4a=50
-#                                           4b=45), so that one slow or hung part cannot starve the others; a part
+#   MR_GPU_CHECK_CAP_<PART>=S               one part's own cap (defaults: 1=60 2a=30 3a=30 2b=150 3b=60 4a=30
+#                                           4b=30), so that one slow or hung part cannot starve the others; a part
 #                                           gets its cap or what is left of the budget, whichever is less. Each part
 #                                           runs in a session of its own (setsid): at its cap every process it
 #                                           started is stopped (TERM, KILL 10 s later), nested timeouts included
 #
-# The device plan is two calls (docs/device.md): call 1 `scripts/device-build.sh` (builds only), call 2
-# `scripts/gpu-check.sh build-device` (finds the build done; the caps above sum to 525 s with one GPU, 585 with
-# two or more, inside one 600 s call). Every megatron-run job here has its own bound too: MR_DIST_TIMEOUT_S=60 for
-# the workers' rendezvous and collectives, NCCL_DEBUG=WARN so that an NCCL failure says why.
+# The device plan is two calls inside the session's 900 s of device time (docs/device.md, "The time plan"): call 1
+# `scripts/device-build.sh` (builds only, bounded at 300 s), call 2 `scripts/gpu-check.sh build-device` (finds the
+# build done; the caps above sum to 330 s with one GPU, the budget). The build step first prints how many build
+# steps (ninja edges) it has to run: a full rebuild where call 1 finished shows at once. Every megatron-run job here
+# has its own bound too: MR_DIST_TIMEOUT_S=60 for the workers' rendezvous and collectives, NCCL_DEBUG=WARN so that
+# an NCCL failure says why. Part 3a (NCCL at world size 1) runs before 2b: where it fails (not for time) it is run
+# once more with NCCL_CUMEM_ENABLE=0 NCCL_DEBUG=INFO (a sandboxed GPU may refuse NCCL's cuMem allocations, "Cuda
+# failure 'operation not supported'"); if that passes, NCCL_CUMEM_ENABLE=0 is exported for every later part and the
+# report and the summary say so.
 #
 # The points, and what each line of the report says:
 #   1. kernels: the CUDA kernels against the CPU reference (test_optim "[gpu]": bit-equal in every optimizer and
@@ -46,7 +55,7 @@ if [[ -n "${REPORT:-}" ]]; then report=$REPORT
 elif [[ -n "${OUT:-}" ]]; then report="$OUT/gpu-check-report.md"
 else mkdir -p "$build" && report="$build/gpu-check-report.md"; fi
 summary_file="${report%.md}-summary.md"
-budget=${MR_GPU_CHECK_BUDGET_S:-540}  # lowered after the build to what the call has left
+budget=${MR_GPU_CHECK_BUDGET_S:-330}  # lowered after the build to what the call has left
 call_s=${MR_DEVICE_CALL_S:-600}
 margin=${MR_GPU_CHECK_MARGIN_S:-60}
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
@@ -77,6 +86,7 @@ cap() {  # part, default seconds
   local c=${!var:-$2}
   echo $(( c < l ? c : l ))
 }
+nccl_note=""  # set by part 3a where NCCL works only with NCCL_CUMEM_ENABLE=0
 timed_out=""  # the last part's "killed after N s", else empty
 run_part() {  # seconds, command...: runs with a bound, its output into the report
   local limit=$1 code
@@ -100,7 +110,7 @@ run_part() {  # seconds, command...: runs with a bound, its output into the repo
 finish() {
   (( done_summary )) && return 0
   done_summary=1
-  section "summary ($SECONDS s into the call, $((SECONDS - start)) s after the build; budget $budget s${1:+; $1})"
+  section "summary ($SECONDS s into the call, $((SECONDS - start)) s after the build; budget $budget s${1:+; $1}${nccl_note:+; $nccl_note})"
   log "| point | verdict | what |"
   log "| --- | --- | --- |"
   printf '%s\n' "${summary[@]}" | tee -a "$report"
@@ -148,7 +158,12 @@ log "Torch_DIR=$(grep -m1 '^Torch_DIR:' "$build/CMakeCache.txt" 2>/dev/null | cu
 # Only the targets the checks below run (MR_GPU_TARGETS=all: every target), as device-build.sh builds them:
 # test_distributed too with 2+ GPUs (part 3b).
 read -r -a targets <<<"$(gpu_targets)"
-if cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} >"$build/gpu-check-build.log" 2>&1; then
+# The build's bound: what the call has left less the margin and 150 s for the parts (MR_GPU_CHECK_BUILD_S).
+build_s=${MR_GPU_CHECK_BUILD_S:-$(( call_s - margin - 150 - SECONDS ))}
+log "build step: $(gpu_edges "$build" "${targets[@]}") build steps (ninja edges) to run for ${targets[*]:-every target} (0 where call 1 built them; all of them: the sources are newer than call 1's objects), within $build_s s"
+build_code=0
+gpu_build "$build_s" "$build" "${targets[@]}" >"$build/gpu-check-build.log" 2>&1 || build_code=$?
+if (( build_code == 0 )); then
   used=$(grep -o -m1 -- '-D_GLIBCXX_USE_CXX11_ABI=[01]' "$build/build.ninja" | cut -d= -f2)
   log "built in $build (log: $build/gpu-check-build.log); the build's _GLIBCXX_USE_CXX11_ABI=${used:-default (1)}"
   # Which CUDA runtime, cuBLAS, cuSOLVER and NCCL the worker loads (the toolkit's or the torch wheel's: the same
@@ -166,6 +181,11 @@ if cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} 
   else
     verdict 5 PASS "${targets[*]:-every target} built and linked against this LibTorch (ABI ${used:-1})"
   fi
+elif (( build_code == 124 )); then
+  tail -5 "$build/gpu-check-build.log" >>"$report"
+  verdict 5 FAIL "the build did not finish within $build_s s (MR_GPU_CHECK_BUILD_S; $(gpu_edges "$build" "${targets[@]}") build steps left): no check ran"
+  finish "the build ran out of time"
+  exit 1
 else
   tail -30 "$build/gpu-check-build.log" >>"$report"
   verdict 5 FAIL "the build failed (the tail of $build/gpu-check-build.log is above)"
@@ -182,7 +202,7 @@ log "the build step ended $SECONDS s into the call; the parts get $budget s (MR_
 # ---- 1. kernels --------------------------------------------------------------------------------------------------------
 section "1. CUDA kernels against the CPU reference"
 # tests/gpu_tests.sh (also the test_gpu CTest and target) fails a GPU case that skips with a GPU visible.
-if run_part "$(cap 1 120)" bash tests/gpu_tests.sh "$build" optim; then
+if run_part "$(cap 1 60)" bash tests/gpu_tests.sh "$build" optim; then
   verdict 1 PASS "every optimizer and precision mode bit-equal to the reference, Muon and SOAP within their bounds, odd sizes"
 else
   verdict 1 FAIL "$(failed_because "test_optim [gpu],[geometry] failed or its GPU cases skipped (above)")"
@@ -193,28 +213,51 @@ section "2. one-rank GPU run against the one-rank CPU run"
 # The synthetic gradient's kernel and the CUDA backend's host arithmetic first (test_run "[gpu],[device]"), then
 # the runs: configs/default.yaml and its variants on gloo (CPU backend) and nccl (CUDA backend), line by line
 # (scripts/gpu-check-run.sh: identical for adam/sgd/lion in fp32, bf16, fp16; muon within its bound).
-if run_part "$(cap 2a 45)" bash tests/gpu_tests.sh "$build" run; then
+if run_part "$(cap 2a 30)" bash tests/gpu_tests.sh "$build" run; then
   verdict 2a PASS "the synthetic gradient on the GPU is bit-equal to the CPU's; the backend's host arithmetic"
 else
   verdict 2a FAIL "$(failed_because "test_run [gpu],[device] failed or its GPU cases skipped (above)")"
 fi
-if run_part "$(cap 2b 220)" bash scripts/gpu-check-run.sh "$build" gloo nccl; then
+# ---- 3a. NCCL at world size 1, before 2b: it settles the NCCL environment of the nccl runs after it ----------------
+section "3a. NCCL at world size 1 (before 2b's nccl runs)"
+tmp=$(mktemp -d)
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+# The one-rank bring-up on NCCL; run_3a [NAME=VALUE...]: with that environment.
+run_3a() {
+  rm -f "$tmp/one.0.json"
+  run_part "$(cap 3a 30)" env "$@" MR_DIST_TIMEOUT_S=60 MR_DIST_REPORT="$tmp/one." "$build/bin/megatron-run" --bring-up-only \
+    --config configs/default.yaml --distributed-backend nccl && grep -q '"backend": "nccl"' "$tmp/one.0.json" 2>/dev/null
+}
+if run_3a; then
+  cat "$tmp/one.0.json" >>"$report"
+  verdict 3a PASS "world size 1: a communicator for every group, all-reduce in each, the other collectives"
+elif [[ -n "$timed_out" ]]; then
+  verdict 3a FAIL "$(failed_because "")"
+else
+  # A sandboxed GPU (gVisor) may refuse NCCL's cuMem allocations at init ("Cuda failure 'operation not
+  # supported'", NVIDIA/nccl#2101): once more without them, NCCL saying what it does.
+  log "3a failed: once more with NCCL_CUMEM_ENABLE=0 NCCL_DEBUG=INFO (NCCL's cuMem allocations may be refused on this machine)"
+  if run_3a NCCL_CUMEM_ENABLE=0 NCCL_DEBUG=INFO; then
+    cat "$tmp/one.0.json" >>"$report"
+    export NCCL_CUMEM_ENABLE=0
+    nccl_note="NCCL_CUMEM_ENABLE=0 exported for every later part"
+    log "NOTE: NCCL works here only with NCCL_CUMEM_ENABLE=0 (this machine refuses NCCL's cuMem allocations: the sandbox, not megatron-run); $nccl_note"
+    verdict 3a PASS "world size 1, but only with NCCL_CUMEM_ENABLE=0 (the first try failed, above; $nccl_note)"
+  else
+    verdict 3a FAIL "$(failed_because "the one-rank NCCL job failed, with NCCL_CUMEM_ENABLE=0 too (above)")"
+  fi
+fi
+rm -rf "$tmp"
+
+section "2b. one-rank runs, gloo (CPU backend) against nccl (CUDA backend)${nccl_note:+ ($nccl_note)}"
+if run_part "$(cap 2b 150)" bash scripts/gpu-check-run.sh "$build" gloo nccl; then
   verdict 2b PASS "one-rank runs on the CUDA backend: identical losses, grad norms and checksums (fp32, bf16, fp16; adam, sgd, lion), muon within its bound, soap finished with finite values (table above)"
 else
   verdict 2b FAIL "$(failed_because "a one-rank GPU run differs from the CPU run, failed or timed out (table and run tails above)")"
 fi
 
 # ---- 3. NCCL -----------------------------------------------------------------------------------------------------------
-section "3. NCCL communicators"
-tmp=$(mktemp -d)
-export CUDA_DEVICE_MAX_CONNECTIONS=1
-if run_part "$(cap 3a 45)" env MR_DIST_TIMEOUT_S=60 MR_DIST_REPORT="$tmp/one." "$build/bin/megatron-run" --bring-up-only --config configs/default.yaml \
-     --distributed-backend nccl && grep -q '"backend": "nccl"' "$tmp/one.0.json" 2>/dev/null; then
-  cat "$tmp/one.0.json" >>"$report"
-  verdict 3a PASS "world size 1: a communicator for every group, all-reduce in each, the other collectives"
-else
-  verdict 3a FAIL "$(failed_because "the one-rank NCCL job failed (above)")"
-fi
+section "3. NCCL communicators: 2..N GPUs"
 if (( gpus >= 2 )); then
   if run_part "$(cap 3b 60)" bash scripts/gpu-check-distributed.sh "$build"; then
     verdict 3b PASS "group tests and the fault check on $gpus GPUs (the 4-rank layouts need 4 GPUs; fewer: they say skipped above)"
@@ -224,17 +267,16 @@ if (( gpus >= 2 )); then
 else
   verdict 3b SKIPPED "one GPU: the 2..N-rank groups and the fault check need 2+ GPUs (NCCL refuses two ranks on one GPU)"
 fi
-rm -rf "$tmp"
 
 # ---- 4. benchmarks -----------------------------------------------------------------------------------------------------
 section "4. benchmarks"
-if run_part "$(cap 4a 50)" "$build/bin/megatron-run-bench" gpu.adamw.bf16_master gpu.muon.ns5_bf16; then
+if run_part "$(cap 4a 30)" "$build/bin/megatron-run-bench" gpu.adamw.bf16_master gpu.muon.ns5_bf16; then
   verdict 4a PASS "ran; the ratios are above (goals: AdamW >= 0.9 of D2D memcpy, NS >= 0.75 of cuBLAS GEMMs)"
 else
   verdict 4a FAIL "$(failed_because "megatron-run-bench gpu.* failed (above)")"
 fi
 # A default-job iteration on the CUDA backend with Megatron's level-1 timers: the phase times (CUDA events).
-if run_part "$(cap 4b 45)" env MR_DIST_TIMEOUT_S=60 "$build/bin/megatron-run" --config configs/default.yaml --distributed-backend nccl \
+if run_part "$(cap 4b 30)" env MR_DIST_TIMEOUT_S=60 "$build/bin/megatron-run" --config configs/default.yaml --distributed-backend nccl \
      --timing-log-level 1 --log-interval 10 && grep -q "phase times of rank 0 (ms per iteration, cuda events)" "$report"; then
   verdict 4b PASS "a default-job iteration's phase times on the GPU (the 'phase times' lines above)"
 else

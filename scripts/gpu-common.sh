@@ -10,6 +10,14 @@
 #                                keeps its configuration): the .device/ bundle (-DMEGATRON_RUN_DEPS_DIR) where
 #                                .device/MANIFEST exists, Torch_DIR from the Python torch package where Debian's
 #                                libtorch-dev is absent, nvcc by path, the GPU's compute capability (CUDA_ARCHS)
+#   gpu_edges BUILD TARGET...    how many build steps (ninja edges) a build of TARGETs would run now (`ninja -n`;
+#                                none named: every target); "?" where ninja cannot say. A full rebuild where none
+#                                was expected (the copied tree's sources newer than the objects) shows at once
+#   gpu_build SECONDS BUILD TARGET...
+#                                cmake --build BUILD (-j nproc) of TARGETs, stopped after SECONDS (GNU timeout: its
+#                                process group, ninja and the compilers; KILL 10 s later) -> cmake's exit code, 124
+#                                when it ran out of time (then it says so and how many edges are left; what was
+#                                compiled stays, and the next build goes on from there)
 # Run from the repository root.
 
 gpu_default_build() {
@@ -50,6 +58,28 @@ gpu_configure() {  # BUILD -> cmake's exit code (0 when already configured)
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
     -DMR_OPTIM_CUDA_ARCHITECTURES="$(gpu_archs)" "${extra[@]}"
+}
+
+gpu_edges() {  # BUILD TARGET... -> a number, or "?"
+  local build=$1 n
+  shift
+  [[ -f "$build/build.ninja" ]] || { echo "?"; return 0; }
+  n=$(ninja -C "$build" -n "$@" 2>/dev/null | grep -c '^\[') || true
+  echo "${n:-?}"
+}
+
+gpu_build() {  # SECONDS BUILD TARGET... -> cmake's exit code, 124 at the bound
+  local limit=$1 build=$2 code
+  shift 2
+  (( limit < 1 )) && limit=1
+  timeout --kill-after=10 "$limit" cmake --build "$build" -j "$(nproc)" ${1:+--target "$@"}
+  code=$?
+  (( code == 137 )) && code=124
+  if (( code == 124 )); then
+    echo "gpu_build: the build of ${*:-every target} in $build passed its bound, $limit s, and was stopped;" \
+         "$(gpu_edges "$build" "$@") build steps (ninja edges) are left; what was compiled stays in $build" >&2
+  fi
+  return "$code"
 }
 
 # Bounded runs that stop everything they started. GNU timeout signals one process group, but a command's children

@@ -2,7 +2,10 @@
 # scripts/gpu-common.sh without a GPU (the CTest gpu_common): run_in_session stops everything a bounded part
 # started, nested GNU timeouts (process groups of their own) and what a part leaves behind included (review gpu31
 # finding 1: a part run out of time left its megatron-run job running beside the next parts); the default build
-# folder and the target list (test_distributed with 2+ GPUs, finding 6).
+# folder and the target list (test_distributed with 2+ GPUs, finding 6); the time bounds of the device plan (review
+# gpu35 findings 1 and 3): device-build.sh's and gpu-check.sh's bounded builds (a fake slow cmake), the build step's
+# count of ninja edges, and gpu-check.sh end to end behind fakes (nvidia-smi, nvcc, cmake, ninja, the binaries):
+# part 3a before 2b, rerun once with NCCL_CUMEM_ENABLE=0 where it fails, which the later parts then get.
 set -uo pipefail
 set +m
 cd "$(dirname "$0")/.."
@@ -58,4 +61,113 @@ mkdir -p "$tmp/repo/.device" && cd "$tmp/repo" || exit 1
 check "no bundle: build-gpu" '[[ "$(gpu_default_build)" == build-gpu ]]'
 touch .device/MANIFEST
 check "the .device bundle (MANIFEST): build-device" '[[ "$(gpu_default_build)" == build-device ]]'
+
+# 4. The device plan's bounds, behind fakes: nvidia-smi (one GPU, driver 580), nvcc, cmake (configure: writes
+# build.ninja; --build: a sleep of FAKE_BUILD_S named for left_over), ninja (-n: FAKE_EDGES steps), python3 (no torch).
+cd "$OLDPWD" || exit 1
+fk="$tmp/fk"
+mkdir -p "$fk"
+cat >"$fk/nvidia-smi" <<'FAKE'
+#!/bin/bash
+case "$*" in
+  -L) echo "GPU 0: H100 (UUID: a)" ;;
+  *driver_version*) echo "580.65" ;;
+  *compute_cap*) echo "9.0" ;;
+  *) echo "fake nvidia-smi" ;;
+esac
+FAKE
+printf '#!/bin/sh
+echo "Cuda compilation tools, release 13.0, V13.0.88"
+' >"$fk/nvcc"
+printf '#!/bin/sh
+exit 1
+' >"$fk/python3"
+cat >"$fk/cmake" <<FAKE
+#!/bin/bash
+prev=""
+for x in "\$@"; do
+  [[ "\$x" == --build ]] && exec -a "sleep 27.$marker" sleep "\${FAKE_BUILD_S:-0}"
+  [[ "\$prev" == -B ]] && mkdir -p "\$x" && echo "-D_GLIBCXX_USE_CXX11_ABI=1" >"\$x/build.ninja"
+  prev=\$x
+done
+exit 0
+FAKE
+cat >"$fk/ninja" <<'FAKE'
+#!/bin/bash
+[[ " $* " == *" -n "* ]] || exit 0
+for ((i = 1; i <= ${FAKE_EDGES:-0}; ++i)); do echo "[$i/${FAKE_EDGES}] Building CXX object x$i.o"; done
+FAKE
+chmod +x "$fk"/*
+mkdir -p "$tmp/dev"
+echo "fake bundle" >"$tmp/dev/MANIFEST"
+devbuild() { env PATH="$fk:$PATH" DEPS="$tmp/dev" TORCH_DIR=/nonexistent BUILD="$tmp/db" MR_GPU_TARGETS= \
+  bash scripts/device-build.sh >"$tmp/db.out" 2>&1; }
+
+t0=$SECONDS
+FAKE_BUILD_S=25 FAKE_EDGES=7 MR_DEVICE_BUILD_S=3 devbuild
+code=$?
+check "device-build.sh: a build past MR_DEVICE_BUILD_S exits 124 (got $code)" '(( code == 124 ))'
+check "... stopped at its bound ($((SECONDS - t0)) s)" '(( SECONDS - t0 <= 6 ))'
+check "... nothing of the build runs on" '(( $(left_over) == 0 ))'
+check "... it says how many build steps were to run and are left, and what to do" \
+  'grep -q "7 build steps (ninja edges) to run" "$tmp/db.out" && grep -q "7 build steps (ninja edges) are left" "$tmp/db.out" &&
+   grep -q "stopped at MR_DEVICE_BUILD_S=3 s (exit 124). Next device call: scripts/gpu-check.sh" "$tmp/db.out"'
+FAKE_BUILD_S=0 FAKE_EDGES=0 devbuild
+code=$?
+check "device-build.sh: a build inside the bound exits 0 (got $code)" '(( code == 0 )) && grep -q "device-build: built in" "$tmp/db.out"'
+
+# gpu-check.sh: a build directory with fake binaries. megatron-run logs each call's NCCL_CUMEM_ENABLE; its
+# --bring-up-only fails as NCCL does where cuMem is refused unless NCCL_CUMEM_ENABLE=0 (FAKE_NCCL=broken: always).
+gb="$tmp/gb"
+mkdir -p "$gb/bin"
+echo "-D_GLIBCXX_USE_CXX11_ABI=1" >"$gb/build.ninja"
+for t in test_optim test_run megatron-run-bench megatron-run-worker; do
+  printf '#!/bin/sh
+echo "All tests passed (1 assertion in 1 test case)"
+' >"$gb/bin/$t"
+done
+cat >"$gb/bin/megatron-run" <<'FAKE'
+#!/bin/bash
+echo "NCCL_CUMEM_ENABLE=${NCCL_CUMEM_ENABLE-unset} NCCL_DEBUG=${NCCL_DEBUG-unset} $*" >>"$FAKE_LOG"
+if [[ " $* " == *" --bring-up-only "* ]]; then
+  if [[ "${NCCL_CUMEM_ENABLE:-}" != 0 || "${FAKE_NCCL:-}" == broken ]]; then
+    echo "misc/cudawrap.cc NCCL WARN Cuda failure 'operation not supported'" >&2
+    exit 1
+  fi
+  echo '{"backend": "nccl"}' >"${MR_DIST_REPORT}0.json"
+  exit 0
+fi
+echo "phase times of rank 0 (ms per iteration, cuda events)"
+FAKE
+chmod +x "$gb/bin"/*
+gpucheck() { env PATH="$fk:$PATH" REPORT="$tmp/r.md" FAKE_LOG="$tmp/mr.log" MR_GPU_TARGETS= MR_SESSION_GRACE_S=1 \
+  MR_GPU_CHECK_RUN_CASES=adam-fp32 MR_GPU_CHECK_REFERENCE= "$@" bash scripts/gpu-check.sh "$gb" >/dev/null 2>&1; }
+: >"$tmp/mr.log"
+FAKE_EDGES=3 gpucheck
+order=$(sed -n 's/^| \([0-9][0-9a-z]*\) | .*/\1/p' "$tmp/r-summary.md" | tr '\n' ' ')
+check "gpu-check.sh: the parts in their order, 3a before 2b ($order)" '[[ "$order" == "5 1 2a 3a 2b 3b 4a 4b " ]]'
+check "... the build step says how many build steps it has to run" 'grep -q "build step: 3 build steps (ninja edges) to run" "$tmp/r.md"'
+check "... the budget is 330 s" 'grep -q "budget 330 s" "$tmp/r.md"'
+check "... 3a failed, rerun with NCCL_CUMEM_ENABLE=0 NCCL_DEBUG=INFO" \
+  'grep -q "3a failed: once more with NCCL_CUMEM_ENABLE=0 NCCL_DEBUG=INFO" "$tmp/r.md" &&
+   grep -q "^NCCL_CUMEM_ENABLE=0 NCCL_DEBUG=INFO .*--bring-up-only" "$tmp/mr.log"'
+check "... 3a passes, saying NCCL_CUMEM_ENABLE=0, in the summary too" \
+  'grep -q "^| 3a | PASS | world size 1, but only with NCCL_CUMEM_ENABLE=0" "$tmp/r-summary.md" &&
+   grep -q "## summary .*NCCL_CUMEM_ENABLE=0 exported for every later part" "$tmp/r.md"'
+check "... 2b's and 4b's nccl runs get NCCL_CUMEM_ENABLE=0" \
+  '! grep -v -e "--bring-up-only" -e "gloo" "$tmp/mr.log" | grep -v "^NCCL_CUMEM_ENABLE=0 " | grep -q . &&
+   grep -q "^NCCL_CUMEM_ENABLE=0 .*--timing-log-level" "$tmp/mr.log" && grep -q "^NCCL_CUMEM_ENABLE=0 .*--distributed-backend nccl" "$tmp/mr.log"'
+: >"$tmp/mr.log"
+FAKE_NCCL=broken gpucheck
+check "gpu-check.sh, NCCL failing either way: 3a FAIL, the later parts without NCCL_CUMEM_ENABLE" \
+  'grep -q "^| 3a | FAIL | the one-rank NCCL job failed, with NCCL_CUMEM_ENABLE=0 too" "$tmp/r-summary.md" &&
+   grep -q "^NCCL_CUMEM_ENABLE=unset .*--timing-log-level" "$tmp/mr.log"'
+t0=$SECONDS
+FAKE_BUILD_S=25 FAKE_EDGES=9 gpucheck MR_GPU_CHECK_BUILD_S=2
+code=$?
+check "gpu-check.sh: a build past MR_GPU_CHECK_BUILD_S stops at it ($((SECONDS - t0)) s), exit $code, nothing runs on" \
+  '(( code == 1 && SECONDS - t0 <= 8 && $(left_over) == 0 ))'
+check "... point 5 fails saying so, no part ran" \
+  'grep -q "^| 5 | FAIL | the build did not finish within 2 s (MR_GPU_CHECK_BUILD_S; 9 build steps left)" "$tmp/r-summary.md" &&
+   ! grep -q "^| 1 |" "$tmp/r-summary.md"'
 exit $fail
