@@ -7,6 +7,9 @@
 #                                              with what the build left of the call; only when the build is known
 #                                              to be quick)
 #   BUILD=build-device DEPS=.device by default; CUDA_ARCHS: the GPU's compute capability (nvidia-smi), else native
+#   MR_DEVICE_PIN_MTIMES=1                     (the device calls) every source file gets one fixed old mtime
+#                                              first, here and in gpu-check.sh, so call 2's fresh copy of the tree
+#                                              does not rebuild what call 1 built (scripts/gpu-common.sh)
 #   MR_DEVICE_BUILD_S=300                      the bound on configure + build, counted from the script's start: at
 #                                              it the build is stopped (what was compiled stays in BUILD), the
 #                                              script says how many build steps are left and exits 124
@@ -43,6 +46,7 @@ echo "device-build: Torch_DIR=$TORCH_DIR"
 # where nvcc is not on PATH).
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 bound=${MR_DEVICE_BUILD_S:-300}
+gpu_pin_mtimes "$BUILD"  # MR_DEVICE_PIN_MTIMES=1: call 2's copy of the tree must not look newer than this build
 timeout --kill-after=10 "$bound" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DMEGATRON_RUN_DEPS_DIR="$DEPS" -DTorch_DIR="$TORCH_DIR" \
   -DMEGATRON_RUN_TORCH=ON -DMEGATRON_RUN_CUDA=ON -DMR_OPTIM_CUDA_ARCHITECTURES="$CUDA_ARCHS" ${CMAKE_ARGS:-} ||

@@ -153,6 +153,7 @@ fi
 section "5. the build against this machine's LibTorch"
 torch_abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || echo "?")
 log "python torch $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'not importable'); _GLIBCXX_USE_CXX11_ABI=$torch_abi"
+gpu_pin_mtimes "$build" >>"$report" 2>&1
 gpu_configure "$build" >>"$report" 2>&1
 log "Torch_DIR=$(grep -m1 '^Torch_DIR:' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2)"
 # Only the targets the checks below run (MR_GPU_TARGETS=all: every target), as device-build.sh builds them:

@@ -18,6 +18,11 @@
 #                                process group, ninja and the compilers; KILL 10 s later) -> cmake's exit code, 124
 #                                when it ran out of time (then it says so and how many edges are left; what was
 #                                compiled stays, and the next build goes on from there)
+#   gpu_pin_mtimes BUILD         with MR_DEVICE_PIN_MTIMES=1 only: every file of the tree outside .git, .device and
+#                                the build folders gets one fixed old time (2000-01-01), so that a tree copied anew
+#                                for the next device call (new mtimes) does not look newer than the last call's
+#                                objects and rebuild everything. Only for a fresh copy whose every build ran after a
+#                                pin (the device machine): in a working checkout it would hide edits from ninja
 # Run from the repository root.
 
 gpu_default_build() {
@@ -58,6 +63,16 @@ gpu_configure() {  # BUILD -> cmake's exit code (0 when already configured)
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_RUN_CUDA=ON -DMEGATRON_RUN_TORCH=ON \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
     -DMR_OPTIM_CUDA_ARCHITECTURES="$(gpu_archs)" "${extra[@]}"
+}
+
+gpu_pin_mtimes() {  # BUILD
+  [[ "${MR_DEVICE_PIN_MTIMES:-0}" == 1 ]] || return 0
+  local build=${1:-build-device} list
+  list=$(mktemp)
+  find . \( -path ./.git -o -path ./.device -o -path './build*' -o -path "./${build#./}" \) -prune -o -type f -print0 >"$list"
+  xargs -0 -r touch -h -d @946684800 -- <"$list"
+  echo "gpu_pin_mtimes: $(tr -cd '\0' <"$list" | wc -c) files of the tree set to 2000-01-01 (MR_DEVICE_PIN_MTIMES=1)"
+  rm -f "$list"
 }
 
 gpu_edges() {  # BUILD TARGET... -> a number, or "?"

@@ -170,4 +170,17 @@ check "gpu-check.sh: a build past MR_GPU_CHECK_BUILD_S stops at it ($((SECONDS -
 check "... point 5 fails saying so, no part ran" \
   'grep -q "^| 5 | FAIL | the build did not finish within 2 s (MR_GPU_CHECK_BUILD_S; 9 build steps left)" "$tmp/r-summary.md" &&
    ! grep -q "^| 1 |" "$tmp/r-summary.md"'
+# gpu_pin_mtimes: off by default; with MR_DEVICE_PIN_MTIMES=1 every file of a (fresh) tree gets 2000-01-01, and
+# .git, .device and the build folders keep theirs, so a tree copied anew for call 2 does not rebuild call 1's objects.
+mkdir -p "$tmp/tree/lib" "$tmp/tree/.git" "$tmp/tree/.device" "$tmp/tree/build-device" "$tmp/tree/out"
+for f in lib/a.cpp CMakeLists.txt .git/HEAD .device/MANIFEST build-device/a.o out/b.o; do echo x >"$tmp/tree/$f"; done
+(cd "$tmp/tree" && gpu_pin_mtimes build-device >/dev/null)
+check "gpu_pin_mtimes does nothing without MR_DEVICE_PIN_MTIMES=1" \
+  '(( $(stat -c %Y "$tmp/tree/lib/a.cpp") > 946684800 ))'
+pinned=$(cd "$tmp/tree" && MR_DEVICE_PIN_MTIMES=1 gpu_pin_mtimes out)
+check "with MR_DEVICE_PIN_MTIMES=1 the sources get 2000-01-01 ($pinned)" \
+  '(( $(stat -c %Y "$tmp/tree/lib/a.cpp") == 946684800 && $(stat -c %Y "$tmp/tree/CMakeLists.txt") == 946684800 )) &&
+   [[ "$pinned" == *"2 files of the tree"* ]]'
+check "... and .git, .device, build* and the named build folder keep their times" \
+  '( for f in .git/HEAD .device/MANIFEST build-device/a.o out/b.o; do (( $(stat -c %Y "$tmp/tree/$f") > 946684800 )) || exit 1; done )'
 exit $fail
