@@ -64,6 +64,12 @@ const std::vector<InitCase> kCases = {
      moe({"--moe-token-dispatcher-type", "alltoall"}), {}, "--moe-enable-deepep needs --moe-token-dispatcher-type flex"},
     {"init.moe.flex-dispatcher-backend", moe({"--moe-flex-dispatcher-backend", "ncclep"}),
      moe({"--moe-flex-dispatcher-backend", "hybridep"}), {}, "ncclep needs --moe-token-dispatcher-type flex"},
+    // TransformerConfig checks the shared expert size whatever the model: a dense model's 0 or -1 is refused too.
+    {"init.moe.shared-expert-size-positive", {"--moe-shared-expert-intermediate-size", "0"},
+     {"--moe-shared-expert-intermediate-size", "64"}, {},
+     "--moe-shared-expert-intermediate-size must be num_shared_experts x ffn_size_of_each_shared_expert, greater than "
+     "0 (got 0)"},
+    {"init.moe.shared-expert-size-positive", {"--moe-shared-expert-intermediate-size", "-1"}, {}, {}, "(got -1)"},
     {"init.moe.shared-expert-overlap-dispatcher",
      moe({"--moe-shared-expert-intermediate-size", "64", "--moe-shared-expert-overlap"}),
      moe({"--moe-shared-expert-intermediate-size", "64", "--moe-shared-expert-overlap", "--moe-token-dispatcher-type",

@@ -185,8 +185,32 @@ TEST_CASE("sanity warning: --embedding-min-norm without the distributed optimize
   CHECK_FALSE(warned(none));
 }
 
+TEST_CASE("sanity warning: a negative --clip-grad trains without clipping, as 0 does (Megatron clips when > 0)",
+          "[sanity]") {
+  const Env env = {{"WORLD_SIZE", "1"}};
+  auto warned = [](const mrtest::Run& r) {
+    for (const auto& d : r.out.diagnostics)
+      if (d.rule == "sanity.clip-grad-negative") {
+        CHECK(d.level == mr::Diagnostic::Level::Warning);
+        CHECK(d.message.find("--clip-grad -1.0 is negative: Megatron clips the gradient norm only when --clip-grad is "
+                             "greater than 0") != std::string::npos);
+        return true;
+      }
+    return false;
+  };
+  mrtest::Run negative = run(with({"--clip-grad", "-1"}), env);
+  CHECK(negative.exit == 0);  // Megatron accepts it (review parity35 #2)
+  CHECK(warned(negative));
+  for (const char* ok : {"0", "1.0"}) {
+    mrtest::Run r = run(with({"--clip-grad", ok}), env);
+    CHECK(r.exit == 0);
+    CHECK_FALSE(warned(r));
+  }
+}
+
 TEST_CASE("sanity rules: every rule of the stage is exercised by the table or the overflow tests", "[sanity]") {
-  std::set<std::string> tabled = {"sanity.integer-overflow", "sanity.embedding-min-norm-needs-distributed-optimizer"};
+  std::set<std::string> tabled = {"sanity.integer-overflow", "sanity.embedding-min-norm-needs-distributed-optimizer",
+                                   "sanity.clip-grad-negative"};
   for (const Case& c : kCases) tabled.insert(c.rule);
   for (const mr::Rule* r : mr::all_rules()) {
     if (std::string(r->stage) != mr::kStageSanity || std::string(r->id).rfind("sanity.", 0) != 0) continue;

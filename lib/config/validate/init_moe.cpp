@@ -44,6 +44,9 @@ MR_INIT_RULE(kFlexBackend, "init.moe.flex-dispatcher-backend",
              "ncclep with --moe-use-grouped-tensor needs --use-transformer-engine-op-fuser; "
              "--moe-enable-deepep excludes --moe-flex-dispatcher-backend hybridep; the DeepEP backend does not pad "
              "to capacity (TransformerConfig).");
+MR_INIT_RULE(kSharedSize, "init.moe.shared-expert-size-positive",
+             "--moe-shared-expert-intermediate-size, when given, must be greater than 0 (num_shared_experts x "
+             "ffn_size_of_each_shared_expert), on a dense model too (TransformerConfig).");
 MR_INIT_RULE(kSharedOverlap, "init.moe.shared-expert-overlap-dispatcher",
              "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall or flex (TransformerConfig).");
 MR_INIT_RULE(kCapacityBalancing, "init.moe.capacity-factor-load-balancing",
@@ -206,6 +209,13 @@ void moe_config(Context& ctx) {
                   {"moe_dispatch_fwd_dtype", "moe_combine_bwd_dtype", "use_transformer_engine_op_fuser", "moe_grouped_gemm"});
   }
 
+  // TransformerConfig checks the size whenever it is given, not only with experts (a dense model's 0 is refused).
+  if (set(ctx, "moe_shared_expert_intermediate_size"))
+    ctx.require(ctx.i("moe_shared_expert_intermediate_size") > 0, kSharedSize,
+                would_fail(kTc) + "--moe-shared-expert-intermediate-size must be num_shared_experts x "
+                                  "ffn_size_of_each_shared_expert, greater than 0 (got " +
+                    v(ctx, "moe_shared_expert_intermediate_size") + ")",
+                {"moe_shared_expert_intermediate_size"});
   if (set(ctx, "moe_shared_expert_intermediate_size") && ctx.i("moe_shared_expert_intermediate_size") > 0)
     ctx.require(!ctx.on("moe_shared_expert_overlap") || disp == "alltoall" || disp == "flex", kSharedOverlap,
                 would_fail(kTc) + "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall or flex (got " +

@@ -55,7 +55,14 @@ MR_SANITY_RULE(kLearningRates, "sanity.learning-rates-finite",
 MR_SANITY_RULE(kWeightDecay, "sanity.weight-decay-finite",
                "--weight-decay, --start-weight-decay and --end-weight-decay must be finite and not negative.");
 MR_SANITY_RULE(kClipGrad, "sanity.clip-grad-finite",
-               "--clip-grad must be finite and not negative (0 turns clipping off).");
+               "--clip-grad must be finite (0, or a negative value, turns clipping off).");
+// Megatron clips only where clip_grad > 0 (core/optimizer: `if self.config.clip_grad > 0.0`), so a negative value
+// runs as 0 does: accepted, and said, since it reads like a typo for a positive bound.
+static const Rule kClipGradNegative{
+    "sanity.clip-grad-negative", Rule::Level::Warning,
+    "A negative --clip-grad turns clipping off, as 0 does (Megatron clips only when --clip-grad > 0): accepted and "
+    "named, since it reads like a typo for a bound.",
+    __FILE__, __LINE__, kStageSanity};
 MR_SANITY_RULE(kAdamBetas, "sanity.adam-betas-range", "--adam-beta1 and --adam-beta2 must lie in [0, 1).");
 MR_SANITY_RULE(kAdamEps, "sanity.adam-eps-positive", "--adam-eps must be finite and greater than 0.");
 MR_SANITY_RULE(kSgdMomentum, "sanity.sgd-momentum-finite", "--sgd-momentum must be finite and not negative.");
@@ -188,7 +195,14 @@ void optimizer(Context& ctx) {
     check(ctx, kLearningRates, d, finite_non_negative, "a finite number, 0 or more");
   for (const char* d : {"weight_decay", "start_weight_decay", "end_weight_decay"})
     check(ctx, kWeightDecay, d, finite_non_negative, "a finite number, 0 or more");
-  check(ctx, kClipGrad, "clip_grad", finite_non_negative, "a finite number, 0 or more", "0 turns clipping off");
+  check(ctx, kClipGrad, "clip_grad", [](double v) { return std::isfinite(v); }, "a finite number",
+        "0 turns clipping off");
+  if (std::optional<double> clip = number(ctx, "clip_grad"); clip && *clip < 0)
+    ctx.warn(kClipGradNegative,
+             "--clip-grad " + shown(ctx, "clip_grad") +
+                 " is negative: Megatron clips the gradient norm only when --clip-grad is greater than 0, so this "
+                 "trains without clipping, as --clip-grad 0 does; give a positive bound to clip",
+             {"clip_grad"});
   for (const char* d : {"adam_beta1", "adam_beta2"})
     check(ctx, kAdamBetas, d, [](double v) { return v >= 0 && v < 1; }, "in [0, 1)",
           "Adam's moment estimates diverge otherwise");
