@@ -253,9 +253,17 @@ void NodeGroup::check_agree(const std::string& key, const std::string& flag, con
 }
 
 std::string NodeGroup::too_few_joined(int64_t joined) const {
+  std::string foreign;
+  try {
+    if (std::optional<std::string> who = client_->get(kForeignClientKey))
+      foreign = "; a client at " + *who + " spoke another protocol to the launchers' store and was turned away (a "
+                "torchrun agent? every node of a megatron-run job runs megatron-run)";
+  } catch (const StoreError&) {
+    // The store is gone as well: the count says enough.
+  }
   return "only " + std::to_string(joined) + " of " + std::to_string(max_nnodes_) + " nodes joined run '" + o_.run_id +
          "' (launchers' store " + join_host_port(o_.store_host, o_.store_port) + ") within the join timeout (" +
-         seconds_text(o_.join_timeout) + ", --join-timeout)";
+         seconds_text(o_.join_timeout) + ", --join-timeout)" + foreign;
 }
 
 std::string NodeGroup::nnodes_text() const {
@@ -335,12 +343,13 @@ bool NodeGroup::join_rounds() {
     const int arrival = static_cast<int>(client_->add(round_key("arrived"), 1) - 1);
     client_->set(round_key("arrival/" + std::to_string(arrival)), std::to_string(launcher_id_));
     const int closed = close_elastic(deadline);
-    if (arrival < closed) {  // taking part, as node `arrival`
-      node_rank_ = arrival;
+    if (arrival < closed) {  // taking part: node K of the round's launchers by their numbers
+      const std::vector<int> members = round_members(closed, deadline);
+      node_rank_ = static_cast<int>(std::find(members.begin(), members.end(), launcher_id_) - members.begin());
       o_.nnodes = closed;
       restarts_ = restarts_before(round_);  // the job's, also for a launcher taken in now
       client_->add(round_key("joined"), 1);
-      if (arrival == 0) {
+      if (node_rank_ == 0) {
         master_addr_ = node0_master_addr();  // fails the round at once when no usable address is known
         try {
           if (!o_.master_port) held_master_port_ = hold_free_port();  // held until the next round's pick
@@ -407,15 +416,15 @@ std::optional<std::string> NodeGroup::lost_member() {
     lost_what_.reset();
     lost_left_ = false;
     const int64_t closed = std::stoll(client_->get(round_key("closed")).value_or("0"));
-    for (int k = 0; k < closed && !lost_what_; ++k) {
-      std::optional<std::string> id = client_->get(round_key("arrival/" + std::to_string(k)));
-      std::optional<std::string> why = id && *id != std::to_string(launcher_id_) ? client_->get("lost/" + *id)
-                                                                                 : std::nullopt;
+    const std::vector<int> members = round_members(static_cast<int>(closed), std::nullopt);
+    for (size_t k = 0; k < members.size() && !lost_what_; ++k) {
+      const std::string id = std::to_string(members[k]);
+      std::optional<std::string> why = members[k] != launcher_id_ ? client_->get("lost/" + id) : std::nullopt;
       if (!why) continue;
       lost_what_ = "node " + std::to_string(k) + "'s launcher " + *why;
       // It had said it leaves (local_stop), and went before its leave was recorded (a second signal, kill -9
       // after the stop): its leave, as it would have recorded it.
-      if (std::optional<std::string> leave = client_->get("leaving/" + *id)) {
+      if (std::optional<std::string> leave = client_->get("leaving/" + id)) {
         const PeerFailure f = parse_failure(*leave);
         lost_what_ = f.message;
         lost_left_ = true;
@@ -424,6 +433,28 @@ std::optional<std::string> NodeGroup::lost_member() {
     }
   }
   return lost_what_;
+}
+
+std::vector<int> NodeGroup::round_members(int closed, std::optional<Clock::time_point> wait_until) {
+  std::vector<int> ids;
+  for (int k = 0; k < closed; ++k) {
+    std::optional<std::string> id = client_->get(round_key("arrival/" + std::to_string(k)));
+    while (!id && wait_until) {  // it arrived, and writes its number next
+      if (auto f = read_failure()) throw RendezvousError(f->message);
+      if (Clock::now() >= *wait_until) {
+        failed_ = true;
+        const std::string msg = "node arrival " + std::to_string(k) + " of round " + std::to_string(round_) +
+                                " of run '" + o_.run_id + "' never said which launcher it is, within the join timeout (" +
+                                seconds_text(o_.join_timeout) + ", --join-timeout)";
+        throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      id = client_->get(round_key("arrival/" + std::to_string(k)));
+    }
+    if (id) ids.push_back(std::stoi(*id));
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 int64_t NodeGroup::live_spares(int64_t arrived) {

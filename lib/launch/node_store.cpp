@@ -291,6 +291,18 @@ void NodeStoreServer::serve() {
       }
       c.last = now;
       c.in.append(buf, static_cast<size_t>(r));
+      // Not a line of this protocol (a control byte from a client that has not said hello): another program, such
+      // as a torchrun agent (TCPStore's binary messages). It is dropped, and the launchers can name it.
+      const bool foreign = c.node < 0 && std::any_of(c.in.begin(), c.in.end(), [](char ch) {
+        const auto u = static_cast<unsigned char>(ch);
+        return (u < 0x20 && ch != '\n' && ch != '\r' && ch != '\t') || u == 0x7f;
+      });
+      if (foreign) {
+        if (!kv.count(kForeignClientKey)) kv[kForeignClientKey] = c.peer;
+        close(c.fd);
+        c.fd = -1;
+        continue;
+      }
       size_t nl;
       while ((nl = c.in.find('\n')) != std::string::npos) {
         std::string reply = answer(c, c.in.substr(0, nl)) + "\n";
@@ -396,9 +408,14 @@ std::string NodeStoreClient::request(const std::string& line) {
       const std::string why = r == 0 ? "it closed the connection" : silent ? "no answer in time" : errno_text();
       close(fd_);
       fd_ = -1;
+      if (first_wait_ && r == 0)  // closed at the first request, before any answer: not a launchers' store
+        throw StoreError("the service at " + where() + " closed the connection at the first request, without an "
+                         "answer: not a megatron-run launchers' store (a torchrun agent's c10d TCPStore does this; "
+                         "every node of a megatron-run job runs megatron-run), or a store whose launcher just stopped");
       if (first_wait_ && silent)  // it never answered: not a store that was lost, a service that is not one
         throw StoreError("the service at " + where() + " accepted the connection but did not answer in " +
-                         seconds_text(*first_wait_) + ": another service on that port (is --rdzv-endpoint / --master-port another service's?), "
+                         seconds_text(*first_wait_) + ": another service on that port (is --rdzv-endpoint / --master-port another service's? a "
+                         "torchrun agent's c10d store is one: every node of a megatron-run job runs megatron-run), "
                          "or a launchers' store whose launcher is stopped");
       throw StoreError("lost the launchers' store at " + where() + " (" + why + ")", false,
                        r == 0 ? StoreTrouble::closed : silent ? StoreTrouble::silent : StoreTrouble::other);

@@ -59,6 +59,10 @@ struct StoreError : std::runtime_error {
 //   B            -> "V"            goodbye: the node is done
 //   (errors)     -> "E message"
 inline constexpr const char* kReachedAtKey = "net/reached_at";
+// A client that sent bytes no line of this protocol holds (a control byte before it said hello: torchrun's c10d
+// agent speaks TCPStore's binary protocol) is dropped, and the first such client's address is kept under this key,
+// so that the launchers' "only K of N nodes joined" can say a foreign client came.
+inline constexpr const char* kForeignClientKey = "net/foreign_client";
 
 class NodeStoreServer {
  public:

@@ -379,11 +379,12 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
   fs::remove_all(dir);
 }
 
-TEST_CASE("--event-log-handler console: after a c10d round renumbers the nodes, the record gives the last round's",
-          "[launch][events][multinode][process]") {
+TEST_CASE("--event-log-handler console: after a c10d restart, the record gives the last round's GROUP_RANK, which "
+          "the restart kept", "[launch][events][multinode][process]") {
   // Round 0: the launcher that became node 1 has its worker fail (a restart is left); node 0's worker takes 2 s to
-  // stop, so the failing node's launcher comes to round 1 first and is node 0 there (the c10d round numbers the
-  // nodes in order of arrival). Each record's group_rank is the GROUP_RANK its workers had last.
+  // stop, so the failing node's launcher comes to round 1 first. The round numbers the nodes by their launchers'
+  // order at the store, not by arrival, so each keeps its rank (review launch35 #1; it used to become node 0).
+  // Each record's group_rank is the GROUP_RANK its workers had last.
   const fs::path dir = fs::temp_directory_path() / ("mr-events-round-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -413,9 +414,11 @@ TEST_CASE("--event-log-handler console: after a c10d round renumbers the nodes, 
     CHECK(e.find(std::string("\"group_rank\": ") + rank + ",") != std::string::npos);
     CHECK(e.find("\"agent_restarts\": 1, \"duration_ms\": null}}") != std::string::npos);
   }
-  // The renumbering happened (else this test would not tell the rounds apart).
-  const std::string oa = slurp(a);
+  // No renumbering: the launcher that arrived first at round 1 (node 1's, whose worker failed) is node 1 again.
+  const std::string oa = slurp(a), ob = slurp(b);
   CHECK(oa.find("attempt 0 rank 0") != std::string::npos);
-  CHECK(oa.find("attempt 1 rank 1") != std::string::npos);
+  CHECK(oa.find("attempt 1 rank 0") != std::string::npos);
+  CHECK(ob.find("attempt 0 rank 1") != std::string::npos);
+  CHECK(ob.find("attempt 1 rank 1") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -171,7 +171,7 @@ TEST_CASE("static rendezvous: megatron-run's own worker across two launchers (--
   CHECK(has(r.nodes[1].out, "[rank 1] self-check passed (gloo"));
 }
 
-TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chosen by node 0",
+TEST_CASE("c10d rendezvous: node ranks in the order the launchers reach the store, the master chosen by node 0",
           "[launch][multinode][process]") {
   const int sp = free_port();
   const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
@@ -194,6 +194,29 @@ TEST_CASE("c10d rendezvous: node ranks in the order of arrival, the master chose
     check_probes(r, {"\"MASTER_ADDR\": \"localhost\""});
   }
   // A --local-addr that is not this machine's is refused when the launcher starts (torchrun2_options_test.cpp).
+}
+
+TEST_CASE("c10d with a fixed --nnodes: a restart keeps every launcher's node rank (torchrun's fixed order), though the "
+          "failing node arrives first at the next round", "[launch][multinode][process]") {
+  // Node 1's worker fails in attempt 0; the launcher that sees it first reaches the next round first. Numbered by
+  // arrival, it became node 0 there, and rank 0, MASTER_ADDR and every global rank moved host (review launch35 #1).
+  const int sp = free_port();
+  const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
+                            " --rdzv-id keep7 --join-timeout 20 --nproc-per-node 1 --max-restarts 2 --term-timeout 5 ";
+  const std::string prog = "--no-append-args --no-python sh -c 'echo attempt $TORCHELASTIC_RESTART_COUNT node "
+                           "$GROUP_RANK rank $RANK; if [ $TORCHELASTIC_RESTART_COUNT = 2 ]; then exit 0; fi; "
+                           "if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; exit 7; fi; exec sleep 30'";
+  Nodes r = run_nodes({kRun + flags + prog, kRun + flags + prog}, 1.0);
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  REQUIRE(r.nodes[0].exit == 0);
+  REQUIRE(r.nodes[1].exit == 0);
+  for (const Node& n : r.nodes) {
+    const int node = has(n.out, "attempt 0 node 0 rank 0") ? 0 : 1;
+    for (int attempt : {0, 1, 2})
+      CHECK(has(n.out, "attempt " + std::to_string(attempt) + " node " + std::to_string(node) + " rank " +
+                           std::to_string(node)));
+  }
+  CHECK(r.seconds < 40);
 }
 
 // A program that holds TCP port PORT on every interface for SECONDS without listening (as a connection's local

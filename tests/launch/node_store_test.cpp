@@ -267,6 +267,50 @@ TEST_CASE("node store: another service on the port is named, not taken for the s
   close(fd);
 }
 
+TEST_CASE("node store: a torchrun agent on either side is named (binary requests turned away; a close at the first "
+          "request)", "[launch][store]") {
+  // torchrun's c10d agent speaks TCPStore's binary protocol: its first bytes hold control characters. The store
+  // turns it away and keeps its address for the launchers' "only K of N nodes joined" (review launch35 #2).
+  NodeStoreServer server(0, "run1", 10000ms);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(server.port()));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  const char binary[] = {0x00, '\xce', '\xf7', '\x85', 0x3c};  // a query type, then a 32-bit magic number
+  REQUIRE(send(fd, binary, sizeof binary, 0) == static_cast<ssize_t>(sizeof binary));
+  char buf[16];
+  CHECK(recv(fd, buf, sizeof buf, 0) == 0);  // closed, unanswered
+  close(fd);
+  auto launcher = connect(server);
+  CHECK(eventually([&] { return launcher->get(mr::launch::kForeignClientKey).has_value(); }));
+  CHECK(launcher->get(mr::launch::kForeignClientKey) == "127.0.0.1");
+  // A launcher's text requests are not foreign.
+  launcher->set("k", "v\tw");
+  CHECK(launcher->get("k") == "v\tw");
+
+  // megatron-run joining a torchrun agent's store: TCPStore closes on a request it cannot read. Said as such, not
+  // as "lost the launchers' store".
+  int port = 0;
+  const int lfd = mrtest::loopback_listener(port);
+  REQUIRE(lfd >= 0);
+  std::thread closer([&] {
+    int c = accept(lfd, nullptr, nullptr);
+    if (c < 0) return;
+    char b[256];
+    (void)!recv(c, b, sizeof b, 0);
+    close(c);
+  });
+  NodeStoreClient client("127.0.0.1", port, std::chrono::steady_clock::now() + 5s, 5000ms);
+  CHECK_THROWS_WITH(client.add("joined", 1),
+                    Catch::Contains("closed the connection at the first request, without an answer: not a megatron-run "
+                                    "launchers' store (a torchrun agent's c10d TCPStore does this"));
+  closer.join();
+  close(lfd);
+}
+
 TEST_CASE("node store: a client may stop trying to connect before its deadline, yet waits for a slow first reply",
           "[launch][store]") {
   // Nothing listens: the client gives up at `stop_connecting` (300 ms), not at the deadline (20 s).
