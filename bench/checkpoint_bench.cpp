@@ -108,7 +108,8 @@ void save_once(Setup& s) {
   const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
   write_rank_files(tmp, m, rs);
   fsync_path(tmp);
-  replace_dir(tmp, final_dir);
+  bool in_place = false;
+  replace_dir(tmp, final_dir, in_place);
   write_file_atomic(tracker_path(s.dir + "/ck"), "10");
 }
 

@@ -438,6 +438,10 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     }
   }
   std::signal(SIGPIPE, SIG_IGN);  // a vanished peer must surface as an error, not kill us silently
+  // A file past the file-size limit (ulimit -f) fails its write with EFBIG, which the checkpoint's writer names
+  // with the file (checkpoint.save-failed), instead of SIGXFSZ killing the rank with nothing named. CPython, so
+  // Megatron, ignores SIGXFSZ at start-up too.
+  std::signal(SIGXFSZ, SIG_IGN);
   // Its store, Gloo's connections and its libraries take a few descriptors per peer: the soft open-file limit
   // goes up to the hard one (a limit still too low is said below, before any connection).
   util::raise_open_file_limit();

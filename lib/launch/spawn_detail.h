@@ -70,6 +70,8 @@ class SignalForwarder {
   std::vector<bool> kept_ignored_;  // signals_[i] was ignored before and is not caught
   bool pipe_named_ = false;         // SIGPIPE is among signals_ (else ignored, old_pipe_ restored at the end)
   struct sigaction old_pipe_ {};
+  bool xfsz_named_ = false;         // SIGXFSZ is among signals_ (else ignored, old_xfsz_ restored at the end)
+  struct sigaction old_xfsz_ {};
 };
 
 // ---- worker processes (workers.cpp) --------------------------------------------------------------------------------

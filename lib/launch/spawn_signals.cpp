@@ -78,11 +78,22 @@ SignalForwarder::SignalForwarder(const std::vector<int>& handled)
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &old_pipe_);
   }
+  // Likewise a log file (--log-dir) or a stdout file past the file-size limit (ulimit -f): its write fails with
+  // EFBIG (a stdout line lost is said, as for a full device) instead of SIGXFSZ killing the launcher, and its
+  // workers with it; torchrun, a Python program, ignores SIGXFSZ. The workers get its default back (workers.cpp).
+  xfsz_named_ = std::find(signals_.begin(), signals_.end(), SIGXFSZ) != signals_.end();
+  if (!xfsz_named_) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGXFSZ, &ign, &old_xfsz_);
+  }
 }
 
 SignalForwarder::~SignalForwarder() {
   for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &old_[i], nullptr);
   if (!pipe_named_) sigaction(SIGPIPE, &old_pipe_, nullptr);
+  if (!xfsz_named_) sigaction(SIGXFSZ, &old_xfsz_, nullptr);
   close(g_signal_pipe[0]);
   close(g_signal_pipe[1]);
   g_signal_pipe[0] = g_signal_pipe[1] = -1;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -17,6 +18,21 @@ namespace mr::run {
 namespace {
 [[noreturn]] void fail(const std::string& path, const std::string& what, int err) {
   throw CheckpointError(kCkptSaveFailed, path + ": " + what + ": " + std::strerror(err));
+}
+
+// Removes `path` and everything under it; "" when that worked (or there was nothing), else "PATH: cannot remove:
+// reason". MR_CKPT_FAIL_REMOVE=NAME (tests): the removal of a path whose last component is NAME fails, as a
+// directory of another user's files would (a test running as root cannot make one that root cannot remove).
+std::string try_remove_tree(const std::string& path) {
+  if (const char* name = std::getenv("MR_CKPT_FAIL_REMOVE");
+      name && *name && std::filesystem::path(path).filename() == name) {
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+      return path + ": cannot remove: simulated (MR_CKPT_FAIL_REMOVE)";
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  return ec ? path + ": cannot remove: " + ec.message() : std::string();
 }
 }  // namespace
 
@@ -70,34 +86,71 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   fsync_path(parent_dir(path));
 }
 
-void replace_dir(const std::string& from, const std::string& to) {
+std::string replace_dir(const std::string& from, const std::string& to, bool& in_place) {
+  in_place = false;
   std::error_code ec;
   if (std::filesystem::exists(to, ec)) {
-    // Swap the two in one step, so that `to` always names a complete checkpoint; then drop the old one.
+    // Swap the two in one step, so that `to` always names a complete checkpoint; then drop the old one. Once
+    // swapped the new one is in place: an old copy that cannot be removed is left, and said, not a failure.
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+      in_place = true;
       fsync_path(parent_dir(to));
-      remove_tree(from);
+      std::string left = try_remove_tree(from);
       fsync_path(parent_dir(to));
-      return;
+      if (!left.empty())
+        left = "the previous " + to + ", swapped out to " + from + ", could not be removed (" + left +
+               "); it is left there";
+      return left;
     }
     // A file system without RENAME_EXCHANGE: move the old one aside first.
     const std::string old = to + ".old";
-    remove_tree(old);
+    const std::string stale = clear_stale_dir(old);  // a leftover of an earlier save: moved aside if need be
     if (::rename(to.c_str(), old.c_str()) != 0) fail(to, "rename failed", errno);
-    if (::rename(from.c_str(), to.c_str()) != 0) fail(to, "rename failed", errno);
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      const int e = errno;
+      if (::rename(old.c_str(), to.c_str()) != 0)  // put the previous one back; failing that, say where it is
+        fail(to, "rename failed (and the previous one could not be put back from " + old + ")", e);
+      fail(to, "rename failed", e);
+    }
+    in_place = true;
     fsync_path(parent_dir(to));
-    remove_tree(old);
+    std::string left = try_remove_tree(old);
     fsync_path(parent_dir(to));
-    return;
+    if (!left.empty())
+      left = "the previous " + to + ", moved to " + old + ", could not be removed (" + left + "); it is left there";
+    return stale.empty() ? left : left.empty() ? stale : stale + "; " + left;
   }
   if (::rename(from.c_str(), to.c_str()) != 0) fail(to, "rename failed", errno);
+  in_place = true;
   fsync_path(parent_dir(to));
+  return "";
 }
 
 void remove_tree(const std::string& path) {
+  if (std::string why = try_remove_tree(path); !why.empty()) throw CheckpointError(kCkptSaveFailed, why);
+}
+
+std::string clear_stale_dir(const std::string& path) {
+  const std::string why = try_remove_tree(path);
+  if (why.empty()) return "";
+  // Left by an earlier save whose clean-up failed (files of another user, busy .nfs files): moved out of the way,
+  // so that it does not block every later save of this iteration.
   std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) throw CheckpointError(kCkptSaveFailed, path + ": cannot remove: " + ec.message());
+  int err = 0;
+  for (int i = 1; i <= 1000; ++i) {
+    const std::string aside = path + ".stale-" + std::to_string(i);
+    if (std::filesystem::exists(std::filesystem::symlink_status(aside, ec))) continue;
+    if (::rename(path.c_str(), aside.c_str()) == 0) {
+      fsync_path(parent_dir(path));
+      return "a stale " + path + " from an earlier save could not be removed (" + why + "); moved aside to " + aside +
+             ": remove it by hand";
+    }
+    err = errno;
+    break;
+  }
+  throw CheckpointError(kCkptSaveFailed, path + ": a stale directory from an earlier save could not be removed (" +
+                                             why + ") nor moved aside (" +
+                                             (err ? std::strerror(err) : "no free name") + "); remove it by hand");
 }
 
 std::string probe_writable(const std::string& path, const std::string& probe_name) {

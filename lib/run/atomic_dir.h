@@ -14,10 +14,16 @@ void fsync_path(const std::string& path);
 // before the rename `path` is unchanged and `path`.tmp is removed.
 void write_file_atomic(const std::string& path, const std::string& text);
 // Puts the directory `from` at `to` in one rename (exchanging it with an existing `to`, which is then removed),
-// then fsyncs the parent directory.
-void replace_dir(const std::string& from, const std::string& to);
+// then fsyncs the parent directory. `in_place` says whether the new directory is at `to` (set before any step
+// after the rename that can fail). A failure before that changes nothing. Once it is in place, an old copy that
+// cannot be removed is no failure: the returned text names the leftover ("" when none).
+std::string replace_dir(const std::string& from, const std::string& to, bool& in_place);
 // Removes `path` and everything under it; nothing when it does not exist.
 void remove_tree(const std::string& path);
+// Clears `path` (a stale iter_N.tmp) before a save makes it again: removes it, or, when it cannot be removed,
+// renames it to `path`.stale-K (the first free K) and returns a warning naming it ("" when removed). Throws when
+// neither works, naming both reasons.
+std::string clear_stale_dir(const std::string& path);
 // Creates `path` (and its parents) if needed and writes, fsyncs and removes a probe file in it; returns "" when
 // that works, else the reason.
 std::string probe_writable(const std::string& path, const std::string& probe_name);

@@ -521,16 +521,6 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix,
                             "--save " + shown_path(*a.save) + " cannot be written" +
                                 (why.empty() ? " on rank " + std::to_string(v.rank) + ": " + v.error : ": " + why) +
                                 " (checked before training starts)");
-    // The non-persistent saves' directory, checked as --save is.
-    if (a.non_persistent_save_interval && *a.non_persistent_save_interval > 0) {
-      why = probe_writable(non_persistent_dir(a, *a.save), ".megatron-run-probe-rank" + std::to_string(c.rt.rank()));
-      const Verdict n = verdict(c, why);
-      if (n.rank >= 0)
-        throw CheckpointError(kCkptSaveUnwritable,
-                              save_dir_words(a, true) + " cannot be written" +
-                                  (why.empty() ? " on rank " + std::to_string(n.rank) + ": " + n.error : ": " + why) +
-                                  " (checked before training starts)");
-    }
     // Two runs saving to one directory would swap each other's files in (the temporary iter_N.tmp is shared):
     // the directory is this run's while it runs.
     std::string busy, unlockable;
@@ -544,6 +534,32 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix,
                                                (busy.empty() ? b.error : busy) +
                                                "); two runs saving to one directory would overwrite each other's "
                                                "checkpoints (checked before training starts)");
+    // The non-persistent directory too, with the same lock file: a run that writes there (as its --save or as its
+    // non-persistent directory) removes every other iter_N in it and rewrites its tracker.
+    if (a.non_persistent_save_interval && *a.non_persistent_save_interval > 0) {
+      const std::string np = non_persistent_dir(a, *a.save);
+      // Checked as --save is (after --save's lock: a refused run makes nothing in another run's directory).
+      why = probe_writable(np, ".megatron-run-probe-rank" + std::to_string(c.rt.rank()));
+      const Verdict w = verdict(c, why);
+      if (w.rank >= 0)
+        throw CheckpointError(kCkptSaveUnwritable,
+                              save_dir_words(a, true) + " cannot be written" +
+                                  (why.empty() ? " on rank " + std::to_string(w.rank) + ": " + w.error : ": " + why) +
+                                  " (checked before training starts)");
+      busy.clear();
+      unlockable.clear();
+      if (rank0) np_lock_ = std::make_unique<DirLock>(np, ".megatron-run.lock", busy, unlockable);
+      if (!unlockable.empty())
+        log_ << prefix_ << "warning: " << save_dir_words(a, true) << ": no lock against another run saving there too ("
+             << unlockable << ")" << std::endl;
+      const Verdict n = verdict(c, busy);
+      if (n.rank >= 0)
+        throw CheckpointError(kCkptSaveBusy, save_dir_words(a, true) + ": another run is saving to this directory (" +
+                                                 (busy.empty() ? n.error : busy) +
+                                                 ", as its --save or its non-persistent directory); its non-persistent "
+                                                 "saves would remove that run's checkpoints there (checked before "
+                                                 "training starts)");
+    }
     if (a.async_save && rank0)
       log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
   }
@@ -625,32 +641,49 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     log_ << prefix_ << "saving " << (non_persistent ? "non-persistent " : "") << "checkpoint at iteration "
          << fmt7(p.iteration) << " to " << base << " in megatron-run's safetensors format" << std::endl;
   std::string err;
+  bool in_place = false;  // rank 0's replace_dir put the new iter_N in place (step 3)
+  // A failure after the rename travels to every rank with this mark before its text (only rank 0 renames).
+  static constexpr char kPlaced = '\x1d';
   auto step = [&](const std::function<void()>& f) {
     try {
       f();
     } catch (const std::exception& e) {
-      err = message_of(e);
+      err = (in_place ? std::string(1, kPlaced) : std::string()) + message_of(e);
     }
     const Verdict v = verdict(c_, err);
     if (v.rank < 0) return;
+    const std::string what = save_dir_words(a, non_persistent) + ": the " + (non_persistent ? "non-persistent " : "") +
+                             "checkpoint of iteration " + std::to_string(p.iteration);
+    std::string why = err.empty() ? v.error : err;
+    const bool placed = !why.empty() && why[0] == kPlaced;
+    if (placed) why.erase(0, 1);
+    if (err.empty()) why = "rank " + std::to_string(v.rank) + ": " + why;
+    if (placed)  // tmp now holds the previous iter_N, if there was one: left for the next save to clear
+      throw CheckpointError(kCkptSaveFailed, what + " was put in place at " + final_dir + ", but the save did not "
+                                                 "complete (" + why + "); the tracker " + tracker_path(base) +
+                                                 " was not updated");
     if (rank0) {
       std::error_code ec;
       std::filesystem::remove_all(tmp, ec);
     }
+    // Nothing this save did is left: it stopped before its rename (what another process did is not ours to vouch
+    // for: "unchanged" would claim it).
     throw CheckpointError(kCkptSaveFailed,
-                          save_dir_words(a, non_persistent) + ": the " + (non_persistent ? "non-persistent " : "") +
-                              "checkpoint of iteration " + std::to_string(p.iteration) + " was not written (" + (err.empty() ? "rank " + std::to_string(v.rank) + ": " + v.error : err) +
-                              "); the previous checkpoint and the tracker are unchanged");
+                          what + " was not written (" + why + "); this save changed neither the previous checkpoint "
+                                 "nor the tracker");
   };
+  std::string stale_note;  // rank 0: a stale iter_N.tmp that could only be moved aside
   step([&] {
     if (!rank0) return;
     std::error_code ec;
     std::filesystem::create_directories(base, ec);
     if (ec) throw CheckpointError(kCkptSaveFailed, base + ": cannot create the directory: " + ec.message());
-    remove_tree(tmp);
+    stale_note = clear_stale_dir(tmp);
     std::filesystem::create_directories(tmp);
     fsync_path(base);
   });
+  if (!stale_note.empty())
+    log_ << prefix_ << "warning: " << save_dir_words(a, non_persistent) << ": " << stale_note << std::endl;
   step([&] {
     RankMeta m;
     m.iteration = p.iteration;
@@ -711,13 +744,18 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       std::this_thread::sleep_for(std::chrono::duration<double>(k->second));
     }
   });
+  std::string leftover;  // rank 0: the previous iter_N, swapped out, that could not be removed
   step([&] {
     if (!rank0) return;
     // --verify-integrity: the SHA-256 of every file, once all ranks wrote theirs (Megatron's integrity.json).
     if (a.verify_integrity) write_integrity_manifest(tmp);
     fsync_path(tmp);
-    replace_dir(tmp, final_dir);
+    leftover = replace_dir(tmp, final_dir, in_place);
   });
+  // The new checkpoint is in place; a previous copy of this iteration that could not be removed is said, and the
+  // next save of the iteration moves it aside (clear_stale_dir).
+  if (!leftover.empty())
+    log_ << prefix_ << "warning: " << save_dir_words(a, non_persistent) << ": " << leftover << std::endl;
   // The checkpoint is in place: a failure from here on leaves it there, with the tracker as it was.
   // --save-retain-interval: the iteration the tracker named before this save (Megatron reads it back first).
   std::optional<TrackerValue> previous;

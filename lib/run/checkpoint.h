@@ -69,6 +69,7 @@ class Checkpointer {
   int64_t last_saved_ = -1;  // the last persistent save (the final save is persistent, as Megatron's)
   int64_t given_seed_;  // --seed as given (the RNG notice of a load under another (TP, PP))
   std::unique_ptr<DirLock> save_lock_;  // rank 0's lock on --save for the run: one run saves there at a time
+  std::unique_ptr<DirLock> np_lock_;    // and on the non-persistent directory, with --non-persistent-save-interval
 };
 
 }  // namespace mr::run

@@ -23,10 +23,10 @@ const Rule kCkptSaveUnwritable{"checkpoint.save-unwritable", Rule::Level::Error,
                        "--save DIR, or the non-persistent directory (--non-persistent-global-ckpt-dir), cannot be created or written (checked before training).",
                        __FILE__, __LINE__, kStageRun};
 const Rule kCkptSaveFailed{"checkpoint.save-failed", Rule::Level::Error,
-                       "A write, fsync or rename failed during a save (the previous checkpoint and the tracker are unchanged), or only the tracker write failed.",
+                       "A write, fsync or rename failed during a save (that save changed neither the previous checkpoint nor the tracker), or the new checkpoint is in place and a later step (an fsync, the tracker write) failed.",
                        __FILE__, __LINE__, kStageRun};
 const Rule kCkptSaveBusy{"checkpoint.save-busy", Rule::Level::Error,
-                       "Another run holds --save DIR (its rank 0's lock on DIR/.megatron-run.lock; checked before training).",
+                       "Another run holds --save DIR, or the non-persistent directory, as its --save or its non-persistent directory (its rank 0's lock on DIR/.megatron-run.lock; checked before training).",
                        __FILE__, __LINE__, kStageRun};
 const Rule kCkptMissing{"checkpoint.missing", Rule::Level::Error,
                        "--exit-on-missing-checkpoint and no tracker under --load (with --use-checkpoint-args: under --pretrained-checkpoint or --load, before any worker starts).",

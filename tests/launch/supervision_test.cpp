@@ -534,6 +534,29 @@ TEST_CASE("stdout on a full device or a closed pipe: exit 1 and the workers stop
   CHECK((mask & (1ULL << (SIGPIPE - 1))) == 0);
 }
 
+// A file-size limit (ulimit -f): the launcher's write of a log file past it fails (EFBIG) instead of SIGXFSZ
+// killing the launcher, and its workers with it; the workers get SIGXFSZ's default back (ckpt35 F5).
+TEST_CASE("a --log-dir file past the file-size limit (ulimit -f) does not kill the launcher; the workers get "
+          "SIGXFSZ's default", "[launch][supervision][process][output]") {
+  TempDir t;
+  // 8 blocks (4 KiB in dash, 8 in bash): rank 0 writes 20 KB to its stdout, which -r 3 sends to its log file only.
+  Proc r = run_shell("cd '" + t.path.string() + "' && (ulimit -f 8 && exec timeout -k 5 90 env " + kRun +
+                     "--nproc-per-node 1 --rdzv-id fsz --log-dir logs -r 3 --no-append-args -- sh -c 'grep SigIgn "
+                     "/proc/self/status; yes | head -c 20000; echo done >&2') > out.txt 2>&1; "
+                     "echo exit=$?; cat out.txt");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=0"));
+  CHECK_FALSE(has(r.out, "SIGXFSZ"));
+  const fs::path a0 = run_dir(t.path / "logs", "fsz") / "attempt_0" / "0";
+  const std::string log = slurp(a0 / "stdout.log");
+  CHECK((log.size() == 4096 || log.size() == 8192));  // what fit under the limit (8 blocks of dash's or bash's size)
+  CHECK(has(slurp(a0 / "stderr.log"), "done"));
+  const size_t ign = log.find("SigIgn:");
+  REQUIRE(ign != std::string::npos);
+  const unsigned long long mask = std::stoull(log.substr(ign + 7, log.find('\n', ign) - ign - 7), nullptr, 16);
+  CHECK((mask & (1ULL << (SIGXFSZ - 1))) == 0);
+}
+
 // coreutils' timeout -s INT signals the launcher, then its own process group (the launcher's): one event, said and
 // passed on once (review 28c F12).
 TEST_CASE("a signal delivered twice at once (timeout -s INT) is said and passed on once", "[launch][supervision][process][signal]") {

@@ -1193,7 +1193,7 @@ TEST_CASE("an unwritable --save fails before training; a failed save leaves the 
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 1);
   // Every rank names rank 0's reason: the first to exit (the launcher then stops the other) shows the cause.
-  CHECK_THAT(b.err(), Catch::Contains("MR_CKPT_FAIL_IN_SAVE") && Catch::Contains("the previous checkpoint and the tracker are unchanged"));
+  CHECK_THAT(b.err(), Catch::Contains("MR_CKPT_FAIL_IN_SAVE") && Catch::Contains("this save changed neither the previous checkpoint nor the tracker"));
   CHECK(tracker(ck) == "2");
   CHECK(files_in(ck) == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "latest_checkpointed_iteration.txt"}));
   mrtest::Proc c = spawn(2, {"--train-iters", "4", "--load", ck}, dir, "afterfail");
@@ -1274,6 +1274,115 @@ TEST_CASE("one run saves to a directory at a time; a tracker that cannot be writ
   CHECK(fs::is_directory(ck + "/iter_0000006"));
 }
 
+TEST_CASE("the non-persistent directory is locked as --save is: a run refuses one another run holds as its --save "
+          "or its non-persistent directory, before training",
+          "[run][checkpoint][save-busy]") {
+  // Run A saves non-persistent checkpoints to np and pauses inside its persistent save to a; while it runs, a
+  // second run's non-persistent saves would remove A's iter_N and iter_N.tmp there and rewrite its tracker.
+  mrtest::TempDir dir;
+  const std::string a = dir / "a", np = dir / "np";
+  const std::vector<std::string> np_flags = {"--non-persistent-save-interval", "2", "--non-persistent-ckpt-type",
+                                             "global"};
+  std::vector<std::string> argv = {mrtest::megatron_run()};
+  for (const std::string& s : mrtest::job_args(joined(np_flags, {"--train-iters", "4", "--save-interval", "4", "--save",
+                                                                 a, "--non-persistent-global-ckpt-dir", np})))
+    argv.push_back(s);
+  mrtest::Proc p = mrtest::start(argv, {{"MR_CKPT_PAUSE_IN_SAVE", "4:60"}, {"MR_DIST_TIMEOUT_S", "60"}}, dir, "a");
+  mrtest::KillOnExit guard{{p.pid}};
+  std::smatch m;
+  static const std::regex paused(R"(checkpoint save of iteration 4 paused .* pid (\d+))");
+  std::string out;
+  REQUIRE(mrtest::wait_for([&] { out = p.out(); return std::regex_search(out, m, paused); }, std::chrono::seconds(120)));
+  REQUIRE(tracker(np) == "2");
+  const std::vector<std::string> a_files = files_in(a), np_files = files_in(np);
+  CHECK(np_files == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "latest_checkpointed_iteration.txt"}));
+  // A's --save as this run's non-persistent directory; A's non-persistent directory as this run's, or as its --save.
+  const std::vector<std::tuple<std::string, std::vector<std::string>, std::string>> others = {
+      {"np-is-a", {"--save", dir / "b", "--non-persistent-global-ckpt-dir", a}, "--non-persistent-global-ckpt-dir " + a},
+      {"np-is-np", {"--save", dir / "c", "--non-persistent-global-ckpt-dir", np}, "--non-persistent-global-ckpt-dir " + np},
+      {"save-is-np", {"--save", np}, "--save " + np}};
+  for (const auto& [tag, flags, named] : others) {
+    mrtest::Proc b = spawn(1, joined(joined(np_flags, {"--train-iters", "4", "--save-interval", "4"}), flags), dir, tag);
+    INFO(tag << "\n" << b.out() << b.err());
+    CHECK(b.exit_code() == 1);
+    CHECK_THAT(b.err(), Catch::Contains("error[checkpoint.save-busy]: " + named + ": another run is saving to this "
+                                        "directory (another process holds ") &&
+                            Catch::Contains("(checked before training starts)"));
+    CHECK_THAT(b.out(), !Catch::Contains("iteration        1/"));
+  }
+  CHECK(files_in(a) == a_files);  // A's iter_0000004.tmp still there, untouched
+  CHECK(files_in(np) == np_files);
+  CHECK(tracker(np) == "2");
+  const pid_t worker = static_cast<pid_t>(std::stol(m[1]));
+  REQUIRE(::kill(worker, SIGKILL) == 0);
+  std::vector<mrtest::Proc> ps = {p};
+  mrtest::wait_all(ps, std::chrono::seconds(60));
+}
+
+TEST_CASE("a save whose swapped-out previous iter_N cannot be removed: saved and tracked, the leftover named; the next "
+          "save of that iteration moves it aside",
+          "[run][checkpoint]") {
+  // As a directory of another user's files would (injected: the tests may run as root).
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  const std::vector<std::string> flags = {"--train-iters", "4", "--save-interval", "2", "--save", ck};
+  mrtest::Proc a = spawn(1, flags, dir, "first");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  REQUIRE(tracker(ck) == "4");
+  const std::string first = bytes_of(ck + "/iter_0000004/rank_00000.json");
+  // Each run below resumes from 2 (the tracker set back to it) and saves iteration 4 again, over the one there.
+  auto back_to_2 = [&] { std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "2"; };
+  back_to_2();
+  const std::map<std::string, std::string> env = {{"MR_CKPT_FAIL_REMOVE", "iter_0000004.tmp"}};
+  const std::vector<std::string> again = joined(flags, {"--load", ck});
+  mrtest::Proc b = spawn(1, again, dir, "leftover", env);
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("warning: --save " + ck + ": the previous " + ck + "/iter_0000004, swapped out to " +
+                                      ck + "/iter_0000004.tmp, could not be removed (" + ck +
+                                      "/iter_0000004.tmp: cannot remove: simulated (MR_CKPT_FAIL_REMOVE)); it is left there") &&
+                          Catch::Contains("successfully saved checkpoint from iteration       4"));
+  CHECK_THAT(b.err(), !Catch::Contains("checkpoint.save-failed"));
+  CHECK(tracker(ck) == "4");
+  CHECK(bytes_of(ck + "/iter_0000004.tmp/rank_00000.json") == first);  // the previous copy, left
+  // The next save of iteration 4 cannot remove that leftover either: it moves it aside and saves.
+  back_to_2();
+  mrtest::Proc c = spawn(1, again, dir, "again", env);
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("warning: --save " + ck + ": a stale " + ck + "/iter_0000004.tmp from an earlier save "
+                                      "could not be removed (") &&
+                          Catch::Contains("moved aside to " + ck + "/iter_0000004.tmp.stale-1: remove it by hand"));
+  CHECK(bytes_of(ck + "/iter_0000004.tmp.stale-1/rank_00000.json") == first);
+  CHECK(tracker(ck) == "4");
+  mrtest::Proc d = spawn(1, {"--train-iters", "4", "--load", ck}, dir, "load");
+  CHECK(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("at iteration 4"));
+}
+
+TEST_CASE("a checkpoint file past the file-size limit (ulimit -f) fails the save naming the file (EFBIG), as "
+          "CPython's ignored SIGXFSZ does, instead of the worker dying of SIGXFSZ",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // 100 blocks (dash: 512 bytes, bash: 1024): a rank file of the default job is larger; the job's log is smaller.
+  std::vector<std::string> argv = {"/bin/sh", "-c", "ulimit -f 100 && exec \"$@\"", "sh", mrtest::megatron_run(),
+                                   "--nproc-per-node", "1"};
+  for (const std::string& s : mrtest::job_args({"--train-iters", "4", "--save-interval", "2", "--save", ck}))
+    argv.push_back(s);
+  std::vector<mrtest::Proc> ps = {mrtest::start(argv, {{"MR_DIST_TIMEOUT_S", "60"}}, dir, "fsize")};
+  mrtest::wait_all(ps, std::chrono::seconds(180));
+  const mrtest::Proc& p = ps[0];
+  INFO(p.out() << p.err());
+  CHECK(p.exit_code() == 1);
+  CHECK_THAT(p.err(), Catch::Contains("error[checkpoint.save-failed]: --save " + ck + ": the checkpoint of iteration 2 "
+                                      "was not written (" + ck + "/iter_0000002.tmp/rank_00000.safetensors: write "
+                                      "failed: File too large)"));
+  CHECK_THAT(p.err(), !Catch::Contains("SIGXFSZ"));
+  CHECK_FALSE(fs::exists(ck + "/iter_0000002.tmp"));
+}
+
 TEST_CASE("kill -9 inside a save leaves the previous checkpoint loadable and the tracker on it", "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
@@ -1336,7 +1445,8 @@ TEST_CASE("exit interval: --exit-interval saves and stops; non-persistent checkp
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
   CHECK(tracker(np + "/non_persistent") == "6");
-  CHECK(files_in(np + "/non_persistent") == std::vector<std::string>({"iter_0000006", "latest_checkpointed_iteration.txt"}));
+  CHECK(files_in(np + "/non_persistent") ==
+        std::vector<std::string>({".megatron-run.lock", "iter_0000006", "latest_checkpointed_iteration.txt"}));
   CHECK(tracker(np) == "8");  // the final save
   fs::remove_all(np + "/iter_0000008");
   fs::remove(np + "/latest_checkpointed_iteration.txt");
@@ -1412,7 +1522,7 @@ TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save i
   INFO(d.out() << d.err());
   REQUIRE(d.exit_code() == 0);
   CHECK(tracker(np) == "6");  // non-persistent saves at 5 and 6 (the newest kept); the final save to --save
-  CHECK(files_in(np) == std::vector<std::string>({"iter_0000006", "latest_checkpointed_iteration.txt"}));
+  CHECK(files_in(np) == std::vector<std::string>({".megatron-run.lock", "iter_0000006", "latest_checkpointed_iteration.txt"}));
   mrtest::Proc e = spawn(1, {"--train-iters", "7", "--override-opt-param-scheduler", "--load", ck,
                              "--non-persistent-ckpt-type", "global",
                              "--non-persistent-global-ckpt-dir", np}, dir, "npresume");
@@ -1558,7 +1668,8 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
                           !Catch::Contains("deleted checkpoint from iteration       3"));
   CHECK(files_in(ck) == std::vector<std::string>({".megatron-run.lock", "iter_0000001", "iter_0000004", "iter_0000007",
                                                    "latest_checkpointed_iteration.txt", "non_persistent"}));
-  CHECK(files_in(ck + "/non_persistent") == std::vector<std::string>({"iter_0000003", "latest_checkpointed_iteration.txt"}));
+  CHECK(files_in(ck + "/non_persistent") ==
+        std::vector<std::string>({".megatron-run.lock", "iter_0000003", "latest_checkpointed_iteration.txt"}));
   CHECK(tracker(ck) == "7");
   // A resume from an earlier checkpoint (--ckpt-step 4 under a tracker at 7): the save at 6 leaves the newer iter_7
   // (Megatron's rule would remove it), with a line saying so.
