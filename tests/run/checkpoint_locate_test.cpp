@@ -226,14 +226,14 @@ TEST_CASE("--pretrained-checkpoint: a fine-tune from it where --load holds no ch
   CHECK_THAT(b.out(), Catch::Contains("successfully loaded checkpoint from " + ft) && Catch::Contains("at iteration 3") &&
                           Catch::Contains("iteration        4/") && !Catch::Contains("attempting to finetune"));
   // --pretrained-checkpoint without --load loads it too (Megatron's pretrain calls load_checkpoint for either).
-  mrtest::Proc c = spawn(1, {"--train-iters", "2", "--pretrained-checkpoint", pt}, dir, "no-load");
+  mrtest::Proc c = spawn(1, {"--train-iters", "3", "--pretrained-checkpoint", pt}, dir, "no-load");
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 0);
   CHECK_THAT(c.out(), Catch::Contains("Checkpoint file not found in load directory None attempting to finetune with "
                                       "checkpoint in " + pt));
   // No checkpoint in either: refused, naming both (a typo in the base path no longer trains from random).
   const std::string none = dir / "none", typo = dir / "typo";
-  mrtest::Proc m = spawn(1, {"--train-iters", "2", "--load", none, "--pretrained-checkpoint", typo}, dir, "missing");
+  mrtest::Proc m = spawn(1, {"--train-iters", "3", "--load", none, "--pretrained-checkpoint", typo}, dir, "missing");
   INFO(m.out() << m.err());
   CHECK(m.exit_code() == 1);
   CHECK_THAT(m.err(), Catch::Contains("[checkpoint.pretrained-missing]: --pretrained-checkpoint " + typo +
