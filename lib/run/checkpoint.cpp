@@ -31,6 +31,7 @@
 #include "run/checkpoint_resume_args.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
+#include "util/rule_id.h"
 #include "util/text.h"
 
 namespace mr::run {
@@ -226,6 +227,11 @@ void no_checkpoint_found(const Args& a, bool rank0, std::ostream& log_, const st
 // Megatron's own checkpoint is refused as what it is.
 void announce_and_verify(const Args& a, bool rank0, const std::optional<Found>& found, std::ostream& log_,
                          const std::string& prefix_) {
+  // Megatron's line when --load holds no checkpoint and --pretrained-checkpoint does (run/checkpoint_locate.h).
+  if (rank0 && found->pretrained)
+    log_ << prefix_ << "Checkpoint file not found in load directory " << (a.load ? shown_path(*a.load) : "None")
+         << " attempting to finetune with checkpoint in " << shown_path(found->base)
+         << " (--pretrained-checkpoint: weights only, from iteration 0, as --finetune)" << std::endl;
   if (rank0) log_ << prefix_ << " loading checkpoint from " << found->base << " at iteration " << found->iteration << std::endl;
   // --verify-integrity: rank 0 checks every file against the manifest before anything is read (Megatron's
   // verify_integrity_manifest); its refusal reaches every rank through the verdict below.
@@ -235,7 +241,7 @@ void announce_and_verify(const Args& a, bool rank0, const std::optional<Found>& 
   }
   // Megatron's own checkpoint (torch_dist, torch) is not a damaged one of ours: said as what it is.
   if (const std::string kind = megatron_checkpoint_kind(found->dir); !kind.empty())
-    throw megatron_checkpoint_refusal(found->dir, kind, "--load " + shown_path(*a.load));
+    throw megatron_checkpoint_refusal(found->dir, kind, found->flag_words());
 }
 
 // One load of the located checkpoint `found` (read through `r`), as the steps Checkpointer::load calls in this order:
@@ -252,7 +258,8 @@ struct LoadSteps {
         found(&f),
         r(reader),
         m(reader.meta()),
-        finetune(args.finetune || f.release),
+        as_finetune(args.finetune || f.pretrained),
+        finetune(as_finetune || f.release),
         saved_optim(saved_with_optimizer(m)),
         with_opt(!finetune && !args.no_load_optim.value_or(false) && saved_optim),
         given_seed_(given_seed) {}
@@ -263,26 +270,68 @@ struct LoadSteps {
     return !(nso && nso->truthy());
   }
 
+  // How a message names the checkpoint: the flag it came from and its iteration's directory.
+  std::string where() const { return (found->pretrained ? "--pretrained-checkpoint " : "--load ") + found->dir; }
+
   void check_model_args() {
-    // Megatron's check_checkpoint_args on every load but a fine-tune: the arguments that fix the model must be
-    // the checkpoint's (another head count leaves every shape the same).
-    if (!a.finetune) {  // Megatron skips it for --finetune only (a release checkpoint is checked too)
-      std::vector<ArgId> fixed = {ArgId::num_layers, ArgId::hidden_size, ArgId::num_attention_heads,
-                                  ArgId::add_position_embedding};
-      if (a.vocab_file)
-        fixed.insert(fixed.end(), {ArgId::max_position_embeddings, ArgId::make_vocab_size_divisible_by, ArgId::tokenizer_type});
-      for (ArgId id : fixed) {
-        const std::string dest(dest_of(id));
-        const Value here = a.value(id);
-        const Value* there = field_of(m.args, dest.c_str());
-        const Value saved = there ? *there : id == ArgId::add_position_embedding ? Value(true) : Value();
-        if (!(saved == here))
-          throw CheckpointError(kCkptModelMismatch,
-                                "--load " + found->dir + ": " + dest + " value from checkpoint (" + abbreviate(saved.py_str()) +
-                                    ") is not equal to the input argument value (" + here.py_str() +
-                                    ") (Megatron's check_checkpoint_args; --finetune loads the weights anyway)");
-      }
+    // Megatron's check_checkpoint_args on every load but a fine-tune (--finetune, or --pretrained-checkpoint in
+    // place of --load): the arguments that fix the model must be the checkpoint's (another head count leaves every
+    // shape the same). A release checkpoint is checked too.
+    if (as_finetune) return;
+    std::vector<ArgId> fixed = {ArgId::num_layers, ArgId::hidden_size, ArgId::num_attention_heads,
+                                ArgId::add_position_embedding};
+    if (a.vocab_file)
+      fixed.insert(fixed.end(), {ArgId::max_position_embeddings, ArgId::make_vocab_size_divisible_by, ArgId::tokenizer_type});
+    for (ArgId id : fixed) {
+      const Value here = a.value(id);
+      const Value saved = saved_value(id, id == ArgId::add_position_embedding ? Value(true) : Value());
+      if (!(saved == here))
+        throw CheckpointError(kCkptModelMismatch, mismatch_text(id, saved, here) +
+                                                      " (Megatron's check_checkpoint_args; --finetune loads the weights anyway)");
     }
+    // Its conditional comparisons, in its order (checkpoint_version 3.0, as megatron-run's checkpoints count).
+    struct Conditional {
+      ArgId id;
+      const char* why;
+    };
+    std::vector<Conditional> conditional;
+    if (a.data_parallel_random_init)
+      conditional.push_back({ArgId::data_parallel_random_init,
+                             "with --data-parallel-random-init; --finetune loads the weights anyway"});
+    if (a.phase_transition_iterations && !a.phase_transition_iterations->empty())
+      conditional.push_back({ArgId::global_batch_size,
+                             "with --phase-transition-iterations: the global batch size must stay fixed across the "
+                             "phases; --finetune loads the weights anyway"});
+    if (!a.use_dist_ckpt) {
+      // --ckpt-format torch: Megatron's torch checkpoints load under the (TP, PP) they were saved with only.
+      static const char* kTorch =
+          "with --ckpt-format torch, whose checkpoints Megatron loads under the TP and PP sizes they were saved with "
+          "only; megatron-run's own checkpoint would load under this layout, as a Megatron torch_dist checkpoint "
+          "(the default --ckpt-format) would: leave --ckpt-format torch out to reshard, or keep the checkpoint's "
+          "sizes";
+      conditional.push_back({ArgId::tensor_model_parallel_size, kTorch});
+      conditional.push_back({ArgId::pipeline_model_parallel_size, kTorch});
+    }
+    for (const Conditional& k : conditional) {
+      const Value here = a.value(k.id);
+      const Value saved = saved_value(k.id, Value());
+      if (!(saved == here))
+        throw CheckpointError(kCkptArgsMismatch, mismatch_text(k.id, saved, here) +
+                                                     " (Megatron's check_checkpoint_args compares it " + k.why + ")");
+    }
+  }
+
+  // The checkpoint's saved value of `id` (its "args"), `absent` where it has none.
+  Value saved_value(ArgId id, Value absent) const {
+    const std::string dest(dest_of(id));
+    const Value* there = field_of(m.args, dest.c_str());
+    return there ? *there : absent;
+  }
+
+  // Megatron's words for a comparison that failed.
+  std::string mismatch_text(ArgId id, const Value& saved, const Value& here) const {
+    return where() + ": " + std::string(dest_of(id)) + " value from checkpoint (" + abbreviate(saved.py_str()) +
+           ") is not equal to the input argument value (" + here.py_str() + ")";
   }
 
   void check_parameters() {
@@ -291,11 +340,11 @@ struct LoadSteps {
     for (const ParamSpec& q : c_.plan.params) {
       const std::vector<int64_t> g = r.global_shape(q.key);
       if (g.empty())
-        throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has no parameter " + q.key);
+        throw CheckpointError(kCkptModelMismatch, where() + ": the checkpoint is of another model: it has no parameter " + q.key);
       if (g != q.full_shape) {
         if (std::string why = padded_vocab_differs(a, c_, m, q, g); !why.empty())
-          throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": parameter " + q.key + ": " + why);
-        throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: parameter " + q.key +
+          throw CheckpointError(kCkptModelMismatch, where() + ": parameter " + q.key + ": " + why);
+        throw CheckpointError(kCkptModelMismatch, where() + ": the checkpoint is of another model: parameter " + q.key +
                                                       " has shape " + shape_text(g) + " there and " + shape_text(q.full_shape) + " here");
       }
     }
@@ -308,7 +357,7 @@ struct LoadSteps {
       }
     for (const std::string& k : r.param_keys())
       if (!model_keys.count(k))
-        throw CheckpointError(kCkptModelMismatch, "--load " + found->dir + ": the checkpoint is of another model: it has a parameter " + k +
+        throw CheckpointError(kCkptModelMismatch, where() + ": the checkpoint is of another model: it has a parameter " + k +
                                                       " that this model does not");
   }
 
@@ -320,13 +369,13 @@ struct LoadSteps {
     // KeyError ("Unable to load optimizer from checkpoint ... exiting").
     if (!finetune && !a.no_load_optim.value_or(false) && !saved_optim)
       throw CheckpointError(kCkptOptimizerMismatch,
-                            "--load " + found->dir + ": the checkpoint was saved with --no-save-optim: it holds no "
+                            where() + ": the checkpoint was saved with --no-save-optim: it holds no "
                             "optimizer state and no learning-rate scheduler, and Megatron stops here (\"Unable to "
                             "load optimizer from checkpoint\"); give --no-load-optim (its weights and iteration, a "
                             "fresh optimizer and scheduler) or --finetune (its weights only, from iteration 0)");
     if (with_opt && m.optimizer != c_.optimizer.name)
       throw CheckpointError(kCkptOptimizerMismatch,
-                            "--load " + found->dir + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
+                            where() + ": the checkpoint holds " + m.optimizer + " state, this run steps --optimizer " +
                                 std::string(c_.optimizer.name) + " (--no-load-optim or --finetune loads the weights only)");
     // The optimizer state this run keeps must be there (a lion checkpoint saved before the run stepped lion's
     // non-matrix parameters with Adam has no exp_avg_sq): asked of the first parameter that keeps it.
@@ -337,7 +386,7 @@ struct LoadSteps {
           while (k + 1 < c_.plan.params.size() && !c_.buf.keeps_sq[k]) ++k;
         if ((kind == kExpAvgKind || kind == kExpAvgSqKind) && !r.has(c_.plan.params[k].key, kind))
           throw CheckpointError(kCkptOptimizerMismatch,
-                                "--load " + found->dir + ": the checkpoint holds no " + kind + " state, which --optimizer " +
+                                where() + ": the checkpoint holds no " + kind + " state, which --optimizer " +
                                     std::string(c_.optimizer.name) + " keeps here for " + c_.plan.params[k].key +
                                     " (a checkpoint of another --muon-scalar-optimizer, or a lion checkpoint from "
                                     "before megatron-run stepped lion's norms, biases and embeddings with Adam, has "
@@ -378,7 +427,7 @@ struct LoadSteps {
       } catch (const CheckpointError&) {
         throw;
       } catch (const std::exception& e) {
-        throw CheckpointError(kCkptSchedulerMismatch, "--load " + found->dir + ": the learning-rate schedule: " + e.what());
+        throw CheckpointError(kCkptSchedulerMismatch, where() + ": the learning-rate schedule: " + e.what());
       }
     }
     if (c_.scaler && m.grad_scaler.is_object()) {
@@ -405,14 +454,17 @@ struct LoadSteps {
     p.optimizer_steps = m.optimizer_steps;
   }
 
-  // The iteration and samples to resume from (none with --finetune or from a release checkpoint),
-  // --override-ckpt-iteration and --override-opt-param-scheduler.
+  // The iteration and samples to resume from (none with --finetune; a release checkpoint: iteration 0 with the
+  // saved samples, as Megatron's load_checkpoint takes consumed_train_samples and skipped_train_samples from the
+  // checkpoint's args whenever it is no fine-tune), --override-ckpt-iteration and --override-opt-param-scheduler.
   void resume_progress(Progress& p) {
+    if (!as_finetune) {
+      p.consumed_samples = m.consumed_samples;
+      p.skipped_samples = m.skipped_train_samples;
+    }
     if (!finetune) {
       p.iteration = m.iteration;
-      p.consumed_samples = m.consumed_samples;
       p.skipped = m.skipped_iterations;
-      p.skipped_samples = m.skipped_train_samples;
     }
     if (a.override_ckpt_iteration) {
       // Megatron's --override-ckpt-iteration: the checkpoint counts as saved at N; consumed samples become
@@ -452,8 +504,11 @@ struct LoadSteps {
     line << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
          << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
          << (a.finetune ? " (--finetune: weights only, iteration 0)"
+             : found->pretrained ? " (--pretrained-checkpoint: a fine-tune, weights only, iteration 0)"
              : finetune  ? (a.override_ckpt_iteration ? " (a release checkpoint: weights only, at the iteration --override-ckpt-iteration gives)"
-                                                      : " (a release checkpoint: weights only, iteration 0)")
+                                                      : " (a release checkpoint: weights only, iteration 0, " +
+                                                            std::to_string(p.consumed_samples) +
+                                                            " samples consumed as saved)")
              : !with_opt ? " (weights only: fresh optimizer state)"
                          : "");
     // Megatron ignores a checkpoint's RNG state when (TP, PP) changed and keeps --seed; the synthetic data
@@ -461,7 +516,8 @@ struct LoadSteps {
     // the checkpoint's seed is not --seed (the same seed: nothing differs from Megatron's run).
     const Value* st = field_of(m.layout, "tp");
     const Value* sp = field_of(m.layout, "pp");
-    if (loads_rng(a, *found) && st && sp && st->is_int() && sp->is_int() &&
+    const bool no_rng = saved_without_rng(m.args);
+    if (loads_rng(a, *found) && !no_rng && st && sp && st->is_int() && sp->is_int() &&
         (st->as_int() != c_.tp.size() || sp->as_int() != c_.pp.size()) &&
         static_cast<int64_t>(m.seed) != given_seed_)
       line << "\n" << prefix_ << "notice: (TP, PP) = (" << c_.tp.size() << ", " << c_.pp.size()
@@ -469,6 +525,17 @@ struct LoadSteps {
            << ") in the checkpoint: Megatron would ignore the checkpoint's RNG state and keep --seed "
            << given_seed_ << "; megatron-run restores the checkpoint's seed " << m.seed
            << ", so the run continues as the one that saved it (--no-load-rng keeps --seed)";
+    // A --no-save-rng checkpoint holds no RNG state: Megatron ignores it then (its torch_dist load) and keeps
+    // --seed, as the run does (resume_args).
+    if (loads_rng(a, *found) && no_rng)
+      line << "\n" << prefix_
+           << rule_heading("warning", kCkptNoRngState.id,
+                           where() + ": the checkpoint was saved with --no-save-rng and holds no RNG state: this run "
+                           "keeps --seed " + std::to_string(given_seed_) +
+                               (static_cast<int64_t>(m.seed) != given_seed_
+                                    ? " (not the seed " + std::to_string(m.seed) + " of the run that saved it)"
+                                    : std::string()) +
+                               ", as Megatron does");
     return line.str();
   }
 
@@ -480,7 +547,8 @@ struct LoadSteps {
   const Found* found;
   CheckpointReader& r;
   const RankMeta& m;
-  const bool finetune;  // weights only, from iteration 0: --finetune or a release checkpoint
+  const bool as_finetune;  // Megatron's args.finetune: --finetune, or --pretrained-checkpoint taken for --load
+  const bool finetune;  // weights only: as_finetune or a release checkpoint (from iteration 0)
   const bool saved_optim, with_opt;  // the checkpoint holds optimizer state; this load restores it
   const int64_t given_seed_;
 };
@@ -581,7 +649,7 @@ Checkpointer::~Checkpointer() {
 Progress Checkpointer::load() {
   const Args& a = c_.args;
   const bool rank0 = c_.rt.rank() == 0;
-  if (!a.load) return {};
+  if (!a.load && !a.pretrained_checkpoint) return {};  // (Megatron's pretrain: load_checkpoint for either)
   std::optional<Found> found;
   Progress p;
   std::string err, loaded;  // this rank's error; rank 0's "successfully loaded" line
@@ -611,7 +679,7 @@ Progress Checkpointer::load() {
   } catch (const std::bad_alloc&) {
     // A file within the readers' limits that still does not fit in this process's memory (a memory limit, a
     // small machine): named as such, with the checkpoint, rather than as a bare "std::bad_alloc".
-    failure = CheckpointError(kCkptCorrupt, "--load " + (found ? found->dir : a.load.value_or("")) +
+    failure = CheckpointError(kCkptCorrupt, (found ? found->flag_words() : load_words(a)) +
                                                 ": out of memory while reading the checkpoint's files");
     err = message_of(failure);
   } catch (const std::exception& e) {
@@ -624,7 +692,7 @@ Progress Checkpointer::load() {
     if (v.rank == c_.rt.rank()) throw failure;  // the lowest failed rank: its own error; every other rank names it
     const size_t us = v.error.find('\x1f');
     throw CheckpointError(us == std::string::npos ? kCkptCorrupt : checkpoint_rule(v.error.substr(0, us)),
-                          "--load " + shown_path(*a.load) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
+                          load_words(a) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
                               (us == std::string::npos ? v.error : v.error.substr(us + 1)));
   }
   if (!loaded.empty()) log_ << loaded << std::endl;
@@ -895,7 +963,12 @@ bool Checkpointer::after_iteration(const Progress& p) {
       return true;
     }
   }
-  if (a.exit_interval && *a.exit_interval > 0 && it % *a.exit_interval == 0) {
+  // --exit-interval, or one of --phase-transition-iterations: Megatron's train loop saves (unless this iteration
+  // just did) and exits there, so that the next phase starts from that checkpoint.
+  const bool transition = a.phase_transition_iterations &&
+                          std::find(a.phase_transition_iterations->begin(), a.phase_transition_iterations->end(), it) !=
+                              a.phase_transition_iterations->end();
+  if ((a.exit_interval && *a.exit_interval > 0 && it % *a.exit_interval == 0) || transition) {
     if (a.save && !saved) save(p, false);
     if (rank0) log_ << prefix_ << "exiting program at iteration " << it << std::endl;
     return true;

@@ -56,10 +56,21 @@ const Rule kCkptIntegrity{"checkpoint.integrity", Rule::Level::Error,
                        "--verify-integrity and the checkpoint's integrity.json is missing, malformed, of another algorithm, does not list a rank file, or a file it lists is missing or has another SHA-256.",
                        __FILE__, __LINE__, kStageRun};
 
+const Rule kCkptArgsMismatch{"checkpoint.args-mismatch", Rule::Level::Error,
+                       "Megatron's check_checkpoint_args, its conditional comparisons (not with --finetune): with --phase-transition-iterations the global batch size, with --data-parallel-random-init that flag, with --ckpt-format torch the TP and PP sizes, differ from the checkpoint's.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptPretrainedMissing{"checkpoint.pretrained-missing", Rule::Level::Error,
+                       "--pretrained-checkpoint DIR is given, --load holds no checkpoint (no tracker) and DIR holds none either (Megatron's FileNotFoundError).",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptNoRngState{"checkpoint.no-rng-state", Rule::Level::Warning,
+                       "The loaded checkpoint was saved with --no-save-rng: it holds no RNG state, so the run keeps this run's --seed, as Megatron ignores the RNG state then.",
+                       __FILE__, __LINE__, kStageRun};
+
 const Rule& checkpoint_rule(std::string_view id) {
   for (const Rule* r : {&kCkptSaveUnwritable, &kCkptSaveFailed, &kCkptSaveBusy, &kCkptMissing, &kCkptStepMissing,
                         &kCkptCorrupt, &kCkptModelMismatch, &kCkptOptimizerMismatch, &kCkptIncomplete,
-                        &kCkptSchedulerMismatch, &kCkptUnsupported, &kCkptIntegrity})
+                        &kCkptSchedulerMismatch, &kCkptUnsupported, &kCkptIntegrity, &kCkptArgsMismatch,
+                        &kCkptPretrainedMissing})
     if (id == r->id) return *r;
   return kCkptCorrupt;
 }

@@ -75,6 +75,9 @@ extern const Rule kCkptOptimizerMismatch;
 extern const Rule kCkptIncomplete;
 extern const Rule kCkptSchedulerMismatch;
 extern const Rule kCkptUnsupported;
+extern const Rule kCkptArgsMismatch;
+extern const Rule kCkptPretrainedMissing;
+extern const Rule kCkptNoRngState;
 // The checkpoint rule with this id (one another rank sent), else checkpoint.corrupt.
 const Rule& checkpoint_rule(std::string_view id);
 

@@ -114,17 +114,73 @@ std::string iteration_dir_hint(const std::string& load) {
   return s + ")";
 }
 
-// Megatron's _load_base_checkpoint (run/checkpoint_args.h).
-std::optional<Found> locate(const Args& a) {
-  if (!a.load) return std::nullopt;
+std::string Found::flag_words() const {
+  return (pretrained ? "--pretrained-checkpoint " : "--load ") + shown_path(base);
+}
+
+namespace {
+
+LoadQuery query_for(const Args& a, const std::string& dir, const char* flag) {
   LoadQuery q;
-  q.load = *a.load;
+  q.load = dir;
+  q.flag = flag;
   q.ckpt_step = a.ckpt_step.value_or(0);
   q.non_persistent_global = a.non_persistent_ckpt_type == arg::NonPersistentCkptType::global;
   q.non_persistent_dir = a.non_persistent_global_ckpt_dir;
-  return locate_checkpoint(q);
+  return q;
 }
 
-bool loads_rng(const Args& a, const Found& f) { return !a.finetune && !f.release && !a.no_load_rng.value_or(false); }
+// Megatron's checkpoint_exists: a regular file (os.path.isfile: a link to one too) is the tracker of `dir`.
+bool tracker_exists(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(tracker_path(dir), ec);
+}
+
+}  // namespace
+
+// Megatron's load_checkpoint: `pretrained_dir is not None and not checkpoint_exists(load_dir)` switches to
+// --pretrained-checkpoint with args.finetune = True, and a pretrained directory without a tracker is its
+// FileNotFoundError; then _load_base_checkpoint (run/checkpoint_args.h) with the same --ckpt-step and
+// non-persistent flags.
+std::optional<Found> locate(const Args& a) {
+  if (a.pretrained_checkpoint && !(a.load && tracker_exists(*a.load))) {
+    const std::string& p = *a.pretrained_checkpoint;
+    std::optional<CheckpointPlace> place;
+    if (tracker_exists(p)) place = locate_checkpoint(query_for(a, p, "--pretrained-checkpoint"));
+    if (!place)
+      throw CheckpointError(kCkptPretrainedMissing,
+                            "--pretrained-checkpoint " + shown_path(p) + ": no checkpoint there (no " +
+                                shown_path(tracker_path(p)) + ")" +
+                                (a.load ? ", and none under --load " + shown_path(*a.load) + " (no " +
+                                              shown_path(tracker_path(*a.load)) + ")"
+                                        : std::string(", and no --load")) +
+                                ": Megatron stops here (FileNotFoundError: No checkpoint found in load directory or "
+                                "pretrained directory); give the directory of a checkpoint (its tracker, "
+                                "latest_checkpointed_iteration.txt, is in it)");
+    Found f{*place};
+    f.pretrained = true;
+    return f;
+  }
+  if (!a.load) return std::nullopt;
+  std::optional<CheckpointPlace> place = locate_checkpoint(query_for(a, *a.load, "--load"));
+  if (!place) return std::nullopt;
+  return Found{*place};
+}
+
+std::string load_words(const Args& a) {
+  if (a.load) return "--load " + shown_path(*a.load);
+  return "--pretrained-checkpoint " + shown_path(a.pretrained_checkpoint.value_or(""));
+}
+
+bool saved_without_rng(const Value& saved_args) {
+  if (!saved_args.is_object()) return false;
+  for (const auto& [k, v] : saved_args.as_object())
+    if (k == "no_save_rng") return v.truthy();
+  return false;
+}
+
+bool loads_rng(const Args& a, const Found& f) {
+  return !a.finetune && !f.pretrained && !f.release && !a.no_load_rng.value_or(false);
+}
 
 }  // namespace mr::run

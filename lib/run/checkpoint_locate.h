@@ -12,7 +12,14 @@
 
 namespace mr::run {
 
-using Found = CheckpointPlace;
+// The checkpoint a run loads: where it is, and whether it is --pretrained-checkpoint's, taken because --load holds
+// none (Megatron's load_checkpoint then sets args.finetune: weights only, iteration 0, no optimizer state, RNG or
+// argument check).
+struct Found : CheckpointPlace {
+  bool pretrained = false;
+  // How a message names the directory it came from: "--load DIR" or "--pretrained-checkpoint DIR".
+  std::string flag_words() const;
+};
 
 // The directory of the non-persistent saves of a run that saves to `base`: --non-persistent-global-ckpt-dir, else
 // default_non_persistent_dir(base).
@@ -35,12 +42,24 @@ void refuse_np_dir_on_load(const Args& a);
 // tracker names another iteration; "" for any other directory.
 std::string iteration_dir_hint(const std::string& load);
 
-// Megatron's _load_base_checkpoint (run/checkpoint_args.h): the checkpoint --load names; none without --load or
-// without a tracker.
+// Megatron's load_checkpoint up to _load_base_checkpoint (run/checkpoint_args.h): the checkpoint --load names;
+// where --load has no tracker file (Megatron's checkpoint_exists) and --pretrained-checkpoint P is given, P's,
+// marked `pretrained` (a fine-tune), with rank 0's "attempting to finetune" line left to the caller; none without
+// --load and --pretrained-checkpoint, or without a tracker under --load. CheckpointError
+// checkpoint.pretrained-missing when P has no tracker either (Megatron's FileNotFoundError "No checkpoint found in
+// load directory or pretrained directory").
 std::optional<Found> locate(const Args& a);
 
-// Whether the load restores the checkpoint's RNG state (its seed here): not with --finetune, --no-load-rng or
-// from a release checkpoint.
+// How a message names where the run loads from before it knows which: --load, or --pretrained-checkpoint alone.
+std::string load_words(const Args& a);
+
+// Whether a checkpoint's saved arguments (rank 0's "args") say it was saved with --no-save-rng: it holds no RNG
+// state (Megatron leaves rng_state out), so a load keeps this run's --seed.
+bool saved_without_rng(const Value& saved_args);
+
+// Whether the load restores the checkpoint's RNG state (its seed here): not with --finetune, --no-load-rng, from a
+// release checkpoint or a --pretrained-checkpoint fine-tune (and not from a --no-save-rng checkpoint:
+// saved_without_rng, asked once its metadata is read).
 bool loads_rng(const Args& a, const Found& f);
 
 }  // namespace mr::run

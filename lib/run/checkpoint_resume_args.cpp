@@ -108,6 +108,9 @@ Args resume_args(const Args& args) {
     throw megatron_checkpoint_refusal(f->dir, kind, "--load " + shown_path(*args.load));
   const std::string first = f->dir + "/" + rank_stem(0) + ".json";
   const RankMeta m = parse_rank_meta(read_small_file(first, kMaxMetadataBytes), first);
+  // Saved with --no-save-rng: no RNG state to restore (Megatron's load keeps the run's own; the Checkpointer's
+  // load says so, checkpoint.no-rng-state).
+  if (saved_without_rng(m.args)) return out;
   out.seed = static_cast<int64_t>(m.seed);
   return out;
 }

@@ -62,6 +62,11 @@ constexpr ArgId kActs[] = {
     // (run/checkpoint_integrity.h), main params from the checkpoint's stored params.
     ArgId::save_retain_interval, ArgId::override_ckpt_iteration, ArgId::verify_integrity,
     ArgId::load_main_params_from_ckpt,
+    // A fine-tune from --pretrained-checkpoint when --load holds no checkpoint; a checkpoint saved with --no-save-rng
+    // (it records the flag) resumes with the resuming run's --seed; a save and an exit at each of
+    // --phase-transition-iterations, and a resume with it compares --global-batch-size with the checkpoint's (the
+    // data phases themselves have no data to switch) (run/checkpoint_locate.h, run/checkpoint.h).
+    ArgId::pretrained_checkpoint, ArgId::no_save_rng, ArgId::phase_transition_iterations,
     // The checkpoint's model arguments replace the given ones before validation (run/checkpoint_args.h).
     ArgId::use_checkpoint_args, ArgId::use_mp_args_from_checkpoint_args, ArgId::use_tokenizer_model_from_checkpoint_args,
     // The log (run/log.h).
@@ -153,9 +158,6 @@ const std::map<std::string_view, const char*>& group_reasons() {
 // Flags whose reason is not their group's.
 const std::map<ArgId, const char*>& flag_reasons() {
   static const std::map<ArgId, const char*> m = {
-      {ArgId::pretrained_checkpoint, "the synthetic run loads no weights from it (with --use-checkpoint-args it "
-                                     "takes the model's arguments from it, as Megatron)"},
-      {ArgId::no_save_rng, "the synthetic run's RNG state is its seed, always saved (a few bytes)"},
       {ArgId::ckpt_format, "the synthetic run writes one format: safetensors + JSON per rank (docs/checkpoints.md)"},
       {ArgId::sequence_parallel, "a layout of activations: the synthetic run has none (its parameters are the same)"},
       {ArgId::fp8_param_gather, "fp8 parameters are not modelled: the run keeps the linear weights in the model dtype "
@@ -329,7 +331,7 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
     case ArgId::decoupled_min_lr:
       return a.decoupled_lr ? "" : "not used without --decoupled-lr";
     case ArgId::ckpt_step:  // 0 is Megatron's "not given" (docs/checkpoints.md): nothing to name
-      return a.load || !a.ckpt_step || *a.ckpt_step == 0 ? "" : "not used without --load";
+      return a.load || a.pretrained_checkpoint || !a.ckpt_step || *a.ckpt_step == 0 ? "" : "not used without --load";
     case ArgId::override_opt_param_scheduler:
     case ArgId::use_checkpoint_opt_param_scheduler:
     case ArgId::finetune:
@@ -338,14 +340,16 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
     case ArgId::exit_on_missing_checkpoint:
     case ArgId::override_ckpt_iteration:
     case ArgId::load_main_params_from_ckpt:
-      return a.load ? "" : "not used without --load";
+      // --pretrained-checkpoint alone loads too (Megatron's pretrain calls load_checkpoint for either).
+      return a.load || a.pretrained_checkpoint ? "" : "not used without --load";
     case ArgId::save_interval:
     case ArgId::save_retain_interval:  // (validation checks it against --save-interval only with --save)
     case ArgId::non_persistent_save_interval:
     case ArgId::no_save_optim:
+    case ArgId::no_save_rng:
       return a.save ? "" : "not used without --save";
     case ArgId::verify_integrity:
-      return a.load || a.save ? "" : "checks nothing without --load or --save";
+      return a.load || a.pretrained_checkpoint || a.save ? "" : "checks nothing without --load or --save";
     default:
       return "";
   }

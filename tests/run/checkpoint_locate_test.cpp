@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,7 +75,19 @@ TEST_CASE("tracker and directory details: a signed count, --load '' (the working
   mrtest::Proc r = spawn(1, with({"--load", ck}), dir, "release");
   INFO(r.out() << r.err());
   CHECK(r.exit_code() == 0);
-  CHECK_THAT(r.out(), Catch::Contains("(a release checkpoint: weights only, iteration 0)"));
+  CHECK_THAT(r.out(), Catch::Contains("(a release checkpoint: weights only, iteration 0, 16 samples consumed as saved)"));
+  // Megatron's load_checkpoint takes consumed_train_samples from the checkpoint's args unless --finetune, a release
+  // checkpoint too: the first iteration consumes the samples after the saved 16; with --finetune after none.
+  static const std::regex first_line(R"(iteration +1/ +4 \| consumed samples: +([0-9]+) \|)");
+  auto first_consumed = [](const std::string& out) {
+    std::smatch m;
+    return std::regex_search(out, m, first_line) ? m[1].str() : std::string("(no first iteration line)");
+  };
+  CHECK(first_consumed(r.out()) == "24");
+  mrtest::Proc rf = spawn(1, with({"--load", ck, "--finetune"}), dir, "release-finetune");
+  INFO(rf.out() << rf.err());
+  CHECK(rf.exit_code() == 0);
+  CHECK(first_consumed(rf.out()) == "8");
   // With --override-ckpt-iteration (Megatron: release, iteration 0, then N) the line names N and does not say 0.
   mrtest::Proc ro = spawn(1, with({"--load", ck, "--override-ckpt-iteration", "3"}), dir, "release-override");
   INFO(ro.out() << ro.err());
@@ -177,4 +190,55 @@ TEST_CASE("a non-persistent directory that is --save (or --load) under another s
   CHECK(ok.exit_code() == 0);
   CHECK(fs::exists("np3/iter_0000002/rank_00000.json"));
   CHECK(fs::exists("np3x/latest_checkpointed_iteration.txt"));
+}
+
+// Megatron's load_checkpoint: with --pretrained-checkpoint P and no checkpoint under --load (no tracker), P is loaded
+// with args.finetune = True (weights only, iteration 0); P without one either is its FileNotFoundError.
+TEST_CASE("--pretrained-checkpoint: a fine-tune from it where --load holds no checkpoint; none there either is "
+          "checkpoint.pretrained-missing",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string pt = dir / "pt", ft = dir / "ft";
+  REQUIRE(spawn(1, {"--train-iters", "4", "--save-interval", "4", "--save", pt}, dir, "base").exit_code() == 0);
+  const std::vector<std::string> job = {"--train-iters", "6", "--exit-interval", "3", "--load", ft, "--save", ft,
+                                        "--save-interval", "100", "--pretrained-checkpoint", pt};
+  mrtest::Proc a = spawn(1, job, dir, "finetune-from-pt");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("Checkpoint file not found in load directory " + ft +
+                                      " attempting to finetune with checkpoint in " + pt) &&
+                          Catch::Contains("(--pretrained-checkpoint: a fine-tune, weights only, iteration 0)") &&
+                          Catch::Contains("iteration        1/") && !Catch::Contains("will start from random"));
+  CHECK_THAT(a.out() + a.err(), !Catch::Contains("--pretrained-checkpoint ("));  // acted on: not in the notice
+  CHECK(tracker(ft) == "3");
+  // The same weights as --load P --finetune, not a run from random.
+  mrtest::Proc f = spawn(1, {"--train-iters", "6", "--exit-interval", "3", "--load", pt, "--finetune"}, dir, "finetune");
+  mrtest::Proc s = spawn(1, {"--train-iters", "6", "--exit-interval", "3"}, dir, "scratch");
+  REQUIRE(f.exit_code() == 0);
+  REQUIRE(s.exit_code() == 0);
+  CHECK(!checksum_line(a.out()).empty());
+  CHECK(checksum_line(a.out()) == checksum_line(f.out()));
+  CHECK(checksum_line(a.out()) != checksum_line(s.out()));
+  // The next run of the job resumes its own checkpoint under --load.
+  mrtest::Proc b = spawn(1, job, dir, "resume-ft");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("successfully loaded checkpoint from " + ft) && Catch::Contains("at iteration 3") &&
+                          Catch::Contains("iteration        4/") && !Catch::Contains("attempting to finetune"));
+  // --pretrained-checkpoint without --load loads it too (Megatron's pretrain calls load_checkpoint for either).
+  mrtest::Proc c = spawn(1, {"--train-iters", "3", "--pretrained-checkpoint", pt}, dir, "no-load");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("Checkpoint file not found in load directory None attempting to finetune with "
+                                      "checkpoint in " + pt));
+  // No checkpoint in either: refused, naming both (a typo in the base path no longer trains from random).
+  const std::string none = dir / "none", typo = dir / "typo";
+  mrtest::Proc m = spawn(1, {"--train-iters", "3", "--load", none, "--pretrained-checkpoint", typo}, dir, "missing");
+  INFO(m.out() << m.err());
+  CHECK(m.exit_code() == 1);
+  CHECK_THAT(m.err(), Catch::Contains("[checkpoint.pretrained-missing]: --pretrained-checkpoint " + typo +
+                                      ": no checkpoint there (no " + typo + "/latest_checkpointed_iteration.txt), and "
+                                      "none under --load " + none) &&
+                          Catch::Contains("No checkpoint found in load directory or pretrained directory"));
+  CHECK_THAT(m.out(), !Catch::Contains("iteration        1/"));
 }

@@ -1832,3 +1832,95 @@ TEST_CASE("another TP that pads the vocabulary otherwise is refused naming the p
   CHECK(!checksum_line(a.out()).empty());
   CHECK(checksum_line(c.out()) == checksum_line(a.out()));
 }
+
+// Megatron's train loop exits at each of --phase-transition-iterations as at --exit-interval (training.py: a save
+// unless the iteration just saved, then "exiting program at iteration N"), and its check_checkpoint_args compares
+// global_batch_size when the flag is given.
+TEST_CASE("--phase-transition-iterations: a save and an exit at each listed iteration; a resume with it compares "
+          "--global-batch-size with the checkpoint's (checkpoint.args-mismatch)",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  const std::vector<std::string> job = {"--train-iters", "8", "--save-interval", "100", "--save", ck, "--load", ck,
+                                        "--phase-transition-iterations", "6,3"};
+  mrtest::Proc a = spawn(1, job, dir, "phase1");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("exiting program at iteration 3") && !Catch::Contains("iteration        4/"));
+  CHECK(tracker(ck) == "3");
+  CHECK_THAT(a.out() + a.err(), !Catch::Contains("no data is read"));  // acted on: not in the start notice
+  mrtest::Proc b = spawn(1, job, dir, "phase2");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/") &&
+                          Catch::Contains("exiting program at iteration 6") && !Catch::Contains("iteration        7/"));
+  CHECK(tracker(ck) == "6");
+  // Another --global-batch-size is Megatron's assertion with the flag.
+  mrtest::Proc c = spawn(1, joined(job, {"--global-batch-size", "16"}), dir, "gbs");
+  INFO(c.out() << c.err());
+  CHECK(c.exit_code() == 1);
+  CHECK_THAT(c.err(), Catch::Contains("[checkpoint.args-mismatch]: --load " + ck + "/iter_0000006: global_batch_size "
+                                      "value from checkpoint (8) is not equal to the input argument value (16)") &&
+                          Catch::Contains("--phase-transition-iterations"));
+  CHECK_THAT(c.out(), !Catch::Contains("iteration        7/"));
+}
+
+// Megatron's check_checkpoint_args also compares, where asked for: tensor_model_parallel_size and
+// pipeline_model_parallel_size when the checkpoint format is not distributed (--ckpt-format torch), and
+// data_parallel_random_init with --data-parallel-random-init.
+TEST_CASE("check_checkpoint_args' conditional comparisons: TP under --ckpt-format torch, --data-parallel-random-init "
+          "(checkpoint.args-mismatch)",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", ck, "--ckpt-format", "torch"}, dir, "save")
+              .exit_code() == 0);
+  const std::vector<std::string> tp2 = {"--train-iters", "4", "--load", ck, "--tensor-model-parallel-size", "2"};
+  mrtest::Proc t = spawn(2, joined(tp2, {"--ckpt-format", "torch"}), dir, "torch-tp");
+  INFO(t.out() << t.err());
+  CHECK(t.exit_code() == 1);
+  CHECK_THAT(t.err(), Catch::Contains("[checkpoint.args-mismatch]: --load " + ck + "/iter_0000004: "
+                                      "tensor_model_parallel_size value from checkpoint (1) is not equal to the input "
+                                      "argument value (2)") &&
+                          Catch::Contains("with --ckpt-format torch"));
+  // The default format (torch_dist) reshards, in Megatron as here.
+  mrtest::Proc d = spawn(2, tp2, dir, "dist-tp");
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("at iteration 4"));
+  mrtest::Proc r = spawn(1, {"--train-iters", "4", "--load", ck, "--data-parallel-random-init"}, dir, "dp-random");
+  INFO(r.out() << r.err());
+  CHECK(r.exit_code() == 1);
+  CHECK_THAT(r.err(), Catch::Contains("[checkpoint.args-mismatch]: --load " + ck + "/iter_0000004: "
+                                      "data_parallel_random_init value from checkpoint (False) is not equal to the "
+                                      "input argument value (True)"));
+  // --finetune skips check_checkpoint_args, as Megatron.
+  mrtest::Proc f = spawn(1, {"--train-iters", "4", "--load", ck, "--data-parallel-random-init", "--finetune"}, dir,
+                         "dp-random-finetune");
+  INFO(f.out() << f.err());
+  CHECK(f.exit_code() == 0);
+}
+
+// A --no-save-rng checkpoint holds no RNG state: Megatron's load ignores it and the run keeps its own --seed.
+TEST_CASE("a checkpoint saved with --no-save-rng resumes with this run's --seed, with warning checkpoint.no-rng-state",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  REQUIRE(spawn(1, {"--train-iters", "4", "--save-interval", "2", "--save", ck, "--no-save-rng"}, dir, "save")
+              .exit_code() == 0);
+  const std::vector<std::string> resume = {"--train-iters", "4", "--load", ck, "--ckpt-step", "2"};
+  mrtest::Proc a = spawn(1, joined(resume, {"--seed", "99"}), dir, "seed99");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  CHECK_THAT(a.out() + a.err(), Catch::Contains("warning[checkpoint.no-rng-state]: --load " + ck + "/iter_0000002: the "
+                                                "checkpoint was saved with --no-save-rng and holds no RNG state: this "
+                                                "run keeps --seed 99 (not the seed 1234 of the run that saved it)"));
+  mrtest::Proc b = spawn(1, joined(resume, {"--seed", "99", "--no-load-rng"}), dir, "seed99-noload");
+  REQUIRE(b.exit_code() == 0);
+  mrtest::Proc c = spawn(1, resume, dir, "seed1234");
+  REQUIRE(c.exit_code() == 0);
+  CHECK(!checksum_line(a.out()).empty());
+  CHECK(checksum_line(a.out()) == checksum_line(b.out()));
+  CHECK(checksum_line(a.out()) != checksum_line(c.out()));
+  CHECK_THAT(b.out() + b.err(), !Catch::Contains("checkpoint.no-rng-state"));  // nothing to restore was asked for
+}
