@@ -21,8 +21,10 @@
 #   gpu_pin_mtimes BUILD         with MR_DEVICE_PIN_MTIMES=1 only: every file of the tree outside .git, .device and
 #                                the build folders gets one fixed old time (2000-01-01), so that a tree copied anew
 #                                for the next device call (new mtimes) does not look newer than the last call's
-#                                objects and rebuild everything. Only for a fresh copy whose every build ran after a
-#                                pin (the device machine): in a working checkout it would hide edits from ninja
+#                                objects and rebuild everything. The files' sha256 are kept in BUILD/.mr-source-sums:
+#                                a file changed since the last pin keeps its time and is rebuilt. Only for a fresh
+#                                copy whose every build ran after a pin (the device machine): in a working checkout
+#                                an edit made before the first pin would be hidden from ninja
 # Run from the repository root.
 
 gpu_default_build() {
@@ -67,12 +69,25 @@ gpu_configure() {  # BUILD -> cmake's exit code (0 when already configured)
 
 gpu_pin_mtimes() {  # BUILD
   [[ "${MR_DEVICE_PIN_MTIMES:-0}" == 1 ]] || return 0
-  local build=${1:-build-device} list
-  list=$(mktemp)
-  find . \( -path ./.git -o -path ./.device -o -path './build*' -o -path "./${build#./}" \) -prune -o -type f -print0 >"$list"
-  xargs -0 -r touch -h -d @946684800 -- <"$list"
-  echo "gpu_pin_mtimes: $(tr -cd '\0' <"$list" | wc -c) files of the tree set to 2000-01-01 (MR_DEVICE_PIN_MTIMES=1)"
-  rm -f "$list"
+  local build=${1:-build-device} now old changed pinned
+  build=${build#./}
+  now=$(mktemp) old="$build/.mr-source-sums" changed=$(mktemp)
+  find . \( -path ./.git -o -path ./.device -o -path './build*' -o -path "./$build" \) -prune -o -type f -print0 |
+    sort -z | xargs -0 -r sha256sum >"$now"
+  # A file whose contents differ from the last pinned tree's keeps its new time, so ninja rebuilds it (an edit
+  # between the device calls is not hidden); the first call pins everything.
+  if [[ -f "$old" ]]; then
+    grep -vxF -f "$old" "$now" | sed 's/^[0-9a-f]*  //' >"$changed" || true
+  fi
+  local paths
+  paths=$(mktemp)
+  sed 's/^[0-9a-f]*  //' "$now" | { if [[ -s "$changed" ]]; then grep -vxF -f "$changed"; else cat; fi; } >"$paths" || true
+  tr '\n' '\0' <"$paths" | xargs -0 -r touch -h -d @946684800 --
+  pinned=$(wc -l <"$paths")
+  rm -f "$paths"
+  mkdir -p "$build" && cp "$now" "$old"
+  echo "gpu_pin_mtimes: $pinned files of the tree set to 2000-01-01 (MR_DEVICE_PIN_MTIMES=1); $(wc -l <"$changed") changed since the last pin, left newer: $(head -5 "$changed" | tr '\n' ' ')"
+  rm -f "$now" "$changed"
 }
 
 gpu_edges() {  # BUILD TARGET... -> a number, or "?"

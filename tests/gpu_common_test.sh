@@ -183,4 +183,12 @@ check "with MR_DEVICE_PIN_MTIMES=1 the sources get 2000-01-01 ($pinned)" \
    [[ "$pinned" == *"2 files of the tree"* ]]'
 check "... and .git, .device, build* and the named build folder keep their times" \
   '( for f in .git/HEAD .device/MANIFEST build-device/a.o out/b.o; do (( $(stat -c %Y "$tmp/tree/$f") > 946684800 )) || exit 1; done )'
+# ... and a file changed since the last pin (an edit between the device calls) keeps its new time, so ninja rebuilds
+# it instead of testing call 1's binary (review diff35 #8); the unchanged ones are pinned again.
+echo y >"$tmp/tree/lib/a.cpp"
+touch "$tmp/tree/CMakeLists.txt"  # a fresh copy: new time, same contents
+again=$(cd "$tmp/tree" && MR_DEVICE_PIN_MTIMES=1 gpu_pin_mtimes out)
+check "a file changed since the last pin keeps its new time ($again)" \
+  '(( $(stat -c %Y "$tmp/tree/lib/a.cpp") > 946684800 && $(stat -c %Y "$tmp/tree/CMakeLists.txt") == 946684800 )) &&
+   [[ "$again" == *"1 files of the tree set to 2000-01-01"*"1 changed since the last pin"*"./lib/a.cpp"* ]]'
 exit $fail

@@ -619,7 +619,11 @@ void LaunchOptions::apply(Invocation& inv) {
   // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
   auto env = launch::process_env();
   bool slurm_read_addr = false, slurm_read_port = false;  // MASTER_ADDR / MASTER_PORT, read below under SLURM
-  if (std::optional<std::string> n = launch::slurm_batch_script_notice(env)) notices.push_back(std::move(*n));
+  // A batch script that leaves part of its allocation unused: more nodes than this launch's (no --nnodes given), or
+  // more tasks than the one worker a launch without --nproc-per-node starts. A one-node job running
+  // `megatron-run --nproc-per-node 8` in its batch script uses what it has, and nothing is said.
+  if (!nnodes_given && !node_rank_given && launch::slurm_allocation_unused(env, nproc_per_node))
+    if (std::optional<std::string> n = launch::slurm_batch_script_notice(env)) notices.push_back(std::move(*n));
   if (nproc_per_node > 0 && !env("RANK") && launch::slurm_step_task(env) && !nnodes_given && !node_rank_given &&
       rdzv_backend == "static") {
     auto int_env = [&](const char* name) -> std::optional<int> {

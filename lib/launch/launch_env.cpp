@@ -145,9 +145,25 @@ std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env) {
   return with_rule_id(kSlurmBatchScriptRule.id, "SLURM_PROCID") + " is set but SLURM_STEP_ID is not: this is a SLURM "
          "batch script, not a task that srun started, so SLURM's task variables" +
          (allocation.empty() ? std::string() : " (" + allocation + ")") +
-         " are not read and this launch runs on this node only, as torchrun would; to use the allocation, start it "
-         "with srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N ...` (one launcher per node) or `srun "
+         " are not read: this launch starts its workers on this node only (--nproc-per-node of them, 1 without it), as "
+         "torchrun would; to use the allocation, start it with srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N ...` (one launcher per node) or `srun "
          "megatron-run ...` (one task per rank)";
+}
+
+bool slurm_allocation_unused(const EnvLookup& env, int nproc_per_node) {
+  auto count = [&](const char* name) -> long long {
+    std::optional<std::string> v = env(name);
+    if (!v) return 0;
+    try {
+      size_t used = 0;
+      const long long x = std::stoll(*v, &used);
+      return used == v->size() ? x : 0;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  };
+  const long long nodes = env("SLURM_JOB_NUM_NODES") ? count("SLURM_JOB_NUM_NODES") : count("SLURM_NNODES");
+  return nodes > 1 || (nproc_per_node == 0 && count("SLURM_NTASKS") > 1);
 }
 
 std::optional<LaunchInfo> launch_info(const EnvLookup& env) {

@@ -67,6 +67,10 @@ bool slurm_step_task(const EnvLookup& env = process_env());
 // use the allocation (srun). Its rule: kSlurmBatchScriptRule.
 extern const Rule kSlurmBatchScriptRule;
 std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env = process_env());
+// Whether a launch from the batch script leaves part of the allocation unused: SLURM_JOB_NUM_NODES (else
+// SLURM_NNODES) above 1, or, for a launch without --nproc-per-node (`nproc_per_node` 0: one worker), SLURM_NTASKS
+// above 1. Values that are not counts say nothing (false).
+bool slurm_allocation_unused(const EnvLookup& env, int nproc_per_node);
 
 // Inside a job? torchrun's RANK and WORLD_SIZE, else a SLURM step's task (slurm_step_task); nullopt when neither.
 // Throws LaunchError for malformed values (naming the variable).

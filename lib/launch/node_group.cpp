@@ -252,18 +252,21 @@ void NodeGroup::check_agree(const std::string& key, const std::string& flag, con
   }
 }
 
-std::string NodeGroup::too_few_joined(int64_t joined) const {
-  std::string foreign;
+std::string NodeGroup::foreign_client_note() const {
   try {
     if (std::optional<std::string> who = client_->get(kForeignClientKey))
-      foreign = "; a client at " + *who + " spoke another protocol to the launchers' store and was turned away (a "
-                "torchrun agent? every node of a megatron-run job runs megatron-run)";
+      return "; a client at " + *who + " spoke another protocol to the launchers' store and was turned away (a "
+             "torchrun agent? every node of a megatron-run job runs megatron-run)";
   } catch (const StoreError&) {
     // The store is gone as well: the count says enough.
   }
+  return "";
+}
+
+std::string NodeGroup::too_few_joined(int64_t joined) const {
   return "only " + std::to_string(joined) + " of " + std::to_string(max_nnodes_) + " nodes joined run '" + o_.run_id +
          "' (launchers' store " + join_host_port(o_.store_host, o_.store_port) + ") within the join timeout (" +
-         seconds_text(o_.join_timeout) + ", --join-timeout)" + foreign;
+         seconds_text(o_.join_timeout) + ", --join-timeout)" + foreign_client_note();
 }
 
 std::string NodeGroup::nnodes_text() const {
@@ -319,7 +322,8 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
               ? too_few_joined(arrived)
               : "only " + std::to_string(arrived) + " node(s) of --nnodes " + range + " arrived at run '" + o_.run_id +
                     "'" + (arrived >= o_.min_nnodes ? " (a count the config is not valid for)" : "") +
-                    " within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)";
+                    " within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)" +
+                    foreign_client_note();
       throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -343,8 +347,11 @@ bool NodeGroup::join_rounds() {
     const int arrival = static_cast<int>(client_->add(round_key("arrived"), 1) - 1);
     client_->set(round_key("arrival/" + std::to_string(arrival)), std::to_string(launcher_id_));
     const int closed = close_elastic(deadline);
+    // The round may have closed at `deadline` itself (at least MIN there when the join timeout came): joining it
+    // gets a bound of its own, or every node would fail at once with "only K of the N nodes joined".
+    const auto join_deadline = Clock::now() + o_.join_timeout;
     if (arrival < closed) {  // taking part: node K of the round's launchers by their numbers
-      const std::vector<int> members = round_members(closed, deadline);
+      const std::vector<int> members = round_members(closed, join_deadline);
       node_rank_ = static_cast<int>(std::find(members.begin(), members.end(), launcher_id_) - members.begin());
       o_.nnodes = closed;
       restarts_ = restarts_before(round_);  // the job's, also for a launcher taken in now
@@ -374,7 +381,7 @@ bool NodeGroup::join_rounds() {
           master_port_ = std::stoi(master->substr(sp + 1));
           return true;
         }
-        if (Clock::now() >= deadline) {
+        if (Clock::now() >= join_deadline) {
           failed_ = true;
           const std::string msg = "only " + std::to_string(joined) + " of the " + std::to_string(closed) +
                                   " nodes of round " + std::to_string(round_) + " of run '" + o_.run_id +

@@ -142,9 +142,12 @@ class NodeGroup : public JobWatch {
   PeerFailure end_round(bool counted, int code, const std::string& why, bool left = false);
   // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
   std::optional<std::string> lost_member();
+  // "; a client at ADDR spoke another protocol ..." when the store turned one away (kForeignClientKey), else "".
+  std::string foreign_client_note() const;
   // Elastic: the launcher numbers of the current round's `closed` nodes, ascending: node K is the K-th. The nodes
-  // keep their ranks from round to round while the same launchers take part (torchrun sorts its participants by a
-  // fixed node descriptor for the same reason), instead of being renumbered by who arrived first after a failure.
+  // keep their ranks from round to round while the same launchers take part, instead of being renumbered by who
+  // arrived first after a failure (torchrun keeps them too, sorting its participants by a fixed node descriptor,
+  // host name first; here the order is the launchers' first contact with the store, and a relaunched one comes last).
   // `wait_until`: wait for numbers not written yet (a launcher writes its own right after it arrives) until then,
   // failing the round at it; without it, the numbers written so far.
   std::vector<int> round_members(int closed, std::optional<std::chrono::steady_clock::time_point> wait_until);

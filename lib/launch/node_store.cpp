@@ -86,6 +86,7 @@ struct Conn {
   bool bye = false;
   Clock::time_point last;
   std::string peer;
+  bool answered = false;  // a request of this connection has been answered (its first line was one of ours)
 };
 
 }  // namespace
@@ -291,12 +292,11 @@ void NodeStoreServer::serve() {
       }
       c.last = now;
       c.in.append(buf, static_cast<size_t>(r));
-      // Not a line of this protocol (a control byte from a client that has not said hello): another program, such
-      // as a torchrun agent (TCPStore's binary messages). It is dropped, and the launchers can name it.
-      const bool foreign = c.node < 0 && std::any_of(c.in.begin(), c.in.end(), [](char ch) {
-        const auto u = static_cast<unsigned char>(ch);
-        return (u < 0x20 && ch != '\n' && ch != '\r' && ch != '\t') || u == 0x7f;
-      });
+      // A first request that does not start with one of this protocol's letters: another program, such as a
+      // torchrun agent (TCPStore's binary messages start with a query-type byte). It is dropped, and the launchers
+      // can name it. Only the first byte is judged: a launcher's own lines may carry any byte after their letter
+      // (a refusal's text, a run id).
+      const bool foreign = !c.answered && (c.in.front() == '\0' || std::strchr("SFGAHB", c.in.front()) == nullptr);
       if (foreign) {
         if (!kv.count(kForeignClientKey)) kv[kForeignClientKey] = c.peer;
         close(c.fd);
@@ -307,6 +307,7 @@ void NodeStoreServer::serve() {
       while ((nl = c.in.find('\n')) != std::string::npos) {
         std::string reply = answer(c, c.in.substr(0, nl)) + "\n";
         c.in.erase(0, nl + 1);
+        c.answered = true;
         if (!send_all(c.fd, reply)) break;
       }
     }
@@ -404,14 +405,18 @@ std::string NodeStoreClient::request(const std::string& line) {
     ssize_t r = recv(fd_, buf, sizeof buf, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
+      const bool reset = r < 0 && errno == ECONNRESET;
       const bool silent = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
       const std::string why = r == 0 ? "it closed the connection" : silent ? "no answer in time" : errno_text();
       close(fd_);
       fd_ = -1;
-      if (first_wait_ && r == 0)  // closed at the first request, before any answer: not a launchers' store
-        throw StoreError("the service at " + where() + " closed the connection at the first request, without an "
-                         "answer: not a megatron-run launchers' store (a torchrun agent's c10d TCPStore does this; "
-                         "every node of a megatron-run job runs megatron-run), or a store whose launcher just stopped");
+      // Closed or reset at the first request, before any answer: not a launchers' store (torch 1.13's TCPStore
+      // resets a connection whose first bytes it cannot read).
+      if (first_wait_ && (r == 0 || reset))
+        throw StoreError("the service at " + where() + " " + (r == 0 ? "closed" : "reset") +
+                         " the connection at the first request, without an answer: not a megatron-run launchers' "
+                         "store (a torchrun agent's c10d TCPStore, for one: every node of a megatron-run job runs "
+                         "megatron-run), or a store whose launcher just stopped");
       if (first_wait_ && silent)  // it never answered: not a store that was lost, a service that is not one
         throw StoreError("the service at " + where() + " accepted the connection but did not answer in " +
                          seconds_text(*first_wait_) + ": another service on that port (is --rdzv-endpoint / --master-port another service's? a "

@@ -82,9 +82,10 @@ TEST_CASE("SLURM: a task of an srun step is a rank of a job; the batch script it
   REQUIRE(notice);
   CHECK(*notice == "[launch.slurm-batch-script] SLURM_PROCID is set but SLURM_STEP_ID is not: this is a SLURM batch "
                    "script, not a task that srun started, so SLURM's task variables (SLURM_NTASKS=16, "
-                   "SLURM_JOB_NUM_NODES=2) are not read and this launch runs on this node only, as torchrun would; to "
-                   "use the allocation, start it with srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N "
-                   "...` (one launcher per node) or `srun megatron-run ...` (one task per rank)");
+                   "SLURM_JOB_NUM_NODES=2) are not read: this launch starts its workers on this node only "
+                   "(--nproc-per-node of them, 1 without it), as torchrun would; to use the allocation, start it with "
+                   "srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N ...` (one launcher per node) or "
+                   "`srun megatron-run ...` (one task per rank)");
   // A task of a step (either spelling of the step id) is a rank, and nothing is said.
   for (const char* step : {"SLURM_STEP_ID", "SLURM_STEPID"}) {
     std::map<std::string, std::string> task = batch;
@@ -105,4 +106,13 @@ TEST_CASE("SLURM: a task of an srun step is a rank of a job; the batch script it
   std::optional<std::string> nodes_only = slurm_batch_script_notice(with({{"SLURM_PROCID", "0"}, {"SLURM_NNODES", "4"}}));
   REQUIRE(nodes_only);
   CHECK(nodes_only->find("task variables (SLURM_JOB_NUM_NODES=4) are not read") != std::string::npos);
+  // Said only where the launch leaves part of the allocation unused (review diff35 #2): several nodes, or several
+  // tasks for a launch of one worker (no --nproc-per-node). A one-node batch script running --nproc-per-node 8
+  // uses what it has.
+  CHECK(slurm_allocation_unused(with(batch), 8));                                              // 2 nodes
+  CHECK_FALSE(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_NTASKS", "8"}}), 8));
+  CHECK(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_NTASKS", "8"}}), 0));  // 1 worker of 8
+  CHECK_FALSE(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "1"}}), 0));
+  CHECK(slurm_allocation_unused(with({{"SLURM_NNODES", "3"}}), 4));
+  CHECK_FALSE(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "x"}, {"SLURM_NTASKS", "2x"}}), 0));
 }

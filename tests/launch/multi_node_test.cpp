@@ -910,6 +910,59 @@ TEST_CASE("SLURM batch script without srun: SLURM's task variables are not read,
   CHECK(one.exit == 0);
   CHECK(has(one.out, "rank 0 of 1"));
   CHECK(has(one.out, "warning[launch.slurm-batch-script]"));
+  // A one-node allocation whose batch script starts every worker it has: nothing to say (review diff35 #2); nor
+  // with --nnodes given (the script places this launch itself).
+  const std::string one_node = "env -u RANK -u WORLD_SIZE -u SLURM_STEP_ID -u SLURM_STEPID SLURM_JOB_ID=5 "
+                               "SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=0 SLURM_JOB_NODELIST=localhost ";
+  mrtest::Proc whole = mrtest::run_shell("timeout 60 " + one_node + kBin + " --config " + kConfig +
+                                         " --nproc-per-node 2" + show);
+  INFO(whole.out);
+  CHECK(whole.exit == 0);
+  CHECK(has(whole.out, "rank 1 of 2"));
+  CHECK_FALSE(has(whole.out, "slurm-batch-script"));
+  mrtest::Proc placed = mrtest::run_shell("timeout 60 " + batch + kBin + " --config " + kConfig +
+                                          " --nproc-per-node 1 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 "
+                                          "--dry-run 2>&1");
+  CHECK(placed.exit == 0);
+  CHECK_FALSE(has(placed.out, "slurm-batch-script"));
+}
+
+TEST_CASE("a TCPStore on either side (python3-torch's, as a torchrun agent's): turned away and named, or named as no "
+          "launchers' store", "[launch][multinode][process]") {
+  // Every node of a megatron-run job runs megatron-run; a torchrun agent's TCPStore traffic is told apart from a
+  // node that does not come (review launch35 #2, diff35 #3 and #4: torch 1.13's store resets the connection).
+  SECTION("a TCPStore client at megatron-run's store: the join timeout's message names it") {
+    const int sp = free_port();
+    const std::string node = kBin + " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint "
+                             "127.0.0.1:" + std::to_string(sp) + " --rdzv-id tcp1 --join-timeout 6 --nproc-per-node 1 "
+                             "--no-append-args --no-python true";
+    const std::string client = "/usr/bin/python3 -c \"import datetime, torch.distributed as d; "
+                               "d.TCPStore('127.0.0.1', " + std::to_string(sp) +
+                               ", 2, False, timeout=datetime.timedelta(seconds=3)).set('a', 'b')\"";
+    mrtest::Proc r = mrtest::run_shell("timeout 40 " + node + " 2>&1 & sleep 1; timeout 20 " + client +
+                                       " >/dev/null 2>&1; wait");
+    INFO(r.out);
+    CHECK(has(r.out, "only 1 of 2 nodes joined run 'tcp1'"));
+    CHECK(has(r.out, "; a client at 127.0.0.1 spoke another protocol to the launchers' store and was turned away "
+                     "(a torchrun agent? every node of a megatron-run job runs megatron-run)"));
+  }
+  SECTION("megatron-run at a TCPStore: said at once, not as a lost launchers' store") {
+    const int sp = free_port();
+    const std::string server = "/usr/bin/python3 -c \"import time, torch.distributed as d; "
+                               "s = d.TCPStore('127.0.0.1', " + std::to_string(sp) +
+                               ", 1, True, wait_for_workers=False); time.sleep(20)\"";
+    const auto t0 = std::chrono::steady_clock::now();
+    mrtest::Proc r = mrtest::run_shell("(timeout 25 " + server + " >/dev/null 2>&1 &) ; sleep 3; timeout 40 " + kBin +
+                                       " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint "
+                                       "127.0.0.1:" + std::to_string(sp) + " --rdzv-id tcp2 --join-timeout 10 "
+                                       "--nproc-per-node 1 --no-append-args --no-python true 2>&1; pkill -f 'TCPStore.*" +
+                                       std::to_string(sp) + "' || true");
+    INFO(r.out);
+    CHECK(has(r.out, "the connection at the first request, without an answer: not a megatron-run launchers' store "
+                     "(a torchrun agent's c10d TCPStore, for one"));
+    CHECK_FALSE(has(r.out, "lost the launchers' store"));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(12));
+  }
 }
 
 TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode]") {
@@ -1016,6 +1069,21 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
            " --no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE RESTART=$TORCHELASTIC_RESTART_COUNT; "
            "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && " + wait + "; exit 0'";
   };
+  SECTION("2:3 nodes, closed by --join-timeout itself (MIN there, no last call yet): the round runs") {
+    // The close at the join deadline left no time to join the round: both failed with "only 1 of the 2 nodes of
+    // round 0 ... joined" (review diff35 #1). A last call longer than the join timeout makes the deadline close it.
+    const std::string job = "PYTHON_EXEC=/usr/bin/python3 " + kBin + " --config " + kConfig +
+                            " --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
+                            " --join-timeout 5 --nproc-per-node 1 --rdzv-conf last_call_timeout=30 --rdzv-id el9 "
+                            "--nnodes 2:3 --no-python --no-append-args -- sh -c 'echo GROUP_RANK=$GROUP_RANK'";
+    Nodes r = run_nodes({job, job}, 1.5);
+    INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
+    CHECK(r.nodes[0].exit == 0);
+    CHECK(r.nodes[1].exit == 0);
+    CHECK(has(r.nodes[0].out, "GROUP_RANK=0"));
+    CHECK(has(r.nodes[1].out, "GROUP_RANK=1"));
+    CHECK(r.seconds < 20);
+  }
   SECTION("2:3 nodes: two arrive and the job starts with them; a third, later, waits as a spare") {
     // Starts at 0, 3 and 6 s: the rendezvous closes 2 s after the second arrival; the workers run 10 s. The config
     // is valid for 2 nodes, not 3, so the spare is never taken in, and ends with the job.

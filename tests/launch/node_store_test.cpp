@@ -267,8 +267,8 @@ TEST_CASE("node store: another service on the port is named, not taken for the s
   close(fd);
 }
 
-TEST_CASE("node store: a torchrun agent on either side is named (binary requests turned away; a close at the first "
-          "request)", "[launch][store]") {
+TEST_CASE("node store: a client whose first request starts with no request letter is turned away and named; a "
+          "service that closes or resets at the first request is no launchers' store", "[launch][store]") {
   // torchrun's c10d agent speaks TCPStore's binary protocol: its first bytes hold control characters. The store
   // turns it away and keeps its address for the launchers' "only K of N nodes joined" (review launch35 #2).
   NodeStoreServer server(0, "run1", 10000ms);
@@ -287,12 +287,18 @@ TEST_CASE("node store: a torchrun agent on either side is named (binary requests
   auto launcher = connect(server);
   CHECK(eventually([&] { return launcher->get(mr::launch::kForeignClientKey).has_value(); }));
   CHECK(launcher->get(mr::launch::kForeignClientKey) == "127.0.0.1");
-  // A launcher's text requests are not foreign.
-  launcher->set("k", "v\tw");
-  CHECK(launcher->get("k") == "v\tw");
+  // A launcher's own lines are not foreign, whatever bytes follow their letter: a refusal's text sent before any
+  // hello (review diff35 #3: a control byte in a refused config path was taken for TCPStore traffic).
+  {
+    NodeStoreServer other(0, "run2", 10000ms);
+    NodeStoreClient refusing("127.0.0.1", other.port(), std::chrono::steady_clock::now() + 5s, 5000ms);
+    CHECK(refusing.set_first("fail", std::string("1 refused: /tmp/no\x01.yaml")) == "1 refused: /tmp/no\x01.yaml");
+    auto reader = connect(other);
+    CHECK_FALSE(reader->get(mr::launch::kForeignClientKey).has_value());
+  }
 
-  // megatron-run joining a torchrun agent's store: TCPStore closes on a request it cannot read. Said as such, not
-  // as "lost the launchers' store".
+  // A service that closes (or resets: torch 1.13's TCPStore, tests/launch/multi_node_test.cpp) the connection at
+  // the first request: said as no launchers' store, not as "lost the launchers' store".
   int port = 0;
   const int lfd = mrtest::loopback_listener(port);
   REQUIRE(lfd >= 0);
@@ -306,7 +312,7 @@ TEST_CASE("node store: a torchrun agent on either side is named (binary requests
   NodeStoreClient client("127.0.0.1", port, std::chrono::steady_clock::now() + 5s, 5000ms);
   CHECK_THROWS_WITH(client.add("joined", 1),
                     Catch::Contains("closed the connection at the first request, without an answer: not a megatron-run "
-                                    "launchers' store (a torchrun agent's c10d TCPStore does this"));
+                                    "launchers' store (a torchrun agent's c10d TCPStore, for one"));
   closer.join();
   close(lfd);
 }
