@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
@@ -344,7 +345,13 @@ std::string NodeGroup::node0_master_addr() {
 bool NodeGroup::join_rounds() {
   for (;;) {
     const auto deadline = Clock::now() + o_.join_timeout;
+    // Said before arriving, so that a launcher lost between its arrival and its number (below) is known to have
+    // been in this round (round_members).
+    client_->set("entering/" + std::to_string(launcher_id_), std::to_string(round_));
     const int arrival = static_cast<int>(client_->add(round_key("arrived"), 1) - 1);
+    // Test hook (tests/launch/multi_node_test.cpp): die between arriving and saying who it is, as a launcher killed
+    // there would.
+    if (const char* die = std::getenv("MR_TEST_RDZV_DIE_AFTER_ARRIVAL"); die && std::string(die) == "1") _exit(137);
     client_->set(round_key("arrival/" + std::to_string(arrival)), std::to_string(launcher_id_));
     const int closed = close_elastic(deadline);
     // The round may have closed at `deadline` itself (at least MIN there when the join timeout came): joining it
@@ -444,15 +451,35 @@ std::optional<std::string> NodeGroup::lost_member() {
 
 std::vector<int> NodeGroup::round_members(int closed, std::optional<Clock::time_point> wait_until) {
   std::vector<int> ids;
+  // A launcher the store lost that had entered this round but is none of its numbers: it died after it arrived,
+  // before it said who it is, and will never join.
+  auto lost_entrant = [&]() -> bool {
+    if (client_->add("lost", 0) == 0) return false;
+    std::vector<std::string> numbered;  // the numbers this round's arrivals have written so far
+    for (int j = 0; j < closed; ++j)
+      if (std::optional<std::string> n = client_->get(round_key("arrival/" + std::to_string(j)))) numbered.push_back(*n);
+    const int64_t launchers = client_->add("launchers", 0);
+    for (int64_t l = 0; l < launchers; ++l) {
+      const std::string id = std::to_string(l);
+      if (std::find(numbered.begin(), numbered.end(), id) != numbered.end()) continue;
+      if (client_->get("entering/" + id) == std::to_string(round_) && client_->get("lost/" + id)) return true;
+    }
+    return false;
+  };
   for (int k = 0; k < closed; ++k) {
     std::optional<std::string> id = client_->get(round_key("arrival/" + std::to_string(k)));
-    while (!id && wait_until) {  // it arrived, and writes its number next
+    int polls = 0;
+    while (!id && wait_until) {  // it arrived, and writes its number next (within milliseconds)
       if (auto f = read_failure()) throw RendezvousError(f->message);
-      if (Clock::now() >= *wait_until) {
+      const bool lost_meanwhile = ++polls % 10 == 0 && lost_entrant();
+      if (lost_meanwhile || Clock::now() >= *wait_until) {
         failed_ = true;
         const std::string msg = "node arrival " + std::to_string(k) + " of round " + std::to_string(round_) +
-                                " of run '" + o_.run_id + "' never said which launcher it is, within the join timeout (" +
-                                seconds_text(o_.join_timeout) + ", --join-timeout)";
+                                " of run '" + o_.run_id + "' never said which launcher it is, " +
+                                (lost_meanwhile ? "and the launchers' store lost a launcher meanwhile (it died after "
+                                                  "it arrived)"
+                                                : "within the join timeout (" + seconds_text(o_.join_timeout) +
+                                                      ", --join-timeout)");
         throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -927,6 +927,22 @@ TEST_CASE("SLURM batch script without srun: SLURM's task variables are not read,
   CHECK_FALSE(has(placed.out, "slurm-batch-script"));
 }
 
+TEST_CASE("c10d: a launcher that dies after it arrived, before it said who it is, fails the round at once, not at "
+          "the join timeout", "[launch][multinode][process]") {
+  // The round closes with both arrivals; node 0 waits for the other's launcher number, which never comes. The store
+  // lost that launcher: the round fails within seconds (review diff35 #7), where it waited out --join-timeout.
+  const int sp = free_port();
+  const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
+                            " --rdzv-id die1 --join-timeout 60 --nproc-per-node 1 --no-append-args --no-python true";
+  Nodes r = run_nodes({kRun + flags, "MR_TEST_RDZV_DIE_AFTER_ARRIVAL=1 " + kRun + flags}, 1.0);
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[1].exit == 137);
+  CHECK(r.nodes[0].exit == 1);
+  CHECK(has(r.nodes[0].out, "node arrival 1 of round 0 of run 'die1' never said which launcher it is, and the "
+                            "launchers' store lost a launcher meanwhile (it died after it arrived)"));
+  CHECK(r.seconds < 30);
+}
+
 TEST_CASE("a TCPStore on either side (python3-torch's, as a torchrun agent's): turned away and named, or named as no "
           "launchers' store", "[launch][multinode][process]") {
   // Every node of a megatron-run job runs megatron-run; a torchrun agent's TCPStore traffic is told apart from a
