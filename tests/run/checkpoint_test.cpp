@@ -1466,6 +1466,49 @@ TEST_CASE("exit interval: --exit-interval saves and stops; non-persistent checkp
   CHECK(fs::exists(last + "/iter_0000004"));
 }
 
+// Review diff35 #5: the clean-up stopped at the first older checkpoint it could not remove, so every one after it
+// stayed (a full checkpoint per non-persistent save) and the warning came at every save; it also took the stale
+// iter_N.tmp.stale-K and iter_N.tmp leftovers for checkpoints, and warned about them at every save.
+TEST_CASE("non-persistent clean-up: an older checkpoint that cannot be removed is left and said once, the others are "
+          "removed past it; stale .tmp leftovers are not its",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string np = dir / "np";
+  const std::vector<std::string> job = {"--train-iters", "8", "--save-interval", "100", "--non-persistent-save-interval",
+                                        "1", "--non-persistent-ckpt-type", "global", "--save", np};
+  auto warnings = [](const std::string& out) {
+    size_t n = 0;
+    for (size_t at = out.find("could not be removed"); at != std::string::npos;
+         at = out.find("could not be removed", at + 1))
+      ++n;
+    return n;
+  };
+  mrtest::Proc a = spawn(1, job, dir, "np-stuck", {{"MR_CKPT_FAIL_REMOVE", "iter_0000002"}});
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK(tracker(np + "/non_persistent") == "8");
+  CHECK(files_in(np + "/non_persistent") == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "iter_0000008",
+                                                                      "latest_checkpointed_iteration.txt"}));
+  CHECK(warnings(a.out()) == 1);
+  CHECK_THAT(a.out(), Catch::Contains("warning: the non-persistent directory " + np + "/non_persistent (--save " + np +
+                                      "): an older non-persistent checkpoint in " + np + "/non_persistent could not be "
+                                      "removed (" + np + "/non_persistent/iter_0000002: cannot remove: simulated "
+                                      "(MR_CKPT_FAIL_REMOVE)); it is left there, tried again at each save and not said "
+                                      "again"));
+  CHECK_THAT(a.err(), !Catch::Contains("checkpoint.save-failed"));
+  // Leftovers of earlier saves' clean-ups (iter_N.tmp, iter_N.tmp.stale-K) are not checkpoints: left, and not said.
+  const std::string np2 = dir / "np2";
+  for (const char* d : {"iter_0000001.tmp.stale-1", "iter_0000009.tmp"})
+    fs::create_directories(np2 + "/non_persistent/" + d);
+  mrtest::Proc b = spawn(1, joined(job, {"--save", np2}), dir, "np-stale", {{"MR_CKPT_FAIL_REMOVE", "iter_0000001.tmp.stale-1"}});
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK(warnings(b.out()) == 0);
+  CHECK(files_in(np2 + "/non_persistent") ==
+        std::vector<std::string>({".megatron-run.lock", "iter_0000001.tmp.stale-1", "iter_0000008", "iter_0000009.tmp",
+                                  "latest_checkpointed_iteration.txt"}));
+}
+
 TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save is, named when its save fails, and "
           "refused where the run loads from (its clean-up would remove the checkpoints there)",
           "[run][checkpoint]") {
