@@ -1878,28 +1878,48 @@ TEST_CASE("another TP that pads the vocabulary otherwise is refused naming the p
 
 // Megatron's train loop exits at each of --phase-transition-iterations as at --exit-interval (training.py: a save
 // unless the iteration just saved, then "exiting program at iteration N"), and its check_checkpoint_args compares
-// global_batch_size when the flag is given.
+// global_batch_size when the flag is given. The job is counted in samples: Megatron's dataset build fails on the
+// flag with --train-iters (init.phase-transition-needs-train-samples, review diff35 #6).
 TEST_CASE("--phase-transition-iterations: a save and an exit at each listed iteration; a resume with it compares "
           "--global-batch-size with the checkpoint's (checkpoint.args-mismatch)",
           "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
-  const std::vector<std::string> job = {"--train-iters", "8", "--save-interval", "100", "--save", ck, "--load", ck,
+  // The default job in samples: 8 iterations of 8 samples, warmup 2 iterations.
+  const std::string cfg = mrtest::default_config_with(dir, "samples.yaml", {"--train-iters", "--lr-warmup-iters"},
+                                                      "--train-samples: 64\n--lr-warmup-samples: 16\n");
+  const std::vector<std::string> job = {"--save-interval", "100", "--save", ck, "--load", ck,
                                         "--phase-transition-iterations", "6,3"};
-  mrtest::Proc a = spawn(1, job, dir, "phase1");
+  auto in_samples = [&](int n, const std::vector<std::string>& flags, const mrtest::TempDir& d, const std::string& tag) {
+    std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", std::to_string(n), "--config", cfg};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    std::vector<mrtest::Proc> p = {
+        mrtest::start(argv, {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "60"}}, d, tag)};
+    mrtest::wait_all(p, std::chrono::seconds(180));
+    return p[0];
+  };
+  // The default job (--train-iters 20): the launcher refuses it before any worker starts.
+  mrtest::Proc iters = spawn(1, job, dir, "phase-iters");
+  INFO(iters.out() << iters.err());
+  CHECK(iters.exit_code() == 1);
+  CHECK_THAT(iters.err(), Catch::Contains("[init.phase-transition-needs-train-samples]: Megatron would fail building "
+                                          "the datasets") &&
+                              Catch::Contains("give --train-samples"));
+  CHECK_THAT(iters.out(), !Catch::Contains("iteration        1/"));
+  mrtest::Proc a = in_samples(1, job, dir, "phase1");
   INFO(a.out() << a.err());
   CHECK(a.exit_code() == 0);
   CHECK_THAT(a.out(), Catch::Contains("exiting program at iteration 3") && !Catch::Contains("iteration        4/"));
   CHECK(tracker(ck) == "3");
   CHECK_THAT(a.out() + a.err(), !Catch::Contains("no data is read"));  // acted on: not in the start notice
-  mrtest::Proc b = spawn(1, job, dir, "phase2");
+  mrtest::Proc b = in_samples(1, job, dir, "phase2");
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
   CHECK_THAT(b.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/") &&
                           Catch::Contains("exiting program at iteration 6") && !Catch::Contains("iteration        7/"));
   CHECK(tracker(ck) == "6");
   // Another --global-batch-size is Megatron's assertion with the flag.
-  mrtest::Proc c = spawn(1, joined(job, {"--global-batch-size", "16"}), dir, "gbs");
+  mrtest::Proc c = in_samples(1, joined(job, {"--global-batch-size", "16"}), dir, "gbs");
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 1);
   CHECK_THAT(c.err(), Catch::Contains("[checkpoint.args-mismatch]: --load " + ck + "/iter_0000006: global_batch_size "
