@@ -857,17 +857,33 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                                    : std::string("there is no tracker")) +
                               ", so a --load of " + base + " does not take the new checkpoint");
   }
-  if (rank0 && non_persistent) {  // Megatron keeps the newest non-persistent checkpoint only
+  if (rank0 && non_persistent) {
+    // Megatron keeps the newest non-persistent checkpoint only (cleanup_old_non_persistent_checkpoint). The new one
+    // is saved and tracked: an older one that cannot be removed is no failure. Each is tried at every save, the
+    // others still removed past it, and warned about once. Only Megatron's names (iter_ and digits) are ours to
+    // remove: an iter_N.tmp, .tmp.stale-K or .old leftover is the stale-directory clearing's, which said it.
+    std::vector<std::string> failed;
     try {
       for (const auto& e : std::filesystem::directory_iterator(base)) {
         const std::string name = e.path().filename().string();
-        if (e.is_directory() && name.rfind("iter_", 0) == 0 && e.path().string() != final_dir) remove_tree(e.path().string());
+        const bool iteration_dir_name = name.size() > 5 && name.rfind("iter_", 0) == 0 &&
+                                        name.find_first_not_of("0123456789", 5) == std::string::npos;
+        if (!iteration_dir_name || e.path().string() == final_dir || !e.is_directory()) continue;
+        try {
+          remove_tree(e.path().string());
+          np_unremovable_.erase(name);
+        } catch (const std::exception& x) {
+          if (np_unremovable_.insert(name).second)
+            failed.push_back(message_of(x) + "); it is left there, tried again at each save and not said again");
+        }
       }
       fsync_path(base);
-    } catch (const std::exception& e) {  // the new one is saved and tracked: an older one left is no failure
-      log_ << prefix_ << "warning: " << save_dir_words(a, true) << ": an older non-persistent checkpoint in " << base
-           << " could not be removed (" << message_of(e) << ")" << std::endl;
+    } catch (const std::exception& e) {  // the directory itself could not be listed or synced
+      failed.push_back(message_of(e) + ")");
     }
+    for (const std::string& why : failed)
+      log_ << prefix_ << "warning: " << save_dir_words(a, true) << ": an older non-persistent checkpoint in " << base
+           << " could not be removed (" << why << std::endl;
   }
   if (!non_persistent) last_saved_ = p.iteration;
   if (rank0)

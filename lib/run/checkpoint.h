@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 
 #include "config/args.h"
@@ -70,6 +71,8 @@ class Checkpointer {
   int64_t given_seed_;  // --seed as given (the RNG notice of a load under another (TP, PP))
   std::unique_ptr<DirLock> save_lock_;  // rank 0's lock on --save for the run: one run saves there at a time
   std::unique_ptr<DirLock> np_lock_;    // and on the non-persistent directory, with --non-persistent-save-interval
+  // Rank 0: the older non-persistent checkpoints whose removal failed and was warned about (once each).
+  std::set<std::string> np_unremovable_;
 };
 
 }  // namespace mr::run

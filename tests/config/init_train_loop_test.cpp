@@ -1,7 +1,9 @@
 // The init stage's training-loop checks (lib/config/validate/init_train_loop.cpp): an interval the loop takes the
 // iteration modulo of set to 0, and fault-injector settings setup_fault_injection asserts on at train start, each
-// next to neighbours that pass.
+// next to neighbours that pass; and the datasets' sample counts (--phase-transition-iterations without
+// --train-samples).
 #include "init_support.h"
+#include "validate_support.h"
 
 namespace {
 
@@ -154,6 +156,7 @@ TEST_CASE("init stage, training loop: the fault injector's settings, next to nei
 
   std::set<std::string> all = fault;
   for (const IntervalCase& c : kIntervals) all.insert(c.rule);
+  all.insert("init.phase-transition-needs-train-samples");  // its own case below
   CHECK(mrtest::init_rules_of("validate/init_train_loop.cpp") == all);
 }
 
@@ -190,4 +193,38 @@ TEST_CASE("init stage, training loop: the fault injector's messages escape the v
   INFO(p.message);
   CHECK(p.rule == "init.fault-injector.probabilities-match-types");
   CHECK(p.message.find('\n') == std::string::npos);
+}
+
+TEST_CASE("init stage, datasets: --phase-transition-iterations with --train-iters (train_samples None), next to "
+          "--train-samples",
+          "[init]") {
+  // Review diff35 #6: training.py, get_train_valid_test_num_samples: the phase boundaries end at args.train_samples,
+  // None with --train-iters, and max(s for s in them if s <= current_sample) raises TypeError when pretrain builds
+  // the datasets (under --skip-train too); --perform-rl-step builds none.
+  const Env env = {{"WORLD_SIZE", "1"}};
+  mrtest::Run bad = mrtest::run(mrtest::with({"--phase-transition-iterations", "6, 3"}), env);
+  INFO(bad.rule << ": " << bad.message);
+  CHECK(bad.exit == 1);
+  CHECK(bad.rule == "init.phase-transition-needs-train-samples");
+  CHECK(bad.message.rfind("Megatron would fail building the datasets (get_train_valid_test_num_samples): "
+                          "--phase-transition-iterations 3,6 with --train-iters 10 ends the last phase at "
+                          "train_samples, which is None without --train-samples (TypeError",
+                          0) == 0);
+  CHECK(bad.message.find("give --train-samples") != std::string::npos);
+  CHECK(bad.out.passed(mr::kStageValidateArgs));
+  CHECK(bad.out.passed(mr::kStageSanity));
+  CHECK_FALSE(bad.out.passed(mr::kStageInit));
+  mrtest::Run skip = mrtest::run(mrtest::with({"--phase-transition-iterations", "3", "--skip-train"}), env);
+  CHECK(skip.rule == "init.phase-transition-needs-train-samples");
+  // Neighbours: the run counted in samples; no phases; Megatron's falsy "" (no phases).
+  for (const std::vector<std::string>& words :
+       std::vector<std::vector<std::string>>{mrtest::without("--train-iters", {"--train-samples", "80",
+                                                                               "--phase-transition-iterations", "6,3"}),
+                                             mrtest::without("--train-iters", {"--train-samples", "80"}),
+                                             mrtest::plus(mrtest::base_args(), {"--phase-transition-iterations", ""})}) {
+    mrtest::Run good = mrtest::run(words, env);
+    INFO(mrtest::joined(words) << ": " << good.rule << ": " << good.message);
+    CHECK(good.exit == 0);
+    CHECK(good.out.passed(mr::kStageInit));
+  }
 }

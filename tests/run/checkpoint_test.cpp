@@ -1466,6 +1466,49 @@ TEST_CASE("exit interval: --exit-interval saves and stops; non-persistent checkp
   CHECK(fs::exists(last + "/iter_0000004"));
 }
 
+// Review diff35 #5: the clean-up stopped at the first older checkpoint it could not remove, so every one after it
+// stayed (a full checkpoint per non-persistent save) and the warning came at every save; it also took the stale
+// iter_N.tmp.stale-K and iter_N.tmp leftovers for checkpoints, and warned about them at every save.
+TEST_CASE("non-persistent clean-up: an older checkpoint that cannot be removed is left and said once, the others are "
+          "removed past it; stale .tmp leftovers are not its",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string np = dir / "np";
+  const std::vector<std::string> job = {"--train-iters", "8", "--save-interval", "100", "--non-persistent-save-interval",
+                                        "1", "--non-persistent-ckpt-type", "global", "--save", np};
+  auto warnings = [](const std::string& out) {
+    size_t n = 0;
+    for (size_t at = out.find("could not be removed"); at != std::string::npos;
+         at = out.find("could not be removed", at + 1))
+      ++n;
+    return n;
+  };
+  mrtest::Proc a = spawn(1, job, dir, "np-stuck", {{"MR_CKPT_FAIL_REMOVE", "iter_0000002"}});
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK(tracker(np + "/non_persistent") == "8");
+  CHECK(files_in(np + "/non_persistent") == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "iter_0000008",
+                                                                      "latest_checkpointed_iteration.txt"}));
+  CHECK(warnings(a.out()) == 1);
+  CHECK_THAT(a.out(), Catch::Contains("warning: the non-persistent directory " + np + "/non_persistent (--save " + np +
+                                      "): an older non-persistent checkpoint in " + np + "/non_persistent could not be "
+                                      "removed (" + np + "/non_persistent/iter_0000002: cannot remove: simulated "
+                                      "(MR_CKPT_FAIL_REMOVE)); it is left there, tried again at each save and not said "
+                                      "again"));
+  CHECK_THAT(a.err(), !Catch::Contains("checkpoint.save-failed"));
+  // Leftovers of earlier saves' clean-ups (iter_N.tmp, iter_N.tmp.stale-K) are not checkpoints: left, and not said.
+  const std::string np2 = dir / "np2";
+  for (const char* d : {"iter_0000001.tmp.stale-1", "iter_0000009.tmp"})
+    fs::create_directories(np2 + "/non_persistent/" + d);
+  mrtest::Proc b = spawn(1, joined(job, {"--save", np2}), dir, "np-stale", {{"MR_CKPT_FAIL_REMOVE", "iter_0000001.tmp.stale-1"}});
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK(warnings(b.out()) == 0);
+  CHECK(files_in(np2 + "/non_persistent") ==
+        std::vector<std::string>({".megatron-run.lock", "iter_0000001.tmp.stale-1", "iter_0000008", "iter_0000009.tmp",
+                                  "latest_checkpointed_iteration.txt"}));
+}
+
 TEST_CASE("--non-persistent-global-ckpt-dir: checked before training as --save is, named when its save fails, and "
           "refused where the run loads from (its clean-up would remove the checkpoints there)",
           "[run][checkpoint]") {
@@ -1835,28 +1878,48 @@ TEST_CASE("another TP that pads the vocabulary otherwise is refused naming the p
 
 // Megatron's train loop exits at each of --phase-transition-iterations as at --exit-interval (training.py: a save
 // unless the iteration just saved, then "exiting program at iteration N"), and its check_checkpoint_args compares
-// global_batch_size when the flag is given.
+// global_batch_size when the flag is given. The job is counted in samples: Megatron's dataset build fails on the
+// flag with --train-iters (init.phase-transition-needs-train-samples, review diff35 #6).
 TEST_CASE("--phase-transition-iterations: a save and an exit at each listed iteration; a resume with it compares "
           "--global-batch-size with the checkpoint's (checkpoint.args-mismatch)",
           "[run][checkpoint]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
-  const std::vector<std::string> job = {"--train-iters", "8", "--save-interval", "100", "--save", ck, "--load", ck,
+  // The default job in samples: 8 iterations of 8 samples, warmup 2 iterations.
+  const std::string cfg = mrtest::default_config_with(dir, "samples.yaml", {"--train-iters", "--lr-warmup-iters"},
+                                                      "--train-samples: 64\n--lr-warmup-samples: 16\n");
+  const std::vector<std::string> job = {"--save-interval", "100", "--save", ck, "--load", ck,
                                         "--phase-transition-iterations", "6,3"};
-  mrtest::Proc a = spawn(1, job, dir, "phase1");
+  auto in_samples = [&](int n, const std::vector<std::string>& flags, const mrtest::TempDir& d, const std::string& tag) {
+    std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", std::to_string(n), "--config", cfg};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    std::vector<mrtest::Proc> p = {
+        mrtest::start(argv, {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}, {"MR_DIST_TIMEOUT_S", "60"}}, d, tag)};
+    mrtest::wait_all(p, std::chrono::seconds(180));
+    return p[0];
+  };
+  // The default job (--train-iters 20): the launcher refuses it before any worker starts.
+  mrtest::Proc iters = spawn(1, job, dir, "phase-iters");
+  INFO(iters.out() << iters.err());
+  CHECK(iters.exit_code() == 1);
+  CHECK_THAT(iters.err(), Catch::Contains("[init.phase-transition-needs-train-samples]: Megatron would fail building "
+                                          "the datasets") &&
+                              Catch::Contains("give --train-samples"));
+  CHECK_THAT(iters.out(), !Catch::Contains("iteration        1/"));
+  mrtest::Proc a = in_samples(1, job, dir, "phase1");
   INFO(a.out() << a.err());
   CHECK(a.exit_code() == 0);
   CHECK_THAT(a.out(), Catch::Contains("exiting program at iteration 3") && !Catch::Contains("iteration        4/"));
   CHECK(tracker(ck) == "3");
   CHECK_THAT(a.out() + a.err(), !Catch::Contains("no data is read"));  // acted on: not in the start notice
-  mrtest::Proc b = spawn(1, job, dir, "phase2");
+  mrtest::Proc b = in_samples(1, job, dir, "phase2");
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
   CHECK_THAT(b.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/") &&
                           Catch::Contains("exiting program at iteration 6") && !Catch::Contains("iteration        7/"));
   CHECK(tracker(ck) == "6");
   // Another --global-batch-size is Megatron's assertion with the flag.
-  mrtest::Proc c = spawn(1, joined(job, {"--global-batch-size", "16"}), dir, "gbs");
+  mrtest::Proc c = in_samples(1, joined(job, {"--global-batch-size", "16"}), dir, "gbs");
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 1);
   CHECK_THAT(c.err(), Catch::Contains("[checkpoint.args-mismatch]: --load " + ck + "/iter_0000006: global_batch_size "

@@ -1,7 +1,8 @@
 // The sections of the init stage (init.h), in the order Megatron meets them: its start-up (the global variables,
 // the seeds), ModelParallelConfig's checks
 // (run first by TransformerConfig.__post_init__), TransformerConfig's own in the order its __post_init__ makes
-// them, the layers each pipeline stage builds (TransformerBlock), and the optimizer factory that runs on the built model.
+// them, the layers each pipeline stage builds (TransformerBlock), the optimizer factory that runs on the built model,
+// the datasets pretrain builds next, and the training loop.
 #include "config/validate/init.h"
 
 namespace mr::init {
@@ -18,6 +19,7 @@ std::vector<Section> sections() {
       {"init-activation-fp8-layers", &transformer_activation},
       {"init-rope-cp-comm", &transformer_rope},
       {"init-optimizer", &optimizer},
+      {"init-datasets", &datasets},
       {"init-train-loop", &train_loop},
   };
 }

@@ -14,7 +14,8 @@
 // init_transformer_recompute.cpp (recompute, CPU and fine-grained offloading, the CUDA graphs that capture them),
 // init_moe.cpp (MoE router, dispatcher, capacity), init_pipeline_layers.cpp (layers per
 // pipeline stage), init_pipeline_layout.cpp (--pipeline-model-parallel-layout), init_optimizer.cpp (the optimizer
-// factory, which runs once the model is built), init_train_loop.cpp (what the training loop then fails on).
+// factory, which runs once the model is built), init_train_loop.cpp (the datasets' sample counts, and what the training
+// loop then fails on).
 #pragma once
 
 #include <string>
@@ -54,7 +55,8 @@ void pipeline_layers(Context& ctx);
 void pipeline_layout(Context& ctx);
 // init_optimizer.cpp (get_megatron_optimizer: the emerging-optimizer path)
 void optimizer(Context& ctx);
-// init_train_loop.cpp (what the training loop divides by)
+// init_train_loop.cpp (the sample counts the datasets are built with; what the training loop divides by)
+void datasets(Context& ctx);
 void train_loop(Context& ctx);
 
 }  // namespace mr::init

@@ -1,9 +1,11 @@
-// The init stage (init.h): settings Megatron's start-up takes as they are but its training loop (train,
-// megatron/training/training.py) fails on once its ranks train — the intervals the loop takes `iteration % interval`
-// of (post_training_step_callbacks: the weight-hash check, autoresume, the GPU sniff test), and the fault injector
-// that train() sets up before the first iteration (megatron/core/fault_injector.py). pretrain calls train() only
-// when it trains: not under --skip-train, unless --perform-rl-step (training.py, pretrain: `if not skip_train or
-// (perform_rl_step and do_train)`), so none of these is checked then.
+// The init stage (init.h): settings Megatron's start-up takes as they are but its data set-up or its training loop
+// (megatron/training/training.py) fails on: the sample counts pretrain builds the datasets with
+// (get_train_valid_test_num_samples, before training), then, once its ranks train, the intervals the loop takes
+// `iteration % interval` of (post_training_step_callbacks: the weight-hash check, autoresume, the GPU sniff test),
+// and the fault injector that train() sets up before the first iteration (megatron/core/fault_injector.py). pretrain
+// calls train() only when it trains: not under --skip-train, unless --perform-rl-step (training.py, pretrain: `if not
+// skip_train or (perform_rl_step and do_train)`), so none of the training loop's is checked then (the datasets are
+// built under --skip-train too).
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -18,6 +20,10 @@
 namespace mr::init {
 namespace {
 
+MR_INIT_RULE(kPhaseTransitionSamples, "init.phase-transition-needs-train-samples",
+             "--phase-transition-iterations needs --train-samples: with --train-iters, Megatron's dataset build "
+             "compares the current sample with train_samples (None) and fails (get_train_valid_test_num_samples: "
+             "TypeError).");
 MR_INIT_RULE(kWeightHashInterval, "init.weight-hash-interval-positive",
              "--check-weight-hash-across-dp-replicas-interval must not be 0 (the training loop takes the iteration "
              "modulo it: ZeroDivisionError).");
@@ -189,6 +195,33 @@ void fault_injector(Context& ctx) {
 }
 
 }  // namespace
+
+// pretrain builds the data iterators (build_train_valid_test_data_loaders) before train(), under --skip-train too;
+// only --perform-rl-step builds no datasets. build_train_valid_test_datasets takes its sample counts from
+// get_train_valid_test_num_samples (training.py), which, with --phase-transition-iterations, lists the phase
+// boundaries as [0] + [t * global_batch_size ...] + [args.train_samples] and takes
+// max(s for s in them if s <= current_sample): with --train-iters, train_samples is None (validate_args never
+// sets it), and `None <= int` is a TypeError on every rank that builds datasets, before training.
+void datasets(Context& ctx) {
+  if (ctx.has("perform_rl_step") && ctx.on("perform_rl_step")) return;
+  if (!ctx.has("phase_transition_iterations") || !ctx["phase_transition_iterations"].is_list() ||
+      ctx["phase_transition_iterations"].as_list().empty())
+    return;  // None, or Megatron's falsy "" (it skips the phases)
+  if (set(ctx, "train_samples")) return;
+  std::string phases;
+  for (const Value& v : ctx["phase_transition_iterations"].as_list())
+    phases += (phases.empty() ? "" : ",") + v.py_str();
+  const std::string length =
+      set(ctx, "train_iters") ? "--train-iters " + std::to_string(ctx.i("train_iters")) : std::string("no --train-samples");
+  ctx.require(false, kPhaseTransitionSamples,
+              "Megatron would fail building the datasets (get_train_valid_test_num_samples): "
+              "--phase-transition-iterations " + phases + " with " + length +
+                  " ends the last phase at train_samples, which is None without --train-samples (TypeError: '<=' not "
+                  "supported between instances of 'NoneType' and 'int', on every rank, before training); give "
+                  "--train-samples (the run's length in samples, e.g. --train-iters times --global-batch-size) instead "
+                  "of --train-iters",
+              {"phase_transition_iterations", "train_iters", "train_samples"});
+}
 
 void train_loop(Context& ctx) {
   auto on = [&](const char* dest) { return ctx.has(dest) && ctx.on(dest); };

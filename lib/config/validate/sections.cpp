@@ -92,8 +92,8 @@ const std::vector<Stage>& validation_stages() {
        sanity::sections()},
       {kStageInit,
        "what Megatron would refuse at initialisation, after validate_args passed: its model construction "
-       "(TransformerConfig, the layers per pipeline stage), its optimizer factory (an emerging optimizer with fp16) "
-       "and what its training loop fails on (its intervals, the fault injector it sets up; not under --skip-train, where it never trains); the process-group layout follows (init.process-groups), then what the training run cannot run (init.training-run) and its learning-rate schedule (init.lr-schedule)",
+       "(TransformerConfig, the layers per pipeline stage), its optimizer factory (an emerging optimizer with fp16), "
+       "its dataset build (--phase-transition-iterations without --train-samples) and what its training loop fails on (its intervals, the fault injector it sets up; not under --skip-train, where it never trains); the process-group layout follows (init.process-groups), then what the training run cannot run (init.training-run) and its learning-rate schedule (init.lr-schedule)",
        init::sections()},
   };
   return stages;
