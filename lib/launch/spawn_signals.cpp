@@ -71,23 +71,19 @@ SignalForwarder::SignalForwarder(const std::vector<int>& handled)
   // A write to a stdout pipe whose reader has gone fails with EPIPE (said, and the workers stopped as after a
   // failure: supervise.cpp) instead of killing the launcher, whose workers would then die of PR_SET_PDEATHSIG's
   // SIGKILL with no grace period. The workers get SIGPIPE's default back (workers.cpp). Unless named, it is handled.
-  pipe_named_ = std::find(signals_.begin(), signals_.end(), SIGPIPE) != signals_.end();
-  if (!pipe_named_) {
+  auto ignore = [](int sig, struct sigaction* old) {
     struct sigaction ign {};
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, &old_pipe_);
-  }
+    sigaction(sig, &ign, old);
+  };
+  pipe_named_ = std::find(signals_.begin(), signals_.end(), SIGPIPE) != signals_.end();
+  if (!pipe_named_) ignore(SIGPIPE, &old_pipe_);
   // Likewise a log file (--log-dir) or a stdout file past the file-size limit (ulimit -f): its write fails with
   // EFBIG (a stdout line lost is said, as for a full device) instead of SIGXFSZ killing the launcher, and its
   // workers with it; torchrun, a Python program, ignores SIGXFSZ. The workers get its default back (workers.cpp).
   xfsz_named_ = std::find(signals_.begin(), signals_.end(), SIGXFSZ) != signals_.end();
-  if (!xfsz_named_) {
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGXFSZ, &ign, &old_xfsz_);
-  }
+  if (!xfsz_named_) ignore(SIGXFSZ, &old_xfsz_);
 }
 
 SignalForwarder::~SignalForwarder() {
