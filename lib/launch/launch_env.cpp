@@ -145,7 +145,7 @@ std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env) {
   return with_rule_id(kSlurmBatchScriptRule.id, "SLURM_PROCID") + " is set but SLURM_STEP_ID is not: this is a SLURM "
          "batch script, not a task that srun started, so SLURM's task variables" +
          (allocation.empty() ? std::string() : " (" + allocation + ")") +
-         " are not read: this launch starts its workers on this node only (--nproc-per-node of them, 1 without it), as "
+         " are not read: a launch from this script starts its workers on this node only (--nproc-per-node of them, 1 without it), as "
          "torchrun would; to use the allocation, start it with srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N ...` (one launcher per node) or `srun "
          "megatron-run ...` (one task per rank)";
 }

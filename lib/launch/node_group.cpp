@@ -455,8 +455,9 @@ std::vector<int> NodeGroup::round_members(int closed, std::optional<Clock::time_
   // before it said who it is, and will never join.
   auto lost_entrant = [&]() -> bool {
     if (client_->add("lost", 0) == 0) return false;
-    std::vector<std::string> numbered;  // the numbers this round's arrivals have written so far
-    for (int j = 0; j < closed; ++j)
+    std::vector<std::string> numbered;  // the numbers this round's arrivals (its spares too) have written so far
+    const int64_t arrived = client_->add(round_key("arrived"), 0);
+    for (int64_t j = 0; j < arrived; ++j)
       if (std::optional<std::string> n = client_->get(round_key("arrival/" + std::to_string(j)))) numbered.push_back(*n);
     const int64_t launchers = client_->add("launchers", 0);
     for (int64_t l = 0; l < launchers; ++l) {

@@ -858,8 +858,9 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                               ", so a --load of " + base + " does not take the new checkpoint");
   }
   if (rank0 && non_persistent) {
-    // Megatron keeps the newest non-persistent checkpoint only (cleanup_old_non_persistent_checkpoint). The new one
-    // is saved and tracked: an older one that cannot be removed is no failure. Each is tried at every save, the
+    // Only the newest non-persistent checkpoint is kept. Megatron's cleanup_old_non_persistent_checkpoint runs
+    // before its save and keeps the highest-numbered one, so two are there after each save; here the clean-up
+    // follows the tracked save, and one is. The new one is saved and tracked: an older one that cannot be removed is no failure. Each is tried at every save, the
     // others still removed past it, and warned about once. Only Megatron's names (iter_ and digits) are ours to
     // remove: an iter_N.tmp, .tmp.stale-K or .old leftover is the stale-directory clearing's, which said it.
     std::vector<std::string> failed;

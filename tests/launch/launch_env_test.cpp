@@ -82,7 +82,7 @@ TEST_CASE("SLURM: a task of an srun step is a rank of a job; the batch script it
   REQUIRE(notice);
   CHECK(*notice == "[launch.slurm-batch-script] SLURM_PROCID is set but SLURM_STEP_ID is not: this is a SLURM batch "
                    "script, not a task that srun started, so SLURM's task variables (SLURM_NTASKS=16, "
-                   "SLURM_JOB_NUM_NODES=2) are not read: this launch starts its workers on this node only "
+                   "SLURM_JOB_NUM_NODES=2) are not read: a launch from this script starts its workers on this node only "
                    "(--nproc-per-node of them, 1 without it), as torchrun would; to use the allocation, start it with "
                    "srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N ...` (one launcher per node) or "
                    "`srun megatron-run ...` (one task per rank)");
