@@ -181,13 +181,12 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   if (pid == 0) {
     // Default dispositions (not the launcher's handlers, nor the inherited ignored ones: a background job starts
     // with SIGINT ignored), so that the signals we forward reach the worker; then a signal pending since the fork
-    // acts on the worker as it should. SIGPIPE and SIGXFSZ too, which the launcher ignores: a program expects its
-    // default
-    // (CPython's subprocess restores it for torchrun's workers).
+    // acts on the worker as it should. SIGPIPE and SIGXFSZ too, which the launcher ignores: a program expects their
+    // defaults (CPython's subprocess restores both for torchrun's workers).
     for (int sig : forwarded_signals()) signal(sig, SIG_DFL);
     for (int sig : o.handled_signals) signal(sig, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    signal(SIGXFSZ, SIG_DFL);  // ignored by the launcher too; CPython's subprocess restores both the same way
+    signal(SIGXFSZ, SIG_DFL);
     sigprocmask(SIG_SETMASK, &before, nullptr);
     setpgid(0, 0);
     // The worker dies with the launcher, however the launcher ends (kill -9 included): the kernel sends it
