@@ -622,8 +622,9 @@ void LaunchOptions::apply(Invocation& inv) {
   // A batch script that leaves part of its allocation unused: more nodes than this launch's (no --nnodes given), or
   // more tasks than the one worker a launch without --nproc-per-node starts. A one-node job running
   // `megatron-run --nproc-per-node 8` in its batch script uses what it has, and nothing is said.
-  if (!nnodes_given && !node_rank_given && launch::slurm_allocation_unused(env, nproc_per_node))
-    if (std::optional<std::string> n = launch::slurm_batch_script_notice(env)) notices.push_back(std::move(*n));
+  if (!nnodes_given && !node_rank_given)
+    if (std::optional<std::string> n = launch::slurm_batch_script_notice(env, nproc_per_node))
+      notices.push_back(std::move(*n));
   if (nproc_per_node > 0 && !env("RANK") && launch::slurm_step_task(env) && !nnodes_given && !node_rank_given &&
       rdzv_backend == "static") {
     auto int_env = [&](const char* name) -> std::optional<int> {
@@ -638,14 +639,15 @@ void LaunchOptions::apply(Invocation& inv) {
         throw UsageError(std::string(name) + "='" + abbreviate(*v) + "' is not a count");
       }
     };
-    std::optional<int> nodes = int_env("SLURM_JOB_NUM_NODES");
-    if (!nodes) nodes = int_env("SLURM_NNODES");
+    const std::string nodes_variable =
+        launch::slurm_nodes(env).value_or(launch::SlurmNodes{"SLURM_JOB_NUM_NODES", ""}).variable;
+    std::optional<int> nodes = int_env(nodes_variable.c_str());
     std::optional<int> tasks = int_env("SLURM_NTASKS");
     if (nodes && tasks && *nodes == *tasks && *nodes >= 1) {
       nnodes = nnodes_min = *nodes;
       std::optional<int> id = int_env("SLURM_NODEID");
       node_rank = id ? *id : int_env("SLURM_PROCID").value_or(0);
-      from_slurm = "SLURM_JOB_NUM_NODES=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +
+      from_slurm = nodes_variable + "=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +
                    ", SLURM_NODEID -> --node-rank " + std::to_string(node_rank);
       if (!master_addr_given) {
         std::optional<std::string> list = env("SLURM_JOB_NODELIST");

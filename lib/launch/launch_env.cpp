@@ -134,13 +134,37 @@ const Rule kSlurmBatchScriptRule{
     "only; the notice names the allocation's nodes and tasks and the srun forms that use them.",
     __FILE__, __LINE__, kStageLaunch};
 
-std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env) {
+std::optional<SlurmNodes> slurm_nodes(const EnvLookup& env) {
+  for (const char* name : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"})
+    if (std::optional<std::string> v = env(name)) return SlurmNodes{name, *v};
+  return std::nullopt;
+}
+
+namespace {
+
+// A SLURM count as a number; 0 when unset or not a whole count (it then says nothing).
+long long slurm_count(const std::optional<std::string>& v) {
+  if (!v) return 0;
+  try {
+    size_t used = 0;
+    const long long x = std::stoll(*v, &used);
+    return used == v->size() ? x : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env, int nproc_per_node) {
   if (env("RANK") || !env("SLURM_PROCID") || slurm_step_task(env)) return std::nullopt;
+  const std::optional<SlurmNodes> nodes = slurm_nodes(env);
+  const std::optional<std::string> tasks = env("SLURM_NTASKS");
+  const bool unused = (nodes && slurm_count(nodes->value) > 1) || (nproc_per_node == 0 && slurm_count(tasks) > 1);
+  if (!unused) return std::nullopt;
   std::string allocation;
-  if (std::optional<std::string> tasks = env("SLURM_NTASKS")) allocation = "SLURM_NTASKS=" + abbreviate(*tasks);
-  std::optional<std::string> nodes = env("SLURM_JOB_NUM_NODES");
-  if (!nodes) nodes = env("SLURM_NNODES");
-  if (nodes) allocation += (allocation.empty() ? "" : ", ") + std::string("SLURM_JOB_NUM_NODES=") + abbreviate(*nodes);
+  if (tasks) allocation = "SLURM_NTASKS=" + abbreviate(*tasks);
+  if (nodes) allocation += (allocation.empty() ? "" : ", ") + nodes->variable + "=" + abbreviate(nodes->value);
   kSlurmBatchScriptRule.record_hit();
   return with_rule_id(kSlurmBatchScriptRule.id, "SLURM_PROCID") + " is set but SLURM_STEP_ID is not: this is a SLURM "
          "batch script, not a task that srun started, so SLURM's task variables" +
@@ -148,22 +172,6 @@ std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env) {
          " are not read: a launch from this script starts its workers on this node only (--nproc-per-node of them, 1 without it), as "
          "torchrun would; to use the allocation, start it with srun: `srun --ntasks-per-node=1 megatron-run --nproc-per-node N ...` (one launcher per node) or `srun "
          "megatron-run ...` (one task per rank)";
-}
-
-bool slurm_allocation_unused(const EnvLookup& env, int nproc_per_node) {
-  auto count = [&](const char* name) -> long long {
-    std::optional<std::string> v = env(name);
-    if (!v) return 0;
-    try {
-      size_t used = 0;
-      const long long x = std::stoll(*v, &used);
-      return used == v->size() ? x : 0;
-    } catch (const std::exception&) {
-      return 0;
-    }
-  };
-  const long long nodes = env("SLURM_JOB_NUM_NODES") ? count("SLURM_JOB_NUM_NODES") : count("SLURM_NNODES");
-  return nodes > 1 || (nproc_per_node == 0 && count("SLURM_NTASKS") > 1);
 }
 
 std::optional<LaunchInfo> launch_info(const EnvLookup& env) {

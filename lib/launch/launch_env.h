@@ -62,15 +62,22 @@ std::string master_port_setting(const LaunchInfo& info);
 // run the program as rank 0 of SLURM_NTASKS ranks that never come (a hang until the rendezvous times out).
 bool slurm_step_task(const EnvLookup& env = process_env());
 
+// The allocation's node count as SLURM sets it: SLURM_JOB_NUM_NODES, else the older SLURM_NNODES. The variable's
+// name and its text, unchecked; nullopt when neither is set. The one place that knows the two names.
+struct SlurmNodes {
+  std::string variable;
+  std::string value;
+};
+std::optional<SlurmNodes> slurm_nodes(const EnvLookup& env);
+
 // A launcher started in a SLURM batch script without srun (SLURM_PROCID set, no step id, no torchrun RANK):
 // SLURM's task variables are not read (above), and the launch runs on this node only. The notice says so and how to
-// use the allocation (srun). Its rule: kSlurmBatchScriptRule.
+// use the allocation (srun), and is given only where the launch leaves part of the allocation unused: more than one
+// node (the node count above), or, for a launch without --nproc-per-node (`nproc_per_node` 0: one worker),
+// SLURM_NTASKS above 1; values that are not counts say nothing. A one-node job running `megatron-run
+// --nproc-per-node 8` in its batch script uses what it has. Its rule: kSlurmBatchScriptRule.
 extern const Rule kSlurmBatchScriptRule;
-std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env = process_env());
-// Whether a launch from the batch script leaves part of the allocation unused: SLURM_JOB_NUM_NODES (else
-// SLURM_NNODES) above 1, or, for a launch without --nproc-per-node (`nproc_per_node` 0: one worker), SLURM_NTASKS
-// above 1. Values that are not counts say nothing (false).
-bool slurm_allocation_unused(const EnvLookup& env, int nproc_per_node);
+std::optional<std::string> slurm_batch_script_notice(const EnvLookup& env, int nproc_per_node);
 
 // Inside a job? torchrun's RANK and WORLD_SIZE, else a SLURM step's task (slurm_step_task); nullopt when neither.
 // Throws LaunchError for malformed values (naming the variable).

@@ -78,7 +78,7 @@ TEST_CASE("SLURM: a task of an srun step is a rank of a job; the batch script it
                                                     {"SLURM_JOB_NODELIST", "gpu[1-2]"}};
   CHECK_FALSE(slurm_step_task(with(batch)));
   CHECK_FALSE(launch_info(with(batch)));
-  std::optional<std::string> notice = slurm_batch_script_notice(with(batch));
+  std::optional<std::string> notice = slurm_batch_script_notice(with(batch), 8);
   REQUIRE(notice);
   CHECK(*notice == "[launch.slurm-batch-script] SLURM_PROCID is set but SLURM_STEP_ID is not: this is a SLURM batch "
                    "script, not a task that srun started, so SLURM's task variables (SLURM_NTASKS=16, "
@@ -95,24 +95,34 @@ TEST_CASE("SLURM: a task of an srun step is a rank of a job; the batch script it
     REQUIRE(info);
     CHECK(info->source == LaunchInfo::Source::Slurm);
     CHECK(info->world_size == 16);
-    CHECK_FALSE(slurm_batch_script_notice(with(task)));
+    CHECK_FALSE(slurm_batch_script_notice(with(task), 8));
   }
   // torchrun's RANK inside the batch script (a job of its own) wins: no SLURM notice. No SLURM at all: none either.
   std::map<std::string, std::string> torchrun = batch;
   torchrun["RANK"] = "0";
-  CHECK_FALSE(slurm_batch_script_notice(with(torchrun)));
-  CHECK_FALSE(slurm_batch_script_notice(with({})));
-  // The batch script of an allocation without --ntasks has no SLURM_NTASKS: the nodes alone are named.
-  std::optional<std::string> nodes_only = slurm_batch_script_notice(with({{"SLURM_PROCID", "0"}, {"SLURM_NNODES", "4"}}));
+  CHECK_FALSE(slurm_batch_script_notice(with(torchrun), 8));
+  CHECK_FALSE(slurm_batch_script_notice(with({}), 0));
+  // The batch script of an allocation without --ntasks has no SLURM_NTASKS: the nodes alone are named, by the
+  // variable that gave them (SLURM_NNODES, the older name, where SLURM_JOB_NUM_NODES is not set).
+  std::optional<std::string> nodes_only =
+      slurm_batch_script_notice(with({{"SLURM_PROCID", "0"}, {"SLURM_NNODES", "4"}}), 8);
   REQUIRE(nodes_only);
-  CHECK(nodes_only->find("task variables (SLURM_JOB_NUM_NODES=4) are not read") != std::string::npos);
+  CHECK(nodes_only->find("task variables (SLURM_NNODES=4) are not read") != std::string::npos);
+  REQUIRE(slurm_nodes(with({{"SLURM_NNODES", "4"}, {"SLURM_JOB_NUM_NODES", "3"}})));
+  CHECK(slurm_nodes(with({{"SLURM_NNODES", "4"}, {"SLURM_JOB_NUM_NODES", "3"}}))->variable == "SLURM_JOB_NUM_NODES");
+  CHECK_FALSE(slurm_nodes(with({})));
   // Said only where the launch leaves part of the allocation unused (review diff35 #2): several nodes, or several
   // tasks for a launch of one worker (no --nproc-per-node). A one-node batch script running --nproc-per-node 8
   // uses what it has.
-  CHECK(slurm_allocation_unused(with(batch), 8));                                              // 2 nodes
-  CHECK_FALSE(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_NTASKS", "8"}}), 8));
-  CHECK(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_NTASKS", "8"}}), 0));  // 1 worker of 8
-  CHECK_FALSE(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "1"}}), 0));
-  CHECK(slurm_allocation_unused(with({{"SLURM_NNODES", "3"}}), 4));
-  CHECK_FALSE(slurm_allocation_unused(with({{"SLURM_JOB_NUM_NODES", "x"}, {"SLURM_NTASKS", "2x"}}), 0));
+  auto unused = [&](const std::map<std::string, std::string>& vars, int nproc_per_node) {
+    std::map<std::string, std::string> script = vars;
+    script["SLURM_PROCID"] = "0";
+    return slurm_batch_script_notice(with(script), nproc_per_node).has_value();
+  };
+  CHECK(unused(batch, 8));                                                      // 2 nodes
+  CHECK_FALSE(unused({{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_NTASKS", "8"}}, 8));
+  CHECK(unused({{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_NTASKS", "8"}}, 0));     // 1 worker of 8
+  CHECK_FALSE(unused({{"SLURM_JOB_NUM_NODES", "1"}}, 0));
+  CHECK(unused({{"SLURM_NNODES", "3"}}, 4));
+  CHECK_FALSE(unused({{"SLURM_JOB_NUM_NODES", "x"}, {"SLURM_NTASKS", "2x"}}, 0));
 }
