@@ -319,7 +319,7 @@ MR_BENCHMARK("cpu.muon.layer_sharded_tp2", [](const Options& o) {
 });
 
 void require_gpu() {
-  if (gpu::device_count() == 0) throw Skipped("no GPU: " + gpu::describe());
+  if (gpu::device_count() == 0) throw Skipped(gpu::describe());  // "no GPU (why)"
 }
 
 MR_BENCHMARK("gpu.adamw.bf16_master", [](const Options& o) {
