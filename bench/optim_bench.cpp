@@ -4,6 +4,7 @@
 //   cpu.adamw.fp8_states    AdamW with fp8 (e4m3) moments and their scales vs fp32 moments; ratio as above
 //   cpu.adamw.vs_torch      AdamW step vs torch::optim::AdamW; ratio = speed-up
 //   cpu.sgd.fp32            SGD (momentum) step vs a data-movement-only kernel over its arrays; ratio as above
+//   cpu.lion.fp32           Lion step (sign update, decoupled weight decay) vs the same; ratio as above
 //   cpu.muon.ns5_1024x4096  NS5 (quintic, fp32) vs the same GEMMs through LibTorch/OpenBLAS; ratio = FLOP/s fraction
 //   cpu.muon.layer_sharded_tp2  a layer-sharded TP=2 Muon step vs a duplicated one; ratio = duplicated / ours
 //   cpu.soap.step_1024x256  a SOAP step (KL-Shampoo, orthogonal iteration) vs the same step in LibTorch ops;
@@ -192,6 +193,16 @@ MR_BENCHMARK("cpu.sgd.fp32", [](const Options& o) {
   SgdOptions so;
   auto [t, base] = best_alternating(
       o.quick ? 5 : 7, [&] { cpu::sgd_step(s.slots, gh, so); }, [&] { cpu::data_movement(s.slots); });
+  return versus(t, base, "data movement (same arrays)", base / t);
+});
+
+MR_BENCHMARK("cpu.lion.fp32", [](const Options& o) {
+  Fp32State s(cpu_params(o), mr::arg::Optimizer::lion);
+  // Baseline: the same chunked, threaded pass over Lion's arrays (param, grad, momentum in; param, momentum out).
+  std::vector<GroupHyper> gh = {{1e-4, 0.1, 2}};
+  LionOptions lo;
+  auto [t, base] = best_alternating(
+      o.quick ? 5 : 7, [&] { cpu::lion_step(s.slots, gh, lo); }, [&] { cpu::data_movement(s.slots); });
   return versus(t, base, "data movement (same arrays)", base / t);
 });
 
