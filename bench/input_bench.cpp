@@ -56,7 +56,8 @@ MR_BENCHMARK("input.config_100k_keys", [](const Options& o) {
   Scratch s;
   std::string keys, items = "--data-path:\n";
   for (int i = 0; i < n; ++i) {
-    keys += "--key-" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+    // Unknown keys as long as real flags: a "did you mean" search for each would cost a pass over every flag.
+    keys += "--unknown-setting-of-the-model-" + std::to_string(i) + ": " + std::to_string(i) + "\n";
     items += "- p" + std::to_string(i) + "\n";
   }
   std::string kf = s.write("keys.yaml", keys), lf = s.write("items.yaml", items);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "launch.h"
 #include "switch_value_hint.h"
+#include "config/limits.h"
 #include "config/validate/yaml_arguments.h"
 #include "launch/launch_env.h"
 #include "launch/program.h"
@@ -141,7 +142,8 @@ std::string one_dash_hint(const std::vector<std::string>& args, const std::vecto
   shorts.insert(shorts.end(), kShortSwitches.begin(), kShortSwitches.end());
   const launch::ProgramSplit ps = read_run_words(args, /*lenient=*/true);
   std::string hint;
-  for (size_t i = 0; i < ps.end_of_options; ++i) {
+  size_t hinted = 0;
+  for (size_t i = 0; i < ps.end_of_options && hinted < limits::kMaxSuggestedFlags; ++i) {
     const std::string& w = args[i];
     if (w.size() < 3 || w[0] != '-' || w[1] == '-' || w[2] == '=' || w == "--") continue;
     const auto refused = std::find_if(shorts.begin(), shorts.end(), [&](const auto& s) {
@@ -153,6 +155,7 @@ std::string one_dash_hint(const std::vector<std::string>& args, const std::vecto
     const std::string name = "-" + w.substr(0, w.find('='));
     const Schema& schema = Schema::megatron();
     const std::vector<std::string> near = schema.find_flag(name) ? std::vector<std::string>{name} : schema.suggest(name, 1);
+    ++hinted;
     if (!near.empty())
       hint += "\n  " + echo_word(w) + ": did you mean " + near.front() + "? Megatron's flags take two dashes (" +
               refused->first + " is torchrun's " + refused->second + ")";
@@ -258,12 +261,14 @@ void warn_program_words(const Invocation& inv, const Parsed& parsed, const launc
   std::vector<std::string> appended_wins, program_wins, not_passed, near;
   const bool program_flags = parsed.program_own.size() < inv.program_cli.size();
   bool past_dashes = false;
+  size_t checked = 0;  // unknown flags looked up for a near Megatron flag
   for (const Token& t : parsed.program_own) {
     past_dashes = past_dashes || t.text == "--";  // argparse's positionals from there on
     if (past_dashes || t.text.rfind("--", 0) != 0 || t.text.size() < 3) continue;
     const std::string flag = t.text.substr(0, t.text.find('='));
     if (schema.find_flag(flag)) continue;
     if (std::find(own_after.begin(), own_after.end(), flag) != own_after.end()) continue;  // said as ours
+    if (++checked > limits::kMaxListedArguments) continue;  // each is a pass over every flag: bounded, as listed
     if (std::vector<std::string> s = schema.suggest(flag, 1); !s.empty())
       near.push_back(abbreviate(flag) + " (did you mean " + s.front() + "?)");
   }

@@ -134,6 +134,18 @@ TEST_CASE("config files: a repeated key is an error in the plain layout, a warni
   CHECK_FALSE(has(bounded, "dups.yaml:103:"));
   CHECK_FALSE(has(bounded, "num-layerz"));
   CHECK(has(bounded, "\n  ... (899 more)"));
+  // "Did you mean" for the first kMaxSuggestedFlags unknown keys only, as on a command line: each is a search over
+  // every flag (review lint36: 100,000 unknown keys of 30 characters took 86 s with one each).
+  const size_t max = mr::limits::kMaxSuggestedFlags;
+  auto key = [](size_t i) { return "hidden_size" + std::string(1, char('a' + i)); };  // one letter from --hidden-size
+  std::string near_misses;
+  for (size_t i = 0; i <= max; ++i) near_misses += key(i) + ": 4\n";
+  auto suggested = refusal({write("near.yaml", near_misses)});
+  const std::string near = scratch().string() + "/near.yaml:";
+  CHECK(has(suggested, near + "1: unknown argument '" + key(0) + "' (did you mean --hidden-size"));
+  CHECK(has(suggested, near + std::to_string(max) + ": unknown argument '" + key(max - 1) + "' (did you mean --hidden-size"));
+  CHECK(has(suggested, near + std::to_string(max + 1) + ": unknown argument '" + key(max) + "'"));
+  CHECK_FALSE(has(suggested, near + std::to_string(max + 1) + ": unknown argument '" + key(max) + "' (did you mean"));
   // Megatron's CI loader (PyYAML) keeps the last value: so do we, and provenance cites that line.
   auto p = parse({write("dupci.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --hidden-size: 64\n  --num-layers: 4\n")});
   CHECK(p.ns["num_layers"].as_int() == 4);

@@ -272,6 +272,9 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
   // as unknown says what the file is.
   const bool yaml_cfg_layout = root.get("language_model").is_map() || root.get("model_parallel").is_map();
   bool yaml_cfg_hinted = false;
+  // Unknown keys given "did you mean" suggestions: the first kMaxSuggestedFlags, as on a command line (each takes a
+  // pass over every flag: 100,000 unknown keys took minutes when each had its own).
+  size_t suggested = 0;
   for (const Entry& e : entries(root, /*strict=*/true, out.report.warnings, &bad)) {
     try {
       std::string key = e.key.scalar();
@@ -294,7 +297,8 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
         std::string flag = key.rfind("--", 0) == 0 ? key : "--" + key;
         for (char& c : flag)
           if (c == '_') c = '-';
-        auto s = schema.suggest(flag);
+        const std::vector<std::string> s =
+            suggested++ < limits::kMaxSuggestedFlags ? schema.suggest(flag) : std::vector<std::string>{};
         if (!s.empty()) {
           msg += " (did you mean ";
           for (size_t i = 0; i < s.size(); ++i) msg += (i ? ", " : "") + s[i];
