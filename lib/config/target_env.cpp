@@ -2,13 +2,11 @@
 
 #include <cctype>
 #include <charconv>
-#include <regex>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <tuple>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -121,37 +119,154 @@ struct VersionKey {
   long dev = -1;                // -1: none (after every dev release)
 };
 
+// packaging's VERSION_PATTERN (case-insensitive, blanks around allowed), matched by hand: compiling it as a
+// std::regex cost a third of a whole dry run's instructions (torch_min("1.11.0a0") runs in every one). The pattern,
+// part by part:
+//   v? (N!)? N(.N)* ([-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?N?)? (-N|[-_.]?(post|rev|r)[-_.]?N?)?
+//   ([-_.]?dev[-_.]?N?)? (+[a-z0-9]+([-_.][a-z0-9]+)*)?
+// Each optional part's choices are tried in the order the regex tries them, backtracking on a failure of the rest,
+// so the same texts match with the same parts (tests/config/overflow_test.cpp compares the two on many texts).
+struct VersionParts {
+  std::string_view epoch, release, pre_kind, pre_n, post_n, dev_n;
+  bool has_pre = false, has_post = false, has_dev = false;
+};
+
+class Pep440Matcher {
+ public:
+  explicit Pep440Matcher(std::string_view s) : s_(s) {}
+  std::optional<VersionParts> match() {
+    size_t i = 0, end = s_.size();
+    auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; };
+    while (i < end && blank(s_[i])) ++i;
+    while (end > i && blank(s_[end - 1])) --end;
+    s_ = s_.substr(i, end - i);
+    size_t at = 0;
+    if (at < s_.size() && lower(s_[at]) == 'v') ++at;
+    VersionParts v;
+    const size_t e = digits(at);
+    if (e > at && e < s_.size() && s_[e] == '!') {
+      v.epoch = s_.substr(at, e - at);
+      at = e + 1;
+    }
+    size_t r = digits(at);
+    if (r == at) return std::nullopt;
+    while (r + 1 < s_.size() && s_[r] == '.' && digit(s_[r + 1])) r = digits(r + 1);
+    v.release = s_.substr(at, r - at);
+    if (!pre(r, v)) return std::nullopt;
+    return v;
+  }
+
+ private:
+  static char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+  static bool digit(char c) { return c >= '0' && c <= '9'; }
+  static bool sep(char c) { return c == '-' || c == '_' || c == '.'; }
+  size_t digits(size_t i) const {
+    while (i < s_.size() && digit(s_[i])) ++i;
+    return i;
+  }
+  bool word_at(size_t i, std::string_view w) const {
+    if (i + w.size() > s_.size()) return false;
+    for (size_t k = 0; k < w.size(); ++k)
+      if (lower(s_[i + k]) != w[k]) return false;
+    return true;
+  }
+  // [-_.]? KEYWORD [-_.]? N?, its choices in the regex's order; `then` matches the rest from the position after it.
+  template <class Then>
+  bool keyword_part(size_t i, std::initializer_list<std::string_view> words, const Then& then) const {
+    for (size_t a = (i < s_.size() && sep(s_[i])) ? i + 1 : i;; a = i) {  // the separator taken, then not
+      for (std::string_view w : words) {
+        if (!word_at(a, w)) continue;
+        const size_t k = a + w.size();
+        for (size_t b = (k < s_.size() && sep(s_[k])) ? k + 1 : k;; b = k) {
+          const size_t n = digits(b);
+          if (then(n, w, s_.substr(b, n - b))) return true;
+          if (b == k) break;
+        }
+      }
+      if (a == i) return false;
+    }
+  }
+  bool pre(size_t i, VersionParts& v) const {
+    const bool taken = keyword_part(i, {"a", "b", "c", "rc", "alpha", "beta", "pre", "preview"},
+                                    [&](size_t n, std::string_view w, std::string_view num) {
+                                      VersionParts t = v;
+                                      t.has_pre = true, t.pre_kind = w, t.pre_n = num;
+                                      if (!post(n, t)) return false;
+                                      v = t;
+                                      return true;
+                                    });
+    return taken || post(i, v);
+  }
+  bool post(size_t i, VersionParts& v) const {
+    if (i + 1 < s_.size() && s_[i] == '-' && digit(s_[i + 1])) {  // -N
+      const size_t n = digits(i + 1);
+      VersionParts t = v;
+      t.has_post = true, t.post_n = s_.substr(i + 1, n - i - 1);
+      if (dev(n, t)) return v = t, true;
+    }
+    const bool taken = keyword_part(i, {"post", "rev", "r"}, [&](size_t n, std::string_view, std::string_view num) {
+      VersionParts t = v;
+      t.has_post = true, t.post_n = num;
+      if (!dev(n, t)) return false;
+      v = t;
+      return true;
+    });
+    return taken || dev(i, v);
+  }
+  bool dev(size_t i, VersionParts& v) const {
+    const bool taken = keyword_part(i, {"dev"}, [&](size_t n, std::string_view, std::string_view num) {
+      if (!local(n)) return false;
+      v.has_dev = true, v.dev_n = num;
+      return true;
+    });
+    return taken || local(i);
+  }
+  // (+[a-z0-9]+([-_.][a-z0-9]+)*)? and the end.
+  bool local(size_t i) const {
+    if (i == s_.size()) return true;
+    if (s_[i] != '+') return false;
+    auto alnum = [](char c) { return digit(c) || (lower(c) >= 'a' && lower(c) <= 'z'); };
+    size_t k = i + 1;
+    for (;;) {
+      const size_t from = k;
+      while (k < s_.size() && alnum(s_[k])) ++k;
+      if (k == from) return false;
+      if (k == s_.size()) return true;
+      if (!sep(s_[k])) return false;
+      ++k;
+    }
+  }
+  std::string_view s_;
+};
+
 VersionKey version_key(const std::string& v) {
-  // packaging's VERSION_PATTERN, case-insensitive, blanks around allowed.
-  static const std::regex pep440(
-      R"(\s*v?(?:(\d+)!)?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d+)?)?)"
-      R"((?:-(\d+)|[-_.]?(post|rev|r)[-_.]?(\d+)?)?(?:[-_.]?(dev)[-_.]?(\d+)?)?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?\s*)",
-      std::regex::icase | std::regex::optimize);
-  std::smatch m;
-  if (v.size() > 200 || !std::regex_match(v, m, pep440))
+  const std::optional<VersionParts> m = v.size() > 200 ? std::nullopt : Pep440Matcher(v).match();
+  if (!m)
     throw UsageError("version " + Value(abbreviate(v, 40)).py_repr() +
                      " is not a version as Python's packaging reads it (e.g. 2.9.0, v2.9.0, 2.9.0rc1)");
-  auto number = [&](const std::string& digits) {
+  auto number = [&](std::string_view digits) {
     auto x = small_number(digits);
-    if (!x) throw UsageError("version " + Value(abbreviate(v, 40)).py_repr() + ": the part " + digits + " is too large");
+    if (!x) throw UsageError("version " + Value(abbreviate(v, 40)).py_repr() + ": the part " + std::string(digits) + " is too large");
     return *x;
   };
   VersionKey k;
-  if (m[1].matched) k.epoch = number(m[1]);
-  std::stringstream ss(m[2].str());
-  for (std::string part; std::getline(ss, part, '.');) k.release.push_back(number(part));
-  while (!k.release.empty() && k.release.back() == 0) k.release.pop_back();
-  if (m[3].matched) {
-    std::string kind = m[3];
-    for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    k.pre_phase = kind[0] == 'a' ? -1 : kind[0] == 'b' ? 0 : 1;
-    k.pre = m[4].matched ? number(m[4]) : 0;
-  } else {
-    k.pre_phase = (!m[5].matched && !m[6].matched && m[8].matched) ? -2 : 2;
+  if (!m->epoch.empty()) k.epoch = number(m->epoch);
+  for (std::string_view rest = m->release;;) {
+    const size_t dot = rest.find('.');
+    k.release.push_back(number(rest.substr(0, dot)));
+    if (dot == std::string_view::npos) break;
+    rest.remove_prefix(dot + 1);
   }
-  if (m[5].matched) k.post = number(m[5]);
-  else if (m[6].matched) k.post = m[7].matched ? number(m[7]) : 0;
-  if (m[8].matched) k.dev = m[9].matched ? number(m[9]) : 0;
+  while (!k.release.empty() && k.release.back() == 0) k.release.pop_back();
+  if (m->has_pre) {
+    const char kind = m->pre_kind[0];  // lower case: the matcher's own words
+    k.pre_phase = kind == 'a' ? -1 : kind == 'b' ? 0 : 1;
+    k.pre = m->pre_n.empty() ? 0 : number(m->pre_n);
+  } else {
+    k.pre_phase = (!m->has_post && m->has_dev) ? -2 : 2;
+  }
+  if (m->has_post) k.post = m->post_n.empty() ? 0 : number(m->post_n);
+  if (m->has_dev) k.dev = m->dev_n.empty() ? 0 : number(m->dev_n);
   return k;
 }
 }  // namespace

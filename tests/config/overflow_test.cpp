@@ -2,7 +2,15 @@
 // a message naming the flag — never exit 3 ("internal error"), a wrapped count, a hang or a crash. Covers the
 // target environment (--target-gpu-arch, versions), `topology` and `params` (rank layout, model plan), WORLD_SIZE
 // and the launcher options, and the JSON documents --format json prints when there is no result.
+#include <cctype>
+#include <limits>
+#include <optional>
+#include <random>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "binary.h"
 #include "config/checked.h"
@@ -51,6 +59,11 @@ TEST_CASE("target versions: compared as Python's packaging compares them; what i
   CHECK(compare_versions("2.9.0+cu12", "2.9.0") == 0);  // the local label does not order here
   CHECK(compare_versions("1!1.0", "2.9") == 1);         // an epoch first
   CHECK(compare_versions("2.9.0-1", "2.9.0.post1") == 0);
+  // A plain release is read without the pattern; it orders as the pattern reads the same release.
+  CHECK(compare_versions("02.9.0", " v2.9 ") == 0);
+  CHECK(compare_versions("2.10", "2.9.0rc1") == 1);
+  CHECK(compare_versions("2.9", "2.9.0.dev1") == 1);
+  CHECK(compare_versions("2.9", "2.9.0.post1") == -1);
   CHECK(compare_versions("none", "0.1") == -1);  // not installed: before every version
   CHECK(compare_versions("", "none") == 0);
   for (const char* bad : {"banana", "2.9.x", "2..9", "latest", "2.9.0 beta"}) {
@@ -70,6 +83,93 @@ TEST_CASE("target versions: compared as Python's packaging compares them; what i
   CHECK(mrtest::megatron_run("--dry-run --qk-clip --target-te-version 2.9.0rc1" + cfg).exit == 1);  // before 2.9.0
   CHECK(mrtest::megatron_run("--dry-run --target-torch-version banana" + cfg).exit == 2);
   CHECK(mrtest::megatron_run("check --target-flashinfer-version x.y" + cfg.substr(9)).exit == 2);
+}
+
+namespace {
+// The reading of a version that target_env.cpp had before its matcher was written by hand: packaging's
+// VERSION_PATTERN as a std::regex, and the order built from its groups. The oracle of the test below.
+struct OracleKey {
+  long epoch = 0;
+  std::vector<long> release;
+  long pre_phase = 0, pre = 0, post = -1, dev = -1;
+};
+std::optional<OracleKey> oracle_key(const std::string& v) {
+  static const std::regex pep440(
+      R"(\s*v?(?:(\d+)!)?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d+)?)?)"
+      R"((?:-(\d+)|[-_.]?(post|rev|r)[-_.]?(\d+)?)?(?:[-_.]?(dev)[-_.]?(\d+)?)?(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?\s*)",
+      std::regex::icase);
+  std::smatch m;
+  if (!std::regex_match(v, m, pep440)) return std::nullopt;
+  OracleKey k;
+  if (m[1].matched) k.epoch = std::stol(m[1]);
+  std::stringstream ss(m[2].str());
+  for (std::string part; std::getline(ss, part, '.');) k.release.push_back(std::stol(part));
+  while (!k.release.empty() && k.release.back() == 0) k.release.pop_back();
+  if (m[3].matched) {
+    const char kind = static_cast<char>(std::tolower(static_cast<unsigned char>(m[3].str()[0])));
+    k.pre_phase = kind == 'a' ? -1 : kind == 'b' ? 0 : 1;
+    k.pre = m[4].matched ? std::stol(m[4]) : 0;
+  } else {
+    k.pre_phase = (!m[5].matched && !m[6].matched && m[8].matched) ? -2 : 2;
+  }
+  if (m[5].matched) k.post = std::stol(m[5]);
+  else if (m[6].matched) k.post = m[7].matched ? std::stol(m[7]) : 0;
+  if (m[8].matched) k.dev = m[9].matched ? std::stol(m[9]) : 0;
+  return k;
+}
+int oracle_compare(const OracleKey& x, const OracleKey& y) {
+  auto dev = [](long d) { return d < 0 ? std::numeric_limits<long>::max() : d; };
+  const auto kx = std::tie(x.epoch, x.release, x.pre_phase, x.pre, x.post);
+  const auto ky = std::tie(y.epoch, y.release, y.pre_phase, y.pre, y.post);
+  if (kx != ky) return kx < ky ? -1 : 1;
+  return dev(x.dev) == dev(y.dev) ? 0 : dev(x.dev) < dev(y.dev) ? -1 : 1;
+}
+}  // namespace
+
+TEST_CASE("target versions: the hand-written PEP 440 matcher reads every text as packaging's pattern does",
+          "[overflow]") {
+  // Texts built from the pattern's own pieces and a few that are not, in random order: which are versions, and
+  // how each pair orders, must be the regex's answer.
+  const std::vector<std::string> pieces = {"1", "0", "12", "007", ".", ".", "-", "_", "!", "+", "a", "b", "c", "rc",
+                                           "alpha", "beta", "pre", "preview", "post", "rev", "r", "dev", "v", "V",
+                                           " ", "RC", "Post", "DEV", "x", "cu12", "Alpha", "\t"};
+  std::mt19937 rng(20261207);
+  std::vector<std::pair<std::string, OracleKey>> accepted;
+  size_t refused = 0;
+  // First the corners where a part gives back what it read (the regex's backtracking), then random texts.
+  const std::vector<std::string> corners = {
+      "1.0a.", "1.0-r1", "1.0alpharev1", "1.0a--1", "1.0pre", "1.0preview", "1.0-post", "1.0.post", "1.0c", "1.0rc.dev",
+      "1.0+abc", "1.0+", "1.0+a.", "1!2", "!1", "v", "1.0.dev", "1.0-1", "1.0-", "1.0_", "1.0.", "1..0", "1.0a1-1",
+      "1.0a1.post2.dev3+x.y", "1.0r", "1.0rc", "1.0rev", "1.0-dev", "1.0devdev", "1.0a-dev", "1.0postdev", "1.0.0rc1"};
+  for (size_t n = 0; n < 30000 + corners.size(); ++n) {
+    std::string text;
+    if (n < corners.size()) {
+      text = corners[n];
+    } else {
+      const int len = 1 + static_cast<int>(rng() % 9);
+      for (int k = 0; k < len; ++k) text += pieces[rng() % pieces.size()];
+      if (n % 3 == 0) text = std::to_string(rng() % 20) + "." + std::to_string(rng() % 20) + text;  // mostly versions
+    }
+    const std::optional<OracleKey> want = oracle_key(text);
+    bool ok = true;
+    try {
+      mr::check_version(text);
+    } catch (const mr::UsageError&) {
+      ok = false;
+    }
+    INFO("'" << text << "'");
+    REQUIRE(ok == want.has_value());
+    if (want) accepted.emplace_back(text, *want);
+    else ++refused;
+  }
+  CHECK(accepted.size() > 2000);  // both kinds well represented
+  CHECK(refused > 2000);
+  for (size_t i = 0; i + 1 < accepted.size(); ++i) {
+    const auto& [a, ka] = accepted[i];
+    const auto& [b, kb] = accepted[(i * 7919 + 13) % accepted.size()];
+    INFO("'" << a << "' vs '" << b << "'");
+    REQUIRE(mr::compare_versions(a, b) == oracle_compare(ka, kb));
+  }
 }
 
 TEST_CASE("target environment: long digit strings are usage errors or compare as huge, never a crash", "[overflow]") {
