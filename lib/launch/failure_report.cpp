@@ -230,7 +230,8 @@ std::string write_error_record(const std::string& path, const std::string& recor
 }
 
 void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int restarts,
-                           int max_restarts, const std::string& first_elsewhere) {
+                           int max_restarts, const std::string& first_elsewhere,
+                           const std::vector<std::string>& incomplete_logs) {
   if (failures.empty()) return;
   const WorkerFailure& root = failures.front();
   const std::string n = std::to_string(restarts);
@@ -272,13 +273,18 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
     os << "    hint: " << hint << "\n";
   if (failures.size() == 1) {
     os << "  no other worker failed\n";
-    return;
+  } else {
+    os << "  then (the cascade):\n";
+    for (size_t i = 1; i < failures.size(); ++i) {
+      const WorkerFailure& f = failures[i];
+      os << "    " << who(f) << ": " << describe_end(f)
+         << (f.after_stop ? " (after the launcher stopped the workers)" : "") << "\n";
+    }
   }
-  os << "  then (the cascade):\n";
-  for (size_t i = 1; i < failures.size(); ++i) {
-    const WorkerFailure& f = failures[i];
-    os << "    " << who(f) << ": " << describe_end(f)
-       << (f.after_stop ? " (after the launcher stopped the workers)" : "") << "\n";
+  if (!incomplete_logs.empty()) {
+    os << "  log file" << (incomplete_logs.size() == 1 ? "" : "s")
+       << " left incomplete (a write failed; nothing after it was written there):\n";
+    for (const std::string& l : incomplete_logs) os << "    " << l << "\n";
   }
 }
 

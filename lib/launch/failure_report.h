@@ -94,7 +94,10 @@ bool error_record_written();
 // `first_elsewhere` names another node's failure that the launchers' store recorded before it); `restarts` the
 // restart count of the attempt that failed (TORCHELASTIC_RESTART_COUNT, its attempt_<n> log directory) and
 // `max_restarts` --max-restarts: with restarts allowed, the heading names the attempt and whether one was left.
+// `incomplete_logs`: the log files a write to failed during the job ("PATH: REASON" each; rule
+// launch.log-write-failed), listed last.
 void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int restarts, int max_restarts,
-                           const std::string& first_elsewhere = "");
+                           const std::string& first_elsewhere = "",
+                           const std::vector<std::string>& incomplete_logs = {});
 
 }  // namespace mr::launch

@@ -59,6 +59,7 @@ int spawn_workers(const SpawnOptions& o) {
   double rendezvous_ms = o.first_rendezvous_ms;
   std::chrono::steady_clock::time_point rendezvous_from = std::chrono::steady_clock::now();
   bool error_traits = false;
+  std::vector<std::string> incomplete_logs;  // over every attempt (launch.log-write-failed), for the summary
   using Ms = std::chrono::duration<double, std::milli>;
   for (;;) {  // one attempt each: its restart count names it (attempt_<n>)
     job.restart_count = restarts;
@@ -123,6 +124,7 @@ int spawn_workers(const SpawnOptions& o) {
     if (o.report) o.report->worker_ends = r.signal_received ? std::vector<Report::WorkerEnd>{} : std::move(ends);
     if (o.report && r.signal_received) o.report->stop_signal = r.signal_received;
     if (o.report) o.report->leftover_scans += r.leftover_scans, o.report->leftover_passes += r.leftover_passes;
+    incomplete_logs.insert(incomplete_logs.end(), r.incomplete_logs.begin(), r.incomplete_logs.end());
     // The next attempt runs where the other nodes say (an elastic job's node count and ranks may change).
     // `upcoming`: the restart count of the attempt waited for.
     auto next = [&](int upcoming) {
@@ -194,7 +196,7 @@ int spawn_workers(const SpawnOptions& o) {
       if (next(job.restart_count + 1)) continue;
     }
     print_failure_summary(std::cerr, r.failures, job.restart_count, o.max_restarts,
-                          r.first_elsewhere ? r.first_elsewhere->message : "");
+                          r.first_elsewhere ? r.first_elsewhere->message : "", incomplete_logs);
     if (!launcher_error_file.empty() && !r.failures.empty())
       if (const std::string why = write_launcher_error_file(launcher_error_file, r.failures.front()); !why.empty())
         std::cerr << "megatron-run: cannot write the launcher's error file " << launcher_error_file

@@ -83,6 +83,17 @@ inline constexpr size_t kTailLines = 10;
 // line (supervise.cpp, emit): the line-atomic console costs at most this much memory a stream.
 inline constexpr size_t kMaxPartialLine = 64 * 1024;
 
+// A file the launcher writes the workers' output into: a rank's log file (--redirects, --tee) or a filtered file
+// (--duplicate-std{out,err}-filters). A write that fails (a full disk, ENOSPC; past the file-size limit, EFBIG; an
+// I/O error) is said once on the launcher's stderr (rule launch.log-write-failed, supervise.cpp's write_log) and
+// nothing more is written to the file: the job goes on (a full log disk does not stop training), the console copy
+// of its lines, when there is one, too; the failure summary names the file.
+struct LogFile {
+  int fd = -1;       // -1: none, or closed at the stream's end
+  std::string path;  // for the notice and the summary
+  int error = 0;     // errno of its first failed write (0: none); nothing is written after it
+};
+
 // One output stream of a worker that goes through the launcher (a pipe): to its log file and/or the console.
 struct Stream {
   int fd = -1;          // the pipe's read end; -1: none, or it has ended
@@ -91,9 +102,10 @@ struct Stream {
   bool bar_broken = false;  // other text ended that line on the console (end_bar): the rest starts a new one
   bool is_err = false;
   bool console = true;  // relayed to the launcher's stdout/stderr (with "[rank R] " when prefixing)
-  int file = -1;        // its log file (--redirects, --tee), written as it comes; -1: none
-  // A tee'd stream with duplicate filters: the filtered file (shared by the workers) and the filters; -1: none.
-  int filtered = -1;
+  LogFile file;          // its log file (--redirects, --tee), written as it comes; fd -1: none
+  // A tee'd stream with duplicate filters: the filtered file (the workers' Workers holds it, shared by the
+  // workers) and the filters; nullptr: none.
+  LogFile* filtered = nullptr;
   const std::vector<std::string>* filters = nullptr;
   StderrTail tail{kTailLines};  // the last lines (stderr: for the failure summary), torch's log lines left out
 };
@@ -143,6 +155,9 @@ class Workers {
   void start(int local_rank, const SpawnOptions& o, const std::vector<std::string>& shared, const RankLogs& logs);
 
   std::vector<Worker>& all() { return w_; }
+  // The filtered files (fd -1: none).
+  LogFile& filtered_out() { return filtered_out_; }
+  LogFile& filtered_err() { return filtered_err_; }
   bool any_running() const;
   // Whether worker `w` (running) has exited: its status and code are recorded, and it is held, not reaped.
   bool exited(Worker& w);
@@ -159,7 +174,7 @@ class Workers {
  private:
   std::vector<Worker> w_;
   Guardian* guardian_ = nullptr;
-  int filtered_out_ = -1, filtered_err_ = -1;
+  LogFile filtered_out_, filtered_err_;
 };
 
 // ---- supervision (supervise.cpp) -----------------------------------------------------------------------------------
@@ -175,6 +190,8 @@ struct AttemptResult {
   // time): the job's root cause, whose code this node exits with.
   std::optional<PeerFailure> first_elsewhere;
   long leftover_scans = 0, leftover_passes = 0;  // SpawnReport's, for this attempt
+  // The log files a write to failed (launch.log-write-failed): "PATH: REASON" each, in the order of the workers.
+  std::vector<std::string> incomplete_logs;
 };
 
 // Runs until every worker has exited and its output is drained: relays output lines (prefixed "[rank R] ")

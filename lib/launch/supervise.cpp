@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,12 +20,56 @@
 #include <utility>
 #include <vector>
 
+#include "config/print.h"
+#include "config/rule.h"
 #include "launch/spawn_detail.h"
+#include "util/rule_id.h"
 #include "util/std_fds.h"
 
 namespace mr::launch::detail {
 
+const Rule kLogWriteFailedRule{
+    "launch.log-write-failed", Rule::Level::Warning,
+    "A write to a file of the workers' output (a rank's log file of --log-dir with --redirects or --tee, a filtered "
+    "file of --duplicate-stdout-filters / --duplicate-stderr-filters) failed (a full disk, the file-size limit of "
+    "`ulimit -f`, an I/O error): said once per file with the system's reason; nothing more is written to that file "
+    "and the job goes on (a tee'd stream's lines still go to the console); the failure summary names the file.",
+    __FILE__, __LINE__, kStageLaunch};
+
 namespace {
+
+// The system's reason for a failed write to a log file: strerror, and for EFBIG the file-size limit (`ulimit -f`)
+// that made it.
+std::string log_write_failure(int e) {
+  std::string why = std::strerror(e);
+  rlimit fsize{};
+  if (e == EFBIG && getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+    why += " (past the file-size limit, `ulimit -f`: " + std::to_string(fsize.rlim_cur) + " bytes)";
+  return why;
+}
+
+// Writes `text` to a log file (LogFile). Its first failed write is said once (launch.log-write-failed), and nothing
+// more is written to it; the job goes on. `shown`: the lines also go to the console (said so).
+void write_log(LogFile& f, std::string_view text, bool shown) {
+  if (f.fd < 0 || f.error != 0) return;
+  size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = write(f.fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      f.error = n < 0 ? errno : EIO;
+      kLogWriteFailedRule.record_hit();
+      print_warning(std::cerr, with_rule_id(kLogWriteFailedRule.id,
+                                            "cannot write the log file " + f.path + ": " + log_write_failure(f.error) +
+                                                "; nothing more is written to it, " +
+                                                (shown ? "its further output goes to the console only"
+                                                       : "its further output is lost (it is not shown on the console)") +
+                                                "; the job goes on"));
+      return;
+    }
+    off += static_cast<size_t>(n);
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -215,19 +260,22 @@ class LauncherMessages : public std::streambuf {
   std::streambuf* before_;
 };
 
-// A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when s.file >= 0).
+// Whether the stream's lines go to its log file too (a file whose write failed keeps nothing more).
+bool logged(const Stream& s) { return s.file.fd >= 0 && s.file.error == 0; }
+
+// A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when logged(s)).
 void to_console(ConsoleOut& c, Stream& s, std::string&& out) {
   Outbox& b = s.is_err ? c.err : c.out;
   end_bar(c, b, &s);
   if (!s.is_err && c.error != 0) {  // stdout failed before: not tried again
     errno = c.error;
-    stdout_lost(c, s.file < 0);
+    stdout_lost(c, !logged(s));
     return;
   }
   c.bar_of(b) = out.back() == '\n' ? nullptr : &s;  // a bar's line left open there
   if (b.left() == 0) b.clear();
   b.data += out;
-  if (!s.is_err && s.file < 0) b.console_only = true;
+  if (!s.is_err && !logged(s)) b.console_only = true;
   // At once when the stream can take it now (poll with no wait): the lines keep their order with the launcher's
   // own messages, which it writes directly; only a stream that cannot take them waits in the queue.
   flush(c, b, b.regular);
@@ -256,7 +304,7 @@ size_t complete_utf8(const std::string& s, size_t n) {
 // last byte read waits for the next one (\r\n is a line end, written as the worker wrote it). The tail keeps what
 // a terminal shows of such a line (its last redraw); the filtered file gets whole lines.
 void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bool flush_all) {
-  if (s.file >= 0 && !text.empty()) write_all(s.file, text);
+  if (!text.empty()) write_log(s.file, text, s.console);
   if (!s.console && !s.is_err) return;  // nothing to show, nothing to keep
   s.pending += text;
   std::string out;
@@ -278,10 +326,10 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
     if (size_t cr = shown_as.rfind('\r'); cr != std::string_view::npos) shown_as.remove_prefix(cr + 1);
     if (s.is_err) s.tail.add(std::string(shown_as));
     if (!s.console) return;
-    if (s.filtered >= 0)
+    if (s.filtered && s.filtered->fd >= 0 && s.filtered->error == 0)
       for (const std::string& needle : *s.filters)
         if (l.find(needle) != std::string::npos) {
-          write_all(s.filtered, w.prefix + l + "\n");  // one write per line: whole lines, ranks interleaved
+          write_log(*s.filtered, w.prefix + l + "\n", true);  // one write per line: whole lines, ranks interleaved
           break;
         }
     const size_t from = std::min(s.shown, l.size());
@@ -338,8 +386,8 @@ void end_stream(ConsoleOut& c, Worker& w, Stream& s) {
   emit(c, w, s, "", true);
   close(s.fd);
   s.fd = -1;
-  if (s.file >= 0) close(s.file);
-  s.file = -1;
+  if (s.file.fd >= 0) close(s.file.fd);
+  s.file.fd = -1;
 }
 
 // Reads what is ready on one worker stream; at its end (or on an error) flushes the rest and closes it.
@@ -372,6 +420,18 @@ constexpr std::chrono::milliseconds kLeftoverScan{100};
 // `timeout` signals its child and then its own process group, the launcher's): said and passed on once. Standard
 // signals are not queued either: two sent this close together may arrive as one.
 constexpr std::chrono::milliseconds kSameSignal{1000};
+
+// The log files a write to failed (launch.log-write-failed), for the failure summary: the workers' own, then the
+// filtered files.
+void note_incomplete_logs(Workers& workers, AttemptResult& result) {
+  std::vector<const LogFile*> files;
+  for (Worker& w : workers.all())
+    for (const Stream* s : {&w.out, &w.err}) files.push_back(&s->file);
+  files.push_back(&workers.filtered_out());
+  files.push_back(&workers.filtered_err());
+  for (const LogFile* f : files)
+    if (f->error != 0) result.incomplete_logs.push_back(f->path + ": " + log_write_failure(f->error));
+}
 
 }  // namespace
 
@@ -483,6 +543,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       std::cerr << "megatron-run: poll: " << std::strerror(e) << "; killing the workers\n";
       workers.kill_and_reap();
       result.code = result.failures.empty() ? 1 : exit_code(result.failures.front().status);
+      note_incomplete_logs(workers, result);
       return result;
     }
     if (n > 0) {
@@ -713,6 +774,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
   else result.code = result.failures.empty() ? 0 : exit_code(result.failures.front().status);
   // Output lost after another cause: that cause's code, but never 0 (a job whose log is gone did not end well).
   if (output_failed && result.code == 0) result.code = 1;
+  note_incomplete_logs(workers, result);
   return result;
 }
 

@@ -70,35 +70,37 @@ void make_pipe(int fds[2]) {
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(util::system_failure("pipe", errno));
 }
 
-int open_log(const std::string& path) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(util::system_failure("cannot write the log file " + path, errno));
-  return fd;
-}
-
 void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
+}
+
+void open_log(LogFile& f, const std::string& path) {
+  close_fd(f.fd);
+  f = LogFile{};
+  f.fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (f.fd < 0) throw std::runtime_error(util::system_failure("cannot write the log file " + path, errno));
+  f.path = path;
 }
 
 }  // namespace
 
 void Workers::open_filtered(const SpawnOptions& o, const std::string& attempt_dir) {
   if (attempt_dir.empty()) return;  // --log-dir /dev/null: no files
-  if (!o.logs.duplicate_stdout_filters.empty() && filtered_out_ < 0)
-    filtered_out_ = open_log(attempt_dir + "/filtered_stdout.log");
-  if (!o.logs.duplicate_stderr_filters.empty() && filtered_err_ < 0)
-    filtered_err_ = open_log(attempt_dir + "/filtered_stderr.log");
+  if (!o.logs.duplicate_stdout_filters.empty() && filtered_out_.fd < 0)
+    open_log(filtered_out_, attempt_dir + "/filtered_stdout.log");
+  if (!o.logs.duplicate_stderr_filters.empty() && filtered_err_.fd < 0)
+    open_log(filtered_err_, attempt_dir + "/filtered_stderr.log");
 }
 
 Workers::~Workers() {
   kill_and_reap();
-  close_fd(filtered_out_);
-  close_fd(filtered_err_);
+  close_fd(filtered_out_.fd);
+  close_fd(filtered_err_.fd);
   for (Worker& w : w_) {
     for (Stream* s : {&w.out, &w.err}) {
       close_fd(s->fd);
-      close_fd(s->file);
+      close_fd(s->file.fd);
     }
     close_fd(w.pidfd);
     close_fd(w.start_fd);
@@ -141,11 +143,11 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   w.err.is_err = true;
   try {
     for (auto [dest, fds, s, filtered, filters] :
-         {std::tuple{&logs.out, out, &w.out, filtered_out_, &o.logs.duplicate_stdout_filters},
-          std::tuple{&logs.err, err, &w.err, filtered_err_, &o.logs.duplicate_stderr_filters}}) {
+         {std::tuple{&logs.out, out, &w.out, &filtered_out_, &o.logs.duplicate_stdout_filters},
+          std::tuple{&logs.err, err, &w.err, &filtered_err_, &o.logs.duplicate_stderr_filters}}) {
       s->console = dest->console;
-      if (!dest->file.empty()) s->file = open_log(dest->file);
-      if (!dest->file.empty() && dest->console && filtered >= 0) {  // tee'd: its lines may be duplicated
+      if (!dest->file.empty()) open_log(s->file, dest->file);
+      if (!dest->file.empty() && dest->console && filtered->fd >= 0) {  // tee'd: its lines may be duplicated
         s->filtered = filtered;
         s->filters = filters;
       }

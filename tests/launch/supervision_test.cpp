@@ -557,6 +557,66 @@ TEST_CASE("a --log-dir file past the file-size limit (ulimit -f) does not kill t
   CHECK((mask & (1ULL << (SIGXFSZ - 1))) == 0);
 }
 
+// A write to a log file fails (here EFBIG past `ulimit -f`; a full disk's ENOSPC is the same path): the launcher says
+// it once per file on its stderr with the file and the system's reason (rule launch.log-write-failed), writes nothing
+// more there, and the job goes on: exit 0, and the console copy of the tee'd stream still gets every line. A failed
+// job's summary names the file; a stream that went to its file only (-r) says its further output is lost.
+TEST_CASE("rule launch.log-write-failed: a log file write that fails (ulimit -f) is said once per file; the job goes "
+          "on and the console keeps every line", "[launch][supervision][process][output][log-write]") {
+  TempDir t;
+  auto count = [](const std::string& s, const std::string& part) {
+    size_t n = 0;
+    for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+    return n;
+  };
+  // 8 blocks (4 KiB in dash, 8 in bash); rank 0 prints 3000 lines (about 30 KB) to its stdout, tee'd (-t 1) to
+  // stdout.log, and every line also to filtered_stdout.log (--duplicate-stdout-filters line). The console is the
+  // pipe run_shell reads (no file: the limit does not touch it).
+  const std::string worker = "sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo line $i; done'";
+  Proc r = run_shell("cd '" + t.path.string() + "' && (ulimit -f 8 && exec timeout -k 5 90 env " + kRun +
+                     "--nproc-per-node 1 --rdzv-id lwf --log-dir logs -t 1 --duplicate-stdout-filters line "
+                     "--no-append-args -- " + worker + ") 2>&1; echo exit=$?");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=0"));
+  const std::string lost = "megatron-run: warning[launch.log-write-failed]: cannot write the log file ";
+  CHECK(count(r.out, lost) == 2);  // once per file, however many writes came after
+  CHECK(count(r.out, "/attempt_0/0/stdout.log: File too large (past the file-size limit, `ulimit -f`: ") == 1);
+  CHECK(count(r.out, "/attempt_0/filtered_stdout.log: File too large (past the file-size limit, `ulimit -f`: ") == 1);
+  CHECK(count(r.out, "; nothing more is written to it, its further output goes to the console only; the job goes on\n") == 2);
+  // The console got every line, in order (one rank: no prefix; the launcher's own lines come between).
+  std::string shown, expected;
+  for (size_t at = 0, nl; (nl = r.out.find('\n', at)) != std::string::npos; at = nl + 1)
+    if (r.out.compare(at, 5, "line ") == 0) shown += r.out.substr(at, nl + 1 - at);
+  for (int i = 1; i <= 3000; ++i) expected += "line " + std::to_string(i) + "\n";
+  CHECK(shown == expected);
+  CHECK_FALSE(has(r.out, "the job failed"));
+  const fs::path a0 = run_dir(t.path / "logs", "lwf") / "attempt_0";
+  const auto size = fs::file_size(a0 / "0" / "stdout.log");
+  CHECK((size == 4096 || size == 8192));  // what fit under the limit
+  CHECK(has(slurp(a0 / "0" / "stdout.log"), "line 1\nline 2\n"));
+  const auto filtered = fs::file_size(a0 / "filtered_stdout.log");
+  CHECK((filtered == 4096 || filtered == 8192));
+
+  // -r 1: stdout goes to its file only, so what the file cannot take is lost (said); the worker then fails (exit 3):
+  // the failure summary lists the incomplete log file with its reason.
+  Proc f = run_shell("cd '" + t.path.string() + "' && (ulimit -f 8 && exec timeout -k 5 90 env " + kRun +
+                     "--nproc-per-node 1 --rdzv-id lwf2 --log-dir logs -r 1 --no-append-args -- sh -c 'i=0; while "
+                     "[ $i -lt 3000 ]; do i=$((i+1)); echo line $i; done; exit 3') 2>&1; echo exit=$?");
+  INFO(f.out);
+  CHECK(has(f.out, "exit=3"));
+  CHECK(count(f.out, lost) == 1);
+  CHECK(has(f.out, "/attempt_0/0/stdout.log: File too large (past the file-size limit, `ulimit -f`: "));
+  CHECK(has(f.out, "; nothing more is written to it, its further output is lost (it is not shown on the console); "
+                   "the job goes on\n"));
+  CHECK_FALSE(has(f.out, "\nline 3000\n"));
+  const size_t summary = f.out.find("megatron-run: the job failed");
+  REQUIRE(summary != std::string::npos);
+  const std::string tail = f.out.substr(summary);
+  const size_t listed = tail.find("  log file left incomplete (a write failed; nothing after it was written there):\n    ");
+  REQUIRE(listed != std::string::npos);
+  CHECK(has(tail.substr(listed), "/attempt_0/0/stdout.log: File too large (past the file-size limit"));
+}
+
 // coreutils' timeout -s INT signals the launcher, then its own process group (the launcher's): one event, said and
 // passed on once (review 28c F12).
 TEST_CASE("a signal delivered twice at once (timeout -s INT) is said and passed on once", "[launch][supervision][process][signal]") {
