@@ -5,13 +5,15 @@
 //                        fsynced and renamed, the tracker replaced) vs write() + fsync of the same bytes into one
 //                        file; ratio = baseline time / ours
 //   run.checkpoint_load  the load (metadata parsed, headers checked, every piece read into the buffers) vs
-//                        pread() of the same bytes into the same buffers; ratio = baseline time / ours
+//                        pread() of the same bytes from one file into the same (already touched) buffers,
+//                        alternating; ratio = baseline time / ours
 //   run.checkpoint_integrity  --verify-integrity's check of a checkpoint of 8 rank files holding the same bytes
 //                        (SHA-256 of each against integrity.json) on the threads it uses vs on one thread;
 //                        ratio = one thread's time / ours (at most min(cores, 8))
 // All read from the page cache (the files were just written), so the figures compare the code's overhead
 // over the system calls, not the disk.
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -141,30 +143,42 @@ Result checkpoint_save(const Options& o) {
   const double plain = best(reps, [&] { std::filesystem::remove(s.dir + "/plain.bin"); }, [&] { plain_write(s); });
   const double gb = static_cast<double>(state_bytes(s)) / 1e9;
   std::fprintf(stderr, "run.checkpoint_save: %.3f GB; save %.3f s, write+fsync %.3f s\n", gb, ours, plain);
-  return {"run.checkpoint_save", gb / ours, "GB/s", "write() + fsync of the same bytes", gb / plain, plain / ours};
+  return with_target({"run.checkpoint_save", gb / ours, "GB/s", "write() + fsync of the same bytes", gb / plain, plain / ours},
+                     ratio_at_least(0.8));
 }
 
 Result checkpoint_load(const Options& o) {
   Setup s(o);
   save_once(s);
   plain_write(s);
-  const int reps = o.quick ? 2 : 3;
-  const double ours = best(reps, [] {}, [&] {
+  const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
+  // Both sides read the same bytes from the page cache (both files were just written) into the same buffers
+  // (rs.tensors point into s.buf, whose pages the setup touched): the ratio is the load's own overhead (metadata
+  // parsed, headers checked, one read per piece) over plain reads. Alternating, each once untimed first: a busy
+  // machine's slow phases hit both sides.
+  auto load = [&] {
     CheckpointReader r(iteration_dir(s.dir + "/ck", 10));
     r.load_buffers(s.plan, s.buf, RankPlace{}, true);
-  });
-  const RankSave rs = collect_pieces(s.plan, s.buf, RankPlace{}, true);
-  const double plain = best(reps, [] {}, [&] {
+  };
+  auto plain_read = [&] {
     InFile f(s.dir + "/plain.bin");
     uint64_t at = 0;
     for (const TensorOut& t : rs.tensors) {
       f.read(at, const_cast<void*>(t.data), t.bytes);
       at += t.bytes;
     }
-  });
+  };
+  load();
+  plain_read();
+  double ours = 1e300, plain = 1e300;
+  for (int i = 0; i < (o.quick ? 3 : 5); ++i) {
+    ours = std::min(ours, best(1, [] {}, load));
+    plain = std::min(plain, best(1, [] {}, plain_read));
+  }
   const double gb = static_cast<double>(rs.bytes) / 1e9;
   std::fprintf(stderr, "run.checkpoint_load: %.3f GB; load %.3f s, pread %.3f s\n", gb, ours, plain);
-  return {"run.checkpoint_load", gb / ours, "GB/s", "pread() of the same bytes", gb / plain, plain / ours};
+  return with_target({"run.checkpoint_load", gb / ours, "GB/s", "pread() of the same bytes", gb / plain, plain / ours},
+                     ratio_at_least(0.8));
 }
 
 Result checkpoint_integrity(const Options& o) {
@@ -188,7 +202,10 @@ Result checkpoint_integrity(const Options& o) {
   const double one = best(reps, [] {}, [&] { verify_integrity_manifest(dir, 1); });
   const double gb = static_cast<double>(bytes.size()) / 1e9;
   std::fprintf(stderr, "run.checkpoint_integrity: %.3f GB in 8 files; %.3f s, one thread %.3f s\n", gb, ours, one);
-  return {"run.checkpoint_integrity", gb / ours, "GB/s", "the same check on one thread", gb / one, one / ours};
+  cpu_set_t cpus;
+  const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return with_target({"run.checkpoint_integrity", gb / ours, "GB/s", "the same check on one thread", gb / one, one / ours},
+                     ratio_at_least(0.8 * std::min(usable, 8)));  // 0.8 x the threads it hashes on
 }
 
 MR_BENCHMARK("run.checkpoint_save", checkpoint_save);

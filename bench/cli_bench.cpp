@@ -29,8 +29,9 @@ Result versus_trivial(const Options& o, const std::vector<std::string>& cmd, int
 
 // `megatron-run --dry-run --config configs/default.yaml`: parse, validate, print.
 MR_BENCHMARK("cli.dry_run", [](const Options& o) {
-  return versus_trivial(o, {o.bin_dir + "/megatron-run", "--dry-run", "--config", o.source_dir + "/configs/default.yaml"},
-                        o.quick ? 30 : 200);
+  return with_target(versus_trivial(o, {o.bin_dir + "/megatron-run", "--dry-run", "--config",
+                                        o.source_dir + "/configs/default.yaml"}, o.quick ? 30 : 200),
+                     value_at_most(5));  // ms of wall time: an absolute target (docs/performance.md)
 });
 
 // `megatron-run params` for Megatron's Mixtral 8x7B CI config on 32 ranks: validation plus the model plan and
@@ -52,7 +53,8 @@ MR_BENCHMARK("cli.check_corpus", [](const Options& o) {
   // check exits 1 when a file is invalid (the corpus has such files); run it through a shell that ignores that.
   std::string line;
   for (const auto& c : cmd) line += "'" + c + "' ";
-  return versus_trivial(o, {"/bin/sh", "-c", line + ">/dev/null 2>&1; exit 0"}, o.quick ? 5 : 20);
+  return with_target(versus_trivial(o, {"/bin/sh", "-c", line + ">/dev/null 2>&1; exit 0"}, o.quick ? 5 : 20),
+                     value_below(1000));  // ms: "instant", an absolute target
 });
 
 }  // namespace

@@ -122,7 +122,7 @@ MR_BENCHMARK("cpu.adamw.fp32", [](const Options& o) {
         ++gh[0].step;
       },
       [&] { cpu::data_movement(s.slots); });
-  return versus(t, base, "data movement (same arrays)", base / t);
+  return with_target(versus(t, base, "data movement (same arrays)", base / t), ratio_at_least(0.9));
 });
 
 // The precision-aware optimizer's AdamW: the same step with both moments stored as `d` against fp32 moments over the
@@ -183,7 +183,7 @@ MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
       },
       [&] { opt.step(); });
   torch::set_num_threads(torch_threads);
-  return versus(t, base, "torch::optim::AdamW, same threads", base / t);
+  return with_target(versus(t, base, "torch::optim::AdamW, same threads", base / t), ratio_at_least(5));
 });
 
 MR_BENCHMARK("cpu.sgd.fp32", [](const Options& o) {
@@ -227,7 +227,7 @@ MR_BENCHMARK("cpu.muon.ns5_1024x4096", [](const Options& o) {
         }
       });
   const double flops = 5.0 * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
-  return throughput(flops, t, base, 1e-9, "GFLOP/s", "LibTorch GEMMs, same shapes");
+  return with_target(throughput(flops, t, base, 1e-9, "GFLOP/s", "LibTorch GEMMs, same shapes"), ratio_at_least(0.8));
 });
 
 // A SOAP step after the first (KL-Shampoo factors, one round of orthogonal iteration with QR, the inner Adam, the
@@ -282,7 +282,7 @@ MR_BENCHMARK("cpu.soap.step_1024x256", [](const Options& o) {
         tp.add_(torch::mm(torch::mm(QL, u), QR.t()), -lr);
       });
   torch::set_num_threads(torch_threads);
-  return versus(t, base, "the step in LibTorch ops, same threads", base / t);
+  return with_target(versus(t, base, "the step in LibTorch ops, same threads", base / t), ratio_at_least(1));
 });
 
 // Layer-sharded Muon against duplicated over a TP group of 2 (threads, each with half the OpenMP threads): 8
@@ -326,7 +326,7 @@ MR_BENCHMARK("cpu.muon.layer_sharded_tp2", [](const Options& o) {
   };
   auto [t, base] = best_alternating(o.quick ? 2 : 4, [&] { step(MuonTpMode::LayerSharded); },
                                     [&] { step(MuonTpMode::Duplicated); });
-  return versus(t, base, "duplicated mode, same matrices and TP group", base / t);
+  return with_target(versus(t, base, "duplicated mode, same matrices and TP group", base / t), ratio_above(1));
 });
 
 void require_gpu() {
@@ -363,7 +363,7 @@ MR_BENCHMARK("gpu.adamw.bf16_master", [](const Options& o) {
   double base = gpu::time_best(10, [&] {
                   for (int i = 0; i < kSteps; ++i) gpu::memcpy_d2d(dst.get(), src.get(), src.bytes());  // reads + writes bytes/2
                 }) / kSteps;
-  return throughput(bytes, t, base, 1e-9, "GB/s", "cudaMemcpy D2D");
+  return with_target(throughput(bytes, t, base, 1e-9, "GB/s", "cudaMemcpy D2D"), ratio_at_least(0.9));
 });
 
 MR_BENCHMARK("gpu.muon.ns5_bf16", [](const Options& o) {
@@ -389,7 +389,7 @@ MR_BENCHMARK("gpu.muon.ns5_bf16", [](const Options& o) {
     }
   });
   const double flops = 5.0 * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
-  return throughput(flops, t, base, 1e-12, "TFLOP/s", "cuBLAS bf16 GEMMs, same shapes");
+  return with_target(throughput(flops, t, base, 1e-12, "TFLOP/s", "cuBLAS bf16 GEMMs, same shapes"), ratio_at_least(0.75));
 });
 
 }  // namespace

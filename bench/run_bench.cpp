@@ -67,6 +67,8 @@ MR_BENCHMARK("run.synthetic_grad", [](const Options& o) {
   r.baseline = "AdamW step over the same parameters";
   r.baseline_value = b * 1e3;
   r.ratio = a / b;
+  r.higher_is_better = false;  // the gradient's share of the step's time
+  r.target = ratio_at_most(1);
   return r;
 });
 
@@ -90,6 +92,7 @@ MR_BENCHMARK("run.grad_round_fp16", [](const Options& o) {
   r.baseline = "fp32 buffer: the plain scale, same elements";
   r.baseline_value = b * 1e3;
   r.ratio = a / b;
+  r.higher_is_better = false;  // reported, no target
   return r;
 });
 
