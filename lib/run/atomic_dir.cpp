@@ -34,6 +34,13 @@ std::string try_remove_tree(const std::string& path) {
   std::filesystem::remove_all(path, ec);
   return ec ? path + ": cannot remove: " + ec.message() : std::string();
 }
+
+// replace_dir's words for the previous `to`, moved out of the way to `at` (`how`: "swapped out to", "moved to") and
+// then not removed (`why`, try_remove_tree's reason): "" when `why` is.
+std::string previous_left(const std::string& to, const char* how, const std::string& at, const std::string& why) {
+  if (why.empty()) return "";
+  return "the previous " + to + ", " + how + " " + at + ", could not be removed (" + why + "); it is left there";
+}
 }  // namespace
 
 std::string parent_dir(const std::string& path) {
@@ -95,12 +102,9 @@ std::string replace_dir(const std::string& from, const std::string& to, bool& in
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
       in_place = true;
       fsync_path(parent_dir(to));
-      std::string left = try_remove_tree(from);
+      const std::string why = try_remove_tree(from);
       fsync_path(parent_dir(to));
-      if (!left.empty())
-        left = "the previous " + to + ", swapped out to " + from + ", could not be removed (" + left +
-               "); it is left there";
-      return left;
+      return previous_left(to, "swapped out to", from, why);
     }
     // A file system without RENAME_EXCHANGE: move the old one aside first.
     const std::string old = to + ".old";
@@ -114,10 +118,9 @@ std::string replace_dir(const std::string& from, const std::string& to, bool& in
     }
     in_place = true;
     fsync_path(parent_dir(to));
-    std::string left = try_remove_tree(old);
+    const std::string why = try_remove_tree(old);
     fsync_path(parent_dir(to));
-    if (!left.empty())
-      left = "the previous " + to + ", moved to " + old + ", could not be removed (" + left + "); it is left there";
+    const std::string left = previous_left(to, "moved to", old, why);
     return stale.empty() ? left : left.empty() ? stale : stale + "; " + left;
   }
   if (::rename(from.c_str(), to.c_str()) != 0) fail(to, "rename failed", errno);

@@ -54,6 +54,11 @@ std::string message_of(const std::exception& e) {
   return dynamic_cast<const CheckpointError*>(&e) ? without_rule_id(e.what()) : std::string(e.what());
 }
 
+// A warning of the checkpoint code (a Warning rule of checkpoint_format.h): "PREFIX warning[ID]: text".
+void warn_rule(std::ostream& log, const std::string& prefix, const Rule& rule, const std::string& text) {
+  log << prefix << rule_heading("warning", rule.id, text) << std::endl;
+}
+
 // Every rank's verdict, from each rank's error (empty: none): the lowest rank that failed (-1: none) and its error
 // (broadcast from it), so that whichever rank reports first names the cause (the launcher stops the others at the
 // first exit).
@@ -477,10 +482,12 @@ struct LoadSteps {
                                                     std::to_string(gbs) + ")");
       const Value* saved_gbs = field_of(m.args, "global_batch_size");
       if (rank0 && !finetune && saved_gbs && saved_gbs->is_int() && saved_gbs->as_int() != gbs)
-        log_ << prefix_ << "warning: --override-ckpt-iteration " << n << " counts consumed samples at this run's "
-             << "--global-batch-size " << gbs << " (" << n << " x " << gbs << "); the checkpoint was written with "
-             << saved_gbs->as_int() << ", so an iteration counted in that run's batches starts from other samples"
-             << std::endl;
+        warn_rule(log_, prefix_, kCkptOverrideIterationBatchSize,
+                  "--override-ckpt-iteration " + std::to_string(n) + " counts consumed samples at this run's "
+                  "--global-batch-size " + std::to_string(gbs) + " (" + std::to_string(n) + " x " +
+                      std::to_string(gbs) + "); the checkpoint was written with " +
+                      std::to_string(saved_gbs->as_int()) +
+                      ", so an iteration counted in that run's batches starts from other samples");
       p.iteration = n;
       p.consumed_samples = n * gbs;
       p.skipped_samples = 0;
@@ -491,9 +498,11 @@ struct LoadSteps {
     // Megatron's --override-opt-param-scheduler also moves the loaded scheduler to the consumed samples.
     if (with_opt && a.override_opt_param_scheduler && c_.schedule->num_steps() != p.consumed_samples) {
       if (rank0)
-        log_ << prefix_ << "warning: --override-opt-param-scheduler: the loaded scheduler stood at "
-             << c_.schedule->num_steps() << " samples, the run at " << p.consumed_samples
-             << " consumed samples; the scheduler is moved to the consumed samples" << std::endl;
+        warn_rule(log_, prefix_, kCkptOverrideScheduler,
+                  "--override-opt-param-scheduler: the loaded scheduler stood at " +
+                      std::to_string(c_.schedule->num_steps()) + " samples, the run at " +
+                      std::to_string(p.consumed_samples) +
+                      " consumed samples; the scheduler is moved to the consumed samples");
       c_.schedule->set_num_steps(p.consumed_samples);
     }
   }
@@ -594,8 +603,8 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix,
     std::string busy, unlockable;
     if (rank0) save_lock_ = std::make_unique<DirLock>(*a.save, ".megatron-run.lock", busy, unlockable);
     if (!unlockable.empty())  // a file system without flock: the save works, only the guard is missing
-      log_ << prefix_ << "warning: --save " << shown_path(*a.save) << ": no lock against another run saving there too ("
-           << unlockable << ")" << std::endl;
+      warn_rule(log_, prefix_, kCkptNoLock,
+                "--save " + shown_path(*a.save) + ": no lock against another run saving there too (" + unlockable + ")");
     const Verdict b = verdict(c, busy);
     if (b.rank >= 0)
       throw CheckpointError(kCkptSaveBusy, "--save " + shown_path(*a.save) + ": another run is saving to this directory (" +
@@ -618,8 +627,8 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix,
       unlockable.clear();
       if (rank0) np_lock_ = std::make_unique<DirLock>(np, ".megatron-run.lock", busy, unlockable);
       if (!unlockable.empty())
-        log_ << prefix_ << "warning: " << save_dir_words(a, true) << ": no lock against another run saving there too ("
-             << unlockable << ")" << std::endl;
+        warn_rule(log_, prefix_, kCkptNoLock,
+                  save_dir_words(a, true) + ": no lock against another run saving there too (" + unlockable + ")");
       const Verdict n = verdict(c, busy);
       if (n.rank >= 0)
         throw CheckpointError(kCkptSaveBusy, save_dir_words(a, true) + ": another run is saving to this directory (" +
@@ -751,7 +760,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
     fsync_path(base);
   });
   if (!stale_note.empty())
-    log_ << prefix_ << "warning: " << save_dir_words(a, non_persistent) << ": " << stale_note << std::endl;
+    warn_rule(log_, prefix_, kCkptLeftover, save_dir_words(a, non_persistent) + ": " + stale_note);
   step([&] {
     RankMeta m;
     m.iteration = p.iteration;
@@ -823,7 +832,7 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
   // The new checkpoint is in place; a previous copy of this iteration that could not be removed is said, and the
   // next save of the iteration moves it aside (clear_stale_dir).
   if (!leftover.empty())
-    log_ << prefix_ << "warning: " << save_dir_words(a, non_persistent) << ": " << leftover << std::endl;
+    warn_rule(log_, prefix_, kCkptLeftover, save_dir_words(a, non_persistent) + ": " + leftover);
   // The checkpoint is in place: a failure from here on leaves it there, with the tracker as it was.
   // --save-retain-interval: the iteration the tracker named before this save (Megatron reads it back first).
   std::optional<TrackerValue> previous;
@@ -883,8 +892,9 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
       failed.push_back(message_of(e) + ")");
     }
     for (const std::string& why : failed)
-      log_ << prefix_ << "warning: " << save_dir_words(a, true) << ": an older non-persistent checkpoint in " << base
-           << " could not be removed (" << why << std::endl;
+      warn_rule(log_, prefix_, kCkptLeftover,
+                save_dir_words(a, true) + ": an older non-persistent checkpoint in " + base + " could not be removed (" +
+                    why);
   }
   if (!non_persistent) last_saved_ = p.iteration;
   if (rank0)
@@ -935,8 +945,9 @@ void Checkpointer::retain(const std::optional<TrackerValue>& previous, int64_t i
     }
   }
   if (!warning.empty())
-    log_ << prefix_ << "warning: --save " << shown_path(*a.save) << ": the checkpoint of iteration " << previous->iteration
-         << " could not be removed (" << warning << ")" << std::endl;
+    warn_rule(log_, prefix_, kCkptLeftover,
+              "--save " + shown_path(*a.save) + ": the checkpoint of iteration " +
+                  std::to_string(previous->iteration) + " could not be removed (" + warning + ")");
   verdict(c_, "");  // the other ranks wait for rank 0
 }
 

@@ -65,6 +65,19 @@ const Rule kCkptPretrainedMissing{"checkpoint.pretrained-missing", Rule::Level::
 const Rule kCkptNoRngState{"checkpoint.no-rng-state", Rule::Level::Warning,
                        "The loaded checkpoint was saved with --no-save-rng: it holds no RNG state, so the run keeps this run's --seed, as Megatron ignores the RNG state then.",
                        __FILE__, __LINE__, kStageRun};
+// The save's and the load's other warnings (checkpoint.cpp, rank 0): printed as "warning[ID]: ...", not fatal.
+const Rule kCkptOverrideIterationBatchSize{"checkpoint.override-iteration-batch-size", Rule::Level::Warning,
+                       "--override-ckpt-iteration N and the checkpoint was written with another --global-batch-size: the consumed samples are counted at this run's (N x --global-batch-size, as Megatron), so an iteration counted in that run's batches starts from other samples.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptOverrideScheduler{"checkpoint.override-scheduler", Rule::Level::Warning,
+                       "--override-opt-param-scheduler and the loaded scheduler's step count is not the run's consumed samples: the scheduler is moved to the consumed samples, as Megatron's.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptNoLock{"checkpoint.no-lock", Rule::Level::Warning,
+                       "--save DIR, or the non-persistent directory, cannot be locked (DIR/.megatron-run.lock cannot be opened, or the file system has no flock): the run saves there, but nothing keeps another run from saving there too (checkpoint.save-busy).",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptLeftover{"checkpoint.leftover", Rule::Level::Warning,
+                       "A save's clean-up left a directory behind that could not be removed (the new checkpoint is saved): a stale iter_N.tmp (moved aside to iter_N.tmp.stale-K), the previous copy of iter_N it replaced, an older non-persistent checkpoint, or the checkpoint --save-retain-interval removes.",
+                       __FILE__, __LINE__, kStageRun};
 
 const Rule& checkpoint_rule(std::string_view id) {
   for (const Rule* r : {&kCkptSaveUnwritable, &kCkptSaveFailed, &kCkptSaveBusy, &kCkptMissing, &kCkptStepMissing,

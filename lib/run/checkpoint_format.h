@@ -78,6 +78,10 @@ extern const Rule kCkptUnsupported;
 extern const Rule kCkptArgsMismatch;
 extern const Rule kCkptPretrainedMissing;
 extern const Rule kCkptNoRngState;
+extern const Rule kCkptOverrideIterationBatchSize;
+extern const Rule kCkptOverrideScheduler;
+extern const Rule kCkptNoLock;
+extern const Rule kCkptLeftover;
 // The checkpoint rule with this id (one another rank sent), else checkpoint.corrupt.
 const Rule& checkpoint_rule(std::string_view id);
 

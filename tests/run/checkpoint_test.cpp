@@ -1319,6 +1319,36 @@ TEST_CASE("the non-persistent directory is locked as --save is: a run refuses on
   mrtest::wait_all(ps, std::chrono::seconds(60));
 }
 
+TEST_CASE("a --save directory, or a non-persistent one, that cannot be locked: the run saves there, with warning "
+          "checkpoint.no-lock for each",
+          "[run][checkpoint][save-busy]") {
+  // The lock file a dangling link into a missing directory: neither created nor opened, as on a file system where
+  // the lock cannot be had (root too).
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck", np = ck + "/non_persistent";
+  fs::create_directories(np);
+  fs::create_symlink(dir / "nowhere/lock", ck + "/.megatron-run.lock");
+  fs::create_symlink(dir / "nowhere/lock", np + "/.megatron-run.lock");
+  mrtest::Proc a = spawn(1, {"--train-iters", "3", "--save-interval", "2", "--non-persistent-save-interval", "1",
+                             "--non-persistent-ckpt-type", "global", "--save", ck},
+                         dir, "nolock");
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("warning[checkpoint.no-lock]: --save " + ck + ": no lock against another run "
+                                      "saving there too (" + ck + "/.megatron-run.lock: cannot open: No such file or "
+                                      "directory)") &&
+                          Catch::Contains("warning[checkpoint.no-lock]: the non-persistent directory " + np +
+                                          " (--save " + ck + "): no lock against another run saving there too (" + np +
+                                          "/.megatron-run.lock: cannot open: No such file or directory)"));
+  CHECK(tracker(ck) == "3");  // the final save
+  CHECK(tracker(np) == "3");
+  // Locked: not said.
+  mrtest::Proc b = spawn(1, {"--train-iters", "4", "--save-interval", "4", "--save", dir / "locked"}, dir, "locked");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 0);
+  CHECK_THAT(b.out() + b.err(), !Catch::Contains("checkpoint.no-lock"));
+}
+
 TEST_CASE("a save whose swapped-out previous iter_N cannot be removed: saved and tracked, the leftover named; the next "
           "save of that iteration moves it aside",
           "[run][checkpoint]") {
@@ -1339,7 +1369,8 @@ TEST_CASE("a save whose swapped-out previous iter_N cannot be removed: saved and
   mrtest::Proc b = spawn(1, again, dir, "leftover", env);
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
-  CHECK_THAT(b.out(), Catch::Contains("warning: --save " + ck + ": the previous " + ck + "/iter_0000004, swapped out to " +
+  CHECK_THAT(b.out(), Catch::Contains("warning[checkpoint.leftover]: --save " + ck + ": the previous " + ck +
+                                      "/iter_0000004, swapped out to " +
                                       ck + "/iter_0000004.tmp, could not be removed (" + ck +
                                       "/iter_0000004.tmp: cannot remove: simulated (MR_CKPT_FAIL_REMOVE)); it is left there") &&
                           Catch::Contains("successfully saved checkpoint from iteration       4"));
@@ -1351,8 +1382,8 @@ TEST_CASE("a save whose swapped-out previous iter_N cannot be removed: saved and
   mrtest::Proc c = spawn(1, again, dir, "again", env);
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 0);
-  CHECK_THAT(c.out(), Catch::Contains("warning: --save " + ck + ": a stale " + ck + "/iter_0000004.tmp from an earlier save "
-                                      "could not be removed (") &&
+  CHECK_THAT(c.out(), Catch::Contains("warning[checkpoint.leftover]: --save " + ck + ": a stale " + ck +
+                                      "/iter_0000004.tmp from an earlier save could not be removed (") &&
                           Catch::Contains("moved aside to " + ck + "/iter_0000004.tmp.stale-1: remove it by hand"));
   CHECK(bytes_of(ck + "/iter_0000004.tmp.stale-1/rank_00000.json") == first);
   CHECK(tracker(ck) == "4");
@@ -1490,7 +1521,8 @@ TEST_CASE("non-persistent clean-up: an older checkpoint that cannot be removed i
   CHECK(files_in(np + "/non_persistent") == std::vector<std::string>({".megatron-run.lock", "iter_0000002", "iter_0000008",
                                                                       "latest_checkpointed_iteration.txt"}));
   CHECK(warnings(a.out()) == 1);
-  CHECK_THAT(a.out(), Catch::Contains("warning: the non-persistent directory " + np + "/non_persistent (--save " + np +
+  CHECK_THAT(a.out(), Catch::Contains("warning[checkpoint.leftover]: the non-persistent directory " + np +
+                                      "/non_persistent (--save " + np +
                                       "): an older non-persistent checkpoint in " + np + "/non_persistent could not be "
                                       "removed (" + np + "/non_persistent/iter_0000002: cannot remove: simulated "
                                       "(MR_CKPT_FAIL_REMOVE)); it is left there, tried again at each save and not said "
@@ -1685,6 +1717,26 @@ TEST_CASE("--verify-integrity: each save writes integrity.json; a load checks it
                              Catch::Contains("[checkpoint.integrity]"));
 }
 
+TEST_CASE("--save-retain-interval: a previous checkpoint that cannot be removed is left, with warning "
+          "checkpoint.leftover; the new one is saved and tracked",
+          "[run][checkpoint][retain]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // Saves at 2 and 4: the save at 4 removes 2 (not a multiple of 4), renamed to iter_0000002.removing first.
+  mrtest::Proc a = spawn(1, {"--train-iters", "4", "--save", ck, "--save-interval", "2", "--save-retain-interval", "4"},
+                         dir, "retain-stuck", {{"MR_CKPT_FAIL_REMOVE", "iter_0000002.removing"}});
+  INFO(a.out() << a.err());
+  CHECK(a.exit_code() == 0);
+  CHECK_THAT(a.out(), Catch::Contains("warning[checkpoint.leftover]: --save " + ck + ": the checkpoint of iteration 2 "
+                                      "could not be removed (" + ck + "/iter_0000002.removing: cannot remove: simulated "
+                                      "(MR_CKPT_FAIL_REMOVE))") &&
+                          !Catch::Contains("deleted checkpoint from iteration       2"));
+  CHECK_THAT(a.err(), !Catch::Contains("checkpoint.save-failed"));
+  CHECK(tracker(ck) == "4");
+  CHECK(fs::exists(ck + "/iter_0000002.removing/rank_00000.json"));
+  CHECK(fs::exists(ck + "/iter_0000004/rank_00000.json"));
+}
+
 TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unless a multiple of N, as Megatron; "
           "then --override-ckpt-iteration resumes as if saved at another iteration",
           "[run][checkpoint][retain]") {
@@ -1753,15 +1805,17 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
                                       "samples consumed") &&
                           Catch::Contains("at iteration 10") && !Catch::Contains("iteration       10/") &&
                           Catch::Matches(R"([\s\S]*iteration       11/      12 \| consumed samples:           88 [\s\S]*)") &&
-                          !Catch::Contains("the scheduler is moved") && !Catch::Contains("warning: --override"));
+                          !Catch::Contains("the scheduler is moved") && !Catch::Contains("checkpoint.override-"));
   // Another --global-batch-size: a warning (Megatron warns too), and the samples counted in this run's batch.
   mrtest::Proc c = spawn(1, with({"--override-opt-param-scheduler", "--global-batch-size", "16"}), dir, "gbs");
   INFO(c.out() << c.err());
   CHECK(c.exit_code() == 0);
-  CHECK_THAT(c.out(), Catch::Contains("warning: --override-ckpt-iteration 10 counts consumed samples at this run's "
-                                      "--global-batch-size 16 (10 x 16); the checkpoint was written with 8") &&
-                          Catch::Contains("the loaded scheduler stood at 32 samples, the run at 160 consumed samples; "
-                                          "the scheduler is moved to the consumed samples") &&
+  CHECK_THAT(c.out(), Catch::Contains("warning[checkpoint.override-iteration-batch-size]: --override-ckpt-iteration "
+                                      "10 counts consumed samples at this run's --global-batch-size 16 (10 x 16); the "
+                                      "checkpoint was written with 8") &&
+                          Catch::Contains("warning[checkpoint.override-scheduler]: --override-opt-param-scheduler: the "
+                                          "loaded scheduler stood at 32 samples, the run at 160 consumed samples; the "
+                                          "scheduler is moved to the consumed samples") &&
                           Catch::Matches(R"([\s\S]*iteration       11/      12 \| consumed samples:          176 [\s\S]*)"));
   // A negative iteration: Megatron would count negative samples; refused before any worker starts.
   mrtest::Proc d = spawn(1, with({"--use-checkpoint-opt-param-scheduler", "--override-ckpt-iteration", "-1"}), dir, "neg");
