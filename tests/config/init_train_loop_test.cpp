@@ -216,10 +216,12 @@ TEST_CASE("init stage, datasets: --phase-transition-iterations with --train-iter
   CHECK_FALSE(bad.out.passed(mr::kStageInit));
   mrtest::Run skip = mrtest::run(mrtest::with({"--phase-transition-iterations", "3", "--skip-train"}), env);
   CHECK(skip.rule == "init.phase-transition-needs-train-samples");
-  // Neighbours: the run counted in samples; no phases; Megatron's falsy "" (no phases).
+  // Neighbours: the run counted in samples; no phases; Megatron's falsy "" (no phases); an RL step, which builds
+  // no datasets (pretrain's --perform-rl-step path), with the same phases and --train-iters.
   for (const std::vector<std::string>& words :
        std::vector<std::vector<std::string>>{mrtest::without("--train-iters", {"--train-samples", "80",
                                                                                "--phase-transition-iterations", "6,3"}),
+                                             mrtest::with({"--phase-transition-iterations", "6,3", "--perform-rl-step"}),
                                              mrtest::without("--train-iters", {"--train-samples", "80"}),
                                              mrtest::plus(mrtest::base_args(), {"--phase-transition-iterations", ""})}) {
     mrtest::Run good = mrtest::run(words, env);
