@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "config/converters.h"
 #include "config/limits.h"
 #include "config/parse/argparse.h"
 #include "config/print.h"
@@ -207,14 +208,15 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
       ("config", po::value(&configs)->composing(), "config file")
       ("format", po::value<std::string>()->notifier(set_format), formats)
       ("allow-unset-env", po::bool_switch(&allow_unset_env), "keep unset ${VAR}")
-      ("env-placeholder", po::value(&env_placeholder), "unset ${VAR} -> DIR/VAR")
+      ("env-placeholder", po::value<std::string>()->notifier([this](const std::string& v) { env_placeholder = v; }),
+       "unset ${VAR} -> DIR/VAR")
       ("log-level", po::value<std::string>()->notifier(set_level), (std::string(kLogLevels) + ": log level").c_str())
       ("target-env", po::value(&target_env_file), "target environment file")
       ("target-gpu-arch", po::value(&gpu_arch), "sm_XY")
       ("target-te-version", po::value<std::string>()->notifier([this](const std::string& v) { te_version = v; }), "version")
       ("target-torch-version", po::value<std::string>()->notifier([this](const std::string& v) { torch_version = v; }), "version")
       ("target-flashinfer-version", po::value<std::string>()->notifier([this](const std::string& v) { flashinfer_version = v; }), "version")
-      ("world-size", po::value<long long>()->notifier([this](long long v) { world_size = v; }), "world size");
+      ("world-size", po::value<std::string>()->notifier([this](const std::string& v) { world_size = v; }), "world size");
 }
 
 std::vector<std::string> CommonOptions::extra_formats(std::string_view formats) {
@@ -246,8 +248,14 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
   Invocation inv;
   inv.config_files = configs;
   inv.config.allow_unset_env = allow_unset_env;
-  if (!env_placeholder.empty()) {
-    std::string dir = env_placeholder;
+  if (env_placeholder) {
+    // An empty DIR is most likely a CI variable that is not set (--env-placeholder "$PH"): refused, not taken as
+    // the option left out (which would report each ${VAR} as unset, the option not named).
+    if (env_placeholder->empty())
+      throw UsageError("argument --env-placeholder: expected a directory, got '' (an unset or empty variable in the "
+                       "command line?)",
+                       {"--env-placeholder"}, "", kInvalidValueRule.id);
+    std::string dir = *env_placeholder;
     inv.config.env = [dir](const std::string& name) -> std::optional<std::string> {
       if (const char* v = std::getenv(name.c_str())) return std::string(v);
       return dir + "/" + name;
@@ -275,8 +283,15 @@ Invocation CommonOptions::invocation(const std::vector<std::string>& extra_forma
   if (torch_version) inv.env.torch_version = version("--target-torch-version", *torch_version);
   if (flashinfer_version) inv.env.flashinfer_version = version("--target-flashinfer-version", *flashinfer_version);
   if (world_size) {
-    if (*world_size < 1) throw UsageError("argument --world-size: must be at least 1", {"--world-size"}, "", "input.world-size");
-    inv.world_size = world_size;
+    // Python's int(): blanks around it, a sign, underscores between digits; a number past 64 bits is out of range.
+    long long n = 0;
+    try {
+      n = parse_py_int(*world_size);
+    } catch (const ConvError& e) {
+      throw UsageError(std::string("argument --world-size: ") + e.what(), {"--world-size"}, "", "input.world-size");
+    }
+    if (n < 1) throw UsageError("argument --world-size: must be at least 1", {"--world-size"}, "", "input.world-size");
+    inv.world_size = n;
   }
   return inv;
 }
@@ -293,7 +308,7 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
   }
   if (words.size() > limits::kMaxListedArguments)
     msg += " ... (" + std::to_string(words.size() - limits::kMaxListedArguments) + " more)";
-  return UsageError(msg + note, std::move(flags));
+  return UsageError(msg + note, std::move(flags), {}, kUnknownArgumentRule.id);
 }
 
 std::string own_option_hint(const UsageError& e, const std::string& cmd) {

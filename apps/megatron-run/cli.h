@@ -23,11 +23,11 @@ struct CommonOptions {
   std::vector<std::string> configs;
   std::string format = "text";
   bool allow_unset_env = false;
-  std::string env_placeholder;  // unset ${VAR} -> DIR/VAR
+  std::optional<std::string> env_placeholder;  // unset ${VAR} -> DIR/VAR (given empty: refused)
   std::string log_level = "warning";
   std::string target_env_file, gpu_arch;
   std::optional<std::string> te_version, torch_version, flashinfer_version;  // given ("" or none: not installed)
-  std::optional<long long> world_size;
+  std::optional<std::string> world_size;  // as given: invocation() reads it as Python's int() does
 
   // `formats`: the description of --format, its choices as "a|b|c" (shell completion offers them).
   void add_to(po::options_description& desc, const char* formats = "text|json");

@@ -94,7 +94,7 @@ std::vector<const Rule*> named_rules(const std::vector<std::string>& ids) {
   if (unknown_count > 10) unknown += "; ... (" + std::to_string(unknown_count - 10) + " more)";
   if (!unknown.empty())
     throw UsageError("rules: unknown rule id " + unknown +
-                     "; `megatron-run rules` lists every rule: validation's, the parser's warnings (parse.*), the "
+                     "; `megatron-run rules` lists every rule: validation's, the parser's warnings and refusals (parse.*, usage), the "
                      "launcher's (launch.*) and the workers' (checkpoint.*, dist.*, run.*); `rules FAMILY`, e.g. "
                      "`rules batch-size` or `rules checkpoint`, lists a family's");
   return out;
@@ -130,7 +130,8 @@ std::string rules_markdown() {
   out +=
       "The table also lists the rules of what megatron-run says outside validation, each declared where it is raised\n"
       "(or, for the workers', in the torch-free library of their layer): stage `parse` (the argument parser's\n"
-      "warnings, and the launcher's about the program's words), `plan` (the schedule command), `launch` (the\n"
+      "warnings and refusals, `usage` for a usage error without an id of its own, and the launcher's warnings about\n"
+      "the program's words), `plan` (the schedule command), `launch` (the\n"
       "launcher's refusals and notices: docs/launch.md) and `run` (the training run's workers: `run.*`, `checkpoint.*`,\n"
       "`dist.*`; docs/run.md, docs/checkpoints.md, docs/distributed.md). Their tests run processes or need LibTorch:\n"
       "the CTest `runtime_rules_tested` checks that a test names each of them.\n\n";

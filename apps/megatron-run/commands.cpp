@@ -51,16 +51,19 @@ std::vector<Command> make_commands() {
       .run = &cmd_check,
       .add_options = &add_options<CheckOptions>,
       .summary = "lint many configs in one process",
-      .synopsis = "  megatron-run check [--format " + check_formats + "] [--world-size N] [--yaml-cfg] [target options] FILE...\n",
+      .synopsis = "  megatron-run check [--format " + check_formats + "] [--world-size N] [--quiet] [--yaml-cfg]\n"
+                  "                     [--config BASE]... [config options] [target options] [--] FILE...\n",
       .usage = "usage: megatron-run check [--format " + check_formats +
           "] [--world-size N] [--quiet] [--yaml-cfg]\n"
-          "                          [config options] [target options] [--] FILE...\n\n"
+          "                          [--config BASE]... [config options] [target options] [--] FILE...\n\n"
           "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
-          "prints one result per file as soon as it is known (text, github, json: flushed after each file). Exit 0: every file valid; 1: a rule failed (or the\n"
-          "output could not be written); 2: a file could not be read or parsed. --format: text (a line per\n"
-          "problem), json (one document), github (a GitHub Actions ::error/::warning command per problem, shown\n"
-          "as annotations), junit (a JUnit XML report, a testcase per file). --quiet: errors only (no warnings in text, github and junit; json lists them all), and no summary line\n"
-          "when every file is valid. `--` ends the options: every word after it is a FILE, one starting with '-' too.\n"
+          "prints one result per file as soon as it is known (text, github, json: flushed after each file).\n"
+          "Exit 0: every file valid; 1: a rule failed (or the output could not be written); 2: a file could not\n"
+          "be read or parsed. --format: text (a line per problem), json (one document), github (a GitHub Actions\n"
+          "::error/::warning command per problem, shown as annotations), junit (a JUnit XML report, a testcase per\n"
+          "file). --quiet: errors only (no warnings in text, github and junit; json lists them all), and no\n"
+          "summary line when every file is valid. `--` ends the options: every word after it is a FILE, one\n"
+          "starting with '-' too.\n"
           "--yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel: sections),\n"
           "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. --config BASE (repeatable): every FILE\n"
           "is checked on top of BASE, as `--config BASE --config FILE` would be (a file that only overrides a\n"

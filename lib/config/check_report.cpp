@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "util/text.h"
 
@@ -29,9 +31,11 @@ std::optional<long long> take_number(std::string_view& s) {
 
 const char* level_word(const Diagnostic& d) { return d.level == Diagnostic::Level::Error ? "error" : "warning"; }
 
-std::string seconds_text(double s) {
+// Milliseconds as seconds with three decimals, "1.234".
+std::string milliseconds_text(long long ms) {
+  if (ms < 0) ms = 0;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", s < 0 ? 0.0 : s);
+  std::snprintf(buf, sizeof buf, "%lld.%03lld", ms / 1000, ms % 1000);
   return buf;
 }
 
@@ -156,15 +160,24 @@ std::string github_command(const std::string& file, const Diagnostic& d, const s
 // ---- JUnit XML ----------------------------------------------------------------------------------------------
 
 std::string junit_classname(std::string_view path) {
-  while (path.rfind("./", 0) == 0) path.remove_prefix(2);
-  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
-  const size_t slash = path.rfind('/');
-  const size_t dot = path.rfind('.');
-  if (dot != std::string_view::npos && dot > (slash == std::string_view::npos ? 0 : slash + 1))
-    path = path.substr(0, dot);
-  std::string out(path);
-  for (char& c : out)
-    if (c == '/') c = '.';
+  // The folders, without the empty, "." and ".." ones (Jenkins splits the classname at its last '.' into package
+  // and class: "../e/valid.yaml" gave the package "...e"), then the file's name without its extension.
+  std::vector<std::string_view> parts;
+  for (size_t at = 0; at <= path.size();) {
+    const size_t slash = std::min(path.find('/', at), path.size());
+    const std::string_view part = path.substr(at, slash - at);
+    if (!part.empty() && part != "." && part != "..") parts.push_back(part);
+    at = slash + 1;
+  }
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string_view part = parts[i];
+    if (i + 1 == parts.size()) {
+      const size_t dot = part.rfind('.');
+      if (dot != std::string_view::npos && dot > 0) part = part.substr(0, dot);  // ".hidden" keeps its name
+    }
+    out += (i ? "." : "") + std::string(part);
+  }
   return out.empty() ? std::string("megatron-run check") : out;
 }
 
@@ -239,10 +252,15 @@ void JunitReport::add(const std::string& file, int exit, const std::vector<Diagn
   const bool failed = exit == 1, errored = exit >= 2;
   failures_ += failed ? 1 : 0;
   errors_ += errored ? 1 : 0;
-  seconds_ += seconds;
+  // The testcases' times add up to the suite's: each is the step of the running total rounded to milliseconds
+  // (each rounded on its own, 5010 files of about a millisecond summed to 16% more than the suite's time).
+  seconds_ += seconds < 0 ? 0 : seconds;
+  const long long total_ms = std::llround(seconds_ * 1000);
+  const long long case_ms = total_ms - reported_ms_;
+  reported_ms_ = total_ms;
   std::string t = "    <testcase name=\"" + xml_escape(file, true) + "\" classname=\"" +
                   xml_escape(junit_classname(file), true) + "\" file=\"" + xml_escape(file, true) + "\" time=\"" +
-                  seconds_text(seconds) + "\">\n";
+                  milliseconds_text(case_ms) + "\">\n";
   std::string out;
   for (const Diagnostic& d : diags) {
     if (d.level == Diagnostic::Level::Warning) {
@@ -264,8 +282,8 @@ void JunitReport::finish(std::ostream& os) {
   const std::string counts = " tests=\"" + std::to_string(tests_) + "\" failures=\"" + std::to_string(failures_) +
                              "\" errors=\"" + std::to_string(errors_) + "\"";
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<testsuites name=\"megatron-run check\"" << counts << " time=\"" << seconds_text(seconds_) << "\">\n"
-     << "  <testsuite name=\"megatron-run check\"" << counts << " skipped=\"0\" time=\"" << seconds_text(seconds_)
+     << "<testsuites name=\"megatron-run check\"" << counts << " time=\"" << milliseconds_text(reported_ms_) << "\">\n"
+     << "  <testsuite name=\"megatron-run check\"" << counts << " skipped=\"0\" time=\"" << milliseconds_text(reported_ms_)
      << "\">\n";
   if (spool_)
     read_spooled(spool_, spooled_, [&](const char* b, size_t n) { os.write(b, static_cast<std::streamsize>(n)); });

@@ -54,7 +54,8 @@ std::string github_command(const std::string& file, const Diagnostic& d, const s
 // Text and attribute values are escaped by xml_escape (util/text.h).
 
 // The classname of a file's <testcase>: its path without the extension, the folders joined with '.'
-// ("configs/examples/gpt.yaml" -> "configs.examples.gpt"; a leading "./" or "/" dropped).
+// ("configs/examples/gpt.yaml" -> "configs.examples.gpt"; empty, "." and ".." folders dropped:
+// "../e/valid.yaml" -> "e.valid").
 std::string junit_classname(std::string_view path);
 
 // A JUnit report: one <testsuite name="megatron-run check"> (inside <testsuites>), one <testcase> per file.
@@ -87,7 +88,8 @@ class JunitReport {
   size_t spooled_ = 0;          // the bytes of whole testcases written to spool_ and flushed
   std::string memory_;          // ... then they are kept here
   size_t tests_ = 0, failures_ = 0, errors_ = 0;
-  double seconds_ = 0;
+  double seconds_ = 0;          // the testcases' times summed
+  long long reported_ms_ = 0;   // ... rounded to milliseconds: the suite's time, and the testcases' times' sum
 };
 
 }  // namespace mr

@@ -25,10 +25,11 @@ struct UsageError : std::runtime_error {
   std::vector<std::string> flags;
   std::string where;  // "file.yaml:12" when the offending word came from a file
   // A stable id for the kind of refusal ("input.not-regular-file", "input.yaml-recursive-alias", ...; see
-  // docs/config-files.md); empty for the generic usage error. `check` reports it as the diagnostic's rule.
+  // "parse.unknown-argument", ...; see docs/config-files.md); empty for a usage error of megatron-run's own command
+  // line that has none ("usage": docs/config-files.md). `check` reports it as the diagnostic's rule.
   std::string id;
   const std::string& rule() const {
-    static const std::string generic = "usage";
+    static const std::string generic = "usage";  // a rule too (config/rule.cpp), so `rules usage` explains it
     return id.empty() ? generic : id;
   }
 };
@@ -45,7 +46,7 @@ inline std::string without_where(const std::string& message, const std::string& 
 struct Diagnostic {
   enum class Level { Error, Warning };
   Level level = Level::Error;
-  std::string rule;                // rule id, or "usage" for parse errors
+  std::string rule;                // rule id, or "usage" for a usage error without one
   std::string message;
   std::vector<std::string> flags;  // the flags involved, e.g. {"--num-layers", "--pipeline-model-parallel-size"}
   std::string where;               // file:line of the first flag involved, when known

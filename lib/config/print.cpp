@@ -198,7 +198,10 @@ Diagnostic usage_diagnostic(const UsageError& e) {
 }
 
 void print_usage_error(std::ostream& os, const UsageError& e) {
-  if (!e.id.empty()) return print_diagnostic(os, usage_diagnostic(e));
+  // The parser's refusals (stage "parse": parse.unknown-argument, parse.invalid-value, ...) keep argparse's line, as
+  // Megatron prints them; their id is in `check`'s lines and the JSON documents.
+  if (!e.id.empty() && std::string_view(usage_stage(e.id)) != kStageParse)
+    return print_diagnostic(os, usage_diagnostic(e));
   // The generic one starts with its place when it came from a file: that place escaped as one line (a newline in
   // the file name too, as print_diagnostic and `check` print it); printable() leaves the escaped text as it is.
   const std::string rest = without_where(e.what(), e.where);

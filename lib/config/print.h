@@ -52,7 +52,8 @@ Diagnostic usage_diagnostic(const UsageError& e);
 // A usage error on stderr, the one way every command and path (dry run, launch, check, params, topology, schedule,
 // the run) prints it: one with a rule id reads as any other refusal with an id, the place first when it came from
 // a file ("megatron-run: c.yaml:3: error[input.yaml-syntax]: TEXT", "megatron-run: error[input.unreadable]:
-// TEXT"); the generic one as argparse words its own ("megatron-run: error: MESSAGE", the place left in MESSAGE).
+// TEXT"); the generic one, and the parse stage's (argparse's own refusals: parse.unknown-argument,
+// parse.invalid-value, ...), as argparse words its own ("megatron-run: error: MESSAGE", the place left in MESSAGE).
 void print_usage_error(std::ostream& os, const UsageError& e);
 
 // ---- JSON diagnostics ----------------------------------------------------------------------------------------

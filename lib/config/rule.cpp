@@ -93,6 +93,19 @@ const Rule internal_rule{
 }  // namespace
 const Rule& kInternalRule = internal_rule;
 
+namespace {
+// The id of a usage error that has none of its own (UsageError::rule(), config/diagnostic.h): listed so that
+// `megatron-run rules usage` and docs/validation.md say what it means.
+const Rule usage_rule{
+    "usage", Rule::Level::Error,
+    "A usage error with no id of its own (exit 2; argparse's `megatron-run: error: TEXT`, the option or file:line "
+    "named in TEXT): mostly megatron-run's own options (the launcher's, --target-*, a missing FILE or value, an "
+    "unknown command) and a --yaml-cfg or --target-env file's values. Megatron's flags and config files are refused "
+    "with ids of their own (parse.unknown-argument, parse.invalid-value, parse.missing-value, parse.unset-env, "
+    "input.*).",
+    __FILE__, __LINE__, kStageParse};
+}  // namespace
+
 const char* usage_stage(std::string_view rule) {
   link_input_rules();
   for (const Rule* r : registry())

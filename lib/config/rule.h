@@ -28,10 +28,11 @@ namespace mr {
 // Stage names (Rule::stage, Diagnostic::stage, validation_stages()).
 inline constexpr const char* kStageValidateArgs = "validate_args";  // Megatron's own checks, ported
 inline constexpr const char* kStageSanity = "sanity";               // megatron-run's: values no job can run with
-inline constexpr const char* kStageParse = "parse";                 // usage errors (no rule; exit 2)
+inline constexpr const char* kStageParse = "parse";                 // argparse's refusals (exit 2), parser warnings
 inline constexpr const char* kStageInput = "input";                 // bad input refused with an id (exit 2)
 // The stage of a usage error (exit 2) with rule id `rule`: its registered rule's (input for the input.* ids, launch for
-// the launcher's refusals of its environment, ...), else "parse" (argparse's own errors, id "usage").
+// the launcher's refusals of its environment, ...; "parse" for the parser's, parse.unknown-argument ...), else "parse"
+// (the usage errors without an id, "usage").
 const char* usage_stage(std::string_view rule);
 // What Megatron would refuse at initialisation: a validation stage (rules `init.*`, MR_INIT_RULE in
 // config/validate/init.h: the model's construction), then the process-group layout the launcher checks

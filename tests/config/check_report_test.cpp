@@ -166,6 +166,30 @@ TEST_CASE("junit classname from the path", "[check-report]") {
   CHECK(mr::junit_classname("/abs/dir.v2/b") == "abs.dir.v2.b");
   CHECK(mr::junit_classname(".hidden") == ".hidden");
   CHECK(mr::junit_classname("") == "megatron-run check");
+  // ".." and "." folders, and empty ones, are dropped: no classname starting with dots (lint36 #5).
+  CHECK(mr::junit_classname("../e/valid.yaml") == "e.valid");
+  CHECK(mr::junit_classname("../../a/./b//c.yaml") == "a.b.c");
+  CHECK(mr::junit_classname(".//x.yaml") == "x");
+  CHECK(mr::junit_classname("..") == "megatron-run check");
+  CHECK(mr::junit_classname("d/.hidden") == "d..hidden");
+}
+
+TEST_CASE("junit: the testcases' times add up to the suite's", "[check-report]") {
+  // 1000 files of 0.7 ms: each rounded on its own made 1000 x 0.001 = 1 s against a suite of 0.7 s (lint36 #4).
+  mr::JunitReport report;
+  for (int i = 0; i < 1000; ++i) report.add("f" + std::to_string(i) + ".yaml", 0, {}, true, 0.0007);
+  std::ostringstream os;
+  report.finish(os);
+  const std::string xml = os.str();
+  long long sum_ms = 0;
+  for (size_t at = xml.find("<testcase "); at != std::string::npos; at = xml.find("<testcase ", at + 1)) {
+    const size_t t = xml.find("time=\"", at) + 6;
+    const std::string v = xml.substr(t, xml.find('"', t) - t);
+    sum_ms += std::stoll(v.substr(0, v.find('.'))) * 1000 + std::stoll(v.substr(v.find('.') + 1));
+  }
+  CHECK(sum_ms == 700);
+  CHECK(xml.find("<testsuite name=\"megatron-run check\" tests=\"1000\" failures=\"0\" errors=\"0\" skipped=\"0\" "
+                 "time=\"0.700\">") != std::string::npos);
 }
 
 TEST_CASE("junit: a testcase per file, failures and errors counted per testcase, the text escaped",
@@ -210,7 +234,7 @@ TEST_CASE("check --format github: a command per problem, escaped; the summary pl
   auto r = mrtest::megatron_run("check --format github '" + bad + "' '" + missing + "' '" + MR_SOURCE_DIR +
                                 "/configs/default.yaml'");
   CHECK(r.exit == 2);
-  CHECK(r.out == "::error file=" + esc(bad) + ",line=1,title=usage::unknown argument 'a%25b,c:d'%0A  also " + bad +
+  CHECK(r.out == "::error file=" + esc(bad) + ",line=1,title=parse.unknown-argument::unknown argument 'a%25b,c:d'%0A  also " + bad +
                      ":3: duplicate key 'num_layers' (also at " + bad + ":2); a config file sets each argument once\n"
                      "::error file=" + esc(missing) +
                      ",title=input.unreadable::cannot read config file: No such file or directory\n");

@@ -216,14 +216,15 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   CHECK(quiet.out == "megatron-run: error: argument --quiet: ignored explicit argument 'yes'\n");
   auto size = sh("check --world-size abc " + kDefault);
   CHECK(size.exit == 2);
-  CHECK(size.out == "megatron-run: error: argument --world-size: invalid int value: 'abc'\n");
+  CHECK(size.out == "megatron-run: error[input.world-size]: argument --world-size: invalid int value: 'abc'\n");
   // The type named as argparse names it: int, float.
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --term-timeout soon").out,
              Catch::Contains("megatron-run: error: argument --term-timeout: invalid float value: 'soon'\n"));
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --max_restarts x").out,
              Catch::Contains("megatron-run: error: argument --max-restarts/--max_restarts: invalid int value: 'x'\n"));
   // An empty value after '=': argparse takes '' and its conversion refuses it, as for a Megatron flag.
-  CHECK(sh("check --world-size= " + kDefault).out == "megatron-run: error: argument --world-size: invalid int value: ''\n");
+  CHECK(sh("check --world-size= " + kDefault).out ==
+        "megatron-run: error[input.world-size]: argument --world-size: invalid int value: ''\n");
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --num-layers=").out,
              Catch::Contains("megatron-run: error: argument --num-layers: invalid int value: ''\n"));
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --join-timeout=").out,
@@ -379,7 +380,8 @@ TEST_CASE("a config file's mistakes are reported at once, each with its line (bo
                                                    "--bf16: 1\n--lr-decay-style: cosin\nnum_attention_head: 4\n");
   auto r = sh("check " + plain);
   CHECK(r.exit == 2);
-  CHECK(r.out.find(plain + ":1: error[usage]: argument --num-layers: invalid int value: 'two'") != std::string::npos);
+  CHECK(r.out.find(plain + ":1: error[parse.invalid-value]: argument --num-layers: invalid int value: 'two'") !=
+        std::string::npos);
   for (const std::string& also : {plain + ":2: argument --hidden-size: invalid int value: '256.5'",
                                   plain + ":3: argument --seq-length: expects a single value, got a list",
                                   plain + ":4: switch --bf16 takes true or false, got 1",
@@ -399,7 +401,7 @@ TEST_CASE("check: a key set twice is one more of the file's mistakes, listed in 
   const std::string d2 = tmp_file("d2.yaml", "hidden_sizee: 4\nnum_layers: 2\nnum_layers: 3\n");
   auto r = sh("check " + d2);
   CHECK(r.exit == 2);
-  CHECK(r.out.find(d2 + ":1: error[usage]: unknown argument 'hidden_sizee' (did you mean --hidden-size?)\n  also " +
+  CHECK(r.out.find(d2 + ":1: error[parse.unknown-argument]: unknown argument 'hidden_sizee' (did you mean --hidden-size?)\n  also " +
                    d2 + ":3: duplicate key 'num_layers' (also at " + d2 + ":2)") != std::string::npos);
   // Alone, it is the file's error with its own id, as before.
   const std::string d1 = tmp_file("d1.yaml", "num_layers: 2\nnum_layers: 3\n");
@@ -417,7 +419,8 @@ TEST_CASE("check and --format json: a usage error's place is given once, not rep
   const std::string u = tmp_file("u.yaml", "num_layers: abc\n");
   auto t = sh("check " + u);
   CHECK(t.exit == 2);
-  CHECK(t.out.find(u + ":1: error[usage]: argument num_layers: invalid int value: 'abc'\n") != std::string::npos);
+  CHECK(t.out.find(u + ":1: error[parse.invalid-value]: argument num_layers: invalid int value: 'abc'\n") !=
+        std::string::npos);
   CHECK(t.out.find(u + ":1: " + u) == std::string::npos);
   auto j = mrtest::megatron_run_stdout("check --format json " + u);
   CHECK(j.exit == 2);
@@ -439,7 +442,7 @@ TEST_CASE("check and --format json: a usage error's place is given once, not rep
   const std::string ci = tmp_file("uci.yaml", "MODEL_ARGS:\n  --num-layers: abc\n");
   auto c = mrtest::megatron_run_stdout("check --format json " + ci);
   CHECK(c.out.find("\"message\": \"argument --num-layers: invalid int value: 'abc'\"") != std::string::npos);
-  CHECK(sh("check " + ci).out.find(ci + ":2: error[usage]: argument --num-layers: invalid int value: 'abc'\n") !=
+  CHECK(sh("check " + ci).out.find(ci + ":2: error[parse.invalid-value]: argument --num-layers: invalid int value: 'abc'\n") !=
         std::string::npos);
 }
 
@@ -524,7 +527,7 @@ TEST_CASE("check: one line per problem with file:line and rule id; JSON list; th
   auto t = sh("check --world-size 1 " + kDefault + " " + bad + " " + typo);
   CHECK(t.exit == 2);
   CHECK(t.out.find(bad + ":7: error[parallel.world-size-divisible]: ") != std::string::npos);
-  CHECK(t.out.find(typo + ":1: error[usage]: unknown argument '--num-layer'") != std::string::npos);
+  CHECK(t.out.find(typo + ":1: error[parse.unknown-argument]: unknown argument '--num-layer'") != std::string::npos);
   CHECK(t.out.find("3 file(s) checked, 2 invalid") != std::string::npos);
   auto j = sh("check --format json --world-size 1 " + kDefault + " " + typo + " 2>/dev/null");
   mr::Value list = mr::Value::parse_json(j.out);
@@ -541,7 +544,8 @@ TEST_CASE("check: one line per problem with file:line and rule id; JSON list; th
   CHECK(get(first, "resolved").is_object());
   const auto& second = list.as_list()[1].as_object();
   CHECK_FALSE(get(second, "ok").as_bool());
-  CHECK(get(get(second, "errors").as_list()[0].as_object(), "rule").as_str() == "usage");
+  CHECK(get(get(second, "errors").as_list()[0].as_object(), "rule").as_str() == "parse.unknown-argument");
+  CHECK(get(get(second, "errors").as_list()[0].as_object(), "stage").as_str() == "parse");
   CHECK(sh("check").exit == 2);
   (void)good;
 }
@@ -1476,4 +1480,104 @@ TEST_CASE("torchrun's argparse parity: a switch's value, words past an unknown o
   CHECK(check.exit == 2);
   CHECK(check.out.empty());
   CHECK_THAT(check.err, Catch::Contains("unrecognized arguments: --fo"));
+}
+
+TEST_CASE("check: the parser's refusals carry ids of their own; stderr keeps argparse's line (lint36 #3)", "[cli][check]") {
+  // Each family: the id in check's line and JSON (stage "parse"), the message as argparse words it.
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* id;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"ua.yaml", "hidden_sizee: 4\n", "parse.unknown-argument", "unknown argument 'hidden_sizee'"},
+           {"uci.yaml", "MODEL_ARGS:\n  --hidden-sizee: 4\n", "parse.unknown-argument",
+            "unrecognized arguments: --hidden-sizee 4"},
+           {"iv.yaml", "num_layers: abc\n", "parse.invalid-value", "argument num_layers: invalid int value: 'abc'"},
+           {"ch.yaml", "--lr-decay-style: cosin\n", "parse.invalid-value", "argument --lr-decay-style: invalid choice"},
+           {"mv.yaml", "MODEL_ARGS:\n  --num-layers: []\n", "parse.missing-value",
+            "argument --num-layers: expected one argument"},
+           {"ue.yaml", "data_path: ${MR_SURELY_UNSET_VARIABLE}/x\n", "parse.unset-env",
+            "environment variable MR_SURELY_UNSET_VARIABLE is not set"},
+           {"er.yaml", "data_path: ${MR_OPEN/x\n", "parse.env-reference", "unterminated ${"},
+           {"ma.yaml", "MODEL_ARGS: [1, 2]\n", "parse.config-not-mapping", "MODEL_ARGS must be a mapping"},
+           {"li.yaml", "- 1\n- 2\n", "parse.config-not-mapping", "a config file must be a mapping"}}) {
+    const std::string f = tmp_file(c.name, c.text);
+    INFO(c.name);
+    auto t = sh("check " + f);
+    CHECK(t.exit == 2);
+    CHECK(t.out.find(std::string("error[") + c.id + "]: " + c.message) != std::string::npos);
+    CHECK(t.out.find("error[usage]") == std::string::npos);
+    auto j = mrtest::megatron_run_stdout("check --format json " + f);
+    CHECK(j.out.find(std::string("\"rule\": \"") + c.id + "\", \"level\": \"error\", \"stage\": \"parse\"") !=
+          std::string::npos);
+    // Elsewhere (a dry run, a launch) the line stays argparse's, as Megatron prints it; its JSON has the id.
+    auto d = sh("--dry-run --config " + f);
+    CHECK(d.exit == 2);
+    CHECK(d.out.find("megatron-run: error: ") != std::string::npos);
+    CHECK(d.out.find(c.message) != std::string::npos);
+    CHECK(d.out.find(c.id) == std::string::npos);
+    CHECK(mrtest::megatron_run_stdout("--dry-run --format json --config " + f).out.find(
+              std::string("\"rule\": \"") + c.id + "\"") != std::string::npos);
+  }
+  // Megatron's flags on the command line: the same ids.
+  CHECK_THAT(mrtest::megatron_run_stdout("--dry-run --format json --config " + kDefault + " --num-layerz 2").out,
+             Catch::Contains("\"rule\": \"parse.unknown-argument\""));
+  CHECK_THAT(mrtest::megatron_run_stdout("--dry-run --format json --config " + kDefault + " --num-layers").out,
+             Catch::Contains("\"rule\": \"parse.missing-value\""));
+  // What has no id of its own is "usage", which `rules` explains (it was an unknown rule id).
+  auto u = mrtest::megatron_run_stdout("rules usage");
+  CHECK(u.exit == 0);
+  CHECK_THAT(u.out, Catch::Contains("usage") && Catch::Contains("no id of its own"));
+  auto p = mrtest::megatron_run_stdout("rules parse.unknown-argument parse.invalid-value parse.missing-value "
+                                       "parse.unset-env parse.env-reference parse.config-not-mapping");
+  CHECK(p.exit == 0);
+}
+
+TEST_CASE("check --env-placeholder '': refused, not taken as the option left out (lint36 #7)", "[cli][check]") {
+  const std::string f = tmp_file("ph.yaml", "data_path: ${MR_SURELY_UNSET_VARIABLE}/x\n");
+  auto r = sh("check --env-placeholder '' " + f);
+  CHECK(r.exit == 2);
+  CHECK(r.out == "megatron-run: error: argument --env-placeholder: expected a directory, got '' "
+                 "(an unset or empty variable in the command line?)\n");
+  CHECK_THAT(mrtest::megatron_run_stdout("--dry-run --format json --env-placeholder '' --config " + f).out,
+             Catch::Contains("\"rule\": \"parse.invalid-value\""));
+  CHECK(sh("--dry-run --env-placeholder= --config " + f).exit == 2);
+  CHECK(sh("check --env-placeholder /p " + f).out.find("is not set") == std::string::npos);
+  CHECK(sh("check " + f).out.find("error[parse.unset-env]") != std::string::npos);
+}
+
+TEST_CASE("check --world-size read as Python's int(): out of range said so, every refusal input.world-size (lint36 #8)",
+          "[cli][check]") {
+  auto big = sh("check --world-size 99999999999999999999 " + kDefault);
+  CHECK(big.exit == 2);
+  CHECK(big.out == "megatron-run: error[input.world-size]: argument --world-size: int value out of range: "
+                   "'99999999999999999999'\n");
+  CHECK(sh("check --world-size 1.5 " + kDefault).out ==
+        "megatron-run: error[input.world-size]: argument --world-size: invalid int value: '1.5'\n");
+  CHECK(sh("check --world-size 0 " + kDefault).out ==
+        "megatron-run: error[input.world-size]: argument --world-size: must be at least 1\n");
+  // int(' 4'), int('+4'), int('1_0') are numbers to Python.
+  CHECK(sh("check --world-size ' 1' " + kDefault).exit == 0);
+  CHECK(sh("check --world-size +1 " + kDefault).exit == 0);
+  auto ten = sh("check --world-size 1_0 " + kDefault);  // 10 ranks: a rule of the default config fails, no refusal
+  CHECK(ten.exit == 1);
+  CHECK(ten.out.find("batch-parallel size (10)") != std::string::npos);
+}
+
+TEST_CASE("check: init.process-groups is placed at the first flag it names that the file set (lint36 #6)",
+          "[cli][check]") {
+  const std::string f = tmp_file("pg.yaml", "MODEL_ARGS:\n  --num-layers: 4\n  --hidden-size: 64\n"
+                                            "  --num-attention-heads: 4\n  --seq-length: 128\n"
+                                            "  --max-position-embeddings: 128\n  --micro-batch-size: 1\n"
+                                            "  --num-experts: 8\n  --expert-model-parallel-size: 8\n"
+                                            "  --pipeline-model-parallel-size: 2\n");
+  auto j = mrtest::megatron_run_stdout("check --format json --world-size 8 " + f);
+  INFO(j.out);
+  REQUIRE(j.out.find("\"rule\": \"init.process-groups\"") != std::string::npos);
+  CHECK(j.out.find("\"where\": \"" + f + ":9\"") != std::string::npos);
+  CHECK(j.out.find("\"--expert-model-parallel-size\"") != std::string::npos);
+  auto g = sh("check --format github --world-size 8 " + f);
+  CHECK(g.out.find("line=9,") != std::string::npos);
 }

@@ -117,7 +117,7 @@ TEST_CASE("config files: a repeated key is an error in the plain layout, a warni
             ":3: duplicate key 'num_layers' (also at " + d2 + ":2); a config file sets each argument once\n  also " + d2 +
             ":4: unknown argument 'num_layerz' (did you mean --num-layers?)");
   CHECK(both.where == d2 + ":1");  // the first mistake's place and id
-  CHECK(both.id.empty());
+  CHECK(both.id == "parse.unknown-argument");
   CHECK(both.flags == std::vector<std::string>{"hidden_sizee", "num_layers", "num_layerz"});
   // One argument under two keys, and a bad value after a duplicate: each reported.
   auto two = refusal({write("dup3.yaml", "--num-layers: 2\nnum_layers: 3\n--hidden-size: x\n")});

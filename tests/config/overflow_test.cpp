@@ -345,7 +345,7 @@ TEST_CASE("--format json: stdout is one JSON document for results, failed rules 
   CHECK(usage.exit == 2);
   mr::Value u = mr::Value::parse_json(usage.out);
   const mr::Value& ud = key(u, "diagnostics")->as_list().at(0);
-  CHECK(key(ud, "rule")->as_str() == "usage");
+  CHECK(key(ud, "rule")->as_str() == "parse.invalid-value");
   CHECK(key(ud, "stage")->as_str() == "parse");
   auto usage_eq = mrtest::megatron_run("--dry-run --format=json --nproc-per-node 0" + cfg);
   CHECK(usage_eq.exit == 2);

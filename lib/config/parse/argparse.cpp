@@ -16,6 +16,23 @@ const Rule kDeprecatedFlagRule{
     "A flag (or a config file's key) that Megatron's parser marks deprecated is given: a warning naming it and what "
     "replaces it; the value is used as Megatron uses it.",
     __FILE__, __LINE__, kStageParse};
+const Rule kUnknownArgumentRule{
+    "parse.unknown-argument", Rule::Level::Error,
+    "An argument Megatron's parser does not know: argparse's \"unrecognized arguments\" (a flag or a stray word on "
+    "the command line or in a MODEL_ARGS file), or a plain-layout config file's \"unknown argument\" key; the first "
+    "few get a did-you-mean.",
+    __FILE__, __LINE__, kStageParse};
+const Rule kInvalidValueRule{
+    "parse.invalid-value", Rule::Level::Error,
+    "A value its flag's type or choices refuse (argparse's \"invalid int value\", \"invalid choice\"), a switch given "
+    "a value (\"ignored explicit argument\"), or a config file's value of the wrong shape (a mapping, a null in a "
+    "list, a switch key set to other than true or false).",
+    __FILE__, __LINE__, kStageParse};
+const Rule kMissingValueRule{
+    "parse.missing-value", Rule::Level::Error,
+    "A flag without the value or values it takes (argparse's \"expected one argument\", \"expected at least one "
+    "argument\", \"expected N arguments\").",
+    __FILE__, __LINE__, kStageParse};
 
 namespace {
 
@@ -140,7 +157,8 @@ Value convert_checked(const Arg& arg, const std::string& option, const std::stri
   try {
     v = convert(arg.spec->type, word);
   } catch (const ConvError& e) {
-    throw UsageError(with_where("argument " + option + ": " + e.what(), origin), {option}, at(origin));
+    throw UsageError(with_where("argument " + option + ": " + e.what(), origin), {option}, at(origin),
+                     kInvalidValueRule.id);
   }
   if (!arg.choices.empty()) {
     bool ok = false;
@@ -149,7 +167,7 @@ Value convert_checked(const Arg& arg, const std::string& option, const std::stri
       throw UsageError(with_where("argument " + option + ": invalid choice: " + quoted(word) + " (choose from " +
                                       choices_text(arg) + ")",
                                   origin),
-                       {option}, at(origin));
+                       {option}, at(origin), kInvalidValueRule.id);
     }
   }
   return v;
@@ -264,7 +282,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
       if (c.has_explicit) {
         throw UsageError(with_where("argument " + c.option + ": ignored explicit argument " + quoted(c.explicit_arg),
                                     opt_tok.origin),
-                         {c.option}, at(opt_tok.origin));
+                         {c.option}, at(opt_tok.origin), kInvalidValueRule.id);
       }
       Value v;
       switch (arg.spec->action) {
@@ -281,7 +299,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
     if (c.has_explicit) {
       if (arg.nargs_kind == 'N' && arg.nargs_count != 1)
         throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option},
-                         at(opt_tok.origin));
+                         at(opt_tok.origin), kMissingValueRule.id);
       words.push_back(c.explicit_arg);
     } else {
       size_t avail = 0;
@@ -289,18 +307,18 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
       size_t take = 0;
       switch (arg.nargs_kind) {
         case 0:
-          if (avail < 1) throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin));
+          if (avail < 1) throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin), kMissingValueRule.id);
           take = 1;
           break;
         case '?': take = avail ? 1 : 0; break;
         case '*': take = avail; break;
         case '+':
-          if (avail < 1) throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin));
+          if (avail < 1) throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin), kMissingValueRule.id);
           take = avail;
           break;
         case 'N':
           if (avail < static_cast<size_t>(arg.nargs_count))
-            throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin));
+            throw UsageError(with_where("argument " + c.option + ": " + nargs_error(arg), opt_tok.origin), {c.option}, at(opt_tok.origin), kMissingValueRule.id);
           take = static_cast<size_t>(arg.nargs_count);
           break;
       }
@@ -360,7 +378,8 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
         msg += "?";
       }
     }
-    throw UsageError(with_where(msg, extras.front()->origin), unknown_flags, at(extras.front()->origin));
+    throw UsageError(with_where(msg, extras.front()->origin), unknown_flags, at(extras.front()->origin),
+                     kUnknownArgumentRule.id);
   }
   return report;
 }
@@ -403,7 +422,7 @@ void check_mutually_exclusive(const Schema& schema, const Namespace& ns, const s
 
 void assign_value(const Arg& arg, const std::string& key, const Value& v, const Provenance& origin, Namespace& ns) {
   auto bad = [&](const std::string& why) {
-    throw UsageError(with_where("argument " + key + ": " + why, origin), {key}, at(origin));
+    throw UsageError(with_where("argument " + key + ": " + why, origin), {key}, at(origin), kInvalidValueRule.id);
   };
   // A word as the command line would have seen it; YAML scalars arrive as strings, ints, floats or bools.
   auto word_of = [&](const Value& x) -> std::string {

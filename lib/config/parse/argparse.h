@@ -19,6 +19,13 @@ namespace mr {
 // A deprecated flag of Megatron's given (the parser's warning, "FLAG is deprecated: ..."; its default id where the
 // warning carries none: apps/megatron-run/cli.cpp's parse_warning).
 extern const Rule kDeprecatedFlagRule;
+// The parser's refusals (exit 2, argparse's words kept; stage "parse", so that stderr keeps argparse's
+// `megatron-run: error: TEXT` while `check` and the JSON documents carry the id): an argument it does not know
+// (a word of a command line or MODEL_ARGS, a plain-layout file's key), a value its type or choices refuse, a
+// flag without the value(s) it takes.
+extern const Rule kUnknownArgumentRule;
+extern const Rule kInvalidValueRule;
+extern const Rule kMissingValueRule;
 
 struct Token {
   std::string text;

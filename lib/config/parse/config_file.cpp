@@ -12,8 +12,10 @@
 
 #include "config/converters.h"
 #include "config/limits.h"
+#include "config/parse/argparse.h"
 #include "config/parse/yaml11.h"
 #include "config/parse/yaml_doc.h"
+#include "config/rule.h"
 #include "util/text.h"
 
 namespace mr {
@@ -29,6 +31,20 @@ EnvLookup process_env_lookup() {
 namespace {
 
 const std::vector<std::string> kConfigFlags = {"--config"};
+
+// The config file's own refusals of the parse stage (exit 2; argparse's `megatron-run: error: TEXT` on stderr, the
+// id in `check` and the JSON documents). An unknown key and a bad value are argparse.h's rules.
+const Rule kUnsetEnvRule{"parse.unset-env", Rule::Level::Error,
+                         "A config file's ${VAR} names an environment variable that is not set (export it, pass "
+                         "--allow-unset-env to keep it literal, or --env-placeholder DIR to read it as DIR/VAR).",
+                         __FILE__, __LINE__, kStageParse};
+const Rule kEnvReferenceRule{"parse.env-reference", Rule::Level::Error,
+                             "A config file's ${ never closed, or a ${} naming no environment variable.", __FILE__,
+                             __LINE__, kStageParse};
+const Rule kConfigNotMappingRule{
+    "parse.config-not-mapping", Rule::Level::Error,
+    "A config file (or its MODEL_ARGS or ENV_VARS) that is not a mapping: a list, or a lone value.", __FILE__,
+    __LINE__, kStageParse};
 
 // A plain (unquoted) scalar as a typed value, resolved with YAML 1.1 rules as Python's yaml loader does
 // (config/parse/yaml11.h: "1e-2" stays a string while "0.00001" is a float, "yes" is a bool, "0b11" and "1:30" are
@@ -214,14 +230,15 @@ std::string launcher_word(const Value& v) {
   return v.py_str();
 }
 
-UsageError file_error(const std::string& where, const std::string& msg, std::vector<std::string> flags = {}) {
-  return UsageError(where + ": " + msg, std::move(flags), where);
+UsageError file_error(const std::string& where, const std::string& msg, std::vector<std::string> flags,
+                      const Rule& rule) {
+  return UsageError(where + ": " + msg, std::move(flags), where, rule.id);
 }
 
 void apply_model_args(const Schema& schema, const yaml::Node& args, const ConfigOptions& opts, ConfigResult& out,
                       Namespace& ns) {
   if (args.is_null()) return;  // an empty MODEL_ARGS stands for an empty command line
-  if (!args.is_map()) throw file_error(args.where(), "MODEL_ARGS must be a mapping of flags to values");
+  if (!args.is_map()) throw file_error(args.where(), "MODEL_ARGS must be a mapping of flags to values", {}, kConfigNotMappingRule);
   Converter to_value{opts, /*strict=*/false, out.report.warnings};
   std::vector<Token> tokens;
   for (const Entry& e : entries(args, /*strict=*/false, out.report.warnings)) {
@@ -310,7 +327,7 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
                  "--config file: check it with `megatron-run check --yaml-cfg FILE` or "
                  "`megatron-run --dry-run --yaml-cfg FILE`";
         }
-        throw file_error(where, msg, {key});
+        throw file_error(where, msg, {key}, kUnknownArgumentRule);
       }
       // One argument under two keys (--num-layers and num_layers, --foo and --no-foo): as a key written twice.
       if (auto [it, fresh] = set_by.try_emplace(std::string(arg->dest()), key, where); !fresh)
@@ -322,9 +339,10 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
         out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
       if (arg->is_switch() && key.rfind("--", 0) == 0) {
         // Flag spelling: true applies the switch, false applies its opposite.
-        if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + abbreviate(v.py_repr()), {key});
+        if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + abbreviate(v.py_repr()), {key},
+                                     kInvalidValueRule);
         Value on = arg->spec->action == Action::BoolOptional ? Value(key.rfind("--no-", 0) != 0) : arg->konst;
-        if (!on.is_bool()) throw file_error(where, "switch " + key + " cannot be set from a file", {key});
+        if (!on.is_bool()) throw file_error(where, "switch " + key + " cannot be set from a file", {key}, kInvalidValueRule);
         negate = !v.as_bool();
         ns.set(arg->dest(), Value(negate ? !on.as_bool() : on.as_bool()), origin);
         continue;
@@ -350,7 +368,7 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
     std::string name;
     if (i + 1 < text.size() && text[i + 1] == '{') {
       size_t close = text.find('}', i + 2);
-      if (close == std::string::npos) throw UsageError(where + ": unterminated ${ in " + Value(abbreviate(text)).py_repr(), {}, where);
+      if (close == std::string::npos) throw UsageError(where + ": unterminated ${ in " + Value(abbreviate(text)).py_repr(), {}, where, kEnvReferenceRule.id);
       name = text.substr(i + 2, close - i - 2);
       i = close + 1;
     } else {
@@ -358,7 +376,8 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
       continue;
     }
     if (name.empty() && !opts.allow_unset_env)
-      throw UsageError(where + ": ${} in " + Value(abbreviate(text)).py_repr() + " names no environment variable", {}, where);
+      throw UsageError(where + ": ${} in " + Value(abbreviate(text)).py_repr() + " names no environment variable", {}, where,
+                       kEnvReferenceRule.id);
     if (auto v = name.empty() ? std::nullopt : opts.env(name)) {
       out += *v;
     } else if (opts.allow_unset_env) {
@@ -366,7 +385,7 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
     } else {
       throw UsageError(where + ": environment variable " + echo_word(name) +
                            " is not set (export it, or pass --allow-unset-env to keep it literal)",
-                       {}, where);
+                       {}, where, kUnsetEnvRule.id);
     }
   }
   return out;
@@ -379,14 +398,15 @@ ConfigResult load_config_file(const Schema& schema, const std::string& path, Nam
   ConfigResult out;
 
   if (root.is_null()) return out;
-  if (!root.is_map()) throw file_error(root.where(), "a config file must be a mapping of arguments to values");
+  if (!root.is_map()) throw file_error(root.where(), "a config file must be a mapping of arguments to values", {}, kConfigNotMappingRule);
   yaml::Node model_args = root.get("MODEL_ARGS");
   if (model_args.defined()) {
     out.functional_test_layout = true;
     entries(root, /*strict=*/false, out.report.warnings);  // the top level's keys: scalars, repeats named
     yaml::Node env = root.get("ENV_VARS");
     if (env.defined() && !env.is_null()) {
-      if (!env.is_map()) throw file_error(env.where(), "ENV_VARS must be a mapping of variable names to values");
+      if (!env.is_map()) throw file_error(env.where(), "ENV_VARS must be a mapping of variable names to values", {},
+                                        kConfigNotMappingRule);
       Converter to_value{opts, /*strict=*/false, out.report.warnings};
       for (const Entry& e : entries(env, /*strict=*/false, out.report.warnings)) {
         Value v = to_value(e.value);
