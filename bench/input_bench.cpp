@@ -117,7 +117,7 @@ MR_BENCHMARK("input.pattern_worst", [](const Options& o) {
   const double t = best_of(reps, [&] { (void)eval_all(full); });
   const double base = 10 * best_of(reps * 3, [&] { (void)eval_all(small); });
   Result r = ratio_result(t, base, "the same patterns at a tenth of the size, times 10");
-  r.target = ratio_at_least(0.5);  // linear: about 1; quadratic: about 0.1
+  r.target = ratio_at_least(0.3);  // linear: about 1 (0.4-0.65 on a loaded 2-core machine); quadratic: about 0.1
   return r;
 });
 

@@ -639,9 +639,10 @@ void LaunchOptions::apply(Invocation& inv) {
         throw UsageError(std::string(name) + "='" + abbreviate(*v) + "' is not a count");
       }
     };
-    const std::string nodes_variable =
-        launch::slurm_nodes(env).value_or(launch::SlurmNodes{"SLURM_JOB_NUM_NODES", ""}).variable;
-    std::optional<int> nodes = int_env(nodes_variable.c_str());
+    const std::optional<launch::SlurmNodes> node_count = launch::slurm_nodes(env);
+    const std::string nodes_variable = node_count ? node_count->variable : std::string();
+    std::optional<int> nodes;
+    if (node_count) nodes = int_env(nodes_variable.c_str());
     std::optional<int> tasks = int_env("SLURM_NTASKS");
     if (nodes && tasks && *nodes == *tasks && *nodes >= 1) {
       nnodes = nnodes_min = *nodes;

@@ -99,8 +99,9 @@ namespace {
 const Rule usage_rule{
     "usage", Rule::Level::Error,
     "A usage error with no id of its own (exit 2; argparse's `megatron-run: error: TEXT`, the option or file:line "
-    "named in TEXT): mostly megatron-run's own options (the launcher's, --target-*, a missing FILE or value, an "
-    "unknown command) and a --yaml-cfg or --target-env file's values. Megatron's flags and config files are refused "
+    "named in TEXT): mostly the values of megatron-run's own options (the launcher's, --target-*, a missing FILE or "
+    "value, an unknown command; an unknown own option is parse.unknown-argument) and a --yaml-cfg or --target-env "
+    "file's values. Megatron's flags and config files are refused "
     "with ids of their own (parse.unknown-argument, parse.invalid-value, parse.missing-value, parse.unset-env, "
     "input.*).",
     __FILE__, __LINE__, kStageParse};

@@ -135,7 +135,8 @@ void stdout_lost(ConsoleOut& c, bool console_only) {
   } else if (!c.copy_lost_said) {
     c.copy_lost_said = true;
     std::cerr << "megatron-run: notice: cannot write the output: " << util::stdout_write_failure(c.error)
-              << "; the workers' stdout goes on into their log files only (--log-dir, --tee)\n";
+              << "; the workers' stdout goes on into their log files only (--log-dir, --tee), where those can be "
+                 "written; the job goes on\n";
   }
 }
 
@@ -260,22 +261,20 @@ class LauncherMessages : public std::streambuf {
   std::streambuf* before_;
 };
 
-// Whether the stream's lines go to its log file too (a file whose write failed keeps nothing more).
-bool logged(const Stream& s) { return s.file.fd >= 0 && s.file.error == 0; }
-
-// A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when logged(s)).
+// A worker's lines for the launcher's stdout or stderr, from stream `s` (which has a log file when s.file.fd >= 0;
+// one whose write failed keeps nothing more, and the console's loss is still no failure: the job goes on).
 void to_console(ConsoleOut& c, Stream& s, std::string&& out) {
   Outbox& b = s.is_err ? c.err : c.out;
   end_bar(c, b, &s);
   if (!s.is_err && c.error != 0) {  // stdout failed before: not tried again
     errno = c.error;
-    stdout_lost(c, !logged(s));
+    stdout_lost(c, s.file.fd < 0);  // fatal only where no log file was asked for (a full log disk: docs/launch.md)
     return;
   }
   c.bar_of(b) = out.back() == '\n' ? nullptr : &s;  // a bar's line left open there
   if (b.left() == 0) b.clear();
   b.data += out;
-  if (!s.is_err && !logged(s)) b.console_only = true;
+  if (!s.is_err && s.file.fd < 0) b.console_only = true;
   // At once when the stream can take it now (poll with no wait): the lines keep their order with the launcher's
   // own messages, which it writes directly; only a stream that cannot take them waits in the queue.
   flush(c, b, b.regular);
@@ -304,7 +303,7 @@ size_t complete_utf8(const std::string& s, size_t n) {
 // last byte read waits for the next one (\r\n is a line end, written as the worker wrote it). The tail keeps what
 // a terminal shows of such a line (its last redraw); the filtered file gets whole lines.
 void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bool flush_all) {
-  if (!text.empty()) write_log(s.file, text, s.console);
+  if (!text.empty()) write_log(s.file, text, s.console && (s.is_err || c.error == 0));
   if (!s.console && !s.is_err) return;  // nothing to show, nothing to keep
   s.pending += text;
   std::string out;

@@ -59,7 +59,7 @@ TEST_CASE("target versions: compared as Python's packaging compares them; what i
   CHECK(compare_versions("2.9.0+cu12", "2.9.0") == 0);  // the local label does not order here
   CHECK(compare_versions("1!1.0", "2.9") == 1);         // an epoch first
   CHECK(compare_versions("2.9.0-1", "2.9.0.post1") == 0);
-  // A plain release is read without the pattern; it orders as the pattern reads the same release.
+  // Spellings of one release (leading zeros, a v, blanks) and its neighbours with suffixes order as packaging's.
   CHECK(compare_versions("02.9.0", " v2.9 ") == 0);
   CHECK(compare_versions("2.10", "2.9.0rc1") == 1);
   CHECK(compare_versions("2.9", "2.9.0.dev1") == 1);

@@ -615,6 +615,20 @@ TEST_CASE("rule launch.log-write-failed: a log file write that fails (ulimit -f)
   const size_t listed = tail.find("  log file left incomplete (a write failed; nothing after it was written there):\n    ");
   REQUIRE(listed != std::string::npos);
   CHECK(has(tail.substr(listed), "/attempt_0/0/stdout.log: File too large (past the file-size limit"));
+
+  // The console (a file under the same limit) and the log file both fail, a full disk holding both (review diff36
+  // #1): each is said, the output is lost from then on, and the job still goes on to its own exit code.
+  const std::string console = (t.path / "console.txt").string();
+  Proc both = run_shell("cd '" + t.path.string() + "' && (ulimit -f 8 && exec timeout -k 5 90 env " + kRun +
+                        "--nproc-per-node 1 --rdzv-id lwf3 --log-dir logs -t 1 --no-append-args -- " + worker +
+                        " 2>&1 >'" + console + "'); echo exit=$?");  // the launcher's stderr to the pipe read here
+  INFO(both.out);
+  CHECK(has(both.out, "exit=0"));
+  CHECK(count(both.out, lost) == 1);
+  CHECK(has(both.out, "megatron-run: notice: cannot write the output: "));
+  CHECK(has(both.out, "the workers' stdout goes on into their log files only (--log-dir, --tee), where those can be "
+                      "written; the job goes on"));
+  CHECK_FALSE(has(both.out, "stopping the workers"));
 }
 
 // coreutils' timeout -s INT signals the launcher, then its own process group (the launcher's): one event, said and

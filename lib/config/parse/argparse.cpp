@@ -18,9 +18,9 @@ const Rule kDeprecatedFlagRule{
     __FILE__, __LINE__, kStageParse};
 const Rule kUnknownArgumentRule{
     "parse.unknown-argument", Rule::Level::Error,
-    "An argument Megatron's parser does not know: argparse's \"unrecognized arguments\" (a flag or a stray word on "
-    "the command line or in a MODEL_ARGS file), or a plain-layout config file's \"unknown argument\" key; the first "
-    "few get a did-you-mean.",
+    "An argument neither Megatron's parser nor the command's own options know: argparse's \"unrecognized "
+    "arguments\" (a flag or a stray word on the command line or in a MODEL_ARGS file, a misspelt option of "
+    "megatron-run's own), or a plain-layout config file's \"unknown argument\" key; the first few get a did-you-mean.",
     __FILE__, __LINE__, kStageParse};
 const Rule kInvalidValueRule{
     "parse.invalid-value", Rule::Level::Error,
