@@ -36,4 +36,6 @@ TEST_CASE("the derived arguments travel to the workers with the worker input", "
   const std::string text = in.encode();
   CHECK_THAT(text, Catch::Contains(R"("derived": {"encoder_num_layers": "derived by model-dimensions", )"
                                    R"("kv_channels": "derived"})"));
+  in.ns.set("tensor_model_parallel_size", mr::Value(2), {});  // decode needs a namespace
+  CHECK(mr::launch::WorkerInput::decode(in.encode()).derived == in.derived);
 }
