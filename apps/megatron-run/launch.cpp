@@ -280,7 +280,7 @@ std::optional<int> program_inputs_refused(const Outcome& resolved, const launch:
 
 // Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
 // or 1 when they cannot start (2 for options the spawner refuses). `own_worker`: argv is megatron-run's own worker, not the user's program.
-int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker) {
+int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker, std::string python = "") {
   const auto started = std::chrono::steady_clock::now();
   launch::SpawnOptions so;
   launch::SpawnReport report;
@@ -395,6 +395,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   so.virtual_local_rank = lo.virtual_local_rank;
   so.handled_signals = lo.handled_signals;
   so.argv = std::move(argv);
+  so.python = std::move(python);
   if (so.virtual_local_rank)
     for (int i = 0; i < so.nproc_per_node; ++i) {
       try {
@@ -547,7 +548,15 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
     print_error(std::cerr, "cannot run " + argv.front() + ": " + std::strerror(errno));
     return 2;
   }
-  return spawn_local(lo, argv, /*own_worker=*/false);
+  // The interpreter a script or module runs under, named when a module cannot be imported (finding 5 of review
+  // firsthour36: PATH's python3 is not torchrun's own interpreter).
+  std::string python;
+  using Form = launch::Program::Form;
+  if ((program.form == Form::Script && !program.no_python) || program.form == Form::Module) {
+    const char* exec = std::getenv("PYTHON_EXEC");
+    python = argv.front() + (exec && *exec ? " (PYTHON_EXEC)" : " (the first python3 on PATH)");
+  }
+  return spawn_local(lo, argv, /*own_worker=*/false, python);
 }
 
 // Megatron's --local-rank given to a launch (apps/megatron-run/launch.cpp's launch()).
@@ -634,7 +643,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   in.target.te_version = resolved.parsed.env.te_version;
   in.argv = args;
   for (const auto& e : ns.entries())  // sorted by dest
-    if (e.prov.by_user()) in.given.push_back(e.dest);
+    if (e.prov.by_user())
+      in.given.push_back(e.dest);
+    else if (e.prov.kind == Provenance::Kind::Derived)
+      in.derived.emplace(e.dest, e.prov.describe());
   try {
     in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     in.heartbeat_timeout_s = lo.heartbeat_timeout;  // (a number above 0: checked with the options)

@@ -564,6 +564,7 @@ void LaunchOptions::apply(Invocation& inv) {
                      {"--launcher-port"});
   const std::string addr_as_given = master_addr;  // before --rdzv-endpoint's (static) replaces them
   const int port_as_given = master_port;
+  bool port0_standalone = false;  // c10d at HOST:0 with one node: run as --standalone (below)
   if (rdzv_backend == "c10d") {
     // The endpoint is the launchers' store; node 0's address and a free port there become the workers' master.
     if (rdzv_endpoint.empty())
@@ -581,11 +582,22 @@ void LaunchOptions::apply(Invocation& inv) {
       throw UsageError("argument --standalone: a standalone job has its own rendezvous; leave out --rdzv-backend",
                        {"--standalone", "--rdzv-backend"});
     const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
-    if (ep.port && *ep.port < 1)
+    if (ep.port && *ep.port < 1 && nnodes == 1) {
+      // torchrun's "stacked single-node" form (--rdzv-endpoint localhost:0 --nnodes 1): a free port. One node has
+      // no other launcher to meet, so it runs as --standalone does: 127.0.0.1 at a free port, a fresh run id.
+      rdzv_backend = "static";
+      standalone = port0_standalone = true;
+    } else if (ep.port && *ep.port < 1) {
       throw UsageError("argument --rdzv-endpoint: '" + abbreviate(rdzv_endpoint) + "': the launchers' store needs a port of 1 "
-                       "to 65535", {"--rdzv-endpoint"});
-    store_host = ep.host.empty() ? "127.0.0.1" : ep.host;
-    if (ep.port) store_port = *ep.port;
+                       "to 65535 in a job of several nodes (--nnodes " +
+                       (elastic() ? std::to_string(nnodes_min) + ":" : std::string()) + std::to_string(nnodes) +
+                       "): the other nodes' launchers "
+                       "cannot find a port chosen at random; give the same fixed port on every node (on one node, "
+                       "--nnodes 1 takes port 0, as --standalone does)", {"--rdzv-endpoint", "--nnodes"});
+    } else {
+      store_host = ep.host.empty() ? "127.0.0.1" : ep.host;
+      if (ep.port) store_port = *ep.port;
+    }
   } else if (!rdzv_endpoint.empty()) {  // static rendezvous: the endpoint is the master's address
     const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
     if (!ep.host.empty()) master_addr = ep.host;
@@ -604,7 +616,7 @@ void LaunchOptions::apply(Invocation& inv) {
     std::vector<std::string> unused;
     if (master_addr_given) unused.push_back("--master-addr " + addr_as_given);
     if (master_port_given) unused.push_back("--master-port " + std::to_string(port_as_given));
-    if (!rdzv_endpoint.empty()) unused.push_back("--rdzv-endpoint " + rdzv_endpoint);
+    if (!rdzv_endpoint.empty() && !port0_standalone) unused.push_back("--rdzv-endpoint " + rdzv_endpoint);
     for (const std::string& u : unused)
       notices.push_back("--standalone: " + u + " not used (a standalone job's master is 127.0.0.1 at a free port)");
     master_addr = "127.0.0.1";
@@ -682,7 +694,7 @@ void LaunchOptions::apply(Invocation& inv) {
     throw UsageError("argument --master-port: must be a TCP port, 0 to 65535 (got " + std::to_string(master_port) + ")",
                      {"--master-port"});
   // torchrun's default of one worker per node, for a job of several nodes.
-  if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d")) nproc_per_node = 1;
+  if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d" || port0_standalone)) nproc_per_node = 1;
   if (nproc_per_node > 0) {  // the workers get the launcher's master: the environment's is named, not dropped
     const std::string chosen_by = rdzv_backend == "c10d" ? "the c10d rendezvous chooses it"
                                   : standalone           ? "a standalone job's is 127.0.0.1 at a free port"

@@ -366,16 +366,8 @@ void Runtime::rendezvous() {
             " but rank 0 with " + lookup(theirs, "world_size") + " (WORLD_SIZE differs between ranks)";
     else
       msg = "rank " + std::to_string(L.rank) + " resolved a different config than rank 0";
-    msg += "; differing arguments:";
-    size_t shown = 0;
-    for (const std::string& d : diff) {
-      if (shown++ == 12) {
-        msg += " ... (" + std::to_string(diff.size()) + " in all)";
-        break;
-      }
-      msg += " " + Schema::megatron().flag_for_dest(d) + " (" + lookup(mine, d) + " here, " + lookup(theirs, d) + " on rank 0)";
-      if (shown < diff.size() && shown < 12) msg += ",";
-    }
+    msg += "; differing arguments:" +
+           fingerprint_differences(L.rank, opts_.fingerprint, reference, opts_.derived_args);
     throw fail(msg + other_job_hint(*store_, L, host));
   }
 

@@ -42,6 +42,8 @@ struct RuntimeOptions {
   std::chrono::milliseconds heartbeat_timeout{30000};
   std::string heartbeat_source = "--heartbeat-timeout";  // where heartbeat_timeout came from, for the messages
   std::string fingerprint = "{}";     // config_fingerprint() of the resolved arguments
+  // The arguments validation derived and the user did not set, with how (named as such when ranks differ).
+  std::map<std::string, std::string> derived_args;
   bool gloo_groups = true;            // with nccl: Gloo communicators for the DP groups, as Megatron creates
 };
 

@@ -543,6 +543,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
                  << "; heartbeat every " << seconds_str(limits.heartbeat) << ", a rank silent for "
                  << seconds_str(limits.heartbeat_timeout) << " fails the job";
     opts.fingerprint = config_fingerprint(in.ns);
+    opts.derived_args = in.derived;  // the launcher's (the namespace travels without its provenance)
     opts.gloo_groups = args.use_gloo_process_groups;
     MR_LOG(info) << launch->describe() << ", backend " << arg::to_string(backend);
 

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -160,6 +161,19 @@ std::string thread_limit_hint(const WorkerFailure& f, std::optional<uint64_t> np
          "fewer workers)";
 }
 
+std::string missing_module_hint(const WorkerFailure& f, const std::string& python) {
+  if (python.empty()) return "";
+  auto import_failure = [](const std::string& l) {
+    return l.find("ModuleNotFoundError") != std::string::npos || l.find("ImportError") != std::string::npos;
+  };
+  bool seen = std::any_of(f.stderr_tail.begin(), f.stderr_tail.end(), import_failure);
+  if (!seen)
+    if (auto e = read_error_file(f.error_file)) seen = import_failure(e->message) || import_failure(e->raw);
+  if (!seen) return "";
+  return "a module could not be imported; the program ran under " + python + ": install the module there, or set "
+         "PYTHON_EXEC to a Python that has it (torchrun would run the script under its own interpreter)";
+}
+
 int torch_exit_code(int status) {
   if (WIFSIGNALED(status)) return -WTERMSIG(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -231,7 +245,7 @@ std::string write_error_record(const std::string& path, const std::string& recor
 
 void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int restarts,
                            int max_restarts, const std::string& first_elsewhere,
-                           const std::vector<std::string>& incomplete_logs) {
+                           const std::vector<std::string>& incomplete_logs, const std::string& python) {
   if (failures.empty()) return;
   const WorkerFailure& root = failures.front();
   const std::string n = std::to_string(restarts);
@@ -271,6 +285,7 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
     os << "    hint: " << hint << "\n";
   if (const std::string hint = thread_limit_hint(root, util::process_limit()); !hint.empty())
     os << "    hint: " << hint << "\n";
+  if (const std::string hint = missing_module_hint(root, python); !hint.empty()) os << "    hint: " << hint << "\n";
   if (failures.size() == 1) {
     os << "  no other worker failed\n";
   } else {

@@ -66,6 +66,11 @@ std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> addres
 // or a cgroup's pids.max, and the ways out (OMP_NUM_THREADS, fewer workers); "" for any other end.
 std::string thread_limit_hint(const WorkerFailure& f, std::optional<uint64_t> nproc_limit);
 
+// A worker whose stderr tail (or error file) shows a Python import failure (ModuleNotFoundError, ImportError): the
+// interpreter that ran the program, `python` ("PATH (the first python3 on PATH)", "PATH (PYTHON_EXEC)"; "" for a
+// program not run under Python, and then ""), and that PYTHON_EXEC chooses another; "" for any other end.
+std::string missing_module_hint(const WorkerFailure& f, const std::string& python);
+
 // torchrun's exit code of a worker (its ProcessFailure.exitcode): the code, or minus the signal that killed it.
 int torch_exit_code(int status);
 
@@ -95,9 +100,10 @@ bool error_record_written();
 // restart count of the attempt that failed (TORCHELASTIC_RESTART_COUNT, its attempt_<n> log directory) and
 // `max_restarts` --max-restarts: with restarts allowed, the heading names the attempt and whether one was left.
 // `incomplete_logs`: the log files a write to failed during the job ("PATH: REASON" each; rule
-// launch.log-write-failed), listed last.
+// launch.log-write-failed), listed last. `python`: the interpreter that ran the program (missing_module_hint).
 void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& failures, int restarts, int max_restarts,
                            const std::string& first_elsewhere = "",
-                           const std::vector<std::string>& incomplete_logs = {});
+                           const std::vector<std::string>& incomplete_logs = {},
+                           const std::string& python = "");
 
 }  // namespace mr::launch

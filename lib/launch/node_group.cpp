@@ -56,6 +56,12 @@ long long seconds_left(Clock::time_point t) {
   return std::max<long long>(0, std::chrono::duration_cast<std::chrono::seconds>(t - Clock::now()).count());
 }
 
+// The first word of a wait for the other nodes comes after a few seconds (at most o.wait_notice), the later ones
+// every o.wait_notice: a node that was not started, or was given another port, shows at once, not after 30 s.
+Clock::time_point first_word(const RendezvousOptions& o) {
+  return Clock::now() + std::min<std::chrono::milliseconds>(o.wait_notice, std::chrono::seconds(5));
+}
+
 // "CODE MESSAGE" -> the failure.
 PeerFailure parse_failure(const std::string& v) {
   PeerFailure f;
@@ -127,7 +133,7 @@ std::unique_ptr<NodeStoreServer> host_store(const RendezvousOptions& o, bool& ta
 // While it cannot connect, a line every o.wait_notice says what it tries and how long the join timeout leaves.
 std::unique_ptr<NodeStoreClient> connect_hosting_once_free(const RendezvousOptions& o, Clock::time_point deadline,
                                                            std::unique_ptr<NodeStoreServer>& server, bool& taken) {
-  auto next_word = Clock::now() + o.wait_notice;
+  auto next_word = first_word(o);
   for (;;) {
     // While the port is taken, a second of trying to connect at a time; else until the next word.
     const auto stop = taken ? Clock::now() + std::chrono::seconds(1) : next_word;
@@ -206,15 +212,26 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
     master_addr_ = o.master_addr;
     master_port_ = o.master_port;
     check_same_settings();
-    auto next_word = Clock::now() + o.wait_notice;  // a word every o.wait_notice while waiting
+    auto next_word = first_word(o);  // a word every o.wait_notice while waiting
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
       if (Clock::now() >= next_word && joined < o_.nnodes) {
         next_word = Clock::now() + o.wait_notice;
+        // Who is missing: the node ranks that have not registered (each sets host/<rank> when it joins).
+        std::string missing;
+        int nmissing = 0;
+        for (int r = 0; r < o_.nnodes && nmissing <= 8; ++r)
+          if (!client_->get("host/" + std::to_string(r))) {
+            if (++nmissing <= 8) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+            else missing += ", ...";
+          }
         std::cerr << "megatron-run: waiting for the other nodes: " << joined << " of " << o_.nnodes
-                  << " have joined run '" << o.run_id << "' (launchers' store " << store << "); --join-timeout ends "
-                  << "the wait in " << seconds_left(deadline) << " s\n";
+                  << " have joined run '" << o.run_id << "' (launchers' store " << store << ")"
+                  << (missing.empty() ? std::string() : "; missing: node rank " + missing)
+                  << "; --join-timeout ends the wait in " << seconds_left(deadline) << " s. Each other node "
+                  << "needs --nnodes " << o_.nnodes << ", its own --node-rank (0 to " << o_.nnodes - 1
+                  << "), and the same --master-addr and --master-port as this one\n";
       }
       if (joined >= o_.nnodes) break;
       if (Clock::now() >= deadline) {
@@ -298,7 +315,7 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
               << (round_ > 0 ? " in round " + std::to_string(round_) : std::string()) << "\n";
     return closed;
   };
-  auto next_word = Clock::now() + o_.wait_notice;  // a word every o_.wait_notice while waiting
+  auto next_word = first_word(o_);  // a word every o_.wait_notice while waiting
   for (;;) {
     if (auto f = read_failure()) throw RendezvousError(f->message);
     if (std::optional<std::string> c = client_->get(round_key("closed"))) return said(std::stoi(*c));
@@ -306,10 +323,15 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
     const auto now = Clock::now();
     if (now >= next_word) {
       next_word = now + o_.wait_notice;
+      // A fixed count (N:N) waits for all of them; an elastic range for MIN, then the last call.
+      const int64_t more = (o_.min_nnodes == max_nnodes_ ? max_nnodes_ : o_.min_nnodes) - arrived;
       std::cerr << "megatron-run: waiting for the rendezvous of run '" << o_.run_id << "' (--nnodes " << range
-                << ") to close: " << arrived << " node(s) arrived (launchers' store "
+                << ") to close: " << arrived << " node(s) arrived"
+                << (more > 0 ? ", " + std::to_string(more) + " more needed" : std::string()) << " (launchers' store "
                 << join_host_port(o_.store_host, o_.store_port) << "); --join-timeout ends the wait in "
-                << seconds_left(deadline) << " s\n";
+                << seconds_left(deadline) << " s"
+                << (more > 0 ? ". Each other node needs the same --rdzv-endpoint, --rdzv-id and --nnodes" : "")
+                << "\n";
     }
     if (arrived != seen) seen = arrived, changed = now;  // the last call runs from the latest arrival seen here
     const int k = usable(arrived);

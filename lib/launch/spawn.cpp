@@ -196,7 +196,7 @@ int spawn_workers(const SpawnOptions& o) {
       if (next(job.restart_count + 1)) continue;
     }
     print_failure_summary(std::cerr, r.failures, job.restart_count, o.max_restarts,
-                          r.first_elsewhere ? r.first_elsewhere->message : "", incomplete_logs);
+                          r.first_elsewhere ? r.first_elsewhere->message : "", incomplete_logs, o.python);
     if (!launcher_error_file.empty() && !r.failures.empty())
       if (const std::string why = write_launcher_error_file(launcher_error_file, r.failures.front()); !why.empty())
         std::cerr << "megatron-run: cannot write the launcher's error file " << launcher_error_file

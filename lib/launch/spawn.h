@@ -124,6 +124,9 @@ struct SpawnOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port when nnodes == 1, else 29500 (torchrun's default)
   std::vector<std::string> argv;             // the worker command (argv[0] a path), the same for every rank
+  // The Python that runs the program and how it was chosen ("/usr/bin/python3 (the first python3 on PATH)"), named
+  // by the failure summary when a module could not be imported (failure_report.h); "" not a Python program.
+  std::string python;
   std::map<std::string, std::string> env;    // extra environment for every worker
   double grace_seconds = 30;                 // SIGTERM -> SIGKILL delay when stopping workers (torchrun's 30 s)
   // A worker that exited 0 while others still run this long after it: said once (which ranks finished, how many

@@ -556,11 +556,19 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
           const Clock::time_point now = Clock::now();
           std::optional<Clock::time_point>& before = passed_at[b < NSIG ? b : 0];
           if (before && now - *before < kSameSignal) continue;  // the same one delivered twice
+          // The signal that begins the stop says how long the workers get before SIGKILL (review firsthour36 #6:
+          // a user pressing Ctrl-C again and again for 30 s).
+          std::string wait;
+          if (!passed_already && !kill_at && stops_workers(b, o.handled_signals)) {
+            char secs[32];
+            std::snprintf(secs, sizeof secs, "%g", o.grace_seconds);
+            wait = std::string("; they get ") + secs + " s to stop (--term-timeout), then are killed";
+          }
           std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << ")"
                     << (before ? " again" : "") << "; "
                     << (passed_already ? "the workers have it already (passed on from another node's stop)"
                                        : "forwarding it to the workers")
-                    << "\n";
+                    << wait << "\n";
           before = now;
           if (!passed_already) workers.kill_all(b);
           if (stops_workers(b, o.handled_signals)) {

@@ -28,7 +28,13 @@ std::string WorkerInput::encode() const {
   for (size_t i = 0; i < argv.size(); ++i) out += (i ? ", " : "") + json_quote(argv[i]);
   out += "], \"given\": [";
   for (size_t i = 0; i < given.size(); ++i) out += (i ? ", " : "") + json_quote(given[i]);
-  out += "], \"noticed\": [";
+  out += "], \"derived\": {";
+  bool first = true;
+  for (const auto& [dest, how] : derived) {
+    out += std::string(first ? "" : ", ") + json_quote(dest) + ": " + json_quote(how);
+    first = false;
+  }
+  out += "}, \"noticed\": [";
   for (size_t i = 0; i < noticed.size(); ++i) out += (i ? ", " : "") + json_quote(noticed[i]);
   out += "]";
   if (heartbeat_timeout_s) out += ", \"heartbeat_timeout_s\": " + Value(*heartbeat_timeout_s).json();
@@ -61,6 +67,9 @@ WorkerInput WorkerInput::decode(const std::string& json) {
     } else if (key == "given" && val.is_list()) {
       for (const Value& a : val.as_list())
         if (a.is_str()) in.given.push_back(a.as_str());
+    } else if (key == "derived" && val.is_object()) {
+      for (const auto& [dest, how] : val.as_object())
+        if (how.is_str()) in.derived.emplace(dest, how.as_str());
     } else if (key == "noticed" && val.is_list()) {
       for (const Value& a : val.as_list())
         if (a.is_str()) in.noticed.push_back(a.as_str());
@@ -156,6 +165,34 @@ std::vector<std::string> fingerprint_diff(const std::string& a, const std::strin
   for (const auto& [k, v] : mb)
     if (!ma.count(k)) out.push_back(k);
   return out;
+}
+
+std::string fingerprint_differences(int rank, const std::string& mine, const std::string& rank0,
+                                    const std::map<std::string, std::string>& derived) {
+  std::vector<std::string> diff = fingerprint_diff(mine, rank0);
+  // Given (or defaulted) arguments first, those validation derived after them; each group in its order.
+  std::stable_partition(diff.begin(), diff.end(), [&](const std::string& d) { return !derived.count(d); });
+  const Value a = Value::parse_json(mine), b = Value::parse_json(rank0);
+  auto lookup = [](const Value& obj, const std::string& k) -> std::string {
+    if (obj.is_object())
+      for (const auto& [key, v] : obj.as_object())
+        if (key == k) return v.json();
+    return "(absent)";
+  };
+  const std::string here = "rank " + std::to_string(rank);
+  std::string msg;
+  size_t shown = 0;
+  for (const std::string& d : diff) {
+    if (shown == 12) {
+      msg += " ... (" + std::to_string(diff.size()) + " in all)";
+      break;
+    }
+    msg += std::string(shown++ ? ", " : " ") + Schema::megatron().flag_for_dest(d) + " (" + lookup(a, d) + " on " +
+           here + ", " + lookup(b, d) + " on rank 0";
+    if (auto it = derived.find(d); it != derived.end()) msg += "; not given: " + it->second;
+    msg += ")";
+  }
+  return msg;
 }
 
 }  // namespace mr::launch

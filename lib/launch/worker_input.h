@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct WorkerInput {
   bool train = true;                // false: stop after the bring-up self-check (--bring-up-only)
   std::vector<std::string> argv;    // megatron-run's command line (after the program name), for messages
   std::vector<std::string> given;   // the dests the user set (a config file or the command line), sorted
+  // The dests validation derived and the user did not set, with how ("derived by model-dimensions"): named as such
+  // when ranks resolve different configs (fingerprint_differences).
+  std::map<std::string, std::string> derived;
   std::optional<double> heartbeat_timeout_s;  // the launcher option --heartbeat-timeout SECONDS
   // The flags the training run's start notice named (run::unacted_flags, printed by the spawner or by rank 0 under
   // another launcher), spelled as there (`--inprocess-heartbeat-timeout`): the runtime's notice of the timeout-like
@@ -91,5 +95,12 @@ std::string config_fingerprint(const Namespace& ns);
 uint64_t fingerprint_hash(const std::string& fingerprint);  // FNV-1a 64
 // The dests whose values differ between two fingerprints (present in one only counts as different).
 std::vector<std::string> fingerprint_diff(const std::string& a, const std::string& b);
+// What rank `rank` says when its fingerprint `mine` differs from rank 0's `rank0`: "--num-layers (4 on rank 1, 2
+// on rank 0), ...", each value named by its rank (the text is relayed to rank 0's console too, where "here" would
+// read wrong). `derived`: this rank's dests that validation derived and the user did not set, with how
+// (Provenance::describe, "derived by model-dimensions"): listed after the others, marked so (review firsthour36
+// #13: --encoder-num-layers follows --num-layers). At most 12 arguments, then how many in all.
+std::string fingerprint_differences(int rank, const std::string& mine, const std::string& rank0,
+                                    const std::map<std::string, std::string>& derived);
 
 }  // namespace mr::launch

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "config/value.h"
 #include "launch/failure_report.h"
@@ -126,6 +127,29 @@ TEST_CASE("a thread that could not be created (libgomp, OpenBLAS, std::thread) n
   f.stderr_tail = {"libgomp: Thread creation failed: Resource temporarily unavailable"};
   f.start_failure = "fork: Resource temporarily unavailable";
   CHECK(thread_limit_hint(f, uint64_t{64}).empty());
+}
+
+TEST_CASE("a module that could not be imported names the Python that ran and PYTHON_EXEC", "[launch][failure-report]") {
+  WorkerFailure f;
+  f.status = 1 << 8;
+  f.stderr_seen = true;
+  f.stderr_tail = {"Traceback (most recent call last):", "ModuleNotFoundError: No module named 'torch'"};
+  CHECK(missing_module_hint(f, "/root/.pyenv/shims/python3 (the first python3 on PATH)") ==
+        "a module could not be imported; the program ran under /root/.pyenv/shims/python3 (the first python3 on PATH): "
+        "install the module there, or set PYTHON_EXEC to a Python that has it (torchrun would run the script under its "
+        "own interpreter)");
+  f.stderr_tail = {"ImportError: cannot import name 'x' from 'y'"};
+  CHECK_FALSE(missing_module_hint(f, "/usr/bin/python3 (PYTHON_EXEC)").empty());
+  // Not a Python program, or another failure: nothing.
+  CHECK(missing_module_hint(f, "").empty());
+  f.stderr_tail = {"ValueError: bad"};
+  CHECK(missing_module_hint(f, "/usr/bin/python3 (PYTHON_EXEC)").empty());
+  // In the summary, after the stderr tail.
+  f.stderr_tail = {"ModuleNotFoundError: No module named 'torch'"};
+  std::ostringstream os;
+  print_failure_summary(os, {f}, 0, 0, "", {}, "/usr/bin/python3 (the first python3 on PATH)");
+  CHECK_THAT(os.str(), Catch::Contains("      ModuleNotFoundError: No module named 'torch'\n    hint: a module could not "
+                                       "be imported; the program ran under /usr/bin/python3 (the first python3 on PATH)"));
 }
 
 TEST_CASE("exit code 127: the loader under an address-space limit, a shell's missing command, or a start failure",

@@ -233,7 +233,35 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK(sm.out.find("warning: --standalone: --master-port 5 not used (a standalone job's master is 127.0.0.1 at a "
                     "free port)") != std::string::npos);
   CHECK(sm.out.find("warning: --standalone: --rdzv-endpoint 10.1.1.1:77 not used") != std::string::npos);
+  // torchrun's "stacked single-node" form, c10d at port 0 with one node: a free port, as --standalone (finding 1 of
+  // review firsthour36); with more nodes refused, saying why (the others cannot find a random port).
+  Proc z = sh(run + "--nnodes 1 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint localhost:0 " + kProbe);
+  INFO(z.out);
+  REQUIRE(z.exit == 0);
+  REQUIRE(probe_lines(z.out).size() == 1);
+  CHECK(env_of(probe_lines(z.out)[0], "MASTER_ADDR") == "127.0.0.1");
+  CHECK(env_of(probe_lines(z.out)[0], "MASTER_PORT") != "0");
+  CHECK(env_of(probe_lines(z.out)[0], "TORCHELASTIC_RUN_ID") != "none");
+  CHECK(z.out.find("not used") == std::string::npos);
+  Proc z2 = sh(run + "--nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint localhost:0 " + kProbe);
+  INFO(z2.out);
+  CHECK(z2.exit == 2);
+  CHECK(z2.out.find("needs a port of 1 to 65535 in a job of several nodes (--nnodes 2): the other nodes' launchers "
+                    "cannot find a port chosen at random") != std::string::npos);
+  CHECK(z2.out.find("--nnodes 1 takes port 0, as --standalone does") != std::string::npos);
   CHECK(sh(run + "--nproc-per-node cpu " + kProbe).exit == 0);
+  // A module the script cannot import: the summary names the Python that ran it and PYTHON_EXEC (review
+  // firsthour36 #5: PATH's python3 is not torchrun's own interpreter).
+  const std::string faults = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/faults.py";
+  Proc imp = sh("env -u PYTHON_EXEC PATH=/usr/bin:/bin FAULT=import FAULT_RANK=0 " + kBin + " --config " + kConfig +
+                " --nproc-per-node 2 " + faults);  // two ranks: the launcher reads their stderr (one: the console's)
+  INFO(imp.out);
+  CHECK(imp.exit == 1);
+  CHECK(imp.out.find("hint: a module could not be imported; the program ran under /usr/bin/python3 (the first "
+                     "python3 on PATH): install the module there, or set PYTHON_EXEC") != std::string::npos);
+  Proc imp2 = sh("FAULT=import FAULT_RANK=0 " + kPython + kBin + " --config " + kConfig + " --nproc-per-node 2 " +
+                 faults);
+  CHECK(imp2.out.find("the program ran under /usr/bin/python3 (PYTHON_EXEC)") != std::string::npos);
   // torchrun's --role: the workers' ROLE_NAME (both spellings of the others too: --run_path, --no_python).
   Proc role = sh(run + "--nproc-per-node 1 --role trainer " + kProbe);
   REQUIRE(role.exit == 0);

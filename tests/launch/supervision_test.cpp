@@ -35,6 +35,13 @@ Proc faults(const std::string& env, const std::string& options = "") {
   return sh(env + kRun + "--nproc-per-node 2 " + options + "--no-append-args " + kFaults);
 }
 
+// How often `what` occurs in `s`.
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
 // The one <run id>_<unique> directory under `root`.
 fs::path run_dir(const fs::path& root, const std::string& run_id) {
   fs::path found;
@@ -48,10 +55,12 @@ fs::path run_dir(const fs::path& root, const std::string& run_id) {
 TEST_CASE("--max-restarts: the failed group is stopped and started again with the next restart count",
           "[launch][supervision][process]") {
   TempDir t;
-  Proc r = sh("FAULT=first-attempt " + kRun + "--nproc-per-node 2 --max-restarts 2 --rdzv-id job5 --log-dir " +
-              t.path.string() + " --no-append-args " + kFaults);
+  Proc r = sh("env -u OMP_NUM_THREADS FAULT=first-attempt " + kRun + "--nproc-per-node 2 --max-restarts 2 --rdzv-id "
+              "job5 --log-dir " + t.path.string() + " --no-append-args " + kFaults);
   INFO(r.out);
   CHECK(r.exit == 0);
+  // The workers' OMP_NUM_THREADS is said once a launch, not again for the restart (review firsthour36 #11).
+  CHECK(count_of(r.out, " for each of the 2 workers (") == 1);
   CHECK(has(r.out, "[rank 1] rank 1 fails on attempt 0"));
   // Numbered as the log directories and TORCHELASTIC_RESTART_COUNT are (from 0); the restart as the one it is.
   CHECK(has(r.out, "megatron-run: the worker group failed (attempt_0, TORCHELASTIC_RESTART_COUNT=0: rank 1 exited with "
@@ -642,7 +651,8 @@ TEST_CASE("a signal delivered twice at once (timeout -s INT) is said and passed 
        at = r.out.find("received signal 2 (SIGINT)", at + 1))
     ++n;
   CHECK(n == 1);
-  CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT); forwarding it to the workers"));
+  CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT); forwarding it to the workers; they get 30 s to stop "
+                   "(--term-timeout), then are killed\n"));
   CHECK(has(r.out, "exit=124"));
 }
 

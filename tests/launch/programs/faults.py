@@ -13,6 +13,7 @@
 #   term           every rank but FAULT_RANK says so and exits 0 on SIGTERM (a graceful stop, as Megatron's
 #                  --exit-signal-handler); FAULT_RANK (none when FAULT_RANK=none) keeps SIGTERM's default action and
 #                  dies of it. Each touches FAULT_READY.<rank> once it listens, then sleeps a minute.
+#   import         FAULT_RANK imports a module that does not exist (ModuleNotFoundError, exit 1); the others exit 0.
 import os
 import signal
 import sys
@@ -23,7 +24,10 @@ rank = os.environ.get("RANK")
 failing = rank == os.environ.get("FAULT_RANK", "1")
 attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
 
-if fault == "first-attempt":
+if fault == "import":
+    if failing:
+        import mr_tests_no_such_module  # noqa: F401
+elif fault == "first-attempt":
     print(f"rank {rank} attempt {attempt} of at most {os.environ.get('TORCHELASTIC_MAX_RESTARTS')} restarts", flush=True)
     if failing and attempt == "0":
         print(f"rank {rank} fails on attempt {attempt}", file=sys.stderr, flush=True)
