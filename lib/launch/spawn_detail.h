@@ -108,6 +108,24 @@ struct Stream {
   LogFile* filtered = nullptr;
   const std::vector<std::string>* filters = nullptr;
   StderrTail tail{kTailLines};  // the last lines (stderr: for the failure summary), torch's log lines left out
+
+  // As a new Stream (`is_err` for a worker's stderr), field by field: `s = Stream{}` makes GCC 12 see the
+  // temporary's strings as maybe uninitialised (-Wmaybe-uninitialized, a false positive that CI's -Werror fails).
+  // A new field is reset here too.
+  void reset(bool err) {
+    fd = -1;
+    pending.clear();
+    shown = 0;
+    bar_broken = false;
+    is_err = err;
+    console = true;
+    file.fd = -1;
+    file.path.clear();
+    file.error = 0;
+    filtered = nullptr;
+    filters = nullptr;
+    tail = StderrTail{kTailLines};
+  }
 };
 
 struct Worker {

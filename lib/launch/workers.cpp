@@ -138,9 +138,8 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   close_fd(w.start_fd);
   w.program = o.argv.empty() ? std::string() : o.argv[0];
   w.start_failure.clear();
-  w.out = Stream{};
-  w.err = Stream{};
-  w.err.is_err = true;
+  w.out.reset(false);
+  w.err.reset(true);
   try {
     for (auto [dest, fds, s, filtered, filters] :
          {std::tuple{&logs.out, out, &w.out, &filtered_out_, &o.logs.duplicate_stdout_filters},
