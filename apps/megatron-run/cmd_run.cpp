@@ -711,16 +711,31 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (schedule_warning && !(launching && quiet)) print_warning_diagnostic(*schedule_warning);
   const Namespace& ns = out.parsed.ns;
   std::string explained;  // with --format json: {"dest": {"value": ..., "source": "..."}, ...}
+  // "; did you mean --lr-warmup-iters?" (the flags nearest `word`), or the dests of those flags for a dest.
+  auto did_you_mean = [](const std::string& word, bool as_dests) {
+    std::string flag = word;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    std::vector<std::string> near;
+    for (const std::string& f : Schema::megatron().suggest(flag)) {
+      const std::string n = as_dests ? Schema::megatron().find_flag(f)->dest() : f;
+      if (std::find(near.begin(), near.end(), n) == near.end()) near.push_back(n);
+    }
+    std::string out;
+    for (size_t k = 0; k < near.size(); ++k) out += (k ? ", " : "; did you mean ") + near[k];
+    return near.empty() ? out : out + "?";
+  };
   for (const std::string& e : explain) {
     std::string dest = e;
     if (dest.rfind("--", 0) == 0) {
       const Arg* a = Schema::megatron().find_flag(dest);
-      if (!a) throw UsageError("argument --explain: unknown flag " + e, {"--explain"});
+      if (!a) throw UsageError("argument --explain: unknown flag " + e + did_you_mean(e, false), {"--explain"});
       dest = a->dest();
     }
     for (char& c : dest)
       if (c == '-') c = '_';
-    if (!ns.has(dest)) throw UsageError("argument --explain: no resolved argument '" + dest + "'", {"--explain"});
+    if (!ns.has(dest))
+      throw UsageError("argument --explain: no resolved argument '" + dest + "'" + did_you_mean("--" + dest, true),
+                       {"--explain"});
     if (common.format == "json")
       explained += (explained.empty() ? "{" : ", ") + json_quote(dest) + ": {\"value\": " + ns[dest].json() +
                    ", \"source\": " + json_quote(ns.provenance(dest).describe()) + "}";

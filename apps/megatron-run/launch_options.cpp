@@ -753,6 +753,7 @@ void LaunchOptions::apply(Invocation& inv) {
                            std::to_string(nproc_per_node) + "); leave --world-size out, or make them agree",
                        {"--world-size", "--nproc-per-node", "--nnodes"});
     inv.world_size = world;
+    inv.world_size_from = "--nnodes " + std::to_string(nnodes) + " x --nproc-per-node " + std::to_string(nproc_per_node);
     if (std::optional<std::string> ws = lone_world_size(env))
       notices.push_back(world_size_env_unused(*ws, "validated for the job's " + std::to_string(world) + " ranks (--nnodes " +
                                                        std::to_string(nnodes) + " x --nproc-per-node " +
@@ -760,11 +761,13 @@ void LaunchOptions::apply(Invocation& inv) {
     // The workers get their own RANK (a RANK left in the shell, or an enclosing job's, is not theirs): the job is
     // validated as rank 0 sees it.
     inv.env.vars.erase("RANK");
+    inv.env.var_source["RANK"] = "default: a launch is checked as its rank 0 sees it";
     return;
   }
   if (!env("RANK") && !env("WORLD_SIZE") && launch::slurm_step_task(env) && !inv.world_size) {
     try {
       inv.world_size = std::stoll(*env("SLURM_NTASKS"));
+      inv.world_size_from = "environment SLURM_NTASKS (a SLURM task)";
     } catch (const std::exception&) {
       throw UsageError("SLURM_NTASKS='" + abbreviate(*env("SLURM_NTASKS")) + "' is not an integer", {}, "",
                        launch::kEnvMalformedRule.id);
@@ -788,6 +791,7 @@ std::string LaunchOptions::apply_launch(Invocation& inv, bool starts) const {
   const std::optional<std::string> ws = lone_world_size(env);
   if (!ws || launch::slurm_step_task(env)) return {};  // a SLURM task's size: SLURM_NTASKS
   inv.world_size = 1;
+  inv.world_size_from = "default: the 1 worker this launch starts (WORLD_SIZE in the shell is not its)";
   return world_size_env_unused(*ws, "validated for the 1 worker this launch starts (a dry run, check, topology and "
                                     "params take WORLD_SIZE as the world size to check)");
 }

@@ -3,6 +3,7 @@
 namespace mr {
 
 std::string Provenance::describe() const {
+  if (!source.empty()) return source;
   switch (kind) {
     case Kind::Default: return "default";
     case Kind::Config: return "config " + where;

@@ -22,6 +22,9 @@ struct Provenance {
   // derived value keeps it, so the run still knows the flag was the user's (run/run_scope.h). describe() shows the
   // derivation only.
   Kind given = Kind::Default;
+  // When set, describe() says this instead (an Env value no environment gave: "command line --world-size",
+  // "--nnodes 1 x --nproc-per-node 2", "default: WORLD_SIZE not set").
+  std::string source;
 
   // The user set this dest: in a config file or on the command line, whatever validation did to the value since.
   bool by_user() const {

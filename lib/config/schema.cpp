@@ -149,6 +149,21 @@ std::string initials(std::string_view flag) {
   return out;
 }
 
+// The flag without its word "model" ("tensor-model-parallel-size" -> "tensor-parallel-size"); empty without one.
+std::string without_model(std::string_view flag) {
+  std::string s(flag);
+  for (size_t at = s.find("model"); at != std::string::npos; at = s.find("model", at + 1)) {
+    const bool starts = at == 0 || s[at - 1] == '-';
+    const size_t end = at + 5;
+    if (!starts || (end < s.size() && s[end] != '-')) continue;
+    // "tensor-model-parallel-size" -> "tensor-parallel-size"; a trailing "-model" goes with its dash.
+    if (end < s.size()) return s.erase(at, 6);
+    if (at > 0) return s.erase(at - 1, 6);
+    return {};
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> Schema::suggest(std::string_view flag, size_t max) const {
@@ -174,6 +189,14 @@ std::vector<std::string> Schema::suggest(std::string_view flag, size_t max) cons
       // So is a flag the word is the initials of, its words "model" and "size" not counted: tp is
       // --tensor-model-parallel-size, ep --expert-model-parallel-size, as the parallel sizes are called for short.
       if (d > 1 && norm.size() >= 2 && norm.find('-') == std::string::npos && initials(fb) == norm) d = 1;
+      // So is the flag without its word "model" (one more step): --tensor-parallel-size, as other frameworks call
+      // it, and its misspellings (--tensor-paralel-size) are --tensor-model-parallel-size.
+      if (d > 1 && norm.find("model") == std::string::npos) {
+        if (const std::string without = without_model(fb); !without.empty()) {
+          const size_t e = edit_distance(norm, without, limit);
+          if (e + 1 < d) d = e + 1;
+        }
+      }
     }
     // A flag every letter of the word would have to change into is no near miss (--tp is not --lr).
     if (d <= limit && d < norm.size()) scored.emplace_back(d, f);

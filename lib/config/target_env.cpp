@@ -38,6 +38,13 @@ std::optional<std::string> TargetEnv::var(const std::string& name) const {
   return it->second;
 }
 
+std::string TargetEnv::source_of(const std::string& name) const {
+  if (auto s = var_source.find(name); s != var_source.end()) return s->second;
+  if (!vars.count(name)) return "default: " + name + " not set";
+  auto w = var_where.find(name);
+  return "environment " + name + (w == var_where.end() ? std::string() : " (" + w->second + ")");
+}
+
 long long TargetEnv::int_var(const std::string& name, long long fallback) const {
   auto v = var(name);
   if (!v) return fallback;

@@ -14,6 +14,9 @@ struct TargetEnv {
   std::map<std::string, std::string> vars;  // environment variables as the job will see them
   // "file.yaml:12" of the variables a file set (ENV_VARS of a --config file, env: of --target-env), for messages.
   std::map<std::string, std::string> var_where;
+  // What gave a variable the launcher sets for its workers, when no environment did (WORLD_SIZE from --world-size or
+  // --nnodes x --nproc-per-node): --explain and --provenance say it instead of "environment WORLD_SIZE".
+  std::map<std::string, std::string> var_source;
   std::string gpu_arch = "sm_90";           // compute capability, "sm_XY"; "none": no GPU (this CPU machine)
   std::string te_version = "2.20.2";        // Transformer Engine
   std::string torch_version = "2.15.0";
@@ -26,6 +29,9 @@ struct TargetEnv {
   // Python's int(os.getenv(name, fallback)); throws UsageError when the variable is not an integer (naming the
   // file:line that set it, if a file did).
   long long int_var(const std::string& name, long long fallback) const;
+  // Where the value of `name` comes from, in words: "environment WORLD_SIZE" (with the file:line of a file that set
+  // it), var_source's text, or "default: WORLD_SIZE not set".
+  std::string source_of(const std::string& name) const;
   // A target without a GPU: the CUDA-only rules do not apply (megatron-run launching on a CPU machine).
   bool no_gpu() const { return gpu_arch == "none"; }
   // Whether its Transformer Engine's FusedAdam stores the fp32 masters of bf16 params as 16-bit remainders (2.1

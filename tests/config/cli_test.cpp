@@ -516,6 +516,64 @@ TEST_CASE("JSON output, provenance and --explain", "[cli]") {
   CHECK(alone.out.find("argument --provenance: adds each value's source to the JSON output") != std::string::npos);
 }
 
+TEST_CASE("--explain and --provenance say where the world size and rank came from", "[cli][explain]") {
+  // Without WORLD_SIZE and RANK in the environment, no value of theirs is the environment's (review firsthour36 #2).
+  auto in = [](const std::string& env, const std::string& args) {
+    return mrtest::run_shell("env -u WORLD_SIZE -u RANK -u SLURM_PROCID -u SLURM_NTASKS -u SLURM_JOB_ID -u SLURM_STEP_ID " + env +
+                             " '" + std::string(MR_BINARY) + "' " + args + " --config " + kDefault + " 2>&1");
+  };
+  auto given = in("", "--dry-run --world-size 4 --explain world_size --explain rank");
+  CHECK(given.exit == 0);
+  CHECK(given.out.find("world_size = 4    (command line --world-size)") != std::string::npos);
+  CHECK(given.out.find("rank = 0    (default: RANK not set)") != std::string::npos);
+  auto by_default = in("", "--explain world_size");
+  CHECK(by_default.out.find("world_size = 1    (default: WORLD_SIZE not set)") != std::string::npos);
+  auto launch = in("", "--nproc-per-node 2 --explain world_size --explain rank");
+  CHECK(launch.out.find("world_size = 2    (--nnodes 1 x --nproc-per-node 2)") != std::string::npos);
+  CHECK(launch.out.find("rank = 0    (default: a launch is checked as its rank 0 sees it)") != std::string::npos);
+  auto json = in("", "--dry-run --format json --provenance --world-size 4");
+  CHECK(json.out.find("\"world_size\": {\"value\": 4, \"source\": \"command line --world-size\"}") != std::string::npos);
+  // The environment's, when it is: inside a torchrun job's variables.
+  auto env = in("WORLD_SIZE=2 RANK=1", "--dry-run --explain world_size --explain rank");
+  CHECK(env.out.find("world_size = 2    (environment WORLD_SIZE)") != std::string::npos);
+  CHECK(env.out.find("rank = 1    (environment RANK)") != std::string::npos);
+  // A derived size reads as its derivation in the user's terms, not as an internal line number.
+  auto dp = in("", "--dry-run --world-size 2 --explain data_parallel_size");
+  CHECK(dp.out.find("data_parallel_size = 2    (derived by model-parallel-sizes: world size 2 / (TP 1 x PP 1 x CP 1) = 2)") !=
+        std::string::npos);
+  CHECK(dp.out.find("seed") == std::string::npos);
+}
+
+TEST_CASE("--explain suggests a near flag or dest for an unknown one", "[cli][explain]") {
+  auto flag = sh("--dry-run --config " + kDefault + " --explain --lr-warmup-iter");
+  CHECK(flag.exit == 2);
+  CHECK(flag.out.find("argument --explain: unknown flag --lr-warmup-iter; did you mean --lr-warmup-iters") != std::string::npos);
+  auto dest = sh("--dry-run --config " + kDefault + " --explain num_layer");
+  CHECK(dest.exit == 2);
+  CHECK(dest.out.find("no resolved argument 'num_layer'; did you mean num_layers") != std::string::npos);
+  auto typo = sh("--dry-run --config " + kDefault + " --tensor-paralel-size 2");
+  CHECK(typo.exit == 2);
+  CHECK(typo.out.find("did you mean --tensor-model-parallel-size") != std::string::npos);
+}
+
+TEST_CASE("a rule broken by flags of a file and of the command line is placed where the value was set last",
+          "[cli][placement]") {
+  // Review firsthour36 #12: --num-attention-heads 5 on the command line, --hidden-size 256 in the base file.
+  auto cli = sh("--dry-run --config " + kDefault + " --num-attention-heads 5");
+  CHECK(cli.exit == 1);
+  CHECK(cli.out.find("command line: error[model-shape.hidden-size-divisible-by-heads]") != std::string::npos);
+  CHECK(cli.out.find(kDefault + ":4: error[") == std::string::npos);
+  // An overlay file: its line, not the base's.
+  auto overlay = tmp_file("heads5.yaml", "--num-attention-heads: 5\n");
+  auto o = sh("--dry-run --config " + kDefault + " --config " + overlay);
+  CHECK(o.exit == 1);
+  CHECK(o.out.find(overlay + ":1: error[model-shape.hidden-size-divisible-by-heads]") != std::string::npos);
+  // check on a base and an overlay: the annotation gets the overlay's line.
+  auto c = sh("check --world-size 1 --format github --config " + kDefault + " " + overlay);
+  CHECK(c.exit == 1);
+  CHECK(c.out.find("::error file=" + overlay + ",line=1") != std::string::npos);
+}
+
 TEST_CASE("check: one line per problem with file:line and rule id; JSON list; the worst file's exit code", "[cli]") {
   auto good = tmp_file("good.yaml", "--num-layers: 2\n");
   auto bad = tmp_file("bad.yaml", "--num-layers: 2\n--hidden-size: 64\n--num-attention-heads: 4\n"

@@ -138,6 +138,12 @@ TEST_CASE("flag lookup and suggestions", "[schema]") {
   CHECK(s.suggest("--tp").front() == "--tensor-model-parallel-size");
   CHECK(s.suggest("-pp").front() == "--pipeline-model-parallel-size");
   CHECK(s.suggest("--etp").front() == "--expert-tensor-parallel-size");
+  // The parallel sizes without their word "model", as other frameworks spell them, and misspelt so (review
+  // firsthour36 #8).
+  CHECK(s.suggest("--tensor-paralel-size").front() == "--tensor-model-parallel-size");
+  CHECK(s.suggest("--tensor-parallel-size").front() == "--tensor-model-parallel-size");
+  CHECK(s.suggest("--pipeline-parallel-size").front() == "--pipeline-model-parallel-size");
+  CHECK(s.suggest("--expert-parallel-size").front() == "--expert-model-parallel-size");
   // A flag that shares no letter's place with the word is no near miss: --tp is not --lr.
   CHECK(s.suggest("--mx").empty());
   const std::vector<std::string> lt = s.suggest("--lt", 5);  // one letter off --lr; the initials of --log-throughput

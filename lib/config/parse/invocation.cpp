@@ -63,6 +63,12 @@ void apply_program_words(const Schema& schema, const Invocation& inv, Parsed& p)
 
 }  // namespace
 
+Provenance env_provenance(const TargetEnv& env, const std::string& name) {
+  Provenance p{Provenance::Kind::Env, name};
+  p.source = env.source_of(name);
+  return p;
+}
+
 Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   Parsed p;
   p.ns = default_namespace(schema);
@@ -83,6 +89,7 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   if (inv.world_size) {
     p.env.vars["WORLD_SIZE"] = std::to_string(*inv.world_size);
     p.env.var_where.erase("WORLD_SIZE");
+    p.env.var_source["WORLD_SIZE"] = inv.world_size_from.empty() ? "command line --world-size" : inv.world_size_from;
   }
 
   Namespace& ns = p.ns;
@@ -92,7 +99,9 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
     if (!*a.spec->env_default || ns.provenance(a.dest()).kind != Provenance::Kind::Default) continue;
     if (auto v = p.env.var(a.spec->env_default)) {
       try {
-        ns.set(a.dest(), convert(a.spec->type, *v), Provenance{Provenance::Kind::Env, a.spec->env_default});
+        Provenance from{Provenance::Kind::Env, a.spec->env_default};
+        if (p.env.var_source.count(a.spec->env_default)) from.source = p.env.source_of(a.spec->env_default);
+        ns.set(a.dest(), convert(a.spec->type, *v), from);
       } catch (const ConvError& e) {
         auto w = p.env.var_where.find(a.spec->env_default);
         std::string at = w == p.env.var_where.end() ? std::string() : w->second;
@@ -110,10 +119,8 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   if (yaml_cfg_requested(ns)) return p;
 
   // What parse_args() adds after argparse.
-  Provenance env_rank{Provenance::Kind::Env, "RANK"};
-  Provenance env_ws{Provenance::Kind::Env, "WORLD_SIZE"};
-  ns.set("rank", Value(p.env.int_var("RANK", 0)), env_rank);
-  ns.set("world_size", Value(p.env.int_var("WORLD_SIZE", 1)), env_ws);
+  ns.set("rank", Value(p.env.int_var("RANK", 0)), env_provenance(p.env, "RANK"));
+  ns.set("world_size", Value(p.env.int_var("WORLD_SIZE", 1)), env_provenance(p.env, "WORLD_SIZE"));
   derive_after_argparse(ns);
   return p;
 }

@@ -46,6 +46,9 @@ struct Invocation {
   ConfigOptions config;
   TargetEnv env = TargetEnv::from_process();
   std::optional<long long> world_size;     // overrides WORLD_SIZE (check --world-size)
+  // What gave world_size, in words, for --explain and --provenance ("--nnodes 1 x --nproc-per-node 2"); empty:
+  // "command line --world-size".
+  std::string world_size_from;
   // Run by resolve() after parsing and before validation, where Megatron's parse_and_validate_args applies
   // --use-checkpoint-args (the launcher of megatron-run's own training run sets it): it may change the namespace
   // and add diagnostics; an error among them ends the resolution before validation. Not run with --yaml-cfg.
@@ -61,6 +64,10 @@ struct Parsed {
   std::optional<ProgramWords> program;  // set when a program is named (Invocation::program_named or program_cli)
   std::shared_ptr<const YamlCfg> yaml_cfg;  // set when --yaml-cfg replaced the namespace (config/parse/yaml_cfg.h)
 };
+
+// The provenance of a variable parse_args() reads from the environment (RANK, WORLD_SIZE): Env, described as what
+// gave it (TargetEnv::source_of).
+Provenance env_provenance(const TargetEnv& env, const std::string& name);
 
 // Throws UsageError (exit 2) for anything argparse would reject.
 //

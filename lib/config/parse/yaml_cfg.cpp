@@ -10,6 +10,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "config/parse/invocation.h"
 #include "config/print.h"
 #include "config/schema.h"
 #include "config/converters.h"
@@ -253,8 +254,8 @@ Namespace load_yaml_cfg(const Namespace& argparse_ns, const TargetEnv& env, cons
             Value(ns.has("global_batch_size") && !ns["global_batch_size"].is_none()), "load_yaml");
 
   // seed 166-168
-  ns.set("rank", Value(env.int_var("RANK", 0)), Provenance{Provenance::Kind::Env, "RANK"});
-  ns.set("world_size", Value(env.int_var("WORLD_SIZE", 1)), Provenance{Provenance::Kind::Env, "WORLD_SIZE"});
+  ns.set("rank", Value(env.int_var("RANK", 0)), env_provenance(env, "RANK"));
+  ns.set("world_size", Value(env.int_var("WORLD_SIZE", 1)), env_provenance(env, "WORLD_SIZE"));
 
   // seed 170-187: the MSC handling. A YAML namespace has args.disable_msc_deprecated and args.enable_msc only
   // when the file defines them; the validation of a --yaml-cfg run reports Megatron's AttributeError

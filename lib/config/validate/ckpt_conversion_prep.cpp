@@ -22,7 +22,7 @@ void ckpt_conversion_prep(Context& ctx) {
                 "--ckpt-convert-format " + ctx["ckpt_convert_format"].py_str() +
                     " converts a checkpoint, so --load must name the checkpoint to read",
                 {"ckpt_convert_format", "load"});
-    ctx.set("exit_on_missing_checkpoint", true, "seed 425: checkpoint conversion");
+    ctx.set("exit_on_missing_checkpoint", true, "ckpt-conversion-prep: checkpoint conversion");
   }
 
   // seed 428-429: only global and local non-persistent checkpoints exist for now.
@@ -37,7 +37,7 @@ void ckpt_conversion_prep(Context& ctx) {
 
 void update_use_dist_ckpt(Context& ctx) {
   // seed 441 -> megatron/training/utils/common_utils.py update_use_dist_ckpt: every format but torch is distributed.
-  ctx.set("use_dist_ckpt", ctx["ckpt_format"] != Value("torch"), "seed 441: update_use_dist_ckpt");
+  ctx.set("use_dist_ckpt", ctx["ckpt_format"] != Value("torch"), "use-dist-ckpt: --ckpt-format");
 }
 
 }  // namespace mr::section

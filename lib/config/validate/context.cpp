@@ -1,5 +1,7 @@
 #include "config/validate/context.h"
 
+#include <cstdint>
+
 #include "config/checked.h"
 #include "config/schema.h"
 #include "config/validate/sanity.h"
@@ -15,11 +17,31 @@ Diagnostic Context::make(const Rule& rule, const std::string& message,
   d.rule = rule.id;
   d.message = message;
   d.stage = rule.stage;
+  // The place is that of the value set last among the flags involved (the one the user most likely just changed):
+  // a later config file's over an earlier one's, the first flag named within one file; and when the command line
+  // set one of them over a file's, "command line" (not the untouched line of the base file). Only command-line
+  // values: no place, as before.
+  size_t placed_rank = 0;  // 0: none; 1 + a file's index in config_order_; SIZE_MAX: the command line
+  bool from_file = false;
   for (std::string_view dest : dests) {
     d.flags.push_back(flag(dest));
     if (!args_.has(dest)) continue;
     const Provenance& p = args_.provenance(dest);
-    if (d.where.empty() && p.kind == Provenance::Kind::Config) d.where = p.where;
+    size_t rank = 0;
+    if (p.kind == Provenance::Kind::Config) {
+      from_file = true;
+      rank = 1;  // "path:line" (or "path:line:col") of the i-th file applied
+      for (size_t i = 0; i < config_order_.size(); ++i) {
+        const std::string& f = config_order_[i];
+        if (p.where.size() > f.size() && p.where.compare(0, f.size(), f) == 0 && p.where[f.size()] == ':') rank = i + 1;
+      }
+    } else if (p.kind == Provenance::Kind::Cli || (p.kind == Provenance::Kind::Derived && p.given == Provenance::Kind::Cli)) {
+      rank = SIZE_MAX;
+    }
+    if (rank > placed_rank) {
+      placed_rank = rank;
+      d.where = rank == SIZE_MAX ? std::string("command line") : p.where;
+    }
     // A value --use-checkpoint-args (or --use-mp-args-from-checkpoint-args) took from a checkpoint: no flag the
     // user wrote gave it, so the message names the file it came from (once per file).
     static constexpr std::string_view kFromCheckpoint = "--use-checkpoint-args: ";
@@ -28,6 +50,7 @@ Diagnostic Context::make(const Rule& rule, const std::string& message,
       if (d.message.find(set_by) == std::string::npos) d.message += set_by;
     }
   }
+  if (placed_rank == SIZE_MAX && !from_file) d.where.clear();
   return d;
 }
 

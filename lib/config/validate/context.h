@@ -20,6 +20,10 @@ class Context {
   Context(Namespace& args, const TargetEnv& env, std::vector<Diagnostic>& diags)
       : args_(args), env_(env), diags_(diags) {}
 
+  // The config files in the order they were applied (later ones override earlier ones): a rule broken by flags of
+  // several files is placed at the flag of the file applied last.
+  void set_config_order(std::vector<std::string> files) { config_order_ = std::move(files); }
+
   Namespace& args() { return args_; }
   const TargetEnv& env() const { return env_; }
 
@@ -75,6 +79,7 @@ class Context {
   Namespace& args_;
   const TargetEnv& env_;
   std::vector<Diagnostic>& diags_;
+  std::vector<std::string> config_order_;
 };
 
 }  // namespace mr

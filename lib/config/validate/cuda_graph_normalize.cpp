@@ -173,18 +173,18 @@ void cuda_graph_normalize(Context& ctx) {
              "--cuda-graph-modules " + d.word + " is deprecated; using " + Context::flag(d.dest) + "=" +
                  d.value.py_str() + " in its place",
              {"cuda_graph_modules", d.dest});
-    ctx.set(d.dest, d.value, "seed 317: deprecated --cuda-graph-modules " + d.word);
+    ctx.set(d.dest, d.value, "cuda-graph-normalize: deprecated --cuda-graph-modules " + d.word);
   }
 
   // seed 319
-  ctx.set("cuda_graph_modules", Value(normalized), "seed 319: normalized CUDA graph modules");
+  ctx.set("cuda_graph_modules", Value(normalized), "cuda-graph-normalize: normalized CUDA graph modules");
 
   // --- seed 580 -> seed 322-325 -> normalize_inference_cuda_graph_scope: unset means layer for local graphs ---
   const std::string& impl = ctx.s("cuda_graph_impl");
   std::optional<std::string> scope = scope_name(ctx, ctx["inference_cuda_graph_scope"]);
   std::string resolved = scope ? *scope : (impl == "local" ? "layer" : "none");
   ctx.set("inference_cuda_graph_scope", std::string(kScopePrefix) + resolved,
-          scope ? "seed 580: as InferenceCudaGraphScope" : "seed 580: default for --cuda-graph-impl");
+          scope ? "cuda-graph-normalize: as InferenceCudaGraphScope" : "cuda-graph-normalize: default for --cuda-graph-impl");
 
   // seed 581-588 -> ALLOWED_INFERENCE_SCOPES
   bool allowed = false;

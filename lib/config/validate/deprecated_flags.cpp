@@ -46,7 +46,7 @@ void deprecated_flags(Context& ctx) {
 
   // seed 541-543
   if (ctx.on("recompute_activations"))
-    ctx.translate("recompute_granularity", "selective", "seed 542: --recompute-activations", "--recompute-activations");
+    ctx.translate("recompute_granularity", "selective", "deprecated --recompute-activations", "--recompute-activations");
   ctx.erase("recompute_activations");
 
   // seed 545-565: the old CUDA-graph switches map onto --cuda-graph-impl (each attribute is deleted only when set).
@@ -62,11 +62,11 @@ void deprecated_flags(Context& ctx) {
                 "cannot both be set",
                 {"enable_cuda_graph", "external_cuda_graph"});
     if (enable) {
-      ctx.translate("cuda_graph_impl", "local", "seed 557: --enable-cuda-graph", "--enable-cuda-graph");
+      ctx.translate("cuda_graph_impl", "local", "deprecated --enable-cuda-graph", "--enable-cuda-graph");
       ctx.erase("enable_cuda_graph");
     }
     if (external) {
-      ctx.translate("cuda_graph_impl", "transformer_engine", "seed 564: --external-cuda-graph", "--external-cuda-graph");
+      ctx.translate("cuda_graph_impl", "transformer_engine", "deprecated --external-cuda-graph", "--external-cuda-graph");
       ctx.erase("external_cuda_graph");
     }
   }
@@ -81,7 +81,7 @@ void deprecated_flags(Context& ctx) {
       ctx.warn(kCudaGraphScopeDeprecated,
                "--cuda-graph-scope is deprecated; its values are used as --cuda-graph-modules",
                {"cuda_graph_scope_deprecated"});
-      ctx.translate("cuda_graph_modules", ctx["cuda_graph_scope_deprecated"], "seed 574: --cuda-graph-scope",
+      ctx.translate("cuda_graph_modules", ctx["cuda_graph_scope_deprecated"], "deprecated --cuda-graph-scope",
                     "--cuda-graph-scope");
     }
     ctx.erase("cuda_graph_scope_deprecated");

@@ -130,7 +130,7 @@ void heterogeneous_config(Context& ctx) {
                (ec ? std::string() : ", here " + cwd.string()) + ")";
       malformed(ctx, why);
     }
-    ctx.set("heterogeneous_layers_config_encoded_json", std::move(text), "seed 224: read from the config path");
+    ctx.set("heterogeneous_layers_config_encoded_json", std::move(text), "heterogeneous-config: read from the config path");
   }
 
   // seed 228: the JSON document must be an object; its keys become attributes.

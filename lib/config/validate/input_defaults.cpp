@@ -31,7 +31,7 @@ void apply_input_defaults(Context& ctx, const Object& defaults) {
                    ctx[key].py_str(),
                {key});
     } else {
-      ctx.set(key, value, "seed 600: default supplied by the training script");
+      ctx.set(key, value, "input-defaults: default supplied by the training script");
     }
   }
 }
@@ -46,7 +46,7 @@ void input_defaults(Context& ctx) {
              "--data-path is given without --split; using the legacy default split \"969, 30, 1\" "
              "(train, validation, test)",
              {"data_path", "split"});
-    ctx.set("split", "969, 30, 1", "seed 606: legacy default split");
+    ctx.set("split", "969, 30, 1", "input-defaults: legacy default split");
   }
 
   // seed 608-611
@@ -79,7 +79,7 @@ void input_defaults(Context& ctx) {
     std::sort(its.begin(), its.end());
     List out;
     for (int64_t v : its) out.emplace_back(v);
-    ctx.set("phase_transition_iterations", Value(out), "seed 623: sorted iterations");
+    ctx.set("phase_transition_iterations", Value(out), "input-defaults: sorted iterations");
   }
 }
 

@@ -78,8 +78,8 @@ void model_parallel_sizes(Context& ctx) {
                 {"tensor_parallel_num_weight_shards", "tensor_model_parallel_size"});
     gtp = py_floordiv(weight_shards, tp);
   }
-  ctx.set("tensor_parallel_num_weight_shards", weight_shards, "seed 449: resolve_tensor_parallel_weight_shards");
-  ctx.set("gtp_weight_remat_size", gtp, "seed 449: resolve_tensor_parallel_weight_shards");
+  ctx.set("tensor_parallel_num_weight_shards", weight_shards, "model-parallel-sizes: resolve_tensor_parallel_weight_shards");
+  ctx.set("gtp_weight_remat_size", gtp, "model-parallel-sizes: resolve_tensor_parallel_weight_shards");
 
   // seed 456-463 -> resolve_tensor_parallel_sequence_shards. The public repository has no
   // megatron/core/tensor_parallel/gtp_parallel_layout.py; rules inferred from the seed's use and the reference
@@ -102,15 +102,15 @@ void model_parallel_sizes(Context& ctx) {
               "the GTP sequence-shard factor (" + str(gtp_seq) + ") must divide the GTP weight-remat size (" +
                   str(gtp) + ", from --tensor-parallel-num-weight-shards)",
               {"tensor_parallel_num_sequence_shards", "tensor_parallel_num_weight_shards"});
-  ctx.set("tensor_parallel_num_sequence_shards", seq_shards, "seed 456: resolve_tensor_parallel_sequence_shards");
-  ctx.set("gtp_remat_num_sequence_shards", gtp_seq, "seed 456: resolve_tensor_parallel_sequence_shards");
+  ctx.set("tensor_parallel_num_sequence_shards", seq_shards, "model-parallel-sizes: resolve_tensor_parallel_sequence_shards");
+  ctx.set("gtp_remat_num_sequence_shards", gtp_seq, "model-parallel-sizes: resolve_tensor_parallel_sequence_shards");
 
   // seed 464-469: the model size is measured with the command-line CP, before it absorbs the sequence shards.
   const int64_t total_model_size = product(ctx, {tp, pp, cp, gtp}, world_size);
 
   // seed 472: the context-parallel group includes the GTP sequence shards from here on.
   const int64_t cp_full = product(ctx, {cp, gtp_seq}, world_size);
-  ctx.set("context_parallel_size", cp_full, "seed 472: CP x GTP sequence shards");
+  ctx.set("context_parallel_size", cp_full, "model-parallel-sizes: CP x GTP sequence shards");
   if (gtp_seq > 1) {
     // seed 473-479
     ctx.require(ctx["ckpt_format"] == Value("torch_dist"), kGtpSeqTorchDist,
@@ -147,10 +147,18 @@ void model_parallel_sizes(Context& ctx) {
   }
 
   // seed 490-496
-  ctx.set("transformer_pipeline_model_parallel_size", pp, "seed 490");
-  ctx.set("data_parallel_size", py_floordiv(world_size, total_model_size), "seed 491: world size / total model size");
-  ctx.set("batch_parallel_size", py_floordiv(world_size, product(ctx, {tp, pp, cp_full}, world_size)),
-          "seed 492: world size / (TP x PP x CP)");
+  // The derivations read as the user's sizes (--explain, --provenance): "derived by model-parallel-sizes: world
+  // size 8 / (TP 2 x PP 2 x CP 1) = 2".
+  const std::string sizes = "TP " + str(tp) + " x PP " + str(pp) + " x CP " + str(cp) +
+                            (gtp > 1 ? " x GTP weight shards " + str(gtp) : std::string());
+  ctx.set("transformer_pipeline_model_parallel_size", pp, "model-parallel-sizes: --pipeline-model-parallel-size");
+  const int64_t dp = py_floordiv(world_size, total_model_size);
+  ctx.set("data_parallel_size", dp,
+          "model-parallel-sizes: world size " + str(world_size) + " / (" + sizes + ") = " + str(dp));
+  const int64_t bp = py_floordiv(world_size, product(ctx, {tp, pp, cp_full}, world_size));
+  ctx.set("batch_parallel_size", bp,
+          "model-parallel-sizes: world size " + str(world_size) + " / (TP " + str(tp) + " x PP " + str(pp) +
+              " x CP " + str(cp_full) + ") = " + str(bp));
 
   // seed 497-499: RLConfig and InferenceSetupConfig are built from the arguments here. RLConfig's __post_init__
   // checks an RL run's generation settings (rl_config.cpp); the public repository's InferenceSetupConfig has no
@@ -186,7 +194,7 @@ void model_parallel_sizes(Context& ctx) {
 
   // seed 521-522
   if (ctx.is_none("expert_tensor_parallel_size"))
-    ctx.set("expert_tensor_parallel_size", tp, "seed 522: defaults to --tensor-model-parallel-size");
+    ctx.set("expert_tensor_parallel_size", tp, "model-parallel-sizes: defaults to --tensor-model-parallel-size");
 }
 
 }  // namespace mr::section

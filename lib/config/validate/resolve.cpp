@@ -7,7 +7,12 @@
 
 namespace mr {
 
-void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<std::string>* passed) {
+namespace {
+
+// validate(), with the config files in the order they were applied when known (resolve() knows them): a rule that
+// flags of several files break is placed at the later file's line (Context::set_config_order).
+void validate_in_order(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<std::string>* passed,
+                       const std::vector<std::string>* config_files) {
   if (parsed.yaml_cfg) {
     // --yaml-cfg: validate_yaml's chain (Megatron's own stage; the sanity stage reads validate_args' flat
     // namespace and does not run on the YAML sections).
@@ -23,6 +28,7 @@ void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<
     return;
   }
   Context ctx(parsed.ns, parsed.env, diagnostics);
+  if (config_files) ctx.set_config_order(*config_files);
   for (const Stage& stage : validation_stages()) {
     try {
       for (const Section& s : stage.sections) s.run(ctx);
@@ -32,6 +38,12 @@ void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<
     }
     if (passed) passed->push_back(stage.name);
   }
+}
+
+}  // namespace
+
+void validate(Parsed& parsed, std::vector<Diagnostic>& diagnostics, std::vector<std::string>* passed) {
+  validate_in_order(parsed, diagnostics, passed, nullptr);
 }
 
 Outcome resolve(const Schema& schema, const Invocation& inv) { return resolve(inv, parse_arguments(schema, inv)); }
@@ -45,7 +57,7 @@ Outcome resolve(const Invocation& inv, Parsed parsed) {
     if (!out.ok()) return out;
   }
   if (yaml) parse_yaml_cfg(out.parsed, inv.config);
-  validate(out.parsed, out.diagnostics, &out.stages_passed);
+  validate_in_order(out.parsed, out.diagnostics, &out.stages_passed, &inv.config_files);
   return out;
 }
 
