@@ -253,7 +253,7 @@ TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[d
     INFO(mrtest::all_output(procs));
     CHECK(procs[0].exit_code() == 1);
     CHECK(procs[1].exit_code() == 1);
-    CHECK_THAT(procs[1].err(), Catch::Contains("different config than rank 0") && Catch::Contains("--lr (0.1 here"));
+    CHECK_THAT(procs[1].err(), Catch::Contains("different config than rank 0") && Catch::Contains("--lr (0.1 on rank 1, 0.0003 on rank 0)"));
     CHECK_THAT(procs[1].err(), !Catch::Contains("if they are two jobs"));  // one parent: one job
   }
   SECTION("another parent: maybe another job that drew the same MASTER_PORT (the hint names both parents)") {
