@@ -92,6 +92,7 @@ struct LogFile {
   int fd = -1;       // -1: none, or closed at the stream's end
   std::string path;  // for the notice and the summary
   int error = 0;     // errno of its first failed write (0: none); nothing is written after it
+  bool writable() const { return fd >= 0 && error == 0; }
 };
 
 // One output stream of a worker that goes through the launcher (a pipe): to its log file and/or the console.
@@ -150,8 +151,9 @@ struct Worker {
 
 // The exit code spawn_workers reports for a wait status (128 + signal for a killed worker).
 int exit_code(int status);
-// Writes all of `s` to fd (retrying after EINTR; gives up on another error).
-void write_all(int fd, std::string_view s);  // no allocation: safe in a forked child
+// Writes all of `s` to fd (retrying after EINTR; gives up on another error): 0, or the errno of the write that
+// failed (EIO for one that wrote nothing).
+int write_all(int fd, std::string_view s);  // no allocation: safe in a forked child
 
 // The node's workers. No worker outlives the set: the destructor kills (SIGKILL) and reaps what still runs.
 class Workers {

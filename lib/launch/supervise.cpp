@@ -51,24 +51,14 @@ std::string log_write_failure(int e) {
 // Writes `text` to a log file (LogFile). Its first failed write is said once (launch.log-write-failed), and nothing
 // more is written to it; the job goes on. `shown`: the lines also go to the console (said so).
 void write_log(LogFile& f, std::string_view text, bool shown) {
-  if (f.fd < 0 || f.error != 0) return;
-  size_t off = 0;
-  while (off < text.size()) {
-    const ssize_t n = write(f.fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      f.error = n < 0 ? errno : EIO;
-      kLogWriteFailedRule.record_hit();
-      print_warning(std::cerr, with_rule_id(kLogWriteFailedRule.id,
-                                            "cannot write the log file " + f.path + ": " + log_write_failure(f.error) +
-                                                "; nothing more is written to it, " +
-                                                (shown ? "its further output goes to the console only"
-                                                       : "its further output is lost (it is not shown on the console)") +
-                                                "; the job goes on"));
-      return;
-    }
-    off += static_cast<size_t>(n);
-  }
+  if (!f.writable() || (f.error = write_all(f.fd, text)) == 0) return;
+  kLogWriteFailedRule.record_hit();
+  print_warning(std::cerr, with_rule_id(kLogWriteFailedRule.id,
+                                        "cannot write the log file " + f.path + ": " + log_write_failure(f.error) +
+                                            "; nothing more is written to it, " +
+                                            (shown ? "its further output goes to the console only"
+                                                   : "its further output is lost (it is not shown on the console)") +
+                                            "; the job goes on"));
 }
 
 using Clock = std::chrono::steady_clock;
@@ -325,7 +315,7 @@ void emit(ConsoleOut& c, const Worker& w, Stream& s, const std::string& text, bo
     if (size_t cr = shown_as.rfind('\r'); cr != std::string_view::npos) shown_as.remove_prefix(cr + 1);
     if (s.is_err) s.tail.add(std::string(shown_as));
     if (!s.console) return;
-    if (s.filtered && s.filtered->fd >= 0 && s.filtered->error == 0)
+    if (s.filtered && s.filtered->writable())
       for (const std::string& needle : *s.filters)
         if (l.find(needle) != std::string::npos) {
           write_log(*s.filtered, w.prefix + l + "\n", true);  // one write per line: whole lines, ranks interleaved

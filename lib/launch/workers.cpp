@@ -30,16 +30,15 @@ int exit_code(int status) {
   return 1;
 }
 
-void write_all(int fd, std::string_view s) {
+int write_all(int fd, std::string_view s) {
   size_t off = 0;
   while (off < s.size()) {
     ssize_t n = write(fd, s.data() + off, s.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;  // 0 for a non-empty write: no progress, never retried forever
     off += static_cast<size_t>(n);
   }
+  return 0;
 }
 
 namespace {
@@ -52,7 +51,10 @@ constexpr int kBindFailedCode = 1;    // its CPU binding (--numa-binding) failed
 // glibc's untranslated text, else "errno N".
 void write_errno(int fd, int e) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-  if (const char* d = strerrordesc_np(e)) return write_all(fd, d);
+  if (const char* d = strerrordesc_np(e)) {
+    write_all(fd, d);
+    return;
+  }
 #endif
   char digits[16];
   int n = 0;
