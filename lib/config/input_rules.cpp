@@ -10,7 +10,9 @@ namespace {
 #define MR_INPUT_RULE(var, id, desc) \
   const ::mr::Rule var{id, ::mr::Rule::Level::Error, desc, __FILE__, __LINE__, ::mr::kStageInput}
 
-MR_INPUT_RULE(kUnreadable, "input.unreadable", "A file that cannot be opened or read (the system's reason), or an empty path.");
+MR_INPUT_RULE(kUnreadable, "input.unreadable",
+              "A file that cannot be opened or read (the system's reason), or an empty path. A missing file is "
+              "followed by the existing file a typo away, if any: `(did you mean configs/default.yaml?)`.");
 MR_INPUT_RULE(kNotRegular, "input.not-regular-file",
               "A directory, named pipe, socket or device given as a file: never opened for reading.");
 MR_INPUT_RULE(kTooLarge, "input.file-too-large", "A file larger than kMaxInputFileBytes.");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "util/near_path.h"
 #include "util/text.h"
 
 namespace mr::launch {
@@ -175,7 +176,11 @@ std::string resolve_command(const std::string& word, const EnvLookup& env) {
     struct stat st {};
     if (::stat(word.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       throw LaunchError("the program " + echo_word(word) + " is a directory, not an executable file");
-    if (!executable_file(word)) throw LaunchError("the program " + echo_word(word) + " is not an executable file");
+    if (!executable_file(word)) {
+      const std::string meant = ::stat(word.c_str(), &st) != 0 ? near_path(word) : std::string();
+      throw LaunchError("the program " + echo_word(word) + " is not an executable file" +
+                        (meant.empty() ? std::string() : " (did you mean " + echo_word(meant) + "?)"));
+    }
     return word;
   }
   const std::string path = env("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
@@ -196,10 +201,13 @@ void check_script(const Program& p) {
   if (p.form != Program::Form::Script || p.no_python || p.words.empty() || p.words.front() == "-") return;
   const std::string& script = p.words.front();
   struct stat st {};
-  if (::stat(script.c_str(), &st) != 0)
+  if (::stat(script.c_str(), &st) != 0) {
+    const std::string meant = near_path(script);  // a typo's existing file (util/near_path.h)
     throw LaunchError("the script " + echo_word(script) + " does not exist" +
                       (script[0] != '/' ? " (relative to the working directory)" : "") +
-                      "; Python would fail on every rank");
+                      "; Python would fail on every rank" +
+                      (meant.empty() ? std::string() : " (did you mean " + echo_word(meant) + "?)"));
+  }
   if (S_ISDIR(st.st_mode) && ::stat((script + "/__main__.py").c_str(), &st) != 0)
     throw LaunchError("the script " + echo_word(script) + " is a directory without a __main__.py; Python would fail on every rank");
 }

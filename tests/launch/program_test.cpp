@@ -127,6 +127,16 @@ TEST_CASE("check_script: a Python script must be there before any worker starts"
                     Catch::Contains("does not exist (relative to the working directory)"));
   CHECK_THROWS_WITH(mr::launch::check_script(script((dir / "empty").string())),
                     Catch::Contains("is a directory without a __main__.py"));
+  // A typo of an existing script or program is named (util/near_path.h); nothing near, nothing named.
+  CHECK_THROWS_WITH(mr::launch::check_script(script((dir / "trian.py").string())),
+                    Catch::EndsWith("; Python would fail on every rank (did you mean " + (dir / "train.py").string() +
+                                    "?)"));
+  CHECK_THROWS_WITH(mr::launch::check_script(script((dir / "missing.py").string())),
+                    Catch::EndsWith("; Python would fail on every rank"));
+  { std::ofstream(dir / "run.sh") << "#!/bin/sh\n"; }
+  fs::permissions(dir / "run.sh", fs::perms::owner_all);
+  CHECK_THROWS_WITH(mr::launch::resolve_command((dir / "rnu.sh").string(), env_of({})),
+                    Catch::EndsWith("rnu.sh is not an executable file (did you mean " + (dir / "run.sh").string() + "?)"));
   // Not a script megatron-run runs with Python: nothing to check here (resolve_command checks a command).
   Program no_python = script("missing.py");
   no_python.no_python = true;

@@ -1,8 +1,10 @@
 #include "config/parse/read_file.h"
 
+#include <cerrno>
 #include <cstring>
 
 #include "util/bounded_file.h"
+#include "util/near_path.h"
 
 namespace mr {
 
@@ -14,8 +16,13 @@ UsageError refusal(const FileRefusal& r, const std::string& path, const std::str
   auto fail = [&](const std::string& why, const char* id) { return UsageError(path + ": " + why, flags, path, id); };
   switch (r.kind) {
     case FileRefusal::Kind::EmptyPath: return UsageError(what + ": the path is empty", flags, {}, "input.unreadable");
-    case FileRefusal::Kind::Unreadable:
-      return fail("cannot read " + what + ": " + std::strerror(r.err), "input.unreadable");
+    case FileRefusal::Kind::Unreadable: {
+      // A missing file is most often a typo: the existing file it most likely meant (util/near_path.h).
+      const std::string meant = r.err == ENOENT || r.err == ENOTDIR ? near_path(path) : std::string();
+      return fail("cannot read " + what + ": " + std::strerror(r.err) +
+                      (meant.empty() ? std::string() : " (did you mean " + meant + "?)"),
+                  "input.unreadable");
+    }
     case FileRefusal::Kind::NotRegular:
       return fail("the " + what + " is not a regular file (it is " + std::string(file_kind(r.mode)) +
                       "); megatron-run reads only regular files",

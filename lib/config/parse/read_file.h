@@ -17,7 +17,8 @@ namespace mr {
 // "--yaml-cfg file"); `flags` are the options involved (for JSON diagnostics). Throws UsageError (exit 2),
 // its message starting with the path:
 //   input.unreadable        the file cannot be opened or read (the system's reason: no such file, permission
-//                           denied, input/output error as for /proc/self/mem)
+//                           denied, input/output error as for /proc/self/mem); a missing file's message ends in
+//                           "(did you mean PATH?)" where an existing file is a typo away (util/near_path.h)
 //   input.not-regular-file  a directory, named pipe, socket, character or block device
 //   input.file-too-large    more than `max_bytes` bytes
 std::string read_input_file(const std::string& path, const std::string& what, const std::vector<std::string>& flags = {},
