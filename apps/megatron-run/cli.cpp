@@ -204,6 +204,25 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
     log_level = v;
     if (!log::parse_level(v)) throw invalid_choice("--log-level", v, kLogLevels);
   };
+  // The target options refuse an empty value: most likely a CI variable that is not set (--target-te-version
+  // "$TE"), which would otherwise validate for a target with nothing installed, or none given, without a word.
+  auto empty_refused = [](const char* flag, const char* expected) {
+    return UsageError(std::string("argument ") + flag + ": expected " + expected +
+                          ", got '' (an unset or empty variable in the command line?)",
+                      {flag}, "", kInvalidValueRule.id);
+  };
+  auto set_target = [empty_refused](std::string& to, const char* flag, const char* expected) {
+    return [&to, flag, expected, empty_refused](const std::string& v) {
+      if (v.empty()) throw empty_refused(flag, expected);
+      to = v;
+    };
+  };
+  auto set_version = [empty_refused](std::optional<std::string>& to, const char* flag) {
+    return [&to, flag, empty_refused](const std::string& v) {
+      if (v.empty()) throw empty_refused(flag, "a version (e.g. 2.9.0) or none");
+      to = v;
+    };
+  };
   desc.add_options()
       ("config", po::value(&configs)->composing(), "config file")
       ("format", po::value<std::string>()->notifier(set_format), formats)
@@ -211,11 +230,15 @@ void CommonOptions::add_to(po::options_description& desc, const char* formats) {
       ("env-placeholder", po::value<std::string>()->notifier([this](const std::string& v) { env_placeholder = v; }),
        "unset ${VAR} -> DIR/VAR")
       ("log-level", po::value<std::string>()->notifier(set_level), (std::string(kLogLevels) + ": log level").c_str())
-      ("target-env", po::value(&target_env_file), "target environment file")
-      ("target-gpu-arch", po::value(&gpu_arch), "sm_XY")
-      ("target-te-version", po::value<std::string>()->notifier([this](const std::string& v) { te_version = v; }), "version")
-      ("target-torch-version", po::value<std::string>()->notifier([this](const std::string& v) { torch_version = v; }), "version")
-      ("target-flashinfer-version", po::value<std::string>()->notifier([this](const std::string& v) { flashinfer_version = v; }), "version")
+      ("target-env", po::value<std::string>()->notifier(set_target(target_env_file, "--target-env", "a YAML file")),
+       "target environment file")
+      ("target-gpu-arch", po::value<std::string>()->notifier(set_target(gpu_arch, "--target-gpu-arch", "sm_XY or none")),
+       "sm_XY")
+      ("target-te-version", po::value<std::string>()->notifier(set_version(te_version, "--target-te-version")), "version")
+      ("target-torch-version", po::value<std::string>()->notifier(set_version(torch_version, "--target-torch-version")),
+       "version")
+      ("target-flashinfer-version",
+       po::value<std::string>()->notifier(set_version(flashinfer_version, "--target-flashinfer-version")), "version")
       ("world-size", po::value<std::string>()->notifier([this](const std::string& v) { world_size = v; }), "world size");
 }
 

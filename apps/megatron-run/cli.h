@@ -26,7 +26,7 @@ struct CommonOptions {
   std::optional<std::string> env_placeholder;  // unset ${VAR} -> DIR/VAR (given empty: refused)
   std::string log_level = "warning";
   std::string target_env_file, gpu_arch;
-  std::optional<std::string> te_version, torch_version, flashinfer_version;  // given ("" or none: not installed)
+  std::optional<std::string> te_version, torch_version, flashinfer_version;  // given (none: not installed; "" refused)
   std::optional<std::string> world_size;  // as given: invocation() reads it as Python's int() does
 
   // `formats`: the description of --format, its choices as "a|b|c" (shell completion offers them).

@@ -44,7 +44,8 @@ MR_INPUT_RULE(kYamlMultiline, "input.yaml-multiline-quoted",
               "A quoted value running over lines that look like key: entries (a missing closing quote).");
 MR_INPUT_RULE(kYamlMerge, "input.yaml-bad-merge", "A << merge value that is not a mapping or a list of mappings.");
 MR_INPUT_RULE(kUnrepresentable, "input.unrepresentable-value",
-              "A value --format argv cannot write as a Megatron command-line word.");
+              "A value --format argv cannot write as a Megatron command-line word, or a config file's value holding a "
+              "NUL byte (no command-line word or environment variable can).");
 MR_INPUT_RULE(kScheduleSteps, "input.schedule-steps", "schedule: --points, --every or --at out of range or malformed.");
 MR_INPUT_RULE(kScheduleRows, "input.schedule-rows", "schedule: more rows than the output allows.");
 MR_INPUT_RULE(kPictureTooLarge, "input.picture-too-large",

@@ -450,7 +450,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.size() != 2) return usage("expected --input-fd N or --input FILE");
-    if (args[0] == "--input-fd") text = read_fd(std::stoi(args[1]));
+    if (args[0] == "--input-fd") text = read_fd(parse_input_fd(args[1]));
     else if (args[0] == "--input") text = read_file(args[1]);
     else return usage("unknown option " + args[0]);
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 #include "launch/worker_input.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +14,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "config/limits.h"
 #include "config/print.h"
 #include "config/rule.h"
 #include "config/schema.h"
+#include "util/bounded_file.h"
 #include "util/rule_id.h"
 #include "util/text.h"
 
@@ -105,6 +108,17 @@ int memfd_with(const std::string& text) {
 }
 
 std::string read_fd(int fd) {
+  // The launcher's input is a memfd (a regular file); anything else (a pipe, /dev/zero, a terminal) is refused
+  // before a read that could block or never end, and a file past the bound is refused unread.
+  struct stat st {};
+  if (fstat(fd, &st) != 0)
+    throw std::runtime_error("--input-fd " + std::to_string(fd) + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error("--input-fd " + std::to_string(fd) + " is " + file_kind(st.st_mode) +
+                             ", not the regular file megatron-run passes");
+  if (static_cast<std::uint64_t>(st.st_size) > limits::kMaxInputFileBytes)
+    throw std::runtime_error("--input-fd " + std::to_string(fd) + " holds " + std::to_string(st.st_size) +
+                             " bytes, more than the limit of " + describe_bytes(limits::kMaxInputFileBytes));
   std::string out;
   char buf[65536];
   lseek(fd, 0, SEEK_SET);
@@ -115,17 +129,36 @@ std::string read_fd(int fd) {
       throw std::runtime_error(std::string("reading fd ") + std::to_string(fd) + ": " + std::strerror(errno));
     }
     if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > limits::kMaxInputFileBytes)  // a file that grows while it is read
+      throw std::runtime_error("--input-fd " + std::to_string(fd) + " holds more than " +
+                               describe_bytes(limits::kMaxInputFileBytes));
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  try {
+    return read_bounded_file(path, limits::kMaxInputFileBytes);
+  } catch (const FileRefusal& r) {
+    switch (r.kind) {
+      case FileRefusal::Kind::EmptyPath: throw std::runtime_error("--input: the path is empty");
+      case FileRefusal::Kind::Unreadable: throw std::runtime_error("cannot read " + path + ": " + std::strerror(r.err));
+      case FileRefusal::Kind::NotRegular:
+        throw std::runtime_error(path + " is " + file_kind(r.mode) + ", not a regular file");
+      case FileRefusal::Kind::TooLarge:
+        throw std::runtime_error(path + " is " + r.size + ", more than the limit of " +
+                                 describe_bytes(limits::kMaxInputFileBytes));
+    }
+    throw std::runtime_error("cannot read " + path);
+  }
+}
+
+int parse_input_fd(const std::string& word) {
+  // Digits only: std::stoi would take "0x3" as 0 (and read standard input) and say "stoi" for "abc".
+  if (word.empty() || word.size() > 9 || word.find_first_not_of("0123456789") != std::string::npos)
+    throw std::runtime_error("--input-fd: '" + echo_word(word, 40) + "' is not a file descriptor number");
+  return std::stoi(word);
 }
 
 std::string config_fingerprint(const Namespace& ns) {

@@ -1639,3 +1639,26 @@ TEST_CASE("check: init.process-groups is placed at the first flag it names that 
   auto g = sh("check --format github --world-size 8 " + f);
   CHECK(g.out.find("line=9,") != std::string::npos);
 }
+
+TEST_CASE("the target options refuse an empty value instead of validating for nothing installed (hostile37 #4)",
+          "[cli][target]") {
+  const std::string cfg = " --config " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+  for (const char* flag : {"--target-te-version", "--target-torch-version", "--target-flashinfer-version"}) {
+    auto r = sh("--dry-run " + std::string(flag) + " ''" + cfg);
+    CHECK(r.exit == 2);
+    CHECK(r.out == "megatron-run: error: argument " + std::string(flag) +
+                       ": expected a version (e.g. 2.9.0) or none, got '' (an unset or empty variable in the command "
+                       "line?)\n");
+    CHECK(sh("--dry-run " + std::string(flag) + "=none" + cfg).exit == 0);  // none: said on purpose
+  }
+  CHECK(sh("--dry-run --target-gpu-arch ''" + cfg).out ==
+        "megatron-run: error: argument --target-gpu-arch: expected sm_XY or none, got '' (an unset or empty variable "
+        "in the command line?)\n");
+  CHECK(sh("check --target-env= " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml").exit == 2);
+  CHECK_THAT(mrtest::megatron_run_stdout("--dry-run --format json --target-te-version ''" + cfg).out,
+             Catch::Contains("\"rule\": \"parse.invalid-value\""));
+  const std::string te = tmp_file("te-empty.yaml", "torch_version: \"\"\n");
+  auto f = sh("--dry-run --target-env " + te + cfg);
+  CHECK(f.exit == 2);
+  CHECK_THAT(f.out, Catch::Contains(te + ":1: torch_version: expected a version (e.g. 2.9.0) or none, got ''"));
+}

@@ -143,11 +143,34 @@ TEST_CASE("config errors are usage errors with file:line", "[config]") {
   CHECK(error_of({write_tmp("u.yaml", "--num-layers: 2\n--num-layer: 3\n")}).find("u.yaml:2: unknown argument '--num-layer' (did you mean --num-layers") != std::string::npos);
   CHECK(error_of({write_tmp("t.yaml", "num_layers: two\n")}).find("t.yaml:1: argument num_layers: invalid int value: 'two'") != std::string::npos);
   CHECK(error_of({write_tmp("s.yaml", "--bf16: 3\n")}).find("s.yaml:1: switch --bf16 takes true or false") != std::string::npos);
+  // A quoted "false" is a string, and the refusal says so; any other word is just refused.
+  CHECK(error_of({write_tmp("q.yaml", "--bf16: \"false\"\n")}) ==
+        write_tmp("q.yaml", "--bf16: \"false\"\n") +
+            ":1: switch --bf16 takes true or false, got 'false' (a quoted string: write false without quotes)");
+  CHECK(error_of({write_tmp("q2.yaml", "--bf16: \"maybe\"\n")}) ==
+        write_tmp("q2.yaml", "--bf16: \"maybe\"\n") + ":1: switch --bf16 takes true or false, got 'maybe'");
   CHECK(error_of({write_tmp("y.yaml", "a: [1, 2\n")}).find("y.yaml:") != std::string::npos);
   CHECK(error_of({write_tmp("l.yaml", "- 1\n- 2\n")}).find("must be a mapping") != std::string::npos);
   CHECK(error_of({"/nonexistent/dir/x.yaml"}).find("cannot read config file") != std::string::npos);
   CHECK(error_of({write_tmp("c.yaml", "--ckpt-format: zip\n")}).find("invalid choice: 'zip'") != std::string::npos);
   CHECK(error_of({write_tmp("m.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --foo: 1\n")}).find("m.yaml:3: unrecognized arguments: --foo 1") != std::string::npos);
+}
+
+TEST_CASE("a config value holding a NUL byte is input.unrepresentable-value at its file:line", "[config]") {
+  for (const char* text : {"--save: \"a\\0b\"\n", "save: \"a\\x00b\"\n", "--data-path: [\"x\", \"a\\u0000\"]\n",
+                           "MODEL_ARGS:\n  --save: \"a\\0b\"\n", "ENV_VARS:\n  X: \"a\\0\"\nMODEL_ARGS: {}\n"}) {
+    const std::string path = write_tmp("nul.yaml", text);
+    try {
+      parse({path});
+      FAIL("no refusal of " << text);
+    } catch (const mr::UsageError& e) {
+      CHECK(e.id == "input.unrepresentable-value");
+      CHECK(std::string(e.what()).rfind(path + ":", 0) == 0);
+      CHECK(std::string(e.what()).find("holds a NUL byte") != std::string::npos);
+      CHECK(std::string(e.what()).find("\\x00") != std::string::npos);  // escaped, not cut at the NUL
+    }
+  }
+  CHECK_NOTHROW(parse({write_tmp("nonul.yaml", "--save: \"a\\tb\"\n")}));
 }
 
 TEST_CASE("a Megatron --yaml-cfg file given as a config file: the error says what it is and how to check it",

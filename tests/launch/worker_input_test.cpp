@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <map>
 #include <string>
 
@@ -38,4 +41,27 @@ TEST_CASE("the derived arguments travel to the workers with the worker input", "
                                    R"("kv_channels": "derived"})"));
   in.ns.set("tensor_model_parallel_size", mr::Value(2), {});  // decode needs a namespace
   CHECK(mr::launch::WorkerInput::decode(in.encode()).derived == in.derived);
+}
+
+// Review hostile37 #2: the worker's input is read bounded and never from what could block or never end.
+TEST_CASE("the worker input is read from a regular file only, bounded, and --input-fd takes digits only",
+          "[launch][worker-input]") {
+  const int fd = mr::launch::memfd_with("{\"x\": 1}");
+  CHECK(mr::launch::read_fd(fd) == "{\"x\": 1}");
+  ::close(fd);
+  const int zero = ::open("/dev/zero", O_RDONLY);
+  REQUIRE(zero >= 0);
+  CHECK_THROWS_WITH(mr::launch::read_fd(zero), Catch::Contains("is a character device, not the regular file"));
+  ::close(zero);
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  CHECK_THROWS_WITH(mr::launch::read_fd(p[0]), Catch::Contains("is a named pipe"));  // no blocking read
+  ::close(p[0]);
+  ::close(p[1]);
+  CHECK_THROWS_WITH(mr::launch::read_file("/dev/zero"), Catch::Contains("not a regular file"));
+  CHECK_THROWS_WITH(mr::launch::read_file("/"), Catch::Contains("is a directory"));
+  CHECK_THROWS_WITH(mr::launch::read_file("/nonexistent/x.json"), Catch::Contains("No such file"));
+  CHECK(mr::launch::parse_input_fd("3") == 3);
+  for (const char* bad : {"", "abc", "0x3", "-1", "3 ", "99999999999999"})
+    CHECK_THROWS_WITH(mr::launch::parse_input_fd(bad), Catch::Contains("is not a file descriptor number"));
 }

@@ -187,6 +187,13 @@ struct Converter {
       case yaml::Node::Type::Scalar: {
         if (n.swallowed_line()) swallowed(n);
         std::string text = n.scalar();
+        // A NUL byte ("\0", "\x00", "\u0000" in a double-quoted scalar): no command-line word or environment
+        // variable can hold one (they end at their first NUL), so the value would reach Megatron cut short.
+        if (text.find('\0') != std::string::npos)
+          throw UsageError(n.where() + ": the value " + Value(abbreviate(text)).py_repr() +
+                               " holds a NUL byte, which no command line or environment variable can carry (the "
+                               "word would end at it)",
+                           kConfigFlags, n.where(), "input.unrepresentable-value");
         if (text.find('$') != std::string::npos) text = expand_env(text, opts, n.where());
         return typed_scalar(n, text);
       }
@@ -339,7 +346,11 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
         out.report.warnings.push_back(where + ": " + key + " is deprecated: " + arg->spec->deprecated);
       if (arg->is_switch() && key.rfind("--", 0) == 0) {
         // Flag spelling: true applies the switch, false applies its opposite.
-        if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + abbreviate(v.py_repr()), {key},
+        if (!v.is_bool()) throw file_error(where, "switch " + key + " takes true or false, got " + abbreviate(v.py_repr()) +
+                                                     (v.is_str() && v.as_str().size() < 8 && yaml11_plain_scalar(v.as_str()).is_bool()
+                                                          ? " (a quoted string: write " + v.as_str() + " without quotes)"
+                                                          : std::string()),
+                                                 {key},
                                      kInvalidValueRule);
         Value on = arg->spec->action == Action::BoolOptional ? Value(key.rfind("--no-", 0) != 0) : arg->konst;
         if (!on.is_bool()) throw file_error(where, "switch " + key + " cannot be set from a file", {key}, kInvalidValueRule);

@@ -106,6 +106,8 @@ void TargetEnv::load_file(const std::string& path) {
       }
       gpu_arch = v;
     } else if (k == "te_version" || k == "torch_version" || k == "flashinfer_version") {
+      if (v.empty()) fail(val, k + ": expected a version (e.g. 2.9.0) or none, got '' (an empty value; none says "
+                                   "the package is not installed)");
       try {
         check_version(v);
       } catch (const UsageError& e) {
