@@ -42,8 +42,17 @@ if (( gpus >= 2 )); then
   job=$!
   for _ in $(seq 600); do [[ -f "$tmp/r.0.ready" && -f "$tmp/r.1.ready" ]] && break; sleep 0.1; done
   sleep 1
-  victim=$(pgrep -f megatron-run-worker | tail -1 || true)
-  [[ -n "$victim" ]] && { kill -9 "$victim" || true; }  # already gone: the wait below says how the job ended
+  # Rank 1's own pid, as its worker wrote it into its .ready file ("groups built, pid N"): exactly that rank of
+  # this job, never a worker of another job on the machine (a name search would not know the difference).
+  victim=$(sed -n 's/.*pid \([0-9][0-9]*\).*/\1/p' "$tmp/r.1.ready" 2>/dev/null | head -1 || true)
+  if [[ -n "$victim" ]]; then
+    echo "killing rank 1 (pid $victim, from $tmp/r.1.ready)"
+    kill -9 "$victim" || true  # already gone: the wait below says how the job ended
+  else
+    echo "FAIL: rank 1 wrote no pid into $tmp/r.1.ready (not ready within 60 s?): no rank killed; stopping the job"
+    status=1
+    kill "$job" 2>/dev/null || true  # GNU timeout passes the TERM on to the launcher
+  fi
   start=$SECONDS
   if wait "$job"; then echo "FAIL: the job exited 0 after a rank was killed"; status=1; fi
   echo "job stopped $((SECONDS - start)) s after the kill"

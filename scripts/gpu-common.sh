@@ -10,18 +10,22 @@
 #                                keeps its configuration): the .device/ bundle (-DMEGATRON_RUN_DEPS_DIR) where
 #                                .device/MANIFEST exists, Torch_DIR from the Python torch package where Debian's
 #                                libtorch-dev is absent, nvcc by path, the GPU's compute capability (CUDA_ARCHS)
-#   gpu_edges BUILD TARGET...    how many build steps (ninja edges) a build of TARGETs would run now (`ninja -n`;
-#                                none named: every target); "?" where ninja cannot say. A full rebuild where none
-#                                was expected (the copied tree's sources newer than the objects) shows at once
+#   gpu_edges BUILD TARGET...    how many build steps (ninja edges) a build of TARGETs would run now (`ninja -n` on a
+#                                copy of the manifest, past CMake's glob check, which a dry run of build.ninja
+#                                itself stops at; none named: every target); "?" where ninja cannot say. A full
+#                                rebuild where none was expected (the copied tree newer than the objects) shows at
+#                                once
 #   gpu_build SECONDS BUILD TARGET...
 #                                cmake --build BUILD (-j nproc) of TARGETs, stopped after SECONDS (GNU timeout: its
 #                                process group, ninja and the compilers; KILL 10 s later) -> cmake's exit code, 124
 #                                when it ran out of time (then it says so and how many edges are left; what was
 #                                compiled stays, and the next build goes on from there)
-#   gpu_pin_mtimes BUILD         with MR_DEVICE_PIN_MTIMES=1 only: every file of the tree outside .git, .device and
-#                                the build folders gets one fixed old time (2000-01-01), so that a tree copied anew
-#                                for the next device call (new mtimes) does not look newer than the last call's
-#                                objects and rebuild everything. The files' sha256 are kept in BUILD/.mr-source-sums:
+#   gpu_pin_mtimes BUILD         with MR_DEVICE_PIN_MTIMES=1 only: every file of the tree outside .git and the build
+#                                folders, the carried .device/ bundle included (its headers and .a files are inputs
+#                                of the objects and links too, and the tool carries it anew with each call), gets
+#                                one fixed old time (2000-01-01), so that a tree copied anew for the next device
+#                                call (new mtimes) does not look newer than the last call's objects and rebuild
+#                                everything. The files' sha256 are kept in BUILD/.mr-source-sums:
 #                                a file changed since the last pin keeps its time and is rebuilt. Only for a fresh
 #                                copy whose every build ran after a pin (the device machine): in a working checkout
 #                                an edit made before the first pin would be hidden from ninja
@@ -72,7 +76,9 @@ gpu_pin_mtimes() {  # BUILD
   local build=${1:-build-device} now old changed pinned
   build=${build#./}
   now=$(mktemp) old="$build/.mr-source-sums" changed=$(mktemp)
-  find . \( -path ./.git -o -path ./.device -o -path './build*' -o -path "./$build" \) -prune -o -type f -print0 |
+  # .device/ is pinned as well (review gpu37 #1): the device tool replaces carried paths with each call, so its
+  # headers and archives would otherwise arrive newer than the last call's objects.
+  find . \( -path ./.git -o -path './build*' -o -path "./$build" \) -prune -o -type f -print0 |
     sort -z | xargs -0 -r sha256sum >"$now"
   # A file whose contents differ from the last pinned tree's keeps its new time, so ninja rebuilds it (an edit
   # between the device calls is not hidden); the first call pins everything.
@@ -91,11 +97,19 @@ gpu_pin_mtimes() {  # BUILD
 }
 
 gpu_edges() {  # BUILD TARGET... -> a number, or "?"
-  local build=$1 n
+  local build=$1 out
   shift
   [[ -f "$build/build.ninja" ]] || { echo "?"; return 0; }
-  n=$(ninja -C "$build" -n "$@" 2>/dev/null | grep -c '^\[') || true
-  echo "${n:-?}"
+  # Not `ninja -n` on build.ninja itself: CMake's glob check (CONFIGURE_DEPENDS) is always dirty in a dry run, so
+  # ninja -n "regenerates" the manifest ("Re-checking globbed directories...", "Re-running CMake...") and ends
+  # there, 2 steps whatever is left. A copy of the manifest under another name has no edge that regenerates it.
+  cp "$build/build.ninja" "$build/.mr-edges.ninja" 2>/dev/null || { echo "?"; return 0; }
+  if out=$(ninja -C "$build" -f .mr-edges.ninja -n "$@" 2>/dev/null); then
+    grep -c '^\[' <<<"$out" || true
+  else
+    echo "?"
+  fi
+  rm -f "$build/.mr-edges.ninja"
 }
 
 gpu_build() {  # SECONDS BUILD TARGET... -> cmake's exit code, 124 at the bound

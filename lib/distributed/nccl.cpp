@@ -127,6 +127,20 @@ void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw CollectiveError(std::string(what) + ": " + cudaGetErrorString(e), false);
 }
 
+// An NCCL failure in words: ncclGetErrorString's generic text ("unhandled cuda error") and, where NCCL says more,
+// the text of its last WARN (ncclGetLastError, NCCL >= 2.13), which otherwise reaches only a run with NCCL_DEBUG
+// set. Asked before the communicator is aborted (abort() forgets it).
+std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
+  std::string s = ncclGetErrorString(r);
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21300
+  const char* last = ncclGetLastError(comm);
+  if (last && *last) s += std::string(" (NCCL: ") + last + ")";
+#else
+  (void)comm;
+#endif
+  return s;
+}
+
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const CommSpec& spec) : spec_(spec) {
@@ -134,7 +148,8 @@ class NcclCommunicator final : public Communicator {
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     ncclUniqueId id;
     if (spec.index == 0) {
-      if (ncclGetUniqueId(&id) != ncclSuccess) throw DistError("ncclGetUniqueId failed for group " + spec.name);
+      if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+        throw DistError("ncclGetUniqueId failed for group " + spec.name + ": " + nccl_error(r, nullptr));
       spec.store->set("nccl_id", hex(&id, sizeof id));
     } else {
       // Within the collective timeout (not the store's), the peers polled meanwhile: a root that failed before
@@ -144,16 +159,24 @@ class NcclCommunicator final : public Communicator {
     }
     check_cuda(cudaStreamCreateWithFlags(&stream_.h, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&ready_.h, cudaEventDisableTiming), "cudaEventCreate");
+    // barrier()'s all-reduce operand: its value does not matter, but it is set once (no read of uninitialised
+    // device memory, which compute-sanitizer's initcheck would report). Before the communicator: whatever throws
+    // here leaves no initialised communicator behind (no destructor runs for a constructor that throws).
+    check_cuda(cudaMalloc(&scratch_.h, sizeof(float)), "cudaMalloc");
+    check_cuda(cudaMemset(scratch_.h, 0, sizeof(float)), "cudaMemset");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every call returns at once; wait() polls, so a timeout can abort
     ncclResult_t r = ncclCommInitRankConfig(&comm_, static_cast<int>(spec.ranks.size()), id, spec.index, &config);
-    if (r != ncclSuccess && r != ncclInProgress)
-      throw CollectiveError(std::string("ncclCommInitRank: ") + ncclGetErrorString(r), false);
-    wait_comm("ncclCommInitRank", spec.timeout, /*stream=*/false);
-    // barrier()'s all-reduce operand: its value does not matter, but it is set once (no read of uninitialised
-    // device memory, which compute-sanitizer's initcheck would report).
-    check_cuda(cudaMalloc(&scratch_.h, sizeof(float)), "cudaMalloc");
-    check_cuda(cudaMemset(scratch_.h, 0, sizeof(float)), "cudaMemset");
+    // From here on the constructor must not leave by an exception with comm_ alive: the peers would wait for it in
+    // their next collective until the timeout. abort() is a no-op where wait_comm aborted already.
+    try {
+      if (r != ncclSuccess && r != ncclInProgress)
+        throw CollectiveError(std::string("ncclCommInitRank: ") + nccl_error(r, comm_), false);
+      wait_comm("ncclCommInitRank", spec.timeout, /*stream=*/false);
+    } catch (...) {
+      abort();
+      throw;
+    }
   }
   ~NcclCommunicator() override {
     if (comm_) {
@@ -283,8 +306,9 @@ class NcclCommunicator final : public Communicator {
     check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), what);
     ncclResult_t r = f();
     if (!ok(r)) {
+      const std::string why = nccl_error(r, comm_);
       abort();  // a call that failed may leave the communicator half way through: no later collective on it
-      throw CollectiveError(std::string(what) + ": " + ncclGetErrorString(r), false);
+      throw CollectiveError(std::string(what) + ": " + why, false);
     }
     wait_comm(what, timeout ? *timeout : spec_.timeout, /*stream=*/true);
   }
@@ -298,8 +322,9 @@ class NcclCommunicator final : public Communicator {
       const ncclResult_t asked = ncclCommGetAsyncError(comm_, &state);
       if (asked != ncclSuccess) state = asked;  // the query itself failed: as an error, never as "done"
       if (state != ncclSuccess && state != ncclInProgress) {
+        const std::string why = nccl_error(state, comm_);
         abort();
-        throw CollectiveError(std::string(what) + ": " + ncclGetErrorString(state), false);
+        throw CollectiveError(std::string(what) + ": " + why, false);
       }
       if (state == ncclSuccess) {
         if (!stream) return;

@@ -549,7 +549,10 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
 
     Runtime rt(opts);
     const char* report = std::getenv("MR_DIST_REPORT");
-    if (report && *report) std::ofstream(std::string(report) + std::to_string(rt.rank()) + ".ready") << "groups built\n";
+    // "groups built, pid N": the rank's own pid, so that a fault check kills exactly this rank
+    // (scripts/gpu-check-distributed.sh), not whatever worker a name search finds.
+    if (report && *report)
+      std::ofstream(std::string(report) + std::to_string(rt.rank()) + ".ready") << "groups built, pid " << getpid() << "\n";
     std::optional<double> loop = env_seconds("MR_DIST_SELFCHECK_SECONDS");
     SelfCheck check(rt, 1024);
     std::vector<Check> results;
