@@ -496,7 +496,12 @@ SplitArgs split_own_options(const std::vector<std::string>& args, int first_inde
                         desc.find_nothrow(next.substr(2, next_eq == std::string::npos ? next_eq : next_eq - 2),
                                           /*approx=*/false, false, false);
       if (ours || (argparse_reads_as_option(next) && od->long_name() != "explain"))
-        throw UsageError("argument " + argparse_name("--" + name, &desc) + ": expected one argument", {w});
+        throw UsageError("argument " + argparse_name("--" + name, &desc) + ": expected one argument" +
+                             (ours && od->long_name() == "explain"
+                                  ? " (" + echo_word(next.substr(0, next_eq)) + " is one of megatron-run's own "
+                                    "options, not a Megatron argument --explain can explain)"
+                                  : std::string()),
+                         {w});
       to_boost[++i] = true;
     }
     if (od->semantic()->is_composing()) continue;

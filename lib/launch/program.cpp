@@ -213,6 +213,8 @@ void check_script(const Program& p) {
 }
 
 std::string check_program(const Program& p, const EnvLookup& env) {
+  if (p.form == Program::Form::Module && !p.words.empty() && p.words.front().empty())
+    throw LaunchError("the module name (-m) is empty; Python would fail on every rank");
   check_script(p);
   const std::string first = program_argv(p, {}, env).front();
   try {

@@ -2,6 +2,8 @@
 #include "util/std_fds.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +37,12 @@ std::string stdout_write_failure(int e) {
   if (std_fd_was_closed(1) || e == EBADF) return "stdout is closed";
   if (e == EPIPE) return "stdout is a pipe whose reader has gone (a closed pipe)";
   if (e != 0) return std::string("a write to stdout failed: ") + std::strerror(e);
+  // The write's errno is lost (a C++ stream keeps only its fail bit): a pipe whose reader has gone still says so,
+  // as poll's POLLERR on its write end.
+  struct stat st {};
+  pollfd p{1, POLLOUT, 0};
+  if (fstat(1, &st) == 0 && S_ISFIFO(st.st_mode) && poll(&p, 1, 0) == 1 && (p.revents & POLLERR))
+    return stdout_write_failure(EPIPE);
   return "a write to stdout failed (a full disk or device?)";
 }
 

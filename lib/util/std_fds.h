@@ -18,7 +18,8 @@ bool std_fd_was_closed(int fd);
 
 // The reason in "cannot write the output: REASON" for a failed write to stdout with errno `e` (0: not known):
 // "stdout is closed", "stdout is a pipe whose reader has gone (a closed pipe)", "a write to stdout failed: No
-// space left on device", or (0) "a write to stdout failed (a full disk or device?)".
+// space left on device", or (0) "a write to stdout failed (a full disk or device?)" -- for 0, a stdout pipe whose
+// reader has gone is still told (poll's POLLERR).
 std::string stdout_write_failure(int e);
 
 }  // namespace mr::util

@@ -289,8 +289,14 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   // --explain takes a Megatron flag's name as its value, but not one of megatron-run's own options.
   auto explain = sh("--dry-run --config " + kDefault + " --explain --format json");
   CHECK(explain.exit == 2);
-  CHECK_THAT(explain.out, Catch::StartsWith("megatron-run: error: argument --explain: expected one argument\n") &&
+  CHECK_THAT(explain.out, Catch::StartsWith("megatron-run: error: argument --explain: expected one argument (--format "
+                                            "is one of megatron-run's own options, not a Megatron argument --explain "
+                                            "can explain)\n") &&
                               Catch::Contains("\"flags\": [\"--explain\"]"));  // (--format json was asked for)
+  // The launcher's own options likewise (review hostile37 #8: it said only "expected one argument").
+  CHECK(sh("--dry-run --config " + kDefault + " --explain --nproc-per-node").out ==
+        "megatron-run: error: argument --explain: expected one argument (--nproc-per-node is one of megatron-run's own "
+        "options, not a Megatron argument --explain can explain)\n");
 }
 
 TEST_CASE("a usage error with a rule id shows it on every path, as any refusal with an id does", "[cli][usage-ids]") {

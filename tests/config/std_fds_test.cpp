@@ -86,3 +86,38 @@ TEST_CASE("std_fds: the reason a write to stdout failed", "[std_fds]") {
   CHECK(mr::util::stdout_write_failure(EPIPE) == "stdout is a pipe whose reader has gone (a closed pipe)");
   CHECK(mr::util::stdout_write_failure(ENOSPC) == "a write to stdout failed: No space left on device");
 }
+
+// Review hostile37 #6: a stream's failed write loses its errno; a stdout pipe whose reader has gone is still named.
+TEST_CASE("stdout_write_failure(0) names a stdout pipe whose reader has gone", "[std-fds]") {
+  int p[2], r[2], go[2];
+  REQUIRE(pipe(p) == 0);
+  REQUIRE(pipe(r) == 0);
+  REQUIRE(pipe(go) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(r[0]);
+    close(go[1]);
+    dup2(p[1], 1);
+    close(p[0]);  // the child's copy of the read end
+    close(p[1]);
+    char c = 0;
+    (void)!read(go[0], &c, 1);  // the parent has closed its read end: no reader is left
+    const std::string why = mr::util::stdout_write_failure(0);
+    (void)!write(r[1], why.data(), why.size());
+    _exit(0);
+  }
+  close(r[1]);
+  close(go[0]);
+  close(p[0]);
+  close(p[1]);
+  (void)!write(go[1], "g", 1);
+  close(go[1]);
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = read(r[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  close(r[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(got == "stdout is a pipe whose reader has gone (a closed pipe)");
+}

@@ -142,6 +142,9 @@ TEST_CASE("check_script: a Python script must be there before any worker starts"
   no_python.no_python = true;
   CHECK_NOTHROW(mr::launch::check_script(no_python));
   CHECK_NOTHROW(mr::launch::check_script(Program{Program::Form::Module, {"no.such.module"}}));
+  // An empty module name (-m ''): refused before any Python starts (review hostile37 #9).
+  CHECK_THROWS_WITH(mr::launch::check_program(Program{Program::Form::Module, {""}}, env_of({})),
+                    "the module name (-m) is empty; Python would fail on every rank");
   fs::remove_all(dir);
 }
 
