@@ -178,7 +178,13 @@ std::string junit_classname(std::string_view path) {
     }
     out += (i ? "." : "") + std::string(part);
   }
-  return out.empty() ? std::string("megatron-run check") : out;
+  // No empty package or class name: runs of dots become one, none at either end ("d/.hidden" is "d.hidden",
+  // ".github/a.yaml" "github.a").
+  std::string tidy;
+  for (char c : out)
+    if (c != '.' || (!tidy.empty() && tidy.back() != '.')) tidy += c;
+  while (!tidy.empty() && tidy.back() == '.') tidy.pop_back();
+  return tidy.empty() ? std::string("megatron-run check") : tidy;
 }
 
 namespace {

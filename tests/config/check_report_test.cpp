@@ -164,14 +164,15 @@ TEST_CASE("junit classname from the path", "[check-report]") {
   CHECK(mr::junit_classname("configs/examples/gpt.yaml") == "configs.examples.gpt");
   CHECK(mr::junit_classname("./a.yaml") == "a");
   CHECK(mr::junit_classname("/abs/dir.v2/b") == "abs.dir.v2.b");
-  CHECK(mr::junit_classname(".hidden") == ".hidden");
+  CHECK(mr::junit_classname(".hidden") == "hidden");  // no empty package
   CHECK(mr::junit_classname("") == "megatron-run check");
   // ".." and "." folders, and empty ones, are dropped: no classname starting with dots (lint36 #5).
   CHECK(mr::junit_classname("../e/valid.yaml") == "e.valid");
   CHECK(mr::junit_classname("../../a/./b//c.yaml") == "a.b.c");
   CHECK(mr::junit_classname(".//x.yaml") == "x");
   CHECK(mr::junit_classname("..") == "megatron-run check");
-  CHECK(mr::junit_classname("d/.hidden") == "d..hidden");
+  CHECK(mr::junit_classname("d/.hidden") == "d.hidden");
+  CHECK(mr::junit_classname(".github/ci..v2/a.yaml") == "github.ci.v2.a");
 }
 
 TEST_CASE("junit: the testcases' times add up to the suite's", "[check-report]") {
