@@ -133,13 +133,17 @@ const Rule kMasterPortPrivilegedRule{
 std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_worker) {
   if (lo.multi_node() || port <= 0) return std::nullopt;
   std::string what, id;
+  // Under SLURM without --master-port the port is MASTER_PORT's or derived from the job id: named as such.
+  const std::string named = lo.master_port_from.empty()
+                                ? "--master-port " + std::to_string(port)
+                                : "port " + std::to_string(port) + " (" + lo.master_port_from + ")";
   const int bind_errno = launch::store_bind_error(port);  // one bind tells "held" (EADDRINUSE) from "forbidden"
   if (bind_errno == EADDRINUSE) {
-    what = "--master-port " + std::to_string(port) + ": the port is in use on this machine (another program "
+    what = named + ": the port is in use on this machine (another program "
            "listens on it or holds it)";
   } else if (bind_errno == EACCES) {
     id = kMasterPortPrivilegedRule.id;
-    what = "--master-port " + std::to_string(port) + ": this user may not bind ports below " +
+    what = named + ": this user may not bind ports below " +
            std::to_string(launch::unprivileged_port_start()) + " (net.ipv4.ip_unprivileged_port_start; binding " +
            "them needs root or CAP_NET_BIND_SERVICE)";
   } else {
@@ -147,8 +151,10 @@ std::optional<int> master_port_held(const LaunchOptions& lo, int port, bool own_
   }
   auto tagged = [&id](const std::string& text) { return id.empty() ? text : with_rule_id(id, text); };
   if (own_worker)
-    return refuse_launch(lo, 1, tagged("argument " + what + ", and rank 0 of this one-node job hosts the job's "
-                                       "store there; give a free port, or leave --master-port out for one"));
+    return refuse_launch(lo, 1, tagged((lo.master_port_from.empty() ? "argument " : "") + what +
+                                       ", and rank 0 of this one-node job hosts the job's store there; " +
+                                       (lo.master_port_from.empty() ? "give a free port, or leave --master-port out for one"
+                                                                    : "set MASTER_PORT (or --master-port) to a free port")));
   print_warning(std::cerr, tagged(what + "; a program whose rank 0 hosts a store at MASTER_PORT (torch's "
                                          "init_process_group with env://) will fail to bind it"));
   return std::nullopt;
@@ -538,6 +544,16 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
       if (const char* node = std::getenv("SLURM_NODEID"); node && !std::getenv("GROUP_RANK"))
         setenv("GROUP_RANK", node, 1);
       if (!said.empty()) MR_LOG(info) << "from SLURM, for the program: " << said;
+      // Rank 0 runs on the master node: a store port held there is said, as the spawner says it of --master-port
+      // (a warning: the program may not use MASTER_PORT).
+      if (job->rank == 0 && launch::store_bind_error(job->master_port) == EADDRINUSE)
+        print_warning(std::cerr, (job->master_port_from.empty()
+                                      ? "MASTER_PORT " + std::to_string(job->master_port)
+                                      : "port " + std::to_string(job->master_port) + " (" + job->master_port_from + ")") +
+                                     ": the port is in use on this machine (another program listens on it or holds "
+                                     "it); a program whose rank 0 hosts a store at MASTER_PORT (torch's "
+                                     "init_process_group with env://) will fail to bind it; set MASTER_PORT to a free "
+                                     "port");
     }
     std::vector<char*> a;
     for (std::string& w : argv) a.push_back(w.data());

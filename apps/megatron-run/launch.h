@@ -92,6 +92,9 @@ struct LaunchOptions {
   std::vector<std::string> notices;
   bool nnodes_given = false, node_rank_given = false, master_addr_given = false, master_port_given = false;
   std::string from_slurm;  // non-empty: nnodes, node rank and master derived from SLURM_* (what was derived)
+  // Where master_port came from when SLURM's variables gave it ("MASTER_PORT", or the SLURM_JOB_ID derivation); ""
+  // otherwise (--master-port, or its default).
+  std::string master_port_from;
   // An elastic job: the node count is fixed when the rendezvous closes, between nnodes_min and nnodes, after
   // last_call_timeout seconds without a new arrival (torchrun's c10d last_call_timeout, 30 s), among the counts
   // the config is valid for (cmd_run checks each; empty: all).

@@ -43,6 +43,14 @@ const Rule kWorldSizeEnvUnusedRule{
     "megatron-run starts (each gets its own, as under torchrun); the notice says what is validated instead.",
     __FILE__, __LINE__, kStageLaunch};
 
+const Rule kSlurmTasksPerNodeRule{
+    "launch.slurm-tasks-per-node", Rule::Level::Error,
+    "Under srun with more tasks than nodes (SLURM_NTASKS above the node count) and --nproc-per-node: every task "
+    "would be a launcher, each starting its own --nproc-per-node-worker job (or, with --nnodes, every one node 0 of "
+    "one job that never forms). Refused before anything starts (exit 2), naming the two right forms: one launcher "
+    "per node (srun --ntasks-per-node=1 with --nproc-per-node), or one rank per task (no --nproc-per-node).",
+    __FILE__, __LINE__, kStageLaunch};
+
 // The notice for it: [launch.world-size-env-unused], then what is validated instead.
 std::string world_size_env_unused(const std::string& value, const std::string& instead) {
   return with_rule_id(kWorldSizeEnvUnusedRule.id, "WORLD_SIZE=") + abbreviate(value) +
@@ -637,47 +645,80 @@ void LaunchOptions::apply(Invocation& inv) {
   if (!nnodes_given && !node_rank_given)
     if (std::optional<std::string> n = launch::slurm_batch_script_notice(env, nproc_per_node))
       notices.push_back(std::move(*n));
-  if (nproc_per_node > 0 && !env("RANK") && launch::slurm_step_task(env) && !nnodes_given && !node_rank_given &&
-      rdzv_backend == "static") {
-    auto int_env = [&](const char* name) -> std::optional<int> {
-      std::optional<std::string> v = env(name);
-      if (!v) return std::nullopt;
-      try {
-        size_t used = 0;
-        int x = std::stoi(*v, &used);
-        if (used != v->size() || x < 0) throw std::invalid_argument(*v);
-        return x;
-      } catch (const std::exception&) {
-        throw UsageError(std::string(name) + "='" + abbreviate(*v) + "' is not a count");
-      }
-    };
+  // A SLURM variable is read strictly, and refused (launch.env-malformed, exit 2) before anything uses it.
+  auto env_malformed = [](const std::string& what) {
+    launch::kEnvMalformedRule.record_hit();
+    return UsageError(what, {}, "", launch::kEnvMalformedRule.id);
+  };
+  auto int_env = [&](const std::string& name, int min) -> std::optional<int> {
+    try {
+      return launch::slurm_int(env, name, min);
+    } catch (const launch::LaunchError& e) {
+      throw env_malformed(e.what());
+    }
+  };
+  if (nproc_per_node > 0 && !env("RANK") && launch::slurm_step_task(env) && rdzv_backend == "static") {
     const std::optional<launch::SlurmNodes> node_count = launch::slurm_nodes(env);
     const std::string nodes_variable = node_count ? node_count->variable : std::string();
     std::optional<int> nodes;
-    if (node_count) nodes = int_env(nodes_variable.c_str());
-    std::optional<int> tasks = int_env("SLURM_NTASKS");
-    if (nodes && tasks && *nodes == *tasks && *nodes >= 1) {
+    if (node_count) nodes = int_env(nodes_variable, 1);
+    std::optional<int> tasks = int_env("SLURM_NTASKS", 1);
+    // srun --ntasks-per-node=4 megatron-run --nproc-per-node 4: every task would be a launcher of its own job (its
+    // own master, 127.0.0.1 at a free port: one job per task), or with --nnodes, all of them node 0 of one job.
+    if (nodes && tasks && *tasks > *nodes && !node_rank_given) {
+      kSlurmTasksPerNodeRule.record_hit();
+      const int per = *tasks / *nodes;
+      throw UsageError(
+          "SLURM_NTASKS=" + std::to_string(*tasks) + " tasks on " +
+              std::to_string(*nodes) + " nodes (" + nodes_variable + ")" +
+              (*tasks % *nodes == 0 ? " (" + std::to_string(per) + " per node)" : std::string()) +
+              " and --nproc-per-node " + std::to_string(nproc_per_node) + ": each srun task is a launcher, so " +
+              (nnodes_given ? "every task would be node 0 of the --nnodes " + std::to_string(nnodes) +
+                                  " job (no --node-rank is derived), and the job would never form"
+                            : "each task would start its own " + std::to_string(nproc_per_node) +
+                                  "-worker job (" + std::to_string(*tasks) + " separate jobs, " +
+                                  std::to_string(*tasks * nproc_per_node) + " workers on GPUs shared " +
+                                  std::to_string(per > 1 ? per : 1) + " ways)") +
+              "; start one launcher per node: `srun --ntasks-per-node=1 megatron-run --nproc-per-node " +
+              std::to_string(nproc_per_node) + " ...`, or drop --nproc-per-node (and --nnodes) to run one rank per "
+              "task: `srun --ntasks-per-node=" + std::to_string(per > 1 ? per : nproc_per_node) + " megatron-run ...`",
+          {"--nproc-per-node"}, "", kSlurmTasksPerNodeRule.id);
+    }
+    if (nodes && tasks && *nodes == *tasks && *nodes >= 1 && !nnodes_given && !node_rank_given) {
       nnodes = nnodes_min = *nodes;
-      std::optional<int> id = int_env("SLURM_NODEID");
-      node_rank = id ? *id : int_env("SLURM_PROCID").value_or(0);
+      std::optional<int> id = int_env("SLURM_NODEID", 0);
+      node_rank = id ? *id : int_env("SLURM_PROCID", 0).value_or(0);
       from_slurm = nodes_variable + "=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +
                    ", SLURM_NODEID -> --node-rank " + std::to_string(node_rank);
       if (!master_addr_given) {
-        std::optional<std::string> list = env("SLURM_JOB_NODELIST");
-        if (!list) list = env("SLURM_NODELIST");
-        if (env("MASTER_ADDR")) {
-          master_addr = *env("MASTER_ADDR");
-          slurm_read_addr = true;
-        } else if (list && !list->empty()) master_addr = launch::slurm_first_host(*list);
-        else throw UsageError("SLURM_PROCID is set but neither MASTER_ADDR nor SLURM_JOB_NODELIST is: cannot find "
-                              "the master node (give --master-addr)", {"--master-addr"});
+        try {
+          if (env("MASTER_ADDR")) {
+            master_addr = launch::checked_master_addr(*env("MASTER_ADDR"));
+            slurm_read_addr = true;
+          } else {
+            master_addr = launch::slurm_master_host(env);
+          }
+        } catch (const launch::LaunchError& e) {
+          throw env_malformed(std::string(e.what()) + " (or give --master-addr)");
+        }
         from_slurm += ", master " + master_addr;
       }
       if (!master_port_given) {
         slurm_read_port = true;
-        if (std::optional<int> p = int_env("MASTER_PORT")) master_port = *p;
-        else master_port = launch::slurm_default_port(env("SLURM_JOB_ID").value_or("0"));
-        from_slurm += ", port " + std::to_string(master_port);
+        if (std::optional<int> p = int_env("MASTER_PORT", 1)) {
+          master_port = *p;
+          master_port_from = "MASTER_PORT";
+          from_slurm += ", port " + std::to_string(master_port) + " (MASTER_PORT)";
+        } else {
+          try {
+            const launch::SlurmPort p = launch::slurm_default_port(env);
+            master_port = p.port;
+            master_port_from = p.from;
+            from_slurm += ", port " + std::to_string(master_port) + " (" + p.from + ")";
+          } catch (const launch::LaunchError& e) {
+            throw env_malformed(std::string(e.what()) + " (or give --master-port)");
+          }
+        }
       }
     }
   }
@@ -765,13 +806,9 @@ void LaunchOptions::apply(Invocation& inv) {
     return;
   }
   if (!env("RANK") && !env("WORLD_SIZE") && launch::slurm_step_task(env) && !inv.world_size) {
-    try {
-      inv.world_size = std::stoll(*env("SLURM_NTASKS"));
-      inv.world_size_from = "environment SLURM_NTASKS (a SLURM task)";
-    } catch (const std::exception&) {
-      throw UsageError("SLURM_NTASKS='" + abbreviate(*env("SLURM_NTASKS")) + "' is not an integer", {}, "",
-                       launch::kEnvMalformedRule.id);
-    }
+    // Strictly (review ops37 #2: "8x" was world size 8 for validation before launch.env-malformed saw it).
+    inv.world_size = int_env("SLURM_NTASKS", 1).value_or(1);
+    inv.world_size_from = "environment SLURM_NTASKS (a SLURM task)";
   }
 }
 

@@ -251,6 +251,8 @@ Runtime::Runtime(RuntimeOptions opts) : opts_(std::move(opts)) {
   so.is_server = !L.agent_store && L.rank == 0;
   so.timeout = opts_.timeout;
   so.port_setting = launch::master_port_setting(L);
+  so.port_from = L.master_port_from;
+  so.host_setting = launch::master_addr_setting(L);
   if (L.agent_store) so.prefix = "/worker/attempt_" + L.restart_count;
   if (L.agent_store) {
     store_ = connect_agent_store(so);  // nullptr: the agent's store cannot be used, fall back to our own

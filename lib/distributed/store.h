@@ -25,9 +25,16 @@ class Store {
     std::string prefix;  // a c10d::PrefixStore prefix ("" for none), e.g. "/worker/attempt_0"
     // What picks `port`, named in the advice when the port is taken: the launcher's option or the variable.
     std::string port_setting = "--master-port or MASTER_PORT";
+    // How `port` was derived when no setting gave it (SLURM's job id: "20000 + ..., since MASTER_PORT is unset"),
+    // named beside the port when it is taken; "" when a setting gave it.
+    std::string port_from;
+    // What gave `host`, named when it does not resolve ("MASTER_ADDR", "SLURM_JOB_NODELIST (its first host)").
+    std::string host_setting = "MASTER_ADDR";
   };
 
-  // Connects (or hosts and connects). Throws DistError with a clear message: port in use, master unreachable.
+  // Connects (or hosts and connects). Throws DistError with a clear message: port in use, master unreachable. A host
+  // name that does not resolve is waited for first (within `timeout`; a cluster's DNS may publish it late), with a
+  // notice every launch::wait_notice_period() naming the resolver's words, and the error at the timeout says so.
   static std::shared_ptr<Store> connect(const Options& opts);
   virtual ~Store() = default;
 

@@ -8,7 +8,11 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
+#include <netdb.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
@@ -18,6 +22,7 @@
 #include <utility>
 
 #include "distributed/store.h"
+#include "launch/endpoint.h"
 #include "launch/launch_env.h"
 #include "launch/open_files.h"
 #include "launch/local_address.h"
@@ -300,9 +305,10 @@ namespace {
 // MASTER_ADDR that leads nowhere is otherwise silent until the timeout.
 class WaitNotice {
  public:
-  WaitNotice(const std::string& where, std::chrono::milliseconds timeout) {
+  // `timeout`: the distributed timeout, as named; `left`: what is left of it (the wait for the name took the rest).
+  WaitNotice(const std::string& where, std::chrono::milliseconds timeout, std::chrono::milliseconds left) {
     const std::chrono::milliseconds every = launch::wait_notice_period();
-    const auto until = std::chrono::steady_clock::now() + timeout;
+    const auto until = std::chrono::steady_clock::now() + left;
     thread_ = std::thread([this, where, every, until, timeout] {
       std::unique_lock<std::mutex> lock(mu_);
       while (!cv_.wait_for(lock, every, [this] { return done_; })) {
@@ -330,6 +336,44 @@ class WaitNotice {
   std::thread thread_;
 };
 
+// Waits until `opts.host` resolves, retrying every second within opts.timeout (a cluster's DNS may publish rank 0's
+// name after the workers start; EAI_AGAIN, a server that does not answer now, is waited out the same way), and says
+// every launch::wait_notice_period() that the name does not resolve, in the resolver's words: c10d's TCPStore would
+// retry it too, but with a glog line a second and a final error that blames rank 0. Returns the time left; throws
+// DistError at the timeout, naming the name, the resolver's words and the setting that gave it.
+std::chrono::milliseconds wait_until_resolved(const Store::Options& opts) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto until = start + opts.timeout;
+  const std::chrono::milliseconds every = launch::wait_notice_period();
+  auto next_notice = start + every;
+  auto left = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()); };
+  for (bool first = true;; first = false) {
+    int code = 0;
+    (void)launch::resolve(opts.host, opts.port, nullptr, &code);
+    if (code == 0) return first ? opts.timeout : left();  // at once (the usual case): the whole timeout
+    const std::string words = code == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(code);
+    const std::string what = opts.host + " does not resolve on this host (" + words + "; the name is " +
+                             opts.host_setting + ")";
+    if (left().count() <= 0)
+      throw DistError("cannot reach the rendezvous store at " + launch::join_host_port(opts.host, opts.port) +
+                      " within " + seconds_text(opts.timeout) + ": " + what + "; check the name (a typo, a node "
+                      "list, a search domain missing from this host's or container's /etc/resolv.conf)");
+    if (clock::now() >= next_notice) {
+      MR_LOG(warning) << "still waiting for the rendezvous store's host: " << what << "; the distributed timeout ("
+                      << seconds_text(opts.timeout) << ") gives up in "
+                      << std::max<long long>(0, std::chrono::duration_cast<std::chrono::seconds>(left()).count())
+                      << " s";
+      next_notice += every;
+      if (next_notice < clock::now()) next_notice = clock::now() + every;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+        {std::chrono::milliseconds(1000), std::max(left(), std::chrono::milliseconds(0)),
+         std::chrono::duration_cast<std::chrono::milliseconds>(next_notice - clock::now()) +
+             std::chrono::milliseconds(1)}));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Store> Store::connect(const Options& opts) {
@@ -339,18 +383,24 @@ std::shared_ptr<Store> Store::connect(const Options& opts) {
   o.waitWorkers = false;
   o.timeout = opts.timeout;
   c10::intrusive_ptr<c10d::Store> store;
+  // The name first (rank 0's store connects to it too): the time it took comes off the connection's timeout.
+  const std::chrono::milliseconds left = wait_until_resolved(opts);
+  o.timeout = std::max(left, std::chrono::milliseconds(1000));
   try {
     std::optional<WaitNotice> notice;
-    if (!opts.is_server) notice.emplace(opts.host + ":" + std::to_string(opts.port), opts.timeout);
+    if (!opts.is_server) notice.emplace(opts.host + ":" + std::to_string(opts.port), opts.timeout, o.timeout);
     store = c10::make_intrusive<c10d::TCPStore>(opts.host, o);
+    store->setTimeout(opts.timeout);  // the blocking operations' own, whatever the wait for the name took
   } catch (const std::exception& e) {
     rethrow_if_resource(e);
     std::string m = message(e);
     std::string where = opts.host + ":" + std::to_string(opts.port);
     if (opts.is_server && (contains(m, "in use") || contains(m, "errno: 98") || contains(m, "EADDRINUSE")))
       throw DistError("cannot host the rendezvous store on port " + std::to_string(opts.port) +
-                      ": the port is already in use (another job or a leftover worker holds it); pick a free one "
-                      "with " + opts.port_setting);
+                      (opts.port_from.empty() ? std::string() : " (" + opts.port_from + ")") +
+                      ": the port is already in use (another job or a leftover worker holds it); " +
+                      (opts.port_from.empty() ? "pick a free one with " + opts.port_setting
+                                              : "set " + opts.port_setting + " to a free one"));
     // "cannot reach" (and its advice) only for what a connection failure says; resource failures went on above.
     const bool unreachable = contains(m, "connect") || contains(m, "imed out") || contains(m, "imeout") ||
                              contains(m, "refused") || contains(m, "resolve") || contains(m, "host") ||

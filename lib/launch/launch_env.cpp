@@ -14,8 +14,10 @@ namespace mr::launch {
 const Rule kEnvMalformedRule{
     "launch.env-malformed", Rule::Level::Error,
     "An enclosing job's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE or MASTER_PORT (or the SLURM_* they come "
-    "from) that is not an integer in range, or a MASTER_ADDR that names no host, is refused at once, naming the "
-    "variable (exit 2): the rendezvous would otherwise fail late or retry until the distributed timeout.",
+    "from: SLURM_NTASKS, SLURM_PROCID, the node and per-node task counts, SLURM_JOB_ID and the step id the port is "
+    "derived from) that is not an integer in range, or a MASTER_ADDR (or SLURM_JOB_NODELIST's first host) that names "
+    "no host, is refused at once, naming the variable (exit 2), before validation uses it: the rendezvous would "
+    "otherwise fail late or retry until the distributed timeout.",
     __FILE__, __LINE__, kStageInput};
 
 namespace {
@@ -38,28 +40,45 @@ int parse_int(const EnvLookup& env, const std::string& name, int min) {
 // the rendezvous store would retry it until --distributed-timeout-minutes (10 by default) instead of failing. A
 // well-formed name that does not resolve yet is left to the store's retries (a cluster's DNS may publish rank 0's
 // name only after the workers start).
-std::string master_addr_of(const std::string& v) {
+std::string master_addr_of(const std::string& v) { return checked_master_addr(v, "MASTER_ADDR"); }
+
+// SLURM_TASKS_PER_NODE style "4(x2),3": the count of the first node. Unset or empty: nullopt. Text that does not
+// start with a count ("abc"): LaunchError naming the variable.
+std::optional<int> first_count(const std::optional<std::string>& v, const std::string& name) {
+  if (!v || v->empty()) return std::nullopt;
+  size_t i = 0;
+  while (i < v->size() && std::isdigit(static_cast<unsigned char>((*v)[i]))) ++i;
+  if (i == 0 || i > 9 || std::stoi(v->substr(0, i)) < 1)  // more digits than any task count (and than an int holds)
+    throw LaunchError(name + "='" + abbreviate(*v) + "' is not a task count per node (such as 4 or 4(x2))");
+  return std::stoi(v->substr(0, i));
+}
+
+// A whole number of digits only (a job or step id), nullopt for anything else.
+std::optional<unsigned long long> digits_value(const std::string& v) {
+  if (v.empty() || v.size() > 18 ||
+      !std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    return std::nullopt;
+  return std::stoull(v);
+}
+
+}  // namespace
+
+std::string checked_master_addr(const std::string& v, const std::string& variable) {
   const bool blank_or_control = std::any_of(v.begin(), v.end(), [](char ch) {
     const auto c = static_cast<unsigned char>(ch);
     return c <= 0x20 || c == 0x7f;
   });
   if (v.empty() || blank_or_control)
-    throw LaunchError("MASTER_ADDR='" + abbreviate(v) + "' is not a host name or address (" +
+    throw LaunchError(variable + "='" + abbreviate(v) + "' is not a host name or address (" +
                       (v.empty() ? "it is empty" : "it has a blank or control character") +
                       "): the rendezvous store would retry it until the distributed timeout");
   return v;
 }
 
-// SLURM_TASKS_PER_NODE style "4(x2),3": the count of the first node.
-std::optional<int> first_count(const std::optional<std::string>& v) {
-  if (!v || v->empty()) return std::nullopt;
-  size_t i = 0;
-  while (i < v->size() && std::isdigit(static_cast<unsigned char>((*v)[i]))) ++i;
-  if (i == 0 || i > 9) return std::nullopt;  // more digits than any task count (and than an int holds)
-  return std::stoi(v->substr(0, i));
+std::optional<int> slurm_int(const EnvLookup& env, const std::string& name, int min) {
+  if (!env(name)) return std::nullopt;
+  return parse_int(env, name, min);
 }
-
-}  // namespace
 
 EnvLookup process_env() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -110,17 +129,62 @@ std::string slurm_first_host(const std::string& nodelist) {
   return out;
 }
 
-int slurm_default_port(const std::string& job_id) {
-  unsigned long long id = 0;
-  for (char c : job_id)
-    if (std::isdigit(static_cast<unsigned char>(c))) id = id * 10 + static_cast<unsigned>(c - '0');
-  return static_cast<int>(20000 + id % 10000);
+std::string slurm_master_host(const EnvLookup& env, std::string* variable) {
+  std::string name = "SLURM_JOB_NODELIST";
+  std::optional<std::string> nodes = env(name);
+  if (!nodes) nodes = env(name = "SLURM_NODELIST");
+  if (!nodes || nodes->empty())
+    throw LaunchError("SLURM_PROCID is set but neither MASTER_ADDR nor SLURM_JOB_NODELIST is: cannot find the master "
+                      "node");
+  if (variable) *variable = name;
+  const std::string host = slurm_first_host(*nodes);
+  const std::string what = name + "='" + abbreviate(*nodes) + "'";
+  try {
+    checked_master_addr(host, name);
+  } catch (const LaunchError&) {
+    throw LaunchError(what + " is not a SLURM node list: its first host '" + abbreviate(host) + "' " +
+                      (host.empty() ? "is empty" : "has a blank or control character") +
+                      " (the rendezvous store would retry it until the distributed timeout)");
+  }
+  if (host.find_first_of("[]") != std::string::npos)
+    throw LaunchError(what + " is not a SLURM node list: its first host '" + abbreviate(host) +
+                      "' has a bracket that closes no range");
+  return host;
+}
+
+SlurmPort slurm_default_port(const EnvLookup& env) {
+  const std::optional<std::string> job = env("SLURM_JOB_ID");
+  std::string step_name = "SLURM_STEP_ID";
+  std::optional<std::string> step = env(step_name);
+  if (!step) step = env(step_name = "SLURM_STEPID");
+  if (!job)
+    throw LaunchError("SLURM_JOB_ID is not set (srun sets it): MASTER_PORT is derived from it under SLURM when "
+                      "MASTER_PORT is unset; set MASTER_PORT");
+  const std::optional<unsigned long long> id = digits_value(*job);
+  if (!id) throw LaunchError("SLURM_JOB_ID='" + abbreviate(*job) + "' is not a job id (a whole number)");
+  unsigned long long step_id = 0;
+  if (step) {
+    const std::optional<unsigned long long> s = digits_value(*step);
+    if (!s) throw LaunchError(step_name + "='" + abbreviate(*step) + "' is not a step id (a whole number)");
+    step_id = *s;
+  }
+  SlurmPort p;
+  p.port = static_cast<int>(20000 + 2 * (((*id % 4500) * 16 + step_id % 4500) % 4500));
+  p.from = "20000 + 2 x ((SLURM_JOB_ID " + *job + " x 16 + " + step_name + " " + std::to_string(step_id) +
+           ") mod 4500), since MASTER_PORT is unset";
+  return p;
 }
 
 std::string master_port_setting(const LaunchInfo& info) {
   if (info.spawned_by_megatron_run) return "--master-port";
   if (info.source == LaunchInfo::Source::Slurm) return "MASTER_PORT";
   return "torchrun's --master-port, or MASTER_PORT";
+}
+
+std::string master_addr_setting(const LaunchInfo& info) {
+  if (info.spawned_by_megatron_run) return "MASTER_ADDR, as megatron-run's launcher set it (--master-addr)";
+  if (info.source == LaunchInfo::Source::Slurm) return info.master_addr_from;
+  return "MASTER_ADDR (torchrun's --master-addr)";
 }
 
 bool slurm_step_task(const EnvLookup& env) {
@@ -194,20 +258,23 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
     info.rank = parse_int(env, "SLURM_PROCID", 0);
     info.world_size = parse_int(env, "SLURM_NTASKS", 1);
     info.local_rank = env("SLURM_LOCALID") ? parse_int(env, "SLURM_LOCALID", 0) : 0;
-    std::optional<int> per_node = first_count(env("SLURM_NTASKS_PER_NODE"));
-    if (!per_node) per_node = first_count(env("SLURM_TASKS_PER_NODE"));
+    std::optional<int> per_node = first_count(env("SLURM_NTASKS_PER_NODE"), "SLURM_NTASKS_PER_NODE");
+    if (!per_node) per_node = first_count(env("SLURM_TASKS_PER_NODE"), "SLURM_TASKS_PER_NODE");
     info.local_world_size = per_node.value_or(info.world_size);
     if (auto a = env("MASTER_ADDR")) {
       info.master_addr = master_addr_of(*a);
     } else {
-      std::optional<std::string> nodes = env("SLURM_JOB_NODELIST");
-      if (!nodes) nodes = env("SLURM_NODELIST");
-      if (!nodes || nodes->empty())
-        throw LaunchError("SLURM_PROCID is set but neither MASTER_ADDR nor SLURM_JOB_NODELIST is");
-      info.master_addr = slurm_first_host(*nodes);
+      std::string variable;
+      info.master_addr = slurm_master_host(env, &variable);
+      info.master_addr_from = variable + " (its first host)";
     }
-    info.master_port = env("MASTER_PORT") ? parse_int(env, "MASTER_PORT", 1)
-                                          : slurm_default_port(env("SLURM_JOB_ID").value_or("0"));
+    if (env("MASTER_PORT")) {
+      info.master_port = parse_int(env, "MASTER_PORT", 1);
+    } else {
+      const SlurmPort p = slurm_default_port(env);
+      info.master_port = p.port;
+      info.master_port_from = p.from;
+    }
   } else {
     return std::nullopt;
   }

@@ -41,6 +41,11 @@ struct LaunchInfo {
   int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Where master_addr came from, for a name that does not resolve: "MASTER_ADDR", or "SLURM_JOB_NODELIST (its
+  // first host)". Where master_port came from when no variable gave it: SLURM's derivation ("20000 + ..., since
+  // MASTER_PORT is unset"); "" when MASTER_PORT gave it.
+  std::string master_addr_from = "MASTER_ADDR";
+  std::string master_port_from;
   // torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE=True): every worker is a client, and keys
   // live under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/ like torch.distributed's env:// rendezvous.
   bool agent_store = false;
@@ -54,6 +59,10 @@ struct LaunchInfo {
 // megatron-run's spawner (its launcher reads no MASTER_PORT outside SLURM, and the option wins there too), torchrun's
 // option (or the variable, for another launcher setting RANK and WORLD_SIZE), MASTER_PORT under SLURM without one.
 std::string master_port_setting(const LaunchInfo& info);
+// The setting that gave a worker's MASTER_ADDR, for a name that does not resolve: "--master-addr (MASTER_ADDR)"
+// under megatron-run's spawner, torchrun's option or the variable, SLURM_JOB_NODELIST (its first host) under SLURM
+// without MASTER_ADDR.
+std::string master_addr_setting(const LaunchInfo& info);
 
 // Whether this process is a task of a SLURM job step (srun): SLURM_PROCID and SLURM_NTASKS, with the step's id
 // (SLURM_STEP_ID, or the older SLURM_STEPID). slurmstepd sets the step id only for a step id >= 0; the batch
@@ -94,8 +103,29 @@ std::string wait_notice_remark(const EnvLookup& env = process_env());
 // The first host of a SLURM node list ("node[001-004,9],gpu7" -> "node001").
 std::string slurm_first_host(const std::string& nodelist);
 
-// The MASTER_PORT used under SLURM when MASTER_PORT is unset: derived from SLURM_JOB_ID (20000 + id % 10000),
-// the same on every node of the job.
-int slurm_default_port(const std::string& job_id);
+// The master host of a SLURM step: the first host of SLURM_JOB_NODELIST (else SLURM_NODELIST), checked as a
+// MASTER_ADDR given directly is (a blank or control character, a bracket left over from a malformed range: throws
+// LaunchError naming the variable). `variable` gets the variable's name. Throws LaunchError when neither is set.
+std::string slurm_master_host(const EnvLookup& env, std::string* variable = nullptr);
+
+// A MASTER_ADDR-like host as a job gives it: empty, or with a blank or control character, it names no host (throws
+// LaunchError naming `variable`). Returns it unchanged.
+std::string checked_master_addr(const std::string& value, const std::string& variable = "MASTER_ADDR");
+
+// The MASTER_PORT used under SLURM when MASTER_PORT is unset, the same on every node and task of one job step:
+// 20000 + 2 x ((SLURM_JOB_ID x 16 + SLURM_STEP_ID) mod 4500), an even port in 20000..28998. Concurrent steps of one
+// allocation get different ports (any 4500 consecutive step ids); the odd port above each (the launchers' store of
+// the one-launcher-per-node form) is no other step's, and torchrun's 29400/29500 are never chosen. `from` says how
+// it was derived, for messages. A SLURM_JOB_ID or step id that is missing or not a whole number: LaunchError
+// (launch.env-malformed; srun always sets both).
+struct SlurmPort {
+  int port = 0;
+  std::string from;  // "20000 + 2 x ((SLURM_JOB_ID 9777 x 16 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset"
+};
+SlurmPort slurm_default_port(const EnvLookup& env);
+
+// A SLURM count variable, strictly: unset -> nullopt; a whole number >= `min` (no sign, no trailing text) -> it;
+// else LaunchError naming the variable ("SLURM_NTASKS='8x' is not an integer >= 1").
+std::optional<int> slurm_int(const EnvLookup& env, const std::string& name, int min);
 
 }  // namespace mr::launch

@@ -231,6 +231,85 @@ TEST_CASE("rendezvous errors: port in use, unreachable master", "[dist][process]
                                              "timeout (3 s) gives up in "));
 }
 
+TEST_CASE("rendezvous errors: a master name that does not resolve, a SLURM-derived port in use, named as such",
+          "[dist][process][fault]") {
+  TempDir dir;
+  const std::vector<std::string> argv = bring_up_argv({mrtest::megatron_run()});
+  // A .invalid name never resolves (RFC 6761): the rank waits for it within the timeout, saying so in its own words
+  // every MR_WAIT_NOTICE_S, and the error names the name and where it came from (review ops37 #3), without c10d's
+  // glog line a second.
+  std::map<std::string, std::string> env = mrtest::rank_env(1, 2, 29123, {{"MR_DIST_TIMEOUT_S", "4"},
+                                                                          {"MR_WAIT_NOTICE_S", "1"},
+                                                                          {"MASTER_ADDR", "nosuchhost.invalid"}});
+  // Under SLURM (one task per rank), the name comes from the node list.
+  const std::map<std::string, std::string> slurm = {
+      {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_ID", "5"},
+      {"SLURM_LOCALID", "0"}, {"SLURM_JOB_NODELIST", "nosuchhost.invalid,n2"}, {"CUDA_DEVICE_MAX_CONNECTIONS", "1"},
+      {"MR_DIST_TIMEOUT_S", "4"}, {"MR_WAIT_NOTICE_S", "1"}, {"MR_DIST_HEARTBEAT_S", "0.5"}};
+  // Rank 0 of a SLURM task whose derived port is held: the message says where the port came from.
+  int fd = -1, job = 0;
+  for (int id = 7 + static_cast<int>(getpid() % 4000); id < 9000 && fd < 0; id += 13) {
+    const int port = 20000 + 2 * ((id * 16) % 4500);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && listen(fd, 4) == 0) {
+      job = id;
+    } else {
+      close(fd);
+      fd = -1;
+    }
+  }
+  REQUIRE(fd >= 0);
+  const int held = 20000 + 2 * ((job * 16) % 4500);
+  const std::map<std::string, std::string> slurm0 = {
+      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_ID", std::to_string(job)},
+      {"SLURM_LOCALID", "0"}, {"SLURM_JOB_NODELIST", "localhost"}, {"CUDA_DEVICE_MAX_CONNECTIONS", "1"},
+      {"MR_DIST_TIMEOUT_S", "5"}, {"MR_DIST_HEARTBEAT_S", "0.5"}};
+  std::vector<Proc> procs = {mrtest::start(argv, env, dir, "unresolvable", 1),
+                             mrtest::start(argv, slurm, dir, "unresolvable-slurm", 1),
+                             mrtest::start(argv, slurm0, dir, "slurm-port-held", 0)};
+  mrtest::wait_all(procs, std::chrono::seconds(90));
+  // A user program in the one-task-per-rank form: rank 0's launcher warns of the held port (the spawner does so for
+  // --master-port), and the program still runs.
+  std::map<std::string, std::string> program_env = slurm0;
+  program_env.erase("MR_DIST_TIMEOUT_S");
+  std::vector<Proc> program = {mrtest::start(
+      {mrtest::megatron_run(), "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
+       "32", "--max-position-embeddings", "32", "--micro-batch-size", "1", "--global-batch-size", "1", "--train-iters",
+       "1", "--lr", "0.1", "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "128",
+       "--no-append-args", "--no-python", "/bin/echo", "ran"},
+      program_env, dir, "slurm-program", 0)};
+  mrtest::wait_all(program, std::chrono::seconds(60));
+  close(fd);
+  INFO(mrtest::all_output(procs));
+  CHECK(procs[0].exit_code() == 1);
+  CHECK_THAT(procs[0].err(), Catch::Contains("still waiting for the rendezvous store's host: nosuchhost.invalid does not "
+                                             "resolve on this host (") &&
+                                 Catch::Contains("; the name is MASTER_ADDR (torchrun's --master-addr))"));
+  CHECK_THAT(procs[0].err(), Catch::Contains("cannot reach the rendezvous store at nosuchhost.invalid:29123 within 4 s: "
+                                             "nosuchhost.invalid does not resolve on this host (") &&
+                                 Catch::Contains("check the name"));
+  CHECK_THAT(procs[0].err(), !Catch::Contains("socket.cpp") && !Catch::Contains("check that rank 0"));
+  CHECK(procs[1].exit_code() == 1);
+  CHECK_THAT(procs[1].err(), Catch::Contains("nosuchhost.invalid does not resolve on this host (") &&
+                                 Catch::Contains("the name is SLURM_JOB_NODELIST (its first host)"));
+  CHECK(procs[2].exit_code() == 1);
+  CHECK_THAT(procs[2].err(), Catch::Contains("cannot host the rendezvous store on port " + std::to_string(held) +
+                                             " (20000 + 2 x ((SLURM_JOB_ID " + std::to_string(job) +
+                                             " x 16 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset): the port "
+                                             "is already in use") &&
+                                 Catch::Contains("set MASTER_PORT to a free one"));
+  INFO(mrtest::all_output(program));
+  CHECK(program[0].exit_code() == 0);
+  CHECK_THAT(program[0].out(), Catch::Contains("ran\n"));
+  CHECK_THAT(program[0].err(), Catch::Contains("warning: port " + std::to_string(held) + " (20000 + 2 x ((SLURM_JOB_ID " +
+                                               std::to_string(job) + " x 16 + SLURM_STEP_ID 0) mod 4500), since "
+                                               "MASTER_PORT is unset): the port is in use on this machine"));
+}
+
 TEST_CASE("ranks disagreeing on the world size or the config: clear errors", "[dist][process][fault]") {
   TempDir dir;
   const std::vector<std::string> argv = bring_up_argv({mrtest::megatron_run()});

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 using namespace mr::launch;
@@ -64,8 +65,84 @@ TEST_CASE("master_port_setting: the advice for a taken port names what picks it 
                                            {"MASTER_PORT", "29500"}}));
   CHECK(master_port_setting(torchrun) == "torchrun's --master-port, or MASTER_PORT");
   LaunchInfo slurm = *launch_info(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
-                                        {"MASTER_ADDR", "node1"}}));
+                                        {"SLURM_JOB_ID", "9777"}, {"MASTER_ADDR", "node1"}}));
   CHECK(master_port_setting(slurm) == "MASTER_PORT");
+  // Derived (MASTER_PORT unset): where it came from, for the message when it is taken (review ops37 #4).
+  CHECK(slurm.master_port == 26864);
+  CHECK(slurm.master_port_from ==
+        "20000 + 2 x ((SLURM_JOB_ID 9777 x 16 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset");
+  CHECK(master_addr_setting(slurm) == "MASTER_ADDR");
+  LaunchInfo from_list = *launch_info(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
+                                            {"SLURM_JOB_ID", "9777"}, {"SLURM_JOB_NODELIST", "gpu[3-4]"},
+                                            {"MASTER_PORT", "29600"}}));
+  CHECK(from_list.master_port_from.empty());
+  CHECK(master_addr_setting(from_list) == "SLURM_JOB_NODELIST (its first host)");
+}
+
+TEST_CASE("SLURM's derived MASTER_PORT: one per job step, the same on every task, never torchrun's defaults; "
+          "malformed ids refused", "[launch][launch_env][slurm]") {
+  auto port = [](const std::string& job, const std::string& step) {
+    return slurm_default_port(with({{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", step}})).port;
+  };
+  // Concurrent steps of one allocation get different ports (review ops37 #5), two apart (the launchers' store of
+  // the one-launcher-per-node form is on the port above).
+  std::set<int> seen;
+  for (int step = 0; step < 64; ++step) {
+    const int p = port("123456", std::to_string(step));
+    CHECK(p % 2 == 0);
+    seen.insert(p);
+  }
+  CHECK(seen.size() == 64);
+  CHECK(port("9777", "0") == 26864);
+  CHECK(slurm_default_port(with({{"SLURM_JOB_ID", "9777"}, {"SLURM_STEPID", "3"}})).port == port("9777", "3"));
+  for (long long job = 0; job < 20000; ++job)
+    for (int step : {0, 1, 7}) {
+      const int p = port(std::to_string(job), std::to_string(step));
+      if (p < 20000 || p > 28998 || p == 29400 || p == 29500) FAIL("job " << job << " step " << step << ": " << p);
+    }
+  CHECK_THROWS_WITH(port("12x", "0"), "SLURM_JOB_ID='12x' is not a job id (a whole number)");
+  CHECK_THROWS_WITH(port("-5", "0"), Catch::Contains("SLURM_JOB_ID='-5'"));
+  CHECK_THROWS_WITH(port("5", "0x"), Catch::Contains("SLURM_STEP_ID='0x' is not a step id"));
+  CHECK_THROWS_WITH(slurm_default_port(with({{"SLURM_STEP_ID", "0"}})), Catch::Contains("SLURM_JOB_ID is not set"));
+  // ... and through launch_info, where a task reads them.
+  const std::map<std::string, std::string> task = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
+                                                   {"SLURM_JOB_NODELIST", "localhost"}, {"SLURM_JOB_ID", "12x"}};
+  CHECK_THROWS_AS(launch_info(with(task)), LaunchError);
+  std::map<std::string, std::string> given = task;
+  given["MASTER_PORT"] = "29600";  // the job id is not used then
+  CHECK(launch_info(with(given))->master_port == 29600);
+}
+
+TEST_CASE("SLURM: every count strict, and the node list's first host checked as MASTER_ADDR is",
+          "[launch][launch_env][slurm]") {
+  std::map<std::string, std::string> task = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
+                                             {"SLURM_JOB_ID", "5"}, {"SLURM_JOB_NODELIST", "localhost"}};
+  REQUIRE(launch_info(with(task)));
+  auto refused = [&](const std::string& name, const std::string& value) -> std::string {
+    std::map<std::string, std::string> t = task;
+    t[name] = value;
+    try {
+      (void)launch_info(with(t));
+    } catch (const LaunchError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  CHECK(refused("SLURM_NTASKS", "8x") == "SLURM_NTASKS='8x' is not an integer >= 1");
+  CHECK(refused("SLURM_TASKS_PER_NODE", "abc") ==
+        "SLURM_TASKS_PER_NODE='abc' is not a task count per node (such as 4 or 4(x2))");
+  CHECK(refused("SLURM_TASKS_PER_NODE", "2(x2)") == "(accepted)");
+  CHECK(refused("SLURM_JOB_NODELIST", "n[1-3") ==
+        "SLURM_JOB_NODELIST='n[1-3' is not a SLURM node list: its first host 'n[1-3' has a bracket that closes no range");
+  CHECK(refused("SLURM_JOB_NODELIST", "node01 node02").find(
+            "SLURM_JOB_NODELIST='node01 node02' is not a SLURM node list: its first host 'node01 node02' has a blank or "
+            "control character") == 0);
+  CHECK(refused("SLURM_JOB_NODELIST", "a]b") != "(accepted)");
+  for (const char* good : {"rack1-gpu[3-4]-x[1-2]", "gpu[017-018],cpu1", "node[007]", "a,b[1-2]", "x[09-10]"})
+    CHECK(refused("SLURM_JOB_NODELIST", good) == "(accepted)");
+  CHECK_THROWS_AS(slurm_int(with({{"SLURM_NNODES", "2x"}}), "SLURM_NNODES", 1), LaunchError);
+  CHECK(slurm_int(with({}), "SLURM_NNODES", 1) == std::nullopt);
+  CHECK(slurm_int(with({{"SLURM_NNODES", "3"}}), "SLURM_NNODES", 1) == 3);
 }
 
 TEST_CASE("SLURM: a task of an srun step is a rank of a job; the batch script itself (no SLURM_STEP_ID) is not",
