@@ -384,7 +384,19 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return 0;
   }
   if (version) {
-    std::cout << "megatron-run " << MR_VERSION << "\n";
+    // The first line stays `megatron-run X.Y.Z` (scripts read it); then the build, for an operator's fleet.
+    const std::string nccl = MR_WORKER_NCCL;
+    const std::string nccl_words = nccl == "built"     ? "NCCL (--distributed-backend nccl)"
+                                   : nccl == "no-nccl" ? "no NCCL (CUDA found, NCCL not)"
+                                                       : "no NCCL";
+    std::cout << "megatron-run " << MR_VERSION << "\n"
+              << "commit: " << MR_GIT_COMMIT << " (at configure time)\n"
+              << "build: " << MR_BUILD_TYPE << ", " << MR_COMPILER << "\n";
+    if (nccl == "no-worker")
+      std::cout << "worker: not built (no LibTorch found at configure time): a launch runs a user's program only\n";
+    else
+      std::cout << "worker: megatron-run-worker with " << MR_WORKER_TORCH << ", " << MR_WORKER_CUDA << ", " << nccl_words
+                << " (as configured; MR_WORKER may name another)\n";
     return 0;
   }
   // `--data-path data/a train.py`: the flag took the script as its last value (argparse's nargs '+'), and no program
@@ -558,6 +570,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     inv.program_named = true;
   }
   const bool launching = !dry_run && !parse_only && explain.empty();
+  // A launch's own variables (RANK, WORLD_SIZE, ...) in a config's ENV_VARS: the ranks get the launch's, and so
+  // does validation.
+  if (launching) inv.launch_sets = launch_sets_variable;
   // The world size that runs is the one validated: one worker, where a WORLD_SIZE in the shell is no job's.
   if (launching)
     if (const std::string n = launch_opts.apply_launch(inv, /*starts=*/!json_check); !n.empty()) print_warning(std::cerr, n);
@@ -669,6 +684,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   // A rank of a job re-validates the config the spawner (or, under another launcher, rank 0) has warned about.
   if (!(launching && quiet)) log_warnings(out);
+  // ENV_VARS that replace a value of megatron-run's environment, or that the launch sets itself (once a job).
+  if (!(launching && quiet))
+    for (const Diagnostic& d : config_env_notices(out.parsed)) print_warning_diagnostic(d);
   // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
   // A launch refused here in a job of several nodes tells the other nodes (they would wait for --join-timeout).
   auto refused = [&](const std::vector<Diagnostic>& ds) {
@@ -709,6 +727,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   if (!failed.empty()) return refused(failed);
   if (schedule_warning && !(launching && quiet)) print_warning_diagnostic(*schedule_warning);
+  // The environment the config gives every rank (its ENV_VARS, as validated): said once, by a launch and by a
+  // text dry run (a launch would give it), as Megatron's CI prints what it exports.
+  if (!out.parsed.env_vars.empty() && !(launching && quiet) && !json_check && common.format == "text")
+    std::cerr << "megatron-run: " << (launching ? "every rank gets" : "a launch gives every rank")
+              << " the config's ENV_VARS: " << config_env_line(out.parsed) << std::endl;
   const Namespace& ns = out.parsed.ns;
   std::string explained;  // with --format json: {"dest": {"value": ..., "source": "..."}, ...}
   // "; did you mean --lr-warmup-iters?" (the flags nearest `word`), or the dests of those flags for a dest.

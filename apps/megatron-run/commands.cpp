@@ -149,7 +149,7 @@ std::vector<Command> make_commands() {
       .synopsis =
       "  megatron-run --help          every Megatron flag, grouped\n"
       "  megatron-run help [COMMAND]  this usage, or a command's (as COMMAND --help)\n"
-      "  megatron-run --version       megatron-run's version\n",
+      "  megatron-run --version       its version, commit and build (what the worker was built with)\n",
       .words = &command_words,
       .one_word = true,
       .json_result = false});

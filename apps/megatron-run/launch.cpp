@@ -10,6 +10,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -37,6 +39,8 @@
 #include "parallel/layout.h"
 #include "config/rule.h"
 #include "launch/spawn.h"
+#include "launch/torchrun_env.h"
+#include "util/shell.h"
 #include "launch/worker_input.h"
 #include "util/gpu_devices.h"
 #include "util/resources.h"
@@ -57,6 +61,36 @@ std::string self_path() {
 std::string worker_path() {
   if (const char* w = std::getenv("MR_WORKER"); w && *w) return w;
   return (std::filesystem::path(self_path()).parent_path() / "megatron-run-worker").string();
+}
+
+// Finding 7 of review ops37: a worker that is not there is the same on every rank and every attempt.
+const Rule kWorkerMissingRule{
+    "launch.worker-missing", Rule::Level::Error,
+    "megatron-run's own worker (megatron-run-worker beside megatron-run, or MR_WORKER) is missing or not executable: "
+    "refused before any worker starts (exit 2), naming the path and how it was found; never retried by "
+    "--max-restarts (it is an install's fault, the same on every rank and attempt).",
+    __FILE__, __LINE__, kStageLaunch};
+
+// The refusal (exit 2) when the worker megatron-run would run is not an executable file; nullopt when it is.
+std::optional<int> worker_missing_refused(const LaunchOptions& lo) {
+  const std::string worker = worker_path();
+  if (access(worker.c_str(), X_OK) == 0 && !std::filesystem::is_directory(worker)) return std::nullopt;
+  const int err = errno;
+  const char* from_env = std::getenv("MR_WORKER");
+  const bool named = from_env && *from_env;
+  const std::string how = named ? "named by MR_WORKER"
+                                : "looked for beside megatron-run (" + self_path() + "), where the build puts it";
+  const std::string what = std::filesystem::is_directory(worker) ? "is a directory"
+                           : access(worker.c_str(), F_OK) == 0  ? "is not executable"
+                                                                : std::string("is missing (") + std::strerror(err) + ")";
+  kWorkerMissingRule.record_hit();
+  return refuse_launch(lo, 2,
+                       with_rule_id(kWorkerMissingRule.id, "megatron-run's worker ") + worker + " " + what + ": " +
+                           how + "; megatron-run-worker is built only where LibTorch is found (cmake -DTorch_DIR=...), "
+                           "and installed beside megatron-run; " +
+                           (named ? "unset MR_WORKER to use that one, or point it at the worker"
+                                  : "MR_WORKER names another path") +
+                           " (a user's program needs no worker: megatron-run [options] train.py)");
 }
 
 // The launchers' rendezvous for a multi-node job (launch/node_group.h), from the launcher options.
@@ -243,6 +277,67 @@ void warn_program_nccl(const Namespace& ns) {
 // rank), and the launch refused (exit 1) when one is an error. Every rank of such a job decides alike. Not with
 // --no-file-checks; nor with --yaml-cfg, whose namespace holds the file's sections, not the flags.
 }  // namespace
+
+const Rule kEnvVarsOverrideRule{
+    "launch.env-vars-override", Rule::Level::Warning,
+    "A config file's ENV_VARS entry that replaces something for the ranks: a variable megatron-run's environment "
+    "holds with another value (the ranks get the config's, as Megatron's CI exports ENV_VARS over its environment "
+    "before it launches, and validation used it), or one the launch sets for each rank itself (RANK, WORLD_SIZE, "
+    "MASTER_ADDR, ...: the launch's value wins, for validation too).",
+    __FILE__, __LINE__, kStageLaunch};
+
+bool launch_sets_variable(const std::string& name) {
+  if (name.rfind("TORCHELASTIC_", 0) == 0 || name == "MR_SPAWNED" || name == "MR_SPAWNER") return true;
+  const std::vector<std::string>& names = launch::torchrun_env_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+namespace {
+// A value a log may not show: what Megatron's CI redacts when it prints the ENV_VARS it exports.
+bool sensitive_name(const std::string& name) {
+  std::string u = name;
+  for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* w : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH"})
+    if (u.find(w) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+std::string config_env_line(const Parsed& p) {
+  std::string vars;
+  for (const auto& [k, v] : p.env_vars)
+    vars += (vars.empty() ? "" : " ") + k + "=" + (sensitive_name(k) ? std::string("<redacted>") : shell_quote(v));
+  return vars;
+}
+
+std::vector<Diagnostic> config_env_notices(const Parsed& p) {
+  std::vector<Diagnostic> out;
+  auto where = [&](const std::string& k) {
+    auto w = p.env.var_where.find(k);
+    return w == p.env.var_where.end() ? std::string() : w->second;
+  };
+  for (const auto& [k, v] : p.env_vars) {
+    const char* had = std::getenv(k.c_str());
+    if (!had || v == had) continue;
+    kEnvVarsOverrideRule.record_hit();
+    const bool hide = sensitive_name(k);
+    out.push_back({Diagnostic::Level::Warning, kEnvVarsOverrideRule.id,
+                   "ENV_VARS sets " + k + "=" + (hide ? "<redacted>" : shell_quote(v)) +
+                       ", and megatron-run's environment has " + k + "=" + (hide ? "<redacted>" : shell_quote(had)) +
+                       ": the ranks get the config's value, which validation used (ENV_VARS are exported over "
+                       "the environment, as Megatron's CI exports them before it launches); drop the entry to keep "
+                       "the environment's",
+                   {}, where(k), kStageInit});
+  }
+  for (const auto& [k, w] : p.env_vars_not_applied) {
+    kEnvVarsOverrideRule.record_hit();
+    out.push_back({Diagnostic::Level::Warning, kEnvVarsOverrideRule.id,
+                   "ENV_VARS sets " + k + ", which the launch sets for each rank itself: not exported, and "
+                   "validated with the launch's value",
+                   {}, w, kStageInit});
+  }
+  return out;
+}
 
 std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const launch::Program& program) {
   const Namespace& ns = resolved.parsed.ns;
@@ -619,6 +714,12 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     return 2;
   }
 
+  // The config files' ENV_VARS, for every rank, exactly as validation read them (docs/config-files.md): exported
+  // here, over megatron-run's environment, as Megatron's CI exports them before its launcher runs. The spawner
+  // passes its environment on (setting the launch's own variables over it, which validation left out of
+  // ENV_VARS: Invocation::launch_sets); the worker or program exec'd in place inherits it.
+  for (const auto& [k, v] : resolved.parsed.env_vars) setenv(k.c_str(), v.c_str(), 1);
+
   // What the worker gets; its time limits are checked here already, before any worker starts.
   const Namespace& ns = resolved.parsed.ns;
   // Megatron's --local-rank (torch.distributed.launch passed it to each worker): megatron-run gives each worker
@@ -675,6 +776,8 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   // Our spawner ((a) below): a backend its workers cannot run is refused here, once, before any of them starts.
   if (lo.nproc_per_node > 0 || !job)
     if (std::optional<int> refused = own_worker_nccl_refused(lo, ns)) return *refused;
+  // Our worker, there before anything starts (once, by the launcher: a rank would find it missing on every attempt).
+  if (std::optional<int> refused = worker_missing_refused(lo)) return *refused;
 
   // Our own run: the flags it does not act on, once (by the spawner, or by rank 0 under another launcher). The
   // runtime's notice of the timeout-like flags it ignores leaves out those this one named (WorkerInput::noticed).
@@ -700,13 +803,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   }
 
   // (b) inside a job: hand over to the torch-linked worker.
-  std::string worker = worker_path();
-  if (access(worker.c_str(), X_OK) != 0) {
-    print_error(std::cerr, "the worker " + worker +
-                               " is missing (megatron-run-worker is built only where LibTorch is found; MR_WORKER "
-                               "overrides its path)");
-    return 2;
-  }
+  std::string worker = worker_path();  // checked above
   // The worker's OpenMP threads sleep between parallel regions instead of spinning (libgomp spins for a while by
   // default): a run sharing its cores with another run or a build is otherwise 20-200x slower per iteration
   // (docs/optim.md). libgomp reads this when the worker starts; the user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.

@@ -184,6 +184,16 @@ std::optional<Diagnostic> training_run_check(const Outcome& out);
 // (exit 1), and so does --format json without --dry-run, which validates as the launch would.
 std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const launch::Program& program);
 
+// A config file's ENV_VARS (docs/config-files.md): a launch exports them to every rank, over megatron-run's
+// environment, except the variables the launch sets for each rank itself (launch_sets_variable: RANK, WORLD_SIZE,
+// MASTER_ADDR, TORCHELASTIC_*, ...), which validation leaves out of ENV_VARS too (Invocation::launch_sets).
+bool launch_sets_variable(const std::string& name);
+// "K=V K2=V2" of Parsed::env_vars, shell-quoted (values of secret-looking names shown as <redacted>).
+std::string config_env_line(const Parsed& p);
+// Rule launch.env-vars-override: an ENV_VARS entry whose value differs from megatron-run's environment's (the
+// ranks get the config's), or that the launch sets itself (Parsed::env_vars_not_applied); one warning each.
+std::vector<Diagnostic> config_env_notices(const Parsed& p);
+
 // A launch that stops before its workers start: prints `message` (unless `printed`) and, in a job of several
 // nodes, tells the other nodes' launchers so that they fail at once instead of waiting for --join-timeout
 // (launch::NodeGroup::refuse_to_join). Returns `code`.

@@ -183,6 +183,8 @@ std::string command_word_hint(const std::string& word) {
   if (word == "launch" || word == "run")  // what other tools call their launch command
     return " (megatron-run launches without a command word: megatron-run [launch options] [--config FILE]... "
            "[MEGATRON FLAGS] [PROGRAM]; its commands are " + command_list() + ")";
+  if (word == "version")  // helm's, kubectl's, docker's spelling
+    return " (its version and build: megatron-run --version)";
   return suggestion(word);
 }
 

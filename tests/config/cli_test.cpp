@@ -1154,6 +1154,20 @@ TEST_CASE("no arguments is a usage error: the usage on stderr, exit 2; help and 
   CHECK(not_exec.exit == 2);
   CHECK(not_exec.out.find("did you mean check?") != std::string::npos);
   CHECK(sh("--version").out.find("megatron-run") != std::string::npos);
+  // --version: the first line as scripts read it, then the build (review ops37, finding 10).
+  auto version = sh("--version");
+  CHECK(version.exit == 0);
+  const std::string first = version.out.substr(0, version.out.find('\n'));
+  CHECK(first.rfind("megatron-run ", 0) == 0);
+  CHECK(first.find(' ', 13) == std::string::npos);  // `megatron-run X.Y.Z`, nothing after
+  CHECK(version.out.find("\ncommit: ") != std::string::npos);
+  CHECK(version.out.find("\nbuild: ") != std::string::npos);
+  CHECK(version.out.find("\nworker: ") != std::string::npos);
+  // `megatron-run version` (helm's, kubectl's spelling) is no script: the refusal points at --version.
+  auto word = sh("version");
+  CHECK(word.exit == 2);
+  CHECK(word.out.find("unknown command 'version' (its version and build: megatron-run --version)") !=
+        std::string::npos);
   CHECK(none.err.find("--version") != std::string::npos);  // the usage (on stderr: nothing was asked)
   // check --quiet: nothing at all for valid files.
   auto quiet = sh("check --quiet " + kDefault);

@@ -246,3 +246,19 @@ TEST_CASE("a mutually exclusive group within one config file or across two: the 
   CHECK(refusal({file, num}) ==
         num + ":3: argument --kitchen-recipe-number: not allowed with argument --kitchen-config-file");
 }
+
+TEST_CASE("ENV_VARS values: the scalar's text as Megatron's CI exports it (yq after envsubst)", "[config]") {
+  auto f = write_tmp("ft-env.yaml",
+                     "ENV_VARS:\n  B: true\n  F: 0.00001\n  E: 1e-2\n  Q: '1'\n  N:\n  C: :4096:8\n"
+                     "  S: ${MR_TEST_SAVE_DIR}/x\nMODEL_ARGS:\n  --num-layers: 2\n");
+  mr::ConfigOptions opts;
+  opts.env = [](const std::string& n) -> std::optional<std::string> {
+    if (n == "MR_TEST_SAVE_DIR") return std::string("/tmp/x");
+    return std::nullopt;
+  };
+  auto p = parse({f}, {}, opts);
+  CHECK(p.env_vars == std::map<std::string, std::string>{{"B", "true"}, {"F", "0.00001"}, {"E", "1e-2"}, {"Q", "1"},
+                                                        {"N", ""}, {"C", ":4096:8"}, {"S", "/tmp/x/x"}});
+  CHECK(p.env.vars.at("F") == "0.00001");  // validation reads the same text
+  CHECK(p.env.var_where.at("F") == f + ":3");
+}

@@ -859,3 +859,85 @@ TEST_CASE("PET_MONITOR_INTERVAL is --monitor-interval's default (checked, named 
     CHECK(has_text(b.out, "PET_STANDALONE='" + std::string(bad) + "' (the default of --standalone) is not an integer"));
   }
 }
+
+namespace {
+
+// A Megatron CI config (functional-test layout) whose ENV_VARS the ranks must get (review ops37, finding 0).
+std::string env_vars_config(const std::string& name, const std::string& env_vars) {
+  return mrtest::write_file(name,
+                            "ENV_VARS:\n" + env_vars +
+                                "MODEL_ARGS:\n"
+                                "  {--num-layers: 2, --hidden-size: 256, --num-attention-heads: 4,\n"
+                                "   --max-position-embeddings: 128, --seq-length: 128, --micro-batch-size: 2,\n"
+                                "   --global-batch-size: 8, --train-iters: 4, --lr: 0.0003, --mock-data: true,\n"
+                                "   --tokenizer-type: NullTokenizer, --vocab-size: 1024,\n"
+                                "   --tensor-model-parallel-size: 2}\n",
+                            "launch-program");
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a config's ENV_VARS reach every rank, the values validation used", "[launch][program][process][env-vars]") {
+  const std::string cfg = env_vars_config("env-vars.yaml",
+                                          "  CUDA_DEVICE_MAX_CONNECTIONS: 1\n  MY_OPS_VAR: hello world\n"
+                                          "  MY_OPS_BOOL: true\n  MY_OPS_FLOAT: 0.00001\n  MY_OPS_COLON: :4096:8\n");
+  const std::string unset = "env -u CUDA_DEVICE_MAX_CONNECTIONS -u MY_OPS_VAR -u MY_OPS_BOOL -u MY_OPS_FLOAT ";
+  const std::string launch = kBin + " --target-gpu-arch sm_90 --nproc-per-node 2 --config '" + cfg +
+                             "' --no-append-args --no-python /usr/bin/env";
+  Proc r = sh(unset + launch);
+  INFO(r.out);
+  REQUIRE(r.exit == 0);
+  for (const std::string& line : {"CUDA_DEVICE_MAX_CONNECTIONS=1\n", "MY_OPS_VAR=hello world\n", "MY_OPS_BOOL=true\n",
+                                  "MY_OPS_FLOAT=0.00001\n", "MY_OPS_COLON=:4096:8\n"}) {
+    INFO(line);
+    CHECK(count_of(r.out, "[rank 0] " + line) == 1);
+    CHECK(count_of(r.out, "[rank 1] " + line) == 1);
+  }
+  CHECK(count_of(r.out, "megatron-run: every rank gets the config's ENV_VARS: CUDA_DEVICE_MAX_CONNECTIONS=1 ") == 1);
+  CHECK_FALSE(has_text(r.out, "launch.env-vars-override"));
+
+  // The launcher's environment holds other values: the config's win on every rank, as Megatron's CI exports them,
+  // and the conflict is named once, at the ENV_VARS line.
+  Proc c = sh(unset + "CUDA_DEVICE_MAX_CONNECTIONS=8 MY_OPS_VAR=bye " + launch);
+  INFO(c.out);
+  REQUIRE(c.exit == 0);
+  CHECK(count_of(c.out, "CUDA_DEVICE_MAX_CONNECTIONS=1\n") == 2);
+  CHECK(count_of(c.out, "CUDA_DEVICE_MAX_CONNECTIONS=8\n") == 0);
+  CHECK(count_of(c.out, "MY_OPS_VAR=hello world\n") == 2);
+  CHECK(count_of(c.out, cfg + ":2: warning[launch.env-vars-override]: ENV_VARS sets CUDA_DEVICE_MAX_CONNECTIONS=1, "
+                              "and megatron-run's environment has CUDA_DEVICE_MAX_CONNECTIONS=8") == 1);
+  CHECK(count_of(c.out, "warning[launch.env-vars-override]: ENV_VARS sets MY_OPS_VAR='hello world'") == 1);
+
+  // Validation reads what the ranks get: the config's 8, not the launcher's 1, is refused (TP 2 on sm_90).
+  const std::string eight = env_vars_config("env-vars-8.yaml", "  CUDA_DEVICE_MAX_CONNECTIONS: 8\n");
+  Proc v = sh("CUDA_DEVICE_MAX_CONNECTIONS=1 " + kBin + " --target-gpu-arch sm_90 --nproc-per-node 2 --config '" +
+              eight + "' --no-append-args --no-python /usr/bin/env");
+  INFO(v.out);
+  CHECK(v.exit == 1);
+  CHECK(has_text(v.out, "error[cuda-connections.max-connections-one]"));
+  CHECK_FALSE(has_text(v.out, "[rank 0]"));
+
+  // A variable the launch sets for each rank itself: the launch's value, for validation too, and said.
+  const std::string ws = env_vars_config("env-vars-ws.yaml", "  CUDA_DEVICE_MAX_CONNECTIONS: 1\n  WORLD_SIZE: 8\n");
+  Proc w = sh(unset + kBin + " --target-gpu-arch sm_90 --nproc-per-node 2 --config '" + ws +
+              "' --no-append-args --no-python /usr/bin/env");
+  INFO(w.out);
+  CHECK(w.exit == 0);
+  CHECK(count_of(w.out, "] WORLD_SIZE=2\n") == 2);
+  CHECK(count_of(w.out, "WORLD_SIZE=8\n") == 0);
+  CHECK(count_of(w.out, ws + ":3: warning[launch.env-vars-override]: ENV_VARS sets WORLD_SIZE, which the launch sets "
+                             "for each rank itself") == 1);
+
+  // A dry run says what a launch would give.
+  Proc d = sh(kBin + " --dry-run --world-size 2 --config '" + cfg + "'");
+  INFO(d.out);
+  CHECK(d.exit == 0);
+  CHECK(has_text(d.out, "megatron-run: a launch gives every rank the config's ENV_VARS: CUDA_DEVICE_MAX_CONNECTIONS=1 "
+                        "MY_OPS_BOOL=true MY_OPS_COLON=:4096:8 MY_OPS_FLOAT=0.00001 MY_OPS_VAR='hello world'"));
+}

@@ -119,3 +119,37 @@ TEST_CASE("--distributed-backend nccl on a machine with NVIDIA GPUs: refused onl
   CHECK(rocm.exit == 1);
   if (kWorkerHasNccl) CHECK(has_text(rocm.out, "/dev/kfd is an AMD GPU, which megatron-run's CUDA path does not drive"));
 }
+
+TEST_CASE("a config's ENV_VARS reach megatron-run's own worker on every rank", "[launch][worker][env-vars]") {
+  const std::string stub = mrtest::write_file("print-ops-env.sh", "#!/bin/sh\necho \"ops=${MY_OPS_VAR:--}\"\n",
+                                              "launch-worker");
+  std::filesystem::permissions(stub, std::filesystem::perms::owner_all);
+  const std::string env = mrtest::write_file("env-only.yaml", "ENV_VARS:\n  MY_OPS_VAR: hello\nMODEL_ARGS: {}\n",
+                                             "launch-worker");
+  const mrtest::Proc two = mrtest::run_shell("env -u MY_OPS_VAR MR_WORKER='" + stub + "' '" + MR_BINARY +
+                                             "' --nproc-per-node 2 --config " + kConfig + " --config '" + env +
+                                             "' 2>&1");
+  INFO(two.out);
+  CHECK(two.exit == 0);
+  CHECK(count(two.out, "ops=hello") == 2);
+  CHECK(count(two.out, "ops=-") == 0);
+}
+
+TEST_CASE("a missing worker is refused once before any worker starts, not retried", "[launch][worker]") {
+  const mrtest::Proc r = mrtest::run_shell("MR_WORKER=/nonexistent/megatron-run-worker '" + std::string(MR_BINARY) +
+                                           "' --max-restarts 2 --nproc-per-node 2 --config " + kConfig + " 2>&1");
+  INFO(r.out);
+  CHECK(r.exit == 2);
+  CHECK(count(r.out, "error[launch.worker-missing]: megatron-run's worker /nonexistent/megatron-run-worker is "
+                     "missing (No such file or directory): named by MR_WORKER") == 1);
+  CHECK_FALSE(has_text(r.out, "restart 1"));
+  CHECK_FALSE(has_text(r.out, "[rank 0]"));
+  // Not executable: said so.
+  const std::string plain = mrtest::write_file("not-exec-worker", "#!/bin/sh\n", "launch-worker");
+  std::filesystem::permissions(plain, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const mrtest::Proc n = mrtest::run_shell("MR_WORKER='" + plain + "' '" + std::string(MR_BINARY) +
+                                           "' --config " + kConfig + " 2>&1");
+  INFO(n.out);
+  CHECK(n.exit == 2);
+  CHECK(has_text(n.out, "error[launch.worker-missing]: megatron-run's worker " + plain + " is not executable"));
+}

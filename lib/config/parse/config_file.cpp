@@ -420,8 +420,12 @@ ConfigResult load_config_file(const Schema& schema, const std::string& path, Nam
                                         kConfigNotMappingRule);
       Converter to_value{opts, /*strict=*/false, out.report.warnings};
       for (const Entry& e : entries(env, /*strict=*/false, out.report.warnings)) {
-        Value v = to_value(e.value);
-        out.env_vars[e.key.scalar()] = v.is_bool() ? launcher_word(v) : v.py_str();
+        Value v = to_value(e.value);  // its checks (tags, ${VAR}), and a collection's text
+        // Megatron's CI exports what yq prints after envsubst: a scalar's text as written (`true`, `0.00001`,
+        // `:4096:8`), nothing for a null; the ranks get exactly this, and validation reads it.
+        std::string text = v.is_none() ? std::string() : e.value.is_scalar() ? e.value.scalar() : v.py_str();
+        if (e.value.is_scalar() && text.find('$') != std::string::npos) text = expand_env(text, opts, e.value.where());
+        out.env_vars[e.key.scalar()] = text;
         out.env_where[e.key.scalar()] = e.key.where();
       }
     }

@@ -75,8 +75,17 @@ Parsed parse_arguments(const Schema& schema, const Invocation& inv) {
   p.env = inv.env;
   for (const std::string& file : inv.config_files) {
     ConfigResult r = apply_config_file(schema, file, p.ns, inv.config);
-    for (const auto& [k, v] : r.env_vars) p.env.vars[k] = v;
-    for (const auto& [k, w] : r.env_where) p.env.var_where[k] = w;
+    for (const auto& [k, v] : r.env_vars) {
+      const std::string& where = r.env_where.at(k);
+      if (inv.launch_sets && inv.launch_sets(k)) {
+        p.env_vars_not_applied[k] = where;
+        continue;
+      }
+      p.env.vars[k] = v;
+      p.env.var_where[k] = where;
+      p.env_vars[k] = v;
+      p.env_vars_not_applied.erase(k);
+    }
     p.warnings.insert(p.warnings.end(), r.report.warnings.begin(), r.report.warnings.end());
     p.argv.insert(p.argv.end(), r.argv.begin(), r.argv.end());
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -45,6 +46,10 @@ struct Invocation {
   bool program_named = false;
   ConfigOptions config;
   TargetEnv env = TargetEnv::from_process();
+  // A launch's own variables (RANK, WORLD_SIZE, MASTER_ADDR, ...: the launcher sets them for each rank): a config
+  // file's ENV_VARS entry for one of these is not applied (Parsed::env_vars_not_applied), so validation reads the
+  // value the ranks get. Unset (a dry run, check): every entry applies.
+  std::function<bool(const std::string&)> launch_sets;
   std::optional<long long> world_size;     // overrides WORLD_SIZE (check --world-size)
   // What gave world_size, in words, for --explain and --provenance ("--nnodes 1 x --nproc-per-node 2"); empty:
   // "command line --world-size".
@@ -58,6 +63,10 @@ struct Invocation {
 struct Parsed {
   Namespace ns;
   TargetEnv env;                       // after ENV_VARS of functional-test files
+  // The ENV_VARS of the config files (a later file's value wins), as validation read them (their file:line in
+  // env.var_where): what a launch exports to every rank (docs/config-files.md).
+  std::map<std::string, std::string> env_vars;
+  std::map<std::string, std::string> env_vars_not_applied;  // name -> file:line, per Invocation::launch_sets
   std::vector<std::string> warnings;
   std::vector<Token> argv;             // the Megatron command line this stands for (files, then CLI)
   std::vector<Token> program_own;      // the words of Invocation::program_cli that are no Megatron flag
