@@ -893,11 +893,11 @@ TEST_CASE("a config's ENV_VARS reach every rank, the values validation used", "[
   Proc r = sh(unset + launch);
   INFO(r.out);
   REQUIRE(r.exit == 0);
-  for (const std::string& line : {"CUDA_DEVICE_MAX_CONNECTIONS=1\n", "MY_OPS_VAR=hello world\n", "MY_OPS_BOOL=true\n",
+  for (const char* line : {"CUDA_DEVICE_MAX_CONNECTIONS=1\n", "MY_OPS_VAR=hello world\n", "MY_OPS_BOOL=true\n",
                                   "MY_OPS_FLOAT=0.00001\n", "MY_OPS_COLON=:4096:8\n"}) {
     INFO(line);
-    CHECK(count_of(r.out, "[rank 0] " + line) == 1);
-    CHECK(count_of(r.out, "[rank 1] " + line) == 1);
+    CHECK(count_of(r.out, std::string("[rank 0] ") + line) == 1);
+    CHECK(count_of(r.out, std::string("[rank 1] ") + line) == 1);
   }
   CHECK(count_of(r.out, "megatron-run: every rank gets the config's ENV_VARS: CUDA_DEVICE_MAX_CONNECTIONS=1 ") == 1);
   CHECK_FALSE(has_text(r.out, "launch.env-vars-override"));
