@@ -803,3 +803,34 @@ TEST_CASE("a stderr reader that does not read: a worker failure still ends the l
   CHECK(launch_ms(r) >= 0);
   CHECK(launch_ms(r) < 20000);  // start, the grace period (3 s), and a margin; not the 30 s kill
 }
+
+TEST_CASE("a worker is a session leader: a read of the terminal it inherited is not stopped by SIGTTIN",
+          "[launch][supervision][process][terminal]") {
+  // Review launch37 #1: each worker was a process group of its own in the terminal's session, a background group
+  // there: `breakpoint()` / `input()` on rank 0 stopped it (SIGTTIN) and the job hung silently. The launcher runs
+  // on a pseudo-terminal (on_terminal.py, the controlling terminal of its session); the worker says its pid, its
+  // process group and its session (/proc/self/stat's fields 5 and 6), and reads a line, which on_terminal.py
+  // types once it sees "ready".
+  TempDir dir;
+  std::ofstream(dir.path / "reader.sh")
+      << "read pid comm state ppid pgrp sid rest < /proc/$$/stat\n"
+      << "echo \"ready pid=$pid pgrp=$pgrp sid=$sid\"\n"
+      << "read line\n"
+      << "echo \"got:$line\"\n";
+  const std::string driver = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/on_terminal.py";
+  const std::string cmd = "exec " + kBin + " --nproc-per-node 1 --config " + kConfig +
+                          " --no-append-args --no-python /bin/sh " + (dir.path / "reader.sh").string();
+  Proc r = run_shell("timeout -k 5 60 /usr/bin/python3 " + driver + " \"" + cmd + "\" 20 2>&1");
+  INFO(r.out);
+  CHECK(has(r.out, "got:typed"));
+  CHECK(has(r.out, "exit=0"));
+  CHECK_FALSE(has(r.out, "TIMEOUT"));
+  // getsid(pid) == pid, and the group the launcher signals is still the worker's pid.
+  const size_t at = r.out.find("ready pid=");
+  REQUIRE(at != std::string::npos);
+  std::istringstream line(r.out.substr(at + 10, r.out.find('\n', at) - at - 10));
+  std::string pid, pgrp, sid;
+  line >> pid >> pgrp >> sid;
+  CHECK(pgrp == "pgrp=" + pid);
+  CHECK(sid == "sid=" + pid);
+}
