@@ -43,6 +43,13 @@ const Rule kWorldSizeEnvUnusedRule{
     "megatron-run starts (each gets its own, as under torchrun); the notice says what is validated instead.",
     __FILE__, __LINE__, kStageLaunch};
 
+const Rule kC10dIgnoresRule{
+    "launch.c10d-ignores-static-options", Rule::Level::Warning,
+    "--node-rank, --master-addr or --master-port with --rdzv-backend c10d: not used, as torchrun ignores them "
+    "there (the c10d rendezvous numbers the nodes as they arrive and chooses the workers' master); job templates "
+    "pass them along, so they are named in a warning and the launch goes on.",
+    __FILE__, __LINE__, kStageLaunch};
+
 // The notice for it: [launch.world-size-env-unused], then what is validated instead.
 std::string world_size_env_unused(const std::string& value, const std::string& instead) {
   return with_rule_id(kWorldSizeEnvUnusedRule.id, "WORLD_SIZE=") + abbreviate(value) +
@@ -570,14 +577,26 @@ void LaunchOptions::apply(Invocation& inv) {
     if (rdzv_endpoint.empty())
       throw UsageError("argument --rdzv-backend c10d: needs --rdzv-endpoint HOST[:PORT] (the launchers' store)",
                        {"--rdzv-endpoint", "--rdzv-backend"});
-    if (master_addr_given || master_port_given)
-      throw UsageError(std::string("argument ") + (master_addr_given ? "--master-addr" : "--master-port") +
-                           ": the c10d rendezvous chooses the workers' master (node 0's address, a free port); leave "
-                           "it out, or use --rdzv-backend static",
-                       {master_addr_given ? "--master-addr" : "--master-port"});
+    // torchrun reads --node-rank, --master-addr and --master-port only for its static rendezvous, and job
+    // templates pass them along with --rdzv-backend c10d: named in a warning, not used (they were refused, exit 2).
     if (node_rank_given)
-      throw UsageError("argument --node-rank: the c10d rendezvous numbers the nodes in the order they arrive; leave "
-                       "it out, or use --rdzv-backend static", {"--node-rank"});
+      notices.push_back(with_rule_id(kC10dIgnoresRule.id, "--node-rank " + std::to_string(node_rank)) +
+                        ": not used under --rdzv-backend c10d, as torchrun ignores it (the c10d rendezvous numbers "
+                        "the nodes in the order they arrive)");
+    if (master_addr_given || master_port_given)
+      notices.push_back(with_rule_id(kC10dIgnoresRule.id,
+                                     master_addr_given && master_port_given
+                                         ? "--master-addr " + addr_as_given + " and --master-port " +
+                                               std::to_string(port_as_given)
+                                     : master_addr_given ? "--master-addr " + addr_as_given
+                                                         : "--master-port " + std::to_string(port_as_given)) +
+                        ": not used under --rdzv-backend c10d, as torchrun ignores " +
+                        (master_addr_given && master_port_given ? "them" : "it") +
+                        " (the c10d rendezvous chooses the workers' master: node 0's address, a free port)");
+    node_rank_given = master_addr_given = master_port_given = false;
+    node_rank = 0;  // the rendezvous gives each node its rank
+    master_addr = "127.0.0.1";
+    master_port = 0;
     if (standalone)
       throw UsageError("argument --standalone: a standalone job has its own rendezvous; leave out --rdzv-backend",
                        {"--standalone", "--rdzv-backend"});

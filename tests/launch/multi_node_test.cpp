@@ -1031,8 +1031,6 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
   // Each: exit 2, before anything starts, with this message.
   const std::pair<std::string, std::string> refused[] = {
       {"--nnodes 2 --rdzv-backend c10d --nproc-per-node 1", "--rdzv-backend c10d: needs --rdzv-endpoint"},
-      {"--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1",
-       "argument --master-port: the c10d rendezvous chooses the workers' master"},
       {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1",
        "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not implement"},
       {"--nnodes 2 --rdzv-backend zk --nproc-per-node 1", "argument --rdzv-backend: invalid choice: 'zk' (choose from 'static', 'c10d')"},
@@ -1051,6 +1049,25 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
     CHECK(p.exit == 2);
     CHECK(has(p.out, message));
   }
+}
+
+TEST_CASE("--node-rank, --master-addr and --master-port under c10d are named in a warning and not used, as torchrun "
+          "ignores them", "[launch][multinode]") {
+  // Review launch37 #2: job templates pass them with --rdzv-backend c10d; they were refused (exit 2).
+  const std::string ep = "127.0.0.1:" + std::to_string(free_port());
+  mrtest::Proc p = mrtest::run_shell("timeout 60 " + kBin + " --config " + kConfig + " --nnodes=1 --node_rank=0 "
+                                     "--master_addr=127.0.0.9 --master_port=5 --nproc_per_node=1 --rdzv_backend=c10d "
+                                     "--rdzv_endpoint=" + ep + " --rdzv_id=ign --no-python /bin/sh -c "
+                                     "'echo \"master=$MASTER_ADDR:$MASTER_PORT group=$GROUP_RANK\"' 2>&1");
+  INFO(p.out);
+  CHECK(p.exit == 0);
+  CHECK(has(p.out, "warning[launch.c10d-ignores-static-options]: --node-rank 0: not used under --rdzv-backend c10d, "
+                   "as torchrun ignores it"));
+  CHECK(has(p.out, "warning[launch.c10d-ignores-static-options]: --master-addr 127.0.0.9 and --master-port 5: not "
+                   "used under --rdzv-backend c10d, as torchrun ignores them"));
+  CHECK(has(p.out, "group=0"));
+  CHECK_FALSE(has(p.out, "master=127.0.0.9"));
+  CHECK_FALSE(has(p.out, ":5 group"));
 }
 
 TEST_CASE("--rdzv-endpoint and --master-addr with IPv6 addresses: malformed ones are usage errors",
