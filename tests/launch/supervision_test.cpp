@@ -680,7 +680,7 @@ TEST_CASE("the launcher's TORCHELASTIC_ERROR_FILE gets the root cause; the error
   const std::string named = r.out.substr(from, r.out.find(":\n", from) - from);
   CHECK(has(named, "/attempt_0/1/error.json"));
   CHECK(fs::exists(named));
-  CHECK(has(r.out, "kept: it holds a worker's error file (" + named + ")"));
+  CHECK(has(r.out, "kept: it holds the root cause's error file (rank 1: " + named + ")"));
   // No worker wrote one: the temporary directory goes, and the launcher's file gets a record of the root cause.
   Proc n = sh("FAULT=ignore-term TMPDIR='" + (t.path / "tmp2").string() + "' TORCHELASTIC_ERROR_FILE='" +
               mine.string() + "' " + kRun + "--nproc-per-node 2 --term-timeout 1 --no-append-args " + kFaults);
@@ -833,4 +833,32 @@ TEST_CASE("a worker is a session leader: a read of the terminal it inherited is 
   line >> pid >> pgrp >> sid;
   CHECK(pgrp == "pgrp=" + pid);
   CHECK(sid == "sid=" + pid);
+}
+
+TEST_CASE("the kept log directory's line names the root cause's error file, or says the root cause wrote none",
+          "[launch][supervision][process][error-file]") {
+  // Review launch37 #4: it named whichever worker's error file came first in the directory, a cascade rank's.
+  TempDir t;
+  fs::create_directories(t.path / "tmp");
+  Proc r = sh("FAULT=others-file TMPDIR='" + (t.path / "tmp").string() + "' " + kRun +
+              "--nproc-per-node 2 --term-timeout 5 --no-append-args " + kFaults);
+  INFO(r.out);
+  CHECK(r.exit == 6);
+  CHECK_FALSE(has(r.out, "    error file "));  // the root cause (rank 1) wrote none: the summary names none
+  CHECK(has(r.out, "kept: it holds error files of workers that failed after the root cause (rank 1, which wrote "
+                   "none): "));
+  CHECK(has(r.out, "/attempt_0/0/error.json\n"));
+  CHECK_FALSE(has(r.out, "kept: it holds a worker's error file"));
+}
+
+TEST_CASE("a relative --log-dir gives the workers absolute paths", "[launch][supervision][process][log-dir]") {
+  // Review launch37 #3: TORCHELASTIC_ERROR_FILE was relative, and @record failed after the program's os.chdir.
+  TempDir t;
+  std::ofstream(t.path / "show.sh") << "echo \"EF=$TORCHELASTIC_ERROR_FILE\"\n";
+  Proc r = sh("sh -c \"cd '" + t.path.string() + "' && exec env " + kRun + "--nproc-per-node 1 --log-dir logs/ "
+              "--no-append-args --no-python /bin/sh show.sh\"");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "EF=" + (t.path / "logs").string() + "/none_"));
+  CHECK(has(r.out, "megatron-run: log directory " + (t.path / "logs").string() + "/none_"));
 }
