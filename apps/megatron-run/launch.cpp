@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -282,6 +283,13 @@ std::optional<int> program_inputs_refused(const Outcome& resolved, const launch:
 // or 1 when they cannot start (2 for options the spawner refuses). `own_worker`: argv is megatron-run's own worker, not the user's program.
 int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker, std::string python = "") {
   const auto started = std::chrono::steady_clock::now();
+  // From here to the launcher's exit, a reader of its output that went away (`| head`) costs output, never the
+  // job's exit code: SIGPIPE stays ignored after the workers have ended (the failure summary, the kept log
+  // directory's line, the event records), as while they run (spawn_signals.cpp), and a failed write only sets
+  // the stream's error state. Until 2026-12-07 the summary written into a closed pipe killed the launcher
+  // (exit 141) and the root cause's code was lost (review launch37 #10). The workers get SIGPIPE's default back
+  // (workers.cpp); nothing is exec'd from here on.
+  std::signal(SIGPIPE, SIG_IGN);
   launch::SpawnOptions so;
   launch::SpawnReport report;
   so.report = &report;

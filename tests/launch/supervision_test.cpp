@@ -862,3 +862,17 @@ TEST_CASE("a relative --log-dir gives the workers absolute paths", "[launch][sup
   CHECK(has(r.out, "EF=" + (t.path / "logs").string() + "/none_"));
   CHECK(has(r.out, "megatron-run: log directory " + (t.path / "logs").string() + "/none_"));
 }
+
+TEST_CASE("a reader that went away before the failure summary does not change the exit code",
+          "[launch][supervision][process][sigpipe]") {
+  // Review launch37 #10: SIGPIPE was ignored only while the workers ran; the summary written into the closed pipe
+  // killed the launcher (141) and the root cause's code was lost. Rank 1 writes its error file and exits 5, so the
+  // temporary log directory is kept and said last, after the workers' signal handling has ended. `true` has gone
+  // long before.
+  TempDir t;
+  Proc r = run_shell("{ (FAULT=error-file TMPDIR='" + t.path.string() + "' timeout -k 5 60 env " + kRun +
+                     "--nproc-per-node 2 --term-timeout 5 --no-append-args " + kFaults +
+                     " 2>&1; echo \"exit=$?\" >&3) | true; } 3>&1");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=5"));
+}
