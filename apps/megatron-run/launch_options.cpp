@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <algorithm>
+#include <random>
+#include <string>
 #include <tuple>
 
 #include "config/converters.h"
@@ -49,6 +51,23 @@ const Rule kC10dIgnoresRule{
     "there (the c10d rendezvous numbers the nodes as they arrive and chooses the workers' master); job templates "
     "pass them along, so they are named in a warning and the launch goes on.",
     __FILE__, __LINE__, kStageLaunch};
+
+// A random UUID (version 4) as Python's str(uuid.uuid4()) writes it, "3f2c8a1e-...-...": --standalone's run id,
+// as torchrun's run() draws it (review launch37 #7: it was the pid and the time in 16 hex digits).
+std::string uuid4_text() {
+  std::random_device random;  // /dev/urandom
+  unsigned char b[16];
+  for (size_t i = 0; i < sizeof b; i += 4) {
+    const unsigned v = random();
+    for (size_t j = 0; j < 4; ++j) b[i + j] = static_cast<unsigned char>(v >> (8 * j));
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // the RFC 4122 variant
+  char text[37];
+  std::snprintf(text, sizeof text, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return text;
+}
 
 // The notice for it: [launch.world-size-env-unused], then what is validated instead.
 std::string world_size_env_unused(const std::string& value, const std::string& instead) {
@@ -640,11 +659,7 @@ void LaunchOptions::apply(Invocation& inv) {
       notices.push_back("--standalone: " + u + " not used (a standalone job's master is 127.0.0.1 at a free port)");
     master_addr = "127.0.0.1";
     master_port = 0;  // a free port
-    if (run_id == "none") {
-      char id[32];
-      std::snprintf(id, sizeof id, "%08x%08x", static_cast<unsigned>(getpid()), static_cast<unsigned>(time(nullptr)));
-      run_id = id;
-    }
+    if (run_id == "none") run_id = uuid4_text();  // torchrun's str(uuid.uuid4())
   }
   // SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
   // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
