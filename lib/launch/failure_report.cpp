@@ -274,7 +274,7 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
        << (root.stderr_left_out ? " (" + std::to_string(root.stderr_left_out) + " torch log line" +
                                       (root.stderr_left_out == 1 ? "" : "s") + " left out)"
                                 : std::string())
-       << ":\n";
+       << (root.stderr_filtered ? " (not shown on the console: --local-ranks-filter)" : "") << ":\n";
     for (const std::string& l : root.stderr_tail) os << "      " << l << "\n";
   } else if (!root.stderr_seen) {
     os << "    its stderr went straight to the console (above)\n";

@@ -152,7 +152,10 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
         s->filtered = filtered;
         s->filters = filters;
       }
-      if (!dest->file.empty() || (dest->console && !w.prefix.empty())) make_pipe(fds);
+      // A stderr kept off the console (--local-ranks-filter) without a log file goes through the launcher too,
+      // shown nowhere: its last lines are kept for the failure summary (review launch37 #9: a filtered root
+      // cause's error was lost, /dev/null, while the summary said it had gone to the console).
+      if (!dest->file.empty() || (dest->console && !w.prefix.empty()) || (s->is_err && !dest->console)) make_pipe(fds);
       if (dest->file.empty() && !dest->console && null_fd < 0) null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     }
     make_pipe(started);

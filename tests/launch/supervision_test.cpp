@@ -876,3 +876,16 @@ TEST_CASE("a reader that went away before the failure summary does not change th
   INFO(r.out);
   CHECK(has(r.out, "exit=5"));
 }
+
+TEST_CASE("--local-ranks-filter: a filtered root cause's stderr tail still reaches the failure summary",
+          "[launch][supervision][process][local-ranks-filter]") {
+  // Review launch37 #9: rank 1's stderr went to /dev/null (no log file) while the summary said it had gone
+  // "straight to the console (above)". Its console copy stays hidden; its last lines are in the summary.
+  Proc r = faults("FAULT=first-attempt ", "--local-ranks-filter 0 ");
+  INFO(r.out);
+  CHECK(r.exit == 3);
+  CHECK_FALSE(has(r.out, "[rank 1] rank 1 fails on attempt 0"));  // not on the console
+  CHECK(has(r.out, "    last 1 line of its stderr (not shown on the console: --local-ranks-filter):\n"
+                   "      rank 1 fails on attempt 0\n"));
+  CHECK_FALSE(has(r.out, "went straight to the console"));
+}
