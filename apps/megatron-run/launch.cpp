@@ -75,6 +75,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.store_host = lo.store_host;
   ro.store_port = lo.store_port;
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
+  ro.join_timeout_flag = lo.join_timeout_flag;
   ro.is_host = lo.rdzv_is_host;
   ro.max_restarts = lo.max_restarts;
   ro.nproc_per_node = lo.nproc_per_node;
@@ -107,8 +108,8 @@ int refuse_launch(const LaunchOptions& lo, int code, const std::string& message,
   gethostname(host, sizeof host - 1);
   const std::string who = lo.rdzv_backend == "c10d" ? std::string("the launcher on ") + host
                                                     : "node " + std::to_string(lo.node_rank) + "'s launcher (" + host + ")";
-  std::cerr << "megatron-run: telling the other nodes that this one will not join (waits at most --join-timeout "
-            << lo.join_timeout << " s)" << std::endl;
+  std::cerr << "megatron-run: telling the other nodes that this one will not join (waits at most "
+            << lo.join_timeout_flag << " " << lo.join_timeout << " s)" << std::endl;
   launch::NodeGroup::refuse_to_join(rendezvous_options(lo), code, who + " refused to start: " + message.substr(0, message.find('\n')));
   return code;
 }

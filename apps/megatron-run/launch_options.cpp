@@ -580,6 +580,7 @@ void LaunchOptions::apply(Invocation& inv) {
                            " and --join-timeout " + format_number(join_timeout) + " disagree; give one of them",
                        {"--rdzv-conf", "--join-timeout"});
     join_timeout = *conf.join_timeout_s;
+    if (!join_timeout_given) join_timeout_flag = "--rdzv-conf join_timeout";  // the messages name what was given
   }
   if (conf.is_host) rdzv_is_host = conf.is_host;
   notices.insert(notices.end(), conf.notices.begin(), conf.notices.end());

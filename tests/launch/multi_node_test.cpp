@@ -1113,7 +1113,18 @@ TEST_CASE("torchrun's --rdzv-conf and --nnodes N:N", "[launch][multinode][proces
                          " --rdzv-conf join_timeout=1 --no-python /bin/true"});
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
-    CHECK(has(r.nodes[0].out, "within the join timeout (1 s, --join-timeout)"));
+    CHECK(has(r.nodes[0].out, "within the join timeout (1 s, --rdzv-conf join_timeout)"));  // what was given
+  }
+  SECTION("join_timeout=5 under c10d: named as given, and no word at the timeout's instant") {
+    // Review launch37 #6: the first word (after 5 s) came with the failure, "--join-timeout ends the wait in 0 s".
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d "
+                         "--rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) + " --rdzv-id j2 "
+                         "--rdzv-conf join_timeout=5 --no-python /bin/true"});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "within the join timeout (5 s, --rdzv-conf join_timeout)"));
+    CHECK_FALSE(has(r.nodes[0].out, "ends the wait in 0 s"));
+    CHECK_FALSE(has(r.nodes[0].out, "--join-timeout"));
   }
   SECTION("is_host=false: a launcher on the endpoint's host does not host the store") {
     const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
