@@ -849,6 +849,10 @@ TEST_CASE("the kept log directory's line names the root cause's error file, or s
                    "none): "));
   CHECK(has(r.out, "/attempt_0/0/error.json\n"));
   CHECK_FALSE(has(r.out, "kept: it holds a worker's error file"));
+  // Review launch37 #8: rank 0, which wrote its own error file, is not only "killed by signal 15" in the cascade.
+  CHECK(has(r.out, "wrote its error file "));
+  CHECK(has(r.out, "/attempt_0/0/error.json (ConnectionError: written by rank 0), then was killed by signal 15 "
+                   "(SIGTERM) (after the launcher stopped the workers)"));
 }
 
 TEST_CASE("a relative --log-dir gives the workers absolute paths", "[launch][supervision][process][log-dir]") {
