@@ -183,7 +183,10 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       client_ = connect_hosting_once_free(o, deadline, server_, taken);
     } catch (const StoreError& e) {
       // The cause the error points at: a name, the network, or (refused) no launcher hosting the store there.
-      std::string why = is_static ? "node 0's launcher, which hosts it, did not start"
+      // Not "did not start": a node relaunched after the job failed finds node 0's launcher ended (review
+      // launch37 #5).
+      std::string why = is_static ? "node 0's launcher, which hosts it, is not running (not started, or already "
+                                    "ended: a job that failed or finished)"
                                   : "no launcher on the --rdzv-endpoint's host hosts it";
       const std::string flag = is_static ? "--master-addr" : "--rdzv-endpoint";
       if (e.trouble == StoreTrouble::unresolved)
@@ -644,6 +647,11 @@ std::optional<PeerFailure> NodeGroup::poll() {
     std::optional<PeerFailure> f = read_failure();
     if (f) {
       failed_ = true;
+      // A lost launcher ends a static job even with a restart left: said, as the c10d form says "no restart left"
+      // (review launch37 #5).
+      if (attempt_ < o_.max_restarts && client_->get("launcher-lost"))
+        f->message += " (no restart, although --max-restarts " + std::to_string(o_.max_restarts) +
+                      " was given: the static rendezvous cannot replace a lost launcher; use --rdzv-backend c10d)";
     } else if (attempt_ < o_.max_restarts) {  // a failure this attempt may restart from
       if (std::optional<std::string> v = client_->get("fail/" + std::to_string(attempt_))) {
         f = parse_failure(*v);

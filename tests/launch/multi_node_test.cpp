@@ -338,7 +338,8 @@ TEST_CASE("a node that never arrives fails every node that did, naming how many 
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
     CHECK(has(r.nodes[0].out, "cannot reach the launchers' store at 127.0.0.1:" + std::to_string(lp)));
-    CHECK(has(r.nodes[0].out, "that host refused the connection: node 0's launcher, which hosts it, did not start"));
+    CHECK(has(r.nodes[0].out, "that host refused the connection: node 0's launcher, which hosts it, is not running (not "
+                              "started, or already ended"));
   }
   SECTION("the waits are not silent: a word while the store cannot be reached, and while a round gathers") {
     // MR_WAIT_NOTICE_S=1: the word said every 30 s, every second here.
@@ -744,6 +745,23 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
   // Named by its host and the address the store saw it at, not only by its node number.
   CHECK(has(r.nodes[0].out, "node 1's launcher on " + kHost + " (127.0.0.1) is gone"));
   CHECK(r.seconds < 20);
+}
+
+TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the unused restart is said",
+          "[launch][multinode][process]") {
+  // Review launch37 #5: node 0 said only that node 1's launcher was gone, though --max-restarts 1 was given.
+  const int mp = free_port(), lp = free_port();
+  const std::string prog = "--max-restarts 1 --no-append-args --no-python sleep 30";
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-node1r-pid-" + std::to_string(getpid()));
+  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
+  Nodes r =
+      run_nodes({static_node(0, mp, lp) + prog, node1, "sh -c 'sleep 2; kill -9 $(cat " + pidfile.string() + ")'"});
+  fs::remove(pidfile);
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == 1);
+  CHECK(has(r.nodes[0].out, "(127.0.0.1) is gone (its connection to the store closed) (no restart, although "
+                            "--max-restarts 1 was given: the static rendezvous cannot replace a lost launcher; use "
+                            "--rdzv-backend c10d)"));
 }
 
 TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is replaced by a relaunched one (torchrun's "
