@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -108,6 +109,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.store_host = lo.store_host;
   ro.store_port = lo.store_port;
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
+  ro.join_timeout_flag = lo.join_timeout_flag;
   ro.is_host = lo.rdzv_is_host;
   ro.max_restarts = lo.max_restarts;
   ro.nproc_per_node = lo.nproc_per_node;
@@ -140,8 +142,8 @@ int refuse_launch(const LaunchOptions& lo, int code, const std::string& message,
   gethostname(host, sizeof host - 1);
   const std::string who = lo.rdzv_backend == "c10d" ? std::string("the launcher on ") + host
                                                     : "node " + std::to_string(lo.node_rank) + "'s launcher (" + host + ")";
-  std::cerr << "megatron-run: telling the other nodes that this one will not join (waits at most --join-timeout "
-            << lo.join_timeout << " s)" << std::endl;
+  std::cerr << "megatron-run: telling the other nodes that this one will not join (waits at most "
+            << lo.join_timeout_flag << " " << lo.join_timeout << " s)" << std::endl;
   launch::NodeGroup::refuse_to_join(rendezvous_options(lo), code, who + " refused to start: " + message.substr(0, message.find('\n')));
   return code;
 }
@@ -383,6 +385,13 @@ std::optional<int> program_inputs_refused(const Outcome& resolved, const launch:
 // or 1 when they cannot start (2 for options the spawner refuses). `own_worker`: argv is megatron-run's own worker, not the user's program.
 int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker, std::string python = "") {
   const auto started = std::chrono::steady_clock::now();
+  // From here to the launcher's exit, a reader of its output that went away (`| head`) costs output, never the
+  // job's exit code: SIGPIPE stays ignored after the workers have ended (the failure summary, the kept log
+  // directory's line, the event records), as while they run (spawn_signals.cpp), and a failed write only sets
+  // the stream's error state. Until 2026-12-07 the summary written into a closed pipe killed the launcher
+  // (exit 141) and the root cause's code was lost (review launch37 #10). The workers get SIGPIPE's default back
+  // (workers.cpp); nothing is exec'd from here on.
+  std::signal(SIGPIPE, SIG_IGN);
   launch::SpawnOptions so;
   launch::SpawnReport report;
   so.report = &report;

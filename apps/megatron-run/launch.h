@@ -57,6 +57,7 @@ struct LaunchOptions {
   std::string store_host;
   int store_port = 29400;
   double join_timeout = 600;  // seconds for every node to arrive (torchrun's c10d join_timeout)
+  std::string join_timeout_flag = "--join-timeout";  // how it was given: "--rdzv-conf join_timeout" when so
   // --rdzv-conf KEY=VALUE,... (torchrun's): join_timeout and is_host act; the other settings torchrun's c10d
   // rendezvous knows are named in a notice (megatron-run's rendezvous has no use for them).
   std::string rdzv_conf;

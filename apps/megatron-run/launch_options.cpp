@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <algorithm>
+#include <random>
+#include <string>
 #include <tuple>
 
 #include "config/converters.h"
@@ -50,6 +52,30 @@ const Rule kSlurmTasksPerNodeRule{
     "one job that never forms). Refused before anything starts (exit 2), naming the two right forms: one launcher "
     "per node (srun --ntasks-per-node=1 with --nproc-per-node), or one rank per task (no --nproc-per-node).",
     __FILE__, __LINE__, kStageLaunch};
+
+const Rule kC10dIgnoresRule{
+    "launch.c10d-ignores-static-options", Rule::Level::Warning,
+    "--node-rank, --master-addr or --master-port with --rdzv-backend c10d: not used, as torchrun ignores them "
+    "there (the c10d rendezvous numbers the nodes as they arrive and chooses the workers' master); job templates "
+    "pass them along, so they are named in a warning and the launch goes on.",
+    __FILE__, __LINE__, kStageLaunch};
+
+// A random UUID (version 4) as Python's str(uuid.uuid4()) writes it, "3f2c8a1e-...-...": --standalone's run id,
+// as torchrun's run() draws it (review launch37 #7: it was the pid and the time in 16 hex digits).
+std::string uuid4_text() {
+  std::random_device random;  // /dev/urandom
+  unsigned char b[16];
+  for (size_t i = 0; i < sizeof b; i += 4) {
+    const unsigned v = random();
+    for (size_t j = 0; j < 4; ++j) b[i + j] = static_cast<unsigned char>(v >> (8 * j));
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // the RFC 4122 variant
+  char text[37];
+  std::snprintf(text, sizeof text, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return text;
+}
 
 // The notice for it: [launch.world-size-env-unused], then what is validated instead.
 std::string world_size_env_unused(const std::string& value, const std::string& instead) {
@@ -562,6 +588,7 @@ void LaunchOptions::apply(Invocation& inv) {
                            " and --join-timeout " + format_number(join_timeout) + " disagree; give one of them",
                        {"--rdzv-conf", "--join-timeout"});
     join_timeout = *conf.join_timeout_s;
+    if (!join_timeout_given) join_timeout_flag = "--rdzv-conf join_timeout";  // the messages name what was given
   }
   if (conf.is_host) rdzv_is_host = conf.is_host;
   notices.insert(notices.end(), conf.notices.begin(), conf.notices.end());
@@ -578,14 +605,26 @@ void LaunchOptions::apply(Invocation& inv) {
     if (rdzv_endpoint.empty())
       throw UsageError("argument --rdzv-backend c10d: needs --rdzv-endpoint HOST[:PORT] (the launchers' store)",
                        {"--rdzv-endpoint", "--rdzv-backend"});
-    if (master_addr_given || master_port_given)
-      throw UsageError(std::string("argument ") + (master_addr_given ? "--master-addr" : "--master-port") +
-                           ": the c10d rendezvous chooses the workers' master (node 0's address, a free port); leave "
-                           "it out, or use --rdzv-backend static",
-                       {master_addr_given ? "--master-addr" : "--master-port"});
+    // torchrun reads --node-rank, --master-addr and --master-port only for its static rendezvous, and job
+    // templates pass them along with --rdzv-backend c10d: named in a warning, not used (they were refused, exit 2).
     if (node_rank_given)
-      throw UsageError("argument --node-rank: the c10d rendezvous numbers the nodes in the order they arrive; leave "
-                       "it out, or use --rdzv-backend static", {"--node-rank"});
+      notices.push_back(with_rule_id(kC10dIgnoresRule.id, "--node-rank " + std::to_string(node_rank)) +
+                        ": not used under --rdzv-backend c10d, as torchrun ignores it (the c10d rendezvous numbers "
+                        "the nodes in the order they arrive)");
+    if (master_addr_given || master_port_given)
+      notices.push_back(with_rule_id(kC10dIgnoresRule.id,
+                                     master_addr_given && master_port_given
+                                         ? "--master-addr " + addr_as_given + " and --master-port " +
+                                               std::to_string(port_as_given)
+                                     : master_addr_given ? "--master-addr " + addr_as_given
+                                                         : "--master-port " + std::to_string(port_as_given)) +
+                        ": not used under --rdzv-backend c10d, as torchrun ignores " +
+                        (master_addr_given && master_port_given ? "them" : "it") +
+                        " (the c10d rendezvous chooses the workers' master: node 0's address, a free port)");
+    node_rank_given = master_addr_given = master_port_given = false;
+    node_rank = 0;  // the rendezvous gives each node its rank
+    master_addr = "127.0.0.1";
+    master_port = 0;
     if (standalone)
       throw UsageError("argument --standalone: a standalone job has its own rendezvous; leave out --rdzv-backend",
                        {"--standalone", "--rdzv-backend"});
@@ -629,11 +668,7 @@ void LaunchOptions::apply(Invocation& inv) {
       notices.push_back("--standalone: " + u + " not used (a standalone job's master is 127.0.0.1 at a free port)");
     master_addr = "127.0.0.1";
     master_port = 0;  // a free port
-    if (run_id == "none") {
-      char id[32];
-      std::snprintf(id, sizeof id, "%08x%08x", static_cast<unsigned>(getpid()), static_cast<unsigned>(time(nullptr)));
-      run_id = id;
-    }
+    if (run_id == "none") run_id = uuid4_text();  // torchrun's str(uuid.uuid4())
   }
   // SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
   // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.

@@ -274,7 +274,7 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
        << (root.stderr_left_out ? " (" + std::to_string(root.stderr_left_out) + " torch log line" +
                                       (root.stderr_left_out == 1 ? "" : "s") + " left out)"
                                 : std::string())
-       << ":\n";
+       << (root.stderr_filtered ? " (not shown on the console: --local-ranks-filter)" : "") << ":\n";
     for (const std::string& l : root.stderr_tail) os << "      " << l << "\n";
   } else if (!root.stderr_seen) {
     os << "    its stderr went straight to the console (above)\n";
@@ -292,7 +292,17 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
     os << "  then (the cascade):\n";
     for (size_t i = 1; i < failures.size(); ++i) {
       const WorkerFailure& f = failures[i];
-      os << "    " << who(f) << ": " << describe_end(f)
+      // One that wrote its error file failed on its own too (an exception @record caught, often the root
+      // cause's echo: "Connection closed by peer"), whatever ended it then: said with the file, which the kept
+      // log directory's line may name (review launch37 #8).
+      std::string wrote;
+      if (auto e = read_error_file(f.error_file)) {
+        std::string what = e->raw.empty() ? e->message : e->raw;
+        what = what.substr(0, what.find('\n'));
+        if (what.size() > 160) what = what.substr(0, 157) + "...";
+        wrote = "wrote its error file " + f.error_file + (what.empty() ? std::string() : " (" + what + ")") + ", then ";
+      }
+      os << "    " << who(f) << ": " << wrote << describe_end(f)
          << (f.after_stop ? " (after the launcher stopped the workers)" : "") << "\n";
     }
   }

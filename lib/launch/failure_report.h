@@ -28,6 +28,7 @@ struct WorkerFailure {
   std::vector<std::string> stderr_tail;  // its last stderr lines, when its stderr went through the launcher
   size_t stderr_left_out = 0;            // torch's info/warning log lines left out of them (stderr_tail.h)
   bool stderr_seen = false;              // its stderr went through the launcher (else straight to the console)
+  bool stderr_filtered = false;          // kept off the console by --local-ranks-filter, and in no log file
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE ("" none)
   // megatron-run could not start it (the exec or the CPU binding in the forked child failed; the child's exit code,
   // 127 or 1, is then the launcher's, not the program's): "cannot start ./train.sh: Permission denied". "" it ran

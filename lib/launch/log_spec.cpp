@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,18 @@ const Rule kLogDirUnwritableRule{
     __FILE__, __LINE__, kStageLaunch};
 
 namespace {
+
+// `path` made absolute against the launch directory, without a trailing '/' ("logs3/" -> "/work/logs3"); as it is
+// when the current directory cannot be read.
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) return path;
+  p = p.lexically_normal();
+  std::string out = p.string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
 
 // A non-negative decimal integer, the whole of `s`.
 bool parse_uint(const std::string& s, int& out) {
@@ -158,11 +171,13 @@ RankLogs rank_logs(const LogOptions& o, const std::string& attempt_dir, int loca
 LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
   if (o.no_files()) return;  // no directory at all
   if (o.log_dir.empty()) {
-    root_ = make_temp_dir("torchelastic_", temp_dir_candidates());
+    root_ = absolute_path(make_temp_dir("torchelastic_", temp_dir_candidates()));  // a relative $TMPDIR too
     temporary_ = true;
     keep_ = o.any_file(nproc);
   } else {
-    root_ = o.log_dir;
+    // Absolute: the workers' TORCHELASTIC_ERROR_FILE and log paths derive from it, and a program that changes
+    // its directory (os.chdir, then @record writing its error file) must still find them (review launch37 #3).
+    root_ = absolute_path(o.log_dir);
     std::error_code ec;
     fs::create_directories(root_, ec);
     if (ec)
@@ -184,16 +199,31 @@ LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
 LogDir::~LogDir() {
   if (!temporary_ || keep_) return;
   // A worker's error file (the failure summary names its path; it holds what the summary leaves out) keeps it.
+  // The root cause's, when it wrote one there (the file the summary names); else the others', said as such.
   std::error_code ec;
+  if (root_cause_rank_ >= 0 && !root_cause_file_.empty() && fs::exists(root_cause_file_, ec)) {
+    std::cerr << "megatron-run: log directory " << run_dir_ << " kept: it holds the root cause's error file (rank "
+              << root_cause_rank_ << ": " << root_cause_file_ << ")\n";
+    return;
+  }
+  std::vector<std::string> others;
   try {
     for (const auto& attempt : fs::directory_iterator(run_dir_))
       for (const auto& rank : fs::directory_iterator(attempt.path(), ec))
-        if (fs::exists(rank.path() / "error.json", ec)) {
-          std::cerr << "megatron-run: log directory " << run_dir_ << " kept: it holds a worker's error file ("
-                    << (rank.path() / "error.json").string() << ")\n";
-          return;
-        }
+        if (fs::exists(rank.path() / "error.json", ec)) others.push_back((rank.path() / "error.json").string());
   } catch (const std::exception&) {  // unreadable: removed, as before
+  }
+  if (!others.empty()) {
+    std::sort(others.begin(), others.end());
+    std::string list;
+    for (size_t i = 0; i < others.size() && i < 4; ++i) list += (i ? ", " : "") + others[i];
+    if (others.size() > 4) list += ", ... (" + std::to_string(others.size()) + " in all)";
+    std::cerr << "megatron-run: log directory " << run_dir_ << " kept: it holds "
+              << (root_cause_rank_ >= 0 ? "error files of workers that failed after the root cause (rank " +
+                                              std::to_string(root_cause_rank_) + ", which wrote none): "
+                                        : std::string("workers' error files: "))
+              << list << "\n";
+    return;
   }
   fs::remove_all(root_, ec);
 }

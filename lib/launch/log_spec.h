@@ -89,9 +89,17 @@ class LogDir {
   const std::string& run_dir() const { return run_dir_; }
   // <run_dir>/attempt_<restart_count> emptied and made afresh, with one directory per local rank; its path.
   std::string attempt(int restart_count, int nproc) const;
+  // The root cause the failure summary named, on this node: its rank and its TORCHELASTIC_ERROR_FILE ("" none).
+  // A kept temporary directory's last line names that file, not another worker's (review launch37 #4).
+  void set_root_cause(int rank, const std::string& error_file) {
+    root_cause_rank_ = rank;
+    root_cause_file_ = error_file;
+  }
 
  private:
   std::string root_, run_dir_;
+  int root_cause_rank_ = -1;  // -1: no root cause on this node was named
+  std::string root_cause_file_;
   bool temporary_ = false, keep_ = false;
 };
 

@@ -56,6 +56,11 @@ long long seconds_left(Clock::time_point t) {
   return std::max<long long>(0, std::chrono::duration_cast<std::chrono::seconds>(t - Clock::now()).count());
 }
 
+// Whether a waiting notice is worth writing: at least a second of the join timeout is left. With a join timeout of
+// a few seconds the first word came at the timeout's instant, "ends the wait in 0 s", just before the failure
+// itself (review launch37 #6).
+bool worth_a_word(Clock::time_point deadline) { return deadline - Clock::now() >= std::chrono::seconds(1); }
+
 // The first word of a wait for the other nodes comes after a few seconds (at most o.wait_notice), the later ones
 // every o.wait_notice: a node that was not started, or was given another port, shows at once, not after 30 s.
 Clock::time_point first_word(const RendezvousOptions& o) {
@@ -141,11 +146,11 @@ std::unique_ptr<NodeStoreClient> connect_hosting_once_free(const RendezvousOptio
       return std::make_unique<NodeStoreClient>(o.store_host, o.store_port, deadline, o.heartbeat_timeout, stop);
     } catch (const StoreError& e) {
       if (Clock::now() >= deadline) throw;
-      if (Clock::now() >= next_word) {
+      if (Clock::now() >= next_word && worth_a_word(deadline)) {
         next_word = Clock::now() + o.wait_notice;
         std::cerr << "megatron-run: still trying to reach the launchers' store at "
                   << join_host_port(o.store_host, o.store_port) << " ("
-                  << (e.cause.empty() ? std::string(e.what()) : e.cause) << "); --join-timeout ("
+                  << (e.cause.empty() ? std::string(e.what()) : e.cause) << "); " << o.join_timeout_flag << " ("
                   << seconds_text(o.join_timeout) << ") gives up in " << seconds_left(deadline) << " s\n";
       }
       if (!taken) continue;
@@ -178,7 +183,10 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
       client_ = connect_hosting_once_free(o, deadline, server_, taken);
     } catch (const StoreError& e) {
       // The cause the error points at: a name, the network, or (refused) no launcher hosting the store there.
-      std::string why = is_static ? "node 0's launcher, which hosts it, did not start"
+      // Not "did not start": a node relaunched after the job failed finds node 0's launcher ended (review
+      // launch37 #5).
+      std::string why = is_static ? "node 0's launcher, which hosts it, is not running (not started, or already "
+                                    "ended: a job that failed or finished)"
                                   : "no launcher on the --rdzv-endpoint's host hosts it";
       const std::string flag = is_static ? "--master-addr" : "--rdzv-endpoint";
       if (e.trouble == StoreTrouble::unresolved)
@@ -192,7 +200,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
         why = "its port " + std::to_string(o.store_port) + " is in use on this host, but not by a launchers' store "
               "(nothing accepts connections there): another program holds it; choose another port in --rdzv-endpoint";
       throw RendezvousError(std::string(e.what()) + " within the join timeout (" + seconds_text(o.join_timeout) +
-                            ", --join-timeout): " + why);
+                            ", " + o.join_timeout_flag + "): " + why);
     }
     if (elastic()) {
       // Rounds (round_key): a launcher number for the store's liveness, then the rounds until one takes it in.
@@ -216,7 +224,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       const int64_t joined = client_->add("rdzv/joined", 0);
-      if (Clock::now() >= next_word && joined < o_.nnodes) {
+      if (Clock::now() >= next_word && joined < o_.nnodes && worth_a_word(deadline)) {
         next_word = Clock::now() + o.wait_notice;
         // Who is missing: the node ranks that have not registered (each sets host/<rank> when it joins).
         std::string missing;
@@ -229,7 +237,7 @@ NodeGroup::NodeGroup(const RendezvousOptions& o) : o_(o), max_nnodes_(o.nnodes) 
         std::cerr << "megatron-run: waiting for the other nodes: " << joined << " of " << o_.nnodes
                   << " have joined run '" << o.run_id << "' (launchers' store " << store << ")"
                   << (missing.empty() ? std::string() : "; missing: node rank " + missing)
-                  << "; --join-timeout ends the wait in " << seconds_left(deadline) << " s. Each other node "
+                  << "; " << o_.join_timeout_flag << " ends the wait in " << seconds_left(deadline) << " s. Each other node "
                   << "needs --nnodes " << o_.nnodes << ", its own --node-rank (0 to " << o_.nnodes - 1
                   << "), and the same --master-addr and --master-port as this one\n";
       }
@@ -284,7 +292,7 @@ std::string NodeGroup::foreign_client_note() const {
 std::string NodeGroup::too_few_joined(int64_t joined) const {
   return "only " + std::to_string(joined) + " of " + std::to_string(max_nnodes_) + " nodes joined run '" + o_.run_id +
          "' (launchers' store " + join_host_port(o_.store_host, o_.store_port) + ") within the join timeout (" +
-         seconds_text(o_.join_timeout) + ", --join-timeout)" + foreign_client_note();
+         seconds_text(o_.join_timeout) + ", " + o_.join_timeout_flag + ")" + foreign_client_note();
 }
 
 std::string NodeGroup::nnodes_text() const {
@@ -321,14 +329,14 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
     if (std::optional<std::string> c = client_->get(round_key("closed"))) return said(std::stoi(*c));
     const int64_t arrived = client_->add(round_key("arrived"), 0);
     const auto now = Clock::now();
-    if (now >= next_word) {
+    if (now >= next_word && worth_a_word(deadline)) {
       next_word = now + o_.wait_notice;
       // A fixed count (N:N) waits for all of them; an elastic range for MIN, then the last call.
       const int64_t more = (o_.min_nnodes == max_nnodes_ ? max_nnodes_ : o_.min_nnodes) - arrived;
       std::cerr << "megatron-run: waiting for the rendezvous of run '" << o_.run_id << "' (--nnodes " << range
                 << ") to close: " << arrived << " node(s) arrived"
                 << (more > 0 ? ", " + std::to_string(more) + " more needed" : std::string()) << " (launchers' store "
-                << join_host_port(o_.store_host, o_.store_port) << "); --join-timeout ends the wait in "
+                << join_host_port(o_.store_host, o_.store_port) << "); " << o_.join_timeout_flag << " ends the wait in "
                 << seconds_left(deadline) << " s"
                 << (more > 0 ? ". Each other node needs the same --rdzv-endpoint, --rdzv-id and --nnodes" : "")
                 << "\n";
@@ -345,7 +353,7 @@ int NodeGroup::close_elastic(Clock::time_point deadline) {
               ? too_few_joined(arrived)
               : "only " + std::to_string(arrived) + " node(s) of --nnodes " + range + " arrived at run '" + o_.run_id +
                     "'" + (arrived >= o_.min_nnodes ? " (a count the config is not valid for)" : "") +
-                    " within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)" +
+                    " within the join timeout (" + seconds_text(o_.join_timeout) + ", " + o_.join_timeout_flag + ")" +
                     foreign_client_note();
       throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
     }
@@ -414,7 +422,7 @@ bool NodeGroup::join_rounds() {
           failed_ = true;
           const std::string msg = "only " + std::to_string(joined) + " of the " + std::to_string(closed) +
                                   " nodes of round " + std::to_string(round_) + " of run '" + o_.run_id +
-                                  "' joined within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)";
+                                  "' joined within the join timeout (" + seconds_text(o_.join_timeout) + ", " + o_.join_timeout_flag + ")";
           throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -502,7 +510,7 @@ std::vector<int> NodeGroup::round_members(int closed, std::optional<Clock::time_
                                 (lost_meanwhile ? "and the launchers' store lost a launcher meanwhile (it died after "
                                                   "it arrived)"
                                                 : "within the join timeout (" + seconds_text(o_.join_timeout) +
-                                                      ", --join-timeout)");
+                                                      ", " + o_.join_timeout_flag + ")");
         throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -639,6 +647,11 @@ std::optional<PeerFailure> NodeGroup::poll() {
     std::optional<PeerFailure> f = read_failure();
     if (f) {
       failed_ = true;
+      // A lost launcher ends a static job even with a restart left: said, as the c10d form says "no restart left"
+      // (review launch37 #5).
+      if (attempt_ < o_.max_restarts && client_->get("launcher-lost"))
+        f->message += " (no restart, although --max-restarts " + std::to_string(o_.max_restarts) +
+                      " was given: the static rendezvous cannot replace a lost launcher; use --rdzv-backend c10d)";
     } else if (attempt_ < o_.max_restarts) {  // a failure this attempt may restart from
       if (std::optional<std::string> v = client_->get("fail/" + std::to_string(attempt_))) {
         f = parse_failure(*v);
@@ -754,7 +767,7 @@ std::optional<Placement> NodeGroup::next_attempt() {
       if (Clock::now() >= deadline)
         return give_up("only " + std::to_string(stopped) + " of " + std::to_string(o_.nnodes) +
                        " nodes stopped their workers for restart " + std::to_string(attempt_ + 1) +
-                       " within the join timeout (" + seconds_text(o_.join_timeout) + ", --join-timeout)");
+                       " within the join timeout (" + seconds_text(o_.join_timeout) + ", " + o_.join_timeout_flag + ")");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const StoreError& e) {

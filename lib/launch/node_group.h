@@ -48,6 +48,8 @@ struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};     // torchrun's c10d join_timeout
+  // How the user gave the join timeout, for the messages that name it: "--join-timeout" or "--rdzv-conf join_timeout".
+  std::string join_timeout_flag = "--join-timeout";
   // While a launcher waits (for the store, for the other nodes), a line this often says for what and how long the
   // join timeout leaves: MR_WAIT_NOTICE_S, 30 s by default (launch_env.h, wait_notice_period).
   std::chrono::milliseconds wait_notice = wait_notice_period();

@@ -194,6 +194,7 @@ void NodeStoreServer::serve() {
           }
         kv["lost"] = std::to_string(lost + 1);
       } else if (!c.bye) {
+        kv["launcher-lost"] = std::to_string(c.node);  // the failure is a lost launcher (no restart: NodeGroup::poll)
         fail_once("node " + std::to_string(c.node) + "'s launcher " + why);
       }
     }

@@ -197,6 +197,8 @@ int spawn_workers(const SpawnOptions& o) {
     }
     print_failure_summary(std::cerr, r.failures, job.restart_count, o.max_restarts,
                           r.first_elsewhere ? r.first_elsewhere->message : "", incomplete_logs, o.python);
+    if (!r.failures.empty() && !r.first_elsewhere)  // the root cause the summary named is this node's
+      logs.set_root_cause(r.failures.front().rank, r.failures.front().error_file);
     if (!launcher_error_file.empty() && !r.failures.empty())
       if (const std::string why = write_launcher_error_file(launcher_error_file, r.failures.front()); !why.empty())
         std::cerr << "megatron-run: cannot write the launcher's error file " << launcher_error_file

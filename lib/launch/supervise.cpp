@@ -617,6 +617,7 @@ AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) 
       f.by_passed_signal = !stopping && WIFSIGNALED(status) && WTERMSIG(status) < NSIG &&
                            passed_at[WTERMSIG(status)].has_value();
       f.stderr_seen = w.err_piped;
+      f.stderr_filtered = !w.err.console && w.err.file.path.empty();
       f.error_file = w.error_file;
       f.start_failure = w.start_failure;
       result.failures.push_back(f);

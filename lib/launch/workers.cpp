@@ -152,7 +152,10 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
         s->filtered = filtered;
         s->filters = filters;
       }
-      if (!dest->file.empty() || (dest->console && !w.prefix.empty())) make_pipe(fds);
+      // A stderr kept off the console (--local-ranks-filter) without a log file goes through the launcher too,
+      // shown nowhere: its last lines are kept for the failure summary (review launch37 #9: a filtered root
+      // cause's error was lost, /dev/null, while the summary said it had gone to the console).
+      if (!dest->file.empty() || (dest->console && !w.prefix.empty()) || (s->is_err && !dest->console)) make_pipe(fds);
       if (dest->file.empty() && !dest->console && null_fd < 0) null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     }
     make_pipe(started);
@@ -190,8 +193,14 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     for (int sig : o.handled_signals) signal(sig, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     signal(SIGXFSZ, SIG_DFL);
+    // A session of its own (torchrun 2.x's start_new_session=True), not only a process group: the worker, its
+    // group id its pid (kill(-pid) stops it and what it started), has no controlling terminal, so a read of the
+    // inherited terminal (breakpoint(), pdb, input()) or readline's tcsetattr is not job-controlled. In the
+    // terminal's session, a group of its own is a background group there: such a read stopped it (SIGTTIN) and
+    // the job hung silently. Before the signals are unblocked: one the launcher sent (kill(pid), kill_all) while
+    // the child was not yet a group of its own waits pending until now.
+    setsid();
     sigprocmask(SIG_SETMASK, &before, nullptr);
-    setpgid(0, 0);
     // The worker dies with the launcher, however the launcher ends (kill -9 included): the kernel sends it
     // SIGKILL when the launcher's thread that forked it exits (spawn_workers runs on the launcher's only
     // thread). The death signal survives the exec of megatron-run and its exec of megatron-run-worker. If the
@@ -234,7 +243,8 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     failed('e', e);
     _exit(kExecFailedCode);
   }
-  setpgid(pid, pid);  // also here: no race with kill(-pid) before the child ran setpgid
+  // No setpgid(pid, pid) here: a process group leader cannot call setsid. Until the child has, its group does not
+  // exist, and kill_all sends to its pid instead.
   if (guardian_) guardian_->add(pid);  // its group is stopped by the guardian if the launcher dies
   w.pid = pid;
   w.running = true;
@@ -304,7 +314,11 @@ std::string Workers::leftovers() const {
 
 void Workers::kill_all(int sig) {
   for (Worker& w : w_)
-    if (w.running || w.held) kill(-w.pid, sig);  // the worker's process group
+    if (w.running || w.held) {
+      // The worker's process group (its session: setsid in the child). ESRCH while it is unreaped: the child has
+      // not run setsid yet (just forked), and its pid alone is the worker; the signal waits, blocked, until then.
+      if (kill(-w.pid, sig) != 0 && errno == ESRCH) kill(w.pid, sig);
+    }
 }
 
 void Workers::terminate_all(int sig) {

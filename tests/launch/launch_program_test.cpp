@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <regex>
 #include <string>
 
 #include "../config/binary.h"
@@ -225,6 +226,10 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   Proc s = sh(run + "--standalone --nproc-per-node 1 " + kProbe);
   REQUIRE(s.exit == 0);
   CHECK(env_of(probe_lines(s.out)[0], "TORCHELASTIC_RUN_ID") != "none");
+  // ... a UUID, as torchrun's str(uuid.uuid4()) (review launch37 #7): 8-4-4-4-12 hex digits, version 4.
+  const std::string uuid = env_of(probe_lines(s.out)[0], "TORCHELASTIC_RUN_ID");
+  INFO("run id " << uuid);
+  CHECK(std::regex_match(uuid, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
   // ... its own master: a master or rendezvous endpoint given with it is named as not used.
   Proc sm = sh(run + "--standalone --nproc-per-node 1 --master-port 5 --rdzv-endpoint 10.1.1.1:77 " + kProbe);
   REQUIRE(sm.exit == 0);

@@ -338,7 +338,8 @@ TEST_CASE("a node that never arrives fails every node that did, naming how many 
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
     CHECK(has(r.nodes[0].out, "cannot reach the launchers' store at 127.0.0.1:" + std::to_string(lp)));
-    CHECK(has(r.nodes[0].out, "that host refused the connection: node 0's launcher, which hosts it, did not start"));
+    CHECK(has(r.nodes[0].out, "that host refused the connection: node 0's launcher, which hosts it, is not running (not "
+                              "started, or already ended"));
   }
   SECTION("the waits are not silent: a word while the store cannot be reached, and while a round gathers") {
     // MR_WAIT_NOTICE_S=1: the word said every 30 s, every second here.
@@ -746,6 +747,23 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
   CHECK(r.seconds < 20);
 }
 
+TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the unused restart is said",
+          "[launch][multinode][process]") {
+  // Review launch37 #5: node 0 said only that node 1's launcher was gone, though --max-restarts 1 was given.
+  const int mp = free_port(), lp = free_port();
+  const std::string prog = "--max-restarts 1 --no-append-args --no-python sleep 30";
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-node1r-pid-" + std::to_string(getpid()));
+  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
+  Nodes r =
+      run_nodes({static_node(0, mp, lp) + prog, node1, "sh -c 'sleep 2; kill -9 $(cat " + pidfile.string() + ")'"});
+  fs::remove(pidfile);
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  CHECK(r.nodes[0].exit == 1);
+  CHECK(has(r.nodes[0].out, "(127.0.0.1) is gone (its connection to the store closed) (no restart, although "
+                            "--max-restarts 1 was given: the static rendezvous cannot replace a lost launcher; use "
+                            "--rdzv-backend c10d)"));
+}
+
 TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is replaced by a relaunched one (torchrun's "
           "c10d rendezvous)", "[launch][multinode][process]") {
   const int sp = free_port();
@@ -1033,8 +1051,6 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
   // Each: exit 2, before anything starts, with this message.
   const std::pair<std::string, std::string> refused[] = {
       {"--nnodes 2 --rdzv-backend c10d --nproc-per-node 1", "--rdzv-backend c10d: needs --rdzv-endpoint"},
-      {"--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:1 --master-port 5 --nproc-per-node 1",
-       "argument --master-port: the c10d rendezvous chooses the workers' master"},
       {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1",
        "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not implement"},
       {"--nnodes 2 --rdzv-backend zk --nproc-per-node 1", "argument --rdzv-backend: invalid choice: 'zk' (choose from 'static', 'c10d')"},
@@ -1053,6 +1069,25 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
     CHECK(p.exit == 2);
     CHECK(has(p.out, message));
   }
+}
+
+TEST_CASE("--node-rank, --master-addr and --master-port under c10d are named in a warning and not used, as torchrun "
+          "ignores them", "[launch][multinode]") {
+  // Review launch37 #2: job templates pass them with --rdzv-backend c10d; they were refused (exit 2).
+  const std::string ep = "127.0.0.1:" + std::to_string(free_port());
+  mrtest::Proc p = mrtest::run_shell("timeout 60 " + kBin + " --config " + kConfig + " --nnodes=1 --node_rank=0 "
+                                     "--master_addr=127.0.0.9 --master_port=5 --nproc_per_node=1 --rdzv_backend=c10d "
+                                     "--rdzv_endpoint=" + ep + " --rdzv_id=ign --no-python /bin/sh -c "
+                                     "'echo \"master=$MASTER_ADDR:$MASTER_PORT group=$GROUP_RANK\"' 2>&1");
+  INFO(p.out);
+  CHECK(p.exit == 0);
+  CHECK(has(p.out, "warning[launch.c10d-ignores-static-options]: --node-rank 0: not used under --rdzv-backend c10d, "
+                   "as torchrun ignores it"));
+  CHECK(has(p.out, "warning[launch.c10d-ignores-static-options]: --master-addr 127.0.0.9 and --master-port 5: not "
+                   "used under --rdzv-backend c10d, as torchrun ignores them"));
+  CHECK(has(p.out, "group=0"));
+  CHECK_FALSE(has(p.out, "master=127.0.0.9"));
+  CHECK_FALSE(has(p.out, ":5 group"));
 }
 
 TEST_CASE("--rdzv-endpoint and --master-addr with IPv6 addresses: malformed ones are usage errors",
@@ -1098,7 +1133,18 @@ TEST_CASE("torchrun's --rdzv-conf and --nnodes N:N", "[launch][multinode][proces
                          " --rdzv-conf join_timeout=1 --no-python /bin/true"});
     INFO(r.nodes[0].out);
     CHECK(r.nodes[0].exit == 1);
-    CHECK(has(r.nodes[0].out, "within the join timeout (1 s, --join-timeout)"));
+    CHECK(has(r.nodes[0].out, "within the join timeout (1 s, --rdzv-conf join_timeout)"));  // what was given
+  }
+  SECTION("join_timeout=5 under c10d: named as given, and no word at the timeout's instant") {
+    // Review launch37 #6: the first word (after 5 s) came with the failure, "--join-timeout ends the wait in 0 s".
+    Nodes r = run_nodes({kBin + " --config " + kConfig + " --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d "
+                         "--rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) + " --rdzv-id j2 "
+                         "--rdzv-conf join_timeout=5 --no-python /bin/true"});
+    INFO(r.nodes[0].out);
+    CHECK(r.nodes[0].exit == 1);
+    CHECK(has(r.nodes[0].out, "within the join timeout (5 s, --rdzv-conf join_timeout)"));
+    CHECK_FALSE(has(r.nodes[0].out, "ends the wait in 0 s"));
+    CHECK_FALSE(has(r.nodes[0].out, "--join-timeout"));
   }
   SECTION("is_host=false: a launcher on the endpoint's host does not host the store") {
     const std::string flags = " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +

@@ -680,7 +680,7 @@ TEST_CASE("the launcher's TORCHELASTIC_ERROR_FILE gets the root cause; the error
   const std::string named = r.out.substr(from, r.out.find(":\n", from) - from);
   CHECK(has(named, "/attempt_0/1/error.json"));
   CHECK(fs::exists(named));
-  CHECK(has(r.out, "kept: it holds a worker's error file (" + named + ")"));
+  CHECK(has(r.out, "kept: it holds the root cause's error file (rank 1: " + named + ")"));
   // No worker wrote one: the temporary directory goes, and the launcher's file gets a record of the root cause.
   Proc n = sh("FAULT=ignore-term TMPDIR='" + (t.path / "tmp2").string() + "' TORCHELASTIC_ERROR_FILE='" +
               mine.string() + "' " + kRun + "--nproc-per-node 2 --term-timeout 1 --no-append-args " + kFaults);
@@ -802,4 +802,94 @@ TEST_CASE("a stderr reader that does not read: a worker failure still ends the l
   CHECK(has(r.out, "exit=3"));
   CHECK(launch_ms(r) >= 0);
   CHECK(launch_ms(r) < 20000);  // start, the grace period (3 s), and a margin; not the 30 s kill
+}
+
+TEST_CASE("a worker is a session leader: a read of the terminal it inherited is not stopped by SIGTTIN",
+          "[launch][supervision][process][terminal]") {
+  // Review launch37 #1: each worker was a process group of its own in the terminal's session, a background group
+  // there: `breakpoint()` / `input()` on rank 0 stopped it (SIGTTIN) and the job hung silently. The launcher runs
+  // on a pseudo-terminal (on_terminal.py, the controlling terminal of its session); the worker says its pid, its
+  // process group and its session (/proc/self/stat's fields 5 and 6), and reads a line, which on_terminal.py
+  // types once it sees "ready".
+  TempDir dir;
+  std::ofstream(dir.path / "reader.sh")
+      << "read pid comm state ppid pgrp sid rest < /proc/$$/stat\n"
+      << "echo \"ready pid=$pid pgrp=$pgrp sid=$sid\"\n"
+      << "read line\n"
+      << "echo \"got:$line\"\n";
+  const std::string driver = std::string(MR_SOURCE_DIR) + "/tests/launch/programs/on_terminal.py";
+  const std::string cmd = "exec " + kBin + " --nproc-per-node 1 --config " + kConfig +
+                          " --no-append-args --no-python /bin/sh " + (dir.path / "reader.sh").string();
+  Proc r = run_shell("timeout -k 5 60 /usr/bin/python3 " + driver + " \"" + cmd + "\" 20 2>&1");
+  INFO(r.out);
+  CHECK(has(r.out, "got:typed"));
+  CHECK(has(r.out, "exit=0"));
+  CHECK_FALSE(has(r.out, "TIMEOUT"));
+  // getsid(pid) == pid, and the group the launcher signals is still the worker's pid.
+  const size_t at = r.out.find("ready pid=");
+  REQUIRE(at != std::string::npos);
+  std::istringstream line(r.out.substr(at + 10, r.out.find('\n', at) - at - 10));
+  std::string pid, pgrp, sid;
+  line >> pid >> pgrp >> sid;
+  CHECK(pgrp == "pgrp=" + pid);
+  CHECK(sid == "sid=" + pid);
+}
+
+TEST_CASE("the kept log directory's line names the root cause's error file, or says the root cause wrote none",
+          "[launch][supervision][process][error-file]") {
+  // Review launch37 #4: it named whichever worker's error file came first in the directory, a cascade rank's.
+  TempDir t;
+  fs::create_directories(t.path / "tmp");
+  Proc r = sh("FAULT=others-file TMPDIR='" + (t.path / "tmp").string() + "' " + kRun +
+              "--nproc-per-node 2 --term-timeout 5 --no-append-args " + kFaults);
+  INFO(r.out);
+  CHECK(r.exit == 6);
+  CHECK_FALSE(has(r.out, "    error file "));  // the root cause (rank 1) wrote none: the summary names none
+  CHECK(has(r.out, "kept: it holds error files of workers that failed after the root cause (rank 1, which wrote "
+                   "none): "));
+  CHECK(has(r.out, "/attempt_0/0/error.json\n"));
+  CHECK_FALSE(has(r.out, "kept: it holds a worker's error file"));
+  // Review launch37 #8: rank 0, which wrote its own error file, is not only "killed by signal 15" in the cascade.
+  CHECK(has(r.out, "wrote its error file "));
+  CHECK(has(r.out, "/attempt_0/0/error.json (ConnectionError: written by rank 0), then was killed by signal 15 "
+                   "(SIGTERM) (after the launcher stopped the workers)"));
+}
+
+TEST_CASE("a relative --log-dir gives the workers absolute paths", "[launch][supervision][process][log-dir]") {
+  // Review launch37 #3: TORCHELASTIC_ERROR_FILE was relative, and @record failed after the program's os.chdir.
+  TempDir t;
+  std::ofstream(t.path / "show.sh") << "echo \"EF=$TORCHELASTIC_ERROR_FILE\"\n";
+  Proc r = sh("sh -c \"cd '" + t.path.string() + "' && exec env " + kRun + "--nproc-per-node 1 --log-dir logs/ "
+              "--no-append-args --no-python /bin/sh show.sh\"");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "EF=" + (t.path / "logs").string() + "/none_"));
+  CHECK(has(r.out, "megatron-run: log directory " + (t.path / "logs").string() + "/none_"));
+}
+
+TEST_CASE("a reader that went away before the failure summary does not change the exit code",
+          "[launch][supervision][process][sigpipe]") {
+  // Review launch37 #10: SIGPIPE was ignored only while the workers ran; the summary written into the closed pipe
+  // killed the launcher (141) and the root cause's code was lost. Rank 1 writes its error file and exits 5, so the
+  // temporary log directory is kept and said last, after the workers' signal handling has ended. `true` has gone
+  // long before.
+  TempDir t;
+  Proc r = run_shell("{ (FAULT=error-file TMPDIR='" + t.path.string() + "' timeout -k 5 60 env " + kRun +
+                     "--nproc-per-node 2 --term-timeout 5 --no-append-args " + kFaults +
+                     " 2>&1; echo \"exit=$?\" >&3) | true; } 3>&1");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=5"));
+}
+
+TEST_CASE("--local-ranks-filter: a filtered root cause's stderr tail still reaches the failure summary",
+          "[launch][supervision][process][local-ranks-filter]") {
+  // Review launch37 #9: rank 1's stderr went to /dev/null (no log file) while the summary said it had gone
+  // "straight to the console (above)". Its console copy stays hidden; its last lines are in the summary.
+  Proc r = faults("FAULT=first-attempt ", "--local-ranks-filter 0 ");
+  INFO(r.out);
+  CHECK(r.exit == 3);
+  CHECK_FALSE(has(r.out, "[rank 1] rank 1 fails on attempt 0"));  // not on the console
+  CHECK(has(r.out, "    last 1 line of its stderr (not shown on the console: --local-ranks-filter):\n"
+                   "      rank 1 fails on attempt 0\n"));
+  CHECK_FALSE(has(r.out, "went straight to the console"));
 }

@@ -13,6 +13,8 @@
 #   term           every rank but FAULT_RANK says so and exits 0 on SIGTERM (a graceful stop, as Megatron's
 #                  --exit-signal-handler); FAULT_RANK (none when FAULT_RANK=none) keeps SIGTERM's default action and
 #                  dies of it. Each touches FAULT_READY.<rank> once it listens, then sleeps a minute.
+#   others-file    every rank but FAULT_RANK writes an error file in @record's format at once and sleeps a minute;
+#                  FAULT_RANK exits 6 a moment later, without one (the root cause wrote none, the cascade did).
 #   import         FAULT_RANK imports a module that does not exist (ModuleNotFoundError, exit 1); the others exit 0.
 import os
 import signal
@@ -47,6 +49,16 @@ elif fault == "error-file":
             json.dump({"message": {"message": f"ValueError: written by rank {rank}",
                                    "extraInfo": {"py_callstack": "Traceback: here", "timestamp": "1700000000"}}}, f)
         sys.exit(5)
+    time.sleep(60)
+elif fault == "others-file":
+    if failing:
+        time.sleep(1)
+        sys.exit(6)
+    import json
+
+    with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
+        json.dump({"message": {"message": f"ConnectionError: written by rank {rank}",
+                               "extraInfo": {"py_callstack": "Traceback: there", "timestamp": "1700000000"}}}, f)
     time.sleep(60)
 elif fault == "record":
     from torch.distributed.elastic.multiprocessing.errors import record
