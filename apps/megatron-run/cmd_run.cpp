@@ -23,6 +23,9 @@
 
 namespace mr::app {
 
+// The checkout's commit when megatron-run was built: a source cmake/GitCommit.cmake generates at every build.
+const char* git_commit();
+
 void RunOptions::add_to(po::options_description& desc) {
   auto set_no_python = [this](bool on) { no_python = no_python || on; };  // two spellings, one switch
   common.add_to(desc, "text|json|argv|argv0");
@@ -390,7 +393,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                                    : nccl == "no-nccl" ? "no NCCL (CUDA found, NCCL not)"
                                                        : "no NCCL";
     std::cout << "megatron-run " << MR_VERSION << "\n"
-              << "commit: " << MR_GIT_COMMIT << " (at configure time)\n"
+              << "commit: " << git_commit() << "\n"
               << "build: " << MR_BUILD_TYPE << ", " << MR_COMPILER << "\n";
     if (nccl == "no-worker")
       std::cout << "worker: not built (no LibTorch found at configure time): a launch runs a user's program only\n";

@@ -289,7 +289,9 @@ const Rule kEnvVarsOverrideRule{
     __FILE__, __LINE__, kStageLaunch};
 
 bool launch_sets_variable(const std::string& name) {
-  if (name.rfind("TORCHELASTIC_", 0) == 0 || name == "MR_SPAWNED" || name == "MR_SPAWNER") return true;
+  // megatron-run's own settings (MR_WORKER, MR_DIST_TIMEOUT_S, ...) are the launcher's to read, from its own
+  // environment: a config's ENV_VARS does not change how the launch itself behaves.
+  if (name.rfind("TORCHELASTIC_", 0) == 0 || name.rfind("MR_", 0) == 0) return true;
   const std::vector<std::string>& names = launch::torchrun_env_names();
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -299,7 +301,8 @@ namespace {
 bool sensitive_name(const std::string& name) {
   std::string u = name;
   for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (const char* w : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH"})
+  // Megatron's CI hides names holding KEY, TOKEN or API (INTERNAL_API_URL among them); the rest are as plain.
+  for (const char* w : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "API", "CREDENTIAL", "AUTH"})
     if (u.find(w) != std::string::npos) return true;
   return false;
 }
@@ -308,7 +311,8 @@ bool sensitive_name(const std::string& name) {
 std::string config_env_line(const Parsed& p) {
   std::string vars;
   for (const auto& [k, v] : p.env_vars)
-    vars += (vars.empty() ? "" : " ") + k + "=" + (sensitive_name(k) ? std::string("<redacted>") : shell_quote(v));
+    if (k.rfind("MR_", 0) != 0)  // megatron-run's own settings: never exported (launch_sets_variable)
+      vars += (vars.empty() ? "" : " ") + k + "=" + (sensitive_name(k) ? std::string("<redacted>") : shell_quote(v));
   return vars;
 }
 
@@ -318,7 +322,11 @@ std::vector<Diagnostic> config_env_notices(const Parsed& p) {
     auto w = p.env.var_where.find(k);
     return w == p.env.var_where.end() ? std::string() : w->second;
   };
+  std::map<std::string, std::string> not_applied = p.env_vars_not_applied;
+  for (const auto& [k, v] : p.env_vars)
+    if (k.rfind("MR_", 0) == 0) not_applied[k] = where(k);  // a dry run: what a launch leaves out
   for (const auto& [k, v] : p.env_vars) {
+    if (not_applied.count(k)) continue;
     const char* had = std::getenv(k.c_str());
     if (!had || v == had) continue;
     kEnvVarsOverrideRule.record_hit();
@@ -331,13 +339,28 @@ std::vector<Diagnostic> config_env_notices(const Parsed& p) {
                        "the environment's",
                    {}, where(k), kStageInit});
   }
-  for (const auto& [k, w] : p.env_vars_not_applied) {
+  for (const auto& [k, w] : not_applied) {
     kEnvVarsOverrideRule.record_hit();
     out.push_back({Diagnostic::Level::Warning, kEnvVarsOverrideRule.id,
-                   "ENV_VARS sets " + k + ", which the launch sets for each rank itself: not exported, and "
-                   "validated with the launch's value",
+                   "ENV_VARS sets " + k +
+                       (k.rfind("MR_", 0) == 0
+                            ? ", one of megatron-run's own settings, which it reads from its own environment only: "
+                              "not exported (set it in the environment megatron-run starts in)"
+                            : ", which the launch sets for each rank itself: not exported, and validated with the "
+                              "launch's value"),
                    {}, w, kStageInit});
   }
+  // In the order of the file's lines (the maps above are by name).
+  auto line_key = [](const Diagnostic& d) {
+    const size_t colon = d.where.rfind(':');
+    long line = 0;
+    if (colon != std::string::npos)
+      for (size_t i = colon + 1; i < d.where.size() && std::isdigit(static_cast<unsigned char>(d.where[i])); ++i)
+        line = line * 10 + (d.where[i] - '0');
+    return std::make_pair(colon == std::string::npos ? d.where : d.where.substr(0, colon), line);
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const Diagnostic& a, const Diagnostic& b) { return line_key(a) < line_key(b); });
   return out;
 }
 
@@ -727,7 +750,8 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   // here, over megatron-run's environment, as Megatron's CI exports them before its launcher runs. The spawner
   // passes its environment on (setting the launch's own variables over it, which validation left out of
   // ENV_VARS: Invocation::launch_sets); the worker or program exec'd in place inherits it.
-  for (const auto& [k, v] : resolved.parsed.env_vars) setenv(k.c_str(), v.c_str(), 1);
+  for (const auto& [k, v] : resolved.parsed.env_vars)
+    if (!launch_sets_variable(k)) setenv(k.c_str(), v.c_str(), 1);
 
   // What the worker gets; its time limits are checked here already, before any worker starts.
   const Namespace& ns = resolved.parsed.ns;

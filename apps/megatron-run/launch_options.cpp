@@ -25,6 +25,7 @@
 #include "util/gpu_devices.h"
 #include "util/log.h"
 #include "util/rule_id.h"
+#include "util/shell.h"
 #include "util/text.h"
 
 namespace mr::app {
@@ -614,9 +615,9 @@ void LaunchOptions::apply(Invocation& inv) {
     if (master_addr_given || master_port_given)
       notices.push_back(with_rule_id(kC10dIgnoresRule.id,
                                      master_addr_given && master_port_given
-                                         ? "--master-addr " + addr_as_given + " and --master-port " +
+                                         ? "--master-addr " + shell_quote(echo_word(addr_as_given)) + " and --master-port " +
                                                std::to_string(port_as_given)
-                                     : master_addr_given ? "--master-addr " + addr_as_given
+                                     : master_addr_given ? "--master-addr " + shell_quote(echo_word(addr_as_given))
                                                          : "--master-port " + std::to_string(port_as_given)) +
                         ": not used under --rdzv-backend c10d, as torchrun ignores " +
                         (master_addr_given && master_port_given ? "them" : "it") +

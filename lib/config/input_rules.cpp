@@ -43,6 +43,8 @@ MR_INPUT_RULE(kYamlTag, "input.yaml-tag", "A YAML tag other than the standard on
 MR_INPUT_RULE(kYamlMultiline, "input.yaml-multiline-quoted",
               "A quoted value running over lines that look like key: entries (a missing closing quote).");
 MR_INPUT_RULE(kYamlMerge, "input.yaml-bad-merge", "A << merge value that is not a mapping or a list of mappings.");
+MR_INPUT_RULE(kEnvVarName, "input.env-var-name",
+              "A config file's ENV_VARS key that no environment variable can have: empty, or holding '=' or a NUL byte.");
 MR_INPUT_RULE(kUnrepresentable, "input.unrepresentable-value",
               "A value --format argv cannot write as a Megatron command-line word, or a config file's value holding a "
               "NUL byte (no command-line word or environment variable can).");

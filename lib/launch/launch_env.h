@@ -113,14 +113,15 @@ std::string slurm_master_host(const EnvLookup& env, std::string* variable = null
 std::string checked_master_addr(const std::string& value, const std::string& variable = "MASTER_ADDR");
 
 // The MASTER_PORT used under SLURM when MASTER_PORT is unset, the same on every node and task of one job step:
-// 20000 + 2 x ((SLURM_JOB_ID x 16 + SLURM_STEP_ID) mod 4500), an even port in 20000..28998. Concurrent steps of one
-// allocation get different ports (any 4500 consecutive step ids); the odd port above each (the launchers' store of
+// 20000 + 2 x ((SLURM_JOB_ID x 97 + SLURM_STEP_ID) mod 4500), an even port in 20000..28998. Concurrent steps of one
+// allocation get different ports (any 4500 consecutive step ids), and so do the first steps of any 4500 consecutive
+// jobs (97 is prime to 4500); the odd port above each (the launchers' store of
 // the one-launcher-per-node form) is no other step's, and torchrun's 29400/29500 are never chosen. `from` says how
 // it was derived, for messages. A SLURM_JOB_ID or step id that is missing or not a whole number: LaunchError
 // (launch.env-malformed; srun always sets both).
 struct SlurmPort {
   int port = 0;
-  std::string from;  // "20000 + 2 x ((SLURM_JOB_ID 9777 x 16 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset"
+  std::string from;  // "20000 + 2 x ((SLURM_JOB_ID 9777 x 97 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset"
 };
 SlurmPort slurm_default_port(const EnvLookup& env);
 

@@ -77,7 +77,7 @@ std::optional<std::string> open_file_refusal(std::optional<uint64_t> limit, int 
   std::string text = "the open-file limit (RLIMIT_NOFILE, ulimit -n " + std::to_string(*limit) + ") is too low for " +
                      std::to_string(nproc) + (nproc == 1 ? " worker" : " workers") + ": megatron-run's launcher needs " +
                      std::to_string(launcher) + " descriptors";
-  if (worker > 0) text += " and its worker " + std::to_string(worker) + " each";
+  if (worker > 0) text += " and its worker at least " + std::to_string(worker) + " each";
   text += "; raise the limit (ulimit -n " + std::to_string(std::max<uint64_t>(need * 2, 1024)) + ", or the hard limit " +
           "in /etc/security/limits.conf) or start fewer workers";
   return with_rule_id(kOpenFileLimitRule.id, text);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -23,6 +24,7 @@ std::vector<std::string> entries(const std::string& dir) {
     const std::string name = e->d_name;
     if (name != "." && name != "..") out.push_back(name);
   }
+  std::sort(out.begin(), out.end());  // of names equally near, the first by name: not the file system's order
   return out;
 }
 

@@ -1682,3 +1682,24 @@ TEST_CASE("the target options refuse an empty value instead of validating for no
   CHECK(f.exit == 2);
   CHECK_THAT(f.out, Catch::Contains(te + ":1: torch_version: expected a version (e.g. 2.9.0) or none, got ''"));
 }
+
+// Review diff37 #4: the commit is read at every build, not when cmake configured.
+TEST_CASE("--version names the commit the binary was built from", "[cli][version]") {
+  const std::string v = sh("--version").out;
+  const size_t at = v.find("\ncommit: ");
+  REQUIRE(at != std::string::npos);
+  const std::string commit = v.substr(at + 9, v.find('\n', at + 1) - at - 9);
+  FILE* p = popen(("git -C '" + std::string(MR_SOURCE_DIR) + "' rev-parse --short=12 HEAD 2>/dev/null").c_str(), "r");
+  REQUIRE(p);
+  char buf[64] = {0};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  pclose(p);
+  if (!got) {
+    CHECK(commit == "unknown");  // a source tree outside git
+    return;
+  }
+  std::string head(buf);
+  while (!head.empty() && (head.back() == '\n' || head.back() == '\r')) head.pop_back();
+  INFO("rebuild megatron-run after a commit: the test compares it with HEAD");
+  CHECK((commit == head || commit == head + "-dirty"));
+}

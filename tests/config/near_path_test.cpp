@@ -60,6 +60,11 @@ TEST_CASE("near_path: nothing is suggested far from any name, for the wrong kind
   CHECK(mr::near_path("").empty());
 }
 
+TEST_CASE("near_path: of names equally near, the first by name (review diff37 #6)", "[near-path]") {
+  const std::string r = mrtest::fake_root("near-tie", {"d/model_b.yaml", "d/model_a.yaml", "d/model_d.yaml"}, "near-path");
+  CHECK(mr::near_path(r + "/d/model_c.yaml") == r + "/d/model_a.yaml");
+}
+
 TEST_CASE("read_input_file: a missing file's message names the file a typo away", "[near-path][read-file]") {
   const std::string r = tree();
   try {

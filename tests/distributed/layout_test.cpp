@@ -355,7 +355,7 @@ TEST_CASE("launch environment: torchrun and SLURM variables", "[dist][launch]") 
   CHECK(s->local_rank == 1);
   CHECK(s->local_world_size == 4);
   CHECK(s->master_addr == "gpu017");
-  CHECK(s->master_port == 20000 + 2 * ((123456 * 16 + 0) % 4500));  // step 0
+  CHECK(s->master_port == 20000 + 2 * ((123456 % 4500 * 97 + 0) % 4500));  // step 0
   // torchrun's variables win over SLURM's.
   auto both = mr::launch::launch_info(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"},
                                             {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}}));

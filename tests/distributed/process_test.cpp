@@ -249,7 +249,7 @@ TEST_CASE("rendezvous errors: a master name that does not resolve, a SLURM-deriv
   // Rank 0 of a SLURM task whose derived port is held: the message says where the port came from.
   int fd = -1, job = 0;
   for (int id = 7 + static_cast<int>(getpid() % 4000); id < 9000 && fd < 0; id += 13) {
-    const int port = 20000 + 2 * ((id * 16) % 4500);
+    const int port = 20000 + 2 * ((id % 4500 * 97) % 4500);
     fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -299,14 +299,14 @@ TEST_CASE("rendezvous errors: a master name that does not resolve, a SLURM-deriv
   CHECK(procs[2].exit_code() == 1);
   CHECK_THAT(procs[2].err(), Catch::Contains("cannot host the rendezvous store on port " + std::to_string(held) +
                                              " (20000 + 2 x ((SLURM_JOB_ID " + std::to_string(job) +
-                                             " x 16 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset): the port "
+                                             " x 97 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset): the port "
                                              "is already in use") &&
                                  Catch::Contains("set MASTER_PORT to a free one"));
   INFO(mrtest::all_output(program));
   CHECK(program[0].exit_code() == 0);
   CHECK_THAT(program[0].out(), Catch::Contains("ran\n"));
   CHECK_THAT(program[0].err(), Catch::Contains("warning: port " + std::to_string(held) + " (20000 + 2 x ((SLURM_JOB_ID " +
-                                               std::to_string(job) + " x 16 + SLURM_STEP_ID 0) mod 4500), since "
+                                               std::to_string(job) + " x 97 + SLURM_STEP_ID 0) mod 4500), since "
                                                "MASTER_PORT is unset): the port is in use on this machine"));
 }
 

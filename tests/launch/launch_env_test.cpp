@@ -68,9 +68,9 @@ TEST_CASE("master_port_setting: the advice for a taken port names what picks it 
                                         {"SLURM_JOB_ID", "9777"}, {"MASTER_ADDR", "node1"}}));
   CHECK(master_port_setting(slurm) == "MASTER_PORT");
   // Derived (MASTER_PORT unset): where it came from, for the message when it is taken (review ops37 #4).
-  CHECK(slurm.master_port == 26864);
+  CHECK(slurm.master_port == 26738);
   CHECK(slurm.master_port_from ==
-        "20000 + 2 x ((SLURM_JOB_ID 9777 x 16 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset");
+        "20000 + 2 x ((SLURM_JOB_ID 9777 x 97 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset");
   CHECK(master_addr_setting(slurm) == "MASTER_ADDR");
   LaunchInfo from_list = *launch_info(with({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"},
                                             {"SLURM_JOB_ID", "9777"}, {"SLURM_JOB_NODELIST", "gpu[3-4]"},
@@ -93,7 +93,13 @@ TEST_CASE("SLURM's derived MASTER_PORT: one per job step, the same on every task
     seen.insert(p);
   }
   CHECK(seen.size() == 64);
-  CHECK(port("9777", "0") == 26864);
+  CHECK(port("9777", "0") == 26738);
+  // The first steps of 4500 consecutive jobs all differ (review diff37 #1: x 16 reached 1125 ports, and job J's
+  // step 16 was job J+1's step 0).
+  std::set<int> jobs;
+  for (int job = 50000; job < 54500; ++job) jobs.insert(port(std::to_string(job), "0"));
+  CHECK(jobs.size() == 4500);
+  CHECK(port("50000", "16") != port("50001", "0"));
   CHECK(slurm_default_port(with({{"SLURM_JOB_ID", "9777"}, {"SLURM_STEPID", "3"}})).port == port("9777", "3"));
   for (long long job = 0; job < 20000; ++job)
     for (int step : {0, 1, 7}) {

@@ -946,3 +946,40 @@ TEST_CASE("a config's ENV_VARS reach every rank, the values validation used", "[
   CHECK(has_text(d.out, "megatron-run: a launch gives every rank the config's ENV_VARS: CUDA_DEVICE_MAX_CONNECTIONS=1 "
                         "MY_OPS_BOOL=true MY_OPS_COLON=:4096:8 MY_OPS_FLOAT=0.00001 MY_OPS_VAR='hello world'"));
 }
+
+// Review diff37 #2, #3, #5, #7: a key no variable can have is refused; megatron-run's own MR_* settings are not
+// exported (a config cannot change how the launcher behaves); names with API are redacted as Megatron's CI does;
+// the warnings come in the file's line order.
+TEST_CASE("ENV_VARS: bad keys refused, MR_* not exported, API redacted, warnings by line", "[launch][program][env-vars]") {
+  for (const char* bad : {"  \"\": 1\n", "  \"A=B\": 1\n", "  \"A\\0B\": 1\n"}) {
+    const std::string cfg = env_vars_config("env-vars-bad.yaml", bad);
+    Proc r = sh(kBin + " --dry-run --world-size 2 --config '" + cfg + "'");
+    INFO(bad << r.out);
+    CHECK(r.exit == 2);
+    CHECK(has_text(r.out, cfg + ":2: error[input.env-var-name]: ENV_VARS key "));
+    CHECK(r.out.find('\0') == std::string::npos);
+  }
+  const std::string cfg = env_vars_config("env-vars-order.yaml",
+                                          "  CUDA_DEVICE_MAX_CONNECTIONS: 1\n  ZZ_OPS: 1\n  MR_DIST_TIMEOUT_S: 5\n"
+                                          "  AA_OPS: 2\n  INTERNAL_API_URL: http://x\n");
+  Proc d = sh("ZZ_OPS=9 AA_OPS=8 " + kBin + " --dry-run --world-size 2 --config '" + cfg + "'");
+  INFO(d.out);
+  CHECK(d.exit == 0);
+  const size_t zz = d.out.find(cfg + ":3: warning[launch.env-vars-override]: ENV_VARS sets ZZ_OPS=1");
+  const size_t mr = d.out.find(cfg + ":4: warning[launch.env-vars-override]: ENV_VARS sets MR_DIST_TIMEOUT_S, one of "
+                                     "megatron-run's own settings");
+  const size_t aa = d.out.find(cfg + ":5: warning[launch.env-vars-override]: ENV_VARS sets AA_OPS=2");
+  CHECK(zz != std::string::npos);
+  CHECK(mr != std::string::npos);
+  CHECK(aa != std::string::npos);
+  CHECK((zz < mr && mr < aa));
+  CHECK(has_text(d.out, "INTERNAL_API_URL=<redacted>"));
+  CHECK_FALSE(has_text(d.out, "http://x"));
+  // A launch: MR_DIST_TIMEOUT_S does not reach the ranks (nor the launcher); the others do.
+  Proc r = sh("env -u MR_DIST_TIMEOUT_S " + kBin + " --nproc-per-node 2 --config '" + cfg +
+              "' --no-append-args --no-python /usr/bin/env");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(count_of(r.out, "] AA_OPS=2\n") == 2);
+  CHECK(count_of(r.out, "MR_DIST_TIMEOUT_S=") == 0);
+}

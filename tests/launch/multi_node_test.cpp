@@ -889,9 +889,9 @@ TEST_CASE("a stop signal while the launchers meet is said, and ends the launcher
 }
 
 TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SLURM_*", "[launch][multinode][slurm]") {
-  // SLURM's port is 20000 + 2 x ((job id x 16 + step id) mod 4500) (step 0 here); a job id whose port and the next
+  // SLURM's port is 20000 + 2 x ((job id x 97 + step id) mod 4500) (step 0 here); a job id whose port and the next
   // (the launchers' store) are free.
-  auto slurm_port = [](int id) { return 20000 + 2 * ((id * 16) % 4500); };
+  auto slurm_port = [](int id) { return 20000 + 2 * ((id % 4500 * 97) % 4500); };
   int job = 0;
   for (int id = 4000 + static_cast<int>(getpid() % 5000); id < 14000; id += 7)
     if (port_free(slurm_port(id)) && port_free(slurm_port(id) + 1)) {
@@ -944,7 +944,7 @@ TEST_CASE("SLURM, one megatron-run per node: nodes, node rank and master from SL
                                           "SLURM_TASKS_PER_NODE='2(x2)' SLURM_JOB_NODELIST='gpu[07-08]' " +
                                           kBin + " --config " + kConfig + show);
     CHECK(vars.exit == 0);
-    CHECK(vars.out == "3 4 1 2 1 gpu07:23492\n");  // 20000 + 2 x ((1234 x 16 + 2) mod 4500)
+    CHECK(vars.out == "3 4 1 2 1 gpu07:25400\n");  // 20000 + 2 x ((1234 x 97 + 2) mod 4500)
     mrtest::Proc kept = mrtest::run_shell("env -u RANK -u WORLD_SIZE MASTER_PORT=29999 MASTER_ADDR=10.0.0.1 "
                                           "SLURM_JOB_ID=1 SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=2 SLURM_PROCID=0 SLURM_STEPID=0 "
                                           "SLURM_JOB_NODELIST=localhost " + kBin + " --config " + kConfig + show);

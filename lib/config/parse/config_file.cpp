@@ -420,6 +420,15 @@ ConfigResult load_config_file(const Schema& schema, const std::string& path, Nam
                                         kConfigNotMappingRule);
       Converter to_value{opts, /*strict=*/false, out.report.warnings};
       for (const Entry& e : entries(env, /*strict=*/false, out.report.warnings)) {
+        const std::string name = e.key.scalar();
+        // A name no environment variable can have: setenv refuses "" and a name holding '=', and a NUL ends it.
+        if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos)
+          throw UsageError(e.key.where() + ": ENV_VARS key " + Value(abbreviate(name)).py_repr() +
+                               " is no environment variable's name (" +
+                               (name.empty() ? std::string("empty")
+                                             : name.find('=') != std::string::npos ? "it holds '='" : "it holds a NUL byte") +
+                               ")",
+                           {}, e.key.where(), "input.env-var-name");
         Value v = to_value(e.value);  // its checks (tags, ${VAR}), and a collection's text
         // Megatron's CI exports what yq prints after envsubst: a scalar's text as written (`true`, `0.00001`,
         // `:4096:8`), nothing for a null; the ranks get exactly this, and validation reads it.
