@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config/optimizer_config_from_args.h"
+#include "optim/dtype.h"
 #include "optim/soap.h"
 #include "run/abs_max.h"
 #include "run/checkpoint.h"
@@ -128,11 +129,28 @@ void set_up(RunContext& c) {
 
 // Each rank's gradient before the data-parallel reduction, as Megatron's check_grads looks at each bucket's:
 // a NaN or inf anywhere stops the run on every rank (one all-reduce of the max).
+// Under --fp16 the rank's own buffer holds its samples' mean gradient times the loss scale in fp16 (Megatron's
+// check_grads reads it so): beyond fp16's range that is inf, and the check stops the run -- with a constant
+// --loss-scale, where validation leaves the check on (dynamic scaling turns it off and skips the step instead).
 void check_local_grads(RunContext& c, int64_t it) {
-  const double mine = c.backend->max_abs(c.backend->ptrs().grad, c.buf.numel);
+  double mine = c.backend->max_abs(c.backend->ptrs().grad, c.buf.numel);
+  bool f16_overflow = false;
+  if (c.grad_format.f16_range && c.scaler && std::isfinite(mine)) {
+    // A rank's part is 8x the sum over its global_batch / dp samples (run/synthetic_grad.h).
+    const double local = mine * static_cast<double>(c.scaler->scale()) * static_cast<double>(c.dp.size()) /
+                         (8.0 * static_cast<double>(c.global_batch));
+    if (!std::isfinite(static_cast<double>(optim::round_to_f16(static_cast<float>(std::min(local, 1e30)))))) {
+      f16_overflow = true;
+      mine = std::numeric_limits<double>::infinity();
+    }
+  }
   const double top = all_reduce_max(c.rt.group("world"), mine);
   if (!std::isfinite(top))
-    throw_nonfinite(c, it, "the local gradient before the data-parallel reduction", top, !std::isfinite(mine));
+    throw_nonfinite(c, it,
+                    f16_overflow ? "the local gradient before the data-parallel reduction (beyond fp16's range at "
+                                   "the constant --loss-scale)"
+                                 : "the local gradient before the data-parallel reduction",
+                    top, !std::isfinite(mine));
 }
 
 // Loss of the current parameters (before this iteration's step) and this rank's part of the synthetic

@@ -307,6 +307,19 @@ TEST_CASE("--check-for-nan-in-loss-and-grad: an inf gradient or loss stops the r
   // Megatron's line leaves a NaN average loss out (its `avg >= 0.0` test) and always shows the loss scale.
   CHECK_THAT(on.out(), Catch::Contains("global batch size:     8 | loss scale: 1.0 | grad norm: nan | params norm: nan |"));
   CHECK_THAT(on.out(), Catch::Contains("training run finished: 4 iterations (0 skipped)"));
+  // --fp16 with a constant --loss-scale keeps the check on (validation turns it off for dynamic scaling only): a
+  // scale at which the rank's fp16 gradient overflows stops the run at iteration 1, as Megatron's check_grads does,
+  // instead of skipping every step (review worker37 #1).
+  mrtest::Proc f16 = spawn(2, {"--train-iters", "4", "--fp16", "--loss-scale", "4194304"}, dir, "fp16-constant");
+  INFO(f16.out() << f16.err());
+  CHECK(f16.exit_code() == 1);
+  CHECK_THAT(f16.err(), Catch::Contains("error[run.nan-check]: iteration 1: found Inf in the local gradient before the "
+                                        "data-parallel reduction (beyond fp16's range at the constant --loss-scale)"));
+  // A constant scale at which the gradients fit: the run trains.
+  mrtest::Proc fits = spawn(1, {"--train-iters", "4", "--fp16", "--loss-scale", "64"}, dir, "fp16-fits");
+  INFO(fits.out() << fits.err());
+  CHECK(fits.exit_code() == 0);
+  CHECK_THAT(fits.out(), Catch::Contains("training run finished: 4 iterations (0 skipped)"));
 }
 
 TEST_CASE("a configuration the run does not model is refused before any worker starts, naming the flag",
