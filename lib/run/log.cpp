@@ -32,7 +32,9 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
     s << "the run holds " << b.numel << ", without Megatron's unused " << c.plan.unused.front().name << "; ";
   s << "model params "
     << format_mib(model_bytes) << ", main params + optimizer state " << format_mib(state_bytes)
-    << (c.dist_opt ? " (distributed optimizer shard)" : "") << ")";
+    << (c.dist_opt ? (b.layer_wise ? " (layer-wise distributed optimizer shard)" : " (distributed optimizer shard)")
+                   : "")
+    << ")";
   // One line per (tp, pp) coordinate, from its first data-parallel rank, as Megatron prints it.
   if (c.dp.rank() == 0) log << s.str() << std::endl;
   if (last_rank(c))
@@ -53,7 +55,9 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
         << (b.model_dtype != optim::DType::F32
                 ? std::string(" with ") + optim::dtype_name(c.grad_format.buffer) + " gradients"
                 : std::string())
-        << (c.dist_opt ? ", distributed optimizer" : "") << ", on the " << c.backend->name()
+        // Megatron replaces the distributed optimizer by its layer-wise one for every optimizer but adam and sgd.
+        << (c.dist_opt ? (c.buf.layer_wise ? ", layer-wise distributed optimizer" : ", distributed optimizer") : "")
+        << ", on the " << c.backend->name()
         << " backend; gradients are synthetic (no model forward/backward)" << std::endl;
   if (!last_rank(c)) return;
   // The batch of each step (run/batch_schedule.h), as Megatron's calculator reports it.

@@ -166,6 +166,13 @@ TEST_CASE("DP=2 x TP=2 with the distributed optimizer and bf16: replicas stay id
   CHECK_THAT(p.out(), Catch::Contains("bf16 with fp32 gradients, distributed optimizer"));
   CHECK_THAT(p.out(), Catch::Contains("(distributed optimizer shard)"));
   CHECK_THAT(p.out(), Catch::Contains("the 2 data-parallel replicas hold identical parameters"));
+  // Muon (every optimizer but adam and sgd): Megatron's layer-wise distributed optimizer, and the lines say so
+  // (review worker37 #2: they said "distributed optimizer").
+  mrtest::Proc m = spawn(2, {"--optimizer", "muon", "--use-distributed-optimizer", "--train-iters", "4"}, dir, "muon");
+  INFO(m.out() << m.err());
+  REQUIRE(m.exit_code() == 0);
+  CHECK_THAT(m.out(), Catch::Contains("muon, fp32, layer-wise distributed optimizer, on the cpu backend"));
+  CHECK_THAT(m.out(), Catch::Contains("(layer-wise distributed optimizer shard)"));
 }
 
 TEST_CASE("the final line's grad norm is the last step's taken, not a skipped iteration's NaN", "[run][train]") {
