@@ -1004,6 +1004,15 @@ bool Checkpointer::after_iteration(const Progress& p) {
   return false;
 }
 
+void Checkpointer::on_microbatch_change(const Progress& p, int64_t from, int64_t to) {
+  const Args& a = c_.args;
+  if (!a.save) return;
+  if (c_.rt.rank() == 0)
+    log_ << prefix_ << "the number of micro-batches changes after iteration " << p.iteration << " (global batch " << from
+         << " -> " << to << "): saving a checkpoint, as Megatron's train loop does" << std::endl;
+  save(p, false);
+}
+
 void Checkpointer::at_end(const Progress& p) {
   const Args& a = c_.args;
   if (a.save && p.iteration != 0 && last_saved_ != p.iteration &&

@@ -266,6 +266,28 @@ TEST_CASE("fp8 moments resume as Transformer Engine's do: every byte but the res
   CHECK(static_cast<double>(same) >= 0.99 * static_cast<double>(values));
 }
 
+TEST_CASE("a change of the number of micro-batches saves the checkpoint of the iteration before it, as Megatron's "
+          "train loop", "[run][checkpoint][batch]") {
+  mrtest::TempDir dir;
+  // 4 samples a step until 16 (2048 tokens), then 8: iterations 1-4 run 2 micro-batches of 2, iteration 5 runs 4.
+  // Megatron's loop, at the top of iteration 5 (its `iteration` is 4): save_checkpoint_and_time(4), whatever
+  // --save-interval is.
+  const std::string cfg = mrtest::default_config_with(dir, "steps.yaml", {"--global-batch-size", "--train-iters"},
+                                                      "--step-batch-size-schedule: '0:4 2048:8'\n--train-iters: 10\n");
+  const std::string ck = dir / "ck";
+  std::vector<mrtest::Proc> p = {mrtest::start(
+      {mrtest::megatron_run(), "--config", cfg, "--save", ck, "--save-interval", "100"}, {}, dir, "mb-change")};
+  mrtest::wait_all(p, std::chrono::seconds(120));
+  INFO(p[0].out() << p[0].err());
+  REQUIRE(p[0].exit_code() == 0);
+  CHECK_THAT(p[0].out(), Catch::Contains("the number of micro-batches changes after iteration 4 (global batch 4 -> 8): "
+                                         "saving a checkpoint, as Megatron's train loop does"));
+  CHECK(fs::exists(ck + "/iter_0000004/rank_00000.json"));
+  CHECK(fs::exists(ck + "/iter_0000010/rank_00000.json"));
+  CHECK(tracker(ck) == "10");
+  CHECK_THAT(bytes_of(ck + "/iter_0000004/rank_00000.json"), Catch::Contains("\"consumed_samples\": 16"));
+}
+
 TEST_CASE("resume is bit-exact across a --step-batch-size-schedule step: the batch follows the consumed samples",
           "[run][checkpoint][batch]") {
   mrtest::TempDir dir;
