@@ -1848,6 +1848,22 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
   CHECK_THAT(d.out(), !Catch::Contains("bring-up passed"));
 }
 
+TEST_CASE("--ckpt-convert-format: refused before any worker starts (Megatron converts and exits, never trains)",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  fs::create_directories(ck);
+  mrtest::Proc p = spawn(1, {"--load", ck, "--ckpt-convert-format", "torch", "--ckpt-convert-save", dir / "conv"}, dir,
+                         "convert");
+  INFO(p.out() << p.err());
+  CHECK(p.exit_code() == 1);
+  CHECK_THAT(p.err(), Catch::Contains("error[init.training-run]: --ckpt-convert-format torch: Megatron would convert the "
+                                      "--load checkpoint to that format under --ckpt-convert-save and exit without "
+                                      "training"));
+  CHECK_THAT(p.out() + p.err(), !Catch::Contains("bring-up passed") && !Catch::Contains("iteration        1/"));
+  CHECK(!fs::exists(dir / "conv"));
+}
+
 TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoint's exact values (Megatron's "
           "distributed optimizer), not from the rounded weights",
           "[run][checkpoint][main-params]") {
