@@ -31,6 +31,7 @@
 #include "run/checkpoint_resume_args.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
+#include "util/exit_signal.h"
 #include "util/rule_id.h"
 #include "util/text.h"
 
@@ -38,10 +39,9 @@ namespace mr::run {
 
 namespace {
 
-volatile sig_atomic_t g_exit_signal = 0;
-struct sigaction g_old_action;
-int g_installed_signal = 0;
-void on_exit_signal(int) { g_exit_signal = 1; }
+// Whether this process's Checkpointer installed the --exit-signal latch (and so puts the old handler back); the
+// worker installs it before its bring-up (distributed/worker.cpp), and then it stays for the process.
+bool g_installed_here = false;
 
 std::string fmt7(int64_t v) {
   char b[32];
@@ -640,19 +640,15 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix,
     if (a.async_save && rank0)
       log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
   }
-  if (a.exit_signal_handler) {
-    struct sigaction sa {};
-    sa.sa_handler = on_exit_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    g_exit_signal = 0;
-    if (sigaction(static_cast<int>(a.exit_signal), &sa, &g_old_action) == 0) g_installed_signal = static_cast<int>(a.exit_signal);
-  }
+  // --exit-signal-handler: a signal latched since the worker installed the latch (before its bring-up, as Megatron
+  // installs its handler at argument parsing) is kept, and acted on after the first iteration.
+  if (a.exit_signal_handler && util::exit_signal_installed() != static_cast<int>(a.exit_signal))
+    g_installed_here = util::install_exit_signal(static_cast<int>(a.exit_signal));
 }
 
 Checkpointer::~Checkpointer() {
-  if (g_installed_signal) sigaction(g_installed_signal, &g_old_action, nullptr);
-  g_installed_signal = 0;
+  if (g_installed_here) util::restore_exit_signal();
+  g_installed_here = false;
 }
 
 Progress Checkpointer::load() {
@@ -956,7 +952,7 @@ bool Checkpointer::after_iteration(const Progress& p) {
   const bool rank0 = c_.rt.rank() == 0;
   const int64_t it = p.iteration;
   if (a.exit_signal_handler) {
-    double f = g_exit_signal ? 1.0 : 0.0;
+    double f = util::exit_signal_pending() ? 1.0 : 0.0;
     host_all_reduce(c_.rt.group("world"), distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
     if (f > 0) {
       if (a.save) save(p, false);

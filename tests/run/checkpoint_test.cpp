@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 #include <tuple>
 
 #include "../distributed/proc.h"
@@ -1647,6 +1648,53 @@ TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 
   REQUIRE(!t.empty());
   CHECK(std::stoll(t) >= 3);
   CHECK(fs::exists(ck + "/iter_" + std::string(7 - t.size(), '0') + t + "/rank_00001.json"));
+}
+
+TEST_CASE("signals: --exit-signal-handler: a SIGTERM during start-up is latched; the first iteration saves and every "
+          "rank exits 0", "[run][checkpoint][signal]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // Rank 0 stalls 5 s after the bring-up's self-check (MR_DIST_STALL), before the training run builds anything;
+  // the signal comes then. Megatron installs its handler at argument parsing: the signal is noticed at the first
+  // iteration's end, which saves and exits 0.
+  std::vector<mrtest::Proc> ranks = mrtest::start_job(
+      2, mrtest::job_args({"--train-iters", "100000", "--save-interval", "100000", "--exit-signal-handler", "--save", ck}),
+      dir, {{"MR_DIST_STALL", "0:5"}});
+  mrtest::KillOnExit guard{{ranks[0].pid, ranks[1].pid}};
+  REQUIRE(mrtest::wait_for([&] { return ranks[0].out().find("self-check passed") != std::string::npos &&
+                                        ranks[1].out().find("self-check passed") != std::string::npos; },
+                           std::chrono::seconds(120)));
+  for (mrtest::Proc& r : ranks) ::kill(r.pid, SIGTERM);
+  mrtest::wait_all(ranks, std::chrono::seconds(120));
+  INFO(mrtest::all_output(ranks));
+  CHECK(ranks[0].exit_code() == 0);
+  CHECK(ranks[1].exit_code() == 0);
+  CHECK_THAT(ranks[0].out(), Catch::Contains("exiting program after receiving SIGTERM."));
+  CHECK(tracker(ck) == "1");
+  CHECK(fs::exists(ck + "/iter_0000001/rank_00001.json"));
+}
+
+TEST_CASE("signals: --exit-signal-handler under megatron-run's spawner: a SIGTERM to the launcher while its workers "
+          "start is latched from each worker's first instruction; the job saves and exits 0", "[run][checkpoint][signal]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", "2"};
+  for (const std::string& a : mrtest::job_args({"--train-iters", "100000", "--save-interval", "100000",
+                                                "--exit-signal-handler", "--save", ck, "--log-interval", "100000"}))
+    argv.push_back(a);
+  std::vector<mrtest::Proc> p = {mrtest::start(argv, {}, dir, "launcher")};
+  mrtest::KillOnExit guard{{p[0].pid}};
+  // The launcher's start notice (default.yaml's --seq-length) comes before it forks the workers, which take far
+  // longer than this to load and reach their bring-up.
+  REQUIRE(mrtest::wait_for([&] { return p[0].err().find("does not act on --seq-length") != std::string::npos; },
+                           std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(p[0].pid, SIGTERM);
+  mrtest::wait_all(p, std::chrono::seconds(120));
+  INFO(p[0].out() << p[0].err());
+  CHECK(p[0].exit_code() == 0);
+  CHECK_THAT(p[0].out(), Catch::Contains("exiting program after receiving SIGTERM."));
+  CHECK(tracker(ck) == "1");
 }
 
 TEST_CASE("write_safetensors: a produced tensor is written a bounded chunk at a time, the same bytes as stored data",
