@@ -746,17 +746,44 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                                  "nor the tracker");
   };
   std::string stale_note;  // rank 0: a stale iter_N.tmp that could only be moved aside
+  std::vector<std::string> others_removed, others_left;  // rank 0: other iterations' stale iter_M.tmp
   step([&] {
     if (!rank0) return;
     std::error_code ec;
     std::filesystem::create_directories(base, ec);
     if (ec) throw CheckpointError(kCkptSaveFailed, base + ": cannot create the directory: " + ec.message());
     stale_note = clear_stale_dir(tmp);
+    // The iter_M.tmp of other iterations, left by saves that were interrupted (this run holds the directory's lock:
+    // no other run is writing one): removed, and named; one that cannot be removed is a warning, not a failure.
+    for (const auto& e : std::filesystem::directory_iterator(base)) {
+      const std::string name = e.path().filename().string();
+      const bool stale_tmp = name.size() > 9 && name.rfind("iter_", 0) == 0 &&
+                             name.compare(name.size() - 4, 4, ".tmp") == 0 &&
+                             name.find_first_not_of("0123456789", 5) == name.size() - 4;
+      if (!stale_tmp || e.is_symlink() || !e.is_directory() || e.path().string() == tmp) continue;
+      try {
+        remove_tree(e.path().string());
+        others_removed.push_back(name);
+      } catch (const std::exception& x) {
+        others_left.push_back(message_of(x));
+      }
+    }
+    if (!others_removed.empty()) fsync_path(base);
     std::filesystem::create_directories(tmp);
     fsync_path(base);
   });
   if (!stale_note.empty())
     warn_rule(log_, prefix_, kCkptLeftover, save_dir_words(a, non_persistent) + ": " + stale_note);
+  if (!others_removed.empty()) {
+    std::string names;
+    for (const std::string& n : others_removed) names += (names.empty() ? "" : ", ") + n;
+    log_ << prefix_ << "notice: " << save_dir_words(a, non_persistent) << ": removed " << names
+         << " (left by an interrupted save; never a complete checkpoint)" << std::endl;
+  }
+  for (const std::string& why : others_left)
+    warn_rule(log_, prefix_, kCkptLeftover,
+              save_dir_words(a, non_persistent) + ": a stale directory of an interrupted save could not be removed (" +
+                  why + "); it is left there");
   step([&] {
     RankMeta m;
     m.iteration = p.iteration;

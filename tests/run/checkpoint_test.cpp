@@ -1551,7 +1551,8 @@ TEST_CASE("non-persistent clean-up: an older checkpoint that cannot be removed i
                                       "(MR_CKPT_FAIL_REMOVE)); it is left there, tried again at each save and not said "
                                       "again"));
   CHECK_THAT(a.err(), !Catch::Contains("checkpoint.save-failed"));
-  // Leftovers of earlier saves' clean-ups (iter_N.tmp, iter_N.tmp.stale-K) are not checkpoints: left, and not said.
+  // Leftovers of earlier saves (iter_N.tmp, iter_N.tmp.stale-K) are not checkpoints: the clean-up leaves them. A
+  // save's first step removes an interrupted save's iter_N.tmp, with a notice; the moved-aside .stale-K stays.
   const std::string np2 = dir / "np2";
   for (const char* d : {"iter_0000001.tmp.stale-1", "iter_0000009.tmp"})
     fs::create_directories(np2 + "/non_persistent/" + d);
@@ -1559,8 +1560,10 @@ TEST_CASE("non-persistent clean-up: an older checkpoint that cannot be removed i
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
   CHECK(warnings(b.out()) == 0);
+  CHECK_THAT(b.out(), Catch::Contains("removed iter_0000009.tmp (left by an interrupted save; never a complete "
+                                      "checkpoint)"));
   CHECK(files_in(np2 + "/non_persistent") ==
-        std::vector<std::string>({".megatron-run.lock", "iter_0000001.tmp.stale-1", "iter_0000008", "iter_0000009.tmp",
+        std::vector<std::string>({".megatron-run.lock", "iter_0000001.tmp.stale-1", "iter_0000008",
                                   "latest_checkpointed_iteration.txt"}));
 }
 
@@ -1695,6 +1698,24 @@ TEST_CASE("signals: --exit-signal-handler under megatron-run's spawner: a SIGTER
   CHECK(p[0].exit_code() == 0);
   CHECK_THAT(p[0].out(), Catch::Contains("exiting program after receiving SIGTERM."));
   CHECK(tracker(ck) == "1");
+}
+
+TEST_CASE("a save removes the iter_M.tmp an interrupted save of another iteration left, and names it",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  fs::create_directories(ck + "/iter_0000010.tmp");
+  std::ofstream(ck + "/iter_0000010.tmp/rank_00000.safetensors") << "partial";
+  fs::create_directories(ck + "/iter_0000007.tmp.stale-1");  // moved aside earlier, said then: left alone
+  mrtest::Proc p = spawn(1, {"--save", ck, "--save-interval", "3", "--train-iters", "3"}, dir, "stale");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  CHECK_THAT(p.out() + p.err(), Catch::Contains("notice: --save " + ck + ": removed iter_0000010.tmp (left by an "
+                                                "interrupted save; never a complete checkpoint)"));
+  CHECK(!fs::exists(ck + "/iter_0000010.tmp"));
+  CHECK(fs::exists(ck + "/iter_0000007.tmp.stale-1"));
+  CHECK(fs::exists(ck + "/iter_0000003/rank_00000.json"));
+  CHECK(tracker(ck) == "3");
 }
 
 TEST_CASE("write_safetensors: a produced tensor is written a bounded chunk at a time, the same bytes as stored data",
