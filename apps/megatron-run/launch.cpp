@@ -41,6 +41,7 @@
 #include "config/rule.h"
 #include "launch/spawn.h"
 #include "launch/torchrun_env.h"
+#include "util/exit_signal.h"
 #include "util/shell.h"
 #include "launch/worker_input.h"
 #include "util/gpu_devices.h"
@@ -699,6 +700,8 @@ int launch_program(const Outcome& resolved, const launch::Program& program, cons
     const char* exec = std::getenv("PYTHON_EXEC");
     python = argv.front() + (exec && *exec ? " (PYTHON_EXEC)" : " (the first python3 on PATH)");
   }
+  unsetenv(util::kExitSignalEnv);  // the latch is megatron-run's own worker's (below), not a user program's
+  unsetenv(util::kExitSignalPendingEnv);
   return spawn_local(lo, argv, /*own_worker=*/false, python);
 }
 
@@ -832,6 +835,13 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
       print_warning(std::cerr, "already inside a job (" + job->describe() + "); --nproc-per-node starts a nested one");
     std::vector<std::string> argv = {self_path()};
     for (const std::string& a : strip_launch_options(args)) argv.push_back(a);
+    // --exit-signal-handler: each worker latches the signal from its start (main(), then the exec'd worker:
+    // util/exit_signal.h), as Megatron installs its handler at argument parsing; never the launcher itself.
+    if (in.train && in.args.exit_signal_handler)
+      setenv(util::kExitSignalEnv, std::to_string(static_cast<int>(in.args.exit_signal)).c_str(), 1);
+    else
+      unsetenv(util::kExitSignalEnv);
+    unsetenv(util::kExitSignalPendingEnv);
     return spawn_local(lo, std::move(argv), /*own_worker=*/true);
   }
 
@@ -846,6 +856,12 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   std::vector<char*> argv = {const_cast<char*>(worker.c_str()), const_cast<char*>("--input-fd"), fd_s.data(), nullptr};
   std::cout.flush();
   std::cerr.flush();
+  // A signal latched since this process started (main(), under megatron-run's spawner) goes on to the worker.
+  if (in.train && in.args.exit_signal_handler) {
+    if (util::exit_signal_installed() != static_cast<int>(in.args.exit_signal))
+      util::install_exit_signal(static_cast<int>(in.args.exit_signal));
+    util::pass_exit_signal_to_exec();  // and blocks the signal: one that comes now waits for the worker's latch
+  }
   execv(worker.c_str(), argv.data());
   print_error(std::cerr, "cannot run " + worker + ": " + std::strerror(errno));
   return 2;

@@ -16,6 +16,7 @@
 #include "config/parse/argparse.h"
 #include "config/print.h"
 #include "launch/program.h"
+#include "util/exit_signal.h"
 #include "util/std_fds.h"
 #include "util/text.h"
 
@@ -193,6 +194,8 @@ std::string command_word_hint(const std::string& word) {
 int main(int argc, char** argv) {
   // Before anything opens a descriptor: a closed stdout or stderr must not become a socket or a pipe of ours.
   mr::util::open_closed_std_fds();
+  // A worker of megatron-run's spawner with --exit-signal-handler latches the signal from here on (launch.cpp).
+  if (std::getenv("MR_SPAWNER")) mr::util::install_exit_signal_from_env();
   std::vector<std::string> args(argv + 1, argv + argc);
   // Under torchrun (or megatron-run's spawner) a refusal goes to TORCHELASTIC_ERROR_FILE too, as @record writes a
   // Python program's exception there (error_record.h).

@@ -23,6 +23,7 @@
 #include "launch/nccl_check.h"
 #include "launch/open_files.h"
 #include "launch/worker_input.h"
+#include "util/exit_signal.h"
 #include "util/log.h"
 #include "util/decimal.h"
 #include "util/resources.h"
@@ -348,6 +349,9 @@ void worker_preinit(char** argv, char** envp) {
     unsetenv("OPENBLAS_NUM_THREADS");
   }
   std::set_terminate(worker_terminate);
+  // --exit-signal-handler (megatron-run's own processes pass it on, util/exit_signal.h): latched from the worker's
+  // first instruction on, before the libraries load; a signal its launching process already latched is kept.
+  util::install_exit_signal_from_env();
   if (const std::optional<uint64_t> as = util::address_space_limit()) {
     const char* rank = own_line_rank();
     const bool prefix = rank != nullptr;
@@ -480,6 +484,13 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
                       << *as / 1024
                       << ") and every OpenBLAS thread maps 128 MiB of it (set OPENBLAS_NUM_THREADS to choose)";
 
+  // --exit-signal-handler: the latch goes in before anything else of the job (Megatron installs its handler at
+  // argument parsing, before distributed init and the model build): a signal during the bring-up is recorded, and
+  // the training run saves and exits 0 after its first iteration, as Megatron's.
+  if (in.train && in.args.exit_signal_handler)
+    util::install_exit_signal(static_cast<int>(in.args.exit_signal));
+  else if (util::exit_signal_installed())  // from the environment, for a job that did not ask for it
+    util::restore_exit_signal();
   try {
     const Args& args = in.args;
     if (args.world_size != launch->world_size)

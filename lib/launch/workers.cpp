@@ -20,6 +20,7 @@
 #include "launch/line_prefix.h"
 #include "launch/process_group.h"
 #include "launch/spawn_detail.h"
+#include "util/exit_signal.h"
 #include "util/resources.h"
 
 namespace mr::launch::detail {
@@ -175,6 +176,15 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
   sigemptyset(&forwarded);
   for (int sig : forwarded_signals()) sigaddset(&forwarded, sig);
   for (int sig : o.handled_signals) sigaddset(&forwarded, sig);
+  // --exit-signal-handler (megatron-run's own worker, util/exit_signal.h): that signal stays blocked across the
+  // exec, so that one sent before the worker's latch is in place waits for it instead of killing the worker.
+  sigset_t child_mask;
+  sigemptyset(&child_mask);
+  sigprocmask(SIG_BLOCK, nullptr, &child_mask);
+  if (const char* v = std::getenv(util::kExitSignalEnv); v && *v) {
+    const int sig = std::atoi(v);
+    if (sig > 0 && sig < 65) sigaddset(&child_mask, sig);
+  }
   sigprocmask(SIG_BLOCK, &forwarded, &before);
   pid_t pid = fork();
   if (pid != 0) sigprocmask(SIG_SETMASK, &before, nullptr);
@@ -200,7 +210,7 @@ void Workers::start(int local_rank, const SpawnOptions& o, const std::vector<std
     // the job hung silently. Before the signals are unblocked: one the launcher sent (kill(pid), kill_all) while
     // the child was not yet a group of its own waits pending until now.
     setsid();
-    sigprocmask(SIG_SETMASK, &before, nullptr);
+    sigprocmask(SIG_SETMASK, &child_mask, nullptr);  // `before`, with the --exit-signal-handler signal blocked
     // The worker dies with the launcher, however the launcher ends (kill -9 included): the kernel sends it
     // SIGKILL when the launcher's thread that forked it exits (spawn_workers runs on the launcher's only
     // thread). The death signal survives the exec of megatron-run and its exec of megatron-run-worker. If the

@@ -379,7 +379,13 @@ void ParamScheduler::load_state(const ScheduleState& s) {
   ScheduleConfig c = cfg_;
   c.max_lr = settle(cfg_, cfg_.max_lr, s.max_lr, "learning rate (--lr)", d);
   c.min_lr = settle(cfg_, cfg_.min_lr, s.min_lr, "minimum learning rate (--min-lr)", d);
-  c.lr_warmup_steps = settle(cfg_, cfg_.lr_warmup_steps, s.lr_warmup_steps, "warmup length in samples", d);
+  // A sample count, as the decay length: a whole one printed as an integer ("16", not "16.0" beside "160"); a
+  // fractional one (--lr-warmup-fraction) as is.
+  auto samples = [](double v) {
+    return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15 ? std::to_string(static_cast<int64_t>(v))
+                                                                           : num(v);
+  };
+  c.lr_warmup_steps = settle(cfg_, cfg_.lr_warmup_steps, s.lr_warmup_steps, "warmup length in samples", samples);
   c.lr_decay_steps = settle(cfg_, cfg_.lr_decay_steps, s.lr_decay_steps, "decay length in samples", i);
   c.lr_decay_style = settle(cfg_, cfg_.lr_decay_style, s.lr_decay_style, "decay style (--lr-decay-style)",
                             [](LrDecayStyle v) { return std::string(to_string(v)); });

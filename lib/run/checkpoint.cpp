@@ -31,6 +31,7 @@
 #include "run/checkpoint_resume_args.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
+#include "util/exit_signal.h"
 #include "util/rule_id.h"
 #include "util/text.h"
 
@@ -38,10 +39,9 @@ namespace mr::run {
 
 namespace {
 
-volatile sig_atomic_t g_exit_signal = 0;
-struct sigaction g_old_action;
-int g_installed_signal = 0;
-void on_exit_signal(int) { g_exit_signal = 1; }
+// Whether this process's Checkpointer installed the --exit-signal latch (and so puts the old handler back); the
+// worker installs it before its bring-up (distributed/worker.cpp), and then it stays for the process.
+bool g_installed_here = false;
 
 std::string fmt7(int64_t v) {
   char b[32];
@@ -640,19 +640,15 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix,
     if (a.async_save && rank0)
       log_ << prefix_ << "notice: --async-save: megatron-run writes its checkpoints synchronously" << std::endl;
   }
-  if (a.exit_signal_handler) {
-    struct sigaction sa {};
-    sa.sa_handler = on_exit_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    g_exit_signal = 0;
-    if (sigaction(static_cast<int>(a.exit_signal), &sa, &g_old_action) == 0) g_installed_signal = static_cast<int>(a.exit_signal);
-  }
+  // --exit-signal-handler: a signal latched since the worker installed the latch (before its bring-up, as Megatron
+  // installs its handler at argument parsing) is kept, and acted on after the first iteration.
+  if (a.exit_signal_handler && util::exit_signal_installed() != static_cast<int>(a.exit_signal))
+    g_installed_here = util::install_exit_signal(static_cast<int>(a.exit_signal));
 }
 
 Checkpointer::~Checkpointer() {
-  if (g_installed_signal) sigaction(g_installed_signal, &g_old_action, nullptr);
-  g_installed_signal = 0;
+  if (g_installed_here) util::restore_exit_signal();
+  g_installed_here = false;
 }
 
 Progress Checkpointer::load() {
@@ -750,17 +746,44 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
                                  "nor the tracker");
   };
   std::string stale_note;  // rank 0: a stale iter_N.tmp that could only be moved aside
+  std::vector<std::string> others_removed, others_left;  // rank 0: other iterations' stale iter_M.tmp
   step([&] {
     if (!rank0) return;
     std::error_code ec;
     std::filesystem::create_directories(base, ec);
     if (ec) throw CheckpointError(kCkptSaveFailed, base + ": cannot create the directory: " + ec.message());
     stale_note = clear_stale_dir(tmp);
+    // The iter_M.tmp of other iterations, left by saves that were interrupted (this run holds the directory's lock:
+    // no other run is writing one): removed, and named; one that cannot be removed is a warning, not a failure.
+    for (const auto& e : std::filesystem::directory_iterator(base)) {
+      const std::string name = e.path().filename().string();
+      const bool stale_tmp = name.size() > 9 && name.rfind("iter_", 0) == 0 &&
+                             name.compare(name.size() - 4, 4, ".tmp") == 0 &&
+                             name.find_first_not_of("0123456789", 5) == name.size() - 4;
+      if (!stale_tmp || e.is_symlink() || !e.is_directory() || e.path().string() == tmp) continue;
+      try {
+        remove_tree(e.path().string());
+        others_removed.push_back(name);
+      } catch (const std::exception& x) {
+        others_left.push_back(message_of(x));
+      }
+    }
+    if (!others_removed.empty()) fsync_path(base);
     std::filesystem::create_directories(tmp);
     fsync_path(base);
   });
   if (!stale_note.empty())
     warn_rule(log_, prefix_, kCkptLeftover, save_dir_words(a, non_persistent) + ": " + stale_note);
+  if (!others_removed.empty()) {
+    std::string names;
+    for (const std::string& n : others_removed) names += (names.empty() ? "" : ", ") + n;
+    log_ << prefix_ << "notice: " << save_dir_words(a, non_persistent) << ": removed " << names
+         << " (left by an interrupted save; never a complete checkpoint)" << std::endl;
+  }
+  for (const std::string& why : others_left)
+    warn_rule(log_, prefix_, kCkptLeftover,
+              save_dir_words(a, non_persistent) + ": a stale directory of an interrupted save could not be removed (" +
+                  why + "); it is left there");
   step([&] {
     RankMeta m;
     m.iteration = p.iteration;
@@ -956,7 +979,7 @@ bool Checkpointer::after_iteration(const Progress& p) {
   const bool rank0 = c_.rt.rank() == 0;
   const int64_t it = p.iteration;
   if (a.exit_signal_handler) {
-    double f = g_exit_signal ? 1.0 : 0.0;
+    double f = util::exit_signal_pending() ? 1.0 : 0.0;
     host_all_reduce(c_.rt.group("world"), distributed::Buffer::cpu(&f, 1), distributed::ReduceOp::Max);
     if (f > 0) {
       if (a.save) save(p, false);
@@ -1002,6 +1025,15 @@ bool Checkpointer::after_iteration(const Progress& p) {
     return true;
   }
   return false;
+}
+
+void Checkpointer::on_microbatch_change(const Progress& p, int64_t from, int64_t to) {
+  const Args& a = c_.args;
+  if (!a.save) return;
+  if (c_.rt.rank() == 0)
+    log_ << prefix_ << "the number of micro-batches changes after iteration " << p.iteration << " (global batch " << from
+         << " -> " << to << "): saving a checkpoint, as Megatron's train loop does" << std::endl;
+  save(p, false);
 }
 
 void Checkpointer::at_end(const Progress& p) {

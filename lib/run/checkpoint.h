@@ -53,6 +53,10 @@ class Checkpointer {
   Progress load();
   // After an iteration: the interval saves, then the exit conditions; true when the run stops here.
   bool after_iteration(const Progress& p);
+  // At the top of an iteration whose number of micro-batches differs from the previous one's (running global batch
+  // `from` -> `to`): Megatron's train loop saves the checkpoint of the iteration just run (p), when --save is set,
+  // whatever --save-interval is.
+  void on_microbatch_change(const Progress& p, int64_t from, int64_t to);
   // After the last iteration: Megatron's final save (unless the last interval save wrote it).
   void at_end(const Progress& p);
   // One save, every rank together; CheckpointError checkpoint.save-failed on every rank when any rank fails (the

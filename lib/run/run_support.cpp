@@ -82,6 +82,13 @@ void check_run_supported(const Args& args) {
   if (args.override_ckpt_iteration && *args.override_ckpt_iteration < 0)
     throw RunError("--override-ckpt-iteration " + std::to_string(*args.override_ckpt_iteration) +
                    ": the iteration a loaded checkpoint counts as saved at must be 0 or more");
+  // --ckpt-convert-format: Megatron's setup_model_and_optimizer loads the checkpoint, saves it converted under
+  // --ckpt-convert-save/<format> and exit()s: it never trains. The run writes only its own format and trains.
+  if (args.ckpt_convert_format)
+    throw RunError("--ckpt-convert-format " + std::string(arg::to_string(*args.ckpt_convert_format)) +
+                   ": Megatron would convert the --load checkpoint to that format under --ckpt-convert-save and exit "
+                   "without training; megatron-run's training run does not convert checkpoints (it reads and writes "
+                   "only its own format), so it would train instead: leave --ckpt-convert-format out to train");
   // Megatron's train takes `iteration % interval` after the first iteration: 0 raises ZeroDivisionError there.
   // Validation refuses it first (init.weight-hash-interval-positive, config/validate/init_train_loop.cpp).
   if (args.check_weight_hash_across_dp_replicas_interval == 0)

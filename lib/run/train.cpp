@@ -265,6 +265,12 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       throw RunError("iteration " + std::to_string(it) + ": the number of micro-batches would decrease (global batch " +
                      std::to_string(c.global_batch) + " -> " + std::to_string(step.running) +
                      ", --step-batch-size-schedule); Megatron refuses that");
+    // Megatron's train loop saves a checkpoint (with --save, whatever --save-interval is) when the number of
+    // micro-batches changes between two iterations, at the top of the new one: its `iteration` is the one just
+    // run. The micro-batch size and the data-parallel size are fixed, so the running batch size changes with it.
+    if (it > resumed.iteration + 1 && step.running != c.global_batch)
+      ckpt.on_microbatch_change({it - 1, consumed, skipped_total, steps_done, skipped_samples}, c.global_batch,
+                                step.running);
     c.global_batch = step.running;
     // --iterations-to-skip: the iteration's samples are consumed (the later iterations draw the samples they would
     // have drawn) and counted as skipped; no gradient, step, scheduler step, line, check or save, as Megatron's

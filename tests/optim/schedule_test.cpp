@@ -498,6 +498,19 @@ TEST_CASE("schedule: checkpoint state", "[optim][schedule]") {
     CHECK(take.config().max_lr == 1.0);
     CHECK(take.lr() == a.lr());
   }
+  SECTION("sample counts are printed alike: a whole warmup length as an integer, as the decay length") {
+    ScheduleConfig other = c;
+    other.lr_warmup_steps = st.lr_warmup_steps + 6.0;
+    ParamScheduler w(other);
+    const std::string warm = std::to_string(static_cast<int64_t>(st.lr_warmup_steps));
+    CHECK_THROWS_WITH(w.load_state(st), Contains("the checkpoint's warmup length in samples (" + warm +
+                                                 ") differs from this job's (" +
+                                                 std::to_string(static_cast<int64_t>(st.lr_warmup_steps) + 6) + ")"));
+    other = c;
+    other.lr_warmup_steps = st.lr_warmup_steps + 0.5;  // --lr-warmup-fraction: a fraction of a sample, shown so
+    ParamScheduler f(other);
+    CHECK_THROWS_WITH(f.load_state(st), Contains("differs from this job's (" + warm + ".5)"));
+  }
   SECTION("checkpoints without the weight-decay schedule keep ours") {
     ScheduleState old = st;
     old.start_wd.reset();

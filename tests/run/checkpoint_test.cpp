@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 #include <tuple>
 
 #include "../distributed/proc.h"
@@ -264,6 +265,28 @@ TEST_CASE("fp8 moments resume as Transformer Engine's do: every byte but the res
   }
   REQUIRE(values > 0);
   CHECK(static_cast<double>(same) >= 0.99 * static_cast<double>(values));
+}
+
+TEST_CASE("a change of the number of micro-batches saves the checkpoint of the iteration before it, as Megatron's "
+          "train loop", "[run][checkpoint][batch]") {
+  mrtest::TempDir dir;
+  // 4 samples a step until 16 (2048 tokens), then 8: iterations 1-4 run 2 micro-batches of 2, iteration 5 runs 4.
+  // Megatron's loop, at the top of iteration 5 (its `iteration` is 4): save_checkpoint_and_time(4), whatever
+  // --save-interval is.
+  const std::string cfg = mrtest::default_config_with(dir, "steps.yaml", {"--global-batch-size", "--train-iters"},
+                                                      "--step-batch-size-schedule: '0:4 2048:8'\n--train-iters: 10\n");
+  const std::string ck = dir / "ck";
+  std::vector<mrtest::Proc> p = {mrtest::start(
+      {mrtest::megatron_run(), "--config", cfg, "--save", ck, "--save-interval", "100"}, {}, dir, "mb-change")};
+  mrtest::wait_all(p, std::chrono::seconds(120));
+  INFO(p[0].out() << p[0].err());
+  REQUIRE(p[0].exit_code() == 0);
+  CHECK_THAT(p[0].out(), Catch::Contains("the number of micro-batches changes after iteration 4 (global batch 4 -> 8): "
+                                         "saving a checkpoint, as Megatron's train loop does"));
+  CHECK(fs::exists(ck + "/iter_0000004/rank_00000.json"));
+  CHECK(fs::exists(ck + "/iter_0000010/rank_00000.json"));
+  CHECK(tracker(ck) == "10");
+  CHECK_THAT(bytes_of(ck + "/iter_0000004/rank_00000.json"), Catch::Contains("\"consumed_samples\": 16"));
 }
 
 TEST_CASE("resume is bit-exact across a --step-batch-size-schedule step: the batch follows the consumed samples",
@@ -1528,7 +1551,8 @@ TEST_CASE("non-persistent clean-up: an older checkpoint that cannot be removed i
                                       "(MR_CKPT_FAIL_REMOVE)); it is left there, tried again at each save and not said "
                                       "again"));
   CHECK_THAT(a.err(), !Catch::Contains("checkpoint.save-failed"));
-  // Leftovers of earlier saves' clean-ups (iter_N.tmp, iter_N.tmp.stale-K) are not checkpoints: left, and not said.
+  // Leftovers of earlier saves (iter_N.tmp, iter_N.tmp.stale-K) are not checkpoints: the clean-up leaves them. A
+  // save's first step removes an interrupted save's iter_N.tmp, with a notice; the moved-aside .stale-K stays.
   const std::string np2 = dir / "np2";
   for (const char* d : {"iter_0000001.tmp.stale-1", "iter_0000009.tmp"})
     fs::create_directories(np2 + "/non_persistent/" + d);
@@ -1536,8 +1560,10 @@ TEST_CASE("non-persistent clean-up: an older checkpoint that cannot be removed i
   INFO(b.out() << b.err());
   CHECK(b.exit_code() == 0);
   CHECK(warnings(b.out()) == 0);
+  CHECK_THAT(b.out(), Catch::Contains("removed iter_0000009.tmp (left by an interrupted save; never a complete "
+                                      "checkpoint)"));
   CHECK(files_in(np2 + "/non_persistent") ==
-        std::vector<std::string>({".megatron-run.lock", "iter_0000001.tmp.stale-1", "iter_0000008", "iter_0000009.tmp",
+        std::vector<std::string>({".megatron-run.lock", "iter_0000001.tmp.stale-1", "iter_0000008",
                                   "latest_checkpointed_iteration.txt"}));
 }
 
@@ -1625,6 +1651,71 @@ TEST_CASE("signals: --exit-signal-handler: SIGTERM saves, then every rank exits 
   REQUIRE(!t.empty());
   CHECK(std::stoll(t) >= 3);
   CHECK(fs::exists(ck + "/iter_" + std::string(7 - t.size(), '0') + t + "/rank_00001.json"));
+}
+
+TEST_CASE("signals: --exit-signal-handler: a SIGTERM during start-up is latched; the first iteration saves and every "
+          "rank exits 0", "[run][checkpoint][signal]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  // Rank 0 stalls 5 s after the bring-up's self-check (MR_DIST_STALL), before the training run builds anything;
+  // the signal comes then. Megatron installs its handler at argument parsing: the signal is noticed at the first
+  // iteration's end, which saves and exits 0.
+  std::vector<mrtest::Proc> ranks = mrtest::start_job(
+      2, mrtest::job_args({"--train-iters", "100000", "--save-interval", "100000", "--exit-signal-handler", "--save", ck}),
+      dir, {{"MR_DIST_STALL", "0:5"}});
+  mrtest::KillOnExit guard{{ranks[0].pid, ranks[1].pid}};
+  REQUIRE(mrtest::wait_for([&] { return ranks[0].out().find("self-check passed") != std::string::npos &&
+                                        ranks[1].out().find("self-check passed") != std::string::npos; },
+                           std::chrono::seconds(120)));
+  for (mrtest::Proc& r : ranks) ::kill(r.pid, SIGTERM);
+  mrtest::wait_all(ranks, std::chrono::seconds(120));
+  INFO(mrtest::all_output(ranks));
+  CHECK(ranks[0].exit_code() == 0);
+  CHECK(ranks[1].exit_code() == 0);
+  CHECK_THAT(ranks[0].out(), Catch::Contains("exiting program after receiving SIGTERM."));
+  CHECK(tracker(ck) == "1");
+  CHECK(fs::exists(ck + "/iter_0000001/rank_00001.json"));
+}
+
+TEST_CASE("signals: --exit-signal-handler under megatron-run's spawner: a SIGTERM to the launcher while its workers "
+          "start is latched from each worker's first instruction; the job saves and exits 0", "[run][checkpoint][signal]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  std::vector<std::string> argv = {mrtest::megatron_run(), "--nproc-per-node", "2"};
+  for (const std::string& a : mrtest::job_args({"--train-iters", "100000", "--save-interval", "100000",
+                                                "--exit-signal-handler", "--save", ck, "--log-interval", "100000"}))
+    argv.push_back(a);
+  std::vector<mrtest::Proc> p = {mrtest::start(argv, {}, dir, "launcher")};
+  mrtest::KillOnExit guard{{p[0].pid}};
+  // The launcher's start notice (default.yaml's --seq-length) comes before it forks the workers, which take far
+  // longer than this to load and reach their bring-up.
+  REQUIRE(mrtest::wait_for([&] { return p[0].err().find("does not act on --seq-length") != std::string::npos; },
+                           std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(p[0].pid, SIGTERM);
+  mrtest::wait_all(p, std::chrono::seconds(120));
+  INFO(p[0].out() << p[0].err());
+  CHECK(p[0].exit_code() == 0);
+  CHECK_THAT(p[0].out(), Catch::Contains("exiting program after receiving SIGTERM."));
+  CHECK(tracker(ck) == "1");
+}
+
+TEST_CASE("a save removes the iter_M.tmp an interrupted save of another iteration left, and names it",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  fs::create_directories(ck + "/iter_0000010.tmp");
+  std::ofstream(ck + "/iter_0000010.tmp/rank_00000.safetensors") << "partial";
+  fs::create_directories(ck + "/iter_0000007.tmp.stale-1");  // moved aside earlier, said then: left alone
+  mrtest::Proc p = spawn(1, {"--save", ck, "--save-interval", "3", "--train-iters", "3"}, dir, "stale");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  CHECK_THAT(p.out() + p.err(), Catch::Contains("notice: --save " + ck + ": removed iter_0000010.tmp (left by an "
+                                                "interrupted save; never a complete checkpoint)"));
+  CHECK(!fs::exists(ck + "/iter_0000010.tmp"));
+  CHECK(fs::exists(ck + "/iter_0000007.tmp.stale-1"));
+  CHECK(fs::exists(ck + "/iter_0000003/rank_00000.json"));
+  CHECK(tracker(ck) == "3");
 }
 
 TEST_CASE("write_safetensors: a produced tensor is written a bounded chunk at a time, the same bytes as stored data",
@@ -1824,6 +1915,22 @@ TEST_CASE("--save-retain-interval: each save removes the previous checkpoint unl
   CHECK_THAT(d.err(), Catch::Contains("error[init.training-run]: --override-ckpt-iteration -1: the iteration a loaded "
                                       "checkpoint counts as saved at must be 0 or more"));
   CHECK_THAT(d.out(), !Catch::Contains("bring-up passed"));
+}
+
+TEST_CASE("--ckpt-convert-format: refused before any worker starts (Megatron converts and exits, never trains)",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  fs::create_directories(ck);
+  mrtest::Proc p = spawn(1, {"--load", ck, "--ckpt-convert-format", "torch", "--ckpt-convert-save", dir / "conv"}, dir,
+                         "convert");
+  INFO(p.out() << p.err());
+  CHECK(p.exit_code() == 1);
+  CHECK_THAT(p.err(), Catch::Contains("error[init.training-run]: --ckpt-convert-format torch: Megatron would convert the "
+                                      "--load checkpoint to that format under --ckpt-convert-save and exit without "
+                                      "training"));
+  CHECK_THAT(p.out() + p.err(), !Catch::Contains("bring-up passed") && !Catch::Contains("iteration        1/"));
+  CHECK(!fs::exists(dir / "conv"));
 }
 
 TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoint's exact values (Megatron's "
