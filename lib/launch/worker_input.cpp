@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "config/limits.h"
+#include "config/parse/read_file.h"
 #include "config/print.h"
 #include "config/rule.h"
 #include "config/schema.h"
@@ -137,22 +138,7 @@ std::string read_fd(int fd) {
   return out;
 }
 
-std::string read_file(const std::string& path) {
-  try {
-    return read_bounded_file(path, limits::kMaxInputFileBytes);
-  } catch (const FileRefusal& r) {
-    switch (r.kind) {
-      case FileRefusal::Kind::EmptyPath: throw std::runtime_error("--input: the path is empty");
-      case FileRefusal::Kind::Unreadable: throw std::runtime_error("cannot read " + path + ": " + std::strerror(r.err));
-      case FileRefusal::Kind::NotRegular:
-        throw std::runtime_error(path + " is " + file_kind(r.mode) + ", not a regular file");
-      case FileRefusal::Kind::TooLarge:
-        throw std::runtime_error(path + " is " + r.size + ", more than the limit of " +
-                                 describe_bytes(limits::kMaxInputFileBytes));
-    }
-    throw std::runtime_error("cannot read " + path);
-  }
-}
+std::string read_file(const std::string& path) { return read_input_file(path, "--input file", {"--input"}); }
 
 int parse_input_fd(const std::string& word) {
   // Digits only: std::stoi would take "0x3" as 0 (and read standard input) and say "stoi" for "abc".
