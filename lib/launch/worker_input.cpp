@@ -15,7 +15,6 @@
 #include <stdexcept>
 
 #include "config/limits.h"
-#include "config/parse/read_file.h"
 #include "config/print.h"
 #include "config/rule.h"
 #include "config/schema.h"
@@ -138,7 +137,13 @@ std::string read_fd(int fd) {
   return out;
 }
 
-std::string read_file(const std::string& path) { return read_input_file(path, "--input file", {"--input"}); }
+std::string read_file(const std::string& path) {
+  try {
+    return read_bounded_file(path, limits::kMaxInputFileBytes);
+  } catch (const FileRefusal& r) {  // worded as the parser words an input file's (config/parse/read_file.h)
+    throw std::runtime_error(file_refusal_text(r, path, "--input file", limits::kMaxInputFileBytes));
+  }
+}
 
 int parse_input_fd(const std::string& word) {
   // Digits only: std::stoi would take "0x3" as 0 (and read standard input) and say "stoi" for "abc".
