@@ -732,9 +732,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   if (schedule_warning && !(launching && quiet)) print_warning_diagnostic(*schedule_warning);
   // The environment the config gives every rank (its ENV_VARS, as validated): said once, by a launch and by a
   // text dry run (a launch would give it), as Megatron's CI prints what it exports.
-  if (!out.parsed.env_vars.empty() && !(launching && quiet) && !json_check && common.format == "text")
+  if (const std::string given = config_env_line(out.parsed);
+      !given.empty() && !(launching && quiet) && !json_check && common.format == "text")
     std::cerr << "megatron-run: " << (launching ? "every rank gets" : "a launch gives every rank")
-              << " the config's ENV_VARS: " << config_env_line(out.parsed) << std::endl;
+              << " the config's ENV_VARS: " << given << std::endl;
   const Namespace& ns = out.parsed.ns;
   std::string explained;  // with --format json: {"dest": {"value": ..., "source": "..."}, ...}
   // "; did you mean --lr-warmup-iters?" (the flags nearest `word`), or the dests of those flags for a dest.

@@ -289,10 +289,12 @@ const Rule kEnvVarsOverrideRule{
     "MASTER_ADDR, ...: the launch's value wins, for validation too).",
     __FILE__, __LINE__, kStageLaunch};
 
+bool megatron_run_setting(const std::string& name) { return name.rfind("MR_", 0) == 0; }
+
 bool launch_sets_variable(const std::string& name) {
   // megatron-run's own settings (MR_WORKER, MR_DIST_TIMEOUT_S, ...) are the launcher's to read, from its own
   // environment: a config's ENV_VARS does not change how the launch itself behaves.
-  if (name.rfind("TORCHELASTIC_", 0) == 0 || name.rfind("MR_", 0) == 0) return true;
+  if (name.rfind("TORCHELASTIC_", 0) == 0 || megatron_run_setting(name)) return true;
   const std::vector<std::string>& names = launch::torchrun_env_names();
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -312,7 +314,7 @@ bool sensitive_name(const std::string& name) {
 std::string config_env_line(const Parsed& p) {
   std::string vars;
   for (const auto& [k, v] : p.env_vars)
-    if (k.rfind("MR_", 0) != 0)  // megatron-run's own settings: never exported (launch_sets_variable)
+    if (!launch_sets_variable(k))  // a dry run's ENV_VARS hold them (a launch's do not): never exported
       vars += (vars.empty() ? "" : " ") + k + "=" + (sensitive_name(k) ? std::string("<redacted>") : shell_quote(v));
   return vars;
 }
@@ -323,9 +325,11 @@ std::vector<Diagnostic> config_env_notices(const Parsed& p) {
     auto w = p.env.var_where.find(k);
     return w == p.env.var_where.end() ? std::string() : w->second;
   };
+  // A launch's validation left them out of ENV_VARS (Parsed::env_vars_not_applied); a dry run's applied them all:
+  // what a launch would leave out is named all the same, as a launch names it.
   std::map<std::string, std::string> not_applied = p.env_vars_not_applied;
   for (const auto& [k, v] : p.env_vars)
-    if (k.rfind("MR_", 0) == 0) not_applied[k] = where(k);  // a dry run: what a launch leaves out
+    if (launch_sets_variable(k)) not_applied[k] = where(k);
   for (const auto& [k, v] : p.env_vars) {
     if (not_applied.count(k)) continue;
     const char* had = std::getenv(k.c_str());
@@ -344,9 +348,12 @@ std::vector<Diagnostic> config_env_notices(const Parsed& p) {
     kEnvVarsOverrideRule.record_hit();
     out.push_back({Diagnostic::Level::Warning, kEnvVarsOverrideRule.id,
                    "ENV_VARS sets " + k +
-                       (k.rfind("MR_", 0) == 0
+                       (megatron_run_setting(k)
                             ? ", one of megatron-run's own settings, which it reads from its own environment only: "
                               "not exported (set it in the environment megatron-run starts in)"
+                        : p.env_vars.count(k)  // a dry run, which validated with the config's (or --world-size's)
+                            ? ", which the launch sets for each rank itself: a launch does not export it, and "
+                              "validates with its own value"
                             : ", which the launch sets for each rank itself: not exported, and validated with the "
                               "launch's value"),
                    {}, w, kStageInit});

@@ -188,8 +188,13 @@ std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const
 // A config file's ENV_VARS (docs/config-files.md): a launch exports them to every rank, over megatron-run's
 // environment, except the variables the launch sets for each rank itself (launch_sets_variable: RANK, WORLD_SIZE,
 // MASTER_ADDR, TORCHELASTIC_*, ...), which validation leaves out of ENV_VARS too (Invocation::launch_sets).
+// The one test of what a launch does not export (megatron_run_setting's among them); config_env_line,
+// config_env_notices and the export use it.
 bool launch_sets_variable(const std::string& name);
-// "K=V K2=V2" of Parsed::env_vars, shell-quoted (values of secret-looking names shown as <redacted>).
+// megatron-run's own settings (MR_*): read from the environment megatron-run starts in, never from ENV_VARS.
+bool megatron_run_setting(const std::string& name);
+// "K=V K2=V2" of Parsed::env_vars that a launch exports (not launch_sets_variable's: a dry run's ENV_VARS still hold
+// them), shell-quoted (values of secret-looking names shown as <redacted>); empty when it exports none.
 std::string config_env_line(const Parsed& p);
 // Rule launch.env-vars-override: an ENV_VARS entry whose value differs from megatron-run's environment's (the
 // ranks get the config's), or that the launch sets itself (Parsed::env_vars_not_applied); one warning each.

@@ -300,23 +300,51 @@ class GlooCommunicator final : public Communicator {
 
 namespace {
 
+// When a wait of Store::connect says "still ...": every launch::wait_notice_period() (30 s; MR_WAIT_NOTICE_S sets it,
+// for the tests) from the wait's start, until its deadline. The one schedule of both waits: the name's
+// (wait_until_resolved) and the store's (WaitNotice).
+class NoticeSchedule {
+ public:
+  using clock = std::chrono::steady_clock;
+  NoticeSchedule(clock::time_point start, clock::time_point until)
+      : every_(launch::wait_notice_period()), next_(start + every_), until_(until) {}
+  // When the next notice is due.
+  clock::time_point next() const { return next_; }
+  // Whether a notice is due at `now`; if so, the next one is a period later (a period from `now` when this one came
+  // more than a period late: no burst of notices after a long step of the wait).
+  bool due(clock::time_point now) {
+    if (now < next_) return false;
+    next_ += every_;
+    if (next_ < now) next_ = now + every_;
+    return true;
+  }
+  // The whole seconds left to the deadline at `now` (negative once it passed), as the notices say it.
+  long long seconds_left(clock::time_point now) const {
+    return std::chrono::duration_cast<std::chrono::seconds>(until_ - now).count();
+  }
+
+ private:
+  std::chrono::milliseconds every_;
+  clock::time_point next_, until_;
+};
+
 // While a rank waits to reach the store (TCPStore's constructor retries for the whole timeout, 10 min by default),
-// a line every launch::wait_notice_period() (30 s; MR_WAIT_NOTICE_S sets it, for the tests) says what it tries and how long is left: a
-// MASTER_ADDR that leads nowhere is otherwise silent until the timeout.
+// a line on each NoticeSchedule notice says what it tries and how long is left: a MASTER_ADDR that leads nowhere is
+// otherwise silent until the timeout.
 class WaitNotice {
  public:
   // `timeout`: the distributed timeout, as named; `left`: what is left of it (the wait for the name took the rest).
   WaitNotice(const std::string& where, std::chrono::milliseconds timeout, std::chrono::milliseconds left) {
-    const std::chrono::milliseconds every = launch::wait_notice_period();
-    const auto until = std::chrono::steady_clock::now() + left;
-    thread_ = std::thread([this, where, every, until, timeout] {
+    const auto now = NoticeSchedule::clock::now();
+    thread_ = std::thread([this, where, timeout, schedule = NoticeSchedule(now, now + left)]() mutable {
       std::unique_lock<std::mutex> lock(mu_);
-      while (!cv_.wait_for(lock, every, [this] { return done_; })) {
-        const auto left = std::chrono::duration_cast<std::chrono::seconds>(until - std::chrono::steady_clock::now());
-        if (left.count() <= 0) break;
+      while (!cv_.wait_until(lock, schedule.next(), [this] { return done_; })) {
+        const auto now = NoticeSchedule::clock::now();
+        if (!schedule.due(now)) continue;
+        const long long left = schedule.seconds_left(now);
+        if (left <= 0) break;
         MR_LOG(warning) << "still trying to reach the rendezvous store at " << where << " (MASTER_ADDR:MASTER_PORT); "
-                        << "the distributed timeout (" << seconds_text(timeout) << ") gives up in " << left.count()
-                        << " s";
+                        << "the distributed timeout (" << seconds_text(timeout) << ") gives up in " << left << " s";
       }
     });
   }
@@ -345,8 +373,7 @@ std::chrono::milliseconds wait_until_resolved(const Store::Options& opts) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const auto until = start + opts.timeout;
-  const std::chrono::milliseconds every = launch::wait_notice_period();
-  auto next_notice = start + every;
+  NoticeSchedule notices(start, until);
   auto left = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()); };
   for (bool first = true;; first = false) {
     int code = 0;
@@ -359,17 +386,13 @@ std::chrono::milliseconds wait_until_resolved(const Store::Options& opts) {
       throw DistError("cannot reach the rendezvous store at " + launch::join_host_port(opts.host, opts.port) +
                       " within " + seconds_text(opts.timeout) + ": " + what + "; check the name (a typo, a node "
                       "list, a search domain missing from this host's or container's /etc/resolv.conf)");
-    if (clock::now() >= next_notice) {
+    if (const auto now = clock::now(); notices.due(now))
       MR_LOG(warning) << "still waiting for the rendezvous store's host: " << what << "; the distributed timeout ("
                       << seconds_text(opts.timeout) << ") gives up in "
-                      << std::max<long long>(0, std::chrono::duration_cast<std::chrono::seconds>(left()).count())
-                      << " s";
-      next_notice += every;
-      if (next_notice < clock::now()) next_notice = clock::now() + every;
-    }
+                      << std::max<long long>(0, notices.seconds_left(now)) << " s";
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
         {std::chrono::milliseconds(1000), std::max(left(), std::chrono::milliseconds(0)),
-         std::chrono::duration_cast<std::chrono::milliseconds>(next_notice - clock::now()) +
+         std::chrono::duration_cast<std::chrono::milliseconds>(notices.next() - clock::now()) +
              std::chrono::milliseconds(1)}));
   }
 }

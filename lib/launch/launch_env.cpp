@@ -152,9 +152,14 @@ std::string slurm_master_host(const EnvLookup& env, std::string* variable) {
   return host;
 }
 
-// The job id's multiplier: prime to 4500, so that the first steps of 4500 consecutive jobs all get different ports
-// (16, sharing a factor 4 with it, reached 1125 of them), and job J's port meets job J+1's only 97 steps apart.
+// The port is kSlurmPortBase + kSlurmPortStep x ((job x kSlurmJobMultiplier + step) mod kSlurmPortSlots). The job id's
+// multiplier is prime to the number of slots, so that the first steps of 4500 consecutive jobs all get different
+// ports (16, sharing a factor 4 with it, reached 1125 of them), and job J's port meets job J+1's only 97 steps apart.
+// The message (SlurmPort::from) is built from these constants, so that it cannot say another formula.
+constexpr unsigned long long kSlurmPortBase = 20000;
+constexpr unsigned long long kSlurmPortStep = 2;  // even ports: each step's port and the one above it (its store's)
 constexpr unsigned long long kSlurmJobMultiplier = 97;
+constexpr unsigned long long kSlurmPortSlots = 4500;
 
 SlurmPort slurm_default_port(const EnvLookup& env) {
   const std::optional<std::string> job = env("SLURM_JOB_ID");
@@ -173,9 +178,12 @@ SlurmPort slurm_default_port(const EnvLookup& env) {
     step_id = *s;
   }
   SlurmPort p;
-  p.port = static_cast<int>(20000 + 2 * (((*id % 4500) * kSlurmJobMultiplier + step_id % 4500) % 4500));
-  p.from = "20000 + 2 x ((SLURM_JOB_ID " + *job + " x 97 + " + step_name + " " + std::to_string(step_id) +
-           ") mod 4500), since MASTER_PORT is unset";
+  p.port = static_cast<int>(
+      kSlurmPortBase +
+      kSlurmPortStep * (((*id % kSlurmPortSlots) * kSlurmJobMultiplier + step_id % kSlurmPortSlots) % kSlurmPortSlots));
+  p.from = std::to_string(kSlurmPortBase) + " + " + std::to_string(kSlurmPortStep) + " x ((SLURM_JOB_ID " + *job + " x " +
+           std::to_string(kSlurmJobMultiplier) + " + " + step_name + " " + std::to_string(step_id) + ") mod " +
+           std::to_string(kSlurmPortSlots) + "), since MASTER_PORT is unset";
   return p;
 }
 

@@ -140,17 +140,8 @@ std::string read_fd(int fd) {
 std::string read_file(const std::string& path) {
   try {
     return read_bounded_file(path, limits::kMaxInputFileBytes);
-  } catch (const FileRefusal& r) {
-    switch (r.kind) {
-      case FileRefusal::Kind::EmptyPath: throw std::runtime_error("--input: the path is empty");
-      case FileRefusal::Kind::Unreadable: throw std::runtime_error("cannot read " + path + ": " + std::strerror(r.err));
-      case FileRefusal::Kind::NotRegular:
-        throw std::runtime_error(path + " is " + file_kind(r.mode) + ", not a regular file");
-      case FileRefusal::Kind::TooLarge:
-        throw std::runtime_error(path + " is " + r.size + ", more than the limit of " +
-                                 describe_bytes(limits::kMaxInputFileBytes));
-    }
-    throw std::runtime_error("cannot read " + path);
+  } catch (const FileRefusal& r) {  // worded as the parser words an input file's (config/parse/read_file.h)
+    throw std::runtime_error(file_refusal_text(r, path, "--input file", limits::kMaxInputFileBytes));
   }
 }
 

@@ -87,8 +87,9 @@ HeartbeatLimits heartbeat_limits(std::optional<double> option_s, const EnvLookup
 // Writes `text` to an anonymous in-memory file that survives exec (no close-on-exec); returns its fd.
 int memfd_with(const std::string& text);
 // The worker's input, bounded (limits::kMaxInputFileBytes) and never blocking: read_fd reads a regular file's fd
-// from offset 0 to the end, read_file a regular file (util/bounded_file.h). Throw std::runtime_error saying what
-// is wrong (a pipe, /dev/zero, a directory, too large). parse_input_fd reads --input-fd's value: digits only.
+// from offset 0 to the end, read_file a regular file (util/bounded_file.h; its refusals in file_refusal_text's
+// words, as the parser says an input file's). Throw std::runtime_error saying what is wrong (a pipe, /dev/zero, a
+// directory, too large). parse_input_fd reads --input-fd's value: digits only.
 std::string read_fd(int fd);
 std::string read_file(const std::string& path);
 int parse_input_fd(const std::string& word);

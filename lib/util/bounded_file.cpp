@@ -1,5 +1,6 @@
 // The bounded reader of the files megatron-run is given (util/bounded_file.h).
 #include "util/bounded_file.h"
+#include "util/near_path.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace mr {
 namespace {
@@ -84,6 +86,26 @@ std::string read_bounded_file(const std::string& path, std::size_t max_bytes) {
   if (have > max_bytes) throw too_large("more than " + describe_bytes(max_bytes));
   out.resize(have);
   return out;
+}
+
+std::string file_refusal_text(const FileRefusal& r, const std::string& path, const std::string& what,
+                              std::size_t max_bytes) {
+  switch (r.kind) {
+    case FileRefusal::Kind::EmptyPath: return what + ": the path is empty";
+    case FileRefusal::Kind::Unreadable: {
+      // A missing file is most often a typo: the existing file it most likely meant (util/near_path.h).
+      const std::string meant = r.err == ENOENT || r.err == ENOTDIR ? near_path(path) : std::string();
+      return path + ": cannot read " + what + ": " + std::strerror(r.err) +
+             (meant.empty() ? std::string() : " (did you mean " + meant + "?)");
+    }
+    case FileRefusal::Kind::NotRegular:
+      return path + ": the " + what + " is not a regular file (it is " + std::string(file_kind(r.mode)) +
+             "); megatron-run reads only regular files";
+    case FileRefusal::Kind::TooLarge:
+      return path + ": the " + what + " is " + r.size + ", more than the limit of " + describe_bytes(max_bytes) +
+             " for an input file (limits::kMaxInputFileBytes)";
+  }
+  return path + ": cannot read " + what;
 }
 
 }  // namespace mr

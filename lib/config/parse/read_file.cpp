@@ -1,38 +1,19 @@
 #include "config/parse/read_file.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include "util/bounded_file.h"
-#include "util/near_path.h"
 
 namespace mr {
 
 namespace {
 
-// A refusal of the bounded reader (util/bounded_file.h) as the parser words it, for `path`.
+// A refusal of the bounded reader (util/bounded_file.h) in its words (file_refusal_text), with its rule id.
 UsageError refusal(const FileRefusal& r, const std::string& path, const std::string& what,
                    const std::vector<std::string>& flags, std::size_t max_bytes) {
-  auto fail = [&](const std::string& why, const char* id) { return UsageError(path + ": " + why, flags, path, id); };
-  switch (r.kind) {
-    case FileRefusal::Kind::EmptyPath: return UsageError(what + ": the path is empty", flags, {}, "input.unreadable");
-    case FileRefusal::Kind::Unreadable: {
-      // A missing file is most often a typo: the existing file it most likely meant (util/near_path.h).
-      const std::string meant = r.err == ENOENT || r.err == ENOTDIR ? near_path(path) : std::string();
-      return fail("cannot read " + what + ": " + std::strerror(r.err) +
-                      (meant.empty() ? std::string() : " (did you mean " + meant + "?)"),
-                  "input.unreadable");
-    }
-    case FileRefusal::Kind::NotRegular:
-      return fail("the " + what + " is not a regular file (it is " + std::string(file_kind(r.mode)) +
-                      "); megatron-run reads only regular files",
-                  "input.not-regular-file");
-    case FileRefusal::Kind::TooLarge:
-      return fail("the " + what + " is " + r.size + ", more than the limit of " + describe_bytes(max_bytes) +
-                      " for an input file (limits::kMaxInputFileBytes)",
-                  "input.file-too-large");
-  }
-  return fail("cannot read " + what, "input.unreadable");
+  const char* id = r.kind == FileRefusal::Kind::NotRegular ? "input.not-regular-file"
+                   : r.kind == FileRefusal::Kind::TooLarge ? "input.file-too-large"
+                                                           : "input.unreadable";
+  return UsageError(file_refusal_text(r, path, what, max_bytes), flags,
+                    r.kind == FileRefusal::Kind::EmptyPath ? std::string() : path, id);
 }
 
 }  // namespace
