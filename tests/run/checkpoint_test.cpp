@@ -1982,7 +1982,8 @@ TEST_CASE("save settings Megatron's save fails on (--async-save with --ckpt-form
   CHECK(ld.exit_code() == 0);
   CHECK_THAT(ld.err(), !Catch::Contains("checkpoint.unsupported"));
   // The torch format alone, or --async-save with the default format (validation turns it off): no refusal.
-  mrtest::Proc ok = spawn(1, {"--save", dir / "ok", "--save-interval", "10", "--train-iters", "2", "--async-save"},
+  mrtest::Proc ok = spawn(1, {"--save", dir / "ok", "--save-interval", "10", "--lr-warmup-iters", "1", "--train-iters",
+                              "2", "--async-save"},
                           dir, "ok");
   INFO(ok.out() << ok.err());
   CHECK(ok.exit_code() == 0);
