@@ -94,6 +94,8 @@ int cmd_check(const std::vector<std::string>& args) {
       Outcome o = resolve(Schema::megatron(), inv);
       if (o.ok())
         if (auto d = init_check(o)) o.diagnostics.push_back(*d);  // the init stage (launch.h)
+      if (o.ok())  // a warning: what Megatron's save would fail on at its first save (launch.h)
+        if (auto d = save_settings_check(o, /*trains=*/false)) o.diagnostics.push_back(*d);
       r.exit = o.exit_code();
       if (o.ok()) r.resolved = std::move(o.parsed.ns);
       r.diags = std::move(o.diagnostics);

@@ -626,20 +626,26 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return p;
   };
   // Validation through the init stage for one world size: the failures (empty: valid), and a schedule warning.
-  auto validate = [&](const Invocation& v, Outcome& o, std::optional<Diagnostic>& warning) -> std::vector<Diagnostic> {
+  auto validate = [&](const Invocation& v, Outcome& o, std::vector<Diagnostic>& warnings) -> std::vector<Diagnostic> {
     o = resolve(v, parse(v));
     if (!o.ok()) return o.diagnostics;
     if (auto d = init_check(o)) return {*d};  // before anything starts
     if (trains)
       if (auto d = training_run_check(o)) return {*d};
+    warnings.clear();
+    // What Megatron's save would fail on: refused before the workers start, said by a dry run.
+    if (auto d = save_settings_check(o, trains)) {
+      if (d->level == Diagnostic::Level::Error) return {*d};
+      warnings.push_back(*d);
+    }
     if (auto d = schedule_check(o, trains)) {
       if (d->level == Diagnostic::Level::Error) return {*d};
-      warning = d;
+      warnings.push_back(*d);
     }
     return {};
   };
   std::vector<Diagnostic> failed;
-  std::optional<Diagnostic> schedule_warning;
+  std::vector<Diagnostic> late_warnings;  // the save settings' and the schedule's warnings
   if (parse_only) {
     // Megatron's parse_args() with its rules: --yaml-cfg's command-line combinations are refused there.
     out.parsed = parse(inv);
@@ -655,13 +661,13 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       Invocation v = inv;
       v.world_size = per_node * n;
       Outcome o;
-      std::optional<Diagnostic> w;
+      std::vector<Diagnostic> w;
       std::vector<Diagnostic> d = validate(v, o, w);
       if (!d.empty()) {
         if (failed.empty()) failed = d, out = o;
         continue;
       }
-      if (valid.empty()) out = o, schedule_warning = w;
+      if (valid.empty()) out = o, late_warnings = w;
       valid.push_back(n);
     }
     std::reverse(valid.begin(), valid.end());
@@ -683,7 +689,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       }
     }
   } else {
-    failed = validate(inv, out, schedule_warning);
+    failed = validate(inv, out, late_warnings);
   }
   // A rank of a job re-validates the config the spawner (or, under another launcher, rank 0) has warned about.
   if (!(launching && quiet)) log_warnings(out);
@@ -729,7 +735,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     failed.clear();
   }
   if (!failed.empty()) return refused(failed);
-  if (schedule_warning && !(launching && quiet)) print_warning_diagnostic(*schedule_warning);
+  if (!(launching && quiet))
+    for (const Diagnostic& w : late_warnings) print_warning_diagnostic(w);
   // The environment the config gives every rank (its ENV_VARS, as validated): said once, by a launch and by a
   // text dry run (a launch would give it), as Megatron's CI prints what it exports.
   if (const std::string given = config_env_line(out.parsed);

@@ -7,6 +7,7 @@
 #include "config/rule.h"
 #include "launch.h"
 #include "optim/schedule.h"
+#include "run/checkpoint_format.h"
 #include "run/model.h"
 #include "run/run_support.h"
 #include "util/log.h"
@@ -60,6 +61,27 @@ std::optional<Diagnostic> training_run_check(const Outcome& out) {
     return Diagnostic{Diagnostic::Level::Error, kInitTrainingRun, e.what(), {}, {}, kStageInit};
   }
   return std::nullopt;
+}
+
+std::optional<Diagnostic> save_settings_check(const Outcome& out, bool trains) {
+  if (out.parsed.yaml_cfg) return std::nullopt;
+  std::optional<run::SaveSettingsRefusal> r;
+  try {
+    r = run::save_settings_refusal(Args::from(out.parsed.ns));
+  } catch (const ArgsError&) {
+    return std::nullopt;  // init_check reports it
+  }
+  // A dry run (any program): what Megatron's own save fails on is said; what only our run does not model is not.
+  if (!r || (!trains && !r->megatron_fails)) return std::nullopt;
+  r->rule->record_hit();
+  std::vector<std::string> flags;
+  for (const char* f : {"--async-save", "--ckpt-format", "--non-persistent-save-interval", "--non-persistent-ckpt-type"})
+    if (r->message.find(f) != std::string::npos) flags.push_back(f);
+  return Diagnostic{trains ? Diagnostic::Level::Error : Diagnostic::Level::Warning, r->rule->id,
+                    trains ? r->message
+                           : "Megatron's training would fail at its first save (a program that does not save is not "
+                             "affected): " + r->message,
+                    flags, {}, kStageRun};
 }
 
 std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains) {

@@ -179,6 +179,12 @@ inline constexpr const char* kInitTrainingRun = "init.training-run";
 // optimizer, a model it does not plan, ...), for a job of its own worker: the failure, or nullopt.
 std::optional<Diagnostic> training_run_check(const Outcome& out);
 
+// The save settings Megatron's save fails on, or megatron-run's run does not model (run::save_settings_refusal:
+// --async-save with --ckpt-format torch, --non-persistent-save-interval without --non-persistent-ckpt-type global):
+// an error with the checkpoint rule's id when `trains` (a launch of our worker, before it starts); else a warning
+// where Megatron's own save would fail (a dry run validates for any program); nullopt when none.
+std::optional<Diagnostic> save_settings_check(const Outcome& out, bool trains);
+
 // The checks of the files the program's flags name, on this node (launch/program_inputs.h), as diagnostics with
 // their rule ids (launch.input-missing, launch.output-unwritable: errors; the rest warnings), in the flags' order;
 // none without a named program, with --no-file-checks, or for a --yaml-cfg namespace. A launch refuses on an error

@@ -571,12 +571,8 @@ Checkpointer::Checkpointer(RunContext& c, std::ostream& log, std::string prefix,
       given_seed_(given_seed.value_or(static_cast<int64_t>(c.args.seed))) {
   const Args& a = c.args;
   const bool rank0 = c.rt.rank() == 0;
-  if (a.save && a.non_persistent_save_interval && *a.non_persistent_save_interval > 0 &&
-      a.non_persistent_ckpt_type != arg::NonPersistentCkptType::global)
-    throw CheckpointError(kCkptUnsupported,
-                          "--non-persistent-save-interval needs --non-persistent-ckpt-type global in megatron-run's run "
-                          "(got " + std::string(a.non_persistent_ckpt_type ? arg::to_string(*a.non_persistent_ckpt_type) : "None") +
-                              "; local and in_memory checkpoints are not modelled)");
+  // What the launcher refused before starting us (save_settings_refusal), checked again on every rank.
+  if (std::optional<SaveSettingsRefusal> r = save_settings_refusal(a)) throw CheckpointError(*r->rule, r->message);
   // The non-persistent clean-up keeps the newest iter_N of its directory and removes every other (Megatron's
   // too): pointed at --save itself, it would remove the persistent checkpoints there.
   // Compared before either directory is created (a job's first run), whatever the spelling (same_directory).

@@ -50,7 +50,7 @@ const Rule kCkptSchedulerMismatch{"checkpoint.scheduler-mismatch", Rule::Level::
                        "Megatron's learning-rate scheduler consistency check failed: a saved scheduler setting differs from this job's and neither --override-opt-param-scheduler nor --use-checkpoint-opt-param-scheduler says which wins.",
                        __FILE__, __LINE__, kStageRun};
 const Rule kCkptUnsupported{"checkpoint.unsupported", Rule::Level::Error,
-                       "A checkpoint setting the run does not model: a non-persistent type other than global, a non-persistent directory that is the --save/--load one, --load-main-params-from-ckpt without --use-distributed-optimizer, an --override-ckpt-iteration out of range, a Megatron-format checkpoint.",
+                       "A checkpoint setting the run does not model: --non-persistent-ckpt-type local with --non-persistent-save-interval (refused before the workers start), a non-persistent directory that is the --save/--load one, --load-main-params-from-ckpt without --use-distributed-optimizer, an --override-ckpt-iteration out of range, a Megatron-format checkpoint.",
                        __FILE__, __LINE__, kStageRun};
 const Rule kCkptIntegrity{"checkpoint.integrity", Rule::Level::Error,
                        "--verify-integrity and the checkpoint's integrity.json is missing, malformed, of another algorithm, does not list a rank file, or a file it lists is missing or has another SHA-256.",
@@ -79,13 +79,59 @@ const Rule kCkptLeftover{"checkpoint.leftover", Rule::Level::Warning,
                        "A save's clean-up left a directory behind that could not be removed (the new checkpoint is saved): a stale iter_N.tmp (moved aside to iter_N.tmp.stale-K), the previous copy of iter_N it replaced, an older non-persistent checkpoint, or the checkpoint --save-retain-interval removes.",
                        __FILE__, __LINE__, kStageRun};
 
+const Rule kCkptAsyncSaveTorchFormat{"checkpoint.async-save-torch-format", Rule::Level::Error,
+                       "--async-save with --ckpt-format torch and --save: Megatron's save_checkpoint raises NotImplementedError ('Async checkpoint save not implemented for legacy checkpoints') at its first save (validation turns --async-save off only for a distributed format without --use-persistent-ckpt-worker); refused before the workers start.",
+                       __FILE__, __LINE__, kStageRun};
+const Rule kCkptNonPersistentTypeMissing{"checkpoint.non-persistent-type-missing", Rule::Level::Error,
+                       "--non-persistent-save-interval with --save but no --non-persistent-ckpt-type: Megatron's save_checkpoint raises NotImplementedError ('Please use local or global non-persistent checkpoints (got: None)') at its first non-persistent save; refused before the workers start.",
+                       __FILE__, __LINE__, kStageRun};
+
 const Rule& checkpoint_rule(std::string_view id) {
   for (const Rule* r : {&kCkptSaveUnwritable, &kCkptSaveFailed, &kCkptSaveBusy, &kCkptMissing, &kCkptStepMissing,
                         &kCkptCorrupt, &kCkptModelMismatch, &kCkptOptimizerMismatch, &kCkptIncomplete,
                         &kCkptSchedulerMismatch, &kCkptUnsupported, &kCkptIntegrity, &kCkptArgsMismatch,
-                        &kCkptPretrainedMissing})
+                        &kCkptPretrainedMissing, &kCkptAsyncSaveTorchFormat, &kCkptNonPersistentTypeMissing})
     if (id == r->id) return *r;
   return kCkptCorrupt;
+}
+
+std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a) {
+  if (!a.save) return std::nullopt;
+  // Megatron's save_checkpoint: `if args.async_save: if ckpt_type == CheckpointType.LEGACY: raise
+  // NotImplementedError(...)`, LEGACY being --ckpt-format torch (use_dist_ckpt false); validate_args turns
+  // --async-save off only `if args.use_dist_ckpt and args.async_save and not args.use_persistent_ckpt_worker`.
+  // --skip-train saves nothing.
+  if (a.async_save && a.ckpt_format == arg::CkptFormat::torch && !a.skip_train)
+    return SaveSettingsRefusal{
+        &kCkptAsyncSaveTorchFormat,
+        "--async-save with --ckpt-format torch: Megatron's save_checkpoint raises NotImplementedError ('Async "
+        "checkpoint save not implemented for legacy checkpoints') at its first save to --save " +
+            shown_path(*a.save) + ", after training up to it (validation turns --async-save off only for a "
+            "distributed format without --use-persistent-ckpt-worker); leave --async-save out, or save in a "
+            "distributed format (--ckpt-format torch_dist)",
+        true};
+  // Megatron's save_checkpoint with non_persistent_ckpt: 'global' and 'local' are saved, any other type raises
+  // NotImplementedError at the first non-persistent save (checkpoint_and_decide_exit, when the iteration is a
+  // multiple of the interval and no persistent save is due). The run saves global ones only.
+  if (a.non_persistent_save_interval && *a.non_persistent_save_interval > 0 &&
+      a.non_persistent_ckpt_type != arg::NonPersistentCkptType::global) {
+    const std::string interval = std::to_string(*a.non_persistent_save_interval);
+    if (!a.non_persistent_ckpt_type)
+      return SaveSettingsRefusal{
+          &kCkptNonPersistentTypeMissing,
+          "--non-persistent-save-interval " + interval + " without --non-persistent-ckpt-type: Megatron's "
+          "save_checkpoint raises NotImplementedError ('Please use local or global non-persistent checkpoints (got: "
+          "None)') at its first non-persistent save; give --non-persistent-ckpt-type global (megatron-run's run "
+          "saves global ones), or leave --non-persistent-save-interval out",
+          true};
+    return SaveSettingsRefusal{
+        &kCkptUnsupported,
+        "--non-persistent-save-interval " + interval + " needs --non-persistent-ckpt-type global in megatron-run's "
+        "run (got " + std::string(arg::to_string(*a.non_persistent_ckpt_type)) + ": local non-persistent "
+        "checkpoints are not modelled)",
+        false};
+  }
+  return std::nullopt;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/args.h"
 #include "config/limits.h"
 #include "config/rule.h"
 #include "config/value.h"
@@ -82,8 +83,24 @@ extern const Rule kCkptOverrideIterationBatchSize;
 extern const Rule kCkptOverrideScheduler;
 extern const Rule kCkptNoLock;
 extern const Rule kCkptLeftover;
+extern const Rule kCkptAsyncSaveTorchFormat;
+extern const Rule kCkptNonPersistentTypeMissing;
 // The checkpoint rule with this id (one another rank sent), else checkpoint.corrupt.
 const Rule& checkpoint_rule(std::string_view id);
+
+// A save setting the run refuses before it trains, from the arguments alone: the launcher says it before any
+// worker starts (and a dry run, where Megatron's own save would fail on it, as a warning), the Checkpointer on
+// every rank checks it again.
+struct SaveSettingsRefusal {
+  const Rule* rule;
+  std::string message;
+  bool megatron_fails;  // Megatron's own save raises on it too (else only megatron-run's run does not model it)
+};
+// --async-save with --ckpt-format torch and --save (Megatron's save_checkpoint raises NotImplementedError at its
+// first save: validation turns --async-save off only for a distributed format), --non-persistent-save-interval
+// without --non-persistent-ckpt-type (Megatron raises at its first non-persistent save), or with type local (not
+// modelled); nullopt when none.
+std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a);
 
 // What a reader accepts: header bytes of a safetensors file, and a metadata file.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // the safetensors library's own limit

@@ -158,7 +158,14 @@ const std::map<std::string_view, const char*>& group_reasons() {
 // Flags whose reason is not their group's.
 const std::map<ArgId, const char*>& flag_reasons() {
   static const std::map<ArgId, const char*> m = {
-      {ArgId::ckpt_format, "the synthetic run writes one format: safetensors + JSON per rank (docs/checkpoints.md)"},
+      // Named only where it has no effect: `torch` makes a load compare TP and PP (acts_in_this_job), and refuses
+      // --async-save with --save (save_settings_refusal, as Megatron's save raises).
+      {ArgId::ckpt_format, "the synthetic run writes its own format whatever the value, safetensors + JSON per rank; "
+                           "only torch has an effect: a load compares TP and PP with the checkpoint's "
+                           "(docs/checkpoints.md)"},
+      // Megatron's setup_model_and_optimizer reads it only under --ckpt-convert-format (which the run refuses).
+      {ArgId::ckpt_convert_save, "Megatron reads it only with --ckpt-convert-format, to convert and exit; without "
+                                 "that flag it has no effect in Megatron either"},
       {ArgId::sequence_parallel, "a layout of activations: the synthetic run has none (its parameters are the same)"},
       {ArgId::fp8_param_gather, "fp8 parameters are not modelled: the run keeps the linear weights in the model dtype "
                                 "(with --fp8-format, `megatron-run params` counts them at 1 byte, with their fp32 main "
@@ -277,6 +284,10 @@ bool acts_in_this_job(ArgId id, const Args& a, const TargetEnv& env) {
       without.fp8.reset();
       return keeps_param_remainders(a, env) != keeps_param_remainders(without, env);
     }
+    case ArgId::ckpt_format:
+      // --ckpt-format torch: a load compares TP and PP with the checkpoint's (Megatron's check_checkpoint_args,
+      // skipped by a fine-tune's load).
+      return a.ckpt_format == arg::CkptFormat::torch && a.load && !a.finetune;
     case ArgId::fp8_recipe: {
       Args delayed = a;
       delayed.fp8_recipe = arg::Fp8Recipe::delayed;

@@ -31,7 +31,8 @@ std::string unused_by_optimizer(ArgId id, const Args& a);
 
 // Whether a flag the run does not act on in general changes this job: --seq-length converts
 // --step-batch-size-schedule's token thresholds; --fp8-format and --fp8-recipe decide whether Megatron's Adam keeps
-// the fp32 masters as remainders (keeps_param_remainders, for the target `env`).
+// the fp32 masters as remainders (keeps_param_remainders, for the target `env`); --ckpt-format torch makes a
+// load (not a fine-tune's) compare TP and PP with the checkpoint's.
 bool acts_in_this_job(ArgId id, const Args& a, const TargetEnv& env = {});
 
 // Why a flag the run acts on does nothing in this job, as in Megatron ("set for nothing"): the loss-scale flags

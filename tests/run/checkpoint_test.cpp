@@ -1933,6 +1933,62 @@ TEST_CASE("--ckpt-convert-format: refused before any worker starts (Megatron con
   CHECK(!fs::exists(dir / "conv"));
 }
 
+TEST_CASE("save settings Megatron's save fails on (--async-save with --ckpt-format torch, --non-persistent-save-interval "
+          "without a type): refused before any worker starts, said by a dry run",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  struct Case {
+    std::vector<std::string> flags;
+    std::string rule, text;
+  };
+  const std::vector<Case> cases = {
+      {{"--ckpt-format", "torch", "--async-save"}, "checkpoint.async-save-torch-format",
+       "--async-save with --ckpt-format torch: Megatron's save_checkpoint raises NotImplementedError ('Async "
+       "checkpoint save not implemented for legacy checkpoints') at its first save"},
+      {{"--non-persistent-save-interval", "3"}, "checkpoint.non-persistent-type-missing",
+       "--non-persistent-save-interval 3 without --non-persistent-ckpt-type: Megatron's save_checkpoint raises "
+       "NotImplementedError ('Please use local or global non-persistent checkpoints (got: None)')"},
+  };
+  for (const Case& c : cases) {
+    const std::string save = dir / ("s" + c.rule);
+    const std::vector<std::string> job = joined({"--save", save, "--save-interval", "10"}, c.flags);
+    mrtest::Proc p = spawn(2, job, dir, "launch");
+    INFO(p.out() << p.err());
+    CHECK(p.exit_code() == 1);
+    CHECK_THAT(p.err(), Catch::Contains("error[" + c.rule + "]: " + c.text));
+    CHECK_THAT(p.out() + p.err(), !Catch::Contains("bring-up passed") && !Catch::Contains("[rank"));
+    CHECK(!fs::exists(save));
+    // A dry run validates for any program: Megatron's own save would fail, so it says so (exit 0).
+    mrtest::Proc d = spawn(2, joined({"--dry-run"}, job), dir, "dry");
+    INFO(d.out() << d.err());
+    CHECK(d.exit_code() == 0);
+    CHECK_THAT(d.err(), Catch::Contains("warning[" + c.rule + "]: Megatron's training would fail at its first save") &&
+                            Catch::Contains(c.text));
+  }
+  // Type local: Megatron saves it (a local checkpoint manager); only the run does not model it: refused before the
+  // workers start, not said by a dry run.
+  const std::vector<std::string> local = {"--save", dir / "sl", "--save-interval", "10", "--non-persistent-save-interval",
+                                          "3", "--non-persistent-ckpt-type", "local",
+                                          "--non-persistent-local-ckpt-dir", dir / "l"};
+  mrtest::Proc l = spawn(1, local, dir, "local");
+  INFO(l.out() << l.err());
+  CHECK(l.exit_code() == 1);
+  CHECK_THAT(l.err(), Catch::Contains("error[checkpoint.unsupported]: --non-persistent-save-interval 3 needs "
+                                      "--non-persistent-ckpt-type global in megatron-run's run (got local: local "
+                                      "non-persistent checkpoints are not modelled)"));
+  CHECK_THAT(l.out() + l.err(), !Catch::Contains("bring-up passed"));
+  mrtest::Proc ld = spawn(1, joined({"--dry-run"}, local), dir, "localdry");
+  INFO(ld.out() << ld.err());
+  CHECK(ld.exit_code() == 0);
+  CHECK_THAT(ld.err(), !Catch::Contains("checkpoint.unsupported"));
+  // The torch format alone, or --async-save with the default format (validation turns it off): no refusal.
+  mrtest::Proc ok = spawn(1, {"--save", dir / "ok", "--save-interval", "10", "--lr-warmup-iters", "1", "--train-iters",
+                              "2", "--async-save"},
+                          dir, "ok");
+  INFO(ok.out() << ok.err());
+  CHECK(ok.exit_code() == 0);
+}
+
 TEST_CASE("--load-main-params-from-ckpt: bf16 main params from an fp32 checkpoint's exact values (Megatron's "
           "distributed optimizer), not from the rounded weights",
           "[run][checkpoint][main-params]") {

@@ -404,3 +404,23 @@ TEST_CASE("--muon-fp32-matmul-prec low is named: torch ignores it", "[run][scope
 TEST_CASE("--embedding-init-method-std and --init-method-std are acted on", "[run][scope]") {
   CHECK(notice({{"embedding_init_method_std", Value(0.5)}, {"init_method_std", Value(0.0)}}).empty());
 }
+
+TEST_CASE("--ckpt-format torch is named only where it changes nothing; --ckpt-convert-save alone has no effect in "
+          "Megatron either", "[run][scope][checkpoint]") {
+  using S = std::string;
+  // A load compares TP and PP with a torch checkpoint's (Megatron's check_checkpoint_args): acted on.
+  CHECK(notice({{"ckpt_format", Value(S("torch"))}, {"load", Value(S("ck"))}}).empty());
+  // Without a load, or for a fine-tune (which skips the comparison), or another format: named, saying what torch does.
+  for (const auto& more : std::vector<std::vector<std::pair<S, Value>>>{
+           {{"ckpt_format", Value(S("torch"))}},
+           {{"ckpt_format", Value(S("torch"))}, {"load", Value(S("ck"))}, {"finetune", Value(true)}},
+           {{"ckpt_format", Value(S("torch_dist"))}, {"load", Value(S("ck"))}}})
+    CHECK_THAT(notice(more), Catch::Contains("--ckpt-format (the synthetic run writes its own format whatever the "
+                                             "value, safetensors + JSON per rank; only torch has an effect: a load "
+                                             "compares TP and PP with the checkpoint's"));
+  // Megatron reads --ckpt-convert-save only under --ckpt-convert-format (refused by the run: init.training-run).
+  const S alone = notice({{"ckpt_convert_save", Value(S("conv"))}});
+  CHECK_THAT(alone, Catch::Contains("--ckpt-convert-save (Megatron reads it only with --ckpt-convert-format, to "
+                                    "convert and exit; without that flag it has no effect in Megatron either)"));
+  CHECK_THAT(alone, !Catch::Contains("not modelled"));
+}
