@@ -2,8 +2,9 @@
 """The `docs_commands` CTest test: every concrete megatron-run command shown in README.md and docs/*.md runs as
 written on this (CPU) machine.
 
-It takes the lines of fenced code blocks that start with `megatron-run ` or `build/bin/megatron-run ` (joining
-`\\` continuations, dropping a trailing `# comment`), leaves out synopsis lines with placeholders (`FILE`, `F`,
+It takes the lines of fenced code blocks that start with `megatron-run ` or `build/bin/megatron-run `, after any
+`NAME=value ` environment prefixes (joining `\\` continuations, dropping a trailing `# comment`), leaves out synopsis
+lines with placeholders (`FILE`, `F`,
 `[...]`, `...`, `job.yaml`, `a|b` choices, `~/`), and runs each with bash in a scratch folder that links the
 repository's configs/, tests/, docs/ and scripts/, with build/bin first on PATH. A command passes when it exits
 0, or the code its comment names (`# exit 1`). The `grep ` lines of fenced blocks (docs/contributing.md's "Find a
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+# `NAME=value ` before the command (`WORLD_SIZE=8 megatron-run ...`): run with it, as bash does.
+ENV_PREFIX = r"[A-Z_][A-Z0-9_]*=\S*\s+"
 PLACEHOLDERS = re.compile(r"(\bFILE\b|\bF\b|\bF\.yaml\b|\.\.\.|\[|\bjob\.yaml\b|\w\|\w|~/|\bN\b|\bSIZE\b)")
 
 
@@ -34,7 +37,7 @@ def commands(path):
             if pending:
                 text = pending + " " + text.strip()
                 pending = ""
-            elif not re.match(r"^\s*((build/bin/)?megatron-run( |$)|grep )", text):
+            elif not re.match(r"^\s*((%s)*(build/bin/)?megatron-run( |$)|grep )" % ENV_PREFIX, text):
                 continue
             if text.rstrip().endswith("\\"):
                 pending = text.rstrip()[:-1].rstrip()

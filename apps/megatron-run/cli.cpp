@@ -158,6 +158,7 @@ void print_usage(std::ostream& os) {
         "  --term-timeout S             SIGTERM -> SIGKILL grace when stopping the workers (default 30;\n"
         "                               torchrun's --shutdown-timeout)\n"
         "  --role NAME                  the workers' ROLE_NAME (default: default)\n"
+        "  --print-completion SHELL     bash, zsh or fish: megatron-run's completion script, printed; exit 0\n"
         "  --start-method M, --run-path accepted, not used (every worker is a fresh process: fork and exec)\n"
         "  --monitor-interval S         accepted, not used (megatron-run reacts to an exit at once)\n"
         "  --no-python, -m MODULE, --no-append-args, --no-file-checks  the program's form (above)\n"

@@ -99,13 +99,15 @@ std::vector<Command> make_commands() {
       .run = &cmd_topology,
       .add_options = &add_options<TopologyOptions>,
       .summary = "the process groups of a job (text, JSON, SVG, DOT)",
-      .synopsis = "  megatron-run topology --world-size N [--format text|json|svg|dot] [config options] [MEGATRON FLAGS]\n",
+      .synopsis = "  megatron-run topology --world-size N [--format text|json|svg|dot] [--gpus-per-node N] [config options]\n"
+      "                        [MEGATRON FLAGS]\n",
       .usage =
       "usage: megatron-run topology --world-size N [--format text|json|svg|dot] [--gpus-per-node N]\n"
-      "                             [--config FILE]... [MEGATRON FLAGS]\n"
+      "                             [--config FILE]... [config options] [target options] [MEGATRON FLAGS]\n"
       "Prints every process group of the job (Megatron's rank layout) without starting anything. svg and dot\n"
       "draw the GPUs as a grid, one row per node of --gpus-per-node GPUs (default 8), each marked with its\n"
-      "TP group, pipeline stage, data-parallel replica (and CP rank, EP group); dot is for Graphviz.\n",
+      "TP group, pipeline stage, data-parallel replica (and CP rank, EP group); dot is for Graphviz.\n"
+      "`megatron-run help` lists the config and target options.\n",
       .megatron_flags = true});
   table.push_back({
       .name = "params",
@@ -113,14 +115,16 @@ std::vector<Command> make_commands() {
       .add_options = &add_options<ParamsOptions>,
       .summary = "parameters and their memory per rank (text, JSON, SVG)",
       .synopsis =
-      "  megatron-run params --world-size N [--format text|json|svg] [config options] [MEGATRON FLAGS]\n"
+      "  megatron-run params --world-size N [--format text|json|svg] [--device-memory SIZE] [config options]\n"
+      "                      [MEGATRON FLAGS]\n"
       "                               parameters and their memory per (tensor, pipeline) rank\n",
       .usage =
       "usage: megatron-run params --world-size N [--format text|json|svg] [--device-memory SIZE]\n"
-      "                           [--config FILE]... [MEGATRON FLAGS]\n"
+      "                           [--config FILE]... [config options] [target options] [MEGATRON FLAGS]\n"
       "Prints the parameters each (tensor, pipeline) rank holds and the memory they take (weights,\n"
       "gradients, main params, optimizer state, activations), without starting anything. svg draws one\n"
-      "stacked bar per rank against --device-memory (default 80GiB; B, KiB, MiB, GiB, TiB, KB, MB, GB, TB).\n",
+      "stacked bar per rank against --device-memory (default 80GiB; B, KiB, MiB, GiB, TiB, KB, MB, GB, TB).\n"
+      "`megatron-run help` lists the config and target options.\n",
       .megatron_flags = true});
   table.push_back({
       .name = "schedule",
@@ -132,12 +136,13 @@ std::vector<Command> make_commands() {
       "                               learning rate and weight decay over the run\n",
       .usage =
       "usage: megatron-run schedule [--format text|csv|json|svg] [--points N | --every K | --at N,N,...]\n"
-      "                             [--config FILE]... [MEGATRON FLAGS]\n"
+      "                             [--config FILE]... [config options] [target options] [MEGATRON FLAGS]\n"
       "Prints the learning rate and weight decay over the run, from the scheduler the run uses (Megatron's\n"
       "OptimizerParamScheduler): per iteration (--train-iters), or per consumed sample (--train-samples),\n"
       "each point with its phase (warmup, constant, stable, decay, anneal, floor). The value at iteration i is\n"
       "the one Megatron logs at i. Points: --points N evenly spaced plus the phase boundaries (default 20 for\n"
-      "text, 500 otherwise), --every K, or --at a list.\n",
+      "text, 500 otherwise), --every K, or --at a list.\n"
+      "`megatron-run help` lists the config and target options.\n",
       .megatron_flags = true});
   // A new command goes here, before `help`: one row.
   // `help`, last: main.cpp answers it (one command word, or none); its usage is the general one.

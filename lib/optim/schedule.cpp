@@ -18,6 +18,13 @@ namespace {
 
 std::string num(double v) { return py_float_repr(v); }
 
+// A length in samples, as the decay length is printed: a whole one as an integer ("16", not "16.0" beside "160"); a
+// fractional one (--lr-warmup-fraction) as Python prints it.
+std::string samples(double v) {
+  return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15 ? std::to_string(static_cast<int64_t>(v))
+                                                                         : num(v);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -222,7 +229,7 @@ void ScheduleConfig::check() const {
     fail("the learning-rate decay must be longer than 0 samples (--lr-decay-iters / --lr-decay-samples, "
          "or --train-iters / --train-samples); got " + std::to_string(lr_decay_steps));
   if (!(lr_warmup_steps < static_cast<double>(lr_decay_steps)))
-    fail("the warmup (" + num(lr_warmup_steps) + " samples; --lr-warmup-iters / --lr-warmup-samples / "
+    fail("the warmup (" + samples(lr_warmup_steps) + " samples; --lr-warmup-iters / --lr-warmup-samples / "
          "--lr-warmup-fraction) must be shorter than the decay (" + std::to_string(lr_decay_steps) +
          " samples; --lr-decay-iters / --lr-decay-samples, which default to the training length). To fix it, "
          "shorten the warmup (lower --lr-warmup-iters / --lr-warmup-samples, or use --lr-warmup-fraction) or "
@@ -379,12 +386,6 @@ void ParamScheduler::load_state(const ScheduleState& s) {
   ScheduleConfig c = cfg_;
   c.max_lr = settle(cfg_, cfg_.max_lr, s.max_lr, "learning rate (--lr)", d);
   c.min_lr = settle(cfg_, cfg_.min_lr, s.min_lr, "minimum learning rate (--min-lr)", d);
-  // A sample count, as the decay length: a whole one printed as an integer ("16", not "16.0" beside "160"); a
-  // fractional one (--lr-warmup-fraction) as is.
-  auto samples = [](double v) {
-    return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15 ? std::to_string(static_cast<int64_t>(v))
-                                                                           : num(v);
-  };
   c.lr_warmup_steps = settle(cfg_, cfg_.lr_warmup_steps, s.lr_warmup_steps, "warmup length in samples", samples);
   c.lr_decay_steps = settle(cfg_, cfg_.lr_decay_steps, s.lr_decay_steps, "decay length in samples", i);
   c.lr_decay_style = settle(cfg_, cfg_.lr_decay_style, s.lr_decay_style, "decay style (--lr-decay-style)",

@@ -1215,7 +1215,7 @@ TEST_CASE("init stage: a schedule the training run's scheduler refuses stops our
   // configs/default.yaml warms up for 2 iterations; a 2-iteration run leaves no decay after it.
   const std::string bad = "--config " + kDefault + " --train-iters 2";
   refused_before_start(bad, "init.lr-schedule",
-                       "the training run would fail when it builds its learning-rate scheduler: the warmup (16.0 "
+                       "the training run would fail when it builds its learning-rate scheduler: the warmup (16 "
                        "samples; --lr-warmup-iters");
   // The user's own program may not train (an inference server): a warning, and it runs.
   auto prog = sh(bad + " --no-python /bin/echo ran");

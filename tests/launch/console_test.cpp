@@ -233,7 +233,8 @@ TEST_CASE("megatron-run --help lists the launcher's options", "[launch][cli]") {
                           "--bring-up-only", "--heartbeat-timeout", "PET_", "srun --ntasks-per-node=1", "--rdzv-conf",
                           "--role", "--shutdown-timeout", "--start-method", "--run-path", "--nnodes MIN:MAX",
                           "--local-addr", "--log-line-prefix-template", "--duplicate-stdout-filters",
-                             "--virtual-local-rank", "--signals-to-handle", "--event-log-handler", "--numa-binding MODE"}) {
+                             "--virtual-local-rank", "--signals-to-handle", "--event-log-handler", "--numa-binding MODE",
+                          "--logs-specs", "--print-completion SHELL"}) {
     INFO(opt);
     CHECK(r.out.find(opt) != std::string::npos);
   }

@@ -423,6 +423,8 @@ TEST_CASE("schedule: errors name the flags", "[optim][schedule]") {
   // assert, with the way out in the message.
   const std::string warm = err({{"train_iters", 2}, {"lr_warmup_iters", 2}});
   CHECK_THAT(warm, Contains("must be shorter than the decay"));
+  // Both lengths are whole sample counts: printed alike, "the warmup (N samples ... the decay (N samples".
+  CHECK_THAT(warm, Contains("the warmup (64 samples;"));  // 2 iterations of 32 samples; not "64.0"
   CHECK_THAT(warm, Contains("shorten the warmup (lower --lr-warmup-iters / --lr-warmup-samples, or use "
                             "--lr-warmup-fraction) or lengthen the decay (raise --train-iters"));
   CHECK(err({{"train_iters", 3}, {"lr_warmup_iters", 2}}) == "(no error)");
