@@ -210,9 +210,14 @@ TEST_CASE("config files: !!float 1e-4 and !!null foo are constructed as yaml.saf
   CHECK(plain.ns["load"].is_none());
   CHECK(plain.ns["num_layers"].as_int() == 31);
   CHECK(plain.ns["fp16"].as_bool());
-  auto ci = parse({write("flci.yaml", "MODEL_ARGS:\n  --lr: !!float 1e-4\n  --num-layers: !!int 0x1F\n")});
+  // MODEL_ARGS: Megatron's CI launcher passes the scalar's text (yq), so !!float 1e-4 is the word 0.0001 (Python's
+  // float('1e-4') is that number), while !!int 0x1F stays 0x1F, which Megatron's int() refuses.
+  auto ci = parse({write("flci.yaml", "MODEL_ARGS:\n  --lr: !!float 1e-4\n  --num-layers: !!int 31\n")});
   CHECK(ci.ns["lr"].as_float() == 0.0001);
   CHECK(ci.ns["num_layers"].as_int() == 31);
+  auto hex = refusal({write("flcihex.yaml", "MODEL_ARGS:\n  --num-layers: !!int 0x1F\n")});
+  CHECK(hex.id == "parse.invalid-value");
+  CHECK(has(hex, "flcihex.yaml:2: argument --num-layers: invalid int value: '0x1F'"));
   auto f = refusal({write("flbad.yaml", "--num-layers: 2\n--lr: !!float abc\n")});
   CHECK(f.id == "input.yaml-tag");
   CHECK(has(f, "flbad.yaml:2: cannot construct !!float from 'abc'"));

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "config/parse/command_line.h"
 #include "config/parse/invocation.h"
 
 namespace fs = std::filesystem;
@@ -261,4 +262,90 @@ TEST_CASE("ENV_VARS values: the scalar's text as Megatron's CI exports it (yq af
                                                         {"N", ""}, {"C", ":4096:8"}, {"S", "/tmp/x/x"}});
   CHECK(p.env.vars.at("F") == "0.00001");  // validation reads the same text
   CHECK(p.env.var_where.at("F") == f + ":3");
+}
+
+namespace {
+std::vector<std::string> argv_of(const mr::Parsed& p) {
+  std::vector<std::string> out;
+  for (const auto& t : p.argv) out.push_back(t.text);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("functional-test layout: each value is the word Megatron's CI launcher passes (yq's text)", "[config]") {
+  // 010 is 8 in YAML 1.1 (PyYAML) but CI passes the text, and Megatron's int("010") is 10.
+  auto p = parse({write_tmp("ci-octal.yaml", "MODEL_ARGS:\n  --num-layers: 010\n  --hidden-size: 1_024\n")});
+  CHECK(p.ns["num_layers"].as_int() == 10);
+  CHECK(p.ns["hidden_size"].as_int() == 1024);
+  CHECK(argv_of(p) == std::vector<std::string>{"--num-layers", "010", "--hidden-size", "1024"});
+  // null and false stay the text CI passes, not Python's None and False.
+  p = parse({write_tmp("ci-null.yaml", "MODEL_ARGS:\n  --wandb-exp-name: null\n  --wandb-project: false\n"
+                                       "  --wandb-save-dir: ~\n  --bf16: True\n")});
+  CHECK(p.ns["wandb_exp_name"].as_str() == "null");
+  CHECK(p.ns["wandb_project"].as_str() == "false");
+  CHECK(p.ns["wandb_save_dir"].as_str() == "~");
+  CHECK(p.ns["bf16"].as_bool());
+  // 0x10 and 1:30 are ints in YAML 1.1, but CI passes the text, which Megatron's int() refuses.
+  const std::string hex = write_tmp("ci-hex.yaml", "MODEL_ARGS:\n  --num-layers: 0x10\n");
+  CHECK(error_of({hex}) == hex + ":2: argument --num-layers: invalid int value: '0x10'");
+  const std::string sexa = write_tmp("ci-sexa.yaml", "MODEL_ARGS:\n  --num-layers: 1:30\n");
+  CHECK(error_of({sexa}) == sexa + ":2: argument --num-layers: invalid int value: '1:30'");
+  // yes for a switch: CI passes `--bf16 yes` (yq reads yes as a string), which Megatron refuses.
+  const std::string yes = write_tmp("ci-yes.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --bf16: yes\n");
+  try {
+    parse({yes});
+    FAIL("accepted");
+  } catch (const mr::UsageError& e) {
+    CHECK(e.rule() == "parse.unknown-argument");
+    CHECK(e.where == yes + ":3");
+    const std::string msg = e.what();
+    CHECK(msg.rfind(yes + ":3: unrecognized arguments: yes", 0) == 0);
+    CHECK(msg.find(yes + ":3: --bf16 is a switch and takes no value") != std::string::npos);
+  }
+  // An empty value: yq prints nothing after the key, so CI passes the bare key.
+  CHECK(parse({write_tmp("ci-empty.yaml", "MODEL_ARGS:\n  --bf16:\n")}).ns["bf16"].as_bool());
+}
+
+TEST_CASE("type=bool (--onnx-safe): a file's false is False; a false-looking word warns parse.bool-type-word",
+          "[config]") {
+  auto has_warning = [](const mr::Parsed& p) {
+    for (const auto& w : p.warnings)
+      if (w.rfind("[parse.bool-type-word] ", 0) == 0) return true;
+    return false;
+  };
+  auto p = parse({write_tmp("onnx.yaml", "onnx_safe: false\n")});
+  CHECK(p.ns["onnx_safe"].is_bool());
+  CHECK_FALSE(p.ns["onnx_safe"].as_bool());
+  CHECK_FALSE(has_warning(p));
+  // The only command line that gives Megatron False: an empty word.
+  const auto words = mr::megatron_argv(mr::Schema::megatron(), p.ns).words;
+  CHECK(words == std::vector<std::string>{"--onnx-safe", ""});
+  CHECK(parse({write_tmp("onnx-t.yaml", "onnx_safe: true\n")}).ns["onnx_safe"].as_bool());
+  // On the command line bool("False") is True, as in Megatron, with a warning.
+  p = parse({}, {"--onnx-safe", "False"});
+  CHECK(p.ns["onnx_safe"].as_bool());
+  REQUIRE(has_warning(p));
+  CHECK_FALSE(parse({}, {"--onnx-safe", ""}).ns["onnx_safe"].as_bool());
+  CHECK_FALSE(has_warning(parse({}, {"--onnx-safe", "True"})));
+  // A quoted word in a plain file and a MODEL_ARGS value are words too.
+  const std::string quoted = write_tmp("onnx-q.yaml", "onnx_safe: \"off\"\n");
+  p = parse({quoted});
+  CHECK(p.ns["onnx_safe"].as_bool());
+  REQUIRE(has_warning(p));
+  for (const auto& w : p.warnings)
+    if (w.rfind("[parse.bool-type-word] ", 0) == 0) CHECK(w.find(quoted + ":1: onnx_safe 'off' is True") != std::string::npos);
+  p = parse({write_tmp("onnx-ci.yaml", "MODEL_ARGS:\n  --onnx-safe: false\n")});
+  CHECK(p.ns["onnx_safe"].as_bool());
+  CHECK(has_warning(p));
+}
+
+TEST_CASE("plain layout: --exit-signal takes a signal's number as the resolved JSON writes it", "[config]") {
+  // Deliberate (docs/config-files.md): the parsed-arguments JSON prints exit_signal as its number (Python's json
+  // of an IntEnum), so a file takes the number back; the command line takes names only, as Megatron's Signals[name].
+  auto p = parse({write_tmp("sig.yaml", "exit_signal: 2\n")});
+  CHECK(p.ns["exit_signal"].as_int() == 2);
+  CHECK(mr::megatron_argv(mr::Schema::megatron(), p.ns).words == std::vector<std::string>{"--exit-signal", "SIGINT"});
+  const std::string bad = write_tmp("sig-bad.yaml", "exit_signal: 999\n");
+  CHECK(error_of({bad}).rfind(bad + ":1: argument exit_signal: invalid choice: 999", 0) == 0);
+  CHECK_THROWS_AS(parse({}, {"--exit-signal", "2"}), mr::UsageError);
 }

@@ -34,6 +34,13 @@ const Rule kMissingValueRule{
     "argument\", \"expected N arguments\").",
     __FILE__, __LINE__, kStageParse};
 
+const Rule kBoolTypeWordRule{
+    "parse.bool-type-word", Rule::Level::Warning,
+    "A word for a type=bool argument (--onnx-safe) that reads as false (False, false, 0, no, off, None): Megatron "
+    "converts it with Python's bool(), so any non-empty word is True; only an empty word ('') gives False (a "
+    "plain-layout config file takes the YAML boolean false).",
+    __FILE__, __LINE__, kStageParse};
+
 namespace {
 
 // A word or value in a message: Python's repr of at most its first 200 bytes (util::abbreviate).
@@ -186,6 +193,20 @@ std::string nargs_error(const Arg& arg) {
 
 }  // namespace
 
+std::string bool_type_word_warning(const Arg& arg, const std::string& option, const std::string& word,
+                                   const Provenance& origin) {
+  if (arg.spec->type != ArgType::PyBool) return {};
+  std::string lower;
+  for (char ch : word) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower != "false" && lower != "0" && lower != "no" && lower != "off" && lower != "none") return {};
+  const std::string flag = option.rfind("--", 0) == 0 || arg.flags.empty() ? option : arg.flags.front();
+  return "[" + std::string(kBoolTypeWordRule.id) + "] " +
+         with_where(option + " " + quoted(word) +
+                        " is True: Megatron converts the word with Python's bool(), and any non-empty word is True "
+                        "(only an empty word, " + flag + " '', gives False; or leave the flag out for its default)",
+                    origin);
+}
+
 Namespace default_namespace(const Schema& schema) {
   auto build = [&] {
     Namespace ns;
@@ -235,6 +256,7 @@ ParseReport parse_tokens(const Schema& schema, const std::vector<Token>& tokens,
   std::vector<UsageError> bad_values;  // bounded: the first kMaxListedArguments + 1, then only counted
   size_t bad_more = 0;
   auto converted = [&](const Arg& arg, const std::string& option, const std::string& word, const Provenance& origin) {
+    if (std::string w = bool_type_word_warning(arg, option, word, origin); !w.empty()) report.warnings.push_back(std::move(w));
     try {
       refuse_enum_class_prefix(arg, option, word, origin);
       return convert_checked(arg, option, word, origin);
@@ -459,6 +481,9 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
       return Value(x.as_list(), t == ArgType::IntTuple || t == ArgType::TritonBlockSize);
     }
     if (t == ArgType::Json && !x.is_str()) return x;
+    // A YAML boolean for a type=bool argument (--onnx-safe) is the value it says: a file's `false` is False (on a
+    // command line only an empty word gives False; `--format argv` prints that).
+    if (t == ArgType::PyBool && x.is_bool()) return x;
     return convert_checked(arg, key, word_of(x), origin);
   };
 

@@ -26,6 +26,14 @@ extern const Rule kDeprecatedFlagRule;
 extern const Rule kUnknownArgumentRule;
 extern const Rule kInvalidValueRule;
 extern const Rule kMissingValueRule;
+// A word for a `type=bool` argument (--onnx-safe) that spells a false value (False, false, 0, no, off, None):
+// Megatron's type is Python's bool(), which makes any non-empty word True (a warning, id parse.bool-type-word).
+extern const Rule kBoolTypeWordRule;
+
+// The parse.bool-type-word warning ("[parse.bool-type-word] FILE:12: ..." for a file's word) when `word`, given to
+// `arg` as `option`, is a false-looking word for a type=bool argument; "" otherwise.
+std::string bool_type_word_warning(const Arg& arg, const std::string& option, const std::string& word,
+                                   const Provenance& origin);
 
 struct Token {
   std::string text;

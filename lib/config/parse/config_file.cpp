@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -230,11 +231,52 @@ struct Converter {
   }
 };
 
-// The word the CI launcher passes for a scalar: Python's str() of what the YAML loader produced.
+// The word the CI launcher passes for a list element: Python's str() of what the YAML loader produced.
 std::string launcher_word(const Value& v) {
   if (v.is_bool()) return v.as_bool() ? "True" : "False";
   if (v.is_float()) return py_float_repr(v.as_float());
   return v.py_str();
+}
+
+// What Megatron's CI launcher (_run_training.sh) makes of a scalar value of MODEL_ARGS: `std::nullopt` for the
+// bare switch, else the one word it passes. Its yq prints each scalar's text as written (`tostring`), after
+// turning a true into the word `true`; its shell loop then makes `true` the bare switch, and passes any other text
+// as one word. So:
+//   - `true`, `True`, `TRUE` (a YAML boolean true that yq, YAML 1.2, reads as true too), and a quoted "true"
+//     -> the bare switch;
+//   - an empty value -> the bare key too (yq prints nothing after it);
+//   - a number -> Python's str() of the number PyYAML built where Python's int()/float() reads the text as that
+//     very number (`0.00001` -> `1e-05`, `1_000` -> `1000`, `+5` -> `5`: Megatron reads the same value from
+//     either, and the reference corpus's argv was built with str()); else its text (`010`, which int() reads as
+//     10 where YAML 1.1 says 8; `0x10`, `0b11`, `1:30`, `.inf`, which int()/float() refuse);
+//   - anything else -> its text as written: `null` and `~` stay `null` and `~` (not None), `false`, `no`, `off`,
+//     `yes`, `on` stay as written (not False or True; yq, YAML 1.2, reads yes/no/on/off as strings).
+// `text` is the scalar's text after ${VAR} expansion, `v` the value PyYAML builds from it.
+std::optional<std::string> ci_word(const yaml::Node& n, const Value& v, const std::string& text) {
+  if (n.is_null()) {
+    if (n.null_text().empty()) return std::nullopt;
+    return n.null_text();
+  }
+  if (text == "true") return std::nullopt;
+  if (v.is_bool() && v.as_bool() && (text == "True" || text == "TRUE")) return std::nullopt;
+  if (v.is_int()) {
+    try {
+      if (parse_py_int(text) == v.as_int()) return v.py_str();
+    } catch (const ConvError&) {
+    }
+    return text;
+  }
+  if (v.is_float()) {
+    try {
+      const double d = parse_py_float(text);
+      if (d == v.as_float() && !std::isnan(d)) return py_float_repr(v.as_float());
+    } catch (const ConvError&) {
+    }
+    return text;
+  }
+  if (v.is_str()) return v.as_str();
+  if (v.is_none() && text.empty()) return std::nullopt;  // !!null "" : nothing printed after the key
+  return text;
 }
 
 UsageError file_error(const std::string& where, const std::string& msg, std::vector<std::string> flags,
@@ -248,34 +290,55 @@ void apply_model_args(const Schema& schema, const yaml::Node& args, const Config
   if (!args.is_map()) throw file_error(args.where(), "MODEL_ARGS must be a mapping of flags to values", {}, kConfigNotMappingRule);
   Converter to_value{opts, /*strict=*/false, out.report.warnings};
   std::vector<Token> tokens;
+  // Switches given a word (`--bf16: yes`, `--bf16: false`): Megatron's argparse leaves the word over and refuses it
+  // as an unrecognized argument; the refusal then names each such key and what CI passed.
+  std::vector<std::string> switch_words;
   for (const Entry& e : entries(args, /*strict=*/false, out.report.warnings)) {
     std::string key = e.key.scalar();
     Provenance origin{Provenance::Kind::Config, e.key.where()};
     Value v = to_value(e.value);
-    if (v.is_bool() && v.as_bool()) {
-      tokens.push_back(Token{key, origin});
-      continue;
-    }
-    if (v.is_str() && v.as_str().empty()) continue;  // the launcher drops empty values
     if (v.is_list()) {
       // A YAML sequence: one word per element.
       tokens.push_back(Token{key, origin});
       for (const Value& x : v.as_list()) tokens.push_back(Token{launcher_word(x), origin});
       continue;
     }
-    std::string word = launcher_word(v);
+    std::optional<std::string> word;
+    if (e.value.is_scalar() || e.value.is_null()) {
+      std::string text = e.value.scalar();
+      if (e.value.is_scalar() && text.find('$') != std::string::npos) text = expand_env(text, opts, e.value.where());
+      word = ci_word(e.value, v, text);
+    } else {
+      word = launcher_word(v);  // a mapping: its text as one word, as before
+    }
+    if (!word) {
+      tokens.push_back(Token{key, origin});
+      continue;
+    }
+    if (word->empty() && (e.value.is_scalar() && v.is_str())) continue;  // the launcher drops empty strings
     tokens.push_back(Token{key, origin});
-    if (word.size() >= 2 && word.front() == '[' && word.back() == ']' && v.is_str()) {
+    if (word->size() >= 2 && word->front() == '[' && word->back() == ']' && v.is_str()) {
       // "[a b c]": the brackets go and the rest splits into words.
-      std::istringstream ss(word.substr(1, word.size() - 2));
+      std::istringstream ss(word->substr(1, word->size() - 2));
       std::string w;
       while (ss >> w) tokens.push_back(Token{w, origin});
     } else {
-      tokens.push_back(Token{word, origin});
+      tokens.push_back(Token{*word, origin});
     }
+    if (const Arg* arg = schema.find_flag(key); arg && arg->is_switch() && switch_words.size() < limits::kMaxListedArguments)
+      switch_words.push_back(e.key.where() + ": " + key + " is a switch and takes no value: Megatron's CI launcher passes `" +
+                             key + " " + echo_word(*word) + "`, and only `true` gives the bare switch (write true, or drop the key)");
   }
   out.argv = tokens;
-  ParseReport r = parse_tokens(schema, tokens, ns);
+  ParseReport r;
+  try {
+    r = parse_tokens(schema, tokens, ns);
+  } catch (const UsageError& ex) {
+    if (ex.id != kUnknownArgumentRule.id || switch_words.empty()) throw;
+    std::string msg = ex.what();
+    for (const std::string& s : switch_words) msg += "\n  " + s;
+    throw UsageError(msg, ex.flags, ex.where, ex.id);
+  }
   out.report.warnings.insert(out.report.warnings.end(), r.warnings.begin(), r.warnings.end());
 }
 
@@ -358,6 +421,9 @@ void apply_plain(const Schema& schema, const yaml::Node& root, const ConfigOptio
         ns.set(arg->dest(), Value(negate ? !on.as_bool() : on.as_bool()), origin);
         continue;
       }
+      if (v.is_str())  // a quoted "false" is a word, True as on a command line
+        if (std::string w = bool_type_word_warning(*arg, key, v.as_str(), origin); !w.empty())
+          out.report.warnings.push_back(std::move(w));
       assign_value(*arg, key, v, origin, ns);
     } catch (const UsageError& ex) {
       bad.add(e.key.line(), ex);  // an input.* refusal of a key (a tag, a quote left open) is one more mistake

@@ -155,7 +155,12 @@ class Builder : public YAML::EventHandler {
   void OnDocumentEnd() override {}
 
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    add(mark, Node::Type::Null, 1, anchor);
+    std::uint32_t i = add(mark, Node::Type::Null, 1, anchor);
+    const std::string spelt = null_spelling(mark);
+    if (!spelt.empty()) {
+      d_.nodes[i].text = static_cast<std::uint32_t>(d_.texts.size());
+      d_.texts.push_back(spelt);
+    }
   }
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
@@ -299,6 +304,31 @@ class Builder : public YAML::EventHandler {
   }
 
   // A quoted scalar starting at `mark`: the first continuation line that looks like `key:` (1-based), or 0.
+  // How a plain null is written where yaml-cpp reports it: "null", "Null", "NULL" or "~"; "" for an empty value
+  // (yaml-cpp's mark is then the next token's: a key named null on the next line is no null's spelling).
+  std::string null_spelling(const YAML::Mark& mark) const {
+    if (mark.pos < 0) return {};
+    std::size_t p = static_cast<std::size_t>(mark.pos);
+    if (p < text_.size() && text_[p] == '&') {  // an anchor before it
+      while (p < text_.size() && !std::isspace(static_cast<unsigned char>(text_[p]))) ++p;
+      while (p < text_.size() && (text_[p] == ' ' || text_[p] == '\t')) ++p;
+    }
+    for (const char* w : {"null", "Null", "NULL", "~"}) {
+      const std::size_t n = std::char_traits<char>::length(w);
+      if (text_.compare(p, n, w) != 0) continue;
+      std::size_t e = p + n;
+      if (e < text_.size() && !std::isspace(static_cast<unsigned char>(text_[e])) && text_[e] != ',' &&
+          text_[e] != ']' && text_[e] != '}')
+        return {};  // a longer word
+      while (e < text_.size() && (text_[e] == ' ' || text_[e] == '\t')) ++e;
+      if (e < text_.size() && text_[e] == ':' &&
+          (e + 1 == text_.size() || std::isspace(static_cast<unsigned char>(text_[e + 1]))))
+        return {};  // a key spelt null
+      return w;
+    }
+    return {};
+  }
+
   std::uint32_t swallowed(const YAML::Mark& mark, std::string& key) const {
     if (mark.pos < 0) return 0;
     std::size_t p = static_cast<std::size_t>(mark.pos);
@@ -366,6 +396,10 @@ const char* Node::kind_name() const {
 
 const std::string& Node::scalar() const {
   if (!doc_ || doc_->n(i_).type != Type::Scalar) return kEmpty;
+  return doc_->texts[doc_->n(i_).text];
+}
+const std::string& Node::null_text() const {
+  if (!doc_ || doc_->n(i_).type != Type::Null) return kEmpty;
   return doc_->texts[doc_->n(i_).text];
 }
 const std::string& Node::tag() const {

@@ -43,6 +43,8 @@ class Node {
   const char* kind_name() const;
 
   const std::string& scalar() const;  // a scalar's text; "" for anything else
+  // A null's spelling as written ("null", "Null", "NULL", "~"); "" for an empty value or anything else.
+  const std::string& null_text() const;
   // "?" for a plain scalar or an untagged collection, "!" for a quoted or block scalar (or the non-specific
   // tag), else the resolved tag ("tag:yaml.org,2002:int", "!local").
   const std::string& tag() const;
