@@ -132,7 +132,10 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
 
 }  // namespace
 
-int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed) {
+int refuse_launch(const LaunchOptions& lo, int code, const std::string& message_as_given, bool printed) {
+  // An option with two spellings named by both ("argument --virtual-local-rank/--virtual_local_rank: ..."), as
+  // argparse names it and the usage errors do.
+  const std::string message = with_argparse_names(message_as_given, {}, "");
   if (!printed) print_error(std::cerr, message);
   if (!lo.multi_node()) return code;
   // An elastic job waits for no node in particular (and may be running already): a node that will not come
