@@ -352,10 +352,56 @@ std::string own_option_hint(const UsageError& e, const std::string& cmd) {
   return hint;
 }
 
+std::string with_argparse_names(std::string message, const std::vector<std::string>& flags, const std::string& cmd) {
+  std::vector<std::string> candidates = flags;  // and each option the message names as "argument --x-y:"
+  for (size_t at = message.find("argument --"); at != std::string::npos; at = message.find("argument --", at + 1)) {
+    size_t end = at + 9;
+    while (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-' ||
+                                    message[end] == '_'))
+      ++end;
+    if (end < message.size() && message[end] == ':') candidates.push_back(message.substr(at + 9, end - at - 9));
+  }
+  std::vector<std::string> twins;  // "--a-b" of each of them that has both spellings
+  for (const std::string& f : candidates) {
+    if (f.rfind("--", 0) != 0 || f.find('=') != std::string::npos) continue;
+    std::string dashed = f, underscored = f.substr(2);
+    std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
+    std::replace(underscored.begin(), underscored.end(), '-', '_');
+    if (dashed.substr(2) != underscored && std::find(twins.begin(), twins.end(), dashed) == twins.end())
+      twins.push_back(dashed);
+  }
+  if (twins.empty()) return message;
+  const CompletionSpec spec = completion_spec();
+  const CompletionCommand* command = cmd.empty() ? &spec.run : nullptr;
+  for (const CompletionCommand& c : spec.commands)
+    if (!command && c.name == cmd) command = &c;
+  if (!command) return message;
+  auto has = [&](const std::string& flag) {
+    return std::any_of(command->options.begin(), command->options.end(),
+                       [&](const CompletionOption& o) { return o.flag == flag; });
+  };
+  for (const std::string& dashed : twins) {
+    std::string underscored = dashed;
+    std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
+    if (!has(dashed) || !has(underscored)) continue;
+    const std::string both = "argument " + dashed + "/" + underscored + ":";
+    if (message.find(both) != std::string::npos) continue;
+    for (const std::string& one : {dashed, underscored}) {
+      const std::string named = "argument " + one + ":";
+      if (const size_t at = message.find(named); at != std::string::npos) {
+        message.replace(at, named.size(), both);
+        break;
+      }
+    }
+  }
+  return message;
+}
+
 UsageError with_own_option_hint(const UsageError& e, const std::string& cmd) {
   const std::string hint = own_option_hint(e, cmd);
-  if (hint.empty()) return e;
-  return UsageError(e.what() + hint, e.flags, e.where, e.id);
+  const std::string named = with_argparse_names(e.what(), e.flags, cmd);
+  if (hint.empty() && named == e.what()) return e;
+  return UsageError(named + hint, e.flags, e.where, e.id);
 }
 
 std::vector<std::string> option_strings(const std::string& flag, const po::options_description* desc) {
@@ -384,6 +430,16 @@ std::string argparse_name(const std::string& flag, const po::options_description
 
 }  // namespace
 
+void validate(boost::any& v, const std::vector<std::string>& words, PyFloat*, int) {
+  po::validators::check_first_occurrence(v);
+  const std::string& word = po::validators::get_single_string(words);
+  try {
+    v = PyFloat{parse_py_float(word)};
+  } catch (const ConvError&) {
+    throw po::invalid_option_value(word);  // own_option_error: "invalid float value: 'word'"
+  }
+}
+
 UsageError own_option_error(const po::error& e, const std::vector<std::string>& words,
                             const po::options_description* desc) {
   if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) return unrecognized_word(u->get_option_name());
@@ -407,7 +463,8 @@ UsageError own_option_error(const po::error& e, const std::vector<std::string>& 
     const po::value_semantic* s = od ? od->semantic().get() : nullptr;
     if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<long long>*>(s))
       return "int ";
-    if (dynamic_cast<const po::typed_value<double>*>(s)) return "float ";
+    if (dynamic_cast<const po::typed_value<double>*>(s) || dynamic_cast<const po::typed_value<PyFloat>*>(s))
+      return "float ";
     return "";
   };
   if (const auto* s = dynamic_cast<const po::invalid_command_line_syntax*>(&e)) {

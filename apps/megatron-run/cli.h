@@ -18,6 +18,15 @@ namespace mr::app {
 
 namespace po = boost::program_options;
 
+// A float option of megatron-run's own read as Python's float() reads a word (torchrun's argparse `type=float`):
+// blanks around, underscores between digits, inf/nan spellings, and an exponent past double's range as inf
+// ('1e400'), where Boost's own conversion refuses the last three. `po::value<PyFloat>()`; a word float() refuses
+// is argparse's "invalid float value: 'x'" (own_option_error). The option's own range rule comes after.
+struct PyFloat {
+  double value = 0;
+};
+void validate(boost::any& v, const std::vector<std::string>& words, PyFloat*, int);
+
 // Options shared by the run/dry-run path and `check`: config files, target environment, output format.
 struct CommonOptions {
   std::vector<std::string> configs;
@@ -123,7 +132,13 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
 // "\n  --formt: did you mean --format (megatron-run's own option)?" for each unknown option in `e.flags` that is near
 // one of the command's own options (completion_spec(): the descriptions it parses with). "" otherwise.
 std::string own_option_hint(const UsageError& e, const std::string& cmd);
-// `e` with that hint added (`e` itself when there is none): every command's unknown option gets it.
+// `message` with each option that it names as "argument --a-b:" (or that `flags` names) and that the command `cmd`
+// ("" for the run command) has in both spellings named by both ("argument --a-b/--a_b:"), as argparse names an
+// option by all its strings: the range and value checks of megatron-run's own options name the option once, its
+// type errors (own_option_error) already by both.
+std::string with_argparse_names(std::string message, const std::vector<std::string>& flags, const std::string& cmd);
+// `e` with that hint added and its option named by both spellings (with_argparse_names); `e` itself when neither
+// applies: every command's refusals get them.
 UsageError with_own_option_hint(const UsageError& e, const std::string& cmd);
 
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions. Throws

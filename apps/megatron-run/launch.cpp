@@ -132,7 +132,10 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
 
 }  // namespace
 
-int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed) {
+int refuse_launch(const LaunchOptions& lo, int code, const std::string& message_as_given, bool printed) {
+  // An option with two spellings named by both ("argument --virtual-local-rank/--virtual_local_rank: ..."), as
+  // argparse names it and the usage errors do.
+  const std::string message = with_argparse_names(message_as_given, {}, "");
   if (!printed) print_error(std::cerr, message);
   if (!lo.multi_node()) return code;
   // An elastic job waits for no node in particular (and may be running already): a node that will not come
@@ -613,6 +616,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     MR_LOG(info) << "node " << so.node_rank << " of " << so.nnodes << " joined run '" << so.run_id
                  << "'; workers' master " << launch::join_host_port(so.master_addr, so.master_port);
   }
+  // A port derived from SLURM's job (MASTER_PORT unset): the workers' message for it taken names the derivation, as
+  // the launcher's own does, not --master-port alone (the rank that hosts the store is a worker here).
+  if (!lo.master_port_from.empty() && lo.master_port_from != "MASTER_PORT" && so.master_port == lo.master_port)
+    so.env[launch::kMasterPortFromVar] = lo.master_port_from;
   int code;
   std::optional<std::string> start_error;
   try {
@@ -621,7 +628,8 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     // Options spawn_workers cannot act on are a usage error (2); anything else is this machine's (a descriptor,
     // process or directory it could not have: the open-file or process limit, an unwritable TMPDIR): 1.
     code = dynamic_cast<const launch::SpawnOptionError*>(&e) ? 2 : 1;
-    const std::string why = code == 1 ? util::with_limit_hint(e.what()) : std::string(e.what());
+    const std::string why = with_argparse_names(code == 1 ? util::with_limit_hint(e.what()) : std::string(e.what()),
+                                                {}, "");  // "argument --log-dir/--log_dir: cannot make ..."
     print_error(std::cerr, why);
     if (group) group->local_failure(code, "node " + std::to_string(so.node_rank) + " could not start its workers: " + without_rule_id(why));
     start_error = why;
@@ -750,9 +758,12 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   }
   if (job && lo.nproc_per_node == 0 && !lo.spawner_only_given.empty()) {
     // Inside another launcher's job megatron-run starts no workers: these options would do nothing.
-    print_error(std::cerr, "argument " + lo.spawner_only_given.front() + ": acts on the workers megatron-run starts, "
-                               "but it is inside a job already (" + job->describe() +
-                               ") and starts none; give it to that job's launcher, or add --nproc-per-node");
+    print_error(std::cerr, with_argparse_names("argument " + lo.spawner_only_given.front() +
+                                                   ": acts on the workers megatron-run starts, but it is inside a job "
+                                                   "already (" + job->describe() +
+                                                   ") and starts none; give it to that job's launcher, or add "
+                                                   "--nproc-per-node",
+                                               {}, ""));
     return 2;
   }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -195,6 +196,20 @@ void refuse_elsewhere(const std::string& flag, const std::string& addr, const st
                    "input.address-not-this-machine");
 }
 
+// A duration option in seconds (`flag`): at most 86400, and 0 (where `zero_ok`) or above 0. The launcher keeps
+// its durations in milliseconds (util/text.h's seconds_text prints them so), so a value above 0 below a millisecond,
+// which would be kept and printed as 0 s, is refused too. inf ('1e400', Python's float() of it) is out of range.
+void check_seconds(const std::string& flag, double v, bool zero_ok) {
+  const std::string range = zero_ok ? "from 0 to 86400" : "above 0, at most 86400";
+  if (!(zero_ok ? v >= 0 : v > 0) || !(v <= 86400))
+    throw UsageError("argument " + flag + ": must be a number of seconds " + range + " (got " + format_number(v) + ")",
+                     {flag});
+  if (v > 0 && v < 0.001)
+    throw UsageError("argument " + flag + ": " + format_number(v) + " s is below a millisecond, the resolution of "
+                         "megatron-run's timers: give " + (zero_ok ? "0 or " : "") + "at least 0.001",
+                     {flag});
+}
+
 }  // namespace
 
 std::optional<std::string> print_completion_requested(const std::vector<std::string>& words) {
@@ -217,6 +232,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
   auto nproc = [this](const std::string& v) { nproc_per_node = parse_nproc(v), nproc_given = true; };
   auto endpoint = [this](const std::string& v) { rdzv_endpoint = v; };
   auto set_run_path = [this](bool on) { run_path = run_path || on; };  // two spellings, one switch
+  auto monitor = [this](PyFloat v) { monitor_interval = v.value; };
   desc.add_options()
       ("nproc-per-node", po::value<std::string>()->notifier(nproc), "workers to start on this node (int|cpu|gpu|auto)")
       ("nproc_per_node", po::value<std::string>()->notifier(nproc), "torchrun's spelling of --nproc-per-node")
@@ -231,8 +247,8 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("standalone", po::bool_switch(&standalone), "one node, a free port, a fresh run id (torchrun's --standalone)")
       ("max-restarts", po::value(&max_restarts), "restarts of the local worker group after a failure (default 0)")
       ("max_restarts", po::value(&max_restarts), "torchrun's spelling of --max-restarts")
-      ("monitor-interval", po::value(&monitor_interval), "torchrun's polling period; megatron-run reacts at once")
-      ("monitor_interval", po::value(&monitor_interval), "torchrun's spelling of --monitor-interval")
+      ("monitor-interval", po::value<PyFloat>()->notifier(monitor), "torchrun's polling period; megatron-run reacts at once")
+      ("monitor_interval", po::value<PyFloat>()->notifier(monitor), "torchrun's spelling of --monitor-interval")
       ("rdzv-backend", po::value(&rdzv_backend), described(kRdzvBackends, "rendezvous backend (c10d: node ranks in order of arrival)").c_str())
       ("rdzv_backend", po::value(&rdzv_backend), described(kRdzvBackends, "torchrun's spelling of --rdzv-backend").c_str())
       ("rdzv-endpoint", po::value<std::string>()->notifier(endpoint),
@@ -243,9 +259,9 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("start_method", po::value(&start_method), described(kStartMethods, "torchrun's spelling of --start-method").c_str())
       ("run-path", po::bool_switch()->notifier(set_run_path), "torchrun's runpy mode; not used (the script runs as `python SCRIPT`)")
       ("run_path", po::bool_switch()->notifier(set_run_path), "torchrun's spelling of --run-path")
-      ("shutdown-timeout", po::value<double>()->notifier([this](double v) { shutdown_timeout = v; }),
+      ("shutdown-timeout", po::value<PyFloat>()->notifier([this](PyFloat v) { shutdown_timeout = v.value; }),
        "torchrun's name for --term-timeout")
-      ("shutdown_timeout", po::value<double>()->notifier([this](double v) { shutdown_timeout = v; }),
+      ("shutdown_timeout", po::value<PyFloat>()->notifier([this](PyFloat v) { shutdown_timeout = v.value; }),
        "torchrun's spelling of --shutdown-timeout")
       ("rdzv-conf", po::value(&rdzv_conf), "rendezvous settings KEY=VALUE,... (join_timeout, is_host)")
       ("rdzv_conf", po::value(&rdzv_conf), "torchrun's spelling of --rdzv-conf")
@@ -257,11 +273,11 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("tee", po::value(&tee), "0|1|2|3: -t: streams to log files and the console (or LOCAL_RANK:0-3,...)")
       ("local-ranks-filter", po::value(&local_ranks_filter), "local ranks whose output reaches the console (0,1,...)")
       ("local_ranks_filter", po::value(&local_ranks_filter), "torchrun's spelling of --local-ranks-filter")
-      ("term-timeout", po::value(&term_timeout),
+      ("term-timeout", po::value<PyFloat>()->notifier([this](PyFloat v) { term_timeout = v.value; }),
        "seconds from SIGTERM to SIGKILL when stopping the workers (default 30, as torchrun)")
       ("launcher-port", po::value(&launcher_port),
        "static multi-node: port of the launchers' store on node 0 (default --master-port + 1)")
-      ("join-timeout", po::value(&join_timeout), "seconds for every node to join a multi-node job (default 600)")
+      ("join-timeout", po::value<PyFloat>()->notifier([this](PyFloat v) { join_timeout = v.value; }), "seconds for every node to join a multi-node job (default 600)")
       ("log-line-prefix-template", po::value(&log_line_prefix_template),
        "console line prefix with ${role_name} ${rank} ${local_rank} ${hostname} (default [rank R])")
       ("log_line_prefix_template", po::value(&log_line_prefix_template), "torchrun's spelling of --log-line-prefix-template")
@@ -294,7 +310,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
       ("logs_specs", po::value<std::string>()->notifier(check_logs_specs),
        described(kLogsSpecs, "torchrun's spelling of --logs-specs").c_str())
       ("bring-up-only", po::bool_switch(&bring_up_only), "stop after the process groups' self-check")
-      ("heartbeat-timeout", po::value<double>()->notifier([this](double v) { heartbeat_timeout = v; }),
+      ("heartbeat-timeout", po::value<PyFloat>()->notifier([this](PyFloat v) { heartbeat_timeout = v.value; }),
        "seconds without a rank's heartbeat before the job fails (default 30)");
   for (const char* spelling : {"print-completion", "print_completion"})
     desc.add_options()(spelling, po::value<std::string>()->notifier([this](const std::string& v) {
@@ -470,10 +486,7 @@ void LaunchOptions::apply_worker_options() {
                      {"--max-restarts"});
   if (shutdown_timeout) {  // torchrun's name for it
     // torchrun's LaunchConfig refuses a negative one (ValueError); -1 is no "not given" here either.
-    if (!(*shutdown_timeout >= 0) || *shutdown_timeout > 86400)
-      throw UsageError("argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got " +
-                           format_number(*shutdown_timeout) + ")",
-                       {"--shutdown-timeout"});
+    check_seconds("--shutdown-timeout", *shutdown_timeout, /*zero_ok=*/true);
     if (term_timeout_given && *shutdown_timeout != term_timeout)
       throw UsageError("argument --shutdown-timeout: " + format_number(*shutdown_timeout) + " and --term-timeout " +
                            format_number(term_timeout) + " disagree; give one of them",
@@ -487,8 +500,10 @@ void LaunchOptions::apply_worker_options() {
                       ": not used (megatron-run starts every worker as a fresh process, fork and exec)");
   }
   if (monitor_interval_given) {
-    if (!(monitor_interval > 0))  // torchrun's WorkerSpec asserts it: its launcher fails with 0 or less
-      throw UsageError("argument --monitor-interval: must be a number of seconds above 0 (got " +
+    // torchrun's WorkerSpec asserts it above 0: its launcher fails with 0 or less; and with inf ('1e400') its agent
+    // fails at its first time.sleep(monitor_interval) (OverflowError).
+    if (!(monitor_interval > 0) || !std::isfinite(monitor_interval))
+      throw UsageError("argument --monitor-interval: must be a finite number of seconds above 0 (got " +
                            format_number(monitor_interval) + "), as torchrun requires",
                        {"--monitor-interval"});
     const auto pet_it = pet_sources.find("--monitor-interval");
@@ -500,11 +515,8 @@ void LaunchOptions::apply_worker_options() {
   if (run_path)
     notices.push_back("--run-path: not used (megatron-run runs the script as `python SCRIPT ARGS` in each worker)");
   if (role.empty()) throw UsageError("argument --role: the role name is empty", {"--role"});
-  if (heartbeat_timeout && !(*heartbeat_timeout > 0 && *heartbeat_timeout <= 86400))
-    throw UsageError("argument --heartbeat-timeout: must be a number of seconds above 0, at most 86400",
-                     {"--heartbeat-timeout"});
-  if (!(term_timeout >= 0) || term_timeout > 86400)
-    throw UsageError("argument --term-timeout: must be a number of seconds from 0 to 86400", {"--term-timeout"});
+  if (heartbeat_timeout) check_seconds("--heartbeat-timeout", *heartbeat_timeout, /*zero_ok=*/false);
+  check_seconds("--term-timeout", term_timeout, /*zero_ok=*/true);
   logs.log_dir = log_dir;
   try {
     logs.redirects = launch::StdSpec::parse(redirects);
@@ -593,8 +605,7 @@ void LaunchOptions::apply(Invocation& inv) {
   }
   if (conf.is_host) rdzv_is_host = conf.is_host;
   notices.insert(notices.end(), conf.notices.begin(), conf.notices.end());
-  if (!(join_timeout > 0) || join_timeout > 86400)
-    throw UsageError("argument --join-timeout: must be a number of seconds above 0, at most 86400", {"--join-timeout"});
+  check_seconds("--join-timeout", join_timeout, /*zero_ok=*/false);
   if (launcher_port < 0 || launcher_port > 65535)
     throw UsageError("argument --launcher-port: must be a TCP port, 1 to 65535 (got " + std::to_string(launcher_port) + ")",
                      {"--launcher-port"});

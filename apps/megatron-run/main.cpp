@@ -8,6 +8,7 @@
 #include <iterator>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli.h"
@@ -130,8 +131,9 @@ int run(std::vector<std::string>& args) {
         try {  // a near miss of one of the command's own options is named, as for the run command
           return command->run(rest);
         } catch (const mr::UsageError& e) {
-          if (mr::app::own_option_hint(e, cmd).empty()) throw;
-          throw mr::app::with_own_option_hint(e, cmd);
+          mr::UsageError named = mr::app::with_own_option_hint(e, cmd);
+          if (std::string_view(named.what()) == e.what()) throw;
+          throw named;
         } catch (const boost::program_options::error& e) {
           throw mr::app::with_own_option_hint(mr::app::own_option_error(e, rest), cmd);
         }

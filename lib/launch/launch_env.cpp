@@ -188,6 +188,8 @@ SlurmPort slurm_default_port(const EnvLookup& env) {
 }
 
 std::string master_port_setting(const LaunchInfo& info) {
+  // A worker of megatron-run's launcher under SLURM, the port derived from the job: as that launcher says it.
+  if (info.source == LaunchInfo::Source::Torchrun && !info.master_port_from.empty()) return "MASTER_PORT (or --master-port)";
   if (info.spawned_by_megatron_run) return "--master-port";
   if (info.source == LaunchInfo::Source::Slurm) return "MASTER_PORT";
   return "torchrun's --master-port, or MASTER_PORT";
@@ -265,6 +267,7 @@ std::optional<LaunchInfo> launch_info(const EnvLookup& env) {
     info.master_port = parse_int(env, "MASTER_PORT", 1);
     info.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
     info.restart_count = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+    if (env("MR_SPAWNER")) info.master_port_from = env(kMasterPortFromVar).value_or("");  // our launcher's derivation
   } else if (slurm_step_task(env)) {
     info.source = LaunchInfo::Source::Slurm;
     info.rank = parse_int(env, "SLURM_PROCID", 0);

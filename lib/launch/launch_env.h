@@ -35,6 +35,10 @@ EnvLookup process_env();
 // says nothing of the MASTER_* its launcher set.
 bool inside_enclosing_job(const EnvLookup& env = process_env());
 
+// Given by megatron-run's launcher to the workers it starts when it derived MASTER_PORT from SLURM's job (the
+// derivation, "20000 + 2 x (...), since MASTER_PORT is unset"): their refusal of that port, taken, names it.
+inline constexpr const char* kMasterPortFromVar = "MR_MASTER_PORT_FROM";
+
 struct LaunchInfo {
   enum class Source { Torchrun, Slurm };
   Source source = Source::Torchrun;
@@ -45,7 +49,7 @@ struct LaunchInfo {
   // first host)". Where master_port came from when no variable gave it: SLURM's derivation ("20000 + ..., since
   // MASTER_PORT is unset"); "" when MASTER_PORT gave it.
   std::string master_addr_from = "MASTER_ADDR";
-  std::string master_port_from;
+  std::string master_port_from;  // in a worker megatron-run started: kMasterPortFromVar's value, its launcher's
   // torchrun's agent hosts the store (TORCHELASTIC_USE_AGENT_STORE=True): every worker is a client, and keys
   // live under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/ like torch.distributed's env:// rendezvous.
   bool agent_store = false;

@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include "config/rule.h"
+#include "config/value.h"
 
 #include "util/rule_id.h"
 #include "util/text.h"
@@ -238,6 +240,22 @@ std::string LogDir::attempt(int restart_count, int nproc) const {
     if (ec) throw std::runtime_error("cannot make the log directory " + dir.string() + ": " + ec.message());
   }
   return dir.string();
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return {};
+  return name;
+}
+
+void write_node_record(const std::string& attempt_dir, const NodeRecord& n) {
+  if (attempt_dir.empty()) return;
+  const int first = n.node_rank * n.nproc;
+  std::ofstream f(fs::path(attempt_dir) / kNodeFile);
+  f << "{\"host\": " << Value(n.host).json() << ", \"node_rank\": " << n.node_rank << ", \"nnodes\": " << n.nnodes
+    << ", \"ranks\": [" << first << ", " << first + n.nproc - 1 << "], \"local_world_size\": " << n.nproc
+    << ", \"restart_count\": " << n.restart_count << ", \"run_id\": " << Value(n.run_id).json()
+    << ", \"launcher_pid\": " << getpid() << "}\n";
 }
 
 }  // namespace mr::launch

@@ -80,6 +80,24 @@ std::string make_temp_dir(const std::string& prefix, const std::vector<TempDirCa
 // keeps it) or a worker wrote its error file there (kept, and said on stderr at the end). With o.no_files()
 // (--log-dir /dev/null) there is none: run_dir() and attempt() are "". Throws std::runtime_error when a
 // directory cannot be made.
+// Which node an attempt directory is from: two nodes sharing one --log-dir (NFS) each make their own run directory
+// (mkdtemp), which does not say which node it is (ops37 #11). The file kNodeFile in each attempt directory says it.
+struct NodeRecord {
+  std::string host;      // gethostname()
+  int node_rank = 0;     // the attempt's (a c10d rendezvous may renumber the nodes at a restart)
+  int nnodes = 1;
+  int nproc = 1;         // its workers: global ranks node_rank x nproc .. + nproc - 1
+  int restart_count = 0;
+  std::string run_id;
+};
+inline constexpr const char* kNodeFile = "node.json";
+// Writes <attempt_dir>/node.json: {"host", "node_rank", "nnodes", "ranks": [first, last], "local_world_size",
+// "restart_count", "run_id", "launcher_pid"}. Nothing for "" (--log-dir /dev/null); a write that fails is not
+// an error (the logs themselves are said when they fail).
+void write_node_record(const std::string& attempt_dir, const NodeRecord& node);
+// This machine's host name (gethostname), "" when it has none.
+std::string host_name();
+
 class LogDir {
  public:
   LogDir(const LogOptions& o, const std::string& run_id, int nproc);

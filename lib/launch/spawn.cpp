@@ -49,6 +49,7 @@ int spawn_workers(const SpawnOptions& o) {
   const std::string launcher_error_file = own_error_file ? own_error_file : "";
   const std::vector<std::string> env = detail::shared_worker_env(job);
   LogDir logs(o.logs, o.run_id, o.nproc_per_node);  // removes a temporary one last
+  const std::string host = host_name();
 
   // The signal handlers live through every attempt (restored last).
   detail::SignalForwarder signals(o.handled_signals);
@@ -77,6 +78,8 @@ int spawn_workers(const SpawnOptions& o) {
       rendezvous_ms = Ms(std::chrono::steady_clock::now() - rendezvous_from).count();
     const auto assign_from = std::chrono::steady_clock::now();
     const std::string dir = logs.attempt(job.restart_count, o.nproc_per_node);
+    // Which node this is: nodes sharing one --log-dir make run directories that do not say it (ops37 #11).
+    write_node_record(dir, {host, job.node_rank, job.nnodes, o.nproc_per_node, job.restart_count, o.run_id});
     detail::AttemptResult r;
     std::vector<Report::WorkerEnd> ends;  // --event-log-handler console: each worker's end
     {

@@ -9,6 +9,7 @@
 
 #include "config/print.h"
 #include "launch/cpu_affinity.h"
+#include "launch/launch_env.h"
 #include "launch/spawn_detail.h"
 #include "launch/torchrun_env.h"
 #include "util/resources.h"
@@ -39,7 +40,8 @@ std::vector<std::string> shared_worker_env(const SpawnOptions& o) {
     std::string key = kv.substr(0, kv.find('='));
     // An enclosing job's torchrun variables are replaced by this job's (every TORCHELASTIC_* goes: a nested
     // job has no agent store).
-    bool skip = key.rfind("TORCHELASTIC_", 0) == 0 || key == "MR_SPAWNED" || key == "MR_SPAWNER";
+    bool skip = key.rfind("TORCHELASTIC_", 0) == 0 || key == "MR_SPAWNED" || key == "MR_SPAWNER" ||
+                key == kMasterPortFromVar;  // an enclosing job's launcher's, not this one's
     for (const std::string& d : torchrun) skip = skip || key == d;
     for (const auto& [k, v] : o.env) skip = skip || key == k;
     if (!skip) base.push_back(kv);

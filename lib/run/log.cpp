@@ -42,7 +42,10 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
         << (c.args.skip_train ? "no iteration (--skip-train; --train-iters " + std::to_string(c.train_iters) + ")"
                               : std::to_string(c.train_iters) + " iterations")
         << ", "
-        << c.optimizer.name
+        // --optimizer dist_muon runs as muon: Megatron's finalize_optimizer_config renames it after its deprecation
+        // warning (the optimizer it builds is muon, on the layer-wise path).
+        << (c.args.optimizer == arg::Optimizer::dist_muon ? std::string("muon (the deprecated --optimizer dist_muon)")
+                                                          : std::string(c.optimizer.name))
         << (c.args.use_precision_aware_optimizer
                 ? std::string(" (precision-aware: ") + optim::dtype_name(b.exp_avg_dtype) + " exp_avg, " +
                       optim::dtype_name(b.exp_avg_sq_dtype) + " exp_avg_sq" +

@@ -149,9 +149,9 @@ TEST_CASE("megatron-run's own closed-set options list their choices when refusin
                               "'bash-completion', 'zsh-completion', 'fish-completion')"},
       {"rules --format html", "argument --format: invalid choice: 'html' (choose from 'text', 'markdown', 'json')"},
       {"--dry-run --start-method thread --nproc-per-node 1 --config " + kDefault,
-       "argument --start-method: invalid choice: 'thread' (choose from 'spawn', 'fork', 'forkserver')"},
+       "argument --start-method/--start_method: invalid choice: 'thread' (choose from 'spawn', 'fork', 'forkserver')"},
       {"--dry-run --rdzv-backend etcd --nproc-per-node 1 --config " + kDefault,
-       "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not implement (it has "
+       "argument --rdzv-backend/--rdzv_backend: etcd is a torchrun rendezvous backend that megatron-run does not implement (it has "
        "static and c10d); use --rdzv-backend c10d --rdzv-endpoint HOST[:PORT], or launch under torchrun"},
   };
   for (const auto& [args, message] : refused) {
@@ -207,8 +207,39 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
   }
   // A negative number, or a word with a blank, is a value (argparse's reading): refused or taken as one.
   CHECK_THAT(sh("--dry-run --config " + kDefault + " --max-restarts -1").out,
-             Catch::Contains("argument --max-restarts: must be at least 0 (got -1)"));
+             Catch::Contains("argument --max-restarts/--max_restarts: must be at least 0 (got -1)"));
   CHECK_THAT(sh("check --world-size -8 " + kDefault).out, Catch::Contains("argument --world-size: must be at least 1"));
+  // hostile37 #5: a range refusal names both spellings, as the type errors do; a float option reads its value as
+  // Python's float() ('1e400' is inf, then out of range; blanks and '_' between digits taken); a positive duration
+  // below the launcher's millisecond resolution is refused rather than kept and printed as 0 s.
+  for (const auto& [words, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--max_restarts -1", "argument --max-restarts/--max_restarts: must be at least 0 (got -1)"},
+           {"--max-restarts nan", "argument --max-restarts/--max_restarts: invalid int value: 'nan'"},
+           {"--monitor-interval 0", "argument --monitor-interval/--monitor_interval: must be a finite number of "
+                                    "seconds above 0 (got 0), as torchrun requires"},
+           {"--monitor-interval 1e400", "argument --monitor-interval/--monitor_interval: must be a finite number of "
+                                        "seconds above 0 (got inf)"},
+           {"--term-timeout 1e400", "argument --term-timeout: must be a number of seconds from 0 to 86400 (got inf)"},
+           {"--term-timeout nan", "argument --term-timeout: must be a number of seconds from 0 to 86400 (got nan)"},
+           {"--term-timeout 0.0001", "argument --term-timeout: 0.0001 s is below a millisecond, the resolution of "
+                                     "megatron-run's timers: give 0 or at least 0.001"},
+           {"--term-timeout x1", "argument --term-timeout: invalid float value: 'x1'"},
+           {"--shutdown_timeout 1e400", "argument --shutdown-timeout/--shutdown_timeout: must be a number of seconds "
+                                        "from 0 to 86400 (got inf)"},
+           {"--heartbeat-timeout 0.0000001", "argument --heartbeat-timeout: 1e-07 s is below a millisecond, the "
+                                             "resolution of megatron-run's timers: give at least 0.001"},
+           {"--heartbeat-timeout=-inf", "argument --heartbeat-timeout: must be a number of seconds above 0, at most "
+                                        "86400 (got -inf)"},
+           {"--join-timeout 1e400", "argument --join-timeout: must be a number of seconds above 0, at most 86400 "
+                                    "(got inf)"}}) {
+    INFO(words);
+    auto r = sh("--dry-run --config " + kDefault + " --nproc-per-node 1 " + words);
+    CHECK(r.exit == 2);
+    CHECK_THAT(r.out, Catch::Contains(message));
+  }
+  // Python's float() spellings are values: ' 2.5 ', '1_0', 'Infinity' (refused by the range only).
+  CHECK(sh("--dry-run --config " + kDefault + " --nproc-per-node 1 --term-timeout ' 2.5 ' --join-timeout 1_0").exit == 0);
+  CHECK(sh("--dry-run --config " + kDefault + " --nproc-per-node 1 --term-timeout 0.001 --heartbeat-timeout 2").exit == 0);
   CHECK(sh("--dry-run --config " + kDefault + " --rdzv-id '-x y'").exit == 0);
   // A value given to a switch, a value Boost cannot convert, a word no option takes.
   auto quiet = sh("check --quiet=yes " + kDefault);
@@ -339,7 +370,7 @@ TEST_CASE("every occurrence of megatron-run's option is checked, not only the on
   // Alone, each of these values is refused; given before a valid one, it is refused the same way (exit 2).
   auto alone = sh("--dry-run --nproc-per-node abc --config " + kDefault);
   REQUIRE(alone.exit == 2);
-  const std::string message = "argument --nproc-per-node: invalid value 'abc' (an integer, cpu, gpu or auto)";
+  const std::string message = "argument --nproc-per-node/--nproc_per_node: invalid value 'abc' (an integer, cpu, gpu or auto)";
   CHECK(alone.out.find(message) != std::string::npos);
   for (const char* words : {"--nproc-per-node abc --nproc-per-node 2", "--nproc_per_node abc --nproc-per-node 2",
                                    "--nproc-per-node=abc --nproc_per_node=2", "--nproc_per_node abc --nproc_per_node 2"}) {
@@ -354,7 +385,7 @@ TEST_CASE("every occurrence of megatron-run's option is checked, not only the on
   CHECK(rank.out.find("argument --node-rank/--node_rank: invalid int value: 'x'") != std::string::npos);
   auto numa = sh("--dry-run --numa-binding nodes --numa_binding node --nproc-per-node 1 --config " + kDefault);
   CHECK(numa.exit == 2);
-  CHECK(numa.out.find("argument --numa-binding: invalid choice: 'nodes'") != std::string::npos);
+  CHECK(numa.out.find("argument --numa-binding/--numa_binding: invalid choice: 'nodes'") != std::string::npos);
   auto nnodes = sh("--dry-run --nnodes 1:x --nnodes 1 --config " + kDefault);
   CHECK(nnodes.exit == 2);
   CHECK(nnodes.out.find("--nnodes") != std::string::npos);

@@ -227,10 +227,10 @@ TEST_CASE("launcher options: values no job can have are usage errors, in a dry r
   const std::string cfg = " --config " + std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
   auto zero = mrtest::megatron_run("--dry-run --nproc-per-node 0" + cfg);
   CHECK(zero.exit == 2);
-  CHECK(has(zero, "argument --nproc-per-node: must be at least 1 (got 0)"));
+  CHECK(has(zero, "argument --nproc-per-node/--nproc_per_node: must be at least 1 (got 0)"));
   auto rank = mrtest::megatron_run("--dry-run --nproc-per-node 2 --nnodes 2 --node-rank 5" + cfg);
   CHECK(rank.exit == 2);
-  CHECK(has(rank, "argument --node-rank: must be between 0 and --nnodes - 1 = 1 (got 5)"));
+  CHECK(has(rank, "argument --node-rank/--node_rank: must be between 0 and --nnodes - 1 = 1 (got 5)"));
   auto nodes = mrtest::megatron_run("--dry-run --nproc-per-node 2 --nnodes 0" + cfg);
   CHECK(nodes.exit == 2);
   CHECK(has(nodes, "argument --nnodes"));

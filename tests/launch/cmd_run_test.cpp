@@ -164,7 +164,7 @@ TEST_CASE("the program is looked for before validation; a word like a command ge
 TEST_CASE("a bad value from PET_<NAME> or PYTHON_EXEC names the variable", "[launch][cli][pet]") {
   Proc nproc = sh("PET_NPROC_PER_NODE=x " + kRun + "--no-python /bin/true");
   CHECK(nproc.exit == 2);
-  CHECK(has(nproc.out, "argument --nproc-per-node: invalid value 'x' (an integer, cpu, gpu or auto) (--nproc-per-node "
+  CHECK(has(nproc.out, "argument --nproc-per-node/--nproc_per_node: invalid value 'x' (an integer, cpu, gpu or auto) (--nproc-per-node "
                        "was not given: the value is PET_NPROC_PER_NODE='x', its default from the environment)"));
   Proc backend = sh("PET_RDZV_BACKEND=zookeeper " + kRun + "--no-python /bin/true");
   CHECK(backend.exit == 2);
@@ -188,25 +188,25 @@ TEST_CASE("every refusal a PET_<NAME> value causes names the variable, the integ
     std::string env, refusal, named;
   };
   for (const Case& c : std::vector<Case>{
-           {"PET_MASTER_PORT=99999", "argument --master-port: must be a TCP port, 0 to 65535 (got 99999)",
+           {"PET_MASTER_PORT=99999", "argument --master-port/--master_port: must be a TCP port, 0 to 65535 (got 99999)",
             "(--master-port was not given: the value is PET_MASTER_PORT='99999', its default from the environment)"},
-           {"PET_NODE_RANK=1", "argument --node-rank: must be between 0 and --nnodes - 1 = 0 (got 1)",
+           {"PET_NODE_RANK=1", "argument --node-rank/--node_rank: must be between 0 and --nnodes - 1 = 0 (got 1)",
             "(--node-rank was not given: the value is PET_NODE_RANK='1', its default from the environment)"},
            {"PET_NNODES=0", "argument --nnodes: must be at least 1 (got 0)",
             "(--nnodes was not given: the value is PET_NNODES='0', its default from the environment)"},
-           {"PET_MAX_RESTARTS=-1", "argument --max-restarts: must be at least 0 (got -1)",
+           {"PET_MAX_RESTARTS=-1", "argument --max-restarts/--max_restarts: must be at least 0 (got -1)",
             "(--max-restarts was not given: the value is PET_MAX_RESTARTS='-1', its default from the environment)"},
            {"PET_RDZV_BACKEND=c10d", "argument --rdzv-backend c10d: needs --rdzv-endpoint HOST[:PORT]",
             "(--rdzv-backend was not given: the value is PET_RDZV_BACKEND='c10d', its default from the environment)"},
-           {"PET_SHUTDOWN_TIMEOUT=-1", "argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got -1)",
+           {"PET_SHUTDOWN_TIMEOUT=-1", "argument --shutdown-timeout/--shutdown_timeout: must be a number of seconds from 0 to 86400 (got -1)",
             "(--shutdown-timeout was not given: the value is PET_SHUTDOWN_TIMEOUT='-1', its default from the "
             "environment)"},
            {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=-5",
-            "argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got -5)",
+            "argument --shutdown-timeout/--shutdown_timeout: must be a number of seconds from 0 to 86400 (got -5)",
             "(--shutdown-timeout was not given: the value is TORCH_ELASTIC_SHUTDOWN_TIMEOUT='-5', its default from "
             "the environment)"},
            // Two options weighed together: the one from the environment is named, the one given is not.
-           {"PET_NNODES=2", "argument --node-rank: must be between 0 and --nnodes - 1 = 1 (got 5)",
+           {"PET_NNODES=2", "argument --node-rank/--node_rank: must be between 0 and --nnodes - 1 = 1 (got 5)",
             "(--nnodes was not given: the value is PET_NNODES='2', its default from the environment)"},
        }) {
     Proc p = sh(c.env + " " + run + (c.env == "PET_NNODES=2" ? "--node-rank 5 " : "") + "--no-python /bin/true");
@@ -230,7 +230,7 @@ TEST_CASE("--shutdown-timeout: every negative value refused under its own name, 
     Proc p = sh(kRun + "--nproc-per-node 2 " + opt + " --no-python /bin/true");
     INFO(opt << ": " << p.out);
     CHECK(p.exit == 2);
-    CHECK(has(p.out, "argument --shutdown-timeout: must be a number of seconds from 0 to 86400 (got " +
+    CHECK(has(p.out, "argument --shutdown-timeout/--shutdown_timeout: must be a number of seconds from 0 to 86400 (got " +
                          opt.substr(opt.find_first_of(" =") + 1) + ")"));
     CHECK_FALSE(has(p.out, "--term-timeout"));
     CHECK_FALSE(has(p.out, "was not given"));
@@ -242,11 +242,11 @@ TEST_CASE("--shutdown-timeout: every negative value refused under its own name, 
 TEST_CASE("--rdzv-backend etcd is named as torchrun's backend megatron-run does not implement", "[launch][cli]") {
   Proc etcd = sh(kRun + "--rdzv-backend etcd --no-python /bin/true");
   CHECK(etcd.exit == 2);
-  CHECK(has(etcd.out, "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not "
+  CHECK(has(etcd.out, "argument --rdzv-backend/--rdzv_backend: etcd is a torchrun rendezvous backend that megatron-run does not "
                       "implement (it has static and c10d)"));
   Proc other = sh(kRun + "--rdzv-backend zookeeper --no-python /bin/true");
   CHECK(other.exit == 2);
-  CHECK(has(other.out, "argument --rdzv-backend: invalid choice: 'zookeeper' (choose from 'static', 'c10d')"));
+  CHECK(has(other.out, "argument --rdzv-backend/--rdzv_backend: invalid choice: 'zookeeper' (choose from 'static', 'c10d')"));
 }
 
 // A closed stdout (`>&-`): the launch is refused before any worker starts, as a dry run's output is (its socket to

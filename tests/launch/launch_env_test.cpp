@@ -61,6 +61,18 @@ TEST_CASE("master_port_setting: the advice for a taken port names what picks it 
   LaunchInfo spawned = *launch_info(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
                                           {"MASTER_PORT", "29500"}, {"MR_SPAWNED", "1"}}));
   CHECK(master_port_setting(spawned) == "--master-port");
+  // Its launcher derived the port from SLURM's job (one launcher per node under srun): the workers' advice names
+  // the derivation and MASTER_PORT, as the launcher's own message does; an enclosing job's value is not read by
+  // a process no spawner of ours started.
+  const std::string derived = "20000 + 2 x ((SLURM_JOB_ID 9777 x 97 + SLURM_STEP_ID 0) mod 4500), since MASTER_PORT is unset";
+  LaunchInfo slurm_worker = *launch_info(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                                               {"MASTER_PORT", "26738"}, {"MR_SPAWNED", "1"}, {"MR_SPAWNER", "1"},
+                                               {"MR_MASTER_PORT_FROM", derived}}));
+  CHECK(slurm_worker.master_port_from == derived);
+  CHECK(master_port_setting(slurm_worker) == "MASTER_PORT (or --master-port)");
+  CHECK(launch_info(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "26738"},
+                          {"MR_MASTER_PORT_FROM", derived}}))
+            ->master_port_from.empty());
   LaunchInfo torchrun = *launch_info(with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
                                            {"MASTER_PORT", "29500"}}));
   CHECK(master_port_setting(torchrun) == "torchrun's --master-port, or MASTER_PORT");

@@ -343,7 +343,7 @@ TEST_CASE("torchrun's options: both spellings, PET_* defaults, and a clear refus
   CHECK_FALSE(has_text(help.out, "completion for megatron-run"));
   Proc tcsh = sh(kBin + " --print_completion tcsh");
   CHECK(tcsh.exit == 2);
-  CHECK(has_text(tcsh.out, "argument --print-completion: megatron-run has no tcsh completion script"));
+  CHECK(has_text(tcsh.out, "argument --print-completion/--print_completion: megatron-run has no tcsh completion script"));
   Proc pet = sh("PET_PRINT_COMPLETION=bash " + run + "--nproc-per-node 1 " + kProbe);
   REQUIRE(pet.exit == 0);
   CHECK(has_text(pet.out, "{\"env\""));
@@ -815,7 +815,7 @@ TEST_CASE("--log-dir /dev/null: torchrun's no log files; --monitor-interval abov
     Proc b = sh(run + "--monitor-interval " + bad + " " + kProbe);
     INFO(bad << ": " << b.out);
     CHECK(b.exit == 2);
-    CHECK(has_text(b.out, "argument --monitor-interval: must be a number of seconds above 0"));
+    CHECK(has_text(b.out, "argument --monitor-interval/--monitor_interval: must be a finite number of seconds above 0"));
     CHECK(probe_lines(b.out).empty());
   }
   Proc ok = sh(run + "--monitor_interval 0.5 " + kProbe);
@@ -832,7 +832,7 @@ TEST_CASE("PET_MONITOR_INTERVAL is --monitor-interval's default (checked, named 
     Proc b = sh("PET_MONITOR_INTERVAL='" + std::string(bad) + "' " + run + kProbe);
     INFO(bad << ": " << b.out);
     CHECK(b.exit == 2);
-    CHECK(has_text(b.out, "argument --monitor-interval: must be a number of seconds above 0"));
+    CHECK(has_text(b.out, "argument --monitor-interval/--monitor_interval: must be a finite number of seconds above 0"));
     CHECK(has_text(b.out, "(--monitor-interval was not given: the value is PET_MONITOR_INTERVAL='" + std::string(bad) +
                               "', its default from the environment)"));
     CHECK(probe_lines(b.out).empty());

@@ -171,6 +171,38 @@ TEST_CASE("static rendezvous: megatron-run's own worker across two launchers (--
   CHECK(has(r.nodes[1].out, "[rank 1] self-check passed (gloo"));
 }
 
+TEST_CASE("two nodes sharing one --log-dir: each node's attempt directory says which node wrote it (node.json)",
+          "[launch][multinode][process][log-dir]") {
+  // ops37 #11: both run directories were <run id>_<unique>/attempt_0/0, nothing naming the node.
+  const fs::path logs = fs::temp_directory_path() / ("mr-shared-logs-" + std::to_string(getpid()));
+  fs::remove_all(logs);
+  const int mp = free_port(), lp = free_port();
+  const std::string prog = "--rdzv-id shared --log-dir '" + logs.string() + "' -t 3 --no-python /bin/true";
+  Nodes r = run_nodes({static_node(0, mp, lp, "20", 2) + prog, static_node(1, mp, lp, "20", 2) + prog});
+  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+  REQUIRE(r.nodes[0].exit == 0);
+  REQUIRE(r.nodes[1].exit == 0);
+  std::set<std::string> records;
+  size_t runs = 0;
+  for (const auto& run : fs::directory_iterator(logs)) {
+    ++runs;
+    CHECK(run.path().filename().string().rfind("shared_", 0) == 0);  // torchrun's layout kept
+    CHECK(fs::is_directory(run.path() / "attempt_0" / "0"));
+    CHECK(fs::is_directory(run.path() / "attempt_0" / "1"));
+    records.insert(slurp(run.path() / "attempt_0" / "node.json"));
+  }
+  CHECK(runs == 2);
+  std::string both;
+  for (const std::string& rec : records) both += rec;
+  INFO(both);
+  CHECK(records.size() == 2);
+  for (int n : {0, 1})
+    CHECK(has(both, "{\"host\": \"" + kHost + "\", \"node_rank\": " + std::to_string(n) +
+                        ", \"nnodes\": 2, \"ranks\": [" + std::to_string(2 * n) + ", " + std::to_string(2 * n + 1) +
+                        "], \"local_world_size\": 2, \"restart_count\": 0, \"run_id\": \"shared\", \"launcher_pid\": "));
+  fs::remove_all(logs);
+}
+
 TEST_CASE("c10d rendezvous: node ranks in the order the launchers reach the store, the master chosen by node 0",
           "[launch][multinode][process]") {
   const int sp = free_port();
@@ -473,8 +505,8 @@ TEST_CASE("a node with a usage error (an unknown Megatron flag) prints it, then 
   INFO(l.nodes[0].out << "\n---- node 1:\n" << l.nodes[1].out);
   CHECK(l.nodes[1].exit == 2);
   CHECK(l.nodes[0].exit == 1);
-  CHECK(has(l.nodes[1].out, "argument --max-restarts: must be at least 0"));
-  CHECK(has(l.nodes[0].out, "refused to start: argument --max-restarts: must be at least 0"));
+  CHECK(has(l.nodes[1].out, "argument --max-restarts/--max_restarts: must be at least 0"));
+  CHECK(has(l.nodes[0].out, "refused to start: argument --max-restarts/--max_restarts: must be at least 0"));
   CHECK(l.seconds < 20);
 }
 
@@ -1052,16 +1084,16 @@ TEST_CASE("multi-node options that cannot work are refused", "[launch][multinode
   const std::pair<std::string, std::string> refused[] = {
       {"--nnodes 2 --rdzv-backend c10d --nproc-per-node 1", "--rdzv-backend c10d: needs --rdzv-endpoint"},
       {"--nnodes 2 --rdzv-backend etcd --nproc-per-node 1",
-       "argument --rdzv-backend: etcd is a torchrun rendezvous backend that megatron-run does not implement"},
-      {"--nnodes 2 --rdzv-backend zk --nproc-per-node 1", "argument --rdzv-backend: invalid choice: 'zk' (choose from 'static', 'c10d')"},
+       "argument --rdzv-backend/--rdzv_backend: etcd is a torchrun rendezvous backend that megatron-run does not implement"},
+      {"--nnodes 2 --rdzv-backend zk --nproc-per-node 1", "argument --rdzv-backend/--rdzv_backend: invalid choice: 'zk' (choose from 'static', 'c10d')"},
       {"--nnodes 2 --master-port 29500 --launcher-port 29500 --nproc-per-node 1", "argument --launcher-port"},
       {"--nnodes 1:4 --nproc-per-node 1",
        "argument --nnodes: an elastic job (1:4) numbers its nodes as they arrive: it needs --rdzv-backend c10d"},
       {"--nnodes two --nproc-per-node 1", "argument --nnodes: invalid value 'two'"},
       {fixed + "--rdzv-conf join_timeout",
-       "argument --rdzv-conf: 'join_timeout' is not KEY1=VALUE1,...,KEYN=VALUEN (no value for 'join_timeout')"},
+       "argument --rdzv-conf/--rdzv_conf: 'join_timeout' is not KEY1=VALUE1,...,KEYN=VALUEN (no value for 'join_timeout')"},
       {fixed + "--rdzv-conf join_timeout=6 --join-timeout 5",
-       "argument --rdzv-conf: join_timeout=6 and --join-timeout 5 disagree"},
+       "argument --rdzv-conf/--rdzv_conf: join_timeout=6 and --join-timeout 5 disagree"},
       {fixed + "--rdzv-conf is_host=maybe", "is_host='maybe' is not a boolean"}};
   for (const auto& [args, message] : refused) {
     mrtest::Proc p = mrtest::run_shell(kBin + " --config " + kConfig + " " + args + " --no-python /bin/true 2>&1");
@@ -1098,18 +1130,18 @@ TEST_CASE("--rdzv-endpoint and --master-addr with IPv6 addresses: malformed ones
   const std::string c10d = "--nnodes 2 --rdzv-backend c10d --nproc-per-node 1 --rdzv-endpoint ";
   const std::string fixed = "--nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-endpoint ";
   const std::pair<std::string, std::string> bad[] = {
-      {c10d + "'[::1'", "argument --rdzv-endpoint: '[::1' is not HOST[:PORT] or [IPV6]:PORT: the '[' of an IPv6 "
+      {c10d + "'[::1'", "argument --rdzv-endpoint/--rdzv_endpoint: '[::1' is not HOST[:PORT] or [IPV6]:PORT: the '[' of an IPv6 "
                         "address is not closed with ']'"},
-      {c10d + "'[::1]x'", "argument --rdzv-endpoint: '[::1]x' is not HOST[:PORT] or [IPV6]:PORT: after the ']' of "
+      {c10d + "'[::1]x'", "argument --rdzv-endpoint/--rdzv_endpoint: '[::1]x' is not HOST[:PORT] or [IPV6]:PORT: after the ']' of "
                           "an IPv6 address comes ':PORT' or nothing"},
-      {c10d + "'[::1]:0'", "argument --rdzv-endpoint: '[::1]:0': the launchers' store needs a port of 1 to 65535"},
+      {c10d + "'[::1]:0'", "argument --rdzv-endpoint/--rdzv_endpoint: '[::1]:0': the launchers' store needs a port of 1 to 65535"},
       {c10d + "'[node0]:29400'", "'node0' in brackets is not an IPv6 address"},
       {c10d + "fd00::2:29400", "(an IPv6 address with a port is written [ADDRESS]:PORT)"},
-      {fixed + "'[::1'", "argument --rdzv-endpoint: '[::1' is not HOST[:PORT]"},
-      {fixed + "'[::1]x'", "argument --rdzv-endpoint: '[::1]x' is not HOST[:PORT]"},
+      {fixed + "'[::1'", "argument --rdzv-endpoint/--rdzv_endpoint: '[::1' is not HOST[:PORT]"},
+      {fixed + "'[::1]x'", "argument --rdzv-endpoint/--rdzv_endpoint: '[::1]x' is not HOST[:PORT]"},
       {fixed + "'[::1]:99999'", "the port 99999 is above 65535"},
       {"--nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr '[::1'",
-       "argument --master-addr: the '[' of an IPv6 address is not closed with ']'"}};
+       "argument --master-addr/--master_addr: the '[' of an IPv6 address is not closed with ']'"}};
   for (const auto& [args, message] : bad) {
     mrtest::Proc p = run(args);
     INFO(args << "\n" << p.out);

@@ -165,7 +165,7 @@ TEST_CASE("--numa-binding: the launcher starts each worker on its GPU's CPUs", "
   // A bad choice is a usage error; a machine that cannot say fails before any worker starts.
   Proc bad = sh(env + kRun + "--numa-binding nodes " + job.substr(kRun.size()));
   CHECK(bad.exit == 2);
-  CHECK(has(bad.out, "argument --numa-binding: invalid choice: 'nodes' (choose from 'node', 'socket', 'exclusive', "
+  CHECK(has(bad.out, "argument --numa-binding/--numa_binding: invalid choice: 'nodes' (choose from 'node', 'socket', 'exclusive', "
                      "'core-complex')"));
   Proc three = sh(env + kRun + "--numa-binding node --nproc-per-node 4 --no-python -- true");
   INFO(three.out);

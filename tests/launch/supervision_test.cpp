@@ -155,11 +155,11 @@ TEST_CASE("--log-dir with --redirects, --tee and --local-ranks-filter: torchrun'
   Proc in_job = sh("RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 " + kRun +
                    "--max-restarts 1 " + kProbe);
   CHECK(in_job.exit == 2);
-  CHECK(has(in_job.out, "argument --max-restarts: acts on the workers megatron-run starts"));
+  CHECK(has(in_job.out, "argument --max-restarts/--max_restarts: acts on the workers megatron-run starts"));
   Proc numa = sh("RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 " + kRun +
                  "--numa-binding node " + kProbe);
   CHECK(numa.exit == 2);
-  CHECK(has(numa.out, "argument --numa-binding: acts on the workers megatron-run starts"));
+  CHECK(has(numa.out, "argument --numa-binding/--numa_binding: acts on the workers megatron-run starts"));
 }
 
 TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the grace period",

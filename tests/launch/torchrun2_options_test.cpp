@@ -89,7 +89,7 @@ TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and each worker's own GPU only", "
   Proc f = probe(2, "--virtual_local_rank ", "CUDA_VISIBLE_DEVICES=3 ");
   INFO(f.out);
   CHECK(f.exit == 2);
-  CHECK(has(f.out, "argument --virtual-local-rank: local rank 1 has no GPU of its own in CUDA_VISIBLE_DEVICES=3 "
+  CHECK(has(f.out, "argument --virtual-local-rank/--virtual_local_rank: local rank 1 has no GPU of its own in CUDA_VISIBLE_DEVICES=3 "
                    "(1 listed)"));
   CHECK_FALSE(has(f.out, "{\"env\""));
 }
@@ -114,7 +114,7 @@ TEST_CASE("--master-addr on one node must be this machine: refused at once, not 
     Proc r = probe(1, std::string("--master-addr ") + addr + " ");  // exited at once: no hang
     INFO(r.out);
     CHECK(r.exit == 2);
-    CHECK(has(r.out, "error[input.address-not-this-machine]: argument --master-addr: "));
+    CHECK(has(r.out, "error[input.address-not-this-machine]: argument --master-addr/--master_addr: "));
     CHECK(has(r.out, "a one-node job's master (rank 0's store) is this machine"));
   }
 }
@@ -125,7 +125,7 @@ TEST_CASE("--local-addr on one node is its master: one that is not this machine 
     Proc r = probe(1, std::string("--local-addr ") + addr + " ");  // exited at once: no hang
     INFO(r.out);
     CHECK(r.exit == 2);
-    CHECK(has(r.out, "error[input.address-not-this-machine]: argument --local-addr: '" + std::string(addr) + "' "));
+    CHECK(has(r.out, "error[input.address-not-this-machine]: argument --local-addr/--local_addr: '" + std::string(addr) + "' "));
     CHECK(has(r.out, "leave --local-addr out, or give one of its addresses"));
     CHECK_FALSE(has(r.out, "\"MASTER_ADDR\""));  // no worker started
   }
@@ -135,7 +135,7 @@ TEST_CASE("--local-addr on one node is its master: one that is not this machine 
                  "--nproc-per-node 1 --local-addr 192.0.2.1 " + kProbe);
   INFO(c10d.out);
   CHECK(c10d.exit == 2);
-  CHECK(has(c10d.out, "error[input.address-not-this-machine]: argument --local-addr: '192.0.2.1' is not an address "
+  CHECK(has(c10d.out, "error[input.address-not-this-machine]: argument --local-addr/--local_addr: '192.0.2.1' is not an address "
                       "of this machine; under c10d the launcher that becomes a round's node 0"));
   CHECK_FALSE(has(c10d.out, "launchers' store"));  // it did not try to join
   // One of this machine's addresses is taken (localhost: the case above this one).
@@ -190,7 +190,7 @@ TEST_CASE("--logs-specs: torch's own `default` is the --log-dir layout; another 
     Proc r = sh(kRun + "--nproc-per-node 1 " + opt + " --no-append-args --no-python echo started");
     INFO(opt << ": " << r.out);
     CHECK(r.exit == 2);
-    CHECK(has(r.out, "argument --logs-specs: 'mine' is not a LogsSpecs megatron-run has"));
+    CHECK(has(r.out, "argument --logs-specs/--logs_specs: 'mine' is not a LogsSpecs megatron-run has"));
     CHECK(has(r.out, "only torch's own, 'default'"));
     CHECK(!has(r.out, "started"));
   }

@@ -173,6 +173,14 @@ TEST_CASE("DP=2 x TP=2 with the distributed optimizer and bf16: replicas stay id
   REQUIRE(m.exit_code() == 0);
   CHECK_THAT(m.out(), Catch::Contains("muon, fp32, layer-wise distributed optimizer, on the cpu backend"));
   CHECK_THAT(m.out(), Catch::Contains("(layer-wise distributed optimizer shard)"));
+  // --optimizer dist_muon: after its deprecation warning Megatron builds muon (finalize_optimizer_config renames it),
+  // on the layer-wise path; the start line names muon (review worker37 #2: it said dist_muon).
+  mrtest::Proc d = spawn(2, {"--optimizer", "dist_muon", "--train-iters", "4"}, dir, "dist_muon");
+  INFO(d.out() << d.err());
+  REQUIRE(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("iterations, muon (the deprecated --optimizer dist_muon), fp32, layer-wise "
+                                      "distributed optimizer, on the cpu backend"));
+  CHECK_THAT(d.out() + d.err(), Catch::Contains("optimizer.dist-muon-deprecated"));
 }
 
 TEST_CASE("the final line's grad norm is the last step's taken, not a skipped iteration's NaN", "[run][train]") {
