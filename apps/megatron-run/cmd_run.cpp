@@ -594,18 +594,34 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // (its own format) alike; one it cannot read (a Megatron checkpoint: PyTorch files) leaves the values given, and
   // what validation refuses then is said as warnings (`unreadable_checkpoint`), since the program's own
   // validation runs on the checkpoint's values.
+  // A dry run (and --explain) does what the launch would with the checkpoint that is there now; one it cannot read,
+  // or none yet (the launch reads the one there then), leaves the values given, and what validation refuses of the
+  // model's shape is said as warnings, as for a user's program.
   std::string unreadable_checkpoint;
   const bool programs_checkpoint = launching && program.named();
-  if (trains || programs_checkpoint) {
-    inv.after_parse = [quiet, trains, &unreadable_checkpoint](Parsed& p, std::vector<Diagnostic>& ds) {
+  const bool vets = !launching && !parse_only;
+  if (trains || programs_checkpoint || vets) {
+    const bool program_run = program.named();
+    inv.after_parse = [quiet, program_run, vets, &unreadable_checkpoint](Parsed& p, std::vector<Diagnostic>& ds) {
       try {
-        for (const run::CheckpointArgsResult& r : run::apply_checkpoint_args(p.ns))
+        std::string none_yet;
+        bool read = false;
+        for (const run::CheckpointArgsResult& r : run::apply_checkpoint_args(p.ns)) {
+          if (vets && r.file.empty()) {  // none yet: the launch takes the one there then
+            none_yet = "no checkpoint under " + r.flag + " " + r.dir + " now: " + r.missing_tracker + " is not there";
+            continue;
+          }
+          read = read || !r.file.empty();
           if (!quiet)
             ds.push_back({Diagnostic::Level::Warning, kUseCheckpointArgsRule.id, run::checkpoint_args_notice(r),
                           {"--use-checkpoint-args", r.flag}, {}, kStageInit});
+        }
+        if (!read) unreadable_checkpoint = none_yet;  // (--pretrained-checkpoint's read, --load's none yet: read)
       } catch (const run::CheckpointError& e) {
         const std::string m = without_rule_id(e.what());
-        if (!trains && e.foreign) {  // the program's checkpoint, not megatron-run's (one of ours damaged: an error)
+        // The program's checkpoint, not megatron-run's (one of ours damaged: an error); in a dry run also none
+        // yet with --exit-on-missing-checkpoint (the launch refuses it if there is still none then).
+        if ((program_run && e.foreign) || (vets && e.id == run::kCkptMissing.id)) {
           unreadable_checkpoint = m;
           return;
         }
@@ -715,15 +731,22 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     return d.level != Diagnostic::Level::Error || d.rule.rfind("model-shape.", 0) == 0 ||
            d.rule.rfind("seq-length.", 0) == 0;
   };
+  // Who replaces the model's shape with the checkpoint's: the user's program (its own validation), or, in a dry
+  // run of megatron-run's own training run, the launch (before its validation).
+  const std::string replacer = program.named() ? echo_word(program.words.front()) + " replaces the model's shape with "
+                                                 "the checkpoint's before its own validation"
+                                               : "the launch replaces the model's shape with the checkpoint's there "
+                                                 "before it validates";
   if (!failed.empty() && !unreadable_checkpoint.empty() && !launch_opts.elastic() &&
       std::all_of(failed.begin(), failed.end(), from_checkpoint)) {
     said_unreadable = true;
     // The program validates the checkpoint's model arguments, which megatron-run could not read: what it refuses
-    // of the values given is said, and the program decides (docs/checkpoints.md).
+    // of the values given is said, and the program decides (docs/checkpoints.md). A dry run: the launch reads the
+    // checkpoint then.
     if (!quiet) {
-      print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") + "megatron-run cannot read the "
-                               "checkpoint's arguments (" + unreadable_checkpoint + "); " + echo_word(program.words.front()) +
-                               " replaces the model's shape with the checkpoint's before its own validation, so "
+      print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") +
+                               (vets ? "this dry run" : "megatron-run") + " cannot read the "
+                               "checkpoint's arguments (" + unreadable_checkpoint + "); " + replacer + ", so "
                                "what megatron-run refuses of the shape given is only said (and its checks after "
                                "the model's shape did not run):");
       for (const Diagnostic& d : failed) {
@@ -799,12 +822,15 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   // (The namespace, not the typed view: a --yaml-cfg file's namespace has no typed view, and may lack the key.)
   const std::string uca(dest_of(ArgId::use_checkpoint_args));
-  if (launching && program.named() && !quiet && ns.has(uca) && ns[uca].truthy() && !unreadable_checkpoint.empty() &&
+  if ((programs_checkpoint || vets) && !quiet && ns.has(uca) && ns[uca].truthy() && !unreadable_checkpoint.empty() &&
       !said_unreadable)
-    print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") + "megatron-run validated the "
-                             "values given, not the checkpoint's, which it cannot read (" + unreadable_checkpoint +
-                             "); " + echo_word(program.words.front()) + " replaces the model's arguments with the "
-                             "checkpoint's itself, before its own validation");
+    print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") +
+                             (vets ? "this dry run" : "megatron-run") + " validated the values given, not the "
+                             "checkpoint's, which it cannot read (" + unreadable_checkpoint + "); " +
+                             (program.named() ? echo_word(program.words.front()) + " replaces the model's arguments "
+                                                "with the checkpoint's itself, before its own validation"
+                                              : std::string("the launch replaces the model's arguments with the "
+                                                            "checkpoint's there, before it validates")));
   if (!dry_run && !json_check) {
     tells_nodes = false;
     // A launch whose stdout was closed (`>&-`) would lose every line the workers print, and a job that exits 0

@@ -520,20 +520,21 @@ struct LoadSteps {
                                                             " samples consumed as saved)")
              : !with_opt ? " (weights only: fresh optimizer state)"
                          : "");
-    // Megatron ignores a checkpoint's RNG state when (TP, PP) changed and keeps --seed; the synthetic data
-    // depends on the seed alone, so the run restores it and continues as the run that saved it. Said only where
-    // the checkpoint's seed is not --seed (the same seed: nothing differs from Megatron's run).
+    // Another (TP, PP) than the checkpoint's: Megatron's torch_dist load ignores the RNG state and says so; its
+    // generators stay as --seed set them. So does the run (resume_args: the synthetic data's generator is keyed by
+    // the seed): said with Megatron's words, and what the run continues with.
     const Value* st = field_of(m.layout, "tp");
     const Value* sp = field_of(m.layout, "pp");
     const bool no_rng = saved_without_rng(m.args);
-    if (loads_rng(a, *found) && !no_rng && st && sp && st->is_int() && sp->is_int() &&
-        (st->as_int() != c_.tp.size() || sp->as_int() != c_.pp.size()) &&
-        static_cast<int64_t>(m.seed) != given_seed_)
-      line << "\n" << prefix_ << "notice: (TP, PP) = (" << c_.tp.size() << ", " << c_.pp.size()
-           << ") here and (" << st->as_int() << ", " << sp->as_int()
-           << ") in the checkpoint: Megatron would ignore the checkpoint's RNG state and keep --seed "
-           << given_seed_ << "; megatron-run restores the checkpoint's seed " << m.seed
-           << ", so the run continues as the one that saved it (--no-load-rng keeps --seed)";
+    if (loads_rng(a, *found) && !no_rng && !same_tp_pp(m.layout, a))
+      line << "\n" << prefix_ << "notice: (TP, PP) mismatch after resume ((" << c_.tp.size() << ", " << c_.pp.size()
+           << ") vs (" << (st && st->is_int() ? st->as_int() : 1) << ", " << (sp && sp->is_int() ? sp->as_int() : 1)
+           << ") from checkpoint): RNG state will be ignored, as Megatron's load ignores it: this run keeps --seed "
+           << given_seed_
+           << (static_cast<int64_t>(m.seed) != given_seed_
+                   ? " (not the seed " + std::to_string(m.seed) + " of the run that saved it: the data differs from "
+                     "an uninterrupted run's; --seed " + std::to_string(m.seed) + " continues it)"
+                   : std::string());
     // A --no-save-rng checkpoint holds no RNG state: Megatron ignores it then (its torch_dist load) and keeps
     // --seed, as the run does (resume_args).
     if (loads_rng(a, *found) && no_rng)

@@ -3,6 +3,7 @@
 // the seed a resume continues with.
 #include "run/checkpoint_resume_args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -38,6 +39,15 @@ const HyperField kGroupHyper[] = {
 };
 
 }  // namespace
+
+bool same_tp_pp(const Value& layout, const Args& a) {
+  const Value* tp = field_of(layout, "tp");
+  const Value* pp = field_of(layout, "pp");
+  // Megatron's default when the checkpoint's arguments lack them: 1 each.
+  const int64_t ctp = tp && tp->is_int() ? tp->as_int() : 1, cpp = pp && pp->is_int() ? pp->as_int() : 1;
+  return ctp == std::max<int64_t>(1, a.tensor_model_parallel_size) &&
+         cpp == std::max<int64_t>(1, a.pipeline_model_parallel_size);
+}
 
 const Value* field_of(const Value& o, const char* k) {
   if (!o.is_object()) return nullptr;
@@ -111,6 +121,10 @@ Args resume_args(const Args& args) {
   // Saved with --no-save-rng: no RNG state to restore (Megatron's load keeps the run's own; the Checkpointer's
   // load says so, checkpoint.no-rng-state).
   if (saved_without_rng(m.args)) return out;
+  // Another (TP, PP) than the checkpoint's: Megatron's torch_dist load ignores its RNG state ("(TP, PP) mismatch
+  // after resume ...: RNG state will be ignored"), and the generators stay as --seed set them; so does the run.
+  // (With --ckpt-format torch such a load is refused: checkpoint.args-mismatch.)
+  if (!same_tp_pp(m.layout, args)) return out;
   out.seed = static_cast<int64_t>(m.seed);
   return out;
 }

@@ -14,8 +14,14 @@
 namespace mr::run {
 
 // The arguments the run uses: `args`, with --seed replaced by the checkpoint's when --load restores its RNG state
-// (the synthetic data's generator is keyed by the seed).
+// (the synthetic data's generator is keyed by the seed): not with --finetune, --no-load-rng, a fine-tune or release
+// checkpoint, one saved with --no-save-rng, nor under another (TP, PP) than the checkpoint's, where Megatron's
+// load ignores the RNG state and keeps --seed.
 Args resume_args(const Args& args);
+
+// Whether a checkpoint's "layout" has this run's TP and PP sizes (Megatron's ckpt_tp_pp == run_tp_pp; a size the
+// layout lacks counts as 1, as Megatron's default for checkpoint arguments without it).
+bool same_tp_pp(const Value& layout, const Args& a);
 
 // The member `k` of the JSON object `o` (a checkpoint's saved arguments, layout, scheduler, scaler); none when `o`
 // is no object or has no such member.

@@ -233,6 +233,38 @@ TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given va
                           Catch::Contains("iteration        3/"));
   CHECK_THAT(a.err(), !Catch::Contains("checkpoint.model-mismatch"));
 
+  // A dry run of the same job takes the checkpoint's model as the launch does (review ckpt37 #4); where there is no
+  // checkpoint (yet), what validation refuses of the model's shape is only said: the launch reads the one there then.
+  auto dry = [&](std::vector<std::string> extra, const std::string& tag) {
+    std::vector<std::string> argv = {mrtest::megatron_run(), "--config", cfg, "--train-iters", "3",
+                                     "--override-opt-param-scheduler", "--dry-run"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::vector<mrtest::Proc> p = {mrtest::start(argv, {}, dir, tag)};
+    mrtest::wait_all(p, std::chrono::seconds(60));
+    return p[0];
+  };
+  mrtest::Proc da = dry({"--use-checkpoint-args", "--load", ck}, "dry-use");
+  INFO(da.out() << da.err());
+  CHECK(da.exit_code() == 0);
+  CHECK_THAT(da.err(), Catch::Contains("warning[checkpoint.use-checkpoint-args]") &&
+                           Catch::Contains("num_layers None -> 3") && !Catch::Contains("model-shape."));
+  const size_t at = da.out().find("\n  num_layers .");
+  REQUIRE(at != std::string::npos);
+  const std::string line = da.out().substr(at + 1, da.out().find('\n', at + 1) - at - 1);
+  CHECK_THAT(line, Catch::EndsWith(" 3"));
+  mrtest::Proc dn = dry({"--use-checkpoint-args", "--load", dir / "none"}, "dry-none");
+  INFO(dn.out() << dn.err());
+  CHECK(dn.exit_code() == 0);
+  CHECK_THAT(dn.err(), Catch::Contains("--use-checkpoint-args: this dry run cannot read the checkpoint's arguments "
+                                       "(no checkpoint under --load " + std::string(dir / "none") + " now:") &&
+                           Catch::Contains("the launch replaces the model's shape with the checkpoint's there") &&
+                           Catch::Contains("warning[model-shape.num-layers-missing]"));
+  // Without --use-checkpoint-args: refused.
+  mrtest::Proc dw = dry({"--load", ck}, "dry-without");
+  INFO(dw.out() << dw.err());
+  CHECK(dw.exit_code() == 1);
+  CHECK_THAT(dw.err(), Catch::Contains("error[model-shape.num-layers-missing]"));
+
   // Values given on the command line are not replaced (Megatron's _set_arg without force): the checkpoint's model
   // is then refused as before; the forced ones (swiglu) are replaced all the same.
   mrtest::Proc b = job({"--num-layers", "2", "--hidden-size", "256", "--use-checkpoint-args", "--load", ck}, "given");

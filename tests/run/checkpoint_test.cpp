@@ -359,7 +359,8 @@ namespace {
 // The run that never stopped (layout `from`, 6 iterations, saves at 3 and 6) against one resumed from its
 // iteration 3 under layout `to`: the same model checksum (layout-independent), last loss and grad norm, and the
 // same unsharded state at 6, element by element (the synthetic run is layout-invariant: docs/run.md).
-// The first run takes --seed `seed`; the resumed one gives none (Megatron's default 1234).
+// Both runs take --seed `seed`: under another (TP, PP) the resumed run keeps its --seed, as Megatron's load
+// (which ignores the checkpoint's RNG state then), and continues the uninterrupted run only with the same seed.
 void check_reshard_resume(const Job& from, const Job& to, const std::string& tag, const std::string& seed = "1234") {
   mrtest::TempDir dir;
   const std::string a = dir / "a", b = dir / "b";
@@ -370,22 +371,23 @@ void check_reshard_resume(const Job& from, const Job& to, const std::string& tag
   REQUIRE(p.exit_code() == 0);
   mrtest::Proc q = spawn(
       to.ranks,
-      joined(to.flags, {"--train-iters", "6", "--save-interval", "3", "--load", a, "--ckpt-step", "3", "--save", b}),
+      joined(to.flags, {"--train-iters", "6", "--save-interval", "3", "--load", a, "--ckpt-step", "3", "--save", b,
+                        "--seed", seed}),
       dir, tag + "-resumed");
   INFO(q.out() << q.err());
   REQUIRE(q.exit_code() == 0);
   CHECK_THAT(q.out(), Catch::Contains("at iteration 3") && Catch::Contains("iteration        4/"));
-  // Another (TP, PP) and another seed: the notice that Megatron would not restore the RNG state here and would keep
-  // --seed; the same (TP, PP), or the same seed (nothing differs from Megatron): no notice.
+  // Another (TP, PP): Megatron's notice that the RNG state is ignored, and the seed kept; the same (TP, PP): none.
   const auto flag = [](const Job& j, const std::string& f) {
     auto it = std::find(j.flags.begin(), j.flags.end(), f);
     return it == j.flags.end() ? std::string("1") : *(it + 1);
   };
   const bool moved = flag(from, "--tensor-model-parallel-size") != flag(to, "--tensor-model-parallel-size") ||
                      flag(from, "--pipeline-model-parallel-size") != flag(to, "--pipeline-model-parallel-size");
-  const bool notice = moved && seed != "1234";
-  CHECK(notice == (q.out().find("Megatron would ignore the checkpoint's RNG state") != std::string::npos));
-  if (notice) CHECK_THAT(q.out(), Catch::Contains("keep --seed 1234; megatron-run restores the checkpoint's seed " + seed));
+  CHECK(moved == (q.out().find("from checkpoint): RNG state will be ignored") != std::string::npos));
+  if (moved)
+    CHECK_THAT(q.out(), Catch::Contains("RNG state will be ignored, as Megatron's load ignores it: this run keeps --seed " +
+                                        seed + "\n"));
   static const std::regex last(R"(parameter checksum [^)]*\))");
   std::smatch mp, mq;
   const std::string po = p.out(), qo = q.out();
@@ -411,6 +413,40 @@ TEST_CASE("a run resumed under another layout continues exactly as the run that 
   check_reshard_resume({2, {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope",
                             "--tensor-model-parallel-size", "2"}},
                        {1, {"--hybrid-layer-pattern", "M*-M", "--position-embedding-type", "rope"}}, "mambatp2-1");
+}
+
+// Megatron's load ignores the RNG state under another (TP, PP) ("(TP, PP) mismatch after resume ...: RNG state will
+// be ignored"): the generators stay as --seed set them. A resume without --seed then draws Megatron's default seed's
+// data, not the saved run's (review ckpt37 #10); under the same (TP, PP) the checkpoint's RNG state is restored.
+TEST_CASE("a resume under another (TP, PP) keeps --seed, as Megatron's load ignores the RNG state",
+          "[run][checkpoint][reshard]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc p = spawn(2, {"--tensor-model-parallel-size", "2", "--train-iters", "4", "--save-interval", "2",
+                             "--save", ck, "--seed", "77"},
+                         dir, "tp2-seed77");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  const std::vector<std::string> resume = {"--train-iters", "4", "--load", ck, "--ckpt-step", "2"};
+  // TP=1, no --seed: Megatron's default 1234 is kept, the data is not the saved run's.
+  const std::string m = dir / "m";
+  mrtest::Proc moved = spawn(2, joined(resume, {"--save", m, "--save-interval", "2"}), dir, "tp1-noseed");
+  INFO(moved.out() << moved.err());
+  REQUIRE(moved.exit_code() == 0);
+  CHECK_THAT(moved.out(), Catch::Contains("notice: (TP, PP) mismatch after resume ((1, 1) vs (2, 1) from checkpoint): "
+                                          "RNG state will be ignored, as Megatron's load ignores it: this run keeps "
+                                          "--seed 1234 (not the seed 77 of the run that saved it"));
+  CHECK(!checksum_line(p.out()).empty());
+  CHECK(checksum_line(moved.out()) != checksum_line(p.out()));
+  // The resume's own checkpoint records the seed it ran with.
+  const std::string meta = m + "/iter_0000004/rank_00000.json";
+  CHECK(mr::run::parse_rank_meta(bytes_of(meta), meta).seed == 1234);
+  // TP=2 again, no --seed: the checkpoint's RNG state (its seed 77) is restored, the run continues exactly.
+  mrtest::Proc same = spawn(2, joined(resume, {"--tensor-model-parallel-size", "2"}), dir, "tp2-noseed");
+  INFO(same.out() << same.err());
+  REQUIRE(same.exit_code() == 0);
+  CHECK_THAT(same.out(), !Catch::Contains("RNG state will be ignored"));
+  CHECK(checksum_line(same.out()) == checksum_line(p.out()));
 }
 
 TEST_CASE("Python opens a saved file: names, shapes and values", "[run][checkpoint][python]") {
