@@ -4,6 +4,7 @@
 #include <cctype>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "commands.h"
@@ -361,16 +362,24 @@ std::string with_argparse_names(std::string message, const std::vector<std::stri
       ++end;
     if (end < message.size() && message[end] == ':') candidates.push_back(message.substr(at + 9, end - at - 9));
   }
-  std::vector<std::string> twins;  // "--a-b" of each of them that has both spellings
+  // Each candidate is named as argparse (option_strings) names it: its short option first ("-r/--redirects",
+  // kTorchrunShortOptions), or both spellings of a dashed name ("--a-b/--a_b") when the command has both. The
+  // candidates that may have another option string, as "--a-b" (or "--redirects"): a dashed name, or the long
+  // option of a short one (a set: a refusal may name 100,000 unknown flags).
+  auto has_short = [](const std::string& f) {
+    for (const auto* table : {&kTorchrunShortOptions, &kShortSwitches})
+      for (const auto& entry : *table)
+        if (entry.second == f) return true;
+    return false;
+  };
+  std::set<std::string> named_flags;
   for (const std::string& f : candidates) {
     if (f.rfind("--", 0) != 0 || f.find('=') != std::string::npos) continue;
-    std::string dashed = f, underscored = f.substr(2);
+    std::string dashed = f;
     std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
-    std::replace(underscored.begin(), underscored.end(), '-', '_');
-    if (dashed.substr(2) != underscored && std::find(twins.begin(), twins.end(), dashed) == twins.end())
-      twins.push_back(dashed);
+    if (dashed.find('-', 2) != std::string::npos || has_short(dashed)) named_flags.insert(dashed);
   }
-  if (twins.empty()) return message;
+  if (named_flags.empty()) return message;
   const CompletionSpec spec = completion_spec();
   const CompletionCommand* command = cmd.empty() ? &spec.run : nullptr;
   for (const CompletionCommand& c : spec.commands)
@@ -380,16 +389,27 @@ std::string with_argparse_names(std::string message, const std::vector<std::stri
     return std::any_of(command->options.begin(), command->options.end(),
                        [&](const CompletionOption& o) { return o.flag == flag; });
   };
-  for (const std::string& dashed : twins) {
+  for (const std::string& dashed : named_flags) {
     std::string underscored = dashed;
     std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
-    if (!has(dashed) || !has(underscored)) continue;
-    const std::string both = "argument " + dashed + "/" + underscored + ":";
-    if (message.find(both) != std::string::npos) continue;
-    for (const std::string& one : {dashed, underscored}) {
+    std::vector<std::string> spellings;  // as the message may name it
+    std::string full;                    // as argparse names it
+    if (dashed != underscored && has(dashed) && has(underscored)) {
+      spellings = {dashed, underscored};
+      full = dashed + "/" + underscored;
+    } else if (has(dashed)) {
+      for (const auto* table : {&kTorchrunShortOptions, &kShortSwitches})
+        for (const auto& [short_name, long_name] : *table)
+          if (long_name == dashed && (table == &kShortSwitches ? dashed == "--help" || cmd.empty() : cmd.empty())) {
+            spellings = {dashed};
+            full = short_name + "/" + dashed;
+          }
+    }
+    if (full.empty() || message.find("argument " + full + ":") != std::string::npos) continue;
+    for (const std::string& one : spellings) {
       const std::string named = "argument " + one + ":";
       if (const size_t at = message.find(named); at != std::string::npos) {
-        message.replace(at, named.size(), both);
+        message.replace(at, named.size(), "argument " + full + ":");
         break;
       }
     }

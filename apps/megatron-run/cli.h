@@ -133,9 +133,10 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
 // one of the command's own options (completion_spec(): the descriptions it parses with). "" otherwise.
 std::string own_option_hint(const UsageError& e, const std::string& cmd);
 // `message` with each option that it names as "argument --a-b:" (or that `flags` names) and that the command `cmd`
-// ("" for the run command) has in both spellings named by both ("argument --a-b/--a_b:"), as argparse names an
-// option by all its strings: the range and value checks of megatron-run's own options name the option once, its
-// type errors (own_option_error) already by both.
+// ("" for the run command) has with another option string named by all of them, as argparse names an option
+// (option_strings): both spellings ("argument --a-b/--a_b:"), or the short option first ("argument
+// -r/--redirects:"). The range and value checks of megatron-run's own options name the option once, its type
+// errors (own_option_error) already by all.
 std::string with_argparse_names(std::string message, const std::vector<std::string>& flags, const std::string& cmd);
 // `e` with that hint added and its option named by both spellings (with_argparse_names); `e` itself when neither
 // applies: every command's refusals get them.

@@ -598,11 +598,13 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // or none yet (the launch reads the one there then), leaves the values given, and what validation refuses of the
   // model's shape is said as warnings, as for a user's program.
   std::string unreadable_checkpoint;
+  bool checkpoint_none_yet = false;  // a dry run's: no checkpoint there now (not one it cannot read)
   const bool programs_checkpoint = launching && program.named();
   const bool vets = !launching && !parse_only;
   if (trains || programs_checkpoint || vets) {
     const bool program_run = program.named();
-    inv.after_parse = [quiet, program_run, vets, &unreadable_checkpoint](Parsed& p, std::vector<Diagnostic>& ds) {
+    inv.after_parse = [quiet, program_run, vets, &unreadable_checkpoint, &checkpoint_none_yet](
+                          Parsed& p, std::vector<Diagnostic>& ds) {
       try {
         std::string none_yet;
         bool read = false;
@@ -616,13 +618,14 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
             ds.push_back({Diagnostic::Level::Warning, kUseCheckpointArgsRule.id, run::checkpoint_args_notice(r),
                           {"--use-checkpoint-args", r.flag}, {}, kStageInit});
         }
-        if (!read) unreadable_checkpoint = none_yet;  // (--pretrained-checkpoint's read, --load's none yet: read)
+        if (!read) unreadable_checkpoint = none_yet, checkpoint_none_yet = !none_yet.empty();  // (--pretrained-checkpoint's read, --load's none yet: read)
       } catch (const run::CheckpointError& e) {
         const std::string m = without_rule_id(e.what());
         // The program's checkpoint, not megatron-run's (one of ours damaged: an error); in a dry run also none
         // yet with --exit-on-missing-checkpoint (the launch refuses it if there is still none then).
         if ((program_run && e.foreign) || (vets && e.id == run::kCkptMissing.id)) {
           unreadable_checkpoint = m;
+          checkpoint_none_yet = vets && e.id == run::kCkptMissing.id;
           return;
         }
         std::vector<std::string> flags = {"--use-checkpoint-args"};
@@ -732,11 +735,18 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
            d.rule.rfind("seq-length.", 0) == 0;
   };
   // Who replaces the model's shape with the checkpoint's: the user's program (its own validation), or, in a dry
-  // run of megatron-run's own training run, the launch (before its validation).
-  const std::string replacer = program.named() ? echo_word(program.words.front()) + " replaces the model's shape with "
-                                                 "the checkpoint's before its own validation"
-                                               : "the launch replaces the model's shape with the checkpoint's there "
-                                                 "before it validates";
+  // run of megatron-run's own training run, the launch (before its validation). A dry run with no checkpoint there
+  // yet says what the launch does then: it reads one that is there by then, and with none still there it validates
+  // the values given and refuses them (exit 1), as without --use-checkpoint-args.
+  auto replacer = [&](const char* what) {
+    const std::string who = program.named() ? echo_word(program.words.front()) : std::string("the launch");
+    const std::string replaces =
+        program.named() ? " replaces the model's " + std::string(what) + " with the checkpoint's before its own validation"
+                        : " replaces the model's " + std::string(what) + " with the checkpoint's before it validates";
+    if (!checkpoint_none_yet) return who + replaces;
+    return "if a checkpoint is there when the job starts, " + who + replaces +
+           "; if there is still none then, the launch refuses the values given as errors (exit 1)";
+  };
   if (!failed.empty() && !unreadable_checkpoint.empty() && !launch_opts.elastic() &&
       std::all_of(failed.begin(), failed.end(), from_checkpoint)) {
     said_unreadable = true;
@@ -746,8 +756,8 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     if (!quiet) {
       print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") +
                                (vets ? "this dry run" : "megatron-run") + " cannot read the "
-                               "checkpoint's arguments (" + unreadable_checkpoint + "); " + replacer + ", so "
-                               "what megatron-run refuses of the shape given is only said (and its checks after "
+                               "checkpoint's arguments (" + unreadable_checkpoint + "); " + replacer("shape") + "; so "
+                               "what megatron-run refuses of the shape given is only said here (and its checks after "
                                "the model's shape did not run):");
       for (const Diagnostic& d : failed) {
         Diagnostic w = d;
@@ -827,10 +837,7 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     print_warning(std::cerr, with_rule_id(kUseCheckpointArgsRule.id, "--use-checkpoint-args: ") +
                              (vets ? "this dry run" : "megatron-run") + " validated the values given, not the "
                              "checkpoint's, which it cannot read (" + unreadable_checkpoint + "); " +
-                             (program.named() ? echo_word(program.words.front()) + " replaces the model's arguments "
-                                                "with the checkpoint's itself, before its own validation"
-                                              : std::string("the launch replaces the model's arguments with the "
-                                                            "checkpoint's there, before it validates")));
+                             replacer("arguments"));
   if (!dry_run && !json_check) {
     tells_nodes = false;
     // A launch whose stdout was closed (`>&-`) would lose every line the workers print, and a job that exits 0

@@ -74,14 +74,11 @@ std::optional<Diagnostic> save_settings_check(const Outcome& out, bool trains) {
   // A dry run (any program): what Megatron's own save fails on is said; what only our run does not model is not.
   if (!r || (!trains && !r->megatron_fails)) return std::nullopt;
   r->rule->record_hit();
-  std::vector<std::string> flags;
-  for (const char* f : {"--async-save", "--ckpt-format", "--non-persistent-save-interval", "--non-persistent-ckpt-type"})
-    if (r->message.find(f) != std::string::npos) flags.push_back(f);
   return Diagnostic{trains ? Diagnostic::Level::Error : Diagnostic::Level::Warning, r->rule->id,
                     trains ? r->message
-                           : "Megatron's training would fail at its first save (a program that does not save is not "
+                           : "Megatron's training would fail when it saves (a program that does not save is not "
                              "affected): " + r->message,
-                    flags, {}, kStageRun};
+                    r->flags, {}, kStageRun};
 }
 
 std::optional<Diagnostic> schedule_check(const Outcome& out, bool trains) {

@@ -179,8 +179,9 @@ inline constexpr const char* kInitTrainingRun = "init.training-run";
 // optimizer, a model it does not plan, ...), for a job of its own worker: the failure, or nullopt.
 std::optional<Diagnostic> training_run_check(const Outcome& out);
 
-// The save settings Megatron's save fails on, or megatron-run's run does not model (run::save_settings_refusal:
-// --async-save with --ckpt-format torch, --non-persistent-save-interval without --non-persistent-ckpt-type global):
+// The save settings Megatron's save fails on, or megatron-run's run does not model, where the training would save so
+// (run::save_settings_refusal: --async-save with --ckpt-format torch, --non-persistent-save-interval without
+// --non-persistent-ckpt-type global where a non-persistent save comes):
 // an error with the checkpoint rule's id when `trains` (a launch of our worker, before it starts); else a warning
 // where Megatron's own save would fail (a dry run validates for any program); nullopt when none.
 std::optional<Diagnostic> save_settings_check(const Outcome& out, bool trains);

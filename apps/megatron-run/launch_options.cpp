@@ -386,26 +386,32 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   join_timeout_given = vm.count("join-timeout") > 0;
   term_timeout_given = vm.count("term-timeout") > 0;
   monitor_interval_given = given("monitor-interval", "monitor_interval");
-  // torchrun's --monitor-interval has PET_MONITOR_INTERVAL as its default (a float, as Python's float() reads it):
-  // checked and named as not used, as the option is (apply_worker_options).
-  if (!monitor_interval_given)
-    if (auto v = pet("MONITOR_INTERVAL")) {
-      try {
-        monitor_interval = parse_py_float(*v);  // Python's float(), as torchrun's env action reads it
-      } catch (const ConvError&) {
-        throw UsageError("PET_MONITOR_INTERVAL='" + abbreviate(*v) + "' (the default of --monitor-interval) is not a "
-                         "number", {"--monitor-interval"});
-      }
-      monitor_interval_given = true;
-      record("--monitor-interval", "PET_MONITOR_INTERVAL");
+  // PET_<NAME> of a float option (--monitor-interval, --shutdown-timeout): Python's float(), as torchrun's env action
+  // reads a default with its option's type; the range is the option's own check (apply_worker_options).
+  auto float_of = [&](const char* name, const char* flag) -> std::optional<double> {
+    const std::optional<std::string> v = pet(name);
+    if (!v) return std::nullopt;
+    try {
+      const double d = parse_py_float(*v);
+      record(flag, std::string("PET_") + name);
+      return d;
+    } catch (const ConvError&) {
+      throw UsageError("PET_" + std::string(name) + "='" + abbreviate(*v) + "' (the default of " + flag +
+                           ") is not a number",
+                       {flag});
     }
+  };
+  // torchrun's --monitor-interval has PET_MONITOR_INTERVAL as its default: checked and named as not used, as the
+  // option is (apply_worker_options).
+  if (!monitor_interval_given)
+    if (std::optional<double> d = float_of("MONITOR_INTERVAL", "--monitor-interval"))
+      monitor_interval = *d, monitor_interval_given = true;
   take("rdzv-conf", "RDZV_CONF", rdzv_conf);
   take("role", "ROLE", role);
   take("start-method", "START_METHOD", start_method);
   if (!given("shutdown-timeout", "shutdown_timeout") && !vm.count("term-timeout")) {  // --term-timeout wins
-    if (std::optional<int> t = pet_int(env, "SHUTDOWN_TIMEOUT", "--shutdown-timeout")) {
+    if (std::optional<double> t = float_of("SHUTDOWN_TIMEOUT", "--shutdown-timeout")) {
       shutdown_timeout = *t;
-      record("--shutdown-timeout", "PET_SHUTDOWN_TIMEOUT");
     } else if (std::optional<int> e = env_int(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "--shutdown-timeout")) {
       // torchrun 2.x's default when --shutdown-timeout is not given (launcher/api.py): a cluster that lets Megatron's
       // --exit-signal-handler save on preemption raises it. A negative one is refused with the others

@@ -141,7 +141,7 @@ std::string read_file(const std::string& path) {
   try {
     return read_bounded_file(path, limits::kMaxInputFileBytes);
   } catch (const FileRefusal& r) {  // worded as the parser words an input file's (config/parse/read_file.h)
-    throw std::runtime_error(file_refusal_text(r, path, "--input file", limits::kMaxInputFileBytes));
+    throw std::runtime_error(file_refusal_text(r, path, "--input file", limits::kMaxInputFileBytes, "megatron-run-worker"));
   }
 }
 

@@ -523,13 +523,11 @@ struct LoadSteps {
     // Another (TP, PP) than the checkpoint's: Megatron's torch_dist load ignores the RNG state and says so; its
     // generators stay as --seed set them. So does the run (resume_args: the synthetic data's generator is keyed by
     // the seed): said with Megatron's words, and what the run continues with.
-    const Value* st = field_of(m.layout, "tp");
-    const Value* sp = field_of(m.layout, "pp");
+    const auto [ckpt_tp, ckpt_pp] = checkpoint_tp_pp(m.layout);
     const bool no_rng = saved_without_rng(m.args);
     if (loads_rng(a, *found) && !no_rng && !same_tp_pp(m.layout, a))
       line << "\n" << prefix_ << "notice: (TP, PP) mismatch after resume ((" << c_.tp.size() << ", " << c_.pp.size()
-           << ") vs (" << (st && st->is_int() ? st->as_int() : 1) << ", " << (sp && sp->is_int() ? sp->as_int() : 1)
-           << ") from checkpoint): RNG state will be ignored, as Megatron's load ignores it: this run keeps --seed "
+           << ") vs (" << ckpt_tp << ", " << ckpt_pp << ") from checkpoint): RNG state will be ignored, as Megatron's load ignores it: this run keeps --seed "
            << given_seed_
            << (static_cast<int64_t>(m.seed) != given_seed_
                    ? " (not the seed " + std::to_string(m.seed) + " of the run that saved it: the data differs from "

@@ -1,6 +1,7 @@
 // The checkpoint's on-disk format (run/checkpoint_format.h).
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_integrity.h"
+#include "run/batch_schedule.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -80,10 +81,10 @@ const Rule kCkptLeftover{"checkpoint.leftover", Rule::Level::Warning,
                        __FILE__, __LINE__, kStageRun};
 
 const Rule kCkptAsyncSaveTorchFormat{"checkpoint.async-save-torch-format", Rule::Level::Error,
-                       "--async-save with --ckpt-format torch and --save: Megatron's save_checkpoint raises NotImplementedError ('Async checkpoint save not implemented for legacy checkpoints') at its first save (validation turns --async-save off only for a distributed format without --use-persistent-ckpt-worker); refused before the workers start.",
+                       "--async-save with --ckpt-format torch and --save, in a run that trains (not --skip-train, not 0 iterations): Megatron's save_checkpoint raises NotImplementedError ('Async checkpoint save not implemented for legacy checkpoints') at its first save, and such a run saves at least once (at --save-interval, or after training); validation turns --async-save off only for a distributed format without --use-persistent-ckpt-worker. Refused before the workers start.",
                        __FILE__, __LINE__, kStageRun};
 const Rule kCkptNonPersistentTypeMissing{"checkpoint.non-persistent-type-missing", Rule::Level::Error,
-                       "--non-persistent-save-interval with --save but no --non-persistent-ckpt-type: Megatron's save_checkpoint raises NotImplementedError ('Please use local or global non-persistent checkpoints (got: None)') at its first non-persistent save; refused before the workers start.",
+                       "--non-persistent-save-interval N with --save but no --non-persistent-ckpt-type, where Megatron's training makes a non-persistent save: some iteration up to --train-iters (from 1: a resume's start is not known) is a multiple of N and not of --save-interval, not with --skip-train. Megatron's save_checkpoint raises NotImplementedError ('Please use local or global non-persistent checkpoints (got: None)') there; refused before the workers start.",
                        __FILE__, __LINE__, kStageRun};
 
 const Rule& checkpoint_rule(std::string_view id) {
@@ -95,13 +96,39 @@ const Rule& checkpoint_rule(std::string_view id) {
   return kCkptCorrupt;
 }
 
+std::optional<int64_t> trained_iterations(const Args& a) {
+  // Megatron's update_train_iters: `if args.train_iters: return`, else from --train-samples (whole constant batches,
+  // or the steps of a batch-size schedule).
+  if (a.train_iters && *a.train_iters != 0) return *a.train_iters;
+  if (a.train_samples) {
+    if (!a.step_batch_size_schedule && (!a.global_batch_size || *a.global_batch_size <= 0)) return std::nullopt;
+    try {
+      return BatchSchedule::from(a).iterations_for(*a.train_samples);
+    } catch (const std::exception&) {
+      return std::nullopt;  // a schedule Megatron refuses at initialisation: not known here
+    }
+  }
+  if (a.train_iters) return 0;
+  return std::nullopt;
+}
+
 std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a) {
   if (!a.save) return std::nullopt;
+  // --skip-train runs no training loop: nothing is saved (Megatron's pretrain saves only in train() and after it,
+  // both under `not skip_train`).
+  if (a.skip_train) return std::nullopt;
+  const std::optional<int64_t> iters = trained_iterations(a);
+  // Megatron's pretrain calls train() only `if args.do_train and args.train_iters > 0`: with 0 iterations it
+  // saves nothing (the final save needs `iteration != 0`, and iteration stays 0).
+  if (iters && *iters <= 0) return std::nullopt;
   // Megatron's save_checkpoint: `if args.async_save: if ckpt_type == CheckpointType.LEGACY: raise
   // NotImplementedError(...)`, LEGACY being --ckpt-format torch (use_dist_ckpt false); validate_args turns
   // --async-save off only `if args.use_dist_ckpt and args.async_save and not args.use_persistent_ckpt_worker`.
-  // --skip-train saves nothing.
-  if (a.async_save && a.ckpt_format == arg::CkptFormat::torch && !a.skip_train)
+  // A run that trains saves at least once: at a multiple of --save-interval (validation requires it with --save),
+  // else after training (`iteration % save_interval != 0`), at an exit (--exit-interval, --exit-duration-in-mins,
+  // a signal) when it has not saved at that iteration. (A resume at an iteration that is both the last one and a
+  // multiple of --save-interval saves nothing; the start is not known here, so that run is refused too.)
+  if (a.async_save && a.ckpt_format == arg::CkptFormat::torch)
     return SaveSettingsRefusal{
         &kCkptAsyncSaveTorchFormat,
         "--async-save with --ckpt-format torch: Megatron's save_checkpoint raises NotImplementedError ('Async "
@@ -109,27 +136,44 @@ std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a) {
             shown_path(*a.save) + ", after training up to it (validation turns --async-save off only for a "
             "distributed format without --use-persistent-ckpt-worker); leave --async-save out, or save in a "
             "distributed format (--ckpt-format torch_dist)",
-        true};
+        true,
+        {"--async-save", "--ckpt-format"}};
   // Megatron's save_checkpoint with non_persistent_ckpt: 'global' and 'local' are saved, any other type raises
-  // NotImplementedError at the first non-persistent save (checkpoint_and_decide_exit, when the iteration is a
-  // multiple of the interval and no persistent save is due). The run saves global ones only.
+  // NotImplementedError at the first non-persistent save. checkpoint_and_decide_exit makes one only in its `elif`:
+  // `iteration % non_persistent_save_interval == 0` where no persistent save is due (`iteration % save_interval
+  // != 0`); the other saves (after training, at an exit or a signal) are persistent. So one comes iff some
+  // iteration in the run is a multiple of N and not of --save-interval S: with the start not known here (a resume
+  // starts later), iterations 1 to --train-iters, where N itself is one iff N <= --train-iters and N is not a
+  // multiple of S (every multiple of N is one of S then). With --train-samples the iterations are Megatron's
+  // update_train_iters'; where they cannot be known (a schedule refused at initialisation) any N counts.
+  // The run saves global ones only.
   if (a.non_persistent_save_interval && *a.non_persistent_save_interval > 0 &&
       a.non_persistent_ckpt_type != arg::NonPersistentCkptType::global) {
-    const std::string interval = std::to_string(*a.non_persistent_save_interval);
+    const int64_t n = *a.non_persistent_save_interval;
+    const int64_t persistent = a.save_interval ? *a.save_interval : 0;
+    if (persistent > 0 && n % persistent == 0) return std::nullopt;  // every multiple of N saves persistently
+    if (iters && n > *iters) return std::nullopt;                    // no multiple of N is trained
+    const std::string interval = std::to_string(n);
+    const std::string when =
+        "at its first non-persistent save (iteration " + interval + " of a run from the start" +
+        (iters ? " up to iteration " + std::to_string(*iters) : std::string()) +
+        (persistent > 0 ? ", where no --save-interval " + std::to_string(persistent) + " save is due" : "") + ")";
     if (!a.non_persistent_ckpt_type)
       return SaveSettingsRefusal{
           &kCkptNonPersistentTypeMissing,
           "--non-persistent-save-interval " + interval + " without --non-persistent-ckpt-type: Megatron's "
           "save_checkpoint raises NotImplementedError ('Please use local or global non-persistent checkpoints (got: "
-          "None)') at its first non-persistent save; give --non-persistent-ckpt-type global (megatron-run's run "
-          "saves global ones), or leave --non-persistent-save-interval out",
-          true};
+          "None)') " + when + "; give --non-persistent-ckpt-type global (megatron-run's run saves global ones), or "
+          "leave --non-persistent-save-interval out",
+          true,
+          {"--non-persistent-save-interval", "--non-persistent-ckpt-type"}};
     return SaveSettingsRefusal{
         &kCkptUnsupported,
         "--non-persistent-save-interval " + interval + " needs --non-persistent-ckpt-type global in megatron-run's "
         "run (got " + std::string(arg::to_string(*a.non_persistent_ckpt_type)) + ": local non-persistent "
-        "checkpoints are not modelled)",
-        false};
+        "checkpoints are not modelled), " + when,
+        false,
+        {"--non-persistent-save-interval", "--non-persistent-ckpt-type"}};
   }
   return std::nullopt;
 }

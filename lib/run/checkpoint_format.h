@@ -95,12 +95,19 @@ struct SaveSettingsRefusal {
   const Rule* rule;
   std::string message;
   bool megatron_fails;  // Megatron's own save raises on it too (else only megatron-run's run does not model it)
+  std::vector<std::string> flags;  // the flags it is about, for the diagnostic
 };
-// --async-save with --ckpt-format torch and --save (Megatron's save_checkpoint raises NotImplementedError at its
-// first save: validation turns --async-save off only for a distributed format), --non-persistent-save-interval
-// without --non-persistent-ckpt-type (Megatron raises at its first non-persistent save), or with type local (not
-// modelled); nullopt when none.
+// Only where Megatron's training would save so (never with --skip-train, nor with 0 iterations): --async-save with
+// --ckpt-format torch and --save (Megatron's save_checkpoint raises NotImplementedError at its first save, and a
+// run that trains saves at least once: validation turns --async-save off only for a distributed format),
+// --non-persistent-save-interval N without --non-persistent-ckpt-type (Megatron raises at its first non-persistent
+// save), or with type local (not modelled), where some iteration up to --train-iters is a multiple of N and not of
+// --save-interval (a resume's start is not known: iterations from 1; with --train-samples, Megatron's
+// update_train_iters, any N where that cannot be known); nullopt when none.
 std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a);
+// The iterations Megatron's training runs up to: --train-iters when not 0, else from --train-samples
+// (update_train_iters: whole global batches, or the steps of a batch-size schedule); nullopt when not known here.
+std::optional<int64_t> trained_iterations(const Args& a);
 
 // What a reader accepts: header bytes of a safetensors file, and a metadata file.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // the safetensors library's own limit

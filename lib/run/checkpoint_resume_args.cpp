@@ -40,11 +40,15 @@ const HyperField kGroupHyper[] = {
 
 }  // namespace
 
-bool same_tp_pp(const Value& layout, const Args& a) {
+std::pair<int64_t, int64_t> checkpoint_tp_pp(const Value& layout) {
   const Value* tp = field_of(layout, "tp");
   const Value* pp = field_of(layout, "pp");
   // Megatron's default when the checkpoint's arguments lack them: 1 each.
-  const int64_t ctp = tp && tp->is_int() ? tp->as_int() : 1, cpp = pp && pp->is_int() ? pp->as_int() : 1;
+  return {tp && tp->is_int() ? tp->as_int() : 1, pp && pp->is_int() ? pp->as_int() : 1};
+}
+
+bool same_tp_pp(const Value& layout, const Args& a) {
+  const auto [ctp, cpp] = checkpoint_tp_pp(layout);
   return ctp == std::max<int64_t>(1, a.tensor_model_parallel_size) &&
          cpp == std::max<int64_t>(1, a.pipeline_model_parallel_size);
 }

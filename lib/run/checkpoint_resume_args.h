@@ -4,7 +4,9 @@
 // restores the saved param groups), and the seed a resume continues with. Internal to lib/run.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/args.h"
@@ -19,8 +21,11 @@ namespace mr::run {
 // load ignores the RNG state and keeps --seed.
 Args resume_args(const Args& args);
 
-// Whether a checkpoint's "layout" has this run's TP and PP sizes (Megatron's ckpt_tp_pp == run_tp_pp; a size the
-// layout lacks counts as 1, as Megatron's default for checkpoint arguments without it).
+// A checkpoint's (TP, PP) sizes from its "layout": a size the layout lacks counts as 1, as Megatron's default for
+// checkpoint arguments without it (getattr(state_dict['args'], 'tensor_model_parallel_size', 1)).
+std::pair<int64_t, int64_t> checkpoint_tp_pp(const Value& layout);
+// Whether a checkpoint's "layout" has this run's TP and PP sizes (Megatron's ckpt_tp_pp == run_tp_pp, with
+// checkpoint_tp_pp's sizes).
 bool same_tp_pp(const Value& layout, const Args& a);
 
 // The member `k` of the JSON object `o` (a checkpoint's saved arguments, layout, scheduler, scaler); none when `o`

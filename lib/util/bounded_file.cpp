@@ -89,7 +89,7 @@ std::string read_bounded_file(const std::string& path, std::size_t max_bytes) {
 }
 
 std::string file_refusal_text(const FileRefusal& r, const std::string& path, const std::string& what,
-                              std::size_t max_bytes) {
+                              std::size_t max_bytes, const std::string& program) {
   switch (r.kind) {
     case FileRefusal::Kind::EmptyPath: return what + ": the path is empty";
     case FileRefusal::Kind::Unreadable: {
@@ -100,7 +100,7 @@ std::string file_refusal_text(const FileRefusal& r, const std::string& path, con
     }
     case FileRefusal::Kind::NotRegular:
       return path + ": the " + what + " is not a regular file (it is " + std::string(file_kind(r.mode)) +
-             "); megatron-run reads only regular files";
+             "); " + program + " reads only regular files";
     case FileRefusal::Kind::TooLarge:
       return path + ": the " + what + " is " + r.size + ", more than the limit of " + describe_bytes(max_bytes) +
              " for an input file (limits::kMaxInputFileBytes)";

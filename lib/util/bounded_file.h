@@ -28,9 +28,10 @@ std::string read_bounded_file(const std::string& path, std::size_t max_bytes);
 // A refusal in the words every reader of an input file says it (config/parse/read_file.h adds the rule id; the
 // worker's --input says it as is), `what` naming the file ("config file", "--input file"): "PATH: cannot read WHAT:
 // No such file or directory (did you mean P?)" (util/near_path.h), "PATH: the WHAT is not a regular file (it is a
-// directory); ...", "PATH: the WHAT is N bytes, more than the limit of ...", "WHAT: the path is empty".
+// directory); PROGRAM reads only regular files", "PATH: the WHAT is N bytes, more than the limit of ...", "WHAT: the
+// path is empty". `program` names the program that reads it (megatron-run, megatron-run-worker).
 std::string file_refusal_text(const FileRefusal& r, const std::string& path, const std::string& what,
-                              std::size_t max_bytes);
+                              std::size_t max_bytes, const std::string& program = "megatron-run");
 
 // "a directory", "a named pipe", ...: what a path that is not a regular file is.
 const char* file_kind(mode_t m);

@@ -279,12 +279,29 @@ TEST_CASE("functional-test layout: each value is the word Megatron's CI launcher
   CHECK(p.ns["hidden_size"].as_int() == 1024);
   CHECK(argv_of(p) == std::vector<std::string>{"--num-layers", "010", "--hidden-size", "1024"});
   // null and false stay the text CI passes, not Python's None and False.
-  p = parse({write_tmp("ci-null.yaml", "MODEL_ARGS:\n  --wandb-exp-name: null\n  --wandb-project: false\n"
-                                       "  --wandb-save-dir: ~\n  --bf16: True\n")});
+  const std::string nulls = write_tmp("ci-null.yaml", "MODEL_ARGS:\n  --wandb-exp-name: null\n  --wandb-project: false\n"
+                                                      "  --wandb-save-dir: ~\n  --bf16: True\n");
+  p = parse({nulls});
   CHECK(p.ns["wandb_exp_name"].as_str() == "null");
   CHECK(p.ns["wandb_project"].as_str() == "false");
   CHECK(p.ns["wandb_save_dir"].as_str() == "~");
+  // True: the bare switch here (as the reference corpus has it), but CI's yq compares the text with `true` and
+  // passes the word, which Megatron refuses: warned at its file:line (review diff38 #2).
   CHECK(p.ns["bf16"].as_bool());
+  auto ci_true_warnings = [](const mr::Parsed& q) {
+    std::vector<std::string> out;
+    for (const auto& w : q.warnings)
+      if (w.rfind("[parse.ci-true-spelling] ", 0) == 0) out.push_back(w);
+    return out;
+  };
+  REQUIRE(ci_true_warnings(p).size() == 1);
+  CHECK_THAT(ci_true_warnings(p)[0],
+             Catch::StartsWith("[parse.ci-true-spelling] " + nulls + ":5: --bf16: True gives the bare switch here") &&
+                 Catch::Contains("Megatron's CI launcher passes the word `--bf16 True` (its yq compares the text with "
+                                 "`true`), which Megatron refuses (unrecognized arguments: True); write true"));
+  CHECK(ci_true_warnings(parse({write_tmp("ci-upper.yaml", "MODEL_ARGS:\n  --bf16: TRUE\n")})).size() == 1);
+  CHECK(ci_true_warnings(parse({write_tmp("ci-lower.yaml", "MODEL_ARGS:\n  --bf16: true\n")})).empty());
+  CHECK(ci_true_warnings(parse({write_tmp("ci-quoted.yaml", "MODEL_ARGS:\n  --bf16: \"true\"\n")})).empty());
   // 0x10 and 1:30 are ints in YAML 1.1, but CI passes the text, which Megatron's int() refuses.
   const std::string hex = write_tmp("ci-hex.yaml", "MODEL_ARGS:\n  --num-layers: 0x10\n");
   CHECK(error_of({hex}) == hex + ":2: argument --num-layers: invalid int value: '0x10'");
@@ -306,6 +323,21 @@ TEST_CASE("functional-test layout: each value is the word Megatron's CI launcher
   CHECK(parse({write_tmp("ci-empty.yaml", "MODEL_ARGS:\n  --bf16:\n")}).ns["bf16"].as_bool());
 }
 
+TEST_CASE("functional-test layout: Python's str() of a number only for an int or float argument; a text argument "
+          "gets the text CI passes (review diff38 #3)", "[config]") {
+  auto p = parse({write_tmp("ci-num-str.yaml", "MODEL_ARGS:\n  --wandb-project: 2024.10\n  --wandb-exp-name: 1_000\n"
+                                               "  --wandb-save-dir: 0.00001\n  --min-lr: 0.00001\n"
+                                               "  --hidden-size: 1_024\n  --lr: +5\n")});
+  CHECK(p.ns["wandb_project"].as_str() == "2024.10");
+  CHECK(p.ns["wandb_exp_name"].as_str() == "1_000");
+  CHECK(p.ns["wandb_save_dir"].as_str() == "0.00001");
+  CHECK(argv_of(p) == std::vector<std::string>{"--wandb-project", "2024.10", "--wandb-exp-name", "1_000",
+                                               "--wandb-save-dir", "0.00001", "--min-lr", "1e-05", "--hidden-size",
+                                               "1024", "--lr", "5"});
+  CHECK(p.ns["min_lr"].as_float() == 0.00001);
+  CHECK(p.ns["hidden_size"].as_int() == 1024);
+}
+
 TEST_CASE("type=bool (--onnx-safe): a file's false is False; a false-looking word warns parse.bool-type-word",
           "[config]") {
   auto has_warning = [](const mr::Parsed& p) {
@@ -321,6 +353,21 @@ TEST_CASE("type=bool (--onnx-safe): a file's false is False; a false-looking wor
   const auto words = mr::megatron_argv(mr::Schema::megatron(), p.ns).words;
   CHECK(words == std::vector<std::string>{"--onnx-safe", ""});
   CHECK(parse({write_tmp("onnx-t.yaml", "onnx_safe: true\n")}).ns["onnx_safe"].as_bool());
+  // A YAML number is Python's bool() of it, as a YAML boolean is taken (review diff38 #4): 0 and 0.0 are False.
+  for (const char* zero : {"0", "0.0", "-0.0"}) {
+    p = parse({write_tmp("onnx-0.yaml", std::string("onnx_safe: ") + zero + "\n")});
+    INFO(zero);
+    CHECK(p.ns["onnx_safe"].is_bool());
+    CHECK_FALSE(p.ns["onnx_safe"].as_bool());
+    CHECK_FALSE(has_warning(p));
+    CHECK(mr::megatron_argv(mr::Schema::megatron(), p.ns).words == std::vector<std::string>{"--onnx-safe", ""});
+  }
+  for (const char* other : {"1", "2", "0.5"}) {
+    p = parse({write_tmp("onnx-1.yaml", std::string("onnx_safe: ") + other + "\n")});
+    INFO(other);
+    CHECK(p.ns["onnx_safe"].is_bool());
+    CHECK(p.ns["onnx_safe"].as_bool());
+  }
   // On the command line bool("False") is True, as in Megatron, with a warning.
   p = parse({}, {"--onnx-safe", "False"});
   CHECK(p.ns["onnx_safe"].as_bool());

@@ -239,6 +239,24 @@ TEST_CASE("--shutdown-timeout: every negative value refused under its own name, 
   CHECK(zero.exit == 0);
 }
 
+TEST_CASE("PET_SHUTDOWN_TIMEOUT is read as --shutdown-timeout is, Python's float() (review diff38 #7)",
+          "[launch][cli][pet]") {
+  // 2.5 and 1_0.5 are what the option takes: accepted from the variable too.
+  for (const char* ok : {"2.5", "1_0.5", " 3 "}) {
+    Proc p = sh("PET_SHUTDOWN_TIMEOUT='" + std::string(ok) + "' " + kRun + "--nproc-per-node 2 --no-python /bin/true");
+    INFO(ok << ": " << p.out);
+    CHECK(p.exit == 0);
+  }
+  // 1e400 is inf to float(): the option's range refusal, naming the variable (as --shutdown-timeout 1e400 gives).
+  Proc inf = sh("PET_SHUTDOWN_TIMEOUT=1e400 " + kRun + "--nproc-per-node 2 --no-python /bin/true");
+  CHECK(inf.exit == 2);
+  CHECK(has(inf.out, "argument --shutdown-timeout/--shutdown_timeout: must be a number of seconds from 0 to 86400 (got inf)"));
+  CHECK(has(inf.out, "PET_SHUTDOWN_TIMEOUT='1e400'"));
+  Proc word = sh("PET_SHUTDOWN_TIMEOUT=soon " + kRun + "--nproc-per-node 2 --no-python /bin/true");
+  CHECK(word.exit == 2);
+  CHECK(has(word.out, "PET_SHUTDOWN_TIMEOUT='soon' (the default of --shutdown-timeout) is not a number"));
+}
+
 TEST_CASE("--rdzv-backend etcd is named as torchrun's backend megatron-run does not implement", "[launch][cli]") {
   Proc etcd = sh(kRun + "--rdzv-backend etcd --no-python /bin/true");
   CHECK(etcd.exit == 2);

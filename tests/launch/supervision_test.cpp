@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "launch/spawn.h"
 #include "launch_test_util.h"
@@ -160,6 +162,22 @@ TEST_CASE("--log-dir with --redirects, --tee and --local-ranks-filter: torchrun'
                  "--numa-binding node " + kProbe);
   CHECK(numa.exit == 2);
   CHECK(has(numa.out, "argument --numa-binding/--numa_binding: acts on the workers megatron-run starts"));
+}
+
+TEST_CASE("inside a job, -r and -t are refused under their argparse names, as their value errors name them "
+          "(review diff38 #6)", "[launch][supervision][process]") {
+  const std::string job = "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 ";
+  for (const auto& [opt, name] : std::vector<std::pair<std::string, std::string>>{
+           {"-r 3", "-r/--redirects"}, {"--redirects 3", "-r/--redirects"}, {"-t 1", "-t/--tee"}, {"--tee 1", "-t/--tee"}}) {
+    Proc p = sh(job + kRun + opt + " " + kProbe);
+    INFO(opt << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument " + name + ": acts on the workers megatron-run starts"));
+  }
+  // The value error names it the same way.
+  Proc bad = sh(kRun + "--nproc-per-node 1 -r x " + kProbe);
+  CHECK(bad.exit == 2);
+  CHECK(has(bad.out, "argument -r/--redirects: 'x'"));
 }
 
 TEST_CASE("--term-timeout: a worker that ignores SIGTERM is killed after the grace period",

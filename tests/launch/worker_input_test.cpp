@@ -60,6 +60,8 @@ TEST_CASE("the worker input is read from a regular file only, bounded, and --inp
   ::close(p[1]);
   CHECK_THROWS_WITH(mr::launch::read_file("/dev/zero"), Catch::Contains("not a regular file"));
   CHECK_THROWS_WITH(mr::launch::read_file("/"), Catch::Contains("is a directory"));
+  // The worker reads it: the refusal names the worker, not the launcher (review diff38 #10e).
+  CHECK_THROWS_WITH(mr::launch::read_file("/"), Catch::EndsWith("; megatron-run-worker reads only regular files"));
   CHECK_THROWS_WITH(mr::launch::read_file("/nonexistent/x.json"), Catch::Contains("No such file"));
   CHECK(mr::launch::parse_input_fd("3") == 3);
   for (const char* bad : {"", "abc", "0x3", "-1", "3 ", "99999999999999"})

@@ -234,7 +234,8 @@ TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given va
   CHECK_THAT(a.err(), !Catch::Contains("checkpoint.model-mismatch"));
 
   // A dry run of the same job takes the checkpoint's model as the launch does (review ckpt37 #4); where there is no
-  // checkpoint (yet), what validation refuses of the model's shape is only said: the launch reads the one there then.
+  // checkpoint (yet), what validation refuses of the model's shape is only said: the launch reads the one there then,
+  // and refuses the values given if there is still none (the dry run says so, review diff38 #8).
   auto dry = [&](std::vector<std::string> extra, const std::string& tag) {
     std::vector<std::string> argv = {mrtest::megatron_run(), "--config", cfg, "--train-iters", "3",
                                      "--override-opt-param-scheduler", "--dry-run"};
@@ -257,7 +258,10 @@ TEST_CASE("--use-checkpoint-args: the run takes the checkpoint's model; given va
   CHECK(dn.exit_code() == 0);
   CHECK_THAT(dn.err(), Catch::Contains("--use-checkpoint-args: this dry run cannot read the checkpoint's arguments "
                                        "(no checkpoint under --load " + std::string(dir / "none") + " now:") &&
-                           Catch::Contains("the launch replaces the model's shape with the checkpoint's there") &&
+                           Catch::Contains("if a checkpoint is there when the job starts, the launch replaces the "
+                                           "model's shape with the checkpoint's before it validates; if there is "
+                                           "still none then, the launch refuses the values given as errors (exit 1)") &&
+                           !Catch::Contains("checkpoint's there before it validates") &&
                            Catch::Contains("warning[model-shape.num-layers-missing]"));
   // Without --use-checkpoint-args: refused.
   mrtest::Proc dw = dry({"--load", ck}, "dry-without");

@@ -38,7 +38,7 @@ const Rule kBoolTypeWordRule{
     "parse.bool-type-word", Rule::Level::Warning,
     "A word for a type=bool argument (--onnx-safe) that reads as false (False, false, 0, no, off, None): Megatron "
     "converts it with Python's bool(), so any non-empty word is True; only an empty word ('') gives False (a "
-    "plain-layout config file takes the YAML boolean false).",
+    "plain-layout config file takes the YAML boolean false, and the number 0, as False).",
     __FILE__, __LINE__, kStageParse};
 
 namespace {
@@ -482,8 +482,11 @@ void assign_value(const Arg& arg, const std::string& key, const Value& v, const 
     }
     if (t == ArgType::Json && !x.is_str()) return x;
     // A YAML boolean for a type=bool argument (--onnx-safe) is the value it says: a file's `false` is False (on a
-    // command line only an empty word gives False; `--format argv` prints that).
+    // command line only an empty word gives False; `--format argv` prints that). A YAML number is too, as Python's
+    // bool() of it: `0` and `0.0` are False like `false`, any other number True.
     if (t == ArgType::PyBool && x.is_bool()) return x;
+    if (t == ArgType::PyBool && x.is_int()) return Value(x.as_int() != 0);
+    if (t == ArgType::PyBool && x.is_float()) return Value(x.as_float() != 0.0);
     return convert_checked(arg, key, word_of(x), origin);
   };
 

@@ -42,6 +42,12 @@ const Rule kUnsetEnvRule{"parse.unset-env", Rule::Level::Error,
 const Rule kEnvReferenceRule{"parse.env-reference", Rule::Level::Error,
                              "A config file's ${ never closed, or a ${} naming no environment variable.", __FILE__,
                              __LINE__, kStageParse};
+const Rule kCiTrueSpellingRule{
+    "parse.ci-true-spelling", Rule::Level::Warning,
+    "A functional-test (MODEL_ARGS) value written True or TRUE: megatron-run gives the bare switch, as the reference "
+    "corpus's argv has it, but Megatron's CI launcher passes the word (its yq compares the text with `true`), which "
+    "Megatron refuses; write true.",
+    __FILE__, __LINE__, kStageParse};
 const Rule kConfigNotMappingRule{
     "parse.config-not-mapping", Rule::Level::Error,
     "A config file (or its MODEL_ARGS or ENV_VARS) that is not a mapping: a list, or a lone value.", __FILE__,
@@ -238,27 +244,37 @@ std::string launcher_word(const Value& v) {
   return v.py_str();
 }
 
+// `True` or `TRUE` (a plain YAML boolean true whose text is not `true`): the bare switch here, the word in CI.
+bool ci_true_spelling(const Value& v, const std::string& text) {
+  return v.is_bool() && v.as_bool() && (text == "True" || text == "TRUE");
+}
+
 // What Megatron's CI launcher (_run_training.sh) makes of a scalar value of MODEL_ARGS: `std::nullopt` for the
 // bare switch, else the one word it passes. Its yq prints each scalar's text as written (`tostring`), after
-// turning a true into the word `true`; its shell loop then makes `true` the bare switch, and passes any other text
-// as one word. So:
-//   - `true`, `True`, `TRUE` (a YAML boolean true that yq, YAML 1.2, reads as true too), and a quoted "true"
-//     -> the bare switch;
+// turning a value whose text is `true` into the word `true` (yq's `==` on scalars compares their text); its shell
+// loop then makes `true` the bare switch, and passes any other text as one word. So:
+//   - `true`, and a quoted "true" -> the bare switch;
+//   - `True`, `TRUE` -> the bare switch here too, though CI passes the word (`--bf16 True`, which Megatron refuses:
+//     unrecognized arguments): kept so, as the reference corpus's argv has the bare switch for them, and warned
+//     (parse.ci-true-spelling, apply_model_args);
 //   - an empty value -> the bare key too (yq prints nothing after it);
-//   - a number -> Python's str() of the number PyYAML built where Python's int()/float() reads the text as that
-//     very number (`0.00001` -> `1e-05`, `1_000` -> `1000`, `+5` -> `5`: Megatron reads the same value from
-//     either, and the reference corpus's argv was built with str()); else its text (`010`, which int() reads as
-//     10 where YAML 1.1 says 8; `0x10`, `0b11`, `1:30`, `.inf`, which int()/float() refuse);
+//   - a number for an int or float argument (`numeric`) -> Python's str() of the number PyYAML built where
+//     Python's int()/float() reads the text as that very number (`0.00001` -> `1e-05`, `1_000` -> `1000`, `+5` ->
+//     `5`: Megatron's int()/float() reads the same value from either, and the reference corpus's argv was built
+//     with str()); else its text (`010`, which int() reads as 10 where YAML 1.1 says 8; `0x10`, `0b11`, `1:30`,
+//     `.inf`, which int()/float() refuse). For any other argument (a text one: `--wandb-project: 2024.10`) the
+//     text as written, as CI passes it: Megatron keeps the word;
 //   - anything else -> its text as written: `null` and `~` stay `null` and `~` (not None), `false`, `no`, `off`,
 //     `yes`, `on` stay as written (not False or True; yq, YAML 1.2, reads yes/no/on/off as strings).
 // `text` is the scalar's text after ${VAR} expansion, `v` the value PyYAML builds from it.
-std::optional<std::string> ci_word(const yaml::Node& n, const Value& v, const std::string& text) {
+std::optional<std::string> ci_word(const yaml::Node& n, const Value& v, const std::string& text, bool numeric) {
   if (n.is_null()) {
     if (n.null_text().empty()) return std::nullopt;
     return n.null_text();
   }
   if (text == "true") return std::nullopt;
-  if (v.is_bool() && v.as_bool() && (text == "True" || text == "TRUE")) return std::nullopt;
+  if (ci_true_spelling(v, text)) return std::nullopt;
+  if ((v.is_int() || v.is_float()) && !numeric) return text;
   if (v.is_int()) {
     try {
       if (parse_py_int(text) == v.as_int()) return v.py_str();
@@ -307,7 +323,17 @@ void apply_model_args(const Schema& schema, const yaml::Node& args, const Config
     if (e.value.is_scalar() || e.value.is_null()) {
       std::string text = e.value.scalar();
       if (e.value.is_scalar() && text.find('$') != std::string::npos) text = expand_env(text, opts, e.value.where());
-      word = ci_word(e.value, v, text);
+      const Arg* target = schema.find_flag(key);
+      const bool numeric = target && (target->spec->type == ArgType::Int || target->spec->type == ArgType::Float);
+      word = ci_word(e.value, v, text, numeric);
+      if (!word && e.value.is_scalar() && ci_true_spelling(v, text)) {
+        kCiTrueSpellingRule.record_hit();
+        out.report.warnings.push_back(
+            "[" + std::string(kCiTrueSpellingRule.id) + "] " + e.value.where() + ": " + key + ": " + text +
+            " gives the bare switch here (as the reference corpus has it), but Megatron's CI launcher passes the "
+            "word `" + key + " " + text + "` (its yq compares the text with `true`), which Megatron refuses "
+            "(unrecognized arguments: " + text + "); write true");
+      }
     } else {
       word = launcher_word(v);  // a mapping: its text as one word, as before
     }

@@ -1,0 +1,100 @@
+// run/checkpoint_format.h's save_settings_refusal: the save settings Megatron's save fails on are refused only
+// where Megatron's training would make such a save (review diff38 #1), with the flags they are about (#10b).
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "run/checkpoint_format.h"
+
+using mr::Args;
+namespace arg = mr::arg;
+
+namespace {
+
+// --save DIR --save-interval S --train-iters T --non-persistent-save-interval N (no type).
+Args non_persistent(int64_t n, std::optional<int64_t> save_interval, std::optional<int64_t> iters) {
+  Args a;
+  a.save = "/tmp/ck";
+  a.save_interval = save_interval;
+  a.train_iters = iters;
+  a.non_persistent_save_interval = n;
+  return a;
+}
+
+std::optional<std::string> refused(const Args& a) {
+  const std::optional<mr::run::SaveSettingsRefusal> r = mr::run::save_settings_refusal(a);
+  if (!r) return std::nullopt;
+  return std::string(r->rule->id);
+}
+
+}  // namespace
+
+TEST_CASE("--non-persistent-save-interval without a type: refused only where Megatron makes a non-persistent save",
+          "[run][checkpoint-format]") {
+  const std::optional<std::string> missing = std::string("checkpoint.non-persistent-type-missing");
+  // Iteration 3 is a multiple of 3 and not of 10: Megatron's elif saves non-persistently there, and raises.
+  CHECK(refused(non_persistent(3, 10, 20)) == missing);
+  // Every multiple of 10 is one of --save-interval 5: the persistent save wins each time, nothing raises.
+  CHECK(refused(non_persistent(10, 5, 20)) == std::nullopt);
+  CHECK(refused(non_persistent(10, 10, 20)) == std::nullopt);
+  // 100 is past --train-iters 20: no multiple of it is trained.
+  CHECK(refused(non_persistent(100, 5, 20)) == std::nullopt);
+  CHECK(refused(non_persistent(20, 7, 20)) == missing);  // iteration 20 itself, not one of 7
+  // --skip-train: no training loop, no save.
+  Args skip = non_persistent(3, 10, 20);
+  skip.skip_train = true;
+  CHECK(refused(skip) == std::nullopt);
+  // --train-samples: Megatron's update_train_iters (10 samples of 4 a step: 2 iterations).
+  Args samples = non_persistent(3, 10, std::nullopt);
+  samples.train_samples = 10;
+  samples.micro_batch_size = 1;
+  samples.global_batch_size = 4;
+  CHECK(refused(samples) == std::nullopt);
+  samples.train_samples = 40;  // 10 iterations: 3 is one
+  CHECK(refused(samples) == missing);
+  // Iterations that cannot be known here (no global batch size): any N that some multiple saves non-persistently.
+  Args unknown = non_persistent(3, 10, std::nullopt);
+  unknown.train_samples = 40;
+  unknown.global_batch_size = std::nullopt;
+  CHECK(refused(unknown) == missing);
+  unknown.non_persistent_save_interval = 20;  // a multiple of 10: never
+  CHECK(refused(unknown) == std::nullopt);
+  // The flags it is about, not words found in its text (a --save path naming a flag adds none).
+  Args named = non_persistent(3, 10, 20);
+  named.save = "/tmp/--async-save/--ckpt-format";
+  const std::optional<mr::run::SaveSettingsRefusal> r = mr::run::save_settings_refusal(named);
+  REQUIRE(r);
+  CHECK(r->flags == std::vector<std::string>{"--non-persistent-save-interval", "--non-persistent-ckpt-type"});
+  CHECK_THAT(r->message, Catch::Contains("at its first non-persistent save (iteration 3 of a run from the start up to "
+                                         "iteration 20, where no --save-interval 10 save is due)"));
+  // Type local (not modelled by the run): the same condition.
+  Args local = non_persistent(10, 5, 20);
+  local.non_persistent_ckpt_type = arg::NonPersistentCkptType::local;
+  CHECK(refused(local) == std::nullopt);
+  local.non_persistent_save_interval = 3;
+  CHECK(refused(local) == std::optional<std::string>("checkpoint.unsupported"));
+}
+
+TEST_CASE("--async-save with --ckpt-format torch: refused where the run trains (it saves at least once)",
+          "[run][checkpoint-format]") {
+  Args a;
+  a.save = "/tmp/ck";
+  a.save_interval = 100;
+  a.train_iters = 20;  // no multiple of 100: Megatron saves after training, and raises there
+  a.async_save = true;
+  a.ckpt_format = arg::CkptFormat::torch;
+  const std::optional<mr::run::SaveSettingsRefusal> r = mr::run::save_settings_refusal(a);
+  REQUIRE(r);
+  CHECK(std::string(r->rule->id) == "checkpoint.async-save-torch-format");
+  CHECK(r->flags == std::vector<std::string>{"--async-save", "--ckpt-format"});
+  a.skip_train = true;  // no training loop: no save
+  CHECK(refused(a) == std::nullopt);
+  a.skip_train = false;
+  a.train_iters = 0;  // pretrain calls train() only with train_iters > 0; the final save needs iteration != 0
+  CHECK(refused(a) == std::nullopt);
+  a.train_iters = 20;
+  a.ckpt_format = arg::CkptFormat::torch_dist;
+  CHECK(refused(a) == std::nullopt);
+}
