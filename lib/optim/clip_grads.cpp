@@ -76,13 +76,13 @@ MR_CLIP_CLONES int64_t zeros_16(const uint16_t* __restrict x, int64_t n) {
 }
 
 MR_CLIP_CLONES void scale_f32(float* __restrict g, int64_t n, float c) {
-  for (int64_t i = 0; i < n; ++i) g[i] = g[i] * c;
+  for (int64_t i = 0; i < n; ++i) g[i] = scale_element(g[i], c);
 }
 MR_CLIP_CLONES void scale_bf16(uint16_t* __restrict g, int64_t n, float c) {
-  for (int64_t i = 0; i < n; ++i) g[i] = f32_to_bf16(bf16_to_f32(g[i]) * c);
+  for (int64_t i = 0; i < n; ++i) g[i] = f32_to_bf16(scale_element(bf16_to_f32(g[i]), c));
 }
 MR_CLIP_CLONES void scale_f16(uint16_t* __restrict g, int64_t n, float c) {
-  for (int64_t i = 0; i < n; ++i) g[i] = f32_to_f16(f16_to_f32(g[i]) * c);
+  for (int64_t i = 0; i < n; ++i) g[i] = f32_to_f16(scale_element(f16_to_f32(g[i]), c));
 }
 
 // |x| as fp32 bits, from a chunk's absmax in its own dtype (the conversions are exact and keep NaN a NaN).

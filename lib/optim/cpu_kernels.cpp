@@ -241,10 +241,7 @@ MR_CLONES double unscale_span(float* __restrict g, int64_t n, float inv, bool in
   double sum = 0.0;
   uint32_t nf = 0;
   for (int64_t i = 0; i < n; ++i) {
-    float x = g[i];
-    nf |= (f32_bits(x) & 0x7f800000u) == 0x7f800000u;
-    float y = x * inv;
-    sum += static_cast<double>(y) * static_cast<double>(y);
+    const float y = unscale_element(g[i], inv, sum, nf);  // the flag as an integer: no branch in the loop
     if (in_place) g[i] = y;
   }
   *bad = *bad || nf != 0;

@@ -1,5 +1,6 @@
-// The per-element arithmetic of Adam/AdamW, SGD, Lion and Muon's elementwise parts (Adaptive Muon's included),
-// shared by the CPU reference, the fast CPU kernels and the CUDA kernels, so the three agree bit for bit.
+// The per-element arithmetic of Adam/AdamW, SGD, Lion, Muon's elementwise parts (Adaptive Muon's and Newton-Schulz's
+// normalisation included), SOAP's inner Adam, and the gradient's unscale / found-inf check and scaling, shared by
+// the CPU reference, the fast CPU kernels and the CUDA kernels, so the three agree bit for bit.
 //
 // Each update is written in the order LibTorch's own optimizers evaluate it (torch/csrc/api/src/optim/*.cpp),
 // with fp32 scalars, and with a fused multiply-add exactly where ATen's vectorized CPU kernels fuse one
@@ -29,6 +30,13 @@ MR_HD float sqrtf_(float x) {
   return __builtin_sqrtf(x);
 #endif
 }
+MR_HD double sqrt_(double x) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(x);
+#else
+  return __builtin_sqrt(x);
+#endif
+}
 
 // torch.lerp(start, end, weight) = start + weight * (end - start), as ATen's vectorized kernel computes it.
 MR_HD float lerp_(float start, float end, float weight) {
@@ -41,6 +49,25 @@ MR_HD float lerp_(float start, float end, float weight) {
 MR_HD float sign_(float x) { return static_cast<float>((0.0f < x) - (x < 0.0f)); }
 // Neither inf nor NaN: the exponent field is not all ones (the found-inf check of loss scaling).
 MR_HD bool finite_(float x) { return (f32_bits(x) & 0x7f800000u) != 0x7f800000u; }
+
+// ---- The gradient's unscale, found-inf check and sum of squares; its scaling --------------------------------
+// One element of unscale_and_check (kernels.h; also the L2 grad norm's read-only pass, clip_grads.h): returns
+// g * inv (what the caller stores back when unscaling in place), adds its square to `sum` and raises `bad` if g
+// is inf or NaN. `Flag`: bool, or an integer where a loop keeps the flag in a vector register.
+template <class Flag>
+MR_HD float unscale_element(float g, float inv, double& sum, Flag& bad) {
+  // Found-inf (torch._amp_foreach_non_finite_check_and_unscale_): the gradient as it arrived, before the unscale,
+  // is inf or NaN.
+  bad |= static_cast<Flag>(!finite_(g));
+  // The unscaled gradient: one fp32 rounding, y = g * (1 / loss_scale).
+  const float y = g * inv;
+  // Its square in double, summed in the caller's order: ||y||_2^2 += y^2 (exact: a float squared fits a double).
+  sum += static_cast<double>(y) * static_cast<double>(y);
+  return y;
+}
+// One element of the gradient scaled in place (clip by total norm, the batch average): x * factor, one fp32
+// rounding, as torch's grad.mul_(clip_coeff).
+MR_HD float scale_element(float x, float factor) { return x * factor; }
 
 // ---- Adam / AdamW ------------------------------------------------------------------------------------------
 // The fp32 scalars of one step of one parameter group.
@@ -85,6 +112,20 @@ MR_HD void adam_element(float& p, float g, float& m, float& v, const AdamConsts&
   p = p + (c.neg_step_size * m) / denom;
 }
 
+// ---- Weight decay before the update (Emerging-Optimizers' WeightDecayMixin: Lion, Muon, SOAP) --------------
+// Decoupled weight decay ("decoupled", the default): the weight shrinks on its own, p <- p - lr * wd * p
+// (p.add_(p, alpha=-wd * lr)); `neg_wd_lr` is -wd * lr.
+MR_HD void decay_element(float& p, float neg_wd_lr) { p = fmaf_(p, neg_wd_lr, p); }
+// Either form of the mixin (--decoupled-weight-decay or not): decoupled as above, else L2, the decay joins the
+// gradient, g <- g + wd * p. Without weight decay neither changes. (Adam's and SGD's are torch's forms, in their
+// element functions.)
+MR_HD void weight_decay_element(float& p, float& g, float neg_wd_lr, float weight_decay, bool decoupled,
+                                bool has_weight_decay) {
+  if (!has_weight_decay) return;
+  if (decoupled) decay_element(p, neg_wd_lr);
+  else g = fmaf_(p, weight_decay, g);
+}
+
 // ---- SGD -----------------------------------------------------------------------------------------------------
 struct SgdConsts {
   float momentum, one_minus_dampening, weight_decay, neg_lr;
@@ -120,12 +161,8 @@ struct LionConsts {
 // One element of Lion (--lion-beta1/2; also Muon's scalar optimizer with --muon-scalar-optimizer lion). `m` is
 // the momentum (exp_avg). Two betas: beta1 mixes the update, beta2 the momentum that is kept.
 MR_HD void lion_element(float& p, float g, float& m, const LionConsts& c) {
-  if (c.has_weight_decay) {
-    // Decoupled weight decay (WeightDecayMixin "decoupled"): p <- p - lr * wd * p (p.add_(p, -wd * lr)).
-    if (c.decoupled) p = fmaf_(p, c.neg_wd_lr, p);
-    // L2: g <- g + wd * p.
-    else g = fmaf_(p, c.weight_decay, g);
-  }
+  // Weight decay (WeightDecayMixin): decoupled p <- p - lr * wd * p, or L2 g <- g + wd * p.
+  weight_decay_element(p, g, c.neg_wd_lr, c.weight_decay, c.decoupled, c.has_weight_decay);
   // The update direction interpolates momentum and gradient: u = beta1 * m + (1 - beta1) * g (m.lerp(g, 1 - beta1)).
   float u = lerp_(m, g, c.one_minus_beta1);
   // The momentum kept for the next step uses the other beta: m <- beta2 * m + (1 - beta2) * g.
@@ -142,12 +179,8 @@ struct MuonMomentumConsts {
 // Weight decay, momentum EMA and (Nesterov) lookahead: returns the matrix to orthogonalize.
 // (--muon-momentum, --muon-nesterov; `m` is the momentum buffer.)
 MR_HD float muon_momentum_element(float& p, float g, float& m, const MuonMomentumConsts& c) {
-  if (c.has_weight_decay) {
-    // Decoupled weight decay (Muon's default): p <- p - lr * wd * p (p.add_(p, -wd * lr)).
-    if (c.decoupled) p = fmaf_(p, c.neg_wd_lr, p);
-    // L2: g <- g + wd * p.
-    else g = fmaf_(p, c.weight_decay, g);
-  }
+  // Weight decay (WeightDecayMixin; decoupled is Muon's default): p <- p - lr * wd * p, or L2 g <- g + wd * p.
+  weight_decay_element(p, g, c.neg_wd_lr, c.weight_decay, c.decoupled, c.has_weight_decay);
   // Momentum, an exponential moving average of the gradient: m <- momentum * m + (1 - momentum) * g
   // (exp_avg.lerp_(g, 1 - momentum)).
   m = lerp_(m, g, c.one_minus_momentum);
@@ -160,6 +193,22 @@ MR_HD float muon_momentum_element(float& p, float g, float& m, const MuonMomentu
 MR_HD float muon_scale_element(float orth, float scale, float extra_scale) { return (orth * scale) * extra_scale; }
 // The step along the orthogonalised update: p <- p - lr * update (p.add_(update, alpha=-lr)).
 MR_HD void muon_apply_element(float& p, float update, float neg_lr) { p = fmaf_(update, neg_lr, p); }
+
+// ---- Newton-Schulz's normalisation (Emerging-Optimizers' newton_schulz: X / X.norm().clamp_min(eps)) ------------
+// The denominator of one whole matrix from its sum of squares in double: max(||X||_F, eps), the root taken in double
+// and rounded once to fp32; a NaN norm stays NaN (clamp_min propagates it: std::max's order, not fmaxf's).
+MR_HD float ns_denom(double sumsq, float eps) {
+  const float norm = static_cast<float>(sqrt_(sumsq));  // ||X||_F = sqrt(sum x^2), one rounding to fp32
+  return norm < eps ? eps : norm;                       // clamp_min(eps)
+}
+// The same for a matrix sharded over TP ranks (distributed Newton-Schulz): each rank's sum of squares is rounded to
+// fp32 and all-reduced in fp32, so the root is an fp32 one: max(sqrt(total), eps).
+MR_HD float ns_denom_f32(float sumsq, float eps) {
+  const float norm = sqrtf_(sumsq);  // ||X||_F from the fp32 all-reduced sum of squares
+  return norm < eps ? eps : norm;    // clamp_min(eps)
+}
+// One element of the normalised matrix Newton-Schulz iterates on: x / denom (an fp32 division, no reciprocal).
+MR_HD float ns_normalize_element(float x, float denom) { return x / denom; }
 
 // ---- Adaptive Muon's second moment (--optimizer adaptive_muon; Emerging-Optimizers' AdaptiveMuon, moment2_method
 // "adamuon", as Megatron's TensorParallelAdaptiveMuon runs it) ------------------------------------------------------
@@ -186,6 +235,8 @@ struct SoapAdamConsts {
 };
 // One element of the projected gradient `gp`: updates the moments `m`, `v` (exp_avg, exp_avg_sq, both in the
 // eigenbasis) and returns the Adam direction there, which the caller projects back out.
+// Not adam_element: Emerging-Optimizers' calculate_adam_update is its own formula (lerp moments, bias correction
+// inside the root, no weight decay or lr), not torch.optim.Adam's (mul/add moments, sqrt(v)/sqrt(bc2), fused step).
 MR_HD float soap_adam_element(float gp, float& m, float& v, const SoapAdamConsts& c) {
   // First moment: m <- beta1 * m + (1 - beta1) * gp (exp_avg.lerp_(grad, 1 - beta1)).
   m = lerp_(m, gp, c.one_minus_beta1);
@@ -194,7 +245,6 @@ MR_HD float soap_adam_element(float gp, float& m, float& v, const SoapAdamConsts
   // Bias-corrected momentum m / bc1 over the corrected root sqrt(v / bc2) plus eps (outside the root).
   return (m / c.bias_correction1) / (sqrtf_(v / c.bias_correction2) + c.eps);
 }
-// Decoupled weight decay (SOAP's WeightDecayMixin default): p <- p - lr * wd * p (p.add_(p, alpha=-wd * lr)).
-MR_HD void decay_element(float& p, float neg_wd_lr) { p = fmaf_(p, neg_wd_lr, p); }
+// SOAP's weight decay is decay_element above (WeightDecayMixin's decoupled default).
 
 }  // namespace mr::optim

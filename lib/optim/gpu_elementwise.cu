@@ -254,10 +254,7 @@ __global__ void __launch_bounds__(kThreads) unscale_kernel(const DevSlot* slots,
   bool bad = false;
   for (int64_t i = geom::block_stride_first(w.begin, static_cast<int>(threadIdx.x)); i < w.begin + w.len;
        i += geom::block_stride_step()) {
-    float g = dload(s.grad, s.grad_dtype, i);
-    bad = bad || !finite_(g);
-    float y = g * inv;
-    sum += static_cast<double>(y) * static_cast<double>(y);
+    const float y = unscale_element(dload(s.grad, s.grad_dtype, i), inv, sum, bad);  // the CPU's element function
     if (in_place) dstore(const_cast<void*>(s.grad), s.grad_dtype, i, y);
   }
   __shared__ double red[kThreads];

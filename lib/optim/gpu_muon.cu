@@ -54,7 +54,7 @@ __global__ void norm_kernel(const double* partial, int64_t blocks_per, int64_t b
   if (b >= batch) return;
   double s = 0.0;
   for (int64_t i = 0; i < blocks_per; ++i) s += partial[b * blocks_per + i];
-  denom[b] = fmaxf(static_cast<float>(sqrt(s)), eps);
+  denom[b] = ns_denom(s, eps);  // the CPU's element function
 }
 
 // Distributed NS, one matrix: this rank's sum of squares as fp32 (the CPU's float(sum_sq)), summed over the TP
@@ -64,7 +64,7 @@ __global__ void total_kernel(const double* partial, int64_t blocks_per, float* t
   for (int64_t i = 0; i < blocks_per; ++i) s += partial[i];  // the blocks in order, as norm_kernel
   *total = static_cast<float>(s);
 }
-__global__ void denom_kernel(const float* total, float eps, float* denom) { *denom = fmaxf(sqrtf(*total), eps); }
+__global__ void denom_kernel(const float* total, float eps, float* denom) { *denom = ns_denom_f32(*total, eps); }
 // The all-reduced fp32 Gram matrix rounded to bf16 (the CPU rounds it after the all-reduce).
 __global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n;
@@ -84,7 +84,7 @@ __global__ void prepare_kernel(const float* x, T* out, int64_t rows, int64_t col
   const int64_t r0 = geom::tile_origin(blockIdx.y), c0 = geom::tile_origin(blockIdx.x);
   for (int k = threadIdx.y; k < geom::kTile; k += blockDim.y) {
     int64_t r = r0 + k, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[k][threadIdx.x] = xb[r * cols + c] / d;
+    if (r < rows && c < cols) tile[k][threadIdx.x] = ns_normalize_element(xb[r * cols + c], d);
   }
   __syncthreads();
   for (int k = threadIdx.y; k < geom::kTile; k += blockDim.y) {

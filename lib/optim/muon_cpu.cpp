@@ -263,7 +263,7 @@ double sum_sq(const float* x, int64_t n) {
 
 void divide(float* x, int64_t n, float d) {
 #pragma omp parallel for simd schedule(static) num_threads(cpu::threads())
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / d;
+  for (int64_t i = 0; i < n; ++i) x[i] = ns_normalize_element(x[i], d);
 }
 
 // The NS iterations on W (m x n, normalised, m <= n usually) in place. `tp`: all-reduce the Gram matrices
@@ -312,8 +312,7 @@ void newton_schulz(const float* x, float* out, int64_t rows, int64_t cols, const
   std::vector<float> w(static_cast<size_t>(n_el));
   if (transpose_in) transpose(x, w.data(), rows, cols);
   else copy(x, w.data(), n_el);
-  float norm = static_cast<float>(std::sqrt(sum_sq(w.data(), n_el)));
-  divide(w.data(), n_el, std::max(norm, o.eps));
+  divide(w.data(), n_el, ns_denom(sum_sq(w.data(), n_el), o.eps));
   ns_iterate(w.data(), m, n, o, nullptr);
   if (transpose_in) transpose(w.data(), out, m, n);
   else copy(w.data(), out, n_el);
@@ -338,7 +337,7 @@ void newton_schulz_distributed(const float* x, float* out, int64_t rows, int64_t
   else copy(x, w.data(), n_el);
   float sq = static_cast<float>(sum_sq(w.data(), n_el));
   tp.all_reduce_sum(&sq, 1);
-  divide(w.data(), n_el, std::max(std::sqrt(sq), o.eps));
+  divide(w.data(), n_el, ns_denom_f32(sq, o.eps));
   ns_iterate(w.data(), m, n, o, &tp);
   if (transpose_in) transpose(w.data(), out, m, n);
   else copy(w.data(), out, n_el);

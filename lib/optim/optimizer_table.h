@@ -3,23 +3,16 @@
 // step dispatch), `megatron-run params`' memory estimate and the benchmarks read it; so will the GPU run.
 //
 // The table itself is constexpr and torch-free (mr_run_model reads it without linking mr_optim); the step
-// dispatch, elementwise_step() below, is in mr_optim (optimizer_table.cpp).
+// dispatch, cpu::elementwise_step(), is in mr_optim (optim/elementwise_step.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string_view>
 
 #include "config/args.h"
 
-namespace mr {
-struct OptimizerConfig;  // config/optimizer_config.h
-}
-
 namespace mr::optim {
-
-struct TensorSlot;  // optim/kernels.h
-struct GroupHyper;
 
 // The update rule a row runs (optim/kernels.h, optim/muon.h, optim/soap.h): first the elementwise ones, one per
 // line of optim/elementwise_kernels.def (Adam, Sgd, Lion); then Muon's and SOAP's matrices. None: no kernel of ours
@@ -139,13 +132,5 @@ constexpr bool takes_own_rule(const OptimizerInfo& o, size_t ndim, bool embeddin
 constexpr const StateLayout& state_of(const OptimizerInfo& o, bool own) {
   return o.scalar_rule != ScalarRule::None && !own ? o.scalar_state : o.state;
 }
-
-namespace cpu {
-// The elementwise step of `kernel` (elementwise_kernels.def: Adam, SGD, Lion) with the kernel options
-// OptimizerConfig gives (optim/config.h). Muon's and SOAP's matrices need their own steps (muon.h, soap.h); Kernel::Muon, Soap and None
-// throw std::logic_error.
-void elementwise_step(Kernel kernel, std::span<const TensorSlot> slots, std::span<const GroupHyper> groups,
-                      const OptimizerConfig& cfg);
-}  // namespace cpu
 
 }  // namespace mr::optim

@@ -92,10 +92,7 @@ UnscaleResult unscale_and_check(std::span<const GradSlot> grads, float inv_scale
   UnscaleResult r;
   for (const GradSlot& s : grads) {
     for (int64_t i = 0; i < s.numel; ++i) {
-      float g = load_element(s.grad, s.dtype, i);
-      r.found_inf = r.found_inf || !finite_(g);
-      float x = g * inv_scale;
-      r.sum_sq += static_cast<double>(x) * static_cast<double>(x);
+      const float x = unscale_element(load_element(s.grad, s.dtype, i), inv_scale, r.sum_sq, r.found_inf);
       if (in_place) store_element(s.grad, s.dtype, i, x);
     }
   }

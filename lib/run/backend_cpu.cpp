@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "optim/elementwise_step.h"
 #include "run/abs_max.h"
 #include "run/backend.h"
 #include "run/grad_round_cpu.h"

@@ -231,7 +231,7 @@ class CudaBackend final : public Backend {
   void elementwise_step(optim::Kernel k, std::span<const optim::TensorSlot> slots,
                         std::span<const optim::GroupHyper> groups, const OptimizerConfig& cfg) override {
     switch (k) {
-      // One case per elementwise kernel (optim/elementwise_kernels.def), as the CPU's dispatch (optimizer_table.cpp).
+      // One case per elementwise kernel (optim/elementwise_kernels.def), as the CPU's dispatch (optim/elementwise_step.cpp).
 #define MR_ELEMENTWISE_KERNEL(Name, name)                                                              \
   case optim::Kernel::Name: return optim::gpu::name##_step(slots, groups, optim::name##_options(cfg));
 #include "optim/elementwise_kernels.def"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/elementwise.h"
 #include "optim/gpu.h"
 #include "optim/launch_geometry.h"
 #include "run/abs_max.h"
@@ -162,7 +163,7 @@ float max_abs_of(V v, int64_t n) {
 __global__ void __launch_bounds__(geom::kThreads) scale_kernel(float* __restrict__ x, int64_t n, float factor) {
   const int64_t step = geom::grid_stride_step(gridDim.x, blockDim.x);
   for (int64_t i = geom::grid_stride_first(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
-    x[i] = x[i] * factor;  // one fp32 rounding, as optim::cpu::scale_grads
+    x[i] = optim::scale_element(x[i], factor);  // optim::cpu::scale_grads' element function
 }
 
 __global__ void __launch_bounds__(geom::kThreads) finish_grads_kernel(float* __restrict__ x, int64_t n, float factor,

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "optim/dtype.h"
+#include "optim/elementwise.h"
 
 namespace mr {
 struct Args;
@@ -39,7 +40,7 @@ GradFormat grad_format(const Args& args);
 // fp32 rounding, as the fp32 path), then as the buffer holds it.
 // Every candidate is computed and one picked (optim::pick), so that a loop over it vectorises.
 MR_HD float grad_element(float x, float factor, GradFormat f) {
-  const float y = x * factor;                                 // the average times the loss scale: one rounding
+  const float y = optim::scale_element(x, factor);            // the average times the loss scale: one rounding
   const float b = optim::bf16_to_f32(optim::f32_to_bf16(y));  // bf16, nearest even
   const float h = optim::round_to_f16(y);                     // fp16, nearest even; from 65520 up inf; NaN stays
   const bool finite = h - h == 0.0f;                          // fp16's range only: a finite h keeps y's bits

@@ -222,6 +222,24 @@ TEST_CASE("Newton-Schulz singular values lie in each coefficient type's band", "
   }
 }
 
+TEST_CASE("Newton-Schulz's normalisation: X / clamp_min(||X||_F, eps), the CPU's and the GPU's element functions",
+          "[muon][ns]") {
+  const float eps = 1e-7f;
+  // One matrix: the root of the double sum of squares, rounded once to fp32.
+  const double sumsq = 2.0 + 0x1p-40;
+  CHECK(ns_denom(sumsq, eps) == static_cast<float>(std::sqrt(sumsq)));
+  CHECK(ns_denom(4.0, eps) == 2.0f);
+  CHECK(ns_denom(0.0, eps) == eps);  // the zero matrix stays zero (0 / eps)
+  CHECK(ns_denom(1e-20, eps) == eps);
+  CHECK(std::isinf(ns_denom(INFINITY, eps)));
+  CHECK(std::isnan(ns_denom(NAN, eps)));  // clamp_min keeps a NaN norm NaN (fmaxf would give eps)
+  // A TP-sharded matrix: the all-reduced fp32 sum, an fp32 root.
+  CHECK(ns_denom_f32(2.0f, eps) == std::sqrt(2.0f));
+  CHECK(ns_denom_f32(0.0f, eps) == eps);
+  CHECK(std::isnan(ns_denom_f32(NAN, eps)));
+  CHECK(ns_normalize_element(3.0f, ns_denom(4.0, eps)) == 1.5f);
+}
+
 TEST_CASE("batched Newton-Schulz equals one call per matrix", "[muon][ns]") {
   torch::manual_seed(7);
   auto x = torch::randn({5, 40, 24});

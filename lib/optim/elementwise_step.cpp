@@ -1,5 +1,5 @@
-// The step dispatch of the optimizer table (optimizer_table.h).
-#include "optim/optimizer_table.h"
+// The CPU step dispatch of the elementwise kernels (elementwise_step.h).
+#include "optim/elementwise_step.h"
 
 #include <stdexcept>
 
