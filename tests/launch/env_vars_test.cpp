@@ -17,15 +17,7 @@ using mrtest::launcher::kBin;
 using mrtest::launcher::sh;
 
 std::string config_with_env(const std::string& name, const std::string& env_vars) {
-  return mrtest::write_file(name,
-                            "ENV_VARS:\n" + env_vars +
-                                "MODEL_ARGS:\n"
-                                "  {--num-layers: 2, --hidden-size: 256, --num-attention-heads: 4,\n"
-                                "   --max-position-embeddings: 128, --seq-length: 128, --micro-batch-size: 2,\n"
-                                "   --global-batch-size: 8, --train-iters: 4, --lr: 0.0003, --mock-data: true,\n"
-                                "   --tokenizer-type: NullTokenizer, --vocab-size: 1024,\n"
-                                "   --tensor-model-parallel-size: 2}\n",
-                            "env-vars");
+  return mrtest::launcher::env_vars_config(name, env_vars, "env-vars");
 }
 
 // The rest of the line that starts with `start` in `out` ("" when none does).

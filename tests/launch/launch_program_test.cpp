@@ -15,6 +15,7 @@
 
 #include "../config/binary.h"
 #include "../config/scratch.h"
+#include "launch_test_util.h"
 #include "launch/free_port.h"
 #include "sockets.h"
 #include "config/value.h"
@@ -869,15 +870,7 @@ namespace {
 
 // A Megatron CI config (functional-test layout) whose ENV_VARS the ranks must get (review ops37, finding 0).
 std::string env_vars_config(const std::string& name, const std::string& env_vars) {
-  return mrtest::write_file(name,
-                            "ENV_VARS:\n" + env_vars +
-                                "MODEL_ARGS:\n"
-                                "  {--num-layers: 2, --hidden-size: 256, --num-attention-heads: 4,\n"
-                                "   --max-position-embeddings: 128, --seq-length: 128, --micro-batch-size: 2,\n"
-                                "   --global-batch-size: 8, --train-iters: 4, --lr: 0.0003, --mock-data: true,\n"
-                                "   --tokenizer-type: NullTokenizer, --vocab-size: 1024,\n"
-                                "   --tensor-model-parallel-size: 2}\n",
-                            "launch-program");
+  return mrtest::launcher::env_vars_config(name, env_vars, "launch-program");
 }
 
 size_t count_of(const std::string& text, const std::string& what) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../config/binary.h"
+#include "../config/scratch.h"
 
 namespace mrtest::launcher {
 
@@ -78,6 +79,20 @@ inline void check_handled_stop(const std::string& out, int number, const std::st
   CHECK(has(out, "megatron-run: every worker exited with code 0 after the forwarded " + sig +
                      ": they handled the stop; exit 0"));
   CHECK(has(out, "exit=0"));
+}
+
+// A Megatron CI config (functional-test layout) with the given ENV_VARS lines ("  NAME: value\n" each) and a small
+// TP=2 model, written into the scratch folder `scratch`: what the ENV_VARS tests launch and dry-run.
+inline std::string env_vars_config(const std::string& name, const std::string& env_vars, const std::string& scratch) {
+  return mrtest::write_file(name,
+                            "ENV_VARS:\n" + env_vars +
+                                "MODEL_ARGS:\n"
+                                "  {--num-layers: 2, --hidden-size: 256, --num-attention-heads: 4,\n"
+                                "   --max-position-embeddings: 128, --seq-length: 128, --micro-batch-size: 2,\n"
+                                "   --global-batch-size: 8, --train-iters: 4, --lr: 0.0003, --mock-data: true,\n"
+                                "   --tokenizer-type: NullTokenizer, --vocab-size: 1024,\n"
+                                "   --tensor-model-parallel-size: 2}\n",
+                            scratch);
 }
 
 }  // namespace mrtest::launcher
