@@ -375,12 +375,25 @@ std::vector<Diagnostic> config_env_notices(const Parsed& p) {
   return out;
 }
 
+namespace {
+
+// The typed view of the namespace a launch starts from. Validation went to its end, but in one case: a user's
+// program with --use-checkpoint-args and a checkpoint megatron-run cannot read, where the refusals of the model's
+// shape were said as warnings (cmd_run.cpp) and the chain stopped at the first; the program validates the
+// checkpoint's values itself. The checks made here before such a program starts (its input files, its time limits)
+// read no dest validation fills, which that view leaves at 0 (Args::from_unvalidated).
+Args launch_view(const Outcome& resolved) {
+  return resolved.ok() ? Args::from(resolved.parsed.ns) : Args::from_unvalidated(resolved.parsed.ns);
+}
+
+}  // namespace
+
 std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const launch::Program& program) {
   const Namespace& ns = resolved.parsed.ns;
   if (!program.named() || !program.check_files || resolved.parsed.yaml_cfg) return {};
   std::vector<launch::InputFinding> findings;
   try {
-    findings = launch::program_input_findings(Args::from(ns));
+    findings = launch::program_input_findings(launch_view(resolved));
   } catch (const ArgsError&) {
     return {};  // a value of another shape: the program's own parser says what it makes of it
   }
@@ -819,7 +832,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     else if (e.prov.kind == Provenance::Kind::Derived)
       in.derived.emplace(e.dest, e.prov.describe());
   try {
-    in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
+    in.args = launch_view(resolved);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     in.heartbeat_timeout_s = lo.heartbeat_timeout;  // (a number above 0: checked with the options)
     (void)launch::job_timeouts(in, launch::process_env(), /*heartbeat=*/false);  // the heartbeat: checked above
   } catch (const std::runtime_error& e) {
