@@ -400,9 +400,10 @@ std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const
   std::vector<Diagnostic> out;
   for (const launch::InputFinding& f : findings) {
     f.rule->record_hit();
-    const Provenance& p = ns.provenance(f.dest);
+    const Provenance& p = ns.provenance(dest_of(f.arg));
     const bool error = f.rule->level == Rule::Level::Error;
-    out.push_back({error ? Diagnostic::Level::Error : Diagnostic::Level::Warning, f.rule->id, f.message, {f.flag},
+    out.push_back({error ? Diagnostic::Level::Error : Diagnostic::Level::Warning, f.rule->id, f.message,
+                   {launch::finding_flag(f)},
                    p.kind == Provenance::Kind::Config ? p.where : "", kStageInit});
   }
   return out;
