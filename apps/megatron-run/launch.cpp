@@ -106,7 +106,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.node_rank = lo.node_rank;
   ro.run_id = lo.run_id;
   ro.master_addr = lo.master_addr;
-  ro.master_port = lo.rdzv_backend == "c10d" ? 0 : (lo.master_port ? lo.master_port : 29500);
+  ro.master_port = lo.rdzv_backend == "c10d" ? 0 : (lo.master_port ? lo.master_port : launch::kTorchrunMasterPort);
   ro.store_host = lo.store_host;
   ro.store_port = lo.store_port;
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
