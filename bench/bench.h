@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "config/args.h"
+#include "config/optimizer_config_from_args.h"
+
 namespace mr::bench {
 
 // A target stated in docs/performance.md (its "target" column), on the ratio or on the value itself:
@@ -73,6 +76,14 @@ struct ChildRun {
 ChildRun run_child(const std::vector<std::string>& argv, const std::string& cwd = "", int max_exit = 0);
 // Mean wall seconds of running `argv` (stdout to /dev/null, stderr kept as for run_child) `n` times; throws if it fails.
 double process_seconds(const std::vector<std::string>& argv, int n);
+
+// Megatron's OptimizerConfig at every flag's default (the schema's: Args() is every default). A benchmark builds its
+// kernel options from it (optim/config.h: adam_options, muon_options, ...), so it measures the step Megatron's
+// defaults give, not an option struct's own default.
+inline const OptimizerConfig& megatron_optimizer_defaults() {
+  static const OptimizerConfig c = optimizer_config_from(Args());
+  return c;
+}
 
 }  // namespace mr::bench
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "optim/config.h"
 #include "optim/gpu.h"
 #include "optim/kernels.h"
 #include "optim/local_group.h"
@@ -114,7 +115,7 @@ Result versus(double t, double base, const char* baseline, double ratio) {
 MR_BENCHMARK("cpu.adamw.fp32", [](const Options& o) {
   Fp32State s(cpu_params(o), mr::arg::Optimizer::adam);
   std::vector<GroupHyper> gh = {{1e-4, 0.1, 1}};
-  AdamOptions ao;
+  AdamOptions ao = adam_options(megatron_optimizer_defaults());
   auto [t, base] = best_alternating(
       o.quick ? 5 : 7,
       [&] {
@@ -141,7 +142,7 @@ Result low_precision_moments(const Options& o, DType d, torch::ScalarType storag
     if (scaled_state(d)) s.exp_avg_scale = &scales[2 * i], s.exp_avg_sq_scale = &scales[2 * i + 1];
   }
   std::vector<GroupHyper> ours = {{1e-4, 0.1, 1}}, base = ours;
-  AdamOptions ao;
+  AdamOptions ao = adam_options(megatron_optimizer_defaults());
   auto [t, b] = best_alternating(
       o.quick ? 5 : 7,
       [&] {
@@ -174,7 +175,7 @@ MR_BENCHMARK("cpu.adamw.vs_torch", [](const Options& o) {
   torch::set_num_threads(cpu::threads());
   torch::optim::AdamW opt(tp, torch::optim::AdamWOptions(1e-4).weight_decay(0.1));
   std::vector<GroupHyper> gh = {{1e-4, 0.1, 1}};
-  AdamOptions ao;
+  AdamOptions ao = adam_options(megatron_optimizer_defaults());
   auto [t, base] = best_alternating(
       o.quick ? 2 : 3,
       [&] {
@@ -190,7 +191,7 @@ MR_BENCHMARK("cpu.sgd.fp32", [](const Options& o) {
   Fp32State s(cpu_params(o), mr::arg::Optimizer::sgd);
   // Baseline: the same chunked, threaded pass over SGD's arrays (param, grad, momentum in; param, momentum out).
   std::vector<GroupHyper> gh = {{1e-2, 1e-4, 2}};
-  SgdOptions so;
+  SgdOptions so = sgd_options(megatron_optimizer_defaults());
   auto [t, base] = best_alternating(
       o.quick ? 5 : 7, [&] { cpu::sgd_step(s.slots, gh, so); }, [&] { cpu::data_movement(s.slots); });
   return versus(t, base, "data movement (same arrays)", base / t);
@@ -200,7 +201,7 @@ MR_BENCHMARK("cpu.lion.fp32", [](const Options& o) {
   Fp32State s(cpu_params(o), mr::arg::Optimizer::lion);
   // Baseline: the same chunked, threaded pass over Lion's arrays (param, grad, momentum in; param, momentum out).
   std::vector<GroupHyper> gh = {{1e-4, 0.1, 2}};
-  LionOptions lo;
+  LionOptions lo = lion_options(megatron_optimizer_defaults());
   auto [t, base] = best_alternating(
       o.quick ? 5 : 7, [&] { cpu::lion_step(s.slots, gh, lo); }, [&] { cpu::data_movement(s.slots); });
   return versus(t, base, "data movement (same arrays)", base / t);
@@ -237,7 +238,7 @@ MR_BENCHMARK("cpu.muon.ns5_1024x4096", [](const Options& o) {
 MR_BENCHMARK("cpu.soap.step_1024x256", [](const Options& o) {
   const int64_t m = 1024, n = 256;
   torch::manual_seed(0);
-  const SoapOptions so;
+  const SoapOptions so = soap_options(megatron_optimizer_defaults());
   auto p = torch::randn({m, n}), g = torch::randn({m, n});
   auto ea = torch::zeros({m, n}), eas = torch::zeros({m, n});
   auto kron = torch::zeros({kronecker_floats(m, n)});
@@ -301,7 +302,7 @@ MR_BENCHMARK("cpu.muon.layer_sharded_tp2", [](const Options& o) {
     }
   const int threads = cpu::threads();
   auto step = [&](MuonTpMode mode) {
-    MuonOptions mo;
+    MuonOptions mo = muon_options(megatron_optimizer_defaults());
     mo.tp_mode = mode;
     mo.split_qkv = false;
     const std::vector<GroupHyper> gh = {{0.02, 0.1, 1}};
@@ -351,7 +352,7 @@ MR_BENCHMARK("gpu.adamw.bf16_master", [](const Options& o) {
     slots.push_back(s);
   }
   std::vector<GroupHyper> gh = {{1e-4, 0.1, 1}};
-  AdamOptions ao;
+  AdamOptions ao = adam_options(megatron_optimizer_defaults());
   const double bytes = 30.0 * double(total);
   // Steps back to back, as in training: a step's host part (its work list, the metadata upload, which is
   // asynchronous) overlaps the previous step's kernel, so the time per step is the device's.

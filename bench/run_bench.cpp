@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "optim/config.h"
 #include "optim/kernels.h"
 #include "run/buffers.h"
 #include "run/grad_round_cpu.h"
@@ -40,7 +41,7 @@ MR_BENCHMARK("run.synthetic_grad", [](const Options& o) {
   s.exp_avg_sq = v.data();
   std::vector<optim::TensorSlot> slots = {s};
   std::vector<optim::GroupHyper> gh = {{1e-4, 0.1, 1}};
-  optim::AdamOptions ao;
+  optim::AdamOptions ao = optim::adam_options(bench::megatron_optimizer_defaults());
   auto time = [](auto&& f) {
     auto t0 = std::chrono::steady_clock::now();
     f();

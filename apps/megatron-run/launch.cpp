@@ -106,7 +106,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
   ro.node_rank = lo.node_rank;
   ro.run_id = lo.run_id;
   ro.master_addr = lo.master_addr;
-  ro.master_port = lo.rdzv_backend == "c10d" ? 0 : (lo.master_port ? lo.master_port : 29500);
+  ro.master_port = lo.rdzv_backend == "c10d" ? 0 : (lo.master_port ? lo.master_port : launch::kTorchrunMasterPort);
   ro.store_host = lo.store_host;
   ro.store_port = lo.store_port;
   ro.join_timeout = std::chrono::milliseconds(static_cast<long long>(lo.join_timeout * 1000));
@@ -375,21 +375,35 @@ std::vector<Diagnostic> config_env_notices(const Parsed& p) {
   return out;
 }
 
+namespace {
+
+// The typed view of the namespace a launch starts from. Validation went to its end, but in one case: a user's
+// program with --use-checkpoint-args and a checkpoint megatron-run cannot read, where the refusals of the model's
+// shape were said as warnings (cmd_run.cpp) and the chain stopped at the first; the program validates the
+// checkpoint's values itself. The checks made here before such a program starts (its input files, its time limits)
+// read no dest validation fills, which that view leaves at 0 (Args::from_unvalidated).
+Args launch_view(const Outcome& resolved) {
+  return resolved.ok() ? Args::from(resolved.parsed.ns) : Args::from_unvalidated(resolved.parsed.ns);
+}
+
+}  // namespace
+
 std::vector<Diagnostic> program_input_diagnostics(const Outcome& resolved, const launch::Program& program) {
   const Namespace& ns = resolved.parsed.ns;
   if (!program.named() || !program.check_files || resolved.parsed.yaml_cfg) return {};
   std::vector<launch::InputFinding> findings;
   try {
-    findings = launch::program_input_findings(Args::from(ns));
+    findings = launch::program_input_findings(launch_view(resolved));
   } catch (const ArgsError&) {
     return {};  // a value of another shape: the program's own parser says what it makes of it
   }
   std::vector<Diagnostic> out;
   for (const launch::InputFinding& f : findings) {
     f.rule->record_hit();
-    const Provenance& p = ns.provenance(f.dest);
+    const Provenance& p = ns.provenance(dest_of(f.arg));
     const bool error = f.rule->level == Rule::Level::Error;
-    out.push_back({error ? Diagnostic::Level::Error : Diagnostic::Level::Warning, f.rule->id, f.message, {f.flag},
+    out.push_back({error ? Diagnostic::Level::Error : Diagnostic::Level::Warning, f.rule->id, f.message,
+                   {launch::finding_flag(f)},
                    p.kind == Provenance::Kind::Config ? p.where : "", kStageInit});
   }
   return out;
@@ -819,7 +833,7 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     else if (e.prov.kind == Provenance::Kind::Derived)
       in.derived.emplace(e.dest, e.prov.describe());
   try {
-    in.args = Args::from(ns);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
+    in.args = launch_view(resolved);  // the typed view the worker rebuilds (a value of the wrong shape fails here already)
     in.heartbeat_timeout_s = lo.heartbeat_timeout;  // (a number above 0: checked with the options)
     (void)launch::job_timeouts(in, launch::process_env(), /*heartbeat=*/false);  // the heartbeat: checked above
   } catch (const std::runtime_error& e) {

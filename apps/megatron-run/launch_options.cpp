@@ -800,7 +800,7 @@ void LaunchOptions::apply(Invocation& inv) {
   if (multi_node()) {
     if (rdzv_backend == "static") {
       store_host = master_addr;
-      const int mp = master_port ? master_port : 29500;
+      const int mp = master_port ? master_port : launch::kTorchrunMasterPort;
       store_port = launcher_port ? launcher_port : mp + 1;
       if (store_port > 65535 || store_port == mp)
         throw UsageError("argument --launcher-port: the launchers' store needs a port of its own besides --master-port " +

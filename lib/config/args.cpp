@@ -183,18 +183,34 @@ void assign_by_id(Args& a, ArgId id, const Value& v) {
   }
 }
 
-}  // namespace
-
-Args::Args() {
-  const std::vector<Value>& d = defaults();
-  for (size_t i = 0; i < kArgCount; ++i) assign_by_id(*this, static_cast<ArgId>(i), d[i]);
+const std::vector<bool>& validated_ids() {
+  static const std::vector<bool>* v = [] {
+    auto* out = new std::vector<bool>(kArgCount, false);
+#define MR_ARG_VALIDATED(member) (*out)[static_cast<size_t>(ArgId::member)] = true;
+#include "config/args.def"
+    return out;
+  }();
+  return *v;
 }
 
-Args Args::from(const Namespace& ns) {
+// Args() and from_unvalidated(): a dest validation fills, before it has: 0 (its default, None, has no int64_t).
+void zero_validated(Args& a, ArgId id) {
+  switch (id) {
+#define MR_ARG_VALIDATED(member) \
+  case ArgId::member: a.member = 0; break;
+#include "config/args.def"
+    default: break;
+  }
+}
+
+Args build(const Namespace& ns, bool require_validated) {
   Args a;
+  std::vector<bool> given(kArgCount, false);
   for (const auto& e : ns.entries()) {
     std::optional<ArgId> id = find_arg(e.dest);
     if (!id) continue;
+    if (validation_fills(*id) && e.value.is_none()) continue;  // refused below (from), or left at 0 (from_unvalidated)
+    given[static_cast<size_t>(*id)] = true;
     try {
       assign_by_id(a, *id, e.value);
     } catch (const ArgsError& x) {
@@ -204,8 +220,32 @@ Args Args::from(const Namespace& ns) {
       throw ArgsError(std::string(x.what()) + " (set by " + e.prov.where + ")");
     }
   }
+  if (require_validated)
+    for (size_t i = 0; i < kArgCount; ++i)
+      if (validated_ids()[i] && !given[i])
+        throw ArgsError(name_for_message(static_cast<ArgId>(i)) +
+                        ": the namespace has no value for it (None), though validation always gives it one: the "
+                        "typed view is built from a validated namespace only");
   return a;
 }
+
+}  // namespace
+
+bool validation_fills(ArgId id) { return validated_ids()[static_cast<size_t>(id)]; }
+
+Args::Args() {
+  const std::vector<Value>& d = defaults();
+  for (size_t i = 0; i < kArgCount; ++i) {
+    const ArgId id = static_cast<ArgId>(i);
+    if (validation_fills(id))
+      zero_validated(*this, id);
+    else
+      assign_by_id(*this, id, d[i]);
+  }
+}
+
+Args Args::from(const Namespace& ns) { return build(ns, /*require_validated=*/true); }
+Args Args::from_unvalidated(const Namespace& ns) { return build(ns, /*require_validated=*/false); }
 
 Value Args::value(ArgId id) const {
   switch (id) {
@@ -217,6 +257,7 @@ Value Args::value(ArgId id) const {
 }
 
 const char* misfit(ArgId id, const Value& v) {
+  if (validation_fills(id) && v.is_none()) return nullptr;  // before validation fills it
   switch (id) {
 #define MR_ARG(member, type, flag, def)                            \
   case ArgId::member: {                                            \

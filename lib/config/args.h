@@ -10,8 +10,12 @@
 //                                 a C++ keyword gets a trailing '_' ("auto" is auto_)
 //   nargs lists                   std::vector<...> (std::optional<std::vector<...>> where the default is None)
 //   anything else                 mr::Value (layer patterns, JSON, CUDA-graph modules, nargs with a scalar default)
+//   a dest validation fills       int64_t though its default is None (global_batch_size, ffn_hidden_size,
+//                                 kv_channels, ...: argsgen.cpp's kValidated): read validation's value as it is
 // A misspelt member does not compile. Build the view once, after validation, with Args::from(namespace); a dest the
-// namespace lacks takes the schema's default (no consumer carries its own default). `Args()` is all defaults.
+// namespace lacks takes the schema's default (no consumer carries its own default), except a dest validation fills:
+// there Args::from refuses a namespace without a value. `Args()` is all defaults, and 0 for those dests (no
+// validated namespace holds 0 there: a test that builds a view by hand sets the ones it reads).
 #pragma once
 
 #include <array>
@@ -58,11 +62,19 @@ struct Args {
 #define MR_ARG(member, type, flag, def) type member;
 #include "config/args.def"
 
-  Args();  // every dest at the schema's default
+  Args();  // every dest at the schema's default (0 for a validation_fills() dest)
   // The validated namespace's values; dests it lacks keep the default, dests the schema does not know are ignored.
   // Throws ArgsError naming the flag when a value does not fit (e.g. "fast" for --lr); for a derived value, also
   // what set it (its provenance: "(set by --use-checkpoint-args: ck/iter_0000006/rank_00000.json)").
+  // A dest validation fills (validation_fills()) that is None or absent is refused: an ArgsError naming the flag, an
+  // internal error, since a namespace that went through validation has its value.
   static Args from(const Namespace& ns);
+  // A namespace validation stopped in: the launch of a user's program whose model shape comes from a checkpoint
+  // megatron-run cannot read (the program validates the checkpoint's values; --use-checkpoint-args in
+  // docs/checkpoints.md). As from(), but a dest validation fills that the namespace leaves None holds 0, as in
+  // Args(): the launcher's checks before that program starts (its input files, its time limits) read none of them,
+  // and nothing else may take this view.
+  static Args from_unvalidated(const Namespace& ns);
 
   // A member as the namespace would hold it (None, bool, int, float, str, list; enums as their spelling).
   Value value(ArgId id) const;
@@ -70,9 +82,11 @@ struct Args {
 
 std::string_view dest_of(ArgId id);               // "micro_batch_size" (its flag: Schema::flag_for_dest)
 const Value& default_of(ArgId id);                // the schema's default
+bool validation_fills(ArgId id);                  // validation never leaves it None (typed int64_t, not optional)
 std::optional<ArgId> find_arg(std::string_view dest);
 // Whether `v` has the shape of `id`'s C++ type (what Args::from would read): nullptr when it does, else what it
-// should be ("an integer", "a list", "one of its choices", ...).
+// should be ("an integer", "a list", "one of its choices", ...). None fits a validation_fills() dest: it is None until
+// validation fills it.
 const char* misfit(ArgId id, const Value& v);
 
 }  // namespace mr

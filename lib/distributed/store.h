@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "distributed/collectives.h"
+#include "launch/launch_env.h"
 
 namespace mr::distributed {
 
@@ -19,7 +20,7 @@ class Store {
  public:
   struct Options {
     std::string host = "127.0.0.1";
-    int port = 29500;
+    int port = launch::kTorchrunMasterPort;
     bool is_server = false;
     std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // connecting, and blocking operations
     std::string prefix;  // a c10d::PrefixStore prefix ("" for none), e.g. "/worker/attempt_0"

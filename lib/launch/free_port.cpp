@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "launch/launch_env.h"
 #include "launch/node_store.h"
 
 namespace mr::launch {
@@ -23,7 +24,7 @@ constexpr int kLowest = 10000;  // below: ports many services are configured on
 constexpr int kTries = 200;
 // torchrun's (and megatron-run's) default --master-port and c10d endpoint port: a job started later with the
 // defaults on this machine would find them taken.
-constexpr int kDefaultMasterPort = 29500, kDefaultRendezvousPort = 29400;
+constexpr int kDefaultMasterPort = kTorchrunMasterPort, kDefaultRendezvousPort = 29400;
 
 // A socket bound to `port` (0: the kernel's pick) on every interface without SO_REUSEADDR, then given SO_REUSEADDR
 // so that a store setting it can bind beside it: the held port, or none (errno set). Without SO_REUSEADDR, a port

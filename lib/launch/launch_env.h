@@ -38,13 +38,16 @@ bool inside_enclosing_job(const EnvLookup& env = process_env());
 // Given by megatron-run's launcher to the workers it starts when it derived MASTER_PORT from SLURM's job (the
 // derivation, "20000 + 2 x (...), since MASTER_PORT is unset"): their refusal of that port, taken, names it.
 inline constexpr const char* kMasterPortFromVar = "MR_MASTER_PORT_FROM";
+// torchrun's master port when none is given (torch.distributed.run's --master-port default): the launcher's own
+// choice, not a Megatron argument; the one number every default of ours that follows torchrun takes.
+inline constexpr int kTorchrunMasterPort = 29500;
 
 struct LaunchInfo {
   enum class Source { Torchrun, Slurm };
   Source source = Source::Torchrun;
   int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = kTorchrunMasterPort;
   // Where master_addr came from, for a name that does not resolve: "MASTER_ADDR", or "SLURM_JOB_NODELIST (its
   // first host)". Where master_port came from when no variable gave it: SLURM's derivation ("20000 + ..., since
   // MASTER_PORT is unset"); "" when MASTER_PORT gave it.

@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "config/converters.h"
+#include "config/schema.h"
 #include "util/text.h"
 
 namespace mr::launch {
@@ -81,9 +82,11 @@ std::string prefix_problem(const std::string& p) {
   return "neither " + bin + " nor " + idx + " exists";
 }
 
+std::string flag_of(ArgId id) { return Schema::megatron().flag_for_dest(dest_of(id)); }
+
 // The findings for a blend's prefixes: one per flag, naming at most a few of them.
-void check_blend(std::vector<InputFinding>& out, const std::string& dest, const std::string& flag,
-                 const std::vector<std::string>& words, const std::string& from = "") {
+void check_blend(std::vector<InputFinding>& out, ArgId id, const std::vector<std::string>& words,
+                 const std::string& from = "") {
   constexpr size_t kNamed = 3;
   std::vector<std::string> problems;
   size_t checked = 0;
@@ -93,19 +96,19 @@ void check_blend(std::vector<InputFinding>& out, const std::string& dest, const 
     if (std::string why = prefix_problem(p); !why.empty()) problems.push_back(std::move(why));
   }
   if (problems.empty()) return;
-  std::string msg = "argument " + flag + from + ": ";
+  std::string msg = "argument " + flag_of(id) + from + ": ";
   if (checked > 1) msg += std::to_string(problems.size()) + " of its " + std::to_string(checked) + " dataset prefixes cannot be read here: ";
   for (size_t i = 0; i < problems.size() && i < kNamed; ++i) msg += (i ? "; " : "") + problems[i];
   if (problems.size() > kNamed) msg += "; and " + std::to_string(problems.size() - kNamed) + " more";
   msg += " (Megatron's indexed datasets read PREFIX.bin and PREFIX.idx; it would fail when it builds the datasets, "
          "after the model)";
   msg += kWayOut;
-  out.push_back({&kInputMissingRule, dest, flag, msg});
+  out.push_back({&kInputMissingRule, id, msg});
 }
 
 // A file the program opens: missing, a directory, or unreadable.
-void check_file(std::vector<InputFinding>& out, const std::string& dest, const std::string& flag,
-                const std::optional<std::string>& path, const std::string& what) {
+void check_file(std::vector<InputFinding>& out, ArgId id, const std::optional<std::string>& path,
+                const std::string& what) {
   if (!path || path->empty() || has_scheme(*path)) return;
   std::string why;
   if (!exists(*path))
@@ -115,8 +118,8 @@ void check_file(std::vector<InputFinding>& out, const std::string& dest, const s
   else if (access(path->c_str(), R_OK) != 0)
     why = std::string("cannot be read (") + std::strerror(errno) + ")";
   if (why.empty()) return;
-  out.push_back({&kInputMissingRule, dest, flag,
-                 "argument " + flag + " " + echo_word(*path) + ": " + why + " (" + what + ")" + kWayOut});
+  out.push_back({&kInputMissingRule, id,
+                 "argument " + flag_of(id) + " " + echo_word(*path) + ": " + why + " (" + what + ")" + kWayOut});
 }
 
 // The words of a whitespace-separated file, bounded: nullopt when it cannot be read or is too big to be a blend.
@@ -131,24 +134,23 @@ std::optional<std::vector<std::string>> file_words(const std::string& path) {
   return words;
 }
 
-void check_output(std::vector<InputFinding>& out, const std::string& dest, const std::string& flag,
-                  const std::optional<std::string>& dir, const std::string& what, const Rule& rule = kOutputUnwritableRule) {
+void check_output(std::vector<InputFinding>& out, ArgId id, const std::optional<std::string>& dir,
+                  const std::string& what, const Rule& rule = kOutputUnwritableRule) {
   if (!dir || dir->empty() || has_scheme(*dir)) return;
   if (std::string why = unwritable_dir_reason(*dir); !why.empty())
-    out.push_back({&rule, dest, flag,
-                   "argument " + flag + " " + *dir + ": " + why + " (" + what + ")" +
+    out.push_back({&rule, id,
+                   "argument " + flag_of(id) + " " + *dir + ": " + why + " (" + what + ")" +
                        (rule.level == Rule::Level::Error ? kWayOut : "")});
 }
 
 // --load or --pretrained-checkpoint where Megatron finds no checkpoint to load: it starts from random
 // initialization, or with --exit-on-missing-checkpoint exits 1 once the model is built (load_checkpoint).
-void check_load(std::vector<InputFinding>& out, const std::string& dest, const std::string& flag,
-                const std::string& dir, bool exits) {
+void check_load(std::vector<InputFinding>& out, ArgId id, const std::string& dir, bool exits) {
   if (dir.empty() || has_scheme(dir)) return;
   const std::string tracker = (fs::path(dir) / "latest_checkpointed_iteration.txt").string();
   std::error_code ec;
   if (fs::is_regular_file(tracker, ec)) return;  // Megatron's os.path.isfile: a directory of that name is none
-  std::string msg = "argument " + flag + " " + dir + ": ";
+  std::string msg = "argument " + flag_of(id) + " " + dir + ": ";
   if (!exists(dir)) {
     msg += "no such directory";
   } else if (exists(tracker)) {
@@ -164,11 +166,11 @@ void check_load(std::vector<InputFinding>& out, const std::string& dest, const s
   }
   if (exits) {
     msg += "; with --exit-on-missing-checkpoint the program would exit 1 once it has built the model";
-    out.push_back({&kInputMissingRule, dest, flag, msg + kWayOut});
+    out.push_back({&kInputMissingRule, id, msg + kWayOut});
     return;
   }
   msg += "; the program will find no checkpoint and start from random initialization";
-  out.push_back({&kLoadEmptyRule, dest, flag, msg});
+  out.push_back({&kLoadEmptyRule, id, msg});
 }
 
 bool same_dir(const std::string& a, const std::string& b) {
@@ -232,20 +234,22 @@ std::string unwritable_dir_reason(const std::string& dir) {
   return "";
 }
 
+std::string finding_flag(const InputFinding& f) { return flag_of(f.arg); }
+
 std::vector<InputFinding> program_input_findings(const Args& a) {
   std::vector<InputFinding> out;
   // --sft and --use-varlen-dataset read HuggingFace datasets (a Hub id, a jsonl or parquet file, a glob): no
   // indexed-dataset prefixes to look for.
   if (!a.mock_data && !a.sft && !a.use_varlen_dataset) {
-    if (a.data_path) check_blend(out, "data_path", "--data-path", *a.data_path);
-    check_file(out, "data_args_path", "--data-args-path", a.data_args_path, "the blend's weights and prefixes");
+    if (a.data_path) check_blend(out, ArgId::data_path, *a.data_path);
+    check_file(out, ArgId::data_args_path, a.data_args_path, "the blend's weights and prefixes");
     if (a.data_args_path && !has_scheme(*a.data_args_path) && out.empty())
       if (std::optional<std::vector<std::string>> words = file_words(*a.data_args_path))
-        check_blend(out, "data_args_path", "--data-args-path", *words, " (the prefixes in " + *a.data_args_path + ")");
-    if (a.train_data_path) check_blend(out, "train_data_path", "--train-data-path", *a.train_data_path);
-    if (a.valid_data_path) check_blend(out, "valid_data_path", "--valid-data-path", *a.valid_data_path);
-    if (a.test_data_path) check_blend(out, "test_data_path", "--test-data-path", *a.test_data_path);
-    check_file(out, "per_split_data_args_path", "--per-split-data-args-path", a.per_split_data_args_path,
+        check_blend(out, ArgId::data_args_path, *words, " (the prefixes in " + *a.data_args_path + ")");
+    if (a.train_data_path) check_blend(out, ArgId::train_data_path, *a.train_data_path);
+    if (a.valid_data_path) check_blend(out, ArgId::valid_data_path, *a.valid_data_path);
+    if (a.test_data_path) check_blend(out, ArgId::test_data_path, *a.test_data_path);
+    check_file(out, ArgId::per_split_data_args_path, a.per_split_data_args_path,
                "the JSON of the train, valid and test blends");
   }
   using T = arg::TokenizerType;
@@ -253,35 +257,35 @@ std::vector<InputFinding> program_input_findings(const Args& a) {
     const T t = *a.tokenizer_type;
     const std::string type = " read by --tokenizer-type " + std::string(arg::to_string(t));
     if (t == T::BertWordPieceLowerCase || t == T::BertWordPieceCase || t == T::GPT2BPETokenizer)
-      check_file(out, "vocab_file", "--vocab-file", a.vocab_file, "the vocabulary," + type);
-    if (t == T::GPT2BPETokenizer) check_file(out, "merge_file", "--merge-file", a.merge_file, "the BPE merges," + type);
+      check_file(out, ArgId::vocab_file, a.vocab_file, "the vocabulary," + type);
+    if (t == T::GPT2BPETokenizer) check_file(out, ArgId::merge_file, a.merge_file, "the BPE merges," + type);
     if (t == T::SentencePieceTokenizer || t == T::GPTSentencePieceTokenizer || t == T::Llama2Tokenizer ||
         t == T::TikTokenizer)
-      check_file(out, "tokenizer_model", "--tokenizer-model", a.tokenizer_model, "the tokenizer's model file," + type);
+      check_file(out, ArgId::tokenizer_model, a.tokenizer_model, "the tokenizer's model file," + type);
   }
   // core_transformer_config_from_args opens the quantization recipe on every rank before it builds the model
   // (load_quantization_recipe: FileNotFoundError): --kitchen-config-file when it is not None, else
   // --te-precision-config-file when it is truthy (argument_utils.py).
   if (a.kitchen_config_file && a.kitchen_config_file->empty())
-    out.push_back({&kInputMissingRule, "kitchen_config_file", "--kitchen-config-file",
-                   std::string("argument --kitchen-config-file: an empty path, which Megatron opens as given (the "
-                               "Kitchen quantization recipe)") + kWayOut});
-  check_file(out, "kitchen_config_file", "--kitchen-config-file", a.kitchen_config_file,
+    out.push_back({&kInputMissingRule, ArgId::kitchen_config_file,
+                   "argument " + flag_of(ArgId::kitchen_config_file) +
+                       ": an empty path, which Megatron opens as given (the Kitchen quantization recipe)" + kWayOut});
+  check_file(out, ArgId::kitchen_config_file, a.kitchen_config_file,
              "the Kitchen quantization recipe, which Megatron opens as it builds the model");
-  check_file(out, "te_precision_config_file", "--te-precision-config-file", a.te_precision_config_file,
+  check_file(out, ArgId::te_precision_config_file, a.te_precision_config_file,
              "the Transformer Engine quantization recipe, which Megatron opens as it builds the model");
-  check_output(out, "save", "--save", a.save, "the program writes its checkpoints there");
-  check_output(out, "tensorboard_dir", "--tensorboard-dir", a.tensorboard_dir, "the program writes its TensorBoard logs there");
+  check_output(out, ArgId::save, a.save, "the program writes its checkpoints there");
+  check_output(out, ArgId::tensorboard_dir, a.tensorboard_dir, "the program writes its TensorBoard logs there");
   if (!a.dataloader_fast_cache_load)
-    check_output(out, "data_cache_path", "--data-cache-path", a.data_cache_path,
+    check_output(out, ArgId::data_cache_path, a.data_cache_path,
                  "the program writes a dataset's index caches there when they are missing", kCacheUnwritableRule);
   // With --use-checkpoint-args the launcher has read the checkpoint already (or refused it); with a non-persistent
   // checkpoint type Megatron may load a newer one from elsewhere, without --load's tracker.
   if (!a.ckpt_step && !a.use_checkpoint_args && !a.non_persistent_ckpt_type) {
     const bool exits = a.exit_on_missing_checkpoint;
-    if (a.load && !(a.save && same_dir(*a.load, *a.save) && !exits)) check_load(out, "load", "--load", *a.load, exits);
+    if (a.load && !(a.save && same_dir(*a.load, *a.save) && !exits)) check_load(out, ArgId::load, *a.load, exits);
     if (a.pretrained_checkpoint)
-      check_load(out, "pretrained_checkpoint", "--pretrained-checkpoint", *a.pretrained_checkpoint, exits);
+      check_load(out, ArgId::pretrained_checkpoint, *a.pretrained_checkpoint, exits);
   }
   return out;
 }

@@ -39,10 +39,12 @@ extern const Rule kLoadEmptyRule;
 
 struct InputFinding {
   const Rule* rule;
-  std::string dest;     // where its value came from is the namespace's provenance of this dest
-  std::string flag;     // "--data-path"
+  ArgId arg;            // ArgId::data_path: the namespace's provenance of dest_of(arg) says where its value came from
   std::string message;  // "argument --data-path: ...", without the rule id
 };
+
+// The flag a finding names: Schema::flag_for_dest of its dest ("--data-path").
+std::string finding_flag(const InputFinding& f);
 
 // What the program would find missing or could not write on this node, in the order of the flags above.
 std::vector<InputFinding> program_input_findings(const Args& a);

@@ -16,6 +16,7 @@
 #include "launch/event_log.h"
 #include "launch/free_port.h"
 #include "launch/guardian.h"
+#include "launch/launch_env.h"
 #include "launch/spawn_detail.h"
 
 namespace mr::launch {
@@ -73,7 +74,7 @@ int spawn_workers(const SpawnOptions& o) {
     // until the attempt ends (HeldPort: another job started now cannot draw it; rank 0's store binds beside it).
     HeldPort held_port;
     if (!o.watch && !o.master_port && o.nnodes == 1) held_port = hold_free_port();
-    if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? held_port.port() : 29500);
+    if (!o.watch) job.master_port = o.master_port ? o.master_port : (o.nnodes == 1 ? held_port.port() : kTorchrunMasterPort);
     if (o.watch == nullptr && restarts != o.restart_count)  // one node: its "rendezvous" is this loop's turn
       rendezvous_ms = Ms(std::chrono::steady_clock::now() - rendezvous_from).count();
     const auto assign_from = std::chrono::steady_clock::now();

@@ -42,11 +42,12 @@ std::vector<std::string> unread_master_env(const EnvLookup& env, bool addr_read,
   // Inside an enclosing job (a torchrun worker, or one of megatron-run's: RANK with TORCHELASTIC_RUN_ID or
   // MR_SPAWNER) the enclosing launcher always sets both: naming them would say nothing the user can act on.
   if (inside_enclosing_job(env)) return out;
+  const std::string several_nodes_port =
+      std::to_string(kTorchrunMasterPort) + ", torchrun's default, unless --master-port is given";
   const std::tuple<const char*, bool, const char*, const char*> vars[] = {
       {"MASTER_ADDR", addr_read, "--master-addr", "127.0.0.1 unless --master-addr is given"},
       {"MASTER_PORT", port_read, "--master-port",
-       several_nodes ? "29500, torchrun's default, unless --master-port is given"
-                     : "a free port unless --master-port is given"}};
+       several_nodes ? several_nodes_port.c_str() : "a free port unless --master-port is given"}};
   for (const auto& [name, read, option, otherwise] : vars) {
     const std::optional<std::string> v = env(name);
     if (!v || read) continue;

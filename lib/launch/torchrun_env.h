@@ -19,7 +19,7 @@ struct WorkerPlace {
   int nproc_per_node = 1;    // LOCAL_WORLD_SIZE
   int nnodes = 1;            // GROUP_WORLD_SIZE
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = kTorchrunMasterPort;
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT: which attempt of the local group this is
   int max_restarts = 0;      // --max-restarts
   std::string run_id = "none";  // --rdzv-id (torchrun's default "none"; --standalone: a fresh id)

@@ -77,7 +77,7 @@ struct AdaptiveOptions {
 };
 
 struct MuonOptions {
-  double momentum = 0.95;   // muon_momentum
+  double momentum = 0.9;    // muon_momentum: --muon-momentum's default (muon_options sets it from the config)
   bool nesterov = false;    // muon_nesterov
   NsOptions ns;             // muon_coefficient_type, muon_num_ns_steps, muon_fp32_matmul_prec, muon_use_syrk
   MuonScaleMode scale_mode = MuonScaleMode::Spectral;  // muon_scale_mode

@@ -162,8 +162,7 @@ ScheduleConfig ScheduleConfig::from_args(const Args& a) {
         fail("--lr-warmup-samples is for sample-based training; with --train-iters use --lr-warmup-iters");
       if (fraction && a.lr_warmup_iters != 0) fail("give only one of --lr-warmup-fraction and --lr-warmup-iters");
     }
-    if (!a.global_batch_size) fail("--global-batch-size is needed to count --train-iters in samples");
-    const int64_t gbs = *a.global_batch_size;
+    const int64_t gbs = a.global_batch_size;
     const int64_t train_iters = *a.train_iters;
     const int64_t decay_iters = a.lr_decay_iters.value_or(train_iters);
     auto samples = [gbs](int64_t iters, const char* flag) {  // validation's sanity.integer-overflow, again

@@ -64,9 +64,10 @@ struct ScheduleConfig {
   double end_wd = 0.0;    // ... and from wd_incr_steps on
   int64_t wd_incr_steps = 0;
   WdIncrStyle wd_incr_style = WdIncrStyle::Constant;
-  // Checkpoint policy (load_state): take the checkpoint's values, or insist on ours; Megatron's defaults.
-  bool use_checkpoint_opt_param_scheduler = true;
-  bool override_opt_param_scheduler = false;
+  // Checkpoint policy (load_state): take the checkpoint's values, or insist on ours; the flags' defaults (the
+  // schema's: both off).
+  bool use_checkpoint_opt_param_scheduler = default_of(ArgId::use_checkpoint_opt_param_scheduler).as_bool();
+  bool override_opt_param_scheduler = default_of(ArgId::override_opt_param_scheduler).as_bool();
   // --decoupled-lr / --decoupled-min-lr: not part of the schedule itself but of the embedding/output group.
   std::optional<double> decoupled_lr;
   std::optional<double> decoupled_min_lr;

@@ -77,7 +77,7 @@ ScheduleRun ScheduleRun::from_args(const Args& a, BatchPieces batches) {
   r.config = ScheduleConfig::from_args(a);
   r.config.check();
   r.sample_based = !(a.train_iters && *a.train_iters != 0);
-  r.batches = batches.empty() ? BatchPieces{{0, a.global_batch_size.value_or(1)}} : std::move(batches);
+  r.batches = batches.empty() ? BatchPieces{{0, a.global_batch_size}} : std::move(batches);
   if (r.batches.front().first != 0) throw std::invalid_argument("the batch sizes must start at 0 samples");
   for (size_t k = 0; k < r.batches.size(); ++k)
     if (r.batches[k].second <= 0 || (k && r.batches[k].first <= r.batches[k - 1].first))

@@ -10,7 +10,7 @@ namespace mr::run {
 
 BatchSchedule BatchSchedule::from(const Args& args) {
   BatchSchedule b;
-  b.micro_ = std::max<int64_t>(1, args.micro_batch_size.value_or(1));
+  b.micro_ = std::max<int64_t>(1, args.micro_batch_size);
   b.dp_ = std::max<int64_t>(1, args.data_parallel_size) * std::max<int64_t>(1, args.gtp_weight_remat_size);
   b.decrease_ = args.decrease_batch_size_if_needed;
   if (args.step_batch_size_schedule) {
@@ -25,8 +25,7 @@ BatchSchedule BatchSchedule::from(const Args& args) {
     }
     return b;
   }
-  if (!args.global_batch_size) throw RunError("the training run needs --global-batch-size");
-  b.steps_ = {{0, *args.global_batch_size}};
+  b.steps_ = {{0, args.global_batch_size}};
   return b;
 }
 

@@ -475,7 +475,7 @@ struct LoadSteps {
       // Megatron's --override-ckpt-iteration: the checkpoint counts as saved at N; consumed samples become
       // N x --global-batch-size (this run's), skipped samples 0 (a release checkpoint too; --finetune is refused).
       // A negative N never gets here (run_support.h refuses it before launch and in set_up).
-      const int64_t n = *a.override_ckpt_iteration, gbs = a.global_batch_size.value_or(1);
+      const int64_t n = *a.override_ckpt_iteration, gbs = a.global_batch_size;
       if (n > kMaxCheckpointCount / std::max<int64_t>(gbs, 1))
         throw CheckpointError(kCkptUnsupported, "--override-ckpt-iteration " + std::to_string(n) +
                                                     " is out of range (0 to 2^62 samples at --global-batch-size " +

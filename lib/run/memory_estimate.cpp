@@ -159,13 +159,13 @@ const char* activation_estimate_name(const Args& a) {
 // Table 2), term by term as theoretical_memory_usage.py writes it. s: sequence length, b: micro-batch size,
 // h: hidden size, t: TP, p: PP, L: layers, V: padded vocabulary.
 double activation_memory(const Args& a, int64_t padded_vocab) {
-  const double s = static_cast<double>(a.seq_length.value_or(0)), b = static_cast<double>(a.micro_batch_size.value_or(1));
-  const double h = static_cast<double>(a.hidden_size.value_or(0));
+  const double s = static_cast<double>(a.seq_length.value_or(0)), b = static_cast<double>(a.micro_batch_size);
+  const double h = static_cast<double>(a.hidden_size);
   if (s <= 0 || h <= 0) return 0;
-  const double ffn = static_cast<double>(a.ffn_hidden_size.value_or(4 * a.hidden_size.value_or(0)));
+  const double ffn = static_cast<double>(a.ffn_hidden_size);
   const double t = static_cast<double>(std::max<int64_t>(1, a.tensor_model_parallel_size));
   const double p = static_cast<double>(std::max<int64_t>(1, a.pipeline_model_parallel_size));
-  const double L = static_cast<double>(a.num_layers.value_or(0)), V = static_cast<double>(padded_vocab);
+  const double L = static_cast<double>(a.num_layers), V = static_cast<double>(padded_vocab);
   const bool with_sp = a.sequence_parallel && a.recompute_granularity == arg::RecomputeGranularity::selective;
   // Per layer: with SP and selective recompute every tensor is split over TP (sbh (18 + 4 ffn/h), divided by t
   // at the end); without SP, 10 sbh are kept whole on every TP rank and 24 sbh split (flash attention: no s^2).
@@ -178,8 +178,8 @@ double activation_memory(const Args& a, int64_t padded_vocab) {
     act *= 1 + (p - 1) / (p * static_cast<double>(*vpp));  // the interleaved schedule's extra in-flight chunks
   } else if (p > 1) {
     // Fewer microbatches than stages: only that many in flight.
-    const int64_t dp = std::max<int64_t>(1, a.data_parallel_size), mbs = std::max<int64_t>(1, a.micro_batch_size.value_or(1));
-    const double microbatches = static_cast<double>(a.global_batch_size.value_or(mbs * dp) / (mbs * dp));
+    const int64_t dp = std::max<int64_t>(1, a.data_parallel_size), mbs = std::max<int64_t>(1, a.micro_batch_size);
+    const double microbatches = static_cast<double>(a.global_batch_size / (mbs * dp));
     act *= std::min(1.0, microbatches / p);
   }
   if (p == 1) {

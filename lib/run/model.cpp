@@ -15,11 +15,6 @@ namespace mr::run {
 
 namespace gpt_plan {
 
-int64_t need(const std::optional<int64_t>& v, const char* flag) {
-  if (!v) throw RunError(std::string("the training run needs ") + flag);
-  return *v;
-}
-
 // Sizes are products of the user's numbers: checked, a result beyond 64 bits is a RunError naming what it is.
 int64_t mul(int64_t a, int64_t b, const std::string& what) {
   if (auto r = checked_mul(a, b)) return *r;
@@ -52,7 +47,6 @@ int64_t split(int64_t n, int64_t parts, const char* what) {
 
 using gpt_plan::at_least;
 using gpt_plan::mul;
-using gpt_plan::need;
 using gpt_plan::sum;
 
 int64_t ParamSpec::numel() const {
@@ -267,15 +261,15 @@ struct DecoderSizes {
 };
 DecoderSizes decoder_sizes(const Args& a) {
   DecoderSizes d;
-  d.L = at_least(need(a.num_layers, "--num-layers"), 0, "--num-layers");
+  d.L = at_least(a.num_layers, 0, "--num-layers");
   if (d.L > kMaxPlanLayers)
     throw RunError("--num-layers " + std::to_string(d.L) + " is more than the " + std::to_string(kMaxPlanLayers) +
                    " layers the model plan handles");
-  d.h = at_least(need(a.hidden_size, "--hidden-size"), 1, "--hidden-size");
-  d.heads = at_least(need(a.num_attention_heads, "--num-attention-heads"), 1, "--num-attention-heads");
-  d.kv = at_least(a.kv_channels.value_or(d.h / d.heads), 1, "--kv-channels");
+  d.h = at_least(a.hidden_size, 1, "--hidden-size");
+  d.heads = at_least(a.num_attention_heads, 1, "--num-attention-heads");
+  d.kv = at_least(a.kv_channels, 1, "--kv-channels");
   d.groups = at_least(a.group_query_attention ? a.num_query_groups : d.heads, 1, "--num-query-groups");
-  d.ffn = at_least(a.ffn_hidden_size ? *a.ffn_hidden_size : mul(4, d.h, "4 x --hidden-size"), 1, "--ffn-hidden-size");
+  d.ffn = at_least(a.ffn_hidden_size, 1, "--ffn-hidden-size");
   return d;
 }
 
@@ -326,7 +320,7 @@ void add_embeddings(const Builder& b) {
   const Args& a = b.a;
   b.add("embedding.word_embeddings.weight", {b.plan.padded_vocab_size, b.h}, 0).embedding_or_output = true;
   if (a.position_embedding_type == arg::PositionEmbeddingType::learned_absolute) {
-    const int64_t positions = a.max_position_embeddings.value_or(a.seq_length.value_or(0));
+    const int64_t positions = a.max_position_embeddings;
     // Not an "embedding or output" parameter to Megatron (language_module.py marks the word embeddings and the
     // output layer only): --decoupled-lr does not apply, and Muon and lion take it as a 2-D weight.
     b.add("embedding.position_embeddings.weight", {at_least(positions, 0, "--max-position-embeddings"), b.h}, -1);
@@ -551,7 +545,7 @@ ModelPlan plan_gpt_model(const Args& a, const RankCoord& at) {
   const std::vector<HeterogeneousBlock> blocks = heterogeneous_layer_blocks(a, d, r, moe.experts);
   const bool hetero = a.heterogeneous_layers_config_path.has_value();
   const LinearAttention linear = linear_attention(a, d.L, r.hybrid);
-  const MoeSizes experts = moe_sizes(a, at, moe.experts, d.ffn, d.h);
+  const MoeSizes experts = moe_sizes(a, at, moe.experts, d.h);
   const MlaSizes mla = mla_sizes(a, d.kv);
   const Layers m{b, qkv, mla, experts, mamba, d.ffn, fc1_out, r.hybrid, linear.dsa, linear.gdn2};
 

@@ -24,12 +24,11 @@ MoeLayers moe_layers(const Args& a, int64_t L, bool hybrid) {
   return s;
 }
 
-MoeSizes moe_sizes(const Args& a, const RankCoord& at, int64_t experts, int64_t ffn, int64_t h) {
+MoeSizes moe_sizes(const Args& a, const RankCoord& at, int64_t experts, int64_t h) {
   MoeSizes s;
   s.experts = experts;
-  const int64_t tp = at.tp_size;
   const int64_t ep = std::max<int64_t>(1, at.ep_size);
-  s.etp = at.etp_size > 0 ? at.etp_size : std::max<int64_t>(1, a.expert_tensor_parallel_size.value_or(tp));
+  s.etp = at.etp_size > 0 ? at.etp_size : std::max<int64_t>(1, a.expert_tensor_parallel_size);
   if (experts > 0 && experts % ep != 0)
     throw RunError("--num-experts " + std::to_string(experts) + " is not divisible by --expert-model-parallel-size " +
                    std::to_string(ep));
@@ -37,7 +36,14 @@ MoeSizes moe_sizes(const Args& a, const RankCoord& at, int64_t experts, int64_t 
   if (s.local_experts > kMaxPlanTensors)
     throw RunError("--num-experts " + std::to_string(experts) + " puts more than " + std::to_string(kMaxPlanTensors) +
                    " experts on a rank, more than the model plan handles");
-  s.moe_ffn = at_least(a.moe_ffn_hidden_size.value_or(ffn), 1, "--moe-ffn-hidden-size");
+  // Validation gives --moe-ffn-hidden-size --ffn-hidden-size's value whenever --num-experts is set (moe-spec); a
+  // model without experts has no expert MLP, and no size for it.
+  if (experts > 0) {
+    if (!a.moe_ffn_hidden_size)
+      throw RunError("internal error: --moe-ffn-hidden-size is None with --num-experts " + std::to_string(experts) +
+                     " (validation gives it --ffn-hidden-size's value): the model plan takes validated arguments");
+    s.moe_ffn = at_least(*a.moe_ffn_hidden_size, 1, "--moe-ffn-hidden-size");
+  }
   // Latent MoE (--moe-latent-size): the routed experts work in a smaller space, projected into and out of by two
   // replicated linears of the MoE layer (fc1/fc2_latent_proj); the router and the shared experts keep h.
   s.latent = a.moe_latent_size ? at_least(*a.moe_latent_size, 1, "--moe-latent-size") : 0;

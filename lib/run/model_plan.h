@@ -14,9 +14,8 @@
 
 namespace mr::run::gpt_plan {
 
-// The plan's checked numbers: a missing flag, a product or sum beyond 64 bits, a size below its minimum, a size
-// TP does not divide: each a RunError naming the flag or the size.
-int64_t need(const std::optional<int64_t>& v, const char* flag);
+// The plan's checked numbers: a product or sum beyond 64 bits, a size below its minimum, a size TP does not divide:
+// each a RunError naming the flag or the size.
 int64_t mul(int64_t a, int64_t b, const std::string& what);
 int64_t sum(int64_t a, int64_t b, const std::string& what);
 int64_t at_least(int64_t v, int64_t min, const char* flag);
@@ -75,7 +74,7 @@ struct MoeSizes {
   int64_t moe_ffn = 0, latent = 0, expert_h = 0, moe_fc1 = 0, shared_ffn = 0;
   bool grouped = false;
 };
-MoeSizes moe_sizes(const Args& a, const RankCoord& at, int64_t experts, int64_t ffn, int64_t h);
+MoeSizes moe_sizes(const Args& a, const RankCoord& at, int64_t experts, int64_t h);
 
 // What the block builders read: the builder and every size the plan worked out.
 struct Layers {

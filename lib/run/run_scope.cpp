@@ -339,7 +339,7 @@ std::string unused_in_this_job(ArgId id, const Args& a) {
       // The mode says how a matrix split over tensor parallelism is orthogonalised (optim/muon_plan.h): with TP 1
       // (and expert TP 1 in a MoE model) none is, and every mode is each rank's whole-matrix Newton-Schulz.
       const int64_t tp = std::max<int64_t>(1, a.tensor_model_parallel_size);
-      const int64_t etp = std::max<int64_t>(1, a.expert_tensor_parallel_size.value_or(tp));
+      const int64_t etp = std::max<int64_t>(1, a.expert_tensor_parallel_size);
       if (tp > 1 || (a.num_experts.value_or(0) > 0 && etp > 1)) return "";
       return "no matrix is split over tensor parallelism (--tensor-model-parallel-size 1): every mode is the "
              "whole-matrix Newton-Schulz";

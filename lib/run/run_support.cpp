@@ -53,7 +53,7 @@ void check_run_supported(const Args& args) {
   // (TP and expert TP of one) every mode is each rank's whole-matrix Newton-Schulz, which the run does; across a TP
   // group it is not implemented. (layer_sharded runs with any TP size: optim/muon.h.)
   const int64_t tp = std::max<int64_t>(1, args.tensor_model_parallel_size);
-  const int64_t etp = std::max<int64_t>(1, args.expert_tensor_parallel_size.value_or(tp));
+  const int64_t etp = std::max<int64_t>(1, args.expert_tensor_parallel_size);
   if (muon && args.muon_tp_mode == arg::MuonTpMode::auto_ && (tp > 1 || (args.num_experts.value_or(0) > 0 && etp > 1)))
     throw RunError("--muon-tp-mode auto is implemented by the training run without tensor parallelism only "
                    "(--tensor-model-parallel-size " + std::to_string(tp) + ", --expert-tensor-parallel-size " +

@@ -100,10 +100,10 @@ void whole_params(RunContext& c, const BufferPtrs& d, std::vector<optim::TensorS
 // as Megatron's TensorParallelMuon picks `expt_tp` for them); the rest (embeddings, output layer, norms, biases) to
 // --muon-scalar-optimizer. --optimizer adaptive_muon is the same with a second moment per matrix (exp_avg_sq).
 // The rows of Q, K, V per query group from the model config (Megatron's _get_qkv_split_shapes), for every QKV
-// weight. The plan has checked these (run/model.cpp); kv_channels defaults as there.
+// weight. The plan has checked these (run/model.cpp).
 std::vector<int64_t> muon_split_shapes(const Args& a) {
-  const int64_t heads = a.num_attention_heads.value_or(1);
-  const int64_t kv = a.kv_channels.value_or(a.hidden_size.value_or(0) / heads);
+  const int64_t heads = a.num_attention_heads;
+  const int64_t kv = a.kv_channels;
   const int64_t query_groups = a.group_query_attention ? a.num_query_groups : heads;
   return optim::qkv_split_shapes(heads, query_groups, kv, a.attention_output_gate);
 }

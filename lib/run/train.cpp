@@ -162,7 +162,7 @@ double forward_and_grads(RunContext& c, int64_t it, int64_t consumed, bool injec
   Backend& dev = *c.backend;
   const BufferPtrs d = dev.ptrs();
   const int bits = quantize_bits(c.global_batch);
-  const SampleTable dense(dense_samples(c.seed, it, consumed, c.global_batch, c.args.micro_batch_size.value_or(1),
+  const SampleTable dense(dense_samples(c.seed, it, consumed, c.global_batch, c.args.micro_batch_size,
                                           c.dp.size(), c.dp.rank()));
   const SampleTable experts(expert_samples(c.seed, it, consumed, c.global_batch, c.edp.size(), c.edp.rank()));
   const uint64_t it_key = c.seed ^ mix64(static_cast<uint64_t>(it));

@@ -28,6 +28,16 @@ namespace {
 
 mr::Invocation corpus_invocation(const std::string& file) { return mrtest::reference_invocation(file); }
 
+// The dests validation always gives a value (validation_fills), as it gives them for a small GPT: a view needs them.
+void validated_fills(mr::Namespace& ns) {
+  for (const auto& [dest, v] : std::vector<std::pair<const char*, int64_t>>{
+           {"micro_batch_size", 4}, {"global_batch_size", 8}, {"eval_micro_batch_size", 4},
+           {"eval_global_batch_size", 8}, {"num_layers", 2}, {"hidden_size", 64}, {"num_attention_heads", 4},
+           {"max_position_embeddings", 128}, {"ffn_hidden_size", 256}, {"kv_channels", 16},
+           {"expert_tensor_parallel_size", 1}})
+    if (!ns.has(dest)) ns.set(dest, Value(v), {});
+}
+
 }  // namespace
 
 TEST_CASE("args: one member per dest, at the schema's default", "[args]") {
@@ -41,6 +51,11 @@ TEST_CASE("args: one member per dest, at the schema's default", "[args]") {
     REQUIRE(id);
     CHECK(mr::dest_of(*id) == dest);
     CHECK(mr::default_of(*id) == def);
+    if (mr::validation_fills(*id)) {  // None until validation fills it: Args() holds 0 (args.h)
+      CHECK(def.is_none());
+      CHECK(defaults.value(*id) == Value(0));
+      continue;
+    }
     CHECK(defaults.value(*id) == def);
     CHECK(defaults.value(*id).is_none() == def.is_none());
   }
@@ -55,7 +70,13 @@ TEST_CASE("args: one member per dest, at the schema's default", "[args]") {
 
 TEST_CASE("args: C++ types follow the declarations", "[args]") {
   const Args a;
-  static_assert(std::is_same_v<decltype(a.micro_batch_size), std::optional<int64_t>>);
+  static_assert(std::is_same_v<decltype(a.micro_batch_size), int64_t>);  // validation fills it (validation_fills)
+  static_assert(std::is_same_v<decltype(a.global_batch_size), int64_t>);
+  static_assert(std::is_same_v<decltype(a.ffn_hidden_size), int64_t>);
+  static_assert(std::is_same_v<decltype(a.kv_channels), int64_t>);
+  static_assert(std::is_same_v<decltype(a.expert_tensor_parallel_size), int64_t>);
+  static_assert(std::is_same_v<decltype(a.moe_ffn_hidden_size), std::optional<int64_t>>);  // with --num-experts only
+  static_assert(std::is_same_v<decltype(a.seq_length), std::optional<int64_t>>);
   static_assert(std::is_same_v<decltype(a.lr), std::optional<double>>);
   static_assert(std::is_same_v<decltype(a.min_lr), double>);
   static_assert(std::is_same_v<decltype(a.seed), int64_t>);
@@ -87,6 +108,7 @@ TEST_CASE("args: from a namespace; values of the wrong shape name the flag", "[a
   ns.set("optimizer", Value("sgd"), {});
   ns.set("tokenizer_type", Value(), {});
   ns.set("not_an_argument", Value("ignored"), {});
+  validated_fills(ns);
   const Args a = Args::from(ns);
   CHECK(a.lr == 3e-4);
   CHECK(a.micro_batch_size == 4);
@@ -118,9 +140,42 @@ TEST_CASE("args: from a namespace; values of the wrong shape name the flag", "[a
                                        Catch::Contains("(set by --use-checkpoint-args: ck/rank_00000.json)"));
 }
 
+TEST_CASE("args: a dest validation fills is refused as None or absent, never defaulted", "[args]") {
+  // The dests validate_args never leaves None (argsgen.cpp's kValidated, each with its seed line).
+  std::vector<std::string> fills;
+  for (size_t i = 0; i < mr::kArgCount; ++i)
+    if (mr::validation_fills(static_cast<ArgId>(i))) fills.emplace_back(mr::dest_of(static_cast<ArgId>(i)));
+  std::sort(fills.begin(), fills.end());
+  CHECK(fills == std::vector<std::string>{"eval_global_batch_size", "eval_micro_batch_size",
+                                          "expert_tensor_parallel_size", "ffn_hidden_size", "global_batch_size",
+                                          "hidden_size", "kv_channels", "max_position_embeddings",
+                                          "micro_batch_size", "num_attention_heads", "num_layers"});
+  mr::Namespace full;
+  validated_fills(full);
+  REQUIRE_NOTHROW(Args::from(full));
+  CHECK(Args::from(full).global_batch_size == 8);
+  for (const std::string& dest : fills) {
+    INFO(dest);
+    const std::string flag = mr::Schema::megatron().flag_for_dest(dest);
+    mr::Namespace none = full;
+    none.set(dest, Value(), {});
+    CHECK_THROWS_WITH(Args::from(none), Catch::StartsWith(flag + ": the namespace has no value for it (None)") &&
+                                            Catch::Contains("validated namespace only"));
+    mr::Namespace absent;
+    for (const std::string& d : fills)
+      if (d != dest) absent.set(d, full[d], {});
+    CHECK_THROWS_WITH(Args::from(absent), Catch::StartsWith(flag + ": the namespace has no value"));
+    // A namespace validation stopped in (args.h): 0, said so at the one call site that takes it.
+    const Args partial = Args::from_unvalidated(none);
+    CHECK(partial.value(*mr::find_arg(dest)) == Value(0));
+    CHECK(mr::misfit(*mr::find_arg(dest), Value()) == nullptr);  // None before validation fills it
+  }
+}
+
 TEST_CASE("args: misfit says whether a value has its dest's C++ shape", "[args]") {
   CHECK(mr::misfit(ArgId::num_layers, Value(2)) == nullptr);
-  CHECK(mr::misfit(ArgId::num_layers, Value()) == nullptr);  // optional: None
+  CHECK(mr::misfit(ArgId::num_layers, Value()) == nullptr);  // None: before validation fills it
+  CHECK(mr::misfit(ArgId::seq_length, Value()) == nullptr);  // optional: None
   CHECK(std::string(mr::misfit(ArgId::num_layers, Value("two"))) == "an integer");
   CHECK(std::string(mr::misfit(ArgId::lr, Value("fast"))) == "a number");
   CHECK(mr::misfit(ArgId::optimizer, Value("sgd")) == nullptr);

@@ -10,6 +10,7 @@
 #include "launch/worker_input.h"
 #include "parallel/layout.h"
 #include "proc.h"
+#include "../config/validated_fills.h"
 
 using mr::parallel::Layout;
 using mr::parallel::LayoutSpec;
@@ -392,14 +393,20 @@ TEST_CASE("worker input round trip and config fingerprints", "[dist][launch]") {
   in.ns.set("tensor_model_parallel_size", mr::Value(2), {});
   in.ns.set("rank", mr::Value(3), {});
   in.ns.set("lr", mr::Value(0.0003), {});
+  mrtest::fill_as_validated(in.ns);  // the launcher sends a validated namespace
   in.backend_explicit = true;
   in.log_level = "info";
   in.argv = {"--lr", "3e-4"};
   in.target.te_version = "2.0.0";
   mr::launch::WorkerInput out = mr::launch::WorkerInput::decode(in.encode());
   CHECK(out.target.te_version == "2.0.0");  // --target-te-version travels (remainders follow it)
-  CHECK(mr::launch::WorkerInput::decode(mr::launch::WorkerInput{}.encode()).target.te_version ==
-        mr::TargetEnv{}.te_version);
+  mr::launch::WorkerInput plain;
+  mrtest::fill_as_validated(plain.ns);
+  CHECK(mr::launch::WorkerInput::decode(plain.encode()).target.te_version == mr::TargetEnv{}.te_version);
+  // A namespace without what validation always gives (--global-batch-size ...) is no worker's: refused, not
+  // defaulted (config/args.h).
+  CHECK_THROWS_WITH(mr::launch::WorkerInput::decode(mr::launch::WorkerInput{}.encode()),
+                    Catch::Contains("though validation always gives it one"));
   CHECK(out.backend_explicit);
   CHECK(out.log_level == "info");
   CHECK(out.argv == in.argv);

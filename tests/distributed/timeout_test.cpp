@@ -10,6 +10,7 @@
 #include "launch/worker_input.h"
 #include "proc.h"
 #include "util/text.h"
+#include "../config/validated_fills.h"
 
 using mrtest::Proc;
 using mrtest::TempDir;
@@ -25,7 +26,8 @@ mr::launch::WorkerInput input(std::map<std::string, mr::Value> given, std::map<s
     in.given.push_back(k);
   }
   std::sort(in.given.begin(), in.given.end());
-  in.args = mr::Args::from(in.ns);  // what WorkerInput::decode builds
+  mrtest::fill_as_validated(in.ns);  // the worker's namespace went through validation
+  in.args = mr::Args::from(in.ns);   // what WorkerInput::decode builds
   return in;
 }
 

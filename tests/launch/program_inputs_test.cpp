@@ -26,7 +26,7 @@ std::string tree(const std::string& name, std::initializer_list<const char*> pat
 
 std::string ids(const std::vector<InputFinding>& fs) {
   std::string s;
-  for (const InputFinding& f : fs) s += std::string(f.rule->id) + " " + f.flag + "\n";
+  for (const InputFinding& f : fs) s += std::string(f.rule->id) + " " + mr::launch::finding_flag(f) + "\n";
   return s;
 }
 
@@ -62,7 +62,7 @@ TEST_CASE("dataset prefixes: .bin and .idx both there, a file of its own, or nam
   std::vector<InputFinding> f = program_input_findings(a);
   REQUIRE(f.size() == 1);
   CHECK(f[0].rule == &mr::launch::kInputMissingRule);
-  CHECK(f[0].dest == "data_path");
+  CHECK(f[0].arg == mr::ArgId::data_path);
   CHECK(f[0].message == "argument --data-path: 3 of its 4 dataset prefixes cannot be read here: " + d + "/b.idx does not exist (" + d +
                            "/b.bin does); " + d + "/c.bin does not exist (" + d + "/c.idx does); neither " + d + "/none.bin nor " + d +
                            "/none.idx exists (Megatron's indexed datasets read PREFIX.bin and PREFIX.idx; it would fail when it "

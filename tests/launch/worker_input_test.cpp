@@ -1,6 +1,8 @@
 // worker_input.h: the words ranks say when their configs differ (fingerprint_differences).
 #include "launch/worker_input.h"
 
+#include "../config/validated_fills.h"
+
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -39,7 +41,8 @@ TEST_CASE("the derived arguments travel to the workers with the worker input", "
   const std::string text = in.encode();
   CHECK_THAT(text, Catch::Contains(R"("derived": {"encoder_num_layers": "derived by model-dimensions", )"
                                    R"("kv_channels": "derived"})"));
-  in.ns.set("tensor_model_parallel_size", mr::Value(2), {});  // decode needs a namespace
+  in.ns.set("tensor_model_parallel_size", mr::Value(2), {});  // decode needs a (validated) namespace
+  mrtest::fill_as_validated(in.ns);
   CHECK(mr::launch::WorkerInput::decode(in.encode()).derived == in.derived);
 }
 

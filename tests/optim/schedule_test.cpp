@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../config/support.h"
+#include "../config/validated_fills.h"
 #include "config/validate/resolve.h"
 #include "optim/schedule.h"
 
@@ -68,12 +69,14 @@ mr::Namespace args_ns(const std::map<std::string, mr::Value>& over) {
   for (const auto& [k, v] : over) a[k] = v;
   mr::Namespace ns;
   for (const auto& [k, v] : a) ns.set(k, v, {});
+  mrtest::fill_as_validated(ns);  // what the resolved namespace also has (the view refuses it missing)
   return ns;
 }
 
 mr::Namespace from_object(const mr::Value& obj) {
   mr::Namespace ns;
   for (const auto& [k, v] : obj.as_object()) ns.set(k, v, {});
+  mrtest::fill_as_validated(ns);
   return ns;
 }
 
@@ -456,6 +459,9 @@ TEST_CASE("schedule: errors name the flags", "[optim][schedule]") {
   // Wrong kinds and missing arguments.
   CHECK_THAT(err({{"train_iters", it}, {"lr", "fast"}}), Contains("--lr"));
   mr::Namespace empty;
+  // A namespace that did not go through validation: refused by the typed view, with nothing defaulted.
+  CHECK_THROWS_WITH(ScheduleConfig::from_args(empty), Contains("though validation always gives it one"));
+  mrtest::fill_as_validated(empty);  // validated, but without --lr
   CHECK_THROWS_WITH(ScheduleConfig::from_args(empty), Contains("--lr"));
   // A hand-built config is checked by the scheduler.
   ScheduleConfig c = simple(LrDecayStyle::Linear);

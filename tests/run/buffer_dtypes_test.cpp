@@ -9,6 +9,8 @@
 #include "config/value.h"
 #include "run/buffer_dtypes.h"
 
+#include "../config/validated_fills.h"
+
 using mr::Value;
 using mr::optim::DType;
 using mr::run::MainStorage;
@@ -19,6 +21,7 @@ namespace {
 mr::Args args(std::map<std::string, Value> over) {
   mr::Namespace ns;
   for (auto& [k, x] : over) ns.set(k, x, {});
+  mrtest::fill_as_validated(ns);
   return mr::Args::from(ns);
 }
 

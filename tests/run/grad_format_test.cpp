@@ -14,6 +14,8 @@
 #include "run/cuda_ops.h"
 #include "run/grad_format.h"
 
+#include "../config/validated_fills.h"
+
 using namespace mr;
 using mr::optim::DType;
 using run::GradFormat;
@@ -28,6 +30,7 @@ uint32_t bits(float f) {
 Args args_with(std::vector<std::pair<std::string, Value>> set) {
   Namespace ns;
   for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
+  mrtest::fill_as_validated(ns);
   return Args::from(ns);
 }
 const float kInf = std::numeric_limits<float>::infinity();

@@ -71,8 +71,9 @@ TEST_CASE("MoE: Mixtral 8x7B's parameter count, experts split over EP and expert
   CHECK(find(whole, "decoder.layers.0.mlp.router.weight")->shape == std::vector<int64_t>{8, 4096});
   CHECK(find(whole, "decoder.layers.0.pre_mlp_layernorm.weight"));
   CHECK_FALSE(find(whole, "decoder.layers.0.mlp.linear_fc1.weight"));
-  // EP 8 x expert TP 2 (TP 2): one expert per rank, halved.
-  ModelPlan part = mr::run::plan_gpt_model(mixtral(), {0, 2, 0, 1, 8, 0, 2});
+  // EP 8 x expert TP 2 (TP 2, which validation gives --expert-tensor-parallel-size): one expert per rank, halved.
+  ModelPlan part = mr::run::plan_gpt_model(mixtral({{"tensor_model_parallel_size", Value(int64_t{2})}}),
+                                           {0, 2, 0, 1, 8, 0, 2});
   CHECK(find(part, "decoder.layers.0.mlp.experts.linear_fc1.weight0")->shape == std::vector<int64_t>{14336, 4096});
   CHECK_FALSE(find(part, "decoder.layers.0.mlp.experts.linear_fc1.weight1"));
   CHECK(find(part, "decoder.layers.0.mlp.experts.linear_fc2.weight0")->split_dim == 1);

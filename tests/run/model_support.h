@@ -9,6 +9,7 @@
 #include "config/args.h"
 #include "config/namespace.h"
 #include "config/value.h"
+#include "../config/validated_fills.h"
 #include "run/model.h"
 
 namespace mrtest {
@@ -33,6 +34,7 @@ inline mr::Args gpt(std::map<std::string, mr::Value> over = {}) {
   for (auto& [k, x] : over) v[k] = x;
   mr::Namespace ns;
   for (auto& [k, x] : v) ns.set(k, x, {});
+  fill_as_validated(ns);  // the batch sizes and expert TP, as validation derives them
   return mr::Args::from(ns);
 }
 

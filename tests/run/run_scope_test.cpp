@@ -12,16 +12,25 @@
 #include "config/validate/resolve.h"
 #include "optim/grad_scaler.h"
 #include "run/run_scope.h"
+#include "../config/validated_fills.h"
 
 using namespace mr;
 
 namespace {
 
+// The typed view of a namespace built by hand: what validation always fills, filled as it would (the notice reads
+// the namespace as given).
+Args view(const Namespace& ns) {
+  Namespace v = ns;
+  mrtest::fill_as_validated(v);
+  return Args::from(v);
+}
+
 // The notice for flags set as a user sets them (command line); the rest at the schema's defaults.
 std::string notice(std::vector<std::pair<std::string, Value>> set) {
   Namespace ns;
   for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
-  return run::unacted_notice(ns, Args::from(ns));
+  return run::unacted_notice(ns, view(ns));
 }
 
 // Every flag the notice names.
@@ -211,7 +220,7 @@ TEST_CASE("every flag the run does not act on is named when the user gave it, wh
     Namespace ns;
     ns.set(a.dest(), default_of(*id), {Provenance::Kind::Cli, "argv[1]"});
     ns.derive(a.dest(), default_of(*id), "a rule");
-    const Args args = Args::from(ns);
+    const Args args = view(ns);
     if (run::acts_in_this_job(*id, args)) continue;
     INFO(std::string(a.flags[0]));
     CHECK(named(ns, args).count(Schema::megatron().flag_for_dest(a.dest())) == 1);
@@ -286,7 +295,7 @@ TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's
         if (constant) set.push_back({"loss_scale", Value(64.0)});
         Namespace ns;
         for (auto& [k, v] : set) ns.set(k, v, {Provenance::Kind::Cli, "argv"});
-        const Args args = Args::from(ns);
+        const Args args = view(ns);
         const std::optional<optim::GradScaler> scaler = optim::make_grad_scaler(optimizer_config_from(args));
         const std::set<S> n = named(ns, args);
         INFO(precision << (dist ? " distributed" : "") << (constant ? " --loss-scale" : ""));
@@ -372,7 +381,7 @@ TEST_CASE("flags set for nothing in this job are named: the loss scaler's, WSD's
   Namespace ns;
   ns.set("hysteresis", Value(5), {});
   ns.set("no_load_optim", Value(true), {Provenance::Kind::Derived, "--skip-train"});
-  CHECK(run::unacted_notice(ns, Args::from(ns)).empty());
+  CHECK(run::unacted_notice(ns, view(ns)).empty());
 }
 
 TEST_CASE("--seq-length and --fp8-format/--fp8-recipe are named only where they change nothing", "[run][scope]") {
@@ -401,8 +410,8 @@ TEST_CASE("--seq-length and --fp8-format/--fp8-recipe are named only where they 
   ns.set("fp8_recipe", Value(S("tensorwise")), {Provenance::Kind::Cli, "argv"});
   TargetEnv old;
   old.te_version = "2.0.0";
-  CHECK_THAT(run::unacted_notice(ns, Args::from(ns), old), Catch::Contains("--fp8-format, --fp8-recipe ("));
-  CHECK(run::unacted_notice(ns, Args::from(ns)).empty());
+  CHECK_THAT(run::unacted_notice(ns, view(ns), old), Catch::Contains("--fp8-format, --fp8-recipe ("));
+  CHECK(run::unacted_notice(ns, view(ns)).empty());
 }
 
 TEST_CASE("--muon-fp32-matmul-prec low is named: torch ignores it", "[run][scope]") {

@@ -15,6 +15,8 @@
 #include "run/model.h"
 #include "run/tokenizer_vocab.h"
 
+#include "../config/validated_fills.h"
+
 using mr::Namespace;
 using mr::Value;
 using mr::run::tokenizer_vocab_size;
@@ -26,6 +28,7 @@ const std::string kData = std::string(MR_SOURCE_DIR) + "/tests/data/tokenizers";
 mr::Args args(std::map<std::string, Value> v) {
   Namespace ns;
   for (auto& [k, x] : v) ns.set(k, x, {});
+  mrtest::fill_as_validated(ns);
   return mr::Args::from(ns);
 }
 Value str(const std::string& s) { return Value(s); }

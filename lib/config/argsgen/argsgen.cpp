@@ -9,6 +9,7 @@
 //   MR_ARG_ENUM_END(LrDecayStyle)
 //   MR_ARG(lr_decay_style, arg::LrDecayStyle, "--lr-decay-style", "\"linear\"")   ... and one line per dest:
 //                                                  member name, C++ type, flag, default as JSON
+//   MR_ARG_VALIDATED(global_batch_size)            a dest validation never leaves None (kValidated below)
 //
 // lib/config/args.{h,cpp} expand it (struct mr::Args, mr::ArgId, the conversions), the way clang's
 // LangOptions.def is expanded by its consumers. The generator writes data only; all logic is hand-written.
@@ -58,6 +59,26 @@ const char* const kRewritten[] = {
 // Dests whose validated value is a list of integers though the flag takes one string: validate_args parses it.
 const char* const kIntLists[] = {
     "phase_transition_iterations",  // '30,10' -> [10, 30]
+};
+
+// Dests validate_args never leaves None, though their default is None: it fills them (`if args.x is None: args.x =
+// ...`) or refuses a None (`assert args.x is not None`, `_check_arg_is_not_none`). They are typed plain int64_t, not
+// std::optional: the runtime reads validation's value and carries no default of its own. Args::from refuses a
+// namespace where one is None (it did not go through validation). Lines of ../shared/spec/arguments.py.
+// Not here: a dest validation fills only in some cases (moe_ffn_hidden_size: with --num-experts only, :1499), and
+// --yaml-cfg's validate_yaml leaves expert_tensor_parallel_size None, but a --yaml-cfg namespace has no typed view.
+const char* const kValidated[] = {
+    "expert_tensor_parallel_size",  // :521  None -> --tensor-model-parallel-size
+    "micro_batch_size",             // :627  assert args.micro_batch_size is not None
+    "global_batch_size",            // :636  None -> micro_batch_size * batch_parallel_size
+    "eval_global_batch_size",       // :642  None -> global_batch_size
+    "eval_micro_batch_size",        // :644  None -> micro_batch_size
+    "num_layers",                   // :1155 required_args (or encoder_num_layers' value, :1150)
+    "hidden_size",                  // :1155 required_args
+    "num_attention_heads",          // :1155 required_args
+    "max_position_embeddings",      // :1156 required_args
+    "ffn_hidden_size",              // :1161 None -> 4h, or int(4h*2/3/64)*64 with --swiglu
+    "kv_channels",                  // :1172 None -> hidden_size // num_attention_heads
 };
 
 const std::unordered_set<std::string> kCppKeywords = {
@@ -125,7 +146,14 @@ struct Enum {
 
 struct Field {
   std::string dest, type, flag, def_json;
+  bool validated = false;  // in kValidated
 };
+
+bool is_validated(const std::string& dest) {
+  for (const char* r : kValidated)
+    if (dest == r) return true;
+  return false;
+}
 
 // The scalar C++ type of a converter, or "" when a value of it has no fixed shape (kept as mr::Value).
 std::string scalar_type(ArgType t) {
@@ -181,6 +209,11 @@ std::string field_type(const Arg& a, std::vector<Enum>& enums) {
     if (std::string(r) == s.dest) return "std::optional<std::string>";
   for (const char* r : kIntLists)
     if (std::string(r) == s.dest) return "std::optional<std::vector<int64_t>>";
+  if (is_validated(s.dest)) {
+    // Only an integer flag whose None validation replaces: anything else would need its own rule here.
+    if (s.action != A::Store || s.type != T::Int || a.nargs_kind != 0 || !none_default) return "";
+    return "int64_t";
+  }
   switch (s.action) {
     case A::StoreTrue:
     case A::StoreFalse:
@@ -242,6 +275,11 @@ int main(int argc, char** argv) {
       Field f;
       f.dest = dest;
       f.type = field_type(a, enums);
+      f.validated = is_validated(dest);
+      if (f.type.empty()) {
+        std::cerr << "mr_argsgen: " << dest << " is in kValidated but is not an integer flag with a None default\n";
+        return 1;
+      }
       f.flag = a.flags.empty() ? "" : a.flags.front();
       f.def_json = a.def.json();
       fields.push_back(f);
@@ -253,11 +291,13 @@ int main(int argc, char** argv) {
        "// lib/config/args_derived.inc: do not edit. Expanded by lib/config/args.{h,cpp}.\n"
        "//   MR_ARG_ENUM(E) MR_ARG_ENUMERATOR(E, name, \"spelling\")... MR_ARG_ENUM_END(E)\n"
        "//   MR_ARG(member, C++ type, \"--flag\" or \"\", default as JSON)\n"
+       "//   MR_ARG_VALIDATED(member)   a dest validation never leaves None (argsgen.cpp's kValidated)\n"
        "// clang-format off\n"
        "#ifndef MR_ARG_ENUM\n#define MR_ARG_ENUM(E)\n#endif\n"
        "#ifndef MR_ARG_ENUMERATOR\n#define MR_ARG_ENUMERATOR(E, name, spelling)\n#endif\n"
        "#ifndef MR_ARG_ENUM_END\n#define MR_ARG_ENUM_END(E)\n#endif\n"
-       "#ifndef MR_ARG\n#define MR_ARG(member, type, flag, def)\n#endif\n\n";
+       "#ifndef MR_ARG\n#define MR_ARG(member, type, flag, def)\n#endif\n"
+       "#ifndef MR_ARG_VALIDATED\n#define MR_ARG_VALIDATED(member)\n#endif\n\n";
   for (const Enum& e : enums) {
     o << "MR_ARG_ENUM(" << e.name << ")\n";
     for (const auto& [n, sp] : e.items) o << "  MR_ARG_ENUMERATOR(" << e.name << ", " << n << ", " << cpp_string(sp) << ")\n";
@@ -266,7 +306,15 @@ int main(int argc, char** argv) {
   o << "\n";
   for (const Field& f : fields)
     o << "MR_ARG(" << f.dest << ", " << f.type << ", " << cpp_string(f.flag) << ", " << cpp_string(f.def_json) << ")\n";
-  o << "\n#undef MR_ARG_ENUM\n#undef MR_ARG_ENUMERATOR\n#undef MR_ARG_ENUM_END\n#undef MR_ARG\n";
+  o << "\n";
+  size_t validated = 0;
+  for (const Field& f : fields)
+    if (f.validated) o << "MR_ARG_VALIDATED(" << f.dest << ")\n", ++validated;
+  if (validated != std::size(kValidated)) {
+    std::cerr << "mr_argsgen: a dest in kValidated is not in the schema\n";
+    return 1;
+  }
+  o << "\n#undef MR_ARG_ENUM\n#undef MR_ARG_ENUMERATOR\n#undef MR_ARG_ENUM_END\n#undef MR_ARG\n#undef MR_ARG_VALIDATED\n";
 
   const std::string text = o.str();
   {
