@@ -101,7 +101,7 @@ std::optional<int64_t> trained_iterations(const Args& a) {
   // or the steps of a batch-size schedule).
   if (a.train_iters && *a.train_iters != 0) return *a.train_iters;
   if (a.train_samples) {
-    if (!a.step_batch_size_schedule && (!a.global_batch_size || *a.global_batch_size <= 0)) return std::nullopt;
+    if (!a.step_batch_size_schedule && a.global_batch_size <= 0) return std::nullopt;
     try {
       return BatchSchedule::from(a).iterations_for(*a.train_samples);
     } catch (const std::exception&) {

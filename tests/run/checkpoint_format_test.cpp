@@ -54,10 +54,11 @@ TEST_CASE("--non-persistent-save-interval without a type: refused only where Meg
   CHECK(refused(samples) == std::nullopt);
   samples.train_samples = 40;  // 10 iterations: 3 is one
   CHECK(refused(samples) == missing);
-  // Iterations that cannot be known here (no global batch size): any N that some multiple saves non-persistently.
+  // Iterations that cannot be known here (no global batch size: a view of arguments validation did not finish,
+  // Args::from_unvalidated, holds 0): any N that some multiple saves non-persistently.
   Args unknown = non_persistent(3, 10, std::nullopt);
   unknown.train_samples = 40;
-  unknown.global_batch_size = std::nullopt;
+  unknown.global_batch_size = 0;
   CHECK(refused(unknown) == missing);
   unknown.non_persistent_save_interval = 20;  // a multiple of 10: never
   CHECK(refused(unknown) == std::nullopt);
