@@ -422,358 +422,464 @@ void note_incomplete_logs(Workers& workers, AttemptResult& result) {
     if (f->error != 0) result.incomplete_logs.push_back(f->path + ": " + log_write_failure(f->error));
 }
 
-}  // namespace
+// One attempt's supervision: the state the loop keeps between passes, and one method for each thing a pass does.
+// supervise() below runs it; the order of the steps in run() is the order they must happen in a pass.
+class Supervisor {
+ public:
+  Supervisor(Workers& workers, const SpawnOptions& o, int signal_fd)
+      : workers_(workers),
+        o_(o),
+        signal_fd_(signal_fd),
+        grace_(static_cast<long>(o.grace_seconds * 1000)),
+        messages_(console_),
+        passed_at_(NSIG) {}
 
-AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
-  AttemptResult result;
+  AttemptResult run();
+
+ private:
+  // One pass's poll set: the signal pipe, the streams to read (each with its owner), the workers' pidfds and the
+  // console streams with output queued.
+  struct PollSet {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Worker*, Stream*>> owners;  // of fds[0, streams_end)
+    bool streams_open = false;                        // some worker stream is still open
+    size_t streams_end = 0;
+    size_t outboxes_at = 0;
+    std::vector<Outbox*> outboxes;                    // of fds[outboxes_at, ...)
+  };
+
+  void collect_streams(PollSet& p);
+  void collect_waits(PollSet& p);
+  void stop_rest(int sig);
+  void scan_leftovers();
+  // Nothing left in the groups, as far as the launcher waits: none found, or SIGKILL sent (a process in the kernel
+  // may linger, and is not waited for).
+  bool nothing_left() const { return killed_ || (left_known_ && left_.empty()); }
+  void drop_unwritten_output();
+  AttemptResult poll_failed(int e);
+  void take_signals();
+  void check_output_failure();
+  void reap();
+  void say_long_finished();
+  void watch_peers();
+  void stop_leftovers();
+  void close_streams_when_done();
+  void kill_at_grace_end();
+  AttemptResult finish();
+  void decide_code();
+
+  Workers& workers_;
+  const SpawnOptions& o_;
+  const int signal_fd_;
+  AttemptResult result_;
   // One grace period for every process group, however the stop came (a failure, a signal to the launcher, another
   // node, what the exited workers left): the first SIGTERM to the groups sets it, SIGKILL ends it, once.
-  std::optional<Clock::time_point> kill_at;  // SIGKILL every group not yet reaped at this time
-  bool killed = false;                       // it has been sent: nothing is waited for after it
-  bool killed_some = false;                  // ... to a worker or to what the workers left (not to nothing)
-  bool stopping = false;                     // the workers have been told to stop
-  std::vector<Worker*> failed;               // in the order seen
-  const auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000));
-  auto stop_rest = [&](int sig) {
-    workers.terminate_all(sig);
-    stopping = true;
-    if (!kill_at) kill_at = Clock::now() + grace;
-  };
-  bool peer_stop_passed = false;             // another node's stop signal was passed on to running workers
-  Clock::time_point next_watch = Clock::now();  // the other nodes (o.watch): asked every 200 ms
-  std::optional<Clock::time_point> streams_end_at;  // every worker has exited: the streams close then
+  const std::chrono::milliseconds grace_;
+  std::optional<Clock::time_point> kill_at_;  // SIGKILL every group not yet reaped at this time
+  bool killed_ = false;                       // it has been sent: nothing is waited for after it
+  bool killed_some_ = false;                  // ... to a worker or to what the workers left (not to nothing)
+  bool stopping_ = false;                     // the workers have been told to stop
+  std::vector<Worker*> failed_;               // in the order seen
+  bool peer_stop_passed_ = false;             // another node's stop signal was passed on to running workers
+  Clock::time_point next_watch_ = Clock::now();  // the other nodes (o.watch): asked every 200 ms
+  std::optional<Clock::time_point> streams_end_at_;  // every worker has exited: the streams close then
   // What the exited workers left in their groups (Workers::leftovers), from the last scan of /proc: scanned again
-  // after a worker's exit (`left_known` false) and then every kLeftoverScan at most, not on every pass.
-  std::string left;
-  bool left_known = false;
-  Clock::time_point next_scan = Clock::now();
-  bool leftovers_named = false;  // the notice naming them was written
+  // after a worker's exit (`left_known_` false) and then every kLeftoverScan at most, not on every pass.
+  std::string left_;
+  bool left_known_ = false;
+  Clock::time_point next_scan_ = Clock::now();
+  bool leftovers_named_ = false;  // the notice naming them was written
   // Workers that exited 0 while others run (in rank order), and when the first did: said once after
   // o.finished_notice_seconds, while no stop is under way.
-  std::vector<int> finished;
-  std::optional<Clock::time_point> first_finished;
-  bool finished_said = false;
-  ConsoleOut console;                 // the launcher's stdout and stderr for the relayed lines
-  LauncherMessages messages(console);  // and for its own (std::cerr) until supervise returns
-  bool output_failed = false;         // a relayed line was lost (said, the workers stopped)
-  bool output_failed_first = false;   // ... before any worker failed, a signal or another node's stop
+  std::vector<int> finished_;
+  std::optional<Clock::time_point> first_finished_;
+  bool finished_said_ = false;
+  ConsoleOut console_;                 // the launcher's stdout and stderr for the relayed lines
+  LauncherMessages messages_;          // and for its own (std::cerr) until supervise returns
+  bool output_failed_ = false;         // a relayed line was lost (said, the workers stopped)
+  bool output_failed_first_ = false;   // ... before any worker failed, a signal or another node's stop
   // The signals passed on, and when each last was (kSameSignal); said "again" when one comes later.
-  std::vector<std::optional<Clock::time_point>> passed_at(NSIG);
+  std::vector<std::optional<Clock::time_point>> passed_at_;
+};
 
+AttemptResult Supervisor::run() {
   for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Worker*, Stream*>> owners;
-    fds.push_back({signal_fd, POLLIN, 0});
-    owners.emplace_back(nullptr, nullptr);
-    bool streams_open = false;
-    for (Worker& w : workers.all())
-      for (Stream* s : {&w.out, &w.err})
-        if (s->fd >= 0) {
-          streams_open = true;
-          // Its console stream's reader is behind (kOutboxCap): not read until it catches up.
-          if (s->console && (s->is_err ? console.err : console.out).left() >= kOutboxCap) continue;
-          fds.push_back({s->fd, POLLIN, 0});
-          owners.emplace_back(&w, s);
-        }
-    if (!workers.any_running() && !killed) {
-      ++result.leftover_passes;
-      if (!left_known || Clock::now() >= next_scan) {
-        left = workers.leftovers();
-        ++result.leftover_scans;
-        left_known = true;
-        next_scan = Clock::now() + kLeftoverScan;
-      }
-    }
-    // Nothing left in the groups, as far as the launcher waits: none found, or SIGKILL sent (a process in the kernel
-    // may linger, and is not waited for).
-    auto nothing_left = [&] { return killed || (left_known && left.empty()); };
-    if (!workers.any_running() && !streams_open && nothing_left()) {
-      if (console.out.left() == 0 && console.err.left() == 0) break;
+    PollSet p;
+    collect_streams(p);
+    if (!workers_.any_running() && !killed_) scan_leftovers();
+    if (!workers_.any_running() && !p.streams_open && nothing_left()) {
+      if (console_.out.left() == 0 && console_.err.left() == 0) break;
       // Output the reader has not taken: waited for as long as the job would run (a slow reader gets it all), but
-      // after a stop only to the end of its grace period; then dropped, said on stderr if it can take it now.
-      if (kill_at && Clock::now() >= *kill_at) {
-        char grace_text[32];
-        std::snprintf(grace_text, sizeof grace_text, "%g", o.grace_seconds);
-        std::string said;
-        for (Outbox* b : {&console.out, &console.err})
-          if (b->left() > 0)
-            said += "megatron-run: warning: " + std::to_string(b->left()) + " bytes of the workers' output for " +
-                    (b->fd == 1 ? "stdout" : "stderr") + " were not written: its reader took nothing more by the "
-                    "end of the grace period (--term-timeout " + grace_text + " s); dropped\n";
-        const bool err_stalled = console.err.left() > 0;
-        console.out.clear();
-        console.err.clear();
-        if (err_stalled) {  // a write now, if stderr can take it; never a wait
-          console.err.data = said;
-          flush(console, console.err, false);
-          console.err.clear();
-        } else {
-          std::cerr << said;
-        }
-        output_failed = true;  // a job whose output was lost never exits 0
-        messages.reader_stalled = err_stalled;
+      // after a stop only to the end of its grace period; then dropped.
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        drop_unwritten_output();
         break;
       }
     }
-    const size_t streams_end = fds.size();
-    for (Worker& w : workers.all())  // a worker's exit wakes the poll (its pidfd), output or not
-      if (w.running && w.pidfd >= 0) fds.push_back({w.pidfd, POLLIN, 0});
-    // The console streams with output queued: written when they can take it (Outbox).
-    const size_t outboxes_at = fds.size();
-    std::vector<Outbox*> outboxes;
-    for (Outbox* b : {&console.out, &console.err})
-      if (b->left() > 0 && !b->regular) {
-        fds.push_back({b->fd, POLLOUT, 0});
-        outboxes.push_back(b);
-      }
-    int n = poll(fds.data(), fds.size(), 100);
-    if (n < 0 && errno != EINTR) {
-      const int e = errno;
-      std::cerr << "megatron-run: poll: " << std::strerror(e) << "; killing the workers\n";
-      workers.kill_and_reap();
-      result.code = result.failures.empty() ? 1 : exit_code(result.failures.front().status);
-      note_incomplete_logs(workers, result);
-      return result;
-    }
+    collect_waits(p);
+    const int n = poll(p.fds.data(), p.fds.size(), 100);
+    if (n < 0 && errno != EINTR) return poll_failed(errno);
     if (n > 0) {
-      // Signals received by the launcher: passed on to every worker.
-      if (fds[0].revents & POLLIN) {
-        unsigned char b;
-        while (read(signal_fd, &b, 1) == 1) {
-          // A batch system signals every node's launcher (srun: each task); the same signal already passed on
-          // from another node's stop is not sent a second time (a Python worker would get two interrupts).
-          const bool passed_already = peer_stop_passed && result.peer && result.peer->stop_signal == b;
-          const Clock::time_point now = Clock::now();
-          std::optional<Clock::time_point>& before = passed_at[b < NSIG ? b : 0];
-          if (before && now - *before < kSameSignal) continue;  // the same one delivered twice
-          // The signal that begins the stop says how long the workers get before SIGKILL (review firsthour36 #6:
-          // a user pressing Ctrl-C again and again for 30 s).
-          std::string wait;
-          if (!passed_already && !kill_at && stops_workers(b, o.handled_signals)) {
-            char secs[32];
-            std::snprintf(secs, sizeof secs, "%g", o.grace_seconds);
-            wait = std::string("; they get ") + secs + " s to stop (--term-timeout), then are killed";
-          }
-          std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << ")"
-                    << (before ? " again" : "") << "; "
-                    << (passed_already ? "the workers have it already (passed on from another node's stop)"
-                                       : "forwarding it to the workers")
-                    << wait << "\n";
-          before = now;
-          if (!passed_already) workers.kill_all(b);
-          if (stops_workers(b, o.handled_signals)) {
-            // The other nodes learn why this node's workers stop (not as their failure), and stop theirs.
-            // Also after a local failure with restarts left: a stopped launcher ends the job, no node restarts.
-            if (o.watch && !result.peer && result.signal_received == 0)
-              o.watch->local_stop(b, "node " + std::to_string(o.node_rank) + "'s launcher received signal " +
-                                               std::to_string(b) + " (" + signal_name(b) + ")");
-            result.signal_received = b;
-            workers.kill_all(SIGCONT);
-            stopping = true;
-            if (!kill_at) kill_at = Clock::now() + grace;
-          }
-        }
+      if (p.fds[0].revents & POLLIN) take_signals();
+      for (size_t i = 1; i < p.streams_end; ++i) {
+        if (!(p.fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        auto [w, s] = p.owners[i];
+        relay(console_, *w, *s);
       }
-      for (size_t i = 1; i < streams_end; ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        auto [w, s] = owners[i];
-        relay(console, *w, *s);
-      }
-      for (size_t i = 0; i < outboxes.size(); ++i)
-        if (fds[outboxes_at + i].revents & (POLLOUT | POLLERR | POLLHUP)) flush(console, *outboxes[i], true);
+      for (size_t i = 0; i < p.outboxes.size(); ++i)
+        if (p.fds[p.outboxes_at + i].revents & (POLLOUT | POLLERR | POLLHUP)) flush(console_, *p.outboxes[i], true);
     }
-    // A relayed line could not be written to stdout (a full device, a closed pipe): the launcher's failure, as a
-    // worker's is. Said once; the workers are stopped (SIGTERM, the grace period, SIGKILL) and the launch exits 1.
-    if (console.failed && !output_failed) {
-      output_failed = true;
-      output_failed_first = result.failures.empty() && result.signal_received == 0 && !result.peer;
-      const bool stop = workers.any_running() && !stopping;
-      std::cerr << "megatron-run: error: cannot write the output: " << util::stdout_write_failure(console.error)
-                << (stop ? "; stopping the workers" : "") << "\n";
-      if (stop) stop_rest(SIGTERM);
-      // The other nodes stop theirs as for a stop of this launcher: the job ends, no node restarts.
-      if (o.watch && output_failed_first)
-        o.watch->local_stop(SIGTERM, "node " + std::to_string(o.node_rank) +
-                                         "'s launcher cannot write the output: " +
-                                         util::stdout_write_failure(console.error));
-    }
-    // Reap; the first failure stops the others.
-    for (Worker& w : workers.all()) {
-      if (!workers.exited(w)) continue;  // held, not reaped: what it left in its group can still be stopped
-      left_known = false;                // a new state: what is left is looked at again at once
-      const int status = w.status;
-      if (w.code == 0) {
-        finished.push_back(w.rank);
-        if (!first_finished) first_finished = Clock::now();
-        continue;
+    check_output_failure();
+    reap();
+    say_long_finished();
+    watch_peers();
+    stop_leftovers();
+    close_streams_when_done();
+    kill_at_grace_end();
+  }
+  return finish();
+}
+
+// The signal pipe, then every open worker stream whose console reader is not behind.
+void Supervisor::collect_streams(PollSet& p) {
+  p.fds.push_back({signal_fd_, POLLIN, 0});
+  p.owners.emplace_back(nullptr, nullptr);
+  for (Worker& w : workers_.all())
+    for (Stream* s : {&w.out, &w.err})
+      if (s->fd >= 0) {
+        p.streams_open = true;
+        // Its console stream's reader is behind (kOutboxCap): not read until it catches up.
+        if (s->console && (s->is_err ? console_.err : console_.out).left() >= kOutboxCap) continue;
+        p.fds.push_back({s->fd, POLLIN, 0});
+        p.owners.emplace_back(&w, s);
       }
-      WorkerFailure f;
-      f.rank = w.rank;
-      f.local_rank = w.local_rank;
-      f.pid = w.pid;
-      f.status = status;
-      f.when = std::chrono::system_clock::now();
-      f.after_stop = stopping;
-      f.by_passed_signal = !stopping && WIFSIGNALED(status) && WTERMSIG(status) < NSIG &&
-                           passed_at[WTERMSIG(status)].has_value();
-      f.stderr_seen = w.err_piped;
-      f.stderr_filtered = !w.err.console && w.err.file.path.empty();
-      f.error_file = w.error_file;
-      f.start_failure = w.start_failure;
-      result.failures.push_back(f);
-      failed.push_back(&w);
-      // The first failure after a stop (a signal to the launcher, another node's failure or stop, output that
-      // could not be written) is one of many the stop made, not a root cause: every worker of the node is named
-      // together at the end instead.
-      if (result.failures.size() == 1 && !stopping) {
-        result.failed_first = result.signal_received == 0 && !output_failed_first;
-        bool others = workers.any_running();
-        const std::string how =
-            w.start_failure.empty() ? describe_status(status) : "could not be started (" + w.start_failure + ")";
-        std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") " << how
-                  << (others && !stopping ? "; stopping the other workers" : "") << "\n";
-        if (others && !stopping) stop_rest(SIGTERM);
-        if (o.watch && !result.peer && result.signal_received == 0)
-          result.first_elsewhere =
-              o.watch->local_failure(w.code, "worker rank " + std::to_string(w.rank) + " (pid " +
-                                                 std::to_string(w.pid) + ") on node " + std::to_string(o.node_rank) +
-                                                 " " + how);
-        if (result.first_elsewhere)
-          std::cerr << "megatron-run: another node failed first, the job's root cause: "
-                    << result.first_elsewhere->message << "\n";
-      }
+  p.streams_end = p.fds.size();
+}
+
+// A worker's exit wakes the poll (its pidfd), output or not; the console streams with output queued are written
+// when they can take it (Outbox).
+void Supervisor::collect_waits(PollSet& p) {
+  for (Worker& w : workers_.all())
+    if (w.running && w.pidfd >= 0) p.fds.push_back({w.pidfd, POLLIN, 0});
+  p.outboxes_at = p.fds.size();
+  for (Outbox* b : {&console_.out, &console_.err})
+    if (b->left() > 0 && !b->regular) {
+      p.fds.push_back({b->fd, POLLOUT, 0});
+      p.outboxes.push_back(b);
     }
-    // Some workers finished long ago and the others still run: a job whose ranks wait for a finished one (a
-    // collective, a barrier) hangs here, so say it once; a long tail of real work is only named.
-    if (!finished_said && first_finished && !stopping && o.finished_notice_seconds > 0 && workers.any_running() &&
-        Clock::now() - *first_finished >= std::chrono::milliseconds(static_cast<long>(o.finished_notice_seconds * 1000))) {
-      finished_said = true;
-      std::sort(finished.begin(), finished.end());
-      std::string ranks, running;
-      for (int r : finished) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-      int still = 0;
-      for (Worker& w : workers.all())
-        if (w.running) running += (still++ ? ", " : "") + std::to_string(w.rank);
-      std::cerr << "megatron-run: worker rank" << (finished.size() == 1 ? " " : "s ") << ranks
-                << " exited with code 0 more than " << o.finished_notice_seconds << " s ago, and " << still << " of "
-                << workers.all().size() << " workers still run (rank" << (still == 1 ? " " : "s ") << running
-                << "); if they wait for a rank that finished (a collective, a barrier), the job hangs\n";
+}
+
+void Supervisor::stop_rest(int sig) {
+  workers_.terminate_all(sig);
+  stopping_ = true;
+  if (!kill_at_) kill_at_ = Clock::now() + grace_;
+}
+
+void Supervisor::scan_leftovers() {
+  ++result_.leftover_passes;
+  if (!left_known_ || Clock::now() >= next_scan_) {
+    left_ = workers_.leftovers();
+    ++result_.leftover_scans;
+    left_known_ = true;
+    next_scan_ = Clock::now() + kLeftoverScan;
+  }
+}
+
+// The grace period is over and the console's reader still has not taken the workers' output: dropped, said on
+// stderr if it can take it now.
+void Supervisor::drop_unwritten_output() {
+  char grace_text[32];
+  std::snprintf(grace_text, sizeof grace_text, "%g", o_.grace_seconds);
+  std::string said;
+  for (Outbox* b : {&console_.out, &console_.err})
+    if (b->left() > 0)
+      said += "megatron-run: warning: " + std::to_string(b->left()) + " bytes of the workers' output for " +
+              (b->fd == 1 ? "stdout" : "stderr") + " were not written: its reader took nothing more by the "
+              "end of the grace period (--term-timeout " + grace_text + " s); dropped\n";
+  const bool err_stalled = console_.err.left() > 0;
+  console_.out.clear();
+  console_.err.clear();
+  if (err_stalled) {  // a write now, if stderr can take it; never a wait
+    console_.err.data = said;
+    flush(console_, console_.err, false);
+    console_.err.clear();
+  } else {
+    std::cerr << said;
+  }
+  output_failed_ = true;  // a job whose output was lost never exits 0
+  messages_.reader_stalled = err_stalled;
+}
+
+AttemptResult Supervisor::poll_failed(int e) {
+  std::cerr << "megatron-run: poll: " << std::strerror(e) << "; killing the workers\n";
+  workers_.kill_and_reap();
+  result_.code = result_.failures.empty() ? 1 : exit_code(result_.failures.front().status);
+  note_incomplete_logs(workers_, result_);
+  return result_;
+}
+
+// Signals received by the launcher: passed on to every worker.
+void Supervisor::take_signals() {
+  unsigned char b;
+  while (read(signal_fd_, &b, 1) == 1) {
+    // A batch system signals every node's launcher (srun: each task); the same signal already passed on from
+    // another node's stop is not sent a second time (a Python worker would get two interrupts).
+    const bool passed_already = peer_stop_passed_ && result_.peer && result_.peer->stop_signal == b;
+    const Clock::time_point now = Clock::now();
+    std::optional<Clock::time_point>& before = passed_at_[b < NSIG ? b : 0];
+    if (before && now - *before < kSameSignal) continue;  // the same one delivered twice
+    // The signal that begins the stop says how long the workers get before SIGKILL (review firsthour36 #6: a user
+    // pressing Ctrl-C again and again for 30 s).
+    std::string wait;
+    if (!passed_already && !kill_at_ && stops_workers(b, o_.handled_signals)) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", o_.grace_seconds);
+      wait = std::string("; they get ") + secs + " s to stop (--term-timeout), then are killed";
     }
-    // The other nodes: this node's heartbeat, and their first failure stops this node's workers.
-    if (o.watch && Clock::now() >= next_watch) {
-      next_watch = Clock::now() + std::chrono::milliseconds(200);
-      std::optional<PeerFailure> pf = o.watch->poll();
-      if (pf && !result.peer && result.failures.empty() && result.signal_received == 0) {
-        result.peer = pf;
-        // Another launcher's stop: its signal for this node's workers too (they may handle it, as that node's do).
-        const int sig = pf->stop_signal ? pf->stop_signal : SIGTERM;
-        std::cerr << "megatron-run: " << pf->message;
-        if (workers.any_running())
-          std::cerr << (pf->stop_signal ? "; passing signal " + std::to_string(sig) + " (" + signal_name(sig) +
-                                              ") on to this node's workers"
-                                        : std::string("; stopping this node's workers"));
-        std::cerr << "\n";
-        peer_stop_passed = pf->stop_signal && workers.any_running();
-        if (workers.any_running() && !stopping) stop_rest(sig);
-      }
-    }
-    // Every worker has exited. What they left in their process groups (a wrapper's child, a background job) is
-    // stopped as the workers were: SIGTERM and SIGCONT, then SIGKILL at the end of the grace period. After a stop
-    // they had their SIGTERM with the workers, and their grace period runs already: not a second one.
-    if (!workers.any_running() && !killed && left_known && !left.empty() && !leftovers_named) {
-      leftovers_named = true;
-      std::cerr << "megatron-run: every worker has exited, but processes they started are still running in their "
-                   "process groups ("
-                << left << (kill_at ? "); killed at the end of the grace period unless they end\n" : "); stopping them\n");
-      if (!kill_at) {
-        workers.terminate_all(SIGTERM);
-        kill_at = Clock::now() + grace;
-      }
-    }
-    // Every worker has exited (and what they left in their groups): the streams close after what is in their
-    // pipes, at once on a stop signal.
-    if (!workers.any_running() && nothing_left()) {
-      if (!streams_end_at) streams_end_at = Clock::now() + kStreamLinger;
-      if (Clock::now() >= *streams_end_at || result.signal_received) {
-        bool held = false;
-        for (Worker& w : workers.all())
-          for (Stream* s : {&w.out, &w.err})
-            if (s->fd >= 0) {
-              // What is already there (bounded: the leftover process may write without end).
-              for (int k = 0; k < 64 && s->fd >= 0 && poll_readable(s->fd); ++k) relay(console, w, *s);
-              if (s->fd >= 0) end_stream(console, w, *s), held = true;
-            }
-        if (held)
-          std::cerr << "megatron-run: every worker has exited, but a process one of them started still holds its "
-                       "output open; its further output is not shown\n";
-      }
-    }
-    // The grace period is over: SIGKILL every group not yet reaped, the workers still running and what the
-    // exited ones left (once; the launcher waits for nothing of theirs after it).
-    if (kill_at && !killed && Clock::now() >= *kill_at) {
-      if (workers.any_running()) {
-        std::cerr << "megatron-run: workers still running " << o.grace_seconds
-                  << " s after the stop signal (--term-timeout); killing them\n";
-      } else {
-        left = workers.leftovers();  // as it is now: the last scan may be up to kLeftoverScan old
-        ++result.leftover_scans;
-        if (!left.empty())
-          std::cerr << "megatron-run: processes the workers started still running " << o.grace_seconds
-                    << " s after the stop signal (--term-timeout): " << left << "; killing them\n";
-      }
-      killed_some = workers.any_running() || !left.empty();
-      workers.kill_all(SIGKILL);
-      killed = true;
-      left.clear();
+    std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << ")"
+              << (before ? " again" : "") << "; "
+              << (passed_already ? "the workers have it already (passed on from another node's stop)"
+                                 : "forwarding it to the workers")
+              << wait << "\n";
+    before = now;
+    if (!passed_already) workers_.kill_all(b);
+    if (stops_workers(b, o_.handled_signals)) {
+      // The other nodes learn why this node's workers stop (not as their failure), and stop theirs. Also after a
+      // local failure with restarts left: a stopped launcher ends the job, no node restarts.
+      if (o_.watch && !result_.peer && result_.signal_received == 0)
+        o_.watch->local_stop(b, "node " + std::to_string(o_.node_rank) + "'s launcher received signal " +
+                                    std::to_string(b) + " (" + signal_name(b) + ")");
+      result_.signal_received = b;
+      workers_.kill_all(SIGCONT);
+      stopping_ = true;
+      if (!kill_at_) kill_at_ = Clock::now() + grace_;
     }
   }
-  if (!result.failures.empty() && result.failures.front().after_stop) {
+}
+
+// A relayed line could not be written to stdout (a full device, a closed pipe): the launcher's failure, as a
+// worker's is. Said once; the workers are stopped (SIGTERM, the grace period, SIGKILL) and the launch exits 1.
+void Supervisor::check_output_failure() {
+  if (!console_.failed || output_failed_) return;
+  output_failed_ = true;
+  output_failed_first_ = result_.failures.empty() && result_.signal_received == 0 && !result_.peer;
+  const bool stop = workers_.any_running() && !stopping_;
+  std::cerr << "megatron-run: error: cannot write the output: " << util::stdout_write_failure(console_.error)
+            << (stop ? "; stopping the workers" : "") << "\n";
+  if (stop) stop_rest(SIGTERM);
+  // The other nodes stop theirs as for a stop of this launcher: the job ends, no node restarts.
+  if (o_.watch && output_failed_first_)
+    o_.watch->local_stop(SIGTERM, "node " + std::to_string(o_.node_rank) + "'s launcher cannot write the output: " +
+                                      util::stdout_write_failure(console_.error));
+}
+
+// Reap; the first failure stops the others.
+void Supervisor::reap() {
+  for (Worker& w : workers_.all()) {
+    if (!workers_.exited(w)) continue;  // held, not reaped: what it left in its group can still be stopped
+    left_known_ = false;                // a new state: what is left is looked at again at once
+    const int status = w.status;
+    if (w.code == 0) {
+      finished_.push_back(w.rank);
+      if (!first_finished_) first_finished_ = Clock::now();
+      continue;
+    }
+    WorkerFailure f;
+    f.rank = w.rank;
+    f.local_rank = w.local_rank;
+    f.pid = w.pid;
+    f.status = status;
+    f.when = std::chrono::system_clock::now();
+    f.after_stop = stopping_;
+    f.by_passed_signal = !stopping_ && WIFSIGNALED(status) && WTERMSIG(status) < NSIG &&
+                         passed_at_[WTERMSIG(status)].has_value();
+    f.stderr_seen = w.err_piped;
+    f.stderr_filtered = !w.err.console && w.err.file.path.empty();
+    f.error_file = w.error_file;
+    f.start_failure = w.start_failure;
+    result_.failures.push_back(f);
+    failed_.push_back(&w);
+    // The first failure after a stop (a signal to the launcher, another node's failure or stop, output that could
+    // not be written) is one of many the stop made, not a root cause: every worker of the node is named together
+    // at the end instead.
+    if (result_.failures.size() == 1 && !stopping_) {
+      result_.failed_first = result_.signal_received == 0 && !output_failed_first_;
+      const bool others = workers_.any_running();
+      const std::string how =
+          w.start_failure.empty() ? describe_status(status) : "could not be started (" + w.start_failure + ")";
+      std::cerr << "megatron-run: worker rank " << w.rank << " (pid " << w.pid << ") " << how
+                << (others ? "; stopping the other workers" : "") << "\n";
+      if (others) stop_rest(SIGTERM);
+      if (o_.watch && !result_.peer && result_.signal_received == 0)
+        result_.first_elsewhere =
+            o_.watch->local_failure(w.code, "worker rank " + std::to_string(w.rank) + " (pid " +
+                                                std::to_string(w.pid) + ") on node " + std::to_string(o_.node_rank) +
+                                                " " + how);
+      if (result_.first_elsewhere)
+        std::cerr << "megatron-run: another node failed first, the job's root cause: "
+                  << result_.first_elsewhere->message << "\n";
+    }
+  }
+}
+
+// Some workers finished long ago and the others still run: a job whose ranks wait for a finished one (a
+// collective, a barrier) hangs here, so say it once; a long tail of real work is only named.
+void Supervisor::say_long_finished() {
+  if (finished_said_ || !first_finished_ || stopping_ || o_.finished_notice_seconds <= 0 || !workers_.any_running() ||
+      Clock::now() - *first_finished_ < std::chrono::milliseconds(static_cast<long>(o_.finished_notice_seconds * 1000)))
+    return;
+  finished_said_ = true;
+  std::sort(finished_.begin(), finished_.end());
+  std::string ranks, running;
+  for (int r : finished_) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  int still = 0;
+  for (Worker& w : workers_.all())
+    if (w.running) running += (still++ ? ", " : "") + std::to_string(w.rank);
+  std::cerr << "megatron-run: worker rank" << (finished_.size() == 1 ? " " : "s ") << ranks
+            << " exited with code 0 more than " << o_.finished_notice_seconds << " s ago, and " << still << " of "
+            << workers_.all().size() << " workers still run (rank" << (still == 1 ? " " : "s ") << running
+            << "); if they wait for a rank that finished (a collective, a barrier), the job hangs\n";
+}
+
+// The other nodes: this node's heartbeat, and their first failure stops this node's workers.
+void Supervisor::watch_peers() {
+  if (!o_.watch || Clock::now() < next_watch_) return;
+  next_watch_ = Clock::now() + std::chrono::milliseconds(200);
+  std::optional<PeerFailure> pf = o_.watch->poll();
+  if (!pf || result_.peer || !result_.failures.empty() || result_.signal_received != 0) return;
+  result_.peer = pf;
+  // Another launcher's stop: its signal for this node's workers too (they may handle it, as that node's do).
+  const int sig = pf->stop_signal ? pf->stop_signal : SIGTERM;
+  std::cerr << "megatron-run: " << pf->message;
+  if (workers_.any_running())
+    std::cerr << (pf->stop_signal ? "; passing signal " + std::to_string(sig) + " (" + signal_name(sig) +
+                                        ") on to this node's workers"
+                                  : std::string("; stopping this node's workers"));
+  std::cerr << "\n";
+  peer_stop_passed_ = pf->stop_signal && workers_.any_running();
+  if (workers_.any_running() && !stopping_) stop_rest(sig);
+}
+
+// Every worker has exited. What they left in their process groups (a wrapper's child, a background job) is stopped
+// as the workers were: SIGTERM and SIGCONT, then SIGKILL at the end of the grace period. After a stop they had their
+// SIGTERM with the workers, and their grace period runs already: not a second one.
+void Supervisor::stop_leftovers() {
+  if (workers_.any_running() || killed_ || !left_known_ || left_.empty() || leftovers_named_) return;
+  leftovers_named_ = true;
+  std::cerr << "megatron-run: every worker has exited, but processes they started are still running in their "
+               "process groups ("
+            << left_ << (kill_at_ ? "); killed at the end of the grace period unless they end\n" : "); stopping them\n");
+  if (!kill_at_) {
+    workers_.terminate_all(SIGTERM);
+    kill_at_ = Clock::now() + grace_;
+  }
+}
+
+// Every worker has exited (and what they left in their groups): the streams close after what is in their pipes, at
+// once on a stop signal.
+void Supervisor::close_streams_when_done() {
+  if (workers_.any_running() || !nothing_left()) return;
+  if (!streams_end_at_) streams_end_at_ = Clock::now() + kStreamLinger;
+  if (Clock::now() < *streams_end_at_ && !result_.signal_received) return;
+  bool held = false;
+  for (Worker& w : workers_.all())
+    for (Stream* s : {&w.out, &w.err})
+      if (s->fd >= 0) {
+        // What is already there (bounded: the leftover process may write without end).
+        for (int k = 0; k < 64 && s->fd >= 0 && poll_readable(s->fd); ++k) relay(console_, w, *s);
+        if (s->fd >= 0) end_stream(console_, w, *s), held = true;
+      }
+  if (held)
+    std::cerr << "megatron-run: every worker has exited, but a process one of them started still holds its output "
+                 "open; its further output is not shown\n";
+}
+
+// The grace period is over: SIGKILL every group not yet reaped, the workers still running and what the exited ones
+// left (once; the launcher waits for nothing of theirs after it).
+void Supervisor::kill_at_grace_end() {
+  if (!kill_at_ || killed_ || Clock::now() < *kill_at_) return;
+  if (workers_.any_running()) {
+    std::cerr << "megatron-run: workers still running " << o_.grace_seconds
+              << " s after the stop signal (--term-timeout); killing them\n";
+  } else {
+    left_ = workers_.leftovers();  // as it is now: the last scan may be up to kLeftoverScan old
+    ++result_.leftover_scans;
+    if (!left_.empty())
+      std::cerr << "megatron-run: processes the workers started still running " << o_.grace_seconds
+                << " s after the stop signal (--term-timeout): " << left_ << "; killing them\n";
+  }
+  killed_some_ = workers_.any_running() || !left_.empty();
+  workers_.kill_all(SIGKILL);
+  killed_ = true;
+  left_.clear();
+}
+
+// Every stream has ended: the workers after a stop named together, the failures' stderr tails, the exit code.
+AttemptResult Supervisor::finish() {
+  if (!result_.failures.empty() && result_.failures.front().after_stop) {
     std::string ends;
-    for (Worker& w : workers.all())
+    for (Worker& w : workers_.all())
       ends += (ends.empty() ? "rank " : ", rank ") + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ") " +
               (w.start_failure.empty() ? describe_status(w.status) : "could not be started (" + w.start_failure + ")");
     std::cerr << "megatron-run: this node's workers after the stop: " << ends << "\n";
   }
-  // Every stream has ended: the stderr tails are complete.
-  for (size_t i = 0; i < failed.size(); ++i) {
-    result.failures[i].stderr_tail = failed[i]->err.tail.lines();
-    result.failures[i].stderr_left_out = failed[i]->err.tail.left_out();
+  for (size_t i = 0; i < failed_.size(); ++i) {
+    result_.failures[i].stderr_tail = failed_[i]->err.tail.lines();
+    result_.failures[i].stderr_left_out = failed_[i]->err.tail.left_out();
   }
-  // A lost line that came at the end (the streams' last flush above) is said too; it fails the launch only when
-  // nothing else did.
-  if (console.failed && !output_failed) {
-    output_failed = true;
-    output_failed_first = result.failures.empty() && result.signal_received == 0 && !result.peer;
-    std::cerr << "megatron-run: error: cannot write the output: " << util::stdout_write_failure(console.error) << "\n";
+  // A lost line that came at the end (the streams' last flush) is said too; it fails the launch only when nothing
+  // else did.
+  if (console_.failed && !output_failed_) {
+    output_failed_ = true;
+    output_failed_first_ = result_.failures.empty() && result_.signal_received == 0 && !result_.peer;
+    std::cerr << "megatron-run: error: cannot write the output: " << util::stdout_write_failure(console_.error) << "\n";
   }
-  if (output_failed_first) {
-    result.code = 1;  // the workers' codes are the stop's (SIGTERM), not a cause
-  } else if (result.peer && result.peer->stop_signal && result.failures.empty() && !killed_some && !output_failed) {
-    // Another node's launcher was stopped, and every worker here exited 0 after its signal: handled, as above.
-    const int s = result.peer->stop_signal;
-    if (peer_stop_passed)
+  decide_code();
+  note_incomplete_logs(workers_, result_);
+  return result_;
+}
+
+// The attempt's exit code: what came first decides it.
+void Supervisor::decide_code() {
+  AttemptResult& r = result_;
+  if (output_failed_first_) {
+    r.code = 1;  // the workers' codes are the stop's (SIGTERM), not a cause
+  } else if (r.peer && r.peer->stop_signal && r.failures.empty() && !killed_some_ && !output_failed_) {
+    // Another node's launcher was stopped, and every worker here exited 0 after its signal: handled, as below.
+    const int s = r.peer->stop_signal;
+    if (peer_stop_passed_)
       std::cerr << "megatron-run: every worker exited with code 0 after signal " << s << " (" << signal_name(s)
                 << ") from another node's stop: they handled the stop; exit 0\n";
     else
       std::cerr << "megatron-run: every worker had exited with code 0 before another node's stop reached them; exit 0\n";
-    result.code = 0;
-  } else if (result.peer) result.code = result.peer->code;
-  else if (result.failed_first && result.first_elsewhere) result.code = result.first_elsewhere->code;
-  else if (result.failed_first) result.code = exit_code(result.failures.front().status);
-  else if (result.signal_received && result.failures.empty() && !killed_some && !output_failed) {
+    r.code = 0;
+  } else if (r.peer) {
+    r.code = r.peer->code;
+  } else if (r.failed_first && r.first_elsewhere) {
+    r.code = r.first_elsewhere->code;
+  } else if (r.failed_first) {
+    r.code = exit_code(r.failures.front().status);
+  } else if (r.signal_received && r.failures.empty() && !killed_some_ && !output_failed_) {
     // Every worker exited 0 after the stop signal the launcher forwarded (none killed, nothing left to kill): they
     // handled it, as a training program with --exit-signal-handler does (it saves and exits 0), so the job ended
     // well, and a wrapper that checks the code can tell that from a stop that killed them (128 + the signal).
-    const int s = result.signal_received;
+    const int s = r.signal_received;
     std::cerr << "megatron-run: every worker exited with code 0 after the forwarded signal " << s << " ("
               << signal_name(s) << "): they handled the stop; exit 0\n";
-    result.code = 0;
-  } else if (result.signal_received) result.code = 128 + result.signal_received;
-  else result.code = result.failures.empty() ? 0 : exit_code(result.failures.front().status);
+    r.code = 0;
+  } else if (r.signal_received) {
+    r.code = 128 + r.signal_received;
+  } else {
+    r.code = r.failures.empty() ? 0 : exit_code(r.failures.front().status);
+  }
   // Output lost after another cause: that cause's code, but never 0 (a job whose log is gone did not end well).
-  if (output_failed && result.code == 0) result.code = 1;
-  note_incomplete_logs(workers, result);
-  return result;
+  if (output_failed_ && r.code == 0) r.code = 1;
+}
+
+}  // namespace
+
+AttemptResult supervise(Workers& workers, const SpawnOptions& o, int signal_fd) {
+  return Supervisor(workers, o, signal_fd).run();
 }
 
 }  // namespace mr::launch::detail
