@@ -138,9 +138,19 @@ void OptimizerConfig::validate(const TargetEnv& env, std::vector<OptimizerConfig
          "--optimizer dist_muon is deprecated: use --optimizer muon together with --use-distributed-optimizer",
          {"optimizer"});
   // seed 472-473
-  if (lr && min_lr && !(*min_lr <= *lr))
+  // Megatron's `assert min_lr <= lr` fails on a NaN too: the message names which one is not a number rather than
+  // calling nan smaller or greater.
+  if (lr && min_lr && !(*min_lr <= *lr)) {
+    const bool lr_nan = std::isnan(*lr), min_nan = std::isnan(*min_lr);
+    if (lr_nan || min_nan)
+      raise(kMinLrAboveLr,
+            std::string(lr_nan && min_nan ? "--lr and --min-lr are" : lr_nan ? "--lr is" : "--min-lr is") +
+                " not a number (nan): Megatron's check that --min-lr (" + num(*min_lr) +
+                ") is not greater than --lr (" + num(*lr) + ") fails",
+            {"min_lr", "lr"});
     raise(kMinLrAboveLr, "--min-lr (" + num(*min_lr) + ") must not be greater than --lr (" + num(*lr) + ")",
           {"min_lr", "lr"});
+  }
   // seed 474-483
   if (fp8_recipe == "mxfp8" && !reuse_grad_buf_for_mxfp8_param_ag)
     warn(warnings, kMxfp8WithoutReuseGradBuf,

@@ -64,12 +64,19 @@ LinearAttention linear_attention(const Args& a, int64_t L, bool hybrid) {
 
 namespace {
 
-// A norm on an MLA latent or on q/k: --apply-wd-to-qk-layernorm gives its parameters weight decay.
+// A norm on an MLA latent or on q/k. --apply-wd-to-qk-layernorm gives weight decay to the parameters whose name
+// holds "q_layernorm." or "k_layernorm." (Megatron's get_standard_config_overrides matches names, not roles): the
+// q/k norms and MLA's local q latent norm, not MLA's kv_layernorm nor Transformer Engine's norms fused into the up
+// projections (linear_q_up_proj.layer_norm_weight), which keep no decay (review worker39 #1).
 void latent_norm(const Builder& b, const std::string& prefix, int64_t width) {
   const size_t before = b.plan.params.size();
   b.norm(prefix, width);
-  if (b.a.apply_wd_to_qk_layernorm)
-    for (size_t i = before; i < b.plan.params.size(); ++i) b.plan.params[i].no_weight_decay = false;
+  if (!b.a.apply_wd_to_qk_layernorm) return;
+  for (size_t i = before; i < b.plan.params.size(); ++i) {
+    const std::string& name = b.plan.params[i].name;
+    if (name.find("q_layernorm.") != std::string::npos || name.find("k_layernorm.") != std::string::npos)
+      b.plan.params[i].no_weight_decay = false;
+  }
 }
 
 // The DSA indexer (DSAIndexer): queries from the q latent (or the hidden state at full rank), one key head.

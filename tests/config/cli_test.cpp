@@ -1610,6 +1610,8 @@ TEST_CASE("check: the parser's refusals carry ids of their own; stderr keeps arg
            {"ue.yaml", "data_path: ${MR_SURELY_UNSET_VARIABLE}/x\n", "parse.unset-env",
             "environment variable MR_SURELY_UNSET_VARIABLE is not set"},
            {"er.yaml", "data_path: ${MR_OPEN/x\n", "parse.env-reference", "unterminated ${"},
+           {"ed.yaml", "data_path: ${MR_X:-c}/x\n", "parse.env-reference",
+            "${MR_X:-c} in '${MR_X:-c}/x' is not a ${NAME} reference"},
            {"ma.yaml", "MODEL_ARGS: [1, 2]\n", "parse.config-not-mapping", "MODEL_ARGS must be a mapping"},
            {"li.yaml", "- 1\n- 2\n", "parse.config-not-mapping", "a config file must be a mapping"}}) {
     const std::string f = tmp_file(c.name, c.text);

@@ -165,6 +165,15 @@ TEST_CASE("optimizer.min-lr-above-lr", "[optimizer-config]") {
   CHECK(run_validate(c).first == "optimizer.min-lr-above-lr");
   c.lr = kNaN;  // Python: 1.0 <= nan is False
   CHECK(run_validate(c).first == "optimizer.min-lr-above-lr");
+  // A NaN is named as such (review user39 #3: "--min-lr (0.0) must not be greater than --lr (nan)" pointed at
+  // --min-lr).
+  auto lr_nan = opt({"--lr", "nan", "--min-lr", "0"});
+  CHECK(lr_nan.rule == "optimizer.min-lr-above-lr");
+  CHECK(lr_nan.message.find("--lr is not a number (nan)") != std::string::npos);
+  auto min_nan = opt({"--lr", "0.1", "--min-lr", "nan"});
+  CHECK(min_nan.message.find("--min-lr is not a number (nan)") != std::string::npos);
+  CHECK(opt({"--lr", "nan", "--min-lr", "nan"}).message.find("--lr and --min-lr are not a number") !=
+        std::string::npos);
 }
 
 TEST_CASE("optimizer.mxfp8-without-reuse-grad-buf", "[optimizer-config]") {

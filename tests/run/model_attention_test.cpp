@@ -224,3 +224,38 @@ TEST_CASE("--softmax-type learnable: a softmax offset per attention head, split 
   CHECK_FALSE(find(mr::run::plan_gpt_model(gpt({{"softmax_type", Value(std::string("off-by-one"))}}), {}),
                    "decoder.layers.0.self_attention.core_attention.softmax_offset"));  // a constant, not a parameter
 }
+
+TEST_CASE("--apply-wd-to-qk-layernorm decays the parameters named q_layernorm./k_layernorm. only, as Megatron's "
+          "name match",
+          "[run][model][mla]") {
+  // Megatron's get_standard_config_overrides: with the flag, a 1-D parameter keeps no decay unless its name holds
+  // "q_layernorm." or "k_layernorm.": MLA's kv_layernorm and Transformer Engine's norms fused into the up
+  // projections keep none (review worker39 #1: every MLA latent norm was decayed).
+  std::map<std::string, Value> o = {{"multi_latent_attention", Value(true)}, {"kv_lora_rank", Value(int64_t{16})},
+                                    {"q_lora_rank", Value(int64_t{24})}, {"qk_head_dim", Value(int64_t{8})},
+                                    {"qk_pos_emb_head_dim", Value(int64_t{4})}, {"v_head_dim", Value(int64_t{8})},
+                                    {"add_bias_linear", Value(false)}, {"qk_layernorm", Value(true)},
+                                    {"position_embedding_type", Value(std::string("rope"))},
+                                    {"apply_wd_to_qk_layernorm", Value(true)}};
+  const std::string att = "decoder.layers.0.self_attention.";
+  const ModelPlan te = mr::run::plan_gpt_model(gpt(o), {});
+  for (const char* n : {"linear_q_up_proj.layer_norm_weight", "linear_kv_up_proj.layer_norm_weight"}) {
+    INFO(n);
+    REQUIRE(find(te, att + n));
+    CHECK(find(te, att + n)->no_weight_decay);
+  }
+  o["transformer_impl"] = Value(std::string("local"));
+  const ModelPlan local = mr::run::plan_gpt_model(gpt(o), {});
+  REQUIRE(find(local, att + "q_layernorm.weight"));
+  REQUIRE(find(local, att + "kv_layernorm.weight"));
+  CHECK_FALSE(find(local, att + "q_layernorm.weight")->no_weight_decay);  // "q_layernorm." in the name
+  CHECK(find(local, att + "kv_layernorm.weight")->no_weight_decay);       // "kv_layernorm." holds neither
+  // Plain attention's q/k norms are decayed with the flag, not without it.
+  std::map<std::string, Value> plain = {{"qk_layernorm", Value(true)}, {"apply_wd_to_qk_layernorm", Value(true)}};
+  const ModelPlan qk = mr::run::plan_gpt_model(gpt(plain), {});
+  REQUIRE(find(qk, att + "q_layernorm.weight"));
+  CHECK_FALSE(find(qk, att + "q_layernorm.weight")->no_weight_decay);
+  CHECK_FALSE(find(qk, att + "k_layernorm.weight")->no_weight_decay);
+  plain["apply_wd_to_qk_layernorm"] = Value(false);
+  CHECK(find(mr::run::plan_gpt_model(gpt(plain), {}), att + "k_layernorm.weight")->no_weight_decay);
+}

@@ -40,7 +40,8 @@ const Rule kUnsetEnvRule{"parse.unset-env", Rule::Level::Error,
                          "--allow-unset-env to keep it literal, or --env-placeholder DIR to read it as DIR/VAR).",
                          __FILE__, __LINE__, kStageParse};
 const Rule kEnvReferenceRule{"parse.env-reference", Rule::Level::Error,
-                             "A config file's ${ never closed, or a ${} naming no environment variable.", __FILE__,
+                             "A config file's ${ never closed, a ${} naming no environment variable, or a ${...} "
+                             "that is not a plain ${NAME} (a shell form such as ${NAME:-default}).", __FILE__,
                              __LINE__, kStageParse};
 const Rule kCiTrueSpellingRule{
     "parse.ci-true-spelling", Rule::Level::Warning,
@@ -481,6 +482,19 @@ std::string expand_env(const std::string& text, const ConfigOptions& opts, const
     if (name.empty() && !opts.allow_unset_env)
       throw UsageError(where + ": ${} in " + Value(abbreviate(text)).py_repr() + " names no environment variable", {}, where,
                        kEnvReferenceRule.id);
+    // Only ${NAME} is expanded (as envsubst does): the shell's ${NAME:-default}, ${NAME%suffix} and the like are
+    // not, and are refused by what they are rather than as an unset variable named `B:-c` (review user39 #10).
+    auto is_name = [](const std::string& n) {
+      if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) return false;
+      for (char c : n)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+      return true;
+    };
+    if (!name.empty() && !is_name(name) && !opts.allow_unset_env)
+      throw UsageError(where + ": ${" + echo_word(name) + "} in " + Value(abbreviate(text)).py_repr() +
+                           " is not a ${NAME} reference: only ${NAME} is expanded (a shell form such as "
+                           "${NAME:-default} is not; set the variable, or write the value)",
+                       {}, where, kEnvReferenceRule.id);
     if (auto v = name.empty() ? std::nullopt : opts.env(name)) {
       out += *v;
     } else if (opts.allow_unset_env) {
