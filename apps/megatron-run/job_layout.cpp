@@ -1,6 +1,5 @@
 // What `topology`, `params` and a launch share: the arguments resolved for a world size, and the rank layout.
 #include <algorithm>
-#include <cctype>
 #include <iostream>
 
 #include "cli.h"
@@ -106,27 +105,23 @@ Diagnostic lr_schedule_diagnostic(const std::string& what, bool trains) {
   return d;
 }
 
-Diagnostic layout_diagnostic(const std::string& message, const Namespace* ns) {
+Diagnostic layout_diagnostic(const parallel::LayoutError& e, const Namespace* ns) {
   kProcessGroupsRule.record_hit();
   Diagnostic d;
   d.rule = kInitProcessGroups;
-  d.message = "Megatron would fail at initialisation (initialize_model_parallel): " + message;
+  d.message = std::string("Megatron would fail at initialisation (initialize_model_parallel): ") + e.what();
   d.stage = kStageInit;
   if (!ns) return d;
-  // The flags the message names ("... (--expert-tensor-parallel-size 1, --expert-model-parallel-size 8, ...)"), in
-  // its order; placed, as the other rules are, at the first one a config file set.
+  // The flags of the arguments the error names ("... (--expert-tensor-parallel-size 1, --expert-model-parallel-size
+  // 8, ...)"), in its order; placed, as the other rules are, at the first one a config file set.
   const Schema& schema = Schema::megatron();
-  for (size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at + 2)) {
-    size_t end = at + 2;
-    while (end < message.size() && (std::islower(static_cast<unsigned char>(message[end])) ||
-                                    std::isdigit(static_cast<unsigned char>(message[end])) || message[end] == '-'))
-      ++end;
-    const std::string flag = message.substr(at, end - at);
-    const Arg* arg = flag.size() > 2 ? schema.find_flag(flag) : nullptr;
-    if (!arg || std::find(d.flags.begin(), d.flags.end(), flag) != d.flags.end()) continue;
+  for (const ArgId id : e.args) {
+    const std::string_view dest = dest_of(id);
+    const std::string flag = schema.flag_for_dest(dest);
+    if (std::find(d.flags.begin(), d.flags.end(), flag) != d.flags.end()) continue;
     d.flags.push_back(flag);
-    if (d.where.empty() && ns->has(arg->dest()) && ns->provenance(arg->dest()).kind == Provenance::Kind::Config)
-      d.where = ns->provenance(arg->dest()).where;
+    if (d.where.empty() && ns->has(dest) && ns->provenance(dest).kind == Provenance::Kind::Config)
+      d.where = ns->provenance(dest).where;
   }
   return d;
 }
@@ -150,7 +145,7 @@ std::optional<Diagnostic> init_check(const Outcome& out) {
   try {
     (void)build_layout(Args::from(out.parsed.ns));
   } catch (const parallel::LayoutError& e) {
-    return layout_diagnostic(e.what(), &out.parsed.ns);
+    return layout_diagnostic(e, &out.parsed.ns);
   } catch (const ArgsError& e) {
     kInternalRule.record_hit();
     return Diagnostic{Diagnostic::Level::Error, kInternalRule.id, std::string("internal error: ") + e.what(), {}, {},
@@ -182,7 +177,7 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
   try {
     layout = build_layout(args);
   } catch (const parallel::LayoutError& e) {
-    return report_failure(common, layout_diagnostic(e.what(), &out.parsed.ns));
+    return report_failure(common, layout_diagnostic(e, &out.parsed.ns));
   }
   return 0;
 }

@@ -149,8 +149,9 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
 
 // The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
 // which megatron-run runs when it lays out the process groups), for --format json. With the namespace, its flags
-// are the Megatron flags the message names, and its place the line of the first of them a config file set.
-Diagnostic layout_diagnostic(const std::string& message, const Namespace* ns = nullptr);
+// are those of the arguments the error names (LayoutError::args), and its place the line of the first of them a
+// config file set.
+Diagnostic layout_diagnostic(const parallel::LayoutError& e, const Namespace* ns = nullptr);
 
 // The rule id of the rank layout's checks (Megatron's initialize_model_parallel: sizes that divide the world,
 // the expert groups), stage kStageInit: what Megatron would refuse only once its ranks have started.

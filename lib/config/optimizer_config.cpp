@@ -1,6 +1,8 @@
 // OptimizerConfig built from the arguments: see optimizer_config.h. Seed: ../shared/spec/optimizer_config.py.
 #include "config/optimizer_config.h"
 
+#include "config/args.h"
+
 namespace mr {
 
 // ---------------------------------------------------------------------------------------------------------
@@ -9,43 +11,39 @@ namespace mr {
 
 namespace {
 
-// `field = args.<dest>` when the namespace has the dest, read as the field's type (None -> nullopt).
-void read(const Namespace& args, const char* dest, bool& field) {
-  if (args.has(dest)) field = args.get(dest).truthy();
-}
-void read(const Namespace& args, const char* dest, double& field) {
-  if (args.has(dest)) field = args.get(dest).as_float();
-}
-void read(const Namespace& args, const char* dest, int64_t& field) {
-  if (args.has(dest)) field = args.get(dest).as_int();
-}
-void read(const Namespace& args, const char* dest, std::string& field) {
-  if (args.has(dest)) field = args.get(dest).as_str();
-}
-void read(const Namespace& args, const char* dest, std::optional<double>& field) {
-  if (!args.has(dest)) return;
-  const Value& v = args.get(dest);
+// `field = value`, read as the field's type (None -> nullopt).
+void read(const Value& v, bool& field) { field = v.truthy(); }
+void read(const Value& v, double& field) { field = v.as_float(); }
+void read(const Value& v, int64_t& field) { field = v.as_int(); }
+void read(const Value& v, std::string& field) { field = v.as_str(); }
+void read(const Value& v, std::optional<double>& field) {
   field = v.is_none() ? std::nullopt : std::optional<double>(v.as_float());
 }
-void read(const Namespace& args, const char* dest, std::optional<std::string>& field) {
-  if (!args.has(dest)) return;
-  const Value& v = args.get(dest);
+void read(const Value& v, std::optional<std::string>& field) {
   field = v.is_none() ? std::nullopt : std::optional<std::string>(v.as_str());
+}
+
+// args.<dest>, or the schema's default where the namespace lacks the dest: Megatron's args always hold every dest
+// (argparse sets the defaults), so the argument's default, not the dataclass's, is what the config gets. The same
+// default the typed view (Args) holds for an absent dest, so both builders agree (one source of defaults).
+const Value& arg_or_default(const Namespace& args, ArgId id) {
+  const std::string_view dest = dest_of(id);
+  return args.has(dest) ? args.get(dest) : default_of(id);
 }
 
 }  // namespace
 
 OptimizerConfig OptimizerConfig::from_args(const Namespace& args) {
   OptimizerConfig c;
-#define MR_READ(field) read(args, #field, c.field);
+#define MR_READ(field) read(arg_or_default(args, ArgId::field), c.field);
   MR_OPTIMIZER_CONFIG_ARGS(MR_READ)
   return c;
 }
 
 DdpConfigView DdpConfigView::from_args(const Namespace& args) {
   DdpConfigView v;
-  if (args.has("use_torch_fsdp2") && args.get("use_torch_fsdp2").truthy()) return v;
-#define MR_READ_DDP(field) read(args, #field, v.field);
+  if (arg_or_default(args, ArgId::use_torch_fsdp2).truthy()) return v;
+#define MR_READ_DDP(field) read(arg_or_default(args, ArgId::field), v.field);
   MR_DDP_CONFIG_ARGS(MR_READ_DDP)
   return v;
 }

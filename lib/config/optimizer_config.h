@@ -66,7 +66,8 @@ struct DdpConfigView {
 // decoupled_weight_decay, soap_*, adaptive_muon_*, use_layer_wise_distributed_optimizer, grad_norm_skip_threshold,
 // dsa_indexer_clip_grad, timers) have no flag and keep their defaults. One list, two builders expand it:
 // OptimizerConfig::from_args (the namespace, for validation) and optimizer_config_from (the typed view, for the
-// run: optimizer_config_from_args.h).
+// run: optimizer_config_from_args.h); both name each dest by its ArgId and take a dest's absent value from the
+// schema's default, so they agree.
 #define MR_OPTIMIZER_CONFIG_ARGS(X)                                                                              \
   X(lr) X(min_lr) X(decoupled_lr) X(decoupled_min_lr) X(weight_decay) X(rmsnorm_weight_decay_mult)               \
   X(embedding_min_norm) X(apply_wd_to_qk_layernorm) X(fp8_recipe) X(fp16) X(bf16)                                \
@@ -173,8 +174,10 @@ struct OptimizerConfig {
   std::string config_logger_dir;
   bool optimizer_cuda_graph = false;
 
-  // Every field of MR_OPTIMIZER_CONFIG_ARGS that is set in `args` takes that argument's value; the rest keep
-  // their defaults.
+  // Every field of MR_OPTIMIZER_CONFIG_ARGS takes that argument's value, or the schema's default where `args` lacks
+  // the dest (Megatron's args always hold every dest, so its defaults win over the dataclass's: --muon-momentum 0.9,
+  // --optimizer-offload-fraction 1.0); the same config optimizer_config_from(Args::from(args)) builds. The other
+  // fields keep their defaults.
   static OptimizerConfig from_args(const Namespace& args);
 
   // Optimizer-local checks; does not modify the config. `env` answers Transformer Engine questions;

@@ -363,9 +363,10 @@ void Runtime::rendezvous() {
       return "(absent)";
     };
     std::string msg;
-    if (std::find(diff.begin(), diff.end(), "world_size") != diff.end())
-      msg = "rank " + std::to_string(L.rank) + " was started with world size " + lookup(mine, "world_size") +
-            " but rank 0 with " + lookup(theirs, "world_size") + " (WORLD_SIZE differs between ranks)";
+    const std::string world_size(dest_of(ArgId::world_size));
+    if (std::find(diff.begin(), diff.end(), world_size) != diff.end())
+      msg = "rank " + std::to_string(L.rank) + " was started with world size " + lookup(mine, world_size) +
+            " but rank 0 with " + lookup(theirs, world_size) + " (WORLD_SIZE differs between ranks)";
     else
       msg = "rank " + std::to_string(L.rank) + " resolved a different config than rank 0";
     msg += "; differing arguments:" +

@@ -156,7 +156,7 @@ std::string config_fingerprint(const Namespace& ns) {
   std::string out = "{";
   bool first = true;
   for (const auto& e : ns.entries()) {
-    if (e.dest == "rank" || e.dest == "local_rank") continue;
+    if (e.dest == dest_of(ArgId::rank) || e.dest == dest_of(ArgId::local_rank)) continue;
     out += (first ? "" : ", ") + json_quote(e.dest) + ": " + e.value.json();
     first = false;
   }

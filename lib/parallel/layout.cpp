@@ -12,6 +12,7 @@
 
 #include "config/checked.h"
 #include "config/pipeline_layout.h"
+#include "config/schema.h"
 #include "util/text.h"
 
 namespace mr::parallel {
@@ -19,6 +20,9 @@ namespace mr::parallel {
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
+
+// An argument's flag as a LayoutError's message names it (the error lists the ids: layout.h).
+std::string flag(ArgId id) { return Schema::megatron().flag_for_dest(dest_of(id)); }
 
 std::vector<int64_t> prefix_product(const std::vector<int64_t>& a) {
   std::vector<int64_t> r{1};
@@ -238,23 +242,32 @@ void check_sizes(const LayoutSpec& spec) {
     throw LayoutLimitError("the world size " + str(world) + " is beyond the " + str(kMaxLayoutRanks) +
                            " ranks megatron-run lays out (every process group is listed rank by rank); a limit of "
                            "megatron-run, not of Megatron");
+  for (auto [id, v] : std::initializer_list<std::pair<ArgId, int64_t>>{
+           {ArgId::tensor_model_parallel_size, spec.tp}, {ArgId::pipeline_model_parallel_size, spec.pp},
+           {ArgId::context_parallel_size, spec.cp}, {ArgId::expert_model_parallel_size, spec.ep},
+           {ArgId::num_distributed_optimizer_instances, instances}})
+    if (v < 1) throw LayoutError(flag(id) + " must be at least 1 (got " + str(v) + ")", {id});
   for (auto [name, v] : std::initializer_list<std::pair<const char*, int64_t>>{
-           {"--tensor-model-parallel-size", spec.tp}, {"--pipeline-model-parallel-size", spec.pp},
-           {"--context-parallel-size", spec.cp}, {"--expert-model-parallel-size", spec.ep},
-           {"--num-distributed-optimizer-instances", instances}, {"the GTP weight-remat size", gtp},
-           {"the expert GTP weight-remat size", egtp}})
+           {"the GTP weight-remat size", gtp}, {"the expert GTP weight-remat size", egtp}})
     if (v < 1) throw LayoutError(std::string(name) + " must be at least 1 (got " + str(v) + ")");
 
   if (spec.use_sharp) {
     if (spec.sharp_enabled_group && *spec.sharp_enabled_group != "dp" && *spec.sharp_enabled_group != "dp_replica")
-      throw LayoutError("--sharp-enabled-group must be dp or dp_replica (got " + *spec.sharp_enabled_group + ")");
+      throw LayoutError(flag(ArgId::sharp_enabled_group) + " must be dp or dp_replica (got " +
+                            *spec.sharp_enabled_group + ")",
+                        {ArgId::sharp_enabled_group});
     if (spec.sharp_enabled_group == std::optional<std::string>("dp_replica") && instances <= 1)
-      throw LayoutError("--sharp-enabled-group dp_replica needs --num-distributed-optimizer-instances > 1");
+      throw LayoutError(flag(ArgId::sharp_enabled_group) + " dp_replica needs " +
+                            flag(ArgId::num_distributed_optimizer_instances) + " > 1",
+                        {ArgId::sharp_enabled_group, ArgId::num_distributed_optimizer_instances});
   } else if (spec.sharp_enabled_group) {
-    throw LayoutError("--sharp-enabled-group is only valid together with --use-sharp");
+    throw LayoutError(flag(ArgId::sharp_enabled_group) + " is only valid together with " + flag(ArgId::use_sharp),
+                      {ArgId::sharp_enabled_group, ArgId::use_sharp});
   }
   if ((gtp > 1 || egtp > 1) && instances > 1)
-    throw LayoutError("GTP weight rematerialization does not support --num-distributed-optimizer-instances > 1");
+    throw LayoutError("GTP weight rematerialization does not support " +
+                          flag(ArgId::num_distributed_optimizer_instances) + " > 1",
+                      {ArgId::num_distributed_optimizer_instances});
 }
 
 // initialize_model_parallel's two rank generators: the dense layers' (TP, CP, DP, PP and the GTP weight-remat
@@ -276,26 +289,33 @@ Generators make_generators(const LayoutSpec& spec) {
   const int64_t dp = world / *model_size_;
   if (spec.virtual_pp && pp <= 1)
     throw LayoutError("the interleaved schedule (virtual pipeline size " + str(*spec.virtual_pp) +
-                      ") needs --pipeline-model-parallel-size > 1");
+                      ") needs " + flag(ArgId::pipeline_model_parallel_size) + " > 1",
+                      {ArgId::pipeline_model_parallel_size});
 
   const std::string order = spec.order();
   RankGenerator dense(tp, 1, dp, pp, cp, inject_gtp_remat_axis(order, "tp"), 0, gtp);
 
   const int64_t etp = spec.etp ? *spec.etp : tp;
-  if (etp < 1) throw LayoutError("--expert-tensor-parallel-size must be at least 1 (got " + str(etp) + ")");
+  if (etp < 1)
+    throw LayoutError(flag(ArgId::expert_tensor_parallel_size) + " must be at least 1 (got " + str(etp) + ")",
+                      {ArgId::expert_tensor_parallel_size});
   const std::optional<int64_t> expert_tmp_ = checked_product({etp, ep, pp, egtp});
   if (!expert_tmp_ || world % *expert_tmp_ != 0)
     throw LayoutError("world size (" + str(world) + ") is not divisible by expert TP x EP x PP" +
                       (egtp > 1 ? " x expert GTP" : "") + " = " +
                       (expert_tmp_ ? str(*expert_tmp_) : "a product beyond 64 bits") +
-                      " (--expert-tensor-parallel-size " + str(etp) + ", --expert-model-parallel-size " + str(ep) +
-                      ", --pipeline-model-parallel-size " + str(pp) + ")");
+                      " (" + flag(ArgId::expert_tensor_parallel_size) + " " + str(etp) + ", " +
+                      flag(ArgId::expert_model_parallel_size) + " " + str(ep) + ", " +
+                      flag(ArgId::pipeline_model_parallel_size) + " " + str(pp) + ")",
+                      {ArgId::expert_tensor_parallel_size, ArgId::expert_model_parallel_size,
+                       ArgId::pipeline_model_parallel_size});
   const int64_t edp = world / *expert_tmp_;
   RankGenerator expert(etp, ep, edp, pp, 1, inject_gtp_remat_axis(order, "ep"), 0, egtp);
 
   if (!(order.size() >= 2 && order.substr(order.size() - 2) == "pp") && pp != 1 && edp != dp)
-    throw LayoutError("with --use-tp-pp-dp-mapping the data-parallel sizes of the dense (" + str(dp) +
-                      ") and expert (" + str(edp) + ") layers must be equal");
+    throw LayoutError("with " + flag(ArgId::use_tp_pp_dp_mapping) + " the data-parallel sizes of the dense (" +
+                          str(dp) + ") and expert (" + str(edp) + ") layers must be equal",
+                      {ArgId::use_tp_pp_dp_mapping});
   if (dense.get_ranks("pp") != expert.get_ranks("pp"))
     throw LayoutError("the pipeline groups of the dense layers " + groups_str(dense.get_ranks("pp")) +
                       " and the expert layers " + groups_str(expert.get_ranks("pp")) + " differ");
@@ -330,8 +350,9 @@ std::vector<std::pair<int64_t, RankGroups>> hybrid_dp_cp_groups(const RankGroups
 void add_data_parallel_groups(Layout& L, const RankGenerator& dense, const LayoutSpec& spec) {
   const int64_t instances = spec.num_distributed_optimizer_instances, gtp = spec.gtp_remat;
   if ((L.dp * spec.cp) % instances != 0)
-    throw LayoutError("DP x CP (" + str(L.dp * spec.cp) +
-                      ") is not divisible by --num-distributed-optimizer-instances (" + str(instances) + ")");
+    throw LayoutError("DP x CP (" + str(L.dp * spec.cp) + ") is not divisible by " +
+                          flag(ArgId::num_distributed_optimizer_instances) + " (" + str(instances) + ")",
+                      {ArgId::num_distributed_optimizer_instances});
   const int64_t intra_dp_cp = L.dp * spec.cp / instances;
   if (gtp > 1) add(L, "gtp", "GTP_WEIGHT_REMAT_GROUP", dense.get_ranks("gtp_remat"));
   RankGroups dp_cp = dense.get_ranks("dp-cp");
@@ -362,9 +383,10 @@ void add_context_parallel_groups(Layout& L, const RankGenerator& dense, const La
   for (int64_t v : spec.hierarchical_cp)
     if (prod) prod = v >= 1 ? checked_mul(*prod, v) : std::nullopt;
   if (!prod || *prod != spec.cp)
-    throw LayoutError("--hierarchical-context-parallel-sizes multiply to " +
-                      (prod ? str(*prod) : std::string("a non-positive or beyond-64-bit product")) +
-                      ", not the context-parallel size " + str(spec.cp));
+    throw LayoutError(flag(ArgId::hierarchical_context_parallel_sizes) + " multiply to " +
+                          (prod ? str(*prod) : std::string("a non-positive or beyond-64-bit product")) +
+                          ", not the context-parallel size " + str(spec.cp),
+                      {ArgId::hierarchical_context_parallel_sizes});
   std::vector<RankGroups> levels(spec.hierarchical_cp.size());
   for (const RankList& g : cp_groups) {
     std::vector<RankGroups> h = hierarchical_groups(g, spec.hierarchical_cp);
@@ -426,8 +448,9 @@ RankGroups add_expert_groups(Layout& L, const RankGenerator& expert, const Layou
     add(L, "expert-tp-ep-gtp-pp", "EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP",
         expert.get_ranks("tp-ep-gtp_remat-pp"));
   if (L.expert_dp % instances != 0)
-    throw LayoutError("the expert data-parallel size (" + str(L.expert_dp) +
-                      ") is not divisible by --num-distributed-optimizer-instances (" + str(instances) + ")");
+    throw LayoutError("the expert data-parallel size (" + str(L.expert_dp) + ") is not divisible by " +
+                          flag(ArgId::num_distributed_optimizer_instances) + " (" + str(instances) + ")",
+                      {ArgId::num_distributed_optimizer_instances});
   const int64_t intra_edp = L.expert_dp / instances;
   RankGroups expert_dp = expert.get_ranks("dp");
   add(L, "expert-dp", "EXPERT_DATA_PARALLEL_GROUP", expert_dp);

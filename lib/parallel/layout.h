@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/args.h"
@@ -16,8 +17,12 @@ using RankList = std::vector<int>;
 using RankGroups = std::vector<RankList>;
 
 // A layout rule of initialize_model_parallel() failed (e.g. the world size is not a multiple of TP x PP x CP).
+// `args`: the arguments the message names, in its order, each once (the message spells them by their flags,
+// Schema::flag_for_dest(dest_of(id))); a diagnostic lists their flags and places itself at the first a file set.
 struct LayoutError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit LayoutError(const std::string& what, std::vector<ArgId> named = {})
+      : std::runtime_error(what), args(std::move(named)) {}
+  std::vector<ArgId> args;
 };
 // A world beyond kMaxLayoutRanks: megatron-run's own limit, not a verdict on the job (callers make it a usage error).
 struct LayoutLimitError : LayoutError {

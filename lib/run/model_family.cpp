@@ -3,6 +3,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/args.h"
 #include "config/schema.h"
 #include "util/text.h"
 
@@ -15,7 +16,8 @@ std::vector<std::string> user_vision_flags(const Namespace& ns) {
   std::vector<std::string> flags;
   for (const Arg& arg : Schema::megatron().args()) {
     // --no-data-sharding sits in the vision group but is the cyclic data loader's, whatever the model.
-    if (std::string_view(arg.spec->group) != "vision" || std::string_view(arg.dest()) == "data_sharding" || !ns.has(arg.dest()))
+    const std::string_view dest = arg.dest();
+    if (std::string_view(arg.spec->group) != "vision" || dest == dest_of(ArgId::data_sharding) || !ns.has(dest))
       continue;
     if (ns.provenance(arg.dest()).by_user()) flags.push_back(Schema::megatron().flag_for_dest(arg.dest()));
   }

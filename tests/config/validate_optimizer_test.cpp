@@ -17,7 +17,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "config/args.h"
 #include "config/optimizer_config.h"
+#include "config/optimizer_config_from_args.h"
 #include "config/param_key.h"
 #include "config/validate/sections.h"
 #include "support.h"
@@ -555,7 +557,7 @@ TEST_CASE("optimizer config: from_args copies fields by name", "[optimizer-confi
   CHECK(c.bf16);
   CHECK(c.main_grads_dtype == "bf16");  // still the command-line spelling until finalize
   CHECK(c.exp_avg_dtype == "fp8");
-  CHECK(c.exp_avg_sq_dtype == "torch.float32");  // not in the namespace: dataclass default
+  CHECK(c.exp_avg_sq_dtype == "fp32");  // not in the namespace: the argument's default, as Megatron's args hold it
   CHECK_FALSE(c.fp8_recipe.has_value());
   CHECK(c.optimizer == "muon");
   CHECK(c.muon_momentum == 0.9);
@@ -564,6 +566,7 @@ TEST_CASE("optimizer config: from_args copies fields by name", "[optimizer-confi
   CHECK(c.loss_scale_window == 1000.0);
   CHECK(c.use_distributed_optimizer);
   CHECK(c.barrier_with_L1_time);
+  CHECK(c.optimizer_offload_fraction == 1.0);  // absent: the argument's default, not the dataclass's 0.0
   // Fields without an argument keep the dataclass defaults.
   CHECK(c.weight_decay == 0.01);
   CHECK(std::isinf(c.grad_norm_skip_threshold));
@@ -580,6 +583,59 @@ TEST_CASE("optimizer config: from_args copies fields by name", "[optimizer-confi
   CHECK(c.exp_avg_dtype == "torch.uint8");
   CHECK(c.use_layer_wise_distributed_optimizer);
   CHECK_FALSE(c.use_distributed_optimizer);
+}
+
+namespace {
+// Every field the builders copy from the arguments is the same in `x` and `y`.
+void check_same_argument_fields(const mr::OptimizerConfig& x, const mr::OptimizerConfig& y) {
+#define MR_SAME(field) \
+  {                    \
+    INFO(#field);      \
+    CHECK(x.field == y.field); \
+  }
+  MR_OPTIMIZER_CONFIG_ARGS(MR_SAME)
+#undef MR_SAME
+}
+}  // namespace
+
+// Megatron's get_megatron_optimizer_config copies every field the args have, and its args have every dest, so a
+// dest's absent value is the argument's default (the schema's), never the dataclass's: --muon-momentum 0.9 (dataclass
+// 0.95), --optimizer-offload-fraction 1.0 (dataclass 0.0). Both builders say so.
+TEST_CASE("optimizer config: the namespace and typed-view builders agree on absent dests", "[optimizer-config]") {
+  SECTION("an empty namespace: every field at the schema's default") {
+    const mr::OptimizerConfig x = mr::OptimizerConfig::from_args(mr::Namespace{});
+    const mr::OptimizerConfig y = mr::optimizer_config_from(mr::Args());
+    check_same_argument_fields(x, y);
+    CHECK(x.muon_momentum == 0.9);
+    CHECK(x.optimizer_offload_fraction == 1.0);
+    CHECK(x.main_grads_dtype == "fp32");
+    CHECK(x.fp8_recipe == "delayed");
+    CHECK(x.params_dtype == "torch.float32");
+    const mr::DdpConfigView d = mr::DdpConfigView::from_args(mr::Namespace{}), e = mr::ddp_config_view_from(mr::Args());
+    CHECK(d.fp8_param_gather == e.fp8_param_gather);
+    CHECK(d.use_megatron_fsdp == e.use_megatron_fsdp);
+    CHECK(d.overlap_grad_reduce == e.overlap_grad_reduce);
+  }
+  SECTION("a partial namespace: the given dests, the schema's defaults for the rest") {
+    mr::Namespace ns;
+    mr::Args a;
+    ns.set("optimizer", "muon", {});
+    a.optimizer = mr::arg::Optimizer::muon;
+    ns.set("lr", 0.0003, {});
+    a.lr = 0.0003;
+    ns.set("muon_split_qkv", false, {});
+    a.muon_split_qkv = false;
+    ns.set("main_grads_dtype", "bf16", {});
+    a.main_grads_dtype = mr::arg::MainGradsDtype::bf16;
+    ns.set("loss_scale_window", 500, {});  // an int argument into a float field
+    a.loss_scale_window = 500;
+    const mr::OptimizerConfig x = mr::OptimizerConfig::from_args(ns), y = mr::optimizer_config_from(a);
+    check_same_argument_fields(x, y);
+    CHECK(x.optimizer == "muon");
+    CHECK(x.main_grads_dtype == "bf16");
+    CHECK(x.muon_momentum == 0.9);
+    CHECK(x.optimizer_offload_fraction == 1.0);
+  }
 }
 
 TEST_CASE("optimizer config: from_args on the parsed defaults", "[optimizer-config]") {
