@@ -520,19 +520,32 @@ struct LoadSteps {
                                                             " samples consumed as saved)")
              : !with_opt ? " (weights only: fresh optimizer state)"
                          : "");
-    // Another (TP, PP) than the checkpoint's: Megatron's torch_dist load ignores the RNG state and says so; its
-    // generators stay as --seed set them. So does the run (resume_args: the synthetic data's generator is keyed by
-    // the seed): said with Megatron's words, and what the run continues with.
+    // Another (TP, PP) than the checkpoint's: Megatron's torch_dist load says so whenever the sizes differ
+    // (load_checkpoint: `if ckpt_tp_pp != run_tp_pp: print_rank_0('{}: RNG state will be ignored'...)`, in the
+    // else of its "load the RNG state" test, which a release checkpoint, --finetune, --no-load-rng or a
+    // --no-save-rng checkpoint reach too), and its generators stay as --seed set them. So does the run
+    // (resume_args: the synthetic data's generator is keyed by the seed): said with Megatron's words, and what the
+    // run continues with.
     const auto [ckpt_tp, ckpt_pp] = checkpoint_tp_pp(m.layout);
     const bool no_rng = saved_without_rng(m.args);
-    if (loads_rng(a, *found) && !no_rng && !same_tp_pp(m.layout, a))
+    if (tp_pp_mismatch_notice(a) && !same_tp_pp(m.layout, a)) {
       line << "\n" << prefix_ << "notice: (TP, PP) mismatch after resume ((" << c_.tp.size() << ", " << c_.pp.size()
-           << ") vs (" << ckpt_tp << ", " << ckpt_pp << ") from checkpoint): RNG state will be ignored, as Megatron's load ignores it: this run keeps --seed "
-           << given_seed_
-           << (static_cast<int64_t>(m.seed) != given_seed_
-                   ? " (not the seed " + std::to_string(m.seed) + " of the run that saved it: the data differs from "
-                     "an uninterrupted run's; --seed " + std::to_string(m.seed) + " continues it)"
-                   : std::string());
+           << ") vs (" << ckpt_tp << ", " << ckpt_pp << ") from checkpoint): RNG state will be ignored";
+      if (loads_rng(a, *found) && !no_rng)
+        line << ", as Megatron's load ignores it: this run keeps --seed " << given_seed_
+             << (static_cast<int64_t>(m.seed) != given_seed_
+                     ? " (not the seed " + std::to_string(m.seed) + " of the run that saved it: the data differs from "
+                       "an uninterrupted run's; --seed " + std::to_string(m.seed) + " continues it)"
+                     : std::string());
+      else
+        line << ", as Megatron's load says (it would not restore it anyway: "
+             << (a.finetune ? "--finetune"
+                 : found->pretrained ? "a --pretrained-checkpoint load is a fine-tune"
+                 : found->release ? "a release checkpoint"
+                 : a.no_load_rng.value_or(false) ? "--no-load-rng"
+                                                 : "the checkpoint was saved with --no-save-rng")
+             << "); this run keeps --seed " << given_seed_;
+    }
     // A --no-save-rng checkpoint holds no RNG state: Megatron ignores it then (its torch_dist load) and keeps
     // --seed, as the run does (resume_args).
     if (loads_rng(a, *found) && no_rng)
