@@ -183,7 +183,7 @@ std::string padded_vocab_differs(const Args& a, RunContext& c, const RankMeta& m
   if (there < vocab || vocab < 1 || d < 1) return {};  // fewer rows than the vocabulary: not a padding of it
   std::string saved;
   if (const Value* st = field_of(m.layout, "tp"); st && st->is_int()) saved += "TP=" + std::to_string(st->as_int());
-  if (const Value* sd = field_of(m.args, "make_vocab_size_divisible_by"); sd && sd->is_int() && sd->as_int() != d)
+  if (const Value* sd = saved_arg(m.args, ArgId::make_vocab_size_divisible_by); sd && sd->is_int() && sd->as_int() != d)
     saved += (saved.empty() ? "" : ", ") + std::string("--make-vocab-size-divisible-by ") + std::to_string(sd->as_int());
   std::string s = "the padded vocabulary differs: " + std::to_string(there) + " rows in the checkpoint" +
                   (saved.empty() ? "" : " (saved with " + saved + ")") + ", " + std::to_string(here) +
@@ -271,7 +271,7 @@ struct LoadSteps {
 
   // Whether the checkpoint holds optimizer state: not one saved with --no-save-optim.
   static bool saved_with_optimizer(const RankMeta& m) {
-    const Value* nso = field_of(m.args, "no_save_optim");
+    const Value* nso = saved_arg(m.args, ArgId::no_save_optim);
     return !(nso && nso->truthy());
   }
 
@@ -328,8 +328,7 @@ struct LoadSteps {
 
   // The checkpoint's saved value of `id` (its "args"), `absent` where it has none.
   Value saved_value(ArgId id, Value absent) const {
-    const std::string dest(dest_of(id));
-    const Value* there = field_of(m.args, dest.c_str());
+    const Value* there = saved_arg(m.args, id);
     return there ? *there : absent;
   }
 
@@ -480,7 +479,7 @@ struct LoadSteps {
         throw CheckpointError(kCkptUnsupported, "--override-ckpt-iteration " + std::to_string(n) +
                                                     " is out of range (0 to 2^62 samples at --global-batch-size " +
                                                     std::to_string(gbs) + ")");
-      const Value* saved_gbs = field_of(m.args, "global_batch_size");
+      const Value* saved_gbs = saved_arg(m.args, ArgId::global_batch_size);
       if (rank0 && !finetune && saved_gbs && saved_gbs->is_int() && saved_gbs->as_int() != gbs)
         warn_rule(log_, prefix_, kCkptOverrideIterationBatchSize,
                   "--override-ckpt-iteration " + std::to_string(n) + " counts consumed samples at this run's "

@@ -8,6 +8,7 @@
 
 #include "run/checkpoint_args.h"
 #include "run/checkpoint_format.h"
+#include "run/checkpoint_resume_args.h"
 
 namespace mr::run {
 
@@ -173,10 +174,8 @@ std::string load_words(const Args& a) {
 }
 
 bool saved_without_rng(const Value& saved_args) {
-  if (!saved_args.is_object()) return false;
-  for (const auto& [k, v] : saved_args.as_object())
-    if (k == "no_save_rng") return v.truthy();
-  return false;
+  const Value* v = saved_arg(saved_args, ArgId::no_save_rng);
+  return v && v->truthy();
 }
 
 bool loads_rng(const Args& a, const Found& f) {
