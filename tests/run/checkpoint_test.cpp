@@ -457,8 +457,8 @@ TEST_CASE("the (TP, PP) mismatch notice is printed under Megatron's conditions, 
           "[run][checkpoint][reshard]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck", nr = dir / "nr";
-  const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2", "--train-iters", "2", "--save-interval",
-                                        "2", "--seed", "77"};
+  const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2", "--train-iters", "4", "--save-interval",
+                                        "4", "--seed", "77"};
   mrtest::Proc p = spawn(2, joined(tp2, {"--save", ck}), dir, "tp2-save");
   INFO(p.out() << p.err());
   REQUIRE(p.exit_code() == 0);
