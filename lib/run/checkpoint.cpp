@@ -183,7 +183,7 @@ std::string padded_vocab_differs(const Args& a, RunContext& c, const RankMeta& m
   if (there < vocab || vocab < 1 || d < 1) return {};  // fewer rows than the vocabulary: not a padding of it
   std::string saved;
   if (const Value* st = field_of(m.layout, "tp"); st && st->is_int()) saved += "TP=" + std::to_string(st->as_int());
-  if (const Value* sd = field_of(m.args, "make_vocab_size_divisible_by"); sd && sd->is_int() && sd->as_int() != d)
+  if (const Value* sd = saved_arg(m.args, ArgId::make_vocab_size_divisible_by); sd && sd->is_int() && sd->as_int() != d)
     saved += (saved.empty() ? "" : ", ") + std::string("--make-vocab-size-divisible-by ") + std::to_string(sd->as_int());
   std::string s = "the padded vocabulary differs: " + std::to_string(there) + " rows in the checkpoint" +
                   (saved.empty() ? "" : " (saved with " + saved + ")") + ", " + std::to_string(here) +
@@ -271,7 +271,7 @@ struct LoadSteps {
 
   // Whether the checkpoint holds optimizer state: not one saved with --no-save-optim.
   static bool saved_with_optimizer(const RankMeta& m) {
-    const Value* nso = field_of(m.args, "no_save_optim");
+    const Value* nso = saved_arg(m.args, ArgId::no_save_optim);
     return !(nso && nso->truthy());
   }
 
@@ -328,8 +328,7 @@ struct LoadSteps {
 
   // The checkpoint's saved value of `id` (its "args"), `absent` where it has none.
   Value saved_value(ArgId id, Value absent) const {
-    const std::string dest(dest_of(id));
-    const Value* there = field_of(m.args, dest.c_str());
+    const Value* there = saved_arg(m.args, id);
     return there ? *there : absent;
   }
 
@@ -480,7 +479,7 @@ struct LoadSteps {
         throw CheckpointError(kCkptUnsupported, "--override-ckpt-iteration " + std::to_string(n) +
                                                     " is out of range (0 to 2^62 samples at --global-batch-size " +
                                                     std::to_string(gbs) + ")");
-      const Value* saved_gbs = field_of(m.args, "global_batch_size");
+      const Value* saved_gbs = saved_arg(m.args, ArgId::global_batch_size);
       if (rank0 && !finetune && saved_gbs && saved_gbs->is_int() && saved_gbs->as_int() != gbs)
         warn_rule(log_, prefix_, kCkptOverrideIterationBatchSize,
                   "--override-ckpt-iteration " + std::to_string(n) + " counts consumed samples at this run's "
@@ -520,19 +519,32 @@ struct LoadSteps {
                                                             " samples consumed as saved)")
              : !with_opt ? " (weights only: fresh optimizer state)"
                          : "");
-    // Another (TP, PP) than the checkpoint's: Megatron's torch_dist load ignores the RNG state and says so; its
-    // generators stay as --seed set them. So does the run (resume_args: the synthetic data's generator is keyed by
-    // the seed): said with Megatron's words, and what the run continues with.
+    // Another (TP, PP) than the checkpoint's: Megatron's torch_dist load says so whenever the sizes differ
+    // (load_checkpoint: `if ckpt_tp_pp != run_tp_pp: print_rank_0('{}: RNG state will be ignored'...)`, in the
+    // else of its "load the RNG state" test, which a release checkpoint, --finetune, --no-load-rng or a
+    // --no-save-rng checkpoint reach too), and its generators stay as --seed set them. So does the run
+    // (resume_args: the synthetic data's generator is keyed by the seed): said with Megatron's words, and what the
+    // run continues with.
     const auto [ckpt_tp, ckpt_pp] = checkpoint_tp_pp(m.layout);
     const bool no_rng = saved_without_rng(m.args);
-    if (loads_rng(a, *found) && !no_rng && !same_tp_pp(m.layout, a))
+    if (tp_pp_mismatch_notice(a) && !same_tp_pp(m.layout, a)) {
       line << "\n" << prefix_ << "notice: (TP, PP) mismatch after resume ((" << c_.tp.size() << ", " << c_.pp.size()
-           << ") vs (" << ckpt_tp << ", " << ckpt_pp << ") from checkpoint): RNG state will be ignored, as Megatron's load ignores it: this run keeps --seed "
-           << given_seed_
-           << (static_cast<int64_t>(m.seed) != given_seed_
-                   ? " (not the seed " + std::to_string(m.seed) + " of the run that saved it: the data differs from "
-                     "an uninterrupted run's; --seed " + std::to_string(m.seed) + " continues it)"
-                   : std::string());
+           << ") vs (" << ckpt_tp << ", " << ckpt_pp << ") from checkpoint): RNG state will be ignored";
+      if (loads_rng(a, *found) && !no_rng)
+        line << ", as Megatron's load ignores it: this run keeps --seed " << given_seed_
+             << (static_cast<int64_t>(m.seed) != given_seed_
+                     ? " (not the seed " + std::to_string(m.seed) + " of the run that saved it: the data differs from "
+                       "an uninterrupted run's; --seed " + std::to_string(m.seed) + " continues it)"
+                     : std::string());
+      else
+        line << ", as Megatron's load says (it would not restore it anyway: "
+             << (a.finetune ? "--finetune"
+                 : found->pretrained ? "a --pretrained-checkpoint load is a fine-tune"
+                 : found->release ? "a release checkpoint"
+                 : a.no_load_rng.value_or(false) ? "--no-load-rng"
+                                                 : "the checkpoint was saved with --no-save-rng")
+             << "); this run keeps --seed " << given_seed_;
+    }
     // A --no-save-rng checkpoint holds no RNG state: Megatron ignores it then (its torch_dist load) and keeps
     // --seed, as the run does (resume_args).
     if (loads_rng(a, *found) && no_rng)

@@ -1,6 +1,7 @@
 // The checkpoint's on-disk format (run/checkpoint_format.h).
 #include "run/checkpoint_format.h"
 #include "run/checkpoint_integrity.h"
+#include "run/checkpoint_args.h"
 #include "run/batch_schedule.h"
 
 #include <fcntl.h>
@@ -112,6 +113,24 @@ std::optional<int64_t> trained_iterations(const Args& a) {
   return std::nullopt;
 }
 
+std::optional<int64_t> resumed_iteration(const Args& a) {
+  // --finetune, or no checkpoint under --load (from scratch, or --pretrained-checkpoint's fine-tune): iteration 0.
+  if (a.finetune || !a.load) return 0;
+  try {
+    LoadQuery q;
+    q.load = *a.load;
+    q.ckpt_step = a.ckpt_step.value_or(0);
+    q.non_persistent_global = a.non_persistent_ckpt_type == arg::NonPersistentCkptType::global;
+    q.non_persistent_dir = a.non_persistent_global_ckpt_dir;
+    const std::optional<CheckpointPlace> place = locate_checkpoint(q);
+    if (!place) return 0;
+    if (a.override_ckpt_iteration) return *a.override_ckpt_iteration;
+    return place->release ? 0 : place->iteration;  // a release checkpoint: iteration 0
+  } catch (const std::exception&) {
+    return std::nullopt;  // a tracker the load refuses (checkpoint.corrupt, checkpoint.step-missing): said there
+  }
+}
+
 std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a) {
   if (!a.save) return std::nullopt;
   // --skip-train runs no training loop: nothing is saved (Megatron's pretrain saves only in train() and after it,
@@ -124,11 +143,20 @@ std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a) {
   // Megatron's save_checkpoint: `if args.async_save: if ckpt_type == CheckpointType.LEGACY: raise
   // NotImplementedError(...)`, LEGACY being --ckpt-format torch (use_dist_ckpt false); validate_args turns
   // --async-save off only `if args.use_dist_ckpt and args.async_save and not args.use_persistent_ckpt_worker`.
-  // A run that trains saves at least once: at a multiple of --save-interval (validation requires it with --save),
-  // else after training (`iteration % save_interval != 0`), at an exit (--exit-interval, --exit-duration-in-mins,
-  // a signal) when it has not saved at that iteration. (A resume at an iteration that is both the last one and a
-  // multiple of --save-interval saves nothing; the start is not known here, so that run is refused too.)
-  if (a.async_save && a.ckpt_format == arg::CkptFormat::torch)
+  // (A global non-persistent save is GLOBAL whatever the format: it does not raise.) A run whose training loop runs
+  // an iteration saves persistently at least once: at a multiple of --save-interval (validation requires it with
+  // --save), else after training (`iteration != 0 and iteration % save_interval != 0`), at an exit (--exit-interval,
+  // --exit-duration-in-mins, a signal) when it has not saved at that iteration. A resume at or past the last
+  // iteration (`while iteration < args.train_iters` runs none) makes only the final save, which Megatron skips at a
+  // multiple of --save-interval: that run saves nothing and is not refused (resumed_iteration reads the start from
+  // the checkpoint --load names; where it cannot, the run is refused).
+  const bool async_legacy_save = [&] {
+    if (!a.async_save || a.ckpt_format != arg::CkptFormat::torch) return false;
+    if (!iters || !a.save_interval || *a.save_interval == 0) return true;
+    const std::optional<int64_t> start = resumed_iteration(a);
+    return !(start && *start >= *iters && *start % *a.save_interval == 0);
+  }();
+  if (async_legacy_save)
     return SaveSettingsRefusal{
         &kCkptAsyncSaveTorchFormat,
         "--async-save with --ckpt-format torch: Megatron's save_checkpoint raises NotImplementedError ('Async "

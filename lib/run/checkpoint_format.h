@@ -103,8 +103,15 @@ struct SaveSettingsRefusal {
 // --non-persistent-save-interval N without --non-persistent-ckpt-type (Megatron raises at its first non-persistent
 // save), or with type local (not modelled), where some iteration up to --train-iters is a multiple of N and not of
 // --save-interval (a resume's start is not known: iterations from 1; with --train-samples, Megatron's
-// update_train_iters, any N where that cannot be known); nullopt when none.
+// update_train_iters, any N where that cannot be known); nullopt when none. --async-save with --ckpt-format torch
+// is not refused for a resume at or past the last iteration that is a multiple of --save-interval (it trains none,
+// and Megatron skips its final save there): the start is resumed_iteration's.
 std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a);
+// The iteration Megatron's training loop starts at, from the checkpoint --load names (the tracker, --ckpt-step, a
+// newer global non-persistent one): 0 without one, with --finetune or from a release checkpoint,
+// --override-ckpt-iteration's N where a checkpoint loads; nullopt where the tracker cannot be read (the load
+// refuses it).
+std::optional<int64_t> resumed_iteration(const Args& a);
 // The iterations Megatron's training runs up to: --train-iters when not 0, else from --train-samples
 // (update_train_iters: whole global batches, or the steps of a batch-size schedule); nullopt when not known here.
 std::optional<int64_t> trained_iterations(const Args& a);

@@ -8,6 +8,7 @@
 
 #include "run/checkpoint_args.h"
 #include "run/checkpoint_format.h"
+#include "run/checkpoint_resume_args.h"
 
 namespace mr::run {
 
@@ -173,14 +174,17 @@ std::string load_words(const Args& a) {
 }
 
 bool saved_without_rng(const Value& saved_args) {
-  if (!saved_args.is_object()) return false;
-  for (const auto& [k, v] : saved_args.as_object())
-    if (k == "no_save_rng") return v.truthy();
-  return false;
+  const Value* v = saved_arg(saved_args, ArgId::no_save_rng);
+  return v && v->truthy();
 }
 
 bool loads_rng(const Args& a, const Found& f) {
   return !a.finetune && !f.pretrained && !f.release && !a.no_load_rng.value_or(false);
+}
+
+bool tp_pp_mismatch_notice(const Args& a) {
+  return a.auto_detect_ckpt_format || a.ckpt_format == arg::CkptFormat::torch_dist ||
+         a.ckpt_format == arg::CkptFormat::fsdp_dtensor;
 }
 
 }  // namespace mr::run

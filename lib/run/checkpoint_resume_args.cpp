@@ -60,6 +60,11 @@ const Value* field_of(const Value& o, const char* k) {
   return nullptr;
 }
 
+const Value* saved_arg(const Value& saved_args, ArgId id) {
+  const std::string dest(dest_of(id));
+  return field_of(saved_args, dest.c_str());
+}
+
 // The saved arguments: this run's, with the group hyper-parameters its optimizer stepped with (after a load, the
 // checkpoint's: the next resume takes them from here, as Megatron's from the saved param groups).
 Value args_json(const Args& a, const OptimizerConfig& cfg) {
@@ -82,7 +87,7 @@ std::vector<HyperChange> take_saved_hyper(OptimizerConfig& cfg, const Args& a, c
   for (const HyperField& f : kGroupHyper) {
     if (!unused_by_optimizer(f.id, a).empty()) continue;  // no group of this optimizer holds it
     const std::string dest(dest_of(f.id));
-    const Value* v = field_of(saved_args, dest.c_str());
+    const Value* v = saved_arg(saved_args, f.id);
     if (!v || v->is_none()) continue;
     if (f.number) {
       if (!v->is_number() || !std::isfinite(v->as_float()))

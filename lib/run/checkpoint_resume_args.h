@@ -31,6 +31,9 @@ bool same_tp_pp(const Value& layout, const Args& a);
 // The member `k` of the JSON object `o` (a checkpoint's saved arguments, layout, scheduler, scaler); none when `o`
 // is no object or has no such member.
 const Value* field_of(const Value& o, const char* k);
+// The saved argument `id` of a checkpoint's "args" (dest -> value), by the typed id (a renamed dest does not
+// compile); none when `saved_args` is no object or lacks it.
+const Value* saved_arg(const Value& saved_args, ArgId id);
 
 // The saved arguments: this run's, with the group hyper-parameters its optimizer stepped with (after a load, the
 // checkpoint's: the next resume takes them from here, as Megatron's from the saved param groups).

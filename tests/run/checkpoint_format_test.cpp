@@ -2,10 +2,13 @@
 // where Megatron's training would make such a save (review diff38 #1), with the flags they are about (#10b).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "../distributed/proc.h"
 #include "run/checkpoint_format.h"
 
 using mr::Args;
@@ -98,4 +101,51 @@ TEST_CASE("--async-save with --ckpt-format torch: refused where the run trains (
   a.train_iters = 20;
   a.ckpt_format = arg::CkptFormat::torch_dist;
   CHECK(refused(a) == std::nullopt);
+}
+
+// A resume at or past the last iteration trains none (Megatron's `while iteration < args.train_iters`), and its
+// final save is skipped at a multiple of --save-interval: Megatron calls no save, so nothing raises (review
+// ckpt39 #3). The start is the checkpoint's iteration (tracker, --ckpt-step), 0 with --finetune or a release one.
+TEST_CASE("--async-save with --ckpt-format torch: a resume that saves nothing is not refused",
+          "[run][checkpoint-format]") {
+  namespace fs = std::filesystem;
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  fs::create_directories(ck + "/iter_0000020");
+  fs::create_directories(ck + "/iter_0000015");
+  std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "20";
+  Args a;
+  a.save = dir / "out";
+  a.load = ck;
+  a.save_interval = 10;
+  a.train_iters = 20;
+  a.async_save = true;
+  a.ckpt_format = arg::CkptFormat::torch;
+  const std::optional<std::string> torch = std::string("checkpoint.async-save-torch-format");
+  CHECK(mr::run::resumed_iteration(a) == 20);
+  CHECK(refused(a) == std::nullopt);  // starts at 20 = --train-iters, a multiple of 10: no save
+  a.train_iters = 15;
+  CHECK(refused(a) == std::nullopt);  // past the last iteration, still a multiple of 10: no save
+  a.save_interval = 7;
+  CHECK(refused(a) == torch);  // 20 is no multiple of 7: the final save after training raises
+  a.save_interval = 10;
+  a.train_iters = 30;
+  CHECK(refused(a) == torch);  // iterations 21 to 30 are trained: the save at 30 raises
+  a.train_iters = 20;
+  a.ckpt_step = 15;
+  CHECK(mr::run::resumed_iteration(a) == 15);
+  CHECK(refused(a) == torch);  // from 15: iteration 20 saves
+  a.ckpt_step.reset();
+  a.override_ckpt_iteration = 15;
+  CHECK(refused(a) == torch);  // the checkpoint counts as saved at 15
+  a.override_ckpt_iteration.reset();
+  a.finetune = true;
+  CHECK(mr::run::resumed_iteration(a) == 0);
+  CHECK(refused(a) == torch);  // a fine-tune starts at 0
+  a.finetune = false;
+  std::ofstream(ck + "/latest_checkpointed_iteration.txt", std::ios::trunc) << "abc";
+  CHECK(mr::run::resumed_iteration(a) == std::nullopt);
+  CHECK(refused(a) == torch);  // the start cannot be known: refused (the load refuses the tracker anyway)
+  fs::remove(ck + "/latest_checkpointed_iteration.txt");
+  CHECK(refused(a) == torch);  // no checkpoint: from 0
 }

@@ -449,6 +449,46 @@ TEST_CASE("a resume under another (TP, PP) keeps --seed, as Megatron's load igno
   CHECK(checksum_line(same.out()) == checksum_line(p.out()));
 }
 
+// Megatron's torch_dist load prints "(TP, PP) mismatch after resume (...): RNG state will be ignored" whenever the
+// sizes differ, also where the RNG state would not load anyway (--no-load-rng, --finetune, a --no-save-rng
+// checkpoint: the else of its "load the RNG state" test); with --ckpt-format torch it takes another branch and says
+// nothing (review ckpt39 #1).
+TEST_CASE("the (TP, PP) mismatch notice is printed under Megatron's conditions, not only where the RNG state loads",
+          "[run][checkpoint][reshard]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck", nr = dir / "nr";
+  const std::vector<std::string> tp2 = {"--tensor-model-parallel-size", "2", "--train-iters", "4", "--save-interval",
+                                        "4", "--seed", "77"};
+  mrtest::Proc p = spawn(2, joined(tp2, {"--save", ck}), dir, "tp2-save");
+  INFO(p.out() << p.err());
+  REQUIRE(p.exit_code() == 0);
+  mrtest::Proc q = spawn(2, joined(tp2, {"--save", nr, "--no-save-rng"}), dir, "tp2-save-norng");
+  INFO(q.out() << q.err());
+  REQUIRE(q.exit_code() == 0);
+  const std::string mismatch = "notice: (TP, PP) mismatch after resume ((1, 1) vs (2, 1) from checkpoint): RNG state "
+                               "will be ignored, as Megatron's load says (it would not restore it anyway: ";
+  const struct {
+    std::string tag, dir;
+    std::vector<std::string> flags;
+    std::string why;  // "" where no notice is due
+  } cases[] = {
+      {"no-load-rng", ck, {"--no-load-rng"}, "--no-load-rng); this run keeps --seed 1234"},
+      {"finetune", ck, {"--finetune"}, "--finetune); this run keeps --seed 1234"},
+      {"no-save-rng", nr, {}, "the checkpoint was saved with --no-save-rng); this run keeps --seed 1234"},
+      {"finetune-torch", ck, {"--finetune", "--ckpt-format", "torch"}, ""},
+  };
+  for (const auto& k : cases) {
+    mrtest::Proc r = spawn(2, joined(k.flags, {"--train-iters", "4", "--load", k.dir}), dir, "tp1-" + k.tag);
+    INFO(k.tag << "\n" << r.out() << r.err());
+    REQUIRE(r.exit_code() == 0);
+    CHECK_THAT(r.out(), Catch::Contains("successfully loaded checkpoint"));
+    if (k.why.empty())
+      CHECK_THAT(r.out(), !Catch::Contains("mismatch after resume"));
+    else
+      CHECK_THAT(r.out(), Catch::Contains(mismatch + k.why + "\n"));
+  }
+}
+
 TEST_CASE("Python opens a saved file: names, shapes and values", "[run][checkpoint][python]") {
   mrtest::TempDir dir;
   const std::string ck = dir / "ck";
