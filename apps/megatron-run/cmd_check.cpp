@@ -1,4 +1,4 @@
-// `megatron-run check FILE...`: validate many configs in one process, for CI.
+// `megatron-run check FILE|DIR...`: validate many configs in one process, for CI (a DIR: its *.yaml and *.yml files).
 #include <cctype>
 #include <chrono>
 #include <iostream>
@@ -8,6 +8,7 @@
 #include "config/rule.h"
 #include "config/check_report.h"
 #include "config/parse/argparse.h"
+#include "config/parse/config_dir.h"
 #include "config/parse/config_file.h"
 #include "config/parse/read_file.h"
 #include "launch.h"
@@ -76,7 +77,9 @@ int cmd_check(const std::vector<std::string>& args) {
   int worst = 0;
   bool internal = false;
   if (json) std::cout << "[";
-  for (const std::string& f : files) {
+  // One file's check and report. `walk_error`: a failure of a directory's walk reported in a file's place (a
+  // folder that cannot be listed, a directory without YAML files; config/parse/config_dir.h).
+  auto check_one = [&](const std::string& f, const std::optional<UsageError>& walk_error) {
     const auto started = std::chrono::steady_clock::now();
     FileResult r;
     r.file = f;
@@ -87,6 +90,7 @@ int cmd_check(const std::vector<std::string>& args) {
     else
       inv.config_files.push_back(f);
     try {
+      if (walk_error) throw *walk_error;
       if (opts.yaml_cfg)
         check_input_file(f, "--yaml-cfg file", {"--yaml-cfg"});
       else
@@ -139,6 +143,15 @@ int cmd_check(const std::vector<std::string>& args) {
     }
     if (!junit) std::cout.flush();  // synced with stdio: fflush(stdout) too
     ++checked;
+  };
+  for (const std::string& f : files) {
+    if (!is_directory(f)) {
+      check_one(f, std::nullopt);
+      continue;
+    }
+    // A directory: its YAML files, each as if named here (config/parse/config_dir.h), listed when it is reached
+    // (memory holds one directory's paths at a time, beside the words).
+    for (const ConfigDirEntry& e : list_config_dir(f)) check_one(e.path, e.error);
   }
   if (json) {
     // No summary: the document holds each file's `ok`, and stderr stays empty for a caller that merges it in

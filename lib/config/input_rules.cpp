@@ -12,9 +12,13 @@ namespace {
 
 MR_INPUT_RULE(kUnreadable, "input.unreadable",
               "A file that cannot be opened or read (the system's reason), or an empty path. A missing file is "
-              "followed by the existing file a typo away, if any: `(did you mean configs/default.yaml?)`.");
+              "followed by the existing file a typo away, if any: `(did you mean configs/default.yaml?)`. For "
+              "`check DIR`: a folder under DIR that cannot be listed.");
 MR_INPUT_RULE(kNotRegular, "input.not-regular-file",
               "A directory, named pipe, socket or device given as a file: never opened for reading.");
+MR_INPUT_RULE(kNoConfigFiles, "input.no-config-files",
+              "check DIR: a directory with no `*.yaml` or `*.yml` file in it or below it (hidden files and folders and "
+              "links to folders left out), so that an empty tree never passes in silence.");
 MR_INPUT_RULE(kTooLarge, "input.file-too-large", "A file larger than kMaxInputFileBytes.");
 MR_INPUT_RULE(kNotText, "input.not-text", "A file that is not UTF-8 text, or holds a control character.");
 MR_INPUT_RULE(kYamlSyntax, "input.yaml-syntax", "A YAML syntax error, an unknown alias, or a quote never closed.");

@@ -64,17 +64,25 @@ Result run(const std::vector<std::string>& args) {
 }
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 const std::string kDefault = std::string(MR_SOURCE_DIR) + "/configs/default.yaml";
+// A folder with no YAML file in it (`check` refuses it: input.no-config-files).
+std::string no_yaml_dir() {
+  const fs::path d = scratch() / "no-yaml";
+  fs::create_directories(d);
+  std::ofstream(d / "notes.txt") << "--num-layers: [\n";
+  return d.string();
+}
 }  // namespace
 
-TEST_CASE("check: a directory, FIFO, device or malformed file fails only that file", "[check-stream]") {
+TEST_CASE("check: a directory without YAML files, FIFO, device or malformed file fails only that file", "[check-stream]") {
   fs::path fifo = scratch() / "pipe.yaml";
   fs::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::string rec = write("rec.yaml", "--data-path: &a [*a]\n");
   std::string dup = write("dup.yaml", "--num-layers: 2\n--num-layers: 3\n");
-  auto r = run({"check", scratch().string(), fifo.string(), "/dev/zero", "/proc/self/mem", rec, dup, kDefault});
+  const std::string dir = no_yaml_dir();
+  auto r = run({"check", dir, fifo.string(), "/dev/zero", "/proc/self/mem", rec, dup, kDefault});
   CHECK(r.exit == 2);  // the worst file's: unreadable or malformed
-  CHECK(has(r.out, scratch().string() + ": error[input.not-regular-file]: the config file is not a regular file (it is a directory)"));
+  CHECK(has(r.out, dir + ": error[input.no-config-files]: no *.yaml or *.yml file in this directory or below it"));
   CHECK(has(r.out, fifo.string() + ": error[input.not-regular-file]"));
   CHECK(has(r.out, "/dev/zero: error[input.not-regular-file]"));
   CHECK(has(r.out, "/proc/self/mem: error[input.unreadable]"));
@@ -87,7 +95,7 @@ TEST_CASE("check: a directory, FIFO, device or malformed file fails only that fi
 TEST_CASE("check --format json streams one valid JSON document with the refusals' ids", "[check-stream]") {
   std::string rec = write("rec2.yaml", "a: &a {b: *a}\n");
   std::string warn = write("warn.yaml", "MODEL_ARGS:\n  --num-layers: 2\n  --num-layers: 2\n");
-  auto r = run({"check", "--format", "json", scratch().string(), rec, kDefault, warn});
+  auto r = run({"check", "--format", "json", no_yaml_dir(), rec, kDefault, warn});
   CHECK(r.exit == 2);
   mr::Value v = mr::Value::parse_json(r.out);
   REQUIRE(v.as_list().size() == 4);
@@ -98,7 +106,7 @@ TEST_CASE("check --format json streams one valid JSON document with the refusals
   };
   const auto& first = v.as_list()[0];
   CHECK(field(first, "exit").as_int() == 2);
-  CHECK(field(field(first, "errors").as_list()[0], "rule").as_str() == "input.not-regular-file");
+  CHECK(field(field(first, "errors").as_list()[0], "rule").as_str() == "input.no-config-files");
   CHECK(field(field(v.as_list()[1], "errors").as_list()[0], "rule").as_str() == "input.yaml-recursive-alias");
   CHECK(field(field(v.as_list()[1], "errors").as_list()[0], "where").as_str() == rec + ":1");
   CHECK(field(v.as_list()[2], "ok").as_bool());
@@ -113,7 +121,8 @@ TEST_CASE("check --format json streams one valid JSON document with the refusals
 TEST_CASE("check over many files: results stream in order, one line per file", "[check-stream]") {
   std::vector<std::string> args = {"check", "--quiet"};
   std::string bad = write("bad.yaml", "--num-layers: [\n");
-  for (int i = 0; i < 2000; ++i) args.push_back(i % 2 ? bad : scratch().string());
+  const std::string dir = no_yaml_dir();
+  for (int i = 0; i < 2000; ++i) args.push_back(i % 2 ? bad : dir);
   auto r = run(args);
   CHECK(r.exit == 2);
   CHECK(has(r.err, "2000 file(s) checked, 2000 invalid"));
@@ -245,4 +254,133 @@ TEST_CASE("check -- FILE...: \"--\" ends the options, so a FILE may start with '
   r = run({"check", "--"});
   CHECK(r.exit == 2);
   CHECK(has(r.err, "the following arguments are required: FILE"));
+}
+
+namespace {
+// A fresh folder `name` in the scratch folder holding `files` (path below it, content; a path's folders made).
+std::string tree(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+  const fs::path root = scratch() / name;
+  fs::remove_all(root);
+  fs::create_directories(root);
+  for (const auto& [path, text] : files) {
+    fs::create_directories((root / path).parent_path());
+    std::ofstream(root / path, std::ios::binary) << text;
+  }
+  return root.string();
+}
+std::string slurp_file(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+}  // namespace
+
+TEST_CASE("check DIR: the YAML files below it, in path order, each reported as if named", "[check-stream]") {
+  const std::string valid = slurp_file(kDefault);
+  const std::string root = tree("tree", {{"b.yaml", valid},
+                                         {"a.yml", "--num-layers: [\n"},
+                                         {"sub/c.yaml", "--num-layers: 2\n--num-layers: 3\n"},
+                                         {"sub/notes.txt", "--num-layers: [\n"},     // not a YAML name
+                                         {"sub/deeper/d.yaml", valid},
+                                         {".hidden/h.yaml", "--num-layers: [\n"},  // a hidden folder: left out
+                                         {".h.yaml", "--num-layers: [\n"},         // a hidden file: left out
+                                         {"x.yaml.bak", "--num-layers: [\n"}});
+  // A link to a folder is never walked into (this one loops back to the root, and its target has YAML files); a
+  // link with a YAML name is checked as the file it names.
+  fs::create_directory_symlink("..", root + "/sub/loop");
+  fs::create_directory_symlink(root + "/sub", root + "/sub-link");
+  fs::create_symlink("sub/c.yaml", root + "/link.yaml");
+
+  // json: one entry per file, its path DIR/..., sorted by path (a trailing '/' on DIR is not doubled).
+  auto j = run({"check", "--format", "json", root + "/"});
+  CHECK(j.exit == 2);  // the worst file's
+  mr::Value v = mr::Value::parse_json(j.out);
+  std::vector<std::string> files;
+  for (const auto& entry : v.as_list())
+    for (const auto& [key, x] : entry.as_object())
+      if (key == "file") files.push_back(x.as_str());
+  CHECK(files == std::vector<std::string>{root + "/a.yml", root + "/b.yaml", root + "/link.yaml", root + "/sub/c.yaml",
+                                          root + "/sub/deeper/d.yaml"});
+
+  // text: the same files, the same lines as when named one by one; the summary counts the files.
+  auto t = run({"check", root});
+  auto named = run({"check", root + "/a.yml", root + "/b.yaml", root + "/link.yaml", root + "/sub/c.yaml",
+                    root + "/sub/deeper/d.yaml"});
+  CHECK(t.exit == 2);
+  CHECK(t.out == named.out);
+  CHECK(t.err == named.err);
+  CHECK(has(t.out, root + "/a.yml:1: error[input.yaml-syntax]"));
+  CHECK(has(t.out, root + "/sub/c.yaml:2: error[input.yaml-duplicate-key]"));
+  CHECK(has(t.err, "5 file(s) checked, 3 invalid"));
+  CHECK_FALSE(has(t.out, "hidden"));
+  CHECK_FALSE(has(t.out, ".h.yaml"));
+  CHECK_FALSE(has(t.out, "loop"));
+  CHECK_FALSE(has(t.out, "sub-link"));
+  CHECK_FALSE(has(t.out, "notes.txt"));
+
+  // A relative DIR keeps its spelling; files and directories mix on one command line, in their order; a link
+  // named on the command line is followed; junit names each file by its path.
+  mrtest::Proc p = mrtest::run_shell("cd '" + scratch().string() + "' && '" + MR_BINARY +
+                                     "' check --format junit tree/sub '" + kDefault + "' tree/sub-link 2>&1");
+  CHECK(p.exit == 2);
+  const size_t c = p.out.find("name=\"tree/sub/c.yaml\""), d = p.out.find("name=\"tree/sub/deeper/d.yaml\""),
+               def = p.out.find("name=\"" + kDefault + "\""), l = p.out.find("name=\"tree/sub-link/c.yaml\"");
+  CHECK(c != std::string::npos);
+  CHECK(c < d);
+  CHECK(d < def);
+  CHECK(def < l);
+  CHECK(l != std::string::npos);
+  CHECK(has(p.out, "5 file(s) checked, 2 invalid"));
+}
+
+TEST_CASE("check DIR with no YAML file is an error naming it, never a silent pass", "[check-stream]") {
+  // Only a hidden YAML file, and a link to a folder of YAML files (not followed): nothing to check.
+  const std::string root = tree("empty-tree", {{".ci.yaml", "a: 1\n"}, {"README", "x\n"}, {"deep/er/x.txt", ""}});
+  fs::create_directory_symlink(scratch() / "tree", root + "/link");
+  for (const std::string format : {"text", "json", "github", "junit"}) {
+    auto r = run({"check", "--format", format, root});
+    CHECK(r.exit == 2);
+    CHECK(has(r.out, "input.no-config-files"));
+    CHECK(has(r.out, root));
+  }
+  auto r = run({"check", root, kDefault});
+  CHECK(r.exit == 2);
+  CHECK_FALSE(has(r.out, "]: " + root + ": no *.yaml"));  // the place once, not again in the message
+  CHECK(has(r.out, root + ": error[input.no-config-files]: no *.yaml or *.yml file in this directory or below it"));
+  CHECK(has(r.err, "2 file(s) checked, 1 invalid"));
+  // --yaml-cfg takes a directory the same way.
+  auto y = run({"check", "--yaml-cfg", root});
+  CHECK(y.exit == 2);
+  CHECK(has(y.out, "input.no-config-files"));
+}
+
+TEST_CASE("check DIR: a folder that cannot be listed is an error naming it; the other files are checked",
+          "[check-stream]") {
+  const std::string root = tree("locked-tree", {{"a.yaml", slurp_file(kDefault)}, {"locked/x.yaml", "a: 1\n"},
+                                                {"z.yaml", slurp_file(kDefault)}});
+  fs::permissions(root + "/locked", fs::perms::none);
+  // Root reads any folder: the check runs as nobody then (fork, setuid, exec), where it can.
+  const std::string o = (scratch() / "locked.out").string();
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int fd = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(120);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(121);
+    ::execl(MR_BINARY, MR_BINARY, "check", root.c_str(), static_cast<char*>(nullptr));
+    ::_exit(122);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  fs::permissions(root + "/locked", fs::perms::owner_all);
+  const std::string out = slurp_file(o);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 121) {
+    WARN("cannot drop root's privileges here: the unlistable folder is not tested");
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(has(out, root + "/locked: error[input.unreadable]: cannot list the directory: Permission denied"));
+  CHECK(has(out, "3 file(s) checked, 1 invalid"));  // a.yaml and z.yaml valid, in their place around it
+  CHECK(out.find(root + "/locked:") < out.find("3 file(s)"));
 }

@@ -1,0 +1,77 @@
+#include "config/parse/config_dir.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+namespace mr {
+
+namespace {
+
+bool yaml_name(std::string_view n) {
+  auto ends = [&](std::string_view s) { return n.size() > s.size() && n.substr(n.size() - s.size()) == s; };
+  return ends(".yaml") || ends(".yml");
+}
+
+std::string join(const std::string& dir, const char* name) {
+  return dir + (!dir.empty() && dir.back() == '/' ? "" : "/") + name;
+}
+
+UsageError unlistable(const std::string& dir, int err) {
+  return UsageError(dir + ": cannot list the directory: " + std::strerror(err), {}, dir, "input.unreadable");
+}
+
+}  // namespace
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::vector<ConfigDirEntry> list_config_dir(const std::string& root) {
+  std::vector<ConfigDirEntry> out;
+  std::vector<std::string> todo{root};  // folders still to list (a stack: no recursion, however deep the tree)
+  while (!todo.empty()) {
+    const std::string dir = std::move(todo.back());
+    todo.pop_back();
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) {
+      out.push_back({dir, unlistable(dir, errno)});
+      continue;
+    }
+    errno = 0;
+    while (const dirent* e = ::readdir(d)) {
+      const char* name = e->d_name;
+      if (name[0] == '.') {  // ".", "..", and hidden files and folders
+        errno = 0;
+        continue;
+      }
+      std::string p = join(dir, name);
+      bool folder = e->d_type == DT_DIR;  // DT_LNK: a link, to a folder or not, is never walked into
+      if (e->d_type == DT_UNKNOWN) {       // a file system that does not say: lstat, not following a link
+        struct stat st;
+        folder = ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      }
+      if (folder)
+        todo.push_back(std::move(p));
+      else if (yaml_name(name))
+        out.push_back({std::move(p), std::nullopt});
+      errno = 0;
+    }
+    const int err = errno;  // readdir's error, if it stopped on one
+    ::closedir(d);
+    if (err) out.push_back({dir, unlistable(dir, err)});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ConfigDirEntry& a, const ConfigDirEntry& b) { return a.path < b.path; });
+  if (out.empty())
+    out.push_back({root, UsageError(root + ": no *.yaml or *.yml file in this directory or below it (hidden files "
+                                           "and folders and links to folders are left out)",
+                                    {}, root, "input.no-config-files")});
+  return out;
+}
+
+}  // namespace mr
