@@ -8,7 +8,7 @@
 
 #include <cctype>
 #include <cmath>
-#include <charconv>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -336,16 +336,21 @@ std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const
 std::optional<int> env_int(const launch::EnvLookup& env, const std::string& var, const char* flag) {
   const std::optional<std::string> v = env(var);
   if (!v) return std::nullopt;
-  const size_t b = v->find_first_not_of(" \t\n"), e = v->find_last_not_of(" \t\n");
-  const std::string t = b == std::string::npos ? "" : v->substr(b, e - b + 1);
-  const char* first = t.c_str() + (t.size() > 1 && t[0] == '+' ? 1 : 0);
-  int out = 0;
-  const auto [end, ec] = std::from_chars(first, t.c_str() + t.size(), out);
-  if (t.empty() || ec != std::errc() || end != t.c_str() + t.size())
-    throw UsageError(var + "='" + abbreviate(*v) + "' (the default of " + flag + ") is not an integer" +
-                         (ec == std::errc::result_out_of_range ? " in range" : ""),
-                     {flag});
-  return out;
+  // Python's int(), as torchrun's type=int options read their PET_ default and torch's LaunchConfig reads
+  // TORCH_ELASTIC_SHUTDOWN_TIMEOUT: blanks around it, one sign, single underscores between digits.
+  auto refused = [&](bool out_of_range) {
+    return UsageError(var + "='" + abbreviate(*v) + "' (the default of " + flag + ") is not an integer" +
+                          (out_of_range ? " in range" : ""),
+                      {flag});
+  };
+  int64_t n = 0;
+  try {
+    n = parse_py_int(*v);
+  } catch (const ConvError& e) {
+    throw refused(std::string_view(e.what()).find("out of range") != std::string_view::npos);
+  }
+  if (n < INT_MIN || n > INT_MAX) throw refused(true);
+  return static_cast<int>(n);
 }
 
 bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env) {

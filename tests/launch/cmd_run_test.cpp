@@ -257,6 +257,33 @@ TEST_CASE("PET_SHUTDOWN_TIMEOUT is read as --shutdown-timeout is, Python's float
   CHECK(has(word.out, "PET_SHUTDOWN_TIMEOUT='soon' (the default of --shutdown-timeout) is not a number"));
 }
 
+TEST_CASE("TORCH_ELASTIC_SHUTDOWN_TIMEOUT is read as torch's LaunchConfig reads it, Python's int()",
+          "[launch][cli][pet]") {
+  // torch/distributed/launcher/api.py: int(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30")). int() takes
+  // blanks around the number (any of Python's), a sign and single underscores between digits.
+  for (const char* ok : {"5", " 1_0 ", "+7", "\t3\v"}) {
+    Proc p = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='" + std::string(ok) + "' " + kRun +
+                "--nproc-per-node 2 --no-python /bin/true");
+    INFO(ok << ": " << p.out);
+    CHECK(p.exit == 0);
+  }
+  // 9_0000_0 is 900000 to int(): the option's range refusal, naming the variable.
+  Proc big = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=9_0000_0 " + kRun + "--nproc-per-node 2 --no-python /bin/true");
+  CHECK(big.exit == 2);
+  CHECK(has(big.out, "argument --shutdown-timeout/--shutdown_timeout: must be a number of seconds from 0 to 86400 "
+                     "(got 900000)"));
+  CHECK(has(big.out, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT='9_0000_0'"));
+  // What int() refuses (torch's launch fails with a ValueError): a float, two signs, a misplaced underscore.
+  for (const char* bad : {"2.5", "+-5", "1__0", "_1", "0x10", ""}) {
+    Proc p = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='" + std::string(bad) + "' " + kRun +
+                "--nproc-per-node 2 --no-python /bin/true");
+    INFO(bad << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT='" + std::string(bad) +
+                         "' (the default of --shutdown-timeout) is not an integer"));
+  }
+}
+
 TEST_CASE("--rdzv-backend etcd is named as torchrun's backend megatron-run does not implement", "[launch][cli]") {
   Proc etcd = sh(kRun + "--rdzv-backend etcd --no-python /bin/true");
   CHECK(etcd.exit == 2);
