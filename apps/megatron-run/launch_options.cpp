@@ -521,6 +521,11 @@ void LaunchOptions::apply_worker_options() {
       throw UsageError(argument("--monitor-interval") + "must be a finite number of seconds above 0 (got " +
                            format_number(monitor_interval) + "), as torchrun requires",
                        {"--monitor-interval"});
+    // A duration's own floor, as the others have (check_seconds): below a millisecond is no interval anything polls at.
+    if (monitor_interval < 0.001)
+      throw UsageError(argument("--monitor-interval") + format_number(monitor_interval) +
+                           " s is below a millisecond, the resolution of megatron-run's timers: give at least 0.001",
+                       {"--monitor-interval"});
     const auto pet_it = pet_sources.find("--monitor-interval");
     notices.push_back((pet_it != pet_sources.end() ? pet_it->second + " (the default of --monitor-interval)"
                                                    : "--monitor-interval " + format_number(monitor_interval)) +
