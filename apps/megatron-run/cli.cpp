@@ -4,6 +4,7 @@
 #include <cctype>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string_view>
 
@@ -184,14 +185,15 @@ namespace {
 constexpr const char* kLogLevels = "trace|debug|info|warning|error|fatal";  // log::parse_level's (and "warn")
 }  // namespace
 
-UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices) {
+UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices,
+                          const std::string& name) {
   std::string listed;
   for (size_t b = 0; b <= choices.size();) {
     size_t e = std::min(choices.find('|', b), choices.size());
     listed += (listed.empty() ? "'" : ", '") + std::string(choices.substr(b, e - b)) + "'";
     b = e + 1;
   }
-  return UsageError("argument " + flag + ": invalid choice: '" + abbreviate(value) + "' (choose from " + listed + ")", {flag});
+  return UsageError("argument " + (name.empty() ? flag : name) + ": invalid choice: '" + abbreviate(value) + "' (choose from " + listed + ")", {flag});
 }
 
 void CommonOptions::add_to(po::options_description& desc, const char* formats) {
@@ -353,75 +355,10 @@ std::string own_option_hint(const UsageError& e, const std::string& cmd) {
   return hint;
 }
 
-std::string with_argparse_names(std::string message, const std::vector<std::string>& flags, const std::string& cmd) {
-  std::vector<std::string> candidates = flags;  // and each option the message names as "argument --x-y:"
-  for (size_t at = message.find("argument --"); at != std::string::npos; at = message.find("argument --", at + 1)) {
-    size_t end = at + 9;
-    while (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-' ||
-                                    message[end] == '_'))
-      ++end;
-    if (end < message.size() && message[end] == ':') candidates.push_back(message.substr(at + 9, end - at - 9));
-  }
-  // Each candidate is named as argparse (option_strings) names it: its short option first ("-r/--redirects",
-  // kTorchrunShortOptions), or both spellings of a dashed name ("--a-b/--a_b") when the command has both. The
-  // candidates that may have another option string, as "--a-b" (or "--redirects"): a dashed name, or the long
-  // option of a short one (a set: a refusal may name 100,000 unknown flags).
-  auto has_short = [](const std::string& f) {
-    for (const auto* table : {&kTorchrunShortOptions, &kShortSwitches})
-      for (const auto& entry : *table)
-        if (entry.second == f) return true;
-    return false;
-  };
-  std::set<std::string> named_flags;
-  for (const std::string& f : candidates) {
-    if (f.rfind("--", 0) != 0 || f.find('=') != std::string::npos) continue;
-    std::string dashed = f;
-    std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
-    if (dashed.find('-', 2) != std::string::npos || has_short(dashed)) named_flags.insert(dashed);
-  }
-  if (named_flags.empty()) return message;
-  const CompletionSpec spec = completion_spec();
-  const CompletionCommand* command = cmd.empty() ? &spec.run : nullptr;
-  for (const CompletionCommand& c : spec.commands)
-    if (!command && c.name == cmd) command = &c;
-  if (!command) return message;
-  auto has = [&](const std::string& flag) {
-    return std::any_of(command->options.begin(), command->options.end(),
-                       [&](const CompletionOption& o) { return o.flag == flag; });
-  };
-  for (const std::string& dashed : named_flags) {
-    std::string underscored = dashed;
-    std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
-    std::vector<std::string> spellings;  // as the message may name it
-    std::string full;                    // as argparse names it
-    if (dashed != underscored && has(dashed) && has(underscored)) {
-      spellings = {dashed, underscored};
-      full = dashed + "/" + underscored;
-    } else if (has(dashed)) {
-      for (const auto* table : {&kTorchrunShortOptions, &kShortSwitches})
-        for (const auto& [short_name, long_name] : *table)
-          if (long_name == dashed && (table == &kShortSwitches ? dashed == "--help" || cmd.empty() : cmd.empty())) {
-            spellings = {dashed};
-            full = short_name + "/" + dashed;
-          }
-    }
-    if (full.empty() || message.find("argument " + full + ":") != std::string::npos) continue;
-    for (const std::string& one : spellings) {
-      const std::string named = "argument " + one + ":";
-      if (const size_t at = message.find(named); at != std::string::npos) {
-        message.replace(at, named.size(), "argument " + full + ":");
-        break;
-      }
-    }
-  }
-  return message;
-}
-
 UsageError with_own_option_hint(const UsageError& e, const std::string& cmd) {
   const std::string hint = own_option_hint(e, cmd);
-  const std::string named = with_argparse_names(e.what(), e.flags, cmd);
-  if (hint.empty() && named == e.what()) return e;
-  return UsageError(named + hint, e.flags, e.where, e.id);
+  if (hint.empty()) return e;
+  return UsageError(e.what() + hint, e.flags, e.where, e.id);
 }
 
 std::vector<std::string> option_strings(const std::string& flag, const po::options_description* desc) {
@@ -449,6 +386,18 @@ std::string argparse_name(const std::string& flag, const po::options_description
 }
 
 }  // namespace
+
+std::string option_name(const std::string& flag, std::string_view cmd) {
+  // Each command's description, built once from its row of the command table (the options it parses with).
+  static std::map<std::string, std::unique_ptr<po::options_description>, std::less<>> descs;
+  auto it = descs.find(cmd);
+  if (it == descs.end()) {
+    auto desc = std::make_unique<po::options_description>(std::string(cmd));
+    if (const Command* c = find_command(cmd); c && c->add_options) c->add_options(*desc);
+    it = descs.emplace(std::string(cmd), std::move(desc)).first;
+  }
+  return argparse_name(flag, it->second.get());
+}
 
 void validate(boost::any& v, const std::vector<std::string>& words, PyFloat*, int) {
   po::validators::check_first_occurrence(v);

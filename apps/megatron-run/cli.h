@@ -88,8 +88,10 @@ struct RulesOptions {
 
 // The refusal (exit 2) of a value outside one of megatron-run's own closed sets, worded as argparse words it for
 // Megatron's flags: "argument FLAG: invalid choice: 'x' (choose from 'a', 'b', 'c')". `choices` as the option's
-// description names them for shell completion: "a|b|c".
-UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices);
+// description names them for shell completion: "a|b|c". `name`: the option as the refusal names it
+// (option_name: "--numa-binding/--numa_binding"), `flag` when empty; `flag` is the one the error carries.
+UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices,
+                          const std::string& name = "");
 
 // What shell completion offers (completion.h): every command of the command table (commands.h) with its own
 // options, read from the same option descriptions the commands parse with (completion_spec.cpp).
@@ -122,6 +124,12 @@ inline const std::vector<std::pair<std::string, std::string>> kShortSwitches = {
 // `desc` has both; {flag} for an option with one spelling, one `desc` lacks, or without `desc`. Refusals name the
 // option by them joined with '/', and the option spelling groups a switch's spellings by them.
 std::vector<std::string> option_strings(const std::string& flag, const po::options_description* desc);
+// The option `flag` of the command `cmd` ("" for the run command) as argparse names it in a refusal: its
+// option_strings in the command's own description (commands(): what it parses with) joined with '/'
+// ("--max-restarts/--max_restarts" for either spelling, "-r/--redirects"); `flag` itself for an option with one
+// spelling or one the command lacks. Every refusal of an option with several spellings composes its
+// "argument NAME: ..." with it, where the refusal is made.
+std::string option_name(const std::string& flag, std::string_view cmd = "");
 
 // A word no option of a command takes: "unrecognized arguments: WORD", as argparse says it (exit 2).
 UsageError unrecognized_word(const std::string& word);
@@ -132,14 +140,8 @@ UsageError unrecognized_words(const std::vector<std::string>& words, const std::
 // "\n  --formt: did you mean --format (megatron-run's own option)?" for each unknown option in `e.flags` that is near
 // one of the command's own options (completion_spec(): the descriptions it parses with). "" otherwise.
 std::string own_option_hint(const UsageError& e, const std::string& cmd);
-// `message` with each option that it names as "argument --a-b:" (or that `flags` names) and that the command `cmd`
-// ("" for the run command) has with another option string named by all of them, as argparse names an option
-// (option_strings): both spellings ("argument --a-b/--a_b:"), or the short option first ("argument
-// -r/--redirects:"). The range and value checks of megatron-run's own options name the option once, its type
-// errors (own_option_error) already by all.
-std::string with_argparse_names(std::string message, const std::vector<std::string>& flags, const std::string& cmd);
-// `e` with that hint added and its option named by both spellings (with_argparse_names); `e` itself when neither
-// applies: every command's refusals get them.
+// `e` with that hint added; `e` itself when there is none: every command's refusals get it. (Refusals name their
+// option by all its option strings where they are made: option_name.)
 UsageError with_own_option_hint(const UsageError& e, const std::string& cmd);
 
 // Splits argv (after the command word) into our options and the Megatron words, keeping argv positions. Throws

@@ -892,10 +892,8 @@ int cmd_run(const std::vector<std::string>& args) {
         own += program_after_unknown_hint(args, e.flags);
       // A value that came from torchrun's PET_<NAME> default (PET_NPROC_PER_NODE=x): the variable is named.
       const std::string pet = opts.launch.pet_source_note(e.what(), e.flags);
-      // An option with two spellings named by both, as its type errors name it (argparse's way).
-      const std::string named = with_argparse_names(e.what(), e.flags, "");
-      if (own.empty() && pet.empty() && named == e.what()) throw;
-      throw UsageError(named + pet + own, e.flags, e.where, e.id);
+      if (own.empty() && pet.empty()) throw;
+      throw UsageError(e.what() + pet + own, e.flags, e.where, e.id);
     }
   } catch (const UsageError& e) {
     if (!telling()) throw;

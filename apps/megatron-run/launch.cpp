@@ -132,10 +132,7 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
 
 }  // namespace
 
-int refuse_launch(const LaunchOptions& lo, int code, const std::string& message_as_given, bool printed) {
-  // An option with two spellings named by both ("argument --virtual-local-rank/--virtual_local_rank: ..."), as
-  // argparse names it and the usage errors do.
-  const std::string message = with_argparse_names(message_as_given, {}, "");
+int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed) {
   if (!printed) print_error(std::cerr, message);
   if (!lo.multi_node()) return code;
   // An elastic job waits for no node in particular (and may be running already): a node that will not come
@@ -559,7 +556,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
       try {
         launch::virtual_local_device(i);
       } catch (const std::invalid_argument& e) {
-        return refuse_launch(lo, 2, std::string("argument --virtual-local-rank: ") + e.what());
+        return refuse_launch(lo, 2, "argument " + option_name("--virtual-local-rank") + ": " + e.what());
       }
     }
   // --numa-binding: every local rank's CPUs before anything starts; a machine that cannot say fails the job here, as
@@ -580,7 +577,7 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     }
   }
   if (so.nproc_per_node > kMaxLocalWorkers) {
-    return refuse_launch(lo, 2, "argument --nproc-per-node: " + std::to_string(so.nproc_per_node) +
+    return refuse_launch(lo, 2, "argument " + option_name("--nproc-per-node") + ": " + std::to_string(so.nproc_per_node) +
                                     " local workers is more than the " + std::to_string(kMaxLocalWorkers) +
                                     " megatron-run starts on one node (a dry run validates any size)");
   }
@@ -642,8 +639,8 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     // Options spawn_workers cannot act on are a usage error (2); anything else is this machine's (a descriptor,
     // process or directory it could not have: the open-file or process limit, an unwritable TMPDIR): 1.
     code = dynamic_cast<const launch::SpawnOptionError*>(&e) ? 2 : 1;
-    const std::string why = with_argparse_names(code == 1 ? util::with_limit_hint(e.what()) : std::string(e.what()),
-                                                {}, "");  // "argument --log-dir/--log_dir: cannot make ..."
+    // (a refusal of --log-dir names it by both spellings: LogOptions::log_dir_name)
+    const std::string why = code == 1 ? util::with_limit_hint(e.what()) : std::string(e.what());
     print_error(std::cerr, why);
     if (group) group->local_failure(code, "node " + std::to_string(so.node_rank) + " could not start its workers: " + without_rule_id(why));
     start_error = why;
@@ -772,12 +769,10 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   }
   if (job && lo.nproc_per_node == 0 && !lo.spawner_only_given.empty()) {
     // Inside another launcher's job megatron-run starts no workers: these options would do nothing.
-    print_error(std::cerr, with_argparse_names("argument " + lo.spawner_only_given.front() +
-                                                   ": acts on the workers megatron-run starts, but it is inside a job "
-                                                   "already (" + job->describe() +
-                                                   ") and starts none; give it to that job's launcher, or add "
-                                                   "--nproc-per-node",
-                                               {}, ""));
+    print_error(std::cerr, "argument " + option_name(lo.spawner_only_given.front()) +
+                               ": acts on the workers megatron-run starts, but it is inside a job already (" +
+                               job->describe() + ") and starts none; give it to that job's launcher, or add "
+                               "--nproc-per-node");
     return 2;
   }
 

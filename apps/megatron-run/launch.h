@@ -217,9 +217,11 @@ int refuse_launch(const LaunchOptions& lo, int code, const std::string& message,
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);
 
 // torchrun's PET_<NAME> default read as an integer, as its check_env reads one (Python's int(): blanks around,
-// a sign, digits); nullopt when unset, UsageError naming `flag` when it is not an integer.
+// one sign, digits with single underscores between them: parse_py_int); nullopt when unset, UsageError naming
+// `flag` when it is not an integer (or one past int's range).
 std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const char* flag);
-// The same for any variable `var` (TORCH_ELASTIC_SHUTDOWN_TIMEOUT): its name in the error.
+// The same for any variable `var` (TORCH_ELASTIC_SHUTDOWN_TIMEOUT, which torch's LaunchConfig reads with int()):
+// its name in the error.
 std::optional<int> env_int(const launch::EnvLookup& env, const std::string& var, const char* flag);
 // A rank of a job megatron-run's spawner started, or a torchrun worker (launch::inside_enclosing_job: torchrun's
 // workers inherit the PET_<NAME> that Kubeflow's PyTorchJob sets for the pod): the PET_<NAME> defaults in its environment were the enclosing launcher's, which used them. Read again,

@@ -8,7 +8,7 @@
 
 #include <cctype>
 #include <cmath>
-#include <charconv>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -32,6 +32,10 @@
 namespace mr::app {
 
 namespace {
+
+// "argument NAME: ", NAME the launcher option `flag` by every option string of it (option_name:
+// "--max-restarts/--max_restarts"), as argparse begins a refusal of a value.
+std::string argument(const std::string& flag) { return "argument " + option_name(flag) + ": "; }
 
 // WORLD_SIZE in the launcher's environment without RANK: no job to join (launch::launch_info wants both), so not the
 // world size of the workers megatron-run starts, which get their own, as torchrun's do (its agent sets every
@@ -113,7 +117,7 @@ launch::Endpoint endpoint_of(const std::string& v) {
   try {
     return launch::parse_endpoint(v);
   } catch (const std::invalid_argument& e) {
-    throw UsageError("argument --rdzv-endpoint: '" + abbreviate(v) + "' is not HOST[:PORT] or [IPV6]:PORT: " + e.what(),
+    throw UsageError(argument("--rdzv-endpoint") + "'" + abbreviate(v) + "' is not HOST[:PORT] or [IPV6]:PORT: " + e.what(),
                      {"--rdzv-endpoint"});
   }
 }
@@ -134,7 +138,7 @@ int parse_nproc(const std::string& v) {
   if (v == "gpu" || v == "auto") {
     int g = visible_gpu_count();
     if (g > 0) return g;
-    if (v == "gpu") throw UsageError("argument --nproc-per-node: gpu, but no GPU is visible", {"--nproc-per-node"});
+    if (v == "gpu") throw UsageError(argument("--nproc-per-node") + "gpu, but no GPU is visible", {"--nproc-per-node"});
     return cpu_count();
   }
   try {
@@ -143,7 +147,7 @@ int parse_nproc(const std::string& v) {
     if (used != v.size() || n > 1 << 30) throw std::invalid_argument(v);
     return static_cast<int>(n);
   } catch (const std::exception&) {
-    throw UsageError("argument --nproc-per-node: invalid value '" + abbreviate(v) + "' (an integer, cpu, gpu or auto)",
+    throw UsageError(argument("--nproc-per-node") + "invalid value '" + abbreviate(v) + "' (an integer, cpu, gpu or auto)",
                      {"--nproc-per-node"});
   }
 }
@@ -159,7 +163,7 @@ constexpr const char* kLogsSpecs = "default";
 
 void check_logs_specs(const std::string& v) {
   if (v == kLogsSpecs) return;
-  throw UsageError("argument --logs-specs: '" + abbreviate(v) + "' is not a LogsSpecs megatron-run has: torchrun loads it from "
+  throw UsageError(argument("--logs-specs") + "'" + abbreviate(v) + "' is not a LogsSpecs megatron-run has: torchrun loads it from "
                        "the Python entry points of the group torchrun.logs_specs, which megatron-run does not read; "
                        "without them there is only torch's own, 'default' (DefaultLogsSpecs: the layout under "
                        "--log-dir megatron-run writes anyway). Leave it out, give default, or launch under torchrun",
@@ -173,10 +177,10 @@ constexpr const char* kCompletionShells = "bash|zsh|fish";
 std::string completion_shell(const std::string& v) {
   if (v == "bash" || v == "zsh" || v == "fish") return v;
   if (v == "tcsh")
-    throw UsageError("argument --print-completion: megatron-run has no tcsh completion script (torchrun's shtab "
+    throw UsageError(argument("--print-completion") + "megatron-run has no tcsh completion script (torchrun's shtab "
                      "writes one); it has bash, zsh and fish (megatron-run schema --format bash-completion)",
                      {"--print-completion"});
-  throw invalid_choice("--print-completion", v, kCompletionShells);
+  throw invalid_choice("--print-completion", v, kCompletionShells, option_name("--print-completion"));
 }
 
 // "local-rank" -> "local_rank": torchrun accepts both spellings.
@@ -192,7 +196,7 @@ std::string underscored(std::string s) {
 void refuse_elsewhere(const std::string& flag, const std::string& addr, const std::string& why_here) {
   const std::string why = launch::not_this_machine(addr);
   if (why.empty()) return;
-  throw UsageError("argument " + flag + ": '" + abbreviate(addr) + "' " + why + "; " + why_here, {flag}, {},
+  throw UsageError(argument(flag) + "'" + abbreviate(addr) + "' " + why + "; " + why_here, {flag}, {},
                    "input.address-not-this-machine");
 }
 
@@ -202,10 +206,10 @@ void refuse_elsewhere(const std::string& flag, const std::string& addr, const st
 void check_seconds(const std::string& flag, double v, bool zero_ok) {
   const std::string range = zero_ok ? "from 0 to 86400" : "above 0, at most 86400";
   if (!(zero_ok ? v >= 0 : v > 0) || !(v <= 86400))
-    throw UsageError("argument " + flag + ": must be a number of seconds " + range + " (got " + format_number(v) + ")",
+    throw UsageError(argument(flag) + "must be a number of seconds " + range + " (got " + format_number(v) + ")",
                      {flag});
   if (v > 0 && v < 0.001)
-    throw UsageError("argument " + flag + ": " + format_number(v) + " s is below a millisecond, the resolution of "
+    throw UsageError(argument(flag) + format_number(v) + " s is below a millisecond, the resolution of "
                          "megatron-run's timers: give " + (zero_ok ? "0 or " : "") + "at least 0.001",
                      {flag});
 }
@@ -219,7 +223,7 @@ std::optional<std::string> print_completion_requested(const std::vector<std::str
     for (const std::string flag : {"--print-completion", "--print_completion"}) {
       if (w == flag) {
         if (i + 1 == words.size())
-          throw UsageError("argument --print-completion: expected one argument", {"--print-completion"});
+          throw UsageError(argument("--print-completion") + "expected one argument", {"--print-completion"});
         return completion_shell(words[i + 1]);
       }
       if (w.rfind(flag + "=", 0) == 0) return completion_shell(w.substr(flag.size() + 1));
@@ -321,7 +325,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
 void LaunchOptions::set_numa_binding(const std::string& v) {
   numa_binding = launch::numa_mode_from_string(v);
   if (!numa_binding)
-    throw invalid_choice("--numa-binding", v, kNumaModes);
+    throw invalid_choice("--numa-binding", v, kNumaModes, option_name("--numa-binding"));
 }
 
 // PET_<NAME> as an integer the way torchrun's check_env reads it (Python's int(): blanks around, a sign, digits).
@@ -332,16 +336,21 @@ std::optional<int> pet_int(const launch::EnvLookup& env, const char* name, const
 std::optional<int> env_int(const launch::EnvLookup& env, const std::string& var, const char* flag) {
   const std::optional<std::string> v = env(var);
   if (!v) return std::nullopt;
-  const size_t b = v->find_first_not_of(" \t\n"), e = v->find_last_not_of(" \t\n");
-  const std::string t = b == std::string::npos ? "" : v->substr(b, e - b + 1);
-  const char* first = t.c_str() + (t.size() > 1 && t[0] == '+' ? 1 : 0);
-  int out = 0;
-  const auto [end, ec] = std::from_chars(first, t.c_str() + t.size(), out);
-  if (t.empty() || ec != std::errc() || end != t.c_str() + t.size())
-    throw UsageError(var + "='" + abbreviate(*v) + "' (the default of " + flag + ") is not an integer" +
-                         (ec == std::errc::result_out_of_range ? " in range" : ""),
-                     {flag});
-  return out;
+  // Python's int(), as torchrun's type=int options read their PET_ default and torch's LaunchConfig reads
+  // TORCH_ELASTIC_SHUTDOWN_TIMEOUT: blanks around it, one sign, single underscores between digits.
+  auto refused = [&](bool out_of_range) {
+    return UsageError(var + "='" + abbreviate(*v) + "' (the default of " + flag + ") is not an integer" +
+                          (out_of_range ? " in range" : ""),
+                      {flag});
+  };
+  int64_t n = 0;
+  try {
+    n = parse_py_int(*v);
+  } catch (const ConvError& e) {
+    throw refused(std::string_view(e.what()).find("out of range") != std::string_view::npos);
+  }
+  if (n < INT_MIN || n > INT_MAX) throw refused(true);
+  return static_cast<int>(n);
 }
 
 bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env) {
@@ -488,20 +497,20 @@ std::string LaunchOptions::pet_source_note(const std::string& message, const std
 // the notices for what is not acted on.
 void LaunchOptions::apply_worker_options() {
   if (max_restarts < 0)
-    throw UsageError("argument --max-restarts: must be at least 0 (got " + std::to_string(max_restarts) + ")",
+    throw UsageError(argument("--max-restarts") + "must be at least 0 (got " + std::to_string(max_restarts) + ")",
                      {"--max-restarts"});
   if (shutdown_timeout) {  // torchrun's name for it
     // torchrun's LaunchConfig refuses a negative one (ValueError); -1 is no "not given" here either.
     check_seconds("--shutdown-timeout", *shutdown_timeout, /*zero_ok=*/true);
     if (term_timeout_given && *shutdown_timeout != term_timeout)
-      throw UsageError("argument --shutdown-timeout: " + format_number(*shutdown_timeout) + " and --term-timeout " +
+      throw UsageError(argument("--shutdown-timeout") + format_number(*shutdown_timeout) + " and --term-timeout " +
                            format_number(term_timeout) + " disagree; give one of them",
                        {"--shutdown-timeout", "--term-timeout"});
     term_timeout = *shutdown_timeout;
   }
   if (!start_method.empty()) {
     if (start_method != "spawn" && start_method != "fork" && start_method != "forkserver")
-      throw invalid_choice("--start-method", start_method, kStartMethods);
+      throw invalid_choice("--start-method", start_method, kStartMethods, option_name("--start-method"));
     notices.push_back("--start-method " + start_method +
                       ": not used (megatron-run starts every worker as a fresh process, fork and exec)");
   }
@@ -509,8 +518,13 @@ void LaunchOptions::apply_worker_options() {
     // torchrun's WorkerSpec asserts it above 0: its launcher fails with 0 or less; and with inf ('1e400') its agent
     // fails at its first time.sleep(monitor_interval) (OverflowError).
     if (!(monitor_interval > 0) || !std::isfinite(monitor_interval))
-      throw UsageError("argument --monitor-interval: must be a finite number of seconds above 0 (got " +
+      throw UsageError(argument("--monitor-interval") + "must be a finite number of seconds above 0 (got " +
                            format_number(monitor_interval) + "), as torchrun requires",
+                       {"--monitor-interval"});
+    // A duration's own floor, as the others have (check_seconds): below a millisecond is no interval anything polls at.
+    if (monitor_interval < 0.001)
+      throw UsageError(argument("--monitor-interval") + format_number(monitor_interval) +
+                           " s is below a millisecond, the resolution of megatron-run's timers: give at least 0.001",
                        {"--monitor-interval"});
     const auto pet_it = pet_sources.find("--monitor-interval");
     notices.push_back((pet_it != pet_sources.end() ? pet_it->second + " (the default of --monitor-interval)"
@@ -520,24 +534,25 @@ void LaunchOptions::apply_worker_options() {
   }
   if (run_path)
     notices.push_back("--run-path: not used (megatron-run runs the script as `python SCRIPT ARGS` in each worker)");
-  if (role.empty()) throw UsageError("argument --role: the role name is empty", {"--role"});
+  if (role.empty()) throw UsageError(argument("--role") + "the role name is empty", {"--role"});
   if (heartbeat_timeout) check_seconds("--heartbeat-timeout", *heartbeat_timeout, /*zero_ok=*/false);
   check_seconds("--term-timeout", term_timeout, /*zero_ok=*/true);
   logs.log_dir = log_dir;
+  logs.log_dir_name = option_name("--log-dir");
   try {
     logs.redirects = launch::StdSpec::parse(redirects);
   } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("argument -r/--redirects: ") + e.what(), {"--redirects"});
+    throw UsageError(argument("--redirects") + e.what(), {"--redirects"});
   }
   try {
     logs.tee = launch::StdSpec::parse(tee);
   } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("argument -t/--tee: ") + e.what(), {"--tee"});
+    throw UsageError(argument("--tee") + e.what(), {"--tee"});
   }
   try {
     logs.local_ranks_filter = local_ranks_filter.empty() ? std::set<int>{} : launch::parse_local_ranks(local_ranks_filter);
   } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("argument --local-ranks-filter: ") + e.what(), {"--local-ranks-filter"});
+    throw UsageError(argument("--local-ranks-filter") + e.what(), {"--local-ranks-filter"});
   }
   if (nproc_per_node > 0 && !logs.local_ranks_filter.empty()) {  // a local rank this node does not have
     std::string missing;
@@ -568,13 +583,13 @@ void LaunchOptions::apply_worker_options() {
   // torchrun's event handlers: "null" (its default) and "dynamic_rendezvous" record nothing here; "console" prints
   // the agent's record when the launch ends (launch/event_log.h).
   if (event_log_handler != "console" && event_log_handler != "null" && event_log_handler != "dynamic_rendezvous")
-    throw UsageError("argument --event-log-handler: unknown handler '" + abbreviate(event_log_handler) +
+    throw UsageError(argument("--event-log-handler") + "unknown handler '" + abbreviate(event_log_handler) +
                          "' (torchrun's are console, dynamic_rendezvous and null)",
                      {"--event-log-handler"});
   if (signals_to_handle) {
     handled_signals = launch::parse_signals_to_handle(
-        *signals_to_handle,
-        signals_from_pet ? "PET_SIGNALS_TO_HANDLE (the default of --signals-to-handle)" : "--signals-to-handle");
+        *signals_to_handle, signals_from_pet ? "PET_SIGNALS_TO_HANDLE (the default of --signals-to-handle)"
+                                            : option_name("--signals-to-handle"));
   }
 }
 
@@ -584,26 +599,26 @@ void LaunchOptions::apply(Invocation& inv) {
   // node of a multi-node launch can then be told to the other nodes (cmd_run), which would otherwise wait for it.
   // torchrun's other backends (its etcd ones) are named as such: a real backend, one megatron-run does not have.
   if (rdzv_backend == "etcd" || rdzv_backend == "etcd-v2")
-    throw UsageError("argument --rdzv-backend: " + rdzv_backend + " is a torchrun rendezvous backend that megatron-run "
+    throw UsageError(argument("--rdzv-backend") + rdzv_backend + " is a torchrun rendezvous backend that megatron-run "
                          "does not implement (it has static and c10d); use --rdzv-backend c10d --rdzv-endpoint "
                          "HOST[:PORT], or launch under torchrun",
                      {"--rdzv-backend"});
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
-    throw invalid_choice("--rdzv-backend", rdzv_backend, kRdzvBackends);  // the two megatron-run has
+    throw invalid_choice("--rdzv-backend", rdzv_backend, kRdzvBackends, option_name("--rdzv-backend"));  // the two megatron-run has
   if (elastic() && rdzv_backend != "c10d")
-    throw UsageError("argument --nnodes: an elastic job (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
+    throw UsageError(argument("--nnodes") + "an elastic job (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
                          ") numbers its nodes as they arrive: it needs --rdzv-backend c10d --rdzv-endpoint HOST[:PORT]",
                      {"--nnodes", "--rdzv-backend"});
   if (elastic() && nnodes - nnodes_min >= 4096)
-    throw UsageError("argument --nnodes: an elastic range of " + std::to_string(nnodes - nnodes_min + 1) +
+    throw UsageError(argument("--nnodes") + "an elastic range of " + std::to_string(nnodes - nnodes_min + 1) +
                          " node counts (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
                          "); megatron-run checks the config for each, and takes at most 4096",
                      {"--nnodes"});
-  const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend, elastic());
+  const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend, elastic(), option_name("--rdzv-conf"));
   if (conf.last_call_timeout_s) last_call_timeout = *conf.last_call_timeout_s;
   if (conf.join_timeout_s) {
     if (join_timeout_given && *conf.join_timeout_s != join_timeout)
-      throw UsageError("argument --rdzv-conf: join_timeout=" + format_number(*conf.join_timeout_s) +
+      throw UsageError(argument("--rdzv-conf") + "join_timeout=" + format_number(*conf.join_timeout_s) +
                            " and --join-timeout " + format_number(join_timeout) + " disagree; give one of them",
                        {"--rdzv-conf", "--join-timeout"});
     join_timeout = *conf.join_timeout_s;
@@ -613,7 +628,7 @@ void LaunchOptions::apply(Invocation& inv) {
   notices.insert(notices.end(), conf.notices.begin(), conf.notices.end());
   check_seconds("--join-timeout", join_timeout, /*zero_ok=*/false);
   if (launcher_port < 0 || launcher_port > 65535)
-    throw UsageError("argument --launcher-port: must be a TCP port, 1 to 65535 (got " + std::to_string(launcher_port) + ")",
+    throw UsageError(argument("--launcher-port") + "must be a TCP port, 1 to 65535 (got " + std::to_string(launcher_port) + ")",
                      {"--launcher-port"});
   const std::string addr_as_given = master_addr;  // before --rdzv-endpoint's (static) replaces them
   const int port_as_given = master_port;
@@ -644,7 +659,7 @@ void LaunchOptions::apply(Invocation& inv) {
     master_addr = "127.0.0.1";
     master_port = 0;
     if (standalone)
-      throw UsageError("argument --standalone: a standalone job has its own rendezvous; leave out --rdzv-backend",
+      throw UsageError(argument("--standalone") + "a standalone job has its own rendezvous; leave out --rdzv-backend",
                        {"--standalone", "--rdzv-backend"});
     const launch::Endpoint ep = endpoint_of(rdzv_endpoint);
     if (ep.port && *ep.port < 1 && nnodes == 1) {
@@ -653,7 +668,7 @@ void LaunchOptions::apply(Invocation& inv) {
       rdzv_backend = "static";
       standalone = port0_standalone = true;
     } else if (ep.port && *ep.port < 1) {
-      throw UsageError("argument --rdzv-endpoint: '" + abbreviate(rdzv_endpoint) + "': the launchers' store needs a port of 1 "
+      throw UsageError(argument("--rdzv-endpoint") + "'" + abbreviate(rdzv_endpoint) + "': the launchers' store needs a port of 1 "
                        "to 65535 in a job of several nodes (--nnodes " +
                        (elastic() ? std::to_string(nnodes_min) + ":" : std::string()) + std::to_string(nnodes) +
                        "): the other nodes' launchers "
@@ -671,11 +686,11 @@ void LaunchOptions::apply(Invocation& inv) {
   try {
     master_addr = launch::parse_host(master_addr);  // "[::1]" -> "::1", as the workers' MASTER_ADDR takes it
   } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("argument --master-addr: ") + e.what(), {"--master-addr"});
+    throw UsageError(argument("--master-addr") + e.what(), {"--master-addr"});
   }
   if (standalone) {
     if (nnodes != 1)
-      throw UsageError("argument --standalone: a standalone job has one node (got --nnodes " + std::to_string(nnodes) + ")",
+      throw UsageError(argument("--standalone") + "a standalone job has one node (got --nnodes " + std::to_string(nnodes) + ")",
                        {"--standalone", "--nnodes"});
     // torchrun's --standalone replaces the rendezvous options too (it logs the ones it uses): named, not dropped.
     std::vector<std::string> unused;
@@ -776,16 +791,16 @@ void LaunchOptions::apply(Invocation& inv) {
     }
   }
   if (nproc_given && nproc_per_node < 1)
-    throw UsageError("argument --nproc-per-node: must be at least 1 (got " + std::to_string(nproc_per_node) + ")",
+    throw UsageError(argument("--nproc-per-node") + "must be at least 1 (got " + std::to_string(nproc_per_node) + ")",
                      {"--nproc-per-node"});
   if (nnodes < 1)
-    throw UsageError("argument --nnodes: must be at least 1 (got " + std::to_string(nnodes) + ")", {"--nnodes"});
+    throw UsageError(argument("--nnodes") + "must be at least 1 (got " + std::to_string(nnodes) + ")", {"--nnodes"});
   if (node_rank < 0 || node_rank >= nnodes)
-    throw UsageError("argument --node-rank: must be between 0 and --nnodes - 1 = " + std::to_string(nnodes - 1) +
+    throw UsageError(argument("--node-rank") + "must be between 0 and --nnodes - 1 = " + std::to_string(nnodes - 1) +
                          " (got " + std::to_string(node_rank) + ")",
                      {"--node-rank", "--nnodes"});
   if (master_port < 0 || master_port > 65535)
-    throw UsageError("argument --master-port: must be a TCP port, 0 to 65535 (got " + std::to_string(master_port) + ")",
+    throw UsageError(argument("--master-port") + "must be a TCP port, 0 to 65535 (got " + std::to_string(master_port) + ")",
                      {"--master-port"});
   // torchrun's default of one worker per node, for a job of several nodes.
   if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d" || port0_standalone)) nproc_per_node = 1;
@@ -803,7 +818,7 @@ void LaunchOptions::apply(Invocation& inv) {
       const int mp = master_port ? master_port : launch::kTorchrunMasterPort;
       store_port = launcher_port ? launcher_port : mp + 1;
       if (store_port > 65535 || store_port == mp)
-        throw UsageError("argument --launcher-port: the launchers' store needs a port of its own besides --master-port " +
+        throw UsageError(argument("--launcher-port") + "the launchers' store needs a port of its own besides --master-port " +
                              std::to_string(mp), {"--launcher-port"});
     }
   }
@@ -812,7 +827,7 @@ void LaunchOptions::apply(Invocation& inv) {
     try {
       local_addr = launch::parse_host(local_addr);
     } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("argument --local-addr: ") + e.what(), {"--local-addr"});
+      throw UsageError(argument("--local-addr") + e.what(), {"--local-addr"});
     }
     if (rdzv_backend != "c10d" && (multi_node() || master_addr_given))
       notices.push_back("--local-addr " + local_addr + ": not used (the static rendezvous' master is --master-addr " +
@@ -842,7 +857,7 @@ void LaunchOptions::apply(Invocation& inv) {
   if (nproc_per_node > 0) {
     const long long world = static_cast<long long>(nproc_per_node) * nnodes;
     if (inv.world_size && *inv.world_size != world)
-      throw UsageError("argument --world-size: " + std::to_string(*inv.world_size) + " is not the job's " +
+      throw UsageError(argument("--world-size") + std::to_string(*inv.world_size) + " is not the job's " +
                            std::to_string(world) + " ranks (--nnodes " + std::to_string(nnodes) + " x --nproc-per-node " +
                            std::to_string(nproc_per_node) + "); leave --world-size out, or make them agree",
                        {"--world-size", "--nproc-per-node", "--nnodes"});

@@ -183,7 +183,8 @@ LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
     std::error_code ec;
     fs::create_directories(root_, ec);
     if (ec)
-      throw std::runtime_error(with_rule_id(kLogDirUnwritableRule.id, "argument --log-dir: cannot make " + root_ + ": " +
+      throw std::runtime_error(with_rule_id(kLogDirUnwritableRule.id, "argument " + o.log_dir_name + ": cannot make " +
+                                                                          root_ + ": " +
                                                                           ec.message()));
   }
   std::string prefix = run_id;
@@ -193,7 +194,7 @@ LogDir::LogDir(const LogOptions& o, const std::string& run_id, int nproc) {
     run_dir_ = mkdtemp_in(root_, prefix + "_");
   } catch (const std::runtime_error& e) {
     if (temporary_) throw;
-    throw std::runtime_error(with_rule_id(kLogDirUnwritableRule.id, std::string("argument --log-dir: ") + e.what()));
+    throw std::runtime_error(with_rule_id(kLogDirUnwritableRule.id, "argument " + o.log_dir_name + ": " + e.what()));
   }
   if (!temporary_ || keep_) std::cerr << "megatron-run: log directory " << run_dir_ << "\n";
 }

@@ -32,6 +32,9 @@ std::set<int> parse_local_ranks(const std::string& v);
 struct LogOptions {
   // --log-dir; empty: a temporary directory, removed at the end unless a stream or an error file went to it.
   std::string log_dir;
+  // The option that gave log_dir as a refusal names it ("argument NAME: cannot make ..."): every option string of
+  // it where the launcher has several ("--log-dir/--log_dir").
+  std::string log_dir_name = "--log-dir";
   StdSpec redirects, tee;
   std::set<int> local_ranks_filter;  // only these local ranks reach the console; empty: every rank
   // torchrun 2.x's --duplicate-stdout-filters / --duplicate-stderr-filters: the lines of tee'd streams that

@@ -28,14 +28,14 @@ const std::pair<const char*, const char*> kRdzvConfUnused[] = {
     {"cas_backoff_max_seconds", "the rendezvous state's compare-and-set retries"}};
 
 // --rdzv-conf KEY=VALUE,...: torchrun's format (keys and values trimmed, neither empty).
-std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::string& conf) {
+std::vector<std::pair<std::string, std::string>> split_rdzv_conf(const std::string& conf, const std::string& name) {
   std::vector<std::pair<std::string, std::string>> out;
   if (trim(conf).empty()) return out;
   for (const std::string& kv : split(conf, ',')) {
     const size_t eq = kv.find('=');
     const std::string key = trim(kv.substr(0, eq)), value = eq == std::string::npos ? "" : trim(kv.substr(eq + 1));
     if (key.empty() || value.empty())
-      throw UsageError("argument --rdzv-conf: '" + abbreviate(conf) + "' is not KEY1=VALUE1,...,KEYN=VALUEN (" +
+      throw UsageError("argument " + name + ": '" + abbreviate(conf) + "' is not KEY1=VALUE1,...,KEYN=VALUEN (" +
                            (key.empty() ? "an empty key" : "no value for '" + abbreviate(key) + "'") + ")",
                        {"--rdzv-conf"});
     out.emplace_back(key, value);
@@ -69,9 +69,9 @@ NodeCount parse_nnodes(const std::string& v, const std::string& flag) {
   return {lo, hi};
 }
 
-RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bool elastic) {
+RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bool elastic, const std::string& name) {
   RdzvConf out;
-  for (const auto& [key, value] : split_rdzv_conf(conf)) {
+  for (const auto& [key, value] : split_rdzv_conf(conf, name)) {
     if (key == "last_call_timeout" && elastic) {
       try {
         size_t used = 0;
@@ -79,7 +79,7 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bo
         if (used != value.size() || s < 0 || s > 86400) throw std::invalid_argument(value);
         out.last_call_timeout_s = static_cast<double>(s);
       } catch (const std::exception&) {
-        throw UsageError("argument --rdzv-conf: last_call_timeout='" + abbreviate(value) +
+        throw UsageError("argument " + name + ": last_call_timeout='" + abbreviate(value) +
                              "' is not a whole number of seconds from 0 to 86400",
                          {"--rdzv-conf"});
       }
@@ -90,7 +90,7 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bo
         if (used != value.size() || s <= 0) throw std::invalid_argument(value);
         out.join_timeout_s = static_cast<double>(s);
       } catch (const std::exception&) {
-        throw UsageError("argument --rdzv-conf: join_timeout='" + abbreviate(value) + "' is not a whole number of seconds above 0",
+        throw UsageError("argument " + name + ": join_timeout='" + abbreviate(value) + "' is not a whole number of seconds above 0",
                          {"--rdzv-conf"});
       }
     } else if (key == "is_host") {
@@ -98,7 +98,7 @@ RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bo
       for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") out.is_host = true;
       else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") out.is_host = false;
-      else throw UsageError("argument --rdzv-conf: is_host='" + abbreviate(value) + "' is not a boolean (true/false, 1/0, yes/no)",
+      else throw UsageError("argument " + name + ": is_host='" + abbreviate(value) + "' is not a boolean (true/false, 1/0, yes/no)",
                             {"--rdzv-conf"});
       if (backend != "c10d") {
         out.is_host.reset();

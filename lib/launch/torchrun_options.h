@@ -27,12 +27,15 @@ struct RdzvConf {
   std::vector<std::string> notices;
 };
 // `backend`: --rdzv-backend (is_host acts on c10d only; with static it is named as not used). Throws UsageError
-// naming --rdzv-conf for a malformed string (torchrun's KEY1=VALUE1,...: keys and values trimmed, neither empty)
-// or a bad value.
-RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bool elastic = false);
+// naming the option for a malformed string (torchrun's KEY1=VALUE1,...: keys and values trimmed, neither empty)
+// or a bad value: "argument NAME: ...", `name` as the caller's command line names it (every option string,
+// "--rdzv-conf/--rdzv_conf"); the error's flag is --rdzv-conf.
+RdzvConf parse_rdzv_conf(const std::string& conf, const std::string& backend, bool elastic = false,
+                         const std::string& name = "--rdzv-conf");
 
 // torchrun 2.x's --signals-to-handle: comma-separated signal names (SIGTERM, or TERM; any case), each one the
-// launcher catches and stops the workers with. Throws UsageError naming --signals-to-handle for an unknown name,
+// launcher catches and stops the workers with. Throws UsageError naming `flag` (the option as the command line
+// names it, "--signals-to-handle/--signals_to_handle", or the variable its value came from) for an unknown name,
 // an empty list, SIGKILL/SIGSTOP (which no process can catch) or SIGCHLD (a worker's exit).
 std::vector<int> parse_signals_to_handle(const std::string& value, const std::string& flag);
 

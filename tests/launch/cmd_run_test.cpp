@@ -257,6 +257,58 @@ TEST_CASE("PET_SHUTDOWN_TIMEOUT is read as --shutdown-timeout is, Python's float
   CHECK(has(word.out, "PET_SHUTDOWN_TIMEOUT='soon' (the default of --shutdown-timeout) is not a number"));
 }
 
+TEST_CASE("TORCH_ELASTIC_SHUTDOWN_TIMEOUT is read as torch's LaunchConfig reads it, Python's int()",
+          "[launch][cli][pet]") {
+  // torch/distributed/launcher/api.py: int(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30")). int() takes
+  // blanks around the number (any of Python's), a sign and single underscores between digits.
+  for (const char* ok : {"5", " 1_0 ", "+7", "\t3\v"}) {
+    Proc p = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='" + std::string(ok) + "' " + kRun +
+                "--nproc-per-node 2 --no-python /bin/true");
+    INFO(ok << ": " << p.out);
+    CHECK(p.exit == 0);
+  }
+  // 9_0000_0 is 900000 to int(): the option's range refusal, naming the variable.
+  Proc big = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=9_0000_0 " + kRun + "--nproc-per-node 2 --no-python /bin/true");
+  CHECK(big.exit == 2);
+  CHECK(has(big.out, "argument --shutdown-timeout/--shutdown_timeout: must be a number of seconds from 0 to 86400 "
+                     "(got 900000)"));
+  CHECK(has(big.out, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT='9_0000_0'"));
+  // What int() refuses (torch's launch fails with a ValueError): a float, two signs, a misplaced underscore.
+  for (const char* bad : {"2.5", "+-5", "1__0", "_1", "0x10", ""}) {
+    Proc p = sh("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='" + std::string(bad) + "' " + kRun +
+                "--nproc-per-node 2 --no-python /bin/true");
+    INFO(bad << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT='" + std::string(bad) +
+                         "' (the default of --shutdown-timeout) is not an integer"));
+  }
+}
+
+TEST_CASE("--monitor-interval has a duration's range: above 0, finite, at least a millisecond, named by both "
+          "spellings", "[launch][cli][pet]") {
+  for (const char* bad : {"0.0005", "1e-9", "--monitor_interval=0.0009"}) {
+    const std::string opt = std::string(bad).rfind("--", 0) == 0 ? bad : "--monitor-interval " + std::string(bad);
+    Proc p = sh(kRun + "--nproc-per-node 2 " + opt + " --no-python /bin/true");
+    INFO(opt << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument --monitor-interval/--monitor_interval: "));
+    CHECK(has(p.out, " s is below a millisecond, the resolution of megatron-run's timers: give at least 0.001"));
+  }
+  // From PET_MONITOR_INTERVAL: the same refusal, naming the variable.
+  Proc pet = sh("PET_MONITOR_INTERVAL=0.0001 " + kRun + "--nproc-per-node 2 --no-python /bin/true");
+  CHECK(pet.exit == 2);
+  CHECK(has(pet.out, "argument --monitor-interval/--monitor_interval: 0.0001 s is below a millisecond"));
+  CHECK(has(pet.out, "PET_MONITOR_INTERVAL='0.0001'"));
+  for (const char* bad : {"-1", "nan", "-inf", "1e400"}) {
+    Proc p = sh(kRun + "--nproc-per-node 2 --monitor-interval=" + std::string(bad) + " --no-python /bin/true");
+    INFO(bad << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument --monitor-interval/--monitor_interval: must be a finite number of seconds above 0"));
+  }
+  Proc ok = sh(kRun + "--nproc-per-node 2 --monitor-interval 0.001 --no-python /bin/true");
+  CHECK(ok.exit == 0);
+}
+
 TEST_CASE("--rdzv-backend etcd is named as torchrun's backend megatron-run does not implement", "[launch][cli]") {
   Proc etcd = sh(kRun + "--rdzv-backend etcd --no-python /bin/true");
   CHECK(etcd.exit == 2);
