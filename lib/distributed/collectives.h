@@ -46,8 +46,15 @@ struct DistError : std::runtime_error {
 // A failure this rank has only because another rank failed the same collective check (every rank all-reduces a
 // flag and all stop alike): the worker says it, then lingers up to kFollowerLinger before it exits, so that the rank
 // with the root cause ends first, says its own error, and is the one the launcher names as the first failure.
-struct FollowerError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// What an error of a rank that fails only because another rank failed says of it: that rank (-1: not known which).
+// The worker writes it into its TORCHELASTIC_ERROR_FILE (extraInfo.follows_rank: launch/failure_report.h), so that
+// the launcher names that rank as the root cause whichever rank exits first (review user39 #4). An error type
+// derives from it as well (FollowerError; a failure every rank learns from a collective, as a checkpoint load's).
+struct FollowsRank {
+  int64_t root_rank = -1;
+};
+struct FollowerError : std::runtime_error, FollowsRank {
+  explicit FollowerError(const std::string& what, int64_t rank = -1) : std::runtime_error(what), FollowsRank{rank} {}
 };
 inline constexpr std::chrono::milliseconds kFollowerLinger{3000};
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "distributed/runtime.h"
+#include "launch/failure_report.h"
 #include "launch/nccl_check.h"
 #include "launch/open_files.h"
 #include "launch/worker_input.h"
@@ -255,9 +256,23 @@ int usage(const std::string& msg) {
   return 2;
 }
 
+// An error that follows another rank's failure (collectives.h: FollowsRank): its record, with that rank, goes to
+// TORCHELASTIC_ERROR_FILE, where the launcher reads which rank is the root cause. Nothing for any other error.
+void record_follower(const std::exception& e) {
+  const auto* f = dynamic_cast<const FollowsRank*>(&e);
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (!f || !path || !*path) return;
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::string why =
+      launch::write_error_record(path, launch::follower_error_record(e.what(), f->root_rank, now));
+  if (!why.empty()) MR_LOG(warning) << "cannot write the error file " << path << " (TORCHELASTIC_ERROR_FILE): " << why;
+}
+
 // A stop every rank agreed on (collectives.h: RootCauseError, FollowerError): says it, then waits `wait` before the
 // rank exits 1.
 int say_then_wait(const std::exception& e, std::chrono::milliseconds wait) {
+  record_follower(e);
   MR_LOG(error) << e.what();
   std::cout.flush();
   std::cerr.flush();
@@ -628,6 +643,7 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     if (!say_resource_failure(e)) MR_LOG(error) << e.what();
     return 1;
   } catch (const std::exception& e) {
+    record_follower(e);  // an error that follows another rank's (a checkpoint load's verdict)
     MR_LOG(error) << e.what();
     return 1;
   }

@@ -97,6 +97,8 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
       if (const mr::Value* extra = member(*m, "extraInfo")) {
         c.traceback = str_of(member(*extra, "py_callstack"));
         c.timestamp = str_of(member(*extra, "timestamp"));
+        if (const mr::Value* k = member(*extra, "follows_rank"); k && k->is_int())
+          c.follows_rank = std::max<long long>(-1, k->as_int());
       }
       if (!c.message.empty() || !c.traceback.empty()) return c;
     }
@@ -106,6 +108,38 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
   c.raw = text.size() > 4096 ? text.substr(0, 4096) + "\n[... " + std::to_string(text.size() - 4096) + " more bytes]"
                              : text;
   return c;
+}
+
+std::string follower_error_record(const std::string& text, long long follows_rank, long long timestamp) {
+  mr::Object extra = {{"py_callstack", text}, {"timestamp", std::to_string(timestamp)}, {"follows_rank", follows_rank}};
+  mr::Object message = {{"message", text.substr(0, text.find('\n'))}, {"extraInfo", mr::Value::object(extra)}};
+  return mr::Value::object({{"message", mr::Value::object(message)}}).json();
+}
+
+RootCause find_root_cause(const std::vector<WorkerFailure>& failures) {
+  RootCause r;
+  if (failures.empty()) return r;
+  auto follows = [](const WorkerFailure& f) -> std::optional<long long> {
+    auto e = read_error_file(f.error_file);
+    return e ? e->follows_rank : std::nullopt;
+  };
+  const std::optional<long long> k = follows(failures.front());
+  if (!k) return r;
+  if (*k >= 0) {
+    for (size_t i = 0; i < failures.size(); ++i)
+      if (failures[i].rank == *k) {
+        r.index = i;
+        return r;
+      }
+    r.elsewhere_rank = k;
+    return r;
+  }
+  for (size_t i = 1; i < failures.size(); ++i)  // "another rank": the first that says nothing of the kind
+    if (!follows(failures[i])) {
+      r.index = i;
+      return r;
+    }
+  return r;
 }
 
 std::string exit_127_hint(const WorkerFailure& f, std::optional<uint64_t> address_space_limit) {
@@ -247,7 +281,8 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
                            int max_restarts, const std::string& first_elsewhere,
                            const std::vector<std::string>& incomplete_logs, const std::string& python) {
   if (failures.empty()) return;
-  const WorkerFailure& root = failures.front();
+  const RootCause cause = find_root_cause(failures);
+  const WorkerFailure& root = failures[cause.index];
   const std::string n = std::to_string(restarts);
   os << "megatron-run: the job failed"
      << (max_restarts > 0 ? " (attempt_" + n + ", TORCHELASTIC_RESTART_COUNT=" + n + "; " +
@@ -256,9 +291,39 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
                                 ")"
                           : "")
      << "\n";
+  auto incomplete = [&] {
+    if (incomplete_logs.empty()) return;
+    os << "  log file" << (incomplete_logs.size() == 1 ? "" : "s")
+       << " left incomplete (a write failed; nothing after it was written there):\n";
+    for (const std::string& l : incomplete_logs) os << "    " << l << "\n";
+  };
+  // Every failed worker died of the signal the launcher passed on without stopping them (SIGUSR1): the same cause
+  // for all, none of them a root cause, none stopped by the launcher (review user39 #5).
+  const bool all_passed = std::all_of(failures.begin(), failures.end(), [&](const WorkerFailure& f) {
+    return f.by_passed_signal && f.start_failure.empty() && WIFSIGNALED(f.status) &&
+           WTERMSIG(f.status) == WTERMSIG(failures.front().status);
+  });
+  if (all_passed) {
+    const int sig = WTERMSIG(failures.front().status);
+    os << "  the worker" << (failures.size() == 1 ? " was" : "s were") << " killed by signal " << sig << " ("
+       << signal_name(sig) << "), which the launcher received and passed on to them (it does not stop the "
+       << "workers; their programs do not handle it):\n";
+    for (const WorkerFailure& f : failures)
+      os << "    " << who(f) << " on " << host_name() << " at " << local_time(f.when) << "\n";
+    incomplete();
+    return;
+  }
   if (!first_elsewhere.empty()) os << "  root cause (first failure, on another node): " << first_elsewhere << "\n";
-  os << (first_elsewhere.empty() ? "  root cause (first failure): " : "  this node's first failure: ") << who(root) << " on " << host_name() << ", " << describe_end(root)
-     << " at " << local_time(root.when) << "\n";
+  const WorkerFailure& first = failures.front();
+  if (first_elsewhere.empty() && cause.elsewhere_rank)  // named by this node's first failure (follows_rank)
+    os << "  root cause (first failure, on another node): rank " << *cause.elsewhere_rank << ", which the error file "
+       << "of this node's first failure (rank " << first.rank << ") names as the rank it failed because of\n";
+  os << (first_elsewhere.empty() && !cause.elsewhere_rank ? "  root cause (first failure): "
+                                                          : "  this node's first failure: ")
+     << who(root) << " on " << host_name() << ", " << describe_end(root) << " at " << local_time(root.when) << "\n";
+  if (cause.index != 0)  // the rank that exited first only followed it (review user39 #4)
+    os << "    it failed first; rank " << first.rank << " (pid " << first.pid << "), which exited first, failed "
+       << "because of it (its error file says so; below)\n";
   if (auto e = read_error_file(root.error_file)) {
     os << "    error file " << root.error_file << ":\n";
     if (!e->raw.empty()) {
@@ -290,7 +355,8 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
     os << "  no other worker failed\n";
   } else {
     os << "  then (the cascade):\n";
-    for (size_t i = 1; i < failures.size(); ++i) {
+    for (size_t i = 0; i < failures.size(); ++i) {
+      if (i == cause.index) continue;
       const WorkerFailure& f = failures[i];
       // One that wrote its error file failed on its own too (an exception @record caught, often the root
       // cause's echo: "Connection closed by peer"), whatever ended it then: said with the file, which the kept
@@ -306,11 +372,7 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
          << (f.after_stop ? " (after the launcher stopped the workers)" : "") << "\n";
     }
   }
-  if (!incomplete_logs.empty()) {
-    os << "  log file" << (incomplete_logs.size() == 1 ? "" : "s")
-       << " left incomplete (a write failed; nothing after it was written there):\n";
-    for (const std::string& l : incomplete_logs) os << "    " << l << "\n";
-  }
+  incomplete();
 }
 
 }  // namespace mr::launch

@@ -51,8 +51,28 @@ struct ErrorFileContent {
   std::string traceback;   // py_callstack ("" none)
   std::string timestamp;   // seconds since the epoch, as written ("" none)
   std::string raw;         // the file itself when it is not in that format
+  // extraInfo.follows_rank (megatron-run's own worker writes it: follower_error_record): this rank failed only
+  // because rank N failed (it learned it from a collective), -1 another rank it does not know; nullopt no such
+  // field (a rank that failed on its own, any other program).
+  std::optional<long long> follows_rank;
 };
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
+
+// The error record of a rank that fails only because another rank failed (megatron-run's worker writes it to its
+// TORCHELASTIC_ERROR_FILE): @record's format, message the first line of `text` (all of it as py_callstack),
+// extraInfo.timestamp `timestamp` and extraInfo.follows_rank `follows_rank` (an integer: the rank that failed,
+// -1 not known which). torchrun reads only message and extraInfo's strings: the field changes nothing there.
+std::string follower_error_record(const std::string& text, long long follows_rank, long long timestamp);
+
+// Which of `failures` (in the order the launcher saw them) the summary names as the root cause: the first, unless
+// its error file says it failed only because another rank failed (follows_rank): then the rank it names when that
+// rank is among `failures`, or else (rank not known) the first failure whose error file says no such thing.
+// `elsewhere_rank`: the rank the first failure names when that rank is not among `failures` (another node's).
+struct RootCause {
+  size_t index = 0;
+  std::optional<long long> elsewhere_rank;
+};
+RootCause find_root_cause(const std::vector<WorkerFailure>& failures);
 
 // A line that says what the root cause's exit code 127 most likely means ("" for any other end, and for a
 // program megatron-run could not start, which the summary says as such): the dynamic loader could not map the
@@ -96,8 +116,10 @@ std::string write_error_record(const std::string& path, const std::string& recor
 // own refusal record (apps/megatron-run/error_record.h) does not replace it.
 bool error_record_written();
 
-// The summary: `failures` in the order the launcher saw them (the first is the root cause, unless
-// `first_elsewhere` names another node's failure that the launchers' store recorded before it); `restarts` the
+// The summary: `failures` in the order the launcher saw them (the root cause find_root_cause's: the first, unless
+// its error file names the rank it followed; unless `first_elsewhere` names another node's failure that the
+// launchers' store recorded before it). Workers that all died of a signal the launcher passed on without stopping
+// them (by_passed_signal: SIGUSR1) are named together as killed by it, with no root cause among them; `restarts` the
 // restart count of the attempt that failed (TORCHELASTIC_RESTART_COUNT, its attempt_<n> log directory) and
 // `max_restarts` --max-restarts: with restarts allowed, the heading names the attempt and whether one was left.
 // `incomplete_logs`: the log files a write to failed during the job ("PATH: REASON" each; rule

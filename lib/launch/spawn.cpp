@@ -185,7 +185,7 @@ int spawn_workers(const SpawnOptions& o) {
       return r.code;
     }
     if (restarts < o.max_restarts && r.signal_received == 0) {  // a launcher told to stop does not restart
-      const WorkerFailure& f = r.failures.front();
+      const WorkerFailure& f = r.failures[find_root_cause(r.failures).index];
       // The attempt as its log directory (attempt_<n>) and TORCHELASTIC_RESTART_COUNT name it; the restart that
       // follows as the one it is of --max-restarts (it uses one up).
       std::cerr << "megatron-run: the worker group failed (attempt_" << job.restart_count << ", TORCHELASTIC_RESTART_COUNT="
@@ -201,10 +201,12 @@ int spawn_workers(const SpawnOptions& o) {
     }
     print_failure_summary(std::cerr, r.failures, job.restart_count, o.max_restarts,
                           r.first_elsewhere ? r.first_elsewhere->message : "", incomplete_logs, o.python);
-    if (!r.failures.empty() && !r.first_elsewhere)  // the root cause the summary named is this node's
-      logs.set_root_cause(r.failures.front().rank, r.failures.front().error_file);
+    // The root cause the summary named: the first failure, or the rank its error file says it followed.
+    const RootCause cause = find_root_cause(r.failures);
+    if (!r.failures.empty() && !r.first_elsewhere && !cause.elsewhere_rank)  // this node's
+      logs.set_root_cause(r.failures[cause.index].rank, r.failures[cause.index].error_file);
     if (!launcher_error_file.empty() && !r.failures.empty())
-      if (const std::string why = write_launcher_error_file(launcher_error_file, r.failures.front()); !why.empty())
+      if (const std::string why = write_launcher_error_file(launcher_error_file, r.failures[cause.index]); !why.empty())
         std::cerr << "megatron-run: cannot write the launcher's error file " << launcher_error_file
                   << " (TORCHELASTIC_ERROR_FILE): " << why << "\n";
     return ended(r.code);

@@ -500,6 +500,10 @@ class Supervisor {
   bool output_failed_first_ = false;   // ... before any worker failed, a signal or another node's stop
   // The signals passed on, and when each last was (kSameSignal); said "again" when one comes later.
   std::vector<std::optional<Clock::time_point>> passed_at_;
+  // When the first stop signal reached the launcher (not another node's stop passed on): a stop signal after it
+  // (outside kSameSignal) ends the grace period at once, `cut_short_`.
+  std::optional<Clock::time_point> stop_signal_at_;
+  bool cut_short_ = false;
 };
 
 AttemptResult Supervisor::run() {
@@ -628,6 +632,17 @@ void Supervisor::take_signals() {
     const Clock::time_point now = Clock::now();
     std::optional<Clock::time_point>& before = passed_at_[b < NSIG ? b : 0];
     if (before && now - *before < kSameSignal) continue;  // the same one delivered twice
+    // A stop signal again (or another one) after the launcher's own stop began: the user wants out now (a second
+    // Ctrl-C); the grace period ends at once: SIGKILL, not a second forward (review user39 #7).
+    if (stop_signal_at_ && !killed_ && stops_workers(b, o_.handled_signals) && now - *stop_signal_at_ >= kSameSignal) {
+      std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << ")"
+                << (before ? " again" : " after the stop began") << ": killing the workers now (SIGKILL; "
+                << "a second stop signal ends the grace period of --term-timeout)\n";
+      before = now;
+      kill_at_ = now;
+      cut_short_ = true;
+      continue;
+    }
     // The signal that begins the stop says how long the workers get before SIGKILL (review firsthour36 #6: a user
     // pressing Ctrl-C again and again for 30 s).
     std::string wait;
@@ -650,6 +665,7 @@ void Supervisor::take_signals() {
         o_.watch->local_stop(b, "node " + std::to_string(o_.node_rank) + "'s launcher received signal " +
                                     std::to_string(b) + " (" + signal_name(b) + ")");
       result_.signal_received = b;
+      if (!stop_signal_at_ && !passed_already) stop_signal_at_ = now;
       workers_.kill_all(SIGCONT);
       stopping_ = true;
       if (!kill_at_) kill_at_ = Clock::now() + grace_;
@@ -690,9 +706,11 @@ void Supervisor::reap() {
     f.pid = w.pid;
     f.status = status;
     f.when = std::chrono::system_clock::now();
-    f.after_stop = stopping_;
-    f.by_passed_signal = !stopping_ && WIFSIGNALED(status) && WTERMSIG(status) < NSIG &&
-                         passed_at_[WTERMSIG(status)].has_value();
+    // Killed by a signal the launcher passed on: before a stop, any; after it, one that does not stop the workers
+    // (SIGUSR1: the stop's own SIGTERM did not kill it), and then not a worker "after the stop" (review user39 #5).
+    f.by_passed_signal = WIFSIGNALED(status) && WTERMSIG(status) < NSIG && passed_at_[WTERMSIG(status)].has_value() &&
+                         (!stopping_ || !stops_workers(WTERMSIG(status), o_.handled_signals));
+    f.after_stop = stopping_ && !f.by_passed_signal;
     f.stderr_seen = w.err_piped;
     f.stderr_filtered = !w.err.console && w.err.file.path.empty();
     f.error_file = w.error_file;
@@ -702,7 +720,7 @@ void Supervisor::reap() {
     // The first failure after a stop (a signal to the launcher, another node's failure or stop, output that could
     // not be written) is one of many the stop made, not a root cause: every worker of the node is named together
     // at the end instead.
-    if (result_.failures.size() == 1 && !stopping_) {
+    if (result_.failures.size() == 1 && !f.after_stop) {
       result_.failed_first = result_.signal_received == 0 && !output_failed_first_;
       const bool others = workers_.any_running();
       const std::string how =
@@ -799,12 +817,13 @@ void Supervisor::close_streams_when_done() {
 void Supervisor::kill_at_grace_end() {
   if (!kill_at_ || killed_ || Clock::now() < *kill_at_) return;
   if (workers_.any_running()) {
-    std::cerr << "megatron-run: workers still running " << o_.grace_seconds
-              << " s after the stop signal (--term-timeout); killing them\n";
+    if (!cut_short_)  // else said when the second stop signal came
+      std::cerr << "megatron-run: workers still running " << o_.grace_seconds
+                << " s after the stop signal (--term-timeout); killing them\n";
   } else {
     left_ = workers_.leftovers();  // as it is now: the last scan may be up to kLeftoverScan old
     ++result_.leftover_scans;
-    if (!left_.empty())
+    if (!left_.empty() && !cut_short_)
       std::cerr << "megatron-run: processes the workers started still running " << o_.grace_seconds
                 << " s after the stop signal (--term-timeout): " << left_ << "; killing them\n";
   }

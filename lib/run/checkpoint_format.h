@@ -17,6 +17,7 @@
 #include "config/limits.h"
 #include "config/rule.h"
 #include "config/value.h"
+#include "distributed/collectives.h"
 #include "run/model.h"
 #include "util/rule_id.h"
 #include "util/text.h"
@@ -33,7 +34,9 @@ inline constexpr size_t kMaxCheckpointMessageBytes = 4096;
 inline constexpr size_t kKeptMessageTailBytes = 1024;
 inline constexpr size_t kMaxShownPathBytes = 1024;
 inline std::string shown_path(const std::string& path) { return abbreviate(path, kMaxShownPathBytes); }
-struct CheckpointError : RunError {
+// A rank that fails only because another rank's load or save failed (every rank learns it from a collective) sets
+// root_rank (distributed::FollowsRank): its worker's error file names that rank for the launcher's summary.
+struct CheckpointError : RunError, distributed::FollowsRank {
   CheckpointError(const Rule& rule, const std::string& msg, bool foreign_checkpoint = false)
       : RunError(with_rule_id(rule.id, abbreviate_inside(msg, kMaxCheckpointMessageBytes, kKeptMessageTailBytes))),
         id(rule.id),

@@ -2,6 +2,7 @@
 // a worker's end. The summary itself is tested on real programs in supervision_test.cpp.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -191,4 +192,78 @@ TEST_CASE("exit code 127: the loader under an address-space limit, a shell's mis
   CHECK(exit_127_hint(f, limit).empty());
   f.status = 9;
   CHECK(exit_127_hint(f, limit).empty());
+}
+
+// megatron-run's worker's record of a failure that follows another rank's (extraInfo.follows_rank), and which
+// failure the summary names as the root cause (review user39 #4).
+TEST_CASE("a follower's error file names the rank it followed; find_root_cause takes that rank",
+          "[launch][failure-report]") {
+  const fs::path dir = fs::temp_directory_path() / ("mr-follower-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string text = "error[checkpoint.corrupt]: --load ck: loading failed on rank 0: bad\nmore";
+  std::ofstream(dir / "1.json") << follower_error_record(text, 0, 1700000000);
+  auto e = read_error_file((dir / "1.json").string());
+  REQUIRE(e);
+  CHECK(e->message == "error[checkpoint.corrupt]: --load ck: loading failed on rank 0: bad");
+  CHECK(e->traceback == text);
+  CHECK(e->timestamp == "1700000000");
+  REQUIRE(e->follows_rank);
+  CHECK(*e->follows_rank == 0);
+  std::ofstream(dir / "2.json") << follower_error_record("another rank's buffers do not fit", -1, 1);
+  std::ofstream(dir / "plain.json") << R"({"message": {"message": "RuntimeError: boom", "extraInfo": {}}})";
+  CHECK_FALSE(read_error_file((dir / "plain.json").string())->follows_rank);
+
+  auto failure = [&](int rank, const std::string& file) {
+    WorkerFailure f;
+    f.rank = rank;
+    f.status = 1 << 8;
+    f.error_file = file.empty() ? "" : (dir / file).string();
+    return f;
+  };
+  // The first to exit names rank 0, which exited after it: rank 0 is the root cause.
+  RootCause c = find_root_cause({failure(1, "1.json"), failure(0, "")});
+  CHECK(c.index == 1);
+  CHECK_FALSE(c.elsewhere_rank);
+  // The rank it names is not among this node's failures: another node's.
+  c = find_root_cause({failure(3, "1.json"), failure(2, "")});
+  CHECK(c.index == 0);
+  REQUIRE(c.elsewhere_rank);
+  CHECK(*c.elsewhere_rank == 0);
+  // Not known which rank: the first failure that follows none.
+  c = find_root_cause({failure(1, "2.json"), failure(2, "2.json"), failure(3, "plain.json")});
+  CHECK(c.index == 2);
+  // No field (a user's program): the first failure, as before.
+  c = find_root_cause({failure(1, "plain.json"), failure(0, "")});
+  CHECK(c.index == 0);
+
+  std::ostringstream os;
+  print_failure_summary(os, {failure(1, "1.json"), failure(0, "")}, 0, 0);
+  INFO(os.str());
+  CHECK(os.str().find("  root cause (first failure): rank 0 (local rank 0)") != std::string::npos);
+  CHECK(os.str().find("    it failed first; rank 1 (pid -1), which exited first, failed because of it") !=
+        std::string::npos);
+  CHECK(os.str().find("loading failed on rank 0: bad), then exited with code 1") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("workers all killed by a signal the launcher passed on: no root cause among them",
+          "[launch][failure-report]") {
+  std::vector<WorkerFailure> fs_(2);
+  for (int i = 0; i < 2; ++i) {
+    fs_[i].rank = i;
+    fs_[i].status = SIGUSR1;  // killed by SIGUSR1
+    fs_[i].by_passed_signal = true;
+  }
+  std::ostringstream os;
+  print_failure_summary(os, fs_, 0, 0);
+  INFO(os.str());
+  CHECK(os.str().find("the workers were killed by signal 10 (SIGUSR1), which the launcher received and passed on") !=
+        std::string::npos);
+  CHECK(os.str().find("root cause") == std::string::npos);
+  // One of them died of something else: that one is the root cause, as before.
+  fs_[1].by_passed_signal = false;
+  fs_[1].status = 3 << 8;
+  std::ostringstream two;
+  print_failure_summary(two, fs_, 0, 0);
+  CHECK(two.str().find("root cause (first failure): rank 0") != std::string::npos);
 }

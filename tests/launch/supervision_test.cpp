@@ -911,3 +911,70 @@ TEST_CASE("--local-ranks-filter: a filtered root cause's stderr tail still reach
                    "      rank 1 fails on attempt 0\n"));
   CHECK_FALSE(has(r.out, "went straight to the console"));
 }
+
+// A rank that fails only because another rank failed (megatron-run's worker writes extraInfo.follows_rank into its
+// error file) may exit first: the summary's root cause is the rank it names, and the first to exit keeps its
+// message in the cascade, not "after the launcher stopped the workers" (review user39 #4).
+TEST_CASE("the root cause is the rank a follower's error file names, not the first rank to exit",
+          "[launch][supervision][process][error-file]") {
+  Proc r = faults("FAULT=follower FAULT_RANK=0 ", "--term-timeout 5 ");
+  INFO(r.out);
+  CHECK(r.exit == 1);  // the first failure's code, as before
+  const size_t at = r.out.find("megatron-run: the job failed\n");
+  REQUIRE(at != std::string::npos);
+  const std::string summary = r.out.substr(at);
+  CHECK(has(summary, "  root cause (first failure): rank 0 (local rank 0), pid "));
+  CHECK(has(summary, "exited with code 3 at "));
+  CHECK(has(summary, "      rank 0: the real failure\n"));  // its stderr tail
+  CHECK(has(summary, "    it failed first; rank 1 (pid "));
+  CHECK(has(summary, "which exited first, failed because of it (its error file says so; below)\n"));
+  CHECK(has(summary, "  then (the cascade):\n    rank 1 (local rank 1), pid "));
+  CHECK(has(summary, "/attempt_0/1/error.json (loading failed on rank 0: the real failure), then exited with code 1\n"));
+  CHECK_FALSE(has(summary, "after the launcher stopped the workers"));
+  // A rank not on this node (no worker here has rank 5): named as another node's, this node's first failure after.
+  Proc e = faults("FAULT=follower FAULT_RANK=5 ");
+  INFO(e.out);
+  CHECK(e.exit == 1);
+  CHECK(has(e.out, "  root cause (first failure, on another node): rank 5, which the error file of this node's "
+                   "first failure (rank "));
+  CHECK(has(e.out, "  this node's first failure: rank "));
+}
+
+// Workers that all die of a signal the launcher passed on without stopping them (SIGUSR1): named together as killed
+// by it, no root cause picked among them, none "after the launcher stopped the workers" (review user39 #5).
+TEST_CASE("workers all killed by a forwarded SIGUSR1: the summary names the signal, no root cause",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  Proc r = signal_launcher(t.path, "FAULT=usr1-default FAULT_RANK=all", "--term-timeout 2", "USR1");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=138"));
+  CHECK(has(r.out, "  the workers were killed by signal 10 (SIGUSR1), which the launcher received and passed on to "
+                   "them (it does not stop the workers; their programs do not handle it):\n"));
+  CHECK(has(r.out, "    rank 0 (local rank 0), pid "));
+  CHECK(has(r.out, "    rank 1 (local rank 1), pid "));
+  CHECK_FALSE(has(r.out, "root cause"));
+  CHECK_FALSE(has(r.out, "after the launcher stopped the workers"));
+}
+
+// A second stop signal (Ctrl-C again) after the stop began, later than the de-duplication window: SIGKILL at once,
+// not the rest of --term-timeout (review user39 #7). The launcher is a background job, whose SIGINT the shell
+// ignores: --signals-to-handle names it, so it is caught.
+TEST_CASE("a second SIGINT after the stop began kills the workers at once", "[launch][supervision][process][signal]") {
+  TempDir t;
+  const std::string dir = t.path.string();
+  Proc r = run_shell("cd '" + dir + "' || exit 1; (exec env FAULT=stubborn FAULT_READY='" + dir + "/ready' " + kRun +
+                     "--nproc-per-node 2 --signals-to-handle SIGINT,SIGTERM --no-append-args " + kFaults +
+                     " > out.txt 2>&1) & pid=$!; " + kGuard + " & guard=$!; "
+                     "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; "
+                     "kill -INT $pid; sleep 1.5; t0=$(date +%s%N); kill -INT $pid; wait $pid; echo exit=$?; "
+                     "echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); kill $guard 2>/dev/null; cat out.txt");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=130"));
+  CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT); forwarding it to the workers; they get 30 s to stop"));
+  CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT) again: killing the workers now (SIGKILL; a second stop "
+                   "signal ends the grace period of --term-timeout)\n"));
+  CHECK_FALSE(has(r.out, "s after the stop signal (--term-timeout); killing them"));
+  const size_t ms = r.out.find("ms=");
+  REQUIRE(ms != std::string::npos);
+  CHECK(std::stol(r.out.substr(ms + 3)) < 10000);  // not the 30 s of --term-timeout
+}

@@ -16,6 +16,11 @@
 #   others-file    every rank but FAULT_RANK writes an error file in @record's format at once and sleeps a minute;
 #                  FAULT_RANK exits 6 a moment later, without one (the root cause wrote none, the cascade did).
 #   import         FAULT_RANK imports a module that does not exist (ModuleNotFoundError, exit 1); the others exit 0.
+#   follower       every rank but FAULT_RANK writes an error file as megatron-run's worker does for a failure that
+#                  follows another rank's (extraInfo.follows_rank FAULT_RANK) and exits 1 at once; FAULT_RANK ignores
+#                  SIGTERM, says its own error on stderr a second later and exits 3 (it failed first, exits last).
+#   stubborn       every rank ignores SIGINT and SIGTERM, touches FAULT_READY.<rank>, then sleeps a minute.
+# FAULT_RANK=all makes every rank the failing one.
 import os
 import signal
 import sys
@@ -23,7 +28,7 @@ import time
 
 fault = os.environ.get("FAULT", "")
 rank = os.environ.get("RANK")
-failing = rank == os.environ.get("FAULT_RANK", "1")
+failing = os.environ.get("FAULT_RANK", "1") in (rank, "all")
 attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
 
 if fault == "import":
@@ -97,5 +102,24 @@ elif fault == "term":
 elif fault == "usr1-default":
     if not failing:
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    open(os.environ["FAULT_READY"] + "." + rank, "w").close()
+    time.sleep(60)
+elif fault == "follower":
+    root = os.environ.get("FAULT_RANK", "1")
+    if failing:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(1)
+        print(f"rank {rank}: the real failure", file=sys.stderr, flush=True)
+        sys.exit(3)
+    import json
+
+    with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
+        json.dump({"message": {"message": f"loading failed on rank {root}: the real failure",
+                               "extraInfo": {"py_callstack": "", "timestamp": "1700000000",
+                                             "follows_rank": int(root)}}}, f)
+    sys.exit(1)
+elif fault == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     open(os.environ["FAULT_READY"] + "." + rank, "w").close()
     time.sleep(60)
