@@ -767,8 +767,9 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     print_warning(std::cerr, std::string(e.what()) + "; not inside a job then: --nproc-per-node starts the workers "
                                                      "with their own");
   }
-  if (job && lo.nproc_per_node == 0 && !lo.spawner_only_given.empty()) {
-    // Inside another launcher's job megatron-run starts no workers: these options would do nothing.
+  if (job && !lo.nproc_given && !lo.spawner_only_given.empty()) {
+    // Inside another launcher's job megatron-run starts no workers: these options would do nothing. (Not
+    // lo.nproc_per_node: --nnodes or c10d alone make it 1, a nested job of one worker per rank of this one.)
     print_error(std::cerr, "argument " + option_name(lo.spawner_only_given.front()) +
                                ": acts on the workers megatron-run starts, but it is inside a job already (" +
                                job->describe() + ") and starts none; give it to that job's launcher, or add "

@@ -359,6 +359,22 @@ bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env) {
 
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
 void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
+  // The options that act only where megatron-run starts the workers (refused inside another launcher's job
+  // without --nproc-per-node: launch.cpp), from the command line, also where the PET_ defaults below are not read
+  // (inside a torchrun job, whose PET_ variables are its own launcher's). The rendezvous options too: a job that
+  // exists already has its address, port, node count and run id (review user39 #1, #2: --master-port and
+  // --nnodes were ignored or started a nested job whose every rank waited to be node 0).
+  for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
+                        "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
+                        "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
+                        "duplicate-stdout-filters", "duplicate_stdout_filters", "duplicate-stderr-filters",
+                        "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
+                        "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs",
+                        "nnodes", "node-rank", "node_rank", "master-addr", "master_addr", "master-port",
+                        "master_port", "standalone", "rdzv-backend", "rdzv_backend", "rdzv-endpoint",
+                        "rdzv_endpoint", "rdzv-conf", "rdzv_conf", "rdzv-id", "rdzv_id", "launcher-port",
+                        "join-timeout"})
+    if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   auto env = launch::process_env();
   if (pet_defaults_of_enclosing_launcher(env)) return;
   auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
@@ -465,13 +481,6 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   take("redirects", "REDIRECTS", redirects);
   take("tee", "TEE", tee);
   take("local-ranks-filter", "LOCAL_RANKS_FILTER", local_ranks_filter);
-  for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
-                        "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
-                        "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
-                        "duplicate-stdout-filters", "duplicate_stdout_filters", "duplicate-stderr-filters",
-                        "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
-                        "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs"})
-    if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   take("rdzv-id", "RDZV_ID", run_id);
   take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);
   take("rdzv-endpoint", "RDZV_ENDPOINT", rdzv_endpoint);
@@ -564,6 +573,19 @@ void LaunchOptions::apply_worker_options() {
                         std::to_string(nproc_per_node - 1) + ")" +
                         (*logs.local_ranks_filter.begin() >= nproc_per_node ? ": no worker's output reaches the console"
                                                                              : ""));
+  }
+  // -r/-t's per-rank form naming a local rank this node does not have: named as --local-ranks-filter's is (torchrun's
+  // to_map ignores it silently; review user39 #9).
+  for (auto [flag, spec] : {std::pair<const char*, const launch::StdSpec*>{"--redirects", &logs.redirects},
+                            {"--tee", &logs.tee}}) {
+    if (nproc_per_node <= 0 || !spec->per_rank) continue;
+    std::string missing;
+    for (const auto& [r, mode] : spec->by_rank)
+      if (r >= nproc_per_node) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    if (!missing.empty())
+      notices.push_back(option_name(flag) + ": local rank " + missing + " is not on this node (" +
+                        std::to_string(nproc_per_node) + " workers, local ranks 0-" +
+                        std::to_string(nproc_per_node - 1) + "): its setting does nothing");
   }
   for (const std::string& m : launch::unknown_prefix_macros(log_line_prefix_template))
     notices.push_back("--log-line-prefix-template: " + m + " is not one of ${role_name}, ${rank}, ${local_rank}, "

@@ -262,6 +262,9 @@ void record_follower(const std::exception& e) {
   const auto* f = dynamic_cast<const FollowsRank*>(&e);
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
   if (!f || !path || !*path) return;
+  // A FollowerError follows some rank even when it does not know which (-1); an error type that only may follow
+  // one (a CheckpointError: the failed rank's own error is one too) follows none until it names the rank.
+  if (f->root_rank < 0 && !dynamic_cast<const FollowerError*>(&e)) return;
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
   const std::string why =

@@ -703,9 +703,11 @@ Progress Checkpointer::load() {
   if (v.rank >= 0) {
     if (v.rank == c_.rt.rank()) throw failure;  // the lowest failed rank: its own error; every other rank names it
     const size_t us = v.error.find('\x1f');
-    throw CheckpointError(us == std::string::npos ? kCkptCorrupt : checkpoint_rule(v.error.substr(0, us)),
-                          load_words(a) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
-                              (us == std::string::npos ? v.error : v.error.substr(us + 1)));
+    CheckpointError follows(us == std::string::npos ? kCkptCorrupt : checkpoint_rule(v.error.substr(0, us)),
+                            load_words(a) + ": loading failed on rank " + std::to_string(v.rank) + ": " +
+                                (us == std::string::npos ? v.error : v.error.substr(us + 1)));
+    follows.root_rank = v.rank;  // the worker's error file names it: the launcher's root cause (review user39 #4)
+    throw follows;
   }
   if (!loaded.empty()) log_ << loaded << std::endl;
   if (rank0 && !hyper.empty()) log_ << prefix_ << hyper_notice(*a.load, hyper) << std::endl;

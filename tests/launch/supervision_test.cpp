@@ -339,6 +339,47 @@ TEST_CASE("--local-ranks-filter naming a local rank the node does not have is na
   CHECK(has(some.out, "[rank 1] hi\n"));
 }
 
+TEST_CASE("-r/-t naming a local rank the node does not have is named as --local-ranks-filter's (review user39 #9)",
+          "[launch][supervision][process]") {
+  Proc r = sh(kBin + " --nproc-per-node 2 --redirects 1:3,5:1 --tee 0:1,4:2 --config " + kConfig +
+              " --no-append-args -- /bin/echo hi");
+  INFO(r.out);
+  CHECK(r.exit == 0);
+  CHECK(has(r.out, "warning: -r/--redirects: local rank 5 is not on this node (2 workers, local ranks 0-1): its "
+                   "setting does nothing"));
+  CHECK(has(r.out, "warning: -t/--tee: local rank 4 is not on this node"));
+  Proc fine = sh(kBin + " --nproc-per-node 2 --redirects 1:3 --config " + kConfig + " --no-append-args -- /bin/echo hi");
+  CHECK(fine.exit == 0);
+  CHECK(!has(fine.out, "is not on this node"));
+}
+
+TEST_CASE("inside another launcher's job the rendezvous options are refused, not ignored or a nested job "
+          "(review user39 #1, #2)", "[launch][supervision][process]") {
+  const std::string job = "RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 ";
+  for (const auto& [opt, name] : std::vector<std::pair<std::string, std::string>>{
+           {"--master-port 1234", "--master-port/--master_port"},
+           {"--master-addr 10.0.0.1", "--master-addr/--master_addr"},
+           {"--standalone", "--standalone"},
+           {"--rdzv-id foo", "--rdzv-id/--rdzv_id"},
+           {"--nnodes 2 --join-timeout 3", "--nnodes"},
+           {"--node-rank 0", "--node-rank/--node_rank"}}) {
+    Proc p = sh(job + kRun + opt + " " + kProbe);
+    INFO(opt << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument " + name + ": acts on the workers megatron-run starts, but it is inside a job already"));
+    CHECK(!has(p.out, "waiting for the other nodes"));
+  }
+  // Inside a torchrun job (TORCHELASTIC_RUN_ID: its PET_ defaults are not read) the spawner's options are refused
+  // too (they were ignored there).
+  Proc tee = sh(job + "TORCHELASTIC_RUN_ID=x " + kRun + "--tee 3 " + kProbe);
+  INFO(tee.out);
+  CHECK(tee.exit == 2);
+  CHECK(has(tee.out, "argument -t/--tee: acts on the workers megatron-run starts"));
+  // With --nproc-per-node it is a nested job and the options act.
+  Proc nested = sh(job + kRun + "--nproc-per-node 1 --master-port 0 " + kProbe);
+  CHECK(!has(nested.out, "acts on the workers megatron-run starts"));
+}
+
 // A stop signal the launcher forwards (SIGTERM here) that every worker handles and then exits 0 for (Megatron's
 // --exit-signal-handler saves and exits 0): the job ended well, exit 0 and a line. One worker that dies of it:
 // 128 + the signal, as before.

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <thread>
 #include <tuple>
@@ -630,6 +631,35 @@ TEST_CASE("SOAP: a preconditioner row saved twice or not as a whole row is refus
   CHECK_THAT(part.err(), Catch::Contains("is kept as whole rows of") && Catch::Contains("checkpoint.corrupt"));
   mrtest::Proc intact = load_after("pass", "intact");
   CHECK(intact.exit_code() == 0);
+}
+
+// A load that fails on one rank fails on every rank ("loading failed on rank 0"): the others' error files name
+// rank 0 (extraInfo.follows_rank), rank 0's own error names none, and the launcher's root cause is rank 0 whichever
+// rank exits first (review user39 #4).
+TEST_CASE("a checkpoint load failed on rank 0: the other ranks' error files follow it, the summary names it",
+          "[run][checkpoint]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck";
+  mrtest::Proc a = spawn(2, {"--lr", "1e-3", "--lr-warmup-iters", "0", "--train-iters", "2", "--save-interval", "2",
+                             "--save", ck}, dir, "save");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  const std::string logs = dir / "logs";
+  mrtest::Proc b = spawn(2, {"--lr", "2e-3", "--lr-warmup-iters", "0", "--train-iters", "4", "--load", ck,
+                             "--log-dir", logs}, dir, "load");
+  INFO(b.out() << b.err());
+  CHECK(b.exit_code() == 1);
+  CHECK_THAT(b.err(), Catch::Contains("root cause (first failure): rank 0 "));
+  auto file = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string rank0, rank1;
+  for (const auto& e : fs::recursive_directory_iterator(logs))
+    if (e.path().filename() == "error.json")
+      (e.path().parent_path().filename() == "0" ? rank0 : rank1) = file(e.path());
+  CHECK_THAT(rank1, Catch::Contains("loading failed on rank 0") && Catch::Contains("\"follows_rank\": 0"));
+  CHECK(rank0.find("follows_rank") == std::string::npos);  // the failed rank's own error follows no rank
 }
 
 // The two checkpoint rules no test named (review design34 #1; tests/runtime_rules_tested.sh).
