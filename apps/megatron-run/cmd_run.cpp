@@ -330,11 +330,99 @@ void warn_program_words(const Invocation& inv, const Parsed& parsed, const launc
       ": no Megatron flag, after the program " + prog + ": passed to it as its own argument, not validated", {});
 }
 
-// The default command. `tells_nodes` is set once the launch options are known and the command is a launch of
-// several nodes, and cleared when launch() takes over (it tells the other nodes of its own refusals).
-int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& tells_nodes) {
-  po::options_description desc("megatron-run");
-  opts.add_to(desc);
+// "; did you mean --lr-warmup-iters?" (the flags nearest `word`), or the dests of those flags for a dest.
+std::string did_you_mean(const std::string& word, bool as_dests) {
+  std::string flag = word;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  std::vector<std::string> near;
+  for (const std::string& f : Schema::megatron().suggest(flag)) {
+    const std::string n = as_dests ? Schema::megatron().find_flag(f)->dest() : f;
+    if (std::find(near.begin(), near.end(), n) == near.end()) near.push_back(n);
+  }
+  std::string out;
+  for (size_t k = 0; k < near.size(); ++k) out += (k ? ", " : "; did you mean ") + near[k];
+  return near.empty() ? out : out + "?";
+}
+
+// The model's shape (load_args_from_checkpoint's list: layers, sizes, heads, sequence lengths) is what a
+// checkpoint gives; any other refusal stands whatever the checkpoint holds (a TP size the world size does not
+// divide, a missing --micro-batch-size).
+bool from_checkpoint(const Diagnostic& d) {
+  return d.level != Diagnostic::Level::Error || d.rule.rfind("model-shape.", 0) == 0 ||
+         d.rule.rfind("seq-length.", 0) == 0;
+}
+
+// One run of the default command: the state its steps share (the words read, the invocation, the validated
+// outcome), each step a method; run() is the sequence. A step that may end the command returns its exit code.
+struct RunCommand {
+  RunCommand(const std::vector<std::string>& a, RunOptions& o, bool& t) : args(a), opts(o), tells_nodes(t) {
+    opts.add_to(desc);
+  }
+
+  int run();
+
+  // Which words are megatron-run's and which the program's (torchrun's split), and the program's form.
+  void read_words();
+  // Whether a completion script was asked for (printed, exit 0); nothing after it is read.
+  std::optional<int> print_completion();
+  // Whether --help or --version was asked for (printed, exit 0).
+  std::optional<int> print_help_or_version();
+  // Whether a nargs '+'/'*' flag took the program's name: refused in a launch, a warning in a dry run.
+  void check_swallowed_program();
+  // How the program runs: --no-python, -m, --no-append-args, --no-file-checks (and their PET_ defaults), and
+  // whether they go together and have a program to apply to.
+  void read_program_switches();
+  // The invocation and the launch options (the world size validated), refusing --provenance without JSON.
+  void read_launch_options();
+  // Whether this is a dry run (implied by a dry-run-only option) or a JSON check, each said when a launch was asked.
+  void decide_dry_run();
+  // Which of megatron-run's options came after the program (the program's own): said once.
+  void warn_own_options_after();
+  // Whether the program is there: refused before anything else in a launch, a warning in a dry run.
+  void check_program_there();
+  // Whether --no-file-checks and --bring-up-only apply here: named as unused, or refused with a user's program.
+  void check_unused_switches();
+  // The Megatron flags, and the GPU a launch validates for (this machine's, when no target is given).
+  void choose_target();
+  // Whether --format argv/argv0 was asked for: the Megatron command line printed (exit 0).
+  std::optional<int> print_argv();
+  // The program's own words in the invocation, whether this is a launch and a quiet rank, the launch's world size.
+  void prepare_launch();
+  // Whether --use-checkpoint-args' checkpoint replaces the values given before validation, or is only said.
+  void read_checkpoint_args();
+  // Megatron's parse_args() over an invocation; the first parse also says what may surprise in the program's words.
+  Parsed parse(const Invocation& v);
+  // Validation through the init stage for one world size: the failures (empty: valid), and a schedule warning.
+  std::vector<Diagnostic> validate(const Invocation& v, Outcome& o, std::vector<Diagnostic>& warnings);
+  // The config's verdict: parse only, every node count of an elastic job, or the one world size.
+  void validate_config();
+  // Which node counts of an elastic job the config is valid for, and the outcome shown and launched with.
+  void validate_elastic();
+  // The validation warnings and the ENV_VARS notices, unless a quiet rank re-validates.
+  void say_config_warnings();
+  // A refusal: the diagnostics reported, and a launch of several nodes tells the other nodes.
+  int refused(const std::vector<Diagnostic>& ds);
+  // Who replaces the model's shape with the checkpoint's (the program, or the launch), as a notice says it.
+  std::string replacer(const char* what) const;
+  // Whether the failures are only the shape of a checkpoint megatron-run cannot read: said as warnings, not refused.
+  void excuse_unreadable_checkpoint();
+  // The save settings' and the schedule's warnings, and the config's ENV_VARS every rank gets.
+  void say_late_warnings();
+  // Whether --explain was asked for: each value with its source printed (exit 0), or an unknown one refused.
+  std::optional<int> explain_values();
+  // Whether a JSON check refuses the program's input files (or a malformed enclosing job), as the launch would.
+  std::optional<int> check_program_inputs();
+  // Whether to say that the values given, not an unreadable checkpoint's, were validated.
+  void warn_checkpoint_not_read();
+  // The launch: refused when stdout is closed, else the workers started with the flags appended.
+  int start_launch();
+  // The dry run's output: the resolved arguments, as JSON or Megatron's table.
+  int print_resolved();
+
+  const std::vector<std::string>& args;
+  RunOptions& opts;
+  bool& tells_nodes;
+  po::options_description desc{"megatron-run"};
   CommonOptions& common = opts.common;
   LaunchOptions& launch_opts = opts.launch;  // --nproc-per-node, --nnodes, ... (launch.cpp)
   bool &dry_run = opts.dry_run, &help = opts.help, &version = opts.version, &parse_only = opts.parse_only,
@@ -349,6 +437,54 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   std::vector<std::string> spelled = args;  // `args`, our options before the program written out in full
   std::vector<std::string> switches;  // megatron-run's own options that take no value
   std::optional<std::pair<size_t, size_t>> swallowed;  // a script a flag with nargs '+'/'*' took as its value
+  SplitArgs split;
+  Invocation inv;
+  bool json_check = false;
+  std::vector<std::string> own_after;  // megatron-run's options after the program
+  bool quiet = false;
+  bool launching = false;
+  Outcome out;
+  bool trains = false;
+  std::string unreadable_checkpoint;
+  bool checkpoint_none_yet = false;  // a dry run's: no checkpoint there now (not one it cannot read)
+  bool programs_checkpoint = false;
+  bool vets = false;
+  bool program_words_said = false;
+  std::vector<Diagnostic> failed;
+  std::vector<Diagnostic> late_warnings;  // the save settings' and the schedule's warnings
+  bool said_unreadable = false;
+};
+
+int RunCommand::run() {
+  read_words();
+  if (std::optional<int> code = print_completion()) return *code;
+  split = split_args(own_args, 1, desc, /*allow_unregistered=*/true);
+  if (std::optional<int> code = print_help_or_version()) return *code;
+  check_swallowed_program();
+  read_program_switches();
+  read_launch_options();
+  decide_dry_run();
+  warn_own_options_after();
+  check_program_there();
+  check_unused_switches();
+  choose_target();
+  if (std::optional<int> code = print_argv()) return *code;
+  prepare_launch();
+  read_checkpoint_args();
+  validate_config();
+  say_config_warnings();
+  if (parse_only && !out.ok()) return refused(out.diagnostics);
+  excuse_unreadable_checkpoint();
+  if (!failed.empty()) return refused(failed);
+  say_late_warnings();
+  if (std::optional<int> code = explain_values()) return *code;
+  if (std::optional<int> code = check_program_inputs()) return *code;
+  warn_checkpoint_not_read();
+  if (!dry_run && !json_check) return start_launch();
+  return print_resolved();
+}
+
+void RunCommand::read_words() {
   {
     launch::ProgramSplit ps = read_run_words(args, /*lenient=*/false, &switches);
     swallowed = launch::swallowed_program(ps);
@@ -375,11 +511,17 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     if (w == "-t") w = "--tee";
     if (w == "-m") w = "--module";  // a switch (split_program has read it: the program is the module)
   }
+}
+
+std::optional<int> RunCommand::print_completion() {
   if (std::optional<std::string> shell = print_completion_requested(own_args)) {  // nothing after it is read
     print_completion_script(std::cout, *shell);
     return 0;
   }
-  SplitArgs split = split_args(own_args, 1, desc, /*allow_unregistered=*/true);
+  return std::nullopt;
+}
+
+std::optional<int> RunCommand::print_help_or_version() {
   if (help) {
     print_usage(std::cout);
     std::cout << "\n";
@@ -402,9 +544,13 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                 << " (as configured; MR_WORKER may name another)\n";
     return 0;
   }
-  // `--data-path data/a train.py`: the flag took the script as its last value (argparse's nargs '+'), and no program
-  // is left, so megatron-run would start its own worker: refused (a dry run says it), naming the flag and the way
-  // to write it.
+  return std::nullopt;
+}
+
+// `--data-path data/a train.py`: the flag took the script as its last value (argparse's nargs '+'), and no program
+// is left, so megatron-run would start its own worker: refused (a dry run says it), naming the flag and the way
+// to write it.
+void RunCommand::check_swallowed_program() {
   if (swallowed) {
     const std::string& flag = spelled[swallowed->first];
     const std::string word = echo_word(spelled[swallowed->second]);
@@ -425,6 +571,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     else
       throw UsageError(msg, {flag}, "", kProgramSwallowedRule.id);
   }
+}
+
+void RunCommand::read_program_switches() {
   // torchrun's switches take their default from PET_<NAME> (an integer, non-zero: on), as its check_env reads them.
   const launch::EnvLookup env = launch::process_env();
   const bool pet_used = pet_defaults_of_enclosing_launcher(env);
@@ -448,7 +597,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     throw UsageError(std::string(flag) + " needs a program to run (megatron-run ... -- CMD ARGS, or SCRIPT ARGS)",
                      {flag});
   }
-  Invocation inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
+}
+
+void RunCommand::read_launch_options() {
+  inv = common.invocation(/*extra_formats=*/{"argv", "argv0"});
   if (provenance && common.format != "json")
     throw UsageError("argument --provenance: adds each value's source to the JSON output; give --format json too "
                      "(or --explain FLAG for one value's source in text)",
@@ -456,6 +608,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   launch_opts.apply_pet_defaults(split.vm);
   launch_opts.apply(inv);  // validate for the world size the job will have
   for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
+}
+
+void RunCommand::decide_dry_run() {
   // The options that only shape what a dry run prints imply --dry-run, all alike: nothing starts, and a launch
   // option or a program given with them is named in a notice as not started (never silently dropped).
   const bool asks_launch = launch_opts.nproc_given || launch_opts.multi_node() || program.named();
@@ -470,20 +625,25 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // --format json without --dry-run: validated exactly as this launch would be (its machine's GPUs, the rules of
   // its own worker's run), refusals as one JSON document; on success the resolved arguments as one JSON document,
   // and nothing starts (the workers' output would break stdout's one document). A launch asked for is named.
-  const bool json_check = !dry_run && common.format == "json";
+  json_check = !dry_run && common.format == "json";
   if (json_check && asks_launch)
     print_warning(std::cerr, with_rule_id(kJsonValidatesOnlyRule.id, "--format json without --dry-run: validated as "
                                           "this launch would be and printed as JSON; nothing is started (") +
                                  not_run +
                              "leave --format json out to launch)");
+}
+
+void RunCommand::warn_own_options_after() {
   // megatron-run's options after the program are the program's (torchrun's rule): passed on, and said (once).
-  const std::vector<std::string> own_after =
-      program.named() ? own_options_after_program(program, desc) : std::vector<std::string>{};
+  own_after = program.named() ? own_options_after_program(program, desc) : std::vector<std::string>{};
   {
     const char* rank = std::getenv("RANK");
     if (!own_after.empty() && !std::getenv("MR_SPAWNER") && !(rank && std::string(rank) != "0"))
       warn_own_options_after_program(program, own_after, !dry_run && !json_check && !parse_only && explain.empty());
   }
+}
+
+void RunCommand::check_program_there() {
   // The program of a launch is there before anything else is checked: a missing script is not reported as a
   // config error, and a word that looks like one of megatron-run's commands gets the commands named.
   if (!dry_run && program.named()) {  // --format json without --dry-run too: it validates as the launch would
@@ -520,6 +680,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                                    " (a dry run starts nothing; a launch would refuse it)");
     }
   }
+}
+
+void RunCommand::check_unused_switches() {
   // --no-file-checks skips the checks a launch makes of the program's files on its node; a dry run makes none (its
   // machine is rarely the one the job reads from), so the switch is named there, as unused.
   if (no_file_checks && dry_run)
@@ -541,12 +704,18 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                          " runs instead of it and megatron-run cannot stop it there; leave --bring-up-only out, "
                          "or name no program to bring up megatron-run's own worker",
                      {"--bring-up-only"});
+}
+
+void RunCommand::choose_target() {
   inv.cli = split.rest;
   // A launch validates for the machine it runs on (a dry run for the documented default target, sm_90): without
   // --target-gpu-arch / --target-env, the GPUs that are here, or none (the CUDA-only rules do not apply).
   if (!dry_run && !parse_only && explain.empty() && common.gpu_arch.empty() && common.target_env_file.empty() &&
       common.format != "argv" && common.format != "argv0")
     if (std::optional<std::string> arch = machine_gpu_arch()) inv.env.gpu_arch = *arch;
+}
+
+std::optional<int> RunCommand::print_argv() {
   if (common.format == "argv" || common.format == "argv0") {
     // The Megatron command line the configs and flags stand for (config/command_line.h): one shell-quoted line
     // that `eval` gives back word for word, or (argv0) each word ended by a NUL byte, for `xargs -0`.
@@ -561,18 +730,22 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     }
     return 0;
   }
+  return std::nullopt;
+}
+
+void RunCommand::prepare_launch() {
   // The program's own arguments, torchrun's way (Megatron-LM's example scripts put every Megatron flag there):
   // validation reads what the program's argparse will, its own words with parse_known_args, then what megatron-run
   // appends after them, which wins (config/parse/invocation.h). The words that are no Megatron flag are its own.
   const char* rank_env = std::getenv("RANK");
-  const bool quiet = std::getenv("MR_SPAWNER") != nullptr || (rank_env && std::string(rank_env) != "0");
+  quiet = std::getenv("MR_SPAWNER") != nullptr || (rank_env && std::string(rank_env) != "0");
   if (program.named()) {
     inv.program_cli = argv_tokens(std::vector<std::string>(program.words.begin() + 1, program.words.end()),
                                   static_cast<int>(program_start) + 2);
     inv.append_to_program = program.append_args;
     inv.program_named = true;
   }
-  const bool launching = !dry_run && !parse_only && explain.empty();
+  launching = !dry_run && !parse_only && explain.empty();
   // A launch's own variables (RANK, WORLD_SIZE, ...) in a config's ENV_VARS: the ranks get the launch's, and so
   // does validation.
   if (launching) inv.launch_sets = launch_sets_variable;
@@ -581,11 +754,13 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     if (const std::string n = launch_opts.apply_launch(inv, /*starts=*/!json_check); !n.empty()) print_warning(std::cerr, n);
   // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
   tells_nodes = launching && !json_check && launch_opts.multi_node();
-  Outcome out;
+}
+
+void RunCommand::read_checkpoint_args() {
   // A launch of our worker's training run: what it cannot run, then the scheduler it builds first thing. A dry
   // run validates the config for any program, and the user's program may not train at all (an inference
   // server): the schedule is a warning then.
-  const bool trains = launching && !program.named() && !launch_opts.bring_up_only;
+  trains = launching && !program.named() && !launch_opts.bring_up_only;
   // --use-checkpoint-args in our own training run: the checkpoint's model arguments replace the given ones before
   // validation, as Megatron's parse_and_validate_args does (run/checkpoint_args.h). Each rank does it again with
   // the same checkpoint; the notice comes once (the spawner, or rank 0 under another launcher), like validation's
@@ -597,14 +772,12 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   // A dry run (and --explain) does what the launch would with the checkpoint that is there now; one it cannot read,
   // or none yet (the launch reads the one there then), leaves the values given, and what validation refuses of the
   // model's shape is said as warnings, as for a user's program.
-  std::string unreadable_checkpoint;
-  bool checkpoint_none_yet = false;  // a dry run's: no checkpoint there now (not one it cannot read)
-  const bool programs_checkpoint = launching && program.named();
-  const bool vets = !launching && !parse_only;
+  programs_checkpoint = launching && program.named();
+  vets = !launching && !parse_only;
   if (trains || programs_checkpoint || vets) {
     const bool program_run = program.named();
-    inv.after_parse = [quiet, program_run, vets, &unreadable_checkpoint, &checkpoint_none_yet](
-                          Parsed& p, std::vector<Diagnostic>& ds) {
+    inv.after_parse = [quiet = quiet, program_run, vets = vets, &unreadable_checkpoint = unreadable_checkpoint,
+                       &checkpoint_none_yet = checkpoint_none_yet](Parsed& p, std::vector<Diagnostic>& ds) {
       try {
         std::string none_yet;
         bool read = false;
@@ -635,118 +808,121 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       }
     };
   }
-  // Megatron's parse_args() over an invocation; the first parse also says what may surprise in the program's
-  // words (once, before validation; the parse of another world size holds the same words).
-  bool program_words_said = false;
-  auto parse = [&](const Invocation& v) {
-    Parsed p = parse_arguments(Schema::megatron(), v);
-    if (!program_words_said) warn_program_words(v, p, program, quiet, own_after);
-    program_words_said = true;
-    return p;
-  };
-  // Validation through the init stage for one world size: the failures (empty: valid), and a schedule warning.
-  auto validate = [&](const Invocation& v, Outcome& o, std::vector<Diagnostic>& warnings) -> std::vector<Diagnostic> {
-    o = resolve(v, parse(v));
-    if (!o.ok()) return o.diagnostics;
-    if (auto d = init_check(o)) return {*d};  // before anything starts
-    if (trains)
-      if (auto d = training_run_check(o)) return {*d};
-    warnings.clear();
-    // What Megatron's save would fail on: refused before the workers start, said by a dry run.
-    if (auto d = save_settings_check(o, trains)) {
-      if (d->level == Diagnostic::Level::Error) return {*d};
-      warnings.push_back(*d);
-    }
-    if (auto d = schedule_check(o, trains)) {
-      if (d->level == Diagnostic::Level::Error) return {*d};
-      warnings.push_back(*d);
-    }
-    return {};
-  };
-  std::vector<Diagnostic> failed;
-  std::vector<Diagnostic> late_warnings;  // the save settings' and the schedule's warnings
+}
+
+Parsed RunCommand::parse(const Invocation& v) {
+  // (Said once, before validation; the parse of another world size holds the same words.)
+  Parsed p = parse_arguments(Schema::megatron(), v);
+  if (!program_words_said) warn_program_words(v, p, program, quiet, own_after);
+  program_words_said = true;
+  return p;
+}
+
+std::vector<Diagnostic> RunCommand::validate(const Invocation& v, Outcome& o, std::vector<Diagnostic>& warnings) {
+  o = resolve(v, parse(v));
+  if (!o.ok()) return o.diagnostics;
+  if (auto d = init_check(o)) return {*d};  // before anything starts
+  if (trains)
+    if (auto d = training_run_check(o)) return {*d};
+  warnings.clear();
+  // What Megatron's save would fail on: refused before the workers start, said by a dry run.
+  if (auto d = save_settings_check(o, trains)) {
+    if (d->level == Diagnostic::Level::Error) return {*d};
+    warnings.push_back(*d);
+  }
+  if (auto d = schedule_check(o, trains)) {
+    if (d->level == Diagnostic::Level::Error) return {*d};
+    warnings.push_back(*d);
+  }
+  return {};
+}
+
+void RunCommand::validate_config() {
   if (parse_only) {
     // Megatron's parse_args() with its rules: --yaml-cfg's command-line combinations are refused there.
     out.parsed = parse(inv);
     if (yaml_cfg_requested(out.parsed.ns)) parse_yaml_cfg(out.parsed, inv.config);
     if (out.parsed.yaml_cfg) out.diagnostics = out.parsed.yaml_cfg->errors;
   } else if (launch_opts.elastic()) {
-    // An elastic job's world size is known when its rendezvous closes: the config is checked for every node count
-    // from MAX down to MIN, the rendezvous closes only at a count it is valid for, and the largest valid count's
-    // resolution is the one shown and launched with (each worker validates its own world size again).
-    const long long per_node = std::max(1, launch_opts.nproc_per_node);
-    std::vector<int> valid;
-    for (int n = launch_opts.nnodes; n >= launch_opts.nnodes_min; --n) {
-      Invocation v = inv;
-      v.world_size = per_node * n;
-      Outcome o;
-      std::vector<Diagnostic> w;
-      std::vector<Diagnostic> d = validate(v, o, w);
-      if (!d.empty()) {
-        if (failed.empty()) failed = d, out = o;
-        continue;
-      }
-      if (valid.empty()) out = o, late_warnings = w;
-      valid.push_back(n);
-    }
-    std::reverse(valid.begin(), valid.end());
-    launch_opts.valid_nnodes = valid;
-    if (valid.empty()) {
-      print_error(std::cerr, "the config is valid for no node count from " + std::to_string(launch_opts.nnodes_min) +
-                                 " to " + std::to_string(launch_opts.nnodes) + " (--nnodes " +
-                                 std::to_string(launch_opts.nnodes_min) + ":" + std::to_string(launch_opts.nnodes) +
-                                 "); at " + std::to_string(launch_opts.nnodes) + " nodes:");
-    } else {
-      failed.clear();
-      if (static_cast<int>(valid.size()) < launch_opts.nnodes - launch_opts.nnodes_min + 1) {
-        std::string counts;
-        for (int n : valid) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
-        print_warning(std::cerr, "--nnodes " + std::to_string(launch_opts.nnodes_min) + ":" +
-                                     std::to_string(launch_opts.nnodes) + ": the config is valid for " + counts +
-                                     " node(s) only (" + std::to_string(per_node) +
-                                     (per_node == 1 ? " worker" : " workers") + " each); the rendezvous closes at one of these counts");
-      }
-    }
+    validate_elastic();
   } else {
     failed = validate(inv, out, late_warnings);
   }
+}
+
+void RunCommand::validate_elastic() {
+  // An elastic job's world size is known when its rendezvous closes: the config is checked for every node count
+  // from MAX down to MIN, the rendezvous closes only at a count it is valid for, and the largest valid count's
+  // resolution is the one shown and launched with (each worker validates its own world size again).
+  const long long per_node = std::max(1, launch_opts.nproc_per_node);
+  std::vector<int> valid;
+  for (int n = launch_opts.nnodes; n >= launch_opts.nnodes_min; --n) {
+    Invocation v = inv;
+    v.world_size = per_node * n;
+    Outcome o;
+    std::vector<Diagnostic> w;
+    std::vector<Diagnostic> d = validate(v, o, w);
+    if (!d.empty()) {
+      if (failed.empty()) failed = d, out = o;
+      continue;
+    }
+    if (valid.empty()) out = o, late_warnings = w;
+    valid.push_back(n);
+  }
+  std::reverse(valid.begin(), valid.end());
+  launch_opts.valid_nnodes = valid;
+  if (valid.empty()) {
+    print_error(std::cerr, "the config is valid for no node count from " + std::to_string(launch_opts.nnodes_min) +
+                               " to " + std::to_string(launch_opts.nnodes) + " (--nnodes " +
+                               std::to_string(launch_opts.nnodes_min) + ":" + std::to_string(launch_opts.nnodes) +
+                               "); at " + std::to_string(launch_opts.nnodes) + " nodes:");
+  } else {
+    failed.clear();
+    if (static_cast<int>(valid.size()) < launch_opts.nnodes - launch_opts.nnodes_min + 1) {
+      std::string counts;
+      for (int n : valid) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+      print_warning(std::cerr, "--nnodes " + std::to_string(launch_opts.nnodes_min) + ":" +
+                                   std::to_string(launch_opts.nnodes) + ": the config is valid for " + counts +
+                                   " node(s) only (" + std::to_string(per_node) +
+                                   (per_node == 1 ? " worker" : " workers") + " each); the rendezvous closes at one of these counts");
+    }
+  }
+}
+
+void RunCommand::say_config_warnings() {
   // A rank of a job re-validates the config the spawner (or, under another launcher, rank 0) has warned about.
   if (!(launching && quiet)) log_warnings(out);
   // ENV_VARS that replace a value of megatron-run's environment, or that the launch sets itself (once a job).
   if (!(launching && quiet))
     for (const Diagnostic& d : config_env_notices(out.parsed)) print_warning_diagnostic(d);
-  // --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
-  // A launch refused here in a job of several nodes tells the other nodes (they would wait for --join-timeout).
-  auto refused = [&](const std::vector<Diagnostic>& ds) {
-    const int code = report_failure(common, ds);
-    if (!launching || json_check) return code;
-    std::string first;
-    for (const Diagnostic& d : ds)
-      if (d.level == Diagnostic::Level::Error && first.empty()) first = diagnostic_text(d);
-    return refuse_launch(launch_opts, code, "its config failed validation: " + first, /*printed=*/true);
-  };
-  if (parse_only && !out.ok()) return refused(out.diagnostics);
-  bool said_unreadable = false;
-  // The model's shape (load_args_from_checkpoint's list: layers, sizes, heads, sequence lengths) is what a
-  // checkpoint gives; any other refusal stands whatever the checkpoint holds (a TP size the world size does not
-  // divide, a missing --micro-batch-size).
-  auto from_checkpoint = [](const Diagnostic& d) {
-    return d.level != Diagnostic::Level::Error || d.rule.rfind("model-shape.", 0) == 0 ||
-           d.rule.rfind("seq-length.", 0) == 0;
-  };
-  // Who replaces the model's shape with the checkpoint's: the user's program (its own validation), or, in a dry
-  // run of megatron-run's own training run, the launch (before its validation). A dry run with no checkpoint there
-  // yet says what the launch does then: it reads one that is there by then, and with none still there it validates
-  // the values given and refuses them (exit 1), as without --use-checkpoint-args.
-  auto replacer = [&](const char* what) {
-    const std::string who = program.named() ? echo_word(program.words.front()) : std::string("the launch");
-    const std::string replaces =
-        program.named() ? " replaces the model's " + std::string(what) + " with the checkpoint's before its own validation"
-                        : " replaces the model's " + std::string(what) + " with the checkpoint's before it validates";
-    if (!checkpoint_none_yet) return who + replaces;
-    return "if a checkpoint is there when the job starts, " + who + replaces +
-           "; if there is still none then, the launch refuses the values given as errors (exit 1)";
-  };
+}
+
+// --format json: stdout is one JSON document in every case; here the diagnostics, each with its stage.
+// A launch refused here in a job of several nodes tells the other nodes (they would wait for --join-timeout).
+int RunCommand::refused(const std::vector<Diagnostic>& ds) {
+  const int code = report_failure(common, ds);
+  if (!launching || json_check) return code;
+  std::string first;
+  for (const Diagnostic& d : ds)
+    if (d.level == Diagnostic::Level::Error && first.empty()) first = diagnostic_text(d);
+  return refuse_launch(launch_opts, code, "its config failed validation: " + first, /*printed=*/true);
+}
+
+// Who replaces the model's shape with the checkpoint's: the user's program (its own validation), or, in a dry
+// run of megatron-run's own training run, the launch (before its validation). A dry run with no checkpoint there
+// yet says what the launch does then: it reads one that is there by then, and with none still there it validates
+// the values given and refuses them (exit 1), as without --use-checkpoint-args.
+std::string RunCommand::replacer(const char* what) const {
+  const std::string who = program.named() ? echo_word(program.words.front()) : std::string("the launch");
+  const std::string replaces =
+      program.named() ? " replaces the model's " + std::string(what) + " with the checkpoint's before its own validation"
+                      : " replaces the model's " + std::string(what) + " with the checkpoint's before it validates";
+  if (!checkpoint_none_yet) return who + replaces;
+  return "if a checkpoint is there when the job starts, " + who + replaces +
+         "; if there is still none then, the launch refuses the values given as errors (exit 1)";
+}
+
+void RunCommand::excuse_unreadable_checkpoint() {
   if (!failed.empty() && !unreadable_checkpoint.empty() && !launch_opts.elastic() &&
       std::all_of(failed.begin(), failed.end(), from_checkpoint)) {
     said_unreadable = true;
@@ -767,7 +943,9 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
     }
     failed.clear();
   }
-  if (!failed.empty()) return refused(failed);
+}
+
+void RunCommand::say_late_warnings() {
   if (!(launching && quiet))
     for (const Diagnostic& w : late_warnings) print_warning_diagnostic(w);
   // The environment the config gives every rank (its ENV_VARS, as validated): said once, by a launch and by a
@@ -776,21 +954,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       !given.empty() && !(launching && quiet) && !json_check && common.format == "text")
     std::cerr << "megatron-run: " << (launching ? "every rank gets" : "a launch gives every rank")
               << " the config's ENV_VARS: " << given << std::endl;
+}
+
+std::optional<int> RunCommand::explain_values() {
   const Namespace& ns = out.parsed.ns;
   std::string explained;  // with --format json: {"dest": {"value": ..., "source": "..."}, ...}
-  // "; did you mean --lr-warmup-iters?" (the flags nearest `word`), or the dests of those flags for a dest.
-  auto did_you_mean = [](const std::string& word, bool as_dests) {
-    std::string flag = word;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    std::vector<std::string> near;
-    for (const std::string& f : Schema::megatron().suggest(flag)) {
-      const std::string n = as_dests ? Schema::megatron().find_flag(f)->dest() : f;
-      if (std::find(near.begin(), near.end(), n) == near.end()) near.push_back(n);
-    }
-    std::string out;
-    for (size_t k = 0; k < near.size(); ++k) out += (k ? ", " : "; did you mean ") + near[k];
-    return near.empty() ? out : out + "?";
-  };
   for (const std::string& e : explain) {
     std::string dest = e;
     if (dest.rfind("--", 0) == 0) {
@@ -812,6 +980,10 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   }
   if (!explained.empty()) std::cout << explained << "}\n";
   if (!explain.empty()) return 0;
+  return std::nullopt;
+}
+
+std::optional<int> RunCommand::check_program_inputs() {
   // --format json without --dry-run checks the files the program's flags name, as the launch does before it starts
   // the workers (launch.cpp): an error is a refusal (exit 1, in the JSON document), a warning is said.
   if (json_check) {
@@ -830,6 +1002,11 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
       return refused(inputs);
     for (const Diagnostic& d : inputs) print_warning_diagnostic(d);
   }
+  return std::nullopt;
+}
+
+void RunCommand::warn_checkpoint_not_read() {
+  const Namespace& ns = out.parsed.ns;
   // (The namespace, not the typed view: a --yaml-cfg file's namespace has no typed view, and may lack the key.)
   const std::string uca(dest_of(ArgId::use_checkpoint_args));
   if ((programs_checkpoint || vets) && !quiet && ns.has(uca) && ns[uca].truthy() && !unreadable_checkpoint.empty() &&
@@ -838,19 +1015,24 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
                              (vets ? "this dry run" : "megatron-run") + " validated the values given, not the "
                              "checkpoint's, which it cannot read (" + unreadable_checkpoint + "); " +
                              replacer("arguments"));
-  if (!dry_run && !json_check) {
-    tells_nodes = false;
-    // A launch whose stdout was closed (`>&-`) would lose every line the workers print, and a job that exits 0
-    // with its log gone must not pass a CI step: refused before any worker starts, as a dry run's output is.
-    if (util::std_fd_was_closed(1))
-      return refuse_launch(launch_opts, 1, "cannot write the output: " + util::stdout_write_failure(0) +
-                                               " (the workers' output would be lost; > /dev/null discards it)");
-    // The flags appended to the program's own arguments: what the configs and the flags before the program say,
-    // as given (--format argv's words), not the validated namespace, whose derived values (a CP size validation
-    // re-derived, a list it unwrapped) the program's own validate_args derives again and --format argv prints.
-    if (program.named() && program.append_args) program.appended = appended_argv(out.parsed);
-    return launch(out, own_args, program, launch_opts.valid_nnodes);
-  }
+}
+
+int RunCommand::start_launch() {
+  tells_nodes = false;
+  // A launch whose stdout was closed (`>&-`) would lose every line the workers print, and a job that exits 0
+  // with its log gone must not pass a CI step: refused before any worker starts, as a dry run's output is.
+  if (util::std_fd_was_closed(1))
+    return refuse_launch(launch_opts, 1, "cannot write the output: " + util::stdout_write_failure(0) +
+                                             " (the workers' output would be lost; > /dev/null discards it)");
+  // The flags appended to the program's own arguments: what the configs and the flags before the program say,
+  // as given (--format argv's words), not the validated namespace, whose derived values (a CP size validation
+  // re-derived, a list it unwrapped) the program's own validate_args derives again and --format argv prints.
+  if (program.named() && program.append_args) program.appended = appended_argv(out.parsed);
+  return launch(out, own_args, program, launch_opts.valid_nnodes);
+}
+
+int RunCommand::print_resolved() {
+  const Namespace& ns = out.parsed.ns;
   if (common.format == "json")
     std::cout << namespace_json(ns, provenance) << "\n";
   else if (out.parsed.yaml_cfg)
@@ -858,6 +1040,13 @@ int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& te
   else
     print_megatron_table(std::cout, ns);
   return 0;
+}
+
+// The default command. `tells_nodes` is set once the launch options are known and the command is a launch of
+// several nodes, and cleared when launch() takes over (it tells the other nodes of its own refusals).
+int run_command(const std::vector<std::string>& args, RunOptions& opts, bool& tells_nodes) {
+  RunCommand command(args, opts, tells_nodes);
+  return command.run();
 }
 
 }  // namespace

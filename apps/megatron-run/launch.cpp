@@ -426,59 +426,105 @@ std::optional<int> program_inputs_refused(const Outcome& resolved, const launch:
   return refuse_launch(lo, 1, *refusal, /*printed=*/true);
 }
 
-// Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
-// or 1 when they cannot start (2 for options the spawner refuses). `own_worker`: argv is megatron-run's own worker, not the user's program.
-int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker, std::string python = "") {
-  const auto started = std::chrono::steady_clock::now();
-  // From here to the launcher's exit, a reader of its output that went away (`| head`) costs output, never the
-  // job's exit code: SIGPIPE stays ignored after the workers have ended (the failure summary, the kept log
-  // directory's line, the event records), as while they run (spawn_signals.cpp), and a failed write only sets
-  // the stream's error state. Until 2026-12-07 the summary written into a closed pipe killed the launcher
-  // (exit 141) and the root cause's code was lost (review launch37 #10). The workers get SIGPIPE's default back
-  // (workers.cpp); nothing is exec'd from here on.
-  std::signal(SIGPIPE, SIG_IGN);
+// One spawn of this node's workers: the spawn options made from the launch options, the report spawn_workers
+// fills, and torchrun's event records (--event-log-handler console) made from both; spawn_local() runs its steps.
+struct LocalSpawn {
+  explicit LocalSpawn(const LaunchOptions& l) : lo(l) { so.report = &report; }
+
+  // The record of the agent's state now (torchrun's AgentEvent): succeeded or not, with the error.
+  launch::AgentEvent event(bool succeeded, const std::optional<std::string>& error);
+  // Whether an agent record is written (the console handler) and what it says.
+  void record_event(bool succeeded, const std::optional<std::string>& error);
+  // Each worker of the last attempt, as it ended (torchrun's _record_worker_events, before the agent's record).
+  void record_worker_ends();
+  // What a stop signal while the launchers wait writes: the FAILED record built from `failed_base`, or none.
+  std::optional<launch::WaitingRecord> waiting_record(const launch::AgentEvent& failed_base);
+  // The FAILED record of a stop signal now, or none without the console handler.
+  std::optional<launch::WaitingRecord> record_on_signal();
+  // Which records each attempt writes (its start, the wait between attempts): set only with the console handler.
+  void set_attempt_records();
+  // The spawn options: workers per node, node count and rank, master, restarts, logs, the program's argv.
+  void fill_options(std::vector<std::string> argv, std::string python);
+  // Whether this node can run the workers (virtual local ranks, NUMA binding, their count, the master port, open
+  // files): the refusal's exit code, else none.
+  std::optional<int> local_refusal(bool own_worker);
+  // Whether the launchers of several nodes meet (this node's rank, the node count, the master): the exit code when
+  // they do not, or when this node was a spare the job ended without; else none.
+  std::optional<int> meet_other_nodes();
+  // The workers started and supervised to their end, the other nodes told, the final records: the job's exit code.
+  int run_workers();
+
+  const LaunchOptions& lo;
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   launch::SpawnOptions so;
   launch::SpawnReport report;
-  so.report = &report;
   // --event-log-handler console: torchrun's records (launch/event_log.h), at INFO: none under a LOGLEVEL above it.
-  const bool console_events = lo.event_log_handler == "console" && launch::events_logged(std::getenv("LOGLEVEL"));
-  bool met = !lo.multi_node();  // the launchers have met: this node's rank and the node count are known
-  auto event = [&](bool succeeded, const std::optional<std::string>& error) {
-    launch::AgentEvent e;
-    e.succeeded = succeeded;
-    e.run_id = so.run_id;
-    // torchrun's worker group holds None for both until its first rendezvous returns.
-    e.group_rank = met ? std::optional<int>(report.node_rank) : std::nullopt;
-    e.group_world_size = met ? std::optional<int>(report.nnodes) : std::nullopt;
-    e.role = so.role;
-    e.hostname = launch::fq_hostname();
-    e.total_run_time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
-    e.rdzv_backend = lo.rdzv_backend;
-    e.raw_error = error;
-    e.entry_point = std::filesystem::path(so.argv.empty() ? std::string() : so.argv.front()).filename().string();
-    e.agent_restarts = report.restarts;
-    return e;
-  };
-  auto record_event = [&](bool succeeded, const std::optional<std::string>& error) {
-    if (console_events) std::cerr << launch::agent_event_json(event(succeeded, error)) << std::endl;
-  };
-  // Each worker of the last attempt, as it ended (torchrun's _record_worker_events, before the agent's record).
-  auto record_worker_ends = [&] {
-    if (!console_events) return;
-    std::string lines;
-    for (const launch::SpawnReport::WorkerEnd& w : report.worker_ends) {
-      launch::AgentEvent e = event(true, w.raw_error);
-      e.state = w.state;
-      e.worker = launch::AgentEvent::WorkerFields{w.rank, w.pid, w.local_rank, w.rank, so.nproc_per_node * report.nnodes,
-                                                  w.exit_code, w.exit_code ? std::optional<pid_t>(w.pid) : std::nullopt};
-      lines += launch::agent_event_json(e) + "\n";
-    }
-    std::cerr << lines << std::flush;
-  };
+  bool console_events = false;
+  bool met = false;  // the launchers have met: this node's rank and the node count are known
+  // Several nodes: the launchers' group, which watches the other nodes.
+  std::unique_ptr<launch::NodeGroup> group;
+};
+
+launch::AgentEvent LocalSpawn::event(bool succeeded, const std::optional<std::string>& error) {
+  launch::AgentEvent e;
+  e.succeeded = succeeded;
+  e.run_id = so.run_id;
+  // torchrun's worker group holds None for both until its first rendezvous returns.
+  e.group_rank = met ? std::optional<int>(report.node_rank) : std::nullopt;
+  e.group_world_size = met ? std::optional<int>(report.nnodes) : std::nullopt;
+  e.role = so.role;
+  e.hostname = launch::fq_hostname();
+  e.total_run_time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+  e.rdzv_backend = lo.rdzv_backend;
+  e.raw_error = error;
+  e.entry_point = std::filesystem::path(so.argv.empty() ? std::string() : so.argv.front()).filename().string();
+  e.agent_restarts = report.restarts;
+  return e;
+}
+
+void LocalSpawn::record_event(bool succeeded, const std::optional<std::string>& error) {
+  if (console_events) std::cerr << launch::agent_event_json(event(succeeded, error)) << std::endl;
+}
+
+void LocalSpawn::record_worker_ends() {
+  if (!console_events) return;
+  std::string lines;
+  for (const launch::SpawnReport::WorkerEnd& w : report.worker_ends) {
+    launch::AgentEvent e = event(true, w.raw_error);
+    e.state = w.state;
+    e.worker = launch::AgentEvent::WorkerFields{w.rank, w.pid, w.local_rank, w.rank, so.nproc_per_node * report.nnodes,
+                                                w.exit_code, w.exit_code ? std::optional<pid_t>(w.pid) : std::nullopt};
+    lines += launch::agent_event_json(e) + "\n";
+  }
+  std::cerr << lines << std::flush;
+}
+
+// While the launchers wait for each other (no worker runs): a stop signal ends the launcher, after the FAILED
+// record (torchrun records FAILED when a signal stops its agent, with its handlers set).
+std::optional<launch::WaitingRecord> LocalSpawn::waiting_record(const launch::AgentEvent& failed_base) {
+  if (!console_events) return std::nullopt;
+  return launch::WaitingRecord{[failed = failed_base](int sig) mutable {
+                                 failed.raw_error = stop_signal_error(sig);
+                                 const launch::AgentEventParts p = launch::agent_event_json_parts(failed);
+                                 return std::make_pair(p.before, p.after);
+                               },
+                               started};
+}
+
+// Without the console handler no record is made: event() looks the host name up (DNS), which a launch that
+// writes no record must not wait for, before each wait of a multi-node job.
+std::optional<launch::WaitingRecord> LocalSpawn::record_on_signal() {
+  if (!console_events) return std::nullopt;
+  return waiting_record(event(false, std::nullopt));
+}
+
+void LocalSpawn::set_attempt_records() {
+  console_events = lo.event_log_handler == "console" && launch::events_logged(std::getenv("LOGLEVEL"));
+  met = !lo.multi_node();
   // Each attempt: RENDEZVOUS and ASSIGN_WORKER_RANKS (the rank and size the worker group held before, a time) and
   // a START per worker; torchrun's run time is 0 in every record before its run returns.
   if (console_events)
-    so.on_attempt_start = [&](const launch::AttemptStart& a) {
+    so.on_attempt_start = [this](const launch::AttemptStart& a) {
       launch::AgentEvent e = event(true, std::nullopt);
       e.total_run_time = 0;
       e.agent_restarts = a.restarts;
@@ -503,32 +549,18 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
       }
       std::cerr << lines << std::flush;
     };
-  // While the launchers wait for each other (no worker runs): a stop signal ends the launcher, after the FAILED
-  // record (torchrun records FAILED when a signal stops its agent, with its handlers set).
-  auto waiting_record = [&](const launch::AgentEvent& failed_base) -> std::optional<launch::WaitingRecord> {
-    if (!console_events) return std::nullopt;
-    return launch::WaitingRecord{[failed = failed_base](int sig) mutable {
-                                   failed.raw_error = stop_signal_error(sig);
-                                   const launch::AgentEventParts p = launch::agent_event_json_parts(failed);
-                                   return std::make_pair(p.before, p.after);
-                                 },
-                                 started};
-  };
-  // Without the console handler no record is made: event() looks the host name up (DNS), which a launch that
-  // writes no record must not wait for, before each wait of a multi-node job.
-  auto record_on_signal = [&]() -> std::optional<launch::WaitingRecord> {
-    if (!console_events) return std::nullopt;
-    return waiting_record(event(false, std::nullopt));
-  };
   // Between attempts (a restart of every node's workers): the attempt's rank and node count.
   if (console_events)
-    so.waiting_record = [&, waiting_record](int node_rank, int nnodes, int restarts) {
+    so.waiting_record = [this](int node_rank, int nnodes, int restarts) {
       launch::AgentEvent e = event(false, std::nullopt);
       e.group_rank = node_rank;
       e.group_world_size = nnodes;
       e.agent_restarts = restarts;
       return waiting_record(e);
     };
+}
+
+void LocalSpawn::fill_options(std::vector<std::string> argv, std::string python) {
   so.nproc_per_node = lo.nproc_per_node > 0 ? lo.nproc_per_node : 1;
   so.nnodes = lo.nproc_per_node > 0 ? lo.nnodes : 1;
   so.node_rank = lo.nproc_per_node > 0 ? lo.node_rank : 0;
@@ -551,6 +583,9 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   so.handled_signals = lo.handled_signals;
   so.argv = std::move(argv);
   so.python = std::move(python);
+}
+
+std::optional<int> LocalSpawn::local_refusal(bool own_worker) {
   if (so.virtual_local_rank)
     for (int i = 0; i < so.nproc_per_node; ++i) {
       try {
@@ -586,8 +621,11 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
   // below reads the raised limit (the workers start with the user's: launch/workers.cpp).
   util::raise_open_file_limit();
   if (std::optional<int> refused = open_file_limit_refused(lo, so, own_worker)) return *refused;
+  return std::nullopt;
+}
+
+std::optional<int> LocalSpawn::meet_other_nodes() {
   // Several nodes: the launchers meet in their store first (node rank, master address), then watch each other.
-  std::unique_ptr<launch::NodeGroup> group;
   if (lo.multi_node()) {
     launch::RendezvousOptions ro = rendezvous_options(lo);
     so.master_port = ro.master_port;
@@ -627,6 +665,10 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     MR_LOG(info) << "node " << so.node_rank << " of " << so.nnodes << " joined run '" << so.run_id
                  << "'; workers' master " << launch::join_host_port(so.master_addr, so.master_port);
   }
+  return std::nullopt;
+}
+
+int LocalSpawn::run_workers() {
   // A port derived from SLURM's job (MASTER_PORT unset): the workers' message for it taken names the derivation, as
   // the launcher's own does, not --master-port alone (the rank that hosts the store is a worker here).
   if (!lo.master_port_from.empty() && lo.master_port_from != "MASTER_PORT" && so.master_port == lo.master_port)
@@ -660,6 +702,24 @@ int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own
     record_event(true, std::nullopt);
   }
   return code;
+}
+
+// Starts --nproc-per-node workers running `argv` (one when not given) and supervises them: the job's exit code,
+// or 1 when they cannot start (2 for options the spawner refuses). `own_worker`: argv is megatron-run's own worker, not the user's program.
+int spawn_local(const LaunchOptions& lo, std::vector<std::string> argv, bool own_worker, std::string python = "") {
+  LocalSpawn spawn(lo);
+  // From here to the launcher's exit, a reader of its output that went away (`| head`) costs output, never the
+  // job's exit code: SIGPIPE stays ignored after the workers have ended (the failure summary, the kept log
+  // directory's line, the event records), as while they run (spawn_signals.cpp), and a failed write only sets
+  // the stream's error state. Until 2026-12-07 the summary written into a closed pipe killed the launcher
+  // (exit 141) and the root cause's code was lost (review launch37 #10). The workers get SIGPIPE's default back
+  // (workers.cpp); nothing is exec'd from here on.
+  std::signal(SIGPIPE, SIG_IGN);
+  spawn.set_attempt_records();
+  spawn.fill_options(std::move(argv), std::move(python));
+  if (std::optional<int> refused = spawn.local_refusal(own_worker)) return *refused;
+  if (std::optional<int> ended = spawn.meet_other_nodes()) return *ended;
+  return spawn.run_workers();
 }
 
 // The user's training program on every rank (launch/program.h), validated for the world size already: spawned
