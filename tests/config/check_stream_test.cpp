@@ -355,8 +355,19 @@ TEST_CASE("check DIR with no YAML file is an error naming it, never a silent pas
 
 TEST_CASE("check DIR: a folder that cannot be listed is an error naming it; the other files are checked",
           "[check-stream]") {
-  const std::string root = tree("locked-tree", {{"a.yaml", slurp_file(kDefault)}, {"locked/x.yaml", "a: 1\n"},
-                                                {"z.yaml", slurp_file(kDefault)}});
+  // The tree where the unprivileged user can reach it: under /tmp (sticky, open to all), in a folder of its own
+  // with mode 0755 (the scratch folder's ancestors may be closed to other users, e.g. a mkdtemp's 0700).
+  const fs::path base = fs::path("/tmp") / ("mr-check-locked-" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  fs::create_directories(base);
+  fs::permissions(base, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  const std::string root = (base / "locked-tree").string();
+  for (const auto& [path, text] : std::vector<std::pair<std::string, std::string>>{
+           {"a.yaml", slurp_file(kDefault)}, {"locked/x.yaml", "a: 1\n"}, {"z.yaml", slurp_file(kDefault)}}) {
+    fs::create_directories((fs::path(root) / path).parent_path());
+    std::ofstream(fs::path(root) / path, std::ios::binary) << text;
+  }
   fs::permissions(root + "/locked", fs::perms::none);
   // Root reads any folder: the check runs as nobody then (fork, setuid, exec), where it can.
   const std::string o = (scratch() / "locked.out").string();
@@ -373,6 +384,7 @@ TEST_CASE("check DIR: a folder that cannot be listed is an error naming it; the 
   ::waitpid(pid, &status, 0);
   fs::permissions(root + "/locked", fs::perms::owner_all);
   const std::string out = slurp_file(o);
+  fs::remove_all(base);
   INFO(out);
   REQUIRE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 121) {
