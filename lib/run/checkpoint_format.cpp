@@ -19,7 +19,7 @@
 namespace mr::run {
 
 // The checkpoint code's rules (checkpoint_format.h, checkpoint_integrity.h): here, in the torch-free library that
-// megatron-run links, so that `megatron-run rules` lists them; raised by the workers (checkpoint.cpp,
+// megatron-run links, so that `megatron-run rules` lists them; raised by the workers (checkpoint.cpp, checkpoint_save.cpp, checkpoint_load.cpp,
 // checkpoint_locate.cpp, checkpoint_resume_args.cpp, checkpoint_io.cpp, checkpoint_integrity.cpp) and, for --use-checkpoint-args, by the launcher.
 const Rule kCkptSaveUnwritable{"checkpoint.save-unwritable", Rule::Level::Error,
                        "--save DIR, or the non-persistent directory (--non-persistent-global-ckpt-dir), cannot be created or written (checked before training).",
@@ -67,7 +67,7 @@ const Rule kCkptPretrainedMissing{"checkpoint.pretrained-missing", Rule::Level::
 const Rule kCkptNoRngState{"checkpoint.no-rng-state", Rule::Level::Warning,
                        "The loaded checkpoint was saved with --no-save-rng: it holds no RNG state, so the run keeps this run's --seed, as Megatron ignores the RNG state then.",
                        __FILE__, __LINE__, kStageRun};
-// The save's and the load's other warnings (checkpoint.cpp, rank 0): printed as "warning[ID]: ...", not fatal.
+// The save's and the load's other warnings (checkpoint_save.cpp, checkpoint_load.cpp, rank 0): printed as "warning[ID]: ...", not fatal.
 const Rule kCkptOverrideIterationBatchSize{"checkpoint.override-iteration-batch-size", Rule::Level::Warning,
                        "--override-ckpt-iteration N and the checkpoint was written with another --global-batch-size: the consumed samples are counted at this run's (N x --global-batch-size, as Megatron), so an iteration counted in that run's batches starts from other samples.",
                        __FILE__, __LINE__, kStageRun};

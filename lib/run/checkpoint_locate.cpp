@@ -182,9 +182,4 @@ bool loads_rng(const Args& a, const Found& f) {
   return !a.finetune && !f.pretrained && !f.release && !a.no_load_rng.value_or(false);
 }
 
-bool tp_pp_mismatch_notice(const Args& a) {
-  return a.auto_detect_ckpt_format || a.ckpt_format == arg::CkptFormat::torch_dist ||
-         a.ckpt_format == arg::CkptFormat::fsdp_dtensor;
-}
-
 }  // namespace mr::run

@@ -62,12 +62,4 @@ bool saved_without_rng(const Value& saved_args);
 // saved_without_rng, asked once its metadata is read).
 bool loads_rng(const Args& a, const Found& f);
 
-// Whether the load is Megatron's torch_dist load, which prints "(TP, PP) mismatch after resume (...): RNG state
-// will be ignored" whenever the checkpoint's (TP, PP) is not this run's, whatever else keeps the RNG state from
-// loading (--finetune, --no-load-rng, a release or --no-save-rng checkpoint): load_checkpoint reads the checkpoint
-// first, and takes its torch_dist branch, with --auto-detect-ckpt-format or --ckpt-format torch_dist or
-// fsdp_dtensor (megatron-run's checkpoint counting as a torch_dist one); with --ckpt-format torch or torch_dcp it
-// loads without that branch and says nothing.
-bool tp_pp_mismatch_notice(const Args& a);
-
 }  // namespace mr::run

@@ -158,10 +158,12 @@ const std::map<std::string_view, const char*>& group_reasons() {
 // Flags whose reason is not their group's.
 const std::map<ArgId, const char*>& flag_reasons() {
   static const std::map<ArgId, const char*> m = {
-      // Named only where it has no effect: `torch` makes a load compare TP and PP (acts_in_this_job), and refuses
-      // --async-save with --save (save_settings_refusal, as Megatron's save raises).
+      // Named only where it has no effect: on a load the value decides whether a (TP, PP) mismatch is noticed, and
+      // `torch` makes it compare TP and PP (acts_in_this_job); `torch` refuses --async-save with --save
+      // (save_settings_refusal, as Megatron's save raises).
       {ArgId::ckpt_format, "the synthetic run writes its own format whatever the value, safetensors + JSON per rank; "
-                           "only torch has an effect: a load compares TP and PP with the checkpoint's "
+                           "only a load depends on it: torch compares TP and PP with the checkpoint's, and torch or "
+                           "torch_dcp without --auto-detect-ckpt-format print no (TP, PP) mismatch notice "
                            "(docs/checkpoints.md)"},
       // Megatron's setup_model_and_optimizer reads it only under --ckpt-convert-format (which the run refuses).
       {ArgId::ckpt_convert_save, "Megatron reads it only with --ckpt-convert-format, to convert and exit; without "
@@ -273,6 +275,11 @@ std::string unmodelled_value(ArgId id, const Args& a) {
   return "";
 }
 
+bool tp_pp_mismatch_notice(const Args& a) {
+  return a.auto_detect_ckpt_format || a.ckpt_format == arg::CkptFormat::torch_dist ||
+         a.ckpt_format == arg::CkptFormat::fsdp_dtensor;
+}
+
 bool acts_in_this_job(ArgId id, const Args& a, const TargetEnv& env) {
   switch (id) {
     case ArgId::seq_length:
@@ -284,10 +291,23 @@ bool acts_in_this_job(ArgId id, const Args& a, const TargetEnv& env) {
       without.fp8.reset();
       return keeps_param_remainders(a, env) != keeps_param_remainders(without, env);
     }
-    case ArgId::ckpt_format:
+    case ArgId::ckpt_format: {
       // --ckpt-format torch: a load compares TP and PP with the checkpoint's (Megatron's check_checkpoint_args,
       // skipped by a fine-tune's load).
-      return a.ckpt_format == arg::CkptFormat::torch && a.load && !a.finetune;
+      if (a.ckpt_format == arg::CkptFormat::torch && a.load && !a.finetune) return true;
+      // Any load (--pretrained-checkpoint's too): the format decides whether it prints the (TP, PP) mismatch
+      // notice, unless --auto-detect-ckpt-format prints it whatever the format.
+      Args other = a;
+      const bool dist = a.ckpt_format == arg::CkptFormat::torch_dist || a.ckpt_format == arg::CkptFormat::fsdp_dtensor;
+      other.ckpt_format = dist ? arg::CkptFormat::torch : arg::CkptFormat::torch_dist;
+      return (a.load || a.pretrained_checkpoint) && tp_pp_mismatch_notice(a) != tp_pp_mismatch_notice(other);
+    }
+    case ArgId::auto_detect_ckpt_format: {
+      // A load under --ckpt-format torch or torch_dcp prints the (TP, PP) mismatch notice with it only.
+      Args without = a;
+      without.auto_detect_ckpt_format = false;
+      return (a.load || a.pretrained_checkpoint) && tp_pp_mismatch_notice(a) != tp_pp_mismatch_notice(without);
+    }
     case ArgId::fp8_recipe: {
       Args delayed = a;
       delayed.fp8_recipe = arg::Fp8Recipe::delayed;

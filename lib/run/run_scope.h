@@ -32,8 +32,18 @@ std::string unused_by_optimizer(ArgId id, const Args& a);
 // Whether a flag the run does not act on in general changes this job: --seq-length converts
 // --step-batch-size-schedule's token thresholds; --fp8-format and --fp8-recipe decide whether Megatron's Adam keeps
 // the fp32 masters as remainders (keeps_param_remainders, for the target `env`); --ckpt-format torch makes a
-// load (not a fine-tune's) compare TP and PP with the checkpoint's.
+// load (not a fine-tune's) compare TP and PP with the checkpoint's; on a load, --ckpt-format and
+// --auto-detect-ckpt-format decide whether the (TP, PP) mismatch notice is printed (tp_pp_mismatch_notice).
 bool acts_in_this_job(ArgId id, const Args& a, const TargetEnv& env = {});
+
+// Whether the load is Megatron's torch_dist load, which prints "(TP, PP) mismatch after resume (...): RNG state
+// will be ignored" whenever the checkpoint's (TP, PP) is not this run's, whatever else keeps the RNG state from
+// loading (--finetune, --no-load-rng, a release or --no-save-rng checkpoint): load_checkpoint reads the checkpoint
+// first, and takes its torch_dist branch, with --auto-detect-ckpt-format or --ckpt-format torch_dist or
+// fsdp_dtensor (megatron-run's checkpoint counting as a torch_dist one); with --ckpt-format torch or torch_dcp it
+// loads without that branch and says nothing.
+// (Here, torch-free, as it decides whether --ckpt-format and --auto-detect-ckpt-format act: acts_in_this_job.)
+bool tp_pp_mismatch_notice(const Args& a);
 
 // Why a flag the run acts on does nothing in this job, as in Megatron ("set for nothing"): the loss-scale flags
 // where no scaler (or a constant one) runs, --lr-wsd-decay-* without --lr-decay-style WSD, --decoupled-min-lr

@@ -425,19 +425,47 @@ TEST_CASE("--embedding-init-method-std and --init-method-std are acted on", "[ru
   CHECK(notice({{"embedding_init_method_std", Value(0.5)}, {"init_method_std", Value(0.0)}}).empty());
 }
 
-TEST_CASE("--ckpt-format torch is named only where it changes nothing; --ckpt-convert-save alone has no effect in "
-          "Megatron either", "[run][scope][checkpoint]") {
+TEST_CASE("--ckpt-format and --auto-detect-ckpt-format are named only where they change nothing; "
+          "--ckpt-convert-save alone has no effect in Megatron either", "[run][scope][checkpoint]") {
   using S = std::string;
+  const Value on(true);
   // A load compares TP and PP with a torch checkpoint's (Megatron's check_checkpoint_args): acted on.
   CHECK(notice({{"ckpt_format", Value(S("torch"))}, {"load", Value(S("ck"))}}).empty());
-  // Without a load, or for a fine-tune (which skips the comparison), or another format: named, saying what torch does.
-  for (const auto& more : std::vector<std::vector<std::pair<S, Value>>>{
-           {{"ckpt_format", Value(S("torch"))}},
-           {{"ckpt_format", Value(S("torch"))}, {"load", Value(S("ck"))}, {"finetune", Value(true)}},
-           {{"ckpt_format", Value(S("torch_dist"))}, {"load", Value(S("ck"))}}})
-    CHECK_THAT(notice(more), Catch::Contains("--ckpt-format (the synthetic run writes its own format whatever the "
-                                             "value, safetensors + JSON per rank; only torch has an effect: a load "
-                                             "compares TP and PP with the checkpoint's"));
+  // On any load the format decides whether Megatron's torch_dist load prints "(TP, PP) mismatch after resume"
+  // (tp_pp_mismatch_notice): torch_dist and fsdp_dtensor print it, torch_dcp does not, nor a fine-tune's torch.
+  for (const char* f : {"torch_dist", "fsdp_dtensor", "torch_dcp"}) {
+    INFO(f);
+    CHECK(notice({{"ckpt_format", Value(S(f))}, {"load", Value(S("ck"))}}).empty());
+    CHECK(notice({{"ckpt_format", Value(S(f))}, {"pretrained_checkpoint", Value(S("ck"))}}).empty());
+  }
+  CHECK(notice({{"ckpt_format", Value(S("torch"))}, {"load", Value(S("ck"))}, {"finetune", on}}).empty());
+  // --auto-detect-ckpt-format prints the mismatch notice under torch or torch_dcp only (torch_dist, the default,
+  // prints it anyway); with it, a format other than a torch load's comparison changes nothing.
+  CHECK(notice({{"ckpt_format", Value(S("torch"))}, {"auto_detect_ckpt_format", on}, {"load", Value(S("ck"))}}).empty());
+  const S no_checkpoint = " (not modelled by the synthetic run's checkpoints";
+  // torch_dcp with it: the flag acts (the notice is printed because of it), the format does not.
+  const S dcp = notice({{"ckpt_format", Value(S("torch_dcp"))}, {"auto_detect_ckpt_format", on}, {"load", Value(S("ck"))}});
+  CHECK_THAT(dcp, Catch::Contains("--ckpt-format (the synthetic run writes"));
+  CHECK_THAT(dcp, !Catch::Contains("--auto-detect-ckpt-format" + no_checkpoint));
+  CHECK_THAT(notice({{"auto_detect_ckpt_format", on}, {"load", Value(S("ck"))}}),
+             Catch::Contains("does not act on --auto-detect-ckpt-format" + no_checkpoint));
+  CHECK_THAT(notice({{"ckpt_format", Value(S("fsdp_dtensor"))}, {"auto_detect_ckpt_format", on},
+                     {"load", Value(S("ck"))}}),
+             Catch::Contains("--ckpt-format (the synthetic run writes") &&
+                 Catch::Contains("--auto-detect-ckpt-format" + no_checkpoint));
+  CHECK_THAT(notice({{"ckpt_format", Value(S("torch_dcp"))}, {"auto_detect_ckpt_format", on},
+                     {"pretrained_checkpoint", Value(S("ck"))}}),
+             Catch::Contains("does not act on --ckpt-format (the synthetic run writes"));
+  // Without a load: both named, saying what the format does on a load.
+  for (const char* f : {"torch", "torch_dist", "torch_dcp"}) {
+    INFO(f);
+    const S n = notice({{"ckpt_format", Value(S(f))}, {"auto_detect_ckpt_format", on}});
+    CHECK_THAT(n, Catch::Contains("--ckpt-format (the synthetic run writes its own format whatever the value, "
+                                  "safetensors + JSON per rank; only a load depends on it: torch compares TP and PP "
+                                  "with the checkpoint's, and torch or torch_dcp without --auto-detect-ckpt-format "
+                                  "print no (TP, PP) mismatch notice (docs/checkpoints.md))"));
+    CHECK_THAT(n, Catch::Contains("--auto-detect-ckpt-format" + no_checkpoint));
+  }
   // Megatron reads --ckpt-convert-save only under --ckpt-convert-format (refused by the run: init.training-run).
   const S alone = notice({{"ckpt_convert_save", Value(S("conv"))}});
   CHECK_THAT(alone, Catch::Contains("--ckpt-convert-save (Megatron reads it only with --ckpt-convert-format, to "
