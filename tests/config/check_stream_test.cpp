@@ -369,6 +369,12 @@ TEST_CASE("check DIR: a folder that cannot be listed is an error naming it; the 
     std::ofstream(fs::path(root) / path, std::ios::binary) << text;
   }
   fs::permissions(root + "/locked", fs::perms::none);
+  // The binary too, copied there: the build folder may be closed to other users as well (CI's fresh clone lives
+  // in a mkdtemp folder: exec failed with EACCES).
+  const std::string binary = (base / "megatron-run").string();
+  fs::copy_file(MR_BINARY, binary, fs::copy_options::overwrite_existing);
+  fs::permissions(binary, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
   // Root reads any folder: the check runs as nobody then (fork, setuid, exec), where it can.
   const std::string o = (scratch() / "locked.out").string();
   pid_t pid = ::fork();
@@ -377,7 +383,7 @@ TEST_CASE("check DIR: a folder that cannot be listed is an error naming it; the 
     int fd = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(120);
     if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(121);
-    ::execl(MR_BINARY, MR_BINARY, "check", root.c_str(), static_cast<char*>(nullptr));
+    ::execl(binary.c_str(), binary.c_str(), "check", root.c_str(), static_cast<char*>(nullptr));
     ::_exit(122);
   }
   int status = 0;
