@@ -364,16 +364,19 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   // (inside a torchrun job, whose PET_ variables are its own launcher's). The rendezvous options too: a job that
   // exists already has its address, port, node count and run id (review user39 #1, #2: --master-port and
   // --nnodes were ignored or started a nested job whose every rank waited to be node 0).
-  for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
-                        "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
-                        "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
-                        "duplicate-stdout-filters", "duplicate_stdout_filters", "duplicate-stderr-filters",
-                        "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
-                        "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs",
-                        "nnodes", "node-rank", "node_rank", "master-addr", "master_addr", "master-port",
-                        "master_port", "standalone", "rdzv-backend", "rdzv_backend", "rdzv-endpoint",
-                        "rdzv_endpoint", "rdzv-conf", "rdzv_conf", "rdzv-id", "rdzv_id", "launcher-port",
-                        "join-timeout"})
+  // --virtual-local-rank and --event-log-handler too: the workers' LOCAL_RANK and CUDA_VISIBLE_DEVICES, the agent's
+  // event records (review diff39 #2: accepted and ignored inside a job).
+  static const char* const kSpawnerOnly[] = {
+      "max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee", "local-ranks-filter",
+      "local_ranks_filter", "term-timeout", "shutdown-timeout", "shutdown_timeout", "role",
+      "log-line-prefix-template", "log_line_prefix_template", "duplicate-stdout-filters", "duplicate_stdout_filters",
+      "duplicate-stderr-filters", "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
+      "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs", "virtual-local-rank",
+      "virtual_local_rank", "event-log-handler", "event_log_handler", "nnodes", "node-rank", "node_rank",
+      "master-addr", "master_addr", "master-port", "master_port", "standalone", "rdzv-backend", "rdzv_backend",
+      "rdzv-endpoint", "rdzv_endpoint", "rdzv-conf", "rdzv_conf", "rdzv-id", "rdzv_id", "launcher-port",
+      "join-timeout"};
+  for (const char* f : kSpawnerOnly)
     if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   auto env = launch::process_env();
   if (pet_defaults_of_enclosing_launcher(env)) return;

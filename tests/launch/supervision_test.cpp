@@ -380,6 +380,25 @@ TEST_CASE("inside another launcher's job the rendezvous options are refused, not
   CHECK(!has(nested.out, "acts on the workers megatron-run starts"));
 }
 
+// --virtual-local-rank and --event-log-handler act on the workers megatron-run starts (their LOCAL_RANK and
+// CUDA_VISIBLE_DEVICES; the agent's event records): inside another launcher's job they were accepted and did nothing
+// (review diff39 #2).
+TEST_CASE("inside another launcher's job --virtual-local-rank and --event-log-handler are refused, not ignored",
+          "[launch][supervision][process][in-job]") {
+  const std::string job = "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 ";
+  for (const auto& [opt, name] : std::vector<std::pair<std::string, std::string>>{
+           {"--virtual-local-rank", "--virtual-local-rank/--virtual_local_rank"},
+           {"--event-log-handler console", "--event-log-handler/--event_log_handler"}}) {
+    Proc p = sh(job + kRun + opt + " --no-python /bin/true");
+    INFO(opt << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument " + name + ": acts on the workers megatron-run starts, but it is inside a job already"));
+  }
+  Proc plain = sh(job + kRun + "--no-python /bin/true");
+  INFO(plain.out);
+  CHECK(plain.exit == 0);
+}
+
 // A stop signal the launcher forwards (SIGTERM here) that every worker handles and then exits 0 for (Megatron's
 // --exit-signal-handler saves and exits 0): the job ended well, exit 0 and a line. One worker that dies of it:
 // 128 + the signal, as before.
