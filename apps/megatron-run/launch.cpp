@@ -830,10 +830,21 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   if (job && !lo.nproc_given && !lo.spawner_only_given.empty()) {
     // Inside another launcher's job megatron-run starts no workers: these options would do nothing. (Not
     // lo.nproc_per_node: --nnodes or c10d alone make it 1, a nested job of one worker per rank of this one.)
-    print_error(std::cerr, "argument " + option_name(lo.spawner_only_given.front()) +
+    const std::string flag = lo.spawner_only_given.front();
+    std::string dashed = flag;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    // Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM_JOB_NODELIST and
+    // SLURM_JOB_ID (launch_env.cpp): srun has no option for it (review diff39 #3).
+    std::string advice = "give it to that job's launcher";
+    if (job->source == launch::LaunchInfo::Source::Slurm && (dashed == "--master-port" || dashed == "--master-addr")) {
+      const bool port = dashed == "--master-port";
+      advice = std::string("under SLURM set ") + (port ? "MASTER_PORT" : "MASTER_ADDR") +
+               " in the job's environment for its store (without it the " +
+               (port ? "port is derived from SLURM_JOB_ID" : "address is SLURM_JOB_NODELIST's first host") + ")";
+    }
+    print_error(std::cerr, "argument " + option_name(flag) +
                                ": acts on the workers megatron-run starts, but it is inside a job already (" +
-                               job->describe() + ") and starts none; give it to that job's launcher, or add "
-                               "--nproc-per-node");
+                               job->describe() + ") and starts none; " + advice + ", or add --nproc-per-node");
     return 2;
   }
 

@@ -399,6 +399,34 @@ TEST_CASE("inside another launcher's job --virtual-local-rank and --event-log-ha
   CHECK(plain.exit == 0);
 }
 
+// Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM's variables; srun has no
+// option for it: the refusal of --master-port / --master-addr says so (review diff39 #3).
+TEST_CASE("under SLURM the refusal of --master-port and --master-addr advises MASTER_PORT and MASTER_ADDR",
+          "[launch][supervision][process][in-job]") {
+  const std::string slurm = "-u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT -u TORCHELASTIC_RUN_ID "
+                            "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_NODELIST=localhost SLURM_JOB_ID=77 SLURM_STEP_ID=0 "
+                            "SLURM_LOCALID=0 SLURM_NNODES=1 SLURM_NTASKS_PER_NODE=2 ";
+  Proc port = sh(slurm + kRun + "--master-port 29533 --no-python /bin/true");
+  INFO(port.out);
+  CHECK(port.exit == 2);
+  CHECK(has(port.out, "argument --master-port/--master_port: acts on the workers megatron-run starts, but it is "
+                      "inside a job already"));
+  CHECK(has(port.out, "via SLURM"));
+  CHECK(has(port.out, "under SLURM set MASTER_PORT in the job's environment for its store (without it the port is "
+                      "derived from SLURM_JOB_ID), or add --nproc-per-node"));
+  CHECK(!has(port.out, "give it to that job's launcher"));
+  Proc addr = sh(slurm + kRun + "--master-addr 127.0.0.1 --no-python /bin/true");
+  INFO(addr.out);
+  CHECK(addr.exit == 2);
+  CHECK(has(addr.out, "under SLURM set MASTER_ADDR in the job's environment for its store (without it the address "
+                      "is SLURM_JOB_NODELIST's first host), or add --nproc-per-node"));
+  // Another option keeps the general advice.
+  Proc tee = sh(slurm + kRun + "--tee 3 --no-python /bin/true");
+  INFO(tee.out);
+  CHECK(tee.exit == 2);
+  CHECK(has(tee.out, "give it to that job's launcher, or add --nproc-per-node"));
+}
+
 // A stop signal the launcher forwards (SIGTERM here) that every worker handles and then exits 0 for (Megatron's
 // --exit-signal-handler saves and exits 0): the job ended well, exit 0 and a line. One worker that dies of it:
 // 128 + the signal, as before.
