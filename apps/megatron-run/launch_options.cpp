@@ -487,6 +487,17 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   take("rdzv-id", "RDZV_ID", run_id);
   take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);
   take("rdzv-endpoint", "RDZV_ENDPOINT", rdzv_endpoint);
+  // The PET_ defaults of the options above that act only where megatron-run starts the workers: refused inside a
+  // job as the options are (launch.cpp); PET_NNODES there started a nested wait for other nodes (review diff39 #1).
+  // A switch's PET_ default only where it turns the switch on; TORCH_ELASTIC_SHUTDOWN_TIMEOUT (a cluster's setting,
+  // not a PET_ default) is not counted.
+  for (const char* f : kSpawnerOnly) {
+    const std::string flag = std::string("--") + f;
+    const auto it = pet_sources.find(flag);
+    if (it == pet_sources.end() || it->second.rfind("PET_", 0) != 0) continue;
+    if ((flag == "--standalone" && !standalone) || (flag == "--virtual-local-rank" && !virtual_local_rank)) continue;
+    spawner_only_pet.push_back(flag);
+  }
 }
 
 std::string LaunchOptions::pet_source_note(const std::string& message, const std::vector<std::string>& flags) const {

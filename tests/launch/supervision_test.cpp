@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -425,6 +426,42 @@ TEST_CASE("under SLURM the refusal of --master-port and --master-addr advises MA
   INFO(tee.out);
   CHECK(tee.exit == 2);
   CHECK(has(tee.out, "give it to that job's launcher, or add --nproc-per-node"));
+}
+
+// A PET_ default of such an option (no TORCHELASTIC_RUN_ID: the PET_ variables are read) inside a RANK/WORLD_SIZE
+// job: PET_NNODES=2 started a nested wait for a second node, up to --join-timeout (review diff39 #1). Refused as
+// the option is, naming the variable; a switch's PET_ default that leaves it off, and PET_ variables inside a
+// torchrun job (its launcher's), are not.
+TEST_CASE("inside another launcher's job a PET_ default of a rendezvous or spawner option is refused, naming it",
+          "[launch][supervision][process][in-job]") {
+  const std::string job = "-u TORCHELASTIC_RUN_ID RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
+                          "MASTER_PORT=29999 ";
+  auto quick = [](const std::string& cmd) { return run_shell("timeout -k 5 20 env " + cmd + " 2>&1"); };
+  for (const auto& [var, name, flag] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"PET_NNODES=2", "--nnodes", "PET_NNODES='2'"},
+           {"PET_NODE_RANK=0", "--node-rank/--node_rank", "PET_NODE_RANK='0'"},
+           {"PET_MASTER_PORT=29533", "--master-port/--master_port", "PET_MASTER_PORT='29533'"},
+           {"PET_RDZV_ID=foo", "--rdzv-id/--rdzv_id", "PET_RDZV_ID='foo'"},
+           {"PET_STANDALONE=1", "--standalone", "PET_STANDALONE='1'"},
+           {"PET_MAX_RESTARTS=1", "--max-restarts/--max_restarts", "PET_MAX_RESTARTS='1'"},
+           {"PET_VIRTUAL_LOCAL_RANK=1", "--virtual-local-rank/--virtual_local_rank", "PET_VIRTUAL_LOCAL_RANK='1'"}}) {
+    Proc p = quick(job + var + " " + kRun + "--no-python /bin/true");
+    INFO(var << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument " + name + ": its default " + flag + " acts on the workers megatron-run starts, but it "
+                     "is inside a job already"));
+    CHECK(has(p.out, "unset " + flag.substr(0, flag.find('=')) + ", or add --nproc-per-node"));
+    CHECK(!has(p.out, "waiting for the other nodes"));
+  }
+  // Switches a PET_ default leaves off: nothing to refuse.
+  Proc off = quick(job + "PET_STANDALONE=0 PET_VIRTUAL_LOCAL_RANK=0 " + kRun + "--no-python /bin/true");
+  INFO(off.out);
+  CHECK(off.exit == 0);
+  // Inside a torchrun job the PET_ variables are its launcher's, not read.
+  Proc torchrun = quick(job + "TORCHELASTIC_RUN_ID=x PET_NNODES=2 " + kRun + "--no-python /bin/true");
+  INFO(torchrun.out);
+  CHECK(torchrun.exit == 0);
+  CHECK(!has(torchrun.out, "waiting for the other nodes"));
 }
 
 // A stop signal the launcher forwards (SIGTERM here) that every worker handles and then exits 0 for (Megatron's
