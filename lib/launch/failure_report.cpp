@@ -131,7 +131,13 @@ RootCause find_root_cause(const std::vector<WorkerFailure>& failures) {
         r.index = i;
         return r;
       }
-    r.elsewhere_rank = k;
+    // Not among this node's failures: another node's only when it is no rank of this node (one that ended well or
+    // has not ended) and a rank of the job at all (review diff39 #4: a user's program can write any number).
+    const WorkerFailure& f = failures.front();
+    const long long first_local = f.rank - f.local_rank;
+    const bool this_node = f.local_world_size > 0 && *k >= first_local && *k < first_local + f.local_world_size;
+    const bool outside = f.world_size > 0 && *k >= f.world_size;
+    if (!this_node && !outside) r.elsewhere_rank = k;
     return r;
   }
   for (size_t i = 1; i < failures.size(); ++i)  // "another rank": the first that says nothing of the kind
