@@ -324,12 +324,21 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
   if (first_elsewhere.empty() && cause.elsewhere_rank)  // named by this node's first failure (follows_rank)
     os << "  root cause (first failure, on another node): rank " << *cause.elsewhere_rank << ", which the error file "
        << "of this node's first failure (rank " << first.rank << ") names as the rank it failed because of\n";
+  // A root cause a follower named that the launcher's stop killed (by a signal, not an exit of its own).
+  const bool stopped_root = cause.index != 0 && root.after_stop && WIFSIGNALED(root.status);
   os << (first_elsewhere.empty() && !cause.elsewhere_rank ? "  root cause (first failure): "
                                                           : "  this node's first failure: ")
-     << who(root) << " on " << host_name() << ", " << describe_end(root) << " at " << local_time(root.when) << "\n";
-  if (cause.index != 0)  // the rank that exited first only followed it (review user39 #4)
+     << who(root) << " on " << host_name() << ", " << describe_end(root)
+     << (stopped_root ? " (after the launcher stopped the workers)" : "") << " at " << local_time(root.when) << "\n";
+  // The rank that exited first only followed it (review user39 #4). One the launcher's stop killed is not said to
+  // have failed first: the follower's error file is what names it (review diff39 #5). One that exited with a code
+  // of its own after the stop began (it was still failing) did fail first.
+  if (cause.index != 0 && !stopped_root)
     os << "    it failed first; rank " << first.rank << " (pid " << first.pid << "), which exited first, failed "
        << "because of it (its error file says so; below)\n";
+  else if (cause.index != 0)
+    os << "    rank " << first.rank << " (pid " << first.pid << "), which exited first, names it in its error file "
+       << "as the rank it failed because of (below)\n";
   if (auto e = read_error_file(root.error_file)) {
     os << "    error file " << root.error_file << ":\n";
     if (!e->raw.empty()) {

@@ -296,6 +296,46 @@ TEST_CASE("find_root_cause: a named rank of this node that did not fail, or outs
   fs::remove_all(dir);
 }
 
+// The rank a follower names was killed by the launcher's stop (slower to exit than the follower): the root cause,
+// with the stop's note, not "it failed first" (review diff39 #5); one that exited with its own code after the
+// stop began keeps "it failed first" (supervision_test.cpp's follower case).
+TEST_CASE("a root cause a follower names that the launcher's stop killed keeps the stop's note",
+          "[launch][failure-report]") {
+  const fs::path dir = fs::temp_directory_path() / ("mr-follower-stop-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "0.json") << follower_error_record("x", 0, 1);
+  auto failure = [&](int rank, bool follows) {
+    WorkerFailure f;
+    f.rank = f.local_rank = rank;
+    f.local_world_size = f.world_size = 2;
+    f.status = 1 << 8;
+    if (follows) f.error_file = (dir / "0.json").string();
+    return f;
+  };
+  WorkerFailure killed = failure(0, false);
+  killed.status = SIGTERM;
+  killed.after_stop = true;
+  std::ostringstream stop;
+  print_failure_summary(stop, {failure(1, true), killed}, 0, 0);
+  INFO(stop.str());
+  CHECK(stop.str().find("  root cause (first failure): rank 0 (local rank 0)") != std::string::npos);
+  CHECK(stop.str().find("was killed by signal 15 (SIGTERM) (after the launcher stopped the workers) at") !=
+        std::string::npos);
+  CHECK(stop.str().find("it failed first") == std::string::npos);
+  CHECK(stop.str().find("    rank 1 (pid -1), which exited first, names it in its error file as the rank it failed "
+                        "because of (below)") != std::string::npos);
+  // One that exited with a code of its own after the stop began (it ignored the SIGTERM) failed on its own: no note.
+  WorkerFailure own = killed;
+  own.status = 3 << 8;
+  std::ostringstream exited;
+  print_failure_summary(exited, {failure(1, true), own}, 0, 0);
+  INFO(exited.str());
+  CHECK(exited.str().find("exited with code 3 at ") != std::string::npos);
+  CHECK(exited.str().find("    it failed first; rank 1 (pid -1), which exited first, failed because of it") !=
+        std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("workers all killed by a signal the launcher passed on: no root cause among them",
           "[launch][failure-report]") {
   std::vector<WorkerFailure> fs_(2);
