@@ -45,6 +45,9 @@ struct LaunchOptions {
   double term_timeout = 30;
   // Options that act only on workers megatron-run starts itself (--nproc-per-node or no enclosing job).
   std::vector<std::string> spawner_only_given;
+  // The same options where their value came from a PET_ default (not read inside a torchrun job): "--nnodes", its
+  // source in pet_sources. Refused inside another launcher's job as the options are (launch.cpp).
+  std::vector<std::string> spawner_only_pet;
   double monitor_interval = 0;  // torchrun's polling period: checked (above 0, as torchrun's WorkerSpec), not used
   bool monitor_interval_given = false;
   std::string rdzv_backend = "static";

@@ -364,16 +364,19 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   // (inside a torchrun job, whose PET_ variables are its own launcher's). The rendezvous options too: a job that
   // exists already has its address, port, node count and run id (review user39 #1, #2: --master-port and
   // --nnodes were ignored or started a nested job whose every rank waited to be node 0).
-  for (const char* f : {"max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee",
-                        "local-ranks-filter", "local_ranks_filter", "term-timeout", "shutdown-timeout",
-                        "shutdown_timeout", "role", "log-line-prefix-template", "log_line_prefix_template",
-                        "duplicate-stdout-filters", "duplicate_stdout_filters", "duplicate-stderr-filters",
-                        "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
-                        "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs",
-                        "nnodes", "node-rank", "node_rank", "master-addr", "master_addr", "master-port",
-                        "master_port", "standalone", "rdzv-backend", "rdzv_backend", "rdzv-endpoint",
-                        "rdzv_endpoint", "rdzv-conf", "rdzv_conf", "rdzv-id", "rdzv_id", "launcher-port",
-                        "join-timeout"})
+  // --virtual-local-rank and --event-log-handler too: the workers' LOCAL_RANK and CUDA_VISIBLE_DEVICES, the agent's
+  // event records (review diff39 #2: accepted and ignored inside a job).
+  static const char* const kSpawnerOnly[] = {
+      "max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee", "local-ranks-filter",
+      "local_ranks_filter", "term-timeout", "shutdown-timeout", "shutdown_timeout", "role",
+      "log-line-prefix-template", "log_line_prefix_template", "duplicate-stdout-filters", "duplicate_stdout_filters",
+      "duplicate-stderr-filters", "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
+      "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs", "virtual-local-rank",
+      "virtual_local_rank", "event-log-handler", "event_log_handler", "nnodes", "node-rank", "node_rank",
+      "master-addr", "master_addr", "master-port", "master_port", "standalone", "rdzv-backend", "rdzv_backend",
+      "rdzv-endpoint", "rdzv_endpoint", "rdzv-conf", "rdzv_conf", "rdzv-id", "rdzv_id", "launcher-port",
+      "join-timeout"};
+  for (const char* f : kSpawnerOnly)
     if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
   auto env = launch::process_env();
   if (pet_defaults_of_enclosing_launcher(env)) return;
@@ -484,6 +487,17 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   take("rdzv-id", "RDZV_ID", run_id);
   take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);
   take("rdzv-endpoint", "RDZV_ENDPOINT", rdzv_endpoint);
+  // The PET_ defaults of the options above that act only where megatron-run starts the workers: refused inside a
+  // job as the options are (launch.cpp); PET_NNODES there started a nested wait for other nodes (review diff39 #1).
+  // A switch's PET_ default only where it turns the switch on; TORCH_ELASTIC_SHUTDOWN_TIMEOUT (a cluster's setting,
+  // not a PET_ default) is not counted.
+  for (const char* f : kSpawnerOnly) {
+    const std::string flag = std::string("--") + f;
+    const auto it = pet_sources.find(flag);
+    if (it == pet_sources.end() || it->second.rfind("PET_", 0) != 0) continue;
+    if ((flag == "--standalone" && !standalone) || (flag == "--virtual-local-rank" && !virtual_local_rank)) continue;
+    spawner_only_pet.push_back(flag);
+  }
 }
 
 std::string LaunchOptions::pet_source_note(const std::string& message, const std::vector<std::string>& flags) const {

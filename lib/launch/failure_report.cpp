@@ -131,7 +131,13 @@ RootCause find_root_cause(const std::vector<WorkerFailure>& failures) {
         r.index = i;
         return r;
       }
-    r.elsewhere_rank = k;
+    // Not among this node's failures: another node's only when it is no rank of this node (one that ended well or
+    // has not ended) and a rank of the job at all (review diff39 #4: a user's program can write any number).
+    const WorkerFailure& f = failures.front();
+    const long long first_local = f.rank - f.local_rank;
+    const bool this_node = f.local_world_size > 0 && *k >= first_local && *k < first_local + f.local_world_size;
+    const bool outside = f.world_size > 0 && *k >= f.world_size;
+    if (!this_node && !outside) r.elsewhere_rank = k;
     return r;
   }
   for (size_t i = 1; i < failures.size(); ++i)  // "another rank": the first that says nothing of the kind
@@ -318,12 +324,21 @@ void print_failure_summary(std::ostream& os, const std::vector<WorkerFailure>& f
   if (first_elsewhere.empty() && cause.elsewhere_rank)  // named by this node's first failure (follows_rank)
     os << "  root cause (first failure, on another node): rank " << *cause.elsewhere_rank << ", which the error file "
        << "of this node's first failure (rank " << first.rank << ") names as the rank it failed because of\n";
+  // A root cause a follower named that the launcher's stop killed (by a signal, not an exit of its own).
+  const bool stopped_root = cause.index != 0 && root.after_stop && WIFSIGNALED(root.status);
   os << (first_elsewhere.empty() && !cause.elsewhere_rank ? "  root cause (first failure): "
                                                           : "  this node's first failure: ")
-     << who(root) << " on " << host_name() << ", " << describe_end(root) << " at " << local_time(root.when) << "\n";
-  if (cause.index != 0)  // the rank that exited first only followed it (review user39 #4)
+     << who(root) << " on " << host_name() << ", " << describe_end(root)
+     << (stopped_root ? " (after the launcher stopped the workers)" : "") << " at " << local_time(root.when) << "\n";
+  // The rank that exited first only followed it (review user39 #4). One the launcher's stop killed is not said to
+  // have failed first: the follower's error file is what names it (review diff39 #5). One that exited with a code
+  // of its own after the stop began (it was still failing) did fail first.
+  if (cause.index != 0 && !stopped_root)
     os << "    it failed first; rank " << first.rank << " (pid " << first.pid << "), which exited first, failed "
        << "because of it (its error file says so; below)\n";
+  else if (cause.index != 0)
+    os << "    rank " << first.rank << " (pid " << first.pid << "), which exited first, names it in its error file "
+       << "as the rank it failed because of (below)\n";
   if (auto e = read_error_file(root.error_file)) {
     os << "    error file " << root.error_file << ":\n";
     if (!e->raw.empty()) {

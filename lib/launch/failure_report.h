@@ -22,6 +22,9 @@ struct WorkerFailure {
   int status = 0;          // its wait status
   std::chrono::system_clock::time_point when;  // when the launcher saw it end
   bool after_stop = false;  // it ended after the launcher had begun stopping the workers
+  // This node's worker count and the job's world size (0: not known): a rank a follower's error file names is this
+  // node's when in [rank - local_rank, rank - local_rank + local_world_size), another node's when below world_size.
+  int local_world_size = 0, world_size = 0;
   // It was killed by a signal the launcher had passed on to the workers (SIGUSR1, SIGUSR2 by default: passed on
   // without stopping them), not one from elsewhere.
   bool by_passed_signal = false;
@@ -67,7 +70,9 @@ std::string follower_error_record(const std::string& text, long long follows_ran
 // Which of `failures` (in the order the launcher saw them) the summary names as the root cause: the first, unless
 // its error file says it failed only because another rank failed (follows_rank): then the rank it names when that
 // rank is among `failures`, or else (rank not known) the first failure whose error file says no such thing.
-// `elsewhere_rank`: the rank the first failure names when that rank is not among `failures` (another node's).
+// `elsewhere_rank`: the rank the first failure names when that rank is not among `failures` and is another node's
+// (outside this node's ranks, inside the world, where WorkerFailure says them). A rank of this node that did not
+// fail, or one outside the world, is no root cause: the first failure is.
 struct RootCause {
   size_t index = 0;
   std::optional<long long> elsewhere_rank;

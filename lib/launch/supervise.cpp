@@ -703,6 +703,8 @@ void Supervisor::reap() {
     WorkerFailure f;
     f.rank = w.rank;
     f.local_rank = w.local_rank;
+    f.local_world_size = o_.nproc_per_node;
+    f.world_size = o_.nnodes * o_.nproc_per_node;
     f.pid = w.pid;
     f.status = status;
     f.when = std::chrono::system_clock::now();

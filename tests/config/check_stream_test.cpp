@@ -332,6 +332,27 @@ TEST_CASE("check DIR: the YAML files below it, in path order, each reported as i
   CHECK(has(p.out, "5 file(s) checked, 2 invalid"));
 }
 
+TEST_CASE("check DIR: a link with a YAML name to a folder is left out; a dangling one fails", "[check-stream]") {
+  // Links to folders are left out whatever their name (docs/config-files.md); one named d.yaml was checked and
+  // failed as input.not-regular-file (review diff39 #6). A dangling link is still a file that cannot be read.
+  const std::string root = tree("yaml-links", {{"ok.yaml", slurp_file(kDefault)}, {"t/a/x.yaml", "--num-layers: [\n"}});
+  fs::create_directory_symlink(root + "/t/a", root + "/d.yaml");
+  fs::create_directory_symlink("t", root + "/e.yml");
+  auto r = run({"check", root});
+  INFO(r.out << r.err);
+  CHECK_FALSE(has(r.out, "d.yaml"));
+  CHECK_FALSE(has(r.out, "e.yml"));
+  CHECK_FALSE(has(r.out, "not-regular-file"));
+  CHECK(has(r.out, root + "/t/a/x.yaml:1: error[input.yaml-syntax]"));  // the folder itself is walked into
+  CHECK(has(r.err, "2 file(s) checked, 1 invalid"));
+  fs::create_symlink("missing.yaml", root + "/dangling.yaml");
+  auto dangling = run({"check", root});
+  INFO(dangling.out << dangling.err);
+  CHECK(has(dangling.out, root + "/dangling.yaml"));
+  CHECK(has(dangling.out, "input.unreadable"));
+  CHECK(has(dangling.err, "3 file(s) checked, 2 invalid"));
+}
+
 TEST_CASE("check DIR with no YAML file is an error naming it, never a silent pass", "[check-stream]") {
   // Only a hidden YAML file, and a link to a folder of YAML files (not followed): nothing to check.
   const std::string root = tree("empty-tree", {{".ci.yaml", "a: 1\n"}, {"README", "x\n"}, {"deep/er/x.txt", ""}});

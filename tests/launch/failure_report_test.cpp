@@ -246,6 +246,96 @@ TEST_CASE("a follower's error file names the rank it followed; find_root_cause t
   fs::remove_all(dir);
 }
 
+// The rank a follower's error file names: another node's only when it is outside this node's ranks and inside the
+// world (review diff39 #4).
+TEST_CASE("find_root_cause: a named rank of this node that did not fail, or outside the world, is no other node's",
+          "[launch][failure-report]") {
+  const fs::path dir = fs::temp_directory_path() / ("mr-follower-range-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (int k : {0, 3, 7}) std::ofstream(dir / (std::to_string(k) + ".json")) << follower_error_record("x", k, 1);
+  // Rank 1 of a node with ranks 0 and 1 (local world 2), in a world of `world`.
+  auto failure = [&](int rank, int follows, int world) {
+    WorkerFailure f;
+    f.rank = rank;
+    f.local_rank = rank % 2;
+    f.local_world_size = 2;
+    f.world_size = world;
+    f.status = 1 << 8;
+    if (follows >= 0) f.error_file = (dir / (std::to_string(follows) + ".json")).string();
+    return f;
+  };
+  // Rank 0 is this node's and did not fail: the first failure is the root cause, on this node.
+  RootCause c = find_root_cause({failure(1, 0, 2)});
+  CHECK(c.index == 0);
+  CHECK_FALSE(c.elsewhere_rank);
+  std::ostringstream os;
+  print_failure_summary(os, {failure(1, 0, 2)}, 0, 0);
+  INFO(os.str());
+  CHECK(os.str().find("on another node") == std::string::npos);
+  CHECK(os.str().find("  root cause (first failure): rank 1 (local rank 1)") != std::string::npos);
+  // Rank 7 in a world of 2: no rank at all.
+  c = find_root_cause({failure(1, 7, 2)});
+  CHECK(c.index == 0);
+  CHECK_FALSE(c.elsewhere_rank);
+  // Rank 3 in a world of 4, this node having 0 and 1: another node's, as before.
+  c = find_root_cause({failure(1, 3, 4)});
+  REQUIRE(c.elsewhere_rank);
+  CHECK(*c.elsewhere_rank == 3);
+  std::ostringstream elsewhere;
+  print_failure_summary(elsewhere, {failure(1, 3, 4)}, 0, 0);
+  INFO(elsewhere.str());
+  CHECK(elsewhere.str().find("  root cause (first failure, on another node): rank 3, which the error file of this "
+                             "node's first failure (rank 1) names as the rank it failed because of") != std::string::npos);
+  CHECK(elsewhere.str().find("  this node's first failure: rank 1 (local rank 1)") != std::string::npos);
+  // Nothing known of the node (a WorkerFailure without its sizes): as before, another node's.
+  WorkerFailure bare = failure(1, 0, 2);
+  bare.local_world_size = bare.world_size = 0;
+  c = find_root_cause({bare});
+  REQUIRE(c.elsewhere_rank);
+  CHECK(*c.elsewhere_rank == 0);
+  fs::remove_all(dir);
+}
+
+// The rank a follower names was killed by the launcher's stop (slower to exit than the follower): the root cause,
+// with the stop's note, not "it failed first" (review diff39 #5); one that exited with its own code after the
+// stop began keeps "it failed first" (supervision_test.cpp's follower case).
+TEST_CASE("a root cause a follower names that the launcher's stop killed keeps the stop's note",
+          "[launch][failure-report]") {
+  const fs::path dir = fs::temp_directory_path() / ("mr-follower-stop-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "0.json") << follower_error_record("x", 0, 1);
+  auto failure = [&](int rank, bool follows) {
+    WorkerFailure f;
+    f.rank = f.local_rank = rank;
+    f.local_world_size = f.world_size = 2;
+    f.status = 1 << 8;
+    if (follows) f.error_file = (dir / "0.json").string();
+    return f;
+  };
+  WorkerFailure killed = failure(0, false);
+  killed.status = SIGTERM;
+  killed.after_stop = true;
+  std::ostringstream stop;
+  print_failure_summary(stop, {failure(1, true), killed}, 0, 0);
+  INFO(stop.str());
+  CHECK(stop.str().find("  root cause (first failure): rank 0 (local rank 0)") != std::string::npos);
+  CHECK(stop.str().find("was killed by signal 15 (SIGTERM) (after the launcher stopped the workers) at") !=
+        std::string::npos);
+  CHECK(stop.str().find("it failed first") == std::string::npos);
+  CHECK(stop.str().find("    rank 1 (pid -1), which exited first, names it in its error file as the rank it failed "
+                        "because of (below)") != std::string::npos);
+  // One that exited with a code of its own after the stop began (it ignored the SIGTERM) failed on its own: no note.
+  WorkerFailure own = killed;
+  own.status = 3 << 8;
+  std::ostringstream exited;
+  print_failure_summary(exited, {failure(1, true), own}, 0, 0);
+  INFO(exited.str());
+  CHECK(exited.str().find("exited with code 3 at ") != std::string::npos);
+  CHECK(exited.str().find("    it failed first; rank 1 (pid -1), which exited first, failed because of it") !=
+        std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("workers all killed by a signal the launcher passed on: no root cause among them",
           "[launch][failure-report]") {
   std::vector<WorkerFailure> fs_(2);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -378,6 +379,89 @@ TEST_CASE("inside another launcher's job the rendezvous options are refused, not
   // With --nproc-per-node it is a nested job and the options act.
   Proc nested = sh(job + kRun + "--nproc-per-node 1 --master-port 0 " + kProbe);
   CHECK(!has(nested.out, "acts on the workers megatron-run starts"));
+}
+
+// --virtual-local-rank and --event-log-handler act on the workers megatron-run starts (their LOCAL_RANK and
+// CUDA_VISIBLE_DEVICES; the agent's event records): inside another launcher's job they were accepted and did nothing
+// (review diff39 #2).
+TEST_CASE("inside another launcher's job --virtual-local-rank and --event-log-handler are refused, not ignored",
+          "[launch][supervision][process][in-job]") {
+  const std::string job = "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 ";
+  for (const auto& [opt, name] : std::vector<std::pair<std::string, std::string>>{
+           {"--virtual-local-rank", "--virtual-local-rank/--virtual_local_rank"},
+           {"--event-log-handler console", "--event-log-handler/--event_log_handler"}}) {
+    Proc p = sh(job + kRun + opt + " --no-python /bin/true");
+    INFO(opt << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument " + name + ": acts on the workers megatron-run starts, but it is inside a job already"));
+  }
+  Proc plain = sh(job + kRun + "--no-python /bin/true");
+  INFO(plain.out);
+  CHECK(plain.exit == 0);
+}
+
+// Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM's variables; srun has no
+// option for it: the refusal of --master-port / --master-addr says so (review diff39 #3).
+TEST_CASE("under SLURM the refusal of --master-port and --master-addr advises MASTER_PORT and MASTER_ADDR",
+          "[launch][supervision][process][in-job]") {
+  const std::string slurm = "-u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT -u TORCHELASTIC_RUN_ID "
+                            "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_NODELIST=localhost SLURM_JOB_ID=77 SLURM_STEP_ID=0 "
+                            "SLURM_LOCALID=0 SLURM_NNODES=1 SLURM_NTASKS_PER_NODE=2 ";
+  Proc port = sh(slurm + kRun + "--master-port 29533 --no-python /bin/true");
+  INFO(port.out);
+  CHECK(port.exit == 2);
+  CHECK(has(port.out, "argument --master-port/--master_port: acts on the workers megatron-run starts, but it is "
+                      "inside a job already"));
+  CHECK(has(port.out, "via SLURM"));
+  CHECK(has(port.out, "under SLURM set MASTER_PORT in the job's environment for its store (without it the port is "
+                      "derived from SLURM_JOB_ID), or add --nproc-per-node"));
+  CHECK(!has(port.out, "give it to that job's launcher"));
+  Proc addr = sh(slurm + kRun + "--master-addr 127.0.0.1 --no-python /bin/true");
+  INFO(addr.out);
+  CHECK(addr.exit == 2);
+  CHECK(has(addr.out, "under SLURM set MASTER_ADDR in the job's environment for its store (without it the address "
+                      "is SLURM_JOB_NODELIST's first host), or add --nproc-per-node"));
+  // Another option keeps the general advice.
+  Proc tee = sh(slurm + kRun + "--tee 3 --no-python /bin/true");
+  INFO(tee.out);
+  CHECK(tee.exit == 2);
+  CHECK(has(tee.out, "give it to that job's launcher, or add --nproc-per-node"));
+}
+
+// A PET_ default of such an option (no TORCHELASTIC_RUN_ID: the PET_ variables are read) inside a RANK/WORLD_SIZE
+// job: PET_NNODES=2 started a nested wait for a second node, up to --join-timeout (review diff39 #1). Refused as
+// the option is, naming the variable; a switch's PET_ default that leaves it off, and PET_ variables inside a
+// torchrun job (its launcher's), are not.
+TEST_CASE("inside another launcher's job a PET_ default of a rendezvous or spawner option is refused, naming it",
+          "[launch][supervision][process][in-job]") {
+  const std::string job = "-u TORCHELASTIC_RUN_ID RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
+                          "MASTER_PORT=29999 ";
+  auto quick = [](const std::string& cmd) { return run_shell("timeout -k 5 20 env " + cmd + " 2>&1"); };
+  for (const auto& [var, name, flag] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"PET_NNODES=2", "--nnodes", "PET_NNODES='2'"},
+           {"PET_NODE_RANK=0", "--node-rank/--node_rank", "PET_NODE_RANK='0'"},
+           {"PET_MASTER_PORT=29533", "--master-port/--master_port", "PET_MASTER_PORT='29533'"},
+           {"PET_RDZV_ID=foo", "--rdzv-id/--rdzv_id", "PET_RDZV_ID='foo'"},
+           {"PET_STANDALONE=1", "--standalone", "PET_STANDALONE='1'"},
+           {"PET_MAX_RESTARTS=1", "--max-restarts/--max_restarts", "PET_MAX_RESTARTS='1'"},
+           {"PET_VIRTUAL_LOCAL_RANK=1", "--virtual-local-rank/--virtual_local_rank", "PET_VIRTUAL_LOCAL_RANK='1'"}}) {
+    Proc p = quick(job + var + " " + kRun + "--no-python /bin/true");
+    INFO(var << ": " << p.out);
+    CHECK(p.exit == 2);
+    CHECK(has(p.out, "argument " + name + ": its default " + flag + " acts on the workers megatron-run starts, but it "
+                     "is inside a job already"));
+    CHECK(has(p.out, "unset " + flag.substr(0, flag.find('=')) + ", or add --nproc-per-node"));
+    CHECK(!has(p.out, "waiting for the other nodes"));
+  }
+  // Switches a PET_ default leaves off: nothing to refuse.
+  Proc off = quick(job + "PET_STANDALONE=0 PET_VIRTUAL_LOCAL_RANK=0 " + kRun + "--no-python /bin/true");
+  INFO(off.out);
+  CHECK(off.exit == 0);
+  // Inside a torchrun job the PET_ variables are its launcher's, not read.
+  Proc torchrun = quick(job + "TORCHELASTIC_RUN_ID=x PET_NNODES=2 " + kRun + "--no-python /bin/true");
+  INFO(torchrun.out);
+  CHECK(torchrun.exit == 0);
+  CHECK(!has(torchrun.out, "waiting for the other nodes"));
 }
 
 // A stop signal the launcher forwards (SIGTERM here) that every worker handles and then exits 0 for (Megatron's
@@ -972,13 +1056,13 @@ TEST_CASE("the root cause is the rank a follower's error file names, not the fir
   CHECK(has(summary, "  then (the cascade):\n    rank 1 (local rank 1), pid "));
   CHECK(has(summary, "/attempt_0/1/error.json (loading failed on rank 0: the real failure), then exited with code 1\n"));
   CHECK_FALSE(has(summary, "after the launcher stopped the workers"));
-  // A rank not on this node (no worker here has rank 5): named as another node's, this node's first failure after.
+  // A rank no worker of the job has (5 in a world of 2): no other node's either; the first failure is the root
+  // cause (review diff39 #4; a rank of another node: failure_report_test.cpp).
   Proc e = faults("FAULT=follower FAULT_RANK=5 ");
   INFO(e.out);
   CHECK(e.exit == 1);
-  CHECK(has(e.out, "  root cause (first failure, on another node): rank 5, which the error file of this node's "
-                   "first failure (rank "));
-  CHECK(has(e.out, "  this node's first failure: rank "));
+  CHECK_FALSE(has(e.out, "on another node"));
+  CHECK(has(e.out, "  root cause (first failure): rank "));
 }
 
 // Workers that all die of a signal the launcher passed on without stopping them (SIGUSR1): named together as killed

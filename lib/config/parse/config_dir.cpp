@@ -52,13 +52,19 @@ std::vector<ConfigDirEntry> list_config_dir(const std::string& root) {
       }
       std::string p = join(dir, name);
       bool folder = e->d_type == DT_DIR;  // DT_LNK: a link, to a folder or not, is never walked into
-      if (e->d_type == DT_UNKNOWN) {       // a file system that does not say: lstat, not following a link
+      bool link = e->d_type == DT_LNK;
+      if (e->d_type == DT_UNKNOWN) {  // a file system that does not say: lstat, not following a link
         struct stat st;
-        folder = ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+        const bool known = ::lstat(p.c_str(), &st) == 0;
+        folder = known && S_ISDIR(st.st_mode);
+        link = known && S_ISLNK(st.st_mode);
       }
+      // A link with a YAML name to a folder is left out too (review diff39 #6: it was checked and failed as not a
+      // regular file); a dangling one is listed, and fails as a file that cannot be read.
+      struct stat target;
       if (folder)
         todo.push_back(std::move(p));
-      else if (yaml_name(name))
+      else if (yaml_name(name) && !(link && ::stat(p.c_str(), &target) == 0 && S_ISDIR(target.st_mode)))
         out.push_back({std::move(p), std::nullopt});
       errno = 0;
     }
