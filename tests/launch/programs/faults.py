@@ -17,8 +17,9 @@
 #                  FAULT_RANK exits 6 a moment later, without one (the root cause wrote none, the cascade did).
 #   import         FAULT_RANK imports a module that does not exist (ModuleNotFoundError, exit 1); the others exit 0.
 #   follower       every rank but FAULT_RANK writes an error file as megatron-run's worker does for a failure that
-#                  follows another rank's (extraInfo.follows_rank FAULT_RANK) and exits 1 at once; FAULT_RANK ignores
-#                  SIGTERM, says its own error on stderr a second later and exits 3 (it failed first, exits last).
+#                  follows another rank's (extraInfo.follows_rank FAULT_RANK) and exits 1 as soon as FAULT_RANK (when
+#                  on this node) ignores SIGTERM; FAULT_RANK says its own error on stderr a second later and exits 3
+#                  (it failed first, exits last).
 #   stubborn       every rank ignores SIGINT and SIGTERM, touches FAULT_READY.<rank>, then sleeps a minute.
 # FAULT_RANK=all makes every rank the failing one.
 import os
@@ -106,13 +107,22 @@ elif fault == "usr1-default":
     time.sleep(60)
 elif fault == "follower":
     root = os.environ.get("FAULT_RANK", "1")
+    # The ranks of this node share the attempt folder of their error files: the failing rank marks there that it
+    # ignores SIGTERM, and a follower on this node waits for the mark before it exits (otherwise the launcher's stop
+    # may reach a slow-starting failing rank before it ignores SIGTERM, and the test sees a SIGTERM, not its error).
+    ready = os.path.join(os.path.dirname(os.path.dirname(os.environ["TORCHELASTIC_ERROR_FILE"])), "ignoring." + root)
     if failing:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open(ready, "w").close()
         time.sleep(1)
         print(f"rank {rank}: the real failure", file=sys.stderr, flush=True)
         sys.exit(3)
     import json
 
+    if int(root) < int(os.environ["LOCAL_WORLD_SIZE"]):  # the failing rank is on this node (one-node tests)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(ready) and time.monotonic() < deadline:
+            time.sleep(0.01)
     with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
         json.dump({"message": {"message": f"loading failed on rank {root}: the real failure",
                                "extraInfo": {"py_callstack": "", "timestamp": "1700000000",
