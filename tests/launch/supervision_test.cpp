@@ -90,11 +90,15 @@ TEST_CASE("--max-restarts: the failed group is stopped and started again with th
                        << "while [ ! -e " << trapped.string() << " ]; do sleep 0.05; done; exit 3\n";
   // The SIGTERM goes once the launcher says it stops the group (its line in stop.txt), not a guessed second after
   // rank 0's trap: under load rank 1's exit may come later, and the SIGTERM would then be a plain stop (exit 143).
-  const fs::path said = t.path / "stop.txt";
-  Proc stop = sh(kBin + " --config " + kConfig + " --nproc-per-node 2 --max-restarts 2 --term-timeout 5 "
-                 "--no-append-args -- /bin/sh " + group.string() + " > " + said.string() + " 2>&1 & L=$!; "
-                 "for i in $(seq 1200); do grep -q 'stopping the other workers' " + said.string() + " && break; "
-                 "sleep 0.05; done; kill -TERM $L; wait $L; rc=$?; cat " + said.string() + "; exit $rc");
+  // The launcher is the script's own child, not under `timeout`, whose -k would SIGKILL it 5 s after the SIGTERM,
+  // when its own --term-timeout of 5 s (from rank 1's exit) ends too.
+  const fs::path said = t.path / "stop.txt", stop_sh = t.path / "stop.sh";
+  std::ofstream(stop_sh) << kBin << " --config " << kConfig << " --nproc-per-node 2 --max-restarts 2 --term-timeout 5 "
+                         << "--no-append-args -- /bin/sh " << group.string() << " > " << said.string() << " 2>&1 & L=$!\n"
+                         << "for i in $(seq 1200); do grep -q 'stopping the other workers' " << said.string()
+                         << " && break; sleep 0.05; done\n"
+                         << "kill -TERM $L; wait $L; rc=$?; cat " << said.string() << "; exit $rc\n";
+  Proc stop = sh("/bin/sh " + stop_sh.string());
   INFO(stop.out);
   CHECK(stop.exit == 3);
   CHECK(has(stop.out, "received signal 15 (SIGTERM)"));
