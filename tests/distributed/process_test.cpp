@@ -442,7 +442,7 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
     so.nproc_per_node = 3;
     // Rank 1 fails once every rank has said hello (the marks said.RANK), not a guessed second after its own start:
     // under load rank 0 or 2 may start later, and the stop would end it before its line.
-    const std::string said = (dir / "said.").string();
+    const std::string said = dir / "said.";
     so.argv = {"/bin/sh", "-c",
                "echo \"hello from $RANK of $WORLD_SIZE local $LOCAL_RANK/$LOCAL_WORLD_SIZE $MASTER_ADDR "
                "omp=$OMP_NUM_THREADS\"; "
