@@ -440,10 +440,15 @@ TEST_CASE("the built-in spawner: ranks, prefixes, first failing exit code", "[di
   {
     mr::launch::SpawnOptions so;
     so.nproc_per_node = 3;
+    // Rank 1 fails once every rank has said hello (the marks said.RANK), not a guessed second after its own start:
+    // under load rank 0 or 2 may start later, and the stop would end it before its line.
+    const std::string said = dir / "said.";
     so.argv = {"/bin/sh", "-c",
                "echo \"hello from $RANK of $WORLD_SIZE local $LOCAL_RANK/$LOCAL_WORLD_SIZE $MASTER_ADDR "
                "omp=$OMP_NUM_THREADS\"; "
-               "echo oops >&2; [ \"$RANK\" = 1 ] && sleep 1 && exit 7; sleep 30; exit 0"};
+               "echo oops >&2; : > " + said + "$RANK; if [ \"$RANK\" = 1 ]; then for i in $(seq 1200); do [ -e " +
+                   said + "0 ] && [ -e " + said + "2 ] && break; sleep 0.05; done; exit 7; fi; sleep 30; "
+               "exit 0"};
     so.grace_seconds = 2;
     // Run the spawner in a child process so that its output can be captured.
     pid_t pid = fork();

@@ -216,9 +216,16 @@ TEST_CASE("--event-log-handler console: one record when the launch ends", "[laun
   const mrtest::Proc warn = mrtest::run_shell("LOGLEVEL=WARNING " + run + " --no-python /bin/true 2>&1");
   CHECK(warn.exit == 0);
   CHECK(warn.out.find("torchelastic.worker.status.") == std::string::npos);
-  // A launcher stopped by SIGTERM: FAILED, the signal as its error.
+  // A launcher stopped by SIGTERM: FAILED, the signal as its error. The SIGTERM goes once the worker has marked
+  // that it runs (`up`; with its trap set, below), not after a guessed 2 s: a loaded machine may start it later.
+  const fs::path dir = fs::temp_directory_path() / ("mr-events-stop-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string up = (dir / "up").string();
+  const std::string when_up = "for i in $(seq 1200); do [ -e " + up + " ] && break; sleep 0.05; done; ";
   const mrtest::Proc stopped = mrtest::run_shell(
-      "( " + run + " --no-python /bin/sh -c \"sleep 30\" 2>&1 & pid=$!; sleep 2; kill -TERM $pid; wait $pid; echo exit=$? )");
+      "( " + run + " --no-python /bin/sh -c \": > " + up + "; sleep 30\" 2>&1 & pid=$!; " + when_up +
+      "kill -TERM $pid; wait $pid; echo exit=$? )");
   INFO(stopped.out);
   const std::string s = event_line(stopped.out);
   CHECK(s.find("\"state\": \"FAILED\"") != std::string::npos);
@@ -231,9 +238,11 @@ TEST_CASE("--event-log-handler console: one record when the launch ends", "[laun
   CHECK(stopped.out.find("exit=143") != std::string::npos);
   // A stop the worker handles (it traps SIGTERM and exits 0): the launcher exits 0, and its record agrees,
   // SUCCEEDED with no error (its run returned; torchrun's agent would die of the signal, FAILED).
+  fs::remove(up);
   const mrtest::Proc handled = mrtest::run_shell(
-      "( " + run + " --no-python /bin/sh -c 'trap \"exit 0\" TERM; sleep 30 & wait' 2>&1 & pid=$!; sleep 2; "
-      "kill -TERM $pid; wait $pid; echo exit=$? )");
+      "( " + run + " --no-python /bin/sh -c 'trap \"exit 0\" TERM; : > " + up + "; sleep 30 & wait' 2>&1 & pid=$!; " +
+      when_up + "kill -TERM $pid; wait $pid; echo exit=$? )");
+  fs::remove_all(dir);
   INFO(handled.out);
   const std::string h = event_line(handled.out);
   CHECK(handled.out.find("they handled the stop; exit 0") != std::string::npos);

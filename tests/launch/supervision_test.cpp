@@ -88,9 +88,17 @@ TEST_CASE("--max-restarts: the failed group is stopped and started again with th
   const fs::path group = t.path / "group.sh";
   std::ofstream(group) << "if [ \"$RANK\" = 0 ]; then trap '' TERM; : > " << trapped.string() << "; sleep 60; fi\n"
                        << "while [ ! -e " << trapped.string() << " ]; do sleep 0.05; done; exit 3\n";
-  Proc stop = sh(kBin + " --config " + kConfig + " --nproc-per-node 2 --max-restarts 2 --term-timeout 5 "
-                 "--no-append-args -- /bin/sh " + group.string() + " 2>&1 & L=$!; "
-                 "while [ ! -e " + trapped.string() + " ]; do sleep 0.05; done; sleep 1; kill -TERM $L; wait $L");
+  // The SIGTERM goes once the launcher says it stops the group (its line in stop.txt), not a guessed second after
+  // rank 0's trap: under load rank 1's exit may come later, and the SIGTERM would then be a plain stop (exit 143).
+  // The launcher is the script's own child, not under `timeout`, whose -k would SIGKILL it 5 s after the SIGTERM,
+  // when its own --term-timeout of 5 s (from rank 1's exit) ends too.
+  const fs::path said = t.path / "stop.txt", stop_sh = t.path / "stop.sh";
+  std::ofstream(stop_sh) << kBin << " --config " << kConfig << " --nproc-per-node 2 --max-restarts 2 --term-timeout 5 "
+                         << "--no-append-args -- /bin/sh " << group.string() << " > " << said.string() << " 2>&1 & L=$!\n"
+                         << "for i in $(seq 1200); do grep -q 'stopping the other workers' " << said.string()
+                         << " && break; sleep 0.05; done\n"
+                         << "kill -TERM $L; wait $L; rc=$?; cat " << said.string() << "; exit $rc\n";
+  Proc stop = sh("/bin/sh " + stop_sh.string());
   INFO(stop.out);
   CHECK(stop.exit == 3);
   CHECK(has(stop.out, "received signal 15 (SIGTERM)"));
@@ -491,9 +499,10 @@ TEST_CASE("a stop gives what the workers left in their groups one grace period, 
   TempDir dir;
   const fs::path ready = dir.path / "ready", terms = dir.path / "terms", elapsed = dir.path / "elapsed";
   const fs::path worker = dir.path / "worker.sh";
-  std::ofstream(worker) << "sh -c 'trap \"echo term >> " << terms.string() << "\" TERM; : > " << ready.string()
+  // The worker sets its own trap before it starts the child that marks `ready` (the SIGTERM comes then).
+  std::ofstream(worker) << "trap 'sleep 5; exit 0' TERM\n"
+                        << "sh -c 'trap \"echo term >> " << terms.string() << "\" TERM; : > " << ready.string()
                         << "; while :; do sleep 0.1; done' &\n"
-                        << "trap 'sleep 5; exit 0' TERM\n"
                         << "while :; do sleep 0.1; done\n";
   // The launcher is the script's own child (not under `timeout`, whose -k would SIGKILL it 5 s after the SIGTERM).
   const fs::path script = dir.path / "stop.sh";
@@ -579,8 +588,14 @@ TEST_CASE("a child killed after its note that the exec failed is described by it
 
 TEST_CASE("a rank that finished while the others run on is named once, after the wait; a normal end says nothing",
           "[launch][supervision][process][finished]") {
-  // Rank 1 exits 0 at once, rank 0 runs 3 s more (a rank waiting for it would hang): named once, 1 s after.
-  const std::string prog = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 3'";
+  // Rank 1 exits 0 at once, rank 0 runs 3 s more (a rank waiting for it would hang): named once, 1 s after. The
+  // ranks time themselves from marks in `dir` (rank 1's `done.1`, and each one's `up.RANK`), not from their own
+  // starts, which a loaded machine may set seconds apart.
+  TempDir dir;
+  const std::string d = dir.path.string();
+  const std::string after1 = "while [ ! -e " + d + "/done.1 ]; do sleep 0.02; done; ";
+  const std::string prog = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then : > " + d +
+                           "/done.1; exit 0; fi; " + after1 + "sleep 3'";
   Proc r = sh("MR_FINISHED_NOTICE_S=1 " + kRun + "--nproc-per-node 2" + prog);
   INFO(r.out);
   CHECK(r.exit == 0);
@@ -592,13 +607,18 @@ TEST_CASE("a rank that finished while the others run on is named once, after the
     ++said;
   CHECK(said == 1);
   // Ranks that end within the wait of each other (the usual end of a job): nothing said.
-  const std::string close_end =
-      " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 0.5'";
+  // Both wait until the other is up, then rank 1 exits and rank 0 half a second later.
+  const std::string both_up = ": > " + d + "/up.$RANK; while [ ! -e " + d + "/up.0 ] || [ ! -e " + d +
+                              "/up.1 ]; do sleep 0.02; done; ";
+  const std::string close_end = " --no-append-args --no-python /bin/sh -c '" + both_up +
+                                "if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 0.5'";
   Proc quiet = sh("MR_FINISHED_NOTICE_S=2 " + kRun + "--nproc-per-node 2" + close_end);
   CHECK(quiet.exit == 0);
   CHECK_FALSE(has(quiet.out, "exited with code 0 more than"));
   // A failure after it stops the job as before (the notice does not count as a stop).
-  const std::string fails = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then exit 0; fi; sleep 2; exit 4'";
+  fs::remove(dir.path / "done.1");
+  const std::string fails = " --no-append-args --no-python /bin/sh -c 'if [ \"$RANK\" = 1 ]; then : > " + d +
+                            "/done.1; exit 0; fi; " + after1 + "sleep 2; exit 4'";
   Proc f = sh("MR_FINISHED_NOTICE_S=1 " + kRun + "--nproc-per-node 2" + fails);
   CHECK(f.exit == 4);
   CHECK(has(f.out, "worker rank 1 exited with code 0 more than 1 s ago"));
@@ -654,7 +674,10 @@ TEST_CASE("stdout on a full device or a closed pipe: exit 1 and the workers stop
   CHECK(has(full.out, "megatron-run: error: cannot write the output: a write to stdout failed: No space left on device"));
   CHECK(has(full.out, "exit=1"));
   // A reader that goes away: the workers get SIGTERM (their trap says so) within the grace period, not SIGKILL.
-  Proc pipe = run_shell(in + "(" + run + "sh -c 'trap \"echo term > term.$RANK; exit 0\" TERM; sleep 0.5; echo a; "
+  // Each rank sets its trap, marks it (trapped.RANK) and waits for the other's mark before its line: the stop that
+  // line brings finds both trapped, however far apart a loaded machine starts them.
+  Proc pipe = run_shell(in + "(" + run + "sh -c 'trap \"echo term > term.$RANK; exit 0\" TERM; : > trapped.$RANK; "
+                        "while [ ! -e trapped.0 ] || [ ! -e trapped.1 ]; do sleep 0.02; done; sleep 0.5; echo a; "
                         "sleep 20 & wait' 2>err.txt; echo exit=$? > code.txt) | true; cat err.txt code.txt; ls");
   INFO(pipe.out);
   CHECK(has(pipe.out, "megatron-run: error: cannot write the output: stdout is a pipe whose reader has gone"));
@@ -1083,7 +1106,9 @@ TEST_CASE("workers all killed by a forwarded SIGUSR1: the summary names the sign
 
 // A second stop signal (Ctrl-C again) after the stop began, later than the de-duplication window: SIGKILL at once,
 // not the rest of --term-timeout (review user39 #7). The launcher is a background job, whose SIGINT the shell
-// ignores: --signals-to-handle names it, so it is caught.
+// ignores: --signals-to-handle names it, so it is caught. The window counts from the launcher's taking of the first
+// (its "forwarding" line), so the second goes 1.5 s after that line, not after the first kill (a loaded launcher
+// may take the first late, and the two would then count as one).
 TEST_CASE("a second SIGINT after the stop began kills the workers at once", "[launch][supervision][process][signal]") {
   TempDir t;
   const std::string dir = t.path.string();
@@ -1091,7 +1116,8 @@ TEST_CASE("a second SIGINT after the stop began kills the workers at once", "[la
                      "--nproc-per-node 2 --signals-to-handle SIGINT,SIGTERM --no-append-args " + kFaults +
                      " > out.txt 2>&1) & pid=$!; " + kGuard + " & guard=$!; "
                      "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; "
-                     "kill -INT $pid; sleep 1.5; t0=$(date +%s%N); kill -INT $pid; wait $pid; echo exit=$?; "
+                     "kill -INT $pid; for i in $(seq 600); do grep -q 'SIGINT); forwarding' out.txt && break; "
+                     "sleep 0.1; done; sleep 1.5; t0=$(date +%s%N); kill -INT $pid; wait $pid; echo exit=$?; "
                      "echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); kill $guard 2>/dev/null; cat out.txt");
   INFO(r.out);
   CHECK(has(r.out, "exit=130"));

@@ -1,7 +1,8 @@
 # A worker that fails in a chosen way, to test the launcher's supervision (tests/launch/supervision_test.cpp).
 # FAULT (the environment) picks the way; FAULT_RANK (default 1) is the rank that fails:
 #   first-attempt  fails (exit 3, after a line on stderr) on attempt 0 only (TORCHELASTIC_RESTART_COUNT), then works;
-#   ignore-term    every rank ignores SIGTERM; FAULT_RANK exits 4 after a moment, the others would sleep a minute;
+#   ignore-term    every rank ignores SIGTERM; FAULT_RANK exits 4 a moment after every rank of this node does so,
+#                  the others would sleep a minute;
 #   error-file     FAULT_RANK writes an error file in @record's format itself (no torch needed) and exits 5; the others
 #                  sleep a minute;
 #   record         FAULT_RANK raises in a main wrapped in torch's @record, which writes TORCHELASTIC_ERROR_FILE;
@@ -14,7 +15,8 @@
 #                  --exit-signal-handler); FAULT_RANK (none when FAULT_RANK=none) keeps SIGTERM's default action and
 #                  dies of it. Each touches FAULT_READY.<rank> once it listens, then sleeps a minute.
 #   others-file    every rank but FAULT_RANK writes an error file in @record's format at once and sleeps a minute;
-#                  FAULT_RANK exits 6 a moment later, without one (the root cause wrote none, the cascade did).
+#                  FAULT_RANK exits 6 once the others of this node have written theirs, without one (the root cause
+#                  wrote none, the cascade did).
 #   import         FAULT_RANK imports a module that does not exist (ModuleNotFoundError, exit 1); the others exit 0.
 #   follower       every rank but FAULT_RANK writes an error file as megatron-run's worker does for a failure that
 #                  follows another rank's (extraInfo.follows_rank FAULT_RANK) and exits 1 as soon as FAULT_RANK (when
@@ -32,6 +34,23 @@ rank = os.environ.get("RANK")
 failing = os.environ.get("FAULT_RANK", "1") in (rank, "all")
 attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
 
+
+# Marks shared by the ranks of this node: the attempt folder of their error files (<attempt>/<local rank>/error.json).
+# A rank that must act only after the others reached some point waits for their marks, not for a guessed time: under
+# load a rank's Python may start seconds after another's.
+def mark(name):
+    return os.path.join(os.path.dirname(os.path.dirname(os.environ["TORCHELASTIC_ERROR_FILE"])), name)
+
+
+def wait_for_marks(prefix, local_ranks):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(os.path.exists(mark(f"{prefix}.{r}")) for r in local_ranks):
+        time.sleep(0.01)
+
+
+local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+local_ranks = range(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
 if fault == "import":
     if failing:
         import mr_tests_no_such_module  # noqa: F401
@@ -43,7 +62,9 @@ elif fault == "first-attempt":
 elif fault == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"rank {rank} ignores SIGTERM", flush=True)
-    if failing:
+    open(mark(f"ignoring.{local_rank}"), "w").close()
+    if failing:  # the launcher's stop must find every rank of this node ignoring SIGTERM (the test expects SIGKILL)
+        wait_for_marks("ignoring", local_ranks)
         time.sleep(0.5)
         sys.exit(4)
     time.sleep(60)
@@ -57,14 +78,15 @@ elif fault == "error-file":
         sys.exit(5)
     time.sleep(60)
 elif fault == "others-file":
-    if failing:
-        time.sleep(1)
+    if failing:  # the cascade's error files are written before the root cause exits (and the launcher stops them)
+        wait_for_marks("wrote", [r for r in local_ranks if r != local_rank])
         sys.exit(6)
     import json
 
     with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
         json.dump({"message": {"message": f"ConnectionError: written by rank {rank}",
                                "extraInfo": {"py_callstack": "Traceback: there", "timestamp": "1700000000"}}}, f)
+    open(mark(f"wrote.{local_rank}"), "w").close()
     time.sleep(60)
 elif fault == "record":
     from torch.distributed.elastic.multiprocessing.errors import record
