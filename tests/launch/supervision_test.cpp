@@ -268,14 +268,22 @@ TEST_CASE("what a worker leaves running in its process group is stopped when the
   CHECK(k.exit == 0);  // the worker's own code
   CHECK(has(k.out, "processes the workers started still running 1 s after the stop signal (--term-timeout): rank 0: "
                    "pid "));
-  // One that left the group (setsid) is not the launcher's to stop: the launcher does not wait for its output.
+  // One that left the group (setsid) is not the launcher's to stop: the launcher does not wait for its output, and
+  // names it (its pid, written to `own` before it becomes `sleep`).
+  const std::string own = (dir.path / "own").string();
   Proc t = sh(kBin + " --nproc-per-node 1 --config " + kConfig + " --log-dir " + dir.path.string() +
-              " --tee 3 --no-append-args -- /bin/sh -c 'setsid sh -c \": > " + (dir.path / "own").string() +
-              "; sleep 3\" & echo started; while [ ! -e " + (dir.path / "own").string() + " ]; do sleep 0.05; done'");
+              " --tee 3 --no-append-args -- /bin/sh -c 'setsid sh -c \"echo \\$\\$ > " + own + ".tmp; mv " + own +
+              ".tmp " + own + "; exec sleep 3\" & echo started; while [ ! -e " + own + " ]; do sleep 0.05; done'");
   INFO(t.out);
   CHECK(t.exit == 0);
   CHECK(has(t.out, "started"));
   CHECK(has(t.out, "every worker has exited, but a process one of them started still holds its output open"));
+  std::string leftover;
+  std::getline(std::ifstream(own), leftover);
+  INFO("the setsid process: pid " << leftover);
+  CHECK(!leftover.empty());
+  CHECK(has(t.out, "megatron-run: pid " + leftover + " (sleep) still holds rank 0's output open; it is not stopped "
+                   "(it left the worker's process group)\n"));
 }
 
 TEST_CASE("what the workers left is looked for at a worker's exit and then at most every 100 ms, not on every pass",
