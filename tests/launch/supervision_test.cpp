@@ -408,6 +408,46 @@ TEST_CASE("inside another launcher's job --virtual-local-rank and --event-log-ha
   CHECK(plain.exit == 0);
 }
 
+// A dry run inside the job (a CI pre-flight of the launch) said nothing of them, and the launch then refused them:
+// the dry run and --format json's check refuse them as the launch does, the same line and exit code 2.
+TEST_CASE("inside another launcher's job a dry run refuses the launcher's rendezvous and spawner options as the "
+          "launch does", "[launch][supervision][process][in-job]") {
+  const std::string job = "-u TORCHELASTIC_RUN_ID RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
+                          "MASTER_PORT=29999 ";
+  auto error_line = [](const std::string& out) {
+    const size_t at = out.find("megatron-run: error: ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  for (const std::string& opt : {std::string("--nnodes 2"), std::string("--master-port 1234"),
+                                 std::string("--master-addr 10.0.0.1"), std::string("--standalone"),
+                                 std::string("--rdzv-id foo"), std::string("--node-rank 0"),
+                                 std::string("--log-dir /tmp"), std::string("PET_NNODES=2 ")}) {
+    const bool pet = opt.rfind("PET_", 0) == 0;
+    const std::string env = job + (pet ? opt : std::string());
+    const std::string flags = pet ? std::string() : opt + " ";
+    Proc launch = sh(env + kRun + flags + "--no-python /bin/true");
+    Proc dry = sh(env + kRun + "--dry-run " + flags + "--no-python /bin/true");
+    Proc json = sh(env + kRun + "--format json " + flags + "--no-python /bin/true");
+    INFO(opt << ":\nlaunch: " << launch.out << "\ndry run: " << dry.out << "\njson: " << json.out);
+    CHECK(launch.exit == 2);
+    CHECK(dry.exit == 2);
+    CHECK(json.exit == 2);
+    CHECK(has(dry.out, "acts on the workers megatron-run starts, but it is inside a job already"));
+    CHECK(error_line(dry.out) == error_line(launch.out));
+    CHECK(error_line(json.out) == error_line(launch.out));
+    CHECK(has(json.out, "\"ok\": false"));
+  }
+  // Outside a job (no RANK) a dry run takes them, as the launch does.
+  Proc outside = sh("-u RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID " + kRun + "--dry-run --nnodes 2 --master-port 1234 "
+                    "--no-python /bin/true");
+  INFO(outside.out);
+  CHECK(outside.exit == 0);
+  // With --nproc-per-node (a nested job) neither refuses them.
+  Proc nested = sh(job + kRun + "--dry-run --nproc-per-node 1 --master-port 1234 --no-python /bin/true");
+  INFO(nested.out);
+  CHECK(nested.exit == 0);
+}
+
 // Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM's variables; srun has no
 // option for it: the refusal of --master-port / --master-addr says so (review diff39 #3).
 TEST_CASE("under SLURM the refusal of --master-port and --master-addr advises MASTER_PORT and MASTER_ADDR",
