@@ -410,7 +410,10 @@ struct RunCommand {
   void say_late_warnings();
   // Whether --explain was asked for: each value with its source printed (exit 0), or an unknown one refused.
   std::optional<int> explain_values();
-  // Whether a JSON check refuses the program's input files (or a malformed enclosing job), as the launch would.
+  // Inside another launcher's job, a dry run and a JSON check refuse the options that act only on the workers
+  // megatron-run starts (and a JSON check a malformed job), as the launch would.
+  void check_enclosing_job();
+  // Whether a JSON check refuses the program's input files, as the launch would.
   std::optional<int> check_program_inputs();
   // Whether to say that the values given, not an unreadable checkpoint's, were validated.
   void warn_checkpoint_not_read();
@@ -477,6 +480,7 @@ int RunCommand::run() {
   excuse_unreadable_checkpoint();
   if (!failed.empty()) return refused(failed);
   say_late_warnings();
+  check_enclosing_job();
   if (std::optional<int> code = explain_values()) return *code;
   if (std::optional<int> code = check_program_inputs()) return *code;
   warn_checkpoint_not_read();
@@ -983,20 +987,31 @@ std::optional<int> RunCommand::explain_values() {
   return std::nullopt;
 }
 
+void RunCommand::check_enclosing_job() {
+  if (!dry_run && !json_check) return;  // the launch itself checks both (launch.cpp)
+  std::optional<launch::LaunchInfo> job;
+  try {
+    job = launch::launch_info();
+  } catch (const launch::LaunchError& e) {
+    // A JSON check joining an enclosing job (no --nproc-per-node) reads its variables as the launch reads them, so
+    // a malformed one (LOCAL_RANK=x) is the launch's refusal here too (launch.cpp: launch.env-malformed, exit 2). A
+    // dry run takes the world size to check from WORLD_SIZE alone (docs/launch.md), and is no job then.
+    if (json_check && launch_opts.nproc_per_node == 0) {
+      launch::kEnvMalformedRule.record_hit();
+      throw UsageError(e.what(), {}, {}, launch::kEnvMalformedRule.id);
+    }
+  }
+  // Inside that job the options that act on the workers megatron-run starts (--nnodes, --master-port, --log-dir,
+  // ...) are the launch's refusal (exit 2, the same message): a pre-flight dry run in the job says it too.
+  if (job)
+    if (const std::optional<InsideJobRefusal> r = inside_job_refusal(launch_opts, *job))
+      throw UsageError(r->message, {r->flag});
+}
+
 std::optional<int> RunCommand::check_program_inputs() {
   // --format json without --dry-run checks the files the program's flags name, as the launch does before it starts
   // the workers (launch.cpp): an error is a refusal (exit 1, in the JSON document), a warning is said.
   if (json_check) {
-    // Joining an enclosing job (no --nproc-per-node): its variables are read as the launch reads them, so a
-    // malformed one (LOCAL_RANK=x) is the launch's refusal here too (launch.cpp: launch.env-malformed, exit 2).
-    if (launch_opts.nproc_per_node == 0) {
-      try {
-        (void)launch::launch_info();
-      } catch (const launch::LaunchError& e) {
-        launch::kEnvMalformedRule.record_hit();
-        throw UsageError(e.what(), {}, {}, launch::kEnvMalformedRule.id);
-      }
-    }
     const std::vector<Diagnostic> inputs = program_input_diagnostics(out, program);
     if (std::any_of(inputs.begin(), inputs.end(), [](const Diagnostic& d) { return d.level == Diagnostic::Level::Error; }))
       return refused(inputs);

@@ -801,6 +801,32 @@ const Rule kLocalRankGivenRule{
 
 }  // namespace
 
+std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, const launch::LaunchInfo& job) {
+  if (lo.nproc_given || (lo.spawner_only_given.empty() && lo.spawner_only_pet.empty())) return std::nullopt;
+  // Inside another launcher's job megatron-run starts no workers: these options would do nothing. (Not
+  // lo.nproc_per_node: --nnodes or c10d alone make it 1, a nested job of one worker per rank of this one.) The
+  // command line first, then a PET_ default of one (PET_NNODES), named by its variable.
+  const bool from_pet = lo.spawner_only_given.empty();
+  const std::string flag = from_pet ? lo.spawner_only_pet.front() : lo.spawner_only_given.front();
+  std::string dashed = flag;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  const std::string source = from_pet ? lo.pet_sources.at(flag) : std::string();
+  const std::string var = source.substr(0, source.find('='));
+  // Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM_JOB_NODELIST and
+  // SLURM_JOB_ID (launch_env.cpp): srun has no option for it (review diff39 #3).
+  std::string advice = from_pet ? "unset " + var : "give it to that job's launcher";
+  if (job.source == launch::LaunchInfo::Source::Slurm && (dashed == "--master-port" || dashed == "--master-addr")) {
+    const bool port = dashed == "--master-port";
+    advice = std::string(from_pet ? "unset " + var + "; " : "") + "under SLURM set " +
+             (port ? "MASTER_PORT" : "MASTER_ADDR") + " in the job's environment for its store (without it the " +
+             (port ? "port is derived from SLURM_JOB_ID" : "address is SLURM_JOB_NODELIST's first host") + ")";
+  }
+  return InsideJobRefusal{flag, "argument " + option_name(flag) + ": " +
+                                    (from_pet ? "its default " + source + " " : std::string()) +
+                                    "acts on the workers megatron-run starts, but it is inside a job already (" +
+                                    job.describe() + ") and starts none; " + advice + ", or add --nproc-per-node"};
+}
+
 int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program,
            const std::vector<int>& valid_nnodes) {
   po::options_description desc("launch");
@@ -827,31 +853,11 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
     print_warning(std::cerr, std::string(e.what()) + "; not inside a job then: --nproc-per-node starts the workers "
                                                      "with their own");
   }
-  if (job && !lo.nproc_given && (!lo.spawner_only_given.empty() || !lo.spawner_only_pet.empty())) {
-    // Inside another launcher's job megatron-run starts no workers: these options would do nothing. (Not
-    // lo.nproc_per_node: --nnodes or c10d alone make it 1, a nested job of one worker per rank of this one.) The
-    // command line first, then a PET_ default of one (PET_NNODES), named by its variable.
-    const bool from_pet = lo.spawner_only_given.empty();
-    const std::string flag = from_pet ? lo.spawner_only_pet.front() : lo.spawner_only_given.front();
-    std::string dashed = flag;
-    std::replace(dashed.begin(), dashed.end(), '_', '-');
-    const std::string source = from_pet ? lo.pet_sources.at(flag) : std::string();
-    const std::string var = source.substr(0, source.find('='));
-    // Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM_JOB_NODELIST and
-    // SLURM_JOB_ID (launch_env.cpp): srun has no option for it (review diff39 #3).
-    std::string advice = from_pet ? "unset " + var : "give it to that job's launcher";
-    if (job->source == launch::LaunchInfo::Source::Slurm && (dashed == "--master-port" || dashed == "--master-addr")) {
-      const bool port = dashed == "--master-port";
-      advice = std::string(from_pet ? "unset " + var + "; " : "") + "under SLURM set " +
-               (port ? "MASTER_PORT" : "MASTER_ADDR") + " in the job's environment for its store (without it the " +
-               (port ? "port is derived from SLURM_JOB_ID" : "address is SLURM_JOB_NODELIST's first host") + ")";
+  if (job)
+    if (const std::optional<InsideJobRefusal> r = inside_job_refusal(lo, *job)) {
+      print_error(std::cerr, r->message);
+      return 2;
     }
-    print_error(std::cerr, "argument " + option_name(flag) + ": " +
-                               (from_pet ? "its default " + source + " " : std::string()) +
-                               "acts on the workers megatron-run starts, but it is inside a job already (" +
-                               job->describe() + ") and starts none; " + advice + ", or add --nproc-per-node");
-    return 2;
-  }
 
   // The config files' ENV_VARS, for every rank, exactly as validation read them (docs/config-files.md): exported
   // here, over megatron-run's environment, as Megatron's CI exports them before its launcher runs. The spawner

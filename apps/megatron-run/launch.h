@@ -216,6 +216,18 @@ std::vector<Diagnostic> config_env_notices(const Parsed& p);
 // (launch::NodeGroup::refuse_to_join). Returns `code`.
 int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed = false);
 
+// Inside another launcher's job (`job`) without --nproc-per-node megatron-run starts no workers, so the options that
+// act only on the workers it starts (LaunchOptions::spawner_only_given: the spawner's and the rendezvous's, then
+// their PET_ defaults, spawner_only_pet) are refused: the option named (as argparse names it) and the message
+// (`argument --nnodes: acts on the workers megatron-run starts, but it is inside a job already (...)`); nullopt
+// when none is given or --nproc-per-node is. The launch prints it and exits 2; a dry run and --format json's check
+// refuse the same (cmd_run.cpp), so that a pre-flight says what the launch would.
+struct InsideJobRefusal {
+  std::string flag;     // "--nnodes" (the spelling given)
+  std::string message;  // without "megatron-run: error: "
+};
+std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, const launch::LaunchInfo& job);
+
 // Words of `args` (before "--") that are launcher options, with their values, removed.
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);
 

@@ -13,6 +13,7 @@
 
 #include "config/value.h"
 #include "util/resources.h"
+#include "util/rule_id.h"
 
 namespace mr::launch {
 
@@ -111,8 +112,10 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
 }
 
 std::string follower_error_record(const std::string& text, long long follows_rank, long long timestamp) {
-  mr::Object extra = {{"py_callstack", text}, {"timestamp", std::to_string(timestamp)}, {"follows_rank", follows_rank}};
-  mr::Object message = {{"message", text.substr(0, text.find('\n'))}, {"extraInfo", mr::Value::object(extra)}};
+  // As the worker's log line shows it ("error[run.nan-check]: ..."), so that the summary's "(...)" reads alike.
+  const std::string logged = rule_heading("error", text);
+  mr::Object extra = {{"py_callstack", logged}, {"timestamp", std::to_string(timestamp)}, {"follows_rank", follows_rank}};
+  mr::Object message = {{"message", logged.substr(0, logged.find('\n'))}, {"extraInfo", mr::Value::object(extra)}};
   return mr::Value::object({{"message", mr::Value::object(message)}}).json();
 }
 

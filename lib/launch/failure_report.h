@@ -62,7 +62,8 @@ struct ErrorFileContent {
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
 
 // The error record of a rank that fails only because another rank failed (megatron-run's worker writes it to its
-// TORCHELASTIC_ERROR_FILE): @record's format, message the first line of `text` (all of it as py_callstack),
+// TORCHELASTIC_ERROR_FILE): @record's format, message the first line of `text` as the worker's log shows it
+// ("[run.nan-check] ..." as "error[run.nan-check]: ...", other text as "error: ..."; all of it as py_callstack),
 // extraInfo.timestamp `timestamp` and extraInfo.follows_rank `follows_rank` (an integer: the rank that failed,
 // -1 not known which). torchrun reads only message and extraInfo's strings: the field changes nothing there.
 std::string follower_error_record(const std::string& text, long long follows_rank, long long timestamp);

@@ -54,6 +54,93 @@ std::vector<pid_t> group_members(pid_t pgid) {
   return out;
 }
 
+namespace {
+
+// The first line of a small /proc file, without its newline ("" when it cannot be read).
+std::string first_line(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[256];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return {};
+  std::string s(buf, static_cast<size_t>(n));
+  return s.substr(0, s.find('\n'));
+}
+
+// Whether descriptor `fd` of `pid` is open for writing: /proc/<pid>/fdinfo/<fd>'s "flags:" (octal) has O_WRONLY
+// or O_RDWR.
+bool open_for_writing(pid_t pid, const char* fd) {
+  char path[320];  // a descriptor's name is a number; d_name may hold 255 bytes
+  std::snprintf(path, sizeof path, "/proc/%d/fdinfo/%s", static_cast<int>(pid), fd);
+  const int f = open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return false;
+  char buf[512];
+  const ssize_t n = read(f, buf, sizeof buf - 1);
+  close(f);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* flags = std::strstr(buf, "flags:");
+  if (!flags) return false;
+  unsigned long v = 0;
+  if (std::sscanf(flags + 6, " %lo", &v) != 1) return false;
+  return (v & O_ACCMODE) == O_WRONLY || (v & O_ACCMODE) == O_RDWR;
+}
+
+}  // namespace
+
+std::vector<PipeHolder> pipe_holders(const std::vector<ino_t>& inodes, size_t max_links) {
+  std::vector<PipeHolder> out;
+  if (inodes.empty()) return out;
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  const pid_t self = getpid();
+  size_t links = 0;
+  while (const dirent* e = readdir(proc)) {
+    if (links >= max_links) break;
+    pid_t pid = 0;
+    const char* end = e->d_name + std::strlen(e->d_name);
+    auto [p, ec] = std::from_chars(e->d_name, end, pid);
+    if (ec != std::errc() || p != end || pid <= 0 || pid == self) continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/fd", static_cast<int>(pid));
+    DIR* fds = opendir(path);
+    if (!fds) continue;  // another user's (EACCES), or gone since the listing
+    const size_t first = out.size();
+    while (const dirent* f = readdir(fds)) {
+      if (f->d_name[0] == '.') continue;
+      if (++links > max_links) break;
+      char link[320], target[64];
+      std::snprintf(link, sizeof link, "/proc/%d/fd/%s", static_cast<int>(pid), f->d_name);
+      const ssize_t n = readlink(link, target, sizeof target - 1);
+      if (n <= 6) continue;
+      target[n] = '\0';
+      unsigned long long ino = 0;
+      char close_bracket = 0;
+      if (std::sscanf(target, "pipe:[%llu%c", &ino, &close_bracket) != 2 || close_bracket != ']') continue;
+      if (std::find(inodes.begin(), inodes.end(), static_cast<ino_t>(ino)) == inodes.end()) continue;
+      const bool writes = open_for_writing(pid, f->d_name);
+      auto held = std::find_if(out.begin() + static_cast<long>(first), out.end(),
+                               [&](const PipeHolder& h) { return h.inode == static_cast<ino_t>(ino); });
+      if (held != out.end()) {
+        held->writes = held->writes || writes;
+        continue;
+      }
+      out.push_back({pid, "", static_cast<ino_t>(ino), writes});
+    }
+    closedir(fds);
+    if (out.size() > first) {
+      const std::string name = first_line("/proc/" + std::to_string(pid) + "/comm");
+      for (size_t k = first; k < out.size(); ++k) out[k].name = name;
+    }
+  }
+  closedir(proc);
+  std::sort(out.begin(), out.end(), [](const PipeHolder& a, const PipeHolder& b) {
+    return a.pid != b.pid ? a.pid < b.pid : a.inode < b.inode;
+  });
+  return out;
+}
+
 int wait_status(const siginfo_t& info) {
   switch (info.si_code) {
     case CLD_EXITED: return (info.si_status & 0xff) << 8;         // WEXITSTATUS in the second byte

@@ -22,9 +22,11 @@
 
 #include "config/print.h"
 #include "config/rule.h"
+#include "launch/process_group.h"
 #include "launch/spawn_detail.h"
 #include "util/rule_id.h"
 #include "util/std_fds.h"
+#include "util/text.h"
 
 namespace mr::launch::detail {
 
@@ -464,6 +466,7 @@ class Supervisor {
   void watch_peers();
   void stop_leftovers();
   void close_streams_when_done();
+  void say_pipe_holders(const std::vector<std::pair<ino_t, int>>& pipes);
   void kill_at_grace_end();
   AttemptResult finish();
   void decide_code();
@@ -802,16 +805,49 @@ void Supervisor::close_streams_when_done() {
   if (!streams_end_at_) streams_end_at_ = Clock::now() + kStreamLinger;
   if (Clock::now() < *streams_end_at_ && !result_.signal_received) return;
   bool held = false;
+  std::vector<std::pair<ino_t, int>> pipes;  // the held pipes' inodes, with their ranks
   for (Worker& w : workers_.all())
     for (Stream* s : {&w.out, &w.err})
       if (s->fd >= 0) {
         // What is already there (bounded: the leftover process may write without end).
         for (int k = 0; k < 64 && s->fd >= 0 && poll_readable(s->fd); ++k) relay(console_, w, *s);
-        if (s->fd >= 0) end_stream(console_, w, *s), held = true;
+        if (s->fd < 0) continue;
+        struct stat st {};
+        if (fstat(s->fd, &st) == 0) pipes.emplace_back(st.st_ino, w.rank);
+        end_stream(console_, w, *s), held = true;
       }
-  if (held)
-    std::cerr << "megatron-run: every worker has exited, but a process one of them started still holds its output "
-                 "open; its further output is not shown\n";
+  if (!held) return;
+  std::cerr << "megatron-run: every worker has exited, but a process one of them started still holds its output "
+               "open; its further output is not shown\n";
+  say_pipe_holders(pipes);
+}
+
+// Who holds the pipes (their write ends: /proc/<pid>/fd, once, bounded), each process named once with the ranks
+// whose output it holds. Nothing more is said when none is found (another user's process, a scan cut short).
+void Supervisor::say_pipe_holders(const std::vector<std::pair<ino_t, int>>& pipes) {
+  std::vector<ino_t> inodes;
+  for (const auto& p : pipes) inodes.push_back(p.first);
+  std::vector<std::pair<PipeHolder, std::vector<int>>> by_pid;  // a holder, with the ranks whose output it holds
+  for (const PipeHolder& h : pipe_holders(inodes)) {
+    if (!h.writes) continue;  // a read end (this launcher's own are left out already): no output of a rank
+    if (by_pid.empty() || by_pid.back().first.pid != h.pid) by_pid.push_back({h, {}});
+    std::vector<int>& ranks = by_pid.back().second;
+    for (const auto& p : pipes)
+      if (p.first == h.inode && std::find(ranks.begin(), ranks.end(), p.second) == ranks.end()) ranks.push_back(p.second);
+  }
+  constexpr size_t kNamed = 8;
+  for (size_t k = 0; k < by_pid.size() && k < kNamed; ++k) {
+    std::vector<int>& ranks = by_pid[k].second;
+    std::sort(ranks.begin(), ranks.end());
+    std::string whose;
+    for (size_t i = 0; i < ranks.size(); ++i) whose += (i ? ", " : "") + std::to_string(ranks[i]);
+    whose = ranks.size() == 1 ? "rank " + whose + "'s output" : "the output of ranks " + whose;
+    const PipeHolder& h = by_pid[k].first;
+    std::cerr << "megatron-run: pid " << h.pid << (h.name.empty() ? "" : " (" + printable(h.name, false) + ")")
+              << " still holds " << whose << " open; it is not stopped (it left the worker's process group)\n";
+  }
+  if (by_pid.size() > kNamed)
+    std::cerr << "megatron-run: and " << by_pid.size() - kNamed << " more processes hold the workers' output open\n";
 }
 
 // The grace period is over: SIGKILL every group not yet reaped, the workers still running and what the exited ones

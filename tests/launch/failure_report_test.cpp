@@ -200,16 +200,19 @@ TEST_CASE("a follower's error file names the rank it followed; find_root_cause t
           "[launch][failure-report]") {
   const fs::path dir = fs::temp_directory_path() / ("mr-follower-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const std::string text = "error[checkpoint.corrupt]: --load ck: loading failed on rank 0: bad\nmore";
+  // The exception's text carries its rule id ("[id] text"); the file has it as the worker's log line shows it, so
+  // that the summary's "(...)" after the error file reads as the log does.
+  const std::string text = "[checkpoint.corrupt] --load ck: loading failed on rank 0: bad\nmore";
   std::ofstream(dir / "1.json") << follower_error_record(text, 0, 1700000000);
   auto e = read_error_file((dir / "1.json").string());
   REQUIRE(e);
   CHECK(e->message == "error[checkpoint.corrupt]: --load ck: loading failed on rank 0: bad");
-  CHECK(e->traceback == text);
+  CHECK(e->traceback == "error[checkpoint.corrupt]: --load ck: loading failed on rank 0: bad\nmore");
   CHECK(e->timestamp == "1700000000");
   REQUIRE(e->follows_rank);
   CHECK(*e->follows_rank == 0);
   std::ofstream(dir / "2.json") << follower_error_record("another rank's buffers do not fit", -1, 1);
+  CHECK(read_error_file((dir / "2.json").string())->message == "error: another rank's buffers do not fit");
   std::ofstream(dir / "plain.json") << R"({"message": {"message": "RuntimeError: boom", "extraInfo": {}}})";
   CHECK_FALSE(read_error_file((dir / "plain.json").string())->follows_rank);
 

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,4 +112,43 @@ TEST_CASE("process group: the wait status of a killed child, and of one still ru
   info.si_code = CLD_EXITED;
   info.si_status = 255;
   CHECK(WEXITSTATUS(wait_status(info)) == 255);
+}
+
+// The launcher names who still holds a worker's output pipe after every worker has exited (a process that left the
+// worker's group: setsid). A child of this test holds the write end of a pipe; the test (the "launcher") the read
+// end, which is left out.
+TEST_CASE("process group: the processes holding a pipe are found by its inode, with their name and the end they hold",
+          "[launch][process_group]") {
+  int p[2], ready[2];
+  REQUIRE(pipe(p) == 0);
+  REQUIRE(pipe(ready) == 0);
+  const pid_t holder = fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    setsid();
+    close(p[0]);
+    close(ready[0]);
+    close(ready[1]);  // the parent sees EOF on `ready` once this child is set up
+    sleep(30);
+    _exit(0);
+  }
+  close(p[1]);
+  close(ready[1]);
+  char c;
+  REQUIRE(read(ready[0], &c, 1) == 0);  // the child has closed its copy: its descriptors are as it keeps them
+  close(ready[0]);
+  struct stat st {};
+  REQUIRE(fstat(p[0], &st) == 0);
+  const std::vector<mr::launch::PipeHolder> found = mr::launch::pipe_holders({st.st_ino});
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  REQUIRE(found.size() == 1);  // not this process, whose read end is the launcher's own
+  CHECK(found[0].pid == holder);
+  CHECK(found[0].inode == st.st_ino);
+  CHECK(found[0].writes);
+  CHECK(!found[0].name.empty());  // the test binary's name, as /proc/<pid>/comm gives it
+  // No inode asked for, or a cap of no links: nothing read.
+  CHECK(mr::launch::pipe_holders({}).empty());
+  CHECK(mr::launch::pipe_holders({st.st_ino}, 0).empty());
+  close(p[0]);
 }

@@ -276,14 +276,22 @@ TEST_CASE("what a worker leaves running in its process group is stopped when the
   CHECK(k.exit == 0);  // the worker's own code
   CHECK(has(k.out, "processes the workers started still running 1 s after the stop signal (--term-timeout): rank 0: "
                    "pid "));
-  // One that left the group (setsid) is not the launcher's to stop: the launcher does not wait for its output.
+  // One that left the group (setsid) is not the launcher's to stop: the launcher does not wait for its output, and
+  // names it (its pid, written to `own` before it becomes `sleep`).
+  const std::string own = (dir.path / "own").string();
   Proc t = sh(kBin + " --nproc-per-node 1 --config " + kConfig + " --log-dir " + dir.path.string() +
-              " --tee 3 --no-append-args -- /bin/sh -c 'setsid sh -c \": > " + (dir.path / "own").string() +
-              "; sleep 3\" & echo started; while [ ! -e " + (dir.path / "own").string() + " ]; do sleep 0.05; done'");
+              " --tee 3 --no-append-args -- /bin/sh -c 'setsid sh -c \"echo \\$\\$ > " + own + ".tmp; mv " + own +
+              ".tmp " + own + "; exec sleep 3\" & echo started; while [ ! -e " + own + " ]; do sleep 0.05; done'");
   INFO(t.out);
   CHECK(t.exit == 0);
   CHECK(has(t.out, "started"));
   CHECK(has(t.out, "every worker has exited, but a process one of them started still holds its output open"));
+  std::string leftover;
+  std::getline(std::ifstream(own), leftover);
+  INFO("the setsid process: pid " << leftover);
+  CHECK(!leftover.empty());
+  CHECK(has(t.out, "megatron-run: pid " + leftover + " (sleep) still holds rank 0's output open; it is not stopped "
+                   "(it left the worker's process group)\n"));
 }
 
 TEST_CASE("what the workers left is looked for at a worker's exit and then at most every 100 ms, not on every pass",
@@ -406,6 +414,46 @@ TEST_CASE("inside another launcher's job --virtual-local-rank and --event-log-ha
   Proc plain = sh(job + kRun + "--no-python /bin/true");
   INFO(plain.out);
   CHECK(plain.exit == 0);
+}
+
+// A dry run inside the job (a CI pre-flight of the launch) said nothing of them, and the launch then refused them:
+// the dry run and --format json's check refuse them as the launch does, the same line and exit code 2.
+TEST_CASE("inside another launcher's job a dry run refuses the launcher's rendezvous and spawner options as the "
+          "launch does", "[launch][supervision][process][in-job]") {
+  const std::string job = "-u TORCHELASTIC_RUN_ID RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
+                          "MASTER_PORT=29999 ";
+  auto error_line = [](const std::string& out) {
+    const size_t at = out.find("megatron-run: error: ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  for (const std::string& opt : {std::string("--nnodes 2"), std::string("--master-port 1234"),
+                                 std::string("--master-addr 10.0.0.1"), std::string("--standalone"),
+                                 std::string("--rdzv-id foo"), std::string("--node-rank 0"),
+                                 std::string("--log-dir /tmp"), std::string("PET_NNODES=2 ")}) {
+    const bool pet = opt.rfind("PET_", 0) == 0;
+    const std::string env = job + (pet ? opt : std::string());
+    const std::string flags = pet ? std::string() : opt + " ";
+    Proc launch = sh(env + kRun + flags + "--no-python /bin/true");
+    Proc dry = sh(env + kRun + "--dry-run " + flags + "--no-python /bin/true");
+    Proc json = sh(env + kRun + "--format json " + flags + "--no-python /bin/true");
+    INFO(opt << ":\nlaunch: " << launch.out << "\ndry run: " << dry.out << "\njson: " << json.out);
+    CHECK(launch.exit == 2);
+    CHECK(dry.exit == 2);
+    CHECK(json.exit == 2);
+    CHECK(has(dry.out, "acts on the workers megatron-run starts, but it is inside a job already"));
+    CHECK(error_line(dry.out) == error_line(launch.out));
+    CHECK(error_line(json.out) == error_line(launch.out));
+    CHECK(has(json.out, "\"ok\": false"));
+  }
+  // Outside a job (no RANK) a dry run takes them, as the launch does.
+  Proc outside = sh("-u RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID " + kRun + "--dry-run --nnodes 2 --master-port 1234 "
+                    "--no-python /bin/true");
+  INFO(outside.out);
+  CHECK(outside.exit == 0);
+  // With --nproc-per-node (a nested job) neither refuses them.
+  Proc nested = sh(job + kRun + "--dry-run --nproc-per-node 1 --master-port 1234 --no-python /bin/true");
+  INFO(nested.out);
+  CHECK(nested.exit == 0);
 }
 
 // Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM's variables; srun has no

@@ -306,6 +306,9 @@ TEST_CASE("--check-for-nan-in-loss-and-grad: an inf gradient or loss stops the r
   // Rank 1 only follows rank 0's failure: it lingers (distributed::FollowerError), so the launcher's first failure is
   // the rank that saw the value, and it stops rank 1 then.
   CHECK_THAT(grad.err(), Catch::Contains("root cause (first failure): rank 0 (local rank 0)"));
+  // Rank 1's error file (it follows rank 0) has its error as its log line shows it, and so has the summary's cascade.
+  CHECK_THAT(grad.err(), Catch::Contains("/attempt_0/1/error.json (error[run.nan-check]: iteration 2: found Inf in the "
+                                         "local gradient before the data-parallel reduction on another rank;"));
   // A learning rate past fp32's range: the parameters overflow and the next loss is inf.
   mrtest::Proc loss = spawn(1, {"--train-iters", "4", "--lr", "1e39"}, dir, "loss");
   INFO(loss.out() << loss.err());
