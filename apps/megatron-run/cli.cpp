@@ -185,15 +185,14 @@ namespace {
 constexpr const char* kLogLevels = "trace|debug|info|warning|error|fatal";  // log::parse_level's (and "warn")
 }  // namespace
 
-UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices,
-                          const std::string& name) {
+UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices) {
   std::string listed;
   for (size_t b = 0; b <= choices.size();) {
     size_t e = std::min(choices.find('|', b), choices.size());
     listed += (listed.empty() ? "'" : ", '") + std::string(choices.substr(b, e - b)) + "'";
     b = e + 1;
   }
-  return UsageError("argument " + (name.empty() ? flag : name) + ": invalid choice: '" + abbreviate(value) + "' (choose from " + listed + ")", {flag});
+  return UsageError("argument " + option_name(flag) + ": invalid choice: '" + abbreviate(value) + "' (choose from " + listed + ")", {flag});
 }
 
 void CommonOptions::add_to(po::options_description& desc, const char* formats) {
@@ -387,7 +386,7 @@ std::string argparse_name(const std::string& flag, const po::options_description
 
 }  // namespace
 
-std::string option_name(const std::string& flag, std::string_view cmd) {
+const po::options_description& command_options(std::string_view cmd) {
   // Each command's description, built once from its row of the command table (the options it parses with).
   static std::map<std::string, std::unique_ptr<po::options_description>, std::less<>> descs;
   auto it = descs.find(cmd);
@@ -396,7 +395,11 @@ std::string option_name(const std::string& flag, std::string_view cmd) {
     if (const Command* c = find_command(cmd); c && c->add_options) c->add_options(*desc);
     it = descs.emplace(std::string(cmd), std::move(desc)).first;
   }
-  return argparse_name(flag, it->second.get());
+  return *it->second;
+}
+
+std::string option_name(const std::string& flag, std::string_view cmd) {
+  return argparse_name(flag, &command_options(cmd));
 }
 
 void validate(boost::any& v, const std::vector<std::string>& words, PyFloat*, int) {

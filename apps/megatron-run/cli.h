@@ -88,10 +88,9 @@ struct RulesOptions {
 
 // The refusal (exit 2) of a value outside one of megatron-run's own closed sets, worded as argparse words it for
 // Megatron's flags: "argument FLAG: invalid choice: 'x' (choose from 'a', 'b', 'c')". `choices` as the option's
-// description names them for shell completion: "a|b|c". `name`: the option as the refusal names it
-// (option_name: "--numa-binding/--numa_binding"), `flag` when empty; `flag` is the one the error carries.
-UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices,
-                          const std::string& name = "");
+// description names them for shell completion: "a|b|c". The refusal names the option by option_name(flag)
+// ("--numa-binding/--numa_binding", "--format"); `flag` is the one the error carries.
+UsageError invalid_choice(const std::string& flag, const std::string& value, std::string_view choices);
 
 // What shell completion offers (completion.h): every command of the command table (commands.h) with its own
 // options, read from the same option descriptions the commands parse with (completion_spec.cpp).
@@ -124,6 +123,9 @@ inline const std::vector<std::pair<std::string, std::string>> kShortSwitches = {
 // `desc` has both; {flag} for an option with one spelling, one `desc` lacks, or without `desc`. Refusals name the
 // option by them joined with '/', and the option spelling groups a switch's spellings by them.
 std::vector<std::string> option_strings(const std::string& flag, const po::options_description* desc);
+// The options of the command `cmd` ("" for the run command) as it parses them (its row of the command table,
+// commands()), built once: what option_name and the launcher's spawner-only options read the option strings from.
+const po::options_description& command_options(std::string_view cmd = "");
 // The option `flag` of the command `cmd` ("" for the run command) as argparse names it in a refusal: its
 // option_strings in the command's own description (commands(): what it parses with) joined with '/'
 // ("--max-restarts/--max_restarts" for either spelling, "-r/--redirects"); `flag` itself for an option with one

@@ -1,12 +1,16 @@
 // `megatron-run check FILE|DIR...`: validate many configs in one process, for CI (a DIR: its *.yaml and *.yml files).
 #include <cctype>
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <optional>
+#include <string_view>
+#include <unordered_set>
 
 #include "cli.h"
-#include "config/rule.h"
 #include "config/check_report.h"
+#include "config/input_rules.h"
+#include "config/rule.h"
 #include "config/parse/argparse.h"
 #include "config/parse/config_dir.h"
 #include "config/parse/config_file.h"
@@ -25,6 +29,19 @@ struct FileResult {
   std::vector<Diagnostic> diags;
   std::optional<Namespace> resolved;
 };
+
+// A path as `check` compares it with the paths met before: without "." parts and repeated slashes
+// ("./t/a//ok.yaml" and "t/a/ok.yaml" are one file; ".." and links are left as they are).
+std::string path_key(const std::string& path) {
+  std::string key = !path.empty() && path[0] == '/' ? "/" : "";
+  for (size_t at = 0; at <= path.size();) {
+    const size_t slash = std::min(path.find('/', at), path.size());
+    const std::string_view part = std::string_view(path).substr(at, slash - at);
+    if (!part.empty() && part != ".") key.append(key.empty() || key.back() == '/' ? "" : "/").append(part);
+    at = slash + 1;
+  }
+  return key;
+}
 
 }  // namespace
 
@@ -73,7 +90,9 @@ int cmd_check(const std::vector<std::string>& args) {
   const bool json = common.format == "json", github = common.format == "github", junit = common.format == "junit";
   std::optional<JunitReport> report;
   if (junit) report.emplace();
-  size_t checked = 0, bad = 0;
+  // The summary counts files: a folder reported in a file's place (one with no YAML file, one that cannot be
+  // listed) is counted as a folder.
+  size_t checked = 0, bad = 0, entries = 0, empty_folders = 0, unlisted_folders = 0;
   int worst = 0;
   bool internal = false;
   if (json) std::cout << "[";
@@ -119,9 +138,14 @@ int cmd_check(const std::vector<std::string>& args) {
     }
     internal = internal || r.exit == 3;
     worst = std::max(worst, r.exit);  // 2 (a file unreadable or malformed) over 1 (a rule failed)
-    bad += r.exit ? 1 : 0;
+    if (!walk_error) {
+      ++checked;
+      bad += r.exit ? 1 : 0;
+    } else {
+      ++(walk_error->id == kInputNoConfigFilesRule.id ? empty_folders : unlisted_folders);
+    }
     if (json) {
-      std::cout << (checked ? ",\n " : "\n ") << "{\"file\": " << json_quote(r.file) << ", \"ok\": " << (r.exit ? "false" : "true")
+      std::cout << (entries ? ",\n " : "\n ") << "{\"file\": " << json_quote(r.file) << ", \"ok\": " << (r.exit ? "false" : "true")
                 << ", \"exit\": " << r.exit << ", \"errors\": [";
       bool first = true;
       for (const auto& d : r.diags) {
@@ -142,16 +166,21 @@ int cmd_check(const std::vector<std::string>& args) {
       }
     }
     if (!junit) std::cout.flush();  // synced with stdio: fflush(stdout) too
-    ++checked;
+    ++entries;
   };
+  // Each file once, where it is first met: a file named and also found in a folder named (`check t/a
+  // t/a/ok.yaml`), in two folders named, or named twice is checked and counted once. Memory: one key per path met.
+  std::unordered_set<std::string> seen;
+  auto first_time = [&](const std::string& path) { return seen.insert(path_key(path)).second; };
   for (const std::string& f : files) {
     if (!is_directory(f)) {
-      check_one(f, std::nullopt);
+      if (first_time(f)) check_one(f, std::nullopt);
       continue;
     }
     // A directory: its YAML files, each as if named here (config/parse/config_dir.h), listed when it is reached
-    // (memory holds one directory's paths at a time, beside the words).
-    for (const ConfigDirEntry& e : list_config_dir(f)) check_one(e.path, e.error);
+    // (memory holds one directory's paths at a time, beside the words and the keys above).
+    for (const ConfigDirEntry& e : list_config_dir(f))
+      if (first_time(e.path)) check_one(e.path, e.error);
   }
   if (json) {
     // No summary: the document holds each file's `ok`, and stderr stays empty for a caller that merges it in
@@ -161,7 +190,12 @@ int cmd_check(const std::vector<std::string>& args) {
     if (junit) report->finish(std::cout);
     // The summary is plain text on stderr (never a workflow command nor part of the XML); --quiet: nothing at all
     // when every file is valid.
-    if (!quiet || bad > 0) std::cerr << checked << " file(s) checked, " << bad << " invalid\n";
+    if (!quiet || bad > 0 || empty_folders > 0 || unlisted_folders > 0) {
+      std::cerr << checked << " file(s) checked, " << bad << " invalid";
+      if (empty_folders) std::cerr << ", " << empty_folders << " folder(s) with no *.yaml or *.yml file";
+      if (unlisted_folders) std::cerr << ", " << unlisted_folders << " folder(s) that cannot be listed";
+      std::cerr << "\n";
+    }
   }
   return internal ? 3 : worst;
 }

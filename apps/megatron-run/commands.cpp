@@ -52,10 +52,10 @@ std::vector<Command> make_commands() {
       .add_options = &add_options<CheckOptions>,
       .summary = "lint many configs in one process",
       .synopsis = "  megatron-run check [--format " + check_formats + "] [--world-size N] [--quiet] [--yaml-cfg]\n"
-                  "                     [--config BASE]... [config options] [target options] [--] FILE...\n",
+                  "                     [--config BASE]... [config options] [target options] [--] FILE|DIR...\n",
       .usage = "usage: megatron-run check [--format " + check_formats +
           "] [--world-size N] [--quiet] [--yaml-cfg]\n"
-          "                          [--config BASE]... [config options] [target options] [--] FILE...\n\n"
+          "                          [--config BASE]... [config options] [target options] [--] FILE|DIR...\n\n"
           "Validates each config file on its own (Megatron's parse_args and validate_args, then our checks) and\n"
           "prints one result per file as soon as it is known (text, github, json: flushed after each file).\n"
           "Exit 0: every file valid; 1: a rule failed (or the output could not be written); 2: a file could not\n"
@@ -63,9 +63,10 @@ std::vector<Command> make_commands() {
           "::error/::warning command per problem, shown as annotations), junit (a JUnit XML report, a testcase per\n"
           "file). --quiet: errors only (no warnings in text, github and junit; json lists them all), and no\n"
           "summary line when every file is valid. `--` ends the options: every word after it is a FILE, one\n"
-          "starting with '-' too. A FILE that is a directory stands for the *.yaml and *.yml files below it,\n"
-          "each checked and reported as if named (recursively, in path order; names starting with '.' and links\n"
-          "to folders left out); a directory with none is an error (input.no-config-files).\n"
+          "starting with '-' too. A DIR stands for the *.yaml and *.yml files below it (.YAML, .Yml too), each\n"
+          "checked and reported as if named (recursively, in path order; names starting with '.' and links to\n"
+          "folders left out); a directory with none is an error (input.no-config-files). A file met again (named\n"
+          "and also found below a DIR named, or named twice) is checked once, where it is first met.\n"
           "--yaml-cfg: every FILE is a Megatron --yaml-cfg file (language_model:, model_parallel: sections),\n"
           "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. --config BASE (repeatable): every FILE\n"
           "is checked on top of BASE, as `--config BASE --config FILE` would be (a file that only overrides a\n"

@@ -122,6 +122,19 @@ launch::Endpoint endpoint_of(const std::string& v) {
   }
 }
 
+// The notice for the local ranks (in order) that `name` gives and this node does not have (`nproc` workers: local
+// ranks 0 to nproc - 1): "NAME: local rank 5, 7 is not on this node (2 workers, local ranks 0-1)"; "" when every
+// one is here. --local-ranks-filter's and -r/-t's per-rank form (each adds what it means for its option).
+template <class Ranks>
+std::string ranks_not_on_node(const std::string& name, const Ranks& ranks, int nproc) {
+  std::string missing;
+  for (int r : ranks)
+    if (r >= nproc) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  if (missing.empty()) return missing;
+  return name + ": local rank " + missing + " is not on this node (" + std::to_string(nproc) +
+         " workers, local ranks 0-" + std::to_string(nproc - 1) + ")";
+}
+
 // Processors this process may run on (torchrun's "cpu": os.cpu_count()).
 int cpu_count() {
   cpu_set_t set;
@@ -180,7 +193,7 @@ std::string completion_shell(const std::string& v) {
     throw UsageError(argument("--print-completion") + "megatron-run has no tcsh completion script (torchrun's shtab "
                      "writes one); it has bash, zsh and fish (megatron-run schema --format bash-completion)",
                      {"--print-completion"});
-  throw invalid_choice("--print-completion", v, kCompletionShells, option_name("--print-completion"));
+  throw invalid_choice("--print-completion", v, kCompletionShells);
 }
 
 // "local-rank" -> "local_rank": torchrun accepts both spellings.
@@ -325,7 +338,7 @@ void LaunchOptions::add_to(po::options_description& desc) {
 void LaunchOptions::set_numa_binding(const std::string& v) {
   numa_binding = launch::numa_mode_from_string(v);
   if (!numa_binding)
-    throw invalid_choice("--numa-binding", v, kNumaModes, option_name("--numa-binding"));
+    throw invalid_choice("--numa-binding", v, kNumaModes);
 }
 
 // PET_<NAME> as an integer the way torchrun's check_env reads it (Python's int(): blanks around, a sign, digits).
@@ -366,18 +379,19 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   // --nnodes were ignored or started a nested job whose every rank waited to be node 0).
   // --virtual-local-rank and --event-log-handler too: the workers' LOCAL_RANK and CUDA_VISIBLE_DEVICES, the agent's
   // event records (review diff39 #2: accepted and ignored inside a job).
+  // One name per option: every spelling of it is read from the run command's description (option_strings:
+  // --log-dir and --log_dir, --redirects), in that order. A test checks that each is a launcher option
+  // (tests/launch/cmd_run_test.cpp, [in-job]).
   static const char* const kSpawnerOnly[] = {
-      "max-restarts", "max_restarts", "log-dir", "log_dir", "redirects", "tee", "local-ranks-filter",
-      "local_ranks_filter", "term-timeout", "shutdown-timeout", "shutdown_timeout", "role",
-      "log-line-prefix-template", "log_line_prefix_template", "duplicate-stdout-filters", "duplicate_stdout_filters",
-      "duplicate-stderr-filters", "duplicate_stderr_filters", "local-addr", "local_addr", "signals-to-handle",
-      "signals_to_handle", "numa-binding", "numa_binding", "logs-specs", "logs_specs", "virtual-local-rank",
-      "virtual_local_rank", "event-log-handler", "event_log_handler", "nnodes", "node-rank", "node_rank",
-      "master-addr", "master_addr", "master-port", "master_port", "standalone", "rdzv-backend", "rdzv_backend",
-      "rdzv-endpoint", "rdzv_endpoint", "rdzv-conf", "rdzv_conf", "rdzv-id", "rdzv_id", "launcher-port",
-      "join-timeout"};
+      "max-restarts", "log-dir", "redirects", "tee", "local-ranks-filter", "term-timeout", "shutdown-timeout", "role",
+      "log-line-prefix-template", "duplicate-stdout-filters", "duplicate-stderr-filters", "local-addr",
+      "signals-to-handle", "numa-binding", "logs-specs", "virtual-local-rank", "event-log-handler", "nnodes",
+      "node-rank", "master-addr", "master-port", "standalone", "rdzv-backend", "rdzv-endpoint", "rdzv-conf", "rdzv-id",
+      "launcher-port", "join-timeout"};
   for (const char* f : kSpawnerOnly)
-    if (vm.count(f) && !vm[f].defaulted()) spawner_only_given.push_back(std::string("--") + f);
+    for (const std::string& spelling : option_strings(std::string("--") + f, &command_options()))
+      if (spelling.rfind("--", 0) == 0 && vm.count(spelling.substr(2)) && !vm[spelling.substr(2)].defaulted())
+        spawner_only_given.push_back(spelling);  // (-r and -t are --redirects and --tee in `vm`)
   auto env = launch::process_env();
   if (pet_defaults_of_enclosing_launcher(env)) return;
   auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
@@ -533,7 +547,7 @@ void LaunchOptions::apply_worker_options() {
   }
   if (!start_method.empty()) {
     if (start_method != "spawn" && start_method != "fork" && start_method != "forkserver")
-      throw invalid_choice("--start-method", start_method, kStartMethods, option_name("--start-method"));
+      throw invalid_choice("--start-method", start_method, kStartMethods);
     notices.push_back("--start-method " + start_method +
                       ": not used (megatron-run starts every worker as a fresh process, fork and exec)");
   }
@@ -578,28 +592,21 @@ void LaunchOptions::apply_worker_options() {
     throw UsageError(argument("--local-ranks-filter") + e.what(), {"--local-ranks-filter"});
   }
   if (nproc_per_node > 0 && !logs.local_ranks_filter.empty()) {  // a local rank this node does not have
-    std::string missing;
-    for (int r : logs.local_ranks_filter)
-      if (r >= nproc_per_node) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    const std::string missing = ranks_not_on_node("--local-ranks-filter", logs.local_ranks_filter, nproc_per_node);
     if (!missing.empty())
-      notices.push_back("--local-ranks-filter: local rank " + missing + " is not on this node (" +
-                        std::to_string(nproc_per_node) + " workers, local ranks 0-" +
-                        std::to_string(nproc_per_node - 1) + ")" +
-                        (*logs.local_ranks_filter.begin() >= nproc_per_node ? ": no worker's output reaches the console"
-                                                                             : ""));
+      notices.push_back(missing + (*logs.local_ranks_filter.begin() >= nproc_per_node
+                                       ? ": no worker's output reaches the console"
+                                       : ""));
   }
   // -r/-t's per-rank form naming a local rank this node does not have: named as --local-ranks-filter's is (torchrun's
   // to_map ignores it silently; review user39 #9).
   for (auto [flag, spec] : {std::pair<const char*, const launch::StdSpec*>{"--redirects", &logs.redirects},
                             {"--tee", &logs.tee}}) {
     if (nproc_per_node <= 0 || !spec->per_rank) continue;
-    std::string missing;
-    for (const auto& [r, mode] : spec->by_rank)
-      if (r >= nproc_per_node) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    if (!missing.empty())
-      notices.push_back(option_name(flag) + ": local rank " + missing + " is not on this node (" +
-                        std::to_string(nproc_per_node) + " workers, local ranks 0-" +
-                        std::to_string(nproc_per_node - 1) + "): its setting does nothing");
+    std::vector<int> ranks;
+    for (const auto& [r, mode] : spec->by_rank) ranks.push_back(r);
+    const std::string missing = ranks_not_on_node(option_name(flag), ranks, nproc_per_node);
+    if (!missing.empty()) notices.push_back(missing + ": its setting does nothing");
   }
   for (const std::string& m : launch::unknown_prefix_macros(log_line_prefix_template))
     notices.push_back("--log-line-prefix-template: " + m + " is not one of ${role_name}, ${rank}, ${local_rank}, "
@@ -640,7 +647,7 @@ void LaunchOptions::apply(Invocation& inv) {
                          "HOST[:PORT], or launch under torchrun",
                      {"--rdzv-backend"});
   if (rdzv_backend != "static" && rdzv_backend != "c10d")
-    throw invalid_choice("--rdzv-backend", rdzv_backend, kRdzvBackends, option_name("--rdzv-backend"));  // the two megatron-run has
+    throw invalid_choice("--rdzv-backend", rdzv_backend, kRdzvBackends);  // the two megatron-run has
   if (elastic() && rdzv_backend != "c10d")
     throw UsageError(argument("--nnodes") + "an elastic job (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
                          ") numbers its nodes as they arrive: it needs --rdzv-backend c10d --rdzv-endpoint HOST[:PORT]",

@@ -97,13 +97,14 @@ DiagnosticPlace diagnostic_place(const std::string& file, const Diagnostic& d, c
 
 namespace {
 
-// `message` (escaped) with " (checking FILE)" at the end of its first line when the diagnostic's place is not
-// `file` itself.
-std::string with_checked_file(const std::string& file, const DiagnosticPlace& place, std::string message) {
-  if (place.file == file) return message;
-  const size_t eol = message.find('\n');
-  message.insert(eol == std::string::npos ? message.size() : eol, " (checking " + printable(file, false) + ")");
-  return message;
+// `message` with " (checking FILE)" at the end of its first line when the diagnostic's place is not `file` itself,
+// the message's text escaped by `text` and the file's name by `name` (the layout's escapes).
+template <class Text, class Name>
+std::string with_checked_file(const std::string& file, const DiagnosticPlace& place, const std::string& message,
+                              Text text, Name name) {
+  if (place.file == file) return text(message);
+  const size_t eol = std::min(message.find('\n'), message.size());
+  return text(message.substr(0, eol)) + " (checking " + name(file) + ")" + text(message.substr(eol));
 }
 
 }  // namespace
@@ -111,7 +112,9 @@ std::string with_checked_file(const std::string& file, const DiagnosticPlace& pl
 std::string check_text_line(const std::string& file, const Diagnostic& d, const std::vector<std::string>& bases) {
   const std::string where = d.where.empty() ? file : d.where;
   return printable(where, false) + ": " + level_word(d) + "[" + printable(d.rule, false) + "]: " +
-         with_checked_file(file, diagnostic_place(file, d, bases), printable(without_where(d.message, d.where))) +
+         with_checked_file(file, diagnostic_place(file, d, bases), without_where(d.message, d.where),
+                           [](std::string_view m) { return printable(m); },
+                           [](std::string_view f) { return printable(f, false); }) +
          "\n";
 }
 
@@ -136,6 +139,20 @@ std::string github_escape(std::string_view s, bool property) {
   return out;
 }
 
+// `s` in a workflow command (a property's value with `property`): a line feed or carriage return as GitHub's
+// %0A or %0D, the rest printable() (a tab kept where `keep_tabs`, else \x09), then GitHub's escapes.
+std::string github_text(std::string_view s, bool property, bool keep_tabs) {
+  std::string out;
+  for (size_t at = 0;;) {
+    const size_t end = std::min(s.find_first_of("\r\n", at), s.size());
+    // printable() keeps a tab (and a newline: none here) with keep_newlines.
+    out += github_escape(printable(s.substr(at, end - at), keep_tabs), property);
+    if (end == s.size()) return out;
+    out += s[end] == '\r' ? "%0D" : "%0A";
+    at = end + 1;
+  }
+}
+
 }  // namespace
 
 std::string github_escape_data(std::string_view s) { return github_escape(s, false); }
@@ -147,12 +164,14 @@ std::string github_command(const std::string& file, const Diagnostic& d, const s
   // A place that is not "path:line" (none in check today) stays in the message rather than being lost.
   if (place.file.empty()) message = d.where + ": " + message;
   std::string out = std::string("::") + level_word(d) + " file=" +
-                    github_escape_property(printable(place.file.empty() ? file : place.file, false));
+                    github_text(place.file.empty() ? file : place.file, /*property=*/true, /*keep_tabs=*/false);
   if (place.line) out += ",line=" + std::to_string(*place.line);
   if (place.col) out += ",col=" + std::to_string(*place.col);
-  out += ",title=" + github_escape_property(printable(d.rule, false));
-  out += "::" + github_escape_data(with_checked_file(file, place.file.empty() ? DiagnosticPlace{file, {}, {}} : place,
-                                                     printable(message))) +
+  out += ",title=" + github_text(d.rule, /*property=*/true, /*keep_tabs=*/false);
+  out += "::" +
+         with_checked_file(file, place.file.empty() ? DiagnosticPlace{file, {}, {}} : place, message,
+                           [](std::string_view m) { return github_text(m, /*property=*/false, /*keep_tabs=*/true); },
+                           [](std::string_view f) { return github_text(f, /*property=*/false, /*keep_tabs=*/false); }) +
          "\n";
   return out;
 }

@@ -45,9 +45,11 @@ std::string github_escape_property(std::string_view s);
 // One workflow command for a diagnostic of `file`:
 //   ::error file=PATH,line=N,col=C,title=RULE::MESSAGE   (::warning for a warning)
 // PATH and the line (and column) are the diagnostic's place when it has one, else `file` alone; the title is the
-// rule id. Text goes through printable() (util/text.h) first, so the command carries no raw control character (a
-// carriage return in a message reads \x0d); a message's newlines become %0A. A place in another file (a --config
-// BASE of `bases`) keeps PATH that file and adds " (checking FILE)" to the message's first line. Ends with "\n".
+// rule id. A line feed or carriage return, in the message or in a path, is GitHub's %0A or %0D (GitHub shows it as
+// one); every other control character goes through printable() (util/text.h), so the command carries none raw (an
+// escape reads \x1b; a tab is kept in the message, \x09 in a path or property); then GitHub's escapes. A place in
+// another file (a --config BASE of `bases`) keeps PATH that file and adds " (checking FILE)" to the message's
+// first line. Ends with "\n".
 std::string github_command(const std::string& file, const Diagnostic& d, const std::vector<std::string>& bases = {});
 
 // ---- JUnit XML --------------------------------------------------------------------------------------------

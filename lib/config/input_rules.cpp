@@ -2,24 +2,28 @@
 // that `megatron-run rules` and docs/validation.md list them beside the validation rules, and rules_all_tested
 // proves each has a test that fires it (UsageError's constructor records the hit). docs/config-files.md says
 // what each one refuses.
-#include "config/rule.h"
+#include "config/input_rules.h"
 
 namespace mr {
-namespace {
 
 #define MR_INPUT_RULE(var, id, desc) \
   const ::mr::Rule var{id, ::mr::Rule::Level::Error, desc, __FILE__, __LINE__, ::mr::kStageInput}
 
-MR_INPUT_RULE(kUnreadable, "input.unreadable",
+// Those named elsewhere (config/input_rules.h): external.
+MR_INPUT_RULE(kInputUnreadableRule, "input.unreadable",
               "A file that cannot be opened or read (the system's reason), or an empty path. A missing file is "
               "followed by the existing file a typo away, if any: `(did you mean configs/default.yaml?)`. For "
               "`check DIR`: a folder under DIR that cannot be listed.");
-MR_INPUT_RULE(kNotRegular, "input.not-regular-file",
+MR_INPUT_RULE(kInputNotRegularFileRule, "input.not-regular-file",
               "A directory, named pipe, socket or device given as a file: never opened for reading.");
-MR_INPUT_RULE(kNoConfigFiles, "input.no-config-files",
-              "check DIR: a directory with no `*.yaml` or `*.yml` file in it or below it (hidden files and folders and "
-              "links to folders left out), so that an empty tree never passes in silence.");
-MR_INPUT_RULE(kTooLarge, "input.file-too-large", "A file larger than kMaxInputFileBytes.");
+MR_INPUT_RULE(kInputNoConfigFilesRule, "input.no-config-files",
+              "check DIR: a directory with no `*.yaml` or `*.yml` file (the extension in any case) in it or below it "
+              "(hidden files and folders and links to folders left out), so that an empty tree never passes in "
+              "silence.");
+MR_INPUT_RULE(kInputFileTooLargeRule, "input.file-too-large", "A file larger than kMaxInputFileBytes.");
+
+namespace {
+
 MR_INPUT_RULE(kNotText, "input.not-text", "A file that is not UTF-8 text, or holds a control character.");
 MR_INPUT_RULE(kYamlSyntax, "input.yaml-syntax", "A YAML syntax error, an unknown alias, or a quote never closed.");
 MR_INPUT_RULE(kYamlDocuments, "input.yaml-multiple-documents", "A second YAML document (---) in a config file.");

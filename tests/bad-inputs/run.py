@@ -9,6 +9,8 @@ A case is one text file: header lines `key: value`, then the files it needs, eac
     env:    NAME=VALUE added to the environment; may repeat
     make:   `fifo NAME` (a named pipe), `dir NAME` (a folder), `link NAME TARGET` (a symbolic link)
     gen:    `NAME = PYTHON-EXPRESSION`: file NAME's bytes (str is UTF-8 encoded)
+    gen-files: PYTHON-EXPRESSION, a dict of files NAME: bytes (str is UTF-8 encoded), for many files at once;
+            may repeat (relative paths in args name them: the case runs in {dir})
     gen-args: PYTHON-EXPRESSION, a list of words appended to args (e.g. 100k words); may repeat
     gen-env: `NAME = PYTHON-EXPRESSION`: environment variable NAME's value (e.g. 100 KB); may repeat
     max-output: the most bytes the output (stdout + stderr) may have (a long value echoed in part only)
@@ -28,7 +30,8 @@ BANNED = ["internal error", "terminate called", "Segmentation fault", "Aborted",
 
 
 def parse_case(path):
-    header, files, cur = {"expect": [], "env": [], "make": [], "gen": [], "gen-args": [], "gen-env": []}, {}, None
+    header, files, cur = {"expect": [], "env": [], "make": [], "gen": [], "gen-files": [], "gen-args": [],
+                          "gen-env": []}, {}, None
     with open(path, "rb") as f:
         data = f.read()
     for raw in data.split(b"\n"):
@@ -44,7 +47,7 @@ def parse_case(path):
             continue
         k, _, v = line.partition(":")
         k, v = k.strip(), v.strip()
-        if k in ("expect", "env", "make", "gen", "gen-args", "gen-env"):
+        if k in ("expect", "env", "make", "gen", "gen-files", "gen-args", "gen-env"):
             header[k].append(v)
         else:
             header[k] = v
@@ -104,6 +107,12 @@ def run_case(binary, path):
             with open(p, "wb") as f:
                 f.write(v.encode() if isinstance(v, str) else v)
             paths[k] = p
+        for g in h["gen-files"]:
+            for k, v in eval(g, {}).items():  # noqa: S307 - test data written in this repository
+                p = os.path.join(d, k)
+                with open(p, "wb") as f:
+                    f.write(v.encode() if isinstance(v, str) else v)
+                paths[k] = p
         for m in h["make"]:
             w = m.split()
             p = os.path.join(d, w[1])

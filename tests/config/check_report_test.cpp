@@ -142,9 +142,15 @@ TEST_CASE("github: one workflow command per diagnostic, place and rule id as pro
   CHECK(mr::github_command("x,y:z.yaml", diag(kError, "r:1,2", "x,y:z.yaml:3: 50% of a, b: c\nnext line",
                                              "x,y:z.yaml:3")) ==
         "::error file=x%2Cy%3Az.yaml,line=3,title=r%3A1%2C2::50%25 of a, b: c%0Anext line\n");
-  // A carriage return or another control character reaches no workflow command raw (printable(): \x0d, \x1b).
-  CHECK(mr::github_command("a\rb.yaml", diag(kError, "usage", "a\rb\x1b[31m")) ==
-        "::error file=a\\x0db.yaml,title=usage::a\\x0db\\x1b[31m\n");
+  // No control character reaches a workflow command raw: a carriage return or line feed is GitHub's %0D or %0A,
+  // in the message and in a property alike (it wrote a newline in a file's name as \x0a); another one goes
+  // through printable() (\x1b); a tab stays in the message, \x09 in a property.
+  CHECK(mr::github_command("a\rb.yaml", diag(kError, "usage", "a\rb\x1b[31m\tc")) ==
+        "::error file=a%0Db.yaml,title=usage::a%0Db\\x1b[31m\tc\n");
+  CHECK(mr::github_command("a\nb\t.yaml", diag(kError, "usage", "bad")) ==
+        "::error file=a%0Ab\\x09.yaml,title=usage::bad\n");
+  CHECK(mr::github_command("a\nb%,:.yaml", diag(kError, "usage", "bad\nnext", "base.yaml:2")) ==
+        "::error file=base.yaml,line=2,title=usage::bad (checking a%0Ab%25,:.yaml)%0Anext\n");
   // A place that is not path:line stays in the message.
   CHECK(mr::github_command("a.yaml", diag(kError, "usage", "bad", "argv[3]")) ==
         "::error file=a.yaml,title=usage::argv[3]: bad\n");
@@ -255,6 +261,23 @@ TEST_CASE("check --format github: a command per problem, escaped; the summary pl
   CHECK(r.exit == 0);
   CHECK(r.out.empty());
   CHECK(r.err.empty());
+}
+
+TEST_CASE("check --format github: a newline in a file's name is GitHub's %0A in file= and in the message",
+          "[check-report][cli]") {
+  const std::string dir = mrtest::scratch_dir("check-report").string();
+  const std::string base = mrtest::write_file("nl-base.yaml", "--num-layers: [\n", "check-report");
+  mrtest::write_file("nl\nname.yaml", "--num-layers: [\n", "check-report");
+  auto r = mrtest::megatron_run("check --format github \"$(printf '" + dir + "/nl\\nname.yaml')\"");
+  CHECK(r.exit == 2);
+  CHECK(r.out.rfind("::error file=" + mr::github_escape_property(dir) + "/nl%0Aname.yaml,line=1,", 0) == 0);
+  CHECK(r.out.find("\\x0a") == std::string::npos);
+  // In the message: a problem placed in a --config BASE names the checked file, escaped the same way.
+  mrtest::write_file("nl\nok.yaml", "--num-layers: 2\n", "check-report");
+  r = mrtest::megatron_run("check --format github --config '" + base + "' \"$(printf '" + dir + "/nl\\nok.yaml')\"");
+  CHECK(r.exit == 2);
+  CHECK(r.out.find("(checking " + mr::github_escape_data(dir) + "/nl%0Aok.yaml)") != std::string::npos);
+  CHECK(r.out.find("\\x0a") == std::string::npos);
 }
 
 TEST_CASE("check --format junit over the corpus: valid XML, counts and kinds as check's own exit codes",
@@ -432,9 +455,10 @@ TEST_CASE("check --config BASE: an overlay file is checked on top of its base, a
   mrtest::Proc alone = mrtest::run_shell(root + "check configs/examples/heterogeneous.yaml 2>&1");
   CHECK(alone.exit == 1);
   CHECK_THAT(alone.out, Catch::Contains("error[heterogeneous.args-match-config]"));
-  // On its base it is valid; the base is read again for each FILE (two files, both valid, one summary).
+  // On its base it is valid; the base is read again for each FILE (two files, both valid, one summary; a file named
+  // twice is checked once).
   mrtest::Proc based = mrtest::run_shell(root + "check --config configs/default.yaml configs/examples/heterogeneous.yaml "
-                                                "configs/examples/heterogeneous.yaml 2>&1");
+                                                "configs/default.yaml 2>&1");
   CHECK(based.exit == 0);
   CHECK_THAT(based.out, Catch::Contains("2 file(s) checked, 0 invalid"));
   // The base's values lose to each FILE's, as with --config BASE --config FILE: 4 layers, not default.yaml's 2.

@@ -88,7 +88,7 @@ TEST_CASE("check: a directory without YAML files, FIFO, device or malformed file
   CHECK(has(r.out, "/proc/self/mem: error[input.unreadable]"));
   CHECK(has(r.out, rec + ":1: error[input.yaml-recursive-alias]"));
   CHECK(has(r.out, dup + ":2: error[input.yaml-duplicate-key]"));
-  CHECK(has(r.err, "7 file(s) checked, 6 invalid"));
+  CHECK(has(r.err, "6 file(s) checked, 5 invalid, 1 folder(s) with no *.yaml or *.yml file\n"));
   CHECK(!has(r.out + r.err, "internal error"));
 }
 
@@ -119,13 +119,23 @@ TEST_CASE("check --format json streams one valid JSON document with the refusals
 }
 
 TEST_CASE("check over many files: results stream in order, one line per file", "[check-stream]") {
+  // 1000 bad files and 1000 folders without YAML files, each its own (check reports a file met again once).
   std::vector<std::string> args = {"check", "--quiet"};
-  std::string bad = write("bad.yaml", "--num-layers: [\n");
-  const std::string dir = no_yaml_dir();
-  for (int i = 0; i < 2000; ++i) args.push_back(i % 2 ? bad : dir);
+  const fs::path many = scratch() / "many";
+  fs::remove_all(many);
+  for (int i = 0; i < 2000; ++i) {
+    const fs::path p = many / ((i % 2 ? "bad" : "dir") + std::to_string(i) + (i % 2 ? ".yaml" : ""));
+    if (i % 2) {
+      fs::create_directories(many);
+      std::ofstream(p) << "--num-layers: [\n";
+    } else {
+      fs::create_directories(p);
+    }
+    args.push_back(p.string());
+  }
   auto r = run(args);
   CHECK(r.exit == 2);
-  CHECK(has(r.err, "2000 file(s) checked, 2000 invalid"));
+  CHECK(has(r.err, "1000 file(s) checked, 1000 invalid, 1000 folder(s) with no *.yaml or *.yml file\n"));
   size_t lines = 0;
   for (char c : r.out) lines += c == '\n';
   CHECK(lines == 2000);
@@ -367,7 +377,7 @@ TEST_CASE("check DIR with no YAML file is an error naming it, never a silent pas
   CHECK(r.exit == 2);
   CHECK_FALSE(has(r.out, "]: " + root + ": no *.yaml"));  // the place once, not again in the message
   CHECK(has(r.out, root + ": error[input.no-config-files]: no *.yaml or *.yml file in this directory or below it"));
-  CHECK(has(r.err, "2 file(s) checked, 1 invalid"));
+  CHECK(r.err == "1 file(s) checked, 0 invalid, 1 folder(s) with no *.yaml or *.yml file\n");  // a folder, no file
   // --yaml-cfg takes a directory the same way.
   auto y = run({"check", "--yaml-cfg", root});
   CHECK(y.exit == 2);
@@ -420,6 +430,59 @@ TEST_CASE("check DIR: a folder that cannot be listed is an error naming it; the 
   }
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(has(out, root + "/locked: error[input.unreadable]: cannot list the directory: Permission denied"));
-  CHECK(has(out, "3 file(s) checked, 1 invalid"));  // a.yaml and z.yaml valid, in their place around it
-  CHECK(out.find(root + "/locked:") < out.find("3 file(s)"));
+  // a.yaml and z.yaml valid, in their place around it; the folder is not counted as a file
+  CHECK(has(out, "2 file(s) checked, 0 invalid, 1 folder(s) that cannot be listed\n"));
+  CHECK(out.find(root + "/locked:") < out.find("2 file(s)"));
+}
+
+// Review of diff39's fixes: a file named and also found through its folder was checked and counted twice; an empty
+// folder was counted as a file in the summary; `check a//` printed a//ok.yaml.
+TEST_CASE("check: a file met again is checked once, where first met; a folder is not counted as a file; a DIR's "
+          "trailing slashes are not doubled", "[check-stream]") {
+  const std::string valid = slurp_file(kDefault);
+  const std::string root = tree("once", {{"t/a/ok.yaml", valid}, {"t/a/bad.yaml", "--num-layers: [\n"}});
+  auto t = run({"check", root + "/t/a", root + "/t/a/ok.yaml"});
+  INFO(t.out << t.err);
+  CHECK(t.exit == 2);
+  CHECK(t.err == "2 file(s) checked, 1 invalid\n");
+  // Named first, then found below two spellings of its folder and named again: once, by its first spelling; the
+  // folder's other file by the folder as written, without the slashes it ends with.
+  auto j = run({"check", "--format", "json", root + "/t/./a/ok.yaml", root + "/t/a//", root + "/t/a/ok.yaml",
+                root + "/t/a"});
+  CHECK(j.exit == 2);
+  std::vector<std::string> files;
+  const mr::Value listed = mr::Value::parse_json(j.out);
+  for (const auto& entry : listed.as_list())
+    for (const auto& [key, x] : entry.as_object())
+      if (key == "file") files.push_back(x.as_str());
+  CHECK(files == std::vector<std::string>{root + "/t/./a/ok.yaml", root + "/t/a/bad.yaml"});
+  auto slashes = run({"check", root + "/t/a///"});
+  CHECK(has(slashes.out, root + "/t/a/bad.yaml:1: error[input.yaml-syntax]"));
+  CHECK_FALSE(has(slashes.out, "//"));
+  // An empty folder is input.no-config-files, counted as a folder; --quiet keeps the summary then.
+  const std::string empty = tree("once-empty", {});
+  auto e = run({"check", "--quiet", empty, empty + "/"});
+  CHECK(e.exit == 2);
+  CHECK(e.err == "0 file(s) checked, 0 invalid, 1 folder(s) with no *.yaml or *.yml file\n");
+  size_t lines = 0;
+  for (char c : e.out) lines += c == '\n';
+  CHECK(lines == 1);
+}
+
+TEST_CASE("check DIR: *.YAML and *.YML in any case are YAML files; help check says FILE|DIR", "[check-stream]") {
+  const std::string valid = slurp_file(kDefault);
+  const std::string root = tree("upper", {{"A.YAML", valid}, {"b.Yml", "--num-layers: [\n"}, {"c.YAML.txt", "x\n"},
+                                          {"d.yaml", valid}});
+  auto j = run({"check", "--format", "json", root});
+  CHECK(j.exit == 2);
+  std::vector<std::string> files;
+  const mr::Value listed = mr::Value::parse_json(j.out);
+  for (const auto& entry : listed.as_list())
+    for (const auto& [key, x] : entry.as_object())
+      if (key == "file") files.push_back(x.as_str());
+  CHECK(files == std::vector<std::string>{root + "/A.YAML", root + "/b.Yml", root + "/d.yaml"});
+  auto help = run({"help", "check"});
+  CHECK(help.exit == 0);
+  CHECK(has(help.out, "[--] FILE|DIR...\n"));
+  CHECK_FALSE(has(help.out, "FILE...\n"));
 }

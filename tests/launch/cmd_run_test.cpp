@@ -3,6 +3,9 @@
 // environment variable named when a value came from one.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -527,4 +530,50 @@ TEST_CASE("the program's name and unknown arguments are echoed escaped and cut",
   CHECK(long_name.exit == 2);
   CHECK(long_name.out.size() < 1000);
   CHECK(has(long_name.out, "... (5003 bytes) does not exist"));
+}
+
+// The launcher's spawner-only options (LaunchOptions::apply_pet_defaults, apps/megatron-run/launch_options.cpp) are
+// a list of one name per option, whose spellings come from the options' descriptions: a name that is no launcher
+// option would be refused nowhere, in silence. Each name, read from that list, is an option the run command parses,
+// and inside another launcher's job it is refused by all its spellings.
+TEST_CASE("every name of the spawner-only option list is a launcher option, refused inside another launcher's job",
+          "[launch][cli][in-job]") {
+  std::ifstream in(std::string(MR_SOURCE_DIR) + "/apps/megatron-run/launch_options.cpp");
+  const std::string source((std::istreambuf_iterator<char>(in)), {});
+  const size_t begin = source.find("kSpawnerOnly[] = {");
+  REQUIRE(begin != std::string::npos);
+  const size_t end = source.find("};", begin);
+  std::vector<std::string> names;
+  for (size_t q = source.find('"', begin); q < end; q = source.find('"', q + 1)) {
+    const size_t close = source.find('"', q + 1);
+    names.push_back(source.substr(q + 1, close - q - 1));
+    q = close;
+  }
+  REQUIRE(names.size() >= 28);
+  // A value each option takes without a refusal of its own (the switches take none).
+  const std::map<std::string, std::string> values = {
+      {"standalone", ""}, {"virtual-local-rank", ""}, {"numa-binding", "node"}, {"logs-specs", "default"},
+      {"event-log-handler", "console"}, {"local-addr", "127.0.0.1"}, {"master-addr", "127.0.0.1"},
+      {"rdzv-backend", "static"}, {"rdzv-endpoint", "127.0.0.1:29400"}, {"rdzv-conf", "join_timeout=5"},
+      {"signals-to-handle", "SIGTERM"}, {"node-rank", "0"}};
+  const std::string job = "-u TORCHELASTIC_RUN_ID RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
+                          "MASTER_PORT=29999 ";
+  for (const std::string& name : names) {
+    INFO(name);
+    CHECK(name.find('_') == std::string::npos);  // one name per option: its dashed one
+    const auto v = values.find(name);
+    const std::string value = v == values.end() ? "1" : v->second;
+    Proc p = run_shell("timeout -k 5 20 env " + job + kRun + "--" + name + (value.empty() ? "" : " " + value) +
+                       " --no-python /bin/true 2>&1");
+    INFO(p.out);
+    CHECK(p.exit == 2);
+    CHECK(p.out.find("argument ") != std::string::npos);
+    CHECK(p.out.find(": acts on the workers megatron-run starts, but it is inside a job already") != std::string::npos);
+    CHECK(p.out.find("unrecognized arguments") == std::string::npos);
+  }
+  // A torchrun spelling is refused too, named by both.
+  Proc under = run_shell("timeout -k 5 20 env " + job + kRun + "--log_dir x --no-python /bin/true 2>&1");
+  INFO(under.out);
+  CHECK(under.exit == 2);
+  CHECK(under.out.find("argument --log-dir/--log_dir: acts on the workers megatron-run starts") != std::string::npos);
 }

@@ -4,25 +4,38 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+
+#include "config/input_rules.h"
 
 namespace mr {
 
 namespace {
 
+// A YAML file's name: *.yaml or *.yml in any case (A.YAML, b.Yml), as editors and CI globs take them.
 bool yaml_name(std::string_view n) {
-  auto ends = [&](std::string_view s) { return n.size() > s.size() && n.substr(n.size() - s.size()) == s; };
+  auto ends = [&](std::string_view s) {
+    if (n.size() <= s.size()) return false;
+    const std::string_view tail = n.substr(n.size() - s.size());
+    return std::equal(tail.begin(), tail.end(), s.begin(), [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) == b;
+    });
+  };
   return ends(".yaml") || ends(".yml");
 }
 
+// DIR/NAME, with one slash however many DIR ends with (`check a//` lists a/ok.yaml, not a//ok.yaml).
 std::string join(const std::string& dir, const char* name) {
-  return dir + (!dir.empty() && dir.back() == '/' ? "" : "/") + name;
+  size_t end = dir.size();
+  while (end > 0 && dir[end - 1] == '/') --end;
+  return dir.substr(0, end) + "/" + name;
 }
 
 UsageError unlistable(const std::string& dir, int err) {
-  return UsageError(dir + ": cannot list the directory: " + std::strerror(err), {}, dir, "input.unreadable");
+  return UsageError(dir + ": cannot list the directory: " + std::strerror(err), {}, dir, kInputUnreadableRule.id);
 }
 
 }  // namespace
@@ -76,7 +89,7 @@ std::vector<ConfigDirEntry> list_config_dir(const std::string& root) {
   if (out.empty())
     out.push_back({root, UsageError(root + ": no *.yaml or *.yml file in this directory or below it (hidden files "
                                            "and folders and links to folders are left out)",
-                                    {}, root, "input.no-config-files")});
+                                    {}, root, kInputNoConfigFilesRule.id)});
   return out;
 }
 

@@ -12,14 +12,16 @@ namespace mr {
 
 // A path `check` found under a directory: a file to check, or a failure of the walk itself to report in its place.
 struct ConfigDirEntry {
-  std::string path;                  // DIR, then the names below it joined with '/' (DIR's spelling kept)
+  std::string path;                  // DIR, then the names below it joined with '/' (DIR's spelling kept, but
+                                     // for the slashes it ends with: `a//` lists a/ok.yaml)
   std::optional<UsageError> error;   // input.unreadable (a folder that cannot be listed) or input.no-config-files
 };
 
 // Whether `path` is a directory, following a symbolic link (a link named on the command line is what it names).
 bool is_directory(const std::string& path);
 
-// The *.yaml and *.yml files under the directory `dir`, recursively, sorted by path (byte order: `find DIR ... |
+// The *.yaml and *.yml files (the extension in any case: A.YAML, b.Yml) under the directory `dir`, recursively,
+// sorted by path (byte order: `find DIR ... |
 // LC_ALL=C sort`). Left out: a name starting with '.' (hidden files and folders, and what is under them; `dir`
 // itself may be hidden) and a symbolic link to a folder, whatever its name (never followed, so a link loop cannot
 // make the walk run without end). A link with a YAML name to anything else is listed, and checked as whatever it

@@ -1,5 +1,6 @@
 #include "config/parse/read_file.h"
 
+#include "config/input_rules.h"
 #include "util/bounded_file.h"
 
 namespace mr {
@@ -9,9 +10,9 @@ namespace {
 // A refusal of the bounded reader (util/bounded_file.h) in its words (file_refusal_text), with its rule id.
 UsageError refusal(const FileRefusal& r, const std::string& path, const std::string& what,
                    const std::vector<std::string>& flags, std::size_t max_bytes) {
-  const char* id = r.kind == FileRefusal::Kind::NotRegular ? "input.not-regular-file"
-                   : r.kind == FileRefusal::Kind::TooLarge ? "input.file-too-large"
-                                                           : "input.unreadable";
+  const char* id = r.kind == FileRefusal::Kind::NotRegular ? kInputNotRegularFileRule.id
+                   : r.kind == FileRefusal::Kind::TooLarge ? kInputFileTooLargeRule.id
+                                                           : kInputUnreadableRule.id;
   return UsageError(file_refusal_text(r, path, what, max_bytes), flags,
                     r.kind == FileRefusal::Kind::EmptyPath ? std::string() : path, id);
 }
