@@ -122,16 +122,17 @@ launch::Endpoint endpoint_of(const std::string& v) {
   }
 }
 
-// The notice for the local ranks (in order) that `name` gives and this node does not have (`nproc` workers: local
-// ranks 0 to nproc - 1): "NAME: local rank 5, 7 is not on this node (2 workers, local ranks 0-1)"; "" when every
-// one is here. --local-ranks-filter's and -r/-t's per-rank form (each adds what it means for its option).
+// The notice for the local ranks (in order) that the option `flag` gives and this node does not have (`nproc`
+// workers: local ranks 0 to nproc - 1): "NAME: local rank 5, 7 is not on this node (2 workers, local ranks 0-1)",
+// NAME the option by every option string of it (option_name: "-r/--redirects"); "" when every one is here.
+// --local-ranks-filter's and -r/-t's per-rank form (each adds what it means for its option).
 template <class Ranks>
-std::string ranks_not_on_node(const std::string& name, const Ranks& ranks, int nproc) {
+std::string ranks_not_on_node(const std::string& flag, const Ranks& ranks, int nproc) {
   std::string missing;
   for (int r : ranks)
     if (r >= nproc) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   if (missing.empty()) return missing;
-  return name + ": local rank " + missing + " is not on this node (" + std::to_string(nproc) +
+  return option_name(flag) + ": local rank " + missing + " is not on this node (" + std::to_string(nproc) +
          " workers, local ranks 0-" + std::to_string(nproc - 1) + ")";
 }
 
@@ -225,6 +226,16 @@ void check_seconds(const std::string& flag, double v, bool zero_ok) {
     throw UsageError(argument(flag) + format_number(v) + " s is below a millisecond, the resolution of "
                          "megatron-run's timers: give " + (zero_ok ? "0 or " : "") + "at least 0.001",
                      {flag});
+}
+
+// Inside a job (launch::launch_info: torchrun's variables, or a SLURM task); a malformed one is no job here (the launch
+// refuses it, or starts its own workers with --nproc-per-node).
+bool inside_a_job(const launch::EnvLookup& env) {
+  try {
+    return launch::launch_info(env).has_value();
+  } catch (const launch::LaunchError&) {
+    return false;
+  }
 }
 
 // A SLURM variable is read strictly, and refused (launch.env-malformed, exit 2) before anything uses it.
@@ -647,7 +658,7 @@ void LaunchOptions::apply_log_options() {
     if (nproc_per_node <= 0 || !spec->per_rank) continue;
     std::vector<int> ranks;
     for (const auto& [r, mode] : spec->by_rank) ranks.push_back(r);
-    const std::string missing = ranks_not_on_node(option_name(flag), ranks, nproc_per_node);
+    const std::string missing = ranks_not_on_node(flag, ranks, nproc_per_node);
     if (!missing.empty()) notices.push_back(missing + ": its setting does nothing");
   }
   for (const std::string& m : launch::unknown_prefix_macros(log_line_prefix_template))
@@ -890,8 +901,11 @@ void LaunchOptions::check_job_shape() const {
 
 // MASTER_ADDR / MASTER_PORT in the launcher's environment that the workers megatron-run starts do not get (`read`:
 // SLURM's one-launcher-per-node mode read them): named, not dropped, as the workers get the launcher's master.
+// Inside a job without --nproc-per-node megatron-run starts no workers (--nnodes, c10d or their PET_ defaults made
+// nproc_per_node 1, and inside_job_refusal refuses them next): there the variables are that job's own, and are not
+// named (review launch40 #1).
 void LaunchOptions::name_unread_master_env(const launch::EnvLookup& env, MasterEnvRead read) {
-  if (nproc_per_node <= 0) return;
+  if (nproc_per_node <= 0 || (!nproc_given && inside_a_job(env))) return;
   const std::string chosen_by = rdzv_backend == "c10d" ? "the c10d rendezvous chooses it"
                                 : standalone           ? "a standalone job's is 127.0.0.1 at a free port"
                                                        : "";
