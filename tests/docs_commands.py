@@ -9,7 +9,8 @@ lines with placeholders (`FILE`, `F`,
 repository's configs/, tests/, docs/ and scripts/, with build/bin first on PATH. A command passes when it exits
 0, or the code its comment names (`# exit 1`). The `grep ` lines of fenced blocks (docs/contributing.md's "Find a
 flag") run in the repository itself and pass when they find something (exit 0), so that they follow the files they
-search when those move. Prints every failure with its output.
+search when those move. A `check` synopsis (`check ... FILE...`, in a block or in the text) must name its operands
+as `megatron-run help check` does (FILE|DIR...). Prints every failure with its output.
 
 usage: docs_commands.py REPO_ROOT BIN_DIR
 """
@@ -46,6 +47,27 @@ def commands(path):
     return out
 
 
+# A `check` synopsis's operands (`check --yaml-cfg FILE...`): the placeholder word before `...`.
+CHECK_OPERANDS = re.compile(r"\bcheck\b[^`\n]*?\b([A-Z][A-Z|]*\.\.\.)")
+
+
+def check_synopsis_mismatches(files, bin_dir, env):
+    """The `check` synopses of `files` whose operands are not the ones `megatron-run help check` shows."""
+    usage = subprocess.run([os.path.join(bin_dir, "megatron-run"), "help", "check"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT).stdout.decode("utf-8", "replace")
+    m = re.search(r"(\S+\.\.\.)\n\n", usage)  # the last word of the usage lines
+    if not m:
+        return [("megatron-run help check", 0, "no FILE... operand in its usage:\n" + usage[:500])]
+    operands, out = m.group(1), []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                for found in CHECK_OPERANDS.finditer(line):
+                    if found.group(1) != operands:
+                        out.append((path, number, f"{found.group(1)} where `megatron-run help check` shows {operands}"))
+    return out
+
+
 def main():
     root, bin_dir = sys.argv[1], sys.argv[2]
     files = [os.path.join(root, "README.md")] + sorted(
@@ -53,6 +75,7 @@ def main():
     env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""), PYTHON_EXEC="/usr/bin/python3")
     env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
     ran, failed, skipped = 0, [], 0
+    synopses = check_synopsis_mismatches(files, bin_dir, env)
     with tempfile.TemporaryDirectory(prefix="mr-docs-") as scratch:
         for d in ("configs", "tests", "docs", "scripts"):
             os.symlink(os.path.join(root, d), os.path.join(scratch, d))
@@ -80,8 +103,11 @@ def main():
                     failed.append((os.path.relpath(path, root), number, cmd, code, expected, output[-1500:]))
     for f, n, cmd, code, expected, output in failed:
         print(f"{f}:{n}: exit {code} (expected {expected}): {cmd}\n{output}\n")
-    print(f"docs_commands: {ran} commands run, {len(failed)} failed, {skipped} synopsis lines with placeholders left out")
-    return 1 if failed or ran == 0 else 0
+    for path, number, what in synopses:
+        print(f"{os.path.relpath(path, root)}:{number}: check synopsis: {what}")
+    print(f"docs_commands: {ran} commands run, {len(failed)} failed, {skipped} synopsis lines with placeholders left out"
+          f", {len(synopses)} check synopses not as `megatron-run help check` shows them")
+    return 1 if failed or synopses or ran == 0 else 0
 
 
 if __name__ == "__main__":

@@ -128,7 +128,27 @@ struct LaunchOptions {
   bool rendezvous_known = false;
 
  private:
-  void apply_worker_options();  // apply()'s checks of the worker-only options (restarts, logs, signals, ...)
+  // apply_pet_defaults()'s record of the options that act only on the workers megatron-run starts: given on the
+  // command line (spawner_only_given), or by a PET_ default (spawner_only_pet).
+  void note_spawner_only_given(const po::variables_map& vm);
+  void note_spawner_only_pet();
+  // apply()'s steps, in its order (launch_options.cpp says what each checks and sets).
+  struct MasterEnvRead {  // MASTER_ADDR / MASTER_PORT of the environment read for this launch (SLURM's mode)
+    bool addr = false, port = false;
+  };
+  void check_rdzv_backend() const;
+  void apply_rdzv_conf();
+  bool apply_rdzv_endpoint(const std::string& addr_as_given, int port_as_given);
+  void apply_standalone(const std::string& addr_as_given, int port_as_given, bool port0_standalone);
+  MasterEnvRead apply_slurm_nodes(const launch::EnvLookup& env);
+  void check_job_shape() const;
+  void name_unread_master_env(const launch::EnvLookup& env, MasterEnvRead read);
+  void place_launchers_store();
+  void apply_local_addr();
+  void check_addresses_are_here() const;
+  void apply_worker_options();  // the worker-only options (restarts, timeouts, logs, signals, ...)
+  void apply_log_options();     // apply_worker_options()'s logs: --log-dir, -r/-t, --local-ranks-filter, filters
+  void apply_world_size(Invocation& inv, const launch::EnvLookup& env);
 };
 
 // The default command's options (cmd_run.cpp): the config and target options, the launcher's, and its own.

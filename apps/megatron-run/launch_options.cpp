@@ -122,16 +122,17 @@ launch::Endpoint endpoint_of(const std::string& v) {
   }
 }
 
-// The notice for the local ranks (in order) that `name` gives and this node does not have (`nproc` workers: local
-// ranks 0 to nproc - 1): "NAME: local rank 5, 7 is not on this node (2 workers, local ranks 0-1)"; "" when every
-// one is here. --local-ranks-filter's and -r/-t's per-rank form (each adds what it means for its option).
+// The notice for the local ranks (in order) that the option `flag` gives and this node does not have (`nproc`
+// workers: local ranks 0 to nproc - 1): "NAME: local rank 5, 7 is not on this node (2 workers, local ranks 0-1)",
+// NAME the option by every option string of it (option_name: "-r/--redirects"); "" when every one is here.
+// --local-ranks-filter's and -r/-t's per-rank form (each adds what it means for its option).
 template <class Ranks>
-std::string ranks_not_on_node(const std::string& name, const Ranks& ranks, int nproc) {
+std::string ranks_not_on_node(const std::string& flag, const Ranks& ranks, int nproc) {
   std::string missing;
   for (int r : ranks)
     if (r >= nproc) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   if (missing.empty()) return missing;
-  return name + ": local rank " + missing + " is not on this node (" + std::to_string(nproc) +
+  return option_name(flag) + ": local rank " + missing + " is not on this node (" + std::to_string(nproc) +
          " workers, local ranks 0-" + std::to_string(nproc - 1) + ")";
 }
 
@@ -226,6 +227,46 @@ void check_seconds(const std::string& flag, double v, bool zero_ok) {
                          "megatron-run's timers: give " + (zero_ok ? "0 or " : "") + "at least 0.001",
                      {flag});
 }
+
+// Inside a job (launch::launch_info: torchrun's variables, or a SLURM task); a malformed one is no job here (the launch
+// refuses it, or starts its own workers with --nproc-per-node).
+bool inside_a_job(const launch::EnvLookup& env) {
+  try {
+    return launch::launch_info(env).has_value();
+  } catch (const launch::LaunchError&) {
+    return false;
+  }
+}
+
+// A SLURM variable is read strictly, and refused (launch.env-malformed, exit 2) before anything uses it.
+UsageError env_malformed(const std::string& what) {
+  launch::kEnvMalformedRule.record_hit();
+  return UsageError(what, {}, "", launch::kEnvMalformedRule.id);
+}
+std::optional<int> strict_slurm_int(const launch::EnvLookup& env, const std::string& name, int min) {
+  try {
+    return launch::slurm_int(env, name, min);
+  } catch (const launch::LaunchError& e) {
+    throw env_malformed(e.what());
+  }
+}
+
+// The options that act only where megatron-run starts the workers (refused inside another launcher's job
+// without --nproc-per-node: launch.cpp), from the command line, also where the PET_ defaults are not read
+// (inside a torchrun job, whose PET_ variables are its own launcher's). The rendezvous options too: a job that
+// exists already has its address, port, node count and run id (review user39 #1, #2: --master-port and
+// --nnodes were ignored or started a nested job whose every rank waited to be node 0).
+// --virtual-local-rank and --event-log-handler too: the workers' LOCAL_RANK and CUDA_VISIBLE_DEVICES, the agent's
+// event records (review diff39 #2: accepted and ignored inside a job).
+// One name per option: every spelling of it is read from the run command's description (option_strings:
+// --log-dir and --log_dir, --redirects), in that order. A test checks that each is a launcher option
+// (tests/launch/cmd_run_test.cpp, [in-job]).
+const char* const kSpawnerOnly[] = {
+    "max-restarts", "log-dir", "redirects", "tee", "local-ranks-filter", "term-timeout", "shutdown-timeout", "role",
+    "log-line-prefix-template", "duplicate-stdout-filters", "duplicate-stderr-filters", "local-addr",
+    "signals-to-handle", "numa-binding", "logs-specs", "virtual-local-rank", "event-log-handler", "nnodes",
+    "node-rank", "master-addr", "master-port", "standalone", "rdzv-backend", "rdzv-endpoint", "rdzv-conf", "rdzv-id",
+    "launcher-port", "join-timeout"};
 
 }  // namespace
 
@@ -372,26 +413,7 @@ bool pet_defaults_of_enclosing_launcher(const launch::EnvLookup& env) {
 
 // torchrun reads a default for each of its options from PET_<NAME> (e.g. PET_NPROC_PER_NODE).
 void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
-  // The options that act only where megatron-run starts the workers (refused inside another launcher's job
-  // without --nproc-per-node: launch.cpp), from the command line, also where the PET_ defaults below are not read
-  // (inside a torchrun job, whose PET_ variables are its own launcher's). The rendezvous options too: a job that
-  // exists already has its address, port, node count and run id (review user39 #1, #2: --master-port and
-  // --nnodes were ignored or started a nested job whose every rank waited to be node 0).
-  // --virtual-local-rank and --event-log-handler too: the workers' LOCAL_RANK and CUDA_VISIBLE_DEVICES, the agent's
-  // event records (review diff39 #2: accepted and ignored inside a job).
-  // One name per option: every spelling of it is read from the run command's description (option_strings:
-  // --log-dir and --log_dir, --redirects), in that order. A test checks that each is a launcher option
-  // (tests/launch/cmd_run_test.cpp, [in-job]).
-  static const char* const kSpawnerOnly[] = {
-      "max-restarts", "log-dir", "redirects", "tee", "local-ranks-filter", "term-timeout", "shutdown-timeout", "role",
-      "log-line-prefix-template", "duplicate-stdout-filters", "duplicate-stderr-filters", "local-addr",
-      "signals-to-handle", "numa-binding", "logs-specs", "virtual-local-rank", "event-log-handler", "nnodes",
-      "node-rank", "master-addr", "master-port", "standalone", "rdzv-backend", "rdzv-endpoint", "rdzv-conf", "rdzv-id",
-      "launcher-port", "join-timeout"};
-  for (const char* f : kSpawnerOnly)
-    for (const std::string& spelling : option_strings(std::string("--") + f, &command_options()))
-      if (spelling.rfind("--", 0) == 0 && vm.count(spelling.substr(2)) && !vm[spelling.substr(2)].defaulted())
-        spawner_only_given.push_back(spelling);  // (-r and -t are --redirects and --tee in `vm`)
+  note_spawner_only_given(vm);
   auto env = launch::process_env();
   if (pet_defaults_of_enclosing_launcher(env)) return;
   auto given = [&](const char* dash, const char* under) { return vm.count(dash) || vm.count(under); };
@@ -501,10 +523,23 @@ void LaunchOptions::apply_pet_defaults(const po::variables_map& vm) {
   take("rdzv-id", "RDZV_ID", run_id);
   take("rdzv-backend", "RDZV_BACKEND", rdzv_backend);
   take("rdzv-endpoint", "RDZV_ENDPOINT", rdzv_endpoint);
-  // The PET_ defaults of the options above that act only where megatron-run starts the workers: refused inside a
-  // job as the options are (launch.cpp); PET_NNODES there started a nested wait for other nodes (review diff39 #1).
-  // A switch's PET_ default only where it turns the switch on; TORCH_ELASTIC_SHUTDOWN_TIMEOUT (a cluster's setting,
-  // not a PET_ default) is not counted.
+  note_spawner_only_pet();
+}
+
+// The spawner-only options (kSpawnerOnly) given on the command line, each in the spelling given (-r and -t are
+// --redirects and --tee in `vm`): refused inside another launcher's job (launch.cpp's inside_job_refusal).
+void LaunchOptions::note_spawner_only_given(const po::variables_map& vm) {
+  for (const char* f : kSpawnerOnly)
+    for (const std::string& spelling : option_strings(std::string("--") + f, &command_options()))
+      if (spelling.rfind("--", 0) == 0 && vm.count(spelling.substr(2)) && !vm[spelling.substr(2)].defaulted())
+        spawner_only_given.push_back(spelling);
+}
+
+// The PET_ defaults of the options that act only where megatron-run starts the workers: refused inside a job as the
+// options are (launch.cpp); PET_NNODES there started a nested wait for other nodes (review diff39 #1). A switch's
+// PET_ default only where it turns the switch on; TORCH_ELASTIC_SHUTDOWN_TIMEOUT (a cluster's setting, not a PET_
+// default) is not counted.
+void LaunchOptions::note_spawner_only_pet() {
   for (const char* f : kSpawnerOnly) {
     const std::string flag = std::string("--") + f;
     const auto it = pet_sources.find(flag);
@@ -574,6 +609,24 @@ void LaunchOptions::apply_worker_options() {
   if (role.empty()) throw UsageError(argument("--role") + "the role name is empty", {"--role"});
   if (heartbeat_timeout) check_seconds("--heartbeat-timeout", *heartbeat_timeout, /*zero_ok=*/false);
   check_seconds("--term-timeout", term_timeout, /*zero_ok=*/true);
+  apply_log_options();
+  // torchrun's event handlers: "null" (its default) and "dynamic_rendezvous" record nothing here; "console" prints
+  // the agent's record when the launch ends (launch/event_log.h).
+  if (event_log_handler != "console" && event_log_handler != "null" && event_log_handler != "dynamic_rendezvous")
+    throw UsageError(argument("--event-log-handler") + "unknown handler '" + abbreviate(event_log_handler) +
+                         "' (torchrun's are console, dynamic_rendezvous and null)",
+                     {"--event-log-handler"});
+  if (signals_to_handle) {
+    handled_signals = launch::parse_signals_to_handle(
+        *signals_to_handle, signals_from_pet ? "PET_SIGNALS_TO_HANDLE (the default of --signals-to-handle)"
+                                            : option_name("--signals-to-handle"));
+  }
+}
+
+// --log-dir, -r/--redirects, -t/--tee, --local-ranks-filter (parsed into `logs`; local ranks this node does not have
+// named), --log-line-prefix-template's unknown macros, --duplicate-stdout/stderr-filters (named where nothing is
+// tee'd).
+void LaunchOptions::apply_log_options() {
   logs.log_dir = log_dir;
   logs.log_dir_name = option_name("--log-dir");
   try {
@@ -605,7 +658,7 @@ void LaunchOptions::apply_worker_options() {
     if (nproc_per_node <= 0 || !spec->per_rank) continue;
     std::vector<int> ranks;
     for (const auto& [r, mode] : spec->by_rank) ranks.push_back(r);
-    const std::string missing = ranks_not_on_node(option_name(flag), ranks, nproc_per_node);
+    const std::string missing = ranks_not_on_node(flag, ranks, nproc_per_node);
     if (!missing.empty()) notices.push_back(missing + ": its setting does nothing");
   }
   for (const std::string& m : launch::unknown_prefix_macros(log_line_prefix_template))
@@ -623,24 +676,16 @@ void LaunchOptions::apply_worker_options() {
                         (bit == launch::kStdOut ? "stdout" : "stderr") + " is tee'd (-t/--tee " +
                         (bit == launch::kStdOut ? "1" : "2") + " or 3): nothing is duplicated");
   }
-  // torchrun's event handlers: "null" (its default) and "dynamic_rendezvous" record nothing here; "console" prints
-  // the agent's record when the launch ends (launch/event_log.h).
-  if (event_log_handler != "console" && event_log_handler != "null" && event_log_handler != "dynamic_rendezvous")
-    throw UsageError(argument("--event-log-handler") + "unknown handler '" + abbreviate(event_log_handler) +
-                         "' (torchrun's are console, dynamic_rendezvous and null)",
-                     {"--event-log-handler"});
-  if (signals_to_handle) {
-    handled_signals = launch::parse_signals_to_handle(
-        *signals_to_handle, signals_from_pet ? "PET_SIGNALS_TO_HANDLE (the default of --signals-to-handle)"
-                                            : option_name("--signals-to-handle"));
-  }
 }
 
-void LaunchOptions::apply(Invocation& inv) {
-  // Launcher options are ours, not Megatron's: a value no job can have is a usage error (exit 2), dry run or not.
-  // First what the rendezvous needs (rendezvous_known after it): a bad value of a later, worker-only option on one
-  // node of a multi-node launch can then be told to the other nodes (cmd_run), which would otherwise wait for it.
-  // torchrun's other backends (its etcd ones) are named as such: a real backend, one megatron-run does not have.
+// apply()'s steps, in its order. Launcher options are ours, not Megatron's: a value no job can have is a usage error
+// (exit 2), dry run or not. First what the rendezvous needs (rendezvous_known after it): a bad value of a later,
+// worker-only option on one node of a multi-node launch can then be told to the other nodes (cmd_run), which would
+// otherwise wait for it.
+
+// --rdzv-backend, and --nnodes MIN:MAX with it. torchrun's other backends (its etcd ones) are named as such: a real
+// backend, one megatron-run does not have.
+void LaunchOptions::check_rdzv_backend() const {
   if (rdzv_backend == "etcd" || rdzv_backend == "etcd-v2")
     throw UsageError(argument("--rdzv-backend") + rdzv_backend + " is a torchrun rendezvous backend that megatron-run "
                          "does not implement (it has static and c10d); use --rdzv-backend c10d --rdzv-endpoint "
@@ -657,6 +702,10 @@ void LaunchOptions::apply(Invocation& inv) {
                          " node counts (" + std::to_string(nnodes_min) + ":" + std::to_string(nnodes) +
                          "); megatron-run checks the config for each, and takes at most 4096",
                      {"--nnodes"});
+}
+
+// --rdzv-conf (join_timeout, last_call_timeout, is_host; the others named), --join-timeout and --launcher-port.
+void LaunchOptions::apply_rdzv_conf() {
   const launch::RdzvConf conf = launch::parse_rdzv_conf(rdzv_conf, rdzv_backend, elastic(), option_name("--rdzv-conf"));
   if (conf.last_call_timeout_s) last_call_timeout = *conf.last_call_timeout_s;
   if (conf.join_timeout_s) {
@@ -673,9 +722,13 @@ void LaunchOptions::apply(Invocation& inv) {
   if (launcher_port < 0 || launcher_port > 65535)
     throw UsageError(argument("--launcher-port") + "must be a TCP port, 1 to 65535 (got " + std::to_string(launcher_port) + ")",
                      {"--launcher-port"});
-  const std::string addr_as_given = master_addr;  // before --rdzv-endpoint's (static) replaces them
-  const int port_as_given = master_port;
-  bool port0_standalone = false;  // c10d at HOST:0 with one node: run as --standalone (below)
+}
+
+// --rdzv-endpoint: under c10d the launchers' store (the static options named as not used), under static the
+// master's address; then the master address as the workers take it. `as_given`: --master-addr / --master-port as
+// given, for the notices. True: c10d at HOST:0 with one node, which runs as --standalone (apply_standalone).
+bool LaunchOptions::apply_rdzv_endpoint(const std::string& addr_as_given, int port_as_given) {
+  bool port0_standalone = false;
   if (rdzv_backend == "c10d") {
     // The endpoint is the launchers' store; node 0's address and a free port there become the workers' master.
     if (rdzv_endpoint.empty())
@@ -731,108 +784,107 @@ void LaunchOptions::apply(Invocation& inv) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(argument("--master-addr") + e.what(), {"--master-addr"});
   }
-  if (standalone) {
-    if (nnodes != 1)
-      throw UsageError(argument("--standalone") + "a standalone job has one node (got --nnodes " + std::to_string(nnodes) + ")",
-                       {"--standalone", "--nnodes"});
-    // torchrun's --standalone replaces the rendezvous options too (it logs the ones it uses): named, not dropped.
-    std::vector<std::string> unused;
-    if (master_addr_given) unused.push_back("--master-addr " + addr_as_given);
-    if (master_port_given) unused.push_back("--master-port " + std::to_string(port_as_given));
-    if (!rdzv_endpoint.empty() && !port0_standalone) unused.push_back("--rdzv-endpoint " + rdzv_endpoint);
-    for (const std::string& u : unused)
-      notices.push_back("--standalone: " + u + " not used (a standalone job's master is 127.0.0.1 at a free port)");
-    master_addr = "127.0.0.1";
-    master_port = 0;  // a free port
-    if (run_id == "none") run_id = uuid4_text();  // torchrun's str(uuid.uuid4())
-  }
-  // SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
-  // launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables.
-  auto env = launch::process_env();
-  bool slurm_read_addr = false, slurm_read_port = false;  // MASTER_ADDR / MASTER_PORT, read below under SLURM
+  return port0_standalone;
+}
+
+// --standalone (or c10d at HOST:0 on one node, `port0_standalone`): one node, 127.0.0.1 at a free port, a fresh run
+// id; the rendezvous options it replaces are named (`as_given`, as apply_rdzv_endpoint's).
+void LaunchOptions::apply_standalone(const std::string& addr_as_given, int port_as_given, bool port0_standalone) {
+  if (!standalone) return;
+  if (nnodes != 1)
+    throw UsageError(argument("--standalone") + "a standalone job has one node (got --nnodes " + std::to_string(nnodes) + ")",
+                     {"--standalone", "--nnodes"});
+  // torchrun's --standalone replaces the rendezvous options too (it logs the ones it uses): named, not dropped.
+  std::vector<std::string> unused;
+  if (master_addr_given) unused.push_back("--master-addr " + addr_as_given);
+  if (master_port_given) unused.push_back("--master-port " + std::to_string(port_as_given));
+  if (!rdzv_endpoint.empty() && !port0_standalone) unused.push_back("--rdzv-endpoint " + rdzv_endpoint);
+  for (const std::string& u : unused)
+    notices.push_back("--standalone: " + u + " not used (a standalone job's master is 127.0.0.1 at a free port)");
+  master_addr = "127.0.0.1";
+  master_port = 0;  // a free port
+  if (run_id == "none") run_id = uuid4_text();  // torchrun's str(uuid.uuid4())
+}
+
+// SLURM, one megatron-run per node (srun --ntasks-per-node=1): one task per node of the job, and the task is a
+// launcher (--nproc-per-node). The nodes, this node's rank and the master come from SLURM's variables. Returns
+// whether MASTER_ADDR / MASTER_PORT were read for it (not named as unread then: name_unread_master_env).
+LaunchOptions::MasterEnvRead LaunchOptions::apply_slurm_nodes(const launch::EnvLookup& env) {
+  MasterEnvRead read;
   // A batch script that leaves part of its allocation unused: more nodes than this launch's (no --nnodes given), or
   // more tasks than the one worker a launch without --nproc-per-node starts. A one-node job running
   // `megatron-run --nproc-per-node 8` in its batch script uses what it has, and nothing is said.
   if (!nnodes_given && !node_rank_given)
     if (std::optional<std::string> n = launch::slurm_batch_script_notice(env, nproc_per_node))
       notices.push_back(std::move(*n));
-  // A SLURM variable is read strictly, and refused (launch.env-malformed, exit 2) before anything uses it.
-  auto env_malformed = [](const std::string& what) {
-    launch::kEnvMalformedRule.record_hit();
-    return UsageError(what, {}, "", launch::kEnvMalformedRule.id);
-  };
-  auto int_env = [&](const std::string& name, int min) -> std::optional<int> {
+  if (!(nproc_per_node > 0 && !env("RANK") && launch::slurm_step_task(env) && rdzv_backend == "static")) return read;
+  const std::optional<launch::SlurmNodes> node_count = launch::slurm_nodes(env);
+  const std::string nodes_variable = node_count ? node_count->variable : std::string();
+  std::optional<int> nodes;
+  if (node_count) nodes = strict_slurm_int(env, nodes_variable, 1);
+  std::optional<int> tasks = strict_slurm_int(env, "SLURM_NTASKS", 1);
+  // srun --ntasks-per-node=4 megatron-run --nproc-per-node 4: every task would be a launcher of its own job (its
+  // own master, 127.0.0.1 at a free port: one job per task), or with --nnodes, all of them node 0 of one job.
+  if (nodes && tasks && *tasks > *nodes && !node_rank_given) {
+    kSlurmTasksPerNodeRule.record_hit();
+    const int per = *tasks / *nodes;
+    throw UsageError(
+        "SLURM_NTASKS=" + std::to_string(*tasks) + " tasks on " +
+            std::to_string(*nodes) + " nodes (" + nodes_variable + ")" +
+            (*tasks % *nodes == 0 ? " (" + std::to_string(per) + " per node)" : std::string()) +
+            " and --nproc-per-node " + std::to_string(nproc_per_node) + ": each srun task is a launcher, so " +
+            (nnodes_given ? "every task would be node 0 of the --nnodes " + std::to_string(nnodes) +
+                                " job (no --node-rank is derived), and the job would never form"
+                          : "each task would start its own " + std::to_string(nproc_per_node) +
+                                "-worker job (" + std::to_string(*tasks) + " separate jobs, " +
+                                std::to_string(*tasks * nproc_per_node) + " workers on GPUs shared " +
+                                std::to_string(per > 1 ? per : 1) + " ways)") +
+            "; start one launcher per node: `srun --ntasks-per-node=1 megatron-run --nproc-per-node " +
+            std::to_string(nproc_per_node) + " ...`, or drop --nproc-per-node (and --nnodes) to run one rank per "
+            "task: `srun --ntasks-per-node=" + std::to_string(per > 1 ? per : nproc_per_node) + " megatron-run ...`",
+        {"--nproc-per-node"}, "", kSlurmTasksPerNodeRule.id);
+  }
+  if (!(nodes && tasks && *nodes == *tasks && *nodes >= 1 && !nnodes_given && !node_rank_given)) return read;
+  nnodes = nnodes_min = *nodes;
+  std::optional<int> id = strict_slurm_int(env, "SLURM_NODEID", 0);
+  node_rank = id ? *id : strict_slurm_int(env, "SLURM_PROCID", 0).value_or(0);
+  from_slurm = nodes_variable + "=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +
+               ", SLURM_NODEID -> --node-rank " + std::to_string(node_rank);
+  if (!master_addr_given) {
     try {
-      return launch::slurm_int(env, name, min);
-    } catch (const launch::LaunchError& e) {
-      throw env_malformed(e.what());
-    }
-  };
-  if (nproc_per_node > 0 && !env("RANK") && launch::slurm_step_task(env) && rdzv_backend == "static") {
-    const std::optional<launch::SlurmNodes> node_count = launch::slurm_nodes(env);
-    const std::string nodes_variable = node_count ? node_count->variable : std::string();
-    std::optional<int> nodes;
-    if (node_count) nodes = int_env(nodes_variable, 1);
-    std::optional<int> tasks = int_env("SLURM_NTASKS", 1);
-    // srun --ntasks-per-node=4 megatron-run --nproc-per-node 4: every task would be a launcher of its own job (its
-    // own master, 127.0.0.1 at a free port: one job per task), or with --nnodes, all of them node 0 of one job.
-    if (nodes && tasks && *tasks > *nodes && !node_rank_given) {
-      kSlurmTasksPerNodeRule.record_hit();
-      const int per = *tasks / *nodes;
-      throw UsageError(
-          "SLURM_NTASKS=" + std::to_string(*tasks) + " tasks on " +
-              std::to_string(*nodes) + " nodes (" + nodes_variable + ")" +
-              (*tasks % *nodes == 0 ? " (" + std::to_string(per) + " per node)" : std::string()) +
-              " and --nproc-per-node " + std::to_string(nproc_per_node) + ": each srun task is a launcher, so " +
-              (nnodes_given ? "every task would be node 0 of the --nnodes " + std::to_string(nnodes) +
-                                  " job (no --node-rank is derived), and the job would never form"
-                            : "each task would start its own " + std::to_string(nproc_per_node) +
-                                  "-worker job (" + std::to_string(*tasks) + " separate jobs, " +
-                                  std::to_string(*tasks * nproc_per_node) + " workers on GPUs shared " +
-                                  std::to_string(per > 1 ? per : 1) + " ways)") +
-              "; start one launcher per node: `srun --ntasks-per-node=1 megatron-run --nproc-per-node " +
-              std::to_string(nproc_per_node) + " ...`, or drop --nproc-per-node (and --nnodes) to run one rank per "
-              "task: `srun --ntasks-per-node=" + std::to_string(per > 1 ? per : nproc_per_node) + " megatron-run ...`",
-          {"--nproc-per-node"}, "", kSlurmTasksPerNodeRule.id);
-    }
-    if (nodes && tasks && *nodes == *tasks && *nodes >= 1 && !nnodes_given && !node_rank_given) {
-      nnodes = nnodes_min = *nodes;
-      std::optional<int> id = int_env("SLURM_NODEID", 0);
-      node_rank = id ? *id : int_env("SLURM_PROCID", 0).value_or(0);
-      from_slurm = nodes_variable + "=" + std::to_string(nnodes) + " -> --nnodes " + std::to_string(nnodes) +
-                   ", SLURM_NODEID -> --node-rank " + std::to_string(node_rank);
-      if (!master_addr_given) {
-        try {
-          if (env("MASTER_ADDR")) {
-            master_addr = launch::checked_master_addr(*env("MASTER_ADDR"));
-            slurm_read_addr = true;
-          } else {
-            master_addr = launch::slurm_master_host(env);
-          }
-        } catch (const launch::LaunchError& e) {
-          throw env_malformed(std::string(e.what()) + " (or give --master-addr)");
-        }
-        from_slurm += ", master " + master_addr;
+      if (env("MASTER_ADDR")) {
+        master_addr = launch::checked_master_addr(*env("MASTER_ADDR"));
+        read.addr = true;
+      } else {
+        master_addr = launch::slurm_master_host(env);
       }
-      if (!master_port_given) {
-        slurm_read_port = true;
-        if (std::optional<int> p = int_env("MASTER_PORT", 1)) {
-          master_port = *p;
-          master_port_from = "MASTER_PORT";
-          from_slurm += ", port " + std::to_string(master_port) + " (MASTER_PORT)";
-        } else {
-          try {
-            const launch::SlurmPort p = launch::slurm_default_port(env);
-            master_port = p.port;
-            master_port_from = p.from;
-            from_slurm += ", port " + std::to_string(master_port) + " (" + p.from + ")";
-          } catch (const launch::LaunchError& e) {
-            throw env_malformed(std::string(e.what()) + " (or give --master-port)");
-          }
-        }
+    } catch (const launch::LaunchError& e) {
+      throw env_malformed(std::string(e.what()) + " (or give --master-addr)");
+    }
+    from_slurm += ", master " + master_addr;
+  }
+  if (!master_port_given) {
+    read.port = true;
+    if (std::optional<int> p = strict_slurm_int(env, "MASTER_PORT", 1)) {
+      master_port = *p;
+      master_port_from = "MASTER_PORT";
+      from_slurm += ", port " + std::to_string(master_port) + " (MASTER_PORT)";
+    } else {
+      try {
+        const launch::SlurmPort p = launch::slurm_default_port(env);
+        master_port = p.port;
+        master_port_from = p.from;
+        from_slurm += ", port " + std::to_string(master_port) + " (" + p.from + ")";
+      } catch (const launch::LaunchError& e) {
+        throw env_malformed(std::string(e.what()) + " (or give --master-port)");
       }
     }
   }
+  return read;
+}
+
+// The job's shape as given or derived: --nproc-per-node, --nnodes, --node-rank and --master-port in range.
+void LaunchOptions::check_job_shape() const {
   if (nproc_given && nproc_per_node < 1)
     throw UsageError(argument("--nproc-per-node") + "must be at least 1 (got " + std::to_string(nproc_per_node) + ")",
                      {"--nproc-per-node"});
@@ -845,39 +897,51 @@ void LaunchOptions::apply(Invocation& inv) {
   if (master_port < 0 || master_port > 65535)
     throw UsageError(argument("--master-port") + "must be a TCP port, 0 to 65535 (got " + std::to_string(master_port) + ")",
                      {"--master-port"});
-  // torchrun's default of one worker per node, for a job of several nodes.
-  if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d" || port0_standalone)) nproc_per_node = 1;
-  if (nproc_per_node > 0) {  // the workers get the launcher's master: the environment's is named, not dropped
-    const std::string chosen_by = rdzv_backend == "c10d" ? "the c10d rendezvous chooses it"
-                                  : standalone           ? "a standalone job's is 127.0.0.1 at a free port"
-                                                         : "";
-    for (std::string& n : launch::unread_master_env(env, slurm_read_addr || master_addr_given,
-                                                    slurm_read_port || master_port_given, chosen_by, nnodes > 1))
-      notices.push_back(std::move(n));
+}
+
+// MASTER_ADDR / MASTER_PORT in the launcher's environment that the workers megatron-run starts do not get (`read`:
+// SLURM's one-launcher-per-node mode read them): named, not dropped, as the workers get the launcher's master.
+// Inside a job without --nproc-per-node megatron-run starts no workers (--nnodes, c10d or their PET_ defaults made
+// nproc_per_node 1, and inside_job_refusal refuses them next): there the variables are that job's own, and are not
+// named (review launch40 #1).
+void LaunchOptions::name_unread_master_env(const launch::EnvLookup& env, MasterEnvRead read) {
+  if (nproc_per_node <= 0 || (!nproc_given && inside_a_job(env))) return;
+  const std::string chosen_by = rdzv_backend == "c10d" ? "the c10d rendezvous chooses it"
+                                : standalone           ? "a standalone job's is 127.0.0.1 at a free port"
+                                                       : "";
+  for (std::string& n : launch::unread_master_env(env, read.addr || master_addr_given, read.port || master_port_given,
+                                                  chosen_by, nnodes > 1))
+    notices.push_back(std::move(n));
+}
+
+// Static multi-node: the launchers' store on node 0, at --launcher-port (default --master-port + 1).
+void LaunchOptions::place_launchers_store() {
+  if (!multi_node() || rdzv_backend != "static") return;
+  store_host = master_addr;
+  const int mp = master_port ? master_port : launch::kTorchrunMasterPort;
+  store_port = launcher_port ? launcher_port : mp + 1;
+  if (store_port > 65535 || store_port == mp)
+    throw UsageError(argument("--launcher-port") + "the launchers' store needs a port of its own besides --master-port " +
+                         std::to_string(mp), {"--launcher-port"});
+}
+
+// torchrun's --local-addr: the address node 0 gives its workers as MASTER_ADDR where the rendezvous picks it.
+void LaunchOptions::apply_local_addr() {
+  if (local_addr.empty()) return;
+  try {
+    local_addr = launch::parse_host(local_addr);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(argument("--local-addr") + e.what(), {"--local-addr"});
   }
-  if (multi_node()) {
-    if (rdzv_backend == "static") {
-      store_host = master_addr;
-      const int mp = master_port ? master_port : launch::kTorchrunMasterPort;
-      store_port = launcher_port ? launcher_port : mp + 1;
-      if (store_port > 65535 || store_port == mp)
-        throw UsageError(argument("--launcher-port") + "the launchers' store needs a port of its own besides --master-port " +
-                             std::to_string(mp), {"--launcher-port"});
-    }
-  }
-  if (!local_addr.empty()) {
-    // torchrun's --local-addr: the address node 0 gives its workers as MASTER_ADDR where the rendezvous picks it.
-    try {
-      local_addr = launch::parse_host(local_addr);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(argument("--local-addr") + e.what(), {"--local-addr"});
-    }
-    if (rdzv_backend != "c10d" && (multi_node() || master_addr_given))
-      notices.push_back("--local-addr " + local_addr + ": not used (the static rendezvous' master is --master-addr " +
-                        master_addr + ")");
-    else if (rdzv_backend != "c10d")
-      master_addr = local_addr;
-  }
+  if (rdzv_backend != "c10d" && (multi_node() || master_addr_given))
+    notices.push_back("--local-addr " + local_addr + ": not used (the static rendezvous' master is --master-addr " +
+                      master_addr + ")");
+  else if (rdzv_backend != "c10d")
+    master_addr = local_addr;
+}
+
+// An address that must be this machine's and is not: refused now (refuse_elsewhere) rather than at a timeout.
+void LaunchOptions::check_addresses_are_here() const {
   // One node: rank 0's store is on this machine, so an address given for it must be one of this machine's (else
   // every rank would try to reach it until the collective timeout). Several nodes may start before the master's
   // name resolves (a Kubernetes service): their launchers wait for it instead.
@@ -895,8 +959,11 @@ void LaunchOptions::apply(Invocation& inv) {
     refuse_elsewhere("--local-addr", local_addr,
                      "under c10d the launcher that becomes a round's node 0 gives it to every node's workers as "
                      "MASTER_ADDR: give one of this machine's addresses, or leave --local-addr out");
-  rendezvous_known = true;
-  apply_worker_options();
+}
+
+// The world size `inv` is validated for: the job's N x M when spawning (--world-size must agree); a SLURM task's
+// SLURM_NTASKS outside torchrun's variables.
+void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& env) {
   if (nproc_per_node > 0) {
     const long long world = static_cast<long long>(nproc_per_node) * nnodes;
     if (inv.world_size && *inv.world_size != world)
@@ -918,9 +985,30 @@ void LaunchOptions::apply(Invocation& inv) {
   }
   if (!env("RANK") && !env("WORLD_SIZE") && launch::slurm_step_task(env) && !inv.world_size) {
     // Strictly (review ops37 #2: "8x" was world size 8 for validation before launch.env-malformed saw it).
-    inv.world_size = int_env("SLURM_NTASKS", 1).value_or(1);
+    inv.world_size = strict_slurm_int(env, "SLURM_NTASKS", 1).value_or(1);
     inv.world_size_from = "environment SLURM_NTASKS (a SLURM task)";
   }
+}
+
+void LaunchOptions::apply(Invocation& inv) {
+  check_rdzv_backend();
+  apply_rdzv_conf();
+  const std::string addr_as_given = master_addr;  // before --rdzv-endpoint's (static) replaces them
+  const int port_as_given = master_port;
+  const bool port0_standalone = apply_rdzv_endpoint(addr_as_given, port_as_given);
+  apply_standalone(addr_as_given, port_as_given, port0_standalone);
+  const launch::EnvLookup env = launch::process_env();
+  const MasterEnvRead read = apply_slurm_nodes(env);
+  check_job_shape();
+  // torchrun's default of one worker per node, for a job of several nodes.
+  if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d" || port0_standalone)) nproc_per_node = 1;
+  name_unread_master_env(env, read);
+  place_launchers_store();
+  apply_local_addr();
+  check_addresses_are_here();
+  rendezvous_known = true;
+  apply_worker_options();
+  apply_world_size(inv, env);
 }
 
 std::string LaunchOptions::apply_launch(Invocation& inv, bool starts) const {

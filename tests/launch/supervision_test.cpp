@@ -347,12 +347,14 @@ TEST_CASE("--local-ranks-filter naming a local rank the node does not have is na
                  " --no-append-args -- /bin/echo hi");
   INFO(none.out);
   CHECK(none.exit == 0);
-  CHECK(has(none.out, "warning: --local-ranks-filter: local rank 7 is not on this node (2 workers, local ranks 0-1): "
-                      "no worker's output reaches the console"));
+  // Named as -r/-t are (option_name: every option string of it).
+  CHECK(has(none.out, "warning: --local-ranks-filter/--local_ranks_filter: local rank 7 is not on this node (2 workers, "
+                      "local ranks 0-1): no worker's output reaches the console"));
   CHECK(!has(none.out, "hi\n"));
   Proc some = sh(kBin + " --nproc-per-node 2 --local-ranks-filter 1,7 --config " + kConfig +
                  " --no-append-args -- /bin/echo hi");
-  CHECK(has(some.out, "local rank 7 is not on this node (2 workers, local ranks 0-1)\n"));
+  CHECK(has(some.out, "warning: --local-ranks-filter/--local_ranks_filter: local rank 7 is not on this node (2 workers, "
+                      "local ranks 0-1)\n"));
   CHECK(has(some.out, "[rank 1] hi\n"));
 }
 
@@ -444,6 +446,8 @@ TEST_CASE("inside another launcher's job a dry run refuses the launcher's rendez
     CHECK(error_line(dry.out) == error_line(launch.out));
     CHECK(error_line(json.out) == error_line(launch.out));
     CHECK(has(json.out, "\"ok\": false"));
+    // The job's MASTER_ADDR / MASTER_PORT are its own: no "not read" warning before the refusal (review launch40 #1).
+    for (const Proc* p : {&launch, &dry, &json}) CHECK(!has(p->out, "is set in the launcher's environment"));
   }
   // Outside a job (no RANK) a dry run takes them, as the launch does.
   Proc outside = sh("-u RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID " + kRun + "--dry-run --nnodes 2 --master-port 1234 "
