@@ -450,7 +450,93 @@ int worker_exit(int code) {
   return code;
 }
 
-int worker_main(int argc, char** argv, const WorkerJob& job) {
+namespace {
+
+// One rank's worker: the state its steps share (the input, the job's launch facts, the runtime's options, the
+// self-check's results), each step a method; run() is the sequence. A step that may end the worker before the
+// bring-up returns its exit code.
+class WorkerMain {
+ public:
+  WorkerMain(int argc, char** argv, const WorkerJob& job) : argc_(argc), argv_(argv), job_(job) {}
+
+  int run();
+
+ private:
+  // main() has run: the start-up crash handler off, SIGPIPE and SIGXFSZ ignored, the open-file limit raised.
+  void set_up_process();
+  // The worker input's text from --input-fd N or --input FILE: a usage error's exit code, else none.
+  std::optional<int> read_arguments();
+  // The input decoded and the job's launch facts (torchrun's or srun's environment): a usage error's exit code.
+  std::optional<int> read_job();
+  // Logging (the rank prefix when the worker prefixes its own lines) and the one-BLAS-thread notice.
+  void start_logging();
+  // --exit-signal-handler's latch, before anything else of the job; else one from the environment undone.
+  void latch_exit_signal();
+  // The bring-up's failures and the job's said as this rank's exit code (1; a rank that follows another lingers).
+  template <class F>
+  int exit_code_of(F&& bring_up_and_run);
+  // Whether the arguments were validated for this job's world size.
+  void check_world_size();
+  // Whether the open-file limit leaves the descriptors this world size needs (rule worker.open-file-limit).
+  void check_open_file_limit();
+  // The launch facts and the process-group layout of the arguments in the runtime's options.
+  void plan_layout();
+  // The backend: as given, else nccl where it can run and gloo elsewhere (rule dist.nccl-unavailable).
+  void choose_backend();
+  // The time limits (rule dist.time-limits), the flags they ignore (said by rank 0) and the timeouts logged.
+  void read_timeouts();
+  // The rest of the runtime's options: the config fingerprint, the derived arguments, the Gloo groups.
+  void finish_options();
+  // MR_DIST_REPORT's PREFIX<rank>.ready: the groups are built, with this rank's pid (tests).
+  void mark_ready(Runtime& rt);
+  // The self-check (repeated for MR_DIST_SELFCHECK_SECONDS) and its line.
+  void self_check(Runtime& rt);
+  // MR_DIST_REPORT's PREFIX<rank>.json: the groups, the all-reduce results.
+  void write_report(Runtime& rt);
+  // Initialisation over: the after-init timeout, MR_DIST_STALL, the last barrier and rank 0's bring-up line.
+  void end_bring_up(Runtime& rt);
+  // The job (none: 0), then the runtime finished: the job's exit code.
+  int run_job(Runtime& rt);
+
+  const int argc_;
+  char** const argv_;
+  const WorkerJob& job_;
+  uint64_t open_at_start_ = 0;  // the descriptors open before any connection
+  std::string text_;            // the worker input, as read
+  WorkerInput in_;
+  std::optional<LaunchInfo> launch_;
+  std::string out_prefix_;      // "[rank R] " when the worker prefixes its own lines, else ""
+  RuntimeOptions opts_;
+  arg::DistributedBackend backend_{};  // as choose_backend resolved it
+  JobTimeouts limits_;
+  const char* report_ = nullptr;  // MR_DIST_REPORT
+  std::vector<Check> results_;
+  int rounds_ = 0;
+};
+
+int WorkerMain::run() {
+  set_up_process();
+  if (std::optional<int> code = read_arguments()) return *code;
+  if (std::optional<int> code = read_job()) return *code;
+  start_logging();
+  latch_exit_signal();
+  return exit_code_of([&] {
+    check_world_size();
+    check_open_file_limit();
+    plan_layout();
+    choose_backend();
+    read_timeouts();
+    finish_options();
+    Runtime rt(opts_);
+    mark_ready(rt);
+    self_check(rt);
+    write_report(rt);
+    end_bring_up(rt);
+    return run_job(rt);
+  });
+}
+
+void WorkerMain::set_up_process() {
   g_in_main = true;
   unsetenv(kSetBlasThreads);  // ours, not for what the worker starts (OPENBLAS_NUM_THREADS=1 stays)
   if (g_startup_handler) {  // from here on a crash is a crash (a handler a library set meanwhile stays)
@@ -467,167 +553,63 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
   // Its store, Gloo's connections and its libraries take a few descriptors per peer: the soft open-file limit
   // goes up to the hard one (a limit still too low is said below, before any connection).
   util::raise_open_file_limit();
-  const uint64_t open_at_start = static_cast<uint64_t>(launch::open_descriptors(util::open_file_limit()));
-  std::string text;
+  open_at_start_ = static_cast<uint64_t>(launch::open_descriptors(util::open_file_limit()));
+}
+
+std::optional<int> WorkerMain::read_arguments() {
   try {
-    std::vector<std::string> args(argv + 1, argv + argc);
+    std::vector<std::string> args(argv_ + 1, argv_ + argc_);
     if (args.size() != 2) return usage("expected --input-fd N or --input FILE");
-    if (args[0] == "--input-fd") text = read_fd(parse_input_fd(args[1]));
-    else if (args[0] == "--input") text = read_file(args[1]);
+    if (args[0] == "--input-fd") text_ = read_fd(parse_input_fd(args[1]));
+    else if (args[0] == "--input") text_ = read_file(args[1]);
     else return usage("unknown option " + args[0]);
   } catch (const std::exception& e) {
     return usage(e.what());
   }
+  return std::nullopt;
+}
 
-  WorkerInput in;
-  std::optional<LaunchInfo> launch;
+std::optional<int> WorkerMain::read_job() {
   try {
-    in = WorkerInput::decode(text);
-    launch = launch_info();
+    in_ = WorkerInput::decode(text_);
+    launch_ = launch_info();
   } catch (const std::exception& e) {
     return usage(e.what());
   }
-  if (!launch) return usage("not inside a job: RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS of an srun step are not set");
-  const bool prefix_myself = !launch->spawned_by_megatron_run;
-  log::init(log::parse_level(in.log_level).value_or(log::Level::warning), prefix_myself ? launch->rank : -1);
-  const std::string out_prefix = prefix_myself ? "[rank " + std::to_string(launch->rank) + "] " : "";
+  if (!launch_) return usage("not inside a job: RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS of an srun step are not set");
+  return std::nullopt;
+}
+
+void WorkerMain::start_logging() {
+  const bool prefix_myself = !launch_->spawned_by_megatron_run;
+  log::init(log::parse_level(in_.log_level).value_or(log::Level::warning), prefix_myself ? launch_->rank : -1);
+  out_prefix_ = prefix_myself ? "[rank " + std::to_string(launch_->rank) + "] " : "";
   // Said once a node, by its local rank 0 (with its rank prefix): the limit is the node's (its launcher's, which
   // every worker there inherits), so a node without one (rank 0's, say) says nothing and another node's first
   // worker still tells the user that its ranks run OpenBLAS single-threaded. megatron-run's own spawner sets the
   // variable (and says so, once a node) itself, so a worker it started never gets here: one line a node either way.
-  if (g_one_blas_thread && launch->local_rank == 0)
+  if (g_one_blas_thread && launch_->local_rank == 0)
     if (const std::optional<uint64_t> as = util::address_space_limit())
       MR_LOG(warning) << "notice: OPENBLAS_NUM_THREADS=1 for the workers on this node: an address-space limit is "
                          "set (ulimit -v "
                       << *as / 1024
                       << ") and every OpenBLAS thread maps 128 MiB of it (set OPENBLAS_NUM_THREADS to choose)";
+}
 
+void WorkerMain::latch_exit_signal() {
   // --exit-signal-handler: the latch goes in before anything else of the job (Megatron installs its handler at
   // argument parsing, before distributed init and the model build): a signal during the bring-up is recorded, and
   // the training run saves and exits 0 after its first iteration, as Megatron's.
-  if (in.train && in.args.exit_signal_handler)
-    util::install_exit_signal(static_cast<int>(in.args.exit_signal));
+  if (in_.train && in_.args.exit_signal_handler)
+    util::install_exit_signal(static_cast<int>(in_.args.exit_signal));
   else if (util::exit_signal_installed())  // from the environment, for a job that did not ask for it
     util::restore_exit_signal();
+}
+
+template <class F>
+int WorkerMain::exit_code_of(F&& bring_up_and_run) {
   try {
-    const Args& args = in.args;
-    if (args.world_size != launch->world_size)
-      throw DistError("the arguments were validated for world size " + std::to_string(args.world_size) +
-                      " but this job has " + std::to_string(launch->world_size) + " ranks");
-
-    if (const std::optional<uint64_t> nofile = util::open_file_limit()) {
-      const uint64_t need = launch::worker_files_needed(open_at_start, launch->world_size);
-      if (*nofile < need)
-        throw DistError(with_rule_id(
-            launch::kWorkerOpenFileLimitRule.id,
-            "this rank's open-file limit (RLIMIT_NOFILE, ulimit -n " + std::to_string(*nofile) + ") is too low for " +
-                std::to_string(launch->world_size) + " rank" + (launch->world_size == 1 ? "" : "s") +
-                ": megatron-run's worker needs " + std::to_string(need) + " descriptors (its store, Gloo's " +
-                "connections to each peer, its libraries'); raise the limit (ulimit -n)"));
-    }
-
-    RuntimeOptions opts;
-    opts.launch = *launch;
-    opts.layout = LayoutSpec::from_args(args, launch->world_size);
-    arg::DistributedBackend backend = args.distributed_backend;
-    // The backend: as given, else nccl where it can run and gloo elsewhere (rule dist.nccl-unavailable:
-    // nccl asked for where it cannot run is refused before any communicator exists, so nothing can hang).
-    // Ranks that share this machine's visible GPUs: the node's workers, or one under a virtual local rank
-    // (megatron-run --virtual-local-rank shows each worker its own GPU only and says so).
-    const char* virt = std::getenv("MR_VIRTUAL_LOCAL_RANK");
-    const int sharing = virt && std::string(virt) == "1" ? 1 : std::max(1, launch->local_world_size);
-    const std::string missing = nccl_unavailable(sharing);
-    if (!in.backend_explicit) {
-      if (!missing.empty()) {
-        if (launch->rank == 0)
-          MR_LOG(warning) << "the nccl backend cannot run here (" << missing
-                          << "): using the gloo backend (--distributed-backend chooses)";
-        backend = arg::DistributedBackend::gloo;
-      } else {
-        backend = arg::DistributedBackend::nccl;
-      }
-    } else if (backend == arg::DistributedBackend::nccl && !missing.empty()) {
-      throw DistError(with_rule_id(launch::kNcclUnavailableRule.id, "--distributed-backend nccl cannot run here: " + missing +
-                                                                "; use --distributed-backend gloo (the CPU path)"));
-    }
-    opts.backend = backend;
-    JobTimeouts limits;
-    try {
-      limits = job_timeouts(in);
-    } catch (const std::runtime_error& e) {
-      throw DistError(e.what());
-    }
-    opts.timeout = limits.startup;
-    opts.heartbeat = limits.heartbeat;
-    opts.heartbeat_timeout = limits.heartbeat_timeout;
-    opts.heartbeat_source = limits.heartbeat_source;
-    if (launch->rank == 0 && !limits.ignored.empty()) {
-      std::string line = "notice: megatron-run's runtime does not act on ";
-      line += limits.ignored.size() == 1 ? "this flag; it is ignored:" : "these flags; they are ignored:";
-      for (size_t i = 0; i < limits.ignored.size(); ++i) line += (i ? "; " : " ") + limits.ignored[i];
-      MR_LOG(warning) << line;
-    }
-    MR_LOG(info) << "timeouts: collectives " << seconds_str(limits.startup)
-                 << (limits.after_init ? ", " + seconds_str(*limits.after_init) + " after the bring-up" : std::string())
-                 << "; heartbeat every " << seconds_str(limits.heartbeat) << ", a rank silent for "
-                 << seconds_str(limits.heartbeat_timeout) << " fails the job";
-    opts.fingerprint = config_fingerprint(in.ns);
-    opts.derived_args = in.derived;  // the launcher's (the namespace travels without its provenance)
-    opts.gloo_groups = args.use_gloo_process_groups;
-    MR_LOG(info) << launch->describe() << ", backend " << arg::to_string(backend);
-
-    Runtime rt(opts);
-    const char* report = std::getenv("MR_DIST_REPORT");
-    // "groups built, pid N": the rank's own pid, so that a fault check kills exactly this rank
-    // (scripts/gpu-check-distributed.sh), not whatever worker a name search finds.
-    if (report && *report)
-      std::ofstream(std::string(report) + std::to_string(rt.rank()) + ".ready") << "groups built, pid " << getpid() << "\n";
-    std::optional<double> loop = env_seconds("MR_DIST_SELFCHECK_SECONDS");
-    SelfCheck check(rt, 1024);
-    std::vector<Check> results;
-    auto t0 = Clock::now();
-    int rounds = 0;
-    do {
-      results = check.all_reduce_each_group();
-      check.other_collectives();
-      ++rounds;
-    } while (loop && std::chrono::duration<double>(Clock::now() - t0).count() < *loop);
-
-    std::ostringstream line;
-    line << out_prefix << "self-check passed (" << arg::to_string(backend) << ", " << rounds << " round" << (rounds == 1 ? "" : "s")
-         << "): all-reduce of rank+1 in " << results.size() << " groups:";
-    for (const Check& c : results) line << " " << c.group << " " << ranks_str(c.ranks) << "=" << c.sum << ";";
-    std::cout << line.str() << std::endl;
-
-    if (report && *report) {
-      std::ofstream f(std::string(report) + std::to_string(rt.rank()) + ".json");
-      f << "{\"rank\": " << rt.rank() << ", \"world_size\": " << rt.world_size() << ", \"backend\": \"" << arg::to_string(backend)
-        << "\", \"rounds\": " << rounds << ", \"communicators\": " << rt.communicator_count() << ", \"groups\": {";
-      for (size_t i = 0; i < results.size(); ++i)
-        f << (i ? ", " : "") << "\"" << results[i].group << "\": " << ranks_str(results[i].ranks);
-      f << "}, \"sums\": {";
-      for (size_t i = 0; i < results.size(); ++i) f << (i ? ", " : "") << "\"" << results[i].group << "\": " << results[i].sum;
-      f << "}}\n";
-    }
-    // Initialisation is over: Megatron's --distributed-timeout-seconds-after-init replaces the start-up timeout
-    // of every process group from here on (Megatron applies it after the first iteration; the bring-up's
-    // self-check above plays that part here).
-    if (limits.after_init) {
-      rt.set_timeout(*limits.after_init);
-      MR_LOG(info) << "collective timeout now " << seconds_str(*limits.after_init)
-                   << " (--distributed-timeout-seconds-after-init)";
-    }
-    stall_for_tests(rt.rank());
-    rt.group("world").barrier();
-    if (rt.rank() == 0) {
-      const Layout& L = rt.layout();
-      std::cout << out_prefix << "megatron-run: distributed bring-up passed on " << rt.world_size() << " rank"
-                << (rt.world_size() == 1 ? "" : "s") << " (" << arg::to_string(backend) << "; TP=" << L.spec.tp << " PP=" << L.spec.pp
-                << " CP=" << L.spec.cp << " DP=" << L.dp << " EP=" << L.spec.ep << ")" << std::endl;
-    }
-    const int code = job ? job(rt, in, out_prefix) : 0;
-    rt.finish();
-    return code;
+    return bring_up_and_run();
   } catch (const DistError& e) {
     MR_LOG(error) << e.what();
     return 1;
@@ -651,5 +633,149 @@ int worker_main(int argc, char** argv, const WorkerJob& job) {
     return 1;
   }
 }
+
+void WorkerMain::check_world_size() {
+  if (in_.args.world_size != launch_->world_size)
+    throw DistError("the arguments were validated for world size " + std::to_string(in_.args.world_size) +
+                    " but this job has " + std::to_string(launch_->world_size) + " ranks");
+}
+
+void WorkerMain::check_open_file_limit() {
+  if (const std::optional<uint64_t> nofile = util::open_file_limit()) {
+    const uint64_t need = launch::worker_files_needed(open_at_start_, launch_->world_size);
+    if (*nofile < need)
+      throw DistError(with_rule_id(
+          launch::kWorkerOpenFileLimitRule.id,
+          "this rank's open-file limit (RLIMIT_NOFILE, ulimit -n " + std::to_string(*nofile) + ") is too low for " +
+              std::to_string(launch_->world_size) + " rank" + (launch_->world_size == 1 ? "" : "s") +
+              ": megatron-run's worker needs " + std::to_string(need) + " descriptors (its store, Gloo's " +
+              "connections to each peer, its libraries'); raise the limit (ulimit -n)"));
+  }
+}
+
+void WorkerMain::plan_layout() {
+  opts_.launch = *launch_;
+  opts_.layout = LayoutSpec::from_args(in_.args, launch_->world_size);
+}
+
+void WorkerMain::choose_backend() {
+  backend_ = in_.args.distributed_backend;
+  // The backend: as given, else nccl where it can run and gloo elsewhere (rule dist.nccl-unavailable:
+  // nccl asked for where it cannot run is refused before any communicator exists, so nothing can hang).
+  // Ranks that share this machine's visible GPUs: the node's workers, or one under a virtual local rank
+  // (megatron-run --virtual-local-rank shows each worker its own GPU only and says so).
+  const char* virt = std::getenv("MR_VIRTUAL_LOCAL_RANK");
+  const int sharing = virt && std::string(virt) == "1" ? 1 : std::max(1, launch_->local_world_size);
+  const std::string missing = nccl_unavailable(sharing);
+  if (!in_.backend_explicit) {
+    if (!missing.empty()) {
+      if (launch_->rank == 0)
+        MR_LOG(warning) << "the nccl backend cannot run here (" << missing
+                        << "): using the gloo backend (--distributed-backend chooses)";
+      backend_ = arg::DistributedBackend::gloo;
+    } else {
+      backend_ = arg::DistributedBackend::nccl;
+    }
+  } else if (backend_ == arg::DistributedBackend::nccl && !missing.empty()) {
+    throw DistError(with_rule_id(launch::kNcclUnavailableRule.id, "--distributed-backend nccl cannot run here: " + missing +
+                                                              "; use --distributed-backend gloo (the CPU path)"));
+  }
+  opts_.backend = backend_;
+}
+
+void WorkerMain::read_timeouts() {
+  try {
+    limits_ = job_timeouts(in_);
+  } catch (const std::runtime_error& e) {
+    throw DistError(e.what());
+  }
+  opts_.timeout = limits_.startup;
+  opts_.heartbeat = limits_.heartbeat;
+  opts_.heartbeat_timeout = limits_.heartbeat_timeout;
+  opts_.heartbeat_source = limits_.heartbeat_source;
+  if (launch_->rank == 0 && !limits_.ignored.empty()) {
+    std::string line = "notice: megatron-run's runtime does not act on ";
+    line += limits_.ignored.size() == 1 ? "this flag; it is ignored:" : "these flags; they are ignored:";
+    for (size_t i = 0; i < limits_.ignored.size(); ++i) line += (i ? "; " : " ") + limits_.ignored[i];
+    MR_LOG(warning) << line;
+  }
+  MR_LOG(info) << "timeouts: collectives " << seconds_str(limits_.startup)
+               << (limits_.after_init ? ", " + seconds_str(*limits_.after_init) + " after the bring-up" : std::string())
+               << "; heartbeat every " << seconds_str(limits_.heartbeat) << ", a rank silent for "
+               << seconds_str(limits_.heartbeat_timeout) << " fails the job";
+}
+
+void WorkerMain::finish_options() {
+  opts_.fingerprint = config_fingerprint(in_.ns);
+  opts_.derived_args = in_.derived;  // the launcher's (the namespace travels without its provenance)
+  opts_.gloo_groups = in_.args.use_gloo_process_groups;
+  MR_LOG(info) << launch_->describe() << ", backend " << arg::to_string(backend_);
+}
+
+void WorkerMain::mark_ready(Runtime& rt) {
+  report_ = std::getenv("MR_DIST_REPORT");
+  // "groups built, pid N": the rank's own pid, so that a fault check kills exactly this rank
+  // (scripts/gpu-check-distributed.sh), not whatever worker a name search finds.
+  if (report_ && *report_)
+    std::ofstream(std::string(report_) + std::to_string(rt.rank()) + ".ready") << "groups built, pid " << getpid() << "\n";
+}
+
+void WorkerMain::self_check(Runtime& rt) {
+  std::optional<double> loop = env_seconds("MR_DIST_SELFCHECK_SECONDS");
+  SelfCheck check(rt, 1024);
+  auto t0 = Clock::now();
+  do {
+    results_ = check.all_reduce_each_group();
+    check.other_collectives();
+    ++rounds_;
+  } while (loop && std::chrono::duration<double>(Clock::now() - t0).count() < *loop);
+
+  std::ostringstream line;
+  line << out_prefix_ << "self-check passed (" << arg::to_string(backend_) << ", " << rounds_ << " round" << (rounds_ == 1 ? "" : "s")
+       << "): all-reduce of rank+1 in " << results_.size() << " groups:";
+  for (const Check& c : results_) line << " " << c.group << " " << ranks_str(c.ranks) << "=" << c.sum << ";";
+  std::cout << line.str() << std::endl;
+}
+
+void WorkerMain::write_report(Runtime& rt) {
+  if (!report_ || !*report_) return;
+  std::ofstream f(std::string(report_) + std::to_string(rt.rank()) + ".json");
+  f << "{\"rank\": " << rt.rank() << ", \"world_size\": " << rt.world_size() << ", \"backend\": \"" << arg::to_string(backend_)
+    << "\", \"rounds\": " << rounds_ << ", \"communicators\": " << rt.communicator_count() << ", \"groups\": {";
+  for (size_t i = 0; i < results_.size(); ++i)
+    f << (i ? ", " : "") << "\"" << results_[i].group << "\": " << ranks_str(results_[i].ranks);
+  f << "}, \"sums\": {";
+  for (size_t i = 0; i < results_.size(); ++i) f << (i ? ", " : "") << "\"" << results_[i].group << "\": " << results_[i].sum;
+  f << "}}\n";
+}
+
+void WorkerMain::end_bring_up(Runtime& rt) {
+  // Initialisation is over: Megatron's --distributed-timeout-seconds-after-init replaces the start-up timeout
+  // of every process group from here on (Megatron applies it after the first iteration; the bring-up's
+  // self-check above plays that part here).
+  if (limits_.after_init) {
+    rt.set_timeout(*limits_.after_init);
+    MR_LOG(info) << "collective timeout now " << seconds_str(*limits_.after_init)
+                 << " (--distributed-timeout-seconds-after-init)";
+  }
+  stall_for_tests(rt.rank());
+  rt.group("world").barrier();
+  if (rt.rank() == 0) {
+    const Layout& L = rt.layout();
+    std::cout << out_prefix_ << "megatron-run: distributed bring-up passed on " << rt.world_size() << " rank"
+              << (rt.world_size() == 1 ? "" : "s") << " (" << arg::to_string(backend_) << "; TP=" << L.spec.tp << " PP=" << L.spec.pp
+              << " CP=" << L.spec.cp << " DP=" << L.dp << " EP=" << L.spec.ep << ")" << std::endl;
+  }
+}
+
+int WorkerMain::run_job(Runtime& rt) {
+  const int code = job_ ? job_(rt, in_, out_prefix_) : 0;
+  rt.finish();
+  return code;
+}
+
+}  // namespace
+
+int worker_main(int argc, char** argv, const WorkerJob& job) { return WorkerMain(argc, argv, job).run(); }
 
 }  // namespace mr::distributed
