@@ -708,11 +708,18 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
           "[launch][multinode][process]") {
   // Node 1's worker fails in the first attempt (TORCHELASTIC_RESTART_COUNT=0); node 0's would sleep for 30 s.
   // From the second attempt on, every worker prints its attempt and exits 0, or (always_fail) node 1's fails again.
-  auto prog = [](bool always_fail) {
+  // Node 1's worker acts once node 0's has printed its attempt (its mark up.ATTEMPT), not a guessed 0.5 s after its
+  // own start: a stop before that line would leave it out of node 0's output.
+  const fs::path marks = fs::temp_directory_path() / ("mr-restarts-" + std::to_string(getpid()));
+  fs::remove_all(marks);
+  fs::create_directories(marks);
+  const std::string up = marks.string() + "/up.$TORCHELASTIC_RESTART_COUNT";
+  auto prog = [&](bool always_fail) {
     return std::string("--no-append-args --no-python sh -c 'echo attempt $TORCHELASTIC_RESTART_COUNT of "
-                       "$TORCHELASTIC_MAX_RESTARTS; if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; ") +
+                       "$TORCHELASTIC_MAX_RESTARTS; if [ \"$GROUP_RANK\" = 1 ]; then for i in $(seq 1200); do "
+                       "[ -e " + up + " ] && break; sleep 0.05; done; ") +
            (always_fail ? "exit 7" : "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && exit 7; exit 0") +
-           "; fi; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && exec sleep 30; exit 0'";
+           "; fi; : > " + up + "; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && exec sleep 30; exit 0'";
   };
   const int mp = free_port(), lp = free_port();
   auto node = [&](int rank, int restarts, bool always_fail) {
@@ -745,7 +752,10 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
   }
   SECTION("a node whose workers finished cannot restart: the failing node says so and fails") {
     const std::string done = "--no-append-args --no-python sh -c 'exit 0'";
-    const std::string fails = "--no-append-args --no-python sh -c 'sleep 1; exit 7'";
+    // Node 1's worker fails once node 0 says it is done (its finish is in the store before that line), not a
+    // guessed second after its own start: a failure before node 0's workers finished would restart both.
+    const std::string fails = "--no-append-args --no-python sh -c '" +
+                              wait_said(0, "node 0 is done; waiting for the other nodes") + "exit 7'";
     auto cmd = [&](int rank, const std::string& p) { return static_node(rank, mp, lp) + "--max-restarts 1 " + p; };
     Nodes r = run_nodes({cmd(0, done), cmd(1, fails)});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
@@ -802,18 +812,19 @@ TEST_CASE("nodes that disagree on --nproc-per-node or --nnodes are refused when 
 
 TEST_CASE("a node's launcher killed with -9: the other node stops its workers", "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
-  const std::string prog = "--no-append-args --no-python sleep 30";
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node1-pid-" + std::to_string(getpid()));
   const fs::path started = pidfile.string() + ".started";
-  fs::remove(started);
-  // Node 1's launcher is killed (SIGKILL) once its worker runs (it marks `started`): the nodes have met. (Two
-  // seconds after its start, as before, a loaded machine may not have it joined yet.)
-  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + "--no-append-args --no-python sh -c ': > " +
-                                                      started.string() + "; exec sleep 30'");
+  // Each node's worker marks that it runs (started.GROUP_RANK) and sleeps.
+  const std::string prog = "--no-append-args --no-python sh -c ': > " + started.string() + ".$GROUP_RANK; exec sleep 30'";
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+  // Node 1's launcher is killed (SIGKILL) once both workers run: the nodes have met and both launchers watch the
+  // job. (Two seconds after its start, as before, a loaded machine may not have it joined yet.)
+  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
   Nodes r = run_nodes({static_node(0, mp, lp) + prog, node1,
-                       "sh -c '" + wait_file(started) + "kill -9 $(cat " + pidfile.string() + ")'"});
+                       "sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
+                           "kill -9 $(cat " + pidfile.string() + ")'"});
   fs::remove(pidfile);
-  fs::remove(started);
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[1].exit == 137);
   CHECK(r.nodes[0].exit == 1);
@@ -826,17 +837,19 @@ TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the u
           "[launch][multinode][process]") {
   // Review launch37 #5: node 0 said only that node 1's launcher was gone, though --max-restarts 1 was given.
   const int mp = free_port(), lp = free_port();
-  const std::string prog = "--max-restarts 1 --no-append-args --no-python sleep 30";
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node1r-pid-" + std::to_string(getpid()));
   const fs::path started = pidfile.string() + ".started";
-  fs::remove(started);
-  // Killed once its worker runs (the nodes have met), not a guessed two seconds after its start.
-  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + "--max-restarts 1 --no-append-args "
-                                                      "--no-python sh -c ': > " + started.string() + "; exec sleep 30'");
+  const std::string prog = "--max-restarts 1 --no-append-args --no-python sh -c ': > " + started.string() +
+                           ".$GROUP_RANK; exec sleep 30'";
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+  // Killed once both workers run (both launchers watch the job), not a guessed two seconds after its start: node 0
+  // still in the rendezvous names the loss without the restart it cannot use.
+  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
   Nodes r = run_nodes({static_node(0, mp, lp) + prog, node1,
-                       "sh -c '" + wait_file(started) + "kill -9 $(cat " + pidfile.string() + ")'"});
+                       "sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
+                           "kill -9 $(cat " + pidfile.string() + ")'"});
   fs::remove(pidfile);
-  fs::remove(started);
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[0].exit == 1);
   CHECK(has(r.nodes[0].out, "(127.0.0.1) is gone (its connection to the store closed) (no restart, although "
