@@ -355,12 +355,17 @@ TEST_CASE("--event-log-handler console: a stop signal while the nodes meet again
   fs::remove_all(dir);
   fs::create_directories(dir);
   const int mp = mrtest::store_port(), lp = mrtest::store_port();
+  // Node 1's worker fails once node 0's has set its trap (its mark `trapped`), not a guessed 0.5 s after its own
+  // start: a stop before the trap would end node 0's worker at once, and node 0 would not keep node 1 waiting.
+  const std::string trapped = (dir / "trapped").string();
+  const std::string after_trap = "for i in $(seq 1200); do [ -e " + trapped + " ] && break; sleep 0.05; done; ";
   auto node = [&](int rank) {
     return kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id again --nproc-per-node 1 " +
            "--nnodes 2 --node-rank " + std::to_string(rank) + " --master-addr 127.0.0.1 --master-port " +
            std::to_string(mp) + " --launcher-port " + std::to_string(lp) + " --join-timeout 60 --max-restarts 1 " +
            "--term-timeout 8 --no-append-args --no-python sh -c " +
-           "'if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; exit 7; fi; trap \"\" TERM; sleep 30'";
+           "'if [ \"$GROUP_RANK\" = 1 ]; then " + after_trap + "exit 7; fi; trap \"\" TERM; : > " + trapped +
+           "; sleep 30'";
   };
   const std::string n1 = (dir / "node1.out").string(), other = (dir / "node0.pid").string();
   // Node 1 is the script's own process (exec), the one the background loop signals.
@@ -398,13 +403,17 @@ TEST_CASE("--event-log-handler console: after a c10d restart, the record gives t
   fs::remove_all(dir);
   fs::create_directories(dir);
   const int sp = mrtest::store_port();
+  // Node 1's worker fails once node 0's has set its trap (its mark), not a guessed second after its own start: a
+  // stop before the trap would end node 0's worker at once, and the failing node would not come to round 1 first.
+  const std::string trapped = (dir / "trapped").string();
+  const std::string after_trap = "for i in $(seq 1200); do [ -e " + trapped + " ] && break; sleep 0.05; done; ";
   const std::string node = kBin + " --config " + kConfig + " --event-log-handler console --rdzv-id round " +
                            "--nproc-per-node 1 --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
                            std::to_string(sp) + " --join-timeout 60 --max-restarts 1 --no-append-args --no-python sh -c " +
                            "'echo \"attempt $TORCHELASTIC_RESTART_COUNT rank $GROUP_RANK\"; "
                            "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ]; then exit 0; fi; "
-                           "if [ \"$GROUP_RANK\" = 1 ]; then sleep 1; exit 7; fi; "
-                           "trap \"sleep 2; exit 0\" TERM; sleep 30 & wait'";
+                           "if [ \"$GROUP_RANK\" = 1 ]; then " + after_trap + "exit 7; fi; "
+                           "trap \"sleep 2; exit 0\" TERM; : > " + trapped + "; sleep 30 & wait'";
   const std::string a = (dir / "a.out").string(), b = (dir / "b.out").string();
   const mrtest::Proc r = mrtest::run_shell("cd '" + dir.string() + "' && (timeout -k 5 90 " + node + " >'" + a +
                                            "' 2>&1 & sleep 0.3; timeout -k 5 90 " + node + " >'" + b +

@@ -45,20 +45,20 @@ bool wait_gone(pid_t pid, double seconds) {
 }
 
 // A process group of its own (its leader sleeps) with two more members: one that ignores SIGTERM and one that
-// does not, each sleeping 60 s. The members' pids come back through `fd`.
+// does not, each sleeping 60 s. Each member writes {its index, its pid} to `fd` once its SIGTERM disposition is
+// set (a SIGTERM before that would end the one meant to ignore it).
 [[noreturn]] void group_with_members(int fd) {
   setpgid(0, 0);
   signal(SIGTERM, SIG_DFL);
-  pid_t members[2];
   for (int i = 0; i < 2; ++i) {
-    members[i] = fork();
-    if (members[i] == 0) {
+    if (fork() == 0) {
       signal(SIGTERM, i == 0 ? SIG_IGN : SIG_DFL);
+      const pid_t said[2] = {i, getpid()};
+      (void)!write(fd, said, sizeof said);
       sleep(60);
       _exit(0);
     }
   }
-  (void)!write(fd, members, sizeof members);
   sleep(60);
   _exit(0);
 }
@@ -67,28 +67,43 @@ bool wait_gone(pid_t pid, double seconds) {
 
 TEST_CASE("guardian: a launcher killed with SIGKILL leaves nothing running in its workers' process groups",
           "[launch][guardian]") {
-  int p[2];
+  int p[2], told[2];
   REQUIRE(pipe(p) == 0);
+  REQUIRE(pipe(told) == 0);
   const pid_t launcher = fork();
   REQUIRE(launcher >= 0);
   if (launcher == 0) {
-    // The "launcher": a worker group, then the guardian (1 s grace), told of it; then it waits for its SIGKILL.
-    // (megatron-run forks the guardian first: its workers exec, which closes the launcher's end of the guardian's
-    // socket; this group does not exec, so it must not inherit that end.)
+    // The "launcher": a worker group, then the guardian (1 s grace), told of it (a byte on `told` once it is);
+    // then it waits for its SIGKILL. (megatron-run forks the guardian first: its workers exec, which closes the
+    // launcher's end of the guardian's socket; this group does not exec, so it must not inherit that end.)
     close(p[0]);
+    close(told[0]);
     const pid_t leader = fork();
-    if (leader == 0) group_with_members(p[1]);
+    if (leader == 0) {
+      close(told[1]);
+      group_with_members(p[1]);
+    }
     setpgid(leader, leader);
     Guardian guardian(4, 1.0);
     guardian.add(leader);
+    (void)!write(told[1], "t", 1);
     for (;;) pause();
   }
   close(p[1]);
+  close(told[1]);
   pid_t members[2] = {0, 0};
-  REQUIRE(read(p[0], members, sizeof members) == sizeof members);
+  for (int n = 0; n < 2; ++n) {
+    pid_t said[2] = {0, 0};
+    REQUIRE(read(p[0], said, sizeof said) == sizeof said);
+    REQUIRE((said[0] == 0 || said[0] == 1));
+    members[said[0]] = said[1];
+  }
   close(p[0]);
-  // Told of the group before the members exist: the guardian has it by now (the "launcher" added it at once).
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The guardian has the group once the "launcher" says it told it (not a guessed 200 ms after the members exist:
+  // a loaded machine may run the launcher later, and a SIGKILL before its add() would leave the group alone).
+  char byte = 0;
+  REQUIRE(read(told[0], &byte, 1) == 1);
+  close(told[0]);
   const auto killed_at = Clock::now();
   REQUIRE(kill(launcher, SIGKILL) == 0);
   int status = 0;

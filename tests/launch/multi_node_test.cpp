@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -65,10 +66,33 @@ struct Nodes {
   double seconds = 0;
 };
 
+// The folder run_nodes writes each command's output to (N.out: command N's stdout and stderr, as it runs).
+fs::path nodes_dir() { return fs::temp_directory_path() / ("mr-nodes-" + std::to_string(getpid())); }
+
+// (Each helper below uses double quotes only: it goes inside run_nodes commands' `sh -c '...'`.)
+// A shell loop that waits (at most 60 s) until `file` exists.
+std::string wait_file(const fs::path& file) {
+  return "for i in $(seq 1200); do [ -e \"" + file.string() + "\" ] && break; sleep 0.05; done; ";
+}
+
+// A shell loop that waits (at most 60 s) until command `n` of run_nodes has written `line` (a fixed string).
+std::string wait_said(size_t n, const std::string& line) {
+  return "for i in $(seq 1200); do grep -qF \"" + line + "\" \"" + (nodes_dir() / (std::to_string(n) + ".out")).string() +
+         "\" 2>/dev/null && break; sleep 0.05; done; ";
+}
+
+// A shell loop that waits (at most 60 s) until something listens on TCP port `port` (/proc/net/tcp and tcp6).
+std::string wait_listening(int port) {
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "%04X", port);
+  return std::string("for i in $(seq 1200); do grep -qE \":") + hex + " 0+:0000 0A\" /proc/net/tcp /proc/net/tcp6 && "
+         "break; sleep 0.05; done; ";
+}
+
 // Runs the commands at once (each `ENV... PROGRAM ARGS`, under `timeout 60`) and waits for all of them.
 // `delay_s`: seconds between starting one and the next.
 Nodes run_nodes(const std::vector<std::string>& cmds, double delay_s = 0) {
-  const fs::path dir = fs::temp_directory_path() / ("mr-nodes-" + std::to_string(getpid()));
+  const fs::path dir = nodes_dir();
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::string script;
@@ -135,8 +159,14 @@ std::string static_node(int node_rank, int master_port, int launcher_port, const
 
 // `cmd` as the shell's own process (exec), which first writes its pid to `pidfile`: a launcher that another command
 // of run_nodes signals or kills (a background job's SIGINT would be ignored).
+// `cmd` goes inside double quotes, its $, `, " and \ escaped (a worker's `sh -c '... $RANK ...'` stays as given).
 std::string with_pidfile(const fs::path& pidfile, const std::string& cmd) {
-  return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + cmd + "\"";
+  std::string quoted;
+  for (char c : cmd) {
+    if (c == '$' || c == '`' || c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + quoted + "\"";
 }
 
 // Whether megatron-run-worker, megatron-run's own worker, was built (it needs LibTorch).
@@ -235,10 +265,18 @@ TEST_CASE("c10d with a fixed --nnodes: a restart keeps every launcher's node ran
   const int sp = free_port();
   const std::string flags = "--nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
                             " --rdzv-id keep7 --join-timeout 20 --nproc-per-node 1 --max-restarts 2 --term-timeout 5 ";
+  // Node 1's worker fails once node 0's has said its line in that attempt (its mark up.ATTEMPT), not a guessed
+  // 0.5 s after its own start: a stop before that line would leave node 0 unnamed in the checks below.
+  const fs::path marks = fs::temp_directory_path() / ("mr-keep7-" + std::to_string(getpid()));
+  fs::remove_all(marks);
+  fs::create_directories(marks);
+  const std::string up = marks.string() + "/up.$TORCHELASTIC_RESTART_COUNT";
   const std::string prog = "--no-append-args --no-python sh -c 'echo attempt $TORCHELASTIC_RESTART_COUNT node "
                            "$GROUP_RANK rank $RANK; if [ $TORCHELASTIC_RESTART_COUNT = 2 ]; then exit 0; fi; "
-                           "if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; exit 7; fi; exec sleep 30'";
+                           "if [ \"$GROUP_RANK\" = 1 ]; then for i in $(seq 1200); do [ -e " + up +
+                           " ] && break; sleep 0.05; done; exit 7; fi; : > " + up + "; exec sleep 30'";
   Nodes r = run_nodes({kRun + flags + prog, kRun + flags + prog}, 1.0);
+  fs::remove_all(marks);
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   REQUIRE(r.nodes[0].exit == 0);
   REQUIRE(r.nodes[1].exit == 0);
@@ -670,11 +708,18 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
           "[launch][multinode][process]") {
   // Node 1's worker fails in the first attempt (TORCHELASTIC_RESTART_COUNT=0); node 0's would sleep for 30 s.
   // From the second attempt on, every worker prints its attempt and exits 0, or (always_fail) node 1's fails again.
-  auto prog = [](bool always_fail) {
+  // Node 1's worker acts once node 0's has printed its attempt (its mark up.ATTEMPT), not a guessed 0.5 s after its
+  // own start: a stop before that line would leave it out of node 0's output.
+  const fs::path marks = fs::temp_directory_path() / ("mr-restarts-" + std::to_string(getpid()));
+  fs::remove_all(marks);
+  fs::create_directories(marks);
+  const std::string up = marks.string() + "/up.$TORCHELASTIC_RESTART_COUNT";
+  auto prog = [&](bool always_fail) {
     return std::string("--no-append-args --no-python sh -c 'echo attempt $TORCHELASTIC_RESTART_COUNT of "
-                       "$TORCHELASTIC_MAX_RESTARTS; if [ \"$GROUP_RANK\" = 1 ]; then sleep 0.5; ") +
+                       "$TORCHELASTIC_MAX_RESTARTS; if [ \"$GROUP_RANK\" = 1 ]; then for i in $(seq 1200); do "
+                       "[ -e " + up + " ] && break; sleep 0.05; done; ") +
            (always_fail ? "exit 7" : "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && exit 7; exit 0") +
-           "; fi; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && exec sleep 30; exit 0'";
+           "; fi; : > " + up + "; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && exec sleep 30; exit 0'";
   };
   const int mp = free_port(), lp = free_port();
   auto node = [&](int rank, int restarts, bool always_fail) {
@@ -707,7 +752,10 @@ TEST_CASE("--max-restarts with several nodes: a failure on one node restarts eve
   }
   SECTION("a node whose workers finished cannot restart: the failing node says so and fails") {
     const std::string done = "--no-append-args --no-python sh -c 'exit 0'";
-    const std::string fails = "--no-append-args --no-python sh -c 'sleep 1; exit 7'";
+    // Node 1's worker fails once node 0 says it is done (its finish is in the store before that line), not a
+    // guessed second after its own start: a failure before node 0's workers finished would restart both.
+    const std::string fails = "--no-append-args --no-python sh -c '" +
+                              wait_said(0, "node 0 is done; waiting for the other nodes") + "exit 7'";
     auto cmd = [&](int rank, const std::string& p) { return static_node(rank, mp, lp) + "--max-restarts 1 " + p; };
     Nodes r = run_nodes({cmd(0, done), cmd(1, fails)});
     INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
@@ -764,13 +812,19 @@ TEST_CASE("nodes that disagree on --nproc-per-node or --nnodes are refused when 
 
 TEST_CASE("a node's launcher killed with -9: the other node stops its workers", "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
-  const std::string prog = "--no-append-args --no-python sleep 30";
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node1-pid-" + std::to_string(getpid()));
-  // Node 1's launcher is killed (SIGKILL) two seconds after it started.
+  const fs::path started = pidfile.string() + ".started";
+  // Each node's worker marks that it runs (started.GROUP_RANK) and sleeps.
+  const std::string prog = "--no-append-args --no-python sh -c ': > " + started.string() + ".$GROUP_RANK; exec sleep 30'";
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+  // Node 1's launcher is killed (SIGKILL) once both workers run: the nodes have met and both launchers watch the
+  // job. (Two seconds after its start, as before, a loaded machine may not have it joined yet.)
   const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
-  Nodes r =
-      run_nodes({static_node(0, mp, lp) + prog, node1, "sh -c 'sleep 2; kill -9 $(cat " + pidfile.string() + ")'"});
+  Nodes r = run_nodes({static_node(0, mp, lp) + prog, node1,
+                       "sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
+                           "kill -9 $(cat " + pidfile.string() + ")'"});
   fs::remove(pidfile);
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[1].exit == 137);
   CHECK(r.nodes[0].exit == 1);
@@ -783,12 +837,19 @@ TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the u
           "[launch][multinode][process]") {
   // Review launch37 #5: node 0 said only that node 1's launcher was gone, though --max-restarts 1 was given.
   const int mp = free_port(), lp = free_port();
-  const std::string prog = "--max-restarts 1 --no-append-args --no-python sleep 30";
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node1r-pid-" + std::to_string(getpid()));
+  const fs::path started = pidfile.string() + ".started";
+  const std::string prog = "--max-restarts 1 --no-append-args --no-python sh -c ': > " + started.string() +
+                           ".$GROUP_RANK; exec sleep 30'";
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+  // Killed once both workers run (both launchers watch the job), not a guessed two seconds after its start: node 0
+  // still in the rendezvous names the loss without the restart it cannot use.
   const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
-  Nodes r =
-      run_nodes({static_node(0, mp, lp) + prog, node1, "sh -c 'sleep 2; kill -9 $(cat " + pidfile.string() + ")'"});
+  Nodes r = run_nodes({static_node(0, mp, lp) + prog, node1,
+                       "sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
+                           "kill -9 $(cat " + pidfile.string() + ")'"});
   fs::remove(pidfile);
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
   INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
   CHECK(r.nodes[0].exit == 1);
   CHECK(has(r.nodes[0].out, "(127.0.0.1) is gone (its connection to the store closed) (no restart, although "
@@ -868,8 +929,9 @@ TEST_CASE("a stop signal to one node's launcher ends the job on every node, name
     // --signals-to-handle makes SIGUSR1 a stop. faults.py's usr1 workers exit 0 on SIGUSR1 only (SIGTERM would end
     // them with 143), each touching `started`.<rank> once it listens; node 1's launcher gets SIGUSR1 after both.
     const int sp = free_port();
-    // Node 0's launcher gets SIGUSR1 too, a second after node 1's (as srun signals every task): its workers, which
-    // linger 2.5 s after the first, must not get it twice.
+    // Node 0's launcher gets SIGUSR1 too, after node 1's (as srun signals every task): its workers, which linger
+    // 2.5 s after the first, must not get it twice. It goes once node 0 says it passed node 1's stop on (not a
+    // guessed second after node 1's: under load node 0 may read the stop later, and take its own as the first).
     const fs::path pidfile0 = pidfile.string() + ".0";
     const std::string job = "FAULT=usr1 FAULT_LINGER=2.5 FAULT_READY=" + started.string() + " " + kRun +
                             "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(sp) +
@@ -878,7 +940,8 @@ TEST_CASE("a stop signal to one node's launcher ends the job on every node, name
     const std::string ready = started.string() + ".0 ] || [ ! -e " + started.string() + ".1";
     Nodes r = run_nodes({with_pidfile(pidfile0, "env " + job), with_pidfile(pidfile, "env " + job),
                          "sh -c 'while [ ! -e " + ready + " ]; do sleep 0.05; done; sleep 0.3; kill -USR1 $(cat " +
-                             pidfile.string() + "); sleep 1; kill -USR1 $(cat " + pidfile0.string() + ")'"});
+                             pidfile.string() + "); " + wait_said(0, "passing signal 10 (SIGUSR1) on to this node") +
+                             "kill -USR1 $(cat " + pidfile0.string() + ")'"});
     INFO(r.nodes[0].out << "\n---- second launcher:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 0);
@@ -910,9 +973,11 @@ TEST_CASE("a stop signal while the launchers meet is said, and ends the launcher
           "[launch][multinode][process]") {
   const int mp = free_port(), lp = free_port();
   const fs::path pidfile = fs::temp_directory_path() / ("mr-node0-wait-" + std::to_string(getpid()));
-  // Node 0 waits for node 1, which never comes; SIGTERM one second later.
+  // Node 0 waits for node 1, which never comes; SIGTERM once it hosts the launchers' store (listens on its port:
+  // its notice of the signal is set before), not a guessed second after its start.
+  fs::remove(pidfile);
   const std::string node0 = with_pidfile(pidfile, static_node(0, mp, lp) + "--no-append-args --no-python true");
-  Nodes r = run_nodes({node0, "sh -c 'sleep 1; kill -TERM $(cat " + pidfile.string() + ")'"});
+  Nodes r = run_nodes({node0, "sh -c '" + wait_listening(lp) + "kill -TERM $(cat " + pidfile.string() + ")'"});
   fs::remove(pidfile);
   INFO(r.nodes[0].out);
   CHECK(r.nodes[0].exit == 143);
@@ -1205,10 +1270,25 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
                             " --join-timeout 30 --nproc-per-node 1 --rdzv-conf last_call_timeout=2 ";
   // A 1:2 job whose first round's workers sleep 30 s (`wait`: "sleep 30", or "exec sleep 30" for a signal to reach
   // the sleep itself), so that only a lost or stopping node ends that round; later rounds' workers exit 0 at once.
+  // `wait` runs in round 0 only. kUp in it creates the file that UP names (an environment variable the launcher
+  // passes on to its workers), where given: the worker is then ready for its stop.
   auto lost_node_job = [&](const std::string& id, const char* restarts, const std::string& wait) {
     return kRun + flags + "--rdzv-id " + id + " --nnodes 1:2 --max-restarts " + restarts +
            " --no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE RESTART=$TORCHELASTIC_RESTART_COUNT; "
-           "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && " + wait + "; exit 0'";
+           "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && { " + wait + "; }; exit 0'";
+  };
+  const std::string kUp = "[ -z \"$UP\" ] || : > \"$UP\"; ";
+  // The second launcher of such a job as its shell's own process (its pid in `pidfile`), its workers marking `up`;
+  // the stop of a round-0 node goes once its worker runs (the round has closed with both), not a guessed 5 s after
+  // its start, which a loaded machine may spend on the round's 2 s last call and the workers' start.
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-elastic-pid-" + std::to_string(getpid()));
+  const fs::path up = pidfile.string() + ".up";
+  auto second = [&](const std::string& job) {
+    fs::remove(up);
+    return with_pidfile(pidfile, "env UP=" + up.string() + " " + job);
+  };
+  auto once_up = [&](const std::string& then) {
+    return "sh -c '" + wait_file(up) + then + " $(cat " + pidfile.string() + ")'";
   };
   SECTION("2:3 nodes, closed by --join-timeout itself (MIN there, no last call yet): the round runs") {
     // The close at the join deadline left no time to join the round: both failed with "only 1 of the 2 nodes of
@@ -1295,10 +1375,11 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(r.nodes[0].out + r.nodes[1].out, "WORLD_SIZE=2 GROUP_RANK=1 RESTART=0"));
   }
   SECTION("1:2 nodes: a node lost while running; the job restarts without it (counted), or fails without restarts") {
-    // The second launcher is killed (-9) 5 s in; its workers die with it. Round 0's workers would sleep 30 s.
+    // The second launcher is killed (-9) once its worker runs; its workers die with it. Round 0's workers would
+    // sleep 30 s.
     for (const char* restarts : {"1", "0"}) {
-      const std::string job = lost_node_job(std::string("el4") + restarts, restarts, "sleep 30");
-      Nodes r = run_nodes({job, "timeout -s KILL 5 env " + job}, 0.5);
+      const std::string job = lost_node_job(std::string("el4") + restarts, restarts, kUp + "sleep 30");
+      Nodes r = run_nodes({job, second(job), once_up("kill -KILL")}, 0.5);
       INFO("--max-restarts " << restarts << ":\n" << r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
       CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 RESTART=0"));
       CHECK(has(r.nodes[0].out, "node 1's launcher on " + kHost + " (127.0.0.1) is gone"));
@@ -1313,11 +1394,12 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     }
   }
   SECTION("1:2 nodes: SIGTERM to one node's launcher: it leaves, the job goes on without it (a restart left)") {
-    // The second launcher (not the store's host) gets SIGTERM 5 s in; round 0's workers would sleep 30 s. With a
-    // restart left it leaves: the first goes on alone in round 1. Without one, its stop is passed on (a fixed job's).
+    // The second launcher (not the store's host) gets SIGTERM once its worker runs; round 0's workers would sleep
+    // 30 s. With a restart left it leaves: the first goes on alone in round 1. Without one, its stop is passed on (a
+    // fixed job's).
     for (const char* restarts : {"1", "0"}) {
-      const std::string job = lost_node_job(std::string("el8") + restarts, restarts, "exec sleep 30");
-      Nodes r = run_nodes({job, "timeout --preserve-status -s TERM 5 env " + job}, 0.5);
+      const std::string job = lost_node_job(std::string("el8") + restarts, restarts, kUp + "exec sleep 30");
+      Nodes r = run_nodes({job, second(job), once_up("kill -TERM")}, 0.5);
       INFO("--max-restarts " << restarts << ":\n" << r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
       CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 RESTART=0"));
       CHECK(r.nodes[1].exit == 143);
@@ -1339,13 +1421,16 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     }
   }
   SECTION("1:2 nodes: a leaving node killed before its workers stopped still leaves (the leave recorded at once)") {
-    // Node 1's worker ignores SIGTERM; its launcher gets SIGTERM 5 s in (it leaves, a restart left) and SIGKILL 1 s
-    // later, inside its --term-timeout of 3 s: gone before its workers stopped. Its leave was recorded when it
-    // decided to leave, so node 0 reads a leave, not a lost node (before 2026-12-06 it read "is gone": GNU
-    // timeout's second TERM, to its process group, could end a leaving launcher so in CI).
-    std::string job = lost_node_job("el10", "1", "trap \"\" TERM; exec sleep 30");
+    // Node 1's worker ignores SIGTERM; its launcher gets SIGTERM once that worker runs (it leaves, a restart left)
+    // and SIGKILL once it says it leaves, inside its --term-timeout of 3 s: gone before its workers stopped. Its
+    // leave was recorded when it decided to leave, so node 0 reads a leave, not a lost node (before 2026-12-06 it
+    // read "is gone": GNU timeout's second TERM, to its process group, could end a leaving launcher so in CI).
+    std::string job = lost_node_job("el10", "1", "trap \"\" TERM; " + kUp + "exec sleep 30");
     job.insert(kRun.size(), "--term-timeout 3 ");
-    Nodes r = run_nodes({job, "timeout -s TERM -k 1 5 env " + job}, 0.5);
+    Nodes r = run_nodes({job, second(job),
+                         once_up("p=$(cat " + pidfile.string() + "); kill -TERM $p; " +
+                                 wait_said(1, "this node leaves the elastic job") + "kill -KILL")},
+                        0.5);
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
     CHECK(r.nodes[1].exit == 137);
     CHECK(has(r.nodes[1].out, "this node leaves the elastic job"));
@@ -1356,10 +1441,10 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(r.nodes[0].out, "WORLD_SIZE=1 RESTART=1"));
   }
   SECTION("1:2 nodes: a node lost after the other finished fails the job; a late node's bad option does not") {
-    // Node 0's worker exits 0 at once; node 1's launcher is killed (-9) 5 s in, its worker still sleeping.
+    // Node 0's worker exits 0 at once; node 1's launcher is killed (-9) once its worker runs (it then sleeps).
     const std::string job = kRun + flags + "--rdzv-id el6 --nnodes 1:2 --max-restarts 1 --no-python --no-append-args "
-                            "-- sh -c '[ $GROUP_RANK = 1 ] && exec sleep 30; exit 0'";
-    Nodes r = run_nodes({job, "timeout -s KILL 5 env " + job}, 0.5);
+                            "-- sh -c '[ -z \"$UP\" ] || : > \"$UP\"; [ $GROUP_RANK = 1 ] && exec sleep 30; exit 0'";
+    Nodes r = run_nodes({job, second(job), once_up("kill -KILL")}, 0.5);
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 1);
     CHECK(has(r.nodes[0].out, "the job failed on another node: node 1's launcher on " + kHost + " (127.0.0.1) is gone"));
@@ -1390,11 +1475,19 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
   }
   SECTION("1:3 nodes valid at 1 and 3: a spare that dies does not restart the job when another arrives") {
     // A global batch of 3 fits 1 or 3 data-parallel ranks, not 2. The first launcher runs alone from about 2 s; the
-    // second arrives at 3 s as a spare (2 nodes: not valid) and is killed (-9) at 5.5 s; the third arrives at 6 s.
-    // Three arrivals would be a valid count, but one of them is dead: the job goes on, its worker never restarted.
+    // second arrives at 3 s as a spare (2 nodes: not valid) and is killed (-9) once it says so; the third starts
+    // half a second after the kill (its script, third.sh, run by the killing command: not at a fixed 6 s, which a
+    // loaded machine may put before the kill). Three arrivals would be a valid count, but one of them is dead: the job goes on, its worker never
+    // restarted.
     const std::string job = kRun + flags + "--rdzv-id el8 --nnodes 1:3 --global-batch-size 3 --micro-batch-size 1 "
                             "--no-python --no-append-args -- sh -c 'echo WORLD_SIZE=$WORLD_SIZE; sleep 11'";
-    Nodes r = run_nodes({job, "timeout -s KILL 2.5 env " + job, job}, 3.0);
+    const fs::path third = pidfile.string() + ".third.sh";
+    std::ofstream(third) << "exec env " << job << "\n";
+    Nodes r = run_nodes({job, with_pidfile(pidfile, "env " + job),
+                         "sh -c '" + wait_said(1, "it waits as a spare") + "kill -KILL $(cat " + pidfile.string() +
+                             "); sleep 0.5; exec sh " + third.string() + "'"},
+                        3.0);
+    fs::remove(third);
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out << "\n---- third:\n" << r.nodes[2].out);
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 137);
