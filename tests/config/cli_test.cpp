@@ -290,7 +290,7 @@ TEST_CASE("megatron-run's own options refused in argparse's words, as Megatron's
            {"schema extra --more", "unrecognized arguments: extra --more (this command takes no positional words)"},
            {"schema --x --y", "unrecognized arguments: --x --y"},
            {"rules --x api.x --y", "unrecognized arguments: --x --y"},
-           {"check --x " + kDefault + " --y", "unrecognized arguments: --x --y (see `megatron-run help check`)"}}) {
+           {"check --x " + kDefault + " --z", "unrecognized arguments: --x --z (see `megatron-run help check`)"}}) {
     INFO(words);
     auto r = sh(words);
     CHECK(r.exit == 2);
