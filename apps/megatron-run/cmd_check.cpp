@@ -1,4 +1,6 @@
 // `megatron-run check FILE|DIR...`: validate many configs in one process, for CI (a DIR: its *.yaml and *.yml files).
+#include <sys/stat.h>
+
 #include <cctype>
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include "config/parse/config_file.h"
 #include "config/parse/read_file.h"
 #include "launch.h"
+#include "launch/option_spelling.h"
 #include "config/print.h"
 #include "config/validate/resolve.h"
 #include "util/text.h"
@@ -43,6 +46,38 @@ std::string path_key(const std::string& path) {
   return key;
 }
 
+// check's own option words before the first "--" as the run command reads its own (read_run_words, argparse's
+// allow_abbrev): an unambiguous prefix written out in full (`--world 4` is --world-size 4, `--form=github`), an
+// ambiguous one refused naming the candidates. Megatron's flags are no options of check's, so no Megatron flag
+// makes a prefix ambiguous here. nullopt when no word changes (`args` may hold tens of thousands of file names).
+std::optional<std::vector<std::string>> spelled_words(const std::vector<std::string>& args,
+                                                      const po::options_description& desc) {
+  static const Schema no_flags(nullptr, nullptr);
+  launch::OptionSpelling spelling;
+  std::vector<std::string> value_options;
+  for (const auto& od : desc.options()) {
+    if (od->long_name() == "files") continue;
+    const std::string name = "--" + od->long_name();
+    spelling.long_options.push_back(name);
+    if (od->semantic()->max_tokens() > 0)
+      value_options.push_back(name);
+    else
+      spelling.switches.push_back({name});
+  }
+  std::optional<std::vector<std::string>> out;
+  for (size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    if (!argparse_reads_as_option(args[i])) continue;
+    std::string w = spelling.spell(args[i], no_flags);
+    const size_t at = i;
+    // A value option without '=': the next word is its value, not an option (`--config -x.yaml`).
+    if (std::find(value_options.begin(), value_options.end(), w) != value_options.end()) ++i;
+    if (w == args[at]) continue;
+    if (!out) out = args;
+    (*out)[at] = std::move(w);
+  }
+  return out;
+}
+
 }  // namespace
 
 void CheckOptions::add_to(po::options_description& desc) {
@@ -58,7 +93,8 @@ int cmd_check(const std::vector<std::string>& args) {
   CommonOptions& common = opts.common;
   bool& quiet = opts.quiet;
   desc.add_options()("files", po::value<std::vector<std::string>>()->composing(), "files");
-  SplitArgs split = split_args(args, 2, desc, /*allow_unregistered=*/true);
+  const std::optional<std::vector<std::string>> spelled = spelled_words(args, desc);
+  SplitArgs split = split_args(spelled ? *spelled : args, 2, desc, /*allow_unregistered=*/true);
   std::vector<std::string> files, stray;
   files.reserve(split.rest.size());
   // The first "--" ends the options (POSIX guideline 10; argparse too): every word after it is a FILE, one that
@@ -73,7 +109,16 @@ int cmd_check(const std::vector<std::string>& args) {
     // Before "--", a word argparse reads as an option is none of check's (a negative number is a file).
     (!after_dashes && argparse_reads_as_option(t.text) ? stray : files).push_back(std::move(t.text));
   }
-  if (!stray.empty()) throw unrecognized_words(stray, " (see `megatron-run help check`)");
+  if (!stray.empty()) {
+    // A word that names an existing file (`check -dash.yaml`): a file to check, which "--" lets through.
+    const bool names_file = std::any_of(stray.begin(), stray.end(), [](const std::string& w) {
+      struct stat st {};
+      return ::lstat(w.c_str(), &st) == 0;
+    });
+    throw unrecognized_words(stray, names_file ? " (to check a file whose name starts with '-', put it after --: "
+                                                 "`megatron-run check -- FILE`; see `megatron-run help check`)"
+                                               : " (see `megatron-run help check`)");
+  }
   std::vector<Token>().swap(split.rest);  // memory stays independent of the number of files, but for their names
   if (files.empty()) throw UsageError("the following arguments are required: FILE");  // argparse's words
   Invocation base = common.invocation(CommonOptions::extra_formats(CheckOptions::kFormats));

@@ -995,10 +995,24 @@ void RunCommand::check_enclosing_job() {
   } catch (const launch::LaunchError& e) {
     // A JSON check joining an enclosing job (no --nproc-per-node) reads its variables as the launch reads them, so
     // a malformed one (LOCAL_RANK=x) is the launch's refusal here too (launch.cpp: launch.env-malformed, exit 2). A
-    // dry run takes the world size to check from WORLD_SIZE alone (docs/launch.md), and is no job then.
-    if (json_check && launch_opts.nproc_per_node == 0) {
+    // dry run takes the world size to check from WORLD_SIZE (docs/launch.md: a dry run outside any job, or one
+    // that checks the config for an exported WORLD_SIZE), so it still validates; but it says that the launch will
+    // refuse this environment (review user40 #2: it said nothing, and the launch exited 2).
+    if (launch_opts.nproc_per_node == 0) {
       launch::kEnvMalformedRule.record_hit();
-      throw UsageError(e.what(), {}, {}, launch::kEnvMalformedRule.id);
+      if (json_check) throw UsageError(e.what(), {}, {}, launch::kEnvMalformedRule.id);
+      print_warning(std::cerr, with_rule_id(launch::kEnvMalformedRule.id, e.what()) +
+                                   "; a launch here refuses it (exit 2) without --nproc-per-node, which starts the "
+                                   "workers with their own");
+      // RANK and WORLD_SIZE set: the launch takes the shell for a job (refused above), and with MASTER_ADDR and
+      // MASTER_PORT given it would refuse the options that act on the workers it starts: said here too.
+      const char* rank = std::getenv("RANK");
+      const char* world = std::getenv("WORLD_SIZE");
+      if (rank && world)
+        if (const std::optional<InsideJobRefusal> r = inside_job_refusal(
+                launch_opts, "RANK=" + abbreviate(rank) + " and WORLD_SIZE=" + abbreviate(world) + " are set",
+                /*slurm=*/false))
+          throw UsageError(r->message, {r->flag});
     }
   }
   // Inside that job the options that act on the workers megatron-run starts (--nnodes, --master-port, --log-dir,

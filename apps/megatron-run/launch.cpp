@@ -802,6 +802,10 @@ const Rule kLocalRankGivenRule{
 }  // namespace
 
 std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, const launch::LaunchInfo& job) {
+  return inside_job_refusal(lo, job.describe(), job.source == launch::LaunchInfo::Source::Slurm);
+}
+
+std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, const std::string& job, bool slurm) {
   if (lo.nproc_given || (lo.spawner_only_given.empty() && lo.spawner_only_pet.empty())) return std::nullopt;
   // Inside another launcher's job megatron-run starts no workers: these options would do nothing. (Not
   // lo.nproc_per_node: --nnodes or c10d alone make it 1, a nested job of one worker per rank of this one.) The
@@ -815,7 +819,7 @@ std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, cons
   // Under SLURM the job's store is MASTER_ADDR:MASTER_PORT where set, else derived from SLURM_JOB_NODELIST and
   // SLURM_JOB_ID (launch_env.cpp): srun has no option for it (review diff39 #3).
   std::string advice = from_pet ? "unset " + var : "give it to that job's launcher";
-  if (job.source == launch::LaunchInfo::Source::Slurm && (dashed == "--master-port" || dashed == "--master-addr")) {
+  if (slurm && (dashed == "--master-port" || dashed == "--master-addr")) {
     const bool port = dashed == "--master-port";
     advice = std::string(from_pet ? "unset " + var + "; " : "") + "under SLURM set " +
              (port ? "MASTER_PORT" : "MASTER_ADDR") + " in the job's environment for its store (without it the " +
@@ -823,8 +827,8 @@ std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, cons
   }
   return InsideJobRefusal{flag, "argument " + option_name(flag) + ": " +
                                     (from_pet ? "its default " + source + " " : std::string()) +
-                                    "acts on the workers megatron-run starts, but it is inside a job already (" +
-                                    job.describe() + ") and starts none; " + advice + ", or add --nproc-per-node"};
+                                    "acts on the workers megatron-run starts, but it is inside a job already (" + job +
+                                    ") and starts none; " + advice + ", or add --nproc-per-node"};
 }
 
 int launch(const Outcome& resolved, const std::vector<std::string>& args, const launch::Program& program,

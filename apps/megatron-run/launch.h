@@ -247,6 +247,10 @@ struct InsideJobRefusal {
   std::string message;  // without "megatron-run: error: "
 };
 std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, const launch::LaunchInfo& job);
+// The same for a job described by `job` ("rank 0 of 4 (...) via torchrun, store ..."), `slurm` when it is a SLURM
+// task's: a dry run in a job that launch::launch_info refuses (RANK and WORLD_SIZE without MASTER_ADDR/MASTER_PORT)
+// names what the launch would refuse after it (review user40 #2).
+std::optional<InsideJobRefusal> inside_job_refusal(const LaunchOptions& lo, const std::string& job, bool slurm);
 
 // Words of `args` (before "--") that are launcher options, with their values, removed.
 std::vector<std::string> strip_launch_options(const std::vector<std::string>& args);

@@ -983,6 +983,24 @@ void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& e
     inv.env.var_source["RANK"] = "default: a launch is checked as its rank 0 sees it";
     return;
   }
+  // Inside a job megatron-run execs the program into that job's ranks: a --world-size of another size would validate
+  // a job that does not run (review user40 #1), refused as the spawner refuses a --world-size its ranks do not make.
+  if (inv.world_size) {
+    std::optional<launch::LaunchInfo> job;
+    try {
+      job = launch::launch_info(env);
+    } catch (const launch::LaunchError&) {
+      // A malformed job: the launch refuses it (launch.env-malformed), a dry run says so (cmd_run.cpp).
+    }
+    if (job && *inv.world_size != job->world_size) {
+      const bool slurm = job->source == launch::LaunchInfo::Source::Slurm;
+      throw UsageError(argument("--world-size") + std::to_string(*inv.world_size) + " is not the job's " +
+                           std::to_string(job->world_size) + " ranks (" + (slurm ? "SLURM_NTASKS" : "WORLD_SIZE") +
+                           "=" + std::to_string(job->world_size) + ": it is inside a job already, " +
+                           job->describe() + "); leave --world-size out, or make them agree",
+                       {"--world-size"});
+    }
+  }
   if (!env("RANK") && !env("WORLD_SIZE") && launch::slurm_step_task(env) && !inv.world_size) {
     // Strictly (review ops37 #2: "8x" was world size 8 for validation before launch.env-malformed saw it).
     inv.world_size = strict_slurm_int(env, "SLURM_NTASKS", 1).value_or(1);

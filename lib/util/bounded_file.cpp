@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace mr {
 namespace {
@@ -23,6 +24,18 @@ struct Fd {
 FileRefusal unreadable(int err) { return {FileRefusal::Kind::Unreadable, err}; }
 FileRefusal not_regular(mode_t m) { return {FileRefusal::Kind::NotRegular, 0, m}; }
 FileRefusal too_large(std::string size) { return {FileRefusal::Kind::TooLarge, 0, 0, std::move(size)}; }
+
+// " (a symbolic link to TARGET, which does not exist)" when `path` is a dangling link, else "": a file that a folder's
+// listing showed (`check DIR`) is then not said to be missing without a word why (review user40 #6).
+std::string dangling_link_note(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return {};
+  std::string target(4096, '\0');
+  const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+  if (n < 0) return {};
+  target.resize(static_cast<size_t>(n));
+  return " (a symbolic link to " + target + ", which does not exist)";
+}
 
 }  // namespace
 
@@ -94,6 +107,9 @@ std::string file_refusal_text(const FileRefusal& r, const std::string& path, con
     case FileRefusal::Kind::EmptyPath: return what + ": the path is empty";
     case FileRefusal::Kind::Unreadable: {
       // A missing file is most often a typo: the existing file it most likely meant (util/near_path.h).
+      // A dangling link: its name is right and its target is missing; said instead of a near name.
+      const std::string link = r.err == ENOENT ? dangling_link_note(path) : std::string();
+      if (!link.empty()) return path + ": cannot read " + what + ": " + std::strerror(r.err) + link;
       const std::string meant = r.err == ENOENT || r.err == ENOTDIR ? near_path(path) : std::string();
       return path + ": cannot read " + what + ": " + std::strerror(r.err) +
              (meant.empty() ? std::string() : " (did you mean " + meant + "?)");

@@ -361,6 +361,59 @@ TEST_CASE("check DIR: a link with a YAML name to a folder is left out; a danglin
   CHECK(has(dangling.out, root + "/dangling.yaml"));
   CHECK(has(dangling.out, "input.unreadable"));
   CHECK(has(dangling.err, "3 file(s) checked, 2 invalid"));
+  // The walk listed it, so it is not just "missing": the link and its target are named (review user40 #6).
+  CHECK(has(dangling.out, root + "/dangling.yaml: error[input.unreadable]: cannot read config file: No such file or "
+                          "directory (a symbolic link to missing.yaml, which does not exist)\n"));
+  // A file that is missing (no link) says no such thing.
+  auto missing = run({"check", root + "/none.yaml"});
+  CHECK(missing.exit == 2);
+  CHECK(has(missing.out, "No such file or directory"));
+  CHECK_FALSE(has(missing.out, "symbolic link"));
+}
+
+TEST_CASE("check's own options take unambiguous prefixes as the run command's do; a word naming a file that starts "
+          "with '-' is pointed to --",
+          "[check-stream]") {
+  // Before, `check --world 4 FILE` was "unrecognized arguments: --world" (review user40 #5).
+  auto world = run({"check", "--world", "3", kDefault});
+  INFO(world.out << world.err);
+  CHECK(world.exit == 1);  // default.yaml is not valid for 3 ranks: the size was read
+  CHECK(has(world.out, "batch-parallel size (3)"));
+  auto eq = run({"check", "--world=1", "--form=github", "--qu", kDefault});
+  INFO(eq.out << eq.err);
+  CHECK(eq.exit == 0);
+  CHECK(eq.err.empty());  // --quiet: no summary when every file is valid
+  auto json = run({"check", "--form", "json", kDefault});
+  CHECK(json.exit == 0);
+  CHECK(has(json.out, "\"ok\": true"));
+  // A word after an option that takes a value is that value, not spelled as an option (argparse, and Boost here,
+  // refuse one that starts with '-' as the option's missing value).
+  auto value = run({"check", "--config", "--tar", kDefault});
+  CHECK(value.exit == 2);
+  CHECK(has(value.err, "argument --config: expected one argument"));
+  CHECK_FALSE(has(value.err, "ambiguous"));
+  // Ambiguous among check's options (--target-gpu-arch, --target-te-version, ...): refused naming them; no Megatron
+  // flag counts here (`check` takes none).
+  auto ambiguous = run({"check", "--target", "x", kDefault});
+  CHECK(ambiguous.exit == 2);
+  CHECK(has(ambiguous.err, "ambiguous option: --target could match --target-"));
+  // A file named -dash.yaml: refused as an unknown word, with the way to check it; `--` checks it.
+  const fs::path dir = scratch() / "dash";
+  fs::create_directories(dir);
+  fs::copy_file(kDefault, dir / "-dash.yaml", fs::copy_options::overwrite_existing);
+  const fs::path was = fs::current_path();
+  fs::current_path(dir);
+  auto dash = run({"check", "-dash.yaml"});
+  auto unknown = run({"check", "-nofile.yaml"});
+  auto after = run({"check", "--", "-dash.yaml"});
+  fs::current_path(was);
+  INFO(dash.err);
+  CHECK(dash.exit == 2);
+  CHECK(has(dash.err, "unrecognized arguments: -dash.yaml (to check a file whose name starts with '-', put it after "
+                      "--: `megatron-run check -- FILE`"));
+  CHECK(unknown.exit == 2);
+  CHECK_FALSE(has(unknown.err, "put it after --"));
+  CHECK(after.exit == 0);
 }
 
 TEST_CASE("check DIR with no YAML file is an error naming it, never a silent pass", "[check-stream]") {

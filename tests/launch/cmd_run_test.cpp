@@ -577,3 +577,86 @@ TEST_CASE("every name of the spawner-only option list is a launcher option, refu
   CHECK(under.exit == 2);
   CHECK(under.out.find("argument --log-dir/--log_dir: acts on the workers megatron-run starts") != std::string::npos);
 }
+
+TEST_CASE("inside a torchrun job or SLURM task a --world-size that is not the job's is refused, launch and dry run "
+          "alike; an equal one is accepted",
+          "[launch][cli][in-job][world-size-env]") {
+  // Before, --world-size replaced the job's size for validation and the program was exec'd into the real job
+  // (review user40 #1): "RAN WS=4" after validating for 3.
+  const std::string clean = "-u TORCHELASTIC_RUN_ID -u SLURM_PROCID -u SLURM_STEP_ID -u SLURM_NTASKS ";
+  const std::string job = clean + "RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 "
+                                  "MASTER_PORT=29555 ";
+  const std::string prog = " --no-python sh -c 'echo RAN WS=$WORLD_SIZE'";
+  Proc run = sh(job + kRun + "--world-size 3" + prog);
+  INFO(run.out);
+  CHECK(run.exit == 2);
+  CHECK(has(run.out, "argument --world-size: 3 is not the job's 4 ranks (WORLD_SIZE=4: it is inside a job already, "
+                     "rank 0 of 4"));
+  CHECK(has(run.out, "leave --world-size out, or make them agree"));
+  CHECK_FALSE(has(run.out, "RAN"));
+  Proc dry = sh(job + kRun + "--world-size 3 --dry-run");
+  INFO(dry.out);
+  CHECK(dry.exit == 2);
+  CHECK(has(dry.out, "argument --world-size: 3 is not the job's 4 ranks (WORLD_SIZE=4"));
+  Proc json = sh(job + kRun + "--world-size 3 --format json");
+  CHECK(json.exit == 2);
+  CHECK(has(json.out, "3 is not the job's 4 ranks"));
+  Proc same = sh(job + kRun + "--world-size 4 --dry-run");
+  INFO(same.out);
+  CHECK(same.exit == 0);
+  CHECK_FALSE(has(same.out, "is not the job's"));
+  // A SLURM task (srun's variables, no RANK): its SLURM_NTASKS is the job's size.
+  const std::string slurm = "-u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u TORCHELASTIC_RUN_ID "
+                            "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_JOB_ID=4242 "
+                            "SLURM_JOB_NODELIST=localhost SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_JOB_NUM_NODES=1 "
+                            "SLURM_NNODES=1 SLURM_NTASKS_PER_NODE=2 ";
+  Proc task = sh(slurm + kRun + "--world-size 3 --dry-run");
+  INFO(task.out);
+  CHECK(task.exit == 2);
+  CHECK(has(task.out, "argument --world-size: 3 is not the job's 2 ranks (SLURM_NTASKS=2: it is inside a job "
+                      "already, rank 0 of 2 (local 0 of 2) via SLURM"));
+  CHECK_FALSE(has(task.out, "batch-parallel size (3)"));
+  Proc task_run = sh(slurm + kRun + "--world-size 3 --no-python sh -c 'echo RAN'");
+  CHECK(task_run.exit == 2);
+  CHECK_FALSE(has(task_run.out, "RAN"));
+  Proc task_same = sh(slurm + kRun + "--world-size 2 --dry-run");
+  INFO(task_same.out);
+  CHECK(task_same.exit == 0);
+}
+
+TEST_CASE("a dry run where RANK and WORLD_SIZE are set without MASTER_ADDR/MASTER_PORT says what the launch refuses",
+          "[launch][cli][in-job][world-size-env]") {
+  // The launch refuses this environment (launch.env-malformed, exit 2); the dry run validated for WORLD_SIZE and
+  // said nothing, even with --max-restarts or --log-dir, which the launch refuses in a job (review user40 #2).
+  const std::string env = "-u TORCHELASTIC_RUN_ID -u MASTER_ADDR -u MASTER_PORT -u SLURM_PROCID RANK=0 WORLD_SIZE=4 ";
+  Proc launch = sh(env + kRun + "--no-python true");
+  INFO(launch.out);
+  CHECK(launch.exit == 2);
+  CHECK(has(launch.out, "launch.env-malformed"));
+  Proc dry = sh(env + kRun + "--dry-run");
+  INFO(dry.out);
+  CHECK(dry.exit == 0);  // the config is checked for WORLD_SIZE=4, as a dry run reads it
+  CHECK(has(dry.out, "warning[launch.env-malformed]: RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are "
+                     "not: cannot find the rendezvous store; a launch here refuses it (exit 2) without "
+                     "--nproc-per-node"));
+  for (const std::string opt : {"--max-restarts 2", "--log-dir x"}) {
+    Proc spawner = sh(env + kRun + "--dry-run " + opt);
+    INFO(opt << "\n" << spawner.out);
+    CHECK(spawner.exit == 2);
+    CHECK(has(spawner.out, "warning[launch.env-malformed]"));
+    CHECK(has(spawner.out, ": acts on the workers megatron-run starts, but it is inside a job already (RANK=0 and "
+                           "WORLD_SIZE=4 are set) and starts none; give it to that job's launcher, or add "
+                           "--nproc-per-node"));
+  }
+  // The documented use stays: WORLD_SIZE alone is the world size to check, no job, nothing refused or warned.
+  Proc alone = sh("-u RANK -u MASTER_ADDR -u MASTER_PORT WORLD_SIZE=4 " + kRun + "--dry-run --max-restarts 2");
+  INFO(alone.out);
+  CHECK(alone.exit == 0);
+  CHECK_FALSE(has(alone.out, "env-malformed"));
+  CHECK_FALSE(has(alone.out, "inside a job"));
+  // With --nproc-per-node the launch starts its own workers (it warns only): no refusal in the dry run either.
+  Proc spawn = sh(env + kRun + "--dry-run --nproc-per-node 2 --max-restarts 2");
+  INFO(spawn.out);
+  CHECK(spawn.exit == 0);
+  CHECK_FALSE(has(spawn.out, "inside a job"));
+}
