@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <span>
@@ -72,6 +74,49 @@ class SignalForwarder {
   struct sigaction old_pipe_ {};
   bool xfsz_named_ = false;         // SIGXFSZ is among signals_ (else ignored, old_xfsz_ restored at the end)
   struct sigaction old_xfsz_ {};
+};
+
+// One signal as the handler wrote it to the pipe (one write, atomic): its number and, for one a process sent with
+// kill() (si_code SI_USER: `kill`, coreutils' `timeout`, a batch system's daemon), the sender's pid; 0 for one
+// the kernel sent (a terminal's Ctrl-C) or sigqueue's.
+struct SignalRecord {
+  int32_t sig = 0;
+  int32_t sender = 0;
+};
+
+// The same signal again less than this after the launcher passed it on may be the same event delivered twice:
+// coreutils' `timeout` kill()s its child (the launcher) and then its own process group (the launcher's too), two
+// syscalls microseconds apart. The launcher usually takes the two as one (a standard signal is not queued), but
+// when it is woken in between (about 1 run in 10 on an idle 2-core machine) it reads them apart: one pass apart,
+// or a time slice or two on a loaded machine (some ms). 100 ms covers that with room, and stays below a human's
+// double Ctrl-C (0.2-0.8 s apart, rarely under 0.15 s), which must end the grace period (review user40 #3; it
+// was 1 s, which swallowed most second presses).
+inline constexpr std::chrono::milliseconds kSameSignal{100};
+
+// What a signal the launcher receives is to the same signal it passed on last (supervise.cpp).
+enum class Repeat {
+  no,     // not a repeat: the first of its number, or kSameSignal or more after the last
+  quiet,  // within kSameSignal, sent by kill() from the same process as the last: `timeout`'s double delivery,
+          // folded into it without a word
+  said,   // within kSameSignal otherwise (a Ctrl-C, another sender): folded into it, and said so, so a human's
+          // press inside the window is not dropped silently
+};
+
+// The signals passed on, each with when the launcher took it and who sent it. Only the same number is a repeat:
+// SIGTERM after SIGINT is another signal, however soon (review user40 #4).
+class SignalRepeats {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Repeat check(const SignalRecord& s, Clock::time_point now) const;
+  void passed(const SignalRecord& s, Clock::time_point now);
+  bool seen(int sig) const;  // passed on at least once
+
+ private:
+  struct Last {
+    Clock::time_point at;
+    int32_t sender = 0;
+  };
+  std::vector<std::optional<Last>> last_ = std::vector<std::optional<Last>>(NSIG);
 };
 
 // ---- worker processes (workers.cpp) --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// Forwarding the launcher's signals (spawn_detail.h): the handler only writes the signal's number to a pipe;
+// Forwarding the launcher's signals (spawn_detail.h): the handler only writes the signal's number (and its sender) to a pipe;
 // the supervision loop polls the pipe and passes the signal on to the workers.
 #include <fcntl.h>
 #include <signal.h>
@@ -28,10 +28,12 @@ constexpr size_t kCount = sizeof kForwarded / sizeof kForwarded[0];
 
 int g_signal_pipe[2] = {-1, -1};
 
-void on_signal(int sig) {
+void on_signal(int sig, siginfo_t* info, void*) {
   int saved = errno;
-  unsigned char b = static_cast<unsigned char>(sig);
-  ssize_t n = write(g_signal_pipe[1], &b, 1);
+  SignalRecord r;
+  r.sig = sig;
+  r.sender = info && info->si_code == SI_USER ? static_cast<int32_t>(info->si_pid) : 0;
+  ssize_t n = write(g_signal_pipe[1], &r, sizeof r);  // under PIPE_BUF: whole or not at all
   (void)n;
   errno = saved;
 }
@@ -56,9 +58,11 @@ SignalForwarder::SignalForwarder(const std::vector<int>& handled)
   if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  sa.sa_sigaction = on_signal;
+  // Every signal blocked while the handler runs: two pending at once (SIGINT, then SIGTERM sent right after it)
+  // would otherwise nest, the later-delivered handler writing first, and the pipe would hold them reversed.
+  sigfillset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
   for (size_t i = 0; i < signals_.size(); ++i) {
     sigaction(signals_[i], &sa, &old_[i]);
     // A signal the launcher was started ignoring (nohup's SIGHUP, a script's background job's SIGINT) stays
@@ -97,15 +101,26 @@ SignalForwarder::~SignalForwarder() {
 
 int SignalForwarder::read_fd() const { return g_signal_pipe[0]; }
 
+Repeat SignalRepeats::check(const SignalRecord& s, Clock::time_point now) const {
+  if (s.sig <= 0 || s.sig >= NSIG || !last_[s.sig] || now - last_[s.sig]->at >= kSameSignal) return Repeat::no;
+  return s.sender != 0 && s.sender == last_[s.sig]->sender ? Repeat::quiet : Repeat::said;
+}
+
+void SignalRepeats::passed(const SignalRecord& s, Clock::time_point now) {
+  if (s.sig > 0 && s.sig < NSIG) last_[s.sig] = Last{now, s.sender};
+}
+
+bool SignalRepeats::seen(int sig) const { return sig > 0 && sig < NSIG && last_[sig].has_value(); }
+
 void SignalForwarder::pause() {
   for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &old_[i], nullptr);
 }
 
 void SignalForwarder::resume() {
   struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  sa.sa_sigaction = on_signal;
+  sigfillset(&sa.sa_mask);  // as in the constructor
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
   for (size_t i = 0; i < signals_.size(); ++i)
     if (!kept_ignored_[i]) sigaction(signals_[i], &sa, nullptr);
 }

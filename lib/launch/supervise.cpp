@@ -407,11 +407,6 @@ constexpr std::chrono::milliseconds kStreamLinger{500};
 // (a scan reads every process's stat file): at once after a worker's exit, then at most this often.
 constexpr std::chrono::milliseconds kLeftoverScan{100};
 
-// The same signal again this soon after the launcher passed it on is the same event delivered twice (coreutils'
-// `timeout` signals its child and then its own process group, the launcher's): said and passed on once. Standard
-// signals are not queued either: two sent this close together may arrive as one.
-constexpr std::chrono::milliseconds kSameSignal{1000};
-
 // The log files a write to failed (launch.log-write-failed), for the failure summary: the workers' own, then the
 // filtered files.
 void note_incomplete_logs(Workers& workers, AttemptResult& result) {
@@ -433,8 +428,7 @@ class Supervisor {
         o_(o),
         signal_fd_(signal_fd),
         grace_(static_cast<long>(o.grace_seconds * 1000)),
-        messages_(console_),
-        passed_at_(NSIG) {}
+        messages_(console_) {}
 
   AttemptResult run();
 
@@ -501,10 +495,10 @@ class Supervisor {
   LauncherMessages messages_;          // and for its own (std::cerr) until supervise returns
   bool output_failed_ = false;         // a relayed line was lost (said, the workers stopped)
   bool output_failed_first_ = false;   // ... before any worker failed, a signal or another node's stop
-  // The signals passed on, and when each last was (kSameSignal); said "again" when one comes later.
-  std::vector<std::optional<Clock::time_point>> passed_at_;
+  // The signals passed on, when and from whom each last was (kSameSignal); said "again" when one comes later.
+  SignalRepeats passed_;
   // When the first stop signal reached the launcher (not another node's stop passed on): a stop signal after it
-  // (outside kSameSignal) ends the grace period at once, `cut_short_`.
+  // (not the same one folded into it, Repeat) ends the grace period at once, `cut_short_`.
   std::optional<Clock::time_point> stop_signal_at_;
   bool cut_short_ = false;
 };
@@ -627,22 +621,43 @@ AttemptResult Supervisor::poll_failed(int e) {
 
 // Signals received by the launcher: passed on to every worker.
 void Supervisor::take_signals() {
-  unsigned char b;
-  while (read(signal_fd_, &b, 1) == 1) {
+  SignalRecord rec;
+  while (read(signal_fd_, &rec, sizeof rec) == static_cast<ssize_t>(sizeof rec)) {
+    const int b = rec.sig;
     // A batch system signals every node's launcher (srun: each task); the same signal already passed on from
     // another node's stop is not sent a second time (a Python worker would get two interrupts).
     const bool passed_already = peer_stop_passed_ && result_.peer && result_.peer->stop_signal == b;
     const Clock::time_point now = Clock::now();
-    std::optional<Clock::time_point>& before = passed_at_[b < NSIG ? b : 0];
-    if (before && now - *before < kSameSignal) continue;  // the same one delivered twice
-    // A stop signal again (or another one) after the launcher's own stop began: the user wants out now (a second
-    // Ctrl-C); the grace period ends at once: SIGKILL, not a second forward (review user39 #7).
-    if (stop_signal_at_ && !killed_ && stops_workers(b, o_.handled_signals) && now - *stop_signal_at_ >= kSameSignal) {
-      std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << ")"
-                << (before ? " again" : " after the stop began") << ": killing the workers now (SIGKILL; "
-                << "a second stop signal ends the grace period of --term-timeout)\n";
-      before = now;
-      kill_at_ = now;
+    const bool before = passed_.seen(b);
+    const bool stops = stops_workers(b, o_.handled_signals);
+    // The same signal again within kSameSignal of the last: the same delivery (`timeout`'s two), not passed on
+    // again; said unless the same process sent both with kill() (review user40 #3: a silent drop left a user's
+    // second Ctrl-C unheard for all of --term-timeout).
+    const Repeat repeat = passed_.check(rec, now);
+    if (repeat != Repeat::no) {
+      if (repeat == Repeat::said) {
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%g", static_cast<double>(kSameSignal.count()) / 1000);
+        const bool can_cut = stops && stop_signal_at_ && !killed_ && !cut_short_;
+        std::cerr << "megatron-run: received signal " << b << " (" << signal_name(b) << ") again within " << secs
+                  << " s: taken as the same delivery; "
+                  << (can_cut ? "send it again to kill the workers now" : "not passed on again") << "\n";
+      }
+      continue;
+    }
+    // A stop signal after the launcher's own stop began, the same one again or another one (SIGTERM after SIGINT,
+    // however soon: review user40 #4): the user wants out now (a second Ctrl-C); the grace period ends at once:
+    // SIGKILL, not a second forward (review user39 #7), and the exit code stays the first signal's.
+    if (stop_signal_at_ && stops) {
+      std::cerr << "megatron-run: received signal " << b << " (" << signal_name(b) << ")"
+                << (before ? " again" : " after the stop began");
+      if (killed_ || cut_short_)
+        std::cerr << ": the workers have been killed already (SIGKILL)\n";
+      else
+        std::cerr << ": killing the workers now (SIGKILL; a second stop signal ends the grace period of "
+                  << "--term-timeout)\n";
+      passed_.passed(rec, now);
+      if (!killed_) kill_at_ = now;
       cut_short_ = true;
       continue;
     }
@@ -654,12 +669,12 @@ void Supervisor::take_signals() {
       std::snprintf(secs, sizeof secs, "%g", o_.grace_seconds);
       wait = std::string("; they get ") + secs + " s to stop (--term-timeout), then are killed";
     }
-    std::cerr << "megatron-run: received signal " << static_cast<int>(b) << " (" << signal_name(b) << ")"
+    std::cerr << "megatron-run: received signal " << b << " (" << signal_name(b) << ")"
               << (before ? " again" : "") << "; "
               << (passed_already ? "the workers have it already (passed on from another node's stop)"
                                  : "forwarding it to the workers")
               << wait << "\n";
-    before = now;
+    passed_.passed(rec, now);
     if (!passed_already) workers_.kill_all(b);
     if (stops_workers(b, o_.handled_signals)) {
       // The other nodes learn why this node's workers stop (not as their failure), and stop theirs. Also after a
@@ -713,7 +728,7 @@ void Supervisor::reap() {
     f.when = std::chrono::system_clock::now();
     // Killed by a signal the launcher passed on: before a stop, any; after it, one that does not stop the workers
     // (SIGUSR1: the stop's own SIGTERM did not kill it), and then not a worker "after the stop" (review user39 #5).
-    f.by_passed_signal = WIFSIGNALED(status) && WTERMSIG(status) < NSIG && passed_at_[WTERMSIG(status)].has_value() &&
+    f.by_passed_signal = WIFSIGNALED(status) && WTERMSIG(status) < NSIG && passed_.seen(WTERMSIG(status)) &&
                          (!stopping_ || !stops_workers(WTERMSIG(status), o_.handled_signals));
     f.after_stop = stopping_ && !f.by_passed_signal;
     f.stderr_seen = w.err_piped;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "launch/spawn.h"
+#include "launch/spawn_detail.h"
 #include "launch_test_util.h"
 
 namespace {
@@ -85,4 +86,36 @@ TEST_CASE("a signal the launcher was started ignoring stays ignored unless --sig
   INFO(named.out);
   CHECK(count_of(named.out, "received signal 1 (SIGHUP); forwarding it to the workers") == 1);
   CHECK(count_of(named.out, "exit=129") == 1);
+}
+
+// The launcher's repeat window (review user40 #3, #4): only the same signal within kSameSignal (100 ms) of its last
+// pass is folded into it; silently only when one process sent both with kill() (coreutils' `timeout`: the child,
+// then its process group), said otherwise (a terminal's Ctrl-C has no sender pid). Another signal is never a
+// repeat, however soon. Times are given, so nothing here races.
+TEST_CASE("a repeated signal is folded only within 100 ms, only the same number, silently only from one sender",
+          "[launch][signals][signal]") {
+  using mr::launch::detail::Repeat;
+  using mr::launch::detail::SignalRecord;
+  using mr::launch::detail::SignalRepeats;
+  using namespace std::chrono_literals;
+  CHECK(mr::launch::detail::kSameSignal == 100ms);
+  SignalRepeats r;
+  const auto t0 = SignalRepeats::Clock::now();
+  const SignalRecord int_timeout{SIGINT, 4242}, int_tty{SIGINT, 0}, int_other{SIGINT, 4243}, term{SIGTERM, 4242};
+  CHECK(r.check(int_timeout, t0) == Repeat::no);  // nothing passed yet
+  CHECK_FALSE(r.seen(SIGINT));
+  r.passed(int_timeout, t0);
+  CHECK(r.seen(SIGINT));
+  CHECK(r.check(int_timeout, t0) == Repeat::quiet);           // timeout's second delivery, in the same pass
+  CHECK(r.check(int_timeout, t0 + 99ms) == Repeat::quiet);
+  CHECK(r.check(int_other, t0 + 1ms) == Repeat::said);        // another process
+  CHECK(r.check(int_tty, t0 + 1ms) == Repeat::said);          // a Ctrl-C (the kernel's)
+  CHECK(r.check(int_timeout, t0 + 100ms) == Repeat::no);      // a second stop signal
+  CHECK(r.check(int_tty, t0 + 300ms) == Repeat::no);          // a human's double Ctrl-C
+  CHECK(r.check(term, t0 + 1ms) == Repeat::no);               // SIGTERM after SIGINT: another signal
+  // A Ctrl-C passed on: a second one within the window is said, never quiet (no sender to match).
+  SignalRepeats tty;
+  tty.passed(int_tty, t0);
+  CHECK(tty.check(int_tty, t0 + 50ms) == Repeat::said);
+  CHECK(tty.check(int_tty, t0 + 150ms) == Repeat::no);
 }

@@ -1181,3 +1181,93 @@ TEST_CASE("a second SIGINT after the stop began kills the workers at once", "[la
   REQUIRE(ms != std::string::npos);
   CHECK(std::stol(r.out.substr(ms + 3)) < 10000);  // not the 30 s of --term-timeout
 }
+
+namespace {
+
+// Workers that ignore SIGINT and SIGTERM (faults.py stubborn) under a launcher in the background of `dir` that
+// catches both (--signals-to-handle: a background job's SIGINT is ignored otherwise); once both are ready it runs
+// `signals` (shell, $pid the launcher), then prints exit=<status>, ms=<ms from the start of `signals` to the
+// launcher's end> and out.txt.
+Proc stubborn_signals(const std::string& dir, const std::string& signals) {
+  return run_shell("cd '" + dir + "' || exit 1; (exec env FAULT=stubborn FAULT_READY='" + dir + "/ready' " + kRun +
+                   "--nproc-per-node 2 --signals-to-handle SIGINT,SIGTERM --no-append-args " + kFaults +
+                   " > out.txt 2>&1) & pid=$!; " + kGuard + " & guard=$!; "
+                   "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; "
+                   "t0=$(date +%s%N); " + signals + "; wait $pid; echo exit=$?; "
+                   "echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); kill $guard 2>/dev/null; cat out.txt");
+}
+
+long ms_of(const std::string& out) {
+  const size_t ms = out.find("ms=");
+  return ms == std::string::npos ? -1 : std::stol(out.substr(ms + 3));
+}
+
+}  // namespace
+
+// A human's double Ctrl-C lands 0.2-0.8 s apart: the second ends the grace period; it was folded into the first
+// by a 1 s "same delivery" window, without a word, and the user waited out --term-timeout (review user40 #3). The
+// second goes 0.3 s after the launcher's "forwarding" line (so at least 0.3 s after it took the first: more under
+// load, never less).
+TEST_CASE("a second SIGINT 0.3 s after the first (a double Ctrl-C) kills the workers at once",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  const Proc r = stubborn_signals(t.path.string(), "kill -INT $pid; for i in $(seq 600); do "
+                                                   "grep -q 'SIGINT); forwarding' out.txt && break; sleep 0.05; done; "
+                                                   "sleep 0.3; kill -INT $pid");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=130"));
+  CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT) again: killing the workers now (SIGKILL; a second stop "
+                   "signal ends the grace period of --term-timeout)\n"));
+  CHECK_FALSE(has(r.out, "taken as the same delivery"));
+  CHECK_FALSE(has(r.out, "s after the stop signal (--term-timeout); killing them"));
+  const long ms = ms_of(r.out);
+  CHECK(ms >= 0);
+  CHECK(ms < 10000);  // not the 30 s of --term-timeout
+}
+
+// SIGTERM right after SIGINT (a Ctrl-C just before scancel): another signal, never folded into the first; it is
+// the second stop signal, so the workers are killed at once and the exit code stays the first's, 130. It was
+// forwarded as a new stop within 1 s of the first, the launcher waited out --term-timeout and exited 143 (review
+// user40 #4). Both are sent back to back by one process: the launcher may take them in one pass or two; the
+// handler blocks every signal while it runs, so SIGINT (sent first, and the lower number when both are pending) is
+// taken first either way.
+TEST_CASE("SIGTERM right after SIGINT is the second stop signal: killed at once, exit 130",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  const Proc r = stubborn_signals(t.path.string(), "kill -INT $pid; kill -TERM $pid");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=130"));
+  CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT); forwarding it to the workers; they get 30 s to stop"));
+  CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the stop began: killing the workers now "
+                   "(SIGKILL; a second stop signal ends the grace period of --term-timeout)\n"));
+  CHECK_FALSE(has(r.out, "received signal 15 (SIGTERM); forwarding"));
+  CHECK_FALSE(has(r.out, "s after the stop signal (--term-timeout); killing them"));
+  const long ms = ms_of(r.out);
+  CHECK(ms >= 0);
+  CHECK(ms < 10000);
+}
+
+// SIGINT twice back to back from one process with kill() (as coreutils' `timeout` sends it): the same delivery,
+// folded without a word (or taken as one by the kernel: a standard signal is not queued); a SIGTERM 0.3 s later is
+// still the second stop signal.
+TEST_CASE("SIGINT twice at once from one sender is one delivery; a stop signal after it ends the grace period",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  const Proc r = stubborn_signals(t.path.string(), "kill -INT $pid; kill -INT $pid; for i in $(seq 600); do "
+                                                   "grep -q 'SIGINT); forwarding' out.txt && break; sleep 0.05; done; "
+                                                   "sleep 0.3; kill -TERM $pid");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=130"));
+  CHECK_FALSE(has(r.out, "taken as the same delivery"));  // one sender: never said
+  // The two kills 100 ms or more apart (a shell preempted that long on a loaded machine): the second SIGINT is the
+  // second stop signal, and the SIGTERM finds the workers killed already. Otherwise one SIGINT line.
+  if (count_of(r.out, "received signal 2 (SIGINT)") == 2) {
+    CHECK(has(r.out, "megatron-run: received signal 2 (SIGINT) again: killing the workers now"));
+  } else {
+    CHECK(count_of(r.out, "received signal 2 (SIGINT)") == 1);
+    CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the stop began: killing the workers now"));
+  }
+  const long ms = ms_of(r.out);
+  CHECK(ms >= 0);
+  CHECK(ms < 10000);
+}
