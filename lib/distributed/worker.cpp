@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -427,6 +428,50 @@ void worker_terminate() {
   ::_exit(1);
 }
 
+// The exit handlers that run after main returns (libraries' static destructors, OpenBLAS's and Gloo's thread
+// pools) get kExitHandlersBound; should one wait for ever on a thread that will not finish, the rank would stay
+// alive with its verdict said until the launcher's stop (a NaN stop under load once sat 150 s so), and its job with
+// it. A detached thread ends the process with `code` once the bound has passed, and says so; a normal exit ends the
+// process long before it wakes. MR_WORKER_EXIT_HANDLERS_S sets the bound (seconds; for tests), and
+// MR_TEST_HANG_AT_EXIT=1 registers an exit handler that never returns (the test of this bound).
+constexpr std::chrono::seconds kExitHandlersBound{20};
+
+static void bound_exit_handlers(int code) {
+  std::chrono::milliseconds bound = kExitHandlersBound;
+  if (const char* s = std::getenv("MR_WORKER_EXIT_HANDLERS_S"); s && *s) {
+    char* end = nullptr;
+    const double v = std::strtod(s, &end);
+    if (end && *end == '\0' && v >= 0 && v < 86400) bound = std::chrono::milliseconds(static_cast<long long>(v * 1000));
+  }
+  // The line is made now (the thread only writes it): "[rank R] warning: ..." as the worker's other raw lines.
+  static char line[512];
+  static size_t len = 0;
+  const char* rank = own_line_rank();
+  const int n = std::snprintf(
+      line, sizeof line,
+      "%s%s%swarning: the worker's exit handlers (its libraries' clean-up) were still running %.3g s after it "
+      "ended; the process ends now with exit code %d (MR_WORKER_EXIT_HANDLERS_S sets the bound)\n",
+      rank ? "[rank " : "", rank ? rank : "", rank ? "] " : "", static_cast<double>(bound.count()) / 1000, code);
+  len = n > 0 ? std::min(static_cast<size_t>(n), sizeof line - 1) : 0;
+  try {
+    std::thread([bound, code] {
+      std::this_thread::sleep_for(bound);
+      for (size_t off = 0; off < len;) {
+        const ssize_t w = ::write(2, line + off, len - off);
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+      ::_exit(code);
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread to be had (a process limit): the exit goes on unbounded, as it did before the bound.
+  }
+  if (const char* h = std::getenv("MR_TEST_HANG_AT_EXIT"); h && std::string(h) == "1")
+    std::atexit([] {
+      for (;;) ::pause();
+    });
+}
+
 int worker_exit(int code) {
   std::cout.flush();
   std::cerr.flush();
@@ -447,6 +492,7 @@ int worker_exit(int code) {
   // another rank's check failed leave so fast that the launcher stopped the rank with the root cause before it said
   // it (train_test's nan-check case).
   if (util::address_space_limit()) ::_exit(code);
+  bound_exit_handlers(code);
   return code;
 }
 

@@ -410,3 +410,29 @@ TEST_CASE("under ulimit -v without /proc the worker still starts itself again wi
   CHECK(blas == "1");
   CHECK(mark == "1");
 }
+
+// An exit handler that never returns (a library's clean-up waiting on a thread that will not finish: a NaN stop under
+// load once kept both ranks alive 150 s after their verdicts) no longer keeps the worker alive: it ends with its own
+// exit code once MR_WORKER_EXIT_HANDLERS_S has passed, and says so.
+TEST_CASE("an exit handler that never returns: the worker ends with its code after the bound, and says so",
+          "[worker][exit-handlers]") {
+  mrtest::TempDir dir;
+  const std::map<std::string, std::string> env = {{"MR_TEST_HANG_AT_EXIT", "1"}, {"MR_WORKER_EXIT_HANDLERS_S", "1"}};
+  const std::vector<std::string> ok = default_job();
+  std::vector<std::string> nan = ok;
+  nan.insert(nan.end(), {"--nproc-per-node", "2"});
+  std::map<std::string, std::string> nan_env = env;
+  nan_env["MR_RUN_NONFINITE_AT"] = "1";
+  std::vector<mrtest::Proc> p = {mrtest::start(ok, env, dir, "ok"), mrtest::start(nan, nan_env, dir, "nan")};
+  mrtest::wait_all(p, std::chrono::seconds(90));
+  for (mrtest::Proc& q : p) {
+    INFO(q.out() << q.err());
+    REQUIRE_FALSE(q.timed_out);
+    CHECK(count(q.out() + q.err(), "warning: the worker's exit handlers (its libraries' clean-up) were still running 1 s "
+                                   "after it ended; the process ends now with exit code ") >= 1);
+  }
+  CHECK(p[0].exit_code() == 0);
+  CHECK(count(p[0].out() + p[0].err(), "the process ends now with exit code 0 ") == 1);
+  CHECK(p[1].exit_code() == 1);  // the nan-check's verdict, as without the hang
+  CHECK(count(p[1].out() + p[1].err(), "run.nan-check") >= 1);
+}
