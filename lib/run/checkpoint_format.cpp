@@ -3,6 +3,7 @@
 #include "run/checkpoint_integrity.h"
 #include "run/checkpoint_args.h"
 #include "run/batch_schedule.h"
+#include "run/frozen_layers.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -113,10 +114,14 @@ std::optional<int64_t> trained_iterations(const Args& a) {
   return std::nullopt;
 }
 
-std::optional<int64_t> resumed_iteration(const Args& a) {
-  // --finetune, or no checkpoint under --load (from scratch, or --pretrained-checkpoint's fine-tune): iteration 0.
-  if (a.finetune || !a.load) return 0;
+std::optional<int64_t> resumed_iteration(const Args& given) {
+  // No checkpoint under --load (from scratch, or --pretrained-checkpoint's fine-tune): iteration 0.
+  if (!given.load) return 0;
   try {
+    // --freeze-all-layers: a fine-tune, at the iteration of --save's tracker unless --override-ckpt-iteration
+    // (run/frozen_layers.h).
+    const Args a = frozen_load_args(given);
+    if (a.finetune && !a.override_ckpt_iteration) return 0;  // --finetune: iteration 0
     LoadQuery q;
     q.load = *a.load;
     q.ckpt_step = a.ckpt_step.value_or(0);

@@ -112,8 +112,8 @@ struct SaveSettingsRefusal {
 std::optional<SaveSettingsRefusal> save_settings_refusal(const Args& a);
 // The iteration Megatron's training loop starts at, from the checkpoint --load names (the tracker, --ckpt-step, a
 // newer global non-persistent one): 0 without one, with --finetune or from a release checkpoint,
-// --override-ckpt-iteration's N where a checkpoint loads; nullopt where the tracker cannot be read (the load
-// refuses it).
+// --override-ckpt-iteration's N where a checkpoint loads (under --freeze-all-layers, without it, the iteration of
+// --save's tracker: run/frozen_layers.h); nullopt where a tracker cannot be read (the load refuses it).
 std::optional<int64_t> resumed_iteration(const Args& a);
 // The iterations Megatron's training runs up to: --train-iters when not 0, else from --train-samples
 // (update_train_iters: whole global batches, or the steps of a batch-size schedule); nullopt when not known here.

@@ -31,6 +31,7 @@
 #include "run/checkpoint_locate.h"
 #include "run/checkpoint_resume_args.h"
 #include "run/checkpoint_shared.h"
+#include "run/frozen_layers.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
 #include "util/exit_signal.h"
@@ -175,7 +176,7 @@ void announce_and_verify(const Args& a, bool rank0, const std::optional<Found>& 
 // take_saved_hyper), the buffers, the scheduler and the loss scaler, the progress to resume from, and rank 0's line.
 struct LoadSteps {
   LoadSteps(const Args& args, RunContext& c, std::ostream& log, const std::string& prefix, const Found& f,
-            CheckpointReader& reader, int64_t given_seed)
+            CheckpointReader& reader, int64_t given_seed, std::optional<int64_t> from_save)
       : a(args),
         c_(c),
         log_(log),
@@ -188,7 +189,8 @@ struct LoadSteps {
         finetune(as_finetune || f.release),
         saved_optim(saved_with_optimizer(m)),
         with_opt(!finetune && !args.no_load_optim.value_or(false) && saved_optim),
-        given_seed_(given_seed) {}
+        given_seed_(given_seed),
+        from_save_(from_save) {}
 
   // Whether the checkpoint holds optimizer state: not one saved with --no-save-optim.
   static bool saved_with_optimizer(const RankMeta& m) {
@@ -394,6 +396,8 @@ struct LoadSteps {
     if (a.override_ckpt_iteration) {
       // Megatron's --override-ckpt-iteration: the checkpoint counts as saved at N; consumed samples become
       // N x --global-batch-size (this run's), skipped samples 0 (a release checkpoint too; --finetune is refused).
+      // Under --freeze-all-layers N may be the iteration of --save's tracker (run/frozen_layers.h), and the load is
+      // a fine-tune's: no batch-size warning (Megatron's `not args.finetune`).
       // A negative N never gets here (run_support.h refuses it before launch and in set_up).
       const int64_t n = *a.override_ckpt_iteration, gbs = a.global_batch_size;
       if (n > kMaxCheckpointCount / std::max<int64_t>(gbs, 1))
@@ -411,7 +415,12 @@ struct LoadSteps {
       p.iteration = n;
       p.consumed_samples = n * gbs;
       p.skipped_samples = 0;
-      if (rank0)
+      if (rank0 && from_save_)
+        log_ << prefix_ << "  --freeze-all-layers: resuming at iteration " << n << ", the iteration --save "
+             << shown_path(*a.save) << "'s tracker names (Megatron's read_frozen_resume_iteration, taken as "
+             << "--override-ckpt-iteration " << n << "), with " << p.consumed_samples << " samples consumed"
+             << std::endl;
+      else if (rank0)
         log_ << prefix_ << "  --override-ckpt-iteration " << n << ": the checkpoint counts as saved at iteration " << n
              << ", with " << p.consumed_samples << " samples consumed" << std::endl;
     }
@@ -432,7 +441,13 @@ struct LoadSteps {
     std::ostringstream line;
     line << prefix_ << "  successfully loaded checkpoint from " << found->base << " [ t " << c_.tp.rank() + 1 << "/"
          << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
-         << (a.finetune ? " (--finetune: weights only, iteration 0)"
+         << (a.freeze_all_layers
+                 ? (p.iteration == 0 ? std::string(" (--freeze-all-layers: weights only, as --finetune: no optimizer, "
+                                                   "scheduler or RNG state, no argument check; iteration 0, --save ") +
+                                           (a.save ? shown_path(*a.save) + " has no tracker past 0)" : "not given)")
+                                     : std::string(" (--freeze-all-layers: weights only, as --finetune: no optimizer, "
+                                                   "scheduler or RNG state, no argument check)"))
+             : a.finetune ? " (--finetune: weights only, iteration 0)"
              : found->pretrained ? " (--pretrained-checkpoint: a fine-tune, weights only, iteration 0)"
              : finetune  ? (a.override_ckpt_iteration ? " (a release checkpoint: weights only, at the iteration --override-ckpt-iteration gives)"
                                                       : " (a release checkpoint: weights only, iteration 0, " +
@@ -459,7 +474,8 @@ struct LoadSteps {
                      : std::string());
       else
         line << ", as Megatron's load says (it would not restore it anyway: "
-             << (a.finetune ? "--finetune"
+             << (a.freeze_all_layers ? "--freeze-all-layers loads the weights only"
+                 : a.finetune ? "--finetune"
                  : found->pretrained ? "a --pretrained-checkpoint load is a fine-tune"
                  : found->release ? "a release checkpoint"
                  : a.no_load_rng.value_or(false) ? "--no-load-rng"
@@ -492,26 +508,34 @@ struct LoadSteps {
   const bool finetune;  // weights only: as_finetune or a release checkpoint (from iteration 0)
   const bool saved_optim, with_opt;  // the checkpoint holds optimizer state; this load restores it
   const int64_t given_seed_;
+  const std::optional<int64_t> from_save_;  // --freeze-all-layers: the iteration of --save's tracker, taken as
+                                            // --override-ckpt-iteration (run/frozen_layers.h)
 };
 }  // namespace
 
 Progress Checkpointer::load() {
-  const Args& a = c_.args;
+  const Args& given = c_.args;
   const bool rank0 = c_.rt.rank() == 0;
-  if (!a.load && !a.pretrained_checkpoint) return {};  // (Megatron's pretrain: load_checkpoint for either)
+  if (!given.load && !given.pretrained_checkpoint) return {};  // (Megatron's pretrain: load_checkpoint for either)
+  // The arguments the load works with: --freeze-all-layers makes it a fine-tune that resumes where --save's tracker
+  // says (run/frozen_layers.h; read first, as Megatron's load_checkpoint does, before it looks for the checkpoint).
+  Args frozen;
+  std::optional<int64_t> from_save;
+  const Args& a = given.freeze_all_layers ? frozen : given;
   std::optional<Found> found;
   Progress p;
   std::string err, loaded;  // this rank's error; rank 0's "successfully loaded" line
   std::vector<HyperChange> hyper;  // the optimizer's hyper-parameters the checkpoint changed
   CheckpointError failure(kCkptCorrupt, "");
   try {
+    if (given.freeze_all_layers) frozen = frozen_load_args(given, &from_save);
     found = locate(a);
     if (!found) {
       no_checkpoint_found(a, rank0, log_, prefix_);
     } else {
       announce_and_verify(a, rank0, found, log_, prefix_);
       CheckpointReader r(found->dir, found->release ? std::nullopt : std::optional<int64_t>(found->iteration));
-      LoadSteps s(a, c_, log_, prefix_, *found, r, given_seed_);
+      LoadSteps s(a, c_, log_, prefix_, *found, r, given_seed_, from_save);
       s.check_model_args();
       s.check_parameters();
       s.check_optimizer_state();

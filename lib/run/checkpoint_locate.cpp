@@ -179,7 +179,8 @@ bool saved_without_rng(const Value& saved_args) {
 }
 
 bool loads_rng(const Args& a, const Found& f) {
-  return !a.finetune && !f.pretrained && !f.release && !a.no_load_rng.value_or(false);
+  // --freeze-all-layers: Megatron's load_checkpoint sets args.finetune (run/frozen_layers.h).
+  return !a.finetune && !a.freeze_all_layers && !f.pretrained && !f.release && !a.no_load_rng.value_or(false);
 }
 
 }  // namespace mr::run

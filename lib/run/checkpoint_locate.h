@@ -57,7 +57,8 @@ std::string load_words(const Args& a);
 // state (Megatron leaves rng_state out), so a load keeps this run's --seed.
 bool saved_without_rng(const Value& saved_args);
 
-// Whether the load restores the checkpoint's RNG state (its seed here): not with --finetune, --no-load-rng, from a
+// Whether the load restores the checkpoint's RNG state (its seed here): not with --finetune (--freeze-all-layers,
+// which makes the load a fine-tune), --no-load-rng, from a
 // release checkpoint or a --pretrained-checkpoint fine-tune (and not from a --no-save-rng checkpoint:
 // saved_without_rng, asked once its metadata is read).
 bool loads_rng(const Args& a, const Found& f);

@@ -81,6 +81,15 @@ void Checkpointer::save(const Progress& p, bool non_persistent) {
   const bool rank0 = c_.rt.rank() == 0;
   const std::string base = non_persistent ? non_persistent_dir(a, *a.save) : *a.save;
   const std::string final_dir = iteration_dir(base, p.iteration), tmp = final_dir + ".tmp";
+  // --freeze-all-layers: Megatron's save_checkpoint (skip_weight_ckpt) writes neither the checkpoint nor the tracker
+  // (only a --logits-save-dir dump records its progress in the tracker, which the synthetic run does not make).
+  if (a.freeze_all_layers) {
+    if (rank0)
+      log_ << prefix_ << "saving " << (non_persistent ? "non-persistent " : "") << "checkpoint at iteration "
+           << fmt7(p.iteration) << " to " << base << ": nothing written (--freeze-all-layers: Megatron's "
+           << "save_checkpoint writes no weights and no tracker when every layer is frozen)" << std::endl;
+    return;
+  }
   if (rank0)
     log_ << prefix_ << "saving " << (non_persistent ? "non-persistent " : "") << "checkpoint at iteration "
          << fmt7(p.iteration) << " to " << base << " in megatron-run's safetensors format" << std::endl;

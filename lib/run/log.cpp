@@ -63,6 +63,14 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
         << ", on the " << c.backend->name()
         << " backend; gradients are synthetic (no model forward/backward)" << std::endl;
   if (!last_rank(c)) return;
+  // --freeze-all-layers (Megatron's _freeze_all_model_chunks: requires_grad_(False) on every parameter): what the
+  // loop does instead of training (run/train.cpp).
+  if (c.args.freeze_all_layers)
+    log << prefix << "megatron-run: --freeze-all-layers: every parameter is frozen: each iteration computes the loss "
+        << "only (Megatron's forward-only pass), no gradient and no optimizer update, so the parameters stay as "
+        << (c.args.load || c.args.pretrained_checkpoint ? "loaded" : "initialized")
+        << "; the learning rate logs 0 and the grad norm 0.000 (Megatron's optimizer holds no parameters); no "
+        << "checkpoint is written" << (c.args.save ? " to --save " + *c.args.save : std::string()) << std::endl;
   // The batch of each step (run/batch_schedule.h), as Megatron's calculator reports it.
   const BatchSchedule& batches = *c.batches;
   if (batches.scheduled()) {
@@ -100,8 +108,11 @@ void log_iteration(const RunContext& c, std::ostream& log, const std::string& pr
   const double loss = w.loss_sum / static_cast<double>(std::max<int64_t>(1, w.advanced));
   line << prefix << head;
   if (step.skipped_samples > 0) line << format(" skipped samples: %12.0f |", static_cast<double>(step.skipped_samples));
+  // The learning rate: under --freeze-all-layers Megatron's training_log has none from an optimizer without
+  // parameters and logs 0.0 (`if learning_rate is None and args.freeze_all_layers`).
   line << " elapsed time per iteration (ms): " << format("%.1f", w.elapsed_ms / static_cast<double>(w.iterations))
-       << " | learning rate: " << format("%.6E", c.schedule->lr()) << " | global batch size: "
+       << " | learning rate: " << format("%.6E", c.args.freeze_all_layers ? 0.0 : c.schedule->lr())
+       << " | global batch size: "
        << format("%5.0f", static_cast<double>(c.global_batch)) << " |";
   // Megatron leaves a NaN average out (its `avg >= 0.0` test).
   if (step.run_kept_one && loss >= 0.0) line << " synthetic loss: " << format("%.6E", loss) << " |";
@@ -159,6 +170,7 @@ void log_finished(const RunContext& c, std::ostream& log, const std::string& pre
       << " skipped" << passed << here << "), synthetic loss " << format("%.6E", res.first_loss) << " -> " << format("%.6E", res.last_loss)
       << (c.dp.size() > 1 ? "; the " + std::to_string(c.dp.size()) + " data-parallel replicas hold identical parameters"
                           : std::string())
+      << (c.args.freeze_all_layers ? "; --freeze-all-layers: no parameter was updated" : "")
       << " (parameter checksum " << b << "; last loss " << format("%a", res.last_loss) << ", last grad norm "
       << (res.stepped || res.ran == 0 ? format("%a", res.last_grad_norm) : std::string("none: every step was skipped"))
       << ")" << std::endl;

@@ -69,6 +69,9 @@ constexpr ArgId kActs[] = {
     ArgId::pretrained_checkpoint, ArgId::no_save_rng, ArgId::phase_transition_iterations,
     // The checkpoint's model arguments replace the given ones before validation (run/checkpoint_args.h).
     ArgId::use_checkpoint_args, ArgId::use_mp_args_from_checkpoint_args, ArgId::use_tokenizer_model_from_checkpoint_args,
+    // Every parameter frozen: the load a fine-tune's at the iteration of --save's tracker, no update, no save
+    // (run/frozen_layers.h, run/train.cpp).
+    ArgId::freeze_all_layers,
     // The log (run/log.h).
     ArgId::log_interval, ArgId::log_params_norm, ArgId::timing_log_level,
     // The process groups and the rank layout (parallel/layout.h, distributed/).

@@ -247,6 +247,13 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
   // its line is always printed, and it starts the loss the summary reports.
   int64_t first = resumed.iteration + 1;
   bool stopped = false;
+  int64_t kept = 0;  // this run's iterations that were not skipped
+  // --freeze-all-layers: every parameter frozen (Megatron's _freeze_all_model_chunks, requires_grad_(False)): its
+  // train_step runs the forward pass only (forward_only, torch.no_grad), so there is the loss and no gradient; its
+  // optimizer holds no parameters (a stub): no inf check of gradients, a grad norm of 0.0, no update, the scheduler
+  // stepped all the same (update_successful), the loss scaler updated with no overflow. The synthetic gradient is
+  // made with the loss in one pass (forward_and_grads) and left unused.
+  const bool frozen = args.freeze_all_layers;
   Window window;
   Backend& dev = *c.backend;
   // --check-weight-hash-across-dp-replicas-interval: once before the first iteration (after --load), then after
@@ -284,18 +291,22 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
       continue;
     }
     dev.start_timing();
-    const double loss = forward_and_grads(c, it, consumed, inject.count(it) && rt.rank() == 0);
-    if (args.check_for_nan_in_loss_and_grad) check_local_grads(c, it);
+    const double loss = forward_and_grads(c, it, consumed, !frozen && inject.count(it) && rt.rank() == 0);
+    if (args.check_for_nan_in_loss_and_grad && !frozen) check_local_grads(c, it);
     dev.end_phase(Phase::Grads);
     if (it == first) res.first_loss = loss;
     res.last_loss = loss;
-    reduce_grads(c);
-    // MR_RUN_DIVERGE_AT (tests): data-parallel rank 1 alone changes a reduced gradient, so that its replica drifts.
-    if (diverge.count(it) && c.dp.rank() == 1 && c.buf.numel > 0) dev.set_grad(0, 1.0f);
-    dev.end_phase(Phase::GradsReduce);
+    if (!frozen) {
+      reduce_grads(c);
+      // MR_RUN_DIVERGE_AT (tests): data-parallel rank 1 alone changes a reduced gradient, so that its replica drifts.
+      if (diverge.count(it) && c.dp.rank() == 1 && c.buf.numel > 0) dev.set_grad(0, 1.0f);
+      dev.end_phase(Phase::GradsReduce);
+    }
     // Unscale and look for inf/NaN (mixed precision with a loss scaler only, as Megatron).
     bool found_inf = false;
-    if (c.scaler) {
+    if (frozen) {
+      if (c.scaler) c.scaler->update(false);  // the stub optimizer's found_inf stays 0
+    } else if (c.scaler) {
       double f = unscale_and_check(c) ? 1.0 : 0.0;
       stats_reduce(c, std::span<double>(&f, 1), optim::ReduceOp::Max);
       found_inf = f > 0;
@@ -304,7 +315,13 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     }
     double grad_norm = std::nan("");
     StepReport report;
-    if (!found_inf) {
+    if (frozen) {
+      grad_norm = 0.0;  // get_grad_norm_fp32 of no gradients
+      if (args.log_num_zeros_in_grad) report.zeros = 0;
+      c.schedule->step(c.global_batch);
+      window.loss_sum += loss;
+      ++window.advanced;
+    } else if (!found_inf) {
       grad_norm = clip_grad_norm(c);
       if (args.log_num_zeros_in_grad) report.zeros = count_zeros_in_grad(c);  // after the clip, as Megatron
       dev.end_phase(Phase::ClipNorm);
@@ -328,6 +345,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     if (!found_inf) {  // a skipped step has none (Megatron's grad_norm None)
       res.last_grad_norm = grad_norm;
       res.stepped = true;
+      ++kept;
     }
     window.elapsed_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     ++window.iterations;
@@ -336,7 +354,7 @@ TrainResult train(distributed::Runtime& rt, const Args& args, std::ostream& log,
     const bool first_of_run = it == first;
     if (it % c.log_interval == 0 || first_of_run) {
       report.grad_norm = grad_norm;
-      report.run_kept_one = steps_done > resumed.optimizer_steps;
+      report.run_kept_one = kept > 0;
       report.skipped_samples = skipped_samples;
       if (args.log_params_norm) report.params_norm = params_norm(c);
       log_iteration(c, log, prefix, it, consumed, window, found_inf, report);

@@ -10,6 +10,7 @@
 
 #include "../distributed/proc.h"
 #include "run/checkpoint_format.h"
+#include "run/frozen_layers.h"
 
 using mr::Args;
 namespace arg = mr::arg;
@@ -148,4 +149,47 @@ TEST_CASE("--async-save with --ckpt-format torch: a resume that saves nothing is
   CHECK(refused(a) == torch);  // the start cannot be known: refused (the load refuses the tracker anyway)
   fs::remove(ck + "/latest_checkpointed_iteration.txt");
   CHECK(refused(a) == torch);  // no checkpoint: from 0
+}
+
+// --freeze-all-layers: Megatron's load_checkpoint makes the load a fine-tune (iteration 0) and, unless
+// --override-ckpt-iteration is given, resumes at the iteration of --save's own tracker (read_frozen_resume_iteration:
+// 0 without one, 'release' too); the start the --async-save refusal reads follows it.
+TEST_CASE("--freeze-all-layers: the start is --save's tracker's iteration, not --load's", "[run][checkpoint-format][freeze]") {
+  namespace fs = std::filesystem;
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck", out = dir / "out";
+  fs::create_directories(ck + "/iter_0000020");
+  std::ofstream(ck + "/latest_checkpointed_iteration.txt") << "20";
+  Args a;
+  a.save = out;
+  a.load = ck;
+  a.save_interval = 10;
+  a.train_iters = 20;
+  a.freeze_all_layers = true;
+  CHECK(mr::run::frozen_resume_iteration(a) == 0);  // --save has no tracker
+  CHECK(mr::run::resumed_iteration(a) == 0);        // a fine-tune, from 0 (not --load's 20)
+  fs::create_directories(out);
+  std::ofstream(out + "/latest_checkpointed_iteration.txt") << "7";
+  CHECK(mr::run::frozen_resume_iteration(a) == 7);
+  CHECK(mr::run::resumed_iteration(a) == 7);
+  std::optional<int64_t> from_save;
+  const Args f = mr::run::frozen_load_args(a, &from_save);
+  CHECK(f.finetune);
+  CHECK(f.override_ckpt_iteration == std::optional<int64_t>(7));
+  CHECK(from_save == std::optional<int64_t>(7));
+  a.override_ckpt_iteration = 3;  // given: it wins, and nothing is taken from --save
+  CHECK(mr::run::resumed_iteration(a) == 3);
+  CHECK(mr::run::frozen_load_args(a, &from_save).override_ckpt_iteration == std::optional<int64_t>(3));
+  CHECK(!from_save);
+  a.override_ckpt_iteration.reset();
+  std::ofstream(out + "/latest_checkpointed_iteration.txt", std::ios::trunc) << "release";
+  CHECK(mr::run::frozen_resume_iteration(a) == 0);
+  CHECK(!mr::run::frozen_load_args(a).override_ckpt_iteration);
+  std::ofstream(out + "/latest_checkpointed_iteration.txt", std::ios::trunc) << "abc";  // Megatron stops on it
+  CHECK_THROWS_WITH(mr::run::frozen_resume_iteration(a), Catch::Contains("checkpoint.corrupt") &&
+                                                             Catch::Contains("not an iteration number or 'release'"));
+  CHECK(mr::run::resumed_iteration(a) == std::nullopt);
+  a.freeze_all_layers = false;  // without the flag: --load's iteration, whatever --save holds
+  CHECK(mr::run::resumed_iteration(a) == 20);
+  CHECK(!mr::run::frozen_load_args(a).finetune);
 }

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -2309,4 +2310,92 @@ TEST_CASE("a checkpoint saved with --no-save-rng resumes with this run's --seed,
   CHECK(checksum_line(a.out()) == checksum_line(b.out()));
   CHECK(checksum_line(a.out()) != checksum_line(c.out()));
   CHECK_THAT(b.out() + b.err(), !Catch::Contains("checkpoint.no-rng-state"));  // nothing to restore was asked for
+}
+
+// --freeze-all-layers (Megatron's checkpointing.py load_checkpoint and save_checkpoint, training.py's
+// _freeze_all_model_chunks and train_step; review ckpt37 #5): the load is a fine-tune's (weights only: no optimizer,
+// scheduler or RNG state, no argument check) at the iteration of --save's own tracker (0 without one) unless
+// --override-ckpt-iteration; no parameter is updated (the loss only: the checksum stays the loaded one, the learning
+// rate logs 0 and the grad norm 0.000); no save writes anything.
+TEST_CASE("--freeze-all-layers: a weights-only load resumed from --save's tracker, no update, no save",
+          "[run][checkpoint][freeze]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck", fz = dir / "fz";
+  mrtest::Proc a = spawn(1, {"--train-iters", "4", "--save", ck, "--save-interval", "2"}, dir, "train");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  const std::string trained = checksum_line(a.out());
+  REQUIRE(!trained.empty());
+  REQUIRE(tracker(ck) == "4");
+
+  // --save fz has no tracker: from iteration 0 with ck's weights. Another --train-iters (a scheduler of another decay
+  // length, which a full load refuses) loads all the same; the exit's save writes nothing.
+  mrtest::Proc b = spawn(1, {"--freeze-all-layers", "--load", ck, "--save", fz, "--save-interval", "2",
+                             "--exit-interval", "2", "--train-iters", "8"},
+                         dir, "frozen");
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  CHECK_THAT(b.out() + b.err(), !Catch::Contains("does not act on --freeze-all-layers"));
+  CHECK_THAT(b.out(), Catch::Contains("successfully loaded checkpoint from " + ck + " [ t 1/1, p 1/1 ] at iteration 0 "
+                                      "(--freeze-all-layers: weights only, as --finetune") &&
+                          Catch::Contains("iteration        1/       8 | consumed samples:            8 |") &&
+                          Catch::Contains("iteration        2/       8 | consumed samples:           16 |") &&
+                          Catch::Contains("saving checkpoint at iteration       2 to " + fz + ": nothing written") &&
+                          Catch::Contains("exiting program at iteration 2") &&
+                          !Catch::Contains("iteration        3/"));
+  // Every iteration line: learning rate 0, grad norm 0.000, and one loss (the parameters do not move).
+  std::set<std::string> losses;
+  int lines = 0;
+  static const std::regex line_re(R"(iteration +\d+/ +\d+ \|[^\n]*)");
+  static const std::regex loss_re(R"(synthetic loss: (\S+) )");
+  const std::string b_out = b.out();
+  for (std::sregex_iterator i(b_out.begin(), b_out.end(), line_re), e; i != e; ++i) {
+    const std::string l = i->str();
+    ++lines;
+    CHECK_THAT(l, Catch::Contains("learning rate: 0.000000E+00") && Catch::Contains("grad norm: 0.000 |"));
+    std::smatch m;
+    if (std::regex_search(l, m, loss_re)) losses.insert(m[1].str());
+  }
+  CHECK(lines == 2);
+  CHECK(losses.size() == 1);
+  CHECK(checksum_line(b.out()) == trained);
+  CHECK(!fs::exists(fz + "/latest_checkpointed_iteration.txt"));
+  CHECK(!fs::exists(fz + "/iter_0000002"));
+
+  // --save ck: its tracker says 4, so the run resumes at 5 with 4 x 8 samples consumed; --optimizer sgd on an adam
+  // checkpoint loads too (no optimizer state is read). The tracker and the checkpoints stay as they were.
+  mrtest::Proc c = spawn(1, {"--freeze-all-layers", "--load", ck, "--save", ck, "--save-interval", "2",
+                             "--train-iters", "6", "--optimizer", "sgd"},
+                         dir, "frozen-resume");
+  INFO(c.out() << c.err());
+  REQUIRE(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("--freeze-all-layers: resuming at iteration 4, the iteration --save " + ck +
+                                      "'s tracker names (Megatron's read_frozen_resume_iteration, taken as "
+                                      "--override-ckpt-iteration 4), with 32 samples consumed") &&
+                          Catch::Contains("iteration        5/       6 | consumed samples:           40 |") &&
+                          !Catch::Contains("iteration        4/"));
+  CHECK(checksum_line(c.out()) == trained);
+  CHECK(tracker(ck) == "4");
+  CHECK(!fs::exists(ck + "/iter_0000006"));
+
+  // --override-ckpt-iteration given: it wins over the tracker.
+  mrtest::Proc d = spawn(1, {"--freeze-all-layers", "--load", ck, "--save", ck, "--save-interval", "2",
+                             "--train-iters", "3", "--lr-warmup-iters", "1", "--override-ckpt-iteration", "1"},
+                         dir, "frozen-override");
+  INFO(d.out() << d.err());
+  REQUIRE(d.exit_code() == 0);
+  CHECK_THAT(d.out(), Catch::Contains("--override-ckpt-iteration 1: the checkpoint counts as saved at iteration 1") &&
+                          Catch::Contains("iteration        2/       3 | consumed samples:           16 |") &&
+                          !Catch::Contains("resuming at iteration 4"));
+
+  // A --save tracker that is no iteration: Megatron's read_metadata stops on it.
+  fs::create_directories(fz);
+  { std::ofstream(fz + "/latest_checkpointed_iteration.txt") << "abc"; }
+  mrtest::Proc e = spawn(1, {"--freeze-all-layers", "--load", ck, "--save", fz, "--save-interval", "2",
+                             "--train-iters", "3", "--lr-warmup-iters", "1"},
+                         dir, "frozen-bad-tracker");
+  INFO(e.out() << e.err());
+  CHECK(e.exit_code() == 1);
+  CHECK_THAT(e.err(), Catch::Contains("[checkpoint.corrupt]") &&
+                          Catch::Contains(fz + "/latest_checkpointed_iteration.txt: not an iteration number"));
 }
