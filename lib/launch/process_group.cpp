@@ -16,18 +16,25 @@ namespace mr::launch {
 
 namespace {
 
+// A small /proc file read at once into `buf` (`cap` bytes, NUL-terminated): its length, 0 when it cannot be read
+// (gone since its directory was listed, another user's) or is empty.
+size_t read_small(const char* path, char* buf, size_t cap) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  const size_t len = n > 0 ? static_cast<size_t>(n) : 0;
+  buf[len] = '\0';
+  return len;
+}
+
 // /proc/<pid>/stat is "pid (comm) state ppid pgrp ...": comm may hold blanks and parentheses, so the fields are
 // read after its last ')'. Whether the process is alive (not a zombie) and in group `pgid`.
 bool live_member(const char* pid_text, pid_t pgid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%s/stat", pid_text);
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;  // gone since the directory was listed
   char buf[1024];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
+  if (read_small(path, buf, sizeof buf) == 0) return false;  // gone since the directory was listed
   const char* close_paren = std::strrchr(buf, ')');
   if (!close_paren) return false;
   char state = 0;
@@ -58,13 +65,8 @@ namespace {
 
 // The first line of a small /proc file, without its newline ("" when it cannot be read).
 std::string first_line(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
   char buf[256];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return {};
-  std::string s(buf, static_cast<size_t>(n));
+  const std::string s(buf, read_small(path.c_str(), buf, sizeof buf));
   return s.substr(0, s.find('\n'));
 }
 
@@ -73,13 +75,8 @@ std::string first_line(const std::string& path) {
 bool open_for_writing(pid_t pid, const char* fd) {
   char path[320];  // a descriptor's name is a number; d_name may hold 255 bytes
   std::snprintf(path, sizeof path, "/proc/%d/fdinfo/%s", static_cast<int>(pid), fd);
-  const int f = open(path, O_RDONLY | O_CLOEXEC);
-  if (f < 0) return false;
   char buf[512];
-  const ssize_t n = read(f, buf, sizeof buf - 1);
-  close(f);
-  if (n <= 0) return false;
-  buf[n] = '\0';
+  if (read_small(path, buf, sizeof buf) == 0) return false;
   const char* flags = std::strstr(buf, "flags:");
   if (!flags) return false;
   unsigned long v = 0;
