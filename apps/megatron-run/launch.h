@@ -142,13 +142,14 @@ struct LaunchOptions {
   void apply_standalone(const std::string& addr_as_given, int port_as_given, bool port0_standalone);
   MasterEnvRead apply_slurm_nodes(const launch::EnvLookup& env);
   void check_job_shape() const;
-  void name_unread_master_env(const launch::EnvLookup& env, MasterEnvRead read);
+  void name_unread_master_env(const launch::EnvLookup& env, MasterEnvRead read, bool in_job);
   void place_launchers_store();
   void apply_local_addr();
   void check_addresses_are_here() const;
   void apply_worker_options();  // the worker-only options (restarts, timeouts, logs, signals, ...)
   void apply_log_options();     // apply_worker_options()'s logs: --log-dir, -r/-t, --local-ranks-filter, filters
-  void apply_world_size(Invocation& inv, const launch::EnvLookup& env);
+  // `job`: the enclosing job (a malformed one: none), read once by apply().
+  void apply_world_size(Invocation& inv, const launch::EnvLookup& env, const std::optional<launch::LaunchInfo>& job);
 };
 
 // The default command's options (cmd_run.cpp): the config and target options, the launcher's, and its own.

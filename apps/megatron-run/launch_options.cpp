@@ -228,13 +228,13 @@ void check_seconds(const std::string& flag, double v, bool zero_ok) {
                      {flag});
 }
 
-// Inside a job (launch::launch_info: torchrun's variables, or a SLURM task); a malformed one is no job here (the launch
-// refuses it, or starts its own workers with --nproc-per-node).
-bool inside_a_job(const launch::EnvLookup& env) {
+// The job megatron-run is inside (launch::launch_info: torchrun's variables, or a SLURM task); a malformed one is no
+// job here (the launch refuses it, a dry run says so: cmd_run.cpp, or --nproc-per-node starts its own workers).
+std::optional<launch::LaunchInfo> enclosing_job(const launch::EnvLookup& env) {
   try {
-    return launch::launch_info(env).has_value();
+    return launch::launch_info(env);
   } catch (const launch::LaunchError&) {
-    return false;
+    return std::nullopt;
   }
 }
 
@@ -904,8 +904,8 @@ void LaunchOptions::check_job_shape() const {
 // Inside a job without --nproc-per-node megatron-run starts no workers (--nnodes, c10d or their PET_ defaults made
 // nproc_per_node 1, and inside_job_refusal refuses them next): there the variables are that job's own, and are not
 // named (review launch40 #1).
-void LaunchOptions::name_unread_master_env(const launch::EnvLookup& env, MasterEnvRead read) {
-  if (nproc_per_node <= 0 || (!nproc_given && inside_a_job(env))) return;
+void LaunchOptions::name_unread_master_env(const launch::EnvLookup& env, MasterEnvRead read, bool in_job) {
+  if (nproc_per_node <= 0 || (!nproc_given && in_job)) return;
   const std::string chosen_by = rdzv_backend == "c10d" ? "the c10d rendezvous chooses it"
                                 : standalone           ? "a standalone job's is 127.0.0.1 at a free port"
                                                        : "";
@@ -963,7 +963,8 @@ void LaunchOptions::check_addresses_are_here() const {
 
 // The world size `inv` is validated for: the job's N x M when spawning (--world-size must agree); a SLURM task's
 // SLURM_NTASKS outside torchrun's variables.
-void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& env) {
+void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& env,
+                                     const std::optional<launch::LaunchInfo>& job) {
   if (nproc_per_node > 0) {
     const long long world = static_cast<long long>(nproc_per_node) * nnodes;
     if (inv.world_size && *inv.world_size != world)
@@ -986,12 +987,6 @@ void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& e
   // Inside a job megatron-run execs the program into that job's ranks: a --world-size of another size would validate
   // a job that does not run (review user40 #1), refused as the spawner refuses a --world-size its ranks do not make.
   if (inv.world_size) {
-    std::optional<launch::LaunchInfo> job;
-    try {
-      job = launch::launch_info(env);
-    } catch (const launch::LaunchError&) {
-      // A malformed job: the launch refuses it (launch.env-malformed), a dry run says so (cmd_run.cpp).
-    }
     if (job && *inv.world_size != job->world_size) {
       const bool slurm = job->source == launch::LaunchInfo::Source::Slurm;
       throw UsageError(argument("--world-size") + std::to_string(*inv.world_size) + " is not the job's " +
@@ -1016,17 +1011,18 @@ void LaunchOptions::apply(Invocation& inv) {
   const bool port0_standalone = apply_rdzv_endpoint(addr_as_given, port_as_given);
   apply_standalone(addr_as_given, port_as_given, port0_standalone);
   const launch::EnvLookup env = launch::process_env();
+  const std::optional<launch::LaunchInfo> job = enclosing_job(env);  // read once, for the two steps that need it
   const MasterEnvRead read = apply_slurm_nodes(env);
   check_job_shape();
   // torchrun's default of one worker per node, for a job of several nodes.
   if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d" || port0_standalone)) nproc_per_node = 1;
-  name_unread_master_env(env, read);
+  name_unread_master_env(env, read, job.has_value());
   place_launchers_store();
   apply_local_addr();
   check_addresses_are_here();
   rendezvous_known = true;
   apply_worker_options();
-  apply_world_size(inv, env);
+  apply_world_size(inv, env, job);
 }
 
 std::string LaunchOptions::apply_launch(Invocation& inv, bool starts) const {
