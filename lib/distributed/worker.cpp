@@ -432,7 +432,7 @@ void worker_terminate() {
 // pools) get kExitHandlersBound; should one wait for ever on a thread that will not finish, the rank would stay
 // alive with its verdict said until the launcher's stop (a NaN stop under load once sat 150 s so), and its job with
 // it. A detached thread ends the process with `code` once the bound has passed, and says so; a normal exit ends the
-// process long before it wakes. MR_WORKER_EXIT_HANDLERS_S sets the bound (seconds; for tests), and
+// process long before it wakes. MR_WORKER_EXIT_HANDLERS_S sets the bound (seconds, 0 for none; for tests), and
 // MR_TEST_HANG_AT_EXIT=1 registers an exit handler that never returns (the test of this bound).
 constexpr std::chrono::seconds kExitHandlersBound{20};
 
@@ -441,7 +441,8 @@ static void bound_exit_handlers(int code) {
   if (const char* s = std::getenv("MR_WORKER_EXIT_HANDLERS_S"); s && *s) {
     char* end = nullptr;
     const double v = std::strtod(s, &end);
-    if (end && *end == '\0' && v >= 0 && v < 86400) bound = std::chrono::milliseconds(static_cast<long long>(v * 1000));
+    if (end && *end == '\0' && v == 0) return;  // 0: no bound (a 0 s bound would race every normal exit)
+    if (end && *end == '\0' && v > 0 && v < 86400) bound = std::chrono::milliseconds(static_cast<long long>(v * 1000));
   }
   // The line is made now (the thread only writes it): "[rank R] warning: ..." as the worker's other raw lines.
   static char line[512];

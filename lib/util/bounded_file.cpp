@@ -1,6 +1,7 @@
 // The bounded reader of the files megatron-run is given (util/bounded_file.h).
 #include "util/bounded_file.h"
 #include "util/near_path.h"
+#include "util/text.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -26,15 +27,26 @@ FileRefusal not_regular(mode_t m) { return {FileRefusal::Kind::NotRegular, 0, m}
 FileRefusal too_large(std::string size) { return {FileRefusal::Kind::TooLarge, 0, 0, std::move(size)}; }
 
 // " (a symbolic link to TARGET, which does not exist)" when `path` is a dangling link, else "": a file that a folder's
-// listing showed (`check DIR`) is then not said to be missing without a word why (review user40 #6).
+// listing showed (`check DIR`) is then not said to be missing without a word why (review user40 #6). A chain of links
+// is followed to the link whose target is missing (" (a symbolic link to B, which leads to C, which does not exist)"),
+// at most kHops links; each target is escaped as a path is (a newline in it stays inside the one message line).
 std::string dangling_link_note(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return {};
-  std::string target(4096, '\0');
-  const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
-  if (n < 0) return {};
-  target.resize(static_cast<size_t>(n));
-  return " (a symbolic link to " + target + ", which does not exist)";
+  constexpr int kHops = 8;
+  std::string note, at = path;
+  for (int hop = 0; hop < kHops; ++hop) {
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0) return note.empty() ? note : note + ", which does not exist)";
+    if (!S_ISLNK(st.st_mode)) return {};  // the chain ends at something: not a dangling link after all
+    std::string target(4096, '\0');
+    const ssize_t n = ::readlink(at.c_str(), target.data(), target.size());
+    if (n < 0) return {};
+    target.resize(static_cast<size_t>(n));
+    note += (hop == 0 ? " (a symbolic link to " : ", which leads to ") + printable(target, false);
+    // A relative target is relative to the folder of the link that names it.
+    const std::size_t slash = at.rfind('/');
+    at = (!target.empty() && target.front() == '/') || slash == std::string::npos ? target : at.substr(0, slash + 1) + target;
+  }
+  return note + ", ...)";
 }
 
 }  // namespace

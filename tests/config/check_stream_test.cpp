@@ -364,6 +364,18 @@ TEST_CASE("check DIR: a link with a YAML name to a folder is left out; a danglin
   // The walk listed it, so it is not just "missing": the link and its target are named (review user40 #6).
   CHECK(has(dangling.out, root + "/dangling.yaml: error[input.unreadable]: cannot read config file: No such file or "
                           "directory (a symbolic link to missing.yaml, which does not exist)\n"));
+  // A chain of links is followed to the missing target, and a target's odd characters are escaped as a path's are:
+  // the message stays one line (review diff40 #5, #6).
+  fs::remove(root + "/dangling.yaml");
+  fs::create_symlink("missing.yaml", root + "/t/bad.yaml");
+  fs::create_symlink("t/bad.yaml", root + "/chain.yaml");
+  fs::create_symlink("no\nwhere", root + "/nl.yaml");
+  auto chain = run({"check", root});
+  INFO(chain.out << chain.err);
+  CHECK(has(chain.out, root + "/chain.yaml: error[input.unreadable]: cannot read config file: No such file or "
+                       "directory (a symbolic link to t/bad.yaml, which leads to missing.yaml, which does not exist)\n"));
+  CHECK(has(chain.out, "(a symbolic link to no\\x0awhere, which does not exist)\n"));
+  CHECK_FALSE(has(chain.out, "no\nwhere"));
   // A file that is missing (no link) says no such thing.
   auto missing = run({"check", root + "/none.yaml"});
   CHECK(missing.exit == 2);

@@ -436,3 +436,15 @@ TEST_CASE("an exit handler that never returns: the worker ends with its code aft
   CHECK(p[1].exit_code() == 1);  // the nan-check's verdict, as without the hang
   CHECK(count(p[1].out() + p[1].err(), "run.nan-check") >= 1);
 }
+
+// MR_WORKER_EXIT_HANDLERS_S=0 is no bound: a 0 s bound raced every normal exit, saying the warning for a run whose
+// exit handlers were fine (review diff40 #8).
+TEST_CASE("MR_WORKER_EXIT_HANDLERS_S=0 puts no bound on the exit handlers", "[worker][exit-handlers]") {
+  mrtest::TempDir dir;
+  std::vector<mrtest::Proc> ps = {mrtest::start(default_job(), {{"MR_WORKER_EXIT_HANDLERS_S", "0"}}, dir, "zero")};
+  mrtest::wait_all(ps, std::chrono::seconds(90));
+  INFO(ps[0].out() << ps[0].err());
+  REQUIRE_FALSE(ps[0].timed_out);
+  CHECK(ps[0].exit_code() == 0);
+  CHECK(count(ps[0].out() + ps[0].err(), "exit handlers") == 0);
+}
