@@ -527,8 +527,42 @@ Progress Checkpointer::load() {
   std::string err, loaded;  // this rank's error; rank 0's "successfully loaded" line
   std::vector<HyperChange> hyper;  // the optimizer's hyper-parameters the checkpoint changed
   CheckpointError failure(kCkptCorrupt, "");
+  // --freeze-all-layers without --override-ckpt-iteration: every rank reads --save's tracker, and the ranks resume
+  // at the highest iteration read, as Megatron's read_metadata takes it (all_reduce MAX), saying so on a rank that
+  // read another (a tracker written between two ranks' reads, or a --save each node sees its own copy of). Each
+  // rank's read apart would let the ranks resume at different iterations. A rank whose read fails takes part with
+  // 0, and its error reaches every rank through the verdict below.
+  int64_t resume = 0;
+  if (given.freeze_all_layers && !given.override_ckpt_iteration) {
+    Args reads = given;
+    // MR_TEST_FROZEN_TRACKER=R:DIR (tests): rank R reads DIR's tracker instead of --save's, as a rank on a node
+    // whose --save holds another tracker would.
+    if (const char* t = std::getenv("MR_TEST_FROZEN_TRACKER"); t && given.save) {
+      const std::string v(t);
+      const size_t colon = v.find(':');
+      if (colon != std::string::npos && v.substr(0, colon) == std::to_string(c_.rt.rank()))
+        reads.save = v.substr(colon + 1);
+    }
+    int64_t mine = 0;
+    try {
+      mine = frozen_resume_iteration(reads);
+    } catch (const CheckpointError& e) {
+      err = message_of(e);
+      failure = e;
+    } catch (const std::exception& e) {
+      err = message_of(e);
+      failure = CheckpointError(kCkptCorrupt, err);
+    }
+    resume = mine;
+    host_all_reduce(c_.rt.group("world"), distributed::Buffer::cpu(&resume, 1), distributed::ReduceOp::Max);
+    if (err.empty() && mine != resume)
+      log_ << prefix_ << "WARNING: on rank " << c_.rt.rank() << " found iteration " << mine << " in --save "
+           << shown_path(*given.save) << "'s tracker while max iteration across the ranks is " << resume
+           << ", replacing it with max iteration (Megatron's read_metadata)" << std::endl;
+  }
   try {
-    if (given.freeze_all_layers) frozen = frozen_load_args(given, &from_save);
+    if (!err.empty()) throw failure;  // this rank's read of --save's tracker failed
+    if (given.freeze_all_layers) frozen = frozen_load_args(given, resume, &from_save);
     found = locate(a);
     if (!found) {
       no_checkpoint_found(a, rank0, log_, prefix_);

@@ -18,13 +18,19 @@ int64_t frozen_resume_iteration(const Args& a) {
 Args frozen_load_args(const Args& a, std::optional<int64_t>* from_save) {
   if (from_save) from_save->reset();
   if (!a.freeze_all_layers) return a;
+  return frozen_load_args(a, a.override_ckpt_iteration ? 0 : frozen_resume_iteration(a), from_save);
+}
+
+Args frozen_load_args(const Args& a, int64_t resume_iteration, std::optional<int64_t>* from_save) {
+  if (from_save) from_save->reset();
+  if (!a.freeze_all_layers) return a;
   // checkpointing.py load_checkpoint: `args.finetune = True`; `if args.override_ckpt_iteration is None:
   // progress_iteration = read_frozen_resume_iteration(args.save); if progress_iteration > 0:
   // args.override_ckpt_iteration = progress_iteration`.
   Args out = a;
   out.finetune = true;
   if (!out.override_ckpt_iteration) {
-    const int64_t n = frozen_resume_iteration(a);
+    const int64_t n = resume_iteration;
     if (n > 0) {
       out.override_ckpt_iteration = n;
       if (from_save) *from_save = n;

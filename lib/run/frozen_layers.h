@@ -25,5 +25,8 @@ int64_t frozen_resume_iteration(const Args& a);
 // --override-ckpt-iteration is not given and frozen_resume_iteration is above 0, that iteration as
 // --override-ckpt-iteration (`from_save`, when not null, gets it then). `a` itself without the flag.
 Args frozen_load_args(const Args& a, std::optional<int64_t>* from_save = nullptr);
+// The same with the resume iteration given: the one the ranks agreed on (the worker's load: every rank reads
+// --save's tracker and they take the highest, as Megatron's read_metadata all-reduces it with MAX).
+Args frozen_load_args(const Args& a, int64_t resume_iteration, std::optional<int64_t>* from_save = nullptr);
 
 }  // namespace mr::run

@@ -2399,3 +2399,33 @@ TEST_CASE("--freeze-all-layers: a weights-only load resumed from --save's tracke
   CHECK_THAT(e.err(), Catch::Contains("[checkpoint.corrupt]") &&
                           Catch::Contains(fz + "/latest_checkpointed_iteration.txt: not an iteration number"));
 }
+
+// --freeze-all-layers: every rank reads --save's tracker; the ranks resume at the highest iteration read, as
+// Megatron's read_metadata takes it (all_reduce MAX, with its warning on a rank that read another). Read apart, two
+// ranks that see different trackers (one written between their reads, or a --save each node has its own copy of)
+// resumed at different iterations and ran different numbers of them. MR_TEST_FROZEN_TRACKER=1:DIR has rank 1 read
+// DIR's tracker instead.
+TEST_CASE("--freeze-all-layers: the ranks agree on --save's tracker iteration (the highest read)",
+          "[run][checkpoint][freeze]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck", fz = dir / "fz", other = dir / "other";
+  mrtest::Proc a = spawn(2, {"--train-iters", "4", "--save", ck, "--save-interval", "4"}, dir, "train");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  fs::create_directories(fz);
+  fs::create_directories(other);
+  { std::ofstream(fz + "/latest_checkpointed_iteration.txt") << "2"; }
+  { std::ofstream(other + "/latest_checkpointed_iteration.txt") << "3"; }
+  mrtest::Proc b = spawn(2, {"--freeze-all-layers", "--load", ck, "--save", fz, "--save-interval", "10",
+                             "--train-iters", "5"},
+                         dir, "frozen-disagree", {{"MR_TEST_FROZEN_TRACKER", "1:" + other}});
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("WARNING: on rank 0 found iteration 2 in --save " + fz + "'s tracker while max "
+                                      "iteration across the ranks is 3, replacing it with max iteration") &&
+                          Catch::Contains("--freeze-all-layers: resuming at iteration 3, the iteration --save " + fz) &&
+                          Catch::Contains("iteration        4/       5 |") &&
+                          !Catch::Contains("iteration        3/       5 |") &&
+                          !Catch::Contains("WARNING: on rank 1"));
+  CHECK(tracker(fz) == "2");  // nothing written
+}
