@@ -62,33 +62,49 @@ int report_failure(const CommonOptions& common, const Diagnostic& diagnostic) {
 
 namespace {
 
-// Whether the command line asks for JSON on stdout (--format json, --format=json) for a command whose JSON is a
-// result document: then a usage error is reported on stdout as one JSON document too. The run command's words are
-// read as it reads them (read_run_words: torchrun's prefixes, `--fo json`, up to its program, whose own words are
-// never ours); another command's as its parser does (exact names, before any "--").
-bool wants_json(const std::vector<std::string>& args, bool run_command) {
-  std::vector<std::string> words = args;
-  size_t end = words.size();
-  if (run_command) {
+// Whether the command line asks for JSON on stdout (the --format that wins is json: --format json, --format=json)
+// for a command whose JSON is a result document: then a usage error is reported on stdout as one JSON document
+// too. The words are read as the command's parser reads them (`words`): the run command's by read_run_words
+// (torchrun's prefixes, `--fo json`, up to its program, whose own words are never ours), check's by read_check_words
+// (its own options' prefixes, before "--"), another command's as its parser does (exact names, before any "--").
+// The last --format given wins, as in every parser of ours (`--format json --format text` asks for text).
+bool wants_json(const std::vector<std::string>& args, CommandWords whose) {
+  const std::vector<std::string>* words = &args;
+  std::vector<std::string> read;
+  size_t end = args.size();
+  if (whose == CommandWords::Run) {
     launch::ProgramSplit ps = read_run_words(args, /*lenient=*/true);
-    words = std::move(ps.words);
-    end = ps.end_of_options;
+    read = std::move(ps.words);
+    words = &read;
+    end = std::min(ps.end_of_options, read.size());
+  } else if (whose == CommandWords::Check) {
+    if (std::optional<std::vector<std::string>> spelled = read_check_words(args, /*lenient=*/true)) {
+      read = std::move(*spelled);
+      words = &read;
+    }
   } else if (const Command* c = args.empty() ? nullptr : find_command(args.front()); c && !c->json_result) {
     return false;  // a command whose JSON is no result document (schema; `json_result` in commands.h)
   }
+  bool json = false;
   for (size_t i = 0; i < end; ++i) {
-    if (words[i] == "--") break;
-    if (words[i] == "--format=json" || (words[i] == "--format" && i + 1 < end && words[i + 1] == "json")) return true;
+    const std::string& w = (*words)[i];
+    if (w == "--") break;
+    if (w.rfind("--format=", 0) == 0) {
+      json = w == "--format=json";
+    } else if (w == "--format" && i + 1 < end) {
+      json = (*words)[i + 1] == "json";
+      ++i;  // its value, whatever it is
+    }
   }
-  return false;
+  return json;
 }
 
 }  // namespace
 
-int report_usage_error(const std::vector<std::string>& args, const UsageError& e, bool run_command) {
+int report_usage_error(const std::vector<std::string>& args, const UsageError& e, CommandWords words) {
   print_usage_error(std::cerr, e);
   // The place is the diagnostic's `where`, not repeated in its message.
-  if (wants_json(args, run_command)) std::cout << failure_json(2, {usage_diagnostic(e)}) << "\n";
+  if (wants_json(args, words)) std::cout << failure_json(2, {usage_diagnostic(e)}) << "\n";
   return 2;
 }
 

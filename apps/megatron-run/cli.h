@@ -199,12 +199,17 @@ int report_failure(const CommonOptions& common, const Diagnostic& diagnostic);
 // `megatron-run CMD --help`: the usage of one command, its row's `usage` in the command table (commands.h), else the
 // general one. Written by hand there: it lists each command's options and --format values, so it changes with them.
 void print_command_usage(std::ostream& os, const std::string& cmd);
+// Whose words a command line holds, for reading which --format it asks for as that command's parser reads it.
+enum class CommandWords {
+  Run,      // the run command's (after the program name): read_run_words (torchrun's prefixes, up to the program)
+  Command,  // a command's, its command word first: exact option names, before any "--"
+  Check,    // check's words alone (after its command word): read_check_words (unambiguous prefixes, before "--")
+};
 // A usage error (exit 2): on stderr as print_usage_error (config/print.h) prints every usage error (its rule id
-// shown when it has one) and, when `args` asks for JSON on stdout (--format json, for a command whose JSON is a
-// result document), a failure document there too. Returns 2. `run_command`: `args` are the run command's words
-// (after the program name; read as read_run_words reads them, up to the program); else a command's, its command
-// word first (or check's words alone), whose --format is its exact name.
-int report_usage_error(const std::vector<std::string>& args, const UsageError& e, bool run_command);
+// shown when it has one) and, when `args` asks for JSON on stdout (the --format that wins is json, in any spelling
+// the command takes, for a command whose JSON is a result document), a failure document there too. Returns 2.
+// `words`: whose words `args` are.
+int report_usage_error(const std::vector<std::string>& args, const UsageError& e, CommandWords words);
 
 // The run command's words as it reads them (launch/program.h, launch/option_spelling.h): where its program starts
 // and, before it, each option word written out in full (torchrun's -r3, prefixes of megatron-run's options). The
@@ -213,6 +218,12 @@ int report_usage_error(const std::vector<std::string>& args, const UsageError& e
 // options that take no value (to name the one a program's first word followed).
 launch::ProgramSplit read_run_words(const std::vector<std::string>& args, bool lenient,
                                     std::vector<std::string>* switches = nullptr);
+
+// check's words (after its command word) as check reads them (cmd_check.cpp): each unambiguous prefix of one of its
+// own options before the first "--" written out in full (`--fo json` -> `--format json`, `--form=json` ->
+// `--format=json`). `lenient`: an ambiguous prefix is left as written instead of refused (for reading a command
+// line whose refusal is being reported). nullopt when no word changes (`args` may hold tens of thousands of files).
+std::optional<std::vector<std::string>> read_check_words(const std::vector<std::string>& args, bool lenient);
 
 // Starts the job for validated arguments (launch.cpp): joins a torchrun/SLURM job, or spawns workers for
 // --nproc-per-node, then runs. `args` is the original command line (after the program name).

@@ -50,10 +50,12 @@ std::string path_key(const std::string& path) {
 // allow_abbrev): an unambiguous prefix written out in full (`--world 4` is --world-size 4, `--form=github`), an
 // ambiguous one refused naming the candidates. Megatron's flags are no options of check's, so no Megatron flag
 // makes a prefix ambiguous here. nullopt when no word changes (`args` may hold tens of thousands of file names).
+// `lenient`: an ambiguous prefix stays as written (read_check_words, cli.h).
 std::optional<std::vector<std::string>> spelled_words(const std::vector<std::string>& args,
-                                                      const po::options_description& desc) {
+                                                      const po::options_description& desc, bool lenient) {
   static const Schema no_flags(nullptr, nullptr);
   launch::OptionSpelling spelling;
+  spelling.lenient = lenient;
   std::vector<std::string> value_options;
   for (const auto& od : desc.options()) {
     if (od->long_name() == "files") continue;
@@ -78,7 +80,20 @@ std::optional<std::vector<std::string>> spelled_words(const std::vector<std::str
   return out;
 }
 
+// check's options as it parses them, with its FILE arguments.
+void add_check_options(po::options_description& desc, CheckOptions& opts) {
+  opts.add_to(desc);
+  desc.add_options()("files", po::value<std::vector<std::string>>()->composing(), "files");
+}
+
 }  // namespace
+
+std::optional<std::vector<std::string>> read_check_words(const std::vector<std::string>& args, bool lenient) {
+  po::options_description desc("check");
+  CheckOptions opts;
+  add_check_options(desc, opts);
+  return spelled_words(args, desc, lenient);
+}
 
 void CheckOptions::add_to(po::options_description& desc) {
   common.add_to(desc, kFormats);
@@ -89,11 +104,10 @@ void CheckOptions::add_to(po::options_description& desc) {
 int cmd_check(const std::vector<std::string>& args) {
   po::options_description desc("check");
   CheckOptions opts;
-  opts.add_to(desc);
+  add_check_options(desc, opts);
   CommonOptions& common = opts.common;
   bool& quiet = opts.quiet;
-  desc.add_options()("files", po::value<std::vector<std::string>>()->composing(), "files");
-  const std::optional<std::vector<std::string>> spelled = spelled_words(args, desc);
+  const std::optional<std::vector<std::string>> spelled = spelled_words(args, desc, /*lenient=*/false);
   SplitArgs split = split_args(spelled ? *spelled : args, 2, desc, /*allow_unregistered=*/true);
   std::vector<std::string> files, stray;
   files.reserve(split.rest.size());
@@ -125,6 +139,10 @@ int cmd_check(const std::vector<std::string>& args) {
   // A --config BASE that cannot be read (missing, a directory, too large) is a mistake of the invocation, not of
   // each FILE: refused once, before any report, as any usage error (exit 2).
   for (const std::string& b : base.config_files) check_config_file(b);
+  // A --world-size other than the enclosing job's: each file is checked for it, with a warning naming both sizes,
+  // once on stderr (--quiet hides it, as every warning) or, with --format json (whose stderr stays empty), among each
+  // file's diagnostics, since every file was checked for it.
+  const std::optional<Diagnostic> world_size_warning = world_size_not_job(base);
 
   // Each file's result is printed as soon as it is known and then dropped, so memory does not grow with the
   // number of files; with --format json the entries are written one by one inside one array (stdout is still
@@ -140,6 +158,7 @@ int cmd_check(const std::vector<std::string>& args) {
   size_t checked = 0, bad = 0, entries = 0, empty_folders = 0, unlisted_folders = 0;
   int worst = 0;
   bool internal = false;
+  if (world_size_warning && !json && !quiet) print_warning_diagnostic(*world_size_warning);
   if (json) std::cout << "[";
   // One file's check and report. `walk_error`: a failure of a directory's walk reported in a file's place (a
   // folder that cannot be listed, a directory without YAML files; config/parse/config_dir.h).
@@ -168,6 +187,7 @@ int cmd_check(const std::vector<std::string>& args) {
       if (o.ok()) r.resolved = std::move(o.parsed.ns);
       r.diags = std::move(o.diagnostics);
       for (const auto& w : o.parsed.warnings) r.diags.push_back(parse_warning(w, f));
+      if (world_size_warning && json) r.diags.push_back(*world_size_warning);
     } catch (const UsageError& e) {
       // An unreadable, malformed or refused file fails that file only.
       r.exit = 2;

@@ -1115,11 +1115,11 @@ int cmd_run(const std::vector<std::string>& args) {
     }
   } catch (const UsageError& e) {
     if (!telling()) throw;
-    return refuse(e.what(), report_usage_error(args, e, /*run_command=*/true));
+    return refuse(e.what(), report_usage_error(args, e, CommandWords::Run));
   } catch (const po::error& e) {
     if (!telling()) throw;
     const UsageError u = own_option_error(e, args);
-    return refuse(u.what(), report_usage_error(args, u, /*run_command=*/true));
+    return refuse(u.what(), report_usage_error(args, u, CommandWords::Run));
   }
 }
 

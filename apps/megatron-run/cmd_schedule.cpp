@@ -79,6 +79,7 @@ int cmd_schedule(const std::vector<std::string>& args) {
 
   Invocation inv = common.invocation({"csv", "svg"});
   inv.cli = rest;
+  if (const std::optional<Diagnostic> d = world_size_not_job(inv)) print_warning_diagnostic(*d);
   Outcome out = resolve(Schema::megatron(), inv);
   log_warnings(out);
   if (!out.ok()) return report_failure(common, out.diagnostics);

@@ -71,6 +71,8 @@ std::vector<Command> make_commands() {
           "checked as `megatron-run --dry-run --yaml-cfg FILE` checks it. --config BASE (repeatable): every FILE\n"
           "is checked on top of BASE, as `--config BASE --config FILE` would be (a file that only overrides a\n"
           "base, like configs/examples/heterogeneous.yaml); a problem placed in BASE adds \"(checking FILE)\".\n"
+          "check's own options take an unambiguous prefix, as argparse's do (--fo json is --format json, --world 4\n"
+          "is --world-size 4; an ambiguous one, --target, is refused naming the options it could be).\n"
           "`megatron-run help` lists the config and target options.\n",
       .files = true});
   table.push_back({

@@ -164,6 +164,7 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
     (void)parse_arguments(Schema::megatron(), inv);
     throw UsageError(std::string(cmd) + ": --world-size N is required (or WORLD_SIZE in the environment)", {"--world-size"});
   }
+  if (const std::optional<Diagnostic> d = world_size_not_job(inv)) print_warning_diagnostic(*d);
   out = resolve(Schema::megatron(), inv);
   log_warnings(out);
   if (!out.ok()) return report_failure(common, out.diagnostics);

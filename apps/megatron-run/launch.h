@@ -171,6 +171,13 @@ struct RunOptions {
 int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::vector<Token>& rest, Outcome& out,
                        Args& args, parallel::Layout& layout, const std::vector<std::string>& extra_formats = {});
 
+// check, topology, params and schedule inside a torchrun job (launch::launch_info: RANK and WORLD_SIZE set) given a
+// --world-size other than that job's WORLD_SIZE: they check the config for --world-size, as given (config tools,
+// often run to lint for other sizes, in CI too), and this warning (rule launch.world-size-not-job) names both sizes
+// and that a launch or dry run joining the job refuses it (LaunchOptions::apply_world_size). nullopt otherwise (no
+// --world-size, the job's size, no job, a malformed one, or a SLURM task, whose SLURM_NTASKS they never read).
+std::optional<Diagnostic> world_size_not_job(const Invocation& inv, const launch::EnvLookup& env = launch::process_env());
+
 // The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
 // which megatron-run runs when it lays out the process groups), for --format json. With the namespace, its flags
 // are those of the arguments the error names (LayoutError::args), and its place the line of the first of them a

@@ -1003,6 +1003,30 @@ void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& e
   }
 }
 
+const Rule kWorldSizeNotJobRule{
+    "launch.world-size-not-job", Rule::Level::Warning,
+    "check, topology, params or schedule inside a torchrun job (RANK and WORLD_SIZE set, whose WORLD_SIZE they would "
+    "check for) with a --world-size of another size: the config is checked for --world-size as given, and the "
+    "warning names both sizes (a launch or a dry run joining that job refuses that --world-size).",
+    __FILE__, __LINE__, kStageLaunch};
+
+std::optional<Diagnostic> world_size_not_job(const Invocation& inv, const launch::EnvLookup& env) {
+  if (!inv.world_size) return std::nullopt;
+  const std::optional<launch::LaunchInfo> job = enclosing_job(env);
+  // A SLURM task's SLURM_NTASKS is no size these commands read (docs/launch.md): --world-size is how they are given
+  // one there (`srun -n1 megatron-run check --world-size 64 ...` in CI), nothing it overrides.
+  if (!job || job->source != launch::LaunchInfo::Source::Torchrun || *inv.world_size == job->world_size)
+    return std::nullopt;
+  kWorldSizeNotJobRule.record_hit();
+  const std::string given = std::to_string(*inv.world_size), size = std::to_string(job->world_size);
+  return Diagnostic{Diagnostic::Level::Warning, kWorldSizeNotJobRule.id,
+                    "--world-size " + given + " is not the enclosing job's " + size + " ranks (WORLD_SIZE=" + size +
+                        ": " + job->describe() + "): checked for --world-size " + given +
+                        ", as given; a launch or --dry-run joining this job refuses it (leave --world-size out to "
+                        "check for its " + size + ")",
+                    {"--world-size"}, "command line", kWorldSizeNotJobRule.stage};
+}
+
 void LaunchOptions::apply(Invocation& inv) {
   check_rdzv_backend();
   apply_rdzv_conf();

@@ -69,9 +69,10 @@ bool names_a_program(const std::string& w) {
   }
 }
 
-// Whether `args` (the whole command line) are the run command's words: no command word (nor help) first.
-bool run_words(const std::vector<std::string>& args) {
-  return !args.empty() && !command_of(args.front()) && args.front() != "help";
+// Whose words `args` (the whole command line) are: the run command's when no command word (nor help) comes first.
+mr::app::CommandWords whose_words(const std::vector<std::string>& args) {
+  const bool run = !args.empty() && !command_of(args.front()) && args.front() != "help";
+  return run ? mr::app::CommandWords::Run : mr::app::CommandWords::Command;
 }
 
 // -h or --help among a command's own words (before any "--").
@@ -116,10 +117,11 @@ int run(std::vector<std::string>& args) {
         try {  // here, where the words still are: --format json asks for the failure as a JSON document too
           return command->run(rest);
         } catch (const mr::UsageError& e) {
-          return mr::app::report_usage_error(rest, mr::app::with_own_option_hint(e, cmd), /*run_command=*/false);
+          return mr::app::report_usage_error(rest, mr::app::with_own_option_hint(e, cmd),
+                                             mr::app::CommandWords::Check);
         } catch (const boost::program_options::error& e) {
           return mr::app::report_usage_error(rest, mr::app::with_own_option_hint(mr::app::own_option_error(e, rest), cmd),
-                                             /*run_command=*/false);
+                                             mr::app::CommandWords::Check);
         }
       }
       std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -165,9 +167,9 @@ int run(std::vector<std::string>& args) {
     }
     return mr::app::find_command("")->run(args);  // the default command
   } catch (const mr::UsageError& e) {
-    return mr::app::report_usage_error(args, e, run_words(args));
+    return mr::app::report_usage_error(args, e, whose_words(args));
   } catch (const boost::program_options::error& e) {  // split_args translates these; one that got past it too
-    return mr::app::report_usage_error(args, mr::app::own_option_error(e, args), run_words(args));
+    return mr::app::report_usage_error(args, mr::app::own_option_error(e, args), whose_words(args));
   } catch (const std::bad_alloc&) {
     mr::print_error(std::cerr, "out of memory: an allocation failed (the input asks for more than this process may "
                                "have: its address-space limit, ulimit -v, or the machine's memory)");

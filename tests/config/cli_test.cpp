@@ -1589,6 +1589,34 @@ TEST_CASE("torchrun's argparse parity: a switch's value, words past an unknown o
   CHECK(check.exit == 0);
   CHECK_THAT(check.out, Catch::StartsWith("["));
   CHECK_THAT(check.err, !Catch::Contains("unrecognized arguments"));
+  // ...and its usage says so (review check41 #2).
+  CHECK_THAT(mrtest::megatron_run("help check").out,
+             Catch::Contains("check's own options take an unambiguous prefix") && Catch::Contains("--fo json is --format json"));
+  // ...so a usage error of check asks for its failure document as JSON in every spelling check takes for
+  // --format json (review check41 #1: --fo json printed none), an ambiguous prefix of another option's refusal too;
+  // the last --format wins, as it does in the parse; a file named like a command is a file (its words are check's).
+  for (const std::string& words :
+       std::vector<std::string>{"--fo json " + kDefault + " --bogus", "--form=json " + kDefault + " --bogus",
+                                "--format=json --bogus " + kDefault, "--format json --bogus " + kDefault,
+                                "--fo text --forma json --bogus " + kDefault, "--fo=json --target x " + kDefault,
+                                "--fo json schema --bogus"}) {
+    INFO(words);
+    const mrtest::Proc c = mrtest::megatron_run("check " + words);
+    CHECK(c.exit == 2);
+    CHECK_THAT(c.out, Catch::StartsWith("{\"ok\": false, \"exit\": 2, \"diagnostics\": [") &&
+                          Catch::EndsWith("]}\n"));
+  }
+  for (const std::string& words : std::vector<std::string>{"--format json --format text --bogus " + kDefault,
+                                                           "--fo json --fo github --bogus " + kDefault}) {
+    INFO(words);
+    const mrtest::Proc c = mrtest::megatron_run("check " + words);
+    CHECK(c.exit == 2);
+    CHECK(c.out.empty());
+  }
+  // The run command's last --format wins too.
+  const mrtest::Proc run_text = mrtest::megatron_run(dry + " --format json --fo text --bogus");
+  CHECK(run_text.exit == 2);
+  CHECK(run_text.out.empty());
 }
 
 TEST_CASE("check: the parser's refusals carry ids of their own; stderr keeps argparse's line (lint36 #3)", "[cli][check]") {
@@ -1735,4 +1763,51 @@ TEST_CASE("--version names the commit the binary was built from", "[cli][version
   while (!head.empty() && (head.back() == '\n' || head.back() == '\r')) head.pop_back();
   INFO("rebuild megatron-run after a commit: the test compares it with HEAD");
   CHECK((commit == head || commit == head + "-dirty"));
+}
+
+TEST_CASE("config commands in a torchrun job given another --world-size: checked for it, warned (check41 #3)",
+          "[cli][world-size-job]") {
+  // A torchrun job of 2 ranks, whose WORLD_SIZE these commands would otherwise check for.
+  const std::string job = "env -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u SLURM_PROCID -u SLURM_NTASKS -u SLURM_STEP_ID "
+                          "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
+  const std::string warning = "warning[launch.world-size-not-job]: --world-size 4 is not the enclosing job's 2 ranks "
+                              "(WORLD_SIZE=2: rank 0 of 2";
+  const std::string config = " --config " + kDefault;
+  for (const std::string& cmd : {"check --world-size 4 " + kDefault, "topology --world-size 4" + config,
+                                 "params --world-size 4" + config, "schedule --world-size 4" + config,
+                                 "topology --format json --world-size 4" + config}) {
+    INFO(cmd);
+    const mrtest::Proc r = mrtest::megatron_run(cmd, job);
+    CHECK(r.exit == 0);
+    CHECK_THAT(r.err, Catch::Contains("megatron-run: command line: " + warning) &&
+                          Catch::Contains("checked for --world-size 4, as given; a launch or --dry-run joining this "
+                                          "job refuses it"));
+  }
+  // Checked for 4, as given (not for the job's 2).
+  CHECK_THAT(mrtest::megatron_run("topology --world-size 4" + config, job).out, Catch::StartsWith("world size 4, "));
+  // check --format json: stderr stays empty; the warning is among each file's diagnostics, which stay ok.
+  const mrtest::Proc json = mrtest::megatron_run("check --format json --world-size 4 " + kDefault + " " + kDefault, job);
+  CHECK(json.exit == 0);
+  CHECK(json.err.empty());
+  CHECK_THAT(json.out, Catch::Contains("\"ok\": true") &&
+                           Catch::Contains("{\"rule\": \"launch.world-size-not-job\", \"level\": \"warning\", \"stage\": "
+                                           "\"launch\", \"message\": \"--world-size 4 is not the enclosing job's 2 ranks") &&
+                           Catch::Contains("\"flags\": [\"--world-size\"], \"where\": \"command line\"}"));
+  // --quiet hides it, as every warning of check's; the job's own size, no --world-size, no job: nothing to say.
+  CHECK(mrtest::megatron_run("check --quiet --world-size 4 " + kDefault, job).err.empty());
+  for (const std::string& quiet : {"topology --world-size 2" + config, "topology" + config})
+    CHECK_THAT(mrtest::megatron_run(quiet, job).err, !Catch::Contains("world-size-not-job"));
+  CHECK_THAT(mrtest::megatron_run("topology --world-size 4" + config, "env -u RANK WORLD_SIZE=2").err,
+             !Catch::Contains("world-size-not-job"));
+  // A SLURM task's SLURM_NTASKS is none these commands read: --world-size is how they get one there (a CI lint
+  // under srun), nothing it overrides.
+  CHECK_THAT(mrtest::megatron_run("topology --world-size 4" + config,
+                                  "env -u RANK -u WORLD_SIZE SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_ID=0 "
+                                  "SLURM_NODELIST=n1")
+                 .err,
+             !Catch::Contains("world-size-not-job"));
+  // The dry run joining the job refuses it (exit 2), as the launch does.
+  const mrtest::Proc dry = mrtest::megatron_run("--dry-run --world-size 4" + config, job);
+  CHECK(dry.exit == 2);
+  CHECK_THAT(dry.err, Catch::Contains("argument --world-size: 4 is not the job's 2 ranks (WORLD_SIZE=2"));
 }
