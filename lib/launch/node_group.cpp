@@ -392,6 +392,9 @@ bool NodeGroup::join_rounds() {
       node_rank_ = static_cast<int>(std::find(members.begin(), members.end(), launcher_id_) - members.begin());
       o_.nnodes = closed;
       restarts_ = restarts_before(round_);  // the job's, also for a launcher taken in now
+      // Test hook (tests/launch/multi_node_test.cpp): die in the round that closed with it, before joining it, as a
+      // launcher killed there would.
+      if (const char* die = std::getenv("MR_TEST_RDZV_DIE_BEFORE_JOINING"); die && std::string(die) == "1") _exit(137);
       client_->add(round_key("joined"), 1);
       if (node_rank_ == 0) {
         master_addr_ = node0_master_addr();  // fails the round at once when no usable address is known
@@ -403,12 +406,40 @@ bool NodeGroup::join_rounds() {
         }
         client_->set(round_key("master"), master_addr_ + " " + std::to_string(master_port_));
       }
+      bool again = false;  // the round ended before it started (a node's launcher lost): the next one, as a restart
       for (;;) {
         if (auto f = read_failure()) throw RendezvousError(f->message);
-        if (std::optional<std::string> what = lost_member()) {  // it will never join: fail now, not at the timeout
-          failed_ = true;
-          throw RendezvousError(parse_failure(client_->set_first(
-              "fail", "1 " + *what + " before round " + std::to_string(round_) + " started")).message);
+        // A node of the round whose launcher is gone will never join: the round ends now, not at the timeout. With
+        // a restart left, as once the workers run (poll): the next round, counted as a restart (torchrun's agents
+        // would restart once the workers failed for want of that node); without, the job fails, said as poll says
+        // it (lost_launcher_failure).
+        std::optional<PeerFailure> end;
+        const std::optional<std::string> next = client_->get(round_key("next"));  // another node ended it first
+        if (next) {
+          end = parse_round_end(*next);
+        } else if (std::optional<std::string> what = lost_member()) {
+          const std::string why = lost_left_ ? *what : *what + " before round " + std::to_string(round_) + " started";
+          if (restarts_ >= o_.max_restarts) {
+            failed_ = true;
+            throw RendezvousError(
+                parse_failure(client_->set_first("fail", "1 " + lost_launcher_failure(why))).message);
+          }
+          end = end_round(true, lost_left_ ? lost_code_ : 1, why, lost_left_);
+        }
+        if (end) {
+          if (end->counted && restarts_ >= o_.max_restarts) {  // (only another node's end: this one's had one left)
+            failed_ = true;
+            const PeerFailure f =
+                parse_failure(client_->set_first("fail", next && next->size() > 2 ? next->substr(2) : "1 ?"));
+            throw RendezvousError("the job failed on another node: " + f.message + " (no restart left, --max-restarts)");
+          }
+          std::cerr << "megatron-run: " << end->message << "; "
+                    << (end->counted ? "restart " + std::to_string(restarts_ + 1) + " of " +
+                                           std::to_string(o_.max_restarts) + " (--max-restarts): "
+                                     : std::string())
+                    << "the rendezvous starts again (round " << round_ + 1 << ")\n";
+          again = true;
+          break;
         }
         const int64_t joined = client_->add(round_key("joined"), 0);
         std::optional<std::string> master = client_->get(round_key("master"));
@@ -426,6 +457,10 @@ bool NodeGroup::join_rounds() {
           throw RendezvousError(parse_failure(client_->set_first("fail", "1 " + msg)).message);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (again) {
+        ++round_;
+        continue;
       }
     }
     // A spare: the round runs without this launcher, which joins the next one (its arrival may start it).
@@ -599,7 +634,21 @@ NodeGroup::~NodeGroup() {
 std::optional<PeerFailure> NodeGroup::read_failure() {
   std::optional<std::string> v = client_->get("fail");
   if (!v) return std::nullopt;
-  return parse_failure(*v);
+  PeerFailure f = parse_failure(*v);
+  // Static: the store's own failure for a launcher it lost ("node N's launcher ...", and launcher-lost N), read
+  // while the launchers meet, while the workers run or while they restart: the same words of --max-restarts
+  // everywhere (review launch37 #5: said once the workers ran, not when the launcher died during the rendezvous).
+  if (!elastic())
+    if (std::optional<std::string> n = client_->get("launcher-lost"))
+      if (f.message.rfind("node " + *n + "'s launcher ", 0) == 0) f.message = lost_launcher_failure(f.message);
+  return f;
+}
+
+std::string NodeGroup::lost_launcher_failure(const std::string& what) const {
+  if (elastic()) return what + " (no restart left, --max-restarts)";
+  if (attempt_ >= o_.max_restarts) return what;
+  return what + " (no restart, although --max-restarts " + std::to_string(o_.max_restarts) +
+         " was given: the static rendezvous cannot replace a lost launcher; use --rdzv-backend c10d)";
 }
 
 std::optional<PeerFailure> NodeGroup::poll() {
@@ -624,7 +673,7 @@ std::optional<PeerFailure> NodeGroup::poll() {
         if (restarts_ < o_.max_restarts && client_->add(round_key("done"), 0) == 0)
           return lost_left_ ? end_round(true, lost_code_, *what, true) : end_round(true, 1, *what);
         failed_ = true;
-        PeerFailure f = parse_failure(client_->set_first("fail", "1 " + *what + " (no restart left, --max-restarts)"));
+        PeerFailure f = parse_failure(client_->set_first("fail", "1 " + lost_launcher_failure(*what)));
         f.message = "the job failed on another node: " + f.message;
         return f;
       }
@@ -647,11 +696,6 @@ std::optional<PeerFailure> NodeGroup::poll() {
     std::optional<PeerFailure> f = read_failure();
     if (f) {
       failed_ = true;
-      // A lost launcher ends a static job even with a restart left: said, as the c10d form says "no restart left"
-      // (review launch37 #5).
-      if (attempt_ < o_.max_restarts && client_->get("launcher-lost"))
-        f->message += " (no restart, although --max-restarts " + std::to_string(o_.max_restarts) +
-                      " was given: the static rendezvous cannot replace a lost launcher; use --rdzv-backend c10d)";
     } else if (attempt_ < o_.max_restarts) {  // a failure this attempt may restart from
       if (std::optional<std::string> v = client_->get("fail/" + std::to_string(attempt_))) {
         f = parse_failure(*v);

@@ -144,6 +144,12 @@ class NodeGroup : public JobWatch {
   PeerFailure end_round(bool counted, int code, const std::string& why, bool left = false);
   // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
   std::optional<std::string> lost_member();
+  // A node's launcher the store lost (`what`: "node K's launcher on HOST (ADDR) is gone ...") ends the job: the
+  // failure as every node says it, wherever it learns of it (the rendezvous, the workers' run, a restart), with
+  // what it means for --max-restarts: static, "(no restart, although --max-restarts N was given: ...)" while a
+  // restart is left (the static rendezvous cannot replace a launcher); elastic, "(no restart left, ...)" (with one
+  // left the round ends instead: end_round).
+  std::string lost_launcher_failure(const std::string& what) const;
   // "; a client at ADDR spoke another protocol ..." when the store turned one away (kForeignClientKey), else "".
   std::string foreign_client_note() const;
   // Elastic: the launcher numbers of the current round's `closed` nodes, ascending: node K is the K-th. The nodes

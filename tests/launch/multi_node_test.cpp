@@ -160,13 +160,23 @@ std::string static_node(int node_rank, int master_port, int launcher_port, const
 // `cmd` as the shell's own process (exec), which first writes its pid to `pidfile`: a launcher that another command
 // of run_nodes signals or kills (a background job's SIGINT would be ignored).
 // `cmd` goes inside double quotes, its $, `, " and \ escaped (a worker's `sh -c '... $RANK ...'` stays as given).
-std::string with_pidfile(const fs::path& pidfile, const std::string& cmd) {
+std::string in_double_quotes(const std::string& cmd) {
   std::string quoted;
   for (char c : cmd) {
     if (c == '$' || c == '`' || c == '"' || c == '\\') quoted += '\\';
     quoted += c;
   }
-  return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + quoted + "\"";
+  return quoted;
+}
+std::string with_pidfile(const fs::path& pidfile, const std::string& cmd) {
+  return "sh -c \"echo \\$\\$ >'" + pidfile.string() + "'; exec " + in_double_quotes(cmd) + "\"";
+}
+
+// `cmd` (a run_nodes command: `ENV... PROGRAM ARGS`) started once the shell code `wait` has run (wait_said,
+// wait_file, wait_listening): launchers ordered by what the others said or wrote, not by guessed delays, which a
+// loaded machine outruns. Both go inside double quotes, escaped as in with_pidfile.
+std::string once(const std::string& wait, const std::string& cmd) {
+  return "sh -c \"" + in_double_quotes(wait) + "exec env " + in_double_quotes(cmd) + "\"";
 }
 
 // Whether megatron-run-worker, megatron-run's own worker, was built (it needs LibTorch).
@@ -857,6 +867,85 @@ TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the u
                             "--rdzv-backend c10d)"));
 }
 
+TEST_CASE("a launcher lost while the launchers still meet: said with what it means for --max-restarts, as when it is "
+          "lost later", "[launch][multinode][process]") {
+  // The note that a lost launcher leaves --max-restarts unused (static), or that none is left (c10d), was said only
+  // once the workers ran: node 0 still in the rendezvous said "node 1's launcher ... is gone" alone.
+  SECTION("static, 4 nodes: node 1's launcher killed (-9) once node 0 says both have joined; the others never come") {
+    const int mp = free_port(), lp = free_port();
+    const fs::path pidfile = fs::temp_directory_path() / ("mr-early-pid-" + std::to_string(getpid()));
+    auto node = [&](int rank, const char* restarts) {
+      return "env MR_WAIT_NOTICE_S=1 " + kBin + " --config " + kConfig + " --nproc-per-node 1 --nnodes 4 --node-rank " +
+             std::to_string(rank) + " --master-addr 127.0.0.1 --master-port " + std::to_string(mp) +
+             " --launcher-port " + std::to_string(lp) + " --join-timeout 40 --max-restarts " + restarts +
+             " --no-append-args --no-python true";
+    };
+    for (const char* restarts : {"1", "0"}) {
+      INFO("--max-restarts " << restarts);
+      fs::remove(pidfile);
+      Nodes r = run_nodes({node(0, restarts), with_pidfile(pidfile, node(1, restarts)),
+                           "sh -c '" + wait_said(0, "waiting for the other nodes: 2 of 4 have joined") + wait_file(pidfile) +
+                               "kill -9 $(cat " + pidfile.string() + ")'"});
+      fs::remove(pidfile);
+      INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
+      REQUIRE(has(r.nodes[0].out, "waiting for the other nodes: 2 of 4 have joined"));
+      CHECK(r.nodes[1].exit == 137);
+      CHECK(r.nodes[0].exit == 1);
+      const std::string gone = "rendezvous: node 1's launcher on " + kHost +
+                               " (127.0.0.1) is gone (its connection to the store closed)";
+      const std::string note = " (no restart, although --max-restarts 1 was given: the static rendezvous cannot "
+                               "replace a lost launcher; use --rdzv-backend c10d)";
+      CHECK(has(r.nodes[0].out, gone));
+      if (std::string(restarts) == "1") CHECK(has(r.nodes[0].out, gone + note));
+      else CHECK_FALSE(has(r.nodes[0].out, "(no restart, although"));
+      CHECK(r.seconds < 30);  // at once, not at the join timeout (40 s)
+    }
+  }
+  SECTION("c10d, a fixed --nnodes 2: the other launcher dies in the closed round before joining it (test hook "
+          "MR_TEST_RDZV_DIE_BEFORE_JOINING=1)") {
+    const fs::path prog_sh = fs::temp_directory_path() / ("mr-early-prog-" + std::to_string(getpid()) + ".sh");
+    std::ofstream(prog_sh) << "echo \"start GROUP_RANK=$GROUP_RANK restart=$TORCHELASTIC_RESTART_COUNT\"\n";
+    for (int max_restarts : {1, 0}) {
+      INFO("--max-restarts " << max_restarts);
+      const std::string id = "early" + std::to_string(max_restarts);
+      const std::string launcher = kBin + " --config " + kConfig + " --nproc-per-node 1 --nnodes 2 --rdzv-backend "
+                                   "c10d --rdzv-id " + id + " --rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) +
+                                   " --join-timeout 40 --max-restarts " + std::to_string(max_restarts) +
+                                   " --no-append-args --no-python sh " + prog_sh.string();
+      // The second launcher starts once the first has arrived (said after a second with MR_WAIT_NOTICE_S=1), so
+      // that it is node 1 of round 0 and not the store's host. With a restart left, a third takes its place once the
+      // first has said the rendezvous starts again.
+      std::vector<std::string> cmds = {"MR_WAIT_NOTICE_S=1 " + launcher,
+                                       once(wait_said(0, "to close: 1 node(s) arrived"),
+                                            "MR_TEST_RDZV_DIE_BEFORE_JOINING=1 " + launcher)};
+      if (max_restarts > 0)
+        cmds.push_back(once(wait_said(0, "the rendezvous starts again (round 1)"), launcher));
+      Nodes r = run_nodes(cmds);
+      INFO(r.nodes[0].out << "\n---- dies:\n" << r.nodes[1].out
+                          << (max_restarts > 0 ? "\n---- relaunched:\n" + r.nodes[2].out : std::string()));
+      CHECK(r.nodes[1].exit == 137);
+      const std::string gone = "node 1's launcher on " + kHost +
+                               " (127.0.0.1) is gone (its connection to the store closed) before round 0 started";
+      if (max_restarts > 0) {
+        // As once the workers run (poll): the round ends, counted as a restart, and a launcher takes its place.
+        CHECK(r.nodes[0].exit == 0);
+        CHECK(r.nodes[2].exit == 0);
+        CHECK(has(r.nodes[0].out, "the job failed on another node: " + gone + "; restart 1 of 1 (--max-restarts): "
+                                  "the rendezvous starts again (round 1)"));
+        CHECK(has(r.nodes[0].out, "the rendezvous of run '" + id + "' (--nnodes 2) closed with 2 node(s) in round 1"));
+        CHECK(has(r.nodes[0].out, "start GROUP_RANK=0 restart=1"));
+        CHECK(has(r.nodes[2].out, "start GROUP_RANK=1 restart=1"));
+      } else {
+        CHECK(r.nodes[0].exit == 1);
+        CHECK(has(r.nodes[0].out, "rendezvous: " + gone + " (no restart left, --max-restarts)"));
+        CHECK_FALSE(has(r.nodes[0].out, "start GROUP_RANK"));
+      }
+      CHECK(r.seconds < 40);
+    }
+    fs::remove(prog_sh);
+  }
+}
+
 TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is replaced by a relaunched one (torchrun's "
           "c10d rendezvous)", "[launch][multinode][process]") {
   const int sp = free_port();
@@ -870,12 +959,19 @@ TEST_CASE("c10d with a fixed --nnodes: a node's launcher killed with -9 is repla
   };
   for (int max_restarts : {1, 0}) {
     INFO("--max-restarts " << max_restarts);
-    // The second launcher is killed two seconds in; with a restart left a new one takes its place a second later.
-    const std::string killed = with_pidfile(pidfile, launcher(max_restarts));
-    const std::string again = max_restarts > 0 ? "; exec " + launcher(max_restarts) : std::string();
-    Nodes r = run_nodes({launcher(max_restarts), killed,
-                         "sh -c 'sleep 3; kill -9 $(cat " + pidfile.string() + "); sleep 1" + again + "'"}, 0.5);
+    // The second launcher starts once the first listens (the first hosts the store), writing its pid; it is killed
+    // once both workers run. With a restart left a new one takes its place once the first restarts its workers.
     fs::remove(pidfile);
+    const std::string killed = once(wait_listening(sp), with_pidfile(pidfile, launcher(max_restarts)));
+    const std::string again =
+        max_restarts > 0 ? wait_said(0, "restarting the worker group with the other nodes") + "exec " + launcher(max_restarts)
+                         : std::string();
+    Nodes r = run_nodes({launcher(max_restarts), killed,
+                         "sh -c '" + wait_said(0, "start restart=0") + wait_said(1, "start restart=0") +
+                             "kill -9 $(cat " + pidfile.string() + "); " + again + "'"});
+    fs::remove(pidfile);
+    REQUIRE(has(r.nodes[0].out, "start restart=0"));  // the waits above, which give up after 60 s
+    REQUIRE(has(r.nodes[1].out, "start restart=0"));
     INFO(r.nodes[0].out << "\n---- killed:\n" << r.nodes[1].out << "\n---- relaunched:\n" << r.nodes[2].out);
     CHECK(r.nodes[1].exit == 137);
     if (max_restarts > 0) {
@@ -1130,7 +1226,10 @@ TEST_CASE("a TCPStore on either side (python3-torch's, as a torchrun agent's): t
                                "s = d.TCPStore('127.0.0.1', " + std::to_string(sp) +
                                ", 1, True, wait_for_workers=False); time.sleep(20)\"";
     const auto t0 = std::chrono::steady_clock::now();
-    mrtest::Proc r = mrtest::run_shell("(timeout 25 " + server + " >/dev/null 2>&1 &) ; sleep 3; timeout 40 " + kBin +
+    // megatron-run starts once the TCPStore listens (python3-torch's import took over 3 s on a loaded machine, and
+    // megatron-run then hosted the store itself).
+    mrtest::Proc r = mrtest::run_shell("(timeout 25 " + server + " >/dev/null 2>&1 &) ; " + wait_listening(sp) +
+                                       "timeout 40 " + kBin +
                                        " --config " + kConfig + " --nnodes 2 --rdzv-backend c10d --rdzv-endpoint "
                                        "127.0.0.1:" + std::to_string(sp) + " --rdzv-id tcp2 --join-timeout 10 "
                                        "--nproc-per-node 1 --no-append-args --no-python true 2>&1; pkill -f 'TCPStore.*" +
@@ -1306,17 +1405,20 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(r.seconds < 20);
   }
   SECTION("2:3 nodes: two arrive and the job starts with them; a third, later, waits as a spare") {
-    // Starts at 0, 3 and 6 s: the rendezvous closes 2 s after the second arrival; the workers run 10 s. The config
-    // is valid for 2 nodes, not 3, so the spare is never taken in, and ends with the job.
+    // The second launcher starts once the first has arrived (said after a second with MR_WAIT_NOTICE_S=1), the
+    // third once the rendezvous closed (2 s after the second arrival); the workers run until the third says it waits
+    // as a spare. The config is valid for 2 nodes, not 3, so the spare is never taken in, and ends with the job.
     const std::string job = kRun + flags + "--rdzv-id el1 --nnodes 2:3 --no-python --no-append-args -- ";
     // The spare writes its event record (torchrun's spare leaves gracefully: SUCCEEDED, never in a round).
     const std::string spare = kRun + flags + "--event-log-handler console --rdzv-id el1 --nnodes 2:3 --no-python "
                                              "--no-append-args -- ";
-    Nodes r = run_nodes({job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
-                         job + "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; sleep 10'",
-                         spare + "sh -c 'echo never runs'"},
-                        3.0);
+    const std::string worker = "sh -c 'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK; " +
+                               wait_said(2, "it waits as a spare") + "'";
+    Nodes r = run_nodes({"MR_WAIT_NOTICE_S=1 " + job + worker,
+                         once(wait_said(0, "to close: 1 node(s) arrived"), job + worker),
+                         once(wait_said(0, "the elastic rendezvous of run "), spare + "sh -c 'echo never runs'")});
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out << "\n---- third:\n" << r.nodes[2].out);
+    REQUIRE(has(r.nodes[0].out, "to close: 1 node(s) arrived"));  // the waits above, which give up after 60 s
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 0);
     CHECK(has(r.nodes[0].out, "WORLD_SIZE=2 GROUP_RANK=0"));
@@ -1335,15 +1437,17 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(has(r.nodes[2].out, "\\\"entry_point\\\": \\\"sh\\\""));
   }
   SECTION("2:3 nodes: the job fails while a third waits as a spare: the spare's launcher fails too, recorded FAILED") {
-    // Starts at 0, 2 and 4 s; the rendezvous closes 1 s after the second arrival. The job's workers exit 7 after 3 s
-    // (no restart left): the spare, never in a round, reads the job's failure where it waits and ends as a failed
+    // The second starts once the first has arrived (said after a second with MR_WAIT_NOTICE_S=1), the third once
+    // the rendezvous closed (1 s after the second arrival). The job's workers exit 7 once the third says it waits as
+    // a spare (no restart left): the spare, never in a round, reads the job's failure where it waits and ends as a failed
     // rendezvous (exit 1), with its record: FAILED, the failure as its error, no rank and no size.
     const std::string fl = "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(free_port()) +
                            " --join-timeout 30 --nproc-per-node 1 --rdzv-conf last_call_timeout=1 --rdzv-id el9 "
                            "--nnodes 2:3 --no-python --no-append-args ";
-    const std::string job = kRun + fl + "-- sh -c 'sleep 3; exit 7'";
+    const std::string job = kRun + fl + "-- sh -c '" + wait_said(2, "it waits as a spare") + "exit 7'";
     const std::string spare = kRun + fl + "--event-log-handler console -- sh -c 'echo never runs'";
-    Nodes r = run_nodes({job, job, spare}, 2.0);
+    Nodes r = run_nodes({"MR_WAIT_NOTICE_S=1 " + job, once(wait_said(0, "to close: 1 node(s) arrived"), job),
+                         once(wait_said(0, "the elastic rendezvous of run "), spare)});
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out << "\n---- third:\n" << r.nodes[2].out);
     CHECK(r.nodes[0].exit == 7);
     CHECK(r.nodes[1].exit == 7);
@@ -1361,10 +1465,12 @@ TEST_CASE("elastic --nnodes MIN:MAX (c10d): the job starts with the nodes there 
     CHECK(r.seconds < 15);
   }
   SECTION("1:2 nodes: a node arriving later joins the running job; the workers restart with it, not counted") {
+    // The first runs alone (its worker sleeps until the restart stops it); the second starts once that worker runs.
+    // With both, the workers exit 0 at once.
     const std::string job = kRun + flags + "--rdzv-id el3 --nnodes 1:2 --no-python --no-append-args -- sh -c "
                             "'echo WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK RESTART=$TORCHELASTIC_RESTART_COUNT; "
-                            "sleep 8'";
-    Nodes r = run_nodes({job, job}, 6.0);  // the first runs alone from about 2 s; the second comes at 6 s
+                            "[ $WORLD_SIZE = 1 ] && exec sleep 30; exit 0'";
+    Nodes r = run_nodes({job, once(wait_said(0, "WORLD_SIZE=1 GROUP_RANK=0 RESTART=0"), job)});
     INFO(r.nodes[0].out << "\n---- second:\n" << r.nodes[1].out);
     CHECK(r.nodes[0].exit == 0);
     CHECK(r.nodes[1].exit == 0);
