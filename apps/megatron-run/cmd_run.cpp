@@ -989,10 +989,8 @@ std::optional<int> RunCommand::explain_values() {
 
 void RunCommand::check_enclosing_job() {
   if (!dry_run && !json_check) return;  // the launch itself checks both (launch.cpp)
-  std::optional<launch::LaunchInfo> job;
-  try {
-    job = launch::launch_info();
-  } catch (const launch::LaunchError& e) {
+  const LaunchOptions::EnclosingJob& job = launch_opts.enclosing;  // as apply() read it
+  if (job.malformed) {
     // A JSON check joining an enclosing job (no --nproc-per-node) reads its variables as the launch reads them, so
     // a malformed one (LOCAL_RANK=x) is the launch's refusal here too (launch.cpp: launch.env-malformed, exit 2). A
     // dry run takes the world size to check from WORLD_SIZE (docs/launch.md: a dry run outside any job, or one
@@ -1000,8 +998,8 @@ void RunCommand::check_enclosing_job() {
     // refuse this environment (review user40 #2: it said nothing, and the launch exited 2).
     if (launch_opts.nproc_per_node == 0) {
       launch::kEnvMalformedRule.record_hit();
-      if (json_check) throw UsageError(e.what(), {}, {}, launch::kEnvMalformedRule.id);
-      print_warning(std::cerr, with_rule_id(launch::kEnvMalformedRule.id, e.what()) +
+      if (json_check) throw UsageError(*job.malformed, {}, {}, launch::kEnvMalformedRule.id);
+      print_warning(std::cerr, with_rule_id(launch::kEnvMalformedRule.id, *job.malformed) +
                                    "; a launch here refuses it (exit 2) without --nproc-per-node, which starts the "
                                    "workers with their own");
       // RANK and WORLD_SIZE set: the launch takes the shell for a job (refused above), and with MASTER_ADDR and
@@ -1017,8 +1015,8 @@ void RunCommand::check_enclosing_job() {
   }
   // Inside that job the options that act on the workers megatron-run starts (--nnodes, --master-port, --log-dir,
   // ...) are the launch's refusal (exit 2, the same message): a pre-flight dry run in the job says it too.
-  if (job)
-    if (const std::optional<InsideJobRefusal> r = inside_job_refusal(launch_opts, *job))
+  if (job.info)
+    if (const std::optional<InsideJobRefusal> r = inside_job_refusal(launch_opts, *job.info))
       throw UsageError(r->message, {r->flag});
 }
 

@@ -844,18 +844,16 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   lo.apply(job_shape);  // --standalone, --rdzv-endpoint: the address and port the workers get
   lo.valid_nnodes = valid_nnodes;
 
-  std::optional<launch::LaunchInfo> job;
-  try {
-    job = launch::launch_info();
-  } catch (const launch::LaunchError& e) {
+  const std::optional<launch::LaunchInfo>& job = lo.enclosing.info;  // as apply() read it
+  if (const std::optional<std::string>& malformed = lo.enclosing.malformed) {
     // An incomplete enclosing job (RANK and WORLD_SIZE left in the shell, no MASTER_ADDR): with --nproc-per-node
     // megatron-run is the launcher and gives its workers their own environment, as torchrun does.
     if (lo.nproc_per_node == 0) {
       launch::kEnvMalformedRule.record_hit();
-      return refuse_launch(lo, 2, "[" + std::string(launch::kEnvMalformedRule.id) + "] " + e.what());
+      return refuse_launch(lo, 2, "[" + std::string(launch::kEnvMalformedRule.id) + "] " + *malformed);
     }
-    print_warning(std::cerr, std::string(e.what()) + "; not inside a job then: --nproc-per-node starts the workers "
-                                                     "with their own");
+    print_warning(std::cerr, *malformed + "; not inside a job then: --nproc-per-node starts the workers "
+                                          "with their own");
   }
   if (job)
     if (const std::optional<InsideJobRefusal> r = inside_job_refusal(lo, *job)) {

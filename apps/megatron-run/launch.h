@@ -126,6 +126,14 @@ struct LaunchOptions {
   // apply() got past the options the rendezvous needs (nodes, backend, endpoint, master, timeouts): a usage error
   // after it, on one node of a multi-node launch, can be told to the others.
   bool rendezvous_known = false;
+  // The job megatron-run is inside, as apply() read it, once (launch::launch_info: torchrun's variables, or a SLURM
+  // task), for apply's own steps and for the two places that act on it after apply(): a dry run's and --format
+  // json's check (cmd_run.cpp) and the launch (launch.cpp), each handling a malformed one in its own way.
+  struct EnclosingJob {
+    std::optional<launch::LaunchInfo> info;  // nullopt outside any job, and for a malformed one
+    std::optional<std::string> malformed;    // a malformed one: launch_info's refusal (its LaunchError's text)
+  };
+  EnclosingJob enclosing;
 
  private:
   // apply_pet_defaults()'s record of the options that act only on the workers megatron-run starts: given on the
@@ -148,7 +156,7 @@ struct LaunchOptions {
   void check_addresses_are_here() const;
   void apply_worker_options();  // the worker-only options (restarts, timeouts, logs, signals, ...)
   void apply_log_options();     // apply_worker_options()'s logs: --log-dir, -r/-t, --local-ranks-filter, filters
-  // `job`: the enclosing job (a malformed one: none), read once by apply().
+  // `job`: the enclosing job (a malformed one: none), read once by apply() (`enclosing`).
   void apply_world_size(Invocation& inv, const launch::EnvLookup& env, const std::optional<launch::LaunchInfo>& job);
 };
 

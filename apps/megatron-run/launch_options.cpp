@@ -229,13 +229,16 @@ void check_seconds(const std::string& flag, double v, bool zero_ok) {
 }
 
 // The job megatron-run is inside (launch::launch_info: torchrun's variables, or a SLURM task); a malformed one is no
-// job here (the launch refuses it, a dry run says so: cmd_run.cpp, or --nproc-per-node starts its own workers).
-std::optional<launch::LaunchInfo> enclosing_job(const launch::EnvLookup& env) {
+// job here, and its refusal is kept (the launch refuses it, a dry run says so: cmd_run.cpp, or --nproc-per-node
+// starts its own workers).
+LaunchOptions::EnclosingJob enclosing_job(const launch::EnvLookup& env) {
+  LaunchOptions::EnclosingJob job;
   try {
-    return launch::launch_info(env);
-  } catch (const launch::LaunchError&) {
-    return std::nullopt;
+    job.info = launch::launch_info(env);
+  } catch (const launch::LaunchError& e) {
+    job.malformed = e.what();
   }
+  return job;
 }
 
 // A SLURM variable is read strictly, and refused (launch.env-malformed, exit 2) before anything uses it.
@@ -1035,18 +1038,18 @@ void LaunchOptions::apply(Invocation& inv) {
   const bool port0_standalone = apply_rdzv_endpoint(addr_as_given, port_as_given);
   apply_standalone(addr_as_given, port_as_given, port0_standalone);
   const launch::EnvLookup env = launch::process_env();
-  const std::optional<launch::LaunchInfo> job = enclosing_job(env);  // read once, for the two steps that need it
+  enclosing = enclosing_job(env);  // read once: for the two steps below, cmd_run's check and the launch
   const MasterEnvRead read = apply_slurm_nodes(env);
   check_job_shape();
   // torchrun's default of one worker per node, for a job of several nodes.
   if (nproc_per_node == 0 && (nnodes > 1 || rdzv_backend == "c10d" || port0_standalone)) nproc_per_node = 1;
-  name_unread_master_env(env, read, job.has_value());
+  name_unread_master_env(env, read, enclosing.info.has_value());
   place_launchers_store();
   apply_local_addr();
   check_addresses_are_here();
   rendezvous_known = true;
   apply_worker_options();
-  apply_world_size(inv, env, job);
+  apply_world_size(inv, env, enclosing.info);
 }
 
 std::string LaunchOptions::apply_launch(Invocation& inv, bool starts) const {
