@@ -1015,7 +1015,7 @@ const Rule kWorldSizeNotJobRule{
 
 std::optional<Diagnostic> world_size_not_job(const Invocation& inv, const launch::EnvLookup& env) {
   if (!inv.world_size) return std::nullopt;
-  const std::optional<launch::LaunchInfo> job = enclosing_job(env);
+  const std::optional<launch::LaunchInfo> job = enclosing_job(env).info;
   // A SLURM task's SLURM_NTASKS is no size these commands read (docs/launch.md): --world-size is how they are given
   // one there (`srun -n1 megatron-run check --world-size 64 ...` in CI), nothing it overrides.
   if (!job || job->source != launch::LaunchInfo::Source::Torchrun || *inv.world_size == job->world_size)
