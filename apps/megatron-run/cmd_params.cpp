@@ -198,7 +198,7 @@ int cmd_params(const std::vector<std::string>& args) {
   double largest = 0;
   for (const Row& r : rows)
     for (double v : {r.mem.params, r.mem.grads, r.mem.main_params, r.mem.optimizer_state, r.mem.activations,
-                     r.mem.total()})
+                     r.mem.total(), r.mem.weights_and_optimizer()})  // the last: a hybrid's "N+?" total (mem41 #2)
       if (!std::isnan(v)) largest = std::max(largest, v);
   const Unit unit = table_unit(largest);
   std::cout << "memory per rank in " << unit.name << " (weights, gradients, main params, optimizer state";

@@ -1131,6 +1131,17 @@ TEST_CASE("params: a hybrid CI config (Mamba, attention, MoE, MTP) holds Nemotro
   CHECK_THAT(text.out, Catch::Contains("activations: not estimated for hybrid models") && Catch::Contains("+?"));
 }
 
+TEST_CASE("params: a hybrid model's N+? totals choose the table's unit as other totals do", "[cli][params][memory]") {
+  // Its largest figures are the weights-and-optimizer totals (activations unknown): 1386.76+? MiB was printed in MiB
+  // although the table is in GiB from 1 GiB on (review mem41 #2).
+  const std::string cfg = std::string(MR_DATA_DIR) +
+                          "/corpus/functional-tests/hybrid__hybrid_mr_mcore_te_tp1_pp4_cp1_dgx_a100_1N8G.yaml";
+  Result r = sh("params --world-size 8 --allow-unset-env --vocab-size 32000 --config " + cfg);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit == 0);
+  CHECK_THAT(r.out, Catch::Contains("memory per rank in GiB") && Catch::Contains("1.35+?"));
+}
+
 TEST_CASE("no arguments is a usage error: the usage on stderr, exit 2; help and -h/--help on stdout, exit 0",
           "[cli][help]") {
   // Nothing asked: a script that forgot its arguments must not pass. The usage goes to stderr, after a line that
