@@ -102,13 +102,26 @@ std::optional<TrackerValue> read_tracker(const std::string& path) {
   return t;
 }
 
+bool TrackerSource::exists(const std::string& dir) const {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(tracker_path(dir), ec);
+}
+
+std::optional<TrackerValue> TrackerSource::read(const std::string& dir, std::string* note) const {
+  if (note) note->clear();
+  return read_tracker(tracker_path(dir));
+}
+
 std::string default_non_persistent_dir(const std::string& base) {
   if (base.empty()) return "non_persistent";
   return base.back() == '/' ? base + "non_persistent" : base + "/non_persistent";
 }
 
 std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
-  std::optional<TrackerValue> t = read_tracker(tracker_path(q.load));
+  const TrackerSource own;
+  const TrackerSource& trackers = q.trackers ? *q.trackers : own;
+  std::string note;  // what the message of a missing iteration adds about the tracker that named it
+  std::optional<TrackerValue> t = trackers.read(q.load, &note);
   CheckpointPlace f;
   f.base = q.load;
   int64_t iteration = t ? t->iteration : -1;
@@ -119,10 +132,12 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
   }
   if (q.non_persistent_global) {
     const std::string np = q.non_persistent_dir ? *q.non_persistent_dir : default_non_persistent_dir(q.load);
-    std::optional<TrackerValue> n = read_tracker(tracker_path(np));
+    std::string np_note;
+    std::optional<TrackerValue> n = trackers.read(np, &np_note);
     if (n && !n->release && n->iteration >= iteration) {
       f.base = np;
       iteration = n->iteration;
+      note = np_note;
     }
   }
   if (iteration < 0 && !f.release) return std::nullopt;
@@ -141,7 +156,7 @@ std::optional<CheckpointPlace> locate_checkpoint(const LoadQuery& q) {
     throw CheckpointError(kCkptStepMissing, q.flag + " " + q.load + ": " + tracker_path(f.base) + " names " +
                                                 (f.release ? std::string("'release'")
                                                            : "iteration " + std::to_string(f.iteration)) +
-                                                " but " + f.dir +
+                                                note + " but " + f.dir +
                                                 (std::filesystem::exists(f.dir, ec) ? " is not a directory" : " does not exist"));
   }
   return f;

@@ -33,6 +33,19 @@ struct CheckpointPlace {
 // naming it when its text is not an iteration or 'release'.
 std::optional<TrackerValue> read_tracker(const std::string& path);
 
+// How a checkpoint's tracker is read where the checkpoint is located (locate_checkpoint, run/checkpoint_locate.h's
+// locate): by default this process's own read of the file. The worker's load reads every tracker once on every rank
+// and gives the value the ranks agreed on instead (run/tracker_agreement.h: Megatron's read_metadata, whose
+// iteration is all-reduced with MAX).
+struct TrackerSource {
+  virtual ~TrackerSource() = default;
+  // Whether `dir` has a tracker file (Megatron's os.path.isfile), whatever its text.
+  virtual bool exists(const std::string& dir) const;
+  // `dir`'s tracker as read_tracker reads it (nullopt: none). `note`, when not null, gets what a message naming the
+  // value adds ("" unless the value is not the one this rank read in the file).
+  virtual std::optional<TrackerValue> read(const std::string& dir, std::string* note = nullptr) const;
+};
+
 // What locate_checkpoint reads: the directory and the flags that choose the iteration.
 struct LoadQuery {
   std::string load;                            // --load (or --pretrained-checkpoint)
@@ -40,6 +53,7 @@ struct LoadQuery {
   int64_t ckpt_step = 0;                       // --ckpt-step; 0 is Megatron's "not given"
   bool non_persistent_global = false;          // --non-persistent-ckpt-type global
   std::optional<std::string> non_persistent_dir;  // --non-persistent-global-ckpt-dir
+  const TrackerSource* trackers = nullptr;     // how the trackers are read; null: TrackerSource's own reads
 };
 
 // Megatron's default non-persistent directory: `base`/non_persistent, without a doubled separator where `base` ends

@@ -34,6 +34,7 @@
 #include "run/frozen_layers.h"
 #include "run/run_scope.h"
 #include "run/tokenizer_vocab.h"
+#include "run/tracker_agreement.h"
 #include "util/exit_signal.h"
 #include "util/rule_id.h"
 #include "util/text.h"
@@ -171,13 +172,30 @@ void announce_and_verify(const Args& a, bool rank0, const std::optional<Found>& 
     throw megatron_checkpoint_refusal(found->dir, kind, found->flag_words());
 }
 
+// --freeze-all-layers: why its load resumes at iteration 0 where it does (Megatron's read_frozen_resume_iteration
+// returns 0 without --save, without a tracker there, and for a tracker that says 'release'; or
+// --override-ckpt-iteration 0). The tracker is read through `trackers` after the load read it (no error then).
+std::string frozen_zero_words(const Args& a, const TrackerSource& trackers) {
+  if (!a.freeze_all_layers) return "";
+  if (a.override_ckpt_iteration) return "--override-ckpt-iteration " + std::to_string(*a.override_ckpt_iteration);
+  if (!a.save) return "--save not given";
+  const std::optional<TrackerValue> t = trackers.read(*a.save);
+  const std::string save = "--save " + shown_path(*a.save);
+  if (!t) return save + " has no tracker";
+  if (t->release)
+    return save + "'s tracker says release: iteration 0 (Megatron's read_frozen_resume_iteration returns 0 for it)";
+  return save + "'s tracker says " + std::to_string(t->iteration);
+}
+
 // One load of the located checkpoint `found` (read through `r`), as the steps Checkpointer::load calls in this order:
 // the arguments that fix the model, its parameters, the optimizer state, (the group hyper-parameters,
 // take_saved_hyper), the buffers, the scheduler and the loss scaler, the progress to resume from, and rank 0's line.
 struct LoadSteps {
   LoadSteps(const Args& args, RunContext& c, std::ostream& log, const std::string& prefix, const Found& f,
-            CheckpointReader& reader, int64_t given_seed, std::optional<int64_t> from_save)
-      : a(args),
+            CheckpointReader& reader, int64_t given_seed, std::optional<int64_t> from_save,
+            std::string frozen_zero)
+      : frozen_zero_(std::move(frozen_zero)),
+        a(args),
         c_(c),
         log_(log),
         prefix_(prefix),
@@ -443,8 +461,8 @@ struct LoadSteps {
          << c_.tp.size() << ", p " << c_.pp.rank() + 1 << "/" << c_.pp.size() << " ] at iteration " << p.iteration
          << (a.freeze_all_layers
                  ? (p.iteration == 0 ? std::string(" (--freeze-all-layers: weights only, as --finetune: no optimizer, "
-                                                   "scheduler or RNG state, no argument check; iteration 0, --save ") +
-                                           (a.save ? shown_path(*a.save) + " has no tracker past 0)" : "not given)")
+                                                   "scheduler or RNG state, no argument check; iteration 0, ") +
+                                           frozen_zero_ + ")"
                                      : std::string(" (--freeze-all-layers: weights only, as --finetune: no optimizer, "
                                                    "scheduler or RNG state, no argument check)"))
              : a.finetune ? " (--finetune: weights only, iteration 0)"
@@ -496,6 +514,8 @@ struct LoadSteps {
     return line.str();
   }
 
+  // --freeze-all-layers: why the load starts at iteration 0 ("--save DIR has no tracker", ...), for loaded_line.
+  const std::string frozen_zero_;
   const Args& a;
   RunContext& c_;
   std::ostream& log_;
@@ -527,49 +547,39 @@ Progress Checkpointer::load() {
   std::string err, loaded;  // this rank's error; rank 0's "successfully loaded" line
   std::vector<HyperChange> hyper;  // the optimizer's hyper-parameters the checkpoint changed
   CheckpointError failure(kCkptCorrupt, "");
-  // --freeze-all-layers without --override-ckpt-iteration: every rank reads --save's tracker, and the ranks resume
-  // at the highest iteration read, as Megatron's read_metadata takes it (all_reduce MAX), saying so on a rank that
-  // read another (a tracker written between two ranks' reads, or a --save each node sees its own copy of). Each
-  // rank's read apart would let the ranks resume at different iterations. A rank whose read fails takes part with
-  // 0, and its error reaches every rank through the verdict below.
-  int64_t resume = 0;
-  if (given.freeze_all_layers && !given.override_ckpt_iteration) {
-    Args reads = given;
-    // MR_TEST_FROZEN_TRACKER=R:DIR (tests): rank R reads DIR's tracker instead of --save's, as a rank on a node
-    // whose --save holds another tracker would.
-    if (const char* t = std::getenv("MR_TEST_FROZEN_TRACKER"); t && given.save) {
-      const std::string v(t);
-      const size_t colon = v.find(':');
-      if (colon != std::string::npos && v.substr(0, colon) == std::to_string(c_.rt.rank()))
-        reads.save = v.substr(colon + 1);
+  // Every rank reads the trackers the load may take (--save's under --freeze-all-layers without
+  // --override-ckpt-iteration, the global non-persistent directory's, --load's, --pretrained-checkpoint's), and the
+  // ranks take the highest value read, as Megatron's read_metadata all-reduces the iteration with MAX, saying so on
+  // a rank that read another (run/tracker_agreement.h). Each rank's read apart would let the ranks resume at
+  // different iterations. A rank whose read fails takes part as one without that tracker, and its error reaches
+  // every rank through the verdict below once the load asks for the tracker.
+  std::vector<AgreedTrackers::Read> reads;
+  if (given.freeze_all_layers && !given.override_ckpt_iteration && given.save)
+    reads.push_back({*given.save, "--save " + shown_path(*given.save)});
+  if (given.load) {
+    if (given.non_persistent_ckpt_type == arg::NonPersistentCkptType::global) {
+      const std::string np = non_persistent_dir(given, *given.load);
+      reads.push_back({np, "the non-persistent directory " + shown_path(np)});
     }
-    int64_t mine = 0;
-    try {
-      mine = frozen_resume_iteration(reads);
-    } catch (const CheckpointError& e) {
-      err = message_of(e);
-      failure = e;
-    } catch (const std::exception& e) {
-      err = message_of(e);
-      failure = CheckpointError(kCkptCorrupt, err);
-    }
-    resume = mine;
-    host_all_reduce(c_.rt.group("world"), distributed::Buffer::cpu(&resume, 1), distributed::ReduceOp::Max);
-    if (err.empty() && mine != resume)
-      log_ << prefix_ << "WARNING: on rank " << c_.rt.rank() << " found iteration " << mine << " in --save "
-           << shown_path(*given.save) << "'s tracker while max iteration across the ranks is " << resume
-           << ", replacing it with max iteration (Megatron's read_metadata)" << std::endl;
+    reads.push_back({*given.load, "--load " + shown_path(*given.load)});
   }
+  if (given.pretrained_checkpoint) {
+    if (given.non_persistent_ckpt_type == arg::NonPersistentCkptType::global) {
+      const std::string np = non_persistent_dir(given, *given.pretrained_checkpoint);
+      reads.push_back({np, "the non-persistent directory " + shown_path(np)});
+    }
+    reads.push_back({*given.pretrained_checkpoint, "--pretrained-checkpoint " + shown_path(*given.pretrained_checkpoint)});
+  }
+  const AgreedTrackers trackers(c_.rt.group("world"), c_.rt.rank(), reads, log_, prefix_);
   try {
-    if (!err.empty()) throw failure;  // this rank's read of --save's tracker failed
-    if (given.freeze_all_layers) frozen = frozen_load_args(given, resume, &from_save);
-    found = locate(a);
+    if (given.freeze_all_layers) frozen = frozen_load_args(given, &from_save, &trackers);
+    found = locate(a, &trackers);
     if (!found) {
       no_checkpoint_found(a, rank0, log_, prefix_);
     } else {
       announce_and_verify(a, rank0, found, log_, prefix_);
       CheckpointReader r(found->dir, found->release ? std::nullopt : std::optional<int64_t>(found->iteration));
-      LoadSteps s(a, c_, log_, prefix_, *found, r, given_seed_, from_save);
+      LoadSteps s(a, c_, log_, prefix_, *found, r, given_seed_, from_save, frozen_zero_words(given, trackers));
       s.check_model_args();
       s.check_parameters();
       s.check_optimizer_state();

@@ -121,8 +121,9 @@ std::string Found::flag_words() const {
 
 namespace {
 
-LoadQuery query_for(const Args& a, const std::string& dir, const char* flag) {
+LoadQuery query_for(const Args& a, const std::string& dir, const char* flag, const TrackerSource* trackers) {
   LoadQuery q;
+  q.trackers = trackers;
   q.load = dir;
   q.flag = flag;
   q.ckpt_step = a.ckpt_step.value_or(0);
@@ -131,23 +132,20 @@ LoadQuery query_for(const Args& a, const std::string& dir, const char* flag) {
   return q;
 }
 
-// Megatron's checkpoint_exists: a regular file (os.path.isfile: a link to one too) is the tracker of `dir`.
-bool tracker_exists(const std::string& dir) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(tracker_path(dir), ec);
-}
-
 }  // namespace
 
 // Megatron's load_checkpoint: `pretrained_dir is not None and not checkpoint_exists(load_dir)` switches to
 // --pretrained-checkpoint with args.finetune = True, and a pretrained directory without a tracker is its
 // FileNotFoundError; then _load_base_checkpoint (run/checkpoint_args.h) with the same --ckpt-step and
 // non-persistent flags.
-std::optional<Found> locate(const Args& a) {
-  if (a.pretrained_checkpoint && !(a.load && tracker_exists(*a.load))) {
+std::optional<Found> locate(const Args& a, const TrackerSource* trackers) {
+  // Megatron's checkpoint_exists: a regular file (os.path.isfile: a link to one too) is the tracker of a directory.
+  const TrackerSource own;
+  const TrackerSource& t = trackers ? *trackers : own;
+  if (a.pretrained_checkpoint && !(a.load && t.exists(*a.load))) {
     const std::string& p = *a.pretrained_checkpoint;
     std::optional<CheckpointPlace> place;
-    if (tracker_exists(p)) place = locate_checkpoint(query_for(a, p, "--pretrained-checkpoint"));
+    if (t.exists(p)) place = locate_checkpoint(query_for(a, p, "--pretrained-checkpoint", trackers));
     if (!place)
       throw CheckpointError(kCkptPretrainedMissing,
                             "--pretrained-checkpoint " + shown_path(p) + ": no checkpoint there (no " +
@@ -163,7 +161,7 @@ std::optional<Found> locate(const Args& a) {
     return f;
   }
   if (!a.load) return std::nullopt;
-  std::optional<CheckpointPlace> place = locate_checkpoint(query_for(a, *a.load, "--load"));
+  std::optional<CheckpointPlace> place = locate_checkpoint(query_for(a, *a.load, "--load", trackers));
   if (!place) return std::nullopt;
   return Found{*place};
 }

@@ -47,8 +47,9 @@ std::string iteration_dir_hint(const std::string& load);
 // marked `pretrained` (a fine-tune), with rank 0's "attempting to finetune" line left to the caller; none without
 // --load and --pretrained-checkpoint, or without a tracker under --load. CheckpointError
 // checkpoint.pretrained-missing when P has no tracker either (Megatron's FileNotFoundError "No checkpoint found in
-// load directory or pretrained directory").
-std::optional<Found> locate(const Args& a);
+// load directory or pretrained directory"). The trackers are read through `trackers` (the ranks' agreed reads,
+// run/tracker_agreement.h), or this process's own reads where it is null.
+std::optional<Found> locate(const Args& a, const TrackerSource* trackers = nullptr);
 
 // How a message names where the run loads from before it knows which: --load, or --pretrained-checkpoint alone.
 std::string load_words(const Args& a);

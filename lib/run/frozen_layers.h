@@ -13,20 +13,21 @@
 #include <optional>
 
 #include "config/args.h"
+#include "run/checkpoint_args.h"
 
 namespace mr::run {
 
 // Megatron's read_frozen_resume_iteration(args.save): the iteration --save's tracker names (a regular file, as
 // os.path.isfile), 0 without --save, without a tracker, or where it says 'release'. CheckpointError
-// checkpoint.corrupt for a tracker that is neither (Megatron's read_metadata stops there).
-int64_t frozen_resume_iteration(const Args& a);
+// checkpoint.corrupt for a tracker that is neither (Megatron's read_metadata stops there). The tracker is read
+// through `trackers` (the worker's load: the value its ranks agreed on, run/tracker_agreement.h, as Megatron's
+// read_metadata all-reduces it with MAX), or this process's own read where it is null.
+int64_t frozen_resume_iteration(const Args& a, const TrackerSource* trackers = nullptr);
 
 // The arguments Megatron's load_checkpoint works with under --freeze-all-layers: `a` with finetune set and, where
 // --override-ckpt-iteration is not given and frozen_resume_iteration is above 0, that iteration as
 // --override-ckpt-iteration (`from_save`, when not null, gets it then). `a` itself without the flag.
-Args frozen_load_args(const Args& a, std::optional<int64_t>* from_save = nullptr);
-// The same with the resume iteration given: the one the ranks agreed on (the worker's load: every rank reads
-// --save's tracker and they take the highest, as Megatron's read_metadata all-reduces it with MAX).
-Args frozen_load_args(const Args& a, int64_t resume_iteration, std::optional<int64_t>* from_save = nullptr);
+Args frozen_load_args(const Args& a, std::optional<int64_t>* from_save = nullptr,
+                      const TrackerSource* trackers = nullptr);
 
 }  // namespace mr::run

@@ -30,18 +30,28 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
       << (c.plan.layers.size() == 1 ? " layer; " : " layers; ");
   if (!c.plan.unused.empty())  // Megatron's count; the run leaves out what Megatron allocates but never uses
     s << "the run holds " << b.numel << ", without Megatron's unused " << c.plan.unused.front().name << "; ";
-  s << "model params "
-    << format_mib(model_bytes) << ", main params + optimizer state " << format_mib(state_bytes)
-    << (c.dist_opt ? (b.layer_wise ? " (layer-wise distributed optimizer shard)" : " (distributed optimizer shard)")
-                   : "")
-    << ")";
+  s << "model params " << format_mib(model_bytes);
+  // --freeze-all-layers: Megatron freezes every parameter before its DDP wrap and builds its optimizer over no
+  // parameter, so it allocates no gradient buffer, main params or optimizer state. The run still lays them out
+  // (unused: no gradient is reduced, no step taken), which the line says rather than an optimizer state in use.
+  if (c.args.freeze_all_layers)
+    s << ", optimizer state none: all layers frozen (--freeze-all-layers; Megatron's optimizer holds no parameters; "
+      << "this run leaves its " << format_mib(state_bytes) << " of main params + optimizer state unused)";
+  else
+    s << ", main params + optimizer state " << format_mib(state_bytes)
+      << (c.dist_opt ? (b.layer_wise ? " (layer-wise distributed optimizer shard)" : " (distributed optimizer shard)")
+                     : "");
+  s << ")";
   // One line per (tp, pp) coordinate, from its first data-parallel rank, as Megatron prints it.
   if (c.dp.rank() == 0) log << s.str() << std::endl;
   if (last_rank(c))
-    log << prefix << "megatron-run: synthetic training run: "
+    log << prefix << "megatron-run: synthetic "
+        << (c.args.freeze_all_layers ? "forward-only run (--freeze-all-layers: no parameter is trained): "
+                                     : "training run: ")
         << (c.args.skip_train ? "no iteration (--skip-train; --train-iters " + std::to_string(c.train_iters) + ")"
                               : std::to_string(c.train_iters) + " iterations")
         << ", "
+        << (c.args.freeze_all_layers ? "no optimizer step (--optimizer " : "")
         // --optimizer dist_muon runs as muon: Megatron's finalize_optimizer_config renames it after its deprecation
         // warning (the optimizer it builds is muon, on the layer-wise path).
         << (c.args.optimizer == arg::Optimizer::dist_muon ? std::string("muon (the deprecated --optimizer dist_muon)")
@@ -54,14 +64,17 @@ void log_start(const RunContext& c, std::ostream& log, const std::string& prefix
                        : b.main_storage == MainStorage::F16       ? ", fp16 main params)"
                                                                   : ", fp32 main params)")
                 : std::string())
+        << (c.args.freeze_all_layers ? " holds no parameters)" : "")
         << ", " << optim::dtype_name(b.model_dtype)
-        << (b.model_dtype != optim::DType::F32
+        << (b.model_dtype != optim::DType::F32 && !c.args.freeze_all_layers
                 ? std::string(" with ") + optim::dtype_name(c.grad_format.buffer) + " gradients"
                 : std::string())
         // Megatron replaces the distributed optimizer by its layer-wise one for every optimizer but adam and sgd.
         << (c.dist_opt ? (c.buf.layer_wise ? ", layer-wise distributed optimizer" : ", distributed optimizer") : "")
         << ", on the " << c.backend->name()
-        << " backend; gradients are synthetic (no model forward/backward)" << std::endl;
+        << (c.args.freeze_all_layers ? " backend; the loss is synthetic (no model forward) and no gradient is used"
+                                     : " backend; gradients are synthetic (no model forward/backward)")
+        << std::endl;
   if (!last_rank(c)) return;
   // --freeze-all-layers (Megatron's _freeze_all_model_chunks: requires_grad_(False) on every parameter): what the
   // loop does instead of training (run/train.cpp).

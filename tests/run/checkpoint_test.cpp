@@ -2336,8 +2336,18 @@ TEST_CASE("--freeze-all-layers: a weights-only load resumed from --save's tracke
   INFO(b.out() << b.err());
   REQUIRE(b.exit_code() == 0);
   CHECK_THAT(b.out() + b.err(), !Catch::Contains("does not act on --freeze-all-layers"));
+  // The start lines say that nothing is trained: no optimizer state in use (Megatron's optimizer holds no
+  // parameters), no optimizer step, no gradient.
+  CHECK_THAT(b.out(), Catch::Contains(", optimizer state none: all layers frozen (--freeze-all-layers; Megatron's "
+                                      "optimizer holds no parameters; this run leaves its ") &&
+                          !Catch::Contains(", main params + optimizer state ") &&
+                          Catch::Contains("megatron-run: synthetic forward-only run (--freeze-all-layers: no parameter "
+                                          "is trained): 8 iterations, no optimizer step (--optimizer adam holds no "
+                                          "parameters), fp32, on the cpu backend; the loss is synthetic") &&
+                          !Catch::Contains("synthetic training run") && !Catch::Contains("gradients are synthetic"));
   CHECK_THAT(b.out(), Catch::Contains("successfully loaded checkpoint from " + ck + " [ t 1/1, p 1/1 ] at iteration 0 "
-                                      "(--freeze-all-layers: weights only, as --finetune") &&
+                                      "(--freeze-all-layers: weights only, as --finetune: no optimizer, scheduler or "
+                                      "RNG state, no argument check; iteration 0, --save " + fz + " has no tracker)") &&
                           Catch::Contains("iteration        1/       8 | consumed samples:            8 |") &&
                           Catch::Contains("iteration        2/       8 | consumed samples:           16 |") &&
                           Catch::Contains("saving checkpoint at iteration       2 to " + fz + ": nothing written") &&
@@ -2398,12 +2408,26 @@ TEST_CASE("--freeze-all-layers: a weights-only load resumed from --save's tracke
   CHECK(e.exit_code() == 1);
   CHECK_THAT(e.err(), Catch::Contains("[checkpoint.corrupt]") &&
                           Catch::Contains(fz + "/latest_checkpointed_iteration.txt: not an iteration number"));
+
+  // A --save tracker that says release: Megatron's read_frozen_resume_iteration returns 0 for it, and the load line
+  // says so (not that there is no tracker).
+  { std::ofstream(fz + "/latest_checkpointed_iteration.txt") << "release"; }
+  mrtest::Proc g = spawn(1, {"--freeze-all-layers", "--load", ck, "--save", fz, "--save-interval", "2",
+                             "--train-iters", "3", "--lr-warmup-iters", "1"},
+                         dir, "frozen-release-tracker");
+  INFO(g.out() << g.err());
+  REQUIRE(g.exit_code() == 0);
+  CHECK_THAT(g.out(), Catch::Contains("no argument check; iteration 0, --save " + fz + "'s tracker says release: "
+                                      "iteration 0 (Megatron's read_frozen_resume_iteration returns 0 for it))") &&
+                          !Catch::Contains("has no tracker") &&
+                          Catch::Contains("iteration        1/       3 |"));
+  CHECK(tracker(fz) == "release");
 }
 
 // --freeze-all-layers: every rank reads --save's tracker; the ranks resume at the highest iteration read, as
 // Megatron's read_metadata takes it (all_reduce MAX, with its warning on a rank that read another). Read apart, two
 // ranks that see different trackers (one written between their reads, or a --save each node has its own copy of)
-// resumed at different iterations and ran different numbers of them. MR_TEST_FROZEN_TRACKER=1:DIR has rank 1 read
+// resumed at different iterations and ran different numbers of them. MR_TEST_TRACKER=1:FZ=DIR has rank 1 read
 // DIR's tracker instead.
 TEST_CASE("--freeze-all-layers: the ranks agree on --save's tracker iteration (the highest read)",
           "[run][checkpoint][freeze]") {
@@ -2418,7 +2442,7 @@ TEST_CASE("--freeze-all-layers: the ranks agree on --save's tracker iteration (t
   { std::ofstream(other + "/latest_checkpointed_iteration.txt") << "3"; }
   mrtest::Proc b = spawn(2, {"--freeze-all-layers", "--load", ck, "--save", fz, "--save-interval", "10",
                              "--train-iters", "5"},
-                         dir, "frozen-disagree", {{"MR_TEST_FROZEN_TRACKER", "1:" + other}});
+                         dir, "frozen-disagree", {{"MR_TEST_TRACKER", "1:" + fz + "=" + other}});
   INFO(b.out() << b.err());
   REQUIRE(b.exit_code() == 0);
   CHECK_THAT(b.out(), Catch::Contains("WARNING: on rank 0 found iteration 2 in --save " + fz + "'s tracker while max "
@@ -2428,4 +2452,59 @@ TEST_CASE("--freeze-all-layers: the ranks agree on --save's tracker iteration (t
                           !Catch::Contains("iteration        3/       5 |") &&
                           !Catch::Contains("WARNING: on rank 1"));
   CHECK(tracker(fz) == "2");  // nothing written
+}
+
+// --load's tracker: every rank reads it and the ranks load the highest iteration read, as Megatron's read_metadata
+// takes it for every load (all_reduce MAX, with its warning on a rank that read another). Read apart, two ranks
+// that see different trackers (one written between their reads, a --load each node has its own copy of) loaded
+// different iterations and ran different numbers of them. MR_TEST_TRACKER=R:CK=DIR has rank R read DIR's tracker
+// in place of CK's.
+TEST_CASE("--load: the ranks agree on the tracker's iteration (the highest read; release counts as 0)",
+          "[run][checkpoint][tracker]") {
+  mrtest::TempDir dir;
+  const std::string ck = dir / "ck", low = dir / "low", high = dir / "high", rel = dir / "rel";
+  mrtest::Proc a = spawn(2, {"--train-iters", "8", "--save", ck, "--save-interval", "2", "--exit-interval", "4"},
+                         dir, "train");
+  INFO(a.out() << a.err());
+  REQUIRE(a.exit_code() == 0);
+  REQUIRE(tracker(ck) == "4");
+  for (const std::string& d : {low, high, rel}) fs::create_directories(d);
+  { std::ofstream(low + "/latest_checkpointed_iteration.txt") << "2"; }
+  { std::ofstream(high + "/latest_checkpointed_iteration.txt") << "6"; }
+  { std::ofstream(rel + "/latest_checkpointed_iteration.txt") << "release"; }
+
+  // Rank 0 reads 2, rank 1 reads 4: both load iteration 4 (iter_0000004), rank 0 with Megatron's warning.
+  mrtest::Proc b = spawn(2, {"--load", ck, "--train-iters", "8"}, dir, "disagree",
+                         {{"MR_TEST_TRACKER", "0:" + ck + "=" + low}});
+  INFO(b.out() << b.err());
+  REQUIRE(b.exit_code() == 0);
+  CHECK_THAT(b.out(), Catch::Contains("WARNING: on rank 0 found iteration 2 in --load " + ck + "'s tracker while max "
+                                      "iteration across the ranks is 4, replacing it with max iteration") &&
+                          Catch::Contains("loading checkpoint from " + ck + " at iteration 4") &&
+                          Catch::Contains("iteration        5/       8 |") &&
+                          !Catch::Contains("iteration        3/       8 |") &&
+                          !Catch::Contains("WARNING: on rank 1"));
+
+  // Rank 0 reads 'release' (iteration 0 to Megatron's read_metadata), rank 1 reads 4: both load iteration 4.
+  mrtest::Proc c = spawn(2, {"--load", ck, "--train-iters", "8"}, dir, "release",
+                         {{"MR_TEST_TRACKER", "0:" + ck + "=" + rel}});
+  INFO(c.out() << c.err());
+  REQUIRE(c.exit_code() == 0);
+  CHECK_THAT(c.out(), Catch::Contains("WARNING: on rank 0 found 'release' (iteration 0) in --load " + ck +
+                                      "'s tracker while max iteration across the ranks is 4") &&
+                          Catch::Contains("iteration        5/       8 |") &&
+                          !Catch::Contains("a release checkpoint"));
+
+  // Rank 1 reads 6, which ck does not hold: every rank loads iteration 6 and fails on it, rank 0 naming what it read.
+  mrtest::Proc d = spawn(2, {"--load", ck, "--train-iters", "8"}, dir, "missing",
+                         {{"MR_TEST_TRACKER", "1:" + ck + "=" + high}});
+  INFO(d.out() << d.err());
+  CHECK(d.exit_code() == 1);
+  CHECK_THAT(d.out(), Catch::Contains("WARNING: on rank 0 found iteration 4 in --load " + ck + "'s tracker while max "
+                                      "iteration across the ranks is 6"));
+  CHECK_THAT(d.err(), Catch::Contains("[checkpoint.step-missing]") &&
+                          Catch::Contains(ck + "/latest_checkpointed_iteration.txt names iteration 6 (the highest "
+                                          "iteration the ranks read there, as Megatron's read_metadata takes it; this "
+                                          "rank read iteration 4) but " + ck + "/iter_0000006 does not exist"));
+  CHECK(tracker(ck) == "4");
 }
