@@ -184,7 +184,9 @@ int resolve_job_layout(const char* cmd, const CommonOptions& common, const std::
 // often run to lint for other sizes, in CI too), and this warning (rule launch.world-size-not-job) names both sizes
 // and that a launch or dry run joining the job refuses it (LaunchOptions::apply_world_size). nullopt otherwise (no
 // --world-size, the job's size, no job, a malformed one, or a SLURM task, whose SLURM_NTASKS they never read).
-std::optional<Diagnostic> world_size_not_job(const Invocation& inv, const launch::EnvLookup& env = launch::process_env());
+// When it warns, the job's RANK is dropped from `inv` too: the config is checked for another job, as its rank 0 sees it
+// (a rank of the enclosing job at or past the given size would fail sanity.rank-in-world: review diff41 #1).
+std::optional<Diagnostic> world_size_not_job(Invocation& inv, const launch::EnvLookup& env = launch::process_env());
 
 // The diagnostic for a LayoutError (stage kStageInit: the checks of Megatron's initialize_model_parallel(),
 // which megatron-run runs when it lays out the process groups), for --format json. With the namespace, its flags

@@ -1013,7 +1013,7 @@ const Rule kWorldSizeNotJobRule{
     "warning names both sizes (a launch or a dry run joining that job refuses that --world-size).",
     __FILE__, __LINE__, kStageLaunch};
 
-std::optional<Diagnostic> world_size_not_job(const Invocation& inv, const launch::EnvLookup& env) {
+std::optional<Diagnostic> world_size_not_job(Invocation& inv, const launch::EnvLookup& env) {
   if (!inv.world_size) return std::nullopt;
   const std::optional<launch::LaunchInfo> job = enclosing_job(env).info;
   // A SLURM task's SLURM_NTASKS is no size these commands read (docs/launch.md): --world-size is how they are given
@@ -1021,6 +1021,9 @@ std::optional<Diagnostic> world_size_not_job(const Invocation& inv, const launch
   if (!job || job->source != launch::LaunchInfo::Source::Torchrun || *inv.world_size == job->world_size)
     return std::nullopt;
   kWorldSizeNotJobRule.record_hit();
+  inv.env.vars.erase("RANK");
+  inv.env.var_source["RANK"] = "default: a config checked for another --world-size than its job's is checked as its "
+                               "rank 0 sees it";
   const std::string given = std::to_string(*inv.world_size), size = std::to_string(job->world_size);
   return Diagnostic{Diagnostic::Level::Warning, kWorldSizeNotJobRule.id,
                     "--world-size " + given + " is not the enclosing job's " + size + " ranks (WORLD_SIZE=" + size +

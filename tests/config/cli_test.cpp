@@ -1817,6 +1817,17 @@ TEST_CASE("config commands in a torchrun job given another --world-size: checked
                                   "SLURM_NODELIST=n1")
                  .err,
              !Catch::Contains("world-size-not-job"));
+  // Every rank of the job lints alike: a rank at or past the given size is checked as rank 0 of the other job (it
+  // failed sanity.rank-in-world on ranks 4..7 of 8 given --world-size 4: review diff41 #1).
+  const std::string rank5 = "env -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u SLURM_PROCID -u SLURM_NTASKS -u SLURM_STEP_ID "
+                            "RANK=5 WORLD_SIZE=8 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
+  for (const std::string& cmd : {"check --world-size 4 " + kDefault, "topology --world-size 4" + config,
+                                 "params --world-size 4" + config, "schedule --world-size 4" + config}) {
+    INFO(cmd);
+    const mrtest::Proc r = mrtest::megatron_run(cmd, rank5);
+    CHECK(r.exit == 0);
+    CHECK_THAT(r.out + r.err, Catch::Contains("world-size-not-job") && !Catch::Contains("rank-in-world"));
+  }
   // The dry run joining the job refuses it (exit 2), as the launch does.
   const mrtest::Proc dry = mrtest::megatron_run("--dry-run --world-size 4" + config, job);
   CHECK(dry.exit == 2);
