@@ -610,6 +610,7 @@ void RunCommand::read_launch_options() {
                      "(or --explain FLAG for one value's source in text)",
                      {"--provenance"});
   launch_opts.apply_pet_defaults(split.vm);
+  launch_opts.in_job_refusals = common.format != "argv" && common.format != "argv0";  // printed regardless
   launch_opts.apply(inv);  // validate for the world size the job will have
   for (const std::string& n : launch_opts.notices) print_warning(std::cerr, n);
 }
@@ -757,7 +758,7 @@ void RunCommand::prepare_launch() {
   if (launching)
     if (const std::string n = launch_opts.apply_launch(inv, /*starts=*/!json_check); !n.empty()) print_warning(std::cerr, n);
   // A usage error from here on is a refusal to join (not for a JSON check, which never joins).
-  tells_nodes = launching && !json_check && launch_opts.multi_node();
+  tells_nodes = launching && !json_check && launch_opts.multi_node() && !launch_opts.joins_enclosing_job();
 }
 
 void RunCommand::read_checkpoint_args() {
@@ -996,7 +997,9 @@ void RunCommand::check_enclosing_job() {
     // dry run takes the world size to check from WORLD_SIZE (docs/launch.md: a dry run outside any job, or one
     // that checks the config for an exported WORLD_SIZE), so it still validates; but it says that the launch will
     // refuse this environment (review user40 #2: it said nothing, and the launch exited 2).
-    if (launch_opts.nproc_per_node == 0) {
+    // Keyed on --nproc-per-node given, as inside_job_refusal is: --nnodes or c10d alone (one worker per node)
+    // start no job of their own here (review diff40 #3).
+    if (!launch_opts.nproc_given) {
       launch::kEnvMalformedRule.record_hit();
       if (json_check) throw UsageError(*job.malformed, {}, {}, launch::kEnvMalformedRule.id);
       print_warning(std::cerr, with_rule_id(launch::kEnvMalformedRule.id, *job.malformed) +
@@ -1090,8 +1093,8 @@ int cmd_run(const std::vector<std::string>& args) {
   // launch of several nodes: told too.
   auto telling = [&] {
     const LaunchOptions& lo = opts.launch;
-    return tells_nodes || (lo.rendezvous_known && lo.multi_node() && !opts.dry_run && !opts.parse_only &&
-                           opts.explain.empty() && !opts.help && !opts.version && opts.common.format == "text");
+    return tells_nodes || (lo.rendezvous_known && lo.multi_node() && !lo.joins_enclosing_job() && !opts.dry_run &&
+                           !opts.parse_only && opts.explain.empty() && !opts.help && !opts.version && opts.common.format == "text");
   };
   try {
     try {

@@ -134,7 +134,8 @@ launch::RendezvousOptions rendezvous_options(const LaunchOptions& lo) {
 
 int refuse_launch(const LaunchOptions& lo, int code, const std::string& message, bool printed) {
   if (!printed) print_error(std::cerr, message);
-  if (!lo.multi_node()) return code;
+  // Inside a job without --nproc-per-node there is no nested rendezvous: no other node waits.
+  if (!lo.multi_node() || lo.joins_enclosing_job()) return code;
   // An elastic job waits for no node in particular (and may be running already): a node that will not come
   // just does not, as under torchrun.
   if (lo.elastic()) return code;
@@ -675,6 +676,10 @@ int LocalSpawn::run_workers() {
     so.env[launch::kMasterPortFromVar] = lo.master_port_from;
   int code;
   std::optional<std::string> start_error;
+  // From the end of the workers' signal forwarding to this process's exit a stop signal is only noted: a third
+  // Ctrl-C right after the second one killed the workers cannot end the launcher before its clean-up, summary and
+  // exit code (review diff40 #1). Node 0's wait for the others below still ends at a stop signal, as said there.
+  launch::keep_signals_caught_to_exit();
   try {
     code = launch::spawn_workers(so);
   } catch (const std::exception& e) {
@@ -848,7 +853,9 @@ int launch(const Outcome& resolved, const std::vector<std::string>& args, const 
   if (const std::optional<std::string>& malformed = lo.enclosing.malformed) {
     // An incomplete enclosing job (RANK and WORLD_SIZE left in the shell, no MASTER_ADDR): with --nproc-per-node
     // megatron-run is the launcher and gives its workers their own environment, as torchrun does.
-    if (lo.nproc_per_node == 0) {
+    // Keyed on --nproc-per-node given (not nproc_per_node, which --nnodes or c10d alone make 1), as
+    // inside_job_refusal is: without it, --nnodes 2 started a nested rendezvous here (review diff40 #3).
+    if (!lo.nproc_given) {
       launch::kEnvMalformedRule.record_hit();
       return refuse_launch(lo, 2, "[" + std::string(launch::kEnvMalformedRule.id) + "] " + *malformed);
     }

@@ -134,6 +134,14 @@ struct LaunchOptions {
     std::optional<std::string> malformed;    // a malformed one: launch_info's refusal (its LaunchError's text)
   };
   EnclosingJob enclosing;
+  // Whether apply() refuses what a job megatron-run is inside makes wrong (a --world-size of another size): false
+  // for --format argv/argv0, which print the command line regardless of the job (docs/launch.md), as they skip the
+  // refusal of the options that act on the workers megatron-run starts (cmd_run.cpp's check_enclosing_job).
+  bool in_job_refusals = true;
+  // Inside a job (a malformed one too, after apply()) without --nproc-per-node: megatron-run starts no workers and
+  // meets no other launcher there; the one worker per node that --nnodes or c10d made is refused
+  // (inside_job_refusal, launch.env-malformed), with no other node to tell and no nested job's size.
+  bool joins_enclosing_job() const { return !nproc_given && (enclosing.info || enclosing.malformed); }
 
  private:
   // apply_pet_defaults()'s record of the options that act only on the workers megatron-run starts: given on the

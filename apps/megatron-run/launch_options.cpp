@@ -968,7 +968,11 @@ void LaunchOptions::check_addresses_are_here() const {
 // SLURM_NTASKS outside torchrun's variables.
 void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& env,
                                      const std::optional<launch::LaunchInfo>& job) {
-  if (nproc_per_node > 0) {
+  // Inside a job (a malformed one too) without --nproc-per-node megatron-run starts no workers: the one worker per
+  // node that --nnodes, c10d or PET_NNODES made is no job of its own to compare --world-size with (review diff40
+  // #2: "4 is not the job's 2 ranks (--nnodes 2 x --nproc-per-node 1)" in a job of 4); those options are the
+  // refusal there (inside_job_refusal), and --world-size is the enclosing job's to agree with.
+  if (nproc_per_node > 0 && !joins_enclosing_job()) {
     const long long world = static_cast<long long>(nproc_per_node) * nnodes;
     if (inv.world_size && *inv.world_size != world)
       throw UsageError(argument("--world-size") + std::to_string(*inv.world_size) + " is not the job's " +
@@ -989,8 +993,12 @@ void LaunchOptions::apply_world_size(Invocation& inv, const launch::EnvLookup& e
   }
   // Inside a job megatron-run execs the program into that job's ranks: a --world-size of another size would validate
   // a job that does not run (review user40 #1), refused as the spawner refuses a --world-size its ranks do not make.
-  if (inv.world_size) {
+  // --format argv prints the command line regardless of the job (in_job_refusals false), as for the options below.
+  if (inv.world_size && in_job_refusals) {
     if (job && *inv.world_size != job->world_size) {
+      // An option that acts only on the workers megatron-run starts (--nnodes 2, PET_NNODES) is the refusal first:
+      // leaving --world-size out would only lead to it.
+      if (const std::optional<InsideJobRefusal> r = inside_job_refusal(*this, *job)) throw UsageError(r->message, {r->flag});
       const bool slurm = job->source == launch::LaunchInfo::Source::Slurm;
       throw UsageError(argument("--world-size") + std::to_string(*inv.world_size) + " is not the job's " +
                            std::to_string(job->world_size) + " ranks (" + (slurm ? "SLURM_NTASKS" : "WORLD_SIZE") +

@@ -185,6 +185,14 @@ struct SpawnOptions {
 // the launcher dies without returning from here (kill -9).
 int spawn_workers(const SpawnOptions& opts);
 
+// Called once before spawn_workers by a process that exits after it (the launcher): from the end of its signal
+// forwarding (the last attempt's workers have ended) to the process's exit, the signals it forwarded stay caught
+// and are only noted ("megatron-run: received signal 15 (SIGTERM) after the workers ended; not acted on (the
+// launcher is finishing)"), so that a late stop signal (a third Ctrl-C) cannot end the launcher before its
+// clean-up (a temporary log directory), its summary and its exit code (128 + the first stop signal), as torchrun
+// keeps its handlers until its agent exits. Without it, spawn_workers restores the dispositions it found.
+void keep_signals_caught_to_exit();
+
 // spawn_workers' refusal of its options (--nproc-per-node 0, --node-rank outside the nodes, ...).
 struct SpawnOptionError : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -52,7 +52,8 @@ bool stops_workers(int sig, const std::vector<int>& handled = {});
 // While alive, the forwarded signals (`handled`, else forwarded_signals()) are caught and their numbers written to
 // a pipe (read_fd(), non-blocking) for the supervisor to poll, except one that was ignored before and `handled`
 // does not name (it stays ignored); SIGPIPE is ignored unless `handled` names it. The destructor restores the
-// previous dispositions and closes the pipe. One at a time per process. Throws std::runtime_error if the pipe
+// previous dispositions (after keep_signals_caught_to_exit(), spawn.h: its signals stay caught, only noted) and
+// closes the pipe. One at a time per process. Throws std::runtime_error if the pipe
 // cannot be made.
 class SignalForwarder {
  public:

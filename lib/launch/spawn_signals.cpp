@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -27,6 +29,31 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 constexpr size_t kCount = sizeof kForwarded / sizeof kForwarded[0];
 
 int g_signal_pipe[2] = {-1, -1};
+
+// keep_signals_caught_to_exit(): the forwarder's end leaves its signals caught by on_late_signal, which writes the
+// notice made for it beforehand (no allocation in the handler) and does nothing else.
+bool g_keep_to_exit = false;
+std::string g_late_notice[NSIG];
+
+void on_late_signal(int sig) {
+  int saved = errno;
+  if (sig > 0 && sig < NSIG) write_all(2, g_late_notice[sig]);
+  errno = saved;
+}
+
+// MR_TEST_DELAY_AFTER_FORWARDING_S (a test hook): the forwarder's end says so and waits that long before spawn_workers
+// goes on to its clean-up (the temporary log directory), so that a test can send a signal in that window.
+void test_delay_after_forwarding() {
+  const char* v = std::getenv("MR_TEST_DELAY_AFTER_FORWARDING_S");
+  if (!v || !*v) return;
+  const double secs = std::atof(v);
+  if (!(secs > 0)) return;
+  std::cerr << "megatron-run: MR_TEST_DELAY_AFTER_FORWARDING_S: the signal forwarding ended; waiting " << v
+            << " s before the clean-up" << std::endl;
+  timespec left{static_cast<time_t>(secs), static_cast<long>((secs - static_cast<double>(static_cast<time_t>(secs))) * 1e9)};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
 
 void on_signal(int sig, siginfo_t* info, void*) {
   int saved = errno;
@@ -91,12 +118,18 @@ SignalForwarder::SignalForwarder(const std::vector<int>& handled)
 }
 
 SignalForwarder::~SignalForwarder() {
-  for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &old_[i], nullptr);
+  struct sigaction late {};
+  late.sa_handler = on_late_signal;
+  sigfillset(&late.sa_mask);  // one notice at a time
+  late.sa_flags = SA_RESTART;
+  for (size_t i = 0; i < signals_.size(); ++i)
+    sigaction(signals_[i], g_keep_to_exit && !kept_ignored_[i] ? &late : &old_[i], nullptr);
   if (!pipe_named_) sigaction(SIGPIPE, &old_pipe_, nullptr);
   if (!xfsz_named_) sigaction(SIGXFSZ, &old_xfsz_, nullptr);
   close(g_signal_pipe[0]);
   close(g_signal_pipe[1]);
   g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  test_delay_after_forwarding();
 }
 
 int SignalForwarder::read_fd() const { return g_signal_pipe[0]; }
@@ -128,6 +161,14 @@ void SignalForwarder::resume() {
 }  // namespace mr::launch::detail
 
 namespace mr::launch {
+
+void keep_signals_caught_to_exit() {
+  if (detail::g_keep_to_exit) return;
+  for (int sig = 1; sig < NSIG; ++sig)
+    detail::g_late_notice[sig] = "megatron-run: received signal " + std::to_string(sig) + " (" + signal_name(sig) +
+                                 ") after the workers ended; not acted on (the launcher is finishing)\n";
+  detail::g_keep_to_exit = true;
+}
 
 namespace {
 

@@ -660,3 +660,91 @@ TEST_CASE("a dry run where RANK and WORLD_SIZE are set without MASTER_ADDR/MASTE
   CHECK(spawn.exit == 0);
   CHECK_FALSE(has(spawn.out, "inside a job"));
 }
+
+// --nnodes, PET_NNODES or c10d without --nproc-per-node make one worker per node, but inside a job megatron-run starts
+// none: there they were compared with --world-size as a nested job of nnodes x 1 ("4 is not the job's 2 ranks
+// (--nnodes 2 x --nproc-per-node 1)" in a job of 4), and following its advice led to the real refusal, of --nnodes
+// (review diff40 #2). Now that refusal comes first, and --world-size is the enclosing job's to agree with.
+TEST_CASE("inside a job --nnodes, PET_NNODES or c10d with --world-size is refused as inside a job, not compared with "
+          "a nested job of one worker per node",
+          "[launch][cli][in-job][world-size-env][pet]") {
+  const std::string job = "-u TORCHELASTIC_RUN_ID -u SLURM_PROCID -u PET_NNODES RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 "
+                          "LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 ";
+  const std::string nnodes = "argument --nnodes: acts on the workers megatron-run starts, but it is inside a job "
+                             "already (rank 0 of 4";
+  for (const std::string ws : {"4", "3"}) {
+    for (const std::string how : {"--dry-run", "--no-python /bin/true"}) {
+      Proc p = sh(job + kRun + "--world-size " + ws + " --nnodes 2 " + how);
+      INFO(ws << " " << how << "\n" << p.out);
+      CHECK(p.exit == 2);
+      CHECK(has(p.out, nnodes));
+      CHECK_FALSE(has(p.out, "--nproc-per-node 1)"));
+      CHECK_FALSE(has(p.out, "is not the job's"));
+      CHECK_FALSE(has(p.out, "telling the other nodes"));  // there are none: it waited out --join-timeout (600 s)
+    }
+    Proc pet = sh(job + "PET_NNODES=2 " + kRun + "--world-size " + ws + " --dry-run");
+    INFO(ws << " PET_NNODES\n" << pet.out);
+    CHECK(pet.exit == 2);
+    CHECK(has(pet.out, "argument --nnodes: its default PET_NNODES='2' acts on the workers megatron-run starts"));
+    CHECK_FALSE(has(pet.out, "is not the job's"));
+    Proc c10d = sh(job + kRun + "--world-size " + ws + " --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:29400 --dry-run");
+    INFO(ws << " c10d\n" << c10d.out);
+    CHECK(c10d.exit == 2);
+    CHECK(has(c10d.out, ": acts on the workers megatron-run starts, but it is inside a job already"));
+    CHECK_FALSE(has(c10d.out, "is not the job's"));
+  }
+  // With --nproc-per-node it is a nested job of its own, nnodes x nproc-per-node: compared with that.
+  Proc nested = sh(job + kRun + "--world-size 4 --nnodes 2 --nproc-per-node 1 --dry-run");
+  INFO(nested.out);
+  CHECK(nested.exit == 2);
+  CHECK(has(nested.out, "argument --world-size: 4 is not the job's 2 ranks (--nnodes 2 x --nproc-per-node 1)"));
+}
+
+// RANK and WORLD_SIZE without MASTER_ADDR/MASTER_PORT: the launch refuses them without --nproc-per-node, and --nnodes
+// or c10d alone (one worker per node) are no --nproc-per-node: the launch started a nested rendezvous (waiting out
+// --join-timeout) with a warning naming --nproc-per-node, and the dry run said nothing (review diff40 #3).
+TEST_CASE("RANK and WORLD_SIZE without MASTER_ADDR/MASTER_PORT are refused with --nnodes or c10d alone, as without "
+          "--nproc-per-node",
+          "[launch][cli][in-job][world-size-env]") {
+  const std::string env = "-u TORCHELASTIC_RUN_ID -u MASTER_ADDR -u MASTER_PORT -u SLURM_PROCID -u PET_NNODES "
+                          "RANK=0 WORLD_SIZE=4 ";
+  for (const std::string opts : {"--nnodes 2", "--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:29400"}) {
+    Proc launch = sh(env + kRun + opts + " --join-timeout 5 --no-python /bin/true");
+    INFO(opts << "\n" << launch.out);
+    CHECK(launch.exit == 2);
+    CHECK(has(launch.out, "launch.env-malformed"));
+    CHECK_FALSE(has(launch.out, "not inside a job then"));
+    CHECK_FALSE(has(launch.out, "joined"));
+    CHECK_FALSE(has(launch.out, "telling the other nodes"));
+    Proc dry = sh(env + kRun + opts + " --dry-run");
+    INFO(opts << "\n" << dry.out);
+    CHECK(dry.exit == 2);
+    CHECK(has(dry.out, "warning[launch.env-malformed]: RANK and WORLD_SIZE are set but MASTER_ADDR/MASTER_PORT are "
+                       "not"));
+    CHECK(has(dry.out, ": acts on the workers megatron-run starts, but it is inside a job already (RANK=0 and "
+                       "WORLD_SIZE=4 are set)"));
+  }
+  Proc pet = sh(env + "PET_NNODES=2 " + kRun + "--dry-run");
+  INFO(pet.out);
+  CHECK(pet.exit == 2);
+  CHECK(has(pet.out, "warning[launch.env-malformed]"));
+  CHECK(has(pet.out, "argument --nnodes: its default PET_NNODES='2' acts on the workers megatron-run starts"));
+}
+
+// --format argv prints the command line regardless of the job: it refused a --world-size that is not the job's, and
+// printed regardless for the other options an enclosing job refuses (review diff40 #4).
+TEST_CASE("--format argv inside a job prints the command line regardless: a --world-size not the job's, --nnodes",
+          "[launch][cli][in-job][world-size-env]") {
+  const std::string job = "-u TORCHELASTIC_RUN_ID -u SLURM_PROCID -u PET_NNODES RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 "
+                          "MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 ";
+  for (const std::string opts : {"--world-size 3", "--nnodes 2", "--world-size 3 --nnodes 2", "--log-dir x"}) {
+    for (const std::string format : {"argv", "argv0"}) {
+      Proc p = sh(job + kRun + opts + " --dry-run --format " + format);
+      INFO(opts << " " << format << "\n" << p.out);
+      CHECK(p.exit == 0);
+      CHECK(has(p.out, "--micro-batch-size"));
+      CHECK_FALSE(has(p.out, "is not the job's"));
+      CHECK_FALSE(has(p.out, "inside a job already"));
+    }
+  }
+}

@@ -1188,8 +1188,9 @@ namespace {
 // catches both (--signals-to-handle: a background job's SIGINT is ignored otherwise); once both are ready it runs
 // `signals` (shell, $pid the launcher), then prints exit=<status>, ms=<ms from the start of `signals` to the
 // launcher's end> and out.txt.
-Proc stubborn_signals(const std::string& dir, const std::string& signals) {
-  return run_shell("cd '" + dir + "' || exit 1; (exec env FAULT=stubborn FAULT_READY='" + dir + "/ready' " + kRun +
+// `env`: more variables for the launcher (each followed by a space).
+Proc stubborn_signals(const std::string& dir, const std::string& signals, const std::string& env = "") {
+  return run_shell("cd '" + dir + "' || exit 1; (exec env " + env + "FAULT=stubborn FAULT_READY='" + dir + "/ready' " + kRun +
                    "--nproc-per-node 2 --signals-to-handle SIGINT,SIGTERM --no-append-args " + kFaults +
                    " > out.txt 2>&1) & pid=$!; " + kGuard + " & guard=$!; "
                    "for i in $(seq 600); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done; "
@@ -1267,6 +1268,36 @@ TEST_CASE("SIGINT twice at once from one sender is one delivery; a stop signal a
     CHECK(count_of(r.out, "received signal 2 (SIGINT)") == 1);
     CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the stop began: killing the workers now"));
   }
+  const long ms = ms_of(r.out);
+  CHECK(ms >= 0);
+  CHECK(ms < 10000);
+}
+
+// A third stop signal right after the second one killed the workers: supervise() has returned, and the launcher
+// ended its signal forwarding before its clean-up (the temporary log directory) and its exit. The dispositions
+// it restored were the defaults, so that signal killed the launcher (143, the temporary directory left behind:
+// review diff40 #1); now they stay caught to the process's exit and the signal is only noted. The test hook
+// MR_TEST_DELAY_AFTER_FORWARDING_S holds the launcher in that window (a few ms otherwise) and says so; the third
+// signal goes once it has.
+TEST_CASE("a stop signal after the second one, once the workers are killed, is noted: exit 130, clean-up done",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  const std::string dir = t.path.string();
+  fs::create_directories(t.path / "tmp");
+  const Proc r = stubborn_signals(
+      dir,
+      "kill -INT $pid; for i in $(seq 600); do grep -q 'SIGINT); forwarding' out.txt && break; sleep 0.05; done; "
+      "kill -TERM $pid; for i in $(seq 600); do grep -q 'MR_TEST_DELAY_AFTER_FORWARDING_S:' out.txt && break; "
+      "sleep 0.05; done; kill -TERM $pid",
+      "TMPDIR='" + dir + "/tmp' MR_TEST_DELAY_AFTER_FORWARDING_S=1 ");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=130"));
+  CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the stop began: killing the workers now"));
+  CHECK(has(r.out, "megatron-run: this node's workers after the stop: "));
+  CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the workers ended; not acted on (the launcher "
+                   "is finishing)\n"));
+  // The temporary log directory (torchelastic_*, under TMPDIR) was removed.
+  CHECK(fs::is_empty(t.path / "tmp"));
   const long ms = ms_of(r.out);
   CHECK(ms >= 0);
   CHECK(ms < 10000);
