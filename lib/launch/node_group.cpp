@@ -424,7 +424,7 @@ bool NodeGroup::join_rounds() {
             throw RendezvousError(
                 parse_failure(client_->set_first("fail", "1 " + lost_launcher_failure(why))).message);
           }
-          end = end_round(true, lost_left_ ? lost_code_ : 1, why, lost_left_);
+          end = end_round(true, lost_left_ ? lost_code_ : 1, why, lost_left_ ? RoundEnd::Left : RoundEnd::Lost);
         }
         if (end) {
           if (end->counted && restarts_ >= o_.max_restarts) {  // (only another node's end: this one's had one left)
@@ -463,9 +463,11 @@ bool NodeGroup::join_rounds() {
         continue;
       }
     }
-    // A spare: the round runs without this launcher, which joins the next one (its arrival may start it).
-    std::cerr << "megatron-run: round " << round_ << " of run '" << o_.run_id << "' runs with " << closed
-              << " node(s) without this launcher; it waits as a spare for the next round\n";
+    // A spare: the round runs without this launcher, which joins the next one (its arrival may start it). A round
+    // that ended already (a lost launcher before it started) is not said to run (review diff41 #6).
+    if (!client_->get(round_key("next")))
+      std::cerr << "megatron-run: round " << round_ << " of run '" << o_.run_id << "' runs with " << closed
+                << " node(s) without this launcher; it waits as a spare for the next round\n";
     for (;;) {
       if (auto f = read_failure()) throw RendezvousError(f->message);
       if (client_->get(round_key("next"))) break;
@@ -576,21 +578,25 @@ int NodeGroup::restarts_before(int round) {
 }
 
 PeerFailure NodeGroup::parse_round_end(const std::string& v) {
-  // "C CODE MESSAGE": C is 1 when the restart is counted (a failure), 2 for a node that left on purpose (counted
-  // too), 0 for spares taken in.
+  // "C CODE MESSAGE": C is 1 when the restart is counted (a failure), 2 for a node that left on purpose and 3 for a
+  // node whose launcher is gone (counted too; review diff41 #6: a lost launcher was "the job failed on another
+  // node"), 0 for spares taken in.
   PeerFailure f = parse_failure(v.size() > 2 ? v.substr(2) : "1 ?");
   f.counted = v.rfind("0 ", 0) != 0;
   f.restart = true;
   if (!f.counted) f.code = 0;
   if (v.rfind("2 ", 0) == 0)
     f.message = "the job's nodes change: " + f.message + " (counted as a restart)";
+  else if (v.rfind("3 ", 0) == 0)
+    f.message = "the job lost a node: " + f.message;
   else
     f.message = (f.counted ? "the job failed on another node: " : "the job's nodes change: ") + f.message;
   return f;
 }
 
-PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why, bool left) {
-  return parse_round_end(client_->set_first(round_key("next"), std::string(left ? "2 " : counted ? "1 " : "0 ") +
+PeerFailure NodeGroup::end_round(bool counted, int code, const std::string& why, RoundEnd kind) {
+  const char* c = kind == RoundEnd::Left ? "2 " : kind == RoundEnd::Lost ? "3 " : counted ? "1 " : "0 ";
+  return parse_round_end(client_->set_first(round_key("next"), std::string(c) +
                                                                  std::to_string(code) + " " + why));
 }
 
@@ -671,10 +677,11 @@ std::optional<PeerFailure> NodeGroup::poll() {
       }
       if (std::optional<std::string> what = lost_member()) {  // a node of this round whose launcher is gone
         if (restarts_ < o_.max_restarts && client_->add(round_key("done"), 0) == 0)
-          return lost_left_ ? end_round(true, lost_code_, *what, true) : end_round(true, 1, *what);
+          return lost_left_ ? end_round(true, lost_code_, *what, RoundEnd::Left)
+                            : end_round(true, 1, *what, RoundEnd::Lost);
         failed_ = true;
         PeerFailure f = parse_failure(client_->set_first("fail", "1 " + lost_launcher_failure(*what)));
-        f.message = "the job failed on another node: " + f.message;
+        f.message = "the job lost a node: " + f.message;
         return f;
       }
       // Spares that would make the job larger (at a count the config is valid for): a new round with them, not
@@ -706,7 +713,9 @@ std::optional<PeerFailure> NodeGroup::poll() {
     return f;
   } catch (const StoreError& e) {
     failed_ = true;
-    return PeerFailure{1, store_lost(e)};
+    // Node 0's launcher (the store's host) lost: the same --max-restarts note as for any lost launcher (review
+    // diff41 #7); a store that does not answer may be a cut-off network instead, and says so without it.
+    return PeerFailure{1, e.trouble == StoreTrouble::silent ? store_lost(e) : lost_launcher_failure(store_lost(e))};
   }
 }
 
@@ -825,7 +834,7 @@ int NodeGroup::finish(int code) {
   if (!client_) return code;
   if (!leaving_.empty() && code != 0) {  // left an elastic job (local_stop): the others go on without this node
     try {
-      end_round(true, code, leaving_, true);  // unless the round has ended already (their workers failed first)
+      end_round(true, code, leaving_, RoundEnd::Left);  // unless the round has ended already (their workers failed first)
       client_->bye();
     } catch (const StoreError&) {
       // The store is gone: the other nodes see that themselves.

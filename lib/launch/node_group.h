@@ -140,8 +140,10 @@ class NodeGroup : public JobWatch {
   // --local-addr that is not this machine's, or no address other hosts can use, fails the job through the store.
   std::string node0_master_addr();
   // Elastic: records the event that ends the current round (the first recorded wins) and returns it.
-  // `left`: a node that left on purpose (local_stop), counted but not worded as a failure.
-  PeerFailure end_round(bool counted, int code, const std::string& why, bool left = false);
+  // `kind`: Left, a node that left on purpose (local_stop), and Lost, a node whose launcher is gone, are counted but
+  // not worded as a failure of the job's workers.
+  enum class RoundEnd { Failure, Left, Lost };
+  PeerFailure end_round(bool counted, int code, const std::string& why, RoundEnd kind = RoundEnd::Failure);
   // Elastic: "node K's launcher is gone ..." for a node of the current round whose launcher the store lost.
   std::optional<std::string> lost_member();
   // A node's launcher the store lost (`what`: "node K's launcher on HOST (ADDR) is gone ...") ends the job: the

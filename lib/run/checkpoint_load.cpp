@@ -434,8 +434,8 @@ struct LoadSteps {
       p.consumed_samples = n * gbs;
       p.skipped_samples = 0;
       if (rank0 && from_save_)
-        log_ << prefix_ << "  --freeze-all-layers: resuming at iteration " << n << ", the iteration --save "
-             << shown_path(*a.save) << "'s tracker names (Megatron's read_frozen_resume_iteration, taken as "
+        log_ << prefix_ << "  --freeze-all-layers: resuming at iteration " << n << ", the highest iteration the ranks read in --save "
+             << shown_path(*a.save) << "'s tracker (Megatron's read_frozen_resume_iteration, taken as "
              << "--override-ckpt-iteration " << n << "), with " << p.consumed_samples << " samples consumed"
              << std::endl;
       else if (rank0)

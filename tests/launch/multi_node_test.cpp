@@ -895,6 +895,28 @@ TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the u
                             "--rdzv-backend c10d)"));
 }
 
+TEST_CASE("node 0's launcher (the store's host) killed with -9 under --max-restarts 1: node 1 says the unused restart "
+          "too", "[launch][multinode][process]") {
+  // Review diff41 #7: a lost node 1 was said with the --max-restarts note, a lost store host without it.
+  const int mp = free_port(), lp = free_port();
+  const fs::path pidfile = fs::temp_directory_path() / ("mr-node0r-pid-" + std::to_string(getpid()));
+  const fs::path started = pidfile.string() + ".started";
+  const std::string prog = "--max-restarts 1 --no-append-args --no-python sh -c ': > " + started.string() +
+                           ".$GROUP_RANK; exec sleep 30'";
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+  const std::string node0 = with_pidfile(pidfile, static_node(0, mp, lp) + prog);
+  Nodes r = run_nodes({node0, static_node(1, mp, lp) + prog,
+                       "sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
+                           "kill -9 $(cat " + pidfile.string() + ")'"});
+  fs::remove(pidfile);
+  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+  INFO(r.nodes[1].out << "\n---- node 0:\n" << r.nodes[0].out);
+  CHECK(r.nodes[1].exit == 1);
+  CHECK(has(r.nodes[1].out, "lost the launchers' store at "));
+  CHECK(has(r.nodes[1].out, ": the launcher that hosts it is gone (no restart, although --max-restarts 1 was given: "
+                            "the static rendezvous cannot replace a lost launcher; use --rdzv-backend c10d)"));
+}
+
 TEST_CASE("a launcher lost while the launchers still meet: said with what it means for --max-restarts, as when it is "
           "lost later", "[launch][multinode][process]") {
   // The note that a lost launcher leaves --max-restarts unused (static), or that none is left (c10d), was said only
@@ -958,8 +980,11 @@ TEST_CASE("a launcher lost while the launchers still meet: said with what it mea
         // As once the workers run (poll): the round ends, counted as a restart, and a launcher takes its place.
         CHECK(r.nodes[0].exit == 0);
         CHECK(r.nodes[2].exit == 0);
-        CHECK(has(r.nodes[0].out, "the job failed on another node: " + gone + "; restart 1 of 1 (--max-restarts): "
+        // A lost launcher is said as such, not as a failure on another node; the launcher that takes its place is
+        // not told that round 0, which ended before it started, runs without it (review diff41 #6).
+        CHECK(has(r.nodes[0].out, "the job lost a node: " + gone + "; restart 1 of 1 (--max-restarts): "
                                   "the rendezvous starts again (round 1)"));
+        CHECK_FALSE(has(r.nodes[2].out, "round 0 of run"));
         CHECK(has(r.nodes[0].out, "the rendezvous of run '" + id + "' (--nnodes 2) closed with 2 node(s) in round 1"));
         CHECK(has(r.nodes[0].out, "start GROUP_RANK=0 restart=1"));
         CHECK(has(r.nodes[2].out, "start GROUP_RANK=1 restart=1"));
