@@ -140,8 +140,8 @@ int cmd_check(const std::vector<std::string>& args) {
   // each FILE: refused once, before any report, as any usage error (exit 2).
   for (const std::string& b : base.config_files) check_config_file(b);
   // A --world-size other than the enclosing job's: each file is checked for it, with a warning naming both sizes,
-  // once on stderr (--quiet hides it, as every warning) or, with --format json (whose stderr stays empty), among each
-  // file's diagnostics, since every file was checked for it.
+  // once on stderr (--quiet hides it, as every warning) or, with --format json, github or junit, among each file's
+  // diagnostics, since every file was checked for it.
   const std::optional<Diagnostic> world_size_warning = world_size_not_job(base);
 
   // Each file's result is printed as soon as it is known and then dropped, so memory does not grow with the
@@ -158,7 +158,10 @@ int cmd_check(const std::vector<std::string>& args) {
   size_t checked = 0, bad = 0, entries = 0, empty_folders = 0, unlisted_folders = 0;
   int worst = 0;
   bool internal = false;
-  if (world_size_warning && !json && !quiet) print_warning_diagnostic(*world_size_warning);
+  // Text: once on stderr. The machine formats carry it among each file's diagnostics, where a CI reads them (a
+  // GitHub annotation, a JUnit testcase's output; review diff41 #2: github and junit showed it on stderr only).
+  const bool world_size_per_file = json || github || junit;
+  if (world_size_warning && !world_size_per_file && !quiet) print_warning_diagnostic(*world_size_warning);
   if (json) std::cout << "[";
   // One file's check and report. `walk_error`: a failure of a directory's walk reported in a file's place (a
   // folder that cannot be listed, a directory without YAML files; config/parse/config_dir.h).
@@ -187,7 +190,7 @@ int cmd_check(const std::vector<std::string>& args) {
       if (o.ok()) r.resolved = std::move(o.parsed.ns);
       r.diags = std::move(o.diagnostics);
       for (const auto& w : o.parsed.warnings) r.diags.push_back(parse_warning(w, f));
-      if (world_size_warning && json) r.diags.push_back(*world_size_warning);
+      if (world_size_warning && world_size_per_file) r.diags.push_back(*world_size_warning);
     } catch (const UsageError& e) {
       // An unreadable, malformed or refused file fails that file only.
       r.exit = 2;

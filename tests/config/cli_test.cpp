@@ -1804,6 +1804,16 @@ TEST_CASE("config commands in a torchrun job given another --world-size: checked
                            Catch::Contains("{\"rule\": \"launch.world-size-not-job\", \"level\": \"warning\", \"stage\": "
                                            "\"launch\", \"message\": \"--world-size 4 is not the enclosing job's 2 ranks") &&
                            Catch::Contains("\"flags\": [\"--world-size\"], \"where\": \"command line\"}"));
+  // --format github and junit carry it where a CI reads them, each file's annotation / testcase output, not stderr
+  // (review diff41 #2).
+  const mrtest::Proc github = mrtest::megatron_run("check --format github --world-size 4 " + kDefault, job);
+  CHECK(github.exit == 0);
+  CHECK_THAT(github.err, !Catch::Contains("world-size-not-job"));
+  CHECK_THAT(github.out, Catch::Contains("::warning file=" + kDefault + ",title=launch.world-size-not-job::"));
+  const mrtest::Proc junit = mrtest::megatron_run("check --format junit --world-size 4 " + kDefault, job);
+  CHECK(junit.exit == 0);
+  CHECK_THAT(junit.err, !Catch::Contains("world-size-not-job"));
+  CHECK_THAT(junit.out, Catch::Contains("<system-out>") && Catch::Contains("warning[launch.world-size-not-job]"));
   // --quiet hides it, as every warning of check's; the job's own size, no --world-size, no job: nothing to say.
   CHECK(mrtest::megatron_run("check --quiet --world-size 4 " + kDefault, job).err.empty());
   for (const std::string& quiet : {"topology --world-size 2" + config, "topology" + config})
