@@ -31,12 +31,21 @@ constexpr size_t kCount = sizeof kForwarded / sizeof kForwarded[0];
 int g_signal_pipe[2] = {-1, -1};
 
 // keep_signals_caught_to_exit(): the forwarder's end leaves its signals caught by on_late_signal, which writes the
-// notice made for it beforehand (no allocation in the handler) and does nothing else.
+// notice made for it beforehand (no allocation in the handler) and does nothing else, for the first such signal.
+// A second one takes its default action at once: the launcher's last steps (a write to a pipe whose reader stopped,
+// a clean-up on a hung file system) must never make it stoppable by SIGKILL alone (review diff41b #3). The handler
+// runs with no signal blocked (SA_NODEFER, an empty mask), so that a second one arrives even while the first
+// notice's write is blocked.
 bool g_keep_to_exit = false;
 std::string g_late_notice[NSIG];
+volatile sig_atomic_t g_late_signals = 0;
 
 void on_late_signal(int sig) {
   int saved = errno;
+  if (g_late_signals++ > 0) {
+    signal(sig, SIG_DFL);
+    raise(sig);  // the default action: the process ends as the signal ends it (128 + it)
+  }
   if (sig > 0 && sig < NSIG) write_all(2, g_late_notice[sig]);
   errno = saved;
 }
@@ -120,8 +129,8 @@ SignalForwarder::SignalForwarder(const std::vector<int>& handled)
 SignalForwarder::~SignalForwarder() {
   struct sigaction late {};
   late.sa_handler = on_late_signal;
-  sigfillset(&late.sa_mask);  // one notice at a time
-  late.sa_flags = SA_RESTART;
+  sigemptyset(&late.sa_mask);  // a second signal reaches its handler even while the first one's write blocks
+  late.sa_flags = SA_RESTART | SA_NODEFER;
   for (size_t i = 0; i < signals_.size(); ++i)
     sigaction(signals_[i], g_keep_to_exit && !kept_ignored_[i] ? &late : &old_[i], nullptr);
   if (!pipe_named_) sigaction(SIGPIPE, &old_pipe_, nullptr);
@@ -166,7 +175,7 @@ void keep_signals_caught_to_exit() {
   if (detail::g_keep_to_exit) return;
   for (int sig = 1; sig < NSIG; ++sig)
     detail::g_late_notice[sig] = "megatron-run: received signal " + std::to_string(sig) + " (" + signal_name(sig) +
-                                 ") after the workers ended; not acted on (the launcher is finishing)\n";
+                                 ") after the workers ended; not acted on (the launcher is finishing; another stop signal ends it at once)\n";
   detail::g_keep_to_exit = true;
 }
 

@@ -873,48 +873,35 @@ TEST_CASE("a node's launcher killed with -9: the other node stops its workers", 
 
 TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the unused restart is said",
           "[launch][multinode][process]") {
-  // Review launch37 #5: node 0 said only that node 1's launcher was gone, though --max-restarts 1 was given.
-  const int mp = free_port(), lp = free_port();
-  const fs::path pidfile = fs::temp_directory_path() / ("mr-node1r-pid-" + std::to_string(getpid()));
-  const fs::path started = pidfile.string() + ".started";
-  const std::string prog = "--max-restarts 1 --no-append-args --no-python sh -c ': > " + started.string() +
-                           ".$GROUP_RANK; exec sleep 30'";
-  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
-  // Killed once both workers run (both launchers watch the job), not a guessed two seconds after its start: node 0
-  // still in the rendezvous names the loss without the restart it cannot use.
-  const std::string node1 = with_pidfile(pidfile, static_node(1, mp, lp) + prog);
-  Nodes r = run_nodes({static_node(0, mp, lp) + prog, node1,
-                       "sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
-                           "kill -9 $(cat " + pidfile.string() + ")'"});
-  fs::remove(pidfile);
-  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
-  INFO(r.nodes[0].out << "\n---- node 1:\n" << r.nodes[1].out);
-  CHECK(r.nodes[0].exit == 1);
-  CHECK(has(r.nodes[0].out, "(127.0.0.1) is gone (its connection to the store closed) (no restart, although "
-                            "--max-restarts 1 was given: the static rendezvous cannot replace a lost launcher; use "
-                            "--rdzv-backend c10d)"));
-}
-
-TEST_CASE("node 0's launcher (the store's host) killed with -9 under --max-restarts 1: node 1 says the unused restart "
-          "too", "[launch][multinode][process]") {
-  // Review diff41 #7: a lost node 1 was said with the --max-restarts note, a lost store host without it.
-  const int mp = free_port(), lp = free_port();
-  const fs::path pidfile = fs::temp_directory_path() / ("mr-node0r-pid-" + std::to_string(getpid()));
-  const fs::path started = pidfile.string() + ".started";
-  const std::string prog = "--max-restarts 1 --no-append-args --no-python sh -c ': > " + started.string() +
-                           ".$GROUP_RANK; exec sleep 30'";
-  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
-  const std::string node0 = with_pidfile(pidfile, static_node(0, mp, lp) + prog);
-  Nodes r = run_nodes({node0, static_node(1, mp, lp) + prog,
-                       "sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
-                           "kill -9 $(cat " + pidfile.string() + ")'"});
-  fs::remove(pidfile);
-  for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
-  INFO(r.nodes[1].out << "\n---- node 0:\n" << r.nodes[0].out);
-  CHECK(r.nodes[1].exit == 1);
-  CHECK(has(r.nodes[1].out, "lost the launchers' store at "));
-  CHECK(has(r.nodes[1].out, ": the launcher that hosts it is gone (no restart, although --max-restarts 1 was given: "
-                            "the static rendezvous cannot replace a lost launcher; use --rdzv-backend c10d)"));
+  // Review launch37 #5: node 0 said only that node 1's launcher was gone, though --max-restarts 1 was given; review
+  // diff41 #7: node 1 said so of node 0, the store's host, as well.
+  const std::string note = "(no restart, although --max-restarts 1 was given: the static rendezvous cannot replace a "
+                           "lost launcher; use --rdzv-backend c10d)";
+  for (int killed : {1, 0}) {
+    INFO("node " << killed << "'s launcher killed");
+    const int mp = free_port(), lp = free_port();
+    const fs::path pidfile = fs::temp_directory_path() / ("mr-node-r-pid-" + std::to_string(getpid()));
+    const fs::path started = pidfile.string() + ".started";
+    const std::string prog = "--max-restarts 1 --no-append-args --no-python sh -c ': > " + started.string() +
+                             ".$GROUP_RANK; exec sleep 30'";
+    for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+    // Killed once both workers run (both launchers watch the job), not a guessed two seconds after its start.
+    std::vector<std::string> nodes = {static_node(0, mp, lp) + prog, static_node(1, mp, lp) + prog};
+    nodes[killed] = with_pidfile(pidfile, nodes[killed]);
+    nodes.push_back("sh -c '" + wait_file(started.string() + ".0") + wait_file(started.string() + ".1") +
+                    "kill -9 $(cat " + pidfile.string() + ")'");
+    Nodes r = run_nodes(nodes);
+    fs::remove(pidfile);
+    for (const char* n : {".0", ".1"}) fs::remove(started.string() + n);
+    const Node& other = r.nodes[1 - killed];
+    INFO(other.out);
+    CHECK(other.exit == 1);
+    if (killed == 1)
+      CHECK(has(other.out, "(127.0.0.1) is gone (its connection to the store closed) " + note));
+    else
+      CHECK(has(other.out, "lost the launchers' store at ") &&
+            has(other.out, ": the launcher that hosts it is gone " + note));
+  }
 }
 
 TEST_CASE("a launcher lost while the launchers still meet: said with what it means for --max-restarts, as when it is "

@@ -1273,6 +1273,28 @@ TEST_CASE("SIGINT twice at once from one sender is one delivery; a stop signal a
   CHECK(ms < 10000);
 }
 
+// A fourth stop signal, once the third was noted: the launcher's last steps may be stuck (a write to a stopped pipe),
+// so it takes the signal's default action at once instead of leaving SIGKILL as the only way out (review diff41b #3).
+TEST_CASE("a second stop signal after the workers ended ends the launcher as the signal does",
+          "[launch][supervision][process][signal]") {
+  TempDir t;
+  const std::string dir = t.path.string();
+  fs::create_directories(t.path / "tmp");
+  const Proc r = stubborn_signals(
+      dir,
+      "kill -INT $pid; for i in $(seq 600); do grep -q 'SIGINT); forwarding' out.txt && break; sleep 0.05; done; "
+      "kill -TERM $pid; for i in $(seq 600); do grep -q 'MR_TEST_DELAY_AFTER_FORWARDING_S:' out.txt && break; "
+      "sleep 0.05; done; kill -TERM $pid; for i in $(seq 600); do grep -q 'after the workers ended' out.txt && break; "
+      "sleep 0.05; done; kill -TERM $pid",
+      "TMPDIR='" + dir + "/tmp' MR_TEST_DELAY_AFTER_FORWARDING_S=20 ");
+  INFO(r.out);
+  CHECK(has(r.out, "exit=143"));  // SIGTERM's default action, not the 20 s hold and then 130
+  CHECK(count_of(r.out, "after the workers ended; not acted on") == 1);
+  const long ms = ms_of(r.out);
+  CHECK(ms >= 0);
+  CHECK(ms < 15000);
+}
+
 // A third stop signal right after the second one killed the workers: supervise() has returned, and the launcher
 // ended its signal forwarding before its clean-up (the temporary log directory) and its exit. The dispositions
 // it restored were the defaults, so that signal killed the launcher (143, the temporary directory left behind:
@@ -1295,7 +1317,7 @@ TEST_CASE("a stop signal after the second one, once the workers are killed, is n
   CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the stop began: killing the workers now"));
   CHECK(has(r.out, "megatron-run: this node's workers after the stop: "));
   CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the workers ended; not acted on (the launcher "
-                   "is finishing)\n"));
+                   "is finishing; another stop signal ends it at once)\n"));
   // The temporary log directory (torchelastic_*, under TMPDIR) was removed.
   CHECK(fs::is_empty(t.path / "tmp"));
   const long ms = ms_of(r.out);
