@@ -42,7 +42,9 @@ volatile sig_atomic_t g_late_signals = 0;
 
 void on_late_signal(int sig) {
   int saved = errno;
-  if (g_late_signals++ > 0) {
+  const sig_atomic_t before = g_late_signals;
+  g_late_signals = before + 1;
+  if (before > 0) {
     signal(sig, SIG_DFL);
     raise(sig);  // the default action: the process ends as the signal ends it (128 + it)
   }

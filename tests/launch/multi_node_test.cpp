@@ -899,8 +899,8 @@ TEST_CASE("a static node's launcher killed with -9 under --max-restarts 1: the u
     if (killed == 1)
       CHECK(has(other.out, "(127.0.0.1) is gone (its connection to the store closed) " + note));
     else
-      CHECK(has(other.out, "lost the launchers' store at ") &&
-            has(other.out, ": the launcher that hosts it is gone " + note));
+      CHECK((has(other.out, "lost the launchers' store at ") &&
+             has(other.out, ": the launcher that hosts it is gone " + note)));
   }
 }
 
