@@ -1198,6 +1198,13 @@ Proc stubborn_signals(const std::string& dir, const std::string& signals, const 
                    "echo ms=$(( ($(date +%s%N) - t0) / 1000000 )); kill $guard 2>/dev/null; cat out.txt");
 }
 
+// SIGINT (forwarded), SIGTERM once the launcher says so (the second stop signal: the workers killed), and a third
+// SIGTERM once MR_TEST_DELAY_AFTER_FORWARDING_S holds the launcher after the workers ended (the late-signal tests).
+const std::string kThirdSignalAfterWorkersEnded =
+    "kill -INT $pid; for i in $(seq 600); do grep -q 'SIGINT); forwarding' out.txt && break; sleep 0.05; done; "
+    "kill -TERM $pid; for i in $(seq 600); do grep -q 'MR_TEST_DELAY_AFTER_FORWARDING_S:' out.txt && break; "
+    "sleep 0.05; done; kill -TERM $pid";
+
 long ms_of(const std::string& out) {
   const size_t ms = out.find("ms=");
   return ms == std::string::npos ? -1 : std::stol(out.substr(ms + 3));
@@ -1282,10 +1289,8 @@ TEST_CASE("a second stop signal after the workers ended ends the launcher as the
   fs::create_directories(t.path / "tmp");
   const Proc r = stubborn_signals(
       dir,
-      "kill -INT $pid; for i in $(seq 600); do grep -q 'SIGINT); forwarding' out.txt && break; sleep 0.05; done; "
-      "kill -TERM $pid; for i in $(seq 600); do grep -q 'MR_TEST_DELAY_AFTER_FORWARDING_S:' out.txt && break; "
-      "sleep 0.05; done; kill -TERM $pid; for i in $(seq 600); do grep -q 'after the workers ended' out.txt && break; "
-      "sleep 0.05; done; kill -TERM $pid",
+      kThirdSignalAfterWorkersEnded + "; for i in $(seq 600); do grep -q 'after the workers ended' out.txt && break; "
+                                      "sleep 0.05; done; kill -TERM $pid",
       "TMPDIR='" + dir + "/tmp' MR_TEST_DELAY_AFTER_FORWARDING_S=20 ");
   INFO(r.out);
   CHECK(has(r.out, "exit=143"));  // SIGTERM's default action, not the 20 s hold and then 130
@@ -1308,10 +1313,7 @@ TEST_CASE("a stop signal after the second one, once the workers are killed, is n
   fs::create_directories(t.path / "tmp");
   const Proc r = stubborn_signals(
       dir,
-      "kill -INT $pid; for i in $(seq 600); do grep -q 'SIGINT); forwarding' out.txt && break; sleep 0.05; done; "
-      "kill -TERM $pid; for i in $(seq 600); do grep -q 'MR_TEST_DELAY_AFTER_FORWARDING_S:' out.txt && break; "
-      "sleep 0.05; done; kill -TERM $pid",
-      "TMPDIR='" + dir + "/tmp' MR_TEST_DELAY_AFTER_FORWARDING_S=1 ");
+      kThirdSignalAfterWorkersEnded, "TMPDIR='" + dir + "/tmp' MR_TEST_DELAY_AFTER_FORWARDING_S=1 ");
   INFO(r.out);
   CHECK(has(r.out, "exit=130"));
   CHECK(has(r.out, "megatron-run: received signal 15 (SIGTERM) after the stop began: killing the workers now"));
